@@ -1,0 +1,59 @@
+// Package testenv tells tests where the real servers they need are.
+//
+// scripts/services starts redis-server and a PostgreSQL cluster on loopback and
+// exports IDEMGEN_REDIS_URL and IDEMGEN_POSTGRES_URL; scripts/test (the README's
+// test command, run by CI) also sets IDEMGEN_REQUIRE_SERVICES=1, so there a
+// missing server fails the test instead of skipping it. Run locally without the
+// variables, a test skips with a message naming the missing server.
+package testenv
+
+import (
+	"net"
+	"net/url"
+	"os"
+	"testing"
+	"time"
+)
+
+// RedisURL returns the URL of a running Redis server, or skips (fails in CI).
+func RedisURL(t testing.TB) string {
+	t.Helper()
+	return need(t, "IDEMGEN_REDIS_URL", "Redis (redis-server)")
+}
+
+// PostgresURL returns the URL of a running PostgreSQL server, or skips (fails in CI).
+func PostgresURL(t testing.TB) string {
+	t.Helper()
+	return need(t, "IDEMGEN_POSTGRES_URL", "PostgreSQL")
+}
+
+// Required reports whether missing servers must fail tests (CI).
+func Required() bool { return os.Getenv("IDEMGEN_REQUIRE_SERVICES") == "1" }
+
+func need(t testing.TB, env, what string) string {
+	t.Helper()
+	raw := os.Getenv(env)
+	if raw == "" {
+		missing(t, "%s is not available: %s is not set (start one with: eval \"$(scripts/services start)\")", what, env)
+		return ""
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", env, raw, err)
+	}
+	conn, err := net.DialTimeout("tcp", u.Host, 2*time.Second)
+	if err != nil {
+		missing(t, "%s is not reachable at %s (%s): %v (start one with: eval \"$(scripts/services start)\")", what, u.Host, env, err)
+		return ""
+	}
+	conn.Close()
+	return raw
+}
+
+func missing(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if Required() {
+		t.Fatalf(format, args...)
+	}
+	t.Skipf(format, args...)
+}

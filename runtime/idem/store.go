@@ -1,0 +1,154 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/fingerprint"
+)
+
+// This file is the driver contract between the Engine and a record store.
+// A store is deliberately dumb: it never interprets responses, policies or
+// HTTP. It keeps one record per encoded scope key and makes the few
+// decisions that must be atomic (claim, take over, fence) on its own clock.
+// The shared logic lives once, in the Engine.
+
+// State is the state of an idempotency record.
+type State uint8
+
+const (
+	// StatePending: a holder is executing the request under a lease.
+	StatePending State = 1
+	// StateCompleted: the request executed; Response holds what to replay.
+	StateCompleted State = 2
+	// StateFailed: the request failed. With a nil Response the key is free
+	// again for a retry (policy `failures: retry`); with a Response the
+	// failure is replayed like a completion (policy `failures: replay`).
+	StateFailed State = 3
+)
+
+func (s State) String() string {
+	switch s {
+	case StatePending:
+		return "PENDING"
+	case StateCompleted:
+		return "COMPLETED"
+	case StateFailed:
+		return "FAILED"
+	}
+	return "UNKNOWN"
+}
+
+// Token is a fencing token. The Engine draws a fresh random token for every
+// claim; a store only stores and compares tokens (as opaque 64-bit values:
+// a store whose server-side language has only doubles, like Redis Lua, must
+// keep them as strings).
+type Token uint64
+
+// Fingerprint is the versioned digest of a request (see package fingerprint).
+type Fingerprint = fingerprint.Fingerprint
+
+// Record is what a store keeps under one encoded scope key.
+type Record struct {
+	State       State
+	Fingerprint Fingerprint
+	Token       Token
+	// LeaseExpiresAt is when a PENDING holder's lease runs out, on the store's clock.
+	LeaseExpiresAt time.Time
+	// ExpiresAt is when the record is forgotten: Begin time + BeginRequest.TTL, on the store's clock.
+	ExpiresAt time.Time
+	// Response is the engine-encoded response (opaque to the store); nil while PENDING
+	// and for a FAILED record that frees the key.
+	Response []byte
+}
+
+// Reclaimable reports whether a record frees its key for a new claim (a FAILED record without a response).
+func (r *Record) Reclaimable() bool { return r.State == StateFailed && r.Response == nil }
+
+// BeginRequest asks a store to claim a key.
+type BeginRequest struct {
+	// Key is the encoded scope key (principal, operation and idempotency key,
+	// encoded by the Engine so that distinct scopes never collide). It is valid
+	// UTF-8 without NUL bytes, at most a few hundred bytes long.
+	Key string
+	// Fingerprint of the request making the claim.
+	Fingerprint Fingerprint
+	// Token is the fresh fencing token the claim will carry if it succeeds.
+	Token Token
+	// Lease is how long the claim holds before another request may take it over.
+	Lease time.Duration
+	// TTL is how long the record lives, counted from this Begin (the policy's window).
+	TTL time.Duration
+	// SameFingerprintToReclaim: a reclaimable (FAILED, no response) record is
+	// claimed again only by a request with an equal Fingerprint; otherwise the
+	// store returns it unclaimed, and the Engine answers with a conflict.
+	SameFingerprintToReclaim bool
+}
+
+// BeginResult is what Begin decided, atomically.
+type BeginResult struct {
+	// Acquired: the caller holds the key with BeginRequest.Token; a new PENDING
+	// record was written (with the request's fingerprint and a fresh TTL).
+	Acquired bool
+	// Prior is the state of the record that the claim replaced: 0 when there was
+	// none (or it had expired), StatePending when an expired lease was taken
+	// over, StateFailed when a reclaimable failure was retried.
+	Prior State
+	// Record is the existing record when !Acquired.
+	Record Record
+}
+
+// Store is the driver interface that every record store implements.
+//
+// Begin, in one atomic step on the store's clock:
+//   - no record, or a record past ExpiresAt: write PENDING{fingerprint, token,
+//     lease, ExpiresAt = now+TTL} and report Acquired (Prior 0);
+//   - PENDING with an expired lease: replace it the same way (Prior StatePending),
+//     so the old holder's token is fenced out;
+//   - reclaimable FAILED: replace it (Prior StateFailed), unless
+//     SameFingerprintToReclaim is set and the fingerprints differ;
+//   - otherwise: report the record, not acquired.
+//
+// Finish, atomically: if the record exists, is PENDING and carries token, set
+// its State and Response (keeping ExpiresAt); otherwise change nothing and
+// return ErrFenced. state is StateCompleted or StateFailed.
+//
+// Get returns the current, unexpired record, or found == false.
+type Store interface {
+	Begin(ctx context.Context, req *BeginRequest) (BeginResult, error)
+	Finish(ctx context.Context, key string, token Token, state State, response []byte) error
+	Get(ctx context.Context, key string) (rec Record, found bool, err error)
+}
+
+// ErrFenced is returned by Store.Finish when the caller's claim is no longer
+// the current one: its lease was taken over, or the record expired.
+var ErrFenced = errors.New("idem: claim fenced: the lease was taken over or the record expired")
+
+// Optional abilities, discovered by type assertion.
+
+// LeaseExtender lets a long-running holder extend its lease (a heartbeat).
+type LeaseExtender interface {
+	ExtendLease(ctx context.Context, key string, token Token, lease time.Duration) error
+}
+
+// Watcher lets a waiting duplicate be woken when a record leaves PENDING
+// instead of polling. The channel is closed (or receives) on any change of the
+// record; stop releases resources.
+type Watcher interface {
+	Watch(ctx context.Context, key string) (changed <-chan struct{}, stop func())
+}
+
+// Transactor is implemented by stores that can run the handler inside a
+// database transaction and finish the record in that same transaction, so the
+// handler's own writes and the COMPLETED record commit together or not at all.
+//
+// BeginTx opens a transaction for the holder of key/token and returns a
+// context that carries it (the store's package offers a function to take it
+// out, e.g. pgstore.Tx(ctx)). commit finishes the record inside the
+// transaction, fenced like Store.Finish, and commits; when it returns an error
+// (ErrFenced included) the transaction was rolled back. rollback abandons the
+// transaction; calling it after commit is a no-op.
+type Transactor interface {
+	BeginTx(ctx context.Context, key string, token Token) (txctx context.Context, commit func(state State, response []byte) error, rollback func(), err error)
+}
