@@ -516,7 +516,9 @@ func (c *Call) acquired(prior State) {
 	}
 	c.start = e.now()
 	if e.extender != nil {
+		c.hbMu.Lock()
 		c.hb = time.AfterFunc(c.p.spec.InFlight.Lease/3, c.heartbeat)
+		c.hbMu.Unlock()
 	}
 }
 
