@@ -571,6 +571,18 @@ func (c *Call) Writer(w http.ResponseWriter) http.ResponseWriter {
 	return &c.rec
 }
 
+// Complete is the strict-server ending of an Execute decision: visit (a
+// generated VisitXxxResponse method) writes the typed response into the
+// recorder from Writer(w), then Finish stores it. When visit fails, Complete
+// returns its error without finishing, so End frees the key.
+func (c *Call) Complete(w http.ResponseWriter, visit func(http.ResponseWriter) error) error {
+	if err := visit(c.Writer(w)); err != nil {
+		return err
+	}
+	_ = c.Finish()
+	return nil
+}
+
 // Request returns the request the handler must serve: r with its body
 // restored (when Begin read it) and the handler context (Context).
 func (c *Call) Request() *http.Request {
