@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/cenkalti/backoff/v5"
 
@@ -79,6 +80,7 @@ type Call struct {
 	prior     State
 	start     time.Time
 	breq      BeginRequest
+	scopeBuf  [160]byte
 
 	body        []byte
 	bodyBuf     *[]byte // pooled, when the engine read the body itself
@@ -197,16 +199,21 @@ func (c *Call) begin(k Key) {
 		Body:        c.body,
 	}
 	c.fp = p.hasher.Sum(&in)
-	var sb [192]byte
 	var b []byte
 	if c.key != "" {
-		b = appendScope(sb[:0], c.principal, p.spec.Operation, kindKey, c.key)
+		b = appendScope(c.scopeBuf[:0], c.principal, p.spec.Operation, kindKey, c.key)
 	} else {
 		var hx [2 * len(Fingerprint{})]byte
 		hex.Encode(hx[:], c.fp[:])
-		b = appendScope(sb[:0], c.principal, p.spec.Operation, kindFP, string(hx[:]))
+		b = appendScope(c.scopeBuf[:0], c.principal, p.spec.Operation, kindFP, string(hx[:]))
 	}
-	c.scope = string(b)
+	if len(b) <= len(c.scopeBuf) && len(b) > 0 && &b[0] == &c.scopeBuf[0] {
+		// The scope lives in the Call, which is never reused and whose
+		// scopeBuf is never written again: aliasing it saves an allocation.
+		c.scope = unsafe.String(&c.scopeBuf[0], len(b))
+	} else {
+		c.scope = string(b)
+	}
 	c.claim()
 }
 

@@ -120,8 +120,9 @@ type BeginResult struct {
 // Finish (or to a Transactor's commit) after the call returns: the engine
 // reuses that buffer. A Record.Response a store returns may be shared (the
 // in-memory store returns its own copy to every reader), so neither the store
-// nor the engine modifies it afterwards. BeginRequest.Key is an ordinary
-// string and may be kept.
+// nor the engine modifies it afterwards. BeginRequest.Key may alias memory of
+// the request being served: a store that keeps it beyond the call (as a map
+// key, say) should keep strings.Clone(Key), not to pin that memory.
 //
 // Context: a ctx already cancelled when a method is called makes it return
 // an error wrapping ctx.Err() (errors.Is(err, context.Canceled)) without

@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/memstore"
+	"github.com/idemgen/idemgen/runtime/storetest"
 )
 
 type txKey struct{}
@@ -236,4 +237,13 @@ func TestCaptureBody(t *testing.T) {
 	big := `{"a":1}` + strings.Repeat(" ", 1000)
 	require.Equal(t, 204, send(h, req{target: "/plain", body: big}).Code)
 	assert.Len(t, got, 1000)
+}
+
+// The conformance suite's Transactor subtests, run against the fake.
+func TestFakeTransactorConformance(t *testing.T) {
+	storetest.RunConformanceTests(t, func(t *testing.T) idem.Store {
+		ms := memstore.New(memstore.Options{SweepInterval: -1})
+		t.Cleanup(func() { _ = ms.Close() })
+		return &fakeTx{Store: ms}
+	})
 }

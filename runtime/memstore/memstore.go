@@ -36,6 +36,7 @@ import (
 	"errors"
 	"hash/maphash"
 	"math/bits"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -221,8 +222,10 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 			s.full.Add(1)
 			return idem.BeginResult{}, ErrFull
 		}
-		e = &entry{key: req.Key, size: size}
-		sh.m[req.Key] = e
+		// Own the key: the engine's may alias a larger per-request object.
+		key := strings.Clone(req.Key)
+		e = &entry{key: key, size: size}
+		sh.m[key] = e
 		sh.bytes += size
 		e.rec.ExpiresAt = now.Add(req.TTL)
 		sh.heapPush(e)
