@@ -18,9 +18,10 @@ type Options struct {
 	// principal (""). An error refuses the request: a *Problem is written as
 	// is, any other error as 500 IDEMPOTENCY_PRINCIPAL_UNAVAILABLE.
 	Principal func(*http.Request) (string, error)
-	// Logger receives warnings and errors (store errors, fenced completions,
-	// lease takeovers, fail-open runs, unreadable records) and, at Debug,
-	// every decision. nil means slog.Default().
+	// Logger receives warnings and errors only (store errors, fenced
+	// completions, lease takeovers, lost leases, fail-open runs, unreadable
+	// records, responses too large to replay, handlers that did not finish);
+	// use Observer for every decision. nil means slog.Default().
 	Logger *slog.Logger
 	// Observer receives an Event for every decision; nil costs nothing.
 	Observer Observer
