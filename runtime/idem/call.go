@@ -539,6 +539,12 @@ func (c *Call) heartbeat() {
 	}
 	lease := c.p.spec.InFlight.Lease
 	err := c.e.extender.ExtendLease(context.WithoutCancel(c.r.Context()), c.scope, c.token, lease)
+	c.hbMu.Lock()
+	stopped = c.hbStopped
+	c.hbMu.Unlock()
+	if stopped {
+		return // finished meanwhile: a refusal now means nothing
+	}
 	if errors.Is(err, ErrFenced) {
 		c.e.log.LogAttrs(context.Background(), slog.LevelWarn, "idem: lease lost while the handler runs (taken over or expired)",
 			slog.String("operation", c.p.spec.Operation), slog.String("key", c.key))
@@ -573,6 +579,9 @@ func (c *Call) stopHeartbeat() {
 func (c *Call) Writer(w http.ResponseWriter) http.ResponseWriter {
 	if c.decision != Execute || !c.protected {
 		return w
+	}
+	if c.rec.active {
+		return &c.rec
 	}
 	c.rec.init(w, c.p, c.commit != nil)
 	return &c.rec
