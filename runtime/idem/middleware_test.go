@@ -694,3 +694,33 @@ func TestNewPanicsOnTransactionalWithoutTransactor(t *testing.T) {
 
 var _ = errors.Is
 var _ = context.Background
+
+func TestConcurrentDuplicatesWait(t *testing.T) {
+	f := newFixture(t, idem.Options{})
+	spec := strictSpec()
+	spec.InFlight.Wait = 5 * time.Second
+	h := f.eng.Handler(mustCompile(t, spec), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.calls.Add(1)
+		time.Sleep(30 * time.Millisecond)
+		w.WriteHeader(201)
+		_, _ = io.WriteString(w, "created")
+	}))
+	const n = 50
+	var wg sync.WaitGroup
+	var replayed atomic.Int32
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := send(h, req{key: "same", body: `{"x":1}`})
+			assert.Equal(t, 201, w.Code)
+			assert.Equal(t, "created", w.Body.String())
+			if w.Header().Get("Idempotent-Replayed") == "true" {
+				replayed.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, int32(1), f.calls.Load())
+	assert.Equal(t, int32(n-1), replayed.Load(), "every duplicate waited for the replay")
+}
