@@ -45,8 +45,10 @@ func (c Class) String() string {
 // reading a response body) into a [Class]. It unwraps *url.Error and
 // *net.OpError and decides by the cause:
 //
-//   - context.Canceled / context.DeadlineExceeded → ClassCanceled
-//     (a [Doer] tells its own per-attempt timeout apart before calling Classify);
+//   - context.Canceled / context.DeadlineExceeded → ClassCanceled, except
+//     http.Client's own Timeout → ClassConnection (a [Doer] also counts as
+//     ClassConnection any timeout met while the caller's context is still live:
+//     its per-attempt timeout, or an inner client's);
 //   - TLS and certificate errors (x509, tls.RecordHeaderError, tls.AlertError,
 //     tls.CertificateVerificationError) → ClassPermanent;
 //   - ECONNREFUSED, ECONNRESET, ECONNABORTED, EPIPE, ETIMEDOUT, EHOSTUNREACH,
@@ -61,6 +63,9 @@ func Classify(err error) Class {
 		return ClassPermanent
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		if strings.Contains(err.Error(), "Client.Timeout exceeded") {
+			return ClassConnection // http.Client.Timeout: a per-attempt timeout
+		}
 		return ClassCanceled
 	}
 	if isTLS(err) {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"mime"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -359,6 +360,12 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 				return nil, d.fail(req, call, ctx.Err(), err)
 			}
 			at.Err, at.Class = err, Classify(err)
+			if at.Class == ClassCanceled { // not the caller's context: an inner timeout or cancel
+				at.Class = ClassPermanent
+				if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+					at.Class = ClassConnection
+				}
+			}
 			if errors.Is(err, errAttemptTimeout) {
 				at.Class = ClassConnection
 			}
