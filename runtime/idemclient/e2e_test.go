@@ -239,7 +239,7 @@ func TestEndToEndProxy(t *testing.T) {
 	front := httptest.NewServer(proxy)
 	defer front.Close()
 
-	for _, attempts := range []int{2, 16} {
+	for _, attempts := range []int{1, 16} {
 		t.Run(fmt.Sprintf("attempts=%d", attempts), func(t *testing.T) {
 			before := dd.effects()
 			p := e2ePolicy
@@ -276,7 +276,7 @@ func TestEndToEndProxy(t *testing.T) {
 			if attempts == 16 {
 				assert.Equal(t, e2eCalls, ok, "0.3^16 per call: all succeed")
 			} else {
-				assert.Positive(t, gaveUp, "0.3^2 per call: some give up")
+				assert.Positive(t, gaveUp, "no retries: about 30% give up")
 			}
 		})
 	}
