@@ -15,10 +15,12 @@ import (
 type Class uint8
 
 const (
+	// ClassNone: no error (the zero value, as in an [Attempt] that got a response).
+	ClassNone Class = iota
 	// ClassPermanent: retrying cannot help (a bad URL, a TLS or certificate
 	// failure, a malformed request, an unknown error) or the caller stopped
 	// (context canceled or its deadline passed). Never retried.
-	ClassPermanent Class = iota
+	ClassPermanent
 	// ClassConnection: the connection failed or timed out (refused, reset,
 	// aborted, broken pipe, unreachable, EOF or unexpected EOF mid-response,
 	// a timeout of one attempt). Retried when the policy's On.Connection is set.
@@ -31,6 +33,8 @@ const (
 
 func (c Class) String() string {
 	switch c {
+	case ClassNone:
+		return "none"
 	case ClassPermanent:
 		return "permanent"
 	case ClassConnection:
@@ -60,7 +64,7 @@ func (c Class) String() string {
 //     request body, unknown errors) → ClassPermanent.
 func Classify(err error) Class {
 	if err == nil {
-		return ClassPermanent
+		return ClassNone
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		if strings.Contains(err.Error(), "Client.Timeout exceeded") {

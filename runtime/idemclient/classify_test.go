@@ -37,7 +37,7 @@ func TestClassifySynthetic(t *testing.T) {
 		err  error
 		want Class
 	}{
-		{"nil", nil, ClassPermanent},
+		{"nil", nil, ClassNone},
 		{"refused", urlErr(opErr("dial", syscall.ECONNREFUSED)), ClassConnection},
 		{"reset", urlErr(opErr("read", syscall.ECONNRESET)), ClassConnection},
 		{"aborted", urlErr(opErr("read", syscall.ECONNABORTED)), ClassConnection},
