@@ -265,8 +265,15 @@ func (d *Doer) prepare(ctx context.Context, req *http.Request, call *Call, p Pol
 		closeBody(req)
 		return nil, d.fail(req, call, ErrInvalidPolicy, err)
 	}
+	if req.URL == nil {
+		closeBody(req)
+		return nil, d.fail(req, call, ErrNotRetryable, errors.New("request without a URL"))
+	}
 	hasBody := req.Body != nil && req.Body != http.NoBody
 	pr := &prepared{tmpl: req.Clone(ctx)}
+	if pr.tmpl.Header == nil {
+		pr.tmpl.Header = http.Header{}
+	}
 	var data []byte // the body bytes, when buffered here
 	if hasBody && (req.GetBody == nil || p.KeyCarrier == CarrierBody) {
 		var err error

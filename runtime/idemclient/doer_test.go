@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"syscall"
@@ -593,4 +594,24 @@ func TestErrorMessage(t *testing.T) {
 	e := &Error{Method: "POST", URL: "http://h/x", Key: "k", Attempts: 4, Status: 503, Reason: ErrAttemptsExhausted, Err: errors.New("boom")}
 	assert.Equal(t, "idemclient: attempts exhausted: POST http://h/x key=k attempts=4 last-status=503: boom", e.Error())
 	assert.ErrorIs(t, e, ErrAttemptsExhausted)
+}
+
+func TestBareRequest(t *testing.T) {
+	srv := newRecServer(t, nil)
+	ctx, call := Start(context.Background())
+	req := (&http.Request{Method: http.MethodPost, URL: mustURL(t, srv.URL+"/bare")}).WithContext(ctx) // no Header map
+	resp, err := NewDoer(http.DefaultClient, Policy{}).Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, call.Key(), srv.Seen()[0].Key)
+
+	ctx, _ = Start(context.Background())
+	_, err = NewDoer(http.DefaultClient, Policy{}).Do((&http.Request{Method: http.MethodPost}).WithContext(ctx))
+	require.ErrorIs(t, err, ErrNotRetryable)
+}
+
+func mustURL(t *testing.T, s string) *url.URL {
+	u, err := url.Parse(s)
+	require.NoError(t, err)
+	return u
 }

@@ -134,8 +134,8 @@ func (s *script) Next(*http.Request) Fault {
 // carry RetryAfter (default "1").
 type Rates struct {
 	Reset, Drop, Delay, Unavailable, InFlight, Truncate float64
-	DelayFor   time.Duration
-	RetryAfter string
+	DelayFor                                            time.Duration
+	RetryAfter                                          string
 }
 
 // Random returns a Plan drawing each request's fault from rates with a PCG
