@@ -56,6 +56,15 @@ func Start(ctx context.Context, opts ...CallOption) (context.Context, *Call) {
 	return context.WithValue(ctx, callKey{}, c), c
 }
 
+// Start begins a call under policy p: Start(ctx, WithPolicy(p), opts...),
+// so options given later (even another WithPolicy) win. Generated helpers
+// call it with their operation's policy:
+//
+//	ctx, call := claimCouponPolicy.Start(ctx, opts...)
+func (p Policy) Start(ctx context.Context, opts ...CallOption) (context.Context, *Call) {
+	return Start(ctx, append([]CallOption{WithPolicy(p)}, opts...)...)
+}
+
 // CallFromContext returns the Call that [Start] put into ctx, or nil.
 func CallFromContext(ctx context.Context) *Call {
 	c, _ := ctx.Value(callKey{}).(*Call)

@@ -29,7 +29,7 @@
 //
 //	func (c *Client) ClaimCoupon(ctx context.Context, id string, body ClaimCouponJSONRequestBody,
 //		opts ...idemclient.CallOption) (*ClaimCouponResponse, error) {
-//		ctx, _ = idemclient.Start(ctx, append([]idemclient.CallOption{idemclient.WithPolicy(claimCouponPolicy)}, opts...)...)
+//		ctx, _ = claimCouponPolicy.Start(ctx, opts...) // an idemclient.Policy
 //		return c.inner.ClaimCouponWithResponse(ctx, id, body)
 //	}
 //

@@ -448,6 +448,7 @@ func (d *Doer) attempt(actx context.Context, pr *prepared, n int) (*http.Respons
 		actx, cancel = context.WithCancelCause(actx)
 		timer = time.AfterFunc(d.cfg.attemptTimeout, func() { cancel(errAttemptTimeout) })
 	}
+	done := func() { stopTimer(timer); cancel(nil) }
 	areq := pr.tmpl.Clone(actx)
 	areq.Body = body
 	if d.cfg.attemptHeader != "" {
@@ -461,7 +462,7 @@ func (d *Doer) attempt(actx context.Context, pr *prepared, n int) (*http.Respons
 		return err
 	}
 	if err != nil {
-		cancel(nil)
+		done()
 		return nil, timedOut(err)
 	}
 	if d.cfg.respBuffer <= 0 {
@@ -472,12 +473,12 @@ func (d *Doer) attempt(actx context.Context, pr *prepared, n int) (*http.Respons
 	buf, err := io.ReadAll(io.LimitReader(resp.Body, d.cfg.respBuffer))
 	if err != nil {
 		resp.Body.Close()
-		cancel(nil)
+		done()
 		return nil, timedOut(fmt.Errorf("reading the response body: %w", err))
 	}
 	if int64(len(buf)) < d.cfg.respBuffer {
 		resp.Body.Close()
-		cancel(nil)
+		done()
 		resp.Body = io.NopCloser(bytes.NewReader(buf))
 		return resp, nil
 	}

@@ -615,3 +615,18 @@ func mustURL(t *testing.T, s string) *url.URL {
 	require.NoError(t, err)
 	return u
 }
+
+func TestPolicyStart(t *testing.T) {
+	srv := newRecServer(t, func(int, *http.Request) reply { return reply{status: 503} })
+	d := NewDoer(http.DefaultClient, fastPolicy(4), WithClock(newFakeClock()))
+	ctx, call := fastPolicy(2).Start(context.Background(), WithKey("k"))
+	resp, err := d.Do(post(t, ctx, srv.URL, payload))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 2, call.Attempts(), "the call's policy wins over the Doer's")
+	ctx, call = fastPolicy(2).Start(context.Background(), WithPolicy(fastPolicy(3)))
+	resp, err = d.Do(post(t, ctx, srv.URL, payload))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 3, call.Attempts(), "later options win")
+}
