@@ -69,8 +69,8 @@ func (s *Spec) Validate() []error {
 	}
 	methods := map[string]Pos{}
 	for _, op := range s.Operations {
-		for _, m := range []string{op.Names.WithResponse, op.Names.WithBodyWithResponse} {
-			if m == "" {
+		for i, m := range []string{op.Names.WithResponse, op.Names.WithBodyWithResponse} {
+			if m == "" || (i == 1 && m == op.Names.WithResponse) {
 				continue
 			}
 			if first, ok := methods[m]; ok {
