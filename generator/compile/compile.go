@@ -442,7 +442,7 @@ func (c *compiler) checkKey(out *ir.Operation, op *openapi3.Operation, params []
 		keyName = k.Name
 	}
 	if looksLikeBusinessID(keyName) {
-		c.diags.Warnf(keyPos, "business-key", "key %s looks like a business identifier; a key must be new for each logical request (a UUID the client makes), or two different requests about the same %s collide", keyName, strings.TrimSuffix(strings.TrimSuffix(norm(keyName), "id"), "number"))
+		c.diags.Warnf(keyPos, "business-key", "key %s looks like a business identifier: a key names one logical request (a UUID the client makes per call), not the thing it acts on; two different requests about the same object would be taken for retries of each other", keyName)
 	}
 }
 
@@ -573,19 +573,19 @@ func (c *compiler) checkPointers(out *ir.Operation, op *openapi3.Operation, b co
 			continue
 		}
 		if looksVolatile(m.name) && !coveredBy(pol.Volatile, m.path) {
-			c.diags.Warnf(volPos, "volatile-candidate", "body member %s of %s looks volatile (a clock, retry counter or trace id) but is not declared volatile: a retry that changes it %s", m.path, where, conflictEffect(pol.Semantics))
+			c.diags.Warnf(volPos, "volatile-candidate", "body member %s of %s looks volatile (a clock, retry counter or trace id) but is not declared volatile; a retry that changes it looks like another request: %s", m.path, where, conflictEffect(pol.Semantics))
 		}
 		if m.schema.UniqueItems && isArray(m.schema) && !coveredBy(pol.Unordered, m.path) && !coveredBy(pol.Volatile, m.path) {
-			c.diags.Warnf(unPos, "unordered-candidate", "body member %s of %s is a set (uniqueItems) but is not declared unordered: the same items in another order %s", m.path, where, conflictEffect(pol.Semantics))
+			c.diags.Warnf(unPos, "unordered-candidate", "body member %s of %s is a set (uniqueItems) but is not declared unordered; a retry that sends its items in another order looks like another request: %s", m.path, where, conflictEffect(pol.Semantics))
 		}
 	}
 }
 
 func conflictEffect(s ir.Semantics) string {
 	if s == ir.Window {
-		return "counts as another request"
+		return "it runs again"
 	}
-	return "gets a conflict"
+	return "a conflict"
 }
 
 func coveredBy(list []ir.Pointer, path string) bool {

@@ -58,10 +58,10 @@ func LooksLikeKeyName(name string) bool {
 // identifier (order_id, paymentNumber, invoice-ref): a value that names the
 // thing being created, not this one request.
 func looksLikeBusinessID(name string) bool {
-	if LooksLikeKeyName(name) {
+	n := norm(name)
+	if LooksLikeKeyName(name) || strings.Contains(n, "request") {
 		return false
 	}
-	n := norm(name)
 	for _, suf := range []string{"id", "uuid", "number", "no", "ref", "reference", "code"} {
 		if strings.HasSuffix(n, suf) && len(n) > len(suf) {
 			return true

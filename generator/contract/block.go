@@ -25,7 +25,7 @@ func (f *Field[T]) set(v T, pos ir.Pos) { f.V, f.Pos, f.Set = v, pos, true }
 
 // over returns o when it is set, f otherwise (o overrides f).
 func over[T any](f, o Field[T]) Field[T] {
-	if o.Set {
+	if o.Set || !o.Pos.IsZero() { // set, or written with a bad value
 		return o
 	}
 	return f

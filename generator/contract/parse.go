@@ -123,6 +123,8 @@ func (p *parser) block(n *yaml.Node, b *Block) {
 		"semantics": func(v *yaml.Node, ptr string) {
 			if s, ok := p.enum(v, ptr, "semantics", "strict", "loose", "window"); ok {
 				b.Semantics.set(ir.Semantics(s), p.loc(v, ptr))
+			} else {
+				b.Semantics.Pos = p.loc(v, ptr) // written, but wrong: reported already
 			}
 		},
 		"window": func(v *yaml.Node, ptr string) {

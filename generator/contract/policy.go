@@ -60,6 +60,9 @@ func Resolve(b Block) (Resolved, diag.List, bool) {
 	r := Resolved{Block: b}
 	pol := &r.Policy
 	if !b.Semantics.Set {
+		if !b.Semantics.Pos.IsZero() {
+			return r, diags, false // a bad value, reported by Parse
+		}
 		diags.Errorf(b.Pos, "semantics-missing", "x-idempotency: semantics is missing (strict, loose or window), neither here nor at the document root")
 		return r, diags, false
 	}
@@ -135,8 +138,9 @@ func Resolve(b Block) (Resolved, diag.List, bool) {
 	if b.Retry.On.Set {
 		on = b.Retry.On.V
 	} else {
+		def := firstPos(b.Retry.Pos, b.ConflictStatus.Pos, b.Pos)
 		for _, s := range DefaultRetryOn() {
-			on = append(on, Field[string]{V: s})
+			on = append(on, Field[string]{V: s, Pos: def})
 		}
 	}
 	rt.On = []string{}
@@ -157,7 +161,7 @@ func Resolve(b Block) (Resolved, diag.List, bool) {
 		case code >= 400 && code < 500 && !slices.Contains(retryableClientErrors, code):
 			diags.Errorf(e.Pos, "retry-on-client-error", "retry.on: %d means the request itself is wrong; retrying it with the same key gets the same answer (retry only 408, 409, 425, 429 among 4xx)", code)
 		case code == pol.ConflictStatus && code == 409 && pol.Semantics == ir.Strict:
-			diags.Warnf(e.Pos, "retry-on-conflict-status", "retry.on: 409 is also this operation's conflict-status; the client helper must tell IDEMPOTENCY_KEY_IN_USE (retry) from IDEMPOTENCY_KEY_REUSED (do not) by the problem code")
+			diags.Warnf(firstPos(e.Pos, b.ConflictStatus.Pos), "retry-on-conflict-status", "retry.on: 409 is also this operation's conflict-status; the client helper must tell IDEMPOTENCY_KEY_IN_USE (retry) from IDEMPOTENCY_KEY_REUSED (do not) by the problem code")
 		case code < 400:
 			diags.Errorf(e.Pos, "retry-on-client-error", "retry.on: %d is not an error status", code)
 		}

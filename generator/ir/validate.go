@@ -29,29 +29,36 @@ func (s *Spec) Validate() []error {
 		pos  Pos
 	}
 	seen := map[string]owner{}
-	claim := func(name, what string, pos Pos) {
+	// claim reports at most one problem an operation: the names derived
+	// from one Go name all collide together.
+	claim := func(name, what string, pos Pos) bool {
 		if name == "" {
-			return
+			return true
 		}
 		if !token.IsIdentifier(name) || !token.IsExported(name) {
 			errs = append(errs, &InvalidNameError{Name: name, What: what, Pos: pos})
-			return
+			return false
 		}
 		if o, ok := seen[name]; ok {
 			errs = append(errs, &CollisionError{Name: name, What: what, Pos: pos, Other: o.pos})
-			return
+			return false
 		}
 		seen[name] = owner{what, pos}
+		return true
 	}
+	collided := map[*Operation]bool{}
 	for _, op := range s.Operations {
 		where := op.Method + " " + op.Path
 		n := op.Names
-		claim(n.Handler, "operation "+where, op.Pos)
-		claim(n.RequestObject, "request object of "+where, op.Pos)
-		claim(n.ResponseObject, "response object of "+where, op.Pos)
-		claim(n.Params, "parameters of "+where, op.Pos)
-		claim(n.ResponseType, "client response of "+where, op.Pos)
-		claim(n.JSONRequestBody, "JSON request body of "+where, op.Pos)
+		ok := claim(n.Handler, "operation "+where, op.Pos) &&
+			claim(n.RequestObject, "request object of "+where, op.Pos) &&
+			claim(n.ResponseObject, "response object of "+where, op.Pos) &&
+			claim(n.Params, "parameters of "+where, op.Pos) &&
+			claim(n.ResponseType, "client response of "+where, op.Pos) &&
+			claim(n.JSONRequestBody, "JSON request body of "+where, op.Pos)
+		if !ok {
+			collided[op] = true
+		}
 		// Methods live on the client types: unique among themselves only,
 		// and a method name may equal a type name, so a separate space.
 		fields := map[string]Pos{}
@@ -69,6 +76,9 @@ func (s *Spec) Validate() []error {
 	}
 	methods := map[string]Pos{}
 	for _, op := range s.Operations {
+		if collided[op] {
+			continue
+		}
 		for i, m := range []string{op.Names.WithResponse, op.Names.WithBodyWithResponse} {
 			if m == "" || (i == 1 && m == op.Names.WithResponse) {
 				continue

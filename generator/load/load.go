@@ -88,7 +88,7 @@ func Load(path string, opts Options) (*Document, diag.List) {
 		}
 	}
 	if err != nil {
-		diags.Errorf(ir.Pos{File: path}, "load-error", "cannot load the spec: %v", err)
+		diags.Errorf(yamlErrPos(path, err), "load-error", "cannot load the spec: %v", err)
 		return nil, diags
 	}
 	if t.Paths == nil {
