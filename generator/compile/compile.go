@@ -363,6 +363,7 @@ func (c *compiler) body(op *openapi3.Operation, names naming.Op) *ir.Body {
 			}
 			if t := naming.SchemaRef(mt.Schema.Ref, goName); t != "" {
 				b.GoType = t
+				b.Alias = true
 			} else if !strings.HasPrefix(mt.Schema.Ref, "#") {
 				b.GoType = "" // an external type: oapi-codegen needs an import mapping
 			}

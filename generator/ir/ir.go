@@ -115,6 +115,10 @@ type Body struct {
 	JSON         bool     `json:"json"`         // one of them is a JSON media type
 	Required     bool     `json:"required"`
 	GoType       string   `json:"goType,omitempty"` // oapi-codegen's type of the default JSON body, e.g. NewPet or AddPetJSONBody
+	// Alias is true when <Op>JSONRequestBody is an alias of GoType (a
+	// component schema), false when it is a type defined from GoType (an
+	// inline schema: a conversion is needed).
+	Alias bool `json:"alias,omitempty"`
 }
 
 // Semantics is what a duplicate means.
