@@ -78,12 +78,23 @@ func (c *compiler) run() *ir.Spec {
 		}
 	}
 	paths := t.Paths.Map()
+	// Index the paths mapping once: a lookup per path would scan it each time.
+	pathNodes := map[string]load.Node{}
+	if pn := c.doc.Deref(c.doc.Lookup("/paths")); pn.Node != nil && pn.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(pn.Content); i += 2 {
+			k := pn.Content[i].Value
+			pathNodes[k] = load.Node{Node: pn.Content[i+1], File: pn.File, Pointer: pn.Pointer + "/" + load.Escape(k)}
+		}
+	}
 	for _, path := range sortedKeys(paths) {
 		item := paths[path]
 		if item == nil {
 			continue
 		}
-		itemNode := c.doc.Lookup("/paths/" + load.Escape(path))
+		itemNode, ok := pathNodes[path]
+		if !ok {
+			itemNode = c.doc.Lookup("/paths/" + load.Escape(path))
+		}
 		if x := c.doc.LookupFrom(itemNode, "/x-idempotency"); x.Node != nil && itemNode.Node != nil && hasKey(c.doc.Deref(itemNode).Node, "x-idempotency") {
 			c.diags.Errorf(c.doc.NodePos(x), "misplaced-field", "x-idempotency belongs on an operation (post, patch, ...), not on the path item %s", path)
 		}
