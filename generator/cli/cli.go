@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -159,8 +160,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 		return ExitError
 	}
 	if *format == "text" {
-		ne, nw := diags.Count()
-		_ = ne
+		_, nw := diags.Count()
 		fmt.Fprintf(stderr, "%s: %d idempotent operations, %d warnings\n", fs.Arg(0), len(spec.Operations), nw)
 	}
 	return ExitOK
@@ -269,9 +269,7 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	}
 	names := []string(emits)
 	if len(names) == 0 {
-		for _, n := range sortedTrue(cfg.Generate) {
-			names = append(names, n)
-		}
+		names = sortedTrue(cfg.Generate)
 	}
 	if cfg.Spec == "" || len(names) == 0 {
 		fmt.Fprintln(stderr, "idemgen generate: need a SPEC and at least one emitter (-emit or generate: in the config)")
@@ -316,16 +314,8 @@ func sortedTrue(m map[string]bool) []string {
 			out = append(out, k)
 		}
 	}
-	sortStrings(out)
+	slices.Sort(out)
 	return out
-}
-
-func sortStrings(s []string) {
-	for i := 1; i < len(s); i++ {
-		for j := i; j > 0 && s[j] < s[j-1]; j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
-	}
 }
 
 func version(args []string, stdout, stderr io.Writer) int {
