@@ -176,9 +176,8 @@ func (c *compiler) operation(path, method string, item *openapi3.PathItem, op *o
 		block.Pos = c.applyToPos(method)
 	default:
 		if slices.Contains(unsafeMethods, method) {
-			for _, k := range DetectKeys(op, item.Parameters) {
-				c.diags.Warnf(opPos, "key-without-contract", "%s declares the idempotency key %s %s but has no x-idempotency contract", where, k.Carrier, k.Name)
-				break
+			if ks := DetectKeys(op, item.Parameters); len(ks) > 0 {
+				c.diags.Warnf(opPos, "key-without-contract", "%s declares the idempotency key %s %s but has no x-idempotency contract", where, ks[0].Carrier, ks[0].Name)
 			}
 		}
 		return nil
@@ -251,7 +250,7 @@ func (c *compiler) operation(path, method string, item *openapi3.PathItem, op *o
 		}
 	}
 
-	c.checkKey(out, op, params, merged)
+	c.checkKey(out, op, item.Parameters, params, merged)
 	c.checkPointers(out, op, merged)
 	return out
 }
@@ -384,7 +383,7 @@ func (c *compiler) body(op *openapi3.Operation, names naming.Op) *ir.Body {
 }
 
 // checkKey checks the key carrier against the spec's declarations.
-func (c *compiler) checkKey(out *ir.Operation, op *openapi3.Operation, params []paramRef, b contract.Block) {
+func (c *compiler) checkKey(out *ir.Operation, op *openapi3.Operation, pathParams openapi3.Parameters, params []paramRef, b contract.Block) {
 	k := &out.Key
 	keyPos := k.Pos
 	where := out.Method + " " + out.Path
@@ -404,7 +403,7 @@ func (c *compiler) checkKey(out *ir.Operation, op *openapi3.Operation, params []
 			if k.Carrier == ir.CarrierQuery {
 				c.diags.Errorf(keyPos, "key-undeclared", "key.query: %s declares no query parameter %s", where, k.Name)
 			}
-			c.conventionMismatch(out, op, keyPos)
+			c.conventionMismatch(out, op, pathParams, keyPos)
 			break
 		}
 		p := c.irParam(*decl)
@@ -441,9 +440,6 @@ func (c *compiler) checkKey(out *ir.Operation, op *openapi3.Operation, params []
 			schema = &openapi3.SchemaRef{Value: ms[0].schema}
 		}
 		c.compareDecl(out, b, required, schema, "body member "+k.Name)
-		if looksVolatile(name) {
-			break
-		}
 	}
 	var keyName string
 	switch k.Carrier {
@@ -460,13 +456,16 @@ func (c *compiler) checkKey(out *ir.Operation, op *openapi3.Operation, params []
 
 // conventionMismatch warns when the contract's key header is not declared
 // but the operation declares another key by convention.
-func (c *compiler) conventionMismatch(out *ir.Operation, op *openapi3.Operation, pos ir.Pos) {
-	for _, cand := range DetectKeys(op, nil) {
+func (c *compiler) conventionMismatch(out *ir.Operation, op *openapi3.Operation, pathParams openapi3.Parameters, pos ir.Pos) {
+	cands := DetectKeys(op, pathParams)
+	for _, cand := range cands {
 		if cand.Carrier == out.Key.Carrier && strings.EqualFold(cand.Name, out.Key.Name) {
 			return
 		}
+	}
+	if len(cands) > 0 {
+		cand := cands[0]
 		c.diags.Warnf(pos, "key-convention-mismatch", "the contract's key is %s %s, but %s %s declares the key %s %s; set key.%s: %s", out.Key.Carrier, out.Key.Name, out.Method, out.Path, cand.Carrier, cand.Name, cand.Carrier, cand.Name)
-		return
 	}
 }
 

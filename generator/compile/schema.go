@@ -46,10 +46,6 @@ func isArray(s *openapi3.Schema) bool {
 	return (s.Type != nil && s.Type.Includes("array")) || s.Items != nil || len(s.PrefixItems) > 0
 }
 
-func isObject(s *openapi3.Schema) bool {
-	return (s.Type != nil && s.Type.Includes("object")) || len(s.Properties) > 0 || s.AdditionalProperties.Schema != nil
-}
-
 // typed reports whether s says anything about its shape.
 func typed(s *openapi3.Schema) bool {
 	return (s.Type != nil && len(s.Type.Slice()) > 0) || len(s.Properties) > 0 || s.Items != nil ||
