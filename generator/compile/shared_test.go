@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idemgen/idemgen/internal/testenv"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -15,29 +17,9 @@ import (
 	"github.com/idemgen/idemgen/generator/ir"
 )
 
-// sharedSpecs finds shared/specs in an ancestor of the working directory
-// (the steering repo's shared/ sits beside every checkout); it skips the
-// test when there is none, except in CI.
+// sharedSpecs returns testdata/specs, the real public specs copied into the repo.
 func sharedSpecs(t testing.TB) string {
-	if d := os.Getenv("IDEMGEN_SHARED_SPECS"); d != "" {
-		return d
-	}
-	wd, err := os.Getwd()
-	require.NoError(t, err)
-	for dir := wd; ; dir = filepath.Dir(dir) {
-		cand := filepath.Join(dir, "shared", "specs")
-		if st, err := os.Stat(cand); err == nil && st.IsDir() {
-			return cand
-		}
-		if filepath.Dir(dir) == dir {
-			break
-		}
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("shared/specs not found in any parent directory (set IDEMGEN_SHARED_SPECS)")
-	}
-	t.Skip("shared/specs not found in any parent directory (set IDEMGEN_SHARED_SPECS)")
-	return ""
+	return testenv.SpecsDir(t)
 }
 
 var sharedCases = []struct {

@@ -2,11 +2,12 @@ package naming_test
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/idemgen/idemgen/internal/testenv"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
@@ -126,19 +127,7 @@ func TestAgainstOapiCodegen(t *testing.T) {
 	}
 }
 
+// findShared returns testdata/specs, the real public specs copied into the repo.
 func findShared(t *testing.T) string {
-	if d := os.Getenv("IDEMGEN_SHARED_SPECS"); d != "" {
-		return d
-	}
-	wd, _ := os.Getwd()
-	for dir := wd; filepath.Dir(dir) != dir; dir = filepath.Dir(dir) {
-		if st, err := os.Stat(filepath.Join(dir, "shared", "specs")); err == nil && st.IsDir() {
-			return filepath.Join(dir, "shared", "specs")
-		}
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("shared/specs not found")
-	}
-	t.Skip("shared/specs not found")
-	return ""
+	return testenv.SpecsDir(t)
 }
