@@ -232,3 +232,10 @@ func TestReplaceBlock(t *testing.T) {
 	}
 	assert.Equal(t, "Key. "+augment.BeginMarker+" B "+augment.EndMarker, augment.ReplaceInline("Key.", "B"))
 }
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return data
+}
