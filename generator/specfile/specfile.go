@@ -362,7 +362,7 @@ func encodeJSON(n *yaml.Node, f Format) ([]byte, error) {
 	if indent <= 0 {
 		indent = 2
 	}
-	w := &jsonWriter{indent: strings.Repeat(" ", indent), jackson: f.JSONLayout == JSONJackson}
+	w := &jsonWriter{indent: strings.Repeat(" ", indent), jackson: f.JSONLayout == JSONJackson, budget: maxJSONNodes}
 	if err := w.value(n, 0, 0); err != nil {
 		return nil, err
 	}
@@ -372,10 +372,15 @@ func encodeJSON(n *yaml.Node, f Format) ([]byte, error) {
 	return w.b.Bytes(), nil
 }
 
+// maxJSONNodes bounds the nodes written as JSON, where aliases are
+// expanded: a few aliases of aliases would otherwise write gigabytes.
+const maxJSONNodes = 2_000_000
+
 type jsonWriter struct {
 	b       bytes.Buffer
 	indent  string
 	jackson bool
+	budget  int
 }
 
 func (w *jsonWriter) newline(level int) {
@@ -390,6 +395,9 @@ func (w *jsonWriter) newline(level int) {
 func (w *jsonWriter) value(n *yaml.Node, level, depth int) error {
 	if depth > 10000 {
 		return errors.New("specfile: the document nests too deeply (alias cycle?)")
+	}
+	if w.budget--; w.budget < 0 {
+		return errors.New("specfile: the document expands to too many JSON values (aliases of aliases?)")
 	}
 	switch n.Kind {
 	case yaml.AliasNode:

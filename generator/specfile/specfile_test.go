@@ -132,3 +132,16 @@ func TestParseErrors(t *testing.T) {
 	_, err = specfile.Encode(&n, specfile.Format{JSON: true})
 	assert.Error(t, err)
 }
+
+func TestJSONAliasBomb(t *testing.T) {
+	src := "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+	prev := "a"
+	for _, n := range []string{"b", "c", "d", "e", "f", "g", "h", "i"} {
+		src += n + ": &" + n + " [*" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + "]\n"
+		prev = n
+	}
+	doc, err := specfile.Parse([]byte(src))
+	require.NoError(t, err)
+	_, err = specfile.Encode(doc, specfile.Format{JSON: true})
+	assert.ErrorContains(t, err, "too many JSON values")
+}
