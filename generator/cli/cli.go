@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/idemgen/idemgen/generator/compile"
 	"github.com/idemgen/idemgen/generator/diag"
+	_ "github.com/idemgen/idemgen/generator/emit/server" // registers the server emitter
 	"github.com/idemgen/idemgen/generator/emitter"
 )
 
@@ -229,12 +231,13 @@ emitter fails; files are written atomically.
 
 func generate(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("generate", "idemgen generate [-config FILE] [-overlay FILE]... [-emit NAME]... [-o DIR] [-package NAME] [SPEC]", generateExamples, stderr)
-	var overlays, emits listFlag
+	var overlays, emits, options listFlag
 	configPath := fs.String("config", "", "read settings from this idemgen.yaml `FILE`")
 	fs.Var(&overlays, "overlay", "apply this OpenAPI Overlay 1.0 `FILE` first (repeatable)")
 	fs.Var(&emits, "emit", "run the emitter `NAME` (repeatable; available: "+strings.Join(emitter.Names(), ", ")+")")
 	out := fs.String("o", "", "output `DIR` (- writes the files to stdout)")
 	pkg := fs.String("package", "", "Go package `NAME` of generated code")
+	fs.Var(&options, "option", "set an emitter option `NAME=VALUE` (repeatable; overrides options: in the config), e.g. server.strict=false")
 	format := fs.String("format", "text", "diagnostics format: text or json")
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
@@ -287,9 +290,25 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	if diags.HasErrors() {
 		return ExitError
 	}
-	files, err := emitter.Run(names, spec, emitter.Options{Package: cfg.Package, Output: cfg.Output, Params: cfg.Options})
+	params := cfg.Options
+	if len(options) > 0 {
+		params = maps.Clone(params)
+		if params == nil {
+			params = map[string]string{}
+		}
+		for _, o := range options {
+			k, v, _ := strings.Cut(o, "=")
+			params[k] = v
+		}
+	}
+	files, err := emitter.Run(names, spec, emitter.Options{Package: cfg.Package, Output: cfg.Output, Params: params, Version: Version()})
 	if err != nil {
-		fmt.Fprintf(stderr, "idemgen generate: %v\n", err)
+		var el *diag.ErrorList
+		if errors.As(err, &el) {
+			report(el.List, *format, stdout, stderr)
+		} else {
+			fmt.Fprintf(stderr, "idemgen generate: %v\n", err)
+		}
 		return ExitError
 	}
 	if cfg.Output == "-" {
