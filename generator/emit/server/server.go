@@ -280,7 +280,7 @@ func (g *gen) typeDecl() {
 	g.doc(doc.String())
 	g.f.Type().Id(t).Struct(
 		jen.Id("engine").Op("*").Qual(idemPkg, "Engine"),
-		jen.Id("owned").Op("*").Qual(memPkg, "Store").Comment("the store New" + t + " made, closed by Close"),
+		jen.Id("owned").Op("*").Qual(memPkg, "Store").Comment("the store New"+t+" made, closed by Close"),
 	)
 
 	g.docf("New%s returns the %s of this package over store, or over a new in-memory store (package memstore) when store is nil. opts configure the engine: Principal scopes records per caller (set it from your authentication), Observer sees every decision.", t, t)
@@ -743,7 +743,7 @@ func (g *gen) httpMiddleware() {
 		jen.Id("param").Bool(),
 	)
 	g.doc(px + "Routes holds, by method, the idempotent operations and the routes that take precedence over them, most specific first (static segments before parameters, as routers choose).")
-	g.f.Var().Id(px+"Routes").Op("=").Map(jen.String()).Index().Id(px+"Route").Values(jen.DictFunc(func(d jen.Dict) {
+	g.f.Var().Id(px + "Routes").Op("=").Map(jen.String()).Index().Id(px + "Route").Values(jen.DictFunc(func(d jen.Dict) {
 		for _, m := range methods {
 			d[jen.Lit(m)] = jen.Index().Id(px + "Route").ValuesFunc(func(gr *jen.Group) {
 				for _, r := range routes[m] {
