@@ -874,21 +874,24 @@ func (g *gen) errorHandler() {
 	if len(headers)+len(queries) == 0 {
 		return
 	}
-	nameCheck := func(v jen.Code) jen.Code {
+	names := append(append([]string(nil), headers...), queries...)
+	g.docf("%sKeyParam reports whether name is a key parameter: a header (%s, any case) or a query parameter (%s).", px, orNone(headers), orNone(queries))
+	g.f.Func().Id(px+"KeyParam").Params(jen.Id("name").String()).Bool().BlockFunc(func(b *jen.Group) {
 		var conds []jen.Code
 		for _, h := range headers {
-			conds = append(conds, jen.Qual("strings", "EqualFold").Call(v, jen.Lit(h)))
+			conds = append(conds, jen.Qual("strings", "EqualFold").Call(jen.Id("name"), jen.Lit(h)))
 		}
 		for _, q := range queries {
-			conds = append(conds, jen.Add(v).Op("==").Lit(q))
+			conds = append(conds, jen.Id("name").Op("==").Lit(q))
 		}
 		c := jen.Add(conds[0])
 		for _, x := range conds[1:] {
 			c = c.Op("||").Add(x)
 		}
-		return c
-	}
-	names := append(append([]string(nil), headers...), queries...)
+		b.Return(c)
+	})
+	isKey := func(v string) jen.Code { return jen.Id(px + "KeyParam").Call(jen.Id(v).Dot("ParamName")) }
+	as := func(v string) *jen.Statement { return jen.Qual("errors", "As").Call(jen.Err(), jen.Op("&").Id(v)) }
 	g.docf("%sKeyError maps oapi-codegen's parameter errors about a key parameter (%s) to a problem code and detail; \"\" for any other error.", px, strings.Join(names, ", "))
 	g.f.Func().Id(px+"KeyError").Params(jen.Err().Error()).Params(jen.List(jen.Id("code"), jen.Id("detail")).String()).Block(
 		jen.Var().Id("missingHeader").Op("*").Id("RequiredHeaderError"),
@@ -896,19 +899,28 @@ func (g *gen) errorHandler() {
 		jen.Var().Id("invalid").Op("*").Id("InvalidParamFormatError"),
 		jen.Var().Id("many").Op("*").Id("TooManyValuesForParamError"),
 		jen.Switch().Block(
-			jen.Case(jen.Qual("errors", "As").Call(jen.Err(), jen.Op("&").Id("missingHeader")).Op("&&").Add(nameCheck(jen.Id("missingHeader").Dot("ParamName"))),
-				jen.Qual("errors", "As").Call(jen.Err(), jen.Op("&").Id("missingParam")).Op("&&").Add(nameCheck(jen.Id("missingParam").Dot("ParamName")))).Block(
+			jen.Case(as("missingHeader").Op("&&").Add(isKey("missingHeader")), as("missingParam").Op("&&").Add(isKey("missingParam"))).Block(
 				jen.Return(jen.Qual(idemPkg, "CodeKeyMissing"), jen.Lit("this operation requires an idempotency key")),
 			),
-			jen.Case(jen.Qual("errors", "As").Call(jen.Err(), jen.Op("&").Id("invalid")).Op("&&").Add(nameCheck(jen.Id("invalid").Dot("ParamName")))).Block(
-				jen.Return(jen.Qual(idemPkg, "CodeKeyInvalid"), jen.Lit("the idempotency key is malformed: ").Op("+").Id("invalid").Dot("Err").Dot("Error").Call()),
+			jen.Case(as("invalid").Op("&&").Add(isKey("invalid"))).Block(
+				jen.If(jen.Id("invalid").Dot("Err").Op("!=").Nil()).Block(
+					jen.Return(jen.Qual(idemPkg, "CodeKeyInvalid"), jen.Lit("the idempotency key is malformed: ").Op("+").Id("invalid").Dot("Err").Dot("Error").Call()),
+				),
+				jen.Return(jen.Qual(idemPkg, "CodeKeyInvalid"), jen.Lit("the idempotency key is malformed")),
 			),
-			jen.Case(jen.Qual("errors", "As").Call(jen.Err(), jen.Op("&").Id("many")).Op("&&").Add(nameCheck(jen.Id("many").Dot("ParamName")))).Block(
+			jen.Case(as("many").Op("&&").Add(isKey("many"))).Block(
 				jen.Return(jen.Qual(idemPkg, "CodeKeyInvalid"), jen.Lit("the idempotency key is given more than once")),
 			),
 		),
 		jen.Return(jen.Lit(""), jen.Lit("")),
 	)
+}
+
+func orNone(l []string) string {
+	if len(l) == 0 {
+		return "none"
+	}
+	return strings.Join(l, ", ")
 }
 
 func (g *gen) helpers() {
