@@ -876,7 +876,7 @@ func (g *gen) errorHandler() {
 	}
 	names := append(append([]string(nil), headers...), queries...)
 	g.docf("%sKeyParam reports whether name is a key parameter: a header (%s, any case) or a query parameter (%s).", px, orNone(headers), orNone(queries))
-	g.f.Func().Id(px+"KeyParam").Params(jen.Id("name").String()).Bool().BlockFunc(func(b *jen.Group) {
+	g.f.Func().Id(px + "KeyParam").Params(jen.Id("name").String()).Bool().BlockFunc(func(b *jen.Group) {
 		var conds []jen.Code
 		for _, h := range headers {
 			conds = append(conds, jen.Qual("strings", "EqualFold").Call(jen.Id("name"), jen.Lit(h)))
