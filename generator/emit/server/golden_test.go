@@ -26,6 +26,7 @@ var goldenCases = []struct {
 }{
 	{name: "strictapi", spec: "testdata/server/coupons/openapi.yaml", server: gentest.StrictStdHTTP},
 	{name: "plainapi", spec: "testdata/server/coupons/openapi.yaml", server: gentest.StdHTTP, params: map[string]string{"server.strict": "false"}},
+	{name: "routesapi", spec: "testdata/server/routes/openapi.yaml", server: gentest.StdHTTP, params: map[string]string{"server.strict": "false"}},
 	{name: "petstore", spec: "testdata/specs/petstore-expanded.yaml", overlays: []string{"testdata/overlays/petstore.overlay.yaml"}, server: gentest.StrictStdHTTP},
 }
 

@@ -745,7 +745,7 @@ func (g *gen) httpMiddleware() {
 	g.doc(px + "Routes holds, by method, the idempotent operations and the routes that take precedence over them, most specific first (static segments before parameters, as routers choose).")
 	g.f.Var().Id(px + "Routes").Op("=").Map(jen.String()).Index().Id(px + "Route").Values(jen.DictFunc(func(d jen.Dict) {
 		for _, m := range methods {
-			d[jen.Lit(m)] = jen.Index().Id(px + "Route").ValuesFunc(func(gr *jen.Group) {
+			d[jen.Lit(m)] = jen.ValuesFunc(func(gr *jen.Group) {
 				for _, r := range routes[m] {
 					gr.Line().Values(jen.Id(px+"Template").Call(jen.Lit(r.path)), jen.Lit(r.policy))
 				}
