@@ -497,10 +497,11 @@ func formatDuration(d time.Duration) string {
 		return strconv.FormatInt(int64(d/(24*time.Hour)), 10) + "d"
 	}
 	s := d.String()
-	s = strings.TrimSuffix(s, "0s")
-	s = strings.TrimSuffix(s, "0m")
-	if s == "" {
-		return "0s"
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
 }
@@ -743,16 +744,19 @@ func (g *gen) httpMiddleware() {
 		jen.Id("param").Bool(),
 	)
 	g.doc(px + "Routes holds, by method, the idempotent operations and the routes that take precedence over them, most specific first (static segments before parameters, as routers choose).")
-	g.f.Var().Id(px + "Routes").Op("=").Map(jen.String()).Index().Id(px + "Route").Values(jen.DictFunc(func(d jen.Dict) {
+	g.f.Var().Id(px + "Routes").Op("=").Map(jen.String()).Index().Id(px + "Route").ValuesFunc(func(outer *jen.Group) {
 		for _, m := range methods {
-			d[jen.Lit(m)] = jen.ValuesFunc(func(gr *jen.Group) {
+			outer.Line().Lit(m).Op(":").ValuesFunc(func(gr *jen.Group) {
 				for _, r := range routes[m] {
 					gr.Line().Values(jen.Id(px+"Template").Call(jen.Lit(r.path)), jen.Lit(r.policy))
 				}
 				gr.Line()
 			})
 		}
-	}))
+		if len(methods) > 0 {
+			outer.Line()
+		}
+	})
 
 	g.doc(px + "Template splits a path template into segments.")
 	g.f.Func().Id(px+"Template").Params(jen.Id("path").String()).Index().Id(px+"Segment").Block(

@@ -198,9 +198,11 @@ type idemgenSegment struct {
 
 // idemgenRoutes holds, by method, the idempotent operations and the routes that take precedence over
 // them, most specific first (static segments before parameters, as routers choose).
-var idemgenRoutes = map[string][]idemgenRoute{"POST": []idemgenRoute{
-	{idemgenTemplate("/pets"), 0},
-}}
+var idemgenRoutes = map[string][]idemgenRoute{
+	"POST": {
+		{idemgenTemplate("/pets"), 0},
+	},
+}
 
 // idemgenTemplate splits a path template into segments.
 func idemgenTemplate(path string) []idemgenSegment {

@@ -21,7 +21,7 @@ import (
 //
 // Idempotent operations:
 //
-//   - POST /coupons/{couponId}/claims (claimCoupon): strict, window 1, key header Idempotency-Key,
+//   - POST /coupons/{couponId}/claims (claimCoupon): strict, window 10m, key header Idempotency-Key,
 //     uuid
 //   - POST /events (recordEvent): window, window 1m, key header Idempotency-Key (optional), token
 //   - POST /items/{itemId} (touchItem): strict, window 24h, key header Idempotency-Key, token
@@ -440,15 +440,17 @@ type idemgenSegment struct {
 
 // idemgenRoutes holds, by method, the idempotent operations and the routes that take precedence over
 // them, most specific first (static segments before parameters, as routers choose).
-var idemgenRoutes = map[string][]idemgenRoute{"POST": []idemgenRoute{
-	{idemgenTemplate("/events"), 1},
-	{idemgenTemplate("/orders"), 3},
-	{idemgenTemplate("/payments"), 4},
-	{idemgenTemplate("/transfers"), 5},
-	{idemgenTemplate("/items/special"), -1},
-	{idemgenTemplate("/items/{itemId}"), 2},
-	{idemgenTemplate("/coupons/{couponId}/claims"), 0},
-}}
+var idemgenRoutes = map[string][]idemgenRoute{
+	"POST": {
+		{idemgenTemplate("/events"), 1},
+		{idemgenTemplate("/orders"), 3},
+		{idemgenTemplate("/payments"), 4},
+		{idemgenTemplate("/transfers"), 5},
+		{idemgenTemplate("/items/special"), -1},
+		{idemgenTemplate("/items/{itemId}"), 2},
+		{idemgenTemplate("/coupons/{couponId}/claims"), 0},
+	},
+}
 
 // idemgenTemplate splits a path template into segments.
 func idemgenTemplate(path string) []idemgenSegment {
