@@ -49,7 +49,7 @@ func TestPrecedence(t *testing.T) {
 		{"POST", "/a/b/c", "postAXC", true}, // GET /a/b/c does not shadow POST
 		{"GET", "/a/b/c", "getABC", false},
 		{"POST", "/a/z/c", "postAXC", true},
-		{"POST", "/a/z/", "", false},          // not a route
+		{"POST", "/a/z/", "", false}, // not a route
 		{"POST", "/a", "", false},
 		{"PUT", "/a/z", "", false},
 		{"POST", "/a/z/c/d", "", false},
