@@ -30,8 +30,8 @@ paths:
 		fmt.Println(diags)
 		return
 	}
-	code, err := server.Generate(ir, emitter.Options{Package: "api", Output: dir, Version: "v1.0.0"},
-		server.Config{Strict: true, Type: server.DefaultType, File: server.DefaultFile})
+	cfg, _ := server.ParseConfig(nil) // the defaults: strict, std-http, Idempotency, idempotency.gen.go
+	code, err := server.Generate(ir, emitter.Options{Package: "api", Output: dir, Version: "v1.0.0"}, cfg)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -62,4 +62,5 @@ paths:
 	// func (x *Idempotency) HTTPMiddleware(next http.Handler) http.Handler {
 	// func (x *Idempotency) HTTPMiddlewareWithBaseURL(baseURL string) func(http.Handler) http.Handler {
 	// func (x *Idempotency) ErrorHandler(next func(http.ResponseWriter, *http.Request, error)) func(http.ResponseWriter, *http.Request, error) {
+	// func (x *Idempotency) StrictHandler(ssi StrictServerInterface, middlewares []StrictMiddlewareFunc, strictOptions StrictHTTPServerOptions, options StdHTTPServerOptions) http.Handler {
 }

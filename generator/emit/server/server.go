@@ -1,12 +1,12 @@
 // Package server is idemgen's server emitter: from the IR of a spec it
 // writes one Go file, with github.com/dave/jennifer, into the package that
-// holds oapi-codegen's output for the same spec, so that a service adds
-// idempotency with one value and a few lines of wiring:
+// holds oapi-codegen's output for the same spec, so that adding
+// idempotency is one line of wiring:
 //
 //	x := api.NewIdempotency(nil, idem.Options{}) // in-memory store; pass Redis or PostgreSQL in production
-//	h := api.HandlerWithOptions(
-//		api.NewStrictHandler(service, []api.StrictMiddlewareFunc{x.StrictMiddleware}),
-//		api.StdHTTPServerOptions{Middlewares: []api.MiddlewareFunc{x.CaptureBody}, ErrorHandlerFunc: x.ErrorHandler(nil)})
+//	h := x.StrictHandler(service, nil, api.StrictHTTPServerOptions{}, api.StdHTTPServerOptions{})
+//
+// where the service had api.HandlerWithOptions(api.NewStrictHandlerWithOptions(service, ...), ...).
 //
 // The generated file declares the type Idempotency (renamable) with:
 //
@@ -30,12 +30,16 @@
 //     key parameter oapi-codegen itself rejects (a malformed uuid-typed
 //     header, a missing required one) is answered with the same
 //     problem+json codes the engine uses;
+//   - StrictHandler (strict) or Handler (plain), the one-call wiring of all of
+//     the above for the router chosen by server.router;
 //   - Policies and Policy, the compiled policy of each operation.
 //
 // Settings (idemgen.yaml `options:` or `idemgen generate -option`):
 //
 //	server.strict  true (default): strict-server middleware too; false: a
 //	               package generated without strict-server (plain wrapper only)
+//	server.router  std-http (default), chi or gorilla: the router whose
+//	               options StrictHandler/Handler take; none: no such method
 //	server.type    the generated type's name (default Idempotency); its
 //	               constructor is New<type>
 //	server.file    the file name (default idempotency.gen.go)
@@ -78,13 +82,17 @@ func init() { emitter.Register(Name, Emit) }
 // Config is the emitter's configuration, read from emitter.Options.Params.
 type Config struct {
 	Strict bool   // server.strict
+	Router string // server.router: std-http, chi, gorilla, or none
 	Type   string // server.type
 	File   string // server.file
 }
 
+// routerOptions are the server options types of oapi-codegen's net/http routers.
+var routerOptions = map[string]string{"std-http": "StdHTTPServerOptions", "chi": "ChiServerOptions", "gorilla": "GorillaServerOptions"}
+
 // ParseConfig reads the server.* settings.
 func ParseConfig(params map[string]string) (Config, error) {
-	c := Config{Strict: true, Type: DefaultType, File: DefaultFile}
+	c := Config{Strict: true, Router: "std-http", Type: DefaultType, File: DefaultFile}
 	for k, v := range params {
 		switch k {
 		case "server.strict":
@@ -93,6 +101,11 @@ func ParseConfig(params map[string]string) (Config, error) {
 				return c, fmt.Errorf("server.strict: %q is not true or false", v)
 			}
 			c.Strict = b
+		case "server.router":
+			if _, ok := routerOptions[v]; !ok && v != "none" {
+				return c, fmt.Errorf("server.router: %q is not std-http, chi, gorilla or none", v)
+			}
+			c.Router = v
 		case "server.type":
 			c.Type = v
 		case "server.file":
@@ -233,7 +246,62 @@ func (g *gen) file() {
 	g.captureBody()
 	g.httpMiddleware()
 	g.errorHandler()
+	g.handler()
 	g.helpers()
+}
+
+// handler writes the one-call wiring for the configured router.
+func (g *gen) handler() {
+	opts, ok := routerOptions[g.cfg.Router]
+	if !ok {
+		return
+	}
+	t := g.cfg.Type
+	hf := func(id string) *jen.Statement { return jen.Qual("net/http", id) }
+	if g.cfg.Strict {
+		g.docf("StrictHandler is the one line to change in an existing service: it returns what HandlerWithOptions(NewStrictHandlerWithOptions(ssi, middlewares, strictOptions), options) returns, with idempotency wired in. StrictMiddleware goes first in the strict middlewares, so it runs after the given ones (which may authenticate the request and put what Options.Principal reads into the context) and right before the operation; CaptureBody is added to options.Middlewares (outermost); ErrorHandler wraps both error handlers (nil ones mean oapi-codegen's defaults).")
+		g.doc("")
+		g.doc("\th := HandlerWithOptions(NewStrictHandlerWithOptions(service, middlewares, strictOptions), options)")
+		g.doc("")
+		g.doc("becomes")
+		g.doc("")
+		g.doc("\th := x.StrictHandler(service, middlewares, strictOptions, options)")
+		g.doc("")
+		g.doc("and by hand it is")
+		g.doc("")
+		g.doc("\th := HandlerWithOptions(")
+		g.doc("\t\tNewStrictHandlerWithOptions(service, append([]StrictMiddlewareFunc{x.StrictMiddleware}, middlewares...),")
+		g.doc("\t\t\tStrictHTTPServerOptions{RequestErrorHandlerFunc: x.ErrorHandler(nil)}),")
+		g.docf("\t\t%s{Middlewares: []MiddlewareFunc{x.CaptureBody}, ErrorHandlerFunc: x.ErrorHandler(nil)})", opts)
+		g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("StrictHandler").Params(
+			jen.Id("ssi").Id("StrictServerInterface"),
+			jen.Id("middlewares").Index().Id("StrictMiddlewareFunc"),
+			jen.Id("strictOptions").Id("StrictHTTPServerOptions"),
+			jen.Id("options").Id(opts),
+		).Add(hf("Handler")).Block(
+			jen.Id("middlewares").Op("=").Append(jen.Index().Id("StrictMiddlewareFunc").Values(jen.Id("x").Dot("StrictMiddleware")), jen.Id("middlewares").Op("...")),
+			jen.Id("strictOptions").Dot("RequestErrorHandlerFunc").Op("=").Id("x").Dot("ErrorHandler").Call(jen.Id("strictOptions").Dot("RequestErrorHandlerFunc")),
+			jen.Id("options").Dot("ErrorHandlerFunc").Op("=").Id("x").Dot("ErrorHandler").Call(jen.Id("options").Dot("ErrorHandlerFunc")),
+			jen.Id("options").Dot("Middlewares").Op("=").Append(jen.Id("options").Dot("Middlewares").Index(jen.Empty(), jen.Len(jen.Id("options").Dot("Middlewares")), jen.Len(jen.Id("options").Dot("Middlewares"))), jen.Id("x").Dot("CaptureBody")),
+			jen.Return(jen.Id("HandlerWithOptions").Call(jen.Id("NewStrictHandlerWithOptions").Call(jen.Id("ssi"), jen.Id("middlewares"), jen.Id("strictOptions")), jen.Id("options"))),
+		)
+		return
+	}
+	g.docf("Handler is the one line to change in an existing service: it returns what HandlerWithOptions(si, options) returns, with idempotency wired in. The protection is the first of options.Middlewares, so it runs after the given ones (which may authenticate the request) and right before the operation; it matches requests under options.BaseURL; ErrorHandler wraps options.ErrorHandlerFunc (nil means oapi-codegen's default).")
+	g.doc("")
+	g.doc("\th := HandlerWithOptions(service, options)")
+	g.doc("")
+	g.doc("becomes")
+	g.doc("")
+	g.doc("\th := x.Handler(service, options)")
+	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("Handler").Params(
+		jen.Id("si").Id("ServerInterface"),
+		jen.Id("options").Id(opts),
+	).Add(hf("Handler")).Block(
+		jen.Id("options").Dot("ErrorHandlerFunc").Op("=").Id("x").Dot("ErrorHandler").Call(jen.Id("options").Dot("ErrorHandlerFunc")),
+		jen.Id("options").Dot("Middlewares").Op("=").Append(jen.Index().Id("MiddlewareFunc").Values(jen.Id("x").Dot("HTTPMiddlewareWithBaseURL").Call(jen.Id("options").Dot("BaseURL"))), jen.Id("options").Dot("Middlewares").Op("...")),
+		jen.Return(jen.Id("HandlerWithOptions").Call(jen.Id("si"), jen.Id("options"))),
+	)
 }
 
 // sourcePath is path relative to the output directory when both are known,
@@ -266,16 +334,23 @@ func (g *gen) typeDecl() {
 	for _, op := range g.spec.Operations {
 		fmt.Fprintf(&doc, "  - %s %s (%s): %s, window %s, key %s\n", op.Method, op.Path, operationName(op), op.Policy.Semantics, formatDuration(op.Policy.Window), keyDoc(op.Key))
 	}
-	doc.WriteString("\nWiring, for a strict server (std-http shown; chi and gorilla take the same values in their options):\n\n")
+	opts, router := routerOptions[g.cfg.Router]
+	doc.WriteString("\nWiring:\n\n")
 	fmt.Fprintf(&doc, "\tx := New%s(nil, idem.Options{}) // nil: an in-memory store; pass a shared one (Redis, PostgreSQL) when several instances serve the API\n", t)
 	doc.WriteString("\tdefer x.Close()\n")
-	if g.cfg.Strict {
+	switch {
+	case g.cfg.Strict && router:
+		fmt.Fprintf(&doc, "\th := x.StrictHandler(service, nil, StrictHTTPServerOptions{}, %s{})\n\n", opts)
+		doc.WriteString("StrictHandler is HandlerWithOptions(NewStrictHandlerWithOptions(...)) with StrictMiddleware, CaptureBody and ErrorHandler added to the middlewares and options given; its documentation shows how to add them by hand.\n\n")
+	case g.cfg.Strict:
 		doc.WriteString("\th := HandlerWithOptions(\n")
 		doc.WriteString("\t\tNewStrictHandlerWithOptions(service, []StrictMiddlewareFunc{x.StrictMiddleware}, StrictHTTPServerOptions{RequestErrorHandlerFunc: x.ErrorHandler(nil)}),\n")
-		doc.WriteString("\t\tStdHTTPServerOptions{Middlewares: []MiddlewareFunc{x.CaptureBody}, ErrorHandlerFunc: x.ErrorHandler(nil)})\n\n")
-		doc.WriteString("and for a server generated without strict mode:\n\n")
+		doc.WriteString("\t\tStdHTTPServerOptions{Middlewares: []MiddlewareFunc{x.CaptureBody}, ErrorHandlerFunc: x.ErrorHandler(nil)}) // or ChiServerOptions, GorillaServerOptions\n\n")
+	case router:
+		fmt.Fprintf(&doc, "\th := x.Handler(service, %s{})\n\n", opts)
+	default:
+		doc.WriteString("\th := x.HTTPMiddleware(HandlerWithOptions(service, StdHTTPServerOptions{ErrorHandlerFunc: x.ErrorHandler(nil)}))\n\n")
 	}
-	doc.WriteString("\th := x.HTTPMiddleware(HandlerWithOptions(service, StdHTTPServerOptions{ErrorHandlerFunc: x.ErrorHandler(nil)}))\n\n")
 	doc.WriteString("The fingerprint of a request is computed from the raw bytes the client sent (kept by CaptureBody while the strict handler decodes them), not from the typed request body re-encoded: members the spec does not declare, which decoding would drop, are part of the fingerprint, so a retry must resend the same document (volatile members aside) and two bodies that decode alike but differ in undeclared members are different requests. Key order, white space and number spelling do not matter.")
 	g.doc(doc.String())
 	g.f.Type().Id(t).Struct(

@@ -23,16 +23,17 @@ import (
 func TestParseConfig(t *testing.T) {
 	c, err := server.ParseConfig(nil)
 	require.NoError(t, err)
-	assert.Equal(t, server.Config{Strict: true, Type: "Idempotency", File: "idempotency.gen.go"}, c)
-	c, err = server.ParseConfig(map[string]string{"server.strict": "false", "server.type": "Idem", "server.file": "idem_gen.go", "client.x": "y"})
+	assert.Equal(t, server.Config{Strict: true, Router: "std-http", Type: "Idempotency", File: "idempotency.gen.go"}, c)
+	c, err = server.ParseConfig(map[string]string{"server.strict": "false", "server.type": "Idem", "server.file": "idem_gen.go", "server.router": "chi", "client.x": "y"})
 	require.NoError(t, err)
-	assert.Equal(t, server.Config{Strict: false, Type: "Idem", File: "idem_gen.go"}, c)
+	assert.Equal(t, server.Config{Strict: false, Router: "chi", Type: "Idem", File: "idem_gen.go"}, c)
 	for _, bad := range []map[string]string{
 		{"server.strict": "maybe"},
 		{"server.type": "idempotency"},
 		{"server.type": "Idem-Wrapper"},
 		{"server.file": "idem.txt"},
 		{"server.file": "idem_test.go"},
+		{"server.router": "echo"},
 	} {
 		_, err := server.ParseConfig(bad)
 		assert.Error(t, err, "%v", bad)

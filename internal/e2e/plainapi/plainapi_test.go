@@ -107,3 +107,25 @@ func TestBaseURL(t *testing.T) {
 	assert.Equal(t, 404, post("/items/a", "").Code, "outside the base URL: untouched (the router answers)")
 	assert.Equal(t, 404, post("/v1x/items/a", "").Code)
 }
+
+// The one-line wiring of a plain server: Handler puts the protection
+// among the routes' middlewares, under the base URL of the options.
+func TestScenariosHandler(t *testing.T) {
+	couponstest.Run(t, func(t *testing.T, env couponstest.Env) http.Handler {
+		x := api.NewIdempotency(env.Store, env.Options)
+		return x.Handler(service{env.Service}, api.StdHTTPServerOptions{})
+	})
+}
+
+func TestHandlerBaseURL(t *testing.T) {
+	svc := couponstest.NewService()
+	x := api.NewIdempotency(nil, idem.Options{})
+	defer x.Close()
+	h := x.Handler(service{svc}, api.StdHTTPServerOptions{BaseURL: "/v1"})
+	for range 2 {
+		r := httptest.NewRequest("POST", "/v1/items/a", nil)
+		r.Header.Set("Idempotency-Key", "k")
+		h.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	assert.Equal(t, 1, svc.Count("touchItem"))
+}

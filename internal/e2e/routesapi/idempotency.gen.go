@@ -23,11 +23,11 @@ import (
 //   - POST /a/{x} (postAX): strict, window 24h, key header Idempotency-Key, token
 //   - POST /a/{x}/c (postAXC): strict, window 24h, key header Idempotency-Key, token
 //
-// Wiring, for a strict server (std-http shown; chi and gorilla take the same values in their options):
+// Wiring:
 //
 //	x := NewIdempotency(nil, idem.Options{}) // nil: an in-memory store; pass a shared one (Redis, PostgreSQL) when several instances serve the API
 //	defer x.Close()
-//	h := x.HTTPMiddleware(HandlerWithOptions(service, StdHTTPServerOptions{ErrorHandlerFunc: x.ErrorHandler(nil)}))
+//	h := x.Handler(service, StdHTTPServerOptions{})
 //
 // The fingerprint of a request is computed from the raw bytes the client sent (kept by CaptureBody
 // while the strict handler decodes them), not from the typed request body re-encoded: members the spec
@@ -356,4 +356,21 @@ func (x *Idempotency) ErrorHandler(next func(http.ResponseWriter, *http.Request,
 	return func(w http.ResponseWriter, r *http.Request, err error) {
 		next(w, r, err)
 	}
+}
+
+// Handler is the one line to change in an existing service: it returns what HandlerWithOptions(si,
+// options) returns, with idempotency wired in. The protection is the first of options.Middlewares, so
+// it runs after the given ones (which may authenticate the request) and right before the operation; it
+// matches requests under options.BaseURL; ErrorHandler wraps options.ErrorHandlerFunc (nil means
+// oapi-codegen's default).
+//
+//	h := HandlerWithOptions(service, options)
+//
+// becomes
+//
+//	h := x.Handler(service, options)
+func (x *Idempotency) Handler(si ServerInterface, options StdHTTPServerOptions) http.Handler {
+	options.ErrorHandlerFunc = x.ErrorHandler(options.ErrorHandlerFunc)
+	options.Middlewares = append([]MiddlewareFunc{x.HTTPMiddlewareWithBaseURL(options.BaseURL)}, options.Middlewares...)
+	return HandlerWithOptions(si, options)
 }

@@ -10,17 +10,15 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 )
 
-// The wiring of a strict std-http server: the generated Idempotency's
-// StrictMiddleware, CaptureBody and ErrorHandler go into the options the
-// service already builds.
+// The wiring of a strict std-http server: StrictHandler replaces
+// HandlerWithOptions(NewStrictHandlerWithOptions(...)) and adds the
+// generated StrictMiddleware, CaptureBody and ErrorHandler to the
+// middlewares and options the service already passes.
 func ExampleNewIdempotency() {
 	x := api.NewIdempotency(nil, idem.Options{}) // in-memory store
 	defer x.Close()
 	svc := couponstest.NewService()
-	h := api.HandlerWithOptions(
-		api.NewStrictHandlerWithOptions(service{svc}, []api.StrictMiddlewareFunc{x.StrictMiddleware},
-			api.StrictHTTPServerOptions{RequestErrorHandlerFunc: x.ErrorHandler(nil)}),
-		api.StdHTTPServerOptions{Middlewares: []api.MiddlewareFunc{x.CaptureBody}, ErrorHandlerFunc: x.ErrorHandler(nil)})
+	h := x.StrictHandler(service{svc}, nil, api.StrictHTTPServerOptions{}, api.StdHTTPServerOptions{})
 
 	order := func(key, body string) {
 		r := httptest.NewRequest("POST", "/orders", strings.NewReader(body))

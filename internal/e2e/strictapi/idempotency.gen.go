@@ -29,17 +29,15 @@ import (
 //   - POST /payments (createPayment): strict, window 24h, key query request_id, token
 //   - POST /transfers (createTransfer): strict, window 24h, key body /idempotency_key, token
 //
-// Wiring, for a strict server (std-http shown; chi and gorilla take the same values in their options):
+// Wiring:
 //
 //	x := NewIdempotency(nil, idem.Options{}) // nil: an in-memory store; pass a shared one (Redis, PostgreSQL) when several instances serve the API
 //	defer x.Close()
-//	h := HandlerWithOptions(
-//		NewStrictHandlerWithOptions(service, []StrictMiddlewareFunc{x.StrictMiddleware}, StrictHTTPServerOptions{RequestErrorHandlerFunc: x.ErrorHandler(nil)}),
-//		StdHTTPServerOptions{Middlewares: []MiddlewareFunc{x.CaptureBody}, ErrorHandlerFunc: x.ErrorHandler(nil)})
+//	h := x.StrictHandler(service, nil, StrictHTTPServerOptions{}, StdHTTPServerOptions{})
 //
-// and for a server generated without strict mode:
-//
-//	h := x.HTTPMiddleware(HandlerWithOptions(service, StdHTTPServerOptions{ErrorHandlerFunc: x.ErrorHandler(nil)}))
+// StrictHandler is HandlerWithOptions(NewStrictHandlerWithOptions(...)) with StrictMiddleware,
+// CaptureBody and ErrorHandler added to the middlewares and options given; its documentation shows how
+// to add them by hand.
 //
 // The fingerprint of a request is computed from the raw bytes the client sent (kept by CaptureBody
 // while the strict handler decodes them), not from the typed request body re-encoded: members the spec
@@ -582,6 +580,33 @@ func idemgenKeyError(err error) (code, detail string) {
 		return idem.CodeKeyInvalid, "the idempotency key is given more than once"
 	}
 	return "", ""
+}
+
+// StrictHandler is the one line to change in an existing service: it returns what
+// HandlerWithOptions(NewStrictHandlerWithOptions(ssi, middlewares, strictOptions), options) returns,
+// with idempotency wired in. StrictMiddleware goes first in the strict middlewares, so it runs after
+// the given ones (which may authenticate the request and put what Options.Principal reads into the
+// context) and right before the operation; CaptureBody is added to options.Middlewares (outermost);
+// ErrorHandler wraps both error handlers (nil ones mean oapi-codegen's defaults).
+//
+//	h := HandlerWithOptions(NewStrictHandlerWithOptions(service, middlewares, strictOptions), options)
+//
+// becomes
+//
+//	h := x.StrictHandler(service, middlewares, strictOptions, options)
+//
+// and by hand it is
+//
+//	h := HandlerWithOptions(
+//		NewStrictHandlerWithOptions(service, append([]StrictMiddlewareFunc{x.StrictMiddleware}, middlewares...),
+//			StrictHTTPServerOptions{RequestErrorHandlerFunc: x.ErrorHandler(nil)}),
+//		StdHTTPServerOptions{Middlewares: []MiddlewareFunc{x.CaptureBody}, ErrorHandlerFunc: x.ErrorHandler(nil)})
+func (x *Idempotency) StrictHandler(ssi StrictServerInterface, middlewares []StrictMiddlewareFunc, strictOptions StrictHTTPServerOptions, options StdHTTPServerOptions) http.Handler {
+	middlewares = append([]StrictMiddlewareFunc{x.StrictMiddleware}, middlewares...)
+	strictOptions.RequestErrorHandlerFunc = x.ErrorHandler(strictOptions.RequestErrorHandlerFunc)
+	options.ErrorHandlerFunc = x.ErrorHandler(options.ErrorHandlerFunc)
+	options.Middlewares = append(options.Middlewares[:len(options.Middlewares):len(options.Middlewares)], x.CaptureBody)
+	return HandlerWithOptions(NewStrictHandlerWithOptions(ssi, middlewares, strictOptions), options)
 }
 
 // idemgenKey is a typed key parameter as the engine takes it: a string as is, a UUID (or any

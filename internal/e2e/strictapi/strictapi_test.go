@@ -167,3 +167,78 @@ func TestPolicies(t *testing.T) {
 	x.Policies()[0] = nil
 	assert.NotNil(t, x.Policies()[0], "Policies returns a copy")
 }
+
+// The one-line wiring: StrictHandler adds the middleware, the capture and
+// the error handlers to what the service passes.
+func TestScenariosStrictHandler(t *testing.T) {
+	couponstest.Run(t, func(t *testing.T, env couponstest.Env) http.Handler {
+		x := api.NewIdempotency(env.Store, env.Options)
+		return x.StrictHandler(service{env.Service}, nil, api.StrictHTTPServerOptions{}, api.StdHTTPServerOptions{})
+	})
+}
+
+type principalKey struct{}
+
+// StrictHandler puts StrictMiddleware after the service's own strict
+// middlewares: one that authenticates and puts the caller into the context
+// runs first, and Options.Principal sees it.
+func TestStrictMiddlewareOrder(t *testing.T) {
+	svc := couponstest.NewService()
+	auth := func(f api.StrictHandlerFunc, _ string) api.StrictHandlerFunc {
+		return func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error) {
+			user := r.Header.Get("X-Auth")
+			if user == "" {
+				w.WriteHeader(http.StatusUnauthorized)
+				return nil, nil
+			}
+			return f(context.WithValue(ctx, principalKey{}, user), w, r, request)
+		}
+	}
+	x := api.NewIdempotency(nil, idem.Options{Principal: func(r *http.Request) (string, error) {
+		user, _ := r.Context().Value(principalKey{}).(string)
+		if user == "" {
+			return "", errors.New("no principal")
+		}
+		return user, nil
+	}})
+	defer x.Close()
+	var seen []string
+	h := x.StrictHandler(service{svc}, []api.StrictMiddlewareFunc{auth}, api.StrictHTTPServerOptions{},
+		api.StdHTTPServerOptions{ErrorHandlerFunc: func(w http.ResponseWriter, _ *http.Request, err error) {
+			seen = append(seen, err.Error())
+			http.Error(w, "custom", http.StatusTeapot)
+		}})
+	order := func(user string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("POST", "/orders", strings.NewReader(`{"item":"book"}`))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Idempotency-Key", "same")
+		if user != "" {
+			r.Header.Set("X-Auth", user)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	assert.Equal(t, http.StatusUnauthorized, order("").Code, "refused before the engine claims the key")
+	assert.Equal(t, http.StatusCreated, order("alice").Code)
+	assert.Equal(t, "true", order("alice").Header().Get("Idempotent-Replayed"))
+	bob := order("bob")
+	assert.Equal(t, http.StatusCreated, bob.Code)
+	assert.Empty(t, bob.Header().Get("Idempotent-Replayed"), "another principal, another record")
+	assert.Equal(t, 2, svc.Count("createOrder"))
+
+	// Key errors oapi-codegen finds are answered as problems, not by the
+	// service's own error handler (which keeps every other error).
+	r := httptest.NewRequest("POST", "/payments?request_id=a&request_id=b", strings.NewReader(`{"amount":1}`))
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	assert.Equal(t, http.StatusBadRequest, w.Code, "a repeated key")
+	assert.Contains(t, w.Body.String(), idem.CodeKeyInvalid)
+	r = httptest.NewRequest("POST", "/coupons/C1/claims", strings.NewReader(`{}`))
+	r.Header.Set("Idempotency-Key", "not-a-uuid")
+	w = httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	assert.Equal(t, http.StatusBadRequest, w.Code)
+	assert.Contains(t, w.Body.String(), idem.CodeKeyInvalid)
+	assert.Empty(t, seen)
+}
