@@ -245,6 +245,7 @@ func (g *gen) file() {
 	}
 	g.captureBody()
 	g.httpMiddleware()
+	g.serve()
 	g.errorHandler()
 	g.handler()
 	g.helpers()
@@ -884,20 +885,34 @@ func (g *gen) httpMiddleware() {
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("HTTPMiddlewareWithBaseURL").Params(jen.Id("baseURL").String()).Func().Params(jen.Qual("net/http", "Handler")).Qual("net/http", "Handler").Block(
 		jen.Id("baseURL").Op("=").Qual("strings", "TrimSuffix").Call(jen.Id("baseURL"), jen.Lit("/")),
 		jen.Return(jen.Func().Params(jen.Id("next").Qual("net/http", "Handler")).Qual("net/http", "Handler").Block(
-			jen.Id("protected").Op(":=").Make(jen.Index().Qual("net/http", "Handler"), jen.Len(jen.Id(px+"Policies"))),
-			jen.For(jen.List(jen.Id("i"), jen.Id("p")).Op(":=").Range().Id(px+"Policies")).Block(
-				jen.Id("protected").Index(jen.Id("i")).Op("=").Id("x").Dot("engine").Dot("Handler").Call(jen.Id("p"), jen.Id("next")),
-			),
 			jen.Return(jen.Qual("net/http", "HandlerFunc").Call(jen.Func().Params(jen.Id("w").Qual("net/http", "ResponseWriter"), jen.Id("r").Op("*").Qual("net/http", "Request")).Block(
 				jen.If(jen.List(jen.Id("path"), jen.Id("ok")).Op(":=").Qual("strings", "CutPrefix").Call(jen.Id("r").Dot("URL").Dot("EscapedPath").Call(), jen.Id("baseURL")), jen.Id("ok")).Block(
 					jen.If(jen.Id("i").Op(":=").Id(px+"Match").Call(jen.Id("r").Dot("Method"), jen.Id("path")), jen.Id("i").Op(">=").Lit(0)).Block(
-						jen.Id("protected").Index(jen.Id("i")).Dot("ServeHTTP").Call(jen.Id("w"), jen.Id("r")),
+						jen.Id("x").Dot("serve").Call(jen.Id("w"), jen.Id("r"), jen.Id(px+"Policies").Index(jen.Id("i")), jen.Id("next")),
 						jen.Return(),
 					),
 				),
 				jen.Id("next").Dot("ServeHTTP").Call(jen.Id("w"), jen.Id("r")),
 			))),
 		)),
+	)
+}
+
+func (g *gen) serve() {
+	t := g.cfg.Type
+	g.doc("serve runs one request of an idempotent operation through the engine (what idem.Engine.Handler does, without building a handler per request: oapi-codegen builds its route middleware chains for every request).")
+	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("serve").Params(
+		jen.Id("w").Qual("net/http", "ResponseWriter"), jen.Id("r").Op("*").Qual("net/http", "Request"),
+		jen.Id("p").Op("*").Qual(idemPkg, "Policy"), jen.Id("next").Qual("net/http", "Handler"),
+	).Block(
+		jen.Id("c").Op(":=").Id("x").Dot("engine").Dot("Begin").Call(jen.Id("r"), jen.Id("p"), jen.Qual(idemPkg, "RequestKey")),
+		jen.Defer().Id("c").Dot("End").Call(),
+		jen.If(jen.Id("c").Dot("Decision").Call().Op("!=").Qual(idemPkg, "Execute")).Block(
+			jen.Id("c").Dot("Respond").Call(jen.Id("w")),
+			jen.Return(),
+		),
+		jen.Id("next").Dot("ServeHTTP").Call(jen.Id("c").Dot("Writer").Call(jen.Id("w")), jen.Id("c").Dot("Request").Call()),
+		jen.Id("c").Dot("Finish").Call(),
 	)
 }
 

@@ -325,20 +325,30 @@ func (x *Idempotency) HTTPMiddleware(next http.Handler) http.Handler {
 func (x *Idempotency) HTTPMiddlewareWithBaseURL(baseURL string) func(http.Handler) http.Handler {
 	baseURL = strings.TrimSuffix(baseURL, "/")
 	return func(next http.Handler) http.Handler {
-		protected := make([]http.Handler, len(idemgenPolicies))
-		for i, p := range idemgenPolicies {
-			protected[i] = x.engine.Handler(p, next)
-		}
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if path, ok := strings.CutPrefix(r.URL.EscapedPath(), baseURL); ok {
 				if i := idemgenMatch(r.Method, path); i >= 0 {
-					protected[i].ServeHTTP(w, r)
+					x.serve(w, r, idemgenPolicies[i], next)
 					return
 				}
 			}
 			next.ServeHTTP(w, r)
 		})
 	}
+}
+
+// serve runs one request of an idempotent operation through the engine (what idem.Engine.Handler does,
+// without building a handler per request: oapi-codegen builds its route middleware chains for every
+// request).
+func (x *Idempotency) serve(w http.ResponseWriter, r *http.Request, p *idem.Policy, next http.Handler) {
+	c := x.engine.Begin(r, p, idem.RequestKey)
+	defer c.End()
+	if c.Decision() != idem.Execute {
+		c.Respond(w)
+		return
+	}
+	next.ServeHTTP(c.Writer(w), c.Request())
+	c.Finish()
 }
 
 // ErrorHandler returns an error handler for the server options (StdHTTPServerOptions.ErrorHandlerFunc,
