@@ -1,7 +1,7 @@
 // Package cli implements the idemgen command line: flags in, exit code out.
 //
 //	idemgen check [-overlay FILE]... [-format text|json] SPEC
-//	idemgen generate [-config idemgen.yaml] [-overlay FILE]... [-emit NAME]... [-o DIR] [-package NAME] [SPEC]
+//	idemgen generate [-config idemgen.yaml] [-overlay FILE]... [-emit NAME]... [-o DIR] [-package NAME] [-option NAME=VALUE]... [SPEC]
 //	idemgen version
 //
 // Exit codes: 0 success (warnings allowed), 1 errors found, 2 usage.
@@ -215,6 +215,8 @@ func LoadConfig(path string) (*Config, error) {
 }
 
 const generateExamples = `  idemgen generate -emit ir -o gen/ openapi.yaml
+  idemgen generate -emit server -package api -o internal/api openapi.yaml
+  idemgen generate -emit server -option server.strict=false -package api -o internal/api openapi.yaml
   idemgen generate -emit ir -o - openapi.yaml          # the IR as JSON on stdout
   idemgen generate -config idemgen.yaml
 
@@ -230,7 +232,7 @@ emitter fails; files are written atomically.
 `
 
 func generate(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("generate", "idemgen generate [-config FILE] [-overlay FILE]... [-emit NAME]... [-o DIR] [-package NAME] [SPEC]", generateExamples, stderr)
+	fs := newFlagSet("generate", "idemgen generate [-config FILE] [-overlay FILE]... [-emit NAME]... [-o DIR] [-package NAME] [-option NAME=VALUE]... [SPEC]", generateExamples, stderr)
 	var overlays, emits, options listFlag
 	configPath := fs.String("config", "", "read settings from this idemgen.yaml `FILE`")
 	fs.Var(&overlays, "overlay", "apply this OpenAPI Overlay 1.0 `FILE` first (repeatable)")
