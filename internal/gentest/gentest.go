@@ -48,6 +48,10 @@ const (
 	StrictStdHTTP Server = iota // strict server over std-http (net/http ServeMux)
 	StdHTTP                     // std-http without strict mode
 	None                        // models only (and the client, with Case.Client)
+	StrictChi                   // strict server over chi (github.com/go-chi/chi/v5)
+	Chi                         // chi without strict mode
+	StrictGorilla               // strict server over gorilla (github.com/gorilla/mux)
+	Gorilla                     // gorilla without strict mode
 )
 
 // OapiFile is the name Generate gives oapi-codegen's output.
@@ -94,6 +98,14 @@ func (c Case) OapiConfig() codegen.Configuration {
 		cfg.Generate.StdHTTPServer, cfg.Generate.Strict = true, true
 	case StdHTTP:
 		cfg.Generate.StdHTTPServer = true
+	case StrictChi:
+		cfg.Generate.ChiServer, cfg.Generate.Strict = true, true
+	case Chi:
+		cfg.Generate.ChiServer = true
+	case StrictGorilla:
+		cfg.Generate.GorillaServer, cfg.Generate.Strict = true, true
+	case Gorilla:
+		cfg.Generate.GorillaServer = true
 	}
 	cfg.OutputOptions.ExcludeOperationIDs = c.ExcludeOperations
 	return cfg
@@ -293,6 +305,22 @@ func (m *Module) Write(t testing.TB, name string, data []byte) {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Append appends to a file of the module.
+func (m *Module) Append(t testing.TB, name string, data []byte) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(m.Dir, filepath.FromSlash(name)), os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 }

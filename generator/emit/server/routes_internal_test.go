@@ -72,3 +72,27 @@ func TestDurations(t *testing.T) {
 	assert.Equal(t, "1m30s", formatDuration(90e9))
 	assert.Equal(t, "500ms", formatDuration(5e8))
 }
+
+// For gorilla/mux the first registered route serves: oapi-codegen registers
+// them in the order the spec declares its paths.
+func TestRoutesTableGorilla(t *testing.T) {
+	spec := &ir.Spec{
+		Source:     "s.yaml",
+		Operations: []*ir.Operation{{Method: "POST", Path: "/a/{x}", GoName: "PostAX"}},
+		Routes: []ir.Route{
+			{Method: "POST", Path: "/a/b", Pos: ir.Pos{File: "s.yaml", Line: 20}}, // after: never serves /a/b
+			{Method: "POST", Path: "/a/{x}", Idempotent: true, Pos: ir.Pos{File: "s.yaml", Line: 10}},
+			{Method: "POST", Path: "/{y}/b", Pos: ir.Pos{File: "s.yaml", Line: 5}}, // before: serves /a/b
+		},
+	}
+	paths := func(router string) []string {
+		g := &gen{spec: spec, cfg: Config{Router: router}}
+		var out []string
+		for _, r := range g.routes()["POST"] {
+			out = append(out, r.path)
+		}
+		return out
+	}
+	assert.Equal(t, []string{"/{y}/b", "/a/{x}"}, paths("gorilla"))
+	assert.Equal(t, []string{"/a/b", "/a/{x}"}, paths("chi"))
+}

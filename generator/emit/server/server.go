@@ -678,6 +678,7 @@ type route struct {
 	method, path string
 	segs         []seg
 	policy       int // index in the policies, -1 when not idempotent
+	order        int // registration order (gorilla): the line of the operation in the spec, 0 when unknown
 }
 
 type seg struct {
@@ -775,6 +776,9 @@ func (g *gen) routes() map[string][]route {
 	var idemRoutes, other []route
 	for _, r := range all {
 		rt := route{method: r.Method, path: r.Path, segs: parseTemplate(r.Path), policy: -1}
+		if r.Pos.File == g.spec.Source {
+			rt.order = r.Pos.Line
+		}
 		if i, ok := index[r.Method+" "+r.Path]; ok {
 			rt.policy = i
 			idemRoutes = append(idemRoutes, rt)
@@ -782,22 +786,39 @@ func (g *gen) routes() map[string][]route {
 			other = append(other, rt)
 		}
 	}
+	precedes := before
+	if g.cfg.Router == "gorilla" {
+		precedes = registered
+	}
 	out := map[string][]route{}
 	for _, r := range idemRoutes {
 		out[r.method] = append(out[r.method], r)
 	}
 	for _, o := range other {
 		for _, r := range idemRoutes {
-			if o.method == r.method && overlaps(o.segs, r.segs) && before(o, r) < 0 {
+			if o.method == r.method && overlaps(o.segs, r.segs) && precedes(o, r) < 0 {
 				out[o.method] = append(out[o.method], o)
 				break
 			}
 		}
 	}
 	for m := range out {
-		slices.SortStableFunc(out[m], before)
+		slices.SortStableFunc(out[m], precedes)
 	}
 	return out
+}
+
+// registered orders routes as oapi-codegen registers them (v2.8: in the
+// order the spec declares its paths, then by path and method), which is
+// gorilla/mux's precedence: the first route that matches serves.
+func registered(a, b route) int {
+	if a.order != b.order {
+		return a.order - b.order
+	}
+	if c := strings.Compare(a.path, b.path); c != 0 {
+		return c
+	}
+	return strings.Compare(a.method, b.method)
 }
 
 func (g *gen) httpMiddleware() {
@@ -819,7 +840,11 @@ func (g *gen) httpMiddleware() {
 		jen.List(jen.Id("prefix"), jen.Id("suffix")).String(),
 		jen.Id("param").Bool(),
 	)
-	g.doc(px + "Routes holds, by method, the idempotent operations and the routes that take precedence over them, most specific first (static segments before parameters, as routers choose).")
+	if g.cfg.Router == "gorilla" {
+		g.doc(px + "Routes holds, by method, the idempotent operations and the routes that take precedence over them, in the order oapi-codegen registers them with gorilla/mux, whose first matching route serves (the order the spec declares its paths).")
+	} else {
+		g.doc(px + "Routes holds, by method, the idempotent operations and the routes that take precedence over them, most specific first (static segments before parameters, as std-http's ServeMux and chi choose).")
+	}
 	g.f.Var().Id(px + "Routes").Op("=").Map(jen.String()).Index().Id(px + "Route").ValuesFunc(func(outer *jen.Group) {
 		for _, m := range methods {
 			outer.Line().Lit(m).Op(":").ValuesFunc(func(gr *jen.Group) {

@@ -248,7 +248,8 @@ type idemgenSegment struct {
 }
 
 // idemgenRoutes holds, by method, the idempotent operations and the routes that take precedence over
-// them, most specific first (static segments before parameters, as routers choose).
+// them, most specific first (static segments before parameters, as std-http's ServeMux and chi
+// choose).
 var idemgenRoutes = map[string][]idemgenRoute{
 	"PATCH": {
 		{idemgenTemplate("/a/{x}"), 1},
