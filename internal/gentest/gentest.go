@@ -52,6 +52,8 @@ const (
 	Chi                         // chi without strict mode
 	StrictGorilla               // strict server over gorilla (github.com/gorilla/mux)
 	Gorilla                     // gorilla without strict mode
+	StrictEcho                  // strict server over echo v4 (github.com/labstack/echo/v4)
+	Echo                        // echo v4 without strict mode
 )
 
 // OapiFile is the name Generate gives oapi-codegen's output.
@@ -106,6 +108,10 @@ func (c Case) OapiConfig() codegen.Configuration {
 		cfg.Generate.GorillaServer, cfg.Generate.Strict = true, true
 	case Gorilla:
 		cfg.Generate.GorillaServer = true
+	case StrictEcho:
+		cfg.Generate.EchoServer, cfg.Generate.Strict = true, true
+	case Echo:
+		cfg.Generate.EchoServer = true
 	}
 	cfg.OutputOptions.ExcludeOperationIDs = c.ExcludeOperations
 	return cfg

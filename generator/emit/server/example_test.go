@@ -57,11 +57,11 @@ paths:
 	// func (x *Idempotency) StrictMiddleware(f StrictHandlerFunc, operationID string) StrictHandlerFunc {
 	// func (x *Idempotency) strict(ctx context.Context, w http.ResponseWriter, r *http.Request, request any, f StrictHandlerFunc, p *idem.Policy, key idem.Key, visitor func(any) func(http.ResponseWriter) error) (any, error) {
 	// func (x *Idempotency) CaptureBody(next http.Handler) http.Handler {
-	// func idemgenTemplate(path string) []idemgenSegment {
-	// func idemgenMatch(method, path string) int {
 	// func (x *Idempotency) HTTPMiddleware(next http.Handler) http.Handler {
 	// func (x *Idempotency) HTTPMiddlewareWithBaseURL(baseURL string) func(http.Handler) http.Handler {
 	// func (x *Idempotency) serve(w http.ResponseWriter, r *http.Request, p *idem.Policy, next http.Handler) {
 	// func (x *Idempotency) ErrorHandler(next func(http.ResponseWriter, *http.Request, error)) func(http.ResponseWriter, *http.Request, error) {
 	// func (x *Idempotency) StrictHandler(ssi StrictServerInterface, middlewares []StrictMiddlewareFunc, strictOptions StrictHTTPServerOptions, options StdHTTPServerOptions) http.Handler {
+	// func idemgenTemplate(path string) []idemgenSegment {
+	// func idemgenMatch(method, path string) int {
 }

@@ -27,12 +27,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/labstack/echo/v4"
+
 	"github.com/idemgen/idemgen/runtime/idem"
 )
 
 var (
-	_ = context.Background // used by the strict variant
+	_ = context.Background // used by the strict variants
 	_ = json.Marshal       // used by the plain variant
+	_ = echo.New           // used by the echo variants
 )
 
 //STRICT
@@ -85,6 +88,60 @@ func (s *service) TouchSpecialItem(w http.ResponseWriter, r *http.Request) {
 
 func handler(x *Idempotency, s *service) http.Handler {
 	return x.Handler(s, OPTIONS{})
+}
+//END
+//ECHOSTRICT
+type service struct {
+	StrictServerInterface
+	orders, special, items int
+}
+
+func (s *service) TouchItem(context.Context, TouchItemRequestObject) (TouchItemResponseObject, error) {
+	s.items++
+	return TouchItem200JSONResponse{Id: "item", Count: s.items}, nil
+}
+
+func (s *service) CreateOrder(context.Context, CreateOrderRequestObject) (CreateOrderResponseObject, error) {
+	s.orders++
+	return CreateOrder201JSONResponse{Id: "order", Count: s.orders}, nil
+}
+
+func (s *service) TouchSpecialItem(context.Context, TouchSpecialItemRequestObject) (TouchSpecialItemResponseObject, error) {
+	s.special++
+	return TouchSpecialItem200JSONResponse{Id: "special", Count: s.special}, nil
+}
+
+func handler(x *Idempotency, s *service) http.Handler {
+	e := echo.New()
+	x.RegisterStrictHandlers(e, s, nil)
+	return e
+}
+//END
+//ECHOPLAIN
+type service struct {
+	ServerInterface
+	orders, special, items int
+}
+
+func (s *service) TouchItem(ctx echo.Context, _ string) error {
+	s.items++
+	return ctx.JSON(http.StatusOK, Receipt{Id: "item", Count: s.items})
+}
+
+func (s *service) CreateOrder(ctx echo.Context, _ CreateOrderParams) error {
+	s.orders++
+	return ctx.JSON(http.StatusCreated, Receipt{Id: "order", Count: s.orders})
+}
+
+func (s *service) TouchSpecialItem(ctx echo.Context) error {
+	s.special++
+	return ctx.JSON(http.StatusOK, Receipt{Id: "special", Count: s.special})
+}
+
+func handler(x *Idempotency, s *service) http.Handler {
+	e := echo.New()
+	x.RegisterHandlers(e, s)
+	return e
 }
 //END
 
@@ -141,10 +198,10 @@ func TestRouters(t *testing.T) {
 	root := gentest.RepoRoot(t)
 	// A module path under idemgen's, so nothing stops it from importing idemgen's internal packages later.
 	m := gentest.NewModule(t, "github.com/idemgen/idemgen/internal/e2e/routers")
-	m.Write(t, "deps.go", []byte("package routers\n\nimport (\n\t_ \"github.com/go-chi/chi/v5\"\n\t_ \"github.com/gorilla/mux\"\n)\n"))
-	gomod := "\nrequire (\n\tgithub.com/go-chi/chi/v5 v5.2.3\n\tgithub.com/gorilla/mux v1.8.1\n)\n"
+	m.Write(t, "deps.go", []byte("package routers\n\nimport (\n\t_ \"github.com/go-chi/chi/v5\"\n\t_ \"github.com/gorilla/mux\"\n\t_ \"github.com/labstack/echo/v4\"\n)\n"))
+	gomod := "\nrequire (\n\tgithub.com/go-chi/chi/v5 v5.2.3\n\tgithub.com/gorilla/mux v1.8.1\n\tgithub.com/labstack/echo/v4 v4.13.4\n)\n"
 	m.Append(t, "go.mod", []byte(gomod))
-	for _, c := range []struct {
+	cases := []struct {
 		pkg     string
 		server  gentest.Server
 		router  string
@@ -155,7 +212,10 @@ func TestRouters(t *testing.T) {
 		{"chiplain", gentest.Chi, "chi", "ChiServerOptions", false},
 		{"gorillastrict", gentest.StrictGorilla, "gorilla", "GorillaServerOptions", true},
 		{"gorillaplain", gentest.Gorilla, "gorilla", "GorillaServerOptions", false},
-	} {
+		{"echostrict", gentest.StrictEcho, "echo", "", true},
+		{"echoplain", gentest.Echo, "echo", "", false},
+	}
+	for _, c := range cases {
 		params := map[string]string{"server.router": c.router, "server.strict": "false"}
 		if c.strict {
 			params["server.strict"] = "true"
@@ -171,17 +231,41 @@ func TestRouters(t *testing.T) {
 		src := strings.ReplaceAll(routerTest, "PKG", c.pkg)
 		src = strings.ReplaceAll(src, "OPTIONS", c.options)
 		src = strings.ReplaceAll(src, "GORILLA", fmt.Sprint(c.router == "gorilla"))
-		keep, drop := "//STRICT\n", "//PLAIN\n"
-		if !c.strict {
-			keep, drop = drop, keep
+		keep := "PLAIN"
+		if c.strict {
+			keep = "STRICT"
 		}
-		i := strings.Index(src, drop)
-		j := i + strings.Index(src[i:], "//END\n") + len("//END\n")
-		src = strings.Replace(src[:i]+src[j:], keep, "", 1)
+		if c.router == "echo" {
+			keep = "ECHO" + keep
+		}
+		src = variant(src, keep)
 		m.Write(t, c.pkg+"/router_test.go", []byte(src))
 	}
 	out := m.Go(t, "test", "-count=1", "./...")
-	for _, pkg := range []string{"chistrict", "chiplain", "gorillastrict", "gorillaplain"} {
-		require.Contains(t, out, "ok  \tgithub.com/idemgen/idemgen/internal/e2e/routers/"+pkg, out)
+	for _, c := range cases {
+		require.Contains(t, out, "ok  \tgithub.com/idemgen/idemgen/internal/e2e/routers/"+c.pkg, out)
 	}
+}
+
+// variant keeps the //NAME ... //END section of src named keep, without
+// its markers, and drops the others.
+func variant(src, keep string) string {
+	var b strings.Builder
+	skip := false
+	for line := range strings.SplitAfterSeq(src, "\n") {
+		switch t := strings.TrimSpace(line); {
+		case t == "//"+keep:
+			continue
+		case t == "//END":
+			skip = false
+			continue
+		case len(t) > 2 && t[:2] == "//" && strings.ToUpper(t) == t && !strings.Contains(t, " "):
+			skip = true
+			continue
+		}
+		if !skip {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
 }

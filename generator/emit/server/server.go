@@ -39,7 +39,8 @@
 //	server.strict  true (default): strict-server middleware too; false: a
 //	               package generated without strict-server (plain wrapper only)
 //	server.router  std-http (default), chi or gorilla: the router whose
-//	               options StrictHandler/Handler take; none: no such method
+//	               options StrictHandler/Handler take; none: no such method;
+//	               echo: echo v4 (echo-server), with echo's signatures
 //	server.type    the generated type's name (default Idempotency); its
 //	               constructor is New<type>
 //	server.file    the file name (default idempotency.gen.go)
@@ -102,8 +103,8 @@ func ParseConfig(params map[string]string) (Config, error) {
 			}
 			c.Strict = b
 		case "server.router":
-			if _, ok := routerOptions[v]; !ok && v != "none" {
-				return c, fmt.Errorf("server.router: %q is not std-http, chi, gorilla or none", v)
+			if _, ok := routerOptions[v]; !ok && v != "none" && v != "echo" {
+				return c, fmt.Errorf("server.router: %q is not std-http, chi, gorilla, echo or none", v)
 			}
 			c.Router = v
 		case "server.type":
@@ -240,14 +241,25 @@ func (g *gen) file() {
 
 	g.typeDecl()
 	g.policies()
-	if g.cfg.Strict {
-		g.strict()
+	if g.cfg.Router == "echo" {
+		if g.cfg.Strict {
+			g.echoStrict()
+			g.echoCaptureBody()
+		}
+		g.echoMiddleware()
+		g.echoErrorHandler()
+		g.echoRegister()
+	} else {
+		if g.cfg.Strict {
+			g.strict()
+			g.captureBody()
+		}
+		g.netHTTPMiddleware()
+		g.serve()
+		g.errorHandler()
+		g.handler()
 	}
-	g.captureBody()
-	g.httpMiddleware()
-	g.serve()
-	g.errorHandler()
-	g.handler()
+	g.matcher()
 	g.helpers()
 }
 
@@ -340,6 +352,11 @@ func (g *gen) typeDecl() {
 	fmt.Fprintf(&doc, "\tx := New%s(nil, idem.Options{}) // nil: an in-memory store; pass a shared one (Redis, PostgreSQL) when several instances serve the API\n", t)
 	doc.WriteString("\tdefer x.Close()\n")
 	switch {
+	case g.cfg.Router == "echo" && g.cfg.Strict:
+		doc.WriteString("\tx.RegisterStrictHandlers(e, service, nil) // e is the *echo.Echo\n\n")
+		doc.WriteString("RegisterStrictHandlers is RegisterHandlers(e, NewStrictHandler(...)) with StrictMiddleware, CaptureBody and ErrorHandler added.\n\n")
+	case g.cfg.Router == "echo":
+		doc.WriteString("\tx.RegisterHandlers(e, service) // e is the *echo.Echo\n\n")
 	case g.cfg.Strict && router:
 		fmt.Fprintf(&doc, "\th := x.StrictHandler(service, nil, StrictHTTPServerOptions{}, %s{})\n\n", opts)
 		doc.WriteString("StrictHandler is HandlerWithOptions(NewStrictHandlerWithOptions(...)) with StrictMiddleware, CaptureBody and ErrorHandler added to the middlewares and options given; its documentation shows how to add them by hand.\n\n")
@@ -591,41 +608,7 @@ func (g *gen) strict() {
 		jen.Id("r").Op("*").Qual("net/http", "Request"),
 		jen.Id("request").Any(),
 	}
-	g.doc("StrictMiddleware is a StrictMiddlewareFunc (pass x.StrictMiddleware to NewStrictHandler or NewStrictHandlerWithOptions) that protects the idempotent operations and returns every other operation's handler untouched.")
-	g.doc("")
-	g.doc("For an idempotent operation it reads the key from the typed request object when the spec declares the key parameter (else from the request), fingerprints the body CaptureBody kept, and either runs the operation, recording its typed response through its Visit method, or writes the stored response (a replay) or a problem and returns (nil, nil), so the strict handler has nothing left to write. Without CaptureBody around the handler, requests with a body are refused with 400 IDEMPOTENCY_REQUEST_UNREADABLE.")
-	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("StrictMiddleware").Params(jen.Id("f").Id("StrictHandlerFunc"), jen.Id("operationID").String()).Id("StrictHandlerFunc").Block(
-		jen.Switch(jen.Id("operationID")).BlockFunc(func(sw *jen.Group) {
-			for _, op := range g.spec.Operations {
-				sw.Case(jen.Lit(op.GoName)).Block(
-					jen.Return(jen.Func().Params(handlerParams...).Params(jen.Any(), jen.Error()).BlockFunc(func(b *jen.Group) {
-						key := jen.Qual(idemPkg, "RequestKey")
-						if p := op.Key.Param; p != nil {
-							b.Id("key").Op(":=").Add(key)
-							conv := px + "Key"
-							if p.Pointer {
-								conv = px + "KeyPtr"
-							}
-							b.If(jen.List(jen.Id("in"), jen.Id("ok")).Op(":=").Id("request").Assert(jen.Id(op.Names.RequestObject)), jen.Id("ok")).Block(
-								jen.Id("key").Op("=").Id(conv).Call(jen.Id("in").Dot("Params").Dot(p.GoName)),
-							)
-							key = jen.Id("key")
-						}
-						b.Return(jen.Id("x").Dot("strict").Call(
-							jen.Id("ctx"), jen.Id("w"), jen.Id("r"), jen.Id("request"), jen.Id("f"), jen.Id(g.policyVar(op)), key,
-							jen.Func().Params(jen.Id("resp").Any()).Func().Params(jen.Qual("net/http", "ResponseWriter")).Error().Block(
-								jen.If(jen.List(jen.Id("v"), jen.Id("ok")).Op(":=").Id("resp").Assert(jen.Id(op.Names.ResponseObject)), jen.Id("ok")).Block(
-									jen.Return(jen.Id("v").Dot("Visit"+op.GoName+"Response")),
-								),
-								jen.Return(jen.Nil()),
-							),
-						))
-					})),
-				)
-			}
-		}),
-		jen.Return(jen.Id("f")),
-	)
+	g.strictMiddleware(handlerParams, []jen.Code{jen.Id("ctx"), jen.Id("w"), jen.Id("r"), jen.Id("request")})
 
 	g.doc("strict runs one strict-server request of an idempotent operation; visitor returns the typed response's Visit method, nil for a value of another type.")
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("strict").Params(
@@ -654,6 +637,48 @@ func (g *gen) strict() {
 			jen.Return(jen.Id("resp"), jen.Nil()).Comment("not this operation's response type: the strict handler reports it, End frees the key"),
 		),
 		jen.Return(jen.Nil(), jen.Id("c").Dot("Complete").Call(jen.Id("w"), jen.Id("visit"))),
+	)
+}
+
+// strictMiddleware writes StrictMiddleware: a switch on the operation that
+// returns, for each idempotent one, a handler with handlerParams calling
+// x.strict(args..., f, policy, key, visitor).
+func (g *gen) strictMiddleware(handlerParams, args []jen.Code) {
+	t := g.cfg.Type
+	g.doc("StrictMiddleware is a StrictMiddlewareFunc (pass x.StrictMiddleware to NewStrictHandler, first among the strict middlewares) that protects the idempotent operations and returns every other operation's handler untouched.")
+	g.doc("")
+	g.doc("For an idempotent operation it reads the key from the typed request object when the spec declares the key parameter (else from the request), fingerprints the body CaptureBody kept, and either runs the operation, recording its typed response through its Visit method, or writes the stored response (a replay) or a problem and returns (nil, nil), so the strict handler has nothing left to write. Without CaptureBody, requests with a body are refused with 400 IDEMPOTENCY_REQUEST_UNREADABLE.")
+	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("StrictMiddleware").Params(jen.Id("f").Id("StrictHandlerFunc"), jen.Id("operationID").String()).Id("StrictHandlerFunc").Block(
+		jen.Switch(jen.Id("operationID")).BlockFunc(func(sw *jen.Group) {
+			for _, op := range g.spec.Operations {
+				sw.Case(jen.Lit(op.GoName)).Block(
+					jen.Return(jen.Func().Params(handlerParams...).Params(jen.Any(), jen.Error()).BlockFunc(func(b *jen.Group) {
+						key := jen.Qual(idemPkg, "RequestKey")
+						if p := op.Key.Param; p != nil {
+							b.Id("key").Op(":=").Add(key)
+							conv := px + "Key"
+							if p.Pointer {
+								conv = px + "KeyPtr"
+							}
+							b.If(jen.List(jen.Id("in"), jen.Id("ok")).Op(":=").Id("request").Assert(jen.Id(op.Names.RequestObject)), jen.Id("ok")).Block(
+								jen.Id("key").Op("=").Id(conv).Call(jen.Id("in").Dot("Params").Dot(p.GoName)),
+							)
+							key = jen.Id("key")
+						}
+						b.Return(jen.Id("x").Dot("strict").Call(append(args,
+							jen.Id("f"), jen.Id(g.policyVar(op)), key,
+							jen.Func().Params(jen.Id("resp").Any()).Func().Params(jen.Qual("net/http", "ResponseWriter")).Error().Block(
+								jen.If(jen.List(jen.Id("v"), jen.Id("ok")).Op(":=").Id("resp").Assert(jen.Id(op.Names.ResponseObject)), jen.Id("ok")).Block(
+									jen.Return(jen.Id("v").Dot("Visit"+op.GoName+"Response")),
+								),
+								jen.Return(jen.Nil()),
+							),
+						)...))
+					})),
+				)
+			}
+		}),
+		jen.Return(jen.Id("f")),
 	)
 }
 
@@ -821,8 +846,8 @@ func registered(a, b route) int {
 	return strings.Compare(a.method, b.method)
 }
 
-func (g *gen) httpMiddleware() {
-	t := g.cfg.Type
+// matcher writes the compiled route table and its matching function.
+func (g *gen) matcher() {
 	routes := g.routes()
 	methods := make([]string, 0, len(routes))
 	for m := range routes {
@@ -902,6 +927,11 @@ func (g *gen) httpMiddleware() {
 		jen.Return(jen.Lit(-1)),
 	)
 
+}
+
+// netHTTPMiddleware writes the plain net/http wrapper.
+func (g *gen) netHTTPMiddleware() {
+	t := g.cfg.Type
 	g.doc("HTTPMiddleware is net/http middleware for servers generated without strict mode (std-http, chi, gorilla, or any router): it protects the requests whose method and path match an idempotent operation and passes every other request untouched. Wrap the router with it (the router's own matching is reproduced, with every route of the spec, so a static route that is not idempotent still wins over a templated one that is). It reads the key and the body from the request itself and needs no CaptureBody.")
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("HTTPMiddleware").Params(jen.Id("next").Qual("net/http", "Handler")).Qual("net/http", "Handler").Block(
 		jen.Return(jen.Id("x").Dot("HTTPMiddlewareWithBaseURL").Call(jen.Lit("")).Call(jen.Id("next"))),
@@ -1098,7 +1128,7 @@ var frameworkNames = []string{
 	"RequiredParamError", "RequiredHeaderError", "InvalidParamFormatError", "TooManyValuesForParamError",
 	"Client", "ClientOption", "NewClient", "WithHTTPClient", "WithBaseURL", "WithRequestEditorFn", "RequestEditorFn",
 	"HttpRequestDoer", "ClientInterface", "ClientWithResponses", "NewClientWithResponses", "ClientWithResponsesInterface",
-	"GetSwagger", "PathToRawSpec",
+	"GetSwagger", "PathToRawSpec", "RegisterHandlers", "RegisterHandlersWithBaseURL", "EchoRouter",
 }
 
 // checkNames reports generated package-level names that collide with

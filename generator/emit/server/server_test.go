@@ -33,7 +33,7 @@ func TestParseConfig(t *testing.T) {
 		{"server.type": "Idem-Wrapper"},
 		{"server.file": "idem.txt"},
 		{"server.file": "idem_test.go"},
-		{"server.router": "echo"},
+		{"server.router": "gin"},
 	} {
 		_, err := server.ParseConfig(bad)
 		assert.Error(t, err, "%v", bad)

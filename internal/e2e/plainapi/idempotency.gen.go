@@ -300,91 +300,6 @@ func (x *Idempotency) Policy(operationID string) *idem.Policy {
 	return nil
 }
 
-// CaptureBody is net/http middleware that keeps the raw bytes of a request body while oapi-codegen's
-// strict handler decodes it, so StrictMiddleware fingerprints what the client sent. Add it to the
-// server options' Middlewares (StdHTTPServerOptions, ChiServerOptions, GorillaServerOptions) or wrap
-// the whole router with it. Requests without a body, and safe methods, pass untouched.
-func (x *Idempotency) CaptureBody(next http.Handler) http.Handler {
-	return idem.CaptureBody(1048576)(next)
-}
-
-// idemgenRoute is an entry of the matcher: a path template split into segments at init, and the index
-// of its policy (-1: a route that is not idempotent but takes precedence over one that is).
-type idemgenRoute struct {
-	segs   []idemgenSegment
-	policy int
-}
-
-// idemgenSegment is a static path segment, or a parameter with optional literal text around it.
-type idemgenSegment struct {
-	prefix, suffix string
-	param          bool
-}
-
-// idemgenRoutes holds, by method, the idempotent operations and the routes that take precedence over
-// them, most specific first (static segments before parameters, as std-http's ServeMux and chi
-// choose).
-var idemgenRoutes = map[string][]idemgenRoute{
-	"POST": {
-		{idemgenTemplate("/events"), 1},
-		{idemgenTemplate("/orders"), 3},
-		{idemgenTemplate("/payments"), 4},
-		{idemgenTemplate("/transfers"), 5},
-		{idemgenTemplate("/items/special"), -1},
-		{idemgenTemplate("/items/{itemId}"), 2},
-		{idemgenTemplate("/coupons/{couponId}/claims"), 0},
-	},
-}
-
-// idemgenTemplate splits a path template into segments.
-func idemgenTemplate(path string) []idemgenSegment {
-	var segs []idemgenSegment
-	for s := range strings.SplitSeq(strings.TrimPrefix(path, "/"), "/") {
-		i, j := strings.IndexByte(s, '{'), strings.LastIndexByte(s, '}')
-		if i < 0 || j < i {
-			segs = append(segs, idemgenSegment{prefix: s})
-			continue
-		}
-		segs = append(segs, idemgenSegment{
-			param:  true,
-			prefix: s[:i],
-			suffix: s[j+1:],
-		})
-	}
-	return segs
-}
-
-// idemgenMatch returns the index of the policy of the idempotent operation the router serves method
-// and path with, -1 for any other request. path is the escaped path, without the base URL.
-func idemgenMatch(method, path string) int {
-	if !strings.HasPrefix(path, "/") {
-		return -1
-	}
-	path = path[1:]
-next:
-	for _, rt := range idemgenRoutes[method] {
-		rest := path
-		for i, s := range rt.segs {
-			v, after, more := strings.Cut(rest, "/")
-			if more != (i < len(rt.segs)-1) {
-				continue next
-			}
-			rest = after
-			if !s.param {
-				if v != s.prefix {
-					continue next
-				}
-				continue
-			}
-			if len(v) <= len(s.prefix)+len(s.suffix) || !strings.HasPrefix(v, s.prefix) || !strings.HasSuffix(v, s.suffix) {
-				continue next
-			}
-		}
-		return rt.policy
-	}
-	return -1
-}
-
 // HTTPMiddleware is net/http middleware for servers generated without strict mode (std-http, chi,
 // gorilla, or any router): it protects the requests whose method and path match an idempotent
 // operation and passes every other request untouched. Wrap the router with it (the router's own
@@ -493,4 +408,81 @@ func (x *Idempotency) Handler(si ServerInterface, options StdHTTPServerOptions) 
 	options.ErrorHandlerFunc = x.ErrorHandler(options.ErrorHandlerFunc)
 	options.Middlewares = append([]MiddlewareFunc{x.HTTPMiddlewareWithBaseURL(options.BaseURL)}, options.Middlewares...)
 	return HandlerWithOptions(si, options)
+}
+
+// idemgenRoute is an entry of the matcher: a path template split into segments at init, and the index
+// of its policy (-1: a route that is not idempotent but takes precedence over one that is).
+type idemgenRoute struct {
+	segs   []idemgenSegment
+	policy int
+}
+
+// idemgenSegment is a static path segment, or a parameter with optional literal text around it.
+type idemgenSegment struct {
+	prefix, suffix string
+	param          bool
+}
+
+// idemgenRoutes holds, by method, the idempotent operations and the routes that take precedence over
+// them, most specific first (static segments before parameters, as std-http's ServeMux and chi
+// choose).
+var idemgenRoutes = map[string][]idemgenRoute{
+	"POST": {
+		{idemgenTemplate("/events"), 1},
+		{idemgenTemplate("/orders"), 3},
+		{idemgenTemplate("/payments"), 4},
+		{idemgenTemplate("/transfers"), 5},
+		{idemgenTemplate("/items/special"), -1},
+		{idemgenTemplate("/items/{itemId}"), 2},
+		{idemgenTemplate("/coupons/{couponId}/claims"), 0},
+	},
+}
+
+// idemgenTemplate splits a path template into segments.
+func idemgenTemplate(path string) []idemgenSegment {
+	var segs []idemgenSegment
+	for s := range strings.SplitSeq(strings.TrimPrefix(path, "/"), "/") {
+		i, j := strings.IndexByte(s, '{'), strings.LastIndexByte(s, '}')
+		if i < 0 || j < i {
+			segs = append(segs, idemgenSegment{prefix: s})
+			continue
+		}
+		segs = append(segs, idemgenSegment{
+			param:  true,
+			prefix: s[:i],
+			suffix: s[j+1:],
+		})
+	}
+	return segs
+}
+
+// idemgenMatch returns the index of the policy of the idempotent operation the router serves method
+// and path with, -1 for any other request. path is the escaped path, without the base URL.
+func idemgenMatch(method, path string) int {
+	if !strings.HasPrefix(path, "/") {
+		return -1
+	}
+	path = path[1:]
+next:
+	for _, rt := range idemgenRoutes[method] {
+		rest := path
+		for i, s := range rt.segs {
+			v, after, more := strings.Cut(rest, "/")
+			if more != (i < len(rt.segs)-1) {
+				continue next
+			}
+			rest = after
+			if !s.param {
+				if v != s.prefix {
+					continue next
+				}
+				continue
+			}
+			if len(v) <= len(s.prefix)+len(s.suffix) || !strings.HasPrefix(v, s.prefix) || !strings.HasSuffix(v, s.suffix) {
+				continue next
+			}
+		}
+		return rt.policy
+	}
+	return -1
 }

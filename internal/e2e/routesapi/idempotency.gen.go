@@ -226,12 +226,79 @@ func (x *Idempotency) Policy(operationID string) *idem.Policy {
 	return nil
 }
 
-// CaptureBody is net/http middleware that keeps the raw bytes of a request body while oapi-codegen's
-// strict handler decodes it, so StrictMiddleware fingerprints what the client sent. Add it to the
-// server options' Middlewares (StdHTTPServerOptions, ChiServerOptions, GorillaServerOptions) or wrap
-// the whole router with it. Requests without a body, and safe methods, pass untouched.
-func (x *Idempotency) CaptureBody(next http.Handler) http.Handler {
-	return idem.CaptureBody(1048576)(next)
+// HTTPMiddleware is net/http middleware for servers generated without strict mode (std-http, chi,
+// gorilla, or any router): it protects the requests whose method and path match an idempotent
+// operation and passes every other request untouched. Wrap the router with it (the router's own
+// matching is reproduced, with every route of the spec, so a static route that is not idempotent still
+// wins over a templated one that is). It reads the key and the body from the request itself and needs
+// no CaptureBody.
+func (x *Idempotency) HTTPMiddleware(next http.Handler) http.Handler {
+	return x.HTTPMiddlewareWithBaseURL("")(next)
+}
+
+// HTTPMiddlewareWithBaseURL is HTTPMiddleware for a server mounted under baseURL (the BaseURL of the
+// server options, e.g. "/v1"): requests outside it pass untouched.
+func (x *Idempotency) HTTPMiddlewareWithBaseURL(baseURL string) func(http.Handler) http.Handler {
+	baseURL = strings.TrimSuffix(baseURL, "/")
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if path, ok := strings.CutPrefix(r.URL.EscapedPath(), baseURL); ok {
+				if i := idemgenMatch(r.Method, path); i >= 0 {
+					x.serve(w, r, idemgenPolicies[i], next)
+					return
+				}
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// serve runs one request of an idempotent operation through the engine (what idem.Engine.Handler does,
+// without building a handler per request: oapi-codegen builds its route middleware chains for every
+// request).
+func (x *Idempotency) serve(w http.ResponseWriter, r *http.Request, p *idem.Policy, next http.Handler) {
+	c := x.engine.Begin(r, p, idem.RequestKey)
+	defer c.End()
+	if c.Decision() != idem.Execute {
+		c.Respond(w)
+		return
+	}
+	next.ServeHTTP(c.Writer(w), c.Request())
+	c.Finish()
+}
+
+// ErrorHandler returns an error handler for the server options (StdHTTPServerOptions.ErrorHandlerFunc,
+// or chi's and gorilla's) and for StrictHTTPServerOptions.RequestErrorHandlerFunc. oapi-codegen checks
+// typed parameters before any middleware runs, so a key it rejects (a malformed uuid-typed header, a
+// missing required one, one given twice) never reaches the engine: this handler answers those with the
+// engine's application/problem+json, 400 IDEMPOTENCY_KEY_INVALID or IDEMPOTENCY_KEY_MISSING. Every
+// other error goes to next; nil means oapi-codegen's default (400, the error as text).
+func (x *Idempotency) ErrorHandler(next func(http.ResponseWriter, *http.Request, error)) func(http.ResponseWriter, *http.Request, error) {
+	if next == nil {
+		next = func(w http.ResponseWriter, _ *http.Request, err error) {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+		}
+	}
+	return func(w http.ResponseWriter, r *http.Request, err error) {
+		next(w, r, err)
+	}
+}
+
+// Handler is the one line to change in an existing service: it returns what HandlerWithOptions(si,
+// options) returns, with idempotency wired in. The protection is the first of options.Middlewares, so
+// it runs after the given ones (which may authenticate the request) and right before the operation; it
+// matches requests under options.BaseURL; ErrorHandler wraps options.ErrorHandlerFunc (nil means
+// oapi-codegen's default).
+//
+//	h := HandlerWithOptions(service, options)
+//
+// becomes
+//
+//	h := x.Handler(service, options)
+func (x *Idempotency) Handler(si ServerInterface, options StdHTTPServerOptions) http.Handler {
+	options.ErrorHandlerFunc = x.ErrorHandler(options.ErrorHandlerFunc)
+	options.Middlewares = append([]MiddlewareFunc{x.HTTPMiddlewareWithBaseURL(options.BaseURL)}, options.Middlewares...)
+	return HandlerWithOptions(si, options)
 }
 
 // idemgenRoute is an entry of the matcher: a path template split into segments at init, and the index
@@ -309,79 +376,4 @@ next:
 		return rt.policy
 	}
 	return -1
-}
-
-// HTTPMiddleware is net/http middleware for servers generated without strict mode (std-http, chi,
-// gorilla, or any router): it protects the requests whose method and path match an idempotent
-// operation and passes every other request untouched. Wrap the router with it (the router's own
-// matching is reproduced, with every route of the spec, so a static route that is not idempotent still
-// wins over a templated one that is). It reads the key and the body from the request itself and needs
-// no CaptureBody.
-func (x *Idempotency) HTTPMiddleware(next http.Handler) http.Handler {
-	return x.HTTPMiddlewareWithBaseURL("")(next)
-}
-
-// HTTPMiddlewareWithBaseURL is HTTPMiddleware for a server mounted under baseURL (the BaseURL of the
-// server options, e.g. "/v1"): requests outside it pass untouched.
-func (x *Idempotency) HTTPMiddlewareWithBaseURL(baseURL string) func(http.Handler) http.Handler {
-	baseURL = strings.TrimSuffix(baseURL, "/")
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if path, ok := strings.CutPrefix(r.URL.EscapedPath(), baseURL); ok {
-				if i := idemgenMatch(r.Method, path); i >= 0 {
-					x.serve(w, r, idemgenPolicies[i], next)
-					return
-				}
-			}
-			next.ServeHTTP(w, r)
-		})
-	}
-}
-
-// serve runs one request of an idempotent operation through the engine (what idem.Engine.Handler does,
-// without building a handler per request: oapi-codegen builds its route middleware chains for every
-// request).
-func (x *Idempotency) serve(w http.ResponseWriter, r *http.Request, p *idem.Policy, next http.Handler) {
-	c := x.engine.Begin(r, p, idem.RequestKey)
-	defer c.End()
-	if c.Decision() != idem.Execute {
-		c.Respond(w)
-		return
-	}
-	next.ServeHTTP(c.Writer(w), c.Request())
-	c.Finish()
-}
-
-// ErrorHandler returns an error handler for the server options (StdHTTPServerOptions.ErrorHandlerFunc,
-// or chi's and gorilla's) and for StrictHTTPServerOptions.RequestErrorHandlerFunc. oapi-codegen checks
-// typed parameters before any middleware runs, so a key it rejects (a malformed uuid-typed header, a
-// missing required one, one given twice) never reaches the engine: this handler answers those with the
-// engine's application/problem+json, 400 IDEMPOTENCY_KEY_INVALID or IDEMPOTENCY_KEY_MISSING. Every
-// other error goes to next; nil means oapi-codegen's default (400, the error as text).
-func (x *Idempotency) ErrorHandler(next func(http.ResponseWriter, *http.Request, error)) func(http.ResponseWriter, *http.Request, error) {
-	if next == nil {
-		next = func(w http.ResponseWriter, _ *http.Request, err error) {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-		}
-	}
-	return func(w http.ResponseWriter, r *http.Request, err error) {
-		next(w, r, err)
-	}
-}
-
-// Handler is the one line to change in an existing service: it returns what HandlerWithOptions(si,
-// options) returns, with idempotency wired in. The protection is the first of options.Middlewares, so
-// it runs after the given ones (which may authenticate the request) and right before the operation; it
-// matches requests under options.BaseURL; ErrorHandler wraps options.ErrorHandlerFunc (nil means
-// oapi-codegen's default).
-//
-//	h := HandlerWithOptions(service, options)
-//
-// becomes
-//
-//	h := x.Handler(service, options)
-func (x *Idempotency) Handler(si ServerInterface, options StdHTTPServerOptions) http.Handler {
-	options.ErrorHandlerFunc = x.ErrorHandler(options.ErrorHandlerFunc)
-	options.Middlewares = append([]MiddlewareFunc{x.HTTPMiddlewareWithBaseURL(options.BaseURL)}, options.Middlewares...)
-	return HandlerWithOptions(si, options)
 }

@@ -306,16 +306,15 @@ func (x *Idempotency) Policy(operationID string) *idem.Policy {
 	return nil
 }
 
-// StrictMiddleware is a StrictMiddlewareFunc (pass x.StrictMiddleware to NewStrictHandler or
-// NewStrictHandlerWithOptions) that protects the idempotent operations and returns every other
-// operation's handler untouched.
+// StrictMiddleware is a StrictMiddlewareFunc (pass x.StrictMiddleware to NewStrictHandler, first among
+// the strict middlewares) that protects the idempotent operations and returns every other operation's
+// handler untouched.
 //
 // For an idempotent operation it reads the key from the typed request object when the spec declares
 // the key parameter (else from the request), fingerprints the body CaptureBody kept, and either runs
 // the operation, recording its typed response through its Visit method, or writes the stored response
 // (a replay) or a problem and returns (nil, nil), so the strict handler has nothing left to write.
-// Without CaptureBody around the handler, requests with a body are refused with 400
-// IDEMPOTENCY_REQUEST_UNREADABLE.
+// Without CaptureBody, requests with a body are refused with 400 IDEMPOTENCY_REQUEST_UNREADABLE.
 func (x *Idempotency) StrictMiddleware(f StrictHandlerFunc, operationID string) StrictHandlerFunc {
 	switch operationID {
 	case "ClaimCoupon":
@@ -421,83 +420,6 @@ func (x *Idempotency) strict(ctx context.Context, w http.ResponseWriter, r *http
 // the whole router with it. Requests without a body, and safe methods, pass untouched.
 func (x *Idempotency) CaptureBody(next http.Handler) http.Handler {
 	return idem.CaptureBody(1048576)(next)
-}
-
-// idemgenRoute is an entry of the matcher: a path template split into segments at init, and the index
-// of its policy (-1: a route that is not idempotent but takes precedence over one that is).
-type idemgenRoute struct {
-	segs   []idemgenSegment
-	policy int
-}
-
-// idemgenSegment is a static path segment, or a parameter with optional literal text around it.
-type idemgenSegment struct {
-	prefix, suffix string
-	param          bool
-}
-
-// idemgenRoutes holds, by method, the idempotent operations and the routes that take precedence over
-// them, most specific first (static segments before parameters, as std-http's ServeMux and chi
-// choose).
-var idemgenRoutes = map[string][]idemgenRoute{
-	"POST": {
-		{idemgenTemplate("/events"), 1},
-		{idemgenTemplate("/orders"), 3},
-		{idemgenTemplate("/payments"), 4},
-		{idemgenTemplate("/transfers"), 5},
-		{idemgenTemplate("/items/special"), -1},
-		{idemgenTemplate("/items/{itemId}"), 2},
-		{idemgenTemplate("/coupons/{couponId}/claims"), 0},
-	},
-}
-
-// idemgenTemplate splits a path template into segments.
-func idemgenTemplate(path string) []idemgenSegment {
-	var segs []idemgenSegment
-	for s := range strings.SplitSeq(strings.TrimPrefix(path, "/"), "/") {
-		i, j := strings.IndexByte(s, '{'), strings.LastIndexByte(s, '}')
-		if i < 0 || j < i {
-			segs = append(segs, idemgenSegment{prefix: s})
-			continue
-		}
-		segs = append(segs, idemgenSegment{
-			param:  true,
-			prefix: s[:i],
-			suffix: s[j+1:],
-		})
-	}
-	return segs
-}
-
-// idemgenMatch returns the index of the policy of the idempotent operation the router serves method
-// and path with, -1 for any other request. path is the escaped path, without the base URL.
-func idemgenMatch(method, path string) int {
-	if !strings.HasPrefix(path, "/") {
-		return -1
-	}
-	path = path[1:]
-next:
-	for _, rt := range idemgenRoutes[method] {
-		rest := path
-		for i, s := range rt.segs {
-			v, after, more := strings.Cut(rest, "/")
-			if more != (i < len(rt.segs)-1) {
-				continue next
-			}
-			rest = after
-			if !s.param {
-				if v != s.prefix {
-					continue next
-				}
-				continue
-			}
-			if len(v) <= len(s.prefix)+len(s.suffix) || !strings.HasPrefix(v, s.prefix) || !strings.HasSuffix(v, s.suffix) {
-				continue next
-			}
-		}
-		return rt.policy
-	}
-	return -1
 }
 
 // HTTPMiddleware is net/http middleware for servers generated without strict mode (std-http, chi,
@@ -618,6 +540,83 @@ func (x *Idempotency) StrictHandler(ssi StrictServerInterface, middlewares []Str
 	options.ErrorHandlerFunc = x.ErrorHandler(options.ErrorHandlerFunc)
 	options.Middlewares = append(options.Middlewares[:len(options.Middlewares):len(options.Middlewares)], x.CaptureBody)
 	return HandlerWithOptions(NewStrictHandlerWithOptions(ssi, middlewares, strictOptions), options)
+}
+
+// idemgenRoute is an entry of the matcher: a path template split into segments at init, and the index
+// of its policy (-1: a route that is not idempotent but takes precedence over one that is).
+type idemgenRoute struct {
+	segs   []idemgenSegment
+	policy int
+}
+
+// idemgenSegment is a static path segment, or a parameter with optional literal text around it.
+type idemgenSegment struct {
+	prefix, suffix string
+	param          bool
+}
+
+// idemgenRoutes holds, by method, the idempotent operations and the routes that take precedence over
+// them, most specific first (static segments before parameters, as std-http's ServeMux and chi
+// choose).
+var idemgenRoutes = map[string][]idemgenRoute{
+	"POST": {
+		{idemgenTemplate("/events"), 1},
+		{idemgenTemplate("/orders"), 3},
+		{idemgenTemplate("/payments"), 4},
+		{idemgenTemplate("/transfers"), 5},
+		{idemgenTemplate("/items/special"), -1},
+		{idemgenTemplate("/items/{itemId}"), 2},
+		{idemgenTemplate("/coupons/{couponId}/claims"), 0},
+	},
+}
+
+// idemgenTemplate splits a path template into segments.
+func idemgenTemplate(path string) []idemgenSegment {
+	var segs []idemgenSegment
+	for s := range strings.SplitSeq(strings.TrimPrefix(path, "/"), "/") {
+		i, j := strings.IndexByte(s, '{'), strings.LastIndexByte(s, '}')
+		if i < 0 || j < i {
+			segs = append(segs, idemgenSegment{prefix: s})
+			continue
+		}
+		segs = append(segs, idemgenSegment{
+			param:  true,
+			prefix: s[:i],
+			suffix: s[j+1:],
+		})
+	}
+	return segs
+}
+
+// idemgenMatch returns the index of the policy of the idempotent operation the router serves method
+// and path with, -1 for any other request. path is the escaped path, without the base URL.
+func idemgenMatch(method, path string) int {
+	if !strings.HasPrefix(path, "/") {
+		return -1
+	}
+	path = path[1:]
+next:
+	for _, rt := range idemgenRoutes[method] {
+		rest := path
+		for i, s := range rt.segs {
+			v, after, more := strings.Cut(rest, "/")
+			if more != (i < len(rt.segs)-1) {
+				continue next
+			}
+			rest = after
+			if !s.param {
+				if v != s.prefix {
+					continue next
+				}
+				continue
+			}
+			if len(v) <= len(s.prefix)+len(s.suffix) || !strings.HasPrefix(v, s.prefix) || !strings.HasSuffix(v, s.suffix) {
+				continue next
+			}
+		}
+		return rt.policy
+	}
+	return -1
 }
 
 // idemgenKey is a typed key parameter as the engine takes it: a string as is, a UUID (or any
