@@ -21,7 +21,7 @@ import (
 //
 // Idempotent operations:
 //
-//   - POST /pets (addPet): strict, window 24h, key header Idempotency-Key, uuid
+//   - POST /pets (addPet): strict semantics, window 24h, key header Idempotency-Key, uuid
 //
 // Wiring:
 //

@@ -18,10 +18,10 @@ import (
 //
 // Idempotent operations:
 //
-//   - POST / (postRoot): strict, window 24h, key header Idempotency-Key, token
-//   - PATCH /a/{x} (patchAX): strict, window 24h, key header Idempotency-Key, token
-//   - POST /a/{x} (postAX): strict, window 24h, key header Idempotency-Key, token
-//   - POST /a/{x}/c (postAXC): strict, window 24h, key header Idempotency-Key, token
+//   - POST / (postRoot): strict semantics, window 24h, key header Idempotency-Key, token
+//   - PATCH /a/{x} (patchAX): strict semantics, window 24h, key header Idempotency-Key, token
+//   - POST /a/{x} (postAX): strict semantics, window 24h, key header Idempotency-Key, token
+//   - POST /a/{x}/c (postAXC): strict semantics, window 24h, key header Idempotency-Key, token
 //
 // Wiring:
 //

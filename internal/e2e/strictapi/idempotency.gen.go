@@ -21,13 +21,15 @@ import (
 //
 // Idempotent operations:
 //
-//   - POST /coupons/{couponId}/claims (claimCoupon): strict, window 10m, key header Idempotency-Key,
-//     uuid
-//   - POST /events (recordEvent): window, window 1m, key header Idempotency-Key (optional), token
-//   - POST /items/{itemId} (touchItem): strict, window 24h, key header Idempotency-Key, token
-//   - POST /orders (createOrder): loose, window 24h, key header Idempotency-Key, token
-//   - POST /payments (createPayment): strict, window 24h, key query request_id, token
-//   - POST /transfers (createTransfer): strict, window 24h, key body /idempotency_key, token
+//   - POST /coupons/{couponId}/claims (claimCoupon): strict semantics, window 10m, key header
+//     Idempotency-Key, uuid
+//   - POST /events (recordEvent): window semantics, window 1m, key header Idempotency-Key (optional),
+//     token
+//   - POST /items/{itemId} (touchItem): strict semantics, window 24h, key header Idempotency-Key,
+//     token
+//   - POST /orders (createOrder): loose semantics, window 24h, key header Idempotency-Key, token
+//   - POST /payments (createPayment): strict semantics, window 24h, key query request_id, token
+//   - POST /transfers (createTransfer): strict semantics, window 24h, key body /idempotency_key, token
 //
 // Wiring:
 //
