@@ -27,7 +27,7 @@ import (
 	"github.com/idemgen/idemgen/generator/augment"
 	"github.com/idemgen/idemgen/generator/compile"
 	"github.com/idemgen/idemgen/generator/diag"
-	_ "github.com/idemgen/idemgen/generator/emit/docs" // emitter "docs"
+	_ "github.com/idemgen/idemgen/generator/emit/docs"   // emitter "docs"
 	_ "github.com/idemgen/idemgen/generator/emit/server" // registers the server emitter
 	"github.com/idemgen/idemgen/generator/emitter"
 	"github.com/idemgen/idemgen/generator/ir"
