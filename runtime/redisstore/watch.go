@@ -82,8 +82,8 @@ type hub struct {
 	ps   *redis.PubSub
 	done chan struct{} // closed when the dispatcher has stopped
 
-	mu    sync.Mutex
-	sets  map[string]*watchSet
+	mu   sync.Mutex
+	sets map[string]*watchSet
 	// pending counts, per channel, SUBSCRIBE commands sent and not yet
 	// confirmed; a confirmation nobody waits for is a resubscription after a
 	// reconnect.
