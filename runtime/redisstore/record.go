@@ -47,10 +47,15 @@ func decodeRecord(v string) (idem.Record, error) {
 		return idem.Record{}, fmt.Errorf("%w: state %d", errFormat, rec.State)
 	}
 	copy(rec.Fingerprint[:], v[offFP:headerLen])
-	if v[offFlags]&flagResponse != 0 {
+	switch v[offFlags] {
+	case flagResponse:
 		rec.Response = []byte(v[headerLen:])
-	} else if len(v) > headerLen {
-		return idem.Record{}, fmt.Errorf("%w: trailing bytes without a response flag", errFormat)
+	case 0:
+		if len(v) > headerLen {
+			return idem.Record{}, fmt.Errorf("%w: trailing bytes without a response flag", errFormat)
+		}
+	default:
+		return idem.Record{}, fmt.Errorf("%w: flags %#x", errFormat, v[offFlags])
 	}
 	return rec, nil
 }

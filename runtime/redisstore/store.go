@@ -38,10 +38,9 @@ type Store struct {
 	prefix string
 	notify string // "1" or "0", passed to the scripts
 
-	hubOnce sync.Once
-	hub     *hub
-	closed  bool
-	mu      sync.Mutex
+	hub    *hub
+	closed bool
+	mu     sync.Mutex
 }
 
 var (
@@ -54,14 +53,30 @@ var (
 // standalone, Sentinel (failover) or Cluster client. New makes no request;
 // the scripts are loaded on first use (or by LoadScripts).
 //
-// The store passes every call's context to go-redis. go-redis bounds network
-// reads and writes by the caller's context deadline only when the client was
-// built with ContextTimeoutEnabled: true; otherwise its ReadTimeout and
-// WriteTimeout (3 s by default) apply. Set it so a request never waits for an
-// unreachable Redis longer than its context allows.
+// The client must be built with ContextTimeoutEnabled: true, and New rejects
+// one that is not: without it go-redis bounds a network read by its
+// ReadTimeout (5 s by default, then retries) instead of the caller's context,
+// so a request facing a hung Redis would wait far past its deadline.
+//
+// A *redis.Ring works for Begin, Finish and Get (every record is one key),
+// but not for Watch (a Ring's pub/sub is per shard): with a Ring the store
+// does not publish, and Watch never reports a change.
 func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("redisstore: nil client")
+	}
+	ctxTimeout, ring := true, false
+	switch c := client.(type) {
+	case *redis.Client:
+		ctxTimeout = c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		ctxTimeout = c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		ctxTimeout, ring = c.Options().ContextTimeoutEnabled, true
+	}
+	if !ctxTimeout {
+		return nil, errors.New("redisstore: the client must be built with ContextTimeoutEnabled: true, " +
+			"or go-redis ignores the deadline of a request's context while it waits for Redis")
 	}
 	prefix := opts.Prefix
 	if prefix == "" {
@@ -71,7 +86,7 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("redisstore: prefix %q contains '{' or '}', which would change the Cluster hash tag", prefix)
 	}
 	s := &Store{client: client, prefix: prefix, notify: "1"}
-	if opts.DisableNotify {
+	if opts.DisableNotify || ring {
 		s.notify = "0"
 	}
 	return s, nil
