@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -122,4 +123,18 @@ func TestNames(t *testing.T) {
 	assert.Error(t, err)
 	_, err = New(nil, Options{})
 	assert.Error(t, err)
+}
+
+// TestDocShowsSchema keeps the schema in the package documentation equal to
+// what SchemaSQL produces.
+func TestDocShowsSchema(t *testing.T) {
+	doc, err := os.ReadFile("doc.go")
+	require.NoError(t, err)
+	ddl, err := SchemaSQL(Options{})
+	require.NoError(t, err)
+	var want strings.Builder
+	for _, line := range strings.Split(strings.TrimRight(ddl, "\n"), "\n") {
+		want.WriteString("//\t" + line + "\n")
+	}
+	assert.Contains(t, string(doc), want.String(), "update the schema in doc.go")
 }
