@@ -28,7 +28,7 @@ func (c writeCounter) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
-func poolWith(t *testing.T, url string, tweak func(*pgxpool.Config)) *pgxpool.Pool {
+func poolWith(t testing.TB, url string, tweak func(*pgxpool.Config)) *pgxpool.Pool {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(url)
 	require.NoError(t, err)
