@@ -115,6 +115,18 @@ type BeginResult struct {
 // return ErrFenced. state is StateCompleted or StateFailed.
 //
 // Get returns the current, unexpired record, or found == false.
+//
+// Memory: a store must not keep a reference to the response slice passed to
+// Finish (or to a Transactor's commit) after the call returns: the engine
+// reuses that buffer. A Record.Response a store returns may be shared (the
+// in-memory store returns its own copy to every reader), so neither the store
+// nor the engine modifies it afterwards. BeginRequest.Key may alias memory of
+// the request being served: a store that keeps it beyond the call (as a map
+// key, say) should keep strings.Clone(Key), not to pin that memory.
+//
+// Context: a ctx already cancelled when a method is called makes it return
+// an error wrapping ctx.Err() (errors.Is(err, context.Canceled)) without
+// changing anything.
 type Store interface {
 	Begin(ctx context.Context, req *BeginRequest) (BeginResult, error)
 	Finish(ctx context.Context, key string, token Token, state State, response []byte) error
@@ -128,6 +140,10 @@ var ErrFenced = errors.New("idem: claim fenced: the lease was taken over or the 
 // Optional abilities, discovered by type assertion.
 
 // LeaseExtender lets a long-running holder extend its lease (a heartbeat).
+//
+// ExtendLease, atomically: if the record exists, is unexpired, PENDING and
+// carries token, set LeaseExpiresAt = now + lease (even when the old lease
+// ran out, as long as nobody took it over); otherwise return ErrFenced.
 type LeaseExtender interface {
 	ExtendLease(ctx context.Context, key string, token Token, lease time.Duration) error
 }

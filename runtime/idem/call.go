@@ -1,0 +1,833 @@
+package idem
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/cenkalti/backoff/v5"
+
+	"github.com/idemgen/idemgen/runtime/fingerprint"
+)
+
+// Decision is what the engine decided for a request.
+type Decision uint8
+
+const (
+	// Execute: run the handler (record its response through Call.Writer,
+	// then call Call.Finish).
+	Execute Decision = iota + 1
+	// Replay: write the stored response with Call.Respond; do not run the handler.
+	Replay
+	// Reject: write the problem with Call.Respond; do not run the handler.
+	Reject
+)
+
+func (d Decision) String() string {
+	switch d {
+	case Execute:
+		return "execute"
+	case Replay:
+		return "replay"
+	case Reject:
+		return "reject"
+	}
+	return "Decision(?)"
+}
+
+// Call is one request's passage through the engine, from Begin to End. It
+// is used by one goroutine (the request's), and must not be used after End.
+//
+// The lifecycle, which Engine.Handler follows and generated strict-server
+// wrappers follow too:
+//
+//	c := eng.Begin(r, policy, key)
+//	defer c.End()                 // releases the key if Finish is never reached (panic, error)
+//	if c.Decision() != idem.Execute {
+//		c.Respond(w)              // the replay or the problem
+//		return
+//	}
+//	h.ServeHTTP(c.Writer(w), c.Request())
+//	c.Finish()                    // store the record; the response is on its way or written
+type Call struct {
+	e        *Engine
+	p        *Policy
+	r        *http.Request
+	ctx      context.Context
+	decision Decision
+
+	// Reject
+	prob problem
+	pub  *Problem
+	// Replay
+	resp    storedResponse
+	fields  [4]headerField
+	hvals   [4]string
+	replayS State
+
+	protected bool
+	principal string
+	key       string
+	scope     string
+	fp        Fingerprint
+	token     Token
+	prior     State
+	start     time.Time
+	breq      BeginRequest
+	scopeBuf  [160]byte
+
+	body        []byte
+	bodyBuf     *[]byte // pooled, when the engine read the body itself
+	restoreBody bool
+	reqBody     bodyReader
+
+	rec      recorder
+	commit   func(State, []byte) error
+	rollback func()
+	finished bool
+	ended    bool
+
+	hbMu      sync.Mutex
+	hb        *time.Timer
+	hbStopped bool
+}
+
+// Decision returns what the engine decided.
+func (c *Call) Decision() Decision { return c.decision }
+
+// Protected reports whether an Execute decision runs under a record (false
+// when the request carried no key under strict/loose with an optional key,
+// or when FailOpen ran it after a store error).
+func (c *Call) Protected() bool { return c.protected }
+
+// Key returns the normalized idempotency key ("" when the request has none).
+func (c *Call) Key() string { return c.key }
+
+// Context returns the context the handler must run with: the request's, or,
+// in transactional mode, the store's transaction context.
+func (c *Call) Context() context.Context { return c.ctx }
+
+// Problem returns the problem of a Reject decision (nil otherwise).
+func (c *Call) Problem() *Problem {
+	if c.decision != Reject {
+		return nil
+	}
+	if c.pub != nil {
+		return c.pub
+	}
+	p := &Problem{Type: c.e.problemBase + c.prob.code, Title: c.prob.title, Status: c.prob.status, Detail: c.prob.detail, Code: c.prob.code}
+	if p.Title == "" {
+		p.Title = http.StatusText(p.Status)
+	}
+	if c.prob.retryAfter != nil {
+		for _, ch := range c.prob.retryAfter[0] {
+			p.RetryAfter = p.RetryAfter*10 + int(ch-'0')
+		}
+	}
+	return p
+}
+
+// Begin decides what to do with r under policy p. key is RequestKey to read
+// the key from r as the policy says, or KeyFrom/KeyFromPtr/NoKey when the
+// caller (a generated strict-server wrapper) already has it.
+//
+// Begin reads the request body (up to p's Request.MaxBytes) to fingerprint
+// it: from CaptureBody's capture when present (the strict-server case, where
+// the body was decoded before), else from r.Body, which Call.Request then
+// restores for the handler. It never returns nil; the caller must call End.
+func (e *Engine) Begin(r *http.Request, p *Policy, key Key) *Call {
+	c := &Call{e: e, p: p, r: r, ctx: r.Context()}
+	c.begin(key)
+	return c
+}
+
+func (c *Call) begin(k Key) {
+	p, r := c.p, c.r
+	carrier := p.spec.Key.Carrier
+	var raw string
+	var kerr error
+	switch {
+	case k.given:
+		if k.set {
+			raw = k.value
+		} else {
+			kerr = errKeyMissing
+		}
+	case carrier == CarrierHeader:
+		raw, kerr = headerKey(r.Header, p.keyName)
+	case carrier == CarrierQuery:
+		raw, kerr = queryKey(r.URL.RawQuery, p.keyName)
+	}
+	bodyCarried := !k.given && carrier == CarrierBody
+	if !bodyCarried && !c.checkKey(raw, kerr) {
+		return
+	}
+	if !c.readBody() {
+		return
+	}
+	if bodyCarried {
+		raw, kerr = bodyKey(c.body, p.keyPtr)
+		if !c.checkKey(raw, kerr) {
+			return
+		}
+	}
+	if pf := c.e.principal; pf != nil {
+		pr, err := pf(r)
+		if err != nil {
+			c.principalFailed(err)
+			return
+		}
+		c.principal = pr
+	}
+	if c.key == "" && p.spec.Semantics != Window {
+		// An optional key left out under strict/loose: a plain request.
+		c.decision = Execute
+		return
+	}
+	in := fingerprint.Input{
+		Method:      r.Method,
+		Operation:   p.spec.Operation,
+		RawQuery:    r.URL.RawQuery,
+		Header:      r.Header,
+		ContentType: r.Header.Get("Content-Type"),
+		Body:        c.body,
+	}
+	c.fp = p.hasher.Sum(&in)
+	var b []byte
+	if c.key != "" {
+		b = appendScope(c.scopeBuf[:0], c.principal, p.spec.Operation, kindKey, c.key)
+	} else {
+		var hx [2 * len(Fingerprint{})]byte
+		hex.Encode(hx[:], c.fp[:])
+		b = appendScope(c.scopeBuf[:0], c.principal, p.spec.Operation, kindFP, string(hx[:]))
+	}
+	if len(b) <= len(c.scopeBuf) && len(b) > 0 && &b[0] == &c.scopeBuf[0] {
+		// The scope lives in the Call, which is never reused and whose
+		// scopeBuf is never written again: aliasing it saves an allocation.
+		c.scope = unsafe.String(&c.scopeBuf[0], len(b))
+	} else {
+		c.scope = string(b)
+	}
+	c.claim()
+}
+
+// checkKey validates the raw key; false means the call was rejected.
+func (c *Call) checkKey(raw string, kerr error) bool {
+	if kerr == errKeyMissing {
+		if c.p.keyRequired {
+			c.reject(problem{status: http.StatusBadRequest, code: CodeKeyMissing,
+				detail: "this operation requires an idempotency key"}, nil)
+			return false
+		}
+		return true
+	}
+	if kerr == nil {
+		c.key, kerr = ParseKey(raw, c.p.spec.Key.Format, c.p.maxKey)
+	}
+	if kerr != nil {
+		c.reject(problem{status: http.StatusBadRequest, code: CodeKeyInvalid, detail: kerr.Error()}, nil)
+		return false
+	}
+	return true
+}
+
+func (c *Call) principalFailed(err error) {
+	var pub *Problem
+	if errors.As(err, &pub) {
+		c.decision = Reject
+		c.pub = pub
+		c.e.observe(c.ctx, Event{Kind: EventRejected, Operation: c.p.spec.Operation, Status: pub.Status, Code: pub.Code, Err: err})
+		return
+	}
+	c.e.log.LogAttrs(c.ctx, slog.LevelError, "idem: principal unavailable",
+		slog.String("operation", c.p.spec.Operation), slog.Any("error", err))
+	c.reject(problem{status: http.StatusInternalServerError, code: CodePrincipalUnavailable,
+		detail: "the server could not tell who makes this request"}, err)
+}
+
+// reject decides Reject with p and reports it.
+func (c *Call) reject(p problem, cause error) {
+	c.decision = Reject
+	c.prob = p
+	if c.e.obs == nil {
+		return
+	}
+	kind := EventRejected
+	switch p.code {
+	case CodeKeyReused:
+		kind = EventConflict
+	case CodeKeyInUse:
+		kind = EventInFlight
+	case CodeStoreUnavailable:
+		kind = EventStoreError
+	}
+	c.e.observe(c.ctx, Event{Kind: kind, Operation: c.p.spec.Operation, Principal: c.principal, Key: c.key,
+		Protected: c.scope != "", Status: p.status, Code: p.code, Err: cause})
+}
+
+// readBody reads the request body for the fingerprint; false means rejected.
+func (c *Call) readBody() bool {
+	r, limit := c.r, c.p.reqMax
+	if cp := findCapture(r); cp != nil {
+		body, err := cp.drain(limit)
+		if err != nil {
+			return c.bodyFailed(err)
+		}
+		c.body = body
+		c.restoreBody = true
+		return true
+	}
+	if r.Body == nil || r.Body == http.NoBody {
+		return true
+	}
+	if r.ContentLength > limit {
+		return c.bodyFailed(errTooLarge)
+	}
+	bp := getBuf()
+	b, err := readAtMost((*bp)[:0], r.Body, limit)
+	*bp = b
+	if err == nil && r.ContentLength > 0 && int64(len(b)) != r.ContentLength {
+		err = errBodyConsumed
+	}
+	if err != nil {
+		putBuf(bp)
+		return c.bodyFailed(err)
+	}
+	c.bodyBuf, c.body, c.restoreBody = bp, b, true
+	return true
+}
+
+var (
+	errTooLarge     = errors.New("idem: request body too large")
+	errBodyConsumed = errors.New("idem: request body shorter than its Content-Length: it was read before the engine (use CaptureBody)")
+)
+
+// readAtMost appends all of r to b; errTooLarge past limit bytes.
+func readAtMost(b []byte, r io.Reader, limit int64) ([]byte, error) {
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if int64(len(b)) > limit {
+			return b, errTooLarge
+		}
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				return b, errTooLarge
+			}
+			return b, err
+		}
+	}
+}
+
+func (c *Call) bodyFailed(err error) bool {
+	if err == errTooLarge {
+		c.reject(problem{status: http.StatusRequestEntityTooLarge, code: CodeRequestTooLarge,
+			detail: "the request body is larger than this operation accepts"}, nil)
+		return false
+	}
+	if err == errBodyConsumed {
+		c.e.log.LogAttrs(c.ctx, slog.LevelError, "idem: request body was consumed before the engine read it; wrap the router with idem.CaptureBody",
+			slog.String("operation", c.p.spec.Operation))
+	}
+	c.reject(problem{status: http.StatusBadRequest, code: CodeRequestUnreadable,
+		detail: "the request body could not be read"}, err)
+	return false
+}
+
+// claim runs Begin against the store until a decision is reached.
+func (c *Call) claim() {
+	e, p := c.e, c.p
+	ctx := c.ctx
+	spec := &p.spec
+	var (
+		waiting  bool
+		deadline time.Time
+		changed  <-chan struct{}
+		stop     func()
+		bo       backoff.ExponentialBackOff
+		timer    *time.Timer
+	)
+	defer func() {
+		if stop != nil {
+			stop()
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	c.breq = BeginRequest{Key: c.scope, Fingerprint: c.fp, Lease: spec.InFlight.Lease, TTL: spec.Window,
+		SameFingerprintToReclaim: p.sameFPReclaim}
+	for {
+		c.token = newToken()
+		c.breq.Token = c.token
+		res, err := e.store.Begin(ctx, &c.breq)
+		if err != nil {
+			c.storeFailed(err)
+			return
+		}
+		if res.Acquired {
+			c.acquired(res.Prior)
+			return
+		}
+		rec := &res.Record
+		switch {
+		case rec.State == StatePending:
+			if spec.Semantics == Strict && rec.Fingerprint != c.fp {
+				c.conflict()
+				return
+			}
+			if spec.InFlight.Wait <= 0 {
+				c.inFlight(0)
+				return
+			}
+		case rec.Reclaimable():
+			// Not reclaimed: SameFingerprintToReclaim and another fingerprint.
+			c.conflict()
+			return
+		default: // COMPLETED, or FAILED with a stored response
+			if rec.Fingerprint != c.fp {
+				if spec.Semantics == Strict {
+					c.conflict()
+					return
+				}
+				e.observe(ctx, Event{Kind: EventLooseMismatch, Operation: spec.Operation, Principal: c.principal,
+					Key: c.key, Protected: true, State: rec.State})
+			}
+			var waited time.Duration
+			if waiting {
+				waited = e.now().Sub(deadline.Add(-spec.InFlight.Wait))
+			}
+			c.replay(rec, waited)
+			return
+		}
+
+		// In flight, and the policy waits.
+		now := e.now()
+		if !waiting {
+			waiting = true
+			deadline = now.Add(spec.InFlight.Wait)
+			bo = backoff.ExponentialBackOff{InitialInterval: 5 * time.Millisecond, RandomizationFactor: 0.3,
+				Multiplier: 1.6, MaxInterval: 250 * time.Millisecond}
+			if e.watcher != nil {
+				bo.InitialInterval, bo.MaxInterval = 50*time.Millisecond, time.Second
+				// Watch, then look again: a change between the two is not missed.
+				changed, stop = e.watcher.Watch(ctx, c.scope)
+				continue
+			}
+		}
+		remain := deadline.Sub(now)
+		if remain <= 0 {
+			c.inFlight(spec.InFlight.Wait)
+			return
+		}
+		d := min(bo.NextBackOff(), remain)
+		if timer == nil {
+			timer = time.NewTimer(d)
+		} else {
+			timer.Reset(d)
+		}
+		select {
+		case <-ctx.Done():
+			c.inFlight(e.now().Sub(deadline.Add(-spec.InFlight.Wait)))
+			return
+		case <-timer.C:
+		case <-changed:
+			stop()
+			changed, stop = e.watcher.Watch(ctx, c.scope)
+		}
+	}
+}
+
+func (c *Call) conflict() {
+	c.reject(problem{status: c.p.spec.ConflictStatus, code: CodeKeyReused,
+		detail: "this idempotency key was already used for a different request"}, nil)
+}
+
+func (c *Call) inFlight(waited time.Duration) {
+	c.decision = Reject
+	c.prob = problem{status: c.p.spec.InFlight.Status, code: CodeKeyInUse,
+		detail: "a request with this idempotency key is still in progress", retryAfter: c.p.inFlightRA}
+	c.e.observe(c.ctx, Event{Kind: EventInFlight, Operation: c.p.spec.Operation, Principal: c.principal,
+		Key: c.key, Protected: true, State: StatePending, Status: c.prob.status, Code: CodeKeyInUse, Duration: waited})
+}
+
+func (c *Call) storeFailed(err error) {
+	e := c.e
+	e.log.LogAttrs(c.ctx, slog.LevelError, "idem: store failed at begin",
+		slog.String("operation", c.p.spec.Operation), slog.Bool("fail_open", e.failOpen), slog.Any("error", err))
+	e.observe(c.ctx, Event{Kind: EventStoreError, Operation: c.p.spec.Operation, Principal: c.principal,
+		Key: c.key, Err: err})
+	if e.failOpen {
+		e.observe(c.ctx, Event{Kind: EventFailOpen, Operation: c.p.spec.Operation, Principal: c.principal,
+			Key: c.key, Err: err})
+		c.decision = Execute
+		return
+	}
+	c.decision = Reject
+	c.prob = problem{status: http.StatusServiceUnavailable, code: CodeStoreUnavailable,
+		detail: "the idempotency record store is unavailable; nothing was executed", retryAfter: e.unavailRA}
+}
+
+func (c *Call) replay(rec *Record, waited time.Duration) {
+	if err := decodeRecord(rec.Response, &c.resp, c.fields[:0]); err != nil {
+		c.e.log.LogAttrs(c.ctx, slog.LevelError, "idem: stored response unreadable",
+			slog.String("operation", c.p.spec.Operation), slog.Any("error", err))
+		c.reject(problem{status: http.StatusInternalServerError, code: CodeRecordUnreadable,
+			detail: "the stored response for this idempotency key cannot be read"}, err)
+		return
+	}
+	c.decision = Replay
+	c.replayS = rec.State
+	status := c.resp.status
+	if c.resp.notReplayable {
+		status = http.StatusConflict
+	}
+	c.e.observe(c.ctx, Event{Kind: EventReplayed, Operation: c.p.spec.Operation, Principal: c.principal,
+		Key: c.key, Protected: true, State: rec.State, Status: status, Duration: waited})
+}
+
+// acquired: the claim holds; prepare to execute.
+func (c *Call) acquired(prior State) {
+	e := c.e
+	c.decision = Execute
+	c.protected = true
+	c.prior = prior
+	if prior == StatePending {
+		e.log.LogAttrs(c.ctx, slog.LevelWarn, "idem: took over an expired lease (its holder crashed or is stuck)",
+			slog.String("operation", c.p.spec.Operation), slog.String("key", c.key))
+		e.observe(c.ctx, Event{Kind: EventLeaseTakeover, Operation: c.p.spec.Operation, Principal: c.principal,
+			Key: c.key, Protected: true, Prior: prior})
+	}
+	if e.tx != nil {
+		txctx, commit, rollback, err := e.tx.BeginTx(c.ctx, c.scope, c.token)
+		if err != nil {
+			c.release(err)
+			c.protected = false
+			c.storeFailed(err)
+			return
+		}
+		c.ctx, c.commit, c.rollback = txctx, commit, rollback
+	}
+	c.start = e.now()
+	if e.extender != nil {
+		c.hbMu.Lock()
+		c.hb = time.AfterFunc(c.p.spec.InFlight.Lease/3, c.heartbeat)
+		c.hbMu.Unlock()
+	}
+}
+
+// heartbeat extends the lease while the handler runs.
+func (c *Call) heartbeat() {
+	c.hbMu.Lock()
+	stopped := c.hbStopped
+	c.hbMu.Unlock()
+	if stopped {
+		return
+	}
+	lease := c.p.spec.InFlight.Lease
+	err := c.e.extender.ExtendLease(context.WithoutCancel(c.r.Context()), c.scope, c.token, lease)
+	c.hbMu.Lock()
+	stopped = c.hbStopped
+	c.hbMu.Unlock()
+	if stopped {
+		return // finished meanwhile: a refusal now means nothing
+	}
+	if errors.Is(err, ErrFenced) {
+		c.e.log.LogAttrs(context.Background(), slog.LevelWarn, "idem: lease lost while the handler runs (taken over or expired)",
+			slog.String("operation", c.p.spec.Operation), slog.String("key", c.key))
+		return
+	}
+	if err != nil {
+		c.e.log.LogAttrs(context.Background(), slog.LevelWarn, "idem: lease extension failed",
+			slog.String("operation", c.p.spec.Operation), slog.Any("error", err))
+	}
+	c.hbMu.Lock()
+	if !c.hbStopped {
+		c.hb.Reset(lease / 3)
+	}
+	c.hbMu.Unlock()
+}
+
+func (c *Call) stopHeartbeat() {
+	if c.hb == nil {
+		return
+	}
+	c.hbMu.Lock()
+	c.hbStopped = true
+	c.hb.Stop()
+	c.hbMu.Unlock()
+}
+
+// Writer returns the ResponseWriter the handler must write to: a recorder
+// that tees to w (or, in transactional mode, buffers until the commit). It
+// supports Flush (passed through: the client sees data at once; a replay
+// sends the recorded body in one piece) and Unwrap (http.ResponseController).
+// For a call that is not Execute, or runs unprotected, it returns w.
+func (c *Call) Writer(w http.ResponseWriter) http.ResponseWriter {
+	if c.decision != Execute || !c.protected {
+		return w
+	}
+	if c.rec.active {
+		return &c.rec
+	}
+	c.rec.init(w, c.p, c.commit != nil)
+	return &c.rec
+}
+
+// Complete is the strict-server ending of an Execute decision: visit (a
+// generated VisitXxxResponse method) writes the typed response into the
+// recorder from Writer(w), then Finish stores it. When visit fails, Complete
+// returns its error without finishing, so End frees the key.
+func (c *Call) Complete(w http.ResponseWriter, visit func(http.ResponseWriter) error) error {
+	if err := visit(c.Writer(w)); err != nil {
+		return err
+	}
+	_ = c.Finish()
+	return nil
+}
+
+// Request returns the request the handler must serve: r with its body
+// restored (when Begin read it) and the handler context (Context).
+func (c *Call) Request() *http.Request {
+	if !c.restoreBody && c.ctx == c.r.Context() {
+		return c.r
+	}
+	r := c.r.WithContext(c.ctx)
+	if c.restoreBody {
+		c.reqBody = bodyReader{b: c.body}
+		r.Body = &c.reqBody
+		r.GetBody = nil
+	}
+	return r
+}
+
+// Respond writes the decision's answer to w: the stored response (with
+// Idempotent-Replayed: true) for Replay, the problem for Reject. It does
+// nothing for Execute.
+func (c *Call) Respond(w http.ResponseWriter) {
+	switch c.decision {
+	case Replay:
+		c.writeReplay(w)
+	case Reject:
+		if c.pub != nil {
+			c.e.writePublicProblem(w, c.pub)
+			return
+		}
+		c.e.writeProblem(w, &c.prob, "")
+	}
+}
+
+func (c *Call) writeReplay(w http.ResponseWriter) {
+	h := w.Header()
+	fs := c.resp.header
+	var vals []string
+	if len(fs) <= len(c.hvals) {
+		vals = c.hvals[:len(fs):len(fs)]
+	} else {
+		vals = make([]string, len(fs))
+	}
+	for i := 0; i < len(fs); {
+		j := i + 1
+		for j < len(fs) && fs[j].name == fs[i].name {
+			j++
+		}
+		for k := i; k < j; k++ {
+			vals[k] = fs[k].value
+		}
+		if !c.resp.notReplayable || fs[i].name != "Content-Type" {
+			h[fs[i].name] = vals[i:j:j]
+		}
+		i = j
+	}
+	h["Idempotent-Replayed"] = replayedTrue
+	if c.resp.notReplayable {
+		c.e.writeProblem(w, &problem{status: http.StatusConflict, code: CodeResponseUnavailable,
+			detail:     "the request was executed, but its response was too large to store and cannot be replayed",
+			origStatus: c.resp.status}, "")
+		return
+	}
+	w.WriteHeader(c.resp.status)
+	if len(c.resp.body) > 0 {
+		_, _ = w.Write(c.resp.body)
+	}
+}
+
+// Finish completes the record from what the handler wrote through Writer:
+// COMPLETED with the response; for a status >= 500, FAILED (freeing the key
+// under FailuresRetry, storing the response under FailuresReplay); 408, 425
+// and 429 (the request was not processed) always free the key. A late
+// completion whose claim was taken over is rejected (ErrFenced), reported
+// and never written.
+//
+// In transactional mode Finish commits the record with the handler's
+// transaction and only then writes the buffered response to the client (a
+// fenced commit answers CodeKeyInUse, a failed one CodeStoreUnavailable).
+// When Finish returns, the response is written; the error is for the caller's
+// information only (it has been logged and observed).
+func (c *Call) Finish() error {
+	if c.decision != Execute || c.finished {
+		return nil
+	}
+	c.finished = true
+	c.stopHeartbeat()
+	e, p := c.e, c.p
+	if !c.protected {
+		e.observe(c.ctx, Event{Kind: EventExecuted, Operation: p.spec.Operation, Principal: c.principal, Key: c.key})
+		return nil
+	}
+	rec := &c.rec
+	if !rec.active {
+		// The handler never received the recorder (a wrapper that did not call Writer).
+		rec.init(nil, p, false)
+	}
+	rec.finalize()
+	status := rec.status
+	state, resp := StateCompleted, rec.record()
+	switch {
+	case status >= 500:
+		state = StateFailed
+		if p.spec.Failures != FailuresReplay || status > 599 {
+			resp = nil
+		}
+	case status == http.StatusRequestTimeout || status == http.StatusTooEarly || status == http.StatusTooManyRequests:
+		state, resp = StateFailed, nil
+	}
+	bg := context.WithoutCancel(c.r.Context())
+	var err error
+	if c.commit != nil {
+		commit := c.commit
+		c.commit = nil
+		if state == StateFailed {
+			// The handler failed: undo its writes, then finish outside the transaction.
+			c.rollback()
+			err = e.store.Finish(bg, c.scope, c.token, state, resp)
+			rec.flushTo()
+		} else {
+			err = commit(state, resp)
+			switch {
+			case err == nil:
+				rec.flushTo()
+			case errors.Is(err, ErrFenced):
+				e.writeProblem(rec.w, &problem{status: p.spec.InFlight.Status, code: CodeKeyInUse,
+					detail:     "another attempt with this idempotency key took over; retry to get its result",
+					retryAfter: p.inFlightRA}, "")
+			default:
+				// Rolled back: free the key (best effort) and fail closed.
+				_ = e.store.Finish(bg, c.scope, c.token, StateFailed, nil)
+				e.writeProblem(rec.w, &problem{status: http.StatusServiceUnavailable, code: CodeStoreUnavailable,
+					detail: "the result could not be committed; nothing was kept", retryAfter: e.unavailRA}, "")
+			}
+		}
+	} else {
+		err = e.store.Finish(bg, c.scope, c.token, state, resp)
+	}
+	c.reportFinish(state, status, err)
+	return err
+}
+
+func (c *Call) reportFinish(state State, status int, err error) {
+	e, op := c.e, c.p.spec.Operation
+	switch {
+	case err == nil:
+		if e.obs != nil {
+			e.obs.Observe(c.ctx, Event{Kind: EventExecuted, Operation: op, Principal: c.principal, Key: c.key,
+				Protected: true, State: state, Prior: c.prior, Status: status, Duration: e.now().Sub(c.start)})
+			if c.rec.overflow && state == StateCompleted {
+				e.obs.Observe(c.ctx, Event{Kind: EventNotReplayable, Operation: op, Principal: c.principal,
+					Key: c.key, Protected: true, State: state, Status: status})
+			}
+		}
+		if c.rec.overflow && state == StateCompleted {
+			e.log.LogAttrs(c.ctx, slog.LevelWarn, "idem: response larger than Response.MaxBytes: stored as not replayable",
+				slog.String("operation", op), slog.Int("max_bytes", c.p.respMax))
+		}
+	case errors.Is(err, ErrFenced):
+		e.log.LogAttrs(c.ctx, slog.LevelWarn, "idem: late completion rejected: the claim was taken over or expired",
+			slog.String("operation", op), slog.String("key", c.key), slog.Int("status", status))
+		e.observe(c.ctx, Event{Kind: EventFenced, Operation: op, Principal: c.principal, Key: c.key,
+			Protected: true, State: state, Status: status, Err: err})
+	default:
+		e.log.LogAttrs(c.ctx, slog.LevelError, "idem: store failed at finish",
+			slog.String("operation", op), slog.String("key", c.key), slog.Any("error", err))
+		e.observe(c.ctx, Event{Kind: EventStoreError, Operation: op, Principal: c.principal, Key: c.key,
+			Protected: true, State: state, Status: status, Err: err})
+	}
+}
+
+// release frees a held key (FAILED without a response); cause is logged.
+func (c *Call) release(cause error) {
+	err := c.e.store.Finish(context.WithoutCancel(c.r.Context()), c.scope, c.token, StateFailed, nil)
+	if err != nil {
+		c.reportFinish(StateFailed, 0, err)
+	}
+	_ = cause
+}
+
+// End ends the call: when an Execute decision was never finished (the
+// handler panicked or returned an error), it rolls back a transaction and
+// frees the key (FAILED, no response) so a retry can run; a panic goes on
+// unwinding. End also returns the call's buffers; the Call, its Writer and
+// its Request body must not be used afterwards. It is safe to call twice.
+func (c *Call) End() {
+	if c.ended {
+		return
+	}
+	c.ended = true
+	if c.decision == Execute && !c.finished {
+		c.finished = true
+		c.stopHeartbeat()
+		if c.protected {
+			if c.rollback != nil {
+				c.rollback()
+			}
+			c.e.log.LogAttrs(c.ctx, slog.LevelWarn, "idem: handler did not finish (panic or error): key released for a retry",
+				slog.String("operation", c.p.spec.Operation), slog.String("key", c.key))
+			err := c.e.store.Finish(context.WithoutCancel(c.r.Context()), c.scope, c.token, StateFailed, nil)
+			c.reportFinish(StateFailed, 0, err)
+		}
+	}
+	c.rec.end()
+	c.reqBody.b, c.reqBody.closed = nil, true
+	if c.bodyBuf != nil {
+		putBuf(c.bodyBuf)
+		c.bodyBuf = nil
+	}
+	c.body = nil
+}
+
+// bodyReader serves the request body to the handler from the engine's buffer.
+type bodyReader struct {
+	b      []byte
+	off    int
+	closed bool
+}
+
+func (r *bodyReader) Read(p []byte) (int, error) {
+	if r.closed {
+		return 0, http.ErrBodyReadAfterClose
+	}
+	if r.off >= len(r.b) {
+		return 0, io.EOF
+	}
+	n := copy(p, r.b[r.off:])
+	r.off += n
+	return n, nil
+}
+
+func (r *bodyReader) Close() error {
+	r.closed = true
+	return nil
+}

@@ -1,0 +1,155 @@
+// Package idem is idemgen's request-time idempotency engine: it makes a
+// retried HTTP request safe by running it once and answering every retry
+// with the first answer.
+//
+// # Model
+//
+// Each protected operation has a Policy, compiled once from a Spec (the
+// generated code emits one Spec literal per operation of the OpenAPI
+// x-idempotency contract). For each request the Engine:
+//
+//  1. reads the idempotency key (header, query parameter or a member of the
+//     JSON body) and validates it: bare or an RFC 8941 sf-string ("abc",
+//     with \" and \\ escapes); format token (visible ASCII), uuid (any RFC
+//     9562 version, canonical form, either case, compared case-insensitively),
+//     uuidv4 or uuidv7; at most MaxLength (≤ 255) characters. Missing when
+//     required: 400 IDEMPOTENCY_KEY_MISSING; malformed: 400
+//     IDEMPOTENCY_KEY_INVALID;
+//  2. reads the body, never more than Request.MaxBytes (413
+//     IDEMPOTENCY_REQUEST_TOO_LARGE beyond), and fingerprints the request
+//     (package fingerprint: method, operation, canonical body without the
+//     volatile members, query, named headers);
+//  3. encodes the scope (principal from Options.Principal, operation, key)
+//     injectively into the store key, so one principal never sees another's
+//     response and no key can collide with another scope;
+//  4. claims the key in the Store with a fresh random fencing token and a
+//     lease, and acts on what the store reports.
+//
+// What the store reports decides the answer:
+//
+//   - no record (or an expired one): execute the handler;
+//   - COMPLETED (or FAILED with a stored response): replay it, with
+//     Idempotent-Replayed: true; under Strict semantics a different
+//     fingerprint gets ConflictStatus (422 or 409) IDEMPOTENCY_KEY_REUSED;
+//     under Loose and Window the replay happens anyway and the Observer gets
+//     EventLooseMismatch;
+//   - PENDING (in flight): InFlight.Status (409) with Retry-After and
+//     IDEMPOTENCY_KEY_IN_USE, or, with InFlight.Wait > 0, wait for the first
+//     request to finish (woken by the store's Watcher when it has one, else
+//     polling with a jittered exponential backoff) and replay its answer;
+//   - PENDING with an expired lease: its holder crashed or is stuck; take it
+//     over (EventLeaseTakeover) with a new token, so the old holder's late
+//     completion is fenced (ErrFenced, EventFenced): rejected, logged, never
+//     written.
+//
+// Semantics, per the contract:
+//
+//	semantics  key       same fingerprint  other fingerprint        after the window
+//	strict     required  replay            conflict (KEY_REUSED)    new request
+//	loose      required  replay            replay + observer event  new request
+//	window     optional  replay            replay                   new request
+//
+// Under Window, a request without a key is keyed by principal + operation +
+// fingerprint. Under Strict or Loose with Key.Required = Optional, a request
+// without a key runs unprotected.
+//
+// # Recording and replay
+//
+// The handler writes through a recording http.ResponseWriter that tees to
+// the client as it writes, and records the status, the headers on
+// Response.Headers plus Content-Type (Set-Cookie and hop-by-hop headers are
+// never stored), and the body up to Response.MaxBytes. Flush is passed
+// through (http.Flusher and http.ResponseController both work; the client
+// sees streamed data at once), and a replay sends the recorded body in one
+// piece. Hijacking a recorded response is not supported.
+//
+// What the record becomes:
+//
+//   - a status below 500 (but 408, 425 and 429): COMPLETED, replayed;
+//   - 408, 425, 429 (the request was not processed): the key is freed;
+//   - a status >= 500, a handler panic (re-raised, http.ErrAbortHandler
+//     included), or a strict handler's error: with Failures = FailuresRetry
+//     (default) the key is freed (FAILED without a response), so a retry
+//     runs again (under Strict only with the same fingerprint); with
+//     FailuresReplay a 5xx response is stored and replayed (a panic still
+//     frees the key);
+//   - a body larger than Response.MaxBytes: the client still gets all of it;
+//     the record is completed as "not replayable" (status and headers kept),
+//     so the work is never executed twice, and a duplicate gets 409
+//     IDEMPOTENCY_RESPONSE_UNAVAILABLE with "original_status" and the
+//     allowlisted headers (e.g. Location): final, not worth retrying.
+//
+// The stored response is an engine-owned compact binary encoding (version,
+// flags, status, header fields, body), opaque to stores; decoding checks
+// every length and never panics (a corrupt record answers 500
+// IDEMPOTENCY_RECORD_UNREADABLE).
+//
+// # Leases
+//
+// A claim holds for InFlight.Lease. When the store implements LeaseExtender,
+// the engine extends the lease every Lease/3 while the handler runs (unless
+// Options.DisableHeartbeat), so only a crashed or wedged holder is taken over.
+//
+// # Errors
+//
+// Every refusal is an RFC 9457 application/problem+json document
+// {type, title, status, detail, code} with a stable code (the Code
+// constants). Store failures fail closed: 503 IDEMPOTENCY_STORE_UNAVAILABLE
+// with Retry-After, and nothing runs; Options.FailOpen runs the handler
+// unprotected instead (reported as EventFailOpen). A store failure after the
+// handler ran is logged and reported; the client already has its answer.
+//
+// # Transactions
+//
+// With Options.Transactional and a store implementing Transactor (the
+// PostgreSQL store), the handler runs inside the store's transaction
+// (Call.Context carries it; the store's package takes it out, e.g.
+// pgstore.Tx(ctx)); the response is buffered, nothing reaches the client
+// (Flush is a no-op), the record is committed in the same transaction as the
+// handler's own writes, and only then is the response written. On a 5xx,
+// a panic or an error the transaction is rolled back and the key freed; a
+// fenced commit answers IDEMPOTENCY_KEY_IN_USE (the other attempt's result
+// can be fetched by retrying), a failed commit 503. The whole response is
+// buffered in memory in this mode.
+//
+// # Integration
+//
+// net/http: Engine.Middleware(policy) or Engine.Handler(policy, h).
+//
+// oapi-codegen strict servers: generated strict middleware calls the
+// lower-level API, Engine.Begin → Call, which the net/http middleware is a
+// thin user of:
+//
+//	c := eng.Begin(r, policy, idem.KeyFromPtr(request.Params.IdempotencyKey))
+//	defer c.End()
+//	if c.Decision() != idem.Execute {
+//		c.Respond(w)      // replay or problem, written
+//		return nil, nil   // nothing left for the strict handler to write
+//	}
+//	resp, err := next(c.Context(), w, r, request)
+//	if err != nil || resp == nil {
+//		return resp, err  // End frees the key
+//	}
+//	return nil, c.Complete(w, resp.(XResponseObject).VisitXResponse)
+//
+// The strict handler decodes the body before any strict middleware runs, so
+// wrap the router with CaptureBody: it tees the body as it is decoded and
+// Begin fingerprints the same bytes. Without it, Begin notices a body
+// shorter than its Content-Length and answers 400
+// IDEMPOTENCY_REQUEST_UNREADABLE rather than fingerprint nothing.
+//
+// # Observability
+//
+// Options.Logger (log/slog, default slog.Default()) gets warnings and
+// errors. Options.Observer gets an Event, by value, for every decision:
+// executed, replayed, conflict, in-flight, loose-mismatch, lease-takeover,
+// fenced, store-error, fail-open, rejected, not-replayable. A nil Observer
+// costs nothing.
+//
+// # Performance
+//
+// A replay costs one allocation (the Call) beside the store's work; buffers
+// are pooled, problem documents are written without fmt or maps, header
+// values of a replay alias the stored record. See the benchmarks in
+// bench_test.go (go test -bench . -benchmem).
+package idem

@@ -1,0 +1,149 @@
+package idem
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Options configure an Engine. The zero value is usable.
+type Options struct {
+	// Principal returns who makes the request (e.g. the authenticated user or
+	// tenant id); records are scoped by principal and operation, so one
+	// principal never replays another's response. nil means one anonymous
+	// principal (""). An error refuses the request: a *Problem is written as
+	// is, any other error as 500 IDEMPOTENCY_PRINCIPAL_UNAVAILABLE.
+	Principal func(*http.Request) (string, error)
+	// Logger receives warnings and errors only (store errors, fenced
+	// completions, lease takeovers, lost leases, fail-open runs, unreadable
+	// records, responses too large to replay, handlers that did not finish);
+	// use Observer for every decision. nil means slog.Default().
+	Logger *slog.Logger
+	// Observer receives an Event for every decision; nil costs nothing.
+	Observer Observer
+	// FailOpen runs the handler unprotected when the store fails at Begin
+	// (reported as EventStoreError + EventFailOpen and logged). The default,
+	// false, fails closed: 503 IDEMPOTENCY_STORE_UNAVAILABLE with Retry-After.
+	FailOpen bool
+	// Transactional runs handlers inside the store's transaction (the store
+	// must implement Transactor, or New panics): the response is buffered and
+	// reaches the client only after the record committed together with the
+	// handler's own writes. See Transactor.
+	Transactional bool
+	// DisableHeartbeat turns off lease extension. By default, when the store
+	// implements LeaseExtender, a running holder extends its lease every
+	// Lease/3, so a slow handler is not taken over while it still runs.
+	DisableHeartbeat bool
+	// UnavailableRetryAfter is the Retry-After of 503 answers (default 1s).
+	UnavailableRetryAfter time.Duration
+	// ProblemTypeBase prefixes the code in the "type" of problem details
+	// (default DefaultProblemTypeBase).
+	ProblemTypeBase string
+	// Now is the engine's clock (tests). Stores keep time on their own clock.
+	Now func() time.Time
+}
+
+// Engine is the request-time idempotency engine over a Store. It is safe for
+// concurrent use; create one per store and share it.
+type Engine struct {
+	store       Store
+	watcher     Watcher
+	extender    LeaseExtender
+	tx          Transactor
+	principal   func(*http.Request) (string, error)
+	log         *slog.Logger
+	obs         Observer
+	failOpen    bool
+	now         func() time.Time
+	problemBase string
+	unavailRA   []string
+}
+
+// New returns an Engine over store. It panics when Options.Transactional is
+// set and store does not implement Transactor (a wiring mistake that must not
+// silently drop the promise of atomicity).
+func New(store Store, opts Options) *Engine {
+	if store == nil {
+		panic("idem: New with a nil Store")
+	}
+	e := &Engine{
+		store:       store,
+		principal:   opts.Principal,
+		log:         opts.Logger,
+		obs:         opts.Observer,
+		failOpen:    opts.FailOpen,
+		now:         opts.Now,
+		problemBase: opts.ProblemTypeBase,
+	}
+	if e.log == nil {
+		e.log = slog.Default()
+	}
+	if e.now == nil {
+		e.now = time.Now
+	}
+	if e.problemBase == "" {
+		e.problemBase = DefaultProblemTypeBase
+	}
+	ra := opts.UnavailableRetryAfter
+	if ra <= 0 {
+		ra = time.Second
+	}
+	e.unavailRA = []string{retryAfterValue(ra)}
+	e.watcher, _ = store.(Watcher)
+	if !opts.DisableHeartbeat {
+		e.extender, _ = store.(LeaseExtender)
+	}
+	if opts.Transactional {
+		tx, ok := store.(Transactor)
+		if !ok {
+			panic("idem: Options.Transactional is set but the store does not implement idem.Transactor")
+		}
+		e.tx = tx
+	}
+	return e
+}
+
+// Store returns the engine's store.
+func (e *Engine) Store() Store { return e.store }
+
+func (e *Engine) observe(ctx context.Context, ev Event) {
+	if e.obs != nil {
+		e.obs.Observe(ctx, ev)
+	}
+}
+
+// newToken draws a fresh random fencing token (never 0).
+func newToken() Token {
+	var b [8]byte
+	for {
+		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+		if t := Token(binary.LittleEndian.Uint64(b[:])); t != 0 {
+			return t
+		}
+	}
+}
+
+// Buffers. Pooled buffers never leave the engine: whatever escapes (stored
+// responses, scope keys) is copied out first. Large buffers are dropped
+// rather than pooled so one big response does not pin memory.
+const (
+	initialBuf  = 2 << 10
+	maxPooled   = 64 << 10
+	problemSize = 512
+)
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, initialBuf); return &b }}
+
+func getBuf() *[]byte { return bufPool.Get().(*[]byte) }
+
+func putBuf(b *[]byte) {
+	if cap(*b) > maxPooled {
+		return
+	}
+	*b = (*b)[:0]
+	bufPool.Put(b)
+}

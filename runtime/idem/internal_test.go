@@ -1,0 +1,321 @@
+package idem
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseKey(t *testing.T) {
+	const v7 = "0190b2a4-6c2e-7d3a-9f11-2b3c4d5e6f70"
+	const v4 = "3f2504e0-4f89-41d3-9a0c-0305e82c3301"
+	tests := []struct {
+		raw    string
+		format Format
+		max    int
+		want   string // "" = error
+	}{
+		{"abc", FormatToken, 0, "abc"},
+		{`"abc"`, FormatToken, 0, "abc"},
+		{`"a\"b\\c"`, FormatToken, 0, `a"b\c`},
+		{`a"b`, FormatToken, 0, `a"b`},
+		{"!~", FormatToken, 0, "!~"},
+		{`"a b"`, FormatToken, 0, ""}, // sf-string allows SP, the token format does not
+		{"a b", FormatToken, 0, ""},
+		{"", FormatToken, 0, ""},
+		{`""`, FormatToken, 0, ""},
+		{`"abc`, FormatToken, 0, ""},
+		{`"a"b"`, FormatToken, 0, ""},
+		{`"a\n"`, FormatToken, 0, ""},
+		{`"a\"`, FormatToken, 0, ""},
+		{"\x00", FormatToken, 0, ""},
+		{"é", FormatToken, 0, ""},
+		{strings.Repeat("a", 255), FormatToken, 0, strings.Repeat("a", 255)},
+		{strings.Repeat("a", 256), FormatToken, 0, ""},
+		{"abcd", FormatToken, 3, ""},
+		{`"abc"`, FormatToken, 3, "abc"}, // the length is the key's, not the quoted form's
+		{v7, FormatUUID, 0, v7},
+		{strings.ToUpper(v7), FormatUUID, 0, v7},
+		{`"` + v4 + `"`, FormatUUIDv4, 0, v4},
+		{v7, FormatUUIDv4, 0, ""},
+		{v7, FormatUUIDv7, 0, v7},
+		{v4, FormatUUIDv7, 0, ""},
+		{"00000000-0000-0000-0000-000000000000", FormatUUID, 0, ""},
+		{"ffffffff-ffff-ffff-ffff-ffffffffffff", FormatUUID, 0, ""},
+		{"3f2504e0-4f89-01d3-9a0c-0305e82c3301", FormatUUID, 0, ""}, // version 0
+		{"3f2504e0-4f89-91d3-9a0c-0305e82c3301", FormatUUID, 0, ""}, // version 9
+		{"3f2504e0-4f89-41d3-ca0c-0305e82c3301", FormatUUID, 0, ""}, // Microsoft variant
+		{"3f2504e04f8941d39a0c0305e82c3301", FormatUUID, 0, ""},
+		{"{3f2504e0-4f89-41d3-9a0c-0305e82c3301}", FormatUUID, 0, ""},
+		{"urn:uuid:3f2504e0-4f89-41d3-9a0c-0305e82c3301", FormatUUID, 0, ""},
+		{"3f2504e0-4f89-41d3-9a0c-0305e82c330g", FormatUUID, 0, ""},
+		{"3f2504e0_4f89-41d3-9a0c-0305e82c3301", FormatUUID, 0, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.format.String()+"/"+tt.raw, func(t *testing.T) {
+			got, err := ParseKey(tt.raw, tt.format, tt.max)
+			if tt.want == "" {
+				assert.Error(t, err, "got %q", got)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+// FuzzParseKey: never panics; an accepted key is well formed, its sf-string
+// form parses to itself, and parsing is idempotent.
+func FuzzParseKey(f *testing.F) {
+	for _, s := range []string{"abc", `"abc"`, `"a\"b"`, `"\\"`, "0190b2a4-6c2e-7d3a-9f11-2b3c4d5e6f70", `"`, "", "\x7f", "é"} {
+		f.Add(s, uint8(0))
+		f.Add(s, uint8(1))
+	}
+	f.Fuzz(func(t *testing.T, raw string, fm uint8) {
+		format := Format(fm % 4)
+		k, err := ParseKey(raw, format, 0)
+		if err != nil {
+			return
+		}
+		if k == "" || len(k) > DefaultMaxKeyLength {
+			t.Fatalf("accepted %q as %q", raw, k)
+		}
+		for i := 0; i < len(k); i++ {
+			if k[i] < 0x21 || k[i] > 0x7e {
+				t.Fatalf("accepted key %q has byte %#x", k, k[i])
+			}
+		}
+		if format != FormatToken && (len(k) != 36 || strings.ToLower(k) != k) {
+			t.Fatalf("accepted UUID %q is not canonical lower case", k)
+		}
+		again, err := ParseKey(k, format, 0)
+		if err != nil && !(len(k) > 0 && k[0] == '"') {
+			t.Fatalf("normalized key %q no longer parses: %v", k, err)
+		}
+		if err == nil && k[0] != '"' && again != k {
+			t.Fatalf("parse is not idempotent: %q -> %q", k, again)
+		}
+		quoted := `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(k) + `"`
+		if back, err := ParseKey(quoted, format, 0); err != nil || back != k {
+			t.Fatalf("sf-string %s of %q parsed as %q, %v", quoted, k, back, err)
+		}
+	})
+}
+
+func TestQueryKey(t *testing.T) {
+	v, err := queryKey("a=1&request_id=k%2F1&b", "request_id")
+	require.NoError(t, err)
+	assert.Equal(t, "k/1", v)
+	_, err = queryKey("a=1", "request_id")
+	assert.Equal(t, errKeyMissing, err)
+	_, err = queryKey("request_id=%zz", "request_id")
+	assert.Error(t, err)
+	v, err = queryKey("request%5Fid=x", "request_id")
+	require.NoError(t, err)
+	assert.Equal(t, "x", v)
+}
+
+func TestBodyKey(t *testing.T) {
+	ptr, err := parsePointer("/a/1/b~0c")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a", "1", "b~c"}, ptr)
+	v, err := bodyKey([]byte(`{"a":[0,{"b~c":"k"}]}`), ptr)
+	require.NoError(t, err)
+	assert.Equal(t, "k", v)
+	for _, body := range []string{``, `{}`, `{"a":null}`, `{"a":[0]}`, `{"a":{"1":{}}}`, `{"a":[0,{"b~c":null}]}`} {
+		_, err := bodyKey([]byte(body), ptr)
+		assert.Equal(t, errKeyMissing, err, body)
+	}
+	_, err = bodyKey([]byte(`{"a":[0,{"b~c":1}]}`), ptr)
+	assert.Equal(t, detailNotString, err)
+}
+
+// decodeScope inverts appendScope (test-only): decodability proves injectivity.
+func decodeScope(s string) (principal, operation string, kind byte, key string, hashed bool, ok bool) {
+	if !strings.HasPrefix(s, scopeVersion) {
+		return
+	}
+	s = s[len(scopeVersion):]
+	if s == "" {
+		return
+	}
+	hashed = s[0] == 'h'
+	if s[0] != 'p' && s[0] != 'h' {
+		return
+	}
+	s = s[1:]
+	field := func() (string, bool) {
+		i := strings.IndexByte(s, ':')
+		if i < 0 {
+			return "", false
+		}
+		n, err := strconv.Atoi(s[:i])
+		if err != nil {
+			return "", false
+		}
+		s = s[i+1:]
+		var out []byte
+		for len(out) < n {
+			if s == "" {
+				return "", false
+			}
+			if s[0] == '%' {
+				if len(s) < 3 {
+					return "", false
+				}
+				b, err := strconv.ParseUint(s[1:3], 16, 8)
+				if err != nil {
+					return "", false
+				}
+				out = append(out, byte(b))
+				s = s[3:]
+				continue
+			}
+			out = append(out, s[0])
+			s = s[1:]
+		}
+		return string(out), len(out) == n
+	}
+	var okp, oko, okk bool
+	principal, okp = field()
+	operation, oko = field()
+	if s == "" {
+		return
+	}
+	kind, s = s[0], s[1:]
+	key, okk = field()
+	ok = okp && oko && okk && s == ""
+	return
+}
+
+func checkScope(t *testing.T, principal, operation string, kind byte, key string) {
+	t.Helper()
+	enc := string(appendScope(nil, principal, operation, kind, key))
+	if !utf8.ValidString(enc) || strings.ContainsAny(enc, "\x00\r\n") {
+		t.Fatalf("scope %q is not valid UTF-8 without NUL/CR/LF", enc)
+	}
+	p, o, k, key2, hashed, ok := decodeScope(enc)
+	if !ok || o != operation || k != kind || key2 != key {
+		t.Fatalf("scope %q of (%q, %q, %c, %q) decodes to (%q, %q, %c, %q, ok=%v)", enc, principal, operation, kind, key, p, o, k, key2, ok)
+	}
+	if hashed != (len(principal) > maxPrincipal) || (!hashed && p != principal) {
+		t.Fatalf("scope %q: principal %q decoded as %q (hashed %v)", enc, principal, p, hashed)
+	}
+}
+
+// TestScopeInjective: random triples from a small, collision-prone alphabet
+// decode back to themselves, and distinct triples never share an encoding.
+func TestScopeInjective(t *testing.T) {
+	alphabet := []string{"a", ":", "%", "1", "0", "%3A", "\x00", "\xff", "é", "\u2028", "p", "k", "f", "1:", ""}
+	r := rand.New(rand.NewPCG(1, 2))
+	gen := func() string {
+		var b strings.Builder
+		for n := r.IntN(5); n > 0; n-- {
+			b.WriteString(alphabet[r.IntN(len(alphabet))])
+		}
+		return b.String()
+	}
+	seen := make(map[string][4]string)
+	for i := 0; i < 50000; i++ {
+		p, o, k := gen(), gen(), gen()
+		kind := byte("kf"[r.IntN(2)])
+		checkScope(t, p, o, kind, k)
+		enc := string(appendScope(nil, p, o, kind, k))
+		tuple := [4]string{p, o, string(kind), k}
+		if prev, ok := seen[enc]; ok && prev != tuple {
+			t.Fatalf("%q and %q share the scope %q", prev, tuple, enc)
+		}
+		seen[enc] = tuple
+	}
+	long := strings.Repeat("x", maxPrincipal+1)
+	checkScope(t, long, "op", kindKey, "k")
+	assert.NotEqual(t, appendScope(nil, long, "op", kindKey, "k"), appendScope(nil, long+"y", "op", kindKey, "k"))
+}
+
+func FuzzScope(f *testing.F) {
+	f.Add("alice", "createOrder", "key-1")
+	f.Add("a:1:b", "%", "\x00\xff")
+	f.Fuzz(func(t *testing.T, principal, operation, key string) {
+		checkScope(t, principal, operation, kindKey, key)
+	})
+}
+
+func TestRecordRoundTrip(t *testing.T) {
+	h := http.Header{
+		"Content-Type": {"application/json"},
+		"Location":     {"/a"},
+		"Link":         {"<x>", "<y>"},
+		"Set-Cookie":   {"no"},
+		"X-Bad":        {"a\r\nInjected: 1"},
+	}
+	allow := []string{"Content-Type", "Location", "Link", "X-Bad"}
+	b := appendRecordHead(nil, 201, h, allow)
+	b = append(b, `{"ok":true}`...)
+	var sr storedResponse
+	require.NoError(t, decodeRecord(b, &sr, nil))
+	assert.Equal(t, 201, sr.status)
+	assert.False(t, sr.notReplayable)
+	assert.Equal(t, `{"ok":true}`, string(sr.body))
+	assert.Equal(t, []headerField{
+		{"Content-Type", "application/json"}, {"Location", "/a"}, {"Link", "<x>"}, {"Link", "<y>"}, {"X-Bad", "aInjected: 1"},
+	}, sr.header)
+
+	nr := appendRecordHead(nil, 200, h, allow[:1])
+	nr[1] |= flagNotReplayable
+	require.NoError(t, decodeRecord(nr, &sr, nil))
+	assert.True(t, sr.notReplayable)
+	assert.Empty(t, sr.body)
+	assert.Error(t, decodeRecord(append(nr, 'x'), &sr, nil), "a not-replayable record has no body")
+}
+
+// FuzzDecodeRecord: decoding never panics; what decodes re-encodes to the same bytes.
+func FuzzDecodeRecord(f *testing.F) {
+	f.Add(append(appendRecordHead(nil, 201, http.Header{"Content-Type": {"a/b"}, "Location": {"/x"}}, []string{"Content-Type", "Location"}), "body"...))
+	f.Add([]byte{1, 0, 200, 1, 0})
+	f.Add([]byte{1, 1, 200, 1, 0})
+	f.Add([]byte{})
+	f.Add([]byte{2, 0, 200, 1, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var sr storedResponse
+		if err := decodeRecord(b, &sr, nil); err != nil {
+			return
+		}
+		if sr.status < 200 || sr.status > 599 {
+			t.Fatalf("decoded status %d", sr.status)
+		}
+		h := http.Header{}
+		var allow []string
+		for _, f := range sr.header {
+			if !validToken(f.name) {
+				t.Fatalf("decoded header name %q", f.name)
+			}
+			if _, ok := h[f.name]; !ok {
+				allow = append(allow, f.name)
+			}
+			h[f.name] = append(h[f.name], f.value)
+		}
+		re := appendRecordHead(nil, sr.status, h, allow)
+		if sr.notReplayable {
+			re[1] |= flagNotReplayable
+		}
+		re = append(re, sr.body...)
+		var back storedResponse
+		if err := decodeRecord(re, &back, nil); err != nil {
+			t.Fatalf("re-encoded record does not decode: %v", err)
+		}
+		if back.status != sr.status || !bytes.Equal(back.body, sr.body) || len(back.header) != len(sr.header) {
+			t.Fatalf("round trip changed the record: %+v -> %+v", sr, back)
+		}
+	})
+}
+
+func TestAppendJSONString(t *testing.T) {
+	assert.Equal(t, `"a\"b\\c\u000A\ufffdé"`, string(appendJSONString(nil, "a\"b\\c\n\xffé")))
+}

@@ -1,0 +1,312 @@
+package idem
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// Key is the idempotency key as a caller hands it to Engine.Begin.
+//
+// The zero value, RequestKey, tells the engine to read the key from the
+// request where the policy says it travels (header, query or JSON body).
+// Generated strict-server wrappers, which already have the typed parameters,
+// pass KeyFrom or KeyFromPtr instead.
+type Key struct {
+	value string
+	given bool // the caller decided (present or absent); do not read the request
+	set   bool // a value is present
+}
+
+// RequestKey reads the key from the request, as the policy's KeySpec says.
+var RequestKey = Key{}
+
+// KeyFrom is a key value as received (bare or as an RFC 8941 sf-string); it
+// is validated against the policy like a key read from the request.
+func KeyFrom(v string) Key { return Key{value: v, given: true, set: true} }
+
+// KeyFromPtr is KeyFrom(*v), or "no key" when v is nil (an optional parameter
+// left out).
+func KeyFromPtr(v *string) Key {
+	if v == nil {
+		return Key{given: true}
+	}
+	return KeyFrom(*v)
+}
+
+// NoKey says that the request carries no key.
+var NoKey = Key{given: true}
+
+var errKeyMissing = errors.New("idem: no idempotency key")
+
+// keyDetail explains why a key is invalid (constant strings: no allocation).
+type keyDetail string
+
+func (d keyDetail) Error() string { return string(d) }
+
+const (
+	detailEmpty     keyDetail = "the idempotency key is empty"
+	detailTooLong   keyDetail = "the idempotency key is longer than allowed"
+	detailBadChar   keyDetail = "the idempotency key contains characters other than visible ASCII"
+	detailBadSF     keyDetail = "the idempotency key is a malformed RFC 8941 string"
+	detailNotUUID   keyDetail = "the idempotency key is not a UUID in canonical 8-4-4-4-12 form"
+	detailUUIDVer   keyDetail = "the idempotency key is a UUID of a version this operation does not accept"
+	detailNilUUID   keyDetail = "the idempotency key is the nil or max UUID"
+	detailMany      keyDetail = "the idempotency key is given more than once"
+	detailNotString keyDetail = "the idempotency key member of the body is not a JSON string"
+	detailBadJSON   keyDetail = "the request body is not JSON, so it carries no idempotency key"
+	detailBadQuery  keyDetail = "the idempotency key query parameter is not properly escaped"
+)
+
+// ParseKey validates a raw key value (bare, or an RFC 8941 sf-string with \"
+// and \\ escapes) against a format and a maximum length, and returns the
+// normalized key (UUIDs in lower case). It never panics; errors are
+// human-readable and constant.
+func ParseKey(raw string, format Format, maxLength int) (string, error) {
+	if maxLength <= 0 || maxLength > DefaultMaxKeyLength {
+		maxLength = DefaultMaxKeyLength
+	}
+	k := raw
+	if len(raw) > 0 && raw[0] == '"' {
+		var ok bool
+		if k, ok = unquoteSFString(raw); !ok {
+			return "", detailBadSF
+		}
+	}
+	if k == "" {
+		return "", detailEmpty
+	}
+	if len(k) > maxLength {
+		return "", detailTooLong
+	}
+	switch format {
+	case FormatUUID, FormatUUIDv4, FormatUUIDv7:
+		return parseUUID(k, format)
+	}
+	for i := 0; i < len(k); i++ {
+		if c := k[i]; c < 0x21 || c > 0x7e {
+			return "", detailBadChar
+		}
+	}
+	return k, nil
+}
+
+// unquoteSFString decodes an RFC 8941 sf-string: DQUOTE *chr DQUOTE where chr
+// is 0x20-0x7E except DQUOTE and backslash, or an escaped DQUOTE or backslash.
+// It allocates only when the string holds escapes.
+func unquoteSFString(s string) (string, bool) {
+	if len(s) < 2 || s[0] != '"' || s[len(s)-1] != '"' {
+		return "", false
+	}
+	in := s[1 : len(s)-1]
+	esc := false
+	for i := 0; i < len(in); i++ {
+		c := in[i]
+		switch {
+		case c == '\\':
+			if i+1 >= len(in) || (in[i+1] != '"' && in[i+1] != '\\') {
+				return "", false
+			}
+			esc = true
+			i++
+		case c == '"' || c < 0x20 || c > 0x7e:
+			return "", false
+		}
+	}
+	if !esc {
+		return in, true
+	}
+	b := make([]byte, 0, len(in))
+	for i := 0; i < len(in); i++ {
+		if in[i] == '\\' {
+			i++
+		}
+		b = append(b, in[i])
+	}
+	return string(b), true
+}
+
+// parseUUID checks the canonical 8-4-4-4-12 form, an RFC 9562 variant and
+// version, and lowercases. (google/uuid.Parse also accepts braces, urn: and
+// hyphen-less forms, which a key must not: two spellings of one key would be
+// two keys.)
+func parseUUID(s string, format Format) (string, error) {
+	if len(s) != 36 {
+		return "", detailNotUUID
+	}
+	upper := false
+	allZero, allF := true, true
+	for i := 0; i < 36; i++ {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return "", detailNotUUID
+			}
+			continue
+		}
+		switch {
+		case '0' <= c && c <= '9':
+		case 'a' <= c && c <= 'f':
+		case 'A' <= c && c <= 'F':
+			upper = true
+		default:
+			return "", detailNotUUID
+		}
+		allZero = allZero && c == '0'
+		allF = allF && (c == 'f' || c == 'F')
+	}
+	if allZero || allF {
+		return "", detailNilUUID
+	}
+	version := hexVal(s[14])
+	variant := hexVal(s[19])
+	if variant&0xc != 0x8 || version < 1 || version > 8 {
+		return "", detailUUIDVer
+	}
+	if (format == FormatUUIDv4 && version != 4) || (format == FormatUUIDv7 && version != 7) {
+		return "", detailUUIDVer
+	}
+	if upper {
+		s = strings.ToLower(s)
+	}
+	return s, nil
+}
+
+func hexVal(c byte) byte {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0'
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10
+	}
+	return 0
+}
+
+// headerKey returns the single value of a header, errKeyMissing, or an error
+// when it is repeated.
+func headerKey(h http.Header, name string) (string, error) {
+	v := h[name]
+	switch len(v) {
+	case 0:
+		return "", errKeyMissing
+	case 1:
+		return v[0], nil
+	}
+	return "", detailMany
+}
+
+// queryKey finds the single parameter name in a raw query without building a map.
+func queryKey(rawQuery, name string) (string, error) {
+	found := false
+	var val string
+	for q := rawQuery; q != ""; {
+		var part string
+		part, q, _ = strings.Cut(q, "&")
+		k, v, _ := strings.Cut(part, "=")
+		if strings.ContainsAny(k, "%+") {
+			uk, err := url.QueryUnescape(k)
+			if err != nil {
+				continue
+			}
+			k = uk
+		}
+		if k != name {
+			continue
+		}
+		if found {
+			return "", detailMany
+		}
+		found = true
+		if strings.ContainsAny(v, "%+") {
+			uv, err := url.QueryUnescape(v)
+			if err != nil {
+				return "", detailBadQuery
+			}
+			v = uv
+		}
+		val = v
+	}
+	if !found {
+		return "", errKeyMissing
+	}
+	return val, nil
+}
+
+// parsePointer splits an RFC 6901 JSON pointer into unescaped tokens.
+func parsePointer(p string) ([]string, error) {
+	if p == "" {
+		return nil, nil
+	}
+	if p[0] != '/' {
+		return nil, errors.New("JSON pointer " + p + " does not start with /")
+	}
+	toks := strings.Split(p[1:], "/")
+	for i, t := range toks {
+		for j := 0; j < len(t); j++ {
+			if t[j] == '~' && (j+1 >= len(t) || (t[j+1] != '0' && t[j+1] != '1')) {
+				return nil, errors.New("JSON pointer " + p + " has a ~ not followed by 0 or 1")
+			}
+		}
+		toks[i] = strings.ReplaceAll(strings.ReplaceAll(t, "~1", "/"), "~0", "~")
+	}
+	return toks, nil
+}
+
+// bodyKey finds the string member at ptr in a JSON body. A missing member or
+// null is errKeyMissing.
+//
+// It decodes with encoding/json; the body carrier is the rare case (the
+// header is preferred), so it is not on the hot path.
+func bodyKey(body []byte, ptr []string) (string, error) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return "", errKeyMissing
+	}
+	var doc any
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return "", detailBadJSON
+	}
+	for _, tok := range ptr {
+		switch v := doc.(type) {
+		case map[string]any:
+			var ok bool
+			if doc, ok = v[tok]; !ok {
+				return "", errKeyMissing
+			}
+		case []any:
+			i, ok := arrayIndex(tok)
+			if !ok || i >= len(v) {
+				return "", errKeyMissing
+			}
+			doc = v[i]
+		default:
+			return "", errKeyMissing
+		}
+	}
+	switch v := doc.(type) {
+	case nil:
+		return "", errKeyMissing
+	case string:
+		return v, nil
+	}
+	return "", detailNotString
+}
+
+func arrayIndex(tok string) (int, bool) {
+	if tok == "" || len(tok) > 9 || (len(tok) > 1 && tok[0] == '0') {
+		return 0, false
+	}
+	n := 0
+	for i := 0; i < len(tok); i++ {
+		if tok[i] < '0' || tok[i] > '9' {
+			return 0, false
+		}
+		n = n*10 + int(tok[i]-'0')
+	}
+	return n, true
+}

@@ -1,0 +1,170 @@
+package idem
+
+import (
+	"context"
+	"io"
+	"net/http"
+)
+
+// Middleware returns net/http middleware that protects a handler with policy
+// p. It is Handler in the shape routers expect.
+func (e *Engine) Middleware(p *Policy) func(http.Handler) http.Handler {
+	return func(h http.Handler) http.Handler { return e.Handler(p, h) }
+}
+
+// Handler protects h with policy p: the first request with a key executes h
+// (its response is recorded as it streams to the client), duplicates get the
+// replay or a problem. It is a thin user of Begin/Call.
+func (e *Engine) Handler(p *Policy, h http.Handler) http.Handler {
+	if p == nil || h == nil {
+		panic("idem: Handler with a nil policy or handler")
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c := e.Begin(r, p, RequestKey)
+		defer c.End()
+		if c.Decision() != Execute {
+			c.Respond(w)
+			return
+		}
+		h.ServeHTTP(c.Writer(w), c.Request())
+		c.Finish()
+	})
+}
+
+// CaptureBody returns net/http middleware that lets Begin fingerprint a
+// request body that something else decodes first: oapi-codegen's
+// strict-server handlers decode the JSON body before any strict middleware
+// runs, so wrap the router (the http.Handler from HandlerFromMux or
+// HandlerWithOptions) with it.
+//
+// It reads nothing by itself: it tees r.Body, keeping up to maxBytes (default
+// 1 MiB; set it to at least the largest Request.MaxBytes) of what the
+// decoder reads, and Begin reads the rest. Routes without an idempotency
+// policy are not affected (a larger body just stops being kept). Requests
+// with the methods GET, HEAD, OPTIONS and TRACE pass untouched.
+func CaptureBody(maxBytes int64) func(http.Handler) http.Handler {
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxRequestBytes
+	}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch r.Method {
+			case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+				next.ServeHTTP(w, r)
+				return
+			}
+			if r.Body == nil || r.Body == http.NoBody {
+				next.ServeHTTP(w, r)
+				return
+			}
+			cp := &capture{Context: r.Context(), rc: r.Body, max: maxBytes, buf: getBuf()}
+			r2 := r.WithContext(cp)
+			r2.Body = cp
+			defer cp.release()
+			next.ServeHTTP(w, r2)
+		})
+	}
+}
+
+type captureKey struct{}
+
+// capture is both the request body (a tee of the original) and the request
+// context that leads Begin to it, in one allocation.
+type capture struct {
+	context.Context
+	rc       io.ReadCloser
+	buf      *[]byte
+	max      int64
+	overflow bool
+	eof      bool
+	err      error
+	released bool
+}
+
+func (c *capture) Value(key any) any {
+	if _, ok := key.(captureKey); ok {
+		return c
+	}
+	return c.Context.Value(key)
+}
+
+func (c *capture) Read(p []byte) (int, error) {
+	if c.released {
+		return 0, http.ErrBodyReadAfterClose
+	}
+	n, err := c.rc.Read(p)
+	c.keep(p[:n])
+	if err == io.EOF {
+		c.eof = true
+	} else if err != nil {
+		c.err = err
+	}
+	return n, err
+}
+
+func (c *capture) keep(p []byte) {
+	if c.overflow || len(p) == 0 {
+		return
+	}
+	if int64(len(*c.buf)+len(p)) > c.max {
+		c.overflow = true
+		*c.buf = (*c.buf)[:0]
+		return
+	}
+	*c.buf = append(*c.buf, p...)
+}
+
+func (c *capture) Close() error { return c.rc.Close() }
+
+// drain reads the rest of the body and returns all of it (aliasing the
+// capture's buffer, valid until the capture middleware returns).
+func (c *capture) drain(limit int64) ([]byte, error) {
+	if c.released {
+		return nil, errBodyConsumed
+	}
+	for !c.eof && c.err == nil && !c.overflow {
+		b := *c.buf
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := c.rc.Read(b[len(b):cap(b)])
+		*c.buf = b[:len(b)+n]
+		if int64(len(*c.buf)) > c.max {
+			c.overflow = true
+		}
+		if int64(len(*c.buf)) > limit {
+			return nil, errTooLarge
+		}
+		if err == io.EOF {
+			c.eof = true
+		} else if err != nil {
+			c.err = err
+		}
+	}
+	switch {
+	case c.overflow:
+		return nil, errTooLarge
+	case c.err != nil:
+		return nil, c.err
+	case int64(len(*c.buf)) > limit:
+		return nil, errTooLarge
+	}
+	return *c.buf, nil
+}
+
+func (c *capture) release() {
+	c.released = true
+	putBuf(c.buf)
+	c.buf = nil
+}
+
+// findCapture returns the request's capture, if CaptureBody wrapped it.
+func findCapture(r *http.Request) *capture {
+	if cp, ok := r.Body.(*capture); ok {
+		return cp
+	}
+	if cp, ok := r.Context().Value(captureKey{}).(*capture); ok {
+		return cp
+	}
+	return nil
+}

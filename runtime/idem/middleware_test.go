@@ -1,0 +1,726 @@
+package idem_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/memstore"
+)
+
+const key1 = "0190b2a4-6c2e-7d3a-9f11-2b3c4d5e6f70" // a UUIDv7
+
+func TestStrictSemantics(t *testing.T) {
+	f := newFixture(t, idem.Options{})
+	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
+
+	first := send(h, req{key: key1, body: `{"item":"book"}`})
+	require.Equal(t, http.StatusCreated, first.Code)
+	assert.Equal(t, "/orders/42", first.Header().Get("Location"))
+	assert.Equal(t, "session=secret", first.Header().Get("Set-Cookie"), "the live response is untouched")
+	assert.Empty(t, first.Header().Get("Idempotent-Replayed"))
+
+	// Same key, same request (JSON spelled the same): replay.
+	again := send(h, req{key: key1, body: `{"item":"book"}`})
+	require.Equal(t, http.StatusCreated, again.Code)
+	assert.Equal(t, first.Body.String(), again.Body.String())
+	assert.Equal(t, "true", again.Header().Get("Idempotent-Replayed"))
+	assert.Equal(t, "/orders/42", again.Header().Get("Location"))
+	assert.Equal(t, "application/json", again.Header().Get("Content-Type"))
+	assert.Empty(t, again.Header().Get("Set-Cookie"), "Set-Cookie is never replayed")
+	assert.Empty(t, again.Header().Get("X-Not-Allowed"), "headers off the allowlist are not replayed")
+
+	// The key as an RFC 8941 sf-string is the same key.
+	quoted := send(h, req{key: `"` + key1 + `"`, body: `{"item":"book"}`})
+	require.Equal(t, http.StatusCreated, quoted.Code)
+	assert.Equal(t, "true", quoted.Header().Get("Idempotent-Replayed"))
+
+	// Same key, another request: conflict.
+	other := send(h, req{key: key1, body: `{"item":"pen"}`})
+	requireProblem(t, other, http.StatusUnprocessableEntity, idem.CodeKeyReused)
+
+	assert.Equal(t, int32(1), f.calls.Load(), "the handler ran once")
+	assert.Equal(t, []idem.EventKind{idem.EventExecuted, idem.EventReplayed, idem.EventReplayed, idem.EventConflict}, f.obs.kinds())
+	ev, _ := f.obs.find(idem.EventExecuted)
+	assert.Equal(t, idem.StateCompleted, ev.State)
+	assert.Equal(t, http.StatusCreated, ev.Status)
+	assert.Equal(t, "createOrder", ev.Operation)
+	assert.Equal(t, key1, ev.Key)
+}
+
+func TestRequestErrors(t *testing.T) {
+	tests := []struct {
+		name   string
+		spec   func(*idem.Spec)
+		req    req
+		status int
+		code   string
+	}{
+		{"missing key", nil, req{body: `{}`}, 400, idem.CodeKeyMissing},
+		{"empty sf-string", nil, req{key: `""`, body: `{}`}, 400, idem.CodeKeyInvalid},
+		{"bad sf-string", nil, req{key: `"ab\c"`, body: `{}`}, 400, idem.CodeKeyInvalid},
+		{"space in token", nil, req{key: `"a b"`, body: `{}`}, 400, idem.CodeKeyInvalid},
+		{"too long", nil, req{key: strings.Repeat("k", 256), body: `{}`}, 400, idem.CodeKeyInvalid},
+		{"custom max length", func(s *idem.Spec) { s.Key.MaxLength = 4 }, req{key: "abcde", body: `{}`}, 400, idem.CodeKeyInvalid},
+		{"not a uuid", func(s *idem.Spec) { s.Key.Format = idem.FormatUUID }, req{key: "order-1", body: `{}`}, 400, idem.CodeKeyInvalid},
+		{"uuid v4 wanted", func(s *idem.Spec) { s.Key.Format = idem.FormatUUIDv4 }, req{key: key1, body: `{}`}, 400, idem.CodeKeyInvalid},
+		{"repeated header", nil, req{body: `{}`, header: http.Header{"Idempotency-Key": {"a", "b"}}}, 400, idem.CodeKeyInvalid},
+		{"body too large", func(s *idem.Spec) { s.Request.MaxBytes = 8 }, req{key: "k", body: `{"item":"book"}`}, 413, idem.CodeRequestTooLarge},
+		{"query key missing", func(s *idem.Spec) { s.Key = idem.KeySpec{Carrier: idem.CarrierQuery, Name: "request_id"} }, req{body: `{}`}, 400, idem.CodeKeyMissing},
+		{"query key repeated", func(s *idem.Spec) { s.Key = idem.KeySpec{Carrier: idem.CarrierQuery, Name: "request_id"} }, req{target: "/orders?request_id=a&request_id=b", body: `{}`}, 400, idem.CodeKeyInvalid},
+		{"body key missing", func(s *idem.Spec) { s.Key = idem.KeySpec{Carrier: idem.CarrierBody, Name: "/meta/key"} }, req{body: `{"meta":{}}`}, 400, idem.CodeKeyMissing},
+		{"body key not a string", func(s *idem.Spec) { s.Key = idem.KeySpec{Carrier: idem.CarrierBody, Name: "/key"} }, req{body: `{"key":7}`}, 400, idem.CodeKeyInvalid},
+		{"body not JSON", func(s *idem.Spec) { s.Key = idem.KeySpec{Carrier: idem.CarrierBody, Name: "/key"} }, req{body: `key=1`}, 400, idem.CodeKeyInvalid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, idem.Options{})
+			spec := strictSpec()
+			if tt.spec != nil {
+				tt.spec(&spec)
+			}
+			h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
+			w := send(h, tt.req)
+			requireProblem(t, w, tt.status, tt.code)
+			assert.Equal(t, int32(0), f.calls.Load(), "the handler must not run")
+			ev, ok := f.obs.find(idem.EventRejected)
+			require.True(t, ok)
+			assert.Equal(t, tt.code, ev.Code)
+		})
+	}
+}
+
+func TestKeyCarriers(t *testing.T) {
+	tests := []struct {
+		name string
+		key  idem.KeySpec
+		a, b req // same key
+		c    req // another key, same body
+	}{
+		{"header custom name", idem.KeySpec{Name: "x-request-id"},
+			req{body: `{"item":1}`, header: http.Header{"X-Request-Id": {"k1"}}},
+			req{body: `{"item":1}`, header: http.Header{"X-Request-Id": {`"k1"`}}},
+			req{body: `{"item":1}`, header: http.Header{"X-Request-Id": {"k2"}}}},
+		{"query", idem.KeySpec{Carrier: idem.CarrierQuery, Name: "request_id"},
+			req{target: "/orders?request_id=k%2F1&x=1", body: `{"item":1}`},
+			req{target: "/orders?request_id=k%2F1&x=1", body: `{"item":1}`},
+			req{target: "/orders?request_id=k2&x=1", body: `{"item":1}`}},
+		{"body pointer", idem.KeySpec{Carrier: idem.CarrierBody, Name: "/meta/idempotency~1key"},
+			req{body: `{"item":1,"meta":{"idempotency/key":"k1"}}`},
+			req{body: `{"item":1,"meta":{"idempotency/key":"k1"}}`},
+			req{body: `{"item":1,"meta":{"idempotency/key":"k2"}}`}},
+		{"uuid case-insensitive", idem.KeySpec{Format: idem.FormatUUID},
+			req{key: key1, body: `{"item":1}`},
+			req{key: strings.ToUpper(key1), body: `{"item":1}`},
+			req{key: "0190b2a4-6c2e-7d3a-9f11-2b3c4d5e6f71", body: `{"item":1}`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, idem.Options{})
+			spec := strictSpec()
+			spec.Key = tt.key
+			h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
+			require.Equal(t, 201, send(h, tt.a).Code)
+			wb := send(h, tt.b)
+			require.Equal(t, 201, wb.Code)
+			assert.Equal(t, "true", wb.Header().Get("Idempotent-Replayed"))
+			wc := send(h, tt.c)
+			require.Equal(t, 201, wc.Code)
+			assert.Empty(t, wc.Header().Get("Idempotent-Replayed"))
+			assert.Equal(t, int32(2), f.calls.Load())
+		})
+	}
+}
+
+func TestConflictStatus409(t *testing.T) {
+	f := newFixture(t, idem.Options{})
+	spec := strictSpec()
+	spec.ConflictStatus = 409
+	h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
+	send(h, req{key: "k", body: `{"item":1}`})
+	requireProblem(t, send(h, req{key: "k", body: `{"item":2}`}), 409, idem.CodeKeyReused)
+}
+
+func TestLooseSemantics(t *testing.T) {
+	f := newFixture(t, idem.Options{})
+	spec := strictSpec()
+	spec.Semantics = idem.Loose
+	h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
+	first := send(h, req{key: "k", body: `{"item":"book"}`})
+	other := send(h, req{key: "k", body: `{"item":"pen"}`})
+	require.Equal(t, 201, other.Code)
+	assert.Equal(t, first.Body.String(), other.Body.String(), "loose replays the first result")
+	assert.Equal(t, "true", other.Header().Get("Idempotent-Replayed"))
+	assert.Equal(t, int32(1), f.calls.Load())
+	_, ok := f.obs.find(idem.EventLooseMismatch)
+	assert.True(t, ok, "the mismatch is reported")
+	requireProblem(t, send(h, req{body: `{}`}), 400, idem.CodeKeyMissing)
+}
+
+func TestWindowSemantics(t *testing.T) {
+	f := newFixture(t, idem.Options{})
+	spec := strictSpec()
+	spec.Semantics = idem.Window
+	spec.Window = 300 * time.Millisecond
+	spec.InFlight.Lease = 100 * time.Millisecond
+	h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
+
+	// Without a key, principal + operation + fingerprint act as the key.
+	a := send(h, req{body: `{"item":"book"}`})
+	require.Equal(t, 201, a.Code)
+	b := send(h, req{body: `{"item":"book"}`})
+	assert.Equal(t, "true", b.Header().Get("Idempotent-Replayed"))
+	c := send(h, req{body: `{"item":"pen"}`})
+	assert.Empty(t, c.Header().Get("Idempotent-Replayed"), "another request is new")
+	// With a key, any duplicate replays.
+	send(h, req{key: "w", body: `{"item":"cup"}`})
+	d := send(h, req{key: "w", body: `{"item":"mug"}`})
+	assert.Equal(t, "true", d.Header().Get("Idempotent-Replayed"))
+	assert.Equal(t, int32(3), f.calls.Load())
+	// After the window: a new request.
+	time.Sleep(spec.Window + 100*time.Millisecond)
+	e := send(h, req{body: `{"item":"book"}`})
+	require.Equal(t, 201, e.Code)
+	assert.Empty(t, e.Header().Get("Idempotent-Replayed"))
+	assert.Equal(t, int32(4), f.calls.Load())
+}
+
+func TestOptionalKeyRunsUnprotected(t *testing.T) {
+	f := newFixture(t, idem.Options{})
+	spec := strictSpec()
+	spec.Key.Required = idem.Optional
+	h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
+	send(h, req{body: `{"item":1}`})
+	w := send(h, req{body: `{"item":1}`})
+	require.Equal(t, 201, w.Code)
+	assert.Empty(t, w.Header().Get("Idempotent-Replayed"))
+	assert.Equal(t, int32(2), f.calls.Load())
+	ev, _ := f.obs.find(idem.EventExecuted)
+	assert.False(t, ev.Protected)
+}
+
+func TestPrincipalScopes(t *testing.T) {
+	f := newFixture(t, idem.Options{Principal: func(r *http.Request) (string, error) {
+		u := r.Header.Get("X-User")
+		if u == "" {
+			return "", &idem.Problem{Status: 401, Code: "UNAUTHENTICATED", Detail: "who are you"}
+		}
+		if u == "broken" {
+			return "", errBoom
+		}
+		return u, nil
+	}})
+	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
+	alice := send(h, req{key: "k", body: `{"item":1}`, header: http.Header{"X-User": {"alice"}}})
+	bob := send(h, req{key: "k", body: `{"item":1}`, header: http.Header{"X-User": {"bob"}}})
+	require.Equal(t, 201, alice.Code)
+	require.Equal(t, 201, bob.Code)
+	assert.Empty(t, bob.Header().Get("Idempotent-Replayed"), "bob never gets alice's response")
+	assert.Equal(t, int32(2), f.calls.Load())
+
+	w := send(h, req{key: "k", body: `{}`})
+	require.Equal(t, 401, w.Code)
+	var p problemBody
+	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &p))
+	assert.Equal(t, "UNAUTHENTICATED", p.Code)
+	requireProblem(t, send(h, req{key: "k", body: `{}`, header: http.Header{"X-User": {"broken"}}}), 500, idem.CodePrincipalUnavailable)
+}
+
+func TestInFlight(t *testing.T) {
+	f := newFixture(t, idem.Options{})
+	release := make(chan struct{})
+	started := make(chan struct{})
+	h := f.eng.Handler(mustCompile(t, strictSpec()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(started)
+		<-release
+		w.WriteHeader(201)
+	}))
+	done := make(chan *httptest.ResponseRecorder)
+	go func() { done <- send(h, req{key: "k", body: `{}`}) }()
+	<-started
+	w := send(h, req{key: "k", body: `{}`})
+	requireProblem(t, w, 409, idem.CodeKeyInUse)
+	assert.Equal(t, "2", w.Header().Get("Retry-After"))
+	// Strict: another fingerprint while in flight is a conflict, not "in use".
+	requireProblem(t, send(h, req{key: "k", body: `{"other":1}`}), 422, idem.CodeKeyReused)
+	close(release)
+	require.Equal(t, 201, (<-done).Code)
+	assert.Equal(t, "true", send(h, req{key: "k", body: `{}`}).Header().Get("Idempotent-Replayed"))
+}
+
+func TestInFlightWait(t *testing.T) {
+	for _, watcher := range []bool{true, false} {
+		name := map[bool]string{true: "watcher", false: "polling"}[watcher]
+		t.Run(name, func(t *testing.T) {
+			ms := memstore.New(memstore.Options{SweepInterval: -1})
+			defer ms.Close()
+			var s idem.Store = ms
+			if !watcher {
+				s = plainStore{ms}
+			}
+			f := newFixtureStore(t, ms, s, idem.Options{})
+			spec := strictSpec()
+			spec.InFlight.Wait = 5 * time.Second
+			started := make(chan struct{})
+			release := make(chan struct{})
+			h := f.eng.Handler(mustCompile(t, spec), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if f.calls.Add(1) == 1 {
+					close(started)
+				}
+				<-release
+				w.Header().Set("Location", "/x")
+				w.WriteHeader(201)
+				_, _ = io.WriteString(w, "made")
+			}))
+			go send(h, req{key: "k", body: `{}`})
+			<-started
+			got := make(chan *httptest.ResponseRecorder)
+			go func() { got <- send(h, req{key: "k", body: `{}`}) }()
+			time.Sleep(30 * time.Millisecond)
+			close(release)
+			w := <-got
+			require.Equal(t, 201, w.Code)
+			assert.Equal(t, "made", w.Body.String())
+			assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
+			assert.Equal(t, int32(1), f.calls.Load())
+		})
+	}
+	t.Run("deadline", func(t *testing.T) {
+		f := newFixture(t, idem.Options{})
+		spec := strictSpec()
+		spec.InFlight.Wait = 50 * time.Millisecond
+		release := make(chan struct{})
+		defer close(release)
+		started := make(chan struct{})
+		h := f.eng.Handler(mustCompile(t, spec), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			close(started)
+			<-release
+		}))
+		go send(h, req{key: "k", body: `{}`})
+		<-started
+		t0 := time.Now()
+		requireProblem(t, send(h, req{key: "k", body: `{}`}), 409, idem.CodeKeyInUse)
+		assert.GreaterOrEqual(t, time.Since(t0), 50*time.Millisecond)
+		ev, _ := f.obs.find(idem.EventInFlight)
+		assert.GreaterOrEqual(t, ev.Duration, 50*time.Millisecond)
+	})
+}
+
+func TestFailures(t *testing.T) {
+	status := atomic.Int32{}
+	handler := func(f *fixture) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			f.calls.Add(1)
+			w.WriteHeader(int(status.Load()))
+			_, _ = io.WriteString(w, "answer")
+		})
+	}
+	t.Run("retry frees the key", func(t *testing.T) {
+		f := newFixture(t, idem.Options{})
+		h := f.eng.Handler(mustCompile(t, strictSpec()), handler(f))
+		status.Store(503)
+		require.Equal(t, 503, send(h, req{key: "k", body: `{"a":1}`}).Code)
+		// A corrected request with the same key but another body: still a conflict under strict.
+		requireProblem(t, send(h, req{key: "k", body: `{"a":2}`}), 422, idem.CodeKeyReused)
+		status.Store(201)
+		w := send(h, req{key: "k", body: `{"a":1}`})
+		require.Equal(t, 201, w.Code)
+		assert.Empty(t, w.Header().Get("Idempotent-Replayed"))
+		assert.Equal(t, int32(2), f.calls.Load())
+		ev := f.obs.evs[len(f.obs.evs)-1]
+		assert.Equal(t, idem.StateFailed, ev.Prior, "the retry reclaimed a FAILED record")
+	})
+	t.Run("retry frees the key for loose too", func(t *testing.T) {
+		f := newFixture(t, idem.Options{})
+		spec := strictSpec()
+		spec.Semantics = idem.Loose
+		h := f.eng.Handler(mustCompile(t, spec), handler(f))
+		status.Store(500)
+		send(h, req{key: "k", body: `{"a":1}`})
+		status.Store(201)
+		require.Equal(t, 201, send(h, req{key: "k", body: `{"a":2}`}).Code)
+		assert.Equal(t, int32(2), f.calls.Load())
+	})
+	t.Run("replay stores the 5xx", func(t *testing.T) {
+		f := newFixture(t, idem.Options{})
+		spec := strictSpec()
+		spec.Failures = idem.FailuresReplay
+		h := f.eng.Handler(mustCompile(t, spec), handler(f))
+		status.Store(502)
+		send(h, req{key: "k", body: `{}`})
+		status.Store(201)
+		w := send(h, req{key: "k", body: `{}`})
+		require.Equal(t, 502, w.Code)
+		assert.Equal(t, "answer", w.Body.String())
+		assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
+		assert.Equal(t, int32(1), f.calls.Load())
+	})
+	for _, st := range []int{408, 425, 429} {
+		t.Run("not processed "+http.StatusText(st), func(t *testing.T) {
+			f := newFixture(t, idem.Options{})
+			h := f.eng.Handler(mustCompile(t, strictSpec()), handler(f))
+			status.Store(int32(st))
+			send(h, req{key: "k", body: `{}`})
+			status.Store(200)
+			require.Equal(t, 200, send(h, req{key: "k", body: `{}`}).Code)
+			assert.Equal(t, int32(2), f.calls.Load())
+		})
+	}
+	t.Run("4xx is an answer", func(t *testing.T) {
+		f := newFixture(t, idem.Options{})
+		h := f.eng.Handler(mustCompile(t, strictSpec()), handler(f))
+		status.Store(400)
+		send(h, req{key: "k", body: `{}`})
+		w := send(h, req{key: "k", body: `{}`})
+		require.Equal(t, 400, w.Code)
+		assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
+	})
+}
+
+func TestPanicReleasesKey(t *testing.T) {
+	for _, val := range []any{"kaboom", http.ErrAbortHandler} {
+		f := newFixture(t, idem.Options{})
+		var panicking atomic.Bool
+		panicking.Store(true)
+		h := f.eng.Handler(mustCompile(t, strictSpec()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			f.calls.Add(1)
+			if panicking.Load() {
+				w.WriteHeader(201) // even after a partial response
+				panic(val)
+			}
+			w.WriteHeader(201)
+		}))
+		func() {
+			defer func() { assert.Equal(t, val, recover(), "the panic goes on") }()
+			send(h, req{key: "k", body: `{}`})
+		}()
+		panicking.Store(false)
+		w := send(h, req{key: "k", body: `{}`})
+		require.Equal(t, 201, w.Code)
+		assert.Empty(t, w.Header().Get("Idempotent-Replayed"), "the retry executes")
+		assert.Equal(t, int32(2), f.calls.Load())
+	}
+}
+
+func TestResponseTooLarge(t *testing.T) {
+	f := newFixture(t, idem.Options{})
+	spec := strictSpec()
+	spec.Response.MaxBytes = 16
+	big := strings.Repeat("x", 100)
+	h := f.eng.Handler(mustCompile(t, spec), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.calls.Add(1)
+		w.Header().Set("Location", "/orders/7")
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(201)
+		_, _ = io.WriteString(w, big[:50])
+		_, _ = io.WriteString(w, big[50:])
+	}))
+	first := send(h, req{key: "k", body: `{}`})
+	require.Equal(t, 201, first.Code)
+	assert.Equal(t, big, first.Body.String(), "the client gets the whole response")
+	dup := send(h, req{key: "k", body: `{}`})
+	p := requireProblem(t, dup, 409, idem.CodeResponseUnavailable)
+	assert.Equal(t, 201, p.OriginalStatus)
+	assert.Equal(t, "/orders/7", dup.Header().Get("Location"))
+	assert.Equal(t, "true", dup.Header().Get("Idempotent-Replayed"))
+	assert.Empty(t, dup.Header().Get("Retry-After"))
+	assert.Equal(t, int32(1), f.calls.Load(), "the work is never executed twice")
+	_, ok := f.obs.find(idem.EventNotReplayable)
+	assert.True(t, ok)
+}
+
+func TestResponseDefaults(t *testing.T) {
+	f := newFixture(t, idem.Options{})
+	h := f.eng.Handler(mustCompile(t, strictSpec()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.calls.Add(1) // writes nothing: 200, empty
+	}))
+	require.Equal(t, 200, send(h, req{key: "k", body: `{}`}).Code)
+	w := send(h, req{key: "k", body: `{}`})
+	require.Equal(t, 200, w.Code)
+	assert.Empty(t, w.Body.String())
+	assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
+}
+
+func TestMultiValueHeadersReplay(t *testing.T) {
+	f := newFixture(t, idem.Options{})
+	spec := strictSpec()
+	spec.Response.Headers = []string{"link", "Location", "etag"}
+	h := f.eng.Handler(mustCompile(t, spec), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Add("Link", "</a>; rel=a")
+		w.Header().Add("Link", "</b>; rel=b")
+		w.Header().Set("ETag", `"v1"`)
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(202)
+		w.Header().Set("Location", "/too-late") // after WriteHeader: not sent, not recorded
+	}))
+	send(h, req{key: "k", body: `{}`})
+	w := send(h, req{key: "k", body: `{}`})
+	require.Equal(t, 202, w.Code)
+	assert.Equal(t, []string{"</a>; rel=a", "</b>; rel=b"}, w.Header()["Link"])
+	assert.Equal(t, `"v1"`, w.Header().Get("ETag"))
+	assert.Equal(t, "text/plain; charset=utf-8", w.Header().Get("Content-Type"))
+	assert.Empty(t, w.Header().Get("Location"))
+}
+
+func TestStoreErrors(t *testing.T) {
+	t.Run("fail closed", func(t *testing.T) {
+		ms := memstore.New(memstore.Options{SweepInterval: -1})
+		defer ms.Close()
+		f := newFixtureStore(t, ms, &failingStore{Store: ms, beginErr: errBoom}, idem.Options{UnavailableRetryAfter: 3 * time.Second})
+		h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
+		w := send(h, req{key: "k", body: `{}`})
+		requireProblem(t, w, 503, idem.CodeStoreUnavailable)
+		assert.Equal(t, "3", w.Header().Get("Retry-After"))
+		assert.Equal(t, int32(0), f.calls.Load())
+		ev, _ := f.obs.find(idem.EventStoreError)
+		assert.ErrorIs(t, ev.Err, errBoom)
+	})
+	t.Run("fail open", func(t *testing.T) {
+		ms := memstore.New(memstore.Options{SweepInterval: -1})
+		defer ms.Close()
+		f := newFixtureStore(t, ms, &failingStore{Store: ms, beginErr: errBoom}, idem.Options{FailOpen: true})
+		h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
+		require.Equal(t, 201, send(h, req{key: "k", body: `{"item":1}`}).Code)
+		assert.Equal(t, int32(1), f.calls.Load())
+		assert.Equal(t, []idem.EventKind{idem.EventStoreError, idem.EventFailOpen, idem.EventExecuted}, f.obs.kinds())
+	})
+	t.Run("finish fails", func(t *testing.T) {
+		ms := memstore.New(memstore.Options{SweepInterval: -1})
+		defer ms.Close()
+		f := newFixtureStore(t, ms, &failingStore{Store: ms, finishErr: errBoom}, idem.Options{})
+		h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
+		require.Equal(t, 201, send(h, req{key: "k", body: `{"item":1}`}).Code, "the response already went out")
+		ev, ok := f.obs.find(idem.EventStoreError)
+		require.True(t, ok)
+		assert.ErrorIs(t, ev.Err, errBoom)
+	})
+	t.Run("corrupt record", func(t *testing.T) {
+		f := newFixtureStore(t, nil, corruptStore{}, idem.Options{})
+		h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
+		requireProblem(t, send(h, req{key: "k", body: `{}`}), 500, idem.CodeRecordUnreadable)
+		assert.Equal(t, int32(0), f.calls.Load())
+	})
+}
+
+// corruptStore reports a COMPLETED record whose response cannot be decoded.
+type corruptStore struct{ plainStore }
+
+func (corruptStore) Begin(_ context.Context, r *idem.BeginRequest) (idem.BeginResult, error) {
+	return idem.BeginResult{Record: idem.Record{State: idem.StateCompleted, Fingerprint: r.Fingerprint, Response: []byte{1, 0, 0xff}}}, nil
+}
+
+func TestConcurrentDuplicates(t *testing.T) {
+	f := newFixture(t, idem.Options{})
+	h := f.eng.Handler(mustCompile(t, strictSpec()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.calls.Add(1)
+		time.Sleep(20 * time.Millisecond)
+		w.WriteHeader(201)
+		_, _ = io.WriteString(w, "created")
+	}))
+	const n = 100
+	var wg sync.WaitGroup
+	codes := make([]int, n)
+	bodies := make([]string, n)
+	start := make(chan struct{})
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			<-start
+			w := send(h, req{key: "same", body: `{"x":1}`})
+			codes[i], bodies[i] = w.Code, w.Body.String()
+		}(i)
+	}
+	close(start)
+	wg.Wait()
+	assert.Equal(t, int32(1), f.calls.Load(), "the handler runs exactly once")
+	created := 0
+	for i, c := range codes {
+		switch c {
+		case 201:
+			created++
+			assert.Equal(t, "created", bodies[i])
+		case 409:
+			assert.Contains(t, bodies[i], idem.CodeKeyInUse)
+		default:
+			t.Errorf("unexpected status %d: %s", c, bodies[i])
+		}
+	}
+	assert.GreaterOrEqual(t, created, 1)
+}
+
+func TestLeaseTakeoverAndFencing(t *testing.T) {
+	f := newFixture(t, idem.Options{DisableHeartbeat: true})
+	spec := strictSpec()
+	spec.InFlight.Lease = 50 * time.Millisecond
+	var n atomic.Int32
+	slowRelease := make(chan struct{})
+	slowStarted := make(chan struct{})
+	h := f.eng.Handler(mustCompile(t, spec), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 1 {
+			close(slowStarted)
+			<-slowRelease // a stuck holder
+			w.WriteHeader(201)
+			_, _ = io.WriteString(w, "late")
+			return
+		}
+		w.WriteHeader(201)
+		_, _ = io.WriteString(w, "fresh")
+	}))
+	slow := make(chan *httptest.ResponseRecorder)
+	go func() { slow <- send(h, req{key: "k", body: `{}`}) }()
+	<-slowStarted
+	time.Sleep(spec.InFlight.Lease + 50*time.Millisecond)
+	second := send(h, req{key: "k", body: `{}`})
+	require.Equal(t, 201, second.Code)
+	assert.Equal(t, "fresh", second.Body.String())
+	ev, ok := f.obs.find(idem.EventLeaseTakeover)
+	require.True(t, ok)
+	assert.Equal(t, idem.StatePending, ev.Prior)
+
+	close(slowRelease)
+	assert.Equal(t, "late", (<-slow).Body.String(), "the stuck holder's client still gets its answer")
+	_, ok = f.obs.find(idem.EventFenced)
+	assert.True(t, ok, "the late completion is reported as fenced")
+	w := send(h, req{key: "k", body: `{}`})
+	assert.Equal(t, "fresh", w.Body.String(), "the late completion never overwrote the record")
+}
+
+func TestHeartbeatKeepsLease(t *testing.T) {
+	f := newFixture(t, idem.Options{})
+	spec := strictSpec()
+	spec.InFlight.Lease = 60 * time.Millisecond
+	started := make(chan struct{})
+	h := f.eng.Handler(mustCompile(t, spec), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if f.calls.Add(1) == 1 {
+			close(started)
+			time.Sleep(250 * time.Millisecond) // four leases long
+		}
+		w.WriteHeader(201)
+	}))
+	done := make(chan struct{})
+	go func() { send(h, req{key: "k", body: `{}`}); close(done) }()
+	<-started
+	time.Sleep(150 * time.Millisecond)
+	requireProblem(t, send(h, req{key: "k", body: `{}`}), 409, idem.CodeKeyInUse)
+	<-done
+	assert.Equal(t, int32(1), f.calls.Load())
+	_, fenced := f.obs.find(idem.EventFenced)
+	assert.False(t, fenced)
+}
+
+func TestFlushPassesThrough(t *testing.T) {
+	f := newFixture(t, idem.Options{})
+	var flushErr error
+	h := f.eng.Handler(mustCompile(t, strictSpec()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "part1 ")
+		flushErr = http.NewResponseController(w).Flush()
+		_, _ = io.WriteString(w, "part2")
+		w.(http.Flusher).Flush()
+	}))
+	w := send(h, req{key: "k", body: `{}`})
+	require.NoError(t, flushErr)
+	assert.True(t, w.Flushed)
+	assert.Equal(t, "part1 part2", w.Body.String())
+	r := send(h, req{key: "k", body: `{}`})
+	assert.Equal(t, "part1 part2", r.Body.String())
+}
+
+func TestHandlerReadsBody(t *testing.T) {
+	f := newFixture(t, idem.Options{})
+	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
+	w := send(h, req{key: "k", body: `{"item":"lamp"}`})
+	require.Equal(t, 201, w.Code, w.Body.String())
+	assert.Contains(t, w.Body.String(), `"item":"lamp"`)
+}
+
+func TestCompile(t *testing.T) {
+	p := mustCompile(t, idem.Spec{Operation: "op", Semantics: idem.Strict})
+	s := p.Spec()
+	assert.Equal(t, 24*time.Hour, s.Window)
+	assert.Equal(t, "Idempotency-Key", s.Key.Name)
+	assert.Equal(t, idem.Required, s.Key.Required)
+	assert.Equal(t, idem.FormatToken, s.Key.Format)
+	assert.Equal(t, 255, s.Key.MaxLength)
+	assert.Equal(t, 422, s.ConflictStatus)
+	assert.Equal(t, idem.InFlightSpec{Status: 409, RetryAfter: 2 * time.Second, Lease: 30 * time.Second}, s.InFlight)
+	assert.Equal(t, idem.FailuresRetry, s.Failures)
+	assert.Equal(t, 1<<20, s.Response.MaxBytes)
+	assert.Equal(t, int64(1<<20), s.Request.MaxBytes)
+	assert.Equal(t, idem.Optional, mustCompile(t, idem.Spec{Operation: "op", Semantics: idem.Window}).Spec().Key.Required)
+
+	bad := []idem.Spec{
+		{Semantics: idem.Strict},
+		{Operation: "op"},
+		{Operation: "op", Semantics: 9},
+		{Operation: "op", Semantics: idem.Strict, ConflictStatus: 400},
+		{Operation: "op", Semantics: idem.Strict, Key: idem.KeySpec{Name: "bad header"}},
+		{Operation: "op", Semantics: idem.Strict, Key: idem.KeySpec{Carrier: idem.CarrierBody, Name: "no-slash"}},
+		{Operation: "op", Semantics: idem.Strict, Key: idem.KeySpec{Carrier: idem.CarrierBody, Name: "/a~2"}},
+		{Operation: "op", Semantics: idem.Strict, Key: idem.KeySpec{Carrier: idem.CarrierQuery}},
+		{Operation: "op", Semantics: idem.Strict, Key: idem.KeySpec{MaxLength: 256}},
+		{Operation: "op", Semantics: idem.Strict, Key: idem.KeySpec{Format: idem.FormatUUID, MaxLength: 20}},
+		{Operation: "op", Semantics: idem.Strict, Window: time.Second, InFlight: idem.InFlightSpec{Lease: time.Minute}},
+		{Operation: "op", Semantics: idem.Strict, InFlight: idem.InFlightSpec{Status: 200}},
+		{Operation: "op", Semantics: idem.Strict, Response: idem.ResponseSpec{Headers: []string{"Set-Cookie"}}},
+		{Operation: "op", Semantics: idem.Strict, Response: idem.ResponseSpec{Headers: []string{"connection"}}},
+		{Operation: "op", Semantics: idem.Strict, Request: idem.RequestSpec{MaxBytes: -1}},
+		{Operation: strings.Repeat("o", 129), Semantics: idem.Strict},
+	}
+	for i, s := range bad {
+		_, err := idem.Compile(s)
+		assert.Error(t, err, "spec %d: %+v", i, s)
+	}
+	assert.Panics(t, func() { idem.MustCompile(bad[0]) })
+}
+
+func TestNewPanicsOnTransactionalWithoutTransactor(t *testing.T) {
+	ms := memstore.New(memstore.Options{SweepInterval: -1})
+	defer ms.Close()
+	assert.Panics(t, func() { idem.New(ms, idem.Options{Transactional: true}) })
+}
+
+var _ = errors.Is
+var _ = context.Background
+
+func TestConcurrentDuplicatesWait(t *testing.T) {
+	f := newFixture(t, idem.Options{})
+	spec := strictSpec()
+	spec.InFlight.Wait = 5 * time.Second
+	h := f.eng.Handler(mustCompile(t, spec), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.calls.Add(1)
+		time.Sleep(30 * time.Millisecond)
+		w.WriteHeader(201)
+		_, _ = io.WriteString(w, "created")
+	}))
+	const n = 50
+	var wg sync.WaitGroup
+	var replayed atomic.Int32
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := send(h, req{key: "same", body: `{"x":1}`})
+			assert.Equal(t, 201, w.Code)
+			assert.Equal(t, "created", w.Body.String())
+			if w.Header().Get("Idempotent-Replayed") == "true" {
+				replayed.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, int32(1), f.calls.Load())
+	assert.Equal(t, int32(n-1), replayed.Load(), "every duplicate waited for the replay")
+}

@@ -1,0 +1,431 @@
+package idem
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/textproto"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/fingerprint"
+)
+
+// Semantics says what "the same request again" means for an operation.
+type Semantics uint8
+
+const (
+	// Strict: the key is required; a duplicate with the same fingerprint gets
+	// the stored response, one with another fingerprint gets ConflictStatus
+	// with code IDEMPOTENCY_KEY_REUSED.
+	Strict Semantics = iota + 1
+	// Loose: the key is required; any duplicate gets the stored response (a
+	// different fingerprint is reported to the Observer as EventLooseMismatch).
+	Loose
+	// Window: the key is optional (without one, principal + operation +
+	// fingerprint act as the key); any duplicate inside the window gets the
+	// stored response; after the window the request is new.
+	Window
+)
+
+func (s Semantics) String() string {
+	switch s {
+	case Strict:
+		return "strict"
+	case Loose:
+		return "loose"
+	case Window:
+		return "window"
+	}
+	return "Semantics(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Carrier says where the idempotency key travels.
+type Carrier uint8
+
+const (
+	// CarrierHeader: a request header (Name defaults to "Idempotency-Key").
+	CarrierHeader Carrier = iota
+	// CarrierBody: a string member of the JSON request body; Name is its RFC 6901 JSON pointer.
+	CarrierBody
+	// CarrierQuery: a query parameter named Name.
+	CarrierQuery
+)
+
+func (c Carrier) String() string {
+	switch c {
+	case CarrierHeader:
+		return "header"
+	case CarrierBody:
+		return "body"
+	case CarrierQuery:
+		return "query"
+	}
+	return "Carrier(" + strconv.Itoa(int(c)) + ")"
+}
+
+// Format is the syntax a key must have.
+type Format uint8
+
+const (
+	// FormatToken (the default): 1 to MaxLength visible ASCII characters (0x21-0x7E).
+	FormatToken Format = iota
+	// FormatUUID: a UUID of any RFC 9562 version (1-8, variant 10xx) in the
+	// canonical 8-4-4-4-12 hex form, either case; the nil and max UUIDs are
+	// refused. Keys are compared case-insensitively (normalized to lower case).
+	FormatUUID
+	// FormatUUIDv4: as FormatUUID, version 4 only.
+	FormatUUIDv4
+	// FormatUUIDv7: as FormatUUID, version 7 only.
+	FormatUUIDv7
+)
+
+func (f Format) String() string {
+	switch f {
+	case FormatToken:
+		return "token"
+	case FormatUUID:
+		return "uuid"
+	case FormatUUIDv4:
+		return "uuidv4"
+	case FormatUUIDv7:
+		return "uuidv7"
+	}
+	return "Format(" + strconv.Itoa(int(f)) + ")"
+}
+
+// Requirement says whether a request must carry a key.
+type Requirement uint8
+
+const (
+	// DefaultRequirement: Required for Strict and Loose, Optional for Window.
+	DefaultRequirement Requirement = iota
+	// Required: a request without a key is refused with 400 IDEMPOTENCY_KEY_MISSING.
+	Required
+	// Optional: a request without a key runs (Window: protected by its
+	// fingerprint; Strict and Loose: unprotected, as a plain request).
+	Optional
+)
+
+// FailurePolicy says what a failed execution (status >= 500, or a handler
+// panic or error) leaves behind.
+type FailurePolicy uint8
+
+const (
+	// FailuresRetry (the default): the key is freed, so a retry executes again
+	// (under Strict only with the same fingerprint).
+	FailuresRetry FailurePolicy = iota
+	// FailuresReplay: a 5xx response is stored and replayed like a success, as
+	// Stripe does. A panic or a handler error still frees the key.
+	FailuresReplay
+)
+
+// KeySpec says where the key is and what it looks like.
+type KeySpec struct {
+	Carrier Carrier
+	// Name is the header name (default "Idempotency-Key"), the query parameter
+	// name, or the body member's JSON pointer (e.g. "/idempotency_key").
+	Name      string
+	Required  Requirement
+	Format    Format
+	MaxLength int // default and upper bound 255
+}
+
+// InFlightSpec says how a duplicate of a request still in flight is answered.
+type InFlightSpec struct {
+	Status     int           // default 409; any 4xx or 5xx
+	RetryAfter time.Duration // default 2s; sent in whole seconds, rounded up
+	Lease      time.Duration // default 30s; how long a claim holds before it may be taken over
+	Wait       time.Duration // default 0: answer at once; > 0: wait up to Wait for the replay
+}
+
+// ResponseSpec says what of a response is stored and replayed.
+type ResponseSpec struct {
+	// MaxBytes bounds the stored body (default 1 MiB). A larger response still
+	// reaches the client; the record is completed as not replayable, and a
+	// duplicate gets 409 IDEMPOTENCY_RESPONSE_UNAVAILABLE (see CodeResponseUnavailable).
+	MaxBytes int
+	// Headers are the response headers stored and replayed, beside
+	// Content-Type (always). Set-Cookie and hop-by-hop headers are refused.
+	Headers []string
+}
+
+// RequestSpec bounds what the engine reads of a request.
+type RequestSpec struct {
+	MaxBytes int64 // default 1 MiB; a larger body is refused with 413 IDEMPOTENCY_REQUEST_TOO_LARGE
+}
+
+// Spec is the idempotency policy of one operation, as generated code emits
+// it (a plain struct literal). Zero fields take the documented defaults;
+// Compile fills them in and checks the rest.
+type Spec struct {
+	Operation string // operationId; required, at most 128 bytes
+	Method    string // informational (documentation, events)
+	Path      string // informational
+	Semantics Semantics
+	Window    time.Duration // how long a key is remembered; default 24h
+	Key       KeySpec
+	// Volatile lists JSON pointers (with "*") of body members left out of the fingerprint.
+	Volatile []string
+	// Unordered lists JSON pointers (with "*") of arrays fingerprinted as multisets.
+	Unordered []string
+	// FingerprintHeaders lists request headers covered by the fingerprint.
+	FingerprintHeaders []string
+	ConflictStatus     int // 422 (default) or 409
+	InFlight           InFlightSpec
+	Failures           FailurePolicy
+	Response           ResponseSpec
+	Request            RequestSpec
+}
+
+// Defaults.
+const (
+	DefaultWindow           = 24 * time.Hour
+	DefaultKeyHeader        = "Idempotency-Key"
+	DefaultMaxKeyLength     = 255
+	DefaultConflictStatus   = http.StatusUnprocessableEntity
+	DefaultInFlightStatus   = http.StatusConflict
+	DefaultRetryAfter       = 2 * time.Second
+	DefaultLease            = 30 * time.Second
+	DefaultMaxResponseBytes = 1 << 20
+	DefaultMaxRequestBytes  = 1 << 20
+	maxOperationLength      = 128
+)
+
+// Policy is a compiled Spec: immutable and safe for concurrent use. Compile
+// it once per operation (at init) and share it.
+type Policy struct {
+	spec          Spec
+	hasher        *fingerprint.Hasher
+	keyName       string // canonical header name, or query name, or JSON pointer
+	keyPtr        []string
+	keyRequired   bool
+	maxKey        int
+	respHeaders   []string // canonical, Content-Type first
+	inFlightRA    []string // Retry-After header value
+	reqMax        int64
+	respMax       int
+	sameFPReclaim bool
+}
+
+// Spec returns the policy's Spec with every default filled in.
+func (p *Policy) Spec() Spec { return p.spec }
+
+// Operation returns the operation id.
+func (p *Policy) Operation() string { return p.spec.Operation }
+
+// MustCompile is Compile that panics on error, for package-level policies.
+func MustCompile(s Spec) *Policy {
+	p, err := Compile(s)
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
+// Compile checks s, fills in its defaults and compiles its fingerprint.
+func Compile(s Spec) (*Policy, error) {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+
+	if s.Operation == "" {
+		bad("operation id is empty")
+	} else if len(s.Operation) > maxOperationLength {
+		bad("operation id is longer than %d bytes", maxOperationLength)
+	}
+	switch s.Semantics {
+	case Strict, Loose, Window:
+	case 0:
+		bad("semantics is not set (strict, loose or window)")
+	default:
+		bad("unknown semantics %d", s.Semantics)
+	}
+	if s.Window == 0 {
+		s.Window = DefaultWindow
+	} else if s.Window < time.Millisecond {
+		bad("window %v is shorter than 1ms", s.Window)
+	}
+
+	p := &Policy{}
+	k := &s.Key
+	switch k.Carrier {
+	case CarrierHeader:
+		if k.Name == "" {
+			k.Name = DefaultKeyHeader
+		}
+		if !validToken(k.Name) {
+			bad("key header name %q is not a valid header name", k.Name)
+		}
+		k.Name = textproto.CanonicalMIMEHeaderKey(k.Name)
+	case CarrierQuery:
+		if k.Name == "" {
+			bad("key query parameter name is empty")
+		}
+	case CarrierBody:
+		ptr, err := parsePointer(k.Name)
+		if err != nil {
+			bad("key body pointer: %v", err)
+		} else if len(ptr) == 0 {
+			bad("key body pointer %q names the whole body", k.Name)
+		}
+		p.keyPtr = ptr
+	default:
+		bad("unknown key carrier %d", k.Carrier)
+	}
+	p.keyName = k.Name
+	switch k.Required {
+	case DefaultRequirement:
+		if s.Semantics == Window {
+			k.Required = Optional
+		} else {
+			k.Required = Required
+		}
+	case Required, Optional:
+	default:
+		bad("unknown key requirement %d", k.Required)
+	}
+	p.keyRequired = k.Required == Required
+	switch k.Format {
+	case FormatToken, FormatUUID, FormatUUIDv4, FormatUUIDv7:
+	default:
+		bad("unknown key format %d", k.Format)
+	}
+	switch {
+	case k.MaxLength == 0:
+		k.MaxLength = DefaultMaxKeyLength
+	case k.MaxLength < 0 || k.MaxLength > DefaultMaxKeyLength:
+		bad("key max length %d is outside 1..%d", k.MaxLength, DefaultMaxKeyLength)
+	}
+	if k.Format != FormatToken && k.MaxLength < 36 {
+		bad("key max length %d is shorter than a UUID (36)", k.MaxLength)
+	}
+	p.maxKey = k.MaxLength
+
+	switch s.ConflictStatus {
+	case 0:
+		s.ConflictStatus = DefaultConflictStatus
+	case http.StatusConflict, http.StatusUnprocessableEntity:
+	default:
+		bad("conflict status %d is neither 409 nor 422", s.ConflictStatus)
+	}
+	f := &s.InFlight
+	if f.Status == 0 {
+		f.Status = DefaultInFlightStatus
+	} else if f.Status < 400 || f.Status > 599 {
+		bad("in-flight status %d is not a 4xx or 5xx status", f.Status)
+	}
+	if f.RetryAfter == 0 {
+		f.RetryAfter = DefaultRetryAfter
+	} else if f.RetryAfter < 0 {
+		bad("in-flight retry-after %v is negative", f.RetryAfter)
+	}
+	if f.Lease == 0 {
+		f.Lease = DefaultLease
+	} else if f.Lease < time.Millisecond {
+		bad("in-flight lease %v is shorter than 1ms", f.Lease)
+	}
+	if f.Lease > s.Window {
+		bad("in-flight lease %v is longer than the window %v", f.Lease, s.Window)
+	}
+	if f.Wait < 0 {
+		bad("in-flight wait %v is negative", f.Wait)
+	}
+	p.inFlightRA = []string{retryAfterValue(f.RetryAfter)}
+
+	switch s.Failures {
+	case FailuresRetry, FailuresReplay:
+	default:
+		bad("unknown failure policy %d", s.Failures)
+	}
+	if s.Response.MaxBytes == 0 {
+		s.Response.MaxBytes = DefaultMaxResponseBytes
+	} else if s.Response.MaxBytes < 0 {
+		bad("response max bytes %d is negative", s.Response.MaxBytes)
+	}
+	p.respMax = s.Response.MaxBytes
+	p.respHeaders = []string{"Content-Type"}
+	for _, h := range s.Response.Headers {
+		if !validToken(h) {
+			bad("response header %q is not a valid header name", h)
+			continue
+		}
+		c := textproto.CanonicalMIMEHeaderKey(h)
+		if forbiddenRecordHeader(c) {
+			bad("response header %q is never stored (Set-Cookie, hop-by-hop, framing and replay headers are refused)", h)
+			continue
+		}
+		dup := false
+		for _, have := range p.respHeaders {
+			dup = dup || have == c
+		}
+		if !dup {
+			p.respHeaders = append(p.respHeaders, c)
+		}
+	}
+	s.Response.Headers = append([]string(nil), p.respHeaders[1:]...)
+	if s.Request.MaxBytes == 0 {
+		s.Request.MaxBytes = DefaultMaxRequestBytes
+	} else if s.Request.MaxBytes < 0 {
+		bad("request max bytes %d is negative", s.Request.MaxBytes)
+	}
+	p.reqMax = s.Request.MaxBytes
+	p.sameFPReclaim = s.Semantics == Strict
+
+	h, err := fingerprint.New(fingerprint.Options{
+		Volatile:  s.Volatile,
+		Unordered: s.Unordered,
+		Headers:   s.FingerprintHeaders,
+	})
+	if err != nil {
+		bad("fingerprint: %v", err)
+	}
+	p.hasher = h
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("idem: policy %q: %w", s.Operation, errors.Join(errs...))
+	}
+	p.spec = s
+	return p, nil
+}
+
+// retryAfterValue renders d in whole seconds, rounded up, at least 1.
+func retryAfterValue(d time.Duration) string {
+	s := int64((d + time.Second - 1) / time.Second)
+	if s < 1 {
+		s = 1
+	}
+	return strconv.FormatInt(s, 10)
+}
+
+// forbiddenRecordHeader reports headers that are never stored or replayed.
+func forbiddenRecordHeader(canonical string) bool {
+	switch canonical {
+	case "Set-Cookie", "Set-Cookie2",
+		"Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Te", "Trailer", "Upgrade",
+		"Proxy-Authenticate", "Proxy-Authorization",
+		"Content-Length", "Date", "Idempotent-Replayed", "Retry-After":
+		return true
+	}
+	return false
+}
+
+// validToken reports whether s is an RFC 9110 token (a valid header name).
+func validToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isTchar(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func isTchar(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+}

@@ -1,0 +1,176 @@
+package idem
+
+import (
+	"net/http"
+	"strconv"
+	"unicode/utf8"
+)
+
+// Problem codes: the stable "code" member of every problem+json the engine
+// writes. Each problem's "type" is ProblemTypeBase + code.
+const (
+	// CodeKeyMissing (400): the operation requires an idempotency key and the request has none.
+	CodeKeyMissing = "IDEMPOTENCY_KEY_MISSING"
+	// CodeKeyInvalid (400): the key is malformed, too long, of the wrong format, or repeated.
+	CodeKeyInvalid = "IDEMPOTENCY_KEY_INVALID"
+	// CodeKeyReused (422 or the policy's ConflictStatus): under strict
+	// semantics the key was used for a request with another fingerprint.
+	// Retrying cannot help; the client must use a new key for a new request.
+	CodeKeyReused = "IDEMPOTENCY_KEY_REUSED"
+	// CodeKeyInUse (409 or the policy's InFlight.Status, with Retry-After): a
+	// request with this key is still in flight. Retry after Retry-After.
+	CodeKeyInUse = "IDEMPOTENCY_KEY_IN_USE"
+	// CodeStoreUnavailable (503, with Retry-After): the record store failed;
+	// nothing was executed. Retry after Retry-After.
+	CodeStoreUnavailable = "IDEMPOTENCY_STORE_UNAVAILABLE"
+	// CodeResponseUnavailable (409, no Retry-After): the request was executed,
+	// but its response exceeded Response.MaxBytes and was not stored, so it
+	// cannot be replayed. The problem's "original_status" member carries the
+	// executed status and the allowlisted headers (e.g. Location) are
+	// replayed. This is final: retrying with the same key returns it again
+	// until the window ends; the client should fetch the result another way.
+	CodeResponseUnavailable = "IDEMPOTENCY_RESPONSE_UNAVAILABLE"
+	// CodeRequestTooLarge (413): the request body exceeds Request.MaxBytes.
+	CodeRequestTooLarge = "IDEMPOTENCY_REQUEST_TOO_LARGE"
+	// CodeRequestUnreadable (400): the request body could not be read (or was
+	// consumed before the engine could fingerprint it: see CaptureBody).
+	CodeRequestUnreadable = "IDEMPOTENCY_REQUEST_UNREADABLE"
+	// CodeRecordUnreadable (500): a stored record could not be decoded.
+	CodeRecordUnreadable = "IDEMPOTENCY_RECORD_UNREADABLE"
+	// CodePrincipalUnavailable (500): Options.Principal failed with an error
+	// that is not a *Problem.
+	CodePrincipalUnavailable = "IDEMPOTENCY_PRINCIPAL_UNAVAILABLE"
+)
+
+// DefaultProblemTypeBase prefixes the code to form a problem's "type" URI;
+// it points at the documentation of the Code constants.
+const DefaultProblemTypeBase = "https://pkg.go.dev/github.com/idemgen/idemgen/runtime/idem#"
+
+// Problem is an RFC 9457 problem detail. The engine writes them as
+// application/problem+json; Options.Principal may return one to choose the
+// answer to a request it refuses.
+type Problem struct {
+	Type   string // default: ProblemTypeBase + Code
+	Title  string // default: the status text
+	Status int
+	Detail string
+	Code   string
+	// RetryAfter, when > 0, is sent as a Retry-After header (whole seconds).
+	RetryAfter int
+}
+
+// Error implements error.
+func (p *Problem) Error() string {
+	return "idem: " + strconv.Itoa(p.Status) + " " + p.Code + ": " + p.Detail
+}
+
+// problem is the engine's internal, allocation-free description of a problem.
+type problem struct {
+	status     int
+	code       string
+	title      string
+	detail     string
+	retryAfter []string // Retry-After header value, shared
+	origStatus int      // CodeResponseUnavailable
+}
+
+var (
+	problemContentType = []string{"application/problem+json"}
+	noSniff            = []string{"nosniff"}
+	replayedTrue       = []string{"true"}
+)
+
+// writeProblem writes p as application/problem+json without allocating
+// (beyond what the ResponseWriter does). typ overrides the "type" member.
+func (e *Engine) writeProblem(w http.ResponseWriter, p *problem, typ string) {
+	bp := getBuf()
+	b := append((*bp)[:0], `{"type":"`...)
+	if typ != "" {
+		b = appendJSONInner(b, typ)
+	} else {
+		b = appendJSONInner(b, e.problemBase)
+		b = appendJSONInner(b, p.code)
+	}
+	title := p.title
+	if title == "" {
+		title = http.StatusText(p.status)
+	}
+	b = append(b, `","title":`...)
+	b = appendJSONString(b, title)
+	b = append(b, `,"status":`...)
+	b = strconv.AppendInt(b, int64(p.status), 10)
+	if p.detail != "" {
+		b = append(b, `,"detail":`...)
+		b = appendJSONString(b, p.detail)
+	}
+	if p.code != "" {
+		b = append(b, `,"code":`...)
+		b = appendJSONString(b, p.code)
+	}
+	if p.origStatus != 0 {
+		b = append(b, `,"original_status":`...)
+		b = strconv.AppendInt(b, int64(p.origStatus), 10)
+	}
+	b = append(b, "}\n"...)
+	h := w.Header()
+	h["Content-Type"] = problemContentType
+	h["X-Content-Type-Options"] = noSniff
+	if p.retryAfter != nil {
+		h["Retry-After"] = p.retryAfter
+	}
+	w.WriteHeader(p.status)
+	_, _ = w.Write(b)
+	*bp = b
+	putBuf(bp)
+}
+
+// writePublicProblem writes a *Problem (from Options.Principal).
+func (e *Engine) writePublicProblem(w http.ResponseWriter, p *Problem) {
+	status := p.Status
+	if status < 400 || status > 599 {
+		status = http.StatusInternalServerError
+	}
+	ip := problem{status: status, code: p.Code, title: p.Title, detail: p.Detail}
+	if p.RetryAfter > 0 {
+		ip.retryAfter = []string{strconv.Itoa(p.RetryAfter)}
+	}
+	typ := p.Type
+	if typ == "" && p.Code == "" {
+		typ = "about:blank"
+	}
+	e.writeProblem(w, &ip, typ)
+}
+
+// appendJSONString appends s as a JSON string literal.
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	return append(appendJSONInner(b, s), '"')
+}
+
+// appendJSONInner appends s escaped for a JSON string, without quotes.
+func appendJSONInner(b []byte, s string) []byte {
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				b = append(b, '\\', c)
+			case c < 0x20:
+				b = append(b, `\u00`...)
+				b = append(b, hexDigits[c>>4], hexDigits[c&15])
+			default:
+				b = append(b, c)
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			b = append(b, `\ufffd`...)
+		} else {
+			b = append(b, s[i:i+n]...)
+		}
+		i += n
+	}
+	return b
+}

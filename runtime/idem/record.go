@@ -1,0 +1,178 @@
+package idem
+
+import (
+	"encoding/binary"
+	"errors"
+	"net/http"
+	"unsafe"
+)
+
+// The stored response (Record.Response) is an engine-owned compact binary
+// encoding, opaque to stores:
+//
+//	byte    version (1)
+//	byte    flags: bit 0 = not replayable (the body exceeded Response.MaxBytes; no body stored)
+//	uvarint status (200..599)
+//	uvarint number of header fields n
+//	n x     uvarint len, canonical name, uvarint len, value
+//	rest    the body
+//
+// The body comes last without a length so the encoding can be written as the
+// response streams. Decoding checks every length and never panics.
+
+const (
+	recordVersion       = 1
+	flagNotReplayable   = 1 << 0
+	maxRecordHeaders    = 64
+	recordHeaderReserve = 2 // version, flags
+)
+
+// storedResponse is a decoded record; its strings and body alias the record bytes.
+type storedResponse struct {
+	status        int
+	notReplayable bool
+	header        []headerField
+	body          []byte
+}
+
+type headerField struct{ name, value string }
+
+var errCorruptRecord = errors.New("idem: stored response is corrupt or of an unknown version")
+
+// appendRecordHead appends the version, flags, status and the allowlisted header fields of h.
+func appendRecordHead(dst []byte, status int, h http.Header, allow []string) []byte {
+	dst = append(dst, recordVersion, 0)
+	dst = binary.AppendUvarint(dst, uint64(status))
+	n := 0
+	for _, name := range allow {
+		n += len(h[name])
+	}
+	if n > maxRecordHeaders {
+		n = maxRecordHeaders
+	}
+	dst = binary.AppendUvarint(dst, uint64(n))
+	for _, name := range allow {
+		for _, v := range h[name] {
+			if n == 0 {
+				return dst
+			}
+			n--
+			dst = binary.AppendUvarint(dst, uint64(len(name)))
+			dst = append(dst, name...)
+			v = sanitizeHeaderValue(v)
+			dst = binary.AppendUvarint(dst, uint64(len(v)))
+			dst = append(dst, v...)
+		}
+	}
+	return dst
+}
+
+// sanitizeHeaderValue drops what net/http would refuse to send (CR, LF, NUL,
+// other controls but HTAB); values are stored as sent.
+func sanitizeHeaderValue(v string) string {
+	for i := 0; i < len(v); i++ {
+		if !validHeaderValueByte(v[i]) {
+			b := make([]byte, 0, len(v))
+			for j := 0; j < len(v); j++ {
+				if validHeaderValueByte(v[j]) {
+					b = append(b, v[j])
+				}
+			}
+			return string(b)
+		}
+	}
+	return v
+}
+
+func validHeaderValueByte(c byte) bool { return c == '\t' || (c >= 0x20 && c != 0x7f) }
+
+// decodeRecord parses an encoded response. The result aliases b, which must
+// not change afterwards (the store contract: a returned Record.Response is
+// never modified). It never panics.
+func decodeRecord(b []byte, dst *storedResponse, fields []headerField) error {
+	if len(b) < recordHeaderReserve || b[0] != recordVersion || b[1]&^flagNotReplayable != 0 {
+		return errCorruptRecord
+	}
+	dst.notReplayable = b[1]&flagNotReplayable != 0
+	b = b[2:]
+	status, n := binary.Uvarint(b)
+	if n <= 0 || status < 200 || status > 599 {
+		return errCorruptRecord
+	}
+	dst.status = int(status)
+	b = b[n:]
+	count, n := binary.Uvarint(b)
+	if n <= 0 || count > maxRecordHeaders {
+		return errCorruptRecord
+	}
+	b = b[n:]
+	fields = fields[:0]
+	for i := uint64(0); i < count; i++ {
+		var name, value []byte
+		if name, b = uvarintBytes(b); name == nil || !validToken(bytesString(name)) {
+			return errCorruptRecord
+		}
+		var ok bool
+		if value, b, ok = uvarintBytesEmpty(b); !ok {
+			return errCorruptRecord
+		}
+		for _, c := range value {
+			if !validHeaderValueByte(c) {
+				return errCorruptRecord
+			}
+		}
+		fields = append(fields, headerField{name: internHeader(name), value: bytesString(value)})
+	}
+	dst.header = fields
+	dst.body = b
+	if dst.notReplayable && len(b) != 0 {
+		return errCorruptRecord
+	}
+	return nil
+}
+
+// uvarintBytes reads a non-empty length-prefixed byte string.
+func uvarintBytes(b []byte) ([]byte, []byte) {
+	v, rest, ok := uvarintBytesEmpty(b)
+	if !ok || len(v) == 0 {
+		return nil, b
+	}
+	return v, rest
+}
+
+func uvarintBytesEmpty(b []byte) (v, rest []byte, ok bool) {
+	l, n := binary.Uvarint(b)
+	if n <= 0 || l > uint64(len(b)-n) {
+		return nil, b, false
+	}
+	b = b[n:]
+	return b[:l:l], b[l:], true
+}
+
+// bytesString aliases b as a string (no copy): b is never modified afterwards.
+func bytesString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
+// internHeader returns a constant string for common header names, so that a
+// replayed header map does not keep the record alive.
+func internHeader(b []byte) string {
+	switch string(b) {
+	case "Content-Type":
+		return "Content-Type"
+	case "Location":
+		return "Location"
+	case "Etag":
+		return "Etag"
+	case "Content-Language":
+		return "Content-Language"
+	case "Cache-Control":
+		return "Cache-Control"
+	case "Last-Modified":
+		return "Last-Modified"
+	}
+	return bytesString(b)
+}

@@ -1,0 +1,194 @@
+package idem
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+)
+
+// recorder is the http.ResponseWriter a handler writes to under a claim. In
+// tee mode every write goes to the client at once and is recorded (status,
+// allowlisted headers, body up to Response.MaxBytes); in buffered
+// (transactional) mode nothing reaches the client until flushTo.
+//
+// The record is encoded as the response streams (see record.go): the head at
+// WriteHeader, the body appended after it.
+type recorder struct {
+	w        http.ResponseWriter
+	allow    []string
+	max      int
+	buffered bool
+	active   bool
+	done     bool
+
+	header      http.Header // buffered mode
+	wroteHeader bool
+	status      int
+	enc         *[]byte // pooled: head + body (up to max)
+	headLen     int
+	overflow    bool
+	full        *[]byte // buffered mode: the whole body
+}
+
+var errWriteAfterEnd = errors.New("idem: write to a response after its handler returned")
+
+func (r *recorder) init(w http.ResponseWriter, p *Policy, buffered bool) {
+	*r = recorder{w: w, allow: p.respHeaders, max: p.respMax, buffered: buffered, active: true}
+	r.enc = getBuf()
+	if buffered {
+		r.full = getBuf()
+	}
+}
+
+// Header implements http.ResponseWriter.
+func (r *recorder) Header() http.Header {
+	if r.buffered || r.w == nil {
+		if r.header == nil {
+			r.header = make(http.Header)
+		}
+		return r.header
+	}
+	return r.w.Header()
+}
+
+// WriteHeader implements http.ResponseWriter. 1xx informational responses
+// pass through (tee mode) and are not recorded.
+func (r *recorder) WriteHeader(code int) {
+	if r.done {
+		return
+	}
+	if r.wroteHeader {
+		if !r.buffered && r.w != nil {
+			r.w.WriteHeader(code) // let net/http report the superfluous call
+		}
+		return
+	}
+	if code < 100 || code > 999 {
+		panic("invalid WriteHeader code " + strconv.Itoa(code))
+	}
+	if code < 200 {
+		if !r.buffered && r.w != nil {
+			r.w.WriteHeader(code)
+		}
+		return
+	}
+	r.wroteHeader = true
+	r.status = code
+	*r.enc = appendRecordHead((*r.enc)[:0], code, r.Header(), r.allow)
+	r.headLen = len(*r.enc)
+	if !r.buffered && r.w != nil {
+		r.w.WriteHeader(code)
+	}
+}
+
+// Write implements http.ResponseWriter.
+func (r *recorder) Write(p []byte) (int, error) {
+	if r.done {
+		return 0, errWriteAfterEnd
+	}
+	if !r.wroteHeader {
+		r.WriteHeader(http.StatusOK)
+	}
+	if r.buffered {
+		*r.full = append(*r.full, p...)
+		r.keep(p)
+		return len(p), nil
+	}
+	n, err := len(p), error(nil)
+	if r.w != nil {
+		n, err = r.w.Write(p)
+	}
+	r.keep(p[:n])
+	return n, err
+}
+
+// WriteString implements io.StringWriter.
+func (r *recorder) WriteString(s string) (int, error) {
+	if r.done {
+		return 0, errWriteAfterEnd
+	}
+	bp := getBuf()
+	*bp = append((*bp)[:0], s...)
+	n, err := r.Write(*bp)
+	putBuf(bp)
+	return n, err
+}
+
+func (r *recorder) keep(p []byte) {
+	if r.overflow {
+		return
+	}
+	if len(*r.enc)-r.headLen+len(p) > r.max {
+		r.overflow = true
+		*r.enc = (*r.enc)[:r.headLen]
+		return
+	}
+	*r.enc = append(*r.enc, p...)
+}
+
+// Flush implements http.Flusher (see FlushError).
+func (r *recorder) Flush() { _ = r.FlushError() }
+
+// FlushError sends what was written so far to the client (tee mode); in
+// buffered mode it does nothing, since nothing may reach the client before
+// the commit. http.ResponseController.Flush uses it.
+func (r *recorder) FlushError() error {
+	if r.done {
+		return errWriteAfterEnd
+	}
+	if !r.wroteHeader {
+		r.WriteHeader(http.StatusOK)
+	}
+	if r.buffered || r.w == nil {
+		return nil
+	}
+	return http.NewResponseController(r.w).Flush()
+}
+
+// Unwrap returns the client's ResponseWriter, for http.ResponseController
+// (deadlines, full duplex). Hijacking a recorded response is not supported.
+func (r *recorder) Unwrap() http.ResponseWriter { return r.w }
+
+// finalize settles the status when the handler wrote nothing (200, as net/http).
+func (r *recorder) finalize() {
+	if !r.wroteHeader {
+		r.WriteHeader(http.StatusOK)
+	}
+}
+
+// record returns the encoded record (aliasing the pooled buffer; valid until end).
+func (r *recorder) record() []byte {
+	b := *r.enc
+	if r.overflow {
+		b[1] |= flagNotReplayable
+	}
+	return b
+}
+
+// flushTo writes a buffered response to the client.
+func (r *recorder) flushTo() {
+	if !r.buffered || r.w == nil {
+		return
+	}
+	dst := r.w.Header()
+	for k, v := range r.header {
+		dst[k] = v
+	}
+	r.w.WriteHeader(r.status)
+	if len(*r.full) > 0 {
+		_, _ = r.w.Write(*r.full)
+	}
+}
+
+// end returns the buffers; later writes fail.
+func (r *recorder) end() {
+	r.done = true
+	if r.enc != nil {
+		putBuf(r.enc)
+		r.enc = nil
+	}
+	if r.full != nil {
+		putBuf(r.full)
+		r.full = nil
+	}
+}

@@ -1,0 +1,249 @@
+package idem_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/memstore"
+	"github.com/idemgen/idemgen/runtime/storetest"
+)
+
+type txKey struct{}
+
+// fakeTx is a Transactor over memstore: the "database" is a slice of rows
+// that the handler appends to inside the transaction; commit makes them
+// visible together with the record.
+type fakeTx struct {
+	*memstore.Store
+	mu        sync.Mutex
+	rows      []string
+	commits   int
+	rollbacks int
+	commitErr error
+	onCommit  func() // called inside commit, before the record is written
+}
+
+type tx struct {
+	parent *fakeTx
+	rows   []string
+	done   bool
+}
+
+// Insert is what a handler does with the transaction from the context.
+func Insert(ctx context.Context, row string) {
+	ctx.Value(txKey{}).(*tx).rows = append(ctx.Value(txKey{}).(*tx).rows, row)
+}
+
+func (f *fakeTx) BeginTx(ctx context.Context, key string, token idem.Token) (context.Context, func(idem.State, []byte) error, func(), error) {
+	t := &tx{parent: f}
+	commit := func(st idem.State, resp []byte) error {
+		if t.done {
+			return nil
+		}
+		t.done = true
+		if f.onCommit != nil {
+			f.onCommit()
+		}
+		if f.commitErr != nil {
+			f.mu.Lock()
+			f.rollbacks++
+			f.mu.Unlock()
+			return f.commitErr
+		}
+		if err := f.Finish(context.Background(), key, token, st, resp); err != nil {
+			f.mu.Lock()
+			f.rollbacks++
+			f.mu.Unlock()
+			return err
+		}
+		f.mu.Lock()
+		f.rows = append(f.rows, t.rows...)
+		f.commits++
+		f.mu.Unlock()
+		return nil
+	}
+	rollback := func() {
+		if t.done {
+			return
+		}
+		t.done = true
+		f.mu.Lock()
+		f.rollbacks++
+		f.mu.Unlock()
+	}
+	return context.WithValue(ctx, txKey{}, t), commit, rollback, nil
+}
+
+func newTxFixture(t *testing.T) (*fixture, *fakeTx) {
+	ms := memstore.New(memstore.Options{SweepInterval: -1})
+	t.Cleanup(func() { _ = ms.Close() })
+	ft := &fakeTx{Store: ms}
+	return newFixtureStore(t, ms, ft, idem.Options{Transactional: true}), ft
+}
+
+func TestTransactional(t *testing.T) {
+	status := 201
+	handler := func(f *fixture) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			f.calls.Add(1)
+			Insert(r.Context(), "order")
+			w.Header().Set("Location", "/orders/1")
+			w.Header().Set("Set-Cookie", "live=only")
+			w.WriteHeader(status)
+			_, _ = io.WriteString(w, "done")
+			http.NewResponseController(w).Flush() // buffered: nothing may leave before the commit
+		})
+	}
+	t.Run("commit then respond", func(t *testing.T) {
+		f, ft := newTxFixture(t)
+		h := f.eng.Handler(mustCompile(t, strictSpec()), handler(f))
+		status = 201
+		w := httptest.NewRecorder()
+		var seenAtCommit int
+		var flushedAtCommit bool
+		ft.onCommit = func() { seenAtCommit, flushedAtCommit = w.Body.Len(), w.Flushed }
+		r := httptest.NewRequest("POST", "/orders", strings.NewReader(`{}`))
+		r.Header.Set("Idempotency-Key", "k")
+		h.ServeHTTP(w, r)
+		require.Equal(t, 201, w.Code)
+		assert.Equal(t, "done", w.Body.String())
+		assert.Equal(t, "live=only", w.Header().Get("Set-Cookie"), "the live response has all headers")
+		assert.Equal(t, 0, seenAtCommit, "nothing reached the client before the commit")
+		assert.False(t, flushedAtCommit)
+		assert.Equal(t, []string{"order"}, ft.rows)
+		assert.Equal(t, 1, ft.commits)
+
+		again := send(h, req{key: "k", body: `{}`})
+		require.Equal(t, 201, again.Code)
+		assert.Equal(t, "done", again.Body.String())
+		assert.Equal(t, "true", again.Header().Get("Idempotent-Replayed"))
+		assert.Equal(t, []string{"order"}, ft.rows, "no second insert")
+	})
+	t.Run("5xx rolls back and frees the key", func(t *testing.T) {
+		f, ft := newTxFixture(t)
+		h := f.eng.Handler(mustCompile(t, strictSpec()), handler(f))
+		status = 500
+		w := send(h, req{key: "k", body: `{}`})
+		require.Equal(t, 500, w.Code)
+		assert.Equal(t, "done", w.Body.String())
+		assert.Empty(t, ft.rows)
+		assert.Equal(t, 1, ft.rollbacks)
+		status = 201
+		require.Equal(t, 201, send(h, req{key: "k", body: `{}`}).Code)
+		assert.Equal(t, []string{"order"}, ft.rows)
+	})
+	t.Run("panic rolls back", func(t *testing.T) {
+		f, ft := newTxFixture(t)
+		h := f.eng.Handler(mustCompile(t, strictSpec()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			Insert(r.Context(), "half")
+			panic("oops")
+		}))
+		func() {
+			defer func() { _ = recover() }()
+			send(h, req{key: "k", body: `{}`})
+		}()
+		assert.Empty(t, ft.rows)
+		assert.Equal(t, 1, ft.rollbacks)
+		status = 201
+		h2 := f.eng.Handler(mustCompile(t, strictSpec()), handler(f))
+		require.Equal(t, 201, send(h2, req{key: "k", body: `{}`}).Code, "the key was freed")
+	})
+	t.Run("commit fails", func(t *testing.T) {
+		f, ft := newTxFixture(t)
+		ft.commitErr = errBoom
+		h := f.eng.Handler(mustCompile(t, strictSpec()), handler(f))
+		status = 201
+		w := send(h, req{key: "k", body: `{}`})
+		requireProblem(t, w, 503, idem.CodeStoreUnavailable)
+		assert.Empty(t, ft.rows)
+		ft.commitErr = nil
+		require.Equal(t, 201, send(h, req{key: "k", body: `{}`}).Code, "the key was freed")
+	})
+	t.Run("fenced commit", func(t *testing.T) {
+		f, ft := newTxFixture(t)
+		p := mustCompile(t, strictSpec())
+		status = 201
+		h := f.eng.Handler(p, handler(f))
+		_ = h
+		c := f.eng.Begin(httptest.NewRequest("POST", "/orders", strings.NewReader(`{}`)), p, idem.KeyFrom("k"))
+		defer c.End()
+		require.Equal(t, idem.Execute, c.Decision())
+		cw := httptest.NewRecorder()
+		w := c.Writer(cw)
+		Insert(c.Context(), "late")
+		w.WriteHeader(201)
+		ft.commitErr = idem.ErrFenced
+		assert.ErrorIs(t, c.Finish(), idem.ErrFenced)
+		requireProblem(t, cw, 409, idem.CodeKeyInUse)
+		assert.Empty(t, ft.rows)
+		_, fenced := f.obs.find(idem.EventFenced)
+		assert.True(t, fenced)
+	})
+}
+
+func TestStrictWithoutCaptureBodyIsDetected(t *testing.T) {
+	f := newFixture(t, idem.Options{})
+	p := mustCompile(t, strictSpec())
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var v map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&v) // what oapi-codegen does first
+		c := f.eng.Begin(r, p, idem.KeyFrom("k"))
+		defer c.End()
+		c.Respond(w)
+	})
+	requireProblem(t, send(h, req{body: `{"item":"book"}`}), 400, idem.CodeRequestUnreadable)
+}
+
+func TestCaptureBody(t *testing.T) {
+	f := newFixture(t, idem.Options{})
+	spec := strictSpec()
+	spec.Request.MaxBytes = 64
+	p := mustCompile(t, spec)
+	var got []byte
+	strict := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		dec := json.NewDecoder(r.Body)
+		var v any
+		_ = dec.Decode(&v)
+		if r.URL.Path == "/plain" {
+			rest, _ := io.ReadAll(dec.Buffered())
+			more, _ := io.ReadAll(r.Body)
+			got = append(rest, more...)
+			w.WriteHeader(204)
+			return
+		}
+		c := f.eng.Begin(r, p, idem.KeyFrom("k"))
+		defer c.End()
+		if c.Decision() != idem.Execute {
+			c.Respond(w)
+			return
+		}
+		_ = c.Complete(w, func(w http.ResponseWriter) error { w.WriteHeader(201); return nil })
+	})
+	h := idem.CaptureBody(128)(strict)
+	require.Equal(t, 201, send(h, req{body: `{"item":"book"}  `}).Code)
+	assert.Equal(t, "true", send(h, req{body: `{"item":"book"}  `}).Header().Get("Idempotent-Replayed"))
+	requireProblem(t, send(h, req{body: `{"item":"` + strings.Repeat("x", 100) + `"}`}), 413, idem.CodeRequestTooLarge)
+	// A route without a policy is not limited by the capture.
+	big := `{"a":1}` + strings.Repeat(" ", 1000)
+	require.Equal(t, 204, send(h, req{target: "/plain", body: big}).Code)
+	assert.Len(t, got, 1000)
+}
+
+// The conformance suite's Transactor subtests, run against the fake.
+func TestFakeTransactorConformance(t *testing.T) {
+	storetest.RunConformanceTests(t, func(t *testing.T) idem.Store {
+		ms := memstore.New(memstore.Options{SweepInterval: -1})
+		t.Cleanup(func() { _ = ms.Close() })
+		return &fakeTx{Store: ms}
+	})
+}

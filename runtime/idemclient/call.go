@@ -1,0 +1,113 @@
+package idemclient
+
+import (
+	"context"
+	"sync"
+)
+
+// Call is one logical call: one key, whatever the number of attempts.
+// [Start] puts a Call into a context; a [Doer] that receives a request with
+// that context adds the key and retries it. A Call serves one request only
+// (a second request with the same Call fails with [ErrCallReused], since
+// two requests sharing a key would be one request to the server).
+//
+// Its methods are safe for concurrent use.
+type Call struct {
+	supplied string
+	policy   *Policy
+	observer func(key string)
+
+	mu       sync.Mutex
+	used     bool
+	key      string
+	attempts int
+}
+
+// CallOption configures a [Call].
+type CallOption func(*Call)
+
+// WithKey supplies the key instead of creating one: to resume a call after
+// the caller's own crash, pass back the key persisted from [Call.Key] or
+// [WithKeyObserver]. If the request already carries a different key, the
+// call fails with [ErrKeyConflict].
+func WithKey(key string) CallOption { return func(c *Call) { c.supplied = key } }
+
+// WithKeyObserver calls fn with the call's key once it is fixed, before
+// the first attempt is sent: the moment to persist it for a later resume.
+// fn runs on the calling goroutine and must not block for long.
+func WithKeyObserver(fn func(key string)) CallOption { return func(c *Call) { c.observer = fn } }
+
+// WithPolicy sets the call's policy, overriding the Doer's and its matcher's.
+// Generated helpers pass their operation's policy this way.
+func WithPolicy(p Policy) CallOption { return func(c *Call) { c.policy = &p } }
+
+// Start returns a context carrying a new [Call] configured by opts, and the
+// Call, whose [Call.Key] and [Call.Attempts] tell, after the request, what
+// happened. Typed helpers call Start; by hand:
+//
+//	ctx, call := idemclient.Start(ctx, idemclient.WithKey(saved))
+//	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+//	resp, err := doer.Do(req)
+func Start(ctx context.Context, opts ...CallOption) (context.Context, *Call) {
+	c := &Call{}
+	for _, o := range opts {
+		o(c)
+	}
+	return context.WithValue(ctx, callKey{}, c), c
+}
+
+// Start begins a call under policy p: Start(ctx, WithPolicy(p), opts...),
+// so options given later (even another WithPolicy) win. Generated helpers
+// call it with their operation's policy:
+//
+//	ctx, call := claimCouponPolicy.Start(ctx, opts...)
+func (p Policy) Start(ctx context.Context, opts ...CallOption) (context.Context, *Call) {
+	return Start(ctx, append([]CallOption{WithPolicy(p)}, opts...)...)
+}
+
+// CallFromContext returns the Call that [Start] put into ctx, or nil.
+func CallFromContext(ctx context.Context) *Call {
+	c, _ := ctx.Value(callKey{}).(*Call)
+	return c
+}
+
+type callKey struct{}
+
+// Key returns the key of the call: "" until a Doer fixed it (before the first attempt).
+func (c *Call) Key() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.key
+}
+
+// Attempts returns how many attempts were sent so far.
+func (c *Call) Attempts() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.attempts
+}
+
+func (c *Call) claim() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.used {
+		return false
+	}
+	c.used = true
+	return true
+}
+
+func (c *Call) setKey(k string) {
+	c.mu.Lock()
+	c.key = k
+	c.mu.Unlock()
+	if c.observer != nil {
+		c.observer(k)
+	}
+}
+
+func (c *Call) countAttempt() {
+	c.mu.Lock()
+	c.attempts++
+	c.mu.Unlock()
+}

@@ -1,0 +1,68 @@
+// Package idemclient is the client half of the x-idempotency contract: it
+// makes retries of unsafe HTTP calls safe by sending one idempotency key per
+// logical call, the same key and the same body bytes on every attempt, and
+// by retrying only what the operation's contract says, within the caller's
+// deadline.
+//
+// # Pieces
+//
+//   - [Policy]: the operation's `retry` and `key` blocks (attempts, backoff,
+//     which failures to retry, key format and carrier). Zero fields take the
+//     contract defaults; [Policy.LongestSpan] is the bound the generator
+//     checks against the server's window.
+//   - [Doer]: wraps any HTTP client with oapi-codegen's HttpRequestDoer
+//     interface (Do(*http.Request)), so a generated ClientWithResponses gets
+//     retries by `WithHTTPClient(idemclient.NewDoer(httpClient, policy))`.
+//   - [Start] and [Call]: mark one logical call in a context, carry the
+//     caller's options (its own key with [WithKey], a [WithKeyObserver] to
+//     persist the key, a per-operation [WithPolicy]) and report the key and
+//     the number of attempts afterwards.
+//   - [ParseRetryAfter], [Classify], [NewKey]: the decisions, exported for
+//     reuse and tests.
+//
+// Package faultnet (a subpackage) injects the faults these retries are for.
+//
+// # Use from generated code
+//
+// A typed helper sets the operation's policy on a new Call and calls the
+// oapi-codegen method, whose client was built over a Doer:
+//
+//	func (c *Client) ClaimCoupon(ctx context.Context, id string, body ClaimCouponJSONRequestBody,
+//		opts ...idemclient.CallOption) (*ClaimCouponResponse, error) {
+//		ctx, _ = claimCouponPolicy.Start(ctx, opts...) // an idemclient.Policy
+//		return c.inner.ClaimCouponWithResponse(ctx, id, body)
+//	}
+//
+// The caller passes idemclient.WithKeyObserver(save) to persist the key
+// before the first attempt, and idemclient.WithKey(saved) to resume after
+// its own crash: the server then replays the first outcome instead of
+// executing again. Requests without a Call (GETs, other operations) pass
+// through untouched; [WithMatcher] can manage requests by method and path
+// instead.
+//
+// # What never changes between attempts
+//
+// The fingerprint a server computes must be the same for every attempt, so
+// a Doer re-sends the body from req.GetBody (or from its one buffered copy),
+// never re-encodes it, puts the key in place once before the first attempt
+// (for a body carrier, by splicing the encoded bytes), and adds no header
+// that varies: an attempt counter only with [WithAttemptHeader], which the
+// server must then leave out of its fingerprint. Note that net/http's
+// Transport itself may replay a request carrying an Idempotency-Key header
+// when a reused keep-alive connection turns out dead; the key makes that safe.
+//
+// # Backoff
+//
+// The exponential sequence (growth, cap, overflow guard) is
+// github.com/cenkalti/backoff/v5's ExponentialBackOff with a zero
+// randomization factor; the jitter is applied on top ([Backoff.Delay]).
+// The library's own jitter and retry loop are not used because they do
+// not fit the contract: its jitter is symmetric around the interval
+// (interval × [1-f, 1+f]) and may exceed MaxInterval, where the contract's
+// full jitter is [0, ceiling] and equal jitter [ceiling/2, ceiling];
+// backoff.Retry takes no injectable timer (tests would sleep), replaces the
+// delay by a RetryAfterError instead of taking the larger of the two, bounds
+// time by MaxElapsedTime rather than by the context deadline, and its
+// Notify sees neither the attempt number nor the response. The loop here is
+// a few lines over the library's sequence; BenchmarkDelay compares the cost.
+package idemclient

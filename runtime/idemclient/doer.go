@@ -1,0 +1,574 @@
+package idemclient
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"mime"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// HTTPDoer performs HTTP requests: oapi-codegen's HttpRequestDoer, which
+// *http.Client implements.
+type HTTPDoer interface {
+	Do(req *http.Request) (*http.Response, error)
+}
+
+// Matcher tells whether a request not marked by [Start] is idempotent, and
+// under which policy. Generated code may provide a method+path table as a
+// Matcher; [MatchMethods] matches by method.
+type Matcher func(req *http.Request) (Policy, bool)
+
+// MatchMethods returns a Matcher that manages every request whose method is
+// one of methods, under policy p.
+func MatchMethods(p Policy, methods ...string) Matcher {
+	return func(req *http.Request) (Policy, bool) {
+		for _, m := range methods {
+			if req.Method == m {
+				return p, true
+			}
+		}
+		return Policy{}, false
+	}
+}
+
+// Problem codes of the contract that steer retries.
+const (
+	CodeKeyInUse  = "IDEMPOTENCY_KEY_IN_USE"
+	CodeKeyReused = "IDEMPOTENCY_KEY_REUSED"
+)
+
+// Default limits of a [Doer].
+const (
+	DefaultResponseBuffer   = 1 << 20 // bytes of a response body read within the attempt
+	DefaultRequestBodyLimit = 8 << 20 // bytes of a body without GetBody buffered for replay
+	DefaultRetryAfterLimit  = time.Minute
+)
+
+// Doer wraps an [HTTPDoer] (an *http.Client, or anything with its Do) and
+// makes idempotent requests safe to retry: one key per logical call, carried
+// where the policy says, the same key and identical body bytes on every
+// attempt, retries under the policy, bounded by the context deadline.
+//
+// # Which requests
+//
+// A request is managed when its context carries a [Call] (set by [Start];
+// generated typed helpers do this), or when the [Matcher] given with
+// [WithMatcher] matches it. Other requests go to the inner Doer untouched,
+// as do requests made by a nested Doer's attempts. The policy is the Call's
+// ([WithPolicy]), else the matcher's, else the one given to [NewDoer].
+//
+// # The key
+//
+// The key is the Call's ([WithKey]) or the one the request already carries
+// (a header, query parameter or body member set by the caller), or a new
+// one in the policy's format ([NewKey]). It is fixed, reported to
+// [WithKeyObserver] and stored in the Call before the first attempt. For a
+// body carrier the key is spliced into the JSON body once (other bytes keep
+// their spelling) and those bytes are sent on every attempt.
+//
+// # The body
+//
+// Attempt 1 sends req.Body; later attempts send req.GetBody() (set by
+// http.NewRequest for bytes, strings and buffers, as oapi-codegen does).
+// A body without GetBody (or any body for the body carrier) is read into
+// memory once, up to [WithRequestBodyLimit] (default 8 MiB); a larger one
+// fails with [ErrBodyNotReplayable] before anything is sent. Nothing else
+// changes between attempts: no header is added besides the key (and the
+// attempt header, only if [WithAttemptHeader] asks for it).
+//
+// # When it retries
+//
+// A transport error is retried when the policy's On.Connection is set and
+// [Classify] says ClassConnection, or when the per-attempt timeout
+// ([WithAttemptTimeout]) fired. A response is retried when its status is in
+// On.Statuses; 400 and 422, and a problem+json code IDEMPOTENCY_KEY_REUSED,
+// never are; a 409 with code IDEMPOTENCY_KEY_IN_USE always is.
+// Up to [WithResponseBuffer] bytes (default 1 MiB) of each response body
+// are read within the attempt, so that a connection lost mid-body is a
+// retryable error rather than the caller's problem; a longer body streams.
+//
+// # How long it waits
+//
+// Before retry n it waits max(backoff(n), the server's Retry-After or
+// Retry-After-Ms) ([ParseRetryAfter]). It never sleeps past the context
+// deadline: if the server asks for longer than remains (or than
+// [WithRetryAfterLimit], default 1 minute) it stops with
+// [ErrRetryAfterTooLong]; if only the backoff is too long it stops with
+// [ErrNoTimeLeft]. Bodies of discarded responses are drained (up to 64 KiB)
+// and closed, so connections are reused.
+//
+// # What it returns
+//
+// The final response, intact, when an attempt got one that is not retried
+// or when the attempts ran out on a retryable status (a 503 after the last
+// attempt is returned as a response, like http.Client does). An [*Error]
+// naming the key, attempts and cause otherwise.
+//
+// A Doer is safe for concurrent use.
+type Doer struct {
+	inner  HTTPDoer
+	policy Policy
+	cfg    config
+}
+
+type config struct {
+	clock          Clock
+	random         func() float64
+	hook           func(context.Context, Attempt)
+	logger         *slog.Logger
+	attemptTimeout time.Duration
+	match          Matcher
+	respBuffer     int64
+	bodyLimit      int64
+	retryAfterMax  time.Duration
+	attemptHeader  string
+}
+
+// Option configures a [Doer].
+type Option func(*config)
+
+// WithClock sets the clock (default [SystemClock]); tests pass one whose
+// Sleep returns at once.
+func WithClock(c Clock) Option { return func(o *config) { o.clock = c } }
+
+// WithRandom sets the source of jitter draws in [0, 1) (default
+// math/rand/v2's Float64). It must be safe for concurrent use.
+func WithRandom(f func() float64) Option { return func(o *config) { o.random = f } }
+
+// WithAttemptHook calls fn after every attempt, with what happened and what
+// comes next. fn runs on the calling goroutine.
+func WithAttemptHook(fn func(context.Context, Attempt)) Option {
+	return func(o *config) { o.hook = fn }
+}
+
+// WithLogger logs every attempt of managed requests: at Debug when it ends
+// the call with a response, Info when a retry follows, Warn when the call
+// gives up with an error.
+func WithLogger(l *slog.Logger) Option { return func(o *config) { o.logger = l } }
+
+// WithAttemptTimeout bounds each attempt (sending, waiting for the response
+// and reading the buffered part of its body) to d; an attempt that times out
+// is a connection error (retried when On.Connection is set). 0 (the
+// default) means attempts are bounded only by the context.
+func WithAttemptTimeout(d time.Duration) Option { return func(o *config) { o.attemptTimeout = d } }
+
+// WithMatcher manages requests without a [Call] that m matches.
+func WithMatcher(m Matcher) Option { return func(o *config) { o.match = m } }
+
+// WithResponseBuffer sets how many bytes of a response body are read within
+// the attempt (default 1 MiB); n <= 0 streams bodies (a connection lost
+// mid-body then reaches the caller's read instead of being retried).
+func WithResponseBuffer(n int64) Option { return func(o *config) { o.respBuffer = n } }
+
+// WithRequestBodyLimit sets how large a request body may be when it must be
+// buffered for replay (default 8 MiB).
+func WithRequestBodyLimit(n int64) Option { return func(o *config) { o.bodyLimit = n } }
+
+// WithRetryAfterLimit sets the longest server-asked wait the Doer honours
+// even without a deadline (default 1 minute); a longer ask stops the call
+// with [ErrRetryAfterTooLong].
+func WithRetryAfterLimit(d time.Duration) Option { return func(o *config) { o.retryAfterMax = d } }
+
+// WithAttemptHeader makes every attempt carry header name with the attempt
+// number (1, 2, ...). Off by default: the value changes between attempts,
+// so the server must leave this header out of its fingerprint (the contract
+// fingerprints only the headers it names).
+func WithAttemptHeader(name string) Option { return func(o *config) { o.attemptHeader = name } }
+
+// NewDoer returns a Doer over inner with default policy p (zero fields take
+// the contract defaults).
+func NewDoer(inner HTTPDoer, p Policy, opts ...Option) *Doer {
+	cfg := config{
+		clock:         SystemClock,
+		random:        rand.Float64,
+		respBuffer:    DefaultResponseBuffer,
+		bodyLimit:     DefaultRequestBodyLimit,
+		retryAfterMax: DefaultRetryAfterLimit,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return &Doer{inner: inner, policy: p, cfg: cfg}
+}
+
+type attemptKey struct{}
+
+// Do sends req, retrying it as the Doer's documentation says when it is managed.
+func (d *Doer) Do(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	if ctx.Value(attemptKey{}) != nil {
+		return d.inner.Do(req) // an attempt of an outer Doer
+	}
+	call := CallFromContext(ctx)
+	var (
+		p       = d.policy
+		managed = call != nil
+	)
+	if d.cfg.match != nil {
+		if mp, ok := d.cfg.match(req); ok {
+			p, managed = mp, true
+		}
+	}
+	if !managed {
+		return d.inner.Do(req)
+	}
+	if call == nil {
+		call = &Call{used: true}
+	} else if !call.claim() {
+		closeBody(req)
+		return nil, d.fail(req, call, ErrCallReused, nil)
+	}
+	if call.policy != nil {
+		p = *call.policy
+	}
+	return d.run(ctx, req, call, p.WithDefaults())
+}
+
+func (d *Doer) fail(req *http.Request, call *Call, reason, err error) *Error {
+	return &Error{
+		Method: req.Method, URL: redactedURL(req), Key: call.Key(), Attempts: call.Attempts(),
+		Reason: reason, Err: err,
+	}
+}
+
+func redactedURL(req *http.Request) string {
+	if req.URL == nil {
+		return ""
+	}
+	return req.URL.Redacted()
+}
+
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+}
+
+// prepared is the request every attempt is cloned from, and how to get its body.
+type prepared struct {
+	tmpl    *http.Request
+	first   io.ReadCloser                 // body of attempt 1
+	getBody func() (io.ReadCloser, error) // body of later attempts
+}
+
+func (d *Doer) prepare(ctx context.Context, req *http.Request, call *Call, p Policy) (*prepared, error) {
+	if err := p.validate(); err != nil {
+		closeBody(req)
+		return nil, d.fail(req, call, ErrInvalidPolicy, err)
+	}
+	if req.URL == nil {
+		closeBody(req)
+		return nil, d.fail(req, call, ErrNotRetryable, errors.New("request without a URL"))
+	}
+	hasBody := req.Body != nil && req.Body != http.NoBody
+	pr := &prepared{tmpl: req.Clone(ctx)}
+	if pr.tmpl.Header == nil {
+		pr.tmpl.Header = http.Header{}
+	}
+	var data []byte // the body bytes, when buffered here
+	if hasBody && (req.GetBody == nil || p.KeyCarrier == CarrierBody) {
+		var err error
+		data, err = io.ReadAll(io.LimitReader(req.Body, d.cfg.bodyLimit+1))
+		req.Body.Close()
+		if err != nil {
+			return nil, d.fail(req, call, ErrBodyNotReplayable, fmt.Errorf("reading the request body: %w", err))
+		}
+		if int64(len(data)) > d.cfg.bodyLimit {
+			return nil, d.fail(req, call, ErrBodyNotReplayable,
+				fmt.Errorf("body without GetBody larger than the %d-byte buffering limit", d.cfg.bodyLimit))
+		}
+	}
+
+	key := call.supplied
+	if key == "" {
+		var err error
+		if key, err = NewKey(p.KeyFormat); err != nil {
+			closeBody(req)
+			return nil, d.fail(req, call, ErrBadKeyCarrier, err)
+		}
+	}
+	var existing string
+	switch p.KeyCarrier {
+	case CarrierHeader:
+		if existing = headerKey(req.Header, p.KeyName); existing == "" {
+			pr.tmpl.Header.Set(p.KeyName, key)
+		}
+	case CarrierQuery:
+		if existing = queryKey(req.URL.RawQuery, p.KeyName); existing == "" {
+			u := *req.URL
+			u.RawQuery = setQueryKey(u.RawQuery, p.KeyName, key)
+			pr.tmpl.URL = &u
+		}
+	case CarrierBody:
+		if !hasBody {
+			return nil, d.fail(req, call, ErrBadKeyCarrier, errors.New("the key goes in the body, but the request has none"))
+		}
+		toks, _ := parsePointer(p.KeyName) // validated
+		out, ex, err := setBodyKey(data, toks, key)
+		if err != nil {
+			return nil, d.fail(req, call, ErrBadKeyCarrier, err)
+		}
+		data, existing = out, ex
+	}
+	if existing != "" {
+		if call.supplied != "" && existing != call.supplied {
+			if data == nil {
+				closeBody(req)
+			}
+			return nil, d.fail(req, call, ErrKeyConflict,
+				fmt.Errorf("request carries %q, call supplied %q", existing, call.supplied))
+		}
+		key = existing
+	}
+
+	switch {
+	case !hasBody:
+		pr.getBody = func() (io.ReadCloser, error) { return req.Body, nil }
+		pr.first = req.Body
+	case data != nil:
+		pr.getBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
+		pr.first, _ = pr.getBody()
+		pr.tmpl.ContentLength = int64(len(data))
+	default:
+		pr.first, pr.getBody = req.Body, req.GetBody
+	}
+	pr.tmpl.GetBody = pr.getBody
+	call.setKey(key)
+	return pr, nil
+}
+
+func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy) (*http.Response, error) {
+	pr, err := d.prepare(ctx, req, call, p)
+	if err != nil {
+		return nil, err
+	}
+	actx := context.WithValue(ctx, attemptKey{}, true)
+	seq := p.Backoff.sequence()
+	key := call.Key()
+	for n := 1; ; n++ {
+		at := Attempt{Method: req.Method, URL: redactedURL(req), Key: key, N: n}
+		resp, err := d.attempt(actx, pr, n)
+		call.countAttempt()
+
+		retry := false
+		if err != nil {
+			if ctx.Err() != nil { // the caller stopped
+				at.Err, at.Class = err, ClassCanceled
+				d.report(ctx, at, true)
+				return nil, d.fail(req, call, ctx.Err(), err)
+			}
+			at.Err, at.Class = err, Classify(err)
+			if at.Class == ClassCanceled { // not the caller's context: an inner timeout or cancel
+				at.Class = ClassPermanent
+				if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+					at.Class = ClassConnection
+				}
+			}
+			if errors.Is(err, errAttemptTimeout) {
+				at.Class = ClassConnection
+			}
+			retry = at.Class == ClassConnection && p.On.Connection
+			if !retry {
+				d.report(ctx, at, true)
+				return nil, d.fail(req, call, ErrNotRetryable, err)
+			}
+		} else {
+			at.Status = resp.StatusCode
+			if at.Status == http.StatusConflict || at.Status == http.StatusUnprocessableEntity {
+				at.Code = problemCode(resp)
+			}
+			retry = retryStatus(at.Status, at.Code, p.On)
+			if ra, ok := ParseRetryAfter(resp.Header, d.cfg.clock.Now()); ok {
+				at.RetryAfter = ra
+			}
+		}
+		if !retry || n >= p.MaxAttempts {
+			d.report(ctx, at, err != nil)
+			if err != nil {
+				return nil, d.fail(req, call, ErrAttemptsExhausted, err)
+			}
+			return resp, nil
+		}
+
+		// Wait: max(backoff, server's ask), within the deadline.
+		delay := p.Backoff.jitter(min(seq.NextBackOff(), p.Backoff.Max), d.cfg.random())
+		wait := max(delay, at.RetryAfter)
+		stop := error(nil)
+		if at.RetryAfter > d.cfg.retryAfterMax {
+			stop = ErrRetryAfterTooLong
+		} else if dl, ok := ctx.Deadline(); ok {
+			if left := dl.Sub(d.cfg.clock.Now()); wait >= left {
+				stop = ErrNoTimeLeft
+				if at.RetryAfter >= left {
+					stop = ErrRetryAfterTooLong
+				}
+			}
+		}
+		if stop != nil {
+			d.report(ctx, at, true)
+			e := d.fail(req, call, stop, err)
+			e.Status, e.RetryAfter = at.Status, at.RetryAfter
+			discard(resp)
+			return nil, e
+		}
+		at.Retry, at.Delay = true, wait
+		d.report(ctx, at, false)
+		discard(resp)
+		if err := d.cfg.clock.Sleep(ctx, wait); err != nil {
+			e := d.fail(req, call, ctx.Err(), err)
+			e.Status, e.RetryAfter = at.Status, at.RetryAfter
+			return nil, e
+		}
+	}
+}
+
+var errAttemptTimeout = errors.New("idemclient: attempt timed out")
+
+// attempt sends attempt n and reads up to the buffer limit of its body.
+func (d *Doer) attempt(actx context.Context, pr *prepared, n int) (*http.Response, error) {
+	body := pr.first
+	if n > 1 && pr.first != nil {
+		var err error
+		if body, err = pr.getBody(); err != nil {
+			return nil, fmt.Errorf("%w: GetBody: %w", ErrBodyNotReplayable, err)
+		}
+	}
+	cancel := context.CancelCauseFunc(func(error) {})
+	var timer *time.Timer
+	if d.cfg.attemptTimeout > 0 {
+		actx, cancel = context.WithCancelCause(actx)
+		timer = time.AfterFunc(d.cfg.attemptTimeout, func() { cancel(errAttemptTimeout) })
+	}
+	done := func() { stopTimer(timer); cancel(nil) }
+	areq := pr.tmpl.Clone(actx)
+	areq.Body = body
+	if d.cfg.attemptHeader != "" {
+		areq.Header.Set(d.cfg.attemptHeader, strconv.Itoa(n))
+	}
+	resp, err := d.inner.Do(areq)
+	timedOut := func(err error) error {
+		if cause := context.Cause(actx); cause == errAttemptTimeout {
+			return fmt.Errorf("%w after %v: %w", errAttemptTimeout, d.cfg.attemptTimeout, err)
+		}
+		return err
+	}
+	if err != nil {
+		done()
+		return nil, timedOut(err)
+	}
+	if d.cfg.respBuffer <= 0 {
+		stopTimer(timer)
+		resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
+		return resp, nil
+	}
+	buf, err := io.ReadAll(io.LimitReader(resp.Body, d.cfg.respBuffer))
+	if err != nil {
+		resp.Body.Close()
+		done()
+		return nil, timedOut(fmt.Errorf("reading the response body: %w", err))
+	}
+	if int64(len(buf)) < d.cfg.respBuffer {
+		resp.Body.Close()
+		done()
+		resp.Body = io.NopCloser(bytes.NewReader(buf))
+		return resp, nil
+	}
+	// Longer than the buffer: the rest streams under the call's context.
+	stopTimer(timer)
+	resp.Body = &cancelBody{
+		ReadCloser: struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(buf), resp.Body), resp.Body},
+		cancel: cancel,
+	}
+	return resp, nil
+}
+
+func stopTimer(t *time.Timer) {
+	if t != nil {
+		t.Stop()
+	}
+}
+
+type cancelBody struct {
+	io.ReadCloser
+	cancel context.CancelCauseFunc
+}
+
+func (b *cancelBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel(nil)
+	return err
+}
+
+// retryStatus decides whether a response is retried.
+func retryStatus(status int, code string, on RetryOn) bool {
+	switch {
+	case neverRetried(status), code == CodeKeyReused:
+		return false
+	case status == http.StatusConflict && code == CodeKeyInUse:
+		return true
+	}
+	return on.Status(status)
+}
+
+// problemCode reads the `code` member of a JSON or problem+json body,
+// leaving the body readable in full.
+func problemCode(resp *http.Response) string {
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if mt != "application/problem+json" && mt != "application/json" {
+		return ""
+	}
+	head, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	rest := resp.Body
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(head), rest), rest}
+	if err != nil {
+		return ""
+	}
+	var p struct {
+		Code string `json:"code"`
+	}
+	if json.Unmarshal(head, &p) != nil {
+		return ""
+	}
+	return p.Code
+}
+
+// discard drains (up to 64 KiB) and closes a response that will not be returned.
+func discard(resp *http.Response) {
+	if resp == nil {
+		return
+	}
+	_, _ = io.CopyN(io.Discard, resp.Body, 64<<10)
+	resp.Body.Close()
+}
+
+func (d *Doer) report(ctx context.Context, a Attempt, giveUp bool) {
+	if d.cfg.hook != nil {
+		d.cfg.hook(ctx, a)
+	}
+	if d.cfg.logger == nil {
+		return
+	}
+	level := slog.LevelDebug
+	switch {
+	case a.Retry:
+		level = slog.LevelInfo
+	case giveUp:
+		level = slog.LevelWarn
+	}
+	d.cfg.logger.LogAttrs(ctx, level, "idemclient attempt", slog.Any("attempt", a))
+}

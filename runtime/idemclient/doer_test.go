@@ -1,0 +1,632 @@
+package idemclient
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/runtime/idemclient/faultnet"
+)
+
+const payload = `{"amount": 1.50, "coupon_ids": [3, 1], "client_time": "2025-03-01T12:00:00Z"}`
+
+func post(t testing.TB, ctx context.Context, url, body string) *http.Request {
+	t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, r)
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	return req
+}
+
+func readBody(t testing.TB, resp *http.Response) string {
+	t.Helper()
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(b)
+}
+
+func TestSameKeyAndBodyEveryAttempt(t *testing.T) {
+	srv := newRecServer(t, nil)
+	ft := faultnet.NewTransport(nil, faultnet.Script(
+		faultnet.ResetFault, faultnet.DropFault, faultnet.UnavailableFault, faultnet.InFlightFault, faultnet.TruncateFault))
+	clock := newFakeClock()
+	var hl hookLog
+	d := NewDoer(&http.Client{Transport: ft}, fastPolicy(6), WithClock(clock), WithAttemptHook(hl.hook))
+
+	var observed []string
+	ctx, call := Start(context.Background(), WithKeyObserver(func(k string) {
+		observed = append(observed, k)
+		assert.Empty(t, srv.Seen(), "the key is reported before the first attempt")
+	}))
+	resp, err := d.Do(post(t, ctx, srv.URL+"/claims", payload))
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusCreated, resp.StatusCode)
+	assert.Equal(t, `{"n":3}`, readBody(t, resp), "the final response arrives intact")
+
+	key := call.Key()
+	u, err := uuid.Parse(key)
+	require.NoError(t, err)
+	assert.Equal(t, uuid.Version(7), u.Version())
+	assert.Equal(t, []string{key}, observed)
+	assert.Equal(t, 6, call.Attempts())
+
+	got := srv.Seen() // Reset, Unavailable and InFlight never reach the server
+	require.Len(t, got, 3)
+	for _, s := range got {
+		assert.Equal(t, key, s.Key)
+		assert.Equal(t, payload, s.Body, "identical body bytes on every attempt")
+		assert.Equal(t, "application/json", s.Header.Get("Content-Type"))
+	}
+	assert.Equal(t, 3, ft.Stats().Forwarded)
+
+	ms := time.Millisecond
+	assert.Equal(t, []time.Duration{100 * ms, 200 * ms, time.Second, time.Second, time.Second}, clock.Sleeps(),
+		"max(backoff, Retry-After: 1) after 503 and 409")
+	at := hl.attempts()
+	require.Len(t, at, 6)
+	wantClass := []Class{ClassConnection, ClassConnection, 0, 0, ClassConnection, 0}
+	wantStatus := []int{0, 0, 503, 409, 0, 201}
+	for i, a := range at {
+		assert.Equal(t, i+1, a.N)
+		assert.Equal(t, key, a.Key)
+		assert.Equal(t, wantStatus[i], a.Status, "attempt %d", i+1)
+		if a.Err != nil {
+			assert.Equal(t, wantClass[i], a.Class, "attempt %d: %v", i+1, a.Err)
+			assert.ErrorIs(t, a.Err, faultnet.ErrInjected)
+		}
+		assert.Equal(t, i < 5, a.Retry)
+		if a.Retry {
+			assert.Equal(t, clock.Sleeps()[i], a.Delay)
+		}
+	}
+	assert.Equal(t, CodeKeyInUse, at[3].Code)
+}
+
+func TestStatusDecisions(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		on       RetryOn
+		rep      reply
+		attempts int
+	}{
+		{"400 never, even listed", RetryOn{Statuses: []int{400}}, problemReply(400, "IDEMPOTENCY_KEY_INVALID", nil), 1},
+		{"422 never, even listed", RetryOn{Statuses: []int{422}}, problemReply(422, CodeKeyReused, nil), 1},
+		{"409 reused never, even listed", RetryOn{Statuses: []int{409}}, problemReply(409, CodeKeyReused, nil), 1},
+		{"409 in use always", RetryOn{Statuses: []int{503}}, problemReply(409, CodeKeyInUse, nil), 3},
+		{"plain 409 unlisted", RetryOn{Statuses: []int{503}}, problemReply(409, "COUPON_TAKEN", nil), 1},
+		{"plain 409 listed", RetryOn{Statuses: []int{409}}, reply{status: 409, body: "busy"}, 3},
+		{"503 listed", RetryOn{Statuses: []int{503}}, reply{status: 503, body: "down"}, 3},
+		{"503 unlisted", RetryOn{Statuses: []int{502}}, reply{status: 503, body: "down"}, 1},
+		{"500 by default", RetryOn{}, reply{status: 500, body: "oops"}, 3},
+		{"404 by default", RetryOn{}, reply{status: 404, body: "no"}, 1},
+		{"200", RetryOn{}, reply{status: 200, body: "ok"}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newRecServer(t, func(int, *http.Request) reply { return tc.rep })
+			p := fastPolicy(3)
+			p.On = tc.on
+			d := NewDoer(http.DefaultClient, p, WithClock(newFakeClock()))
+			ctx, call := Start(context.Background())
+			resp, err := d.Do(post(t, ctx, srv.URL, payload))
+			require.NoError(t, err, "statuses end as responses")
+			assert.Equal(t, tc.rep.status, resp.StatusCode)
+			assert.Equal(t, tc.rep.body, readBody(t, resp), "the last response is returned intact")
+			assert.Equal(t, tc.attempts, call.Attempts())
+			assert.Len(t, srv.Seen(), tc.attempts)
+		})
+	}
+}
+
+func TestRetryAfterHonoured(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		header map[string]string
+		lo, hi time.Duration
+	}{
+		{"seconds above backoff", map[string]string{"Retry-After": "3"}, 3 * time.Second, 3 * time.Second},
+		{"ms below backoff", map[string]string{"Retry-After-Ms": "50"}, 100 * time.Millisecond, 100 * time.Millisecond},
+		{"ms above backoff", map[string]string{"Retry-After-Ms": "1500", "Retry-After": "9"}, 1500 * time.Millisecond, 1500 * time.Millisecond},
+		{"date", map[string]string{"Retry-After": time.Now().Add(3 * time.Second).UTC().Format(http.TimeFormat)}, time.Second, 3 * time.Second},
+		{"garbage", map[string]string{"Retry-After": "later"}, 100 * time.Millisecond, 100 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newRecServer(t, func(n int, _ *http.Request) reply {
+				if n == 1 {
+					return reply{status: 503, header: tc.header}
+				}
+				return reply{status: 201}
+			})
+			clock := newFakeClock()
+			d := NewDoer(http.DefaultClient, fastPolicy(2), WithClock(clock))
+			ctx, _ := Start(context.Background())
+			resp, err := d.Do(post(t, ctx, srv.URL, payload))
+			require.NoError(t, err)
+			resp.Body.Close()
+			require.Len(t, clock.Sleeps(), 1)
+			assert.GreaterOrEqual(t, clock.Sleeps()[0], tc.lo)
+			assert.LessOrEqual(t, clock.Sleeps()[0], tc.hi)
+		})
+	}
+}
+
+func TestDeadline(t *testing.T) {
+	always503 := func(h map[string]string) func(int, *http.Request) reply {
+		return func(int, *http.Request) reply { return reply{status: 503, header: h, body: "down"} }
+	}
+	t.Run("server asks past the deadline", func(t *testing.T) {
+		srv := newRecServer(t, always503(map[string]string{"Retry-After": "10"}))
+		clock := newFakeClock()
+		d := NewDoer(http.DefaultClient, fastPolicy(4), WithClock(clock))
+		ctx, cancel := context.WithDeadline(context.Background(), clock.Now().Add(5*time.Second))
+		defer cancel()
+		ctx, call := Start(ctx)
+		resp, err := d.Do(post(t, ctx, srv.URL, payload))
+		require.Nil(t, resp)
+		require.ErrorIs(t, err, ErrRetryAfterTooLong)
+		var e *Error
+		require.ErrorAs(t, err, &e)
+		assert.Equal(t, 503, e.Status)
+		assert.Equal(t, 10*time.Second, e.RetryAfter)
+		assert.Equal(t, call.Key(), e.Key)
+		assert.Equal(t, 1, e.Attempts)
+		assert.Empty(t, clock.Sleeps(), "never sleeps past the deadline")
+		assert.Contains(t, err.Error(), "key="+call.Key())
+	})
+	t.Run("backoff past the deadline", func(t *testing.T) {
+		srv := newRecServer(t, always503(nil))
+		clock := newFakeClock()
+		p := fastPolicy(20)
+		d := NewDoer(http.DefaultClient, p, WithClock(clock))
+		ctx, cancel := context.WithDeadline(context.Background(), clock.Now().Add(2*time.Second))
+		defer cancel()
+		ctx, _ = Start(ctx)
+		_, err := d.Do(post(t, ctx, srv.URL, payload))
+		require.ErrorIs(t, err, ErrNoTimeLeft)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		var total time.Duration
+		for _, s := range clock.Sleeps() {
+			total += s
+		}
+		assert.Equal(t, 1500*time.Millisecond, total, "100+200+400+800ms fit in 2s, the next 1s does not")
+		assert.Len(t, srv.Seen(), 5)
+	})
+	t.Run("retry-after limit without a deadline", func(t *testing.T) {
+		srv := newRecServer(t, always503(map[string]string{"Retry-After": "3600"}))
+		clock := newFakeClock()
+		d := NewDoer(http.DefaultClient, fastPolicy(4), WithClock(clock), WithRetryAfterLimit(time.Minute))
+		ctx, _ := Start(context.Background())
+		_, err := d.Do(post(t, ctx, srv.URL, payload))
+		require.ErrorIs(t, err, ErrRetryAfterTooLong)
+		assert.Empty(t, clock.Sleeps())
+	})
+	t.Run("canceled while waiting", func(t *testing.T) {
+		srv := newRecServer(t, always503(nil))
+		clock := newFakeClock()
+		ctx, cancel := context.WithCancel(context.Background())
+		clock.onLoop = cancel
+		d := NewDoer(http.DefaultClient, fastPolicy(4), WithClock(clock))
+		ctx, _ = Start(ctx)
+		_, err := d.Do(post(t, ctx, srv.URL, payload))
+		require.ErrorIs(t, err, context.Canceled)
+		assert.Len(t, srv.Seen(), 1)
+	})
+	t.Run("deadline already passed", func(t *testing.T) {
+		srv := newRecServer(t, nil)
+		ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+		defer cancel()
+		ctx, _ = Start(ctx)
+		_, err := NewDoer(http.DefaultClient, Policy{}).Do(post(t, ctx, srv.URL, payload))
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Empty(t, srv.Seen())
+	})
+}
+
+func TestConnectionErrors(t *testing.T) {
+	srv := newRecServer(t, nil)
+	t.Run("not retried without on.connection", func(t *testing.T) {
+		ft := faultnet.NewTransport(nil, faultnet.Script(faultnet.ResetFault))
+		p := fastPolicy(4)
+		p.On = RetryOn{Statuses: []int{503}}
+		ctx, call := Start(context.Background())
+		_, err := NewDoer(&http.Client{Transport: ft}, p, WithClock(newFakeClock())).Do(post(t, ctx, srv.URL, payload))
+		require.ErrorIs(t, err, ErrNotRetryable)
+		require.ErrorIs(t, err, syscall.ECONNRESET)
+		assert.Equal(t, 1, call.Attempts())
+	})
+	t.Run("exhausted", func(t *testing.T) {
+		ft := faultnet.NewTransport(nil, faultnet.PlanFunc(func(*http.Request) faultnet.Fault { return faultnet.DropFault }))
+		ctx, call := Start(context.Background())
+		_, err := NewDoer(&http.Client{Transport: ft}, fastPolicy(3), WithClock(newFakeClock())).Do(post(t, ctx, srv.URL+"/x", payload))
+		require.ErrorIs(t, err, ErrAttemptsExhausted)
+		require.ErrorIs(t, err, faultnet.ErrInjected)
+		assert.Equal(t, 3, call.Attempts())
+	})
+	t.Run("certificate errors are not retried", func(t *testing.T) {
+		tls := httptest.NewTLSServer(http.NotFoundHandler())
+		defer tls.Close()
+		ctx, call := Start(context.Background())
+		_, err := NewDoer(http.DefaultClient, fastPolicy(3), WithClock(newFakeClock())).Do(post(t, ctx, tls.URL, payload))
+		require.ErrorIs(t, err, ErrNotRetryable)
+		assert.Equal(t, 1, call.Attempts())
+	})
+	t.Run("attempt timeout", func(t *testing.T) {
+		ft := faultnet.NewTransport(nil, faultnet.Script(faultnet.DelayFault(time.Hour)))
+		var hl hookLog
+		ctx, call := Start(context.Background())
+		d := NewDoer(&http.Client{Transport: ft}, fastPolicy(3), WithClock(newFakeClock()),
+			WithAttemptTimeout(20*time.Millisecond), WithAttemptHook(hl.hook))
+		resp, err := d.Do(post(t, ctx, srv.URL, payload))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, 2, call.Attempts())
+		assert.Equal(t, ClassConnection, hl.attempts()[0].Class)
+		assert.ErrorIs(t, hl.attempts()[0].Err, errAttemptTimeout)
+	})
+	t.Run("inner client timeout", func(t *testing.T) {
+		ft := faultnet.NewTransport(nil, faultnet.Script(faultnet.DelayFault(time.Hour)))
+		ctx, call := Start(context.Background())
+		d := NewDoer(&http.Client{Transport: ft, Timeout: 20 * time.Millisecond}, fastPolicy(3), WithClock(newFakeClock()))
+		resp, err := d.Do(post(t, ctx, srv.URL, payload))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, 2, call.Attempts())
+	})
+}
+
+func TestMidBodyLoss(t *testing.T) {
+	srv := newRecServer(t, func(n int, _ *http.Request) reply {
+		return reply{status: 201, body: strings.Repeat("x", 1000) + strconv.Itoa(n)}
+	})
+	t.Run("buffered: retried", func(t *testing.T) {
+		ft := faultnet.NewTransport(nil, faultnet.Script(faultnet.TruncateFault))
+		ctx, call := Start(context.Background())
+		resp, err := NewDoer(&http.Client{Transport: ft}, fastPolicy(3), WithClock(newFakeClock())).Do(post(t, ctx, srv.URL, payload))
+		require.NoError(t, err)
+		assert.True(t, strings.HasSuffix(readBody(t, resp), "x2"))
+		assert.Equal(t, 2, call.Attempts())
+	})
+	t.Run("streamed: the caller sees it", func(t *testing.T) {
+		ft := faultnet.NewTransport(nil, faultnet.Script(faultnet.TruncateFault))
+		ctx, call := Start(context.Background())
+		resp, err := NewDoer(&http.Client{Transport: ft}, fastPolicy(3), WithResponseBuffer(0)).Do(post(t, ctx, srv.URL, payload))
+		require.NoError(t, err)
+		_, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		assert.ErrorIs(t, err, io.ErrUnexpectedEOF)
+		assert.Equal(t, 1, call.Attempts())
+	})
+	t.Run("longer than the buffer streams intact", func(t *testing.T) {
+		ctx, _ := Start(context.Background())
+		resp, err := NewDoer(http.DefaultClient, fastPolicy(3), WithResponseBuffer(10)).Do(post(t, ctx, srv.URL, payload))
+		require.NoError(t, err)
+		body := readBody(t, resp)
+		assert.Len(t, body, 1001)
+	})
+}
+
+func TestDrainsDiscardedResponses(t *testing.T) {
+	srv := newRecServer(t, func(n int, _ *http.Request) reply {
+		if n < 3 {
+			return reply{status: 503, body: strings.Repeat("z", 10_000)}
+		}
+		return reply{status: 201}
+	})
+	client := &http.Client{Transport: &http.Transport{}}
+	ctx, _ := Start(context.Background())
+	resp, err := NewDoer(client, fastPolicy(4), WithClock(newFakeClock()), WithResponseBuffer(0)).Do(post(t, ctx, srv.URL, payload))
+	require.NoError(t, err)
+	readBody(t, resp)
+	assert.Len(t, srv.Seen(), 3)
+	assert.Equal(t, int32(1), srv.conns.Load(), "one connection serves every attempt")
+}
+
+func TestKeys(t *testing.T) {
+	srv := newRecServer(t, func(n int, _ *http.Request) reply {
+		if n%2 == 1 {
+			return reply{status: 503}
+		}
+		return reply{status: 201}
+	})
+	d := NewDoer(http.DefaultClient, fastPolicy(2), WithClock(newFakeClock()))
+	last := func() seen { s := srv.Seen(); return s[len(s)-1] }
+
+	t.Run("caller supplied", func(t *testing.T) {
+		ctx, call := Start(context.Background(), WithKey("k-123"))
+		resp, err := d.Do(post(t, ctx, srv.URL, payload))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, "k-123", call.Key())
+		s := srv.Seen()
+		assert.Equal(t, "k-123", s[len(s)-2].Key)
+		assert.Equal(t, "k-123", s[len(s)-1].Key)
+	})
+	t.Run("already on the request", func(t *testing.T) {
+		ctx, call := Start(context.Background())
+		req := post(t, ctx, srv.URL, payload)
+		req.Header.Set("Idempotency-Key", "pre-set")
+		resp, err := d.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, "pre-set", call.Key())
+		assert.Equal(t, "pre-set", last().Key)
+	})
+	t.Run("conflict", func(t *testing.T) {
+		before := len(srv.Seen())
+		ctx, _ := Start(context.Background(), WithKey("mine"))
+		req := post(t, ctx, srv.URL, payload)
+		req.Header.Set("Idempotency-Key", "other")
+		_, err := d.Do(req)
+		require.ErrorIs(t, err, ErrKeyConflict)
+		assert.Len(t, srv.Seen(), before, "nothing sent")
+	})
+	t.Run("uuidv4", func(t *testing.T) {
+		ctx, call := Start(context.Background(), WithPolicy(Policy{MaxAttempts: 2, KeyFormat: FormatUUIDv4}))
+		resp, err := d.Do(post(t, ctx, srv.URL, payload))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, uuid.Version(4), uuid.MustParse(call.Key()).Version())
+	})
+	t.Run("query", func(t *testing.T) {
+		ctx, call := Start(context.Background(), WithPolicy(Policy{MaxAttempts: 2, KeyCarrier: CarrierQuery, KeyName: "request_id"}))
+		resp, err := d.Do(post(t, ctx, srv.URL+"/c?b=%2F&a=1", payload))
+		require.NoError(t, err)
+		resp.Body.Close()
+		s := srv.Seen()
+		for _, r := range s[len(s)-2:] {
+			assert.Equal(t, "b=%2F&a=1&request_id="+call.Key(), r.RawQuery)
+			assert.Empty(t, r.Key, "no header")
+		}
+	})
+	t.Run("body", func(t *testing.T) {
+		ctx, call := Start(context.Background(), WithPolicy(Policy{MaxAttempts: 2, KeyCarrier: CarrierBody, KeyName: "/idempotency_key"}))
+		resp, err := d.Do(post(t, ctx, srv.URL, payload))
+		require.NoError(t, err)
+		resp.Body.Close()
+		want := `{"idempotency_key":"` + call.Key() + `",` + payload[1:]
+		s := srv.Seen()
+		for _, r := range s[len(s)-2:] {
+			assert.Equal(t, want, r.Body, "spliced once, identical on every attempt")
+			assert.Equal(t, strconv.Itoa(len(want)), r.Header.Get("Content-Length"))
+		}
+	})
+	t.Run("body already carries one", func(t *testing.T) {
+		ctx, call := Start(context.Background(), WithPolicy(Policy{MaxAttempts: 2, KeyCarrier: CarrierBody, KeyName: "/k"}))
+		resp, err := d.Do(post(t, ctx, srv.URL, `{"k":"from-body","a":1}`))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, "from-body", call.Key())
+		assert.Equal(t, `{"k":"from-body","a":1}`, last().Body)
+	})
+	t.Run("body carrier without a body", func(t *testing.T) {
+		ctx, _ := Start(context.Background(), WithPolicy(Policy{KeyCarrier: CarrierBody, KeyName: "/k"}))
+		_, err := d.Do(post(t, ctx, srv.URL, ""))
+		require.ErrorIs(t, err, ErrBadKeyCarrier)
+	})
+}
+
+// A caller persists the key, crashes, and resumes with it: the server
+// executes once and replays.
+func TestResumeWithPersistedKey(t *testing.T) {
+	dd := newDedupe()
+	srv := httptest.NewServer(dd)
+	defer srv.Close()
+
+	// First life: the server executes, but every response is lost.
+	var saved string
+	lossy := faultnet.NewTransport(nil, faultnet.PlanFunc(func(*http.Request) faultnet.Fault { return faultnet.DropFault }))
+	ctx, _ := Start(context.Background(), WithKeyObserver(func(k string) { saved = k }))
+	_, err := NewDoer(&http.Client{Transport: lossy}, fastPolicy(3), WithClock(newFakeClock())).Do(post(t, ctx, srv.URL, payload))
+	require.ErrorIs(t, err, ErrAttemptsExhausted)
+	require.NotEmpty(t, saved)
+	assert.Equal(t, 1, dd.effects(), "executed once, replayed twice")
+
+	// Second life: resume with the saved key.
+	ctx, call := Start(context.Background(), WithKey(saved))
+	resp, err := NewDoer(http.DefaultClient, fastPolicy(3)).Do(post(t, ctx, srv.URL, payload))
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusCreated, resp.StatusCode)
+	assert.Equal(t, "true", resp.Header.Get("Idempotent-Replayed"))
+	assert.Equal(t, dd.first(saved), readBody(t, resp))
+	assert.Equal(t, 1, call.Attempts())
+	assert.Equal(t, 1, dd.effects())
+}
+
+func TestBodyWithoutGetBody(t *testing.T) {
+	srv := newRecServer(t, func(n int, _ *http.Request) reply {
+		if n == 1 {
+			return reply{status: 503}
+		}
+		return reply{status: 201}
+	})
+	mk := func(ctx context.Context) *http.Request {
+		req := post(t, ctx, srv.URL, "")
+		req.Body = io.NopCloser(io.MultiReader(strings.NewReader(payload[:10]), strings.NewReader(payload[10:])))
+		req.GetBody, req.ContentLength = nil, -1
+		return req
+	}
+	ctx, _ := Start(context.Background())
+	resp, err := NewDoer(http.DefaultClient, fastPolicy(2), WithClock(newFakeClock())).Do(mk(ctx))
+	require.NoError(t, err)
+	resp.Body.Close()
+	for _, s := range srv.Seen() {
+		assert.Equal(t, payload, s.Body)
+	}
+	ctx, _ = Start(context.Background())
+	_, err = NewDoer(http.DefaultClient, fastPolicy(2), WithRequestBodyLimit(16)).Do(mk(ctx))
+	require.ErrorIs(t, err, ErrBodyNotReplayable)
+	assert.Len(t, srv.Seen(), 2, "nothing sent")
+}
+
+func TestWhichRequests(t *testing.T) {
+	srv := newRecServer(t, func(int, *http.Request) reply { return reply{status: 503} })
+	t.Run("unmarked passes through", func(t *testing.T) {
+		before := len(srv.Seen())
+		resp, err := NewDoer(http.DefaultClient, fastPolicy(3)).Do(post(t, context.Background(), srv.URL, payload))
+		require.NoError(t, err)
+		resp.Body.Close()
+		s := srv.Seen()
+		require.Len(t, s, before+1, "no retries")
+		assert.Empty(t, s[len(s)-1].Key, "no key")
+	})
+	t.Run("matcher", func(t *testing.T) {
+		before := len(srv.Seen())
+		var hl hookLog
+		d := NewDoer(http.DefaultClient, Policy{}, WithClock(newFakeClock()), WithAttemptHook(hl.hook),
+			WithMatcher(MatchMethods(fastPolicy(2), http.MethodPost, http.MethodPatch)))
+		resp, err := d.Do(post(t, context.Background(), srv.URL, payload))
+		require.NoError(t, err)
+		resp.Body.Close()
+		s := srv.Seen()[before:]
+		require.Len(t, s, 2)
+		assert.NotEmpty(t, s[0].Key)
+		assert.Equal(t, s[0].Key, s[1].Key)
+		assert.Equal(t, s[0].Key, hl.attempts()[0].Key, "the hook reports the key of matched requests")
+		req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+		resp, err = d.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Len(t, srv.Seen(), before+3)
+	})
+	t.Run("nested doers add one key", func(t *testing.T) {
+		before := len(srv.Seen())
+		inner := NewDoer(http.DefaultClient, fastPolicy(3), WithMatcher(MatchMethods(fastPolicy(3), http.MethodPost)))
+		outer := NewDoer(inner, fastPolicy(2), WithClock(newFakeClock()))
+		ctx, call := Start(context.Background())
+		resp, err := outer.Do(post(t, ctx, srv.URL, payload))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Len(t, srv.Seen(), before+2)
+		assert.Equal(t, 2, call.Attempts())
+	})
+	t.Run("a call serves one request", func(t *testing.T) {
+		d := NewDoer(http.DefaultClient, fastPolicy(1))
+		ctx, _ := Start(context.Background())
+		resp, err := d.Do(post(t, ctx, srv.URL, payload))
+		require.NoError(t, err)
+		resp.Body.Close()
+		_, err = d.Do(post(t, ctx, srv.URL, payload))
+		require.ErrorIs(t, err, ErrCallReused)
+	})
+	t.Run("invalid policy", func(t *testing.T) {
+		before := len(srv.Seen())
+		ctx, _ := Start(context.Background(), WithPolicy(Policy{MaxAttempts: -2}))
+		_, err := NewDoer(http.DefaultClient, Policy{}).Do(post(t, ctx, srv.URL, payload))
+		require.ErrorIs(t, err, ErrInvalidPolicy)
+		assert.Len(t, srv.Seen(), before)
+	})
+}
+
+func TestAttemptHeaderOptIn(t *testing.T) {
+	srv := newRecServer(t, func(n int, _ *http.Request) reply {
+		if n < 3 {
+			return reply{status: 502}
+		}
+		return reply{status: 201}
+	})
+	ctx, _ := Start(context.Background())
+	resp, err := NewDoer(http.DefaultClient, fastPolicy(3), WithClock(newFakeClock()), WithAttemptHeader("Idempotency-Attempt")).
+		Do(post(t, ctx, srv.URL, payload))
+	require.NoError(t, err)
+	resp.Body.Close()
+	for i, s := range srv.Seen() {
+		assert.Equal(t, strconv.Itoa(i+1), s.Header.Get("Idempotency-Attempt"))
+	}
+	// Off by default: the headers of all attempts are the same.
+	srv2 := newRecServer(t, func(n int, _ *http.Request) reply {
+		if n < 3 {
+			return reply{status: 502}
+		}
+		return reply{status: 201}
+	})
+	ctx, _ = Start(context.Background())
+	resp, err = NewDoer(http.DefaultClient, fastPolicy(3), WithClock(newFakeClock())).Do(post(t, ctx, srv2.URL, payload))
+	require.NoError(t, err)
+	resp.Body.Close()
+	s := srv2.Seen()
+	require.Len(t, s, 3)
+	assert.Equal(t, s[0].Header, s[1].Header)
+	assert.Equal(t, s[0].Header, s[2].Header)
+}
+
+func TestLogger(t *testing.T) {
+	srv := newRecServer(t, func(n int, _ *http.Request) reply {
+		if n == 1 {
+			return reply{status: 503, header: map[string]string{"Retry-After": "2"}}
+		}
+		return reply{status: 201}
+	})
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ctx, call := Start(context.Background())
+	resp, err := NewDoer(http.DefaultClient, fastPolicy(3), WithClock(newFakeClock()), WithLogger(logger)).Do(post(t, ctx, srv.URL, payload))
+	require.NoError(t, err)
+	resp.Body.Close()
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	require.Len(t, lines, 2)
+	assert.Contains(t, lines[0], `"level":"INFO"`)
+	assert.Contains(t, lines[0], `"key":"`+call.Key()+`"`)
+	assert.Contains(t, lines[0], `"status":503`)
+	assert.Contains(t, lines[0], `"retry_after":2000000000`)
+	assert.Contains(t, lines[1], `"level":"DEBUG"`)
+	assert.Contains(t, lines[1], `"retry":false`)
+}
+
+func TestErrorMessage(t *testing.T) {
+	e := &Error{Method: "POST", URL: "http://h/x", Key: "k", Attempts: 4, Status: 503, Reason: ErrAttemptsExhausted, Err: errors.New("boom")}
+	assert.Equal(t, "idemclient: attempts exhausted: POST http://h/x key=k attempts=4 last-status=503: boom", e.Error())
+	assert.ErrorIs(t, e, ErrAttemptsExhausted)
+}
+
+func TestBareRequest(t *testing.T) {
+	srv := newRecServer(t, nil)
+	ctx, call := Start(context.Background())
+	req := (&http.Request{Method: http.MethodPost, URL: mustURL(t, srv.URL+"/bare")}).WithContext(ctx) // no Header map
+	resp, err := NewDoer(http.DefaultClient, Policy{}).Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, call.Key(), srv.Seen()[0].Key)
+
+	ctx, _ = Start(context.Background())
+	_, err = NewDoer(http.DefaultClient, Policy{}).Do((&http.Request{Method: http.MethodPost}).WithContext(ctx))
+	require.ErrorIs(t, err, ErrNotRetryable)
+}
+
+func mustURL(t *testing.T, s string) *url.URL {
+	u, err := url.Parse(s)
+	require.NoError(t, err)
+	return u
+}
+
+func TestPolicyStart(t *testing.T) {
+	srv := newRecServer(t, func(int, *http.Request) reply { return reply{status: 503} })
+	d := NewDoer(http.DefaultClient, fastPolicy(4), WithClock(newFakeClock()))
+	ctx, call := fastPolicy(2).Start(context.Background(), WithKey("k"))
+	resp, err := d.Do(post(t, ctx, srv.URL, payload))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 2, call.Attempts(), "the call's policy wins over the Doer's")
+	ctx, call = fastPolicy(2).Start(context.Background(), WithPolicy(fastPolicy(3)))
+	resp, err = d.Do(post(t, ctx, srv.URL, payload))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 3, call.Attempts(), "later options win")
+}

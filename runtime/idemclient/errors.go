@@ -1,0 +1,95 @@
+package idemclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Sentinel errors, matched with errors.Is on what a [Doer] returns.
+var (
+	// ErrInvalidPolicy: a Policy failed [Policy.Validate].
+	ErrInvalidPolicy = errors.New("idemclient: invalid policy")
+	// ErrAttemptsExhausted: every attempt failed with a retryable connection error.
+	ErrAttemptsExhausted = errors.New("idemclient: attempts exhausted")
+	// ErrNotRetryable: an attempt failed with an error that is not retried
+	// (see [Classify]); the cause is wrapped too.
+	ErrNotRetryable = errors.New("idemclient: error not retryable")
+	// ErrRetryAfterTooLong: the server asked to wait longer than the remaining
+	// deadline (or the Doer's Retry-After limit) allows; the helper stopped
+	// instead of sleeping past it.
+	ErrRetryAfterTooLong = errors.New("idemclient: server asked to wait beyond the deadline")
+	// ErrNoTimeLeft: the next backoff delay would end past the context
+	// deadline; the helper stopped early. It also matches context.DeadlineExceeded.
+	ErrNoTimeLeft error = noTimeLeft{}
+	// ErrBodyNotReplayable: the request body has no GetBody and is larger
+	// than the Doer's buffering limit, so it cannot be re-sent identically.
+	ErrBodyNotReplayable = errors.New("idemclient: request body cannot be replayed")
+	// ErrKeyConflict: the request already carries a key that differs from the
+	// one supplied with [WithKey].
+	ErrKeyConflict = errors.New("idemclient: request carries a different idempotency key")
+	// ErrBadKeyCarrier: the key cannot be placed where the policy says (for
+	// example a body that is not a JSON object at the pointer's parent).
+	ErrBadKeyCarrier = errors.New("idemclient: cannot place the idempotency key")
+	// ErrCallReused: a [Call] was used for a second request; one Call is one
+	// logical call (start a new one, with [WithKey] to resume).
+	ErrCallReused = errors.New("idemclient: call already used for a request")
+)
+
+type noTimeLeft struct{}
+
+func (noTimeLeft) Error() string {
+	return "idemclient: no time left before the deadline for another attempt"
+}
+
+func (noTimeLeft) Is(target error) bool { return target == context.DeadlineExceeded }
+
+// Error is the error a [Doer] returns for an idempotent call that did not
+// end with a response. It names the call's key so that the caller can log
+// or persist it and resume later with [WithKey].
+type Error struct {
+	Method, URL string
+	// Key is the idempotency key every attempt carried ("" if none was set yet).
+	Key string
+	// Attempts is the number of attempts sent.
+	Attempts int
+	// Status is the last response status (0 if the last attempt got no response).
+	Status int
+	// RetryAfter is the wait the server asked for last (0 if none).
+	RetryAfter time.Duration
+	// Reason is one of the sentinel errors of this package, or the context's
+	// error (context.Canceled, context.DeadlineExceeded) when the caller stopped.
+	Reason error
+	// Err is the underlying error (nil when the reason says it all).
+	Err error
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Reason.Error())
+	fmt.Fprintf(&b, ": %s %s", e.Method, e.URL)
+	if e.Key != "" {
+		fmt.Fprintf(&b, " key=%s", e.Key)
+	}
+	fmt.Fprintf(&b, " attempts=%d", e.Attempts)
+	if e.Status != 0 {
+		fmt.Fprintf(&b, " last-status=%d", e.Status)
+	}
+	if e.RetryAfter != 0 {
+		fmt.Fprintf(&b, " retry-after=%v", e.RetryAfter)
+	}
+	if e.Err != nil {
+		fmt.Fprintf(&b, ": %v", e.Err)
+	}
+	return b.String()
+}
+
+// Unwrap returns the reason and the cause, so errors.Is matches both.
+func (e *Error) Unwrap() []error {
+	if e.Err == nil {
+		return []error{e.Reason}
+	}
+	return []error{e.Reason, e.Err}
+}

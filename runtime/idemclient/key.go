@@ -1,0 +1,182 @@
+package idemclient
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/google/uuid"
+)
+
+// NewKey creates a key in format f: a UUID version 4 for [FormatUUIDv4], a
+// UUID version 7 otherwise (uuid, uuidv7, token and the zero value).
+func NewKey(f KeyFormat) (string, error) {
+	var (
+		u   uuid.UUID
+		err error
+	)
+	if f == FormatUUIDv4 {
+		u, err = uuid.NewRandom()
+	} else {
+		u, err = uuid.NewV7()
+	}
+	if err != nil {
+		return "", fmt.Errorf("idemclient: creating a key: %w", err)
+	}
+	return u.String(), nil
+}
+
+// parsePointer splits an RFC 6901 JSON pointer naming an object member.
+func parsePointer(p string) ([]string, error) {
+	if p == "" || p[0] != '/' {
+		return nil, fmt.Errorf("key pointer %q: want an RFC 6901 pointer to a member, like /idempotency_key", p)
+	}
+	toks := strings.Split(p[1:], "/")
+	for i, t := range toks {
+		var b strings.Builder
+		for j := 0; j < len(t); j++ {
+			if t[j] != '~' {
+				b.WriteByte(t[j])
+				continue
+			}
+			if j+1 == len(t) || (t[j+1] != '0' && t[j+1] != '1') {
+				return nil, fmt.Errorf("key pointer %q: bad escape in %q", p, t)
+			}
+			if t[j+1] == '0' {
+				b.WriteByte('~')
+			} else {
+				b.WriteByte('/')
+			}
+			j++
+		}
+		toks[i] = b.String()
+	}
+	return toks, nil
+}
+
+// headerKey returns the key a request already carries in header name.
+func headerKey(h http.Header, name string) string { return h.Get(name) }
+
+// queryKey returns the non-empty key the raw query carries in parameter name.
+func queryKey(rawQuery, name string) string {
+	q, _ := url.ParseQuery(rawQuery) // partial results are fine
+	return q.Get(name)
+}
+
+// setQueryKey returns rawQuery with name=key appended, keeping every other
+// pair exactly as spelled and dropping empty pairs of the same name.
+func setQueryKey(rawQuery, name, key string) string {
+	var b strings.Builder
+	for pair := range strings.SplitSeq(rawQuery, "&") {
+		if pair == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(pair, "=")
+		if uk, err := url.QueryUnescape(k); err == nil && uk == name && v == "" {
+			continue
+		}
+		b.WriteString(pair)
+		b.WriteByte('&')
+	}
+	b.WriteString(url.QueryEscape(name))
+	b.WriteByte('=')
+	b.WriteString(url.QueryEscape(key))
+	return b.String()
+}
+
+// setBodyKey places key at the member named by pointer toks in the JSON
+// object body, splicing bytes: everything else keeps its exact spelling.
+// A member already holding a non-empty string is the caller's key and is
+// returned as existing (body unchanged); an empty string or null is
+// replaced; a missing member is inserted first in its parent object.
+// Parents must exist and be objects.
+func setBodyKey(body []byte, toks []string, key string) (out []byte, existing string, err error) {
+	if !json.Valid(body) {
+		return nil, "", fmt.Errorf("%w: request body is not valid JSON", ErrBadKeyCarrier)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var where strings.Builder
+	for depth, tok := range toks {
+		last := depth == len(toks)-1
+		t, err := dec.Token()
+		if err != nil {
+			return nil, "", fmt.Errorf("%w: %w", ErrBadKeyCarrier, err)
+		}
+		if t != json.Delim('{') {
+			return nil, "", fmt.Errorf("%w: body value at %q is not an object", ErrBadKeyCarrier, where.String())
+		}
+		objStart := int(dec.InputOffset()) // just past '{'
+		members := 0
+		found := false
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return nil, "", fmt.Errorf("%w: %w", ErrBadKeyCarrier, err)
+			}
+			members++
+			if kt.(string) == tok {
+				found = true
+				break
+			}
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return nil, "", fmt.Errorf("%w: %w", ErrBadKeyCarrier, err)
+			}
+		}
+		where.WriteString("/" + escapeToken(tok))
+		if !found {
+			if !last {
+				return nil, "", fmt.Errorf("%w: body has no member %q", ErrBadKeyCarrier, where.String())
+			}
+			ins := jsonString(tok) + ":" + jsonString(key)
+			if members > 0 {
+				ins += ","
+			}
+			out = make([]byte, 0, len(body)+len(ins))
+			out = append(out, body[:objStart]...)
+			out = append(out, ins...)
+			return append(out, body[objStart:]...), "", nil
+		}
+		if !last {
+			continue
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, "", fmt.Errorf("%w: %w", ErrBadKeyCarrier, err)
+		}
+		end := int(dec.InputOffset())
+		start := end - len(raw)
+		if !bytes.Equal(raw, []byte("null")) {
+			var s string
+			if err := json.Unmarshal(raw, &s); err != nil {
+				return nil, "", fmt.Errorf("%w: body member %q is not a string", ErrBadKeyCarrier, where.String())
+			}
+			if s != "" {
+				return body, s, nil
+			}
+		}
+		val := jsonString(key)
+		out = make([]byte, 0, len(body)-len(raw)+len(val))
+		out = append(out, body[:start]...)
+		out = append(out, val...)
+		return append(out, body[end:]...), "", nil
+	}
+	return nil, "", errors.New("idemclient: empty key pointer")
+}
+
+func escapeToken(t string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(t, "~", "~0"), "/", "~1")
+}
+
+func jsonString(s string) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s) // a string always encodes
+	return strings.TrimSuffix(b.String(), "\n")
+}

@@ -1,0 +1,193 @@
+package idemclient
+
+import (
+	"encoding/json"
+	"io"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestNewKey(t *testing.T) {
+	for f, v := range map[KeyFormat]uuid.Version{"": 7, FormatUUID: 7, FormatUUIDv7: 7, FormatToken: 7, FormatUUIDv4: 4} {
+		k, err := NewKey(f)
+		require.NoError(t, err)
+		u, err := uuid.Parse(k)
+		require.NoError(t, err)
+		assert.Equal(t, v, u.Version(), "format %q", f)
+		k2, _ := NewKey(f)
+		assert.NotEqual(t, k, k2)
+	}
+}
+
+func TestParsePointer(t *testing.T) {
+	toks, err := parsePointer("/a~1b/c~0d/")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a/b", "c~d", ""}, toks)
+	for _, bad := range []string{"", "a", "/a~", "/a~2"} {
+		_, err := parsePointer(bad)
+		assert.Error(t, err, bad)
+	}
+}
+
+func TestSetBodyKey(t *testing.T) {
+	const k = "0190b7b0-0000-7000-8000-000000000001"
+	for _, tc := range []struct {
+		name, body, ptr string
+		want            string // body out; "" when err
+		existing        string
+		err             bool
+	}{
+		{"insert first, keep spelling", `{"b": 1.50, "a":[3,1]}`, "/idempotency_key",
+			`{"idempotency_key":"` + k + `","b": 1.50, "a":[3,1]}`, "", false},
+		{"empty object", ` { } `, "/k", ` {"k":"` + k + `" } `, "", false},
+		{"replace empty string", `{"x":1,"k" :  "" ,"y":2}`, "/k", `{"x":1,"k" :  "` + k + `" ,"y":2}`, "", false},
+		{"replace null", `{"k":null}`, "/k", `{"k":"` + k + `"}`, "", false},
+		{"existing kept", `{"k":"mine"}`, "/k", `{"k":"mine"}`, "mine", false},
+		{"nested", `{"meta":{"trace":"t"},"k":"" }`, "/meta/k", `{"meta":{"k":"` + k + `","trace":"t"},"k":"" }`, "", false},
+		{"escaped names", `{"a/b":{"c~d":""}}`, "/a~1b/c~0d", `{"a/b":{"c~d":"` + k + `"}}`, "", false},
+		{"skips nested lookalikes", `{"x":{"k":"no"},"k":""}`, "/k", `{"x":{"k":"no"},"k":"` + k + `"}`, "", false},
+		{"not an object", `[1,2]`, "/k", "", "", true},
+		{"parent missing", `{"a":1}`, "/meta/k", "", "", true},
+		{"parent not an object", `{"meta":[]}`, "/meta/k", "", "", true},
+		{"member not a string", `{"k":5}`, "/k", "", "", true},
+		{"invalid JSON", `{"k":`, "/k", "", "", true},
+		{"trailing garbage", `{"k":""} x`, "/k", "", "", true},
+		{"empty body", ``, "/k", "", "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			toks, err := parsePointer(tc.ptr)
+			require.NoError(t, err)
+			out, existing, err := setBodyKey([]byte(tc.body), toks, k)
+			if tc.err {
+				assert.ErrorIs(t, err, ErrBadKeyCarrier)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, string(out))
+			assert.Equal(t, tc.existing, existing)
+			assert.True(t, json.Valid(out))
+		})
+	}
+}
+
+func TestSetQueryKey(t *testing.T) {
+	assert.Equal(t, "request_id=k1", setQueryKey("", "request_id", "k1"))
+	assert.Equal(t, "b=%2F&a=1&request_id=k1", setQueryKey("b=%2F&a=1", "request_id", "k1"), "other pairs keep their spelling and order")
+	assert.Equal(t, "a=1&request_id=k%2B1", setQueryKey("request_id=&a=1", "request_id", "k+1"), "an empty pair is replaced")
+	assert.Equal(t, "k1", queryKey("a=1&request_id=k1", "request_id"))
+	assert.Equal(t, "", queryKey("request_id=", "request_id"))
+}
+
+// FuzzSetBodyKey: whatever the body, setBodyKey either fails with
+// ErrBadKeyCarrier or returns valid JSON in which the pointer names the key
+// (or the caller's existing key) and nothing else changed.
+func FuzzSetBodyKey(f *testing.F) {
+	for _, s := range []string{`{}`, `{"a":1}`, `{"k":""}`, `{"k":null}`, `{"k":"x"}`, `{"m":{"k":""}}`,
+		`{"m":{}}`, `[]`, `{"k":5}`, ` {"a" : [1, {"k":""}] , "k" : "" } `, `{"\u006b":""}`, `{"k":"","k":"y"}`} {
+		f.Add([]byte(s), false)
+		f.Add([]byte(s), true)
+	}
+	const key = "key-1"
+	f.Fuzz(func(t *testing.T, body []byte, nested bool) {
+		toks := []string{"k"}
+		if nested {
+			toks = []string{"m", "k"}
+		}
+		out, existing, err := setBodyKey(body, toks, key)
+		if err != nil {
+			return
+		}
+		if !json.Valid(out) {
+			t.Fatalf("invalid output %q from %q", out, body)
+		}
+		var in, got map[string]any
+		if json.Unmarshal(body, &in) != nil || json.Unmarshal(out, &got) != nil {
+			t.Fatalf("not objects: %q -> %q", body, out)
+		}
+		parent := got
+		inParent := in
+		if nested {
+			parent, _ = got["m"].(map[string]any)
+			inParent, _ = in["m"].(map[string]any)
+		}
+		want := key
+		if existing != "" {
+			want = existing
+			if string(out) != string(body) {
+				t.Fatalf("existing key but body changed: %q -> %q", body, out)
+			}
+			return // duplicate members make the decoded view ambiguous
+		}
+		// Duplicate names: encoding/json keeps the last; the splice edits the first.
+		if dupName(body) {
+			return
+		}
+		if parent["k"] != want {
+			t.Fatalf("k = %v in %q", parent["k"], out)
+		}
+		delete(parent, "k")
+		delete(inParent, "k")
+		a, _ := json.Marshal(in)
+		b, _ := json.Marshal(got)
+		if string(a) != string(b) {
+			t.Fatalf("other members changed: %s vs %s", a, b)
+		}
+	})
+}
+
+// dupName reports whether any object in body repeats a member name.
+func dupName(body []byte) bool {
+	dec := json.NewDecoder(jsonReader(body))
+	var stack []map[string]bool
+	expectKey := []bool{}
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			switch v {
+			case '{':
+				stack = append(stack, map[string]bool{})
+				expectKey = append(expectKey, true)
+				continue
+			case '[':
+				stack = append(stack, nil)
+				expectKey = append(expectKey, false)
+				continue
+			default:
+				stack = stack[:len(stack)-1]
+				expectKey = expectKey[:len(expectKey)-1]
+			}
+		case string:
+			if n := len(stack); n > 0 && stack[n-1] != nil && expectKey[n-1] {
+				if stack[n-1][v] {
+					return true
+				}
+				stack[n-1][v] = true
+				expectKey[n-1] = false
+				continue
+			}
+		}
+		if n := len(stack); n > 0 && stack[n-1] != nil {
+			expectKey[n-1] = true
+		}
+	}
+}
+
+func jsonReader(b []byte) *bytesReader { return &bytesReader{b: b} }
+
+type bytesReader struct{ b []byte }
+
+func (r *bytesReader) Read(p []byte) (int, error) {
+	if len(r.b) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, r.b)
+	r.b = r.b[n:]
+	return n, nil
+}

@@ -1,0 +1,344 @@
+package idemclient
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+)
+
+// Contract defaults for a [Policy] (the `retry` block of `x-idempotency`).
+const (
+	DefaultMaxAttempts = 4
+	DefaultInitial     = 500 * time.Millisecond
+	DefaultMax         = 8 * time.Second
+	DefaultMultiplier  = 2.0
+	DefaultKeyName     = "Idempotency-Key"
+)
+
+// DefaultStatuses are the response statuses retried by default, besides
+// connection errors: 408, 409, 425, 429, 500, 502, 503, 504.
+var DefaultStatuses = []int{
+	http.StatusRequestTimeout, http.StatusConflict, http.StatusTooEarly, http.StatusTooManyRequests,
+	http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout,
+}
+
+// Jitter is how a backoff delay is randomized below its ceiling.
+type Jitter uint8
+
+const (
+	// JitterFull draws the delay uniformly from [0, ceiling] (the contract's default).
+	JitterFull Jitter = iota
+	// JitterEqual draws the delay uniformly from [ceiling/2, ceiling].
+	JitterEqual
+	// JitterNone waits exactly the ceiling.
+	JitterNone
+)
+
+func (j Jitter) String() string {
+	switch j {
+	case JitterFull:
+		return "full"
+	case JitterEqual:
+		return "equal"
+	case JitterNone:
+		return "none"
+	}
+	return fmt.Sprintf("Jitter(%d)", uint8(j))
+}
+
+// ParseJitter parses the contract's spelling: full, equal or none.
+func ParseJitter(s string) (Jitter, error) {
+	switch s {
+	case "full", "":
+		return JitterFull, nil
+	case "equal":
+		return JitterEqual, nil
+	case "none":
+		return JitterNone, nil
+	}
+	return 0, fmt.Errorf("idemclient: unknown jitter %q (want full, equal or none)", s)
+}
+
+// Backoff is the exponential backoff of a [Policy]. The ceiling of the delay
+// before retry n (n = 1 for the wait after the first attempt) is
+//
+//	ceiling(n) = min(Max, Initial × Multiplier^(n-1))
+//
+// and the delay itself is drawn below the ceiling as [Jitter] says.
+// Zero fields take the contract defaults (500ms, 8s, 2, full).
+type Backoff struct {
+	Initial    time.Duration
+	Max        time.Duration
+	Multiplier float64
+	Jitter     Jitter
+}
+
+// Ceiling returns the largest delay before retry n (n >= 1) of a defaulted b.
+// The sequence is computed by cenkalti/backoff's ExponentialBackOff with a
+// zero randomization factor (growth, cap and overflow guard are the
+// library's); the jitter is applied on top by [Backoff.Delay].
+func (b Backoff) Ceiling(n int) time.Duration {
+	if n < 1 {
+		return 0
+	}
+	b = b.withDefaults()
+	eb := b.sequence()
+	var d time.Duration
+	for range n {
+		d = eb.NextBackOff()
+		if d >= b.Max {
+			return b.Max
+		}
+	}
+	return d
+}
+
+// sequence returns the library's deterministic exponential sequence for a defaulted b.
+func (b Backoff) sequence() *backoff.ExponentialBackOff {
+	eb := &backoff.ExponentialBackOff{
+		InitialInterval:     b.Initial,
+		RandomizationFactor: 0,
+		Multiplier:          b.Multiplier,
+		MaxInterval:         b.Max,
+	}
+	eb.Reset()
+	return eb
+}
+
+// Delay returns the delay before retry n for a uniform random draw u in
+// [0, 1): full jitter gives u × ceiling, equal jitter ceiling/2 + u × ceiling/2,
+// none the ceiling. Out-of-range u is clamped.
+func (b Backoff) Delay(n int, u float64) time.Duration {
+	return b.withDefaults().jitter(b.Ceiling(n), u)
+}
+
+func (b Backoff) jitter(ceiling time.Duration, u float64) time.Duration {
+	if !(u >= 0) { // also NaN
+		u = 0
+	}
+	if u > 1 {
+		u = 1
+	}
+	switch b.Jitter {
+	case JitterFull:
+		return time.Duration(u * float64(ceiling))
+	case JitterEqual:
+		half := ceiling / 2
+		return ceiling - half + time.Duration(u*float64(half))
+	default:
+		return ceiling
+	}
+}
+
+func (b Backoff) withDefaults() Backoff {
+	if b.Initial == 0 {
+		b.Initial = DefaultInitial
+	}
+	if b.Max == 0 {
+		b.Max = DefaultMax
+	}
+	if b.Multiplier == 0 {
+		b.Multiplier = DefaultMultiplier
+	}
+	return b
+}
+
+// RetryOn says which failures are retried: connection errors (see
+// [Classify]) and response statuses. The zero RetryOn (no connection, no
+// statuses) takes the contract default (connection plus [DefaultStatuses]);
+// to disable retries set [Policy.MaxAttempts] to 1.
+//
+// Whatever it lists, 400 and 422, and any response whose problem+json code is
+// IDEMPOTENCY_KEY_REUSED, are never retried: retrying cannot change them. A
+// 409 whose code is IDEMPOTENCY_KEY_IN_USE is always waited out.
+type RetryOn struct {
+	Connection bool
+	Statuses   []int
+}
+
+// IsZero reports whether o lists nothing.
+func (o RetryOn) IsZero() bool { return !o.Connection && len(o.Statuses) == 0 }
+
+// Status reports whether o retries status s (never 400 or 422).
+func (o RetryOn) Status(s int) bool {
+	if neverRetried(s) {
+		return false
+	}
+	return slices.Contains(o.Statuses, s)
+}
+
+func neverRetried(s int) bool {
+	return s == http.StatusBadRequest || s == http.StatusUnprocessableEntity
+}
+
+// KeyFormat is the format of keys a helper creates.
+type KeyFormat string
+
+const (
+	// FormatUUID (the zero value, and "uuid") creates UUID version 7 keys.
+	FormatUUID KeyFormat = "uuid"
+	// FormatUUIDv7 creates UUID version 7 keys (time-ordered: good for index locality).
+	FormatUUIDv7 KeyFormat = "uuidv7"
+	// FormatUUIDv4 creates UUID version 4 keys (fully random).
+	FormatUUIDv4 KeyFormat = "uuidv4"
+	// FormatToken accepts any visible ASCII; the helper creates UUID version 7 strings.
+	FormatToken KeyFormat = "token"
+)
+
+// KeyCarrier is where a request carries its key.
+type KeyCarrier uint8
+
+const (
+	// CarrierHeader: the request header KeyName (the zero value; default Idempotency-Key).
+	CarrierHeader KeyCarrier = iota
+	// CarrierQuery: the query parameter KeyName.
+	CarrierQuery
+	// CarrierBody: the member of the JSON request body at the RFC 6901 pointer KeyName.
+	CarrierBody
+)
+
+func (c KeyCarrier) String() string {
+	switch c {
+	case CarrierHeader:
+		return "header"
+	case CarrierQuery:
+		return "query"
+	case CarrierBody:
+		return "body"
+	}
+	return fmt.Sprintf("KeyCarrier(%d)", uint8(c))
+}
+
+// Policy is the client half of an operation's contract: how often and when
+// to retry, and how the key is made and carried. Generated code emits one
+// Policy per operation from the `retry` and `key` blocks; zero fields take
+// the contract defaults (see [DefaultPolicy]).
+type Policy struct {
+	// MaxAttempts bounds all attempts, the first included (default 4; 1 disables retries).
+	MaxAttempts int
+	Backoff     Backoff
+	On          RetryOn
+	KeyFormat   KeyFormat
+	KeyCarrier  KeyCarrier
+	// KeyName is the header name, query parameter name or JSON pointer of the key
+	// (default Idempotency-Key; required for the query and body carriers).
+	KeyName string
+}
+
+// DefaultPolicy returns the contract defaults spelled out: 4 attempts,
+// backoff 500ms..8s ×2 with full jitter, retry on connection errors and
+// [DefaultStatuses], UUID v7 keys in the Idempotency-Key header.
+func DefaultPolicy() Policy { return Policy{}.WithDefaults() }
+
+// WithDefaults returns p with every zero field set to the contract default.
+func (p Policy) WithDefaults() Policy {
+	if p.MaxAttempts == 0 {
+		p.MaxAttempts = DefaultMaxAttempts
+	}
+	p.Backoff = p.Backoff.withDefaults()
+	if p.On.IsZero() {
+		p.On = RetryOn{Connection: true, Statuses: slices.Clone(DefaultStatuses)}
+	}
+	if p.KeyFormat == "" {
+		p.KeyFormat = FormatUUID
+	}
+	if p.KeyName == "" && p.KeyCarrier == CarrierHeader {
+		p.KeyName = DefaultKeyName
+	}
+	return p
+}
+
+// Validate reports the first problem of p after defaults: attempts below 1,
+// a non-positive initial delay, a max below the initial delay, a multiplier
+// below 1 (or not finite), an unknown jitter, key format or carrier, a
+// missing key name, or a status outside 100..599. Listing 400 or 422 is not
+// an error here (the generator refuses it with a position); at run time they
+// are simply never retried.
+func (p Policy) Validate() error {
+	if err := p.validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidPolicy, err)
+	}
+	return nil
+}
+
+func (p Policy) validate() error {
+	p = p.WithDefaults()
+	var errs []error
+	if p.MaxAttempts < 1 {
+		errs = append(errs, fmt.Errorf("max-attempts %d < 1", p.MaxAttempts))
+	}
+	b := p.Backoff
+	if b.Initial <= 0 {
+		errs = append(errs, fmt.Errorf("backoff initial %v <= 0", b.Initial))
+	}
+	if b.Max < b.Initial {
+		errs = append(errs, fmt.Errorf("backoff max %v < initial %v", b.Max, b.Initial))
+	}
+	if !(b.Multiplier >= 1) || math.IsInf(b.Multiplier, 0) {
+		errs = append(errs, fmt.Errorf("backoff multiplier %v not a finite number >= 1", b.Multiplier))
+	}
+	if b.Jitter > JitterNone {
+		errs = append(errs, fmt.Errorf("unknown jitter %v", b.Jitter))
+	}
+	switch p.KeyFormat {
+	case FormatUUID, FormatUUIDv4, FormatUUIDv7, FormatToken:
+	default:
+		errs = append(errs, fmt.Errorf("unknown key format %q", p.KeyFormat))
+	}
+	switch p.KeyCarrier {
+	case CarrierHeader, CarrierQuery:
+		if p.KeyName == "" {
+			errs = append(errs, fmt.Errorf("%v key carrier without a name", p.KeyCarrier))
+		}
+	case CarrierBody:
+		if _, err := parsePointer(p.KeyName); err != nil {
+			errs = append(errs, err)
+		}
+	default:
+		errs = append(errs, fmt.Errorf("unknown key carrier %v", p.KeyCarrier))
+	}
+	for _, s := range p.On.Statuses {
+		if s < 100 || s > 599 {
+			errs = append(errs, fmt.Errorf("retry status %d outside 100..599", s))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// LongestSpan is the longest time the helper can spend waiting between the
+// attempts of one call under its own backoff: the sum of the delay ceilings
+// over the MaxAttempts-1 retries,
+//
+//	LongestSpan = Σ_{n=1}^{MaxAttempts-1} min(Max, Initial × Multiplier^(n-1))
+//
+// (defaults: 500ms + 1s + 2s = 3.5s). Jitter only shortens delays, so this
+// is an upper bound for every jitter mode. It leaves out the attempts' own
+// durations and any longer Retry-After a server asks for (those are bounded
+// by the caller's context deadline, see [Doer]). The generator refuses a
+// policy whose LongestSpan × 1.5 exceeds the operation's window.
+func (p Policy) LongestSpan() time.Duration {
+	p = p.WithDefaults()
+	if p.MaxAttempts <= 1 {
+		return 0
+	}
+	b := p.Backoff
+	eb := b.sequence()
+	var sum time.Duration
+	for n := 1; n < p.MaxAttempts; n++ {
+		d := min(eb.NextBackOff(), b.Max)
+		if d == b.Max { // the rest of the retries all wait Max
+			rest := time.Duration(p.MaxAttempts - n)
+			if rest > (math.MaxInt64-sum)/b.Max {
+				return time.Duration(math.MaxInt64)
+			}
+			return sum + rest*b.Max
+		}
+		sum += d
+	}
+	return sum
+}

@@ -1,0 +1,221 @@
+package memstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/memstore"
+)
+
+// clock is a fake clock for the store's own bookkeeping tests.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func newClockStore(t *testing.T, o memstore.Options) (*memstore.Store, *clock) {
+	c := &clock{t: time.Unix(1_700_000_000, 0)}
+	o.Now = c.Now
+	if o.SweepInterval == 0 {
+		o.SweepInterval = -1
+	}
+	s := memstore.New(o)
+	t.Cleanup(func() { _ = s.Close() })
+	return s, c
+}
+
+func claim(t *testing.T, s *memstore.Store, key string, tok idem.Token, ttl time.Duration) error {
+	t.Helper()
+	res, err := s.Begin(context.Background(), &idem.BeginRequest{Key: key, Token: tok, Lease: time.Minute, TTL: ttl})
+	if err == nil && !res.Acquired {
+		t.Fatalf("Begin(%q) not acquired: %+v", key, res.Record)
+	}
+	return err
+}
+
+func TestEvictsExpiredThenOldestFinished(t *testing.T) {
+	s, c := newClockStore(t, memstore.Options{Shards: 1, MaxEntries: 3})
+	ctx := context.Background()
+	require.NoError(t, claim(t, s, "old", 1, time.Hour))
+	require.NoError(t, s.Finish(ctx, "old", 1, idem.StateCompleted, []byte("a")))
+	require.NoError(t, claim(t, s, "short", 2, time.Second))
+	require.NoError(t, s.Finish(ctx, "short", 2, idem.StateCompleted, []byte("b")))
+	require.NoError(t, claim(t, s, "newer", 3, time.Hour))
+	require.NoError(t, s.Finish(ctx, "newer", 3, idem.StateCompleted, []byte("c")))
+
+	c.Add(2 * time.Second) // "short" expired
+	require.NoError(t, claim(t, s, "d", 4, time.Hour))
+	_, ok, _ := s.Get(ctx, "old")
+	assert.True(t, ok, "an expired record goes first, before the oldest finished one")
+	_, ok, _ = s.Get(ctx, "short")
+	assert.False(t, ok)
+
+	require.NoError(t, claim(t, s, "e", 5, time.Hour))
+	_, ok, _ = s.Get(ctx, "old")
+	assert.False(t, ok, "then the oldest finished record")
+	_, ok, _ = s.Get(ctx, "newer")
+	assert.True(t, ok)
+	st := s.Stats()
+	assert.Equal(t, 3, st.Entries)
+	assert.Equal(t, int64(1), st.Evicted)
+	assert.Equal(t, int64(1), st.Expired)
+}
+
+func TestNeverEvictsPending(t *testing.T) {
+	s, _ := newClockStore(t, memstore.Options{Shards: 1, MaxEntries: 2})
+	require.NoError(t, claim(t, s, "a", 1, time.Hour))
+	require.NoError(t, claim(t, s, "b", 2, time.Hour))
+	err := claim(t, s, "c", 3, time.Hour)
+	require.True(t, errors.Is(err, memstore.ErrFull), "got %v", err)
+	assert.Equal(t, int64(1), s.Stats().Full)
+	for _, k := range []string{"a", "b"} {
+		rec, ok, _ := s.Get(context.Background(), k)
+		assert.True(t, ok && rec.State == idem.StatePending, k)
+	}
+	// Once one finishes, there is room again.
+	require.NoError(t, s.Finish(context.Background(), "a", 1, idem.StateCompleted, nil))
+	require.NoError(t, claim(t, s, "c", 3, time.Hour))
+}
+
+func TestByteBound(t *testing.T) {
+	budget := int64(4 * (memstore.EntryOverhead + 100))
+	s, _ := newClockStore(t, memstore.Options{Shards: 1, MaxBytes: budget})
+	ctx := context.Background()
+	for i := 0; i < 10; i++ {
+		k := fmt.Sprintf("k%02d", i)
+		require.NoError(t, claim(t, s, k, idem.Token(i+1), time.Hour))
+		require.NoError(t, s.Finish(ctx, k, idem.Token(i+1), idem.StateCompleted, make([]byte, 100)))
+		assert.LessOrEqual(t, s.Stats().Bytes, budget, "after %d records", i+1)
+	}
+	_, ok, _ := s.Get(ctx, "k09")
+	assert.True(t, ok, "the newest record stays")
+	// A single response larger than the budget is still stored.
+	require.NoError(t, claim(t, s, "huge", 99, time.Hour))
+	require.NoError(t, s.Finish(ctx, "huge", 99, idem.StateCompleted, make([]byte, 2*budget)))
+	rec, ok, _ := s.Get(ctx, "huge")
+	require.True(t, ok)
+	assert.Len(t, rec.Response, int(2*budget))
+}
+
+func TestSweep(t *testing.T) {
+	s, c := newClockStore(t, memstore.Options{Shards: 4})
+	for i := 0; i < 100; i++ {
+		require.NoError(t, claim(t, s, fmt.Sprint(i), idem.Token(i+1), time.Duration(i+1)*time.Second))
+	}
+	c.Add(50*time.Second + time.Millisecond)
+	s.Sweep()
+	st := s.Stats()
+	assert.Equal(t, 50, st.Entries)
+	assert.Equal(t, int64(50), st.Expired)
+}
+
+func TestBackgroundSweeperStops(t *testing.T) {
+	s := memstore.New(memstore.Options{SweepInterval: 5 * time.Millisecond})
+	require.NoError(t, claim(t, s, "k", 1, 10*time.Millisecond))
+	deadline := time.Now().Add(5 * time.Second)
+	for s.Stats().Entries != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the background sweeper did not drop the expired record")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	require.NoError(t, s.Close())
+	require.NoError(t, s.Close(), "Close is idempotent")
+}
+
+func TestWatchWokenByExpiryAndTakeover(t *testing.T) {
+	s, c := newClockStore(t, memstore.Options{})
+	ctx := context.Background()
+	require.NoError(t, claim(t, s, "k", 1, time.Hour))
+	ch, stop := s.Watch(ctx, "k")
+	defer stop()
+	c.Add(2 * time.Minute) // the lease (1 min) ran out
+	require.NoError(t, claim(t, s, "k", 2, time.Hour))
+	select {
+	case <-ch:
+	default:
+		t.Fatal("a takeover did not wake the watcher")
+	}
+	ch2, stop2 := s.Watch(ctx, "k")
+	defer stop2()
+	c.Add(2 * time.Hour)
+	_, ok, _ := s.Get(ctx, "k")
+	require.False(t, ok)
+	select {
+	case <-ch2:
+	default:
+		t.Fatal("expiry did not wake the watcher")
+	}
+}
+
+func TestShardsRoundUp(t *testing.T) {
+	// Three shards become four; the store works the same.
+	s := memstore.New(memstore.Options{Shards: 3, MaxEntries: 8, SweepInterval: -1})
+	defer s.Close()
+	for i := 0; i < 8; i++ {
+		_, err := s.Begin(context.Background(), &idem.BeginRequest{Key: fmt.Sprint(i), Token: 1, Lease: time.Minute, TTL: time.Hour})
+		if err != nil {
+			assert.ErrorIs(t, err, memstore.ErrFull) // uneven hashing may fill a 2-entry shard first
+		}
+	}
+	assert.LessOrEqual(t, s.Stats().Entries, 8)
+}
+
+func BenchmarkBeginFinish(b *testing.B) {
+	s := memstore.New(memstore.Options{SweepInterval: -1})
+	defer s.Close()
+	keys := make([]string, 4096)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("i1p0:11:createOrderk36:%036d", i)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		k := keys[i%len(keys)]
+		i++
+		tok := idem.Token(i)
+		res, err := s.Begin(ctx, &idem.BeginRequest{Key: k, Token: tok, Lease: time.Minute, TTL: time.Hour})
+		if err != nil || !res.Acquired {
+			b.Fatalf("Begin: %v %+v", err, res)
+		}
+		// FAILED without a response frees the key for the next round.
+		if err := s.Finish(ctx, k, tok, idem.StateFailed, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkGetParallel(b *testing.B) {
+	s := memstore.New(memstore.Options{SweepInterval: -1})
+	defer s.Close()
+	ctx := context.Background()
+	keys := make([]string, 1024)
+	for i := range keys {
+		keys[i] = fmt.Sprint(i)
+		_, _ = s.Begin(ctx, &idem.BeginRequest{Key: keys[i], Token: 1, Lease: time.Minute, TTL: time.Hour})
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			_, _, _ = s.Get(ctx, keys[i&1023])
+			i++
+		}
+	})
+}

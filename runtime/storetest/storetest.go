@@ -1,0 +1,559 @@
+// Package storetest is the conformance suite every idem.Store passes (like
+// gocloud's drivertest or testing/slogtest). A store's package runs it with
+// one line:
+//
+//	func TestConformance(t *testing.T) {
+//		storetest.RunConformanceTests(t, func(t *testing.T) idem.Store { return newStoreForTest(t) })
+//	}
+//
+// newStore is called once per subtest; the stores it returns may share a
+// backend (subtests use distinct keys) and it should register its own cleanup
+// with t.Cleanup. Optional abilities (idem.Watcher, idem.LeaseExtender,
+// idem.Transactor) are tested when the store has them.
+//
+// Stores keep time on their own clock (Redis TIME, PostgreSQL now()), so the
+// suite uses short real durations with generous slack instead of a fake
+// clock: it asserts "expired" only after sleeping well past a deadline and
+// "not expired" only with deadlines seconds away, so a loaded machine makes
+// it slower, never wrong. The whole suite takes about a second.
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+const (
+	short = 60 * time.Millisecond // a lease or TTL that must run out
+	slack = 150 * time.Millisecond
+	long  = 30 * time.Second // a lease or TTL that must not run out during a test
+)
+
+// RunConformanceTests runs the conformance suite against stores from newStore.
+func RunConformanceTests(t *testing.T, newStore func(t *testing.T) idem.Store) {
+	t.Helper()
+	run := func(name string, f func(t *testing.T, s idem.Store, key func(string) string)) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := newStore(t)
+			prefix := uniquePrefix()
+			f(t, s, func(k string) string { return "i1p0:13:storetest" + prefix + "k" + fmt.Sprint(len(k)) + ":" + k })
+		})
+	}
+	run("BeginAcquiresNewKey", testBeginNew)
+	run("BeginReportsExisting", testBeginExisting)
+	run("AtomicBeginUnderConcurrency", testConcurrentBegin)
+	run("LeaseExpiryTakeover", testLeaseTakeover)
+	run("Fencing", testFencing)
+	run("FinishCompleted", testFinishCompleted)
+	run("FinishFailedReplayable", testFinishFailedReplayable)
+	run("ReclaimFailed", testReclaimFailed)
+	run("ReclaimFailedSameFingerprint", testReclaimSameFingerprint)
+	run("ExpiryAfterTTL", testExpiry)
+	run("FinishAfterExpiryIsFenced", testFinishAfterExpiry)
+	run("ScopeIsolation", testScopeIsolation)
+	run("LargeResponse", testLargeResponse)
+	run("EmptyResponseIsNotNil", testEmptyResponse)
+	run("TokensBeyond2to53", testBigTokens)
+	run("FingerprintRoundTrip", testFingerprintRoundTrip)
+	run("GetMissing", testGetMissing)
+	run("ContextCancellation", testContextCancel)
+	run("Watcher", testWatcher)
+	run("LeaseExtender", testLeaseExtender)
+	run("Transactor", testTransactor)
+}
+
+var prefixSeq atomic.Uint64
+
+func uniquePrefix() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%x-%d", b, prefixSeq.Add(1))
+}
+
+func fp(b byte) idem.Fingerprint {
+	var f idem.Fingerprint
+	f[0] = 1
+	for i := 1; i < len(f); i++ {
+		f[i] = b ^ byte(i*7)
+	}
+	return f
+}
+
+func tok() idem.Token {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return idem.Token(binary.LittleEndian.Uint64(b[:]) | 1)
+}
+
+func begin(t *testing.T, s idem.Store, key string, f idem.Fingerprint, token idem.Token, lease, ttl time.Duration, same bool) idem.BeginResult {
+	t.Helper()
+	res, err := s.Begin(context.Background(), &idem.BeginRequest{Key: key, Fingerprint: f, Token: token, Lease: lease, TTL: ttl, SameFingerprintToReclaim: same})
+	if err != nil {
+		t.Fatalf("Begin(%q): %v", key, err)
+	}
+	return res
+}
+
+func finish(t *testing.T, s idem.Store, key string, token idem.Token, st idem.State, resp []byte) {
+	t.Helper()
+	if err := s.Finish(context.Background(), key, token, st, resp); err != nil {
+		t.Fatalf("Finish(%q, %v): %v", key, st, err)
+	}
+}
+
+func get(t *testing.T, s idem.Store, key string) (idem.Record, bool) {
+	t.Helper()
+	rec, ok, err := s.Get(context.Background(), key)
+	if err != nil {
+		t.Fatalf("Get(%q): %v", key, err)
+	}
+	return rec, ok
+}
+
+func testBeginNew(t *testing.T, s idem.Store, key func(string) string) {
+	k, tk := key("new"), tok()
+	before := time.Now()
+	res := begin(t, s, k, fp(1), tk, long, 2*long, false)
+	if !res.Acquired || res.Prior != 0 {
+		t.Fatalf("first Begin: Acquired=%v Prior=%v, want true, 0", res.Acquired, res.Prior)
+	}
+	rec, ok := get(t, s, k)
+	if !ok {
+		t.Fatal("Get after Begin: not found")
+	}
+	if rec.State != idem.StatePending || rec.Token != tk || rec.Fingerprint != fp(1) || rec.Response != nil {
+		t.Fatalf("record after Begin = %+v, want PENDING with the token and fingerprint, nil response", rec)
+	}
+	// Store clocks may differ from ours by a little; allow a generous margin.
+	if d := rec.LeaseExpiresAt.Sub(before); d < long-5*time.Second || d > long+5*time.Second {
+		t.Errorf("LeaseExpiresAt is %v after Begin, want about %v", d, long)
+	}
+	if d := rec.ExpiresAt.Sub(before); d < 2*long-5*time.Second || d > 2*long+5*time.Second {
+		t.Errorf("ExpiresAt is %v after Begin, want about %v", d, 2*long)
+	}
+}
+
+func testBeginExisting(t *testing.T, s idem.Store, key func(string) string) {
+	k, tk := key("existing"), tok()
+	begin(t, s, k, fp(1), tk, long, long, false)
+	res := begin(t, s, k, fp(2), tok(), long, long, false)
+	if res.Acquired {
+		t.Fatal("second Begin on a live PENDING record acquired it")
+	}
+	if res.Record.State != idem.StatePending || res.Record.Token != tk || res.Record.Fingerprint != fp(1) {
+		t.Fatalf("second Begin reported %+v, want the first claim's PENDING record", res.Record)
+	}
+}
+
+func testConcurrentBegin(t *testing.T, s idem.Store, key func(string) string) {
+	const n = 64
+	k := key("race")
+	var acquired atomic.Int32
+	var winner atomic.Uint64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tk := tok()
+			<-start
+			res, err := s.Begin(context.Background(), &idem.BeginRequest{Key: k, Fingerprint: fp(1), Token: tk, Lease: long, TTL: long})
+			if err != nil {
+				errs <- err
+				return
+			}
+			if res.Acquired {
+				acquired.Add(1)
+				winner.Store(uint64(tk))
+			} else if res.Record.State != idem.StatePending {
+				errs <- fmt.Errorf("loser saw state %v, want PENDING", res.Record.State)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if got := acquired.Load(); got != 1 {
+		t.Fatalf("%d of %d concurrent Begins acquired the key, want exactly 1", got, n)
+	}
+	if rec, _ := get(t, s, k); rec.Token != idem.Token(winner.Load()) {
+		t.Fatalf("record token %d, want the winner's %d", rec.Token, winner.Load())
+	}
+}
+
+func testLeaseTakeover(t *testing.T, s idem.Store, key func(string) string) {
+	k, old := key("takeover"), tok()
+	begin(t, s, k, fp(1), old, short, long, false)
+	time.Sleep(short + slack)
+	nw := tok()
+	res := begin(t, s, k, fp(2), nw, long, long, false)
+	if !res.Acquired || res.Prior != idem.StatePending {
+		t.Fatalf("Begin after the lease expired: Acquired=%v Prior=%v, want true, PENDING", res.Acquired, res.Prior)
+	}
+	rec, _ := get(t, s, k)
+	if rec.Token != nw || rec.Fingerprint != fp(2) || rec.State != idem.StatePending {
+		t.Fatalf("record after takeover = %+v, want PENDING with the new token and fingerprint", rec)
+	}
+	// The new holder's lease is fresh: a third claim does not take it over.
+	if res := begin(t, s, k, fp(3), tok(), long, long, false); res.Acquired {
+		t.Fatal("a third Begin took over a fresh lease")
+	}
+}
+
+func testFencing(t *testing.T, s idem.Store, key func(string) string) {
+	k, old := key("fence"), tok()
+	begin(t, s, k, fp(1), old, short, long, false)
+	time.Sleep(short + slack)
+	nw := tok()
+	begin(t, s, k, fp(1), nw, long, long, false)
+	err := s.Finish(context.Background(), k, old, idem.StateCompleted, []byte("late"))
+	if !errors.Is(err, idem.ErrFenced) {
+		t.Fatalf("old holder's Finish = %v, want ErrFenced", err)
+	}
+	rec, _ := get(t, s, k)
+	if rec.State != idem.StatePending || rec.Token != nw || rec.Response != nil {
+		t.Fatalf("record after a fenced Finish = %+v, want the new holder's untouched PENDING", rec)
+	}
+	// A token that never held the key is fenced too, and so is a second Finish.
+	if err := s.Finish(context.Background(), k, tok(), idem.StateCompleted, nil); !errors.Is(err, idem.ErrFenced) {
+		t.Fatalf("stranger's Finish = %v, want ErrFenced", err)
+	}
+	finish(t, s, k, nw, idem.StateCompleted, []byte("ok"))
+	if err := s.Finish(context.Background(), k, nw, idem.StateCompleted, []byte("again")); !errors.Is(err, idem.ErrFenced) {
+		t.Fatalf("second Finish = %v, want ErrFenced", err)
+	}
+	if rec, _ := get(t, s, k); string(rec.Response) != "ok" {
+		t.Fatalf("response after a second Finish = %q, want %q", rec.Response, "ok")
+	}
+	// Finish of a key that was never claimed.
+	if err := s.Finish(context.Background(), key("never"), nw, idem.StateCompleted, nil); !errors.Is(err, idem.ErrFenced) {
+		t.Fatalf("Finish of an unknown key = %v, want ErrFenced", err)
+	}
+}
+
+func testFinishCompleted(t *testing.T, s idem.Store, key func(string) string) {
+	k, tk := key("done"), tok()
+	begin(t, s, k, fp(1), tk, long, long, false)
+	before, _ := get(t, s, k)
+	resp := []byte{0, 1, 2, 0xff, 'x'}
+	finish(t, s, k, tk, idem.StateCompleted, resp)
+	resp[0] = 9 // the store must not keep the caller's buffer
+	rec, ok := get(t, s, k)
+	if !ok || rec.State != idem.StateCompleted || !bytes.Equal(rec.Response, []byte{0, 1, 2, 0xff, 'x'}) {
+		t.Fatalf("record = %+v (found %v), want COMPLETED with the response", rec, ok)
+	}
+	if !rec.ExpiresAt.Equal(before.ExpiresAt) {
+		t.Errorf("Finish changed ExpiresAt from %v to %v", before.ExpiresAt, rec.ExpiresAt)
+	}
+	res := begin(t, s, k, fp(2), tok(), long, long, true)
+	if res.Acquired || res.Record.State != idem.StateCompleted || res.Record.Fingerprint != fp(1) {
+		t.Fatalf("Begin on a COMPLETED record: %+v, want not acquired, the stored record", res)
+	}
+}
+
+func testFinishFailedReplayable(t *testing.T, s idem.Store, key func(string) string) {
+	k, tk := key("failed-replay"), tok()
+	begin(t, s, k, fp(1), tk, long, long, false)
+	finish(t, s, k, tk, idem.StateFailed, []byte("boom"))
+	res := begin(t, s, k, fp(1), tok(), long, long, false)
+	if res.Acquired || res.Record.State != idem.StateFailed || string(res.Record.Response) != "boom" {
+		t.Fatalf("Begin on a FAILED record with a response: %+v, want it reported, not acquired", res)
+	}
+}
+
+func testReclaimFailed(t *testing.T, s idem.Store, key func(string) string) {
+	k, tk := key("reclaim"), tok()
+	begin(t, s, k, fp(1), tk, long, long, false)
+	finish(t, s, k, tk, idem.StateFailed, nil)
+	rec, _ := get(t, s, k)
+	if rec.State != idem.StateFailed || !rec.Reclaimable() {
+		t.Fatalf("record after Finish(FAILED, nil) = %+v, want reclaimable FAILED", rec)
+	}
+	nw := tok()
+	res := begin(t, s, k, fp(2), nw, long, long, false)
+	if !res.Acquired || res.Prior != idem.StateFailed {
+		t.Fatalf("Begin on a reclaimable record: Acquired=%v Prior=%v, want true, FAILED", res.Acquired, res.Prior)
+	}
+	rec, _ = get(t, s, k)
+	if rec.State != idem.StatePending || rec.Token != nw || rec.Fingerprint != fp(2) {
+		t.Fatalf("record after reclaim = %+v", rec)
+	}
+	if err := s.Finish(context.Background(), k, tk, idem.StateCompleted, nil); !errors.Is(err, idem.ErrFenced) {
+		t.Fatalf("first holder's Finish after reclaim = %v, want ErrFenced", err)
+	}
+}
+
+func testReclaimSameFingerprint(t *testing.T, s idem.Store, key func(string) string) {
+	k, tk := key("reclaim-same"), tok()
+	begin(t, s, k, fp(1), tk, long, long, true)
+	finish(t, s, k, tk, idem.StateFailed, nil)
+	res := begin(t, s, k, fp(2), tok(), long, long, true)
+	if res.Acquired || res.Record.State != idem.StateFailed || res.Record.Fingerprint != fp(1) {
+		t.Fatalf("Begin with another fingerprint and SameFingerprintToReclaim: %+v, want not acquired, the FAILED record", res)
+	}
+	res = begin(t, s, k, fp(1), tok(), long, long, true)
+	if !res.Acquired || res.Prior != idem.StateFailed {
+		t.Fatalf("Begin with the same fingerprint: Acquired=%v Prior=%v, want true, FAILED", res.Acquired, res.Prior)
+	}
+}
+
+func testExpiry(t *testing.T, s idem.Store, key func(string) string) {
+	k, tk := key("expire"), tok()
+	const ttl = 200 * time.Millisecond
+	begin(t, s, k, fp(1), tk, short, ttl, false)
+	finish(t, s, k, tk, idem.StateCompleted, []byte("x"))
+	time.Sleep(ttl + slack)
+	if rec, ok := get(t, s, k); ok {
+		t.Fatalf("Get after the TTL found %+v", rec)
+	}
+	res := begin(t, s, k, fp(2), tok(), long, long, true)
+	if !res.Acquired || res.Prior != 0 {
+		t.Fatalf("Begin after the TTL: Acquired=%v Prior=%v, want true, 0", res.Acquired, res.Prior)
+	}
+}
+
+func testFinishAfterExpiry(t *testing.T, s idem.Store, key func(string) string) {
+	k, tk := key("late"), tok()
+	begin(t, s, k, fp(1), tk, short, short, false)
+	time.Sleep(short + slack)
+	if err := s.Finish(context.Background(), k, tk, idem.StateCompleted, []byte("x")); !errors.Is(err, idem.ErrFenced) {
+		t.Fatalf("Finish after the record expired = %v, want ErrFenced", err)
+	}
+	if rec, ok := get(t, s, k); ok {
+		t.Fatalf("an expired record came back after a fenced Finish: %+v", rec)
+	}
+}
+
+func testScopeIsolation(t *testing.T, s idem.Store, key func(string) string) {
+	keys := []string{"a", "A", "a ", " a", "ab", "a:b", "a%3Ab", "é", "e\u0301", "😀", "a\tb", "a/b", "a\\b", `a"b`, "{a}", "a*", "a?", "[a]", "a\u2028b", "ï¿½"}
+	toks := make(map[string]idem.Token)
+	for i, k := range keys {
+		tk := tok()
+		toks[k] = tk
+		if res := begin(t, s, key(k), fp(byte(i)), tk, long, long, false); !res.Acquired {
+			t.Fatalf("key %q: not acquired: it collides with another key (record %+v)", k, res.Record)
+		}
+	}
+	for i, k := range keys {
+		finish(t, s, key(k), toks[k], idem.StateCompleted, []byte(k))
+		rec, ok := get(t, s, key(k))
+		if !ok || string(rec.Response) != k || rec.Fingerprint != fp(byte(i)) {
+			t.Fatalf("key %q: record %+v (found %v), want its own response", k, rec, ok)
+		}
+	}
+}
+
+func testLargeResponse(t *testing.T, s idem.Store, key func(string) string) {
+	k, tk := key("large"), tok()
+	big := make([]byte, 1<<20+17)
+	_, _ = rand.Read(big)
+	begin(t, s, k, fp(1), tk, long, long, false)
+	finish(t, s, k, tk, idem.StateCompleted, big)
+	rec, _ := get(t, s, k)
+	if !bytes.Equal(rec.Response, big) {
+		t.Fatalf("1 MiB response came back with %d bytes, not equal", len(rec.Response))
+	}
+}
+
+func testEmptyResponse(t *testing.T, s idem.Store, key func(string) string) {
+	k, tk := key("empty"), tok()
+	begin(t, s, k, fp(1), tk, long, long, false)
+	finish(t, s, k, tk, idem.StateFailed, []byte{})
+	rec, _ := get(t, s, k)
+	if rec.Response == nil || rec.Reclaimable() {
+		t.Fatalf("FAILED with an empty, non-nil response came back as %+v: it must stay non-nil (replayable)", rec)
+	}
+}
+
+func testBigTokens(t *testing.T, s idem.Store, key func(string) string) {
+	// 2^60+1 and 2^60 are the same float64: a store that keeps tokens as
+	// doubles would confuse them.
+	big := idem.Token(1<<60 + 1)
+	near := idem.Token(1 << 60)
+	k := key("bigtoken")
+	begin(t, s, k, fp(1), big, long, long, false)
+	if rec, _ := get(t, s, k); rec.Token != big {
+		t.Fatalf("token %d came back as %d", big, rec.Token)
+	}
+	if err := s.Finish(context.Background(), k, near, idem.StateCompleted, nil); !errors.Is(err, idem.ErrFenced) {
+		t.Fatalf("Finish with token %d on a claim of %d = %v, want ErrFenced", near, big, err)
+	}
+	max := idem.Token(1<<64 - 1)
+	k2 := key("maxtoken")
+	begin(t, s, k2, fp(1), max, long, long, false)
+	finish(t, s, k2, max, idem.StateCompleted, []byte("ok"))
+	if rec, _ := get(t, s, k2); rec.Token != max {
+		t.Fatalf("token %d came back as %d", max, rec.Token)
+	}
+}
+
+func testFingerprintRoundTrip(t *testing.T, s idem.Store, key func(string) string) {
+	var f idem.Fingerprint
+	for i := range f {
+		f[i] = byte(255 - i*8)
+	}
+	f[5], f[6] = 0, 0
+	k, tk := key("fp"), tok()
+	begin(t, s, k, f, tk, long, long, false)
+	if rec, _ := get(t, s, k); rec.Fingerprint != f {
+		t.Fatalf("fingerprint %x came back as %x", f, rec.Fingerprint)
+	}
+}
+
+func testGetMissing(t *testing.T, s idem.Store, key func(string) string) {
+	rec, ok, err := s.Get(context.Background(), key("missing"))
+	if err != nil || ok {
+		t.Fatalf("Get of a missing key = %+v, %v, %v; want not found, no error", rec, ok, err)
+	}
+}
+
+func testContextCancel(t *testing.T, s idem.Store, key func(string) string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	k := key("ctx")
+	if _, err := s.Begin(ctx, &idem.BeginRequest{Key: k, Fingerprint: fp(1), Token: tok(), Lease: long, TTL: long}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Begin with a cancelled context = %v, want context.Canceled", err)
+	}
+	if _, _, err := s.Get(ctx, k); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Get with a cancelled context = %v, want context.Canceled", err)
+	}
+	tk := tok()
+	if res := begin(t, s, k, fp(1), tk, long, long, false); !res.Acquired || res.Prior != 0 {
+		t.Fatalf("Begin after a cancelled Begin: %+v, want a fresh claim (the cancelled call changed nothing)", res)
+	}
+	if err := s.Finish(ctx, k, tk, idem.StateCompleted, []byte("x")); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Finish with a cancelled context = %v, want context.Canceled", err)
+	}
+	if rec, _ := get(t, s, k); rec.State != idem.StatePending {
+		t.Fatalf("a cancelled Finish changed the record: %+v", rec)
+	}
+}
+
+func testWatcher(t *testing.T, s idem.Store, key func(string) string) {
+	w, ok := s.(idem.Watcher)
+	if !ok {
+		t.Skip("the store does not implement idem.Watcher")
+	}
+	k, tk := key("watch"), tok()
+	begin(t, s, k, fp(1), tk, long, long, false)
+	changed, stop := w.Watch(context.Background(), k)
+	defer stop()
+	select {
+	case <-changed:
+		t.Fatal("changed fired before any change")
+	case <-time.After(20 * time.Millisecond):
+	}
+	go func() {
+		time.Sleep(10 * time.Millisecond)
+		_ = s.Finish(context.Background(), k, tk, idem.StateCompleted, []byte("x"))
+	}()
+	select {
+	case <-changed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("changed did not fire after Finish")
+	}
+	// A second watcher of an idle key, stopped without a change, releases cleanly.
+	_, stop2 := w.Watch(context.Background(), key("idle"))
+	stop2()
+	stop2()
+}
+
+func testLeaseExtender(t *testing.T, s idem.Store, key func(string) string) {
+	x, ok := s.(idem.LeaseExtender)
+	if !ok {
+		t.Skip("the store does not implement idem.LeaseExtender")
+	}
+	k, tk := key("extend"), tok()
+	begin(t, s, k, fp(1), tk, short, long, false)
+	if err := x.ExtendLease(context.Background(), k, tk, long); err != nil {
+		t.Fatalf("ExtendLease by the holder: %v", err)
+	}
+	time.Sleep(short + slack)
+	if res := begin(t, s, k, fp(1), tok(), long, long, false); res.Acquired {
+		t.Fatal("an extended lease was taken over at its original expiry")
+	}
+	if err := x.ExtendLease(context.Background(), k, tok(), long); !errors.Is(err, idem.ErrFenced) {
+		t.Fatalf("ExtendLease by a stranger = %v, want ErrFenced", err)
+	}
+	finish(t, s, k, tk, idem.StateCompleted, nil)
+	if err := x.ExtendLease(context.Background(), k, tk, long); !errors.Is(err, idem.ErrFenced) {
+		t.Fatalf("ExtendLease of a COMPLETED record = %v, want ErrFenced", err)
+	}
+	if err := x.ExtendLease(context.Background(), key("nothing"), tk, long); !errors.Is(err, idem.ErrFenced) {
+		t.Fatalf("ExtendLease of a missing record = %v, want ErrFenced", err)
+	}
+}
+
+func testTransactor(t *testing.T, s idem.Store, key func(string) string) {
+	x, ok := s.(idem.Transactor)
+	if !ok {
+		t.Skip("the store does not implement idem.Transactor")
+	}
+	ctx := context.Background()
+
+	t.Run("Commit", func(t *testing.T) {
+		k, tk := key("tx-commit"), tok()
+		begin(t, s, k, fp(1), tk, long, long, false)
+		txctx, commit, rollback, err := x.BeginTx(ctx, k, tk)
+		if err != nil {
+			t.Fatalf("BeginTx: %v", err)
+		}
+		if txctx == nil {
+			t.Fatal("BeginTx returned a nil context")
+		}
+		if err := commit(idem.StateCompleted, []byte("tx")); err != nil {
+			t.Fatalf("commit: %v", err)
+		}
+		rollback() // a no-op after commit
+		if rec, _ := get(t, s, k); rec.State != idem.StateCompleted || string(rec.Response) != "tx" {
+			t.Fatalf("record after commit = %+v", rec)
+		}
+	})
+	t.Run("Rollback", func(t *testing.T) {
+		k, tk := key("tx-rollback"), tok()
+		begin(t, s, k, fp(1), tk, long, long, false)
+		_, _, rollback, err := x.BeginTx(ctx, k, tk)
+		if err != nil {
+			t.Fatalf("BeginTx: %v", err)
+		}
+		rollback()
+		if rec, _ := get(t, s, k); rec.State != idem.StatePending || rec.Token != tk {
+			t.Fatalf("record after rollback = %+v, want the untouched PENDING", rec)
+		}
+		finish(t, s, k, tk, idem.StateFailed, nil)
+	})
+	t.Run("Fenced", func(t *testing.T) {
+		k, old := key("tx-fenced"), tok()
+		begin(t, s, k, fp(1), old, short, long, false)
+		time.Sleep(short + slack)
+		nw := tok()
+		begin(t, s, k, fp(1), nw, long, long, false)
+		_, commit, rollback, err := x.BeginTx(ctx, k, old)
+		if err == nil {
+			err = commit(idem.StateCompleted, []byte("late"))
+			rollback()
+		}
+		if !errors.Is(err, idem.ErrFenced) {
+			t.Fatalf("BeginTx/commit by a fenced holder = %v, want ErrFenced", err)
+		}
+		if rec, _ := get(t, s, k); rec.State != idem.StatePending || rec.Token != nw {
+			t.Fatalf("record after a fenced commit = %+v, want the new holder's PENDING", rec)
+		}
+	})
+}
