@@ -154,7 +154,12 @@ func (s *Store) Close() error {
 	return nil
 }
 
-func checkKey(op, key string) error {
+// checkKey refuses a call before any request: an ended context (so the call
+// changes nothing) or a key PostgreSQL's text type cannot hold.
+func checkKey(ctx context.Context, op, key string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("pgstore: %s: %w", op, err)
+	}
 	switch {
 	case key == "":
 		return fmt.Errorf("pgstore: %s: empty key", op)
@@ -191,7 +196,7 @@ func scanRecord(row pgx.Row) (idem.Record, error) {
 // Begin implements idem.Store with one round trip: the claim statement and a
 // read of the row, sent together as one batch.
 func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginResult, error) {
-	if err := checkKey("begin", req.Key); err != nil {
+	if err := checkKey(ctx, "begin", req.Key); err != nil {
 		return idem.BeginResult{}, err
 	}
 	if req.Lease <= 0 || req.TTL <= 0 {
@@ -243,7 +248,7 @@ func (s *Store) begin(ctx context.Context, req *idem.BeginRequest) (res idem.Beg
 
 // Finish implements idem.Store: one fenced UPDATE.
 func (s *Store) Finish(ctx context.Context, key string, token idem.Token, state idem.State, response []byte) error {
-	if err := checkFinish(key, state); err != nil {
+	if err := checkFinish(ctx, key, state); err != nil {
 		return err
 	}
 	tag, err := s.pool.Exec(ctx, s.q.finish, key, int64(token), int16(state), response)
@@ -256,8 +261,8 @@ func (s *Store) Finish(ctx context.Context, key string, token idem.Token, state 
 	return nil
 }
 
-func checkFinish(key string, state idem.State) error {
-	if err := checkKey("finish", key); err != nil {
+func checkFinish(ctx context.Context, key string, state idem.State) error {
+	if err := checkKey(ctx, "finish", key); err != nil {
 		return err
 	}
 	if state != idem.StateCompleted && state != idem.StateFailed {
@@ -268,7 +273,7 @@ func checkFinish(key string, state idem.State) error {
 
 // Get implements idem.Store: one SELECT that ignores expired rows.
 func (s *Store) Get(ctx context.Context, key string) (idem.Record, bool, error) {
-	if err := checkKey("get", key); err != nil {
+	if err := checkKey(ctx, "get", key); err != nil {
 		return idem.Record{}, false, err
 	}
 	rec, err := scanRecord(s.pool.QueryRow(ctx, s.q.get, key))
@@ -285,7 +290,7 @@ func (s *Store) Get(ctx context.Context, key string) (idem.Record, bool, error) 
 // held by token now runs out lease from now on the database clock. It returns
 // idem.ErrFenced when token no longer holds the record.
 func (s *Store) ExtendLease(ctx context.Context, key string, token idem.Token, lease time.Duration) error {
-	if err := checkKey("extend lease", key); err != nil {
+	if err := checkKey(ctx, "extend lease", key); err != nil {
 		return err
 	}
 	if lease <= 0 {

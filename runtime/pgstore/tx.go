@@ -46,7 +46,7 @@ const rollbackTimeout = 5 * time.Second
 // commits. rollback abandons the transaction; after commit it does nothing.
 // Call rollback in every case (defer it), or the connection stays taken.
 func (s *Store) BeginTx(ctx context.Context, key string, token idem.Token) (context.Context, func(idem.State, []byte) error, func(), error) {
-	if err := checkKey("begin tx", key); err != nil {
+	if err := checkKey(ctx, "begin tx", key); err != nil {
 		return nil, nil, nil, err
 	}
 	tx, err := s.pool.BeginTx(ctx, s.opts.TxOptions)
@@ -69,7 +69,7 @@ func (s *Store) BeginTx(ctx context.Context, key string, token idem.Token) (cont
 		_ = tx.Rollback(rctx)
 	}
 	commit := func(state idem.State, response []byte) error {
-		if err := checkFinish(key, state); err != nil {
+		if err := checkFinish(ctx, key, state); err != nil {
 			rollback()
 			return err
 		}

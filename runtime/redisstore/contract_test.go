@@ -1,9 +1,10 @@
 package redisstore
 
 // Contract tests of idem.Store (runtime/idem/store.go), written against the
-// interface only. The same file lives in runtime/pgstore; both stand in for
-// the shared conformance suite (runtime/storetest) until it is merged, and
-// stay as a second opinion afterwards.
+// interface only. The same file lives in runtime/pgstore. They were written
+// before the shared suite (runtime/storetest) existed and stay as a second
+// opinion: key spellings, bad requests, ExpiresAt kept by Finish, a holder
+// finishing after its lease ran out, 50-way concurrency.
 
 import (
 	"context"

@@ -118,7 +118,12 @@ func (s *Store) Close() error {
 	return nil
 }
 
-func validKey(op, key string) error {
+// check refuses a call before any request: an ended context (so the call
+// changes nothing) or an empty key.
+func check(ctx context.Context, op, key string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("redisstore: %s: %w", op, err)
+	}
 	if key == "" {
 		return fmt.Errorf("redisstore: %s: empty key", op)
 	}
@@ -137,7 +142,7 @@ func tokenBytes(t idem.Token) []byte {
 
 // Begin implements idem.Store: one EVALSHA of the begin script.
 func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginResult, error) {
-	if err := validKey("begin", req.Key); err != nil {
+	if err := check(ctx, "begin", req.Key); err != nil {
 		return idem.BeginResult{}, err
 	}
 	if req.Lease <= 0 || req.TTL <= 0 {
@@ -168,7 +173,7 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 
 // Finish implements idem.Store: one EVALSHA of the finish script.
 func (s *Store) Finish(ctx context.Context, key string, token idem.Token, state idem.State, response []byte) error {
-	if err := validKey("finish", key); err != nil {
+	if err := check(ctx, "finish", key); err != nil {
 		return err
 	}
 	if state != idem.StateCompleted && state != idem.StateFailed {
@@ -192,7 +197,7 @@ func (s *Store) Finish(ctx context.Context, key string, token idem.Token, state 
 // Get implements idem.Store: one GET. Redis itself forgets a record at its
 // ExpiresAt, so whatever GET finds is current.
 func (s *Store) Get(ctx context.Context, key string) (idem.Record, bool, error) {
-	if err := validKey("get", key); err != nil {
+	if err := check(ctx, "get", key); err != nil {
 		return idem.Record{}, false, err
 	}
 	v, err := s.client.Get(ctx, s.key(key)).Result()
@@ -214,7 +219,7 @@ func (s *Store) Get(ctx context.Context, key string) (idem.Record, bool, error) 
 // shrink as well as grow). The record's ExpiresAt does not change. It returns
 // idem.ErrFenced when token no longer holds the record.
 func (s *Store) ExtendLease(ctx context.Context, key string, token idem.Token, lease time.Duration) error {
-	if err := validKey("extend lease", key); err != nil {
+	if err := check(ctx, "extend lease", key); err != nil {
 		return err
 	}
 	if lease <= 0 {
