@@ -57,6 +57,7 @@ func runBench(b *testing.B, parallel bool, op func(i int64) error) {
 		return
 	}
 	b.SetParallelism(8) // requests in flight: 8 × GOMAXPROCS (the pool has 16 connections)
+	b.ResetTimer() // not the setup (b.Loop does this itself)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			if err := op(n.Add(1)); err != nil {
