@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,19 +32,29 @@ func benchStore(b *testing.B) (*Store, *redis.Client) {
 	return s, c
 }
 
+// runBench runs op serially or from many goroutines. Besides wall time it
+// reports the client process's CPU time per op (cpu-ns/op, user + system),
+// which shows the store's own cost over the raw client far more steadily
+// than latency does on a shared machine.
 func runBench(b *testing.B, parallel bool, op func(i int64) error) {
 	b.ReportAllocs()
 	var n atomic.Int64
+	var cpu0 time.Duration
 	if !parallel {
 		for b.Loop() {
+			if cpu0 == 0 {
+				cpu0 = cpuTime()
+			}
 			if err := op(n.Add(1)); err != nil {
 				b.Fatal(err)
 			}
 		}
+		b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
 		return
 	}
 	b.SetParallelism(8) // requests in flight: 8 × GOMAXPROCS
-	b.ResetTimer() // not the setup (b.Loop does this itself)
+	b.ResetTimer()      // not the setup (b.Loop does this itself)
+	cpu0 = cpuTime()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			if err := op(n.Add(1)); err != nil {
@@ -52,6 +63,13 @@ func runBench(b *testing.B, parallel bool, op func(i int64) error) {
 			}
 		}
 	})
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func modes(b *testing.B, f func(b *testing.B, parallel bool)) {
