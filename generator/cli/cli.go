@@ -1,14 +1,359 @@
 // Package cli implements the idemgen command line: flags in, exit code out.
+//
+//	idemgen check [-overlay FILE]... [-format text|json] SPEC
+//	idemgen generate [-config idemgen.yaml] [-overlay FILE]... [-emit NAME]... [-o DIR] [-package NAME] [SPEC]
+//	idemgen version
+//
+// Exit codes: 0 success (warnings allowed), 1 errors found, 2 usage.
 package cli
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/idemgen/idemgen/generator/compile"
+	"github.com/idemgen/idemgen/generator/diag"
+	"github.com/idemgen/idemgen/generator/emitter"
 )
+
+// Exit codes.
+const (
+	ExitOK    = 0 // success; warnings allowed
+	ExitError = 1 // the spec has errors, or an output could not be written
+	ExitUsage = 2 // bad command line or config file
+)
+
+const usage = `idemgen makes HTTP retries safe by contract: it checks the x-idempotency
+contracts of an OpenAPI 3 spec and generates code and docs from them.
+
+Usage:
+  idemgen check [flags] SPEC       check the contracts, print diagnostics
+  idemgen generate [flags] [SPEC]  check, then write the selected outputs
+  idemgen version                  print the version
+
+Run "idemgen COMMAND -h" for a command's flags and examples.
+`
 
 // Main runs idemgen with args (without the program name) and returns the exit
 // code: 0 success (warnings allowed), 1 errors found, 2 usage.
 func Main(args []string, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "idemgen: not implemented yet")
-	return 2
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return ExitUsage
+	}
+	switch args[0] {
+	case "check":
+		return check(args[1:], stdout, stderr)
+	case "generate":
+		return generate(args[1:], stdout, stderr)
+	case "version":
+		return version(args[1:], stdout, stderr)
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return ExitOK
+	}
+	fmt.Fprintf(stderr, "idemgen: unknown command %q\n\n%s", args[0], usage)
+	return ExitUsage
+}
+
+// listFlag is a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
+
+func newFlagSet(name, synopsis, examples string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		out := fs.Output()
+		fmt.Fprintf(out, "Usage: %s\n\nFlags:\n", synopsis)
+		fs.PrintDefaults()
+		fmt.Fprintf(out, "\nExamples:\n%s", examples)
+	}
+	return fs
+}
+
+// parse parses flags; it returns an exit code when the command must stop.
+func parse(fs *flag.FlagSet, args []string, stdout io.Writer) (int, bool) {
+	if err := fs.Parse(interleave(fs, args)); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fs.Usage()
+			return ExitOK, false
+		}
+		return ExitUsage, false
+	}
+	return 0, true
+}
+
+// interleave moves flags written after positional arguments before them,
+// so "idemgen check spec.yaml -overlay o.yaml" works.
+func interleave(fs *flag.FlagSet, args []string) []string {
+	var flags, pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			pos = append(pos, args[i+1:]...)
+			break
+		}
+		if len(a) > 1 && a[0] == '-' {
+			flags = append(flags, a)
+			name := strings.TrimLeft(a, "-")
+			if strings.Contains(name, "=") {
+				continue
+			}
+			if f := fs.Lookup(name); f != nil {
+				if bf, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && bf.IsBoolFlag() {
+					continue
+				}
+				if i+1 < len(args) {
+					flags = append(flags, args[i+1])
+					i++
+				}
+			}
+			continue
+		}
+		pos = append(pos, a)
+	}
+	return append(flags, append([]string{"--"}, pos...)...)
+}
+
+const checkExamples = `  idemgen check openapi.yaml
+  idemgen check -overlay idempotency.overlay.yaml vendor/openapi.json
+  idemgen check -format json openapi.yaml | jq '.[] | select(.severity == "error")'
+
+Diagnostics go to stderr as file:line:col: error|warning: message [rule-id]
+(with -format json, a JSON array goes to stdout). Exit status: 0 clean or
+warnings only, 1 errors, 2 usage.
+`
+
+func check(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("check", "idemgen check [-overlay FILE]... [-format text|json] SPEC", checkExamples, stderr)
+	var overlays listFlag
+	fs.Var(&overlays, "overlay", "apply this OpenAPI Overlay 1.0 `FILE` before checking (repeatable, applied in order)")
+	format := fs.String("format", "text", "diagnostics format: text (stderr) or json (stdout)")
+	if code, ok := parse(fs, args, stdout); !ok {
+		return code
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "idemgen check: want exactly one SPEC file")
+		fs.Usage()
+		return ExitUsage
+	}
+	if *format != "text" && *format != "json" {
+		fmt.Fprintf(stderr, "idemgen check: -format must be text or json, not %q\n", *format)
+		return ExitUsage
+	}
+	spec, diags := compile.Compile(fs.Arg(0), compile.Options{Overlays: overlays})
+	report(diags, *format, stdout, stderr)
+	if diags.HasErrors() {
+		return ExitError
+	}
+	if *format == "text" {
+		_, nw := diags.Count()
+		fmt.Fprintf(stderr, "%s: %d idempotent operations, %d warnings\n", fs.Arg(0), len(spec.Operations), nw)
+	}
+	return ExitOK
+}
+
+func report(diags diag.List, format string, stdout, stderr io.Writer) {
+	if format == "json" {
+		_ = diags.WriteJSON(stdout)
+		return
+	}
+	_ = diags.WriteText(stderr)
+}
+
+// Config is the idemgen.yaml file, in the style of oapi-codegen's.
+type Config struct {
+	Package  string            `yaml:"package"`
+	Output   string            `yaml:"output"` // output directory
+	Spec     string            `yaml:"spec"`
+	Overlays []string          `yaml:"overlays"`
+	Generate map[string]bool   `yaml:"generate"` // emitter name -> on
+	Options  map[string]string `yaml:"options"`  // emitter settings
+}
+
+// LoadConfig reads an idemgen.yaml file; relative paths in it are relative
+// to the file's directory. Unknown fields are an error.
+func LoadConfig(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var c Config
+	dec := yaml.NewDecoder(strings.NewReader(string(data)))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	base := filepath.Dir(path)
+	rel := func(p string) string {
+		if p == "" || p == "-" || filepath.IsAbs(p) {
+			return p
+		}
+		return filepath.Join(base, p)
+	}
+	c.Spec = rel(c.Spec)
+	c.Output = rel(c.Output)
+	for i := range c.Overlays {
+		c.Overlays[i] = rel(c.Overlays[i])
+	}
+	return &c, nil
+}
+
+const generateExamples = `  idemgen generate -emit ir -o gen/ openapi.yaml
+  idemgen generate -emit ir -o - openapi.yaml          # the IR as JSON on stdout
+  idemgen generate -config idemgen.yaml
+
+idemgen.yaml (paths relative to the file):
+  package: api
+  output: internal/api
+  spec: openapi.yaml
+  overlays: [idempotency.overlay.yaml]
+  generate: {ir: true, server: true, client: true, docs: true}
+
+Flags override the file. Nothing is written when the spec has errors or any
+emitter fails; files are written atomically.
+`
+
+func generate(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("generate", "idemgen generate [-config FILE] [-overlay FILE]... [-emit NAME]... [-o DIR] [-package NAME] [SPEC]", generateExamples, stderr)
+	var overlays, emits listFlag
+	configPath := fs.String("config", "", "read settings from this idemgen.yaml `FILE`")
+	fs.Var(&overlays, "overlay", "apply this OpenAPI Overlay 1.0 `FILE` first (repeatable)")
+	fs.Var(&emits, "emit", "run the emitter `NAME` (repeatable; available: "+strings.Join(emitter.Names(), ", ")+")")
+	out := fs.String("o", "", "output `DIR` (- writes the files to stdout)")
+	pkg := fs.String("package", "", "Go package `NAME` of generated code")
+	format := fs.String("format", "text", "diagnostics format: text or json")
+	if code, ok := parse(fs, args, stdout); !ok {
+		return code
+	}
+	cfg := &Config{}
+	if *configPath != "" {
+		c, err := LoadConfig(*configPath)
+		if err != nil {
+			fmt.Fprintf(stderr, "idemgen generate: %v\n", err)
+			return ExitUsage
+		}
+		cfg = c
+	}
+	if fs.NArg() > 1 {
+		fmt.Fprintln(stderr, "idemgen generate: want at most one SPEC file")
+		return ExitUsage
+	}
+	if fs.NArg() == 1 {
+		cfg.Spec = fs.Arg(0)
+	}
+	if len(overlays) > 0 {
+		cfg.Overlays = overlays
+	}
+	if *out != "" {
+		cfg.Output = *out
+	}
+	if *pkg != "" {
+		cfg.Package = *pkg
+	}
+	if cfg.Output == "" {
+		cfg.Output = "."
+	}
+	names := []string(emits)
+	if len(names) == 0 {
+		names = sortedTrue(cfg.Generate)
+	}
+	if cfg.Spec == "" || len(names) == 0 {
+		fmt.Fprintln(stderr, "idemgen generate: need a SPEC and at least one emitter (-emit or generate: in the config)")
+		fs.Usage()
+		return ExitUsage
+	}
+	for _, n := range names {
+		if _, ok := emitter.Lookup(n); !ok {
+			fmt.Fprintf(stderr, "idemgen generate: no emitter %q in this build (available: %s)\n", n, strings.Join(emitter.Names(), ", "))
+			return ExitUsage
+		}
+	}
+	spec, diags := compile.Compile(cfg.Spec, compile.Options{Overlays: cfg.Overlays})
+	report(diags, *format, stdout, stderr)
+	if diags.HasErrors() {
+		return ExitError
+	}
+	files, err := emitter.Run(names, spec, emitter.Options{Package: cfg.Package, Output: cfg.Output, Params: cfg.Options})
+	if err != nil {
+		fmt.Fprintf(stderr, "idemgen generate: %v\n", err)
+		return ExitError
+	}
+	if cfg.Output == "-" {
+		for _, f := range files {
+			if _, err := stdout.Write(f.Data); err != nil {
+				return ExitError
+			}
+		}
+		return ExitOK
+	}
+	if err := emitter.Write(cfg.Output, files); err != nil {
+		fmt.Fprintf(stderr, "idemgen generate: %v\n", err)
+		return ExitError
+	}
+	return ExitOK
+}
+
+func sortedTrue(m map[string]bool) []string {
+	var out []string
+	for k, v := range m {
+		if v {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func version(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("version", "idemgen version", "  idemgen version\n", stderr)
+	if code, ok := parse(fs, args, stdout); !ok {
+		return code
+	}
+	fmt.Fprintln(stdout, "idemgen", Version())
+	return ExitOK
+}
+
+// Version returns the module version idemgen was built from, with the VCS
+// revision when the build recorded one.
+func Version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(unknown)"
+	}
+	v := bi.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	var rev, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "+dirty"
+			}
+		}
+	}
+	if rev != "" && (v == "(devel)" || strings.Contains(v, "-0.")) {
+		if len(rev) > 12 {
+			rev = rev[:12]
+		}
+		v += " " + rev + dirty
+	}
+	return v
 }

@@ -11,6 +11,8 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -56,4 +58,28 @@ func missing(t testing.TB, format string, args ...any) {
 		t.Fatalf(format, args...)
 	}
 	t.Skipf(format, args...)
+}
+
+// RepoRoot returns the root of the idemgen module (the directory holding its go.mod).
+func RepoRoot(t testing.TB) string {
+	t.Helper()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.Contains(string(b), "module github.com/idemgen/idemgen\n") {
+			return dir
+		}
+		if filepath.Dir(dir) == dir {
+			t.Fatalf("no github.com/idemgen/idemgen go.mod above %s", wd)
+		}
+	}
+}
+
+// SpecsDir returns testdata/specs: the real public specs the tests run against
+// (copied unmodified, see its README).
+func SpecsDir(t testing.TB) string {
+	t.Helper()
+	return filepath.Join(RepoRoot(t), "testdata", "specs")
 }

@@ -1,0 +1,143 @@
+package cli_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/generator/cli"
+	"github.com/idemgen/idemgen/generator/emitter"
+	"github.com/idemgen/idemgen/generator/ir"
+)
+
+func run(args ...string) (code int, stdout, stderr string) {
+	var o, e bytes.Buffer
+	code = cli.Main(args, &o, &e)
+	return code, o.String(), e.String()
+}
+
+func contractCase(name string) string {
+	return filepath.Join("..", "..", "testdata", "contract", name, "openapi.yaml")
+}
+
+func TestExitCodes(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		code int
+		out  string // in stderr
+	}{
+		{"no args", nil, 2, "Usage:"},
+		{"unknown command", []string{"frobnicate"}, 2, `unknown command "frobnicate"`},
+		{"check clean", []string{"check", contractCase("clean-full")}, 0, "1 idempotent operations, 0 warnings"},
+		{"check warnings only", []string{"check", contractCase("put-delete")}, 0, "[put-delete]"},
+		{"check errors", []string{"check", contractCase("seed-pitfalls")}, 1, "[window-shorter-than-retry]"},
+		{"check missing file", []string{"check", "no/such/file.yaml"}, 1, "[load-error]"},
+		{"check no spec", []string{"check"}, 2, "want exactly one SPEC"},
+		{"check two specs", []string{"check", "a", "b"}, 2, "want exactly one SPEC"},
+		{"check bad flag", []string{"check", "-nope", "a"}, 2, "flag provided but not defined"},
+		{"check bad format", []string{"check", "-format", "xml", "a"}, 2, "-format must be text or json"},
+		{"generate no emitter", []string{"generate", contractCase("clean-full")}, 2, "at least one emitter"},
+		{"generate unknown emitter", []string{"generate", "-emit", "cobol", contractCase("clean-full")}, 2, `no emitter "cobol"`},
+		{"generate errors", []string{"generate", "-emit", "ir", "-o", "-", contractCase("bad-enum")}, 1, "[bad-enum]"},
+		{"version", []string{"version"}, 0, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, stderr := run(tt.args...)
+			assert.Equal(t, tt.code, code, stderr)
+			assert.Contains(t, stderr, tt.out)
+		})
+	}
+}
+
+func TestHelp(t *testing.T) {
+	for _, cmd := range [][]string{{"-h"}, {"check", "-h"}, {"generate", "-h"}, {"version", "-h"}} {
+		code, stdout, _ := run(cmd...)
+		assert.Equal(t, 0, code, cmd)
+		assert.Contains(t, stdout, "Usage", cmd)
+		if len(cmd) > 1 {
+			assert.Contains(t, stdout, "Examples:", cmd)
+		}
+	}
+}
+
+func TestCheckFlagsAfterSpec(t *testing.T) {
+	dir := filepath.Join("..", "..", "testdata", "contract", "overlay-positions")
+	code, _, stderr := run("check", filepath.Join(dir, "openapi.yaml"), "-overlay", filepath.Join(dir, "a.overlay.yaml"))
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "a.overlay.yaml:13:34: error: retry.on: 400")
+}
+
+func TestCheckJSON(t *testing.T) {
+	code, stdout, _ := run("check", "-format", "json", contractCase("seed-pitfalls"))
+	assert.Equal(t, 1, code)
+	var diags []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(stdout), &diags))
+	require.NotEmpty(t, diags)
+	rules := map[string]bool{}
+	for _, d := range diags {
+		rules[d["rule"].(string)] = true
+		assert.NotZero(t, d["line"])
+	}
+	for _, r := range []string{"semantics-missing", "business-key", "volatile-candidate", "unordered-candidate", "window-shorter-than-retry", "retry-on-client-error", "safe-method", "put-delete"} {
+		assert.True(t, rules[r], r)
+	}
+}
+
+func TestGenerateIR(t *testing.T) {
+	out := t.TempDir()
+	code, _, stderr := run("generate", "-emit", "ir", "-o", out, contractCase("clean-full"))
+	require.Equal(t, 0, code, stderr)
+	data, err := os.ReadFile(filepath.Join(out, emitter.IRFile))
+	require.NoError(t, err)
+	var spec ir.Spec
+	require.NoError(t, json.Unmarshal(data, &spec))
+	require.Len(t, spec.Operations, 1)
+	assert.Equal(t, "ClaimCoupon", spec.Operations[0].GoName)
+
+	// Nothing is written when the spec has errors.
+	out2 := t.TempDir()
+	code, _, _ = run("generate", "-emit", "ir", "-o", out2, contractCase("bad-enum"))
+	assert.Equal(t, 1, code)
+	entries, _ := os.ReadDir(out2)
+	assert.Empty(t, entries)
+}
+
+func TestGenerateConfig(t *testing.T) {
+	dir := t.TempDir()
+	src, err := os.ReadFile(contractCase("clean-full"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "openapi.yaml"), src, 0o644))
+	cfg := "package: api\noutput: gen\nspec: openapi.yaml\ngenerate:\n  ir: true\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "idemgen.yaml"), []byte(cfg), 0o644))
+	code, _, stderr := run("generate", "-config", filepath.Join(dir, "idemgen.yaml"))
+	require.Equal(t, 0, code, stderr)
+	_, err = os.Stat(filepath.Join(dir, "gen", emitter.IRFile))
+	assert.NoError(t, err)
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "bad.yaml"), []byte("pakage: api\n"), 0o644))
+	code, _, stderr = run("generate", "-config", filepath.Join(dir, "bad.yaml"))
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "pakage")
+}
+
+func TestGenerateStdout(t *testing.T) {
+	code, stdout, stderr := run("generate", "-emit", "ir", "-o", "-", contractCase("clean-minimal"))
+	require.Equal(t, 0, code, stderr)
+	assert.True(t, strings.HasPrefix(stdout, "{"))
+	assert.Contains(t, stdout, `"goName": "ClaimCoupon"`)
+}
+
+func TestVersion(t *testing.T) {
+	code, stdout, _ := run("version")
+	assert.Equal(t, 0, code)
+	assert.True(t, strings.HasPrefix(stdout, "idemgen "), stdout)
+	assert.NotEmpty(t, cli.Version())
+}

@@ -1,0 +1,630 @@
+// Package compile turns an OpenAPI spec with x-idempotency contracts into
+// the IR (package generator/ir) and the diagnostics of every contract check:
+// it loads the spec (package generator/load), parses and merges each
+// contract (package generator/contract), and checks the contracts against
+// the rest of the spec: methods, request body schemas, key declarations,
+// and the conventions of real APIs.
+package compile
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"gopkg.in/yaml.v3"
+
+	"github.com/idemgen/idemgen/generator/contract"
+	"github.com/idemgen/idemgen/generator/diag"
+	"github.com/idemgen/idemgen/generator/ir"
+	"github.com/idemgen/idemgen/generator/load"
+	"github.com/idemgen/idemgen/generator/naming"
+)
+
+// Options configure Compile.
+type Options struct {
+	Overlays []string // OpenAPI Overlay 1.0 files applied before loading, in order
+}
+
+// Compile loads the spec at path and compiles its contracts. The returned
+// diagnostics are sorted and free of duplicates; the spec is nil only when
+// the file could not be loaded at all. A spec returned with errors among the
+// diagnostics is partial (operations whose contract is unusable are left
+// out) and must not be emitted.
+func Compile(path string, opts Options) (spec *ir.Spec, diags diag.List) {
+	defer func() {
+		if r := recover(); r != nil { // never crash on input: report it
+			spec = nil
+			diags = append(diags, diag.Diagnostic{Pos: ir.Pos{File: path}, Severity: diag.Error, Rule: "internal-error",
+				Message: fmt.Sprintf("idemgen failed on this spec (please report it): %v", r)})
+			diags = diags.Sorted()
+		}
+	}()
+	doc, ds := load.Load(path, load.Options{Overlays: opts.Overlays})
+	diags = append(diags, ds...)
+	if doc == nil {
+		return nil, diags.Sorted()
+	}
+	c := &compiler{doc: doc}
+	spec = c.run()
+	diags = append(diags, c.diags...)
+	return spec, diags.Sorted()
+}
+
+type compiler struct {
+	doc   *load.Document
+	diags diag.List
+	root  contract.Block
+}
+
+var unsafeMethods = []string{"POST", "PATCH", "PUT", "DELETE"}
+
+func (c *compiler) run() *ir.Spec {
+	t := c.doc.T
+	spec := &ir.Spec{OpenAPI: t.OpenAPI, Source: c.doc.Path, Overlays: c.doc.Overlays, Operations: []*ir.Operation{}}
+	if t.Info != nil {
+		spec.Title, spec.Version = t.Info.Title, t.Info.Version
+	}
+	if n := c.doc.Lookup("/x-idempotency"); n.Node != nil {
+		b, ds := contract.Parse(n.Node, contract.Root, c.locator(n))
+		c.root = b
+		c.diags = append(c.diags, ds...)
+		for _, m := range b.ApplyTo {
+			switch strings.ToUpper(m.V) {
+			case "GET", "HEAD", "OPTIONS", "TRACE", "QUERY":
+				c.diags.Errorf(m.Pos, "safe-method", "apply-to: %s is safe by definition and needs no idempotency key", strings.ToUpper(m.V))
+			}
+		}
+	}
+	paths := t.Paths.Map()
+	// Index the paths mapping once: a lookup per path would scan it each time.
+	pathNodes := map[string]load.Node{}
+	if pn := c.doc.Deref(c.doc.Lookup("/paths")); pn.Node != nil && pn.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(pn.Content); i += 2 {
+			k := pn.Content[i].Value
+			pathNodes[k] = load.Node{Node: pn.Content[i+1], File: pn.File, Pointer: pn.Pointer + "/" + load.Escape(k)}
+		}
+	}
+	for _, path := range sortedKeys(paths) {
+		item := paths[path]
+		if item == nil {
+			continue
+		}
+		itemNode, ok := pathNodes[path]
+		if !ok {
+			itemNode = c.doc.Lookup("/paths/" + load.Escape(path))
+		}
+		if x := c.doc.LookupFrom(itemNode, "/x-idempotency"); x.Node != nil && itemNode.Node != nil && hasKey(c.doc.Deref(itemNode).Node, "x-idempotency") {
+			c.diags.Errorf(c.doc.NodePos(x), "misplaced-field", "x-idempotency belongs on an operation (post, patch, ...), not on the path item %s", path)
+		}
+		ops := item.Operations()
+		for _, method := range sortedKeys(ops) {
+			if op := c.operation(path, method, item, ops[method], itemNode); op != nil {
+				spec.Operations = append(spec.Operations, op)
+			}
+		}
+	}
+	for _, err := range spec.Validate() {
+		switch e := err.(type) {
+		case *ir.CollisionError:
+			c.diags.Errorf(e.Pos, "go-name-collision", "%v", e)
+		case *ir.InvalidNameError:
+			c.diags.Errorf(e.Pos, "go-name-invalid", "%v", e)
+		default:
+			c.diags.Errorf(ir.Pos{File: c.doc.Path}, "go-name-collision", "%v", e)
+		}
+	}
+	return spec
+}
+
+func hasKey(n *yaml.Node, key string) bool {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return false
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *compiler) locator(base load.Node) contract.Locator {
+	return func(n *yaml.Node, ptr string) ir.Pos {
+		return c.doc.Pos(n, base.File, base.Pointer+ptr)
+	}
+}
+
+func (c *compiler) operation(path, method string, item *openapi3.PathItem, op *openapi3.Operation, itemNode load.Node) *ir.Operation {
+	if op == nil {
+		return nil
+	}
+	method = strings.ToUpper(method)
+	opNode := c.doc.LookupFrom(itemNode, "/"+strings.ToLower(method))
+	opPos := c.doc.NodePos(opNode)
+	if opPos.IsZero() {
+		opPos = ir.Pos{File: c.doc.Path, Pointer: "/paths/" + load.Escape(path) + "/" + strings.ToLower(method)}
+	}
+	where := method + " " + path
+
+	// Is the operation idempotent, and by which block?
+	var block contract.Block
+	ext := c.doc.LookupFrom(opNode, "/x-idempotency")
+	if ext.Node == nil {
+		if v, ok := op.Extensions["x-idempotency"]; ok {
+			// Not found in the node tree (a remote $ref): fall back to
+			// kin-openapi's value, positioned at the operation.
+			var n yaml.Node
+			if err := n.Encode(v); err == nil {
+				ext = load.Node{Node: &n, File: opPos.File, Pointer: opPos.Pointer + "/x-idempotency"}
+			}
+		}
+	}
+	switch {
+	case ext.Node != nil:
+		b, ds := contract.Parse(ext.Node, contract.Operation, c.fixedLocator(ext, opPos))
+		c.diags = append(c.diags, ds...)
+		if b.Enabled.Set && !b.Enabled.V {
+			return nil
+		}
+		if !b.Enabled.Set { // wrong type: already reported
+			return nil
+		}
+		block = b
+	case c.applies(method):
+		block.Pos = c.applyToPos(method)
+	default:
+		if slices.Contains(unsafeMethods, method) {
+			if ks := DetectKeys(op, item.Parameters); len(ks) > 0 {
+				c.diags.Warnf(opPos, "key-without-contract", "%s declares the idempotency key %s %s but has no x-idempotency contract", where, ks[0].Carrier, ks[0].Name)
+			}
+		}
+		return nil
+	}
+
+	switch method {
+	case "GET", "HEAD", "OPTIONS", "TRACE", "QUERY":
+		c.diags.Errorf(block.Pos, "safe-method", "x-idempotency on %s: %s is safe by definition and needs no idempotency key", where, method)
+		return nil
+	case "PUT", "DELETE":
+		c.diags.Warnf(block.Pos, "put-delete", "x-idempotency on %s: %s is idempotent by HTTP semantics; a key only helps if the handler has side effects beyond the resource state (notifications, payments)", where, method)
+	}
+
+	merged := contract.Merge(c.root, block)
+	res, ds, ok := contract.Resolve(merged)
+	c.diags = append(c.diags, ds...)
+	if !ok {
+		return nil
+	}
+
+	goName := naming.Operation(op.OperationID, method, path)
+	names := naming.Names(goName)
+	out := &ir.Operation{
+		OperationID: op.OperationID,
+		GoName:      goName,
+		Method:      method,
+		Path:        path,
+		Summary:     op.Summary,
+		Description: op.Description,
+		Tags:        op.Tags,
+		Policy:      res.Policy,
+		Key:         res.Key,
+		Pos:         opPos,
+		ContractPos: block.Pos,
+	}
+	params := mergeParamRefs(item.Parameters, op.Parameters, "/paths/"+load.Escape(path)+"/parameters", opNode.Pointer+"/parameters")
+	var hasParamsObject bool
+	for _, p := range params {
+		if p.v.In != "path" && p.v.In != "" {
+			hasParamsObject = true
+		}
+	}
+	for _, name := range pathTemplateParams(path) {
+		for _, p := range params {
+			if p.v.In == "path" && p.v.Name == name {
+				out.PathParams = append(out.PathParams, c.irParam(p))
+			}
+		}
+	}
+	out.Names = ir.Names{
+		Handler:        names.Handler,
+		RequestObject:  names.RequestObject,
+		ResponseObject: names.ResponseObject,
+		ClientMethod:   names.Handler,
+		WithResponse:   names.WithResponse,
+		ResponseType:   names.ResponseType,
+	}
+	if hasParamsObject {
+		out.Names.Params = names.Params
+	}
+	out.Body = c.body(op, names)
+	if out.Body != nil {
+		out.Names.ClientWithBody = names.ClientWithBody
+		out.Names.WithBodyWithResponse = names.WithBodyWithResponse
+		if out.Body.GoType != "" {
+			out.Names.JSONRequestBody = names.JSONRequestBody
+		} else {
+			out.Names.ClientMethod = names.ClientWithBody
+			out.Names.WithResponse = names.WithBodyWithResponse
+		}
+	}
+
+	c.checkKey(out, op, item.Parameters, params, merged)
+	c.checkPointers(out, op, merged)
+	return out
+}
+
+// fixedLocator positions nodes of an x-idempotency value; a value that came
+// from kin-openapi (no positions) is positioned at the operation.
+func (c *compiler) fixedLocator(base load.Node, opPos ir.Pos) contract.Locator {
+	return func(n *yaml.Node, ptr string) ir.Pos {
+		p := c.doc.Pos(n, base.File, base.Pointer+ptr)
+		if p.Line == 0 {
+			p.Line, p.Col = opPos.Line, opPos.Col
+		}
+		return p
+	}
+}
+
+func (c *compiler) applies(method string) bool {
+	for _, m := range c.root.ApplyTo {
+		if strings.EqualFold(m.V, method) {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *compiler) applyToPos(method string) ir.Pos {
+	for _, m := range c.root.ApplyTo {
+		if strings.EqualFold(m.V, method) {
+			return m.Pos
+		}
+	}
+	return c.root.Pos
+}
+
+type paramRef struct {
+	v   *openapi3.Parameter
+	ptr string // JSON pointer of its declaration in the spec (may be a $ref)
+}
+
+func mergeParamRefs(pathParams, opParams openapi3.Parameters, pathPtr, opPtr string) []paramRef {
+	var out []paramRef
+	own := map[string]bool{}
+	for _, r := range opParams {
+		if r != nil && r.Value != nil {
+			own[r.Value.In+"\x00"+r.Value.Name] = true
+		}
+	}
+	for i, r := range pathParams {
+		if r != nil && r.Value != nil && !own[r.Value.In+"\x00"+r.Value.Name] {
+			out = append(out, paramRef{r.Value, fmt.Sprintf("%s/%d", pathPtr, i)})
+		}
+	}
+	for i, r := range opParams {
+		if r != nil && r.Value != nil {
+			out = append(out, paramRef{r.Value, fmt.Sprintf("%s/%d", opPtr, i)})
+		}
+	}
+	return out
+}
+
+var templateParam = regexp.MustCompile(`\{([^{}]+)\}`)
+
+func pathTemplateParams(path string) []string {
+	var out []string
+	for _, m := range templateParam.FindAllStringSubmatch(path, -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+func (c *compiler) irParam(p paramRef) ir.Param {
+	goName := ""
+	if s, ok := p.v.Extensions["x-go-name"].(string); ok {
+		goName = s
+	}
+	skip := false
+	if b, ok := p.v.Extensions["x-go-type-skip-optional-pointer"].(bool); ok {
+		skip = b
+	} else if p.v.Schema != nil && p.v.Schema.Value != nil {
+		if b, ok := p.v.Schema.Value.Extensions["x-go-type-skip-optional-pointer"].(bool); ok {
+			skip = b
+		}
+	}
+	n := c.doc.Deref(c.doc.Lookup(p.ptr))
+	pos := c.doc.NodePos(n)
+	if pos.IsZero() {
+		pos = ir.Pos{File: c.doc.Path, Pointer: p.ptr}
+	}
+	return ir.Param{
+		Name:     p.v.Name,
+		In:       p.v.In,
+		GoName:   naming.Param(p.v.Name, goName),
+		Required: p.v.Required,
+		Pointer:  !p.v.Required && !skip,
+		Pos:      pos,
+	}
+}
+
+func isJSON(ct string) bool { return naming.IsJSONMediaType(ct) }
+
+func (c *compiler) body(op *openapi3.Operation, names naming.Op) *ir.Body {
+	if op.RequestBody == nil || op.RequestBody.Value == nil || len(op.RequestBody.Value.Content) == 0 {
+		return nil
+	}
+	rb := op.RequestBody.Value
+	b := &ir.Body{ContentTypes: sortedKeys(rb.Content), Required: rb.Required}
+	for _, ct := range b.ContentTypes {
+		if isJSON(ct) {
+			b.JSON = true
+		}
+	}
+	if mt := rb.Content.Get("application/json"); mt != nil {
+		b.GoType = names.JSONBody
+		if mt.Schema != nil && mt.Schema.Ref != "" {
+			goName := ""
+			if mt.Schema.Value != nil {
+				if s, ok := mt.Schema.Value.Extensions["x-go-name"].(string); ok {
+					goName = s
+				}
+			}
+			if t := naming.SchemaRef(mt.Schema.Ref, goName); t != "" {
+				b.GoType = t
+				b.Alias = true
+			} else if !strings.HasPrefix(mt.Schema.Ref, "#") {
+				b.GoType = "" // an external type: oapi-codegen needs an import mapping
+			}
+		}
+	}
+	return b
+}
+
+// checkKey checks the key carrier against the spec's declarations.
+func (c *compiler) checkKey(out *ir.Operation, op *openapi3.Operation, pathParams openapi3.Parameters, params []paramRef, b contract.Block) {
+	k := &out.Key
+	keyPos := k.Pos
+	where := out.Method + " " + out.Path
+	switch k.Carrier {
+	case ir.CarrierHeader, ir.CarrierQuery:
+		var decl *paramRef
+		for i, p := range params {
+			if p.v.In != string(k.Carrier) {
+				continue
+			}
+			if (k.Carrier == ir.CarrierHeader && strings.EqualFold(p.v.Name, k.Name)) || p.v.Name == k.Name {
+				decl = &params[i]
+				break
+			}
+		}
+		if decl == nil {
+			if k.Carrier == ir.CarrierQuery {
+				c.diags.Errorf(keyPos, "key-undeclared", "key.query: %s declares no query parameter %s", where, k.Name)
+			}
+			c.conventionMismatch(out, op, pathParams, keyPos)
+			break
+		}
+		p := c.irParam(*decl)
+		k.Param = &p
+		declPos := fmt.Sprintf("%s:%d:%d", p.Pos.File, p.Pos.Line, p.Pos.Col)
+		c.compareDecl(out, b, decl.v.Required, decl.v.Schema, fmt.Sprintf("%s parameter %s (declared at %s)", decl.v.In, decl.v.Name, declPos))
+	case ir.CarrierBody:
+		body := jsonBodySchema(op)
+		if body == nil {
+			c.diags.Errorf(keyPos, "key-body-without-json", "key.body: %s has no JSON request body to carry the key %s", where, k.Name)
+			break
+		}
+		toks := contract.SplitPointer(k.Name)
+		ms := resolve(body, toks)
+		if len(ms) == 0 {
+			c.diags.Errorf(keyPos, "key-unknown-member", "key.body: %s names no member of the request body schema", k.Name)
+			break
+		}
+		// Required-ness: the last token must be in its parent's required list.
+		parent := resolve(body, toks[:len(toks)-1])
+		required := false
+		name := toks[len(toks)-1]
+		for _, pm := range parent {
+			if pm.schema != nil {
+				for _, br := range branches(pm.schema) {
+					if contains(br.Required, name) {
+						required = true
+					}
+				}
+			}
+		}
+		var schema *openapi3.SchemaRef
+		if ms[0].schema != nil {
+			schema = &openapi3.SchemaRef{Value: ms[0].schema}
+		}
+		c.compareDecl(out, b, required, schema, "body member "+k.Name)
+	}
+	var keyName string
+	switch k.Carrier {
+	case ir.CarrierBody:
+		toks := contract.SplitPointer(k.Name)
+		keyName = toks[len(toks)-1]
+	default:
+		keyName = k.Name
+	}
+	if looksLikeBusinessID(keyName) {
+		c.diags.Warnf(keyPos, "business-key", "key %s looks like a business identifier: a key names one logical request (a UUID the client makes per call), not the thing it acts on; two different requests about the same object would be taken for retries of each other", keyName)
+	}
+}
+
+// conventionMismatch warns when the contract's key header is not declared
+// but the operation declares another key by convention.
+func (c *compiler) conventionMismatch(out *ir.Operation, op *openapi3.Operation, pathParams openapi3.Parameters, pos ir.Pos) {
+	cands := DetectKeys(op, pathParams)
+	for _, cand := range cands {
+		if cand.Carrier == out.Key.Carrier && strings.EqualFold(cand.Name, out.Key.Name) {
+			return
+		}
+	}
+	if len(cands) > 0 {
+		cand := cands[0]
+		c.diags.Warnf(pos, "key-convention-mismatch", "the contract's key is %s %s, but %s %s declares the key %s %s; set key.%s: %s", out.Key.Carrier, out.Key.Name, out.Method, out.Path, cand.Carrier, cand.Name, cand.Carrier, cand.Name)
+	}
+}
+
+var sampleKeys = map[string]string{
+	ir.FormatUUID:   "0190b4a2-7c1e-7d3f-9a4b-2c6e8f0a1b3d",
+	ir.FormatUUIDv4: "3b241101-e2bb-4255-8caf-4136c566a962",
+	ir.FormatUUIDv7: "0190b4a2-7c1e-7d3f-9a4b-2c6e8f0a1b3d",
+}
+
+func (c *compiler) compareDecl(out *ir.Operation, b contract.Block, declRequired bool, schema *openapi3.SchemaRef, what string) {
+	k := out.Key
+	pos := func(f ir.Pos) ir.Pos {
+		if !f.IsZero() {
+			return f
+		}
+		return k.Pos
+	}
+	if declRequired != k.Required {
+		wanted := "optional"
+		if k.Required {
+			wanted = "required"
+		}
+		had := "optional"
+		if declRequired {
+			had = "required"
+		}
+		c.diags.Errorf(pos(b.Key.Required.Pos), "key-declared-differently", "the key is %s by the contract (key.required: %t) but the spec declares the %s as %s", wanted, k.Required, what, had)
+	}
+	if schema == nil || schema.Value == nil {
+		return
+	}
+	s := schema.Value
+	if s.Type != nil && len(s.Type.Slice()) > 0 && !s.Type.Includes("string") {
+		c.diags.Errorf(k.Pos, "key-declared-differently", "the key is a string, but the spec declares the %s as %s", what, strings.Join(s.Type.Slice(), " or "))
+		return
+	}
+	if s.MaxLength != nil && int(*s.MaxLength) != k.MaxLength {
+		c.diags.Errorf(pos(b.Key.MaxLength.Pos), "key-declared-differently", "key.max-length is %d but the spec declares the %s with maxLength %d", k.MaxLength, what, *s.MaxLength)
+	}
+	uuidFormat := k.Format != ir.FormatToken
+	switch {
+	case s.Format == "uuid" && !uuidFormat:
+		c.diags.Errorf(pos(b.Key.Format.Pos), "key-declared-differently", "key.format is %s but the spec declares the %s with format uuid (set key.format: uuid)", k.Format, what)
+	case s.Format != "" && s.Format != "uuid" && uuidFormat:
+		c.diags.Errorf(pos(b.Key.Format.Pos), "key-declared-differently", "key.format is %s but the spec declares the %s with format %s", k.Format, what, s.Format)
+	}
+	if s.Pattern != "" && uuidFormat {
+		if re, err := regexp.Compile(s.Pattern); err == nil && !re.MatchString(sampleKeys[k.Format]) {
+			c.diags.Errorf(pos(b.Key.Format.Pos), "key-declared-differently", "key.format is %s but the spec's pattern %q for the %s rejects a %s such as %s", k.Format, s.Pattern, what, k.Format, sampleKeys[k.Format])
+		}
+	}
+}
+
+// checkPointers resolves the volatile and unordered pointers against the
+// request body schema and looks for undeclared volatile and set-like members.
+func (c *compiler) checkPointers(out *ir.Operation, op *openapi3.Operation, b contract.Block) {
+	pol := &out.Policy
+	where := out.Method + " " + out.Path
+	body := jsonBodySchema(op)
+	hasNonJSON := out.Body != nil && !out.Body.JSON
+	check := func(list []ir.Pointer, field string) {
+		for i := range list {
+			p := &list[i]
+			switch {
+			case out.Body == nil:
+				c.diags.Errorf(p.Pos, field+"-unknown-member", "%s: %s has no request body, so %s names nothing", field, where, p.Pointer)
+				continue
+			case hasNonJSON:
+				c.diags.Unsupportedf(p.Pos, "non-json-body", "%s: %s applies to JSON bodies only; %s takes %s", field, p.Pointer, where, strings.Join(out.Body.ContentTypes, ", "))
+				continue
+			case body == nil:
+				continue // JSON without a schema: anything may be there
+			}
+			ms := resolve(body, contract.SplitPointer(p.Pointer))
+			if len(ms) == 0 {
+				c.diags.Errorf(p.Pos, field+"-unknown-member", "%s: %s names no member of the request body schema of %s", field, p.Pointer, where)
+				continue
+			}
+			for _, m := range ms {
+				p.Matches = append(p.Matches, m.path)
+			}
+			p.Matches = slices.Compact(p.Matches)
+			if field == "unordered" {
+				known, arrays := 0, 0
+				for _, m := range ms {
+					if m.schema == nil || !typed(m.schema) {
+						continue
+					}
+					known++
+					for _, br := range branches(m.schema) {
+						if isArray(br) {
+							arrays++
+							break
+						}
+					}
+				}
+				if known > 0 && arrays == 0 {
+					c.diags.Errorf(p.Pos, "unordered-not-array", "unordered: %s names %s, not an array", p.Pointer, kindOf(ms[0].schema))
+				}
+			}
+		}
+	}
+	check(pol.Volatile, "volatile")
+	check(pol.Unordered, "unordered")
+	if body == nil || pol.Semantics == ir.Loose {
+		return // loose semantics never compare fingerprints
+	}
+	volPos := firstNonZero(b.Volatile.Pos, out.ContractPos)
+	unPos := firstNonZero(b.Unordered.Pos, out.ContractPos)
+	keyPtr := ""
+	if out.Key.Carrier == ir.CarrierBody {
+		keyPtr = out.Key.Name
+	}
+	for _, m := range walk(body, 8) {
+		if m.path == keyPtr {
+			continue
+		}
+		if looksVolatile(m.name) && !coveredBy(pol.Volatile, m.path) {
+			c.diags.Warnf(volPos, "volatile-candidate", "body member %s of %s looks volatile (a clock, retry counter or trace id) but is not declared volatile; a retry that changes it looks like another request: %s", m.path, where, conflictEffect(pol.Semantics))
+		}
+		if m.schema.UniqueItems && isArray(m.schema) && !coveredBy(pol.Unordered, m.path) && !coveredBy(pol.Volatile, m.path) {
+			c.diags.Warnf(unPos, "unordered-candidate", "body member %s of %s is a set (uniqueItems) but is not declared unordered; a retry that sends its items in another order looks like another request: %s", m.path, where, conflictEffect(pol.Semantics))
+		}
+	}
+}
+
+func conflictEffect(s ir.Semantics) string {
+	if s == ir.Window {
+		return "it runs again"
+	}
+	return "a conflict"
+}
+
+func coveredBy(list []ir.Pointer, path string) bool {
+	for _, p := range list {
+		if covers(p.Pointer, path) {
+			return true
+		}
+	}
+	return false
+}
+
+func firstNonZero(ps ...ir.Pos) ir.Pos {
+	for _, p := range ps {
+		if !p.IsZero() {
+			return p
+		}
+	}
+	return ir.Pos{}
+}
+
+func kindOf(s *openapi3.Schema) string {
+	if s == nil || s.Type == nil || len(s.Type.Slice()) == 0 {
+		return "a value"
+	}
+	t := s.Type.Slice()[0]
+	switch t {
+	case "object", "array", "integer":
+		return "an " + t
+	}
+	return "a " + t
+}

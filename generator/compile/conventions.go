@@ -1,0 +1,163 @@
+package compile
+
+import (
+	"strings"
+
+	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/idemgen/idemgen/generator/ir"
+)
+
+// norm lower-cases a name and drops separators: "Client-Time", "client_time"
+// and "clientTime" all become "clienttime".
+func norm(s string) string {
+	var b strings.Builder
+	for _, c := range strings.ToLower(s) {
+		if (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') {
+			b.WriteRune(c)
+		}
+	}
+	return b.String()
+}
+
+// volatileNames are body member names (normalized) that usually change from
+// one retry to the next without changing what is asked: client clocks,
+// retry counters, tracing ids.
+var volatileNames = map[string]bool{
+	"clienttime": true, "clienttimestamp": true, "clientts": true, "requesttime": true, "requesttimestamp": true,
+	"timestamp": true, "ts": true, "sentat": true, "senttime": true, "sendtime": true, "localtime": true, "devicetime": true,
+	"retrycount": true, "retries": true, "retry": true, "retrynumber": true, "retryattempt": true, "attempt": true,
+	"attempts": true, "attemptcount": true, "attemptnumber": true,
+	"traceid": true, "spanid": true, "traceparent": true, "tracestate": true, "correlationid": true, "nonce": true,
+}
+
+func looksVolatile(name string) bool { return volatileNames[norm(name)] }
+
+// keyWords are words that mark a name as a per-request key.
+var keyWords = []string{"idempotency", "idempotent", "requestid", "dedup", "deduplication", "nonce", "clienttoken", "clientreference"}
+
+// LooksLikeKeyName reports whether a header, query or body member name is a
+// per-request idempotency key by the conventions seen in real APIs:
+// Idempotency-Key (and X-/vendor-prefixed variants), PayPal-Request-Id-style
+// <Vendor>-Request-Id headers, idempotency_key / idempotencyKey members,
+// client tokens. X-Request-Id and Request-Id are tracing ids, not keys.
+func LooksLikeKeyName(name string) bool {
+	n := norm(name)
+	if n == "requestid" || n == "xrequestid" || strings.HasPrefix(n, "is") && strings.Contains(n, "idempot") {
+		return false
+	}
+	for _, w := range keyWords {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// looksLikeBusinessID reports whether a key's name looks like a business
+// identifier (order_id, paymentNumber, invoice-ref): a value that names the
+// thing being created, not this one request.
+func looksLikeBusinessID(name string) bool {
+	n := norm(name)
+	if LooksLikeKeyName(name) || strings.Contains(n, "request") {
+		return false
+	}
+	for _, suf := range []string{"id", "uuid", "number", "no", "ref", "reference", "code"} {
+		if strings.HasSuffix(n, suf) && len(n) > len(suf) {
+			return true
+		}
+	}
+	return false
+}
+
+// KeyCandidate is a key an operation already declares by a known convention.
+type KeyCandidate struct {
+	Carrier  ir.Carrier
+	Name     string // header or query name, or body JSON pointer
+	Required bool
+}
+
+// DetectKeys lists the idempotency keys op declares by convention: header
+// or query parameters named like keys, and string members of its JSON body
+// named like keys (a boolean such as is_idempotent is not a key).
+func DetectKeys(op *openapi3.Operation, pathParams openapi3.Parameters) []KeyCandidate {
+	var out []KeyCandidate
+	for _, p := range mergeParams(pathParams, op.Parameters) {
+		if p.In != "header" && p.In != "query" {
+			continue
+		}
+		if !LooksLikeKeyName(p.Name) || !stringish(p.Schema) {
+			continue
+		}
+		out = append(out, KeyCandidate{Carrier: ir.Carrier(p.In), Name: p.Name, Required: p.Required})
+	}
+	if s := jsonBodySchema(op); s != nil {
+		for _, b := range branches(s) {
+			for _, name := range sortedKeys(b.Properties) {
+				r := b.Properties[name]
+				if r == nil || r.Value == nil || !LooksLikeKeyName(name) || !stringish(r) {
+					continue
+				}
+				out = append(out, KeyCandidate{Carrier: ir.CarrierBody, Name: "/" + escapeTok(name), Required: contains(b.Required, name)})
+			}
+		}
+	}
+	return out
+}
+
+func stringish(r *openapi3.SchemaRef) bool {
+	if r == nil || r.Value == nil || r.Value.Type == nil || len(r.Value.Type.Slice()) == 0 {
+		return true
+	}
+	return r.Value.Type.Includes("string")
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// mergeParams returns the parameters of an operation: the path item's,
+// overridden by the operation's own of the same name and location.
+func mergeParams(pathParams, opParams openapi3.Parameters) []*openapi3.Parameter {
+	var out []*openapi3.Parameter
+	own := map[string]bool{}
+	for _, r := range opParams {
+		if r != nil && r.Value != nil {
+			own[r.Value.In+"\x00"+r.Value.Name] = true
+		}
+	}
+	for _, r := range pathParams {
+		if r != nil && r.Value != nil && !own[r.Value.In+"\x00"+r.Value.Name] {
+			out = append(out, r.Value)
+		}
+	}
+	for _, r := range opParams {
+		if r != nil && r.Value != nil {
+			out = append(out, r.Value)
+		}
+	}
+	return out
+}
+
+// jsonBodySchema returns the schema of op's JSON request body: application/json
+// first, else the first JSON media type in name order.
+func jsonBodySchema(op *openapi3.Operation) *openapi3.Schema {
+	if op.RequestBody == nil || op.RequestBody.Value == nil {
+		return nil
+	}
+	content := op.RequestBody.Value.Content
+	if mt := content.Get("application/json"); mt != nil && mt.Schema != nil {
+		return mt.Schema.Value
+	}
+	for _, ct := range sortedKeys(content) {
+		if isJSON(ct) && content[ct] != nil && content[ct].Schema != nil {
+			return content[ct].Schema.Value
+		}
+	}
+	return nil
+}

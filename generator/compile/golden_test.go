@@ -1,0 +1,61 @@
+package compile_test
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/generator/compile"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// TestContractCases runs every case under testdata/contract: each directory
+// holds openapi.yaml (or openapi.json), optional *.overlay.yaml files
+// (applied in name order) and want.txt, the exact diagnostics idemgen check
+// prints, with paths relative to the case directory.
+func TestContractCases(t *testing.T) {
+	root := filepath.Join("..", "..", "testdata", "contract")
+	entries, err := os.ReadDir(root)
+	require.NoError(t, err)
+	n := 0
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		n++
+		dir := filepath.Join(root, e.Name())
+		t.Run(e.Name(), func(t *testing.T) {
+			t.Parallel()
+			spec := filepath.Join(dir, "openapi.yaml")
+			if _, err := os.Stat(spec); err != nil {
+				spec = filepath.Join(dir, "openapi.json")
+			}
+			overlays, _ := filepath.Glob(filepath.Join(dir, "*.overlay.yaml"))
+			slices.Sort(overlays)
+			_, diags := compile.Compile(spec, compile.Options{Overlays: overlays})
+			var buf bytes.Buffer
+			require.NoError(t, diags.WriteText(&buf))
+			got := strings.ReplaceAll(buf.String(), dir+string(filepath.Separator), "")
+			for _, d := range diags {
+				assert.NotZero(t, d.Pos.Line, "diagnostic without a line: %s", d)
+			}
+			golden := filepath.Join(dir, "want.txt")
+			if *update {
+				require.NoError(t, os.WriteFile(golden, []byte(got), 0o644))
+				return
+			}
+			want, err := os.ReadFile(golden)
+			require.NoError(t, err, "run go test -update to create it")
+			assert.Equal(t, string(want), got)
+		})
+	}
+	assert.Greater(t, n, 10)
+}

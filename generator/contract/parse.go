@@ -1,0 +1,669 @@
+package contract
+
+import (
+	"fmt"
+	"math"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/idemgen/idemgen/generator/diag"
+	"github.com/idemgen/idemgen/generator/ir"
+)
+
+// Locator turns a node of an x-idempotency value, at JSON pointer ptr
+// relative to the value, into a position.
+type Locator func(n *yaml.Node, ptr string) ir.Pos
+
+// Level says where a block is written.
+type Level int
+
+// Levels.
+const (
+	Root      Level = iota // the document root: defaults, apply-to
+	Operation              // an operation
+)
+
+type parser struct {
+	loc   Locator
+	diags diag.List
+	level Level
+}
+
+// Parse parses one x-idempotency value. It never fails: problems are
+// returned as diagnostics and the offending fields are left unset.
+func Parse(n *yaml.Node, level Level, loc Locator) (Block, diag.List) {
+	p := &parser{loc: loc, level: level}
+	var b Block
+	if n == nil {
+		return b, nil
+	}
+	n = deAlias(n)
+	b.Pos = loc(n, "")
+	switch {
+	case n.Kind == yaml.ScalarNode && n.Tag == "!!bool":
+		v, _ := strconv.ParseBool(n.Value)
+		if level == Root {
+			p.errorf(n, "", "wrong-type", "x-idempotency at the document root must be a mapping of defaults, not %s", n.Value)
+			return b, p.diags
+		}
+		b.Enabled.set(v, b.Pos)
+	case n.Kind == yaml.MappingNode:
+		b.Enabled.set(true, b.Pos)
+		p.block(n, &b)
+	default:
+		what := "true, false or a mapping"
+		if level == Root {
+			what = "a mapping"
+		}
+		p.errorf(n, "", "wrong-type", "x-idempotency must be %s, not %s", what, describe(n))
+	}
+	return b, p.diags
+}
+
+func (p *parser) errorf(n *yaml.Node, ptr, rule, format string, args ...any) {
+	p.diags.Errorf(p.loc(n, ptr), rule, format, args...)
+}
+
+func (p *parser) warnf(n *yaml.Node, ptr, rule, format string, args ...any) {
+	p.diags.Warnf(p.loc(n, ptr), rule, format, args...)
+}
+
+type fieldFunc func(v *yaml.Node, ptr string)
+
+// fields walks a mapping, dispatching known fields and reporting unknown
+// and duplicate ones.
+func (p *parser) fields(n *yaml.Node, ptr, where string, known map[string]fieldFunc) {
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], deAlias(n.Content[i+1])
+		kp := ptr + "/" + escape(k.Value)
+		if k.Kind != yaml.ScalarNode {
+			p.errorf(k, kp, "wrong-type", "%s: a field name must be a string", where)
+			continue
+		}
+		if seen[k.Value] {
+			p.errorf(k, kp, "duplicate-field", "%s: field %s is written twice", where, k.Value)
+			continue
+		}
+		seen[k.Value] = true
+		f, ok := known[k.Value]
+		if !ok {
+			names := make([]string, 0, len(known))
+			for name := range known {
+				names = append(names, name)
+			}
+			slices.Sort(names)
+			if s := suggest(k.Value, names); s != "" {
+				p.errorf(k, kp, "unknown-field", "%s: unknown field %s (did you mean %s?)", where, k.Value, s)
+			} else {
+				p.errorf(k, kp, "unknown-field", "%s: unknown field %s (known: %s)", where, k.Value, strings.Join(names, ", "))
+			}
+			continue
+		}
+		f(v, kp)
+	}
+}
+
+func (p *parser) mapping(n *yaml.Node, ptr, what string) bool {
+	if n.Kind != yaml.MappingNode {
+		p.errorf(n, ptr, "wrong-type", "%s must be a mapping, not %s", what, describe(n))
+		return false
+	}
+	return true
+}
+
+func (p *parser) block(n *yaml.Node, b *Block) {
+	known := map[string]fieldFunc{
+		"semantics": func(v *yaml.Node, ptr string) {
+			if s, ok := p.enum(v, ptr, "semantics", "strict", "loose", "window"); ok {
+				b.Semantics.set(ir.Semantics(s), p.loc(v, ptr))
+			} else {
+				b.Semantics.Pos = p.loc(v, ptr) // written, but wrong: reported already
+			}
+		},
+		"window": func(v *yaml.Node, ptr string) {
+			if d, ok := p.duration(v, ptr, "window", false); ok {
+				b.Window.set(d, p.loc(v, ptr))
+			}
+		},
+		"apply-to": func(v *yaml.Node, ptr string) {
+			if p.level != Root {
+				p.errorf(v, ptr, "misplaced-field", "apply-to belongs at the document root's x-idempotency, not on an operation")
+				return
+			}
+			b.ApplyToSet = true
+			for i, it := range p.list(v, ptr, "apply-to") {
+				ip := ptr + "/" + strconv.Itoa(i)
+				m, ok := p.str(it, ip, "apply-to entry")
+				if !ok {
+					continue
+				}
+				lm := strings.ToLower(m)
+				if !slices.Contains([]string{"get", "put", "post", "delete", "options", "head", "patch", "trace", "query"}, lm) {
+					p.errorf(it, ip, "bad-enum", "apply-to: %q is not an HTTP method (post, patch, put, delete)", m)
+					continue
+				}
+				var f Field[string]
+				f.set(lm, p.loc(it, ip))
+				b.ApplyTo = append(b.ApplyTo, f)
+			}
+		},
+		"volatile":            p.pointerList(&b.Volatile, "volatile"),
+		"unordered":           p.pointerList(&b.Unordered, "unordered"),
+		"fingerprint-headers": p.headerList(&b.FingerprintHeaders, "fingerprint-headers"),
+		"key": func(v *yaml.Node, ptr string) {
+			if p.mapping(v, ptr, "key") {
+				b.Key.Pos = p.loc(v, ptr)
+				p.key(v, ptr, &b.Key)
+			}
+		},
+		"scope": func(v *yaml.Node, ptr string) {
+			var out []Field[string]
+			for i, it := range p.list(v, ptr, "scope") {
+				ip := ptr + "/" + strconv.Itoa(i)
+				if s, ok := p.enum(it, ip, "scope entry", "principal"); ok {
+					var f Field[string]
+					f.set(s, p.loc(it, ip))
+					out = append(out, f)
+				}
+			}
+			if v.Kind == yaml.SequenceNode {
+				b.Scope.set(out, p.loc(v, ptr))
+			}
+		},
+		"conflict-status": func(v *yaml.Node, ptr string) {
+			if s, ok := p.integer(v, ptr, "conflict-status"); ok {
+				if s != 409 && s != 422 {
+					p.errorf(v, ptr, "bad-enum", "conflict-status must be 422 (the IETF draft's choice) or 409, not %d", s)
+					return
+				}
+				b.ConflictStatus.set(s, p.loc(v, ptr))
+			}
+		},
+		"in-flight": func(v *yaml.Node, ptr string) {
+			if !p.mapping(v, ptr, "in-flight") {
+				return
+			}
+			p.fields(v, ptr, "in-flight", map[string]fieldFunc{
+				"status": func(v *yaml.Node, ptr string) {
+					if s, ok := p.status(v, ptr, "in-flight.status"); ok {
+						b.InFlight.Status.set(s, p.loc(v, ptr))
+					}
+				},
+				"retry-after": p.durationField(&b.InFlight.RetryAfter, "in-flight.retry-after", false),
+				"lease":       p.durationField(&b.InFlight.Lease, "in-flight.lease", false),
+				"wait":        p.durationField(&b.InFlight.Wait, "in-flight.wait", true),
+			})
+		},
+		"failures": func(v *yaml.Node, ptr string) {
+			if s, ok := p.enum(v, ptr, "failures", "retry", "replay"); ok {
+				b.Failures.set(s, p.loc(v, ptr))
+			}
+		},
+		"response": func(v *yaml.Node, ptr string) {
+			if !p.mapping(v, ptr, "response") {
+				return
+			}
+			p.fields(v, ptr, "response", map[string]fieldFunc{
+				"max-bytes": p.bytesField(&b.Response.MaxBytes, "response.max-bytes"),
+				"headers":   p.headerList(&b.Response.Headers, "response.headers"),
+			})
+		},
+		"request": func(v *yaml.Node, ptr string) {
+			if !p.mapping(v, ptr, "request") {
+				return
+			}
+			p.fields(v, ptr, "request", map[string]fieldFunc{
+				"max-bytes": p.bytesField(&b.Request.MaxBytes, "request.max-bytes"),
+			})
+		},
+		"retry": func(v *yaml.Node, ptr string) {
+			if p.mapping(v, ptr, "retry") {
+				b.Retry.Pos = p.loc(v, ptr)
+				p.retry(v, ptr, &b.Retry)
+			}
+		},
+	}
+	p.fields(n, "", "x-idempotency", known)
+}
+
+func (p *parser) key(n *yaml.Node, ptr string, k *KeyBlock) {
+	carrier := func(c ir.Carrier) fieldFunc {
+		return func(v *yaml.Node, vp string) {
+			s, ok := p.str(v, vp, "key."+string(c))
+			if !ok {
+				return
+			}
+			if k.Carrier.Set {
+				p.errorf(v, vp, "key-carrier-conflict", "key: %s and %s both given; the key travels in one place", k.Carrier.V, c)
+				return
+			}
+			switch c {
+			case ir.CarrierHeader:
+				if !validHeaderName(s) {
+					p.errorf(v, vp, "bad-header-name", "key.header: %q is not a valid HTTP header name", s)
+					return
+				}
+			case ir.CarrierBody:
+				if err := CheckPointer(s); err != nil {
+					p.errorf(v, vp, "bad-pointer", "key.body: %v", err)
+					return
+				}
+				if strings.Contains(s, "*") || s == "" {
+					p.errorf(v, vp, "bad-pointer", "key.body: %q must name one member, without *", s)
+					return
+				}
+			case ir.CarrierQuery:
+				if s == "" {
+					p.errorf(v, vp, "bad-value", "key.query: the parameter name is empty")
+					return
+				}
+			case "cookie":
+				p.diags.Unsupportedf(p.loc(v, vp), "key-in-cookie", "key.cookie: a key carried in a cookie (use a header, a body member or a query parameter)")
+				return
+			}
+			k.Carrier.set(c, p.loc(v, vp))
+			k.Name.set(s, p.loc(v, vp))
+		}
+	}
+	p.fields(n, ptr, "key", map[string]fieldFunc{
+		"header": carrier(ir.CarrierHeader),
+		"body":   carrier(ir.CarrierBody),
+		"query":  carrier(ir.CarrierQuery),
+		"cookie": carrier("cookie"),
+		"required": func(v *yaml.Node, vp string) {
+			if b, ok := p.boolean(v, vp, "key.required"); ok {
+				k.Required.set(b, p.loc(v, vp))
+			}
+		},
+		"format": func(v *yaml.Node, vp string) {
+			if s, ok := p.enum(v, vp, "key.format", ir.FormatToken, ir.FormatUUID, ir.FormatUUIDv4, ir.FormatUUIDv7); ok {
+				k.Format.set(s, p.loc(v, vp))
+			}
+		},
+		"max-length": func(v *yaml.Node, vp string) {
+			if i, ok := p.integer(v, vp, "key.max-length"); ok {
+				if i < 1 || i > 8192 {
+					p.errorf(v, vp, "bad-value", "key.max-length must be between 1 and 8192, not %d", i)
+					return
+				}
+				k.MaxLength.set(i, p.loc(v, vp))
+			}
+		},
+	})
+}
+
+func (p *parser) retry(n *yaml.Node, ptr string, r *RetryBlock) {
+	p.fields(n, ptr, "retry", map[string]fieldFunc{
+		"max-attempts": func(v *yaml.Node, vp string) {
+			if i, ok := p.integer(v, vp, "retry.max-attempts"); ok {
+				if i < 1 || i > 100 {
+					p.errorf(v, vp, "bad-value", "retry.max-attempts must be between 1 and 100, not %d", i)
+					return
+				}
+				r.MaxAttempts.set(i, p.loc(v, vp))
+			}
+		},
+		"backoff": func(v *yaml.Node, vp string) {
+			if !p.mapping(v, vp, "retry.backoff") {
+				return
+			}
+			p.fields(v, vp, "retry.backoff", map[string]fieldFunc{
+				"initial": p.durationField(&r.Initial, "retry.backoff.initial", false),
+				"max":     p.durationField(&r.Max, "retry.backoff.max", false),
+				"multiplier": func(v *yaml.Node, vp string) {
+					var f float64
+					if v.Kind != yaml.ScalarNode || (v.Tag != "!!int" && v.Tag != "!!float") || v.Decode(&f) != nil {
+						p.errorf(v, vp, "wrong-type", "retry.backoff.multiplier must be a number, not %s", describe(v))
+						return
+					}
+					if f < 1 || f > 10 || math.IsNaN(f) {
+						p.errorf(v, vp, "bad-value", "retry.backoff.multiplier must be between 1 and 10, not %s", v.Value)
+						return
+					}
+					r.Multiplier.set(f, p.loc(v, vp))
+				},
+				"jitter": func(v *yaml.Node, vp string) {
+					if s, ok := p.enum(v, vp, "retry.backoff.jitter", ir.JitterFull, ir.JitterEqual, ir.JitterNone); ok {
+						r.Jitter.set(s, p.loc(v, vp))
+					}
+				},
+			})
+		},
+		"on": func(v *yaml.Node, vp string) {
+			var out []Field[string]
+			for i, it := range p.list(v, vp, "retry.on") {
+				ip := vp + "/" + strconv.Itoa(i)
+				if it.Kind != yaml.ScalarNode {
+					p.errorf(it, ip, "wrong-type", "retry.on: an entry must be \"connection\" or a status code, not %s", describe(it))
+					continue
+				}
+				s := it.Value
+				if s != "connection" {
+					code, err := strconv.Atoi(s)
+					if err != nil || code < 100 || code > 599 {
+						p.errorf(it, ip, "bad-enum", "retry.on: %q is neither \"connection\" nor a status code (100-599)", s)
+						continue
+					}
+					s = strconv.Itoa(code)
+				}
+				var f Field[string]
+				f.set(s, p.loc(it, ip))
+				out = append(out, f)
+			}
+			if v.Kind == yaml.SequenceNode {
+				r.On.set(out, p.loc(v, vp))
+			}
+		},
+	})
+}
+
+func (p *parser) list(n *yaml.Node, ptr, what string) []*yaml.Node {
+	if n.Kind != yaml.SequenceNode {
+		p.errorf(n, ptr, "wrong-type", "%s must be a list, not %s", what, describe(n))
+		return nil
+	}
+	out := make([]*yaml.Node, len(n.Content))
+	for i, c := range n.Content {
+		out[i] = deAlias(c)
+	}
+	return out
+}
+
+func (p *parser) str(n *yaml.Node, ptr, what string) (string, bool) {
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
+		p.errorf(n, ptr, "wrong-type", "%s must be a string, not %s", what, describe(n))
+		return "", false
+	}
+	return n.Value, true
+}
+
+func (p *parser) enum(n *yaml.Node, ptr, what string, values ...string) (string, bool) {
+	s, ok := p.str(n, ptr, what)
+	if !ok {
+		return "", false
+	}
+	if !slices.Contains(values, s) {
+		if sg := suggest(s, values); sg != "" {
+			p.errorf(n, ptr, "bad-enum", "%s: %q is not one of %s (did you mean %s?)", what, s, strings.Join(values, ", "), sg)
+		} else {
+			p.errorf(n, ptr, "bad-enum", "%s: %q is not one of %s", what, s, strings.Join(values, ", "))
+		}
+		return "", false
+	}
+	return s, true
+}
+
+func (p *parser) boolean(n *yaml.Node, ptr, what string) (bool, bool) {
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
+		p.errorf(n, ptr, "wrong-type", "%s must be true or false, not %s", what, describe(n))
+		return false, false
+	}
+	v, _ := strconv.ParseBool(strings.ToLower(n.Value))
+	return v, true
+}
+
+func (p *parser) integer(n *yaml.Node, ptr, what string) (int, bool) {
+	var i int
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" || n.Decode(&i) != nil {
+		p.errorf(n, ptr, "wrong-type", "%s must be an integer, not %s", what, describe(n))
+		return 0, false
+	}
+	return i, true
+}
+
+func (p *parser) status(n *yaml.Node, ptr, what string) (int, bool) {
+	s, ok := p.integer(n, ptr, what)
+	if !ok {
+		return 0, false
+	}
+	if s < 400 || s > 599 {
+		p.errorf(n, ptr, "bad-value", "%s must be an error status (400-599), not %d", what, s)
+		return 0, false
+	}
+	return s, true
+}
+
+func (p *parser) bytesField(f *Field[int64], what string) fieldFunc {
+	return func(v *yaml.Node, ptr string) {
+		var i int64
+		if v.Kind != yaml.ScalarNode || v.Tag != "!!int" || v.Decode(&i) != nil {
+			p.errorf(v, ptr, "wrong-type", "%s must be an integer number of bytes, not %s", what, describe(v))
+			return
+		}
+		if i < 1 || i > 1<<32 {
+			p.errorf(v, ptr, "bad-value", "%s must be between 1 and 4294967296 bytes, not %d", what, i)
+			return
+		}
+		f.set(i, p.loc(v, ptr))
+	}
+}
+
+func (p *parser) durationField(f *Field[time.Duration], what string, zeroOK bool) fieldFunc {
+	return func(v *yaml.Node, ptr string) {
+		if d, ok := p.duration(v, ptr, what, zeroOK); ok {
+			f.set(d, p.loc(v, ptr))
+		}
+	}
+}
+
+func (p *parser) duration(n *yaml.Node, ptr, what string, zeroOK bool) (time.Duration, bool) {
+	if n.Kind != yaml.ScalarNode {
+		p.errorf(n, ptr, "wrong-type", "%s must be a duration such as 90s, 10m, 24h or 7d, not %s", what, describe(n))
+		return 0, false
+	}
+	if n.Tag == "!!int" || n.Tag == "!!float" {
+		p.errorf(n, ptr, "bad-duration", "%s: %s has no unit; write a duration such as %ss, 10m, 24h or 7d", what, n.Value, n.Value)
+		return 0, false
+	}
+	d, err := ParseDuration(n.Value)
+	if err != nil {
+		p.errorf(n, ptr, "bad-duration", "%s: %v", what, err)
+		return 0, false
+	}
+	if d < 0 || (d == 0 && !zeroOK) {
+		p.errorf(n, ptr, "bad-duration", "%s must be positive, not %s", what, n.Value)
+		return 0, false
+	}
+	return d, true
+}
+
+var dayRE = regexp.MustCompile(`^(\d+)d(.*)$`)
+
+// ParseDuration parses a duration as time.ParseDuration does, plus a
+// leading number of days: "7d", "1d12h".
+func ParseDuration(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	var days time.Duration
+	rest := s
+	if m := dayRE.FindStringSubmatch(s); m != nil {
+		n, err := strconv.Atoi(m[1])
+		if err != nil || n > 100000 {
+			return 0, fmt.Errorf("%q is not a duration such as 90s, 10m, 24h or 7d", s)
+		}
+		days = time.Duration(n) * 24 * time.Hour
+		rest = m[2]
+		if rest == "" {
+			return days, nil
+		}
+	}
+	d, err := time.ParseDuration(rest)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a duration such as 90s, 10m, 24h or 7d", s)
+	}
+	return days + d, nil
+}
+
+func (p *parser) pointerList(f *Field[[]Field[string]], what string) fieldFunc {
+	return func(v *yaml.Node, ptr string) {
+		var out []Field[string]
+		for i, it := range p.list(v, ptr, what) {
+			ip := ptr + "/" + strconv.Itoa(i)
+			s, ok := p.str(it, ip, what+" entry")
+			if !ok {
+				continue
+			}
+			if err := CheckPointer(s); err != nil {
+				p.errorf(it, ip, "bad-pointer", "%s: %v", what, err)
+				continue
+			}
+			if s == "" {
+				p.errorf(it, ip, "bad-pointer", "%s: the empty pointer names the whole body", what)
+				continue
+			}
+			var e Field[string]
+			e.set(s, p.loc(it, ip))
+			out = append(out, e)
+		}
+		if v.Kind == yaml.SequenceNode {
+			f.set(out, p.loc(v, ptr))
+		}
+	}
+}
+
+func (p *parser) headerList(f *Field[[]Field[string]], what string) fieldFunc {
+	return func(v *yaml.Node, ptr string) {
+		var out []Field[string]
+		seen := map[string]bool{}
+		for i, it := range p.list(v, ptr, what) {
+			ip := ptr + "/" + strconv.Itoa(i)
+			s, ok := p.str(it, ip, what+" entry")
+			if !ok {
+				continue
+			}
+			if !validHeaderName(s) {
+				p.errorf(it, ip, "bad-header-name", "%s: %q is not a valid HTTP header name", what, s)
+				continue
+			}
+			c := http.CanonicalHeaderKey(s)
+			if seen[c] {
+				p.warnf(it, ip, "duplicate-entry", "%s: %s is listed twice", what, s)
+				continue
+			}
+			seen[c] = true
+			var e Field[string]
+			e.set(s, p.loc(it, ip))
+			out = append(out, e)
+		}
+		if v.Kind == yaml.SequenceNode {
+			f.set(out, p.loc(v, ptr))
+		}
+	}
+}
+
+// CheckPointer checks the syntax of an RFC 6901 JSON pointer ("*" tokens
+// allowed): empty, or "/" followed by tokens where "~" is only in "~0" or "~1".
+func CheckPointer(s string) error {
+	if s == "" {
+		return nil
+	}
+	if s[0] != '/' {
+		return fmt.Errorf("%q is not a JSON pointer: it must start with /", s)
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] == '~' && (i+1 == len(s) || (s[i+1] != '0' && s[i+1] != '1')) {
+			return fmt.Errorf("%q is not a JSON pointer: ~ must be followed by 0 or 1", s)
+		}
+	}
+	return nil
+}
+
+// SplitPointer returns the unescaped tokens of a JSON pointer.
+func SplitPointer(s string) []string {
+	if s == "" {
+		return nil
+	}
+	toks := strings.Split(s[1:], "/")
+	for i, t := range toks {
+		toks[i] = strings.ReplaceAll(strings.ReplaceAll(t, "~1", "/"), "~0", "~")
+	}
+	return toks
+}
+
+func escape(tok string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(tok, "~", "~0"), "/", "~1")
+}
+
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte("\"(),/:;<=>?@[\\]{}", c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func deAlias(n *yaml.Node) *yaml.Node {
+	for i := 0; n != nil && n.Kind == yaml.AliasNode && n.Alias != nil && i < 16; i++ {
+		n = n.Alias
+	}
+	return n
+}
+
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		switch n.Tag {
+		case "!!str":
+			return fmt.Sprintf("the string %q", n.Value)
+		case "!!null":
+			return "null"
+		case "!!bool":
+			return n.Value
+		case "!!int", "!!float":
+			return "the number " + n.Value
+		}
+		return n.Value
+	case yaml.AliasNode:
+		return "an alias"
+	}
+	return "nothing"
+}
+
+// suggest returns the candidate closest to s when it is close enough.
+func suggest(s string, candidates []string) string {
+	best, bestD := "", 3
+	for _, c := range candidates {
+		if d := distance(strings.ToLower(s), c); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+func distance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return 99
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			c := 1
+			if a[i-1] == b[j-1] {
+				c = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+c)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

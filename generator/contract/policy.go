@@ -1,0 +1,220 @@
+package contract
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/idemgen/idemgen/generator/diag"
+	"github.com/idemgen/idemgen/generator/ir"
+)
+
+// Built-in defaults, the lowest layer of the merge.
+const (
+	DefaultWindow          = 24 * time.Hour
+	DefaultKeyHeader       = "Idempotency-Key"
+	DefaultKeyFormat       = ir.FormatToken
+	DefaultKeyMaxLength    = 255
+	DefaultConflictStatus  = 422
+	DefaultInFlightStatus  = 409
+	DefaultRetryAfter      = 2 * time.Second
+	DefaultLease           = 30 * time.Second
+	DefaultWait            = 0
+	DefaultFailures        = ir.FailuresRetry
+	DefaultMaxBytes        = 1 << 20 // response.max-bytes and request.max-bytes
+	DefaultMaxAttempts     = 4
+	DefaultBackoffInitial  = 500 * time.Millisecond
+	DefaultBackoffMax      = 8 * time.Second
+	DefaultBackoffMultiply = 2.0
+	DefaultJitter          = ir.JitterFull
+	// WindowRetryFactor: the window must be at least this many times the
+	// client's longest retry span.
+	WindowRetryFactor = 1.5
+)
+
+// DefaultScope is the default key space: per principal (and per operation, always).
+func DefaultScope() []string { return []string{"principal"} }
+
+// DefaultRetryOn is the default retry.on list.
+func DefaultRetryOn() []string {
+	return []string{"connection", "408", "409", "425", "429", "500", "502", "503", "504"}
+}
+
+// retryableClientErrors are the 4xx statuses a client may retry with the
+// same key: the request itself was fine.
+var retryableClientErrors = []int{408, 409, 425, 429}
+
+// Resolved is a merged block with every default filled.
+type Resolved struct {
+	Policy ir.Policy
+	Key    ir.Key
+	Block  Block // the merged block, for positions
+}
+
+// Resolve fills the defaults of a merged block and checks the policy as a
+// whole. It returns ok=false when the policy is unusable (no semantics).
+func Resolve(b Block) (Resolved, diag.List, bool) {
+	var diags diag.List
+	r := Resolved{Block: b}
+	pol := &r.Policy
+	if !b.Semantics.Set {
+		if !b.Semantics.Pos.IsZero() {
+			return r, diags, false // a bad value, reported by Parse
+		}
+		diags.Errorf(b.Pos, "semantics-missing", "x-idempotency: semantics is missing (strict, loose or window), neither here nor at the document root")
+		return r, diags, false
+	}
+	pol.Semantics = b.Semantics.V
+	pol.Window = orDefault(b.Window, DefaultWindow)
+
+	// Key.
+	k := &r.Key
+	k.Carrier, k.Name = ir.CarrierHeader, DefaultKeyHeader
+	if b.Key.Carrier.Set {
+		k.Carrier, k.Name = b.Key.Carrier.V, b.Key.Name.V
+	}
+	k.Required = pol.Semantics != ir.Window
+	if b.Key.Required.Set {
+		k.Required = b.Key.Required.V
+	}
+	k.Format = orDefault(b.Key.Format, DefaultKeyFormat)
+	k.MaxLength = orDefault(b.Key.MaxLength, DefaultKeyMaxLength)
+	k.Pos = firstPos(b.Key.Carrier.Pos, b.Key.Pos, b.Pos)
+	if k.Format != ir.FormatToken && k.MaxLength < 36 {
+		diags.Errorf(firstPos(b.Key.MaxLength.Pos, b.Key.Format.Pos), "bad-value", "key.max-length %d is shorter than a %s (36 characters)", k.MaxLength, k.Format)
+	}
+	if !k.Required && pol.Semantics != ir.Window {
+		diags.Warnf(firstPos(b.Key.Required.Pos, b.Pos), "key-optional", "key.required is false with %s semantics: a request without a key is not deduplicated at all", pol.Semantics)
+	}
+
+	for _, v := range b.Volatile.V {
+		pol.Volatile = append(pol.Volatile, ir.Pointer{Pointer: v.V, Pos: v.Pos})
+	}
+	for _, v := range b.Unordered.V {
+		pol.Unordered = append(pol.Unordered, ir.Pointer{Pointer: v.V, Pos: v.Pos})
+	}
+	for _, h := range b.FingerprintHeaders.V {
+		pol.FingerprintHeaders = append(pol.FingerprintHeaders, http.CanonicalHeaderKey(h.V))
+	}
+	if b.Scope.Set {
+		pol.Scope = []string{}
+		for _, s := range b.Scope.V {
+			if !slices.Contains(pol.Scope, s.V) {
+				pol.Scope = append(pol.Scope, s.V)
+			}
+		}
+		if !slices.Contains(pol.Scope, "principal") {
+			diags.Warnf(b.Scope.Pos, "scope-without-principal", "scope has no principal: two callers who pick the same key share one record, and one may get the other's response")
+		}
+	} else {
+		pol.Scope = DefaultScope()
+	}
+	pol.ConflictStatus = orDefault(b.ConflictStatus, DefaultConflictStatus)
+	pol.InFlight = ir.InFlight{
+		Status:     orDefault(b.InFlight.Status, DefaultInFlightStatus),
+		RetryAfter: orDefault(b.InFlight.RetryAfter, DefaultRetryAfter),
+		Lease:      orDefault(b.InFlight.Lease, DefaultLease),
+		Wait:       orDefault(b.InFlight.Wait, DefaultWait),
+	}
+	pol.Failures = orDefault(b.Failures, DefaultFailures)
+	pol.Response.MaxBytes = orDefault(b.Response.MaxBytes, DefaultMaxBytes)
+	pol.Response.Headers = []string{}
+	for _, h := range b.Response.Headers.V {
+		pol.Response.Headers = append(pol.Response.Headers, http.CanonicalHeaderKey(h.V))
+	}
+	pol.Request.MaxBytes = orDefault(b.Request.MaxBytes, DefaultMaxBytes)
+
+	rt := &pol.Retry
+	rt.MaxAttempts = orDefault(b.Retry.MaxAttempts, DefaultMaxAttempts)
+	rt.Backoff = ir.Backoff{
+		Initial:    orDefault(b.Retry.Initial, DefaultBackoffInitial),
+		Max:        orDefault(b.Retry.Max, DefaultBackoffMax),
+		Multiplier: orDefault(b.Retry.Multiplier, DefaultBackoffMultiply),
+		Jitter:     orDefault(b.Retry.Jitter, DefaultJitter),
+	}
+	var on []Field[string]
+	if b.Retry.On.Set {
+		on = b.Retry.On.V
+	} else {
+		def := firstPos(b.Retry.Pos, b.ConflictStatus.Pos, b.Pos)
+		for _, s := range DefaultRetryOn() {
+			on = append(on, Field[string]{V: s, Pos: def})
+		}
+	}
+	rt.On = []string{}
+	rt.Statuses = []int{}
+	for _, e := range on {
+		if slices.Contains(rt.On, e.V) {
+			diags.Warnf(e.Pos, "duplicate-entry", "retry.on: %s is listed twice", e.V)
+			continue
+		}
+		rt.On = append(rt.On, e.V)
+		if e.V == "connection" {
+			rt.Connection = true
+			continue
+		}
+		code, _ := strconv.Atoi(e.V)
+		rt.Statuses = append(rt.Statuses, code)
+		switch {
+		case code >= 400 && code < 500 && !slices.Contains(retryableClientErrors, code):
+			diags.Errorf(e.Pos, "retry-on-client-error", "retry.on: %d means the request itself is wrong; retrying it with the same key gets the same answer (retry only 408, 409, 425, 429 among 4xx)", code)
+		case code == pol.ConflictStatus && code == 409 && pol.Semantics == ir.Strict:
+			diags.Warnf(firstPos(e.Pos, b.ConflictStatus.Pos), "retry-on-conflict-status", "retry.on: 409 is also this operation's conflict-status; the client helper must tell IDEMPOTENCY_KEY_IN_USE (retry) from IDEMPOTENCY_KEY_REUSED (do not) by the problem code")
+		case code < 400:
+			diags.Errorf(e.Pos, "retry-on-client-error", "retry.on: %d is not an error status", code)
+		}
+	}
+	slices.Sort(rt.Statuses)
+
+	// Consistency of the whole.
+	if rt.Backoff.Max < rt.Backoff.Initial {
+		diags.Errorf(firstPos(b.Retry.Max.Pos, b.Retry.Initial.Pos, b.Retry.Pos, b.Pos), "backoff-max-below-initial",
+			"retry.backoff.max %s is below retry.backoff.initial %s", fmtDur(rt.Backoff.Max), fmtDur(rt.Backoff.Initial))
+	}
+	if pol.Window < pol.InFlight.Lease {
+		diags.Errorf(firstPos(b.Window.Pos, b.InFlight.Lease.Pos, b.Pos), "window-shorter-than-lease",
+			"window %s is shorter than in-flight.lease %s: a key could be forgotten while its first request still runs", fmtDur(pol.Window), fmtDur(pol.InFlight.Lease))
+	}
+	span := rt.LongestSpan()
+	if need := time.Duration(float64(span) * WindowRetryFactor); pol.Window < need {
+		diags.Errorf(firstPos(b.Window.Pos, b.Retry.Pos, b.Pos), "window-shorter-than-retry",
+			"window %s is shorter than %.1f × the client's longest retry span %s (= %s): a late retry would run the operation again", fmtDur(pol.Window), WindowRetryFactor, fmtDur(span), fmtDur(need))
+	}
+	if pol.InFlight.Wait > pol.InFlight.Lease {
+		diags.Warnf(firstPos(b.InFlight.Wait.Pos, b.Pos), "wait-longer-than-lease",
+			"in-flight.wait %s is longer than in-flight.lease %s: a waiting duplicate may take over the first request's lease", fmtDur(pol.InFlight.Wait), fmtDur(pol.InFlight.Lease))
+	}
+	return r, diags, true
+}
+
+func orDefault[T any](f Field[T], def T) T {
+	if f.Set {
+		return f.V
+	}
+	return def
+}
+
+func firstPos(ps ...ir.Pos) ir.Pos {
+	for _, p := range ps {
+		if !p.IsZero() {
+			return p
+		}
+	}
+	return ir.Pos{}
+}
+
+// fmtDur formats a duration the way the contract writes them: 24h, 10m, 1.5s, 7d.
+func fmtDur(d time.Duration) string {
+	if d >= 24*time.Hour && d%(24*time.Hour) == 0 {
+		return fmt.Sprintf("%dd", d/(24*time.Hour))
+	}
+	s := d.String()
+	for _, suf := range []string{"m0s", "h0m"} {
+		for len(s) > len(suf) && s[len(s)-len(suf):] == suf {
+			s = s[:len(s)-len(suf)+1]
+		}
+	}
+	return s
+}

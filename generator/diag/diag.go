@@ -1,0 +1,206 @@
+// Package diag holds the diagnostics idemgen reports about a spec: each one a
+// position, a severity, a message and a stable rule id, printed as
+//
+//	file:line:col: error|warning: message [rule-id]
+package diag
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/idemgen/idemgen/generator/ir"
+)
+
+// Severity of a diagnostic.
+type Severity int
+
+// Severities.
+const (
+	Warning Severity = iota // reported; generation goes on
+	Error                   // generation refuses the spec
+)
+
+func (s Severity) String() string {
+	if s == Error {
+		return "error"
+	}
+	return "warning"
+}
+
+// MarshalText encodes s as "error" or "warning".
+func (s Severity) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// Kind tells an invalid spec from one idemgen cannot handle yet.
+type Kind int
+
+// Kinds.
+const (
+	Invalid     Kind = iota // the spec or its contract is wrong
+	Unsupported             // the spec is fine, idemgen does not support it yet
+)
+
+// Diagnostic is one finding.
+type Diagnostic struct {
+	Pos      ir.Pos
+	Severity Severity
+	Kind     Kind
+	Rule     string // stable, kebab-case
+	Message  string
+}
+
+// String formats d as file:line:col: severity: message [rule].
+func (d Diagnostic) String() string {
+	var b strings.Builder
+	b.WriteString(d.Pos.File)
+	if d.Pos.Line > 0 {
+		fmt.Fprintf(&b, ":%d:%d", d.Pos.Line, d.Pos.Col)
+	}
+	b.WriteString(": ")
+	b.WriteString(d.Severity.String())
+	b.WriteString(": ")
+	if d.Kind == Unsupported {
+		b.WriteString("not supported yet: ")
+	}
+	b.WriteString(d.Message)
+	b.WriteString(" [")
+	b.WriteString(d.Rule)
+	b.WriteString("]")
+	return b.String()
+}
+
+// List collects diagnostics.
+type List []Diagnostic
+
+// Errorf adds an error.
+func (l *List) Errorf(pos ir.Pos, rule, format string, args ...any) {
+	*l = append(*l, Diagnostic{Pos: pos, Severity: Error, Rule: rule, Message: fmt.Sprintf(format, args...)})
+}
+
+// Warnf adds a warning.
+func (l *List) Warnf(pos ir.Pos, rule, format string, args ...any) {
+	*l = append(*l, Diagnostic{Pos: pos, Severity: Warning, Rule: rule, Message: fmt.Sprintf(format, args...)})
+}
+
+// Unsupportedf adds an error of kind Unsupported.
+func (l *List) Unsupportedf(pos ir.Pos, rule, format string, args ...any) {
+	*l = append(*l, Diagnostic{Pos: pos, Severity: Error, Kind: Unsupported, Rule: rule, Message: fmt.Sprintf(format, args...)})
+}
+
+// HasErrors reports whether l holds an error.
+func (l List) HasErrors() bool {
+	return slices.ContainsFunc(l, func(d Diagnostic) bool { return d.Severity == Error })
+}
+
+// Count returns the number of errors and warnings.
+func (l List) Count() (errors, warnings int) {
+	for _, d := range l {
+		if d.Severity == Error {
+			errors++
+		} else {
+			warnings++
+		}
+	}
+	return
+}
+
+func compare(a, b Diagnostic) int {
+	return cmp.Or(
+		cmp.Compare(a.Pos.File, b.Pos.File),
+		cmp.Compare(a.Pos.Line, b.Pos.Line),
+		cmp.Compare(a.Pos.Col, b.Pos.Col),
+		cmp.Compare(a.Rule, b.Rule),
+		cmp.Compare(b.Severity, a.Severity),
+		cmp.Compare(a.Message, b.Message),
+	)
+}
+
+// Sorted returns l sorted by file, line, column and rule, without duplicates
+// (same position, rule and message).
+func (l List) Sorted() List {
+	out := slices.Clone(l)
+	slices.SortFunc(out, compare)
+	return slices.CompactFunc(out, func(a, b Diagnostic) bool {
+		return a.Pos.File == b.Pos.File && a.Pos.Line == b.Pos.Line && a.Pos.Col == b.Pos.Col &&
+			a.Rule == b.Rule && a.Message == b.Message
+	})
+}
+
+// WriteText writes one diagnostic a line.
+func (l List) WriteText(w io.Writer) error {
+	for _, d := range l {
+		if _, err := fmt.Fprintln(w, d.String()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type jsonDiag struct {
+	File     string `json:"file"`
+	Line     int    `json:"line"`
+	Col      int    `json:"col"`
+	Pointer  string `json:"pointer,omitempty"`
+	Severity string `json:"severity"`
+	Kind     string `json:"kind"`
+	Rule     string `json:"rule"`
+	Message  string `json:"message"`
+}
+
+// WriteJSON writes l as a JSON array of objects with file, line, col,
+// pointer, severity, kind ("invalid" or "unsupported"), rule and message.
+func (l List) WriteJSON(w io.Writer) error {
+	out := make([]jsonDiag, 0, len(l))
+	for _, d := range l {
+		kind := "invalid"
+		if d.Kind == Unsupported {
+			kind = "unsupported"
+		}
+		out = append(out, jsonDiag{d.Pos.File, d.Pos.Line, d.Pos.Col, d.Pos.Pointer, d.Severity.String(), kind, d.Rule, d.Message})
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+// ErrorList is the error a List with errors turns into.
+type ErrorList struct{ List List }
+
+func (e *ErrorList) Error() string {
+	n, _ := e.List.Count()
+	for _, d := range e.List {
+		if d.Severity == Error {
+			if n == 1 {
+				return d.String()
+			}
+			return fmt.Sprintf("%s (and %d more errors)", d.String(), n-1)
+		}
+	}
+	return "no errors"
+}
+
+// Unsupported reports whether every error of e is of kind Unsupported: the
+// spec is valid but idemgen cannot handle it yet.
+func (e *ErrorList) Unsupported() bool {
+	found := false
+	for _, d := range e.List {
+		if d.Severity == Error {
+			if d.Kind != Unsupported {
+				return false
+			}
+			found = true
+		}
+	}
+	return found
+}
+
+// Err returns an *ErrorList when l holds errors, nil otherwise.
+func (l List) Err() error {
+	if !l.HasErrors() {
+		return nil
+	}
+	return &ErrorList{List: l.Sorted()}
+}

@@ -1,0 +1,147 @@
+// Package emitter is the registry of idemgen's emitters: each turns a
+// checked IR into files. An emitter registers itself by name from an init
+// function; `idemgen generate` runs the selected ones and writes their files
+// only when every one succeeded, each file atomically.
+package emitter
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/idemgen/idemgen/generator/ir"
+)
+
+// File is one output file, its path relative to the output directory.
+type File struct {
+	Path string
+	Data []byte
+}
+
+// Options are what every emitter gets besides the IR.
+type Options struct {
+	Package string            // Go package of generated code
+	Output  string            // output directory
+	Params  map[string]string // emitter-specific settings from the config file
+}
+
+// Func is an emitter.
+type Func func(spec *ir.Spec, opts Options) ([]File, error)
+
+var (
+	mu       sync.RWMutex
+	registry = map[string]Func{}
+)
+
+// Register makes an emitter available under name. It panics when the name
+// is taken: a programming error, found at init.
+func Register(name string, f Func) {
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := registry[name]; dup {
+		panic("emitter: " + name + " registered twice")
+	}
+	registry[name] = f
+}
+
+// Lookup returns the emitter registered under name.
+func Lookup(name string) (Func, bool) {
+	mu.RLock()
+	defer mu.RUnlock()
+	f, ok := registry[name]
+	return f, ok
+}
+
+// Names returns the registered emitter names, sorted.
+func Names() []string {
+	mu.RLock()
+	defer mu.RUnlock()
+	names := make([]string, 0, len(registry))
+	for n := range registry {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// IRFile is the file name the ir emitter writes.
+const IRFile = "idemgen.ir.json"
+
+func init() {
+	Register("ir", func(spec *ir.Spec, _ Options) ([]File, error) {
+		data, err := MarshalIR(spec)
+		if err != nil {
+			return nil, err
+		}
+		return []File{{Path: IRFile, Data: data}}, nil
+	})
+}
+
+// MarshalIR encodes spec as indented JSON with a final newline.
+func MarshalIR(spec *ir.Spec) ([]byte, error) {
+	data, err := json.MarshalIndent(spec, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(data, '\n'), nil
+}
+
+// Run runs the named emitters in order and returns all their files; it
+// fails, returning no file, when any emitter is unknown or fails, or when
+// two emitters produce the same path.
+func Run(names []string, spec *ir.Spec, opts Options) ([]File, error) {
+	var files []File
+	for _, name := range names {
+		f, ok := Lookup(name)
+		if !ok {
+			return nil, fmt.Errorf("no emitter %q in this build (available: %v)", name, Names())
+		}
+		out, err := f(spec, opts)
+		if err != nil {
+			return nil, fmt.Errorf("emitter %s: %w", name, err)
+		}
+		for _, file := range out {
+			if slices.ContainsFunc(files, func(g File) bool { return filepath.Clean(g.Path) == filepath.Clean(file.Path) }) {
+				return nil, fmt.Errorf("emitter %s: %s is produced twice", name, file.Path)
+			}
+			files = append(files, file)
+		}
+	}
+	return files, nil
+}
+
+// Write writes files under dir, each atomically (a temporary file in the
+// same directory, renamed over the target), so a reader never sees a half
+// written file.
+func Write(dir string, files []File) error {
+	for _, f := range files {
+		path := filepath.Join(dir, f.Path)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+		if err != nil {
+			return err
+		}
+		_, werr := tmp.Write(f.Data)
+		cerr := tmp.Close()
+		if werr == nil {
+			werr = cerr
+		}
+		if werr == nil {
+			werr = os.Chmod(tmp.Name(), 0o644)
+		}
+		if werr == nil {
+			werr = os.Rename(tmp.Name(), path)
+		}
+		if werr != nil {
+			os.Remove(tmp.Name())
+			return fmt.Errorf("writing %s: %w", path, werr)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,49 @@
+package emitter_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/generator/emitter"
+	"github.com/idemgen/idemgen/generator/ir"
+)
+
+func init() {
+	emitter.Register("test-ok", func(s *ir.Spec, o emitter.Options) ([]emitter.File, error) {
+		return []emitter.File{{Path: "sub/" + o.Package + ".txt", Data: []byte(s.Title)}}, nil
+	})
+	emitter.Register("test-fail", func(*ir.Spec, emitter.Options) ([]emitter.File, error) {
+		return nil, errors.New("boom")
+	})
+	emitter.Register("test-dup", func(*ir.Spec, emitter.Options) ([]emitter.File, error) {
+		return []emitter.File{{Path: emitter.IRFile}}, nil
+	})
+}
+
+func TestRunAndWrite(t *testing.T) {
+	spec := &ir.Spec{Title: "T", Operations: []*ir.Operation{}}
+	files, err := emitter.Run([]string{"ir", "test-ok"}, spec, emitter.Options{Package: "api"})
+	require.NoError(t, err)
+	require.Len(t, files, 2)
+	dir := t.TempDir()
+	require.NoError(t, emitter.Write(dir, files))
+	got, err := os.ReadFile(filepath.Join(dir, "sub", "api.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "T", string(got))
+	entries, _ := os.ReadDir(filepath.Join(dir, "sub"))
+	assert.Len(t, entries, 1, "no temporary file left behind")
+
+	_, err = emitter.Run([]string{"ir", "test-fail"}, spec, emitter.Options{})
+	assert.ErrorContains(t, err, "emitter test-fail: boom")
+	_, err = emitter.Run([]string{"ir", "test-dup"}, spec, emitter.Options{})
+	assert.ErrorContains(t, err, "produced twice")
+	_, err = emitter.Run([]string{"nope"}, spec, emitter.Options{})
+	assert.ErrorContains(t, err, `no emitter "nope"`)
+	assert.Contains(t, emitter.Names(), "ir")
+	assert.Panics(t, func() { emitter.Register("ir", nil) })
+}

@@ -1,0 +1,234 @@
+// Package ir is the intermediate representation of an OpenAPI spec's
+// x-idempotency contracts: plain structs, filled and checked by the compiler
+// (package generator/compile) and read by the emitters.
+//
+// The package imports neither kin-openapi nor jennifer (a test enforces it),
+// so emitters and tools depend on the contract, not on how it was parsed.
+// Every value is final: defaults are filled, durations are time.Duration,
+// statuses are ints. Operations are sorted by path, then method.
+package ir
+
+import "time"
+
+// Pos locates a node of the spec (or of an overlay that put it there):
+// the file, the 1-based line and column, and the JSON pointer of the node in
+// the document it was written in.
+type Pos struct {
+	File    string `json:"file,omitempty"`
+	Line    int    `json:"line,omitempty"`
+	Col     int    `json:"col,omitempty"`
+	Pointer string `json:"pointer,omitempty"`
+}
+
+// IsZero reports whether p locates nothing.
+func (p Pos) IsZero() bool { return p.File == "" && p.Line == 0 && p.Col == 0 }
+
+// Spec is one loaded, checked spec.
+type Spec struct {
+	Title      string       `json:"title"`
+	Version    string       `json:"version"`
+	OpenAPI    string       `json:"openapi"`            // the document's openapi field: 3.0.x or 3.1.x
+	Source     string       `json:"source"`             // the spec file as given
+	Overlays   []string     `json:"overlays,omitempty"` // overlay files applied, in order
+	Operations []*Operation `json:"operations"`         // idempotent operations only, by path then method
+}
+
+// Operation is one operation that carries a contract.
+type Operation struct {
+	OperationID string   `json:"operationId"` // as written in the spec ("" when absent)
+	GoName      string   `json:"goName"`      // oapi-codegen's name for it, e.g. ClaimCoupon
+	Method      string   `json:"method"`      // upper case: POST, PATCH, PUT, DELETE
+	Path        string   `json:"path"`        // path template, e.g. /coupons/{couponId}/claims
+	Summary     string   `json:"summary,omitempty"`
+	Description string   `json:"description,omitempty"`
+	Tags        []string `json:"tags,omitempty"`
+
+	PathParams []Param `json:"pathParams,omitempty"` // in path order
+	Names      Names   `json:"names"`
+	Key        Key     `json:"key"`
+	Body       *Body   `json:"body,omitempty"` // nil without a request body
+	Policy     Policy  `json:"policy"`
+
+	Pos         Pos `json:"pos"`         // the operation object
+	ContractPos Pos `json:"contractPos"` // its x-idempotency value (or the root apply-to entry that made it idempotent)
+}
+
+// Names are the Go identifiers oapi-codegen generates for an operation
+// (see package generator/naming for the rules).
+type Names struct {
+	Handler              string `json:"handler"`          // strict and plain server method: <Op>
+	RequestObject        string `json:"requestObject"`    // strict server: <Op>RequestObject
+	ResponseObject       string `json:"responseObject"`   // strict server: <Op>ResponseObject
+	Params               string `json:"params,omitempty"` // <Op>Params, when the operation has query, header or cookie parameters
+	ClientMethod         string `json:"clientMethod"`     // Client: <Op> (JSON body) ...
+	ClientWithBody       string `json:"clientWithBody,omitempty"`
+	WithResponse         string `json:"withResponse"`                   // ClientWithResponses: <Op>WithResponse
+	WithBodyWithResponse string `json:"withBodyWithResponse,omitempty"` // <Op>WithBodyWithResponse
+	ResponseType         string `json:"responseType"`                   // ClientWithResponses result: <Op>Response
+	JSONRequestBody      string `json:"jsonRequestBody,omitempty"`      // <Op>JSONRequestBody, when the body has application/json
+}
+
+// Param is a parameter as oapi-codegen sees it.
+type Param struct {
+	Name     string `json:"name"`   // as in the spec
+	In       string `json:"in"`     // path, query, header, cookie
+	GoName   string `json:"goName"` // field name in <Op>Params, or argument name base for path params
+	Required bool   `json:"required"`
+	Pointer  bool   `json:"pointer"` // the <Op>Params field is a pointer (optional parameter)
+	Pos      Pos    `json:"pos"`
+}
+
+// Carrier says where the idempotency key travels.
+type Carrier string
+
+// Carriers.
+const (
+	CarrierHeader Carrier = "header"
+	CarrierBody   Carrier = "body"
+	CarrierQuery  Carrier = "query"
+)
+
+// Key formats.
+const (
+	FormatToken  = "token"  // visible ASCII (0x21-0x7E)
+	FormatUUID   = "uuid"   // any RFC 9562 UUID, canonical text form
+	FormatUUIDv4 = "uuidv4" // version 4 only
+	FormatUUIDv7 = "uuidv7" // version 7 only
+)
+
+// Key describes the idempotency key of an operation.
+type Key struct {
+	Carrier   Carrier `json:"carrier"`
+	Name      string  `json:"name"` // header name (canonical as the contract spells it), query name, or body JSON pointer
+	Required  bool    `json:"required"`
+	Format    string  `json:"format"`
+	MaxLength int     `json:"maxLength"`
+	// Param is the spec's own declaration of the key as a header or query
+	// parameter, nil when the spec does not declare it.
+	Param *Param `json:"param,omitempty"`
+	Pos   Pos    `json:"pos"`
+}
+
+// Body is the request body of an operation.
+type Body struct {
+	ContentTypes []string `json:"contentTypes"` // sorted
+	JSON         bool     `json:"json"`         // one of them is a JSON media type
+	Required     bool     `json:"required"`
+	GoType       string   `json:"goType,omitempty"` // oapi-codegen's type of the default JSON body, e.g. NewPet or AddPetJSONBody
+	// Alias is true when <Op>JSONRequestBody is an alias of GoType (a
+	// component schema), false when it is a type defined from GoType (an
+	// inline schema: a conversion is needed).
+	Alias bool `json:"alias,omitempty"`
+}
+
+// Semantics is what a duplicate means.
+type Semantics string
+
+// Semantics.
+const (
+	Strict Semantics = "strict" // key + fingerprint; another fingerprint is a conflict
+	Loose  Semantics = "loose"  // key only; replay whatever was stored
+	Window Semantics = "window" // key optional; within the window a duplicate is replayed
+)
+
+// Failure policies.
+const (
+	FailuresRetry  = "retry"  // a 5xx or handler error frees the key
+	FailuresReplay = "replay" // a stored 5xx is replayed
+)
+
+// Policy is the merged contract of one operation, every default filled.
+type Policy struct {
+	Semantics          Semantics     `json:"semantics"`
+	Window             time.Duration `json:"window"`
+	Volatile           []Pointer     `json:"volatile,omitempty"`
+	Unordered          []Pointer     `json:"unordered,omitempty"`
+	FingerprintHeaders []string      `json:"fingerprintHeaders,omitempty"`
+	Scope              []string      `json:"scope"`
+	ConflictStatus     int           `json:"conflictStatus"`
+	InFlight           InFlight      `json:"inFlight"`
+	Failures           string        `json:"failures"`
+	Response           Response      `json:"response"`
+	Request            Request       `json:"request"`
+	Retry              Retry         `json:"retry"`
+}
+
+// Pointer is a volatile or unordered JSON pointer ("*" matches any member or
+// index) with the body schema members it matched, as pointers whose "*"
+// tokens over objects are expanded (array items stay "*").
+type Pointer struct {
+	Pointer string   `json:"pointer"`
+	Matches []string `json:"matches,omitempty"`
+	Pos     Pos      `json:"pos"`
+}
+
+// InFlight is the answer to a duplicate that arrives while the first is running.
+type InFlight struct {
+	Status     int           `json:"status"`
+	RetryAfter time.Duration `json:"retryAfter"`
+	Lease      time.Duration `json:"lease"`
+	Wait       time.Duration `json:"wait"`
+}
+
+// Response says what is stored and replayed.
+type Response struct {
+	MaxBytes int64    `json:"maxBytes"`
+	Headers  []string `json:"headers"`
+}
+
+// Request bounds how much of the body the server reads to fingerprint it.
+type Request struct {
+	MaxBytes int64 `json:"maxBytes"`
+}
+
+// Retry is the client helper's retry policy.
+type Retry struct {
+	MaxAttempts int      `json:"maxAttempts"`
+	Backoff     Backoff  `json:"backoff"`
+	On          []string `json:"on"`         // as written: "connection" and status codes
+	Connection  bool     `json:"connection"` // retry on connection errors
+	Statuses    []int    `json:"statuses"`   // retry on these statuses, sorted
+}
+
+// Jitter kinds.
+const (
+	JitterFull  = "full"  // delay uniform in [0, d]
+	JitterEqual = "equal" // delay uniform in [d/2, d]
+	JitterNone  = "none"  // delay d
+)
+
+// Backoff is an exponential backoff.
+type Backoff struct {
+	Initial    time.Duration `json:"initial"`
+	Max        time.Duration `json:"max"`
+	Multiplier float64       `json:"multiplier"`
+	Jitter     string        `json:"jitter"`
+}
+
+// Delay returns the longest delay before retry n (n = 1 for the first
+// retry): initial × multiplier^(n-1), capped by max. Every jitter kind stays
+// at or under it.
+func (b Backoff) Delay(n int) time.Duration {
+	d := float64(b.Initial)
+	for i := 1; i < n; i++ {
+		d *= b.Multiplier
+		if d >= float64(b.Max) {
+			return b.Max
+		}
+	}
+	if d > float64(b.Max) {
+		return b.Max
+	}
+	return time.Duration(d)
+}
+
+// LongestSpan is the longest time the client can spend between its first
+// attempt and its last: the sum of the longest delays before each of the
+// MaxAttempts-1 retries (request durations not counted).
+func (r Retry) LongestSpan() time.Duration {
+	var total time.Duration
+	for n := 1; n < r.MaxAttempts; n++ {
+		total += r.Backoff.Delay(n)
+	}
+	return total
+}

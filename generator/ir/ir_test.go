@@ -1,0 +1,72 @@
+package ir_test
+
+import (
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/generator/ir"
+)
+
+// TestDependencies keeps the IR free of kin-openapi, jennifer and
+// oapi-codegen: emitters and tools depend on the contract, not on a parser.
+func TestDependencies(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "github.com/idemgen/idemgen/generator/ir").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	for _, dep := range strings.Fields(string(out)) {
+		for _, banned := range []string{"github.com/getkin/", "github.com/dave/jennifer", "github.com/oapi-codegen/", "gopkg.in/yaml", "go.yaml.in/"} {
+			assert.False(t, strings.HasPrefix(dep, banned), "generator/ir imports %s", dep)
+		}
+		assert.False(t, strings.Contains(dep, ".") && !strings.HasPrefix(dep, "github.com/idemgen/idemgen/"), "generator/ir imports a non-standard package %s", dep)
+	}
+}
+
+func TestLongestSpan(t *testing.T) {
+	b := ir.Backoff{Initial: 500 * time.Millisecond, Max: 8 * time.Second, Multiplier: 2, Jitter: ir.JitterFull}
+	tests := []struct {
+		attempts int
+		want     time.Duration
+	}{
+		{1, 0},
+		{2, 500 * time.Millisecond},
+		{4, 3500 * time.Millisecond},                    // 0.5 + 1 + 2
+		{7, 23500 * time.Millisecond},                   // 0.5 + 1 + 2 + 4 + 8 + 8
+		{100, 7500*time.Millisecond + 95*8*time.Second}, // 0.5+1+2+4, then 95 delays capped at 8s
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, ir.Retry{MaxAttempts: tt.attempts, Backoff: b}.LongestSpan(), "max-attempts %d", tt.attempts)
+	}
+	flat := ir.Backoff{Initial: time.Second, Max: time.Second, Multiplier: 1}
+	assert.Equal(t, 3*time.Second, ir.Retry{MaxAttempts: 4, Backoff: flat}.LongestSpan())
+}
+
+func TestValidate(t *testing.T) {
+	op := func(path, name string, line int) *ir.Operation {
+		return &ir.Operation{Method: "POST", Path: path, GoName: name, Pos: ir.Pos{File: "a.yaml", Line: line},
+			Names: ir.Names{Handler: name, RequestObject: name + "RequestObject", WithResponse: name + "WithResponse"}}
+	}
+	s := &ir.Spec{Operations: []*ir.Operation{op("/a", "Claim", 1), op("/b", "Claim", 9), op("/c", "Other", 12), op("/d", "claim", 20)}}
+	errs := s.Validate()
+	require.Len(t, errs, 2)
+	var col *ir.CollisionError
+	require.ErrorAs(t, errs[0], &col)
+	assert.Equal(t, "Claim", col.Name)
+	assert.Equal(t, 9, col.Pos.Line)
+	assert.Equal(t, 1, col.Other.Line)
+	var inv *ir.InvalidNameError
+	require.ErrorAs(t, errs[1], &inv)
+	assert.Equal(t, "claim", inv.Name)
+
+	assert.Empty(t, (&ir.Spec{Operations: []*ir.Operation{op("/a", "A", 1), op("/b", "B", 2)}}).Validate())
+}
+
+func ExampleRetry_LongestSpan() {
+	r := ir.Retry{MaxAttempts: 4, Backoff: ir.Backoff{Initial: 500 * time.Millisecond, Max: 8 * time.Second, Multiplier: 2, Jitter: ir.JitterFull}}
+	fmt.Println(r.LongestSpan(), "so the window must be at least", time.Duration(1.5*float64(r.LongestSpan())))
+	// Output: 3.5s so the window must be at least 5.25s
+}

@@ -1,0 +1,413 @@
+// Package load reads an OpenAPI 3.0 or 3.1 spec (YAML or JSON, with external
+// $refs), applies OpenAPI Overlay 1.0 documents to it, and loads the result
+// with kin-openapi, keeping the YAML node trees beside the model so that any
+// node can be located (file, line, column), including the nodes an overlay
+// put there, which point into the overlay.
+//
+// kin-openapi's strict Validate is never required: real specs often fail it
+// (bad examples, extra sibling fields) and still describe their API.
+package load
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/speakeasy-api/openapi/overlay"
+	"gopkg.in/yaml.v3"
+
+	"github.com/idemgen/idemgen/generator/diag"
+	"github.com/idemgen/idemgen/generator/ir"
+)
+
+// Document is a loaded spec.
+type Document struct {
+	Path     string                // the spec file as given
+	Overlays []string              // overlay files applied, in order
+	T        *openapi3.T           // kin-openapi's model, $refs resolved
+	Root     *yaml.Node            // the spec's root mapping, overlays applied
+	files    map[string]*yaml.Node // other files reached through $ref, by cleaned path
+	origin   map[*yaml.Node]ir.Pos // nodes an overlay put there: their position in the overlay
+}
+
+// Options configure Load.
+type Options struct {
+	Overlays []string // overlay files, applied in order
+}
+
+// Load reads the spec at path, applies the overlays and loads the result.
+// It returns a nil Document when the spec cannot be loaded at all; the
+// diagnostics say why (with a position when one is known) and also carry
+// overlay warnings such as an action whose target matched nothing.
+func Load(path string, opts Options) (*Document, diag.List) {
+	var diags diag.List
+	d := &Document{Path: path, Overlays: opts.Overlays, files: map[string]*yaml.Node{}, origin: map[*yaml.Node]ir.Pos{}}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		diags.Errorf(ir.Pos{File: path}, "load-error", "cannot read the spec: %v", unwrapPath(err))
+		return nil, diags
+	}
+	root, err := parseYAML(data)
+	if err != nil {
+		diags.Errorf(yamlErrPos(path, err), "load-error", "cannot parse the spec: %v", cleanYAMLErr(err))
+		return nil, diags
+	}
+	if root.Kind != yaml.MappingNode {
+		diags.Errorf(ir.Pos{File: path, Line: root.Line, Col: root.Column}, "load-error", "the spec is not a YAML or JSON object")
+		return nil, diags
+	}
+	d.Root = root
+	d.files[filepath.Clean(path)] = root
+
+	for _, ovPath := range opts.Overlays {
+		diags = append(diags, d.applyOverlay(ovPath)...)
+	}
+	if diags.HasErrors() {
+		return nil, diags
+	}
+
+	loader := openapi3.NewLoader()
+	loader.IncludeOrigin = true
+	loader.IsExternalRefsAllowed = true
+	var t *openapi3.T
+	if len(opts.Overlays) == 0 {
+		t, err = loader.LoadFromFile(path)
+	} else {
+		var buf bytes.Buffer
+		enc := yaml.NewEncoder(&buf)
+		enc.SetIndent(2)
+		if err = enc.Encode(root); err == nil {
+			t, err = loader.LoadFromDataWithPath(buf.Bytes(), &url.URL{Path: filepath.ToSlash(path)})
+		}
+	}
+	if err != nil {
+		diags.Errorf(yamlErrPos(path, err), "load-error", "cannot load the spec: %v", err)
+		return nil, diags
+	}
+	if t.Paths == nil {
+		t.Paths = openapi3.NewPaths()
+	}
+	d.T = t
+	return d, diags
+}
+
+// parseYAML parses YAML or JSON into its root node.
+func parseYAML(data []byte) (*yaml.Node, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, err
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
+		return &yaml.Node{Kind: yaml.ScalarNode, Line: 1, Column: 1}, nil
+	}
+	return doc.Content[0], nil
+}
+
+var yamlLine = regexp.MustCompile(`line (\d+)`)
+
+func yamlErrPos(file string, err error) ir.Pos {
+	p := ir.Pos{File: file}
+	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+		p.Line, _ = strconv.Atoi(m[1])
+		p.Col = 1
+	}
+	return p
+}
+
+func cleanYAMLErr(err error) string {
+	return strings.TrimPrefix(err.Error(), "yaml: ")
+}
+
+func unwrapPath(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// marker tags the nodes of an overlay's updates through kin of comment that
+// the overlay library copies when it clones a node (it drops positions), so
+// the nodes it inserts can be traced back to the overlay.
+const marker = "\x00idemgen-pos:"
+
+func (d *Document) applyOverlay(ovPath string) diag.List {
+	var diags diag.List
+	data, err := os.ReadFile(ovPath)
+	if err != nil {
+		diags.Errorf(ir.Pos{File: ovPath}, "overlay-error", "cannot read the overlay: %v", unwrapPath(err))
+		return diags
+	}
+	ovRoot, err := parseYAML(data)
+	if err != nil {
+		diags.Errorf(yamlErrPos(ovPath, err), "overlay-error", "cannot parse the overlay: %v", cleanYAMLErr(err))
+		return diags
+	}
+	var ov overlay.Overlay
+	if err := ovRoot.Decode(&ov); err != nil {
+		diags.Errorf(yamlErrPos(ovPath, err), "overlay-error", "not an overlay document: %v", cleanYAMLErr(err))
+		return diags
+	}
+	at := func(ptr string) ir.Pos {
+		n, _, p := lookupIn(ovRoot, ptr)
+		if n == nil {
+			return ir.Pos{File: ovPath, Line: 1, Col: 1}
+		}
+		return ir.Pos{File: ovPath, Line: n.Line, Col: n.Column, Pointer: p}
+	}
+	if err := ov.Validate(); err != nil {
+		var verrs overlay.ValidationErrors
+		if errors.As(err, &verrs) {
+			for _, e := range verrs {
+				diags.Errorf(at(""), "overlay-error", "invalid overlay: %v", e)
+			}
+		} else {
+			diags.Errorf(at(""), "overlay-error", "invalid overlay: %v", err)
+		}
+		return diags
+	}
+	var positions []ir.Pos
+	for i := range ov.Actions {
+		base := fmt.Sprintf("/actions/%d/update", i)
+		mark(&ov.Actions[i].Update, base, ovPath, &positions)
+	}
+	for i, a := range ov.Actions {
+		one := ov
+		one.Actions = []overlay.Action{a}
+		target := at(fmt.Sprintf("/actions/%d/target", i))
+		warnings, err := one.ApplyToStrict(d.Root)
+		switch {
+		case err != nil && strings.Contains(err.Error(), "did not match any targets"):
+			diags.Warnf(target, "overlay-no-match", "overlay target %s matches nothing in the spec", a.Target)
+		case err != nil:
+			diags.Errorf(target, "overlay-error", "cannot apply overlay action: %v", err)
+		}
+		for _, w := range warnings {
+			if strings.Contains(w, "does nothing") {
+				continue // an update identical to the spec: harmless
+			}
+			diags.Warnf(target, "overlay-warning", "%s", w)
+		}
+	}
+	d.unmark(d.Root, positions)
+	return diags
+}
+
+// mark appends a position marker to every node's line comment.
+func mark(n *yaml.Node, ptr, file string, positions *[]ir.Pos) {
+	if n == nil {
+		return
+	}
+	*positions = append(*positions, ir.Pos{File: file, Line: n.Line, Col: n.Column, Pointer: ptr})
+	n.LineComment += marker + strconv.Itoa(len(*positions)-1)
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			mark(n.Content[i], ptr, file, positions)
+			mark(n.Content[i+1], ptr+"/"+escape(n.Content[i].Value), file, positions)
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			mark(c, ptr+"/"+strconv.Itoa(i), file, positions)
+		}
+	}
+}
+
+// unmark strips the markers from the tree and records where the marked
+// nodes came from.
+func (d *Document) unmark(n *yaml.Node, positions []ir.Pos) {
+	seen := map[*yaml.Node]bool{}
+	var walk func(n *yaml.Node)
+	walk = func(n *yaml.Node) {
+		if n == nil || seen[n] {
+			return
+		}
+		seen[n] = true
+		if i := strings.Index(n.LineComment, marker); i >= 0 {
+			id, _ := strconv.Atoi(n.LineComment[i+len(marker):])
+			n.LineComment = n.LineComment[:i]
+			if id >= 0 && id < len(positions) {
+				p := positions[id]
+				n.Line, n.Column = p.Line, p.Col
+				d.origin[n] = p
+			}
+		}
+		for _, c := range n.Content {
+			walk(c)
+		}
+	}
+	walk(n)
+}
+
+// Pos returns the position of node n, written in file at pointer ptr: in
+// the overlay when an overlay put it there, in file otherwise.
+func (d *Document) Pos(n *yaml.Node, file, ptr string) ir.Pos {
+	if n == nil {
+		return ir.Pos{File: file, Pointer: ptr}
+	}
+	if p, ok := d.origin[n]; ok {
+		return p
+	}
+	return ir.Pos{File: file, Line: n.Line, Col: n.Column, Pointer: ptr}
+}
+
+// Node is a YAML node with the file it was read from and its JSON pointer there.
+type Node struct {
+	*yaml.Node
+	File    string
+	Pointer string
+}
+
+// Pos returns n's position (see Document.Pos).
+func (d *Document) NodePos(n Node) ir.Pos { return d.Pos(n.Node, n.File, n.Pointer) }
+
+// Lookup finds the node at JSON pointer ptr of the spec, following $refs
+// (local and to other files) where the pointer goes through one. It returns
+// a Node with a nil *yaml.Node when there is none.
+func (d *Document) Lookup(ptr string) Node {
+	return d.LookupFrom(Node{Node: d.Root, File: d.Path}, ptr)
+}
+
+// LookupFrom finds the node at ptr below from, following $refs.
+func (d *Document) LookupFrom(from Node, ptr string) Node {
+	if ptr == "" {
+		return from
+	}
+	cur := from
+	for _, tok := range splitPointer(ptr) {
+		cur = d.child(cur, tok, 0)
+		if cur.Node == nil {
+			return cur
+		}
+	}
+	return cur
+}
+
+func (d *Document) child(n Node, tok string, depth int) Node {
+	if n.Node == nil || depth > 32 {
+		return Node{}
+	}
+	y := n.Node
+	for y.Kind == yaml.AliasNode && y.Alias != nil {
+		y = y.Alias
+	}
+	switch y.Kind {
+	case yaml.MappingNode:
+		var ref *yaml.Node
+		for i := 0; i+1 < len(y.Content); i += 2 {
+			k := y.Content[i].Value
+			if k == tok {
+				return Node{Node: y.Content[i+1], File: n.File, Pointer: n.Pointer + "/" + escape(tok)}
+			}
+			if k == "$ref" {
+				ref = y.Content[i+1]
+			}
+		}
+		if ref != nil && ref.Kind == yaml.ScalarNode {
+			target := d.resolveRef(n.File, ref.Value, depth)
+			return d.child(target, tok, depth+1)
+		}
+	case yaml.SequenceNode:
+		i, err := strconv.Atoi(tok)
+		if err == nil && i >= 0 && i < len(y.Content) {
+			return Node{Node: y.Content[i], File: n.File, Pointer: n.Pointer + "/" + tok}
+		}
+	}
+	return Node{}
+}
+
+// Deref follows n while it is a {$ref: ...} mapping.
+func (d *Document) Deref(n Node) Node {
+	for depth := 0; n.Node != nil && depth < 32; depth++ {
+		ref := mapValue(n.Node, "$ref")
+		if ref == nil || ref.Kind != yaml.ScalarNode {
+			return n
+		}
+		n = d.resolveRef(n.File, ref.Value, depth)
+	}
+	return n
+}
+
+func (d *Document) resolveRef(file, ref string, depth int) Node {
+	filePart, frag, _ := strings.Cut(ref, "#")
+	target := file
+	if filePart != "" {
+		if strings.Contains(filePart, "://") {
+			return Node{} // remote documents: positions unknown
+		}
+		target = filepath.Join(filepath.Dir(file), filepath.FromSlash(filePart))
+	}
+	root := d.file(target)
+	if root == nil {
+		return Node{}
+	}
+	cur := Node{Node: root, File: target}
+	if frag == "" {
+		return cur
+	}
+	for _, tok := range splitPointer(frag) {
+		cur = d.child(cur, tok, depth+1)
+		if cur.Node == nil {
+			return cur
+		}
+	}
+	return cur
+}
+
+func (d *Document) file(path string) *yaml.Node {
+	path = filepath.Clean(path)
+	if n, ok := d.files[path]; ok {
+		return n
+	}
+	data, err := os.ReadFile(path)
+	var root *yaml.Node
+	if err == nil {
+		root, _ = parseYAML(data)
+	}
+	d.files[path] = root
+	return root
+}
+
+func lookupIn(root *yaml.Node, ptr string) (*yaml.Node, string, string) {
+	d := &Document{files: map[string]*yaml.Node{}, origin: map[*yaml.Node]ir.Pos{}}
+	n := d.LookupFrom(Node{Node: root}, ptr)
+	return n.Node, n.File, n.Pointer
+}
+
+func mapValue(n *yaml.Node, key string) *yaml.Node {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return nil
+}
+
+func splitPointer(ptr string) []string {
+	ptr = strings.TrimPrefix(ptr, "/")
+	if ptr == "" {
+		return []string{""}
+	}
+	toks := strings.Split(ptr, "/")
+	for i, t := range toks {
+		toks[i] = strings.ReplaceAll(strings.ReplaceAll(t, "~1", "/"), "~0", "~")
+	}
+	return toks
+}
+
+func escape(tok string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(tok, "~", "~0"), "/", "~1")
+}
+
+// Escape escapes a JSON pointer token (RFC 6901).
+func Escape(tok string) string { return escape(tok) }

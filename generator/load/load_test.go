@@ -1,0 +1,96 @@
+package load_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/generator/load"
+)
+
+func write(t *testing.T, dir, name, data string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	require.NoError(t, os.WriteFile(p, []byte(data), 0o644))
+	return p
+}
+
+func TestLookupFollowsRefs(t *testing.T) {
+	dir := t.TempDir()
+	spec := write(t, dir, "openapi.yaml", `openapi: 3.0.3
+info: {title: t, version: "1"}
+paths:
+  /a:
+    $ref: 'paths.yaml#/a'
+components:
+  parameters:
+    Key: {name: Idempotency-Key, in: header, required: true, schema: {type: string}}
+`)
+	write(t, dir, "paths.yaml", `a:
+  post:
+    parameters:
+      - $ref: 'openapi.yaml#/components/parameters/Key'
+    responses:
+      '200': {description: ok}
+`)
+	doc, diags := load.Load(spec, load.Options{})
+	require.Empty(t, diags)
+	require.NotNil(t, doc.T.Paths.Find("/a").Post)
+
+	n := doc.Lookup("/paths/~1a/post/parameters/0/required")
+	require.NotNil(t, n.Node)
+	assert.Equal(t, "true", n.Value)
+	assert.Equal(t, filepath.Join(dir, "openapi.yaml"), n.File)
+	assert.Equal(t, "/components/parameters/Key/required", n.Pointer)
+	pos := doc.NodePos(n)
+	assert.Equal(t, 8, pos.Line)
+
+	assert.Nil(t, doc.Lookup("/paths/~1a/get").Node)
+	assert.Nil(t, doc.Lookup("/paths/~1nowhere").Node)
+}
+
+func TestOverlayPositions(t *testing.T) {
+	dir := t.TempDir()
+	spec := write(t, dir, "openapi.json", `{"openapi": "3.1.0", "info": {"title": "t", "version": "1"},
+ "paths": {"/a": {"post": {"responses": {"200": {"description": "ok"}}}}}}
+`)
+	ov := write(t, dir, "o.overlay.yaml", `overlay: 1.0.0
+info: {title: o, version: "1"}
+actions:
+  - target: $.paths.*.post
+    update:
+      x-idempotency:
+        semantics: strict
+`)
+	doc, diags := load.Load(spec, load.Options{Overlays: []string{ov}})
+	require.Empty(t, diags)
+	n := doc.Lookup("/paths/~1a/post/x-idempotency/semantics")
+	require.NotNil(t, n.Node)
+	pos := doc.NodePos(n)
+	assert.Equal(t, ov, pos.File)
+	assert.Equal(t, 7, pos.Line)
+	assert.Equal(t, 20, pos.Col)
+	assert.Equal(t, "/actions/0/update/x-idempotency/semantics", pos.Pointer)
+	assert.Equal(t, "strict", doc.T.Paths.Find("/a").Post.Extensions["x-idempotency"].(map[string]any)["semantics"])
+}
+
+func TestLoadErrors(t *testing.T) {
+	dir := t.TempDir()
+	_, diags := load.Load(filepath.Join(dir, "missing.yaml"), load.Options{})
+	require.Len(t, diags, 1)
+	assert.Equal(t, "load-error", diags[0].Rule)
+
+	spec := write(t, dir, "s.yaml", "openapi: 3.0.3\ninfo: {title: t, version: '1'}\npaths: {}\n")
+	_, diags = load.Load(spec, load.Options{Overlays: []string{filepath.Join(dir, "nope.yaml")}})
+	require.Len(t, diags, 1)
+	assert.Equal(t, "overlay-error", diags[0].Rule)
+
+	list := write(t, dir, "list.yaml", "- a\n- b\n")
+	doc, diags := load.Load(list, load.Options{})
+	assert.Nil(t, doc)
+	require.Len(t, diags, 1)
+	assert.Equal(t, 1, diags[0].Pos.Line)
+}

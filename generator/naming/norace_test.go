@@ -1,0 +1,5 @@
+//go:build !race
+
+package naming_test
+
+const raceEnabled = false
