@@ -80,7 +80,8 @@ type state struct {
 	hdr    []byte // everything hashed before the body
 	frames []frame
 	mem    []member
-	items  []sortItem
+	perm   []int32
+	shapes [shapeSlots]shape
 	pairs  []pair
 	err    jsonError
 	d      hash.Hash
@@ -99,8 +100,8 @@ func putState(s *state) {
 	if cap(s.out) > maxPooled || cap(s.tmp) > maxPooled || cap(s.hdr) > maxPooled {
 		s.out, s.tmp, s.hdr = nil, nil, nil
 	}
-	if cap(s.mem) > maxPooled/32 || cap(s.items) > maxPooled/32 || cap(s.pairs) > maxPooled/32 {
-		s.mem, s.items, s.pairs = nil, nil, nil
+	if cap(s.mem) > maxPooled/32 || cap(s.perm) > maxPooled/32 || cap(s.pairs) > maxPooled/32 {
+		s.mem, s.perm, s.pairs = nil, nil, nil
 	}
 	if cap(s.keys) > maxPooled || cap(s.num) > maxPooled {
 		s.keys, s.num = nil, nil

@@ -1,0 +1,194 @@
+package fingerprint
+
+import "strconv"
+
+// maxExp bounds the magnitude of a number's exponent (as written); a
+// larger exponent on a non-zero number makes the body be hashed raw.
+const maxExp = 1_000_000_000_000_000
+
+// maxPlainDigits is where the canonical layout of numbers switches to
+// exponent notation, as in ECMAScript's Number::toString.
+const maxPlainDigits = 21
+
+func leadingZeros(b []byte) int {
+	k := 0
+	for k < len(b) && b[k] == '0' {
+		k++
+	}
+	return k
+}
+
+// number writes the canonical form of the JSON number at in[i] to buf[w:]
+// and returns the indexes after it in in and buf, and buf, which it grows
+// when the canonical form is longer than the input. See the package
+// documentation for the form.
+func (s *state) number(buf []byte, w int, in []byte, i int) ([]byte, int, int, string) {
+	n := len(in)
+	start := i
+	if in[i] == '-' {
+		i++
+	}
+	if i >= n {
+		return buf, i, w, errNumber
+	}
+	intStart := i
+	switch c := in[i]; {
+	case c == '0':
+		i++
+	case c-'1' < 9:
+		i++
+		for i < n && isDigit(in[i]) {
+			i++
+		}
+	default:
+		return buf, i, w, errNumber
+	}
+	intEnd := i
+	fracStart, fracEnd := i, i
+	if i < n && in[i] == '.' {
+		i++
+		fracStart = i
+		for i < n && isDigit(in[i]) {
+			i++
+		}
+		if i == fracStart {
+			return buf, i, w, errNumber
+		}
+		fracEnd = i
+	}
+	var e int64
+	if i < n && in[i]|0x20 == 'e' {
+		i++
+		neg := false
+		if i < n && (in[i] == '+' || in[i] == '-') {
+			neg = in[i] == '-'
+			i++
+		}
+		es := i
+		big := false
+		for i < n && isDigit(in[i]) {
+			if e < maxExp {
+				e = e*10 + int64(in[i]-'0')
+			} else {
+				big = true
+			}
+			i++
+		}
+		if i == es {
+			return buf, i, w, errNumber
+		}
+		if neg {
+			e = -e
+		}
+		if big || e >= maxExp || e <= -maxExp {
+			if leadingZeros(in[intStart:intEnd]) == intEnd-intStart && leadingZeros(in[fracStart:fracEnd]) == fracEnd-fracStart {
+				buf[w] = '0' // zero with any exponent is zero
+				return buf, i, w + 1, ""
+			}
+			return buf, start, w, errExp
+		}
+	} else {
+		// Fast path, no exponent: the canonical form is the input less
+		// the trailing zeros of the fraction, unless the number is large
+		// or has many leading fraction zeros.
+		fe := fracEnd
+		for fe > fracStart && in[fe-1] == '0' {
+			fe--
+		}
+		if in[intStart] != '0' {
+			if intEnd-intStart <= maxPlainDigits {
+				if fe > fracStart {
+					intEnd = fe
+				}
+				w += copy(buf[w:], in[start:intEnd])
+				return buf, i, w, ""
+			}
+		} else {
+			if fe == fracStart {
+				buf[w] = '0'
+				return buf, i, w + 1, ""
+			}
+			if leadingZeros(in[fracStart:fe]) < 6 {
+				w += copy(buf[w:], in[start:fe])
+				return buf, i, w, ""
+			}
+		}
+	}
+	buf, w = s.numberSlow(buf, w, in[start] == '-', in[intStart:intEnd], in[fracStart:fracEnd], e, len(in)-i)
+	return buf, i, w, ""
+}
+
+// numberSlow writes ±(intDigits.fracDigits)×10^e in the canonical layout;
+// rest is how much input follows, for the slack buf must keep.
+func (s *state) numberSlow(buf []byte, w int, neg bool, intDigits, fracDigits []byte, e int64, rest int) ([]byte, int) {
+	num := append(append(s.num[:0], intDigits...), fracDigits...)
+	s.num = num
+	lz := leadingZeros(num)
+	if lz == len(num) {
+		buf[w] = '0'
+		return buf, w + 1
+	}
+	tz := 0
+	for num[len(num)-1-tz] == '0' {
+		tz++
+	}
+	d := num[lz : len(num)-tz]
+	k := int64(len(d))
+	// value = d × 10^(e - len(frac) + tz); p is where the decimal point
+	// goes, counted from the start of d.
+	p := k + e - int64(len(fracDigits)) + int64(tz)
+	// The longest form: sign, d, 21 zeros or "0." and 6 zeros, or a
+	// point and "e+" with up to 17 exponent digits.
+	if need := w + int(k) + 32 + rest + slack; need > len(buf) {
+		buf = growBuf(buf, w, need)
+	}
+	if neg {
+		buf[w] = '-'
+		w++
+	}
+	switch {
+	case k <= p && p <= maxPlainDigits:
+		w += copy(buf[w:], d)
+		for range p - k {
+			buf[w] = '0'
+			w++
+		}
+	case 0 < p && p <= maxPlainDigits:
+		w += copy(buf[w:], d[:p])
+		buf[w] = '.'
+		w++
+		w += copy(buf[w:], d[p:])
+	case -6 < p && p <= 0:
+		buf[w], buf[w+1] = '0', '.'
+		w += 2
+		for range -p {
+			buf[w] = '0'
+			w++
+		}
+		w += copy(buf[w:], d)
+	default:
+		buf[w] = d[0]
+		w++
+		if k > 1 {
+			buf[w] = '.'
+			w++
+			w += copy(buf[w:], d[1:])
+		}
+		buf[w] = 'e'
+		w++
+		if p-1 >= 0 {
+			buf[w] = '+'
+			w++
+		}
+		var tmp [24]byte
+		w += copy(buf[w:], strconv.AppendInt(tmp[:0], p-1, 10))
+	}
+	return buf, w
+}
+
+// growBuf returns a buffer of length at least need holding buf[:w].
+func growBuf(buf []byte, w, need int) []byte {
+	nb := make([]byte, max(need, 2*len(buf)))
+	copy(nb, buf[:w])
+	return nb
+}

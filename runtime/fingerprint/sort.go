@@ -1,0 +1,245 @@
+package fingerprint
+
+import (
+	"bytes"
+	"encoding/binary"
+	"slices"
+)
+
+// Reordering. An object whose members arrived out of order is sorted when
+// it closes: its members' canonical texts (each with its trailing comma)
+// are gathered in sorted order into a scratch buffer and copied back over
+// the object. Sorting permutes indexes; most comparisons compare the
+// names' first eight bytes as integers.
+//
+// Requests repeat shapes: the objects of an array mostly have the same
+// member names in the same order. A small cache remembers, per slot chosen
+// by the first member name, the names of the last object closed there and
+// their sorted order; an object whose names match it, as they arrive,
+// reuses that order without sorting. The cache is an optimization only: a
+// miss or a collision just sorts.
+
+func prefix(b []byte) uint64 {
+	if len(b) >= 8 {
+		return binary.BigEndian.Uint64(b)
+	}
+	var x uint64
+	for i := range b {
+		x |= uint64(b[i]) << (56 - 8*i)
+	}
+	return x
+}
+
+// name returns the unescaped name of the object member m.
+func (s *state) name(m *member, in []byte) []byte {
+	if m.kesc {
+		return s.keys[m.koff : m.koff+m.klen]
+	}
+	return in[m.koff : m.koff+m.klen]
+}
+
+// cmpNames orders object members by unescaped name (not by arrival).
+func (s *state) cmpNames(a, b *member, in []byte) int {
+	if a.pfx != b.pfx {
+		if a.pfx < b.pfx {
+			return -1
+		}
+		return 1
+	}
+	if a.klen <= 8 && b.klen <= 8 {
+		return a.klen - b.klen
+	}
+	return bytes.Compare(s.name(a, in)[8:], s.name(b, in)[8:])
+}
+
+// less reports whether member a's name sorts before b's.
+func (s *state) less(a, b *member, in []byte) bool { return s.cmpNames(a, b, in) < 0 }
+
+// shapeSlots is the size of the shape cache; a power of two.
+const shapeSlots = 64
+
+// maxShape is the largest object whose shape is cached.
+const maxShape = 64
+
+// shape is a cached object shape.
+type shape struct {
+	n      int         // number of members; 0: empty slot
+	sorted int         // the names [0, sorted] are in order
+	names  []shapeName // in arrival order
+	rest   []byte      // name bytes past the first eight, concatenated
+	perm   []int32     // sorted order; empty if the names are sorted
+}
+
+type shapeName struct {
+	pfx       uint64
+	n         int
+	rest, end int // rest[rest:end] are the bytes past the first eight
+}
+
+func shapeSlot(pfx uint64, n int) int {
+	return int(((pfx ^ uint64(n)) * 0x9E3779B97F4A7C15) >> (64 - 6))
+}
+
+// has reports whether name (with prefix m.pfx) is the k-th name of sh.
+func (sh *shape) has(k int, m *member, name []byte) bool {
+	if k >= sh.n {
+		return false
+	}
+	e := &sh.names[k]
+	if e.pfx != m.pfx || e.n != m.klen {
+		return false
+	}
+	return m.klen <= 8 || string(sh.rest[e.rest:e.end]) == string(name[8:])
+}
+
+func (s *state) resetShapes() {
+	for i := range s.shapes {
+		s.shapes[i].n = 0
+	}
+}
+
+func (s *state) remember(sh *shape, ms []member, perm []int32, sorted int, in []byte) {
+	sh.n = len(ms)
+	sh.sorted = sorted
+	sh.names = sh.names[:0]
+	sh.rest = sh.rest[:0]
+	for k := range ms {
+		e := shapeName{pfx: ms[k].pfx, n: ms[k].klen, rest: len(sh.rest)}
+		if ms[k].klen > 8 {
+			sh.rest = append(sh.rest, s.name(&ms[k], in)[8:]...)
+		}
+		e.end = len(sh.rest)
+		sh.names = append(sh.names, e)
+	}
+	sh.perm = append(sh.perm[:0], perm...)
+}
+
+// closeObject closes the object f, whose last member's comma is buf[w-1],
+// and returns the new end of the output.
+func (s *state) closeObject(buf []byte, w int, f *frame, in []byte) int {
+	ms := s.mem[f.mbase:]
+	s.mem = s.mem[:f.mbase]
+	s.keys = s.keys[:f.kbase]
+	if w == f.open+1 {
+		// Every member was volatile.
+		buf[w] = '}'
+		return w + 1
+	}
+	if len(ms) > 1 {
+		s.order(buf, w, f, ms, in)
+	}
+	buf[w-1] = '}'
+	return w
+}
+
+// order puts the members ms of the object f in canonical order.
+func (s *state) order(buf []byte, w int, f *frame, ms []member, in []byte) {
+	sh := &s.shapes[f.slot]
+	if f.shape {
+		if len(ms) == sh.n {
+			if len(sh.perm) > 0 {
+				s.gather(buf, w, ms, sh.perm, f.open+1)
+			}
+			return
+		}
+		// A proper prefix of the cached shape.
+		f.unsorted = len(ms)-1 > sh.sorted
+	}
+	if !f.unsorted {
+		if len(ms) <= maxShape {
+			s.remember(sh, ms, nil, len(ms)-1, in)
+		}
+		return
+	}
+	perm := s.perm[:0]
+	for k := range ms {
+		perm = append(perm, int32(k))
+	}
+	cmp := func(a, b int32) int {
+		if c := s.cmpNames(&ms[a], &ms[b], in); c != 0 {
+			return c
+		}
+		return int(a - b)
+	}
+	sortPerm(perm, cmp)
+	s.perm = perm
+	if len(ms) <= maxShape {
+		sorted := 0
+		for sorted+1 < len(ms) && s.cmpNames(&ms[sorted], &ms[sorted+1], in) <= 0 {
+			sorted++
+		}
+		s.remember(sh, ms, perm, sorted, in)
+	}
+	s.gather(buf, w, ms, perm, f.open+1)
+}
+
+// closeArray closes the array f, whose last element's comma is buf[w-1],
+// and returns the new end of the output.
+func (s *state) closeArray(buf []byte, w int, f *frame) int {
+	if f.record {
+		ms := s.mem[f.mbase:]
+		s.mem = s.mem[:f.mbase]
+		if len(ms) > 1 {
+			// Elements sort by their canonical text.
+			text := func(k int32) []byte {
+				end := w
+				if int(k)+1 < len(ms) {
+					end = ms[k+1].start
+				}
+				return buf[ms[k].start : end-1]
+			}
+			perm := s.perm[:0]
+			for k := range ms {
+				perm = append(perm, int32(k))
+			}
+			sortPerm(perm, func(a, b int32) int {
+				if c := bytes.Compare(text(a), text(b)); c != 0 {
+					return c
+				}
+				return int(a - b)
+			})
+			s.perm = perm
+			s.gather(buf, w, ms, perm, f.open+1)
+		}
+	}
+	if w == f.open+1 {
+		buf[w] = ']'
+		return w + 1
+	}
+	buf[w-1] = ']'
+	return w
+}
+
+func sortPerm(perm []int32, cmp func(a, b int32) int) {
+	if len(perm) > 16 {
+		slices.SortFunc(perm, cmp)
+		return
+	}
+	for a := 1; a < len(perm); a++ {
+		for b := a; b > 0 && cmp(perm[b-1], perm[b]) > 0; b-- {
+			perm[b-1], perm[b] = perm[b], perm[b-1]
+		}
+	}
+}
+
+// gather rewrites buf[body:w] with the spans of ms in the order perm.
+func (s *state) gather(buf []byte, w int, ms []member, perm []int32, body int) {
+	size := w - body
+	if cap(s.tmp) < size+16 {
+		s.tmp = make([]byte, 0, 2*size+16)
+	}
+	tmp := s.tmp[:cap(s.tmp)]
+	t := 0
+	for _, p := range perm {
+		a, end := ms[p].start, w
+		if int(p)+1 < len(ms) {
+			end = ms[p+1].start
+		}
+		// Copy in 16-byte blocks: buf has slack after w, tmp after size.
+		for ; a < end; a += 16 {
+			*(*[16]byte)(tmp[t:]) = *(*[16]byte)(buf[a:])
+			t += min(16, end-a)
+		}
+	}
+	copy(buf[body:w], tmp[:size])
+}
