@@ -73,7 +73,8 @@ func New(opts Options) (*Hasher, error) {
 // state is the per-call scratch; it is pooled so that Sum allocates nothing
 // once warm.
 type state struct {
-	out    []byte // canonical body
+	buf    []byte // output buffer of canonJSON, decoding buffer of parseForm
+	out    []byte // canonical body: a part of buf
 	tmp    []byte // reordering scratch
 	keys   []byte // unescaped member names that had escapes
 	num    []byte // digits of a number being normalized
@@ -97,8 +98,9 @@ const maxPooled = 4 << 20
 func getState() *state { return statePool.Get().(*state) }
 
 func putState(s *state) {
-	if cap(s.out) > maxPooled || cap(s.tmp) > maxPooled || cap(s.hdr) > maxPooled {
-		s.out, s.tmp, s.hdr = nil, nil, nil
+	s.out = nil
+	if cap(s.buf) > maxPooled || cap(s.tmp) > maxPooled || cap(s.hdr) > maxPooled {
+		s.buf, s.tmp, s.hdr = nil, nil, nil
 	}
 	if cap(s.mem) > maxPooled/32 || cap(s.perm) > maxPooled/32 || cap(s.pairs) > maxPooled/32 {
 		s.mem, s.perm, s.pairs = nil, nil, nil
@@ -134,7 +136,7 @@ func (h *Hasher) Sum(in *Input) Fingerprint {
 
 	hdr = append(hdr, 'Q')
 	if pairs, ok := parseForm(s, in.RawQuery); ok {
-		hdr = appendPairs(append(hdr, domainForm), s.out, pairs)
+		hdr = appendPairs(append(hdr, domainForm), s.buf, pairs)
 	} else {
 		hdr = appendString(append(hdr, domainRaw), in.RawQuery)
 	}
@@ -161,16 +163,14 @@ func (h *Hasher) Sum(in *Input) Fingerprint {
 	body := in.Body
 	switch kind {
 	case domainJSON:
-		s.out = s.out[:0]
 		if s.canonJSON(in.Body, h.root) {
 			body = s.out
 		} else {
 			kind = domainRaw
 		}
 	case domainForm:
-		s.out = s.out[:0]
 		if pairs, ok := parseForm(s, in.Body); ok {
-			s.tmp = appendPairs(s.tmp[:0], s.out, pairs)
+			s.tmp = appendPairs(s.tmp[:0], s.buf, pairs)
 			body = s.tmp
 		} else {
 			kind = domainRaw
@@ -232,7 +232,6 @@ func (e *SyntaxError) Error() string {
 func (h *Hasher) Canonical(dst, body []byte) ([]byte, error) {
 	s := getState()
 	defer putState(s)
-	s.out = s.out[:0]
 	if !s.canonJSON(body, h.root) {
 		return dst, &SyntaxError{Offset: s.err.off, Reason: s.err.reason}
 	}

@@ -13,11 +13,11 @@ type pair struct {
 }
 
 // parseForm decodes the application/x-www-form-urlencoded text src (a URL
-// query or a form body) into s.out and returns its pairs, ordered by name
+// query or a form body) into s.buf and returns its pairs, ordered by name
 // with the values of one name in their order of arrival. It reports false
 // on a malformed percent escape.
 func parseForm[T string | []byte](s *state, src T) ([]pair, bool) {
-	buf := s.out[:0]
+	buf := s.buf[:0]
 	pairs := s.pairs[:0]
 	sorted := true
 	for i := 0; i < len(src); {
@@ -34,14 +34,14 @@ func parseForm[T string | []byte](s *state, src T) ([]pair, bool) {
 			var ok bool
 			p.noff = len(buf)
 			if buf, ok = appendFormDecoded(buf, src[i:eq]); !ok {
-				s.out, s.pairs = buf, pairs
+				s.buf, s.pairs = buf, pairs
 				return nil, false
 			}
 			p.nlen = len(buf) - p.noff
 			p.voff = len(buf)
 			if eq < end {
 				if buf, ok = appendFormDecoded(buf, src[eq+1:end]); !ok {
-					s.out, s.pairs = buf, pairs
+					s.buf, s.pairs = buf, pairs
 					return nil, false
 				}
 			}
@@ -63,7 +63,7 @@ func parseForm[T string | []byte](s *state, src T) ([]pair, bool) {
 			return a.noff - b.noff
 		})
 	}
-	s.out, s.pairs = buf, pairs
+	s.buf, s.pairs = buf, pairs
 	return pairs, true
 }
 

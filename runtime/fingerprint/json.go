@@ -9,32 +9,50 @@ import (
 // have to be canonicalized; a deeper body is hashed as raw bytes.
 const MaxDepth = 512
 
-// slack is the room kept in the output buffer beyond the input still to
-// read: the canonical form is never longer than the input, except for some
-// numbers (which grow the buffer themselves), so writes of up to slack
-// bytes past the current output end are always in bounds.
+// slack is the room kept in the output buffer past what is written: the
+// canonical form is never longer than the input, except for some numbers
+// (which grow the buffer themselves), so stores of up to slack bytes past
+// the output end stay in bounds.
 const slack = 32
 
-// member is an object member or an element of an unordered array, in the
-// order it arrived. Its canonical text is buf[start:next.start] (with a
-// trailing comma). For an object member, its unescaped name is
-// in[koff:koff+klen] or, if kesc, keys[koff:koff+klen], and pfx holds the
-// name's first eight bytes, big-endian, zero-padded.
+// How canonJSON works.
+//
+// One pass over the input, with an explicit stack of open containers (no
+// recursion). Arrays and top-level scalars are written to the output
+// buffer as they are read. Objects are lazy: most members are already in
+// canonical form in the input (a name without escapes, then a string
+// without escapes, a canonical number or a literal), so for each member
+// only the spans of its name and value are recorded; a name or value whose
+// canonical text differs from the input (escapes, a number to normalize, a
+// nested container) is written to the output buffer and its span recorded
+// there. When the object closes, its members are written in canonical
+// order, each copied once, from the input or from the buffer (where its
+// text is first moved aside, since the object is written over it). Member
+// order needs no sort when the members arrive sorted or have the same names
+// as a recently closed object (see sort.go).
+
+// member is an object member (or an element of an unordered array, which
+// uses vs only, as its start in buf). Its name's canonical text is
+// in[ks:ke] (kbuf: buf[ks:ke]), its value's in[vs:ve] (vbuf: buf[vs:ve]).
+// The unescaped name is in[koff:koff+klen] (kesc: keys[koff:koff+klen]),
+// and pfx holds its first eight bytes, big-endian, zero-padded.
 type member struct {
-	start      int
+	ks, ke     int
+	vs, ve     int
 	koff, klen int
 	pfx        uint64
+	kbuf, vbuf bool
 	kesc       bool
 }
 
 // frame is an open array or object.
 type frame struct {
-	open  int   // offset of '{' or '[' in buf
+	open  int   // offset in buf where the container's text starts
 	mbase int   // len(mem) when opened
 	kbase int   // len(keys) when opened
 	node  *node // pointer automaton state of this container
 	idx   int   // index of the current array element
-	cur   int   // offset in buf where the current member or element starts
+	cur   int   // w when the current member or element started
 	slot  int   // object: shape cache slot, -1 before the first member
 	obj   bool
 	// record: an array whose elements are recorded (it is unordered).
@@ -80,7 +98,7 @@ func (s *state) push(depth, w int, nd *node, obj bool) *frame {
 		s.frames = append(s.frames, frame{})
 	}
 	f := &s.frames[depth]
-	*f = frame{open: w, mbase: len(s.mem), kbase: len(s.keys), node: nd, slot: -1, obj: obj,
+	*f = frame{open: w, mbase: len(s.mem), kbase: len(s.keys), node: nd, cur: w, slot: -1, obj: obj,
 		record: !obj && nd != nil && nd.unordered}
 	return f
 }
@@ -97,16 +115,11 @@ func nameKey(x uint64, l int) uint64 {
 
 // canonJSON sets s.out to the canonical form (v1) of the JSON text in. On
 // failure s.out is unspecified and s.err says why.
-//
-// It is one pass over the input that writes the canonical text as it goes,
-// with an explicit stack (no recursion). Objects whose members arrive out
-// of order, and unordered arrays, are reordered in place when they close
-// (see sort.go).
 func (s *state) canonJSON(in []byte, root *node) bool {
 	n := len(in)
-	buf := s.out[:cap(s.out)]
-	if len(buf) < n+slack {
-		buf = make([]byte, n+n/8+slack)
+	buf := s.buf[:cap(s.buf)]
+	if len(buf) < 2*n+2*slack {
+		buf = make([]byte, 2*n+n/4+2*slack)
 	}
 	s.mem = s.mem[:0]
 	s.keys = s.keys[:0]
@@ -114,8 +127,11 @@ func (s *state) canonJSON(in []byte, root *node) bool {
 
 	i, w := 0, 0
 	depth := 0
-	var f *frame // the innermost open container
-	nd := root   // automaton state of the value about to be parsed
+	var f *frame  // the innermost open container
+	nd := root    // automaton state of the value about to be parsed
+	lazy := false // the value is an object member's: record its span only
+	var vs, ve int
+	vbuf := false // the value's text is buf[vs:ve], else in[vs:ve]
 	var reason string
 	var c byte
 
@@ -127,8 +143,33 @@ value:
 	}
 	switch c = in[i]; c {
 	case '"':
-		// Fast path: a string without escapes, control or non-ASCII
-		// bytes, closed within the next eight bytes.
+		if lazy {
+			// Fast path: no escapes, control or non-ASCII bytes, and
+			// closed within the next eight bytes.
+			if i+9 <= n {
+				if m := special(binary.LittleEndian.Uint64(in[i+1:])); m != 0 {
+					if k := bits.TrailingZeros64(m) >> 3; in[i+1+k] == '"' {
+						vs, ve, vbuf = i, i+k+2, false
+						i += k + 2
+						break
+					}
+				}
+			}
+			j, esc, r := scanString(in, i)
+			if r != "" {
+				i, reason = j, r
+				goto failed
+			}
+			if !esc {
+				vs, ve, vbuf = i, j, false
+				i = j
+				break
+			}
+			vs, vbuf = w, true
+			i, w, _, _ = copyString(buf, w, in, i)
+			ve = w
+			break
+		}
 		if i+9 <= n {
 			x := binary.LittleEndian.Uint64(in[i+1:])
 			if m := special(x); m != 0 {
@@ -149,9 +190,19 @@ value:
 	case '{':
 		i = skipWS(in, i+1)
 		if i < n && in[i] == '}' {
+			i++
+			if lazy {
+				vs, ve, vbuf = i-2, i, false
+				if in[i-2] != '{' {
+					vs, vbuf = w, true
+					buf[w], buf[w+1] = '{', '}'
+					w += 2
+					ve = w
+				}
+				break
+			}
 			buf[w], buf[w+1] = '{', '}'
 			w += 2
-			i++
 			break
 		}
 		if depth == MaxDepth {
@@ -160,15 +211,23 @@ value:
 		}
 		f = s.push(depth, w, nd, true)
 		depth++
-		buf[w] = '{'
-		w++
 		goto key
 	case '[':
 		i = skipWS(in, i+1)
 		if i < n && in[i] == ']' {
+			i++
+			if lazy {
+				vs, ve, vbuf = i-2, i, false
+				if in[i-2] != '[' {
+					vs, vbuf = w, true
+					buf[w], buf[w+1] = '[', ']'
+					w += 2
+					ve = w
+				}
+				break
+			}
 			buf[w], buf[w+1] = '[', ']'
 			w += 2
-			i++
 			break
 		}
 		if depth == MaxDepth {
@@ -180,12 +239,13 @@ value:
 		buf[w] = '['
 		w++
 		f.cur = w
+		lazy = false
 		if nd != nil {
 			nd = nd.elem(0)
 			if nd != nil && nd.volatile {
 				f.drop = true
 			} else if f.record {
-				s.mem = append(s.mem, member{start: w})
+				s.mem = append(s.mem, member{vs: w})
 			}
 		}
 		goto value
@@ -194,33 +254,54 @@ value:
 			reason = errToken
 			goto failed
 		}
-		*(*[4]byte)(buf[w:]) = [4]byte{'t', 'r', 'u', 'e'}
-		w += 4
+		if lazy {
+			vs, ve, vbuf = i, i+4, false
+		} else {
+			*(*[4]byte)(buf[w:]) = [4]byte{'t', 'r', 'u', 'e'}
+			w += 4
+		}
 		i += 4
 	case 'f':
 		if i+5 > n || string(in[i:i+5]) != "false" {
 			reason = errToken
 			goto failed
 		}
-		*(*[5]byte)(buf[w:]) = [5]byte{'f', 'a', 'l', 's', 'e'}
-		w += 5
+		if lazy {
+			vs, ve, vbuf = i, i+5, false
+		} else {
+			*(*[5]byte)(buf[w:]) = [5]byte{'f', 'a', 'l', 's', 'e'}
+			w += 5
+		}
 		i += 5
 	case 'n':
 		if i+4 > n || string(in[i:i+4]) != "null" {
 			reason = errToken
 			goto failed
 		}
-		*(*[4]byte)(buf[w:]) = [4]byte{'n', 'u', 'l', 'l'}
-		w += 4
+		if lazy {
+			vs, ve, vbuf = i, i+4, false
+		} else {
+			*(*[4]byte)(buf[w:]) = [4]byte{'n', 'u', 'l', 'l'}
+			w += 4
+		}
 		i += 4
 	default:
 		if c != '-' && !isDigit(c) {
 			reason = errToken
 			goto failed
 		}
-		buf, i, w, reason = s.number(buf, w, in, i)
+		start, wstart := i, w
+		var verbatim bool
+		buf, i, w, verbatim, reason = s.number(buf, w, in, i, lazy)
 		if reason != "" {
 			goto failed
+		}
+		if lazy {
+			if verbatim {
+				vs, ve, vbuf = start, i, false
+			} else {
+				vs, ve, vbuf = wstart, w, true
+			}
 		}
 	}
 
@@ -231,24 +312,28 @@ after:
 			reason = errTrailer
 			goto failed
 		}
-		s.out = buf[:w]
+		if vbuf {
+			s.buf, s.out = buf, buf[vs:ve]
+		} else {
+			s.buf, s.out = buf, buf[:w]
+		}
 		return true
 	}
-	if f.drop {
-		w = f.cur
-		f.drop = false
-	} else {
-		buf[w] = ','
-		w++
-	}
-	i = skipWS(in, i)
-	if i >= n {
-		reason = errEOF
-		goto failed
-	}
-	c = in[i]
-	i++
 	if f.obj {
+		if f.drop {
+			w = f.cur
+			f.drop = false
+		} else {
+			m := &s.mem[len(s.mem)-1]
+			m.vs, m.ve, m.vbuf = vs, ve, vbuf
+		}
+		i = skipWS(in, i)
+		if i >= n {
+			reason = errEOF
+			goto failed
+		}
+		c = in[i]
+		i++
 		if c == ',' {
 			goto key
 		}
@@ -257,18 +342,39 @@ after:
 			reason = errToken
 			goto failed
 		}
-		w = s.closeObject(buf, w, f, in)
+		buf, vs, ve = s.closeObject(buf, w, f, in, n-i, depth == 1)
+		w = ve
+		if depth == 1 {
+			// The top-level object is written after the texts it
+			// reads from, not over them.
+			w = f.open
+		}
 	} else {
+		if f.drop {
+			w = f.cur
+			f.drop = false
+		} else {
+			buf[w] = ','
+			w++
+		}
+		i = skipWS(in, i)
+		if i >= n {
+			reason = errEOF
+			goto failed
+		}
+		c = in[i]
+		i++
 		if c == ',' {
 			f.idx++
 			f.cur = w
+			lazy = false
 			nd = nil
 			if f.node != nil {
 				nd = f.node.elem(f.idx)
 				if nd != nil && nd.volatile {
 					f.drop = true
 				} else if f.record {
-					s.mem = append(s.mem, member{start: w})
+					s.mem = append(s.mem, member{vs: w})
 				}
 			}
 			goto value
@@ -279,7 +385,9 @@ after:
 			goto failed
 		}
 		w = s.closeArray(buf, w, f)
+		vs, ve = f.open, w
 	}
+	vbuf = true
 	depth--
 	if depth > 0 {
 		f = &s.frames[depth-1]
@@ -293,46 +401,48 @@ key:
 		goto failed
 	}
 	{
-		ks, kw := i+1, w
-		m := member{start: kw, koff: ks}
+		m := member{ks: i}
 		// Fast path as for values.
 		if i+9 <= n {
 			x := binary.LittleEndian.Uint64(in[i+1:])
 			if mk := special(x); mk != 0 {
 				if k := bits.TrailingZeros64(mk) >> 3; in[i+1+k] == '"' {
-					binary.LittleEndian.PutUint64(buf[w+1:], x)
-					buf[w] = '"'
-					buf[w+1+k] = '"'
-					w += k + 2
 					i += k + 2
-					m.klen = k
+					m.ke, m.koff, m.klen = i, m.ks+1, k
 					m.pfx = nameKey(x, k)
 					goto named
 				}
 			}
 		}
-		i, w, m.kesc, reason = copyString(buf, w, in, i)
-		if reason != "" {
-			goto failed
-		}
-		m.klen = i - 1 - ks
-		if m.kesc {
-			m.koff = len(s.keys)
-			s.keys = appendUnescaped(s.keys, in[ks:i-1])
-			m.klen = len(s.keys) - m.koff
-			m.pfx = prefix(s.keys[m.koff:])
-		} else {
-			m.pfx = prefix(in[ks : i-1])
+		{
+			j, esc, r := scanString(in, i)
+			if r != "" {
+				i, reason = j, r
+				goto failed
+			}
+			m.koff, m.klen = i+1, j-i-2
+			if esc {
+				m.kesc, m.kbuf = true, true
+				m.koff = len(s.keys)
+				s.keys = appendUnescaped(s.keys, in[i+1:j-1])
+				m.klen = len(s.keys) - m.koff
+				m.ks = w
+				_, w, _, _ = copyString(buf, w, in, i)
+				m.ke = w
+			} else {
+				m.ke = j
+			}
+			i = j
+			m.pfx = prefix(s.name(&m, in))
 		}
 	named:
-		f.cur = kw
+		f.cur = w
 		nd = nil
 		if f.node != nil {
 			nd = f.node.child(s.name(&m, in))
 		}
 		if nd != nil && nd.volatile {
 			f.drop = true
-			w = kw
 		} else {
 			k := len(s.mem) - f.mbase // this member's index
 			if k == 0 {
@@ -347,8 +457,6 @@ key:
 				f.unsorted = s.less(&m, &s.mem[len(s.mem)-1], in)
 			}
 			s.mem = append(s.mem, m)
-			buf[w] = ':'
-			w++
 		}
 		i = skipWS(in, i)
 		if i >= n || in[i] != ':' {
@@ -356,11 +464,12 @@ key:
 			goto failed
 		}
 		i++
+		lazy = true
 	}
 	goto value
 
 failed:
-	s.out = buf[:0]
+	s.buf, s.out = buf, nil
 	s.err = jsonError{i, reason}
 	return false
 }

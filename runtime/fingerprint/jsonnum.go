@@ -19,17 +19,18 @@ func leadingZeros(b []byte) int {
 }
 
 // number writes the canonical form of the JSON number at in[i] to buf[w:]
-// and returns the indexes after it in in and buf, and buf, which it grows
-// when the canonical form is longer than the input. See the package
-// documentation for the form.
-func (s *state) number(buf []byte, w int, in []byte, i int) ([]byte, int, int, string) {
+// and returns buf (which it grows when the canonical form is longer than
+// the input) and the indexes after the number in in and buf. If lazy and
+// the number is already canonical (verbatim), it writes nothing. See the
+// package documentation for the form.
+func (s *state) number(buf []byte, w int, in []byte, i int, lazy bool) ([]byte, int, int, bool, string) {
 	n := len(in)
 	start := i
 	if in[i] == '-' {
 		i++
 	}
 	if i >= n {
-		return buf, i, w, errNumber
+		return buf, i, w, false, errNumber
 	}
 	intStart := i
 	switch c := in[i]; {
@@ -41,7 +42,7 @@ func (s *state) number(buf []byte, w int, in []byte, i int) ([]byte, int, int, s
 			i++
 		}
 	default:
-		return buf, i, w, errNumber
+		return buf, i, w, false, errNumber
 	}
 	intEnd := i
 	fracStart, fracEnd := i, i
@@ -52,7 +53,7 @@ func (s *state) number(buf []byte, w int, in []byte, i int) ([]byte, int, int, s
 			i++
 		}
 		if i == fracStart {
-			return buf, i, w, errNumber
+			return buf, i, w, false, errNumber
 		}
 		fracEnd = i
 	}
@@ -75,7 +76,7 @@ func (s *state) number(buf []byte, w int, in []byte, i int) ([]byte, int, int, s
 			i++
 		}
 		if i == es {
-			return buf, i, w, errNumber
+			return buf, i, w, false, errNumber
 		}
 		if neg {
 			e = -e
@@ -83,9 +84,9 @@ func (s *state) number(buf []byte, w int, in []byte, i int) ([]byte, int, int, s
 		if big || e >= maxExp || e <= -maxExp {
 			if leadingZeros(in[intStart:intEnd]) == intEnd-intStart && leadingZeros(in[fracStart:fracEnd]) == fracEnd-fracStart {
 				buf[w] = '0' // zero with any exponent is zero
-				return buf, i, w + 1, ""
+				return buf, i, w + 1, false, ""
 			}
-			return buf, start, w, errExp
+			return buf, start, w, false, errExp
 		}
 	} else {
 		// Fast path, no exponent: the canonical form is the input less
@@ -95,27 +96,40 @@ func (s *state) number(buf []byte, w int, in []byte, i int) ([]byte, int, int, s
 		for fe > fracStart && in[fe-1] == '0' {
 			fe--
 		}
+		end := -1 // the canonical form is in[start:end]
 		if in[intStart] != '0' {
 			if intEnd-intStart <= maxPlainDigits {
+				end = intEnd
 				if fe > fracStart {
-					intEnd = fe
+					end = fe
 				}
-				w += copy(buf[w:], in[start:intEnd])
-				return buf, i, w, ""
 			}
 		} else {
 			if fe == fracStart {
+				if lazy && i-start == 1 {
+					return buf, i, w, true, "" // "0"
+				}
 				buf[w] = '0'
-				return buf, i, w + 1, ""
+				return buf, i, w + 1, false, ""
 			}
 			if leadingZeros(in[fracStart:fe]) < 6 {
-				w += copy(buf[w:], in[start:fe])
-				return buf, i, w, ""
+				end = fe
 			}
+		}
+		if end >= 0 {
+			if lazy && end == i {
+				return buf, i, w, true, ""
+			}
+			if l := end - start; l <= 16 && start+16 <= n {
+				*(*[16]byte)(buf[w:]) = *(*[16]byte)(in[start:])
+				return buf, i, w + l, false, ""
+			}
+			w += copy(buf[w:], in[start:end])
+			return buf, i, w, false, ""
 		}
 	}
 	buf, w = s.numberSlow(buf, w, in[start] == '-', in[intStart:intEnd], in[fracStart:fracEnd], e, len(in)-i)
-	return buf, i, w, ""
+	return buf, i, w, false, ""
 }
 
 // numberSlow writes ±(intDigits.fracDigits)×10^e in the canonical layout;

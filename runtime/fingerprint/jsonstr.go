@@ -23,6 +23,47 @@ func special(x uint64) uint64 {
 	return (((q - lsb) &^ q) | ((b - lsb) &^ b) | ((x - 0x20*lsb) &^ x) | x) & msb
 }
 
+// scanString checks the JSON string that starts at in[i] (its opening
+// quote), as copyString does, and returns the index after it and whether
+// it holds escapes.
+func scanString(in []byte, i int) (int, bool, string) {
+	i++
+	esc := false
+	for {
+		for i+8 <= len(in) {
+			if m := special(binary.LittleEndian.Uint64(in[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				break
+			}
+			i += 8
+		}
+		if i >= len(in) {
+			return i, esc, errEOF
+		}
+		switch c := in[i]; {
+		case c == '"':
+			return i + 1, esc, ""
+		case c == '\\':
+			esc = true
+			_, size, ok := decodeEscape(in, i)
+			if !ok {
+				return i, esc, errEscape
+			}
+			i += size
+		case c < 0x20:
+			return i, esc, errString
+		case c >= utf8.RuneSelf:
+			r, size := utf8.DecodeRune(in[i:])
+			if r == utf8.RuneError && size == 1 {
+				return i, esc, errUTF8
+			}
+			i += size
+		default:
+			i++
+		}
+	}
+}
+
 // copyString copies the JSON string that starts at in[i] (its opening
 // quote) to buf[w:] in canonical form and returns the indexes after it in
 // in and buf, and whether it held escapes. It checks the string: no control

@@ -114,33 +114,103 @@ func (s *state) remember(sh *shape, ms []member, perm []int32, sorted int, in []
 	sh.perm = append(sh.perm[:0], perm...)
 }
 
-// closeObject closes the object f, whose last member's comma is buf[w-1],
-// and returns the new end of the output.
-func (s *state) closeObject(buf []byte, w int, f *frame, in []byte) int {
+// closeObject writes the object f in canonical form: over its own texts at
+// buf[f.open:w] (moved aside first), or, for the top-level object (top),
+// after them at buf[w:]. rest is how much input follows. It returns buf
+// (grown if need be) and where the object's text now is.
+func (s *state) closeObject(buf []byte, w int, f *frame, in []byte, rest int, top bool) ([]byte, int, int) {
 	ms := s.mem[f.mbase:]
 	s.mem = s.mem[:f.mbase]
 	s.keys = s.keys[:f.kbase]
-	if w == f.open+1 {
-		// Every member was volatile.
-		buf[w] = '}'
-		return w + 1
-	}
+	var perm []int32
 	if len(ms) > 1 {
-		s.order(buf, w, f, ms, in)
+		perm = s.order(f, ms, in)
 	}
-	buf[w-1] = '}'
-	return w
+	size := 1
+	for k := range ms {
+		size += ms[k].ke - ms[k].ks + ms[k].ve - ms[k].vs + 2
+	}
+	if len(ms) == 0 {
+		size = 2
+	}
+
+	// Texts in buf are read from src, at their offset less base.
+	dst, src, base := f.open, buf, 0
+	if top {
+		dst = w
+	} else if w > f.open {
+		region := w - f.open
+		if cap(s.tmp) < region+slack {
+			s.tmp = make([]byte, 2*region+slack)
+		}
+		src, base = s.tmp[:cap(s.tmp)], f.open
+		copy(src, buf[f.open:w])
+	}
+	if need := dst + size + rest + slack; need > len(buf) {
+		buf = growBuf(buf, w, need+need/4)
+		if top {
+			src = buf
+		}
+	}
+
+	o := dst
+	buf[o] = '{'
+	o++
+	for k := range ms {
+		m := &ms[k]
+		if perm != nil {
+			m = &ms[perm[k]]
+		}
+		if !m.kbuf && !m.vbuf && m.vs == m.ke+1 {
+			o = put(buf, o, in, m.ks, m.ve)
+		} else {
+			if m.kbuf {
+				o = put(buf, o, src, m.ks-base, m.ke-base)
+			} else {
+				o = put(buf, o, in, m.ks, m.ke)
+			}
+			buf[o] = ':'
+			o++
+			if m.vbuf {
+				o = put(buf, o, src, m.vs-base, m.ve-base)
+			} else {
+				o = put(buf, o, in, m.vs, m.ve)
+			}
+		}
+		buf[o] = ','
+		o++
+	}
+	if len(ms) == 0 {
+		o++
+	}
+	buf[o-1] = '}'
+	return buf, dst, o
 }
 
-// order puts the members ms of the object f in canonical order.
-func (s *state) order(buf []byte, w int, f *frame, ms []member, in []byte) {
+// put copies src[a:b] to dst[o:] and returns the index after it. Short
+// spans are copied as 16-byte blocks where src has the bytes; dst always
+// has the room (slack).
+func put(dst []byte, o int, src []byte, a, b int) int {
+	if l := b - a; l <= 16 && a+16 <= len(src) {
+		*(*[16]byte)(dst[o:]) = *(*[16]byte)(src[a:])
+		return o + l
+	} else if l <= 32 && a+32 <= len(src) {
+		*(*[32]byte)(dst[o:]) = *(*[32]byte)(src[a:])
+		return o + l
+	}
+	return o + copy(dst[o:], src[a:b])
+}
+
+// order returns the canonical order of the members ms of the object f, or
+// nil if it is their order of arrival.
+func (s *state) order(f *frame, ms []member, in []byte) []int32 {
 	sh := &s.shapes[f.slot]
 	if f.shape {
 		if len(ms) == sh.n {
 			if len(sh.perm) > 0 {
-				s.gather(buf, w, ms, sh.perm, f.open+1)
+				return sh.perm
 			}
-			return
+			return nil
 		}
 		// A proper prefix of the cached shape.
 		f.unsorted = len(ms)-1 > sh.sorted
@@ -149,19 +219,18 @@ func (s *state) order(buf []byte, w int, f *frame, ms []member, in []byte) {
 		if len(ms) <= maxShape {
 			s.remember(sh, ms, nil, len(ms)-1, in)
 		}
-		return
+		return nil
 	}
 	perm := s.perm[:0]
 	for k := range ms {
 		perm = append(perm, int32(k))
 	}
-	cmp := func(a, b int32) int {
+	sortPerm(perm, func(a, b int32) int {
 		if c := s.cmpNames(&ms[a], &ms[b], in); c != 0 {
 			return c
 		}
 		return int(a - b)
-	}
-	sortPerm(perm, cmp)
+	})
 	s.perm = perm
 	if len(ms) <= maxShape {
 		sorted := 0
@@ -169,8 +238,9 @@ func (s *state) order(buf []byte, w int, f *frame, ms []member, in []byte) {
 			sorted++
 		}
 		s.remember(sh, ms, perm, sorted, in)
+		return sh.perm
 	}
-	s.gather(buf, w, ms, perm, f.open+1)
+	return perm
 }
 
 // closeArray closes the array f, whose last element's comma is buf[w-1],
@@ -184,9 +254,9 @@ func (s *state) closeArray(buf []byte, w int, f *frame) int {
 			text := func(k int32) []byte {
 				end := w
 				if int(k)+1 < len(ms) {
-					end = ms[k+1].start
+					end = ms[k+1].vs
 				}
-				return buf[ms[k].start : end-1]
+				return buf[ms[k].vs : end-1]
 			}
 			perm := s.perm[:0]
 			for k := range ms {
@@ -231,9 +301,9 @@ func (s *state) gather(buf []byte, w int, ms []member, perm []int32, body int) {
 	tmp := s.tmp[:cap(s.tmp)]
 	t := 0
 	for _, p := range perm {
-		a, end := ms[p].start, w
+		a, end := ms[p].vs, w
 		if int(p)+1 < len(ms) {
-			end = ms[p+1].start
+			end = ms[p+1].vs
 		}
 		// Copy in 16-byte blocks: buf has slack after w, tmp after size.
 		for ; a < end; a += 16 {
