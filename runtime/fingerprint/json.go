@@ -92,6 +92,28 @@ func skipWS(in []byte, i int) int {
 	return i
 }
 
+// plainString returns the length of the string content that starts at
+// in[i] (after the opening quote) if it has no escapes, control or
+// non-ASCII bytes, and its closing quote is at least sixteen bytes before
+// the end of the input; else -1, for the general path to decide.
+func plainString(in []byte, i int) int {
+	for j := i; j+16 <= len(in); j += 16 {
+		mx := special(binary.LittleEndian.Uint64(in[j:]))
+		my := special(binary.LittleEndian.Uint64(in[j+8:]))
+		if mx|my != 0 {
+			k := 8 + bits.TrailingZeros64(my)>>3
+			if mx != 0 {
+				k = bits.TrailingZeros64(mx) >> 3
+			}
+			if in[j+k] == '"' {
+				return j + k - i
+			}
+			return -1
+		}
+	}
+	return -1
+}
+
 // push opens a container at depth.
 func (s *state) push(depth, w int, nd *node, obj bool) *frame {
 	if depth == len(s.frames) {
@@ -145,15 +167,11 @@ value:
 	case '"':
 		if lazy {
 			// Fast path: no escapes, control or non-ASCII bytes, and
-			// closed within the next eight bytes.
-			if i+9 <= n {
-				if m := special(binary.LittleEndian.Uint64(in[i+1:])); m != 0 {
-					if k := bits.TrailingZeros64(m) >> 3; in[i+1+k] == '"' {
-						vs, ve, vbuf = i, i+k+2, false
-						i += k + 2
-						break
-					}
-				}
+			// closed within the next sixteen bytes.
+			if k := plainString(in, i+1); k >= 0 {
+				vs, ve, vbuf = i, i+k+2, false
+				i += k + 2
+				break
 			}
 			j, esc, r := scanString(in, i)
 			if r != "" {
@@ -342,13 +360,7 @@ after:
 			reason = errToken
 			goto failed
 		}
-		buf, vs, ve = s.closeObject(buf, w, f, in, n-i, depth == 1)
-		w = ve
-		if depth == 1 {
-			// The top-level object is written after the texts it
-			// reads from, not over them.
-			w = f.open
-		}
+		goto closeObj
 	} else {
 		if f.drop {
 			w = f.cur
@@ -386,7 +398,19 @@ after:
 		}
 		w = s.closeArray(buf, w, f)
 		vs, ve = f.open, w
+		goto popped
 	}
+
+closeObj:
+	buf, vs, ve = s.closeObject(buf, w, f, in, n-i, depth == 1)
+	w = ve
+	if depth == 1 {
+		// The top-level object is written after the texts it reads
+		// from, not over them.
+		w = f.open
+	}
+
+popped:
 	vbuf = true
 	depth--
 	if depth > 0 {
@@ -395,6 +419,66 @@ after:
 	goto after
 
 key:
+	if f.node == nil {
+		// Fast loop over compact members whose name and value are
+		// already canonical: "name":value followed by ',' or '}'.
+		// Anything else goes to the general path below, at a member
+		// boundary.
+		for i < n && in[i] == '"' {
+			k := plainString(in, i+1)
+			if k < 0 {
+				break
+			}
+			ke := i + k + 2
+			if ke+1 >= n || in[ke] != ':' {
+				break
+			}
+			vs := ke + 1
+			ve := -1
+			switch c := in[vs]; {
+			case c == '"':
+				if k2 := plainString(in, vs+1); k2 >= 0 {
+					ve = vs + k2 + 2
+				}
+			case c == '-' || isDigit(c):
+				ve = verbatimNumber(in, vs)
+			case c == 't':
+				if vs+4 <= n && string(in[vs:vs+4]) == "true" {
+					ve = vs + 4
+				}
+			case c == 'f':
+				if vs+5 <= n && string(in[vs:vs+5]) == "false" {
+					ve = vs + 5
+				}
+			case c == 'n':
+				if vs+4 <= n && string(in[vs:vs+4]) == "null" {
+					ve = vs + 4
+				}
+			}
+			if ve < 0 || ve >= n || (in[ve] != ',' && in[ve] != '}') {
+				break
+			}
+			m := member{ks: i, ke: ke, vs: vs, ve: ve, koff: i + 1, klen: k,
+				pfx: nameKey(binary.LittleEndian.Uint64(in[i+1:]), k)}
+			k = len(s.mem) - f.mbase
+			if k == 0 {
+				f.slot = shapeSlot(m.pfx, m.klen)
+				f.shape = s.shapes[f.slot].n > 0
+			}
+			if f.shape && !s.shapes[f.slot].has(k, &m, in[m.koff:m.koff+m.klen]) {
+				f.shape = false
+				f.unsorted = k > s.shapes[f.slot].sorted
+			}
+			if !f.shape && !f.unsorted && k > 0 {
+				f.unsorted = s.less(&m, &s.mem[len(s.mem)-1], in)
+			}
+			s.mem = append(s.mem, m)
+			i = ve + 1
+			if in[ve] == '}' {
+				goto closeObj
+			}
+		}
+	}
 	i = skipWS(in, i)
 	if i >= n || in[i] != '"' {
 		reason = errToken
@@ -403,16 +487,11 @@ key:
 	{
 		m := member{ks: i}
 		// Fast path as for values.
-		if i+9 <= n {
-			x := binary.LittleEndian.Uint64(in[i+1:])
-			if mk := special(x); mk != 0 {
-				if k := bits.TrailingZeros64(mk) >> 3; in[i+1+k] == '"' {
-					i += k + 2
-					m.ke, m.koff, m.klen = i, m.ks+1, k
-					m.pfx = nameKey(x, k)
-					goto named
-				}
-			}
+		if k := plainString(in, i+1); k >= 0 {
+			i += k + 2
+			m.ke, m.koff, m.klen = i, m.ks+1, k
+			m.pfx = nameKey(binary.LittleEndian.Uint64(in[m.koff:]), k)
+			goto named
 		}
 		{
 			j, esc, r := scanString(in, i)

@@ -18,6 +18,48 @@ func leadingZeros(b []byte) int {
 	return k
 }
 
+// verbatimNumber returns the end of the number at in[i] if it is written
+// in canonical form already and has no exponent, else -1 (for the general
+// path to decide): an integer of at most 21 digits, or a fraction without
+// trailing zeros and, for |x| < 1, fewer than 6 leading zeros.
+func verbatimNumber(in []byte, i int) int {
+	n := len(in)
+	neg := in[i] == '-'
+	if neg {
+		i++
+	}
+	start := i
+	if i >= n || !isDigit(in[i]) {
+		return -1
+	}
+	if in[i] == '0' {
+		i++
+	} else {
+		for i < n && isDigit(in[i]) {
+			i++
+		}
+		if i-start > maxPlainDigits {
+			return -1
+		}
+	}
+	if i < n && in[i] == '.' {
+		i++
+		fs := i
+		for i < n && isDigit(in[i]) {
+			i++
+		}
+		if i == fs || in[i-1] == '0' || (in[start] == '0' && leadingZeros(in[fs:i]) >= 6) {
+			return -1
+		}
+	} else if in[start] == '0' && neg {
+		return -1 // "-0"
+	}
+	if i < n && (in[i]|0x20 == 'e' || isDigit(in[i])) {
+		return -1
+	}
+	return i
+}
+
 // number writes the canonical form of the JSON number at in[i] to buf[w:]
 // and returns buf (which it grows when the canonical form is longer than
 // the input) and the indexes after the number in in and buf. If lazy and
