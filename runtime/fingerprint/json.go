@@ -3,6 +3,7 @@ package fingerprint
 import (
 	"encoding/binary"
 	"math/bits"
+	"unicode/utf8"
 )
 
 // MaxDepth is the deepest nesting of arrays and objects that a JSON body may
@@ -48,6 +49,7 @@ type member struct {
 // frame is an open array or object.
 type frame struct {
 	open  int   // offset in buf where the container's text starts
+	in    int   // offset in the input after its '{' or '['
 	mbase int   // len(mem) when opened
 	kbase int   // len(keys) when opened
 	node  *node // pointer automaton state of this container
@@ -93,36 +95,79 @@ func skipWS(in []byte, i int) int {
 }
 
 // plainString returns the length of the string content that starts at
-// in[i] (after the opening quote) if it has no escapes, control or
-// non-ASCII bytes, and its closing quote is at least sixteen bytes before
-// the end of the input; else -1, for the general path to decide.
-func plainString(in []byte, i int) int {
-	for j := i; j+16 <= len(in); j += 16 {
+// in[i] (after the opening quote) if it has no escapes or control bytes
+// and is valid UTF-8, and its closing quote is at least sixteen bytes
+// before the end of the input; else -1, for the general path to decide.
+func plainString(in []byte, i int) int { return plainStringFrom(in, i, i) }
+
+// plainStringFrom is plainString for a string whose bytes in[i:j] are known
+// to be plain.
+func plainStringFrom(in []byte, i, j int) int {
+	for j+16 <= len(in) {
 		mx := special(binary.LittleEndian.Uint64(in[j:]))
 		my := special(binary.LittleEndian.Uint64(in[j+8:]))
-		if mx|my != 0 {
-			k := 8 + bits.TrailingZeros64(my)>>3
-			if mx != 0 {
-				k = bits.TrailingZeros64(mx) >> 3
+		if mx|my == 0 {
+			j += 16
+			continue
+		}
+		k := 8 + bits.TrailingZeros64(my)>>3
+		if mx != 0 {
+			k = bits.TrailingZeros64(mx) >> 3
+		}
+		switch c := in[j+k]; {
+		case c == '"':
+			return j + k - i
+		case c >= utf8.RuneSelf:
+			r, size := utf8.DecodeRune(in[j+k:])
+			if r == utf8.RuneError && size == 1 {
+				return -1
 			}
-			if in[j+k] == '"' {
-				return j + k - i
-			}
+			j += k + size
+		default:
 			return -1
 		}
 	}
 	return -1
 }
 
-// push opens a container at depth.
-func (s *state) push(depth, w int, nd *node, obj bool) *frame {
+// push opens a container at depth. (Fields are set one by one: building
+// a composite literal and copying it makes the copy's wide loads wait for
+// the narrow stores that built it.)
+func (s *state) push(depth, w, i int, nd *node, obj bool) *frame {
 	if depth == len(s.frames) {
 		s.frames = append(s.frames, frame{})
 	}
 	f := &s.frames[depth]
-	*f = frame{open: w, mbase: len(s.mem), kbase: len(s.keys), node: nd, cur: w, slot: -1, obj: obj,
-		record: !obj && nd != nil && nd.unordered}
+	f.open, f.in, f.mbase, f.kbase, f.node, f.idx, f.cur, f.slot = w, i, len(s.mem), len(s.keys), nd, 0, w, -1
+	f.obj, f.record, f.unsorted, f.shape, f.drop = obj, !obj && nd != nil && nd.unordered, false, false, false
 	return f
+}
+
+// newMember returns a new last slot of s.mem, with unspecified contents.
+func (s *state) newMember() *member {
+	if len(s.mem) == cap(s.mem) {
+		s.mem = append(s.mem, member{})
+	} else {
+		s.mem = s.mem[:len(s.mem)+1]
+	}
+	return &s.mem[len(s.mem)-1]
+}
+
+// track updates the member order state of object f for its new last
+// member m, whose unescaped name is name.
+func (s *state) track(f *frame, m *member, name, in []byte) {
+	k := len(s.mem) - 1 - f.mbase // m's index
+	if k == 0 {
+		f.slot = shapeSlot(m.pfx, m.klen)
+		f.shape = s.shapes[f.slot].n > 0
+	}
+	if f.shape && !s.shapes[f.slot].has(k, m, name) {
+		f.shape = false
+		f.unsorted = k > s.shapes[f.slot].sorted
+	}
+	if !f.shape && !f.unsorted && k > 0 {
+		f.unsorted = s.less(m, &s.mem[len(s.mem)-2], in)
+	}
 }
 
 // nameKey returns the big-endian first eight bytes of a name of length l
@@ -227,7 +272,7 @@ value:
 			reason = errDepth
 			goto failed
 		}
-		f = s.push(depth, w, nd, true)
+		f = s.push(depth, w, i, nd, true)
 		depth++
 		goto key
 	case '[':
@@ -252,7 +297,7 @@ value:
 			reason = errDepth
 			goto failed
 		}
-		f = s.push(depth, w, nd, false)
+		f = s.push(depth, w, i, nd, false)
 		depth++
 		buf[w] = '['
 		w++
@@ -263,7 +308,7 @@ value:
 			if nd != nil && nd.volatile {
 				f.drop = true
 			} else if f.record {
-				s.mem = append(s.mem, member{vs: w})
+				s.newMember().vs = w
 			}
 		}
 		goto value
@@ -386,7 +431,7 @@ after:
 				if nd != nil && nd.volatile {
 					f.drop = true
 				} else if f.record {
-					s.mem = append(s.mem, member{vs: w})
+					s.newMember().vs = w
 				}
 			}
 			goto value
@@ -402,7 +447,7 @@ after:
 	}
 
 closeObj:
-	buf, vs, ve = s.closeObject(buf, w, f, in, n-i, depth == 1)
+	buf, vs, ve = s.closeObject(buf, w, f, in, i, depth == 1)
 	w = ve
 	if depth == 1 {
 		// The top-level object is written after the texts it reads
@@ -458,21 +503,11 @@ key:
 			if ve < 0 || ve >= n || (in[ve] != ',' && in[ve] != '}') {
 				break
 			}
-			m := member{ks: i, ke: ke, vs: vs, ve: ve, koff: i + 1, klen: k,
-				pfx: nameKey(binary.LittleEndian.Uint64(in[i+1:]), k)}
-			k = len(s.mem) - f.mbase
-			if k == 0 {
-				f.slot = shapeSlot(m.pfx, m.klen)
-				f.shape = s.shapes[f.slot].n > 0
-			}
-			if f.shape && !s.shapes[f.slot].has(k, &m, in[m.koff:m.koff+m.klen]) {
-				f.shape = false
-				f.unsorted = k > s.shapes[f.slot].sorted
-			}
-			if !f.shape && !f.unsorted && k > 0 {
-				f.unsorted = s.less(&m, &s.mem[len(s.mem)-1], in)
-			}
-			s.mem = append(s.mem, m)
+			m := s.newMember()
+			m.ks, m.ke, m.vs, m.ve, m.koff, m.klen = i, ke, vs, ve, i+1, k
+			m.pfx = nameKey(binary.LittleEndian.Uint64(in[i+1:]), k)
+			m.kbuf, m.vbuf, m.kesc = false, false, false
+			s.track(f, m, in[i+1:i+1+k], in)
 			i = ve + 1
 			if in[ve] == '}' {
 				goto closeObj
@@ -485,7 +520,10 @@ key:
 		goto failed
 	}
 	{
-		m := member{ks: i}
+		f.cur = w
+		m := s.newMember()
+		m.ks, m.vs, m.ve = i, 0, 0
+		m.kbuf, m.vbuf, m.kesc = false, false, false
 		// Fast path as for values.
 		if k := plainString(in, i+1); k >= 0 {
 			i += k + 2
@@ -512,30 +550,18 @@ key:
 				m.ke = j
 			}
 			i = j
-			m.pfx = prefix(s.name(&m, in))
+			m.pfx = prefix(s.name(m, in))
 		}
 	named:
-		f.cur = w
 		nd = nil
 		if f.node != nil {
-			nd = f.node.child(s.name(&m, in))
+			nd = f.node.child(s.name(m, in))
 		}
 		if nd != nil && nd.volatile {
 			f.drop = true
+			s.mem = s.mem[:len(s.mem)-1]
 		} else {
-			k := len(s.mem) - f.mbase // this member's index
-			if k == 0 {
-				f.slot = shapeSlot(m.pfx, m.klen)
-				f.shape = s.shapes[f.slot].n > 0
-			}
-			if f.shape && !s.shapes[f.slot].has(k, &m, s.name(&m, in)) {
-				f.shape = false
-				f.unsorted = k > s.shapes[f.slot].sorted
-			}
-			if !f.shape && !f.unsorted && k > 0 {
-				f.unsorted = s.less(&m, &s.mem[len(s.mem)-1], in)
-			}
-			s.mem = append(s.mem, m)
+			s.track(f, m, s.name(m, in), in)
 		}
 		i = skipWS(in, i)
 		if i >= n || in[i] != ':' {

@@ -116,9 +116,9 @@ func (s *state) remember(sh *shape, ms []member, perm []int32, sorted int, in []
 
 // closeObject writes the object f in canonical form: over its own texts at
 // buf[f.open:w] (moved aside first), or, for the top-level object (top),
-// after them at buf[w:]. rest is how much input follows. It returns buf
+// after them at buf[w:]. The object's input ends at in[i]. It returns buf
 // (grown if need be) and where the object's text now is.
-func (s *state) closeObject(buf []byte, w int, f *frame, in []byte, rest int, top bool) ([]byte, int, int) {
+func (s *state) closeObject(buf []byte, w int, f *frame, in []byte, i int, top bool) ([]byte, int, int) {
 	ms := s.mem[f.mbase:]
 	s.mem = s.mem[:f.mbase]
 	s.keys = s.keys[:f.kbase]
@@ -126,13 +126,8 @@ func (s *state) closeObject(buf []byte, w int, f *frame, in []byte, rest int, to
 	if len(ms) > 1 {
 		perm = s.order(f, ms, in)
 	}
-	size := 1
-	for k := range ms {
-		size += ms[k].ke - ms[k].ks + ms[k].ve - ms[k].vs + 2
-	}
-	if len(ms) == 0 {
-		size = 2
-	}
+	// The object's text is at most its input plus the texts in buf.
+	size := i - f.in + 1 + w - f.open
 
 	// Texts in buf are read from src, at their offset less base.
 	dst, src, base := f.open, buf, 0
@@ -146,7 +141,7 @@ func (s *state) closeObject(buf []byte, w int, f *frame, in []byte, rest int, to
 		src, base = s.tmp[:cap(s.tmp)], f.open
 		copy(src, buf[f.open:w])
 	}
-	if need := dst + size + rest + slack; need > len(buf) {
+	if need := dst + size + len(in) - i + slack; need > len(buf) {
 		buf = growBuf(buf, w, need+need/4)
 		if top {
 			src = buf
@@ -156,13 +151,27 @@ func (s *state) closeObject(buf []byte, w int, f *frame, in []byte, rest int, to
 	o := dst
 	buf[o] = '{'
 	o++
-	for k := range ms {
+	for k := 0; k < len(ms); k++ {
 		m := &ms[k]
 		if perm != nil {
 			m = &ms[perm[k]]
 		}
 		if !m.kbuf && !m.vbuf && m.vs == m.ke+1 {
-			o = put(buf, o, in, m.ks, m.ve)
+			// Compact and verbatim: copy it, with the members that
+			// follow it in the input, as one span.
+			a, end := m.ks, m.ve
+			for k+1 < len(ms) {
+				next := &ms[k+1]
+				if perm != nil {
+					next = &ms[perm[k+1]]
+				}
+				if next.ks != end+1 || next.kbuf || next.vbuf || next.vs != next.ke+1 || in[end] != ',' {
+					break
+				}
+				end = next.ve
+				k++
+			}
+			o = put(buf, o, in, a, end)
 		} else {
 			if m.kbuf {
 				o = put(buf, o, src, m.ks-base, m.ke-base)
