@@ -470,9 +470,27 @@ key:
 		// Anything else goes to the general path below, at a member
 		// boundary.
 		for i < n && in[i] == '"' {
-			k := plainString(in, i+1)
+			// While the names match the cached shape, a name is
+			// checked by comparing its text `"name":` with the
+			// cached text, instead of scanning it.
+			var e *shapeName
+			k := -1
+			if f.shape && i+16 <= n {
+				if idx := len(s.mem) - f.mbase; idx < s.shapes[f.slot].n {
+					e = &s.shapes[f.slot].names[idx]
+					x0 := binary.LittleEndian.Uint64(in[i:])
+					x1 := binary.LittleEndian.Uint64(in[i+8:])
+					if e.tmask[0] != 0 && (x0^e.text[0])&e.tmask[0]|(x1^e.text[1])&e.tmask[1] == 0 {
+						k = e.n
+					} else {
+						e = nil
+					}
+				}
+			}
 			if k < 0 {
-				break
+				if k = plainString(in, i+1); k < 0 {
+					break
+				}
 			}
 			ke := i + k + 2
 			if ke+1 >= n || in[ke] != ':' {
@@ -505,9 +523,13 @@ key:
 			}
 			m := s.newMember()
 			m.ks, m.ke, m.vs, m.ve, m.koff, m.klen = i, ke, vs, ve, i+1, k
-			m.pfx = nameKey(binary.LittleEndian.Uint64(in[i+1:]), k)
 			m.kbuf, m.vbuf, m.kesc = false, false, false
-			s.track(f, m, in[i+1:i+1+k], in)
+			if e != nil {
+				m.pfx = e.pfx // and the shape still matches
+			} else {
+				m.pfx = nameKey(binary.LittleEndian.Uint64(in[i+1:]), k)
+				s.track(f, m, in[i+1:i+1+k], in)
+			}
 			i = ve + 1
 			if in[ve] == '}' {
 				goto closeObj

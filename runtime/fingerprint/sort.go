@@ -74,6 +74,10 @@ type shapeName struct {
 	pfx       uint64
 	n         int
 	rest, end int // rest[rest:end] are the bytes past the first eight
+	// text holds the member's input text `"name":` (little-endian, zero
+	// padded) where it has no escapes and is at most 16 bytes long, and
+	// tmask its bytes; tmask[0] is 0 otherwise.
+	text, tmask [2]uint64
 }
 
 func shapeSlot(pfx uint64, n int) int {
@@ -109,6 +113,15 @@ func (s *state) remember(sh *shape, ms []member, perm []int32, sorted int, in []
 			sh.rest = append(sh.rest, s.name(&ms[k], in)[8:]...)
 		}
 		e.end = len(sh.rest)
+		if m := &ms[k]; !m.kesc && m.klen <= 13 && in[m.ke] == ':' {
+			var b [16]byte
+			copy(b[:], in[m.ks:m.ke+1])
+			e.text = [2]uint64{binary.LittleEndian.Uint64(b[:]), binary.LittleEndian.Uint64(b[8:])}
+			l := m.klen + 3
+			for j := range l {
+				e.tmask[j/8] |= 0xFF << (8 * (j % 8))
+			}
+		}
 		sh.names = append(sh.names, e)
 	}
 	sh.perm = append(sh.perm[:0], perm...)
