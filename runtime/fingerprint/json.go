@@ -48,14 +48,15 @@ type member struct {
 
 // frame is an open array or object.
 type frame struct {
-	open  int   // offset in buf where the container's text starts
-	in    int   // offset in the input after its '{' or '['
-	mbase int   // len(mem) when opened
-	kbase int   // len(keys) when opened
-	node  *node // pointer automaton state of this container
-	idx   int   // index of the current array element
-	cur   int   // w when the current member or element started
-	slot  int   // object: shape cache slot, -1 before the first member
+	open  int    // offset in buf where the container's text starts
+	in    int    // offset in the input after its '{' or '['
+	mbase int    // len(mem) when opened
+	kbase int    // len(keys) when opened
+	node  *node  // pointer automaton state of this container
+	idx   int    // index of the current array element
+	cur   int    // w when the current member or element started
+	slot  int    // object: shape cache slot, -1 before the first member
+	gen   uint64 // generation of the slot's shape when the object chose it
 	obj   bool
 	// record: an array whose elements are recorded (it is unordered).
 	record bool
@@ -143,6 +144,16 @@ func (s *state) push(depth, w, i int, nd *node, obj bool) *frame {
 	return f
 }
 
+// shapeOK reports whether object f still matches the cached shape of its
+// slot. A nested object may have replaced that shape meanwhile; then the
+// object sorts its members when it closes.
+func (s *state) shapeOK(f *frame) bool {
+	if f.shape && s.shapes[f.slot].gen != f.gen {
+		f.shape, f.unsorted = false, true
+	}
+	return f.shape
+}
+
 // newMember returns a new last slot of s.mem, with unspecified contents.
 func (s *state) newMember() *member {
 	if len(s.mem) == cap(s.mem) {
@@ -154,19 +165,29 @@ func (s *state) newMember() *member {
 }
 
 // track updates the member order state of object f for its new last
-// member m, whose unescaped name is name.
+// member m, whose unescaped name is name. The object's shape cache slot is
+// chosen by its first two names (objects of different kinds often share a
+// first name, such as "id").
 func (s *state) track(f *frame, m *member, name, in []byte) {
-	k := len(s.mem) - 1 - f.mbase // m's index
-	if k == 0 {
-		f.slot = shapeSlot(m.pfx, m.klen)
-		f.shape = s.shapes[f.slot].n > 0
-	}
-	if f.shape && !s.shapes[f.slot].has(k, m, name) {
-		f.shape = false
-		f.unsorted = k > s.shapes[f.slot].sorted
-	}
-	if !f.shape && !f.unsorted && k > 0 {
-		f.unsorted = s.less(m, &s.mem[len(s.mem)-2], in)
+	switch k := len(s.mem) - 1 - f.mbase; k { // m's index
+	case 0:
+	case 1:
+		m0 := &s.mem[len(s.mem)-2]
+		f.slot = shapeSlot(m0.pfx, m0.klen, m.pfx, m.klen)
+		sh := &s.shapes[f.slot]
+		f.gen = sh.gen
+		f.shape = sh.has(0, m0, s.name(m0, in)) && sh.has(1, m, name)
+		if !f.shape {
+			f.unsorted = s.less(m, m0, in)
+		}
+	default:
+		if s.shapeOK(f) && !s.shapes[f.slot].has(k, m, name) {
+			f.shape = false
+			f.unsorted = k > s.shapes[f.slot].sorted
+		}
+		if !f.shape && !f.unsorted {
+			f.unsorted = s.less(m, &s.mem[len(s.mem)-2], in)
+		}
 	}
 }
 
@@ -190,7 +211,6 @@ func (s *state) canonJSON(in []byte, root *node) bool {
 	}
 	s.mem = s.mem[:0]
 	s.keys = s.keys[:0]
-	s.resetShapes()
 
 	i, w := 0, 0
 	depth := 0
@@ -475,7 +495,7 @@ key:
 			// cached text, instead of scanning it.
 			var e *shapeName
 			k := -1
-			if f.shape && i+16 <= n {
+			if i+16 <= n && s.shapeOK(f) {
 				if idx := len(s.mem) - f.mbase; idx < s.shapes[f.slot].n {
 					e = &s.shapes[f.slot].names[idx]
 					x0 := binary.LittleEndian.Uint64(in[i:])

@@ -14,10 +14,13 @@ import (
 //
 // Requests repeat shapes: the objects of an array mostly have the same
 // member names in the same order. A small cache remembers, per slot chosen
-// by the first member name, the names of the last object closed there and
+// by the first two member names, the names of the last object closed there and
 // their sorted order; an object whose names match it, as they arrive,
-// reuses that order without sorting. The cache is an optimization only: a
-// miss or a collision just sorts.
+// reuses that order without sorting. The cache lives in the pooled scratch
+// state, so it carries over from one request to the next (an API's bodies
+// repeat their shapes too); it holds copies of names, never references to
+// a body. It is an optimization only: every hit is checked against the
+// full names, and a miss or a collision just sorts.
 
 func prefix(b []byte) uint64 {
 	if len(b) >= 8 {
@@ -64,6 +67,7 @@ const maxShape = 64
 // shape is a cached object shape.
 type shape struct {
 	n      int         // number of members; 0: empty slot
+	gen    uint64      // incremented whenever the slot changes
 	sorted int         // the names [0, sorted] are in order
 	names  []shapeName // in arrival order
 	rest   []byte      // name bytes past the first eight, concatenated
@@ -80,8 +84,9 @@ type shapeName struct {
 	text, tmask [2]uint64
 }
 
-func shapeSlot(pfx uint64, n int) int {
-	return int(((pfx ^ uint64(n)) * 0x9E3779B97F4A7C15) >> (64 - 6))
+func shapeSlot(pfx0 uint64, n0 int, pfx1 uint64, n1 int) int {
+	h := (pfx0^uint64(n0))*0x9E3779B97F4A7C15 ^ (pfx1^uint64(n1)<<56)*0xC2B2AE3D27D4EB4F
+	return int(h >> (64 - 6))
 }
 
 // has reports whether name (with prefix m.pfx) is the k-th name of sh.
@@ -96,13 +101,8 @@ func (sh *shape) has(k int, m *member, name []byte) bool {
 	return m.klen <= 8 || string(sh.rest[e.rest:e.end]) == string(name[8:])
 }
 
-func (s *state) resetShapes() {
-	for i := range s.shapes {
-		s.shapes[i].n = 0
-	}
-}
-
 func (s *state) remember(sh *shape, ms []member, perm []int32, sorted int, in []byte) {
+	sh.gen++
 	sh.n = len(ms)
 	sh.sorted = sorted
 	sh.names = sh.names[:0]
@@ -227,7 +227,7 @@ func put(dst []byte, o int, src []byte, a, b int) int {
 // nil if it is their order of arrival.
 func (s *state) order(f *frame, ms []member, in []byte) []int32 {
 	sh := &s.shapes[f.slot]
-	if f.shape {
+	if s.shapeOK(f) {
 		if len(ms) == sh.n {
 			if len(sh.perm) > 0 {
 				return sh.perm
