@@ -58,8 +58,11 @@ func (s *state) cmpNames(a, b *member, in []byte) int {
 // less reports whether member a's name sorts before b's.
 func (s *state) less(a, b *member, in []byte) bool { return s.cmpNames(a, b, in) < 0 }
 
-// shapeSlots is the size of the shape cache; a power of two.
-const shapeSlots = 64
+// shapeSlots is the size of the shape cache.
+const (
+	shapeBits  = 8
+	shapeSlots = 1 << shapeBits
+)
 
 // maxShape is the largest object whose shape is cached.
 const maxShape = 64
@@ -85,8 +88,9 @@ type shapeName struct {
 }
 
 func shapeSlot(pfx0 uint64, n0 int, pfx1 uint64, n1 int) int {
-	h := (pfx0^uint64(n0))*0x9E3779B97F4A7C15 ^ (pfx1^uint64(n1)<<56)*0xC2B2AE3D27D4EB4F
-	return int(h >> (64 - 6))
+	h := (pfx0^uint64(n0))*0x9E3779B97F4A7C15 + pfx1
+	h = (h^h>>29^uint64(n1))*0xC2B2AE3D27D4EB4F
+	return int(h >> (64 - shapeBits))
 }
 
 // has reports whether name (with prefix m.pfx) is the k-th name of sh.
