@@ -495,12 +495,13 @@ key:
 			// cached text, instead of scanning it.
 			var e *shapeName
 			k := -1
-			if i+16 <= n && s.shapeOK(f) {
+			if i+24 <= n && s.shapeOK(f) {
 				if idx := len(s.mem) - f.mbase; idx < s.shapes[f.slot].n {
 					e = &s.shapes[f.slot].names[idx]
 					x0 := binary.LittleEndian.Uint64(in[i:])
 					x1 := binary.LittleEndian.Uint64(in[i+8:])
-					if e.tmask[0] != 0 && (x0^e.text[0])&e.tmask[0]|(x1^e.text[1])&e.tmask[1] == 0 {
+					x2 := binary.LittleEndian.Uint64(in[i+16:])
+					if e.tmask[0] != 0 && (x0^e.text[0])&e.tmask[0]|(x1^e.text[1])&e.tmask[1]|(x2^e.text[2])&e.tmask[2] == 0 {
 						k = e.n
 					} else {
 						e = nil

@@ -82,9 +82,9 @@ type shapeName struct {
 	n         int
 	rest, end int // rest[rest:end] are the bytes past the first eight
 	// text holds the member's input text `"name":` (little-endian, zero
-	// padded) where it has no escapes and is at most 16 bytes long, and
+	// padded) where it has no escapes and is at most 24 bytes long, and
 	// tmask its bytes; tmask[0] is 0 otherwise.
-	text, tmask [2]uint64
+	text, tmask [3]uint64
 }
 
 func shapeSlot(pfx0 uint64, n0 int, pfx1 uint64, n1 int) int {
@@ -117,10 +117,10 @@ func (s *state) remember(sh *shape, ms []member, perm []int32, sorted int, in []
 			sh.rest = append(sh.rest, s.name(&ms[k], in)[8:]...)
 		}
 		e.end = len(sh.rest)
-		if m := &ms[k]; !m.kesc && m.klen <= 13 && in[m.ke] == ':' {
-			var b [16]byte
+		if m := &ms[k]; !m.kesc && m.klen <= 21 && in[m.ke] == ':' {
+			var b [24]byte
 			copy(b[:], in[m.ks:m.ke+1])
-			e.text = [2]uint64{binary.LittleEndian.Uint64(b[:]), binary.LittleEndian.Uint64(b[8:])}
+			e.text = [3]uint64{binary.LittleEndian.Uint64(b[:]), binary.LittleEndian.Uint64(b[8:]), binary.LittleEndian.Uint64(b[16:])}
 			l := m.klen + 3
 			for j := range l {
 				e.tmask[j/8] |= 0xFF << (8 * (j % 8))
