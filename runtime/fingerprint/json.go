@@ -109,6 +109,16 @@ func plainStringFrom(in []byte, i, j int) int {
 		my := special(binary.LittleEndian.Uint64(in[j+8:]))
 		if mx|my == 0 {
 			j += 16
+			// Past the first sixteen bytes the string is likely long:
+			// take 32 bytes a step.
+			for j+32 <= len(in) {
+				x := special(binary.LittleEndian.Uint64(in[j:])) | special(binary.LittleEndian.Uint64(in[j+8:])) |
+					special(binary.LittleEndian.Uint64(in[j+16:])) | special(binary.LittleEndian.Uint64(in[j+24:]))
+				if x != 0 {
+					break
+				}
+				j += 32
+			}
 			continue
 		}
 		k := 8 + bits.TrailingZeros64(my)>>3
