@@ -281,6 +281,10 @@ value:
 			goto failed
 		}
 	case '{':
+		if depth == MaxDepth {
+			reason = errDepth
+			goto failed
+		}
 		i = skipWS(in, i+1)
 		if i < n && in[i] == '}' {
 			i++
@@ -298,14 +302,14 @@ value:
 			w += 2
 			break
 		}
-		if depth == MaxDepth {
-			reason = errDepth
-			goto failed
-		}
 		f = s.push(depth, w, i, nd, true)
 		depth++
 		goto key
 	case '[':
+		if depth == MaxDepth {
+			reason = errDepth
+			goto failed
+		}
 		i = skipWS(in, i+1)
 		if i < n && in[i] == ']' {
 			i++
@@ -322,10 +326,6 @@ value:
 			buf[w], buf[w+1] = '[', ']'
 			w += 2
 			break
-		}
-		if depth == MaxDepth {
-			reason = errDepth
-			goto failed
 		}
 		f = s.push(depth, w, i, nd, false)
 		depth++

@@ -23,7 +23,7 @@ func special(x uint64) uint64 {
 	// finds both.
 	y := x ^ (0x02 * lsb)
 	b := x ^ ('\\' * lsb)
-	return ((y - 0x21*lsb) &^ y | (b - lsb) &^ b | x) & msb
+	return ((y-0x21*lsb)&^y | (b-lsb)&^b | x) & msb
 }
 
 // scanString checks the JSON string that starts at in[i] (its opening
