@@ -9,19 +9,33 @@ import (
 	"github.com/idemgen/idemgen/runtime/fingerprint/fingerprinttest"
 )
 
-var benchSizes = []int{1 << 10, 16 << 10, 256 << 10}
+// The benchmark bodies: "order" is fingerprinttest.SampleBody (a realistic
+// order, about one token per fifteen bytes), "dense" is DenseBody (short
+// names and values, about one token per seven bytes: the hard case).
+type benchBody struct {
+	name string
+	data []byte
+}
 
-func sizeName(n int) string { return fmt.Sprintf("%dKB", n>>10) }
+func benchBodies() []benchBody {
+	var out []benchBody
+	for _, n := range []int{1 << 10, 16 << 10, 256 << 10} {
+		out = append(out, benchBody{fmt.Sprintf("order/%dKB", n>>10), fingerprinttest.SampleBody(n)})
+	}
+	for _, n := range []int{1 << 10, 16 << 10, 256 << 10} {
+		out = append(out, benchBody{fmt.Sprintf("dense/%dKB", n>>10), fingerprinttest.DenseBody(n)})
+	}
+	return out
+}
 
 // BenchmarkSHA256 is the yardstick: SHA-256 over the same bytes.
 func BenchmarkSHA256(b *testing.B) {
-	for _, n := range benchSizes {
-		body := fingerprinttest.SampleBody(n)
-		b.Run(sizeName(n), func(b *testing.B) {
-			b.SetBytes(int64(len(body)))
+	for _, bd := range benchBodies() {
+		b.Run(bd.name, func(b *testing.B) {
+			b.SetBytes(int64(len(bd.data)))
 			b.ReportAllocs()
 			for b.Loop() {
-				sha256.Sum256(body)
+				sha256.Sum256(bd.data)
 			}
 		})
 	}
@@ -32,11 +46,11 @@ func benchSum(b *testing.B, opts fingerprint.Options) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, n := range benchSizes {
+	for _, bd := range benchBodies() {
 		in := &fingerprint.Input{Method: "POST", Operation: "createOrder", RawQuery: "dry_run=false&lang=en",
-			ContentType: "application/json", Body: fingerprinttest.SampleBody(n)}
-		b.Run(sizeName(n), func(b *testing.B) {
-			b.SetBytes(int64(len(in.Body)))
+			ContentType: "application/json", Body: bd.data}
+		b.Run(bd.name, func(b *testing.B) {
+			b.SetBytes(int64(len(bd.data)))
 			b.ReportAllocs()
 			for b.Loop() {
 				h.Sum(in)
@@ -49,7 +63,8 @@ func benchSum(b *testing.B, opts fingerprint.Options) {
 func BenchmarkSum(b *testing.B) { benchSum(b, fingerprint.Options{}) }
 
 // BenchmarkSumPointers fingerprints the same requests with volatile and
-// unordered pointers active.
+// unordered pointers active (including the array of line items as a
+// multiset) and a named header.
 func BenchmarkSumPointers(b *testing.B) {
 	benchSum(b, fingerprint.Options{
 		Volatile:  fingerprinttest.SampleVolatile,
@@ -60,14 +75,13 @@ func BenchmarkSumPointers(b *testing.B) {
 
 // BenchmarkCanonical measures canonicalization alone.
 func BenchmarkCanonical(b *testing.B) {
-	for _, n := range benchSizes {
-		body := fingerprinttest.SampleBody(n)
-		buf := make([]byte, 0, 2*len(body))
-		b.Run(sizeName(n), func(b *testing.B) {
-			b.SetBytes(int64(len(body)))
+	for _, bd := range benchBodies() {
+		buf := make([]byte, 0, 2*len(bd.data))
+		b.Run(bd.name, func(b *testing.B) {
+			b.SetBytes(int64(len(bd.data)))
 			b.ReportAllocs()
 			for b.Loop() {
-				buf, _ = fingerprint.Canonical(buf[:0], body)
+				buf, _ = fingerprint.Canonical(buf[:0], bd.data)
 			}
 		})
 	}

@@ -45,6 +45,8 @@ func (jstr) isJV()  {}
 func (jarr) isJV()  {}
 func (jobj) isJV()  {}
 
+var shortEscapes = map[rune]string{'"': `\"`, '\\': `\\`, '\b': `\b`, '\f': `\f`, '\n': `\n`, '\r': `\r`, '\t': `\t`}
+
 var nameAlphabet = []string{"a", "b", "id", "name", "x", "é", "\"", "\\", "/", "\n", "~", "日本", "😀", "A", "\x00", "\x7f"}
 
 func randString(r *rand.Rand, max int) string {
@@ -196,8 +198,7 @@ func (w *writer) str(s string) {
 			w.b.WriteRune(c)
 			continue
 		}
-		short := map[rune]string{'"': `\"`, '\\': `\\`, '\b': `\b`, '\f': `\f`, '\n': `\n`, '\r': `\r`, '\t': `\t`}
-		if e, ok := short[c]; ok && (!w.vary || w.r.IntN(2) == 0) {
+		if e, ok := shortEscapes[c]; ok && (!w.vary || w.r.IntN(2) == 0) {
 			w.b.WriteString(e)
 			continue
 		}

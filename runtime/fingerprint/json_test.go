@@ -18,7 +18,7 @@ func canon(t *testing.T, h *fingerprint.Hasher, in string) string {
 	return string(out)
 }
 
-func mustNew(t *testing.T, opts fingerprint.Options) *fingerprint.Hasher {
+func mustNew(t testing.TB, opts fingerprint.Options) *fingerprint.Hasher {
 	t.Helper()
 	h, err := fingerprint.New(opts)
 	require.NoError(t, err)

@@ -89,7 +89,7 @@ type shapeName struct {
 
 func shapeSlot(pfx0 uint64, n0 int, pfx1 uint64, n1 int) int {
 	h := (pfx0^uint64(n0))*0x9E3779B97F4A7C15 + pfx1
-	h = (h^h>>29^uint64(n1))*0xC2B2AE3D27D4EB4F
+	h = (h ^ h>>29 ^ uint64(n1)) * 0xC2B2AE3D27D4EB4F
 	return int(h >> (64 - shapeBits))
 }
 
