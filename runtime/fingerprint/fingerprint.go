@@ -23,7 +23,8 @@ func (f Fingerprint) String() string {
 	return fmt.Sprintf("v%d:%s", f[0], hex.EncodeToString(f[1:]))
 }
 
-// Options configure a Hasher for one operation.
+// Options configure a Hasher for one operation; the package documentation
+// says precisely what each does.
 type Options struct {
 	// Volatile lists RFC 6901 JSON pointers of body members left out of the
 	// digest; a "*" token matches any member name or array index.

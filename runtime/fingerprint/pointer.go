@@ -219,7 +219,7 @@ func compile(opts *Options) (*node, error) {
 			return n, nil
 		}
 		if len(states) >= maxStates {
-			return nil, &PointerError{Reason: "too many overlapping pointers"}
+			return nil, &PointerError{Option: "Volatile/Unordered", Reason: fmt.Sprintf("more than %d automaton states: too many overlapping wildcard pointers", maxStates)}
 		}
 		n := &node{}
 		states[key] = n
