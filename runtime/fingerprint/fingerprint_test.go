@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -281,4 +282,28 @@ func TestManyPointers(t *testing.T) {
 	h := mustNew(t, fingerprint.Options{Volatile: vol})
 	assert.Equal(t, `{"a":{"x":{"12":1}},"b":[[{},{"k1":1}],[{}]]}`,
 		canon(t, h, `{"a":{"x":{"3":1,"12":1}},"b":[[{"k0":1},{"k1":1}],[{"k1":2}]]}`))
+}
+
+// A body larger than what the pool keeps works and is released.
+func TestLargeBody(t *testing.T) {
+	h := mustNew(t, fingerprint.Options{})
+	a := []byte(`{"list":[`)
+	b := []byte(`{"list":[`)
+	for i := range 100000 {
+		if i > 0 {
+			a, b = append(a, ','), append(b, ',')
+		}
+		n := strconv.Itoa(i)
+		a = append(append(append(append(a, `{"id":`...), n...), `,"name":"item`...), `","tags":["x","y"]}`...)
+		b = append(append(append(append(b, `{"tags":["x","y"],"name":"item`...), `","id":`...), n...), `.0}`...)
+	}
+	a, b = append(a, `]}`...), append(b, `]}`...)
+	require.Greater(t, len(a), 4<<20)
+	assert.Equal(t, h.Sum(jsonInput(a)), h.Sum(jsonInput(b)))
+	assert.NotEqual(t, h.Sum(jsonInput(a)), h.Sum(jsonInput(a[:len(a)-1])))
+}
+
+func TestSyntaxError(t *testing.T) {
+	_, err := fingerprint.Canonical(nil, []byte(`{"a":tru}`))
+	assert.EqualError(t, err, "fingerprint: body is not canonical-form JSON: invalid character at offset 5")
 }
