@@ -202,7 +202,12 @@ func mediaType(ct string) (string, byte) {
 	if i := strings.IndexByte(ct, ';'); i >= 0 {
 		ct = ct[:i]
 	}
-	ct = strings.Trim(ct, " \t")
+	for len(ct) > 0 && (ct[0] == ' ' || ct[0] == '\t') {
+		ct = ct[1:]
+	}
+	for len(ct) > 0 && (ct[len(ct)-1] == ' ' || ct[len(ct)-1] == '\t') {
+		ct = ct[:len(ct)-1]
+	}
 	switch {
 	case strings.EqualFold(ct, "application/json"):
 		return ct, domainJSON

@@ -109,16 +109,6 @@ func plainStringFrom(in []byte, i, j int) int {
 		my := special(binary.LittleEndian.Uint64(in[j+8:]))
 		if mx|my == 0 {
 			j += 16
-			// Past the first sixteen bytes the string is likely long:
-			// take 32 bytes a step.
-			for j+32 <= len(in) {
-				x := special(binary.LittleEndian.Uint64(in[j:])) | special(binary.LittleEndian.Uint64(in[j+8:])) |
-					special(binary.LittleEndian.Uint64(in[j+16:])) | special(binary.LittleEndian.Uint64(in[j+24:]))
-				if x != 0 {
-					break
-				}
-				j += 32
-			}
 			continue
 		}
 		k := 8 + bits.TrailingZeros64(my)>>3
@@ -495,11 +485,14 @@ popped:
 
 key:
 	if f.node == nil {
-		// Fast loop over compact members whose name and value are
-		// already canonical: "name":value followed by ',' or '}'.
-		// Anything else goes to the general path below, at a member
-		// boundary.
-		for i < n && in[i] == '"' {
+		// Fast loop over members whose name and value are already
+		// canonical: "name":value followed by ',' or '}', with white
+		// space allowed around the value and before the name. Anything
+		// else goes to the general path below, at a member boundary.
+		for {
+			if i = skipWS(in, i); i >= n || in[i] != '"' {
+				break
+			}
 			// While the names match the cached shape, a name is
 			// checked by comparing its text `"name":` with the
 			// cached text, instead of scanning it.
@@ -527,7 +520,10 @@ key:
 			if ke+1 >= n || in[ke] != ':' {
 				break
 			}
-			vs := ke + 1
+			vs := skipWS(in, ke+1)
+			if vs >= n {
+				break
+			}
 			ve := -1
 			switch c := in[vs]; {
 			case c == '"':
@@ -549,7 +545,11 @@ key:
 					ve = vs + 4
 				}
 			}
-			if ve < 0 || ve >= n || (in[ve] != ',' && in[ve] != '}') {
+			if ve < 0 {
+				break
+			}
+			next := skipWS(in, ve)
+			if next >= n || (in[next] != ',' && in[next] != '}') {
 				break
 			}
 			m := s.newMember()
@@ -561,8 +561,8 @@ key:
 				m.pfx = nameKey(binary.LittleEndian.Uint64(in[i+1:]), k)
 				s.track(f, m, in[i+1:i+1+k], in)
 			}
-			i = ve + 1
-			if in[ve] == '}' {
+			i = next + 1
+			if in[next] == '}' {
 				goto closeObj
 			}
 		}

@@ -174,10 +174,10 @@ func (s *state) closeObject(buf []byte, w int, f *frame, in []byte, i int, top b
 			m = &ms[perm[k]]
 		}
 		if !m.kbuf && !m.vbuf && m.vs == m.ke+1 {
-			// Compact and verbatim: copy it, with the members that
-			// follow it in the input, as one span.
+			// Compact and verbatim: copy it, and in a sorted object
+			// the members that follow it in the input, as one span.
 			a, end := m.ks, m.ve
-			for k+1 < len(ms) {
+			for perm == nil && k+1 < len(ms) {
 				next := &ms[k+1]
 				if perm != nil {
 					next = &ms[perm[k+1]]
