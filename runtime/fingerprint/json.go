@@ -484,11 +484,12 @@ popped:
 	goto after
 
 key:
-	if f.node == nil {
+	{
 		// Fast loop over members whose name and value are already
-		// canonical: "name":value followed by ',' or '}', with white
-		// space allowed around the value and before the name. Anything
-		// else goes to the general path below, at a member boundary.
+		// canonical and that no pointer reaches: "name":value followed
+		// by ',' or '}', with white space allowed around the value and
+		// before the name. Anything else goes to the general path below,
+		// at a member boundary.
 		for {
 			if i = skipWS(in, i); i >= n || in[i] != '"' {
 				break
@@ -519,6 +520,9 @@ key:
 			ke := i + k + 2
 			if ke+1 >= n || in[ke] != ':' {
 				break
+			}
+			if f.node != nil && f.node.child(in[i+1:i+1+k]) != nil {
+				break // a pointer reaches this member: the general path
 			}
 			vs := skipWS(in, ke+1)
 			if vs >= n {
