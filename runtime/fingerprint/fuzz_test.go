@@ -64,6 +64,13 @@ func checkCanonicalJSON(t *testing.T, h, plain *fingerprint.Hasher, in []byte, s
 		if err != nil || !bytes.Equal(again, canon) {
 			t.Fatalf("not a fixed point: %q -> %q -> %q (%v)", in, canon, again, err)
 		}
+		// With pointers, the canonical form is a fixed point too, and
+		// valid JSON.
+		if hc, err := h.Canonical(nil, in); err != nil {
+			t.Fatalf("rejected by the hasher with pointers only: %q: %v", in, err)
+		} else if again, err := h.Canonical(nil, hc); err != nil || !bytes.Equal(again, hc) || !json.Valid(hc) {
+			t.Fatalf("with pointers, not a fixed point: %q -> %q -> %q (%v)", in, hc, again, err)
+		}
 		if bigExponent.Match(in) || hasDuplicateNames(canon) {
 			return // the oracle works with big.Rat and maps
 		}
