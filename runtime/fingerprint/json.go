@@ -48,16 +48,20 @@ type member struct {
 
 // frame is an open array or object.
 type frame struct {
-	open  int    // offset in buf where the container's text starts
-	in    int    // offset in the input after its '{' or '['
-	mbase int    // len(mem) when opened
-	kbase int    // len(keys) when opened
-	node  *node  // pointer automaton state of this container
-	idx   int    // index of the current array element
-	cur   int    // w when the current member or element started
-	slot  int    // object: shape cache slot, -1 before the first member
-	gen   uint64 // generation of the slot's shape when the object chose it
-	obj   bool
+	open  int   // offset in buf where the container's text starts
+	in    int   // offset in the input after its '{' or '['
+	mbase int   // len(mem) when opened
+	kbase int   // len(keys) when opened
+	node  *node // pointer automaton state of this container
+	idx   int   // index of the current array element
+	cur   int   // w when the current member or element started
+	slot  int   // object: shape cache slot, -1 before the second member
+	hint  int   // the slot of the last object closed inside this container, or -1
+	// hinted: slot was taken from the parent's hint, before the names
+	// could choose it.
+	hinted bool
+	gen    uint64 // generation of the slot's shape when the object chose it
+	obj    bool
 	// record: an array whose elements are recorded (it is unordered).
 	record bool
 	// unsorted: object members arrived out of order.
@@ -141,6 +145,15 @@ func (s *state) push(depth, w, i int, nd *node, obj bool) *frame {
 	f := &s.frames[depth]
 	f.open, f.in, f.mbase, f.kbase, f.node, f.idx, f.cur, f.slot = w, i, len(s.mem), len(s.keys), nd, 0, w, -1
 	f.obj, f.record, f.unsorted, f.shape, f.drop = obj, !obj && nd != nil && nd.unordered, false, false, false
+	f.hint, f.hinted = -1, false
+	if obj && depth > 0 {
+		// Try the shape of the previous object in the same container
+		// (the elements of an array of objects are alike).
+		if p := &s.frames[depth-1]; p.hint >= 0 {
+			sh := &s.shapes[p.hint]
+			f.slot, f.gen, f.shape, f.hinted = p.hint, sh.gen, sh.n > 0, true
+		}
+	}
 	return f
 }
 
@@ -169,7 +182,14 @@ func (s *state) newMember() *member {
 // chosen by its first two names (objects of different kinds often share a
 // first name, such as "id").
 func (s *state) track(f *frame, m *member, name, in []byte) {
-	switch k := len(s.mem) - 1 - f.mbase; k { // m's index
+	k := len(s.mem) - 1 - f.mbase // m's index
+	if f.hinted && k <= 1 {
+		if s.shapeOK(f) && s.shapes[f.slot].has(k, m, name) {
+			return
+		}
+		f.hinted, f.shape = false, false
+	}
+	switch k {
 	case 0:
 	case 1:
 		m0 := &s.mem[len(s.mem)-2]
@@ -469,6 +489,9 @@ after:
 closeObj:
 	buf, vs, ve = s.closeObject(buf, w, f, in, i, depth == 1)
 	w = ve
+	if depth > 1 {
+		s.frames[depth-2].hint = f.slot
+	}
 	if depth == 1 {
 		// The top-level object is written after the texts it reads
 		// from, not over them.
