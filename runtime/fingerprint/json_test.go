@@ -206,4 +206,11 @@ func TestShapes(t *testing.T) {
 	for range 3 { // the cache carries over between calls
 		assert.Equal(t, want, canon(t, h, in))
 	}
+	// Siblings of other shapes, shorter and longer ones, and a first name
+	// that matches while the second does not.
+	in = `[{"b":1,"a":2},{"y":1,"x":2},{"b":3,"a":4},{"b":5},{"b":6,"a":7,"0":8},{"b":9,"c":10},{"b":1,"a":2}]`
+	want = `[{"a":2,"b":1},{"x":2,"y":1},{"a":4,"b":3},{"b":5},{"0":8,"a":7,"b":6},{"b":9,"c":10},{"a":2,"b":1}]`
+	for range 3 {
+		assert.Equal(t, want, canon(t, h, in))
+	}
 }
