@@ -241,6 +241,7 @@ func (s *state) canonJSON(in []byte, root *node) bool {
 	vbuf := false // the value's text is buf[vs:ve], else in[vs:ve]
 	var reason string
 	var c byte
+	notPlain := false // the string value at i is known not to be plain
 
 value:
 	i = skipWS(in, i)
@@ -251,25 +252,20 @@ value:
 	switch c = in[i]; c {
 	case '"':
 		if lazy {
-			// Fast path: no escapes, control or non-ASCII bytes, and
-			// closed within the next sixteen bytes.
-			if k := plainString(in, i+1); k >= 0 {
+			// Fast path: no escapes or control bytes, valid UTF-8 (and
+			// not known to fail, from the member loop).
+			if k := -1; notPlain {
+				notPlain = false
+			} else if k = plainString(in, i+1); k >= 0 {
 				vs, ve, vbuf = i, i+k+2, false
 				i += k + 2
 				break
 			}
-			j, esc, r := scanString(in, i)
-			if r != "" {
-				i, reason = j, r
+			// Escapes (most likely): write the canonical text.
+			vs, vbuf = w, true
+			if i, w, _, reason = copyString(buf, w, in, i); reason != "" {
 				goto failed
 			}
-			if !esc {
-				vs, ve, vbuf = i, j, false
-				i = j
-				break
-			}
-			vs, vbuf = w, true
-			i, w, _, _ = copyString(buf, w, in, i)
 			ve = w
 			break
 		}
@@ -573,7 +569,21 @@ key:
 				}
 			}
 			if ve < 0 {
-				break
+				// The name is fine but the value needs the general
+				// path: record the member and go on with the value.
+				f.cur = w
+				m := s.newMember()
+				m.ks, m.ke, m.vs, m.ve, m.koff, m.klen = i, ke, 0, 0, i+1, k
+				m.kbuf, m.vbuf, m.kesc = false, false, false
+				if e != nil {
+					m.pfx = e.pfx
+				} else {
+					m.pfx = nameKey(binary.LittleEndian.Uint64(in[i+1:]), k)
+					s.track(f, m, in[i+1:i+1+k], in)
+				}
+				nd, lazy, i = nil, true, vs
+				notPlain = in[vs] == '"'
+				goto value
 			}
 			next := skipWS(in, ve)
 			if next >= n || (in[next] != ',' && in[next] != '}') {
