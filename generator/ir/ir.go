@@ -105,7 +105,13 @@ type Param struct {
 	GoName   string `json:"goName"` // field name in <Op>Params, or argument name base for path params
 	Required bool   `json:"required"`
 	Pointer  bool   `json:"pointer"` // the <Op>Params field is a pointer (optional parameter)
-	Pos      Pos    `json:"pos"`
+	// GoType is oapi-codegen's Go type of the parameter: of the path argument
+	// of the client's methods, or of the <Op>Params field without its
+	// pointer. Types of other packages are qualified as oapi-codegen
+	// qualifies them (openapi_types.UUID, time.Time, json.RawMessage). ""
+	// when idemgen cannot tell (x-go-type overrides, objects, unions).
+	GoType string `json:"goType,omitempty"`
+	Pos    Pos    `json:"pos"`
 }
 
 // Carrier says where the idempotency key travels.
