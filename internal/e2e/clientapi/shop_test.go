@@ -330,6 +330,13 @@ func newClientOn(t testing.TB, clock *vclock, url string, hc *http.Client, opts 
 	return c
 }
 
+// AttemptCount returns how many attempts the client made.
+func (c *client) AttemptCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.attempts)
+}
+
 // Attempts returns the attempts made with key.
 func (c *client) Attempts(key string) []idemclient.Attempt {
 	c.mu.Lock()
@@ -377,7 +384,7 @@ func testKey(name string, v byte) string {
 func requestKey(r *http.Request) string {
 	var body []byte
 	if r.GetBody != nil {
-		if rc, err := r.GetBody(); err == nil {
+		if rc, err := r.GetBody(); err == nil && rc != nil {
 			body, _ = io.ReadAll(rc)
 			rc.Close()
 		}
