@@ -191,7 +191,11 @@ func TestParamType(t *testing.T) {
 		{"nullable", "", param("o", nullable.NewRef()), false, false, ""},
 		{"content, not JSON", "", &openapi3.Parameter{Name: "c", In: "path", Content: openapi3.NewContentWithSchema(openapi3.NewIntegerSchema(), []string{"text/plain"})}, false, false, "string"},
 		{"content, JSON", "", &openapi3.Parameter{Name: "c", In: "path", Content: openapi3.NewContentWithJSONSchema(openapi3.NewInt32Schema())}, false, false, "int32"},
-		{"3.1 binary", "", param("f", func() *openapi3.SchemaRef { s := openapi3.NewStringSchema(); s.ContentMediaType = "image/png"; return s.NewRef() }()), false, true, "openapi_types.File"},
+		{"3.1 binary", "", param("f", func() *openapi3.SchemaRef {
+			s := openapi3.NewStringSchema()
+			s.ContentMediaType = "image/png"
+			return s.NewRef()
+		}()), false, true, "openapi_types.File"},
 		{"3.1 type with null", "", param("f", &openapi3.SchemaRef{Value: &openapi3.Schema{Type: &openapi3.Types{"string", "null"}}}), false, true, ""},
 		{"no parameter", "", nil, false, false, ""},
 	}

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -416,5 +415,3 @@ func receiptOf(t testing.TB, body []byte) api.Receipt {
 	require.NoError(t, json.Unmarshal(body, &r), "%s", body)
 	return r
 }
-
-func lines(s string) []string { return strings.Split(strings.TrimSpace(s), "\n") }
