@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -151,4 +152,34 @@ func TestParseProblem(t *testing.T) {
 		assert.Nil(t, idemclient.ParseProblem(c.status, c.h, []byte(c.body)), name)
 	}
 	assert.False(t, errors.Is(error(pe), idemclient.ErrNotManaged))
+}
+
+func FuzzParseProblem(f *testing.F) {
+	for _, c := range []struct {
+		status       int
+		ct, ra, body string
+	}{
+		{422, "application/problem+json", "", `{"code":"IDEMPOTENCY_KEY_REUSED","title":"t","detail":"d"}`},
+		{409, "application/problem+json; charset=utf-8", "2", `{"code":"IDEMPOTENCY_KEY_IN_USE"}`},
+		{503, "application/json", "Sat, 01 Mar 2025 12:00:30 GMT", `{"code":"IDEMPOTENCY_STORE_UNAVAILABLE"}`},
+		{500, "application/json", "", `{"code":"OTHER"}`},
+		{201, "application/json", "", `{"code":"IDEMPOTENCY_KEY_REUSED"}`},
+		{400, "text/plain", "", `bad`},
+		{400, "application/problem+json", "", `{"code":["IDEMPOTENCY_"]}`},
+	} {
+		f.Add(c.status, c.ct, c.ra, []byte(c.body))
+	}
+	f.Fuzz(func(t *testing.T, status int, ct, ra string, body []byte) {
+		h := http.Header{"Content-Type": {ct}, "Retry-After": {ra}}
+		pe := idemclient.ParseProblem(status, h, body)
+		if pe == nil {
+			return
+		}
+		if pe.Status != status || status < 400 || !strings.HasPrefix(pe.Code, "IDEMPOTENCY_") || pe.RetryAfter < 0 {
+			t.Fatalf("%d %q %q %q: %+v", status, ct, ra, body, pe)
+		}
+		if !strings.Contains(pe.Error(), pe.Code) {
+			t.Fatalf("message %q lacks the code", pe.Error())
+		}
+	})
 }
