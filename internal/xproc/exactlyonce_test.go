@@ -39,6 +39,34 @@ func TestExactlyOnceAcrossProcesses(t *testing.T) {
 	}
 }
 
+// TestMemstoreIsPerProcess is the negative control of the harness: with the
+// in-memory store, each process keeps its own records, so duplicates sent to
+// different processes each execute. (memstore is for one process.)
+func TestMemstoreIsPerProcess(t *testing.T) {
+	t.Parallel()
+	const keys = 20
+	c := startCluster(t, config{store: "mem", effects: "memory", lease: lease}, 3)
+	ctx := context.Background()
+	prefix := randomName("mem-") + "-"
+	var wg sync.WaitGroup
+	for i := range keys {
+		for _, p := range c.procs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := c.send(ctx, p, "/wait", fmt.Sprintf("%s%02d", prefix, i), nil)
+				assert.Equal(t, 201, r.status, "%s", r)
+				assert.False(t, r.replayed, "every process executes")
+			}()
+		}
+	}
+	wg.Wait()
+	starts, _ := c.stats(ctx)
+	for i := range keys {
+		assert.Equal(t, len(c.procs), starts[fmt.Sprintf("%s%02d", prefix, i)], "each process ran the handler once")
+	}
+}
+
 // sendUntilDone sends a request and, while the answer is 409
 // IDEMPOTENCY_KEY_IN_USE (a duplicate of a request in flight), sends it
 // again after a short pause, as a client following Retry-After would (faster:

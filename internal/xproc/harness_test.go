@@ -60,7 +60,8 @@ func (c config) env() []string {
 		envMarkers+"="+c.markers,
 		// A data race in a server process ends it at once (exit status 66),
 		// which the test reports.
-		"GORACE=halt_on_error=1",
+		// (atexit_sleep_ms=0: no second of sleep at exit.)
+		"GORACE=halt_on_error=1 atexit_sleep_ms=0",
 	)
 	if c.storeTimeout > 0 {
 		env = append(env, envStoreTimeout+"="+c.storeTimeout.String())
@@ -102,7 +103,7 @@ func startCluster(t testing.TB, cfg config, n int) *cluster {
 		Timeout:   2 * time.Minute,
 		Transport: &http.Transport{MaxIdleConnsPerHost: 128, IdleConnTimeout: time.Minute},
 	}}
-	t.Cleanup(c.http.CloseIdleConnections)
+	t.Cleanup(c.stop)
 	// Start them concurrently: each takes a moment under the race detector.
 	c.procs = make([]*proc, n)
 	var wg sync.WaitGroup
@@ -132,7 +133,6 @@ func (c *cluster) spawn(name string) (*proc, error) {
 		return nil, err
 	}
 	p.pid = cmd.Process.Pid
-	t.Cleanup(p.stop)
 	go func() {
 		p.err = cmd.Wait()
 		close(p.done)
@@ -143,6 +143,7 @@ func (c *cluster) spawn(name string) (*proc, error) {
 	case <-p.done:
 		return nil, fmt.Errorf("server %s exited before listening: %v\n%s", name, p.err, p.log())
 	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Kill()
 		return nil, fmt.Errorf("server %s did not listen within 60s\n%s", name, p.log())
 	}
 }
@@ -218,6 +219,21 @@ func (p *proc) stop() {
 	if p.err != nil {
 		p.t.Errorf("server %s (pid %d) exited with %v\n%s", p.name, p.pid, p.err, p.log())
 	}
+}
+
+// stop stops the processes (see proc.stop). The client's idle connections
+// are closed first: the server's graceful shutdown would otherwise wait 5s
+// for a connection the client dialed but never used.
+func (c *cluster) stop() {
+	c.http.CloseIdleConnections()
+	var wg sync.WaitGroup
+	for _, p := range c.procs {
+		if p != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); p.stop() }()
+		}
+	}
+	wg.Wait()
 }
 
 // replace kills nothing: it starts a new process in slot i (after a kill).

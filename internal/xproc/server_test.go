@@ -22,6 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/memstore"
 	"github.com/idemgen/idemgen/runtime/pgstore"
 	"github.com/idemgen/idemgen/runtime/redisstore"
 )
@@ -30,7 +31,7 @@ import (
 // envServer=1 (see TestMain): every scenario runs several of these
 // processes against one store. Its configuration comes from the environment:
 //
-//	IDEMGEN_XPROC_STORE          redis | pg | pgtx (pg with Options.Transactional)
+//	IDEMGEN_XPROC_STORE          redis | pg | pgtx (pg with Options.Transactional) | mem (memstore, per process)
 //	IDEMGEN_XPROC_STORE_URL      the store's server
 //	IDEMGEN_XPROC_NS             the Redis key prefix, or the PostgreSQL schema
 //	IDEMGEN_XPROC_EFFECTS        redis | pg | memory: where the handler's side effect goes
@@ -129,6 +130,10 @@ func serve(log *slog.Logger) error {
 		}
 		defer rs.Close()
 		store = rs
+	case "mem":
+		ms := memstore.New(memstore.Options{})
+		defer ms.Close()
+		store = ms
 	case "pg", "pgtx":
 		p, err := pgPool(ctx, os.Getenv(envStoreURL))
 		if err != nil {
@@ -142,7 +147,7 @@ func serve(log *slog.Logger) error {
 		defer ps.Close()
 		store = ps
 	default:
-		return fmt.Errorf("%s=%q: want redis, pg or pgtx", envStore, mode)
+		return fmt.Errorf("%s=%q: want redis, pg, pgtx or mem", envStore, mode)
 	}
 
 	switch kind := os.Getenv(envEffects); kind {
