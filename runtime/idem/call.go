@@ -773,10 +773,14 @@ func (c *Call) Finish() error {
 					detail:     "another attempt with this idempotency key took over; retry to get its result",
 					retryAfter: p.inFlightRA}, "")
 			default:
-				// Rolled back: free the key (best effort) and fail closed.
+				// Rolled back, or (the store failed during the COMMIT itself)
+				// of unknown outcome: free the key (best effort; fenced if the
+				// commit took effect) and fail closed. A retry replays the
+				// result if it was kept and runs again if it was not.
 				_ = c.finishRecord(StateFailed, nil)
 				e.writeProblem(rec.w, &problem{status: http.StatusServiceUnavailable, code: CodeStoreUnavailable,
-					detail: "the result could not be committed; nothing was kept", retryAfter: e.unavailRA}, "")
+					detail:     "the result could not be committed; retry with the same key (it is replayed if the commit took effect after all)",
+					retryAfter: e.unavailRA}, "")
 			}
 		}
 	} else {
