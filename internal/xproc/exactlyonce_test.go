@@ -16,8 +16,8 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 )
 
-// lease is the in-flight lease of the servers: short, so that a crashed
-// holder is taken over quickly; heartbeats keep live holders' leases.
+// lease is the in-flight lease of the fault tests' servers: short, so that
+// a claim left behind is taken over quickly.
 const lease = time.Second
 
 // TestExactlyOnceAcrossProcesses runs three server processes on one shared
@@ -28,7 +28,10 @@ func TestExactlyOnceAcrossProcesses(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			cfg, eff := backend(t, mode)
-			cfg.lease = lease
+			// The default lease: a holder is taken over only when it is gone
+			// or stalled for 30s, never because a loaded machine is slow
+			// (heartbeats extend it). The crash tests use /short.
+			cfg.lease = idem.DefaultLease
 			c := startCluster(t, cfg, 3)
 			t.Run("Duplicates", func(t *testing.T) { testDuplicates(t, c, eff) })
 			for _, hold := range []string{"before", "after"} {
@@ -184,19 +187,19 @@ func testCrash(t *testing.T, c *cluster, eff effects, mode, hold string) {
 	key := randomName("crash-" + hold + "-")
 	victim, heir, other := c.procs[0], c.procs[1], c.procs[2]
 	held := make(chan response, 1)
-	go func() { held <- c.send(ctx, victim, "/wait", key, map[string]string{"X-Hold": hold}) }()
+	go func() { held <- c.send(ctx, victim, "/short", key, map[string]string{"X-Hold": hold}) }()
 	c.waitMarker(key)
 	killed := time.Now()
 	victim.kill()
 	r := <-held
 	require.Error(t, r.err, "the killed process's client gets no answer: %s", r)
 
-	retry := c.send(ctx, heir, "/wait", key, nil)
+	retry := c.send(ctx, heir, "/short", key, nil)
 	took := time.Since(killed)
 	require.Equal(t, 201, retry.status, "the retry: %s", retry)
 	assert.False(t, retry.replayed, "the retry executes")
 	assert.Equal(t, heir.pid, retry.pid(), "the retry is served by the other process")
-	dup := c.send(ctx, other, "/wait", key, nil)
+	dup := c.send(ctx, other, "/short", key, nil)
 	require.Equal(t, 201, dup.status, "a later duplicate: %s", dup)
 	assert.True(t, dup.replayed, "a later duplicate is a replay")
 	assert.Equal(t, string(retry.body), string(dup.body))
@@ -212,7 +215,7 @@ func testCrash(t *testing.T, c *cluster, eff effects, mode, hold string) {
 			"killed after an out-of-band side effect, before Finish: the retry executes again (at least once)")
 	}
 	t.Logf("killed %s (pid %d) holding %s %s its side effect; retry served by pid %d %v after the kill (lease %v); side effects by %v",
-		victim.name, victim.pid, key, hold, heir.pid, took.Round(time.Millisecond), lease, pids)
+		victim.name, victim.pid, key, hold, heir.pid, took.Round(time.Millisecond), shortLease, pids)
 	c.replace(0)
 }
 
@@ -230,11 +233,11 @@ func testPause(t *testing.T, c *cluster, eff effects, mode string) {
 	key := randomName("pause-")
 	holder, heir, other := c.procs[0], c.procs[1], c.procs[2]
 	held := make(chan response, 1)
-	go func() { held <- c.send(ctx, holder, "/wait", key, map[string]string{"X-Hold": "before"}) }()
+	go func() { held <- c.send(ctx, holder, "/short", key, map[string]string{"X-Hold": "before"}) }()
 	c.waitMarker(key)
 	require.NoError(t, holder.cmd.Process.Signal(syscall.SIGSTOP))
 	paused := time.Now()
-	retry := c.send(ctx, heir, "/wait", key, nil)
+	retry := c.send(ctx, heir, "/short", key, nil)
 	took := time.Since(paused)
 	c.release(key)
 	require.NoError(t, holder.cmd.Process.Signal(syscall.SIGCONT))
@@ -255,7 +258,7 @@ func testPause(t *testing.T, c *cluster, eff effects, mode string) {
 		assert.Equal(t, []int{heir.pid, holder.pid}, pids,
 			"an out-of-band side effect of a holder stalled past its lease happens again")
 	}
-	dup := c.send(ctx, other, "/wait", key, nil)
+	dup := c.send(ctx, other, "/short", key, nil)
 	require.Equal(t, 201, dup.status, "%s", dup)
 	assert.True(t, dup.replayed)
 	assert.Equal(t, string(retry.body), string(dup.body), "the late completion never overwrote the record")

@@ -36,7 +36,7 @@ import (
 //	IDEMGEN_XPROC_NS             the Redis key prefix, or the PostgreSQL schema
 //	IDEMGEN_XPROC_EFFECTS        redis | pg | memory: where the handler's side effect goes
 //	IDEMGEN_XPROC_EFFECTS_URL    the effects' server (redis, pg; in pgtx mode the store's transaction)
-//	IDEMGEN_XPROC_LEASE          the in-flight lease
+//	IDEMGEN_XPROC_LEASE          the in-flight lease of /wait and /nowait
 //	IDEMGEN_XPROC_STORE_TIMEOUT  idem.Options.StoreTimeout
 //	IDEMGEN_XPROC_MARKERS        the directory of hold markers
 //
@@ -47,6 +47,8 @@ import (
 //
 //	/wait    a duplicate of a request in flight waits for it (InFlight.Wait 30s)
 //	/nowait  a duplicate of a request in flight gets 409 IDEMPOTENCY_KEY_IN_USE
+//	/short   as /wait, with a lease of one second (crash tests: a dead
+//	         holder is taken over quickly)
 //	GET /stats  {"pid", "starts", "keys": {key: handler starts}} of this process
 //
 // The handler counts its start, performs the side effect (one row in
@@ -68,6 +70,9 @@ const (
 	envStoreTimeout = "IDEMGEN_XPROC_STORE_TIMEOUT"
 	envMarkers      = "IDEMGEN_XPROC_MARKERS"
 )
+
+// shortLease is the lease of /short.
+const shortLease = time.Second
 
 type server struct {
 	pid     int
@@ -196,15 +201,16 @@ func serve(log *slog.Logger) error {
 		StoreTimeout:          storeTimeout,
 		UnavailableRetryAfter: time.Second,
 	})
-	policy := func(op string, wait time.Duration) *idem.Policy {
+	policy := func(op string, lease, wait time.Duration) *idem.Policy {
 		return idem.MustCompile(idem.Spec{
 			Operation: op, Method: "POST", Semantics: idem.Strict, Window: time.Hour,
 			InFlight: idem.InFlightSpec{Lease: lease, Wait: wait, RetryAfter: time.Second},
 		})
 	}
 	mux := http.NewServeMux()
-	mux.Handle("POST /wait", eng.Handler(policy("effectWait", 30*time.Second), s))
-	mux.Handle("POST /nowait", eng.Handler(policy("effectNoWait", 0), s))
+	mux.Handle("POST /wait", eng.Handler(policy("effectWait", lease, 30*time.Second), s))
+	mux.Handle("POST /nowait", eng.Handler(policy("effectNoWait", lease, 0), s))
+	mux.Handle("POST /short", eng.Handler(policy("effectShort", shortLease, 30*time.Second), s))
 	mux.HandleFunc("GET /stats", s.stats)
 
 	l, err := net.Listen("tcp", "127.0.0.1:0")

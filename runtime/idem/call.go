@@ -551,11 +551,16 @@ func (c *Call) acquired(prior State) {
 		var txctx context.Context
 		var commit func(State, []byte) error
 		var rollback func()
-		err := c.bounded(cancel, func() error {
+		fired, err := c.bounded(cancel, func() error {
 			var err error
 			txctx, commit, rollback, err = e.tx.BeginTx(parent, c.scope, c.token)
 			return err
 		})
+		if err == nil && fired {
+			// Opened just as the timer fired: its context is cancelled, so
+			// the transaction is unusable.
+			err = errStoreTimeout
+		}
 		if err != nil {
 			if rollback != nil {
 				rollback()
@@ -764,7 +769,9 @@ func (c *Call) Finish() error {
 			err = c.finishRecord(state, resp)
 			rec.flushTo()
 		} else {
-			err = c.bounded(c.txCancel, func() error { return commit(state, resp) })
+			// A commit that succeeded counts, even if the timer fired
+			// meanwhile.
+			_, err = c.bounded(c.txCancel, func() error { return commit(state, resp) })
 			switch {
 			case err == nil:
 				rec.flushTo()
@@ -824,16 +831,12 @@ func (c *Call) reportFinish(state State, status int, err error) {
 var errStoreTimeout = errors.New("idem: the store did not answer within Options.StoreTimeout")
 
 // bounded runs f, cancelling (with errStoreTimeout) the context whose cancel
-// is given if f takes longer than the store timeout. A call that returns
-// after the timer fired fails with errStoreTimeout even if f succeeded: its
-// context is cancelled.
-func (c *Call) bounded(cancel context.CancelCauseFunc, f func() error) error {
+// is given if f takes longer than the store timeout; fired reports whether
+// that happened.
+func (c *Call) bounded(cancel context.CancelCauseFunc, f func() error) (fired bool, err error) {
 	t := time.AfterFunc(c.e.timeout, func() { cancel(errStoreTimeout) })
-	err := f()
-	if !t.Stop() && err == nil {
-		err = errStoreTimeout
-	}
-	return err
+	err = f()
+	return !t.Stop(), err
 }
 
 // finishRecord finishes the record outside any transaction, bounded by the

@@ -30,6 +30,7 @@ type hangingStore struct {
 	deadlines map[string][]time.Duration // per method; -1 = no deadline
 	started   atomic.Int32
 	returned  atomic.Int32
+	rollbacks atomic.Int32
 }
 
 func newHangingStore(t *testing.T, methods ...string) *hangingStore {
@@ -98,17 +99,25 @@ func (h *hangingStore) ExtendLease(ctx context.Context, key string, token idem.T
 
 // BeginTx and its commit hang as told; the transaction itself is a no-op
 // around the memstore record.
+//
+// "BeginTxLate" and "commitLate" hang until the context ends too, then
+// succeed all the same (a store that answered just as the engine gave up).
 func (h *hangingStore) BeginTx(ctx context.Context, key string, token idem.Token) (context.Context, func(idem.State, []byte) error, func(), error) {
 	if hung, err := h.block(ctx, "BeginTx"); hung {
 		return nil, nil, nil, err
 	}
+	_, _ = h.block(ctx, "BeginTxLate")
 	commit := func(st idem.State, resp []byte) error {
 		if hung, err := h.block(ctx, "commit"); hung {
 			return err
 		}
+		if hung, _ := h.block(ctx, "commitLate"); hung {
+			return h.Store.Finish(context.Background(), key, token, st, resp)
+		}
 		return h.Store.Finish(ctx, key, token, st, resp)
 	}
-	return ctx, commit, func() {}, nil
+	rollback := func() { h.rollbacks.Add(1) }
+	return ctx, commit, rollback, nil
 }
 
 // serve runs one request through h with a context that never ends (as a
@@ -278,6 +287,34 @@ func TestStoreTimeout(t *testing.T) {
 		hs.setHang("commit", false)
 		w, _ = serveTimed(h, "k")
 		assert.Equal(t, 201, w.Code)
+	})
+	t.Run("BeginTxAnswersLate", func(t *testing.T) {
+		// BeginTx succeeds, but only after the timer cancelled the
+		// transaction's context: the transaction is unusable, so the
+		// engine refuses, rolls it back and frees the key.
+		hs := newHangingStore(t, "BeginTxLate")
+		f := newFixtureStore(t, hs.Store, hs, idem.Options{StoreTimeout: timeout, Transactional: true})
+		h := f.eng.Handler(mustCompile(t, strictSpec()), created(&f.calls))
+		w, _ := serveTimed(h, "k")
+		requireProblem(t, w, 503, idem.CodeStoreUnavailable)
+		assert.Zero(t, f.calls.Load())
+		assert.Equal(t, int32(1), hs.rollbacks.Load(), "rolled back")
+		hs.setHang("BeginTxLate", false)
+		w, _ = serveTimed(h, "k")
+		assert.Equal(t, 201, w.Code, "the key was freed")
+	})
+	t.Run("CommitAnswersLate", func(t *testing.T) {
+		// The commit succeeds just as the timer fires: it counts.
+		hs := newHangingStore(t, "commitLate")
+		f := newFixtureStore(t, hs.Store, hs, idem.Options{StoreTimeout: timeout, Transactional: true})
+		h := f.eng.Handler(mustCompile(t, strictSpec()), created(&f.calls))
+		w, _ := serveTimed(h, "k")
+		assert.Equal(t, 201, w.Code, "committed: %s", w.Body)
+		assert.Equal(t, "created", w.Body.String())
+		w, _ = serveTimed(h, "k")
+		assert.Equal(t, 201, w.Code)
+		assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
+		assert.Equal(t, int32(1), f.calls.Load())
 	})
 	t.Run("Default", func(t *testing.T) {
 		hs := newHangingStore(t, "Begin")
