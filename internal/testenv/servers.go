@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -267,18 +266,3 @@ func FreeAddr(t testing.TB) string {
 	return addr
 }
 
-// WaitTCP waits until addr accepts connections or ctx ends.
-func WaitTCP(ctx context.Context, addr string) error {
-	for {
-		var d net.Dialer
-		c, err := d.DialContext(ctx, "tcp", addr)
-		if err == nil {
-			return c.Close()
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s: %w (last: %v)", addr, ctx.Err(), err)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
