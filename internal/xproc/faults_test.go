@@ -16,6 +16,10 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 )
 
+// lease is the in-flight lease of the fault tests' servers: short, so that
+// a claim left behind is taken over quickly.
+const lease = time.Second
+
 // storeTimeout is the servers' idem.Options.StoreTimeout in the fault tests.
 const storeTimeout = time.Second
 
