@@ -5,6 +5,10 @@
 // test command, run by CI) also sets IDEMGEN_REQUIRE_SERVICES=1, so there a
 // missing server fails the test instead of skipping it. Run locally without the
 // variables, a test skips with a message naming the missing server.
+//
+// Tests that stop, restart or otherwise disturb a server start a private one
+// instead (StartRedis, StartPostgres): on a free loopback port, with its files
+// in a temporary directory, gone after the test.
 package testenv
 
 import (

@@ -80,6 +80,8 @@ type Call struct {
 	prior     State
 	start     time.Time
 	breq      BeginRequest
+	bctx      boundedCtx // the context of the first Begin
+	fctx      boundedCtx // the context of the first Finish
 	scopeBuf  [160]byte
 
 	body        []byte
@@ -90,6 +92,7 @@ type Call struct {
 	rec      recorder
 	commit   func(State, []byte) error
 	rollback func()
+	txCancel context.CancelCauseFunc // ends the transaction's context (End)
 	finished bool
 	ended    bool
 
@@ -359,6 +362,8 @@ func (c *Call) claim() {
 		stop     func()
 		bo       backoff.ExponentialBackOff
 		timer    *time.Timer
+		wctx     context.Context // the watch's: ends at the wait's deadline
+		wcancel  func()
 	)
 	defer func() {
 		if stop != nil {
@@ -367,13 +372,16 @@ func (c *Call) claim() {
 		if timer != nil {
 			timer.Stop()
 		}
+		if wcancel != nil {
+			wcancel()
+		}
 	}()
 	c.breq = BeginRequest{Key: c.scope, Fingerprint: c.fp, Lease: spec.InFlight.Lease, TTL: spec.Window,
 		SameFingerprintToReclaim: p.sameFPReclaim}
 	for {
 		c.token = newToken()
 		c.breq.Token = c.token
-		res, err := e.store.Begin(ctx, &c.breq)
+		res, err := c.beginBounded(ctx)
 		if err != nil {
 			c.storeFailed(err)
 			return
@@ -424,7 +432,10 @@ func (c *Call) claim() {
 			if e.watcher != nil {
 				bo.InitialInterval, bo.MaxInterval = 50*time.Millisecond, time.Second
 				// Watch, then look again: a change between the two is not missed.
-				changed, stop = e.watcher.Watch(ctx, c.scope)
+				// The watch never outlives the wait, so a store that does not
+				// answer cannot hold the request past it.
+				wctx, wcancel = untilDeadline(ctx, deadline)
+				changed, stop = e.watcher.Watch(wctx, c.scope)
 				continue
 			}
 		}
@@ -446,9 +457,30 @@ func (c *Call) claim() {
 		case <-timer.C:
 		case <-changed:
 			stop()
-			changed, stop = e.watcher.Watch(ctx, c.scope)
+			changed, stop = e.watcher.Watch(wctx, c.scope)
 		}
 	}
+}
+
+// beginBounded calls the store's Begin bounded by the store timeout. The
+// first call (the only one, but for a waiting duplicate) uses the Call's
+// own lazy context, which costs no allocation with a store that never asks
+// for Done.
+func (c *Call) beginBounded(ctx context.Context) (BeginResult, error) {
+	if c.bctx.parent == nil {
+		c.bctx.init(ctx, c.e.timeout)
+		res, err := c.e.store.Begin(&c.bctx, &c.breq)
+		c.bctx.release()
+		return res, err
+	}
+	bctx, cancel := context.WithTimeout(ctx, c.e.timeout)
+	defer cancel()
+	return c.e.store.Begin(bctx, &c.breq)
+}
+
+// untilDeadline is context.WithDeadline (claim cancels it when it returns).
+func untilDeadline(ctx context.Context, d time.Time) (context.Context, func()) {
+	return context.WithDeadline(ctx, d)
 }
 
 func (c *Call) conflict() {
@@ -512,14 +544,34 @@ func (c *Call) acquired(prior State) {
 			Key: c.key, Protected: true, Prior: prior})
 	}
 	if e.tx != nil {
-		txctx, commit, rollback, err := e.tx.BeginTx(c.ctx, c.scope, c.token)
+		// The transaction lives as long as the handler, so its context cannot
+		// carry a deadline: a timer cancels it only if the store does not
+		// answer BeginTx (or, later, the commit) within the store timeout.
+		parent, cancel := context.WithCancelCause(c.ctx)
+		var txctx context.Context
+		var commit func(State, []byte) error
+		var rollback func()
+		fired, err := c.bounded(cancel, func() error {
+			var err error
+			txctx, commit, rollback, err = e.tx.BeginTx(parent, c.scope, c.token)
+			return err
+		})
+		if err == nil && fired {
+			// Opened just as the timer fired: its context is cancelled, so
+			// the transaction is unusable.
+			err = errStoreTimeout
+		}
 		if err != nil {
+			if rollback != nil {
+				rollback()
+			}
+			cancel(nil)
 			c.release(err)
 			c.protected = false
 			c.storeFailed(err)
 			return
 		}
-		c.ctx, c.commit, c.rollback = txctx, commit, rollback
+		c.ctx, c.commit, c.rollback, c.txCancel = txctx, commit, rollback, cancel
 	}
 	c.start = e.now()
 	if e.extender != nil {
@@ -538,7 +590,9 @@ func (c *Call) heartbeat() {
 		return
 	}
 	lease := c.p.spec.InFlight.Lease
-	err := c.e.extender.ExtendLease(context.WithoutCancel(c.r.Context()), c.scope, c.token, lease)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.r.Context()), min(lease/3, c.e.timeout))
+	err := c.e.extender.ExtendLease(ctx, c.scope, c.token, lease)
+	cancel()
 	c.hbMu.Lock()
 	stopped = c.hbStopped
 	c.hbMu.Unlock()
@@ -705,7 +759,6 @@ func (c *Call) Finish() error {
 	case status == http.StatusRequestTimeout || status == http.StatusTooEarly || status == http.StatusTooManyRequests:
 		state, resp = StateFailed, nil
 	}
-	bg := context.WithoutCancel(c.r.Context())
 	var err error
 	if c.commit != nil {
 		commit := c.commit
@@ -713,10 +766,12 @@ func (c *Call) Finish() error {
 		if state == StateFailed {
 			// The handler failed: undo its writes, then finish outside the transaction.
 			c.rollback()
-			err = e.store.Finish(bg, c.scope, c.token, state, resp)
+			err = c.finishRecord(state, resp)
 			rec.flushTo()
 		} else {
-			err = commit(state, resp)
+			// A commit that succeeded counts, even if the timer fired
+			// meanwhile.
+			_, err = c.bounded(c.txCancel, func() error { return commit(state, resp) })
 			switch {
 			case err == nil:
 				rec.flushTo()
@@ -725,14 +780,18 @@ func (c *Call) Finish() error {
 					detail:     "another attempt with this idempotency key took over; retry to get its result",
 					retryAfter: p.inFlightRA}, "")
 			default:
-				// Rolled back: free the key (best effort) and fail closed.
-				_ = e.store.Finish(bg, c.scope, c.token, StateFailed, nil)
+				// Rolled back, or (the store failed during the COMMIT itself)
+				// of unknown outcome: free the key (best effort; fenced if the
+				// commit took effect) and fail closed. A retry replays the
+				// result if it was kept and runs again if it was not.
+				_ = c.finishRecord(StateFailed, nil)
 				e.writeProblem(rec.w, &problem{status: http.StatusServiceUnavailable, code: CodeStoreUnavailable,
-					detail: "the result could not be committed; nothing was kept", retryAfter: e.unavailRA}, "")
+					detail:     "the result could not be committed; retry with the same key (it is replayed if the commit took effect after all)",
+					retryAfter: e.unavailRA}, "")
 			}
 		}
 	} else {
-		err = e.store.Finish(bg, c.scope, c.token, state, resp)
+		err = c.finishRecord(state, resp)
 	}
 	c.reportFinish(state, status, err)
 	return err
@@ -767,9 +826,37 @@ func (c *Call) reportFinish(state State, status int, err error) {
 	}
 }
 
+// errStoreTimeout ends a transaction's context when the store does not
+// answer BeginTx or the commit within Options.StoreTimeout.
+var errStoreTimeout = errors.New("idem: the store did not answer within Options.StoreTimeout")
+
+// bounded runs f, cancelling (with errStoreTimeout) the context whose cancel
+// is given if f takes longer than the store timeout; fired reports whether
+// that happened.
+func (c *Call) bounded(cancel context.CancelCauseFunc, f func() error) (fired bool, err error) {
+	t := time.AfterFunc(c.e.timeout, func() { cancel(errStoreTimeout) })
+	err = f()
+	return !t.Stop(), err
+}
+
+// finishRecord finishes the record outside any transaction, bounded by the
+// store timeout and not by the request's context: a client that went away
+// does not keep its result from being recorded.
+func (c *Call) finishRecord(state State, resp []byte) error {
+	parent := context.WithoutCancel(c.r.Context())
+	if c.fctx.parent == nil { // the first (usually the only) Finish: no allocation
+		c.fctx.init(parent, c.e.timeout)
+		defer c.fctx.release()
+		return c.e.store.Finish(&c.fctx, c.scope, c.token, state, resp)
+	}
+	ctx, cancel := context.WithTimeout(parent, c.e.timeout)
+	defer cancel()
+	return c.e.store.Finish(ctx, c.scope, c.token, state, resp)
+}
+
 // release frees a held key (FAILED without a response); cause is logged.
 func (c *Call) release(cause error) {
-	err := c.e.store.Finish(context.WithoutCancel(c.r.Context()), c.scope, c.token, StateFailed, nil)
+	err := c.finishRecord(StateFailed, nil)
 	if err != nil {
 		c.reportFinish(StateFailed, 0, err)
 	}
@@ -795,9 +882,13 @@ func (c *Call) End() {
 			}
 			c.e.log.LogAttrs(c.ctx, slog.LevelWarn, "idem: handler did not finish (panic or error): key released for a retry",
 				slog.String("operation", c.p.spec.Operation), slog.String("key", c.key))
-			err := c.e.store.Finish(context.WithoutCancel(c.r.Context()), c.scope, c.token, StateFailed, nil)
+			err := c.finishRecord(StateFailed, nil)
 			c.reportFinish(StateFailed, 0, err)
 		}
+	}
+	if c.txCancel != nil {
+		c.txCancel(nil)
+		c.txCancel = nil
 	}
 	c.rec.end()
 	c.reqBody.b, c.reqBody.closed = nil, true

@@ -89,6 +89,19 @@
 // A claim holds for InFlight.Lease. When the store implements LeaseExtender,
 // the engine extends the lease every Lease/3 while the handler runs (unless
 // Options.DisableHeartbeat), so only a crashed or wedged holder is taken over.
+
+// # Timeouts
+//
+// Every store call is bounded by Options.StoreTimeout (default 5s; an
+// earlier deadline of the request's context still applies): each Begin,
+// Finish (which also runs when the client has gone away), a transaction's
+// begin and commit (the transaction's context has no deadline, since it
+// lives as long as the handler: a timer cancels it only while the engine
+// waits for the store), and a waiting duplicate's Watch (bounded by
+// InFlight.Wait). A lease extension is bounded by the shorter of
+// StoreTimeout and Lease/3, so a heartbeat never outlives the next one. A
+// store that accepts connections but never answers thus makes requests fail
+// closed with 503 within StoreTimeout instead of holding them.
 //
 // # Errors
 //
@@ -148,7 +161,9 @@
 //
 // # Performance
 //
-// A replay costs one allocation (the Call) beside the store's work; buffers
+// A replay costs one allocation (the Call) beside the store's work (the
+// deadline of its store call lives in the Call, and its timer is made only
+// when the store watches the context, as network stores do); buffers
 // are pooled, problem documents are written without fmt or maps, header
 // values of a replay alias the stored record. See the benchmarks in
 // bench_test.go (go test -bench . -benchmem).

@@ -38,6 +38,14 @@ type Options struct {
 	// implements LeaseExtender, a running holder extends its lease every
 	// Lease/3, so a slow handler is not taken over while it still runs.
 	DisableHeartbeat bool
+	// StoreTimeout bounds every call the engine makes to the store (each
+	// Begin, Finish, and a transaction's begin and commit), so that a store
+	// that accepts connections but never answers makes a request fail closed
+	// (503 IDEMPOTENCY_STORE_UNAVAILABLE) in bounded time instead of holding
+	// it; an earlier deadline of the request's context still applies. A lease
+	// extension (heartbeat) is bounded by the shorter of StoreTimeout and a
+	// third of the lease. Default DefaultStoreTimeout.
+	StoreTimeout time.Duration
 	// UnavailableRetryAfter is the Retry-After of 503 answers (default 1s).
 	UnavailableRetryAfter time.Duration
 	// ProblemTypeBase prefixes the code in the "type" of problem details
@@ -46,6 +54,9 @@ type Options struct {
 	// Now is the engine's clock (tests). Stores keep time on their own clock.
 	Now func() time.Time
 }
+
+// DefaultStoreTimeout is the default of Options.StoreTimeout.
+const DefaultStoreTimeout = 5 * time.Second
 
 // Engine is the request-time idempotency engine over a Store. It is safe for
 // concurrent use; create one per store and share it.
@@ -58,6 +69,7 @@ type Engine struct {
 	log         *slog.Logger
 	obs         Observer
 	failOpen    bool
+	timeout     time.Duration
 	now         func() time.Time
 	problemBase string
 	unavailRA   []string
@@ -84,6 +96,10 @@ func New(store Store, opts Options) *Engine {
 	}
 	if e.now == nil {
 		e.now = time.Now
+	}
+	e.timeout = opts.StoreTimeout
+	if e.timeout <= 0 {
+		e.timeout = DefaultStoreTimeout
 	}
 	if e.problemBase == "" {
 		e.problemBase = DefaultProblemTypeBase

@@ -1,0 +1,397 @@
+package xproc
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/internal/testenv"
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// lease is the in-flight lease of the fault tests' servers: short, so that
+// a claim left behind is taken over quickly.
+const lease = time.Second
+
+// storeTimeout is the servers' idem.Options.StoreTimeout in the fault tests.
+const storeTimeout = time.Second
+
+// failBound is how long a request may take while the store is down or hung:
+// the store timeout and a generous margin for a loaded machine.
+const failBound = storeTimeout + 4*time.Second
+
+// TestStoreOutage stops the store under load, a private redis-server (killed)
+// or PostgreSQL cluster (pg_ctl stop -m immediate; plain and transactional
+// mode), and starts it again.
+func TestStoreOutage(t *testing.T) {
+	t.Run("redis", func(t *testing.T) {
+		t.Parallel()
+		testenv.RedisURL(t) // where the shared servers are expected, so are the binaries
+		// Records survive the restart (appendfsync always), as on a durable
+		// Redis; the test does not depend on it.
+		srv := testenv.StartRedis(t, "--appendonly", "yes", "--appendfsync", "always")
+		cfg := config{store: "redis", storeURL: srv.URL, ns: "xproc:", effects: "memory",
+			lease: lease, storeTimeout: storeTimeout}
+		runFault(t, cfg, nil, "stopped", func() { srv.Stop() }, func() { require.NoError(t, srv.Start()) })
+	})
+	for _, mode := range []string{"pg", "pgtx"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			testenv.PostgresURL(t)
+			srv := testenv.StartPostgres(t)
+			p, err := pgxpool.New(context.Background(), srv.URL)
+			require.NoError(t, err)
+			t.Cleanup(p.Close)
+			migrate(t, p, "xproc")
+			cfg := config{store: mode, storeURL: srv.URL, ns: "xproc", effects: "memory",
+				lease: lease, storeTimeout: storeTimeout}
+			var eff effects
+			if mode == "pgtx" {
+				// The handler's write in the store's transaction.
+				cfg.effects, eff = "pg", pgEffects{p: p, ns: "xproc"}
+			}
+			runFault(t, cfg, eff, "stopped", func() { require.NoError(t, srv.Stop()) }, func() { require.NoError(t, srv.Start()) })
+		})
+	}
+}
+
+// TestStoreHang puts a proxy between the servers and the store and freezes
+// it: connections are accepted, nothing is forwarded, like a store that
+// hangs. The shared servers stay undisturbed behind the proxy.
+func TestStoreHang(t *testing.T) {
+	for _, mode := range []string{"redis", "pg", "pgtx"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			cfg, eff := backend(t, mode)
+			px := startProxy(t, hostPort(t, cfg.storeURL))
+			cfg.storeURL = replaceHost(t, cfg.storeURL, px.addr())
+			if mode != "pgtx" {
+				// (pgtx: the handler's write in the store's transaction, through the proxy.)
+				cfg.effects, cfg.effectsURL, eff = "memory", "", nil
+			}
+			cfg.lease, cfg.storeTimeout = lease, storeTimeout
+			runFault(t, cfg, eff, "hung", px.freeze, px.thaw)
+		})
+	}
+}
+
+func hostPort(t *testing.T, raw string) string {
+	t.Helper()
+	u, err := url.Parse(raw)
+	require.NoError(t, err)
+	return u.Host
+}
+
+func replaceHost(t *testing.T, raw, host string) string {
+	t.Helper()
+	u, err := url.Parse(raw)
+	require.NoError(t, err)
+	u.Host = host
+	return u.String()
+}
+
+// outcome is one load request: its key and what the client saw.
+type outcome struct {
+	key string
+	response
+}
+
+// load sends requests with fresh keys from a few workers, round-robin over
+// the processes, until stopped.
+type load struct {
+	c       *cluster
+	mu      sync.Mutex
+	results []outcome
+	stop    chan struct{}
+	wg      sync.WaitGroup
+}
+
+func startLoad(c *cluster, workers int) *load {
+	l := &load{c: c, stop: make(chan struct{})}
+	prefix := randomName("load-")
+	for w := range workers {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			for n := 0; ; n++ {
+				select {
+				case <-l.stop:
+					return
+				default:
+				}
+				key := fmt.Sprintf("%s-%d-%d", prefix, w, n)
+				r := c.send(context.Background(), c.procs[(w+n)%len(c.procs)], "/nowait", key, nil)
+				l.mu.Lock()
+				l.results = append(l.results, outcome{key, r})
+				l.mu.Unlock()
+				// Pace the load: a failing store answers fast.
+				pause := 5 * time.Millisecond
+				if r.status != 201 {
+					pause = 25 * time.Millisecond
+				}
+				time.Sleep(pause)
+			}
+		}()
+	}
+	return l
+}
+
+func (l *load) end() {
+	close(l.stop)
+	l.wg.Wait()
+}
+
+func (l *load) snapshot() []outcome {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]outcome(nil), l.results...)
+}
+
+// waitUntil waits until cond holds for the results so far.
+func (l *load) waitUntil(t *testing.T, what string, timeout time.Duration, cond func([]outcome) bool) time.Time {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond(l.snapshot()) {
+		require.True(t, time.Now().Before(deadline), "waited %v for %s", timeout, what)
+		time.Sleep(10 * time.Millisecond)
+	}
+	return time.Now()
+}
+
+// runFault runs load through two server processes, breaks the store with
+// fail (stopped or hung), checks that requests fail closed and that no
+// handler runs, then mends it and checks that service resumes.
+//
+// eff, when not nil, is where the handlers' side effects are (transactional
+// mode: in the store's transaction), checked for the refused keys.
+func runFault(t *testing.T, cfg config, eff effects, how string, fail, mend func()) {
+	c := startCluster(t, cfg, 2)
+	ctx := context.Background()
+	l := startLoad(c, 4)
+	defer func() {
+		select {
+		case <-l.stop:
+		default:
+			l.end()
+		}
+	}()
+	created := func(since time.Time, n int) func([]outcome) bool {
+		return func(rs []outcome) bool {
+			run := 0 // the last n answers started after since are all 201
+			for _, r := range rs {
+				if r.start.Before(since) {
+					continue
+				}
+				if r.status == 201 {
+					run++
+				} else {
+					run = 0
+				}
+			}
+			return run >= n
+		}
+	}
+	l.waitUntil(t, "the first answers", 60*time.Second, created(time.Time{}, 20))
+
+	// Requests in flight when the store fails: their handlers have made
+	// their side effect (in transactional mode, in the transaction) and
+	// wait; released once the store has failed, they finish into it.
+	var inflight sync.WaitGroup
+	inflightRes := make([]response, 4)
+	inflightKeys := make([]string, len(inflightRes))
+	for i := range inflightRes {
+		inflightKeys[i] = randomName("inflight-")
+		inflight.Add(1)
+		go func() {
+			defer inflight.Done()
+			inflightRes[i] = c.send(ctx, c.procs[i%2], "/nowait", inflightKeys[i], map[string]string{"X-Hold": "after"})
+		}()
+	}
+	for _, k := range inflightKeys {
+		c.waitMarker(k)
+	}
+
+	failedAt := time.Now()
+	fail()
+	for _, k := range inflightKeys {
+		c.release(k)
+	}
+	released := time.Now()
+	// The outage is on once requests fail; a request whose claim had
+	// just succeeded may still be starting its handler: let it.
+	l.waitUntil(t, "a request to fail closed", 60*time.Second, func(rs []outcome) bool {
+		for _, r := range rs {
+			if r.start.After(failedAt) && r.status == 503 {
+				return true
+			}
+		}
+		return false
+	})
+	time.Sleep(300 * time.Millisecond)
+	_, startsFrom := c.stats(ctx)
+	outageFrom := time.Now()
+	time.Sleep(2 * time.Second)
+	// The requests in flight end while the store is still down: their
+	// Finish (or commit) is bounded by the store timeout.
+	inflightDone := make(chan struct{})
+	go func() { inflight.Wait(); close(inflightDone) }()
+	select {
+	case <-inflightDone:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the requests in flight when the store failed did not end while it was %s", how)
+	}
+	_, startsTo := c.stats(ctx)
+	outageTo := time.Now()
+	assert.Equal(t, startsFrom, startsTo, "no handler may run while the store is %s", how)
+
+	mend()
+	mendedAt := time.Now()
+	recovered := l.waitUntil(t, "service to resume", 60*time.Second, created(mendedAt, 20))
+	time.Sleep(500 * time.Millisecond)
+	l.end()
+	results := l.snapshot()
+
+	// While the store was down: every answer fails closed, in bounded time.
+	var during, maxDuring time.Duration
+	var rejected []string       // refused with 503, inside the outage first
+	inside := map[string]bool{} // refused wholly inside the outage
+	var edge []string           // refused as the store failed or came back
+	nDuring := 0
+	for _, r := range results {
+		if r.start.Before(outageFrom) || r.end.After(outageTo) {
+			if r.status == 503 && r.problemCode() == idem.CodeStoreUnavailable {
+				edge = append(edge, r.key)
+			}
+			continue
+		}
+		nDuring++
+		d := r.end.Sub(r.start)
+		during += d
+		maxDuring = max(maxDuring, d)
+		if assert.Equal(t, 503, r.status, "while the store is %s: %s", how, r.response) {
+			rejected = append(rejected, r.key)
+			inside[r.key] = true
+			assert.Equal(t, "application/problem+json", r.ctype)
+			assert.Equal(t, idem.CodeStoreUnavailable, r.problemCode())
+			assert.Equal(t, "1", r.retryAfter)
+		}
+		assert.Less(t, d, failBound, "a request while the store is %s took %v", how, d)
+	}
+	require.Positive(t, nDuring, "no request ran entirely during the outage")
+	rejected = append(rejected, edge...)
+
+	// The requests in flight when the store failed ended in bounded time
+	// (their Finish, or commit then release of the key, each bounded by the
+	// store timeout). Without transactions the client has its answer (the
+	// response was on its way); in transactional mode the response waits
+	// for the commit, which failed: 503, nothing kept.
+	var inflightMax time.Duration
+	for _, r := range inflightRes {
+		d := r.end.Sub(released)
+		inflightMax = max(inflightMax, d)
+		assert.Less(t, d, storeTimeout+failBound, "a request in flight when the store failed ended %v after its release", d)
+		if cfg.store == "pgtx" {
+			assert.Equal(t, 503, r.status, "a request in flight when the store failed: %s", r)
+			assert.Equal(t, idem.CodeStoreUnavailable, r.problemCode())
+		} else {
+			assert.Equal(t, 201, r.status, "a request in flight when the store failed: %s", r)
+		}
+	}
+
+	// After recovery: everything succeeds.
+	nAfter := 0
+	for _, r := range results {
+		if r.start.After(recovered) {
+			nAfter++
+			assert.Equal(t, 201, r.status, "after the store came back: %s", r.response)
+		}
+	}
+
+	// The keys refused while the store was down were never executed: their
+	// retry runs the handler, once. (In transactional mode a request refused
+	// as the store failed may have run its handler, whose transaction then
+	// failed to commit: nothing of it was kept, and the retry runs it again,
+	// so its side effect happens once.) A refusal after a timeout is ambiguous,
+	// though: the claim may have reached the store after the engine gave up
+	// on it (a hung store works off its backlog when it resumes). Such an
+	// orphaned claim holds the key like a crashed holder's, until its lease
+	// runs out: the retry gets 409 IDEMPOTENCY_KEY_IN_USE meanwhile, then
+	// takes the key over. Either way, the handler runs once.
+	//
+	// In transactional mode, a request refused as the store failed or came
+	// back may have run its handler: its commit failed (nothing was kept,
+	// and the retry runs it again), or the store failed during the COMMIT
+	// itself, which may have taken effect after all (the retry replays it).
+	retried, orphans, rolledBack, committed := 0, 0, 0, 0
+	for i, key := range rejected {
+		if i >= 50 {
+			break
+		}
+		r, inUse := c.sendUntilDone(ctx, c.procs[i%2], "/nowait", key, nil)
+		if inUse > 0 {
+			orphans++
+		}
+		if assert.Equal(t, 201, r.status, "the retry of a refused request: %s", r) && r.replayed {
+			committed++
+			assert.True(t, cfg.store == "pgtx" && !inside[key],
+				"the retry of a request refused while the store was %s is a replay: %s", how, r)
+		}
+		retried++
+	}
+	keys, _ := c.stats(ctx)
+	for _, key := range rejected[:retried] {
+		if inside[key] || cfg.store != "pgtx" {
+			assert.Equal(t, 1, keys[key], "key %s refused during the outage: handler runs", key)
+		} else if keys[key] == 2 {
+			rolledBack++
+		} else {
+			assert.Equal(t, 1, keys[key], "key %s refused as the store failed: handler runs", key)
+		}
+	}
+	// The requests in flight when the store failed ran their handler, but
+	// their record could not be finished: it stays PENDING until its lease
+	// runs out, and a retry then executes again. Without transactions that
+	// is a second execution (the first one's client had its answer, so only
+	// a client that lost it retries); in transactional mode the first
+	// execution's commit failed and nothing of it was kept.
+	//
+	// Unless the finish reached the store after all: a hung store works off
+	// its backlog when it resumes, and a Finish (or a COMMIT) the engine had
+	// given up on may take effect then. The retry then gets the replay.
+	lateFinish := 0
+	inflightReplayed := map[string]bool{}
+	for i, key := range inflightKeys {
+		r, _ := c.sendUntilDone(ctx, c.procs[i%2], "/nowait", key, nil)
+		assert.Equal(t, 201, r.status, "the retry of a request in flight when the store failed: %s", r)
+		if r.replayed {
+			lateFinish++
+			inflightReplayed[key] = true
+		}
+	}
+	keys, _ = c.stats(ctx)
+	for _, key := range inflightKeys {
+		want := 2
+		if inflightReplayed[key] {
+			want = 1
+		}
+		assert.Equal(t, want, keys[key], "key %s, in flight when the store failed, then retried (replayed: %v): handler runs", key, inflightReplayed[key])
+	}
+	if eff != nil {
+		got := eff.pids(ctx, t)
+		for _, key := range append(rejected[:retried], inflightKeys...) {
+			assert.Len(t, got[key], 1, "key %s: side effects", key)
+		}
+	}
+	t.Logf("store %s for %v (%d requests wholly inside, all 503 in %v on average, at most %v; 0 handler runs); "+
+		"service resumed %v after the store came back; %d requests after; %d refused keys retried, each executed once (%d claimed late by the store: 409 until their lease ran out; %d had run with a commit that failed; %d had committed after all); "+
+		"%d requests in flight at the failure ended within %v, retried: %d replayed (their finish reached the store late), the others executed again",
+		how, outageTo.Sub(outageFrom).Round(time.Millisecond), nDuring, (during / time.Duration(max(nDuring, 1))).Round(time.Millisecond),
+		maxDuring.Round(time.Millisecond), recovered.Sub(mendedAt).Round(time.Millisecond), nAfter, retried, orphans, rolledBack, committed, len(inflightKeys), inflightMax.Round(time.Millisecond), lateFinish)
+}

@@ -1,0 +1,308 @@
+package xproc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/memstore"
+	"github.com/idemgen/idemgen/runtime/pgstore"
+	"github.com/idemgen/idemgen/runtime/redisstore"
+)
+
+// The server program. The test binary runs it when started with
+// envServer=1 (see TestMain): every scenario runs several of these
+// processes against one store. Its configuration comes from the environment:
+//
+//	IDEMGEN_XPROC_STORE          redis | pg | pgtx (pg with Options.Transactional) | mem (memstore, per process)
+//	IDEMGEN_XPROC_STORE_URL      the store's server
+//	IDEMGEN_XPROC_NS             the Redis key prefix, or the PostgreSQL schema
+//	IDEMGEN_XPROC_EFFECTS        redis | pg | memory: where the handler's side effect goes
+//	IDEMGEN_XPROC_EFFECTS_URL    the effects' server (redis, pg; in pgtx mode the store's transaction)
+//	IDEMGEN_XPROC_LEASE          the in-flight lease of /wait and /nowait
+//	IDEMGEN_XPROC_STORE_TIMEOUT  idem.Options.StoreTimeout
+//	IDEMGEN_XPROC_MARKERS        the directory of hold markers
+//
+// It prints "LISTEN host:port" on stdout once it serves, and shuts down
+// gracefully on SIGTERM (exit status 0).
+//
+// Routes (all POST, Idempotency-Key required, strict semantics):
+//
+//	/wait    a duplicate of a request in flight waits for it (InFlight.Wait 30s)
+//	/nowait  a duplicate of a request in flight gets 409 IDEMPOTENCY_KEY_IN_USE
+//	/short   as /wait, with a lease of one second (crash tests: a dead
+//	         holder is taken over quickly)
+//	GET /stats  {"pid", "starts", "keys": {key: handler starts}} of this process
+//
+// The handler counts its start, performs the side effect (one row in
+// <ns>.effects (key, pid), or RPUSH <ns>effects:<key> pid), then answers 201
+// {"key", "pid"}. Request headers steer it (they are not fingerprinted):
+//
+//	X-Delay: 30ms        sleep after the side effect
+//	X-Hold: before|after create <markers>/<key> before or after the side
+//	                     effect, then wait until <markers>/<key>.release exists
+//	                     (the test kills or pauses the process meanwhile)
+const (
+	envServer       = "IDEMGEN_XPROC_SERVER"
+	envStore        = "IDEMGEN_XPROC_STORE"
+	envStoreURL     = "IDEMGEN_XPROC_STORE_URL"
+	envNS           = "IDEMGEN_XPROC_NS"
+	envEffects      = "IDEMGEN_XPROC_EFFECTS"
+	envEffectsURL   = "IDEMGEN_XPROC_EFFECTS_URL"
+	envLease        = "IDEMGEN_XPROC_LEASE"
+	envStoreTimeout = "IDEMGEN_XPROC_STORE_TIMEOUT"
+	envMarkers      = "IDEMGEN_XPROC_MARKERS"
+)
+
+// shortLease is the lease of /short.
+const shortLease = time.Second
+
+type server struct {
+	pid     int
+	markers string
+	effect  func(ctx context.Context, key string) error
+
+	starts atomic.Int64
+	mu     sync.Mutex
+	keys   map[string]int
+}
+
+// serverMain runs the server program; it returns the exit status.
+func serverMain() int {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if err := serve(log); err != nil {
+		log.Error("xproc server failed", "error", err)
+		return 1
+	}
+	return 0
+}
+
+func durationEnv(name string, def time.Duration) (time.Duration, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", name, err)
+	}
+	return d, nil
+}
+
+func serve(log *slog.Logger) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	lease, err := durationEnv(envLease, time.Second)
+	if err != nil {
+		return err
+	}
+	storeTimeout, err := durationEnv(envStoreTimeout, 0)
+	if err != nil {
+		return err
+	}
+	s := &server{pid: os.Getpid(), markers: os.Getenv(envMarkers), keys: map[string]int{}}
+	ns := os.Getenv(envNS)
+	mode := os.Getenv(envStore)
+
+	var store idem.Store
+	switch mode {
+	case "redis":
+		c, err := redisClient(os.Getenv(envStoreURL))
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		rs, err := redisstore.New(c, redisstore.Options{Prefix: ns})
+		if err != nil {
+			return err
+		}
+		defer rs.Close()
+		store = rs
+	case "mem":
+		ms := memstore.New(memstore.Options{})
+		defer ms.Close()
+		store = ms
+	case "pg", "pgtx":
+		p, err := pgPool(ctx, os.Getenv(envStoreURL))
+		if err != nil {
+			return err
+		}
+		defer p.Close()
+		ps, err := pgstore.New(p, pgstore.Options{Schema: ns})
+		if err != nil {
+			return err
+		}
+		defer ps.Close()
+		store = ps
+	default:
+		return fmt.Errorf("%s=%q: want redis, pg, pgtx or mem", envStore, mode)
+	}
+
+	switch kind := os.Getenv(envEffects); kind {
+	case "memory":
+		s.effect = func(context.Context, string) error { return nil }
+	case "redis":
+		c, err := redisClient(os.Getenv(envEffectsURL))
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		s.effect = func(ctx context.Context, key string) error {
+			return c.RPush(ctx, ns+"effects:"+key, s.pid).Err()
+		}
+	case "pg":
+		insert := `INSERT INTO ` + pgx.Identifier{ns, "effects"}.Sanitize() + ` (key, pid) VALUES ($1, $2)`
+		if mode == "pgtx" {
+			// The handler's own write, in the store's transaction: it commits
+			// together with the COMPLETED record or not at all.
+			s.effect = func(ctx context.Context, key string) error {
+				tx, ok := pgstore.Tx(ctx)
+				if !ok {
+					return errors.New("no transaction in the handler's context")
+				}
+				_, err := tx.Exec(ctx, insert, key, s.pid)
+				return err
+			}
+			break
+		}
+		p, err := pgPool(ctx, os.Getenv(envEffectsURL))
+		if err != nil {
+			return err
+		}
+		defer p.Close()
+		s.effect = func(ctx context.Context, key string) error {
+			_, err := p.Exec(ctx, insert, key, s.pid)
+			return err
+		}
+	default:
+		return fmt.Errorf("%s=%q: want memory, redis or pg", envEffects, kind)
+	}
+
+	eng := idem.New(store, idem.Options{
+		Logger:                log,
+		Transactional:         mode == "pgtx",
+		StoreTimeout:          storeTimeout,
+		UnavailableRetryAfter: time.Second,
+	})
+	policy := func(op string, lease, wait time.Duration) *idem.Policy {
+		return idem.MustCompile(idem.Spec{
+			Operation: op, Method: "POST", Semantics: idem.Strict, Window: time.Hour,
+			InFlight: idem.InFlightSpec{Lease: lease, Wait: wait, RetryAfter: time.Second},
+		})
+	}
+	mux := http.NewServeMux()
+	mux.Handle("POST /wait", eng.Handler(policy("effectWait", lease, 30*time.Second), s))
+	mux.Handle("POST /nowait", eng.Handler(policy("effectNoWait", lease, 0), s))
+	mux.Handle("POST /short", eng.Handler(policy("effectShort", shortLease, 30*time.Second), s))
+	mux.HandleFunc("GET /stats", s.stats)
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(l) }()
+	fmt.Printf("LISTEN %s\n", l.Addr())
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return srv.Shutdown(sctx)
+}
+
+func redisClient(url string) (*redis.Client, error) {
+	o, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, err
+	}
+	o.ContextTimeoutEnabled = true
+	o.PoolSize = 32
+	return redis.NewClient(o), nil
+}
+
+func pgPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, err
+	}
+	// Transactional handlers hold a connection while they run.
+	cfg.MaxConns = 16
+	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+// ServeHTTP is the protected handler.
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	key := r.Header.Get("Idempotency-Key")
+	s.starts.Add(1)
+	s.mu.Lock()
+	s.keys[key]++
+	s.mu.Unlock()
+	hold := r.Header.Get("X-Hold")
+	if hold == "before" {
+		s.hold(r.Context(), key)
+	}
+	if err := s.effect(r.Context(), key); err != nil {
+		http.Error(w, "side effect failed: "+err.Error(), http.StatusInternalServerError) // frees the key
+		return
+	}
+	if hold == "after" {
+		s.hold(r.Context(), key)
+	}
+	if d, err := time.ParseDuration(r.Header.Get("X-Delay")); err == nil {
+		time.Sleep(d)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusCreated)
+	_ = json.NewEncoder(w).Encode(map[string]any{"key": key, "pid": s.pid})
+}
+
+// hold announces that the handler reached its hold point, then waits for the
+// test to release it (or the request to end).
+func (s *server) hold(ctx context.Context, key string) {
+	marker := filepath.Join(s.markers, key)
+	_ = os.WriteFile(marker, []byte(strconv.Itoa(s.pid)), 0o644)
+	for ctx.Err() == nil {
+		if _, err := os.Stat(marker + ".release"); err == nil {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+type stats struct {
+	PID    int            `json:"pid"`
+	Starts int64          `json:"starts"`
+	Keys   map[string]int `json:"keys"`
+}
+
+func (s *server) stats(w http.ResponseWriter, _ *http.Request) {
+	s.mu.Lock()
+	st := stats{PID: s.pid, Starts: s.starts.Load(), Keys: make(map[string]int, len(s.keys))}
+	for k, n := range s.keys {
+		st.Keys[k] = n
+	}
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(st)
+}
