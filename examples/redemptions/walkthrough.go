@@ -105,7 +105,7 @@ func setup(ctx context.Context, pool *pgxpool.Pool, schema string, logw io.Write
 	e.x = api.NewIdempotency(store, idem.Options{
 		Principal:     principal, // records per member
 		Logger:        slog.New(slog.NewTextHandler(logw, nil)),
-		Transactional: true,      // the handler runs in the store's transaction: pgstore.Tx(ctx)
+		Transactional: true, // the handler runs in the store's transaction: pgstore.Tx(ctx)
 	})
 	e.srv = httptest.NewServer(authenticate(e.x.StrictHandler(e.svc, nil, api.StrictHTTPServerOptions{}, api.StdHTTPServerOptions{})))
 	return e, nil
