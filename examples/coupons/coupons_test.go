@@ -151,7 +151,8 @@ func TestCommandErrors(t *testing.T) {
 		msg  string
 	}{
 		{[]string{"-fault-rate", "2"}, 2, "-fault-rate in [0, 1]"},
-		{[]string{"-members", "0"}, 2, "-members >= 1"},
+		{[]string{"-users", "0"}, 2, "-users >= 1"},
+		{[]string{"-members", "0"}, 2, "-users >= 1"},
 		{[]string{"extra"}, 2, "no arguments"},
 		{[]string{"-nope"}, 2, "flag provided but not defined"},
 		{[]string{"-store", "disk"}, 1, "-store must be memory or redis"},

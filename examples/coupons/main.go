@@ -15,7 +15,7 @@
 // Usage:
 //
 //	go run ./examples/coupons [-store memory|redis] [-redis-url URL] [-seed N]
-//	                          [-members N] [-coupons N] [-fault-rate F] [-time-scale F]
+//	                          [-users N] [-coupons N] [-fault-rate F] [-time-scale F]
 //
 // The idemgen run keeps its records in memory by default (nothing to start);
 // -store redis uses a Redis server (-redis-url, default $IDEMGEN_REDIS_URL;
@@ -47,8 +47,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.Store, "store", "memory", "the idemgen run's record store: memory or redis")
 	fs.StringVar(&cfg.RedisURL, "redis-url", os.Getenv("IDEMGEN_REDIS_URL"), "Redis URL for -store redis (default $IDEMGEN_REDIS_URL)")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of the network's faults (the same seed gives each member the same faults in both runs)")
-	fs.IntVar(&cfg.Members, "members", 400, "members claiming at the same moment")
-	fs.IntVar(&cfg.Members, "users", 400, "same as -members")
+	fs.IntVar(&cfg.Members, "users", 400, "users (the coupon's members) claiming at the same moment")
+	fs.IntVar(&cfg.Members, "members", 400, "same as -users")
 	fs.IntVar(&cfg.Coupons, "coupons", 500, "coupons in stock")
 	fs.Float64Var(&cfg.FaultRate, "fault-rate", 0.2, "share of requests that meet a fault: half lose the response after the server handled the claim, a quarter are reset, a quarter get 503 with Retry-After")
 	fs.Float64Var(&cfg.TimeScale, "time-scale", 0.05, "the app's waits between attempts (backoff, Retry-After) are multiplied by this, so the story runs in seconds")
@@ -59,7 +59,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if fs.NArg() > 0 || cfg.Members < 1 || cfg.Coupons < 0 || cfg.FaultRate < 0 || cfg.FaultRate > 1 || cfg.TimeScale < 0 {
-		fmt.Fprintln(stderr, "coupons: want -members >= 1, -coupons >= 0, -fault-rate in [0, 1], -time-scale >= 0 and no arguments")
+		fmt.Fprintln(stderr, "coupons: want -users >= 1, -coupons >= 0, -fault-rate in [0, 1], -time-scale >= 0 and no arguments")
 		return 2
 	}
 
@@ -83,6 +83,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		results = append(results, res)
 	}
 	printTable(stdout, results)
+	fmt.Fprint(stdout, `
+naive guard: the article's own guard (a record per key, PENDING -> SUCCESS, 409 when the body
+  differs), hashing the whole body. A retry after a lost response carries a new client_time, so it
+  is refused as a different request; the member, told the claim failed, taps again (a new key)
+  and gets a second coupon.
+idemgen: the generated wrapper; the contract declares client_time volatile, so the retry is the
+  same request and gets the first response again. One coupon per member.
+`)
 	return 0
 }
 
