@@ -13,12 +13,12 @@ import (
 	"github.com/idemgen/idemgen/runtime/idemclient"
 )
 
-// The members' app. Each member taps "claim" once; the app makes the claim
-// with the generated client helper (api.IdempotentClient.ClaimCoupon: one
-// key per claim, retries under the contract's policy). Like the app of the
-// seed article, its HTTP layer stamps the device clock into the body of
-// every request it sends (stampClientTime), so the attempts of one claim
-// differ in client_time.
+// The members' app. Each member taps "claim" (again only when told it
+// failed); the app makes the claim with the generated client helper
+// (api.IdempotentClient.ClaimCoupon: one key per claim, retries under the
+// contract's policy). Like the app of the seed article, its HTTP layer
+// stamps the device clock into the body of every request it sends
+// (stampClientTime), so the attempts of one claim differ in client_time.
 //
 // What the member does with the outcome is the same whatever guards the
 // server:

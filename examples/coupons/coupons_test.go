@@ -25,7 +25,7 @@ func defaultConfig(seed uint64) config {
 // retry, and answers every lost response's retry with a replay.
 func story(t *testing.T, cfg config) (naive, gen result) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute) // generous: CI runs every package at once, with -race
 	defer cancel()
 	store, closeStore, err := openStore(ctx, cfg)
 	require.NoError(t, err)
