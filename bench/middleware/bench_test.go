@@ -23,28 +23,72 @@ func idemgenHandler(tb testing.TB, h http.Handler) http.Handler {
 	return eng.Handler(idem.MustCompile(workload.Spec()), h)
 }
 
-const keysPerRound = 1 << 14
+// serial runs do in a b.Loop.
+func serial(b *testing.B, do func() int) {
+	b.ReportAllocs()
+	b.SetBytes(workload.PayloadSize)
+	m := workload.StartMeter(b)
+	for b.Loop() {
+		if st := do(); st != http.StatusCreated {
+			b.Fatalf("status %d", st)
+		}
+	}
+	m.Stop()
+}
 
-// nextKeys returns a fresh set of keys for round r without counting the work.
-func nextKeys(b *testing.B, r int) []string {
-	b.StopTimer()
-	defer b.StartTimer()
-	return workload.Keys(r, keysPerRound)
+// keyed is serial with a new key every iteration: setKey gets it; fresh
+// sets of keys are made with the timers stopped.
+func keyed(b *testing.B, setKey func(string), do func() int) {
+	const perRound = 1 << 14
+	b.ReportAllocs()
+	b.SetBytes(workload.PayloadSize)
+	var keys []string
+	i, round := 0, 0
+	m := workload.StartMeter(b)
+	for b.Loop() {
+		if i == len(keys) {
+			b.StopTimer()
+			m.Pause()
+			keys, i = workload.Keys(round, perRound), 0
+			round++
+			m.Resume()
+			b.StartTimer()
+		}
+		setKey(keys[i])
+		i++
+		if st := do(); st != http.StatusCreated {
+			b.Fatalf("status %d", st)
+		}
+	}
+	m.Stop()
+}
+
+// parallel runs newDo()'s function from GOMAXPROCS goroutines.
+func parallel(b *testing.B, newDo func() func() int) {
+	b.ReportAllocs()
+	b.SetBytes(workload.PayloadSize)
+	b.ResetTimer()
+	m := workload.StartMeter(b)
+	b.RunParallel(func(pb *testing.PB) {
+		do := newDo()
+		for pb.Next() {
+			if st := do(); st != http.StatusCreated {
+				b.Errorf("status %d", st)
+				return
+			}
+		}
+	})
+	m.Stop()
 }
 
 func BenchmarkNetHTTP(b *testing.B) {
+	do := func(h http.Handler) func() int {
+		c := workload.NewClient(workload.Payload)
+		return func() int { return c.Do(h) }
+	}
 	serialParallel := func(b *testing.B, h http.Handler) {
-		b.Run("serial", func(b *testing.B) {
-			c := workload.NewClient(workload.Payload)
-			b.ReportAllocs()
-			b.SetBytes(workload.PayloadSize)
-			for b.Loop() {
-				if st := c.Do(h); st != http.StatusCreated {
-					b.Fatalf("status %d", st)
-				}
-			}
-		})
-		b.Run("parallel", func(b *testing.B) { nethttpParallel(b, h) })
+		b.Run("serial", func(b *testing.B) { serial(b, do(h)) })
+		b.Run("parallel", func(b *testing.B) { parallel(b, func() func() int { return do(h) }) })
 	}
 	b.Run("floor", func(b *testing.B) { serialParallel(b, workload.FloorHandler()) })
 	b.Run("bare", func(b *testing.B) { serialParallel(b, workload.Handler()) })
@@ -52,21 +96,7 @@ func BenchmarkNetHTTP(b *testing.B) {
 		b.Run("first", func(b *testing.B) {
 			h := idemgenHandler(b, workload.Handler())
 			c := workload.NewClient(workload.Payload)
-			b.ReportAllocs()
-			b.SetBytes(workload.PayloadSize)
-			var keys []string
-			i, round := 0, 0
-			for b.Loop() {
-				if i == len(keys) {
-					keys, i = nextKeys(b, round), 0
-					round++
-				}
-				c.SetKey(keys[i])
-				i++
-				if st := c.Do(h); st != http.StatusCreated {
-					b.Fatalf("status %d", st)
-				}
-			}
+			keyed(b, c.SetKey, func() int { return c.Do(h) })
 			if c.W.H.Get("Idempotent-Replayed") != "" {
 				b.Fatal("a first request was replayed")
 			}
@@ -75,13 +105,7 @@ func BenchmarkNetHTTP(b *testing.B) {
 			h := idemgenHandler(b, workload.Handler())
 			c := workload.NewClient(workload.Payload)
 			c.Do(h)
-			b.ReportAllocs()
-			b.SetBytes(workload.PayloadSize)
-			for b.Loop() {
-				if st := c.Do(h); st != http.StatusCreated {
-					b.Fatalf("status %d", st)
-				}
-			}
+			serial(b, func() int { return c.Do(h) })
 			if c.W.H.Get("Idempotent-Replayed") != "true" {
 				b.Fatal("not a replay")
 			}
@@ -89,60 +113,30 @@ func BenchmarkNetHTTP(b *testing.B) {
 		b.Run("replay-parallel", func(b *testing.B) {
 			h := idemgenHandler(b, workload.Handler())
 			workload.NewClient(workload.Payload).Do(h)
-			nethttpParallel(b, h)
+			parallel(b, func() func() int { return do(h) })
 		})
-	})
-}
-
-func nethttpParallel(b *testing.B, h http.Handler) {
-	b.ReportAllocs()
-	b.SetBytes(workload.PayloadSize)
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		c := workload.NewClient(workload.Payload)
-		for pb.Next() {
-			if st := c.Do(h); st != http.StatusCreated {
-				b.Errorf("status %d", st)
-				return
-			}
-		}
 	})
 }
 
 func BenchmarkFastHTTP(b *testing.B) {
+	do := func(h fasthttp.RequestHandler) func() int {
+		c := newFastClient(workload.Payload)
+		return func() int { return c.do(h) }
+	}
 	serialParallel := func(b *testing.B, h fasthttp.RequestHandler) {
-		b.Run("serial", func(b *testing.B) {
-			c := newFastClient(workload.Payload)
-			b.ReportAllocs()
-			b.SetBytes(workload.PayloadSize)
-			for b.Loop() {
-				if st := c.do(h); st != http.StatusCreated {
-					b.Fatalf("status %d", st)
-				}
-			}
-		})
-		b.Run("parallel", func(b *testing.B) { fastParallel(b, h) })
+		b.Run("serial", func(b *testing.B) { serial(b, do(h)) })
+		b.Run("parallel", func(b *testing.B) { parallel(b, func() func() int { return do(h) }) })
 	}
 	b.Run("floor", func(b *testing.B) { serialParallel(b, fastFloor) })
 	b.Run("fiber", func(b *testing.B) { serialParallel(b, fiberApp(false, fiberHandler(nil)).Handler()) })
 	b.Run("fiber-idempotency", func(b *testing.B) {
 		b.Run("first", func(b *testing.B) {
-			h := fiberApp(true, fiberHandler(nil)).Handler()
+			var calls atomic.Int64
+			h := fiberApp(true, fiberHandler(&calls)).Handler()
 			c := newFastClient(workload.Payload)
-			b.ReportAllocs()
-			b.SetBytes(workload.PayloadSize)
-			var keys []string
-			i, round := 0, 0
-			for b.Loop() {
-				if i == len(keys) {
-					keys, i = nextKeys(b, round), 0
-					round++
-				}
-				c.setKey(keys[i])
-				i++
-				if st := c.do(h); st != http.StatusCreated {
-					b.Fatalf("status %d", st)
-				}
+			keyed(b, c.setKey, func() int { return c.do(h) })
+			if calls.Load() != int64(b.N) {
+				b.Fatalf("handler ran %d times for %d first requests", calls.Load(), b.N)
 			}
 		})
 		b.Run("replay", func(b *testing.B) {
@@ -150,13 +144,7 @@ func BenchmarkFastHTTP(b *testing.B) {
 			h := fiberApp(true, fiberHandler(&calls)).Handler()
 			c := newFastClient(workload.Payload)
 			c.do(h)
-			b.ReportAllocs()
-			b.SetBytes(workload.PayloadSize)
-			for b.Loop() {
-				if st := c.do(h); st != http.StatusCreated {
-					b.Fatalf("status %d", st)
-				}
-			}
+			serial(b, func() int { return c.do(h) })
 			if calls.Load() != 1 {
 				b.Fatalf("handler ran %d times", calls.Load())
 			}
@@ -164,22 +152,7 @@ func BenchmarkFastHTTP(b *testing.B) {
 		b.Run("replay-parallel", func(b *testing.B) {
 			h := fiberApp(true, fiberHandler(nil)).Handler()
 			newFastClient(workload.Payload).do(h)
-			fastParallel(b, h)
+			parallel(b, func() func() int { return do(h) })
 		})
-	})
-}
-
-func fastParallel(b *testing.B, h fasthttp.RequestHandler) {
-	b.ReportAllocs()
-	b.SetBytes(workload.PayloadSize)
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		c := newFastClient(workload.Payload)
-		for pb.Next() {
-			if st := c.do(h); st != http.StatusCreated {
-				b.Errorf("status %d", st)
-				return
-			}
-		}
 	})
 }

@@ -1,0 +1,33 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// fingerprint runs the fp engineer's bench/fingerprint benchmarks (canonical
+// fingerprint vs jsontext) and renders them as they come.
+func (r *runner) fingerprint() (string, error) {
+	if _, err := os.Stat("fingerprint"); errors.Is(err, os.ErrNotExist) {
+		return "", errors.New("bench/fingerprint is not in this tree yet")
+	}
+	rs, err := r.bench("fingerprint", "./fingerprint", ".", r.benchtime)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	b.WriteString("| benchmark | time/op | MB/s | B/op | allocs/op |\n|---|---:|---:|---:|---:|\n")
+	for _, n := range rs.names() {
+		t := rs.stat(n, "ns/op")
+		mbs := ""
+		if v, ok := rs.median(n, "MB/s"); ok {
+			mbs = fmt.Sprintf("%.0f", v)
+		}
+		by, _ := rs.median(n, "B/op")
+		al, _ := rs.median(n, "allocs/op")
+		fmt.Fprintf(&b, "| %s | %s%s | %s | %s | %s |\n", n, dur(t.Center), t.pct(), mbs, bytesStr(by), count(al))
+	}
+	return b.String(), nil
+}
