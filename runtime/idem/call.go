@@ -198,7 +198,7 @@ func (c *Call) begin(k Key) {
 		ContentType: r.Header.Get("Content-Type"),
 		Body:        c.body,
 	}
-	c.fp = p.hasher.Sum(&in)
+	c.fp = c.e.fpc.sum(p, &in)
 	var b []byte
 	if c.key != "" {
 		b = appendScope(c.scopeBuf[:0], c.principal, p.spec.Operation, kindKey, c.key)

@@ -61,6 +61,7 @@ type Engine struct {
 	now         func() time.Time
 	problemBase string
 	unavailRA   []string
+	fpc         *fpCache
 }
 
 // New returns an Engine over store. It panics when Options.Transactional is
@@ -78,6 +79,7 @@ func New(store Store, opts Options) *Engine {
 		failOpen:    opts.FailOpen,
 		now:         opts.Now,
 		problemBase: opts.ProblemTypeBase,
+		fpc:         newFPCache(),
 	}
 	if e.log == nil {
 		e.log = slog.Default()
