@@ -86,6 +86,9 @@ type Call struct {
 	bodyBuf     *[]byte // pooled, when the engine read the body itself
 	restoreBody bool
 	reqBody     bodyReader
+	origBody    io.ReadCloser // r.Body, while Request swapped it
+	swapped     bool
+	bg          detached
 
 	rec      recorder
 	commit   func(State, []byte) error
@@ -143,6 +146,7 @@ func (c *Call) Problem() *Problem {
 // restores for the handler. It never returns nil; the caller must call End.
 func (e *Engine) Begin(r *http.Request, p *Policy, key Key) *Call {
 	c := &Call{e: e, p: p, r: r, ctx: r.Context()}
+	c.bg.parent = c.ctx
 	c.begin(key)
 	return c
 }
@@ -538,7 +542,7 @@ func (c *Call) heartbeat() {
 		return
 	}
 	lease := c.p.spec.InFlight.Lease
-	err := c.e.extender.ExtendLease(context.WithoutCancel(c.r.Context()), c.scope, c.token, lease)
+	err := c.e.extender.ExtendLease(c.background(), c.scope, c.token, lease)
 	c.hbMu.Lock()
 	stopped = c.hbStopped
 	c.hbMu.Unlock()
@@ -601,18 +605,46 @@ func (c *Call) Complete(w http.ResponseWriter, visit func(http.ResponseWriter) e
 
 // Request returns the request the handler must serve: r with its body
 // restored (when Begin read it) and the handler context (Context).
+//
+// When the context is r's own, the body is swapped in place (as
+// http.MaxBytesReader is meant to be used: r.Body = ...), which spares a copy
+// of the request; End puts the original body back. Otherwise Request
+// returns a shallow copy of r with the handler context.
 func (c *Call) Request() *http.Request {
-	if !c.restoreBody && c.ctx == c.r.Context() {
+	if !c.restoreBody {
+		if c.ctx == c.r.Context() {
+			return c.r
+		}
+		return c.r.WithContext(c.ctx)
+	}
+	if c.ctx == c.r.Context() {
+		if !c.swapped {
+			c.reqBody = bodyReader{b: c.body}
+			c.origBody, c.r.Body, c.swapped = c.r.Body, &c.reqBody, true
+		}
 		return c.r
 	}
 	r := c.r.WithContext(c.ctx)
-	if c.restoreBody {
-		c.reqBody = bodyReader{b: c.body}
-		r.Body = &c.reqBody
-		r.GetBody = nil
-	}
+	c.reqBody = bodyReader{b: c.body}
+	r.Body = &c.reqBody
+	r.GetBody = nil
 	return r
 }
+
+// detached is the context of store calls made for a request whose own
+// context may be cancelled (the client went away after the handler ran):
+// context.WithoutCancel(r.Context()), kept inside the Call instead of
+// allocated.
+type detached struct{ parent context.Context }
+
+func (*detached) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (*detached) Done() <-chan struct{}       { return nil }
+func (*detached) Err() error                  { return nil }
+func (d *detached) Value(key any) any         { return d.parent.Value(key) }
+func (d *detached) String() string            { return "idem.detached" }
+
+// background returns the request's context without its cancellation.
+func (c *Call) background() context.Context { return &c.bg }
 
 // Respond writes the decision's answer to w: the stored response (with
 // Idempotent-Replayed: true) for Replay, the problem for Reject. It does
@@ -705,7 +737,7 @@ func (c *Call) Finish() error {
 	case status == http.StatusRequestTimeout || status == http.StatusTooEarly || status == http.StatusTooManyRequests:
 		state, resp = StateFailed, nil
 	}
-	bg := context.WithoutCancel(c.r.Context())
+	bg := c.background()
 	var err error
 	if c.commit != nil {
 		commit := c.commit
@@ -769,7 +801,7 @@ func (c *Call) reportFinish(state State, status int, err error) {
 
 // release frees a held key (FAILED without a response); cause is logged.
 func (c *Call) release(cause error) {
-	err := c.e.store.Finish(context.WithoutCancel(c.r.Context()), c.scope, c.token, StateFailed, nil)
+	err := c.e.store.Finish(c.background(), c.scope, c.token, StateFailed, nil)
 	if err != nil {
 		c.reportFinish(StateFailed, 0, err)
 	}
@@ -795,11 +827,14 @@ func (c *Call) End() {
 			}
 			c.e.log.LogAttrs(c.ctx, slog.LevelWarn, "idem: handler did not finish (panic or error): key released for a retry",
 				slog.String("operation", c.p.spec.Operation), slog.String("key", c.key))
-			err := c.e.store.Finish(context.WithoutCancel(c.r.Context()), c.scope, c.token, StateFailed, nil)
+			err := c.e.store.Finish(c.background(), c.scope, c.token, StateFailed, nil)
 			c.reportFinish(StateFailed, 0, err)
 		}
 	}
 	c.rec.end()
+	if c.swapped {
+		c.r.Body, c.origBody, c.swapped = c.origBody, nil, false
+	}
 	c.reqBody.b, c.reqBody.closed = nil, true
 	if c.bodyBuf != nil {
 		putBuf(c.bodyBuf)
