@@ -23,72 +23,14 @@ func idemgenHandler(tb testing.TB, h http.Handler) http.Handler {
 	return eng.Handler(idem.MustCompile(workload.Spec()), h)
 }
 
-// serial runs do in a b.Loop.
-func serial(b *testing.B, do func() int) {
-	b.ReportAllocs()
-	b.SetBytes(workload.PayloadSize)
-	m := workload.StartMeter(b)
-	for b.Loop() {
-		if st := do(); st != http.StatusCreated {
-			b.Fatalf("status %d", st)
-		}
-	}
-	m.Stop()
-}
-
-// keyed is serial with a new key every iteration: setKey gets it; fresh
-// sets of keys are made with the timers stopped.
-func keyed(b *testing.B, setKey func(string), do func() int) {
-	const perRound = 1 << 14
-	b.ReportAllocs()
-	b.SetBytes(workload.PayloadSize)
-	var keys []string
-	i, round := 0, 0
-	m := workload.StartMeter(b)
-	for b.Loop() {
-		if i == len(keys) {
-			b.StopTimer()
-			m.Pause()
-			keys, i = workload.Keys(round, perRound), 0
-			round++
-			m.Resume()
-			b.StartTimer()
-		}
-		setKey(keys[i])
-		i++
-		if st := do(); st != http.StatusCreated {
-			b.Fatalf("status %d", st)
-		}
-	}
-	m.Stop()
-}
-
-// parallel runs newDo()'s function from GOMAXPROCS goroutines.
-func parallel(b *testing.B, newDo func() func() int) {
-	b.ReportAllocs()
-	b.SetBytes(workload.PayloadSize)
-	b.ResetTimer()
-	m := workload.StartMeter(b)
-	b.RunParallel(func(pb *testing.PB) {
-		do := newDo()
-		for pb.Next() {
-			if st := do(); st != http.StatusCreated {
-				b.Errorf("status %d", st)
-				return
-			}
-		}
-	})
-	m.Stop()
-}
-
 func BenchmarkNetHTTP(b *testing.B) {
 	do := func(h http.Handler) func() int {
 		c := workload.NewClient(workload.Payload)
 		return func() int { return c.Do(h) }
 	}
 	serialParallel := func(b *testing.B, h http.Handler) {
-		b.Run("serial", func(b *testing.B) { serial(b, do(h)) })
-		b.Run("parallel", func(b *testing.B) { parallel(b, func() func() int { return do(h) }) })
+		b.Run("serial", func(b *testing.B) { workload.Serial(b, do(h)) })
+		b.Run("parallel", func(b *testing.B) { workload.Parallel(b, func() func() int { return do(h) }) })
 	}
 	b.Run("floor", func(b *testing.B) { serialParallel(b, workload.FloorHandler()) })
 	b.Run("bare", func(b *testing.B) { serialParallel(b, workload.Handler()) })
@@ -96,7 +38,7 @@ func BenchmarkNetHTTP(b *testing.B) {
 		b.Run("first", func(b *testing.B) {
 			h := idemgenHandler(b, workload.Handler())
 			c := workload.NewClient(workload.Payload)
-			keyed(b, c.SetKey, func() int { return c.Do(h) })
+			workload.Keyed(b, c.SetKey, func() int { return c.Do(h) })
 			if c.W.H.Get("Idempotent-Replayed") != "" {
 				b.Fatal("a first request was replayed")
 			}
@@ -105,7 +47,7 @@ func BenchmarkNetHTTP(b *testing.B) {
 			h := idemgenHandler(b, workload.Handler())
 			c := workload.NewClient(workload.Payload)
 			c.Do(h)
-			serial(b, func() int { return c.Do(h) })
+			workload.Serial(b, func() int { return c.Do(h) })
 			if c.W.H.Get("Idempotent-Replayed") != "true" {
 				b.Fatal("not a replay")
 			}
@@ -113,7 +55,7 @@ func BenchmarkNetHTTP(b *testing.B) {
 		b.Run("replay-parallel", func(b *testing.B) {
 			h := idemgenHandler(b, workload.Handler())
 			workload.NewClient(workload.Payload).Do(h)
-			parallel(b, func() func() int { return do(h) })
+			workload.Parallel(b, func() func() int { return do(h) })
 		})
 	})
 }
@@ -124,8 +66,8 @@ func BenchmarkFastHTTP(b *testing.B) {
 		return func() int { return c.do(h) }
 	}
 	serialParallel := func(b *testing.B, h fasthttp.RequestHandler) {
-		b.Run("serial", func(b *testing.B) { serial(b, do(h)) })
-		b.Run("parallel", func(b *testing.B) { parallel(b, func() func() int { return do(h) }) })
+		b.Run("serial", func(b *testing.B) { workload.Serial(b, do(h)) })
+		b.Run("parallel", func(b *testing.B) { workload.Parallel(b, func() func() int { return do(h) }) })
 	}
 	b.Run("floor", func(b *testing.B) { serialParallel(b, fastFloor) })
 	b.Run("fiber", func(b *testing.B) { serialParallel(b, fiberApp(false, fiberHandler(nil)).Handler()) })
@@ -134,7 +76,7 @@ func BenchmarkFastHTTP(b *testing.B) {
 			var calls atomic.Int64
 			h := fiberApp(true, fiberHandler(&calls)).Handler()
 			c := newFastClient(workload.Payload)
-			keyed(b, c.setKey, func() int { return c.do(h) })
+			workload.Keyed(b, c.setKey, func() int { return c.do(h) })
 			if calls.Load() != int64(b.N) {
 				b.Fatalf("handler ran %d times for %d first requests", calls.Load(), b.N)
 			}
@@ -144,7 +86,7 @@ func BenchmarkFastHTTP(b *testing.B) {
 			h := fiberApp(true, fiberHandler(&calls)).Handler()
 			c := newFastClient(workload.Payload)
 			c.do(h)
-			serial(b, func() int { return c.do(h) })
+			workload.Serial(b, func() int { return c.do(h) })
 			if calls.Load() != 1 {
 				b.Fatalf("handler ran %d times", calls.Load())
 			}
@@ -152,7 +94,7 @@ func BenchmarkFastHTTP(b *testing.B) {
 		b.Run("replay-parallel", func(b *testing.B) {
 			h := fiberApp(true, fiberHandler(nil)).Handler()
 			newFastClient(workload.Payload).do(h)
-			parallel(b, func() func() int { return do(h) })
+			workload.Parallel(b, func() func() int { return do(h) })
 		})
 	})
 }

@@ -1,0 +1,68 @@
+package workload
+
+import (
+	"net/http"
+	"testing"
+)
+
+// The benchmark loops shared by the comparisons: each iteration serves one
+// request and fails the benchmark unless it answers 201; each reports
+// allocations, the 1 KB payload as bytes/op and cpu-ns/op (Meter).
+
+// Serial runs do in a b.Loop.
+func Serial(b *testing.B, do func() int) {
+	b.ReportAllocs()
+	b.SetBytes(PayloadSize)
+	m := StartMeter(b)
+	for b.Loop() {
+		if st := do(); st != http.StatusCreated {
+			b.Fatalf("status %d", st)
+		}
+	}
+	m.Stop()
+}
+
+// Keyed is Serial with a new key every iteration: setKey gets it; fresh
+// sets of keys are made with the timers stopped.
+func Keyed(b *testing.B, setKey func(string), do func() int) {
+	const perRound = 1 << 14
+	b.ReportAllocs()
+	b.SetBytes(PayloadSize)
+	var keys []string
+	i, round := 0, 0
+	m := StartMeter(b)
+	for b.Loop() {
+		if i == len(keys) {
+			b.StopTimer()
+			m.Pause()
+			keys, i = Keys(round, perRound), 0
+			round++
+			m.Resume()
+			b.StartTimer()
+		}
+		setKey(keys[i])
+		i++
+		if st := do(); st != http.StatusCreated {
+			b.Fatalf("status %d", st)
+		}
+	}
+	m.Stop()
+}
+
+// Parallel runs newDo()'s function from GOMAXPROCS goroutines.
+func Parallel(b *testing.B, newDo func() func() int) {
+	b.ReportAllocs()
+	b.SetBytes(PayloadSize)
+	b.ResetTimer()
+	m := StartMeter(b)
+	b.RunParallel(func(pb *testing.PB) {
+		do := newDo()
+		for pb.Next() {
+			if st := do(); st != http.StatusCreated {
+				b.Errorf("status %d", st)
+				return
+			}
+		}
+	})
+	m.Stop()
+}
