@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/bench/internal/workload"
+	"github.com/idemgen/idemgen/runtime/fingerprint"
 )
 
 // Ops is the handler's behaviour and its execution counter, shared by the
@@ -186,6 +187,53 @@ func sequel(t *testing.T, newTarget New, fail int64, body []byte) Outcome {
 	o := Outcome{Status: r.Status, Code: r.Code, Executed: ops.Calls() > before}
 	o.Replayed = r.Replayed || (!o.Executed && r.Status == first.Status && bytes.Equal(r.Body, first.Body))
 	return o
+}
+
+// AssertExactlyOnce checks the concurrent scenario's promise: the handler
+// ran once, one request got its 201, and the others either 409
+// IDEMPOTENCY_KEY_IN_USE (still in flight) or the replay (201, arrived after
+// it finished; how many do depends on timing).
+func (c Concurrent) AssertExactlyOnce(t testing.TB) {
+	t.Helper()
+	if c.Executions != 1 {
+		t.Errorf("the handler ran %d times, want 1", c.Executions)
+	}
+	n := 0
+	for k, v := range c.Statuses {
+		if k != "201" && k != "409 IDEMPOTENCY_KEY_IN_USE" {
+			t.Errorf("%d× %s", v, k)
+		}
+		n += v
+	}
+	if c.Statuses["201"] < 1 || n != c.Requests {
+		t.Errorf("statuses %v", c.Statuses)
+	}
+}
+
+// ResentIsSame reports whether this build's fingerprint takes
+// workload.PayloadResent for the same request as workload.Payload (the
+// canonical fingerprint does: same members in another order, only the
+// volatile sent_at changed). Tests expect a replay of the resend exactly
+// when it does, a conflict otherwise.
+func ResentIsSame() bool {
+	spec := workload.Spec()
+	h, err := fingerprint.New(fingerprint.Options{Volatile: spec.Volatile})
+	if err != nil {
+		panic(err)
+	}
+	sum := func(body []byte) fingerprint.Fingerprint {
+		return h.Sum(&fingerprint.Input{Method: http.MethodPost, Operation: spec.Operation,
+			ContentType: "application/json", Header: http.Header{}, Body: body})
+	}
+	return sum(workload.Payload) == sum(workload.PayloadResent)
+}
+
+// ResentOutcome is what idemgen must answer the resend under strict semantics.
+func ResentOutcome() Outcome {
+	if ResentIsSame() {
+		return Outcome{Status: http.StatusCreated, Replayed: true}
+	}
+	return Outcome{Status: http.StatusUnprocessableEntity, Code: "IDEMPOTENCY_KEY_REUSED"}
 }
 
 // ParseProblem fills r.Code from a problem+json body.
