@@ -68,7 +68,8 @@ type Call struct {
 	// Replay
 	resp    storedResponse
 	fields  [4]headerField
-	hvals   [4]string
+	hvals   [4]string // header values of a replay; not for a pooled Call, whose memory is reused
+	pooled  bool
 	replayS State
 
 	protected bool
@@ -145,10 +146,21 @@ func (c *Call) Problem() *Problem {
 // the body was decoded before), else from r.Body, which Call.Request then
 // restores for the handler. It never returns nil; the caller must call End.
 func (e *Engine) Begin(r *http.Request, p *Policy, key Key) *Call {
-	c := &Call{e: e, p: p, r: r, ctx: r.Context()}
-	c.bg.parent = c.ctx
+	c := new(Call)
+	c.init(e, p, r)
 	c.begin(key)
 	return c
+}
+
+// callPool recycles the Calls of Engine.Handler that replayed or refused:
+// only those, since the handler never saw them (an executed Call's Writer and
+// request body may outlive the handler in a careless one). Calls returned by
+// Begin are never recycled: End may be called twice on them.
+var callPool = sync.Pool{New: func() any { return new(Call) }}
+
+func (c *Call) init(e *Engine, p *Policy, r *http.Request) {
+	*c = Call{e: e, p: p, r: r, ctx: r.Context()}
+	c.bg.parent = c.ctx
 }
 
 func (c *Call) begin(k Key) {
@@ -211,9 +223,10 @@ func (c *Call) begin(k Key) {
 		hex.Encode(hx[:], c.fp[:])
 		b = appendScope(c.scopeBuf[:0], c.principal, p.spec.Operation, kindFP, string(hx[:]))
 	}
-	if len(b) <= len(c.scopeBuf) && len(b) > 0 && &b[0] == &c.scopeBuf[0] {
+	if !c.pooled && len(b) <= len(c.scopeBuf) && len(b) > 0 && &b[0] == &c.scopeBuf[0] {
 		// The scope lives in the Call, which is never reused and whose
 		// scopeBuf is never written again: aliasing it saves an allocation.
+		// A pooled Call's memory is reused, and a store may keep the key.
 		c.scope = unsafe.String(&c.scopeBuf[0], len(b))
 	} else {
 		c.scope = string(b)
@@ -666,7 +679,7 @@ func (c *Call) writeReplay(w http.ResponseWriter) {
 	h := w.Header()
 	fs := c.resp.header
 	var vals []string
-	if len(fs) <= len(c.hvals) {
+	if len(fs) <= len(c.hvals) && !c.pooled {
 		vals = c.hvals[:len(fs):len(fs)]
 	} else {
 		vals = make([]string, len(fs))

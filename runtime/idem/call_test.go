@@ -83,3 +83,59 @@ func TestRequestBodySwappedInPlace(t *testing.T) {
 	_, err = hr.Body.Read(make([]byte, 1))
 	assert.NotEqual(t, nil, err)
 }
+
+// Replays and refusals through Handler recycle their Call: what one client
+// got must not change when the next request reuses it.
+func TestHandlerRecyclesOnlyUnseenCalls(t *testing.T) {
+	f := newFixture(t, idem.Options{})
+	p := mustCompile(t, strictSpec())
+	n := 0
+	h := f.eng.Handler(p, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n++
+		w.Header().Set("Location", "/orders/"+strings.Repeat("x", n))
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, strings.Repeat("y", n))
+	}))
+	require.Equal(t, http.StatusCreated, send(h, req{key: "a", body: `{}`}).Code)
+	require.Equal(t, http.StatusCreated, send(h, req{key: "b", body: `{}`}).Code)
+	var got []*httptest.ResponseRecorder
+	for range 20 {
+		got = append(got, send(h, req{key: "a", body: `{}`}), send(h, req{key: "b", body: `{}`}),
+			send(h, req{key: "a", body: `{"other":1}`}))
+	}
+	for i := 0; i < len(got); i += 3 {
+		a, b, conflict := got[i], got[i+1], got[i+2]
+		assert.Equal(t, "/orders/x", a.Header().Get("Location"))
+		assert.Equal(t, "y", a.Body.String())
+		assert.Equal(t, "/orders/xx", b.Header().Get("Location"))
+		assert.Equal(t, []string{"text/plain"}, b.Header()["Content-Type"])
+		assert.Equal(t, "yy", b.Body.String())
+		assert.Equal(t, http.StatusUnprocessableEntity, conflict.Code)
+	}
+	assert.Equal(t, 2, n)
+}
+
+// Concurrent replays through Handler (run with -race).
+func TestHandlerConcurrentReplays(t *testing.T) {
+	f := newFixture(t, idem.Options{})
+	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
+	require.Equal(t, http.StatusCreated, send(h, req{key: "k", body: `{"item":"a"}`}).Code)
+	done := make(chan struct{})
+	for range 4 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for range 200 {
+				w := send(h, req{key: "k", body: `{"item":"a"}`})
+				if w.Code != http.StatusCreated || w.Header().Get("Location") != "/orders/42" || w.Header().Get("Idempotent-Replayed") != "true" {
+					t.Errorf("replay: %d %v", w.Code, w.Header())
+					return
+				}
+			}
+		}()
+	}
+	for range 4 {
+		<-done
+	}
+	assert.EqualValues(t, 1, f.calls.Load())
+}

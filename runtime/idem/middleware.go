@@ -20,12 +20,19 @@ func (e *Engine) Handler(p *Policy, h http.Handler) http.Handler {
 		panic("idem: Handler with a nil policy or handler")
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c := e.Begin(r, p, RequestKey)
-		defer c.End()
-		if c.Decision() != Execute {
+		c := callPool.Get().(*Call)
+		c.init(e, p, r)
+		c.pooled = true
+		c.begin(RequestKey)
+		if c.decision != Execute {
+			// Nothing of this Call reached the handler, and the replayed
+			// header values were copied out of it: it can be used again.
 			c.Respond(w)
+			c.End()
+			callPool.Put(c)
 			return
 		}
+		defer c.End()
 		h.ServeHTTP(c.Writer(w), c.Request())
 		c.Finish()
 	})
