@@ -86,12 +86,15 @@ type Call struct {
 	body        []byte
 	bodyBuf     *[]byte // pooled, when the engine read the body itself
 	restoreBody bool
-	reqBody     bodyReader
 	origBody    io.ReadCloser // r.Body, while Request swapped it
 	swapped     bool
 	bg          detached
 
-	rec      recorder
+	// ho holds what the handler is handed (Writer, request body); h points
+	// to it, or, for a recycled Call, to a handout of its own that outlives
+	// the Call's reuse.
+	ho       handout
+	h        *handout
 	commit   func(State, []byte) error
 	rollback func()
 	finished bool
@@ -100,6 +103,8 @@ type Call struct {
 	hbMu      sync.Mutex
 	hb        *time.Timer
 	hbStopped bool
+	hbEntered bool // the heartbeat callback ran (or runs): the Call must not be recycled
+	hbStopOK  bool // stopping the timer prevented its next run
 }
 
 // Decision returns what the engine decided.
@@ -152,15 +157,40 @@ func (e *Engine) Begin(r *http.Request, p *Policy, key Key) *Call {
 	return c
 }
 
-// callPool recycles the Calls of Engine.Handler that replayed or refused:
-// only those, since the handler never saw them (an executed Call's Writer and
-// request body may outlive the handler in a careless one). Calls returned by
-// Begin are never recycled: End may be called twice on them.
+// callPool recycles the Calls of Engine.Handler (never those returned by
+// Begin: End may be called twice on them). What a handler is handed (the
+// Writer and the request body) lives apart from a recycled Call, since a
+// careless handler may keep it; a Call whose heartbeat ran is not recycled.
 var callPool = sync.Pool{New: func() any { return new(Call) }}
 
+// init prepares a zero Call.
 func (c *Call) init(e *Engine, p *Policy, r *http.Request) {
-	*c = Call{e: e, p: p, r: r, ctx: r.Context()}
+	c.e, c.p, c.r, c.ctx = e, p, r, r.Context()
 	c.bg.parent = c.ctx
+	c.h = &c.ho
+}
+
+// handout is what the handler of an executed request is handed.
+type handout struct {
+	rec     recorder
+	reqBody bodyReader
+}
+
+// recyclable reports whether an ended Call from the pool can go back to it:
+// no heartbeat callback can still touch it.
+func (c *Call) recyclable() bool {
+	if c.hb == nil {
+		return true
+	}
+	c.hbMu.Lock()
+	defer c.hbMu.Unlock()
+	return c.hbStopOK && !c.hbEntered
+}
+
+// recycle puts an ended Call back into the pool.
+func (c *Call) recycle() {
+	*c = Call{}
+	callPool.Put(c)
 }
 
 func (c *Call) begin(k Key) {
@@ -549,6 +579,7 @@ func (c *Call) acquired(prior State) {
 // heartbeat extends the lease while the handler runs.
 func (c *Call) heartbeat() {
 	c.hbMu.Lock()
+	c.hbEntered = true
 	stopped := c.hbStopped
 	c.hbMu.Unlock()
 	if stopped {
@@ -584,7 +615,7 @@ func (c *Call) stopHeartbeat() {
 	}
 	c.hbMu.Lock()
 	c.hbStopped = true
-	c.hb.Stop()
+	c.hbStopOK = c.hb.Stop()
 	c.hbMu.Unlock()
 }
 
@@ -597,11 +628,11 @@ func (c *Call) Writer(w http.ResponseWriter) http.ResponseWriter {
 	if c.decision != Execute || !c.protected {
 		return w
 	}
-	if c.rec.active {
-		return &c.rec
+	if c.h.rec.active {
+		return &c.h.rec
 	}
-	c.rec.init(w, c.p, c.commit != nil)
-	return &c.rec
+	c.h.rec.init(w, c.p, c.commit != nil)
+	return &c.h.rec
 }
 
 // Complete is the strict-server ending of an Execute decision: visit (a
@@ -632,14 +663,14 @@ func (c *Call) Request() *http.Request {
 	}
 	if c.ctx == c.r.Context() {
 		if !c.swapped {
-			c.reqBody = bodyReader{b: c.body}
-			c.origBody, c.r.Body, c.swapped = c.r.Body, &c.reqBody, true
+			c.h.reqBody = bodyReader{b: c.body}
+			c.origBody, c.r.Body, c.swapped = c.r.Body, &c.h.reqBody, true
 		}
 		return c.r
 	}
 	r := c.r.WithContext(c.ctx)
-	c.reqBody = bodyReader{b: c.body}
-	r.Body = &c.reqBody
+	c.h.reqBody = bodyReader{b: c.body}
+	r.Body = &c.h.reqBody
 	r.GetBody = nil
 	return r
 }
@@ -733,7 +764,7 @@ func (c *Call) Finish() error {
 		e.observe(c.ctx, Event{Kind: EventExecuted, Operation: p.spec.Operation, Principal: c.principal, Key: c.key})
 		return nil
 	}
-	rec := &c.rec
+	rec := &c.h.rec
 	if !rec.active {
 		// The handler never received the recorder (a wrapper that did not call Writer).
 		rec.init(nil, p, false)
@@ -790,12 +821,12 @@ func (c *Call) reportFinish(state State, status int, err error) {
 		if e.obs != nil {
 			e.obs.Observe(c.ctx, Event{Kind: EventExecuted, Operation: op, Principal: c.principal, Key: c.key,
 				Protected: true, State: state, Prior: c.prior, Status: status, Duration: e.now().Sub(c.start)})
-			if c.rec.overflow && state == StateCompleted {
+			if c.h.rec.overflow && state == StateCompleted {
 				e.obs.Observe(c.ctx, Event{Kind: EventNotReplayable, Operation: op, Principal: c.principal,
 					Key: c.key, Protected: true, State: state, Status: status})
 			}
 		}
-		if c.rec.overflow && state == StateCompleted {
+		if c.h.rec.overflow && state == StateCompleted {
 			e.log.LogAttrs(c.ctx, slog.LevelWarn, "idem: response larger than Response.MaxBytes: stored as not replayable",
 				slog.String("operation", op), slog.Int("max_bytes", c.p.respMax))
 		}
@@ -844,11 +875,11 @@ func (c *Call) End() {
 			c.reportFinish(StateFailed, 0, err)
 		}
 	}
-	c.rec.end()
+	c.h.rec.end()
 	if c.swapped {
 		c.r.Body, c.origBody, c.swapped = c.origBody, nil, false
 	}
-	c.reqBody.b, c.reqBody.closed = nil, true
+	c.h.reqBody.b, c.h.reqBody.closed = nil, true
 	if c.bodyBuf != nil {
 		putBuf(c.bodyBuf)
 		c.bodyBuf = nil

@@ -29,10 +29,18 @@ func (e *Engine) Handler(p *Policy, h http.Handler) http.Handler {
 			// header values were copied out of it: it can be used again.
 			c.Respond(w)
 			c.End()
-			callPool.Put(c)
+			c.recycle()
 			return
 		}
-		defer c.End()
+		// What the handler is handed may outlive it (a careless handler
+		// that keeps its ResponseWriter): it lives apart from the Call.
+		c.h = new(handout)
+		defer func() {
+			c.End()
+			if c.recyclable() {
+				c.recycle()
+			}
+		}()
 		h.ServeHTTP(c.Writer(w), c.Request())
 		c.Finish()
 	})

@@ -1,0 +1,116 @@
+package idem
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"context"
+	"sync"
+)
+
+// mapStore is a minimal Store with LeaseExtender for package-internal tests
+// (memstore imports this package): no expiry, no takeover.
+type mapStore struct {
+	mu      sync.Mutex
+	m       map[string]Record
+	extends int
+}
+
+func newMapStore() *mapStore { return &mapStore{m: map[string]Record{}} }
+
+func (s *mapStore) Begin(_ context.Context, r *BeginRequest) (BeginResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rec, ok := s.m[r.Key]; ok {
+		return BeginResult{Record: rec}, nil
+	}
+	s.m[strings.Clone(r.Key)] = Record{State: StatePending, Fingerprint: r.Fingerprint, Token: r.Token}
+	return BeginResult{Acquired: true}, nil
+}
+
+func (s *mapStore) Finish(_ context.Context, key string, token Token, st State, resp []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec, ok := s.m[key]
+	if !ok || rec.State != StatePending || rec.Token != token {
+		return ErrFenced
+	}
+	rec.State, rec.Response = st, append([]byte(nil), resp...)
+	s.m[key] = rec
+	return nil
+}
+
+func (s *mapStore) Get(_ context.Context, key string) (Record, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec, ok := s.m[key]
+	return rec, ok, nil
+}
+
+func (s *mapStore) ExtendLease(context.Context, string, Token, time.Duration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.extends++
+	return nil
+}
+
+// A Call whose heartbeat ran is not recycled; one whose heartbeat never
+// fired is.
+func TestRecyclableAfterHeartbeat(t *testing.T) {
+	s := newMapStore()
+	e := New(s, Options{})
+	p := MustCompile(Spec{Operation: "op", Semantics: Strict, InFlight: InFlightSpec{Lease: 30 * time.Millisecond}})
+	run := func(key string, d time.Duration) *Call {
+		r := httptest.NewRequest("POST", "/", strings.NewReader("{}"))
+		r.Header.Set("Idempotency-Key", key)
+		c := new(Call)
+		c.init(e, p, r)
+		c.pooled = true
+		c.begin(RequestKey)
+		require.Equal(t, Execute, c.decision)
+		time.Sleep(d)
+		c.Writer(httptest.NewRecorder()).WriteHeader(http.StatusNoContent)
+		require.NoError(t, c.Finish())
+		c.End()
+		return c
+	}
+	assert.True(t, run("quick", 0).recyclable())
+	assert.False(t, run("slow", 25*time.Millisecond).recyclable(), "the heartbeat (every 10ms) ran")
+	assert.Positive(t, s.extends)
+}
+
+// A handler that keeps its ResponseWriter and request body past its return
+// cannot reach the next request through a recycled Call.
+func TestLeakedWriterAndBody(t *testing.T) {
+	e := New(newMapStore(), Options{})
+	var leakedW http.ResponseWriter
+	var leakedBody io.Reader
+	h := e.Handler(MustCompile(Spec{Operation: "op", Semantics: Strict}), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if leakedW == nil {
+			leakedW, leakedBody = w, r.Body
+		}
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write(b)
+	}))
+	for i, body := range []string{"first", "second", "third"} {
+		r := httptest.NewRequest("POST", "/", strings.NewReader(body))
+		r.Header.Set("Idempotency-Key", "k"+body)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		assert.Equal(t, body, w.Body.String())
+		if i > 0 {
+			_, err := leakedW.Write([]byte("LEAK"))
+			assert.Error(t, err, "a write after the handler returned is refused")
+			_, err = leakedBody.Read(make([]byte, 8))
+			assert.Error(t, err, "a read after the handler returned is refused")
+		}
+	}
+}
