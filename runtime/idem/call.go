@@ -103,6 +103,7 @@ type Call struct {
 	hbMu      sync.Mutex
 	hb        *time.Timer
 	hbStopped bool
+	hbStarted bool // the timer runs for this claim
 	hbEntered bool // the heartbeat callback ran (or runs): the Call must not be recycled
 	hbStopOK  bool // stopping the timer prevented its next run
 }
@@ -179,7 +180,7 @@ type handout struct {
 // recyclable reports whether an ended Call from the pool can go back to it:
 // no heartbeat callback can still touch it.
 func (c *Call) recyclable() bool {
-	if c.hb == nil {
+	if !c.hbStarted {
 		return true
 	}
 	c.hbMu.Lock()
@@ -187,10 +188,18 @@ func (c *Call) recyclable() bool {
 	return c.hbStopOK && !c.hbEntered
 }
 
-// recycle puts an ended Call back into the pool.
+// recycle puts an ended Call back into the pool. It keeps its heartbeat
+// timer (stopped before it ever fired: see recyclable), whose function is
+// this Call's heartbeat, to be reset by the next claim.
 func (c *Call) recycle() {
-	*c = Call{}
+	c.reset()
 	callPool.Put(c)
+}
+
+func (c *Call) reset() {
+	hb := c.hb
+	*c = Call{}
+	c.hb = hb
 }
 
 func (c *Call) begin(k Key) {
@@ -571,7 +580,12 @@ func (c *Call) acquired(prior State) {
 	c.start = e.now()
 	if e.extender != nil {
 		c.hbMu.Lock()
-		c.hb = time.AfterFunc(c.p.spec.InFlight.Lease/3, c.heartbeat)
+		if c.hb == nil {
+			c.hb = time.AfterFunc(c.p.spec.InFlight.Lease/3, c.heartbeat)
+		} else {
+			c.hb.Reset(c.p.spec.InFlight.Lease / 3) // a recycled Call's stopped timer
+		}
+		c.hbStarted = true
 		c.hbMu.Unlock()
 	}
 }
@@ -610,7 +624,7 @@ func (c *Call) heartbeat() {
 }
 
 func (c *Call) stopHeartbeat() {
-	if c.hb == nil {
+	if !c.hbStarted {
 		return
 	}
 	c.hbMu.Lock()

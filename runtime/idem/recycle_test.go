@@ -67,10 +67,10 @@ func TestRecyclableAfterHeartbeat(t *testing.T) {
 	s := newMapStore()
 	e := New(s, Options{})
 	p := MustCompile(Spec{Operation: "op", Semantics: Strict, InFlight: InFlightSpec{Lease: 30 * time.Millisecond}})
+	c := new(Call)
 	run := func(key string, d time.Duration) *Call {
 		r := httptest.NewRequest("POST", "/", strings.NewReader("{}"))
 		r.Header.Set("Idempotency-Key", key)
-		c := new(Call)
 		c.init(e, p, r)
 		c.pooled = true
 		c.begin(RequestKey)
@@ -81,7 +81,13 @@ func TestRecyclableAfterHeartbeat(t *testing.T) {
 		c.End()
 		return c
 	}
-	assert.True(t, run("quick", 0).recyclable())
+	for _, key := range []string{"quick", "again"} {
+		require.True(t, run(key, 0).recyclable())
+		c.reset() // what recycle does before it puts the Call in the pool
+		require.NotNil(t, c.hb, "the stopped timer is kept")
+	}
+	assert.Zero(t, s.extends)
+	// The recycled Call's timer, reset by the claim, still beats.
 	assert.False(t, run("slow", 25*time.Millisecond).recyclable(), "the heartbeat (every 10ms) ran")
 	assert.Positive(t, s.extends)
 }
