@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"strings"
+
+	"github.com/idemgen/idemgen/bench/internal/check"
 )
 
 // stackDef describes one HTTP stack of package middleware.
@@ -86,6 +88,10 @@ func renderMiddleware(rs results) string {
 		}
 	}
 	b.WriteString(fastest(rs))
+	if !check.ResentIsSame() {
+		b.WriteString("\n**This build's fingerprint is not canonical** (the runtime/fingerprint placeholder hashes the raw body): " +
+			"idemgen's numbers above understate the cost of canonicalization on first requests.\n")
+	}
 	return b.String()
 }
 

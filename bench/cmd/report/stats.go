@@ -6,6 +6,7 @@ import (
 	"math"
 	"regexp"
 	"sort"
+	"strings"
 
 	"golang.org/x/perf/benchfmt"
 	"golang.org/x/perf/benchmath"
@@ -34,10 +35,10 @@ func parse(out []byte) (results, error) {
 		for _, v := range rec.Values {
 			// benchfmt tidies units: back to go test's.
 			unit, val := v.Unit, v.Value
-			switch unit {
-			case "sec/op":
-				unit, val = "ns/op", val*1e9
-			case "B/s":
+			switch {
+			case strings.HasSuffix(unit, "sec/op"): // ns/op, cpu-ns/op
+				unit, val = strings.TrimSuffix(unit, "sec/op")+"ns/op", val*1e9
+			case unit == "B/s":
 				unit, val = "MB/s", val/1e6
 			}
 			m[unit] = append(m[unit], val)
