@@ -1,7 +1,10 @@
 // Package cli implements the idemgen command line: flags in, exit code out.
 //
-//	idemgen check [-overlay FILE]... [-format text|json] SPEC
+//	idemgen check [-overlay FILE]... [-format text|json] [-strict] SPEC
+//	idemgen check -generated [-config idemgen.yaml] [-strict] [SPEC]
 //	idemgen generate [-config idemgen.yaml] [-overlay FILE]... [-emit NAME]... [-o DIR] [-package NAME] [SPEC]
+//	idemgen spec [-overlay FILE]... [-o OUT] [-as-overlay] SPEC
+//	idemgen init [-overlay FILE]... [-o overlay.yaml] [-force] SPEC
 //	idemgen version
 //
 // Exit codes: 0 success (warnings allowed), 1 errors found, 2 usage.
@@ -20,9 +23,12 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/idemgen/idemgen/generator/augment"
 	"github.com/idemgen/idemgen/generator/compile"
 	"github.com/idemgen/idemgen/generator/diag"
+	_ "github.com/idemgen/idemgen/generator/emit/docs" // emitter "docs"
 	"github.com/idemgen/idemgen/generator/emitter"
+	"github.com/idemgen/idemgen/generator/ir"
 )
 
 // Exit codes.
@@ -36,7 +42,10 @@ const usage = `idemgen makes HTTP retries safe by contract: it checks the x-idem
 contracts of an OpenAPI 3 spec and generates code and docs from them.
 
 Usage:
-  idemgen check [flags] SPEC       check the contracts, print diagnostics
+  idemgen init [flags] SPEC        propose contracts (an overlay) for the operations that declare a key
+  idemgen check [flags] SPEC       check the contracts and the spec, print diagnostics
+  idemgen check -generated         check that the generated files are up to date (CI)
+  idemgen spec [flags] SPEC        write the spec with what the contracts imply declared
   idemgen generate [flags] [SPEC]  check, then write the selected outputs
   idemgen version                  print the version
 
@@ -55,6 +64,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return check(args[1:], stdout, stderr)
 	case "generate":
 		return generate(args[1:], stdout, stderr)
+	case "spec":
+		return specCmd(args[1:], stdout, stderr)
+	case "init":
+		return initCmd(args[1:], stdout, stderr)
 	case "version":
 		return version(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
@@ -131,30 +144,50 @@ func interleave(fs *flag.FlagSet, args []string) []string {
 const checkExamples = `  idemgen check openapi.yaml
   idemgen check -overlay idempotency.overlay.yaml vendor/openapi.json
   idemgen check -format json openapi.yaml | jq '.[] | select(.severity == "error")'
+  idemgen check -strict openapi.yaml                 # the spec must declare what the contracts imply
+  idemgen check -generated -config idemgen.yaml      # in CI: committed output is up to date
 
 Diagnostics go to stderr as file:line:col: error|warning: message [rule-id]
-(with -format json, a JSON array goes to stdout). Exit status: 0 clean or
-warnings only, 1 errors, 2 usage.
+(with -format json, a JSON array goes to stdout). Besides the contract
+checks, values idemgen init proposed and nobody confirmed are errors
+[unconfirmed], and what the spec does not declare although the contracts
+imply it is reported [key-param-missing, problem-response-missing,
+retry-after-missing]: warnings, errors with -strict.
+
+With -generated, the outputs of every emitter the config file enables are
+generated in memory and compared with the files under its output
+directory; stale or missing files are listed and the exit status is 1.
+Exit status: 0 clean or warnings only, 1 errors, 2 usage.
 `
 
 func check(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("check", "idemgen check [-overlay FILE]... [-format text|json] SPEC", checkExamples, stderr)
+	fs := newFlagSet("check", "idemgen check [-overlay FILE]... [-format text|json] [-strict] SPEC\n       idemgen check -generated [-config idemgen.yaml] [-strict] [SPEC]", checkExamples, stderr)
 	var overlays listFlag
 	fs.Var(&overlays, "overlay", "apply this OpenAPI Overlay 1.0 `FILE` before checking (repeatable, applied in order)")
 	format := fs.String("format", "text", "diagnostics format: text (stderr) or json (stdout)")
+	strict := fs.Bool("strict", false, "report what the spec does not declare (key parameter, problem responses, Retry-After) as errors, not warnings")
+	generated := fs.Bool("generated", false, "check that the files generated from the config are up to date")
+	configPath := fs.String("config", "", "with -generated: the idemgen.yaml `FILE` (default idemgen.yaml)")
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
+	}
+	if *format != "text" && *format != "json" {
+		fmt.Fprintf(stderr, "idemgen check: -format must be text or json, not %q\n", *format)
+		return ExitUsage
+	}
+	if *generated {
+		return checkGenerated(fs, *configPath, overlays, *strict, *format, stdout, stderr)
+	}
+	if *configPath != "" {
+		fmt.Fprintln(stderr, "idemgen check: -config goes with -generated")
+		return ExitUsage
 	}
 	if fs.NArg() != 1 {
 		fmt.Fprintln(stderr, "idemgen check: want exactly one SPEC file")
 		fs.Usage()
 		return ExitUsage
 	}
-	if *format != "text" && *format != "json" {
-		fmt.Fprintf(stderr, "idemgen check: -format must be text or json, not %q\n", *format)
-		return ExitUsage
-	}
-	spec, diags := compile.Compile(fs.Arg(0), compile.Options{Overlays: overlays})
+	spec, diags := diagnose(fs.Arg(0), overlays, *strict)
 	report(diags, *format, stdout, stderr)
 	if diags.HasErrors() {
 		return ExitError
@@ -164,6 +197,16 @@ func check(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %d idempotent operations, %d warnings\n", fs.Arg(0), len(spec.Operations), nw)
 	}
 	return ExitOK
+}
+
+// diagnose compiles the spec and adds the checks of package augment
+// (unconfirmed values, spec consistency).
+func diagnose(path string, overlays []string, strict bool) (*ir.Spec, diag.List) {
+	spec, diags := compile.Compile(path, compile.Options{Overlays: overlays})
+	if spec != nil {
+		diags = append(diags, augment.Diagnose(path, spec, augment.Options{Overlays: overlays, Strict: strict})...).Sorted()
+	}
+	return spec, diags
 }
 
 func report(diags diag.List, format string, stdout, stderr io.Writer) {
@@ -282,7 +325,7 @@ func generate(args []string, stdout, stderr io.Writer) int {
 			return ExitUsage
 		}
 	}
-	spec, diags := compile.Compile(cfg.Spec, compile.Options{Overlays: cfg.Overlays})
+	spec, diags := diagnose(cfg.Spec, cfg.Overlays, false)
 	report(diags, *format, stdout, stderr)
 	if diags.HasErrors() {
 		return ExitError

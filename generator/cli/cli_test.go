@@ -35,7 +35,15 @@ func TestExitCodes(t *testing.T) {
 	}{
 		{"no args", nil, 2, "Usage:"},
 		{"unknown command", []string{"frobnicate"}, 2, `unknown command "frobnicate"`},
-		{"check clean", []string{"check", contractCase("clean-full")}, 0, "1 idempotent operations, 0 warnings"},
+		{"check clean", []string{"check", filepath.Join("..", "..", "testdata", "augment", "coupons", "augmented.yaml")}, 0, "4 idempotent operations, 0 warnings"},
+		{"check spec warnings", []string{"check", contractCase("clean-full")}, 0, "[problem-response-missing]"},
+		{"check strict", []string{"check", "-strict", contractCase("clean-full")}, 1, "error: POST /coupons/{couponId}/claims does not declare the problem responses"},
+		{"check config without generated", []string{"check", "-config", "x.yaml", "a"}, 2, "-config goes with -generated"},
+		{"check generated no config", []string{"check", "-generated", "-config", "no/such/idemgen.yaml"}, 2, "no such file"},
+		{"spec no spec", []string{"spec"}, 2, "want exactly one SPEC"},
+		{"spec errors", []string{"spec", contractCase("bad-enum")}, 1, "[bad-enum]"},
+		{"init no spec", []string{"init"}, 2, "want exactly one SPEC"},
+		{"init nothing to propose", []string{"init", contractCase("clean-full")}, 0, "nothing to propose"},
 		{"check warnings only", []string{"check", contractCase("put-delete")}, 0, "[put-delete]"},
 		{"check errors", []string{"check", contractCase("seed-pitfalls")}, 1, "[window-shorter-than-retry]"},
 		{"check missing file", []string{"check", "no/such/file.yaml"}, 1, "[load-error]"},
@@ -58,7 +66,7 @@ func TestExitCodes(t *testing.T) {
 }
 
 func TestHelp(t *testing.T) {
-	for _, cmd := range [][]string{{"-h"}, {"check", "-h"}, {"generate", "-h"}, {"version", "-h"}} {
+	for _, cmd := range [][]string{{"-h"}, {"check", "-h"}, {"generate", "-h"}, {"spec", "-h"}, {"init", "-h"}, {"version", "-h"}} {
 		code, stdout, _ := run(cmd...)
 		assert.Equal(t, 0, code, cmd)
 		assert.Contains(t, stdout, "Usage", cmd)

@@ -161,3 +161,36 @@ func jsonBodySchema(op *openapi3.Operation) *openapi3.Schema {
 	}
 	return nil
 }
+
+// Candidates lists the members of op's JSON request body that the
+// volatile-candidate and unordered-candidate warnings name when a contract
+// declares no volatile or unordered pointers (strict and window semantics):
+// members named like client clocks, retry counters or trace ids, and
+// arrays with uniqueItems. keyPtr, the body key's pointer (or ""), is left
+// out. `idemgen init` proposes them.
+func Candidates(op *openapi3.Operation, keyPtr string) (volatile, unordered []string) {
+	body := jsonBodySchema(op)
+	if body == nil {
+		return nil, nil
+	}
+	for _, m := range walk(body, 8) {
+		if m.path == keyPtr {
+			continue
+		}
+		if looksVolatile(m.name) && !contains(volatile, m.path) {
+			volatile = append(volatile, m.path)
+		}
+	}
+	for _, m := range walk(body, 8) {
+		if m.schema.UniqueItems && isArray(m.schema) && !contains(unordered, m.path) {
+			covered := false
+			for _, v := range volatile {
+				covered = covered || covers(v, m.path)
+			}
+			if !covered {
+				unordered = append(unordered, m.path)
+			}
+		}
+	}
+	return volatile, unordered
+}

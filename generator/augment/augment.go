@@ -1,0 +1,323 @@
+// Package augment writes into an OpenAPI spec what its x-idempotency
+// contracts imply, so that the spec (and the code oapi-codegen generates
+// from it) declares the API idemgen's runtime serves (`idemgen spec`):
+//
+//   - the key parameter (header or query, with format and maxLength) when
+//     the operation does not declare it; for a key in the body, a note,
+//     maxLength and format in the member's schema;
+//   - the problem responses (application/problem+json, one shared
+//     components.schemas.IdempotencyProblem) for 400, 409, 422 (strict
+//     semantics) and 503, as components.responses.Idempotency*, with
+//     Retry-After on the in-flight status and 503;
+//   - Idempotent-Replayed on the responses that may be replays;
+//   - a contract summary in the operation's description, between markers,
+//     so a later run replaces it instead of appending.
+//
+// Existing declarations are respected: a declared key parameter (inline
+// or $ref) is not declared again, a declared response is not replaced (it
+// only gains the headers above when inline), components of the spec's
+// authors are never changed. Running it twice changes nothing.
+//
+// Every change is an OpenAPI Overlay 1.0 action: Augment applies them to
+// the document (with the overlay library's own merge) and also returns them
+// as an overlay document (`--as-overlay`), so a vendor's spec need not be
+// rewritten: loading the spec with that overlay gives the same document.
+//
+// The same plan is the spec-consistency check of `idemgen check`
+// (Diagnose): what it would add is reported with a rule id each.
+package augment
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/speakeasy-api/openapi/overlay"
+	"gopkg.in/yaml.v3"
+
+	"github.com/idemgen/idemgen/generator/compile"
+	"github.com/idemgen/idemgen/generator/diag"
+	"github.com/idemgen/idemgen/generator/ir"
+	"github.com/idemgen/idemgen/generator/load"
+	"github.com/idemgen/idemgen/generator/specfile"
+)
+
+// Options configure Augment and Diagnose.
+type Options struct {
+	Overlays []string // OpenAPI Overlay 1.0 files applied first, in order
+	// Strict makes the spec-consistency findings errors (default: warnings).
+	Strict bool
+}
+
+// Result is an augmented spec.
+type Result struct {
+	// Spec is the augmented document, in the format of the source file.
+	Spec []byte
+	// Overlay is an Overlay 1.0 document (YAML) with the same changes, to
+	// apply after Options.Overlays.
+	Overlay []byte
+	// Actions is the number of overlay actions (0: the spec already
+	// declares everything).
+	Actions int
+	// Format is the source file's format.
+	Format specfile.Format
+}
+
+// tolerated are the errors augmentation fixes itself.
+var tolerated = map[string]bool{"key-undeclared": true}
+
+// Augment loads the spec at path with the overlays, compiles its contracts
+// and augments it. It returns a nil Result when the spec has errors (other
+// than an undeclared query key, which augmentation declares), or when the
+// contracts hold values still to be confirmed (see Unconfirmed); the
+// diagnostics say why, and carry the warnings otherwise.
+func Augment(path string, opts Options) (*Result, diag.List) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		var diags diag.List
+		diags.Errorf(ir.Pos{File: path}, "load-error", "cannot read the spec: %v", err)
+		return nil, diags
+	}
+	spec, diags := compile.Compile(path, compile.Options{Overlays: opts.Overlays})
+	if spec == nil {
+		return nil, diags
+	}
+	d, ds := load.Load(path, load.Options{Overlays: opts.Overlays})
+	if d == nil {
+		return nil, append(diags, ds...).Sorted()
+	}
+	diags = append(diags, Unconfirmed(d)...)
+	for _, x := range diags {
+		if x.Severity == diag.Error && !tolerated[x.Rule] {
+			return nil, diags.Sorted()
+		}
+	}
+	srcDoc, err := specfile.Parse(src)
+	if err != nil {
+		diags.Errorf(ir.Pos{File: path}, "load-error", "cannot parse the spec: %v", err)
+		return nil, diags.Sorted()
+	}
+	format := specfile.Detect(src, srcDoc)
+
+	p := plan(d.Root, spec.Operations)
+	diags = append(diags, p.diagnostics(d, false, true)...)
+	ov := overlay.Overlay{Version: "1.0.0", Actions: p.actions}
+	if err := ov.ApplyTo(d.Root); err != nil {
+		diags.Errorf(ir.Pos{File: path}, "internal-error", "idemgen failed to apply its own changes (please report it): %v", err)
+		return nil, diags.Sorted()
+	}
+	doc := &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{d.Root}, HeadComment: srcDoc.HeadComment, FootComment: srcDoc.FootComment}
+	out, err := specfile.Encode(doc, format)
+	if err != nil {
+		diags.Errorf(ir.Pos{File: path}, "internal-error", "cannot write the augmented spec: %v", err)
+		return nil, diags.Sorted()
+	}
+	ovBytes, err := OverlayDocument(spec, path, p.actions)
+	if err != nil {
+		diags.Errorf(ir.Pos{File: path}, "internal-error", "cannot write the overlay: %v", err)
+		return nil, diags.Sorted()
+	}
+	return &Result{Spec: out, Overlay: ovBytes, Actions: len(p.actions), Format: format}, diags.Sorted()
+}
+
+// OverlayDocument writes actions as an Overlay 1.0 YAML document.
+func OverlayDocument(spec *ir.Spec, path string, actions []overlay.Action) ([]byte, error) {
+	title := spec.Title
+	if title == "" {
+		title = filepath.Base(path)
+	}
+	list := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+	for _, a := range actions {
+		n := mapping("target", a.Target)
+		if a.Description != "" {
+			set(n, "description", str(a.Description))
+		}
+		if a.Remove {
+			set(n, "remove", toNode(true))
+		} else {
+			u := a.Update
+			set(n, "update", &u)
+		}
+		list.Content = append(list.Content, n)
+	}
+	version := spec.Version
+	if version == "" {
+		version = "0.0.0"
+	}
+	root := mapping(
+		"overlay", "1.0.0",
+		"info", mapping("title", "Idempotency declarations for "+title, "version", version),
+		"actions", list,
+	)
+	root.HeadComment = "Generated by `idemgen spec --as-overlay` from " + filepath.Base(path) + ": what its x-idempotency\ncontracts imply, declared in the spec. Apply it after the contract overlays. DO NOT EDIT."
+	return specfile.Encode(&yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{root}}, specfile.DefaultYAML)
+}
+
+// Diagnose returns the diagnostics of the spec at path beyond the contract
+// checks of package compile: values idemgen init proposed that are not
+// confirmed yet (rule "unconfirmed", errors), and what the spec does not
+// declare although spec's contracts imply it (key-param-missing,
+// problem-response-missing, retry-after-missing: warnings, errors with
+// Options.Strict). Operations whose contract is unconfirmed get only the
+// former. spec is the IR compiled from the same path and overlays.
+func Diagnose(path string, spec *ir.Spec, opts Options) diag.List {
+	if spec == nil {
+		return nil
+	}
+	d, _ := load.Load(path, load.Options{Overlays: opts.Overlays})
+	if d == nil {
+		return nil // compile reported why
+	}
+	diags := Unconfirmed(d)
+	p := plan(d.Root, spec.Operations)
+	return append(diags, p.diagnostics(d, opts.Strict, false)...).Sorted()
+}
+
+// diagnostics turns the plan's findings into diagnostics; notAugmented
+// selects the findings about what could not be changed (for Augment)
+// rather than what is missing (for Diagnose).
+func (p *planner) diagnostics(d *load.Document, strict, notAugmented bool) diag.List {
+	var diags diag.List
+	unconfirmedRoot := hasTODO(child(d.Root, "x-idempotency"))
+	for _, f := range p.findings {
+		if (f.rule == RuleNotAugmented) != notAugmented {
+			continue
+		}
+		if !notAugmented && (unconfirmedRoot || hasTODO(child(p.operationNode(f.op), "x-idempotency"))) {
+			continue // confirm the contract first: what it implies may change
+		}
+		pos := f.op.Pos
+		if f.node != nil {
+			if np := d.Pos(f.node, d.Path, ""); np.Line > 0 {
+				pos = np
+			}
+		}
+		if strict && !notAugmented {
+			diags.Errorf(pos, f.rule, "%s", f.msg+hint(f.rule))
+		} else {
+			diags.Warnf(pos, f.rule, "%s", f.msg+hint(f.rule))
+		}
+	}
+	return diags
+}
+
+func hint(rule string) string {
+	switch rule {
+	case RuleKeyParamMissing, RuleProblemResponseMissing, RuleRetryAfterMissing:
+		return " (run idemgen spec, or apply the overlay idemgen spec --as-overlay writes)"
+	}
+	return ""
+}
+
+// TODO is the mark idemgen init puts in a comment on each value it
+// proposes and the team must confirm; `idemgen check` reports every such
+// value (rule "unconfirmed") until the comment is deleted.
+const TODO = "TODO(idemgen)"
+
+// Unconfirmed reports, as errors with rule "unconfirmed", every value of
+// an x-idempotency block (the document root's or an operation's) that
+// carries a TODO(idemgen) comment.
+func Unconfirmed(d *load.Document) diag.List {
+	var diags diag.List
+	visit := func(block load.Node, where string) {
+		if block.Node == nil {
+			return
+		}
+		walkComments(block.Node, block.Pointer, func(n *yaml.Node, ptr, comment string) {
+			field := strings.TrimPrefix(strings.TrimPrefix(ptr, block.Pointer), "/")
+			if field == "" {
+				field = "x-idempotency"
+			}
+			msg := strings.TrimSpace(strings.TrimPrefix(comment[strings.Index(comment, TODO)+len(TODO):], ":"))
+			if msg != "" {
+				msg = " (" + msg + ")"
+			}
+			diags.Errorf(d.Pos(n, block.File, ptr), "unconfirmed", "%s %s: proposed by idemgen init and not confirmed yet%s; check the value and delete the %s comment", where, strings.ReplaceAll(field, "/", "."), msg, TODO)
+		})
+	}
+	visit(d.Lookup("/x-idempotency"), "document root")
+	paths := d.Deref(d.Lookup("/paths"))
+	if paths.Node != nil && paths.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(paths.Content); i += 2 {
+			path := paths.Content[i].Value
+			item := load.Node{Node: paths.Content[i+1], File: paths.File, Pointer: paths.Pointer + "/" + load.Escape(path)}
+			item = d.Deref(item)
+			if item.Node == nil || item.Kind != yaml.MappingNode {
+				continue
+			}
+			for j := 0; j+1 < len(item.Content); j += 2 {
+				method := item.Content[j].Value
+				op := load.Node{Node: item.Content[j+1], File: item.File, Pointer: item.Pointer + "/" + load.Escape(method)}
+				if x := child(op.Node, "x-idempotency"); x != nil {
+					visit(load.Node{Node: x, File: op.File, Pointer: op.Pointer + "/x-idempotency"}, strings.ToUpper(method)+" "+path)
+				}
+			}
+		}
+	}
+	return diags
+}
+
+// walkComments calls f for every node below n (n included) whose comments
+// hold the TODO mark; a key's head comment counts for its value.
+func walkComments(n *yaml.Node, ptr string, f func(n *yaml.Node, ptr, comment string)) {
+	var walk func(n *yaml.Node, ptr string, depth int)
+	walk = func(n *yaml.Node, ptr string, depth int) {
+		if n == nil || depth > 64 {
+			return
+		}
+		for _, c := range []string{n.HeadComment, n.LineComment, n.FootComment} {
+			if strings.Contains(c, TODO) {
+				f(n, ptr, firstLineWith(c, TODO))
+				break
+			}
+		}
+		switch n.Kind {
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k, v := n.Content[i], n.Content[i+1]
+				p := ptr + "/" + load.Escape(k.Value)
+				for _, c := range []string{k.HeadComment, k.LineComment, k.FootComment} {
+					if strings.Contains(c, TODO) {
+						f(v, p, firstLineWith(c, TODO))
+						break
+					}
+				}
+				walk(v, p, depth+1)
+			}
+		case yaml.SequenceNode:
+			for i, c := range n.Content {
+				walk(c, fmt.Sprintf("%s/%d", ptr, i), depth+1)
+			}
+		}
+	}
+	walk(n, ptr, 0)
+}
+
+func firstLineWith(comment, s string) string {
+	for _, l := range strings.Split(comment, "\n") {
+		if strings.Contains(l, s) {
+			return strings.TrimSpace(strings.TrimLeft(strings.TrimSpace(l), "#"))
+		}
+	}
+	return comment
+}
+
+// hasTODO reports whether a block holds a TODO(idemgen) comment.
+func hasTODO(n *yaml.Node) bool {
+	found := false
+	walkComments(n, "", func(*yaml.Node, string, string) { found = true })
+	return found
+}
+
+// Apply applies the plan for ops to the tree under root (a spec's root
+// mapping) and returns the number of actions; the same changes as Augment,
+// without files: for tests and tools that hold the tree already.
+func Apply(root *yaml.Node, ops []*ir.Operation) (int, error) {
+	p := plan(root, ops)
+	if len(p.actions) == 0 {
+		return 0, nil
+	}
+	ov := overlay.Overlay{Version: "1.0.0", Actions: p.actions}
+	return len(p.actions), ov.ApplyTo(root)
+}

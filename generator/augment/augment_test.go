@@ -1,0 +1,241 @@
+package augment_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
+
+	"github.com/idemgen/idemgen/generator/augment"
+	"github.com/idemgen/idemgen/generator/compile"
+	"github.com/idemgen/idemgen/generator/diag"
+	"github.com/idemgen/idemgen/generator/load"
+	"github.com/idemgen/idemgen/generator/specfile"
+	"github.com/idemgen/idemgen/internal/testenv"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+var testdata = filepath.Join("..", "..", "testdata")
+
+type specCase struct {
+	name     string
+	spec     string
+	overlays []string
+	golden   string // directory of the golden files, "" for none
+}
+
+func cases(t testing.TB) []specCase {
+	specs := testenv.SpecsDir(t)
+	aug := filepath.Join(testdata, "augment")
+	ov := filepath.Join(testdata, "overlays")
+	cs := []specCase{
+		{"coupons", filepath.Join(aug, "coupons", "openapi.yaml"), nil, filepath.Join(aug, "coupons")},
+		{"orders-json", filepath.Join(aug, "orders-json", "openapi.json"), []string{filepath.Join(aug, "orders-json", "contracts.overlay.yaml")}, filepath.Join(aug, "orders-json")},
+		{"petstore", filepath.Join(specs, "petstore-expanded.yaml"), []string{filepath.Join(ov, "petstore.overlay.yaml")}, filepath.Join(aug, "petstore")},
+		{"adyen", filepath.Join(specs, "adyen-transfers-v4.json"), []string{filepath.Join(ov, "adyen.overlay.yaml")}, ""},
+	}
+	if !testing.Short() && !raceEnabled { // 700 KB: minutes under -race
+		cs = append(cs, specCase{"modern-treasury", filepath.Join(specs, "modern-treasury.yaml"), []string{filepath.Join(ov, "modern-treasury.overlay.yaml")}, ""})
+	}
+	return cs
+}
+
+func run(t *testing.T, c specCase) *augment.Result {
+	t.Helper()
+	res, diags := augment.Augment(c.spec, augment.Options{Overlays: c.overlays})
+	require.NotNil(t, res, "%v", diags)
+	for _, d := range diags {
+		assert.NotEqual(t, diag.Error, d.Severity, "%s", d)
+		assert.NotEqual(t, augment.RuleNotAugmented, d.Rule, "%s", d)
+	}
+	return res
+}
+
+func writeTemp(t *testing.T, name string, data []byte) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(p, data, 0o644))
+	return p
+}
+
+// TestGolden compares the augmented specs (YAML stays YAML, JSON stays
+// JSON) and their overlays with golden files.
+func TestGolden(t *testing.T) {
+	for _, c := range cases(t) {
+		if c.golden == "" {
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			res := run(t, c)
+			ext := ".yaml"
+			if res.Format.JSON {
+				ext = ".json"
+				assert.True(t, json.Valid(res.Spec))
+			} else {
+				var v any
+				assert.NoError(t, yaml.Unmarshal(res.Spec, &v))
+			}
+			require.NoError(t, os.MkdirAll(c.golden, 0o755))
+			golden(t, filepath.Join(c.golden, "augmented"+ext), res.Spec)
+			golden(t, filepath.Join(c.golden, "augment.overlay.yaml"), res.Overlay)
+		})
+	}
+}
+
+func golden(t *testing.T, path string, got []byte) {
+	t.Helper()
+	if *update {
+		require.NoError(t, os.WriteFile(path, got, 0o644))
+		return
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err, "run go test -update to create it")
+	assert.Equal(t, string(want), string(got), path)
+}
+
+// TestIdempotent: augmenting an augmented spec changes nothing.
+func TestIdempotent(t *testing.T) {
+	for _, c := range cases(t) {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			first := run(t, c)
+			require.Positive(t, first.Actions)
+			name := "openapi.yaml"
+			if first.Format.JSON {
+				name = "openapi.json"
+			}
+			again := run(t, specCase{spec: writeTemp(t, name, first.Spec)})
+			assert.Zero(t, again.Actions)
+			assert.Equal(t, string(first.Spec), string(again.Spec))
+		})
+	}
+}
+
+// TestOverlayEquivalent: loading the spec with the contract overlays and
+// then the overlay of --as-overlay gives the document Augment writes.
+func TestOverlayEquivalent(t *testing.T) {
+	for _, c := range cases(t) {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			res := run(t, c)
+			ov := writeTemp(t, "augment.overlay.yaml", res.Overlay)
+			d, diags := load.Load(c.spec, load.Options{Overlays: append(append([]string{}, c.overlays...), ov)})
+			require.NotNil(t, d, "%v", diags)
+			for _, x := range diags {
+				assert.NotEqual(t, "overlay-no-match", x.Rule, "%s", x)
+				assert.NotEqual(t, diag.Error, x.Severity, "%s", x)
+			}
+			src, err := os.ReadFile(c.spec)
+			require.NoError(t, err)
+			srcDoc, err := specfile.Parse(src)
+			require.NoError(t, err)
+			got, err := specfile.Encode(&yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{d.Root}, HeadComment: srcDoc.HeadComment, FootComment: srcDoc.FootComment}, res.Format)
+			require.NoError(t, err)
+			assert.Equal(t, string(res.Spec), string(got))
+		})
+	}
+}
+
+// TestUntouchedPartsKept: outside the operations and components it
+// changes, the augmented spec keeps the source's lines (comments included).
+func TestUntouchedPartsKept(t *testing.T) {
+	c := cases(t)[0]
+	src, err := os.ReadFile(c.spec)
+	require.NoError(t, err)
+	res := run(t, c)
+	for _, line := range []string{
+		"# Coupons API: the redemption service of the seed articles, with one",
+		"        # The key, declared by hand: idemgen must not declare it twice.",
+		"      x-idempotency: {semantics: loose}",
+		"          schema: {type: string, format: uuid, maxLength: 64}",
+	} {
+		assert.Contains(t, string(src), line+"\n")
+		assert.Contains(t, string(res.Spec), line+"\n")
+	}
+	// The hand-declared key is not declared again.
+	assert.Equal(t, 1, strings.Count(string(res.Spec), "- name: Idempotency-Key"))
+}
+
+// TestAugmentedSpecIsConsistent: the augmented spec compiles without
+// errors, with the same contracts, and Diagnose finds nothing missing.
+func TestAugmentedSpecIsConsistent(t *testing.T) {
+	for _, c := range cases(t) {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			before, diags := compile.Compile(c.spec, compile.Options{Overlays: c.overlays})
+			require.False(t, diags.HasErrors(), "%v", diags)
+			missing := augment.Diagnose(c.spec, before, augment.Options{Overlays: c.overlays})
+			assert.NotEmpty(t, missing)
+
+			res := run(t, c)
+			name := "openapi.yaml"
+			if res.Format.JSON {
+				name = "openapi.json"
+			}
+			path := writeTemp(t, name, res.Spec)
+			after, diags := compile.Compile(path, compile.Options{})
+			require.False(t, diags.HasErrors(), "%v", diags)
+			require.Len(t, after.Operations, len(before.Operations))
+			for i := range after.Operations {
+				assert.Equal(t, before.Operations[i].Policy.Semantics, after.Operations[i].Policy.Semantics)
+				if after.Operations[i].Key.Carrier != "body" {
+					assert.NotNil(t, after.Operations[i].Key.Param, "%s %s declares its key", after.Operations[i].Method, after.Operations[i].Path)
+				}
+			}
+			assert.Empty(t, augment.Diagnose(path, after, augment.Options{Strict: true}))
+		})
+	}
+}
+
+func TestDiagnoseRules(t *testing.T) {
+	c := cases(t)[0]
+	spec, _ := compile.Compile(c.spec, compile.Options{})
+	diags := augment.Diagnose(c.spec, spec, augment.Options{})
+	var buf bytes.Buffer
+	require.NoError(t, diags.WriteText(&buf))
+	got := strings.ReplaceAll(buf.String(), filepath.Dir(c.spec)+string(filepath.Separator), "")
+	golden(t, filepath.Join(c.golden, "want.txt"), []byte(got))
+	rules := map[string]diag.Severity{}
+	for _, d := range diags {
+		rules[d.Rule] = d.Severity
+	}
+	for _, r := range []string{augment.RuleKeyParamMissing, augment.RuleProblemResponseMissing, augment.RuleRetryAfterMissing} {
+		sev, ok := rules[r]
+		assert.True(t, ok, r)
+		assert.Equal(t, diag.Warning, sev, r)
+	}
+	strict := augment.Diagnose(c.spec, spec, augment.Options{Strict: true})
+	assert.True(t, strict.HasErrors())
+	assert.Len(t, strict, len(diags))
+}
+
+func TestReplaceBlock(t *testing.T) {
+	tests := []struct{ text, want string }{
+		{"", augment.BeginMarker + "\nB\n" + augment.EndMarker + "\n"},
+		{"Intro.", "Intro.\n\n" + augment.BeginMarker + "\nB\n" + augment.EndMarker + "\n"},
+		{"Intro.\n\n" + augment.BeginMarker + "\nold\n" + augment.EndMarker + "\nOutro.", "Intro.\n\n" + augment.BeginMarker + "\nB\n" + augment.EndMarker + "\nOutro."},
+		{augment.BeginMarker + " unterminated", augment.BeginMarker + " unterminated\n\n" + augment.BeginMarker + "\nB\n" + augment.EndMarker + "\n"},
+	}
+	for _, tt := range tests {
+		got := augment.ReplaceBlock(tt.text, "B")
+		assert.Equal(t, tt.want, got)
+		assert.Equal(t, got, augment.ReplaceBlock(got, "B"), "idempotent")
+	}
+	assert.Equal(t, "Key. "+augment.BeginMarker+" B "+augment.EndMarker, augment.ReplaceInline("Key.", "B"))
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return data
+}

@@ -1,0 +1,220 @@
+package augment
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/idemgen/idemgen/generator/ir"
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// Marker is the extension idemgen puts on the components it writes, so a
+// later run may replace them when the contracts change; components without
+// it belong to the spec's authors and are never changed.
+const Marker = "x-generated-by"
+
+const markerValue = "idemgen"
+
+// Component names (a number is appended when the name is taken by a
+// different definition).
+const (
+	ProblemSchema    = "IdempotencyProblem"
+	RetryAfterHeader = "IdempotencyRetryAfter"
+	ReplayedHeader   = "IdempotentReplayed"
+)
+
+// role is one reason idemgen's runtime answers with some status.
+type role uint8
+
+const (
+	roleBadRequest role = iota
+	roleReused
+	roleInFlight
+	roleResponseUnavailable
+	roleStoreUnavailable
+)
+
+// roles of one status, in this order.
+type roles [5]bool
+
+func (r roles) retryAfter() bool { return r[roleInFlight] || r[roleStoreUnavailable] }
+
+// statusRoles returns the statuses an operation's contract makes idemgen's
+// runtime answer with, and why.
+func statusRoles(op *ir.Operation) map[int]roles {
+	m := map[int]roles{}
+	add := func(status int, r role) {
+		x := m[status]
+		x[r] = true
+		m[status] = x
+	}
+	add(400, roleBadRequest)
+	if op.Policy.Semantics == ir.Strict {
+		add(op.Policy.ConflictStatus, roleReused)
+	}
+	add(op.Policy.InFlight.Status, roleInFlight)
+	add(409, roleResponseUnavailable)
+	add(503, roleStoreUnavailable)
+	return m
+}
+
+func responseName(status int) string {
+	switch status {
+	case 400:
+		return "IdempotencyBadRequest"
+	case 409:
+		return "IdempotencyConflict"
+	case 422:
+		return "IdempotencyKeyReused"
+	case 503:
+		return "IdempotencyUnavailable"
+	}
+	return "IdempotencyStatus" + strconv.Itoa(status)
+}
+
+func marked(n *yaml.Node) bool {
+	m := child(n, Marker)
+	return m != nil && m.Value == markerValue
+}
+
+func problemSchema() *yaml.Node {
+	codes := []string{
+		idem.CodeKeyMissing, idem.CodeKeyInvalid, idem.CodeKeyReused, idem.CodeKeyInUse,
+		idem.CodeStoreUnavailable, idem.CodeResponseUnavailable, idem.CodeRequestTooLarge,
+		idem.CodeRequestUnreadable, idem.CodeRecordUnreadable, idem.CodePrincipalUnavailable,
+	}
+	return mapping(
+		"type", "object",
+		"description", "An RFC 9457 problem document with a stable code, as idemgen's runtime writes it for idempotency errors.",
+		"required", []string{"type", "title", "status", "code"},
+		"properties", mapping(
+			"type", mapping("type", "string", "description", "A URI that ends in the code."),
+			"title", mapping("type", "string"),
+			"status", mapping("type", "integer"),
+			"detail", mapping("type", "string"),
+			"code", mapping("type", "string", "description", "The stable problem code.", "enum", codes),
+			"original_status", mapping("type", "integer", "description", idem.CodeResponseUnavailable+" only: the status of the request that ran."),
+		),
+		Marker, markerValue,
+	)
+}
+
+func retryAfterHeader() *yaml.Node {
+	return mapping(
+		"description", "Seconds to wait before retrying with the same idempotency key.",
+		"schema", mapping("type", "integer", "minimum", 0),
+		Marker, markerValue,
+	)
+}
+
+func replayedHeader() *yaml.Node {
+	return mapping(
+		"description", "true when this response is the stored response to an earlier request with the same idempotency key: the operation ran once, before.",
+		"schema", mapping("type", "boolean"),
+		Marker, markerValue,
+	)
+}
+
+func responseDescription(status int, r roles) string {
+	var parts []string
+	if r[roleBadRequest] {
+		parts = append(parts, "The idempotency key is missing ("+idem.CodeKeyMissing+") or malformed ("+idem.CodeKeyInvalid+"), or the request body could not be read ("+idem.CodeRequestUnreadable+"); do not retry, fix the request.")
+	}
+	if r[roleReused] {
+		parts = append(parts, idem.CodeKeyReused+": the key was used for a different request; never retry with this key.")
+	}
+	if r[roleInFlight] {
+		parts = append(parts, idem.CodeKeyInUse+": a request with this key is still being processed; retry with the same key after Retry-After.")
+	}
+	if r[roleResponseUnavailable] {
+		parts = append(parts, idem.CodeResponseUnavailable+": the request ran, but its response was too large to store and cannot be replayed; do not retry.")
+	}
+	if r[roleStoreUnavailable] {
+		parts = append(parts, idem.CodeStoreUnavailable+": the idempotency records could not be reached and nothing ran; retry with the same key after Retry-After.")
+	}
+	return strings.Join(parts, " ")
+}
+
+// components collects the components the plan refers to.
+type components struct {
+	root  *yaml.Node
+	kinds []string                   // kinds in first-use order
+	added map[string][]namedNode     // kind -> new definitions, in first-use order
+	used  map[string][]namedNode     // kind -> definitions referred to (added or reused)
+	stale map[string]map[string]bool // kind -> marked definitions to replace
+}
+
+type namedNode struct {
+	name string
+	def  *yaml.Node
+}
+
+func newComponents(root *yaml.Node) *components {
+	return &components{root: root, added: map[string][]namedNode{}, used: map[string][]namedNode{}, stale: map[string]map[string]bool{}}
+}
+
+// ref returns the $ref of a component of kind with definition def, named
+// base or base2, base3, … : an existing equal definition is reused; a
+// definition idemgen wrote earlier (with the marker) is replaced when
+// replace is set; any other name is left alone.
+func (c *components) ref(kind, base string, def *yaml.Node, replace bool) string {
+	for _, u := range c.used[kind] {
+		if equal(u.def, def) {
+			return "#/components/" + kind + "/" + escapeToken(u.name)
+		}
+	}
+	existing := child(child(c.root, "components"), kind)
+	for i := 1; ; i++ {
+		name := base
+		if i > 1 {
+			name += strconv.Itoa(i)
+		}
+		if slices.ContainsFunc(c.used[kind], func(u namedNode) bool { return u.name == name }) {
+			continue
+		}
+		cur := child(existing, name)
+		switch {
+		case cur == nil:
+			c.add(kind, name, def)
+		case equal(cur, def):
+			c.used[kind] = append(c.used[kind], namedNode{name, cur})
+		case replace && marked(cur):
+			if c.stale[kind] == nil {
+				c.stale[kind] = map[string]bool{}
+			}
+			c.stale[kind][name] = true
+			c.add(kind, name, def)
+		default:
+			continue
+		}
+		return "#/components/" + kind + "/" + escapeToken(name)
+	}
+}
+
+func (c *components) add(kind, name string, def *yaml.Node) {
+	if !slices.Contains(c.kinds, kind) {
+		c.kinds = append(c.kinds, kind)
+	}
+	c.added[kind] = append(c.added[kind], namedNode{name, def})
+	c.used[kind] = append(c.used[kind], namedNode{name, def})
+}
+
+// update returns the update of the document root that adds the new
+// components, or nil.
+func (c *components) update() *yaml.Node {
+	if len(c.kinds) == 0 {
+		return nil
+	}
+	comps := mapping()
+	for _, kind := range c.kinds {
+		defs := mapping()
+		for _, d := range c.added[kind] {
+			set(defs, d.name, d.def)
+		}
+		set(comps, kind, defs)
+	}
+	return mapping("components", comps)
+}

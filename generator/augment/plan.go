@@ -1,0 +1,552 @@
+package augment
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/speakeasy-api/openapi/overlay"
+	"gopkg.in/yaml.v3"
+
+	"github.com/idemgen/idemgen/generator/emit/docs"
+	"github.com/idemgen/idemgen/generator/ir"
+	"github.com/idemgen/idemgen/generator/naming"
+)
+
+// Markers delimit the contract summary idemgen writes into an operation's
+// description (and the key note in a body member's): a later run replaces
+// what is between them and leaves the rest of the text alone. They are
+// HTML comments, invisible in rendered Markdown.
+const (
+	BeginMarker = "<!-- idemgen:contract -->"
+	EndMarker   = "<!-- /idemgen:contract -->"
+)
+
+// Finding kinds: what the spec does not declare although the contract implies it.
+const (
+	RuleKeyParamMissing        = "key-param-missing"
+	RuleProblemResponseMissing = "problem-response-missing"
+	RuleRetryAfterMissing      = "retry-after-missing"
+	// RuleNotAugmented: idemgen spec could not change this part of the spec
+	// (a $ref to another document, an unusual node); a warning.
+	RuleNotAugmented = "spec-not-augmented"
+)
+
+// finding is one thing the plan adds (or cannot add) for an operation.
+type finding struct {
+	rule string
+	op   *ir.Operation
+	node *yaml.Node // where, in the spec (nil: the operation)
+	msg  string
+}
+
+// planner computes the overlay actions that declare in the spec what the
+// contracts imply. It only reads the tree; Apply changes it.
+type planner struct {
+	root     *yaml.Node
+	parents  parents
+	comps    *components
+	roles    map[int]roles // union over all operations, per status
+	actions  []overlay.Action
+	edited   map[*yaml.Node]bool // shared nodes already changed by an action
+	findings []finding
+}
+
+// Plan returns the actions that augment the spec whose root mapping is
+// root with the contracts of ops, in the order to apply them, and what
+// each operation lacked. It never fails: what it cannot change is reported
+// as a RuleNotAugmented finding and left alone. ops must come from the same
+// document (the IR compiled from it).
+func plan(root *yaml.Node, ops []*ir.Operation) *planner {
+	p := &planner{root: root, parents: indexParents(root), comps: newComponents(root), roles: map[int]roles{}, edited: map[*yaml.Node]bool{}}
+	for _, op := range ops {
+		for s, r := range statusRoles(op) {
+			u := p.roles[s]
+			for i := range r {
+				u[i] = u[i] || r[i]
+			}
+			p.roles[s] = u
+		}
+	}
+	var opActions []overlay.Action
+	for _, op := range ops {
+		if a, ok := p.operation(op); ok {
+			opActions = append(opActions, a)
+		}
+	}
+	var first []overlay.Action
+	for _, kind := range p.comps.kinds {
+		names := make([]string, 0, len(p.comps.stale[kind]))
+		for name := range p.comps.stale[kind] {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		for _, name := range names {
+			first = append(first, overlay.Action{Target: "$.components." + kind + "['" + name + "']", Remove: true,
+				Description: "Replace idemgen's " + kind + " " + name + " (the contracts changed)."})
+		}
+	}
+	if u := p.comps.update(); u != nil {
+		first = append(first, overlay.Action{Target: "$", Description: "Shared declarations of idemgen's runtime: problem responses, headers, key parameters.", Update: *u})
+	}
+	p.actions = append(append(first, p.actions...), opActions...)
+	return p
+}
+
+func (p *planner) notAugmented(op *ir.Operation, n *yaml.Node, format string, args ...any) {
+	p.findings = append(p.findings, finding{rule: RuleNotAugmented, op: op, node: n, msg: fmt.Sprintf(format, args...)})
+}
+
+func (p *planner) found(rule string, op *ir.Operation, n *yaml.Node, format string, args ...any) {
+	p.findings = append(p.findings, finding{rule: rule, op: op, node: n, msg: fmt.Sprintf(format, args...)})
+}
+
+// target returns the JSONPath of n, checked to select exactly n.
+func (p *planner) target(n *yaml.Node) (string, bool) {
+	path, ok := p.parents.jsonPath(p.root, n)
+	if !ok {
+		return "", false
+	}
+	ov := overlay.Overlay{Version: "1.0.0"}
+	q, err := ov.NewPath(path, nil)
+	if err != nil {
+		return "", false
+	}
+	got := q.Query(p.root)
+	if len(got) != 1 || got[0] != n {
+		return "", false
+	}
+	return path, true
+}
+
+func where(op *ir.Operation) string { return op.Method + " " + op.Path }
+
+// operationNode finds the operation in the tree (not through $refs: what
+// lives in a component or another document is not the operation's to change).
+func (p *planner) operationNode(op *ir.Operation) *yaml.Node {
+	return child(child(child(p.root, "paths"), op.Path), strings.ToLower(op.Method))
+}
+
+func (p *planner) operation(op *ir.Operation) (overlay.Action, bool) {
+	opNode := p.operationNode(op)
+	if !isMapping(opNode) {
+		p.notAugmented(op, nil, "%s is not written in this document (its path item is a $ref or missing): declare its idempotency there", where(op))
+		return overlay.Action{}, false
+	}
+	upd := mapping()
+	p.keyParam(op, opNode, upd)
+	p.responses(op, opNode, upd)
+	p.description(op, opNode, upd)
+	if op.Key.Carrier == ir.CarrierBody {
+		p.bodyMember(op, opNode)
+	}
+	if len(upd.Content) == 0 {
+		return overlay.Action{}, false
+	}
+	path, ok := p.target(opNode)
+	if !ok {
+		p.notAugmented(op, opNode, "%s cannot be addressed by an overlay target", where(op))
+		return overlay.Action{}, false
+	}
+	var what []string
+	for i := 0; i < len(upd.Content); i += 2 {
+		what = append(what, upd.Content[i].Value)
+	}
+	return overlay.Action{Target: path, Description: "Idempotency of " + where(op) + ": " + strings.Join(what, ", ") + ".", Update: *upd}, true
+}
+
+// keyParam declares the key header or query parameter when the operation
+// (or its path item) does not.
+func (p *planner) keyParam(op *ir.Operation, opNode, upd *yaml.Node) {
+	k := op.Key
+	if k.Carrier == ir.CarrierBody || k.Param != nil || p.declares(op, opNode) {
+		return
+	}
+	schema := mapping("type", "string")
+	switch k.Format {
+	case ir.FormatUUID, ir.FormatUUIDv4, ir.FormatUUIDv7:
+		set(schema, "format", str("uuid"))
+	}
+	set(schema, "maxLength", toNode(k.MaxLength))
+	what := "a string of visible ASCII characters"
+	if k.Format != ir.FormatToken {
+		what = "a UUID"
+	}
+	def := mapping(
+		"name", k.Name,
+		"in", string(k.Carrier),
+		"required", k.Required,
+		"description", fmt.Sprintf("Idempotency key: %s of at most %d characters, new for each logical call and the same on every retry of it. The operation's description states what a repeated key means.", what, k.MaxLength),
+		"schema", schema,
+		Marker, markerValue,
+	)
+	r := p.existingParam(k)
+	if r == "" {
+		base := naming.Param(k.Name, "")
+		if base == "" || !strings.Contains(strings.ToLower(base), "idempot") {
+			base = "Idempotency" + base
+		}
+		r = p.comps.ref("parameters", base, def, false)
+	}
+	params := child(opNode, "parameters")
+	if params != nil && params.Kind != yaml.SequenceNode {
+		p.notAugmented(op, params, "the parameters of %s are not a list", where(op))
+		return
+	}
+	set(upd, "parameters", toNode([]*yaml.Node{ref(r)}))
+	p.found(RuleKeyParamMissing, op, opNode, "%s does not declare its idempotency key (%s %s) as a parameter", where(op), k.Carrier, k.Name)
+}
+
+// existingParam returns the $ref of a component parameter of the spec
+// that declares the key as the contract says (the spec's own declaration,
+// as in many vendor specs), or "".
+func (p *planner) existingParam(k ir.Key) string {
+	params := child(child(p.root, "components"), "parameters")
+	if !isMapping(params) {
+		return ""
+	}
+	for i := 0; i+1 < len(params.Content); i += 2 {
+		d := resolve(p.root, params.Content[i+1])
+		in, name := child(d, "in"), child(d, "name")
+		if in == nil || name == nil || in.Value != string(k.Carrier) {
+			continue
+		}
+		if name.Value != k.Name && !(k.Carrier == ir.CarrierHeader && strings.EqualFold(name.Value, k.Name)) {
+			continue
+		}
+		if compatible(p.root, d, k) {
+			return "#/components/parameters/" + escapeToken(params.Content[i].Value)
+		}
+	}
+	return ""
+}
+
+// compatible reports whether a parameter declaration agrees with the key
+// (the checks of key-declared-differently).
+func compatible(root, d *yaml.Node, k ir.Key) bool {
+	required := child(d, "required")
+	if (required != nil && required.Value == "true") != k.Required {
+		return false
+	}
+	s := resolve(root, child(d, "schema"))
+	if s == nil {
+		return child(d, "schema") == nil
+	}
+	if t := child(s, "type"); t != nil && !(t.Kind == yaml.ScalarNode && t.Value == "string") {
+		return false
+	}
+	if ml := child(s, "maxLength"); ml != nil && ml.Value != strconv.Itoa(k.MaxLength) {
+		return false
+	}
+	uuid := k.Format != ir.FormatToken
+	if f := child(s, "format"); f != nil && (f.Value == "uuid") != uuid {
+		return false
+	}
+	return child(s, "pattern") == nil || !uuid
+}
+
+// declares reports whether the tree declares op's key parameter, at the
+// operation or path level, inline or through a local $ref (the IR knows
+// only about what kin-openapi resolved, this looks at the tree itself).
+func (p *planner) declares(op *ir.Operation, opNode *yaml.Node) bool {
+	item := child(child(p.root, "paths"), op.Path)
+	for _, list := range []*yaml.Node{child(opNode, "parameters"), child(item, "parameters")} {
+		if list == nil || list.Kind != yaml.SequenceNode {
+			continue
+		}
+		for _, e := range list.Content {
+			d := resolve(p.root, e)
+			if _, external := refTarget(unalias(e)); external {
+				return true // another document: trust the IR (Param == nil means it is not this one)
+			}
+			if d == nil || child(d, "in") == nil || child(d, "name") == nil {
+				continue
+			}
+			if child(d, "in").Value != string(op.Key.Carrier) {
+				continue
+			}
+			name := child(d, "name").Value
+			if name == op.Key.Name || (op.Key.Carrier == ir.CarrierHeader && strings.EqualFold(name, op.Key.Name)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// responses declares the problem responses, Retry-After on the statuses
+// that carry it, and Idempotent-Replayed on the replayable responses.
+func (p *planner) responses(op *ir.Operation, opNode, upd *yaml.Node) {
+	resps := child(opNode, "responses")
+	if resps != nil && resps.Kind != yaml.MappingNode {
+		p.notAugmented(op, resps, "the responses of %s are not a mapping", where(op))
+		return
+	}
+	newResps := mapping()
+	keyStyle := yaml.SingleQuotedStyle
+	if resps != nil && len(resps.Content) > 0 && resps.Content[0].Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) != 0 {
+		keyStyle = resps.Content[0].Style & (yaml.DoubleQuotedStyle | yaml.SingleQuotedStyle)
+	}
+	// Idempotent-Replayed on the responses the API declares (before adding ours).
+	if resps != nil {
+		for i := 0; i+1 < len(resps.Content); i += 2 {
+			code, r := resps.Content[i].Value, unalias(resps.Content[i+1])
+			if !replayable(code, op.Policy.Failures) || !isMapping(r) || child(r, "$ref") != nil {
+				continue // a $ref'd response is shared: not ours to change
+			}
+			if childFold(child(r, "headers"), "Idempotent-Replayed") != nil {
+				continue
+			}
+			h := p.comps.ref("headers", ReplayedHeader, replayedHeader(), false)
+			set(ensure(ensure(ensure(newResps, code), "headers"), "Idempotent-Replayed"), "$ref", str(h))
+		}
+	}
+	statuses := make([]int, 0, 5)
+	for s := range statusRoles(op) {
+		statuses = append(statuses, s)
+	}
+	slices.Sort(statuses)
+	var missing []string
+	for _, s := range statuses {
+		code := strconv.Itoa(s)
+		roles := p.roles[s]
+		existing := child(resps, code)
+		if existing == nil {
+			def := mapping("description", responseDescription(s, roles))
+			if roles.retryAfter() {
+				set(def, "headers", mapping("Retry-After", ref(p.comps.ref("headers", RetryAfterHeader, retryAfterHeader(), false))))
+			}
+			set(def, "content", mapping("application/problem+json", mapping("schema", ref(p.comps.ref("schemas", ProblemSchema, problemSchema(), true)))))
+			set(def, Marker, str(markerValue))
+			newResps.Content = append(newResps.Content, quoted(code, keyStyle), ref(p.comps.ref("responses", responseName(s), def, true)))
+			missing = append(missing, code)
+			continue
+		}
+		if !roles.retryAfter() || !statusRoles(op)[s].retryAfter() {
+			continue
+		}
+		p.retryAfter(op, code, existing, newResps)
+	}
+	if len(missing) > 0 {
+		p.found(RuleProblemResponseMissing, op, resps, "%s does not declare the problem response%s %s that idemgen's runtime may answer with", where(op), plural(len(missing)), strings.Join(missing, ", "))
+	}
+	if len(newResps.Content) > 0 {
+		set(upd, "responses", newResps)
+	}
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// retryAfter declares Retry-After on a response the API declares itself
+// at a status that carries it: inline in the operation's update, or, for a
+// $ref'd response of this document, on that shared response.
+func (p *planner) retryAfter(op *ir.Operation, code string, existing, newResps *yaml.Node) {
+	r := resolve(p.root, existing)
+	if r == nil {
+		p.found(RuleRetryAfterMissing, op, existing, "the %s response of %s is in another document: declare its Retry-After header there", code, where(op))
+		return
+	}
+	if childFold(child(r, "headers"), "Retry-After") != nil {
+		return
+	}
+	h := ref(p.comps.ref("headers", RetryAfterHeader, retryAfterHeader(), false))
+	p.found(RuleRetryAfterMissing, op, existing, "the %s response of %s does not declare the Retry-After header idemgen's runtime sends with it", code, where(op))
+	if r == existing {
+		set(ensure(ensure(ensure(newResps, code), "headers"), "Retry-After"), "$ref", h.Content[1])
+		return
+	}
+	if p.edited[r] {
+		return
+	}
+	path, ok := p.target(r)
+	if !ok {
+		p.notAugmented(op, existing, "the %s response of %s cannot be addressed by an overlay target", code, where(op))
+		return
+	}
+	p.edited[r] = true
+	p.actions = append(p.actions, overlay.Action{Target: path, Description: "Retry-After on a shared " + code + " response.", Update: *mapping("headers", mapping("Retry-After", h))})
+}
+
+// replayable reports whether a response declared under code may be a
+// stored response replayed with Idempotent-Replayed: the runtime stores
+// what is below 500 (but 408, 425 and 429, which free the key), and 5xx
+// only with failures: replay.
+func replayable(code, failures string) bool {
+	switch strings.ToUpper(code) {
+	case "DEFAULT", "2XX", "3XX", "4XX":
+		return true
+	case "5XX":
+		return failures == ir.FailuresReplay
+	}
+	s, err := strconv.Atoi(code)
+	if err != nil {
+		return false
+	}
+	switch {
+	case s == 408 || s == 425 || s == 429 || s < 200:
+		return false
+	case s >= 500:
+		return failures == ir.FailuresReplay
+	}
+	return true
+}
+
+// description writes the contract summary into the operation's description.
+func (p *planner) description(op *ir.Operation, opNode, upd *yaml.Node) {
+	summary, err := docs.Summary(op)
+	if err != nil {
+		p.notAugmented(op, opNode, "cannot render the contract summary of %s: %v", where(op), err)
+		return
+	}
+	cur := child(opNode, "description")
+	if cur != nil && cur.Kind != yaml.ScalarNode {
+		p.notAugmented(op, cur, "the description of %s is not a string", where(op))
+		return
+	}
+	old := ""
+	if cur != nil {
+		old = cur.Value
+	}
+	next := ReplaceBlock(old, summary)
+	if next == old {
+		return
+	}
+	if cur != nil {
+		set(upd, "description", str(next))
+		return
+	}
+	set(upd, "description", literal(next))
+}
+
+// ReplaceBlock returns text with the block between BeginMarker and
+// EndMarker replaced by block (or, when text has no such block, with the
+// block appended after a blank line). The result ends with a newline when
+// the block is the end of the text.
+func ReplaceBlock(text, block string) string {
+	whole := BeginMarker + "\n" + block + "\n" + EndMarker
+	if i := strings.LastIndex(text, BeginMarker); i >= 0 {
+		if j := strings.Index(text[i:], EndMarker); j >= 0 {
+			rest := text[i+j+len(EndMarker):]
+			return text[:i] + whole + rest
+		}
+	}
+	if strings.TrimSpace(text) == "" {
+		return whole + "\n"
+	}
+	return strings.TrimRight(text, " \t\r\n") + "\n\n" + whole + "\n"
+}
+
+// ReplaceInline is ReplaceBlock for one-line texts (a schema member's
+// description): the block stays on the text's last line.
+func ReplaceInline(text, block string) string {
+	whole := BeginMarker + " " + block + " " + EndMarker
+	if i := strings.LastIndex(text, BeginMarker); i >= 0 {
+		if j := strings.Index(text[i:], EndMarker); j >= 0 {
+			return text[:i] + whole + text[i+j+len(EndMarker):]
+		}
+	}
+	if strings.TrimSpace(text) == "" {
+		return whole
+	}
+	return strings.TrimRight(text, " \t\r\n") + " " + whole
+}
+
+// bodyMember notes the key in the body member's schema: a description
+// block, and maxLength and format when the schema has none.
+func (p *planner) bodyMember(op *ir.Operation, opNode *yaml.Node) {
+	rb := resolve(p.root, child(opNode, "requestBody"))
+	content := child(rb, "content")
+	var schema *yaml.Node
+	if isMapping(content) {
+		if mt := child(content, "application/json"); mt != nil {
+			schema = child(mt, "schema")
+		} else {
+			for i := 0; i+1 < len(content.Content); i += 2 {
+				if naming.IsJSONMediaType(content.Content[i].Value) {
+					schema = child(unalias(content.Content[i+1]), "schema")
+					break
+				}
+			}
+		}
+	}
+	member := p.member(schema, strings.Split(strings.TrimPrefix(op.Key.Name, "/"), "/"), 0)
+	if member == nil {
+		p.notAugmented(op, opNode, "the key member %s of %s's body is not written in this document (or only through a $ref): note the key in its schema there", op.Key.Name, where(op))
+		return
+	}
+	if p.edited[member] {
+		return
+	}
+	upd := mapping()
+	what := "a string of visible ASCII characters"
+	if op.Key.Format != ir.FormatToken {
+		what = "a UUID"
+	}
+	note := fmt.Sprintf("Idempotency key of %s: %s of at most %d characters, new for each logical call and the same on every retry of it.", where(op), what, op.Key.MaxLength)
+	cur := child(member, "description")
+	if cur == nil || cur.Kind == yaml.ScalarNode {
+		old := ""
+		if cur != nil {
+			old = cur.Value
+		}
+		if next := ReplaceInline(old, note); next != old {
+			set(upd, "description", str(next))
+		}
+	}
+	if child(member, "maxLength") == nil {
+		set(upd, "maxLength", toNode(op.Key.MaxLength))
+	}
+	if op.Key.Format != ir.FormatToken && child(member, "format") == nil {
+		set(upd, "format", str("uuid"))
+	}
+	if len(upd.Content) == 0 {
+		return
+	}
+	path, ok := p.target(member)
+	if !ok {
+		p.notAugmented(op, member, "the key member %s of %s cannot be addressed by an overlay target", op.Key.Name, where(op))
+		return
+	}
+	p.edited[member] = true
+	p.actions = append(p.actions, overlay.Action{Target: path, Description: "The idempotency key of " + where(op) + " in its body schema.", Update: *upd})
+}
+
+// member finds the schema of the member at toks below schema, through
+// local $refs and allOf/oneOf/anyOf branches; nil when it is not an inline
+// mapping of this document.
+func (p *planner) member(schema *yaml.Node, toks []string, depth int) *yaml.Node {
+	s := resolve(p.root, schema)
+	if s == nil || depth > 32 || len(toks) == 0 {
+		return nil
+	}
+	tok := strings.ReplaceAll(strings.ReplaceAll(toks[0], "~1", "/"), "~0", "~")
+	var next *yaml.Node
+	if props := child(s, "properties"); props != nil {
+		next = child(props, tok)
+	}
+	if next == nil {
+		for _, group := range []string{"allOf", "oneOf", "anyOf"} {
+			if g := child(s, group); g != nil && g.Kind == yaml.SequenceNode {
+				for _, b := range g.Content {
+					if m := p.member(b, toks, depth+1); m != nil {
+						return m
+					}
+				}
+			}
+		}
+		return nil
+	}
+	if len(toks) > 1 {
+		return p.member(next, toks[1:], depth+1)
+	}
+	if !isMapping(next) || child(next, "$ref") != nil {
+		return nil
+	}
+	return next
+}

@@ -1,0 +1,219 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	iofs "io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/idemgen/idemgen/generator/augment"
+	"github.com/idemgen/idemgen/generator/emitter"
+	"github.com/idemgen/idemgen/generator/initspec"
+)
+
+// DefaultConfig is the config file check -generated reads when -config is not given.
+const DefaultConfig = "idemgen.yaml"
+
+// checkGenerated regenerates every configured output in memory and
+// compares it with the files on disk.
+func checkGenerated(fs *flag.FlagSet, configPath string, overlays []string, strict bool, format string, stdout, stderr io.Writer) int {
+	if configPath == "" {
+		configPath = DefaultConfig
+	}
+	cfg, err := LoadConfig(configPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "idemgen check: %v\n", err)
+		return ExitUsage
+	}
+	if fs.NArg() > 1 {
+		fmt.Fprintln(stderr, "idemgen check: want at most one SPEC file with -generated")
+		return ExitUsage
+	}
+	if fs.NArg() == 1 {
+		cfg.Spec = fs.Arg(0)
+	}
+	if len(overlays) > 0 {
+		cfg.Overlays = overlays
+	}
+	if cfg.Output == "" {
+		cfg.Output = filepath.Dir(configPath)
+	}
+	names := sortedTrue(cfg.Generate)
+	if cfg.Spec == "" || len(names) == 0 || cfg.Output == "-" {
+		fmt.Fprintf(stderr, "idemgen check: %s must name a spec, an output directory and at least one emitter (generate:)\n", configPath)
+		return ExitUsage
+	}
+	for _, n := range names {
+		if _, ok := emitter.Lookup(n); !ok {
+			fmt.Fprintf(stderr, "idemgen check: no emitter %q in this build (available: %v)\n", n, emitter.Names())
+			return ExitUsage
+		}
+	}
+	spec, diags := diagnose(cfg.Spec, cfg.Overlays, strict)
+	report(diags, format, stdout, stderr)
+	if diags.HasErrors() {
+		fmt.Fprintln(stderr, "idemgen check: the spec has errors; cannot compare the generated files")
+		return ExitError
+	}
+	files, err := emitter.Run(names, spec, emitter.Options{Package: cfg.Package, Output: cfg.Output, Params: cfg.Options})
+	if err != nil {
+		fmt.Fprintf(stderr, "idemgen check: %v\n", err)
+		return ExitError
+	}
+	bad := 0
+	for _, f := range files {
+		path := filepath.Join(cfg.Output, f.Path)
+		have, err := os.ReadFile(path)
+		switch {
+		case errors.Is(err, iofs.ErrNotExist):
+			fmt.Fprintf(stderr, "%s: missing (emitter output not generated)\n", path)
+			bad++
+		case err != nil:
+			fmt.Fprintf(stderr, "%s: %v\n", path, err)
+			bad++
+		case !bytes.Equal(have, f.Data):
+			fmt.Fprintf(stderr, "%s:%d: stale (differs from what idemgen generates from line %d on)\n", path, firstDiff(have, f.Data), firstDiff(have, f.Data))
+			bad++
+		}
+	}
+	if bad > 0 {
+		fmt.Fprintf(stderr, "idemgen check: %d of %d generated files are stale or missing; run: idemgen generate -config %s\n", bad, len(files), configPath)
+		return ExitError
+	}
+	fmt.Fprintf(stderr, "idemgen check: %d generated files are up to date\n", len(files))
+	return ExitOK
+}
+
+// firstDiff returns the 1-based line of the first difference of a and b.
+func firstDiff(a, b []byte) int {
+	line := 1
+	for i := 0; i < len(a) && i < len(b); i++ {
+		if a[i] != b[i] {
+			return line
+		}
+		if a[i] == '\n' {
+			line++
+		}
+	}
+	return line
+}
+
+const specExamples = `  idemgen spec -o openapi.yaml openapi.yaml                # augment in place
+  idemgen spec -overlay idempotency.overlay.yaml vendor/openapi.json > api.json
+  idemgen spec -as-overlay -o declarations.overlay.yaml -overlay idempotency.overlay.yaml vendor/openapi.json
+
+Writes the spec with what its x-idempotency contracts imply declared: the
+key parameter, the problem+json responses (400, 409, 422, 503) with
+Retry-After, Idempotent-Replayed on replayable responses, and a contract
+summary in each operation's description. Declarations already in the spec
+are kept; running it again changes nothing. YAML stays YAML, JSON stays
+JSON. With -as-overlay it writes the same changes as an OpenAPI Overlay
+1.0 document instead, to apply after the contract overlays, so the source
+spec is never rewritten. Exit status: 0 written, 1 errors, 2 usage.
+`
+
+func specCmd(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("spec", "idemgen spec [-overlay FILE]... [-o OUT] [-as-overlay] SPEC", specExamples, stderr)
+	var overlays listFlag
+	fs.Var(&overlays, "overlay", "apply this OpenAPI Overlay 1.0 `FILE` first (repeatable, applied in order)")
+	out := fs.String("o", "-", "write to `OUT` (- is stdout; the spec's own path rewrites it)")
+	asOverlay := fs.Bool("as-overlay", false, "write the changes as an Overlay 1.0 document instead of the augmented spec")
+	format := fs.String("format", "text", "diagnostics format: text or json")
+	if code, ok := parse(fs, args, stdout); !ok {
+		return code
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "idemgen spec: want exactly one SPEC file")
+		fs.Usage()
+		return ExitUsage
+	}
+	res, diags := augment.Augment(fs.Arg(0), augment.Options{Overlays: overlays})
+	report(diags, *format, stdout, stderr)
+	if res == nil {
+		return ExitError
+	}
+	data := res.Spec
+	if *asOverlay {
+		data = res.Overlay
+	}
+	if err := writeOut(*out, data, stdout); err != nil {
+		fmt.Fprintf(stderr, "idemgen spec: %v\n", err)
+		return ExitError
+	}
+	if *out != "-" {
+		fmt.Fprintf(stderr, "%s: %d changes\n", *out, res.Actions)
+	}
+	return ExitOK
+}
+
+// writeOut writes data to stdout ("-") or atomically to path.
+func writeOut(path string, data []byte, stdout io.Writer) error {
+	if path == "-" {
+		_, err := stdout.Write(data)
+		return err
+	}
+	return emitter.Write(filepath.Dir(path), []emitter.File{{Path: filepath.Base(path), Data: data}})
+}
+
+const initExamples = `  idemgen init openapi.yaml > idempotency.overlay.yaml
+  idemgen init -o idempotency.overlay.yaml vendor/openapi.json
+
+Proposes an x-idempotency contract, as an OpenAPI Overlay 1.0 document, for
+every unsafe operation that already declares an idempotency key (an
+Idempotency-Key header, inline or through a $ref; a PayPal-Request-Id-style
+header; an idempotency_key body member), with the key exactly as the spec
+declares it. The semantics, the window and the volatile and unordered
+members are proposals marked "# TODO(idemgen)": idemgen check reports each
+[unconfirmed] until the mark is deleted. Operations that declare a key but
+get no contract (GET and other safe methods) are listed on stderr and in
+the overlay's header comment. An existing -o file is not overwritten
+without -force. Exit status: 0 written (or nothing to propose), 1 errors, 2 usage.
+`
+
+func initCmd(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("init", "idemgen init [-overlay FILE]... [-o overlay.yaml] [-force] SPEC", initExamples, stderr)
+	var overlays listFlag
+	fs.Var(&overlays, "overlay", "apply this OpenAPI Overlay 1.0 `FILE` first (repeatable)")
+	out := fs.String("o", "-", "write the overlay to `FILE` (- is stdout)")
+	force := fs.Bool("force", false, "overwrite an existing -o file")
+	if code, ok := parse(fs, args, stdout); !ok {
+		return code
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "idemgen init: want exactly one SPEC file")
+		fs.Usage()
+		return ExitUsage
+	}
+	if *out != "-" && !*force {
+		if _, err := os.Stat(*out); err == nil {
+			fmt.Fprintf(stderr, "idemgen init: %s exists (it may hold confirmed contracts); use -force to overwrite it\n", *out)
+			return ExitUsage
+		}
+	}
+	ovName := initspec.DefaultOverlayPath
+	if *out != "-" {
+		ovName = *out
+	}
+	p, diags := initspec.Propose(fs.Arg(0), initspec.Options{Overlays: overlays, OverlayPath: ovName})
+	_ = diags.WriteText(stderr)
+	if p == nil {
+		return ExitError
+	}
+	for _, n := range p.Notes {
+		fmt.Fprintf(stderr, "%s: note: %s %s declares the key %s %s, but %s\n", fs.Arg(0), n.Method, n.Path, n.Key.Carrier, n.Key.Name, n.Reason)
+	}
+	if len(p.Candidates) == 0 {
+		fmt.Fprintf(stderr, "%s: no operation without a contract declares an idempotency key; nothing to propose (write x-idempotency blocks by hand: docs/contract.md)\n", fs.Arg(0))
+		return ExitOK
+	}
+	if err := writeOut(*out, p.Overlay, stdout); err != nil {
+		fmt.Fprintf(stderr, "idemgen init: %v\n", err)
+		return ExitError
+	}
+	fmt.Fprintf(stderr, "%s: proposed contracts for %d operations; confirm the values marked TODO(idemgen), then run idemgen check -overlay %s %s\n", fs.Arg(0), len(p.Candidates), ovName, fs.Arg(0))
+	return ExitOK
+}

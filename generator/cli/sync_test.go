@@ -1,0 +1,130 @@
+package cli_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/generator/emit/docs"
+	"github.com/idemgen/idemgen/generator/emitter"
+)
+
+var augmentDir = filepath.Join("..", "..", "testdata", "augment")
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	data, err := os.ReadFile(from)
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll(filepath.Dir(to), 0o755))
+	require.NoError(t, os.WriteFile(to, data, 0o644))
+}
+
+// TestCheckGenerated: with the ir and docs emitters configured, missing,
+// stale and fresh outputs are told apart, and only fresh ones pass.
+func TestCheckGenerated(t *testing.T) {
+	dir := t.TempDir()
+	copyFile(t, filepath.Join(augmentDir, "coupons", "openapi.yaml"), filepath.Join(dir, "openapi.yaml"))
+	cfg := filepath.Join(dir, "idemgen.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("package: api\noutput: gen\nspec: openapi.yaml\ngenerate: {ir: true, docs: true}\n"), 0o644))
+	irPath := filepath.Join(dir, "gen", emitter.IRFile)
+	docsPath := filepath.Join(dir, "gen", docs.FileName)
+
+	// Missing: nothing generated yet.
+	code, _, stderr := run("check", "-generated", "-config", cfg)
+	assert.Equal(t, 1, code, stderr)
+	assert.Contains(t, stderr, irPath+": missing")
+	assert.Contains(t, stderr, docsPath+": missing")
+	assert.Contains(t, stderr, "2 of 2 generated files are stale or missing")
+
+	// Fresh after generate.
+	code, _, stderr = run("generate", "-config", cfg)
+	require.Equal(t, 0, code, stderr)
+	code, _, stderr = run("check", "-generated", "-config", cfg)
+	assert.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, "2 generated files are up to date")
+
+	// Stale: the contract changed, the outputs were not regenerated.
+	src, err := os.ReadFile(filepath.Join(dir, "openapi.yaml"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "openapi.yaml"), []byte(strings.Replace(string(src), "window: 10m", "window: 20m", 1)), 0o644))
+	code, _, stderr = run("check", "-generated", "-config", cfg)
+	assert.Equal(t, 1, code, stderr)
+	assert.Contains(t, stderr, irPath+":")
+	assert.Contains(t, stderr, ": stale")
+	assert.Contains(t, stderr, "run: idemgen generate -config "+cfg)
+
+	// Stale: a generated file edited by hand.
+	code, _, _ = run("generate", "-config", cfg)
+	require.Equal(t, 0, code)
+	require.NoError(t, os.WriteFile(docsPath, []byte("# edited\n"), 0o644))
+	code, _, stderr = run("check", "-generated", "-config", cfg)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, docsPath+":1: stale")
+	assert.NotContains(t, stderr, irPath+":")
+
+	// A spec with errors cannot be compared.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "openapi.yaml"), []byte(strings.Replace(string(src), "semantics: strict", "semantics: strcit", 1)), 0o644))
+	code, _, stderr = run("check", "-generated", "-config", cfg)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "[bad-enum]")
+}
+
+func TestSpecCommand(t *testing.T) {
+	spec := filepath.Join(augmentDir, "coupons", "openapi.yaml")
+	want, err := os.ReadFile(filepath.Join(augmentDir, "coupons", "augmented.yaml"))
+	require.NoError(t, err)
+	code, stdout, stderr := run("spec", spec)
+	require.Equal(t, 0, code, stderr)
+	assert.Equal(t, string(want), stdout)
+
+	wantOv, err := os.ReadFile(filepath.Join(augmentDir, "coupons", "augment.overlay.yaml"))
+	require.NoError(t, err)
+	out := filepath.Join(t.TempDir(), "decl.overlay.yaml")
+	code, _, stderr = run("spec", spec, "-as-overlay", "-o", out)
+	require.Equal(t, 0, code, stderr)
+	got, err := os.ReadFile(out)
+	require.NoError(t, err)
+	assert.Equal(t, string(wantOv), string(got))
+	assert.Contains(t, stderr, "7 changes")
+
+	// In place, twice: the second run changes nothing.
+	inPlace := filepath.Join(t.TempDir(), "openapi.yaml")
+	copyFile(t, spec, inPlace)
+	for i, changes := range []string{"7 changes", "0 changes"} {
+		code, _, stderr = run("spec", "-o", inPlace, inPlace)
+		require.Equal(t, 0, code, stderr)
+		assert.Contains(t, stderr, changes, "run %d", i+1)
+	}
+	got, err = os.ReadFile(inPlace)
+	require.NoError(t, err)
+	assert.Equal(t, string(want), string(got))
+}
+
+func TestInitCommand(t *testing.T) {
+	spec := filepath.Join("..", "..", "testdata", "init", "conventions", "openapi.yaml")
+	want, err := os.ReadFile(filepath.Join("..", "..", "testdata", "init", "conventions", "init.overlay.yaml"))
+	require.NoError(t, err)
+	code, stdout, stderr := run("init", spec)
+	require.Equal(t, 0, code, stderr)
+	assert.Equal(t, string(want), stdout)
+	assert.Contains(t, stderr, "note: GET /payments declares the key header Idempotency-Key")
+	assert.Contains(t, stderr, "proposed contracts for 3 operations")
+
+	out := filepath.Join(t.TempDir(), "idempotency.overlay.yaml")
+	code, _, stderr = run("init", "-o", out, spec)
+	require.Equal(t, 0, code, stderr)
+	code, _, stderr = run("init", "-o", out, spec)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "use -force")
+	code, _, _ = run("init", "-force", "-o", out, spec)
+	assert.Equal(t, 0, code)
+
+	// The proposal fails check until confirmed.
+	code, _, stderr = run("check", "-overlay", out, spec)
+	assert.Equal(t, 1, code)
+	assert.Equal(t, 4, strings.Count(stderr, "[unconfirmed]"), stderr)
+}

@@ -1,0 +1,284 @@
+// Package docs is idemgen's documentation emitter: it renders the API
+// documentation of an IR's x-idempotency contracts as one Markdown page,
+// IDEMPOTENCY.md, from the templates of package templates (registered as
+// emitter "docs"), and the short contract summary that `idemgen spec` writes
+// into each operation's description (Summary). Both use the same partials,
+// so the page and the spec never disagree.
+//
+// The page states, per operation, the five things a client must know (key
+// carrier and format, semantics in plain words, window, volatile fields,
+// the in-flight answer with Retry-After), the problem codes of package
+// runtime/idem with their statuses, and how a client calls the operations
+// (one key per logical call, the same key on every retry, the retry policy,
+// what never to retry). Output is deterministic: it depends on the IR only
+// (file names are reduced to their base name), never on maps or time.
+package docs
+
+import (
+	"bytes"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"text/template"
+	"time"
+	"unicode"
+
+	"github.com/idemgen/idemgen/generator/emitter"
+	"github.com/idemgen/idemgen/generator/ir"
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/templates"
+)
+
+// FileName is the file the emitter writes: upper case like README.md and
+// CHANGELOG.md, so it stands out in a repository listing, and one page per
+// API, so it can be linked from the README and read on GitHub as is.
+const FileName = "IDEMPOTENCY.md"
+
+func init() {
+	emitter.Register("docs", func(spec *ir.Spec, _ emitter.Options) ([]emitter.File, error) {
+		data, err := Render(spec)
+		if err != nil {
+			return nil, err
+		}
+		return []emitter.File{{Path: FileName, Data: data}}, nil
+	})
+}
+
+// codes are the problem codes the templates may name (function "code").
+var codes = map[string]string{
+	"KeyMissing":           idem.CodeKeyMissing,
+	"KeyInvalid":           idem.CodeKeyInvalid,
+	"KeyReused":            idem.CodeKeyReused,
+	"KeyInUse":             idem.CodeKeyInUse,
+	"StoreUnavailable":     idem.CodeStoreUnavailable,
+	"ResponseUnavailable":  idem.CodeResponseUnavailable,
+	"RequestTooLarge":      idem.CodeRequestTooLarge,
+	"RequestUnreadable":    idem.CodeRequestUnreadable,
+	"RecordUnreadable":     idem.CodeRecordUnreadable,
+	"PrincipalUnavailable": idem.CodePrincipalUnavailable,
+}
+
+var (
+	parseOnce sync.Once
+	parsed    *template.Template
+	parseErr  error
+)
+
+func tmpl() (*template.Template, error) {
+	parseOnce.Do(func() {
+		t := template.New("docs").Option("missingkey=error")
+		t.Funcs(funcs(t))
+		parsed, parseErr = t.ParseFS(templates.FS, templates.Shared, templates.Docs, templates.Summary)
+	})
+	return parsed, parseErr
+}
+
+func funcs(t *template.Template) template.FuncMap {
+	return template.FuncMap{
+		"code": func(name string) (string, error) {
+			c, ok := codes[name]
+			if !ok {
+				return "", fmt.Errorf("unknown problem code %q", name)
+			}
+			return c, nil
+		},
+		"problemBase": func() string { return idem.DefaultProblemTypeBase },
+		"dur":         FormatDuration,
+		"seconds":     func(d time.Duration) int64 { return int64((d + time.Second - 1) / time.Second) },
+		"num":         func(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) },
+		"bytes":       formatBytes,
+		"ticks":       ticks,
+		"pointers": func(ps []ir.Pointer) []string {
+			out := make([]string, len(ps))
+			for i, p := range ps {
+				out[i] = p.Pointer
+			}
+			return out
+		},
+		"span":    func(r ir.Retry) time.Duration { return r.LongestSpan() },
+		"retryOn": retryOn,
+		"title":   Title,
+		"anchor":  Anchor,
+		"cell":    cell,
+		// include renders a named template to a string (for table cells).
+		"include": func(name string, data any) (string, error) {
+			var b strings.Builder
+			if err := t.ExecuteTemplate(&b, name, data); err != nil {
+				return "", err
+			}
+			return b.String(), nil
+		},
+	}
+}
+
+type page struct {
+	Title, Version   string
+	Source           string
+	Overlays         []string
+	Ops              []*ir.Operation
+	ConflictStatuses string // of strict operations, e.g. "422" or "409, 422"; "" when none is strict
+	InFlightStatuses string
+}
+
+// Render renders the documentation page of spec.
+func Render(spec *ir.Spec) ([]byte, error) {
+	t, err := tmpl()
+	if err != nil {
+		return nil, err
+	}
+	p := page{Title: spec.Title, Version: spec.Version, Source: filepath.Base(spec.Source), Ops: spec.Operations}
+	if p.Title == "" {
+		p.Title = "API"
+	}
+	for _, o := range spec.Overlays {
+		p.Overlays = append(p.Overlays, filepath.Base(o))
+	}
+	var conflict, inflight []int
+	for _, op := range spec.Operations {
+		if op.Policy.Semantics == ir.Strict {
+			conflict = append(conflict, op.Policy.ConflictStatus)
+		}
+		inflight = append(inflight, op.Policy.InFlight.Status)
+	}
+	p.ConflictStatuses = statusList(conflict)
+	p.InFlightStatuses = statusList(inflight)
+	if p.InFlightStatuses == "" {
+		p.InFlightStatuses = "409"
+	}
+	var b bytes.Buffer
+	if err := t.ExecuteTemplate(&b, templates.Docs, p); err != nil {
+		return nil, err
+	}
+	return tidy(b.Bytes()), nil
+}
+
+// Summary renders the contract summary of op: the Markdown that `idemgen
+// spec` writes into the operation's description, without a final newline.
+func Summary(op *ir.Operation) (string, error) {
+	t, err := tmpl()
+	if err != nil {
+		return "", err
+	}
+	var b bytes.Buffer
+	if err := t.ExecuteTemplate(&b, templates.Summary, op); err != nil {
+		return "", err
+	}
+	return strings.TrimRight(string(tidy(b.Bytes())), "\n"), nil
+}
+
+var blankLines = regexp.MustCompile(`\n{3,}`)
+
+// tidy trims trailing white space from every line, collapses runs of blank
+// lines and ends the text with exactly one newline.
+func tidy(b []byte) []byte {
+	lines := strings.Split(string(b), "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimRight(l, " \t")
+	}
+	s := blankLines.ReplaceAllString(strings.Join(lines, "\n"), "\n\n")
+	return []byte(strings.TrimSpace(s) + "\n")
+}
+
+func statusList(ss []int) string {
+	slices.Sort(ss)
+	ss = slices.Compact(ss)
+	parts := make([]string, len(ss))
+	for i, s := range ss {
+		parts[i] = strconv.Itoa(s)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Title is an operation's heading: "POST /pets — addPet" (the Go name when
+// the operation has no operationId).
+func Title(op *ir.Operation) string {
+	id := op.OperationID
+	if id == "" {
+		id = op.GoName
+	}
+	return op.Method + " " + op.Path + " — " + id
+}
+
+// Anchor returns the fragment GitHub gives a Markdown heading with text s:
+// lower case, every character but letters, digits, spaces, hyphens and
+// underscores dropped, spaces turned into hyphens. (Inline Markdown, which
+// GitHub strips first, must not be in s.)
+func Anchor(s string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(s) {
+		switch {
+		case r == ' ':
+			b.WriteByte('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// cell makes s safe inside a Markdown table cell: one line, pipes escaped.
+func cell(s string) string {
+	s = strings.ReplaceAll(s, "\r\n", " ")
+	s = strings.ReplaceAll(s, "\n", " ")
+	return strings.ReplaceAll(s, "|", `\|`)
+}
+
+// ticks renders a list as code spans separated by commas.
+func ticks(list []string) string {
+	parts := make([]string, len(list))
+	for i, s := range list {
+		parts[i] = "`" + strings.ReplaceAll(s, "`", "'") + "`"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func retryOn(r ir.Retry) string {
+	var parts []string
+	if r.Connection {
+		parts = append(parts, "connection errors")
+	}
+	if len(r.Statuses) > 0 {
+		ss := make([]string, len(r.Statuses))
+		for i, s := range r.Statuses {
+			ss[i] = strconv.Itoa(s)
+		}
+		parts = append(parts, strings.Join(ss, ", "))
+	}
+	if len(parts) == 0 {
+		return "nothing"
+	}
+	return strings.Join(parts, " and ")
+}
+
+// FormatDuration writes a duration the way the contract does: 500ms, 90s,
+// 10m, 1h30m, 24h, 7d, 1.5s (days from two days on: 24h rather than 1d).
+func FormatDuration(d time.Duration) string {
+	const day = 24 * time.Hour
+	if d >= 2*day && d%day == 0 {
+		return strconv.FormatInt(int64(d/day), 10) + "d"
+	}
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+func formatBytes(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return strconv.FormatInt(n>>30, 10) + " GiB"
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return strconv.FormatInt(n>>20, 10) + " MiB"
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return strconv.FormatInt(n>>10, 10) + " KiB"
+	}
+	return strconv.FormatInt(n, 10) + " bytes"
+}

@@ -1,0 +1,79 @@
+package docs_test
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/generator/compile"
+	"github.com/idemgen/idemgen/generator/emit/docs"
+	"github.com/idemgen/idemgen/generator/emitter"
+	"github.com/idemgen/idemgen/generator/ir"
+	"github.com/idemgen/idemgen/internal/testenv"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// cases are the specs whose documentation is kept as a golden file in
+// testdata/docs/<name>.md.
+func cases(t *testing.T) []struct{ name, spec, overlay string } {
+	specs := testenv.SpecsDir(t)
+	root := filepath.Join("..", "..", "..", "testdata")
+	return []struct{ name, spec, overlay string }{
+		{"petstore", filepath.Join(specs, "petstore-expanded.yaml"), filepath.Join(root, "overlays", "petstore.overlay.yaml")},
+		{"adyen", filepath.Join(specs, "adyen-transfers-v4.json"), filepath.Join(root, "overlays", "adyen.overlay.yaml")},
+		{"clean-full", filepath.Join(root, "contract", "clean-full", "openapi.yaml"), ""},
+		{"coupons", filepath.Join(root, "augment", "coupons", "openapi.yaml"), ""},
+		{"none", filepath.Join(specs, "petstore-expanded.yaml"), ""},
+	}
+}
+
+func compileCase(t *testing.T, spec, overlay string) *ir.Spec {
+	t.Helper()
+	var ovs []string
+	if overlay != "" {
+		ovs = []string{overlay}
+	}
+	s, diags := compile.Compile(spec, compile.Options{Overlays: ovs})
+	require.NotNil(t, s)
+	require.False(t, diags.HasErrors(), "%v", diags)
+	return s
+}
+
+func TestGolden(t *testing.T) {
+	for _, c := range cases(t) {
+		t.Run(c.name, func(t *testing.T) {
+			spec := compileCase(t, c.spec, c.overlay)
+			got, err := docs.Render(spec)
+			require.NoError(t, err)
+			again, err := docs.Render(spec)
+			require.NoError(t, err)
+			assert.Equal(t, string(got), string(again), "deterministic")
+			golden(t, filepath.Join("..", "..", "..", "testdata", "docs", c.name+".md"), got)
+		})
+	}
+}
+
+func golden(t *testing.T, path string, got []byte) {
+	t.Helper()
+	if *update {
+		require.NoError(t, os.WriteFile(path, got, 0o644))
+		return
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err, "run go test -update to create it")
+	assert.Equal(t, string(want), string(got), path)
+}
+
+func TestEmitterRegistered(t *testing.T) {
+	f, ok := emitter.Lookup("docs")
+	require.True(t, ok)
+	files, err := f(&ir.Spec{Title: "T", Operations: []*ir.Operation{}}, emitter.Options{})
+	require.NoError(t, err)
+	require.Len(t, files, 1)
+	assert.Equal(t, docs.FileName, files[0].Path)
+}

@@ -1,0 +1,406 @@
+// Package initspec proposes x-idempotency contracts for a spec that has
+// none yet (`idemgen init`): for every unsafe operation that already
+// declares an idempotency key by a known convention (an Idempotency-Key
+// header, inline or through a $ref; a PayPal-Request-Id-style request-id
+// header; an idempotency_key body member, required or optional), it writes
+// an OpenAPI Overlay 1.0 action with a contract whose key matches the
+// declaration exactly, so the spec needs no change.
+//
+// What only the API's team can decide is proposed with a TODO(idemgen)
+// comment on the value: the semantics and the window (at the document
+// root, once for all operations), and per operation the volatile and
+// unordered body members found by name (client clocks, retry counters,
+// trace ids; uniqueItems arrays). `idemgen check` reports each such value
+// (rule "unconfirmed") until its comment is deleted.
+//
+// Safe operations (GET, HEAD, …) that declare a key get no contract (they
+// need none): they are listed as notes, in the overlay's header comment.
+package initspec
+
+import (
+	"cmp"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"gopkg.in/yaml.v3"
+
+	"github.com/idemgen/idemgen/generator/augment"
+	"github.com/idemgen/idemgen/generator/compile"
+	"github.com/idemgen/idemgen/generator/diag"
+	"github.com/idemgen/idemgen/generator/ir"
+	"github.com/idemgen/idemgen/generator/load"
+	"github.com/idemgen/idemgen/generator/specfile"
+)
+
+// Defaults proposed for the team to confirm.
+const (
+	ProposedSemantics = ir.Strict
+	ProposedWindow    = "24h"
+)
+
+// Key is a key declaration found in the spec.
+type Key struct {
+	Carrier   ir.Carrier
+	Name      string // header or query name, or the body member's JSON pointer
+	Required  bool
+	Format    string // ir.FormatToken, or ir.FormatUUID when the schema says format: uuid
+	MaxLength int    // the schema's maxLength, 0 when it has none
+	Ref       string // the $ref of the parameter declaration, "" when inline
+}
+
+func (k Key) describe() string {
+	req := "optional"
+	if k.Required {
+		req = "required"
+	}
+	via := "inline"
+	if k.Ref != "" {
+		via = "via $ref " + k.Ref
+	}
+	return fmt.Sprintf("%s %s (%s, %s)", k.Carrier, k.Name, req, via)
+}
+
+// Candidate is an operation that declares a key and gets a contract.
+type Candidate struct {
+	Method, Path, OperationID string
+	Key                       Key
+	Others                    []Key    // further conventional keys it declares
+	Volatile, Unordered       []string // proposed body pointers
+}
+
+// Note is an operation that declares a key but gets no contract.
+type Note struct {
+	Method, Path string
+	Key          Key
+	Reason       string
+}
+
+// Proposal is what Propose found and the overlay it wrote.
+type Proposal struct {
+	Candidates []Candidate
+	Notes      []Note
+	// Overlay is the Overlay 1.0 document (YAML) with the proposed
+	// contracts; nil when there is no candidate.
+	Overlay []byte
+}
+
+// Options configure Propose.
+type Options struct {
+	Overlays []string // overlays applied to the spec first
+	// OverlayPath is where the overlay will be written, for the
+	// instructions in its header comment ("" for the default name).
+	OverlayPath string
+}
+
+// DefaultOverlayPath is the overlay's name when none is given.
+const DefaultOverlayPath = "idempotency.overlay.yaml"
+
+var safe = map[string]bool{"GET": true, "HEAD": true, "OPTIONS": true, "TRACE": true, "QUERY": true}
+
+// Propose loads the spec at path and proposes contracts for the operations
+// that declare a key and have no contract yet.
+func Propose(path string, opts Options) (*Proposal, diag.List) {
+	d, diags := load.Load(path, load.Options{Overlays: opts.Overlays})
+	if d == nil {
+		return nil, diags
+	}
+	rootBlock := d.Lookup("/x-idempotency").Node
+	applyTo := map[string]bool{}
+	if a := d.Lookup("/x-idempotency/apply-to").Node; a != nil && a.Kind == yaml.SequenceNode {
+		for _, m := range a.Content {
+			applyTo[strings.ToUpper(m.Value)] = true
+		}
+	}
+	p := &Proposal{}
+	annotated := false // some operation has a contract: root key defaults would change it
+	for _, item := range d.T.Paths.Map() {
+		for _, op := range item.Operations() {
+			if _, has := op.Extensions["x-idempotency"]; has {
+				annotated = true
+			}
+		}
+	}
+	paths := d.T.Paths.Map()
+	for _, pth := range sortedKeys(paths) {
+		item := paths[pth]
+		if item == nil {
+			continue
+		}
+		ops := item.Operations()
+		for _, method := range sortedKeys(ops) {
+			op := ops[method]
+			method = strings.ToUpper(method)
+			keys := detect(op, item.Parameters)
+			if len(keys) == 0 {
+				continue
+			}
+			if safe[method] {
+				p.Notes = append(p.Notes, Note{Method: method, Path: pth, Key: keys[0], Reason: method + " is safe: it needs no idempotency key, so no contract is proposed"})
+				continue
+			}
+			if _, has := op.Extensions["x-idempotency"]; has || applyTo[method] {
+				annotated = true
+				continue // a contract exists
+			}
+			c := Candidate{Method: method, Path: pth, OperationID: op.OperationID, Key: keys[0], Others: keys[1:]}
+			keyPtr := ""
+			if c.Key.Carrier == ir.CarrierBody {
+				keyPtr = c.Key.Name
+			}
+			c.Volatile, c.Unordered = compile.Candidates(op, keyPtr)
+			p.Candidates = append(p.Candidates, c)
+		}
+	}
+	if len(p.Candidates) > 0 {
+		title := filepath.Base(path)
+		if d.T.Info != nil && d.T.Info.Title != "" {
+			title = d.T.Info.Title
+		}
+		ovPath := cmp.Or(opts.OverlayPath, DefaultOverlayPath)
+		data, err := specfile.Encode(p.document(title, filepath.Base(path), filepath.Base(ovPath), rootBlock == nil, !annotated && len(applyTo) == 0), specfile.DefaultYAML)
+		if err != nil {
+			diags.Errorf(ir.Pos{File: path}, "internal-error", "cannot write the overlay: %v", err)
+			return nil, diags
+		}
+		p.Overlay = data
+	}
+	return p, diags
+}
+
+// rank orders the conventions: the Idempotency-Key family first, then
+// other headers, query parameters, body members.
+func rank(k Key) int {
+	switch {
+	case k.Carrier == ir.CarrierHeader && strings.Contains(strings.ToLower(k.Name), "idempotency"):
+		return 0
+	case k.Carrier == ir.CarrierHeader:
+		return 1
+	case k.Carrier == ir.CarrierQuery:
+		return 2
+	}
+	return 3
+}
+
+// detect returns op's conventional keys, best first, with their schemas.
+func detect(op *openapi3.Operation, pathParams openapi3.Parameters) []Key {
+	var out []Key
+	for _, c := range compile.DetectKeys(op, pathParams) {
+		k := Key{Carrier: c.Carrier, Name: c.Name, Required: c.Required, Format: ir.FormatToken}
+		var schema *openapi3.SchemaRef
+		if c.Carrier == ir.CarrierBody {
+			schema = bodyMember(op, c.Name)
+		} else {
+			for _, list := range []openapi3.Parameters{op.Parameters, pathParams} {
+				for _, r := range list {
+					if r != nil && r.Value != nil && r.Value.In == string(c.Carrier) && r.Value.Name == c.Name {
+						if k.Ref == "" && schema == nil {
+							k.Ref, schema = r.Ref, r.Value.Schema
+						}
+					}
+				}
+			}
+		}
+		if schema != nil && schema.Value != nil {
+			if schema.Value.Format == "uuid" {
+				k.Format = ir.FormatUUID
+			}
+			if schema.Value.MaxLength != nil {
+				k.MaxLength = int(*schema.Value.MaxLength)
+			}
+		}
+		out = append(out, k)
+	}
+	slices.SortStableFunc(out, func(a, b Key) int { return cmp.Compare(rank(a), rank(b)) })
+	return out
+}
+
+func bodyMember(op *openapi3.Operation, ptr string) *openapi3.SchemaRef {
+	if op.RequestBody == nil || op.RequestBody.Value == nil {
+		return nil
+	}
+	name := strings.TrimPrefix(ptr, "/")
+	name = strings.ReplaceAll(strings.ReplaceAll(name, "~1", "/"), "~0", "~")
+	for _, mt := range op.RequestBody.Value.Content {
+		if mt == nil || mt.Schema == nil || mt.Schema.Value == nil {
+			continue
+		}
+		stack := []*openapi3.Schema{mt.Schema.Value}
+		for len(stack) > 0 && len(stack) < 1000 {
+			s := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if r, ok := s.Properties[name]; ok {
+				return r
+			}
+			for _, g := range []openapi3.SchemaRefs{s.AllOf, s.OneOf, s.AnyOf} {
+				for _, r := range g {
+					if r != nil && r.Value != nil {
+						stack = append(stack, r.Value)
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// keyFields returns the contract's key block for k: carrier, required,
+// format, and max-length when the schema declares one.
+func keyFields(k Key) []any {
+	f := []any{string(k.Carrier), k.Name, "required", k.Required}
+	if k.Format != ir.FormatToken {
+		f = append(f, "format", k.Format)
+	}
+	if k.MaxLength > 0 {
+		f = append(f, "max-length", k.MaxLength)
+	}
+	return f
+}
+
+// sameKey reports whether two declarations give the same key block.
+func sameKey(a, b Key) bool {
+	return a.Carrier == b.Carrier && a.Name == b.Name && a.Required == b.Required && a.Format == b.Format && a.MaxLength == b.MaxLength
+}
+
+// commonKey is the declaration most operations share (the first on a tie).
+func (p *Proposal) commonKey() Key {
+	best, bestN := p.Candidates[0].Key, 0
+	for _, c := range p.Candidates {
+		n := 0
+		for _, o := range p.Candidates {
+			if sameKey(c.Key, o.Key) {
+				n++
+			}
+		}
+		if n > bestN {
+			best, bestN = c.Key, n
+		}
+	}
+	return best
+}
+
+const todo = augment.TODO + ": "
+
+// document builds the overlay.
+func (p *Proposal) document(title, specName, ovName string, withRoot, rootKey bool) *yaml.Node {
+	actions := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+	var root Key
+	if withRoot {
+		block := node(
+			"semantics", comment(string(ProposedSemantics), todo+"confirm. strict: a repeated key with a different request is refused (422); loose: a repeated key gets the first response whatever the request; window: repeats inside the window get the first response, the key is optional"),
+			"window", comment(ProposedWindow, todo+"confirm how long a key is remembered (at least 1.5 x the client's longest retry span: 5.25s with the default retry policy)"),
+		)
+		if rootKey {
+			root = p.commonKey()
+			set := node("key", flow(node(keyFields(root)...)))
+			block.Content = append(block.Content, set.Content...)
+		}
+		actions.Content = append(actions.Content, node(
+			"target", "$",
+			"description", "Defaults for every operation below; confirm semantics and window.",
+			"update", node("x-idempotency", block),
+		))
+	}
+	for _, c := range p.Candidates {
+		var block *yaml.Node
+		if rootKey && sameKey(c.Key, root) && len(c.Volatile) == 0 && len(c.Unordered) == 0 {
+			block = &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"}
+		} else {
+			var fields []any
+			if !rootKey || !sameKey(c.Key, root) {
+				fields = append(fields, "key", flow(node(keyFields(c.Key)...)))
+			}
+			if len(c.Volatile) > 0 {
+				fields = append(fields, "volatile", comment(flow(seq(c.Volatile)), todo+"confirm: members that may change between retries of one call, left out of the comparison"))
+			}
+			if len(c.Unordered) > 0 {
+				fields = append(fields, "unordered", comment(flow(seq(c.Unordered)), todo+"confirm: arrays whose order does not matter"))
+			}
+			block = node(fields...)
+		}
+		desc := fmt.Sprintf("%s %s declares the key %s.", c.Method, c.Path, c.Key.describe())
+		for _, o := range c.Others {
+			desc += fmt.Sprintf(" It also declares %s, not used as the key.", o.describe())
+		}
+		actions.Content = append(actions.Content, node(
+			"target", target(c.Path, c.Method),
+			"description", desc,
+			"update", node("x-idempotency", block),
+		))
+	}
+	doc := node(
+		"overlay", "1.0.0",
+		"info", node("title", "Idempotency contracts for "+title+" (proposed by idemgen init)", "version", "0.1.0"),
+		"actions", actions,
+	)
+	head := []string{
+		fmt.Sprintf("Proposed by `idemgen init %s`: an x-idempotency contract for each of the %d operations", specName, len(p.Candidates)),
+		"that declare an idempotency key, matching how the spec declares it.",
+		"",
+		"Review every value marked " + augment.TODO + " and delete the mark when it is right:",
+		fmt.Sprintf("  idemgen check -overlay %s %s", ovName, specName),
+		"reports each one as [unconfirmed] until then. docs/contract.md explains every field.",
+	}
+	if len(p.Notes) > 0 {
+		head = append(head, "", "Not annotated:")
+		for _, n := range p.Notes {
+			head = append(head, fmt.Sprintf("  %s %s declares the key %s, but %s.", n.Method, n.Path, n.Key.describe(), n.Reason))
+		}
+	}
+	doc.HeadComment = strings.Join(head, "\n")
+	return &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{doc}}
+}
+
+func target(path, method string) string {
+	return "$.paths['" + strings.ReplaceAll(strings.ReplaceAll(path, `\`, `\\`), `'`, `\'`) + "']." + strings.ToLower(method)
+}
+
+func node(kv ...any) *yaml.Node {
+	n := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+	for i := 0; i+1 < len(kv); i += 2 {
+		n.Content = append(n.Content, scalar(kv[i]), scalar(kv[i+1]))
+	}
+	return n
+}
+
+func scalar(v any) *yaml.Node {
+	switch v := v.(type) {
+	case *yaml.Node:
+		return v
+	case string:
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: v}
+	case bool:
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: strconv.FormatBool(v)}
+	case int:
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.Itoa(v)}
+	}
+	panic(fmt.Sprintf("initspec: no node for %T", v))
+}
+
+func seq(items []string) *yaml.Node {
+	n := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+	for _, s := range items {
+		n.Content = append(n.Content, scalar(s))
+	}
+	return n
+}
+
+func flow(n *yaml.Node) *yaml.Node { n.Style = yaml.FlowStyle; return n }
+
+func comment(v any, c string) *yaml.Node {
+	n := scalar(v)
+	n.LineComment = "# " + c
+	return n
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

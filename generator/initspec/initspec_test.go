@@ -1,0 +1,164 @@
+package initspec_test
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/generator/augment"
+	"github.com/idemgen/idemgen/generator/compile"
+	"github.com/idemgen/idemgen/generator/diag"
+	"github.com/idemgen/idemgen/generator/initspec"
+	"github.com/idemgen/idemgen/generator/ir"
+	"github.com/idemgen/idemgen/internal/testenv"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// checkWith runs what `idemgen check -overlay ov spec` reports.
+func checkWith(t *testing.T, spec, ov string) diag.List {
+	t.Helper()
+	s, diags := compile.Compile(spec, compile.Options{Overlays: []string{ov}})
+	require.NotNil(t, s, "%v", diags)
+	return append(diags, augment.Diagnose(spec, s, augment.Options{Overlays: []string{ov}})...).Sorted()
+}
+
+func propose(t *testing.T, spec string) (*initspec.Proposal, string) {
+	t.Helper()
+	p, diags := initspec.Propose(spec, initspec.Options{})
+	require.NotNil(t, p, "%v", diags)
+	if p.Overlay == nil {
+		return p, ""
+	}
+	ov := filepath.Join(t.TempDir(), "idempotency.overlay.yaml")
+	require.NoError(t, os.WriteFile(ov, p.Overlay, 0o644))
+	return p, ov
+}
+
+// TestRealSpecs: init finds every declared key of the three real specs,
+// and the overlay it proposes, checked, gives only the "confirm"
+// diagnostics: the values to confirm, and key-optional where the spec
+// declares the key optional (once, at the root).
+func TestRealSpecs(t *testing.T) {
+	dir := testenv.SpecsDir(t)
+	for _, c := range []struct {
+		spec           string
+		candidates     int
+		viaRef         int // candidates whose key parameter is a $ref
+		getNotes       int // GETs declaring Idempotency-Key, reported as notes
+		idempotencyKey int // operations declaring the Idempotency-Key header, in all
+	}{
+		{"adyen-transfers-v4.json", 5, 5, 0, 5},
+		{"modern-treasury.yaml", 39, 0, 4, 43},
+		{"petstore-expanded.yaml", 0, 0, 0, 0},
+	} {
+		t.Run(c.spec, func(t *testing.T) {
+			if c.spec == "modern-treasury.yaml" && testing.Short() {
+				t.Skip("slow: run without -short")
+			}
+			spec := filepath.Join(dir, c.spec)
+			p, ov := propose(t, spec)
+			assert.Len(t, p.Candidates, c.candidates)
+			ref, getNotes, ik := 0, 0, 0
+			for _, cand := range p.Candidates {
+				assert.Contains(t, []string{"POST", "PATCH"}, cand.Method)
+				if cand.Key.Carrier == ir.CarrierHeader && cand.Key.Name == "Idempotency-Key" {
+					ik++
+				}
+				if cand.Key.Ref != "" {
+					ref++
+				}
+			}
+			for _, n := range p.Notes {
+				assert.Equal(t, "GET", n.Method, "%+v", n)
+				if n.Key.Carrier == ir.CarrierHeader && n.Key.Name == "Idempotency-Key" {
+					getNotes++
+					ik++
+				}
+			}
+			assert.Equal(t, c.viaRef, ref)
+			assert.Equal(t, c.getNotes, getNotes)
+			assert.Equal(t, c.idempotencyKey, ik)
+			if c.candidates == 0 {
+				assert.Nil(t, p.Overlay)
+				return
+			}
+
+			todos := 2 // semantics and window, at the root
+			for _, cand := range p.Candidates {
+				if len(cand.Volatile) > 0 {
+					todos++
+				}
+				if len(cand.Unordered) > 0 {
+					todos++
+				}
+			}
+			diags := checkWith(t, spec, ov)
+			counts := map[string]int{}
+			for _, d := range diags {
+				counts[d.Rule]++
+				if d.Rule == "unconfirmed" {
+					assert.Equal(t, ov, d.Pos.File, "points into the overlay: %s", d)
+				}
+			}
+			assert.Equal(t, map[string]int{"unconfirmed": todos, "key-optional": 1}, counts, "%v", diags)
+
+			// Once confirmed (the marks deleted), the contracts are valid.
+			confirmed := filepath.Join(t.TempDir(), "confirmed.overlay.yaml")
+			require.NoError(t, os.WriteFile(confirmed, regexp.MustCompile(` # TODO\(idemgen\):.*`).ReplaceAll(p.Overlay, nil), 0o644))
+			s, diags := compile.Compile(spec, compile.Options{Overlays: []string{confirmed}})
+			require.False(t, diags.HasErrors(), "%v", diags)
+			assert.Len(t, s.Operations, c.candidates)
+			for _, d := range augment.Diagnose(spec, s, augment.Options{Overlays: []string{confirmed}}) {
+				assert.NotEqual(t, "unconfirmed", d.Rule)
+			}
+		})
+	}
+}
+
+// TestConventions: every convention, and the look-alikes that are not
+// keys (X-Request-Id, is_idempotent, order_id), against golden files.
+func TestConventions(t *testing.T) {
+	dir := filepath.Join("..", "..", "testdata", "init", "conventions")
+	spec := filepath.Join(dir, "openapi.yaml")
+	p, ov := propose(t, spec)
+	var got []string
+	for _, c := range p.Candidates {
+		got = append(got, c.Method+" "+c.Path+" "+string(c.Key.Carrier)+" "+c.Key.Name)
+	}
+	assert.Equal(t, []string{
+		"POST /orders header PayPal-Request-Id",
+		"POST /payments header Idempotency-Key",
+		"POST /refunds body /idempotency_key",
+	}, got)
+	require.Len(t, p.Notes, 1)
+	assert.Equal(t, "GET /payments", p.Notes[0].Method+" "+p.Notes[0].Path)
+	assert.NotContains(t, string(p.Overlay), "/flags")
+	assert.NotContains(t, string(p.Overlay), "/annotated")
+	assert.NotContains(t, string(p.Overlay), "X-Request-Id")
+
+	var buf bytes.Buffer
+	require.NoError(t, checkWith(t, spec, ov).WriteText(&buf))
+	out := strings.ReplaceAll(buf.String(), filepath.Dir(ov)+string(filepath.Separator), "")
+	out = strings.ReplaceAll(out, dir+string(filepath.Separator), "")
+	golden(t, filepath.Join(dir, "init.overlay.yaml"), string(p.Overlay))
+	golden(t, filepath.Join(dir, "want.txt"), out)
+}
+
+func golden(t *testing.T, path, got string) {
+	t.Helper()
+	if *update {
+		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
+		return
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err, "run go test -update to create it")
+	assert.Equal(t, string(want), got, path)
+}
