@@ -33,6 +33,7 @@ func TestFinishAfterClientLeft(t *testing.T) {
 	}))
 	r := httptest.NewRequest("POST", "/orders", strings.NewReader(`{}`)).WithContext(ctx)
 	r.Header.Set("Idempotency-Key", "k1")
+	r.Header.Set("Content-Type", "application/json") // as send sets it
 	h.ServeHTTP(httptest.NewRecorder(), r)
 	require.Equal(t, []any{"v", "v"}, seen, "Begin and Finish saw the request's values")
 
