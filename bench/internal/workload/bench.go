@@ -2,6 +2,7 @@ package workload
 
 import (
 	"net/http"
+	"sync/atomic"
 	"testing"
 )
 
@@ -22,6 +23,11 @@ func Serial(b *testing.B, do func() int) {
 	m.Stop()
 }
 
+// rounds numbers the sets of keys Keyed makes, so that a key is never used
+// twice in a process: with -count, a benchmark function runs again over the
+// state its parent made (a store, say), and must not replay the first run.
+var rounds atomic.Uint32
+
 // Keyed is Serial with a new key every iteration: setKey gets it; fresh
 // sets of keys are made with the timers stopped.
 func Keyed(b *testing.B, setKey func(string), do func() int) {
@@ -29,14 +35,13 @@ func Keyed(b *testing.B, setKey func(string), do func() int) {
 	b.ReportAllocs()
 	b.SetBytes(PayloadSize)
 	var keys []string
-	i, round := 0, 0
+	i := 0
 	m := StartMeter(b)
 	for b.Loop() {
 		if i == len(keys) {
 			b.StopTimer()
 			m.Pause()
-			keys, i = Keys(round, perRound), 0
-			round++
+			keys, i = Keys(int(rounds.Add(1)), perRound), 0
 			m.Resume()
 			b.StartTimer()
 		}
