@@ -43,7 +43,7 @@ func BenchmarkNetHTTP(b *testing.B) {
 				bare.ServeHTTP(w, r)
 			}))
 			c := workload.NewClient(workload.Payload)
-			workload.Keyed(b, c.SetKey, func() int { return c.Do(h) })
+			workload.Keyed(b, c.Set, func() int { return c.Do(h) })
 			if calls != b.N {
 				b.Fatalf("the handler ran %d times for %d first requests", calls, b.N)
 			}
@@ -81,7 +81,7 @@ func BenchmarkFastHTTP(b *testing.B) {
 			var calls atomic.Int64
 			h := fiberApp(true, fiberHandler(&calls)).Handler()
 			c := newFastClient(workload.Payload)
-			workload.Keyed(b, c.setKey, func() int { return c.do(h) })
+			workload.Keyed(b, c.set, func() int { return c.do(h) })
 			if calls.Load() != int64(b.N) {
 				b.Fatalf("handler ran %d times for %d first requests", calls.Load(), b.N)
 			}

@@ -30,7 +30,11 @@ func newFastClient(body []byte) *fastClient {
 	return c
 }
 
-func (c *fastClient) setKey(k string) { c.ctx.Request.Header.Set("Idempotency-Key", k) }
+// set sets the key and the body (not copied) of the next requests.
+func (c *fastClient) set(key string, body []byte) {
+	c.ctx.Request.Header.Set("Idempotency-Key", key)
+	c.ctx.Request.SetBodyRaw(body)
+}
 
 func (c *fastClient) do(h fasthttp.RequestHandler) int {
 	c.ctx.Response.Reset()

@@ -44,7 +44,7 @@ func rows(b *testing.B, c *counter, stmts bool, first, replay http.Handler) {
 	b.Run("first", func(b *testing.B) {
 		cl := workload.NewClient(workload.Payload)
 		t0, _ := c.snapshot()
-		trips(b, c, stmts, func() { workload.Keyed(b, cl.SetKey, func() int { return cl.Do(first) }) })
+		trips(b, c, stmts, func() { workload.Keyed(b, cl.Set, func() int { return cl.Do(first) }) })
 		if t1, _ := c.snapshot(); t1-t0 < 2*int64(b.N) {
 			b.Fatalf("%d round trips for %d first requests: some were not first", t1-t0, b.N)
 		}

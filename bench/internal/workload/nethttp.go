@@ -96,6 +96,9 @@ func NewClient(body []byte) *Client {
 // SetKey sets the idempotency key of the next requests.
 func (c *Client) SetKey(k string) { c.key[0] = k }
 
+// Set sets the idempotency key and the body (of the same length) of the next requests.
+func (c *Client) Set(key string, body []byte) { c.key[0], c.data = key, body }
+
 // Do serves one request to h and returns the status.
 func (c *Client) Do(h http.Handler) int {
 	c.body.Reset(c.data)

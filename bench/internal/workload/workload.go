@@ -6,6 +6,7 @@
 package workload
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -74,6 +75,22 @@ func payloads() (p, other, resent []byte) {
 		panic("workload: payload sizes " + strconv.Itoa(len(p)) + " " + strconv.Itoa(len(other)) + " " + strconv.Itoa(len(resent)))
 	}
 	return p, other, resent
+}
+
+// Bodies returns n distinct request bodies of PayloadSize bytes: Payload
+// with the first characters of its note replaced by i in hex. First-request
+// benchmarks cycle through many of them, as distinct requests differ in
+// content: with one body for every key, idemgen's fingerprint cache would
+// answer each first request and hide the cost of canonicalization.
+func Bodies(n int) [][]byte {
+	at := bytes.Index(Payload, []byte(`"note":"`)) + len(`"note":"`)
+	out := make([][]byte, n)
+	for i := range out {
+		b := bytes.Clone(Payload)
+		hex.Encode(b[at:at+8], binary.BigEndian.AppendUint32(nil, uint32(i)))
+		out[i] = b
+	}
+	return out
 }
 
 // Response is the body of the handler's 201 answer.

@@ -37,3 +37,15 @@ func TestKeys(t *testing.T) {
 		}
 	}
 }
+
+func TestBodies(t *testing.T) {
+	bodies := Bodies(300)
+	seen := map[string]bool{}
+	for _, b := range bodies {
+		require.Len(t, b, PayloadSize)
+		var v Body
+		require.NoError(t, json.Unmarshal(b, &v), "%s", b)
+		require.False(t, seen[string(b)])
+		seen[string(b)] = true
+	}
+}
