@@ -60,7 +60,7 @@ func machine(start time.Time, took time.Duration, load0, load1 string, count int
 	}
 	fmt.Fprintf(&b, "| tree | %s |\n", tree)
 	fmt.Fprintf(&b, "| date | %s (took %s) |\n", start.UTC().Format("2006-01-02 15:04 MST"), took.Round(time.Second))
-	fmt.Fprintf(&b, "| runs | -count %d, -benchtime %s (generator: 1 iteration a run) |\n", count, benchtime)
+	fmt.Fprintf(&b, "| runs | %d rounds of every benchmark, interleaved; -benchtime %s (generator: 1 iteration a round) |\n", count, benchtime)
 	fmt.Fprintf(&b, "| load average | %s at the start, %s at the end (1, 5, 15 min) |\n", load0, load1)
 	return b.String()
 }

@@ -6,7 +6,8 @@
 //
 //	go run ./cmd/report [-count 5] [-benchtime 1s] [-only REGEXP] [-doc ../docs/benchmarks.md] [-raw results]
 //
-// Every benchmark runs -count times; the tables show medians with the 95%
+// Every benchmark runs -count times (the whole package once per round, so
+// that the rounds interleave); the tables show medians with the 95%
 // confidence interval of the median (as benchstat computes it, with
 // golang.org/x/perf/benchmath). The raw `go test` outputs are kept in -raw,
 // in the benchfmt format benchstat reads.
@@ -161,12 +162,25 @@ func tail(s string, n int) string {
 	return strings.Join(lines, "\n") + "\n"
 }
 
+// bench runs the benchmarks of pkg r.count times, each time all of them
+// once (go test -count 1), rather than each benchmark r.count times in a
+// row: on a shared machine, load comes and goes, and interleaved runs spread
+// it over every benchmark instead of burdening whichever ran at a bad time.
 func (r *runner) bench(name, pkg, pattern, benchtime string, extra ...string) (results, error) {
 	args := append([]string{"-run", "^$", "-bench", pattern, "-benchmem",
-		"-count", fmt.Sprint(r.count), "-benchtime", benchtime, "-timeout", "20m"}, extra...)
-	out, err := r.goTest(name, append(args, pkg)...)
-	if err != nil {
+		"-count", "1", "-benchtime", benchtime, "-timeout", "20m"}, extra...)
+	args = append(args, pkg)
+	var all []byte
+	for i := range r.count {
+		log.Printf("  run %d of %d", i+1, r.count)
+		out, err := r.goTest("", args...)
+		all = append(all, out...)
+		if err != nil {
+			return nil, err
+		}
+	}
+	if err := os.WriteFile(filepath.Join(r.raw, name+".txt"), all, 0o644); err != nil {
 		return nil, err
 	}
-	return parse(out)
+	return parse(all)
 }
