@@ -42,7 +42,7 @@ func cases(t testing.TB) []specCase {
 		{"petstore", filepath.Join(specs, "petstore-expanded.yaml"), []string{filepath.Join(ov, "petstore.overlay.yaml")}, filepath.Join(aug, "petstore")},
 		{"adyen", filepath.Join(specs, "adyen-transfers-v4.json"), []string{filepath.Join(ov, "adyen.overlay.yaml")}, ""},
 	}
-	if !testing.Short() && !raceEnabled { // 700 KB: minutes under -race
+	if !testing.Short() && !testenv.RaceEnabled { // 700 KB: minutes under -race; runs in scripts/test's race-free pass
 		cs = append(cs, specCase{"modern-treasury", filepath.Join(specs, "modern-treasury.yaml"), []string{filepath.Join(ov, "modern-treasury.overlay.yaml")}, ""})
 	}
 	return cs

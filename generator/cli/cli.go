@@ -2,7 +2,7 @@
 //
 //	idemgen check [-overlay FILE]... [-format text|json] [-strict] SPEC
 //	idemgen check -generated [-config idemgen.yaml] [-strict] [SPEC]
-//	idemgen generate [-config idemgen.yaml] [-overlay FILE]... [-emit NAME]... [-o DIR] [-package NAME] [SPEC]
+//	idemgen generate [-config idemgen.yaml] [-overlay FILE]... [-emit NAME]... [-o DIR] [-package NAME] [-option NAME=VALUE]... [SPEC]
 //	idemgen spec [-overlay FILE]... [-o OUT] [-as-overlay] SPEC
 //	idemgen init [-overlay FILE]... [-o overlay.yaml] [-force] SPEC
 //	idemgen version
@@ -15,6 +15,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -26,7 +27,8 @@ import (
 	"github.com/idemgen/idemgen/generator/augment"
 	"github.com/idemgen/idemgen/generator/compile"
 	"github.com/idemgen/idemgen/generator/diag"
-	_ "github.com/idemgen/idemgen/generator/emit/docs" // emitter "docs"
+	_ "github.com/idemgen/idemgen/generator/emit/docs"   // emitter "docs"
+	_ "github.com/idemgen/idemgen/generator/emit/server" // registers the server emitter
 	"github.com/idemgen/idemgen/generator/emitter"
 	"github.com/idemgen/idemgen/generator/ir"
 )
@@ -256,6 +258,8 @@ func LoadConfig(path string) (*Config, error) {
 }
 
 const generateExamples = `  idemgen generate -emit ir -o gen/ openapi.yaml
+  idemgen generate -emit server -package api -o internal/api openapi.yaml
+  idemgen generate -emit server -option server.strict=false -package api -o internal/api openapi.yaml
   idemgen generate -emit ir -o - openapi.yaml          # the IR as JSON on stdout
   idemgen generate -config idemgen.yaml
 
@@ -271,13 +275,14 @@ emitter fails; files are written atomically.
 `
 
 func generate(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("generate", "idemgen generate [-config FILE] [-overlay FILE]... [-emit NAME]... [-o DIR] [-package NAME] [SPEC]", generateExamples, stderr)
-	var overlays, emits listFlag
+	fs := newFlagSet("generate", "idemgen generate [-config FILE] [-overlay FILE]... [-emit NAME]... [-o DIR] [-package NAME] [-option NAME=VALUE]... [SPEC]", generateExamples, stderr)
+	var overlays, emits, options listFlag
 	configPath := fs.String("config", "", "read settings from this idemgen.yaml `FILE`")
 	fs.Var(&overlays, "overlay", "apply this OpenAPI Overlay 1.0 `FILE` first (repeatable)")
 	fs.Var(&emits, "emit", "run the emitter `NAME` (repeatable; available: "+strings.Join(emitter.Names(), ", ")+")")
 	out := fs.String("o", "", "output `DIR` (- writes the files to stdout)")
 	pkg := fs.String("package", "", "Go package `NAME` of generated code")
+	fs.Var(&options, "option", "set an emitter option `NAME=VALUE` (repeatable; overrides options: in the config), e.g. server.strict=false")
 	format := fs.String("format", "text", "diagnostics format: text or json")
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
@@ -330,9 +335,25 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	if diags.HasErrors() {
 		return ExitError
 	}
-	files, err := emitter.Run(names, spec, emitter.Options{Package: cfg.Package, Output: cfg.Output, Params: cfg.Options})
+	params := cfg.Options
+	if len(options) > 0 {
+		params = maps.Clone(params)
+		if params == nil {
+			params = map[string]string{}
+		}
+		for _, o := range options {
+			k, v, _ := strings.Cut(o, "=")
+			params[k] = v
+		}
+	}
+	files, err := emitter.Run(names, spec, emitter.Options{Package: cfg.Package, Output: cfg.Output, Params: params, Version: Version()})
 	if err != nil {
-		fmt.Fprintf(stderr, "idemgen generate: %v\n", err)
+		var el *diag.ErrorList
+		if errors.As(err, &el) {
+			report(el.List, *format, stdout, stderr)
+		} else {
+			fmt.Fprintf(stderr, "idemgen generate: %v\n", err)
+		}
 		return ExitError
 	}
 	if cfg.Output == "-" {

@@ -100,11 +100,19 @@ func (c *compiler) run() *ir.Spec {
 		}
 		ops := item.Operations()
 		for _, method := range sortedKeys(ops) {
-			if op := c.operation(path, method, item, ops[method], itemNode); op != nil {
+			if ops[method] == nil {
+				continue
+			}
+			op := c.operation(path, method, item, ops[method], itemNode)
+			if op != nil {
 				spec.Operations = append(spec.Operations, op)
 			}
+			route := ir.Route{Method: strings.ToUpper(method), Path: path, GoName: naming.Operation(ops[method].OperationID, method, path), Idempotent: op != nil}
+			route.Pos = c.doc.NodePos(c.doc.LookupFrom(itemNode, "/"+strings.ToLower(method)))
+			spec.Routes = append(spec.Routes, route)
 		}
 	}
+	spec.Types = c.types()
 	for _, err := range spec.Validate() {
 		switch e := err.(type) {
 		case *ir.CollisionError:
@@ -116,6 +124,50 @@ func (c *compiler) run() *ir.Spec {
 		}
 	}
 	return spec
+}
+
+// types lists the Go types oapi-codegen declares for the components, by
+// name (x-go-name honoured, as oapi-codegen does for definitions that are
+// not references).
+func (c *compiler) types() []ir.Decl {
+	comp := c.doc.T.Components
+	if comp == nil {
+		return nil
+	}
+	var out []ir.Decl
+	add := func(kind, name string, ext map[string]any, isRef bool) {
+		goName := ""
+		if s, ok := ext["x-go-name"].(string); ok && !isRef {
+			goName = s
+		}
+		pos := c.doc.NodePos(c.doc.Lookup("/components/" + kind + "/" + load.Escape(name)))
+		if pos.IsZero() {
+			pos = ir.Pos{File: c.doc.Path, Pointer: "/components/" + kind + "/" + load.Escape(name)}
+		}
+		out = append(out, ir.Decl{Name: naming.Schema(name, goName), What: strings.TrimSuffix(kind, "s") + " " + name, Pos: pos})
+	}
+	for _, name := range sortedKeys(comp.Schemas) {
+		if r := comp.Schemas[name]; r != nil && r.Value != nil {
+			add("schemas", name, r.Value.Extensions, r.Ref != "")
+		}
+	}
+	for _, name := range sortedKeys(comp.Parameters) {
+		if r := comp.Parameters[name]; r != nil && r.Value != nil {
+			add("parameters", name, r.Value.Extensions, r.Ref != "")
+		}
+	}
+	for _, name := range sortedKeys(comp.Responses) {
+		if r := comp.Responses[name]; r != nil && r.Value != nil {
+			add("responses", name, r.Value.Extensions, r.Ref != "")
+		}
+	}
+	for _, name := range sortedKeys(comp.RequestBodies) {
+		if r := comp.RequestBodies[name]; r != nil && r.Value != nil {
+			add("requestBodies", name, r.Value.Extensions, r.Ref != "")
+		}
+	}
+	slices.SortStableFunc(out, func(a, b ir.Decl) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 func hasKey(n *yaml.Node, key string) bool {

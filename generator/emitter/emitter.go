@@ -27,6 +27,7 @@ type Options struct {
 	Package string            // Go package of generated code
 	Output  string            // output directory
 	Params  map[string]string // emitter-specific settings from the config file
+	Version string            // idemgen's version, for the headers of generated files
 }
 
 // Func is an emitter.

@@ -31,6 +31,33 @@ type Spec struct {
 	Source     string       `json:"source"`             // the spec file as given
 	Overlays   []string     `json:"overlays,omitempty"` // overlay files applied, in order
 	Operations []*Operation `json:"operations"`         // idempotent operations only, by path then method
+	// Routes are every operation of the spec, idempotent or not, by path then
+	// method: what a router sees. A plain net/http wrapper needs them to
+	// match a request to an idempotent operation with the router's
+	// precedence (a static /a/b wins over /a/{x}, even when /a/b is not
+	// idempotent).
+	Routes []Route `json:"routes,omitempty"`
+	// Types are the package-level Go types oapi-codegen declares for the
+	// spec's components (schemas, parameters, responses, request bodies), so
+	// emitters can avoid their names. Sorted by name.
+	Types []Decl `json:"types,omitempty"`
+}
+
+// Route is one operation of the spec as a router sees it.
+type Route struct {
+	Method     string `json:"method"` // upper case
+	Path       string `json:"path"`   // path template
+	GoName     string `json:"goName"` // oapi-codegen's name for the operation
+	Idempotent bool   `json:"idempotent,omitempty"`
+	Pos        Pos    `json:"pos"`
+}
+
+// Decl is a Go identifier declared by oapi-codegen's output, and what in
+// the spec declares it.
+type Decl struct {
+	Name string `json:"name"`
+	What string `json:"what"` // e.g. "schema Pet"
+	Pos  Pos    `json:"pos"`
 }
 
 // Operation is one operation that carries a contract.

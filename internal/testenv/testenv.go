@@ -83,3 +83,13 @@ func SpecsDir(t testing.TB) string {
 	t.Helper()
 	return filepath.Join(RepoRoot(t), "testdata", "specs")
 }
+
+// SkipUnderRace skips a slow test that exercises no concurrency when the race
+// detector is on; scripts/test runs such tests again without -race
+// (its "race-free pass"), so CI still runs them.
+func SkipUnderRace(t testing.TB, why string) {
+	t.Helper()
+	if RaceEnabled {
+		t.Skipf("%s: slow under -race and exercises no concurrency; runs in scripts/test's race-free pass", why)
+	}
+}

@@ -124,6 +124,13 @@ func (e *Engine) writeProblem(w http.ResponseWriter, p *problem, typ string) {
 	putBuf(bp)
 }
 
+// WriteProblem writes p as application/problem+json, as the engine writes
+// its own refusals: the type defaults to ProblemTypeBase + Code (about:blank
+// without a code), the title to the status text, and a status outside
+// 400..599 becomes 500. Generated server wrappers use it for key errors the
+// router reports before the engine runs.
+func (e *Engine) WriteProblem(w http.ResponseWriter, p *Problem) { e.writePublicProblem(w, p) }
+
 // writePublicProblem writes a *Problem (from Options.Principal).
 func (e *Engine) writePublicProblem(w http.ResponseWriter, p *Problem) {
 	status := p.Status

@@ -1,5 +1,0 @@
-//go:build race
-
-package augment_test
-
-const raceEnabled = true

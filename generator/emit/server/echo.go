@@ -1,0 +1,181 @@
+package server
+
+import (
+	"github.com/dave/jennifer/jen"
+)
+
+// echo v4 (server.router: echo): oapi-codegen's echo-server and its strict
+// server pass an echo.Context where the net/http ones pass the writer and
+// the request, and report parameter errors as *echo.HTTPError.
+
+const echoPkg = "github.com/labstack/echo/v4"
+
+func echoQ(name string) *jen.Statement { return jen.Qual(echoPkg, name) }
+
+func (g *gen) echoStrict() {
+	t := g.cfg.Type
+	handlerParams := []jen.Code{jen.Id("ctx").Add(echoQ("Context")), jen.Id("request").Any()}
+	g.strictMiddleware(handlerParams, []jen.Code{jen.Id("ctx"), jen.Id("request")})
+
+	g.doc("strict runs one strict-server request of an idempotent operation; visitor returns the typed response's Visit method, nil for a value of another type.")
+	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("strict").Params(
+		append(handlerParams,
+			jen.Id("f").Id("StrictHandlerFunc"),
+			jen.Id("p").Op("*").Qual(idemPkg, "Policy"),
+			jen.Id("key").Qual(idemPkg, "Key"),
+			jen.Id("visitor").Func().Params(jen.Any()).Func().Params(jen.Qual("net/http", "ResponseWriter")).Error(),
+		)...,
+	).Params(jen.Any(), jen.Error()).Block(
+		jen.List(jen.Id("r"), jen.Id("w")).Op(":=").List(jen.Id("ctx").Dot("Request").Call(), jen.Id("ctx").Dot("Response").Call()),
+		jen.Id("c").Op(":=").Id("x").Dot("engine").Dot("Begin").Call(jen.Id("r"), jen.Id("p"), jen.Id("key")),
+		jen.Defer().Id("c").Dot("End").Call().Comment("frees the key when the operation fails or panics"),
+		jen.If(jen.Id("c").Dot("Decision").Call().Op("!=").Qual(idemPkg, "Execute")).Block(
+			jen.Id("c").Dot("Respond").Call(jen.Id("w")).Comment("the replay or the problem"),
+			jen.Return(jen.Nil(), jen.Nil()),
+		),
+		jen.If(jen.Id("cc").Op(":=").Id("c").Dot("Context").Call(), jen.Id("cc").Op("!=").Id("r").Dot("Context").Call()).Block(
+			jen.Id("ctx").Dot("SetRequest").Call(jen.Id("r").Dot("WithContext").Call(jen.Id("cc"))).Comment("transactional mode: the store's transaction"),
+		),
+		jen.List(jen.Id("resp"), jen.Err()).Op(":=").Id("f").Call(jen.Id("ctx"), jen.Id("request")),
+		jen.If(jen.Err().Op("!=").Nil().Op("||").Id("resp").Op("==").Nil()).Block(
+			jen.Return(jen.Id("resp"), jen.Err()).Comment("End frees the key; echo reports err"),
+		),
+		jen.Id("visit").Op(":=").Id("visitor").Call(jen.Id("resp")),
+		jen.If(jen.Id("visit").Op("==").Nil()).Block(
+			jen.Return(jen.Id("resp"), jen.Nil()).Comment("not this operation's response type: the strict handler reports it, End frees the key"),
+		),
+		jen.Return(jen.Nil(), jen.Id("c").Dot("Complete").Call(jen.Id("w"), jen.Id("visit"))),
+	)
+}
+
+func (g *gen) echoCaptureBody() {
+	t := g.cfg.Type
+	g.doc("CaptureBody is echo middleware (e.Use(x.CaptureBody)) that keeps the raw bytes of a request body while oapi-codegen's strict handler decodes it, so StrictMiddleware fingerprints what the client sent. Requests without a body, and safe methods, pass untouched.")
+	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("CaptureBody").Params(jen.Id("next").Add(echoQ("HandlerFunc"))).Add(echoQ("HandlerFunc")).Block(
+		jen.Return(echoQ("WrapMiddleware").Call(jen.Qual(idemPkg, "CaptureBody").Call(jen.Lit(int(g.maxRequestBytes())))).Call(jen.Id("next"))),
+	)
+}
+
+func (g *gen) echoMiddleware() {
+	t := g.cfg.Type
+	g.doc("HTTPMiddleware is echo middleware (e.Use(x.HTTPMiddleware)) for servers generated without strict mode: it protects the requests whose method and path match an idempotent operation and passes every other request untouched. It reads the key and the body from the request itself. An error the handler returns is turned into its response by echo's HTTPErrorHandler inside the recording, so it is what a retry gets.")
+	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("HTTPMiddleware").Params(jen.Id("next").Add(echoQ("HandlerFunc"))).Add(echoQ("HandlerFunc")).Block(
+		jen.Return(jen.Id("x").Dot("HTTPMiddlewareWithBaseURL").Call(jen.Lit("")).Call(jen.Id("next"))),
+	)
+	g.doc("HTTPMiddlewareWithBaseURL is HTTPMiddleware for handlers registered under baseURL (RegisterHandlersWithBaseURL): requests outside it pass untouched.")
+	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("HTTPMiddlewareWithBaseURL").Params(jen.Id("baseURL").String()).Add(echoQ("MiddlewareFunc")).Block(
+		jen.Id("baseURL").Op("=").Qual("strings", "TrimSuffix").Call(jen.Id("baseURL"), jen.Lit("/")),
+		jen.Return(jen.Func().Params(jen.Id("next").Add(echoQ("HandlerFunc"))).Add(echoQ("HandlerFunc")).Block(
+			jen.Return(jen.Func().Params(jen.Id("ctx").Add(echoQ("Context"))).Error().Block(
+				jen.Id("r").Op(":=").Id("ctx").Dot("Request").Call(),
+				jen.List(jen.Id("path"), jen.Id("ok")).Op(":=").Qual("strings", "CutPrefix").Call(jen.Id("r").Dot("URL").Dot("EscapedPath").Call(), jen.Id("baseURL")),
+				jen.If(jen.Op("!").Id("ok")).Block(jen.Return(jen.Id("next").Call(jen.Id("ctx")))),
+				jen.Id("i").Op(":=").Id(px+"Match").Call(jen.Id("r").Dot("Method"), jen.Id("path")),
+				jen.If(jen.Id("i").Op("<").Lit(0)).Block(jen.Return(jen.Id("next").Call(jen.Id("ctx")))),
+				jen.Id("c").Op(":=").Id("x").Dot("engine").Dot("Begin").Call(jen.Id("r"), jen.Id(px+"Policies").Index(jen.Id("i")), jen.Qual(idemPkg, "RequestKey")),
+				jen.Defer().Id("c").Dot("End").Call(),
+				jen.Id("resp").Op(":=").Id("ctx").Dot("Response").Call(),
+				jen.If(jen.Id("c").Dot("Decision").Call().Op("!=").Qual(idemPkg, "Execute")).Block(
+					jen.Id("c").Dot("Respond").Call(jen.Id("resp")),
+					jen.Return(jen.Nil()),
+				),
+				jen.Id("orig").Op(":=").Id("resp").Dot("Writer"),
+				jen.Id("resp").Dot("Writer").Op("=").Id("c").Dot("Writer").Call(jen.Id("orig")),
+				jen.Id("ctx").Dot("SetRequest").Call(jen.Id("c").Dot("Request").Call()),
+				jen.If(jen.Err().Op(":=").Id("next").Call(jen.Id("ctx")), jen.Err().Op("!=").Nil()).Block(
+					jen.Id("ctx").Dot("Error").Call(jen.Err()).Comment("written (and recorded) now, not after the record is finished"),
+				),
+				jen.Id("resp").Dot("Writer").Op("=").Id("orig"),
+				jen.Id("c").Dot("Finish").Call(),
+				jen.Return(jen.Nil()),
+			)),
+		)),
+	)
+}
+
+func (g *gen) echoErrorHandler() {
+	t := g.cfg.Type
+	headers, queries := g.keyParams()
+	names := append(append([]string(nil), headers...), queries...)
+	handler := echoQ("HTTPErrorHandler")
+	g.doc("ErrorHandler returns an echo.HTTPErrorHandler (e.HTTPErrorHandler = x.ErrorHandler(e.HTTPErrorHandler)). oapi-codegen's echo wrappers check typed parameters before any middleware runs and return an *echo.HTTPError, so a key they reject (a malformed uuid-typed header, a missing required one, one given twice) never reaches the engine: this handler answers those with the engine's application/problem+json, 400 IDEMPOTENCY_KEY_INVALID or IDEMPOTENCY_KEY_MISSING. It recognizes them by the messages oapi-codegen v2.8 writes. Every other error goes to next; nil means echo's DefaultHTTPErrorHandler.")
+	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("ErrorHandler").Params(jen.Id("next").Add(handler)).Add(handler).Block(
+		jen.Return(jen.Func().Params(jen.Err().Error(), jen.Id("ctx").Add(echoQ("Context"))).BlockFunc(func(b *jen.Group) {
+			if len(names) > 0 {
+				b.If(jen.List(jen.Id("code"), jen.Id("detail")).Op(":=").Id(px+"KeyError").Call(jen.Err()), jen.Id("code").Op("!=").Lit("")).Block(
+					jen.Id("x").Dot("engine").Dot("WriteProblem").Call(jen.Id("ctx").Dot("Response").Call(), jen.Op("&").Qual(idemPkg, "Problem").Values(jen.Dict{
+						jen.Id("Status"): jen.Qual("net/http", "StatusBadRequest"),
+						jen.Id("Code"):   jen.Id("code"),
+						jen.Id("Detail"): jen.Id("detail"),
+					})),
+					jen.Return(),
+				)
+			}
+			b.If(jen.Id("next").Op("==").Nil()).Block(
+				jen.Id("ctx").Dot("Echo").Call().Dot("DefaultHTTPErrorHandler").Call(jen.Err(), jen.Id("ctx")),
+				jen.Return(),
+			)
+			b.Id("next").Call(jen.Err(), jen.Id("ctx"))
+		})),
+	)
+	if len(names) == 0 {
+		return
+	}
+	g.docf("%sKeyError maps the *echo.HTTPError oapi-codegen's wrappers return for a key parameter (%s) to a problem code and detail; \"\" for any other error.", px, orNone(names))
+	g.f.Func().Id(px+"KeyError").Params(jen.Err().Error()).Params(jen.List(jen.Id("code"), jen.Id("detail")).String()).Block(
+		jen.Var().Id("he").Op("*").Add(echoQ("HTTPError")),
+		jen.If(jen.Op("!").Qual("errors", "As").Call(jen.Err(), jen.Op("&").Id("he")).Op("||").Id("he").Dot("Code").Op("!=").Qual("net/http", "StatusBadRequest")).Block(
+			jen.Return(jen.Lit(""), jen.Lit("")),
+		),
+		jen.List(jen.Id("msg"), jen.Id("_")).Op(":=").Id("he").Dot("Message").Assert(jen.String()),
+		jen.For(jen.List(jen.Id("_"), jen.Id("name")).Op(":=").Range().Index().String().ValuesFunc(func(gr *jen.Group) {
+			for _, n := range names {
+				gr.Lit(n)
+			}
+		})).Block(
+			jen.Switch().Block(
+				jen.Case(jen.Id("msg").Op("==").Lit("Header parameter ").Op("+").Id("name").Op("+").Lit(" is required, but not found"),
+					jen.Id("msg").Op("==").Lit("Query argument ").Op("+").Id("name").Op("+").Lit(" is required, but not found")).Block(
+					jen.Return(jen.Qual(idemPkg, "CodeKeyMissing"), jen.Lit("this operation requires an idempotency key")),
+				),
+				jen.Case(jen.Qual("strings", "HasPrefix").Call(jen.Id("msg"), jen.Lit("Invalid format for parameter ").Op("+").Id("name").Op("+").Lit(": "))).Block(
+					jen.Return(jen.Qual(idemPkg, "CodeKeyInvalid"), jen.Lit("the idempotency key is malformed: ").Op("+").Id("msg").Index(jen.Len(jen.Lit("Invalid format for parameter ").Op("+").Id("name").Op("+").Lit(": ")), jen.Empty())),
+				),
+				jen.Case(jen.Qual("strings", "HasPrefix").Call(jen.Id("msg"), jen.Lit("Expected one value for ").Op("+").Id("name").Op("+").Lit(", got "))).Block(
+					jen.Return(jen.Qual(idemPkg, "CodeKeyInvalid"), jen.Lit("the idempotency key is given more than once")),
+				),
+			),
+		),
+		jen.Return(jen.Lit(""), jen.Lit("")),
+	)
+}
+
+func (g *gen) echoRegister() {
+	t := g.cfg.Type
+	if g.cfg.Strict {
+		g.doc("RegisterStrictHandlers is the one line to change in an existing echo service: it does what RegisterHandlers(e, NewStrictHandler(ssi, middlewares)) does, with idempotency wired in: StrictMiddleware first among the strict middlewares (so it runs after the given ones, right before the operation), CaptureBody in e.Use, and ErrorHandler around e.HTTPErrorHandler.")
+		g.doc("")
+		g.doc("\tRegisterHandlers(e, NewStrictHandler(service, middlewares))")
+		g.doc("")
+		g.doc("becomes")
+		g.doc("")
+		g.doc("\tx.RegisterStrictHandlers(e, service, middlewares)")
+		g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("RegisterStrictHandlers").Params(
+			jen.Id("e").Op("*").Add(echoQ("Echo")), jen.Id("ssi").Id("StrictServerInterface"), jen.Id("middlewares").Index().Id("StrictMiddlewareFunc"),
+		).Block(
+			jen.Id("e").Dot("Use").Call(jen.Id("x").Dot("CaptureBody")),
+			jen.Id("e").Dot("HTTPErrorHandler").Op("=").Id("x").Dot("ErrorHandler").Call(jen.Id("e").Dot("HTTPErrorHandler")),
+			jen.Id("RegisterHandlers").Call(jen.Id("e"), jen.Id("NewStrictHandler").Call(jen.Id("ssi"),
+				jen.Append(jen.Index().Id("StrictMiddlewareFunc").Values(jen.Id("x").Dot("StrictMiddleware")), jen.Id("middlewares").Op("...")))),
+		)
+		return
+	}
+	g.doc("RegisterHandlers is the one line to change in an existing echo service: it does what the package's RegisterHandlers(e, si) does, with HTTPMiddleware in e.Use and ErrorHandler around e.HTTPErrorHandler.")
+	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("RegisterHandlers").Params(
+		jen.Id("e").Op("*").Add(echoQ("Echo")), jen.Id("si").Id("ServerInterface"),
+	).Block(
+		jen.Id("e").Dot("Use").Call(jen.Id("x").Dot("HTTPMiddleware")),
+		jen.Id("e").Dot("HTTPErrorHandler").Op("=").Id("x").Dot("ErrorHandler").Call(jen.Id("e").Dot("HTTPErrorHandler")),
+		jen.Id("RegisterHandlers").Call(jen.Id("e"), jen.Id("si")),
+	)
+}

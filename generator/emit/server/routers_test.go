@@ -1,0 +1,271 @@
+package server_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/generator/emit/server"
+	"github.com/idemgen/idemgen/internal/gentest"
+)
+
+// routerTest runs inside each generated package of TestRouters: the
+// one-line wiring (StrictHandler or Handler) with the router's options
+// type, a replay, a problem for a key oapi-codegen rejects, and a route
+// left untouched. The service implements only the operations it serves
+// (the embedded interface is nil).
+const routerTest = `package PKG
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+var (
+	_ = context.Background // used by the strict variants
+	_ = json.Marshal       // used by the plain variant
+	_ = echo.New           // used by the echo variants
+)
+
+//STRICT
+type service struct {
+	StrictServerInterface
+	orders, special, items int
+}
+
+func (s *service) TouchItem(context.Context, TouchItemRequestObject) (TouchItemResponseObject, error) {
+	s.items++
+	return TouchItem200JSONResponse{Id: "item", Count: s.items}, nil
+}
+
+func (s *service) CreateOrder(context.Context, CreateOrderRequestObject) (CreateOrderResponseObject, error) {
+	s.orders++
+	return CreateOrder201JSONResponse{Id: "order", Count: s.orders}, nil
+}
+
+func (s *service) TouchSpecialItem(context.Context, TouchSpecialItemRequestObject) (TouchSpecialItemResponseObject, error) {
+	s.special++
+	return TouchSpecialItem200JSONResponse{Id: "special", Count: s.special}, nil
+}
+
+func handler(x *Idempotency, s *service) http.Handler {
+	return x.StrictHandler(s, nil, StrictHTTPServerOptions{}, OPTIONS{})
+}
+//END
+//PLAIN
+type service struct {
+	ServerInterface
+	orders, special, items int
+}
+
+func (s *service) TouchItem(w http.ResponseWriter, r *http.Request, _ string) {
+	s.items++
+	_ = json.NewEncoder(w).Encode(Receipt{Id: "item", Count: s.items})
+}
+
+func (s *service) CreateOrder(w http.ResponseWriter, r *http.Request, _ CreateOrderParams) {
+	s.orders++
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusCreated)
+	_ = json.NewEncoder(w).Encode(Receipt{Id: "order", Count: s.orders})
+}
+
+func (s *service) TouchSpecialItem(w http.ResponseWriter, r *http.Request) {
+	s.special++
+	_ = json.NewEncoder(w).Encode(Receipt{Id: "special", Count: s.special})
+}
+
+func handler(x *Idempotency, s *service) http.Handler {
+	return x.Handler(s, OPTIONS{})
+}
+//END
+//ECHOSTRICT
+type service struct {
+	StrictServerInterface
+	orders, special, items int
+}
+
+func (s *service) TouchItem(context.Context, TouchItemRequestObject) (TouchItemResponseObject, error) {
+	s.items++
+	return TouchItem200JSONResponse{Id: "item", Count: s.items}, nil
+}
+
+func (s *service) CreateOrder(context.Context, CreateOrderRequestObject) (CreateOrderResponseObject, error) {
+	s.orders++
+	return CreateOrder201JSONResponse{Id: "order", Count: s.orders}, nil
+}
+
+func (s *service) TouchSpecialItem(context.Context, TouchSpecialItemRequestObject) (TouchSpecialItemResponseObject, error) {
+	s.special++
+	return TouchSpecialItem200JSONResponse{Id: "special", Count: s.special}, nil
+}
+
+func handler(x *Idempotency, s *service) http.Handler {
+	e := echo.New()
+	x.RegisterStrictHandlers(e, s, nil)
+	return e
+}
+//END
+//ECHOPLAIN
+type service struct {
+	ServerInterface
+	orders, special, items int
+}
+
+func (s *service) TouchItem(ctx echo.Context, _ string) error {
+	s.items++
+	return ctx.JSON(http.StatusOK, Receipt{Id: "item", Count: s.items})
+}
+
+func (s *service) CreateOrder(ctx echo.Context, _ CreateOrderParams) error {
+	s.orders++
+	return ctx.JSON(http.StatusCreated, Receipt{Id: "order", Count: s.orders})
+}
+
+func (s *service) TouchSpecialItem(ctx echo.Context) error {
+	s.special++
+	return ctx.JSON(http.StatusOK, Receipt{Id: "special", Count: s.special})
+}
+
+func handler(x *Idempotency, s *service) http.Handler {
+	e := echo.New()
+	x.RegisterHandlers(e, s)
+	return e
+}
+//END
+
+func TestOneLine(t *testing.T) {
+	x := NewIdempotency(nil, idem.Options{})
+	defer x.Close()
+	s := &service{}
+	h := handler(x, s)
+	do := func(method, path, key, body string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(method, path, strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		if key != "" {
+			r.Header.Set("Idempotency-Key", key)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	first := do("POST", "/orders", "k1", ` + "`" + `{"item":"book"}` + "`" + `)
+	again := do("POST", "/orders", "k1", ` + "`" + `{"item":"book"}` + "`" + `)
+	if first.Code != 201 || again.Code != 201 || again.Header().Get("Idempotent-Replayed") != "true" || first.Body.String() != again.Body.String() || s.orders != 1 {
+		t.Fatalf("replay: %d %q / %d %q %q, executed %d", first.Code, first.Body, again.Code, again.Header(), again.Body, s.orders)
+	}
+	missing := do("POST", "/orders", "", ` + "`" + `{"item":"book"}` + "`" + `)
+	if missing.Code != 400 || !strings.Contains(missing.Body.String(), idem.CodeKeyMissing) || missing.Header().Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("missing key: %d %s", missing.Code, missing.Body)
+	}
+	bad := do("POST", "/coupons/C1/claims", "not-a-uuid", ` + "`" + `{"user_id":"u"}` + "`" + `)
+	if bad.Code != 400 || !strings.Contains(bad.Body.String(), idem.CodeKeyInvalid) {
+		t.Fatalf("malformed uuid key: %d %s", bad.Code, bad.Body)
+	}
+	// /items/special: std-http and chi serve it with the static route, not
+	// idempotent; gorilla/mux with the first registered match, the
+	// idempotent /items/{itemId} (declared first in the spec).
+	for range 2 {
+		if w := do("POST", "/items/special", "k1", ""); w.Code != 200 {
+			t.Fatalf("/items/special: %d %q", w.Code, w.Header())
+		}
+	}
+	if gorilla := GORILLA; gorilla && (s.items != 1 || s.special != 0) || !gorilla && (s.special != 2 || s.items != 0) {
+		t.Fatalf("/items/special: items ran %d times, special %d", s.items, s.special)
+	}
+}
+`
+
+// TestRouters generates the coupons spec for oapi-codegen's chi and
+// gorilla servers (strict and plain) and runs the one-line wiring of each
+// in a temporary module (the routers are fetched through GOPROXY; they
+// are not dependencies of idemgen).
+func TestRouters(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fetches chi and gorilla and builds a module; run without -short")
+	}
+	root := gentest.RepoRoot(t)
+	// A module path under idemgen's, so nothing stops it from importing idemgen's internal packages later.
+	m := gentest.NewModule(t, "github.com/idemgen/idemgen/internal/e2e/routers")
+	m.Write(t, "deps.go", []byte("package routers\n\nimport (\n\t_ \"github.com/go-chi/chi/v5\"\n\t_ \"github.com/gorilla/mux\"\n\t_ \"github.com/labstack/echo/v4\"\n)\n"))
+	gomod := "\nrequire (\n\tgithub.com/go-chi/chi/v5 v5.2.3\n\tgithub.com/gorilla/mux v1.8.1\n\tgithub.com/labstack/echo/v4 v4.13.4\n)\n"
+	m.Append(t, "go.mod", []byte(gomod))
+	cases := []struct {
+		pkg     string
+		server  gentest.Server
+		router  string
+		options string
+		strict  bool
+	}{
+		{"chistrict", gentest.StrictChi, "chi", "ChiServerOptions", true},
+		{"chiplain", gentest.Chi, "chi", "ChiServerOptions", false},
+		{"gorillastrict", gentest.StrictGorilla, "gorilla", "GorillaServerOptions", true},
+		{"gorillaplain", gentest.Gorilla, "gorilla", "GorillaServerOptions", false},
+		{"echostrict", gentest.StrictEcho, "echo", "", true},
+		{"echoplain", gentest.Echo, "echo", "", false},
+	}
+	for _, c := range cases {
+		params := map[string]string{"server.router": c.router, "server.strict": "false"}
+		if c.strict {
+			params["server.strict"] = "true"
+		}
+		files, err := gentest.Generate(gentest.Case{
+			Spec: filepath.Join(root, "testdata", "server", "coupons", "openapi.yaml"), Package: c.pkg,
+			Output: filepath.Join(m.Dir, c.pkg), Server: c.server, Emit: []string{server.Name}, Params: params,
+		})
+		require.NoError(t, err, c.pkg)
+		for name, data := range files {
+			m.Write(t, c.pkg+"/"+name, data)
+		}
+		src := strings.ReplaceAll(routerTest, "PKG", c.pkg)
+		src = strings.ReplaceAll(src, "OPTIONS", c.options)
+		src = strings.ReplaceAll(src, "GORILLA", fmt.Sprint(c.router == "gorilla"))
+		keep := "PLAIN"
+		if c.strict {
+			keep = "STRICT"
+		}
+		if c.router == "echo" {
+			keep = "ECHO" + keep
+		}
+		src = variant(src, keep)
+		m.Write(t, c.pkg+"/router_test.go", []byte(src))
+	}
+	out := m.Go(t, "test", "-count=1", "./...")
+	for _, c := range cases {
+		require.Contains(t, out, "ok  \tgithub.com/idemgen/idemgen/internal/e2e/routers/"+c.pkg, out)
+	}
+}
+
+// variant keeps the //NAME ... //END section of src named keep, without
+// its markers, and drops the others.
+func variant(src, keep string) string {
+	var b strings.Builder
+	skip := false
+	for line := range strings.SplitAfterSeq(src, "\n") {
+		switch t := strings.TrimSpace(line); {
+		case t == "//"+keep:
+			continue
+		case t == "//END":
+			skip = false
+			continue
+		case len(t) > 2 && t[:2] == "//" && strings.ToUpper(t) == t && !strings.Contains(t, " "):
+			skip = true
+			continue
+		}
+		if !skip {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
+}

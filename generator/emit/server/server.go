@@ -1,0 +1,1172 @@
+// Package server is idemgen's server emitter: from the IR of a spec it
+// writes one Go file, with github.com/dave/jennifer, into the package that
+// holds oapi-codegen's output for the same spec, so that adding
+// idempotency is one line of wiring:
+//
+//	x := api.NewIdempotency(nil, idem.Options{}) // in-memory store; pass Redis or PostgreSQL in production
+//	h := x.StrictHandler(service, nil, api.StrictHTTPServerOptions{}, api.StdHTTPServerOptions{})
+//
+// where the service had api.HandlerWithOptions(api.NewStrictHandlerWithOptions(service, ...), ...).
+//
+// The generated file declares the type Idempotency (renamable) with:
+//
+//   - StrictMiddleware, a StrictMiddlewareFunc for oapi-codegen's strict
+//     net/http servers (std-http, chi, gorilla): it switches on the
+//     operation, takes the key from the typed <Op>RequestObject's
+//     parameters when the spec declares it, runs the engine (package
+//     runtime/idem) and records the typed <Op>ResponseObject through its
+//     Visit method; a replay or a refusal is written at once and the
+//     middleware returns (nil, nil), leaving the strict handler nothing to
+//     write;
+//   - CaptureBody, the net/http middleware that keeps the raw request bytes
+//     the strict handler decodes, so the fingerprint is computed from what
+//     the client sent;
+//   - HTTPMiddleware, for servers generated without strict mode: it matches
+//     the method and path template of the idempotent operations (with the
+//     router's precedence over every route of the spec) and leaves every
+//     other request untouched;
+//   - ErrorHandler, for StdHTTPServerOptions.ErrorHandlerFunc (and chi's and
+//     gorilla's) and StrictHTTPServerOptions.RequestErrorHandlerFunc: a
+//     key parameter oapi-codegen itself rejects (a malformed uuid-typed
+//     header, a missing required one) is answered with the same
+//     problem+json codes the engine uses;
+//   - StrictHandler (strict) or Handler (plain), the one-call wiring of all of
+//     the above for the router chosen by server.router;
+//   - Policies and Policy, the compiled policy of each operation.
+//
+// Settings (idemgen.yaml `options:` or `idemgen generate -option`):
+//
+//	server.strict  true (default): strict-server middleware too; false: a
+//	               package generated without strict-server (plain wrapper only)
+//	server.router  std-http (default), chi or gorilla: the router whose
+//	               options StrictHandler/Handler take; none: no such method;
+//	               echo: echo v4 (echo-server), with echo's signatures
+//	server.type    the generated type's name (default Idempotency); its
+//	               constructor is New<type>
+//	server.file    the file name (default idempotency.gen.go)
+package server
+
+import (
+	"bytes"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dave/jennifer/jen"
+
+	"github.com/idemgen/idemgen/generator/diag"
+	"github.com/idemgen/idemgen/generator/emitter"
+	"github.com/idemgen/idemgen/generator/ir"
+	"github.com/idemgen/idemgen/generator/naming"
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// Name is the emitter's name in the registry.
+const Name = "server"
+
+// DefaultFile is the default name of the generated file.
+const DefaultFile = "idempotency.gen.go"
+
+// DefaultType is the default name of the generated type.
+const DefaultType = "Idempotency"
+
+const (
+	idemPkg = "github.com/idemgen/idemgen/runtime/idem"
+	memPkg  = "github.com/idemgen/idemgen/runtime/memstore"
+)
+
+func init() { emitter.Register(Name, Emit) }
+
+// Config is the emitter's configuration, read from emitter.Options.Params.
+type Config struct {
+	Strict bool   // server.strict
+	Router string // server.router: std-http, chi, gorilla, or none
+	Type   string // server.type
+	File   string // server.file
+}
+
+// routerOptions are the server options types of oapi-codegen's net/http routers.
+var routerOptions = map[string]string{"std-http": "StdHTTPServerOptions", "chi": "ChiServerOptions", "gorilla": "GorillaServerOptions"}
+
+// ParseConfig reads the server.* settings.
+func ParseConfig(params map[string]string) (Config, error) {
+	c := Config{Strict: true, Router: "std-http", Type: DefaultType, File: DefaultFile}
+	for k, v := range params {
+		switch k {
+		case "server.strict":
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return c, fmt.Errorf("server.strict: %q is not true or false", v)
+			}
+			c.Strict = b
+		case "server.router":
+			if _, ok := routerOptions[v]; !ok && v != "none" && v != "echo" {
+				return c, fmt.Errorf("server.router: %q is not std-http, chi, gorilla, echo or none", v)
+			}
+			c.Router = v
+		case "server.type":
+			c.Type = v
+		case "server.file":
+			c.File = v
+		}
+	}
+	if !isExported(c.Type) {
+		return c, fmt.Errorf("server.type: %q is not an exported Go identifier", c.Type)
+	}
+	if c.File == "" || filepath.Ext(c.File) != ".go" || strings.HasSuffix(c.File, "_test.go") {
+		return c, fmt.Errorf("server.file: %q is not the name of a (non-test) .go file", c.File)
+	}
+	return c, nil
+}
+
+// Emit is the registered emitter: one Go file.
+func Emit(spec *ir.Spec, opts emitter.Options) ([]emitter.File, error) {
+	cfg, err := ParseConfig(opts.Params)
+	if err != nil {
+		return nil, err
+	}
+	data, err := Generate(spec, opts, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return []emitter.File{{Path: cfg.File, Data: data}}, nil
+}
+
+// Generate renders the file. It fails with a *diag.ErrorList when a
+// generated name collides with one oapi-codegen declares for the spec, or
+// when the runtime would refuse a policy.
+func Generate(spec *ir.Spec, opts emitter.Options, cfg Config) ([]byte, error) {
+	pkg := opts.Package
+	if pkg == "" {
+		pkg = "api"
+	}
+	var diags diag.List
+	checkNames(spec, cfg, &diags)
+	specs := make([]idem.Spec, len(spec.Operations))
+	for i, op := range spec.Operations {
+		specs[i] = runtimeSpec(op)
+		if _, err := idem.Compile(specs[i]); err != nil {
+			diags.Unsupportedf(op.ContractPos, "runtime-policy", "the runtime cannot enforce the contract of %s %s: %v", op.Method, op.Path, err)
+		}
+		if cfg.Strict && op.Key.Param != nil && op.Names.Params == "" {
+			diags.Errorf(op.Key.Pos, "internal-error", "%s %s declares its key parameter but has no parameters object", op.Method, op.Path)
+		}
+	}
+	if diags.HasErrors() {
+		return nil, &diag.ErrorList{List: diags.Sorted()}
+	}
+	g := &gen{spec: spec, opts: opts, cfg: cfg, specs: specs, f: jen.NewFile(pkg)}
+	g.file()
+	var buf bytes.Buffer
+	if err := g.f.Render(&buf); err != nil {
+		return nil, fmt.Errorf("rendering %s: %w", cfg.File, err)
+	}
+	return buf.Bytes(), nil
+}
+
+type gen struct {
+	spec  *ir.Spec
+	opts  emitter.Options
+	cfg   Config
+	specs []idem.Spec
+	f     *jen.File
+}
+
+// Unexported identifiers all start with this prefix, which oapi-codegen
+// never uses.
+const px = "idemgen"
+
+// doc writes a comment, wrapped at about 100 columns; lines that start
+// with a tab (code) and empty lines are kept as they are.
+func (g *gen) doc(text string) {
+	for _, line := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
+		if line == "" || strings.HasPrefix(line, "\t") || strings.HasPrefix(line, "  - ") && len(line) <= 100 {
+			g.f.Comment(line)
+			continue
+		}
+		indent := ""
+		if strings.HasPrefix(line, "  - ") {
+			indent = "    "
+		}
+		var cur strings.Builder
+		for _, w := range strings.Fields(line) {
+			if cur.Len() > 0 && cur.Len()+1+len(w) > 100 {
+				g.f.Comment(cur.String())
+				cur.Reset()
+				cur.WriteString(indent)
+			}
+			if cur.Len() > 0 && cur.String() != indent {
+				cur.WriteByte(' ')
+			} else if cur.Len() == 0 && strings.HasPrefix(line, "  - ") {
+				cur.WriteString("  ")
+			}
+			cur.WriteString(w)
+		}
+		if cur.Len() > 0 {
+			g.f.Comment(cur.String())
+		}
+	}
+}
+
+func (g *gen) docf(format string, args ...any) { g.doc(fmt.Sprintf(format, args...)) }
+
+func (g *gen) policyVar(op *ir.Operation) string { return px + "Policy" + op.GoName }
+
+// operationName is the runtime's name of an operation: the spec's
+// operationId, or oapi-codegen's Go name when there is none.
+func operationName(op *ir.Operation) string {
+	if op.OperationID != "" {
+		return op.OperationID
+	}
+	return op.GoName
+}
+
+func (g *gen) file() {
+	f := g.f
+	f.HeaderComment("Code generated by idemgen. DO NOT EDIT.")
+	version := g.opts.Version
+	if version == "" {
+		version = "(devel)"
+	}
+	f.HeaderComment("Source: " + sourcePath(g.spec.Source, g.opts.Output))
+	for _, ov := range g.spec.Overlays {
+		f.HeaderComment("Overlay: " + sourcePath(ov, g.opts.Output))
+	}
+	f.HeaderComment("idemgen version: " + version)
+	f.ImportName(idemPkg, "idem")
+	f.ImportName(memPkg, "memstore")
+
+	g.typeDecl()
+	g.policies()
+	if g.cfg.Router == "echo" {
+		if g.cfg.Strict {
+			g.echoStrict()
+			g.echoCaptureBody()
+		}
+		g.echoMiddleware()
+		g.echoErrorHandler()
+		g.echoRegister()
+	} else {
+		if g.cfg.Strict {
+			g.strict()
+			g.captureBody()
+		}
+		g.netHTTPMiddleware()
+		g.serve()
+		g.errorHandler()
+		g.handler()
+	}
+	g.matcher()
+	g.helpers()
+}
+
+// handler writes the one-call wiring for the configured router.
+func (g *gen) handler() {
+	opts, ok := routerOptions[g.cfg.Router]
+	if !ok {
+		return
+	}
+	t := g.cfg.Type
+	hf := func(id string) *jen.Statement { return jen.Qual("net/http", id) }
+	if g.cfg.Strict {
+		g.docf("StrictHandler is the one line to change in an existing service: it returns what HandlerWithOptions(NewStrictHandlerWithOptions(ssi, middlewares, strictOptions), options) returns, with idempotency wired in. StrictMiddleware goes first in the strict middlewares, so it runs after the given ones (which may authenticate the request and put what Options.Principal reads into the context) and right before the operation; CaptureBody is added to options.Middlewares (outermost); ErrorHandler wraps both error handlers (nil ones mean oapi-codegen's defaults).")
+		g.doc("")
+		g.doc("\th := HandlerWithOptions(NewStrictHandlerWithOptions(service, middlewares, strictOptions), options)")
+		g.doc("")
+		g.doc("becomes")
+		g.doc("")
+		g.doc("\th := x.StrictHandler(service, middlewares, strictOptions, options)")
+		g.doc("")
+		g.doc("and by hand it is")
+		g.doc("")
+		g.doc("\th := HandlerWithOptions(")
+		g.doc("\t\tNewStrictHandlerWithOptions(service, append([]StrictMiddlewareFunc{x.StrictMiddleware}, middlewares...),")
+		g.doc("\t\t\tStrictHTTPServerOptions{RequestErrorHandlerFunc: x.ErrorHandler(nil)}),")
+		g.docf("\t\t%s{Middlewares: []MiddlewareFunc{x.CaptureBody}, ErrorHandlerFunc: x.ErrorHandler(nil)})", opts)
+		g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("StrictHandler").Params(
+			jen.Id("ssi").Id("StrictServerInterface"),
+			jen.Id("middlewares").Index().Id("StrictMiddlewareFunc"),
+			jen.Id("strictOptions").Id("StrictHTTPServerOptions"),
+			jen.Id("options").Id(opts),
+		).Add(hf("Handler")).Block(
+			jen.Id("middlewares").Op("=").Append(jen.Index().Id("StrictMiddlewareFunc").Values(jen.Id("x").Dot("StrictMiddleware")), jen.Id("middlewares").Op("...")),
+			jen.Id("strictOptions").Dot("RequestErrorHandlerFunc").Op("=").Id("x").Dot("ErrorHandler").Call(jen.Id("strictOptions").Dot("RequestErrorHandlerFunc")),
+			jen.Id("options").Dot("ErrorHandlerFunc").Op("=").Id("x").Dot("ErrorHandler").Call(jen.Id("options").Dot("ErrorHandlerFunc")),
+			jen.Id("options").Dot("Middlewares").Op("=").Append(jen.Id("options").Dot("Middlewares").Index(jen.Empty(), jen.Len(jen.Id("options").Dot("Middlewares")), jen.Len(jen.Id("options").Dot("Middlewares"))), jen.Id("x").Dot("CaptureBody")),
+			jen.Return(jen.Id("HandlerWithOptions").Call(jen.Id("NewStrictHandlerWithOptions").Call(jen.Id("ssi"), jen.Id("middlewares"), jen.Id("strictOptions")), jen.Id("options"))),
+		)
+		return
+	}
+	g.docf("Handler is the one line to change in an existing service: it returns what HandlerWithOptions(si, options) returns, with idempotency wired in. The protection is the first of options.Middlewares, so it runs after the given ones (which may authenticate the request) and right before the operation; it matches requests under options.BaseURL; ErrorHandler wraps options.ErrorHandlerFunc (nil means oapi-codegen's default).")
+	g.doc("")
+	g.doc("\th := HandlerWithOptions(service, options)")
+	g.doc("")
+	g.doc("becomes")
+	g.doc("")
+	g.doc("\th := x.Handler(service, options)")
+	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("Handler").Params(
+		jen.Id("si").Id("ServerInterface"),
+		jen.Id("options").Id(opts),
+	).Add(hf("Handler")).Block(
+		jen.Id("options").Dot("ErrorHandlerFunc").Op("=").Id("x").Dot("ErrorHandler").Call(jen.Id("options").Dot("ErrorHandlerFunc")),
+		jen.Id("options").Dot("Middlewares").Op("=").Append(jen.Index().Id("MiddlewareFunc").Values(jen.Id("x").Dot("HTTPMiddlewareWithBaseURL").Call(jen.Id("options").Dot("BaseURL"))), jen.Id("options").Dot("Middlewares").Op("...")),
+		jen.Return(jen.Id("HandlerWithOptions").Call(jen.Id("si"), jen.Id("options"))),
+	)
+}
+
+// sourcePath is path relative to the output directory when both are known,
+// so the header does not depend on the machine; slashes on every system.
+func sourcePath(path, out string) string {
+	if path == "" {
+		return "(unknown)"
+	}
+	if out != "" && out != "-" {
+		ap, err1 := filepath.Abs(path)
+		ao, err2 := filepath.Abs(out)
+		if err1 == nil && err2 == nil {
+			if rel, err := filepath.Rel(ao, ap); err == nil {
+				return filepath.ToSlash(rel)
+			}
+		}
+	}
+	return filepath.ToSlash(path)
+}
+
+func (g *gen) typeDecl() {
+	t, title := g.cfg.Type, g.spec.Title
+	if g.spec.Version != "" {
+		title += " " + g.spec.Version
+	}
+	var doc strings.Builder
+	fmt.Fprintf(&doc, "%s enforces the x-idempotency contracts of %q on the servers oapi-codegen generated in this package.", t, title)
+	doc.WriteString(" A retried request with the same idempotency key runs its operation once; every retry gets the first response (with Idempotent-Replayed: true) or an RFC 9457 problem.\n\n")
+	doc.WriteString("Idempotent operations:\n\n")
+	for _, op := range g.spec.Operations {
+		fmt.Fprintf(&doc, "  - %s %s (%s): %s semantics, window %s, key %s\n", op.Method, op.Path, operationName(op), op.Policy.Semantics, formatDuration(op.Policy.Window), keyDoc(op.Key))
+	}
+	opts, router := routerOptions[g.cfg.Router]
+	doc.WriteString("\nWiring:\n\n")
+	fmt.Fprintf(&doc, "\tx := New%s(nil, idem.Options{}) // nil: an in-memory store; pass a shared one (Redis, PostgreSQL) when several instances serve the API\n", t)
+	doc.WriteString("\tdefer x.Close()\n")
+	switch {
+	case g.cfg.Router == "echo" && g.cfg.Strict:
+		doc.WriteString("\tx.RegisterStrictHandlers(e, service, nil) // e is the *echo.Echo\n\n")
+		doc.WriteString("RegisterStrictHandlers is RegisterHandlers(e, NewStrictHandler(...)) with StrictMiddleware, CaptureBody and ErrorHandler added.\n\n")
+	case g.cfg.Router == "echo":
+		doc.WriteString("\tx.RegisterHandlers(e, service) // e is the *echo.Echo\n\n")
+	case g.cfg.Strict && router:
+		fmt.Fprintf(&doc, "\th := x.StrictHandler(service, nil, StrictHTTPServerOptions{}, %s{})\n\n", opts)
+		doc.WriteString("StrictHandler is HandlerWithOptions(NewStrictHandlerWithOptions(...)) with StrictMiddleware, CaptureBody and ErrorHandler added to the middlewares and options given; its documentation shows how to add them by hand.\n\n")
+	case g.cfg.Strict:
+		doc.WriteString("\th := HandlerWithOptions(\n")
+		doc.WriteString("\t\tNewStrictHandlerWithOptions(service, []StrictMiddlewareFunc{x.StrictMiddleware}, StrictHTTPServerOptions{RequestErrorHandlerFunc: x.ErrorHandler(nil)}),\n")
+		doc.WriteString("\t\tStdHTTPServerOptions{Middlewares: []MiddlewareFunc{x.CaptureBody}, ErrorHandlerFunc: x.ErrorHandler(nil)}) // or ChiServerOptions, GorillaServerOptions\n\n")
+	case router:
+		fmt.Fprintf(&doc, "\th := x.Handler(service, %s{})\n\n", opts)
+	default:
+		doc.WriteString("\th := x.HTTPMiddleware(HandlerWithOptions(service, StdHTTPServerOptions{ErrorHandlerFunc: x.ErrorHandler(nil)}))\n\n")
+	}
+	doc.WriteString("The fingerprint of a request is computed from the raw bytes the client sent (kept by CaptureBody while the strict handler decodes them), not from the typed request body re-encoded: members the spec does not declare, which decoding would drop, are part of the fingerprint, so a retry must resend the same document (volatile members aside) and two bodies that decode alike but differ in undeclared members are different requests. Key order, white space and number spelling do not matter.")
+	g.doc(doc.String())
+	g.f.Type().Id(t).Struct(
+		jen.Id("engine").Op("*").Qual(idemPkg, "Engine"),
+		jen.Id("owned").Op("*").Qual(memPkg, "Store").Comment("the store New"+t+" made, closed by Close"),
+	)
+
+	g.docf("New%s returns the %s of this package over store, or over a new in-memory store (package memstore) when store is nil. opts configure the engine: Principal scopes records per caller (set it from your authentication), Observer sees every decision.", t, t)
+	g.f.Func().Id("New"+t).Params(jen.Id("store").Qual(idemPkg, "Store"), jen.Id("opts").Qual(idemPkg, "Options")).Op("*").Id(t).Block(
+		jen.Id("x").Op(":=").Op("&").Id(t).Values(),
+		jen.If(jen.Id("store").Op("==").Nil()).Block(
+			jen.Id("x").Dot("owned").Op("=").Qual(memPkg, "New").Call(jen.Qual(memPkg, "Options").Values()),
+			jen.Id("store").Op("=").Id("x").Dot("owned"),
+		),
+		jen.Id("x").Dot("engine").Op("=").Qual(idemPkg, "New").Call(jen.Id("store"), jen.Id("opts")),
+		jen.Return(jen.Id("x")),
+	)
+	g.doc("Engine returns the engine, for code that protects other handlers with it.")
+	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("Engine").Params().Op("*").Qual(idemPkg, "Engine").Block(jen.Return(jen.Id("x").Dot("engine")))
+	g.docf("Close closes the in-memory store New%s made (a store passed in is the caller's to close).", t)
+	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("Close").Params().Error().Block(
+		jen.If(jen.Id("x").Dot("owned").Op("!=").Nil()).Block(jen.Return(jen.Id("x").Dot("owned").Dot("Close").Call())),
+		jen.Return(jen.Nil()),
+	)
+}
+
+func keyDoc(k ir.Key) string {
+	s := string(k.Carrier) + " " + k.Name
+	if !k.Required {
+		s += " (optional)"
+	}
+	return s + ", " + k.Format
+}
+
+func (g *gen) policies() {
+	t := g.cfg.Type
+	for i, op := range g.spec.Operations {
+		g.docf("%s is the policy of %s %s (%s).", g.policyVar(op), op.Method, op.Path, operationName(op))
+		g.f.Var().Id(g.policyVar(op)).Op("=").Qual(idemPkg, "MustCompile").Call(specLiteral(g.specs[i]))
+	}
+	var list []jen.Code
+	for _, op := range g.spec.Operations {
+		list = append(list, jen.Id(g.policyVar(op)))
+	}
+	g.docf("%sPolicies are the policies in spec order (by path, then method).", px)
+	g.f.Var().Id(px+"Policies").Op("=").Index().Op("*").Qual(idemPkg, "Policy").ValuesFunc(func(gr *jen.Group) {
+		for _, c := range list {
+			gr.Line().Add(c)
+		}
+		if len(list) > 0 {
+			gr.Line()
+		}
+	})
+
+	g.doc("Policies returns the compiled policy of each idempotent operation, in spec order (by path, then method): window, semantics, key and the rest are in each Policy's Spec.")
+	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("Policies").Params().Index().Op("*").Qual(idemPkg, "Policy").Block(
+		jen.Return(jen.Append(jen.Index().Op("*").Qual(idemPkg, "Policy").Call(jen.Nil()), jen.Id(px+"Policies").Op("..."))),
+	)
+	g.doc("Policy returns the policy of the operation with this operationId (oapi-codegen's Go name for operations without one), nil when the operation is not idempotent.")
+	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("Policy").Params(jen.Id("operationID").String()).Op("*").Qual(idemPkg, "Policy").Block(
+		jen.For(jen.List(jen.Id("_"), jen.Id("p")).Op(":=").Range().Id(px+"Policies")).Block(
+			jen.If(jen.Id("p").Dot("Operation").Call().Op("==").Id("operationID")).Block(jen.Return(jen.Id("p"))),
+		),
+		jen.Return(jen.Nil()),
+	)
+}
+
+// runtimeSpec turns an operation's contract into the runtime's Spec.
+func runtimeSpec(op *ir.Operation) idem.Spec {
+	p := op.Policy
+	s := idem.Spec{
+		Operation:          operationName(op),
+		Method:             op.Method,
+		Path:               op.Path,
+		Window:             p.Window,
+		FingerprintHeaders: p.FingerprintHeaders,
+		ConflictStatus:     p.ConflictStatus,
+		InFlight:           idem.InFlightSpec{Status: p.InFlight.Status, RetryAfter: p.InFlight.RetryAfter, Lease: p.InFlight.Lease, Wait: p.InFlight.Wait},
+		Response:           idem.ResponseSpec{MaxBytes: int(p.Response.MaxBytes), Headers: p.Response.Headers},
+		Request:            idem.RequestSpec{MaxBytes: p.Request.MaxBytes},
+	}
+	switch p.Semantics {
+	case ir.Strict:
+		s.Semantics = idem.Strict
+	case ir.Loose:
+		s.Semantics = idem.Loose
+	case ir.Window:
+		s.Semantics = idem.Window
+	}
+	for _, v := range p.Volatile {
+		s.Volatile = append(s.Volatile, v.Pointer)
+	}
+	for _, v := range p.Unordered {
+		s.Unordered = append(s.Unordered, v.Pointer)
+	}
+	k := op.Key
+	s.Key = idem.KeySpec{Name: k.Name, MaxLength: k.MaxLength, Required: idem.Optional}
+	if k.Required {
+		s.Key.Required = idem.Required
+	}
+	switch k.Carrier {
+	case ir.CarrierBody:
+		s.Key.Carrier = idem.CarrierBody
+	case ir.CarrierQuery:
+		s.Key.Carrier = idem.CarrierQuery
+	default:
+		s.Key.Carrier = idem.CarrierHeader
+	}
+	switch k.Format {
+	case ir.FormatUUID:
+		s.Key.Format = idem.FormatUUID
+	case ir.FormatUUIDv4:
+		s.Key.Format = idem.FormatUUIDv4
+	case ir.FormatUUIDv7:
+		s.Key.Format = idem.FormatUUIDv7
+	default:
+		s.Key.Format = idem.FormatToken
+	}
+	if p.Failures == ir.FailuresReplay {
+		s.Failures = idem.FailuresReplay
+	}
+	return s
+}
+
+// specLiteral writes s as an idem.Spec literal with every field explicit,
+// so the generated file documents the whole policy.
+func specLiteral(s idem.Spec) jen.Code {
+	q := func(name string) *jen.Statement { return jen.Qual(idemPkg, name) }
+	strs := func(l []string) jen.Code {
+		if len(l) == 0 {
+			return jen.Nil()
+		}
+		return jen.Index().String().ValuesFunc(func(g *jen.Group) {
+			for _, v := range l {
+				g.Lit(v)
+			}
+		})
+	}
+	sem := map[idem.Semantics]string{idem.Strict: "Strict", idem.Loose: "Loose", idem.Window: "Window"}[s.Semantics]
+	carrier := map[idem.Carrier]string{idem.CarrierHeader: "CarrierHeader", idem.CarrierBody: "CarrierBody", idem.CarrierQuery: "CarrierQuery"}[s.Key.Carrier]
+	format := map[idem.Format]string{idem.FormatToken: "FormatToken", idem.FormatUUID: "FormatUUID", idem.FormatUUIDv4: "FormatUUIDv4", idem.FormatUUIDv7: "FormatUUIDv7"}[s.Key.Format]
+	req := "Optional"
+	if s.Key.Required == idem.Required {
+		req = "Required"
+	}
+	failures := "FailuresRetry"
+	if s.Failures == idem.FailuresReplay {
+		failures = "FailuresReplay"
+	}
+	type kv struct {
+		k string
+		v jen.Code
+	}
+	fields := func(kvs ...kv) jen.Code {
+		return jen.ValuesFunc(func(g *jen.Group) {
+			for _, f := range kvs {
+				g.Line().Id(f.k).Op(":").Add(f.v)
+			}
+			g.Line()
+		})
+	}
+	return q("Spec").Add(fields(
+		kv{"Operation", jen.Lit(s.Operation)},
+		kv{"Method", jen.Lit(s.Method)},
+		kv{"Path", jen.Lit(s.Path)},
+		kv{"Semantics", q(sem)},
+		kv{"Window", durationCode(s.Window)},
+		kv{"Key", q("KeySpec").Add(fields(
+			kv{"Carrier", q(carrier)},
+			kv{"Name", jen.Lit(s.Key.Name)},
+			kv{"Required", q(req)},
+			kv{"Format", q(format)},
+			kv{"MaxLength", jen.Lit(s.Key.MaxLength)},
+		))},
+		kv{"Volatile", strs(s.Volatile)},
+		kv{"Unordered", strs(s.Unordered)},
+		kv{"FingerprintHeaders", strs(s.FingerprintHeaders)},
+		kv{"ConflictStatus", jen.Lit(s.ConflictStatus)},
+		kv{"InFlight", q("InFlightSpec").Add(fields(
+			kv{"Status", jen.Lit(s.InFlight.Status)},
+			kv{"RetryAfter", durationCode(s.InFlight.RetryAfter)},
+			kv{"Lease", durationCode(s.InFlight.Lease)},
+			kv{"Wait", durationCode(s.InFlight.Wait)},
+		))},
+		kv{"Failures", q(failures)},
+		kv{"Response", q("ResponseSpec").Add(fields(
+			kv{"MaxBytes", jen.Lit(s.Response.MaxBytes)},
+			kv{"Headers", strs(s.Response.Headers)},
+		))},
+		kv{"Request", q("RequestSpec").Add(fields(
+			kv{"MaxBytes", jen.Lit(int(s.Request.MaxBytes))},
+		))},
+	))
+}
+
+// durationCode writes d as n * time.Unit with the largest exact unit.
+func durationCode(d time.Duration) jen.Code {
+	if d == 0 {
+		return jen.Lit(0)
+	}
+	for _, u := range []struct {
+		d    time.Duration
+		name string
+	}{{time.Hour, "Hour"}, {time.Minute, "Minute"}, {time.Second, "Second"}, {time.Millisecond, "Millisecond"}, {time.Microsecond, "Microsecond"}} {
+		if d%u.d == 0 {
+			n := int64(d / u.d)
+			if n == 1 {
+				return jen.Qual("time", u.name)
+			}
+			return jen.Lit(int(n)).Op("*").Qual("time", u.name)
+		}
+	}
+	return jen.Qual("time", "Duration").Call(jen.Lit(int64(d)))
+}
+
+// formatDuration renders d for comments: 24h, 10m, 90s, 7d.
+func formatDuration(d time.Duration) string {
+	if d >= 48*time.Hour && d%(24*time.Hour) == 0 {
+		return strconv.FormatInt(int64(d/(24*time.Hour)), 10) + "d"
+	}
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// strict writes the strict-server middleware.
+func (g *gen) strict() {
+	t := g.cfg.Type
+	handlerParams := []jen.Code{
+		jen.Id("ctx").Qual("context", "Context"),
+		jen.Id("w").Qual("net/http", "ResponseWriter"),
+		jen.Id("r").Op("*").Qual("net/http", "Request"),
+		jen.Id("request").Any(),
+	}
+	g.strictMiddleware(handlerParams, []jen.Code{jen.Id("ctx"), jen.Id("w"), jen.Id("r"), jen.Id("request")})
+
+	g.doc("strict runs one strict-server request of an idempotent operation; visitor returns the typed response's Visit method, nil for a value of another type.")
+	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("strict").Params(
+		append(handlerParams,
+			jen.Id("f").Id("StrictHandlerFunc"),
+			jen.Id("p").Op("*").Qual(idemPkg, "Policy"),
+			jen.Id("key").Qual(idemPkg, "Key"),
+			jen.Id("visitor").Func().Params(jen.Any()).Func().Params(jen.Qual("net/http", "ResponseWriter")).Error(),
+		)...,
+	).Params(jen.Any(), jen.Error()).Block(
+		jen.If(jen.Id("ctx").Op("!=").Id("r").Dot("Context").Call()).Block(
+			jen.Id("r").Op("=").Id("r").Dot("WithContext").Call(jen.Id("ctx")).Comment("keep what earlier strict middleware put in ctx"),
+		),
+		jen.Id("c").Op(":=").Id("x").Dot("engine").Dot("Begin").Call(jen.Id("r"), jen.Id("p"), jen.Id("key")),
+		jen.Defer().Id("c").Dot("End").Call().Comment("frees the key when the operation fails or panics"),
+		jen.If(jen.Id("c").Dot("Decision").Call().Op("!=").Qual(idemPkg, "Execute")).Block(
+			jen.Id("c").Dot("Respond").Call(jen.Id("w")).Comment("the replay or the problem"),
+			jen.Return(jen.Nil(), jen.Nil()),
+		),
+		jen.List(jen.Id("resp"), jen.Err()).Op(":=").Id("f").Call(jen.Id("c").Dot("Context").Call(), jen.Id("w"), jen.Id("r"), jen.Id("request")),
+		jen.If(jen.Err().Op("!=").Nil().Op("||").Id("resp").Op("==").Nil()).Block(
+			jen.Return(jen.Id("resp"), jen.Err()).Comment("End frees the key; the strict handler reports err"),
+		),
+		jen.Id("visit").Op(":=").Id("visitor").Call(jen.Id("resp")),
+		jen.If(jen.Id("visit").Op("==").Nil()).Block(
+			jen.Return(jen.Id("resp"), jen.Nil()).Comment("not this operation's response type: the strict handler reports it, End frees the key"),
+		),
+		jen.Return(jen.Nil(), jen.Id("c").Dot("Complete").Call(jen.Id("w"), jen.Id("visit"))),
+	)
+}
+
+// strictMiddleware writes StrictMiddleware: a switch on the operation that
+// returns, for each idempotent one, a handler with handlerParams calling
+// x.strict(args..., f, policy, key, visitor).
+func (g *gen) strictMiddleware(handlerParams, args []jen.Code) {
+	t := g.cfg.Type
+	g.doc("StrictMiddleware is a StrictMiddlewareFunc (pass x.StrictMiddleware to NewStrictHandler, first among the strict middlewares) that protects the idempotent operations and returns every other operation's handler untouched.")
+	g.doc("")
+	g.doc("For an idempotent operation it reads the key from the typed request object when the spec declares the key parameter (else from the request), fingerprints the body CaptureBody kept, and either runs the operation, recording its typed response through its Visit method, or writes the stored response (a replay) or a problem and returns (nil, nil), so the strict handler has nothing left to write. Without CaptureBody, requests with a body are refused with 400 IDEMPOTENCY_REQUEST_UNREADABLE.")
+	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("StrictMiddleware").Params(jen.Id("f").Id("StrictHandlerFunc"), jen.Id("operationID").String()).Id("StrictHandlerFunc").Block(
+		jen.Switch(jen.Id("operationID")).BlockFunc(func(sw *jen.Group) {
+			for _, op := range g.spec.Operations {
+				sw.Case(jen.Lit(op.GoName)).Block(
+					jen.Return(jen.Func().Params(handlerParams...).Params(jen.Any(), jen.Error()).BlockFunc(func(b *jen.Group) {
+						key := jen.Qual(idemPkg, "RequestKey")
+						if p := op.Key.Param; p != nil {
+							b.Id("key").Op(":=").Add(key)
+							conv := px + "Key"
+							if p.Pointer {
+								conv = px + "KeyPtr"
+							}
+							b.If(jen.List(jen.Id("in"), jen.Id("ok")).Op(":=").Id("request").Assert(jen.Id(op.Names.RequestObject)), jen.Id("ok")).Block(
+								jen.Id("key").Op("=").Id(conv).Call(jen.Id("in").Dot("Params").Dot(p.GoName)),
+							)
+							key = jen.Id("key")
+						}
+						b.Return(jen.Id("x").Dot("strict").Call(append(args,
+							jen.Id("f"), jen.Id(g.policyVar(op)), key,
+							jen.Func().Params(jen.Id("resp").Any()).Func().Params(jen.Qual("net/http", "ResponseWriter")).Error().Block(
+								jen.If(jen.List(jen.Id("v"), jen.Id("ok")).Op(":=").Id("resp").Assert(jen.Id(op.Names.ResponseObject)), jen.Id("ok")).Block(
+									jen.Return(jen.Id("v").Dot("Visit"+op.GoName+"Response")),
+								),
+								jen.Return(jen.Nil()),
+							),
+						)...))
+					})),
+				)
+			}
+		}),
+		jen.Return(jen.Id("f")),
+	)
+}
+
+func (g *gen) maxRequestBytes() int64 {
+	m := int64(idem.DefaultMaxRequestBytes)
+	for _, op := range g.spec.Operations {
+		m = max(m, op.Policy.Request.MaxBytes)
+	}
+	return m
+}
+
+func (g *gen) captureBody() {
+	t := g.cfg.Type
+	g.doc("CaptureBody is net/http middleware that keeps the raw bytes of a request body while oapi-codegen's strict handler decodes it, so StrictMiddleware fingerprints what the client sent. Add it to the server options' Middlewares (StdHTTPServerOptions, ChiServerOptions, GorillaServerOptions) or wrap the whole router with it. Requests without a body, and safe methods, pass untouched.")
+	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("CaptureBody").Params(jen.Id("next").Qual("net/http", "Handler")).Qual("net/http", "Handler").Block(
+		jen.Return(jen.Qual(idemPkg, "CaptureBody").Call(jen.Lit(int(g.maxRequestBytes()))).Call(jen.Id("next"))),
+	)
+}
+
+// route is a route of the matcher table.
+type route struct {
+	method, path string
+	segs         []seg
+	policy       int // index in the policies, -1 when not idempotent
+	order        int // registration order (gorilla): the line of the operation in the spec, 0 when unknown
+}
+
+type seg struct {
+	prefix, suffix string
+	param          bool
+}
+
+func parseTemplate(path string) []seg {
+	var out []seg
+	for s := range strings.SplitSeq(strings.TrimPrefix(path, "/"), "/") {
+		i := strings.IndexByte(s, '{')
+		j := strings.LastIndexByte(s, '}')
+		if i < 0 || j < i {
+			out = append(out, seg{prefix: s})
+			continue
+		}
+		out = append(out, seg{prefix: s[:i], suffix: s[j+1:], param: true})
+	}
+	return out
+}
+
+// rank orders segments by specificity: static, then a parameter with
+// literal text around it, then a bare parameter.
+func (s seg) rank() int {
+	switch {
+	case !s.param:
+		return 0
+	case s.prefix != "" || s.suffix != "":
+		return 1
+	}
+	return 2
+}
+
+// overlaps reports whether some path matches both a and b.
+func overlaps(a, b []seg) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i], b[i]
+		switch {
+		case !x.param && !y.param:
+			if x.prefix != y.prefix {
+				return false
+			}
+		case !x.param:
+			if !segMatches(y, x.prefix) {
+				return false
+			}
+		case !y.param:
+			if !segMatches(x, y.prefix) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func segMatches(s seg, v string) bool {
+	if !s.param {
+		return v == s.prefix
+	}
+	return len(v) > len(s.prefix)+len(s.suffix) && strings.HasPrefix(v, s.prefix) && strings.HasSuffix(v, s.suffix)
+}
+
+// before orders a before b when a is the more specific at the first
+// segment where they differ in kind (chi's and ServeMux's precedence for
+// templates that do not conflict), then by template.
+func before(a, b route) int {
+	for i := 0; i < len(a.segs) && i < len(b.segs); i++ {
+		if ra, rb := a.segs[i].rank(), b.segs[i].rank(); ra != rb {
+			return ra - rb
+		}
+	}
+	if len(a.segs) != len(b.segs) {
+		return len(a.segs) - len(b.segs)
+	}
+	return strings.Compare(a.path, b.path)
+}
+
+// routes returns the matcher table, by method: the idempotent operations
+// and the other routes that take precedence over one of them, most
+// specific first.
+func (g *gen) routes() map[string][]route {
+	index := map[string]int{}
+	for i, op := range g.spec.Operations {
+		index[op.Method+" "+op.Path] = i
+	}
+	all := g.spec.Routes
+	if len(all) == 0 { // an IR without routes: the idempotent operations alone
+		for _, op := range g.spec.Operations {
+			all = append(all, ir.Route{Method: op.Method, Path: op.Path, GoName: op.GoName, Idempotent: true})
+		}
+	}
+	var idemRoutes, other []route
+	for _, r := range all {
+		rt := route{method: r.Method, path: r.Path, segs: parseTemplate(r.Path), policy: -1}
+		if r.Pos.File == g.spec.Source {
+			rt.order = r.Pos.Line
+		}
+		if i, ok := index[r.Method+" "+r.Path]; ok {
+			rt.policy = i
+			idemRoutes = append(idemRoutes, rt)
+		} else {
+			other = append(other, rt)
+		}
+	}
+	precedes := before
+	if g.cfg.Router == "gorilla" {
+		precedes = registered
+	}
+	out := map[string][]route{}
+	for _, r := range idemRoutes {
+		out[r.method] = append(out[r.method], r)
+	}
+	for _, o := range other {
+		for _, r := range idemRoutes {
+			if o.method == r.method && overlaps(o.segs, r.segs) && precedes(o, r) < 0 {
+				out[o.method] = append(out[o.method], o)
+				break
+			}
+		}
+	}
+	for m := range out {
+		slices.SortStableFunc(out[m], precedes)
+	}
+	return out
+}
+
+// registered orders routes as oapi-codegen registers them (v2.8: in the
+// order the spec declares its paths, then by path and method), which is
+// gorilla/mux's precedence: the first route that matches serves.
+func registered(a, b route) int {
+	if a.order != b.order {
+		return a.order - b.order
+	}
+	if c := strings.Compare(a.path, b.path); c != 0 {
+		return c
+	}
+	return strings.Compare(a.method, b.method)
+}
+
+// matcher writes the compiled route table and its matching function.
+func (g *gen) matcher() {
+	routes := g.routes()
+	methods := make([]string, 0, len(routes))
+	for m := range routes {
+		methods = append(methods, m)
+	}
+	slices.Sort(methods)
+
+	g.doc(px + "Route is an entry of the matcher: a path template split into segments at init, and the index of its policy (-1: a route that is not idempotent but takes precedence over one that is).")
+	g.f.Type().Id(px+"Route").Struct(
+		jen.Id("segs").Index().Id(px+"Segment"),
+		jen.Id("policy").Int(),
+	)
+	g.doc(px + "Segment is a static path segment, or a parameter with optional literal text around it.")
+	g.f.Type().Id(px+"Segment").Struct(
+		jen.List(jen.Id("prefix"), jen.Id("suffix")).String(),
+		jen.Id("param").Bool(),
+	)
+	if g.cfg.Router == "gorilla" {
+		g.doc(px + "Routes holds, by method, the idempotent operations and the routes that take precedence over them, in the order oapi-codegen registers them with gorilla/mux, whose first matching route serves (the order the spec declares its paths).")
+	} else {
+		g.doc(px + "Routes holds, by method, the idempotent operations and the routes that take precedence over them, most specific first (static segments before parameters, as std-http's ServeMux and chi choose).")
+	}
+	g.f.Var().Id(px + "Routes").Op("=").Map(jen.String()).Index().Id(px + "Route").ValuesFunc(func(outer *jen.Group) {
+		for _, m := range methods {
+			outer.Line().Lit(m).Op(":").ValuesFunc(func(gr *jen.Group) {
+				for _, r := range routes[m] {
+					gr.Line().Values(jen.Id(px+"Template").Call(jen.Lit(r.path)), jen.Lit(r.policy))
+				}
+				gr.Line()
+			})
+		}
+		if len(methods) > 0 {
+			outer.Line()
+		}
+	})
+
+	g.doc(px + "Template splits a path template into segments.")
+	g.f.Func().Id(px+"Template").Params(jen.Id("path").String()).Index().Id(px+"Segment").Block(
+		jen.Var().Id("segs").Index().Id(px+"Segment"),
+		jen.For(jen.Id("s").Op(":=").Range().Qual("strings", "SplitSeq").Call(jen.Qual("strings", "TrimPrefix").Call(jen.Id("path"), jen.Lit("/")), jen.Lit("/"))).Block(
+			jen.List(jen.Id("i"), jen.Id("j")).Op(":=").List(jen.Qual("strings", "IndexByte").Call(jen.Id("s"), jen.LitRune('{')), jen.Qual("strings", "LastIndexByte").Call(jen.Id("s"), jen.LitRune('}'))),
+			jen.If(jen.Id("i").Op("<").Lit(0).Op("||").Id("j").Op("<").Id("i")).Block(
+				jen.Id("segs").Op("=").Append(jen.Id("segs"), jen.Id(px+"Segment").Values(jen.Dict{jen.Id("prefix"): jen.Id("s")})),
+				jen.Continue(),
+			),
+			jen.Id("segs").Op("=").Append(jen.Id("segs"), jen.Id(px+"Segment").Values(jen.Dict{
+				jen.Id("prefix"): jen.Id("s").Index(jen.Empty(), jen.Id("i")),
+				jen.Id("suffix"): jen.Id("s").Index(jen.Id("j").Op("+").Lit(1), jen.Empty()),
+				jen.Id("param"):  jen.True(),
+			})),
+		),
+		jen.Return(jen.Id("segs")),
+	)
+
+	g.doc(px + "Match returns the index of the policy of the idempotent operation the router serves method and path with, -1 for any other request. path is the escaped path, without the base URL.")
+	g.f.Func().Id(px+"Match").Params(jen.List(jen.Id("method"), jen.Id("path")).String()).Int().Block(
+		jen.If(jen.Op("!").Qual("strings", "HasPrefix").Call(jen.Id("path"), jen.Lit("/"))).Block(jen.Return(jen.Lit(-1))),
+		jen.Id("path").Op("=").Id("path").Index(jen.Lit(1), jen.Empty()),
+		jen.Id("next").Op(":").For(jen.List(jen.Id("_"), jen.Id("rt")).Op(":=").Range().Id(px+"Routes").Index(jen.Id("method"))).Block(
+			jen.Id("rest").Op(":=").Id("path"),
+			jen.For(jen.List(jen.Id("i"), jen.Id("s")).Op(":=").Range().Id("rt").Dot("segs")).Block(
+				jen.List(jen.Id("v"), jen.Id("after"), jen.Id("more")).Op(":=").Qual("strings", "Cut").Call(jen.Id("rest"), jen.Lit("/")),
+				jen.If(jen.Id("more").Op("!=").Parens(jen.Id("i").Op("<").Len(jen.Id("rt").Dot("segs")).Op("-").Lit(1))).Block(jen.Continue().Id("next")),
+				jen.Id("rest").Op("=").Id("after"),
+				jen.If(jen.Op("!").Id("s").Dot("param")).Block(
+					jen.If(jen.Id("v").Op("!=").Id("s").Dot("prefix")).Block(jen.Continue().Id("next")),
+					jen.Continue(),
+				),
+				jen.If(
+					jen.Len(jen.Id("v")).Op("<=").Len(jen.Id("s").Dot("prefix")).Op("+").Len(jen.Id("s").Dot("suffix")).Op("||").
+						Op("!").Qual("strings", "HasPrefix").Call(jen.Id("v"), jen.Id("s").Dot("prefix")).Op("||").
+						Op("!").Qual("strings", "HasSuffix").Call(jen.Id("v"), jen.Id("s").Dot("suffix")),
+				).Block(jen.Continue().Id("next")),
+			),
+			jen.Return(jen.Id("rt").Dot("policy")),
+		),
+		jen.Return(jen.Lit(-1)),
+	)
+
+}
+
+// netHTTPMiddleware writes the plain net/http wrapper.
+func (g *gen) netHTTPMiddleware() {
+	t := g.cfg.Type
+	g.doc("HTTPMiddleware is net/http middleware for servers generated without strict mode (std-http, chi, gorilla, or any router): it protects the requests whose method and path match an idempotent operation and passes every other request untouched. Wrap the router with it (the router's own matching is reproduced, with every route of the spec, so a static route that is not idempotent still wins over a templated one that is). It reads the key and the body from the request itself and needs no CaptureBody.")
+	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("HTTPMiddleware").Params(jen.Id("next").Qual("net/http", "Handler")).Qual("net/http", "Handler").Block(
+		jen.Return(jen.Id("x").Dot("HTTPMiddlewareWithBaseURL").Call(jen.Lit("")).Call(jen.Id("next"))),
+	)
+	g.doc("HTTPMiddlewareWithBaseURL is HTTPMiddleware for a server mounted under baseURL (the BaseURL of the server options, e.g. \"/v1\"): requests outside it pass untouched.")
+	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("HTTPMiddlewareWithBaseURL").Params(jen.Id("baseURL").String()).Func().Params(jen.Qual("net/http", "Handler")).Qual("net/http", "Handler").Block(
+		jen.Id("baseURL").Op("=").Qual("strings", "TrimSuffix").Call(jen.Id("baseURL"), jen.Lit("/")),
+		jen.Return(jen.Func().Params(jen.Id("next").Qual("net/http", "Handler")).Qual("net/http", "Handler").Block(
+			jen.Return(jen.Qual("net/http", "HandlerFunc").Call(jen.Func().Params(jen.Id("w").Qual("net/http", "ResponseWriter"), jen.Id("r").Op("*").Qual("net/http", "Request")).Block(
+				jen.If(jen.List(jen.Id("path"), jen.Id("ok")).Op(":=").Qual("strings", "CutPrefix").Call(jen.Id("r").Dot("URL").Dot("EscapedPath").Call(), jen.Id("baseURL")), jen.Id("ok")).Block(
+					jen.If(jen.Id("i").Op(":=").Id(px+"Match").Call(jen.Id("r").Dot("Method"), jen.Id("path")), jen.Id("i").Op(">=").Lit(0)).Block(
+						jen.Id("x").Dot("serve").Call(jen.Id("w"), jen.Id("r"), jen.Id(px+"Policies").Index(jen.Id("i")), jen.Id("next")),
+						jen.Return(),
+					),
+				),
+				jen.Id("next").Dot("ServeHTTP").Call(jen.Id("w"), jen.Id("r")),
+			))),
+		)),
+	)
+}
+
+func (g *gen) serve() {
+	t := g.cfg.Type
+	g.doc("serve runs one request of an idempotent operation through the engine (what idem.Engine.Handler does, without building a handler per request: oapi-codegen builds its route middleware chains for every request).")
+	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("serve").Params(
+		jen.Id("w").Qual("net/http", "ResponseWriter"), jen.Id("r").Op("*").Qual("net/http", "Request"),
+		jen.Id("p").Op("*").Qual(idemPkg, "Policy"), jen.Id("next").Qual("net/http", "Handler"),
+	).Block(
+		jen.Id("c").Op(":=").Id("x").Dot("engine").Dot("Begin").Call(jen.Id("r"), jen.Id("p"), jen.Qual(idemPkg, "RequestKey")),
+		jen.Defer().Id("c").Dot("End").Call(),
+		jen.If(jen.Id("c").Dot("Decision").Call().Op("!=").Qual(idemPkg, "Execute")).Block(
+			jen.Id("c").Dot("Respond").Call(jen.Id("w")),
+			jen.Return(),
+		),
+		jen.Id("next").Dot("ServeHTTP").Call(jen.Id("c").Dot("Writer").Call(jen.Id("w")), jen.Id("c").Dot("Request").Call()),
+		jen.Id("c").Dot("Finish").Call(),
+	)
+}
+
+// keyParams returns the names of the key parameters the spec declares:
+// header names (matched case-insensitively) and query names.
+func (g *gen) keyParams() (headers, queries []string) {
+	for _, op := range g.spec.Operations {
+		p := op.Key.Param
+		if p == nil {
+			continue
+		}
+		switch p.In {
+		case "header":
+			if !slices.ContainsFunc(headers, func(h string) bool { return strings.EqualFold(h, p.Name) }) {
+				headers = append(headers, p.Name)
+			}
+		case "query":
+			if !slices.Contains(queries, p.Name) {
+				queries = append(queries, p.Name)
+			}
+		}
+	}
+	slices.Sort(headers)
+	slices.Sort(queries)
+	return headers, queries
+}
+
+func (g *gen) errorHandler() {
+	t := g.cfg.Type
+	headers, queries := g.keyParams()
+	errFunc := jen.Func().Params(jen.Qual("net/http", "ResponseWriter"), jen.Op("*").Qual("net/http", "Request"), jen.Error())
+	g.doc("ErrorHandler returns an error handler for the server options (StdHTTPServerOptions.ErrorHandlerFunc, or chi's and gorilla's) and for StrictHTTPServerOptions.RequestErrorHandlerFunc. oapi-codegen checks typed parameters before any middleware runs, so a key it rejects (a malformed uuid-typed header, a missing required one, one given twice) never reaches the engine: this handler answers those with the engine's application/problem+json, 400 IDEMPOTENCY_KEY_INVALID or IDEMPOTENCY_KEY_MISSING. Every other error goes to next; nil means oapi-codegen's default (400, the error as text).")
+	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("ErrorHandler").Params(jen.Id("next").Add(errFunc)).Add(errFunc).Block(
+		jen.If(jen.Id("next").Op("==").Nil()).Block(
+			jen.Id("next").Op("=").Func().Params(jen.Id("w").Qual("net/http", "ResponseWriter"), jen.Id("_").Op("*").Qual("net/http", "Request"), jen.Err().Error()).Block(
+				jen.Qual("net/http", "Error").Call(jen.Id("w"), jen.Err().Dot("Error").Call(), jen.Qual("net/http", "StatusBadRequest")),
+			),
+		),
+		jen.Return(jen.Func().Params(jen.Id("w").Qual("net/http", "ResponseWriter"), jen.Id("r").Op("*").Qual("net/http", "Request"), jen.Err().Error()).BlockFunc(func(b *jen.Group) {
+			if len(headers)+len(queries) > 0 {
+				b.If(jen.List(jen.Id("code"), jen.Id("detail")).Op(":=").Id(px+"KeyError").Call(jen.Err()), jen.Id("code").Op("!=").Lit("")).Block(
+					jen.Id("x").Dot("engine").Dot("WriteProblem").Call(jen.Id("w"), jen.Op("&").Qual(idemPkg, "Problem").Values(jen.Dict{
+						jen.Id("Status"): jen.Qual("net/http", "StatusBadRequest"),
+						jen.Id("Code"):   jen.Id("code"),
+						jen.Id("Detail"): jen.Id("detail"),
+					})),
+					jen.Return(),
+				)
+			}
+			b.Id("next").Call(jen.Id("w"), jen.Id("r"), jen.Err())
+		})),
+	)
+	if len(headers)+len(queries) == 0 {
+		return
+	}
+	names := append(append([]string(nil), headers...), queries...)
+	g.docf("%sKeyParam reports whether name is a key parameter: a header (%s, any case) or a query parameter (%s).", px, orNone(headers), orNone(queries))
+	g.f.Func().Id(px + "KeyParam").Params(jen.Id("name").String()).Bool().BlockFunc(func(b *jen.Group) {
+		var conds []jen.Code
+		for _, h := range headers {
+			conds = append(conds, jen.Qual("strings", "EqualFold").Call(jen.Id("name"), jen.Lit(h)))
+		}
+		for _, q := range queries {
+			conds = append(conds, jen.Id("name").Op("==").Lit(q))
+		}
+		c := jen.Add(conds[0])
+		for _, x := range conds[1:] {
+			c = c.Op("||").Add(x)
+		}
+		b.Return(c)
+	})
+	isKey := func(v string) jen.Code { return jen.Id(px + "KeyParam").Call(jen.Id(v).Dot("ParamName")) }
+	as := func(v string) *jen.Statement { return jen.Qual("errors", "As").Call(jen.Err(), jen.Op("&").Id(v)) }
+	g.docf("%sKeyError maps oapi-codegen's parameter errors about a key parameter (%s) to a problem code and detail; \"\" for any other error.", px, strings.Join(names, ", "))
+	g.f.Func().Id(px+"KeyError").Params(jen.Err().Error()).Params(jen.List(jen.Id("code"), jen.Id("detail")).String()).Block(
+		jen.Var().Id("missingHeader").Op("*").Id("RequiredHeaderError"),
+		jen.Var().Id("missingParam").Op("*").Id("RequiredParamError"),
+		jen.Var().Id("invalid").Op("*").Id("InvalidParamFormatError"),
+		jen.Var().Id("many").Op("*").Id("TooManyValuesForParamError"),
+		jen.Switch().Block(
+			jen.Case(as("missingHeader").Op("&&").Add(isKey("missingHeader")), as("missingParam").Op("&&").Add(isKey("missingParam"))).Block(
+				jen.Return(jen.Qual(idemPkg, "CodeKeyMissing"), jen.Lit("this operation requires an idempotency key")),
+			),
+			jen.Case(as("invalid").Op("&&").Add(isKey("invalid"))).Block(
+				jen.If(jen.Id("invalid").Dot("Err").Op("!=").Nil()).Block(
+					jen.Return(jen.Qual(idemPkg, "CodeKeyInvalid"), jen.Lit("the idempotency key is malformed: ").Op("+").Id("invalid").Dot("Err").Dot("Error").Call()),
+				),
+				jen.Return(jen.Qual(idemPkg, "CodeKeyInvalid"), jen.Lit("the idempotency key is malformed")),
+			),
+			jen.Case(as("many").Op("&&").Add(isKey("many"))).Block(
+				jen.Return(jen.Qual(idemPkg, "CodeKeyInvalid"), jen.Lit("the idempotency key is given more than once")),
+			),
+		),
+		jen.Return(jen.Lit(""), jen.Lit("")),
+	)
+}
+
+func orNone(l []string) string {
+	if len(l) == 0 {
+		return "none"
+	}
+	return strings.Join(l, ", ")
+}
+
+func (g *gen) helpers() {
+	if !g.cfg.Strict {
+		return
+	}
+	need, needPtr := false, false
+	for _, op := range g.spec.Operations {
+		if p := op.Key.Param; p != nil {
+			if p.Pointer {
+				needPtr = true
+			} else {
+				need = true
+			}
+		}
+	}
+	if need || needPtr {
+		g.doc(px + "Key is a typed key parameter as the engine takes it: a string as is, a UUID (or any fmt.Stringer) in its text form.")
+		g.f.Func().Id(px+"Key").Types(jen.Id("T").Any()).Params(jen.Id("v").Id("T")).Qual(idemPkg, "Key").Block(
+			jen.Switch(jen.Id("k").Op(":=").Any().Parens(jen.Id("v")).Assert(jen.Type())).Block(
+				jen.Case(jen.String()).Block(jen.Return(jen.Qual(idemPkg, "KeyFrom").Call(jen.Id("k")))),
+				jen.Case(jen.Qual("fmt", "Stringer")).Block(jen.Return(jen.Qual(idemPkg, "KeyFrom").Call(jen.Id("k").Dot("String").Call()))),
+			),
+			jen.Return(jen.Qual(idemPkg, "KeyFrom").Call(jen.Qual("fmt", "Sprint").Call(jen.Id("v")))),
+		)
+	}
+	if needPtr {
+		g.doc(px + "KeyPtr is " + px + "Key of an optional parameter: no key when it is absent.")
+		g.f.Func().Id(px+"KeyPtr").Types(jen.Id("T").Any()).Params(jen.Id("v").Op("*").Id("T")).Qual(idemPkg, "Key").Block(
+			jen.If(jen.Id("v").Op("==").Nil()).Block(jen.Return(jen.Qual(idemPkg, "NoKey"))),
+			jen.Return(jen.Id(px+"Key").Call(jen.Op("*").Id("v"))),
+		)
+	}
+}
+
+func isExported(s string) bool {
+	if s == "" || s[0] < 'A' || s[0] > 'Z' {
+		return false
+	}
+	for _, c := range s {
+		if !(c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// frameworkNames are package-level identifiers oapi-codegen's strict and
+// net/http server, client and spec-embedding outputs declare whatever the
+// spec.
+var frameworkNames = []string{
+	"ServerInterface", "ServerInterfaceWrapper", "Unimplemented", "MiddlewareFunc", "Handler", "HandlerFromMux",
+	"HandlerFromMuxWithBaseURL", "HandlerWithOptions", "StdHTTPServerOptions", "ChiServerOptions", "GorillaServerOptions",
+	"ServeMux", "StrictHandlerFunc", "StrictMiddlewareFunc", "StrictHTTPServerOptions", "NewStrictHandler",
+	"NewStrictHandlerWithOptions", "StrictServerInterface", "UnescapedCookieParamError", "UnmarshalingParamError",
+	"RequiredParamError", "RequiredHeaderError", "InvalidParamFormatError", "TooManyValuesForParamError",
+	"Client", "ClientOption", "NewClient", "WithHTTPClient", "WithBaseURL", "WithRequestEditorFn", "RequestEditorFn",
+	"HttpRequestDoer", "ClientInterface", "ClientWithResponses", "NewClientWithResponses", "ClientWithResponsesInterface",
+	"GetSwagger", "PathToRawSpec", "RegisterHandlers", "RegisterHandlersWithBaseURL", "EchoRouter",
+}
+
+// checkNames reports generated package-level names that collide with
+// oapi-codegen's (for the spec's components and operations, and its fixed
+// ones) or with each other.
+func checkNames(spec *ir.Spec, cfg Config, diags *diag.List) {
+	type owner struct {
+		what string
+		pos  ir.Pos
+	}
+	theirs := map[string]owner{}
+	for _, n := range frameworkNames {
+		theirs[n] = owner{what: "oapi-codegen's " + n}
+	}
+	for _, d := range spec.Types {
+		theirs[d.Name] = owner{what: d.What, pos: d.Pos}
+	}
+	routes := spec.Routes
+	for _, op := range spec.Operations {
+		routes = append(routes, ir.Route{Method: op.Method, Path: op.Path, GoName: op.GoName, Pos: op.Pos})
+	}
+	for _, r := range routes {
+		n := naming.Names(r.GoName)
+		for _, name := range []string{n.Params, n.RequestObject, n.ResponseObject, n.ResponseType, n.JSONBody, n.JSONRequestBody,
+			"New" + r.GoName + "Request", "New" + r.GoName + "RequestWithBody", "Parse" + r.GoName + "Response"} {
+			if _, ok := theirs[name]; !ok {
+				theirs[name] = owner{what: "operation " + r.Method + " " + r.Path, pos: r.Pos}
+			}
+		}
+	}
+	ours := []string{cfg.Type, "New" + cfg.Type}
+	for _, name := range ours {
+		if o, ok := theirs[name]; ok {
+			pos := o.pos
+			if pos.IsZero() {
+				pos = ir.Pos{File: spec.Source}
+			}
+			diags.Errorf(pos, "go-name-collision", "the server wrapper's %s collides with the Go identifier oapi-codegen declares for %s; rename it with the option server.type", name, o.what)
+		}
+	}
+}

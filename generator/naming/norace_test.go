@@ -1,5 +1,0 @@
-//go:build !race
-
-package naming_test
-
-const raceEnabled = false

@@ -1,0 +1,244 @@
+package strictapi_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/internal/e2e/couponstest"
+	api "github.com/idemgen/idemgen/internal/e2e/strictapi"
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// service implements the strict server over couponstest.Service.
+type service struct{ s *couponstest.Service }
+
+var _ api.StrictServerInterface = service{}
+
+func receipt(s *couponstest.Service, op string) api.Receipt {
+	id, n := couponstest.Receipt(op, s.Exec(op))
+	return api.Receipt{Id: id, Count: n}
+}
+
+func (h service) ListCoupons(context.Context, api.ListCouponsRequestObject) (api.ListCouponsResponseObject, error) {
+	return api.ListCoupons200JSONResponse{receipt(h.s, "listCoupons")}, nil
+}
+
+func (h service) ClaimCoupon(_ context.Context, req api.ClaimCouponRequestObject) (api.ClaimCouponResponseObject, error) {
+	r := receipt(h.s, "claimCoupon")
+	if req.Body.UserId == couponstest.FailUser {
+		return api.ClaimCoupon500JSONResponse{Message: "failed"}, nil
+	}
+	loc := fmt.Sprintf("/claims/%d", r.Count)
+	return api.ClaimCoupon201JSONResponse{Body: r, Headers: api.ClaimCoupon201ResponseHeaders{Location: &loc}}, nil
+}
+
+func (h service) RecordEvent(context.Context, api.RecordEventRequestObject) (api.RecordEventResponseObject, error) {
+	return api.RecordEvent202JSONResponse(receipt(h.s, "recordEvent")), nil
+}
+
+func (h service) TouchSpecialItem(context.Context, api.TouchSpecialItemRequestObject) (api.TouchSpecialItemResponseObject, error) {
+	return api.TouchSpecialItem200JSONResponse(receipt(h.s, "touchSpecialItem")), nil
+}
+
+func (h service) TouchItem(context.Context, api.TouchItemRequestObject) (api.TouchItemResponseObject, error) {
+	return api.TouchItem200JSONResponse(receipt(h.s, "touchItem")), nil
+}
+
+func (h service) CreateOrder(context.Context, api.CreateOrderRequestObject) (api.CreateOrderResponseObject, error) {
+	return api.CreateOrder201JSONResponse(receipt(h.s, "createOrder")), nil
+}
+
+func (h service) CreatePayment(context.Context, api.CreatePaymentRequestObject) (api.CreatePaymentResponseObject, error) {
+	return api.CreatePayment201JSONResponse(receipt(h.s, "createPayment")), nil
+}
+
+func (h service) CreateTransfer(context.Context, api.CreateTransferRequestObject) (api.CreateTransferResponseObject, error) {
+	return api.CreateTransfer201JSONResponse(receipt(h.s, "createTransfer")), nil
+}
+
+// newServer is the wiring docs/server.md shows for a strict std-http server.
+func newServer(t *testing.T, env couponstest.Env) http.Handler {
+	x := api.NewIdempotency(env.Store, env.Options)
+	t.Cleanup(func() { assert.NoError(t, x.Close()) })
+	return api.HandlerWithOptions(
+		api.NewStrictHandlerWithOptions(service{env.Service}, []api.StrictMiddlewareFunc{x.StrictMiddleware},
+			api.StrictHTTPServerOptions{RequestErrorHandlerFunc: x.ErrorHandler(nil)}),
+		api.StdHTTPServerOptions{Middlewares: []api.MiddlewareFunc{x.CaptureBody}, ErrorHandlerFunc: x.ErrorHandler(nil)})
+}
+
+func TestScenarios(t *testing.T) { couponstest.Run(t, newServer) }
+
+// The capture may also wrap the whole router instead of each route.
+func TestScenariosCaptureAroundRouter(t *testing.T) {
+	couponstest.Run(t, func(t *testing.T, env couponstest.Env) http.Handler {
+		x := api.NewIdempotency(env.Store, env.Options)
+		h := api.HandlerWithOptions(
+			api.NewStrictHandler(service{env.Service}, []api.StrictMiddlewareFunc{x.StrictMiddleware}),
+			api.StdHTTPServerOptions{ErrorHandlerFunc: x.ErrorHandler(nil)})
+		return x.CaptureBody(h)
+	})
+}
+
+func TestWithoutCaptureBody(t *testing.T) {
+	svc := couponstest.NewService()
+	x := api.NewIdempotency(nil, idem.Options{})
+	defer x.Close()
+	h := api.Handler(api.NewStrictHandler(service{svc}, []api.StrictMiddlewareFunc{x.StrictMiddleware}))
+	r := httptest.NewRequest("POST", "/orders", strings.NewReader(`{"item":"book"}`))
+	r.Header.Set("Idempotency-Key", "k")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	assert.Equal(t, http.StatusBadRequest, w.Code)
+	assert.Contains(t, w.Body.String(), idem.CodeRequestUnreadable)
+	assert.Zero(t, svc.Count("createOrder"), "nothing ran unprotected")
+}
+
+func TestErrorHandler(t *testing.T) {
+	x := api.NewIdempotency(nil, idem.Options{})
+	defer x.Close()
+	var passed error
+	h := x.ErrorHandler(func(w http.ResponseWriter, _ *http.Request, err error) { passed = err; w.WriteHeader(418) })
+	tests := []struct {
+		err    error
+		status int
+		code   string
+	}{
+		{&api.InvalidParamFormatError{ParamName: "Idempotency-Key", Err: errors.New("bad uuid")}, 400, idem.CodeKeyInvalid},
+		{&api.RequiredHeaderError{ParamName: "Idempotency-Key"}, 400, idem.CodeKeyMissing},
+		{&api.RequiredParamError{ParamName: "request_id"}, 400, idem.CodeKeyMissing},
+		{&api.TooManyValuesForParamError{ParamName: "idempotency-key", Count: 2}, 400, idem.CodeKeyInvalid},
+		{fmt.Errorf("wrapped: %w", &api.InvalidParamFormatError{ParamName: "request_id", Err: errors.New("x")}), 400, idem.CodeKeyInvalid},
+		{&api.InvalidParamFormatError{ParamName: "couponId", Err: errors.New("x")}, 418, ""},
+		{errors.New("can't decode JSON body"), 418, ""},
+	}
+	for _, tt := range tests {
+		passed = nil
+		w := httptest.NewRecorder()
+		h(w, httptest.NewRequest("POST", "/x", nil), tt.err)
+		assert.Equal(t, tt.status, w.Code, "%v", tt.err)
+		if tt.code != "" {
+			assert.Equal(t, "application/problem+json", w.Header().Get("Content-Type"))
+			assert.Contains(t, w.Body.String(), `"code":"`+tt.code+`"`)
+			assert.Nil(t, passed)
+		} else {
+			assert.Equal(t, tt.err, passed)
+		}
+	}
+	// nil next: oapi-codegen's default answer.
+	w := httptest.NewRecorder()
+	x.ErrorHandler(nil)(w, httptest.NewRequest("POST", "/x", nil), errors.New("boom"))
+	assert.Equal(t, http.StatusBadRequest, w.Code)
+	assert.Equal(t, "boom\n", w.Body.String())
+}
+
+func TestPolicies(t *testing.T) {
+	x := api.NewIdempotency(nil, idem.Options{})
+	defer x.Close()
+	var ops []string
+	for _, p := range x.Policies() {
+		ops = append(ops, p.Spec().Method+" "+p.Spec().Path+" "+p.Operation()+" "+p.Spec().Semantics.String())
+	}
+	assert.Equal(t, []string{
+		"POST /coupons/{couponId}/claims claimCoupon strict",
+		"POST /events recordEvent window",
+		"POST /items/{itemId} touchItem strict",
+		"POST /orders createOrder loose",
+		"POST /payments createPayment strict",
+		"POST /transfers createTransfer strict",
+	}, ops)
+	p := x.Policy("claimCoupon")
+	require.NotNil(t, p)
+	s := p.Spec()
+	assert.Equal(t, idem.CarrierHeader, s.Key.Carrier)
+	assert.Equal(t, idem.FormatUUID, s.Key.Format)
+	assert.Equal(t, []string{"/client_time", "/retry_count", "/trace_id"}, s.Volatile)
+	assert.Equal(t, []string{"Location"}, s.Response.Headers)
+	assert.Equal(t, "10m0s", s.Window.String())
+	assert.Nil(t, x.Policy("listCoupons"))
+	assert.Nil(t, x.Policy("ClaimCoupon"), "operationIds, not Go names")
+	x.Policies()[0] = nil
+	assert.NotNil(t, x.Policies()[0], "Policies returns a copy")
+}
+
+// The one-line wiring: StrictHandler adds the middleware, the capture and
+// the error handlers to what the service passes.
+func TestScenariosStrictHandler(t *testing.T) {
+	couponstest.Run(t, func(t *testing.T, env couponstest.Env) http.Handler {
+		x := api.NewIdempotency(env.Store, env.Options)
+		return x.StrictHandler(service{env.Service}, nil, api.StrictHTTPServerOptions{}, api.StdHTTPServerOptions{})
+	})
+}
+
+type principalKey struct{}
+
+// StrictHandler puts StrictMiddleware after the service's own strict
+// middlewares: one that authenticates and puts the caller into the context
+// runs first, and Options.Principal sees it.
+func TestStrictMiddlewareOrder(t *testing.T) {
+	svc := couponstest.NewService()
+	auth := func(f api.StrictHandlerFunc, _ string) api.StrictHandlerFunc {
+		return func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error) {
+			user := r.Header.Get("X-Auth")
+			if user == "" {
+				w.WriteHeader(http.StatusUnauthorized)
+				return nil, nil
+			}
+			return f(context.WithValue(ctx, principalKey{}, user), w, r, request)
+		}
+	}
+	x := api.NewIdempotency(nil, idem.Options{Principal: func(r *http.Request) (string, error) {
+		user, _ := r.Context().Value(principalKey{}).(string)
+		if user == "" {
+			return "", errors.New("no principal")
+		}
+		return user, nil
+	}})
+	defer x.Close()
+	var seen []string
+	h := x.StrictHandler(service{svc}, []api.StrictMiddlewareFunc{auth}, api.StrictHTTPServerOptions{},
+		api.StdHTTPServerOptions{ErrorHandlerFunc: func(w http.ResponseWriter, _ *http.Request, err error) {
+			seen = append(seen, err.Error())
+			http.Error(w, "custom", http.StatusTeapot)
+		}})
+	order := func(user string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("POST", "/orders", strings.NewReader(`{"item":"book"}`))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Idempotency-Key", "same")
+		if user != "" {
+			r.Header.Set("X-Auth", user)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	assert.Equal(t, http.StatusUnauthorized, order("").Code, "refused before the engine claims the key")
+	assert.Equal(t, http.StatusCreated, order("alice").Code)
+	assert.Equal(t, "true", order("alice").Header().Get("Idempotent-Replayed"))
+	bob := order("bob")
+	assert.Equal(t, http.StatusCreated, bob.Code)
+	assert.Empty(t, bob.Header().Get("Idempotent-Replayed"), "another principal, another record")
+	assert.Equal(t, 2, svc.Count("createOrder"))
+
+	// Key errors oapi-codegen finds are answered as problems, not by the
+	// service's own error handler (which keeps every other error).
+	r := httptest.NewRequest("POST", "/payments?request_id=a&request_id=b", strings.NewReader(`{"amount":1}`))
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	assert.Equal(t, http.StatusBadRequest, w.Code, "a repeated key")
+	assert.Contains(t, w.Body.String(), idem.CodeKeyInvalid)
+	r = httptest.NewRequest("POST", "/coupons/C1/claims", strings.NewReader(`{}`))
+	r.Header.Set("Idempotency-Key", "not-a-uuid")
+	w = httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	assert.Equal(t, http.StatusBadRequest, w.Code)
+	assert.Contains(t, w.Body.String(), idem.CodeKeyInvalid)
+	assert.Empty(t, seen)
+}

@@ -1,0 +1,84 @@
+// Package pgstore is an idempotency record store (idem.Store) on PostgreSQL,
+// through pgx's *pgxpool.Pool. It also implements idem.LeaseExtender and
+// idem.Transactor, the latter so that a handler's own writes and the
+// COMPLETED record commit in one transaction. It needs PostgreSQL 9.5 or newer
+// (ON CONFLICT, SKIP LOCKED) and is tested on PostgreSQL 15.
+//
+// # Schema
+//
+// (*Store).Migrate creates and upgrades the schema objects, recording the
+// applied versions in <table>_version; SchemaSQL returns the same DDL for
+// teams that run their own migrations. With the default names (Schema
+// "public", Table "idem_records"):
+//
+//	CREATE TABLE IF NOT EXISTS "public"."idem_records" (
+//	    token            bigint      NOT NULL,  -- fencing token: the uint64 bit pattern as int64
+//	    lease_expires_at timestamptz NOT NULL,  -- a PENDING holder's lease runs out (database clock)
+//	    expires_at       timestamptz NOT NULL,  -- the record is forgotten: claim time + TTL
+//	    state            smallint    NOT NULL CHECK (state IN (1, 2, 3)),  -- 1 PENDING, 2 COMPLETED, 3 FAILED
+//	    prior_state      smallint    NOT NULL DEFAULT 0,  -- the state the last claim replaced (0: none)
+//	    key              text        COLLATE "C" NOT NULL PRIMARY KEY,  -- the engine's encoded scope key
+//	    fingerprint      bytea       NOT NULL,  -- versioned request digest (33 bytes)
+//	    response         bytea                  -- engine-encoded response; NULL while PENDING and for a FAILED record that frees its key
+//	) WITH (fillfactor = 90);
+//	CREATE INDEX IF NOT EXISTS "idem_records_expires_at_idx" ON "public"."idem_records" (expires_at);
+//
+// The primary key is the unique constraint on the scope key; COLLATE "C"
+// compares keys as bytes, which is all the store needs and the fastest. Keys
+// must be valid UTF-8 without NUL bytes, at most MaxKeyLen bytes (the engine's
+// encoded scope keys are). Tokens are uint64; they are stored as bigint by
+// reinterpreting the bits (int64(token)), which is lossless both ways.
+// prior_state exists because RETURNING shows only the new row: a claim copies
+// the state it replaces into it, so Begin reports BeginResult.Prior exactly.
+// fillfactor 90 leaves room in each page for Finish's update to stay a HOT
+// update (no index change). Expired rows are invisible to Get and claimable
+// by Begin; Reap (or the background reaper, Options.ReapInterval) deletes
+// them in bounded batches through the expires_at index.
+//
+// # Statements and round trips
+//
+// All times are the database's clock_timestamp(), never the application's.
+//
+// Begin sends one batch (one round trip, one implicit transaction) of two
+// statements. The first claims:
+//
+//	INSERT INTO t AS r (key, state, fingerprint, token, lease_expires_at, expires_at, prior_state, response)
+//	VALUES ($1, 1, $2, $3, clock_timestamp() + $4, clock_timestamp() + $5, 0, NULL)
+//	ON CONFLICT (key) DO UPDATE SET state = 1, fingerprint = excluded.fingerprint, …,
+//	    prior_state = CASE WHEN r.expires_at <= clock_timestamp() THEN 0 ELSE r.state END,
+//	    response = NULL
+//	WHERE r.expires_at <= clock_timestamp()                            -- expired
+//	   OR (r.state = 1 AND r.lease_expires_at <= clock_timestamp())   -- lease run out
+//	   OR (r.state = 3 AND r.response IS NULL                          -- reclaimable
+//	       AND (NOT $6 OR r.fingerprint = excluded.fingerprint))
+//	RETURNING prior_state
+//
+// ON CONFLICT DO UPDATE locks the conflicting row even when its WHERE is
+// false, and evaluates the WHERE on the row's latest committed version, so
+// concurrent claims of one key serialize and exactly one wins. The second
+// statement, SELECT … WHERE key = $1, reads the row the claim decided on: it
+// takes a fresh snapshot (READ COMMITTED) while the claim's row lock is still
+// held, so it sees the winner's row even when that row was committed after
+// the claim started, which a single INSERT … UNION ALL SELECT statement would
+// not (its snapshot predates the row, and it would need a second round trip).
+//
+// Finish is one fenced UPDATE … WHERE key = $1 AND token = $2 AND state = 1
+// AND expires_at > clock_timestamp(); no row updated means idem.ErrFenced.
+// Get is one SELECT that skips expired rows. A first request costs two round
+// trips (Begin + Finish), a replay one (Get, or a Begin that returns the
+// completed record).
+//
+// # Transactions
+//
+// BeginTx opens a transaction for a holder and carries it in the context
+// (Tx); commit runs Finish's fenced UPDATE in it and commits. Row locks make
+// a holder's commit and a takeover of its (expired) lease mutually exclusive:
+// see Store.BeginTx.
+//
+// # Notifications
+//
+// The store does not implement idem.Watcher. LISTEN/NOTIFY would need a
+// dedicated connection per Store, and a transaction that has sent NOTIFY
+// takes a database-wide lock at commit, which would serialize the commits of
+// every Finish; waiting duplicates poll instead.
+package pgstore

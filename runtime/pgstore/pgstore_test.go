@@ -1,0 +1,52 @@
+package pgstore
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/internal/testenv"
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/storetest"
+)
+
+// TestConformance runs the shared store conformance suite against a real
+// PostgreSQL, each subtest in a schema of its own.
+func TestConformance(t *testing.T) {
+	storetest.RunConformanceTests(t, func(t *testing.T) idem.Store { return newTestStore(t, Options{}) })
+}
+
+// TestContract runs this package's own contract tests (contract_test.go),
+// which add cases the suite leaves out.
+func TestContract(t *testing.T) {
+	runContract(t, func(t *testing.T) idem.Store { return newTestStore(t, Options{}) })
+}
+
+// TestConformanceExecModes runs the suite over pools configured for
+// connection poolers (PgBouncer in transaction mode cannot keep prepared
+// statements): the batch of Begin must stay one implicit transaction in every
+// query execution mode.
+func TestConformanceExecModes(t *testing.T) {
+	for name, mode := range map[string]pgx.QueryExecMode{
+		"SimpleProtocol": pgx.QueryExecModeSimpleProtocol,
+		"Exec":           pgx.QueryExecModeExec,
+		"DescribeExec":   pgx.QueryExecModeDescribeExec,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			p := poolWith(t, testenv.PostgresURL(t), func(c *pgxpool.Config) {
+				c.MaxConns = 8
+				c.ConnConfig.DefaultQueryExecMode = mode
+			})
+			storetest.RunConformanceTests(t, func(t *testing.T) idem.Store {
+				s, err := New(p, Options{Schema: uniqueSchema(t, p)})
+				require.NoError(t, err)
+				require.NoError(t, s.Migrate(context.Background()))
+				return s
+			})
+		})
+	}
+}

@@ -1,0 +1,354 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// Options configure a Store.
+type Options struct {
+	// Schema and Table name the records table; empty means DefaultSchema
+	// ("public") and DefaultTable ("idem_records"). Table may be at most 48
+	// bytes long. Names are quoted, so they are case-sensitive.
+	Schema, Table string
+
+	// ReapInterval > 0 starts a background reaper that deletes expired
+	// records every ReapInterval, in batches of ReapBatch, until Close.
+	// Expired records are invisible either way; reaping only frees space.
+	ReapInterval time.Duration
+	// ReapBatch bounds the rows one reaping statement deletes (and locks).
+	// Default 1000.
+	ReapBatch int
+	// Logger receives the background reaper's errors; nil means slog.Default().
+	Logger *slog.Logger
+
+	// TxOptions are the options of the transactions BeginTx opens. The zero
+	// value uses the database's default isolation level; READ COMMITTED (the
+	// PostgreSQL default) makes a lost race end in idem.ErrFenced, stricter
+	// levels in a serialization error. Either way nothing of the loser commits.
+	TxOptions pgx.TxOptions
+}
+
+// DefaultReapBatch is the batch size of the background reaper when
+// Options.ReapBatch is zero.
+const DefaultReapBatch = 1000
+
+// MaxKeyLen is the longest scope key the store accepts, in bytes; it keeps a
+// key well inside a B-tree index entry.
+const MaxKeyLen = 2000
+
+// Store is an idem.Store on PostgreSQL. It is safe for concurrent use. It
+// implements idem.LeaseExtender and idem.Transactor.
+type Store struct {
+	pool *pgxpool.Pool
+	n    names
+	q    queries
+	opts Options
+	log  *slog.Logger
+
+	// beforeCommit, set by tests only, runs in a transactional commit between
+	// the fenced UPDATE and the COMMIT, while the row lock is held.
+	beforeCommit func()
+
+	closeOnce sync.Once
+	stop      chan struct{}
+	done      chan struct{}
+}
+
+var (
+	_ idem.Store         = (*Store)(nil)
+	_ idem.LeaseExtender = (*Store)(nil)
+	_ idem.Transactor    = (*Store)(nil)
+)
+
+type queries struct {
+	claim, read, get, finish, extend, reap string
+}
+
+func newQueries(t string) queries {
+	const cols = `state, fingerprint, token, lease_expires_at, expires_at, response`
+	return queries{
+		// claim decides Begin atomically. A conflicting row is locked (even when
+		// the WHERE rejects it) and re-checked at its latest version, so racing
+		// claims serialize on the row. RETURNING shows only the new row, so the
+		// state being replaced is carried over in prior_state.
+		claim: `INSERT INTO ` + t + ` AS r
+    (key, state, fingerprint, token, lease_expires_at, expires_at, prior_state, response)
+VALUES ($1, 1, $2, $3, clock_timestamp() + $4::interval, clock_timestamp() + $5::interval, 0, NULL)
+ON CONFLICT (key) DO UPDATE SET
+    state = 1,
+    fingerprint = excluded.fingerprint,
+    token = excluded.token,
+    lease_expires_at = excluded.lease_expires_at,
+    expires_at = excluded.expires_at,
+    prior_state = CASE WHEN r.expires_at <= clock_timestamp() THEN 0 ELSE r.state END,
+    response = NULL
+WHERE r.expires_at <= clock_timestamp()
+   OR (r.state = 1 AND r.lease_expires_at <= clock_timestamp())
+   OR (r.state = 3 AND r.response IS NULL AND (NOT $6::boolean OR r.fingerprint = excluded.fingerprint))
+RETURNING prior_state`,
+		// read follows claim in the same batch (one round trip, one implicit
+		// transaction). It starts a fresh snapshot while claim's row lock is
+		// still held, so it sees exactly the row claim decided on.
+		read:   `SELECT ` + cols + ` FROM ` + t + ` WHERE key = $1`,
+		get:    `SELECT ` + cols + ` FROM ` + t + ` WHERE key = $1 AND expires_at > clock_timestamp()`,
+		finish: `UPDATE ` + t + ` SET state = $3, response = $4 WHERE key = $1 AND token = $2 AND state = 1 AND expires_at > clock_timestamp()`,
+		extend: `UPDATE ` + t + ` SET lease_expires_at = clock_timestamp() + $3::interval WHERE key = $1 AND token = $2 AND state = 1 AND expires_at > clock_timestamp()`,
+		reap: `WITH doomed AS (
+    SELECT key FROM ` + t + ` WHERE expires_at <= clock_timestamp()
+    ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED
+)
+DELETE FROM ` + t + ` AS r USING doomed WHERE r.key = doomed.key`,
+	}
+}
+
+// New returns a Store keeping its records in the table opts names. New makes
+// no request; create the table with Migrate (or SchemaSQL) first. With
+// Options.ReapInterval it starts the background reaper, which Close stops.
+// The pool stays the caller's: Close does not close it.
+func New(pool *pgxpool.Pool, opts Options) (*Store, error) {
+	if pool == nil {
+		return nil, errors.New("pgstore: nil pool")
+	}
+	n, err := newNames(opts)
+	if err != nil {
+		return nil, err
+	}
+	if opts.ReapBatch < 0 || opts.ReapInterval < 0 {
+		return nil, errors.New("pgstore: negative ReapBatch or ReapInterval")
+	}
+	if opts.ReapBatch == 0 {
+		opts.ReapBatch = DefaultReapBatch
+	}
+	s := &Store{pool: pool, n: n, q: newQueries(n.table), opts: opts, log: opts.Logger}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if opts.ReapInterval > 0 {
+		s.stop, s.done = make(chan struct{}), make(chan struct{})
+		go s.reapLoop()
+	}
+	return s, nil
+}
+
+// Close stops the background reaper, waiting for a running batch to end. It
+// does not close the pool.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		if s.stop != nil {
+			close(s.stop)
+			<-s.done
+		}
+	})
+	return nil
+}
+
+// checkKey refuses a call before any request: an ended context (so the call
+// changes nothing) or a key PostgreSQL's text type cannot hold.
+func checkKey(ctx context.Context, op, key string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("pgstore: %s: %w", op, err)
+	}
+	switch {
+	case key == "":
+		return fmt.Errorf("pgstore: %s: empty key", op)
+	case len(key) > MaxKeyLen:
+		return fmt.Errorf("pgstore: %s: key of %d bytes is longer than %d", op, len(key), MaxKeyLen)
+	case !utf8.ValidString(key):
+		return fmt.Errorf("pgstore: %s: key is not valid UTF-8", op)
+	case strings.IndexByte(key, 0) >= 0:
+		return fmt.Errorf("pgstore: %s: key contains a NUL byte", op)
+	}
+	return nil
+}
+
+// scanRecord reads the columns of queries.read/get.
+func scanRecord(row pgx.Row) (idem.Record, error) {
+	var (
+		rec   idem.Record
+		state int16
+		fp    []byte
+		tok   int64
+	)
+	if err := row.Scan(&state, &fp, &tok, &rec.LeaseExpiresAt, &rec.ExpiresAt, &rec.Response); err != nil {
+		return idem.Record{}, err
+	}
+	if len(fp) != len(rec.Fingerprint) {
+		return idem.Record{}, fmt.Errorf("pgstore: stored fingerprint has %d bytes, want %d", len(fp), len(rec.Fingerprint))
+	}
+	copy(rec.Fingerprint[:], fp)
+	rec.State = idem.State(state)
+	rec.Token = idem.Token(uint64(tok))
+	return rec, nil
+}
+
+// Begin implements idem.Store with one round trip: the claim statement and a
+// read of the row, sent together as one batch.
+func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginResult, error) {
+	if err := checkKey(ctx, "begin", req.Key); err != nil {
+		return idem.BeginResult{}, err
+	}
+	if req.Lease <= 0 || req.TTL <= 0 {
+		return idem.BeginResult{}, fmt.Errorf("pgstore: begin: lease (%v) and TTL (%v) must be positive", req.Lease, req.TTL)
+	}
+	for range 3 {
+		res, err := s.begin(ctx, req)
+		if errors.Is(err, errNoRecord) {
+			continue // only a manual DELETE between the statements can do this
+		}
+		if err != nil {
+			return idem.BeginResult{}, fmt.Errorf("pgstore: begin: %w", err)
+		}
+		return res, nil
+	}
+	return idem.BeginResult{}, fmt.Errorf("pgstore: begin: %w", errNoRecord)
+}
+
+func (s *Store) begin(ctx context.Context, req *idem.BeginRequest) (res idem.BeginResult, err error) {
+	var b pgx.Batch
+	b.Queue(s.q.claim, req.Key, req.Fingerprint[:], int64(req.Token), req.Lease, req.TTL, req.SameFingerprintToReclaim)
+	b.Queue(s.q.read, req.Key)
+	br := s.pool.SendBatch(ctx, &b)
+	defer func() {
+		if cerr := br.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
+	}()
+	var prior int16
+	switch err := br.QueryRow().Scan(&prior); {
+	case err == nil:
+		res = idem.BeginResult{Acquired: true, Prior: idem.State(prior)}
+	case errors.Is(err, pgx.ErrNoRows):
+	default:
+		return res, err
+	}
+	rec, err := scanRecord(br.QueryRow())
+	if errors.Is(err, pgx.ErrNoRows) {
+		return res, errNoRecord
+	}
+	if err != nil {
+		return res, err
+	}
+	if !res.Acquired {
+		res.Record = rec
+	}
+	return res, nil
+}
+
+// Finish implements idem.Store: one fenced UPDATE.
+func (s *Store) Finish(ctx context.Context, key string, token idem.Token, state idem.State, response []byte) error {
+	if err := checkFinish(ctx, key, state); err != nil {
+		return err
+	}
+	tag, err := s.pool.Exec(ctx, s.q.finish, key, int64(token), int16(state), response)
+	if err != nil {
+		return fmt.Errorf("pgstore: finish: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return idem.ErrFenced
+	}
+	return nil
+}
+
+func checkFinish(ctx context.Context, key string, state idem.State) error {
+	if err := checkKey(ctx, "finish", key); err != nil {
+		return err
+	}
+	if state != idem.StateCompleted && state != idem.StateFailed {
+		return fmt.Errorf("pgstore: finish: state %v is not COMPLETED or FAILED", state)
+	}
+	return nil
+}
+
+// Get implements idem.Store: one SELECT that ignores expired rows.
+func (s *Store) Get(ctx context.Context, key string) (idem.Record, bool, error) {
+	if err := checkKey(ctx, "get", key); err != nil {
+		return idem.Record{}, false, err
+	}
+	rec, err := scanRecord(s.pool.QueryRow(ctx, s.q.get, key))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return idem.Record{}, false, nil
+	}
+	if err != nil {
+		return idem.Record{}, false, fmt.Errorf("pgstore: get: %w", err)
+	}
+	return rec, true, nil
+}
+
+// ExtendLease implements idem.LeaseExtender: the lease of the PENDING record
+// held by token now runs out lease from now on the database clock. It returns
+// idem.ErrFenced when token no longer holds the record.
+func (s *Store) ExtendLease(ctx context.Context, key string, token idem.Token, lease time.Duration) error {
+	if err := checkKey(ctx, "extend lease", key); err != nil {
+		return err
+	}
+	if lease <= 0 {
+		return fmt.Errorf("pgstore: extend lease: lease (%v) must be positive", lease)
+	}
+	tag, err := s.pool.Exec(ctx, s.q.extend, key, int64(token), lease)
+	if err != nil {
+		return fmt.Errorf("pgstore: extend lease: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return idem.ErrFenced
+	}
+	return nil
+}
+
+// Reap deletes up to batch expired records (oldest first) in one statement
+// and reports how many it deleted. Rows locked by someone else are skipped,
+// so several reapers can run at once. Call it until it returns less than
+// batch to empty the backlog.
+func (s *Store) Reap(ctx context.Context, batch int) (int, error) {
+	if batch <= 0 {
+		return 0, fmt.Errorf("pgstore: reap: batch %d must be positive", batch)
+	}
+	tag, err := s.pool.Exec(ctx, s.q.reap, batch)
+	if err != nil {
+		return 0, fmt.Errorf("pgstore: reap: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+func (s *Store) reapLoop() {
+	defer close(s.done)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-s.stop
+		cancel()
+	}()
+	t := time.NewTicker(s.opts.ReapInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		for ctx.Err() == nil {
+			n, err := s.Reap(ctx, s.opts.ReapBatch)
+			if err != nil {
+				if ctx.Err() == nil {
+					s.log.LogAttrs(ctx, slog.LevelError, "pgstore: background reap failed",
+						slog.String("table", s.n.table), slog.Any("error", err))
+				}
+				break
+			}
+			if n < s.opts.ReapBatch {
+				break
+			}
+		}
+	}
+}

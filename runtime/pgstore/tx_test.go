@@ -1,0 +1,283 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// txFixture is a store plus a side table standing for the handler's own data.
+type txFixture struct {
+	s    *Store
+	side string
+}
+
+func newTxFixture(t *testing.T) *txFixture {
+	s := newTestStore(t, Options{})
+	side := pgx.Identifier{s.n.schema, "side"}.Sanitize()
+	_, err := s.pool.Exec(context.Background(), `CREATE TABLE `+side+` (key text PRIMARY KEY, v text NOT NULL)`)
+	require.NoError(t, err)
+	return &txFixture{s: s, side: side}
+}
+
+func (f *txFixture) claim(t *testing.T, key string, tok idem.Token, lease time.Duration) {
+	t.Helper()
+	r, err := f.s.Begin(context.Background(), &idem.BeginRequest{Key: key, Fingerprint: fp(1), Token: tok, Lease: lease, TTL: time.Hour})
+	require.NoError(t, err)
+	require.True(t, r.Acquired)
+}
+
+// handler writes a side row in the transaction carried by ctx.
+func (f *txFixture) handler(t *testing.T, ctx context.Context, key string) {
+	t.Helper()
+	tx, ok := Tx(ctx)
+	require.True(t, ok)
+	_, err := tx.Exec(ctx, `INSERT INTO `+f.side+` (key, v) VALUES ($1, 'written')`, key)
+	require.NoError(t, err)
+}
+
+func (f *txFixture) sideWritten(t *testing.T, key string) bool {
+	t.Helper()
+	var n int
+	require.NoError(t, f.s.pool.QueryRow(context.Background(), `SELECT count(*) FROM `+f.side+` WHERE key = $1`, key).Scan(&n))
+	return n == 1
+}
+
+func (f *txFixture) record(t *testing.T, key string) idem.Record {
+	t.Helper()
+	rec, found, err := f.s.Get(context.Background(), key)
+	require.NoError(t, err)
+	require.True(t, found)
+	return rec
+}
+
+// waitersOnLock reports whether a statement of this test's schema waits for a lock.
+func (f *txFixture) waitersOnLock(t *testing.T, like string) int {
+	var n int
+	require.NoError(t, f.s.pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1`,
+		like+"%"+f.s.n.schema+"%").Scan(&n))
+	return n
+}
+
+func TestTx(t *testing.T) {
+	ctx := context.Background()
+
+	t.Run("Commit", func(t *testing.T) {
+		t.Parallel()
+		f := newTxFixture(t)
+		f.claim(t, "k", 1, time.Minute)
+		_, ok := Tx(ctx)
+		assert.False(t, ok, "no transaction in a plain context")
+		txctx, commit, rollback, err := f.s.BeginTx(ctx, "k", 1)
+		require.NoError(t, err)
+		defer rollback()
+		f.handler(t, txctx, "k")
+		assert.False(t, f.sideWritten(t, "k"), "not visible before the commit")
+		require.NoError(t, commit(idem.StateCompleted, []byte("resp")))
+		assert.True(t, f.sideWritten(t, "k"))
+		rec := f.record(t, "k")
+		assert.Equal(t, idem.StateCompleted, rec.State)
+		assert.Equal(t, []byte("resp"), rec.Response)
+		rollback() // no-op after commit
+		assert.True(t, f.sideWritten(t, "k"))
+		assert.Error(t, commit(idem.StateCompleted, nil), "commit twice")
+	})
+
+	t.Run("Rollback", func(t *testing.T) {
+		t.Parallel()
+		f := newTxFixture(t)
+		f.claim(t, "k", 1, time.Minute)
+		txctx, commit, rollback, err := f.s.BeginTx(ctx, "k", 1)
+		require.NoError(t, err)
+		f.handler(t, txctx, "k")
+		rollback()
+		rollback()
+		assert.False(t, f.sideWritten(t, "k"))
+		assert.Equal(t, idem.StatePending, f.record(t, "k").State)
+		assert.Error(t, commit(idem.StateCompleted, nil), "commit after rollback")
+		assert.Equal(t, idem.StatePending, f.record(t, "k").State)
+		require.NoError(t, f.s.Finish(ctx, "k", 1, idem.StateFailed, nil), "the holder may still finish outside")
+	})
+
+	t.Run("Fenced", func(t *testing.T) {
+		t.Parallel()
+		f := newTxFixture(t)
+		f.claim(t, "k", 1, 30*time.Millisecond)
+		txctx, commit, rollback, err := f.s.BeginTx(ctx, "k", 1)
+		require.NoError(t, err)
+		defer rollback()
+		f.handler(t, txctx, "k")
+		time.Sleep(60 * time.Millisecond)
+		f.claim(t, "k", 2, time.Minute) // the takeover
+		assert.ErrorIs(t, commit(idem.StateCompleted, []byte("late")), idem.ErrFenced)
+		assert.False(t, f.sideWritten(t, "k"), "the fenced holder's writes are rolled back")
+		rec := f.record(t, "k")
+		assert.Equal(t, idem.StatePending, rec.State)
+		assert.Equal(t, idem.Token(2), rec.Token)
+	})
+
+	t.Run("BadInput", func(t *testing.T) {
+		t.Parallel()
+		f := newTxFixture(t)
+		_, _, _, err := f.s.BeginTx(ctx, "bad\x00key", 1)
+		assert.Error(t, err)
+		f.claim(t, "k", 1, time.Minute)
+		txctx, commit, rollback, err := f.s.BeginTx(ctx, "k", 1)
+		require.NoError(t, err)
+		defer rollback()
+		f.handler(t, txctx, "k")
+		assert.Error(t, commit(idem.StatePending, nil))
+		assert.False(t, f.sideWritten(t, "k"), "a rejected commit rolls back")
+	})
+
+	t.Run("ContextEnded", func(t *testing.T) {
+		t.Parallel()
+		f := newTxFixture(t)
+		f.claim(t, "k", 1, time.Minute)
+		cctx, cancel := context.WithCancel(ctx)
+		txctx, commit, rollback, err := f.s.BeginTx(cctx, "k", 1)
+		require.NoError(t, err)
+		defer rollback()
+		f.handler(t, txctx, "k")
+		cancel()
+		assert.Error(t, commit(idem.StateCompleted, nil))
+		assert.False(t, f.sideWritten(t, "k"))
+		assert.Equal(t, idem.StatePending, f.record(t, "k").State)
+	})
+}
+
+// TestTxRaceHolderFirst: the holder's fenced UPDATE holds the row lock when
+// a takeover arrives (its lease has run out). The takeover's claim waits for
+// the lock, then re-checks the row the holder committed, and does not claim.
+func TestTxRaceHolderFirst(t *testing.T) {
+	t.Parallel()
+	f := newTxFixture(t)
+	ctx := context.Background()
+	f.claim(t, "k", 1, 30*time.Millisecond)
+	txctx, commit, rollback, err := f.s.BeginTx(ctx, "k", 1)
+	require.NoError(t, err)
+	defer rollback()
+	f.handler(t, txctx, "k")
+	time.Sleep(60 * time.Millisecond) // the lease is over
+
+	type result struct {
+		r   idem.BeginResult
+		err error
+	}
+	takeover := make(chan result, 1)
+	f.s.beforeCommit = func() {
+		go func() {
+			r, err := f.s.Begin(ctx, &idem.BeginRequest{Key: "k", Fingerprint: fp(2), Token: 2, Lease: time.Minute, TTL: time.Hour})
+			takeover <- result{r, err}
+		}()
+		require.Eventually(t, func() bool { return f.waitersOnLock(t, "INSERT INTO") == 1 }, 5*time.Second, 5*time.Millisecond,
+			"the takeover waits for the holder's row lock")
+		select {
+		case r := <-takeover:
+			t.Errorf("takeover finished while the holder held the row: %+v", r)
+		default:
+		}
+	}
+	require.NoError(t, commit(idem.StateCompleted, []byte("done")))
+	got := <-takeover
+	require.NoError(t, got.err)
+	assert.False(t, got.r.Acquired, "the takeover re-checked the committed row")
+	assert.Equal(t, idem.StateCompleted, got.r.Record.State)
+	assert.Equal(t, []byte("done"), got.r.Record.Response)
+	assert.True(t, f.sideWritten(t, "k"))
+}
+
+// TestTxRaceTakeoverFirst: a takeover's claim holds the row lock (its
+// statement is kept open here in an explicit transaction) when the holder
+// commits. The holder's fenced UPDATE waits, then finds another token: it
+// rolls back with ErrFenced, and none of its writes survive.
+func TestTxRaceTakeoverFirst(t *testing.T) {
+	t.Parallel()
+	f := newTxFixture(t)
+	ctx := context.Background()
+	f.claim(t, "k", 1, 30*time.Millisecond)
+	txctx, commit, rollback, err := f.s.BeginTx(ctx, "k", 1)
+	require.NoError(t, err)
+	defer rollback()
+	f.handler(t, txctx, "k")
+	time.Sleep(60 * time.Millisecond)
+
+	other, err := f.s.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer other.Rollback(ctx)
+	var prior int16
+	f2 := fp(2)
+	require.NoError(t, other.QueryRow(ctx, f.s.q.claim, "k", f2[:], int64(2), time.Minute, time.Hour, false).Scan(&prior))
+	assert.Equal(t, int16(idem.StatePending), prior)
+
+	done := make(chan error, 1)
+	go func() { done <- commit(idem.StateCompleted, []byte("late")) }()
+	require.Eventually(t, func() bool { return f.waitersOnLock(t, "UPDATE") == 1 }, 5*time.Second, 5*time.Millisecond,
+		"the holder's fenced UPDATE waits for the takeover's row lock")
+	require.NoError(t, other.Commit(ctx))
+	assert.ErrorIs(t, <-done, idem.ErrFenced)
+	assert.False(t, f.sideWritten(t, "k"))
+	rec := f.record(t, "k")
+	assert.Equal(t, idem.Token(2), rec.Token)
+	assert.Equal(t, idem.StatePending, rec.State)
+}
+
+// TestTxRaceStress races commits against takeovers with no choreography:
+// in every round exactly one side wins, and the holder's write exists
+// exactly when its commit succeeded.
+func TestTxRaceStress(t *testing.T) {
+	t.Parallel()
+	f := newTxFixture(t)
+	ctx := context.Background()
+	var commits, takeovers int
+	for i := range 40 {
+		key := fmt.Sprintf("k%d", i)
+		f.claim(t, key, 1, 15*time.Millisecond)
+		txctx, commit, rollback, err := f.s.BeginTx(ctx, key, 1)
+		require.NoError(t, err)
+		f.handler(t, txctx, key)
+		time.Sleep(20 * time.Millisecond)
+
+		var (
+			wg        sync.WaitGroup
+			commitErr error
+			tr        idem.BeginResult
+			trErr     error
+		)
+		wg.Add(2)
+		go func() { defer wg.Done(); commitErr = commit(idem.StateCompleted, []byte("r")) }()
+		go func() {
+			defer wg.Done()
+			tr, trErr = f.s.Begin(ctx, &idem.BeginRequest{Key: key, Fingerprint: fp(2), Token: 2, Lease: time.Minute, TTL: time.Hour})
+		}()
+		wg.Wait()
+		rollback()
+		require.NoError(t, trErr)
+		if commitErr != nil {
+			require.ErrorIs(t, commitErr, idem.ErrFenced)
+		}
+		committed := commitErr == nil
+		require.NotEqual(t, committed, tr.Acquired, "round %d: exactly one of commit and takeover wins", i)
+		require.Equal(t, committed, f.sideWritten(t, key), "round %d: the write exists iff the commit won", i)
+		rec := f.record(t, key)
+		if committed {
+			commits++
+			require.Equal(t, idem.StateCompleted, rec.State)
+			require.Equal(t, idem.Token(1), rec.Token)
+		} else {
+			takeovers++
+			require.Equal(t, idem.StatePending, rec.State)
+			require.Equal(t, idem.Token(2), rec.Token)
+		}
+	}
+	t.Logf("commits won %d rounds, takeovers %d", commits, takeovers)
+}

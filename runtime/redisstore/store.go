@@ -1,0 +1,236 @@
+package redisstore
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// Options configure a Store.
+type Options struct {
+	// Prefix starts every Redis key and channel name the store uses; it lets
+	// several applications or environments share one Redis. Empty means
+	// DefaultPrefix. It must not contain '{' or '}' (the scope key is the
+	// Cluster hash tag, see the package documentation).
+	Prefix string
+
+	// DisableNotify turns off the PUBLISH a record change makes on the
+	// record's channel. Publishing costs nothing measurable on a standalone
+	// server or under Sentinel, but Redis Cluster broadcasts every PUBLISH to
+	// all nodes; a cluster whose services never wait for duplicates (the
+	// contract's in-flight wait: 0s) may switch it off. With notifications off,
+	// Watch never reports a change, and waiters find changes by polling.
+	DisableNotify bool
+}
+
+// Store is an idem.Store on Redis. It is safe for concurrent use. It
+// implements idem.LeaseExtender and idem.Watcher.
+type Store struct {
+	client redis.UniversalClient
+	prefix string
+	notify string // "1" or "0", passed to the scripts
+
+	hub    *hub
+	closed bool
+	mu     sync.Mutex
+}
+
+var (
+	_ idem.Store         = (*Store)(nil)
+	_ idem.LeaseExtender = (*Store)(nil)
+	_ idem.Watcher       = (*Store)(nil)
+)
+
+// New returns a Store that keeps its records in client, which may be a
+// standalone, Sentinel (failover) or Cluster client. New makes no request;
+// the scripts are loaded on first use (or by LoadScripts).
+//
+// The client must be built with ContextTimeoutEnabled: true, and New rejects
+// one that is not: without it go-redis bounds a network read by its
+// ReadTimeout (5 s by default, then retries) instead of the caller's context,
+// so a request facing a hung Redis would wait far past its deadline.
+//
+// A *redis.Ring works for Begin, Finish and Get (every record is one key),
+// but not for Watch (a Ring's pub/sub is per shard): with a Ring the store
+// does not publish, and Watch never reports a change.
+func New(client redis.UniversalClient, opts Options) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("redisstore: nil client")
+	}
+	ctxTimeout, ring := true, false
+	switch c := client.(type) {
+	case *redis.Client:
+		ctxTimeout = c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		ctxTimeout = c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		ctxTimeout, ring = c.Options().ContextTimeoutEnabled, true
+	}
+	if !ctxTimeout {
+		return nil, errors.New("redisstore: the client must be built with ContextTimeoutEnabled: true, " +
+			"or go-redis ignores the deadline of a request's context while it waits for Redis")
+	}
+	prefix := opts.Prefix
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	if strings.ContainsAny(prefix, "{}") {
+		return nil, fmt.Errorf("redisstore: prefix %q contains '{' or '}', which would change the Cluster hash tag", prefix)
+	}
+	s := &Store{client: client, prefix: prefix, notify: "1"}
+	if opts.DisableNotify || ring {
+		s.notify = "0"
+	}
+	return s, nil
+}
+
+// LoadScripts loads the store's Lua scripts into the script cache of every
+// server the client talks to (SCRIPT LOAD; a Cluster client sends it to every
+// primary). Calling it is optional: a script missing from the cache (a new or
+// restarted server, SCRIPT FLUSH) is sent once with EVAL, which caches it, and
+// EVALSHA is used from then on.
+func (s *Store) LoadScripts(ctx context.Context) error {
+	for _, sc := range []*redis.Script{beginScript, finishScript, extendScript} {
+		if err := sc.Load(ctx, s.client).Err(); err != nil {
+			return fmt.Errorf("redisstore: load scripts: %w", err)
+		}
+	}
+	return nil
+}
+
+// Close releases the connection Watch uses. It does not close the client.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	h := s.hub
+	s.mu.Unlock()
+	if h != nil {
+		return h.close()
+	}
+	return nil
+}
+
+// check refuses a call before any request: an ended context (so the call
+// changes nothing) or an empty key.
+func check(ctx context.Context, op, key string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("redisstore: %s: %w", op, err)
+	}
+	if key == "" {
+		return fmt.Errorf("redisstore: %s: empty key", op)
+	}
+	return nil
+}
+
+// ms converts a duration to whole milliseconds, rounding up, so that a lease
+// or TTL is never shorter than asked.
+func ms(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+func tokenBytes(t idem.Token) []byte {
+	return binary.BigEndian.AppendUint64(make([]byte, 0, 8), uint64(t))
+}
+
+// Begin implements idem.Store: one EVALSHA of the begin script.
+func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginResult, error) {
+	if err := check(ctx, "begin", req.Key); err != nil {
+		return idem.BeginResult{}, err
+	}
+	if req.Lease <= 0 || req.TTL <= 0 {
+		return idem.BeginResult{}, fmt.Errorf("redisstore: begin: lease (%v) and TTL (%v) must be positive", req.Lease, req.TTL)
+	}
+	same := "0"
+	if req.SameFingerprintToReclaim {
+		same = "1"
+	}
+	v, err := beginScript.Run(ctx, s.client, []string{s.key(req.Key)},
+		tokenBytes(req.Token), req.Fingerprint[:], ms(req.Lease), ms(req.TTL), same, s.notify).Result()
+	if err != nil {
+		return idem.BeginResult{}, fmt.Errorf("redisstore: begin: %w", err)
+	}
+	switch v := v.(type) {
+	case int64:
+		return idem.BeginResult{Acquired: true, Prior: idem.State(v)}, nil
+	case string:
+		rec, err := decodeRecord(v)
+		if err != nil {
+			return idem.BeginResult{}, fmt.Errorf("redisstore: begin: %w", err)
+		}
+		return idem.BeginResult{Record: rec}, nil
+	default:
+		return idem.BeginResult{}, fmt.Errorf("redisstore: begin: unexpected script reply %T", v)
+	}
+}
+
+// Finish implements idem.Store: one EVALSHA of the finish script.
+func (s *Store) Finish(ctx context.Context, key string, token idem.Token, state idem.State, response []byte) error {
+	if err := check(ctx, "finish", key); err != nil {
+		return err
+	}
+	if state != idem.StateCompleted && state != idem.StateFailed {
+		return fmt.Errorf("redisstore: finish: state %v is not COMPLETED or FAILED", state)
+	}
+	sf := []byte{byte(state), 0}
+	if response != nil {
+		sf[1] = flagResponse
+	}
+	n, err := finishScript.Run(ctx, s.client, []string{s.key(key)},
+		tokenBytes(token), sf, response, s.notify).Int64()
+	if err != nil {
+		return fmt.Errorf("redisstore: finish: %w", err)
+	}
+	if n == 0 {
+		return idem.ErrFenced
+	}
+	return nil
+}
+
+// Get implements idem.Store: one GET. Redis itself forgets a record at its
+// ExpiresAt, so whatever GET finds is current.
+func (s *Store) Get(ctx context.Context, key string) (idem.Record, bool, error) {
+	if err := check(ctx, "get", key); err != nil {
+		return idem.Record{}, false, err
+	}
+	v, err := s.client.Get(ctx, s.key(key)).Result()
+	if errors.Is(err, redis.Nil) {
+		return idem.Record{}, false, nil
+	}
+	if err != nil {
+		return idem.Record{}, false, fmt.Errorf("redisstore: get: %w", err)
+	}
+	rec, err := decodeRecord(v)
+	if err != nil {
+		return idem.Record{}, false, fmt.Errorf("redisstore: get: %w", err)
+	}
+	return rec, true, nil
+}
+
+// ExtendLease implements idem.LeaseExtender: the lease of the PENDING record
+// held by token now runs out lease from now on the server's clock (it may
+// shrink as well as grow). The record's ExpiresAt does not change. It returns
+// idem.ErrFenced when token no longer holds the record.
+func (s *Store) ExtendLease(ctx context.Context, key string, token idem.Token, lease time.Duration) error {
+	if err := check(ctx, "extend lease", key); err != nil {
+		return err
+	}
+	if lease <= 0 {
+		return fmt.Errorf("redisstore: extend lease: lease (%v) must be positive", lease)
+	}
+	n, err := extendScript.Run(ctx, s.client, []string{s.key(key)}, tokenBytes(token), ms(lease)).Int64()
+	if err != nil {
+		return fmt.Errorf("redisstore: extend lease: %w", err)
+	}
+	if n == 0 {
+		return idem.ErrFenced
+	}
+	return nil
+}

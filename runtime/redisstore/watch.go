@@ -1,0 +1,214 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Watch implements idem.Watcher with Redis pub/sub. Begin (when it replaces
+// an existing record) and Finish publish on a channel named like the record's
+// key, in the same script that changes the record; ExtendLease does not.
+//
+// All watches of a Store share one pub/sub connection, opened on the first
+// Watch. Watch returns once the server has confirmed the subscription, so a
+// caller that watches, then reads the record with Get, then waits on the
+// channel cannot miss a change made after its read. The channel is closed on
+// the first change after that, and also, as a "look again", when the
+// subscription had to be re-established after a lost connection (a change may
+// have gone by unseen), when ctx ends before the subscription was confirmed,
+// when subscribing fails, or when the Store is closed. Callers must treat it
+// as a hint, re-read the record, and keep a timeout of their own: pub/sub
+// delivers at most once. stop releases the watch (and the subscription when it
+// was the channel's last watcher); call it in every case.
+//
+// With Options.DisableNotify the channel never reports a change.
+func (s *Store) Watch(ctx context.Context, key string) (<-chan struct{}, func()) {
+	w := &waiter{ch: make(chan struct{})}
+	if s.notify != "1" || key == "" {
+		return w.ch, func() {}
+	}
+	h := s.getHub()
+	if h == nil {
+		w.fire()
+		return w.ch, func() {}
+	}
+	channel := s.key(key)
+	ready, err := h.add(ctx, channel, w)
+	if err != nil {
+		w.fire()
+		return w.ch, func() {}
+	}
+	select {
+	case <-ready:
+	case <-ctx.Done():
+		w.fire()
+	case <-h.done:
+		w.fire()
+	}
+	return w.ch, func() { h.remove(channel, w) }
+}
+
+func (s *Store) getHub() *hub {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	if s.hub == nil {
+		s.hub = newHub(s.client.Subscribe(context.Background()))
+	}
+	return s.hub
+}
+
+type waiter struct {
+	ch   chan struct{}
+	once sync.Once
+}
+
+func (w *waiter) fire() { w.once.Do(func() { close(w.ch) }) }
+
+// watchSet is the set of waiters on one channel.
+type watchSet struct {
+	waiters   map[*waiter]struct{}
+	ready     chan struct{} // closed when the server confirmed the subscription
+	confirmed bool
+}
+
+// hub multiplexes the watches of a Store over one *redis.PubSub.
+type hub struct {
+	ps   *redis.PubSub
+	done chan struct{} // closed when the dispatcher has stopped
+
+	mu   sync.Mutex
+	sets map[string]*watchSet
+	// pending counts, per channel, SUBSCRIBE commands sent and not yet
+	// confirmed; a confirmation nobody waits for is a resubscription after a
+	// reconnect.
+	pending map[string]int
+	closed  bool
+}
+
+var errHubClosed = errors.New("redisstore: store closed")
+
+func newHub(ps *redis.PubSub) *hub {
+	h := &hub{
+		ps:      ps,
+		done:    make(chan struct{}),
+		sets:    make(map[string]*watchSet),
+		pending: make(map[string]int),
+	}
+	msgs := ps.ChannelWithSubscriptions(redis.WithChannelSize(1024))
+	go h.dispatch(msgs)
+	return h
+}
+
+func (h *hub) add(ctx context.Context, channel string, w *waiter) (<-chan struct{}, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, errHubClosed
+	}
+	ws := h.sets[channel]
+	if ws == nil {
+		ws = &watchSet{waiters: make(map[*waiter]struct{}), ready: make(chan struct{})}
+		h.sets[channel] = ws
+		h.pending[channel]++
+		// Written while h.mu is held, so SUBSCRIBE and UNSUBSCRIBE of one
+		// channel reach the server in the order of the map's changes.
+		if err := h.ps.Subscribe(ctx, channel); err != nil {
+			delete(h.sets, channel)
+			h.unpend(channel)
+			_ = h.ps.Unsubscribe(context.WithoutCancel(ctx), channel)
+			return nil, err
+		}
+	}
+	ws.waiters[w] = struct{}{}
+	return ws.ready, nil
+}
+
+func (h *hub) remove(channel string, w *waiter) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ws := h.sets[channel]
+	if ws == nil {
+		return
+	}
+	if _, ok := ws.waiters[w]; !ok {
+		return
+	}
+	delete(ws.waiters, w)
+	if len(ws.waiters) == 0 {
+		delete(h.sets, channel)
+		if !h.closed {
+			_ = h.ps.Unsubscribe(context.Background(), channel)
+		}
+	}
+}
+
+func (h *hub) unpend(channel string) int {
+	n := h.pending[channel] - 1
+	if n <= 0 {
+		delete(h.pending, channel)
+		return 0
+	}
+	h.pending[channel] = n
+	return n
+}
+
+func (h *hub) dispatch(msgs <-chan any) {
+	defer close(h.done)
+	for m := range msgs {
+		switch m := m.(type) {
+		case *redis.Message:
+			h.mu.Lock()
+			if ws := h.sets[m.Channel]; ws != nil {
+				for w := range ws.waiters {
+					w.fire()
+				}
+			}
+			h.mu.Unlock()
+		case *redis.Subscription:
+			if m.Kind != "subscribe" {
+				continue
+			}
+			h.mu.Lock()
+			ws := h.sets[m.Channel]
+			if h.pending[m.Channel] > 0 {
+				if h.unpend(m.Channel) == 0 && ws != nil && !ws.confirmed {
+					ws.confirmed = true
+					close(ws.ready)
+				}
+			} else if ws != nil {
+				// Resubscribed after a reconnect: a change may have been missed.
+				for w := range ws.waiters {
+					w.fire()
+				}
+			}
+			h.mu.Unlock()
+		}
+	}
+	// The PubSub was closed: wake everyone.
+	h.mu.Lock()
+	for _, ws := range h.sets {
+		for w := range ws.waiters {
+			w.fire()
+		}
+	}
+	h.mu.Unlock()
+}
+
+func (h *hub) close() error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
+	h.closed = true
+	h.mu.Unlock()
+	err := h.ps.Close()
+	<-h.done
+	return err
+}

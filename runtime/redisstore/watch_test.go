@@ -1,0 +1,173 @@
+package redisstore
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+func fired(ch <-chan struct{}, within time.Duration) bool {
+	select {
+	case <-ch:
+		return true
+	case <-time.After(within):
+		return false
+	}
+}
+
+func TestWatch(t *testing.T) {
+	ctx := context.Background()
+
+	t.Run("Finish", func(t *testing.T) {
+		t.Parallel()
+		s, _ := newTestStore(t, Options{})
+		_, err := s.Begin(ctx, beginReq("k", 1))
+		require.NoError(t, err)
+		ch1, stop1 := s.Watch(ctx, "k")
+		defer stop1()
+		ch2, stop2 := s.Watch(ctx, "k")
+		defer stop2()
+		other, stopOther := s.Watch(ctx, "other")
+		defer stopOther()
+
+		le := idem.LeaseExtender(s)
+		require.NoError(t, le.ExtendLease(ctx, "k", 1, time.Minute))
+		assert.False(t, fired(ch1, 100*time.Millisecond), "a heartbeat is not a change")
+		assert.ErrorIs(t, s.Finish(ctx, "k", 2, idem.StateCompleted, nil), idem.ErrFenced)
+		assert.False(t, fired(ch1, 50*time.Millisecond), "a fenced finish changes nothing")
+
+		require.NoError(t, s.Finish(ctx, "k", 1, idem.StateCompleted, []byte("x")))
+		assert.True(t, fired(ch1, 2*time.Second))
+		assert.True(t, fired(ch2, 2*time.Second), "every watcher is told")
+		assert.False(t, fired(other, 50*time.Millisecond), "other keys are not")
+	})
+
+	t.Run("TakeOver", func(t *testing.T) {
+		t.Parallel()
+		s, _ := newTestStore(t, Options{})
+		r := beginReq("k", 1)
+		r.Lease = 30 * time.Millisecond
+		_, err := s.Begin(ctx, r)
+		require.NoError(t, err)
+		ch, stop := s.Watch(ctx, "k")
+		defer stop()
+		time.Sleep(60 * time.Millisecond)
+		res, err := s.Begin(ctx, beginReq("k", 2))
+		require.NoError(t, err)
+		require.True(t, res.Acquired)
+		assert.True(t, fired(ch, 2*time.Second))
+	})
+
+	t.Run("WatchGetWaitMissesNothing", func(t *testing.T) {
+		t.Parallel()
+		s, _ := newTestStore(t, Options{})
+		for i := range 20 {
+			key := "k" + string(rune('a'+i))
+			_, err := s.Begin(ctx, beginReq(key, 1))
+			require.NoError(t, err)
+			done := make(chan error, 1)
+			go func() { done <- s.Finish(ctx, key, 1, idem.StateCompleted, nil) }()
+			ch, stop := s.Watch(ctx, key)
+			rec, _, err := s.Get(ctx, key)
+			require.NoError(t, err)
+			if rec.State == idem.StatePending {
+				assert.True(t, fired(ch, 2*time.Second), "finished after the read, so the watch must fire")
+			}
+			stop()
+			require.NoError(t, <-done)
+		}
+	})
+
+	t.Run("StopUnsubscribes", func(t *testing.T) {
+		t.Parallel()
+		s, c := newTestStore(t, Options{})
+		channel := s.key("k")
+		numsub := func() int64 {
+			n, err := c.PubSubNumSub(ctx, channel).Result()
+			require.NoError(t, err)
+			return n[channel]
+		}
+		_, stop1 := s.Watch(ctx, "k")
+		_, stop2 := s.Watch(ctx, "k")
+		assert.Equal(t, int64(1), numsub(), "one subscription shared by both watchers")
+		stop1()
+		stop1() // idempotent
+		assert.Equal(t, int64(1), numsub())
+		stop2()
+		assert.Eventually(t, func() bool { return numsub() == 0 }, 2*time.Second, 10*time.Millisecond)
+		// Subscribing again after the last stop works.
+		_, err := s.Begin(ctx, beginReq("k", 1))
+		require.NoError(t, err)
+		ch, stop3 := s.Watch(ctx, "k")
+		defer stop3()
+		require.NoError(t, s.Finish(ctx, "k", 1, idem.StateFailed, nil))
+		assert.True(t, fired(ch, 2*time.Second))
+	})
+
+	t.Run("DisableNotify", func(t *testing.T) {
+		t.Parallel()
+		s, _ := newTestStore(t, Options{DisableNotify: true})
+		_, err := s.Begin(ctx, beginReq("k", 1))
+		require.NoError(t, err)
+		ch, stop := s.Watch(ctx, "k")
+		defer stop()
+		require.NoError(t, s.Finish(ctx, "k", 1, idem.StateCompleted, nil))
+		assert.False(t, fired(ch, 200*time.Millisecond))
+	})
+
+	t.Run("ContextDone", func(t *testing.T) {
+		t.Parallel()
+		s, _ := newTestStore(t, Options{})
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		ch, stop := s.Watch(cctx, "k")
+		defer stop()
+		assert.True(t, fired(ch, time.Second), "look again")
+	})
+
+	t.Run("Close", func(t *testing.T) {
+		t.Parallel()
+		s, _ := newTestStore(t, Options{})
+		ch, stop := s.Watch(ctx, "k")
+		defer stop()
+		require.NoError(t, s.Close())
+		assert.True(t, fired(ch, time.Second), "closing wakes waiters")
+		ch2, stop2 := s.Watch(ctx, "k")
+		defer stop2()
+		assert.True(t, fired(ch2, time.Second), "a closed store answers at once")
+		_, err := s.Begin(ctx, beginReq("k", 1))
+		assert.NoError(t, err, "Close leaves the client alone")
+	})
+}
+
+// TestWatchReconnect: a killed pub/sub connection is re-established by
+// go-redis; the watcher is woken (a change may have gone by) and later
+// changes are delivered again.
+func TestWatchReconnect(t *testing.T) {
+	srv := startRedis(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.addr, ContextTimeoutEnabled: true})
+	defer c.Close()
+	s, err := New(c, Options{})
+	require.NoError(t, err)
+	defer s.Close()
+	ctx := ctxTimeout(t, 30*time.Second)
+
+	_, err = s.Begin(ctx, beginReq("k", 1))
+	require.NoError(t, err)
+	ch, stop := s.Watch(ctx, "k")
+	defer stop()
+	require.NoError(t, c.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err())
+	// go-redis notices at its next read (its health check pings every few seconds).
+	assert.True(t, fired(ch, 10*time.Second), "woken after the reconnect")
+
+	ch2, stop2 := s.Watch(ctx, "k")
+	defer stop2()
+	require.NoError(t, s.Finish(ctx, "k", 1, idem.StateCompleted, nil))
+	assert.True(t, fired(ch2, 2*time.Second), "notifications flow again")
+}
