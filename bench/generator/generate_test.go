@@ -83,7 +83,7 @@ func TestGenerate(t *testing.T) {
 	generateIdemgen(t, spec, overlay, &out)
 	require.NotEmpty(t, out.Bytes())
 	t.Logf("idemgen: emitters %v, %d bytes", emitter.Names(), out.Len())
-	if raceEnabled || testing.Short() {
+	if testenv.RaceEnabled || testing.Short() {
 		t.Skip("oapi-codegen on the largest spec is slow under -race or -short")
 	}
 	code := generateOapi(t, spec, overlay)

@@ -1,5 +1,3 @@
-//go:build stores
-
 // Package stores compares idemgen over its Redis and PostgreSQL stores
 // (runtime/redisstore, runtime/pgstore) with the limit of each server: the
 // raw client doing the minimum commands of the same protocol around the

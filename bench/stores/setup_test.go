@@ -1,5 +1,3 @@
-//go:build stores
-
 package stores
 
 import (

@@ -1,5 +1,0 @@
-//go:build race
-
-package generator
-
-const raceEnabled = true
