@@ -70,3 +70,8 @@ func TestFormat(t *testing.T) {
 	assert.Equal(t, "110 MB", bytesStr(115e6))
 	assert.Equal(t, "693k", count(693369))
 }
+
+func TestHalfTime(t *testing.T) {
+	assert.Equal(t, "500ms", halfTime("1s"))
+	assert.Equal(t, "100x", halfTime("100x"))
+}
