@@ -1,6 +1,7 @@
 package middleware
 
 import (
+	"context"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -21,6 +22,17 @@ func idemgenHandler(tb testing.TB, h http.Handler) http.Handler {
 	tb.Cleanup(func() { _ = s.Close() })
 	eng := idem.New(s, idem.Options{})
 	return eng.Handler(idem.MustCompile(workload.Spec()), h)
+}
+
+// nopStore claims every key and keeps nothing: the engine's cost alone.
+type nopStore struct{}
+
+func (nopStore) Begin(context.Context, *idem.BeginRequest) (idem.BeginResult, error) {
+	return idem.BeginResult{Acquired: true}, nil
+}
+func (nopStore) Finish(context.Context, string, idem.Token, idem.State, []byte) error { return nil }
+func (nopStore) Get(context.Context, string) (idem.Record, bool, error) {
+	return idem.Record{}, false, nil
 }
 
 func BenchmarkNetHTTP(b *testing.B) {
@@ -47,6 +59,20 @@ func BenchmarkNetHTTP(b *testing.B) {
 			if calls != b.N {
 				b.Fatalf("the handler ran %d times for %d first requests", calls, b.N)
 			}
+		})
+		// The breakdown of a first request: the engine over a store that
+		// claims every key and keeps nothing, with a fingerprint computed
+		// for every request (first) or found in the engine's cache (the same
+		// body every time: first-cached).
+		b.Run("nostore-first", func(b *testing.B) {
+			h := idem.New(nopStore{}, idem.Options{}).Handler(idem.MustCompile(workload.Spec()), workload.Handler())
+			c := workload.NewClient(workload.Payload)
+			workload.Keyed(b, c.Set, func() int { return c.Do(h) })
+		})
+		b.Run("nostore-first-cached", func(b *testing.B) {
+			h := idem.New(nopStore{}, idem.Options{}).Handler(idem.MustCompile(workload.Spec()), workload.Handler())
+			c := workload.NewClient(workload.Payload)
+			workload.Keyed(b, func(k string, _ []byte) { c.SetKey(k) }, func() int { return c.Do(h) })
 		})
 		b.Run("replay", func(b *testing.B) {
 			h := idemgenHandler(b, workload.Handler())

@@ -25,6 +25,8 @@ BenchmarkNetHTTP/floor/serial-2    1000  110.0 ns/op  91.0 cpu-ns/op  32 B/op  2
 BenchmarkNetHTTP/floor/serial-2    1000  120.0 ns/op  92.0 cpu-ns/op  32 B/op  2 allocs/op
 BenchmarkNetHTTP/bare/serial-2     1000  10000 ns/op  9000 cpu-ns/op  4000 B/op  40 allocs/op
 BenchmarkNetHTTP/idemgen/first-2   1000  13000 ns/op  12000 cpu-ns/op  5000 B/op  45 allocs/op
+BenchmarkNetHTTP/idemgen/nostore-first-cached-2   1000  10000 ns/op  10000 cpu-ns/op  4000 B/op  42 allocs/op
+BenchmarkNetHTTP/idemgen/nostore-first-2   1000  10000 ns/op  11000 cpu-ns/op  4000 B/op  42 allocs/op
 BenchmarkNetHTTP/idemgen/replay-2  1000  900 ns/op  800 cpu-ns/op  96 B/op  2 allocs/op
 BenchmarkNetHTTP/idemgen/replay-parallel-2  1000  500 ns/op  1000 cpu-ns/op  96 B/op  2 allocs/op
 PASS
@@ -55,6 +57,11 @@ func TestRenderMiddleware(t *testing.T) {
 	assert.Contains(t, out, "| replay | 900 ns | 800 ns | 96 B | 2 | +709 ns, +0 |")
 	assert.Contains(t, out, "*missing*", "fiber rows are absent from the sample")
 	assert.True(t, strings.Contains(out, "| replay (over floor) | CPU | +709 ns |"), out)
+	// breakdown: engine 10000-9000, fingerprint 11000-10000, memstore 12000-11000.
+	assert.Contains(t, out, "fingerprint cached | +1.00 µs |")
+	assert.Contains(t, out, "fingerprint computed for every request | +1.00 µs |")
+	assert.Contains(t, out, "| engine over memstore | +1.00 µs |")
+	assert.Contains(t, out, "| total | | +3.00 µs |")
 }
 
 func TestFormat(t *testing.T) {
