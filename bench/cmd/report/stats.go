@@ -98,6 +98,7 @@ func (s stat) pct() string {
 
 // dur renders nanoseconds.
 func dur(ns float64) string {
+	ns = math.Round(ns*100) / 100 // unit conversions leave 999.9999 for 1000
 	a := math.Abs(ns)
 	switch {
 	case a >= 1e9:
