@@ -4,7 +4,7 @@
 // runs it from the bench module's directory after starting Redis and
 // PostgreSQL; nothing in the tables is typed by hand.
 //
-//	go run ./cmd/report [-count 5] [-benchtime 1s] [-only REGEXP] [-doc ../docs/benchmarks.md] [-raw results]
+//	go run ./cmd/report [-count 6] [-benchtime 1s] [-only REGEXP] [-doc ../docs/benchmarks.md] [-raw results]
 //
 // Every benchmark runs -count times (the whole package once per round, so
 // that the rounds interleave); the tables show medians with the 95%
@@ -51,7 +51,7 @@ type runner struct {
 func main() {
 	log.SetFlags(0)
 	log.SetPrefix("report: ")
-	count := flag.Int("count", 5, "runs of each benchmark (medians are reported)")
+	count := flag.Int("count", 6, "rounds of each benchmark (medians are reported; 6 or more give a 95% confidence interval)")
 	benchtime := flag.String("benchtime", "1s", "go test -benchtime of the request benchmarks")
 	only := flag.String("only", "", "run only the sections matching this `regexp` (machine, middleware, stores, correctness, generator, fingerprint)")
 	doc := flag.String("doc", "../docs/benchmarks.md", "the document to rewrite")
