@@ -5,6 +5,7 @@ go 1.26.8
 replace github.com/idemgen/idemgen => ../
 
 require (
+	github.com/go-json-experiment/json v1.27.2
 	github.com/gofiber/fiber/v2 v2.52.15
 	github.com/idemgen/idemgen v0.0.0-00010101000000-000000000000
 	github.com/jackc/pgx/v5 v5.12.0

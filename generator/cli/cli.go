@@ -27,6 +27,7 @@ import (
 	"github.com/idemgen/idemgen/generator/augment"
 	"github.com/idemgen/idemgen/generator/compile"
 	"github.com/idemgen/idemgen/generator/diag"
+	_ "github.com/idemgen/idemgen/generator/emit/client" // emitter "client"
 	_ "github.com/idemgen/idemgen/generator/emit/docs"   // emitter "docs"
 	_ "github.com/idemgen/idemgen/generator/emit/server" // registers the server emitter
 	"github.com/idemgen/idemgen/generator/emitter"
@@ -260,6 +261,7 @@ func LoadConfig(path string) (*Config, error) {
 const generateExamples = `  idemgen generate -emit ir -o gen/ openapi.yaml
   idemgen generate -emit server -package api -o internal/api openapi.yaml
   idemgen generate -emit server -option server.strict=false -package api -o internal/api openapi.yaml
+  idemgen generate -emit server -emit client -package api -o internal/api openapi.yaml
   idemgen generate -emit ir -o - openapi.yaml          # the IR as JSON on stdout
   idemgen generate -config idemgen.yaml
 

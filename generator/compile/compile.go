@@ -275,7 +275,7 @@ func (c *compiler) operation(path, method string, item *openapi3.PathItem, op *o
 	for _, name := range pathTemplateParams(path) {
 		for _, p := range params {
 			if p.v.In == "path" && p.v.Name == name {
-				out.PathParams = append(out.PathParams, c.irParam(p))
+				out.PathParams = append(out.PathParams, c.irParam(p, goName))
 			}
 		}
 	}
@@ -338,8 +338,10 @@ func (c *compiler) applyToPos(method string) ir.Pos {
 }
 
 type paramRef struct {
-	v   *openapi3.Parameter
-	ptr string // JSON pointer of its declaration in the spec (may be a $ref)
+	v      *openapi3.Parameter
+	ptr    string // JSON pointer of its declaration in the spec (may be a $ref)
+	ref    string // its $ref, "" when declared inline
+	shared bool   // declared on the path item, not on the operation
 }
 
 func mergeParamRefs(pathParams, opParams openapi3.Parameters, pathPtr, opPtr string) []paramRef {
@@ -352,12 +354,12 @@ func mergeParamRefs(pathParams, opParams openapi3.Parameters, pathPtr, opPtr str
 	}
 	for i, r := range pathParams {
 		if r != nil && r.Value != nil && !own[r.Value.In+"\x00"+r.Value.Name] {
-			out = append(out, paramRef{r.Value, fmt.Sprintf("%s/%d", pathPtr, i)})
+			out = append(out, paramRef{v: r.Value, ptr: fmt.Sprintf("%s/%d", pathPtr, i), ref: r.Ref, shared: true})
 		}
 	}
 	for i, r := range opParams {
 		if r != nil && r.Value != nil {
-			out = append(out, paramRef{r.Value, fmt.Sprintf("%s/%d", opPtr, i)})
+			out = append(out, paramRef{v: r.Value, ptr: fmt.Sprintf("%s/%d", opPtr, i), ref: r.Ref})
 		}
 	}
 	return out
@@ -373,7 +375,7 @@ func pathTemplateParams(path string) []string {
 	return out
 }
 
-func (c *compiler) irParam(p paramRef) ir.Param {
+func (c *compiler) irParam(p paramRef, opGoName string) ir.Param {
 	goName := ""
 	if s, ok := p.v.Extensions["x-go-name"].(string); ok {
 		goName = s
@@ -397,6 +399,7 @@ func (c *compiler) irParam(p paramRef) ir.Param {
 		GoName:   naming.Param(p.v.Name, goName),
 		Required: p.v.Required,
 		Pointer:  !p.v.Required && !skip,
+		GoType:   naming.ParamType(p.ref, p.v, opGoName, p.shared, c.doc.T.IsOpenAPI31OrLater()),
 		Pos:      pos,
 	}
 }
@@ -458,7 +461,7 @@ func (c *compiler) checkKey(out *ir.Operation, op *openapi3.Operation, pathParam
 			c.conventionMismatch(out, op, pathParams, keyPos)
 			break
 		}
-		p := c.irParam(*decl)
+		p := c.irParam(*decl, out.GoName)
 		k.Param = &p
 		declPos := fmt.Sprintf("%s:%d:%d", p.Pos.File, p.Pos.Line, p.Pos.Col)
 		c.compareDecl(out, b, decl.v.Required, decl.v.Schema, fmt.Sprintf("%s parameter %s (declared at %s)", decl.v.In, decl.v.Name, declPos))

@@ -2,6 +2,7 @@ package contract
 
 import (
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -178,7 +179,7 @@ func Resolve(b Block) (Resolved, diag.List, bool) {
 			"window %s is shorter than in-flight.lease %s: a key could be forgotten while its first request still runs", fmtDur(pol.Window), fmtDur(pol.InFlight.Lease))
 	}
 	span := rt.LongestSpan()
-	if need := time.Duration(float64(span) * WindowRetryFactor); pol.Window < need {
+	if need := retryWindow(span); pol.Window < need {
 		diags.Errorf(firstPos(b.Window.Pos, b.Retry.Pos, b.Pos), "window-shorter-than-retry",
 			"window %s is shorter than %.1f × the client's longest retry span %s (= %s): a late retry would run the operation again", fmtDur(pol.Window), WindowRetryFactor, fmtDur(span), fmtDur(need))
 	}
@@ -187,6 +188,16 @@ func Resolve(b Block) (Resolved, diag.List, bool) {
 			"in-flight.wait %s is longer than in-flight.lease %s: a waiting duplicate may take over the first request's lease", fmtDur(pol.InFlight.Wait), fmtDur(pol.InFlight.Lease))
 	}
 	return r, diags, true
+}
+
+// retryWindow is the shortest window a client whose longest retry span is
+// span needs: span × WindowRetryFactor, saturating at the largest Duration
+// (a float64 beyond it does not convert to a Duration).
+func retryWindow(span time.Duration) time.Duration {
+	if f := float64(span) * WindowRetryFactor; f < math.MaxInt64 {
+		return time.Duration(f)
+	}
+	return math.MaxInt64
 }
 
 func orDefault[T any](f Field[T], def T) T {

@@ -8,7 +8,10 @@
 // statuses are ints. Operations are sorted by path, then method.
 package ir
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Pos locates a node of the spec (or of an overlay that put it there):
 // the file, the 1-based line and column, and the JSON pointer of the node in
@@ -102,7 +105,13 @@ type Param struct {
 	GoName   string `json:"goName"` // field name in <Op>Params, or argument name base for path params
 	Required bool   `json:"required"`
 	Pointer  bool   `json:"pointer"` // the <Op>Params field is a pointer (optional parameter)
-	Pos      Pos    `json:"pos"`
+	// GoType is oapi-codegen's Go type of the parameter: of the path argument
+	// of the client's methods, or of the <Op>Params field without its
+	// pointer. Types of other packages are qualified as oapi-codegen
+	// qualifies them (openapi_types.UUID, time.Time, json.RawMessage). ""
+	// when idemgen cannot tell (x-go-type overrides, objects, unions).
+	GoType string `json:"goType,omitempty"`
+	Pos    Pos    `json:"pos"`
 }
 
 // Carrier says where the idempotency key travels.
@@ -235,27 +244,51 @@ type Backoff struct {
 // Delay returns the longest delay before retry n (n = 1 for the first
 // retry): initial × multiplier^(n-1), capped by max. Every jitter kind stays
 // at or under it.
+//
+// The sequence is computed exactly as the client computes it
+// (runtime/idemclient, over github.com/cenkalti/backoff/v5's
+// ExponentialBackOff with no randomization): in whole nanoseconds, each
+// step truncated, and capped once the delay reaches max/multiplier. The
+// generator's window check and the client's Policy.LongestSpan therefore
+// agree to the nanosecond.
 func (b Backoff) Delay(n int) time.Duration {
-	d := float64(b.Initial)
-	for i := 1; i < n; i++ {
-		d *= b.Multiplier
-		if d >= float64(b.Max) {
-			return b.Max
-		}
+	if n < 1 {
+		return 0
 	}
-	if d > float64(b.Max) {
+	cur := b.Initial
+	for i := 1; i < n && cur < b.Max; i++ {
+		cur = b.next(cur)
+	}
+	return min(cur, b.Max)
+}
+
+// next is the step of cenkalti/backoff's ExponentialBackOff.
+func (b Backoff) next(cur time.Duration) time.Duration {
+	if float64(cur) >= float64(b.Max)/b.Multiplier {
 		return b.Max
 	}
-	return time.Duration(d)
+	return time.Duration(float64(cur) * b.Multiplier)
 }
 
 // LongestSpan is the longest time the client can spend between its first
 // attempt and its last: the sum of the longest delays before each of the
-// MaxAttempts-1 retries (request durations not counted).
+// MaxAttempts-1 retries (request durations not counted). It saturates at
+// the largest time.Duration instead of overflowing.
 func (r Retry) LongestSpan() time.Duration {
+	b := r.Backoff
 	var total time.Duration
+	cur := b.Initial
 	for n := 1; n < r.MaxAttempts; n++ {
-		total += r.Backoff.Delay(n)
+		d := min(cur, b.Max)
+		if d == b.Max { // every later retry waits max too
+			rest := time.Duration(r.MaxAttempts - n)
+			if d > 0 && rest > (math.MaxInt64-total)/d {
+				return time.Duration(math.MaxInt64)
+			}
+			return total + rest*d
+		}
+		total += d
+		cur = b.next(cur)
 	}
 	return total
 }

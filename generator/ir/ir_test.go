@@ -2,6 +2,7 @@ package ir_test
 
 import (
 	"fmt"
+	"math"
 	"os/exec"
 	"strings"
 	"testing"
@@ -43,6 +44,18 @@ func TestLongestSpan(t *testing.T) {
 	}
 	flat := ir.Backoff{Initial: time.Second, Max: time.Second, Multiplier: 1}
 	assert.Equal(t, 3*time.Second, ir.Retry{MaxAttempts: 4, Backoff: flat}.LongestSpan())
+
+	// Whole nanoseconds, each step truncated, as the client's backoff
+	// library computes them: 3, 4 (not 4.5), 6, 9, 13 (not 13.5).
+	odd := ir.Backoff{Initial: 3, Max: time.Second, Multiplier: 1.5}
+	for n, want := range []time.Duration{0, 3, 4, 6, 9, 13} {
+		assert.Equal(t, want, odd.Delay(n), "delay %d", n)
+	}
+	assert.Equal(t, time.Duration(3+4+6+9+13), ir.Retry{MaxAttempts: 6, Backoff: odd}.LongestSpan())
+
+	// A span beyond any Duration saturates instead of wrapping around.
+	huge := ir.Backoff{Initial: time.Second, Max: 100000 * 24 * time.Hour, Multiplier: 10}
+	assert.Equal(t, time.Duration(math.MaxInt64), ir.Retry{MaxAttempts: 100, Backoff: huge}.LongestSpan())
 }
 
 func TestValidate(t *testing.T) {

@@ -121,9 +121,21 @@ func TestAgainstOapiCodegen(t *testing.T) {
 					block := code[start:]
 					block = block[:strings.Index(block, "\n}")]
 					assert.Regexp(t, `\n\s*`+p.GoName+`\s+`+star+`\w`, block, "%s: key field", where)
+					if p.GoType != "" {
+						assert.Regexp(t, `\n\s*`+p.GoName+`\s+`+star+regexp.QuoteMeta(p.GoType)+"[ `]", block, "%s: key field type", where)
+					}
 				}
 				for _, p := range op.PathParams {
 					assert.True(t, has(`\b`+naming.ParamVariable(p.GoName)+` `), "%s: path param %s", where, p.GoName)
+				}
+				// The path arguments of the client's method have the types the IR says.
+				m := regexp.MustCompile(`func \(c \*ClientWithResponses\) ` + n.WithResponse + `\(ctx context\.Context, ([^)]*)\)`).FindStringSubmatch(code)
+				require.NotNil(t, m, "%s: %s", where, n.WithResponse)
+				args := strings.Split(m[1], ", ")
+				require.Greater(t, len(args), len(op.PathParams), "%s", where)
+				for i, p := range op.PathParams {
+					assert.NotEmpty(t, p.GoType, "%s: path param %s", where, p.Name)
+					assert.Equal(t, naming.ParamVariable(p.GoName)+" "+p.GoType, args[i], "%s: path param %s", where, p.Name)
 				}
 			}
 		})
@@ -133,4 +145,64 @@ func TestAgainstOapiCodegen(t *testing.T) {
 // findShared returns testdata/specs, the real public specs copied into the repo.
 func findShared(t *testing.T) string {
 	return testenv.SpecsDir(t)
+}
+
+func TestParamType(t *testing.T) {
+	str := func(format string) *openapi3.SchemaRef {
+		return openapi3.NewStringSchema().WithFormat(format).NewRef()
+	}
+	enum := openapi3.NewStringSchema().WithEnum("a", "b")
+	withExt := func(s *openapi3.Schema, k string, v any) *openapi3.Schema {
+		s.Extensions = map[string]any{k: v}
+		return s
+	}
+	param := func(name string, s *openapi3.SchemaRef) *openapi3.Parameter {
+		return &openapi3.Parameter{Name: name, In: "path", Required: true, Schema: s}
+	}
+	nullable := openapi3.NewStringSchema()
+	nullable.Nullable = true
+	tests := []struct {
+		name   string
+		ref    string
+		p      *openapi3.Parameter
+		shared bool
+		is31   bool
+		want   string
+	}{
+		{"string", "", param("id", str("")), false, false, "string"},
+		{"uuid", "", param("id", str("uuid")), false, false, "openapi_types.UUID"},
+		{"date-time", "", param("at", str("date-time")), false, false, "time.Time"},
+		{"unknown format", "", param("id", str("slug")), false, false, "string"},
+		{"int64", "", param("n", openapi3.NewInt64Schema().NewRef()), false, false, "int64"},
+		{"integer", "", param("n", openapi3.NewIntegerSchema().NewRef()), false, false, "int"},
+		{"number", "", param("x", openapi3.NewFloat64Schema().NewRef()), false, false, "float32"},
+		{"double", "", param("x", openapi3.NewFloat64Schema().WithFormat("double").NewRef()), false, false, "float64"},
+		{"bool", "", param("b", openapi3.NewBoolSchema().NewRef()), false, false, "bool"},
+		{"array", "", param("ids", openapi3.NewArraySchema().WithItems(openapi3.NewStringSchema().WithFormat("uuid")).NewRef()), false, false, "[]openapi_types.UUID"},
+		{"enum", "", param("accounts_type", enum.NewRef()), false, false, "ClaimCouponParamsAccountsType"},
+		{"enum array", "", param("kinds", openapi3.NewArraySchema().WithItems(enum).NewRef()), false, false, "[]ClaimCouponParamsKinds"},
+		{"enum x-go-type-name", "", param("k", withExt(openapi3.NewStringSchema().WithEnum("a"), "x-go-type-name", "Kind").NewRef()), false, false, "Kind"},
+		{"enum on the path item", "", param("k", enum.NewRef()), true, false, ""},
+		{"schema ref", "", param("id", openapi3.NewSchemaRef("#/components/schemas/coupon_id", openapi3.NewStringSchema())), false, false, "CouponId"},
+		{"schema ref x-go-name", "", param("id", openapi3.NewSchemaRef("#/components/schemas/coupon_id", withExt(openapi3.NewStringSchema(), "x-go-name", "CID"))), false, false, "CID"},
+		{"component parameter", "#/components/parameters/Idempotency-Key", param("Idempotency-Key", str("")), false, false, "IdempotencyKey"},
+		{"component parameter x-go-name", "#/components/parameters/Idempotency-Key", &openapi3.Parameter{Name: "K", In: "header", Schema: str(""), Extensions: map[string]any{"x-go-name": "Key"}}, false, false, "Key"},
+		{"component parameter, inline enum", "#/components/parameters/Kind", param("kind", enum.NewRef()), false, false, ""},
+		{"x-go-type", "", param("id", withExt(openapi3.NewStringSchema(), "x-go-type", "mypkg.ID").NewRef()), false, false, ""},
+		{"object", "", param("o", openapi3.NewObjectSchema().WithProperty("a", openapi3.NewStringSchema()).NewRef()), false, false, ""},
+		{"oneOf", "", param("o", openapi3.NewOneOfSchema(openapi3.NewStringSchema(), openapi3.NewIntegerSchema()).NewRef()), false, false, ""},
+		{"nullable", "", param("o", nullable.NewRef()), false, false, ""},
+		{"content, not JSON", "", &openapi3.Parameter{Name: "c", In: "path", Content: openapi3.NewContentWithSchema(openapi3.NewIntegerSchema(), []string{"text/plain"})}, false, false, "string"},
+		{"content, JSON", "", &openapi3.Parameter{Name: "c", In: "path", Content: openapi3.NewContentWithJSONSchema(openapi3.NewInt32Schema())}, false, false, "int32"},
+		{"3.1 binary", "", param("f", func() *openapi3.SchemaRef {
+			s := openapi3.NewStringSchema()
+			s.ContentMediaType = "image/png"
+			return s.NewRef()
+		}()), false, true, "openapi_types.File"},
+		{"3.1 type with null", "", param("f", &openapi3.SchemaRef{Value: &openapi3.Schema{Type: &openapi3.Types{"string", "null"}}}), false, true, ""},
+		{"no parameter", "", nil, false, false, ""},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, naming.ParamType(tt.ref, tt.p, "ClaimCoupon", tt.shared, tt.is31), tt.name)
+	}
 }

@@ -1,10 +1,15 @@
-// Package fingerprint computes the versioned, canonical digest of a request
-// that decides whether a retry is "the same request again".
 package fingerprint
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"hash"
 	"net/http"
+	"slices"
+	"strings"
+	"sync"
 )
 
 // Version is the version of the canonical form and digest computed by this package.
@@ -13,7 +18,13 @@ const Version = 1
 // Fingerprint is a digest: byte 0 is the algorithm version, bytes 1..32 a SHA-256.
 type Fingerprint [33]byte
 
-// Options configure a Hasher for one operation.
+// String returns the fingerprint as "v1:" followed by the SHA-256 in hex.
+func (f Fingerprint) String() string {
+	return fmt.Sprintf("v%d:%s", f[0], hex.EncodeToString(f[1:]))
+}
+
+// Options configure a Hasher for one operation; the package documentation
+// says precisely what each does.
 type Options struct {
 	// Volatile lists RFC 6901 JSON pointers of body members left out of the
 	// digest; a "*" token matches any member name or array index.
@@ -26,28 +37,215 @@ type Options struct {
 
 // Input is one request to fingerprint.
 type Input struct {
-	Method      string
-	Operation   string
-	RawQuery    string
-	Header      http.Header
+	Method    string
+	Operation string
+	// RawQuery is the URL query without the '?' (url.URL.RawQuery).
+	RawQuery string
+	// Header holds the request headers with canonical names, as net/http
+	// provides them; only the names in Options.Headers are read.
+	Header http.Header
+	// ContentType is the Content-Type header value; it selects how Body is
+	// canonicalized.
 	ContentType string
 	Body        []byte
 }
 
 // Hasher is compiled from Options; it is immutable and safe for concurrent use.
-type Hasher struct{ opts Options }
+type Hasher struct {
+	root    *node    // compiled Volatile and Unordered pointers; nil if none
+	headers []string // canonical header names, sorted, without duplicates
+}
 
-// New compiles opts; it fails on a malformed pointer.
-func New(opts Options) (*Hasher, error) { return &Hasher{opts: opts}, nil }
+// New compiles opts; it fails on a malformed pointer with a *[PointerError].
+func New(opts Options) (*Hasher, error) {
+	root, err := compile(&opts)
+	if err != nil {
+		return nil, err
+	}
+	h := &Hasher{root: root}
+	for _, name := range opts.Headers {
+		h.headers = append(h.headers, http.CanonicalHeaderKey(strings.TrimSpace(name)))
+	}
+	slices.Sort(h.headers)
+	h.headers = slices.Compact(h.headers)
+	return h, nil
+}
+
+// state is the per-call scratch; it is pooled so that Sum allocates nothing
+// once warm.
+type state struct {
+	buf    []byte // output buffer of canonJSON, decoding buffer of parseForm
+	out    []byte // canonical body: a part of buf
+	tmp    []byte // reordering scratch
+	keys   []byte // unescaped member names that had escapes
+	num    []byte // digits of a number being normalized
+	hdr    []byte // everything hashed before the body
+	frames []frame
+	mem    []member
+	perm   []int32
+	shapes [shapeSlots]shape
+	pairs  []pair
+	err    jsonError
+	d      hash.Hash
+	sum    [sha256.Size]byte
+}
+
+var statePool = sync.Pool{New: func() any { return &state{d: sha256.New()} }}
+
+// maxPooled is the largest buffer a state keeps when it goes back to the
+// pool, so that one huge request does not pin its memory.
+const maxPooled = 4 << 20
+
+func getState() *state { return statePool.Get().(*state) }
+
+func putState(s *state) {
+	s.out = nil
+	if cap(s.buf) > maxPooled || cap(s.tmp) > maxPooled || cap(s.hdr) > maxPooled {
+		s.buf, s.tmp, s.hdr = nil, nil, nil
+	}
+	if cap(s.mem) > maxPooled/32 || cap(s.perm) > maxPooled/32 || cap(s.pairs) > maxPooled/32 {
+		s.mem, s.perm, s.pairs = nil, nil, nil
+	}
+	if cap(s.keys) > maxPooled || cap(s.num) > maxPooled {
+		s.keys, s.num = nil, nil
+	}
+	statePool.Put(s)
+}
+
+// The hashed stream of format v1 (see the package documentation).
+const streamPrefix = "idemgen-fingerprint\x00v1\x00"
+
+// Body domains.
+const (
+	domainJSON = 'J'
+	domainForm = 'F'
+	domainRaw  = 'R'
+)
+
+var zeroInput Input
 
 // Sum returns the fingerprint of in. It never fails: a body that is not what
 // its content type claims is hashed as bytes, in a separate domain.
-//
-// PLACEHOLDER: hashes the raw body only; the canonical implementation replaces it.
 func (h *Hasher) Sum(in *Input) Fingerprint {
+	if in == nil {
+		in = &zeroInput
+	}
+	s := getState()
+	hdr := append(s.hdr[:0], streamPrefix...)
+	hdr = appendString(append(hdr, 'M'), in.Method)
+	hdr = appendString(append(hdr, 'O'), in.Operation)
+
+	hdr = append(hdr, 'Q')
+	if pairs, ok := parseForm(s, in.RawQuery); ok {
+		hdr = appendPairs(append(hdr, domainForm), s.buf, pairs)
+	} else {
+		hdr = appendString(append(hdr, domainRaw), in.RawQuery)
+	}
+
+	hdr = binary.AppendUvarint(append(hdr, 'H'), uint64(len(h.headers)))
+	for _, name := range h.headers {
+		hdr = appendString(hdr, name)
+		vals := in.Header[name]
+		hdr = binary.AppendUvarint(hdr, uint64(len(vals)))
+		for _, v := range vals {
+			hdr = appendString(hdr, v)
+		}
+	}
+
+	essence, kind := mediaType(in.ContentType)
+	hdr = binary.AppendUvarint(append(hdr, 'B'), uint64(len(essence)))
+	for i := 0; i < len(essence); i++ {
+		c := essence[i]
+		if c-'A' < 26 {
+			c += 'a' - 'A'
+		}
+		hdr = append(hdr, c)
+	}
+	body := in.Body
+	switch kind {
+	case domainJSON:
+		if s.canonJSON(in.Body, h.root) {
+			body = s.out
+		} else {
+			kind = domainRaw
+		}
+	case domainForm:
+		if pairs, ok := parseForm(s, in.Body); ok {
+			s.tmp = appendPairs(s.tmp[:0], s.buf, pairs)
+			body = s.tmp
+		} else {
+			kind = domainRaw
+		}
+	}
+	hdr = binary.AppendUvarint(append(hdr, kind), uint64(len(body)))
+
+	s.hdr = hdr
+	s.d.Reset()
+	s.d.Write(hdr)
+	s.d.Write(body)
 	var f Fingerprint
 	f[0] = Version
-	s := sha256.Sum256(in.Body)
-	copy(f[1:], s[:])
+	copy(f[1:], s.d.Sum(s.sum[:0]))
+	putState(s)
 	return f
 }
+
+// appendString appends s with its length (uvarint) in front.
+func appendString(dst []byte, s string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(s)))
+	return append(dst, s...)
+}
+
+// mediaType returns the media type of a Content-Type value (without
+// parameters, trimmed) and the body domain it selects.
+func mediaType(ct string) (string, byte) {
+	if i := strings.IndexByte(ct, ';'); i >= 0 {
+		ct = ct[:i]
+	}
+	for len(ct) > 0 && (ct[0] == ' ' || ct[0] == '\t') {
+		ct = ct[1:]
+	}
+	for len(ct) > 0 && (ct[len(ct)-1] == ' ' || ct[len(ct)-1] == '\t') {
+		ct = ct[:len(ct)-1]
+	}
+	switch {
+	case strings.EqualFold(ct, "application/json"):
+		return ct, domainJSON
+	case len(ct) > 5 && strings.EqualFold(ct[len(ct)-5:], "+json") && strings.IndexByte(ct, '/') > 0:
+		return ct, domainJSON
+	case strings.EqualFold(ct, "application/x-www-form-urlencoded"):
+		return ct, domainForm
+	}
+	return ct, domainRaw
+}
+
+// SyntaxError says why a body is not canonicalized as JSON (and would be
+// hashed as raw bytes by Sum).
+type SyntaxError struct {
+	Offset int // byte offset in the body
+	Reason string
+}
+
+func (e *SyntaxError) Error() string {
+	return fmt.Sprintf("fingerprint: body is not canonical-form JSON: %s at offset %d", e.Reason, e.Offset)
+}
+
+// Canonical appends to dst the canonical form (v1) of the JSON text body,
+// with the hasher's volatile members left out and unordered arrays sorted:
+// the exact bytes that Sum hashes for a JSON body. If body is not valid
+// JSON, or nests deeper than MaxDepth, it returns dst unchanged and a
+// *[SyntaxError]; Sum then hashes the body as raw bytes.
+func (h *Hasher) Canonical(dst, body []byte) ([]byte, error) {
+	s := getState()
+	defer putState(s)
+	if !s.canonJSON(body, h.root) {
+		return dst, &SyntaxError{Offset: s.err.off, Reason: s.err.reason}
+	}
+	return append(dst, s.out...), nil
+}
+
+var plain = &Hasher{}
+
+// Canonical appends to dst the canonical form (v1) of the JSON text body,
+// without volatile or unordered pointers; see [Hasher.Canonical].
+func Canonical(dst, body []byte) ([]byte, error) { return plain.Canonical(dst, body) }

@@ -2,6 +2,8 @@ package idemclient
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"sync"
 )
 
@@ -85,6 +87,65 @@ func (c *Call) Attempts() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.attempts
+}
+
+// FixKey fixes the call's key before its request is built, for code that
+// must write the key into the request itself (a generated helper filling a
+// typed key parameter of oapi-codegen's <Op>Params). The key is the one
+// given with [WithKey]; else carried, the key the request will already
+// carry ("" if none); else a new one in the format of the call's policy
+// ([WithPolicy], default UUID v7). It returns the key and remembers it as
+// the call's supplied key, so the [Doer] finds the request carrying it (a
+// request carrying another fails with [ErrKeyConflict]) and reports it to
+// the [WithKeyObserver] before the first attempt, as for any call.
+//
+// A second FixKey returns the key fixed by the first.
+func (c *Call) FixKey(carried string) (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.supplied != "" {
+		return c.supplied, nil
+	}
+	if carried != "" {
+		c.supplied = carried
+		return carried, nil
+	}
+	format := FormatUUID
+	if c.policy != nil && c.policy.KeyFormat != "" {
+		format = c.policy.KeyFormat
+	}
+	k, err := NewKey(format)
+	if err != nil {
+		return "", err
+	}
+	c.supplied = k
+	return k, nil
+}
+
+// Check reports what a response that ended the call means for it, after
+// the [Doer] returned it: a [*ProblemError] when it is one of the contract's
+// problems (application/problem+json or application/json with a code
+// IDEMPOTENCY_*: a reused key, a missing or invalid key, the key still in
+// use when the attempts ran out, the store unavailable, ...), nil for any
+// other response (the API's own answer, whatever its status). body is the
+// response body, already read (oapi-codegen's <Op>Response.Body).
+//
+// It returns an error wrapping [ErrNotManaged] when no Doer handled the
+// call's request (no attempt was counted): the request was sent once,
+// without retries and maybe without a key.
+func (c *Call) Check(resp *http.Response, body []byte) error {
+	if c.Attempts() == 0 {
+		return fmt.Errorf("%w: build the client's HTTP doer with idemclient.NewDoer", ErrNotManaged)
+	}
+	if resp == nil {
+		return nil
+	}
+	pe := ParseProblem(resp.StatusCode, resp.Header, body)
+	if pe == nil {
+		return nil
+	}
+	pe.Key, pe.Attempts = c.Key(), c.Attempts()
+	return pe
 }
 
 func (c *Call) claim() bool {

@@ -17,28 +17,36 @@
 //     caller's options (its own key with [WithKey], a [WithKeyObserver] to
 //     persist the key, a per-operation [WithPolicy]) and report the key and
 //     the number of attempts afterwards.
-//   - [ParseRetryAfter], [Classify], [NewKey]: the decisions, exported for
-//     reuse and tests.
+//   - [ParseRetryAfter], [Classify], [NewKey], [ParseProblem]: the
+//     decisions, exported for reuse and tests.
 //
 // Package faultnet (a subpackage) injects the faults these retries are for.
 //
 // # Use from generated code
 //
-// A typed helper sets the operation's policy on a new Call and calls the
+// idemgen's client emitter (docs/client.md) writes a typed helper per
+// operation: it starts a Call under the operation's policy and calls the
 // oapi-codegen method, whose client was built over a Doer:
 //
-//	func (c *Client) ClaimCoupon(ctx context.Context, id string, body ClaimCouponJSONRequestBody,
-//		opts ...idemclient.CallOption) (*ClaimCouponResponse, error) {
-//		ctx, _ = claimCouponPolicy.Start(ctx, opts...) // an idemclient.Policy
-//		return c.inner.ClaimCouponWithResponse(ctx, id, body)
+//	func (c *IdempotentClient) CreateOrder(ctx context.Context, body CreateOrderJSONRequestBody,
+//		opts ...idemclient.CallOption) (*CreateOrderResponse, string, error) {
+//		ctx, call := createOrderPolicy.Start(ctx, opts...) // an idemclient.Policy literal
+//		resp, err := c.CreateOrderWithResponse(ctx, body)
+//		if err != nil {
+//			return nil, call.Key(), err
+//		}
+//		return resp, call.Key(), call.Check(resp.HTTPResponse, resp.Body)
 //	}
 //
-// The caller passes idemclient.WithKeyObserver(save) to persist the key
-// before the first attempt, and idemclient.WithKey(saved) to resume after
-// its own crash: the server then replays the first outcome instead of
-// executing again. Requests without a Call (GETs, other operations) pass
-// through untouched; [WithMatcher] can manage requests by method and path
-// instead.
+// When the key travels in a typed parameter of oapi-codegen's <Op>Params,
+// the helper fixes it first ([Call.FixKey]) and writes it there; [Call.Check]
+// turns a final IDEMPOTENCY_* problem into a [*ProblemError]. The caller
+// passes idemclient.WithKeyObserver(save) to persist the key before the
+// first attempt, and idemclient.WithKey(saved) to resume after its own
+// crash: the server then replays the first outcome instead of executing
+// again. Requests without a Call (GETs, other operations) pass through
+// untouched; [WithMatcher] can manage requests by method and path instead
+// (the generated NewIdempotentDoer does, for every idempotent operation).
 //
 // # What never changes between attempts
 //

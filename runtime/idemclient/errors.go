@@ -36,6 +36,9 @@ var (
 	// ErrCallReused: a [Call] was used for a second request; one Call is one
 	// logical call (start a new one, with [WithKey] to resume).
 	ErrCallReused = errors.New("idemclient: call already used for a request")
+	// ErrNotManaged: a call's request did not go through a Doer (reported
+	// by [Call.Check]), so it was sent once, without the call's retries.
+	ErrNotManaged = errors.New("idemclient: the request did not go through an idemclient.Doer")
 )
 
 type noTimeLeft struct{}

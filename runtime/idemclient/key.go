@@ -58,17 +58,31 @@ func parsePointer(p string) ([]string, error) {
 	return toks, nil
 }
 
-// headerKey returns the key a request already carries in header name.
-func headerKey(h http.Header, name string) string { return h.Get(name) }
+// nilUUID is what oapi-codegen's client sends for a required key parameter
+// typed openapi_types.UUID that the caller left unset: never a key (every
+// such request would share it), so it counts as no key and is replaced.
+const nilUUID = "00000000-0000-0000-0000-000000000000"
 
-// queryKey returns the non-empty key the raw query carries in parameter name.
+// carried returns k unless it stands for no key: "" or the nil UUID.
+func carried(k string) string {
+	if k == nilUUID {
+		return ""
+	}
+	return k
+}
+
+// headerKey returns the key a request already carries in header name.
+func headerKey(h http.Header, name string) string { return carried(h.Get(name)) }
+
+// queryKey returns the key the raw query carries in parameter name.
 func queryKey(rawQuery, name string) string {
 	q, _ := url.ParseQuery(rawQuery) // partial results are fine
-	return q.Get(name)
+	return carried(q.Get(name))
 }
 
 // setQueryKey returns rawQuery with name=key appended, keeping every other
-// pair exactly as spelled and dropping empty pairs of the same name.
+// pair exactly as spelled and dropping pairs of the same name that carry no
+// key (empty, or the nil UUID).
 func setQueryKey(rawQuery, name, key string) string {
 	var b strings.Builder
 	for pair := range strings.SplitSeq(rawQuery, "&") {
@@ -76,7 +90,7 @@ func setQueryKey(rawQuery, name, key string) string {
 			continue
 		}
 		k, v, _ := strings.Cut(pair, "=")
-		if uk, err := url.QueryUnescape(k); err == nil && uk == name && v == "" {
+		if uk, err := url.QueryUnescape(k); err == nil && uk == name && (v == "" || v == nilUUID) {
 			continue
 		}
 		b.WriteString(pair)
@@ -91,8 +105,8 @@ func setQueryKey(rawQuery, name, key string) string {
 // setBodyKey places key at the member named by pointer toks in the JSON
 // object body, splicing bytes: everything else keeps its exact spelling.
 // A member already holding a non-empty string is the caller's key and is
-// returned as existing (body unchanged); an empty string or null is
-// replaced; a missing member is inserted first in its parent object.
+// returned as existing (body unchanged); an empty string, the nil UUID or
+// null is replaced; a missing member is inserted first in its parent object.
 // Parents must exist and be objects.
 func setBodyKey(body []byte, toks []string, key string) (out []byte, existing string, err error) {
 	if !json.Valid(body) {
@@ -156,7 +170,7 @@ func setBodyKey(body []byte, toks []string, key string) (out []byte, existing st
 			if err := json.Unmarshal(raw, &s); err != nil {
 				return nil, "", fmt.Errorf("%w: body member %q is not a string", ErrBadKeyCarrier, where.String())
 			}
-			if s != "" {
+			if carried(s) != "" {
 				return body, s, nil
 			}
 		}

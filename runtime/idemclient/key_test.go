@@ -3,6 +3,7 @@ package idemclient
 import (
 	"encoding/json"
 	"io"
+	"net/http"
 	"testing"
 
 	"github.com/google/uuid"
@@ -45,6 +46,7 @@ func TestSetBodyKey(t *testing.T) {
 		{"empty object", ` { } `, "/k", ` {"k":"` + k + `" } `, "", false},
 		{"replace empty string", `{"x":1,"k" :  "" ,"y":2}`, "/k", `{"x":1,"k" :  "` + k + `" ,"y":2}`, "", false},
 		{"replace null", `{"k":null}`, "/k", `{"k":"` + k + `"}`, "", false},
+		{"replace the nil UUID", `{"k":"00000000-0000-0000-0000-000000000000"}`, "/k", `{"k":"` + k + `"}`, "", false},
 		{"existing kept", `{"k":"mine"}`, "/k", `{"k":"mine"}`, "mine", false},
 		{"nested", `{"meta":{"trace":"t"},"k":"" }`, "/meta/k", `{"meta":{"k":"` + k + `","trace":"t"},"k":"" }`, "", false},
 		{"escaped names", `{"a/b":{"c~d":""}}`, "/a~1b/c~0d", `{"a/b":{"c~d":"` + k + `"}}`, "", false},
@@ -77,6 +79,9 @@ func TestSetQueryKey(t *testing.T) {
 	assert.Equal(t, "request_id=k1", setQueryKey("", "request_id", "k1"))
 	assert.Equal(t, "b=%2F&a=1&request_id=k1", setQueryKey("b=%2F&a=1", "request_id", "k1"), "other pairs keep their spelling and order")
 	assert.Equal(t, "a=1&request_id=k%2B1", setQueryKey("request_id=&a=1", "request_id", "k+1"), "an empty pair is replaced")
+	assert.Equal(t, "a=1&request_id=k1", setQueryKey("request_id=00000000-0000-0000-0000-000000000000&a=1", "request_id", "k1"), "so is the nil UUID")
+	assert.Equal(t, "", queryKey("request_id=00000000-0000-0000-0000-000000000000", "request_id"))
+	assert.Equal(t, "", headerKey(http.Header{"Idempotency-Key": {"00000000-0000-0000-0000-000000000000"}}, "Idempotency-Key"))
 	assert.Equal(t, "k1", queryKey("a=1&request_id=k1", "request_id"))
 	assert.Equal(t, "", queryKey("request_id=", "request_id"))
 }

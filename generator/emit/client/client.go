@@ -1,0 +1,985 @@
+// Package client is idemgen's client emitter: from the IR of a spec it
+// writes one Go file, with github.com/dave/jennifer, into the package that
+// holds oapi-codegen's client (ClientWithResponses) for the same spec. It
+// declares typed retry helpers, one per idempotent operation, that make a
+// call safe to retry on a flaky network:
+//
+//	c, err := api.NewIdempotentClient("https://api.example.com", api.WithHTTPClient(httpClient))
+//	resp, key, err := c.ClaimCoupon(ctx, couponID, nil, api.Claim{UserId: "u1"})
+//
+// Each helper is one logical call: one idempotency key (made in the
+// contract's format, or given with idemclient.WithKey to resume a call, or
+// already in the typed parameters), the same key and the same body bytes
+// on every attempt, retries under the operation's contract (its retry
+// block, as an idemclient.Policy literal), bounded by the context's
+// deadline. The work is done by runtime/idemclient's Doer; the helper
+// starts the call, puts the key into oapi-codegen's typed <Op>Params when
+// the spec declares the key parameter, calls <Op>WithResponse (or
+// <Op>WithBodyWithResponse) and reports the key and any IDEMPOTENCY_*
+// problem.
+//
+// The file also declares NewIdempotentDoer, the wiring for any client of
+// the package (oapi-codegen's Client, ClientWithResponses or a hand-made
+// one): an idemclient.Doer whose matcher recognizes the idempotent
+// operations by method and path and retries each request under its
+// policy, with a new key per request.
+//
+// Settings (idemgen.yaml `options:` or `idemgen generate -option`):
+//
+//	client.type  the generated type's name (default IdempotentClient); its
+//	             constructor is New<type>, the doer's constructor
+//	             New<type without a Client suffix>Doer (NewIdempotentDoer),
+//	             the policy lookup <type>Policy
+//	client.file  the file name (default idempotency_client.gen.go)
+package client
+
+import (
+	"bytes"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dave/jennifer/jen"
+
+	"github.com/idemgen/idemgen/generator/diag"
+	"github.com/idemgen/idemgen/generator/emitter"
+	"github.com/idemgen/idemgen/generator/ir"
+	"github.com/idemgen/idemgen/generator/naming"
+	"github.com/idemgen/idemgen/runtime/idemclient"
+)
+
+// Name is the emitter's name in the registry.
+const Name = "client"
+
+// DefaultFile is the default name of the generated file.
+const DefaultFile = "idempotency_client.gen.go"
+
+// DefaultType is the default name of the generated type.
+const DefaultType = "IdempotentClient"
+
+const (
+	clientPkg = "github.com/idemgen/idemgen/runtime/idemclient"
+	typesPkg  = "github.com/oapi-codegen/runtime/types"
+)
+
+func init() { emitter.Register(Name, Emit) }
+
+// Config is the emitter's configuration, read from emitter.Options.Params.
+type Config struct {
+	Type string // client.type
+	File string // client.file
+}
+
+// Doer is the name of the doer's constructor for the configured type.
+func (c Config) Doer() string {
+	return "New" + strings.TrimSuffix(c.Type, "Client") + "Doer"
+}
+
+// PolicyFunc is the name of the policy lookup for the configured type.
+func (c Config) PolicyFunc() string { return c.Type + "Policy" }
+
+// ParseConfig reads the client.* settings.
+func ParseConfig(params map[string]string) (Config, error) {
+	c := Config{Type: DefaultType, File: DefaultFile}
+	for k, v := range params {
+		switch k {
+		case "client.type":
+			c.Type = v
+		case "client.file":
+			c.File = v
+		}
+	}
+	if !isExported(c.Type) || c.Type == "Client" {
+		return c, fmt.Errorf("client.type: %q is not an exported Go identifier other than Client", c.Type)
+	}
+	if c.File == "" || filepath.Ext(c.File) != ".go" || strings.HasSuffix(c.File, "_test.go") || filepath.Base(c.File) != c.File {
+		return c, fmt.Errorf("client.file: %q is not the name of a (non-test) .go file", c.File)
+	}
+	return c, nil
+}
+
+// Emit is the registered emitter: one Go file.
+func Emit(spec *ir.Spec, opts emitter.Options) ([]emitter.File, error) {
+	cfg, err := ParseConfig(opts.Params)
+	if err != nil {
+		return nil, err
+	}
+	data, err := Generate(spec, opts, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return []emitter.File{{Path: cfg.File, Data: data}}, nil
+}
+
+// Generate renders the file. It fails with a *diag.ErrorList when a
+// generated name collides with one oapi-codegen (or the server emitter)
+// declares, or when a helper could not make keys the contract accepts.
+func Generate(spec *ir.Spec, opts emitter.Options, cfg Config) ([]byte, error) {
+	pkg := opts.Package
+	if pkg == "" {
+		pkg = "api"
+	}
+	var diags diag.List
+	checkNames(spec, opts, cfg, &diags)
+	for _, op := range spec.Operations {
+		k := op.Key
+		if k.Format == ir.FormatToken && k.MaxLength < 36 {
+			diags.Unsupportedf(k.Pos, "client-key-length", "the client helper of %s %s creates UUID keys (36 characters), longer than key.max-length %d; raise max-length to 36 or more", op.Method, op.Path, k.MaxLength)
+		}
+		if k.Param != nil && op.Names.Params == "" {
+			diags.Errorf(k.Pos, "internal-error", "%s %s declares its key parameter but has no parameters object", op.Method, op.Path)
+		}
+	}
+	if diags.HasErrors() {
+		return nil, &diag.ErrorList{List: diags.Sorted()}
+	}
+	g := &gen{spec: spec, opts: opts, cfg: cfg, f: jen.NewFile(pkg)}
+	g.file()
+	var buf bytes.Buffer
+	if err := g.f.Render(&buf); err != nil {
+		return nil, fmt.Errorf("rendering %s: %w", cfg.File, err)
+	}
+	return buf.Bytes(), nil
+}
+
+type gen struct {
+	spec *ir.Spec
+	opts emitter.Options
+	cfg  Config
+	f    *jen.File
+}
+
+// Unexported identifiers all start with this prefix: oapi-codegen never
+// uses it, and the server emitter's (idemgen...) never do.
+const px = "idemgenClient"
+
+// doc writes a comment, wrapped at about 100 columns; lines that start
+// with a tab (code) and empty lines are kept as they are; "  - " starts a
+// list item whose continuation lines are indented.
+func (g *gen) doc(text string) {
+	for _, line := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
+		if line == "" || strings.HasPrefix(line, "\t") {
+			g.f.Comment(line)
+			continue
+		}
+		first, indent := "", ""
+		if strings.HasPrefix(line, "  - ") {
+			first, indent = "  - ", "    "
+			line = line[4:]
+		}
+		cur := first
+		for _, w := range strings.Fields(line) {
+			if len(cur) > len(indent) && cur != first && len(cur)+1+len(w) > 100 {
+				g.f.Comment(cur)
+				cur = indent
+			}
+			if cur != first && cur != indent {
+				cur += " "
+			}
+			cur += w
+		}
+		g.f.Comment(cur)
+	}
+}
+
+func (g *gen) docf(format string, args ...any) { g.doc(fmt.Sprintf(format, args...)) }
+
+func (g *gen) policyVar(op *ir.Operation) string { return px + "Policy" + op.GoName }
+
+// operationName is the runtime's name of an operation: the spec's
+// operationId, or oapi-codegen's Go name when there is none.
+func operationName(op *ir.Operation) string {
+	if op.OperationID != "" {
+		return op.OperationID
+	}
+	return op.GoName
+}
+
+// typed reports whether the helper of op can be generated: the Go types of
+// its path arguments are known.
+func typed(op *ir.Operation) (bool, string) {
+	for _, p := range op.PathParams {
+		if p.GoType == "" {
+			return false, p.Name
+		}
+	}
+	return true, ""
+}
+
+func (g *gen) file() {
+	f := g.f
+	f.HeaderComment("Code generated by idemgen. DO NOT EDIT.")
+	version := g.opts.Version
+	if version == "" {
+		version = "(devel)"
+	}
+	f.HeaderComment("Source: " + sourcePath(g.spec.Source, g.opts.Output))
+	for _, ov := range g.spec.Overlays {
+		f.HeaderComment("Overlay: " + sourcePath(ov, g.opts.Output))
+	}
+	f.HeaderComment("idemgen version: " + version)
+	f.ImportName(clientPkg, "idemclient")
+	f.ImportAlias(typesPkg, "openapi_types")
+
+	g.typeDecl()
+	g.constructors()
+	for _, op := range g.spec.Operations {
+		if ok, _ := typed(op); ok {
+			g.helpers(op)
+		}
+	}
+	g.policies()
+	g.keyHelpers()
+	g.matcher()
+}
+
+func (g *gen) typeDecl() {
+	t, title := g.cfg.Type, g.spec.Title
+	if g.spec.Version != "" {
+		title += " " + g.spec.Version
+	}
+	var doc strings.Builder
+	fmt.Fprintf(&doc, "%s calls the idempotent operations of %q so that they are safe to retry on a flaky network. Each of its typed helpers is one logical call: one idempotency key, sent with every attempt together with the same body bytes, and retries under the operation's x-idempotency contract (attempts, backoff, which failures), honouring Retry-After and Retry-After-Ms, waiting out a 409 IDEMPOTENCY_KEY_IN_USE, never retrying 400 or 422, and never past ctx's deadline. So a request the server handled but whose response was lost is answered, on the retry, with the first response (marked Idempotent-Replayed: true) instead of running twice.\n\n", t, title)
+	doc.WriteString("Helpers (the other methods of ClientWithResponses are promoted, and go through the same Doer):\n\n")
+	for _, op := range g.spec.Operations {
+		ok, bad := typed(op)
+		if !ok {
+			fmt.Fprintf(&doc, "  - %s %s (%s): no typed helper (idemgen does not know the Go type of path parameter %s); call %s, which %s retries with a new key per request\n", op.Method, op.Path, operationName(op), bad, op.Names.WithResponse, g.cfg.Doer())
+			continue
+		}
+		var names []string
+		if hasJSONHelper(op) {
+			names = append(names, op.GoName)
+		}
+		if op.Body != nil {
+			names = append(names, op.GoName+"WithBody")
+		}
+		fmt.Fprintf(&doc, "  - %s %s (%s): %s; %s semantics, window %s, key %s\n", op.Method, op.Path, operationName(op), strings.Join(names, ", "), op.Policy.Semantics, formatDuration(op.Policy.Window), keyDoc(op))
+	}
+	doc.WriteString("\nWiring:\n\n")
+	fmt.Fprintf(&doc, "\tc, err := New%s(server, WithHTTPClient(httpClient)) // its HTTP client is wrapped in %s\n", t, g.cfg.Doer())
+	if op := g.firstTyped(); op != nil {
+		fmt.Fprintf(&doc, "\tresp, key, err := c.%s(ctx%s)\n", helperName(op), exampleArgs(op))
+	}
+	doc.WriteString("\nThe key is returned with the response, and with the error when the call failed: to resume the call later (after the caller's own crash too), call the helper again with idemclient.WithKey(key) and the same arguments; idemclient.WithKeyObserver sees the key before the first attempt is sent, the moment to persist it. The server then replays the first outcome instead of running the operation again.\n\n")
+	doc.WriteString("Errors: a *idemclient.Error (with the key, the attempts and the reason: attempts exhausted on connection errors, the deadline, a Retry-After beyond it, an error that is not retried) when no attempt got a final response; a *idemclient.ProblemError, returned with the response, when the server answered with an IDEMPOTENCY_* problem (a reused key: 422 or 409 IDEMPOTENCY_KEY_REUSED; a missing or invalid key: 400; the key still in use or the store unavailable after the last attempt). Any other response, whatever its status, is the API's own answer, in the response.")
+	g.doc(doc.String())
+	g.f.Type().Id(t).Struct(jen.Op("*").Id("ClientWithResponses"))
+}
+
+func (g *gen) firstTyped() *ir.Operation {
+	for _, op := range g.spec.Operations {
+		if ok, _ := typed(op); ok {
+			return op
+		}
+	}
+	return nil
+}
+
+func hasJSONHelper(op *ir.Operation) bool { return op.Body == nil || op.Names.JSONRequestBody != "" }
+
+func helperName(op *ir.Operation) string {
+	if hasJSONHelper(op) {
+		return op.GoName
+	}
+	return op.GoName + "WithBody"
+}
+
+func exampleArgs(op *ir.Operation) string {
+	var b strings.Builder
+	for _, p := range op.PathParams {
+		b.WriteString(", " + naming.ParamVariable(p.GoName))
+	}
+	if op.Names.Params != "" {
+		b.WriteString(", nil")
+	}
+	switch {
+	case op.Body == nil:
+	case hasJSONHelper(op):
+		b.WriteString(", body")
+	default:
+		b.WriteString(", contentType, body")
+	}
+	return b.String()
+}
+
+func keyDoc(op *ir.Operation) string {
+	k := op.Key
+	s := string(k.Carrier) + " " + k.Name
+	if k.Param != nil {
+		s += " (params." + k.Param.GoName + ")"
+	}
+	if !k.Required {
+		s += " (optional)"
+	}
+	return s + ", " + k.Format
+}
+
+func (g *gen) constructors() {
+	t, doer := g.cfg.Type, g.cfg.Doer()
+	q := func(id string) *jen.Statement { return jen.Qual(clientPkg, id) }
+	g.docf("New%s returns the typed helpers over a ClientWithResponses for server, built with opts as NewClientWithResponses builds it. Its HTTP client (WithHTTPClient; default a new http.Client) is wrapped with %s, unless it is an *idemclient.Doer already: pass WithHTTPClient(%s(httpClient, doerOptions...)) to configure the Doer (its clock, a per-attempt timeout, a logger, an attempt hook).", t, doer, doer)
+	g.f.Func().Id("New"+t).Params(jen.Id("server").String(), jen.Id("opts").Op("...").Id("ClientOption")).Params(jen.Op("*").Id(t), jen.Error()).Block(
+		jen.List(jen.Id("c"), jen.Err()).Op(":=").Id("NewClientWithResponses").Call(jen.Id("server"), jen.Id("opts").Op("...")),
+		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
+		jen.If(jen.List(jen.Id("inner"), jen.Id("ok")).Op(":=").Id("c").Dot("ClientInterface").Assert(jen.Op("*").Id("Client")), jen.Id("ok")).Block(
+			jen.If(jen.List(jen.Id("_"), jen.Id("ok")).Op(":=").Id("inner").Dot("Client").Assert(jen.Op("*").Add(q("Doer"))), jen.Op("!").Id("ok")).Block(
+				jen.Id("inner").Dot("Client").Op("=").Id(doer).Call(jen.Id("inner").Dot("Client")),
+			),
+		),
+		jen.Return(jen.Op("&").Id(t).Values(jen.Dict{jen.Id("ClientWithResponses"): jen.Id("c")}), jen.Nil()),
+	)
+
+	g.docf("%s returns an *idemclient.Doer over inner (nil: http.DefaultClient) for any client of this package: give it to WithHTTPClient. Requests of the typed helpers carry their call and its policy; any other request whose method and path are those of an idempotent operation (matched on the end of the URL path, so a server URL with a base path works) is retried under that operation's policy with a new key per request (or the key the request carries already); every other request passes through untouched. opts configure the Doer (idemclient.WithClock, WithAttemptTimeout, WithLogger, WithAttemptHook, ...); a WithMatcher among them replaces the operations' matcher.", doer)
+	g.f.Func().Id(doer).Params(jen.Id("inner").Id("HttpRequestDoer"), jen.Id("opts").Op("...").Add(q("Option"))).Op("*").Add(q("Doer")).Block(
+		jen.If(jen.Id("inner").Op("==").Nil()).Block(jen.Id("inner").Op("=").Qual("net/http", "DefaultClient")),
+		jen.Return(q("NewDoer").Call(jen.Id("inner"), q("Policy").Values(),
+			jen.Append(jen.Index().Add(q("Option")).Values(q("WithMatcher").Call(jen.Id(px+"Match"))), jen.Id("opts").Op("...")).Op("..."))),
+	)
+
+	g.docf("%s returns the client policy of the operation with this operationId (oapi-codegen's Go name for operations without one): attempts, backoff, what is retried, and the key's format and carrier, as the contract says. ok is false for an operation that is not idempotent.", g.cfg.PolicyFunc())
+	g.f.Func().Id(g.cfg.PolicyFunc()).Params(jen.Id("operationID").String()).Params(jen.Id("p").Add(q("Policy")), jen.Id("ok").Bool()).Block(
+		jen.Switch(jen.Id("operationID")).BlockFunc(func(sw *jen.Group) {
+			for _, op := range g.spec.Operations {
+				sw.Case(jen.Lit(operationName(op))).Block(jen.Return(jen.Id(g.policyVar(op)), jen.True()))
+			}
+		}),
+		jen.Return(q("Policy").Values(), jen.False()),
+	)
+}
+
+// pathArgs are the helper's path parameters and the arguments passing them on.
+func pathArgs(op *ir.Operation) (params, args []jen.Code) {
+	for _, p := range op.PathParams {
+		v := naming.ParamVariable(p.GoName)
+		params = append(params, jen.Id(v).Add(goType(p.GoType)))
+		args = append(args, jen.Id(v))
+	}
+	return params, args
+}
+
+// goType writes a type as oapi-codegen spells it in the package.
+func goType(t string) jen.Code {
+	if rest, ok := strings.CutPrefix(t, "[]"); ok {
+		return jen.Index().Add(goType(rest))
+	}
+	if pkg, name, ok := strings.Cut(t, "."); ok {
+		path := map[string]string{"openapi_types": typesPkg, "time": "time", "json": "encoding/json"}[pkg]
+		if path == "" {
+			path = pkg
+		}
+		return jen.Qual(path, name)
+	}
+	return jen.Id(t)
+}
+
+func (g *gen) helpers(op *ir.Operation) {
+	if hasJSONHelper(op) {
+		g.helper(op, false)
+	}
+	if op.Body != nil {
+		g.helper(op, true)
+	}
+}
+
+func (g *gen) helper(op *ir.Operation, raw bool) {
+	t := g.cfg.Type
+	name, method := op.GoName, op.Names.WithResponse
+	if raw {
+		name, method = op.GoName+"WithBody", op.Names.WithBodyWithResponse
+	}
+	q := func(id string) *jen.Statement { return jen.Qual(clientPkg, id) }
+	params, args := pathArgs(op)
+	params = append([]jen.Code{jen.Id("ctx").Qual("context", "Context")}, params...)
+	args = append([]jen.Code{jen.Id("ctx")}, args...)
+	kp := op.Key.Param
+	if op.Names.Params != "" {
+		params = append(params, jen.Id("params").Op("*").Id(op.Names.Params))
+		if kp != nil {
+			args = append(args, jen.Op("&").Id("p"))
+		} else {
+			args = append(args, jen.Id("params"))
+		}
+	}
+	switch {
+	case raw:
+		params = append(params, jen.Id("contentType").String(), jen.Id("body").Qual("io", "Reader"))
+		args = append(args, jen.Id("contentType"), jen.Id("body"))
+	case op.Body != nil:
+		params = append(params, jen.Id("body").Id(op.Names.JSONRequestBody))
+		args = append(args, jen.Id("body"))
+	}
+	params = append(params, jen.Id("opts").Op("...").Add(q("CallOption")))
+
+	// Documentation.
+	var d strings.Builder
+	if raw && hasJSONHelper(op) {
+		fmt.Fprintf(&d, "%s is %s with a body of any content type, through %s: the body is read once (a *bytes.Reader, *bytes.Buffer or *strings.Reader is re-read from the start instead) and the same bytes are sent with every attempt.", name, op.GoName, method)
+	} else {
+		fmt.Fprintf(&d, "%s calls %s %s (%s) as one logical call, through %s.", name, op.Method, op.Path, operationName(op), method)
+		if sum := strings.TrimSpace(op.Summary); sum != "" {
+			if !strings.HasSuffix(sum, ".") {
+				sum += "."
+			}
+			d.WriteString(" " + sum)
+		}
+		fmt.Fprintf(&d, "\n\nContract: %s semantics, window %s. ", op.Policy.Semantics, formatDuration(op.Policy.Window))
+		k := op.Key
+		switch {
+		case kp != nil:
+			fmt.Fprintf(&d, "The key (%s) goes into params.%s, the %s %s: the one given with idemclient.WithKey, else the one params carries, else a new one. ", keyFormatDoc(k.Format), kp.GoName, kp.In, kp.Name)
+		case k.Carrier == ir.CarrierBody:
+			fmt.Fprintf(&d, "The key (%s) goes into the body member %s, spliced into the encoded bytes once, before the first attempt: the one given with idemclient.WithKey, else the one the body carries, else a new one. ", keyFormatDoc(k.Format), k.Name)
+		default:
+			fmt.Fprintf(&d, "The key (%s) goes into the %s %s: the one given with idemclient.WithKey, else a new one. ", keyFormatDoc(k.Format), k.Carrier, k.Name)
+		}
+		d.WriteString(retryDoc(op.Policy.Retry))
+		if raw {
+			d.WriteString(" The body is read once (a *bytes.Reader, *bytes.Buffer or *strings.Reader is re-read from the start instead) and the same bytes are sent with every attempt.")
+		} else if op.Body != nil {
+			d.WriteString(" The body is encoded once and the same bytes are sent with every attempt.")
+		}
+	}
+	fmt.Fprintf(&d, " It returns the response, the key, and an error as %s's documentation says.", t)
+	g.doc(d.String())
+
+	ret := []jen.Code{jen.Op("*").Id(op.Names.ResponseType), jen.String(), jen.Error()}
+	g.f.Func().Params(jen.Id("c").Op("*").Id(t)).Id(name).Params(params...).Params(ret...).BlockFunc(func(b *jen.Group) {
+		if kp != nil {
+			b.Var().Id("p").Id(op.Names.Params)
+			b.If(jen.Id("params").Op("!=").Nil()).Block(jen.Id("p").Op("=").Op("*").Id("params"))
+			b.List(jen.Id("ctx"), jen.Id("call"), jen.Id("key"), jen.Err()).Op(":=").Id(px+"Start").Call(
+				jen.Id("ctx"), jen.Id(g.policyVar(op)), jen.Op("&").Id("p").Dot(kp.GoName), jen.Id("opts"))
+			b.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Id("key"), jen.Err()))
+			b.List(jen.Id("resp"), jen.Err()).Op(":=").Id("c").Dot(method).Call(args...)
+			b.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Id("key"), jen.Err()))
+			b.Return(jen.Id("resp"), jen.Id("key"), jen.Id("call").Dot("Check").Call(jen.Id("resp").Dot("HTTPResponse"), jen.Id("resp").Dot("Body")))
+			return
+		}
+		b.List(jen.Id("ctx"), jen.Id("call")).Op(":=").Id(g.policyVar(op)).Dot("Start").Call(jen.Id("ctx"), jen.Id("opts").Op("..."))
+		b.List(jen.Id("resp"), jen.Err()).Op(":=").Id("c").Dot(method).Call(args...)
+		b.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Id("call").Dot("Key").Call(), jen.Err()))
+		b.Return(jen.Id("resp"), jen.Id("call").Dot("Key").Call(), jen.Id("call").Dot("Check").Call(jen.Id("resp").Dot("HTTPResponse"), jen.Id("resp").Dot("Body")))
+	})
+}
+
+func keyFormatDoc(f string) string {
+	switch f {
+	case ir.FormatUUIDv4:
+		return "a UUID v4"
+	case ir.FormatUUIDv7:
+		return "a UUID v7"
+	case ir.FormatUUID:
+		return "a UUID, v7 when the helper makes it"
+	}
+	return "a token, a UUID v7 when the helper makes it"
+}
+
+func retryDoc(r ir.Retry) string {
+	var on []string
+	if r.Connection {
+		on = append(on, "connection errors")
+	}
+	for _, s := range r.Statuses {
+		on = append(on, strconv.Itoa(s))
+	}
+	if len(on) == 0 || r.MaxAttempts <= 1 {
+		return "One attempt: the contract retries nothing."
+	}
+	b := r.Backoff
+	return fmt.Sprintf("Up to %d attempts, retrying %s (never 400 or 422) after a backoff from %s to %s, ×%s, %s jitter, or the server's Retry-After if longer (longest retry span %s).",
+		r.MaxAttempts, joinList(on), formatDuration(b.Initial), formatDuration(b.Max), strconv.FormatFloat(b.Multiplier, 'g', -1, 64), b.Jitter, formatDuration(r.LongestSpan()))
+}
+
+func joinList(l []string) string {
+	if len(l) <= 1 {
+		return strings.Join(l, "")
+	}
+	return strings.Join(l[:len(l)-1], ", ") + " and " + l[len(l)-1]
+}
+
+// Policy converts an operation's contract into the client's policy, every
+// field explicit. A retry block that lists nothing to retry becomes a
+// single attempt (an idemclient.RetryOn with nothing set means the
+// defaults).
+func Policy(op *ir.Operation) idemclient.Policy {
+	r := op.Policy.Retry
+	p := idemclient.Policy{
+		MaxAttempts: r.MaxAttempts,
+		Backoff: idemclient.Backoff{
+			Initial:    r.Backoff.Initial,
+			Max:        r.Backoff.Max,
+			Multiplier: r.Backoff.Multiplier,
+		},
+		On:      idemclient.RetryOn{Connection: r.Connection, Statuses: slices.Clone(r.Statuses)},
+		KeyName: op.Key.Name,
+	}
+	if p.On.IsZero() {
+		p.MaxAttempts = 1
+	}
+	switch r.Backoff.Jitter {
+	case ir.JitterEqual:
+		p.Backoff.Jitter = idemclient.JitterEqual
+	case ir.JitterNone:
+		p.Backoff.Jitter = idemclient.JitterNone
+	default:
+		p.Backoff.Jitter = idemclient.JitterFull
+	}
+	switch op.Key.Format {
+	case ir.FormatUUIDv4:
+		p.KeyFormat = idemclient.FormatUUIDv4
+	case ir.FormatUUIDv7:
+		p.KeyFormat = idemclient.FormatUUIDv7
+	case ir.FormatUUID:
+		p.KeyFormat = idemclient.FormatUUID
+	default:
+		p.KeyFormat = idemclient.FormatToken
+	}
+	switch op.Key.Carrier {
+	case ir.CarrierQuery:
+		p.KeyCarrier = idemclient.CarrierQuery
+	case ir.CarrierBody:
+		p.KeyCarrier = idemclient.CarrierBody
+	default:
+		p.KeyCarrier = idemclient.CarrierHeader
+	}
+	return p
+}
+
+func (g *gen) policies() {
+	for _, op := range g.spec.Operations {
+		p := Policy(op)
+		g.docf("%s is the client half of the contract of %s %s (%s): %s semantics, window %s, longest retry span %s.", g.policyVar(op), op.Method, op.Path, operationName(op), op.Policy.Semantics, formatDuration(op.Policy.Window), formatDuration(p.LongestSpan()))
+		g.f.Var().Id(g.policyVar(op)).Op("=").Add(policyLiteral(p))
+	}
+}
+
+// policyLiteral writes p as an idemclient.Policy literal with every field
+// explicit, so the generated file documents the whole policy.
+func policyLiteral(p idemclient.Policy) jen.Code {
+	q := func(name string) *jen.Statement { return jen.Qual(clientPkg, name) }
+	type kv struct {
+		k string
+		v jen.Code
+	}
+	fields := func(kvs ...kv) jen.Code {
+		return jen.ValuesFunc(func(g *jen.Group) {
+			for _, f := range kvs {
+				g.Line().Id(f.k).Op(":").Add(f.v)
+			}
+			g.Line()
+		})
+	}
+	jitter := map[idemclient.Jitter]string{idemclient.JitterFull: "JitterFull", idemclient.JitterEqual: "JitterEqual", idemclient.JitterNone: "JitterNone"}[p.Backoff.Jitter]
+	format := map[idemclient.KeyFormat]string{idemclient.FormatUUID: "FormatUUID", idemclient.FormatUUIDv4: "FormatUUIDv4", idemclient.FormatUUIDv7: "FormatUUIDv7", idemclient.FormatToken: "FormatToken"}[p.KeyFormat]
+	carrier := map[idemclient.KeyCarrier]string{idemclient.CarrierHeader: "CarrierHeader", idemclient.CarrierQuery: "CarrierQuery", idemclient.CarrierBody: "CarrierBody"}[p.KeyCarrier]
+	statuses := jen.Code(jen.Nil())
+	if len(p.On.Statuses) > 0 {
+		statuses = jen.Index().Int().ValuesFunc(func(g *jen.Group) {
+			for _, s := range p.On.Statuses {
+				g.Lit(s)
+			}
+		})
+	}
+	return q("Policy").Add(fields(
+		kv{"MaxAttempts", jen.Lit(p.MaxAttempts)},
+		kv{"Backoff", q("Backoff").Add(fields(
+			kv{"Initial", durationCode(p.Backoff.Initial)},
+			kv{"Max", durationCode(p.Backoff.Max)},
+			kv{"Multiplier", jen.Lit(p.Backoff.Multiplier)},
+			kv{"Jitter", q(jitter)},
+		))},
+		kv{"On", q("RetryOn").Add(fields(
+			kv{"Connection", jen.Lit(p.On.Connection)},
+			kv{"Statuses", statuses},
+		))},
+		kv{"KeyFormat", q(format)},
+		kv{"KeyCarrier", q(carrier)},
+		kv{"KeyName", jen.Lit(p.KeyName)},
+	))
+}
+
+// keyHelpers writes the helpers of typed key parameters, when some
+// operation has one.
+func (g *gen) keyHelpers() {
+	if !slices.ContainsFunc(g.spec.Operations, func(op *ir.Operation) bool { ok, _ := typed(op); return ok && op.Key.Param != nil }) {
+		return
+	}
+	q := func(id string) *jen.Statement { return jen.Qual(clientPkg, id) }
+	uuid := jen.Qual(typesPkg, "UUID")
+	g.doc(px + "Start starts a call under policy p whose key travels in the typed parameter *field: it fixes the key (the one given with idemclient.WithKey, else the one *field holds, else a new one in the policy's format) and writes it into *field when *field holds none.")
+	g.f.Func().Id(px+"Start").Types(jen.Id("T").Any()).Params(
+		jen.Id("ctx").Qual("context", "Context"), jen.Id("p").Add(q("Policy")), jen.Id("field").Op("*").Id("T"), jen.Id("opts").Index().Add(q("CallOption")),
+	).Params(jen.Qual("context", "Context"), jen.Op("*").Add(q("Call")), jen.String(), jen.Error()).Block(
+		jen.List(jen.Id("ctx"), jen.Id("call")).Op(":=").Id("p").Dot("Start").Call(jen.Id("ctx"), jen.Id("opts").Op("...")),
+		jen.Id("carried").Op(":=").Id(px+"KeyText").Call(jen.Op("*").Id("field")),
+		jen.List(jen.Id("key"), jen.Err()).Op(":=").Id("call").Dot("FixKey").Call(jen.Id("carried")),
+		jen.If(jen.Err().Op("==").Nil().Op("&&").Id("carried").Op("==").Lit("")).Block(
+			jen.Err().Op("=").Id(px+"SetKey").Call(jen.Id("field"), jen.Id("key")),
+		),
+		jen.Return(jen.Id("ctx"), jen.Id("call"), jen.Id("key"), jen.Err()),
+	)
+
+	g.doc(px + "KeyText returns the key a typed key parameter holds: a string (or a pointer to one) as is, a UUID in its canonical form; \"\" when it holds none (an empty string, a nil pointer, the zero UUID).")
+	g.f.Func().Id(px+"KeyText").Params(jen.Id("v").Any()).String().Block(
+		jen.Switch(jen.Id("k").Op(":=").Id("v").Assert(jen.Type())).Block(
+			jen.Case(jen.String()).Block(jen.Return(jen.Id("k"))),
+			jen.Case(jen.Op("*").String()).Block(
+				jen.If(jen.Id("k").Op("!=").Nil()).Block(jen.Return(jen.Op("*").Id("k"))),
+			),
+			jen.Case(uuid.Clone()).Block(
+				jen.If(jen.Id("k").Op("!=").Parens(uuid.Clone().Values())).Block(jen.Return(jen.Id("k").Dot("String").Call())),
+			),
+			jen.Case(jen.Op("*").Add(uuid.Clone())).Block(
+				jen.If(jen.Id("k").Op("!=").Nil().Op("&&").Op("*").Id("k").Op("!=").Parens(uuid.Clone().Values())).Block(jen.Return(jen.Id("k").Dot("String").Call())),
+			),
+		),
+		jen.Return(jen.Lit("")),
+	)
+
+	g.doc(px + "SetKey writes key into a typed key parameter: a string, a UUID (which must then be in canonical form), or a pointer to either.")
+	g.f.Func().Id(px+"SetKey").Params(jen.Id("field").Any(), jen.Id("key").String()).Error().Block(
+		jen.Switch(jen.Id("f").Op(":=").Id("field").Assert(jen.Type())).Block(
+			jen.Case(jen.Op("*").String()).Block(jen.Op("*").Id("f").Op("=").Id("key"), jen.Return(jen.Nil())),
+			jen.Case(jen.Op("**").String()).Block(jen.Op("*").Id("f").Op("=").Op("&").Id("key"), jen.Return(jen.Nil())),
+			jen.Case(jen.Op("*").Add(uuid.Clone())).Block(jen.Return(jen.Id(px+"SetUUID").Call(jen.Id("f"), jen.Id("key")))),
+			jen.Case(jen.Op("**").Add(uuid.Clone())).Block(
+				jen.Id("u").Op(":=").New(uuid.Clone()),
+				jen.Op("*").Id("f").Op("=").Id("u"),
+				jen.Return(jen.Id(px+"SetUUID").Call(jen.Id("u"), jen.Id("key"))),
+			),
+		),
+		jen.Return(jen.Qual("fmt", "Errorf").Call(jen.Lit("%w: a key parameter of type %T"), q("ErrBadKeyCarrier"), jen.Id("field"))),
+	)
+	g.doc(px + "SetUUID parses key into a UUID key parameter; the parameter is sent in canonical form, so key must be in that form already.")
+	g.f.Func().Id(px+"SetUUID").Params(jen.Id("u").Op("*").Add(uuid.Clone()), jen.Id("key").String()).Error().Block(
+		jen.If(jen.Err().Op(":=").Id("u").Dot("UnmarshalText").Call(jen.Index().Byte().Parens(jen.Id("key"))), jen.Err().Op("!=").Nil().Op("||").Id("u").Dot("String").Call().Op("!=").Id("key")).Block(
+			jen.Return(jen.Qual("fmt", "Errorf").Call(jen.Lit("%w: the key %q is not a canonical (lower-case) UUID, which the typed key parameter needs"), q("ErrBadKeyCarrier"), jen.Id("key"))),
+		),
+		jen.Return(jen.Nil()),
+	)
+}
+
+// route is an entry of the matcher table.
+type route struct {
+	path   string
+	segs   []seg
+	policy string // the policy variable, "" for a route that is not idempotent
+}
+
+type seg struct {
+	prefix, suffix string
+	param          bool
+}
+
+func parseTemplate(path string) []seg {
+	var out []seg
+	for s := range strings.SplitSeq(strings.TrimPrefix(path, "/"), "/") {
+		i := strings.IndexByte(s, '{')
+		j := strings.LastIndexByte(s, '}')
+		if i < 0 || j < i {
+			out = append(out, seg{prefix: s})
+			continue
+		}
+		out = append(out, seg{prefix: s[:i], suffix: s[j+1:], param: true})
+	}
+	return out
+}
+
+// rank orders segments by specificity: static, then a parameter with
+// literal text around it, then a bare parameter.
+func (s seg) rank() int {
+	switch {
+	case !s.param:
+		return 0
+	case s.prefix != "" || s.suffix != "":
+		return 1
+	}
+	return 2
+}
+
+// order puts longer templates first (a request is matched on the end of
+// its path), then the more specific at the first segment where two differ
+// in kind, then by template.
+func order(a, b route) int {
+	if len(a.segs) != len(b.segs) {
+		return len(b.segs) - len(a.segs)
+	}
+	for i := range a.segs {
+		if ra, rb := a.segs[i].rank(), b.segs[i].rank(); ra != rb {
+			return ra - rb
+		}
+	}
+	return strings.Compare(a.path, b.path)
+}
+
+// routes returns the matcher table by method: every route of the methods
+// that have an idempotent operation, so a route that is not idempotent
+// still wins over an idempotent template it is more specific than.
+func (g *gen) routes() map[string][]route {
+	policy := map[string]string{}
+	for _, op := range g.spec.Operations {
+		policy[op.Method+" "+op.Path] = g.policyVar(op)
+	}
+	all := g.spec.Routes
+	if len(all) == 0 { // an IR without routes: the idempotent operations alone
+		for _, op := range g.spec.Operations {
+			all = append(all, ir.Route{Method: op.Method, Path: op.Path})
+		}
+	}
+	out := map[string][]route{}
+	for _, r := range all {
+		if !slices.ContainsFunc(g.spec.Operations, func(op *ir.Operation) bool { return op.Method == r.Method }) {
+			continue
+		}
+		out[r.Method] = append(out[r.Method], route{path: r.Path, segs: parseTemplate(r.Path), policy: policy[r.Method+" "+r.Path]})
+	}
+	for m := range out {
+		slices.SortStableFunc(out[m], order)
+	}
+	return out
+}
+
+func (g *gen) matcher() {
+	routes := g.routes()
+	methods := make([]string, 0, len(routes))
+	for m := range routes {
+		methods = append(methods, m)
+	}
+	slices.Sort(methods)
+	q := func(id string) *jen.Statement { return jen.Qual(clientPkg, id) }
+
+	g.doc(px + "Route is an entry of the matcher: a path template split into segments, and its operation's policy (nil for a route that is not idempotent).")
+	g.f.Type().Id(px+"Route").Struct(
+		jen.Id("segs").Index().Id(px+"Segment"),
+		jen.Id("policy").Op("*").Add(q("Policy")),
+	)
+	g.doc(px + "Segment is a static path segment, or a parameter with optional literal text around it.")
+	g.f.Type().Id(px+"Segment").Struct(
+		jen.List(jen.Id("prefix"), jen.Id("suffix")).String(),
+		jen.Id("param").Bool(),
+	)
+	g.doc(px + "Routes holds, by method, every route of the methods that have an idempotent operation, longest first, then most specific (static segments before parameters), so that a request is matched by the end of its path to the route that serves it.")
+	g.f.Var().Id(px + "Routes").Op("=").Map(jen.String()).Index().Id(px + "Route").ValuesFunc(func(outer *jen.Group) {
+		for _, m := range methods {
+			outer.Line().Lit(m).Op(":").ValuesFunc(func(gr *jen.Group) {
+				for _, r := range routes[m] {
+					pol := jen.Code(jen.Nil())
+					if r.policy != "" {
+						pol = jen.Op("&").Id(r.policy)
+					}
+					gr.Line().Values(jen.Id(px+"Template").Call(jen.Lit(r.path)), pol)
+				}
+				gr.Line()
+			})
+		}
+		if len(methods) > 0 {
+			outer.Line()
+		}
+	})
+
+	g.doc(px + "Template splits a path template into segments.")
+	g.f.Func().Id(px+"Template").Params(jen.Id("path").String()).Index().Id(px+"Segment").Block(
+		jen.Var().Id("segs").Index().Id(px+"Segment"),
+		jen.For(jen.Id("s").Op(":=").Range().Qual("strings", "SplitSeq").Call(jen.Qual("strings", "TrimPrefix").Call(jen.Id("path"), jen.Lit("/")), jen.Lit("/"))).Block(
+			jen.List(jen.Id("i"), jen.Id("j")).Op(":=").List(jen.Qual("strings", "IndexByte").Call(jen.Id("s"), jen.LitRune('{')), jen.Qual("strings", "LastIndexByte").Call(jen.Id("s"), jen.LitRune('}'))),
+			jen.If(jen.Id("i").Op("<").Lit(0).Op("||").Id("j").Op("<").Id("i")).Block(
+				jen.Id("segs").Op("=").Append(jen.Id("segs"), jen.Id(px+"Segment").Values(jen.Dict{jen.Id("prefix"): jen.Id("s")})),
+				jen.Continue(),
+			),
+			jen.Id("segs").Op("=").Append(jen.Id("segs"), jen.Id(px+"Segment").Values(jen.Dict{
+				jen.Id("prefix"): jen.Id("s").Index(jen.Empty(), jen.Id("i")),
+				jen.Id("suffix"): jen.Id("s").Index(jen.Id("j").Op("+").Lit(1), jen.Empty()),
+				jen.Id("param"):  jen.True(),
+			})),
+		),
+		jen.Return(jen.Id("segs")),
+	)
+
+	g.doc(px + "Match is the Doer's matcher: the policy of the idempotent operation whose route serves the request, matched on the end of its escaped path (the server URL may add a base path); ok is false for every other request.")
+	g.f.Func().Id(px+"Match").Params(jen.Id("req").Op("*").Qual("net/http", "Request")).Params(q("Policy"), jen.Bool()).Block(
+		jen.Id("path").Op(":=").Qual("strings", "Split").Call(jen.Qual("strings", "TrimPrefix").Call(jen.Id("req").Dot("URL").Dot("EscapedPath").Call(), jen.Lit("/")), jen.Lit("/")),
+		jen.Id("next").Op(":").For(jen.List(jen.Id("_"), jen.Id("rt")).Op(":=").Range().Id(px+"Routes").Index(jen.Id("req").Dot("Method"))).Block(
+			jen.If(jen.Len(jen.Id("rt").Dot("segs")).Op(">").Len(jen.Id("path"))).Block(jen.Continue()),
+			jen.For(jen.List(jen.Id("i"), jen.Id("v")).Op(":=").Range().Id("path").Index(jen.Len(jen.Id("path")).Op("-").Len(jen.Id("rt").Dot("segs")), jen.Empty())).Block(
+				jen.Id("s").Op(":=").Id("rt").Dot("segs").Index(jen.Id("i")),
+				jen.If(jen.Op("!").Id("s").Dot("param")).Block(
+					jen.If(jen.Id("v").Op("!=").Id("s").Dot("prefix")).Block(jen.Continue().Id("next")),
+					jen.Continue(),
+				),
+				jen.If(
+					jen.Len(jen.Id("v")).Op("<=").Len(jen.Id("s").Dot("prefix")).Op("+").Len(jen.Id("s").Dot("suffix")).Op("||").
+						Op("!").Qual("strings", "HasPrefix").Call(jen.Id("v"), jen.Id("s").Dot("prefix")).Op("||").
+						Op("!").Qual("strings", "HasSuffix").Call(jen.Id("v"), jen.Id("s").Dot("suffix")),
+				).Block(jen.Continue().Id("next")),
+			),
+			jen.If(jen.Id("rt").Dot("policy").Op("==").Nil()).Block(jen.Return(q("Policy").Values(), jen.False())),
+			jen.Return(jen.Op("*").Id("rt").Dot("policy"), jen.True()),
+		),
+		jen.Return(q("Policy").Values(), jen.False()),
+	)
+}
+
+// sourcePath is path relative to the output directory when both are known,
+// so the header does not depend on the machine; slashes on every system.
+func sourcePath(path, out string) string {
+	if path == "" {
+		return "(unknown)"
+	}
+	if out != "" && out != "-" {
+		ap, err1 := filepath.Abs(path)
+		ao, err2 := filepath.Abs(out)
+		if err1 == nil && err2 == nil {
+			if rel, err := filepath.Rel(ao, ap); err == nil {
+				return filepath.ToSlash(rel)
+			}
+		}
+	}
+	return filepath.ToSlash(path)
+}
+
+// durationCode writes d as n * time.Unit with the largest exact unit.
+func durationCode(d time.Duration) jen.Code {
+	if d == 0 {
+		return jen.Lit(0)
+	}
+	for _, u := range []struct {
+		d    time.Duration
+		name string
+	}{{time.Hour, "Hour"}, {time.Minute, "Minute"}, {time.Second, "Second"}, {time.Millisecond, "Millisecond"}, {time.Microsecond, "Microsecond"}} {
+		if d%u.d == 0 {
+			n := int64(d / u.d)
+			if n == 1 {
+				return jen.Qual("time", u.name)
+			}
+			return jen.Lit(int(n)).Op("*").Qual("time", u.name)
+		}
+	}
+	return jen.Qual("time", "Duration").Call(jen.Lit(int64(d)))
+}
+
+// formatDuration renders d for comments: 24h, 10m, 90s, 7d.
+func formatDuration(d time.Duration) string {
+	if d >= 48*time.Hour && d%(24*time.Hour) == 0 {
+		return strconv.FormatInt(int64(d/(24*time.Hour)), 10) + "d"
+	}
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+func isExported(s string) bool {
+	if s == "" || s[0] < 'A' || s[0] > 'Z' {
+		return false
+	}
+	for _, c := range s {
+		if !(c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// frameworkNames are package-level identifiers oapi-codegen's server,
+// client and spec-embedding outputs declare whatever the spec.
+var frameworkNames = []string{
+	"ServerInterface", "ServerInterfaceWrapper", "Unimplemented", "MiddlewareFunc", "Handler", "HandlerFromMux",
+	"HandlerFromMuxWithBaseURL", "HandlerWithOptions", "StdHTTPServerOptions", "ChiServerOptions", "GorillaServerOptions",
+	"ServeMux", "StrictHandlerFunc", "StrictMiddlewareFunc", "StrictHTTPServerOptions", "NewStrictHandler",
+	"NewStrictHandlerWithOptions", "StrictServerInterface", "UnescapedCookieParamError", "UnmarshalingParamError",
+	"RequiredParamError", "RequiredHeaderError", "InvalidParamFormatError", "TooManyValuesForParamError",
+	"Client", "ClientOption", "NewClient", "WithHTTPClient", "WithBaseURL", "WithRequestEditorFn", "RequestEditorFn",
+	"HttpRequestDoer", "ClientInterface", "ClientWithResponses", "NewClientWithResponses", "ClientWithResponsesInterface",
+	"GetSwagger", "PathToRawSpec", "RegisterHandlers", "RegisterHandlersWithBaseURL", "EchoRouter",
+}
+
+// checkNames reports generated names that collide: package-level ones
+// with oapi-codegen's (for the spec's components and operations, and its
+// fixed ones) or the server emitter's, and the helper methods with each
+// other or with the embedded ClientWithResponses.
+func checkNames(spec *ir.Spec, opts emitter.Options, cfg Config, diags *diag.List) {
+	type owner struct {
+		what string
+		pos  ir.Pos
+	}
+	theirs := map[string]owner{}
+	for _, n := range frameworkNames {
+		theirs[n] = owner{what: "oapi-codegen's " + n}
+	}
+	for _, d := range spec.Types {
+		theirs[d.Name] = owner{what: d.What, pos: d.Pos}
+	}
+	routes := spec.Routes
+	for _, op := range spec.Operations {
+		routes = append(routes, ir.Route{Method: op.Method, Path: op.Path, GoName: op.GoName, Pos: op.Pos})
+	}
+	for _, r := range routes {
+		n := naming.Names(r.GoName)
+		for _, name := range []string{n.Params, n.RequestObject, n.ResponseObject, n.ResponseType, n.JSONBody, n.JSONRequestBody,
+			"New" + r.GoName + "Request", "New" + r.GoName + "RequestWithBody", "Parse" + r.GoName + "Response"} {
+			if _, ok := theirs[name]; !ok {
+				theirs[name] = owner{what: "operation " + r.Method + " " + r.Path, pos: r.Pos}
+			}
+		}
+	}
+	// The server emitter's exported names, when it writes into the same package.
+	serverType := "Idempotency"
+	if v, ok := opts.Params["server.type"]; ok && v != "" {
+		serverType = v
+	}
+	for _, n := range []string{serverType, "New" + serverType} {
+		if _, ok := theirs[n]; !ok {
+			theirs[n] = owner{what: "the server wrapper's " + n + " (option server.type)"}
+		}
+	}
+	at := func(pos ir.Pos) ir.Pos {
+		if pos.IsZero() {
+			return ir.Pos{File: spec.Source}
+		}
+		return pos
+	}
+	for _, name := range []string{cfg.Type, "New" + cfg.Type, cfg.Doer(), cfg.PolicyFunc()} {
+		if o, ok := theirs[name]; ok {
+			diags.Errorf(at(o.pos), "go-name-collision", "the client helper's %s collides with the Go identifier %s declares for %s; rename it with the option client.type", name, declarer(o.what), o.what)
+		}
+	}
+	methods := map[string]ir.Pos{"ClientWithResponses": {}}
+	for _, op := range spec.Operations {
+		if ok, _ := typed(op); !ok {
+			continue
+		}
+		var names []string
+		if hasJSONHelper(op) {
+			names = append(names, op.GoName)
+		}
+		if op.Body != nil {
+			names = append(names, op.GoName+"WithBody")
+		}
+		for _, n := range names {
+			if first, ok := methods[n]; ok {
+				where := "the embedded ClientWithResponses"
+				if !first.IsZero() {
+					where = fmt.Sprintf("the helper of the operation at %s:%d:%d", first.File, first.Line, first.Col)
+				}
+				diags.Errorf(op.Pos, "go-name-collision", "the client helper %s of %s %s collides with %s", n, op.Method, op.Path, where)
+				continue
+			}
+			methods[n] = op.Pos
+		}
+	}
+}
+
+func declarer(what string) string {
+	if strings.HasPrefix(what, "the server wrapper") {
+		return "the server emitter"
+	}
+	return "oapi-codegen"
+}

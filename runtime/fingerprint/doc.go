@@ -1,0 +1,138 @@
+// Package fingerprint computes the versioned, canonical digest of a request
+// that decides whether a retry is "the same request again".
+//
+// A [Hasher] is compiled once per operation from [Options] (the volatile
+// and unordered JSON pointers and the headers of the operation's
+// x-idempotency contract) and is safe for concurrent use. [Hasher.Sum]
+// never fails, never panics on any input, and allocates nothing once warm.
+//
+// # The digest, version 1
+//
+// A [Fingerprint] is 33 bytes: byte 0 is [Version] (1), bytes 1..32 are the
+// SHA-256 of this stream, where str(x) is the length of x as an unsigned
+// varint (encoding/binary.AppendUvarint) followed by the bytes of x:
+//
+//	"idemgen-fingerprint\x00v1\x00"
+//	'M' str(Method)                         as given (methods are case-sensitive)
+//	'O' str(Operation)
+//	'Q' query                               'F' pairs(RawQuery), or 'R' str(RawQuery)
+//	'H' uvarint(#names) then, per name:     str(name) uvarint(#values) str(value)...
+//	'B' str(media type) domain uvarint(len(payload)) payload
+//
+// Every part has a fixed tag and every variable part its length, so the
+// stream decodes unambiguously: two different requests (as canonicalized
+// below) never produce the same stream.
+//
+// Headers: the names of Options.Headers, canonicalized with
+// http.CanonicalHeaderKey, sorted and without duplicates; for each, the
+// values of Input.Header under that name, in order (a missing header has
+// zero values, which differs from one empty value).
+//
+// Media type: Input.ContentType up to its first ';', without surrounding
+// spaces and tabs, in ASCII lower case (parameters such as charset are
+// ignored). It selects the domain of the body:
+//
+//   - 'J', canonical JSON: for application/json and any type whose subtype
+//     ends in "+json" (application/problem+json, application/merge-patch+json,
+//     ...), when the body is valid JSON within the limits below. The payload
+//     is the canonical text that [Hasher.Canonical] returns.
+//   - 'F', form: for application/x-www-form-urlencoded, when every percent
+//     escape is well formed. The payload is pairs(body), as for the query.
+//   - 'R', raw: everything else, including a body that claims JSON or form
+//     but is not. The payload is the body's bytes as they are.
+//
+// Because the media type is part of the stream, the same bytes sent as
+// application/json and as application/merge-patch+json differ.
+//
+// # Canonical JSON, version 1
+//
+// The canonical form is itself a JSON text (RFC 8259), without white space
+// outside strings, and a fixed point: canonicalizing it again returns it.
+//
+//   - true, false and null stand as they are.
+//   - Strings are decoded (every escape, surrogate pairs included) and
+//     written between quotes with '"' as \", '\' as \\, U+0008 U+000C
+//     U+000A U+000D U+0009 as \b \f \n \r \t, the other characters below
+//     U+0020 as \u00xx (lower-case hex), and every other character as its
+//     UTF-8 bytes ("/", U+007F and U+2028 included). So "\u0041" equals "A",
+//     "\ud83d\ude00" equals "😀" and "\/" equals "/". Input strings must be
+//     valid UTF-8 without raw control characters; an unpaired surrogate
+//     escape makes the body invalid.
+//   - Numbers keep their exact decimal value (no rounding through float64:
+//     9007199254740993 and 9007199254740992 differ), and -0 equals 0. Write
+//     the value as ±d×10^(p-k) where d has k digits and no leading or
+//     trailing zeros (p is where the decimal point goes); the text is, after
+//     a '-' for a negative value, the layout of ECMAScript's
+//     Number::toString (as RFC 8785 uses it) applied to these exact digits:
+//     zero is "0"; if k ≤ p ≤ 21, the digits of d followed by p-k zeros
+//     ("100"); if 0 < p ≤ 21, the first p digits, '.', the others ("12.5");
+//     if -6 < p ≤ 0, "0." followed by -p zeros and d ("0.000125"); otherwise
+//     the first digit, '.' and the others if k > 1, 'e', '+' or '-', and
+//     |p-1| ("1e+21", "1.5e-7"). So 1, 1.0, 1e0, 10e-1 and 0.1e1 are all
+//     "1". A non-zero number whose written exponent is 10^15 or more in
+//     magnitude makes the body invalid (zero with any exponent is "0").
+//   - Objects: members sorted by their decoded names as byte strings (UTF-8
+//     byte order, which is code point order; RFC 8785 sorts by UTF-16 code
+//     units instead, which differs only above U+FFFF). Duplicate names are
+//     all kept, in their order of arrival: {"a":1,"a":2} and {"a":2,"a":1}
+//     differ, because a parser that takes the first or the last of them
+//     sees different requests; {"a":1,"b":0,"a":2} equals
+//     {"b":0,"a":1,"a":2}.
+//   - Arrays keep their order, except unordered ones (below).
+//
+// Limits: nesting deeper than [MaxDepth] arrays and objects, any syntax
+// error, a byte order mark, data after the value, invalid UTF-8 or an
+// invalid escape make the body invalid JSON, hashed in the raw domain. This
+// is never an error and needs no recursion: parsing uses an explicit stack.
+//
+// # Volatile and unordered pointers
+//
+// Options.Volatile and Options.Unordered hold RFC 6901 JSON pointers, where
+// "~1" stands for '/', "~0" for '~', and the token "*" matches any member
+// name or array index (so a member literally named "*" cannot be named). A
+// token such as "0" matches the member "0" of an object and the element 0 of
+// an array. [CheckPointer] validates one; [New] compiles them all into one
+// automaton (a trie made deterministic), so parsing follows one state per
+// open container and costs nothing where no pointer reaches.
+//
+//   - A value a volatile pointer matches is left out as if it were absent:
+//     an object member with its name, an array element (the array is then
+//     shorter; indexes in pointers refer to the request as sent). The root
+//     pointer "" is not allowed as volatile (use loose semantics instead).
+//   - An array an unordered pointer matches is a multiset: its elements are
+//     sorted by their canonical text (bytewise, a prefix first) and
+//     duplicates are kept, so [1,2,2] equals [2,1,2] but not [1,2] or
+//     [1,1,2]. Elements are canonicalized first (volatile members inside
+//     them removed, their own unordered arrays sorted). An unordered pointer
+//     that matches something other than an array has no effect.
+//   - A value both volatile and unordered is volatile. Pointers that match
+//     nothing have no effect.
+//
+// # Query and form bodies
+//
+// pairs(x) is uvarint(#pairs) then str(name) str(value) for each pair of the
+// application/x-www-form-urlencoded text x: split at '&' (';' is not a
+// separator), empty parts skipped, name and value split at the first '='
+// ("a" equals "a="), '+' decoded to a space and %XX to the byte XX (hex in
+// either case), so "%41" equals "A" and "+" equals "%20". Pairs are ordered
+// by decoded name, bytewise; pairs with the same name keep their relative
+// order ("a=1&b=2" equals "b=2&a=1", but "a=1&a=2" differs from
+// "a=2&a=1", since handlers commonly read the first value or the list in
+// order). A malformed escape ("%zz", "%4") makes the text raw: the query as
+// 'R' str(RawQuery), a form body in the raw domain.
+//
+// # Performance
+//
+// Sum makes one pass over a JSON body with an explicit stack and writes the
+// canonical text into pooled scratch memory, then hashes it. Objects are
+// lazy: a member whose name and value are already canonical in the input
+// (the common case) is recorded as spans and copied once, in order, when
+// the object closes; only names and values that need rewriting (escapes,
+// numbers to normalize, nested containers) are written out first. Strings
+// are scanned eight bytes at a time. Member order is not re-sorted for an
+// object whose names arrive sorted, or with the same names in the same
+// order as an object seen before (arrays of objects, and the bodies of one
+// API, repeat their shapes): a small cache in the pooled scratch state keeps
+// recent shapes and their sorted order, always checked against the full
+// names. See the package benchmarks for numbers.
+package fingerprint

@@ -1,0 +1,111 @@
+package fingerprint
+
+import (
+	"bytes"
+	"encoding/binary"
+	"slices"
+)
+
+// pair is one decoded name=value pair of a query or form body; its bytes
+// are buf[noff:noff+nlen] and buf[voff:voff+vlen] of the decoding buffer.
+type pair struct {
+	noff, nlen, voff, vlen int
+}
+
+// parseForm decodes the application/x-www-form-urlencoded text src (a URL
+// query or a form body) into s.buf and returns its pairs, ordered by name
+// with the values of one name in their order of arrival. It reports false
+// on a malformed percent escape.
+func parseForm[T string | []byte](s *state, src T) ([]pair, bool) {
+	buf := s.buf[:0]
+	pairs := s.pairs[:0]
+	sorted := true
+	for i := 0; i < len(src); {
+		end := i
+		for end < len(src) && src[end] != '&' {
+			end++
+		}
+		if end > i {
+			eq := i
+			for eq < end && src[eq] != '=' {
+				eq++
+			}
+			var p pair
+			var ok bool
+			p.noff = len(buf)
+			if buf, ok = appendFormDecoded(buf, src[i:eq]); !ok {
+				s.buf, s.pairs = buf, pairs
+				return nil, false
+			}
+			p.nlen = len(buf) - p.noff
+			p.voff = len(buf)
+			if eq < end {
+				if buf, ok = appendFormDecoded(buf, src[eq+1:end]); !ok {
+					s.buf, s.pairs = buf, pairs
+					return nil, false
+				}
+			}
+			p.vlen = len(buf) - p.voff
+			if len(pairs) > 0 && sorted {
+				q := &pairs[len(pairs)-1]
+				sorted = bytes.Compare(buf[q.noff:q.noff+q.nlen], buf[p.noff:p.noff+p.nlen]) <= 0
+			}
+			pairs = append(pairs, p)
+		}
+		i = end + 1
+	}
+	if !sorted {
+		// Stable: equal names keep their order (noff grows with arrival).
+		slices.SortFunc(pairs, func(a, b pair) int {
+			if c := bytes.Compare(buf[a.noff:a.noff+a.nlen], buf[b.noff:b.noff+b.nlen]); c != 0 {
+				return c
+			}
+			return a.noff - b.noff
+		})
+	}
+	s.buf, s.pairs = buf, pairs
+	return pairs, true
+}
+
+// appendFormDecoded appends src with '+' decoded to a space and %XX to the
+// byte XX; it reports false on a '%' not followed by two hex digits.
+func appendFormDecoded[T string | []byte](dst []byte, src T) ([]byte, bool) {
+	for i := 0; i < len(src); {
+		j := i
+		for j < len(src) && src[j] != '+' && src[j] != '%' {
+			j++
+		}
+		dst = append(dst, src[i:j]...)
+		if j == len(src) {
+			break
+		}
+		if src[j] == '+' {
+			dst = append(dst, ' ')
+			i = j + 1
+			continue
+		}
+		if j+2 >= len(src) {
+			return dst, false
+		}
+		a, b := unhex(src[j+1]), unhex(src[j+2])
+		if a < 0 || b < 0 {
+			return dst, false
+		}
+		dst = append(dst, byte(a<<4|b))
+		i = j + 3
+	}
+	return dst, true
+}
+
+// appendPairs appends the canonical encoding of pairs (decoded into buf):
+// their count, then each name and value with its length in front.
+func appendPairs(dst, buf []byte, pairs []pair) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(pairs)))
+	for _, p := range pairs {
+		dst = binary.AppendUvarint(dst, uint64(p.nlen))
+		dst = append(dst, buf[p.noff:p.noff+p.nlen]...)
+		dst = binary.AppendUvarint(dst, uint64(p.vlen))
+		dst = append(dst, buf[p.voff:p.voff+p.vlen]...)
+	}
+	return dst
+}

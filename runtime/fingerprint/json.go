@@ -1,0 +1,670 @@
+package fingerprint
+
+import (
+	"encoding/binary"
+	"math/bits"
+	"unicode/utf8"
+)
+
+// MaxDepth is the deepest nesting of arrays and objects that a JSON body may
+// have to be canonicalized; a deeper body is hashed as raw bytes.
+const MaxDepth = 512
+
+// slack is the room kept in the output buffer past what is written: the
+// canonical form is never longer than the input, except for some numbers
+// (which grow the buffer themselves), so stores of up to slack bytes past
+// the output end stay in bounds.
+const slack = 32
+
+// How canonJSON works.
+//
+// One pass over the input, with an explicit stack of open containers (no
+// recursion). Arrays and top-level scalars are written to the output
+// buffer as they are read. Objects are lazy: most members are already in
+// canonical form in the input (a name without escapes, then a string
+// without escapes, a canonical number or a literal), so for each member
+// only the spans of its name and value are recorded; a name or value whose
+// canonical text differs from the input (escapes, a number to normalize, a
+// nested container) is written to the output buffer and its span recorded
+// there. When the object closes, its members are written in canonical
+// order, each copied once, from the input or from the buffer (where its
+// text is first moved aside, since the object is written over it). Member
+// order needs no sort when the members arrive sorted or have the same names
+// as a recently closed object (see sort.go).
+
+// member is an object member (or an element of an unordered array, which
+// uses vs only, as its start in buf). Its name's canonical text is
+// in[ks:ke] (kbuf: buf[ks:ke]), its value's in[vs:ve] (vbuf: buf[vs:ve]).
+// The unescaped name is in[koff:koff+klen] (kesc: keys[koff:koff+klen]),
+// and pfx holds its first eight bytes, big-endian, zero-padded.
+type member struct {
+	ks, ke     int
+	vs, ve     int
+	koff, klen int
+	pfx        uint64
+	kbuf, vbuf bool
+	kesc       bool
+}
+
+// frame is an open array or object.
+type frame struct {
+	open  int   // offset in buf where the container's text starts
+	in    int   // offset in the input after its '{' or '['
+	mbase int   // len(mem) when opened
+	kbase int   // len(keys) when opened
+	node  *node // pointer automaton state of this container
+	idx   int   // index of the current array element
+	cur   int   // w when the current member or element started
+	slot  int   // object: shape cache slot, -1 before the second member
+	hint  int   // the slot of the last object closed inside this container, or -1
+	// hinted: slot was taken from the parent's hint, before the names
+	// could choose it.
+	hinted bool
+	gen    uint64 // generation of the slot's shape when the object chose it
+	obj    bool
+	// record: an array whose elements are recorded (it is unordered).
+	record bool
+	// unsorted: object members arrived out of order.
+	unsorted bool
+	// shape: the members so far have the names of the cached shape.
+	shape bool
+	drop  bool // the current member or element is volatile
+}
+
+// jsonError says why a body is not canonicalized as JSON; it is set only on
+// failure, as a constant, so that failing costs no allocation.
+type jsonError struct {
+	off    int
+	reason string
+}
+
+const (
+	errEOF     = "unexpected end of input"
+	errToken   = "invalid character"
+	errString  = "invalid string"
+	errEscape  = "invalid escape sequence"
+	errUTF8    = "invalid UTF-8"
+	errNumber  = "invalid number"
+	errExp     = "exponent out of range"
+	errDepth   = "nesting deeper than MaxDepth"
+	errTrailer = "data after the top-level value"
+)
+
+func isDigit(c byte) bool { return c-'0' < 10 }
+
+func skipWS(in []byte, i int) int {
+	for i < len(in) && in[i] <= ' ' && (in[i] == ' ' || in[i] == '\n' || in[i] == '\r' || in[i] == '\t') {
+		i++
+	}
+	return i
+}
+
+// plainString returns the length of the string content that starts at
+// in[i] (after the opening quote) if it has no escapes or control bytes
+// and is valid UTF-8, and its closing quote is at least sixteen bytes
+// before the end of the input; else -1, for the general path to decide.
+func plainString(in []byte, i int) int { return plainStringFrom(in, i, i) }
+
+// plainStringFrom is plainString for a string whose bytes in[i:j] are known
+// to be plain.
+func plainStringFrom(in []byte, i, j int) int {
+	for j+16 <= len(in) {
+		mx := special(binary.LittleEndian.Uint64(in[j:]))
+		my := special(binary.LittleEndian.Uint64(in[j+8:]))
+		if mx|my == 0 {
+			j += 16
+			continue
+		}
+		k := 8 + bits.TrailingZeros64(my)>>3
+		if mx != 0 {
+			k = bits.TrailingZeros64(mx) >> 3
+		}
+		switch c := in[j+k]; {
+		case c == '"':
+			return j + k - i
+		case c >= utf8.RuneSelf:
+			r, size := utf8.DecodeRune(in[j+k:])
+			if r == utf8.RuneError && size == 1 {
+				return -1
+			}
+			j += k + size
+		default:
+			return -1
+		}
+	}
+	return -1
+}
+
+// push opens a container at depth. (Fields are set one by one: building
+// a composite literal and copying it makes the copy's wide loads wait for
+// the narrow stores that built it.)
+func (s *state) push(depth, w, i int, nd *node, obj bool) *frame {
+	if depth == len(s.frames) {
+		s.frames = append(s.frames, frame{})
+	}
+	f := &s.frames[depth]
+	f.open, f.in, f.mbase, f.kbase, f.node, f.idx, f.cur, f.slot = w, i, len(s.mem), len(s.keys), nd, 0, w, -1
+	f.obj, f.record, f.unsorted, f.shape, f.drop = obj, !obj && nd != nil && nd.unordered, false, false, false
+	f.hint, f.hinted = -1, false
+	if obj && depth > 0 {
+		// Try the shape of the previous object in the same container
+		// (the elements of an array of objects are alike).
+		if p := &s.frames[depth-1]; p.hint >= 0 {
+			sh := &s.shapes[p.hint]
+			f.slot, f.gen, f.shape, f.hinted = p.hint, sh.gen, sh.n > 0, true
+		}
+	}
+	return f
+}
+
+// shapeOK reports whether object f still matches the cached shape of its
+// slot. A nested object may have replaced that shape meanwhile; then the
+// object sorts its members when it closes.
+func (s *state) shapeOK(f *frame) bool {
+	if f.shape && s.shapes[f.slot].gen != f.gen {
+		f.shape, f.unsorted = false, true
+	}
+	return f.shape
+}
+
+// newMember returns a new last slot of s.mem, with unspecified contents.
+func (s *state) newMember() *member {
+	if len(s.mem) == cap(s.mem) {
+		s.mem = append(s.mem, member{})
+	} else {
+		s.mem = s.mem[:len(s.mem)+1]
+	}
+	return &s.mem[len(s.mem)-1]
+}
+
+// track updates the member order state of object f for its new last
+// member m, whose unescaped name is name. The object's shape cache slot is
+// chosen by its first two names (objects of different kinds often share a
+// first name, such as "id").
+func (s *state) track(f *frame, m *member, name, in []byte) {
+	k := len(s.mem) - 1 - f.mbase // m's index
+	if f.hinted && k <= 1 {
+		if s.shapeOK(f) && s.shapes[f.slot].has(k, m, name) {
+			return
+		}
+		f.hinted, f.shape = false, false
+	}
+	switch k {
+	case 0:
+	case 1:
+		m0 := &s.mem[len(s.mem)-2]
+		f.slot = shapeSlot(m0.pfx, m0.klen, m.pfx, m.klen)
+		sh := &s.shapes[f.slot]
+		f.gen = sh.gen
+		f.shape = sh.has(0, m0, s.name(m0, in)) && sh.has(1, m, name)
+		if !f.shape {
+			f.unsorted = s.less(m, m0, in)
+		}
+	default:
+		if s.shapeOK(f) && !s.shapes[f.slot].has(k, m, name) {
+			f.shape = false
+			f.unsorted = k > s.shapes[f.slot].sorted
+		}
+		if !f.shape && !f.unsorted {
+			f.unsorted = s.less(m, &s.mem[len(s.mem)-2], in)
+		}
+	}
+}
+
+// nameKey returns the big-endian first eight bytes of a name of length l
+// whose bytes start with the little-endian word x, zero-padded.
+func nameKey(x uint64, l int) uint64 {
+	x = bits.ReverseBytes64(x)
+	if l < 8 {
+		x &= ^uint64(0) << (64 - 8*uint(l))
+	}
+	return x
+}
+
+// canonJSON sets s.out to the canonical form (v1) of the JSON text in. On
+// failure s.out is unspecified and s.err says why.
+func (s *state) canonJSON(in []byte, root *node) bool {
+	n := len(in)
+	buf := s.buf[:cap(s.buf)]
+	if len(buf) < 2*n+2*slack {
+		buf = make([]byte, 2*n+n/4+2*slack)
+	}
+	s.mem = s.mem[:0]
+	s.keys = s.keys[:0]
+
+	i, w := 0, 0
+	depth := 0
+	var f *frame  // the innermost open container
+	nd := root    // automaton state of the value about to be parsed
+	lazy := false // the value is an object member's: record its span only
+	var vs, ve int
+	vbuf := false // the value's text is buf[vs:ve], else in[vs:ve]
+	var reason string
+	var c byte
+	notPlain := false // the string value at i is known not to be plain
+
+value:
+	i = skipWS(in, i)
+	if i >= n {
+		reason = errEOF
+		goto failed
+	}
+	switch c = in[i]; c {
+	case '"':
+		if lazy {
+			// Fast path: no escapes or control bytes, valid UTF-8 (and
+			// not known to fail, from the member loop).
+			if k := -1; notPlain {
+				notPlain = false
+			} else if k = plainString(in, i+1); k >= 0 {
+				vs, ve, vbuf = i, i+k+2, false
+				i += k + 2
+				break
+			}
+			// Escapes (most likely): write the canonical text.
+			vs, vbuf = w, true
+			if i, w, _, reason = copyString(buf, w, in, i); reason != "" {
+				goto failed
+			}
+			ve = w
+			break
+		}
+		if i+9 <= n {
+			x := binary.LittleEndian.Uint64(in[i+1:])
+			if m := special(x); m != 0 {
+				if k := bits.TrailingZeros64(m) >> 3; in[i+1+k] == '"' {
+					binary.LittleEndian.PutUint64(buf[w+1:], x)
+					buf[w] = '"'
+					buf[w+1+k] = '"'
+					w += k + 2
+					i += k + 2
+					break
+				}
+			}
+		}
+		i, w, _, reason = copyString(buf, w, in, i)
+		if reason != "" {
+			goto failed
+		}
+	case '{':
+		if depth == MaxDepth {
+			reason = errDepth
+			goto failed
+		}
+		i = skipWS(in, i+1)
+		if i < n && in[i] == '}' {
+			i++
+			if lazy {
+				vs, ve, vbuf = i-2, i, false
+				if in[i-2] != '{' {
+					vs, vbuf = w, true
+					buf[w], buf[w+1] = '{', '}'
+					w += 2
+					ve = w
+				}
+				break
+			}
+			buf[w], buf[w+1] = '{', '}'
+			w += 2
+			break
+		}
+		f = s.push(depth, w, i, nd, true)
+		depth++
+		goto key
+	case '[':
+		if depth == MaxDepth {
+			reason = errDepth
+			goto failed
+		}
+		i = skipWS(in, i+1)
+		if i < n && in[i] == ']' {
+			i++
+			if lazy {
+				vs, ve, vbuf = i-2, i, false
+				if in[i-2] != '[' {
+					vs, vbuf = w, true
+					buf[w], buf[w+1] = '[', ']'
+					w += 2
+					ve = w
+				}
+				break
+			}
+			buf[w], buf[w+1] = '[', ']'
+			w += 2
+			break
+		}
+		f = s.push(depth, w, i, nd, false)
+		depth++
+		buf[w] = '['
+		w++
+		f.cur = w
+		lazy = false
+		if nd != nil {
+			nd = nd.elem(0)
+			if nd != nil && nd.volatile {
+				f.drop = true
+			} else if f.record {
+				s.newMember().vs = w
+			}
+		}
+		goto value
+	case 't':
+		if i+4 > n || string(in[i:i+4]) != "true" {
+			reason = errToken
+			goto failed
+		}
+		if lazy {
+			vs, ve, vbuf = i, i+4, false
+		} else {
+			*(*[4]byte)(buf[w:]) = [4]byte{'t', 'r', 'u', 'e'}
+			w += 4
+		}
+		i += 4
+	case 'f':
+		if i+5 > n || string(in[i:i+5]) != "false" {
+			reason = errToken
+			goto failed
+		}
+		if lazy {
+			vs, ve, vbuf = i, i+5, false
+		} else {
+			*(*[5]byte)(buf[w:]) = [5]byte{'f', 'a', 'l', 's', 'e'}
+			w += 5
+		}
+		i += 5
+	case 'n':
+		if i+4 > n || string(in[i:i+4]) != "null" {
+			reason = errToken
+			goto failed
+		}
+		if lazy {
+			vs, ve, vbuf = i, i+4, false
+		} else {
+			*(*[4]byte)(buf[w:]) = [4]byte{'n', 'u', 'l', 'l'}
+			w += 4
+		}
+		i += 4
+	default:
+		if c != '-' && !isDigit(c) {
+			reason = errToken
+			goto failed
+		}
+		start, wstart := i, w
+		var verbatim bool
+		buf, i, w, verbatim, reason = s.number(buf, w, in, i, lazy)
+		if reason != "" {
+			goto failed
+		}
+		if lazy {
+			if verbatim {
+				vs, ve, vbuf = start, i, false
+			} else {
+				vs, ve, vbuf = wstart, w, true
+			}
+		}
+	}
+
+after:
+	if depth == 0 {
+		i = skipWS(in, i)
+		if i != n {
+			reason = errTrailer
+			goto failed
+		}
+		if vbuf {
+			s.buf, s.out = buf, buf[vs:ve]
+		} else {
+			s.buf, s.out = buf, buf[:w]
+		}
+		return true
+	}
+	if f.obj {
+		if f.drop {
+			w = f.cur
+			f.drop = false
+		} else {
+			m := &s.mem[len(s.mem)-1]
+			m.vs, m.ve, m.vbuf = vs, ve, vbuf
+		}
+		i = skipWS(in, i)
+		if i >= n {
+			reason = errEOF
+			goto failed
+		}
+		c = in[i]
+		i++
+		if c == ',' {
+			goto key
+		}
+		if c != '}' {
+			i--
+			reason = errToken
+			goto failed
+		}
+		goto closeObj
+	} else {
+		if f.drop {
+			w = f.cur
+			f.drop = false
+		} else {
+			buf[w] = ','
+			w++
+		}
+		i = skipWS(in, i)
+		if i >= n {
+			reason = errEOF
+			goto failed
+		}
+		c = in[i]
+		i++
+		if c == ',' {
+			f.idx++
+			f.cur = w
+			lazy = false
+			nd = nil
+			if f.node != nil {
+				nd = f.node.elem(f.idx)
+				if nd != nil && nd.volatile {
+					f.drop = true
+				} else if f.record {
+					s.newMember().vs = w
+				}
+			}
+			goto value
+		}
+		if c != ']' {
+			i--
+			reason = errToken
+			goto failed
+		}
+		w = s.closeArray(buf, w, f)
+		vs, ve = f.open, w
+		goto popped
+	}
+
+closeObj:
+	buf, vs, ve = s.closeObject(buf, w, f, in, i, depth == 1)
+	w = ve
+	if depth > 1 {
+		s.frames[depth-2].hint = f.slot
+	}
+	if depth == 1 {
+		// The top-level object is written after the texts it reads
+		// from, not over them.
+		w = f.open
+	}
+
+popped:
+	vbuf = true
+	depth--
+	if depth > 0 {
+		f = &s.frames[depth-1]
+	}
+	goto after
+
+key:
+	{
+		// Fast loop over members whose name and value are already
+		// canonical and that no pointer reaches: "name":value followed
+		// by ',' or '}', with white space allowed around the value and
+		// before the name. Anything else goes to the general path below,
+		// at a member boundary.
+		for {
+			if i = skipWS(in, i); i >= n || in[i] != '"' {
+				break
+			}
+			// While the names match the cached shape, a name is
+			// checked by comparing its text `"name":` with the
+			// cached text, instead of scanning it.
+			var e *shapeName
+			k := -1
+			if i+24 <= n && s.shapeOK(f) {
+				if idx := len(s.mem) - f.mbase; idx < s.shapes[f.slot].n {
+					e = &s.shapes[f.slot].names[idx]
+					x0 := binary.LittleEndian.Uint64(in[i:])
+					x1 := binary.LittleEndian.Uint64(in[i+8:])
+					x2 := binary.LittleEndian.Uint64(in[i+16:])
+					if e.tmask[0] != 0 && (x0^e.text[0])&e.tmask[0]|(x1^e.text[1])&e.tmask[1]|(x2^e.text[2])&e.tmask[2] == 0 {
+						k = e.n
+					} else {
+						e = nil
+					}
+				}
+			}
+			if k < 0 {
+				if k = plainString(in, i+1); k < 0 {
+					break
+				}
+			}
+			ke := i + k + 2
+			if ke+1 >= n || in[ke] != ':' {
+				break
+			}
+			if f.node != nil && f.node.child(in[i+1:i+1+k]) != nil {
+				break // a pointer reaches this member: the general path
+			}
+			vs := skipWS(in, ke+1)
+			if vs >= n {
+				break
+			}
+			ve := -1
+			switch c := in[vs]; {
+			case c == '"':
+				if k2 := plainString(in, vs+1); k2 >= 0 {
+					ve = vs + k2 + 2
+				}
+			case c == '-' || isDigit(c):
+				ve = verbatimNumber(in, vs)
+			case c == 't':
+				if vs+4 <= n && string(in[vs:vs+4]) == "true" {
+					ve = vs + 4
+				}
+			case c == 'f':
+				if vs+5 <= n && string(in[vs:vs+5]) == "false" {
+					ve = vs + 5
+				}
+			case c == 'n':
+				if vs+4 <= n && string(in[vs:vs+4]) == "null" {
+					ve = vs + 4
+				}
+			}
+			if ve < 0 {
+				// The name is fine but the value needs the general
+				// path: record the member and go on with the value.
+				f.cur = w
+				m := s.newMember()
+				m.ks, m.ke, m.vs, m.ve, m.koff, m.klen = i, ke, 0, 0, i+1, k
+				m.kbuf, m.vbuf, m.kesc = false, false, false
+				if e != nil {
+					m.pfx = e.pfx
+				} else {
+					m.pfx = nameKey(binary.LittleEndian.Uint64(in[i+1:]), k)
+					s.track(f, m, in[i+1:i+1+k], in)
+				}
+				nd, lazy, i = nil, true, vs
+				notPlain = in[vs] == '"'
+				goto value
+			}
+			next := skipWS(in, ve)
+			if next >= n || (in[next] != ',' && in[next] != '}') {
+				break
+			}
+			m := s.newMember()
+			m.ks, m.ke, m.vs, m.ve, m.koff, m.klen = i, ke, vs, ve, i+1, k
+			m.kbuf, m.vbuf, m.kesc = false, false, false
+			if e != nil {
+				m.pfx = e.pfx // and the shape still matches
+			} else {
+				m.pfx = nameKey(binary.LittleEndian.Uint64(in[i+1:]), k)
+				s.track(f, m, in[i+1:i+1+k], in)
+			}
+			i = next + 1
+			if in[next] == '}' {
+				goto closeObj
+			}
+		}
+	}
+	i = skipWS(in, i)
+	if i >= n || in[i] != '"' {
+		reason = errToken
+		goto failed
+	}
+	{
+		f.cur = w
+		m := s.newMember()
+		m.ks, m.vs, m.ve = i, 0, 0
+		m.kbuf, m.vbuf, m.kesc = false, false, false
+		// Fast path as for values.
+		if k := plainString(in, i+1); k >= 0 {
+			i += k + 2
+			m.ke, m.koff, m.klen = i, m.ks+1, k
+			m.pfx = nameKey(binary.LittleEndian.Uint64(in[m.koff:]), k)
+			goto named
+		}
+		{
+			j, esc, r := scanString(in, i)
+			if r != "" {
+				i, reason = j, r
+				goto failed
+			}
+			m.koff, m.klen = i+1, j-i-2
+			if esc {
+				m.kesc, m.kbuf = true, true
+				m.koff = len(s.keys)
+				s.keys = appendUnescaped(s.keys, in[i+1:j-1])
+				m.klen = len(s.keys) - m.koff
+				m.ks = w
+				_, w, _, _ = copyString(buf, w, in, i)
+				m.ke = w
+			} else {
+				m.ke = j
+			}
+			i = j
+			m.pfx = prefix(s.name(m, in))
+		}
+	named:
+		nd = nil
+		if f.node != nil {
+			nd = f.node.child(s.name(m, in))
+		}
+		if nd != nil && nd.volatile {
+			f.drop = true
+			s.mem = s.mem[:len(s.mem)-1]
+		} else {
+			s.track(f, m, s.name(m, in), in)
+		}
+		i = skipWS(in, i)
+		if i >= n || in[i] != ':' {
+			reason = errToken
+			goto failed
+		}
+		i++
+		lazy = true
+	}
+	goto value
+
+failed:
+	s.buf, s.out = buf, nil
+	s.err = jsonError{i, reason}
+	return false
+}

@@ -1,0 +1,216 @@
+package fingerprint_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/runtime/fingerprint"
+)
+
+func canon(t *testing.T, h *fingerprint.Hasher, in string) string {
+	t.Helper()
+	out, err := h.Canonical(nil, []byte(in))
+	require.NoError(t, err, "input %q", in)
+	return string(out)
+}
+
+func mustNew(t testing.TB, opts fingerprint.Options) *fingerprint.Hasher {
+	t.Helper()
+	h, err := fingerprint.New(opts)
+	require.NoError(t, err)
+	return h
+}
+
+func TestCanonicalForm(t *testing.T) {
+	h := mustNew(t, fingerprint.Options{})
+	tests := []struct{ name, in, want string }{
+		// Literals and white space.
+		{"literals", " [ true , false , null ] ", `[true,false,null]`},
+		{"white space everywhere", "\t{\n\"a\" :\r\n[ 1 ,\t2 ] } \n", `{"a":[1,2]}`},
+		{"empty containers", `{"a":{ },"b":[ ],"c":{}}`, `{"a":{},"b":[],"c":{}}`},
+		{"scalar root", ` "x" `, `"x"`},
+
+		// Member order.
+		{"sorted by name", `{"b":1,"a":2,"c":3}`, `{"a":2,"b":1,"c":3}`},
+		{"nested objects sorted", `{"z":{"y":1,"x":{"q":1,"p":2}},"a":0}`, `{"a":0,"z":{"x":{"p":2,"q":1},"y":1}}`},
+		{"bytewise: upper case first", `{"a":1,"B":2,"_":3}`, `{"B":2,"_":3,"a":1}`},
+		{"prefix first", `{"ab":1,"a":2,"abc":3}`, `{"a":2,"ab":1,"abc":3}`},
+		{"long names share a prefix", `{"customer_name_last":1,"customer_name_first":2}`, `{"customer_name_first":2,"customer_name_last":1}`},
+		{"order by decoded name", `{"\u0062":1,"a":2}`, `{"a":2,"b":1}`},
+		{"utf-8 byte order", `{"é":1,"z":2,"😀":3,"ｚ":4}`, `{"z":2,"é":1,"ｚ":4,"😀":3}`},
+		{"duplicates keep arrival order", `{"a":2,"b":0,"a":1}`, `{"a":2,"a":1,"b":0}`},
+		{"arrays keep order", `[3,1,2,{"b":1,"a":1}]`, `[3,1,2,{"a":1,"b":1}]`},
+
+		// Strings.
+		{"escapes decoded", `"\u0041\/\u00e9\ud83d\ude00"`, `"A/é😀"`},
+		{"short escapes kept", `"\"\\\b\f\n\r\t"`, `"\"\\\b\f\n\r\t"`},
+		{"escaped quote in unicode form", `"\u0022\u005c"`, `"\"\\"`},
+		{"controls as lower-case hex", `"\u0001\u001F\u000b"`, `"\u0001\u001f\u000b"`},
+		{"short escape from unicode form", `"\u000a\u0009"`, `"\n\t"`},
+		{"del and line separator raw", `"\u007f\u2028"`, "\"\x7f\u2028\""},
+		{"raw utf-8 kept", `"Zürich – 東京"`, `"Zürich – 東京"`},
+		{"escaped names", `{"a\"b":1,"\u0061":2}`, `{"a":2,"a\"b":1}`},
+
+		// Numbers.
+		{"integers", `[0,1,-1,100,1234567890123456789012]`, `[0,1,-1,100,1.234567890123456789012e+21]`},
+		{"one, many ways", `[1,1.0,1e0,10e-1,0.1e1,1.000E+0,100e-2]`, `[1,1,1,1,1,1,1]`},
+		{"negative zero", `[-0,-0.0,0e5,-0E-3,0.000]`, `[0,0,0,0,0]`},
+		{"no float rounding", `[9007199254740993,9007199254740992]`, `[9007199254740993,9007199254740992]`},
+		{"long fractions exact", `0.1000000000000000055511151231257827`, `0.1000000000000000055511151231257827`},
+		{"trailing fraction zeros", `[12.50,10.0,-3.100]`, `[12.5,10,-3.1]`},
+		{"21 digits plain", `[1e20,123456789012345678901]`, `[100000000000000000000,123456789012345678901]`},
+		{"22 digits exponent", `[1e21,1234567890123456789012e0]`, `[1e+21,1.234567890123456789012e+21]`},
+		{"small plain", `[0.000001,1e-6,0.0000015]`, `[0.000001,0.000001,0.0000015]`},
+		{"smaller exponent", `[0.0000001,1e-7,12e-8]`, `[1e-7,1e-7,1.2e-7]`},
+		{"negative exponent form", `[-1.5e-10,-15E300]`, `[-1.5e-10,-1.5e+301]`},
+		{"decimal point moves", `[1.25e1,125e-3,0.0125e3]`, `[12.5,0.125,12.5]`},
+		{"exponent with leading zeros", `[1e007,1E+02]`, `[10000000,100]`},
+		{"huge exponents exact", `[1e400,1e-400]`, `[1e+400,1e-400]`},
+		{"zero with a huge exponent", `0e99999999999999999999`, `0`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := canon(t, h, tt.in)
+			assert.Equal(t, tt.want, got)
+			assert.Equal(t, got, canon(t, h, got), "canonical form is a fixed point")
+		})
+	}
+}
+
+func TestCanonicalInvalid(t *testing.T) {
+	h := mustNew(t, fingerprint.Options{})
+	tests := []struct{ name, in string }{
+		{"empty", ``},
+		{"only space", "  \n"},
+		{"truncated", `{"a":1`},
+		{"trailing comma", `[1,2,]`},
+		{"trailing data", `{} {}`},
+		{"missing colon", `{"a" 1}`},
+		{"bad literal", `tru`},
+		{"single quotes", `{'a':1}`},
+		{"leading zero", `01`},
+		{"bare minus", `-`},
+		{"bare point", `1.`},
+		{"bare exponent", `1e`},
+		{"plus sign", `+1`},
+		{"raw control in string", "\"a\x01b\""},
+		{"raw newline in string", "\"a\nb\""},
+		{"bad escape", `"\x41"`},
+		{"short unicode escape", `"\u00"`},
+		{"lone high surrogate", `"\ud83d"`},
+		{"lone low surrogate", `"\ude00"`},
+		{"high surrogate then letter", `"\ud83dA"`},
+		{"invalid utf-8", "\"\xff\""},
+		{"truncated utf-8", "\"\xc3\""},
+		{"utf-8 surrogate", "\"\xed\xa0\x80\""},
+		{"byte order mark", "\xef\xbb\xbf{}"},
+		{"unterminated string", `"abc`},
+		{"exponent too large", `1e1000000000000000`},
+		{"nan", `NaN`},
+		{"too deep", strings.Repeat("[", fingerprint.MaxDepth+1) + strings.Repeat("]", fingerprint.MaxDepth+1)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := h.Canonical([]byte("keep"), []byte(tt.in))
+			var se *fingerprint.SyntaxError
+			require.True(t, errors.As(err, &se), "want a *SyntaxError, got %v", err)
+			assert.GreaterOrEqual(t, se.Offset, 0)
+			assert.NotEmpty(t, se.Reason)
+			assert.Equal(t, "keep", string(out), "dst is returned unchanged")
+		})
+	}
+	// The deepest nesting allowed works.
+	deep := strings.Repeat("[", fingerprint.MaxDepth) + strings.Repeat("]", fingerprint.MaxDepth)
+	assert.Equal(t, deep, canon(t, h, deep))
+	deepObj := strings.Repeat(`{"a":`, fingerprint.MaxDepth-1) + "{}" + strings.Repeat("}", fingerprint.MaxDepth-1)
+	assert.Equal(t, deepObj, canon(t, h, deepObj))
+}
+
+func TestVolatile(t *testing.T) {
+	h := mustNew(t, fingerprint.Options{Volatile: []string{
+		"/client_time", "/items/*/note", "/meta/trace_id", "/a~1b", "/t~0", "/list/1", "/*/x",
+	}})
+	tests := []struct{ name, in, want string }{
+		{"top member", `{"client_time":123,"id":1}`, `{"id":1}`},
+		{"absent equals volatile", `{"id":1}`, `{"id":1}`},
+		{"only member", `{"client_time":{"deep":[1,2]}}`, `{}`},
+		{"wildcard index", `{"items":[{"note":"a","q":1},{"q":2,"note":"b"},{"q":3}]}`, `{"items":[{"q":1},{"q":2},{"q":3}]}`},
+		{"wildcard on object", `{"items":{"y":{"note":1,"k":2}}}`, `{"items":{"y":{"k":2}}}`},
+		{"nested", `{"meta":{"trace_id":"t","src":"web"}}`, `{"meta":{"src":"web"}}`},
+		{"escaped tokens", `{"a/b":1,"t~":2,"t":3}`, `{"t":3}`},
+		{"array element dropped", `{"list":[10,11,12]}`, `{"list":[10,12]}`},
+		{"index token matches a member too", `{"list":{"1":"x","2":"y"}}`, `{"list":{"2":"y"}}`},
+		{"wildcard first token", `{"p":{"x":1,"y":2},"q":[{"x":1}],"x":3}`, `{"p":{"y":2},"q":[{"x":1}],"x":3}`},
+		{"escaped member name matches", `{"client\u005ftime":5,"id":1}`, `{"id":1}`},
+		{"duplicates all dropped", `{"client_time":1,"id":1,"client_time":2}`, `{"id":1}`},
+		{"not an object: no effect", `[{"client_time":1}]`, `[{"client_time":1}]`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, canon(t, h, tt.in))
+		})
+	}
+}
+
+func TestUnordered(t *testing.T) {
+	h := mustNew(t, fingerprint.Options{
+		Unordered: []string{"/set", "/orders/*/lines", "/obj", "/both"},
+		Volatile:  []string{"/orders/*/lines/*/note", "/both"},
+	})
+	tests := []struct{ name, in, want string }{
+		{"numbers", `{"set":[3,1,2]}`, `{"set":[1,2,3]}`},
+		{"duplicates kept", `{"set":[2,1,2]}`, `{"set":[1,2,2]}`},
+		{"mixed, by canonical text", `{"set":["b",10,2,[1],{"k":1},null,true,"a"]}`, `{"set":["a","b",10,2,[1],null,true,{"k":1}]}`},
+		{"elements canonicalized first", `{"set":[{"b":1,"a":1.0},{"a":1,"b":0}]}`, `{"set":[{"a":1,"b":0},{"a":1,"b":1}]}`},
+		{"prefix first", `{"set":["ab","a"]}`, `{"set":["a","ab"]}`},
+		{"wildcard path with volatile inside", `{"orders":[{"lines":[{"sku":"b","note":1},{"sku":"a","note":2}]}]}`, `{"orders":[{"lines":[{"sku":"a"},{"sku":"b"}]}]}`},
+		{"not an array: no effect", `{"obj":{"b":1,"a":2}}`, `{"obj":{"a":2,"b":1}}`},
+		{"volatile wins", `{"both":[2,1],"k":1}`, `{"k":1}`},
+		{"other arrays keep order", `{"list":[3,1,2]}`, `{"list":[3,1,2]}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, canon(t, h, tt.in))
+		})
+	}
+
+	root := mustNew(t, fingerprint.Options{Unordered: []string{""}})
+	assert.Equal(t, `[1,2,3]`, canon(t, root, `[3,2,1]`), "the root pointer names the body")
+}
+
+func TestMultisets(t *testing.T) {
+	h := mustNew(t, fingerprint.Options{Unordered: []string{"/s"}})
+	sum := func(body string) fingerprint.Fingerprint { return h.Sum(jsonInput([]byte(body))) }
+	assert.Equal(t, sum(`{"s":[1,2,2]}`), sum(`{"s":[2,1,2]}`))
+	assert.Equal(t, sum(`{"s":[1,2,2]}`), sum(`{"s":[2,2,1]}`))
+	assert.NotEqual(t, sum(`{"s":[1,2,2]}`), sum(`{"s":[1,2]}`))
+	assert.NotEqual(t, sum(`{"s":[1,2,2]}`), sum(`{"s":[1,1,2]}`))
+	assert.NotEqual(t, sum(`{"s":[]}`), sum(`{}`))
+}
+
+// Objects whose names repeat (and so hit the shape cache) and objects that
+// look alike but differ must all come out right, in any order of arrival,
+// also when a nested object takes over the cache slot of its parent.
+func TestShapes(t *testing.T) {
+	h := mustNew(t, fingerprint.Options{})
+	in := `[{"b":1,"a":2,"c":3},{"b":4,"a":5,"c":6},{"b":7,"a":8},{"b":9,"a":10,"c":11,"d":12},` +
+		`{"b":1,"a":{"b":2,"a":3,"c":4},"c":5},{"a":1,"b":2,"c":3},{"b":1,"c":2,"a":3},` +
+		`{"b":1,"a":2,"a":3},{"b":{"b":{"b":1,"a":2},"a":3},"a":4}]`
+	want := `[{"a":2,"b":1,"c":3},{"a":5,"b":4,"c":6},{"a":8,"b":7},{"a":10,"b":9,"c":11,"d":12},` +
+		`{"a":{"a":3,"b":2,"c":4},"b":1,"c":5},{"a":1,"b":2,"c":3},{"a":3,"b":1,"c":2},` +
+		`{"a":2,"a":3,"b":1},{"a":4,"b":{"a":3,"b":{"a":2,"b":1}}}]`
+	for range 3 { // the cache carries over between calls
+		assert.Equal(t, want, canon(t, h, in))
+	}
+	// Siblings of other shapes, shorter and longer ones, and a first name
+	// that matches while the second does not.
+	in = `[{"b":1,"a":2},{"y":1,"x":2},{"b":3,"a":4},{"b":5},{"b":6,"a":7,"0":8},{"b":9,"c":10},{"b":1,"a":2}]`
+	want = `[{"a":2,"b":1},{"x":2,"y":1},{"a":4,"b":3},{"b":5},{"0":8,"a":7,"b":6},{"b":9,"c":10},{"a":2,"b":1}]`
+	for range 3 {
+		assert.Equal(t, want, canon(t, h, in))
+	}
+}

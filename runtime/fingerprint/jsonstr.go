@@ -1,0 +1,247 @@
+package fingerprint
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math/bits"
+	"unicode/utf8"
+)
+
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
+)
+
+// special flags, in the high bit of each byte, the bytes of x that a
+// string scan must stop at: quote, backslash, control characters and
+// non-ASCII bytes. The lowest flagged byte of each test is exact (a borrow
+// only moves upwards), so the lowest flagged byte of the union is a hit;
+// bytes above it may be flagged falsely.
+func special(x uint64) uint64 {
+	// x^0x02 maps the quote to 0x20 and keeps the control characters
+	// below 0x20 (and the space above), so one "less than 0x21" test
+	// finds both.
+	y := x ^ (0x02 * lsb)
+	b := x ^ ('\\' * lsb)
+	return ((y-0x21*lsb)&^y | (b-lsb)&^b | x) & msb
+}
+
+// scanString checks the JSON string that starts at in[i] (its opening
+// quote), as copyString does, and returns the index after it and whether
+// it holds escapes.
+func scanString(in []byte, i int) (int, bool, string) {
+	i++
+	esc := false
+	for {
+		for i+8 <= len(in) {
+			if m := special(binary.LittleEndian.Uint64(in[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				break
+			}
+			i += 8
+		}
+		if i >= len(in) {
+			return i, esc, errEOF
+		}
+		switch c := in[i]; {
+		case c == '"':
+			return i + 1, esc, ""
+		case c == '\\':
+			esc = true
+			_, size, ok := decodeEscape(in, i)
+			if !ok {
+				return i, esc, errEscape
+			}
+			i += size
+		case c < 0x20:
+			return i, esc, errString
+		case c >= utf8.RuneSelf:
+			r, size := utf8.DecodeRune(in[i:])
+			if r == utf8.RuneError && size == 1 {
+				return i, esc, errUTF8
+			}
+			i += size
+		default:
+			i++
+		}
+	}
+}
+
+// copyString copies the JSON string that starts at in[i] (its opening
+// quote) to buf[w:] in canonical form and returns the indexes after it in
+// in and buf, and whether it held escapes. It checks the string: no control
+// characters, valid escapes without unpaired surrogates, valid UTF-8. On
+// failure reason is set and i is the offset of the problem.
+//
+// The canonical form of a string is never longer than its input, so the
+// caller's slack (len(buf)-w >= len(in)-i+16) covers the 8-byte stores.
+func copyString(buf []byte, w int, in []byte, i int) (int, int, bool, string) {
+	buf[w] = '"'
+	w++
+	i++
+	esc := false
+	for {
+		// Eight bytes at a time: copy them, then look for a quote,
+		// backslash, control character or non-ASCII byte. The lowest
+		// flagged byte of each test is exact (a borrow only moves
+		// upwards), so the lowest flagged byte of their union is a hit.
+		for i+8 <= len(in) {
+			x := binary.LittleEndian.Uint64(in[i:])
+			binary.LittleEndian.PutUint64(buf[w:], x)
+			if m := special(x); m != 0 {
+				k := bits.TrailingZeros64(m) >> 3
+				i += k
+				w += k
+				break
+			}
+			i += 8
+			w += 8
+		}
+		if i >= len(in) {
+			return i, w, esc, errEOF
+		}
+		switch c := in[i]; {
+		case c == '"':
+			buf[w] = '"'
+			return i + 1, w + 1, esc, ""
+		case c == '\\':
+			esc = true
+			r, size, ok := decodeEscape(in, i)
+			if !ok {
+				return i, w, esc, errEscape
+			}
+			w = putCanonicalRune(buf, w, r)
+			i += size
+		case c < 0x20:
+			return i, w, esc, errString
+		case c >= utf8.RuneSelf:
+			r, size := utf8.DecodeRune(in[i:])
+			if r == utf8.RuneError && size == 1 {
+				return i, w, esc, errUTF8
+			}
+			copy(buf[w:], in[i:i+size])
+			i += size
+			w += size
+		default:
+			buf[w] = c
+			i++
+			w++
+		}
+	}
+}
+
+func unhex(c byte) rune {
+	switch {
+	case c-'0' < 10:
+		return rune(c - '0')
+	case c|0x20-'a' < 6:
+		return rune(c|0x20-'a') + 10
+	}
+	return -1
+}
+
+// decodeEscape decodes the escape sequence at s[i] == '\\'. It rejects
+// unpaired surrogates.
+func decodeEscape(s []byte, i int) (r rune, size int, ok bool) {
+	if i+1 >= len(s) {
+		return 0, 0, false
+	}
+	switch s[i+1] {
+	case '"', '\\', '/':
+		return rune(s[i+1]), 2, true
+	case 'b':
+		return '\b', 2, true
+	case 'f':
+		return '\f', 2, true
+	case 'n':
+		return '\n', 2, true
+	case 'r':
+		return '\r', 2, true
+	case 't':
+		return '\t', 2, true
+	case 'u':
+		r = hex4(s, i+2)
+		if r < 0 {
+			return 0, 0, false
+		}
+		if r < 0xD800 || r >= 0xE000 {
+			return r, 6, true
+		}
+		if r >= 0xDC00 || i+12 > len(s) || s[i+6] != '\\' || s[i+7] != 'u' {
+			return 0, 0, false
+		}
+		lo := hex4(s, i+8)
+		if lo < 0xDC00 || lo >= 0xE000 {
+			return 0, 0, false
+		}
+		return 0x10000 + (r-0xD800)<<10 + (lo - 0xDC00), 12, true
+	}
+	return 0, 0, false
+}
+
+func hex4(s []byte, i int) rune {
+	if i+4 > len(s) {
+		return -1
+	}
+	a, b, c, d := unhex(s[i]), unhex(s[i+1]), unhex(s[i+2]), unhex(s[i+3])
+	if a|b|c|d < 0 {
+		return -1
+	}
+	return a<<12 | b<<8 | c<<4 | d
+}
+
+// appendUnescaped appends the decoded content of a JSON string (between
+// its quotes, already checked by copyString).
+func appendUnescaped(dst, raw []byte) []byte {
+	for i := 0; i < len(raw); {
+		k := bytes.IndexByte(raw[i:], '\\')
+		if k < 0 {
+			return append(dst, raw[i:]...)
+		}
+		dst = append(dst, raw[i:i+k]...)
+		i += k
+		r, size, _ := decodeEscape(raw, i)
+		dst = utf8.AppendRune(dst, r)
+		i += size
+	}
+	return dst
+}
+
+const hexDigits = "0123456789abcdef"
+
+// putCanonicalRune writes r at buf[w:] as the canonical form writes it
+// inside a string and returns the index after it: `\"`, `\\`, the short
+// escapes \b \f \n \r \t, \u00xx (lower-case hex) for the other control
+// characters, and UTF-8 for everything else.
+func putCanonicalRune(buf []byte, w int, r rune) int {
+	var e byte
+	switch r {
+	case '"':
+		e = '"'
+	case '\\':
+		e = '\\'
+	case '\b':
+		e = 'b'
+	case '\f':
+		e = 'f'
+	case '\n':
+		e = 'n'
+	case '\r':
+		e = 'r'
+	case '\t':
+		e = 't'
+	default:
+		if r < 0x20 {
+			buf[w], buf[w+1], buf[w+2], buf[w+3] = '\\', 'u', '0', '0'
+			buf[w+4], buf[w+5] = hexDigits[r>>4], hexDigits[r&0xF]
+			return w + 6
+		}
+		if r < utf8.RuneSelf {
+			buf[w] = byte(r)
+			return w + 1
+		}
+		return w + utf8.EncodeRune(buf[w:], r)
+	}
+	buf[w], buf[w+1] = '\\', e
+	return w + 2
+}

@@ -1,0 +1,341 @@
+package fingerprint
+
+import (
+	"bytes"
+	"encoding/binary"
+	"slices"
+)
+
+// Reordering. An object whose members arrived out of order is sorted when
+// it closes: its members' canonical texts (each with its trailing comma)
+// are gathered in sorted order into a scratch buffer and copied back over
+// the object. Sorting permutes indexes; most comparisons compare the
+// names' first eight bytes as integers.
+//
+// Requests repeat shapes: the objects of an array mostly have the same
+// member names in the same order. A small cache remembers, per slot chosen
+// by the first two member names, the names of the last object closed there and
+// their sorted order; an object whose names match it, as they arrive,
+// reuses that order without sorting. The cache lives in the pooled scratch
+// state, so it carries over from one request to the next (an API's bodies
+// repeat their shapes too); it holds copies of names, never references to
+// a body. It is an optimization only: every hit is checked against the
+// full names, and a miss or a collision just sorts.
+
+func prefix(b []byte) uint64 {
+	if len(b) >= 8 {
+		return binary.BigEndian.Uint64(b)
+	}
+	var x uint64
+	for i := range b {
+		x |= uint64(b[i]) << (56 - 8*i)
+	}
+	return x
+}
+
+// name returns the unescaped name of the object member m.
+func (s *state) name(m *member, in []byte) []byte {
+	if m.kesc {
+		return s.keys[m.koff : m.koff+m.klen]
+	}
+	return in[m.koff : m.koff+m.klen]
+}
+
+// cmpNames orders object members by unescaped name (not by arrival).
+func (s *state) cmpNames(a, b *member, in []byte) int {
+	if a.pfx != b.pfx {
+		if a.pfx < b.pfx {
+			return -1
+		}
+		return 1
+	}
+	if a.klen <= 8 && b.klen <= 8 {
+		return a.klen - b.klen
+	}
+	return bytes.Compare(s.name(a, in)[8:], s.name(b, in)[8:])
+}
+
+// less reports whether member a's name sorts before b's.
+func (s *state) less(a, b *member, in []byte) bool { return s.cmpNames(a, b, in) < 0 }
+
+// shapeSlots is the size of the shape cache.
+const (
+	shapeBits  = 8
+	shapeSlots = 1 << shapeBits
+)
+
+// maxShape is the largest object whose shape is cached.
+const maxShape = 64
+
+// shape is a cached object shape.
+type shape struct {
+	n      int         // number of members; 0: empty slot
+	gen    uint64      // incremented whenever the slot changes
+	sorted int         // the names [0, sorted] are in order
+	names  []shapeName // in arrival order
+	rest   []byte      // name bytes past the first eight, concatenated
+	perm   []int32     // sorted order; empty if the names are sorted
+}
+
+type shapeName struct {
+	pfx       uint64
+	n         int
+	rest, end int // rest[rest:end] are the bytes past the first eight
+	// text holds the member's input text `"name":` (little-endian, zero
+	// padded) where it has no escapes and is at most 24 bytes long, and
+	// tmask its bytes; tmask[0] is 0 otherwise.
+	text, tmask [3]uint64
+}
+
+func shapeSlot(pfx0 uint64, n0 int, pfx1 uint64, n1 int) int {
+	h := (pfx0^uint64(n0))*0x9E3779B97F4A7C15 + pfx1
+	h = (h ^ h>>29 ^ uint64(n1)) * 0xC2B2AE3D27D4EB4F
+	return int(h >> (64 - shapeBits))
+}
+
+// has reports whether name (with prefix m.pfx) is the k-th name of sh.
+func (sh *shape) has(k int, m *member, name []byte) bool {
+	if k >= sh.n {
+		return false
+	}
+	e := &sh.names[k]
+	if e.pfx != m.pfx || e.n != m.klen {
+		return false
+	}
+	return m.klen <= 8 || string(sh.rest[e.rest:e.end]) == string(name[8:])
+}
+
+func (s *state) remember(sh *shape, ms []member, perm []int32, sorted int, in []byte) {
+	sh.gen++
+	sh.n = len(ms)
+	sh.sorted = sorted
+	sh.names = sh.names[:0]
+	sh.rest = sh.rest[:0]
+	for k := range ms {
+		e := shapeName{pfx: ms[k].pfx, n: ms[k].klen, rest: len(sh.rest)}
+		if ms[k].klen > 8 {
+			sh.rest = append(sh.rest, s.name(&ms[k], in)[8:]...)
+		}
+		e.end = len(sh.rest)
+		if m := &ms[k]; !m.kesc && m.klen <= 21 && in[m.ke] == ':' {
+			var b [24]byte
+			copy(b[:], in[m.ks:m.ke+1])
+			e.text = [3]uint64{binary.LittleEndian.Uint64(b[:]), binary.LittleEndian.Uint64(b[8:]), binary.LittleEndian.Uint64(b[16:])}
+			l := m.klen + 3
+			for j := range l {
+				e.tmask[j/8] |= 0xFF << (8 * (j % 8))
+			}
+		}
+		sh.names = append(sh.names, e)
+	}
+	sh.perm = append(sh.perm[:0], perm...)
+}
+
+// closeObject writes the object f in canonical form: over its own texts at
+// buf[f.open:w] (moved aside first), or, for the top-level object (top),
+// after them at buf[w:]. The object's input ends at in[i]. It returns buf
+// (grown if need be) and where the object's text now is.
+func (s *state) closeObject(buf []byte, w int, f *frame, in []byte, i int, top bool) ([]byte, int, int) {
+	ms := s.mem[f.mbase:]
+	s.mem = s.mem[:f.mbase]
+	s.keys = s.keys[:f.kbase]
+	var perm []int32
+	if len(ms) > 1 {
+		perm = s.order(f, ms, in)
+	}
+	// The object's text is at most its input plus the texts in buf.
+	size := i - f.in + 1 + w - f.open
+
+	// Texts in buf are read from src, at their offset less base.
+	dst, src, base := f.open, buf, 0
+	if top {
+		dst = w
+	} else if w > f.open {
+		region := w - f.open
+		if cap(s.tmp) < region+slack {
+			s.tmp = make([]byte, 2*region+slack)
+		}
+		src, base = s.tmp[:cap(s.tmp)], f.open
+		copy(src, buf[f.open:w])
+	}
+	if need := dst + size + len(in) - i + slack; need > len(buf) {
+		buf = growBuf(buf, w, need+need/4)
+		if top {
+			src = buf
+		}
+	}
+
+	o := dst
+	buf[o] = '{'
+	o++
+	for k := 0; k < len(ms); k++ {
+		m := &ms[k]
+		if perm != nil {
+			m = &ms[perm[k]]
+		}
+		if !m.kbuf && !m.vbuf && m.vs == m.ke+1 {
+			// Compact and verbatim: copy it, and in a sorted object
+			// the members that follow it in the input, as one span.
+			a, end := m.ks, m.ve
+			for perm == nil && k+1 < len(ms) {
+				next := &ms[k+1]
+				if perm != nil {
+					next = &ms[perm[k+1]]
+				}
+				if next.ks != end+1 || next.kbuf || next.vbuf || next.vs != next.ke+1 || in[end] != ',' {
+					break
+				}
+				end = next.ve
+				k++
+			}
+			o = put(buf, o, in, a, end)
+		} else {
+			if m.kbuf {
+				o = put(buf, o, src, m.ks-base, m.ke-base)
+			} else {
+				o = put(buf, o, in, m.ks, m.ke)
+			}
+			buf[o] = ':'
+			o++
+			if m.vbuf {
+				o = put(buf, o, src, m.vs-base, m.ve-base)
+			} else {
+				o = put(buf, o, in, m.vs, m.ve)
+			}
+		}
+		buf[o] = ','
+		o++
+	}
+	if len(ms) == 0 {
+		o++
+	}
+	buf[o-1] = '}'
+	return buf, dst, o
+}
+
+// put copies src[a:b] to dst[o:] and returns the index after it. Short
+// spans are copied as 16-byte blocks where src has the bytes; dst always
+// has the room (slack).
+func put(dst []byte, o int, src []byte, a, b int) int {
+	if l := b - a; l <= 16 && a+16 <= len(src) {
+		*(*[16]byte)(dst[o:]) = *(*[16]byte)(src[a:])
+		return o + l
+	} else if l <= 32 && a+32 <= len(src) {
+		*(*[32]byte)(dst[o:]) = *(*[32]byte)(src[a:])
+		return o + l
+	}
+	return o + copy(dst[o:], src[a:b])
+}
+
+// order returns the canonical order of the members ms of the object f, or
+// nil if it is their order of arrival.
+func (s *state) order(f *frame, ms []member, in []byte) []int32 {
+	sh := &s.shapes[f.slot]
+	if s.shapeOK(f) {
+		if len(ms) == sh.n {
+			if len(sh.perm) > 0 {
+				return sh.perm
+			}
+			return nil
+		}
+		// A proper prefix of the cached shape.
+		f.unsorted = len(ms)-1 > sh.sorted
+	}
+	if !f.unsorted {
+		if len(ms) <= maxShape {
+			s.remember(sh, ms, nil, len(ms)-1, in)
+		}
+		return nil
+	}
+	perm := s.perm[:0]
+	for k := range ms {
+		perm = append(perm, int32(k))
+	}
+	sortPerm(perm, func(a, b int32) int {
+		if c := s.cmpNames(&ms[a], &ms[b], in); c != 0 {
+			return c
+		}
+		return int(a - b)
+	})
+	s.perm = perm
+	if len(ms) <= maxShape {
+		sorted := 0
+		for sorted+1 < len(ms) && s.cmpNames(&ms[sorted], &ms[sorted+1], in) <= 0 {
+			sorted++
+		}
+		s.remember(sh, ms, perm, sorted, in)
+		return sh.perm
+	}
+	return perm
+}
+
+// closeArray closes the array f, whose last element's comma is buf[w-1],
+// and returns the new end of the output.
+func (s *state) closeArray(buf []byte, w int, f *frame) int {
+	if f.record {
+		ms := s.mem[f.mbase:]
+		s.mem = s.mem[:f.mbase]
+		if len(ms) > 1 {
+			// Elements sort by their canonical text.
+			text := func(k int32) []byte {
+				end := w
+				if int(k)+1 < len(ms) {
+					end = ms[k+1].vs
+				}
+				return buf[ms[k].vs : end-1]
+			}
+			perm := s.perm[:0]
+			for k := range ms {
+				perm = append(perm, int32(k))
+			}
+			sortPerm(perm, func(a, b int32) int {
+				if c := bytes.Compare(text(a), text(b)); c != 0 {
+					return c
+				}
+				return int(a - b)
+			})
+			s.perm = perm
+			s.gather(buf, w, ms, perm, f.open+1)
+		}
+	}
+	if w == f.open+1 {
+		buf[w] = ']'
+		return w + 1
+	}
+	buf[w-1] = ']'
+	return w
+}
+
+func sortPerm(perm []int32, cmp func(a, b int32) int) {
+	if len(perm) > 16 {
+		slices.SortFunc(perm, cmp)
+		return
+	}
+	for a := 1; a < len(perm); a++ {
+		for b := a; b > 0 && cmp(perm[b-1], perm[b]) > 0; b-- {
+			perm[b-1], perm[b] = perm[b], perm[b-1]
+		}
+	}
+}
+
+// gather rewrites buf[body:w] with the spans of ms in the order perm.
+func (s *state) gather(buf []byte, w int, ms []member, perm []int32, body int) {
+	size := w - body
+	if cap(s.tmp) < size+16 {
+		s.tmp = make([]byte, 0, 2*size+16)
+	}
+	tmp := s.tmp[:cap(s.tmp)]
+	t := 0
+	for _, p := range perm {
+		a, end := ms[p].vs, w
+		if int(p)+1 < len(ms) {
+			end = ms[p+1].vs
+		}
+		// Copy in 16-byte blocks: buf has slack after w, tmp after size.
+		for ; a < end; a += 16 {
+			*(*[16]byte)(tmp[t:]) = *(*[16]byte)(buf[a:])
+			t += min(16, end-a)
+		}
+	}
+	copy(buf[body:w], tmp[:size])
+}

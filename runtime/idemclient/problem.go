@@ -1,0 +1,81 @@
+package idemclient
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Problem codes of the contract (besides [CodeKeyInUse] and [CodeKeyReused]).
+const (
+	CodeKeyMissing       = "IDEMPOTENCY_KEY_MISSING"
+	CodeKeyInvalid       = "IDEMPOTENCY_KEY_INVALID"
+	CodeStoreUnavailable = "IDEMPOTENCY_STORE_UNAVAILABLE"
+)
+
+// ProblemError is a response that ended a call with one of the contract's
+// RFC 9457 problems (its code starts with IDEMPOTENCY_), as [Call.Check]
+// reports it. Retrying the same call cannot change 400s (a missing or
+// invalid key: a client bug) nor [CodeKeyReused] (the key was used for
+// another request: a different body, or a resumed call whose body changed);
+// [CodeKeyInUse] and [CodeStoreUnavailable] mean the attempts (or the
+// deadline) ran out while the server could not answer yet: resume the call
+// later with [WithKey](Key).
+type ProblemError struct {
+	Status        int    // the response status
+	Code          string // the problem's code, e.g. IDEMPOTENCY_KEY_REUSED
+	Title, Detail string
+	// RetryAfter is the wait the response asked for (0 if none).
+	RetryAfter time.Duration
+	// Key is the call's idempotency key; Attempts the attempts it took.
+	Key      string
+	Attempts int
+}
+
+func (e *ProblemError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "idemclient: %s (%d %s)", e.Code, e.Status, http.StatusText(e.Status))
+	if e.Key != "" {
+		fmt.Fprintf(&b, " key=%s", e.Key)
+	}
+	if e.Attempts != 0 {
+		fmt.Fprintf(&b, " attempts=%d", e.Attempts)
+	}
+	if e.RetryAfter != 0 {
+		fmt.Fprintf(&b, " retry-after=%v", e.RetryAfter)
+	}
+	if d := cmp.Or(e.Detail, e.Title); d != "" {
+		fmt.Fprintf(&b, ": %s", d)
+	}
+	return b.String()
+}
+
+// ParseProblem returns the contract's problem a response carries (a JSON
+// or problem+json body whose code starts with IDEMPOTENCY_), nil for any
+// other response. Key and Attempts are left zero.
+func ParseProblem(status int, h http.Header, body []byte) *ProblemError {
+	if status < 400 {
+		return nil
+	}
+	mt, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
+	if mt != "application/problem+json" && mt != "application/json" {
+		return nil
+	}
+	var p struct {
+		Code   string `json:"code"`
+		Title  string `json:"title"`
+		Detail string `json:"detail"`
+	}
+	if json.Unmarshal(body, &p) != nil || !strings.HasPrefix(p.Code, "IDEMPOTENCY_") {
+		return nil
+	}
+	pe := &ProblemError{Status: status, Code: p.Code, Title: p.Title, Detail: p.Detail}
+	if ra, ok := ParseRetryAfter(h, time.Now()); ok {
+		pe.RetryAfter = ra
+	}
+	return pe
+}
