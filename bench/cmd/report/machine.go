@@ -46,7 +46,16 @@ func output(name string, args ...string) string {
 	return strings.TrimSpace(string(b))
 }
 
-func machine(start time.Time, took time.Duration, load0, load1 string, count int, benchtime string) string {
+// treeDescription names the tree measured: IDEMGEN_BENCH_TREE when set (a
+// tree that is not a git checkout), else git describe.
+func treeDescription() string {
+	if tree := os.Getenv("IDEMGEN_BENCH_TREE"); tree != "" {
+		return tree
+	}
+	return output("git", "describe", "--always", "--dirty")
+}
+
+func machine(tree string, start time.Time, took time.Duration, load0, load1 string, count int, benchtime string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "| | |\n|---|---|\n")
 	fmt.Fprintf(&b, "| CPU | %s (%d cores visible to Go, GOMAXPROCS %d) |\n", cpuModel(), runtime.NumCPU(), runtime.GOMAXPROCS(0))
@@ -54,10 +63,6 @@ func machine(start time.Time, took time.Duration, load0, load1 string, count int
 	fmt.Fprintf(&b, "| Go | %s |\n", output("go", "env", "GOVERSION"))
 	fmt.Fprintf(&b, "| Redis | %s |\n", serverVersion("redis-server", "--version"))
 	fmt.Fprintf(&b, "| PostgreSQL | %s |\n", pgVersion())
-	tree := os.Getenv("IDEMGEN_BENCH_TREE") // a description of the tree, when it is not a git checkout
-	if tree == "" {
-		tree = output("git", "describe", "--always", "--dirty")
-	}
 	fmt.Fprintf(&b, "| tree | %s |\n", tree)
 	fmt.Fprintf(&b, "| date | %s (took %s) |\n", start.UTC().Format("2006-01-02 15:04 MST"), took.Round(time.Second))
 	fmt.Fprintf(&b, "| runs | %d rounds of every benchmark, interleaved; -benchtime %s (generator: 1 iteration a round) |\n", count, benchtime)

@@ -71,6 +71,7 @@ func main() {
 	r := &runner{count: *count, benchtime: *benchtime, raw: *raw, stderr: os.Stderr}
 	start := time.Now()
 	load0 := loadAvg()
+	tree := treeDescription() // before anything is written: the tree measured
 	out := string(text)
 	failed := false
 	for _, s := range sections {
@@ -96,7 +97,7 @@ func main() {
 		}
 	}
 	if re == nil || re.MatchString("machine") {
-		m := machine(start, time.Since(start), load0, loadAvg(), *count, *benchtime)
+		m := machine(tree, start, time.Since(start), load0, loadAvg(), *count, *benchtime)
 		if out, err = replace(out, "machine", m); err != nil {
 			log.Fatal(err)
 		}
