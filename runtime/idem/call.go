@@ -68,7 +68,8 @@ type Call struct {
 	// Replay
 	resp    storedResponse
 	fields  [4]headerField
-	hvals   [4]string
+	hvals   [4]string // header values of a replay; not for a pooled Call, whose memory is reused
+	pooled  bool
 	replayS State
 
 	protected bool
@@ -87,9 +88,15 @@ type Call struct {
 	body        []byte
 	bodyBuf     *[]byte // pooled, when the engine read the body itself
 	restoreBody bool
-	reqBody     bodyReader
+	origBody    io.ReadCloser // r.Body, while Request swapped it
+	swapped     bool
+	bg          detached
 
-	rec      recorder
+	// ho holds what the handler is handed (Writer, request body); h points
+	// to it, or, for a recycled Call, to a handout of its own that outlives
+	// the Call's reuse.
+	ho       handout
+	h        *handout
 	commit   func(State, []byte) error
 	rollback func()
 	txCancel context.CancelCauseFunc // ends the transaction's context (End)
@@ -99,6 +106,9 @@ type Call struct {
 	hbMu      sync.Mutex
 	hb        *time.Timer
 	hbStopped bool
+	hbStarted bool // the timer runs for this claim
+	hbEntered bool // the heartbeat callback ran (or runs): the Call must not be recycled
+	hbStopOK  bool // stopping the timer prevented its next run
 }
 
 // Decision returns what the engine decided.
@@ -145,9 +155,62 @@ func (c *Call) Problem() *Problem {
 // the body was decoded before), else from r.Body, which Call.Request then
 // restores for the handler. It never returns nil; the caller must call End.
 func (e *Engine) Begin(r *http.Request, p *Policy, key Key) *Call {
-	c := &Call{e: e, p: p, r: r, ctx: r.Context()}
+	c := new(Call)
+	c.init(e, p, r)
 	c.begin(key)
 	return c
+}
+
+// callPool recycles the Calls of Engine.Handler (never those returned by
+// Begin: End may be called twice on them). What a handler is handed (the
+// Writer and the request body) lives apart from a recycled Call, since a
+// careless handler may keep it; a Call whose heartbeat ran is not recycled.
+var callPool = sync.Pool{New: func() any { return new(Call) }}
+
+// init prepares a zero Call.
+func (c *Call) init(e *Engine, p *Policy, r *http.Request) {
+	c.e, c.p, c.r, c.ctx = e, p, r, r.Context()
+	c.bg.parent = c.ctx
+	c.h = &c.ho
+}
+
+// handout is what the handler of an executed request is handed.
+type handout struct {
+	rec     recorder
+	reqBody bodyReader
+}
+
+// recyclable reports whether an ended Call from the pool can go back to it:
+// no heartbeat callback can still touch it.
+func (c *Call) recyclable() bool {
+	// The contexts of the Call's store calls live in the Call: only a store
+	// that promises not to use them after a call (ContextBound) lets the
+	// Call be reused. A pooled network client may keep a child of them
+	// beyond the call (pgxpool starts connections with the caller's values),
+	// and zeroing the memory under it would break it.
+	if !c.e.recycle || c.bctx.materialized() || c.fctx.materialized() {
+		return false
+	}
+	if !c.hbStarted {
+		return true
+	}
+	c.hbMu.Lock()
+	defer c.hbMu.Unlock()
+	return c.hbStopOK && !c.hbEntered
+}
+
+// recycle puts an ended Call back into the pool. It keeps its heartbeat
+// timer (stopped before it ever fired: see recyclable), whose function is
+// this Call's heartbeat, to be reset by the next claim.
+func (c *Call) recycle() {
+	c.reset()
+	callPool.Put(c)
+}
+
+func (c *Call) reset() {
+	hb := c.hb
+	*c = Call{}
+	c.hb = hb
 }
 
 func (c *Call) begin(k Key) {
@@ -201,7 +264,7 @@ func (c *Call) begin(k Key) {
 		ContentType: r.Header.Get("Content-Type"),
 		Body:        c.body,
 	}
-	c.fp = p.hasher.Sum(&in)
+	c.fp = c.e.fpc.sum(p, &in)
 	var b []byte
 	if c.key != "" {
 		b = appendScope(c.scopeBuf[:0], c.principal, p.spec.Operation, kindKey, c.key)
@@ -210,9 +273,10 @@ func (c *Call) begin(k Key) {
 		hex.Encode(hx[:], c.fp[:])
 		b = appendScope(c.scopeBuf[:0], c.principal, p.spec.Operation, kindFP, string(hx[:]))
 	}
-	if len(b) <= len(c.scopeBuf) && len(b) > 0 && &b[0] == &c.scopeBuf[0] {
+	if !c.pooled && len(b) <= len(c.scopeBuf) && len(b) > 0 && &b[0] == &c.scopeBuf[0] {
 		// The scope lives in the Call, which is never reused and whose
 		// scopeBuf is never written again: aliasing it saves an allocation.
+		// A pooled Call's memory is reused, and a store may keep the key.
 		c.scope = unsafe.String(&c.scopeBuf[0], len(b))
 	} else {
 		c.scope = string(b)
@@ -576,7 +640,12 @@ func (c *Call) acquired(prior State) {
 	c.start = e.now()
 	if e.extender != nil {
 		c.hbMu.Lock()
-		c.hb = time.AfterFunc(c.p.spec.InFlight.Lease/3, c.heartbeat)
+		if c.hb == nil {
+			c.hb = time.AfterFunc(c.p.spec.InFlight.Lease/3, c.heartbeat)
+		} else {
+			c.hb.Reset(c.p.spec.InFlight.Lease / 3) // a recycled Call's stopped timer
+		}
+		c.hbStarted = true
 		c.hbMu.Unlock()
 	}
 }
@@ -584,13 +653,14 @@ func (c *Call) acquired(prior State) {
 // heartbeat extends the lease while the handler runs.
 func (c *Call) heartbeat() {
 	c.hbMu.Lock()
+	c.hbEntered = true
 	stopped := c.hbStopped
 	c.hbMu.Unlock()
 	if stopped {
 		return
 	}
 	lease := c.p.spec.InFlight.Lease
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.r.Context()), min(lease/3, c.e.timeout))
+	ctx, cancel := context.WithTimeout(c.background(), min(lease/3, c.e.timeout))
 	err := c.e.extender.ExtendLease(ctx, c.scope, c.token, lease)
 	cancel()
 	c.hbMu.Lock()
@@ -616,12 +686,12 @@ func (c *Call) heartbeat() {
 }
 
 func (c *Call) stopHeartbeat() {
-	if c.hb == nil {
+	if !c.hbStarted {
 		return
 	}
 	c.hbMu.Lock()
 	c.hbStopped = true
-	c.hb.Stop()
+	c.hbStopOK = c.hb.Stop()
 	c.hbMu.Unlock()
 }
 
@@ -634,11 +704,11 @@ func (c *Call) Writer(w http.ResponseWriter) http.ResponseWriter {
 	if c.decision != Execute || !c.protected {
 		return w
 	}
-	if c.rec.active {
-		return &c.rec
+	if c.h.rec.active {
+		return &c.h.rec
 	}
-	c.rec.init(w, c.p, c.commit != nil)
-	return &c.rec
+	c.h.rec.init(w, c.p, c.commit != nil)
+	return &c.h.rec
 }
 
 // Complete is the strict-server ending of an Execute decision: visit (a
@@ -655,18 +725,46 @@ func (c *Call) Complete(w http.ResponseWriter, visit func(http.ResponseWriter) e
 
 // Request returns the request the handler must serve: r with its body
 // restored (when Begin read it) and the handler context (Context).
+//
+// When the context is r's own, the body is swapped in place (as
+// http.MaxBytesReader is meant to be used: r.Body = ...), which spares a copy
+// of the request; End puts the original body back. Otherwise Request
+// returns a shallow copy of r with the handler context.
 func (c *Call) Request() *http.Request {
-	if !c.restoreBody && c.ctx == c.r.Context() {
+	if !c.restoreBody {
+		if c.ctx == c.r.Context() {
+			return c.r
+		}
+		return c.r.WithContext(c.ctx)
+	}
+	if c.ctx == c.r.Context() {
+		if !c.swapped {
+			c.h.reqBody = bodyReader{b: c.body}
+			c.origBody, c.r.Body, c.swapped = c.r.Body, &c.h.reqBody, true
+		}
 		return c.r
 	}
 	r := c.r.WithContext(c.ctx)
-	if c.restoreBody {
-		c.reqBody = bodyReader{b: c.body}
-		r.Body = &c.reqBody
-		r.GetBody = nil
-	}
+	c.h.reqBody = bodyReader{b: c.body}
+	r.Body = &c.h.reqBody
+	r.GetBody = nil
 	return r
 }
+
+// detached is the context of store calls made for a request whose own
+// context may be cancelled (the client went away after the handler ran):
+// context.WithoutCancel(r.Context()), kept inside the Call instead of
+// allocated.
+type detached struct{ parent context.Context }
+
+func (*detached) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (*detached) Done() <-chan struct{}       { return nil }
+func (*detached) Err() error                  { return nil }
+func (d *detached) Value(key any) any         { return d.parent.Value(key) }
+func (d *detached) String() string            { return "idem.detached" }
+
+// background returns the request's context without its cancellation.
+func (c *Call) background() context.Context { return &c.bg }
 
 // Respond writes the decision's answer to w: the stored response (with
 // Idempotent-Replayed: true) for Replay, the problem for Reject. It does
@@ -688,7 +786,7 @@ func (c *Call) writeReplay(w http.ResponseWriter) {
 	h := w.Header()
 	fs := c.resp.header
 	var vals []string
-	if len(fs) <= len(c.hvals) {
+	if len(fs) <= len(c.hvals) && !c.pooled {
 		vals = c.hvals[:len(fs):len(fs)]
 	} else {
 		vals = make([]string, len(fs))
@@ -742,7 +840,7 @@ func (c *Call) Finish() error {
 		e.observe(c.ctx, Event{Kind: EventExecuted, Operation: p.spec.Operation, Principal: c.principal, Key: c.key})
 		return nil
 	}
-	rec := &c.rec
+	rec := &c.h.rec
 	if !rec.active {
 		// The handler never received the recorder (a wrapper that did not call Writer).
 		rec.init(nil, p, false)
@@ -804,12 +902,12 @@ func (c *Call) reportFinish(state State, status int, err error) {
 		if e.obs != nil {
 			e.obs.Observe(c.ctx, Event{Kind: EventExecuted, Operation: op, Principal: c.principal, Key: c.key,
 				Protected: true, State: state, Prior: c.prior, Status: status, Duration: e.now().Sub(c.start)})
-			if c.rec.overflow && state == StateCompleted {
+			if c.h.rec.overflow && state == StateCompleted {
 				e.obs.Observe(c.ctx, Event{Kind: EventNotReplayable, Operation: op, Principal: c.principal,
 					Key: c.key, Protected: true, State: state, Status: status})
 			}
 		}
-		if c.rec.overflow && state == StateCompleted {
+		if c.h.rec.overflow && state == StateCompleted {
 			e.log.LogAttrs(c.ctx, slog.LevelWarn, "idem: response larger than Response.MaxBytes: stored as not replayable",
 				slog.String("operation", op), slog.Int("max_bytes", c.p.respMax))
 		}
@@ -843,7 +941,7 @@ func (c *Call) bounded(cancel context.CancelCauseFunc, f func() error) (fired bo
 // store timeout and not by the request's context: a client that went away
 // does not keep its result from being recorded.
 func (c *Call) finishRecord(state State, resp []byte) error {
-	parent := context.WithoutCancel(c.r.Context())
+	parent := c.background()
 	if c.fctx.parent == nil { // the first (usually the only) Finish: no allocation
 		c.fctx.init(parent, c.e.timeout)
 		defer c.fctx.release()
@@ -890,8 +988,11 @@ func (c *Call) End() {
 		c.txCancel(nil)
 		c.txCancel = nil
 	}
-	c.rec.end()
-	c.reqBody.b, c.reqBody.closed = nil, true
+	c.h.rec.end()
+	if c.swapped {
+		c.r.Body, c.origBody, c.swapped = c.origBody, nil, false
+	}
+	c.h.reqBody.b, c.h.reqBody.closed = nil, true
 	if c.bodyBuf != nil {
 		putBuf(c.bodyBuf)
 		c.bodyBuf = nil

@@ -50,6 +50,13 @@ func (b *boundedCtx) materialize() context.Context {
 	return b.derived
 }
 
+// materialized reports whether the real deadline context was made (a store
+// asked for Done).
+func (b *boundedCtx) materialized() bool {
+	d, _ := b.current()
+	return d != nil
+}
+
 func (b *boundedCtx) current() (context.Context, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -161,10 +161,14 @@
 //
 // # Performance
 //
-// A replay costs one allocation (the Call) beside the store's work (the
-// deadline of its store call lives in the Call, and its timer is made only
-// when the store watches the context, as network stores do); buffers
-// are pooled, problem documents are written without fmt or maps, header
-// values of a replay alias the stored record. See the benchmarks in
-// bench_test.go (go test -bench . -benchmem).
+// Through Engine.Handler, a replay or a refusal costs two small allocations
+// (the scope key and the replayed header values) beside the store's work (the deadline of each store call lives in the Call, and its
+// timer is made only when the store watches the context, as network stores do): the Call of a
+// request the handler never saw is recycled; an executed request's Call is
+// not (its Writer and body may outlive a careless handler), nor is one from
+// Begin. Buffers are pooled, problem documents are written without fmt or
+// maps, a retry with the same bytes is not canonicalized again (the engine
+// keeps a small cache of fingerprints by a keyed digest of the request),
+// and header values of a replay alias the stored record. See the benchmarks
+// in bench_test.go (go test -bench . -benchmem) and docs/benchmarks.md.
 package idem

@@ -20,12 +20,29 @@ func (e *Engine) Handler(p *Policy, h http.Handler) http.Handler {
 		panic("idem: Handler with a nil policy or handler")
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c := e.Begin(r, p, RequestKey)
-		defer c.End()
-		if c.Decision() != Execute {
+		c := callPool.Get().(*Call)
+		c.init(e, p, r)
+		c.pooled = true
+		c.begin(RequestKey)
+		if c.decision != Execute {
+			// Nothing of this Call reached the handler, and the replayed
+			// header values were copied out of it: it can be used again.
 			c.Respond(w)
+			c.End()
+			if c.recyclable() {
+				c.recycle()
+			}
 			return
 		}
+		// What the handler is handed may outlive it (a careless handler
+		// that keeps its ResponseWriter): it lives apart from the Call.
+		c.h = new(handout)
+		defer func() {
+			c.End()
+			if c.recyclable() {
+				c.recycle()
+			}
+		}()
 		h.ServeHTTP(c.Writer(w), c.Request())
 		c.Finish()
 	})

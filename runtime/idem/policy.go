@@ -198,7 +198,9 @@ const (
 type Policy struct {
 	spec          Spec
 	hasher        *fingerprint.Hasher
-	keyName       string // canonical header name, or query name, or JSON pointer
+	id            uint64   // for the engine's fingerprint cache
+	fpHeaders     []string // canonical names of FingerprintHeaders
+	keyName       string   // canonical header name, or query name, or JSON pointer
 	keyPtr        []string
 	keyRequired   bool
 	maxKey        int
@@ -381,6 +383,10 @@ func Compile(s Spec) (*Policy, error) {
 		bad("fingerprint: %v", err)
 	}
 	p.hasher = h
+	p.id = policyIDs.Add(1)
+	for _, name := range s.FingerprintHeaders {
+		p.fpHeaders = append(p.fpHeaders, textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(name)))
+	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("idem: policy %q: %w", s.Operation, errors.Join(errs...))
 	}

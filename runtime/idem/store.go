@@ -139,6 +139,17 @@ var ErrFenced = errors.New("idem: claim fenced: the lease was taken over or the 
 
 // Optional abilities, discovered by type assertion.
 
+// ContextBound is a promise, not an ability: a store that implements it
+// never uses (nor lets a library it calls use) the ctx of a method after the
+// method returns. The engine then keeps the contexts of its store calls in
+// per-request memory that it reuses, which saves the allocations of a replay.
+// An in-process store can promise it; a store over a pooled network client
+// cannot (pgxpool, for one, starts connections in the background with the
+// caller's context values), and does not implement it.
+type ContextBound interface {
+	ContextBound()
+}
+
 // LeaseExtender lets a long-running holder extend its lease (a heartbeat).
 //
 // ExtendLease, atomically: if the record exists, is unexpired, PENDING and

@@ -102,6 +102,7 @@ var (
 	_ idem.Store         = (*Store)(nil)
 	_ idem.Watcher       = (*Store)(nil)
 	_ idem.LeaseExtender = (*Store)(nil)
+	_ idem.ContextBound  = (*Store)(nil)
 )
 
 type shard struct {
@@ -321,6 +322,11 @@ func (s *Store) ExtendLease(ctx context.Context, key string, token idem.Token, l
 	e.rec.LeaseExpiresAt = now.Add(lease)
 	return nil
 }
+
+// ContextBound implements idem.ContextBound: no method uses its ctx beyond
+// the call (each only checks ctx.Err on entry), so the engine may reuse the
+// memory that holds those contexts.
+func (*Store) ContextBound() {}
 
 // Watch implements idem.Watcher: changed is closed on the next change of the
 // key's record (claim, takeover, finish, expiry or eviction).

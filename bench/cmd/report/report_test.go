@@ -1,0 +1,84 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestReplace(t *testing.T) {
+	doc := "a\n<!-- BEGIN report:x -->\nold\n<!-- END report:x -->\nb\n"
+	got, err := replace(doc, "x", "new\n\n")
+	require.NoError(t, err)
+	assert.Equal(t, "a\n<!-- BEGIN report:x -->\nnew\n<!-- END report:x -->\nb\n", got)
+	_, err = replace(doc, "y", "z")
+	assert.Error(t, err)
+}
+
+const sample = `goos: linux
+goarch: amd64
+pkg: github.com/idemgen/idemgen/bench/middleware
+BenchmarkNetHTTP/floor/serial-2    1000  100.0 ns/op  90.0 cpu-ns/op  32 B/op  2 allocs/op
+BenchmarkNetHTTP/floor/serial-2    1000  110.0 ns/op  91.0 cpu-ns/op  32 B/op  2 allocs/op
+BenchmarkNetHTTP/floor/serial-2    1000  120.0 ns/op  92.0 cpu-ns/op  32 B/op  2 allocs/op
+BenchmarkNetHTTP/bare/serial-2     1000  10000 ns/op  9000 cpu-ns/op  4000 B/op  40 allocs/op
+BenchmarkNetHTTP/idemgen/first-2   1000  13000 ns/op  12000 cpu-ns/op  5000 B/op  45 allocs/op
+BenchmarkNetHTTP/idemgen/nostore-first-cached-2   1000  10000 ns/op  10000 cpu-ns/op  4000 B/op  42 allocs/op
+BenchmarkNetHTTP/idemgen/nostore-first-2   1000  10000 ns/op  11000 cpu-ns/op  4000 B/op  42 allocs/op
+BenchmarkNetHTTP/idemgen/replay-2  1000  900 ns/op  800 cpu-ns/op  96 B/op  2 allocs/op
+BenchmarkNetHTTP/idemgen/replay-parallel-2  1000  500 ns/op  1000 cpu-ns/op  96 B/op  2 allocs/op
+PASS
+`
+
+func TestParseAndStats(t *testing.T) {
+	rs, err := parse([]byte(sample))
+	require.NoError(t, err)
+	s := rs.stat("NetHTTP/floor/serial", "ns/op")
+	require.True(t, s.ok)
+	assert.InDelta(t, 110, s.Center, 1e-9, "median")
+	assert.Equal(t, 3, s.n)
+	m, ok := rs.median("NetHTTP/floor/serial", "cpu-ns/op")
+	require.True(t, ok)
+	assert.InDelta(t, 91, m, 1e-9)
+	_, ok = rs.median("NetHTTP/nope", "ns/op")
+	assert.False(t, ok)
+	_, err = parse([]byte("PASS\n"))
+	assert.Error(t, err)
+}
+
+func TestRenderMiddleware(t *testing.T) {
+	rs, err := parse([]byte(sample))
+	require.NoError(t, err)
+	out := renderMiddleware(rs)
+	// first request: 12000 - 9000 CPU over bare, 45 - 40 allocs.
+	assert.Contains(t, out, "| first request | 13.0 µs | 12.0 µs | 5000 B | 45 | +11.9 µs, +43 | +3.00 µs, +5 | 118.2× |")
+	assert.Contains(t, out, "| replay | 900 ns | 800 ns | 96 B | 2 | +709 ns, +0 |")
+	assert.Contains(t, out, "*missing*", "fiber rows are absent from the sample")
+	assert.True(t, strings.Contains(out, "| replay (over floor) | CPU | +709 ns |"), out)
+	// breakdown: engine 10000-9000, fingerprint 11000-10000, memstore 12000-11000.
+	assert.Contains(t, out, "fingerprint cached | +1.00 µs |")
+	assert.Contains(t, out, "fingerprint computed for every request | +1.00 µs |")
+	assert.Contains(t, out, "| engine over memstore | +1.00 µs |")
+	assert.Contains(t, out, "| total | | +3.00 µs |")
+}
+
+func TestFormat(t *testing.T) {
+	for _, c := range []struct {
+		ns   float64
+		want string
+	}{{950, "950 ns"}, {1500, "1.50 µs"}, {15000, "15.0 µs"}, {2.5e6, "2.5 ms"}, {3.2e9, "3.20 s"}} {
+		assert.Equal(t, c.want, dur(c.ns))
+	}
+	assert.Equal(t, "−1.50 µs", signedDur(-1500))
+	assert.Equal(t, "5000 B", bytesStr(5000))
+	assert.Equal(t, "20 KB", bytesStr(20480))
+	assert.Equal(t, "110 MB", bytesStr(115e6))
+	assert.Equal(t, "693k", count(693369))
+}
+
+func TestHalfTime(t *testing.T) {
+	assert.Equal(t, "500ms", halfTime("1s"))
+	assert.Equal(t, "100x", halfTime("100x"))
+}

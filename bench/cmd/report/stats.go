@@ -1,0 +1,147 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"regexp"
+	"sort"
+	"strings"
+
+	"golang.org/x/perf/benchfmt"
+	"golang.org/x/perf/benchmath"
+)
+
+// results maps a benchmark name (without "Benchmark" and the -GOMAXPROCS
+// suffix) to its samples by unit ("ns/op", "B/op", "allocs/op", custom).
+type results map[string]map[string][]float64
+
+var procSuffix = regexp.MustCompile(`-\d+$`)
+
+func parse(out []byte) (results, error) {
+	res := results{}
+	rd := benchfmt.NewReader(bytes.NewReader(out), "go test")
+	for rd.Scan() {
+		rec, ok := rd.Result().(*benchfmt.Result)
+		if !ok {
+			continue
+		}
+		name := procSuffix.ReplaceAllString(string(rec.Name.Full()), "")
+		m := res[name]
+		if m == nil {
+			m = map[string][]float64{}
+			res[name] = m
+		}
+		for _, v := range rec.Values {
+			// benchfmt tidies units: back to go test's.
+			unit, val := v.Unit, v.Value
+			switch {
+			case strings.HasSuffix(unit, "sec/op"): // ns/op, cpu-ns/op
+				unit, val = strings.TrimSuffix(unit, "sec/op")+"ns/op", val*1e9
+			case unit == "B/s":
+				unit, val = "MB/s", val/1e6
+			}
+			m[unit] = append(m[unit], val)
+		}
+	}
+	if err := rd.Err(); err != nil {
+		return nil, err
+	}
+	if len(res) == 0 {
+		return nil, fmt.Errorf("no benchmark results")
+	}
+	return res, nil
+}
+
+// stat is the median of a sample with its 95% confidence interval.
+type stat struct {
+	benchmath.Summary
+	n  int
+	ok bool
+}
+
+var thresholds = benchmath.DefaultThresholds
+
+func (rs results) stat(name, unit string) stat {
+	vals := rs[name][unit]
+	if len(vals) == 0 {
+		return stat{}
+	}
+	s := benchmath.AssumeNothing.Summary(benchmath.NewSample(vals, &thresholds), 0.95)
+	return stat{Summary: s, n: len(vals), ok: true}
+}
+
+func (rs results) median(name, unit string) (float64, bool) {
+	s := rs.stat(name, unit)
+	return s.Center, s.ok
+}
+
+// names returns the benchmark names, sorted.
+func (rs results) names() []string {
+	var ns []string
+	for n := range rs {
+		ns = append(ns, n)
+	}
+	sort.Strings(ns)
+	return ns
+}
+
+// pct is the half-width of the confidence interval relative to the median
+// ("±3%"), or "" when there is a single run.
+func (s stat) pct() string {
+	if s.n < 2 || s.Center == 0 || math.IsInf(s.Lo, 0) || math.IsInf(s.Hi, 0) {
+		return ""
+	}
+	w := math.Max(s.Center-s.Lo, s.Hi-s.Center) / s.Center * 100
+	return fmt.Sprintf(" ±%.0f%%", w)
+}
+
+// dur renders nanoseconds.
+func dur(ns float64) string {
+	ns = math.Round(ns*100) / 100 // unit conversions leave 999.9999 for 1000
+	a := math.Abs(ns)
+	switch {
+	case a >= 1e9:
+		return fmt.Sprintf("%.2f s", ns/1e9)
+	case a >= 1e6:
+		return fmt.Sprintf("%.1f ms", ns/1e6)
+	case a >= 10e3:
+		return fmt.Sprintf("%.1f µs", ns/1e3)
+	case a >= 1e3:
+		return fmt.Sprintf("%.2f µs", ns/1e3)
+	}
+	return fmt.Sprintf("%.0f ns", ns)
+}
+
+func signedDur(ns float64) string {
+	if ns >= 0 {
+		return "+" + dur(ns)
+	}
+	return "−" + dur(-ns)
+}
+
+func bytesStr(b float64) string {
+	switch {
+	case b >= 10<<20:
+		return fmt.Sprintf("%.0f MB", b/(1<<20))
+	case b >= 1<<20:
+		return fmt.Sprintf("%.1f MB", b/(1<<20))
+	case b >= 10<<10:
+		return fmt.Sprintf("%.0f KB", b/(1<<10))
+	}
+	return fmt.Sprintf("%.0f B", b)
+}
+
+func count(n float64) string {
+	if n >= 10000 {
+		return fmt.Sprintf("%.0fk", n/1000)
+	}
+	return fmt.Sprintf("%.0f", n)
+}
+
+func signedCount(n float64) string {
+	if n >= 0 {
+		return "+" + count(n)
+	}
+	return "−" + count(-n)
+}

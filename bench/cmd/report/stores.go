@@ -1,0 +1,71 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+)
+
+var servers = []struct{ bench, label string }{
+	{"Redis", "Redis"},
+	{"Postgres", "PostgreSQL"},
+}
+
+var storeImpls = []struct{ name, label string }{
+	{"idemgen", "**idemgen** (engine + store)"},
+	{"raw", "raw client, minimum commands"},
+}
+
+func (r *runner) stores() (string, error) {
+	if !haveStores() {
+		return "", skipped("the Redis and PostgreSQL stores (runtime/redisstore, runtime/pgstore) are not in this tree yet")
+	}
+	rs, err := r.bench("stores", "./stores", ".", r.benchtime)
+	if err != nil {
+		return "", err
+	}
+	return renderStores(rs), nil
+}
+
+// haveStores reports whether the stores bench/stores measures are in the tree.
+func haveStores() bool {
+	_, err := os.Stat("../runtime/redisstore")
+	return err == nil
+}
+
+func renderStores(rs results) string {
+	var b strings.Builder
+	b.WriteString("| server | implementation | request | time/op | CPU/op (this process) | B/op | allocs/op | round trips | statements | time vs raw |\n")
+	b.WriteString("|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, s := range servers {
+		for _, im := range storeImpls {
+			for _, row := range rows {
+				name := s.bench + "/" + im.name + "/" + row.name
+				t := rs.stat(name, "ns/op")
+				if !t.ok {
+					fmt.Fprintf(&b, "| %s | %s | %s | *missing* | | | | | | |\n", s.label, im.label, row.label)
+					continue
+				}
+				c := rs.stat(name, "cpu-ns/op")
+				by, _ := rs.median(name, "B/op")
+				al, _ := rs.median(name, "allocs/op")
+				rt, _ := rs.median(name, "roundtrips/op")
+				st := ""
+				if v, ok := rs.median(name, "statements/op"); ok {
+					st = fmt.Sprintf("%.0f", v)
+				} else {
+					st = fmt.Sprintf("%.0f", rt)
+				}
+				vs := ""
+				if im.name != "raw" {
+					if raw, ok := rs.median(s.bench+"/raw/"+row.name, "ns/op"); ok && raw > 0 {
+						vs = fmt.Sprintf("%.2f×", t.Center/raw)
+					}
+				}
+				fmt.Fprintf(&b, "| %s | %s | %s | %s%s | %s%s | %s | %s | %.2f | %s | %s |\n", s.label, im.label, row.label,
+					dur(t.Center), t.pct(), dur(c.Center), c.pct(), bytesStr(by), count(al), rt, st, vs)
+			}
+		}
+	}
+	return b.String()
+}

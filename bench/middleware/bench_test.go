@@ -1,0 +1,131 @@
+package middleware
+
+import (
+	"context"
+	"net/http"
+	"sync/atomic"
+	"testing"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/idemgen/idemgen/bench/internal/workload"
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/memstore"
+)
+
+// Benchmark names: Benchmark<Stack>/<implementation>/<row>, rows serial and
+// parallel for the floor and bare handlers, first, replay and
+// replay-parallel for the middlewares. cmd/report reads them by name.
+
+func idemgenHandler(tb testing.TB, h http.Handler) http.Handler {
+	s := memstore.New(memstore.Options{SweepInterval: -1})
+	tb.Cleanup(func() { _ = s.Close() })
+	eng := idem.New(s, idem.Options{})
+	return eng.Handler(idem.MustCompile(workload.Spec()), h)
+}
+
+// nopStore claims every key and keeps nothing: the engine's cost alone.
+type nopStore struct{}
+
+func (nopStore) Begin(context.Context, *idem.BeginRequest) (idem.BeginResult, error) {
+	return idem.BeginResult{Acquired: true}, nil
+}
+func (nopStore) Finish(context.Context, string, idem.Token, idem.State, []byte) error { return nil }
+func (nopStore) Get(context.Context, string) (idem.Record, bool, error) {
+	return idem.Record{}, false, nil
+}
+
+func BenchmarkNetHTTP(b *testing.B) {
+	do := func(h http.Handler) func() int {
+		c := workload.NewClient(workload.Payload)
+		return func() int { return c.Do(h) }
+	}
+	serialParallel := func(b *testing.B, h http.Handler) {
+		b.Run("serial", func(b *testing.B) { workload.Serial(b, do(h)) })
+		b.Run("parallel", func(b *testing.B) { workload.Parallel(b, func() func() int { return do(h) }) })
+	}
+	b.Run("floor", func(b *testing.B) { serialParallel(b, workload.FloorHandler()) })
+	b.Run("bare", func(b *testing.B) { serialParallel(b, workload.Handler()) })
+	b.Run("idemgen", func(b *testing.B) {
+		b.Run("first", func(b *testing.B) {
+			calls := 0
+			bare := workload.Handler()
+			h := idemgenHandler(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				calls++
+				bare.ServeHTTP(w, r)
+			}))
+			c := workload.NewClient(workload.Payload)
+			workload.Keyed(b, c.Set, func() int { return c.Do(h) })
+			if calls != b.N {
+				b.Fatalf("the handler ran %d times for %d first requests", calls, b.N)
+			}
+		})
+		// The breakdown of a first request: the engine over a store that
+		// claims every key and keeps nothing, with a fingerprint computed
+		// for every request (first) or found in the engine's cache (the same
+		// body every time: first-cached).
+		b.Run("nostore-first", func(b *testing.B) {
+			h := idem.New(nopStore{}, idem.Options{}).Handler(idem.MustCompile(workload.Spec()), workload.Handler())
+			c := workload.NewClient(workload.Payload)
+			workload.Keyed(b, c.Set, func() int { return c.Do(h) })
+		})
+		b.Run("nostore-first-cached", func(b *testing.B) {
+			h := idem.New(nopStore{}, idem.Options{}).Handler(idem.MustCompile(workload.Spec()), workload.Handler())
+			c := workload.NewClient(workload.Payload)
+			workload.Keyed(b, func(k string, _ []byte) { c.SetKey(k) }, func() int { return c.Do(h) })
+		})
+		b.Run("replay", func(b *testing.B) {
+			h := idemgenHandler(b, workload.Handler())
+			c := workload.NewClient(workload.Payload)
+			c.Do(h)
+			workload.Serial(b, func() int { return c.Do(h) })
+			if c.W.H.Get("Idempotent-Replayed") != "true" {
+				b.Fatal("not a replay")
+			}
+		})
+		b.Run("replay-parallel", func(b *testing.B) {
+			h := idemgenHandler(b, workload.Handler())
+			workload.NewClient(workload.Payload).Do(h)
+			workload.Parallel(b, func() func() int { return do(h) })
+		})
+	})
+}
+
+func BenchmarkFastHTTP(b *testing.B) {
+	do := func(h fasthttp.RequestHandler) func() int {
+		c := newFastClient(workload.Payload)
+		return func() int { return c.do(h) }
+	}
+	serialParallel := func(b *testing.B, h fasthttp.RequestHandler) {
+		b.Run("serial", func(b *testing.B) { workload.Serial(b, do(h)) })
+		b.Run("parallel", func(b *testing.B) { workload.Parallel(b, func() func() int { return do(h) }) })
+	}
+	b.Run("floor", func(b *testing.B) { serialParallel(b, fastFloor) })
+	b.Run("fiber", func(b *testing.B) { serialParallel(b, fiberApp(false, fiberHandler(nil)).Handler()) })
+	b.Run("fiber-idempotency", func(b *testing.B) {
+		b.Run("first", func(b *testing.B) {
+			var calls atomic.Int64
+			h := fiberApp(true, fiberHandler(&calls)).Handler()
+			c := newFastClient(workload.Payload)
+			workload.Keyed(b, c.set, func() int { return c.do(h) })
+			if calls.Load() != int64(b.N) {
+				b.Fatalf("handler ran %d times for %d first requests", calls.Load(), b.N)
+			}
+		})
+		b.Run("replay", func(b *testing.B) {
+			var calls atomic.Int64
+			h := fiberApp(true, fiberHandler(&calls)).Handler()
+			c := newFastClient(workload.Payload)
+			c.do(h)
+			workload.Serial(b, func() int { return c.do(h) })
+			if calls.Load() != 1 {
+				b.Fatalf("handler ran %d times", calls.Load())
+			}
+		})
+		b.Run("replay-parallel", func(b *testing.B) {
+			h := fiberApp(true, fiberHandler(nil)).Handler()
+			newFastClient(workload.Payload).do(h)
+			workload.Parallel(b, func() func() int { return do(h) })
+		})
+	})
+}

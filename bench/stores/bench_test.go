@@ -1,0 +1,123 @@
+package stores
+
+import (
+	"context"
+	"net/http"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/bench/internal/workload"
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/pgstore"
+	"github.com/idemgen/idemgen/runtime/redisstore"
+)
+
+// Benchmark names: Benchmark<Server>/<implementation>/<row>, rows first,
+// replay and replay-parallel; each reports roundtrips/op (and, for
+// PostgreSQL, statements/op: a batch is one round trip for several).
+// Parallel rows run 4 goroutines per GOMAXPROCS, so that round trips
+// overlap as they do in a server.
+
+const parallelism = 4
+
+// trips reports the round trips (and statements) per request of a benchmark.
+func trips(b *testing.B, c *counter, stmts bool, run func()) {
+	t0, s0 := c.snapshot()
+	run()
+	t1, s1 := c.snapshot()
+	if b.N > 0 {
+		b.ReportMetric(float64(t1-t0)/float64(b.N), "roundtrips/op")
+		if stmts {
+			b.ReportMetric(float64(s1-s0)/float64(b.N), "statements/op")
+		}
+	}
+}
+
+// rows runs the three rows for one implementation: first requests through
+// first, replays through replay after one request through first.
+func rows(b *testing.B, c *counter, stmts bool, first, replay http.Handler) {
+	b.Run("first", func(b *testing.B) {
+		cl := workload.NewClient(workload.Payload)
+		t0, _ := c.snapshot()
+		trips(b, c, stmts, func() { workload.Keyed(b, cl.Set, func() int { return cl.Do(first) }) })
+		if t1, _ := c.snapshot(); t1-t0 < 2*int64(b.N) {
+			b.Fatalf("%d round trips for %d first requests: some were not first", t1-t0, b.N)
+		}
+	})
+	b.Run("replay", func(b *testing.B) {
+		cl := workload.NewClient(workload.Payload)
+		cl.SetKey(workload.KeyOf(1<<31, 0))
+		require.Equal(b, http.StatusCreated, cl.Do(first))
+		trips(b, c, stmts, func() { workload.Serial(b, func() int { return cl.Do(replay) }) })
+	})
+	round := uint32(0)
+	b.Run("replay-parallel", func(b *testing.B) {
+		// Called again for each b.N: a key of its own each time.
+		round++
+		key := workload.KeyOf(1<<31+round, 0)
+		cl := workload.NewClient(workload.Payload)
+		cl.SetKey(key)
+		require.Equal(b, http.StatusCreated, cl.Do(first))
+		b.SetParallelism(parallelism)
+		trips(b, c, stmts, func() {
+			workload.Parallel(b, func() func() int {
+				cl := workload.NewClient(workload.Payload)
+				cl.SetKey(key)
+				return func() int { return cl.Do(replay) }
+			})
+		})
+	})
+}
+
+func idemgenOver(s idem.Store) http.Handler {
+	return idem.New(s, idem.Options{}).Handler(idem.MustCompile(workload.Spec()), workload.Handler())
+}
+
+func redisStore(tb testing.TB, c *redis.Client, prefix string) *redisstore.Store {
+	s, err := redisstore.New(c, redisstore.Options{Prefix: prefix})
+	require.NoError(tb, err)
+	require.NoError(tb, s.LoadScripts(context.Background()))
+	tb.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func BenchmarkRedis(b *testing.B) {
+	b.Run("idemgen", func(b *testing.B) {
+		c, cnt, prefix := redisClient(b)
+		h := idemgenOver(redisStore(b, c, prefix))
+		rows(b, cnt, false, h, h)
+	})
+	b.Run("raw", func(b *testing.B) {
+		c, cnt, prefix := redisClient(b)
+		ctx := context.Background()
+		require.NoError(b, rawClaim.Load(ctx, c).Err())
+		require.NoError(b, rawFinish.Load(ctx, c).Err())
+		rows(b, cnt, false, rawRedisFirst(c, prefix, workload.Handler()), rawRedisReplay(c, prefix))
+	})
+}
+
+func pgStore(tb testing.TB, pool *pgxpool.Pool, schema string) *pgstore.Store {
+	s, err := pgstore.New(pool, pgstore.Options{Schema: schema})
+	require.NoError(tb, err)
+	require.NoError(tb, s.Migrate(context.Background()))
+	tb.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func BenchmarkPostgres(b *testing.B) {
+	b.Run("idemgen", func(b *testing.B) {
+		pool, cnt, schema := pgPool(b)
+		h := idemgenOver(pgStore(b, pool, schema))
+		rows(b, cnt, true, h, h)
+	})
+	b.Run("raw", func(b *testing.B) {
+		pool, cnt, schema := pgPool(b)
+		_, err := pool.Exec(context.Background(), rawPGSchema(schema))
+		require.NoError(b, err)
+		raw := newRawPG(pool, schema)
+		rows(b, cnt, true, raw.first(workload.Handler()), raw.replayHandler())
+	})
+}

@@ -1,0 +1,128 @@
+package idem
+
+import (
+	"encoding/binary"
+	"hash/maphash"
+	"sync/atomic"
+
+	"github.com/idemgen/idemgen/runtime/fingerprint"
+)
+
+// fpCache memoizes canonical fingerprints, so that a retry (a duplicate
+// whose bytes are those of the request before it, the common case) is not
+// canonicalized again: canonicalizing a 1 KB JSON body costs a few
+// microseconds, hashing its bytes a few tens of nanoseconds.
+//
+// An entry is found by a 64-bit maphash digest, with a random seed of this
+// process, of everything fingerprint.Hasher.Sum reads (the policy, which
+// fixes the operation and the hasher's options; the method, the raw query,
+// the Content-Type, the values of the policy's fingerprinted headers, the
+// body), and by the body's length. The cache only ever answers with the
+// fingerprint Sum computed for an input with the same digest, length and
+// policy. A collision (about 2^-64 for two given inputs of one length, with
+// a seed an attacker does not know) would give a request the fingerprint of
+// another request of the same operation; since records are scoped by
+// principal and key, the consequence stays inside the requester's own key:
+// a spurious conflict, or a replay of the response to its own first request.
+//
+// The table is direct-mapped (a new entry replaces the one in its slot) and
+// lock-free: each slot is a seqlock of atomic words, so readers never block
+// and a reader that overlaps a writer just misses.
+type fpCache struct {
+	seed  maphash.Seed
+	slots [fpCacheSlots]fpSlot
+}
+
+const fpCacheSlots = 1024 // 72 KiB per Engine
+
+type fpSlot struct {
+	seq atomic.Uint64 // odd while written
+	// digest, body length, policy id, then the fingerprint's 33 bytes in 5 words.
+	w [8]atomic.Uint64
+}
+
+const fpWords = (len(Fingerprint{}) + 7) / 8
+
+func newFPCache() *fpCache {
+	return &fpCache{seed: maphash.MakeSeed()}
+}
+
+// policyIDs numbers compiled policies for the cache.
+var policyIDs atomic.Uint64
+
+// sum returns p's fingerprint of in, from the cache when it holds it.
+func (c *fpCache) sum(p *Policy, in *fingerprint.Input) Fingerprint {
+	h, n := c.digest(p, in), uint64(len(in.Body))
+	s := &c.slots[h%fpCacheSlots]
+	if fp, ok := s.get(h, n, p.id); ok {
+		return fp
+	}
+	fp := p.hasher.Sum(in)
+	s.put(h, n, p.id, &fp)
+	return fp
+}
+
+func (c *fpCache) digest(p *Policy, in *fingerprint.Input) uint64 {
+	var h maphash.Hash
+	h.SetSeed(c.seed)
+	var n [8]byte
+	num := func(v uint64) {
+		binary.LittleEndian.PutUint64(n[:], v)
+		_, _ = h.Write(n[:])
+	}
+	str := func(s string) {
+		num(uint64(len(s)))
+		_, _ = h.WriteString(s)
+	}
+	num(p.id)
+	str(in.Method)
+	str(in.RawQuery)
+	str(in.ContentType)
+	for _, name := range p.fpHeaders {
+		vals := in.Header[name]
+		num(uint64(len(vals)))
+		for _, v := range vals {
+			str(v)
+		}
+	}
+	num(uint64(len(in.Body)))
+	num(maphash.Bytes(c.seed, in.Body)) // in one pass: faster than Write for a large body
+	return h.Sum64()
+}
+
+func (s *fpSlot) get(h, n, id uint64) (Fingerprint, bool) {
+	var fp Fingerprint
+	seq := s.seq.Load()
+	if seq&1 != 0 || s.w[0].Load() != h || s.w[1].Load() != n || s.w[2].Load() != id {
+		return fp, false
+	}
+	var words [fpWords]uint64
+	for i := range words {
+		words[i] = s.w[3+i].Load()
+	}
+	if s.seq.Load() != seq {
+		return fp, false // written meanwhile
+	}
+	var b [fpWords * 8]byte
+	for i, w := range words {
+		binary.LittleEndian.PutUint64(b[i*8:], w)
+	}
+	copy(fp[:], b[:])
+	return fp, true
+}
+
+func (s *fpSlot) put(h, n, id uint64, fp *Fingerprint) {
+	seq := s.seq.Load()
+	if seq&1 != 0 || !s.seq.CompareAndSwap(seq, seq+1) {
+		return // another writer has the slot: the cache is best effort
+	}
+	var b [fpWords * 8]byte
+	copy(b[:], fp[:])
+	s.w[0].Store(h)
+	s.w[1].Store(n)
+	s.w[2].Store(id)
+	for i := 0; i < fpWords; i++ {
+		s.w[3+i].Store(binary.LittleEndian.Uint64(b[i*8:]))
+	}
+	s.seq.Store(seq + 2)
+}
