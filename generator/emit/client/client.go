@@ -35,7 +35,6 @@ package client
 
 import (
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -94,13 +93,7 @@ func ParseConfig(params map[string]string) (Config, error) {
 	if !gogen.IsExported(c.Type) || c.Type == "Client" {
 		return c, fmt.Errorf("client.type: %q is not an exported Go identifier other than Client", c.Type)
 	}
-	if err := gogen.CheckFile("client.file", c.File); err != nil {
-		return c, err
-	}
-	if filepath.Base(c.File) != c.File {
-		return c, fmt.Errorf("client.file: %q is not the name of a (non-test) .go file", c.File)
-	}
-	return c, nil
+	return c, gogen.CheckFile("client.file", c.File)
 }
 
 // Emit is the registered emitter: one Go file.

@@ -118,9 +118,10 @@ func IsExported(s string) bool {
 }
 
 // CheckFile checks the value of a file-name option (server.file,
-// client.file): the name of a Go file that is not a test.
+// client.file): the name of a Go file that is not a test, in the output
+// directory itself (a file in another directory is in another package).
 func CheckFile(option, name string) error {
-	if name == "" || filepath.Ext(name) != ".go" || strings.HasSuffix(name, "_test.go") {
+	if name == "" || filepath.Ext(name) != ".go" || strings.HasSuffix(name, "_test.go") || filepath.Base(name) != name {
 		return fmt.Errorf("%s: %q is not the name of a (non-test) .go file", option, name)
 	}
 	return nil

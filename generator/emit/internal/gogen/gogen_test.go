@@ -61,7 +61,7 @@ func TestDoc(t *testing.T) {
 
 func TestCheckFileAndIsExported(t *testing.T) {
 	assert.NoError(t, CheckFile("x.file", "idem.gen.go"))
-	for _, bad := range []string{"", "idem.txt", "idem_test.go"} {
+	for _, bad := range []string{"", "idem.txt", "idem_test.go", "sub/idem.go"} {
 		assert.ErrorContains(t, CheckFile("x.file", bad), "x.file:", bad)
 	}
 	for s, want := range map[string]bool{"Idempotency": true, "X_1": true, "": false, "idem": false, "Idem-X": false, "Ünï": false, "_X": false} {
