@@ -348,7 +348,7 @@ func generate(args []string, stdout, stderr io.Writer) int {
 			params[k] = v
 		}
 	}
-	files, err := emitter.Run(names, spec, emitter.Options{Package: cfg.Package, Output: cfg.Output, Params: params, Version: Version()})
+	files, err := emitter.Run(names, spec, cfg.emitterOptions(params))
 	if err != nil {
 		var el *diag.ErrorList
 		if errors.As(err, &el) {
@@ -373,6 +373,14 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	return ExitOK
 }
 
+// emitterOptions are what the emitters get for c with the emitter settings
+// params: the same for generate and check -generated, so that check
+// compares with what generate writes (idemgen's version included, which the
+// Go emitters put in their headers).
+func (c *Config) emitterOptions(params map[string]string) emitter.Options {
+	return emitter.Options{Package: c.Package, Output: c.Output, Params: params, Version: buildVersion()}
+}
+
 func sortedTrue(m map[string]bool) []string {
 	var out []string
 	for k, v := range m {
@@ -389,9 +397,12 @@ func version(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}
-	fmt.Fprintln(stdout, "idemgen", Version())
+	fmt.Fprintln(stdout, "idemgen", buildVersion())
 	return ExitOK
 }
+
+// buildVersion is Version; tests replace it.
+var buildVersion = Version
 
 // Version returns the module version idemgen was built from, with the VCS
 // revision when the build recorded one.

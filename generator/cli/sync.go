@@ -59,7 +59,7 @@ func checkGenerated(fs *flag.FlagSet, configPath string, overlays []string, stri
 		fmt.Fprintln(stderr, "idemgen check: the spec has errors; cannot compare the generated files")
 		return ExitError
 	}
-	files, err := emitter.Run(names, spec, emitter.Options{Package: cfg.Package, Output: cfg.Output, Params: cfg.Options})
+	files, err := emitter.Run(names, spec, cfg.emitterOptions(cfg.Options))
 	if err != nil {
 		fmt.Fprintf(stderr, "idemgen check: %v\n", err)
 		return ExitError
