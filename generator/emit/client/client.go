@@ -98,15 +98,7 @@ func ParseConfig(params map[string]string) (Config, error) {
 
 // Emit is the registered emitter: one Go file.
 func Emit(spec *ir.Spec, opts emitter.Options) ([]emitter.File, error) {
-	cfg, err := ParseConfig(opts.Params)
-	if err != nil {
-		return nil, err
-	}
-	data, err := Generate(spec, opts, cfg)
-	if err != nil {
-		return nil, err
-	}
-	return []emitter.File{{Path: cfg.File, Data: data}}, nil
+	return gogen.Emit(spec, opts, ParseConfig, Generate, func(c Config) string { return c.File })
 }
 
 // Generate renders the file. It fails with a *diag.ErrorList when a

@@ -118,15 +118,7 @@ func ParseConfig(params map[string]string) (Config, error) {
 
 // Emit is the registered emitter: one Go file.
 func Emit(spec *ir.Spec, opts emitter.Options) ([]emitter.File, error) {
-	cfg, err := ParseConfig(opts.Params)
-	if err != nil {
-		return nil, err
-	}
-	data, err := Generate(spec, opts, cfg)
-	if err != nil {
-		return nil, err
-	}
-	return []emitter.File{{Path: cfg.File, Data: data}}, nil
+	return gogen.Emit(spec, opts, ParseConfig, Generate, func(c Config) string { return c.File })
 }
 
 // Generate renders the file. It fails with a *diag.ErrorList when a
@@ -484,9 +476,24 @@ func specLiteral(s idem.Spec) jen.Code {
 	))
 }
 
+// strictFunc declares the generated strict method (its body is the
+// caller's), which runs one strict-server request of an idempotent
+// operation; handlerParams are the strict handler's own parameters (net/http's
+// or echo's).
+func (g *gen) strictFunc(handlerParams []jen.Code) *jen.Statement {
+	g.doc("strict runs one strict-server request of an idempotent operation; visitor returns the typed response's Visit method, nil for a value of another type.")
+	return g.f.Func().Params(jen.Id("x").Op("*").Id(g.cfg.Type)).Id("strict").Params(
+		append(handlerParams,
+			jen.Id("f").Id("StrictHandlerFunc"),
+			jen.Id("p").Op("*").Qual(idemPkg, "Policy"),
+			jen.Id("key").Qual(idemPkg, "Key"),
+			jen.Id("visitor").Func().Params(jen.Any()).Func().Params(jen.Qual("net/http", "ResponseWriter")).Error(),
+		)...,
+	).Params(jen.Any(), jen.Error())
+}
+
 // strict writes the strict-server middleware.
 func (g *gen) strict() {
-	t := g.cfg.Type
 	handlerParams := []jen.Code{
 		jen.Id("ctx").Qual("context", "Context"),
 		jen.Id("w").Qual("net/http", "ResponseWriter"),
@@ -495,15 +502,7 @@ func (g *gen) strict() {
 	}
 	g.strictMiddleware(handlerParams, []jen.Code{jen.Id("ctx"), jen.Id("w"), jen.Id("r"), jen.Id("request")})
 
-	g.doc("strict runs one strict-server request of an idempotent operation; visitor returns the typed response's Visit method, nil for a value of another type.")
-	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("strict").Params(
-		append(handlerParams,
-			jen.Id("f").Id("StrictHandlerFunc"),
-			jen.Id("p").Op("*").Qual(idemPkg, "Policy"),
-			jen.Id("key").Qual(idemPkg, "Key"),
-			jen.Id("visitor").Func().Params(jen.Any()).Func().Params(jen.Qual("net/http", "ResponseWriter")).Error(),
-		)...,
-	).Params(jen.Any(), jen.Error()).Block(
+	g.strictFunc(handlerParams).Block(
 		jen.If(jen.Id("ctx").Op("!=").Id("r").Dot("Context").Call()).Block(
 			jen.Id("r").Op("=").Id("r").Dot("WithContext").Call(jen.Id("ctx")).Comment("keep what earlier strict middleware put in ctx"),
 		),

@@ -54,6 +54,21 @@ func sourcePath(path, out string) string {
 	return filepath.ToSlash(path)
 }
 
+// Emit is the body of the registered emitter of a Go emitter, which writes
+// one file: parse reads its options from opts.Params, generate renders the
+// file, file names it.
+func Emit[C any](spec *ir.Spec, opts emitter.Options, parse func(map[string]string) (C, error), generate func(*ir.Spec, emitter.Options, C) ([]byte, error), file func(C) string) ([]emitter.File, error) {
+	cfg, err := parse(opts.Params)
+	if err != nil {
+		return nil, err
+	}
+	data, err := generate(spec, opts, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return []emitter.File{{Path: file(cfg), Data: data}}, nil
+}
+
 // Render renders f (gofmt-formatted by jennifer); name is the file's name,
 // for the error.
 func Render(f *jen.File, name string) ([]byte, error) {

@@ -1,6 +1,7 @@
 package gogen
 
 import (
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -113,4 +114,27 @@ func TestOapiNames(t *testing.T) {
 	assert.Equal(t, Owner{What: "schema Order", Pos: ir.Pos{File: "s.yaml", Line: 9}}, names["Order"])
 	assert.Equal(t, Owner{What: "operation POST /orders", Pos: ir.Pos{File: "s.yaml", Line: 3}}, names["CreateOrderParams"])
 	assert.Equal(t, Owner{What: "operation GET /orders", Pos: ir.Pos{File: "s.yaml"}}, names["NewListOrdersRequest"])
+}
+
+func TestEmit(t *testing.T) {
+	parse := func(p map[string]string) (string, error) {
+		if p["x.file"] == "" {
+			return "", errors.New("x.file: empty")
+		}
+		return p["x.file"], nil
+	}
+	generate := func(spec *ir.Spec, opts emitter.Options, file string) ([]byte, error) {
+		if spec.Title == "bad" {
+			return nil, errors.New("boom")
+		}
+		return []byte(opts.Package + ":" + file), nil
+	}
+	name := func(file string) string { return file }
+	files, err := Emit(&ir.Spec{}, emitter.Options{Package: "p", Params: map[string]string{"x.file": "a.go"}}, parse, generate, name)
+	require.NoError(t, err)
+	assert.Equal(t, []emitter.File{{Path: "a.go", Data: []byte("p:a.go")}}, files)
+	_, err = Emit(&ir.Spec{}, emitter.Options{}, parse, generate, name)
+	assert.EqualError(t, err, "x.file: empty")
+	_, err = Emit(&ir.Spec{Title: "bad"}, emitter.Options{Params: map[string]string{"x.file": "a.go"}}, parse, generate, name)
+	assert.EqualError(t, err, "boom")
 }
