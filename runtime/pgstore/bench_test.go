@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemgen/idemgen/internal/testenv"
+	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/internal/storebench"
 )
 
@@ -44,12 +45,7 @@ func benchStore(b *testing.B) (*Store, *pgxpool.Pool) {
 func BenchmarkFirstRequest(b *testing.B) {
 	ctx := context.Background()
 	f := fp(1)
-	b.Run("store", func(b *testing.B) {
-		storebench.Modes(b, func(b *testing.B, parallel bool) {
-			s, _ := benchStore(b)
-			storebench.Run(b, parallel, storebench.FirstRequest(s))
-		})
-	})
+	storebench.RunFirstRequest(b, func(b *testing.B) idem.Store { s, _ := benchStore(b); return s })
 	b.Run("raw-sql", func(b *testing.B) {
 		storebench.Modes(b, func(b *testing.B, parallel bool) {
 			s, p := benchStore(b)
@@ -117,18 +113,7 @@ func BenchmarkReplay(b *testing.B) {
 		require.NoError(b, err)
 		return s, p
 	}
-	b.Run("store-Get", func(b *testing.B) {
-		storebench.Modes(b, func(b *testing.B, parallel bool) {
-			s, _ := setup(b)
-			storebench.Run(b, parallel, storebench.ReplayGet(b, s, keys))
-		})
-	})
-	b.Run("store-Begin", func(b *testing.B) { // a duplicate that arrives with Begin
-		storebench.Modes(b, func(b *testing.B, parallel bool) {
-			s, _ := setup(b)
-			storebench.Run(b, parallel, storebench.ReplayBegin(b, s, keys))
-		})
-	})
+	storebench.RunReplays(b, keys, func(b *testing.B) idem.Store { s, _ := setup(b); return s })
 	b.Run("raw-sql-Get", func(b *testing.B) {
 		storebench.Modes(b, func(b *testing.B, parallel bool) {
 			s, p := setup(b)

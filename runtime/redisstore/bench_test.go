@@ -31,12 +31,7 @@ func benchStore(b *testing.B) (*Store, *redis.Client) {
 
 func BenchmarkFirstRequest(b *testing.B) {
 	ctx := context.Background()
-	b.Run("store", func(b *testing.B) {
-		storebench.Modes(b, func(b *testing.B, parallel bool) {
-			s, _ := benchStore(b)
-			storebench.Run(b, parallel, storebench.FirstRequest(s))
-		})
-	})
+	storebench.RunFirstRequest(b, func(b *testing.B) idem.Store { s, _ := benchStore(b); return s })
 	b.Run("raw-script", func(b *testing.B) {
 		storebench.Modes(b, func(b *testing.B, parallel bool) {
 			s, c := benchStore(b)
@@ -78,18 +73,7 @@ func BenchmarkReplay(b *testing.B) {
 		storebench.Fill(b, s, keys)
 		return s, c
 	}
-	b.Run("store-Get", func(b *testing.B) {
-		storebench.Modes(b, func(b *testing.B, parallel bool) {
-			s, _ := setup(b)
-			storebench.Run(b, parallel, storebench.ReplayGet(b, s, keys))
-		})
-	})
-	b.Run("store-Begin", func(b *testing.B) { // a duplicate that arrives with Begin
-		storebench.Modes(b, func(b *testing.B, parallel bool) {
-			s, _ := setup(b)
-			storebench.Run(b, parallel, storebench.ReplayBegin(b, s, keys))
-		})
-	})
+	storebench.RunReplays(b, keys, func(b *testing.B) idem.Store { s, _ := setup(b); return s })
 	b.Run("raw-GET", func(b *testing.B) {
 		storebench.Modes(b, func(b *testing.B, parallel bool) {
 			s, c := setup(b)

@@ -137,6 +137,34 @@ func ReplayBegin(b *testing.B, s idem.Store, n int64) func(i int64) error {
 	}
 }
 
+// RunFirstRequest runs the sub-benchmark "store" of a store's
+// BenchmarkFirstRequest: FirstRequest through a store from newStore, serial
+// and parallel.
+func RunFirstRequest(b *testing.B, newStore func(b *testing.B) idem.Store) {
+	b.Run("store", func(b *testing.B) {
+		Modes(b, func(b *testing.B, parallel bool) {
+			Run(b, parallel, FirstRequest(newStore(b)))
+		})
+	})
+}
+
+// RunReplays runs the sub-benchmarks "store-Get" and "store-Begin" of a
+// store's BenchmarkReplay: a replay by Get, and a duplicate that arrives
+// with Begin, of one of the n records in a store from setup (which calls
+// Fill), serial and parallel.
+func RunReplays(b *testing.B, n int64, setup func(b *testing.B) idem.Store) {
+	b.Run("store-Get", func(b *testing.B) {
+		Modes(b, func(b *testing.B, parallel bool) {
+			Run(b, parallel, ReplayGet(b, setup(b), n))
+		})
+	})
+	b.Run("store-Begin", func(b *testing.B) {
+		Modes(b, func(b *testing.B, parallel bool) {
+			Run(b, parallel, ReplayBegin(b, setup(b), n))
+		})
+	})
+}
+
 // RoundTrips checks what a request through s costs in round trips: a first
 // request Begin + Finish = 2, a replay by Get or by Begin 1. writes counts
 // the writes on the store's only connection (see testenv.CountingDialer):
