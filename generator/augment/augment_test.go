@@ -18,6 +18,7 @@ import (
 	"github.com/idemgen/idemgen/generator/diag"
 	"github.com/idemgen/idemgen/generator/load"
 	"github.com/idemgen/idemgen/generator/specfile"
+	"github.com/idemgen/idemgen/internal/gentest"
 	"github.com/idemgen/idemgen/internal/testenv"
 )
 
@@ -85,21 +86,10 @@ func TestGolden(t *testing.T) {
 				assert.NoError(t, yaml.Unmarshal(res.Spec, &v))
 			}
 			require.NoError(t, os.MkdirAll(c.golden, 0o755))
-			golden(t, filepath.Join(c.golden, "augmented"+ext), res.Spec)
-			golden(t, filepath.Join(c.golden, "augment.overlay.yaml"), res.Overlay)
+			gentest.GoldenFile(t, filepath.Join(c.golden, "augmented"+ext), res.Spec, *update)
+			gentest.GoldenFile(t, filepath.Join(c.golden, "augment.overlay.yaml"), res.Overlay, *update)
 		})
 	}
-}
-
-func golden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		require.NoError(t, os.WriteFile(path, got, 0o644))
-		return
-	}
-	want, err := os.ReadFile(path)
-	require.NoError(t, err, "run go test -update to create it")
-	assert.Equal(t, string(want), string(got), path)
 }
 
 // TestIdempotent: augmenting an augmented spec changes nothing.
@@ -203,7 +193,7 @@ func TestDiagnoseRules(t *testing.T) {
 	var buf bytes.Buffer
 	require.NoError(t, diags.WriteText(&buf))
 	got := strings.ReplaceAll(buf.String(), filepath.Dir(c.spec)+string(filepath.Separator), "")
-	golden(t, filepath.Join(c.golden, "want.txt"), []byte(got))
+	gentest.GoldenFile(t, filepath.Join(c.golden, "want.txt"), []byte(got), *update)
 	rules := map[string]diag.Severity{}
 	for _, d := range diags {
 		rules[d.Rule] = d.Severity

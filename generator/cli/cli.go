@@ -1,16 +1,19 @@
 // Package cli implements the idemgen command line: flags in, exit code out.
 //
+//	idemgen init [-overlay FILE]... [-o overlay.yaml] [-force] SPEC
 //	idemgen check [-overlay FILE]... [-format text|json] [-strict] SPEC
 //	idemgen check -generated [-config idemgen.yaml] [-strict] [SPEC]
-//	idemgen generate [-config idemgen.yaml] [-overlay FILE]... [-emit NAME]... [-o DIR] [-package NAME] [-option NAME=VALUE]... [SPEC]
-//	idemgen spec [-overlay FILE]... [-o OUT] [-as-overlay] SPEC
-//	idemgen init [-overlay FILE]... [-o overlay.yaml] [-force] SPEC
+//	idemgen spec [-overlay FILE]... [-o OUT] [-as-overlay] [-format text|json] SPEC
+//	idemgen generate [-config idemgen.yaml] [-overlay FILE]... [-emit NAME]... [-o DIR|-] [-package NAME] [-option NAME=VALUE]... [-format text|json] [SPEC]
 //	idemgen version
 //
-// Exit codes: 0 success (warnings allowed), 1 errors found, 2 usage.
+// (the list of docs/contract.md, and each command's -h; TestSynopses keeps
+// the three equal). Exit codes: 0 success (warnings allowed), 1 errors
+// found, 2 usage.
 package cli
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -27,9 +30,9 @@ import (
 	"github.com/idemgen/idemgen/generator/augment"
 	"github.com/idemgen/idemgen/generator/compile"
 	"github.com/idemgen/idemgen/generator/diag"
-	_ "github.com/idemgen/idemgen/generator/emit/client" // emitter "client"
-	_ "github.com/idemgen/idemgen/generator/emit/docs"   // emitter "docs"
-	_ "github.com/idemgen/idemgen/generator/emit/server" // registers the server emitter
+	_ "github.com/idemgen/idemgen/generator/emit/client" // registers the emitter "client"
+	_ "github.com/idemgen/idemgen/generator/emit/docs"   // registers the emitter "docs"
+	_ "github.com/idemgen/idemgen/generator/emit/server" // registers the emitter "server"
 	"github.com/idemgen/idemgen/generator/emitter"
 	"github.com/idemgen/idemgen/generator/ir"
 )
@@ -81,6 +84,16 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	return ExitUsage
 }
 
+// Synopses of the commands, as docs/contract.md lists them.
+const (
+	initSynopsis           = "idemgen init [-overlay FILE]... [-o overlay.yaml] [-force] SPEC"
+	checkSynopsis          = "idemgen check [-overlay FILE]... [-format text|json] [-strict] SPEC"
+	checkGeneratedSynopsis = "idemgen check -generated [-config idemgen.yaml] [-strict] [SPEC]"
+	specSynopsis           = "idemgen spec [-overlay FILE]... [-o OUT] [-as-overlay] [-format text|json] SPEC"
+	generateSynopsis       = "idemgen generate [-config idemgen.yaml] [-overlay FILE]... [-emit NAME]... [-o DIR|-] [-package NAME] [-option NAME=VALUE]... [-format text|json] [SPEC]"
+	versionSynopsis        = "idemgen version"
+)
+
 // listFlag is a repeatable string flag.
 type listFlag []string
 
@@ -99,6 +112,11 @@ func newFlagSet(name, synopsis, examples string, stderr io.Writer) *flag.FlagSet
 	return fs
 }
 
+// formatFlag defines the -format flag of the commands that report diagnostics.
+func formatFlag(fs *flag.FlagSet) *string {
+	return fs.String("format", "text", "diagnostics format: text (stderr) or json (stdout)")
+}
+
 // parse parses flags; it returns an exit code when the command must stop.
 func parse(fs *flag.FlagSet, args []string, stdout io.Writer) (int, bool) {
 	if err := fs.Parse(interleave(fs, args)); err != nil {
@@ -109,7 +127,23 @@ func parse(fs *flag.FlagSet, args []string, stdout io.Writer) (int, bool) {
 		}
 		return ExitUsage, false
 	}
+	if f := fs.Lookup("format"); f != nil && f.Value.String() != "text" && f.Value.String() != "json" {
+		fmt.Fprintf(fs.Output(), "idemgen %s: -format must be text or json, not %q\n", fs.Name(), f.Value.String())
+		return ExitUsage, false
+	}
 	return 0, true
+}
+
+// knownEmitters reports the first of names that no emitter is registered
+// under, on stderr for command cmd.
+func knownEmitters(cmd string, names []string, stderr io.Writer) bool {
+	for _, n := range names {
+		if _, ok := emitter.Lookup(n); !ok {
+			fmt.Fprintf(stderr, "idemgen %s: no emitter %q in this build (available: %s)\n", cmd, n, strings.Join(emitter.Names(), ", "))
+			return false
+		}
+	}
+	return true
 }
 
 // interleave moves flags written after positional arguments before them,
@@ -164,19 +198,15 @@ Exit status: 0 clean or warnings only, 1 errors, 2 usage.
 `
 
 func check(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("check", "idemgen check [-overlay FILE]... [-format text|json] [-strict] SPEC\n       idemgen check -generated [-config idemgen.yaml] [-strict] [SPEC]", checkExamples, stderr)
+	fs := newFlagSet("check", checkSynopsis+"\n       "+checkGeneratedSynopsis, checkExamples, stderr)
 	var overlays listFlag
 	fs.Var(&overlays, "overlay", "apply this OpenAPI Overlay 1.0 `FILE` before checking (repeatable, applied in order)")
-	format := fs.String("format", "text", "diagnostics format: text (stderr) or json (stdout)")
+	format := formatFlag(fs)
 	strict := fs.Bool("strict", false, "report what the spec does not declare (key parameter, problem responses, Retry-After) as errors, not warnings")
 	generated := fs.Bool("generated", false, "check that the files generated from the config are up to date")
 	configPath := fs.String("config", "", "with -generated: the idemgen.yaml `FILE` (default idemgen.yaml)")
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
-	}
-	if *format != "text" && *format != "json" {
-		fmt.Fprintf(stderr, "idemgen check: -format must be text or json, not %q\n", *format)
-		return ExitUsage
 	}
 	if *generated {
 		return checkGenerated(fs, *configPath, overlays, *strict, *format, stdout, stderr)
@@ -238,7 +268,7 @@ func LoadConfig(path string) (*Config, error) {
 		return nil, err
 	}
 	var c Config
-	dec := yaml.NewDecoder(strings.NewReader(string(data)))
+	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -277,7 +307,7 @@ emitter fails; files are written atomically.
 `
 
 func generate(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("generate", "idemgen generate [-config FILE] [-overlay FILE]... [-emit NAME]... [-o DIR] [-package NAME] [-option NAME=VALUE]... [SPEC]", generateExamples, stderr)
+	fs := newFlagSet("generate", generateSynopsis, generateExamples, stderr)
 	var overlays, emits, options listFlag
 	configPath := fs.String("config", "", "read settings from this idemgen.yaml `FILE`")
 	fs.Var(&overlays, "overlay", "apply this OpenAPI Overlay 1.0 `FILE` first (repeatable)")
@@ -285,7 +315,7 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	out := fs.String("o", "", "output `DIR` (- writes the files to stdout)")
 	pkg := fs.String("package", "", "Go package `NAME` of generated code")
 	fs.Var(&options, "option", "set an emitter option `NAME=VALUE` (repeatable; overrides options: in the config), e.g. server.strict=false")
-	format := fs.String("format", "text", "diagnostics format: text or json")
+	format := formatFlag(fs)
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}
@@ -326,11 +356,8 @@ func generate(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return ExitUsage
 	}
-	for _, n := range names {
-		if _, ok := emitter.Lookup(n); !ok {
-			fmt.Fprintf(stderr, "idemgen generate: no emitter %q in this build (available: %s)\n", n, strings.Join(emitter.Names(), ", "))
-			return ExitUsage
-		}
+	if !knownEmitters("generate", names, stderr) {
+		return ExitUsage
 	}
 	spec, diags := diagnose(cfg.Spec, cfg.Overlays, false)
 	report(diags, *format, stdout, stderr)
@@ -348,7 +375,7 @@ func generate(args []string, stdout, stderr io.Writer) int {
 			params[k] = v
 		}
 	}
-	files, err := emitter.Run(names, spec, emitter.Options{Package: cfg.Package, Output: cfg.Output, Params: params, Version: Version()})
+	files, err := emitter.Run(names, spec, cfg.emitterOptions(params))
 	if err != nil {
 		var el *diag.ErrorList
 		if errors.As(err, &el) {
@@ -373,6 +400,14 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	return ExitOK
 }
 
+// emitterOptions are what the emitters get for c with the emitter settings
+// params: the same for generate and check -generated, so that check
+// compares with what generate writes (idemgen's version included, which the
+// Go emitters put in their headers).
+func (c *Config) emitterOptions(params map[string]string) emitter.Options {
+	return emitter.Options{Package: c.Package, Output: c.Output, Params: params, Version: buildVersion()}
+}
+
 func sortedTrue(m map[string]bool) []string {
 	var out []string
 	for k, v := range m {
@@ -385,13 +420,16 @@ func sortedTrue(m map[string]bool) []string {
 }
 
 func version(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("version", "idemgen version", "  idemgen version\n", stderr)
+	fs := newFlagSet("version", versionSynopsis, "  idemgen version\n", stderr)
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}
-	fmt.Fprintln(stdout, "idemgen", Version())
+	fmt.Fprintln(stdout, "idemgen", buildVersion())
 	return ExitOK
 }
+
+// buildVersion is Version; tests replace it.
+var buildVersion = Version
 
 // Version returns the module version idemgen was built from, with the VCS
 // revision when the build recorded one.

@@ -51,6 +51,8 @@ func TestExitCodes(t *testing.T) {
 		{"check two specs", []string{"check", "a", "b"}, 2, "want exactly one SPEC"},
 		{"check bad flag", []string{"check", "-nope", "a"}, 2, "flag provided but not defined"},
 		{"check bad format", []string{"check", "-format", "xml", "a"}, 2, "-format must be text or json"},
+		{"spec bad format", []string{"spec", "-format", "xml", "a"}, 2, "idemgen spec: -format must be text or json"},
+		{"generate bad format", []string{"generate", "-format", "xml", "-emit", "ir", "a"}, 2, "idemgen generate: -format must be text or json"},
 		{"generate no emitter", []string{"generate", contractCase("clean-full")}, 2, "at least one emitter"},
 		{"generate unknown emitter", []string{"generate", "-emit", "cobol", contractCase("clean-full")}, 2, `no emitter "cobol"`},
 		{"generate errors", []string{"generate", "-emit", "ir", "-o", "-", contractCase("bad-enum")}, 1, "[bad-enum]"},
@@ -73,6 +75,33 @@ func TestHelp(t *testing.T) {
 		if len(cmd) > 1 {
 			assert.Contains(t, stdout, "Examples:", cmd)
 		}
+	}
+}
+
+// TestSynopses: each command's -h, the package documentation and the
+// command list of docs/contract.md show the same synopses.
+func TestSynopses(t *testing.T) {
+	var help []string
+	for _, cmd := range []string{"init", "check", "spec", "generate", "version"} {
+		code, stdout, _ := run(cmd, "-h")
+		require.Equal(t, 0, code, cmd)
+		usage, _, ok := strings.Cut(stdout, "\n\nFlags:")
+		require.True(t, ok, stdout)
+		for _, l := range strings.Split(strings.TrimPrefix(usage, "Usage: "), "\n") {
+			help = append(help, strings.TrimSpace(l))
+		}
+	}
+	contract, err := os.ReadFile(filepath.Join("..", "..", "docs", "contract.md"))
+	require.NoError(t, err)
+	_, list, ok := strings.Cut(string(contract), "## Commands\n\n```\n")
+	require.True(t, ok, "docs/contract.md has a ## Commands block")
+	list, _, _ = strings.Cut(list, "```")
+	assert.Equal(t, strings.Split(strings.TrimSpace(list), "\n"), help, "docs/contract.md")
+
+	src, err := os.ReadFile("cli.go")
+	require.NoError(t, err)
+	for _, l := range help {
+		assert.Contains(t, string(src), "\n//\t"+l+"\n", "package documentation")
 	}
 }
 

@@ -47,11 +47,8 @@ func checkGenerated(fs *flag.FlagSet, configPath string, overlays []string, stri
 		fmt.Fprintf(stderr, "idemgen check: %s must name a spec, an output directory and at least one emitter (generate:)\n", configPath)
 		return ExitUsage
 	}
-	for _, n := range names {
-		if _, ok := emitter.Lookup(n); !ok {
-			fmt.Fprintf(stderr, "idemgen check: no emitter %q in this build (available: %v)\n", n, emitter.Names())
-			return ExitUsage
-		}
+	if !knownEmitters("check", names, stderr) {
+		return ExitUsage
 	}
 	spec, diags := diagnose(cfg.Spec, cfg.Overlays, strict)
 	report(diags, format, stdout, stderr)
@@ -59,7 +56,7 @@ func checkGenerated(fs *flag.FlagSet, configPath string, overlays []string, stri
 		fmt.Fprintln(stderr, "idemgen check: the spec has errors; cannot compare the generated files")
 		return ExitError
 	}
-	files, err := emitter.Run(names, spec, emitter.Options{Package: cfg.Package, Output: cfg.Output, Params: cfg.Options, Version: Version()}) // as generate writes them
+	files, err := emitter.Run(names, spec, cfg.emitterOptions(cfg.Options))
 	if err != nil {
 		fmt.Fprintf(stderr, "idemgen check: %v\n", err)
 		return ExitError
@@ -117,12 +114,12 @@ spec is never rewritten. Exit status: 0 written, 1 errors, 2 usage.
 `
 
 func specCmd(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("spec", "idemgen spec [-overlay FILE]... [-o OUT] [-as-overlay] SPEC", specExamples, stderr)
+	fs := newFlagSet("spec", specSynopsis, specExamples, stderr)
 	var overlays listFlag
 	fs.Var(&overlays, "overlay", "apply this OpenAPI Overlay 1.0 `FILE` first (repeatable, applied in order)")
 	out := fs.String("o", "-", "write to `OUT` (- is stdout; the spec's own path rewrites it)")
 	asOverlay := fs.Bool("as-overlay", false, "write the changes as an Overlay 1.0 document instead of the augmented spec")
-	format := fs.String("format", "text", "diagnostics format: text or json")
+	format := formatFlag(fs)
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}
@@ -175,7 +172,7 @@ without -force. Exit status: 0 written (or nothing to propose), 1 errors, 2 usag
 `
 
 func initCmd(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("init", "idemgen init [-overlay FILE]... [-o overlay.yaml] [-force] SPEC", initExamples, stderr)
+	fs := newFlagSet("init", initSynopsis, initExamples, stderr)
 	var overlays listFlag
 	fs.Var(&overlays, "overlay", "apply this OpenAPI Overlay 1.0 `FILE` first (repeatable)")
 	out := fs.String("o", "-", "write the overlay to `FILE` (- is stdout)")

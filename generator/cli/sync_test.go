@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemgen/idemgen/generator/cli"
 	"github.com/idemgen/idemgen/generator/emit/docs"
 	"github.com/idemgen/idemgen/generator/emitter"
 )
@@ -71,6 +72,28 @@ func TestCheckGenerated(t *testing.T) {
 	code, _, stderr = run("check", "-generated", "-config", cfg)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr, "[bad-enum]")
+}
+
+// TestCheckGeneratedVersion: check -generated compares with what generate
+// writes in a build that knows its version (the server and client emitters
+// put it in their headers), not with a "(devel)" header.
+func TestCheckGeneratedVersion(t *testing.T) {
+	cli.SetVersion(t, "v1.2.3")
+	dir := t.TempDir()
+	copyFile(t, filepath.Join(augmentDir, "coupons", "openapi.yaml"), filepath.Join(dir, "openapi.yaml"))
+	cfg := filepath.Join(dir, "idemgen.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("package: api\noutput: gen\nspec: openapi.yaml\ngenerate: {server: true, client: true}\n"), 0o644))
+	code, _, stderr := run("generate", "-config", cfg)
+	require.Equal(t, 0, code, stderr)
+	src, err := os.ReadFile(filepath.Join(dir, "gen", "idempotency.gen.go"))
+	require.NoError(t, err)
+	assert.Contains(t, string(src), "\n// idemgen version: v1.2.3\n")
+	code, _, stderr = run("check", "-generated", "-config", cfg)
+	assert.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, "2 generated files are up to date")
+	code, stdout, _ := run("version")
+	assert.Equal(t, 0, code)
+	assert.Equal(t, "idemgen v1.2.3\n", stdout)
 }
 
 func TestSpecCommand(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemgen/idemgen/generator/compile"
+	"github.com/idemgen/idemgen/internal/gentest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -47,14 +48,7 @@ func TestContractCases(t *testing.T) {
 			for _, d := range diags {
 				assert.NotZero(t, d.Pos.Line, "diagnostic without a line: %s", d)
 			}
-			golden := filepath.Join(dir, "want.txt")
-			if *update {
-				require.NoError(t, os.WriteFile(golden, []byte(got), 0o644))
-				return
-			}
-			want, err := os.ReadFile(golden)
-			require.NoError(t, err, "run go test -update to create it")
-			assert.Equal(t, string(want), got)
+			gentest.GoldenFile(t, filepath.Join(dir, "want.txt"), []byte(got), *update)
 		})
 	}
 	assert.Greater(t, n, 10)

@@ -2,19 +2,17 @@ package compile_test
 
 import (
 	"bytes"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/idemgen/idemgen/internal/testenv"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemgen/idemgen/generator/compile"
 	"github.com/idemgen/idemgen/generator/emitter"
-	"github.com/idemgen/idemgen/generator/ir"
+	"github.com/idemgen/idemgen/internal/gentest"
+	"github.com/idemgen/idemgen/internal/testenv"
 )
 
 // sharedSpecs returns testdata/specs, the real public specs copied into the repo.
@@ -59,8 +57,8 @@ func TestSharedSpecs(t *testing.T) {
 			require.NoError(t, diags.WriteText(&buf))
 			data, err := emitter.MarshalIR(spec)
 			require.NoError(t, err)
-			golden(t, filepath.Join(ovDir, c.name+".want.txt"), clean(buf.String()))
-			golden(t, filepath.Join(ovDir, c.name+".ir.json"), clean(string(data)))
+			gentest.GoldenFile(t, filepath.Join(ovDir, c.name+".want.txt"), []byte(clean(buf.String())), *update)
+			gentest.GoldenFile(t, filepath.Join(ovDir, c.name+".ir.json"), []byte(clean(string(data))), *update)
 		})
 	}
 }
@@ -79,16 +77,3 @@ func TestSharedSpecsLoadPlain(t *testing.T) {
 		assert.NotEmpty(t, spec.OpenAPI)
 	}
 }
-
-func golden(t *testing.T, path, got string) {
-	t.Helper()
-	if *update {
-		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
-		return
-	}
-	want, err := os.ReadFile(path)
-	require.NoError(t, err, "run go test -update to create it")
-	assert.Equal(t, string(want), got, path)
-}
-
-var _ = ir.Spec{}

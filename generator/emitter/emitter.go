@@ -10,7 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
+	"strings"
 	"sync"
 
 	"github.com/idemgen/idemgen/generator/ir"
@@ -65,7 +65,7 @@ func Names() []string {
 	for n := range registry {
 		names = append(names, n)
 	}
-	sort.Strings(names)
+	slices.Sort(names)
 	return names
 }
 
@@ -99,7 +99,7 @@ func Run(names []string, spec *ir.Spec, opts Options) ([]File, error) {
 	for _, name := range names {
 		f, ok := Lookup(name)
 		if !ok {
-			return nil, fmt.Errorf("no emitter %q in this build (available: %v)", name, Names())
+			return nil, fmt.Errorf("no emitter %q in this build (available: %s)", name, strings.Join(Names(), ", "))
 		}
 		out, err := f(spec, opts)
 		if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/idemgen/idemgen/generator/diag"
 	"github.com/idemgen/idemgen/generator/initspec"
 	"github.com/idemgen/idemgen/generator/ir"
+	"github.com/idemgen/idemgen/internal/gentest"
 	"github.com/idemgen/idemgen/internal/testenv"
 )
 
@@ -148,17 +149,6 @@ func TestConventions(t *testing.T) {
 	require.NoError(t, checkWith(t, spec, ov).WriteText(&buf))
 	out := strings.ReplaceAll(buf.String(), filepath.Dir(ov)+string(filepath.Separator), "")
 	out = strings.ReplaceAll(out, dir+string(filepath.Separator), "")
-	golden(t, filepath.Join(dir, "init.overlay.yaml"), string(p.Overlay))
-	golden(t, filepath.Join(dir, "want.txt"), out)
-}
-
-func golden(t *testing.T, path, got string) {
-	t.Helper()
-	if *update {
-		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
-		return
-	}
-	want, err := os.ReadFile(path)
-	require.NoError(t, err, "run go test -update to create it")
-	assert.Equal(t, string(want), got, path)
+	gentest.GoldenFile(t, filepath.Join(dir, "init.overlay.yaml"), p.Overlay, *update)
+	gentest.GoldenFile(t, filepath.Join(dir, "want.txt"), []byte(out), *update)
 }

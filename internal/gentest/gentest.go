@@ -33,11 +33,14 @@ import (
 	"time"
 
 	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/idemgen/idemgen/generator/compile"
 	"github.com/idemgen/idemgen/generator/diag"
 	"github.com/idemgen/idemgen/generator/emitter"
 	"github.com/idemgen/idemgen/generator/load"
+	"github.com/idemgen/idemgen/internal/testenv"
 )
 
 // Server is a kind of server oapi-codegen generates.
@@ -207,6 +210,19 @@ func Golden(t testing.TB, dir string, files map[string][]byte, update bool) {
 	}
 }
 
+// GoldenFile compares got with the file at path (a testify diff when they
+// differ); with update it writes the file instead.
+func GoldenFile(t testing.TB, path string, got []byte, update bool) {
+	t.Helper()
+	if update {
+		require.NoError(t, os.WriteFile(path, got, 0o644))
+		return
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err, "run go test -update to create it")
+	assert.Equal(t, string(want), string(got), path)
+}
+
 // firstDiff shows the first differing line of two texts with some context.
 func firstDiff(want, got string) string {
 	wl, gl := strings.Split(want, "\n"), strings.Split(got, "\n")
@@ -225,21 +241,11 @@ func firstDiff(want, got string) string {
 	return "(no difference)"
 }
 
-// RepoRoot returns the root of the idemgen checkout (the directory of its go.mod).
+// RepoRoot returns the root of the idemgen checkout (the directory of its
+// go.mod): testenv.RepoRoot, here beside the rest of the harness.
 func RepoRoot(t testing.TB) string {
 	t.Helper()
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for dir := wd; ; dir = filepath.Dir(dir) {
-		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && bytes.Contains(b, []byte("module github.com/idemgen/idemgen\n")) {
-			return dir
-		}
-		if filepath.Dir(dir) == dir {
-			t.Fatalf("no github.com/idemgen/idemgen go.mod above %s", wd)
-		}
-	}
+	return testenv.RepoRoot(t)
 }
 
 // Module is a temporary Go module for generated code.

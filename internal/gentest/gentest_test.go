@@ -38,6 +38,22 @@ func TestGolden(t *testing.T) {
 	assert.Contains(t, ft.errs[0], "a.gen.go is not generated any more")
 }
 
+func TestGoldenFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "want.txt")
+	GoldenFile(t, path, []byte("one\n"), true)
+	got, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, "one\n", string(got))
+	GoldenFile(t, path, []byte("one\n"), false) // equal: passes
+
+	ft := &fakeT{TB: t}
+	GoldenFile(ft, path, []byte("two\n"), false)
+	require.Len(t, ft.errs, 1)
+	assert.Contains(t, ft.errs[0], path)
+	assert.Contains(t, ft.errs[0], "-one")
+	assert.Contains(t, ft.errs[0], "+two")
+}
+
 type fakeT struct {
 	testing.TB
 	errs []string

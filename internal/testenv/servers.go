@@ -265,4 +265,3 @@ func FreeAddr(t testing.TB) string {
 	_ = l.Close()
 	return addr
 }
-

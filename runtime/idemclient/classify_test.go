@@ -80,35 +80,12 @@ func TestClassifyReal(t *testing.T) {
 		assert.Equal(t, ClassConnection, Classify(err), "%v", err)
 	})
 	t.Run("closed without a response", func(t *testing.T) {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		defer l.Close()
-		go func() {
-			c, err := l.Accept()
-			if err == nil {
-				buf := make([]byte, 1024)
-				_, _ = c.Read(buf)
-				c.Close()
-			}
-		}()
-		_, err = client.Get("http://" + l.Addr().String() + "/")
+		_, err := client.Get("http://" + hangUp(t, false) + "/")
 		require.Error(t, err)
 		assert.Equal(t, ClassConnection, Classify(err), "%v", err)
 	})
 	t.Run("reset", func(t *testing.T) {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		defer l.Close()
-		go func() {
-			c, err := l.Accept()
-			if err == nil {
-				buf := make([]byte, 1024)
-				_, _ = c.Read(buf)
-				_ = c.(*net.TCPConn).SetLinger(0)
-				c.Close()
-			}
-		}()
-		_, err = client.Get("http://" + l.Addr().String() + "/")
+		_, err := client.Get("http://" + hangUp(t, true) + "/")
 		require.Error(t, err)
 		assert.Equal(t, ClassConnection, Classify(err), "%v", err)
 	})
@@ -164,4 +141,27 @@ func TestClassifyReal(t *testing.T) {
 		require.Error(t, err)
 		assert.Equal(t, ClassCanceled, Classify(err), "%v", err)
 	})
+}
+
+// hangUp returns the address of a server that reads the first request and
+// closes the connection without a response: with reset, abortively (an RST
+// instead of a FIN).
+func hangUp(t *testing.T, reset bool) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		buf := make([]byte, 1024)
+		_, _ = c.Read(buf)
+		if reset {
+			_ = c.(*net.TCPConn).SetLinger(0)
+		}
+		c.Close()
+	}()
+	return l.Addr().String()
 }

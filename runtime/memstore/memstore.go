@@ -204,6 +204,9 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 	if req.Lease <= 0 || req.TTL <= 0 {
 		return idem.BeginResult{}, errors.New("memstore: Begin with a non-positive lease or TTL")
 	}
+	if req.Key == "" {
+		return idem.BeginResult{}, errors.New("memstore: Begin with an empty key")
+	}
 	sh := s.shard(req.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()

@@ -19,12 +19,6 @@ func TestConformance(t *testing.T) {
 	storetest.RunConformanceTests(t, func(t *testing.T) idem.Store { return newTestStore(t, Options{}) })
 }
 
-// TestContract runs this package's own contract tests (contract_test.go),
-// which add cases the suite leaves out.
-func TestContract(t *testing.T) {
-	runContract(t, func(t *testing.T) idem.Store { return newTestStore(t, Options{}) })
-}
-
 // TestConformanceExecModes runs the suite over pools configured for
 // connection poolers (PgBouncer in transaction mode cannot keep prepared
 // statements): the batch of Begin must stay one implicit transaction in every

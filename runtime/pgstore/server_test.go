@@ -2,8 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"io"
-	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,19 +12,8 @@ import (
 
 	"github.com/idemgen/idemgen/internal/testenv"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/internal/storebench"
 )
-
-// writeCounter counts writes to a connection: pgx sends a query, or a whole
-// batch, with one Write and then waits, so the count is the round trips.
-type writeCounter struct {
-	net.Conn
-	n *atomic.Int64
-}
-
-func (c writeCounter) Write(p []byte) (int, error) {
-	c.n.Add(1)
-	return c.Conn.Write(p)
-}
 
 func poolWith(t testing.TB, url string, tweak func(*pgxpool.Config)) *pgxpool.Pool {
 	t.Helper()
@@ -41,54 +28,19 @@ func poolWith(t testing.TB, url string, tweak func(*pgxpool.Config)) *pgxpool.Po
 	return p
 }
 
+// TestRoundTrips counts the writes on the store's only connection: one per
+// round trip (statements are prepared once per connection, in the warm-up).
 func TestRoundTrips(t *testing.T) {
 	t.Parallel()
 	var writes atomic.Int64
 	p := poolWith(t, testenv.PostgresURL(t), func(c *pgxpool.Config) {
 		c.MaxConns = 1
-		c.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			var d net.Dialer
-			conn, err := d.DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			return writeCounter{Conn: conn, n: &writes}, nil
-		}
+		c.ConnConfig.DialFunc = testenv.CountingDialer(&writes)
 	})
 	s, err := New(p, Options{Schema: uniqueSchema(t, p)})
 	require.NoError(t, err)
-	ctx := context.Background()
-	require.NoError(t, s.Migrate(ctx))
-	req := func(key string, tok idem.Token) *idem.BeginRequest {
-		return &idem.BeginRequest{Key: key, Fingerprint: fp(1), Token: tok, Lease: time.Minute, TTL: time.Hour}
-	}
-	// Warm up: statements are prepared once per connection.
-	_, err = s.Begin(ctx, req("warm", 1))
-	require.NoError(t, err)
-	require.NoError(t, s.Finish(ctx, "warm", 1, idem.StateCompleted, []byte("x")))
-	_, _, err = s.Get(ctx, "warm")
-	require.NoError(t, err)
-
-	writes.Store(0)
-	r, err := s.Begin(ctx, req("k", 2))
-	require.NoError(t, err)
-	require.True(t, r.Acquired)
-	require.NoError(t, s.Finish(ctx, "k", 2, idem.StateCompleted, []byte("resp")))
-	assert.Equal(t, int64(2), writes.Load(), "first request: Begin + Finish")
-
-	writes.Store(0)
-	rec, found, err := s.Get(ctx, "k")
-	require.NoError(t, err)
-	require.True(t, found)
-	assert.Equal(t, []byte("resp"), rec.Response)
-	assert.Equal(t, int64(1), writes.Load(), "replay by Get")
-
-	writes.Store(0)
-	r, err = s.Begin(ctx, req("k", 3))
-	require.NoError(t, err)
-	assert.False(t, r.Acquired)
-	assert.Equal(t, []byte("resp"), r.Record.Response)
-	assert.Equal(t, int64(1), writes.Load(), "replay by Begin")
+	require.NoError(t, s.Migrate(context.Background()))
+	storebench.RoundTrips(t, s, &writes)
 }
 
 func TestKeyValidation(t *testing.T) {
@@ -129,7 +81,7 @@ func TestOutage(t *testing.T) {
 			return err
 		},
 	}
-	for name, addr := range map[string]string{"ClosedPort": closedAddr(t), "HangingServer": blackhole(t)} {
+	for name, addr := range map[string]string{"ClosedPort": testenv.FreeAddr(t), "HangingServer": testenv.Blackhole(t)} {
 		t.Run(name, func(t *testing.T) {
 			p := poolWith(t, "postgres://postgres@"+addr+"/postgres?sslmode=disable&connect_timeout=10", nil)
 			s, err := New(p, Options{})
@@ -145,29 +97,4 @@ func TestOutage(t *testing.T) {
 			}
 		})
 	}
-}
-
-func closedAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	return addr
-}
-
-func blackhole(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() { _, _ = io.Copy(io.Discard, c) }()
-			t.Cleanup(func() { _ = c.Close() })
-		}
-	}()
-	return l.Addr().String()
 }

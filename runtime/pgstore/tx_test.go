@@ -44,6 +44,21 @@ func (f *txFixture) handler(t *testing.T, ctx context.Context, key string) {
 	require.NoError(t, err)
 }
 
+// holderPastLease claims key with token 1 and a 30 ms lease, opens the
+// holder's transaction, writes its side row in it and waits until the lease
+// has run out: the holder is about to commit when a takeover may come. The
+// transaction is rolled back at the end of the test unless committed.
+func (f *txFixture) holderPastLease(t *testing.T, key string) (commit func(idem.State, []byte) error) {
+	t.Helper()
+	f.claim(t, key, 1, 30*time.Millisecond)
+	txctx, commit, rollback, err := f.s.BeginTx(context.Background(), key, 1)
+	require.NoError(t, err)
+	t.Cleanup(rollback)
+	f.handler(t, txctx, key)
+	time.Sleep(60 * time.Millisecond) // the lease is over
+	return commit
+}
+
 func (f *txFixture) sideWritten(t *testing.T, key string) bool {
 	t.Helper()
 	var n int
@@ -162,12 +177,7 @@ func TestTxRaceHolderFirst(t *testing.T) {
 	t.Parallel()
 	f := newTxFixture(t)
 	ctx := context.Background()
-	f.claim(t, "k", 1, 30*time.Millisecond)
-	txctx, commit, rollback, err := f.s.BeginTx(ctx, "k", 1)
-	require.NoError(t, err)
-	defer rollback()
-	f.handler(t, txctx, "k")
-	time.Sleep(60 * time.Millisecond) // the lease is over
+	commit := f.holderPastLease(t, "k")
 
 	type result struct {
 		r   idem.BeginResult
@@ -204,12 +214,7 @@ func TestTxRaceTakeoverFirst(t *testing.T) {
 	t.Parallel()
 	f := newTxFixture(t)
 	ctx := context.Background()
-	f.claim(t, "k", 1, 30*time.Millisecond)
-	txctx, commit, rollback, err := f.s.BeginTx(ctx, "k", 1)
-	require.NoError(t, err)
-	defer rollback()
-	f.handler(t, txctx, "k")
-	time.Sleep(60 * time.Millisecond)
+	commit := f.holderPastLease(t, "k")
 
 	other, err := f.s.pool.Begin(ctx)
 	require.NoError(t, err)

@@ -4,9 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"net"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -72,30 +70,6 @@ func fp(b byte) idem.Fingerprint {
 		f[i] = b
 	}
 	return f
-}
-
-// writeCounter counts writes to a connection: go-redis writes each command
-// (or pipeline) with one Write and then waits for the reply, so the count is
-// the number of round trips.
-type writeCounter struct {
-	net.Conn
-	n *atomic.Int64
-}
-
-func (c writeCounter) Write(p []byte) (int, error) {
-	c.n.Add(1)
-	return c.Conn.Write(p)
-}
-
-func countingDialer(n *atomic.Int64) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		var d net.Dialer
-		c, err := d.DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return writeCounter{Conn: c, n: n}, nil
-	}
 }
 
 func ctxTimeout(tb testing.TB, d time.Duration) context.Context {

@@ -14,12 +14,3 @@ func TestConformance(t *testing.T) {
 		return s
 	})
 }
-
-// TestContract runs this package's own contract tests (contract_test.go),
-// which add cases the suite leaves out.
-func TestContract(t *testing.T) {
-	runContract(t, func(t *testing.T) idem.Store {
-		s, _ := newTestStore(t, Options{})
-		return s
-	})
-}

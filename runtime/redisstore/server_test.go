@@ -3,10 +3,6 @@ package redisstore
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
-	"net"
-	"os/exec"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,6 +14,7 @@ import (
 
 	"github.com/idemgen/idemgen/internal/testenv"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/internal/storebench"
 )
 
 func beginReq(key string, tok idem.Token) *idem.BeginRequest {
@@ -88,68 +85,16 @@ func (recordHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 }
 
 // TestRoundTrips counts the writes on the store's only connection: one per
-// round trip. A first request costs Begin + Finish = 2; a replay 1.
+// round trip (the script cache is filled in the warm-up).
 func TestRoundTrips(t *testing.T) {
 	var writes atomic.Int64
 	c := testClient(t, func(o *redis.Options) {
 		o.PoolSize = 1
-		o.Dialer = countingDialer(&writes)
+		o.Dialer = testenv.CountingDialer(&writes)
 	})
 	s, err := New(c, Options{Prefix: uniquePrefix(t, c)})
 	require.NoError(t, err)
-	ctx := context.Background()
-	// Warm up: connection handshake, script cache.
-	_, err = s.Begin(ctx, beginReq("warm", 1))
-	require.NoError(t, err)
-	require.NoError(t, s.Finish(ctx, "warm", 1, idem.StateCompleted, []byte("x")))
-
-	writes.Store(0)
-	r, err := s.Begin(ctx, beginReq("k", 2))
-	require.NoError(t, err)
-	require.True(t, r.Acquired)
-	require.NoError(t, s.Finish(ctx, "k", 2, idem.StateCompleted, []byte("resp")))
-	assert.Equal(t, int64(2), writes.Load(), "first request: Begin + Finish")
-
-	writes.Store(0)
-	rec, found, err := s.Get(ctx, "k")
-	require.NoError(t, err)
-	require.True(t, found)
-	assert.Equal(t, []byte("resp"), rec.Response)
-	assert.Equal(t, int64(1), writes.Load(), "replay by Get")
-
-	writes.Store(0)
-	r, err = s.Begin(ctx, beginReq("k", 3))
-	require.NoError(t, err)
-	assert.False(t, r.Acquired)
-	assert.Equal(t, []byte("resp"), r.Record.Response)
-	assert.Equal(t, int64(1), writes.Load(), "replay by Begin")
-}
-
-// closedAddr returns a loopback address nobody listens on.
-func closedAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	return addr
-}
-
-// blackhole accepts connections and never answers, like a server that hangs.
-func blackhole(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() { _, _ = io.Copy(io.Discard, c) }()
-			t.Cleanup(func() { _ = c.Close() })
-		}
-	}()
-	return l.Addr().String()
+	storebench.RoundTrips(t, s, &writes)
 }
 
 func TestOutage(t *testing.T) {
@@ -171,7 +116,7 @@ func TestOutage(t *testing.T) {
 	}
 	t.Run("ClosedPort", func(t *testing.T) {
 		t.Parallel()
-		c := redis.NewClient(&redis.Options{Addr: closedAddr(t), ContextTimeoutEnabled: true})
+		c := redis.NewClient(&redis.Options{Addr: testenv.FreeAddr(t), ContextTimeoutEnabled: true})
 		defer c.Close()
 		s, err := New(c, Options{})
 		require.NoError(t, err)
@@ -194,7 +139,7 @@ func TestOutage(t *testing.T) {
 	})
 	t.Run("HangingServer", func(t *testing.T) {
 		t.Parallel()
-		c := redis.NewClient(&redis.Options{Addr: blackhole(t), ContextTimeoutEnabled: true})
+		c := redis.NewClient(&redis.Options{Addr: testenv.Blackhole(t), ContextTimeoutEnabled: true})
 		defer c.Close()
 		s, err := New(c, Options{})
 		require.NoError(t, err)
@@ -208,8 +153,8 @@ func TestOutage(t *testing.T) {
 	})
 	t.Run("ServerStopped", func(t *testing.T) {
 		t.Parallel()
-		srv := startRedis(t)
-		c := redis.NewClient(&redis.Options{Addr: srv.addr, ContextTimeoutEnabled: true})
+		srv := testenv.StartRedis(t)
+		c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
 		defer c.Close()
 		s, err := New(c, Options{})
 		require.NoError(t, err)
@@ -217,7 +162,7 @@ func TestOutage(t *testing.T) {
 		_, err = s.Begin(ctx, beginReq("k", 1))
 		require.NoError(t, err)
 
-		srv.stop(t)
+		srv.Stop()
 		for name, op := range ops {
 			start := time.Now()
 			err := op(s, ctxTimeout(t, 5*time.Second))
@@ -225,56 +170,12 @@ func TestOutage(t *testing.T) {
 			assert.Less(t, time.Since(start), 2*time.Second, name)
 		}
 
-		// A new server on the same address: empty script cache, no data.
-		srv.start(t)
+		// The server again, on the same address: empty script cache, no data
+		// (it keeps nothing on disk).
+		require.NoError(t, srv.Start())
 		r, err := s.Begin(ctx, beginReq("k", 2))
 		require.NoError(t, err)
 		assert.True(t, r.Acquired)
 		require.NoError(t, s.Finish(ctx, "k", 2, idem.StateCompleted, nil))
 	})
 }
-
-// redisProc is a private redis-server for tests that stop or disturb it.
-type redisProc struct {
-	addr string
-	cmd  *exec.Cmd
-}
-
-func startRedis(t *testing.T) *redisProc {
-	t.Helper()
-	testenv.RedisURL(t) // skip where the shared one is not expected either
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("redis-server not installed")
-	}
-	p := &redisProc{addr: closedAddr(t)}
-	p.start(t)
-	t.Cleanup(func() { p.stop(t) })
-	return p
-}
-
-func (p *redisProc) start(t *testing.T) {
-	t.Helper()
-	_, port, _ := net.SplitHostPort(p.addr)
-	p.cmd = exec.Command("redis-server", "--bind", "127.0.0.1", "--port", port,
-		"--save", "", "--appendonly", "no", "--dir", t.TempDir())
-	require.NoError(t, p.cmd.Start())
-	c := redis.NewClient(&redis.Options{Addr: p.addr, MaxRetries: -1})
-	defer c.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for c.Ping(context.Background()).Err() != nil {
-		require.True(t, time.Now().Before(deadline), "redis-server on %s did not start", p.addr)
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func (p *redisProc) stop(t *testing.T) {
-	t.Helper()
-	if p.cmd == nil {
-		return
-	}
-	_ = p.cmd.Process.Kill()
-	_ = p.cmd.Wait()
-	p.cmd = nil
-}
-
-func (p *redisProc) String() string { return fmt.Sprintf("redis-server@%s", p.addr) }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemgen/idemgen/internal/testenv"
 	"github.com/idemgen/idemgen/runtime/idem"
 )
 
@@ -150,8 +151,8 @@ func TestWatch(t *testing.T) {
 // go-redis; the watcher is woken (a change may have gone by) and later
 // changes are delivered again.
 func TestWatchReconnect(t *testing.T) {
-	srv := startRedis(t)
-	c := redis.NewClient(&redis.Options{Addr: srv.addr, ContextTimeoutEnabled: true})
+	srv := testenv.StartRedis(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
 	defer c.Close()
 	s, err := New(c, Options{})
 	require.NoError(t, err)

@@ -25,6 +25,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -61,6 +62,7 @@ func RunConformanceTests(t *testing.T, newStore func(t *testing.T) idem.Store) {
 	run("ReclaimFailedSameFingerprint", testReclaimSameFingerprint)
 	run("ExpiryAfterTTL", testExpiry)
 	run("FinishAfterExpiryIsFenced", testFinishAfterExpiry)
+	run("FinishAfterLeaseExpiry", testFinishAfterLeaseExpiry)
 	run("ScopeIsolation", testScopeIsolation)
 	run("LargeResponse", testLargeResponse)
 	run("EmptyResponseIsNotNil", testEmptyResponse)
@@ -68,6 +70,7 @@ func RunConformanceTests(t *testing.T, newStore func(t *testing.T) idem.Store) {
 	run("FingerprintRoundTrip", testFingerprintRoundTrip)
 	run("GetMissing", testGetMissing)
 	run("ContextCancellation", testContextCancel)
+	run("BadRequests", testBadRequests)
 	run("Watcher", testWatcher)
 	run("LeaseExtender", testLeaseExtender)
 	run("Transactor", testTransactor)
@@ -121,13 +124,19 @@ func get(t *testing.T, s idem.Store, key string) (idem.Record, bool) {
 	return rec, ok
 }
 
+// acquired fails the test unless res is a successful claim that replaced a
+// record of state prior (0: none) and reports no record.
+func acquired(t *testing.T, what string, res idem.BeginResult, prior idem.State) {
+	t.Helper()
+	if !reflect.DeepEqual(res, idem.BeginResult{Acquired: true, Prior: prior}) {
+		t.Fatalf("%s: %+v, want Acquired with Prior %v and no record", what, res, prior)
+	}
+}
+
 func testBeginNew(t *testing.T, s idem.Store, key func(string) string) {
 	k, tk := key("new"), tok()
 	before := time.Now()
-	res := begin(t, s, k, fp(1), tk, long, 2*long, false)
-	if !res.Acquired || res.Prior != 0 {
-		t.Fatalf("first Begin: Acquired=%v Prior=%v, want true, 0", res.Acquired, res.Prior)
-	}
+	acquired(t, "first Begin", begin(t, s, k, fp(1), tk, long, 2*long, false), 0)
 	rec, ok := get(t, s, k)
 	if !ok {
 		t.Fatal("Get after Begin: not found")
@@ -142,14 +151,18 @@ func testBeginNew(t *testing.T, s idem.Store, key func(string) string) {
 	if d := rec.ExpiresAt.Sub(before); d < 2*long-5*time.Second || d > 2*long+5*time.Second {
 		t.Errorf("ExpiresAt is %v after Begin, want about %v", d, 2*long)
 	}
+	// Both deadlines come from one reading of the store's clock.
+	if d := rec.ExpiresAt.Sub(rec.LeaseExpiresAt).Round(10 * time.Millisecond); d != long {
+		t.Errorf("ExpiresAt - LeaseExpiresAt = %v, want TTL - lease = %v", d, long)
+	}
 }
 
 func testBeginExisting(t *testing.T, s idem.Store, key func(string) string) {
 	k, tk := key("existing"), tok()
 	begin(t, s, k, fp(1), tk, long, long, false)
 	res := begin(t, s, k, fp(2), tok(), long, long, false)
-	if res.Acquired {
-		t.Fatal("second Begin on a live PENDING record acquired it")
+	if res.Acquired || res.Prior != 0 {
+		t.Fatalf("second Begin on a live PENDING record: Acquired=%v Prior=%v, want false, 0", res.Acquired, res.Prior)
 	}
 	if res.Record.State != idem.StatePending || res.Record.Token != tk || res.Record.Fingerprint != fp(1) {
 		t.Fatalf("second Begin reported %+v, want the first claim's PENDING record", res.Record)
@@ -159,41 +172,50 @@ func testBeginExisting(t *testing.T, s idem.Store, key func(string) string) {
 func testConcurrentBegin(t *testing.T, s idem.Store, key func(string) string) {
 	const n = 64
 	k := key("race")
-	var acquired atomic.Int32
+	var won atomic.Int32
 	var winner atomic.Uint64
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	errs := make(chan error, n)
+	seen := make(chan idem.Token, n) // the tokens the losers were shown
 	for i := 0; i < n; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			tk := tok()
 			<-start
-			res, err := s.Begin(context.Background(), &idem.BeginRequest{Key: k, Fingerprint: fp(1), Token: tk, Lease: long, TTL: long})
+			res, err := s.Begin(context.Background(), &idem.BeginRequest{Key: k, Fingerprint: fp(byte(i)), Token: tk, Lease: long, TTL: long})
 			if err != nil {
 				errs <- err
 				return
 			}
 			if res.Acquired {
-				acquired.Add(1)
+				won.Add(1)
 				winner.Store(uint64(tk))
 			} else if res.Record.State != idem.StatePending {
 				errs <- fmt.Errorf("loser saw state %v, want PENDING", res.Record.State)
+			} else {
+				seen <- res.Record.Token
 			}
 		}()
 	}
 	close(start)
 	wg.Wait()
 	close(errs)
+	close(seen)
 	for err := range errs {
 		t.Error(err)
 	}
-	if got := acquired.Load(); got != 1 {
+	if got := won.Load(); got != 1 {
 		t.Fatalf("%d of %d concurrent Begins acquired the key, want exactly 1", got, n)
 	}
 	if rec, _ := get(t, s, k); rec.Token != idem.Token(winner.Load()) {
 		t.Fatalf("record token %d, want the winner's %d", rec.Token, winner.Load())
+	}
+	for tk := range seen {
+		if tk != idem.Token(winner.Load()) {
+			t.Fatalf("a loser was shown token %d, want the winner's %d", tk, winner.Load())
+		}
 	}
 }
 
@@ -202,10 +224,7 @@ func testLeaseTakeover(t *testing.T, s idem.Store, key func(string) string) {
 	begin(t, s, k, fp(1), old, short, long, false)
 	time.Sleep(short + slack)
 	nw := tok()
-	res := begin(t, s, k, fp(2), nw, long, long, false)
-	if !res.Acquired || res.Prior != idem.StatePending {
-		t.Fatalf("Begin after the lease expired: Acquired=%v Prior=%v, want true, PENDING", res.Acquired, res.Prior)
-	}
+	acquired(t, "Begin after the lease expired", begin(t, s, k, fp(2), nw, long, long, false), idem.StatePending)
 	rec, _ := get(t, s, k)
 	if rec.Token != nw || rec.Fingerprint != fp(2) || rec.State != idem.StatePending {
 		t.Fatalf("record after takeover = %+v, want PENDING with the new token and fingerprint", rec)
@@ -241,9 +260,12 @@ func testFencing(t *testing.T, s idem.Store, key func(string) string) {
 	if rec, _ := get(t, s, k); string(rec.Response) != "ok" {
 		t.Fatalf("response after a second Finish = %q, want %q", rec.Response, "ok")
 	}
-	// Finish of a key that was never claimed.
+	// Finish of a key that was never claimed, which it does not create.
 	if err := s.Finish(context.Background(), key("never"), nw, idem.StateCompleted, nil); !errors.Is(err, idem.ErrFenced) {
 		t.Fatalf("Finish of an unknown key = %v, want ErrFenced", err)
+	}
+	if rec, ok := get(t, s, key("never")); ok {
+		t.Fatalf("a fenced Finish of an unknown key created %+v", rec)
 	}
 }
 
@@ -251,6 +273,10 @@ func testFinishCompleted(t *testing.T, s idem.Store, key func(string) string) {
 	k, tk := key("done"), tok()
 	begin(t, s, k, fp(1), tk, long, long, false)
 	before, _ := get(t, s, k)
+	// Another token is fenced, and changes nothing.
+	if err := s.Finish(context.Background(), k, tk+2, idem.StateCompleted, []byte("x")); !errors.Is(err, idem.ErrFenced) {
+		t.Fatalf("Finish with another token = %v, want ErrFenced", err)
+	}
 	resp := []byte{0, 1, 2, 0xff, 'x'}
 	finish(t, s, k, tk, idem.StateCompleted, resp)
 	resp[0] = 9 // the store must not keep the caller's buffer
@@ -258,12 +284,15 @@ func testFinishCompleted(t *testing.T, s idem.Store, key func(string) string) {
 	if !ok || rec.State != idem.StateCompleted || !bytes.Equal(rec.Response, []byte{0, 1, 2, 0xff, 'x'}) {
 		t.Fatalf("record = %+v (found %v), want COMPLETED with the response", rec, ok)
 	}
+	if rec.Token != tk || rec.Fingerprint != fp(1) {
+		t.Errorf("Finish changed the token or fingerprint: %+v", rec)
+	}
 	if !rec.ExpiresAt.Equal(before.ExpiresAt) {
 		t.Errorf("Finish changed ExpiresAt from %v to %v", before.ExpiresAt, rec.ExpiresAt)
 	}
 	res := begin(t, s, k, fp(2), tok(), long, long, true)
-	if res.Acquired || res.Record.State != idem.StateCompleted || res.Record.Fingerprint != fp(1) {
-		t.Fatalf("Begin on a COMPLETED record: %+v, want not acquired, the stored record", res)
+	if res.Acquired || res.Prior != 0 || !reflect.DeepEqual(res.Record, rec) {
+		t.Fatalf("Begin on a COMPLETED record: %+v, want not acquired, the record Get returns (%+v)", res, rec)
 	}
 }
 
@@ -286,10 +315,7 @@ func testReclaimFailed(t *testing.T, s idem.Store, key func(string) string) {
 		t.Fatalf("record after Finish(FAILED, nil) = %+v, want reclaimable FAILED", rec)
 	}
 	nw := tok()
-	res := begin(t, s, k, fp(2), nw, long, long, false)
-	if !res.Acquired || res.Prior != idem.StateFailed {
-		t.Fatalf("Begin on a reclaimable record: Acquired=%v Prior=%v, want true, FAILED", res.Acquired, res.Prior)
-	}
+	acquired(t, "Begin on a reclaimable record", begin(t, s, k, fp(2), nw, long, long, false), idem.StateFailed)
 	rec, _ = get(t, s, k)
 	if rec.State != idem.StatePending || rec.Token != nw || rec.Fingerprint != fp(2) {
 		t.Fatalf("record after reclaim = %+v", rec)
@@ -304,13 +330,10 @@ func testReclaimSameFingerprint(t *testing.T, s idem.Store, key func(string) str
 	begin(t, s, k, fp(1), tk, long, long, true)
 	finish(t, s, k, tk, idem.StateFailed, nil)
 	res := begin(t, s, k, fp(2), tok(), long, long, true)
-	if res.Acquired || res.Record.State != idem.StateFailed || res.Record.Fingerprint != fp(1) {
-		t.Fatalf("Begin with another fingerprint and SameFingerprintToReclaim: %+v, want not acquired, the FAILED record", res)
+	if res.Acquired || res.Record.State != idem.StateFailed || res.Record.Fingerprint != fp(1) || res.Record.Response != nil {
+		t.Fatalf("Begin with another fingerprint and SameFingerprintToReclaim: %+v, want not acquired, the FAILED record without a response", res)
 	}
-	res = begin(t, s, k, fp(1), tok(), long, long, true)
-	if !res.Acquired || res.Prior != idem.StateFailed {
-		t.Fatalf("Begin with the same fingerprint: Acquired=%v Prior=%v, want true, FAILED", res.Acquired, res.Prior)
-	}
+	acquired(t, "Begin with the same fingerprint", begin(t, s, k, fp(1), tok(), long, long, true), idem.StateFailed)
 }
 
 func testExpiry(t *testing.T, s idem.Store, key func(string) string) {
@@ -322,10 +345,7 @@ func testExpiry(t *testing.T, s idem.Store, key func(string) string) {
 	if rec, ok := get(t, s, k); ok {
 		t.Fatalf("Get after the TTL found %+v", rec)
 	}
-	res := begin(t, s, k, fp(2), tok(), long, long, true)
-	if !res.Acquired || res.Prior != 0 {
-		t.Fatalf("Begin after the TTL: Acquired=%v Prior=%v, want true, 0", res.Acquired, res.Prior)
-	}
+	acquired(t, "Begin after the TTL", begin(t, s, k, fp(2), tok(), long, long, true), 0)
 }
 
 func testFinishAfterExpiry(t *testing.T, s idem.Store, key func(string) string) {
@@ -338,21 +358,40 @@ func testFinishAfterExpiry(t *testing.T, s idem.Store, key func(string) string) 
 	if rec, ok := get(t, s, k); ok {
 		t.Fatalf("an expired record came back after a fenced Finish: %+v", rec)
 	}
+	// An expired PENDING record counts as none: no takeover (Prior 0).
+	acquired(t, "Begin on an expired PENDING record", begin(t, s, k, fp(2), tok(), long, long, false), 0)
+}
+
+// testFinishAfterLeaseExpiry: a holder whose lease ran out but whom nobody
+// took over still finishes.
+func testFinishAfterLeaseExpiry(t *testing.T, s idem.Store, key func(string) string) {
+	k, tk := key("slow"), tok()
+	begin(t, s, k, fp(1), tk, short, long, false)
+	time.Sleep(short + slack)
+	finish(t, s, k, tk, idem.StateCompleted, []byte("ok"))
+	if rec, _ := get(t, s, k); rec.State != idem.StateCompleted || string(rec.Response) != "ok" {
+		t.Fatalf("record after a late Finish = %+v, want COMPLETED", rec)
+	}
 }
 
 func testScopeIsolation(t *testing.T, s idem.Store, key func(string) string) {
-	keys := []string{"a", "A", "a ", " a", "ab", "a:b", "a%3Ab", "é", "e\u0301", "😀", "a\tb", "a/b", "a\\b", `a"b`, "{a}", "a*", "a?", "[a]", "a\u2028b", "ï¿½"}
+	// The keys share one prefix and differ only in their ends (no length
+	// prefix), so a store that escapes or normalizes keys lossily (Unicode
+	// normalization, %-escaping of braces but not of '%') is caught.
+	base := key("scope") + ":"
+	keys := []string{"a", "A", "a ", " a", "ab", "a:b", "a:b:c", "a%3Ab", "é", "e\u0301", "😀", "ü/ключ/键", "a\tb", "a/b", "a\\b", `a"b`,
+		"{a}", "%7Ba%7D", "{", "}", "%", "%25", "a*", "a?", "[a]", "a\u2028b", "ï¿½"}
 	toks := make(map[string]idem.Token)
 	for i, k := range keys {
 		tk := tok()
 		toks[k] = tk
-		if res := begin(t, s, key(k), fp(byte(i)), tk, long, long, false); !res.Acquired {
+		if res := begin(t, s, base+k, fp(byte(i)), tk, long, long, false); !res.Acquired {
 			t.Fatalf("key %q: not acquired: it collides with another key (record %+v)", k, res.Record)
 		}
 	}
 	for i, k := range keys {
-		finish(t, s, key(k), toks[k], idem.StateCompleted, []byte(k))
-		rec, ok := get(t, s, key(k))
+		finish(t, s, base+k, toks[k], idem.StateCompleted, []byte(k))
+		rec, ok := get(t, s, base+k)
 		if !ok || string(rec.Response) != k || rec.Fingerprint != fp(byte(i)) {
 			t.Fatalf("key %q: record %+v (found %v), want its own response", k, rec, ok)
 		}
@@ -379,6 +418,9 @@ func testEmptyResponse(t *testing.T, s idem.Store, key func(string) string) {
 	if rec.Response == nil || rec.Reclaimable() {
 		t.Fatalf("FAILED with an empty, non-nil response came back as %+v: it must stay non-nil (replayable)", rec)
 	}
+	if len(rec.Response) != 0 {
+		t.Fatalf("an empty response came back as %q", rec.Response)
+	}
 }
 
 func testBigTokens(t *testing.T, s idem.Store, key func(string) string) {
@@ -397,9 +439,19 @@ func testBigTokens(t *testing.T, s idem.Store, key func(string) string) {
 	max := idem.Token(1<<64 - 1)
 	k2 := key("maxtoken")
 	begin(t, s, k2, fp(1), max, long, long, false)
+	if err := s.Finish(context.Background(), k2, max-1, idem.StateCompleted, nil); !errors.Is(err, idem.ErrFenced) {
+		t.Fatalf("Finish with token %d on a claim of %d = %v, want ErrFenced", max-1, max, err)
+	}
 	finish(t, s, k2, max, idem.StateCompleted, []byte("ok"))
 	if rec, _ := get(t, s, k2); rec.Token != max {
 		t.Fatalf("token %d came back as %d", max, rec.Token)
+	}
+	// The sign bit of a 64-bit integer column.
+	sign := idem.Token(1 << 63)
+	k3 := key("signtoken")
+	begin(t, s, k3, fp(1), sign, long, long, false)
+	if rec, _ := get(t, s, k3); rec.Token != sign {
+		t.Fatalf("token %d came back as %d", sign, rec.Token)
 	}
 }
 
@@ -445,6 +497,40 @@ func testContextCancel(t *testing.T, s idem.Store, key func(string) string) {
 	}
 }
 
+// testBadRequests: requests the contract rules out are errors (not panics,
+// not fences) and change nothing.
+func testBadRequests(t *testing.T, s idem.Store, key func(string) string) {
+	ctx := context.Background()
+	k := key("bad")
+	for _, c := range []struct {
+		what string
+		req  idem.BeginRequest
+	}{
+		{"a zero lease", idem.BeginRequest{Key: k, Fingerprint: fp(1), Token: tok(), Lease: 0, TTL: long}},
+		{"a negative lease", idem.BeginRequest{Key: k, Fingerprint: fp(1), Token: tok(), Lease: -time.Second, TTL: long}},
+		{"a zero TTL", idem.BeginRequest{Key: k, Fingerprint: fp(1), Token: tok(), Lease: long, TTL: 0}},
+		{"a negative TTL", idem.BeginRequest{Key: k, Fingerprint: fp(1), Token: tok(), Lease: long, TTL: -time.Second}},
+		{"an empty key", idem.BeginRequest{Key: "", Fingerprint: fp(1), Token: tok(), Lease: long, TTL: long}},
+	} {
+		if res, err := s.Begin(ctx, &c.req); err == nil || errors.Is(err, idem.ErrFenced) {
+			t.Errorf("Begin with %s = %+v, %v; want an error other than ErrFenced", c.what, res, err)
+		}
+	}
+	if rec, ok := get(t, s, k); ok {
+		t.Fatalf("a refused Begin wrote %+v", rec)
+	}
+	tk := tok()
+	begin(t, s, k, fp(1), tk, long, long, false)
+	for _, st := range []idem.State{idem.StatePending, 0, 9} {
+		if err := s.Finish(ctx, k, tk, st, []byte("x")); err == nil || errors.Is(err, idem.ErrFenced) {
+			t.Errorf("Finish with state %v = %v, want an error other than ErrFenced", st, err)
+		}
+	}
+	if rec, _ := get(t, s, k); rec.State != idem.StatePending || rec.Token != tk || rec.Response != nil {
+		t.Fatalf("a refused Finish changed the record: %+v", rec)
+	}
+}
+
 func testWatcher(t *testing.T, s idem.Store, key func(string) string) {
 	w, ok := s.(idem.Watcher)
 	if !ok {
@@ -483,6 +569,9 @@ func testLeaseExtender(t *testing.T, s idem.Store, key func(string) string) {
 	begin(t, s, k, fp(1), tk, short, long, false)
 	if err := x.ExtendLease(context.Background(), k, tk, long); err != nil {
 		t.Fatalf("ExtendLease by the holder: %v", err)
+	}
+	if rec, _ := get(t, s, k); time.Until(rec.LeaseExpiresAt) < long-5*time.Second || time.Until(rec.LeaseExpiresAt) > long+5*time.Second {
+		t.Errorf("LeaseExpiresAt after ExtendLease(%v) is %v from now, want about %v", long, time.Until(rec.LeaseExpiresAt), long)
 	}
 	time.Sleep(short + slack)
 	if res := begin(t, s, k, fp(1), tok(), long, long, false); res.Acquired {

@@ -1,9 +1,7 @@
 package client_test
 
 import (
-	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -17,18 +15,12 @@ import (
 // testdata/overlays (modern-treasury as the server emitter's build test
 // does: three GETs excluded and one schema fixed, for oapi-codegen's sake;
 // see docs/server.md).
-var realSpecs = []struct {
-	pkg, spec, overlay string
-	fix                []string
-	exclude            []string
-	server             gentest.Server
-}{
-	{pkg: "petstore", spec: "petstore-expanded.yaml", overlay: "petstore.overlay.yaml", server: gentest.StrictStdHTTP},
-	{pkg: "adyen", spec: "adyen-transfers-v4.json", overlay: "adyen.overlay.yaml", server: gentest.StrictStdHTTP},
+var realSpecs = []gentest.RealSpec{
+	{Pkg: "petstore", Spec: "petstore-expanded.yaml", Overlay: "petstore.overlay.yaml", Server: gentest.StrictStdHTTP, Client: true, Emit: []string{client.Name, server.Name}},
+	{Pkg: "adyen", Spec: "adyen-transfers-v4.json", Overlay: "adyen.overlay.yaml", Server: gentest.StrictStdHTTP, Client: true, Emit: []string{client.Name, server.Name}},
 	{
-		pkg: "moderntreasury", spec: "modern-treasury.yaml", overlay: "modern-treasury.overlay.yaml", server: gentest.None,
-		fix:     []string{"testdata/server/modern-treasury.oapi-codegen.overlay.yaml"},
-		exclude: []string{"listLedgerAccountCategories", "listLedgerEntries", "listLedgerTransactions"},
+		Pkg: "moderntreasury", Spec: "modern-treasury.yaml", Overlay: "modern-treasury.overlay.yaml", Server: gentest.None, Client: true, Emit: []string{client.Name},
+		Fix: gentest.ModernTreasuryFix, Exclude: gentest.ModernTreasuryExclude,
 	},
 }
 
@@ -43,31 +35,8 @@ func TestRealSpecsBuild(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds ~3 MB of generated code; run without -short")
 	}
-	root := gentest.RepoRoot(t)
-	m := gentest.NewModule(t, "example.com/realclients")
-	for _, c := range realSpecs {
-		start := time.Now()
-		overlays := []string{filepath.Join(root, "testdata", "overlays", c.overlay)}
-		for _, f := range c.fix {
-			overlays = append(overlays, filepath.Join(root, f))
-		}
-		emit := []string{client.Name}
-		if c.server != gentest.None {
-			emit = append(emit, server.Name)
-		}
-		files, err := gentest.Generate(gentest.Case{
-			Spec: filepath.Join(root, "testdata", "specs", c.spec), Overlays: overlays, Package: c.pkg, Output: filepath.Join(m.Dir, c.pkg),
-			Server: c.server, Client: true, ExcludeOperations: c.exclude, Emit: emit,
-		})
-		require.NoError(t, err, c.pkg)
-		require.NotEmpty(t, files[client.DefaultFile])
-		assert.NotContains(t, string(files[client.DefaultFile]), "no typed helper", "%s: every operation has its helpers", c.pkg)
-		for name, data := range files {
-			m.Write(t, c.pkg+"/"+name, data)
-		}
-		t.Logf("%s: generated in %v", c.pkg, time.Since(start).Round(time.Millisecond))
-	}
-	start := time.Now()
-	m.Go(t, "build", "./...")
-	t.Logf("built in %v", time.Since(start).Round(time.Millisecond))
+	gentest.BuildRealSpecs(t, "example.com/realclients", realSpecs, func(t *testing.T, s gentest.RealSpec, files map[string][]byte) {
+		require.NotEmpty(t, files[client.DefaultFile], s.Pkg)
+		assert.NotContains(t, string(files[client.DefaultFile]), "no typed helper", "%s: every operation has its helpers", s.Pkg)
+	})
 }

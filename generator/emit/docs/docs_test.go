@@ -2,7 +2,6 @@ package docs_test
 
 import (
 	"flag"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/idemgen/idemgen/generator/emit/docs"
 	"github.com/idemgen/idemgen/generator/emitter"
 	"github.com/idemgen/idemgen/generator/ir"
+	"github.com/idemgen/idemgen/internal/gentest"
 	"github.com/idemgen/idemgen/internal/testenv"
 )
 
@@ -53,20 +53,9 @@ func TestGolden(t *testing.T) {
 			again, err := docs.Render(spec)
 			require.NoError(t, err)
 			assert.Equal(t, string(got), string(again), "deterministic")
-			golden(t, filepath.Join("..", "..", "..", "testdata", "docs", c.name+".md"), got)
+			gentest.GoldenFile(t, filepath.Join("..", "..", "..", "testdata", "docs", c.name+".md"), got, *update)
 		})
 	}
-}
-
-func golden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		require.NoError(t, os.WriteFile(path, got, 0o644))
-		return
-	}
-	want, err := os.ReadFile(path)
-	require.NoError(t, err, "run go test -update to create it")
-	assert.Equal(t, string(want), string(got), path)
 }
 
 func TestEmitterRegistered(t *testing.T) {

@@ -13,19 +13,10 @@ const echoPkg = "github.com/labstack/echo/v4"
 func echoQ(name string) *jen.Statement { return jen.Qual(echoPkg, name) }
 
 func (g *gen) echoStrict() {
-	t := g.cfg.Type
 	handlerParams := []jen.Code{jen.Id("ctx").Add(echoQ("Context")), jen.Id("request").Any()}
 	g.strictMiddleware(handlerParams, []jen.Code{jen.Id("ctx"), jen.Id("request")})
 
-	g.doc("strict runs one strict-server request of an idempotent operation; visitor returns the typed response's Visit method, nil for a value of another type.")
-	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("strict").Params(
-		append(handlerParams,
-			jen.Id("f").Id("StrictHandlerFunc"),
-			jen.Id("p").Op("*").Qual(idemPkg, "Policy"),
-			jen.Id("key").Qual(idemPkg, "Key"),
-			jen.Id("visitor").Func().Params(jen.Any()).Func().Params(jen.Qual("net/http", "ResponseWriter")).Error(),
-		)...,
-	).Params(jen.Any(), jen.Error()).Block(
+	g.strictFunc(handlerParams).Block(
 		jen.List(jen.Id("r"), jen.Id("w")).Op(":=").List(jen.Id("ctx").Dot("Request").Call(), jen.Id("ctx").Dot("Response").Call()),
 		jen.Id("c").Op(":=").Id("x").Dot("engine").Dot("Begin").Call(jen.Id("r"), jen.Id("p"), jen.Id("key")),
 		jen.Defer().Id("c").Dot("End").Call().Comment("frees the key when the operation fails or panics"),

@@ -5,25 +5,21 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/idemgen/idemgen/generator/emit/internal/gogen"
 	"github.com/idemgen/idemgen/generator/ir"
 )
 
-func TestParseTemplate(t *testing.T) {
-	assert.Equal(t, []seg{{prefix: ""}}, parseTemplate("/"))
-	assert.Equal(t, []seg{{prefix: "a"}, {param: true}, {prefix: "v", suffix: ".json", param: true}}, parseTemplate("/a/{x}/v{y}.json"))
-}
-
 func TestSegMatches(t *testing.T) {
-	s := seg{prefix: "v", suffix: ".json", param: true}
+	s := gogen.Segment{Prefix: "v", Suffix: ".json", Param: true}
 	assert.True(t, segMatches(s, "v1.json"))
 	assert.False(t, segMatches(s, "v.json"), "a parameter is never empty")
 	assert.False(t, segMatches(s, "w1.json"))
-	assert.False(t, segMatches(seg{param: true}, ""))
-	assert.True(t, segMatches(seg{prefix: "a"}, "a"))
+	assert.False(t, segMatches(gogen.Segment{Param: true}, ""))
+	assert.True(t, segMatches(gogen.Segment{Prefix: "a"}, "a"))
 }
 
 func TestOverlapsAndOrder(t *testing.T) {
-	p := parseTemplate
+	p := gogen.ParseTemplate
 	assert.True(t, overlaps(p("/a/b"), p("/a/{x}")))
 	assert.True(t, overlaps(p("/{y}/b"), p("/a/{x}")))
 	assert.False(t, overlaps(p("/a/b"), p("/a/{x}/c")))
@@ -63,14 +59,6 @@ func TestRoutesTable(t *testing.T) {
 		}
 	}
 	assert.Equal(t, map[string][]string{"POST": {"/a/b", "/a/{x}"}, "PATCH": {"/a/{x}"}}, got)
-}
-
-func TestDurations(t *testing.T) {
-	assert.Equal(t, "24h", formatDuration(24*3600e9))
-	assert.Equal(t, "7d", formatDuration(7*24*3600e9))
-	assert.Equal(t, "10m", formatDuration(600e9))
-	assert.Equal(t, "1m30s", formatDuration(90e9))
-	assert.Equal(t, "500ms", formatDuration(5e8))
 }
 
 // For gorilla/mux the first registered route serves: oapi-codegen registers

@@ -33,6 +33,7 @@ func TestParseConfig(t *testing.T) {
 		{"server.type": "Idem-Wrapper"},
 		{"server.file": "idem.txt"},
 		{"server.file": "idem_test.go"},
+		{"server.file": "sub/idem.go"},
 		{"server.router": "gin"},
 	} {
 		_, err := server.ParseConfig(bad)

@@ -1,0 +1,11 @@
+package cli
+
+import "testing"
+
+// SetVersion makes idemgen report version v (as a released or VCS-stamped
+// build does) until the end of the test.
+func SetVersion(t testing.TB, v string) {
+	old := buildVersion
+	buildVersion = func() string { return v }
+	t.Cleanup(func() { buildVersion = old })
+}
