@@ -312,7 +312,7 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	configPath := fs.String("config", "", "read settings from this idemgen.yaml `FILE`")
 	fs.Var(&overlays, "overlay", "apply this OpenAPI Overlay 1.0 `FILE` first (repeatable)")
 	fs.Var(&emits, "emit", "run the emitter `NAME` (repeatable; available: "+strings.Join(emitter.Names(), ", ")+")")
-	out := fs.String("o", "", "output `DIR` (- writes the files to stdout)")
+	out := fs.String("o", "", "output `DIR` (- writes the files to stdout, and diagnostics to stderr)")
 	pkg := fs.String("package", "", "Go package `NAME` of generated code")
 	fs.Var(&options, "option", "set an emitter option `NAME=VALUE` (repeatable; overrides options: in the config), e.g. server.strict=false")
 	format := formatFlag(fs)
@@ -359,8 +359,14 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	if !knownEmitters("generate", names, stderr) {
 		return ExitUsage
 	}
+	// With -o -, stdout carries the generated files: diagnostics (JSON
+	// included) go to stderr, so that the output stays one clean stream.
+	diagOut := stdout
+	if cfg.Output == "-" {
+		diagOut = stderr
+	}
 	spec, diags := diagnose(cfg.Spec, cfg.Overlays, false)
-	report(diags, *format, stdout, stderr)
+	report(diags, *format, diagOut, stderr)
 	if diags.HasErrors() {
 		return ExitError
 	}
@@ -379,7 +385,7 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		var el *diag.ErrorList
 		if errors.As(err, &el) {
-			report(el.List, *format, stdout, stderr)
+			report(el.List, *format, diagOut, stderr)
 		} else {
 			fmt.Fprintf(stderr, "idemgen generate: %v\n", err)
 		}

@@ -178,3 +178,14 @@ func TestVersion(t *testing.T) {
 	assert.True(t, strings.HasPrefix(stdout, "idemgen "), stdout)
 	assert.NotEmpty(t, cli.Version())
 }
+
+func TestGenerateStdoutKeepsDiagnosticsOff(t *testing.T) {
+	// With -o -, stdout is the generated output alone: warnings, in JSON
+	// too, go to stderr.
+	code, stdout, stderr := run("generate", "-emit", "ir", "-o", "-", "-format", "json", contractCase("business-key"))
+	require.Equal(t, 0, code, stderr)
+	assert.True(t, strings.HasPrefix(stdout, "{"), stdout)
+	var ir map[string]any
+	require.NoError(t, json.Unmarshal([]byte(stdout), &ir), "stdout is one JSON document")
+	assert.Contains(t, stderr, `"severity": "warning"`)
+}
