@@ -1,7 +1,9 @@
 // Package testenv tells tests where the real servers they need are.
 //
-// scripts/services starts redis-server and a PostgreSQL cluster on loopback and
-// exports IDEMGEN_REDIS_URL and IDEMGEN_POSTGRES_URL; scripts/test (the README's
+// scripts/services starts redis-server, a Redis Cluster, a Redis Sentinel setup
+// and a PostgreSQL cluster on loopback and exports IDEMGEN_REDIS_URL,
+// IDEMGEN_REDIS_CLUSTER_ADDRS, IDEMGEN_REDIS_SENTINEL_ADDRS (with
+// IDEMGEN_REDIS_SENTINEL_MASTER) and IDEMGEN_POSTGRES_URL; scripts/test (the README's
 // test command, run by CI) also sets IDEMGEN_REQUIRE_SERVICES=1, so there a
 // missing server fails the test instead of skipping it. Run locally without the
 // variables, a test skips with a message naming the missing server.
@@ -25,6 +27,29 @@ import (
 func RedisURL(t testing.TB) string {
 	t.Helper()
 	return need(t, "IDEMGEN_REDIS_URL", "Redis (redis-server)")
+}
+
+// RedisClusterAddrs returns the seed addresses (host:port) of a running Redis
+// Cluster, or skips (fails in CI).
+func RedisClusterAddrs(t testing.TB) []string {
+	t.Helper()
+	return needAddrs(t, "IDEMGEN_REDIS_CLUSTER_ADDRS", "A Redis Cluster")
+}
+
+// RedisSentinel returns the addresses of the sentinels of a running Redis
+// Sentinel setup and the name of the master they watch, or skips (fails in CI).
+func RedisSentinel(t testing.TB) (addrs []string, master string) {
+	t.Helper()
+	addrs = needAddrs(t, "IDEMGEN_REDIS_SENTINEL_ADDRS", "A Redis Sentinel setup")
+	if addrs == nil {
+		return nil, ""
+	}
+	master = os.Getenv("IDEMGEN_REDIS_SENTINEL_MASTER")
+	if master == "" {
+		missing(t, "A Redis Sentinel setup is not available: IDEMGEN_REDIS_SENTINEL_MASTER is not set (start one with: eval \"$(scripts/services start)\")")
+		return nil, ""
+	}
+	return addrs, master
 }
 
 // PostgresURL returns the URL of a running PostgreSQL server, or skips (fails in CI).
@@ -54,6 +79,27 @@ func need(t testing.TB, env, what string) string {
 	}
 	conn.Close()
 	return raw
+}
+
+// needAddrs reads a comma-separated list of host:port from env and checks
+// that each accepts connections.
+func needAddrs(t testing.TB, env, what string) []string {
+	t.Helper()
+	raw := os.Getenv(env)
+	if raw == "" {
+		missing(t, "%s is not available: %s is not set (start one with: eval \"$(scripts/services start)\")", what, env)
+		return nil
+	}
+	addrs := strings.Split(raw, ",")
+	for _, a := range addrs {
+		conn, err := net.DialTimeout("tcp", a, 2*time.Second)
+		if err != nil {
+			missing(t, "%s is not reachable at %s (%s): %v (start one with: eval \"$(scripts/services start)\")", what, a, env, err)
+			return nil
+		}
+		conn.Close()
+	}
+	return addrs
 }
 
 func missing(t testing.TB, format string, args ...any) {

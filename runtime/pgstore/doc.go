@@ -28,8 +28,9 @@
 // must be valid UTF-8 without NUL bytes, at most MaxKeyLen bytes (the engine's
 // encoded scope keys are). Tokens are uint64; they are stored as bigint by
 // reinterpreting the bits (int64(token)), which is lossless both ways.
-// prior_state exists because RETURNING shows only the new row: a claim copies
-// the state it replaces into it, so Begin reports BeginResult.Prior exactly.
+// prior_state exists because RETURNING shows only the new row: a takeover
+// copies the state it replaces into it, so Begin reports BeginResult.Prior
+// exactly.
 // fillfactor 90 leaves room in each page for Finish's update to stay a HOT
 // update (no index change). Expired rows are invisible to Get and claimable
 // by Begin; Reap (or the background reaper, Options.ReapInterval) deletes
@@ -39,34 +40,46 @@
 //
 // All times are the database's clock_timestamp(), never the application's.
 //
-// Begin sends one batch (one round trip, one implicit transaction) of two
-// statements. The first claims:
+// Begin is one statement (one round trip) that reads before it writes:
 //
-//	INSERT INTO t AS r (key, state, fingerprint, token, lease_expires_at, expires_at, prior_state, response)
-//	VALUES ($1, 1, $2, $3, clock_timestamp() + $4, clock_timestamp() + $5, 0, NULL)
-//	ON CONFLICT (key) DO UPDATE SET state = 1, fingerprint = excluded.fingerprint, …,
-//	    prior_state = CASE WHEN r.expires_at <= clock_timestamp() THEN 0 ELSE r.state END,
-//	    response = NULL
-//	WHERE r.expires_at <= clock_timestamp()                            -- expired
-//	   OR (r.state = 1 AND r.lease_expires_at <= clock_timestamp())   -- lease run out
-//	   OR (r.state = 3 AND r.response IS NULL                          -- reclaimable
-//	       AND (NOT $6 OR r.fingerprint = excluded.fingerprint))
-//	RETURNING prior_state
+//	WITH cur AS MATERIALIZED (                       -- the row, unlocked, and whether it is claimable
+//	    SELECT …, (expires_at <= clock_timestamp()                      -- expired
+//	              OR (state = 1 AND lease_expires_at <= clock_timestamp())  -- lease run out
+//	              OR (state = 3 AND response IS NULL                    -- reclaimable
+//	                  AND (NOT $6 OR fingerprint = $2))) AS claimable
+//	    FROM t WHERE key = $1
+//	), ins AS (                                      -- a new key
+//	    INSERT INTO t (…) SELECT $1, 1, $2, $3, clock_timestamp() + $4, clock_timestamp() + $5, 0, NULL
+//	    WHERE NOT EXISTS (SELECT FROM cur)
+//	    ON CONFLICT (key) DO NOTHING RETURNING prior_state
+//	), upd AS (                                      -- a takeover
+//	    UPDATE t AS r SET state = 1, …, prior_state = CASE WHEN r.expires_at <= clock_timestamp() THEN 0 ELSE r.state END
+//	    WHERE r.key = $1 AND EXISTS (SELECT FROM cur WHERE claimable) AND <claimable, on r>
+//	    RETURNING r.prior_state
+//	)
+//	SELECT true, prior_state, NULL, … FROM ins UNION ALL SELECT true, prior_state, NULL, … FROM upd
+//	UNION ALL SELECT false, 0, state, fingerprint, … FROM cur WHERE NOT claimable
 //
-// ON CONFLICT DO UPDATE locks the conflicting row even when its WHERE is
-// false, and evaluates the WHERE on the row's latest committed version, so
-// concurrent claims of one key serialize and exactly one wins. The second
-// statement, SELECT … WHERE key = $1, reads the row the claim decided on: it
-// takes a fresh snapshot (READ COMMITTED) while the claim's row lock is still
-// held, so it sees the winner's row even when that row was committed after
-// the claim started, which a single INSERT … UNION ALL SELECT statement would
-// not (its snapshot predates the row, and it would need a second round trip).
+// A replay (a COMPLETED record) or a duplicate of a request in flight (a live
+// lease) is answered from cur: the guards skip the INSERT and the UPDATE, so
+// it neither writes nor locks the row, and concurrent replays of one key never
+// queue. A claim stays atomic: ON CONFLICT DO NOTHING waits for a concurrent
+// inserter of the key and then inserts nothing, and the UPDATE locks the row
+// and re-checks its WHERE on the row's latest version, so of racing claims
+// exactly one wins. A claim that loses such a race returns no row, because
+// its snapshot predates the winner's row; Begin then runs the statement again
+// (a second round trip, in this race only), whose fresh snapshot shows the
+// winner's committed row. Under REPEATABLE READ or SERIALIZABLE as the
+// database's default isolation, the loser gets a serialization failure
+// (SQLSTATE 40001) instead, which Begin retries the same way. RETURNING shows
+// only the new row, so the UPDATE carries the state it replaces over in
+// prior_state, and Begin reports BeginResult.Prior exactly.
 //
 // Finish is one fenced UPDATE … WHERE key = $1 AND token = $2 AND state = 1
 // AND expires_at > clock_timestamp(); no row updated means idem.ErrFenced.
 // Get is one SELECT that skips expired rows. A first request costs two round
 // trips (Begin + Finish), a replay one (Get, or a Begin that returns the
-// completed record).
+// completed record) and no write.
 //
 // # Transactions
 //

@@ -44,3 +44,24 @@ func TestConformanceExecModes(t *testing.T) {
 		})
 	}
 }
+
+// TestConformanceIsolation runs the suite on a database whose default
+// isolation is stricter than READ COMMITTED: a claim that meets a concurrent
+// one then fails with a serialization error, which Begin retries.
+func TestConformanceIsolation(t *testing.T) {
+	for _, level := range []string{"repeatable read", "serializable"} {
+		t.Run(level, func(t *testing.T) {
+			t.Parallel()
+			p := poolWith(t, testenv.PostgresURL(t), func(c *pgxpool.Config) {
+				c.MaxConns = 8
+				c.ConnConfig.RuntimeParams["default_transaction_isolation"] = level
+			})
+			storetest.RunConformanceTests(t, func(t *testing.T) idem.Store {
+				s, err := New(p, Options{Schema: uniqueSchema(t, p)})
+				require.NoError(t, err)
+				require.NoError(t, s.Migrate(context.Background()))
+				return s
+			})
+		})
+	}
+}

@@ -144,4 +144,6 @@ func (s *Store) Migrate(ctx context.Context) error {
 	return nil
 }
 
-var errNoRecord = errors.New("pgstore: the record vanished between claim and read")
+// errLostRace is the claim statement's empty answer: a concurrent claim of
+// the key won a race the statement's snapshot could not see.
+var errLostRace = errors.New("pgstore: a concurrent claim kept changing the record")

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/runtime/idem"
@@ -73,35 +74,59 @@ var (
 )
 
 type queries struct {
-	claim, read, get, finish, extend, reap string
+	claim, get, finish, extend, reap string
 }
 
 func newQueries(t string) queries {
 	const cols = `state, fingerprint, token, lease_expires_at, expires_at, response`
+	// claimable is Begin's rule, on a row r at the database's now: expired,
+	// PENDING with its lease run out, or FAILED without a response (and, when
+	// $6, with the request's fingerprint $2).
+	claimable := func(r string) string {
+		return `(` + r + `.expires_at <= clock_timestamp()
+        OR (` + r + `.state = 1 AND ` + r + `.lease_expires_at <= clock_timestamp())
+        OR (` + r + `.state = 3 AND ` + r + `.response IS NULL AND (NOT $6::boolean OR ` + r + `.fingerprint = $2)))`
+	}
 	return queries{
-		// claim decides Begin atomically. A conflicting row is locked (even when
-		// the WHERE rejects it) and re-checked at its latest version, so racing
-		// claims serialize on the row. RETURNING shows only the new row, so the
-		// state being replaced is carried over in prior_state.
-		claim: `INSERT INTO ` + t + ` AS r
-    (key, state, fingerprint, token, lease_expires_at, expires_at, prior_state, response)
-VALUES ($1, 1, $2, $3, clock_timestamp() + $4::interval, clock_timestamp() + $5::interval, 0, NULL)
-ON CONFLICT (key) DO UPDATE SET
-    state = 1,
-    fingerprint = excluded.fingerprint,
-    token = excluded.token,
-    lease_expires_at = excluded.lease_expires_at,
-    expires_at = excluded.expires_at,
-    prior_state = CASE WHEN r.expires_at <= clock_timestamp() THEN 0 ELSE r.state END,
-    response = NULL
-WHERE r.expires_at <= clock_timestamp()
-   OR (r.state = 1 AND r.lease_expires_at <= clock_timestamp())
-   OR (r.state = 3 AND r.response IS NULL AND (NOT $6::boolean OR r.fingerprint = excluded.fingerprint))
-RETURNING prior_state`,
-		// read follows claim in the same batch (one round trip, one implicit
-		// transaction). It starts a fresh snapshot while claim's row lock is
-		// still held, so it sees exactly the row claim decided on.
-		read:   `SELECT ` + cols + ` FROM ` + t + ` WHERE key = $1`,
+		// claim decides Begin in one statement. cur reads the row (if any) in
+		// the statement's snapshot, without locking it. When cur shows a row
+		// nobody may claim (a COMPLETED record: a replay; a live lease), the
+		// statement returns that row and writes nothing: ins and upd are
+		// skipped by their guards. Otherwise ins inserts a new row (when cur
+		// saw none) or upd takes over the claimable one. Both are atomic
+		// against a racing claim: ON CONFLICT DO NOTHING waits for a
+		// concurrent inserter and then inserts nothing; UPDATE locks the row
+		// and re-checks its WHERE on the row's latest version, so exactly one
+		// claim wins. A claim that loses either race returns no row at all,
+		// and Begin runs the statement again: the winner has committed by
+		// then, so the new snapshot shows its row. RETURNING shows only the
+		// new row, so upd carries the state it replaces over in prior_state.
+		claim: `WITH cur AS MATERIALIZED (
+    SELECT ` + cols + `, ` + claimable("c") + ` AS claimable
+    FROM ` + t + ` AS c WHERE c.key = $1
+), ins AS (
+    INSERT INTO ` + t + ` (key, state, fingerprint, token, lease_expires_at, expires_at, prior_state, response)
+    SELECT $1, 1, $2, $3, clock_timestamp() + $4::interval, clock_timestamp() + $5::interval, 0, NULL
+    WHERE NOT EXISTS (SELECT FROM cur)
+    ON CONFLICT (key) DO NOTHING
+    RETURNING prior_state
+), upd AS (
+    UPDATE ` + t + ` AS r SET
+        state = 1,
+        fingerprint = $2,
+        token = $3,
+        lease_expires_at = clock_timestamp() + $4::interval,
+        expires_at = clock_timestamp() + $5::interval,
+        prior_state = CASE WHEN r.expires_at <= clock_timestamp() THEN 0 ELSE r.state END,
+        response = NULL
+    WHERE r.key = $1 AND EXISTS (SELECT FROM cur WHERE cur.claimable) AND ` + claimable("r") + `
+    RETURNING r.prior_state
+)
+SELECT true, prior_state, NULL::smallint, NULL::bytea, NULL::bigint, NULL::timestamptz, NULL::timestamptz, NULL::bytea FROM ins
+UNION ALL
+SELECT true, prior_state, NULL, NULL, NULL, NULL, NULL, NULL FROM upd
+UNION ALL
+SELECT false, 0, ` + cols + ` FROM cur WHERE NOT cur.claimable`,
 		get:    `SELECT ` + cols + ` FROM ` + t + ` WHERE key = $1 AND expires_at > clock_timestamp()`,
 		finish: `UPDATE ` + t + ` SET state = $3, response = $4 WHERE key = $1 AND token = $2 AND state = 1 AND expires_at > clock_timestamp()`,
 		extend: `UPDATE ` + t + ` SET lease_expires_at = clock_timestamp() + $3::interval WHERE key = $1 AND token = $2 AND state = 1 AND expires_at > clock_timestamp()`,
@@ -173,7 +198,7 @@ func checkKey(ctx context.Context, op, key string) error {
 	return nil
 }
 
-// scanRecord reads the columns of queries.read/get.
+// scanRecord reads the columns of queries.get.
 func scanRecord(row pgx.Row) (idem.Record, error) {
 	var (
 		rec   idem.Record
@@ -184,17 +209,28 @@ func scanRecord(row pgx.Row) (idem.Record, error) {
 	if err := row.Scan(&state, &fp, &tok, &rec.LeaseExpiresAt, &rec.ExpiresAt, &rec.Response); err != nil {
 		return idem.Record{}, err
 	}
+	return rec, fillRecord(&rec, state, fp, tok)
+}
+
+func fillRecord(rec *idem.Record, state int16, fp []byte, tok int64) error {
 	if len(fp) != len(rec.Fingerprint) {
-		return idem.Record{}, fmt.Errorf("pgstore: stored fingerprint has %d bytes, want %d", len(fp), len(rec.Fingerprint))
+		return fmt.Errorf("pgstore: stored fingerprint has %d bytes, want %d", len(fp), len(rec.Fingerprint))
 	}
 	copy(rec.Fingerprint[:], fp)
 	rec.State = idem.State(state)
 	rec.Token = idem.Token(uint64(tok))
-	return rec, nil
+	return nil
 }
 
-// Begin implements idem.Store with one round trip: the claim statement and a
-// read of the row, sent together as one batch.
+// maxClaimAttempts bounds the claim statements of one Begin. A statement is
+// repeated only after losing a race to a claim that has committed since (or,
+// at isolation levels above READ COMMITTED, a serialization failure), so a
+// second attempt nearly always decides.
+const maxClaimAttempts = 10
+
+// Begin implements idem.Store with one round trip, the claim statement
+// (see queries.claim); a Begin that loses a race to a concurrent claim of
+// the same key runs it again to read the winner's record.
 func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginResult, error) {
 	if err := checkKey(ctx, "begin", req.Key); err != nil {
 		return idem.BeginResult{}, err
@@ -202,48 +238,56 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 	if req.Lease <= 0 || req.TTL <= 0 {
 		return idem.BeginResult{}, fmt.Errorf("pgstore: begin: lease (%v) and TTL (%v) must be positive", req.Lease, req.TTL)
 	}
-	for range 3 {
+	for range maxClaimAttempts {
 		res, err := s.begin(ctx, req)
-		if errors.Is(err, errNoRecord) {
-			continue // only a manual DELETE between the statements can do this
+		if errors.Is(err, errLostRace) || isSerializationFailure(err) {
+			continue
 		}
 		if err != nil {
 			return idem.BeginResult{}, fmt.Errorf("pgstore: begin: %w", err)
 		}
 		return res, nil
 	}
-	return idem.BeginResult{}, fmt.Errorf("pgstore: begin: %w", errNoRecord)
+	return idem.BeginResult{}, fmt.Errorf("pgstore: begin: %w", errLostRace)
 }
 
-func (s *Store) begin(ctx context.Context, req *idem.BeginRequest) (res idem.BeginResult, err error) {
-	var b pgx.Batch
-	b.Queue(s.q.claim, req.Key, req.Fingerprint[:], int64(req.Token), req.Lease, req.TTL, req.SameFingerprintToReclaim)
-	b.Queue(s.q.read, req.Key)
-	br := s.pool.SendBatch(ctx, &b)
-	defer func() {
-		if cerr := br.Close(); err == nil && cerr != nil {
-			err = cerr
-		}
-	}()
-	var prior int16
-	switch err := br.QueryRow().Scan(&prior); {
-	case err == nil:
-		res = idem.BeginResult{Acquired: true, Prior: idem.State(prior)}
-	case errors.Is(err, pgx.ErrNoRows):
-	default:
-		return res, err
-	}
-	rec, err := scanRecord(br.QueryRow())
+func (s *Store) begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginResult, error) {
+	var (
+		res   idem.BeginResult
+		prior int16
+		state *int16
+		fp    []byte
+		tok   *int64
+		lease *time.Time
+		exp   *time.Time
+	)
+	err := s.pool.QueryRow(ctx, s.q.claim, req.Key, req.Fingerprint[:], int64(req.Token), req.Lease, req.TTL, req.SameFingerprintToReclaim).
+		Scan(&res.Acquired, &prior, &state, &fp, &tok, &lease, &exp, &res.Record.Response)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return res, errNoRecord
+		return idem.BeginResult{}, errLostRace
 	}
 	if err != nil {
-		return res, err
+		return idem.BeginResult{}, err
 	}
-	if !res.Acquired {
-		res.Record = rec
+	if res.Acquired {
+		return idem.BeginResult{Acquired: true, Prior: idem.State(prior)}, nil
+	}
+	if state == nil || tok == nil || lease == nil || exp == nil {
+		return idem.BeginResult{}, errors.New("pgstore: claim returned an incomplete record")
+	}
+	res.Record.LeaseExpiresAt, res.Record.ExpiresAt = *lease, *exp
+	if err := fillRecord(&res.Record, *state, fp, *tok); err != nil {
+		return idem.BeginResult{}, err
 	}
 	return res, nil
+}
+
+// isSerializationFailure reports a serialization failure (SQLSTATE 40001),
+// which READ COMMITTED never raises but a database whose default isolation is
+// REPEATABLE READ or SERIALIZABLE does when a claim meets a concurrent one.
+func isSerializationFailure(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "40001"
 }
 
 // Finish implements idem.Store: one fenced UPDATE.

@@ -189,7 +189,7 @@ func TestTxRaceHolderFirst(t *testing.T) {
 			r, err := f.s.Begin(ctx, &idem.BeginRequest{Key: "k", Fingerprint: fp(2), Token: 2, Lease: time.Minute, TTL: time.Hour})
 			takeover <- result{r, err}
 		}()
-		require.Eventually(t, func() bool { return f.waitersOnLock(t, "INSERT INTO") == 1 }, 5*time.Second, 5*time.Millisecond,
+		require.Eventually(t, func() bool { return f.waitersOnLock(t, "WITH cur") == 1 }, 5*time.Second, 5*time.Millisecond,
 			"the takeover waits for the holder's row lock")
 		select {
 		case r := <-takeover:
@@ -219,9 +219,14 @@ func TestTxRaceTakeoverFirst(t *testing.T) {
 	other, err := f.s.pool.Begin(ctx)
 	require.NoError(t, err)
 	defer other.Rollback(ctx)
-	var prior int16
+	var (
+		acquired bool
+		prior    int16
+	)
 	f2 := fp(2)
-	require.NoError(t, other.QueryRow(ctx, f.s.q.claim, "k", f2[:], int64(2), time.Minute, time.Hour, false).Scan(&prior))
+	require.NoError(t, other.QueryRow(ctx, f.s.q.claim, "k", f2[:], int64(2), time.Minute, time.Hour, false).
+		Scan(&acquired, &prior, nil, nil, nil, nil, nil, nil))
+	assert.True(t, acquired)
 	assert.Equal(t, int16(idem.StatePending), prior)
 
 	done := make(chan error, 1)

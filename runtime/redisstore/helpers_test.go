@@ -39,28 +39,68 @@ func uniquePrefix(tb testing.TB, c redis.UniversalClient) string {
 	p := "idemtest:" + name + ":" + hex.EncodeToString(b[:]) + ":"
 	tb.Cleanup(func() {
 		ctx := context.Background()
-		iter := c.Scan(ctx, 0, p+"*", 1000).Iterator()
-		var keys []string
-		for iter.Next(ctx) {
-			keys = append(keys, iter.Val())
+		if cc, ok := c.(*redis.ClusterClient); ok {
+			// SCAN covers one node: scan each primary, delete there (the keys
+			// of one SCAN may lie in different slots).
+			_ = cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+				deletePrefix(ctx, n, p)
+				return nil
+			})
+			return
 		}
-		if len(keys) > 0 {
-			_ = c.Del(ctx, keys...).Err()
-		}
+		deletePrefix(ctx, c, p)
 	})
 	return p
 }
 
-func newTestStore(tb testing.TB, opts Options) (*Store, *redis.Client) {
+func deletePrefix(ctx context.Context, c redis.Cmdable, p string) {
+	iter := c.Scan(ctx, 0, p+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		_ = c.Del(ctx, iter.Val()).Err()
+	}
+}
+
+// clusterClient returns a client of the test Redis Cluster, closed at the
+// end of the test.
+func clusterClient(tb testing.TB, tweak func(*redis.ClusterOptions)) *redis.ClusterClient {
 	tb.Helper()
-	c := testClient(tb, nil)
+	opt := &redis.ClusterOptions{Addrs: testenv.RedisClusterAddrs(tb), ContextTimeoutEnabled: true}
+	if tweak != nil {
+		tweak(opt)
+	}
+	c := redis.NewClusterClient(opt)
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// sentinelClient returns a failover client of the test Sentinel setup,
+// closed at the end of the test.
+func sentinelClient(tb testing.TB) *redis.Client {
+	tb.Helper()
+	addrs, master := testenv.RedisSentinel(tb)
+	c := redis.NewFailoverClient(&redis.FailoverOptions{
+		MasterName: master, SentinelAddrs: addrs, ContextTimeoutEnabled: true,
+	})
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// newStoreOn returns a Store on c with a key space of its own.
+func newStoreOn(tb testing.TB, c redis.UniversalClient, opts Options) *Store {
+	tb.Helper()
 	if opts.Prefix == "" {
 		opts.Prefix = uniquePrefix(tb, c)
 	}
 	s, err := New(c, opts)
 	require.NoError(tb, err)
 	tb.Cleanup(func() { _ = s.Close() })
-	return s, c
+	return s
+}
+
+func newTestStore(tb testing.TB, opts Options) (*Store, *redis.Client) {
+	tb.Helper()
+	c := testClient(tb, nil)
+	return newStoreOn(tb, c, opts), c
 }
 
 func fp(b byte) idem.Fingerprint {
