@@ -154,7 +154,9 @@ type ContextBound interface {
 //
 // ExtendLease, atomically: if the record exists, is unexpired, PENDING and
 // carries token, set LeaseExpiresAt = now + lease (even when the old lease
-// ran out, as long as nobody took it over); otherwise return ErrFenced.
+// ran out, as long as nobody took it over); otherwise return ErrFenced. A
+// non-positive lease is a caller's mistake: an error other than ErrFenced,
+// and nothing changes.
 type LeaseExtender interface {
 	ExtendLease(ctx context.Context, key string, token Token, lease time.Duration) error
 }
