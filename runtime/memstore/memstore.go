@@ -97,6 +97,8 @@ const (
 	// compactSlack: a shard compacts when its chunks hold more than twice
 	// its live bytes plus this much.
 	compactSlack = 4 * chunkMax
+	// slotsPerPage: the slot table grows by pages of 64 KiB, never copied.
+	slotsPerPage = 512
 )
 
 // ErrFull is returned by Begin when a shard holds only PENDING records and
@@ -136,12 +138,13 @@ var (
 const none = -1 // no slot, no chunk
 
 type shard struct {
-	mu    sync.Mutex
-	idx   []uint64 // open addressing: 0 empty, else tag<<32 | slot+1
-	count int      // records held
-	slots []slot
-	free  []int32 // free slot numbers
-	heap  []heapEntry
+	mu     sync.Mutex
+	idx    []uint64              // open addressing: 0 empty, else tag<<32 | slot+1
+	count  int                   // records held
+	pages  []*[slotsPerPage]slot // the slot table, in pages that never move
+	nslots int32                 // slots made
+	free   []int32               // free slot numbers
+	heap   []heapEntry
 
 	head, tail int32 // finished records, oldest first
 
@@ -273,7 +276,7 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 	now := s.now().UnixNano()
 	sh.dropExpired(s, now, amortizedPops)
 	i := sh.find(req.Key, h)
-	if i != none && now >= sh.slots[i].exp {
+	if i != none && now >= sh.at(i).exp {
 		sh.remove(i)
 		s.expired.Add(1)
 		i = none
@@ -286,9 +289,9 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 			return idem.BeginResult{}, ErrFull
 		}
 		i = sh.add(req.Key, h, after(now, req.TTL))
-	case sh.slots[i].state == idem.StatePending && now >= sh.slots[i].lease:
+	case sh.at(i).state == idem.StatePending && now >= sh.at(i).lease:
 		prior = idem.StatePending
-	case sh.slots[i].reclaimable() && (!req.SameFingerprintToReclaim || sh.slots[i].fp == req.Fingerprint):
+	case sh.at(i).reclaimable() && (!req.SameFingerprintToReclaim || sh.at(i).fp == req.Fingerprint):
 		prior = idem.StateFailed
 	default:
 		return idem.BeginResult{Record: sh.record(i)}, nil
@@ -296,10 +299,10 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 	if prior != 0 {
 		sh.unlist(i)
 		sh.dropResponse(i)
-		sh.slots[i].exp = after(now, req.TTL)
+		sh.at(i).exp = after(now, req.TTL)
 		sh.heapFix(i)
 	}
-	e := &sh.slots[i]
+	e := sh.at(i)
 	e.state = idem.StatePending
 	e.fp = req.Fingerprint
 	e.token = req.Token
@@ -321,22 +324,22 @@ func (s *Store) Finish(ctx context.Context, key string, token idem.Token, state 
 	defer sh.mu.Unlock()
 	now := s.now().UnixNano()
 	i := sh.find(key, h)
-	if i != none && now >= sh.slots[i].exp {
+	if i != none && now >= sh.at(i).exp {
 		sh.remove(i)
 		s.expired.Add(1)
 		i = none
 	}
-	if i == none || sh.slots[i].state != idem.StatePending || sh.slots[i].token != token {
+	if i == none || sh.at(i).state != idem.StatePending || sh.at(i).token != token {
 		return idem.ErrFenced
 	}
 	sh.dropResponse(i)
 	if response != nil {
 		c, off := store(sh, response)
-		e := &sh.slots[i]
+		e := sh.at(i)
 		e.hasResp, e.respChunk, e.respOff, e.respLen = true, c, off, uint32(len(response))
 		sh.bytes += int64(len(response))
 	}
-	sh.slots[i].state = state
+	sh.at(i).state = state
 	sh.list(i)
 	for sh.bytes > sh.maxBytes && sh.head != none && sh.head != i {
 		sh.evict(s, sh.head)
@@ -357,7 +360,7 @@ func (s *Store) Get(ctx context.Context, key string) (idem.Record, bool, error) 
 	if i == none {
 		return idem.Record{}, false, nil
 	}
-	if s.now().UnixNano() >= sh.slots[i].exp {
+	if s.now().UnixNano() >= sh.at(i).exp {
 		sh.remove(i)
 		s.expired.Add(1)
 		return idem.Record{}, false, nil
@@ -379,10 +382,10 @@ func (s *Store) ExtendLease(ctx context.Context, key string, token idem.Token, l
 	defer sh.mu.Unlock()
 	now := s.now().UnixNano()
 	i := sh.find(key, h)
-	if i == none || now >= sh.slots[i].exp || sh.slots[i].state != idem.StatePending || sh.slots[i].token != token {
+	if i == none || now >= sh.at(i).exp || sh.at(i).state != idem.StatePending || sh.at(i).token != token {
 		return idem.ErrFenced
 	}
-	sh.slots[i].lease = after(now, lease)
+	sh.at(i).lease = after(now, lease)
 	return nil
 }
 
@@ -424,18 +427,21 @@ func after(now int64, d time.Duration) int64 {
 	return 1<<63 - 1
 }
 
+// at returns slot i.
+func (sh *shard) at(i int32) *slot { return &sh.pages[i/slotsPerPage][i%slotsPerPage] }
+
 func (e *slot) reclaimable() bool { return e.state == idem.StateFailed && !e.hasResp }
 
 // key returns slot i's key, aliasing its chunk.
 func (sh *shard) key(i int32) []byte {
-	e := &sh.slots[i]
+	e := sh.at(i)
 	return sh.chunks[e.keyChunk][e.keyOff : e.keyOff+e.keyLen : e.keyOff+e.keyLen]
 }
 
 // record returns slot i as an idem.Record; its Response aliases the chunk,
 // which is never written again there.
 func (sh *shard) record(i int32) idem.Record {
-	e := &sh.slots[i]
+	e := sh.at(i)
 	rec := idem.Record{State: e.state, Fingerprint: e.fp, Token: e.token,
 		LeaseExpiresAt: time.Unix(0, e.lease), ExpiresAt: time.Unix(0, e.exp)}
 	switch {
@@ -474,7 +480,7 @@ func (sh *shard) find(key string, h uint64) int32 {
 		}
 		if w>>32 == tag {
 			i := int32(uint32(w) - 1)
-			if sh.slots[i].hash == h && string(sh.key(i)) == key {
+			if sh.at(i).hash == h && string(sh.key(i)) == key {
 				return i
 			}
 		}
@@ -488,11 +494,14 @@ func (sh *shard) add(key string, h uint64, exp int64) int32 {
 		i = sh.free[n-1]
 		sh.free = sh.free[:n-1]
 	} else {
-		i = int32(len(sh.slots))
-		sh.slots = append(sh.slots, slot{})
+		i = sh.nslots
+		if int(i)/slotsPerPage == len(sh.pages) {
+			sh.pages = append(sh.pages, new([slotsPerPage]slot))
+		}
+		sh.nslots++
 	}
 	c, off := store(sh, key)
-	sh.slots[i] = slot{hash: h, exp: exp, keyChunk: c, keyOff: off, keyLen: uint32(len(key)),
+	*sh.at(i) = slot{hash: h, exp: exp, keyChunk: c, keyOff: off, keyLen: uint32(len(key)),
 		respChunk: none, heapIdx: none, prev: none, next: none}
 	if (sh.count+1)*4 > len(sh.idx)*3 {
 		sh.grow()
@@ -519,7 +528,7 @@ func (sh *shard) grow() {
 	for _, w := range old {
 		if w != 0 {
 			i := int32(uint32(w) - 1)
-			sh.insert(sh.slots[i].hash, i)
+			sh.insert(sh.at(i).hash, i)
 		}
 	}
 }
@@ -527,7 +536,7 @@ func (sh *shard) grow() {
 // unindex removes slot i from the index (backward-shift deletion).
 func (sh *shard) unindex(i int32) {
 	mask := uint64(len(sh.idx) - 1)
-	h := sh.slots[i].hash
+	h := sh.at(i).hash
 	want := h>>32<<32 | uint64(uint32(i)+1)
 	p := h & mask
 	for sh.idx[p] != want {
@@ -539,7 +548,7 @@ func (sh *shard) unindex(i int32) {
 		if w == 0 {
 			break
 		}
-		home := sh.slots[uint32(w)-1].hash & mask
+		home := sh.at(int32(uint32(w)-1)).hash & mask
 		if (q-home)&mask >= (q-p)&mask {
 			sh.idx[p] = w
 			p = q
@@ -583,7 +592,7 @@ func (sh *shard) remove(i int32) {
 	sh.heapRemove(i)
 	sh.unlist(i)
 	sh.dropResponse(i)
-	e := &sh.slots[i]
+	e := sh.at(i)
 	sh.release(e.keyChunk, e.keyLen)
 	sh.bytes -= int64(e.keyLen) + EntryOverhead
 	*e = slot{}
@@ -592,7 +601,7 @@ func (sh *shard) remove(i int32) {
 }
 
 func (sh *shard) dropResponse(i int32) {
-	e := &sh.slots[i]
+	e := sh.at(i)
 	if !e.hasResp {
 		return
 	}
@@ -685,8 +694,8 @@ func (sh *shard) compact() {
 	old := sh.chunks
 	sh.chunks, sh.chunkLive, sh.freeChunks = nil, nil, nil
 	sh.cur, sh.chunkBytes, sh.dataBytes = none, 0, 0
-	for i := range sh.slots {
-		e := &sh.slots[i]
+	for i := range sh.nslots {
+		e := sh.at(i)
 		if e.state == 0 {
 			continue
 		}
@@ -703,11 +712,11 @@ func (sh *shard) compact() {
 
 func (sh *shard) list(i int32) {
 	sh.unlist(i)
-	e := &sh.slots[i]
+	e := sh.at(i)
 	e.listed = true
 	e.prev, e.next = sh.tail, none
 	if sh.tail != none {
-		sh.slots[sh.tail].next = i
+		sh.at(sh.tail).next = i
 	} else {
 		sh.head = i
 	}
@@ -715,17 +724,17 @@ func (sh *shard) list(i int32) {
 }
 
 func (sh *shard) unlist(i int32) {
-	e := &sh.slots[i]
+	e := sh.at(i)
 	if !e.listed {
 		return
 	}
 	if e.prev != none {
-		sh.slots[e.prev].next = e.next
+		sh.at(e.prev).next = e.next
 	} else {
 		sh.head = e.next
 	}
 	if e.next != none {
-		sh.slots[e.next].prev = e.prev
+		sh.at(e.next).prev = e.prev
 	} else {
 		sh.tail = e.prev
 	}
@@ -735,13 +744,13 @@ func (sh *shard) unlist(i int32) {
 // Heap on ExpiresAt, with indexes kept in the slots.
 
 func (sh *shard) heapPush(i int32, exp int64) {
-	sh.slots[i].heapIdx = int32(len(sh.heap))
+	sh.at(i).heapIdx = int32(len(sh.heap))
 	sh.heap = append(sh.heap, heapEntry{exp: exp, slot: i})
 	sh.up(len(sh.heap) - 1)
 }
 
 func (sh *shard) heapRemove(i int32) {
-	j := int(sh.slots[i].heapIdx)
+	j := int(sh.at(i).heapIdx)
 	last := len(sh.heap) - 1
 	if j < 0 || j > last || sh.heap[j].slot != i {
 		return
@@ -750,15 +759,15 @@ func (sh *shard) heapRemove(i int32) {
 		sh.swap(j, last)
 	}
 	sh.heap = sh.heap[:last]
-	sh.slots[i].heapIdx = none
+	sh.at(i).heapIdx = none
 	if j != last {
 		sh.heapFixAt(j)
 	}
 }
 
 func (sh *shard) heapFix(i int32) {
-	j := sh.slots[i].heapIdx
-	sh.heap[j].exp = sh.slots[i].exp
+	j := sh.at(i).heapIdx
+	sh.heap[j].exp = sh.at(i).exp
 	sh.heapFixAt(int(j))
 }
 
@@ -771,8 +780,8 @@ func (sh *shard) heapFixAt(i int) {
 func (sh *shard) swap(i, j int) {
 	h := sh.heap
 	h[i], h[j] = h[j], h[i]
-	sh.slots[h[i].slot].heapIdx = int32(i)
-	sh.slots[h[j].slot].heapIdx = int32(j)
+	sh.at(h[i].slot).heapIdx = int32(i)
+	sh.at(h[j].slot).heapIdx = int32(j)
 }
 
 func (sh *shard) up(j int) {
