@@ -54,6 +54,7 @@ import (
 	"errors"
 	"hash/maphash"
 	"math/bits"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,7 +73,10 @@ type Options struct {
 	// SweepInterval is how often the background sweeper runs (default 30s);
 	// negative disables it (expiry stays lazy and amortized).
 	SweepInterval time.Duration
-	// Now is the store's clock (default time.Now).
+	// Now is the store's clock. The default is the wall clock read once, at
+	// New, advanced by the monotonic clock: a record's times look like wall
+	// times, are immune to steps of the wall clock, and each store call reads
+	// only the (cheaper) monotonic clock.
 	Now func() time.Time
 }
 
@@ -119,7 +123,9 @@ type Store struct {
 	shards []shard
 	shift  uint // a key's shard is its hash >> shift
 	seed   maphash.Seed
-	now    func() time.Time
+	now    func() time.Time // Options.Now, or nil for the default clock
+	base   time.Time        // the default clock's origin (with a monotonic reading)
+	baseNs int64            // base in Unix ns
 
 	expired, evicted, full atomic.Int64
 
@@ -210,7 +216,8 @@ func New(opts Options) *Store {
 	}
 	s := &Store{shards: make([]shard, n), shift: uint(64 - bits.Len(uint(n-1))), seed: maphash.MakeSeed(), now: opts.Now}
 	if s.now == nil {
-		s.now = time.Now
+		s.base = time.Now()
+		s.baseNs = s.base.UnixNano()
 	}
 	for i := range s.shards {
 		sh := &s.shards[i]
@@ -273,7 +280,7 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 	sh, h := s.shard(req.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	now := s.now().UnixNano()
+	now := s.nowNs()
 	sh.dropExpired(s, now, amortizedPops)
 	i := sh.find(req.Key, h)
 	if i != none && now >= sh.at(i).exp {
@@ -322,7 +329,7 @@ func (s *Store) Finish(ctx context.Context, key string, token idem.Token, state 
 	sh, h := s.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	now := s.now().UnixNano()
+	now := s.nowNs()
 	i := sh.find(key, h)
 	if i != none && now >= sh.at(i).exp {
 		sh.remove(i)
@@ -360,7 +367,7 @@ func (s *Store) Get(ctx context.Context, key string) (idem.Record, bool, error) 
 	if i == none {
 		return idem.Record{}, false, nil
 	}
-	if s.now().UnixNano() >= sh.at(i).exp {
+	if s.nowNs() >= sh.at(i).exp {
 		sh.remove(i)
 		s.expired.Add(1)
 		return idem.Record{}, false, nil
@@ -380,7 +387,7 @@ func (s *Store) ExtendLease(ctx context.Context, key string, token idem.Token, l
 	sh, h := s.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	now := s.now().UnixNano()
+	now := s.nowNs()
 	i := sh.find(key, h)
 	if i == none || now >= sh.at(i).exp || sh.at(i).state != idem.StatePending || sh.at(i).token != token {
 		return idem.ErrFenced
@@ -390,8 +397,9 @@ func (s *Store) ExtendLease(ctx context.Context, key string, token idem.Token, l
 }
 
 // ContextBound implements idem.ContextBound: no method uses its ctx beyond
-// the call (each only checks ctx.Err on entry), so the engine may reuse the
-// memory that holds those contexts.
+// the call (each only checks ctx.Err on entry), nor keeps a key it is given
+// (keys are copied into the store's chunks, a watch's into its own string),
+// so the engine may reuse the memory that holds them.
 func (*Store) ContextBound() {}
 
 // Watch implements idem.Watcher: changed is closed on the next change of the
@@ -402,6 +410,7 @@ func (s *Store) Watch(ctx context.Context, key string) (<-chan struct{}, func())
 	w := sh.watchers[key]
 	if w == nil {
 		w = &watch{ch: make(chan struct{})}
+		key = strings.Clone(key) // ContextBound: keep no key of the caller's
 		sh.watchers[key] = w
 	}
 	w.refs++
@@ -417,6 +426,14 @@ func (s *Store) Watch(ctx context.Context, key string) (<-chan struct{}, func())
 			sh.mu.Unlock()
 		})
 	}
+}
+
+// nowNs reads the store's clock, in Unix ns.
+func (s *Store) nowNs() int64 {
+	if s.now != nil {
+		return s.now().UnixNano()
+	}
+	return s.baseNs + int64(time.Since(s.base))
 }
 
 // after returns now+d in Unix ns, saturated.
@@ -834,7 +851,7 @@ func (s *Store) Sweep() {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		sh.dropExpired(s, s.now().UnixNano(), sweepBatch)
+		sh.dropExpired(s, s.nowNs(), sweepBatch)
 		sh.mu.Unlock()
 	}
 }
