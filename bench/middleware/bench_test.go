@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -24,8 +25,13 @@ func idemgenHandler(tb testing.TB, h http.Handler) http.Handler {
 	return eng.Handler(idem.MustCompile(workload.Spec()), h)
 }
 
-// nopStore claims every key and keeps nothing: the engine's cost alone.
+// nopStore claims every key and keeps nothing: the engine's cost alone. It
+// is a LeaseExtender and ContextBound as memstore is, so the engine does
+// the same work over it (a heartbeat timer, a recycled Call).
 type nopStore struct{}
+
+func (nopStore) ExtendLease(context.Context, string, idem.Token, time.Duration) error { return nil }
+func (nopStore) ContextBound()                                                        {}
 
 func (nopStore) Begin(context.Context, *idem.BeginRequest) (idem.BeginResult, error) {
 	return idem.BeginResult{Acquired: true}, nil

@@ -273,10 +273,11 @@ func (c *Call) begin(k Key) {
 		hex.Encode(hx[:], c.fp[:])
 		b = appendScope(c.scopeBuf[:0], c.principal, p.spec.Operation, kindFP, string(hx[:]))
 	}
-	if !c.pooled && len(b) <= len(c.scopeBuf) && len(b) > 0 && &b[0] == &c.scopeBuf[0] {
-		// The scope lives in the Call, which is never reused and whose
-		// scopeBuf is never written again: aliasing it saves an allocation.
-		// A pooled Call's memory is reused, and a store may keep the key.
+	if len(b) <= len(c.scopeBuf) && len(b) > 0 && &b[0] == &c.scopeBuf[0] {
+		// The scope lives in the Call: aliasing it saves an allocation. A
+		// Call is reused (recycled from the pool) only over a ContextBound
+		// store, which keeps no key it is given; any other Call's scopeBuf
+		// is never written again.
 		c.scope = unsafe.String(&c.scopeBuf[0], len(b))
 	} else {
 		c.scope = string(b)
@@ -637,7 +638,9 @@ func (c *Call) acquired(prior State) {
 		}
 		c.ctx, c.commit, c.rollback, c.txCancel = txctx, commit, rollback, cancel
 	}
-	c.start = e.now()
+	if e.obs != nil { // the Duration of EventExecuted
+		c.start = e.now()
+	}
 	if e.extender != nil {
 		c.hbMu.Lock()
 		if c.hb == nil {

@@ -20,11 +20,17 @@ import (
 // context.AfterFunc work. A boundedCtx is used for one store call and then
 // released; it is never reset, since a store may keep a child of it beyond
 // the call.
+//
+// The timeout counts from the store's first look at the context (its first
+// Err, Deadline or Done, which a store makes as it starts), read on the
+// monotonic clock: a request reads no clock for a store call the store does
+// not time.
 type boundedCtx struct {
-	parent   context.Context
-	deadline time.Time
+	parent  context.Context
+	timeout time.Duration
 
 	mu       sync.Mutex
+	start    time.Duration // since epoch, when the store first consulted the context; 0: not yet
 	derived  context.Context
 	cancel   context.CancelFunc
 	released bool
@@ -32,17 +38,36 @@ type boundedCtx struct {
 
 var _ context.Context = (*boundedCtx)(nil)
 
+// epoch anchors the monotonic readings of boundedCtx: time.Since(epoch)
+// reads only the monotonic clock, at half the cost of time.Now.
+var epoch = time.Now()
+
+// init prepares the context of one store call. It reads no clock: the
+// timeout counts from the first time the store consults the context (Err,
+// Deadline, Done), which for a store is the start of its work.
 func (b *boundedCtx) init(parent context.Context, d time.Duration) {
 	b.parent = parent
-	b.deadline = time.Now().Add(d)
+	b.timeout = d
 }
+
+// started returns when the store first consulted the context, noting now
+// if it had not yet (b.mu held).
+func (b *boundedCtx) started() time.Duration {
+	if b.start == 0 {
+		b.start = max(time.Since(epoch), 1)
+	}
+	return b.start
+}
+
+// deadline returns the call's own deadline (b.mu held).
+func (b *boundedCtx) deadline() time.Time { return epoch.Add(b.started() + b.timeout) }
 
 // materialize returns the WithDeadline context, making it on first use.
 func (b *boundedCtx) materialize() context.Context {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.derived == nil {
-		b.derived, b.cancel = context.WithDeadline(b.parent, b.deadline)
+		b.derived, b.cancel = context.WithDeadline(b.parent, b.deadline())
 		if b.released {
 			b.cancel()
 		}
@@ -53,14 +78,9 @@ func (b *boundedCtx) materialize() context.Context {
 // materialized reports whether the real deadline context was made (a store
 // asked for Done).
 func (b *boundedCtx) materialized() bool {
-	d, _ := b.current()
-	return d != nil
-}
-
-func (b *boundedCtx) current() (context.Context, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.derived, b.released
+	return b.derived != nil
 }
 
 // release ends the context (as a CancelFunc does).
@@ -75,30 +95,42 @@ func (b *boundedCtx) release() {
 }
 
 func (b *boundedCtx) Deadline() (time.Time, bool) {
-	if d, ok := b.parent.Deadline(); ok && d.Before(b.deadline) {
+	b.mu.Lock()
+	own := b.deadline()
+	b.mu.Unlock()
+	if d, ok := b.parent.Deadline(); ok && d.Before(own) {
 		return d, true
 	}
-	return b.deadline, true
+	return own, true
 }
 
 func (b *boundedCtx) Done() <-chan struct{} { return b.materialize().Done() }
 
+// Err costs one monotonic clock reading (the first call reads it to start
+// the timeout, later ones to check it) while no Done was asked for.
 func (b *boundedCtx) Err() error {
-	d, released := b.current()
+	b.mu.Lock()
+	d, released := b.derived, b.released
+	first := b.start == 0
+	start := b.started()
+	b.mu.Unlock()
 	if d != nil {
 		return d.Err()
 	}
 	if err := b.parent.Err(); err != nil {
 		return err
 	}
-	if released || !time.Now().Before(b.deadline) {
+	if released || (!first && time.Since(epoch) >= start+b.timeout) {
 		return b.materialize().Err()
 	}
 	return nil
 }
 
 func (b *boundedCtx) Value(key any) any {
-	if d, _ := b.current(); d != nil {
+	b.mu.Lock()
+	d := b.derived
+	b.mu.Unlock()
+	if d != nil {
 		return d.Value(key)
 	}
 	return b.parent.Value(key)

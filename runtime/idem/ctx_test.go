@@ -160,8 +160,9 @@ func TestBoundedCtx(t *testing.T) {
 
 // current0 returns the lazily made context (nil when none was made).
 func (b *boundedCtx) current0() context.Context {
-	d, _ := b.current()
-	return d
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.derived
 }
 
 // TestBoundedCtxAllocs: a store that asks only for Err (the in-memory one)

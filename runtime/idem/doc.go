@@ -161,14 +161,18 @@
 //
 // # Performance
 //
-// Through Engine.Handler, a replay or a refusal costs two small allocations
-// (the scope key and the replayed header values) beside the store's work (the deadline of each store call lives in the Call, and its
-// timer is made only when the store watches the context, as network stores do): the Call of a
-// request the handler never saw is recycled; an executed request's Call is
-// not (its Writer and body may outlive a careless handler), nor is one from
-// Begin. Buffers are pooled, problem documents are written without fmt or
-// maps, a retry with the same bytes is not canonicalized again (the engine
-// keeps a small cache of fingerprints by a keyed digest of the request),
-// and header values of a replay alias the stored record. See the benchmarks
+// Through Engine.Handler over a ContextBound store (memstore), a replay or
+// a refusal costs one small allocation (the replayed header values) beside
+// the store's work, and a first request one (what its handler is handed,
+// the Writer and the request body, which may outlive a careless handler):
+// the Call is recycled, the scope key lives in it, and the deadline of each
+// store call lives in it too, its timer made only when the store watches
+// the context (as network stores do) and its clock read (monotonic only)
+// when the store first looks at it. A Call whose heartbeat ran is not
+// recycled, nor is one from Begin. Buffers are pooled, problem documents
+// are written without fmt or maps, a retry with the same bytes is not
+// canonicalized again (the engine keeps a small cache of fingerprints by a
+// keyed digest of the request), and header values of a replay alias the
+// stored record. See the benchmarks
 // in bench_test.go (go test -bench . -benchmem) and docs/benchmarks.md.
 package idem

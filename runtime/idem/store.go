@@ -141,8 +141,11 @@ var ErrFenced = errors.New("idem: claim fenced: the lease was taken over or the 
 
 // ContextBound is a promise, not an ability: a store that implements it
 // never uses (nor lets a library it calls use) the ctx of a method after the
-// method returns. The engine then keeps the contexts of its store calls in
-// per-request memory that it reuses, which saves the allocations of a replay.
+// method returns, and keeps no key string it is passed (BeginRequest.Key, the
+// key of Finish, Get, ExtendLease or Watch) beyond the call without copying
+// it. The engine then keeps the contexts of its store calls and the encoded
+// scope key in per-request memory that it reuses, which saves the
+// allocations of a replay and of a first request.
 // An in-process store can promise it; a store over a pooled network client
 // cannot (pgxpool, for one, starts connections in the background with the
 // caller's context values), and does not implement it.
@@ -154,7 +157,9 @@ type ContextBound interface {
 //
 // ExtendLease, atomically: if the record exists, is unexpired, PENDING and
 // carries token, set LeaseExpiresAt = now + lease (even when the old lease
-// ran out, as long as nobody took it over); otherwise return ErrFenced.
+// ran out, as long as nobody took it over); otherwise return ErrFenced. A
+// non-positive lease is a caller's mistake: an error other than ErrFenced,
+// and nothing changes.
 type LeaseExtender interface {
 	ExtendLease(ctx context.Context, key string, token Token, lease time.Duration) error
 }

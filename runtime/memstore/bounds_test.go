@@ -219,3 +219,52 @@ func BenchmarkGetParallel(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkFirstRequest is the store's part of a first request: a claim of a
+// new key and its completion with a 256-byte response, every record kept
+// (as within a window). With garbage, each request also allocates what a
+// handler would (4 KiB in small objects), so the garbage collector runs as
+// often as in a server and pays for tracing the records it holds.
+func BenchmarkFirstRequest(b *testing.B) {
+	for _, garbage := range []bool{false, true} {
+		b.Run(map[bool]string{false: "alone", true: "garbage"}[garbage], func(b *testing.B) {
+			s := memstore.New(memstore.Options{SweepInterval: -1})
+			defer s.Close()
+			ctx := context.Background()
+			resp := make([]byte, 256)
+			keys := make([]string, 1<<16)
+			round := 0
+			var sink [][]byte
+			b.ReportAllocs()
+			i := len(keys)
+			for b.Loop() {
+				if i == len(keys) {
+					b.StopTimer()
+					round++
+					for j := range keys {
+						keys[j] = fmt.Sprintf("i1p0:11:createOrderk36:%08d-%027d", round, j)
+					}
+					i = 0
+					b.StartTimer()
+				}
+				k := keys[i]
+				i++
+				tok := idem.Token(i)
+				res, err := s.Begin(ctx, &idem.BeginRequest{Key: k, Token: tok, Lease: time.Minute, TTL: time.Hour})
+				if err != nil || !res.Acquired {
+					b.Fatalf("Begin: %v %+v", err, res)
+				}
+				if err := s.Finish(ctx, k, tok, idem.StateCompleted, resp); err != nil {
+					b.Fatal(err)
+				}
+				if garbage {
+					sink = sink[:0]
+					for range 32 {
+						sink = append(sink, make([]byte, 128))
+					}
+				}
+			}
+			_ = sink
+		})
+	}
+}

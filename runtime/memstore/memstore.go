@@ -8,6 +8,22 @@
 // duplicate is woken when the record changes) and idem.LeaseExtender, and is
 // safe for concurrent use.
 //
+// # Memory layout
+//
+// A store holds up to millions of records for the length of their window,
+// and whatever the garbage collector must trace it traces again on every
+// cycle. So a shard keeps no pointer per record: records are fixed-size
+// slots in one pointer-free table, found through a flat open-addressing
+// index of 64-bit words (a hash tag and a slot number, linear probing,
+// backward-shift deletion), with their expiry heap and finished list made
+// of slot numbers too. Keys and responses are appended to large byte chunks
+// that are never written again where something was stored: a record's
+// Response aliases its chunk, and stays valid for a reader however long it
+// keeps it. A chunk is dropped when nothing live is left in it, and a shard
+// whose chunks hold more than twice its live bytes copies its records into
+// fresh chunks. The garbage collector sees a handful of objects per shard,
+// whatever the number of records.
+//
 // # Expiry
 //
 // A record past its ExpiresAt is gone: every access checks it (lazily), each
@@ -29,6 +45,8 @@
 // IDEMPOTENCY_STORE_UNAVAILABLE, or runs unprotected with FailOpen). A single
 // response larger than a shard's byte budget is still stored (after evicting
 // everything else finished in the shard), so a completion is never lost.
+// The memory a shard really holds stays within about twice the bytes it
+// accounts (chunks not yet compacted), plus its tables.
 package memstore
 
 import (
@@ -55,7 +73,10 @@ type Options struct {
 	// SweepInterval is how often the background sweeper runs (default 30s);
 	// negative disables it (expiry stays lazy and amortized).
 	SweepInterval time.Duration
-	// Now is the store's clock (default time.Now).
+	// Now is the store's clock. The default is the wall clock read once, at
+	// New, advanced by the monotonic clock: a record's times look like wall
+	// times, are immune to steps of the wall clock, and each store call reads
+	// only the (cheaper) monotonic clock.
 	Now func() time.Time
 }
 
@@ -69,6 +90,19 @@ const (
 	EntryOverhead = 160
 	sweepBatch    = 1024
 	amortizedPops = 4
+)
+
+// Chunks: sizes grow with the shard's live bytes, between chunkMin and
+// chunkMax; a key or response larger than bigValue gets a chunk of its own.
+const (
+	chunkMin = 4 << 10
+	chunkMax = 256 << 10
+	bigValue = chunkMax / 4
+	// compactSlack: a shard compacts when its chunks hold more than twice
+	// its live bytes plus this much.
+	compactSlack = 4 * chunkMax
+	// slotsPerPage: the slot table grows by pages of 64 KiB, never copied.
+	slotsPerPage = 512
 )
 
 // ErrFull is returned by Begin when a shard holds only PENDING records and
@@ -87,9 +121,11 @@ type Stats struct {
 // Store is an in-memory idem.Store.
 type Store struct {
 	shards []shard
-	mask   uint64
+	shift  uint // a key's shard is its hash >> shift
 	seed   maphash.Seed
-	now    func() time.Time
+	now    func() time.Time // Options.Now, or nil for the default clock
+	base   time.Time        // the default clock's origin (with a monotonic reading)
+	baseNs int64            // base in Unix ns
 
 	expired, evicted, full atomic.Int64
 
@@ -105,11 +141,26 @@ var (
 	_ idem.ContextBound  = (*Store)(nil)
 )
 
+const none = -1 // no slot, no chunk
+
 type shard struct {
-	mu         sync.Mutex
-	m          map[string]*entry
-	heap       []*entry // min-heap on rec.ExpiresAt
-	head, tail *entry   // finished records, oldest first
+	mu     sync.Mutex
+	idx    []uint64              // open addressing: 0 empty, else tag<<32 | slot+1
+	count  int                   // records held
+	pages  []*[slotsPerPage]slot // the slot table, in pages that never move
+	nslots int32                 // slots made
+	free   []int32               // free slot numbers
+	heap   []heapEntry
+
+	head, tail int32 // finished records, oldest first
+
+	chunks     [][]byte // len = bytes used; nil: dropped
+	chunkLive  []int64  // live bytes per chunk
+	freeChunks []int32
+	cur        int32 // the chunk being appended to, or none
+	chunkBytes int64 // capacity of the chunks held
+	dataBytes  int64 // live bytes of keys and responses
+
 	watchers   map[string]*watch
 	bytes      int64
 	maxEntries int
@@ -117,13 +168,30 @@ type shard struct {
 	_          [64]byte // keep shards on separate cache lines
 }
 
-type entry struct {
-	key        string
-	rec        idem.Record
-	heapIdx    int
-	prev, next *entry
-	listed     bool
-	size       int64
+// slot is a record. state 0 marks a free slot.
+type slot struct {
+	hash      uint64
+	exp       int64 // ExpiresAt, Unix ns on the store's clock
+	lease     int64 // LeaseExpiresAt
+	token     idem.Token
+	fp        idem.Fingerprint
+	state     idem.State
+	hasResp   bool // Response is non-nil (it may be empty)
+	listed    bool // on the finished list
+	keyChunk  int32
+	respChunk int32
+	keyOff    uint32
+	keyLen    uint32
+	respOff   uint32
+	respLen   uint32
+	heapIdx   int32
+	prev      int32
+	next      int32
+}
+
+type heapEntry struct {
+	exp  int64
+	slot int32
 }
 
 type watch struct {
@@ -146,15 +214,16 @@ func New(opts Options) *Store {
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxBytes
 	}
-	s := &Store{shards: make([]shard, n), mask: uint64(n - 1), seed: maphash.MakeSeed(), now: opts.Now}
+	s := &Store{shards: make([]shard, n), shift: uint(64 - bits.Len(uint(n-1))), seed: maphash.MakeSeed(), now: opts.Now}
 	if s.now == nil {
-		s.now = time.Now
+		s.base = time.Now()
+		s.baseNs = s.base.UnixNano()
 	}
 	for i := range s.shards {
 		sh := &s.shards[i]
-		sh.m = make(map[string]*entry)
+		sh.head, sh.tail, sh.cur = none, none, none
 		sh.watchers = make(map[string]*watch)
-		sh.maxEntries = max(1, (maxEntries+n-1)/n)
+		sh.maxEntries = max(1, min((maxEntries+n-1)/n, 1<<31-2))
 		sh.maxBytes = max(EntryOverhead, (maxBytes+int64(n)-1)/int64(n))
 	}
 	interval := opts.SweepInterval
@@ -185,15 +254,16 @@ func (s *Store) Stats() Stats {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		st.Entries += len(sh.m)
+		st.Entries += sh.count
 		st.Bytes += sh.bytes
 		sh.mu.Unlock()
 	}
 	return st
 }
 
-func (s *Store) shard(key string) *shard {
-	return &s.shards[maphash.String(s.seed, key)&s.mask]
+func (s *Store) shard(key string) (*shard, uint64) {
+	h := maphash.String(s.seed, key)
+	return &s.shards[h>>s.shift&uint64(len(s.shards)-1)], h
 }
 
 // Begin implements idem.Store.
@@ -207,50 +277,44 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 	if req.Key == "" {
 		return idem.BeginResult{}, errors.New("memstore: Begin with an empty key")
 	}
-	sh := s.shard(req.Key)
+	sh, h := s.shard(req.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	now := s.now()
+	now := s.nowNs()
 	sh.dropExpired(s, now, amortizedPops)
-	e := sh.m[req.Key]
-	if e != nil && !now.Before(e.rec.ExpiresAt) {
-		sh.remove(e)
+	i := sh.find(req.Key, h)
+	if i != none && now >= sh.at(i).exp {
+		sh.remove(i)
 		s.expired.Add(1)
-		e = nil
+		i = none
 	}
 	var prior idem.State
 	switch {
-	case e == nil:
-		size := int64(len(req.Key)) + EntryOverhead
-		if !sh.makeRoom(s, now, size) {
+	case i == none:
+		if !sh.makeRoom(s, now, int64(len(req.Key))+EntryOverhead) {
 			s.full.Add(1)
 			return idem.BeginResult{}, ErrFull
 		}
-		// Own the key: the engine's may alias a larger per-request object.
-		key := strings.Clone(req.Key)
-		e = &entry{key: key, size: size}
-		sh.m[key] = e
-		sh.bytes += size
-		e.rec.ExpiresAt = now.Add(req.TTL)
-		sh.heapPush(e)
-	case e.rec.State == idem.StatePending && !now.Before(e.rec.LeaseExpiresAt):
+		i = sh.add(req.Key, h, after(now, req.TTL))
+	case sh.at(i).state == idem.StatePending && now >= sh.at(i).lease:
 		prior = idem.StatePending
-	case e.rec.Reclaimable() && (!req.SameFingerprintToReclaim || e.rec.Fingerprint == req.Fingerprint):
+	case sh.at(i).reclaimable() && (!req.SameFingerprintToReclaim || sh.at(i).fp == req.Fingerprint):
 		prior = idem.StateFailed
 	default:
-		return idem.BeginResult{Record: e.rec}, nil
+		return idem.BeginResult{Record: sh.record(i)}, nil
 	}
 	if prior != 0 {
-		sh.unlist(e)
-		sh.setResponse(e, nil)
-		e.rec.ExpiresAt = now.Add(req.TTL)
-		sh.heapFix(e)
+		sh.unlist(i)
+		sh.dropResponse(i)
+		sh.at(i).exp = after(now, req.TTL)
+		sh.heapFix(i)
 	}
-	e.rec.State = idem.StatePending
-	e.rec.Fingerprint = req.Fingerprint
-	e.rec.Token = req.Token
-	e.rec.LeaseExpiresAt = now.Add(req.Lease)
-	sh.notify(req.Key)
+	e := sh.at(i)
+	e.state = idem.StatePending
+	e.fp = req.Fingerprint
+	e.token = req.Token
+	e.lease = after(now, req.Lease)
+	sh.notify(i)
 	return idem.BeginResult{Acquired: true, Prior: prior}, nil
 }
 
@@ -262,30 +326,32 @@ func (s *Store) Finish(ctx context.Context, key string, token idem.Token, state 
 	if state != idem.StateCompleted && state != idem.StateFailed {
 		return errors.New("memstore: Finish with a state other than COMPLETED or FAILED")
 	}
-	sh := s.shard(key)
+	sh, h := s.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	now := s.now()
-	e := sh.m[key]
-	if e != nil && !now.Before(e.rec.ExpiresAt) {
-		sh.remove(e)
+	now := s.nowNs()
+	i := sh.find(key, h)
+	if i != none && now >= sh.at(i).exp {
+		sh.remove(i)
 		s.expired.Add(1)
-		e = nil
+		i = none
 	}
-	if e == nil || e.rec.State != idem.StatePending || e.rec.Token != token {
+	if i == none || sh.at(i).state != idem.StatePending || sh.at(i).token != token {
 		return idem.ErrFenced
 	}
-	var resp []byte
+	sh.dropResponse(i)
 	if response != nil {
-		resp = append(make([]byte, 0, len(response)), response...)
+		c, off := store(sh, response)
+		e := sh.at(i)
+		e.hasResp, e.respChunk, e.respOff, e.respLen = true, c, off, uint32(len(response))
+		sh.bytes += int64(len(response))
 	}
-	sh.setResponse(e, resp)
-	e.rec.State = state
-	sh.list(e)
-	for sh.bytes > sh.maxBytes && sh.head != nil && sh.head != e {
+	sh.at(i).state = state
+	sh.list(i)
+	for sh.bytes > sh.maxBytes && sh.head != none && sh.head != i {
 		sh.evict(s, sh.head)
 	}
-	sh.notify(key)
+	sh.notify(i)
 	return nil
 }
 
@@ -294,51 +360,57 @@ func (s *Store) Get(ctx context.Context, key string) (idem.Record, bool, error) 
 	if err := ctx.Err(); err != nil {
 		return idem.Record{}, false, err
 	}
-	sh := s.shard(key)
+	sh, h := s.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e := sh.m[key]
-	if e == nil {
+	i := sh.find(key, h)
+	if i == none {
 		return idem.Record{}, false, nil
 	}
-	if !s.now().Before(e.rec.ExpiresAt) {
-		sh.remove(e)
+	if s.nowNs() >= sh.at(i).exp {
+		sh.remove(i)
 		s.expired.Add(1)
 		return idem.Record{}, false, nil
 	}
-	return e.rec, true, nil
+	return sh.record(i), true, nil
 }
 
-// ExtendLease implements idem.LeaseExtender.
+// ExtendLease implements idem.LeaseExtender. A non-positive lease is an
+// error (not ErrFenced) and changes nothing.
 func (s *Store) ExtendLease(ctx context.Context, key string, token idem.Token, lease time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	sh := s.shard(key)
+	if lease <= 0 {
+		return errors.New("memstore: ExtendLease with a non-positive lease")
+	}
+	sh, h := s.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	now := s.now()
-	e := sh.m[key]
-	if e == nil || !now.Before(e.rec.ExpiresAt) || e.rec.State != idem.StatePending || e.rec.Token != token {
+	now := s.nowNs()
+	i := sh.find(key, h)
+	if i == none || now >= sh.at(i).exp || sh.at(i).state != idem.StatePending || sh.at(i).token != token {
 		return idem.ErrFenced
 	}
-	e.rec.LeaseExpiresAt = now.Add(lease)
+	sh.at(i).lease = after(now, lease)
 	return nil
 }
 
 // ContextBound implements idem.ContextBound: no method uses its ctx beyond
-// the call (each only checks ctx.Err on entry), so the engine may reuse the
-// memory that holds those contexts.
+// the call (each only checks ctx.Err on entry), nor keeps a key it is given
+// (keys are copied into the store's chunks, a watch's into its own string),
+// so the engine may reuse the memory that holds them.
 func (*Store) ContextBound() {}
 
 // Watch implements idem.Watcher: changed is closed on the next change of the
 // key's record (claim, takeover, finish, expiry or eviction).
 func (s *Store) Watch(ctx context.Context, key string) (<-chan struct{}, func()) {
-	sh := s.shard(key)
+	sh, _ := s.shard(key)
 	sh.mu.Lock()
 	w := sh.watchers[key]
 	if w == nil {
 		w = &watch{ch: make(chan struct{})}
+		key = strings.Clone(key) // ContextBound: keep no key of the caller's
 		sh.watchers[key] = w
 	}
 	w.refs++
@@ -356,32 +428,161 @@ func (s *Store) Watch(ctx context.Context, key string) (<-chan struct{}, func())
 	}
 }
 
-func (sh *shard) notify(key string) {
+// nowNs reads the store's clock, in Unix ns.
+func (s *Store) nowNs() int64 {
+	if s.now != nil {
+		return s.now().UnixNano()
+	}
+	return s.baseNs + int64(time.Since(s.base))
+}
+
+// after returns now+d in Unix ns, saturated.
+func after(now int64, d time.Duration) int64 {
+	if t := now + int64(d); t >= now {
+		return t
+	}
+	return 1<<63 - 1
+}
+
+// at returns slot i.
+func (sh *shard) at(i int32) *slot { return &sh.pages[i/slotsPerPage][i%slotsPerPage] }
+
+func (e *slot) reclaimable() bool { return e.state == idem.StateFailed && !e.hasResp }
+
+// key returns slot i's key, aliasing its chunk.
+func (sh *shard) key(i int32) []byte {
+	e := sh.at(i)
+	return sh.chunks[e.keyChunk][e.keyOff : e.keyOff+e.keyLen : e.keyOff+e.keyLen]
+}
+
+// record returns slot i as an idem.Record; its Response aliases the chunk,
+// which is never written again there.
+func (sh *shard) record(i int32) idem.Record {
+	e := sh.at(i)
+	rec := idem.Record{State: e.state, Fingerprint: e.fp, Token: e.token,
+		LeaseExpiresAt: time.Unix(0, e.lease), ExpiresAt: time.Unix(0, e.exp)}
+	switch {
+	case !e.hasResp:
+	case e.respLen == 0:
+		rec.Response = []byte{}
+	default:
+		end := e.respOff + e.respLen
+		rec.Response = sh.chunks[e.respChunk][e.respOff:end:end]
+	}
+	return rec
+}
+
+func (sh *shard) notify(i int32) {
 	if len(sh.watchers) == 0 {
 		return
 	}
-	if w := sh.watchers[key]; w != nil {
+	key := sh.key(i)
+	if w := sh.watchers[string(key)]; w != nil {
 		close(w.ch)
-		delete(sh.watchers, key)
+		delete(sh.watchers, string(key))
 	}
 }
 
-func (sh *shard) setResponse(e *entry, resp []byte) {
-	delta := int64(len(resp)) - int64(len(e.rec.Response))
-	e.rec.Response = resp
-	e.size += delta
-	sh.bytes += delta
+// find returns the slot of key (hash h), or none.
+func (sh *shard) find(key string, h uint64) int32 {
+	if sh.count == 0 {
+		return none
+	}
+	mask := uint64(len(sh.idx) - 1)
+	tag := h >> 32
+	for p := h & mask; ; p = (p + 1) & mask {
+		w := sh.idx[p]
+		if w == 0 {
+			return none
+		}
+		if w>>32 == tag {
+			i := int32(uint32(w) - 1)
+			if sh.at(i).hash == h && string(sh.key(i)) == key {
+				return i
+			}
+		}
+	}
+}
+
+// add makes a new record for key (hash h) expiring at exp and indexes it.
+func (sh *shard) add(key string, h uint64, exp int64) int32 {
+	var i int32
+	if n := len(sh.free); n > 0 {
+		i = sh.free[n-1]
+		sh.free = sh.free[:n-1]
+	} else {
+		i = sh.nslots
+		if int(i)/slotsPerPage == len(sh.pages) {
+			sh.pages = append(sh.pages, new([slotsPerPage]slot))
+		}
+		sh.nslots++
+	}
+	c, off := store(sh, key)
+	*sh.at(i) = slot{hash: h, exp: exp, keyChunk: c, keyOff: off, keyLen: uint32(len(key)),
+		respChunk: none, heapIdx: none, prev: none, next: none}
+	if (sh.count+1)*4 > len(sh.idx)*3 {
+		sh.grow()
+	}
+	sh.insert(h, i)
+	sh.count++
+	sh.bytes += int64(len(key)) + EntryOverhead
+	sh.heapPush(i, exp)
+	return i
+}
+
+func (sh *shard) insert(h uint64, i int32) {
+	mask := uint64(len(sh.idx) - 1)
+	p := h & mask
+	for sh.idx[p] != 0 {
+		p = (p + 1) & mask
+	}
+	sh.idx[p] = h>>32<<32 | uint64(uint32(i)+1)
+}
+
+func (sh *shard) grow() {
+	old := sh.idx
+	sh.idx = make([]uint64, max(16, 2*len(old)))
+	for _, w := range old {
+		if w != 0 {
+			i := int32(uint32(w) - 1)
+			sh.insert(sh.at(i).hash, i)
+		}
+	}
+}
+
+// unindex removes slot i from the index (backward-shift deletion).
+func (sh *shard) unindex(i int32) {
+	mask := uint64(len(sh.idx) - 1)
+	h := sh.at(i).hash
+	want := h>>32<<32 | uint64(uint32(i)+1)
+	p := h & mask
+	for sh.idx[p] != want {
+		p = (p + 1) & mask
+	}
+	for q := p; ; {
+		q = (q + 1) & mask
+		w := sh.idx[q]
+		if w == 0 {
+			break
+		}
+		home := sh.at(int32(uint32(w)-1)).hash & mask
+		if (q-home)&mask >= (q-p)&mask {
+			sh.idx[p] = w
+			p = q
+		}
+	}
+	sh.idx[p] = 0
 }
 
 // makeRoom frees room for a new record of size bytes; false when only PENDING records are left.
-func (sh *shard) makeRoom(s *Store, now time.Time, size int64) bool {
-	for len(sh.m)+1 > sh.maxEntries || sh.bytes+size > sh.maxBytes {
-		if len(sh.heap) > 0 && !now.Before(sh.heap[0].rec.ExpiresAt) {
-			sh.remove(sh.heap[0])
+func (sh *shard) makeRoom(s *Store, now int64, size int64) bool {
+	for sh.count+1 > sh.maxEntries || sh.bytes+size > sh.maxBytes {
+		if len(sh.heap) > 0 && now >= sh.heap[0].exp {
+			sh.remove(sh.heap[0].slot)
 			s.expired.Add(1)
 			continue
 		}
-		if sh.head == nil {
+		if sh.head == none {
 			return false
 		}
 		sh.evict(s, sh.head)
@@ -389,82 +590,203 @@ func (sh *shard) makeRoom(s *Store, now time.Time, size int64) bool {
 	return true
 }
 
-func (sh *shard) evict(s *Store, e *entry) {
-	sh.remove(e)
+func (sh *shard) evict(s *Store, i int32) {
+	sh.remove(i)
 	s.evicted.Add(1)
 }
 
 // dropExpired removes up to n expired records.
-func (sh *shard) dropExpired(s *Store, now time.Time, n int) {
-	for ; n > 0 && len(sh.heap) > 0 && !now.Before(sh.heap[0].rec.ExpiresAt); n-- {
-		sh.remove(sh.heap[0])
+func (sh *shard) dropExpired(s *Store, now int64, n int) {
+	for ; n > 0 && len(sh.heap) > 0 && now >= sh.heap[0].exp; n-- {
+		sh.remove(sh.heap[0].slot)
 		s.expired.Add(1)
 	}
 }
 
-func (sh *shard) remove(e *entry) {
-	delete(sh.m, e.key)
-	sh.heapRemove(e)
-	sh.unlist(e)
-	sh.bytes -= e.size
-	sh.notify(e.key)
+func (sh *shard) remove(i int32) {
+	sh.notify(i)
+	sh.unindex(i)
+	sh.heapRemove(i)
+	sh.unlist(i)
+	sh.dropResponse(i)
+	e := sh.at(i)
+	sh.release(e.keyChunk, e.keyLen)
+	sh.bytes -= int64(e.keyLen) + EntryOverhead
+	*e = slot{}
+	sh.free = append(sh.free, i)
+	sh.count--
 }
 
-func (sh *shard) list(e *entry) {
-	sh.unlist(e)
-	e.listed = true
-	e.prev = sh.tail
-	if sh.tail != nil {
-		sh.tail.next = e
-	} else {
-		sh.head = e
+func (sh *shard) dropResponse(i int32) {
+	e := sh.at(i)
+	if !e.hasResp {
+		return
 	}
-	sh.tail = e
+	sh.release(e.respChunk, e.respLen)
+	sh.bytes -= int64(e.respLen)
+	e.hasResp, e.respChunk, e.respOff, e.respLen = false, none, 0, 0
 }
 
-func (sh *shard) unlist(e *entry) {
+// Chunks.
+
+// store appends b to a chunk and returns where it lies.
+func store[T string | []byte](sh *shard, b T) (int32, uint32) {
+	n := len(b)
+	if n == 0 {
+		return none, 0
+	}
+	c := sh.reserve(n)
+	buf := sh.chunks[c]
+	off := len(buf)
+	sh.chunks[c] = append(buf, b...)
+	return c, uint32(off)
+}
+
+// reserve returns a chunk with room for n more bytes, accounted live.
+func (sh *shard) reserve(n int) int32 {
+	if c := sh.cur; c != none && cap(sh.chunks[c])-len(sh.chunks[c]) >= n {
+		sh.chunkLive[c] += int64(n)
+		sh.dataBytes += int64(n)
+		return c
+	}
+	if sh.chunkBytes > 2*sh.dataBytes+compactSlack {
+		sh.compact()
+		return sh.reserve(n)
+	}
+	size := n
+	if n <= bigValue {
+		size = int(min(chunkMax, max(chunkMin, sh.dataBytes/8)))
+	}
+	c := sh.newChunk(size)
+	if n <= bigValue {
+		old := sh.cur
+		sh.cur = c
+		if old != none && sh.chunkLive[old] == 0 {
+			sh.dropChunk(old)
+		}
+	}
+	sh.chunkLive[c] += int64(n)
+	sh.dataBytes += int64(n)
+	return c
+}
+
+func (sh *shard) newChunk(size int) int32 {
+	var c int32
+	if n := len(sh.freeChunks); n > 0 {
+		c = sh.freeChunks[n-1]
+		sh.freeChunks = sh.freeChunks[:n-1]
+	} else {
+		c = int32(len(sh.chunks))
+		sh.chunks = append(sh.chunks, nil)
+		sh.chunkLive = append(sh.chunkLive, 0)
+	}
+	sh.chunks[c] = make([]byte, 0, size)
+	sh.chunkLive[c] = 0
+	sh.chunkBytes += int64(size)
+	return c
+}
+
+// dropChunk lets the garbage collector have chunk c once no reader holds a
+// response in it. Its memory is never reused by the store.
+func (sh *shard) dropChunk(c int32) {
+	sh.chunkBytes -= int64(cap(sh.chunks[c]))
+	sh.chunks[c] = nil
+	sh.freeChunks = append(sh.freeChunks, c)
+}
+
+// release marks n bytes of chunk c dead.
+func (sh *shard) release(c int32, n uint32) {
+	if c == none || n == 0 {
+		return
+	}
+	sh.chunkLive[c] -= int64(n)
+	sh.dataBytes -= int64(n)
+	if sh.chunkLive[c] == 0 && c != sh.cur {
+		sh.dropChunk(c)
+	}
+}
+
+// compact copies every live key and response into fresh chunks.
+func (sh *shard) compact() {
+	old := sh.chunks
+	sh.chunks, sh.chunkLive, sh.freeChunks = nil, nil, nil
+	sh.cur, sh.chunkBytes, sh.dataBytes = none, 0, 0
+	for i := range sh.nslots {
+		e := sh.at(i)
+		if e.state == 0 {
+			continue
+		}
+		if e.keyLen > 0 {
+			e.keyChunk, e.keyOff = store(sh, old[e.keyChunk][e.keyOff:e.keyOff+e.keyLen])
+		}
+		if e.respLen > 0 {
+			e.respChunk, e.respOff = store(sh, old[e.respChunk][e.respOff:e.respOff+e.respLen])
+		}
+	}
+}
+
+// The list of finished records, oldest first.
+
+func (sh *shard) list(i int32) {
+	sh.unlist(i)
+	e := sh.at(i)
+	e.listed = true
+	e.prev, e.next = sh.tail, none
+	if sh.tail != none {
+		sh.at(sh.tail).next = i
+	} else {
+		sh.head = i
+	}
+	sh.tail = i
+}
+
+func (sh *shard) unlist(i int32) {
+	e := sh.at(i)
 	if !e.listed {
 		return
 	}
-	if e.prev != nil {
-		e.prev.next = e.next
+	if e.prev != none {
+		sh.at(e.prev).next = e.next
 	} else {
 		sh.head = e.next
 	}
-	if e.next != nil {
-		e.next.prev = e.prev
+	if e.next != none {
+		sh.at(e.next).prev = e.prev
 	} else {
 		sh.tail = e.prev
 	}
-	e.prev, e.next, e.listed = nil, nil, false
+	e.prev, e.next, e.listed = none, none, false
 }
 
-// Heap on ExpiresAt, with indexes kept in the entries.
+// Heap on ExpiresAt, with indexes kept in the slots.
 
-func (sh *shard) heapPush(e *entry) {
-	e.heapIdx = len(sh.heap)
-	sh.heap = append(sh.heap, e)
-	sh.up(e.heapIdx)
+func (sh *shard) heapPush(i int32, exp int64) {
+	sh.at(i).heapIdx = int32(len(sh.heap))
+	sh.heap = append(sh.heap, heapEntry{exp: exp, slot: i})
+	sh.up(len(sh.heap) - 1)
 }
 
-func (sh *shard) heapRemove(e *entry) {
-	i := e.heapIdx
+func (sh *shard) heapRemove(i int32) {
+	j := int(sh.at(i).heapIdx)
 	last := len(sh.heap) - 1
-	if i < 0 || i > last || sh.heap[i] != e {
+	if j < 0 || j > last || sh.heap[j].slot != i {
 		return
 	}
-	if i != last {
-		sh.swap(i, last)
+	if j != last {
+		sh.swap(j, last)
 	}
-	sh.heap[last] = nil
 	sh.heap = sh.heap[:last]
-	e.heapIdx = -1
-	if i != last {
-		sh.heapFixAt(i)
+	sh.at(i).heapIdx = none
+	if j != last {
+		sh.heapFixAt(j)
 	}
 }
 
-func (sh *shard) heapFix(e *entry) { sh.heapFixAt(e.heapIdx) }
+func (sh *shard) heapFix(i int32) {
+	j := sh.at(i).heapIdx
+	sh.heap[j].exp = sh.at(i).exp
+	sh.heapFixAt(int(j))
+}
 
 func (sh *shard) heapFixAt(i int) {
 	if !sh.down(i) {
@@ -472,20 +794,17 @@ func (sh *shard) heapFixAt(i int) {
 	}
 }
 
-func (sh *shard) less(i, j int) bool {
-	return sh.heap[i].rec.ExpiresAt.Before(sh.heap[j].rec.ExpiresAt)
-}
-
 func (sh *shard) swap(i, j int) {
-	sh.heap[i], sh.heap[j] = sh.heap[j], sh.heap[i]
-	sh.heap[i].heapIdx = i
-	sh.heap[j].heapIdx = j
+	h := sh.heap
+	h[i], h[j] = h[j], h[i]
+	sh.at(h[i].slot).heapIdx = int32(i)
+	sh.at(h[j].slot).heapIdx = int32(j)
 }
 
 func (sh *shard) up(j int) {
 	for j > 0 {
 		i := (j - 1) / 2
-		if !sh.less(j, i) {
+		if sh.heap[j].exp >= sh.heap[i].exp {
 			break
 		}
 		sh.swap(i, j)
@@ -500,10 +819,10 @@ func (sh *shard) down(i0 int) bool {
 		if j >= n || j < 0 {
 			break
 		}
-		if j2 := j + 1; j2 < n && sh.less(j2, j) {
+		if j2 := j + 1; j2 < n && sh.heap[j2].exp < sh.heap[j].exp {
 			j = j2
 		}
-		if !sh.less(j, i) {
+		if sh.heap[j].exp >= sh.heap[i].exp {
 			break
 		}
 		sh.swap(i, j)
@@ -532,7 +851,7 @@ func (s *Store) Sweep() {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		sh.dropExpired(s, s.now(), sweepBatch)
+		sh.dropExpired(s, s.nowNs(), sweepBatch)
 		sh.mu.Unlock()
 	}
 }

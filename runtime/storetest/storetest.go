@@ -580,6 +580,15 @@ func testLeaseExtender(t *testing.T, s idem.Store, key func(string) string) {
 	if err := x.ExtendLease(context.Background(), k, tok(), long); !errors.Is(err, idem.ErrFenced) {
 		t.Fatalf("ExtendLease by a stranger = %v, want ErrFenced", err)
 	}
+	before, _ := get(t, s, k)
+	for _, d := range []time.Duration{0, -time.Second} {
+		if err := x.ExtendLease(context.Background(), k, tk, d); err == nil || errors.Is(err, idem.ErrFenced) {
+			t.Errorf("ExtendLease(%v) = %v, want an error other than ErrFenced", d, err)
+		}
+	}
+	if rec, _ := get(t, s, k); !rec.LeaseExpiresAt.Equal(before.LeaseExpiresAt) || rec.State != idem.StatePending {
+		t.Fatalf("a refused ExtendLease changed the record: %+v, was %+v", rec, before)
+	}
 	finish(t, s, k, tk, idem.StateCompleted, nil)
 	if err := x.ExtendLease(context.Background(), k, tk, long); !errors.Is(err, idem.ErrFenced) {
 		t.Fatalf("ExtendLease of a COMPLETED record = %v, want ErrFenced", err)
