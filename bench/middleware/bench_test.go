@@ -24,6 +24,15 @@ func idemgenHandler(tb testing.TB, h http.Handler) http.Handler {
 	return eng.Handler(idem.MustCompile(workload.Spec()), h)
 }
 
+// netHTTPPeers are middlewares measured in BenchmarkNetHTTP beside
+// idemgen, each under its name, when the files that define them are built
+// (a peer whose module cannot be a dependency of bench/go.mod: see
+// docs/benchmarks.md, "Peers that could not be measured").
+var netHTTPPeers []struct {
+	name string
+	run  func(b *testing.B)
+}
+
 // nopStore claims every key and keeps nothing: the engine's cost alone.
 type nopStore struct{}
 
@@ -89,6 +98,9 @@ func BenchmarkNetHTTP(b *testing.B) {
 			workload.Parallel(b, func() func() int { return do(h) })
 		})
 	})
+	for _, p := range netHTTPPeers {
+		b.Run(p.name, p.run)
+	}
 }
 
 func BenchmarkFastHTTP(b *testing.B) {
