@@ -41,10 +41,7 @@ func gopotencyHandler(tb testing.TB, h http.Handler) http.Handler {
 }
 
 func init() {
-	netHTTPPeers = append(netHTTPPeers, struct {
-		name string
-		run  func(b *testing.B)
-	}{"gopotency", benchGopotency})
+	netHTTPPeers = append(netHTTPPeers, peer{"gopotency", benchGopotency})
 }
 
 func benchGopotency(b *testing.B) {

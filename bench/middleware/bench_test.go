@@ -28,10 +28,12 @@ func idemgenHandler(tb testing.TB, h http.Handler) http.Handler {
 // idemgen, each under its name, when the files that define them are built
 // (a peer whose module cannot be a dependency of bench/go.mod: see
 // docs/benchmarks.md, "Peers that could not be measured").
-var netHTTPPeers []struct {
+type peer struct {
 	name string
 	run  func(b *testing.B)
 }
+
+var netHTTPPeers []peer
 
 // nopStore claims every key and keeps nothing: the engine's cost alone.
 type nopStore struct{}
