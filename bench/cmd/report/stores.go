@@ -24,7 +24,7 @@ func (r *runner) stores() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return renderStores(rs), nil
+	return renderStores(rs) + r.gopotencyNote(), nil
 }
 
 // haveStores reports whether the stores bench/stores measures are in the tree.
