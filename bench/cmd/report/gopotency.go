@@ -21,6 +21,7 @@ import (
 const (
 	gopotencyModule  = "github.com/fco-gt/gopotency"
 	gopotencyOverlay = "_gopotency/overlay.json"
+	gormPostgres     = "gorm.io/driver/postgres"
 )
 
 // enableGopotency checks the workspace, then adds gopotency's rows to the
@@ -33,6 +34,11 @@ func (r *runner) enableGopotency() error {
 	dir, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", gopotencyModule).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("-gopotency: the workspace %s does not provide %s: %s", work, gopotencyModule, strings.TrimSpace(string(dir)))
+	}
+	// The GORM storage's rows need GORM's PostgreSQL driver, which neither
+	// gopotency nor bench requires: a module of the workspace must.
+	if out, err := exec.Command("go", "list", "-m", gormPostgres).CombinedOutput(); err != nil {
+		return fmt.Errorf("-gopotency: the workspace %s does not provide %s (a module of the workspace must require it): %s", work, gormPostgres, strings.TrimSpace(string(out)))
 	}
 	overlay, err := filepath.Abs(gopotencyOverlay)
 	if err != nil {
@@ -49,7 +55,9 @@ func (r *runner) enableGopotency() error {
 			stacks[i].impls = append(stacks[i].impls, implDef{"gopotency", "gopotency v1.0.0 (net/http middleware + memory storage)"})
 		}
 	}
-	storeImpls = append(storeImpls, struct{ name, label string }{"gopotency", "gopotency v1.0.0 (Redis: its Redis storage; PostgreSQL: its database/sql storage)"})
+	storeImpls = append(storeImpls,
+		struct{ name, label string }{"gopotency", "gopotency v1.0.0 (Redis: its Redis storage; PostgreSQL: its database/sql storage)"},
+		struct{ name, label string }{"gopotency-gorm", "gopotency v1.0.0 (its GORM storage, GORM's defaults)"})
 	return nil
 }
 
@@ -59,4 +67,19 @@ func (r *runner) gopotencyNote() string {
 		return "\n*No gopotency rows: this run was made without `-gopotency` (see \"Peers that could not be measured\").*\n"
 	}
 	return fmt.Sprintf("\n*The gopotency rows were built from the source of %s, provided through a Go workspace (see \"Peers that could not be measured\").*\n", r.gopotencySource)
+}
+
+// absentPeer reports whether impl is a gopotency row that server does not
+// have (its GORM storage is measured on PostgreSQL only): the stores
+// table leaves such rows out rather than marking them missing.
+func absentPeer(rs results, server, impl string) bool {
+	if !strings.HasPrefix(impl, "gopotency") {
+		return false
+	}
+	for _, row := range rows {
+		if _, ok := rs.median(server+"/"+impl+"/"+row.name, "ns/op"); ok {
+			return false
+		}
+	}
+	return true
 }
