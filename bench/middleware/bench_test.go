@@ -25,6 +25,17 @@ func idemgenHandler(tb testing.TB, h http.Handler) http.Handler {
 	return eng.Handler(idem.MustCompile(workload.Spec()), h)
 }
 
+// netHTTPPeers are middlewares measured in BenchmarkNetHTTP beside
+// idemgen, each under its name, when the files that define them are built
+// (a peer whose module cannot be a dependency of bench/go.mod: see
+// docs/benchmarks.md, "Peers that could not be measured").
+type peer struct {
+	name string
+	run  func(b *testing.B)
+}
+
+var netHTTPPeers []peer
+
 // nopStore claims every key and keeps nothing: the engine's cost alone. It
 // is a LeaseExtender and ContextBound as memstore is, so the engine does
 // the same work over it (a heartbeat timer, a recycled Call).
@@ -95,6 +106,9 @@ func BenchmarkNetHTTP(b *testing.B) {
 			workload.Parallel(b, func() func() int { return do(h) })
 		})
 	})
+	for _, p := range netHTTPPeers {
+		b.Run(p.name, p.run)
+	}
 }
 
 func BenchmarkFastHTTP(b *testing.B) {

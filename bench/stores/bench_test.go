@@ -23,6 +23,17 @@ import (
 
 const parallelism = 4
 
+// peer is a middleware over its own store measured beside idemgen, when
+// the file that defines it is built (a peer whose module cannot be a
+// dependency of bench/go.mod: see docs/benchmarks.md, "Peers that could not
+// be measured").
+type peer struct {
+	name string
+	run  func(b *testing.B)
+}
+
+var redisPeers, postgresPeers []peer
+
 // trips reports the round trips (and statements) per request of a benchmark.
 func trips(b *testing.B, c *counter, stmts bool, run func()) {
 	t0, s0 := c.snapshot()
@@ -97,6 +108,9 @@ func BenchmarkRedis(b *testing.B) {
 		require.NoError(b, rawFinish.Load(ctx, c).Err())
 		rows(b, cnt, false, rawRedisFirst(c, prefix, workload.Handler()), rawRedisReplay(c, prefix))
 	})
+	for _, p := range redisPeers {
+		b.Run(p.name, p.run)
+	}
 }
 
 func pgStore(tb testing.TB, pool *pgxpool.Pool, schema string) *pgstore.Store {
@@ -120,4 +134,7 @@ func BenchmarkPostgres(b *testing.B) {
 		raw := newRawPG(pool, schema)
 		rows(b, cnt, true, raw.first(workload.Handler()), raw.replayHandler())
 	})
+	for _, p := range postgresPeers {
+		b.Run(p.name, p.run)
+	}
 }

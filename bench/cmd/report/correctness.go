@@ -84,5 +84,6 @@ func (r *runner) correctness() (string, error) {
 	if len(failed) > 0 {
 		fmt.Fprintf(&b, "\nFailed: %s (see results/correctness.txt).\n", strings.Join(failed, ", "))
 	}
+	b.WriteString(r.gopotencyNote())
 	return b.String(), nil
 }

@@ -4,7 +4,7 @@
 // runs it from the bench module's directory after starting Redis and
 // PostgreSQL; nothing in the tables is typed by hand.
 //
-//	go run ./cmd/report [-count 6] [-benchtime 1s] [-only REGEXP] [-doc ../docs/benchmarks.md] [-raw results]
+//	go run ./cmd/report [-count 6] [-benchtime 1s] [-only REGEXP] [-doc ../docs/benchmarks.md] [-raw results] [-gopotency]
 //
 // Every benchmark runs -count times (the whole package once per round, so
 // that the rounds interleave); the tables show medians with the 95%
@@ -46,6 +46,11 @@ type runner struct {
 	benchtime string
 	raw       string
 	stderr    io.Writer
+	// buildFlags go before the other arguments of every go test (-tags
+	// and -overlay of a peer built from source: see gopotency.go).
+	buildFlags []string
+	// gopotencySource names the gopotency source measured, if any.
+	gopotencySource string
 }
 
 func main() {
@@ -56,6 +61,7 @@ func main() {
 	only := flag.String("only", "", "run only the sections matching this `regexp` (machine, middleware, stores, correctness, generator, fingerprint)")
 	doc := flag.String("doc", "../docs/benchmarks.md", "the document to rewrite")
 	raw := flag.String("raw", "results", "directory for the raw go test outputs")
+	gopotency := flag.Bool("gopotency", false, "also measure github.com/fco-gt/gopotency, built from the source a Go workspace (GOWORK) provides (see gopotency.go)")
 	flag.Parse()
 	var re *regexp.Regexp
 	if *only != "" {
@@ -69,6 +75,11 @@ func main() {
 		log.Fatal(err)
 	}
 	r := &runner{count: *count, benchtime: *benchtime, raw: *raw, stderr: os.Stderr}
+	if *gopotency {
+		if err := r.enableGopotency(); err != nil {
+			log.Fatal(err)
+		}
+	}
 	start := time.Now()
 	load0 := loadAvg()
 	tree := treeDescription() // before anything is written: the tree measured
@@ -138,6 +149,7 @@ func replace(doc, name, body string) (string, error) {
 // goTest runs go test in the bench module and returns stdout; the output is
 // also saved as raw/<name>.txt when name is set.
 func (r *runner) goTest(name string, args ...string) ([]byte, error) {
+	args = append(append([]string{}, r.buildFlags...), args...)
 	cmd := exec.Command("go", append([]string{"test"}, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout = &stdout

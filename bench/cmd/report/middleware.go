@@ -36,7 +36,7 @@ func (r *runner) middleware() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return renderMiddleware(rs), nil
+	return renderMiddleware(rs) + r.gopotencyNote(), nil
 }
 
 func renderMiddleware(rs results) string {

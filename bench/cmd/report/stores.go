@@ -24,7 +24,7 @@ func (r *runner) stores() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return renderStores(rs), nil
+	return renderStores(rs) + r.gopotencyNote(), nil
 }
 
 // haveStores reports whether the stores bench/stores measures are in the tree.
@@ -39,6 +39,9 @@ func renderStores(rs results) string {
 	b.WriteString("|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range servers {
 		for _, im := range storeImpls {
+			if absentPeer(rs, s.bench, im.name) {
+				continue
+			}
 			for _, row := range rows {
 				name := s.bench + "/" + im.name + "/" + row.name
 				t := rs.stat(name, "ns/op")
