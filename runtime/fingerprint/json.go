@@ -509,38 +509,48 @@ key:
 		// by ',' or '}', with white space allowed around the value and
 		// before the name. Anything else goes to the general path below,
 		// at a member boundary.
+		//
+		// While the names match the cached shape, a name is checked by
+		// comparing its text `"name":` with the cached text, instead of
+		// scanning it. names holds the shape's names while the object
+		// matches it; the shape cannot change inside this loop except
+		// through track, after which names is looked up again.
+		node := f.node
+		var names []shapeName
+		if s.shapeOK(f) {
+			sh := &s.shapes[f.slot]
+			names = sh.names[:sh.n]
+		}
+		idx := len(s.mem) - f.mbase // index of the next member
 		for {
 			if i = skipWS(in, i); i >= n || in[i] != '"' {
 				break
 			}
-			// While the names match the cached shape, a name is
-			// checked by comparing its text `"name":` with the
-			// cached text, instead of scanning it.
 			var e *shapeName
-			k := -1
-			if i+24 <= n && s.shapeOK(f) {
-				if idx := len(s.mem) - f.mbase; idx < s.shapes[f.slot].n {
-					e = &s.shapes[f.slot].names[idx]
-					x0 := binary.LittleEndian.Uint64(in[i:])
-					x1 := binary.LittleEndian.Uint64(in[i+8:])
-					x2 := binary.LittleEndian.Uint64(in[i+16:])
-					if e.tmask[0] != 0 && (x0^e.text[0])&e.tmask[0]|(x1^e.text[1])&e.tmask[1]|(x2^e.text[2])&e.tmask[2] == 0 {
-						k = e.n
-					} else {
-						e = nil
-					}
+			var k, ke int
+			if idx < len(names) && i+24 <= n {
+				e = &names[idx]
+				x0 := binary.LittleEndian.Uint64(in[i:])
+				x1 := binary.LittleEndian.Uint64(in[i+8:])
+				x2 := binary.LittleEndian.Uint64(in[i+16:])
+				if e.tmask[0] != 0 && (x0^e.text[0])&e.tmask[0]|(x1^e.text[1])&e.tmask[1]|(x2^e.text[2])&e.tmask[2] == 0 {
+					// The text includes the quotes and the colon.
+					k = e.n
+					ke = i + k + 2
+				} else {
+					e = nil
 				}
 			}
-			if k < 0 {
+			if e == nil {
 				if k = plainString(in, i+1); k < 0 {
 					break
 				}
+				ke = i + k + 2
+				if ke+1 >= n || in[ke] != ':' {
+					break
+				}
 			}
-			ke := i + k + 2
-			if ke+1 >= n || in[ke] != ':' {
-				break
-			}
-			if f.node != nil && f.node.child(in[i+1:i+1+k]) != nil {
+			if node != nil && node.child(in[i+1:i+1+k]) != nil {
 				break // a pointer reaches this member: the general path
 			}
 			vs := skipWS(in, ke+1)
@@ -550,6 +560,22 @@ key:
 			ve := -1
 			switch c := in[vs]; {
 			case c == '"':
+				// The first sixteen bytes inline (most values are
+				// short): where the first special byte is the closing
+				// quote, plainString would return just that.
+				if vs+17 <= n {
+					if m0 := special(binary.LittleEndian.Uint64(in[vs+1:])); m0 != 0 {
+						if j := vs + 1 + bits.TrailingZeros64(m0)>>3; in[j] == '"' {
+							ve = j + 1
+							break
+						}
+					} else if m1 := special(binary.LittleEndian.Uint64(in[vs+9:])); m1 != 0 {
+						if j := vs + 9 + bits.TrailingZeros64(m1)>>3; in[j] == '"' {
+							ve = j + 1
+							break
+						}
+					}
+				}
 				if k2 := plainString(in, vs+1); k2 >= 0 {
 					ve = vs + k2 + 2
 				}
@@ -597,7 +623,13 @@ key:
 			} else {
 				m.pfx = nameKey(binary.LittleEndian.Uint64(in[i+1:]), k)
 				s.track(f, m, in[i+1:i+1+k], in)
+				names = nil
+				if f.shape {
+					sh := &s.shapes[f.slot]
+					names = sh.names[:sh.n]
+				}
 			}
+			idx++
 			i = next + 1
 			if in[next] == '}' {
 				goto closeObj
