@@ -148,13 +148,39 @@ func (s *state) push(depth, w, i int, nd *node, obj bool) *frame {
 	f.hint, f.hinted = -1, false
 	if obj && depth > 0 {
 		// Try the shape of the previous object in the same container
-		// (the elements of an array of objects are alike).
-		if p := &s.frames[depth-1]; p.hint >= 0 {
-			sh := &s.shapes[p.hint]
-			f.slot, f.gen, f.shape, f.hinted = p.hint, sh.gen, sh.n > 0, true
+		// (the elements of an array of objects are alike) or, for the
+		// value of an object member, the shape last seen under the
+		// member's name (the objects of one object differ, but an
+		// "address" looks like the last "address").
+		p := &s.frames[depth-1]
+		hint := p.hint
+		if m := s.parentMember(p); m != nil {
+			if h := s.hints[hintSlot(m.pfx, m.klen)]; h > 0 {
+				hint = int(h) - 1
+			}
+		}
+		if hint >= 0 {
+			sh := &s.shapes[hint]
+			f.slot, f.gen, f.shape, f.hinted = hint, sh.gen, sh.n > 0, true
 		}
 	}
 	return f
+}
+
+// parentMember returns the member of the object p whose value is being
+// parsed (the last one recorded), or nil if p is an array or that member
+// is volatile (not recorded).
+func (s *state) parentMember(p *frame) *member {
+	if !p.obj || p.drop || len(s.mem) <= p.mbase {
+		return nil
+	}
+	return &s.mem[len(s.mem)-1]
+}
+
+// hintSlot is the slot in state.hints for a member name with prefix pfx
+// and length n.
+func hintSlot(pfx uint64, n int) int {
+	return int((pfx ^ uint64(n)) * 0x9E3779B97F4A7C15 >> (64 - hintBits))
 }
 
 // shapeOK reports whether object f still matches the cached shape of its
@@ -486,7 +512,11 @@ closeObj:
 	buf, vs, ve = s.closeObject(buf, w, f, in, i, depth == 1)
 	w = ve
 	if depth > 1 {
-		s.frames[depth-2].hint = f.slot
+		p := &s.frames[depth-2]
+		p.hint = f.slot
+		if m := s.parentMember(p); m != nil && f.slot >= 0 {
+			s.hints[hintSlot(m.pfx, m.klen)] = int16(f.slot + 1)
+		}
 	}
 	if depth == 1 {
 		// The top-level object is written after the texts it reads

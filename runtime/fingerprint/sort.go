@@ -64,6 +64,9 @@ const (
 	shapeSlots = 1 << shapeBits
 )
 
+// hintBits sizes state.hints.
+const hintBits = 8
+
 // maxShape is the largest object whose shape is cached.
 const maxShape = 64
 
