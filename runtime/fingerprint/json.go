@@ -553,8 +553,10 @@ key:
 		}
 		idx := len(s.mem) - f.mbase // index of the next member
 		for {
-			if i = skipWS(in, i); i >= n || in[i] != '"' {
-				break
+			if i >= n || in[i] != '"' {
+				if i = skipWS(in, i); i >= n || in[i] != '"' {
+					break
+				}
 			}
 			var e *shapeName
 			var k, ke int
@@ -583,7 +585,10 @@ key:
 			if node != nil && node.child(in[i+1:i+1+k]) != nil {
 				break // a pointer reaches this member: the general path
 			}
-			vs := skipWS(in, ke+1)
+			vs := ke + 1
+			if vs < n && in[vs] <= ' ' {
+				vs = skipWS(in, vs)
+			}
 			if vs >= n {
 				break
 			}
@@ -641,9 +646,11 @@ key:
 				notPlain = in[vs] == '"'
 				goto value
 			}
-			next := skipWS(in, ve)
+			next := ve
 			if next >= n || (in[next] != ',' && in[next] != '}') {
-				break
+				if next = skipWS(in, ve); next >= n || (in[next] != ',' && in[next] != '}') {
+					break
+				}
 			}
 			m := s.newMember()
 			m.ks, m.ke, m.vs, m.ve, m.koff, m.klen = i, ke, vs, ve, i+1, k
