@@ -196,22 +196,38 @@ func (s *state) closeObject(buf []byte, w int, f *frame, in []byte, i int, top b
 			o++
 		}
 	} else {
-		for _, p := range perm {
-			m := &ms[p]
-			if m.kbuf || m.vbuf || m.vs != m.ke+1 {
-				o = putMember(buf, o, in, src, base, m)
-				continue
-			}
-			o = put(buf, o, in, m.ks, m.ve)
-			buf[o] = ','
-			o++
-		}
+		o = putPermuted(buf, o, in, src, base, ms, perm)
 	}
 	if len(ms) == 0 {
 		o++
 	}
 	buf[o-1] = '}'
 	return buf, dst, o
+}
+
+// putPermuted writes the members ms in the order perm at buf[o:], each
+// followed by a comma, and returns the index after them. (A function of
+// its own, so that its loop keeps its state in registers.)
+func putPermuted(buf []byte, o int, in, src []byte, base int, ms []member, perm []int32) int {
+	for _, p := range perm {
+		m := &ms[p]
+		if m.kbuf || m.vbuf || m.vs != m.ke+1 {
+			o = putMember(buf, o, in, src, base, m)
+			continue
+		}
+		a, b := m.ks, m.ve
+		if l := b - a; l <= 16 && a <= len(in)-16 && o <= len(buf)-17 {
+			// The member and its comma, most often.
+			*(*[16]byte)(buf[o : o+16]) = *(*[16]byte)(in[a : a+16])
+			buf[o+l] = ','
+			o += l + 1
+			continue
+		}
+		o = put(buf, o, in, a, b)
+		buf[o] = ','
+		o++
+	}
+	return o
 }
 
 // putMember writes the member m, name ':' value ',', at buf[o:] and returns
