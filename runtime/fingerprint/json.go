@@ -598,6 +598,8 @@ key:
 				// The first sixteen bytes inline (most values are
 				// short): where the first special byte is the closing
 				// quote, plainString would return just that.
+				// in[vs+1:from] is known to be plain.
+				from := vs + 1
 				if vs+17 <= n {
 					if m0 := special(binary.LittleEndian.Uint64(in[vs+1:])); m0 != 0 {
 						if j := vs + 1 + bits.TrailingZeros64(m0)>>3; in[j] == '"' {
@@ -609,9 +611,11 @@ key:
 							ve = j + 1
 							break
 						}
+					} else {
+						from = vs + 17
 					}
 				}
-				if k2 := plainString(in, vs+1); k2 >= 0 {
+				if k2 := plainStringFrom(in, vs+1, from); k2 >= 0 {
 					ve = vs + k2 + 2
 				}
 			case c == '-' || isDigit(c):
