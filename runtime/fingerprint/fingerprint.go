@@ -84,10 +84,13 @@ type state struct {
 	mem    []member
 	perm   []int32
 	shapes [shapeSlots]shape
-	pairs  []pair
-	err    jsonError
-	d      hash.Hash
-	sum    [sha256.Size]byte
+	// hints maps a member name (hintSlot) to 1 + the shape slot of the
+	// last object seen as its value; 0: none.
+	hints [1 << hintBits]int16
+	pairs []pair
+	err   jsonError
+	d     hash.Hash
+	sum   [sha256.Size]byte
 }
 
 var statePool = sync.Pool{New: func() any { return &state{d: sha256.New()} }}

@@ -148,13 +148,39 @@ func (s *state) push(depth, w, i int, nd *node, obj bool) *frame {
 	f.hint, f.hinted = -1, false
 	if obj && depth > 0 {
 		// Try the shape of the previous object in the same container
-		// (the elements of an array of objects are alike).
-		if p := &s.frames[depth-1]; p.hint >= 0 {
-			sh := &s.shapes[p.hint]
-			f.slot, f.gen, f.shape, f.hinted = p.hint, sh.gen, sh.n > 0, true
+		// (the elements of an array of objects are alike) or, for the
+		// value of an object member, the shape last seen under the
+		// member's name (the objects of one object differ, but an
+		// "address" looks like the last "address").
+		p := &s.frames[depth-1]
+		hint := p.hint
+		if m := s.parentMember(p); m != nil {
+			if h := s.hints[hintSlot(m.pfx, m.klen)]; h > 0 {
+				hint = int(h) - 1
+			}
+		}
+		if hint >= 0 {
+			sh := &s.shapes[hint]
+			f.slot, f.gen, f.shape, f.hinted = hint, sh.gen, sh.n > 0, true
 		}
 	}
 	return f
+}
+
+// parentMember returns the member of the object p whose value is being
+// parsed (the last one recorded), or nil if p is an array or that member
+// is volatile (not recorded).
+func (s *state) parentMember(p *frame) *member {
+	if !p.obj || p.drop || len(s.mem) <= p.mbase {
+		return nil
+	}
+	return &s.mem[len(s.mem)-1]
+}
+
+// hintSlot is the slot in state.hints for a member name with prefix pfx
+// and length n.
+func hintSlot(pfx uint64, n int) int {
+	return int((pfx ^ uint64(n)) * 0x9E3779B97F4A7C15 >> (64 - hintBits))
 }
 
 // shapeOK reports whether object f still matches the cached shape of its
@@ -486,7 +512,11 @@ closeObj:
 	buf, vs, ve = s.closeObject(buf, w, f, in, i, depth == 1)
 	w = ve
 	if depth > 1 {
-		s.frames[depth-2].hint = f.slot
+		p := &s.frames[depth-2]
+		p.hint = f.slot
+		if m := s.parentMember(p); m != nil && f.slot >= 0 {
+			s.hints[hintSlot(m.pfx, m.klen)] = int16(f.slot + 1)
+		}
 	}
 	if depth == 1 {
 		// The top-level object is written after the texts it reads
@@ -509,48 +539,83 @@ key:
 		// by ',' or '}', with white space allowed around the value and
 		// before the name. Anything else goes to the general path below,
 		// at a member boundary.
+		//
+		// While the names match the cached shape, a name is checked by
+		// comparing its text `"name":` with the cached text, instead of
+		// scanning it. names holds the shape's names while the object
+		// matches it; the shape cannot change inside this loop except
+		// through track, after which names is looked up again.
+		node := f.node
+		var names []shapeName
+		if s.shapeOK(f) {
+			sh := &s.shapes[f.slot]
+			names = sh.names[:sh.n]
+		}
+		idx := len(s.mem) - f.mbase // index of the next member
 		for {
-			if i = skipWS(in, i); i >= n || in[i] != '"' {
-				break
-			}
-			// While the names match the cached shape, a name is
-			// checked by comparing its text `"name":` with the
-			// cached text, instead of scanning it.
-			var e *shapeName
-			k := -1
-			if i+24 <= n && s.shapeOK(f) {
-				if idx := len(s.mem) - f.mbase; idx < s.shapes[f.slot].n {
-					e = &s.shapes[f.slot].names[idx]
-					x0 := binary.LittleEndian.Uint64(in[i:])
-					x1 := binary.LittleEndian.Uint64(in[i+8:])
-					x2 := binary.LittleEndian.Uint64(in[i+16:])
-					if e.tmask[0] != 0 && (x0^e.text[0])&e.tmask[0]|(x1^e.text[1])&e.tmask[1]|(x2^e.text[2])&e.tmask[2] == 0 {
-						k = e.n
-					} else {
-						e = nil
-					}
-				}
-			}
-			if k < 0 {
-				if k = plainString(in, i+1); k < 0 {
+			if i >= n || in[i] != '"' {
+				if i = skipWS(in, i); i >= n || in[i] != '"' {
 					break
 				}
 			}
-			ke := i + k + 2
-			if ke+1 >= n || in[ke] != ':' {
-				break
+			var e *shapeName
+			var k, ke int
+			if idx < len(names) && i+24 <= n {
+				e = &names[idx]
+				x0 := binary.LittleEndian.Uint64(in[i:])
+				x1 := binary.LittleEndian.Uint64(in[i+8:])
+				x2 := binary.LittleEndian.Uint64(in[i+16:])
+				if e.tmask[0] != 0 && (x0^e.text[0])&e.tmask[0]|(x1^e.text[1])&e.tmask[1]|(x2^e.text[2])&e.tmask[2] == 0 {
+					// The text includes the quotes and the colon.
+					k = e.n
+					ke = i + k + 2
+				} else {
+					e = nil
+				}
 			}
-			if f.node != nil && f.node.child(in[i+1:i+1+k]) != nil {
+			if e == nil {
+				if k = plainString(in, i+1); k < 0 {
+					break
+				}
+				ke = i + k + 2
+				if ke+1 >= n || in[ke] != ':' {
+					break
+				}
+			}
+			if node != nil && node.child(in[i+1:i+1+k]) != nil {
 				break // a pointer reaches this member: the general path
 			}
-			vs := skipWS(in, ke+1)
+			vs := ke + 1
+			if vs < n && in[vs] <= ' ' {
+				vs = skipWS(in, vs)
+			}
 			if vs >= n {
 				break
 			}
 			ve := -1
 			switch c := in[vs]; {
 			case c == '"':
-				if k2 := plainString(in, vs+1); k2 >= 0 {
+				// The first sixteen bytes inline (most values are
+				// short): where the first special byte is the closing
+				// quote, plainString would return just that.
+				// in[vs+1:from] is known to be plain.
+				from := vs + 1
+				if vs+17 <= n {
+					if m0 := special(binary.LittleEndian.Uint64(in[vs+1:])); m0 != 0 {
+						if j := vs + 1 + bits.TrailingZeros64(m0)>>3; in[j] == '"' {
+							ve = j + 1
+							break
+						}
+					} else if m1 := special(binary.LittleEndian.Uint64(in[vs+9:])); m1 != 0 {
+						if j := vs + 9 + bits.TrailingZeros64(m1)>>3; in[j] == '"' {
+							ve = j + 1
+							break
+						}
+					} else {
+						from = vs + 17
+					}
+				}
+				if k2 := plainStringFrom(in, vs+1, from); k2 >= 0 {
 					ve = vs + k2 + 2
 				}
 			case c == '-' || isDigit(c):
@@ -585,9 +650,11 @@ key:
 				notPlain = in[vs] == '"'
 				goto value
 			}
-			next := skipWS(in, ve)
+			next := ve
 			if next >= n || (in[next] != ',' && in[next] != '}') {
-				break
+				if next = skipWS(in, ve); next >= n || (in[next] != ',' && in[next] != '}') {
+					break
+				}
 			}
 			m := s.newMember()
 			m.ks, m.ke, m.vs, m.ve, m.koff, m.klen = i, ke, vs, ve, i+1, k
@@ -597,7 +664,13 @@ key:
 			} else {
 				m.pfx = nameKey(binary.LittleEndian.Uint64(in[i+1:]), k)
 				s.track(f, m, in[i+1:i+1+k], in)
+				names = nil
+				if f.shape {
+					sh := &s.shapes[f.slot]
+					names = sh.names[:sh.n]
+				}
 			}
+			idx++
 			i = next + 1
 			if in[next] == '}' {
 				goto closeObj

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -212,5 +213,41 @@ func TestShapes(t *testing.T) {
 	want = `[{"a":2,"b":1},{"x":2,"y":1},{"a":4,"b":3},{"b":5},{"0":8,"a":7,"b":6},{"b":9,"c":10},{"a":2,"b":1}]`
 	for range 3 {
 		assert.Equal(t, want, canon(t, h, in))
+	}
+}
+
+// Multi-byte runes, whole or cut short, at every offset near the end of
+// the input, in names, values, elements and at the top level: the string
+// scanners read eight or sixteen bytes at a time, and none of their loads
+// may pass the end of the input (the body is allocated at its exact size,
+// so the bounds checks catch any that would).
+func TestRunesAtInputEnd(t *testing.T) {
+	h := mustNew(t, fingerprint.Options{})
+	runes := []string{"é", "–", "😀", "\xf0\x9f\x98", "\xe2\x80", "\xc3", "\x80", "\xff", "\\u00e9", "\\ud83d\\ude00"}
+	for _, r := range runes {
+		for pad := range 40 {
+			s := strings.Repeat("a", pad) + r
+			valid := utf8.ValidString(s)
+			canonS := strings.NewReplacer(`\u00e9`, "é", `\ud83d\ude00`, "😀").Replace(s)
+			for _, c := range []struct{ in, want string }{
+				{`"` + s + `"`, `"` + canonS + `"`},
+				{`{"` + s + `":1}`, `{"` + canonS + `":1}`},
+				{`{"k":"` + s + `"}`, `{"k":"` + canonS + `"}`},
+				{`["` + s + `"]`, `["` + canonS + `"]`},
+				{`{"b":1,"a":"` + s + `"}`, `{"a":"` + canonS + `","b":1}`},
+				{`{"b":"` + s + `","a":1}`, `{"a":1,"b":"` + canonS + `"}`},
+				{`["` + s + `",{"` + s + `":"` + s + `"}]`, `["` + canonS + `",{"` + canonS + `":"` + canonS + `"}]`},
+			} {
+				in := make([]byte, len(c.in))
+				copy(in, c.in)
+				got, err := h.Canonical(nil, in)
+				if !valid {
+					require.Error(t, err, "input %q", c.in)
+					continue
+				}
+				require.NoError(t, err, "input %q", c.in)
+				require.Equal(t, c.want, string(got), "input %q", c.in)
+			}
+		}
 	}
 }

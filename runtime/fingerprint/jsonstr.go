@@ -106,6 +106,17 @@ func copyString(buf []byte, w int, in []byte, i int) (int, int, bool, string) {
 			return i + 1, w + 1, esc, ""
 		case c == '\\':
 			esc = true
+			if i+1 < len(in) {
+				// The short escapes other than \/ are their own
+				// canonical form.
+				switch e := in[i+1]; e {
+				case '"', '\\', 'b', 'f', 'n', 'r', 't':
+					buf[w], buf[w+1] = '\\', e
+					i += 2
+					w += 2
+					continue
+				}
+			}
 			r, size, ok := decodeEscape(in, i)
 			if !ok {
 				return i, w, esc, errEscape

@@ -64,6 +64,9 @@ const (
 	shapeSlots = 1 << shapeBits
 )
 
+// hintBits sizes state.hints.
+const hintBits = 8
+
 // maxShape is the largest object whose shape is cached.
 const maxShape = 64
 
@@ -168,20 +171,20 @@ func (s *state) closeObject(buf []byte, w int, f *frame, in []byte, i int, top b
 	o := dst
 	buf[o] = '{'
 	o++
-	for k := 0; k < len(ms); k++ {
-		m := &ms[k]
-		if perm != nil {
-			m = &ms[perm[k]]
-		}
-		if !m.kbuf && !m.vbuf && m.vs == m.ke+1 {
-			// Compact and verbatim: copy it, and in a sorted object
-			// the members that follow it in the input, as one span.
+	// A member whose name and value are verbatim and adjacent in the
+	// input ("name":value) is one span; the others go through putMember.
+	if perm == nil {
+		for k := 0; k < len(ms); k++ {
+			m := &ms[k]
+			if m.kbuf || m.vbuf || m.vs != m.ke+1 {
+				o = putMember(buf, o, in, src, base, m)
+				continue
+			}
+			// In a sorted object, the verbatim members that follow it
+			// in the input are copied with it, as one span.
 			a, end := m.ks, m.ve
-			for perm == nil && k+1 < len(ms) {
+			for k+1 < len(ms) {
 				next := &ms[k+1]
-				if perm != nil {
-					next = &ms[perm[k+1]]
-				}
 				if next.ks != end+1 || next.kbuf || next.vbuf || next.vs != next.ke+1 || in[end] != ',' {
 					break
 				}
@@ -189,28 +192,62 @@ func (s *state) closeObject(buf []byte, w int, f *frame, in []byte, i int, top b
 				k++
 			}
 			o = put(buf, o, in, a, end)
-		} else {
-			if m.kbuf {
-				o = put(buf, o, src, m.ks-base, m.ke-base)
-			} else {
-				o = put(buf, o, in, m.ks, m.ke)
-			}
-			buf[o] = ':'
+			buf[o] = ','
 			o++
-			if m.vbuf {
-				o = put(buf, o, src, m.vs-base, m.ve-base)
-			} else {
-				o = put(buf, o, in, m.vs, m.ve)
-			}
 		}
-		buf[o] = ','
-		o++
+	} else {
+		o = putPermuted(buf, o, in, src, base, ms, perm)
 	}
 	if len(ms) == 0 {
 		o++
 	}
 	buf[o-1] = '}'
 	return buf, dst, o
+}
+
+// putPermuted writes the members ms in the order perm at buf[o:], each
+// followed by a comma, and returns the index after them. (A function of
+// its own, so that its loop keeps its state in registers.)
+func putPermuted(buf []byte, o int, in, src []byte, base int, ms []member, perm []int32) int {
+	for _, p := range perm {
+		m := &ms[p]
+		if m.kbuf || m.vbuf || m.vs != m.ke+1 {
+			o = putMember(buf, o, in, src, base, m)
+			continue
+		}
+		a, b := m.ks, m.ve
+		if l := b - a; l <= 16 && a <= len(in)-16 && o <= len(buf)-17 {
+			// The member and its comma, most often.
+			*(*[16]byte)(buf[o : o+16]) = *(*[16]byte)(in[a : a+16])
+			buf[o+l] = ','
+			o += l + 1
+			continue
+		}
+		o = put(buf, o, in, a, b)
+		buf[o] = ','
+		o++
+	}
+	return o
+}
+
+// putMember writes the member m, name ':' value ',', at buf[o:] and returns
+// the index after it; its texts in buf are read from src, at their offset
+// less base.
+func putMember(buf []byte, o int, in, src []byte, base int, m *member) int {
+	if m.kbuf {
+		o = put(buf, o, src, m.ks-base, m.ke-base)
+	} else {
+		o = put(buf, o, in, m.ks, m.ke)
+	}
+	buf[o] = ':'
+	o++
+	if m.vbuf {
+		o = put(buf, o, src, m.vs-base, m.ve-base)
+	} else {
+		o = put(buf, o, in, m.vs, m.ve)
+	}
+	buf[o] = ','
+	return o + 1
 }
 
 // put copies src[a:b] to dst[o:] and returns the index after it. Short
