@@ -34,7 +34,7 @@ func TestParseConfig(t *testing.T) {
 		{"server.file": "idem.txt"},
 		{"server.file": "idem_test.go"},
 		{"server.file": "sub/idem.go"},
-		{"server.router": "gin"},
+		{"server.router": "fiber"},
 	} {
 		_, err := server.ParseConfig(bad)
 		assert.Error(t, err, "%v", bad)
