@@ -34,6 +34,11 @@
 //     the above for the router chosen by server.router;
 //   - Policies and Policy, the compiled policy of each operation.
 //
+// With server.router echo or gin the same API has the framework's
+// signatures (echo.go, gin.go: middleware of the framework, an ErrorHandler
+// that recognizes oapi-codegen's error messages) and the one-call wiring is
+// RegisterStrictHandlers (strict) or RegisterHandlers (plain).
+//
 // Settings (idemgen.yaml `options:` or `idemgen generate -option`):
 //
 //	server.strict  true (default): strict-server middleware too; false: a
