@@ -291,6 +291,7 @@ func LoadConfig(path string) (*Config, error) {
 const generateExamples = `  idemgen generate -emit ir -o gen/ openapi.yaml
   idemgen generate -emit server -package api -o internal/api openapi.yaml
   idemgen generate -emit server -option server.strict=false -package api -o internal/api openapi.yaml
+  idemgen generate -emit server -option server.router=gin -package api -o internal/api openapi.yaml
   idemgen generate -emit server -emit client -package api -o internal/api openapi.yaml
   idemgen generate -emit ir -o - openapi.yaml          # the IR as JSON on stdout
   idemgen generate -config idemgen.yaml

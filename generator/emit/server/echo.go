@@ -13,30 +13,10 @@ const echoPkg = "github.com/labstack/echo/v4"
 func echoQ(name string) *jen.Statement { return jen.Qual(echoPkg, name) }
 
 func (g *gen) echoStrict() {
-	handlerParams := []jen.Code{jen.Id("ctx").Add(echoQ("Context")), jen.Id("request").Any()}
-	g.strictMiddleware(handlerParams, []jen.Code{jen.Id("ctx"), jen.Id("request")})
-
-	g.strictFunc(handlerParams).Block(
-		jen.List(jen.Id("r"), jen.Id("w")).Op(":=").List(jen.Id("ctx").Dot("Request").Call(), jen.Id("ctx").Dot("Response").Call()),
-		jen.Id("c").Op(":=").Id("x").Dot("engine").Dot("Begin").Call(jen.Id("r"), jen.Id("p"), jen.Id("key")),
-		jen.Defer().Id("c").Dot("End").Call().Comment("frees the key when the operation fails or panics"),
-		jen.If(jen.Id("c").Dot("Decision").Call().Op("!=").Qual(idemPkg, "Execute")).Block(
-			jen.Id("c").Dot("Respond").Call(jen.Id("w")).Comment("the replay or the problem"),
-			jen.Return(jen.Nil(), jen.Nil()),
-		),
-		jen.If(jen.Id("cc").Op(":=").Id("c").Dot("Context").Call(), jen.Id("cc").Op("!=").Id("r").Dot("Context").Call()).Block(
-			jen.Id("ctx").Dot("SetRequest").Call(jen.Id("r").Dot("WithContext").Call(jen.Id("cc"))).Comment("transactional mode: the store's transaction"),
-		),
-		jen.List(jen.Id("resp"), jen.Err()).Op(":=").Id("f").Call(jen.Id("ctx"), jen.Id("request")),
-		jen.If(jen.Err().Op("!=").Nil().Op("||").Id("resp").Op("==").Nil()).Block(
-			jen.Return(jen.Id("resp"), jen.Err()).Comment("End frees the key; echo reports err"),
-		),
-		jen.Id("visit").Op(":=").Id("visitor").Call(jen.Id("resp")),
-		jen.If(jen.Id("visit").Op("==").Nil()).Block(
-			jen.Return(jen.Id("resp"), jen.Nil()).Comment("not this operation's response type: the strict handler reports it, End frees the key"),
-		),
-		jen.Return(jen.Nil(), jen.Id("c").Dot("Complete").Call(jen.Id("w"), jen.Id("visit"))),
-	)
+	g.frameworkStrict(echoQ("Context"),
+		jen.Id("ctx").Dot("Request").Call(), jen.Id("ctx").Dot("Response").Call(),
+		func(r jen.Code) jen.Code { return jen.Id("ctx").Dot("SetRequest").Call(r) },
+		"echo reports err")
 }
 
 func (g *gen) echoCaptureBody() {
@@ -86,22 +66,11 @@ func (g *gen) echoMiddleware() {
 
 func (g *gen) echoErrorHandler() {
 	t := g.cfg.Type
-	headers, queries := g.keyParams()
-	names := append(append([]string(nil), headers...), queries...)
 	handler := echoQ("HTTPErrorHandler")
 	g.doc("ErrorHandler returns an echo.HTTPErrorHandler (e.HTTPErrorHandler = x.ErrorHandler(e.HTTPErrorHandler)). oapi-codegen's echo wrappers check typed parameters before any middleware runs and return an *echo.HTTPError, so a key they reject (a malformed uuid-typed header, a missing required one, one given twice) never reaches the engine: this handler answers those with the engine's application/problem+json, 400 IDEMPOTENCY_KEY_INVALID or IDEMPOTENCY_KEY_MISSING. It recognizes them by the messages oapi-codegen v2.8 writes. Every other error goes to next; nil means echo's DefaultHTTPErrorHandler.")
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("ErrorHandler").Params(jen.Id("next").Add(handler)).Add(handler).Block(
 		jen.Return(jen.Func().Params(jen.Err().Error(), jen.Id("ctx").Add(echoQ("Context"))).BlockFunc(func(b *jen.Group) {
-			if len(names) > 0 {
-				b.If(jen.List(jen.Id("code"), jen.Id("detail")).Op(":=").Id(px+"KeyError").Call(jen.Err()), jen.Id("code").Op("!=").Lit("")).Block(
-					jen.Id("x").Dot("engine").Dot("WriteProblem").Call(jen.Id("ctx").Dot("Response").Call(), jen.Op("&").Qual(idemPkg, "Problem").Values(jen.Dict{
-						jen.Id("Status"): jen.Qual("net/http", "StatusBadRequest"),
-						jen.Id("Code"):   jen.Id("code"),
-						jen.Id("Detail"): jen.Id("detail"),
-					})),
-					jen.Return(),
-				)
-			}
+			g.keyProblem(b, jen.Id("ctx").Dot("Response").Call(), jen.Err())
 			b.If(jen.Id("next").Op("==").Nil()).Block(
 				jen.Id("ctx").Dot("Echo").Call().Dot("DefaultHTTPErrorHandler").Call(jen.Err(), jen.Id("ctx")),
 				jen.Return(),
@@ -109,35 +78,12 @@ func (g *gen) echoErrorHandler() {
 			b.Id("next").Call(jen.Err(), jen.Id("ctx"))
 		})),
 	)
-	if len(names) == 0 {
-		return
-	}
-	g.docf("%sKeyError maps the *echo.HTTPError oapi-codegen's wrappers return for a key parameter (%s) to a problem code and detail; \"\" for any other error.", px, orNone(names))
-	g.f.Func().Id(px+"KeyError").Params(jen.Err().Error()).Params(jen.List(jen.Id("code"), jen.Id("detail")).String()).Block(
+	g.textKeyError("the *echo.HTTPError oapi-codegen's wrappers return",
 		jen.Var().Id("he").Op("*").Add(echoQ("HTTPError")),
 		jen.If(jen.Op("!").Qual("errors", "As").Call(jen.Err(), jen.Op("&").Id("he")).Op("||").Id("he").Dot("Code").Op("!=").Qual("net/http", "StatusBadRequest")).Block(
 			jen.Return(jen.Lit(""), jen.Lit("")),
 		),
 		jen.List(jen.Id("msg"), jen.Id("_")).Op(":=").Id("he").Dot("Message").Assert(jen.String()),
-		jen.For(jen.List(jen.Id("_"), jen.Id("name")).Op(":=").Range().Index().String().ValuesFunc(func(gr *jen.Group) {
-			for _, n := range names {
-				gr.Lit(n)
-			}
-		})).Block(
-			jen.Switch().Block(
-				jen.Case(jen.Id("msg").Op("==").Lit("Header parameter ").Op("+").Id("name").Op("+").Lit(" is required, but not found"),
-					jen.Id("msg").Op("==").Lit("Query argument ").Op("+").Id("name").Op("+").Lit(" is required, but not found")).Block(
-					jen.Return(jen.Qual(idemPkg, "CodeKeyMissing"), jen.Lit("this operation requires an idempotency key")),
-				),
-				jen.Case(jen.Qual("strings", "HasPrefix").Call(jen.Id("msg"), jen.Lit("Invalid format for parameter ").Op("+").Id("name").Op("+").Lit(": "))).Block(
-					jen.Return(jen.Qual(idemPkg, "CodeKeyInvalid"), jen.Lit("the idempotency key is malformed: ").Op("+").Id("msg").Index(jen.Len(jen.Lit("Invalid format for parameter ").Op("+").Id("name").Op("+").Lit(": ")), jen.Empty())),
-				),
-				jen.Case(jen.Qual("strings", "HasPrefix").Call(jen.Id("msg"), jen.Lit("Expected one value for ").Op("+").Id("name").Op("+").Lit(", got "))).Block(
-					jen.Return(jen.Qual(idemPkg, "CodeKeyInvalid"), jen.Lit("the idempotency key is given more than once")),
-				),
-			),
-		),
-		jen.Return(jen.Lit(""), jen.Lit("")),
 	)
 }
 
@@ -156,8 +102,7 @@ func (g *gen) echoRegister() {
 		).Block(
 			jen.Id("e").Dot("Use").Call(jen.Id("x").Dot("CaptureBody")),
 			jen.Id("e").Dot("HTTPErrorHandler").Op("=").Id("x").Dot("ErrorHandler").Call(jen.Id("e").Dot("HTTPErrorHandler")),
-			jen.Id("RegisterHandlers").Call(jen.Id("e"), jen.Id("NewStrictHandler").Call(jen.Id("ssi"),
-				jen.Append(jen.Index().Id("StrictMiddlewareFunc").Values(jen.Id("x").Dot("StrictMiddleware")), jen.Id("middlewares").Op("...")))),
+			jen.Id("RegisterHandlers").Call(jen.Id("e"), jen.Id("NewStrictHandler").Call(jen.Id("ssi"), strictFirst())),
 		)
 		return
 	}

@@ -28,6 +28,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gin-gonic/gin"
 	"github.com/labstack/echo/v4"
 
 	"github.com/idemgen/idemgen/runtime/idem"
@@ -37,12 +38,18 @@ var (
 	_ = context.Background // used by the strict variants
 	_ = json.Marshal       // used by the plain variant
 	_ = echo.New           // used by the echo variants
+	_ = gin.New            // used by the gin variants
 )
 
 //STRICTSERVICE
 type service struct {
 	StrictServerInterface
-	orders, special, items int
+	orders, special, items, claims int
+}
+
+func (s *service) ClaimCoupon(context.Context, ClaimCouponRequestObject) (ClaimCouponResponseObject, error) {
+	s.claims++
+	return ClaimCoupon201JSONResponse{Body: Receipt{Id: "claim", Count: s.claims}}, nil
 }
 
 func (s *service) TouchItem(context.Context, TouchItemRequestObject) (TouchItemResponseObject, error) {
@@ -69,7 +76,16 @@ func handler(x *Idempotency, s *service) http.Handler {
 //PLAIN
 type service struct {
 	ServerInterface
-	orders, special, items int
+	orders, special, items, claims int
+}
+
+func (s *service) ClaimCoupon(w http.ResponseWriter, r *http.Request, _ string, _ ClaimCouponParams) {
+	var c Claim
+	_ = json.NewDecoder(r.Body).Decode(&c)
+	s.claims++
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusCreated)
+	_ = json.NewEncoder(w).Encode(Receipt{Id: "claim", Count: s.claims})
 }
 
 func (s *service) TouchItem(w http.ResponseWriter, r *http.Request, _ string) {
@@ -103,7 +119,16 @@ func handler(x *Idempotency, s *service) http.Handler {
 //ECHOPLAIN
 type service struct {
 	ServerInterface
-	orders, special, items int
+	orders, special, items, claims int
+}
+
+func (s *service) ClaimCoupon(ctx echo.Context, _ string, _ ClaimCouponParams) error {
+	var c Claim
+	if err := ctx.Bind(&c); err != nil {
+		return err
+	}
+	s.claims++
+	return ctx.JSON(http.StatusCreated, Receipt{Id: "claim", Count: s.claims})
 }
 
 func (s *service) TouchItem(ctx echo.Context, _ string) error {
@@ -125,6 +150,84 @@ func handler(x *Idempotency, s *service) http.Handler {
 	e := echo.New()
 	x.RegisterHandlers(e, s)
 	return e
+}
+//END
+//GINSTRICT
+func handler(x *Idempotency, s *service) http.Handler {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	x.RegisterStrictHandlers(r, s, nil, StrictGinServerOptions{}, GinServerOptions{})
+	return r
+}
+//END
+//GINPLAIN
+type service struct {
+	ServerInterface
+	orders, special, items, claims int
+}
+
+func (s *service) ClaimCoupon(ctx *gin.Context, _ string, _ ClaimCouponParams) {
+	var c Claim
+	if err := ctx.ShouldBindJSON(&c); err != nil {
+		ctx.JSON(http.StatusBadRequest, gin.H{"msg": err.Error()})
+		return
+	}
+	s.claims++
+	ctx.JSON(http.StatusCreated, Receipt{Id: "claim", Count: s.claims})
+}
+
+func (s *service) TouchItem(ctx *gin.Context, _ string) {
+	s.items++
+	ctx.JSON(http.StatusOK, Receipt{Id: "item", Count: s.items})
+}
+
+func (s *service) CreateOrder(ctx *gin.Context, _ CreateOrderParams) {
+	s.orders++
+	ctx.JSON(http.StatusCreated, Receipt{Id: "order", Count: s.orders})
+}
+
+func (s *service) TouchSpecialItem(ctx *gin.Context) {
+	s.special++
+	ctx.JSON(http.StatusOK, Receipt{Id: "special", Count: s.special})
+}
+
+func handler(x *Idempotency, s *service) http.Handler {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	x.RegisterHandlers(r, s, GinServerOptions{})
+	return r
+}
+
+// TestGroup: routes registered on a group with a BaseURL are matched under
+// both; the same path outside them is not protected.
+func TestGroup(t *testing.T) {
+	x := NewIdempotency(nil, idem.Options{})
+	defer x.Close()
+	s := &service{}
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	outside := 0
+	r.POST("/orders", func(ctx *gin.Context) { outside++; ctx.Status(http.StatusNoContent) })
+	x.RegisterHandlers(r.Group("/v1/"), s, GinServerOptions{BaseURL: "/api"})
+	do := func(path string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("POST", path, strings.NewReader(` + "`" + `{"item":"book"}` + "`" + `))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", "k1")
+		w := httptest.NewRecorder()
+		r.ServeHTTP(w, req)
+		return w
+	}
+	for range 2 {
+		if w := do("/v1/api/orders"); w.Code != 201 {
+			t.Fatalf("/v1/api/orders: %d %s", w.Code, w.Body)
+		}
+		if w := do("/orders"); w.Code != 204 || w.Header().Get("Idempotent-Replayed") != "" {
+			t.Fatalf("/orders: %d %q", w.Code, w.Header())
+		}
+	}
+	if s.orders != 1 || outside != 2 {
+		t.Fatalf("orders ran %d times, the route outside %d", s.orders, outside)
+	}
 }
 //END
 
@@ -156,7 +259,19 @@ func TestOneLine(t *testing.T) {
 	if bad.Code != 400 || !strings.Contains(bad.Body.String(), idem.CodeKeyInvalid) {
 		t.Fatalf("malformed uuid key: %d %s", bad.Code, bad.Body)
 	}
-	// /items/special: std-http and chi serve it with the static route, not
+	// A strict operation with a uuid-typed key: a retry whose body differs
+	// only in volatile members replays, another body is refused.
+	const key = "5f2b6c1e-8a0d-4a8e-9b3c-2d7e1f0a4b6c"
+	claim := do("POST", "/coupons/C1/claims", key, ` + "`" + `{"user_id":"u","trace_id":"a"}` + "`" + `)
+	retry := do("POST", "/coupons/C1/claims", key, ` + "`" + `{"trace_id":"b", "user_id":"u"}` + "`" + `)
+	if claim.Code != 201 || retry.Code != 201 || retry.Header().Get("Idempotent-Replayed") != "true" || claim.Body.String() != retry.Body.String() || s.claims != 1 {
+		t.Fatalf("claim replay: %d %s / %d %q %s, executed %d", claim.Code, claim.Body, retry.Code, retry.Header(), retry.Body, s.claims)
+	}
+	mismatch := do("POST", "/coupons/C1/claims", key, ` + "`" + `{"user_id":"v"}` + "`" + `)
+	if mismatch.Code != 422 || !strings.Contains(mismatch.Body.String(), idem.CodeKeyReused) || s.claims != 1 {
+		t.Fatalf("another body with the key: %d %s, executed %d", mismatch.Code, mismatch.Body, s.claims)
+	}
+	// /items/special: std-http, chi and gin serve it with the static route, not
 	// idempotent; gorilla/mux with the first registered match, the
 	// idempotent /items/{itemId} (declared first in the spec).
 	for range 2 {
@@ -170,19 +285,19 @@ func TestOneLine(t *testing.T) {
 }
 `
 
-// TestRouters generates the coupons spec for oapi-codegen's chi and
-// gorilla servers (strict and plain) and runs the one-line wiring of each
+// TestRouters generates the coupons spec for oapi-codegen's chi, gorilla,
+// echo and gin servers (strict and plain) and runs the one-line wiring of each
 // in a temporary module (the routers are fetched through GOPROXY; they
 // are not dependencies of idemgen).
 func TestRouters(t *testing.T) {
 	if testing.Short() {
-		t.Skip("fetches chi and gorilla and builds a module; run without -short")
+		t.Skip("fetches the routers and builds a module; run without -short")
 	}
 	root := gentest.RepoRoot(t)
 	// A module path under idemgen's, so nothing stops it from importing idemgen's internal packages later.
 	m := gentest.NewModule(t, "github.com/idemgen/idemgen/internal/e2e/routers")
-	m.Write(t, "deps.go", []byte("package routers\n\nimport (\n\t_ \"github.com/go-chi/chi/v5\"\n\t_ \"github.com/gorilla/mux\"\n\t_ \"github.com/labstack/echo/v4\"\n)\n"))
-	gomod := "\nrequire (\n\tgithub.com/go-chi/chi/v5 v5.2.3\n\tgithub.com/gorilla/mux v1.8.1\n\tgithub.com/labstack/echo/v4 v4.13.4\n)\n"
+	m.Write(t, "deps.go", []byte("package routers\n\nimport (\n\t_ \"github.com/gin-gonic/gin\"\n\t_ \"github.com/go-chi/chi/v5\"\n\t_ \"github.com/gorilla/mux\"\n\t_ \"github.com/labstack/echo/v4\"\n)\n"))
+	gomod := "\nrequire (\n\tgithub.com/gin-gonic/gin v1.12.0\n\tgithub.com/go-chi/chi/v5 v5.2.3\n\tgithub.com/gorilla/mux v1.8.1\n\tgithub.com/labstack/echo/v4 v4.13.4\n)\n"
 	m.Append(t, "go.mod", []byte(gomod))
 	cases := []struct {
 		pkg     string
@@ -197,6 +312,8 @@ func TestRouters(t *testing.T) {
 		{"gorillaplain", gentest.Gorilla, "gorilla", "GorillaServerOptions", false},
 		{"echostrict", gentest.StrictEcho, "echo", "", true},
 		{"echoplain", gentest.Echo, "echo", "", false},
+		{"ginstrict", gentest.StrictGin, "gin", "", true},
+		{"ginplain", gentest.Gin, "gin", "", false},
 	}
 	for _, c := range cases {
 		params := map[string]string{"server.router": c.router, "server.strict": "false"}
@@ -218,8 +335,8 @@ func TestRouters(t *testing.T) {
 		if c.strict {
 			keep = "STRICT"
 		}
-		if c.router == "echo" {
-			keep = "ECHO" + keep
+		if c.router == "echo" || c.router == "gin" {
+			keep = strings.ToUpper(c.router) + keep
 		}
 		sections := []string{keep}
 		if c.strict {

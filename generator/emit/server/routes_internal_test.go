@@ -84,3 +84,19 @@ func TestRoutesTableGorilla(t *testing.T) {
 	assert.Equal(t, []string{"/{y}/b", "/a/{x}"}, paths("gorilla"))
 	assert.Equal(t, []string{"/a/b", "/a/{x}"}, paths("chi"))
 }
+
+// TestGinPath: the paths gin reports (FullPath) for the routes oapi-codegen
+// v2.8 registers (SwaggerUriToGinUri, joined to the root as gin joins them).
+func TestGinPath(t *testing.T) {
+	for in, want := range map[string]string{
+		"/orders":                    "/orders",
+		"/coupons/{couponId}/claims": "/coupons/:couponId/claims",
+		"/items/{id*}":               "/items/:id",
+		"/files/{.ext}":              "/files/:ext",
+		"/a:b/{x}":                   `/a\:b/:x`,
+		"/trailing/":                 "/trailing/",
+		"/double//slash":             "/double/slash",
+	} {
+		assert.Equal(t, want, ginPath(in), in)
+	}
+}

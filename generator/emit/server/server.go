@@ -34,13 +34,19 @@
 //     the above for the router chosen by server.router;
 //   - Policies and Policy, the compiled policy of each operation.
 //
+// With server.router echo or gin the same API has the framework's
+// signatures (echo.go, gin.go: middleware of the framework, an ErrorHandler
+// that recognizes oapi-codegen's error messages) and the one-call wiring is
+// RegisterStrictHandlers (strict) or RegisterHandlers (plain).
+//
 // Settings (idemgen.yaml `options:` or `idemgen generate -option`):
 //
 //	server.strict  true (default): strict-server middleware too; false: a
 //	               package generated without strict-server (plain wrapper only)
 //	server.router  std-http (default), chi or gorilla: the router whose
 //	               options StrictHandler/Handler take; none: no such method;
-//	               echo: echo v4 (echo-server), with echo's signatures
+//	               echo: echo v4 (echo-server), gin: gin (gin-server), with
+//	               the framework's signatures
 //	server.type    the generated type's name (default Idempotency); its
 //	               constructor is New<type>
 //	server.file    the file name (default idempotency.gen.go)
@@ -80,7 +86,7 @@ func init() { emitter.Register(Name, Emit) }
 // Config is the emitter's configuration, read from emitter.Options.Params.
 type Config struct {
 	Strict bool   // server.strict
-	Router string // server.router: std-http, chi, gorilla, or none
+	Router string // server.router: std-http, chi, gorilla, echo, gin, or none
 	Type   string // server.type
 	File   string // server.file
 }
@@ -100,8 +106,8 @@ func ParseConfig(params map[string]string) (Config, error) {
 			}
 			c.Strict = b
 		case "server.router":
-			if _, ok := routerOptions[v]; !ok && v != "none" && v != "echo" {
-				return c, fmt.Errorf("server.router: %q is not std-http, chi, gorilla, echo or none", v)
+			if _, ok := routerOptions[v]; !ok && v != "none" && v != "echo" && v != "gin" {
+				return c, fmt.Errorf("server.router: %q is not std-http, chi, gorilla, echo, gin or none", v)
 			}
 			c.Router = v
 		case "server.type":
@@ -171,7 +177,8 @@ func (g *gen) file() {
 
 	g.typeDecl()
 	g.policies()
-	if g.cfg.Router == "echo" {
+	switch g.cfg.Router {
+	case "echo":
 		if g.cfg.Strict {
 			g.echoStrict()
 			g.echoCaptureBody()
@@ -179,7 +186,15 @@ func (g *gen) file() {
 		g.echoMiddleware()
 		g.echoErrorHandler()
 		g.echoRegister()
-	} else {
+	case "gin":
+		if g.cfg.Strict {
+			g.ginStrict()
+			g.ginCaptureBody()
+		}
+		g.ginMiddleware()
+		g.ginErrorHandler()
+		g.ginRegister()
+	default:
 		if g.cfg.Strict {
 			g.strict()
 			g.captureBody()
@@ -189,7 +204,9 @@ func (g *gen) file() {
 		g.errorHandler()
 		g.handler()
 	}
-	g.matcher()
+	if g.cfg.Router != "gin" { // gin resolves the route itself (FullPath)
+		g.matcher()
+	}
 	g.helpers()
 }
 
@@ -222,7 +239,7 @@ func (g *gen) handler() {
 			jen.Id("strictOptions").Id("StrictHTTPServerOptions"),
 			jen.Id("options").Id(opts),
 		).Add(hf("Handler")).Block(
-			jen.Id("middlewares").Op("=").Append(jen.Index().Id("StrictMiddlewareFunc").Values(jen.Id("x").Dot("StrictMiddleware")), jen.Id("middlewares").Op("...")),
+			jen.Id("middlewares").Op("=").Add(strictFirst()),
 			jen.Id("strictOptions").Dot("RequestErrorHandlerFunc").Op("=").Id("x").Dot("ErrorHandler").Call(jen.Id("strictOptions").Dot("RequestErrorHandlerFunc")),
 			jen.Id("options").Dot("ErrorHandlerFunc").Op("=").Id("x").Dot("ErrorHandler").Call(jen.Id("options").Dot("ErrorHandlerFunc")),
 			jen.Id("options").Dot("Middlewares").Op("=").Append(jen.Id("options").Dot("Middlewares").Index(jen.Empty(), jen.Len(jen.Id("options").Dot("Middlewares")), jen.Len(jen.Id("options").Dot("Middlewares"))), jen.Id("x").Dot("CaptureBody")),
@@ -269,6 +286,11 @@ func (g *gen) typeDecl() {
 		doc.WriteString("RegisterStrictHandlers is RegisterHandlers(e, NewStrictHandler(...)) with StrictMiddleware, CaptureBody and ErrorHandler added.\n\n")
 	case g.cfg.Router == "echo":
 		doc.WriteString("\tx.RegisterHandlers(e, service) // e is the *echo.Echo\n\n")
+	case g.cfg.Router == "gin" && g.cfg.Strict:
+		doc.WriteString("\tx.RegisterStrictHandlers(router, service, nil, StrictGinServerOptions{}, GinServerOptions{}) // router is the *gin.Engine or a group\n\n")
+		doc.WriteString("RegisterStrictHandlers is RegisterHandlersWithOptions(router, NewStrictHandlerWithOptions(...), options) with StrictMiddleware, CaptureBody and ErrorHandler added.\n\n")
+	case g.cfg.Router == "gin":
+		doc.WriteString("\tx.RegisterHandlers(router, service, GinServerOptions{}) // router is the *gin.Engine or a group\n\n")
 	case g.cfg.Strict && router:
 		fmt.Fprintf(&doc, "\th := x.StrictHandler(service, nil, StrictHTTPServerOptions{}, %s{})\n\n", opts)
 		doc.WriteString("StrictHandler is HandlerWithOptions(NewStrictHandlerWithOptions(...)) with StrictMiddleware, CaptureBody and ErrorHandler added to the middlewares and options given; its documentation shows how to add them by hand.\n\n")
@@ -840,16 +862,7 @@ func (g *gen) errorHandler() {
 			),
 		),
 		jen.Return(jen.Func().Params(jen.Id("w").Qual("net/http", "ResponseWriter"), jen.Id("r").Op("*").Qual("net/http", "Request"), jen.Err().Error()).BlockFunc(func(b *jen.Group) {
-			if len(headers)+len(queries) > 0 {
-				b.If(jen.List(jen.Id("code"), jen.Id("detail")).Op(":=").Id(px+"KeyError").Call(jen.Err()), jen.Id("code").Op("!=").Lit("")).Block(
-					jen.Id("x").Dot("engine").Dot("WriteProblem").Call(jen.Id("w"), jen.Op("&").Qual(idemPkg, "Problem").Values(jen.Dict{
-						jen.Id("Status"): jen.Qual("net/http", "StatusBadRequest"),
-						jen.Id("Code"):   jen.Id("code"),
-						jen.Id("Detail"): jen.Id("detail"),
-					})),
-					jen.Return(),
-				)
-			}
+			g.keyProblem(b, jen.Id("w"), jen.Err())
 			b.Id("next").Call(jen.Id("w"), jen.Id("r"), jen.Err())
 		})),
 	)

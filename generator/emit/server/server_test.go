@@ -27,6 +27,11 @@ func TestParseConfig(t *testing.T) {
 	c, err = server.ParseConfig(map[string]string{"server.strict": "false", "server.type": "Idem", "server.file": "idem_gen.go", "server.router": "chi", "client.x": "y"})
 	require.NoError(t, err)
 	assert.Equal(t, server.Config{Strict: false, Router: "chi", Type: "Idem", File: "idem_gen.go"}, c)
+	for _, router := range []string{"std-http", "chi", "gorilla", "echo", "gin", "none"} {
+		c, err = server.ParseConfig(map[string]string{"server.router": router})
+		require.NoError(t, err, router)
+		assert.Equal(t, router, c.Router)
+	}
 	for _, bad := range []map[string]string{
 		{"server.strict": "maybe"},
 		{"server.type": "idempotency"},
@@ -34,7 +39,7 @@ func TestParseConfig(t *testing.T) {
 		{"server.file": "idem.txt"},
 		{"server.file": "idem_test.go"},
 		{"server.file": "sub/idem.go"},
-		{"server.router": "gin"},
+		{"server.router": "fiber"},
 	} {
 		_, err := server.ParseConfig(bad)
 		assert.Error(t, err, "%v", bad)

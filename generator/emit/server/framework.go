@@ -1,0 +1,103 @@
+package server
+
+import (
+	"github.com/dave/jennifer/jen"
+)
+
+// What the echo and gin variants share: their strict handlers take the
+// framework's context instead of the writer and the request, and their
+// oapi-codegen wrappers report parameter errors as text.
+
+// frameworkStrict writes StrictMiddleware and the strict method for a
+// framework whose StrictHandlerFunc is func(ctx ctxType, request any) (any,
+// error): req and w read the request and the writer from ctx, setRequest(r)
+// puts r back into ctx, errWho names who reports an operation's error.
+func (g *gen) frameworkStrict(ctxType, req, w jen.Code, setRequest func(r jen.Code) jen.Code, errWho string) {
+	handlerParams := []jen.Code{jen.Id("ctx").Add(ctxType), jen.Id("request").Any()}
+	g.strictMiddleware(handlerParams, []jen.Code{jen.Id("ctx"), jen.Id("request")})
+
+	g.strictFunc(handlerParams).Block(
+		jen.List(jen.Id("r"), jen.Id("w")).Op(":=").List(req, w),
+		jen.Id("c").Op(":=").Id("x").Dot("engine").Dot("Begin").Call(jen.Id("r"), jen.Id("p"), jen.Id("key")),
+		jen.Defer().Id("c").Dot("End").Call().Comment("frees the key when the operation fails or panics"),
+		jen.If(jen.Id("c").Dot("Decision").Call().Op("!=").Qual(idemPkg, "Execute")).Block(
+			jen.Id("c").Dot("Respond").Call(jen.Id("w")).Comment("the replay or the problem"),
+			jen.Return(jen.Nil(), jen.Nil()),
+		),
+		jen.If(jen.Id("cc").Op(":=").Id("c").Dot("Context").Call(), jen.Id("cc").Op("!=").Id("r").Dot("Context").Call()).Block(
+			jen.Add(setRequest(jen.Id("r").Dot("WithContext").Call(jen.Id("cc")))).Comment("transactional mode: the store's transaction"),
+		),
+		jen.List(jen.Id("resp"), jen.Err()).Op(":=").Id("f").Call(jen.Id("ctx"), jen.Id("request")),
+		jen.If(jen.Err().Op("!=").Nil().Op("||").Id("resp").Op("==").Nil()).Block(
+			jen.Return(jen.Id("resp"), jen.Err()).Comment("End frees the key; "+errWho),
+		),
+		jen.Id("visit").Op(":=").Id("visitor").Call(jen.Id("resp")),
+		jen.If(jen.Id("visit").Op("==").Nil()).Block(
+			jen.Return(jen.Id("resp"), jen.Nil()).Comment("not this operation's response type: the strict handler reports it, End frees the key"),
+		),
+		jen.Return(jen.Nil(), jen.Id("c").Dot("Complete").Call(jen.Id("w"), jen.Id("visit"))),
+	)
+}
+
+// strictFirst is the strict middlewares with StrictMiddleware first:
+// append([]StrictMiddlewareFunc{x.StrictMiddleware}, middlewares...).
+func strictFirst() jen.Code {
+	return jen.Append(jen.Index().Id("StrictMiddlewareFunc").Values(jen.Id("x").Dot("StrictMiddleware")), jen.Id("middlewares").Op("..."))
+}
+
+// keyProblem writes, into an error handler's body, the answer to an error
+// about a key parameter: the engine's 400 problem written to w, when the
+// spec declares key parameters (else nothing).
+func (g *gen) keyProblem(b *jen.Group, w jen.Code, keyErrorArgs ...jen.Code) {
+	if headers, queries := g.keyParams(); len(headers)+len(queries) == 0 {
+		return
+	}
+	b.If(jen.List(jen.Id("code"), jen.Id("detail")).Op(":=").Id(px+"KeyError").Call(keyErrorArgs...), jen.Id("code").Op("!=").Lit("")).Block(
+		jen.Id("x").Dot("engine").Dot("WriteProblem").Call(w, jen.Op("&").Qual(idemPkg, "Problem").Values(jen.Dict{
+			jen.Id("Status"): jen.Qual("net/http", "StatusBadRequest"),
+			jen.Id("Code"):   jen.Id("code"),
+			jen.Id("Detail"): jen.Id("detail"),
+		})),
+		jen.Return(),
+	)
+}
+
+// textKeyError writes <px>KeyError(err error) (code, detail string) for
+// oapi-codegen wrappers that report parameter errors as text (echo, gin):
+// prelude sets msg from err (what is the error's description), and the
+// messages oapi-codegen v2.8 writes about a key parameter are mapped to
+// the engine's problem codes. Nothing when the spec declares no key
+// parameter.
+func (g *gen) textKeyError(what string, prelude ...jen.Code) {
+	headers, queries := g.keyParams()
+	names := append(append([]string(nil), headers...), queries...)
+	if len(names) == 0 {
+		return
+	}
+	invalid := jen.Lit("Invalid format for parameter ").Op("+").Id("name").Op("+").Lit(": ")
+	g.docf("%sKeyError maps %s for a key parameter (%s) to a problem code and detail, by the messages oapi-codegen v2.8 writes; \"\" for any other error.", px, what, orNone(names))
+	g.f.Func().Id(px + "KeyError").Params(jen.Err().Error()).Params(jen.List(jen.Id("code"), jen.Id("detail")).String()).BlockFunc(func(b *jen.Group) {
+		for _, c := range prelude {
+			b.Add(c)
+		}
+		b.For(jen.List(jen.Id("_"), jen.Id("name")).Op(":=").Range().Index().String().ValuesFunc(func(gr *jen.Group) {
+			for _, n := range names {
+				gr.Lit(n)
+			}
+		})).Block(
+			jen.Switch().Block(
+				jen.Case(jen.Id("msg").Op("==").Lit("Header parameter ").Op("+").Id("name").Op("+").Lit(" is required, but not found"),
+					jen.Id("msg").Op("==").Lit("Query argument ").Op("+").Id("name").Op("+").Lit(" is required, but not found")).Block(
+					jen.Return(jen.Qual(idemPkg, "CodeKeyMissing"), jen.Lit("this operation requires an idempotency key")),
+				),
+				jen.Case(jen.Qual("strings", "HasPrefix").Call(jen.Id("msg"), invalid)).Block(
+					jen.Return(jen.Qual(idemPkg, "CodeKeyInvalid"), jen.Lit("the idempotency key is malformed: ").Op("+").Id("msg").Index(jen.Len(invalid), jen.Empty())),
+				),
+				jen.Case(jen.Qual("strings", "HasPrefix").Call(jen.Id("msg"), jen.Lit("Expected one value for ").Op("+").Id("name").Op("+").Lit(", got "))).Block(
+					jen.Return(jen.Qual(idemPkg, "CodeKeyInvalid"), jen.Lit("the idempotency key is given more than once")),
+				),
+			),
+		)
+		b.Return(jen.Lit(""), jen.Lit(""))
+	})
+}

@@ -1,0 +1,248 @@
+package server
+
+import (
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/dave/jennifer/jen"
+)
+
+// gin (server.router: gin): oapi-codegen's gin-server and its strict server
+// pass a *gin.Context where the net/http ones pass the writer and the
+// request, report parameter errors as text to GinServerOptions.ErrorHandler,
+// and register every route with gin, which resolves the route before any
+// middleware runs: the plain middleware reads it (ctx.FullPath) instead of
+// matching the path itself.
+
+const ginPkg = "github.com/gin-gonic/gin"
+
+func ginQ(name string) *jen.Statement { return jen.Qual(ginPkg, name) }
+
+func ginCtx() *jen.Statement { return jen.Op("*").Add(ginQ("Context")) }
+
+// ginErrorFunc is the type of GinServerOptions.ErrorHandler.
+func ginErrorFunc() *jen.Statement {
+	return jen.Func().Params(ginCtx(), jen.Error(), jen.Int())
+}
+
+func (g *gen) ginStrict() {
+	g.frameworkStrict(ginCtx(),
+		jen.Id("ctx").Dot("Request"), jen.Id("ctx").Dot("Writer"),
+		func(r jen.Code) jen.Code { return jen.Id("ctx").Dot("Request").Op("=").Add(r) },
+		"the strict handler reports err")
+}
+
+func (g *gen) ginCaptureBody() {
+	t := g.cfg.Type
+	g.doc(px + "CaptureBody is idem.CaptureBody for the largest request the policies accept.")
+	g.f.Var().Id(px+"CaptureBody").Op("=").Qual(idemPkg, "CaptureBody").Call(jen.Lit(int(g.maxRequestBytes())))
+	g.doc("CaptureBody is gin middleware (router.Use(x.CaptureBody), before the routes are registered) that keeps the raw bytes of a request body while oapi-codegen's strict handler decodes it, so StrictMiddleware fingerprints what the client sent. Requests without a body, and safe methods, pass untouched.")
+	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("CaptureBody").Params(jen.Id("ctx").Add(ginCtx())).Block(
+		jen.Id("r").Op(":=").Id("ctx").Dot("Request"),
+		jen.Id(px+"CaptureBody").Call(jen.Qual("net/http", "HandlerFunc").Call(
+			jen.Func().Params(jen.Id("_").Qual("net/http", "ResponseWriter"), jen.Id("r").Op("*").Qual("net/http", "Request")).Block(
+				jen.Id("ctx").Dot("Request").Op("=").Id("r"),
+				jen.Id("ctx").Dot("Next").Call(),
+			),
+		)).Dot("ServeHTTP").Call(jen.Id("ctx").Dot("Writer"), jen.Id("r")),
+		jen.Id("ctx").Dot("Request").Op("=").Id("r"),
+	)
+}
+
+// ginPathParam is oapi-codegen's pattern of a path parameter, which its gin
+// server registers as :name (SwaggerUriToGinUri).
+var ginPathParam = regexp.MustCompile(`{[.;?]?([^{}*]+)\*?}`)
+
+// ginPath returns the path gin reports (FullPath) for an operation's path
+// template registered by oapi-codegen at the root: its parameters as
+// :name, literal colons escaped, cleaned as gin joins a route to its group.
+func ginPath(p string) string {
+	p = ginPathParam.ReplaceAllString(strings.ReplaceAll(p, ":", `\:`), ":$1")
+	joined := path.Join("/", p)
+	if strings.HasSuffix(p, "/") && !strings.HasSuffix(joined, "/") {
+		joined += "/"
+	}
+	return joined
+}
+
+func (g *gen) ginRoutes() {
+	type entry struct {
+		method, path string
+		policy       int
+	}
+	var entries []entry
+	for i, op := range g.spec.Operations {
+		entries = append(entries, entry{op.Method, ginPath(op.Path), i})
+	}
+	slices.SortFunc(entries, func(a, b entry) int {
+		if c := strings.Compare(a.path, b.path); c != 0 {
+			return c
+		}
+		return strings.Compare(a.method, b.method)
+	})
+	g.doc(px + "GinRoute is a key of " + px + "GinRoutes: a method and a route's path as gin reports it (FullPath), without the base path.")
+	g.f.Type().Id(px + "GinRoute").Struct(jen.List(jen.Id("method"), jen.Id("path")).String())
+	g.doc(px + "GinRoutes maps the routes oapi-codegen registers with gin for the idempotent operations to the index of their policy.")
+	g.f.Var().Id(px + "GinRoutes").Op("=").Map(jen.Id(px + "GinRoute")).Int().ValuesFunc(func(gr *jen.Group) {
+		for _, e := range entries {
+			gr.Line().Values(jen.Lit(e.method), jen.Lit(e.path)).Op(":").Lit(e.policy)
+		}
+		if len(entries) > 0 {
+			gr.Line()
+		}
+	})
+}
+
+// ginWriter writes the gin.ResponseWriter the plain middleware puts in
+// ctx.Writer while the operation runs: gin's status and size bookkeeping
+// over the engine's recorder.
+func (g *gen) ginWriter() {
+	w := px + "GinWriter"
+	recv := jen.Id("w").Op("*").Id(w)
+	g.doc(w + " is the gin.ResponseWriter of a protected request: it writes through rec, the engine's recorder over the client's writer (the embedded one, which still serves Hijack, CloseNotify and Pusher), and keeps gin's status and size bookkeeping (status defers to the first write, as gin's own writer does).")
+	g.f.Type().Id(w).Struct(
+		ginQ("ResponseWriter"),
+		jen.Id("rec").Qual("net/http", "ResponseWriter"),
+		jen.List(jen.Id("status"), jen.Id("size")).Int(),
+	)
+	method := func(name string, params []jen.Code, results jen.Code, body ...jen.Code) {
+		s := g.f.Func().Params(recv).Id(name).Params(params...)
+		if results != nil {
+			s.Add(results)
+		}
+		s.Block(body...)
+	}
+	method("Header", nil, jen.Qual("net/http", "Header"), jen.Return(jen.Id("w").Dot("rec").Dot("Header").Call()))
+	method("WriteHeader", []jen.Code{jen.Id("code").Int()}, nil,
+		jen.If(jen.Id("code").Op(">").Lit(0).Op("&&").Id("w").Dot("size").Op("<").Lit(0)).Block(jen.Id("w").Dot("status").Op("=").Id("code")))
+	method("WriteHeaderNow", nil, nil,
+		jen.If(jen.Id("w").Dot("size").Op("<").Lit(0)).Block(
+			jen.Id("w").Dot("size").Op("=").Lit(0),
+			jen.Id("w").Dot("rec").Dot("WriteHeader").Call(jen.Id("w").Dot("status")),
+		))
+	method("Write", []jen.Code{jen.Id("p").Index().Byte()}, jen.Params(jen.Int(), jen.Error()),
+		jen.Id("w").Dot("WriteHeaderNow").Call(),
+		jen.List(jen.Id("n"), jen.Err()).Op(":=").Id("w").Dot("rec").Dot("Write").Call(jen.Id("p")),
+		jen.Id("w").Dot("size").Op("+=").Id("n"),
+		jen.Return(jen.Id("n"), jen.Err()),
+	)
+	method("WriteString", []jen.Code{jen.Id("s").String()}, jen.Params(jen.Int(), jen.Error()),
+		jen.Id("w").Dot("WriteHeaderNow").Call(),
+		jen.List(jen.Id("n"), jen.Err()).Op(":=").Qual("io", "WriteString").Call(jen.Id("w").Dot("rec"), jen.Id("s")),
+		jen.Id("w").Dot("size").Op("+=").Id("n"),
+		jen.Return(jen.Id("n"), jen.Err()),
+	)
+	method("Flush", nil, nil,
+		jen.Id("w").Dot("WriteHeaderNow").Call(),
+		jen.If(jen.List(jen.Id("f"), jen.Id("ok")).Op(":=").Id("w").Dot("rec").Assert(jen.Qual("net/http", "Flusher")), jen.Id("ok")).Block(
+			jen.Id("f").Dot("Flush").Call(),
+		),
+	)
+	method("Status", nil, jen.Int(), jen.Return(jen.Id("w").Dot("status")))
+	method("Size", nil, jen.Int(), jen.Return(jen.Id("w").Dot("size")))
+	method("Written", nil, jen.Bool(), jen.Return(jen.Id("w").Dot("size").Op(">=").Lit(0)))
+	method("Unwrap", nil, jen.Qual("net/http", "ResponseWriter"), jen.Return(jen.Id("w").Dot("rec")))
+}
+
+func (g *gen) ginMiddleware() {
+	t := g.cfg.Type
+	g.ginRoutes()
+	g.ginWriter()
+	g.doc("HTTPMiddleware is gin middleware (router.Use(x.HTTPMiddleware), before the routes are registered) for servers generated without strict mode: it protects the requests gin routed to an idempotent operation (it reads the route gin chose, ctx.FullPath, so gin's precedence is the rule) and passes every other request untouched. It reads the key and the body from the request itself. The operation writes through a recorder in ctx.Writer.")
+	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("HTTPMiddleware").Params(jen.Id("ctx").Add(ginCtx())).Block(
+		jen.Id("x").Dot("serveGin").Call(jen.Id("ctx"), jen.Lit("")),
+	)
+	g.doc("HTTPMiddlewareWithBaseURL is HTTPMiddleware for routes registered under baseURL: the router group's path joined with GinServerOptions.BaseURL (\"/v1\" for a group \"/v1\" and no BaseURL). Routes outside it pass untouched.")
+	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("HTTPMiddlewareWithBaseURL").Params(jen.Id("baseURL").String()).Add(ginQ("HandlerFunc")).Block(
+		jen.Id("baseURL").Op("=").Qual("strings", "TrimSuffix").Call(jen.Qual("path", "Join").Call(jen.Lit("/"), jen.Id("baseURL")), jen.Lit("/")),
+		jen.Return(jen.Func().Params(jen.Id("ctx").Add(ginCtx())).Block(
+			jen.Id("x").Dot("serveGin").Call(jen.Id("ctx"), jen.Id("baseURL")),
+		)),
+	)
+	g.doc("serveGin runs the request in ctx through the engine when gin routed it to an idempotent operation under baseURL (clean, without a trailing slash).")
+	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("serveGin").Params(jen.Id("ctx").Add(ginCtx()), jen.Id("baseURL").String()).Block(
+		jen.List(jen.Id("route"), jen.Id("ok")).Op(":=").Qual("strings", "CutPrefix").Call(jen.Id("ctx").Dot("FullPath").Call(), jen.Id("baseURL")),
+		jen.If(jen.Op("!").Id("ok")).Block(jen.Id("ctx").Dot("Next").Call(), jen.Return()),
+		jen.List(jen.Id("i"), jen.Id("ok")).Op(":=").Id(px+"GinRoutes").Index(jen.Id(px+"GinRoute").Values(jen.Id("ctx").Dot("Request").Dot("Method"), jen.Id("route"))),
+		jen.If(jen.Op("!").Id("ok")).Block(jen.Id("ctx").Dot("Next").Call(), jen.Return()),
+		jen.Id("c").Op(":=").Id("x").Dot("engine").Dot("Begin").Call(jen.Id("ctx").Dot("Request"), jen.Id(px+"Policies").Index(jen.Id("i")), jen.Qual(idemPkg, "RequestKey")),
+		jen.Defer().Id("c").Dot("End").Call(),
+		jen.If(jen.Id("c").Dot("Decision").Call().Op("!=").Qual(idemPkg, "Execute")).Block(
+			jen.Id("c").Dot("Respond").Call(jen.Id("ctx").Dot("Writer")),
+			jen.Id("ctx").Dot("Abort").Call(),
+			jen.Return(),
+		),
+		jen.Id("orig").Op(":=").Id("ctx").Dot("Writer"),
+		jen.Id("w").Op(":=").Op("&").Id(px+"GinWriter").Values(jen.Dict{
+			jen.Id("ResponseWriter"): jen.Id("orig"),
+			jen.Id("rec"):            jen.Id("c").Dot("Writer").Call(jen.Id("orig")),
+			jen.Id("status"):         jen.Qual("net/http", "StatusOK"),
+			jen.Id("size"):           jen.Lit(-1),
+		}),
+		jen.List(jen.Id("ctx").Dot("Writer"), jen.Id("ctx").Dot("Request")).Op("=").List(jen.Id("w"), jen.Id("c").Dot("Request").Call()),
+		jen.Id("ctx").Dot("Next").Call(),
+		jen.Id("w").Dot("WriteHeaderNow").Call().Comment("a status set without a body (gin writes it after the handlers)"),
+		jen.Id("ctx").Dot("Writer").Op("=").Id("orig"),
+		jen.Id("c").Dot("Finish").Call(),
+	)
+}
+
+func (g *gen) ginErrorHandler() {
+	t := g.cfg.Type
+	g.doc("ErrorHandler returns an error handler for GinServerOptions.ErrorHandler. oapi-codegen's gin wrappers check typed parameters before the operation runs and report errors as text, so a key they reject (a malformed uuid-typed header, a missing required one, one given twice) never reaches StrictMiddleware (HTTPMiddleware runs before them and lets the engine judge the key first): this handler answers those with the engine's application/problem+json, 400 IDEMPOTENCY_KEY_INVALID or IDEMPOTENCY_KEY_MISSING. It recognizes them by the messages oapi-codegen v2.8 writes. Every other error goes to next; nil means oapi-codegen's default (the status, {\"msg\": the error} as JSON).")
+	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("ErrorHandler").Params(jen.Id("next").Add(ginErrorFunc())).Add(ginErrorFunc()).Block(
+		jen.If(jen.Id("next").Op("==").Nil()).Block(
+			jen.Id("next").Op("=").Func().Params(jen.Id("ctx").Add(ginCtx()), jen.Err().Error(), jen.Id("statusCode").Int()).Block(
+				jen.Id("ctx").Dot("JSON").Call(jen.Id("statusCode"), ginQ("H").Values(jen.Dict{jen.Lit("msg"): jen.Err().Dot("Error").Call()})),
+			),
+		),
+		jen.Return(jen.Func().Params(jen.Id("ctx").Add(ginCtx()), jen.Err().Error(), jen.Id("statusCode").Int()).BlockFunc(func(b *jen.Group) {
+			g.keyProblem(b, jen.Id("ctx").Dot("Writer"), jen.Err())
+			b.Id("next").Call(jen.Id("ctx"), jen.Err(), jen.Id("statusCode"))
+		})),
+	)
+	g.textKeyError("the errors oapi-codegen's gin wrappers report", jen.Id("msg").Op(":=").Err().Dot("Error").Call())
+}
+
+func (g *gen) ginRegister() {
+	t := g.cfg.Type
+	router := jen.Id("router").Add(ginQ("IRouter"))
+	if g.cfg.Strict {
+		g.doc("RegisterStrictHandlers is the one line to change in an existing gin service: it does what RegisterHandlersWithOptions(router, NewStrictHandlerWithOptions(ssi, middlewares, strictOptions), options) does, with idempotency wired in: CaptureBody in router.Use (before the routes), StrictMiddleware first among the strict middlewares (so it runs after the given ones, right before the operation), and ErrorHandler around options.ErrorHandler.")
+		g.doc("")
+		g.doc("\tRegisterHandlersWithOptions(router, NewStrictHandlerWithOptions(service, middlewares, strictOptions), options)")
+		g.doc("")
+		g.doc("becomes")
+		g.doc("")
+		g.doc("\tx.RegisterStrictHandlers(router, service, middlewares, strictOptions, options)")
+		g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("RegisterStrictHandlers").Params(
+			router, jen.Id("ssi").Id("StrictServerInterface"), jen.Id("middlewares").Index().Id("StrictMiddlewareFunc"),
+			jen.Id("strictOptions").Id("StrictGinServerOptions"), jen.Id("options").Id("GinServerOptions"),
+		).Block(
+			jen.Id("router").Dot("Use").Call(jen.Id("x").Dot("CaptureBody")),
+			jen.Id("options").Dot("ErrorHandler").Op("=").Id("x").Dot("ErrorHandler").Call(jen.Id("options").Dot("ErrorHandler")),
+			jen.Id("RegisterHandlersWithOptions").Call(jen.Id("router"), jen.Id("NewStrictHandlerWithOptions").Call(jen.Id("ssi"), strictFirst(), jen.Id("strictOptions")), jen.Id("options")),
+		)
+		return
+	}
+	g.doc("RegisterHandlers is the one line to change in an existing gin service: it does what RegisterHandlersWithOptions(router, si, options) does, with HTTPMiddleware in router.Use (before the routes, under the router group's path and options.BaseURL) and ErrorHandler around options.ErrorHandler.")
+	g.doc("")
+	g.doc("\tRegisterHandlersWithOptions(router, service, options)")
+	g.doc("")
+	g.doc("becomes")
+	g.doc("")
+	g.doc("\tx.RegisterHandlers(router, service, options)")
+	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("RegisterHandlers").Params(
+		router, jen.Id("si").Id("ServerInterface"), jen.Id("options").Id("GinServerOptions"),
+	).Block(
+		jen.Id("base").Op(":=").Id("options").Dot("BaseURL"),
+		jen.If(jen.List(jen.Id("group"), jen.Id("ok")).Op(":=").Id("router").Assert(jen.Interface(jen.Id("BasePath").Params().String())), jen.Id("ok")).Block(
+			jen.Id("base").Op("=").Id("group").Dot("BasePath").Call().Op("+").Lit("/").Op("+").Id("base"),
+		),
+		jen.Id("router").Dot("Use").Call(jen.Id("x").Dot("HTTPMiddlewareWithBaseURL").Call(jen.Id("base"))),
+		jen.Id("options").Dot("ErrorHandler").Op("=").Id("x").Dot("ErrorHandler").Call(jen.Id("options").Dot("ErrorHandler")),
+		jen.Id("RegisterHandlersWithOptions").Call(jen.Id("router"), jen.Id("si"), jen.Id("options")),
+	)
+}
