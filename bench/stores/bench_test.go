@@ -97,6 +97,7 @@ func BenchmarkRedis(b *testing.B) {
 		require.NoError(b, rawFinish.Load(ctx, c).Err())
 		rows(b, cnt, false, rawRedisFirst(c, prefix, workload.Handler()), rawRedisReplay(c, prefix))
 	})
+	b.Run("fiber", fiberRows)
 }
 
 func pgStore(tb testing.TB, pool *pgxpool.Pool, schema string) *pgstore.Store {

@@ -11,9 +11,13 @@ var servers = []struct{ bench, label string }{
 	{"Postgres", "PostgreSQL"},
 }
 
-var storeImpls = []struct{ name, label string }{
-	{"idemgen", "**idemgen** (engine + store)"},
-	{"raw", "raw client, minimum commands"},
+// storeImpls are the implementations of the table, in its order; a server
+// limits one to the server it exists for (fiber's storage has no PostgreSQL
+// version at a version the module proxy serves).
+var storeImpls = []struct{ name, label, server string }{
+	{"idemgen", "**idemgen** (engine + store)", ""},
+	{"fiber", "fiber v2 middleware/idempotency (storage/redis/v3, on fiber)", "Redis"},
+	{"raw", "raw client, minimum commands", ""},
 }
 
 func (r *runner) stores() (string, error) {
@@ -39,6 +43,9 @@ func renderStores(rs results) string {
 	b.WriteString("|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range servers {
 		for _, im := range storeImpls {
+			if im.server != "" && im.server != s.bench {
+				continue
+			}
 			for _, row := range rows {
 				name := s.bench + "/" + im.name + "/" + row.name
 				t := rs.stat(name, "ns/op")
