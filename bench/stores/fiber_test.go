@@ -112,10 +112,12 @@ func fiberRows(b *testing.B) {
 			b.Fatalf("the handler ran %d times for %d first requests", calls.Load(), b.N)
 		}
 	})
+	replays := uint32(0)
 	b.Run("replay", func(b *testing.B) {
+		replays++
 		var calls atomic.Int64
 		h, c := fiberRedisApp(b, fiberHandler(&calls))
-		cl := newFastClient(workload.KeyOf(1<<31, 0))
+		cl := newFastClient(workload.KeyOf(1<<30+replays, 0))
 		require.Equal(b, fiber.StatusCreated, cl.do(h))
 		trips(b, c, false, func() { workload.Serial(b, func() int { return cl.do(h) }) })
 		if calls.Load() != 1 {
