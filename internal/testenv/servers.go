@@ -265,3 +265,87 @@ func FreeAddr(t testing.TB) string {
 	_ = l.Close()
 	return addr
 }
+
+// Sentinel is a private Redis Sentinel setup: a primary, a replica of it,
+// and one sentinel (quorum 1) watching them under the master name Master.
+type Sentinel struct {
+	// Addr is the sentinel's host:port.
+	Addr, Master     string
+	Primary, Replica *Redis
+}
+
+// StartSentinel starts a private primary, its replica and a sentinel, all
+// stopped at the end of the test, and waits until the sentinel knows the
+// primary and its replica (so that SENTINEL FAILOVER can promote it).
+func StartSentinel(t testing.TB) *Sentinel {
+	t.Helper()
+	primary := StartRedis(t)
+	if primary == nil {
+		return nil
+	}
+	_, pport, _ := net.SplitHostPort(primary.Addr)
+	replica := StartRedis(t, "--replicaof", "127.0.0.1", pport)
+	s := &Sentinel{Addr: FreeAddr(t), Master: "private", Primary: primary, Replica: replica}
+	dir := t.TempDir()
+	_, port, _ := net.SplitHostPort(s.Addr)
+	conf := filepath.Join(dir, "sentinel.conf")
+	if err := os.WriteFile(conf, []byte("bind 127.0.0.1\nport "+port+"\ndir "+dir+"\n"+
+		"sentinel monitor "+s.Master+" 127.0.0.1 "+pport+" 1\n"+
+		"sentinel down-after-milliseconds "+s.Master+" 60000\n"+
+		"sentinel failover-timeout "+s.Master+" 60000\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bin, _ := exec.LookPath("redis-server")
+	cmd := exec.Command(bin, conf, "--sentinel", "--logfile", filepath.Join(dir, "log"))
+	cmd.Dir = dir
+	dieWithParent(cmd)
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("testenv: start the sentinel: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		// The sentinel finds the replica in the primary's INFO.
+		out, err := redisCommand(s.Addr, "SENTINEL", "REPLICAS", s.Master)
+		if err == nil && strings.Contains(out, replica.Addr[strings.LastIndexByte(replica.Addr, ':')+1:]) &&
+			!strings.Contains(out, "disconnected") && !strings.Contains(out, "s_down") {
+			return s
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(filepath.Join(dir, "log"))
+			t.Fatalf("testenv: the sentinel did not find the replica within 30s (%v, %q); log:\n%s", err, out, log)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// redisCommand sends one command in RESP and returns the raw reply (as much
+// as one read returns), without a client library.
+func redisCommand(addr string, args ...string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := c.Write([]byte(b.String())); err != nil {
+		return "", err
+	}
+	buf := make([]byte, 64<<10)
+	n, err := c.Read(buf)
+	if err != nil {
+		return "", err
+	}
+	if n > 0 && buf[0] == '-' {
+		return "", fmt.Errorf("%s", strings.TrimSpace(string(buf[1:n])))
+	}
+	return string(buf[:n]), nil
+}

@@ -42,7 +42,7 @@
 //
 // Begin is one statement (one round trip) that reads before it writes:
 //
-//	WITH cur AS MATERIALIZED (                       -- the row, unlocked, and whether it is claimable
+//	WITH cur AS (                                    -- the row, unlocked, and whether it is claimable
 //	    SELECT …, (expires_at <= clock_timestamp()                      -- expired
 //	              OR (state = 1 AND lease_expires_at <= clock_timestamp())  -- lease run out
 //	              OR (state = 3 AND response IS NULL                    -- reclaimable

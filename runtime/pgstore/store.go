@@ -89,7 +89,9 @@ func newQueries(t string) queries {
 	}
 	return queries{
 		// claim decides Begin in one statement. cur reads the row (if any) in
-		// the statement's snapshot, without locking it. When cur shows a row
+		// the statement's snapshot, without locking it; it is evaluated once
+		// (a CTE referenced several times, or calling a volatile function, is
+		// materialized; before PostgreSQL 12 every CTE was). When cur shows a row
 		// nobody may claim (a COMPLETED record: a replay; a live lease), the
 		// statement returns that row and writes nothing: ins and upd are
 		// skipped by their guards. Otherwise ins inserts a new row (when cur
@@ -101,7 +103,7 @@ func newQueries(t string) queries {
 		// and Begin runs the statement again: the winner has committed by
 		// then, so the new snapshot shows its row. RETURNING shows only the
 		// new row, so upd carries the state it replaces over in prior_state.
-		claim: `WITH cur AS MATERIALIZED (
+		claim: `WITH cur AS (
     SELECT ` + cols + `, ` + claimable("c") + ` AS claimable
     FROM ` + t + ` AS c WHERE c.key = $1
 ), ins AS (

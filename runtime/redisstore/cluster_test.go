@@ -80,7 +80,9 @@ func TestClusterSlots(t *testing.T) {
 
 // TestClusterScriptCacheFlushed: SCRIPT FLUSH on one primary makes the
 // first script call routed there fall back from EVALSHA to EVAL (on that
-// node), which caches it again; the other primaries are not affected.
+// node), which caches it again; the other primaries are not affected. (It
+// flushes a primary of the shared cluster: only this package's tests use
+// that cluster, and the store always falls back.)
 func TestClusterScriptCacheFlushed(t *testing.T) {
 	c := clusterClient(t, nil)
 	s := newStoreOn(t, c, Options{})

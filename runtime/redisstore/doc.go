@@ -19,9 +19,11 @@
 // depends on the scope key alone, never on the prefix. A scope key holding
 // '{', '}' or '%' is escaped (%7B, %7D, %25) so that its tag is the whole
 // scope key and distinct scope keys stay distinct keys. The notification
-// channel of a record has the same name as its key. (This layout is tested
-// for its hash tags; the tests run against a standalone server, since a
-// cluster needs several.)
+// channel of a record has the same name as its key. The tests run the
+// conformance suite on a standalone server, a Redis Cluster of three primaries
+// and a Sentinel setup (a failover client), and check on the cluster where
+// records land (the server's CLUSTER KEYSLOT, the owning primary), the EVAL
+// fallback after SCRIPT FLUSH on one primary, and Watch across primaries.
 //
 // # Record layout
 //

@@ -56,8 +56,8 @@ func (r *runner) enableGopotency() error {
 		}
 	}
 	storeImpls = append(storeImpls,
-		struct{ name, label string }{"gopotency", "gopotency v1.0.0 (Redis: its Redis storage; PostgreSQL: its database/sql storage)"},
-		struct{ name, label string }{"gopotency-gorm", "gopotency v1.0.0 (its GORM storage, GORM's defaults)"})
+		storeImpl{"gopotency", "gopotency v1.0.0 (Redis: its Redis storage; PostgreSQL: its database/sql storage)", ""},
+		storeImpl{"gopotency-gorm", "gopotency v1.0.0 (its GORM storage, GORM's defaults)", "Postgres"})
 	return nil
 }
 

@@ -82,3 +82,28 @@ func TestHalfTime(t *testing.T) {
 	assert.Equal(t, "500ms", halfTime("1s"))
 	assert.Equal(t, "100x", halfTime("100x"))
 }
+
+const storesSample = `pkg: github.com/idemgen/idemgen/bench/stores
+BenchmarkRedis/idemgen/first-2    1000  120000 ns/op  80000 cpu-ns/op  6000 B/op  80 allocs/op  2.000 roundtrips/op
+BenchmarkRedis/idemgen/replay-2   1000  90000 ns/op  45000 cpu-ns/op  1400 B/op  23 allocs/op  1.000 roundtrips/op
+BenchmarkRedis/fiber/first-2      1000  240000 ns/op  90000 cpu-ns/op  9000 B/op  99 allocs/op  3.000 roundtrips/op
+BenchmarkRedis/fiber/replay-2     1000  60000 ns/op  30000 cpu-ns/op  900 B/op  12 allocs/op  1.000 roundtrips/op
+BenchmarkRedis/raw/first-2        1000  120000 ns/op  90000 cpu-ns/op  6000 B/op  95 allocs/op  2.000 roundtrips/op
+BenchmarkRedis/raw/replay-2       1000  50000 ns/op  27000 cpu-ns/op  520 B/op  10 allocs/op  1.000 roundtrips/op
+BenchmarkPostgres/idemgen/replay-2  1000  100000 ns/op  50000 cpu-ns/op  2000 B/op  50 allocs/op  1.000 roundtrips/op  1.000 statements/op
+BenchmarkPostgres/raw/replay-2    1000  50000 ns/op  30000 cpu-ns/op  700 B/op  11 allocs/op  1.000 roundtrips/op  1.000 statements/op
+PASS
+`
+
+func TestRenderStores(t *testing.T) {
+	rs, err := parse([]byte(storesSample))
+	require.NoError(t, err)
+	out := renderStores(rs)
+	assert.Contains(t, out, "| Redis | fiber v2 middleware/idempotency (storage/redis/v3, on fiber) | first request | 240.0 µs | 90.0 µs | 9000 B | 99 | 3.00 | 3 | 2.00× |")
+	assert.Contains(t, out, "| Redis | fiber v2 middleware/idempotency (storage/redis/v3, on fiber) | replay | 60.0 µs | 30.0 µs | 900 B | 12 | 1.00 | 1 | 1.20× |")
+	assert.Contains(t, out, "| Redis | fiber v2 middleware/idempotency (storage/redis/v3, on fiber) | parallel replay | *missing* |")
+	assert.Contains(t, out, "| PostgreSQL | **idemgen** (engine + store) | replay | 100.0 µs | 50.0 µs | 2000 B | 50 | 1.00 | 1 | 2.00× |")
+	assert.NotContains(t, out, "| PostgreSQL | fiber", "no fiber row for PostgreSQL")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	assert.Len(t, lines, 2+3*3+2*3, "header, Redis: idemgen, fiber, raw; PostgreSQL: idemgen, raw")
+}

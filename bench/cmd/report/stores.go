@@ -11,9 +11,15 @@ var servers = []struct{ bench, label string }{
 	{"Postgres", "PostgreSQL"},
 }
 
-var storeImpls = []struct{ name, label string }{
-	{"idemgen", "**idemgen** (engine + store)"},
-	{"raw", "raw client, minimum commands"},
+// storeImpls are the implementations of the table, in its order; a server
+// limits one to the server it exists for (fiber's storage has no PostgreSQL
+// version at a version the module proxy serves).
+type storeImpl struct{ name, label, server string }
+
+var storeImpls = []storeImpl{
+	{"idemgen", "**idemgen** (engine + store)", ""},
+	{"fiber", "fiber v2 middleware/idempotency (storage/redis/v3, on fiber)", "Redis"},
+	{"raw", "raw client, minimum commands", ""},
 }
 
 func (r *runner) stores() (string, error) {
@@ -39,7 +45,7 @@ func renderStores(rs results) string {
 	b.WriteString("|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range servers {
 		for _, im := range storeImpls {
-			if absentPeer(rs, s.bench, im.name) {
+			if (im.server != "" && im.server != s.bench) || absentPeer(rs, s.bench, im.name) {
 				continue
 			}
 			for _, row := range rows {
