@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 
@@ -164,4 +165,52 @@ func TestExtendLeaseNonPositive(t *testing.T) {
 	}
 	after, _, _ := s.Get(context.Background(), "k")
 	require.True(t, before.LeaseExpiresAt.Equal(after.LeaseExpiresAt))
+}
+
+// TestConcurrentReadersAndWriters: readers keep and read responses while
+// writers append to the same chunks and records expire and are evicted
+// (run with -race).
+func TestConcurrentReadersAndWriters(t *testing.T) {
+	s := memstore.New(memstore.Options{Shards: 1, MaxEntries: 200, SweepInterval: -1})
+	defer s.Close()
+	ctx := context.Background()
+	body := func(i int) []byte { return bytes.Repeat([]byte{byte(i)}, 100+i%300) }
+	var wg sync.WaitGroup
+	for w := 0; w < 3; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < 3000; i += 3 {
+				k := fmt.Sprint("k", i)
+				tk := idem.Token(i + 1)
+				if _, err := s.Begin(ctx, &idem.BeginRequest{Key: k, Token: tk, Lease: time.Minute, TTL: time.Hour}); err != nil {
+					t.Error(err)
+					return
+				}
+				if err := s.Finish(ctx, k, tk, idem.StateCompleted, body(i)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	for r := 0; r < 2; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var held [][]byte
+			var ids []int
+			for i := 0; i < 3000; i++ {
+				if rec, ok, _ := s.Get(ctx, fmt.Sprint("k", i)); ok && rec.State == idem.StateCompleted {
+					held, ids = append(held, rec.Response), append(ids, i)
+				}
+			}
+			for j, b := range held {
+				if !bytes.Equal(b, body(ids[j])) {
+					t.Errorf("response of k%d changed", ids[j])
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
