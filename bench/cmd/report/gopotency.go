@@ -56,7 +56,7 @@ func (r *runner) enableGopotency() error {
 		}
 	}
 	storeImpls = append(storeImpls,
-		struct{ name, label string }{"gopotency", "gopotency v1.0.0 (Redis: its Redis storage; PostgreSQL: its database/sql storage)"},
+		struct{ name, label string }{"gopotency", "gopotency v1.0.0 (its Redis or database/sql storage)"},
 		struct{ name, label string }{"gopotency-gorm", "gopotency v1.0.0 (its GORM storage, GORM's defaults)"})
 	return nil
 }
