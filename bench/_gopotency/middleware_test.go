@@ -26,8 +26,8 @@ import (
 )
 
 // gopotencyHandler is gopotency v1.0.0's net/http middleware over its
-// memory storage as its README sets it up: the Idempotency-Key header
-// (required), the default request hasher (SHA-256 of the raw body), the
+// memory storage as its README shows: the Idempotency-Key header (required,
+// as idemgen's policy requires a key too), the default request hasher (SHA-256 of the raw body), the
 // default TTL (24 h) and lock timeout (5 min).
 func gopotencyHandler(tb testing.TB, h http.Handler) http.Handler {
 	m, err := idempotency.NewManager(idempotency.Config{

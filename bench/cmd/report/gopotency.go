@@ -56,7 +56,7 @@ func (r *runner) enableGopotency() error {
 		}
 	}
 	storeImpls = append(storeImpls,
-		storeImpl{"gopotency", "gopotency v1.0.0 (Redis: its Redis storage; PostgreSQL: its database/sql storage)", ""},
+		storeImpl{"gopotency", "gopotency v1.0.0 (its Redis or database/sql storage)", ""},
 		storeImpl{"gopotency-gorm", "gopotency v1.0.0 (its GORM storage, GORM's defaults)", "Postgres"})
 	return nil
 }
