@@ -562,9 +562,10 @@ key:
 			var k, ke int
 			if idx < len(names) && i+24 <= n {
 				e = &names[idx]
-				x0 := binary.LittleEndian.Uint64(in[i:])
-				x1 := binary.LittleEndian.Uint64(in[i+8:])
-				x2 := binary.LittleEndian.Uint64(in[i+16:])
+				t := in[i : i+24] // one bounds check for the three loads
+				x0 := binary.LittleEndian.Uint64(t)
+				x1 := binary.LittleEndian.Uint64(t[8:])
+				x2 := binary.LittleEndian.Uint64(t[16:])
 				if e.tmask[0] != 0 && (x0^e.text[0])&e.tmask[0]|(x1^e.text[1])&e.tmask[1]|(x2^e.text[2])&e.tmask[2] == 0 {
 					// The text includes the quotes and the colon.
 					k = e.n
@@ -601,14 +602,15 @@ key:
 				// in[vs+1:from] is known to be plain.
 				from := vs + 1
 				if vs+17 <= n {
-					if m0 := special(binary.LittleEndian.Uint64(in[vs+1:])); m0 != 0 {
-						if j := vs + 1 + bits.TrailingZeros64(m0)>>3; in[j] == '"' {
-							ve = j + 1
+					t := in[vs+1 : vs+17]
+					if m0 := special(binary.LittleEndian.Uint64(t)); m0 != 0 {
+						if j := bits.TrailingZeros64(m0) >> 3; t[j] == '"' {
+							ve = vs + 2 + j
 							break
 						}
-					} else if m1 := special(binary.LittleEndian.Uint64(in[vs+9:])); m1 != 0 {
-						if j := vs + 9 + bits.TrailingZeros64(m1)>>3; in[j] == '"' {
-							ve = j + 1
+					} else if m1 := special(binary.LittleEndian.Uint64(t[8:])); m1 != 0 {
+						if j := 8 + bits.TrailingZeros64(m1)>>3; t[j&15] == '"' {
+							ve = vs + 2 + j
 							break
 						}
 					} else {
