@@ -216,11 +216,12 @@ func putPermuted(buf []byte, o int, in, src []byte, base int, ms []member, perm 
 			continue
 		}
 		a, b := m.ks, m.ve
-		if l := b - a; l <= 16 && a <= len(in)-16 && o <= len(buf)-17 {
+		if l := uint(b - a); l <= 16 && a+16 <= len(in) && o+17 <= len(buf) {
 			// The member and its comma, most often.
-			*(*[16]byte)(buf[o : o+16]) = *(*[16]byte)(in[a : a+16])
-			buf[o+l] = ','
-			o += l + 1
+			d := buf[o : o+17]
+			*(*[16]byte)(d) = *(*[16]byte)(in[a : a+16])
+			d[l] = ','
+			o += int(l) + 1
 			continue
 		}
 		o = put(buf, o, in, a, b)
