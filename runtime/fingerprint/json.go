@@ -553,8 +553,8 @@ key:
 		}
 		idx := len(s.mem) - f.mbase // index of the next member
 		for {
-			if i >= n || in[i] != '"' {
-				if i = skipWS(in, i); i >= n || in[i] != '"' {
+			if uint(i) >= uint(n) || in[i] != '"' {
+				if i = skipWS(in, i); uint(i) >= uint(n) || in[i] != '"' {
 					break
 				}
 			}
@@ -579,7 +579,7 @@ key:
 					break
 				}
 				ke = i + k + 2
-				if ke+1 >= n || in[ke] != ':' {
+				if uint(ke+1) >= uint(n) || in[ke] != ':' {
 					break
 				}
 			}
@@ -587,10 +587,10 @@ key:
 				break // a pointer reaches this member: the general path
 			}
 			vs := ke + 1
-			if vs < n && in[vs] <= ' ' {
+			if uint(vs) < uint(n) && in[vs] <= ' ' {
 				vs = skipWS(in, vs)
 			}
-			if vs >= n {
+			if uint(vs) >= uint(n) {
 				break
 			}
 			ve := -1
@@ -653,8 +653,8 @@ key:
 				goto value
 			}
 			next := ve
-			if next >= n || (in[next] != ',' && in[next] != '}') {
-				if next = skipWS(in, ve); next >= n || (in[next] != ',' && in[next] != '}') {
+			if uint(next) >= uint(n) || (in[next] != ',' && in[next] != '}') {
+				if next = skipWS(in, ve); uint(next) >= uint(n) || (in[next] != ',' && in[next] != '}') {
 					break
 				}
 			}
