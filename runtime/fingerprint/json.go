@@ -287,12 +287,18 @@ value:
 				i += k + 2
 				break
 			}
-			// Escapes (most likely): write the canonical text.
+			// Escapes (most likely): write the canonical text, unless
+			// it is the input text (no escapes but \" \\ \b \f \n \r \t).
+			start, changed := i, false
 			vs, vbuf = w, true
-			if i, w, _, reason = copyString(buf, w, in, i); reason != "" {
+			if i, w, changed, reason = copyString(buf, w, in, i); reason != "" {
 				goto failed
 			}
 			ve = w
+			if !changed {
+				w = vs
+				vs, ve, vbuf = start, i, false
+			}
 			break
 		}
 		if i+9 <= n {

@@ -69,7 +69,9 @@ func scanString(in []byte, i int) (int, bool, string) {
 
 // copyString copies the JSON string that starts at in[i] (its opening
 // quote) to buf[w:] in canonical form and returns the indexes after it in
-// in and buf, and whether it held escapes. It checks the string: no control
+// in and buf, and whether its canonical text differs from its input text
+// (the escapes \" \\ \b \f \n \r \t are their own canonical form; the
+// others are rewritten). It checks the string: no control
 // characters, valid escapes without unpaired surrogates, valid UTF-8. On
 // failure reason is set and i is the offset of the problem.
 //
@@ -79,7 +81,7 @@ func copyString(buf []byte, w int, in []byte, i int) (int, int, bool, string) {
 	buf[w] = '"'
 	w++
 	i++
-	esc := false
+	changed := false
 	for {
 		// Eight bytes at a time: copy them, then look for a quote,
 		// backslash, control character or non-ASCII byte. The lowest
@@ -98,14 +100,13 @@ func copyString(buf []byte, w int, in []byte, i int) (int, int, bool, string) {
 			w += 8
 		}
 		if i >= len(in) {
-			return i, w, esc, errEOF
+			return i, w, changed, errEOF
 		}
 		switch c := in[i]; {
 		case c == '"':
 			buf[w] = '"'
-			return i + 1, w + 1, esc, ""
+			return i + 1, w + 1, changed, ""
 		case c == '\\':
-			esc = true
 			if i+1 < len(in) {
 				// The short escapes other than \/ are their own
 				// canonical form.
@@ -117,18 +118,19 @@ func copyString(buf []byte, w int, in []byte, i int) (int, int, bool, string) {
 					continue
 				}
 			}
+			changed = true
 			r, size, ok := decodeEscape(in, i)
 			if !ok {
-				return i, w, esc, errEscape
+				return i, w, changed, errEscape
 			}
 			w = putCanonicalRune(buf, w, r)
 			i += size
 		case c < 0x20:
-			return i, w, esc, errString
+			return i, w, changed, errString
 		case c >= utf8.RuneSelf:
 			r, size := utf8.DecodeRune(in[i:])
 			if r == utf8.RuneError && size == 1 {
-				return i, w, esc, errUTF8
+				return i, w, changed, errUTF8
 			}
 			copy(buf[w:], in[i:i+size])
 			i += size
