@@ -625,6 +625,8 @@ key:
 				}
 				if k2 := plainStringFrom(in, vs+1, from); k2 >= 0 {
 					ve = vs + k2 + 2
+				} else {
+					ve = verbatimString(in, vs)
 				}
 			case c == '-' || isDigit(c):
 				ve = verbatimNumber(in, vs)

@@ -67,6 +67,49 @@ func scanString(in []byte, i int) (int, bool, string) {
 	}
 }
 
+// verbatimString returns the index after the JSON string that starts at
+// in[i] (its opening quote) if it is valid and its canonical text is its
+// input text (its escapes, if any, are among \" \\ \b \f \n \r \t), else
+// -1, for the general path to decide.
+func verbatimString(in []byte, i int) int {
+	i++
+	for {
+		for i+8 <= len(in) {
+			if m := special(binary.LittleEndian.Uint64(in[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				break
+			}
+			i += 8
+		}
+		if i >= len(in) {
+			return -1
+		}
+		switch c := in[i]; {
+		case c == '"':
+			return i + 1
+		case c == '\\':
+			if i+1 < len(in) {
+				switch in[i+1] {
+				case '"', '\\', 'b', 'f', 'n', 'r', 't':
+					i += 2
+					continue
+				}
+			}
+			return -1
+		case c < 0x20:
+			return -1
+		case c >= utf8.RuneSelf:
+			r, size := utf8.DecodeRune(in[i:])
+			if r == utf8.RuneError && size == 1 {
+				return -1
+			}
+			i += size
+		default:
+			i++
+		}
+	}
+}
+
 // copyString copies the JSON string that starts at in[i] (its opening
 // quote) to buf[w:] in canonical form and returns the indexes after it in
 // in and buf, and whether its canonical text differs from its input text
