@@ -134,5 +134,8 @@
 // order as an object seen before (arrays of objects, and the bodies of one
 // API, repeat their shapes): a small cache in the pooled scratch state keeps
 // recent shapes and their sorted order, always checked against the full
-// names. See the package benchmarks for numbers.
+// names. An object guesses its shape from the previous object in the same
+// array, or from the last object seen as the value of a member of the same
+// name; while the guess holds, each name is checked by comparing its input
+// text with the cached one. See the package benchmarks for numbers.
 package fingerprint

@@ -287,12 +287,18 @@ value:
 				i += k + 2
 				break
 			}
-			// Escapes (most likely): write the canonical text.
+			// Escapes (most likely): write the canonical text, unless
+			// it is the input text (no escapes but \" \\ \b \f \n \r \t).
+			start, changed := i, false
 			vs, vbuf = w, true
-			if i, w, _, reason = copyString(buf, w, in, i); reason != "" {
+			if i, w, changed, reason = copyString(buf, w, in, i); reason != "" {
 				goto failed
 			}
 			ve = w
+			if !changed {
+				w = vs
+				vs, ve, vbuf = start, i, false
+			}
 			break
 		}
 		if i+9 <= n {
@@ -553,8 +559,8 @@ key:
 		}
 		idx := len(s.mem) - f.mbase // index of the next member
 		for {
-			if i >= n || in[i] != '"' {
-				if i = skipWS(in, i); i >= n || in[i] != '"' {
+			if uint(i) >= uint(n) || in[i] != '"' {
+				if i = skipWS(in, i); uint(i) >= uint(n) || in[i] != '"' {
 					break
 				}
 			}
@@ -562,9 +568,10 @@ key:
 			var k, ke int
 			if idx < len(names) && i+24 <= n {
 				e = &names[idx]
-				x0 := binary.LittleEndian.Uint64(in[i:])
-				x1 := binary.LittleEndian.Uint64(in[i+8:])
-				x2 := binary.LittleEndian.Uint64(in[i+16:])
+				t := in[i : i+24] // one bounds check for the three loads
+				x0 := binary.LittleEndian.Uint64(t)
+				x1 := binary.LittleEndian.Uint64(t[8:])
+				x2 := binary.LittleEndian.Uint64(t[16:])
 				if e.tmask[0] != 0 && (x0^e.text[0])&e.tmask[0]|(x1^e.text[1])&e.tmask[1]|(x2^e.text[2])&e.tmask[2] == 0 {
 					// The text includes the quotes and the colon.
 					k = e.n
@@ -578,7 +585,7 @@ key:
 					break
 				}
 				ke = i + k + 2
-				if ke+1 >= n || in[ke] != ':' {
+				if uint(ke+1) >= uint(n) || in[ke] != ':' {
 					break
 				}
 			}
@@ -586,10 +593,10 @@ key:
 				break // a pointer reaches this member: the general path
 			}
 			vs := ke + 1
-			if vs < n && in[vs] <= ' ' {
+			if uint(vs) < uint(n) && in[vs] <= ' ' {
 				vs = skipWS(in, vs)
 			}
-			if vs >= n {
+			if uint(vs) >= uint(n) {
 				break
 			}
 			ve := -1
@@ -601,14 +608,15 @@ key:
 				// in[vs+1:from] is known to be plain.
 				from := vs + 1
 				if vs+17 <= n {
-					if m0 := special(binary.LittleEndian.Uint64(in[vs+1:])); m0 != 0 {
-						if j := vs + 1 + bits.TrailingZeros64(m0)>>3; in[j] == '"' {
-							ve = j + 1
+					t := in[vs+1 : vs+17]
+					if m0 := special(binary.LittleEndian.Uint64(t)); m0 != 0 {
+						if j := bits.TrailingZeros64(m0) >> 3; t[j] == '"' {
+							ve = vs + 2 + j
 							break
 						}
-					} else if m1 := special(binary.LittleEndian.Uint64(in[vs+9:])); m1 != 0 {
-						if j := vs + 9 + bits.TrailingZeros64(m1)>>3; in[j] == '"' {
-							ve = j + 1
+					} else if m1 := special(binary.LittleEndian.Uint64(t[8:])); m1 != 0 {
+						if j := 8 + bits.TrailingZeros64(m1)>>3; t[j&15] == '"' {
+							ve = vs + 2 + j
 							break
 						}
 					} else {
@@ -617,6 +625,8 @@ key:
 				}
 				if k2 := plainStringFrom(in, vs+1, from); k2 >= 0 {
 					ve = vs + k2 + 2
+				} else {
+					ve = verbatimString(in, vs)
 				}
 			case c == '-' || isDigit(c):
 				ve = verbatimNumber(in, vs)
@@ -651,8 +661,8 @@ key:
 				goto value
 			}
 			next := ve
-			if next >= n || (in[next] != ',' && in[next] != '}') {
-				if next = skipWS(in, ve); next >= n || (in[next] != ',' && in[next] != '}') {
+			if uint(next) >= uint(n) || (in[next] != ',' && in[next] != '}') {
+				if next = skipWS(in, ve); uint(next) >= uint(n) || (in[next] != ',' && in[next] != '}') {
 					break
 				}
 			}

@@ -67,9 +67,54 @@ func scanString(in []byte, i int) (int, bool, string) {
 	}
 }
 
+// verbatimString returns the index after the JSON string that starts at
+// in[i] (its opening quote) if it is valid and its canonical text is its
+// input text (its escapes, if any, are among \" \\ \b \f \n \r \t), else
+// -1, for the general path to decide.
+func verbatimString(in []byte, i int) int {
+	i++
+	for {
+		for i+8 <= len(in) {
+			if m := special(binary.LittleEndian.Uint64(in[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				break
+			}
+			i += 8
+		}
+		if i >= len(in) {
+			return -1
+		}
+		switch c := in[i]; {
+		case c == '"':
+			return i + 1
+		case c == '\\':
+			if i+1 < len(in) {
+				switch in[i+1] {
+				case '"', '\\', 'b', 'f', 'n', 'r', 't':
+					i += 2
+					continue
+				}
+			}
+			return -1
+		case c < 0x20:
+			return -1
+		case c >= utf8.RuneSelf:
+			r, size := utf8.DecodeRune(in[i:])
+			if r == utf8.RuneError && size == 1 {
+				return -1
+			}
+			i += size
+		default:
+			i++
+		}
+	}
+}
+
 // copyString copies the JSON string that starts at in[i] (its opening
 // quote) to buf[w:] in canonical form and returns the indexes after it in
-// in and buf, and whether it held escapes. It checks the string: no control
+// in and buf, and whether its canonical text differs from its input text
+// (the escapes \" \\ \b \f \n \r \t are their own canonical form; the
+// others are rewritten). It checks the string: no control
 // characters, valid escapes without unpaired surrogates, valid UTF-8. On
 // failure reason is set and i is the offset of the problem.
 //
@@ -79,7 +124,7 @@ func copyString(buf []byte, w int, in []byte, i int) (int, int, bool, string) {
 	buf[w] = '"'
 	w++
 	i++
-	esc := false
+	changed := false
 	for {
 		// Eight bytes at a time: copy them, then look for a quote,
 		// backslash, control character or non-ASCII byte. The lowest
@@ -98,14 +143,13 @@ func copyString(buf []byte, w int, in []byte, i int) (int, int, bool, string) {
 			w += 8
 		}
 		if i >= len(in) {
-			return i, w, esc, errEOF
+			return i, w, changed, errEOF
 		}
 		switch c := in[i]; {
 		case c == '"':
 			buf[w] = '"'
-			return i + 1, w + 1, esc, ""
+			return i + 1, w + 1, changed, ""
 		case c == '\\':
-			esc = true
 			if i+1 < len(in) {
 				// The short escapes other than \/ are their own
 				// canonical form.
@@ -117,18 +161,19 @@ func copyString(buf []byte, w int, in []byte, i int) (int, int, bool, string) {
 					continue
 				}
 			}
+			changed = true
 			r, size, ok := decodeEscape(in, i)
 			if !ok {
-				return i, w, esc, errEscape
+				return i, w, changed, errEscape
 			}
 			w = putCanonicalRune(buf, w, r)
 			i += size
 		case c < 0x20:
-			return i, w, esc, errString
+			return i, w, changed, errString
 		case c >= utf8.RuneSelf:
 			r, size := utf8.DecodeRune(in[i:])
 			if r == utf8.RuneError && size == 1 {
-				return i, w, esc, errUTF8
+				return i, w, changed, errUTF8
 			}
 			copy(buf[w:], in[i:i+size])
 			i += size
