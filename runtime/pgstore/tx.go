@@ -33,9 +33,10 @@ const rollbackTimeout = 5 * time.Second
 // queueing behind the transaction.
 //
 // commit runs Finish's fenced UPDATE inside the transaction and commits. The
-// UPDATE locks the record's row until the commit, and a claim (Begin) locks
-// the same row; PostgreSQL serializes the two, and whichever comes second
-// re-checks its condition on the row the first left. So a takeover that won
+// UPDATE locks the record's row until the commit, and a takeover (Begin's
+// UPDATE of a row whose lease has run out) locks the same row; PostgreSQL
+// serializes the two, and whichever comes second re-checks its condition on
+// the row the first left (a Begin that loses reads the row again). So a takeover that won
 // makes commit's UPDATE match no row (commit rolls back and returns
 // idem.ErrFenced), and a commit that won leaves a COMPLETED or FAILED row the
 // takeover cannot claim: the holder's writes and a takeover never both commit.
