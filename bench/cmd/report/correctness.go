@@ -76,7 +76,9 @@ func (r *runner) correctness() (string, error) {
 	}
 	var failed []string
 	for id, s := range status {
-		if s == "fail" && !strings.Contains(id, "/") {
+		// Top-level tests only (a subtest's failure fails its parent); id is
+		// "package test".
+		if _, test, _ := strings.Cut(id, " "); s == "fail" && !strings.Contains(test, "/") {
 			failed = append(failed, id)
 		}
 	}
