@@ -38,7 +38,7 @@ var netHTTPPeers []peer
 
 // nopStore claims every key and keeps nothing: the engine's cost alone. It
 // is a LeaseExtender and ContextBound as memstore is, so the engine does
-// the same work over it (a heartbeat timer, a recycled Call).
+// the same work over it (heartbeat registration, a recycled Call).
 type nopStore struct{}
 
 func (nopStore) ExtendLease(context.Context, string, idem.Token, time.Duration) error { return nil }

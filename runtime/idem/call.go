@@ -104,11 +104,17 @@ type Call struct {
 	ended    bool
 
 	hbMu      sync.Mutex
-	hb        *time.Timer
+	hb        *time.Timer // made only when the handler outlives a sixth of the lease (hbSched)
 	hbStopped bool
-	hbStarted bool // the timer runs for this claim
-	hbEntered bool // the heartbeat callback ran (or runs): the Call must not be recycled
-	hbStopOK  bool // stopping the timer prevented its next run
+	hbStarted bool // the claim is registered with the engine's heartbeat scheduler
+	hbDone    bool // stopHeartbeat ran
+	hbArmed   bool // the scheduler took the Call to arm its heartbeat: it must not be recycled
+
+	// Owned by the engine's hbSched (under its lock).
+	hbPrev, hbNext *Call
+	hbListed       bool
+	hbSeen         bool // listed at the scheduler's last tick
+	hbCollected    bool // taken off the list to be armed
 }
 
 // Decision returns what the engine decided.
@@ -194,23 +200,18 @@ func (c *Call) recyclable() bool {
 	if !c.hbStarted {
 		return true
 	}
-	c.hbMu.Lock()
-	defer c.hbMu.Unlock()
-	return c.hbStopOK && !c.hbEntered
+	c.stopHeartbeat()
+	return !c.hbArmed
 }
 
-// recycle puts an ended Call back into the pool. It keeps its heartbeat
-// timer (stopped before it ever fired: see recyclable), whose function is
-// this Call's heartbeat, to be reset by the next claim.
+// recycle puts an ended Call back into the pool.
 func (c *Call) recycle() {
 	c.reset()
 	callPool.Put(c)
 }
 
 func (c *Call) reset() {
-	hb := c.hb
 	*c = Call{}
-	c.hb = hb
 }
 
 func (c *Call) begin(k Key) {
@@ -641,22 +642,27 @@ func (c *Call) acquired(prior State) {
 	if e.obs != nil { // the Duration of EventExecuted
 		c.start = e.now()
 	}
-	if e.extender != nil {
-		c.hbMu.Lock()
-		if c.hb == nil {
-			c.hb = time.AfterFunc(c.p.spec.InFlight.Lease/3, c.heartbeat)
-		} else {
-			c.hb.Reset(c.p.spec.InFlight.Lease / 3) // a recycled Call's stopped timer
-		}
+	if e.hbs != nil {
+		// No timer yet: most handlers end long before a sixth of the lease.
+		e.hbs.register(c, c.p.spec.InFlight.Lease)
 		c.hbStarted = true
-		c.hbMu.Unlock()
 	}
+}
+
+// armHeartbeat starts the heartbeat of a handler that outlived a sixth of
+// its lease (the scheduler calls it): the first extension now, then one every
+// Lease/3.
+func (c *Call) armHeartbeat() {
+	c.hbMu.Lock()
+	if !c.hbStopped {
+		c.hb = time.AfterFunc(0, c.heartbeat)
+	}
+	c.hbMu.Unlock()
 }
 
 // heartbeat extends the lease while the handler runs.
 func (c *Call) heartbeat() {
 	c.hbMu.Lock()
-	c.hbEntered = true
 	stopped := c.hbStopped
 	c.hbMu.Unlock()
 	if stopped {
@@ -689,12 +695,19 @@ func (c *Call) heartbeat() {
 }
 
 func (c *Call) stopHeartbeat() {
-	if !c.hbStarted {
+	if !c.hbStarted || c.hbDone {
 		return
 	}
+	c.hbDone = true
+	if !c.e.hbs.unregister(c) {
+		return // never armed: no timer, and the scheduler no longer knows the Call
+	}
+	c.hbArmed = true
 	c.hbMu.Lock()
 	c.hbStopped = true
-	c.hbStopOK = c.hb.Stop()
+	if c.hb != nil {
+		c.hb.Stop()
+	}
 	c.hbMu.Unlock()
 }
 

@@ -35,7 +35,8 @@ type Options struct {
 	Transactional bool
 	// DisableHeartbeat turns off lease extension. By default, when the store
 	// implements LeaseExtender, a running holder extends its lease every
-	// Lease/3, so a slow handler is not taken over while it still runs.
+	// Lease/3 (first between Lease/6 and Lease/3 after its claim), so a slow
+	// handler is not taken over while it still runs.
 	DisableHeartbeat bool
 	// StoreTimeout bounds every call the engine makes to the store (each
 	// Begin, Finish, and a transaction's begin and commit), so that a store
@@ -63,7 +64,8 @@ type Engine struct {
 	store       Store
 	watcher     Watcher
 	extender    LeaseExtender
-	recycle     bool // the store is ContextBound: per-request Calls are reused
+	hbs         *hbSched // arms heartbeats (nil without an extender)
+	recycle     bool     // the store is ContextBound: per-request Calls are reused
 	tx          Transactor
 	principal   func(*http.Request) (string, error)
 	log         *slog.Logger
@@ -114,6 +116,9 @@ func New(store Store, opts Options) *Engine {
 	e.watcher, _ = store.(Watcher)
 	if !opts.DisableHeartbeat {
 		e.extender, _ = store.(LeaseExtender)
+		if e.extender != nil {
+			e.hbs = newHBSched()
+		}
 		_, e.recycle = store.(ContextBound)
 	}
 	if opts.Transactional {

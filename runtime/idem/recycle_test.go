@@ -87,12 +87,12 @@ func TestRecyclableAfterHeartbeat(t *testing.T) {
 	}
 	for _, key := range []string{"quick", "again"} {
 		require.True(t, run(key, 0).recyclable())
+		require.Nil(t, c.hb, "a quick handler gets no heartbeat timer")
 		c.reset() // what recycle does before it puts the Call in the pool
-		require.NotNil(t, c.hb, "the stopped timer is kept")
 	}
 	assert.Zero(t, s.extends)
-	// The recycled Call's timer, reset by the claim, still beats.
-	assert.False(t, run("slow", 25*time.Millisecond).recyclable(), "the heartbeat (every 10ms) ran")
+	// A recycled Call's claim is still heartbeaten: armed after 5 to 10ms.
+	assert.False(t, run("slow", 25*time.Millisecond).recyclable(), "the heartbeat ran")
 	assert.Positive(t, s.extends)
 }
 
@@ -171,4 +171,36 @@ func TestNoReuseUnderAStoreThatKeepsContexts(t *testing.T) {
 	for j, ctx := range s.kept {
 		assert.Equal(t, j/2, ctx.Value(requestIndexKey{}), "a kept context still answers for its own request")
 	}
+}
+
+// Handlers that end around the scheduler's ticks, from many goroutines: a
+// Call taken to be armed as it finishes is never recycled under the
+// scheduler (run with -race).
+func TestHeartbeatSchedulerRaces(t *testing.T) {
+	s := newMapStore()
+	e := New(s, Options{})
+	p := MustCompile(Spec{Operation: "op", Semantics: Strict, InFlight: InFlightSpec{Lease: 6 * time.Millisecond}})
+	h := e.Handler(p, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(r.Header.Get("Idempotency-Key")[1:])
+		time.Sleep(time.Duration(n%5) * time.Millisecond)
+		w.WriteHeader(http.StatusCreated)
+	}))
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 100 {
+				r := httptest.NewRequest("POST", "/", strings.NewReader("{}"))
+				r.Header.Set("Idempotency-Key", "k"+strconv.Itoa(g*1000+i))
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, r)
+				assert.Equal(t, http.StatusCreated, w.Code)
+			}
+		}()
+	}
+	wg.Wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	assert.Positive(t, s.extends, "handlers of 2 to 4ms outlived a sixth of a 6ms lease")
 }

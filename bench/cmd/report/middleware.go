@@ -161,7 +161,7 @@ func breakdown(rs results) string {
 	var b strings.Builder
 	b.WriteString("\nWhere idemgen's first-request overhead goes (CPU over the bare handler):\n\n")
 	b.WriteString("| part | measured as | CPU |\n|---|---|---:|\n")
-	fmt.Fprintf(&b, "| engine (key, body, scope, claim and record logic, heartbeat timer) | engine over a store that keeps nothing, fingerprint cached | %s |\n", signedDur(cached-bare))
+	fmt.Fprintf(&b, "| engine (key, body, scope, claim and record logic, heartbeat registration) | engine over a store that keeps nothing, fingerprint cached | %s |\n", signedDur(cached-bare))
 	fmt.Fprintf(&b, "| canonical fingerprint of the 1 KB body | the same, fingerprint computed for every request | %s |\n", signedDur(nostore-cached))
 	fmt.Fprintf(&b, "| memstore (claim, finish, a record kept per request, its garbage-collection cost) | engine over memstore | %s |\n", signedDur(full-nostore))
 	fmt.Fprintf(&b, "| total | | %s |\n", signedDur(full-bare))

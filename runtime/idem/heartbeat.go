@@ -1,0 +1,110 @@
+package idem
+
+import (
+	"sync"
+	"time"
+)
+
+// hbSched arms the heartbeats of running holders lazily. A claim registers
+// its Call (a list insertion under a lock, no timer); a goroutine, running
+// only while claims are registered, ticks every sixth of the shortest lease
+// registered and arms the heartbeat of every Call it finds registered at two
+// ticks in a row, so a handler that outlives between a sixth and a third of
+// its lease gets its first extension then, and one every Lease/3 after.
+// Finishing unregisters. Most handlers end well before the first tick, and
+// never pay for a timer.
+type hbSched struct {
+	mu      sync.Mutex
+	head    *Call
+	period  time.Duration
+	running bool
+	wake    chan struct{}
+}
+
+func newHBSched() *hbSched { return &hbSched{wake: make(chan struct{}, 1)} }
+
+func (s *hbSched) register(c *Call, lease time.Duration) {
+	p := max(lease/6, time.Millisecond)
+	s.mu.Lock()
+	c.hbPrev, c.hbNext, c.hbListed = nil, s.head, true
+	if s.head != nil {
+		s.head.hbPrev = c
+	}
+	s.head = c
+	switch {
+	case !s.running:
+		s.running, s.period = true, p
+		go s.run()
+	case p < s.period:
+		s.period = p
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+	s.mu.Unlock()
+}
+
+// unregister takes c off the list; it reports whether the scheduler took
+// it to arm its heartbeat (then it may still touch the Call).
+func (s *hbSched) unregister(c *Call) (armed bool) {
+	s.mu.Lock()
+	if c.hbListed {
+		s.unlink(c)
+	}
+	armed = c.hbCollected
+	s.mu.Unlock()
+	return armed
+}
+
+func (s *hbSched) unlink(c *Call) {
+	if c.hbPrev != nil {
+		c.hbPrev.hbNext = c.hbNext
+	} else {
+		s.head = c.hbNext
+	}
+	if c.hbNext != nil {
+		c.hbNext.hbPrev = c.hbPrev
+	}
+	c.hbPrev, c.hbNext, c.hbListed = nil, nil, false
+}
+
+func (s *hbSched) run() {
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	var due []*Call
+	for {
+		s.mu.Lock()
+		p := s.period
+		s.mu.Unlock()
+		t.Reset(p)
+		select {
+		case <-t.C:
+		case <-s.wake:
+			continue // a shorter lease: tick sooner
+		}
+		s.mu.Lock()
+		for c := s.head; c != nil; {
+			next := c.hbNext
+			if c.hbSeen {
+				s.unlink(c)
+				c.hbCollected = true
+				due = append(due, c)
+			} else {
+				c.hbSeen = true
+			}
+			c = next
+		}
+		if s.head == nil && len(due) == 0 {
+			s.running = false
+			s.mu.Unlock()
+			return
+		}
+		s.mu.Unlock()
+		for _, c := range due {
+			c.armHeartbeat()
+		}
+		clear(due)
+		due = due[:0]
+	}
+}
