@@ -107,3 +107,17 @@ func TestRenderStores(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	assert.Len(t, lines, 2+3*3+2*3, "header, Redis: idemgen, fiber, raw; PostgreSQL: idemgen, raw")
 }
+
+func TestFingerprintTargets(t *testing.T) {
+	rs, err := parse([]byte(`BenchmarkFingerprint/order/1KB-2 	 100	 2000 ns/op	 0 B/op	 0 allocs/op
+BenchmarkFingerprint/dense/1KB-2 	 100	 3000 ns/op	 0 B/op	 0 allocs/op
+BenchmarkSHA256/order/1KB-2 	 100	 700 ns/op	 0 B/op	 0 allocs/op
+BenchmarkSHA256/dense/1KB-2 	 100	 700 ns/op	 0 B/op	 0 allocs/op
+BenchmarkJSONTextCanonicalize/order/1KB-2 	 100	 7000 ns/op	 96 B/op	 1 allocs/op
+BenchmarkJSONTextCanonicalize/dense/1KB-2 	 100	 8000 ns/op	 96 B/op	 1 allocs/op
+`))
+	require.NoError(t, err)
+	out := fingerprintTargets(rs)
+	assert.Contains(t, out, "| order/1KB | 0.35 | 3.5× | 0 | yes |")
+	assert.Contains(t, out, "| dense/1KB | 0.23 | 2.7× | 0 | **no** |")
+}
