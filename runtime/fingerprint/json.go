@@ -629,6 +629,40 @@ key:
 					ve = verbatimString(in, vs)
 				}
 			case c == '-' || isDigit(c):
+				// Inline, a short number in canonical form followed by
+				// ',' or '}': an integer of at most fifteen digits, or at
+				// most seven digits and a fraction of at most seven not
+				// ending in zero; the general test in verbatimNumber.
+				if vs+17 <= n && c != '-' {
+					t := in[vs : vs+17]
+					k := 0 // the length of the number, or 0
+					if c != '0' {
+						m := nonDigit(binary.LittleEndian.Uint64(t))
+						if m != 0 {
+							k = bits.TrailingZeros64(m) >> 3
+						} else if m = nonDigit(binary.LittleEndian.Uint64(t[8:])); m != 0 {
+							k = 8 + bits.TrailingZeros64(m)>>3
+						}
+					} else {
+						k = 1 // fewer than six leading zeros below
+					}
+					if e := t[k&15]; k > 0 && e != ',' && e != '}' {
+						k2 := 0
+						if k < 8 && e == '.' {
+							if m := nonDigit(binary.LittleEndian.Uint64(t[k+1:])); m != 0 {
+								j := bits.TrailingZeros64(m) >> 3
+								if end := k + 1 + j; j > 0 && (c != '0' || j <= 6) && t[end-1] != '0' && (t[end] == ',' || t[end] == '}') {
+									k2 = end
+								}
+							}
+						}
+						k = k2
+					}
+					if k > 0 {
+						ve = vs + k
+						break
+					}
+				}
 				ve = verbatimNumber(in, vs)
 			case c == 't':
 				if vs+4 <= n && string(in[vs:vs+4]) == "true" {

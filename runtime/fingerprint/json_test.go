@@ -251,3 +251,49 @@ func TestRunesAtInputEnd(t *testing.T) {
 		}
 	}
 }
+
+// TestMemberNumbers checks that a number as an object member's value (which
+// the member loop may take inline) has the canonical form of the same
+// number at the top level, for numbers of every length near the inline
+// limits, with and without fractions, signs, exponents and zeros.
+func TestMemberNumbers(t *testing.T) {
+	h := mustNew(t, fingerprint.Options{})
+	var nums []string
+	for _, ip := range []string{"0", "00", "-0", "1", "7", "10", "-3", "01"} {
+		nums = append(nums, ip)
+	}
+	for d := 1; d <= 23; d++ {
+		ip := strings.Repeat("9", d)
+		nums = append(nums, ip, "-"+ip, ip[:d-1]+"0", "1"+strings.Repeat("0", d-1))
+		for f := 1; f <= 10; f++ {
+			fr := strings.Repeat("5", f)
+			nums = append(nums, ip+"."+fr, ip+"."+fr[:f-1]+"0", ip+"."+fr+"e2", ip+"."+fr+"E-2")
+		}
+	}
+	for z := 0; z <= 9; z++ {
+		zs := strings.Repeat("0", z)
+		nums = append(nums, "0."+zs+"5", "0."+zs+"50", "0."+zs+"125", "-0."+zs+"5", "0."+zs, "0."+zs+"1e3")
+	}
+	nums = append(nums, "1.", "1.e5", "1e5", "1E5", "0e0", "2.5.1", "3-", "4+1")
+	pad := `"` + strings.Repeat("x", 20) + `"`
+	for _, num := range nums {
+		want, err := h.Canonical(nil, []byte(num))
+		w := string(want)
+		for _, c := range []struct{ in, want string }{
+			{`{"a":` + num + `,"b":` + pad + `}`, `{"a":` + w + `,"b":` + pad + `}`},
+			{`{"b":` + pad + `,"a":` + num + `}`, `{"a":` + w + `,"b":` + pad + `}`},
+			{`{"a":` + num + `}`, `{"a":` + w + `}`},
+			{`{"a":` + num + ` ,"b":1}`, `{"a":` + w + `,"b":1}`},
+		} {
+			got, gotErr := h.Canonical(nil, []byte(c.in))
+			if err != nil {
+				require.Error(t, gotErr, "input %q", c.in)
+				continue
+			}
+			require.NoError(t, gotErr, "input %q", c.in)
+			require.Equal(t, c.want, string(got), "input %q", c.in)
+		}
+		_, err = h.Canonical(nil, []byte(`{"a":`+num+pad+`}`))
+		require.Error(t, err, "input %q", num+pad)
+	}
+}
