@@ -559,6 +559,26 @@ key:
 		}
 		idx := len(s.mem) - f.mbase // index of the next member
 		for {
+			if node == nil && idx < len(names) {
+				j, l, vs, status := fastMembers(in, i, names, idx, s.mem)
+				s.mem = s.mem[:l]
+				i, idx = j, l-f.mbase
+				switch status {
+				case fastClosed:
+					goto closeObj
+				case fastValue:
+					// The name is fine but the value needs the general
+					// path: record the member and go on with the value.
+					e := &names[idx]
+					f.cur = w
+					m := s.newMember()
+					m.ks, m.ke, m.vs, m.ve, m.koff, m.klen = i, i+e.n+2, 0, 0, i+1, e.n
+					m.kbuf, m.vbuf, m.kesc = false, false, false
+					m.pfx = e.pfx
+					nd, lazy, i = nil, true, vs
+					goto value
+				}
+			}
 			if uint(i) >= uint(n) || in[i] != '"' {
 				if i = skipWS(in, i); uint(i) >= uint(n) || in[i] != '"' {
 					break
@@ -784,4 +804,135 @@ failed:
 	s.buf, s.out = buf, nil
 	s.err = jsonError{i, reason}
 	return false
+}
+
+// What fastMembers stopped at.
+const (
+	fastStop   = iota // a member it does not take, at its start
+	fastClosed        // the end of the object, after its '}'
+	fastValue         // a member with the expected name and a value for the general path
+)
+
+// fastMembers is the member loop's most common case, in a function of its
+// own so that its state stays in registers (the loop of canonJSON keeps
+// most of its own in memory): from in[i], it appends to mem the members
+// that have the names of the cached shape, names[idx:], in that order, and
+// values already in canonical form (strings, numbers, literals). It
+// returns where it stopped, the new length of mem, and why: at the start
+// of a member it does not take, or when mem is full (fastStop); after the
+// '}' that closes the object (fastClosed); at the start of a member that
+// has the expected name, not recorded, whose value starts at vs and needs
+// the general path (fastValue).
+func fastMembers(in []byte, i int, names []shapeName, idx int, mem []member) (int, int, int, int) {
+	n := len(in)
+	for idx < len(names) && len(mem) < cap(mem) {
+		if uint(i) >= uint(n) || in[i] != '"' {
+			if i = skipWS(in, i); uint(i) >= uint(n) || in[i] != '"' {
+				break
+			}
+		}
+		if i+24 > n {
+			break
+		}
+		e := &names[idx]
+		t := in[i : i+24]
+		x0 := binary.LittleEndian.Uint64(t)
+		x1 := binary.LittleEndian.Uint64(t[8:])
+		x2 := binary.LittleEndian.Uint64(t[16:])
+		if e.tmask[0] == 0 || (x0^e.text[0])&e.tmask[0]|(x1^e.text[1])&e.tmask[1]|(x2^e.text[2])&e.tmask[2] != 0 {
+			break
+		}
+		// The text includes the quotes and the colon.
+		k := e.n
+		ke := i + k + 2
+		vs := ke + 1
+		if uint(vs) < uint(n) && in[vs] <= ' ' {
+			vs = skipWS(in, vs)
+		}
+		if vs+17 > n {
+			break
+		}
+		ve := -1
+		switch c := in[vs]; {
+		case c == '"':
+			p := vs + 1
+			for ; p+8 <= n; p += 8 {
+				if m := special(binary.LittleEndian.Uint64(in[p:])); m != 0 {
+					p += bits.TrailingZeros64(m) >> 3
+					break
+				}
+			}
+			if p < n && in[p] == '"' {
+				ve = p + 1
+			} else if k2 := plainStringFrom(in, vs+1, p); k2 >= 0 {
+				ve = vs + k2 + 2
+			} else {
+				ve = verbatimString(in, vs)
+			}
+		case c-'0' < 10:
+			t := in[vs : vs+17]
+			k := 0 // the length of the number, or 0
+			if c != '0' {
+				m := nonDigit(binary.LittleEndian.Uint64(t))
+				if m != 0 {
+					k = bits.TrailingZeros64(m) >> 3
+				} else if m = nonDigit(binary.LittleEndian.Uint64(t[8:])); m != 0 {
+					k = 8 + bits.TrailingZeros64(m)>>3
+				}
+			} else {
+				k = 1 // fewer than six leading zeros below
+			}
+			if e := t[k&15]; k > 0 && e != ',' && e != '}' {
+				k2 := 0
+				if k < 8 && e == '.' {
+					if m := nonDigit(binary.LittleEndian.Uint64(t[k+1:])); m != 0 {
+						j := bits.TrailingZeros64(m) >> 3
+						if end := k + 1 + j; j > 0 && (c != '0' || j <= 6) && t[end-1] != '0' && (t[end] == ',' || t[end] == '}') {
+							k2 = end
+						}
+					}
+				}
+				k = k2
+			}
+			if k > 0 {
+				ve = vs + k
+			} else {
+				ve = verbatimNumber(in, vs)
+			}
+		case c == '-':
+			ve = verbatimNumber(in, vs)
+		case c == 't':
+			if string(in[vs:vs+4]) == "true" {
+				ve = vs + 4
+			}
+		case c == 'f':
+			if string(in[vs:vs+5]) == "false" {
+				ve = vs + 5
+			}
+		case c == 'n':
+			if string(in[vs:vs+4]) == "null" {
+				ve = vs + 4
+			}
+		}
+		if ve < 0 {
+			return i, len(mem), vs, fastValue
+		}
+		next := ve
+		if uint(next) >= uint(n) || (in[next] != ',' && in[next] != '}') {
+			if next = skipWS(in, ve); uint(next) >= uint(n) || (in[next] != ',' && in[next] != '}') {
+				break
+			}
+		}
+		mem = mem[:len(mem)+1]
+		m := &mem[len(mem)-1]
+		m.ks, m.ke, m.vs, m.ve, m.koff, m.klen = i, ke, vs, ve, i+1, k
+		m.kbuf, m.vbuf, m.kesc = false, false, false
+		m.pfx = e.pfx
+		idx++
+		i = next + 1
+		if in[next] == '}' {
+			return i, len(mem), 0, fastClosed
+		}
+	}
+	return i, len(mem), 0, fastStop
 }
