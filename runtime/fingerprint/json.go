@@ -855,10 +855,29 @@ func fastMembers(in []byte, i int, names []shapeName, idx int, mem []member) (in
 		ve := -1
 		switch c := in[vs]; {
 		case c == '"':
+			// Inline, ASCII, two- and three-byte UTF-8 sequences
+			// (but those starting with E0 or ED, which need more
+			// checks) and the escapes that are their own canonical
+			// form; the rest in plainStringFrom or verbatimString.
 			p := vs + 1
-			for ; p+8 <= n; p += 8 {
-				if m := special(binary.LittleEndian.Uint64(in[p:])); m != 0 {
-					p += bits.TrailingZeros64(m) >> 3
+			for p+8 <= n {
+				m := special(binary.LittleEndian.Uint64(in[p:]))
+				if m == 0 {
+					p += 8
+					continue
+				}
+				p += bits.TrailingZeros64(m) >> 3
+				if p+3 > n {
+					break
+				}
+				t := in[p : p+3]
+				if c := t[0]; c-0xC2 < 0x1E && t[1]&0xC0 == 0x80 {
+					p += 2
+				} else if c-0xE1 < 0x0F && c != 0xED && t[1]&0xC0 == 0x80 && t[2]&0xC0 == 0x80 {
+					p += 3
+				} else if c == '\\' && (t[1] == '"' || t[1] == '\\' || t[1] == 'n' || t[1] == 't' || t[1] == 'r' || t[1] == 'b' || t[1] == 'f') {
+					p += 2
+				} else {
 					break
 				}
 			}
