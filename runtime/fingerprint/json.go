@@ -814,10 +814,12 @@ const (
 )
 
 // fastMembers is the member loop's most common case, in a function of its
-// own so that its state stays in registers (the loop of canonJSON keeps
-// most of its own in memory): from in[i], it appends to mem the members
-// that have the names of the cached shape, names[idx:], in that order, and
-// values already in canonical form (strings, numbers, literals). It
+// own, without calls, so that its state stays in registers (the loop of
+// canonJSON keeps most of its own in memory): from in[i], it appends to mem
+// the members that have the names of the cached shape, names[idx:], in
+// that order, and values already in canonical form that it checks inline
+// (strings of ASCII, two- and three-byte UTF-8 and self-canonical escapes,
+// short numbers, literals); any other value goes to the general path. It
 // returns where it stopped, the new length of mem, and why: at the start
 // of a member it does not take, or when mem is full (fastStop); after the
 // '}' that closes the object (fastClosed); at the start of a member that
@@ -855,10 +857,10 @@ func fastMembers(in []byte, i int, names []shapeName, idx int, mem []member) (in
 		ve := -1
 		switch c := in[vs]; {
 		case c == '"':
-			// Inline, ASCII, two- and three-byte UTF-8 sequences
-			// (but those starting with E0 or ED, which need more
-			// checks) and the escapes that are their own canonical
-			// form; the rest in plainStringFrom or verbatimString.
+			// ASCII, two- and three-byte UTF-8 sequences (but those
+			// starting with E0 or ED, which need more checks) and the
+			// escapes that are their own canonical form; anything
+			// else goes to the general path.
 			p := vs + 1
 			for p+8 <= n {
 				m := special(binary.LittleEndian.Uint64(in[p:]))
@@ -883,10 +885,6 @@ func fastMembers(in []byte, i int, names []shapeName, idx int, mem []member) (in
 			}
 			if p < n && in[p] == '"' {
 				ve = p + 1
-			} else if k2 := plainStringFrom(in, vs+1, p); k2 >= 0 {
-				ve = vs + k2 + 2
-			} else {
-				ve = verbatimString(in, vs)
 			}
 		case c-'0' < 10:
 			t := in[vs : vs+17]
@@ -915,11 +913,7 @@ func fastMembers(in []byte, i int, names []shapeName, idx int, mem []member) (in
 			}
 			if k > 0 {
 				ve = vs + k
-			} else {
-				ve = verbatimNumber(in, vs)
 			}
-		case c == '-':
-			ve = verbatimNumber(in, vs)
 		case c == 't':
 			if string(in[vs:vs+4]) == "true" {
 				ve = vs + 4
