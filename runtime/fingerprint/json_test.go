@@ -258,10 +258,7 @@ func TestRunesAtInputEnd(t *testing.T) {
 // limits, with and without fractions, signs, exponents and zeros.
 func TestMemberNumbers(t *testing.T) {
 	h := mustNew(t, fingerprint.Options{})
-	var nums []string
-	for _, ip := range []string{"0", "00", "-0", "1", "7", "10", "-3", "01"} {
-		nums = append(nums, ip)
-	}
+	nums := []string{"0", "00", "-0", "1", "7", "10", "-3", "01"}
 	for d := 1; d <= 23; d++ {
 		ip := strings.Repeat("9", d)
 		nums = append(nums, ip, "-"+ip, ip[:d-1]+"0", "1"+strings.Repeat("0", d-1))
