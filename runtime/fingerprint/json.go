@@ -550,7 +550,10 @@ key:
 		// comparing its text `"name":` with the cached text, instead of
 		// scanning it. names holds the shape's names while the object
 		// matches it; the shape cannot change inside this loop except
-		// through track, after which names is looked up again.
+		// through track, after which names is looked up again. Where no
+		// pointer reaches the object, fastMembers takes such members
+		// first, as long as they match the shape; this loop takes the
+		// member it stops at.
 		node := f.node
 		var names []shapeName
 		if s.shapeOK(f) {
