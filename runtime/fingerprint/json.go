@@ -550,7 +550,10 @@ key:
 		// comparing its text `"name":` with the cached text, instead of
 		// scanning it. names holds the shape's names while the object
 		// matches it; the shape cannot change inside this loop except
-		// through track, after which names is looked up again.
+		// through track, after which names is looked up again. Where no
+		// pointer reaches the object, fastMembers takes such members
+		// first, as long as they match the shape; this loop takes the
+		// member it stops at.
 		node := f.node
 		var names []shapeName
 		if s.shapeOK(f) {
@@ -559,6 +562,26 @@ key:
 		}
 		idx := len(s.mem) - f.mbase // index of the next member
 		for {
+			if node == nil && idx < len(names) {
+				j, l, vs, status := fastMembers(in, i, names, idx, s.mem)
+				s.mem = s.mem[:l]
+				i, idx = j, l-f.mbase
+				switch status {
+				case fastClosed:
+					goto closeObj
+				case fastValue:
+					// The name is fine but the value needs the general
+					// path: record the member and go on with the value.
+					e := &names[idx]
+					f.cur = w
+					m := s.newMember()
+					m.ks, m.ke, m.vs, m.ve, m.koff, m.klen = i, i+e.n+2, 0, 0, i+1, e.n
+					m.kbuf, m.vbuf, m.kesc = false, false, false
+					m.pfx = e.pfx
+					nd, lazy, i = nil, true, vs
+					goto value
+				}
+			}
 			if uint(i) >= uint(n) || in[i] != '"' {
 				if i = skipWS(in, i); uint(i) >= uint(n) || in[i] != '"' {
 					break
@@ -629,6 +652,40 @@ key:
 					ve = verbatimString(in, vs)
 				}
 			case c == '-' || isDigit(c):
+				// Inline, a short number in canonical form followed by
+				// ',' or '}': an integer of at most fifteen digits, or at
+				// most seven digits and a fraction of at most seven not
+				// ending in zero; the general test in verbatimNumber.
+				if vs+17 <= n && c != '-' {
+					t := in[vs : vs+17]
+					k := 0 // the length of the number, or 0
+					if c != '0' {
+						m := nonDigit(binary.LittleEndian.Uint64(t))
+						if m != 0 {
+							k = bits.TrailingZeros64(m) >> 3
+						} else if m = nonDigit(binary.LittleEndian.Uint64(t[8:])); m != 0 {
+							k = 8 + bits.TrailingZeros64(m)>>3
+						}
+					} else {
+						k = 1 // fewer than six leading zeros below
+					}
+					if e := t[k&15]; k > 0 && e != ',' && e != '}' {
+						k2 := 0
+						if k < 8 && e == '.' {
+							if m := nonDigit(binary.LittleEndian.Uint64(t[k+1:])); m != 0 {
+								j := bits.TrailingZeros64(m) >> 3
+								if end := k + 1 + j; j > 0 && (c != '0' || j <= 6) && t[end-1] != '0' && (t[end] == ',' || t[end] == '}') {
+									k2 = end
+								}
+							}
+						}
+						k = k2
+					}
+					if k > 0 {
+						ve = vs + k
+						break
+					}
+				}
 				ve = verbatimNumber(in, vs)
 			case c == 't':
 				if vs+4 <= n && string(in[vs:vs+4]) == "true" {
@@ -750,4 +807,148 @@ failed:
 	s.buf, s.out = buf, nil
 	s.err = jsonError{i, reason}
 	return false
+}
+
+// What fastMembers stopped at.
+const (
+	fastStop   = iota // a member it does not take, at its start
+	fastClosed        // the end of the object, after its '}'
+	fastValue         // a member with the expected name and a value for the general path
+)
+
+// fastMembers is the member loop's most common case, in a function of its
+// own, without calls, so that its state stays in registers (the loop of
+// canonJSON keeps most of its own in memory): from in[i], it appends to mem
+// the members that have the names of the cached shape, names[idx:], in
+// that order, and values already in canonical form that it checks inline
+// (strings of ASCII, two- and three-byte UTF-8 and self-canonical escapes,
+// short numbers, literals); any other value goes to the general path. It
+// returns where it stopped, the new length of mem, and why: at the start
+// of a member it does not take, or when mem is full (fastStop); after the
+// '}' that closes the object (fastClosed); at the start of a member that
+// has the expected name, not recorded, whose value starts at vs and needs
+// the general path (fastValue).
+func fastMembers(in []byte, i int, names []shapeName, idx int, mem []member) (int, int, int, int) {
+	n := len(in)
+	for idx < len(names) && len(mem) < cap(mem) {
+		if uint(i) >= uint(n) || in[i] != '"' {
+			if i = skipWS(in, i); uint(i) >= uint(n) || in[i] != '"' {
+				break
+			}
+		}
+		if i+24 > n {
+			break
+		}
+		e := &names[idx]
+		t := in[i : i+24]
+		x0 := binary.LittleEndian.Uint64(t)
+		x1 := binary.LittleEndian.Uint64(t[8:])
+		x2 := binary.LittleEndian.Uint64(t[16:])
+		if e.tmask[0] == 0 || (x0^e.text[0])&e.tmask[0]|(x1^e.text[1])&e.tmask[1]|(x2^e.text[2])&e.tmask[2] != 0 {
+			break
+		}
+		// The text includes the quotes and the colon.
+		k := e.n
+		ke := i + k + 2
+		vs := ke + 1
+		if uint(vs) < uint(n) && in[vs] <= ' ' {
+			vs = skipWS(in, vs)
+		}
+		if vs+17 > n {
+			break
+		}
+		ve := -1
+		switch c := in[vs]; {
+		case c == '"':
+			// ASCII, two- and three-byte UTF-8 sequences (but those
+			// starting with E0 or ED, which need more checks) and the
+			// escapes that are their own canonical form; anything
+			// else goes to the general path.
+			p := vs + 1
+			for p+8 <= n {
+				m := special(binary.LittleEndian.Uint64(in[p:]))
+				if m == 0 {
+					p += 8
+					continue
+				}
+				p += bits.TrailingZeros64(m) >> 3
+				if p+3 > n {
+					break
+				}
+				t := in[p : p+3]
+				if c := t[0]; c-0xC2 < 0x1E && t[1]&0xC0 == 0x80 {
+					p += 2
+				} else if c-0xE1 < 0x0F && c != 0xED && t[1]&0xC0 == 0x80 && t[2]&0xC0 == 0x80 {
+					p += 3
+				} else if c == '\\' && (t[1] == '"' || t[1] == '\\' || t[1] == 'n' || t[1] == 't' || t[1] == 'r' || t[1] == 'b' || t[1] == 'f') {
+					p += 2
+				} else {
+					break
+				}
+			}
+			if p < n && in[p] == '"' {
+				ve = p + 1
+			}
+		case c-'0' < 10:
+			t := in[vs : vs+17]
+			k := 0 // the length of the number, or 0
+			if c != '0' {
+				m := nonDigit(binary.LittleEndian.Uint64(t))
+				if m != 0 {
+					k = bits.TrailingZeros64(m) >> 3
+				} else if m = nonDigit(binary.LittleEndian.Uint64(t[8:])); m != 0 {
+					k = 8 + bits.TrailingZeros64(m)>>3
+				}
+			} else {
+				k = 1 // fewer than six leading zeros below
+			}
+			if e := t[k&15]; k > 0 && e != ',' && e != '}' {
+				k2 := 0
+				if k < 8 && e == '.' {
+					if m := nonDigit(binary.LittleEndian.Uint64(t[k+1:])); m != 0 {
+						j := bits.TrailingZeros64(m) >> 3
+						if end := k + 1 + j; j > 0 && (c != '0' || j <= 6) && t[end-1] != '0' && (t[end] == ',' || t[end] == '}') {
+							k2 = end
+						}
+					}
+				}
+				k = k2
+			}
+			if k > 0 {
+				ve = vs + k
+			}
+		case c == 't':
+			if string(in[vs:vs+4]) == "true" {
+				ve = vs + 4
+			}
+		case c == 'f':
+			if string(in[vs:vs+5]) == "false" {
+				ve = vs + 5
+			}
+		case c == 'n':
+			if string(in[vs:vs+4]) == "null" {
+				ve = vs + 4
+			}
+		}
+		if ve < 0 {
+			return i, len(mem), vs, fastValue
+		}
+		next := ve
+		if uint(next) >= uint(n) || (in[next] != ',' && in[next] != '}') {
+			if next = skipWS(in, ve); uint(next) >= uint(n) || (in[next] != ',' && in[next] != '}') {
+				break
+			}
+		}
+		mem = mem[:len(mem)+1]
+		m := &mem[len(mem)-1]
+		m.ks, m.ke, m.vs, m.ve, m.koff, m.klen = i, ke, vs, ve, i+1, k
+		m.kbuf, m.vbuf, m.kesc = false, false, false
+		m.pfx = e.pfx
+		idx++
+		i = next + 1
+		if in[next] == '}' {
+			return i, len(mem), 0, fastClosed
+		}
+	}
+	return i, len(mem), 0, fastStop
 }

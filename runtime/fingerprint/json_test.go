@@ -251,3 +251,86 @@ func TestRunesAtInputEnd(t *testing.T) {
 		}
 	}
 }
+
+// TestMemberNumbers checks that a number as an object member's value (which
+// the member loop may take inline) has the canonical form of the same
+// number at the top level, for numbers of every length near the inline
+// limits, with and without fractions, signs, exponents and zeros.
+func TestMemberNumbers(t *testing.T) {
+	h := mustNew(t, fingerprint.Options{})
+	nums := []string{"0", "00", "-0", "1", "7", "10", "-3", "01"}
+	for d := 1; d <= 23; d++ {
+		ip := strings.Repeat("9", d)
+		nums = append(nums, ip, "-"+ip, ip[:d-1]+"0", "1"+strings.Repeat("0", d-1))
+		for f := 1; f <= 10; f++ {
+			fr := strings.Repeat("5", f)
+			nums = append(nums, ip+"."+fr, ip+"."+fr[:f-1]+"0", ip+"."+fr+"e2", ip+"."+fr+"E-2")
+		}
+	}
+	for z := 0; z <= 9; z++ {
+		zs := strings.Repeat("0", z)
+		nums = append(nums, "0."+zs+"5", "0."+zs+"50", "0."+zs+"125", "-0."+zs+"5", "0."+zs, "0."+zs+"1e3")
+	}
+	nums = append(nums, "1.", "1.e5", "1e5", "1E5", "0e0", "2.5.1", "3-", "4+1")
+	pad := `"` + strings.Repeat("x", 20) + `"`
+	for _, num := range nums {
+		want, err := h.Canonical(nil, []byte(num))
+		w := string(want)
+		for _, c := range []struct{ in, want string }{
+			{`{"a":` + num + `,"b":` + pad + `}`, `{"a":` + w + `,"b":` + pad + `}`},
+			{`{"b":` + pad + `,"a":` + num + `}`, `{"a":` + w + `,"b":` + pad + `}`},
+			{`{"a":` + num + `}`, `{"a":` + w + `}`},
+			{`{"a":` + num + ` ,"b":1}`, `{"a":` + w + `,"b":1}`},
+			// The first object gives the shape.
+			{`[{"a":1,"b":1,"c":` + pad + `},{"a":2,"b":` + num + `,"c":` + pad + `}]`,
+				`[{"a":1,"b":1,"c":` + pad + `},{"a":2,"b":` + w + `,"c":` + pad + `}]`},
+			{`[{"c":1,"b":1,"a":` + pad + `},{"c":2,"b":` + num + `,"a":` + pad + `}]`,
+				`[{"a":` + pad + `,"b":1,"c":1},{"a":` + pad + `,"b":` + w + `,"c":2}]`},
+			{`[{"c":1,"b":1,"a":1},{"c":2,"b":` + num + `}]`, `[{"a":1,"b":1,"c":1},{"b":` + w + `,"c":2}]`},
+		} {
+			got, gotErr := h.Canonical(nil, []byte(c.in))
+			if err != nil {
+				require.Error(t, gotErr, "input %q", c.in)
+				continue
+			}
+			require.NoError(t, gotErr, "input %q", c.in)
+			require.Equal(t, c.want, string(got), "input %q", c.in)
+		}
+		_, err = h.Canonical(nil, []byte(`{"a":`+num+pad+`}`))
+		require.Error(t, err, "input %q", num+pad)
+	}
+}
+
+// TestMemberStrings checks that a string as the value of a member of
+// objects that repeat a shape (which fastMembers may take) has the
+// canonical form of the same string at the top level, for escapes, UTF-8
+// sequences of every length, valid or not, and control characters at every
+// offset of a string of up to forty bytes.
+func TestMemberStrings(t *testing.T) {
+	h := mustNew(t, fingerprint.Options{})
+	pieces := []string{`\"`, `\\`, `\/`, `\n`, `\t`, `\r`, `\b`, `\f`, `\u00e9`, `\u0001`, `\ud83d\ude00`, `\ud83d`, `\x`,
+		"é", "ü", "–", "€", "\u0800", "\ud7ff", "\ue000", "😀", "\xed\xa0\x80", "\xe0\x80\x80", "\xc0\xaf", "\xc3", "\xe2\x80", "\xff", "\x01", "\x1f", "\x7f"}
+	pad := `"` + strings.Repeat("y", 20) + `"`
+	for _, p := range pieces {
+		for off := range 40 {
+			s := `"` + strings.Repeat("a", off) + p + strings.Repeat("b", off%5) + `"`
+			want, err := h.Canonical(nil, []byte(s))
+			w := string(want)
+			for _, c := range []struct{ in, want string }{
+				// The first object gives the shape.
+				{`[{"a":1,"b":"x","c":` + pad + `},{"a":2,"b":` + s + `,"c":` + pad + `}]`,
+					`[{"a":1,"b":"x","c":` + pad + `},{"a":2,"b":` + w + `,"c":` + pad + `}]`},
+				{`[{"c":1,"b":"x","a":` + pad + `},{"c":2,"b":` + s + `,"a":` + pad + `}]`,
+					`[{"a":` + pad + `,"b":"x","c":1},{"a":` + pad + `,"b":` + w + `,"c":2}]`},
+			} {
+				got, gotErr := h.Canonical(nil, []byte(c.in))
+				if err != nil {
+					require.Error(t, gotErr, "input %q", c.in)
+					continue
+				}
+				require.NoError(t, gotErr, "input %q", c.in)
+				require.Equal(t, c.want, string(got), "input %q", c.in)
+			}
+		}
+	}
+}

@@ -60,6 +60,13 @@ func verbatimNumber(in []byte, i int) int {
 	return i
 }
 
+// nonDigit flags, in the high bit of each byte, the bytes of x that are
+// not ASCII digits. As in special, the lowest flagged byte is exact (the
+// borrows and carries of the bytes below it are flagged themselves).
+func nonDigit(x uint64) uint64 {
+	return ((x + 0x46*lsb) | (x - 0x30*lsb) | x) & msb
+}
+
 // number writes the canonical form of the JSON number at in[i] to buf[w:]
 // and returns buf (which it grows when the canonical form is longer than
 // the input) and the indexes after the number in in and buf. If lazy and
