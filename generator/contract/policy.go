@@ -1,7 +1,6 @@
 package contract
 
 import (
-	"fmt"
 	"math"
 	"net/http"
 	"slices"
@@ -172,20 +171,20 @@ func Resolve(b Block) (Resolved, diag.List, bool) {
 	// Consistency of the whole.
 	if rt.Backoff.Max < rt.Backoff.Initial {
 		diags.Errorf(firstPos(b.Retry.Max.Pos, b.Retry.Initial.Pos, b.Retry.Pos, b.Pos), "backoff-max-below-initial",
-			"retry.backoff.max %s is below retry.backoff.initial %s", fmtDur(rt.Backoff.Max), fmtDur(rt.Backoff.Initial))
+			"retry.backoff.max %s is below retry.backoff.initial %s", ir.FormatDuration(rt.Backoff.Max), ir.FormatDuration(rt.Backoff.Initial))
 	}
 	if pol.Window < pol.InFlight.Lease {
 		diags.Errorf(firstPos(b.Window.Pos, b.InFlight.Lease.Pos, b.Pos), "window-shorter-than-lease",
-			"window %s is shorter than in-flight.lease %s: a key could be forgotten while its first request still runs", fmtDur(pol.Window), fmtDur(pol.InFlight.Lease))
+			"window %s is shorter than in-flight.lease %s: a key could be forgotten while its first request still runs", ir.FormatDuration(pol.Window), ir.FormatDuration(pol.InFlight.Lease))
 	}
 	span := rt.LongestSpan()
 	if need := retryWindow(span); pol.Window < need {
 		diags.Errorf(firstPos(b.Window.Pos, b.Retry.Pos, b.Pos), "window-shorter-than-retry",
-			"window %s is shorter than %.1f × the client's longest retry span %s (= %s): a late retry would run the operation again", fmtDur(pol.Window), WindowRetryFactor, fmtDur(span), fmtDur(need))
+			"window %s is shorter than %.1f × the client's longest retry span %s (= %s): a late retry would run the operation again", ir.FormatDuration(pol.Window), WindowRetryFactor, ir.FormatDuration(span), ir.FormatDuration(need))
 	}
 	if pol.InFlight.Wait > pol.InFlight.Lease {
 		diags.Warnf(firstPos(b.InFlight.Wait.Pos, b.Pos), "wait-longer-than-lease",
-			"in-flight.wait %s is longer than in-flight.lease %s: a waiting duplicate may take over the first request's lease", fmtDur(pol.InFlight.Wait), fmtDur(pol.InFlight.Lease))
+			"in-flight.wait %s is longer than in-flight.lease %s: a waiting duplicate may take over the first request's lease", ir.FormatDuration(pol.InFlight.Wait), ir.FormatDuration(pol.InFlight.Lease))
 	}
 	return r, diags, true
 }
@@ -214,18 +213,4 @@ func firstPos(ps ...ir.Pos) ir.Pos {
 		}
 	}
 	return ir.Pos{}
-}
-
-// fmtDur formats a duration the way the contract writes them: 24h, 10m, 1.5s, 7d.
-func fmtDur(d time.Duration) string {
-	if d >= 24*time.Hour && d%(24*time.Hour) == 0 {
-		return fmt.Sprintf("%dd", d/(24*time.Hour))
-	}
-	s := d.String()
-	for _, suf := range []string{"m0s", "h0m"} {
-		for len(s) > len(suf) && s[len(s)-len(suf):] == suf {
-			s = s[:len(s)-len(suf)+1]
-		}
-	}
-	return s
 }

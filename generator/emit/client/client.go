@@ -191,7 +191,7 @@ func (g *gen) typeDecl() {
 		if op.Body != nil {
 			names = append(names, op.GoName+"WithBody")
 		}
-		fmt.Fprintf(&doc, "  - %s %s (%s): %s; %s semantics, window %s, key %s\n", op.Method, op.Path, gogen.OperationName(op), strings.Join(names, ", "), op.Policy.Semantics, gogen.FormatDuration(op.Policy.Window), keyDoc(op))
+		fmt.Fprintf(&doc, "  - %s %s (%s): %s; %s semantics, window %s, key %s\n", op.Method, op.Path, gogen.OperationName(op), strings.Join(names, ", "), op.Policy.Semantics, ir.FormatDuration(op.Policy.Window), keyDoc(op))
 	}
 	doc.WriteString("\nWiring:\n\n")
 	fmt.Fprintf(&doc, "\tc, err := New%s(server, WithHTTPClient(httpClient)) // its HTTP client is wrapped in %s\n", t, g.cfg.Doer())
@@ -360,7 +360,7 @@ func (g *gen) helper(op *ir.Operation, raw bool) {
 			}
 			d.WriteString(" " + sum)
 		}
-		fmt.Fprintf(&d, "\n\nContract: %s semantics, window %s. ", op.Policy.Semantics, gogen.FormatDuration(op.Policy.Window))
+		fmt.Fprintf(&d, "\n\nContract: %s semantics, window %s. ", op.Policy.Semantics, ir.FormatDuration(op.Policy.Window))
 		k := op.Key
 		switch {
 		case kp != nil:
@@ -425,7 +425,7 @@ func retryDoc(r ir.Retry) string {
 	}
 	b := r.Backoff
 	return fmt.Sprintf("Up to %d attempts, retrying %s (never 400 or 422) after a backoff from %s to %s, ×%s, %s jitter, or the server's Retry-After if longer (longest retry span %s).",
-		r.MaxAttempts, joinList(on), gogen.FormatDuration(b.Initial), gogen.FormatDuration(b.Max), strconv.FormatFloat(b.Multiplier, 'g', -1, 64), b.Jitter, gogen.FormatDuration(r.LongestSpan()))
+		r.MaxAttempts, joinList(on), ir.FormatDuration(b.Initial), ir.FormatDuration(b.Max), strconv.FormatFloat(b.Multiplier, 'g', -1, 64), b.Jitter, ir.FormatDuration(r.LongestSpan()))
 }
 
 func joinList(l []string) string {
@@ -486,7 +486,7 @@ func Policy(op *ir.Operation) idemclient.Policy {
 func (g *gen) policies() {
 	for _, op := range g.spec.Operations {
 		p := Policy(op)
-		g.docf("%s is the client half of the contract of %s %s (%s): %s semantics, window %s, longest retry span %s.", g.policyVar(op), op.Method, op.Path, gogen.OperationName(op), op.Policy.Semantics, gogen.FormatDuration(op.Policy.Window), gogen.FormatDuration(p.LongestSpan()))
+		g.docf("%s is the client half of the contract of %s %s (%s): %s semantics, window %s, longest retry span %s.", g.policyVar(op), op.Method, op.Path, gogen.OperationName(op), op.Policy.Semantics, ir.FormatDuration(op.Policy.Window), ir.FormatDuration(p.LongestSpan()))
 		g.f.Var().Id(g.policyVar(op)).Op("=").Add(policyLiteral(p))
 	}
 }

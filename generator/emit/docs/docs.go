@@ -87,7 +87,7 @@ func funcs(t *template.Template) template.FuncMap {
 			return c, nil
 		},
 		"problemBase": func() string { return idem.DefaultProblemTypeBase },
-		"dur":         FormatDuration,
+		"dur":         ir.FormatDuration,
 		"seconds":     func(d time.Duration) int64 { return int64((d + time.Second - 1) / time.Second) },
 		"num":         func(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) },
 		"bytes":       formatBytes,
@@ -252,23 +252,6 @@ func retryOn(r ir.Retry) string {
 		return "nothing"
 	}
 	return strings.Join(parts, " and ")
-}
-
-// FormatDuration writes a duration the way the contract does: 500ms, 90s,
-// 10m, 1h30m, 24h, 7d, 1.5s (days from two days on: 24h rather than 1d).
-func FormatDuration(d time.Duration) string {
-	const day = 24 * time.Hour
-	if d >= 2*day && d%day == 0 {
-		return strconv.FormatInt(int64(d/day), 10) + "d"
-	}
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }
 
 func formatBytes(n int64) string {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/idemgen/idemgen/generator/compile"
 	"github.com/idemgen/idemgen/generator/emit/docs"
@@ -32,16 +31,4 @@ func ExampleRender() {
 func ExampleAnchor() {
 	fmt.Println(docs.Anchor("POST /coupons/{couponId}/claims — claimCoupon"))
 	// Output: post-couponscouponidclaims--claimcoupon
-}
-
-func ExampleFormatDuration() {
-	for _, d := range []time.Duration{500 * time.Millisecond, 90 * time.Second, 10 * time.Minute, 24 * time.Hour, 7 * 24 * time.Hour} {
-		fmt.Println(docs.FormatDuration(d))
-	}
-	// Output:
-	// 500ms
-	// 1m30s
-	// 10m
-	// 24h
-	// 7d
 }

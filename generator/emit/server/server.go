@@ -274,7 +274,7 @@ func (g *gen) typeDecl() {
 	doc.WriteString(" A retried request with the same idempotency key runs its operation once; every retry gets the first response (with Idempotent-Replayed: true) or an RFC 9457 problem.\n\n")
 	doc.WriteString("Idempotent operations:\n\n")
 	for _, op := range g.spec.Operations {
-		fmt.Fprintf(&doc, "  - %s %s (%s): %s semantics, window %s, key %s\n", op.Method, op.Path, gogen.OperationName(op), op.Policy.Semantics, gogen.FormatDuration(op.Policy.Window), keyDoc(op.Key))
+		fmt.Fprintf(&doc, "  - %s %s (%s): %s semantics, window %s, key %s\n", op.Method, op.Path, gogen.OperationName(op), op.Policy.Semantics, ir.FormatDuration(op.Policy.Window), keyDoc(op.Key))
 	}
 	opts, router := routerOptions[g.cfg.Router]
 	doc.WriteString("\nWiring:\n\n")

@@ -10,7 +10,6 @@ import (
 	"cmp"
 	"fmt"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -160,21 +159,6 @@ func DurationCode(d time.Duration) jen.Code {
 		}
 	}
 	return jen.Qual("time", "Duration").Call(jen.Lit(int64(d)))
-}
-
-// FormatDuration renders d for comments: 24h, 10m, 90s, 7d.
-func FormatDuration(d time.Duration) string {
-	if d >= 48*time.Hour && d%(24*time.Hour) == 0 {
-		return strconv.FormatInt(int64(d/(24*time.Hour)), 10) + "d"
-	}
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }
 
 // Owner is what declares a Go name in the package: its description for a
