@@ -68,8 +68,7 @@ func TestRoundTrips(t *testing.T) {
 		o.PoolSize = 1
 		o.Dialer = testenv.CountingDialer(&writes)
 	})
-	s, err := New(c, Options{Prefix: uniquePrefix(t, c)})
-	require.NoError(t, err)
+	s := newStoreOn(t, c, Options{})
 	storebench.RoundTrips(t, s, &writes)
 }
 
