@@ -99,24 +99,14 @@ func (r *Redis) kill() {
 	r.cmd = nil
 }
 
-// redisPing sends PING in RESP and expects +PONG, without a client library.
+// redisPing sends PING and expects +PONG.
 func redisPing(addr string) error {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
+	out, err := redisCommand(addr, "PING")
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
-		return err
-	}
-	buf := make([]byte, 7)
-	n, err := c.Read(buf)
-	if err != nil {
-		return err
-	}
-	if !strings.HasPrefix(string(buf[:n]), "+PONG") {
-		return fmt.Errorf("PING answered %q", buf[:n])
+	if !strings.HasPrefix(out, "+PONG") {
+		return fmt.Errorf("PING answered %q", out)
 	}
 	return nil
 }
@@ -286,6 +276,7 @@ func StartSentinel(t testing.TB) *Sentinel {
 	_, pport, _ := net.SplitHostPort(primary.Addr)
 	replica := StartRedis(t, "--replicaof", "127.0.0.1", pport)
 	s := &Sentinel{Addr: FreeAddr(t), Master: "private", Primary: primary, Replica: replica}
+	_, rport, _ := net.SplitHostPort(replica.Addr)
 	dir := t.TempDir()
 	_, port, _ := net.SplitHostPort(s.Addr)
 	conf := filepath.Join(dir, "sentinel.conf")
@@ -310,7 +301,7 @@ func StartSentinel(t testing.TB) *Sentinel {
 	for {
 		// The sentinel finds the replica in the primary's INFO.
 		out, err := redisCommand(s.Addr, "SENTINEL", "REPLICAS", s.Master)
-		if err == nil && strings.Contains(out, replica.Addr[strings.LastIndexByte(replica.Addr, ':')+1:]) &&
+		if err == nil && strings.Contains(out, rport) &&
 			!strings.Contains(out, "disconnected") && !strings.Contains(out, "s_down") {
 			return s
 		}
