@@ -48,7 +48,7 @@ func StartRedis(t testing.TB, args ...string) *Redis {
 	_, port, _ := net.SplitHostPort(r.Addr)
 	r.args = append([]string{bin, "--bind", "127.0.0.1", "--port", port, "--dir", r.dir,
 		"--save", "", "--appendonly", "no", "--logfile", filepath.Join(r.dir, "log")}, args...)
-	t.Cleanup(r.kill)
+	t.Cleanup(r.Stop)
 	if err := r.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -85,10 +85,6 @@ func (r *Redis) Start() error {
 
 // Stop kills the server (SIGKILL: no shutdown, no final save) and waits for it.
 func (r *Redis) Stop() {
-	r.kill()
-}
-
-func (r *Redis) kill() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.cmd == nil {
@@ -99,24 +95,14 @@ func (r *Redis) kill() {
 	r.cmd = nil
 }
 
-// redisPing sends PING in RESP and expects +PONG, without a client library.
+// redisPing sends PING and expects +PONG.
 func redisPing(addr string) error {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
+	out, err := redisCommand(addr, "PING")
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
-		return err
-	}
-	buf := make([]byte, 7)
-	n, err := c.Read(buf)
-	if err != nil {
-		return err
-	}
-	if !strings.HasPrefix(string(buf[:n]), "+PONG") {
-		return fmt.Errorf("PING answered %q", buf[:n])
+	if !strings.HasPrefix(out, "+PONG") {
+		return fmt.Errorf("PING answered %q", out)
 	}
 	return nil
 }
@@ -196,7 +182,7 @@ func StartPostgres(t testing.TB) *Postgres {
 	if out, err := p.run("initdb", "-D", p.data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"); err != nil {
 		t.Fatalf("testenv: initdb: %v\n%s", err, out)
 	}
-	t.Cleanup(func() { p.stop("immediate") })
+	t.Cleanup(func() { _ = p.Stop() })
 	if err := p.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -236,16 +222,12 @@ func (p *Postgres) Start() error {
 // Stop stops the cluster with pg_ctl's immediate mode: every server process
 // quits at once, without a checkpoint, as after a crash.
 func (p *Postgres) Stop() error {
-	return p.stop("immediate")
-}
-
-func (p *Postgres) stop(mode string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.running {
 		return nil
 	}
-	out, err := p.run("pg_ctl", "-D", p.data, "-m", mode, "-w", "-t", "60", "stop")
+	out, err := p.run("pg_ctl", "-D", p.data, "-m", "immediate", "-w", "-t", "60", "stop")
 	if err != nil {
 		return fmt.Errorf("testenv: pg_ctl stop: %v\n%s", err, out)
 	}
@@ -286,6 +268,7 @@ func StartSentinel(t testing.TB) *Sentinel {
 	_, pport, _ := net.SplitHostPort(primary.Addr)
 	replica := StartRedis(t, "--replicaof", "127.0.0.1", pport)
 	s := &Sentinel{Addr: FreeAddr(t), Master: "private", Primary: primary, Replica: replica}
+	_, rport, _ := net.SplitHostPort(replica.Addr)
 	dir := t.TempDir()
 	_, port, _ := net.SplitHostPort(s.Addr)
 	conf := filepath.Join(dir, "sentinel.conf")
@@ -310,7 +293,7 @@ func StartSentinel(t testing.TB) *Sentinel {
 	for {
 		// The sentinel finds the replica in the primary's INFO.
 		out, err := redisCommand(s.Addr, "SENTINEL", "REPLICAS", s.Master)
-		if err == nil && strings.Contains(out, replica.Addr[strings.LastIndexByte(replica.Addr, ':')+1:]) &&
+		if err == nil && strings.Contains(out, rport) &&
 			!strings.Contains(out, "disconnected") && !strings.Contains(out, "s_down") {
 			return s
 		}

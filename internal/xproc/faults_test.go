@@ -33,7 +33,6 @@ const failBound = storeTimeout + 4*time.Second
 func TestStoreOutage(t *testing.T) {
 	t.Run("redis", func(t *testing.T) {
 		t.Parallel()
-		testenv.RedisURL(t) // where the shared servers are expected, so are the binaries
 		// Records survive the restart (appendfsync always), as on a durable
 		// Redis; the test does not depend on it.
 		srv := testenv.StartRedis(t, "--appendonly", "yes", "--appendfsync", "always")
@@ -44,7 +43,6 @@ func TestStoreOutage(t *testing.T) {
 	for _, mode := range []string{"pg", "pgtx"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
-			testenv.PostgresURL(t)
 			srv := testenv.StartPostgres(t)
 			p, err := pgxpool.New(context.Background(), srv.URL)
 			require.NoError(t, err)

@@ -25,9 +25,7 @@ import (
 func benchStore(b *testing.B) (*Store, *pgxpool.Pool) {
 	b.Helper()
 	p := poolWith(b, testenv.PostgresURL(b), func(c *pgxpool.Config) { c.MaxConns = 16 })
-	s, err := New(p, Options{Schema: uniqueSchema(b, p)})
-	require.NoError(b, err)
-	require.NoError(b, s.Migrate(context.Background()))
+	s := newStoreOn(b, p, Options{})
 	// Open every connection before timing.
 	conns := make([]*pgxpool.Conn, 0, 16)
 	for range 16 {

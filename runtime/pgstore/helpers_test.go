@@ -60,10 +60,16 @@ func uniqueSchema(tb testing.TB, p *pgxpool.Pool) string {
 	return schema
 }
 
-// newTestStore returns a migrated store in a schema of its own.
+// newTestStore returns a migrated store on the shared pool, in a schema of its own.
 func newTestStore(tb testing.TB, opts Options) *Store {
 	tb.Helper()
-	p := testPool(tb)
+	return newStoreOn(tb, testPool(tb), opts)
+}
+
+// newStoreOn returns a migrated store on p, in a schema of its own unless
+// opts names one, closed at the end of the test.
+func newStoreOn(tb testing.TB, p *pgxpool.Pool, opts Options) *Store {
+	tb.Helper()
 	if opts.Schema == "" {
 		opts.Schema = uniqueSchema(tb, p)
 	}

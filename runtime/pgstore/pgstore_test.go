@@ -1,12 +1,10 @@
 package pgstore
 
 import (
-	"context"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/stretchr/testify/require"
 
 	"github.com/idemgen/idemgen/internal/testenv"
 	"github.com/idemgen/idemgen/runtime/idem"
@@ -36,10 +34,7 @@ func TestConformanceExecModes(t *testing.T) {
 				c.ConnConfig.DefaultQueryExecMode = mode
 			})
 			storetest.RunConformanceTests(t, func(t *testing.T) idem.Store {
-				s, err := New(p, Options{Schema: uniqueSchema(t, p)})
-				require.NoError(t, err)
-				require.NoError(t, s.Migrate(context.Background()))
-				return s
+				return newStoreOn(t, p, Options{})
 			})
 		})
 	}
@@ -57,10 +52,7 @@ func TestConformanceIsolation(t *testing.T) {
 				c.ConnConfig.RuntimeParams["default_transaction_isolation"] = level
 			})
 			storetest.RunConformanceTests(t, func(t *testing.T) idem.Store {
-				s, err := New(p, Options{Schema: uniqueSchema(t, p)})
-				require.NoError(t, err)
-				require.NoError(t, s.Migrate(context.Background()))
-				return s
+				return newStoreOn(t, p, Options{})
 			})
 		})
 	}

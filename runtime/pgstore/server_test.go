@@ -37,9 +37,7 @@ func TestRoundTrips(t *testing.T) {
 		c.MaxConns = 1
 		c.ConnConfig.DialFunc = testenv.CountingDialer(&writes)
 	})
-	s, err := New(p, Options{Schema: uniqueSchema(t, p)})
-	require.NoError(t, err)
-	require.NoError(t, s.Migrate(context.Background()))
+	s := newStoreOn(t, p, Options{})
 	storebench.RoundTrips(t, s, &writes)
 }
 

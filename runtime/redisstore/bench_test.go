@@ -23,8 +23,7 @@ import (
 func benchStore(b *testing.B) (*Store, *redis.Client) {
 	b.Helper()
 	c := testClient(b, func(o *redis.Options) { o.PoolSize = 32 })
-	s, err := New(c, Options{Prefix: uniquePrefix(b, c)})
-	require.NoError(b, err)
+	s := newStoreOn(b, c, Options{})
 	require.NoError(b, s.LoadScripts(context.Background()))
 	return s, c
 }

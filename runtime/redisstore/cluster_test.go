@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -110,22 +109,7 @@ func TestClusterScriptCacheFlushed(t *testing.T) {
 		}
 	}
 
-	var (
-		mu   sync.Mutex
-		cmds []string
-	)
-	c.AddHook(recordHook{func(name string) {
-		mu.Lock()
-		cmds = append(cmds, name)
-		mu.Unlock()
-	}})
-	took := func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		out := cmds
-		cmds = nil
-		return out
-	}
+	took := recordCommands(c)
 
 	require.NoError(t, ownerA.ScriptFlush(ctx).Err())
 	ok, err := ownerA.ScriptExists(ctx, beginScript.Hash()).Result()

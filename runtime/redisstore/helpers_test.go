@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -116,4 +117,38 @@ func ctxTimeout(tb testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	tb.Cleanup(cancel)
 	return ctx
+}
+
+// recordCommands records the name of every command c sends from now on
+// (pipelines aside); took returns those sent since its last call.
+func recordCommands(c redis.UniversalClient) (took func() []string) {
+	var (
+		mu   sync.Mutex
+		cmds []string
+	)
+	c.AddHook(recordHook{func(name string) {
+		mu.Lock()
+		cmds = append(cmds, name)
+		mu.Unlock()
+	}})
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		out := cmds
+		cmds = nil
+		return out
+	}
+}
+
+type recordHook struct{ seen func(string) }
+
+func (recordHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h recordHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.seen(cmd.Name())
+		return next(ctx, cmd)
+	}
+}
+func (recordHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }

@@ -57,7 +57,7 @@ func TestSentinelFailover(t *testing.T) {
 	require.Eventually(t, func() bool {
 		role, err := old.Do(ctx, "ROLE").Slice()
 		return err == nil && role[0] == "slave"
-	}, 30*time.Second, 50*time.Millisecond, "the sentinel demotes the old primary")
+	}, 30*time.Second, 50*time.Millisecond, "the old primary becomes a replica of the promoted one")
 
 	// The client follows the switch (the sentinel's +switch-master, or a
 	// READONLY answer from the demoted primary) within a few attempts.

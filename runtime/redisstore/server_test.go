@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"errors"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,22 +30,7 @@ func TestScriptCacheFlushed(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
 	defer c.Close()
 	s := newStoreOn(t, c, Options{})
-	var (
-		mu   sync.Mutex
-		cmds []string
-	)
-	c.AddHook(recordHook{func(name string) {
-		mu.Lock()
-		cmds = append(cmds, name)
-		mu.Unlock()
-	}})
-	took := func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		out := cmds
-		cmds = nil
-		return out
-	}
+	took := recordCommands(c)
 	ctx := context.Background()
 	require.NoError(t, s.LoadScripts(ctx))
 	exists, err := c.ScriptExists(ctx, beginScript.Hash(), finishScript.Hash(), extendScript.Hash()).Result()
@@ -76,19 +60,6 @@ func TestScriptCacheFlushed(t *testing.T) {
 	assert.Equal(t, []bool{true, true}, exists)
 }
 
-type recordHook struct{ seen func(string) }
-
-func (recordHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h recordHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.seen(cmd.Name())
-		return next(ctx, cmd)
-	}
-}
-func (recordHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-
 // TestRoundTrips counts the writes on the store's only connection: one per
 // round trip (the script cache is filled in the warm-up).
 func TestRoundTrips(t *testing.T) {
@@ -97,8 +68,7 @@ func TestRoundTrips(t *testing.T) {
 		o.PoolSize = 1
 		o.Dialer = testenv.CountingDialer(&writes)
 	})
-	s, err := New(c, Options{Prefix: uniquePrefix(t, c)})
-	require.NoError(t, err)
+	s := newStoreOn(t, c, Options{})
 	storebench.RoundTrips(t, s, &writes)
 }
 
