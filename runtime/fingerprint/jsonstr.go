@@ -26,6 +26,20 @@ func special(x uint64) uint64 {
 	return ((y-0x21*lsb)&^y | (b-lsb)&^b | x) & msb
 }
 
+// skipPlain returns the index of the first byte from in[i] that special
+// flags, or, if there is none in the eight-byte words from in[i], the
+// index of the tail of fewer than eight bytes, which the caller looks at
+// byte by byte. It is small enough to be inlined.
+func skipPlain(in []byte, i int) int {
+	for i+8 <= len(in) {
+		if m := special(binary.LittleEndian.Uint64(in[i:])); m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+		i += 8
+	}
+	return i
+}
+
 // scanString checks the JSON string that starts at in[i] (its opening
 // quote), as copyString does, and returns the index after it and whether
 // it holds escapes.
@@ -33,13 +47,7 @@ func scanString(in []byte, i int) (int, bool, string) {
 	i++
 	esc := false
 	for {
-		for i+8 <= len(in) {
-			if m := special(binary.LittleEndian.Uint64(in[i:])); m != 0 {
-				i += bits.TrailingZeros64(m) >> 3
-				break
-			}
-			i += 8
-		}
+		i = skipPlain(in, i)
 		if i >= len(in) {
 			return i, esc, errEOF
 		}
@@ -74,13 +82,7 @@ func scanString(in []byte, i int) (int, bool, string) {
 func verbatimString(in []byte, i int) int {
 	i++
 	for {
-		for i+8 <= len(in) {
-			if m := special(binary.LittleEndian.Uint64(in[i:])); m != 0 {
-				i += bits.TrailingZeros64(m) >> 3
-				break
-			}
-			i += 8
-		}
+		i = skipPlain(in, i)
 		if i >= len(in) {
 			return -1
 		}

@@ -204,6 +204,14 @@ func (c *Call) recyclable() bool {
 	return !c.hbArmed
 }
 
+// endPooled ends a Call from the pool and puts it back if it can be reused.
+func (c *Call) endPooled() {
+	c.End()
+	if c.recyclable() {
+		c.recycle()
+	}
+}
+
 // recycle puts an ended Call back into the pool.
 func (c *Call) recycle() {
 	c.reset()

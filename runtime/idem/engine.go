@@ -114,12 +114,12 @@ func New(store Store, opts Options) *Engine {
 	}
 	e.unavailRA = []string{retryAfterValue(ra)}
 	e.watcher, _ = store.(Watcher)
+	_, e.recycle = store.(ContextBound)
 	if !opts.DisableHeartbeat {
 		e.extender, _ = store.(LeaseExtender)
 		if e.extender != nil {
 			e.hbs = newHBSched()
 		}
-		_, e.recycle = store.(ContextBound)
 	}
 	if opts.Transactional {
 		tx, ok := store.(Transactor)

@@ -28,21 +28,13 @@ func (e *Engine) Handler(p *Policy, h http.Handler) http.Handler {
 			// Nothing of this Call reached the handler, and the replayed
 			// header values were copied out of it: it can be used again.
 			c.Respond(w)
-			c.End()
-			if c.recyclable() {
-				c.recycle()
-			}
+			c.endPooled()
 			return
 		}
 		// What the handler is handed may outlive it (a careless handler
 		// that keeps its ResponseWriter): it lives apart from the Call.
 		c.h = new(handout)
-		defer func() {
-			c.End()
-			if c.recyclable() {
-				c.recycle()
-			}
-		}()
+		defer c.endPooled()
 		h.ServeHTTP(c.Writer(w), c.Request())
 		c.Finish()
 	})

@@ -96,6 +96,24 @@ func TestRecyclableAfterHeartbeat(t *testing.T) {
 	assert.Positive(t, s.extends)
 }
 
+// Recycling depends on the store's promise (ContextBound), not on
+// heartbeats: an engine without them recycles its Calls too.
+func TestRecyclableWithoutHeartbeat(t *testing.T) {
+	e := New(newMapStore(), Options{DisableHeartbeat: true})
+	p := MustCompile(Spec{Operation: "op", Semantics: Strict})
+	r := httptest.NewRequest("POST", "/", strings.NewReader("{}"))
+	r.Header.Set("Idempotency-Key", "k")
+	c := new(Call)
+	c.init(e, p, r)
+	c.pooled = true
+	c.begin(RequestKey)
+	require.Equal(t, Execute, c.decision)
+	c.Writer(httptest.NewRecorder()).WriteHeader(http.StatusNoContent)
+	require.NoError(t, c.Finish())
+	c.End()
+	assert.True(t, c.recyclable())
+}
+
 // A handler that keeps its ResponseWriter and request body past its return
 // cannot reach the next request through a recycled Call.
 func TestLeakedWriterAndBody(t *testing.T) {

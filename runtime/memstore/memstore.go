@@ -447,6 +447,8 @@ func after(now int64, d time.Duration) int64 {
 // at returns slot i.
 func (sh *shard) at(i int32) *slot { return &sh.pages[i/slotsPerPage][i%slotsPerPage] }
 
+// reclaimable is idem.Record.Reclaimable on a slot (hasResp stands for
+// Response != nil), without building the Record.
 func (e *slot) reclaimable() bool { return e.state == idem.StateFailed && !e.hasResp }
 
 // key returns slot i's key, aliasing its chunk.
