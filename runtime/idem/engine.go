@@ -142,8 +142,8 @@ func (e *Engine) observe(ctx context.Context, ev Event) {
 
 // newToken draws a fresh random fencing token (never 0). math/rand/v2's
 // global generator is the runtime's per-thread ChaCha8, seeded from the
-// operating system: unpredictable, and cheaper than crypto/rand.Read, which
-// makes a system call's worth of work per token.
+// operating system: unpredictable, and cheaper per token than
+// crypto/rand.Read (a fencing token needs no secrecy, only uniqueness).
 func newToken() Token {
 	for {
 		if t := Token(rand.Uint64()); t != 0 {
