@@ -83,12 +83,7 @@ func TestCorrectnessGopotency(t *testing.T) {
 	r := check.Run(t, "gopotency v1.0.0 net/http (memory)", func(tb testing.TB, ops *check.Ops) check.Target {
 		return check.NetHTTP{H: gopotencyHandler(tb, check.Handler(ops))}
 	})
-	n := 0
-	for _, c := range r.Concurrent.Statuses {
-		n += c
-	}
-	require.Equal(t, check.Duplicates, n)
-	require.GreaterOrEqual(t, r.Concurrent.Executions, 1)
+	r.Concurrent.AssertAnswered(t)
 }
 
 // The benchmark target answers what it should (a benchmark only checks statuses).

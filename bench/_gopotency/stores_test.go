@@ -176,10 +176,5 @@ func TestCorrectnessGopotencyGorm(t *testing.T) {
 }
 
 func requireAnswered(t *testing.T, r check.Result) {
-	n := 0
-	for _, c := range r.Concurrent.Statuses {
-		n += c
-	}
-	require.Equal(t, check.Duplicates, n)
-	require.GreaterOrEqual(t, r.Concurrent.Executions, 1)
+	r.Concurrent.AssertAnswered(t)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/idemgen/idemgen/bench/internal/fiberwork"
 	"github.com/idemgen/idemgen/bench/internal/workload"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/memstore"
@@ -113,38 +114,38 @@ func BenchmarkNetHTTP(b *testing.B) {
 
 func BenchmarkFastHTTP(b *testing.B) {
 	do := func(h fasthttp.RequestHandler) func() int {
-		c := newFastClient(workload.Payload)
-		return func() int { return c.do(h) }
+		c := fiberwork.NewClient(workload.Key, workload.Payload)
+		return func() int { return c.Do(h) }
 	}
 	serialParallel := func(b *testing.B, h fasthttp.RequestHandler) {
 		b.Run("serial", func(b *testing.B) { workload.Serial(b, do(h)) })
 		b.Run("parallel", func(b *testing.B) { workload.Parallel(b, func() func() int { return do(h) }) })
 	}
-	b.Run("floor", func(b *testing.B) { serialParallel(b, fastFloor) })
-	b.Run("fiber", func(b *testing.B) { serialParallel(b, fiberApp(false, fiberHandler(nil)).Handler()) })
+	b.Run("floor", func(b *testing.B) { serialParallel(b, fiberwork.Floor) })
+	b.Run("fiber", func(b *testing.B) { serialParallel(b, fiberwork.App(false, nil, fiberwork.Handler(nil)).Handler()) })
 	b.Run("fiber-idempotency", func(b *testing.B) {
 		b.Run("first", func(b *testing.B) {
 			var calls atomic.Int64
-			h := fiberApp(true, fiberHandler(&calls)).Handler()
-			c := newFastClient(workload.Payload)
-			workload.Keyed(b, c.set, func() int { return c.do(h) })
+			h := fiberwork.App(true, nil, fiberwork.Handler(&calls)).Handler()
+			c := fiberwork.NewClient(workload.Key, workload.Payload)
+			workload.Keyed(b, c.Set, func() int { return c.Do(h) })
 			if calls.Load() != int64(b.N) {
 				b.Fatalf("handler ran %d times for %d first requests", calls.Load(), b.N)
 			}
 		})
 		b.Run("replay", func(b *testing.B) {
 			var calls atomic.Int64
-			h := fiberApp(true, fiberHandler(&calls)).Handler()
-			c := newFastClient(workload.Payload)
-			c.do(h)
-			workload.Serial(b, func() int { return c.do(h) })
+			h := fiberwork.App(true, nil, fiberwork.Handler(&calls)).Handler()
+			c := fiberwork.NewClient(workload.Key, workload.Payload)
+			c.Do(h)
+			workload.Serial(b, func() int { return c.Do(h) })
 			if calls.Load() != 1 {
 				b.Fatalf("handler ran %d times", calls.Load())
 			}
 		})
 		b.Run("replay-parallel", func(b *testing.B) {
-			h := fiberApp(true, fiberHandler(nil)).Handler()
-			newFastClient(workload.Payload).do(h)
+			h := fiberwork.App(true, nil, fiberwork.Handler(nil)).Handler()
+			fiberwork.NewClient(workload.Key, workload.Payload).Do(h)
 			workload.Parallel(b, func() func() int { return do(h) })
 		})
 	})

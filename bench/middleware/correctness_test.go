@@ -6,12 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gofiber/fiber/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/valyala/fasthttp"
 
 	"github.com/idemgen/idemgen/bench/internal/check"
+	"github.com/idemgen/idemgen/bench/internal/fiberwork"
 	"github.com/idemgen/idemgen/bench/internal/workload"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/memstore"
@@ -47,47 +46,13 @@ func TestCorrectnessIdemgen(t *testing.T) {
 	})
 }
 
-// fiberTarget serves fiber's idempotency middleware through app.Handler()
-// with a RequestCtx per request.
-type fiberTarget struct{ h fasthttp.RequestHandler }
-
-func (f fiberTarget) Do(key string, body []byte) check.Response {
-	var req fasthttp.Request
-	req.Header.SetMethod(fasthttp.MethodPost)
-	req.SetRequestURI("http://api.example" + workload.Path)
-	req.Header.SetContentType("application/json")
-	req.Header.Set("Idempotency-Key", key)
-	req.SetBody(body)
-	var ctx fasthttp.RequestCtx
-	ctx.Init(&req, nil, nil)
-	f.h(&ctx)
-	r := check.Response{Status: ctx.Response.StatusCode(), Body: append([]byte(nil), ctx.Response.Body()...)}
-	check.ParseProblem(&r, string(ctx.Response.Header.ContentType()))
-	return r
-}
-
-func fiberOps(ops *check.Ops) fiber.Handler {
-	h := fiberHandler(nil)
-	return func(c *fiber.Ctx) error {
-		if st := ops.Enter(); st != fiber.StatusCreated {
-			return c.Status(st).SendString("failed")
-		}
-		return h(c)
-	}
-}
-
 // TestCorrectnessFiber records what fiber's idempotency middleware does; it
 // asserts only what the harness relies on (every request answered).
 func TestCorrectnessFiber(t *testing.T) {
 	r := check.Run(t, "fiber v2 middleware/idempotency (memory)", func(_ testing.TB, ops *check.Ops) check.Target {
-		return fiberTarget{h: fiberApp(true, fiberOps(ops)).Handler()}
+		return fiberwork.Target{H: fiberwork.App(true, nil, fiberwork.OpsHandler(ops)).Handler()}
 	})
-	n := 0
-	for _, c := range r.Concurrent.Statuses {
-		n += c
-	}
-	require.Equal(t, check.Duplicates, n)
-	require.GreaterOrEqual(t, r.Concurrent.Executions, 1)
+	r.Concurrent.AssertAnswered(t)
 }
 
 // The benchmark targets answer what they should (a benchmark only checks statuses).
@@ -102,14 +67,14 @@ func TestBenchTargets(t *testing.T) {
 	assert.Equal(t, workload.Location, c.W.H.Get("Location"))
 	assert.Equal(t, string(workload.Response), string(c.W.Body))
 
-	fc := newFastClient(workload.Payload)
-	app := fiberApp(true, fiberHandler(nil)).Handler()
+	fc := fiberwork.NewClient(workload.Key, workload.Payload)
+	app := fiberwork.App(true, nil, fiberwork.Handler(nil)).Handler()
 	for range 2 {
-		require.Equal(t, http.StatusCreated, fc.do(app))
-		assert.Equal(t, string(workload.Response), string(fc.ctx.Response.Body()))
-		assert.Equal(t, workload.Location, string(fc.ctx.Response.Header.Peek("Location")))
+		require.Equal(t, http.StatusCreated, fc.Do(app))
+		assert.Equal(t, string(workload.Response), string(fc.Response().Body()))
+		assert.Equal(t, workload.Location, string(fc.Response().Header.Peek("Location")))
 	}
-	require.Equal(t, http.StatusCreated, fc.do(fastFloor))
+	require.Equal(t, http.StatusCreated, fc.Do(fiberwork.Floor))
 	var v map[string]any
-	require.NoError(t, json.Unmarshal(fc.ctx.Response.Body(), &v))
+	require.NoError(t, json.Unmarshal(fc.Response().Body(), &v))
 }

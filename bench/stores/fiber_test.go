@@ -1,18 +1,17 @@
 package stores
 
 import (
-	"encoding/json"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/gofiber/fiber/v2/middleware/idempotency"
 	fiberredis "github.com/gofiber/storage/redis/v3"
 	"github.com/stretchr/testify/require"
 	"github.com/valyala/fasthttp"
 
 	"github.com/idemgen/idemgen/bench/internal/check"
+	"github.com/idemgen/idemgen/bench/internal/fiberwork"
 	"github.com/idemgen/idemgen/bench/internal/workload"
 )
 
@@ -46,58 +45,8 @@ func (p prefixStorage) Close() error            { return nil } // the client is 
 // the round trips.
 func fiberRedisApp(tb testing.TB, h fiber.Handler) (fasthttp.RequestHandler, *counter) {
 	c, cnt, prefix := redisClient(tb)
-	app := fiber.New(fiber.Config{DisableStartupMessage: true})
-	app.Use(idempotency.New(idempotency.Config{
-		KeyHeader:           "Idempotency-Key",
-		KeepResponseHeaders: []string{fiber.HeaderContentType, fiber.HeaderLocation},
-		Storage:             prefixStorage{s: fiberredis.NewFromConnection(c), prefix: prefix},
-	}))
-	app.Post(workload.Path, h)
-	return app.Handler(), cnt
-}
-
-// fiberHandler is workload.Handler in fiber: decode, answer 201.
-func fiberHandler(calls *atomic.Int64) fiber.Handler {
-	return func(c *fiber.Ctx) error {
-		if calls != nil {
-			calls.Add(1)
-		}
-		var in workload.Body
-		if err := json.Unmarshal(c.Body(), &in); err != nil {
-			return c.Status(fiber.StatusBadRequest).SendString(err.Error())
-		}
-		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
-		c.Set(fiber.HeaderLocation, workload.Location)
-		return c.Status(fiber.StatusCreated).Send(workload.Response)
-	}
-}
-
-// fastClient serves requests to a fasthttp handler in-process with one
-// reused RequestCtx (as bench/middleware's).
-type fastClient struct{ ctx fasthttp.RequestCtx }
-
-func newFastClient(key string) *fastClient {
-	var req fasthttp.Request
-	req.Header.SetMethod(fasthttp.MethodPost)
-	req.SetRequestURI("http://api.example" + workload.Path)
-	req.Header.SetContentType("application/json")
-	req.Header.Set("Idempotency-Key", key)
-	req.SetBody(workload.Payload)
-	c := &fastClient{}
-	c.ctx.Init(&req, nil, nil)
-	return c
-}
-
-// set sets the key and the body (not copied) of the next requests.
-func (c *fastClient) set(key string, body []byte) {
-	c.ctx.Request.Header.Set("Idempotency-Key", key)
-	c.ctx.Request.SetBodyRaw(body)
-}
-
-func (c *fastClient) do(h fasthttp.RequestHandler) int {
-	c.ctx.Response.Reset()
-	h(&c.ctx)
-	return c.ctx.Response.StatusCode()
+	storage := prefixStorage{s: fiberredis.NewFromConnection(c), prefix: prefix}
+	return fiberwork.App(true, storage, h).Handler(), cnt
 }
 
 // fiberRows runs the three rows of rows (first, replay, replay-parallel)
@@ -105,9 +54,9 @@ func (c *fastClient) do(h fasthttp.RequestHandler) int {
 func fiberRows(b *testing.B) {
 	b.Run("first", func(b *testing.B) {
 		var calls atomic.Int64
-		h, c := fiberRedisApp(b, fiberHandler(&calls))
-		cl := newFastClient(workload.Key)
-		trips(b, c, false, func() { workload.Keyed(b, cl.set, func() int { return cl.do(h) }) })
+		h, c := fiberRedisApp(b, fiberwork.Handler(&calls))
+		cl := fiberwork.NewClient(workload.Key, workload.Payload)
+		trips(b, c, false, func() { workload.Keyed(b, cl.Set, func() int { return cl.Do(h) }) })
 		if calls.Load() != int64(b.N) {
 			b.Fatalf("the handler ran %d times for %d first requests", calls.Load(), b.N)
 		}
@@ -116,10 +65,10 @@ func fiberRows(b *testing.B) {
 	b.Run("replay", func(b *testing.B) {
 		replays++
 		var calls atomic.Int64
-		h, c := fiberRedisApp(b, fiberHandler(&calls))
-		cl := newFastClient(workload.KeyOf(1<<30+replays, 0))
-		require.Equal(b, fiber.StatusCreated, cl.do(h))
-		trips(b, c, false, func() { workload.Serial(b, func() int { return cl.do(h) }) })
+		h, c := fiberRedisApp(b, fiberwork.Handler(&calls))
+		cl := fiberwork.NewClient(workload.KeyOf(1<<30+replays, 0), workload.Payload)
+		require.Equal(b, fiber.StatusCreated, cl.Do(h))
+		trips(b, c, false, func() { workload.Serial(b, func() int { return cl.Do(h) }) })
 		if calls.Load() != 1 {
 			b.Fatalf("the handler ran %d times", calls.Load())
 		}
@@ -129,13 +78,13 @@ func fiberRows(b *testing.B) {
 		round++
 		key := workload.KeyOf(1<<31+round, 0)
 		var calls atomic.Int64
-		h, c := fiberRedisApp(b, fiberHandler(&calls))
-		require.Equal(b, fiber.StatusCreated, newFastClient(key).do(h))
+		h, c := fiberRedisApp(b, fiberwork.Handler(&calls))
+		require.Equal(b, fiber.StatusCreated, fiberwork.NewClient(key, workload.Payload).Do(h))
 		b.SetParallelism(parallelism)
 		trips(b, c, false, func() {
 			workload.Parallel(b, func() func() int {
-				cl := newFastClient(key)
-				return func() int { return cl.do(h) }
+				cl := fiberwork.NewClient(key, workload.Payload)
+				return func() int { return cl.Do(h) }
 			})
 		})
 		if calls.Load() != 1 {
@@ -144,39 +93,16 @@ func fiberRows(b *testing.B) {
 	})
 }
 
-// fiberTarget serves fiber's middleware with a RequestCtx per request.
-type fiberTarget struct{ h fasthttp.RequestHandler }
-
-func (f fiberTarget) Do(key string, body []byte) check.Response {
-	cl := newFastClient(key)
-	cl.ctx.Request.SetBody(body)
-	cl.do(f.h)
-	r := check.Response{Status: cl.ctx.Response.StatusCode(), Body: append([]byte(nil), cl.ctx.Response.Body()...)}
-	check.ParseProblem(&r, string(cl.ctx.Response.Header.ContentType()))
-	return r
-}
-
 // TestCorrectnessFiberRedis records what fiber's idempotency middleware
 // does over Redis; like bench/middleware's TestCorrectnessFiber it asserts
 // only what the harness relies on (every request answered). The duplicates
 // all reach one process, where fiber's in-memory lock serializes them.
 func TestCorrectnessFiberRedis(t *testing.T) {
 	r := check.Run(t, "fiber v2 middleware/idempotency (storage/redis/v3)", func(tb testing.TB, ops *check.Ops) check.Target {
-		h := fiberHandler(nil)
-		app, _ := fiberRedisApp(tb, func(c *fiber.Ctx) error {
-			if st := ops.Enter(); st != fiber.StatusCreated {
-				return c.Status(st).SendString("failed")
-			}
-			return h(c)
-		})
-		return fiberTarget{h: app}
+		app, _ := fiberRedisApp(tb, fiberwork.OpsHandler(ops))
+		return fiberwork.Target{H: app}
 	})
-	n := 0
-	for _, c := range r.Concurrent.Statuses {
-		n += c
-	}
-	require.Equal(t, check.Duplicates, n)
-	require.GreaterOrEqual(t, r.Concurrent.Executions, 1)
+	r.Concurrent.AssertAnswered(t)
 }
 
 // TestFiberRedisTarget: the benchmark's fiber app answers and replays what
@@ -184,18 +110,18 @@ func TestCorrectnessFiberRedis(t *testing.T) {
 // round trips the package documentation states.
 func TestFiberRedisTarget(t *testing.T) {
 	var calls atomic.Int64
-	h, cnt := fiberRedisApp(t, fiberHandler(&calls))
+	h, cnt := fiberRedisApp(t, fiberwork.Handler(&calls))
 	// Warm up: the connection's handshake.
-	require.Equal(t, fiber.StatusCreated, newFastClient(workload.KeyOf(7, 6)).do(h))
-	cl := newFastClient(workload.KeyOf(7, 7))
+	require.Equal(t, fiber.StatusCreated, fiberwork.NewClient(workload.KeyOf(7, 6), workload.Payload).Do(h))
+	cl := fiberwork.NewClient(workload.KeyOf(7, 7), workload.Payload)
 	t0, _ := cnt.snapshot()
-	require.Equal(t, fiber.StatusCreated, cl.do(h))
+	require.Equal(t, fiber.StatusCreated, cl.Do(h))
 	t1, _ := cnt.snapshot()
 	require.Equal(t, int64(3), t1-t0, "first request: GET, GET under the lock, SET")
 	for range 2 {
-		require.Equal(t, fiber.StatusCreated, cl.do(h))
-		require.Equal(t, string(workload.Response), string(cl.ctx.Response.Body()))
-		require.Equal(t, workload.Location, string(cl.ctx.Response.Header.Peek("Location")))
+		require.Equal(t, fiber.StatusCreated, cl.Do(h))
+		require.Equal(t, string(workload.Response), string(cl.Response().Body()))
+		require.Equal(t, workload.Location, string(cl.Response().Header.Peek("Location")))
 	}
 	t2, _ := cnt.snapshot()
 	require.Equal(t, int64(2), t2-t1, "a replay: one GET")

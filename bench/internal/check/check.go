@@ -210,6 +210,23 @@ func (c Concurrent) AssertExactlyOnce(t testing.TB) {
 	}
 }
 
+// AssertAnswered checks what the harness relies on from any peer, whatever
+// its promise: every duplicate got an answer and the handler ran at least
+// once.
+func (c Concurrent) AssertAnswered(t testing.TB) {
+	t.Helper()
+	n := 0
+	for _, v := range c.Statuses {
+		n += v
+	}
+	if n != c.Requests || n != Duplicates {
+		t.Errorf("%d answers for %d duplicates: %v", n, Duplicates, c.Statuses)
+	}
+	if c.Executions < 1 {
+		t.Errorf("the handler never ran")
+	}
+}
+
 // ResentIsSame reports whether this build's fingerprint takes
 // workload.PayloadResent for the same request as workload.Payload (the
 // canonical fingerprint does: same members in another order, only the
