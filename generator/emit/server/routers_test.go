@@ -285,6 +285,130 @@ func TestOneLine(t *testing.T) {
 }
 `
 
+// ginTxTest runs inside the ginstrict package of TestRouters: PostgreSQL's
+// transactional mode under gin's strict server. The wrapper puts the store's
+// transaction into ctx.Request's context, which the handler's ctx (the
+// *gin.Context) answers only with ContextWithFallback; the handler's row and
+// the record then commit together, and a failure rolls both back and frees
+// the key.
+const ginTxTest = `package ginstrict
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgen/idemgen/internal/testenv"
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/pgstore"
+)
+
+type txService struct {
+	StrictServerInterface
+	table string
+	ran   int
+	sawTx bool
+}
+
+func (s *txService) ClaimCoupon(ctx context.Context, req ClaimCouponRequestObject) (ClaimCouponResponseObject, error) {
+	s.ran++
+	tx, ok := pgstore.Tx(ctx)
+	s.sawTx = ok
+	if !ok {
+		return nil, errors.New("no transaction in the handler's context")
+	}
+	var id int
+	if err := tx.QueryRow(ctx, "INSERT INTO "+s.table+" (user_id) VALUES ($1) RETURNING id", req.Body.UserId).Scan(&id); err != nil {
+		return nil, err
+	}
+	if req.Body.UserId == "fail" {
+		return nil, errors.New("failing after the insert")
+	}
+	return ClaimCoupon201JSONResponse{Body: Receipt{Id: fmt.Sprint("claim-", id), Count: s.ran}}, nil
+}
+
+func TestGinTransactional(t *testing.T) {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, testenv.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	suffix := fmt.Sprint(time.Now().UnixNano())
+	claims, records := "gin_tx_claims_"+suffix, "gin_tx_records_"+suffix
+	if _, err := pool.Exec(ctx, "CREATE TABLE "+claims+" (id serial PRIMARY KEY, user_id text NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+claims+", "+records)
+	store, err := pgstore.New(pool, pgstore.Options{Table: records})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if err := store.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	x := NewIdempotency(store, idem.Options{Transactional: true})
+	defer x.Close()
+	rows := func() (n int) {
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+claims).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	serve := func(fallback bool) (*txService, func(key, user string) *httptest.ResponseRecorder) {
+		s := &txService{table: claims}
+		gin.SetMode(gin.ReleaseMode)
+		r := gin.New()
+		r.ContextWithFallback = fallback
+		x.RegisterStrictHandlers(r, s, nil, StrictGinServerOptions{}, GinServerOptions{})
+		return s, func(key, user string) *httptest.ResponseRecorder {
+			req := httptest.NewRequest(http.MethodPost, "/coupons/C1/claims", strings.NewReader(` + "`" + `{"user_id":"` + "`" + `+user+` + "`" + `"}` + "`" + `))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Idempotency-Key", key)
+			w := httptest.NewRecorder()
+			r.ServeHTTP(w, req)
+			return w
+		}
+	}
+
+	s, do := serve(true)
+	const ok, bad = "0a5f7c1e-8a0d-4a8e-9b3c-2d7e1f0a4b6c", "1b6e8d2f-9b1e-4b9f-8c4d-3e8f2a1b5c7d"
+	first, again := do(ok, "u"), do(ok, "u")
+	if first.Code != 201 || again.Code != 201 || again.Header().Get("Idempotent-Replayed") != "true" || first.Body.String() != again.Body.String() {
+		t.Fatalf("replay: %d %s / %d %q %s", first.Code, first.Body, again.Code, again.Header(), again.Body)
+	}
+	if !s.sawTx || s.ran != 1 || rows() != 1 {
+		t.Fatalf("after a claim and its replay: handler ran %d times (saw the transaction: %v), %d rows", s.ran, s.sawTx, rows())
+	}
+	// A handler that fails after its insert: the row is rolled back with the
+	// transaction and the key is freed, so the retry runs again.
+	for i := range 2 {
+		if w := do(bad, "fail"); w.Code != 500 || w.Header().Get("Idempotent-Replayed") != "" {
+			t.Fatalf("failing claim, attempt %d: %d %q %s", i+1, w.Code, w.Header(), w.Body)
+		}
+	}
+	if s.ran != 3 || rows() != 1 {
+		t.Fatalf("after two failed attempts: handler ran %d times in all, %d rows (want 3 and 1)", s.ran, rows())
+	}
+
+	// Without ContextWithFallback the *gin.Context the strict handler gets
+	// does not answer the request context's values: no transaction.
+	s, do = serve(false)
+	if w := do("2c7f9e3a-0c2f-4ca0-9d5e-4f9a3b2c6d8e", "v"); w.Code != 500 || s.sawTx || rows() != 1 {
+		t.Fatalf("without ContextWithFallback: %d %s, saw the transaction %v, %d rows", w.Code, w.Body, s.sawTx, rows())
+	}
+}
+`
+
 // TestRouters generates the coupons spec for oapi-codegen's chi, gorilla,
 // echo and gin servers (strict and plain) and runs the one-line wiring of each
 // in a temporary module (the routers are fetched through GOPROXY; they
@@ -344,6 +468,9 @@ func TestRouters(t *testing.T) {
 		}
 		src = variant(src, sections...)
 		m.Write(t, c.pkg+"/router_test.go", []byte(src))
+		if c.pkg == "ginstrict" {
+			m.Write(t, c.pkg+"/tx_test.go", []byte(ginTxTest))
+		}
 	}
 	out := m.Go(t, "test", "-count=1", "./...")
 	for _, c := range cases {
