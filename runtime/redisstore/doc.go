@@ -6,11 +6,16 @@
 // # Round trips
 //
 // Each operation is one round trip: Begin, Finish and ExtendLease run a Lua
-// script (EVALSHA; go-redis falls back to EVAL, which caches the script
+// script (EVALSHA; the store falls back to EVAL, which caches the script
 // again, when a server answers NOSCRIPT after a restart, failover or SCRIPT
 // FLUSH), and Get is a plain GET. A first request costs two round trips
 // (Begin + Finish); a replay costs one (Get, or a Begin that finds the
-// completed record and returns it).
+// completed record and returns it before it reads the clock).
+//
+// A call allocates little: the key and the script's arguments (packed into
+// one string, see scripts.go) are built in pooled memory, the reply is read
+// by a typed go-redis command (a string or an integer, never an interface),
+// and a record's response aliases the reply.
 //
 // # Keys and Cluster
 //
