@@ -198,11 +198,13 @@ func (o *op) evalArgs(sc *script, resp bool) []any {
 // SCRIPT FLUSH).
 func (s *Store) run(ctx context.Context, sc *script, args []any, cmd redis.Cmder) error {
 	cmd.SetFirstKeyPos(3)
-	err := s.client.Process(ctx, cmd)
+	_ = s.client.Process(ctx, cmd)
+	err := cmd.Err() // waits, should Process only have queued the command
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		args[0], args[1] = "eval", sc.srcArg
 		cmd.SetErr(nil)
-		err = s.client.Process(ctx, cmd)
+		_ = s.client.Process(ctx, cmd)
+		err = cmd.Err()
 	}
 	return err
 }
@@ -288,7 +290,8 @@ func (s *Store) Get(ctx context.Context, key string) (idem.Record, bool, error) 
 	o.args[0], o.args[1] = "get", &o.key
 	cmd := redis.NewStringCmd(ctx, o.args[:2]...)
 	cmd.SetFirstKeyPos(1)
-	err := s.client.Process(ctx, cmd)
+	_ = s.client.Process(ctx, cmd)
+	err := cmd.Err()
 	o.free()
 	if errors.Is(err, redis.Nil) {
 		return idem.Record{}, false, nil
