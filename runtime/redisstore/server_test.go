@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -153,4 +154,38 @@ func TestOutage(t *testing.T) {
 		assert.True(t, r.Acquired)
 		require.NoError(t, s.Finish(ctx, "k", 2, idem.StateCompleted, nil))
 	})
+}
+
+// TestRingRouting: on a Ring of two servers, the store's commands (whose
+// key go-redis reads through a pointer) go to the shard a plain command with
+// the same key goes to, and records spread over both shards.
+func TestRingRouting(t *testing.T) {
+	t.Parallel()
+	a, b := testenv.StartRedis(t), testenv.StartRedis(t)
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": a.Addr, "b": b.Addr}, ContextTimeoutEnabled: true})
+	defer ring.Close()
+	s := newStoreOn(t, ring, Options{})
+	ctx := ctxTimeout(t, 30*time.Second)
+	shards := map[string]int{}
+	for i := range 40 {
+		scope := fmt.Sprintf("u1:op:%d", i)
+		r, err := s.Begin(ctx, beginReq(scope, idem.Token(i+1)))
+		require.NoError(t, err)
+		require.True(t, r.Acquired)
+		require.NoError(t, s.Finish(ctx, scope, idem.Token(i+1), idem.StateCompleted, []byte("resp")))
+		rec, found, err := s.Get(ctx, scope)
+		require.NoError(t, err)
+		require.True(t, found)
+		assert.Equal(t, "resp", string(rec.Response))
+		// A plain GET, routed by the Ring from a string key, finds it.
+		require.NoError(t, ring.Get(ctx, s.key(scope)).Err())
+		for name, srv := range map[string]*testenv.Redis{"a": a, "b": b} {
+			c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+			if n, _ := c.Exists(ctx, s.key(scope)).Result(); n == 1 {
+				shards[name]++
+			}
+			_ = c.Close()
+		}
+	}
+	assert.Len(t, shards, 2, "records on both shards: %v", shards)
 }
