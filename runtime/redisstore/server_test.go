@@ -189,3 +189,30 @@ func TestRingRouting(t *testing.T) {
 	}
 	assert.Len(t, shards, 2, "records on both shards: %v", shards)
 }
+
+// TestFinishedRecordMemory: a finished record takes the server memory of
+// the same string written with one SET (Finish rewrites the record; an
+// APPEND of the response would leave Redis up to twice that, its greedy
+// growth).
+func TestFinishedRecordMemory(t *testing.T) {
+	s, c := newTestStore(t, Options{})
+	ctx := ctxTimeout(t, 10*time.Second)
+	for _, size := range []int{100, 4000} {
+		scope := fmt.Sprintf("k%d", size)
+		r, err := s.Begin(ctx, beginReq(scope, 1))
+		require.NoError(t, err)
+		require.True(t, r.Acquired)
+		require.NoError(t, s.Finish(ctx, scope, 1, idem.StateCompleted, make([]byte, size)))
+		v, err := c.Get(ctx, s.key(scope)).Result()
+		require.NoError(t, err)
+		require.NoError(t, c.Set(ctx, s.key(scope+"-set"), v, time.Hour).Err())
+		got, err := c.MemoryUsage(ctx, s.key(scope)).Result()
+		require.NoError(t, err)
+		want, err := c.MemoryUsage(ctx, s.key(scope+"-set")).Result()
+		require.NoError(t, err)
+		assert.LessOrEqual(t, got, want+8, "MEMORY USAGE of a finished record with a %d-byte response", size)
+		ttl, err := c.PTTL(ctx, s.key(scope)).Result()
+		require.NoError(t, err)
+		assert.Greater(t, ttl, 59*time.Minute, "the key keeps its expiry")
+	}
+}
