@@ -48,7 +48,7 @@
 // per record, Redis's MEMORY USAGE is 296 bytes for the string against 675
 // for the hash with a 100-byte response, 616 against 1078 with 400 bytes and
 // 4200 against 5456 with 4000 bytes (the hash's values outgrow the compact
-// listpack encoding); reading it back costs 8 allocations instead of 21; and
+// listpack encoding); reading it back costs 7 allocations instead of 21; and
 // Finish rewrites it with one SET … KEEPTTL, which keeps the key's expiry
 // and allocates the string at its size (an APPEND of the response would
 // grow it greedily, up to twice that).
