@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -215,4 +216,45 @@ func TestFinishedRecordMemory(t *testing.T) {
 		require.NoError(t, err)
 		assert.Greater(t, ttl, 59*time.Minute, "the key keeps its expiry")
 	}
+}
+
+// TestCommandText: a hook that formats the store's commands (a tracing hook
+// recording the statement, say) sees the key and the arguments, not the
+// pointers they are passed by.
+func TestCommandText(t *testing.T) {
+	s, c := newTestStore(t, Options{})
+	ctx := ctxTimeout(t, 10*time.Second)
+	var texts []string
+	c.AddHook(textHook{func(s string) {
+		if strings.HasPrefix(s, "evalsha ") || strings.HasPrefix(s, "get ") { // not the handshake
+			texts = append(texts, s)
+		}
+	}})
+	r, err := s.Begin(ctx, beginReq("k", 1))
+	require.NoError(t, err)
+	require.True(t, r.Acquired)
+	require.NoError(t, s.Finish(ctx, "k", 1, idem.StateCompleted, []byte("the response")))
+	_, _, err = s.Get(ctx, "k")
+	require.NoError(t, err)
+	require.Len(t, texts, 3)
+	key := s.key("k")
+	for _, text := range texts {
+		assert.Contains(t, text, " "+key, "%s", text)
+		assert.NotContains(t, text, "0xc", "%s", text)
+	}
+	assert.Contains(t, texts[1], `"the response"`)
+}
+
+type textHook struct{ seen func(string) }
+
+func (textHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h textHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h.seen(cmd.String())
+		return err
+	}
+}
+func (textHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }

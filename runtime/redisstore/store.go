@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -144,17 +145,30 @@ func ms(d time.Duration) int64 {
 // (a hook that kept them past the call would see them reused).
 type op struct {
 	buf  []byte // the key, then the packed argument
-	key  string // the Redis key, aliasing buf
+	key  keyArg // the Redis key, aliasing buf
 	arg  bytesArg
 	resp bytesArg // Finish's response (the caller's memory: cleared after the call)
 	args [6]any
 }
 
-// bytesArg is a []byte argument behind a pointer, which go-redis writes
-// through encoding.BinaryMarshaler.
-type bytesArg []byte
+// keyArg and bytesArg are arguments behind a pointer, which go-redis writes
+// through encoding.BinaryMarshaler and formats (for a hook's cmd.String(),
+// and a Cluster client's or Ring's routing, which reads the key) through
+// fmt.Stringer.
+type (
+	keyArg   struct{ s string }
+	bytesArg []byte
+)
+
+func (k *keyArg) MarshalBinary() ([]byte, error) {
+	return unsafe.Slice(unsafe.StringData(k.s), len(k.s)), nil
+}
+
+func (k *keyArg) String() string { return k.s }
 
 func (b *bytesArg) MarshalBinary() ([]byte, error) { return *b, nil }
+
+func (b *bytesArg) String() string { return strconv.Quote(string(*b)) }
 
 var opPool = sync.Pool{New: func() any { return new(op) }}
 
@@ -168,13 +182,13 @@ func (s *Store) newOp(scope string, n int) *op {
 		b = append(b, make([]byte, n)...)[:k]
 	}
 	o.buf = b
-	o.key = unsafe.String(unsafe.SliceData(b), k)
+	o.key.s = unsafe.String(unsafe.SliceData(b), k)
 	o.arg = bytesArg(b[k:k:cap(b)])
 	return o
 }
 
 func (o *op) free() {
-	o.key, o.resp = "", nil
+	o.key.s, o.resp = "", nil
 	o.args = [6]any{}
 	if cap(o.buf) <= 1024 { // do not pool what an unusual key grew
 		opPool.Put(o)
