@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"encoding/binary"
 	"strconv"
 	"testing"
 	"time"
@@ -37,11 +38,12 @@ func BenchmarkFirstRequest(b *testing.B) {
 			f := fp(1)
 			storebench.Run(b, parallel, func(i int64) error {
 				key := s.prefix + "{" + storebench.Key(i) + "}"
-				tok := tokenBytes(idem.Token(i))
-				if err := c.EvalSha(ctx, beginScript.Hash(), []string{key}, tok, f[:], 30000, 3600000, "0", "1").Err(); err != nil {
+				tok := binary.BigEndian.AppendUint64(nil, uint64(i))
+				arg := append(append(tok, f[:]...), 0, 0, 0, 0, 0, 0, 0x75, 0x30, 0, 0, 0, 0, 0, 0x36, 0xee, 0x80, 0, 1)
+				if err := c.EvalSha(ctx, beginScript.Hash(), []string{key}, arg).Err(); err != nil {
 					return err
 				}
-				return c.EvalSha(ctx, finishScript.Hash(), []string{key}, tok, []byte{2, 1}, storebench.Response, "1").Err()
+				return c.EvalSha(ctx, finishScript.Hash(), []string{key}, append(tok, 2, 1, 1), storebench.Response).Err()
 			})
 		})
 	})

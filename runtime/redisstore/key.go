@@ -19,22 +19,28 @@ func (s *Store) key(scope string) string {
 	if !strings.ContainsAny(scope, "{}%") {
 		return s.prefix + "{" + scope + "}"
 	}
-	var b strings.Builder
-	b.Grow(len(s.prefix) + len(scope) + 8)
-	b.WriteString(s.prefix)
-	b.WriteByte('{')
+	return string(s.appendKey(nil, scope))
+}
+
+// appendKey appends the Redis key of scope to b.
+func (s *Store) appendKey(b []byte, scope string) []byte {
+	b = append(b, s.prefix...)
+	b = append(b, '{')
+	if !strings.ContainsAny(scope, "{}%") {
+		b = append(b, scope...)
+		return append(b, '}')
+	}
 	for i := 0; i < len(scope); i++ {
 		switch c := scope[i]; c {
 		case '%':
-			b.WriteString("%25")
+			b = append(b, "%25"...)
 		case '{':
-			b.WriteString("%7B")
+			b = append(b, "%7B"...)
 		case '}':
-			b.WriteString("%7D")
+			b = append(b, "%7D"...)
 		default:
-			b.WriteByte(c)
+			b = append(b, c)
 		}
 	}
-	b.WriteByte('}')
-	return b.String()
+	return append(b, '}')
 }

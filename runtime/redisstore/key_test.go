@@ -150,5 +150,5 @@ func TestNewChecksClient(t *testing.T) {
 	assert.NoError(t, err)
 	s, err := New(redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}, ContextTimeoutEnabled: true}), Options{})
 	require.NoError(t, err)
-	assert.Equal(t, "0", s.notify, "no publishing on a Ring")
+	assert.Equal(t, byte(0), s.notify, "no publishing on a Ring")
 }

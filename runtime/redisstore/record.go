@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/idemgen/idemgen/runtime/idem"
 )
@@ -27,10 +28,19 @@ const (
 	flagResponse = 1
 )
 
+// Sizes of the packed script arguments (see scripts.go).
+const (
+	beginArgLen  = 8 + len(idem.Fingerprint{}) + 8 + 8 + 2 // 59
+	finishArgLen = 8 + 3
+	extendArgLen = 8 + 8
+)
+
 var errFormat = errors.New("redisstore: stored value is not a record of a known format")
 
-// decodeRecord parses a stored value. It copies the response, so the result
-// does not alias v.
+// decodeRecord parses a stored value. The response aliases v's bytes (a
+// string from a reply, which nobody writes to): the store contract lets a
+// returned Record.Response be shared, and neither the store nor the engine
+// modifies it.
 func decodeRecord(v string) (idem.Record, error) {
 	if len(v) < headerLen || v[offVersion] != formatVersion {
 		return idem.Record{}, errFormat
@@ -49,7 +59,10 @@ func decodeRecord(v string) (idem.Record, error) {
 	copy(rec.Fingerprint[:], v[offFP:headerLen])
 	switch v[offFlags] {
 	case flagResponse:
-		rec.Response = []byte(v[headerLen:])
+		rec.Response = unsafe.Slice(unsafe.StringData(v[headerLen:]), len(v)-headerLen)
+		if rec.Response == nil { // an empty response: keep it apart from none
+			rec.Response = []byte{}
+		}
 	case 0:
 		if len(v) > headerLen {
 			return idem.Record{}, fmt.Errorf("%w: trailing bytes without a response flag", errFormat)

@@ -3,6 +3,8 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -153,4 +155,106 @@ func TestOutage(t *testing.T) {
 		assert.True(t, r.Acquired)
 		require.NoError(t, s.Finish(ctx, "k", 2, idem.StateCompleted, nil))
 	})
+}
+
+// TestRingRouting: on a Ring of two servers, the store's commands (whose
+// key go-redis reads through a pointer) go to the shard a plain command with
+// the same key goes to, and records spread over both shards.
+func TestRingRouting(t *testing.T) {
+	t.Parallel()
+	a, b := testenv.StartRedis(t), testenv.StartRedis(t)
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": a.Addr, "b": b.Addr}, ContextTimeoutEnabled: true})
+	defer ring.Close()
+	s := newStoreOn(t, ring, Options{})
+	ctx := ctxTimeout(t, 30*time.Second)
+	shards := map[string]int{}
+	for i := range 40 {
+		scope := fmt.Sprintf("u1:op:%d", i)
+		r, err := s.Begin(ctx, beginReq(scope, idem.Token(i+1)))
+		require.NoError(t, err)
+		require.True(t, r.Acquired)
+		require.NoError(t, s.Finish(ctx, scope, idem.Token(i+1), idem.StateCompleted, []byte("resp")))
+		rec, found, err := s.Get(ctx, scope)
+		require.NoError(t, err)
+		require.True(t, found)
+		assert.Equal(t, "resp", string(rec.Response))
+		// A plain GET, routed by the Ring from a string key, finds it.
+		require.NoError(t, ring.Get(ctx, s.key(scope)).Err())
+		for name, srv := range map[string]*testenv.Redis{"a": a, "b": b} {
+			c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+			if n, _ := c.Exists(ctx, s.key(scope)).Result(); n == 1 {
+				shards[name]++
+			}
+			_ = c.Close()
+		}
+	}
+	assert.Len(t, shards, 2, "records on both shards: %v", shards)
+}
+
+// TestFinishedRecordMemory: a finished record takes the server memory of
+// the same string written with one SET (Finish rewrites the record; an
+// APPEND of the response would leave Redis up to twice that, its greedy
+// growth).
+func TestFinishedRecordMemory(t *testing.T) {
+	s, c := newTestStore(t, Options{})
+	ctx := ctxTimeout(t, 10*time.Second)
+	for _, size := range []int{100, 4000} {
+		scope := fmt.Sprintf("k%d", size)
+		r, err := s.Begin(ctx, beginReq(scope, 1))
+		require.NoError(t, err)
+		require.True(t, r.Acquired)
+		require.NoError(t, s.Finish(ctx, scope, 1, idem.StateCompleted, make([]byte, size)))
+		v, err := c.Get(ctx, s.key(scope)).Result()
+		require.NoError(t, err)
+		require.NoError(t, c.Set(ctx, s.key(scope+"-set"), v, time.Hour).Err())
+		got, err := c.MemoryUsage(ctx, s.key(scope)).Result()
+		require.NoError(t, err)
+		want, err := c.MemoryUsage(ctx, s.key(scope+"-set")).Result()
+		require.NoError(t, err)
+		assert.LessOrEqual(t, got, want+8, "MEMORY USAGE of a finished record with a %d-byte response", size)
+		ttl, err := c.PTTL(ctx, s.key(scope)).Result()
+		require.NoError(t, err)
+		assert.Greater(t, ttl, 59*time.Minute, "the key keeps its expiry")
+	}
+}
+
+// TestCommandText: a hook that formats the store's commands (a tracing hook
+// recording the statement, say) sees the key and the arguments, not the
+// pointers they are passed by.
+func TestCommandText(t *testing.T) {
+	s, c := newTestStore(t, Options{})
+	ctx := ctxTimeout(t, 10*time.Second)
+	var texts []string
+	c.AddHook(textHook{func(s string) {
+		if strings.HasPrefix(s, "evalsha ") || strings.HasPrefix(s, "get ") { // not the handshake
+			texts = append(texts, s)
+		}
+	}})
+	r, err := s.Begin(ctx, beginReq("k", 1))
+	require.NoError(t, err)
+	require.True(t, r.Acquired)
+	require.NoError(t, s.Finish(ctx, "k", 1, idem.StateCompleted, []byte("the response")))
+	_, _, err = s.Get(ctx, "k")
+	require.NoError(t, err)
+	require.Len(t, texts, 3)
+	key := s.key("k")
+	for _, text := range texts {
+		assert.Contains(t, text, " "+key, "%s", text)
+		assert.NotContains(t, text, "0xc", "%s", text)
+	}
+	assert.Contains(t, texts[1], `"the response"`)
+}
+
+type textHook struct{ seen func(string) }
+
+func (textHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h textHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h.seen(cmd.String())
+		return err
+	}
+}
+func (textHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }

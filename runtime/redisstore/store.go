@@ -5,9 +5,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 
@@ -36,7 +38,7 @@ type Options struct {
 type Store struct {
 	client redis.UniversalClient
 	prefix string
-	notify string // "1" or "0", passed to the scripts
+	notify byte // 1 or 0, passed to the scripts
 
 	hub    *hub
 	closed bool
@@ -85,9 +87,9 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	if strings.ContainsAny(prefix, "{}") {
 		return nil, fmt.Errorf("redisstore: prefix %q contains '{' or '}', which would change the Cluster hash tag", prefix)
 	}
-	s := &Store{client: client, prefix: prefix, notify: "1"}
+	s := &Store{client: client, prefix: prefix, notify: 1}
 	if opts.DisableNotify || ring {
-		s.notify = "0"
+		s.notify = 0
 	}
 	return s, nil
 }
@@ -98,8 +100,8 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 // restarted server, SCRIPT FLUSH) is sent once with EVAL, which caches it, and
 // EVALSHA is used from then on.
 func (s *Store) LoadScripts(ctx context.Context) error {
-	for _, sc := range []*redis.Script{beginScript, finishScript, extendScript} {
-		if err := sc.Load(ctx, s.client).Err(); err != nil {
+	for _, sc := range []*script{beginScript, finishScript, extendScript} {
+		if err := s.client.ScriptLoad(ctx, sc.src).Err(); err != nil {
 			return fmt.Errorf("redisstore: load scripts: %w", err)
 		}
 	}
@@ -136,8 +138,99 @@ func ms(d time.Duration) int64 {
 	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
 
-func tokenBytes(t idem.Token) []byte {
-	return binary.BigEndian.AppendUint64(make([]byte, 0, 8), uint64(t))
+// op is the memory of one store call, reused through opPool: the Redis key,
+// the packed script argument, and the command's arguments, which point into
+// it (a pointer in an interface costs no allocation; a string or a slice
+// would). go-redis is done with a command's arguments when Process returns
+// (a hook that kept them past the call would see them reused).
+type op struct {
+	buf  []byte // the key, then the packed argument
+	key  keyArg // the Redis key, aliasing buf
+	arg  bytesArg
+	resp bytesArg // Finish's response (the caller's memory: cleared after the call)
+	args [6]any
+}
+
+// keyArg and bytesArg are arguments behind a pointer, which go-redis writes
+// through encoding.BinaryMarshaler and formats (for a hook's cmd.String(),
+// and a Cluster client's or Ring's routing, which reads the key) through
+// fmt.Stringer.
+type (
+	keyArg   struct{ s string }
+	bytesArg []byte
+)
+
+func (k *keyArg) MarshalBinary() ([]byte, error) {
+	return unsafe.Slice(unsafe.StringData(k.s), len(k.s)), nil
+}
+
+func (k *keyArg) String() string { return k.s }
+
+func (b *bytesArg) MarshalBinary() ([]byte, error) { return *b, nil }
+
+func (b *bytesArg) String() string { return strconv.Quote(string(*b)) }
+
+var opPool = sync.Pool{New: func() any { return new(op) }}
+
+// newOp returns an op holding the Redis key of scope, with room after it for
+// the packed argument of n bytes, which the caller appends to o.arg.
+func (s *Store) newOp(scope string, n int) *op {
+	o := opPool.Get().(*op)
+	b := s.appendKey(o.buf[:0], scope)
+	k := len(b)
+	if cap(b)-k < n {
+		b = append(b, make([]byte, n)...)[:k]
+	}
+	o.buf = b
+	o.key.s = unsafe.String(unsafe.SliceData(b), k)
+	o.arg = bytesArg(b[k:k:cap(b)])
+	return o
+}
+
+func (o *op) free() {
+	o.key.s, o.resp = "", nil
+	o.args = [6]any{}
+	if cap(o.buf) <= 1024 { // do not pool what an unusual key grew
+		opPool.Put(o)
+	}
+}
+
+// evalArgs sets o.args for a script run over o.key and o.arg (and, with
+// resp, o.resp) and returns them.
+func (o *op) evalArgs(sc *script, resp bool) []any {
+	o.args[0], o.args[1], o.args[2], o.args[3], o.args[4] = "evalsha", sc.shaArg, 1, &o.key, &o.arg
+	if resp {
+		o.args[5] = &o.resp
+		return o.args[:6]
+	}
+	return o.args[:5]
+}
+
+// run runs the script whose arguments evalArgs set in args through cmd, a
+// command made over args: EVALSHA, and EVAL (which caches the script again)
+// when the server answers NOSCRIPT (a new or restarted server, a failover,
+// SCRIPT FLUSH).
+func (s *Store) run(ctx context.Context, sc *script, args []any, cmd redis.Cmder) error {
+	cmd.SetFirstKeyPos(3)
+	_ = s.client.Process(ctx, cmd)
+	err := cmd.Err() // waits, should Process only have queued the command
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		args[0], args[1] = "eval", sc.srcArg
+		cmd.SetErr(nil)
+		_ = s.client.Process(ctx, cmd)
+		err = cmd.Err()
+	}
+	return err
+}
+
+// putUint64 appends v big-endian.
+func putUint64(b []byte, v uint64) []byte { return binary.BigEndian.AppendUint64(b, v) }
+
+func bit(v bool) byte {
+	if v {
+		return 1
+	}
+	return 0
 }
 
 // Begin implements idem.Store: one EVALSHA of the begin script.
@@ -148,26 +241,32 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 	if req.Lease <= 0 || req.TTL <= 0 {
 		return idem.BeginResult{}, fmt.Errorf("redisstore: begin: lease (%v) and TTL (%v) must be positive", req.Lease, req.TTL)
 	}
-	same := "0"
-	if req.SameFingerprintToReclaim {
-		same = "1"
-	}
-	v, err := beginScript.Run(ctx, s.client, []string{s.key(req.Key)},
-		tokenBytes(req.Token), req.Fingerprint[:], ms(req.Lease), ms(req.TTL), same, s.notify).Result()
+	o := s.newOp(req.Key, beginArgLen)
+	a := putUint64(o.arg, uint64(req.Token))
+	a = append(a, req.Fingerprint[:]...)
+	a = putUint64(a, uint64(ms(req.Lease)))
+	a = putUint64(a, uint64(ms(req.TTL)))
+	o.arg = append(a, bit(req.SameFingerprintToReclaim), s.notify)
+	args := o.evalArgs(beginScript, false)
+	cmd := redis.NewStringCmd(ctx, args...)
+	err := s.run(ctx, beginScript, args, cmd)
+	o.free()
 	if err != nil {
 		return idem.BeginResult{}, fmt.Errorf("redisstore: begin: %w", err)
 	}
-	switch v := v.(type) {
-	case int64:
-		return idem.BeginResult{Acquired: true, Prior: idem.State(v)}, nil
-	case string:
+	// The script answers an integer (the prior state, one digit, which the
+	// reader hands over as a string) or a record (60 bytes or more).
+	switch v := cmd.Val(); {
+	case len(v) == 1 && (v[0] == '0' || v[0] == '1' || v[0] == '3'):
+		return idem.BeginResult{Acquired: true, Prior: idem.State(v[0] - '0')}, nil
+	case len(v) >= headerLen:
 		rec, err := decodeRecord(v)
 		if err != nil {
 			return idem.BeginResult{}, fmt.Errorf("redisstore: begin: %w", err)
 		}
 		return idem.BeginResult{Record: rec}, nil
 	default:
-		return idem.BeginResult{}, fmt.Errorf("redisstore: begin: unexpected script reply %T", v)
+		return idem.BeginResult{}, fmt.Errorf("redisstore: begin: unexpected script reply %q", v)
 	}
 }
 
@@ -179,16 +278,17 @@ func (s *Store) Finish(ctx context.Context, key string, token idem.Token, state 
 	if state != idem.StateCompleted && state != idem.StateFailed {
 		return fmt.Errorf("redisstore: finish: state %v is not COMPLETED or FAILED", state)
 	}
-	sf := []byte{byte(state), 0}
-	if response != nil {
-		sf[1] = flagResponse
-	}
-	n, err := finishScript.Run(ctx, s.client, []string{s.key(key)},
-		tokenBytes(token), sf, response, s.notify).Int64()
+	o := s.newOp(key, finishArgLen)
+	o.arg = append(putUint64(o.arg, uint64(token)), byte(state), bit(response != nil), s.notify)
+	o.resp = response
+	args := o.evalArgs(finishScript, true)
+	cmd := redis.NewIntCmd(ctx, args...)
+	err := s.run(ctx, finishScript, args, cmd)
+	o.free()
 	if err != nil {
 		return fmt.Errorf("redisstore: finish: %w", err)
 	}
-	if n == 0 {
+	if cmd.Val() == 0 {
 		return idem.ErrFenced
 	}
 	return nil
@@ -200,14 +300,20 @@ func (s *Store) Get(ctx context.Context, key string) (idem.Record, bool, error) 
 	if err := check(ctx, "get", key); err != nil {
 		return idem.Record{}, false, err
 	}
-	v, err := s.client.Get(ctx, s.key(key)).Result()
+	o := s.newOp(key, 0)
+	o.args[0], o.args[1] = "get", &o.key
+	cmd := redis.NewStringCmd(ctx, o.args[:2]...)
+	cmd.SetFirstKeyPos(1)
+	_ = s.client.Process(ctx, cmd)
+	err := cmd.Err()
+	o.free()
 	if errors.Is(err, redis.Nil) {
 		return idem.Record{}, false, nil
 	}
 	if err != nil {
 		return idem.Record{}, false, fmt.Errorf("redisstore: get: %w", err)
 	}
-	rec, err := decodeRecord(v)
+	rec, err := decodeRecord(cmd.Val())
 	if err != nil {
 		return idem.Record{}, false, fmt.Errorf("redisstore: get: %w", err)
 	}
@@ -225,11 +331,16 @@ func (s *Store) ExtendLease(ctx context.Context, key string, token idem.Token, l
 	if lease <= 0 {
 		return fmt.Errorf("redisstore: extend lease: lease (%v) must be positive", lease)
 	}
-	n, err := extendScript.Run(ctx, s.client, []string{s.key(key)}, tokenBytes(token), ms(lease)).Int64()
+	o := s.newOp(key, extendArgLen)
+	o.arg = putUint64(putUint64(o.arg, uint64(token)), uint64(ms(lease)))
+	args := o.evalArgs(extendScript, false)
+	cmd := redis.NewIntCmd(ctx, args...)
+	err := s.run(ctx, extendScript, args, cmd)
+	o.free()
 	if err != nil {
 		return fmt.Errorf("redisstore: extend lease: %w", err)
 	}
-	if n == 0 {
+	if cmd.Val() == 0 {
 		return idem.ErrFenced
 	}
 	return nil

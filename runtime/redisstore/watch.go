@@ -27,7 +27,7 @@ import (
 // With Options.DisableNotify the channel never reports a change.
 func (s *Store) Watch(ctx context.Context, key string) (<-chan struct{}, func()) {
 	w := &waiter{ch: make(chan struct{})}
-	if s.notify != "1" || key == "" {
+	if s.notify != 1 || key == "" {
 		return w.ch, func() {}
 	}
 	h := s.getHub()

@@ -1,0 +1,157 @@
+package redisstore
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/storetest"
+)
+
+// mixedStore sends each call to the current code or to the previous one
+// (v1Store, over the v1 scripts), as old decides: the processes of a
+// rolling deploy, some old and some new, sharing records.
+type mixedStore struct {
+	cur *Store
+	v1  *v1Store
+	old func(op string) bool
+}
+
+var (
+	_ idem.LeaseExtender = (*mixedStore)(nil)
+	_ idem.Watcher       = (*mixedStore)(nil)
+)
+
+func (m *mixedStore) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginResult, error) {
+	if m.old("begin") {
+		return m.v1.Begin(ctx, req)
+	}
+	return m.cur.Begin(ctx, req)
+}
+
+func (m *mixedStore) Finish(ctx context.Context, key string, token idem.Token, state idem.State, response []byte) error {
+	if m.old("finish") {
+		return m.v1.Finish(ctx, key, token, state, response)
+	}
+	return m.cur.Finish(ctx, key, token, state, response)
+}
+
+func (m *mixedStore) Get(ctx context.Context, key string) (idem.Record, bool, error) {
+	if m.old("get") {
+		return m.v1.Get(ctx, key)
+	}
+	return m.cur.Get(ctx, key)
+}
+
+func (m *mixedStore) ExtendLease(ctx context.Context, key string, token idem.Token, lease time.Duration) error {
+	if m.old("extend") {
+		return m.v1.ExtendLease(ctx, key, token, lease)
+	}
+	return m.cur.ExtendLease(ctx, key, token, lease)
+}
+
+// Watch: both generations publish the same notifications.
+func (m *mixedStore) Watch(ctx context.Context, key string) (<-chan struct{}, func()) {
+	return m.cur.Watch(ctx, key)
+}
+
+// TestMixedProtocols runs the conformance suite over processes of both
+// script protocols sharing one Redis: records and claims written by the
+// previous code are replayed, finished, taken over, reclaimed and extended
+// by the current code, and the other way round (the record layout did not
+// change; the scripts of both generations live side by side in the script
+// cache under their own SHA-1).
+func TestMixedProtocols(t *testing.T) {
+	for name, old := range map[string]func() func(string) bool{
+		// A claim (or a record) of an old process, finished, replayed and
+		// taken over by new ones.
+		"OldClaimsNewFinishes": func() func(string) bool { return func(op string) bool { return op == "begin" } },
+		// A new process's claim finished by an old one (a rollback).
+		"NewClaimsOldFinishes": func() func(string) bool { return func(op string) bool { return op != "begin" } },
+		// Every other call by each.
+		"Alternating": func() func(string) bool {
+			var n atomic.Int64
+			return func(string) bool { return n.Add(1)%2 == 0 }
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			storetest.RunConformanceTests(t, func(t *testing.T) idem.Store {
+				s, c := newTestStore(t, Options{})
+				return &mixedStore{cur: s, v1: &v1Store{client: c, s: s}, old: old()}
+			})
+		})
+	}
+}
+
+// TestProtocolsWriteSameRecords: given the same calls, the current scripts
+// and the v1 scripts leave the same bytes in Redis (the lease and the record
+// expiry, read from the server's clock at different moments, within a
+// second) and the same key expiry.
+func TestProtocolsWriteSameRecords(t *testing.T) {
+	s, c := newTestStore(t, Options{})
+	v1 := &v1Store{client: c, s: s}
+	ctx := ctxTimeout(t, 30*time.Second)
+	stores := []idem.Store{s, v1}
+	const tok = idem.Token(1<<64 - 3)
+	steps := map[string]func(st idem.Store, key string) error{
+		"pending": func(idem.Store, string) error { return nil },
+		"completed": func(st idem.Store, key string) error {
+			return st.Finish(ctx, key, tok, idem.StateCompleted, []byte(`{"id":1}`))
+		},
+		"completed empty": func(st idem.Store, key string) error {
+			return st.Finish(ctx, key, tok, idem.StateCompleted, []byte{})
+		},
+		"failed": func(st idem.Store, key string) error {
+			return st.Finish(ctx, key, tok, idem.StateFailed, nil)
+		},
+		"failed replayable": func(st idem.Store, key string) error {
+			return st.Finish(ctx, key, tok, idem.StateFailed, []byte("boom"))
+		},
+		"extended": func(st idem.Store, key string) error {
+			return st.(idem.LeaseExtender).ExtendLease(ctx, key, tok, 2*time.Hour)
+		},
+		"reclaimed": func(st idem.Store, key string) error {
+			if err := st.Finish(ctx, key, tok, idem.StateFailed, nil); err != nil {
+				return err
+			}
+			r, err := st.Begin(ctx, &idem.BeginRequest{Key: key, Fingerprint: fp(4), Token: tok - 1,
+				Lease: 3 * time.Second, TTL: 2 * time.Hour})
+			if err == nil && (!r.Acquired || r.Prior != idem.StateFailed) {
+				t.Errorf("reclaim: %+v", r)
+			}
+			return err
+		},
+	}
+	for name, step := range steps {
+		t.Run(name, func(t *testing.T) {
+			var vals [2]string
+			var ttls [2]time.Duration
+			for i, st := range stores {
+				key := name + "/" + string(rune('a'+i))
+				r, err := st.Begin(ctx, &idem.BeginRequest{Key: key, Fingerprint: fp(3), Token: tok,
+					Lease: 90 * time.Second, TTL: time.Hour})
+				require.NoError(t, err)
+				require.True(t, r.Acquired)
+				require.NoError(t, step(st, key))
+				vals[i], err = c.Get(ctx, s.key(key)).Result()
+				require.NoError(t, err)
+				ttls[i], err = c.PTTL(ctx, s.key(key)).Result()
+				require.NoError(t, err)
+			}
+			cur, old := vals[0], vals[1]
+			require.Len(t, cur, len(old))
+			assert.Equal(t, old[:offLease], cur[:offLease], "version, state, flags, token")
+			assert.Equal(t, old[offFP:], cur[offFP:], "fingerprint, response")
+			for _, off := range []int{offLease, offExpires} {
+				d := int64(be64(cur[off:])) - int64(be64(old[off:]))
+				assert.Less(t, max(d, -d), int64(1000), "time at offset %d", off)
+			}
+			assert.InDelta(t, ttls[1].Milliseconds(), ttls[0].Milliseconds(), 1000, "key expiry")
+		})
+	}
+}
