@@ -82,8 +82,11 @@ type state struct {
 	hdr    []byte // everything hashed before the body
 	frames []frame
 	mem    []member
+	elems  []int // starts of the elements of unordered arrays, in buf
 	perm   []int32
-	shapes [shapeSlots]shape
+	// sortKeys is the scratch of sortByKey.
+	sortKeys []sortKey
+	shapes   [shapeSlots]shape
 	// hints maps a member name (hintSlot) to 1 + the shape slot of the
 	// last object seen as its value; 0: none.
 	hints [1 << hintBits]int16
@@ -99,6 +102,10 @@ var statePool = sync.Pool{New: func() any { return &state{d: sha256.New()} }}
 // pool, so that one huge request does not pin its memory.
 const maxPooled = 4 << 20
 
+// maxPooledMembers is the most members a pooled state keeps room for
+// (16 MiB of them; the state keeps at most about 50 MiB in all).
+const maxPooledMembers = 1 << 18
+
 func getState() *state { return statePool.Get().(*state) }
 
 func putState(s *state) {
@@ -106,8 +113,18 @@ func putState(s *state) {
 	if cap(s.buf) > maxPooled || cap(s.tmp) > maxPooled || cap(s.hdr) > maxPooled {
 		s.buf, s.tmp, s.hdr = nil, nil, nil
 	}
-	if cap(s.mem) > maxPooled/32 || cap(s.perm) > maxPooled/32 || cap(s.pairs) > maxPooled/32 {
-		s.mem, s.perm, s.pairs = nil, nil, nil
+	if cap(s.pairs) > maxPooled/32 {
+		s.pairs = nil
+	}
+	// The member scratch of a body of up to 1 MiB (idem's default limit)
+	// stays, even at its largest (at least five bytes a member), and so
+	// does the sort scratch of its largest object: allocating them
+	// afresh costs more than the work on such a body.
+	if cap(s.mem) > maxPooledMembers || cap(s.elems) > 2*maxPooledMembers {
+		s.mem, s.elems = nil, nil
+	}
+	if cap(s.perm) > 2*maxPooledMembers || cap(s.sortKeys) > 4*maxPooledMembers {
+		s.perm, s.sortKeys = nil, nil
 	}
 	if cap(s.keys) > maxPooled || cap(s.num) > maxPooled {
 		s.keys, s.num = nil, nil

@@ -51,6 +51,7 @@ type frame struct {
 	open  int   // offset in buf where the container's text starts
 	in    int   // offset in the input after its '{' or '['
 	mbase int   // len(mem) when opened
+	ebase int   // len(elems) when opened
 	kbase int   // len(keys) when opened
 	node  *node // pointer automaton state of this container
 	idx   int   // index of the current array element
@@ -145,6 +146,7 @@ func (s *state) push(depth, w, i int, nd *node, obj bool) *frame {
 	f := &s.frames[depth]
 	f.open, f.in, f.mbase, f.kbase, f.node, f.idx, f.cur, f.slot = w, i, len(s.mem), len(s.keys), nd, 0, w, -1
 	f.obj, f.record, f.unsorted, f.shape, f.drop = obj, !obj && nd != nil && nd.unordered, false, false, false
+	f.ebase = len(s.elems)
 	f.hint, f.hinted = -1, false
 	if obj && depth > 0 {
 		// Try the shape of the previous object in the same container
@@ -196,11 +198,19 @@ func (s *state) shapeOK(f *frame) bool {
 // newMember returns a new last slot of s.mem, with unspecified contents.
 func (s *state) newMember() *member {
 	if len(s.mem) == cap(s.mem) {
-		s.mem = append(s.mem, member{})
-	} else {
-		s.mem = s.mem[:len(s.mem)+1]
+		s.growMem()
 	}
+	s.mem = s.mem[:len(s.mem)+1]
 	return &s.mem[len(s.mem)-1]
+}
+
+// growMem doubles the capacity of s.mem (append grows a large slice by a
+// quarter at a time, which for an object of a hundred thousand members
+// means dozens of copies into fresh memory).
+func (s *state) growMem() {
+	m := make([]member, len(s.mem), max(64, 2*cap(s.mem)))
+	copy(m, s.mem)
+	s.mem = m
 }
 
 // track updates the member order state of object f for its new last
@@ -256,6 +266,7 @@ func (s *state) canonJSON(in []byte, root *node) bool {
 		buf = make([]byte, 2*n+n/4+2*slack)
 	}
 	s.mem = s.mem[:0]
+	s.elems = s.elems[:0]
 	s.keys = s.keys[:0]
 
 	i, w := 0, 0
@@ -376,7 +387,7 @@ value:
 			if nd != nil && nd.volatile {
 				f.drop = true
 			} else if f.record {
-				s.newMember().vs = w
+				s.elems = append(s.elems, w)
 			}
 		}
 		goto value
@@ -499,7 +510,7 @@ after:
 				if nd != nil && nd.volatile {
 					f.drop = true
 				} else if f.record {
-					s.newMember().vs = w
+					s.elems = append(s.elems, w)
 				}
 			}
 			goto value

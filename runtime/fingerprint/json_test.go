@@ -57,6 +57,12 @@ func TestCanonicalForm(t *testing.T) {
 		{"order by decoded name", `{"\u0062":1,"a":2}`, `{"a":2,"b":1}`},
 		{"utf-8 byte order", `{"é":1,"z":2,"😀":3,"ｚ":4}`, `{"z":2,"é":1,"ｚ":4,"😀":3}`},
 		{"duplicates keep arrival order", `{"a":2,"b":0,"a":1}`, `{"a":2,"a":1,"b":0}`},
+		// A short name and a long one whose first eight bytes are the
+		// short one zero-padded (escaped NULs): once a panic.
+		{"short name, long name with NULs", `{"a\u0000\u0000\u0000\u0000\u0000\u0000\u0000\u0000":2,"a":1}`,
+			`{"a":1,"a\u0000\u0000\u0000\u0000\u0000\u0000\u0000\u0000":2}`},
+		{"eight-byte name, long name with NULs", `{"abcdefgh\u0000":2,"abcdefgh":1,"abcdefg":0}`,
+			`{"abcdefg":0,"abcdefgh":1,"abcdefgh\u0000":2}`},
 		{"arrays keep order", `[3,1,2,{"b":1,"a":1}]`, `[3,1,2,{"a":1,"b":1}]`},
 
 		// Strings.

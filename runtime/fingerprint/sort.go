@@ -49,11 +49,137 @@ func (s *state) cmpNames(a, b *member, in []byte) int {
 		}
 		return 1
 	}
-	if a.klen <= 8 && b.klen <= 8 {
+	if a.klen <= 8 || b.klen <= 8 {
+		// Equal first eight bytes: the shorter name is a prefix of
+		// the other (the bytes past it are zeros, escaped NULs).
 		return a.klen - b.klen
 	}
 	return bytes.Compare(s.name(a, in)[8:], s.name(b, in)[8:])
 }
+
+// sortKey is what a sort by name (or by canonical text) compares first:
+// the first eight bytes, big-endian, zero-padded, and the length, up to 9
+// (all longer ones compare their bytes past the first eight), with the
+// index of the member or element, for ties and to find its bytes.
+type sortKey struct {
+	pfx uint64
+	n   int32
+	idx int32
+}
+
+// sortByKey sorts keys by name, then index; rest(k) returns the bytes
+// past the first eight of the name of index k (at least nine long). tmp
+// is scratch as long as keys.
+// Comparisons touch the keys only, which are contiguous, unless two long
+// names share their first eight bytes.
+func sortByKey(keys, tmp []sortKey, rest func(int32) []byte) {
+	cmp := func(a, b sortKey) int {
+		if a.pfx != b.pfx {
+			if a.pfx < b.pfx {
+				return -1
+			}
+			return 1
+		}
+		if a.n != b.n || a.n <= 8 {
+			if a.n != b.n {
+				return int(a.n - b.n)
+			}
+			return int(a.idx - b.idx)
+		}
+		if c := bytes.Compare(rest(a.idx), rest(b.idx)); c != 0 {
+			return c
+		}
+		return int(a.idx - b.idx)
+	}
+	if len(keys) > radixMin {
+		// A stable radix sort by (pfx, n) leaves ties in index order;
+		// then the runs of long names with equal first bytes sort by
+		// their other bytes.
+		radixSort(keys, tmp)
+		for a := 0; a < len(keys); {
+			b := a + 1
+			for b < len(keys) && keys[b].pfx == keys[a].pfx && keys[b].n == keys[a].n {
+				b++
+			}
+			if b-a > 1 && keys[a].n > 8 {
+				slices.SortFunc(keys[a:b], cmp)
+			}
+			a = b
+		}
+		return
+	}
+	if len(keys) > 16 {
+		slices.SortFunc(keys, cmp)
+		return
+	}
+	for a := 1; a < len(keys); a++ {
+		for b := a; b > 0 && cmp(keys[b-1], keys[b]) > 0; b-- {
+			keys[b-1], keys[b] = keys[b], keys[b-1]
+		}
+	}
+}
+
+// keysFor returns s.sortKeys emptied, with room for n keys, and scratch
+// for sortByKey of length n.
+func (s *state) keysFor(n int) ([]sortKey, []sortKey) {
+	if cap(s.sortKeys) < 2*n {
+		s.sortKeys = make([]sortKey, 0, 2*n)
+	}
+	return s.sortKeys[:0:n], s.sortKeys[n : 2*n]
+}
+
+// radixMin is the length from which sortByKey sorts by radix.
+const radixMin = 256
+
+// radixSort sorts keys by (pfx, n), stably, with tmp as scratch of the
+// same length: a pass over the bytes of n then of pfx, from the least
+// significant, skipping those that all keys share.
+func radixSort(keys, tmp []sortKey) {
+	var counts [9][256]int
+	for _, k := range keys {
+		counts[0][byte(k.n)]++
+		for d := range 8 {
+			counts[1+d][byte(k.pfx>>(8*d))]++
+		}
+	}
+	src, dst := keys, tmp[:len(keys)]
+	for d := range 9 {
+		c := &counts[d]
+		digit := func(k *sortKey) byte {
+			if d == 0 {
+				return byte(k.n)
+			}
+			return byte(k.pfx >> (8 * (d - 1)))
+		}
+		if c[digit(&src[0])] == len(src) {
+			continue
+		}
+		sum := 0
+		for b := range c {
+			c[b], sum = sum, sum+c[b]
+		}
+		for k := range src {
+			b := digit(&src[k])
+			dst[c[b]] = src[k]
+			c[b]++
+		}
+		src, dst = dst, src
+	}
+	if &src[0] != &keys[0] {
+		copy(keys, src)
+	}
+}
+
+// permFor returns s.perm emptied, with room for n indexes.
+func (s *state) permFor(n int) []int32 {
+	if cap(s.perm) < n {
+		s.perm = make([]int32, 0, n)
+	}
+	return s.perm[:0]
+}
+
+// sortLen is the length of a name or text in a sortKey.
+func sortLen(n int) int32 { return int32(min(n, 9)) }
 
 // less reports whether member a's name sorts before b's.
 func (s *state) less(a, b *member, in []byte) bool { return s.cmpNames(a, b, in) < 0 }
@@ -162,7 +288,15 @@ func (s *state) closeObject(buf []byte, w int, f *frame, in []byte, i int, top b
 		copy(src, buf[f.open:w])
 	}
 	if need := dst + size + len(in) - i + slack; need > len(buf) {
-		buf = growBuf(buf, w, need+need/4)
+		// size counts twice the input of the texts in buf: the exact
+		// size may fit.
+		size = 2
+		for k := range ms {
+			size += ms[k].ke - ms[k].ks + ms[k].ve - ms[k].vs + 2
+		}
+		if need = dst + size + len(in) - i + slack; need > len(buf) {
+			buf = growBuf(buf, w, need+need/4)
+		}
 		if top {
 			src = buf
 		}
@@ -288,17 +422,15 @@ func (s *state) order(f *frame, ms []member, in []byte) []int32 {
 		}
 		return nil
 	}
-	perm := s.perm[:0]
+	keys, tmp := s.keysFor(len(ms))
 	for k := range ms {
-		perm = append(perm, int32(k))
+		keys = append(keys, sortKey{ms[k].pfx, sortLen(ms[k].klen), int32(k)})
 	}
-	sortPerm(perm, func(a, b int32) int {
-		if c := s.cmpNames(&ms[a], &ms[b], in); c != 0 {
-			return c
-		}
-		return int(a - b)
-	})
-	s.perm = perm
+	sortByKey(keys, tmp, func(k int32) []byte { return s.name(&ms[k], in)[8:] })
+	perm := s.permFor(len(keys))
+	for _, e := range keys {
+		perm = append(perm, e.idx)
+	}
 	if len(ms) <= maxShape {
 		sorted := 0
 		for sorted+1 < len(ms) && s.cmpNames(&ms[sorted], &ms[sorted+1], in) <= 0 {
@@ -314,28 +446,33 @@ func (s *state) order(f *frame, ms []member, in []byte) []int32 {
 // and returns the new end of the output.
 func (s *state) closeArray(buf []byte, w int, f *frame) int {
 	if f.record {
-		ms := s.mem[f.mbase:]
-		s.mem = s.mem[:f.mbase]
+		ms := s.elems[f.ebase:]
+		s.elems = s.elems[:f.ebase]
 		if len(ms) > 1 {
-			// Elements sort by their canonical text.
-			text := func(k int32) []byte {
+			// Elements sort by their canonical text, each followed by
+			// a comma in buf (buf has slack past w for the 8-byte
+			// loads). A canonical text has no NUL byte, so the
+			// zero-padded key orders it as its bytes do.
+			keys, tmp := s.keysFor(len(ms))
+			for k := range ms {
+				a, end := ms[k], w
+				if k+1 < len(ms) {
+					end = ms[k+1]
+				}
+				l := end - 1 - a
+				keys = append(keys, sortKey{nameKey(binary.LittleEndian.Uint64(buf[a:]), l), sortLen(l), int32(k)})
+			}
+			sortByKey(keys, tmp, func(k int32) []byte {
 				end := w
 				if int(k)+1 < len(ms) {
-					end = ms[k+1].vs
+					end = ms[k+1]
 				}
-				return buf[ms[k].vs : end-1]
-			}
-			perm := s.perm[:0]
-			for k := range ms {
-				perm = append(perm, int32(k))
-			}
-			sortPerm(perm, func(a, b int32) int {
-				if c := bytes.Compare(text(a), text(b)); c != 0 {
-					return c
-				}
-				return int(a - b)
+				return buf[ms[k]+8 : end-1]
 			})
-			s.perm = perm
+			perm := s.permFor(len(keys))
+			for _, e := range keys {
+				perm = append(perm, e.idx)
+			}
 			s.gather(buf, w, ms, perm, f.open+1)
 		}
 	}
@@ -347,20 +484,9 @@ func (s *state) closeArray(buf []byte, w int, f *frame) int {
 	return w
 }
 
-func sortPerm(perm []int32, cmp func(a, b int32) int) {
-	if len(perm) > 16 {
-		slices.SortFunc(perm, cmp)
-		return
-	}
-	for a := 1; a < len(perm); a++ {
-		for b := a; b > 0 && cmp(perm[b-1], perm[b]) > 0; b-- {
-			perm[b-1], perm[b] = perm[b], perm[b-1]
-		}
-	}
-}
-
-// gather rewrites buf[body:w] with the spans of ms in the order perm.
-func (s *state) gather(buf []byte, w int, ms []member, perm []int32, body int) {
+// gather rewrites buf[body:w] with the spans that start at ms, in the
+// order perm.
+func (s *state) gather(buf []byte, w int, ms []int, perm []int32, body int) {
 	size := w - body
 	if cap(s.tmp) < size+16 {
 		s.tmp = make([]byte, 0, 2*size+16)
@@ -368,9 +494,9 @@ func (s *state) gather(buf []byte, w int, ms []member, perm []int32, body int) {
 	tmp := s.tmp[:cap(s.tmp)]
 	t := 0
 	for _, p := range perm {
-		a, end := ms[p].vs, w
+		a, end := ms[p], w
 		if int(p)+1 < len(ms) {
-			end = ms[p+1].vs
+			end = ms[p+1]
 		}
 		// Copy in 16-byte blocks: buf has slack after w, tmp after size.
 		for ; a < end; a += 16 {
