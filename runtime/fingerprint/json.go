@@ -872,26 +872,45 @@ func fastMembers(in []byte, i int, names []shapeName, idx int, mem []member) (in
 		if vs+17 > n {
 			break
 		}
+		// The value: a scalar, or an array of scalars without white
+		// space (its text is then its canonical text, as is).
 		ve := -1
-		switch c := in[vs]; {
+		p := vs // the scalar
+		arr := false
+		if in[vs] == '[' {
+			if in[vs+1] == ']' {
+				ve = vs + 2
+				goto scanned
+			}
+			arr = true
+			p = vs + 1
+		}
+	scalar:
+		switch c := in[p]; {
 		case c == '"':
 			// ASCII, two- and three-byte UTF-8 sequences (but those
 			// starting with E0 or ED, which need more checks) and the
 			// escapes that are their own canonical form; anything
 			// else goes to the general path.
-			p := vs + 1
-			for p+8 <= n {
-				m := special(binary.LittleEndian.Uint64(in[p:]))
+			// Sixteen bytes at a time (and up to two past them for a
+			// UTF-8 sequence), the closing quote tested first.
+			p++
+			for p+18 <= n {
+				t := in[p : p+16]
+				m := special(binary.LittleEndian.Uint64(t))
 				if m == 0 {
+					if m = special(binary.LittleEndian.Uint64(t[8:])); m == 0 {
+						p += 16
+						continue
+					}
 					p += 8
-					continue
 				}
 				p += bits.TrailingZeros64(m) >> 3
-				if p+3 > n {
+				t = in[p : p+3]
+				if c := t[0]; c == '"' {
+					ve = p + 1
 					break
-				}
-				t := in[p : p+3]
-				if c := t[0]; c-0xC2 < 0x1E && t[1]&0xC0 == 0x80 {
+				} else if c-0xC2 < 0x1E && t[1]&0xC0 == 0x80 {
 					p += 2
 				} else if c-0xE1 < 0x0F && c != 0xED && t[1]&0xC0 == 0x80 && t[2]&0xC0 == 0x80 {
 					p += 3
@@ -901,14 +920,15 @@ func fastMembers(in []byte, i int, names []shapeName, idx int, mem []member) (in
 					break
 				}
 			}
-			if p < n && in[p] == '"' {
-				ve = p + 1
-			}
 		case c-'0' < 10:
 			// The short-number test of canonJSON's member loop,
 			// written again here because as a function it would not
 			// be inlined (cost 199, budget 80); change both together.
-			t := in[vs : vs+17]
+			// Here a number may end an array too.
+			if p+17 > n {
+				break
+			}
+			t := in[p : p+17]
 			k := 0 // the length of the number, or 0
 			if c != '0' {
 				m := nonDigit(binary.LittleEndian.Uint64(t))
@@ -920,12 +940,12 @@ func fastMembers(in []byte, i int, names []shapeName, idx int, mem []member) (in
 			} else {
 				k = 1 // fewer than six leading zeros below
 			}
-			if e := t[k&15]; k > 0 && e != ',' && e != '}' {
+			if e := t[k&15]; k > 0 && e != ',' && e != '}' && e != ']' {
 				k2 := 0
 				if k < 8 && e == '.' {
 					if m := nonDigit(binary.LittleEndian.Uint64(t[k+1:])); m != 0 {
 						j := bits.TrailingZeros64(m) >> 3
-						if end := k + 1 + j; j > 0 && (c != '0' || j <= 6) && t[end-1] != '0' && (t[end] == ',' || t[end] == '}') {
+						if end := k + 1 + j; j > 0 && (c != '0' || j <= 6) && t[end-1] != '0' && (t[end] == ',' || t[end] == '}' || t[end] == ']') {
 							k2 = end
 						}
 					}
@@ -933,21 +953,34 @@ func fastMembers(in []byte, i int, names []shapeName, idx int, mem []member) (in
 				k = k2
 			}
 			if k > 0 {
-				ve = vs + k
+				ve = p + k
 			}
 		case c == 't':
-			if string(in[vs:vs+4]) == "true" {
-				ve = vs + 4
+			if p+4 <= n && string(in[p:p+4]) == "true" {
+				ve = p + 4
 			}
 		case c == 'f':
-			if string(in[vs:vs+5]) == "false" {
-				ve = vs + 5
+			if p+5 <= n && string(in[p:p+5]) == "false" {
+				ve = p + 5
 			}
 		case c == 'n':
-			if string(in[vs:vs+4]) == "null" {
-				ve = vs + 4
+			if p+4 <= n && string(in[p:p+4]) == "null" {
+				ve = p + 4
 			}
 		}
+		if arr && ve >= 0 {
+			// The next element right after a comma, or the end.
+			if ve+1 < n && in[ve] == ',' {
+				p, ve = ve+1, -1
+				goto scalar
+			}
+			if ve < n && in[ve] == ']' {
+				ve++
+			} else {
+				ve = -1
+			}
+		}
+	scanned:
 		if ve < 0 {
 			return i, len(mem), vs, fastValue
 		}

@@ -341,3 +341,65 @@ func TestMemberStrings(t *testing.T) {
 		}
 	}
 }
+
+// arrayBody embeds the array text a in the members of objects of one
+// shape, where the member loop takes arrays of scalars as they are when
+// their text is canonical.
+func arrayBody(a string) string {
+	return `{"list":[{"a":` + a + `,"b":1},{"a":` + a + `,"b":1},{"b":2,"a":` + a + `}],"z":"` + strings.Repeat("x", 40) + `"}`
+}
+
+// Arrays in object members: as they are when canonical, else canonicalized
+// or rejected as anywhere else.
+func TestArraysInMembers(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"[]", "{\"list\":[{\"a\":[],\"b\":1},{\"a\":[],\"b\":1},{\"a\":[],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[ ]", "{\"list\":[{\"a\":[],\"b\":1},{\"a\":[],\"b\":1},{\"a\":[],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[1,2]", "{\"list\":[{\"a\":[1,2],\"b\":1},{\"a\":[1,2],\"b\":1},{\"a\":[1,2],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[1.0]", "{\"list\":[{\"a\":[1],\"b\":1},{\"a\":[1],\"b\":1},{\"a\":[1],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[1e2]", "{\"list\":[{\"a\":[100],\"b\":1},{\"a\":[100],\"b\":1},{\"a\":[100],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[-1]", "{\"list\":[{\"a\":[-1],\"b\":1},{\"a\":[-1],\"b\":1},{\"a\":[-1],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[-0]", "{\"list\":[{\"a\":[0],\"b\":1},{\"a\":[0],\"b\":1},{\"a\":[0],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[\"a\\/b\"]", "{\"list\":[{\"a\":[\"a/b\"],\"b\":1},{\"a\":[\"a/b\"],\"b\":1},{\"a\":[\"a/b\"],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[\"\\u0041\"]", "{\"list\":[{\"a\":[\"A\"],\"b\":1},{\"a\":[\"A\"],\"b\":1},{\"a\":[\"A\"],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[\"é\",\"日本\",\"😀\"]", "{\"list\":[{\"a\":[\"é\",\"日本\",\"😀\"],\"b\":1},{\"a\":[\"é\",\"日本\",\"😀\"],\"b\":1},{\"a\":[\"é\",\"日本\",\"😀\"],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[\"a\\\"b\\\\c\\n\\t\\r\\b\\f\"]", "{\"list\":[{\"a\":[\"a\\\"b\\\\c\\n\\t\\r\\b\\f\"],\"b\":1},{\"a\":[\"a\\\"b\\\\c\\n\\t\\r\\b\\f\"],\"b\":1},{\"a\":[\"a\\\"b\\\\c\\n\\t\\r\\b\\f\"],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[true,false,null]", "{\"list\":[{\"a\":[true,false,null],\"b\":1},{\"a\":[true,false,null],\"b\":1},{\"a\":[true,false,null],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[[1]]", "{\"list\":[{\"a\":[[1]],\"b\":1},{\"a\":[[1]],\"b\":1},{\"a\":[[1]],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[{\"b\":1,\"a\":2}]", "{\"list\":[{\"a\":[{\"a\":2,\"b\":1}],\"b\":1},{\"a\":[{\"a\":2,\"b\":1}],\"b\":1},{\"a\":[{\"a\":2,\"b\":1}],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[1 ,2]", "{\"list\":[{\"a\":[1,2],\"b\":1},{\"a\":[1,2],\"b\":1},{\"a\":[1,2],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[1, 2]", "{\"list\":[{\"a\":[1,2],\"b\":1},{\"a\":[1,2],\"b\":1},{\"a\":[1,2],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[0.10]", "{\"list\":[{\"a\":[0.1],\"b\":1},{\"a\":[0.1],\"b\":1},{\"a\":[0.1],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[0.0000001]", "{\"list\":[{\"a\":[1e-7],\"b\":1},{\"a\":[1e-7],\"b\":1},{\"a\":[1e-7],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[0.000001]", "{\"list\":[{\"a\":[0.000001],\"b\":1},{\"a\":[0.000001],\"b\":1},{\"a\":[0.000001],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[123456789012345678901234]", "{\"list\":[{\"a\":[1.23456789012345678901234e+23],\"b\":1},{\"a\":[1.23456789012345678901234e+23],\"b\":1},{\"a\":[1.23456789012345678901234e+23],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[1234567890123456]", "{\"list\":[{\"a\":[1234567890123456],\"b\":1},{\"a\":[1234567890123456],\"b\":1},{\"a\":[1234567890123456],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[0.1234567,1.25]", "{\"list\":[{\"a\":[0.1234567,1.25],\"b\":1},{\"a\":[0.1234567,1.25],\"b\":1},{\"a\":[0.1234567,1.25],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[\"\\u00e9\"]", "{\"list\":[{\"a\":[\"é\"],\"b\":1},{\"a\":[\"é\"],\"b\":1},{\"a\":[\"é\"],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[\"\\ud83d\\ude00\"]", "{\"list\":[{\"a\":[\"😀\"],\"b\":1},{\"a\":[\"😀\"],\"b\":1},{\"a\":[\"😀\"],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[\"x\",1,true]", "{\"list\":[{\"a\":[\"x\",1,true],\"b\":1},{\"a\":[\"x\",1,true],\"b\":1},{\"a\":[\"x\",1,true],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[1,]", ""},
+		{"[1", ""},
+		{"[\"a]", ""},
+		{"[tru]", ""},
+		{"[01]", ""},
+		{"[1.]", ""},
+		{"[.5]", ""},
+		{"[\"\\u0000\"]", "{\"list\":[{\"a\":[\"\\u0000\"],\"b\":1},{\"a\":[\"\\u0000\"],\"b\":1},{\"a\":[\"\\u0000\"],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[\"\x01\"]", ""},
+		{"[\"\xff\"]", ""},
+		{"[\"\xed\xa0\x80\"]", ""},
+		{"[\"ࠀ\"]", "{\"list\":[{\"a\":[\"ࠀ\"],\"b\":1},{\"a\":[\"ࠀ\"],\"b\":1},{\"a\":[\"ࠀ\"],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[\"long string with more than sixteen bytes \\\" and escapes\"]", "{\"list\":[{\"a\":[\"long string with more than sixteen bytes \\\" and escapes\"],\"b\":1},{\"a\":[\"long string with more than sixteen bytes \\\" and escapes\"],\"b\":1},{\"a\":[\"long string with more than sixteen bytes \\\" and escapes\"],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+	}
+	h := mustNew(t, fingerprint.Options{})
+	for _, tt := range tests {
+		got, err := h.Canonical(nil, []byte(arrayBody(tt.in)))
+		if tt.want == "" {
+			assert.Error(t, err, "%q", tt.in)
+			continue
+		}
+		assert.NoError(t, err, "%q", tt.in)
+		assert.Equal(t, tt.want, string(got), "%q", tt.in)
+	}
+}
