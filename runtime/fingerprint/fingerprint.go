@@ -174,12 +174,12 @@ func (h *Hasher) Sum(in *Input) Fingerprint {
 
 	essence, kind := mediaType(in.ContentType)
 	hdr = binary.AppendUvarint(append(hdr, 'B'), uint64(len(essence)))
-	for i := 0; i < len(essence); i++ {
-		c := essence[i]
-		if c-'A' < 26 {
-			c += 'a' - 'A'
+	lower := len(hdr)
+	hdr = append(hdr, essence...)
+	for i := lower; i < len(hdr); i++ {
+		if c := hdr[i]; c-'A' < 26 {
+			hdr[i] = c + 'a' - 'A'
 		}
-		hdr = append(hdr, c)
 	}
 	body := in.Body
 	switch kind {
@@ -219,6 +219,9 @@ func appendString(dst []byte, s string) []byte {
 // mediaType returns the media type of a Content-Type value (without
 // parameters, trimmed) and the body domain it selects.
 func mediaType(ct string) (string, byte) {
+	if ct == "application/json" {
+		return ct, domainJSON
+	}
 	if i := strings.IndexByte(ct, ';'); i >= 0 {
 		ct = ct[:i]
 	}

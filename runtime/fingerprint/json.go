@@ -32,18 +32,18 @@ const slack = 32
 // order needs no sort when the members arrive sorted or have the same names
 // as a recently closed object (see sort.go).
 
-// member is an object member (or an element of an unordered array, which
-// uses vs only, as its start in buf). Its name's canonical text is
-// in[ks:ke] (kbuf: buf[ks:ke]), its value's in[vs:ve] (vbuf: buf[vs:ve]).
-// The unescaped name is in[koff:koff+klen] (kesc: keys[koff:koff+klen]),
-// and pfx holds its first eight bytes, big-endian, zero-padded.
+// member is an object member. Its name's canonical text is in[ks:ke]
+// (kesc: buf[ks:ke]), its value's in[vs:ve] (vbuf: buf[vs:ve]). The
+// unescaped name is in[ks+1:ks+1+klen] (kesc, the name has escapes:
+// keys[koff:koff+klen]; koff is set only then), and pfx holds its first
+// eight bytes, big-endian, zero-padded.
 type member struct {
 	ks, ke     int
 	vs, ve     int
-	koff, klen int
+	vbuf, kesc bool
+	klen       int
+	koff       int
 	pfx        uint64
-	kbuf, vbuf bool
-	kesc       bool
 }
 
 // frame is an open array or object.
@@ -123,6 +123,8 @@ func plainStringFrom(in []byte, i, j int) int {
 		switch c := in[j+k]; {
 		case c == '"':
 			return j + k - i
+		case c-0xC2 < 0x1E && j+k+1 < len(in) && in[j+k+1]&0xC0 == 0x80:
+			j += k + 2 // a two-byte sequence
 		case c >= utf8.RuneSelf:
 			r, size := utf8.DecodeRune(in[j+k:])
 			if r == utf8.RuneError && size == 1 {
@@ -586,8 +588,8 @@ key:
 					e := &names[idx]
 					f.cur = w
 					m := s.newMember()
-					m.ks, m.ke, m.vs, m.ve, m.koff, m.klen = i, i+e.n+2, 0, 0, i+1, e.n
-					m.kbuf, m.vbuf, m.kesc = false, false, false
+					m.ks, m.ke, m.vs, m.ve, m.klen = i, i+e.n+2, 0, 0, e.n
+					m.vbuf, m.kesc = false, false
 					m.pfx = e.pfx
 					nd, lazy, i = nil, true, vs
 					goto value
@@ -720,8 +722,8 @@ key:
 				// path: record the member and go on with the value.
 				f.cur = w
 				m := s.newMember()
-				m.ks, m.ke, m.vs, m.ve, m.koff, m.klen = i, ke, 0, 0, i+1, k
-				m.kbuf, m.vbuf, m.kesc = false, false, false
+				m.ks, m.ke, m.vs, m.ve, m.klen = i, ke, 0, 0, k
+				m.vbuf, m.kesc = false, false
 				if e != nil {
 					m.pfx = e.pfx
 				} else {
@@ -739,8 +741,8 @@ key:
 				}
 			}
 			m := s.newMember()
-			m.ks, m.ke, m.vs, m.ve, m.koff, m.klen = i, ke, vs, ve, i+1, k
-			m.kbuf, m.vbuf, m.kesc = false, false, false
+			m.ks, m.ke, m.vs, m.ve, m.klen = i, ke, vs, ve, k
+			m.vbuf, m.kesc = false, false
 			if e != nil {
 				m.pfx = e.pfx // and the shape still matches
 			} else {
@@ -768,12 +770,12 @@ key:
 		f.cur = w
 		m := s.newMember()
 		m.ks, m.vs, m.ve = i, 0, 0
-		m.kbuf, m.vbuf, m.kesc = false, false, false
+		m.vbuf, m.kesc = false, false
 		// Fast path as for values.
 		if k := plainString(in, i+1); k >= 0 {
 			i += k + 2
-			m.ke, m.koff, m.klen = i, m.ks+1, k
-			m.pfx = nameKey(binary.LittleEndian.Uint64(in[m.koff:]), k)
+			m.ke, m.klen = i, k
+			m.pfx = nameKey(binary.LittleEndian.Uint64(in[m.ks+1:]), k)
 			goto named
 		}
 		{
@@ -782,9 +784,9 @@ key:
 				i, reason = j, r
 				goto failed
 			}
-			m.koff, m.klen = i+1, j-i-2
+			m.klen = j - i - 2
 			if esc {
-				m.kesc, m.kbuf = true, true
+				m.kesc = true
 				m.koff = len(s.keys)
 				s.keys = appendUnescaped(s.keys, in[i+1:j-1])
 				m.klen = len(s.keys) - m.koff
@@ -992,8 +994,8 @@ func fastMembers(in []byte, i int, names []shapeName, idx int, mem []member) (in
 		}
 		mem = mem[:len(mem)+1]
 		m := &mem[len(mem)-1]
-		m.ks, m.ke, m.vs, m.ve, m.koff, m.klen = i, ke, vs, ve, i+1, k
-		m.kbuf, m.vbuf, m.kesc = false, false, false
+		m.ks, m.ke, m.vs, m.ve, m.klen = i, ke, vs, ve, k
+		m.vbuf, m.kesc = false, false
 		m.pfx = e.pfx
 		idx++
 		i = next + 1

@@ -38,7 +38,7 @@ func (s *state) name(m *member, in []byte) []byte {
 	if m.kesc {
 		return s.keys[m.koff : m.koff+m.klen]
 	}
-	return in[m.koff : m.koff+m.klen]
+	return in[m.ks+1 : m.ks+1+m.klen]
 }
 
 // cmpNames orders object members by unescaped name (not by arrival).
@@ -310,7 +310,7 @@ func (s *state) closeObject(buf []byte, w int, f *frame, in []byte, i int, top b
 	if perm == nil {
 		for k := 0; k < len(ms); k++ {
 			m := &ms[k]
-			if m.kbuf || m.vbuf || m.vs != m.ke+1 {
+			if m.kesc || m.vbuf || m.vs != m.ke+1 {
 				o = putMember(buf, o, in, src, base, m)
 				continue
 			}
@@ -319,7 +319,7 @@ func (s *state) closeObject(buf []byte, w int, f *frame, in []byte, i int, top b
 			a, end := m.ks, m.ve
 			for k+1 < len(ms) {
 				next := &ms[k+1]
-				if next.ks != end+1 || next.kbuf || next.vbuf || next.vs != next.ke+1 || in[end] != ',' {
+				if next.ks != end+1 || next.kesc || next.vbuf || next.vs != next.ke+1 || in[end] != ',' {
 					break
 				}
 				end = next.ve
@@ -345,7 +345,7 @@ func (s *state) closeObject(buf []byte, w int, f *frame, in []byte, i int, top b
 func putPermuted(buf []byte, o int, in, src []byte, base int, ms []member, perm []int32) int {
 	for _, p := range perm {
 		m := &ms[p]
-		if m.kbuf || m.vbuf || m.vs != m.ke+1 {
+		if m.kesc || m.vbuf || m.vs != m.ke+1 {
 			o = putMember(buf, o, in, src, base, m)
 			continue
 		}
@@ -372,7 +372,7 @@ func putPermuted(buf []byte, o int, in, src []byte, base int, ms []member, perm 
 // the index after it; its texts in buf are read from src, at their offset
 // less base.
 func putMember(buf []byte, o int, in, src []byte, base int, m *member) int {
-	if m.kbuf {
+	if m.kesc {
 		o = put(buf, o, src, m.ks-base, m.ke-base)
 	} else {
 		o = put(buf, o, in, m.ks, m.ke)
