@@ -576,7 +576,7 @@ key:
 		idx := len(s.mem) - f.mbase // index of the next member
 		for {
 			if node == nil && idx < len(names) {
-				j, l, vs, status := fastMembers(in, i, names, idx, s.mem)
+				j, l, fv, status := fastMembers(in, i, names, idx, s.mem)
 				s.mem = s.mem[:l]
 				i, idx = j, l-f.mbase
 				switch status {
@@ -585,13 +585,23 @@ key:
 				case fastValue:
 					// The name is fine but the value needs the general
 					// path: record the member and go on with the value.
+					// But first, an object that the member loop takes
+					// whole is written here, without a frame.
 					e := &names[idx]
+					var j, wend int
+					if in[fv] == '{' {
+						j, wend = s.flatObject(in, fv, buf, w, e)
+					}
 					f.cur = w
 					m := s.newMember()
 					m.ks, m.ke, m.vs, m.ve, m.klen = i, i+e.n+2, 0, 0, e.n
 					m.vbuf, m.kesc = false, false
 					m.pfx = e.pfx
-					nd, lazy, i = nil, true, vs
+					if j > 0 {
+						vs, ve, vbuf, i, w = w, wend, true, j, wend
+						goto after
+					}
+					nd, lazy, i = nil, true, fv
 					goto value
 				}
 			}
@@ -824,6 +834,45 @@ failed:
 	s.buf, s.out = buf, nil
 	s.err = jsonError{i, reason}
 	return false
+}
+
+// flatObject writes at buf[w:] the canonical text of the object that
+// starts at in[i], the value of a member of a cached shape whose name is
+// e, if it is an object of the shape last seen as the value of such a
+// member that fastMembers takes whole (names as cached, in that order,
+// values it takes), and returns the index after it in the input and the
+// end of its text in buf; else 0, 0. It records the members past the end
+// of s.mem, as scratch. (This spares the object a frame, and its members
+// a second move.)
+func (s *state) flatObject(in []byte, i int, buf []byte, w int, e *shapeName) (int, int) {
+	h := s.hints[hintSlot(e.pfx, e.n)]
+	if h <= 0 || i+1 >= len(in) || in[i+1] != '"' {
+		return 0, 0
+	}
+	sh := &s.shapes[h-1]
+	if sh.n == 0 {
+		return 0, 0
+	}
+	base := len(s.mem)
+	j, l, _, status := fastMembers(in, i+1, sh.names[:sh.n], 0, s.mem)
+	ms := s.mem[base:l]
+	if status != fastClosed || (len(ms) != sh.n && len(sh.perm) > 0) {
+		return 0, 0
+	}
+	// The members go in the cached order (a prefix of sorted names is
+	// sorted); their texts are in the input.
+	o := w
+	buf[o] = '{'
+	o++
+	if len(ms) == sh.n && len(sh.perm) > 0 {
+		o = putPermuted(buf, o, in, in, 0, ms, sh.perm)
+	} else {
+		for k := range ms {
+			o = putMember(buf, o, in, in, 0, &ms[k])
+		}
+	}
+	buf[o-1] = '}'
+	return j, o
 }
 
 // What fastMembers stopped at.

@@ -403,3 +403,50 @@ func TestArraysInMembers(t *testing.T) {
 		assert.Equal(t, tt.want, string(got), "%q", tt.in)
 	}
 }
+
+// objBody has objects of one shape whose member "a" is first the object
+// a, then twice the object b, which the member loop may take whole as an
+// object of a's shape.
+func objBody(a, b string) string {
+	return `{"list":[{"a":` + a + `,"b":1},{"a":` + b + `,"b":1},{"b":2,"a":` + b + `}],"z":"` + strings.Repeat("x", 40) + `"}`
+}
+
+// Objects in object members, after an object of another shape.
+func TestObjectsInMembers(t *testing.T) {
+	tests := []struct{ a, b, want string }{
+		{"{\"y\":1,\"x\":2}", "{\"y\":3,\"x\":4}", "{\"list\":[{\"a\":{\"x\":2,\"y\":1},\"b\":1},{\"a\":{\"x\":4,\"y\":3},\"b\":1},{\"a\":{\"x\":4,\"y\":3},\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"{\"y\":1,\"x\":2}", "{\"y\":3}", "{\"list\":[{\"a\":{\"x\":2,\"y\":1},\"b\":1},{\"a\":{\"y\":3},\"b\":1},{\"a\":{\"y\":3},\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"{\"y\":1,\"x\":2}", "{\"x\":3}", "{\"list\":[{\"a\":{\"x\":2,\"y\":1},\"b\":1},{\"a\":{\"x\":3},\"b\":1},{\"a\":{\"x\":3},\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"{\"y\":1,\"x\":2}", "{\"y\":3,\"x\":4,\"w\":5}", "{\"list\":[{\"a\":{\"x\":2,\"y\":1},\"b\":1},{\"a\":{\"w\":5,\"x\":4,\"y\":3},\"b\":1},{\"a\":{\"w\":5,\"x\":4,\"y\":3},\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"{\"y\":1,\"x\":2}", "{\"x\":4,\"y\":3}", "{\"list\":[{\"a\":{\"x\":2,\"y\":1},\"b\":1},{\"a\":{\"x\":4,\"y\":3},\"b\":1},{\"a\":{\"x\":4,\"y\":3},\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"{\"y\":1,\"x\":2}", "{\"y\": 3,\"x\":4}", "{\"list\":[{\"a\":{\"x\":2,\"y\":1},\"b\":1},{\"a\":{\"x\":4,\"y\":3},\"b\":1},{\"a\":{\"x\":4,\"y\":3},\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"{\"y\":1,\"x\":2}", "{\"y\":3 ,\"x\":4}", "{\"list\":[{\"a\":{\"x\":2,\"y\":1},\"b\":1},{\"a\":{\"x\":4,\"y\":3},\"b\":1},{\"a\":{\"x\":4,\"y\":3},\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"{\"y\":1,\"x\":2}", "{ \"y\":3,\"x\":4}", "{\"list\":[{\"a\":{\"x\":2,\"y\":1},\"b\":1},{\"a\":{\"x\":4,\"y\":3},\"b\":1},{\"a\":{\"x\":4,\"y\":3},\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"{\"y\":1,\"x\":2}", "{\"y\":3,\"x\":4 }", "{\"list\":[{\"a\":{\"x\":2,\"y\":1},\"b\":1},{\"a\":{\"x\":4,\"y\":3},\"b\":1},{\"a\":{\"x\":4,\"y\":3},\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"{\"y\":1,\"x\":2}", "{\"y\":1.0,\"x\":\"\\u0041\"}", "{\"list\":[{\"a\":{\"x\":2,\"y\":1},\"b\":1},{\"a\":{\"x\":\"A\",\"y\":1},\"b\":1},{\"a\":{\"x\":\"A\",\"y\":1},\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"{\"y\":1,\"x\":2}", "{\"y\":[1,\"a\"],\"x\":{\"q\":1}}", "{\"list\":[{\"a\":{\"x\":2,\"y\":1},\"b\":1},{\"a\":{\"x\":{\"q\":1},\"y\":[1,\"a\"]},\"b\":1},{\"a\":{\"x\":{\"q\":1},\"y\":[1,\"a\"]},\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"{\"y\":1,\"x\":2}", "{\"y\":\"é\\\"\\n\",\"x\":true}", "{\"list\":[{\"a\":{\"x\":2,\"y\":1},\"b\":1},{\"a\":{\"x\":true,\"y\":\"é\\\"\\n\"},\"b\":1},{\"a\":{\"x\":true,\"y\":\"é\\\"\\n\"},\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"{\"y\":1,\"x\":2}", "{\"y\":1,\"x\":2,}", ""},
+		{"{\"y\":1,\"x\":2}", "{\"y\":1,\"x\"}", ""},
+		{"{\"y\":1,\"x\":2}", "{\"y\":1,\"x\":2", ""},
+		{"{\"y\":1,\"x\":2}", "{}", "{\"list\":[{\"a\":{\"x\":2,\"y\":1},\"b\":1},{\"a\":{},\"b\":1},{\"a\":{},\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"{\"a\":1,\"b\":2}", "{\"a\":3,\"b\":4}", "{\"list\":[{\"a\":{\"a\":1,\"b\":2},\"b\":1},{\"a\":{\"a\":3,\"b\":4},\"b\":1},{\"a\":{\"a\":3,\"b\":4},\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"{\"a\":1,\"b\":2}", "{\"a\":3}", "{\"list\":[{\"a\":{\"a\":1,\"b\":2},\"b\":1},{\"a\":{\"a\":3},\"b\":1},{\"a\":{\"a\":3},\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"{\"a\":1,\"b\":2}", "{\"b\":3}", "{\"list\":[{\"a\":{\"a\":1,\"b\":2},\"b\":1},{\"a\":{\"b\":3},\"b\":1},{\"a\":{\"b\":3},\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"{\"color\":\"x\",\"size\":\"M\",\"fragile\":true}", "{\"color\":\"blue\",\"size\":\"XL\",\"fragile\":false}", "{\"list\":[{\"a\":{\"color\":\"x\",\"fragile\":true,\"size\":\"M\"},\"b\":1},{\"a\":{\"color\":\"blue\",\"fragile\":false,\"size\":\"XL\"},\"b\":1},{\"a\":{\"color\":\"blue\",\"fragile\":false,\"size\":\"XL\"},\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"{\"color\":\"x\",\"size\":\"M\",\"fragile\":true}", "{\"color\":\"blue\",\"size\":\"XL\"}", "{\"list\":[{\"a\":{\"color\":\"x\",\"fragile\":true,\"size\":\"M\"},\"b\":1},{\"a\":{\"color\":\"blue\",\"size\":\"XL\"},\"b\":1},{\"a\":{\"color\":\"blue\",\"size\":\"XL\"},\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"{\"\\u0079\":1,\"x\":2}", "{\"y\":3,\"x\":4}", "{\"list\":[{\"a\":{\"x\":2,\"y\":1},\"b\":1},{\"a\":{\"x\":4,\"y\":3},\"b\":1},{\"a\":{\"x\":4,\"y\":3},\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"{\"y\":1,\"x\":2}", "{\"\\u0079\":3,\"x\":4}", "{\"list\":[{\"a\":{\"x\":2,\"y\":1},\"b\":1},{\"a\":{\"x\":4,\"y\":3},\"b\":1},{\"a\":{\"x\":4,\"y\":3},\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"{\"a_rather_long_member_name\":1,\"b\":2}", "{\"a_rather_long_member_name\":3,\"b\":4}", "{\"list\":[{\"a\":{\"a_rather_long_member_name\":1,\"b\":2},\"b\":1},{\"a\":{\"a_rather_long_member_name\":3,\"b\":4},\"b\":1},{\"a\":{\"a_rather_long_member_name\":3,\"b\":4},\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+	}
+	h := mustNew(t, fingerprint.Options{})
+	for _, tt := range tests {
+		got, err := h.Canonical(nil, []byte(objBody(tt.a, tt.b)))
+		if tt.want == "" {
+			assert.Error(t, err, "%q then %q", tt.a, tt.b)
+			continue
+		}
+		assert.NoError(t, err, "%q then %q", tt.a, tt.b)
+		assert.Equal(t, tt.want, string(got), "%q then %q", tt.a, tt.b)
+	}
+}
