@@ -850,13 +850,14 @@ func (s *state) flatObject(in []byte, i int, buf []byte, w int, e *shapeName) (i
 		return 0, 0
 	}
 	sh := &s.shapes[h-1]
-	if sh.n == 0 {
+	if sh.n == 0 || sh.noFlat {
 		return 0, 0
 	}
 	base := len(s.mem)
 	j, l, _, status := fastMembers(in, i+1, sh.names[:sh.n], 0, s.mem)
 	ms := s.mem[base:l]
 	if status != fastClosed || (len(ms) != sh.n && len(sh.perm) > 0) {
+		sh.noFlat = true
 		return 0, 0
 	}
 	// The members go in the cached order (a prefix of sorted names is

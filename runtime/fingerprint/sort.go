@@ -204,6 +204,10 @@ type shape struct {
 	names  []shapeName // in arrival order
 	rest   []byte      // name bytes past the first eight, concatenated
 	perm   []int32     // sorted order; empty if the names are sorted
+	// noFlat: flatObject failed on an object of this shape (a value for
+	// the general path, say); it does not try again until the slot
+	// changes.
+	noFlat bool
 }
 
 type shapeName struct {
@@ -236,6 +240,7 @@ func (sh *shape) has(k int, m *member, name []byte) bool {
 
 func (s *state) remember(sh *shape, ms []member, perm []int32, sorted int, in []byte) {
 	sh.gen++
+	sh.noFlat = false
 	sh.n = len(ms)
 	sh.sorted = sorted
 	sh.names = sh.names[:0]
