@@ -91,9 +91,14 @@ type state struct {
 	// last object seen as its value; 0: none.
 	hints [1 << hintBits]int16
 	pairs []pair
-	err   jsonError
-	d     hash.Hash
-	sum   [sha256.Size]byte
+	// direct: canonJSON is called by Sum, which takes a top-level object
+	// hashed as it closes (hashObject), with hdr written first; hashed
+	// says it was.
+	direct, hashed bool
+	stage          []byte // hashObject's buffer
+	err            jsonError
+	d              hash.Hash
+	sum            [sha256.Size]byte
 }
 
 var statePool = sync.Pool{New: func() any { return &state{d: sha256.New()} }}
@@ -126,6 +131,7 @@ func putState(s *state) {
 	if cap(s.perm) > 2*maxPooledMembers || cap(s.sortKeys) > 4*maxPooledMembers {
 		s.perm, s.sortKeys = nil, nil
 	}
+	s.direct, s.hashed = false, false
 	if cap(s.keys) > maxPooled || cap(s.num) > maxPooled {
 		s.keys, s.num = nil, nil
 	}
@@ -184,7 +190,14 @@ func (h *Hasher) Sum(in *Input) Fingerprint {
 	body := in.Body
 	switch kind {
 	case domainJSON:
-		if s.canonJSON(in.Body, h.root) {
+		s.hdr, s.direct, s.hashed = hdr, true, false
+		ok := s.canonJSON(in.Body, h.root)
+		s.direct = false
+		if ok && s.hashed {
+			// A top-level object, hashed already, header first.
+			return s.finish()
+		}
+		if ok {
 			body = s.out
 		} else {
 			kind = domainRaw
@@ -203,6 +216,11 @@ func (h *Hasher) Sum(in *Input) Fingerprint {
 	s.d.Reset()
 	s.d.Write(hdr)
 	s.d.Write(body)
+	return s.finish()
+}
+
+// finish returns the fingerprint of what s.d was given, and puts s back.
+func (s *state) finish() Fingerprint {
 	var f Fingerprint
 	f[0] = Version
 	copy(f[1:], s.d.Sum(s.sum[:0]))

@@ -588,19 +588,34 @@ key:
 					// But first, an object that the member loop takes
 					// whole is written here, without a frame.
 					e := &names[idx]
-					var j, wend int
 					if in[fv] == '{' {
-						j, wend = s.flatObject(in, fv, buf, w, e)
+						if j, wend := s.flatObject(in, fv, buf, w, e); j > 0 {
+							m := s.newMember()
+							m.ks, m.ke, m.vs, m.ve, m.klen = i, i+e.n+2, w, wend, e.n
+							m.vbuf, m.kesc = true, false
+							m.pfx = e.pfx
+							i, w = skipWS(in, j), wend
+							idx++
+							if i < n && in[i] == ',' {
+								i++
+								continue
+							}
+							if i < n && in[i] == '}' {
+								i++
+								goto closeObj
+							}
+							reason = errToken
+							if i >= n {
+								reason = errEOF
+							}
+							goto failed
+						}
 					}
 					f.cur = w
 					m := s.newMember()
 					m.ks, m.ke, m.vs, m.ve, m.klen = i, i+e.n+2, 0, 0, e.n
 					m.vbuf, m.kesc = false, false
 					m.pfx = e.pfx
-					if j > 0 {
-						vs, ve, vbuf, i, w = w, wend, true, j, wend
-						goto after
-					}
 					nd, lazy, i = nil, true, fv
 					goto value
 				}
@@ -857,7 +872,9 @@ func (s *state) flatObject(in []byte, i int, buf []byte, w int, e *shapeName) (i
 	j, l, _, status := fastMembers(in, i+1, sh.names[:sh.n], 0, s.mem)
 	ms := s.mem[base:l]
 	if status != fastClosed || (len(ms) != sh.n && len(sh.perm) > 0) {
-		sh.noFlat = true
+		if j+64 < len(in) {
+			sh.noFlat = true // not for want of input past the value
+		}
 		return 0, 0
 	}
 	// The members go in the cached order (a prefix of sorted names is

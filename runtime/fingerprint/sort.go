@@ -277,6 +277,10 @@ func (s *state) closeObject(buf []byte, w int, f *frame, in []byte, i int, top b
 	if len(ms) > 1 {
 		perm = s.order(f, ms, in)
 	}
+	if top && s.direct {
+		s.hashObject(ms, perm, in, buf)
+		return buf, 0, 0
+	}
 	// The object's text is at most its input plus the texts in buf.
 	size := i - f.in + 1 + w - f.open
 
@@ -342,6 +346,83 @@ func (s *state) closeObject(buf []byte, w int, f *frame, in []byte, i int, top b
 	}
 	buf[o-1] = '}'
 	return buf, dst, o
+}
+
+// hashObject is Sum's way to close the top-level object: it writes to the
+// hash the stream's header (s.hdr, then the body's domain and length) and
+// the object, members ms in the order perm, from where their texts are
+// (buf or in), without writing it out first. Short pieces go through
+// s.stage, so that the hash sees few writes.
+func (s *state) hashObject(ms []member, perm []int32, in, buf []byte) {
+	size := 2
+	if len(ms) > 0 {
+		size = 1
+	}
+	for k := range ms {
+		size += ms[k].ke - ms[k].ks + ms[k].ve - ms[k].vs + 2
+	}
+	s.hdr = binary.AppendUvarint(append(s.hdr, domainJSON), uint64(size))
+	s.d.Reset()
+	if cap(s.stage) < stageSize {
+		s.stage = make([]byte, 0, stageSize)
+	}
+	st := s.stage[:0]
+	if len(s.hdr) > stageSize/2 {
+		s.d.Write(s.hdr)
+	} else {
+		st = append(st, s.hdr...)
+	}
+	st = append(st, '{')
+	for k := range ms {
+		m := &ms[k]
+		if perm != nil {
+			m = &ms[perm[k]]
+		}
+		var a, b []byte
+		if m.kesc || m.vbuf || m.vs != m.ke+1 {
+			a, b = in, in
+			if m.kesc {
+				a = buf
+			}
+			if m.vbuf {
+				b = buf
+			}
+			a, b = a[m.ks:m.ke], b[m.vs:m.ve]
+			st = s.stageWrite(st, a)
+			st = append(st, ':')
+		} else {
+			b = in[m.ks:m.ve]
+		}
+		st = s.stageWrite(st, b)
+		st = append(st, ',')
+	}
+	if len(ms) == 0 {
+		st = append(st, '}')
+	}
+	st[len(st)-1] = '}'
+	s.d.Write(st)
+	s.stage = st
+	s.hashed = true
+}
+
+// stageSize is the size of state.stage; a piece of at least a quarter of
+// it is written to the hash directly.
+const stageSize = 2048
+
+// stageWrite appends p to the stage st, or writes the stage and p to the
+// hash if p is long or the stage full, keeping room in st for two more
+// bytes.
+func (s *state) stageWrite(st, p []byte) []byte {
+	if len(p) >= stageSize/4 {
+		s.d.Write(st)
+		s.d.Write(p)
+		return st[:0]
+	}
+	if len(st)+len(p)+2 > cap(st) {
+		s.d.Write(st)
+		st = st[:0]
+	}
+	return append(st, p...)
 }
 
 // putPermuted writes the members ms in the order perm at buf[o:], each
