@@ -413,6 +413,11 @@ const stageSize = 2048
 // hash if p is long or the stage full, keeping room in st for two more
 // bytes.
 func (s *state) stageWrite(st, p []byte) []byte {
+	if l := len(st); len(p) <= 32 && cap(p) >= 32 && l+32+2 <= cap(st) {
+		// One 32-byte move (past p, the bytes are overwritten later).
+		*(*[32]byte)(st[l : l+32]) = *(*[32]byte)(p[:32])
+		return st[:l+len(p)]
+	}
 	if len(p) >= stageSize/4 {
 		s.d.Write(st)
 		s.d.Write(p)
