@@ -30,7 +30,11 @@ const slack = 32
 // order, each copied once, from the input or from the buffer (where its
 // text is first moved aside, since the object is written over it). Member
 // order needs no sort when the members arrive sorted or have the same names
-// as a recently closed object (see sort.go).
+// as a recently closed object (see sort.go). While an object has a cached
+// shape, fastMembers takes its members in a tight loop, an array of
+// canonical scalars as one span, and flatObject a nested object of a
+// cached shape without a frame. Sum's top-level object is not written out
+// but hashed from its members' texts (hashObject).
 
 // member is an object member. Its name's canonical text is in[ks:ke]
 // (kesc: buf[ks:ke]), its value's in[vs:ve] (vbuf: buf[vs:ve]). The
