@@ -107,8 +107,9 @@ var statePool = sync.Pool{New: func() any { return &state{d: sha256.New()} }}
 // pool, so that one huge request does not pin its memory.
 const maxPooled = 4 << 20
 
-// maxPooledMembers is the most members a pooled state keeps room for
-// (16 MiB of them; the state keeps at most about 50 MiB in all).
+// maxPooledMembers is the most members a pooled state keeps room for (16
+// MiB of them). With the element and sort scratch that goes with it, a
+// state keeps at most about 40 MiB besides its buffers (4 MiB each).
 const maxPooledMembers = 1 << 18
 
 func getState() *state { return statePool.Get().(*state) }
@@ -122,9 +123,10 @@ func putState(s *state) {
 		s.pairs = nil
 	}
 	// The member scratch of a body of up to 1 MiB (idem's default limit)
-	// stays, even at its largest (at least five bytes a member), and so
-	// does the sort scratch of its largest object: allocating them
-	// afresh costs more than the work on such a body.
+	// stays, even at its largest (at least five bytes a member, two an
+	// element), and so does the sort scratch of its largest object or
+	// unordered array: allocating them afresh costs more than the work on
+	// such a body.
 	if cap(s.mem) > maxPooledMembers || cap(s.elems) > 2*maxPooledMembers {
 		s.mem, s.elems = nil, nil
 	}
