@@ -621,6 +621,9 @@ key:
 					m.vbuf, m.kesc = false, false
 					m.pfx = e.pfx
 					nd, lazy, i = nil, true, fv
+					// A string fastMembers did not take is not plain
+					// (or copyString finds it verbatim all the same).
+					notPlain = in[fv] == '"'
 					goto value
 				}
 			}
