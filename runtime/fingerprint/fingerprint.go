@@ -95,10 +95,13 @@ type state struct {
 	// hashed as it closes (hashObject), with hdr written first; hashed
 	// says it was.
 	direct, hashed bool
-	stage          []byte // hashObject's buffer
-	err            jsonError
-	d              hash.Hash
-	sum            [sha256.Size]byte
+	// flushed: hashObject wrote to d; else summed: it put the digest of
+	// the stream in sum.
+	flushed, summed bool
+	stage           []byte // hashObject's buffer
+	err             jsonError
+	d               hash.Hash
+	sum             [sha256.Size]byte
 }
 
 var statePool = sync.Pool{New: func() any { return &state{d: sha256.New()} }}
@@ -133,7 +136,7 @@ func putState(s *state) {
 	if cap(s.perm) > 2*maxPooledMembers || cap(s.sortKeys) > 4*maxPooledMembers {
 		s.perm, s.sortKeys = nil, nil
 	}
-	s.direct, s.hashed = false, false
+	s.direct, s.hashed, s.summed = false, false, false
 	if cap(s.keys) > maxPooled || cap(s.num) > maxPooled {
 		s.keys, s.num = nil, nil
 	}
@@ -195,6 +198,9 @@ func (h *Hasher) Sum(in *Input) Fingerprint {
 		s.hdr, s.direct, s.hashed = hdr, true, false
 		ok := s.canonJSON(in.Body, h.root)
 		s.direct = false
+		if !ok {
+			s.summed = false // data after the object: hashed again
+		}
 		if ok && s.hashed {
 			// A top-level object, hashed already, header first.
 			return s.finish()
@@ -225,7 +231,11 @@ func (h *Hasher) Sum(in *Input) Fingerprint {
 func (s *state) finish() Fingerprint {
 	var f Fingerprint
 	f[0] = Version
-	copy(f[1:], s.d.Sum(s.sum[:0]))
+	if s.summed {
+		copy(f[1:], s.sum[:])
+	} else {
+		copy(f[1:], s.d.Sum(s.sum[:0]))
+	}
 	putState(s)
 	return f
 }

@@ -2,6 +2,7 @@ package fingerprint
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
 	"slices"
 )
@@ -363,12 +364,14 @@ func (s *state) hashObject(ms []member, perm []int32, in, buf []byte) {
 	}
 	s.hdr = binary.AppendUvarint(append(s.hdr, domainJSON), uint64(size))
 	s.d.Reset()
+	s.flushed = false
 	if cap(s.stage) < stageSize {
 		s.stage = make([]byte, 0, stageSize)
 	}
 	st := s.stage[:0]
 	if len(s.hdr) > stageSize/2 {
 		s.d.Write(s.hdr)
+		s.flushed = true
 	} else {
 		st = append(st, s.hdr...)
 	}
@@ -400,7 +403,14 @@ func (s *state) hashObject(ms []member, perm []int32, in, buf []byte) {
 		st = append(st, '}')
 	}
 	st[len(st)-1] = '}'
-	s.d.Write(st)
+	if s.flushed {
+		s.d.Write(st)
+	} else {
+		// The whole stream is in the stage: one call, without the
+		// digest's state (finish takes s.sum).
+		s.sum = sha256.Sum256(st)
+		s.summed = true
+	}
 	s.stage = st
 	s.hashed = true
 }
@@ -421,10 +431,12 @@ func (s *state) stageWrite(st, p []byte) []byte {
 	if len(p) >= stageSize/4 {
 		s.d.Write(st)
 		s.d.Write(p)
+		s.flushed = true
 		return st[:0]
 	}
 	if len(st)+len(p)+2 > cap(st) {
 		s.d.Write(st)
+		s.flushed = true
 		st = st[:0]
 	}
 	return append(st, p...)
