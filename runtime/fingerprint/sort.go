@@ -424,8 +424,11 @@ const stageSize = 2048
 // bytes.
 func (s *state) stageWrite(st, p []byte) []byte {
 	if l := len(st); len(p) <= 32 && cap(p) >= 32 && l+32+2 <= cap(st) {
-		// One 32-byte move (past p, the bytes are overwritten later).
-		*(*[32]byte)(st[l : l+32]) = *(*[32]byte)(p[:32])
+		// Two 16-byte moves (a 32-byte one calls memmove); the bytes
+		// past p are overwritten later.
+		d, t := st[l:l+32], p[:32]
+		*(*[16]byte)(d) = *(*[16]byte)(t)
+		*(*[16]byte)(d[16:]) = *(*[16]byte)(t[16:])
 		return st[:l+len(p)]
 	}
 	if len(p) >= stageSize/4 {
