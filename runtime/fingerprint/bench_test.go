@@ -3,6 +3,8 @@ package fingerprint_test
 import (
 	"crypto/sha256"
 	"fmt"
+	"math/rand/v2"
+	"strconv"
 	"testing"
 
 	"github.com/idemgen/idemgen/runtime/fingerprint"
@@ -82,6 +84,83 @@ func BenchmarkCanonical(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				buf, _ = fingerprint.Canonical(buf[:0], bd.data)
+			}
+		})
+	}
+}
+
+// Worst cases: the largest bodies idem accepts by default (1 MiB) with the
+// most work per byte.
+
+// manyMembersBody returns a JSON object of about size bytes with very many
+// short members: names of one or two lower-case letters (so most are
+// duplicates) and one-digit values, in random order.
+func manyMembersBody(size int) []byte {
+	r := rand.New(rand.NewPCG(uint64(size), 0x3e3b))
+	b := make([]byte, 0, size+16)
+	b = append(b, '{')
+	for len(b) < size-8 {
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		b = append(b, '"', byte('a'+r.IntN(26)))
+		if r.IntN(2) == 0 {
+			b = append(b, byte('a'+r.IntN(26)))
+		}
+		b = append(b, '"', ':', byte('0'+r.IntN(10)))
+	}
+	return append(b, '}')
+}
+
+// tinyElementsBody returns {"a":[...]} of about size bytes, an array of
+// very many tiny elements (integers below 1000, and some one-letter
+// strings, literals and empty containers), for Unordered: ["/*"].
+func tinyElementsBody(size int) []byte {
+	r := rand.New(rand.NewPCG(uint64(size), 0x7a11))
+	b := make([]byte, 0, size+16)
+	b = append(b, `{"a":[`...)
+	for len(b) < size-8 {
+		if b[len(b)-1] != '[' {
+			b = append(b, ',')
+		}
+		switch k := r.IntN(16); {
+		case k < 12:
+			b = strconv.AppendInt(b, int64(r.IntN(1000)), 10)
+		case k == 12:
+			b = append(b, '"', byte('a'+r.IntN(26)), '"')
+		case k == 13:
+			b = append(b, "true"...)
+		case k == 14:
+			b = append(b, "null"...)
+		default:
+			b = append(b, "{}"...)
+		}
+	}
+	return append(b, "]}"...)
+}
+
+// BenchmarkWorstCase fingerprints the worst cases: one object of about
+// 150k short members, and an unordered array of about 270k tiny elements.
+func BenchmarkWorstCase(b *testing.B) {
+	cases := []struct {
+		name string
+		opts fingerprint.Options
+		body []byte
+	}{
+		{"members/1MB", fingerprint.Options{}, manyMembersBody(1 << 20)},
+		{"unordered/1MB", fingerprint.Options{Unordered: []string{"/*"}}, tinyElementsBody(1 << 20)},
+	}
+	for _, c := range cases {
+		h, err := fingerprint.New(c.opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		in := jsonInput(c.body)
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(c.body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				h.Sum(in)
 			}
 		})
 	}

@@ -124,12 +124,16 @@
 // # Performance
 //
 // Sum makes one pass over a JSON body with an explicit stack and writes the
-// canonical text into pooled scratch memory, then hashes it. Objects are
-// lazy: a member whose name and value are already canonical in the input
-// (the common case) is recorded as spans and copied once, in order, when
-// the object closes; only names and values that need rewriting (escapes,
-// numbers to normalize, nested containers) are written out first. Strings
-// are scanned eight bytes at a time. Member order is not re-sorted for an
+// canonical text into pooled scratch memory, hashing a top-level object as
+// it closes, from where its members' texts are. Objects are lazy: a member
+// whose name and value are already canonical in the input (the common
+// case, arrays of such scalars included) is recorded as spans and copied
+// once, in order, when the object closes; only names and values that need
+// rewriting (escapes, numbers to normalize, nested containers) are written
+// out first. Strings are scanned eight or sixteen bytes at a time. Large
+// objects and unordered arrays sort compact keys by radix, so that a body
+// of a hundred thousand tiny members or elements stays fast. Member order
+// is not re-sorted for an
 // object whose names arrive sorted, or with the same names in the same
 // order as an object seen before (arrays of objects, and the bodies of one
 // API, repeat their shapes): a small cache in the pooled scratch state keeps

@@ -82,15 +82,26 @@ type state struct {
 	hdr    []byte // everything hashed before the body
 	frames []frame
 	mem    []member
+	elems  []int // starts of the elements of unordered arrays, in buf
 	perm   []int32
-	shapes [shapeSlots]shape
+	// sortKeys is the scratch of sortByKey.
+	sortKeys []sortKey
+	shapes   [shapeSlots]shape
 	// hints maps a member name (hintSlot) to 1 + the shape slot of the
 	// last object seen as its value; 0: none.
 	hints [1 << hintBits]int16
 	pairs []pair
-	err   jsonError
-	d     hash.Hash
-	sum   [sha256.Size]byte
+	// direct: canonJSON is called by Sum, which takes a top-level object
+	// hashed as it closes (hashObject), with hdr written first; hashed
+	// says it was.
+	direct, hashed bool
+	// flushed: hashObject wrote to d; else summed: it put the digest of
+	// the stream in sum.
+	flushed, summed bool
+	stage           []byte // hashObject's buffer
+	err             jsonError
+	d               hash.Hash
+	sum             [sha256.Size]byte
 }
 
 var statePool = sync.Pool{New: func() any { return &state{d: sha256.New()} }}
@@ -99,6 +110,11 @@ var statePool = sync.Pool{New: func() any { return &state{d: sha256.New()} }}
 // pool, so that one huge request does not pin its memory.
 const maxPooled = 4 << 20
 
+// maxPooledMembers is the most members a pooled state keeps room for (16
+// MiB of them). With the element and sort scratch that goes with it, a
+// state keeps at most about 40 MiB besides its buffers (4 MiB each).
+const maxPooledMembers = 1 << 18
+
 func getState() *state { return statePool.Get().(*state) }
 
 func putState(s *state) {
@@ -106,9 +122,21 @@ func putState(s *state) {
 	if cap(s.buf) > maxPooled || cap(s.tmp) > maxPooled || cap(s.hdr) > maxPooled {
 		s.buf, s.tmp, s.hdr = nil, nil, nil
 	}
-	if cap(s.mem) > maxPooled/32 || cap(s.perm) > maxPooled/32 || cap(s.pairs) > maxPooled/32 {
-		s.mem, s.perm, s.pairs = nil, nil, nil
+	if cap(s.pairs) > maxPooled/32 {
+		s.pairs = nil
 	}
+	// The member scratch of a body of up to 1 MiB (idem's default limit)
+	// stays, even at its largest (at least five bytes a member, two an
+	// element), and so does the sort scratch of its largest object or
+	// unordered array: allocating them afresh costs more than the work on
+	// such a body.
+	if cap(s.mem) > maxPooledMembers || cap(s.elems) > 2*maxPooledMembers {
+		s.mem, s.elems = nil, nil
+	}
+	if cap(s.perm) > 2*maxPooledMembers || cap(s.sortKeys) > 4*maxPooledMembers {
+		s.perm, s.sortKeys = nil, nil
+	}
+	s.direct, s.hashed, s.summed = false, false, false
 	if cap(s.keys) > maxPooled || cap(s.num) > maxPooled {
 		s.keys, s.num = nil, nil
 	}
@@ -157,17 +185,27 @@ func (h *Hasher) Sum(in *Input) Fingerprint {
 
 	essence, kind := mediaType(in.ContentType)
 	hdr = binary.AppendUvarint(append(hdr, 'B'), uint64(len(essence)))
-	for i := 0; i < len(essence); i++ {
-		c := essence[i]
-		if c-'A' < 26 {
-			c += 'a' - 'A'
+	lower := len(hdr)
+	hdr = append(hdr, essence...)
+	for i := lower; i < len(hdr); i++ {
+		if c := hdr[i]; c-'A' < 26 {
+			hdr[i] = c + 'a' - 'A'
 		}
-		hdr = append(hdr, c)
 	}
 	body := in.Body
 	switch kind {
 	case domainJSON:
-		if s.canonJSON(in.Body, h.root) {
+		s.hdr, s.direct, s.hashed = hdr, true, false
+		ok := s.canonJSON(in.Body, h.root)
+		s.direct = false
+		if !ok {
+			s.summed = false // data after the object: hashed again
+		}
+		if ok && s.hashed {
+			// A top-level object, hashed already, header first.
+			return s.finish()
+		}
+		if ok {
 			body = s.out
 		} else {
 			kind = domainRaw
@@ -186,9 +224,18 @@ func (h *Hasher) Sum(in *Input) Fingerprint {
 	s.d.Reset()
 	s.d.Write(hdr)
 	s.d.Write(body)
+	return s.finish()
+}
+
+// finish returns the fingerprint of what s.d was given, and puts s back.
+func (s *state) finish() Fingerprint {
 	var f Fingerprint
 	f[0] = Version
-	copy(f[1:], s.d.Sum(s.sum[:0]))
+	if s.summed {
+		copy(f[1:], s.sum[:])
+	} else {
+		copy(f[1:], s.d.Sum(s.sum[:0]))
+	}
 	putState(s)
 	return f
 }
@@ -202,6 +249,9 @@ func appendString(dst []byte, s string) []byte {
 // mediaType returns the media type of a Content-Type value (without
 // parameters, trimmed) and the body domain it selects.
 func mediaType(ct string) (string, byte) {
+	if ct == "application/json" {
+		return ct, domainJSON
+	}
 	if i := strings.IndexByte(ct, ';'); i >= 0 {
 		ct = ct[:i]
 	}

@@ -191,6 +191,44 @@ func TestSumDocumentedStream(t *testing.T) {
 	assert.Equal(t, "v1:ee729b01540fa7068d69960f629a2bfa14f33c4101ae76ceea31bac49644b012", got.String(), "golden value of version 1")
 }
 
+// A top-level object is hashed as it closes, header first; what follows
+// it still decides: data after it makes the body raw bytes. And a long
+// header (query) goes first all the same.
+func TestSumTopLevelObject(t *testing.T) {
+	h := mustNew(t, fingerprint.Options{})
+	stream := func(query, domain, body string) fingerprint.Fingerprint {
+		str := func(b []byte, s string) []byte { return append(binary.AppendUvarint(b, uint64(len(s))), s...) }
+		var st []byte
+		st = append(st, "idemgen-fingerprint\x00v1\x00"...)
+		st = str(append(st, 'M'), "POST")
+		st = str(append(st, 'O'), "op")
+		st = append(st, 'Q', 'R')
+		st = str(st, query)
+		st = append(st, 'H', 0)
+		st = str(append(st, 'B'), "application/json")
+		st = str(append(st, domain...), body)
+		var f fingerprint.Fingerprint
+		f[0] = 1
+		d := sha256.Sum256(st)
+		copy(f[1:], d[:])
+		return f
+	}
+	long := strings.Repeat("%zz", 1000) // not a form: raw
+	for _, q := range []string{"%zz", long} {
+		for _, tt := range []struct{ in, domain, want string }{
+			{`{"b":1,"a":[2, 3],"c":{"y":"\u0041","x":1}}`, "J", `{"a":[2,3],"b":1,"c":{"x":1,"y":"A"}}`},
+			{`{}`, "J", `{}`},
+			{` { } `, "J", `{}`},
+			{`{"a\u0000":` + `"` + strings.Repeat("x", 3000) + `"}`, "J", `{"a\u0000":"` + strings.Repeat("x", 3000) + `"}`},
+			{`{"b":1,"a":2} x`, "R", `{"b":1,"a":2} x`},
+			{`{"b":1,"a":2}}`, "R", `{"b":1,"a":2}}`},
+		} {
+			got := h.Sum(&fingerprint.Input{Method: "POST", Operation: "op", RawQuery: q, ContentType: "application/json", Body: []byte(tt.in)})
+			assert.Equal(t, stream(q, tt.domain, tt.want), got, "%q", tt.in)
+		}
+	}
+}
+
 func TestConcurrentSum(t *testing.T) {
 	h := mustNew(t, fingerprint.Options{Volatile: fingerprinttest.SampleVolatile, Unordered: fingerprinttest.SampleUnordered})
 	bodies := [][]byte{fingerprinttest.SampleBody(1 << 10), fingerprinttest.SampleBody(8 << 10), fingerprinttest.DenseBody(4 << 10)}

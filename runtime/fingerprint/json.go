@@ -30,20 +30,24 @@ const slack = 32
 // order, each copied once, from the input or from the buffer (where its
 // text is first moved aside, since the object is written over it). Member
 // order needs no sort when the members arrive sorted or have the same names
-// as a recently closed object (see sort.go).
+// as a recently closed object (see sort.go). While an object has a cached
+// shape, fastMembers takes its members in a tight loop, an array of
+// canonical scalars as one span, and flatObject a nested object of a
+// cached shape without a frame. Sum's top-level object is not written out
+// but hashed from its members' texts (hashObject).
 
-// member is an object member (or an element of an unordered array, which
-// uses vs only, as its start in buf). Its name's canonical text is
-// in[ks:ke] (kbuf: buf[ks:ke]), its value's in[vs:ve] (vbuf: buf[vs:ve]).
-// The unescaped name is in[koff:koff+klen] (kesc: keys[koff:koff+klen]),
-// and pfx holds its first eight bytes, big-endian, zero-padded.
+// member is an object member. Its name's canonical text is in[ks:ke]
+// (kesc: buf[ks:ke]), its value's in[vs:ve] (vbuf: buf[vs:ve]). The
+// unescaped name is in[ks+1:ks+1+klen] (kesc, the name has escapes:
+// keys[koff:koff+klen]; koff is set only then), and pfx holds its first
+// eight bytes, big-endian, zero-padded.
 type member struct {
 	ks, ke     int
 	vs, ve     int
-	koff, klen int
+	vbuf, kesc bool
+	klen       int
+	koff       int
 	pfx        uint64
-	kbuf, vbuf bool
-	kesc       bool
 }
 
 // frame is an open array or object.
@@ -51,6 +55,7 @@ type frame struct {
 	open  int   // offset in buf where the container's text starts
 	in    int   // offset in the input after its '{' or '['
 	mbase int   // len(mem) when opened
+	ebase int   // len(elems) when opened
 	kbase int   // len(keys) when opened
 	node  *node // pointer automaton state of this container
 	idx   int   // index of the current array element
@@ -122,6 +127,8 @@ func plainStringFrom(in []byte, i, j int) int {
 		switch c := in[j+k]; {
 		case c == '"':
 			return j + k - i
+		case c-0xC2 < 0x1E && j+k+1 < len(in) && in[j+k+1]&0xC0 == 0x80:
+			j += k + 2 // a two-byte sequence
 		case c >= utf8.RuneSelf:
 			r, size := utf8.DecodeRune(in[j+k:])
 			if r == utf8.RuneError && size == 1 {
@@ -145,6 +152,7 @@ func (s *state) push(depth, w, i int, nd *node, obj bool) *frame {
 	f := &s.frames[depth]
 	f.open, f.in, f.mbase, f.kbase, f.node, f.idx, f.cur, f.slot = w, i, len(s.mem), len(s.keys), nd, 0, w, -1
 	f.obj, f.record, f.unsorted, f.shape, f.drop = obj, !obj && nd != nil && nd.unordered, false, false, false
+	f.ebase = len(s.elems)
 	f.hint, f.hinted = -1, false
 	if obj && depth > 0 {
 		// Try the shape of the previous object in the same container
@@ -196,11 +204,19 @@ func (s *state) shapeOK(f *frame) bool {
 // newMember returns a new last slot of s.mem, with unspecified contents.
 func (s *state) newMember() *member {
 	if len(s.mem) == cap(s.mem) {
-		s.mem = append(s.mem, member{})
-	} else {
-		s.mem = s.mem[:len(s.mem)+1]
+		s.growMem()
 	}
+	s.mem = s.mem[:len(s.mem)+1]
 	return &s.mem[len(s.mem)-1]
+}
+
+// growMem doubles the capacity of s.mem (append grows a large slice by a
+// quarter at a time, which for an object of a hundred thousand members
+// means dozens of copies into fresh memory).
+func (s *state) growMem() {
+	m := make([]member, len(s.mem), max(64, 2*cap(s.mem)))
+	copy(m, s.mem)
+	s.mem = m
 }
 
 // track updates the member order state of object f for its new last
@@ -256,6 +272,7 @@ func (s *state) canonJSON(in []byte, root *node) bool {
 		buf = make([]byte, 2*n+n/4+2*slack)
 	}
 	s.mem = s.mem[:0]
+	s.elems = s.elems[:0]
 	s.keys = s.keys[:0]
 
 	i, w := 0, 0
@@ -376,7 +393,7 @@ value:
 			if nd != nil && nd.volatile {
 				f.drop = true
 			} else if f.record {
-				s.newMember().vs = w
+				s.elems = append(s.elems, w)
 			}
 		}
 		goto value
@@ -499,7 +516,7 @@ after:
 				if nd != nil && nd.volatile {
 					f.drop = true
 				} else if f.record {
-					s.newMember().vs = w
+					s.elems = append(s.elems, w)
 				}
 			}
 			goto value
@@ -563,7 +580,7 @@ key:
 		idx := len(s.mem) - f.mbase // index of the next member
 		for {
 			if node == nil && idx < len(names) {
-				j, l, vs, status := fastMembers(in, i, names, idx, s.mem)
+				j, l, fv, status := fastMembers(in, i, names, idx, s.mem)
 				s.mem = s.mem[:l]
 				i, idx = j, l-f.mbase
 				switch status {
@@ -572,13 +589,41 @@ key:
 				case fastValue:
 					// The name is fine but the value needs the general
 					// path: record the member and go on with the value.
+					// But first, an object that the member loop takes
+					// whole is written here, without a frame.
 					e := &names[idx]
+					if in[fv] == '{' {
+						if j, wend := s.flatObject(in, fv, buf, w, e); j > 0 {
+							m := s.newMember()
+							m.ks, m.ke, m.vs, m.ve, m.klen = i, i+e.n+2, w, wend, e.n
+							m.vbuf, m.kesc = true, false
+							m.pfx = e.pfx
+							i, w = skipWS(in, j), wend
+							idx++
+							if i < n && in[i] == ',' {
+								i++
+								continue
+							}
+							if i < n && in[i] == '}' {
+								i++
+								goto closeObj
+							}
+							reason = errToken
+							if i >= n {
+								reason = errEOF
+							}
+							goto failed
+						}
+					}
 					f.cur = w
 					m := s.newMember()
-					m.ks, m.ke, m.vs, m.ve, m.koff, m.klen = i, i+e.n+2, 0, 0, i+1, e.n
-					m.kbuf, m.vbuf, m.kesc = false, false, false
+					m.ks, m.ke, m.vs, m.ve, m.klen = i, i+e.n+2, 0, 0, e.n
+					m.vbuf, m.kesc = false, false
 					m.pfx = e.pfx
-					nd, lazy, i = nil, true, vs
+					nd, lazy, i = nil, true, fv
+					// A string fastMembers did not take is not plain
+					// (or copyString finds it verbatim all the same).
+					notPlain = in[fv] == '"'
 					goto value
 				}
 			}
@@ -709,8 +754,8 @@ key:
 				// path: record the member and go on with the value.
 				f.cur = w
 				m := s.newMember()
-				m.ks, m.ke, m.vs, m.ve, m.koff, m.klen = i, ke, 0, 0, i+1, k
-				m.kbuf, m.vbuf, m.kesc = false, false, false
+				m.ks, m.ke, m.vs, m.ve, m.klen = i, ke, 0, 0, k
+				m.vbuf, m.kesc = false, false
 				if e != nil {
 					m.pfx = e.pfx
 				} else {
@@ -728,8 +773,8 @@ key:
 				}
 			}
 			m := s.newMember()
-			m.ks, m.ke, m.vs, m.ve, m.koff, m.klen = i, ke, vs, ve, i+1, k
-			m.kbuf, m.vbuf, m.kesc = false, false, false
+			m.ks, m.ke, m.vs, m.ve, m.klen = i, ke, vs, ve, k
+			m.vbuf, m.kesc = false, false
 			if e != nil {
 				m.pfx = e.pfx // and the shape still matches
 			} else {
@@ -757,12 +802,12 @@ key:
 		f.cur = w
 		m := s.newMember()
 		m.ks, m.vs, m.ve = i, 0, 0
-		m.kbuf, m.vbuf, m.kesc = false, false, false
+		m.vbuf, m.kesc = false, false
 		// Fast path as for values.
 		if k := plainString(in, i+1); k >= 0 {
 			i += k + 2
-			m.ke, m.koff, m.klen = i, m.ks+1, k
-			m.pfx = nameKey(binary.LittleEndian.Uint64(in[m.koff:]), k)
+			m.ke, m.klen = i, k
+			m.pfx = nameKey(binary.LittleEndian.Uint64(in[m.ks+1:]), k)
 			goto named
 		}
 		{
@@ -771,9 +816,9 @@ key:
 				i, reason = j, r
 				goto failed
 			}
-			m.koff, m.klen = i+1, j-i-2
+			m.klen = j - i - 2
 			if esc {
-				m.kesc, m.kbuf = true, true
+				m.kesc = true
 				m.koff = len(s.keys)
 				s.keys = appendUnescaped(s.keys, in[i+1:j-1])
 				m.klen = len(s.keys) - m.koff
@@ -811,6 +856,48 @@ failed:
 	s.buf, s.out = buf, nil
 	s.err = jsonError{i, reason}
 	return false
+}
+
+// flatObject writes at buf[w:] the canonical text of the object that
+// starts at in[i], the value of a member of a cached shape whose name is
+// e, if it is an object of the shape last seen as the value of such a
+// member that fastMembers takes whole (names as cached, in that order,
+// values it takes), and returns the index after it in the input and the
+// end of its text in buf; else 0, 0. It records the members past the end
+// of s.mem, as scratch. (This spares the object a frame, and its members
+// a second move.)
+func (s *state) flatObject(in []byte, i int, buf []byte, w int, e *shapeName) (int, int) {
+	h := s.hints[hintSlot(e.pfx, e.n)]
+	if h <= 0 || i+1 >= len(in) || in[i+1] != '"' {
+		return 0, 0
+	}
+	sh := &s.shapes[h-1]
+	if sh.n == 0 || sh.noFlat {
+		return 0, 0
+	}
+	base := len(s.mem)
+	j, l, _, status := fastMembers(in, i+1, sh.names[:sh.n], 0, s.mem)
+	ms := s.mem[base:l]
+	if status != fastClosed || (len(ms) != sh.n && len(sh.perm) > 0) {
+		if j+64 < len(in) {
+			sh.noFlat = true // not for want of input past the value
+		}
+		return 0, 0
+	}
+	// The members go in the cached order (a prefix of sorted names is
+	// sorted); their texts are in the input.
+	o := w
+	buf[o] = '{'
+	o++
+	if len(ms) == sh.n && len(sh.perm) > 0 {
+		o = putPermuted(buf, o, in, in, 0, ms, sh.perm)
+	} else {
+		for k := range ms {
+			o = putMember(buf, o, in, in, 0, &ms[k])
+		}
+	}
+	buf[o-1] = '}'
+	return j, o
 }
 
 // What fastMembers stopped at.
@@ -861,26 +948,45 @@ func fastMembers(in []byte, i int, names []shapeName, idx int, mem []member) (in
 		if vs+17 > n {
 			break
 		}
+		// The value: a scalar, or an array of scalars without white
+		// space (its text is then its canonical text, as is).
 		ve := -1
-		switch c := in[vs]; {
+		p := vs // the scalar
+		arr := false
+		if in[vs] == '[' {
+			if in[vs+1] == ']' {
+				ve = vs + 2
+				goto scanned
+			}
+			arr = true
+			p = vs + 1
+		}
+	scalar:
+		switch c := in[p]; {
 		case c == '"':
 			// ASCII, two- and three-byte UTF-8 sequences (but those
 			// starting with E0 or ED, which need more checks) and the
 			// escapes that are their own canonical form; anything
 			// else goes to the general path.
-			p := vs + 1
-			for p+8 <= n {
-				m := special(binary.LittleEndian.Uint64(in[p:]))
+			// Sixteen bytes at a time (and up to two past them for a
+			// UTF-8 sequence), the closing quote tested first.
+			p++
+			for p+18 <= n {
+				t := in[p : p+16]
+				m := special(binary.LittleEndian.Uint64(t))
 				if m == 0 {
+					if m = special(binary.LittleEndian.Uint64(t[8:])); m == 0 {
+						p += 16
+						continue
+					}
 					p += 8
-					continue
 				}
 				p += bits.TrailingZeros64(m) >> 3
-				if p+3 > n {
+				t = in[p : p+3]
+				if c := t[0]; c == '"' {
+					ve = p + 1
 					break
-				}
-				t := in[p : p+3]
-				if c := t[0]; c-0xC2 < 0x1E && t[1]&0xC0 == 0x80 {
+				} else if c-0xC2 < 0x1E && t[1]&0xC0 == 0x80 {
 					p += 2
 				} else if c-0xE1 < 0x0F && c != 0xED && t[1]&0xC0 == 0x80 && t[2]&0xC0 == 0x80 {
 					p += 3
@@ -890,14 +996,15 @@ func fastMembers(in []byte, i int, names []shapeName, idx int, mem []member) (in
 					break
 				}
 			}
-			if p < n && in[p] == '"' {
-				ve = p + 1
-			}
 		case c-'0' < 10:
 			// The short-number test of canonJSON's member loop,
 			// written again here because as a function it would not
 			// be inlined (cost 199, budget 80); change both together.
-			t := in[vs : vs+17]
+			// Here a number may end an array too.
+			if p+17 > n {
+				break
+			}
+			t := in[p : p+17]
 			k := 0 // the length of the number, or 0
 			if c != '0' {
 				m := nonDigit(binary.LittleEndian.Uint64(t))
@@ -909,12 +1016,12 @@ func fastMembers(in []byte, i int, names []shapeName, idx int, mem []member) (in
 			} else {
 				k = 1 // fewer than six leading zeros below
 			}
-			if e := t[k&15]; k > 0 && e != ',' && e != '}' {
+			if e := t[k&15]; k > 0 && e != ',' && e != '}' && e != ']' {
 				k2 := 0
 				if k < 8 && e == '.' {
 					if m := nonDigit(binary.LittleEndian.Uint64(t[k+1:])); m != 0 {
 						j := bits.TrailingZeros64(m) >> 3
-						if end := k + 1 + j; j > 0 && (c != '0' || j <= 6) && t[end-1] != '0' && (t[end] == ',' || t[end] == '}') {
+						if end := k + 1 + j; j > 0 && (c != '0' || j <= 6) && t[end-1] != '0' && (t[end] == ',' || t[end] == '}' || t[end] == ']') {
 							k2 = end
 						}
 					}
@@ -922,21 +1029,34 @@ func fastMembers(in []byte, i int, names []shapeName, idx int, mem []member) (in
 				k = k2
 			}
 			if k > 0 {
-				ve = vs + k
+				ve = p + k
 			}
 		case c == 't':
-			if string(in[vs:vs+4]) == "true" {
-				ve = vs + 4
+			if p+4 <= n && string(in[p:p+4]) == "true" {
+				ve = p + 4
 			}
 		case c == 'f':
-			if string(in[vs:vs+5]) == "false" {
-				ve = vs + 5
+			if p+5 <= n && string(in[p:p+5]) == "false" {
+				ve = p + 5
 			}
 		case c == 'n':
-			if string(in[vs:vs+4]) == "null" {
-				ve = vs + 4
+			if p+4 <= n && string(in[p:p+4]) == "null" {
+				ve = p + 4
 			}
 		}
+		if arr && ve >= 0 {
+			// The next element right after a comma, or the end.
+			if ve+1 < n && in[ve] == ',' {
+				p, ve = ve+1, -1
+				goto scalar
+			}
+			if ve < n && in[ve] == ']' {
+				ve++
+			} else {
+				ve = -1
+			}
+		}
+	scanned:
 		if ve < 0 {
 			return i, len(mem), vs, fastValue
 		}
@@ -948,8 +1068,8 @@ func fastMembers(in []byte, i int, names []shapeName, idx int, mem []member) (in
 		}
 		mem = mem[:len(mem)+1]
 		m := &mem[len(mem)-1]
-		m.ks, m.ke, m.vs, m.ve, m.koff, m.klen = i, ke, vs, ve, i+1, k
-		m.kbuf, m.vbuf, m.kesc = false, false, false
+		m.ks, m.ke, m.vs, m.ve, m.klen = i, ke, vs, ve, k
+		m.vbuf, m.kesc = false, false
 		m.pfx = e.pfx
 		idx++
 		i = next + 1

@@ -57,6 +57,12 @@ func TestCanonicalForm(t *testing.T) {
 		{"order by decoded name", `{"\u0062":1,"a":2}`, `{"a":2,"b":1}`},
 		{"utf-8 byte order", `{"é":1,"z":2,"😀":3,"ｚ":4}`, `{"z":2,"é":1,"ｚ":4,"😀":3}`},
 		{"duplicates keep arrival order", `{"a":2,"b":0,"a":1}`, `{"a":2,"a":1,"b":0}`},
+		// A short name and a long one whose first eight bytes are the
+		// short one zero-padded (escaped NULs): once a panic.
+		{"short name, long name with NULs", `{"a\u0000\u0000\u0000\u0000\u0000\u0000\u0000\u0000":2,"a":1}`,
+			`{"a":1,"a\u0000\u0000\u0000\u0000\u0000\u0000\u0000\u0000":2}`},
+		{"eight-byte name, long name with NULs", `{"abcdefgh\u0000":2,"abcdefgh":1,"abcdefg":0}`,
+			`{"abcdefg":0,"abcdefgh":1,"abcdefgh\u0000":2}`},
 		{"arrays keep order", `[3,1,2,{"b":1,"a":1}]`, `[3,1,2,{"a":1,"b":1}]`},
 
 		// Strings.
@@ -333,5 +339,114 @@ func TestMemberStrings(t *testing.T) {
 				requireLike(t, h, c.in, c.want, err)
 			}
 		}
+	}
+}
+
+// arrayBody embeds the array text a in the members of objects of one
+// shape, where the member loop takes arrays of scalars as they are when
+// their text is canonical.
+func arrayBody(a string) string {
+	return `{"list":[{"a":` + a + `,"b":1},{"a":` + a + `,"b":1},{"b":2,"a":` + a + `}],"z":"` + strings.Repeat("x", 40) + `"}`
+}
+
+// Arrays in object members: as they are when canonical, else canonicalized
+// or rejected as anywhere else.
+func TestArraysInMembers(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"[]", "{\"list\":[{\"a\":[],\"b\":1},{\"a\":[],\"b\":1},{\"a\":[],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[ ]", "{\"list\":[{\"a\":[],\"b\":1},{\"a\":[],\"b\":1},{\"a\":[],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[1,2]", "{\"list\":[{\"a\":[1,2],\"b\":1},{\"a\":[1,2],\"b\":1},{\"a\":[1,2],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[1.0]", "{\"list\":[{\"a\":[1],\"b\":1},{\"a\":[1],\"b\":1},{\"a\":[1],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[1e2]", "{\"list\":[{\"a\":[100],\"b\":1},{\"a\":[100],\"b\":1},{\"a\":[100],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[-1]", "{\"list\":[{\"a\":[-1],\"b\":1},{\"a\":[-1],\"b\":1},{\"a\":[-1],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[-0]", "{\"list\":[{\"a\":[0],\"b\":1},{\"a\":[0],\"b\":1},{\"a\":[0],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[\"a\\/b\"]", "{\"list\":[{\"a\":[\"a/b\"],\"b\":1},{\"a\":[\"a/b\"],\"b\":1},{\"a\":[\"a/b\"],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[\"\\u0041\"]", "{\"list\":[{\"a\":[\"A\"],\"b\":1},{\"a\":[\"A\"],\"b\":1},{\"a\":[\"A\"],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[\"é\",\"日本\",\"😀\"]", "{\"list\":[{\"a\":[\"é\",\"日本\",\"😀\"],\"b\":1},{\"a\":[\"é\",\"日本\",\"😀\"],\"b\":1},{\"a\":[\"é\",\"日本\",\"😀\"],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[\"a\\\"b\\\\c\\n\\t\\r\\b\\f\"]", "{\"list\":[{\"a\":[\"a\\\"b\\\\c\\n\\t\\r\\b\\f\"],\"b\":1},{\"a\":[\"a\\\"b\\\\c\\n\\t\\r\\b\\f\"],\"b\":1},{\"a\":[\"a\\\"b\\\\c\\n\\t\\r\\b\\f\"],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[true,false,null]", "{\"list\":[{\"a\":[true,false,null],\"b\":1},{\"a\":[true,false,null],\"b\":1},{\"a\":[true,false,null],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[[1]]", "{\"list\":[{\"a\":[[1]],\"b\":1},{\"a\":[[1]],\"b\":1},{\"a\":[[1]],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[{\"b\":1,\"a\":2}]", "{\"list\":[{\"a\":[{\"a\":2,\"b\":1}],\"b\":1},{\"a\":[{\"a\":2,\"b\":1}],\"b\":1},{\"a\":[{\"a\":2,\"b\":1}],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[1 ,2]", "{\"list\":[{\"a\":[1,2],\"b\":1},{\"a\":[1,2],\"b\":1},{\"a\":[1,2],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[1, 2]", "{\"list\":[{\"a\":[1,2],\"b\":1},{\"a\":[1,2],\"b\":1},{\"a\":[1,2],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[0.10]", "{\"list\":[{\"a\":[0.1],\"b\":1},{\"a\":[0.1],\"b\":1},{\"a\":[0.1],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[0.0000001]", "{\"list\":[{\"a\":[1e-7],\"b\":1},{\"a\":[1e-7],\"b\":1},{\"a\":[1e-7],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[0.000001]", "{\"list\":[{\"a\":[0.000001],\"b\":1},{\"a\":[0.000001],\"b\":1},{\"a\":[0.000001],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[123456789012345678901234]", "{\"list\":[{\"a\":[1.23456789012345678901234e+23],\"b\":1},{\"a\":[1.23456789012345678901234e+23],\"b\":1},{\"a\":[1.23456789012345678901234e+23],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[1234567890123456]", "{\"list\":[{\"a\":[1234567890123456],\"b\":1},{\"a\":[1234567890123456],\"b\":1},{\"a\":[1234567890123456],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[0.1234567,1.25]", "{\"list\":[{\"a\":[0.1234567,1.25],\"b\":1},{\"a\":[0.1234567,1.25],\"b\":1},{\"a\":[0.1234567,1.25],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[\"\\u00e9\"]", "{\"list\":[{\"a\":[\"é\"],\"b\":1},{\"a\":[\"é\"],\"b\":1},{\"a\":[\"é\"],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[\"\\ud83d\\ude00\"]", "{\"list\":[{\"a\":[\"😀\"],\"b\":1},{\"a\":[\"😀\"],\"b\":1},{\"a\":[\"😀\"],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[\"x\",1,true]", "{\"list\":[{\"a\":[\"x\",1,true],\"b\":1},{\"a\":[\"x\",1,true],\"b\":1},{\"a\":[\"x\",1,true],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[1,]", ""},
+		{"[1", ""},
+		{"[\"a]", ""},
+		{"[tru]", ""},
+		{"[01]", ""},
+		{"[1.]", ""},
+		{"[.5]", ""},
+		{"[\"\\u0000\"]", "{\"list\":[{\"a\":[\"\\u0000\"],\"b\":1},{\"a\":[\"\\u0000\"],\"b\":1},{\"a\":[\"\\u0000\"],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[\"\x01\"]", ""},
+		{"[\"\xff\"]", ""},
+		{"[\"\xed\xa0\x80\"]", ""},
+		{"[\"ࠀ\"]", "{\"list\":[{\"a\":[\"ࠀ\"],\"b\":1},{\"a\":[\"ࠀ\"],\"b\":1},{\"a\":[\"ࠀ\"],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[\"long string with more than sixteen bytes \\\" and escapes\"]", "{\"list\":[{\"a\":[\"long string with more than sixteen bytes \\\" and escapes\"],\"b\":1},{\"a\":[\"long string with more than sixteen bytes \\\" and escapes\"],\"b\":1},{\"a\":[\"long string with more than sixteen bytes \\\" and escapes\"],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+	}
+	h := mustNew(t, fingerprint.Options{})
+	for _, tt := range tests {
+		got, err := h.Canonical(nil, []byte(arrayBody(tt.in)))
+		if tt.want == "" {
+			assert.Error(t, err, "%q", tt.in)
+			continue
+		}
+		assert.NoError(t, err, "%q", tt.in)
+		assert.Equal(t, tt.want, string(got), "%q", tt.in)
+	}
+}
+
+// objBody has objects of one shape whose member "a" is first the object
+// a, then twice the object b, which the member loop may take whole as an
+// object of a's shape.
+func objBody(a, b string) string {
+	return `{"list":[{"a":` + a + `,"b":1},{"a":` + b + `,"b":1},{"b":2,"a":` + b + `}],"z":"` + strings.Repeat("x", 40) + `"}`
+}
+
+// Objects in object members, after an object of another shape.
+func TestObjectsInMembers(t *testing.T) {
+	tests := []struct{ a, b, want string }{
+		{"{\"y\":1,\"x\":2}", "{\"y\":3,\"x\":4}", "{\"list\":[{\"a\":{\"x\":2,\"y\":1},\"b\":1},{\"a\":{\"x\":4,\"y\":3},\"b\":1},{\"a\":{\"x\":4,\"y\":3},\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"{\"y\":1,\"x\":2}", "{\"y\":3}", "{\"list\":[{\"a\":{\"x\":2,\"y\":1},\"b\":1},{\"a\":{\"y\":3},\"b\":1},{\"a\":{\"y\":3},\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"{\"y\":1,\"x\":2}", "{\"x\":3}", "{\"list\":[{\"a\":{\"x\":2,\"y\":1},\"b\":1},{\"a\":{\"x\":3},\"b\":1},{\"a\":{\"x\":3},\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"{\"y\":1,\"x\":2}", "{\"y\":3,\"x\":4,\"w\":5}", "{\"list\":[{\"a\":{\"x\":2,\"y\":1},\"b\":1},{\"a\":{\"w\":5,\"x\":4,\"y\":3},\"b\":1},{\"a\":{\"w\":5,\"x\":4,\"y\":3},\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"{\"y\":1,\"x\":2}", "{\"x\":4,\"y\":3}", "{\"list\":[{\"a\":{\"x\":2,\"y\":1},\"b\":1},{\"a\":{\"x\":4,\"y\":3},\"b\":1},{\"a\":{\"x\":4,\"y\":3},\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"{\"y\":1,\"x\":2}", "{\"y\": 3,\"x\":4}", "{\"list\":[{\"a\":{\"x\":2,\"y\":1},\"b\":1},{\"a\":{\"x\":4,\"y\":3},\"b\":1},{\"a\":{\"x\":4,\"y\":3},\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"{\"y\":1,\"x\":2}", "{\"y\":3 ,\"x\":4}", "{\"list\":[{\"a\":{\"x\":2,\"y\":1},\"b\":1},{\"a\":{\"x\":4,\"y\":3},\"b\":1},{\"a\":{\"x\":4,\"y\":3},\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"{\"y\":1,\"x\":2}", "{ \"y\":3,\"x\":4}", "{\"list\":[{\"a\":{\"x\":2,\"y\":1},\"b\":1},{\"a\":{\"x\":4,\"y\":3},\"b\":1},{\"a\":{\"x\":4,\"y\":3},\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"{\"y\":1,\"x\":2}", "{\"y\":3,\"x\":4 }", "{\"list\":[{\"a\":{\"x\":2,\"y\":1},\"b\":1},{\"a\":{\"x\":4,\"y\":3},\"b\":1},{\"a\":{\"x\":4,\"y\":3},\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"{\"y\":1,\"x\":2}", "{\"y\":1.0,\"x\":\"\\u0041\"}", "{\"list\":[{\"a\":{\"x\":2,\"y\":1},\"b\":1},{\"a\":{\"x\":\"A\",\"y\":1},\"b\":1},{\"a\":{\"x\":\"A\",\"y\":1},\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"{\"y\":1,\"x\":2}", "{\"y\":[1,\"a\"],\"x\":{\"q\":1}}", "{\"list\":[{\"a\":{\"x\":2,\"y\":1},\"b\":1},{\"a\":{\"x\":{\"q\":1},\"y\":[1,\"a\"]},\"b\":1},{\"a\":{\"x\":{\"q\":1},\"y\":[1,\"a\"]},\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"{\"y\":1,\"x\":2}", "{\"y\":\"é\\\"\\n\",\"x\":true}", "{\"list\":[{\"a\":{\"x\":2,\"y\":1},\"b\":1},{\"a\":{\"x\":true,\"y\":\"é\\\"\\n\"},\"b\":1},{\"a\":{\"x\":true,\"y\":\"é\\\"\\n\"},\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"{\"y\":1,\"x\":2}", "{\"y\":1,\"x\":2,}", ""},
+		{"{\"y\":1,\"x\":2}", "{\"y\":1,\"x\"}", ""},
+		{"{\"y\":1,\"x\":2}", "{\"y\":1,\"x\":2", ""},
+		{"{\"y\":1,\"x\":2}", "{}", "{\"list\":[{\"a\":{\"x\":2,\"y\":1},\"b\":1},{\"a\":{},\"b\":1},{\"a\":{},\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"{\"a\":1,\"b\":2}", "{\"a\":3,\"b\":4}", "{\"list\":[{\"a\":{\"a\":1,\"b\":2},\"b\":1},{\"a\":{\"a\":3,\"b\":4},\"b\":1},{\"a\":{\"a\":3,\"b\":4},\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"{\"a\":1,\"b\":2}", "{\"a\":3}", "{\"list\":[{\"a\":{\"a\":1,\"b\":2},\"b\":1},{\"a\":{\"a\":3},\"b\":1},{\"a\":{\"a\":3},\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"{\"a\":1,\"b\":2}", "{\"b\":3}", "{\"list\":[{\"a\":{\"a\":1,\"b\":2},\"b\":1},{\"a\":{\"b\":3},\"b\":1},{\"a\":{\"b\":3},\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"{\"color\":\"x\",\"size\":\"M\",\"fragile\":true}", "{\"color\":\"blue\",\"size\":\"XL\",\"fragile\":false}", "{\"list\":[{\"a\":{\"color\":\"x\",\"fragile\":true,\"size\":\"M\"},\"b\":1},{\"a\":{\"color\":\"blue\",\"fragile\":false,\"size\":\"XL\"},\"b\":1},{\"a\":{\"color\":\"blue\",\"fragile\":false,\"size\":\"XL\"},\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"{\"color\":\"x\",\"size\":\"M\",\"fragile\":true}", "{\"color\":\"blue\",\"size\":\"XL\"}", "{\"list\":[{\"a\":{\"color\":\"x\",\"fragile\":true,\"size\":\"M\"},\"b\":1},{\"a\":{\"color\":\"blue\",\"size\":\"XL\"},\"b\":1},{\"a\":{\"color\":\"blue\",\"size\":\"XL\"},\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"{\"\\u0079\":1,\"x\":2}", "{\"y\":3,\"x\":4}", "{\"list\":[{\"a\":{\"x\":2,\"y\":1},\"b\":1},{\"a\":{\"x\":4,\"y\":3},\"b\":1},{\"a\":{\"x\":4,\"y\":3},\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"{\"y\":1,\"x\":2}", "{\"\\u0079\":3,\"x\":4}", "{\"list\":[{\"a\":{\"x\":2,\"y\":1},\"b\":1},{\"a\":{\"x\":4,\"y\":3},\"b\":1},{\"a\":{\"x\":4,\"y\":3},\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"{\"a_rather_long_member_name\":1,\"b\":2}", "{\"a_rather_long_member_name\":3,\"b\":4}", "{\"list\":[{\"a\":{\"a_rather_long_member_name\":1,\"b\":2},\"b\":1},{\"a\":{\"a_rather_long_member_name\":3,\"b\":4},\"b\":1},{\"a\":{\"a_rather_long_member_name\":3,\"b\":4},\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+	}
+	h := mustNew(t, fingerprint.Options{})
+	for _, tt := range tests {
+		got, err := h.Canonical(nil, []byte(objBody(tt.a, tt.b)))
+		if tt.want == "" {
+			assert.Error(t, err, "%q then %q", tt.a, tt.b)
+			continue
+		}
+		assert.NoError(t, err, "%q then %q", tt.a, tt.b)
+		assert.Equal(t, tt.want, string(got), "%q then %q", tt.a, tt.b)
 	}
 }

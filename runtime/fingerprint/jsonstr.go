@@ -173,6 +173,23 @@ func copyString(buf []byte, w int, in []byte, i int) (int, int, bool, string) {
 		case c < 0x20:
 			return i, w, changed, errString
 		case c >= utf8.RuneSelf:
+			// Two- and three-byte sequences inline (but those starting
+			// with E0 or ED, which need more checks).
+			if i+3 <= len(in) {
+				t := in[i : i+3]
+				if c-0xC2 < 0x1E && t[1]&0xC0 == 0x80 {
+					buf[w], buf[w+1] = c, t[1]
+					i += 2
+					w += 2
+					continue
+				}
+				if c-0xE1 < 0x0F && c != 0xED && t[1]&0xC0 == 0x80 && t[2]&0xC0 == 0x80 {
+					buf[w], buf[w+1], buf[w+2] = c, t[1], t[2]
+					i += 3
+					w += 3
+					continue
+				}
+			}
 			r, size := utf8.DecodeRune(in[i:])
 			if r == utf8.RuneError && size == 1 {
 				return i, w, changed, errUTF8

@@ -2,6 +2,7 @@ package fingerprint
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
 	"slices"
 )
@@ -38,7 +39,7 @@ func (s *state) name(m *member, in []byte) []byte {
 	if m.kesc {
 		return s.keys[m.koff : m.koff+m.klen]
 	}
-	return in[m.koff : m.koff+m.klen]
+	return in[m.ks+1 : m.ks+1+m.klen]
 }
 
 // cmpNames orders object members by unescaped name (not by arrival).
@@ -49,11 +50,137 @@ func (s *state) cmpNames(a, b *member, in []byte) int {
 		}
 		return 1
 	}
-	if a.klen <= 8 && b.klen <= 8 {
+	if a.klen <= 8 || b.klen <= 8 {
+		// Equal first eight bytes: the shorter name is a prefix of
+		// the other (the bytes past it are zeros, escaped NULs).
 		return a.klen - b.klen
 	}
 	return bytes.Compare(s.name(a, in)[8:], s.name(b, in)[8:])
 }
+
+// sortKey is what a sort by name (or by canonical text) compares first:
+// the first eight bytes, big-endian, zero-padded, and the length, up to 9
+// (all longer ones compare their bytes past the first eight), with the
+// index of the member or element, for ties and to find its bytes.
+type sortKey struct {
+	pfx uint64
+	n   int32
+	idx int32
+}
+
+// sortByKey sorts keys by name, then index; rest(k) returns the bytes
+// past the first eight of the name of index k (at least nine long). tmp
+// is scratch as long as keys.
+// Comparisons touch the keys only, which are contiguous, unless two long
+// names share their first eight bytes.
+func sortByKey(keys, tmp []sortKey, rest func(int32) []byte) {
+	cmp := func(a, b sortKey) int {
+		if a.pfx != b.pfx {
+			if a.pfx < b.pfx {
+				return -1
+			}
+			return 1
+		}
+		if a.n != b.n || a.n <= 8 {
+			if a.n != b.n {
+				return int(a.n - b.n)
+			}
+			return int(a.idx - b.idx)
+		}
+		if c := bytes.Compare(rest(a.idx), rest(b.idx)); c != 0 {
+			return c
+		}
+		return int(a.idx - b.idx)
+	}
+	if len(keys) > radixMin {
+		// A stable radix sort by (pfx, n) leaves ties in index order;
+		// then the runs of long names with equal first bytes sort by
+		// their other bytes.
+		radixSort(keys, tmp)
+		for a := 0; a < len(keys); {
+			b := a + 1
+			for b < len(keys) && keys[b].pfx == keys[a].pfx && keys[b].n == keys[a].n {
+				b++
+			}
+			if b-a > 1 && keys[a].n > 8 {
+				slices.SortFunc(keys[a:b], cmp)
+			}
+			a = b
+		}
+		return
+	}
+	if len(keys) > 16 {
+		slices.SortFunc(keys, cmp)
+		return
+	}
+	for a := 1; a < len(keys); a++ {
+		for b := a; b > 0 && cmp(keys[b-1], keys[b]) > 0; b-- {
+			keys[b-1], keys[b] = keys[b], keys[b-1]
+		}
+	}
+}
+
+// keysFor returns s.sortKeys emptied, with room for n keys, and scratch
+// for sortByKey of length n.
+func (s *state) keysFor(n int) ([]sortKey, []sortKey) {
+	if cap(s.sortKeys) < 2*n {
+		s.sortKeys = make([]sortKey, 0, 2*n)
+	}
+	return s.sortKeys[:0:n], s.sortKeys[n : 2*n]
+}
+
+// radixMin is the length from which sortByKey sorts by radix.
+const radixMin = 256
+
+// radixSort sorts keys by (pfx, n), stably, with tmp as scratch of the
+// same length: a pass over the bytes of n then of pfx, from the least
+// significant, skipping those that all keys share.
+func radixSort(keys, tmp []sortKey) {
+	var counts [9][256]int
+	for _, k := range keys {
+		counts[0][byte(k.n)]++
+		for d := range 8 {
+			counts[1+d][byte(k.pfx>>(8*d))]++
+		}
+	}
+	src, dst := keys, tmp[:len(keys)]
+	for d := range 9 {
+		c := &counts[d]
+		digit := func(k *sortKey) byte {
+			if d == 0 {
+				return byte(k.n)
+			}
+			return byte(k.pfx >> (8 * (d - 1)))
+		}
+		if c[digit(&src[0])] == len(src) {
+			continue
+		}
+		sum := 0
+		for b := range c {
+			c[b], sum = sum, sum+c[b]
+		}
+		for k := range src {
+			b := digit(&src[k])
+			dst[c[b]] = src[k]
+			c[b]++
+		}
+		src, dst = dst, src
+	}
+	if &src[0] != &keys[0] {
+		copy(keys, src)
+	}
+}
+
+// permFor returns s.perm emptied, with room for n indexes.
+func (s *state) permFor(n int) []int32 {
+	if cap(s.perm) < n {
+		s.perm = make([]int32, 0, n)
+	}
+	return s.perm[:0]
+}
+
+// sortLen is the length of a name or text in a sortKey.
+func sortLen(n int) int32 { return int32(min(n, 9)) }
 
 // less reports whether member a's name sorts before b's.
 func (s *state) less(a, b *member, in []byte) bool { return s.cmpNames(a, b, in) < 0 }
@@ -78,6 +205,10 @@ type shape struct {
 	names  []shapeName // in arrival order
 	rest   []byte      // name bytes past the first eight, concatenated
 	perm   []int32     // sorted order; empty if the names are sorted
+	// noFlat: flatObject failed on an object of this shape (a value for
+	// the general path, say); it does not try again until the slot
+	// changes.
+	noFlat bool
 }
 
 type shapeName struct {
@@ -110,6 +241,7 @@ func (sh *shape) has(k int, m *member, name []byte) bool {
 
 func (s *state) remember(sh *shape, ms []member, perm []int32, sorted int, in []byte) {
 	sh.gen++
+	sh.noFlat = false
 	sh.n = len(ms)
 	sh.sorted = sorted
 	sh.names = sh.names[:0]
@@ -146,6 +278,10 @@ func (s *state) closeObject(buf []byte, w int, f *frame, in []byte, i int, top b
 	if len(ms) > 1 {
 		perm = s.order(f, ms, in)
 	}
+	if top && s.direct {
+		s.hashObject(ms, perm, in, buf)
+		return buf, 0, 0
+	}
 	// The object's text is at most its input plus the texts in buf.
 	size := i - f.in + 1 + w - f.open
 
@@ -162,7 +298,15 @@ func (s *state) closeObject(buf []byte, w int, f *frame, in []byte, i int, top b
 		copy(src, buf[f.open:w])
 	}
 	if need := dst + size + len(in) - i + slack; need > len(buf) {
-		buf = growBuf(buf, w, need+need/4)
+		// size counts twice the input of the texts in buf: the exact
+		// size may fit.
+		size = 2
+		for k := range ms {
+			size += ms[k].ke - ms[k].ks + ms[k].ve - ms[k].vs + 2
+		}
+		if need = dst + size + len(in) - i + slack; need > len(buf) {
+			buf = growBuf(buf, w, need+need/4)
+		}
 		if top {
 			src = buf
 		}
@@ -176,7 +320,7 @@ func (s *state) closeObject(buf []byte, w int, f *frame, in []byte, i int, top b
 	if perm == nil {
 		for k := 0; k < len(ms); k++ {
 			m := &ms[k]
-			if m.kbuf || m.vbuf || m.vs != m.ke+1 {
+			if m.kesc || m.vbuf || m.vs != m.ke+1 {
 				o = putMember(buf, o, in, src, base, m)
 				continue
 			}
@@ -185,7 +329,7 @@ func (s *state) closeObject(buf []byte, w int, f *frame, in []byte, i int, top b
 			a, end := m.ks, m.ve
 			for k+1 < len(ms) {
 				next := &ms[k+1]
-				if next.ks != end+1 || next.kbuf || next.vbuf || next.vs != next.ke+1 || in[end] != ',' {
+				if next.ks != end+1 || next.kesc || next.vbuf || next.vs != next.ke+1 || in[end] != ',' {
 					break
 				}
 				end = next.ve
@@ -205,13 +349,109 @@ func (s *state) closeObject(buf []byte, w int, f *frame, in []byte, i int, top b
 	return buf, dst, o
 }
 
+// hashObject is Sum's way to close the top-level object: it writes to the
+// hash the stream's header (s.hdr, then the body's domain and length) and
+// the object, members ms in the order perm, from where their texts are
+// (buf or in), without writing it out first. Short pieces go through
+// s.stage, so that the hash sees few writes.
+func (s *state) hashObject(ms []member, perm []int32, in, buf []byte) {
+	size := 2
+	if len(ms) > 0 {
+		size = 1
+	}
+	for k := range ms {
+		size += ms[k].ke - ms[k].ks + ms[k].ve - ms[k].vs + 2
+	}
+	s.hdr = binary.AppendUvarint(append(s.hdr, domainJSON), uint64(size))
+	s.d.Reset()
+	s.flushed = false
+	if cap(s.stage) < stageSize {
+		s.stage = make([]byte, 0, stageSize)
+	}
+	st := s.stage[:0]
+	if len(s.hdr) > stageSize/2 {
+		s.d.Write(s.hdr)
+		s.flushed = true
+	} else {
+		st = append(st, s.hdr...)
+	}
+	st = append(st, '{')
+	for k := range ms {
+		m := &ms[k]
+		if perm != nil {
+			m = &ms[perm[k]]
+		}
+		var a, b []byte
+		if m.kesc || m.vbuf || m.vs != m.ke+1 {
+			a, b = in, in
+			if m.kesc {
+				a = buf
+			}
+			if m.vbuf {
+				b = buf
+			}
+			a, b = a[m.ks:m.ke], b[m.vs:m.ve]
+			st = s.stageWrite(st, a)
+			st = append(st, ':')
+		} else {
+			b = in[m.ks:m.ve]
+		}
+		st = s.stageWrite(st, b)
+		st = append(st, ',')
+	}
+	if len(ms) == 0 {
+		st = append(st, '}')
+	}
+	st[len(st)-1] = '}'
+	if s.flushed {
+		s.d.Write(st)
+	} else {
+		// The whole stream is in the stage: one call, without the
+		// digest's state (finish takes s.sum).
+		s.sum = sha256.Sum256(st)
+		s.summed = true
+	}
+	s.stage = st
+	s.hashed = true
+}
+
+// stageSize is the size of state.stage; a piece of at least a quarter of
+// it is written to the hash directly.
+const stageSize = 2048
+
+// stageWrite appends p to the stage st, or writes the stage and p to the
+// hash if p is long or the stage full, keeping room in st for two more
+// bytes.
+func (s *state) stageWrite(st, p []byte) []byte {
+	if l := len(st); len(p) <= 32 && cap(p) >= 32 && l+32+2 <= cap(st) {
+		// Two 16-byte moves (a 32-byte one calls memmove); the bytes
+		// past p are overwritten later.
+		d, t := st[l:l+32], p[:32]
+		*(*[16]byte)(d) = *(*[16]byte)(t)
+		*(*[16]byte)(d[16:]) = *(*[16]byte)(t[16:])
+		return st[:l+len(p)]
+	}
+	if len(p) >= stageSize/4 {
+		s.d.Write(st)
+		s.d.Write(p)
+		s.flushed = true
+		return st[:0]
+	}
+	if len(st)+len(p)+2 > cap(st) {
+		s.d.Write(st)
+		s.flushed = true
+		st = st[:0]
+	}
+	return append(st, p...)
+}
+
 // putPermuted writes the members ms in the order perm at buf[o:], each
 // followed by a comma, and returns the index after them. (A function of
 // its own, so that its loop keeps its state in registers.)
 func putPermuted(buf []byte, o int, in, src []byte, base int, ms []member, perm []int32) int {
 	for _, p := range perm {
 		m := &ms[p]
-		if m.kbuf || m.vbuf || m.vs != m.ke+1 {
+		if m.kesc || m.vbuf || m.vs != m.ke+1 {
 			o = putMember(buf, o, in, src, base, m)
 			continue
 		}
@@ -238,7 +478,7 @@ func putPermuted(buf []byte, o int, in, src []byte, base int, ms []member, perm 
 // the index after it; its texts in buf are read from src, at their offset
 // less base.
 func putMember(buf []byte, o int, in, src []byte, base int, m *member) int {
-	if m.kbuf {
+	if m.kesc {
 		o = put(buf, o, src, m.ks-base, m.ke-base)
 	} else {
 		o = put(buf, o, in, m.ks, m.ke)
@@ -288,17 +528,15 @@ func (s *state) order(f *frame, ms []member, in []byte) []int32 {
 		}
 		return nil
 	}
-	perm := s.perm[:0]
+	keys, tmp := s.keysFor(len(ms))
 	for k := range ms {
-		perm = append(perm, int32(k))
+		keys = append(keys, sortKey{ms[k].pfx, sortLen(ms[k].klen), int32(k)})
 	}
-	sortPerm(perm, func(a, b int32) int {
-		if c := s.cmpNames(&ms[a], &ms[b], in); c != 0 {
-			return c
-		}
-		return int(a - b)
-	})
-	s.perm = perm
+	sortByKey(keys, tmp, func(k int32) []byte { return s.name(&ms[k], in)[8:] })
+	perm := s.permFor(len(keys))
+	for _, e := range keys {
+		perm = append(perm, e.idx)
+	}
 	if len(ms) <= maxShape {
 		sorted := 0
 		for sorted+1 < len(ms) && s.cmpNames(&ms[sorted], &ms[sorted+1], in) <= 0 {
@@ -314,28 +552,33 @@ func (s *state) order(f *frame, ms []member, in []byte) []int32 {
 // and returns the new end of the output.
 func (s *state) closeArray(buf []byte, w int, f *frame) int {
 	if f.record {
-		ms := s.mem[f.mbase:]
-		s.mem = s.mem[:f.mbase]
+		ms := s.elems[f.ebase:]
+		s.elems = s.elems[:f.ebase]
 		if len(ms) > 1 {
-			// Elements sort by their canonical text.
-			text := func(k int32) []byte {
+			// Elements sort by their canonical text, each followed by
+			// a comma in buf (buf has slack past w for the 8-byte
+			// loads). A canonical text has no NUL byte, so the
+			// zero-padded key orders it as its bytes do.
+			keys, tmp := s.keysFor(len(ms))
+			for k := range ms {
+				a, end := ms[k], w
+				if k+1 < len(ms) {
+					end = ms[k+1]
+				}
+				l := end - 1 - a
+				keys = append(keys, sortKey{nameKey(binary.LittleEndian.Uint64(buf[a:]), l), sortLen(l), int32(k)})
+			}
+			sortByKey(keys, tmp, func(k int32) []byte {
 				end := w
 				if int(k)+1 < len(ms) {
-					end = ms[k+1].vs
+					end = ms[k+1]
 				}
-				return buf[ms[k].vs : end-1]
-			}
-			perm := s.perm[:0]
-			for k := range ms {
-				perm = append(perm, int32(k))
-			}
-			sortPerm(perm, func(a, b int32) int {
-				if c := bytes.Compare(text(a), text(b)); c != 0 {
-					return c
-				}
-				return int(a - b)
+				return buf[ms[k]+8 : end-1]
 			})
-			s.perm = perm
+			perm := s.permFor(len(keys))
+			for _, e := range keys {
+				perm = append(perm, e.idx)
+			}
 			s.gather(buf, w, ms, perm, f.open+1)
 		}
 	}
@@ -347,20 +590,9 @@ func (s *state) closeArray(buf []byte, w int, f *frame) int {
 	return w
 }
 
-func sortPerm(perm []int32, cmp func(a, b int32) int) {
-	if len(perm) > 16 {
-		slices.SortFunc(perm, cmp)
-		return
-	}
-	for a := 1; a < len(perm); a++ {
-		for b := a; b > 0 && cmp(perm[b-1], perm[b]) > 0; b-- {
-			perm[b-1], perm[b] = perm[b], perm[b-1]
-		}
-	}
-}
-
-// gather rewrites buf[body:w] with the spans of ms in the order perm.
-func (s *state) gather(buf []byte, w int, ms []member, perm []int32, body int) {
+// gather rewrites buf[body:w] with the spans that start at ms, in the
+// order perm.
+func (s *state) gather(buf []byte, w int, ms []int, perm []int32, body int) {
 	size := w - body
 	if cap(s.tmp) < size+16 {
 		s.tmp = make([]byte, 0, 2*size+16)
@@ -368,9 +600,9 @@ func (s *state) gather(buf []byte, w int, ms []member, perm []int32, body int) {
 	tmp := s.tmp[:cap(s.tmp)]
 	t := 0
 	for _, p := range perm {
-		a, end := ms[p].vs, w
+		a, end := ms[p], w
 		if int(p)+1 < len(ms) {
-			end = ms[p+1].vs
+			end = ms[p+1]
 		}
 		// Copy in 16-byte blocks: buf has slack after w, tmp after size.
 		for ; a < end; a += 16 {
