@@ -157,7 +157,8 @@ type shard struct {
 	nslots int32                 // slots made
 	free   []int32               // free slot numbers
 	heap   []*[heapPage]heapEntry
-	nheap  int // entries in heap
+	nheap  int   // entries in heap
+	maxExp int64 // no entry of heap expires later (it never decreases)
 
 	head, tail int32 // finished records, oldest first
 
@@ -782,6 +783,13 @@ func (sh *shard) heapPush(i int32, exp int64) {
 	sh.nheap++
 	*sh.hp(j) = heapEntry{exp: exp, slot: i}
 	sh.at(i).heapIdx = int32(j)
+	if exp >= sh.maxExp {
+		// Expiring no sooner than any entry (the common case: one window,
+		// claims in time order), it stays a leaf without a look at its
+		// parent, which is far away in memory.
+		sh.maxExp = exp
+		return
+	}
 	sh.up(j)
 }
 
@@ -803,7 +811,9 @@ func (sh *shard) heapRemove(i int32) {
 
 func (sh *shard) heapFix(i int32) {
 	j := sh.at(i).heapIdx
-	sh.hp(int(j)).exp = sh.at(i).exp
+	exp := sh.at(i).exp
+	sh.hp(int(j)).exp = exp
+	sh.maxExp = max(sh.maxExp, exp)
 	sh.heapFixAt(int(j))
 }
 
