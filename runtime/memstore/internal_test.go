@@ -1,6 +1,7 @@
 package memstore
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 	"unsafe"
@@ -18,7 +19,7 @@ func TestSlotSize(t *testing.T) {
 // of time order (the first skip their parent), removals and fixes, across
 // pages.
 func TestHeapOrder(t *testing.T) {
-	sh := &shard{head: none, tail: none, cur: none}
+	sh := &shard{head: none, tail: none, cur: none, minExp: math.MaxInt64}
 	rng := rand.New(rand.NewPCG(3, 4))
 	var live []int32
 	check := func(step int) {
@@ -26,6 +27,9 @@ func TestHeapOrder(t *testing.T) {
 			if sh.hp(j).exp < sh.hp((j-1)/2).exp {
 				t.Fatalf("step %d: entry %d expires before its parent", step, j)
 			}
+		}
+		if sh.nheap > 0 && sh.minExp != sh.hp(0).exp || sh.nheap == 0 && sh.minExp != math.MaxInt64 {
+			t.Fatalf("step %d: minExp %d is not the root's expiry", step, sh.minExp)
 		}
 		for j := 0; j < sh.nheap; j++ {
 			if int(sh.at(sh.hp(j).slot).heapIdx) != j {

@@ -55,6 +55,7 @@ import (
 	"context"
 	"errors"
 	"hash/maphash"
+	"math"
 	"math/bits"
 	"strings"
 	"sync"
@@ -159,6 +160,7 @@ type shard struct {
 	heap   []*[heapPage]heapEntry
 	nheap  int   // entries in heap
 	maxExp int64 // no entry of heap expires later (it never decreases)
+	minExp int64 // the expiry of heap's root (MaxInt64 when empty): Begin looks here, not into the heap
 
 	head, tail int32 // finished records, oldest first
 
@@ -230,6 +232,7 @@ func New(opts Options) *Store {
 		sh := &s.shards[i]
 		sh.head, sh.tail, sh.cur = none, none, none
 		sh.seed = s.seed
+		sh.minExp = math.MaxInt64
 		sh.watchers = make(map[string]*watch)
 		sh.maxEntries = max(1, min((maxEntries+n-1)/n, 1<<31-2))
 		sh.maxBytes = max(EntryOverhead, (maxBytes+int64(n)-1)/int64(n))
@@ -589,7 +592,7 @@ func (sh *shard) unindex(i int32) {
 // makeRoom frees room for a new record of size bytes; false when only PENDING records are left.
 func (sh *shard) makeRoom(s *Store, now int64, size int64) bool {
 	for sh.count+1 > sh.maxEntries || sh.bytes+size > sh.maxBytes {
-		if sh.nheap > 0 && now >= sh.heap[0][0].exp {
+		if now >= sh.minExp {
 			sh.remove(sh.heap[0][0].slot)
 			s.expired.Add(1)
 			continue
@@ -609,7 +612,7 @@ func (sh *shard) evict(s *Store, i int32) {
 
 // dropExpired removes up to n expired records.
 func (sh *shard) dropExpired(s *Store, now int64, n int) {
-	for ; n > 0 && sh.nheap > 0 && now >= sh.heap[0][0].exp; n-- {
+	for ; n > 0 && now >= sh.minExp; n-- {
 		sh.remove(sh.heap[0][0].slot)
 		s.expired.Add(1)
 	}
@@ -788,9 +791,13 @@ func (sh *shard) heapPush(i int32, exp int64) {
 		// claims in time order), it stays a leaf without a look at its
 		// parent, which is far away in memory.
 		sh.maxExp = exp
+		if j == 0 {
+			sh.minExp = exp
+		}
 		return
 	}
 	sh.up(j)
+	sh.minExp = sh.hp(0).exp
 }
 
 func (sh *shard) heapRemove(i int32) {
@@ -807,6 +814,10 @@ func (sh *shard) heapRemove(i int32) {
 	if j != last {
 		sh.heapFixAt(j)
 	}
+	sh.minExp = math.MaxInt64
+	if last > 0 {
+		sh.minExp = sh.hp(0).exp
+	}
 }
 
 func (sh *shard) heapFix(i int32) {
@@ -815,6 +826,7 @@ func (sh *shard) heapFix(i int32) {
 	sh.hp(int(j)).exp = exp
 	sh.maxExp = max(sh.maxExp, exp)
 	sh.heapFixAt(int(j))
+	sh.minExp = sh.hp(0).exp
 }
 
 func (sh *shard) heapFixAt(i int) {
