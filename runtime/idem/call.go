@@ -80,17 +80,17 @@ type Call struct {
 	token     Token
 	prior     State
 	start     time.Time
-	breq      BeginRequest
-	bctx      boundedCtx // the context of the first Begin
-	fctx      boundedCtx // the context of the first Finish
-	scopeBuf  [160]byte
+	// ss is what the store calls are handed: own for a Call over a
+	// ContextBound store (or one never recycled), else a storeSide of the
+	// request's own, so that a store that keeps it cannot see it reused.
+	ss  *storeSide
+	own storeSide
 
 	body        []byte
 	bodyBuf     *[]byte // pooled, when the engine read the body itself
 	restoreBody bool
 	origBody    io.ReadCloser // r.Body, while Request swapped it
 	swapped     bool
-	bg          detached
 
 	// ho holds what the handler is handed (Writer, request body); h points
 	// to it, or, for a recycled Call, to a handout of its own that outlives
@@ -173,11 +173,35 @@ func (e *Engine) Begin(r *http.Request, p *Policy, key Key) *Call {
 // careless handler may keep it; a Call whose heartbeat ran is not recycled.
 var callPool = sync.Pool{New: func() any { return new(Call) }}
 
-// init prepares a zero Call.
+// storeSide is what a request's store calls are handed and a store may
+// keep beyond a call unless it is ContextBound: the contexts of the first
+// Begin and Finish, their parent without cancellation, the BeginRequest and
+// the memory of the scope key.
+type storeSide struct {
+	breq     BeginRequest
+	bctx     boundedCtx // the context of the first Begin
+	fctx     boundedCtx // the context of the first Finish
+	bg       detached
+	scopeBuf [160]byte
+}
+
+// init prepares a zero Call. A Call from the pool over a store that is not
+// ContextBound gets a storeSide of its own request: the Call is reused, the
+// storeSide never.
 func (c *Call) init(e *Engine, p *Policy, r *http.Request) {
 	c.e, c.p, c.r, c.ctx = e, p, r, r.Context()
-	c.bg.parent = c.ctx
+	c.ss = &c.own
+	c.ss.bg.parent = c.ctx
 	c.h = &c.ho
+}
+
+// initPooled is init for a Call from the pool.
+func (c *Call) initPooled(e *Engine, p *Policy, r *http.Request) {
+	c.init(e, p, r)
+	c.pooled = true
+	if !e.recycle {
+		c.ss = &storeSide{bg: detached{parent: c.ctx}}
+	}
 }
 
 // handout is what the handler of an executed request is handed.
@@ -189,12 +213,14 @@ type handout struct {
 // recyclable reports whether an ended Call from the pool can go back to it:
 // no heartbeat callback can still touch it.
 func (c *Call) recyclable() bool {
-	// The contexts of the Call's store calls live in the Call: only a store
-	// that promises not to use them after a call (ContextBound) lets the
-	// Call be reused. A pooled network client may keep a child of them
-	// beyond the call (pgxpool starts connections with the caller's values),
-	// and zeroing the memory under it would break it.
-	if !c.e.recycle || c.bctx.materialized() || c.fctx.materialized() {
+	// What the store calls were handed lives in the Call (own) only over a
+	// store that promises not to use it after a call (ContextBound);
+	// otherwise it lives in a storeSide that is never reused, since a pooled
+	// network client may keep a child of those contexts beyond the call
+	// (pgxpool starts connections with the caller's values) and zeroing the
+	// memory under it would break it. A deadline context that was made
+	// anyway keeps a Call over a ContextBound store from being reused.
+	if c.ss == &c.own && (!c.e.recycle || c.own.bctx.materialized() || c.own.fctx.materialized()) {
 		return false
 	}
 	if !c.hbStarted {
@@ -276,18 +302,18 @@ func (c *Call) begin(k Key) {
 	c.fp = c.e.fpc.sum(p, &in)
 	var b []byte
 	if c.key != "" {
-		b = appendScope(c.scopeBuf[:0], c.principal, p.spec.Operation, kindKey, c.key)
+		b = appendScope(c.ss.scopeBuf[:0], c.principal, p.spec.Operation, kindKey, c.key)
 	} else {
 		var hx [2 * len(Fingerprint{})]byte
 		hex.Encode(hx[:], c.fp[:])
-		b = appendScope(c.scopeBuf[:0], c.principal, p.spec.Operation, kindFP, string(hx[:]))
+		b = appendScope(c.ss.scopeBuf[:0], c.principal, p.spec.Operation, kindFP, string(hx[:]))
 	}
-	if len(b) <= len(c.scopeBuf) && len(b) > 0 && &b[0] == &c.scopeBuf[0] {
-		// The scope lives in the Call: aliasing it saves an allocation. A
-		// Call is reused (recycled from the pool) only over a ContextBound
-		// store, which keeps no key it is given; any other Call's scopeBuf
-		// is never written again.
-		c.scope = unsafe.String(&c.scopeBuf[0], len(b))
+	if len(b) <= len(c.ss.scopeBuf) && len(b) > 0 && &b[0] == &c.ss.scopeBuf[0] {
+		// The scope lives in the storeSide: aliasing it saves an
+		// allocation. A storeSide is reused (with its recycled Call) only
+		// over a ContextBound store, which keeps no key it is given; any
+		// other's scopeBuf is never written again.
+		c.scope = unsafe.String(&c.ss.scopeBuf[0], len(b))
 	} else {
 		c.scope = string(b)
 	}
@@ -450,11 +476,11 @@ func (c *Call) claim() {
 			wcancel()
 		}
 	}()
-	c.breq = BeginRequest{Key: c.scope, Fingerprint: c.fp, Lease: spec.InFlight.Lease, TTL: spec.Window,
+	c.ss.breq = BeginRequest{Key: c.scope, Fingerprint: c.fp, Lease: spec.InFlight.Lease, TTL: spec.Window,
 		SameFingerprintToReclaim: p.sameFPReclaim}
 	for {
 		c.token = newToken()
-		c.breq.Token = c.token
+		c.ss.breq.Token = c.token
 		res, err := c.beginBounded(ctx)
 		if err != nil {
 			c.storeFailed(err)
@@ -541,15 +567,16 @@ func (c *Call) claim() {
 // own lazy context, which costs no allocation with a store that never asks
 // for Done.
 func (c *Call) beginBounded(ctx context.Context) (BeginResult, error) {
-	if c.bctx.parent == nil {
-		c.bctx.init(ctx, c.e.timeout)
-		res, err := c.e.store.Begin(&c.bctx, &c.breq)
-		c.bctx.release()
+	ss := c.ss
+	if ss.bctx.parent == nil {
+		ss.bctx.init(ctx, c.e.timeout)
+		res, err := c.e.store.Begin(&ss.bctx, &ss.breq)
+		ss.bctx.release()
 		return res, err
 	}
 	bctx, cancel := context.WithTimeout(ctx, c.e.timeout)
 	defer cancel()
-	return c.e.store.Begin(bctx, &c.breq)
+	return c.e.store.Begin(bctx, &ss.breq)
 }
 
 // untilDeadline is context.WithDeadline (claim cancels it when it returns).
@@ -788,7 +815,7 @@ func (d *detached) Value(key any) any         { return d.parent.Value(key) }
 func (d *detached) String() string            { return "idem.detached" }
 
 // background returns the request's context without its cancellation.
-func (c *Call) background() context.Context { return &c.bg }
+func (c *Call) background() context.Context { return &c.ss.bg }
 
 // Respond writes the decision's answer to w: the stored response (with
 // Idempotent-Replayed: true) for Replay, the problem for Reject. It does
@@ -965,11 +992,11 @@ func (c *Call) bounded(cancel context.CancelCauseFunc, f func() error) (fired bo
 // store timeout and not by the request's context: a client that went away
 // does not keep its result from being recorded.
 func (c *Call) finishRecord(state State, resp []byte) error {
-	parent := c.background()
-	if c.fctx.parent == nil { // the first (usually the only) Finish: no allocation
-		c.fctx.init(parent, c.e.timeout)
-		defer c.fctx.release()
-		return c.e.store.Finish(&c.fctx, c.scope, c.token, state, resp)
+	parent, ss := c.background(), c.ss
+	if ss.fctx.parent == nil { // the first (usually the only) Finish: no allocation
+		ss.fctx.init(parent, c.e.timeout)
+		defer ss.fctx.release()
+		return c.e.store.Finish(&ss.fctx, c.scope, c.token, state, resp)
 	}
 	ctx, cancel := context.WithTimeout(parent, c.e.timeout)
 	defer cancel()

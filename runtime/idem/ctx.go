@@ -3,6 +3,7 @@ package idem
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -34,6 +35,7 @@ type boundedCtx struct {
 	derived  context.Context
 	cancel   context.CancelFunc
 	released bool
+	made     atomic.Bool // derived was made (read without the lock by materialized)
 }
 
 var _ context.Context = (*boundedCtx)(nil)
@@ -68,6 +70,7 @@ func (b *boundedCtx) materialize() context.Context {
 	defer b.mu.Unlock()
 	if b.derived == nil {
 		b.derived, b.cancel = context.WithDeadline(b.parent, b.deadline())
+		b.made.Store(true)
 		if b.released {
 			b.cancel()
 		}
@@ -77,11 +80,7 @@ func (b *boundedCtx) materialize() context.Context {
 
 // materialized reports whether the real deadline context was made (a store
 // asked for Done).
-func (b *boundedCtx) materialized() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.derived != nil
-}
+func (b *boundedCtx) materialized() bool { return b.made.Load() }
 
 // release ends the context (as a CancelFunc does).
 func (b *boundedCtx) release() {

@@ -172,7 +172,10 @@
 // the Call is recycled, the scope key lives in it, and the deadline of each
 // store call lives in it too, its timer made only when the store watches
 // the context (as network stores do) and its clock read (monotonic only)
-// when the store first looks at it. A Call whose heartbeat ran is not
+// when the store first looks at it. Over any other store the Call is
+// recycled too, and what its store calls are handed (contexts, the
+// BeginRequest, the scope key) is one allocation of the request's own,
+// since such a store may keep it. A Call whose heartbeat ran is not
 // recycled, nor is one from Begin. Buffers are pooled, problem documents
 // are written without fmt or maps, a retry with the same bytes is not
 // canonicalized again (the engine keeps a small cache of fingerprints by a

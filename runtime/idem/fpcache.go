@@ -63,6 +63,52 @@ func (c *fpCache) sum(p *Policy, in *fingerprint.Input) Fingerprint {
 }
 
 func (c *fpCache) digest(p *Policy, in *fingerprint.Input) uint64 {
+	// The small fields, length-prefixed, go through one buffer on the stack
+	// and one maphash.Bytes; the streaming Hash (slower per field) takes
+	// over when they do not fit. Either way the digest is a keyed hash of
+	// an injective encoding of the input, and the same input always takes
+	// the same way.
+	var buf [256]byte
+	b := binary.LittleEndian.AppendUint64(buf[:0], p.id)
+	b, ok := appendDigestStr(b, in.Method)
+	if ok {
+		b, ok = appendDigestStr(b, in.RawQuery)
+	}
+	if ok {
+		b, ok = appendDigestStr(b, in.ContentType)
+	}
+	for _, name := range p.fpHeaders {
+		if !ok {
+			break
+		}
+		vals := in.Header[name]
+		b = binary.LittleEndian.AppendUint64(b, uint64(len(vals)))
+		for _, v := range vals {
+			if b, ok = appendDigestStr(b, v); !ok {
+				break
+			}
+		}
+	}
+	if ok && len(b)+16 <= len(buf) {
+		b = binary.LittleEndian.AppendUint64(b, uint64(len(in.Body)))
+		b = binary.LittleEndian.AppendUint64(b, maphash.Bytes(c.seed, in.Body))
+		return maphash.Bytes(c.seed, b)
+	}
+	return c.digestStream(p, in)
+}
+
+// appendDigestStr appends len(s) and s to b when it fits in b's capacity
+// (leaving room for the numbers that follow).
+func appendDigestStr(b []byte, s string) ([]byte, bool) {
+	if len(b)+8+len(s)+24 > cap(b) {
+		return b, false
+	}
+	b = binary.LittleEndian.AppendUint64(b, uint64(len(s)))
+	return append(b, s...), true
+}
+
+// digestStream is digest for inputs whose small fields do not fit its buffer.
+func (c *fpCache) digestStream(p *Policy, in *fingerprint.Input) uint64 {
 	var h maphash.Hash
 	h.SetSeed(c.seed)
 	var n [8]byte

@@ -3,6 +3,7 @@ package idem
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 
@@ -71,6 +72,36 @@ func TestFPCacheHits(t *testing.T) {
 	a.Method, a.RawQuery = "POSTa", ""
 	b.Method, b.RawQuery = "POST", "a"
 	assert.NotEqual(t, c.digest(p, a), c.digest(p, b))
+}
+
+// Inputs whose small fields overflow digest's buffer take the streaming
+// hash: each input always gets the same digest, distinct inputs distinct
+// ones, around the size where one way gives way to the other.
+func TestFPCacheDigestWays(t *testing.T) {
+	p := MustCompile(Spec{Operation: "op", Semantics: Strict, FingerprintHeaders: []string{"X-Tenant"}})
+	c := newFPCache()
+	seen := map[uint64]string{}
+	for n := 0; n < 400; n += 7 {
+		for _, where := range []string{"query", "header"} {
+			in := fpInput(`{"a":1}`)
+			long := strings.Repeat("q", n)
+			if where == "query" {
+				in.RawQuery = long
+			} else {
+				in.Header = http.Header{"X-Tenant": {"t", long}}
+			}
+			d := c.digest(p, in)
+			require.Equal(t, d, c.digest(p, in), "%s of %d bytes", where, n)
+			id := fmt.Sprint(where, n)
+			if prev, dup := seen[d]; dup {
+				t.Fatalf("%s and %s have the same digest", prev, id)
+			}
+			seen[d] = id
+			assert.Equal(t, p.hasher.Sum(in), c.sum(p, in), id)
+		}
+	}
+	_, fits := appendDigestStr(make([]byte, 0, 256), strings.Repeat("q", 300))
+	require.False(t, fits, "the test reaches the streaming way")
 }
 
 // Concurrent readers and writers of the same slots: a reader gets the right

@@ -43,20 +43,18 @@ var errCorruptRecord = errors.New("idem: stored response is corrupt or of an unk
 func appendRecordHead(dst []byte, status int, h http.Header, allow []string) []byte {
 	dst = append(dst, recordVersion, 0)
 	dst = binary.AppendUvarint(dst, uint64(status))
+	// The number of fields is at most maxRecordHeaders (< 128): one uvarint
+	// byte, set once the fields are written, so h is read in one pass.
+	at := len(dst)
+	dst = append(dst, 0)
 	n := 0
 	for _, name := range allow {
-		n += len(h[name])
-	}
-	if n > maxRecordHeaders {
-		n = maxRecordHeaders
-	}
-	dst = binary.AppendUvarint(dst, uint64(n))
-	for _, name := range allow {
 		for _, v := range h[name] {
-			if n == 0 {
+			if n == maxRecordHeaders {
+				dst[at] = byte(n)
 				return dst
 			}
-			n--
+			n++
 			dst = binary.AppendUvarint(dst, uint64(len(name)))
 			dst = append(dst, name...)
 			v = sanitizeHeaderValue(v)
@@ -64,6 +62,7 @@ func appendRecordHead(dst []byte, status int, h http.Header, allow []string) []b
 			dst = append(dst, v...)
 		}
 	}
+	dst[at] = byte(n)
 	return dst
 }
 

@@ -145,16 +145,31 @@ func TestLeakedWriterAndBody(t *testing.T) {
 
 type requestIndexKey struct{}
 
-// keepingStore keeps the ctx of every Begin, as a pooled network client may
-// (pgxpool starts connections with the caller's context values): it is not
-// ContextBound, so the engine must not reuse the memory behind those contexts.
+// keepingStore keeps what every call is handed (contexts, the BeginRequest,
+// key strings), as a pooled network client may keep contexts (pgxpool starts
+// connections with the caller's context values): it is not ContextBound, so
+// the engine may reuse its Calls but never the memory it handed the store.
 type keepingStore struct {
 	m    *mapStore // not embedded: its ContextBound must not be promoted
 	mu   sync.Mutex
-	kept []context.Context
+	kept []kept
+}
+
+type kept struct {
+	ctx  context.Context
+	req  *BeginRequest // Begin only
+	key  string        // as passed
+	want string        // a copy of key at the call
+}
+
+func (s *keepingStore) keep(ctx context.Context, req *BeginRequest, key string) {
+	s.mu.Lock()
+	s.kept = append(s.kept, kept{ctx: ctx, req: req, key: key, want: strings.Clone(key)})
+	s.mu.Unlock()
 }
 
 func (s *keepingStore) Finish(ctx context.Context, key string, token Token, state State, resp []byte) error {
+	s.keep(ctx, nil, key)
 	return s.m.Finish(ctx, key, token, state, resp)
 }
 
@@ -163,9 +178,7 @@ func (s *keepingStore) Get(ctx context.Context, key string) (Record, bool, error
 }
 
 func (s *keepingStore) Begin(ctx context.Context, r *BeginRequest) (BeginResult, error) {
-	s.mu.Lock()
-	s.kept = append(s.kept, ctx)
-	s.mu.Unlock()
+	s.keep(ctx, r, r.Key)
 	return s.m.Begin(ctx, r)
 }
 
@@ -176,8 +189,8 @@ func TestNoReuseUnderAStoreThatKeepsContexts(t *testing.T) {
 	h := e.Handler(p, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusCreated) }))
 	const n = 50
 	for i := range n {
-		// Every request twice: an execution, then a replay (the path that
-		// reuses Calls under a ContextBound store).
+		// Every request twice: an execution (Begin, Finish), then a replay
+		// (Begin), each on a Call from the pool.
 		for range 2 {
 			r := httptest.NewRequest("POST", "/", strings.NewReader("{}"))
 			r.Header.Set("Idempotency-Key", "k"+strconv.Itoa(i))
@@ -185,10 +198,48 @@ func TestNoReuseUnderAStoreThatKeepsContexts(t *testing.T) {
 			h.ServeHTTP(httptest.NewRecorder(), r)
 		}
 	}
-	require.Len(t, s.kept, 2*n)
-	for j, ctx := range s.kept {
-		assert.Equal(t, j/2, ctx.Value(requestIndexKey{}), "a kept context still answers for its own request")
+	require.Equal(t, 3*n, len(s.kept))
+	for j, k := range s.kept {
+		i := j / 3
+		assert.Equal(t, i, k.ctx.Value(requestIndexKey{}), "a kept context still answers for its own request")
+		assert.Equal(t, context.Canceled, k.ctx.Err(), "a kept context is released, as a cancelled WithTimeout")
+		assert.Equal(t, k.want, k.key, "a kept key is unchanged")
+		assert.Contains(t, k.key, "k"+strconv.Itoa(i))
+		if k.req != nil {
+			assert.Equal(t, k.want, k.req.Key, "a kept BeginRequest is unchanged")
+		}
 	}
+}
+
+// Over a store that is not ContextBound, the Calls of Handler are reused
+// all the same: what the store was handed lives in a storeSide of the
+// request's own.
+func TestRecycledOverAStoreThatKeepsContexts(t *testing.T) {
+	s := &keepingStore{m: newMapStore()}
+	e := New(s, Options{})
+	p := MustCompile(Spec{Operation: "op", Semantics: Strict})
+	r := httptest.NewRequest("POST", "/", strings.NewReader("{}"))
+	r.Header.Set("Idempotency-Key", "k")
+	c := new(Call)
+	c.initPooled(e, p, r)
+	require.NotSame(t, &c.own, c.ss)
+	c.begin(RequestKey)
+	require.Equal(t, Execute, c.decision)
+	c.Writer(httptest.NewRecorder()).WriteHeader(http.StatusNoContent)
+	require.NoError(t, c.Finish())
+	c.End()
+	ss := c.ss
+	assert.True(t, c.recyclable())
+	c.reset()
+	require.Len(t, s.kept, 2)
+	assert.Same(t, &ss.breq, s.kept[0].req)
+	assert.Same(t, &ss.bctx, s.kept[0].ctx)
+	assert.Same(t, &ss.fctx, s.kept[1].ctx)
+	assert.Equal(t, s.kept[0].want, ss.breq.Key, "the storeSide outlives the Call's reset")
+
+	// Under a ContextBound store the Call's own storeSide serves.
+	c.initPooled(New(newMapStore(), Options{}), p, r)
+	assert.Same(t, &c.own, c.ss)
 }
 
 // Handlers that end around the scheduler's ticks, from many goroutines: a

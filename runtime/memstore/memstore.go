@@ -16,7 +16,9 @@
 // slots in one pointer-free table, found through a flat open-addressing
 // index of 64-bit words (a hash tag and a slot number, linear probing,
 // backward-shift deletion), with their expiry heap and finished list made
-// of slot numbers too. Keys and responses are appended to large byte chunks
+// of slot numbers too. The index words carry the bits of the key's hash
+// that place them, so growing the index and deleting from it never read a
+// slot. Keys and responses are appended to large byte chunks
 // that are never written again where something was stored: a record's
 // Response aliases its chunk, and stays valid for a reader however long it
 // keeps it. A chunk is dropped when nothing live is left in it, and a shard
@@ -53,6 +55,7 @@ import (
 	"context"
 	"errors"
 	"hash/maphash"
+	"math"
 	"math/bits"
 	"strings"
 	"sync"
@@ -101,8 +104,11 @@ const (
 	// compactSlack: a shard compacts when its chunks hold more than twice
 	// its live bytes plus this much.
 	compactSlack = 4 * chunkMax
-	// slotsPerPage: the slot table grows by pages of 64 KiB, never copied.
+	// slotsPerPage: the slot table grows by pages of 48 KiB, never copied.
 	slotsPerPage = 512
+	// heapPage: the expiry heap grows by pages of 16 KiB, never copied
+	// (append's growth would allocate five times what the heap holds).
+	heapPage = 1024
 )
 
 // ErrFull is returned by Begin when a shard holds only PENDING records and
@@ -145,12 +151,16 @@ const none = -1 // no slot, no chunk
 
 type shard struct {
 	mu     sync.Mutex
-	idx    []uint64              // open addressing: 0 empty, else tag<<32 | slot+1
+	seed   maphash.Seed          // the store's
+	idx    []uint64              // open addressing: 0 empty, else hash>>32<<32 | slot+1, placed at (hash>>32)&mask
 	count  int                   // records held
 	pages  []*[slotsPerPage]slot // the slot table, in pages that never move
 	nslots int32                 // slots made
 	free   []int32               // free slot numbers
-	heap   []heapEntry
+	heap   []*[heapPage]heapEntry
+	nheap  int   // entries in heap
+	maxExp int64 // no entry of heap expires later (it never decreases)
+	minExp int64 // the expiry of heap's root (MaxInt64 when empty): Begin looks here, not into the heap
 
 	head, tail int32 // finished records, oldest first
 
@@ -168,16 +178,15 @@ type shard struct {
 	_          [64]byte // keep shards on separate cache lines
 }
 
-// slot is a record. state 0 marks a free slot.
+// slot is a record, in 96 bytes. state 0 marks a free slot. A record is on
+// the finished list exactly when its state is COMPLETED or FAILED.
 type slot struct {
-	hash      uint64
 	exp       int64 // ExpiresAt, Unix ns on the store's clock
 	lease     int64 // LeaseExpiresAt
 	token     idem.Token
 	fp        idem.Fingerprint
 	state     idem.State
 	hasResp   bool // Response is non-nil (it may be empty)
-	listed    bool // on the finished list
 	keyChunk  int32
 	respChunk int32
 	keyOff    uint32
@@ -222,6 +231,8 @@ func New(opts Options) *Store {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.head, sh.tail, sh.cur = none, none, none
+		sh.seed = s.seed
+		sh.minExp = math.MaxInt64
 		sh.watchers = make(map[string]*watch)
 		sh.maxEntries = max(1, min((maxEntries+n-1)/n, 1<<31-2))
 		sh.maxBytes = max(EntryOverhead, (maxBytes+int64(n)-1)/int64(n))
@@ -346,8 +357,8 @@ func (s *Store) Finish(ctx context.Context, key string, token idem.Token, state 
 		e.hasResp, e.respChunk, e.respOff, e.respLen = true, c, off, uint32(len(response))
 		sh.bytes += int64(len(response))
 	}
-	sh.at(i).state = state
 	sh.list(i)
+	sh.at(i).state = state
 	for sh.bytes > sh.maxBytes && sh.head != none && sh.head != i {
 		sh.evict(s, sh.head)
 	}
@@ -492,14 +503,14 @@ func (sh *shard) find(key string, h uint64) int32 {
 	}
 	mask := uint64(len(sh.idx) - 1)
 	tag := h >> 32
-	for p := h & mask; ; p = (p + 1) & mask {
+	for p := tag & mask; ; p = (p + 1) & mask {
 		w := sh.idx[p]
 		if w == 0 {
 			return none
 		}
 		if w>>32 == tag {
 			i := int32(uint32(w) - 1)
-			if sh.at(i).hash == h && string(sh.key(i)) == key {
+			if string(sh.key(i)) == key {
 				return i
 			}
 		}
@@ -520,25 +531,26 @@ func (sh *shard) add(key string, h uint64, exp int64) int32 {
 		sh.nslots++
 	}
 	c, off := store(sh, key)
-	*sh.at(i) = slot{hash: h, exp: exp, keyChunk: c, keyOff: off, keyLen: uint32(len(key)),
+	*sh.at(i) = slot{exp: exp, keyChunk: c, keyOff: off, keyLen: uint32(len(key)),
 		respChunk: none, heapIdx: none, prev: none, next: none}
 	if (sh.count+1)*4 > len(sh.idx)*3 {
 		sh.grow()
 	}
-	sh.insert(h, i)
+	sh.insert(h>>32<<32 | uint64(uint32(i)+1))
 	sh.count++
 	sh.bytes += int64(len(key)) + EntryOverhead
 	sh.heapPush(i, exp)
 	return i
 }
 
-func (sh *shard) insert(h uint64, i int32) {
+// insert puts index word w (hash>>32<<32 | slot+1) at its place.
+func (sh *shard) insert(w uint64) {
 	mask := uint64(len(sh.idx) - 1)
-	p := h & mask
+	p := w >> 32 & mask
 	for sh.idx[p] != 0 {
 		p = (p + 1) & mask
 	}
-	sh.idx[p] = h>>32<<32 | uint64(uint32(i)+1)
+	sh.idx[p] = w
 }
 
 func (sh *shard) grow() {
@@ -546,18 +558,19 @@ func (sh *shard) grow() {
 	sh.idx = make([]uint64, max(16, 2*len(old)))
 	for _, w := range old {
 		if w != 0 {
-			i := int32(uint32(w) - 1)
-			sh.insert(sh.at(i).hash, i)
+			sh.insert(w)
 		}
 	}
 }
 
-// unindex removes slot i from the index (backward-shift deletion).
+// unindex removes slot i from the index (backward-shift deletion); its
+// key's hash is computed again (removals are rarer than lookups, and a slot
+// is smaller without it).
 func (sh *shard) unindex(i int32) {
 	mask := uint64(len(sh.idx) - 1)
-	h := sh.at(i).hash
+	h := maphash.Bytes(sh.seed, sh.key(i))
 	want := h>>32<<32 | uint64(uint32(i)+1)
-	p := h & mask
+	p := h >> 32 & mask
 	for sh.idx[p] != want {
 		p = (p + 1) & mask
 	}
@@ -567,7 +580,7 @@ func (sh *shard) unindex(i int32) {
 		if w == 0 {
 			break
 		}
-		home := sh.at(int32(uint32(w)-1)).hash & mask
+		home := w >> 32 & mask
 		if (q-home)&mask >= (q-p)&mask {
 			sh.idx[p] = w
 			p = q
@@ -579,8 +592,8 @@ func (sh *shard) unindex(i int32) {
 // makeRoom frees room for a new record of size bytes; false when only PENDING records are left.
 func (sh *shard) makeRoom(s *Store, now int64, size int64) bool {
 	for sh.count+1 > sh.maxEntries || sh.bytes+size > sh.maxBytes {
-		if len(sh.heap) > 0 && now >= sh.heap[0].exp {
-			sh.remove(sh.heap[0].slot)
+		if now >= sh.minExp {
+			sh.remove(sh.heap[0][0].slot)
 			s.expired.Add(1)
 			continue
 		}
@@ -599,8 +612,8 @@ func (sh *shard) evict(s *Store, i int32) {
 
 // dropExpired removes up to n expired records.
 func (sh *shard) dropExpired(s *Store, now int64, n int) {
-	for ; n > 0 && len(sh.heap) > 0 && now >= sh.heap[0].exp; n-- {
-		sh.remove(sh.heap[0].slot)
+	for ; n > 0 && now >= sh.minExp; n-- {
+		sh.remove(sh.heap[0][0].slot)
 		s.expired.Add(1)
 	}
 }
@@ -729,10 +742,10 @@ func (sh *shard) compact() {
 
 // The list of finished records, oldest first.
 
+// list appends slot i, which is not on the list (PENDING), to the list;
+// the caller then sets its finished state.
 func (sh *shard) list(i int32) {
-	sh.unlist(i)
 	e := sh.at(i)
-	e.listed = true
 	e.prev, e.next = sh.tail, none
 	if sh.tail != none {
 		sh.at(sh.tail).next = i
@@ -744,7 +757,7 @@ func (sh *shard) list(i int32) {
 
 func (sh *shard) unlist(i int32) {
 	e := sh.at(i)
-	if !e.listed {
+	if e.state != idem.StateCompleted && e.state != idem.StateFailed {
 		return
 	}
 	if e.prev != none {
@@ -757,37 +770,63 @@ func (sh *shard) unlist(i int32) {
 	} else {
 		sh.tail = e.prev
 	}
-	e.prev, e.next, e.listed = none, none, false
+	e.prev, e.next = none, none
 }
 
 // Heap on ExpiresAt, with indexes kept in the slots.
 
+// hp returns heap entry j.
+func (sh *shard) hp(j int) *heapEntry { return &sh.heap[j/heapPage][j%heapPage] }
+
 func (sh *shard) heapPush(i int32, exp int64) {
-	sh.at(i).heapIdx = int32(len(sh.heap))
-	sh.heap = append(sh.heap, heapEntry{exp: exp, slot: i})
-	sh.up(len(sh.heap) - 1)
+	j := sh.nheap
+	if j == len(sh.heap)*heapPage {
+		sh.heap = append(sh.heap, new([heapPage]heapEntry))
+	}
+	sh.nheap++
+	*sh.hp(j) = heapEntry{exp: exp, slot: i}
+	sh.at(i).heapIdx = int32(j)
+	if exp >= sh.maxExp {
+		// Expiring no sooner than any entry (the common case: one window,
+		// claims in time order), it stays a leaf without a look at its
+		// parent, which is far away in memory.
+		sh.maxExp = exp
+		if j == 0 {
+			sh.minExp = exp
+		}
+		return
+	}
+	sh.up(j)
+	sh.minExp = sh.hp(0).exp
 }
 
 func (sh *shard) heapRemove(i int32) {
 	j := int(sh.at(i).heapIdx)
-	last := len(sh.heap) - 1
-	if j < 0 || j > last || sh.heap[j].slot != i {
+	last := sh.nheap - 1
+	if j < 0 || j > last || sh.hp(j).slot != i {
 		return
 	}
 	if j != last {
 		sh.swap(j, last)
 	}
-	sh.heap = sh.heap[:last]
+	sh.nheap = last
 	sh.at(i).heapIdx = none
 	if j != last {
 		sh.heapFixAt(j)
+	}
+	sh.minExp = math.MaxInt64
+	if last > 0 {
+		sh.minExp = sh.hp(0).exp
 	}
 }
 
 func (sh *shard) heapFix(i int32) {
 	j := sh.at(i).heapIdx
-	sh.heap[j].exp = sh.at(i).exp
+	exp := sh.at(i).exp
+	sh.hp(int(j)).exp = exp
+	sh.maxExp = max(sh.maxExp, exp)
 	sh.heapFixAt(int(j))
+	sh.minExp = sh.hp(0).exp
 }
 
 func (sh *shard) heapFixAt(i int) {
@@ -797,16 +836,16 @@ func (sh *shard) heapFixAt(i int) {
 }
 
 func (sh *shard) swap(i, j int) {
-	h := sh.heap
-	h[i], h[j] = h[j], h[i]
-	sh.at(h[i].slot).heapIdx = int32(i)
-	sh.at(h[j].slot).heapIdx = int32(j)
+	a, b := sh.hp(i), sh.hp(j)
+	*a, *b = *b, *a
+	sh.at(a.slot).heapIdx = int32(i)
+	sh.at(b.slot).heapIdx = int32(j)
 }
 
 func (sh *shard) up(j int) {
 	for j > 0 {
 		i := (j - 1) / 2
-		if sh.heap[j].exp >= sh.heap[i].exp {
+		if sh.hp(j).exp >= sh.hp(i).exp {
 			break
 		}
 		sh.swap(i, j)
@@ -815,16 +854,16 @@ func (sh *shard) up(j int) {
 }
 
 func (sh *shard) down(i0 int) bool {
-	i, n := i0, len(sh.heap)
+	i, n := i0, sh.nheap
 	for {
 		j := 2*i + 1
 		if j >= n || j < 0 {
 			break
 		}
-		if j2 := j + 1; j2 < n && sh.heap[j2].exp < sh.heap[j].exp {
+		if j2 := j + 1; j2 < n && sh.hp(j2).exp < sh.hp(j).exp {
 			j = j2
 		}
-		if sh.heap[j].exp >= sh.heap[i].exp {
+		if sh.hp(j).exp >= sh.hp(i).exp {
 			break
 		}
 		sh.swap(i, j)
