@@ -166,11 +166,14 @@ func (h *Hasher) Sum(in *Input) Fingerprint {
 	hdr = appendString(append(hdr, 'M'), in.Method)
 	hdr = appendString(append(hdr, 'O'), in.Operation)
 
-	hdr = append(hdr, 'Q')
-	if pairs, ok := parseForm(s, in.RawQuery); ok {
-		hdr = appendPairs(append(hdr, domainForm), s.buf, pairs)
+	hdr = append(hdr, 'Q', domainForm)
+	if q, ok := appendPlainQuery(hdr, in.RawQuery); ok {
+		hdr = q
+	} else if pairs, ok := parseForm(s, in.RawQuery); ok {
+		hdr = appendPairs(hdr, s.buf, pairs)
 	} else {
-		hdr = appendString(append(hdr, domainRaw), in.RawQuery)
+		hdr[len(hdr)-1] = domainRaw
+		hdr = appendString(hdr, in.RawQuery)
 	}
 
 	hdr = binary.AppendUvarint(append(hdr, 'H'), uint64(len(h.headers)))

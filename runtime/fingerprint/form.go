@@ -109,3 +109,51 @@ func appendPairs(dst, buf []byte, pairs []pair) []byte {
 	}
 	return dst
 }
+
+// appendPlainQuery appends to dst what appendPairs appends for the pairs
+// parseForm finds in q, when that is quick to see without decoding: q has
+// no '+', '%' or empty pair, fewer than 128 pairs, no name or value of 128
+// bytes or more, and its names arrive in order (so that the pairs need no
+// sort). Else it reports false, with dst unchanged but for its spare
+// capacity. (Most queries are like that, and this spares Sum the decoding
+// and the pair records.)
+func appendPlainQuery(dst []byte, q string) ([]byte, bool) {
+	base := len(dst)
+	dst = append(dst, 0) // the count, fewer than 128
+	count := 0
+	prev := "" // the name of the last pair
+	for i := 0; i < len(q); {
+		end := i
+		eq := -1
+		for end < len(q) && q[end] != '&' {
+			switch q[end] {
+			case '=':
+				if eq < 0 {
+					eq = end
+				}
+			case '+', '%':
+				return dst[:base], false
+			}
+			end++
+		}
+		if end == i || count == 127 || end-i >= 128 {
+			return dst[:base], false
+		}
+		name, value := q[i:end], ""
+		if eq >= 0 {
+			name, value = q[i:eq], q[eq+1:end]
+		}
+		if count > 0 && prev > name {
+			return dst[:base], false
+		}
+		dst = append(dst, byte(len(name)))
+		dst = append(dst, name...)
+		dst = append(dst, byte(len(value)))
+		dst = append(dst, value...)
+		prev = name
+		count++
+		i = end + 1
+	}
+	dst[base] = byte(count)
+	return dst, true
+}
