@@ -391,12 +391,27 @@ func (s *state) hashObject(ms []member, perm []int32, in, buf []byte) {
 				b = buf
 			}
 			a, b = a[m.ks:m.ke], b[m.vs:m.ve]
-			st = s.stageWrite(st, a)
+			if l := len(st); len(a) <= 32 && cap(a) >= 32 && l+32+2 <= cap(st) {
+				// stageWrite's first case, inline.
+				d, t := st[l:l+32], a[:32]
+				*(*[16]byte)(d) = *(*[16]byte)(t)
+				*(*[16]byte)(d[16:]) = *(*[16]byte)(t[16:])
+				st = st[:l+len(a)]
+			} else {
+				st = s.stageWrite(st, a)
+			}
 			st = append(st, ':')
 		} else {
 			b = in[m.ks:m.ve]
 		}
-		st = s.stageWrite(st, b)
+		if l := len(st); len(b) <= 32 && cap(b) >= 32 && l+32+2 <= cap(st) {
+			d, t := st[l:l+32], b[:32]
+			*(*[16]byte)(d) = *(*[16]byte)(t)
+			*(*[16]byte)(d[16:]) = *(*[16]byte)(t[16:])
+			st = st[:l+len(b)]
+		} else {
+			st = s.stageWrite(st, b)
+		}
 		st = append(st, ',')
 	}
 	if len(ms) == 0 {
