@@ -123,27 +123,25 @@ func appendPlainQuery(dst []byte, q string) ([]byte, bool) {
 	count := 0
 	prev := "" // the name of the last pair
 	for i := 0; i < len(q); {
+		// The name ends at '&', '=' or the end; the value, if any, at
+		// '&' or the end ('=' is a plain byte in it).
 		end := i
-		eq := -1
-		for end < len(q) && q[end] != '&' {
-			switch q[end] {
-			case '=':
-				if eq < 0 {
-					eq = end
-				}
-			case '+', '%':
-				return dst[:base], false
-			}
+		for end < len(q) && queryByte[q[end]] == 0 {
 			end++
 		}
-		if end == i || count == 127 || end-i >= 128 {
-			return dst[:base], false
-		}
 		name, value := q[i:end], ""
-		if eq >= 0 {
-			name, value = q[i:eq], q[eq+1:end]
+		if end < len(q) && q[end] == '=' {
+			vs := end + 1
+			end = vs
+			for end < len(q) && queryByte[q[end]]&1 == 0 {
+				end++
+			}
+			value = q[vs:end]
 		}
-		if count > 0 && prev > name {
+		if end < len(q) && q[end] != '&' {
+			return dst[:base], false // '+' or '%'
+		}
+		if end == i || count == 127 || end-i >= 128 || (count > 0 && prev > name) {
 			return dst[:base], false
 		}
 		dst = append(dst, byte(len(name)))
@@ -157,3 +155,7 @@ func appendPlainQuery(dst []byte, q string) ([]byte, bool) {
 	dst[base] = byte(count)
 	return dst, true
 }
+
+// queryByte classifies the bytes of a query for appendPlainQuery: 1 for
+// '&', 2 for '=', 3 for '+' and '%' (which need decoding), 0 for the rest.
+var queryByte = [256]uint8{'&': 1, '=': 2, '+': 3, '%': 3}
