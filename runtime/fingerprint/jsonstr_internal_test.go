@@ -2,6 +2,7 @@ package fingerprint
 
 import (
 	"fmt"
+	"strconv"
 	"testing"
 )
 
@@ -41,6 +42,59 @@ func TestCopyStringUnicodeEscapes(t *testing.T) {
 			}
 			if reason != "" || i != len(in) || string(buf[:w]) != string(ref) || !changed {
 				t.Fatalf("%s: got %q %d %v %q, want %q", in, buf[:w], i, changed, reason, ref)
+			}
+		}
+	}
+}
+
+// TestNumberExponentFastPath checks number's fast path for numbers in
+// canonical exponent form against numberSlow, lazy or not.
+func TestNumberExponentFastPath(t *testing.T) {
+	s := getState()
+	defer putState(s)
+	ints := []string{"0", "1", "9", "12", "-1", "-0", "-7"}
+	fracs := []string{"", ".0", ".5", ".50", ".123", ".05"}
+	exps := []string{"e", "E", "e+", "e-", "E-", "E+"}
+	digits := []string{"0", "5", "6", "7", "8", "07", "20", "21", "22", "021", "99", "100", "308", "999999"}
+	for _, ip := range ints {
+		for _, fp := range fracs {
+			for _, ep := range exps {
+				for _, d := range digits {
+					num := ip + fp + ep + d
+					in := []byte(num + ",")
+					buf := make([]byte, 128)
+					// The oracle: numberSlow on the parts.
+					neg := ip[0] == '-'
+					intDigits := []byte(ip)
+					if neg {
+						intDigits = intDigits[1:]
+					}
+					var frac []byte
+					if fp != "" {
+						frac = []byte(fp[1:])
+					}
+					var e int64
+					e, _ = strconv.ParseInt(d, 10, 64)
+					if ep[len(ep)-1] == '-' {
+						e = -e
+					}
+					ref := make([]byte, 128)
+					ref, rw := s.numberSlow(ref, 0, neg, intDigits, frac, e, 1)
+					want := string(ref[:rw])
+
+					_, i, w, verbatim, reason := s.number(buf, 0, in, 0, false)
+					if reason != "" || i != len(num) || verbatim || string(buf[:w]) != want {
+						t.Fatalf("%s: got %q %d %v %q, want %q", num, buf[:w], i, verbatim, reason, want)
+					}
+					_, i, w, verbatim, reason = s.number(buf, 0, in, 0, true)
+					got := string(buf[:w])
+					if verbatim {
+						got = num
+					}
+					if reason != "" || i != len(num) || got != want {
+						t.Fatalf("%s lazy: got %q %d %v %q, want %q", num, got, i, verbatim, reason, want)
+					}
+				}
 			}
 		}
 	}

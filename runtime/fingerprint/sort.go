@@ -517,7 +517,10 @@ func put(dst []byte, o int, src []byte, a, b int) int {
 		*(*[16]byte)(dst[o:]) = *(*[16]byte)(src[a:])
 		return o + l
 	} else if l <= 32 && a+32 <= len(src) {
-		*(*[32]byte)(dst[o:]) = *(*[32]byte)(src[a:])
+		// Two 16-byte moves (a 32-byte array copy calls memmove).
+		d, t := dst[o:o+32], src[a:a+32]
+		*(*[16]byte)(d) = *(*[16]byte)(t)
+		*(*[16]byte)(d[16:]) = *(*[16]byte)(t[16:])
 		return o + l
 	}
 	return o + copy(dst[o:], src[a:b])
