@@ -509,15 +509,11 @@ func putMember(buf []byte, o int, in, src []byte, base int, m *member) int {
 	return o + 1
 }
 
-// put copies src[a:b] to dst[o:] and returns the index after it. Short
-// spans are copied as 16-byte blocks where src has the bytes; dst always
-// has the room (slack).
+// put copies src[a:b] to dst[o:] and returns the index after it. A span
+// of up to 32 bytes is copied as two 16-byte blocks where src has the
+// bytes; dst always has the room (slack). (Small enough to be inlined.)
 func put(dst []byte, o int, src []byte, a, b int) int {
-	if l := b - a; l <= 16 && a+16 <= len(src) {
-		*(*[16]byte)(dst[o:]) = *(*[16]byte)(src[a:])
-		return o + l
-	} else if l <= 32 && a+32 <= len(src) {
-		// Two 16-byte moves (a 32-byte array copy calls memmove).
+	if l := b - a; l <= 32 && a+32 <= len(src) {
 		d, t := dst[o:o+32], src[a:a+32]
 		*(*[16]byte)(d) = *(*[16]byte)(t)
 		*(*[16]byte)(d[16:]) = *(*[16]byte)(t[16:])
