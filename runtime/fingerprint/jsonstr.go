@@ -161,6 +161,12 @@ func copyString(buf []byte, w int, in []byte, i int) (int, int, bool, string) {
 					i += 2
 					w += 2
 					continue
+				case '/':
+					buf[w] = '/'
+					changed = true
+					i += 2
+					w++
+					continue
 				case 'u':
 					// A \uXXXX escape of a printable character other
 					// than '"' and '\\', not a surrogate, written as

@@ -99,3 +99,16 @@ func TestNumberExponentFastPath(t *testing.T) {
 		}
 	}
 }
+
+// TestCopyStringSolidus checks the inline \/ case of copyString.
+func TestCopyStringSolidus(t *testing.T) {
+	buf := make([]byte, 64)
+	for _, tt := range []struct{ in, want string }{
+		{`"\/"`, `"/"`}, {`"a\/b\/"`, `"a/b/"`}, {`"spring\/2024 \u003cB\u003e"`, `"spring/2024 <B>"`}, {`"\\/"`, `"\\/"`},
+	} {
+		i, w, changed, reason := copyString(buf, 0, []byte(tt.in), 0)
+		if reason != "" || i != len(tt.in) || string(buf[:w]) != tt.want || changed != (tt.in != tt.want) {
+			t.Errorf("%s: got %q %d %v %q, want %q", tt.in, buf[:w], i, changed, reason, tt.want)
+		}
+	}
+}
