@@ -132,6 +132,28 @@ func copyString(buf []byte, w int, in []byte, i int) (int, int, bool, string) {
 		// backslash, control character or non-ASCII byte. The lowest
 		// flagged byte of each test is exact (a borrow only moves
 		// upwards), so the lowest flagged byte of their union is a hit.
+		// Sixteen bytes at a time first.
+		for i+16 <= len(in) {
+			t := in[i : i+16]
+			x, y := binary.LittleEndian.Uint64(t), binary.LittleEndian.Uint64(t[8:])
+			d := buf[w : w+16]
+			binary.LittleEndian.PutUint64(d, x)
+			binary.LittleEndian.PutUint64(d[8:], y)
+			if m := special(x); m != 0 {
+				k := bits.TrailingZeros64(m) >> 3
+				i += k
+				w += k
+				goto found
+			}
+			if m := special(y); m != 0 {
+				k := 8 + bits.TrailingZeros64(m)>>3
+				i += k
+				w += k
+				goto found
+			}
+			i += 16
+			w += 16
+		}
 		for i+8 <= len(in) {
 			x := binary.LittleEndian.Uint64(in[i:])
 			binary.LittleEndian.PutUint64(buf[w:], x)
@@ -147,6 +169,7 @@ func copyString(buf []byte, w int, in []byte, i int) (int, int, bool, string) {
 		if i >= len(in) {
 			return i, w, changed, errEOF
 		}
+	found:
 		switch c := in[i]; {
 		case c == '"':
 			buf[w] = '"'
