@@ -190,9 +190,11 @@ func (h *Hasher) Sum(in *Input) Fingerprint {
 	hdr = binary.AppendUvarint(append(hdr, 'B'), uint64(len(essence)))
 	lower := len(hdr)
 	hdr = append(hdr, essence...)
-	for i := lower; i < len(hdr); i++ {
-		if c := hdr[i]; c-'A' < 26 {
-			hdr[i] = c + 'a' - 'A'
+	if essence != "application/json" { // the common case, lower case already
+		for i := lower; i < len(hdr); i++ {
+			if c := hdr[i]; c-'A' < 26 {
+				hdr[i] = c + 'a' - 'A'
+			}
 		}
 	}
 	body := in.Body
