@@ -90,7 +90,10 @@ type state struct {
 	// hints maps a member name (hintSlot) to 1 + the shape slot of the
 	// last object seen as its value; 0: none.
 	hints [1 << hintBits]int16
-	pairs []pair
+	// rootHint is 1 + the shape slot of the last top-level object; 0:
+	// none.
+	rootHint int16
+	pairs    []pair
 	// direct: canonJSON is called by Sum, which takes a top-level object
 	// hashed as it closes (hashObject), with hdr written first; hashed
 	// says it was.
