@@ -90,7 +90,10 @@ type state struct {
 	// hints maps a member name (hintSlot) to 1 + the shape slot of the
 	// last object seen as its value; 0: none.
 	hints [1 << hintBits]int16
-	pairs []pair
+	// rootHint is 1 + the shape slot of the last top-level object; 0:
+	// none.
+	rootHint int16
+	pairs    []pair
 	// direct: canonJSON is called by Sum, which takes a top-level object
 	// hashed as it closes (hashObject), with hdr written first; hashed
 	// says it was.
@@ -166,11 +169,14 @@ func (h *Hasher) Sum(in *Input) Fingerprint {
 	hdr = appendString(append(hdr, 'M'), in.Method)
 	hdr = appendString(append(hdr, 'O'), in.Operation)
 
-	hdr = append(hdr, 'Q')
-	if pairs, ok := parseForm(s, in.RawQuery); ok {
-		hdr = appendPairs(append(hdr, domainForm), s.buf, pairs)
+	hdr = append(hdr, 'Q', domainForm)
+	if q, ok := appendPlainQuery(hdr, in.RawQuery); ok {
+		hdr = q
+	} else if pairs, ok := parseForm(s, in.RawQuery); ok {
+		hdr = appendPairs(hdr, s.buf, pairs)
 	} else {
-		hdr = appendString(append(hdr, domainRaw), in.RawQuery)
+		hdr[len(hdr)-1] = domainRaw
+		hdr = appendString(hdr, in.RawQuery)
 	}
 
 	hdr = binary.AppendUvarint(append(hdr, 'H'), uint64(len(h.headers)))
@@ -187,9 +193,11 @@ func (h *Hasher) Sum(in *Input) Fingerprint {
 	hdr = binary.AppendUvarint(append(hdr, 'B'), uint64(len(essence)))
 	lower := len(hdr)
 	hdr = append(hdr, essence...)
-	for i := lower; i < len(hdr); i++ {
-		if c := hdr[i]; c-'A' < 26 {
-			hdr[i] = c + 'a' - 'A'
+	if essence != "application/json" { // the common case, lower case already
+		for i := lower; i < len(hdr); i++ {
+			if c := hdr[i]; c-'A' < 26 {
+				hdr[i] = c + 'a' - 'A'
+			}
 		}
 	}
 	body := in.Body

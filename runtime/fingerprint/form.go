@@ -109,3 +109,53 @@ func appendPairs(dst, buf []byte, pairs []pair) []byte {
 	}
 	return dst
 }
+
+// appendPlainQuery appends to dst what appendPairs appends for the pairs
+// parseForm finds in q, when that is quick to see without decoding: q has
+// no '+', '%' or empty pair, fewer than 128 pairs, no name or value of 128
+// bytes or more, and its names arrive in order (so that the pairs need no
+// sort). Else it reports false, with dst unchanged but for its spare
+// capacity. (Most queries are like that, and this spares Sum the decoding
+// and the pair records.)
+func appendPlainQuery(dst []byte, q string) ([]byte, bool) {
+	base := len(dst)
+	dst = append(dst, 0) // the count, fewer than 128
+	count := 0
+	prev := "" // the name of the last pair
+	for i := 0; i < len(q); {
+		// The name ends at '&', '=' or the end; the value, if any, at
+		// '&' or the end ('=' is a plain byte in it).
+		end := i
+		for end < len(q) && queryByte[q[end]] == 0 {
+			end++
+		}
+		name, value := q[i:end], ""
+		if end < len(q) && q[end] == '=' {
+			vs := end + 1
+			end = vs
+			for end < len(q) && queryByte[q[end]]&1 == 0 {
+				end++
+			}
+			value = q[vs:end]
+		}
+		if end < len(q) && q[end] != '&' {
+			return dst[:base], false // '+' or '%'
+		}
+		if end == i || count == 127 || end-i >= 128 || (count > 0 && prev > name) {
+			return dst[:base], false
+		}
+		dst = append(dst, byte(len(name)))
+		dst = append(dst, name...)
+		dst = append(dst, byte(len(value)))
+		dst = append(dst, value...)
+		prev = name
+		count++
+		i = end + 1
+	}
+	dst[base] = byte(count)
+	return dst, true
+}
+
+// queryByte classifies the bytes of a query for appendPlainQuery: 1 for
+// '&', 2 for '=', 3 for '+' and '%' (which need decoding), 0 for the rest.
+var queryByte = [256]uint8{'&': 1, '=': 2, '+': 3, '%': 3}

@@ -99,3 +99,37 @@ func TestParseFormAgainstNetURL(t *testing.T) {
 		}
 	}
 }
+
+// appendPlainQuery either declines or appends exactly what parseForm and
+// appendPairs would.
+func TestAppendPlainQuery(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	alphabet := "abAB=&+%2F41zé;"
+	queries := []string{"", "a", "a=", "=", "=x", "a=1&b=2", "b=2&a=1", "a=2&a=1", "a=1&", "&a=1", "a=1&&b=2",
+		"dry_run=false&lang=en", "a=b=c", strings.Repeat("x", 127), strings.Repeat("x", 128),
+		"a=" + strings.Repeat("x", 125), "a=" + strings.Repeat("x", 126), strings.Repeat("a&", 127), strings.Repeat("a&", 128)}
+	for range 50000 {
+		var b strings.Builder
+		for range r.IntN(16) {
+			b.WriteString(string([]rune(alphabet)[r.IntN(len([]rune(alphabet)))]))
+		}
+		queries = append(queries, b.String())
+	}
+	plainSeen := 0
+	for _, q := range queries {
+		dst := []byte("prefix")
+		got, ok := appendPlainQuery(dst, q)
+		if !ok {
+			assert.Equal(t, "prefix", string(got[:len("prefix")]), "%q", q)
+			continue
+		}
+		plainSeen++
+		s := getState()
+		pairs, ok := parseForm(s, q)
+		require.True(t, ok, "%q", q)
+		want := appendPairs([]byte("prefix"), s.buf, pairs)
+		putState(s)
+		assert.Equal(t, string(want), string(got), "%q", q)
+	}
+	assert.Greater(t, plainSeen, 5000)
+}

@@ -154,17 +154,30 @@ func (s *state) push(depth, w, i int, nd *node, obj bool) *frame {
 	f.obj, f.record, f.unsorted, f.shape, f.drop = obj, !obj && nd != nil && nd.unordered, false, false, false
 	f.ebase = len(s.elems)
 	f.hint, f.hinted = -1, false
-	if obj && depth > 0 {
+	if obj {
 		// Try the shape of the previous object in the same container
 		// (the elements of an array of objects are alike) or, for the
 		// value of an object member, the shape last seen under the
 		// member's name (the objects of one object differ, but an
-		// "address" looks like the last "address").
-		p := &s.frames[depth-1]
-		hint := p.hint
-		if m := s.parentMember(p); m != nil {
-			if h := s.hints[hintSlot(m.pfx, m.klen)]; h > 0 {
-				hint = int(h) - 1
+		// "address" looks like the last "address"); for the first
+		// object in an array that is a member's value, the shape of
+		// the last such object under the member's name; for the
+		// top-level object, the shape of the last one (a service gets
+		// many bodies alike).
+		hint := int(s.rootHint) - 1
+		if depth > 0 {
+			p := &s.frames[depth-1]
+			hint = p.hint
+			if m := s.parentMember(p); m != nil {
+				if h := s.hints[hintSlot(m.pfx, m.klen)]; h > 0 {
+					hint = int(h) - 1
+				}
+			} else if !p.obj && hint < 0 && depth > 1 {
+				if g := s.parentMember(&s.frames[depth-2]); g != nil {
+					if h := s.hints[hintSlot(g.pfx^elemHint, g.klen)]; h > 0 {
+						hint = int(h) - 1
+					}
+				}
 			}
 		}
 		if hint >= 0 {
@@ -184,6 +197,10 @@ func (s *state) parentMember(p *frame) *member {
 	}
 	return &s.mem[len(s.mem)-1]
 }
+
+// elemHint marks, in a hint's key, the objects in an array that is the
+// value of a member, rather than the member's value itself.
+const elemHint = 0x5BD1E9955BD1E995
 
 // hintSlot is the slot in state.hints for a member name with prefix pfx
 // and length n.
@@ -539,7 +556,13 @@ closeObj:
 		p.hint = f.slot
 		if m := s.parentMember(p); m != nil && f.slot >= 0 {
 			s.hints[hintSlot(m.pfx, m.klen)] = int16(f.slot + 1)
+		} else if !p.obj && f.slot >= 0 && depth > 2 {
+			if g := s.parentMember(&s.frames[depth-3]); g != nil {
+				s.hints[hintSlot(g.pfx^elemHint, g.klen)] = int16(f.slot + 1)
+			}
 		}
+	} else if f.slot >= 0 {
+		s.rootHint = int16(f.slot + 1)
 	}
 	if depth == 1 {
 		// The top-level object is written after the texts it reads

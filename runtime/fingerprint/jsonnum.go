@@ -108,6 +108,7 @@ func (s *state) number(buf []byte, w int, in []byte, i int, lazy bool) ([]byte, 
 	}
 	var e int64
 	if i < n && in[i]|0x20 == 'e' {
+		ep := i
 		i++
 		neg := false
 		if i < n && (in[i] == '+' || in[i] == '-') {
@@ -136,6 +137,18 @@ func (s *state) number(buf []byte, w int, in []byte, i int, lazy bool) ([]byte, 
 				return buf, i, w + 1, false, ""
 			}
 			return buf, start, w, false, errExp
+		}
+		// Fast path: the number is in canonical exponent form already
+		// (see numberSlow): one non-zero integer digit, a fraction
+		// without trailing zeros, and "e+" or "e-" with an exponent
+		// without leading zeros, of a number that is written so.
+		if intEnd-intStart == 1 && in[intStart] != '0' && in[fracEnd-1] != '0' && in[ep] == 'e' && in[es] != '0' &&
+			(e >= maxPlainDigits && in[ep+1] == '+' || e <= -7 && in[ep+1] == '-') {
+			if lazy {
+				return buf, i, w, true, ""
+			}
+			w += copy(buf[w:], in[start:i])
+			return buf, i, w, false, ""
 		}
 	} else {
 		// Fast path, no exponent: the canonical form is the input less

@@ -132,6 +132,28 @@ func copyString(buf []byte, w int, in []byte, i int) (int, int, bool, string) {
 		// backslash, control character or non-ASCII byte. The lowest
 		// flagged byte of each test is exact (a borrow only moves
 		// upwards), so the lowest flagged byte of their union is a hit.
+		// Sixteen bytes at a time first.
+		for i+16 <= len(in) {
+			t := in[i : i+16]
+			x, y := binary.LittleEndian.Uint64(t), binary.LittleEndian.Uint64(t[8:])
+			d := buf[w : w+16]
+			binary.LittleEndian.PutUint64(d, x)
+			binary.LittleEndian.PutUint64(d[8:], y)
+			if m := special(x); m != 0 {
+				k := bits.TrailingZeros64(m) >> 3
+				i += k
+				w += k
+				goto found
+			}
+			if m := special(y); m != 0 {
+				k := 8 + bits.TrailingZeros64(m)>>3
+				i += k
+				w += k
+				goto found
+			}
+			i += 16
+			w += 16
+		}
 		for i+8 <= len(in) {
 			x := binary.LittleEndian.Uint64(in[i:])
 			binary.LittleEndian.PutUint64(buf[w:], x)
@@ -147,6 +169,7 @@ func copyString(buf []byte, w int, in []byte, i int) (int, int, bool, string) {
 		if i >= len(in) {
 			return i, w, changed, errEOF
 		}
+	found:
 		switch c := in[i]; {
 		case c == '"':
 			buf[w] = '"'
@@ -160,6 +183,43 @@ func copyString(buf []byte, w int, in []byte, i int) (int, int, bool, string) {
 					buf[w], buf[w+1] = '\\', e
 					i += 2
 					w += 2
+					continue
+				case '/':
+					buf[w] = '/'
+					changed = true
+					i += 2
+					w++
+					continue
+				case 'u':
+					// A \uXXXX escape of a printable character other
+					// than '"' and '\\', not a surrogate, written as
+					// UTF-8 inline; the others below.
+					if i+6 > len(in) {
+						break
+					}
+					t := in[i+2 : i+6]
+					a, b, c, d := hexVal[t[0]], hexVal[t[1]], hexVal[t[2]], hexVal[t[3]]
+					if a|b|c|d >= 16 {
+						break
+					}
+					r := uint(a)<<12 | uint(b)<<8 | uint(c)<<4 | uint(d)
+					if r < 0x80 {
+						if r < 0x20 || r == '"' || r == '\\' {
+							break
+						}
+						buf[w] = byte(r)
+						w++
+					} else if r < 0x800 {
+						buf[w], buf[w+1] = byte(0xC0|r>>6), byte(0x80|r&0x3F)
+						w += 2
+					} else if r-0xD800 >= 0x800 {
+						buf[w], buf[w+1], buf[w+2] = byte(0xE0|r>>12), byte(0x80|r>>6&0x3F), byte(0x80|r&0x3F)
+						w += 3
+					} else {
+						break // a surrogate
+					}
+					changed = true
+					i += 6
 					continue
 				}
 			}
@@ -253,6 +313,17 @@ func decodeEscape(s []byte, i int) (r rune, size int, ok bool) {
 	}
 	return 0, 0, false
 }
+
+// hexVal maps a hex digit to its value, any other byte to 0xFF.
+var hexVal = func() (t [256]byte) {
+	for c := range t {
+		t[c] = 0xFF
+		if v := unhex(byte(c)); v >= 0 {
+			t[c] = byte(v)
+		}
+	}
+	return t
+}()
 
 func hex4(s []byte, i int) rune {
 	if i+4 > len(s) {

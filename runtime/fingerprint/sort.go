@@ -391,12 +391,27 @@ func (s *state) hashObject(ms []member, perm []int32, in, buf []byte) {
 				b = buf
 			}
 			a, b = a[m.ks:m.ke], b[m.vs:m.ve]
-			st = s.stageWrite(st, a)
+			if l := len(st); len(a) <= 32 && cap(a) >= 32 && l+32+2 <= cap(st) {
+				// stageWrite's first case, inline.
+				d, t := st[l:l+32], a[:32]
+				*(*[16]byte)(d) = *(*[16]byte)(t)
+				*(*[16]byte)(d[16:]) = *(*[16]byte)(t[16:])
+				st = st[:l+len(a)]
+			} else {
+				st = s.stageWrite(st, a)
+			}
 			st = append(st, ':')
 		} else {
 			b = in[m.ks:m.ve]
 		}
-		st = s.stageWrite(st, b)
+		if l := len(st); len(b) <= 32 && cap(b) >= 32 && l+32+2 <= cap(st) {
+			d, t := st[l:l+32], b[:32]
+			*(*[16]byte)(d) = *(*[16]byte)(t)
+			*(*[16]byte)(d[16:]) = *(*[16]byte)(t[16:])
+			st = st[:l+len(b)]
+		} else {
+			st = s.stageWrite(st, b)
+		}
 		st = append(st, ',')
 	}
 	if len(ms) == 0 {
@@ -494,15 +509,14 @@ func putMember(buf []byte, o int, in, src []byte, base int, m *member) int {
 	return o + 1
 }
 
-// put copies src[a:b] to dst[o:] and returns the index after it. Short
-// spans are copied as 16-byte blocks where src has the bytes; dst always
-// has the room (slack).
+// put copies src[a:b] to dst[o:] and returns the index after it. A span
+// of up to 32 bytes is copied as two 16-byte blocks where src has the
+// bytes; dst always has the room (slack). (Small enough to be inlined.)
 func put(dst []byte, o int, src []byte, a, b int) int {
-	if l := b - a; l <= 16 && a+16 <= len(src) {
-		*(*[16]byte)(dst[o:]) = *(*[16]byte)(src[a:])
-		return o + l
-	} else if l <= 32 && a+32 <= len(src) {
-		*(*[32]byte)(dst[o:]) = *(*[32]byte)(src[a:])
+	if l := b - a; l <= 32 && a+32 <= len(src) {
+		d, t := dst[o:o+32], src[a:a+32]
+		*(*[16]byte)(d) = *(*[16]byte)(t)
+		*(*[16]byte)(d[16:]) = *(*[16]byte)(t[16:])
 		return o + l
 	}
 	return o + copy(dst[o:], src[a:b])

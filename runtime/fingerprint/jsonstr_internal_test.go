@@ -1,0 +1,114 @@
+package fingerprint
+
+import (
+	"fmt"
+	"strconv"
+	"testing"
+)
+
+// TestCopyStringUnicodeEscapes checks copyString's inline \uXXXX path
+// against decodeEscape and putCanonicalRune, for every code unit, in lower
+// and upper case, alone and with a second escape after it.
+func TestCopyStringUnicodeEscapes(t *testing.T) {
+	buf := make([]byte, 64)
+	want := make([]byte, 64)
+	for u := range 0x10000 {
+		for _, f := range []string{`"\u%04x"`, `"\u%04X"`, `"a\u%04xb\u0041"`, `"\u%04x\udc00"`} {
+			in := []byte(fmt.Sprintf(f, u))
+			i, w, changed, reason := copyString(buf, 0, in, 0)
+			// The reference: escapes decoded one by one.
+			ref, j, ok := []byte{'"'}, 1, true
+			for j < len(in)-1 {
+				if in[j] != '\\' {
+					ref = append(ref, in[j])
+					j++
+					continue
+				}
+				r, size, good := decodeEscape(in, j)
+				if !good {
+					ok = false
+					break
+				}
+				n := putCanonicalRune(want, 0, r)
+				ref = append(ref, want[:n]...)
+				j += size
+			}
+			ref = append(ref, '"')
+			if !ok {
+				if reason == "" {
+					t.Fatalf("%s: accepted, as %q", in, buf[:w])
+				}
+				continue
+			}
+			if reason != "" || i != len(in) || string(buf[:w]) != string(ref) || !changed {
+				t.Fatalf("%s: got %q %d %v %q, want %q", in, buf[:w], i, changed, reason, ref)
+			}
+		}
+	}
+}
+
+// TestNumberExponentFastPath checks number's fast path for numbers in
+// canonical exponent form against numberSlow, lazy or not.
+func TestNumberExponentFastPath(t *testing.T) {
+	s := getState()
+	defer putState(s)
+	ints := []string{"0", "1", "9", "12", "-1", "-0", "-7"}
+	fracs := []string{"", ".0", ".5", ".50", ".123", ".05"}
+	exps := []string{"e", "E", "e+", "e-", "E-", "E+"}
+	digits := []string{"0", "5", "6", "7", "8", "07", "20", "21", "22", "021", "99", "100", "308", "999999"}
+	for _, ip := range ints {
+		for _, fp := range fracs {
+			for _, ep := range exps {
+				for _, d := range digits {
+					num := ip + fp + ep + d
+					in := []byte(num + ",")
+					buf := make([]byte, 128)
+					// The oracle: numberSlow on the parts.
+					neg := ip[0] == '-'
+					intDigits := []byte(ip)
+					if neg {
+						intDigits = intDigits[1:]
+					}
+					var frac []byte
+					if fp != "" {
+						frac = []byte(fp[1:])
+					}
+					var e int64
+					e, _ = strconv.ParseInt(d, 10, 64)
+					if ep[len(ep)-1] == '-' {
+						e = -e
+					}
+					ref := make([]byte, 128)
+					ref, rw := s.numberSlow(ref, 0, neg, intDigits, frac, e, 1)
+					want := string(ref[:rw])
+
+					_, i, w, verbatim, reason := s.number(buf, 0, in, 0, false)
+					if reason != "" || i != len(num) || verbatim || string(buf[:w]) != want {
+						t.Fatalf("%s: got %q %d %v %q, want %q", num, buf[:w], i, verbatim, reason, want)
+					}
+					_, i, w, verbatim, reason = s.number(buf, 0, in, 0, true)
+					got := string(buf[:w])
+					if verbatim {
+						got = num
+					}
+					if reason != "" || i != len(num) || got != want {
+						t.Fatalf("%s lazy: got %q %d %v %q, want %q", num, got, i, verbatim, reason, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestCopyStringSolidus checks the inline \/ case of copyString.
+func TestCopyStringSolidus(t *testing.T) {
+	buf := make([]byte, 64)
+	for _, tt := range []struct{ in, want string }{
+		{`"\/"`, `"/"`}, {`"a\/b\/"`, `"a/b/"`}, {`"spring\/2024 \u003cB\u003e"`, `"spring/2024 <B>"`}, {`"\\/"`, `"\\/"`},
+	} {
+		i, w, changed, reason := copyString(buf, 0, []byte(tt.in), 0)
+		if reason != "" || i != len(tt.in) || string(buf[:w]) != tt.want || changed != (tt.in != tt.want) {
+			t.Errorf("%s: got %q %d %v %q, want %q", tt.in, buf[:w], i, changed, reason, tt.want)
+		}
+	}
+}
