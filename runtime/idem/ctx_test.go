@@ -346,3 +346,49 @@ func TestBoundedCtxDoneAllocs(t *testing.T) {
 	})
 	assert.LessOrEqual(t, n, 1.0)
 }
+
+// BenchmarkBoundedCtxDone is a store call that asks for Done (as go-redis
+// and pgx do on every command), beside context.WithTimeout, which it
+// replaces; under a parent that cannot be cancelled (a detached context,
+// Finish's) and under one that can (a request's, Begin's).
+func BenchmarkBoundedCtxDone(b *testing.B) {
+	parents := []struct {
+		name string
+		new  func() (context.Context, context.CancelFunc)
+	}{
+		{"background", func() (context.Context, context.CancelFunc) { return context.Background(), func() {} }},
+		{"cancelable", func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }},
+	}
+	for _, p := range parents {
+		b.Run(p.name+"/bounded", func(b *testing.B) {
+			b.ReportAllocs()
+			var c boundedCtx
+			for b.Loop() {
+				parent, cancel := p.new()
+				c = boundedCtx{}
+				c.init(parent, time.Minute)
+				select {
+				case <-c.Done():
+				default:
+				}
+				_ = c.Err()
+				c.release()
+				cancel()
+			}
+		})
+		b.Run(p.name+"/WithTimeout", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				parent, cancelParent := p.new()
+				ctx, cancel := context.WithTimeout(parent, time.Minute)
+				select {
+				case <-ctx.Done():
+				default:
+				}
+				_ = ctx.Err()
+				cancel()
+				cancelParent()
+			}
+		})
+	}
+}
