@@ -10,17 +10,22 @@ import (
 // boundedCtx behaves as context.WithDeadline(parent, deadline) at a fraction
 // of its cost: the context of the first store call of a request (the one
 // every replay makes) lives in the Call, and answers Deadline, Err and Value
-// without allocating. Done makes one channel (the only allocation, which a
-// network store pays on every call: go-redis and pgx ask for Done on every
-// command) and arms a timer taken from storeTimers, made once and reset for
-// each use, that closes it at the deadline; a parent that can be cancelled
-// is watched with context.AfterFunc.
+// without allocating. Done (which a network store asks for on every call:
+// go-redis and pgx do on every command) makes one channel and arms a timer
+// taken from storeTimers, made once and reset for each use, that closes it
+// at the deadline; a parent that can be cancelled (a request's) is watched
+// with context.AfterFunc, which costs what registering with it costs
+// context.WithDeadline, and two allocations more.
 //
 // It ends (Err non-nil, Done closed) at the deadline (DeadlineExceeded),
 // when its parent ends (the parent's error; context.Cause gives the
 // parent's cause) or when it is released (Canceled), whichever comes first,
-// as WithDeadline's context does with its CancelFunc. Children made with
-// context.With* and context.AfterFunc watch its Done channel. A boundedCtx
+// as WithDeadline's context does with its CancelFunc. Err sees the parent's
+// end at once; Done closes for it a goroutine later (context.AfterFunc
+// runs its function in a goroutine), as for any context over a parent the
+// context package did not make. Children made with context.With* and
+// context.AfterFunc attach through its AfterFunc method, and end as it ends,
+// in the goroutine that ends it (release before it returns). A boundedCtx
 // is used for one store call and then released; it is never reset, since a
 // store may keep a child of it beyond the call. Released, it holds no timer
 // nor registration with its parent.
@@ -286,13 +291,13 @@ func (st *storeTimer) arm(b *boundedCtx, d time.Duration) {
 	st.t.Reset(d)
 }
 
-// disarm stops st, waits for a callback that holds its context, and puts st
-// back in the pool.
+// disarm waits for a callback that holds its context, leaves later ones
+// nothing to end, stops st and puts it back in the pool.
 func (st *storeTimer) disarm() {
-	st.t.Stop()
 	st.mu.Lock()
 	st.b = nil
 	st.mu.Unlock()
+	st.t.Stop()
 	storeTimers.Put(st)
 }
 
