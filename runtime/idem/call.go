@@ -218,8 +218,8 @@ func (c *Call) recyclable() bool {
 	// otherwise it lives in a storeSide that is never reused, since a pooled
 	// network client may keep a child of those contexts beyond the call
 	// (pgxpool starts connections with the caller's values) and zeroing the
-	// memory under it would break it. A deadline context that was made
-	// anyway keeps a Call over a ContextBound store from being reused.
+	// memory under it would break it. A store that asked for Done anyway
+	// keeps a Call over a ContextBound store from being reused.
 	if c.ss == &c.own && (!c.e.recycle || c.own.bctx.materialized() || c.own.fctx.materialized()) {
 		return false
 	}

@@ -3,6 +3,7 @@ package idem
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -79,7 +80,21 @@ func TestBoundedCtx(t *testing.T) {
 		done := b.Done()
 		assert.False(t, closed(done))
 		cancel2()
-		assert.True(t, closed(done), "after Done")
+		// The parent's end reaches Done a goroutine later (context.AfterFunc);
+		// Err sees it at once.
+		assert.ErrorIs(t, b.Err(), context.Canceled)
+		assert.True(t, closed(done), "after Done, by Err")
+
+		parent, cancel3 := context.WithCancel(context.Background())
+		b = newBounded(parent, time.Minute)
+		done = b.Done()
+		cancel3()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("Done did not close when the parent ended")
+		}
+		assert.ErrorIs(t, b.Err(), context.Canceled)
 	})
 	t.Run("Release", func(t *testing.T) {
 		b := newBounded(context.Background(), time.Minute)
@@ -158,11 +173,11 @@ func TestBoundedCtx(t *testing.T) {
 	})
 }
 
-// current0 returns the lazily made context (nil when none was made).
-func (b *boundedCtx) current0() context.Context {
+// current0 returns the Done channel made (nil when none was).
+func (b *boundedCtx) current0() chan struct{} {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.derived
+	return b.done
 }
 
 // TestBoundedCtxAllocs: a store that asks only for Err (the in-memory one)
@@ -177,4 +192,203 @@ func TestBoundedCtxAllocs(t *testing.T) {
 		b.release()
 	})
 	assert.Zero(t, n)
+}
+
+// TestBoundedCtxCause: context.Cause of a context that ended on its own is
+// its Err, also over a parent that can be cancelled (whose cancelCtx would
+// answer nil).
+func TestBoundedCtxCause(t *testing.T) {
+	parent, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b := newBounded(parent, 10*time.Millisecond)
+	assert.NoError(t, context.Cause(b))
+	<-b.Done()
+	assert.Equal(t, context.DeadlineExceeded, context.Cause(b))
+	child, cancelChild := context.WithCancel(b)
+	defer cancelChild()
+	assert.Equal(t, context.DeadlineExceeded, context.Cause(child))
+	b.release()
+	assert.Equal(t, context.DeadlineExceeded, context.Cause(b), "the first end stays")
+
+	b = newBounded(parent, time.Minute)
+	_ = b.Done()
+	b.release()
+	assert.Equal(t, context.Canceled, context.Cause(b))
+	assert.NotNil(t, cancelCtxKey, "context.Cause asks Value for its key")
+
+	// Its own end stays its cause when the parent ends later with one.
+	pc, cancelCause := context.WithCancelCause(context.Background())
+	b = newBounded(pc, time.Millisecond)
+	<-b.Done()
+	cancelCause(errors.New("later"))
+	assert.Equal(t, context.DeadlineExceeded, context.Cause(b))
+	b.release()
+}
+
+// TestBoundedCtxReuse reuses the memory of one boundedCtx (as a recycled
+// Call does) and the pooled timers many times, with deadlines that fire
+// around the release, parents that end around it, and long deadlines: a late
+// callback of an earlier use must never end a later one.
+func TestBoundedCtxReuse(t *testing.T) {
+	var b boundedCtx
+	for i := range 3000 {
+		parent, cancel := context.WithCancel(context.Background())
+		switch i % 3 {
+		case 0: // a deadline that fires around the release
+			b = boundedCtx{}
+			b.init(parent, time.Duration(i%50)*time.Microsecond+time.Microsecond)
+			done := b.Done()
+			time.Sleep(time.Duration(i%7) * 10 * time.Microsecond)
+			if closed(done) {
+				require.ErrorIs(t, b.Err(), context.DeadlineExceeded)
+			}
+			b.release()
+			require.True(t, closed(done))
+			require.Error(t, b.Err())
+		case 1: // a parent that ends around the release
+			b = boundedCtx{}
+			b.init(parent, time.Hour)
+			done := b.Done()
+			go cancel()
+			time.Sleep(time.Duration(i%5) * 10 * time.Microsecond)
+			b.release()
+			require.True(t, closed(done))
+			if err := b.Err(); err != context.Canceled {
+				t.Fatalf("use %d: Err = %v", i, err)
+			}
+		case 2: // a long deadline: nothing may end it before its release
+			b = boundedCtx{}
+			b.init(parent, time.Hour)
+			done := b.Done()
+			for range 3 {
+				runtime.Gosched()
+				time.Sleep(20 * time.Microsecond)
+			}
+			if closed(done) || b.Err() != nil {
+				t.Fatalf("use %d: ended before its release: %v", i, b.Err())
+			}
+			b.release()
+			require.True(t, closed(done))
+			require.ErrorIs(t, b.Err(), context.Canceled)
+		}
+		cancel()
+	}
+}
+
+// TestBoundedCtxStress runs store-like goroutines over many contexts that
+// end by deadline, parent or release, under the race detector.
+func TestBoundedCtxStress(t *testing.T) {
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 300 {
+				parent, cancel := context.WithCancel(context.Background())
+				b := newBounded(parent, time.Duration((g*31+i)%200)*time.Microsecond+time.Microsecond)
+				var inner sync.WaitGroup
+				for w := range 3 {
+					inner.Add(1)
+					go func() {
+						defer inner.Done()
+						child, cancelChild := context.WithCancel(b)
+						defer cancelChild()
+						stop := context.AfterFunc(b, func() {})
+						defer stop()
+						select {
+						case <-b.Done():
+						case <-child.Done():
+						case <-time.After(time.Duration(w) * 50 * time.Microsecond):
+						}
+						_, _ = b.Deadline()
+						_ = b.Value(ctxKey{})
+						_ = context.Cause(b)
+						_ = b.Err()
+					}()
+				}
+				if i%4 == 0 {
+					cancel()
+				}
+				inner.Wait()
+				b.release()
+				select {
+				case <-b.Done():
+				default:
+					t.Error("Done open after release")
+				}
+				if b.Err() == nil {
+					t.Error("Err nil after release")
+				}
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// TestBoundedCtxDoneAllocs: asking for Done makes one channel; the timer
+// comes from the pool.
+func TestBoundedCtxDoneAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	var b boundedCtx
+	n := testing.AllocsPerRun(200, func() {
+		b = boundedCtx{}
+		b.init(context.Background(), time.Minute)
+		select {
+		case <-b.Done():
+			t.Fatal("closed")
+		default:
+		}
+		_ = b.Err()
+		b.release()
+	})
+	assert.LessOrEqual(t, n, 1.0)
+}
+
+// BenchmarkBoundedCtxDone is a store call that asks for Done (as go-redis
+// and pgx do on every command), beside context.WithTimeout, which it
+// replaces; under a parent that cannot be cancelled (a detached context,
+// Finish's) and under one that can (a request's, Begin's).
+func BenchmarkBoundedCtxDone(b *testing.B) {
+	parents := []struct {
+		name string
+		new  func() (context.Context, context.CancelFunc)
+	}{
+		{"background", func() (context.Context, context.CancelFunc) { return context.Background(), func() {} }},
+		{"cancelable", func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }},
+	}
+	for _, p := range parents {
+		b.Run(p.name+"/bounded", func(b *testing.B) {
+			b.ReportAllocs()
+			var c boundedCtx
+			for b.Loop() {
+				parent, cancel := p.new()
+				c = boundedCtx{}
+				c.init(parent, time.Minute)
+				select {
+				case <-c.Done():
+				default:
+				}
+				_ = c.Err()
+				c.release()
+				cancel()
+			}
+		})
+		b.Run(p.name+"/WithTimeout", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				parent, cancelParent := p.new()
+				ctx, cancel := context.WithTimeout(parent, time.Minute)
+				select {
+				case <-ctx.Done():
+				default:
+				}
+				_ = ctx.Err()
+				cancel()
+				cancelParent()
+			}
+		})
+	}
 }

@@ -170,9 +170,10 @@
 // the store's work, and a first request one (what its handler is handed,
 // the Writer and the request body, which may outlive a careless handler):
 // the Call is recycled, the scope key lives in it, and the deadline of each
-// store call lives in it too, its timer made only when the store watches
-// the context (as network stores do) and its clock read (monotonic only)
-// when the store first looks at it. Over any other store the Call is
+// store call lives in it too, its clock read (monotonic only) when the
+// store first looks at it; a store that watches the context (as network
+// stores do, on every command) costs one channel and a pooled timer, reset
+// for each call, instead of a context.WithTimeout. Over any other store the Call is
 // recycled too, and what its store calls are handed (contexts, the
 // BeginRequest, the scope key) is one allocation of the request's own,
 // since such a store may keep it. A Call whose heartbeat ran is not

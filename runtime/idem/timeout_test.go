@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -353,4 +354,94 @@ func (c *countingBegin) Begin(ctx context.Context, r *idem.BeginRequest) (idem.B
 		return idem.BeginResult{}, ctx.Err()
 	}
 	return c.hangingStore.Store.Begin(ctx, r)
+}
+
+// doneStore is, as far as contexts go, a store over a network client: not
+// ContextBound, it looks at Done on every call (go-redis does before each
+// command, pgx watches it), and Begin of a key with "hang" in it waits for
+// the context to end.
+type doneStore struct{ ms *memstore.Store }
+
+func peek(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	default:
+		return nil
+	}
+}
+
+func (d doneStore) Begin(ctx context.Context, r *idem.BeginRequest) (idem.BeginResult, error) {
+	if err := peek(ctx); err != nil {
+		return idem.BeginResult{}, err
+	}
+	if strings.Contains(r.Key, "hang") {
+		<-ctx.Done()
+		return idem.BeginResult{}, ctx.Err()
+	}
+	return d.ms.Begin(ctx, r)
+}
+
+func (d doneStore) Finish(ctx context.Context, key string, token idem.Token, st idem.State, resp []byte) error {
+	if err := peek(ctx); err != nil {
+		return err
+	}
+	return d.ms.Finish(ctx, key, token, st, resp)
+}
+
+func (d doneStore) Get(ctx context.Context, key string) (idem.Record, bool, error) {
+	if err := peek(ctx); err != nil {
+		return idem.Record{}, false, err
+	}
+	return d.ms.Get(ctx, key)
+}
+
+// TestStoreWatchesDone runs requests in parallel over a store that watches
+// Done, under request contexts that can be cancelled, while some store calls
+// run into their deadline: the pooled timers of the ones that ended must
+// never end a later call, and each hung call ends at its deadline.
+func TestStoreWatchesDone(t *testing.T) {
+	ms := memstore.New(memstore.Options{SweepInterval: -1})
+	t.Cleanup(func() { _ = ms.Close() })
+	const timeout = 20 * time.Millisecond
+	f := newFixtureStore(t, ms, doneStore{ms}, idem.Options{StoreTimeout: timeout})
+	h := f.eng.Handler(mustCompile(t, strictSpec()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.calls.Add(1)
+		w.WriteHeader(201)
+	}))
+	serve := func(key string) (*httptest.ResponseRecorder, time.Duration) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		w := httptest.NewRecorder()
+		r, _ := http.NewRequestWithContext(ctx, "POST", "/orders", strings.NewReader(`{}`))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Idempotency-Key", key)
+		start := time.Now()
+		h.ServeHTTP(w, r)
+		return w, time.Since(start)
+	}
+	w, _ := serve("k")
+	require.Equal(t, 201, w.Code)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 150 {
+				if i%10 == 0 {
+					w, took := serve("hang-" + strconv.Itoa(g*1000+i))
+					assert.NotEqual(t, 201, w.Code)
+					assert.GreaterOrEqual(t, took, timeout)
+					assert.Less(t, took, 5*time.Second)
+					continue
+				}
+				w, _ := serve("k")
+				if w.Code != 201 || w.Header().Get("Idempotent-Replayed") != "true" {
+					t.Errorf("replay %d/%d: %d %s", g, i, w.Code, w.Body)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, int32(1), f.calls.Load())
 }

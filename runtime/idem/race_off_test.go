@@ -1,0 +1,5 @@
+//go:build !race
+
+package idem
+
+const raceEnabled = false
