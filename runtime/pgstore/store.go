@@ -58,6 +58,9 @@ type Store struct {
 	q    queries
 	opts Options
 	log  *slog.Logger
+	// typed: the pool's connections describe statements, so arguments can be
+	// valuers (see typedArgs).
+	typed bool
 
 	// beforeCommit, set by tests only, runs in a transactional commit between
 	// the fenced UPDATE and the COMMIT, while the row lock is held.
@@ -159,7 +162,8 @@ func New(pool *pgxpool.Pool, opts Options) (*Store, error) {
 	if opts.ReapBatch == 0 {
 		opts.ReapBatch = DefaultReapBatch
 	}
-	s := &Store{pool: pool, n: n, q: newQueries(n.table), opts: opts, log: opts.Logger}
+	s := &Store{pool: pool, n: n, q: newQueries(n.table), opts: opts, log: opts.Logger,
+		typed: typedArgs(pool.Config().ConnConfig.DefaultQueryExecMode)}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -246,7 +250,7 @@ func (s *Store) begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 		return idem.BeginResult{}, err
 	}
 	defer c.Release()
-	a := newClaimArgs(req, typedArgs(c.Conn()))
+	a := newClaimArgs(req, s.typed)
 	rows, _ := c.Conn().Query(ctx, s.q.claim, a.args[:]...)
 	var res idem.BeginResult
 	found := rows.Next()
@@ -272,11 +276,11 @@ func readClaim(rows pgx.Rows, res *idem.BeginResult) error {
 		return scanClaim(rows, res)
 	}
 	v := rows.RawValues()
-	if len(v) != len(claimOIDs) || len(v[0]) != 1 || len(v[1]) != 2 {
+	if len(v) != len(claimOIDs) || len(v[0]) != 1 || len(v[1]) != 4 {
 		return errRecordColumns
 	}
 	if v[0][0] != 0 {
-		res.Acquired, res.Prior = true, idem.State(int16(binary.BigEndian.Uint16(v[1])))
+		res.Acquired, res.Prior = true, idem.State(int32(binary.BigEndian.Uint32(v[1])))
 		return nil
 	}
 	if v[2] == nil || v[3] == nil || v[4] == nil || v[5] == nil || v[6] == nil {
@@ -331,7 +335,7 @@ func (s *Store) Finish(ctx context.Context, key string, token idem.Token, state 
 		return fmt.Errorf("pgstore: finish: %w", err)
 	}
 	defer c.Release()
-	tag, err := c.Conn().Exec(ctx, s.q.finish, newFinishArgs(key, token, state, response, typedArgs(c.Conn())).args[:]...)
+	tag, err := c.Conn().Exec(ctx, s.q.finish, newFinishArgs(key, token, state, response, s.typed).args[:]...)
 	if err != nil {
 		return fmt.Errorf("pgstore: finish: %w", err)
 	}
@@ -371,7 +375,7 @@ func (s *Store) get(ctx context.Context, key string) (idem.Record, bool, error) 
 	defer c.Release()
 	a := &getArgs{key: key}
 	a.args[0] = a.key
-	if typedArgs(c.Conn()) {
+	if s.typed {
 		a.args[0] = keyArg{&a.key}
 	}
 	rows, _ := c.Conn().Query(ctx, s.q.get, a.args[:]...)

@@ -41,13 +41,13 @@ func newClaimArgs(req *idem.BeginRequest, typed bool) *claimArgs {
 	return a
 }
 
-// typedArgs reports whether conn's statements know their parameter types
+// typedArgs reports whether the statements of a connection in mode know their parameter types
 // (the modes that describe a statement before executing it, the default
 // among them), which the valuer arguments need: without a parameter type,
 // pgx could not tell how to encode them, so the other modes get plain Go
 // values.
-func typedArgs(conn *pgx.Conn) bool {
-	switch conn.Config().DefaultQueryExecMode {
+func typedArgs(mode pgx.QueryExecMode) bool {
+	switch mode {
 	case pgx.QueryExecModeCacheStatement, pgx.QueryExecModeCacheDescribe, pgx.QueryExecModeDescribeExec:
 		return true
 	}
@@ -116,7 +116,7 @@ func (a intervalArg) IntervalValue() (pgtype.Interval, error) {
 // Scan plans, no intermediate values); a row in any other format (a type map
 // that asks for text, say) is read by Scan instead.
 var (
-	claimOIDs  = []uint32{pgtype.BoolOID, pgtype.Int2OID, pgtype.Int2OID, pgtype.ByteaOID, pgtype.Int8OID, pgtype.TimestamptzOID, pgtype.TimestamptzOID, pgtype.ByteaOID}
+	claimOIDs  = []uint32{pgtype.BoolOID, pgtype.Int4OID, pgtype.Int2OID, pgtype.ByteaOID, pgtype.Int8OID, pgtype.TimestamptzOID, pgtype.TimestamptzOID, pgtype.ByteaOID}
 	recordOIDs = claimOIDs[2:]
 )
 
