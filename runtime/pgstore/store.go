@@ -255,7 +255,7 @@ func (s *Store) begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 	var res idem.BeginResult
 	found := rows.Next()
 	if found {
-		err = readClaim(rows, &res)
+		res, err = readClaim(rows)
 	}
 	rows.Close()
 	if rerr := rows.Err(); rerr != nil {
@@ -271,28 +271,30 @@ func (s *Store) begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 }
 
 // readClaim reads the claim statement's row.
-func readClaim(rows pgx.Rows, res *idem.BeginResult) error {
+func readClaim(rows pgx.Rows) (idem.BeginResult, error) {
 	if !binaryRow(rows.FieldDescriptions(), claimOIDs) {
-		return scanClaim(rows, res)
+		return scanClaim(rows)
 	}
 	v := rows.RawValues()
 	if len(v) != len(claimOIDs) || len(v[0]) != 1 || len(v[1]) != 4 {
-		return errRecordColumns
+		return idem.BeginResult{}, errRecordColumns
 	}
 	if v[0][0] != 0 {
-		res.Acquired, res.Prior = true, idem.State(int32(binary.BigEndian.Uint32(v[1])))
-		return nil
+		return idem.BeginResult{Acquired: true, Prior: idem.State(int32(binary.BigEndian.Uint32(v[1])))}, nil
 	}
 	if v[2] == nil || v[3] == nil || v[4] == nil || v[5] == nil || v[6] == nil {
-		return errors.New("pgstore: claim returned an incomplete record")
+		return idem.BeginResult{}, errors.New("pgstore: claim returned an incomplete record")
 	}
-	return readRecord(&res.Record, v[2:])
+	var res idem.BeginResult
+	err := readRecord(&res.Record, v[2:])
+	return res, err
 }
 
 // scanClaim reads the claim statement's row with Scan: the fallback of
 // readClaim.
-func scanClaim(rows pgx.Rows, res *idem.BeginResult) error {
+func scanClaim(rows pgx.Rows) (idem.BeginResult, error) {
 	var (
+		res   idem.BeginResult
 		prior int16
 		state *int16
 		fp    []byte
@@ -301,17 +303,16 @@ func scanClaim(rows pgx.Rows, res *idem.BeginResult) error {
 		exp   *time.Time
 	)
 	if err := rows.Scan(&res.Acquired, &prior, &state, &fp, &tok, &lease, &exp, &res.Record.Response); err != nil {
-		return err
+		return idem.BeginResult{}, err
 	}
 	if res.Acquired {
-		*res = idem.BeginResult{Acquired: true, Prior: idem.State(prior)}
-		return nil
+		return idem.BeginResult{Acquired: true, Prior: idem.State(prior)}, nil
 	}
 	if state == nil || tok == nil || lease == nil || exp == nil {
-		return errors.New("pgstore: claim returned an incomplete record")
+		return idem.BeginResult{}, errors.New("pgstore: claim returned an incomplete record")
 	}
 	res.Record.LeaseExpiresAt, res.Record.ExpiresAt = *lease, *exp
-	return fillRecord(&res.Record, *state, fp, *tok)
+	return res, fillRecord(&res.Record, *state, fp, *tok)
 }
 
 // isSerializationFailure reports a serialization failure (SQLSTATE 40001),
@@ -385,7 +386,7 @@ func (s *Store) get(ctx context.Context, key string) (idem.Record, bool, error) 
 		if binaryRow(rows.FieldDescriptions(), recordOIDs) {
 			err = readRecord(&rec, rows.RawValues())
 		} else {
-			err = scanRecordRow(rows, &rec)
+			rec, err = scanRecordRow(rows)
 		}
 	}
 	rows.Close()

@@ -179,14 +179,15 @@ func readTimestamptz(b []byte) (time.Time, error) {
 
 // scanRecordRow reads a record's columns with Scan: the fallback of
 // readRecord.
-func scanRecordRow(rows pgx.Rows, rec *idem.Record) error {
+func scanRecordRow(rows pgx.Rows) (idem.Record, error) {
 	var (
+		rec   idem.Record
 		state int16
 		fp    []byte
 		tok   int64
 	)
 	if err := rows.Scan(&state, &fp, &tok, &rec.LeaseExpiresAt, &rec.ExpiresAt, &rec.Response); err != nil {
-		return err
+		return idem.Record{}, err
 	}
-	return fillRecord(rec, state, fp, tok)
+	return rec, fillRecord(&rec, state, fp, tok)
 }

@@ -37,13 +37,14 @@ func TestRawReadsMatchScan(t *testing.T) {
 		require.NoError(t, s.Finish(ctx, key, idem.Token(1<<63), fin.st, fin.resp))
 	}
 	for _, key := range []string{"pending", "completed", "empty", "failed", "failedr"} {
-		var raw, scanned idem.Record
+		var raw idem.Record
 		rows, err := p.Query(ctx, s.q.get, key)
 		require.NoError(t, err)
 		require.True(t, rows.Next())
 		require.True(t, binaryRow(rows.FieldDescriptions(), recordOIDs))
 		require.NoError(t, readRecord(&raw, rows.RawValues()))
-		require.NoError(t, scanRecordRow(rows, &scanned))
+		scanned, err := scanRecordRow(rows)
+		require.NoError(t, err)
 		rows.Close()
 		require.NoError(t, rows.Err())
 		require.Equal(t, scanned, raw, key)
@@ -63,9 +64,10 @@ func TestRawReadsMatchScan(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, rows.Next())
 		require.True(t, binaryRow(rows.FieldDescriptions(), claimOIDs))
-		var rawRes, scannedRes idem.BeginResult
-		require.NoError(t, readClaim(rows, &rawRes))
-		require.NoError(t, scanClaim(rows, &scannedRes))
+		rawRes, err := readClaim(rows)
+		require.NoError(t, err)
+		scannedRes, err := scanClaim(rows)
+		require.NoError(t, err)
 		rows.Close()
 		require.NoError(t, rows.Err())
 		require.NoError(t, tx.Rollback(ctx))
@@ -82,9 +84,10 @@ func TestRawReadsMatchScan(t *testing.T) {
 	rows, err := tx.Query(ctx, s.q.claim, "new", f[:], int64(3), time.Minute, time.Hour, false)
 	require.NoError(t, err)
 	require.True(t, rows.Next())
-	var rawRes, scannedRes idem.BeginResult
-	require.NoError(t, readClaim(rows, &rawRes))
-	require.NoError(t, scanClaim(rows, &scannedRes))
+	rawRes, err := readClaim(rows)
+	require.NoError(t, err)
+	scannedRes, err := scanClaim(rows)
+	require.NoError(t, err)
 	rows.Close()
 	require.NoError(t, rows.Err())
 	require.Equal(t, idem.BeginResult{Acquired: true}, rawRes)
