@@ -81,6 +81,14 @@
 // trips (Begin + Finish), a replay one (Get, or a Begin that returns the
 // completed record) and no write.
 //
+// The statements run on an acquired connection through pgx's Conn.Query and
+// Conn.Exec, so a pgx tracer sees each of them. Their arguments are encoded
+// through pgtype's valuer interfaces (one allocation for all of them), and a
+// row in pgx's binary formats is decoded from its raw values, the way pgx's
+// Scan decodes it; with a QueryExecMode that does not describe statements
+// (simple protocol, exec), or a row in another format, the store passes plain
+// Go values and reads the row with Scan.
+//
 // # Transactions
 //
 // BeginTx opens a transaction for a holder and carries it in the context

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -57,6 +58,9 @@ type Store struct {
 	q    queries
 	opts Options
 	log  *slog.Logger
+	// typed: the pool's connections describe statements, so arguments can be
+	// valuers (see typedArgs).
+	typed bool
 
 	// beforeCommit, set by tests only, runs in a transactional commit between
 	// the fenced UPDATE and the COMMIT, while the row lock is held.
@@ -158,7 +162,8 @@ func New(pool *pgxpool.Pool, opts Options) (*Store, error) {
 	if opts.ReapBatch == 0 {
 		opts.ReapBatch = DefaultReapBatch
 	}
-	s := &Store{pool: pool, n: n, q: newQueries(n.table), opts: opts, log: opts.Logger}
+	s := &Store{pool: pool, n: n, q: newQueries(n.table), opts: opts, log: opts.Logger,
+		typed: typedArgs(pool.Config().ConnConfig.DefaultQueryExecMode)}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -198,20 +203,6 @@ func checkKey(ctx context.Context, op, key string) error {
 		return fmt.Errorf("pgstore: %s: key contains a NUL byte", op)
 	}
 	return nil
-}
-
-// scanRecord reads the columns of queries.get.
-func scanRecord(row pgx.Row) (idem.Record, error) {
-	var (
-		rec   idem.Record
-		state int16
-		fp    []byte
-		tok   int64
-	)
-	if err := row.Scan(&state, &fp, &tok, &rec.LeaseExpiresAt, &rec.ExpiresAt, &rec.Response); err != nil {
-		return idem.Record{}, err
-	}
-	return rec, fillRecord(&rec, state, fp, tok)
 }
 
 func fillRecord(rec *idem.Record, state int16, fp []byte, tok int64) error {
@@ -254,6 +245,54 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 }
 
 func (s *Store) begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginResult, error) {
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return idem.BeginResult{}, err
+	}
+	defer c.Release()
+	a := newClaimArgs(req, s.typed)
+	rows, _ := c.Conn().Query(ctx, s.q.claim, a.args[:]...)
+	var res idem.BeginResult
+	found := rows.Next()
+	if found {
+		res, err = readClaim(rows)
+	}
+	rows.Close()
+	if rerr := rows.Err(); rerr != nil {
+		return idem.BeginResult{}, rerr
+	}
+	if err != nil {
+		return idem.BeginResult{}, err
+	}
+	if !found {
+		return idem.BeginResult{}, errLostRace
+	}
+	return res, nil
+}
+
+// readClaim reads the claim statement's row.
+func readClaim(rows pgx.Rows) (idem.BeginResult, error) {
+	if !binaryRow(rows.FieldDescriptions(), claimOIDs) {
+		return scanClaim(rows)
+	}
+	v := rows.RawValues()
+	if len(v) != len(claimOIDs) || len(v[0]) != 1 || len(v[1]) != 4 {
+		return idem.BeginResult{}, errRecordColumns
+	}
+	if v[0][0] != 0 {
+		return idem.BeginResult{Acquired: true, Prior: idem.State(int32(binary.BigEndian.Uint32(v[1])))}, nil
+	}
+	if v[2] == nil || v[3] == nil || v[4] == nil || v[5] == nil || v[6] == nil {
+		return idem.BeginResult{}, errors.New("pgstore: claim returned an incomplete record")
+	}
+	var res idem.BeginResult
+	err := readRecord(&res.Record, v[2:])
+	return res, err
+}
+
+// scanClaim reads the claim statement's row with Scan: the fallback of
+// readClaim.
+func scanClaim(rows pgx.Rows) (idem.BeginResult, error) {
 	var (
 		res   idem.BeginResult
 		prior int16
@@ -263,12 +302,7 @@ func (s *Store) begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 		lease *time.Time
 		exp   *time.Time
 	)
-	err := s.pool.QueryRow(ctx, s.q.claim, req.Key, req.Fingerprint[:], int64(req.Token), req.Lease, req.TTL, req.SameFingerprintToReclaim).
-		Scan(&res.Acquired, &prior, &state, &fp, &tok, &lease, &exp, &res.Record.Response)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return idem.BeginResult{}, errLostRace
-	}
-	if err != nil {
+	if err := rows.Scan(&res.Acquired, &prior, &state, &fp, &tok, &lease, &exp, &res.Record.Response); err != nil {
 		return idem.BeginResult{}, err
 	}
 	if res.Acquired {
@@ -278,16 +312,16 @@ func (s *Store) begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 		return idem.BeginResult{}, errors.New("pgstore: claim returned an incomplete record")
 	}
 	res.Record.LeaseExpiresAt, res.Record.ExpiresAt = *lease, *exp
-	if err := fillRecord(&res.Record, *state, fp, *tok); err != nil {
-		return idem.BeginResult{}, err
-	}
-	return res, nil
+	return res, fillRecord(&res.Record, *state, fp, *tok)
 }
 
 // isSerializationFailure reports a serialization failure (SQLSTATE 40001),
 // which READ COMMITTED never raises but a database whose default isolation is
 // REPEATABLE READ or SERIALIZABLE does when a claim meets a concurrent one.
 func isSerializationFailure(err error) bool {
+	if err == nil {
+		return false
+	}
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == "40001"
 }
@@ -297,7 +331,12 @@ func (s *Store) Finish(ctx context.Context, key string, token idem.Token, state 
 	if err := checkFinish(ctx, key, state); err != nil {
 		return err
 	}
-	tag, err := s.pool.Exec(ctx, s.q.finish, key, int64(token), int16(state), response)
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("pgstore: finish: %w", err)
+	}
+	defer c.Release()
+	tag, err := c.Conn().Exec(ctx, s.q.finish, newFinishArgs(key, token, state, response, s.typed).args[:]...)
 	if err != nil {
 		return fmt.Errorf("pgstore: finish: %w", err)
 	}
@@ -322,14 +361,42 @@ func (s *Store) Get(ctx context.Context, key string) (idem.Record, bool, error) 
 	if err := checkKey(ctx, "get", key); err != nil {
 		return idem.Record{}, false, err
 	}
-	rec, err := scanRecord(s.pool.QueryRow(ctx, s.q.get, key))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return idem.Record{}, false, nil
-	}
+	rec, found, err := s.get(ctx, key)
 	if err != nil {
 		return idem.Record{}, false, fmt.Errorf("pgstore: get: %w", err)
 	}
-	return rec, true, nil
+	return rec, found, nil
+}
+
+func (s *Store) get(ctx context.Context, key string) (idem.Record, bool, error) {
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return idem.Record{}, false, err
+	}
+	defer c.Release()
+	a := &getArgs{key: key}
+	a.args[0] = a.key
+	if s.typed {
+		a.args[0] = keyArg{&a.key}
+	}
+	rows, _ := c.Conn().Query(ctx, s.q.get, a.args[:]...)
+	var rec idem.Record
+	found := rows.Next()
+	if found {
+		if binaryRow(rows.FieldDescriptions(), recordOIDs) {
+			err = readRecord(&rec, rows.RawValues())
+		} else {
+			rec, err = scanRecordRow(rows)
+		}
+	}
+	rows.Close()
+	if rerr := rows.Err(); rerr != nil {
+		return idem.Record{}, false, rerr
+	}
+	if err != nil {
+		return idem.Record{}, false, err
+	}
+	return rec, found, nil
 }
 
 // ExtendLease implements idem.LeaseExtender: the lease of the PENDING record

@@ -1,0 +1,193 @@
+package pgstore
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// The statements' arguments live in one struct per call, handed to pgx as
+// pointer-shaped values (a struct of one pointer is stored in an interface
+// without an allocation) that implement pgtype's valuer interfaces, so pgx
+// encodes them without boxing each value: one allocation for all arguments
+// instead of one per argument and the variadic slice. A tracer sees these
+// values in TraceQueryStartData.Args; they keep the struct alive as long as
+// it keeps them.
+
+// claimArgs are the claim statement's $1…$6.
+type claimArgs struct {
+	key        string
+	fp         idem.Fingerprint
+	tok        int64
+	lease, ttl time.Duration
+	args       [6]any
+}
+
+func newClaimArgs(req *idem.BeginRequest, typed bool) *claimArgs {
+	a := &claimArgs{key: req.Key, fp: req.Fingerprint, tok: int64(req.Token), lease: req.Lease, ttl: req.TTL}
+	if typed {
+		a.args = [6]any{keyArg{&a.key}, fpArg{&a.fp}, tokArg{&a.tok}, intervalArg{&a.lease}, intervalArg{&a.ttl}, req.SameFingerprintToReclaim}
+	} else {
+		a.args = [6]any{a.key, a.fp[:], a.tok, a.lease, a.ttl, req.SameFingerprintToReclaim}
+	}
+	return a
+}
+
+// typedArgs reports whether the statements of a connection in mode know their parameter types
+// (the modes that describe a statement before executing it, the default
+// among them), which the valuer arguments need: without a parameter type,
+// pgx could not tell how to encode them, so the other modes get plain Go
+// values.
+func typedArgs(mode pgx.QueryExecMode) bool {
+	switch mode {
+	case pgx.QueryExecModeCacheStatement, pgx.QueryExecModeCacheDescribe, pgx.QueryExecModeDescribeExec:
+		return true
+	}
+	return false
+}
+
+// getArgs are the get statement's $1.
+type getArgs struct {
+	key  string
+	args [1]any
+}
+
+// finishArgs are the finish statement's $1…$4.
+type finishArgs struct {
+	key      string
+	tok      int64
+	response []byte
+	args     [4]any
+}
+
+func newFinishArgs(key string, token idem.Token, state idem.State, response []byte, typed bool) *finishArgs {
+	a := &finishArgs{key: key, tok: int64(token), response: response}
+	if !typed {
+		a.args = [4]any{key, a.tok, int16(state), response}
+		return a
+	}
+	// A small int16 and a nil []byte box without allocating.
+	var resp any = bytesArg{&a.response}
+	if response == nil {
+		resp = []byte(nil)
+	}
+	a.args = [4]any{keyArg{&a.key}, tokArg{&a.tok}, int16(state), resp}
+	return a
+}
+
+// keyArg is a text argument.
+type keyArg struct{ p *string }
+
+func (a keyArg) TextValue() (pgtype.Text, error) { return pgtype.Text{String: *a.p, Valid: true}, nil }
+func (a keyArg) String() string                  { return *a.p }
+
+// fpArg is a fingerprint as a bytea argument.
+type fpArg struct{ p *idem.Fingerprint }
+
+func (a fpArg) BytesValue() ([]byte, error) { return a.p[:], nil }
+
+// bytesArg is a non-nil bytea argument.
+type bytesArg struct{ p *[]byte }
+
+func (a bytesArg) BytesValue() ([]byte, error) { return *a.p, nil }
+
+// tokArg is a bigint argument.
+type tokArg struct{ p *int64 }
+
+func (a tokArg) Int64Value() (pgtype.Int8, error) { return pgtype.Int8{Int64: *a.p, Valid: true}, nil }
+
+// intervalArg is an interval argument, encoded as pgx encodes a time.Duration.
+type intervalArg struct{ p *time.Duration }
+
+func (a intervalArg) IntervalValue() (pgtype.Interval, error) {
+	return pgtype.Interval{Microseconds: int64(*a.p) / 1000, Valid: true}, nil
+}
+
+// The columns of a claim's answer and of a record, as pgx's binary formats
+// carry them. readRecord decodes a record from the raw values of a row (no
+// Scan plans, no intermediate values); a row in any other format (a type map
+// that asks for text, say) is read by Scan instead.
+var (
+	claimOIDs  = []uint32{pgtype.BoolOID, pgtype.Int4OID, pgtype.Int2OID, pgtype.ByteaOID, pgtype.Int8OID, pgtype.TimestamptzOID, pgtype.TimestamptzOID, pgtype.ByteaOID}
+	recordOIDs = claimOIDs[2:]
+)
+
+// binaryRow reports whether the row's fields are in binary format with the
+// given types.
+func binaryRow(fds []pgconn.FieldDescription, oids []uint32) bool {
+	if len(fds) != len(oids) {
+		return false
+	}
+	for i, fd := range fds {
+		if fd.Format != pgtype.BinaryFormatCode || fd.DataTypeOID != oids[i] {
+			return false
+		}
+	}
+	return true
+}
+
+var errRecordColumns = errors.New("pgstore: malformed record columns")
+
+// readRecord decodes state, fingerprint, token, lease_expires_at, expires_at
+// and response (binary formats; see binaryRow) into rec. The response is
+// copied: the values alias the connection's buffer.
+func readRecord(rec *idem.Record, v [][]byte) error {
+	if len(v) != 6 || len(v[0]) != 2 || len(v[2]) != 8 {
+		return errRecordColumns
+	}
+	if len(v[1]) != len(rec.Fingerprint) {
+		return fmt.Errorf("pgstore: stored fingerprint has %d bytes, want %d", len(v[1]), len(rec.Fingerprint))
+	}
+	rec.State = idem.State(int16(binary.BigEndian.Uint16(v[0])))
+	copy(rec.Fingerprint[:], v[1])
+	rec.Token = idem.Token(binary.BigEndian.Uint64(v[2]))
+	var err error
+	if rec.LeaseExpiresAt, err = readTimestamptz(v[3]); err != nil {
+		return err
+	}
+	if rec.ExpiresAt, err = readTimestamptz(v[4]); err != nil {
+		return err
+	}
+	if v[5] != nil {
+		rec.Response = append(make([]byte, 0, len(v[5])), v[5]...)
+	}
+	return nil
+}
+
+// readTimestamptz decodes a binary timestamptz to the time.Time pgx's Scan
+// makes of it (time.Unix, in the local zone).
+func readTimestamptz(b []byte) (time.Time, error) {
+	if len(b) != 8 {
+		return time.Time{}, errRecordColumns
+	}
+	const microsecFromUnixEpochToY2K = 946684800 * 1000000
+	us := int64(binary.BigEndian.Uint64(b))
+	if us == math.MaxInt64 || us == math.MinInt64 {
+		return time.Time{}, errors.New("pgstore: infinite timestamp")
+	}
+	us += microsecFromUnixEpochToY2K
+	return time.Unix(us/1000000, (us%1000000)*1000), nil
+}
+
+// scanRecordRow reads a record's columns with Scan: the fallback of
+// readRecord.
+func scanRecordRow(rows pgx.Rows) (idem.Record, error) {
+	var (
+		rec   idem.Record
+		state int16
+		fp    []byte
+		tok   int64
+	)
+	if err := rows.Scan(&state, &fp, &tok, &rec.LeaseExpiresAt, &rec.ExpiresAt, &rec.Response); err != nil {
+		return idem.Record{}, err
+	}
+	return rec, fillRecord(&rec, state, fp, tok)
+}
