@@ -391,12 +391,8 @@ func (s *state) hashObject(ms []member, perm []int32, in, buf []byte) {
 				b = buf
 			}
 			a, b = a[m.ks:m.ke], b[m.vs:m.ve]
-			if l := len(st); len(a) <= 32 && cap(a) >= 32 && l+32+2 <= cap(st) {
-				// stageWrite's first case, inline.
-				d, t := st[l:l+32], a[:32]
-				*(*[16]byte)(d) = *(*[16]byte)(t)
-				*(*[16]byte)(d[16:]) = *(*[16]byte)(t[16:])
-				st = st[:l+len(a)]
+			if n, ok := stageShort(st, a); ok {
+				st = n
 			} else {
 				st = s.stageWrite(st, a)
 			}
@@ -404,11 +400,8 @@ func (s *state) hashObject(ms []member, perm []int32, in, buf []byte) {
 		} else {
 			b = in[m.ks:m.ve]
 		}
-		if l := len(st); len(b) <= 32 && cap(b) >= 32 && l+32+2 <= cap(st) {
-			d, t := st[l:l+32], b[:32]
-			*(*[16]byte)(d) = *(*[16]byte)(t)
-			*(*[16]byte)(d[16:]) = *(*[16]byte)(t[16:])
-			st = st[:l+len(b)]
+		if n, ok := stageShort(st, b); ok {
+			st = n
 		} else {
 			st = s.stageWrite(st, b)
 		}
@@ -434,17 +427,28 @@ func (s *state) hashObject(ms []member, perm []int32, in, buf []byte) {
 // it is written to the hash directly.
 const stageSize = 2048
 
+// stageShort appends a p of at most 32 bytes to the stage st when both
+// have room for 32 (p's capacity, st's with two bytes to spare) and
+// reports whether it did: two 16-byte moves (a 32-byte one calls
+// memmove); the bytes past p are overwritten later. Small enough to be
+// inlined in hashObject's member loop, where stageWrite is not.
+func stageShort(st, p []byte) ([]byte, bool) {
+	l := len(st)
+	if len(p) > 32 || cap(p) < 32 || l+32+2 > cap(st) {
+		return st, false
+	}
+	d, t := st[l:l+32], p[:32]
+	*(*[16]byte)(d) = *(*[16]byte)(t)
+	*(*[16]byte)(d[16:]) = *(*[16]byte)(t[16:])
+	return st[:l+len(p)], true
+}
+
 // stageWrite appends p to the stage st, or writes the stage and p to the
 // hash if p is long or the stage full, keeping room in st for two more
 // bytes.
 func (s *state) stageWrite(st, p []byte) []byte {
-	if l := len(st); len(p) <= 32 && cap(p) >= 32 && l+32+2 <= cap(st) {
-		// Two 16-byte moves (a 32-byte one calls memmove); the bytes
-		// past p are overwritten later.
-		d, t := st[l:l+32], p[:32]
-		*(*[16]byte)(d) = *(*[16]byte)(t)
-		*(*[16]byte)(d[16:]) = *(*[16]byte)(t[16:])
-		return st[:l+len(p)]
+	if n, ok := stageShort(st, p); ok {
+		return n
 	}
 	if len(p) >= stageSize/4 {
 		s.d.Write(st)
