@@ -24,6 +24,27 @@ func TestRawReadsMatchScan(t *testing.T) {
 		require.True(t, res.Acquired)
 	}
 	claim("pending")
+	// claimBothWays runs the claim statement for key with the fencing
+	// token in a transaction it rolls back, reads its row with readClaim
+	// and with Scan, requires the two to agree and returns the result.
+	claimBothWays := func(t *testing.T, key string, token int64) idem.BeginResult {
+		t.Helper()
+		tx, err := p.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		rows, err := tx.Query(ctx, s.q.claim, key, f[:], token, time.Minute, time.Hour, false)
+		require.NoError(t, err)
+		require.True(t, rows.Next())
+		require.True(t, binaryRow(rows.FieldDescriptions(), claimOIDs))
+		raw, err := readClaim(rows)
+		require.NoError(t, err)
+		scanned, err := scanClaim(rows)
+		require.NoError(t, err)
+		rows.Close()
+		require.NoError(t, rows.Err())
+		require.Equal(t, scanned, raw, key)
+		return raw
+	}
 	for key, fin := range map[string]struct {
 		st   idem.State
 		resp []byte
@@ -58,38 +79,12 @@ func TestRawReadsMatchScan(t *testing.T) {
 		// The claim's row for a record nobody may claim (a FAILED one
 		// without a response is claimable: it is taken over, in a
 		// transaction rolled back below).
-		tx, err := p.Begin(ctx)
-		require.NoError(t, err)
-		rows, err = tx.Query(ctx, s.q.claim, key, f[:], int64(2), time.Minute, time.Hour, false)
-		require.NoError(t, err)
-		require.True(t, rows.Next())
-		require.True(t, binaryRow(rows.FieldDescriptions(), claimOIDs))
-		rawRes, err := readClaim(rows)
-		require.NoError(t, err)
-		scannedRes, err := scanClaim(rows)
-		require.NoError(t, err)
-		rows.Close()
-		require.NoError(t, rows.Err())
-		require.NoError(t, tx.Rollback(ctx))
-		require.Equal(t, scannedRes, rawRes, key)
+		rawRes := claimBothWays(t, key, 2)
 		require.Equal(t, key == "failed", rawRes.Acquired, key)
 		if key == "failed" {
 			require.Equal(t, idem.StateFailed, rawRes.Prior)
 		}
 	}
 	// Acquired on a new key.
-	tx, err := p.Begin(ctx)
-	require.NoError(t, err)
-	defer func() { _ = tx.Rollback(ctx) }()
-	rows, err := tx.Query(ctx, s.q.claim, "new", f[:], int64(3), time.Minute, time.Hour, false)
-	require.NoError(t, err)
-	require.True(t, rows.Next())
-	rawRes, err := readClaim(rows)
-	require.NoError(t, err)
-	scannedRes, err := scanClaim(rows)
-	require.NoError(t, err)
-	rows.Close()
-	require.NoError(t, rows.Err())
-	require.Equal(t, idem.BeginResult{Acquired: true}, rawRes)
-	require.Equal(t, scannedRes, rawRes)
+	require.Equal(t, idem.BeginResult{Acquired: true}, claimBothWays(t, "new", 3))
 }
