@@ -83,4 +83,12 @@
 // deadline of a request's context bounds every wait for Redis: an unreachable
 // or hung server yields an error by the deadline, which the engine turns into
 // 503 IDEMPOTENCY_STORE_UNAVAILABLE.
+//
+// # Hooks
+//
+// The key and the script's argument of a command live in memory the store
+// reuses for its next call once the command returns. A go-redis hook sees
+// them whole during the call (cmd.String(), cmd.Args() formatted then); one
+// that keeps a command to read after the call returns (a queued, lazily
+// formatted log or span) must copy what it needs first.
 package redisstore

@@ -141,8 +141,9 @@ func ms(d time.Duration) int64 {
 // op is the memory of one store call, reused through opPool: the Redis key,
 // the packed script argument, and the command's arguments, which point into
 // it (a pointer in an interface costs no allocation; a string or a slice
-// would). go-redis is done with a command's arguments when Process returns
-// (a hook that kept them past the call would see them reused).
+// would). go-redis is done with a command's arguments when Process returns;
+// a hook that kept a command past its call would see them reused, so hooks
+// must format what they keep during the call (see the package doc).
 type op struct {
 	buf  []byte // the key, then the packed argument
 	key  keyArg // the Redis key, aliasing buf
@@ -154,7 +155,8 @@ type op struct {
 // keyArg and bytesArg are arguments behind a pointer, which go-redis writes
 // through encoding.BinaryMarshaler and formats (for a hook's cmd.String(),
 // and a Cluster client's or Ring's routing, which reads the key) through
-// fmt.Stringer.
+// fmt.Stringer. (A *string would be written and routed as it is, but
+// cmd.String() prints it as an address: TestCommandText.)
 type (
 	keyArg   struct{ s string }
 	bytesArg []byte
@@ -213,7 +215,7 @@ func (o *op) evalArgs(sc *script, resp bool) []any {
 func (s *Store) run(ctx context.Context, sc *script, args []any, cmd redis.Cmder) error {
 	cmd.SetFirstKeyPos(3)
 	_ = s.client.Process(ctx, cmd)
-	err := cmd.Err() // waits, should Process only have queued the command
+	err := cmd.Err()
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		args[0], args[1] = "eval", sc.srcArg
 		cmd.SetErr(nil)
