@@ -355,6 +355,10 @@ func (s *state) closeObject(buf []byte, w int, f *frame, in []byte, i int, top b
 // (buf or in), without writing it out first. Short pieces go through
 // s.stage, so that the hash sees few writes.
 func (s *state) hashObject(ms []member, perm []int32, in, buf []byte) {
+	// stageShort reads up to 32 bytes from where a piece starts, within its
+	// capacity: past the end of buf (scratch memory) is fine, past the end
+	// of the caller's body is not.
+	in = in[:len(in):len(in)]
 	size := 2
 	if len(ms) > 0 {
 		size = 1
