@@ -27,6 +27,10 @@ const (
 	recordHeaderReserve = 2 // version, flags
 )
 
+// The field count is written as one uvarint byte after the fields: this
+// fails to compile if maxRecordHeaders no longer fits in one.
+const _ = uint(127 - maxRecordHeaders)
+
 // storedResponse is a decoded record; its strings and body alias the record bytes.
 type storedResponse struct {
 	status        int

@@ -17,8 +17,8 @@
 // index of 64-bit words (a hash tag and a slot number, linear probing,
 // backward-shift deletion), with their expiry heap and finished list made
 // of slot numbers too. The index words carry the bits of the key's hash
-// that place them, so growing the index and deleting from it never read a
-// slot. Keys and responses are appended to large byte chunks
+// that place them, so growing the index never reads a slot (deleting
+// hashes the slot's key again to find its word). Keys and responses are appended to large byte chunks
 // that are never written again where something was stored: a record's
 // Response aliases its chunk, and stays valid for a reader however long it
 // keeps it. A chunk is dropped when nothing live is left in it, and a shard
