@@ -430,7 +430,8 @@ func TestStoreWatchesDone(t *testing.T) {
 			for i := range 150 {
 				if i%10 == 0 {
 					w, took := serve("hang-" + strconv.Itoa(g*1000+i))
-					assert.NotEqual(t, 201, w.Code)
+					assert.Equal(t, http.StatusServiceUnavailable, w.Code, "a store call past its deadline fails closed")
+					assert.NotEmpty(t, w.Header().Get("Retry-After"))
 					assert.GreaterOrEqual(t, took, timeout)
 					assert.Less(t, took, 5*time.Second)
 					continue
