@@ -204,3 +204,51 @@ func TestSumMatchesCanonical(t *testing.T) {
 		}
 	}
 }
+
+// TestSumReadsOnlyTheBody checks that Sum and Canonical read no byte of the
+// body's array past its length (a caller may be writing there: a body
+// sliced from a larger buffer). It needs the race detector, which reports
+// a read of those bytes while another goroutine writes them.
+func TestSumReadsOnlyTheBody(t *testing.T) {
+	if !raceEnabled {
+		t.Skip("needs the race detector")
+	}
+	hashers := []*fingerprint.Hasher{
+		mustNew(t, fingerprint.Options{}),
+		mustNew(t, fingerprint.Options{Volatile: fingerprinttest.SampleVolatile, Unordered: []string{"/*", "/*/*/k"}}),
+	}
+	for _, body := range [][]byte{
+		[]byte(`{"a":1,"b":"x"}`), []byte(`{"b":"x","a":1}`), []byte(`{"a":1,"b":{"d":2,"c":3}}`), []byte(`{"a":[3,1,2]}`),
+		[]byte(`{"a":"\u00e9","b":1.50}`), []byte(`[{"b":1,"a":2},"x"]`), []byte(flatShapeBody), []byte(flatShapeBody),
+		fingerprinttest.SampleBody(1 << 10), fingerprinttest.DenseBody(1 << 10), longNamesBody(300, 1), unorderedBody(300, 2),
+	} {
+		buf := make([]byte, len(body)+64)
+		copy(buf, body)
+		in := jsonInput(buf[:len(body)])
+		done := make(chan struct{})
+		stopped := make(chan struct{})
+		go func() {
+			defer close(stopped)
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				for j := len(body); j < len(buf); j++ {
+					buf[j]++
+				}
+			}
+		}()
+		for _, h := range hashers {
+			for range 5 {
+				h.Sum(in)
+				if _, err := h.Canonical(nil, in.Body); err != nil {
+					t.Errorf("%.40q: %v", body, err)
+				}
+			}
+		}
+		close(done)
+		<-stopped
+	}
+}
