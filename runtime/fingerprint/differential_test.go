@@ -16,24 +16,28 @@ import (
 
 // documentedSum is the fingerprint of in as the package documentation
 // defines it, built independently of Sum: the stream written out (the
-// query decoded by decodeForm, the headers as documented, the media type)
-// with Canonical's output as the payload of a JSON body, or the body's
-// bytes in the raw domain if Canonical rejects it, then SHA-256. in's
-// content type must select the JSON domain.
+// query and a form body decoded by decodeForm, the headers as documented,
+// the media type and the domain it selects) with Canonical's output as the
+// payload of a JSON body, then SHA-256.
 func documentedSum(h *fingerprint.Hasher, headers []string, in *fingerprint.Input) fingerprint.Fingerprint {
 	str := func(b []byte, s string) []byte { return append(binary.AppendUvarint(b, uint64(len(s))), s...) }
+	// pairs appends 'F' pairs(x), or 'R' str(x) if x is malformed.
+	pairs := func(b []byte, x string) []byte {
+		ps, ok := decodeForm(x)
+		if !ok {
+			return str(append(b, 'R'), x)
+		}
+		slices.SortStableFunc(ps, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
+		b = binary.AppendUvarint(append(b, 'F'), uint64(len(ps)))
+		for _, p := range ps {
+			b = str(str(b, p[0]), p[1])
+		}
+		return b
+	}
 	st := []byte("idemgen-fingerprint\x00v1\x00")
 	st = str(append(st, 'M'), in.Method)
 	st = str(append(st, 'O'), in.Operation)
-	if pairs, ok := decodeForm(in.RawQuery); ok {
-		slices.SortStableFunc(pairs, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
-		st = binary.AppendUvarint(append(st, 'Q', 'F'), uint64(len(pairs)))
-		for _, p := range pairs {
-			st = str(str(st, p[0]), p[1])
-		}
-	} else {
-		st = str(append(st, 'Q', 'R'), in.RawQuery)
-	}
+	st = pairs(append(st, 'Q'), in.RawQuery)
 	var names []string
 	for _, n := range headers {
 		names = append(names, http.CanonicalHeaderKey(strings.TrimSpace(n)))
@@ -48,12 +52,24 @@ func documentedSum(h *fingerprint.Hasher, headers []string, in *fingerprint.Inpu
 		}
 	}
 	media, _, _ := strings.Cut(in.ContentType, ";")
-	st = str(append(st, 'B'), strings.ToLower(strings.Trim(media, " \t")))
-	if canon, err := h.Canonical(nil, in.Body); err == nil {
-		st = str(append(st, 'J'), string(canon))
-	} else {
-		st = str(append(st, 'R'), string(in.Body))
+	// In ASCII lower case (the content types here are ASCII).
+	media = strings.ToLower(strings.Trim(media, " \t"))
+	st = str(append(st, 'B'), media)
+	switch {
+	case media == "application/json" || strings.HasSuffix(media, "+json") && strings.IndexByte(media, '/') > 0:
+		if canon, err := h.Canonical(nil, in.Body); err == nil {
+			return sum(str(append(st, 'J'), string(canon)))
+		}
+	case media == "application/x-www-form-urlencoded":
+		if p := pairs(nil, string(in.Body)); p[0] == 'F' {
+			return sum(str(append(st, 'F'), string(p[1:])))
+		}
 	}
+	return sum(str(append(st, 'R'), string(in.Body)))
+}
+
+// sum is the fingerprint of the stream st.
+func sum(st []byte) fingerprint.Fingerprint {
 	f := fingerprint.Fingerprint{fingerprint.Version}
 	d := sha256.Sum256(st)
 	copy(f[1:], d[:])
@@ -200,6 +216,15 @@ func TestSumMatchesCanonical(t *testing.T) {
 			if after := h.Sum(in); before != want || after != want {
 				t.Fatalf("option set %d, body %d (%d bytes), query %.30q, type %q: Sum %v then %v, want %v; body %.300q",
 					k, i, len(body), in.RawQuery, in.ContentType, before, after, want, body)
+			}
+		}
+		// Form bodies, and bodies of other types (raw).
+		for i, q := range queries {
+			for _, ct := range []string{"application/x-www-form-urlencoded", "Application/X-WWW-Form-URLEncoded ; charset=utf-8", "text/plain", "", "application/json+x"} {
+				in := &fingerprint.Input{Method: "POST", RawQuery: queries[(i+1)%len(queries)], ContentType: ct, Body: []byte(q)}
+				if got, want := h.Sum(in), documentedSum(h, opts.Headers, in); got != want {
+					t.Fatalf("option set %d, body %.30q, type %q: Sum %v, want %v", k, q, ct, got, want)
+				}
 			}
 		}
 	}

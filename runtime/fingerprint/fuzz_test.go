@@ -205,10 +205,16 @@ func FuzzForm(f *testing.F) {
 	form := "application/x-www-form-urlencoded"
 	f.Fuzz(func(t *testing.T, q string, seed uint64) {
 		a := h.Sum(&fingerprint.Input{RawQuery: q, ContentType: form, Body: []byte(q)})
-		// The query as documented (decodeForm, an independent decoder).
-		in := &fingerprint.Input{RawQuery: q, ContentType: "application/json", Body: []byte(`{"a":1}`)}
-		if got, want := h.Sum(in), documentedSum(h, nil, in); got != want {
-			t.Fatalf("query %q: Sum %v, documented stream %v", q, got, want)
+		// The query and form body as documented (decodeForm, an
+		// independent decoder).
+		for _, in := range []*fingerprint.Input{
+			{RawQuery: q, ContentType: form, Body: []byte(q)},
+			{RawQuery: q, ContentType: "application/json", Body: []byte(`{"a":1}`)},
+			{ContentType: "Application/X-WWW-Form-URLEncoded; charset=utf-8", Body: []byte(q)},
+		} {
+			if got, want := h.Sum(in), documentedSum(h, nil, in); got != want {
+				t.Fatalf("%q as %s: Sum %v, documented stream %v", q, in.ContentType, got, want)
+			}
 		}
 		pairs, ok := decodeForm(q)
 		if !ok {
