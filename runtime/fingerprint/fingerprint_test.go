@@ -253,6 +253,10 @@ func TestConcurrentSum(t *testing.T) {
 	wg.Wait()
 }
 
+// TestSumAllocs checks that Sum allocates nothing once warm (the pooled
+// state has grown its buffers and cached the body's shapes), on every path:
+// each case names the one it is there for (checked with a coverage profile
+// of the case alone).
 func TestSumAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("sync.Pool drops items at random under the race detector")
@@ -260,18 +264,56 @@ func TestSumAllocs(t *testing.T) {
 	h := mustNew(t, fingerprint.Options{
 		Volatile: fingerprinttest.SampleVolatile, Unordered: fingerprinttest.SampleUnordered, Headers: []string{"X-Tenant"},
 	})
+	plain := mustNew(t, fingerprint.Options{})
+	unordered := mustNew(t, fingerprint.Options{Unordered: []string{"/*", "/*/*/k"}})
 	deep := strings.Repeat(`{"z":1,"y":[`, 200) + strings.Repeat(`]}`, 200)
-	for _, in := range []*fingerprint.Input{
-		{Method: "POST", RawQuery: "b=1&a=%41", Header: http.Header{"X-Tenant": {"a"}}, ContentType: "application/json", Body: fingerprinttest.SampleBody(16 << 10)},
-		{Method: "POST", ContentType: "application/json", Body: fingerprinttest.DenseBody(16 << 10)},
-		{Method: "POST", ContentType: "application/json", Body: []byte(deep)},
-		{Method: "POST", ContentType: "application/json", Body: []byte(`{"x":[1e400,"\u00e9\ud83d\ude00",0.10]}`)},
-		{Method: "POST", ContentType: "application/x-www-form-urlencoded", Body: []byte("z=1&a=2&m=%41+b")},
-		{Method: "POST", ContentType: "application/json", Body: []byte(`{"broken":`)},
+	json := func(query string, body []byte) *fingerprint.Input {
+		return &fingerprint.Input{Method: "POST", RawQuery: query, ContentType: "application/json", Body: body}
+	}
+	// A query of over 1 KB that needs no decoding: the header is written
+	// to the hash before the body's stage.
+	var long []string
+	for k := range 40 {
+		long = append(long, fmt.Sprintf("param_%02d=%s", k, strings.Repeat("v", 30)))
+	}
+	longQuery := strings.Join(long, "&")
+	for _, c := range []struct {
+		name string
+		h    *fingerprint.Hasher
+		in   *fingerprint.Input
+	}{
+		{"sample", h, &fingerprint.Input{Method: "POST", RawQuery: "b=1&a=%41", Header: http.Header{"X-Tenant": {"a"}}, ContentType: "application/json", Body: fingerprinttest.SampleBody(16 << 10)}},
+		{"dense", h, json("", fingerprinttest.DenseBody(16<<10))},
+		{"deep", h, json("", []byte(deep))},
+		{"numbers", h, json("", []byte(`{"x":[1e400,"\u00e9\ud83d\ude00",0.10]}`))},
+		{"form", h, &fingerprint.Input{Method: "POST", ContentType: "application/x-www-form-urlencoded", Body: []byte("z=1&a=2&m=%41+b")}},
+		{"invalid", h, json("", []byte(`{"broken":`))},
+		// appendPlainQuery, with pairs.
+		{"plain query", plain, json("a=1&b=two&c&d=x=y", []byte(`{"a":1}`))},
+		// A top-level object hashed as it closes (hashObject), then data
+		// after it: the body is hashed again, as raw bytes.
+		{"hashed then invalid", plain, json("", []byte(`{"b":1,"a":2} x`))},
+		// closeArray's sorts: by insertion, by comparison, by radix.
+		{"unordered/small", unordered, json("", unorderedBody(10, 1))},
+		{"unordered/100", unordered, json("", unorderedBody(100, 2))},
+		{"unordered/radix", unordered, json("", unorderedBody(2000, 3))},
+		// order's sort by radix: one-byte names (all duplicates), and
+		// long names sharing their first bytes (runs sorted after).
+		{"object/radix", plain, json("", manyMembersBody(16<<10))},
+		{"object/radix long names", plain, json("", longNamesBody(1000, 4))},
+		// Nested objects of cached shapes written flat (flatObject).
+		{"flat shapes", plain, json("", []byte(flatShapeBody))},
+		// hashObject's stage flushed to the hash: a long value, a full
+		// stage, a long header.
+		{"flushed/long value", plain, json("", longValueBody(600))},
+		{"flushed/full stage", plain, json("", sortedMembersBody(300))},
+		{"flushed/long query", plain, json(longQuery, []byte(`{"a":1,"b":[1,2]}`))},
 	} {
-		h.Sum(in)
-		allocs := testing.AllocsPerRun(100, func() { h.Sum(in) })
-		assert.Zero(t, allocs, "%s %.40q", in.ContentType, in.Body)
+		t.Run(c.name, func(t *testing.T) {
+			c.h.Sum(c.in)
+			allocs := testing.AllocsPerRun(100, func() { c.h.Sum(c.in) })
+			assert.Zero(t, allocs, "%s %.40q", c.in.ContentType, c.in.Body)
+		})
 	}
 }
 

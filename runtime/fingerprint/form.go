@@ -55,12 +55,19 @@ func parseForm[T string | []byte](s *state, src T) ([]pair, bool) {
 		i = end + 1
 	}
 	if !sorted {
-		// Stable: equal names keep their order (noff grows with arrival).
+		// Stable: equal names keep their order. noff grows with arrival,
+		// but not past an empty pair ("=", no bytes): the pair after it
+		// starts where it does, and ends past it unless it is empty too
+		// (the same pair again). So pairs of one name are ordered by
+		// start, then end.
 		slices.SortFunc(pairs, func(a, b pair) int {
 			if c := bytes.Compare(buf[a.noff:a.noff+a.nlen], buf[b.noff:b.noff+b.nlen]); c != 0 {
 				return c
 			}
-			return a.noff - b.noff
+			if a.noff != b.noff {
+				return a.noff - b.noff
+			}
+			return a.voff + a.vlen - (b.voff + b.vlen)
 		})
 	}
 	s.buf, s.pairs = buf, pairs

@@ -45,6 +45,10 @@ func TestParseForm(t *testing.T) {
 		{"%41%62=%e2%82%AC", []string{"Ab=€"}},
 		{"a=%2B%26%3D", []string{"a=+&="}},
 		{"a=1;b=2", []string{"a=1;b=2"}},
+		// An empty pair ("=") adds no bytes: the next pair starts where
+		// it does; equal names keep their order all the same (past
+		// twelve pairs, where the sort is not by insertion).
+		{"00&0&0&0&=&=0&0&0&0&0&0&0&0", []string{"=", "=0", "0=", "0=", "0=", "0=", "0=", "0=", "0=", "0=", "0=", "0=", "00="}},
 		{"a=%", nil},
 		{"a=%4", nil},
 		{"a=%zz", nil},
@@ -97,6 +101,36 @@ func TestParseFormAgainstNetURL(t *testing.T) {
 		for name, vs := range want {
 			assert.Equal(t, vs, values[name], "%q: %q", q, name)
 		}
+	}
+}
+
+// Pairs with equal names keep their order of arrival, for queries of many
+// pairs (sorted by comparison, not by insertion) with empty names and
+// values among them.
+func TestParseFormStable(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 16))
+	parts := []string{"", "=", "=0", "=1", "a", "a=", "a=0", "a=1", "b=", "b=0", "0", "00"}
+	for range 5000 {
+		var q []string
+		for range r.IntN(40) {
+			q = append(q, parts[r.IntN(len(parts))])
+		}
+		want := []string{}
+		for _, part := range q {
+			if part == "" {
+				continue
+			}
+			name, value, _ := strings.Cut(part, "=")
+			want = append(want, name+"="+value)
+		}
+		slices.SortStableFunc(want, func(a, b string) int {
+			an, _, _ := strings.Cut(a, "=")
+			bn, _, _ := strings.Cut(b, "=")
+			return strings.Compare(an, bn)
+		})
+		got, ok := decoded(t, strings.Join(q, "&"))
+		require.True(t, ok)
+		require.Equal(t, want, append([]string{}, got...), "%q", strings.Join(q, "&"))
 	}
 }
 

@@ -22,9 +22,10 @@ var (
 // FuzzCanonicalJSON checks, for any input: no panic; what is accepted is
 // valid JSON whose canonical form is valid JSON, denotes the same value (by
 // the encoding/json oracle) and is a fixed point; what encoding/json
-// accepts (within the documented limits) is accepted; a re-spelling of the
-// value has the same canonical form and fingerprint; a changed leaf
-// changes them.
+// accepts (within the documented limits) is accepted; the fingerprint is
+// the documented stream with the canonical form (or the raw bytes); a
+// re-spelling of the value has the same canonical form and fingerprint; a
+// changed leaf changes them.
 func FuzzCanonicalJSON(f *testing.F) {
 	for _, s := range []string{
 		`{}`, `[]`, `0`, `-0.0e-0`, `"\u00e9\ud83d\ude00\/"`, `{"b":1,"a":[1,2.50,1e400]}`, `{"a":1,"a":2}`,
@@ -41,8 +42,14 @@ func FuzzCanonicalJSON(f *testing.F) {
 
 func checkCanonicalJSON(t *testing.T, h, plain *fingerprint.Hasher, in []byte, seed uint64) {
 	{
-		// Never panics, whatever the content type claims.
-		h.Sum(jsonInput(in))
+		// Never panics, whatever the content type claims; a JSON body's
+		// fingerprint is the documented stream with Canonical's output
+		// (Sum hashes a top-level object as it closes).
+		for _, hh := range []*fingerprint.Hasher{h, plain} {
+			if got, want := hh.Sum(jsonInput(in)), documentedSum(hh, nil, jsonInput(in)); got != want {
+				t.Fatalf("%q: Sum %v, documented stream %v", in, got, want)
+			}
+		}
 		h.Sum(&fingerprint.Input{ContentType: "application/x-www-form-urlencoded", Body: in, RawQuery: string(in)})
 
 		canon, err := plain.Canonical(nil, in)
@@ -184,17 +191,31 @@ func hasDuplicateNames(b []byte) bool {
 }
 
 // FuzzForm checks the query and form canonicalization through Sum: no
-// panic; reordering pairs of different names and re-encoding the bytes of
-// names and values keep the fingerprint; the oracle (net/url) agrees on
-// which texts are malformed is checked in form_internal_test.go.
+// panic; a query's part of the fingerprint is as documented (decodeForm,
+// an independent decoder, then a stable sort by name); reordering pairs of
+// different names and re-encoding the bytes of names and values keep the
+// fingerprint; the oracle (net/url) agrees on which texts are malformed is
+// checked in form_internal_test.go.
 func FuzzForm(f *testing.F) {
-	for _, s := range []string{"", "=", "=&=", "a=1", "b=2&a=1", "a=1&a=2", "a+b=%41", "a", "a=", "&&a=1&", "%zz=1", "x=%e2%82%ac&y=+", "a=1;b=2"} {
+	for _, s := range []string{"", "=", "=&=", "a=1", "b=2&a=1", "a=1&a=2", "a+b=%41", "a", "a=", "&&a=1&", "%zz=1", "x=%e2%82%ac&y=+", "a=1;b=2",
+		"00&0&0&0&=&=0&0&0&0&0&0&0&0"} {
 		f.Add(s, uint64(1))
 	}
 	h := mustNew(f, fingerprint.Options{})
 	form := "application/x-www-form-urlencoded"
 	f.Fuzz(func(t *testing.T, q string, seed uint64) {
 		a := h.Sum(&fingerprint.Input{RawQuery: q, ContentType: form, Body: []byte(q)})
+		// The query and form body as documented (decodeForm, an
+		// independent decoder).
+		for _, in := range []*fingerprint.Input{
+			{RawQuery: q, ContentType: form, Body: []byte(q)},
+			{RawQuery: q, ContentType: "application/json", Body: []byte(`{"a":1}`)},
+			{ContentType: "Application/X-WWW-Form-URLEncoded; charset=utf-8", Body: []byte(q)},
+		} {
+			if got, want := h.Sum(in), documentedSum(h, nil, in); got != want {
+				t.Fatalf("%q as %s: Sum %v, documented stream %v", q, in.ContentType, got, want)
+			}
+		}
 		pairs, ok := decodeForm(q)
 		if !ok {
 			return

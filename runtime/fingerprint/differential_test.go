@@ -1,0 +1,279 @@
+package fingerprint_test
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/idemgen/idemgen/runtime/fingerprint"
+	"github.com/idemgen/idemgen/runtime/fingerprint/fingerprinttest"
+)
+
+// documentedSum is the fingerprint of in as the package documentation
+// defines it, built independently of Sum: the stream written out (the
+// query and a form body decoded by decodeForm, the headers as documented,
+// the media type and the domain it selects) with Canonical's output as the
+// payload of a JSON body, then SHA-256.
+func documentedSum(h *fingerprint.Hasher, headers []string, in *fingerprint.Input) fingerprint.Fingerprint {
+	str := func(b []byte, s string) []byte { return append(binary.AppendUvarint(b, uint64(len(s))), s...) }
+	// pairs appends 'F' pairs(x), or 'R' str(x) if x is malformed.
+	pairs := func(b []byte, x string) []byte {
+		ps, ok := decodeForm(x)
+		if !ok {
+			return str(append(b, 'R'), x)
+		}
+		slices.SortStableFunc(ps, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
+		b = binary.AppendUvarint(append(b, 'F'), uint64(len(ps)))
+		for _, p := range ps {
+			b = str(str(b, p[0]), p[1])
+		}
+		return b
+	}
+	st := []byte("idemgen-fingerprint\x00v1\x00")
+	st = str(append(st, 'M'), in.Method)
+	st = str(append(st, 'O'), in.Operation)
+	st = pairs(append(st, 'Q'), in.RawQuery)
+	var names []string
+	for _, n := range headers {
+		names = append(names, http.CanonicalHeaderKey(strings.TrimSpace(n)))
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+	st = binary.AppendUvarint(append(st, 'H'), uint64(len(names)))
+	for _, n := range names {
+		st = binary.AppendUvarint(str(st, n), uint64(len(in.Header[n])))
+		for _, v := range in.Header[n] {
+			st = str(st, v)
+		}
+	}
+	media, _, _ := strings.Cut(in.ContentType, ";")
+	// In ASCII lower case (the content types here are ASCII).
+	media = strings.ToLower(strings.Trim(media, " \t"))
+	st = str(append(st, 'B'), media)
+	switch {
+	case media == "application/json" || strings.HasSuffix(media, "+json") && strings.IndexByte(media, '/') > 0:
+		if canon, err := h.Canonical(nil, in.Body); err == nil {
+			return sum(str(append(st, 'J'), string(canon)))
+		}
+	case media == "application/x-www-form-urlencoded":
+		if p := pairs(nil, string(in.Body)); p[0] == 'F' {
+			return sum(str(append(st, 'F'), string(p[1:])))
+		}
+	}
+	return sum(str(append(st, 'R'), string(in.Body)))
+}
+
+// sum is the fingerprint of the stream st.
+func sum(st []byte) fingerprint.Fingerprint {
+	f := fingerprint.Fingerprint{fingerprint.Version}
+	d := sha256.Sum256(st)
+	copy(f[1:], d[:])
+	return f
+}
+
+// memberNames are names the pointers of TestSumMatchesCanonical reach.
+var memberNames = []string{"a", "b", "id", "name", "items", "x", "k", "é", "/", "~", "tags", "attribute_name"}
+
+// randObject returns an object of n members with unique names, some of
+// memberNames and the others random (with escapes when spelled at random),
+// and random values of depth up to depth.
+func randObject(r *rand.Rand, n, depth int) jobj {
+	var o jobj
+	seen := map[string]bool{}
+	for len(o) < n {
+		name := memberNames[r.IntN(len(memberNames))]
+		switch r.IntN(3) {
+		case 0:
+			name = randString(r, 6)
+		case 1:
+			if n > len(memberNames) {
+				name = fmt.Sprintf("%s_%d", name, r.IntN(4*n))
+			}
+		}
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		o = append(o, jmember{name, randValue(r, depth)})
+	}
+	return o
+}
+
+// differentialBodies returns the bodies of TestSumMatchesCanonical: mostly
+// top-level objects (hashed as they close, by hashObject), of every size
+// (over 256 members, sorted by radix; over 2 KB, with hashObject's stage
+// flushed), with long names and values on both sides of the stage's
+// limits (32 bytes, 512 bytes), cached shapes written flat, unordered
+// arrays, and other values; and some of them made invalid by a byte more
+// or less (the body hashed first, then again as raw bytes).
+func differentialBodies(rounds int) [][]byte {
+	r := rand.New(rand.NewPCG(11, 12))
+	var out [][]byte
+	for _, n := range []int{1 << 10, 4 << 10, 16 << 10, 64 << 10} {
+		out = append(out, fingerprinttest.SampleBody(n), fingerprinttest.DenseBody(n))
+	}
+	out = append(out, manyMembersBody(1<<10), manyMembersBody(16<<10), tinyElementsBody(4<<10))
+	for _, n := range []int{31, 32, 33, 500, 511, 512, 513, 1100, 2040, 2050, 5000} {
+		out = append(out, longValueBody(n))
+	}
+	for _, n := range []int{10, 100, 200, 300, 1000} {
+		out = append(out, sortedMembersBody(n), longNamesBody(n, uint64(n)), unorderedBody(n, uint64(n)))
+	}
+	out = append(out, []byte(flatShapeBody), []byte(flatShapeBody), []byte(`{}`), []byte(` { } `), []byte(`{"a":{}}`), []byte(`[{"a":1}]`), []byte(`"x"`))
+	for k := range rounds {
+		var v jv
+		switch {
+		case k%50 == 0:
+			// A large object: 257 to 2000 members.
+			v = randObject(r, 257+r.IntN(1744), 1)
+		case k%10 == 0:
+			// Long names and values (some 32 bytes or so, some 512).
+			o := randObject(r, 1+r.IntN(20), 2)
+			for range 1 + r.IntN(4) {
+				l := []int{28 + r.IntN(10), 500 + r.IntN(30), 30 + r.IntN(3000)}[r.IntN(3)]
+				name := strings.Repeat("n", 1+r.IntN(40))
+				o = append(o, jmember{name + "_" + fmt.Sprint(len(o)), jstr(strings.Repeat("v", l))})
+			}
+			v = o
+		case k%10 == 1:
+			v = randValue(r, 4) // not always an object
+		default:
+			v = randObject(r, r.IntN(12), 3)
+		}
+		b := spell(r, v, k%3 != 0)
+		out = append(out, b)
+		// The same object again, spelled otherwise: shapes cached by
+		// the last body, or not quite.
+		if k%4 == 0 {
+			out = append(out, spell(r, v, true))
+		}
+		switch k % 16 {
+		case 3:
+			out = append(out, append(slices.Clip(b), " x"...))
+		case 7:
+			out = append(out, append(slices.Clip(b), '}'))
+		case 11:
+			if len(b) > 1 {
+				out = append(out, b[:len(b)-1])
+			}
+		case 15:
+			out = append(out, append(append([]byte("\n "), b...), " \t\r\n"...))
+		}
+	}
+	return out
+}
+
+// TestSumMatchesCanonical checks Sum, which hashes a top-level object as
+// it closes (hashObject, from where its members' texts are, header
+// first), against the documented stream built from Canonical's output,
+// for many bodies under several option sets, queries (decoded, plain,
+// raw, long enough to go to the hash before the body) and headers. Each
+// body is summed before and after Canonical sees it, so with the shapes
+// of the previous body cached and then its own.
+func TestSumMatchesCanonical(t *testing.T) {
+	rounds := 1500
+	if testing.Short() || raceEnabled {
+		rounds = 400
+	}
+	bodies := differentialBodies(rounds)
+	sets := []fingerprint.Options{
+		{},
+		{Volatile: fingerprinttest.SampleVolatile, Unordered: fingerprinttest.SampleUnordered, Headers: []string{"X-Tenant", " x-request-id ", "x-tenant"}},
+		{Volatile: []string{"/a", "/*/b", "/items/1", "/id"}, Unordered: []string{"/*", "/*/*", "/*/*/*"}},
+		{Volatile: []string{"/name", "/~1", "/*/~0", "/é", "/x/*", "/customer/email"}, Unordered: []string{"/b", "/*/a", "/items", "/tags"}, Headers: []string{"Accept"}},
+		{Unordered: []string{"/*", "/*/*/k"}, Headers: []string{"X-Absent", "X-Tenant"}},
+	}
+	var long []string
+	for k := range 40 {
+		long = append(long, fmt.Sprintf("p%02d=%s", k, strings.Repeat("v", 30)))
+	}
+	queries := []string{"", "a=1&b=2", "b=2&a=1&a=0+%21", "x", "%zz", "00&0&0&0&=&=0&0&0&0&0&0&0&0", strings.Join(long, "&"), strings.Repeat("%zz", 400), "a=" + strings.Repeat("w", 1100)}
+	headers := []http.Header{nil, {"X-Tenant": {"acme"}}, {"X-Tenant": {"acme", ""}, "X-Request-Id": {"r1"}, "Accept": {"application/json"}}}
+	types := []string{"application/json", "Application/JSON; charset=utf-8", " application/merge-patch+json ;x=y", "application/vnd.api+json"}
+	r := rand.New(rand.NewPCG(13, 14))
+	for k, opts := range sets {
+		h := mustNew(t, opts)
+		for i, body := range bodies {
+			// The body with bytes past its end (within its capacity):
+			// they must not count.
+			padded := make([]byte, len(body), len(body)+64)
+			copy(padded, body)
+			for j := len(body); j < cap(padded); j++ {
+				padded[:cap(padded)][j] = byte(r.IntN(256))
+			}
+			in := &fingerprint.Input{
+				Method: []string{"POST", "PUT", "patch"}[r.IntN(3)], Operation: []string{"op", "", "createOrder"}[r.IntN(3)],
+				RawQuery: queries[r.IntN(len(queries))], Header: headers[r.IntN(len(headers))],
+				ContentType: types[r.IntN(len(types))], Body: padded,
+			}
+			before := h.Sum(in)
+			want := documentedSum(h, opts.Headers, in)
+			if after := h.Sum(in); before != want || after != want {
+				t.Fatalf("option set %d, body %d (%d bytes), query %.30q, type %q: Sum %v then %v, want %v; body %.300q",
+					k, i, len(body), in.RawQuery, in.ContentType, before, after, want, body)
+			}
+		}
+		// Form bodies, and bodies of other types (raw).
+		for i, q := range queries {
+			for _, ct := range []string{"application/x-www-form-urlencoded", "Application/X-WWW-Form-URLEncoded ; charset=utf-8", "text/plain", "", "application/json+x"} {
+				in := &fingerprint.Input{Method: "POST", RawQuery: queries[(i+1)%len(queries)], ContentType: ct, Body: []byte(q)}
+				if got, want := h.Sum(in), documentedSum(h, opts.Headers, in); got != want {
+					t.Fatalf("option set %d, body %.30q, type %q: Sum %v, want %v", k, q, ct, got, want)
+				}
+			}
+		}
+	}
+}
+
+// TestSumReadsOnlyTheBody checks that Sum and Canonical read no byte of the
+// body's array past its length (a caller may be writing there: a body
+// sliced from a larger buffer). It needs the race detector, which reports
+// a read of those bytes while another goroutine writes them.
+func TestSumReadsOnlyTheBody(t *testing.T) {
+	if !raceEnabled {
+		t.Skip("needs the race detector")
+	}
+	hashers := []*fingerprint.Hasher{
+		mustNew(t, fingerprint.Options{}),
+		mustNew(t, fingerprint.Options{Volatile: fingerprinttest.SampleVolatile, Unordered: []string{"/*", "/*/*/k"}}),
+	}
+	for _, body := range [][]byte{
+		[]byte(`{"a":1,"b":"x"}`), []byte(`{"b":"x","a":1}`), []byte(`{"a":1,"b":{"d":2,"c":3}}`), []byte(`{"a":[3,1,2]}`),
+		[]byte(`{"a":"\u00e9","b":1.50}`), []byte(`[{"b":1,"a":2},"x"]`), []byte(flatShapeBody), []byte(flatShapeBody),
+		fingerprinttest.SampleBody(1 << 10), fingerprinttest.DenseBody(1 << 10), longNamesBody(300, 1), unorderedBody(300, 2),
+	} {
+		buf := make([]byte, len(body)+64)
+		copy(buf, body)
+		in := jsonInput(buf[:len(body)])
+		done := make(chan struct{})
+		stopped := make(chan struct{})
+		go func() {
+			defer close(stopped)
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				for j := len(body); j < len(buf); j++ {
+					buf[j]++
+				}
+			}
+		}()
+		for _, h := range hashers {
+			for range 5 {
+				h.Sum(in)
+				if _, err := h.Canonical(nil, in.Body); err != nil {
+					t.Errorf("%.40q: %v", body, err)
+				}
+			}
+		}
+		close(done)
+		<-stopped
+	}
+}
