@@ -234,6 +234,12 @@ type (
 	heapPg   [heapPage]heapEntry
 )
 
+// A page must fit its block (a negative array length does not compile).
+var (
+	_ [slotPageBytes - unsafe.Sizeof(slotPage{})]byte
+	_ [16<<10 - unsafe.Sizeof(heapPg{})]byte
+)
+
 func newSlotPage() *slotPage {
 	return (*slotPage)(unsafe.Pointer(unsafe.SliceData(mem.alloc(int(unsafe.Sizeof(slotPage{}))))))
 }
