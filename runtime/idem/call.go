@@ -296,7 +296,7 @@ func (c *Call) begin(k Key) {
 		Operation:   p.spec.Operation,
 		RawQuery:    r.URL.RawQuery,
 		Header:      r.Header,
-		ContentType: r.Header.Get("Content-Type"),
+		ContentType: headerValue(r.Header, "Content-Type"),
 		Body:        c.body,
 	}
 	c.fp = c.e.fpc.sum(p, &in)
@@ -560,6 +560,15 @@ func (c *Call) claim() {
 			changed, stop = e.watcher.Watch(wctx, c.scope)
 		}
 	}
+}
+
+// headerValue is h.Get(name) for a name already in canonical form, without
+// canonicalizing it again.
+func headerValue(h http.Header, name string) string {
+	if v := h[name]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 // beginBounded calls the store's Begin bounded by the store timeout. The
