@@ -146,6 +146,9 @@ var ErrFenced = errors.New("idem: claim fenced: the lease was taken over or the 
 // it. The engine then keeps the contexts of its store calls and the encoded
 // scope key in per-request memory that it reuses, which saves the
 // allocations of a replay and of a first request.
+// Beware of Go maps: assigning to an existing string key replaces the key the
+// map holds with the one assigned, so a store keyed by a map clones the key
+// on every assignment, not only when it inserts.
 // An in-process store can promise it; a store over a pooled network client
 // cannot (pgxpool, for one, starts connections in the background with the
 // caller's context values), and does not implement it.
