@@ -84,6 +84,12 @@ type BeginRequest struct {
 	// claimed again only by a request with an equal Fingerprint; otherwise the
 	// store returns it unclaimed, and the Engine answers with a conflict.
 	SameFingerprintToReclaim bool
+	// Buf is memory of the Engine's that a store may use for the Response
+	// of the Record it returns, by appending to Buf[:0] (a store that copies
+	// responses out of memory it reuses, as memstore does). The Engine
+	// reuses it once the request is over and copies what it keeps from it.
+	// A store whose responses stay valid may ignore it.
+	Buf []byte
 }
 
 // BeginResult is what Begin decided, atomically.

@@ -340,7 +340,7 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 	case sh.at(i).reclaimable() && (!req.SameFingerprintToReclaim || sh.at(i).fp == req.Fingerprint):
 		prior = idem.StateFailed
 	default:
-		return idem.BeginResult{Record: sh.record(i)}, nil
+		return idem.BeginResult{Record: sh.record(i, req.Buf)}, nil
 	}
 	if prior != 0 {
 		sh.unlist(i)
@@ -411,7 +411,7 @@ func (s *Store) Get(ctx context.Context, key string) (idem.Record, bool, error) 
 		s.expired.Add(1)
 		return idem.Record{}, false, nil
 	}
-	return sh.record(i), true, nil
+	return sh.record(i, nil), true, nil
 }
 
 // ExtendLease implements idem.LeaseExtender. A non-positive lease is an
@@ -497,8 +497,8 @@ func (sh *shard) key(i int32) []byte {
 }
 
 // record returns slot i as an idem.Record; its Response is a copy (the
-// chunk's memory is reused once the record is gone).
-func (sh *shard) record(i int32) idem.Record {
+// chunk's memory is reused once the record is gone), appended to buf[:0].
+func (sh *shard) record(i int32, buf []byte) idem.Record {
 	e := sh.at(i)
 	rec := idem.Record{State: e.state, Fingerprint: e.fp, Token: e.token,
 		LeaseExpiresAt: time.Unix(0, e.lease), ExpiresAt: time.Unix(0, e.exp)}
@@ -507,7 +507,7 @@ func (sh *shard) record(i int32) idem.Record {
 	case e.respLen == 0:
 		rec.Response = []byte{}
 	default:
-		rec.Response = append([]byte(nil), sh.chunks[e.respChunk][e.respOff:e.respOff+e.respLen]...)
+		rec.Response = append(buf[:0], sh.chunks[e.respChunk][e.respOff:e.respOff+e.respLen]...)
 	}
 	return rec
 }
