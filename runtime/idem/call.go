@@ -71,6 +71,11 @@ type Call struct {
 	hvals   [4]string // header values of a replay; not for a pooled Call, whose memory is reused
 	pooled  bool
 	replayS State
+	// respBuf is handed to the store as BeginRequest.Buf; it outlives
+	// recycling (reset keeps it). scratch: the replayed record is in it, so
+	// what the response keeps of it is copied.
+	respBuf []byte
+	scratch bool
 
 	protected bool
 	principal string
@@ -245,8 +250,19 @@ func (c *Call) recycle() {
 }
 
 func (c *Call) reset() {
+	buf := c.respBuf
 	*c = Call{}
+	if cap(buf) <= maxKeptRespBuf {
+		c.respBuf = buf[:0]
+	}
 }
+
+// maxKeptRespBuf is the largest response buffer a recycled Call keeps;
+// initRespBuf the size of the one it makes after its first replay.
+const (
+	maxKeptRespBuf = 16 << 10
+	initRespBuf    = 1 << 10
+)
 
 func (c *Call) begin(k Key) {
 	p, r := c.p, c.r
@@ -296,7 +312,7 @@ func (c *Call) begin(k Key) {
 		Operation:   p.spec.Operation,
 		RawQuery:    r.URL.RawQuery,
 		Header:      r.Header,
-		ContentType: r.Header.Get("Content-Type"),
+		ContentType: headerValue(r.Header, "Content-Type"),
 		Body:        c.body,
 	}
 	c.fp = c.e.fpc.sum(p, &in)
@@ -477,7 +493,7 @@ func (c *Call) claim() {
 		}
 	}()
 	c.ss.breq = BeginRequest{Key: c.scope, Fingerprint: c.fp, Lease: spec.InFlight.Lease, TTL: spec.Window,
-		SameFingerprintToReclaim: p.sameFPReclaim}
+		SameFingerprintToReclaim: p.sameFPReclaim, Buf: c.respBuf}
 	for {
 		c.token = newToken()
 		c.ss.breq.Token = c.token
@@ -562,6 +578,15 @@ func (c *Call) claim() {
 	}
 }
 
+// headerValue is h.Get(name) for a name already in canonical form, without
+// canonicalizing it again.
+func headerValue(h http.Header, name string) string {
+	if v := h[name]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
 // beginBounded calls the store's Begin bounded by the store timeout. The
 // first call (the only one, but for a waiting duplicate) uses the Call's
 // own lazy context, which costs no allocation with a store that never asks
@@ -615,12 +640,21 @@ func (c *Call) storeFailed(err error) {
 }
 
 func (c *Call) replay(rec *Record, waited time.Duration) {
+	c.scratch = len(rec.Response) > 0 && cap(c.respBuf) > 0 && &rec.Response[0] == &c.respBuf[:1][0]
+	if !c.scratch && c.pooled && c.e.recycle && c.respBuf == nil {
+		// An in-process store may copy the next replay of this recycled
+		// Call into memory it reuses.
+		c.respBuf = make([]byte, 0, max(initRespBuf, len(rec.Response)))
+	}
 	if err := decodeRecord(rec.Response, &c.resp, c.fields[:0]); err != nil {
 		c.e.log.LogAttrs(c.ctx, slog.LevelError, "idem: stored response unreadable",
 			slog.String("operation", c.p.spec.Operation), slog.Any("error", err))
 		c.reject(problem{status: http.StatusInternalServerError, code: CodeRecordUnreadable,
 			detail: "the stored response for this idempotency key cannot be read"}, err)
 		return
+	}
+	if c.scratch {
+		c.keepHeader()
 	}
 	c.decision = Replay
 	c.replayS = rec.State
@@ -630,6 +664,44 @@ func (c *Call) replay(rec *Record, waited time.Duration) {
 	}
 	c.e.observe(c.ctx, Event{Kind: EventReplayed, Operation: c.p.spec.Operation, Principal: c.principal,
 		Key: c.key, Protected: true, State: rec.State, Status: status, Duration: waited})
+}
+
+// keepHeader copies the header names and values of a replay decoded from
+// respBuf, which the next request of a recycled Call reuses, into one
+// string of their own: they go into the ResponseWriter's header map, which
+// may be read after the request. Interned names are not in respBuf.
+func (c *Call) keepHeader() {
+	fs := c.resp.header
+	n := 0
+	for _, f := range fs {
+		if within(f.name, c.respBuf) {
+			n += len(f.name)
+		}
+		n += len(f.value)
+	}
+	b := make([]byte, 0, n)
+	for _, f := range fs {
+		if within(f.name, c.respBuf) {
+			b = append(b, f.name...)
+		}
+		b = append(b, f.value...)
+	}
+	kept := bytesString(b)
+	for i := range fs {
+		if within(fs[i].name, c.respBuf) {
+			fs[i].name, kept = kept[:len(fs[i].name)], kept[len(fs[i].name):]
+		}
+		fs[i].value, kept = kept[:len(fs[i].value)], kept[len(fs[i].value):]
+	}
+}
+
+// within reports whether s lies in b's array.
+func within(s string, b []byte) bool {
+	if len(s) == 0 || cap(b) == 0 {
+		return false
+	}
+	p, start := uintptr(unsafe.Pointer(unsafe.StringData(s))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return p >= start && p < start+uintptr(cap(b))
 }
 
 // acquired: the claim holds; prepare to execute.

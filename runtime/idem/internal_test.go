@@ -367,3 +367,82 @@ func FuzzDecodeRecord(f *testing.F) {
 func TestAppendJSONString(t *testing.T) {
 	assert.Equal(t, `"a\"b\\c\u000A\ufffdé"`, string(appendJSONString(nil, "a\"b\\c\n\xffé")))
 }
+
+// TestSWARFastPaths: appendFieldString and sanitizeHeaderValue, which take
+// eight plain bytes at a time, agree with their byte-at-a-time definitions
+// on strings of every length up to 40 mixing plain bytes with every byte
+// that must be escaped or dropped, at every position.
+func TestSWARFastPaths(t *testing.T) {
+	refField := func(s string) []byte {
+		dst := strconv.AppendInt(nil, int64(len(s)), 10)
+		dst = append(dst, ':')
+		for i := 0; i < len(s); {
+			c := s[i]
+			if c >= 0x20 && c < 0x7f && c != '%' {
+				dst = append(dst, c)
+				i++
+				continue
+			}
+			if c >= utf8.RuneSelf {
+				if r, n := utf8.DecodeRuneInString(s[i:]); r != utf8.RuneError || n > 1 {
+					dst = append(dst, s[i:i+n]...)
+					i += n
+					continue
+				}
+			}
+			dst = append(dst, '%', hexDigits[c>>4], hexDigits[c&15])
+			i++
+		}
+		return dst
+	}
+	refSanitize := func(v string) string {
+		var b []byte
+		for j := 0; j < len(v); j++ {
+			if c := v[j]; c == '\t' || (c >= 0x20 && c != 0x7f) {
+				b = append(b, c)
+			}
+		}
+		return string(b)
+	}
+	check := func(s string) {
+		t.Helper()
+		if got, want := appendFieldString(nil, s), refField(s); !bytes.Equal(got, want) {
+			t.Fatalf("appendFieldString(%q) = %q, want %q", s, got, want)
+		}
+		if got, want := sanitizeHeaderValue(s), refSanitize(s); got != want {
+			t.Fatalf("sanitizeHeaderValue(%q) = %q, want %q", s, got, want)
+		}
+	}
+	plain := "abcdefghijklmnopqrstuvwxyz0123456789-_ ~/"
+	for n := 0; n <= 40; n++ {
+		base := []byte(plain + plain)[:n]
+		check(string(base))
+		for pos := 0; pos < n; pos++ {
+			for c := 0; c < 256; c++ {
+				if c >= 0x20 && c < 0x7f && c != '%' {
+					continue
+				}
+				b := bytes.Clone(base)
+				b[pos] = byte(c)
+				check(string(b))
+				if pos+1 < n { // a byte that carries or borrows into a plain neighbour
+					b[pos+1] = 0x7e
+					check(string(b))
+				}
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	for range 20000 {
+		b := make([]byte, rng.IntN(64))
+		for i := range b {
+			if rng.IntN(8) == 0 {
+				b[i] = byte(rng.IntN(256))
+			} else {
+				b[i] = plain[rng.IntN(len(plain))]
+			}
+		}
+		check(string(b))
+		check("é" + string(b) + "日本")
+	}
+}

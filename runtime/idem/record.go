@@ -73,7 +73,15 @@ func appendRecordHead(dst []byte, status int, h http.Header, allow []string) []b
 // sanitizeHeaderValue drops what net/http would refuse to send (CR, LF, NUL,
 // other controls but HTAB); values are stored as sent.
 func sanitizeHeaderValue(v string) string {
-	for i := 0; i < len(v); i++ {
+	i := 0
+	for ; i+8 <= len(v); i += 8 {
+		// Bytes 0x20 to 0x7E pass eight at a time; the loop below looks at
+		// the rest (HTAB is valid, and so is every byte from 0x80).
+		if x := load64(v[i:]); controlOrHigh(x)&^highBytes(x) != 0 {
+			break
+		}
+	}
+	for ; i < len(v); i++ {
 		if !validHeaderValueByte(v[i]) {
 			b := make([]byte, 0, len(v))
 			for j := 0; j < len(v); j++ {
@@ -86,6 +94,9 @@ func sanitizeHeaderValue(v string) string {
 	}
 	return v
 }
+
+// highBytes has the high bit of each byte of x that has it set.
+func highBytes(x uint64) uint64 { return x & 0x8080808080808080 }
 
 func validHeaderValueByte(c byte) bool { return c == '\t' || (c >= 0x20 && c != 0x7f) }
 

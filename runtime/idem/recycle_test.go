@@ -24,6 +24,15 @@ type mapStore struct {
 	extends int
 }
 
+func (s *mapStore) keys() (k []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for key := range s.m {
+		k = append(k, key)
+	}
+	return k
+}
+
 func newMapStore() *mapStore { return &mapStore{m: map[string]Record{}} }
 
 // ContextBound: the map store keeps no ctx.
@@ -47,7 +56,10 @@ func (s *mapStore) Finish(_ context.Context, key string, token Token, st State, 
 		return ErrFenced
 	}
 	rec.State, rec.Response = st, append([]byte(nil), resp...)
-	s.m[key] = rec
+	// Clone the key even though the map holds it already: assigning to an
+	// existing string key stores the key given, and ContextBound promises
+	// to keep none of the caller's keys (the engine reuses their memory).
+	s.m[strings.Clone(key)] = rec
 	return nil
 }
 
@@ -78,7 +90,7 @@ func TestRecyclableAfterHeartbeat(t *testing.T) {
 		c.init(e, p, r)
 		c.pooled = true
 		c.begin(RequestKey)
-		require.Equal(t, Execute, c.decision)
+		require.Equal(t, Execute, c.decision, "%s: %+v scope %q keys %q", key, c.prob, c.scope, s.keys())
 		time.Sleep(d)
 		c.Writer(httptest.NewRecorder()).WriteHeader(http.StatusNoContent)
 		require.NoError(t, c.Finish())

@@ -84,6 +84,12 @@ type BeginRequest struct {
 	// claimed again only by a request with an equal Fingerprint; otherwise the
 	// store returns it unclaimed, and the Engine answers with a conflict.
 	SameFingerprintToReclaim bool
+	// Buf is memory of the Engine's that a store may use for the Response
+	// of the Record it returns, by appending to Buf[:0] (a store that copies
+	// responses out of memory it reuses, as memstore does). The Engine
+	// reuses it once the request is over and copies what it keeps from it.
+	// A store whose responses stay valid may ignore it.
+	Buf []byte
 }
 
 // BeginResult is what Begin decided, atomically.
@@ -146,6 +152,9 @@ var ErrFenced = errors.New("idem: claim fenced: the lease was taken over or the 
 // it. The engine then keeps the contexts of its store calls and the encoded
 // scope key in per-request memory that it reuses, which saves the
 // allocations of a replay and of a first request.
+// Beware of Go maps: assigning to an existing string key replaces the key the
+// map holds with the one assigned, so a store keyed by a map clones the key
+// on every assignment, not only when it inserts.
 // An in-process store can promise it; a store over a pooled network client
 // cannot (pgxpool, for one, starts connections in the background with the
 // caller's context values), and does not implement it.

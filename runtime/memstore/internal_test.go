@@ -43,7 +43,7 @@ func TestHeapOrder(t *testing.T) {
 		case op < 4 || len(live) == 0:
 			i := sh.nslots
 			if int(i)/slotsPerPage == len(sh.pages) {
-				sh.pages = append(sh.pages, new([slotsPerPage]slot))
+				sh.pages = append(sh.pages, new(slotPage))
 			}
 			sh.nslots++
 			if rng.IntN(3) == 0 {

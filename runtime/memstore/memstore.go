@@ -18,13 +18,22 @@
 // backward-shift deletion), with their expiry heap and finished list made
 // of slot numbers too. The index words carry the bits of the key's hash
 // that place them, so growing the index never reads a slot (deleting
-// hashes the slot's key again to find its word). Keys and responses are appended to large byte chunks
-// that are never written again where something was stored: a record's
-// Response aliases its chunk, and stays valid for a reader however long it
-// keeps it. A chunk is dropped when nothing live is left in it, and a shard
-// whose chunks hold more than twice its live bytes copies its records into
-// fresh chunks. The garbage collector sees a handful of objects per shard,
-// whatever the number of records.
+// hashes the slot's key again to find its word). Keys and responses are
+// appended to chunks of up to 256 KiB. A chunk is freed when nothing live is
+// left in it, and a shard whose chunks hold more than twice its live bytes
+// copies its records into fresh chunks. The garbage collector sees a handful
+// of objects per shard, whatever the number of records.
+//
+// The slot pages, heap pages and chunks are not on the Go heap: they are
+// blocks of memory mapped from the operating system (with transparent huge
+// pages advised on Linux), shared by the Stores of the process and given
+// back when a Store is no longer reachable. Records kept there do not raise
+// the garbage collector's heap goal, so a growing store does not make the
+// process touch fresh pages for garbage too, and its own memory grows 2 MiB
+// at a time instead of 4 KiB (each fresh page is a page fault). Freed blocks
+// are reused at once, so a Record's Response is a copy, made under the
+// shard's lock. The Go runtime does not count this memory (GOMEMLIMIT,
+// runtime/metrics); MaxBytes bounds it, within the factor of two above.
 //
 // # Expiry
 //
@@ -57,6 +66,7 @@ import (
 	"hash/maphash"
 	"math"
 	"math/bits"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -104,11 +114,6 @@ const (
 	// compactSlack: a shard compacts when its chunks hold more than twice
 	// its live bytes plus this much.
 	compactSlack = 4 * chunkMax
-	// slotsPerPage: the slot table grows by pages of 48 KiB, never copied.
-	slotsPerPage = 512
-	// heapPage: the expiry heap grows by pages of 16 KiB, never copied
-	// (append's growth would allocate five times what the heap holds).
-	heapPage = 1024
 )
 
 // ErrFull is returned by Begin when a shard holds only PENDING records and
@@ -151,13 +156,13 @@ const none = -1 // no slot, no chunk
 
 type shard struct {
 	mu     sync.Mutex
-	seed   maphash.Seed          // the store's
-	idx    []uint64              // open addressing: 0 empty, else hash>>32<<32 | slot+1, placed at (hash>>32)&mask
-	count  int                   // records held
-	pages  []*[slotsPerPage]slot // the slot table, in pages that never move
-	nslots int32                 // slots made
-	free   []int32               // free slot numbers
-	heap   []*[heapPage]heapEntry
+	seed   maphash.Seed // the store's
+	idx    []uint64     // open addressing: 0 empty, else hash>>32<<32 | slot+1, placed at (hash>>32)&mask
+	count  int          // records held
+	pages  []*slotPage  // the slot table, in pages that never move
+	nslots int32        // slots made
+	free   []int32      // free slot numbers
+	heap   []*heapPg
 	nheap  int   // entries in heap
 	maxExp int64 // no entry of heap expires later (it never decreases)
 	minExp int64 // the expiry of heap's root (MaxInt64 when empty): Begin looks here, not into the heap
@@ -237,6 +242,9 @@ func New(opts Options) *Store {
 		sh.maxEntries = max(1, min((maxEntries+n-1)/n, 1<<31-2))
 		sh.maxBytes = max(EntryOverhead, (maxBytes+int64(n)-1)/int64(n))
 	}
+	// The shards' memory is the arena's, which the garbage collector does
+	// not free: give it back once the Store is unreachable.
+	runtime.AddCleanup(s, freeShards, s.shards)
 	interval := opts.SweepInterval
 	if interval == 0 {
 		interval = DefaultSweepInterval
@@ -246,6 +254,26 @@ func New(opts Options) *Store {
 		go s.sweeper(interval)
 	}
 	return s
+}
+
+// freeShards gives the memory of an unreachable Store's shards back to the
+// arena.
+func freeShards(shards []shard) {
+	for i := range shards {
+		sh := &shards[i]
+		sh.mu.Lock()
+		for _, b := range sh.chunks {
+			mem.free(b[:cap(b)])
+		}
+		for _, p := range sh.pages {
+			mem.free(pageBlock(p))
+		}
+		for _, p := range sh.heap {
+			mem.free(pageBlock(p))
+		}
+		sh.chunks, sh.pages, sh.heap = nil, nil, nil
+		sh.mu.Unlock()
+	}
 }
 
 // Close stops the background sweeper. The store stays usable.
@@ -312,7 +340,7 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 	case sh.at(i).reclaimable() && (!req.SameFingerprintToReclaim || sh.at(i).fp == req.Fingerprint):
 		prior = idem.StateFailed
 	default:
-		return idem.BeginResult{Record: sh.record(i)}, nil
+		return idem.BeginResult{Record: sh.record(i, req.Buf)}, nil
 	}
 	if prior != 0 {
 		sh.unlist(i)
@@ -383,7 +411,7 @@ func (s *Store) Get(ctx context.Context, key string) (idem.Record, bool, error) 
 		s.expired.Add(1)
 		return idem.Record{}, false, nil
 	}
-	return sh.record(i), true, nil
+	return sh.record(i, nil), true, nil
 }
 
 // ExtendLease implements idem.LeaseExtender. A non-positive lease is an
@@ -468,9 +496,9 @@ func (sh *shard) key(i int32) []byte {
 	return sh.chunks[e.keyChunk][e.keyOff : e.keyOff+e.keyLen : e.keyOff+e.keyLen]
 }
 
-// record returns slot i as an idem.Record; its Response aliases the chunk,
-// which is never written again there.
-func (sh *shard) record(i int32) idem.Record {
+// record returns slot i as an idem.Record; its Response is a copy (the
+// chunk's memory is reused once the record is gone), appended to buf[:0].
+func (sh *shard) record(i int32, buf []byte) idem.Record {
 	e := sh.at(i)
 	rec := idem.Record{State: e.state, Fingerprint: e.fp, Token: e.token,
 		LeaseExpiresAt: time.Unix(0, e.lease), ExpiresAt: time.Unix(0, e.exp)}
@@ -479,8 +507,7 @@ func (sh *shard) record(i int32) idem.Record {
 	case e.respLen == 0:
 		rec.Response = []byte{}
 	default:
-		end := e.respOff + e.respLen
-		rec.Response = sh.chunks[e.respChunk][e.respOff:end:end]
+		rec.Response = append(buf[:0], sh.chunks[e.respChunk][e.respOff:e.respOff+e.respLen]...)
 	}
 	return rec
 }
@@ -526,7 +553,7 @@ func (sh *shard) add(key string, h uint64, exp int64) int32 {
 	} else {
 		i = sh.nslots
 		if int(i)/slotsPerPage == len(sh.pages) {
-			sh.pages = append(sh.pages, new([slotsPerPage]slot))
+			sh.pages = append(sh.pages, newSlotPage())
 		}
 		sh.nslots++
 	}
@@ -695,16 +722,18 @@ func (sh *shard) newChunk(size int) int32 {
 		sh.chunks = append(sh.chunks, nil)
 		sh.chunkLive = append(sh.chunkLive, 0)
 	}
-	sh.chunks[c] = make([]byte, 0, size)
+	b := mem.alloc(size)
+	sh.chunks[c] = b[:0]
 	sh.chunkLive[c] = 0
-	sh.chunkBytes += int64(size)
+	sh.chunkBytes += int64(len(b))
 	return c
 }
 
-// dropChunk lets the garbage collector have chunk c once no reader holds a
-// response in it. Its memory is never reused by the store.
+// dropChunk gives chunk c's memory back to the arena.
 func (sh *shard) dropChunk(c int32) {
-	sh.chunkBytes -= int64(cap(sh.chunks[c]))
+	b := sh.chunks[c]
+	sh.chunkBytes -= int64(cap(b))
+	mem.free(b[:cap(b)])
 	sh.chunks[c] = nil
 	sh.freeChunks = append(sh.freeChunks, c)
 }
@@ -737,6 +766,9 @@ func (sh *shard) compact() {
 		if e.respLen > 0 {
 			e.respChunk, e.respOff = store(sh, old[e.respChunk][e.respOff:e.respOff+e.respLen])
 		}
+	}
+	for _, b := range old {
+		mem.free(b[:cap(b)])
 	}
 }
 
@@ -781,7 +813,7 @@ func (sh *shard) hp(j int) *heapEntry { return &sh.heap[j/heapPage][j%heapPage] 
 func (sh *shard) heapPush(i int32, exp int64) {
 	j := sh.nheap
 	if j == len(sh.heap)*heapPage {
-		sh.heap = append(sh.heap, new([heapPage]heapEntry))
+		sh.heap = append(sh.heap, newHeapPage())
 	}
 	sh.nheap++
 	*sh.hp(j) = heapEntry{exp: exp, slot: i}

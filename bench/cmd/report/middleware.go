@@ -41,17 +41,21 @@ func (r *runner) middleware() (string, error) {
 
 func renderMiddleware(rs results) string {
 	var b strings.Builder
-	b.WriteString("| stack | implementation | request | time/op | CPU/op | B/op | allocs/op | over floor (CPU, allocs) | over bare (CPU, allocs) | time × floor |\n")
-	b.WriteString("|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| stack | implementation | request | time/op | CPU/op | B/op | allocs/op | page faults/op | over floor (CPU, allocs) | over bare (CPU, allocs) | time × floor |\n")
+	b.WriteString("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	line := func(stack, impl, row, name, floor, bare string) {
 		t := rs.stat(name, "ns/op")
 		if !t.ok {
-			fmt.Fprintf(&b, "| %s | %s | %s | *missing* | | | | | | |\n", stack, impl, row)
+			fmt.Fprintf(&b, "| %s | %s | %s | *missing* | | | | | | | |\n", stack, impl, row)
 			return
 		}
 		c := rs.stat(name, "cpu-ns/op")
 		by, _ := rs.median(name, "B/op")
 		al, _ := rs.median(name, "allocs/op")
+		faults := ""
+		if f, ok := rs.median(name, "faults/op"); ok {
+			faults = fmt.Sprintf("%.3f", f)
+		}
 		over := func(base string) string {
 			if base == "" || base == name {
 				return ""
@@ -67,8 +71,8 @@ func renderMiddleware(rs results) string {
 		if ft, ok := rs.median(floor, "ns/op"); ok && ft > 0 {
 			times = fmt.Sprintf("%.1f×", t.Center/ft)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s%s | %s%s | %s | %s | %s | %s | %s |\n", stack, impl, row,
-			dur(t.Center), t.pct(), dur(c.Center), c.pct(), bytesStr(by), count(al), over(floor), over(bare), times)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s%s | %s%s | %s | %s | %s | %s | %s | %s |\n", stack, impl, row,
+			dur(t.Center), t.pct(), dur(c.Center), c.pct(), bytesStr(by), count(al), faults, over(floor), over(bare), times)
 	}
 	for _, s := range stacks {
 		for _, mode := range []string{"serial", "parallel"} {

@@ -1,0 +1,254 @@
+package memstore
+
+import (
+	"cmp"
+	"math/bits"
+	"slices"
+	"sync"
+	"unsafe"
+)
+
+// The arena holds what the shards keep per record (slot pages, expiry heap
+// pages and the chunks of keys and responses) outside the Go heap, in
+// regions mapped from the operating system.
+//
+// Why: a store grows by about half a kilobyte per record for as long as its
+// window lasts. On the Go heap, each byte it keeps raises the garbage
+// collector's heap goal by as much again (GOGC=100), so the process touches
+// about two fresh bytes of memory per byte kept, and each fresh 4 KiB page
+// is a page fault (14 µs each on the virtual machines of docs/benchmarks.md,
+// more than the rest of a first request's bookkeeping). Mapped here, records
+// leave the heap goal where the requests' own garbage puts it, and regions
+// are advised to use transparent huge pages (Linux), so the store grows by
+// one fault per 2 MiB.
+//
+// What it costs: a block is reused as soon as it is freed, so nothing
+// outside a shard's lock may hold a slice of it: a Record's Response is a
+// copy. The Go runtime does not count this memory (GOMEMLIMIT,
+// runtime/metrics); Options.MaxBytes bounds it.
+//
+// Blocks are powers of two from minBlock to maxBlock, carved from regions of
+// regionSize and kept on a free list per size once freed; a region whose
+// blocks are all free is unmapped (one is kept, empty, for the next
+// allocation). A larger block has a mapping of its own, unmapped when freed.
+// The arena is shared by every Store of the process: a small store costs no
+// region of its own.
+const (
+	regionSize = 4 << 20
+	minBlock   = 4 << 10
+	maxBlock   = 256 << 10
+	numClasses = 7 // minBlock << (numClasses-1) == maxBlock
+	pageBytes  = 4 << 10
+)
+
+type arena struct {
+	mu      sync.Mutex
+	regions []*region                    // mapped, by base address
+	big     map[uintptr]bool             // the large blocks mapped, by address
+	cur     *region                      // the region blocks are carved from, or nil
+	spare   *region                      // an empty region kept mapped, or nil
+	blocks  [numClasses][]unsafe.Pointer // free blocks, by class
+	mapped  int64                        // bytes mapped: regions and large blocks
+	used    int64                        // bytes of the blocks handed out
+}
+
+type region struct {
+	base   uintptr
+	mem    []byte // the mapping, as sysMap returned it
+	carved int    // bytes carved so far from the region's start
+	live   int    // bytes of its blocks handed out
+}
+
+// mem is the process's arena.
+var mem = arena{big: map[uintptr]bool{}}
+
+// class returns the size class of an n-byte block (n <= maxBlock).
+func class(n int) int {
+	if n <= minBlock {
+		return 0
+	}
+	return bits.Len(uint(n-1)) - bits.Len(minBlock-1)
+}
+
+// alloc returns a block of at least n bytes (n > 0), len == cap == its size.
+// Its contents are unspecified.
+func (a *arena) alloc(n int) []byte {
+	if n > maxBlock {
+		size := (n + pageBytes - 1) &^ (pageBytes - 1)
+		b, ok := sysMap(size)
+		if !ok {
+			return make([]byte, n) // no mapping: the Go heap takes it
+		}
+		a.mu.Lock()
+		a.big[uintptr(unsafe.Pointer(unsafe.SliceData(b)))] = true
+		a.mapped += int64(size)
+		a.used += int64(size)
+		a.mu.Unlock()
+		return b
+	}
+	c := class(n)
+	size := minBlock << c
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var p unsafe.Pointer
+	if l := a.blocks[c]; len(l) > 0 {
+		p = l[len(l)-1]
+		a.blocks[c] = l[:len(l)-1]
+	} else {
+		if a.cur == nil || regionSize-a.cur.carved < size {
+			r := a.newRegion()
+			if r == nil {
+				return make([]byte, size) // no mapping: the Go heap takes it
+			}
+			if old := a.cur; old != nil {
+				a.carveRest(old)
+				a.cur = r
+				if old.live == 0 {
+					a.release(old)
+				}
+			}
+			a.cur = r
+		}
+		p = unsafe.Pointer(&a.cur.mem[a.cur.carved])
+		a.cur.carved += size
+	}
+	a.regionOf(uintptr(p)).live += size
+	a.used += int64(size)
+	return unsafe.Slice((*byte)(unsafe.Pointer(p)), size)
+}
+
+// free gives back a block that alloc returned (the whole of it: its cap is
+// its size), or ignores a block of the Go heap.
+func (a *arena) free(b []byte) {
+	size := cap(b)
+	if size == 0 {
+		return
+	}
+	p := unsafe.Pointer(unsafe.SliceData(b))
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if size > maxBlock {
+		if a.big[uintptr(p)] {
+			delete(a.big, uintptr(p))
+			sysUnmap(b[:size:size])
+			a.mapped -= int64(size)
+			a.used -= int64(size)
+		}
+		return
+	}
+	r := a.regionOf(uintptr(p))
+	if r == nil {
+		return // allocated from the Go heap
+	}
+	a.used -= int64(size)
+	r.live -= size
+	a.blocks[class(size)] = append(a.blocks[class(size)], p)
+	if r.live == 0 && r != a.cur {
+		a.release(r)
+	}
+}
+
+// carveRest puts what is left of region r on the free lists (it is a
+// multiple of minBlock: every block is).
+func (a *arena) carveRest(r *region) {
+	for rest := regionSize - r.carved; rest >= minBlock; rest = regionSize - r.carved {
+		c := min(class(rest+1)-1, numClasses-1) // the largest class that fits
+		a.blocks[c] = append(a.blocks[c], unsafe.Pointer(&r.mem[r.carved]))
+		r.carved += minBlock << c
+	}
+}
+
+// newRegion returns the spare region or maps one; nil when the system
+// refuses.
+func (a *arena) newRegion() *region {
+	if r := a.spare; r != nil {
+		a.spare = nil
+		return r
+	}
+	m, ok := sysMap(regionSize)
+	if !ok {
+		return nil
+	}
+	sysHugePages(m)
+	r := &region{base: uintptr(unsafe.Pointer(unsafe.SliceData(m))), mem: m}
+	i, _ := slices.BinarySearchFunc(a.regions, r.base, cmpBase)
+	a.regions = slices.Insert(a.regions, i, r)
+	a.mapped += regionSize
+	return r
+}
+
+func cmpBase(r *region, p uintptr) int { return cmp.Compare(r.base, p) }
+
+// regionOf returns the region that holds address p, or nil.
+func (a *arena) regionOf(p uintptr) *region {
+	i, found := slices.BinarySearchFunc(a.regions, p, cmpBase)
+	if !found {
+		i-- // the last region that starts before p
+	}
+	if i >= 0 && p-a.regions[i].base < regionSize {
+		return a.regions[i]
+	}
+	return nil
+}
+
+// release takes region r's blocks off the free lists; r becomes the spare
+// region, or is unmapped.
+func (a *arena) release(r *region) {
+	end := r.base + regionSize
+	for c := range a.blocks {
+		l := a.blocks[c][:0]
+		for _, p := range a.blocks[c] {
+			if uintptr(p) < r.base || uintptr(p) >= end {
+				l = append(l, p)
+			}
+		}
+		a.blocks[c] = l
+	}
+	r.carved = 0
+	if a.spare == nil {
+		a.spare = r
+		return
+	}
+	i, _ := slices.BinarySearchFunc(a.regions, r.base, cmpBase)
+	a.regions = slices.Delete(a.regions, i, i+1)
+	a.mapped -= regionSize
+	sysUnmap(r.mem)
+}
+
+// Typed pages in arena blocks. Their types hold no pointers, so the garbage
+// collector has nothing to look for in them.
+
+const (
+	slotPageBytes = 64 << 10
+	// slotsPerPage: the slot table grows by pages of 64 KiB (slots are 96
+	// bytes: TestSlotSize), never copied.
+	slotsPerPage = slotPageBytes / 96
+	// heapPage: the expiry heap grows by pages of 16 KiB (entries are 16
+	// bytes), never copied (append's growth would allocate five times what
+	// the heap holds).
+	heapPage = 1024
+)
+
+type (
+	slotPage [slotsPerPage]slot
+	heapPg   [heapPage]heapEntry
+)
+
+// A page must fit its block (a negative array length does not compile).
+var (
+	_ [slotPageBytes - unsafe.Sizeof(slotPage{})]byte
+	_ [16<<10 - unsafe.Sizeof(heapPg{})]byte
+)
+
+func newSlotPage() *slotPage {
+	return (*slotPage)(unsafe.Pointer(unsafe.SliceData(mem.alloc(int(unsafe.Sizeof(slotPage{}))))))
+}
+
+func newHeapPage() *heapPg {
+	return (*heapPg)(unsafe.Pointer(unsafe.SliceData(mem.alloc(int(unsafe.Sizeof(heapPg{}))))))
+}
+
+// pageBlock returns the arena block that holds page p of type T.
+func pageBlock[T slotPage | heapPg](p *T) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(p)), minBlock<<class(int(unsafe.Sizeof(*p))))
+}

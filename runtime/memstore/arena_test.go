@@ -1,0 +1,136 @@
+package memstore
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// TestArenaBlocks: random allocations and frees of every size; a block
+// keeps what was written to it until it is freed (no two live blocks
+// overlap), sizes are rounded up to their class, and once everything is
+// freed the arena holds no block and at most its spare region.
+func TestArenaBlocks(t *testing.T) {
+	a := &arena{big: map[uintptr]bool{}}
+	rng := rand.New(rand.NewPCG(5, 6))
+	type held struct {
+		b    []byte
+		fill byte
+	}
+	var live []held
+	check := func(h held) {
+		if n := bytes.Count(h.b, []byte{h.fill}); n != len(h.b) {
+			t.Fatalf("block of %d bytes: %d bytes were overwritten", len(h.b), len(h.b)-n)
+		}
+	}
+	// Fresh pages are slow to touch (page faults), so large blocks are rare.
+	for step := 0; step < 10000; step++ {
+		if len(live) > 0 && rng.IntN(5) < 2 {
+			k := rng.IntN(len(live))
+			check(live[k])
+			a.free(live[k].b)
+			live = append(live[:k], live[k+1:]...)
+			continue
+		}
+		var n int
+		switch rng.IntN(50) {
+		case 0:
+			n = maxBlock + 1 + rng.IntN(maxBlock)
+		case 1, 2, 3, 4, 5:
+			n = 1 + rng.IntN(maxBlock)
+		default:
+			n = 1 + rng.IntN(3*minBlock)
+		}
+		b := a.alloc(n)
+		if len(b) < n || len(b) != cap(b) {
+			t.Fatalf("alloc(%d): len %d cap %d", n, len(b), cap(b))
+		}
+		if n <= maxBlock && len(b) != minBlock<<class(n) {
+			t.Fatalf("alloc(%d): %d bytes, not its class's", n, len(b))
+		}
+		h := held{b, byte(step)}
+		b[0] = h.fill
+		for k := 1; k < len(b); k *= 2 {
+			copy(b[k:], b[:k])
+		}
+		live = append(live, h)
+	}
+	for _, h := range live {
+		check(h)
+		a.free(h.b)
+	}
+	if a.used != 0 {
+		t.Errorf("%d bytes still in use after every block was freed", a.used)
+	}
+	if a.cur != nil {
+		// The current region is released only when another takes its place.
+		if a.cur.live != 0 {
+			t.Errorf("current region has %d live bytes", a.cur.live)
+		}
+	}
+	if got, most := len(a.regions), 2; got > most { // the current region and the spare
+		t.Errorf("%d regions still mapped after every block was freed, want at most %d", got, most)
+	}
+	if len(a.big) != 0 {
+		t.Errorf("%d large blocks still mapped", len(a.big))
+	}
+}
+
+// TestArenaClasses: class rounds a size up to the next power of two.
+func TestArenaClasses(t *testing.T) {
+	for n, want := range map[int]int{1: 0, minBlock: 0, minBlock + 1: 1, 2 * minBlock: 1, 48 << 10: 4, 64 << 10: 4, maxBlock: numClasses - 1} {
+		if got := class(n); got != want {
+			t.Errorf("class(%d) = %d, want %d", n, got, want)
+		}
+	}
+	if minBlock<<(numClasses-1) != maxBlock || chunkMin != minBlock || chunkMax != maxBlock {
+		t.Error("the classes do not span the chunk sizes")
+	}
+	if unsafe.Sizeof(slotPage{}) > slotPageBytes || unsafe.Sizeof(heapPg{}) != 16<<10 {
+		t.Error("a page does not fill its block")
+	}
+}
+
+// TestStoreMemoryReturned: the arena memory of a Store that is no longer
+// reachable goes back to the arena.
+func TestStoreMemoryReturned(t *testing.T) {
+	used := func() int64 {
+		mem.mu.Lock()
+		defer mem.mu.Unlock()
+		return mem.used
+	}
+	before := used()
+	fill := func() {
+		s := New(Options{SweepInterval: -1})
+		ctx := context.Background()
+		resp := make([]byte, 300)
+		for i := range 20000 {
+			k := fmt.Sprint("key-", i)
+			if _, err := s.Begin(ctx, &idem.BeginRequest{Key: k, Token: 1, Lease: time.Minute, TTL: time.Hour}); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Finish(ctx, k, 1, idem.StateCompleted, resp); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := used() - before; got < 20000*300 {
+			t.Fatalf("the store holds %d bytes of the arena, want at least %d", got, 20000*300)
+		}
+	}
+	fill()
+	deadline := time.Now().Add(10 * time.Second)
+	for used() > before && time.Now().Before(deadline) {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := used(); got > before {
+		t.Fatalf("%d bytes of an unreachable store's memory are still in use", got-before)
+	}
+}
