@@ -272,7 +272,8 @@ func (s *Store) begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 
 // readClaim reads the claim statement's row.
 func readClaim(rows pgx.Rows) (idem.BeginResult, error) {
-	if !binaryRow(rows.FieldDescriptions(), claimOIDs) {
+	loc, ok := fastRow(rows, claimOIDs)
+	if !ok {
 		return scanClaim(rows)
 	}
 	v := rows.RawValues()
@@ -286,7 +287,7 @@ func readClaim(rows pgx.Rows) (idem.BeginResult, error) {
 		return idem.BeginResult{}, errors.New("pgstore: claim returned an incomplete record")
 	}
 	var res idem.BeginResult
-	err := readRecord(&res.Record, v[2:])
+	err := readRecord(&res.Record, v[2:], loc)
 	return res, err
 }
 
@@ -383,8 +384,8 @@ func (s *Store) get(ctx context.Context, key string) (idem.Record, bool, error) 
 	var rec idem.Record
 	found := rows.Next()
 	if found {
-		if binaryRow(rows.FieldDescriptions(), recordOIDs) {
-			err = readRecord(&rec, rows.RawValues())
+		if loc, ok := fastRow(rows, recordOIDs); ok {
+			err = readRecord(&rec, rows.RawValues(), loc)
 		} else {
 			rec, err = scanRecordRow(rows)
 		}
