@@ -87,9 +87,10 @@
 // row in pgx's binary formats is decoded from its raw values, the way pgx's
 // Scan decodes it with the connection's type map (times in the ScanLocation
 // of its TimestamptzCodec, if any); with a QueryExecMode that does not
-// describe statements (simple protocol, exec), the store passes plain Go
-// values, and a row in another format, or on a connection whose type map has
-// codecs of its own for the columns' types, is read with Scan.
+// describe statements (simple protocol, exec), or on a connection whose type
+// map has codecs of its own for the arguments' types, the store passes plain
+// Go values, and a row in another format, or on a connection whose type map
+// has codecs of its own for the columns' types, is read with Scan.
 //
 // # Transactions
 //

@@ -210,3 +210,86 @@ func TestDefaultScans(t *testing.T) {
 	m := pgtype.NewMap()
 	require.Zero(t, testing.AllocsPerRun(100, func() { _, _ = defaultScans(m) }))
 }
+
+// plainInt8 and plainBytea are codecs of a user's own that encode only plain
+// Go values (int64, []byte), not pgtype's valuers.
+type (
+	plainInt8  struct{ pgtype.Int8Codec }
+	plainBytea struct{ pgtype.ByteaCodec }
+)
+
+func (c plainInt8) PlanEncode(m *pgtype.Map, oid uint32, format int16, value any) pgtype.EncodePlan {
+	if _, ok := value.(int64); !ok {
+		return nil
+	}
+	return c.Int8Codec.PlanEncode(m, oid, format, value)
+}
+
+func (c plainBytea) PlanEncode(m *pgtype.Map, oid uint32, format int16, value any) pgtype.EncodePlan {
+	if _, ok := value.([]byte); !ok {
+		return nil
+	}
+	return c.ByteaCodec.PlanEncode(m, oid, format, value)
+}
+
+// TestTypeMapArguments: on a connection whose type map has codecs of the
+// user's own for the arguments' types, the store passes plain Go values,
+// which such codecs take, instead of its valuers.
+func TestTypeMapArguments(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p := poolWith(t, testenv.PostgresURL(t), func(c *pgxpool.Config) {
+		c.MaxConns = 2
+		c.AfterConnect = func(_ context.Context, conn *pgx.Conn) error {
+			conn.TypeMap().RegisterType(&pgtype.Type{Name: "int8", OID: pgtype.Int8OID, Codec: plainInt8{}})
+			conn.TypeMap().RegisterType(&pgtype.Type{Name: "bytea", OID: pgtype.ByteaOID, Codec: plainBytea{}})
+			return nil
+		}
+	})
+	s := newStoreOn(t, p, Options{})
+	f := fp(3)
+	req := &idem.BeginRequest{Key: "k", Fingerprint: f, Token: 9, Lease: time.Minute, TTL: time.Hour}
+	res, err := s.Begin(ctx, req)
+	require.NoError(t, err)
+	require.True(t, res.Acquired)
+	require.NoError(t, s.Finish(ctx, "k", 9, idem.StateCompleted, []byte("resp")))
+	rec, found, err := s.Get(ctx, "k")
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Equal(t, f, rec.Fingerprint)
+	require.Equal(t, []byte("resp"), rec.Response)
+
+	req.Key = "tx"
+	res, err = s.Begin(ctx, req)
+	require.NoError(t, err)
+	require.True(t, res.Acquired)
+	_, commit, rollback, err := s.BeginTx(ctx, "tx", 9)
+	require.NoError(t, err)
+	defer rollback()
+	require.NoError(t, commit(idem.StateCompleted, []byte("tx resp")))
+	rec, found, err = s.Get(ctx, "tx")
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Equal(t, []byte("tx resp"), rec.Response)
+}
+
+// TestDefaultEncodes: which type maps take the valuer arguments.
+func TestDefaultEncodes(t *testing.T) {
+	require.True(t, defaultEncodes(pgtype.NewMap()))
+	m := pgtype.NewMap()
+	m.RegisterType(&pgtype.Type{Name: "timestamptz", OID: pgtype.TimestamptzOID, Codec: &pgtype.TimestamptzCodec{ScanLocation: time.UTC}})
+	m.RegisterType(&pgtype.Type{Name: "int8", OID: pgtype.Int8OID, Codec: pgtype.Int8Codec{}})
+	require.True(t, defaultEncodes(m))
+	for _, typ := range []*pgtype.Type{
+		{Name: "int8", OID: pgtype.Int8OID, Codec: plainInt8{}},
+		{Name: "bytea", OID: pgtype.ByteaOID, Codec: plainBytea{}},
+		{Name: "text", OID: pgtype.TextOID, Codec: invertedBytea{}},
+		{Name: "interval", OID: pgtype.IntervalOID, Codec: pgtype.Int8Codec{}},
+	} {
+		m := pgtype.NewMap()
+		m.RegisterType(typ)
+		require.False(t, defaultEncodes(m), typ.Name)
+	}
+	m = pgtype.NewMap()
+	require.Zero(t, testing.AllocsPerRun(100, func() { _ = defaultEncodes(m) }))
+}

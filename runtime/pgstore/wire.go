@@ -55,6 +55,17 @@ func typedArgs(mode pgx.QueryExecMode) bool {
 	return false
 }
 
+// defaultEncodes reports whether the type map m encodes the valuer arguments
+// (keyArg, fpArg, bytesArg, tokArg, intervalArg) as it encodes the plain Go
+// values: with pgx's default codecs for text, bytea, int8 and interval, which
+// take the valuers directly. A codec of the user's own for one of these types
+// may take plain values only, so such a connection gets those. Like
+// defaultScans, it costs a few map lookups and runs on every statement.
+func defaultEncodes(m *pgtype.Map) bool {
+	return m != nil && codecIs[pgtype.TextCodec](m, pgtype.TextOID) && codecIs[pgtype.ByteaCodec](m, pgtype.ByteaOID) &&
+		codecIs[pgtype.Int8Codec](m, pgtype.Int8OID) && codecIs[pgtype.IntervalCodec](m, pgtype.IntervalOID)
+}
+
 // getArgs are the get statement's $1.
 type getArgs struct {
 	key  string
