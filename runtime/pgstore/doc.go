@@ -85,9 +85,12 @@
 // Conn.Exec, so a pgx tracer sees each of them. Their arguments are encoded
 // through pgtype's valuer interfaces (one allocation for all of them), and a
 // row in pgx's binary formats is decoded from its raw values, the way pgx's
-// Scan decodes it; with a QueryExecMode that does not describe statements
-// (simple protocol, exec), or a row in another format, the store passes plain
-// Go values and reads the row with Scan.
+// Scan decodes it with the connection's type map (times in the ScanLocation
+// of its TimestamptzCodec, if any); with a QueryExecMode that does not
+// describe statements (simple protocol, exec), or on a connection whose type
+// map has codecs of its own for the arguments' types, the store passes plain
+// Go values, and a row in another format, or on a connection whose type map
+// has codecs of its own for the columns' types, is read with Scan.
 //
 // # Transactions
 //

@@ -59,7 +59,8 @@ type Store struct {
 	opts Options
 	log  *slog.Logger
 	// typed: the pool's connections describe statements, so arguments can be
-	// valuers (see typedArgs).
+	// valuers (see typedArgs) where the connection's type map has pgx's
+	// codecs for them (see defaultEncodes).
 	typed bool
 
 	// beforeCommit, set by tests only, runs in a transactional commit between
@@ -250,7 +251,7 @@ func (s *Store) begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 		return idem.BeginResult{}, err
 	}
 	defer c.Release()
-	a := newClaimArgs(req, s.typed)
+	a := newClaimArgs(req, s.typed && defaultEncodes(c.Conn().TypeMap()))
 	rows, _ := c.Conn().Query(ctx, s.q.claim, a.args[:]...)
 	var res idem.BeginResult
 	found := rows.Next()
@@ -272,7 +273,8 @@ func (s *Store) begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 
 // readClaim reads the claim statement's row.
 func readClaim(rows pgx.Rows) (idem.BeginResult, error) {
-	if !binaryRow(rows.FieldDescriptions(), claimOIDs) {
+	loc, ok := fastRow(rows, claimOIDs)
+	if !ok {
 		return scanClaim(rows)
 	}
 	v := rows.RawValues()
@@ -286,7 +288,7 @@ func readClaim(rows pgx.Rows) (idem.BeginResult, error) {
 		return idem.BeginResult{}, errors.New("pgstore: claim returned an incomplete record")
 	}
 	var res idem.BeginResult
-	err := readRecord(&res.Record, v[2:])
+	err := readRecord(&res.Record, v[2:], loc)
 	return res, err
 }
 
@@ -336,7 +338,7 @@ func (s *Store) Finish(ctx context.Context, key string, token idem.Token, state 
 		return fmt.Errorf("pgstore: finish: %w", err)
 	}
 	defer c.Release()
-	tag, err := c.Conn().Exec(ctx, s.q.finish, newFinishArgs(key, token, state, response, s.typed).args[:]...)
+	tag, err := c.Conn().Exec(ctx, s.q.finish, newFinishArgs(key, token, state, response, s.typed && defaultEncodes(c.Conn().TypeMap())).args[:]...)
 	if err != nil {
 		return fmt.Errorf("pgstore: finish: %w", err)
 	}
@@ -376,15 +378,15 @@ func (s *Store) get(ctx context.Context, key string) (idem.Record, bool, error) 
 	defer c.Release()
 	a := &getArgs{key: key}
 	a.args[0] = a.key
-	if s.typed {
+	if s.typed && defaultEncodes(c.Conn().TypeMap()) {
 		a.args[0] = keyArg{&a.key}
 	}
 	rows, _ := c.Conn().Query(ctx, s.q.get, a.args[:]...)
 	var rec idem.Record
 	found := rows.Next()
 	if found {
-		if binaryRow(rows.FieldDescriptions(), recordOIDs) {
-			err = readRecord(&rec, rows.RawValues())
+		if loc, ok := fastRow(rows, recordOIDs); ok {
+			err = readRecord(&rec, rows.RawValues(), loc)
 		} else {
 			rec, err = scanRecordRow(rows)
 		}

@@ -93,7 +93,7 @@ func (s *Store) BeginTx(ctx context.Context, key string, token idem.Token) (cont
 }
 
 func (s *Store) finishTx(ctx context.Context, tx pgx.Tx, key string, token idem.Token, state idem.State, response []byte) error {
-	tag, err := tx.Exec(ctx, s.q.finish, newFinishArgs(key, token, state, response, s.typed).args[:]...)
+	tag, err := tx.Exec(ctx, s.q.finish, newFinishArgs(key, token, state, response, s.typed && defaultEncodes(tx.Conn().TypeMap())).args[:]...)
 	if err != nil {
 		return fmt.Errorf("pgstore: commit: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -52,6 +53,17 @@ func typedArgs(mode pgx.QueryExecMode) bool {
 		return true
 	}
 	return false
+}
+
+// defaultEncodes reports whether the type map m encodes the valuer arguments
+// (keyArg, fpArg, bytesArg, tokArg, intervalArg) as it encodes the plain Go
+// values: with pgx's default codecs for text, bytea, int8 and interval, which
+// take the valuers directly. A codec of the user's own for one of these types
+// may take plain values only, so such a connection gets those. Like
+// defaultScans, it costs a few map lookups and runs on every statement.
+func defaultEncodes(m *pgtype.Map) bool {
+	return m != nil && codecIs[pgtype.TextCodec](m, pgtype.TextOID) && codecIs[pgtype.ByteaCodec](m, pgtype.ByteaOID) &&
+		codecIs[pgtype.Int8Codec](m, pgtype.Int8OID) && codecIs[pgtype.IntervalCodec](m, pgtype.IntervalOID)
 }
 
 // getArgs are the get statement's $1.
@@ -113,8 +125,10 @@ func (a intervalArg) IntervalValue() (pgtype.Interval, error) {
 
 // The columns of a claim's answer and of a record, as pgx's binary formats
 // carry them. readRecord decodes a record from the raw values of a row (no
-// Scan plans, no intermediate values); a row in any other format (a type map
-// that asks for text, say) is read by Scan instead.
+// Scan plans, no intermediate values) when the row is in these formats and
+// the connection's type map scans them as pgx's defaults do (see fastRow); any
+// other row (a type map that asks for text, or has codecs of its own) is read
+// by Scan instead.
 var (
 	claimOIDs  = []uint32{pgtype.BoolOID, pgtype.Int4OID, pgtype.Int2OID, pgtype.ByteaOID, pgtype.Int8OID, pgtype.TimestamptzOID, pgtype.TimestamptzOID, pgtype.ByteaOID}
 	recordOIDs = claimOIDs[2:]
@@ -134,12 +148,80 @@ func binaryRow(fds []pgconn.FieldDescription, oids []uint32) bool {
 	return true
 }
 
+// fastRow reports whether readRecord (or readClaim) may decode the current
+// row of rows, whose columns should have the types oids: the row is in binary
+// formats (binaryRow) and the type map of its connection scans it as
+// readRecord decodes it (defaultScans). loc is the location to put the
+// timestamps in (nil: the local zone).
+func fastRow(rows pgx.Rows, oids []uint32) (loc *time.Location, ok bool) {
+	if !binaryRow(rows.FieldDescriptions(), oids) {
+		return nil, false
+	}
+	c := rows.Conn()
+	if c == nil {
+		return nil, false
+	}
+	return defaultScans(c.TypeMap())
+}
+
+// defaultScans reports whether Scan, with the type map m, reads the binary
+// columns of claimOIDs into the destinations of scanClaim and scanRecordRow
+// as readRecord does: with pgx's default codecs for bool, int2, int4, int8 and
+// bytea, a *pgtype.TimestamptzCodec for timestamptz (whose ScanLocation it
+// returns: Scan puts times in that location), and the default wrappers of the
+// destinations no codec scans into directly (*time.Time and pointers to
+// pointers). A type map customised in any other way, e.g. with a codec of its
+// own for one of these types, is read by Scan.
+//
+// It costs a few map lookups and no allocation, so it runs on every row
+// rather than being cached per connection: a type map changed after the
+// connection's first statement is honoured too.
+func defaultScans(m *pgtype.Map) (loc *time.Location, ok bool) {
+	if m == nil || !codecIs[pgtype.BoolCodec](m, pgtype.BoolOID) ||
+		!codecIs[pgtype.Int2Codec](m, pgtype.Int2OID) || !codecIs[pgtype.Int4Codec](m, pgtype.Int4OID) ||
+		!codecIs[pgtype.Int8Codec](m, pgtype.Int8OID) || !codecIs[pgtype.ByteaCodec](m, pgtype.ByteaOID) {
+		return nil, false
+	}
+	t, ok := m.TypeForOID(pgtype.TimestamptzOID)
+	if !ok {
+		return nil, false
+	}
+	tc, ok := t.Codec.(*pgtype.TimestamptzCodec)
+	if !ok || tc == nil {
+		return nil, false
+	}
+	// Scan finds no codec plan for a *time.Time (nor for a pointer to a
+	// pointer) and tries the wrappers in order; pgx's first two take them.
+	w := m.TryWrapScanPlanFuncs
+	if len(w) < 2 || !sameFunc(w[0], pgtype.TryPointerPointerScanPlan) || !sameFunc(w[1], pgtype.TryWrapBuiltinTypeScanPlan) {
+		return nil, false
+	}
+	return tc.ScanLocation, true
+}
+
+// codecIs reports whether the codec m has for oid is a C. pgx's default
+// codecs for the integer types, bool and bytea are empty structs, so any C is
+// the default one.
+func codecIs[C pgtype.Codec](m *pgtype.Map, oid uint32) bool {
+	t, ok := m.TypeForOID(oid)
+	if !ok {
+		return false
+	}
+	_, ok = t.Codec.(C)
+	return ok
+}
+
+func sameFunc(f, g pgtype.TryWrapScanPlanFunc) bool {
+	return f != nil && reflect.ValueOf(f).Pointer() == reflect.ValueOf(g).Pointer()
+}
+
 var errRecordColumns = errors.New("pgstore: malformed record columns")
 
 // readRecord decodes state, fingerprint, token, lease_expires_at, expires_at
-// and response (binary formats; see binaryRow) into rec. The response is
-// copied: the values alias the connection's buffer.
-func readRecord(rec *idem.Record, v [][]byte) error {
+// and response (binary formats; see fastRow) into rec, with the timestamps in
+// loc (nil: the local zone). The response is copied: the values alias the
+// connection's buffer.
+func readRecord(rec *idem.Record, v [][]byte, loc *time.Location) error {
 	if len(v) != 6 || len(v[0]) != 2 || len(v[2]) != 8 {
 		return errRecordColumns
 	}
@@ -150,10 +232,10 @@ func readRecord(rec *idem.Record, v [][]byte) error {
 	copy(rec.Fingerprint[:], v[1])
 	rec.Token = idem.Token(binary.BigEndian.Uint64(v[2]))
 	var err error
-	if rec.LeaseExpiresAt, err = readTimestamptz(v[3]); err != nil {
+	if rec.LeaseExpiresAt, err = readTimestamptz(v[3], loc); err != nil {
 		return err
 	}
-	if rec.ExpiresAt, err = readTimestamptz(v[4]); err != nil {
+	if rec.ExpiresAt, err = readTimestamptz(v[4], loc); err != nil {
 		return err
 	}
 	if v[5] != nil {
@@ -163,8 +245,9 @@ func readRecord(rec *idem.Record, v [][]byte) error {
 }
 
 // readTimestamptz decodes a binary timestamptz to the time.Time pgx's Scan
-// makes of it (time.Unix, in the local zone).
-func readTimestamptz(b []byte) (time.Time, error) {
+// makes of it: time.Unix, in the local zone, or in loc (a TimestamptzCodec's
+// ScanLocation) when it is not nil.
+func readTimestamptz(b []byte, loc *time.Location) (time.Time, error) {
 	if len(b) != 8 {
 		return time.Time{}, errRecordColumns
 	}
@@ -174,7 +257,11 @@ func readTimestamptz(b []byte) (time.Time, error) {
 		return time.Time{}, errors.New("pgstore: infinite timestamp")
 	}
 	us += microsecFromUnixEpochToY2K
-	return time.Unix(us/1000000, (us%1000000)*1000), nil
+	t := time.Unix(us/1000000, (us%1000000)*1000)
+	if loc != nil {
+		t = t.In(loc)
+	}
+	return t, nil
 }
 
 // scanRecordRow reads a record's columns with Scan: the fallback of
