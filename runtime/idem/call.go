@@ -493,7 +493,13 @@ func (c *Call) claim() {
 		}
 	}()
 	c.ss.breq = BeginRequest{Key: c.scope, Fingerprint: c.fp, Lease: spec.InFlight.Lease, TTL: spec.Window,
-		SameFingerprintToReclaim: p.sameFPReclaim, Buf: c.respBuf}
+		SameFingerprintToReclaim: p.sameFPReclaim}
+	if e.recycle {
+		// Only a ContextBound store gets the Call's reusable memory: the
+		// Call may have been recycled by another Engine (the pool is the
+		// process's), and another store may keep what it is handed.
+		c.ss.breq.Buf = c.respBuf
+	}
 	for {
 		c.token = newToken()
 		c.ss.breq.Token = c.token

@@ -194,11 +194,10 @@ func (a *arena) regionOf(p uintptr) *region {
 // release takes region r's blocks off the free lists; r becomes the spare
 // region, or is unmapped.
 func (a *arena) release(r *region) {
-	end := r.base + regionSize
 	for c := range a.blocks {
 		l := a.blocks[c][:0]
 		for _, p := range a.blocks[c] {
-			if uintptr(p) < r.base || uintptr(p) >= end {
+			if uintptr(p)-r.base >= regionSize { // not in r (no overflow at the top of the address space)
 				l = append(l, p)
 			}
 		}
@@ -240,12 +239,20 @@ var (
 	_ [16<<10 - unsafe.Sizeof(heapPg{})]byte
 )
 
+// newSlotPage and newHeapPage return zeroed pages, as new would: a reused
+// block holds what was there before, and a slot made but not yet written
+// (add stores its key first, which may compact the shard) must read as
+// free.
 func newSlotPage() *slotPage {
-	return (*slotPage)(unsafe.Pointer(unsafe.SliceData(mem.alloc(int(unsafe.Sizeof(slotPage{}))))))
+	b := mem.alloc(int(unsafe.Sizeof(slotPage{})))
+	clear(b)
+	return (*slotPage)(unsafe.Pointer(unsafe.SliceData(b)))
 }
 
 func newHeapPage() *heapPg {
-	return (*heapPg)(unsafe.Pointer(unsafe.SliceData(mem.alloc(int(unsafe.Sizeof(heapPg{}))))))
+	b := mem.alloc(int(unsafe.Sizeof(heapPg{})))
+	clear(b)
+	return (*heapPg)(unsafe.Pointer(unsafe.SliceData(b)))
 }
 
 // pageBlock returns the arena block that holds page p of type T.

@@ -134,3 +134,80 @@ func TestStoreMemoryReturned(t *testing.T) {
 		t.Fatalf("%d bytes of an unreachable store's memory are still in use", got-before)
 	}
 }
+
+// TestNewPagesAreZero: slot and heap pages are zeroed even when their block
+// is reused dirty. A slot made but not yet written must read as free: add
+// stores the slot's key before it writes the slot, and storing may compact
+// the shard, which reads every slot made (a dirty one indexed chunks at
+// random).
+func TestNewPagesAreZero(t *testing.T) {
+	for _, size := range []int{int(unsafe.Sizeof(slotPage{})), int(unsafe.Sizeof(heapPg{}))} {
+		b := mem.alloc(size)
+		for i := range b {
+			b[i] = 0x41
+		}
+		mem.free(b)
+	}
+	sp, hp := newSlotPage(), newHeapPage()
+	defer mem.free(pageBlock(sp))
+	defer mem.free(pageBlock(hp))
+	for name, b := range map[string][]byte{"slot": pageBlock(sp)[:unsafe.Sizeof(slotPage{})], "heap": pageBlock(hp)} {
+		if n := bytes.Count(b, []byte{0}); n != len(b) {
+			t.Errorf("a new %s page has %d non-zero bytes", name, len(b)-n)
+		}
+	}
+}
+
+// TestChunksStayInTheArena: a value larger than the chunk a small shard
+// would make gets a chunk that holds it, so storing it never moves the chunk
+// onto the Go heap (its arena block would be lost for good), and the
+// shard's accounting stays exact: once its records are gone, it holds no
+// chunk bytes and the arena has its blocks back.
+func TestChunksStayInTheArena(t *testing.T) {
+	used := func() int64 {
+		mem.mu.Lock()
+		defer mem.mu.Unlock()
+		return mem.used
+	}
+	s := New(Options{Shards: 1, SweepInterval: -1})
+	sh := &s.shards[0]
+	ctx := context.Background()
+	var base int64
+	for i := range 200 {
+		k := fmt.Sprint("key-", i)
+		if _, err := s.Begin(ctx, &idem.BeginRequest{Key: k, Token: 1, Lease: time.Minute, TTL: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			base = used() - int64(minBlock) // the pages, not the key's chunk
+		}
+		if err := s.Finish(ctx, k, 1, idem.StateCompleted, bytes.Repeat([]byte{byte(i)}, 5<<10+i*300)); err != nil {
+			t.Fatal(err)
+		}
+		sh.mu.Lock()
+		for c, b := range sh.chunks {
+			if b == nil {
+				continue
+			}
+			mem.mu.Lock()
+			owned := mem.regionOf(uintptr(unsafe.Pointer(unsafe.SliceData(b)))) != nil || mem.big[uintptr(unsafe.Pointer(unsafe.SliceData(b)))]
+			mem.mu.Unlock()
+			if !owned {
+				sh.mu.Unlock()
+				t.Fatalf("record %d: chunk %d (%d bytes) left the arena", i, c, cap(b))
+			}
+		}
+		sh.remove(sh.find(k, maphashOf(s, k)))
+		sh.mu.Unlock()
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.chunkBytes < 0 || sh.dataBytes != 0 {
+		t.Errorf("chunkBytes %d, dataBytes %d after every record is gone", sh.chunkBytes, sh.dataBytes)
+	}
+	if got := used() - base; got > int64(sh.chunkBytes) {
+		t.Errorf("the arena lends %d bytes beyond the pages, the shard's chunks hold %d", got, sh.chunkBytes)
+	}
+}
+
+func maphashOf(s *Store, key string) uint64 { _, h := s.shard(key); return h }

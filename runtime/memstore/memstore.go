@@ -446,10 +446,10 @@ func (*Store) ContextBound() {}
 func (s *Store) Watch(ctx context.Context, key string) (<-chan struct{}, func()) {
 	sh, _ := s.shard(key)
 	sh.mu.Lock()
+	key = strings.Clone(key) // ContextBound: keep no key of the caller's (the cancel func holds it)
 	w := sh.watchers[key]
 	if w == nil {
 		w = &watch{ch: make(chan struct{})}
-		key = strings.Clone(key) // ContextBound: keep no key of the caller's
 		sh.watchers[key] = w
 	}
 	w.refs++
@@ -697,7 +697,9 @@ func (sh *shard) reserve(n int) int32 {
 	}
 	size := n
 	if n <= bigValue {
-		size = int(min(chunkMax, max(chunkMin, sh.dataBytes/8)))
+		// At least n: store appends within the chunk's capacity, so the
+		// value never moves out of the arena block.
+		size = max(n, int(min(chunkMax, max(chunkMin, sh.dataBytes/8))))
 	}
 	c := sh.newChunk(size)
 	if n <= bigValue {
