@@ -380,36 +380,18 @@ func TestAppendJSONString(t *testing.T) {
 
 // TestSWARFastPaths: appendFieldString and sanitizeHeaderValue, which take
 // eight plain bytes at a time, agree with their byte-at-a-time definitions
+// (appendEscaped over the whole string, validHeaderValueByte)
 // on strings of every length up to 40 mixing plain bytes with every byte
 // that must be escaped or dropped, at every position.
 func TestSWARFastPaths(t *testing.T) {
 	refField := func(s string) []byte {
-		dst := strconv.AppendInt(nil, int64(len(s)), 10)
-		dst = append(dst, ':')
-		for i := 0; i < len(s); {
-			c := s[i]
-			if c >= 0x20 && c < 0x7f && c != '%' {
-				dst = append(dst, c)
-				i++
-				continue
-			}
-			if c >= utf8.RuneSelf {
-				if r, n := utf8.DecodeRuneInString(s[i:]); r != utf8.RuneError || n > 1 {
-					dst = append(dst, s[i:i+n]...)
-					i += n
-					continue
-				}
-			}
-			dst = append(dst, '%', hexDigits[c>>4], hexDigits[c&15])
-			i++
-		}
-		return dst
+		return appendEscaped(append(strconv.AppendInt(nil, int64(len(s)), 10), ':'), s)
 	}
 	refSanitize := func(v string) string {
 		var b []byte
 		for j := 0; j < len(v); j++ {
-			if c := v[j]; c == '\t' || (c >= 0x20 && c != 0x7f) {
-				b = append(b, c)
+			if validHeaderValueByte(v[j]) {
+				b = append(b, v[j])
 			}
 		}
 		return string(b)

@@ -55,8 +55,13 @@ func appendFieldString(dst []byte, s string) []byte {
 	dst = strconv.AppendInt(dst, int64(len(s)), 10)
 	dst = append(dst, ':')
 	i := plainPrefix(s)
-	dst = append(dst, s[:i]...)
-	for i < len(s) {
+	return appendEscaped(append(dst, s[:i]...), s[i:])
+}
+
+// appendEscaped appends escape(s), a byte (or a rune of valid UTF-8) at a
+// time: the definition that plainPrefix's fast path skips ahead of.
+func appendEscaped(dst []byte, s string) []byte {
+	for i := 0; i < len(s); {
 		c := s[i]
 		if c >= 0x20 && c < 0x7f && c != '%' {
 			dst = append(dst, c)

@@ -403,7 +403,10 @@ func (d doneStore) Get(ctx context.Context, key string) (idem.Record, bool, erro
 func TestStoreWatchesDone(t *testing.T) {
 	ms := memstore.New(memstore.Options{SweepInterval: -1})
 	t.Cleanup(func() { _ = ms.Close() })
-	const timeout = 20 * time.Millisecond
+	// Long enough that a replay which does not hang never reaches it, even
+	// under -race beside the other packages of scripts/test (20ms did, once,
+	// and the replay failed closed with 503, as it should past a deadline).
+	const timeout = 100 * time.Millisecond
 	f := newFixtureStore(t, ms, doneStore{ms}, idem.Options{StoreTimeout: timeout})
 	h := f.eng.Handler(mustCompile(t, strictSpec()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.calls.Add(1)

@@ -20,7 +20,9 @@ import (
 // more than the rest of a first request's bookkeeping). Mapped here, records
 // leave the heap goal where the requests' own garbage puts it, and regions
 // are advised to use transparent huge pages (Linux), so the store grows by
-// one fault per 2 MiB.
+// one fault per 2 MiB (Linux 6.7 and later place a 4 MiB anonymous mapping
+// on a 2 MiB boundary, so a region is two huge pages; on older kernels it
+// is often one, and 4 KiB pages around it).
 //
 // What it costs: a block is reused as soon as it is freed, so nothing
 // outside a shard's lock may hold a slice of it: a Record's Response is a
@@ -222,21 +224,21 @@ const (
 	// slotsPerPage: the slot table grows by pages of 64 KiB (slots are 96
 	// bytes: TestSlotSize), never copied.
 	slotsPerPage = slotPageBytes / 96
-	// heapPage: the expiry heap grows by pages of 16 KiB (entries are 16
+	// entriesPerHeapPage: the expiry heap grows by pages of 16 KiB (entries are 16
 	// bytes), never copied (append's growth would allocate five times what
 	// the heap holds).
-	heapPage = 1024
+	entriesPerHeapPage = 1024
 )
 
 type (
 	slotPage [slotsPerPage]slot
-	heapPg   [heapPage]heapEntry
+	heapPage [entriesPerHeapPage]heapEntry
 )
 
 // A page must fit its block (a negative array length does not compile).
 var (
 	_ [slotPageBytes - unsafe.Sizeof(slotPage{})]byte
-	_ [16<<10 - unsafe.Sizeof(heapPg{})]byte
+	_ [16<<10 - unsafe.Sizeof(heapPage{})]byte
 )
 
 // newSlotPage and newHeapPage return zeroed pages, as new would: a reused
@@ -249,13 +251,13 @@ func newSlotPage() *slotPage {
 	return (*slotPage)(unsafe.Pointer(unsafe.SliceData(b)))
 }
 
-func newHeapPage() *heapPg {
-	b := mem.alloc(int(unsafe.Sizeof(heapPg{})))
+func newHeapPage() *heapPage {
+	b := mem.alloc(int(unsafe.Sizeof(heapPage{})))
 	clear(b)
-	return (*heapPg)(unsafe.Pointer(unsafe.SliceData(b)))
+	return (*heapPage)(unsafe.Pointer(unsafe.SliceData(b)))
 }
 
 // pageBlock returns the arena block that holds page p of type T.
-func pageBlock[T slotPage | heapPg](p *T) []byte {
+func pageBlock[T slotPage | heapPage](p *T) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(p)), minBlock<<class(int(unsafe.Sizeof(*p))))
 }

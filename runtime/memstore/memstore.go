@@ -162,7 +162,7 @@ type shard struct {
 	pages  []*slotPage  // the slot table, in pages that never move
 	nslots int32        // slots made
 	free   []int32      // free slot numbers
-	heap   []*heapPg
+	heap   []*heapPage
 	nheap  int   // entries in heap
 	maxExp int64 // no entry of heap expires later (it never decreases)
 	minExp int64 // the expiry of heap's root (MaxInt64 when empty): Begin looks here, not into the heap
@@ -810,11 +810,11 @@ func (sh *shard) unlist(i int32) {
 // Heap on ExpiresAt, with indexes kept in the slots.
 
 // hp returns heap entry j.
-func (sh *shard) hp(j int) *heapEntry { return &sh.heap[j/heapPage][j%heapPage] }
+func (sh *shard) hp(j int) *heapEntry { return &sh.heap[j/entriesPerHeapPage][j%entriesPerHeapPage] }
 
 func (sh *shard) heapPush(i int32, exp int64) {
 	j := sh.nheap
-	if j == len(sh.heap)*heapPage {
+	if j == len(sh.heap)*entriesPerHeapPage {
 		sh.heap = append(sh.heap, newHeapPage())
 	}
 	sh.nheap++
