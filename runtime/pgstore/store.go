@@ -371,8 +371,11 @@ func scanClaim(rows pgx.Rows) (idem.BeginResult, error) {
 // execute it (insufficient_privilege, 42501: e.g. EXECUTE revoked from
 // PUBLIC by default privileges, while the table's privileges were granted).
 func claimFuncUnusable(err error) bool {
+	if err == nil { // before pe, which escapes: no allocation on success
+		return false
+	}
 	var pe *pgconn.PgError
-	return err != nil && errors.As(err, &pe) && (pe.Code == "42883" || pe.Code == "42501")
+	return errors.As(err, &pe) && (pe.Code == "42883" || pe.Code == "42501")
 }
 
 // isSerializationFailure reports a serialization failure (SQLSTATE 40001),
