@@ -79,17 +79,20 @@ CREATE INDEX IF NOT EXISTS ` + n.index + ` ON ` + n.table + ` (expires_at);`
 	// columns needs a function of another name: a statement prepared on the
 	// old one would fail ("cached plan must not change result type").
 	//
-	// The body names the table schema-qualified and sets no search_path: a
-	// SET clause on a function saves and restores the setting on every call,
-	// which costs more than the statement it would serve, and the body's
-	// statements are then independent of the caller's search_path (the
-	// built-in functions and operators resolve in pg_catalog, which is
-	// searched first unless a search_path lists it later, as for the claim
-	// statement). It is VOLATILE (the default; neither STABLE nor IMMUTABLE),
+	// The body names the table schema-qualified instead of setting a
+	// search_path: a SET clause on a function makes every call save, set and
+	// restore the setting, a cost on each claim for nothing the qualified
+	// name does not give. The body's statements are thus independent of the
+	// caller's search_path (the built-in functions and operators resolve in
+	// pg_catalog, which is searched first unless a search_path lists it
+	// later, as for the claim statement). It is VOLATILE (the default; neither STABLE nor IMMUTABLE),
 	// so under READ COMMITTED each statement in it takes a fresh snapshot and
 	// its writes are allowed; SECURITY INVOKER (the default), so it runs with
 	// the caller's privileges on the table. The parameters and result columns
 	// have names no column has, so no reference in the body is ambiguous.
+	// A claimable condition that were NULL (it cannot be: the columns it
+	// compares are NOT NULL, and Begin passes no NULL) would reach the
+	// UPDATE, which matches nothing: no result, as in the claim statement.
 	func(n names) string {
 		claimable := func(r string) string {
 			return `(` + r + `expires_at <= clock_timestamp()
