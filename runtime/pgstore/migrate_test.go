@@ -221,3 +221,48 @@ func TestDocShowsSchema(t *testing.T) {
 	}
 	assert.Contains(t, string(doc), want.String(), "update the schema in doc.go")
 }
+
+// TestClaimFuncNotExecutable: a role that may use the table but not execute
+// the claim function (EXECUTE revoked from PUBLIC, as default privileges
+// may do) claims with the statement.
+func TestClaimFuncNotExecutable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	admin := testPool(t)
+	owner := newStoreOn(t, admin, Options{})
+	role := owner.n.schema + "_app"
+	roleID := pgx.Identifier{role}.Sanitize()
+	schemaID := pgx.Identifier{owner.n.schema}.Sanitize()
+	for _, q := range []string{
+		`CREATE ROLE ` + roleID + ` NOLOGIN`,
+		`GRANT USAGE ON SCHEMA ` + schemaID + ` TO ` + roleID,
+		`GRANT SELECT, INSERT, UPDATE, DELETE ON ` + owner.n.table + ` TO ` + roleID,
+		`REVOKE EXECUTE ON FUNCTION ` + owner.n.claim + `(text, bytea, bigint, interval, interval, boolean) FROM PUBLIC`,
+	} {
+		_, err := admin.Exec(ctx, q)
+		require.NoError(t, err, q)
+	}
+	t.Cleanup(func() {
+		// After the store's pool is closed (cleanups run last first).
+		_, _ = admin.Exec(context.Background(), `DROP OWNED BY `+roleID)
+		_, _ = admin.Exec(context.Background(), `DROP ROLE IF EXISTS `+roleID)
+	})
+	rec := &sqlRecorder{}
+	p := poolWith(t, testenv.PostgresURL(t), func(c *pgxpool.Config) {
+		c.MaxConns = 1
+		c.ConnConfig.Tracer = rec
+		c.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+			_, err := conn.Exec(ctx, `SET ROLE `+roleID)
+			return err
+		}
+	})
+	s, err := New(p, Options{Schema: owner.n.schema})
+	require.NoError(t, err)
+	rec.s = s
+	for i, want := range [][]string{{"func error", "cte"}, {"cte"}} {
+		r, err := s.Begin(ctx, &idem.BeginRequest{Key: "k", Fingerprint: fp(1), Token: idem.Token(i + 1), Lease: time.Minute, TTL: time.Hour})
+		require.NoError(t, err)
+		require.Equal(t, i == 0, r.Acquired)
+		require.Equal(t, want, rec.take())
+	}
+}
