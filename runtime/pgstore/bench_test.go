@@ -33,7 +33,7 @@ func benchStore(b *testing.B) (*Store, *pgxpool.Pool) {
 	p := poolWith(b, testenv.PostgresURL(b), func(c *pgxpool.Config) { c.MaxConns = 16 })
 	s := newStoreOn(b, p, Options{})
 	if os.Getenv("PGSTORE_BENCH_CLAIM") == "cte" {
-		s.noClaimFunc.Store(true)
+		useClaimFunc(s, false)
 	}
 	// Open every connection before timing.
 	conns := make([]*pgxpool.Conn, 0, 16)
@@ -57,7 +57,7 @@ func BenchmarkFirstRequest(b *testing.B) {
 			s, p := benchStore(b)
 			storebench.Run(b, parallel, func(i int64) error {
 				key := storebench.Key(i)
-				rows, err := p.Query(ctx, claimSQL(s, !s.noClaimFunc.Load()), key, f[:], i, 30*time.Second, time.Hour, false)
+				rows, err := p.Query(ctx, claimSQL(s, s.usesClaimFunc()), key, f[:], i, 30*time.Second, time.Hour, false)
 				if err != nil {
 					return err
 				}

@@ -126,7 +126,7 @@ func testBeginLosesRace(t *testing.T, setup func(t *testing.T, s *Store), winFn,
 	assert.Equal(t, idem.StatePending, got.r.Record.State)
 	assert.Equal(t, idem.Token(2), got.r.Record.Token, "the winner's record")
 	assert.Equal(t, fp(2), got.r.Record.Fingerprint)
-	assert.Equal(t, loseFn, !s.noClaimFunc.Load(), "the loser claimed as told")
+	assert.Equal(t, loseFn, s.usesClaimFunc(), "the loser claimed as told")
 }
 
 // TestMixedClaimRace: processes that claim with the function and processes

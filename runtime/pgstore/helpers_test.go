@@ -113,7 +113,13 @@ var claimPaths = []struct {
 }{{"Func", true}, {"CTE", false}}
 
 // useClaimFunc makes s claim with the function (fn) or the statement.
-func useClaimFunc(s *Store, fn bool) { s.noClaimFunc.Store(!fn) }
+func useClaimFunc(s *Store, fn bool) {
+	if fn {
+		s.claimFuncFound()
+	} else if s.usesClaimFunc() {
+		s.claimMode.Add(1)
+	}
+}
 
 // claimSQL is the claim function's call (fn) or the claim statement.
 func claimSQL(s *Store, fn bool) string {

@@ -166,7 +166,7 @@ func TestSchemaSQL(t *testing.T) {
 	r, err := s.Begin(ctx, &idem.BeginRequest{Key: "k", Fingerprint: fp(1), Token: 1, Lease: time.Minute, TTL: time.Hour})
 	require.NoError(t, err)
 	assert.True(t, r.Acquired)
-	assert.False(t, s.noClaimFunc.Load(), "SchemaSQL creates the claim function")
+	assert.True(t, s.usesClaimFunc(), "SchemaSQL creates the claim function")
 }
 
 func TestNames(t *testing.T) {
@@ -205,7 +205,7 @@ UNION ALL SELECT proname::text FROM pg_proc WHERE pronamespace = $1::regnamespac
 	r, err := s.Begin(ctx, &idem.BeginRequest{Key: "k", Fingerprint: fp(1), Token: 1, Lease: time.Minute, TTL: time.Hour})
 	require.NoError(t, err)
 	assert.True(t, r.Acquired)
-	assert.False(t, s.noClaimFunc.Load())
+	assert.True(t, s.usesClaimFunc())
 }
 
 // TestDocShowsSchema keeps the schema in the package documentation equal to
@@ -265,4 +265,25 @@ func TestClaimFuncNotExecutable(t *testing.T) {
 		require.Equal(t, i == 0, r.Acquired)
 		require.Equal(t, want, rec.take())
 	}
+}
+
+// TestClaimModeStaleFailure: a Begin whose call of the claim function failed
+// before a concurrent Migrate created it does not switch the Store to the
+// statement after that Migrate.
+func TestClaimModeStaleFailure(t *testing.T) {
+	var s Store
+	require.True(t, s.usesClaimFunc())
+	for _, fellBack := range []bool{false, true} {
+		if fellBack {
+			s.claimMode.Add(1)
+			require.False(t, s.usesClaimFunc())
+		}
+		mode := s.claimMode.Load() // read by a Begin whose call then fails
+		s.claimFuncFound()         // a Migrate succeeds meanwhile
+		require.True(t, s.usesClaimFunc())
+		s.claimFuncMissing(mode) // the failed Begin
+		require.True(t, s.usesClaimFunc(), "fell back before: %v", fellBack)
+	}
+	s.claimFuncMissing(s.claimMode.Load())
+	require.False(t, s.usesClaimFunc(), "a failure without a Migrate falls back")
 }

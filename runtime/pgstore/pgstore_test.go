@@ -85,7 +85,7 @@ func TestConformanceV1(t *testing.T) {
 					require.NoError(t, p.QueryRow(context.Background(),
 						`SELECT count(*) FROM `+s.n.table).Scan(&rows))
 					if rows > 0 { // the test claimed: with the statement
-						assert.True(t, s.noClaimFunc.Load(), "Begin fell back to the claim statement")
+						assert.False(t, s.usesClaimFunc(), "Begin fell back to the claim statement")
 					}
 				})
 				return s

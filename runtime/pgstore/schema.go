@@ -177,7 +177,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err := s.migrateTo(ctx, len(migrations)); err != nil {
 		return err
 	}
-	s.noClaimFunc.Store(false)
+	s.claimFuncFound()
 	return nil
 }
 

@@ -39,7 +39,7 @@ func TestRoundTrips(t *testing.T) {
 	})
 	s := newStoreOn(t, p, Options{})
 	storebench.RoundTrips(t, s, &writes)
-	require.False(t, s.noClaimFunc.Load())
+	require.True(t, s.usesClaimFunc())
 }
 
 // TestRoundTripsV1: on a schema at version 1, Begin's first call of the
@@ -54,7 +54,7 @@ func TestRoundTripsV1(t *testing.T) {
 	})
 	s := newV1StoreOn(t, p, Options{})
 	storebench.RoundTrips(t, s, &writes)
-	require.True(t, s.noClaimFunc.Load())
+	require.False(t, s.usesClaimFunc())
 }
 
 func TestKeyValidation(t *testing.T) {

@@ -63,9 +63,14 @@ type Store struct {
 	// valuers (see typedArgs) where the connection's type map has pgx's
 	// codecs for them (see defaultEncodes).
 	typed bool
-	// noClaimFunc: Begin found the claim function missing (a schema at
-	// version 1) and runs the claim statement instead; see Begin.
-	noClaimFunc atomic.Bool
+	// claimMode says how Begin claims: with the claim function while it is
+	// even, with the claim statement while it is odd (a Begin found the
+	// function missing: a schema at version 1). A Begin whose call fails
+	// moves it from the value it read to the next odd one, and a successful
+	// Migrate to the next even one, each with a compare-and-swap: a call
+	// that failed before a concurrent Migrate created the function does not
+	// undo the Migrate. See Begin.
+	claimMode atomic.Uint64
 
 	// beforeCommit, set by tests only, runs in a transactional commit between
 	// the fenced UPDATE and the COMMIT, while the row lock is held.
@@ -267,13 +272,14 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 		return idem.BeginResult{}, fmt.Errorf("pgstore: begin: lease (%v) and TTL (%v) must be positive", req.Lease, req.TTL)
 	}
 	for range maxClaimAttempts {
-		fn := !s.noClaimFunc.Load()
+		mode := s.claimMode.Load()
+		fn := mode%2 == 0
 		res, err := s.begin(ctx, req, fn)
 		if errors.Is(err, errLostRace) || isSerializationFailure(err) {
 			continue
 		}
 		if fn && claimFuncUnusable(err) {
-			s.noClaimFunc.Store(true)
+			s.claimFuncMissing(mode)
 			continue
 		}
 		if err != nil {
@@ -364,6 +370,27 @@ func scanClaim(rows pgx.Rows) (idem.BeginResult, error) {
 	}
 	res.Record.LeaseExpiresAt, res.Record.ExpiresAt = *lease, *exp
 	return res, fillRecord(&res.Record, *state, fp, *tok)
+}
+
+// usesClaimFunc reports whether Begin calls the claim function (rather
+// than running the claim statement).
+func (s *Store) usesClaimFunc() bool { return s.claimMode.Load()%2 == 0 }
+
+// claimFuncMissing makes Begin run the claim statement after a call of the
+// claim function failed in claimMode mode (even): unless a Migrate has moved
+// claimMode on since.
+func (s *Store) claimFuncMissing(mode uint64) { s.claimMode.CompareAndSwap(mode, mode+1) }
+
+// claimFuncFound makes Begin call the claim function (Migrate has created
+// it): claimMode moves to the next even value, also from an even one, so
+// that a call that failed before cannot move it to the statement.
+func (s *Store) claimFuncFound() {
+	for {
+		m := s.claimMode.Load()
+		if s.claimMode.CompareAndSwap(m, m+2-m%2) {
+			return
+		}
+	}
 }
 
 // claimFuncUnusable reports an error of a call of the claim function that
