@@ -24,7 +24,7 @@ import (
 // previous Begin design: a batch of the claiming upsert and a read.
 //
 // With PGSTORE_BENCH_CLAIM=cte in the environment, the stores (and raw-sql)
-// claim with the claim statement, Begin's fallback on a schema at version 1,
+// claim with the claim statement, Begin's fallback where the function is missing,
 // instead of the claim function: run the benchmarks both ways, interleaved,
 // to compare the two.
 

@@ -7,10 +7,12 @@
 // # Schema
 //
 // (*Store).Migrate creates and upgrades the schema objects, recording the
-// applied versions in <table>_version; SchemaSQL returns the same DDL for
-// teams that run their own migrations. Version 1 is the records table and its
-// index, version 2 the function <table>_claim that Begin calls. With the
-// default names (Schema "public", Table "idem_records"):
+// applied versions in <table>_version, and creates the function
+// <table>_claim that Begin calls when it is missing; SchemaSQL returns the
+// same DDL for teams that run their own migrations. Version 1 is the records
+// table and its index. The function is no schema version: it changes no
+// layout, and an older pgstore, which refuses to migrate a version it does
+// not know, keeps starting beside newer ones. With the default names (Schema "public", Table "idem_records"):
 //
 //	CREATE TABLE IF NOT EXISTS "public"."idem_records" (
 //	    token            bigint      NOT NULL,  -- fencing token: the uint64 bit pattern as int64
@@ -112,11 +114,11 @@
 // INVOKER; it names the table schema-qualified instead of setting a
 // search_path, which would cost every call.
 //
-// On a schema at version 1 (an older pgstore's, or an older SchemaSQL applied
-// by hand) the function is missing. Begin's first call then fails (SQLSTATE
+// Where the function is missing (a schema an older pgstore migrated, or an
+// older SchemaSQL applied by hand), Begin cannot call it. Begin's first call then fails (SQLSTATE
 // 42883, or 42501 for a role that may not execute the function; the server
 // logs that error once per Store), and the Store falls back to the claim
-// statement of version 1, one statement with the same semantics that costs the
+// statement of older pgstores, one statement with the same semantics that costs the
 // server more per claim (a replay some 15 µs more on PostgreSQL 15):
 //
 //	WITH cur AS (                                    -- the row, unlocked, and whether it is claimable
@@ -142,9 +144,7 @@
 // gets it from this process after a restart. The function and the statement
 // take the same locks and re-check the same conditions on the same rows, so
 // processes claiming either way (during a rolling deploy) are correct
-// together. Mind that an older pgstore's Migrate refuses a schema version it
-// does not know: once one process has migrated to version 2, older processes
-// keep running but must not call Migrate at start.
+// together, and older processes keep migrating (their Migrate sees version 1).
 //
 // Finish is one fenced UPDATE … WHERE key = $1 AND token = $2 AND state = 1
 // AND expires_at > clock_timestamp(); no row updated means idem.ErrFenced.

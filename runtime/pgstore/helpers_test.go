@@ -89,8 +89,8 @@ func fp(b byte) idem.Fingerprint {
 	return f
 }
 
-// newV1StoreOn returns a store on p whose schema is at version 1 (the table,
-// no claim function), in a schema of its own unless opts names one: the
+// newV1StoreOn returns a store on p whose schema an older pgstore made (the
+// table at version 1, no claim function), in a schema of its own unless opts names one: the
 // schema an older pgstore left, on which Begin falls back to the claim
 // statement.
 func newV1StoreOn(tb testing.TB, p *pgxpool.Pool, opts Options) *Store {
@@ -101,7 +101,7 @@ func newV1StoreOn(tb testing.TB, p *pgxpool.Pool, opts Options) *Store {
 	s, err := New(p, opts)
 	require.NoError(tb, err)
 	tb.Cleanup(func() { _ = s.Close() })
-	require.NoError(tb, s.migrateTo(context.Background(), 1))
+	require.NoError(tb, s.migrate(context.Background(), false))
 	return s
 }
 

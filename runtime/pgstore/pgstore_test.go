@@ -61,7 +61,7 @@ func TestConformanceIsolation(t *testing.T) {
 	}
 }
 
-// TestConformanceV1 runs the suite on schemas at version 1 (no claim
+// TestConformanceV1 runs the suite on older pgstores' schemas (no claim
 // function), where Begin falls back to the claim statement, in every query
 // execution mode (the missing function is reported at a different step in
 // each: prepare, describe or execute).

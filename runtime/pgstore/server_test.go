@@ -42,7 +42,7 @@ func TestRoundTrips(t *testing.T) {
 	require.True(t, s.usesClaimFunc())
 }
 
-// TestRoundTripsV1: on a schema at version 1, Begin's first call of the
+// TestRoundTripsV1: on an older pgstore's schema (no claim function), Begin's first call of the
 // missing claim function (in the warm-up) costs one round trip more, once;
 // the claim statement then costs what the function does.
 func TestRoundTripsV1(t *testing.T) {

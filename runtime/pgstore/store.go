@@ -65,7 +65,7 @@ type Store struct {
 	typed bool
 	// claimMode says how Begin claims: with the claim function while it is
 	// even, with the claim statement while it is odd (a Begin found the
-	// function missing: a schema at version 1). A Begin whose call fails
+	// function missing: an older pgstore's schema). A Begin whose call fails
 	// moves it from the value it read to the next odd one, and a successful
 	// Migrate to the next even one, each with a compare-and-swap: a call
 	// that failed before a concurrent Migrate created the function does not
@@ -119,7 +119,8 @@ func newQueries(n names) queries {
 		// then, so the new snapshot shows its row. RETURNING shows only the
 		// new row, so upd carries the state it replaces over in prior_state.
 		//
-		// Begin runs it only on a schema without claimFunc (version 1).
+		// Begin runs it only where the claim function is missing (a schema
+		// an older pgstore migrated).
 		claim: `WITH cur AS (
     SELECT ` + cols + `, ` + claimable("c") + ` AS claimable
     FROM ` + t + ` AS c WHERE c.key = $1
@@ -146,7 +147,7 @@ UNION ALL
 SELECT true, prior_state, NULL, NULL, NULL, NULL, NULL, NULL FROM upd
 UNION ALL
 SELECT false, 0, ` + cols + ` FROM cur WHERE NOT cur.claimable`,
-		// claimFunc calls the claim function of migration 2, which does
+		// claimFunc calls the claim function (claimFuncSQL), which does
 		// what claim does, statement by statement in one plpgsql function,
 		// and costs the server less: a replay 46 µs instead of 61 (a plain
 		// SELECT of the row: 36), a new key about the same or a few µs less
@@ -255,8 +256,8 @@ const maxClaimAttempts = 10
 // concurrent claim of the same key calls it again to read the winner's
 // record.
 //
-// On a schema at version 1 (migrated by an older pgstore, or from an older
-// SchemaSQL) the function does not exist: the call fails with SQLSTATE 42883
+// On a schema migrated by an older pgstore, or from an older SchemaSQL, the
+// function does not exist: the call fails with SQLSTATE 42883
 // (or 42501, a role that may not execute it), and the Store switches to the
 // claim statement (queries.claim, same semantics, a little slower) and runs
 // it at once. It keeps the statement until its Migrate succeeds; a database
@@ -395,7 +396,7 @@ func (s *Store) claimFuncFound() {
 
 // claimFuncUnusable reports an error of a call of the claim function that
 // the claim statement may not meet: the function does not exist
-// (undefined_function, 42883: a schema at version 1), or the role may not
+// (undefined_function, 42883: an older pgstore's schema), or the role may not
 // execute it (insufficient_privilege, 42501: e.g. EXECUTE revoked from
 // PUBLIC by default privileges, while the table's privileges were granted).
 func claimFuncUnusable(err error) bool {
