@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -21,11 +22,19 @@ import (
 // claims a key: INSERT … ON CONFLICT DO NOTHING, UPDATE by key, SELECT by key
 // (no takeover, fencing, expiry or read-back). "alt-upsert-batch" is the
 // previous Begin design: a batch of the claiming upsert and a read.
+//
+// With PGSTORE_BENCH_CLAIM=cte in the environment, the stores (and raw-sql)
+// claim with the claim statement, Begin's fallback where the function is missing,
+// instead of the claim function: run the benchmarks both ways, interleaved,
+// to compare the two.
 
 func benchStore(b *testing.B) (*Store, *pgxpool.Pool) {
 	b.Helper()
 	p := poolWith(b, testenv.PostgresURL(b), func(c *pgxpool.Config) { c.MaxConns = 16 })
 	s := newStoreOn(b, p, Options{})
+	if os.Getenv("PGSTORE_BENCH_CLAIM") == "cte" {
+		useClaimFunc(s, false)
+	}
 	// Open every connection before timing.
 	conns := make([]*pgxpool.Conn, 0, 16)
 	for range 16 {
@@ -48,7 +57,7 @@ func BenchmarkFirstRequest(b *testing.B) {
 			s, p := benchStore(b)
 			storebench.Run(b, parallel, func(i int64) error {
 				key := storebench.Key(i)
-				rows, err := p.Query(ctx, s.q.claim, key, f[:], i, 30*time.Second, time.Hour, false)
+				rows, err := p.Query(ctx, claimSQL(s, s.usesClaimFunc()), key, f[:], i, 30*time.Second, time.Hour, false)
 				if err != nil {
 					return err
 				}

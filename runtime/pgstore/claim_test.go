@@ -2,6 +2,9 @@ package pgstore
 
 import (
 	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,7 +65,9 @@ func TestReplayDoesNotLock(t *testing.T) {
 // TestBeginLosesRace: a Begin whose claim meets a concurrent claim of the
 // same key, not yet committed, waits for it (ON CONFLICT for a new key, the
 // row lock for a takeover), finds it has lost, and reads the winner's record
-// (a second statement, with a snapshot that shows it).
+// (a second statement, with a snapshot that shows it). The winner and the
+// loser claim with the function or the statement, in every combination (a
+// rolling deploy runs both on the same rows).
 func TestBeginLosesRace(t *testing.T) {
 	t.Parallel()
 	for name, setup := range map[string]func(t *testing.T, s *Store){
@@ -74,42 +79,163 @@ func TestBeginLosesRace(t *testing.T) {
 			time.Sleep(30 * time.Millisecond) // the lease runs out
 		},
 	} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			s := newTestStore(t, Options{})
-			setup(t, s)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-
-			// The winner's claim, kept uncommitted in an explicit transaction.
-			winner, err := s.pool.Begin(ctx)
-			require.NoError(t, err)
-			defer func() { _ = winner.Rollback(context.Background()) }()
-			var acquired bool
-			f2 := fp(2)
-			require.NoError(t, winner.QueryRow(ctx, s.q.claim, "k", f2[:], int64(2), time.Minute, time.Hour, false).
-				Scan(&acquired, nil, nil, nil, nil, nil, nil, nil))
-			require.True(t, acquired)
-
-			type result struct {
-				r   idem.BeginResult
-				err error
+		for _, win := range claimPaths {
+			for _, lose := range claimPaths {
+				t.Run(name+"/"+win.name+"-"+lose.name, func(t *testing.T) {
+					t.Parallel()
+					testBeginLosesRace(t, setup, win.fn, lose.fn)
+				})
 			}
-			loser := make(chan result, 1)
-			go func() {
-				r, err := s.Begin(ctx, &idem.BeginRequest{Key: "k", Fingerprint: fp(3), Token: 3, Lease: time.Minute, TTL: time.Hour})
-				loser <- result{r, err}
-			}()
-			f := &txFixture{s: s}
-			require.Eventually(t, func() bool { return f.waitersOnLock(t, "WITH cur") == 1 }, 10*time.Second, 5*time.Millisecond,
-				"the loser waits for the winner")
-			require.NoError(t, winner.Commit(ctx))
-			got := <-loser
-			require.NoError(t, got.err)
-			assert.False(t, got.r.Acquired)
-			assert.Equal(t, idem.StatePending, got.r.Record.State)
-			assert.Equal(t, idem.Token(2), got.r.Record.Token, "the winner's record")
-			assert.Equal(t, fp(2), got.r.Record.Fingerprint)
-		})
+		}
 	}
+}
+
+func testBeginLosesRace(t *testing.T, setup func(t *testing.T, s *Store), winFn, loseFn bool) {
+	s := newTestStore(t, Options{})
+	useClaimFunc(s, loseFn)
+	setup(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	// The winner's claim, kept uncommitted in an explicit transaction.
+	winner, err := s.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = winner.Rollback(context.Background()) }()
+	var acquired bool
+	f2 := fp(2)
+	require.NoError(t, winner.QueryRow(ctx, claimSQL(s, winFn), "k", f2[:], int64(2), time.Minute, time.Hour, false).
+		Scan(&acquired, nil, nil, nil, nil, nil, nil, nil))
+	require.True(t, acquired)
+
+	type result struct {
+		r   idem.BeginResult
+		err error
+	}
+	loser := make(chan result, 1)
+	go func() {
+		r, err := s.Begin(ctx, &idem.BeginRequest{Key: "k", Fingerprint: fp(3), Token: 3, Lease: time.Minute, TTL: time.Hour})
+		loser <- result{r, err}
+	}()
+	f := &txFixture{s: s}
+	require.Eventually(t, func() bool { return f.waitersOnLock(t, claimPrefix(loseFn)) == 1 }, 10*time.Second, 5*time.Millisecond,
+		"the loser waits for the winner")
+	require.NoError(t, winner.Commit(ctx))
+	got := <-loser
+	require.NoError(t, got.err)
+	assert.False(t, got.r.Acquired)
+	assert.Equal(t, idem.StatePending, got.r.Record.State)
+	assert.Equal(t, idem.Token(2), got.r.Record.Token, "the winner's record")
+	assert.Equal(t, fp(2), got.r.Record.Fingerprint)
+	assert.Equal(t, loseFn, s.usesClaimFunc(), "the loser claimed as told")
+}
+
+// TestMixedClaimRace: processes that claim with the function and processes
+// that claim with the statement (a rolling deploy, or a process that fell
+// back) race for the same keys, in rounds: new keys, takeovers of run-out
+// leases, reclaims of FAILED records without a response, and replays of
+// COMPLETED ones. In every round exactly one Begin per key acquires it (none
+// in the replay round), a takeover reports the state it replaced, and the
+// fencing tokens hold: only the latest winner's Finish succeeds.
+func TestMixedClaimRace(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	fnStore := newTestStore(t, Options{})
+	cteStore, err := New(fnStore.pool, Options{Schema: fnStore.n.schema})
+	require.NoError(t, err)
+	useClaimFunc(cteStore, false)
+	stores := []*Store{fnStore, cteStore}
+
+	const (
+		keys    = 30
+		racers  = 6 // per store
+		perRace = 2 * racers
+	)
+	key := func(k int) string { return fmt.Sprintf("k%d", k) }
+	var tok atomic.Int64
+	type win struct {
+		tok   idem.Token
+		prior idem.State
+		fn    bool
+	}
+	// round runs perRace Begins of every key at once and returns the
+	// winners per key.
+	round := func(t *testing.T, wantPrior idem.State, wantWinner bool) map[int]win {
+		t.Helper()
+		var (
+			mu   sync.Mutex
+			wins = map[int][]win{}
+			wg   sync.WaitGroup
+		)
+		start := make(chan struct{})
+		for r := range perRace {
+			s := stores[r%2]
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				for k := range keys {
+					tk := idem.Token(tok.Add(1))
+					res, err := s.Begin(ctx, &idem.BeginRequest{Key: key(k), Fingerprint: fp(1), Token: tk, Lease: time.Minute, TTL: time.Hour})
+					if !assert.NoError(t, err) {
+						return
+					}
+					if res.Acquired {
+						mu.Lock()
+						wins[k] = append(wins[k], win{tk, res.Prior, s == fnStore})
+						mu.Unlock()
+					}
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		out := map[int]win{}
+		for k := range keys {
+			w := wins[k]
+			if !wantWinner {
+				assert.Empty(t, w, key(k))
+				continue
+			}
+			if assert.Len(t, w, 1, "exactly one winner for %s", key(k)) {
+				assert.Equal(t, wantPrior, w[0].prior, key(k))
+				out[k] = w[0]
+			}
+		}
+		return out
+	}
+	expireLeases := func() {
+		_, err := fnStore.pool.Exec(ctx, `UPDATE `+fnStore.n.table+` SET lease_expires_at = clock_timestamp() - interval '1 second'`)
+		require.NoError(t, err)
+	}
+	byFn := func(ws map[int]win) (n int) {
+		for _, w := range ws {
+			if w.fn {
+				n++
+			}
+		}
+		return n
+	}
+
+	first := round(t, 0, true) // new keys: no prior state
+	expireLeases()
+	second := round(t, idem.StatePending, true) // takeovers
+	for k := range keys {
+		assert.ErrorIs(t, fnStore.Finish(ctx, key(k), first[k].tok, idem.StateFailed, nil), idem.ErrFenced, "the first holder is fenced off")
+		require.NoError(t, cteStore.Finish(ctx, key(k), second[k].tok, idem.StateFailed, nil))
+	}
+	third := round(t, idem.StateFailed, true) // reclaims
+	for k := range keys {
+		assert.ErrorIs(t, cteStore.Finish(ctx, key(k), second[k].tok, idem.StateCompleted, nil), idem.ErrFenced)
+		require.NoError(t, fnStore.Finish(ctx, key(k), third[k].tok, idem.StateCompleted, []byte(key(k))))
+	}
+	round(t, 0, false) // replays
+	for k := range keys {
+		rec, found, err := cteStore.Get(ctx, key(k))
+		require.NoError(t, err)
+		require.True(t, found)
+		assert.Equal(t, third[k].tok, rec.Token)
+		assert.Equal(t, []byte(key(k)), rec.Response)
+	}
+	t.Logf("wins by the function: %d, %d, %d of %d", byFn(first), byFn(second), byFn(third), keys)
 }

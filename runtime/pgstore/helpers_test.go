@@ -88,3 +88,96 @@ func fp(b byte) idem.Fingerprint {
 	}
 	return f
 }
+
+// newV1StoreOn returns a store on p whose schema an older pgstore made (the
+// table at version 1, no claim function), in a schema of its own unless opts names one: the
+// schema an older pgstore left, on which Begin falls back to the claim
+// statement.
+func newV1StoreOn(tb testing.TB, p *pgxpool.Pool, opts Options) *Store {
+	tb.Helper()
+	if opts.Schema == "" {
+		opts.Schema = uniqueSchema(tb, p)
+	}
+	s, err := New(p, opts)
+	require.NoError(tb, err)
+	tb.Cleanup(func() { _ = s.Close() })
+	require.NoError(tb, s.migrate(context.Background(), false))
+	return s
+}
+
+// claimPaths are Begin's two ways of claiming: the claim function (fn) and
+// the claim statement, its fallback.
+var claimPaths = []struct {
+	name string
+	fn   bool
+}{{"Func", true}, {"CTE", false}}
+
+// useClaimFunc makes s claim with the function (fn) or the statement.
+func useClaimFunc(s *Store, fn bool) {
+	if fn {
+		s.claimFuncFound()
+	} else if s.usesClaimFunc() {
+		s.claimMode.Add(1)
+	}
+}
+
+// claimSQL is the claim function's call (fn) or the claim statement.
+func claimSQL(s *Store, fn bool) string {
+	if fn {
+		return s.q.claimFunc
+	}
+	return s.q.claim
+}
+
+// claimPrefix is how the text of claimSQL(s, fn) starts, for pg_stat_activity.
+func claimPrefix(fn bool) string {
+	if fn {
+		return "SELECT * FROM"
+	}
+	return "WITH cur"
+}
+
+// sqlRecorder is a pgx tracer that records the statements of the claim
+// (claimFunc or claim) it sees, and their errors.
+type sqlRecorder struct {
+	mu    sync.Mutex
+	s     *Store
+	calls []string // "func", "cte", with " error" after a failed one
+}
+
+func (r *sqlRecorder) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	return context.WithValue(ctx, sqlKey{}, d.SQL)
+}
+
+func (r *sqlRecorder) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryEndData) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sql, _ := ctx.Value(sqlKey{}).(string)
+	if r.s == nil {
+		return
+	}
+	var call string
+	switch sql {
+	case r.s.q.claimFunc:
+		call = "func"
+	case r.s.q.claim:
+		call = "cte"
+	default:
+		return
+	}
+	if d.Err != nil {
+		call += " error"
+	}
+	r.calls = append(r.calls, call)
+}
+
+type sqlKey struct{}
+
+// take returns the calls recorded so far and forgets them.
+func (r *sqlRecorder) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.calls
+	r.calls = nil
+	return c
+}

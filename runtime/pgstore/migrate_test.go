@@ -9,9 +9,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemgen/idemgen/internal/testenv"
 	"github.com/idemgen/idemgen/runtime/idem"
 )
 
@@ -20,15 +22,17 @@ func TestMigrateTwiceIsNoop(t *testing.T) {
 	s := newTestStore(t, Options{Table: "Records"}) // migrated once
 	ctx := context.Background()
 	type snapshot struct {
-		tableOID, indexOID uint32
-		versions           []int
-		applied            time.Time
-		ddlXmin            string
+		tableOID, indexOID, funcOID uint32
+		versions                    []int
+		applied                     time.Time
+		ddlXmin, funcXmin           string
 	}
 	snap := func() snapshot {
 		var sn snapshot
-		require.NoError(t, s.pool.QueryRow(ctx, `SELECT $1::regclass::oid, $2::regclass::oid, (SELECT xmin::text FROM pg_class WHERE oid = $1::regclass)`,
-			s.n.table, pgx.Identifier{s.n.schema, "Records_expires_at_idx"}.Sanitize()).Scan(&sn.tableOID, &sn.indexOID, &sn.ddlXmin))
+		require.NoError(t, s.pool.QueryRow(ctx, `SELECT $1::regclass::oid, $2::regclass::oid, (SELECT xmin::text FROM pg_class WHERE oid = $1::regclass),
+    p.oid, p.xmin::text FROM pg_proc p WHERE p.oid = $3::regproc`,
+			s.n.table, pgx.Identifier{s.n.schema, "Records_expires_at_idx"}.Sanitize(), pgx.Identifier{s.n.schema, "Records_claim"}.Sanitize()).
+			Scan(&sn.tableOID, &sn.indexOID, &sn.ddlXmin, &sn.funcOID, &sn.funcXmin))
 		rows, err := s.pool.Query(ctx, `SELECT version FROM `+s.n.version+` ORDER BY version`)
 		require.NoError(t, err)
 		sn.versions, err = pgx.CollectRows(rows, pgx.RowTo[int])
@@ -47,6 +51,60 @@ func TestMigrateTwiceIsNoop(t *testing.T) {
 	_, found, err := s.Get(ctx, "k")
 	require.NoError(t, err)
 	assert.True(t, found, "data survives")
+}
+
+// TestMigrateFromV1: Migrate adds the claim function to a schema an older
+// pgstore made, with records in it, at the same version; a Store
+// that fell back to the claim statement on the old schema uses the function
+// after its Migrate.
+func TestMigrateFromV1(t *testing.T) {
+	t.Parallel()
+	rec := &sqlRecorder{}
+	p := poolWith(t, testenv.PostgresURL(t), func(c *pgxpool.Config) {
+		c.MaxConns = 2
+		c.ConnConfig.Tracer = rec
+	})
+	s := newV1StoreOn(t, p, Options{})
+	rec.s = s
+	ctx := context.Background()
+	versions := func() []int {
+		rows, err := p.Query(ctx, `SELECT version FROM `+s.n.version+` ORDER BY version`)
+		require.NoError(t, err)
+		v, err := pgx.CollectRows(rows, pgx.RowTo[int])
+		require.NoError(t, err)
+		return v
+	}
+	haveFunc := func() bool {
+		var ok bool
+		require.NoError(t, p.QueryRow(ctx, `SELECT to_regproc($1) IS NOT NULL`, s.n.claim).Scan(&ok))
+		return ok
+	}
+	require.Equal(t, []int{1}, versions())
+	require.False(t, haveFunc())
+
+	begin := func(key string, tok idem.Token) idem.BeginResult {
+		t.Helper()
+		r, err := s.Begin(ctx, &idem.BeginRequest{Key: key, Fingerprint: fp(1), Token: tok, Lease: time.Minute, TTL: time.Hour})
+		require.NoError(t, err)
+		return r
+	}
+	require.True(t, begin("old", 1).Acquired)
+	require.Equal(t, []string{"func error", "cte"}, rec.take(), "the first Begin falls back")
+	require.NoError(t, s.Finish(ctx, "old", 1, idem.StateCompleted, []byte("old resp")))
+	require.True(t, begin("pending", 2).Acquired)
+	require.Equal(t, []string{"cte"}, rec.take(), "and stays there")
+
+	require.NoError(t, s.Migrate(ctx))
+	require.Equal(t, []int{1}, versions(), "the function is no schema version")
+	require.True(t, haveFunc())
+	r := begin("old", 3)
+	require.False(t, r.Acquired)
+	require.Equal(t, []byte("old resp"), r.Record.Response, "records survive")
+	r = begin("pending", 4)
+	require.False(t, r.Acquired)
+	require.Equal(t, idem.Token(2), r.Record.Token)
+	require.True(t, begin("new", 5).Acquired)
+	require.Equal(t, []string{"func", "func", "func"}, rec.take(), "the Store claims with the function after its Migrate")
 }
 
 func TestMigrateConcurrently(t *testing.T) {
@@ -73,7 +131,7 @@ func TestMigrateConcurrently(t *testing.T) {
 	var n int
 	require.NoError(t, p.QueryRow(context.Background(),
 		`SELECT count(*) FROM `+pgx.Identifier{schema, DefaultTable + "_version"}.Sanitize()).Scan(&n))
-	assert.Equal(t, 1, n)
+	assert.Equal(t, SchemaVersion, n)
 }
 
 func TestMigrateRefusesNewerSchema(t *testing.T) {
@@ -98,6 +156,7 @@ func TestSchemaSQL(t *testing.T) {
 	ddl, err := SchemaSQL(Options{Schema: schema, Table: "idem"})
 	require.NoError(t, err)
 	assert.Contains(t, ddl, `CREATE TABLE IF NOT EXISTS "`+schema+`"."idem"`)
+	assert.Contains(t, ddl, `CREATE OR REPLACE FUNCTION "`+schema+`"."idem_claim"(`)
 	for range 2 { // idempotent
 		_, err = p.Exec(ctx, ddl)
 		require.NoError(t, err)
@@ -107,6 +166,7 @@ func TestSchemaSQL(t *testing.T) {
 	r, err := s.Begin(ctx, &idem.BeginRequest{Key: "k", Fingerprint: fp(1), Token: 1, Lease: time.Minute, TTL: time.Hour})
 	require.NoError(t, err)
 	assert.True(t, r.Acquired)
+	assert.True(t, s.usesClaimFunc(), "SchemaSQL creates the claim function")
 }
 
 func TestNames(t *testing.T) {
@@ -114,6 +174,8 @@ func TestNames(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, ddl, `"public"."idem_records"`)
 	assert.Contains(t, ddl, `"idem_records_expires_at_idx"`)
+	assert.Contains(t, ddl, `FUNCTION "public"."idem_records_claim"(`)
+	assert.Equal(t, 63, len(strings.Repeat("t", maxTableLen)+"_expires_at_idx"), "the longest suffix fits in 63 bytes")
 	ddl, err = SchemaSQL(Options{Schema: `we"ird`, Table: "T"})
 	require.NoError(t, err)
 	assert.Contains(t, ddl, `"we""ird"."T"`, "identifiers are quoted")
@@ -123,6 +185,27 @@ func TestNames(t *testing.T) {
 	assert.Error(t, err)
 	_, err = New(nil, Options{})
 	assert.Error(t, err)
+}
+
+// TestLongTableName: the objects named after a table of maxTableLen bytes
+// keep their whole names (PostgreSQL would cut them at 63 bytes), and Begin
+// claims with the function.
+func TestLongTableName(t *testing.T) {
+	t.Parallel()
+	table := strings.Repeat("t", maxTableLen)
+	s := newTestStore(t, Options{Table: table})
+	ctx := context.Background()
+	var names []string
+	rows, err := s.pool.Query(ctx, `SELECT relname::text FROM pg_class WHERE relnamespace = $1::regnamespace
+UNION ALL SELECT proname::text FROM pg_proc WHERE pronamespace = $1::regnamespace ORDER BY 1`, pgx.Identifier{s.n.schema}.Sanitize())
+	require.NoError(t, err)
+	names, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	assert.Subset(t, names, []string{table, table + "_claim", table + "_expires_at_idx", table + "_version"})
+	r, err := s.Begin(ctx, &idem.BeginRequest{Key: "k", Fingerprint: fp(1), Token: 1, Lease: time.Minute, TTL: time.Hour})
+	require.NoError(t, err)
+	assert.True(t, r.Acquired)
+	assert.True(t, s.usesClaimFunc())
 }
 
 // TestDocShowsSchema keeps the schema in the package documentation equal to
@@ -137,4 +220,70 @@ func TestDocShowsSchema(t *testing.T) {
 		want.WriteString("//\t" + line + "\n")
 	}
 	assert.Contains(t, string(doc), want.String(), "update the schema in doc.go")
+}
+
+// TestClaimFuncNotExecutable: a role that may use the table but not execute
+// the claim function (EXECUTE revoked from PUBLIC, as default privileges
+// may do) claims with the statement.
+func TestClaimFuncNotExecutable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	admin := testPool(t)
+	owner := newStoreOn(t, admin, Options{})
+	role := owner.n.schema + "_app"
+	roleID := pgx.Identifier{role}.Sanitize()
+	schemaID := pgx.Identifier{owner.n.schema}.Sanitize()
+	for _, q := range []string{
+		`CREATE ROLE ` + roleID + ` NOLOGIN`,
+		`GRANT USAGE ON SCHEMA ` + schemaID + ` TO ` + roleID,
+		`GRANT SELECT, INSERT, UPDATE, DELETE ON ` + owner.n.table + ` TO ` + roleID,
+		`REVOKE EXECUTE ON FUNCTION ` + owner.n.claim + `(text, bytea, bigint, interval, interval, boolean) FROM PUBLIC`,
+	} {
+		_, err := admin.Exec(ctx, q)
+		require.NoError(t, err, q)
+	}
+	t.Cleanup(func() {
+		// After the store's pool is closed (cleanups run last first).
+		_, _ = admin.Exec(context.Background(), `DROP OWNED BY `+roleID)
+		_, _ = admin.Exec(context.Background(), `DROP ROLE IF EXISTS `+roleID)
+	})
+	rec := &sqlRecorder{}
+	p := poolWith(t, testenv.PostgresURL(t), func(c *pgxpool.Config) {
+		c.MaxConns = 1
+		c.ConnConfig.Tracer = rec
+		c.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+			_, err := conn.Exec(ctx, `SET ROLE `+roleID)
+			return err
+		}
+	})
+	s, err := New(p, Options{Schema: owner.n.schema})
+	require.NoError(t, err)
+	rec.s = s
+	for i, want := range [][]string{{"func error", "cte"}, {"cte"}} {
+		r, err := s.Begin(ctx, &idem.BeginRequest{Key: "k", Fingerprint: fp(1), Token: idem.Token(i + 1), Lease: time.Minute, TTL: time.Hour})
+		require.NoError(t, err)
+		require.Equal(t, i == 0, r.Acquired)
+		require.Equal(t, want, rec.take())
+	}
+}
+
+// TestClaimModeStaleFailure: a Begin whose call of the claim function failed
+// before a concurrent Migrate created it does not switch the Store to the
+// statement after that Migrate.
+func TestClaimModeStaleFailure(t *testing.T) {
+	var s Store
+	require.True(t, s.usesClaimFunc())
+	for _, fellBack := range []bool{false, true} {
+		if fellBack {
+			s.claimMode.Add(1)
+			require.False(t, s.usesClaimFunc())
+		}
+		mode := s.claimMode.Load() // read by a Begin whose call then fails
+		s.claimFuncFound()         // a Migrate succeeds meanwhile
+		require.True(t, s.usesClaimFunc())
+		s.claimFuncMissing(mode) // the failed Begin
+		require.True(t, s.usesClaimFunc(), "fell back before: %v", fellBack)
+	}
+	s.claimFuncMissing(s.claimMode.Load())
+	require.False(t, s.usesClaimFunc(), "a failure without a Migrate falls back")
 }

@@ -1,10 +1,13 @@
 package pgstore
 
 import (
+	"context"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/idemgen/idemgen/internal/testenv"
 	"github.com/idemgen/idemgen/runtime/idem"
@@ -53,6 +56,39 @@ func TestConformanceIsolation(t *testing.T) {
 			})
 			storetest.RunConformanceTests(t, func(t *testing.T) idem.Store {
 				return newStoreOn(t, p, Options{})
+			})
+		})
+	}
+}
+
+// TestConformanceV1 runs the suite on older pgstores' schemas (no claim
+// function), where Begin falls back to the claim statement, in every query
+// execution mode (the missing function is reported at a different step in
+// each: prepare, describe or execute).
+func TestConformanceV1(t *testing.T) {
+	for name, mode := range map[string]pgx.QueryExecMode{
+		"CacheStatement": pgx.QueryExecModeCacheStatement,
+		"SimpleProtocol": pgx.QueryExecModeSimpleProtocol,
+		"Exec":           pgx.QueryExecModeExec,
+		"DescribeExec":   pgx.QueryExecModeDescribeExec,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			p := poolWith(t, testenv.PostgresURL(t), func(c *pgxpool.Config) {
+				c.MaxConns = 8
+				c.ConnConfig.DefaultQueryExecMode = mode
+			})
+			storetest.RunConformanceTests(t, func(t *testing.T) idem.Store {
+				s := newV1StoreOn(t, p, Options{})
+				t.Cleanup(func() {
+					var rows int
+					require.NoError(t, p.QueryRow(context.Background(),
+						`SELECT count(*) FROM `+s.n.table).Scan(&rows))
+					if rows > 0 { // the test claimed: with the statement
+						assert.False(t, s.usesClaimFunc(), "Begin fell back to the claim statement")
+					}
+				})
+				return s
 			})
 		})
 	}

@@ -16,7 +16,8 @@ const (
 )
 
 // maxTableLen leaves room for the suffixes of the objects named after the
-// table (…_version, …_expires_at_idx) within PostgreSQL's 63-byte names.
+// table (…_version, …_expires_at_idx, …_claim) within PostgreSQL's 63-byte
+// names.
 const maxTableLen = 48
 
 // names holds the quoted identifiers of one store's schema objects.
@@ -25,6 +26,7 @@ type names struct {
 	table   string // "schema"."table"
 	version string // "schema"."table_version"
 	index   string // "table_expires_at_idx" (an index lives in its table's schema)
+	claim   string // "schema"."table_claim": Begin's function (claimFuncSQL)
 	lockKey string // schema.table, hashed for the migration advisory lock
 }
 
@@ -49,6 +51,7 @@ func newNames(opts Options) (names, error) {
 		table:   pgx.Identifier{schema, table}.Sanitize(),
 		version: pgx.Identifier{schema, table + "_version"}.Sanitize(),
 		index:   pgx.Identifier{table + "_expires_at_idx"}.Sanitize(),
+		claim:   pgx.Identifier{schema, table + "_claim"}.Sanitize(),
 		lockKey: schema + "." + table,
 	}, nil
 }
@@ -75,9 +78,91 @@ CREATE INDEX IF NOT EXISTS ` + n.index + ` ON ` + n.table + ` (expires_at);`
 // SchemaVersion is the schema version this package writes and reads.
 var SchemaVersion = len(migrations)
 
+// claimFuncSQL creates Begin's claim function (see queries.claimFunc), with
+// exactly the semantics of the claim statement, which stays Begin's fallback
+// where the function is missing.
+//
+// The function is not a migration: it changes no layout, and Migrate creates
+// it whenever it is missing, without a new schema version. An older pgstore
+// refuses to migrate a schema version it does not know, so a version for the
+// function would stop older processes from starting (their Migrate) during
+// a rolling deploy; instead they see version 1, migrate nothing and claim
+// with the statement, beside newer processes that claim with the function,
+// correctly together (TestMixedClaimRace). A later change of its parameters or result
+// columns needs a function of another name: a statement prepared on the
+// old one would fail ("cached plan must not change result type").
+//
+// The body names the table schema-qualified instead of setting a
+// search_path: a SET clause on a function makes every call save, set and
+// restore the setting, a cost on each claim for nothing the qualified
+// name does not give. The body's statements are thus independent of the
+// caller's search_path (the built-in functions and operators resolve in
+// pg_catalog, which is searched first unless a search_path lists it
+// later, as for the claim statement). It is VOLATILE (the default;
+// neither STABLE nor IMMUTABLE), so under READ COMMITTED each statement in it takes a fresh snapshot and
+// its writes are allowed; SECURITY INVOKER (the default), so it runs with
+// the caller's privileges on the table. The parameters and result columns
+// have names no column has, so no reference in the body is ambiguous.
+// A claimable condition that were NULL (it cannot be: the columns it
+// compares are NOT NULL, and Begin passes no NULL) would reach the
+// UPDATE, which matches nothing: no result, as in the claim statement.
+func claimFuncSQL(n names) string {
+	claimable := func(r string) string {
+		return `(` + r + `expires_at <= clock_timestamp()
+        OR (` + r + `state = 1 AND ` + r + `lease_expires_at <= clock_timestamp())
+        OR (` + r + `state = 3 AND ` + r + `response IS NULL AND (NOT same_fp OR ` + r + `fingerprint = claim_fp)))`
+	}
+	return `CREATE OR REPLACE FUNCTION ` + n.claim + `(
+    claim_key text, claim_fp bytea, claim_token bigint, claim_lease interval, claim_ttl interval, same_fp boolean,
+    OUT acquired boolean, OUT prior integer, OUT rec_state smallint, OUT rec_fingerprint bytea, OUT rec_token bigint,
+    OUT rec_lease_expires_at timestamptz, OUT rec_expires_at timestamptz, OUT rec_response bytea)
+LANGUAGE plpgsql AS $claim$
+BEGIN
+    -- The row, unlocked, into the record's result columns.
+    SELECT c.state, c.fingerprint, c.token, c.lease_expires_at, c.expires_at, c.response
+    INTO rec_state, rec_fingerprint, rec_token, rec_lease_expires_at, rec_expires_at, rec_response
+    FROM ` + n.table + ` AS c WHERE c.key = claim_key;
+    IF NOT FOUND THEN  -- a new key
+        INSERT INTO ` + n.table + ` (key, state, fingerprint, token, lease_expires_at, expires_at, prior_state, response)
+        VALUES (claim_key, 1, claim_fp, claim_token, clock_timestamp() + claim_lease, clock_timestamp() + claim_ttl, 0, NULL)
+        ON CONFLICT (key) DO NOTHING;
+        IF FOUND THEN
+            acquired := true;
+            prior := 0;
+        END IF;  -- else a concurrent claim inserted the key: acquired is NULL
+        RETURN;
+    END IF;
+    IF NOT ` + claimable("rec_") + ` THEN  -- a replay, a live lease: the record
+        acquired := false;
+        prior := 0;
+        RETURN;
+    END IF;
+    UPDATE ` + n.table + ` AS r SET  -- a takeover
+        state = 1,
+        fingerprint = claim_fp,
+        token = claim_token,
+        lease_expires_at = clock_timestamp() + claim_lease,
+        expires_at = clock_timestamp() + claim_ttl,
+        prior_state = CASE WHEN r.expires_at <= clock_timestamp() THEN 0 ELSE r.state END,
+        response = NULL
+    WHERE r.key = claim_key AND ` + claimable("r.") + `
+    RETURNING r.prior_state INTO prior;
+    IF FOUND THEN
+        acquired := true;
+    END IF;  -- else a concurrent claim changed the row first: acquired is NULL
+    rec_state := NULL; rec_fingerprint := NULL; rec_token := NULL;
+    rec_lease_expires_at := NULL; rec_expires_at := NULL; rec_response := NULL;
+END
+$claim$;`
+}
+
+// claimFuncArgs is the claim function's argument list, which names it among
+// functions of the same name (to_regprocedure, GRANT, DROP).
+const claimFuncArgs = `(text, bytea, bigint, interval, interval, boolean)`
+
 // SchemaSQL returns the DDL that creates the store's table for opts (at
-// SchemaVersion), for teams that run their own migrations instead of
-// (*Store).Migrate. The statements are idempotent.
+// SchemaVersion) and its claim function, for teams that run their own
+// migrations instead of (*Store).Migrate. The statements are idempotent.
 func SchemaSQL(opts Options) (string, error) {
 	n, err := newNames(opts)
 	if err != nil {
@@ -88,16 +173,33 @@ func SchemaSQL(opts Options) (string, error) {
 		b.WriteString(m(n))
 		b.WriteString("\n")
 	}
+	b.WriteString(claimFuncSQL(n))
+	b.WriteString("\n")
 	return b.String(), nil
 }
 
 // Migrate creates or upgrades the store's schema objects: the schema (when
-// missing), the records table with its index, and a version table
-// (<table>_version) that records which migrations ran. Concurrent calls (many
+// missing), the records table with its index, a version table
+// (<table>_version) that records which migrations ran, and the claim
+// function (<table>_claim) when it is missing. Concurrent calls (many
 // instances starting at once) serialize on an advisory lock; a call on an
 // up-to-date schema changes nothing. It fails when the database holds a newer
 // schema version than this package knows.
+//
+// A Store whose Begin fell back to the claim statement because the claim
+// function was missing (see Store.Begin) uses the function again after its
+// Migrate succeeds.
 func (s *Store) Migrate(ctx context.Context) error {
+	if err := s.migrate(ctx, true); err != nil {
+		return err
+	}
+	s.claimFuncFound()
+	return nil
+}
+
+// migrate runs the migrations, and creates the claim function if withFunc
+// (tests leave it out to build an older pgstore's schema).
+func (s *Store) migrate(ctx context.Context, withFunc bool) error {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, "idemgen/pgstore:"+s.n.lockKey); err != nil {
 			return err
@@ -134,6 +236,18 @@ func (s *Store) Migrate(ctx context.Context) error {
 			}
 			if _, err := tx.Exec(ctx, `INSERT INTO `+s.n.version+` (version) VALUES ($1)`, v+1); err != nil {
 				return err
+			}
+		}
+		if !withFunc {
+			return nil
+		}
+		var haveFunc bool
+		if err := tx.QueryRow(ctx, `SELECT to_regprocedure($1) IS NOT NULL`, s.n.claim+claimFuncArgs).Scan(&haveFunc); err != nil {
+			return err
+		}
+		if !haveFunc {
+			if _, err := tx.Exec(ctx, claimFuncSQL(s.n)); err != nil {
+				return fmt.Errorf("claim function: %w", err)
 			}
 		}
 		return nil

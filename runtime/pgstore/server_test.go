@@ -39,6 +39,22 @@ func TestRoundTrips(t *testing.T) {
 	})
 	s := newStoreOn(t, p, Options{})
 	storebench.RoundTrips(t, s, &writes)
+	require.True(t, s.usesClaimFunc())
+}
+
+// TestRoundTripsV1: on an older pgstore's schema (no claim function), Begin's first call of the
+// missing claim function (in the warm-up) costs one round trip more, once;
+// the claim statement then costs what the function does.
+func TestRoundTripsV1(t *testing.T) {
+	t.Parallel()
+	var writes atomic.Int64
+	p := poolWith(t, testenv.PostgresURL(t), func(c *pgxpool.Config) {
+		c.MaxConns = 1
+		c.ConnConfig.DialFunc = testenv.CountingDialer(&writes)
+	})
+	s := newV1StoreOn(t, p, Options{})
+	storebench.RoundTrips(t, s, &writes)
+	require.False(t, s.usesClaimFunc())
 }
 
 func TestKeyValidation(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -62,6 +63,14 @@ type Store struct {
 	// valuers (see typedArgs) where the connection's type map has pgx's
 	// codecs for them (see defaultEncodes).
 	typed bool
+	// claimMode says how Begin claims: with the claim function while it is
+	// even, with the claim statement while it is odd (a Begin found the
+	// function missing: an older pgstore's schema). A Begin whose call fails
+	// moves it from the value it read to the next odd one, and a successful
+	// Migrate to the next even one, each with a compare-and-swap: a call
+	// that failed before a concurrent Migrate created the function does not
+	// undo the Migrate. See Begin.
+	claimMode atomic.Uint64
 
 	// beforeCommit, set by tests only, runs in a transactional commit between
 	// the fenced UPDATE and the COMMIT, while the row lock is held.
@@ -79,10 +88,11 @@ var (
 )
 
 type queries struct {
-	claim, get, finish, extend, reap string
+	claim, claimFunc, get, finish, extend, reap string
 }
 
-func newQueries(t string) queries {
+func newQueries(n names) queries {
+	t := n.table
 	const cols = `state, fingerprint, token, lease_expires_at, expires_at, response`
 	// claimable is Begin's rule, on a row r at the database's now: expired,
 	// PENDING with its lease run out, or FAILED without a response (and, when
@@ -108,6 +118,9 @@ func newQueries(t string) queries {
 		// and Begin runs the statement again: the winner has committed by
 		// then, so the new snapshot shows its row. RETURNING shows only the
 		// new row, so upd carries the state it replaces over in prior_state.
+		//
+		// Begin runs it only where the claim function is missing (a schema
+		// an older pgstore migrated).
 		claim: `WITH cur AS (
     SELECT ` + cols + `, ` + claimable("c") + ` AS claimable
     FROM ` + t + ` AS c WHERE c.key = $1
@@ -134,9 +147,25 @@ UNION ALL
 SELECT true, prior_state, NULL, NULL, NULL, NULL, NULL, NULL FROM upd
 UNION ALL
 SELECT false, 0, ` + cols + ` FROM cur WHERE NOT cur.claimable`,
-		get:    `SELECT ` + cols + ` FROM ` + t + ` WHERE key = $1 AND expires_at > clock_timestamp()`,
-		finish: `UPDATE ` + t + ` SET state = $3, response = $4 WHERE key = $1 AND token = $2 AND state = 1 AND expires_at > clock_timestamp()`,
-		extend: `UPDATE ` + t + ` SET lease_expires_at = clock_timestamp() + $3::interval WHERE key = $1 AND token = $2 AND state = 1 AND expires_at > clock_timestamp()`,
+		// claimFunc calls the claim function (claimFuncSQL), which does
+		// what claim does, statement by statement in one plpgsql function,
+		// and costs the server less: a replay 46 µs instead of 61 (a plain
+		// SELECT of the row: 36), a new key about the same or a few µs less
+		// (pgbench -M prepared, one client, PostgreSQL 15). It reads the row; a new key is inserted (ON
+		// CONFLICT DO NOTHING), a claimable row taken over by an UPDATE that
+		// re-checks claimable on the row's latest version, and an
+		// unclaimable one returned, neither written nor locked. Being
+		// VOLATILE, each statement in it takes a fresh snapshot under READ
+		// COMMITTED, so an INSERT or UPDATE that lost its race to a claim
+		// that committed after the read gives up, as in claim. Its one row
+		// has claim's columns and types; a lost race, which claim answers
+		// with no row, is a row whose acquired is NULL. The casts pin the
+		// argument types for every QueryExecMode (the simple protocol sends
+		// untyped literals).
+		claimFunc: `SELECT * FROM ` + n.claim + `($1::text, $2::bytea, $3::bigint, $4::interval, $5::interval, $6::boolean)`,
+		get:       `SELECT ` + cols + ` FROM ` + t + ` WHERE key = $1 AND expires_at > clock_timestamp()`,
+		finish:    `UPDATE ` + t + ` SET state = $3, response = $4 WHERE key = $1 AND token = $2 AND state = 1 AND expires_at > clock_timestamp()`,
+		extend:    `UPDATE ` + t + ` SET lease_expires_at = clock_timestamp() + $3::interval WHERE key = $1 AND token = $2 AND state = 1 AND expires_at > clock_timestamp()`,
 		reap: `WITH doomed AS (
     SELECT key FROM ` + t + ` WHERE expires_at <= clock_timestamp()
     ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED
@@ -163,7 +192,7 @@ func New(pool *pgxpool.Pool, opts Options) (*Store, error) {
 	if opts.ReapBatch == 0 {
 		opts.ReapBatch = DefaultReapBatch
 	}
-	s := &Store{pool: pool, n: n, q: newQueries(n.table), opts: opts, log: opts.Logger,
+	s := &Store{pool: pool, n: n, q: newQueries(n), opts: opts, log: opts.Logger,
 		typed: typedArgs(pool.Config().ConnConfig.DefaultQueryExecMode)}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -222,9 +251,20 @@ func fillRecord(rec *idem.Record, state int16, fp []byte, tok int64) error {
 // second attempt nearly always decides.
 const maxClaimAttempts = 10
 
-// Begin implements idem.Store with one round trip, the claim statement
-// (see queries.claim); a Begin that loses a race to a concurrent claim of
-// the same key runs it again to read the winner's record.
+// Begin implements idem.Store with one round trip, a call of the claim
+// function (see queries.claimFunc); a Begin that loses a race to a
+// concurrent claim of the same key calls it again to read the winner's
+// record.
+//
+// On a schema migrated by an older pgstore, or from an older SchemaSQL, the
+// function does not exist: the call fails with SQLSTATE 42883
+// (or 42501, a role that may not execute it), and the Store switches to the
+// claim statement (queries.claim, same semantics, a little slower) and runs
+// it at once. It keeps the statement until its Migrate succeeds; a database
+// migrated by another process meanwhile gets the function from this one
+// after a restart only. Both ways of claiming take the same row locks and
+// re-check the same conditions, so processes of either kind (a rolling
+// deploy) claim the same keys correctly together.
 func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginResult, error) {
 	if err := checkKey(ctx, "begin", req.Key); err != nil {
 		return idem.BeginResult{}, err
@@ -233,8 +273,14 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 		return idem.BeginResult{}, fmt.Errorf("pgstore: begin: lease (%v) and TTL (%v) must be positive", req.Lease, req.TTL)
 	}
 	for range maxClaimAttempts {
-		res, err := s.begin(ctx, req)
+		mode := s.claimMode.Load()
+		fn := mode%2 == 0
+		res, err := s.begin(ctx, req, fn)
 		if errors.Is(err, errLostRace) || isSerializationFailure(err) {
+			continue
+		}
+		if fn && claimFuncUnusable(err) {
+			s.claimFuncMissing(mode)
 			continue
 		}
 		if err != nil {
@@ -245,18 +291,28 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 	return idem.BeginResult{}, fmt.Errorf("pgstore: begin: %w", errLostRace)
 }
 
-func (s *Store) begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginResult, error) {
+// begin runs the claim function (fn) or the claim statement once.
+func (s *Store) begin(ctx context.Context, req *idem.BeginRequest, fn bool) (idem.BeginResult, error) {
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return idem.BeginResult{}, err
 	}
 	defer c.Release()
 	a := newClaimArgs(req, s.typed && defaultEncodes(c.Conn().TypeMap()))
-	rows, _ := c.Conn().Query(ctx, s.q.claim, a.args[:]...)
+	q := s.q.claim
+	if fn {
+		q = s.q.claimFunc
+	}
+	rows, _ := c.Conn().Query(ctx, q, a.args[:]...)
 	var res idem.BeginResult
 	found := rows.Next()
 	if found {
-		res, err = readClaim(rows)
+		// The function's lost race: acquired is NULL (in any format).
+		if v := rows.RawValues(); len(v) > 0 && v[0] == nil {
+			found = false
+		} else {
+			res, err = readClaim(rows)
+		}
 	}
 	rows.Close()
 	if rerr := rows.Err(); rerr != nil {
@@ -315,6 +371,40 @@ func scanClaim(rows pgx.Rows) (idem.BeginResult, error) {
 	}
 	res.Record.LeaseExpiresAt, res.Record.ExpiresAt = *lease, *exp
 	return res, fillRecord(&res.Record, *state, fp, *tok)
+}
+
+// usesClaimFunc reports whether Begin calls the claim function (rather
+// than running the claim statement).
+func (s *Store) usesClaimFunc() bool { return s.claimMode.Load()%2 == 0 }
+
+// claimFuncMissing makes Begin run the claim statement after a call of the
+// claim function failed in claimMode mode (even): unless a Migrate has moved
+// claimMode on since.
+func (s *Store) claimFuncMissing(mode uint64) { s.claimMode.CompareAndSwap(mode, mode+1) }
+
+// claimFuncFound makes Begin call the claim function (Migrate has created
+// it): claimMode moves to the next even value, also from an even one, so
+// that a call that failed before cannot move it to the statement.
+func (s *Store) claimFuncFound() {
+	for {
+		m := s.claimMode.Load()
+		if s.claimMode.CompareAndSwap(m, m+2-m%2) {
+			return
+		}
+	}
+}
+
+// claimFuncUnusable reports an error of a call of the claim function that
+// the claim statement may not meet: the function does not exist
+// (undefined_function, 42883: an older pgstore's schema), or the role may not
+// execute it (insufficient_privilege, 42501: e.g. EXECUTE revoked from
+// PUBLIC by default privileges, while the table's privileges were granted).
+func claimFuncUnusable(err error) bool {
+	if err == nil { // before pe, which escapes: no allocation on success
+		return false
+	}
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "42883" || pe.Code == "42501")
 }
 
 // isSerializationFailure reports a serialization failure (SQLSTATE 40001),

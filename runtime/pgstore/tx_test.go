@@ -175,7 +175,17 @@ func TestTx(t *testing.T) {
 // the lock, then re-checks the row the holder committed, and does not claim.
 func TestTxRaceHolderFirst(t *testing.T) {
 	t.Parallel()
+	for _, path := range claimPaths {
+		t.Run(path.name, func(t *testing.T) {
+			t.Parallel()
+			testTxRaceHolderFirst(t, path.fn)
+		})
+	}
+}
+
+func testTxRaceHolderFirst(t *testing.T, fn bool) {
 	f := newTxFixture(t)
+	useClaimFunc(f.s, fn)
 	ctx := context.Background()
 	commit := f.holderPastLease(t, "k")
 
@@ -189,7 +199,7 @@ func TestTxRaceHolderFirst(t *testing.T) {
 			r, err := f.s.Begin(ctx, &idem.BeginRequest{Key: "k", Fingerprint: fp(2), Token: 2, Lease: time.Minute, TTL: time.Hour})
 			takeover <- result{r, err}
 		}()
-		require.Eventually(t, func() bool { return f.waitersOnLock(t, "WITH cur") == 1 }, 5*time.Second, 5*time.Millisecond,
+		require.Eventually(t, func() bool { return f.waitersOnLock(t, claimPrefix(fn)) == 1 }, 5*time.Second, 5*time.Millisecond,
 			"the takeover waits for the holder's row lock")
 		select {
 		case r := <-takeover:
@@ -212,6 +222,15 @@ func TestTxRaceHolderFirst(t *testing.T) {
 // rolls back with ErrFenced, and none of its writes survive.
 func TestTxRaceTakeoverFirst(t *testing.T) {
 	t.Parallel()
+	for _, path := range claimPaths {
+		t.Run(path.name, func(t *testing.T) {
+			t.Parallel()
+			testTxRaceTakeoverFirst(t, path.fn)
+		})
+	}
+}
+
+func testTxRaceTakeoverFirst(t *testing.T, fn bool) {
 	f := newTxFixture(t)
 	ctx := context.Background()
 	commit := f.holderPastLease(t, "k")
@@ -224,7 +243,7 @@ func TestTxRaceTakeoverFirst(t *testing.T) {
 		prior    int16
 	)
 	f2 := fp(2)
-	require.NoError(t, other.QueryRow(ctx, f.s.q.claim, "k", f2[:], int64(2), time.Minute, time.Hour, false).
+	require.NoError(t, other.QueryRow(ctx, claimSQL(f.s, fn), "k", f2[:], int64(2), time.Minute, time.Hour, false).
 		Scan(&acquired, &prior, nil, nil, nil, nil, nil, nil))
 	assert.True(t, acquired)
 	assert.Equal(t, int16(idem.StatePending), prior)
@@ -246,7 +265,17 @@ func TestTxRaceTakeoverFirst(t *testing.T) {
 // exactly when its commit succeeded.
 func TestTxRaceStress(t *testing.T) {
 	t.Parallel()
+	for _, path := range claimPaths {
+		t.Run(path.name, func(t *testing.T) {
+			t.Parallel()
+			testTxRaceStress(t, path.fn)
+		})
+	}
+}
+
+func testTxRaceStress(t *testing.T, fn bool) {
 	f := newTxFixture(t)
+	useClaimFunc(f.s, fn)
 	ctx := context.Background()
 	var commits, takeovers int
 	for i := range 40 {
