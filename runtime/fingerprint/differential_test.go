@@ -277,3 +277,49 @@ func TestSumReadsOnlyTheBody(t *testing.T) {
 		<-stopped
 	}
 }
+
+// TestSumHeaderCache checks Sum against the documented stream for requests
+// in a row that differ in one header field only, or in where the bytes of
+// two fields part (the same bytes in all), with and without named headers:
+// a state reuses the header of the last request when the fields are the
+// same, and must not when they are not.
+func TestSumHeaderCache(t *testing.T) {
+	body := []byte(`{"b":1,"a":[2,"x"]}`)
+	ins := []fingerprint.Input{
+		{Method: "POST", Operation: "op", RawQuery: "a=1", ContentType: "application/json"},
+		{Method: "POST", Operation: "op", RawQuery: "a=1", ContentType: "application/json"},
+		{Method: "POS", Operation: "Top", RawQuery: "a=1", ContentType: "application/json"},
+		{Method: "POST", Operation: "opa", RawQuery: "=1", ContentType: "application/json"},
+		{Method: "POST", Operation: "op", RawQuery: "a=2", ContentType: "application/json"},
+		{Method: "POST", Operation: "op", RawQuery: "a=1", ContentType: "application/jsoN"},
+		{Method: "POST", Operation: "op", RawQuery: "a=1", ContentType: "text/plain"},
+		{Method: "POST", Operation: "op", RawQuery: "a=1&b", ContentType: "application/x-www-form-urlencoded"},
+		{Method: "POST", Operation: "op", RawQuery: "a=1", ContentType: "application/json", Header: http.Header{"X-Tenant": {"t"}}},
+		{Method: "POST", Operation: "op", RawQuery: "a=1", ContentType: "application/json"},
+		{},
+		{Method: "PUT", Operation: "op", RawQuery: "%zz", ContentType: "application/json"},
+		{Method: "PUT", Operation: "op", RawQuery: "%zz", ContentType: "application/json"},
+	}
+	for _, headers := range [][]string{nil, {"X-Tenant"}} {
+		h := mustNew(t, fingerprint.Options{Headers: headers})
+		other := mustNew(t, fingerprint.Options{Headers: []string{"X-Tenant"}})
+		for round := range 2 {
+			for k := range ins {
+				in := ins[k]
+				in.Body = body
+				if in.ContentType == "application/x-www-form-urlencoded" {
+					in.Body = []byte("b=2&a=1")
+				}
+				if want := documentedSum(h, headers, &in); h.Sum(&in) != want {
+					t.Fatalf("headers %q, round %d, input %d: Sum differs from the documented stream", headers, round, k)
+				}
+				if round == 1 {
+					// Another hasher in between, with named headers.
+					if want := documentedSum(other, []string{"X-Tenant"}, &in); other.Sum(&in) != want {
+						t.Fatalf("headers %q, input %d: Sum with named headers differs from the documented stream", headers, k)
+					}
+				}
+			}
+		}
+	}
+}

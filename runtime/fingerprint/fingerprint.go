@@ -102,9 +102,18 @@ type state struct {
 	// the stream in sum.
 	flushed, summed bool
 	stage           []byte // hashObject's buffer
-	err             jsonError
-	d               hash.Hash
-	sum             [sha256.Size]byte
+	// hkey holds the Method, Operation, RawQuery and ContentType (of
+	// lengths hlens) of the last request that a hasher without named
+	// headers summed with this state; s.hdr[:hlen] is its header and
+	// hkind its body domain (hlen 0: none). A service sums many requests
+	// of one operation, with the same header.
+	hkey  []byte
+	hlens [4]int
+	hlen  int
+	hkind byte
+	err   jsonError
+	d     hash.Hash
+	sum   [sha256.Size]byte
 }
 
 var statePool = sync.Pool{New: func() any { return &state{d: sha256.New()} }}
@@ -122,8 +131,8 @@ func getState() *state { return statePool.Get().(*state) }
 
 func putState(s *state) {
 	s.out = nil
-	if cap(s.buf) > maxPooled || cap(s.tmp) > maxPooled || cap(s.hdr) > maxPooled {
-		s.buf, s.tmp, s.hdr = nil, nil, nil
+	if cap(s.buf) > maxPooled || cap(s.tmp) > maxPooled || cap(s.hdr) > maxPooled || cap(s.hkey) > maxPooled {
+		s.buf, s.tmp, s.hdr, s.hkey, s.hlen = nil, nil, nil, nil, 0
 	}
 	if cap(s.pairs) > maxPooled/32 {
 		s.pairs = nil
@@ -165,6 +174,52 @@ func (h *Hasher) Sum(in *Input) Fingerprint {
 		in = &zeroInput
 	}
 	s := getState()
+	var hdr []byte
+	var kind byte
+	if len(h.headers) == 0 && s.hlen > 0 && s.sameHeader(in) {
+		hdr, kind = s.hdr[:s.hlen], s.hkind
+	} else {
+		hdr, kind = h.header(s, in)
+	}
+	body := in.Body
+	switch kind {
+	case domainJSON:
+		s.hdr, s.direct, s.hashed = hdr, true, false
+		ok := s.canonJSON(in.Body, h.root)
+		s.direct = false
+		if !ok {
+			s.summed = false // data after the object: hashed again
+		}
+		if ok && s.hashed {
+			// A top-level object, hashed already, header first.
+			return s.finish()
+		}
+		if ok {
+			body = s.out
+		} else {
+			kind = domainRaw
+		}
+	case domainForm:
+		if pairs, ok := parseForm(s, in.Body); ok {
+			s.tmp = appendPairs(s.tmp[:0], s.buf, pairs)
+			body = s.tmp
+		} else {
+			kind = domainRaw
+		}
+	}
+	hdr = binary.AppendUvarint(append(hdr, kind), uint64(len(body)))
+
+	s.hdr = hdr
+	s.d.Reset()
+	s.d.Write(hdr)
+	s.d.Write(body)
+	return s.finish()
+}
+
+// header builds in s.hdr the part of the stream before the body's domain
+// (see the package documentation) and returns it with the body's domain,
+// which the content type selects; without named headers, s remembers it.
+func (h *Hasher) header(s *state, in *Input) ([]byte, byte) {
 	hdr := append(s.hdr[:0], streamPrefix...)
 	hdr = appendString(append(hdr, 'M'), in.Method)
 	hdr = appendString(append(hdr, 'O'), in.Operation)
@@ -200,39 +255,25 @@ func (h *Hasher) Sum(in *Input) Fingerprint {
 			}
 		}
 	}
-	body := in.Body
-	switch kind {
-	case domainJSON:
-		s.hdr, s.direct, s.hashed = hdr, true, false
-		ok := s.canonJSON(in.Body, h.root)
-		s.direct = false
-		if !ok {
-			s.summed = false // data after the object: hashed again
-		}
-		if ok && s.hashed {
-			// A top-level object, hashed already, header first.
-			return s.finish()
-		}
-		if ok {
-			body = s.out
-		} else {
-			kind = domainRaw
-		}
-	case domainForm:
-		if pairs, ok := parseForm(s, in.Body); ok {
-			s.tmp = appendPairs(s.tmp[:0], s.buf, pairs)
-			body = s.tmp
-		} else {
-			kind = domainRaw
-		}
+	s.hdr, s.hlen = hdr, 0
+	if len(h.headers) == 0 {
+		s.hkey = append(append(append(append(s.hkey[:0], in.Method...), in.Operation...), in.RawQuery...), in.ContentType...)
+		s.hlens = [4]int{len(in.Method), len(in.Operation), len(in.RawQuery), len(in.ContentType)}
+		s.hlen, s.hkind = len(hdr), kind
 	}
-	hdr = binary.AppendUvarint(append(hdr, kind), uint64(len(body)))
+	return hdr, kind
+}
 
-	s.hdr = hdr
-	s.d.Reset()
-	s.d.Write(hdr)
-	s.d.Write(body)
-	return s.finish()
+// sameHeader reports whether in has the Method, Operation, RawQuery and
+// ContentType of the header that s holds (s.hlen > 0).
+func (s *state) sameHeader(in *Input) bool {
+	l, k := &s.hlens, s.hkey
+	if len(in.Method) != l[0] || len(in.Operation) != l[1] || len(in.RawQuery) != l[2] || len(in.ContentType) != l[3] {
+		return false
+	}
+	a, b, c := l[0], l[0]+l[1], l[0]+l[1]+l[2]
+	return string(k[:a]) == in.Method && string(k[a:b]) == in.Operation &&
+		string(k[b:c]) == in.RawQuery && string(k[c:]) == in.ContentType
 }
 
 // finish returns the fingerprint of what s.d was given, and puts s back.
