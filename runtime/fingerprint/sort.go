@@ -217,7 +217,8 @@ type shapeName struct {
 	rest, end int // rest[rest:end] are the bytes past the first eight
 	// text holds the member's input text `"name":` (little-endian, zero
 	// padded) where it has no escapes and is at most 24 bytes long, and
-	// tmask its bytes; tmask[0] is 0 otherwise.
+	// tmask its bytes; otherwise text is zero and tmask[0] 0xFF, which no
+	// member text matches (it starts with a quote).
 	text, tmask [3]uint64
 }
 
@@ -260,6 +261,8 @@ func (s *state) remember(sh *shape, ms []member, perm []int32, sorted int, in []
 			for j := range l {
 				e.tmask[j/8] |= 0xFF << (8 * (j % 8))
 			}
+		} else {
+			e.tmask[0] = 0xFF
 		}
 		sh.names = append(sh.names, e)
 	}
