@@ -2,6 +2,7 @@ package fingerprint
 
 import (
 	"crypto/sha256"
+	"encoding"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
@@ -111,9 +112,17 @@ type state struct {
 	hlens [4]int
 	hlen  int
 	hkind byte
-	err   jsonError
-	d     hash.Hash
-	sum   [sha256.Size]byte
+	// reused: this call's header is the cached one. mid is then s.d's
+	// state (encoding.BinaryAppender) after the header's first midLen
+	// bytes, its whole 64-byte blocks (midLen 0: not made yet, at the
+	// header's first reuse). (A header built anew is hashed in full: its
+	// next request may have another.)
+	reused bool
+	mid    []byte
+	midLen int
+	err    jsonError
+	d      hash.Hash
+	sum    [sha256.Size]byte
 }
 
 var statePool = sync.Pool{New: func() any { return &state{d: sha256.New()} }}
@@ -178,6 +187,7 @@ func (h *Hasher) Sum(in *Input) Fingerprint {
 	var kind byte
 	if len(h.headers) == 0 && s.hlen > 0 && s.sameHeader(in) {
 		hdr, kind = s.hdr[:s.hlen], s.hkind
+		s.reused = true
 	} else {
 		hdr, kind = h.header(s, in)
 	}
@@ -210,8 +220,7 @@ func (h *Hasher) Sum(in *Input) Fingerprint {
 	hdr = binary.AppendUvarint(append(hdr, kind), uint64(len(body)))
 
 	s.hdr = hdr
-	s.d.Reset()
-	s.d.Write(hdr)
+	s.d.Write(hdr[s.resetDigest():])
 	s.d.Write(body)
 	return s.finish()
 }
@@ -255,13 +264,38 @@ func (h *Hasher) header(s *state, in *Input) ([]byte, byte) {
 			}
 		}
 	}
-	s.hdr, s.hlen = hdr, 0
+	s.hdr, s.hlen, s.midLen, s.reused = hdr, 0, 0, false
 	if len(h.headers) == 0 {
 		s.hkey = append(append(append(append(s.hkey[:0], in.Method...), in.Operation...), in.RawQuery...), in.ContentType...)
 		s.hlens = [4]int{len(in.Method), len(in.Operation), len(in.RawQuery), len(in.ContentType)}
 		s.hlen, s.hkind = len(hdr), kind
 	}
 	return hdr, kind
+}
+
+// resetDigest resets s.d to the state after the start of the stream that
+// it returns the length of: for a header reused, its whole 64-byte
+// blocks, hashed once for all its reuses; else nothing.
+func (s *state) resetDigest() int {
+	if !s.reused || s.hlen < sha256.BlockSize {
+		s.d.Reset()
+		return 0
+	}
+	if s.midLen > 0 {
+		if u, ok := s.d.(encoding.BinaryUnmarshaler); ok && u.UnmarshalBinary(s.mid) == nil {
+			return s.midLen
+		}
+	} else if a, ok := s.d.(encoding.BinaryAppender); ok {
+		n := s.hlen &^ (sha256.BlockSize - 1)
+		s.d.Reset()
+		s.d.Write(s.hdr[:n])
+		if mid, err := a.AppendBinary(s.mid[:0]); err == nil {
+			s.mid, s.midLen = mid, n
+			return n
+		}
+	}
+	s.d.Reset()
+	return 0
 }
 
 // sameHeader reports whether in has the Method, Operation, RawQuery and

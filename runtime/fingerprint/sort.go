@@ -370,15 +370,13 @@ func (s *state) hashObject(ms []member, perm []int32, in, buf []byte) {
 		size += ms[k].ke - ms[k].ks + ms[k].ve - ms[k].vs + 2
 	}
 	s.hdr = binary.AppendUvarint(append(s.hdr, domainJSON), uint64(size))
-	s.d.Reset()
 	s.flushed = false
 	if cap(s.stage) < stageSize {
 		s.stage = make([]byte, 0, stageSize)
 	}
 	st := s.stage[:0]
 	if len(s.hdr) > stageSize/2 {
-		s.d.Write(s.hdr)
-		s.flushed = true
+		s.flush(s.hdr)
 	} else {
 		st = append(st, s.hdr...)
 	}
@@ -418,8 +416,8 @@ func (s *state) hashObject(ms []member, perm []int32, in, buf []byte) {
 		st = append(st, '}')
 	}
 	st[len(st)-1] = '}'
-	if s.flushed {
-		s.d.Write(st)
+	if s.flushed || s.reused && s.hlen >= sha256.BlockSize {
+		s.flush(st) // for a header reused, without its first blocks
 	} else {
 		// The whole stream is in the stage: one call, without the
 		// digest's state (finish takes s.sum).
@@ -428,6 +426,17 @@ func (s *state) hashObject(ms []member, perm []int32, in, buf []byte) {
 	}
 	s.stage = st
 	s.hashed = true
+}
+
+// flush writes p to the hash; if hashObject has not written to it yet, p
+// is the start of the stream, and the hash starts afresh or, for a header
+// reused, from its state after the header's whole blocks (resetDigest).
+func (s *state) flush(p []byte) {
+	if !s.flushed {
+		p = p[s.resetDigest():]
+		s.flushed = true
+	}
+	s.d.Write(p)
 }
 
 // stageSize is the size of state.stage; a piece of at least a quarter of
@@ -458,14 +467,12 @@ func (s *state) stageWrite(st, p []byte) []byte {
 		return n
 	}
 	if len(p) >= stageSize/4 {
-		s.d.Write(st)
+		s.flush(st)
 		s.d.Write(p)
-		s.flushed = true
 		return st[:0]
 	}
 	if len(st)+len(p)+2 > cap(st) {
-		s.d.Write(st)
-		s.flushed = true
+		s.flush(st)
 		st = st[:0]
 	}
 	return append(st, p...)
