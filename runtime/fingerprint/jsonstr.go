@@ -22,12 +22,13 @@ func special(x uint64) uint64 {
 	// x^0x02 maps the quote to 0x20 and keeps the control characters
 	// below 0x20 (and the space above), so one "less than 0x21" test
 	// finds both; x^'\\' maps the backslash to 0, which "less than 1"
-	// finds. The usual "&^ y" and "&^ b", which clear the high bits the
-	// differences have for bytes from 0x80 up, are not needed: "| x"
-	// flags those bytes anyway.
+	// finds. Without a borrow, the high bit of a byte from 0x80 up is
+	// set in y-0x21 unless x is 0x80 to 0xA0, and in b-1 unless x is
+	// 0xDC: in one of the two always, so the differences flag non-ASCII
+	// bytes too, without the usual "&^ y", "&^ b" and "| x".
 	y := x ^ (0x02 * lsb)
 	b := x ^ ('\\' * lsb)
-	return ((y - 0x21*lsb) | (b - lsb) | x) & msb
+	return ((y - 0x21*lsb) | (b - lsb)) & msb
 }
 
 // skipPlain returns the index of the first byte from in[i] that special
