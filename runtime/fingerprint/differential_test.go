@@ -277,3 +277,66 @@ func TestSumReadsOnlyTheBody(t *testing.T) {
 		<-stopped
 	}
 }
+
+// TestSumHeaderCache checks Sum against the documented stream for requests
+// in a row that differ in one header field only, or in where the bytes of
+// two fields part (the same bytes in all), with and without named headers,
+// each summed three times: a state reuses the header of the last request
+// when the fields are the same (and from its second reuse on, the digest's
+// state after its whole blocks), and must not when they are not. The
+// bodies take every way to the hash: a small object in the stage, a large
+// one flushed, an array, a body that is not JSON, a form.
+func TestSumHeaderCache(t *testing.T) {
+	long := "q=" + strings.Repeat("v", 1500) // a header longer than the stage's half
+	ins := []fingerprint.Input{
+		{Method: "POST", Operation: "op", RawQuery: "a=1", ContentType: "application/json"},
+		{Method: "POST", Operation: "createOrder", RawQuery: "dry_run=false&lang=en", ContentType: "application/json"},
+		{Method: "POST", Operation: "createOrder", RawQuery: "dry_run=false&lang=en", ContentType: "application/json"},
+		{Method: "POS", Operation: "TcreateOrder", RawQuery: "dry_run=false&lang=en", ContentType: "application/json"},
+		{Method: "POST", Operation: "createOrderd", RawQuery: "ry_run=false&lang=en", ContentType: "application/json"},
+		{Method: "POST", Operation: "createOrder", RawQuery: "dry_run=false&lang=em", ContentType: "application/json"},
+		{Method: "POST", Operation: "op", RawQuery: "a=2", ContentType: "application/json"},
+		{Method: "POST", Operation: "op", RawQuery: "a=1", ContentType: "application/jsoN"},
+		{Method: "POST", Operation: "op", RawQuery: "a=1", ContentType: "text/plain"},
+		{Method: "POST", Operation: "op", RawQuery: "a=1&b", ContentType: "application/x-www-form-urlencoded"},
+		{Method: "POST", Operation: "op", RawQuery: "a=1", ContentType: "application/json", Header: http.Header{"X-Tenant": {"t"}}},
+		{Method: "POST", Operation: "op", RawQuery: long, ContentType: "application/json"},
+		{Method: "POST", Operation: "op", RawQuery: long[:1000], ContentType: "application/json"},
+		{},
+		{Method: "PUT", Operation: "op", RawQuery: "%zz", ContentType: "application/json"},
+	}
+	bodies := [][]byte{
+		[]byte(`{"b":1,"a":[2,"x"]}`),
+		fingerprinttest.DenseBody(4096), // flushed: over the stage's size
+		[]byte(` [{"b":1,"a":2}, 3] `),
+		[]byte(`{"a":1} x`),
+		[]byte(`{"a":1}`),
+	}
+	for _, headers := range [][]string{nil, {"X-Tenant"}} {
+		h := mustNew(t, fingerprint.Options{Headers: headers})
+		other := mustNew(t, fingerprint.Options{Headers: []string{"X-Tenant"}})
+		for round := range 2 {
+			for k := range ins {
+				for b, body := range bodies {
+					in := ins[k]
+					in.Body = body
+					if in.ContentType == "application/x-www-form-urlencoded" {
+						in.Body = []byte("b=2&a=1")
+					}
+					want := documentedSum(h, headers, &in)
+					for n := range 3 {
+						if h.Sum(&in) != want {
+							t.Fatalf("headers %q, round %d, input %d, body %d, sum %d: Sum differs from the documented stream", headers, round, k, b, n)
+						}
+					}
+					if round == 1 {
+						// Another hasher in between, with named headers.
+						if want := documentedSum(other, []string{"X-Tenant"}, &in); other.Sum(&in) != want {
+							t.Fatalf("headers %q, input %d, body %d: Sum with named headers differs from the documented stream", headers, k, b)
+						}
+					}
+				}
+			}
+		}
+	}
+}

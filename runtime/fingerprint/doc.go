@@ -141,5 +141,9 @@
 // names. An object guesses its shape from the previous object in the same
 // array, or from the last object seen as the value of a member of the same
 // name; while the guess holds, each name is checked by comparing its input
-// text with the cached one. See the package benchmarks for numbers.
+// text with the cached one. The stream's header (method, operation, query,
+// content type) is kept too, with the digest's state after its whole
+// 64-byte blocks: a request with the same four as the last one on the same
+// scratch state (and a hasher without named headers) reuses both. See the
+// package benchmarks for numbers.
 package fingerprint

@@ -2,6 +2,7 @@ package fingerprint
 
 import (
 	"crypto/sha256"
+	"encoding"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
@@ -102,9 +103,26 @@ type state struct {
 	// the stream in sum.
 	flushed, summed bool
 	stage           []byte // hashObject's buffer
-	err             jsonError
-	d               hash.Hash
-	sum             [sha256.Size]byte
+	// hkey holds the Method, Operation, RawQuery and ContentType (of
+	// lengths hlens) of the last request that a hasher without named
+	// headers summed with this state; s.hdr[:hlen] is its header and
+	// hkind its body domain (hlen 0: none). A service sums many requests
+	// of one operation, with the same header.
+	hkey  []byte
+	hlens [4]int
+	hlen  int
+	hkind byte
+	// reused: this call's header is the cached one. mid is then s.d's
+	// state (encoding.BinaryAppender) after the header's first midLen
+	// bytes, its whole 64-byte blocks (midLen 0: not made yet, at the
+	// header's first reuse). (A header built anew is hashed in full: its
+	// next request may have another.)
+	reused bool
+	mid    []byte
+	midLen int
+	err    jsonError
+	d      hash.Hash
+	sum    [sha256.Size]byte
 }
 
 var statePool = sync.Pool{New: func() any { return &state{d: sha256.New()} }}
@@ -122,8 +140,8 @@ func getState() *state { return statePool.Get().(*state) }
 
 func putState(s *state) {
 	s.out = nil
-	if cap(s.buf) > maxPooled || cap(s.tmp) > maxPooled || cap(s.hdr) > maxPooled {
-		s.buf, s.tmp, s.hdr = nil, nil, nil
+	if cap(s.buf) > maxPooled || cap(s.tmp) > maxPooled || cap(s.hdr) > maxPooled || cap(s.hkey) > maxPooled {
+		s.buf, s.tmp, s.hdr, s.hkey, s.hlen = nil, nil, nil, nil, 0
 	}
 	if cap(s.pairs) > maxPooled/32 {
 		s.pairs = nil
@@ -165,6 +183,52 @@ func (h *Hasher) Sum(in *Input) Fingerprint {
 		in = &zeroInput
 	}
 	s := getState()
+	var hdr []byte
+	var kind byte
+	if len(h.headers) == 0 && s.hlen > 0 && s.sameHeader(in) {
+		hdr, kind = s.hdr[:s.hlen], s.hkind
+		s.reused = true
+	} else {
+		hdr, kind = h.header(s, in)
+	}
+	body := in.Body
+	switch kind {
+	case domainJSON:
+		s.hdr, s.direct, s.hashed = hdr, true, false
+		ok := s.canonJSON(in.Body, h.root)
+		s.direct = false
+		if !ok {
+			s.summed = false // data after the object: hashed again
+		}
+		if ok && s.hashed {
+			// A top-level object, hashed already, header first.
+			return s.finish()
+		}
+		if ok {
+			body = s.out
+		} else {
+			kind = domainRaw
+		}
+	case domainForm:
+		if pairs, ok := parseForm(s, in.Body); ok {
+			s.tmp = appendPairs(s.tmp[:0], s.buf, pairs)
+			body = s.tmp
+		} else {
+			kind = domainRaw
+		}
+	}
+	hdr = binary.AppendUvarint(append(hdr, kind), uint64(len(body)))
+
+	s.hdr = hdr
+	s.d.Write(hdr[s.resetDigest():])
+	s.d.Write(body)
+	return s.finish()
+}
+
+// header builds in s.hdr the part of the stream before the body's domain
+// (see the package documentation) and returns it with the body's domain,
+// which the content type selects; without named headers, s remembers it.
+func (h *Hasher) header(s *state, in *Input) ([]byte, byte) {
 	hdr := append(s.hdr[:0], streamPrefix...)
 	hdr = appendString(append(hdr, 'M'), in.Method)
 	hdr = appendString(append(hdr, 'O'), in.Operation)
@@ -200,39 +264,50 @@ func (h *Hasher) Sum(in *Input) Fingerprint {
 			}
 		}
 	}
-	body := in.Body
-	switch kind {
-	case domainJSON:
-		s.hdr, s.direct, s.hashed = hdr, true, false
-		ok := s.canonJSON(in.Body, h.root)
-		s.direct = false
-		if !ok {
-			s.summed = false // data after the object: hashed again
+	s.hdr, s.hlen, s.midLen, s.reused = hdr, 0, 0, false
+	if len(h.headers) == 0 {
+		s.hkey = append(append(append(append(s.hkey[:0], in.Method...), in.Operation...), in.RawQuery...), in.ContentType...)
+		s.hlens = [4]int{len(in.Method), len(in.Operation), len(in.RawQuery), len(in.ContentType)}
+		s.hlen, s.hkind = len(hdr), kind
+	}
+	return hdr, kind
+}
+
+// resetDigest resets s.d to the state after the start of the stream that
+// it returns the length of: for a header reused, its whole 64-byte
+// blocks, hashed once for all its reuses; else nothing.
+func (s *state) resetDigest() int {
+	if !s.reused || s.hlen < sha256.BlockSize {
+		s.d.Reset()
+		return 0
+	}
+	if s.midLen > 0 {
+		if u, ok := s.d.(encoding.BinaryUnmarshaler); ok && u.UnmarshalBinary(s.mid) == nil {
+			return s.midLen
 		}
-		if ok && s.hashed {
-			// A top-level object, hashed already, header first.
-			return s.finish()
-		}
-		if ok {
-			body = s.out
-		} else {
-			kind = domainRaw
-		}
-	case domainForm:
-		if pairs, ok := parseForm(s, in.Body); ok {
-			s.tmp = appendPairs(s.tmp[:0], s.buf, pairs)
-			body = s.tmp
-		} else {
-			kind = domainRaw
+	} else if a, ok := s.d.(encoding.BinaryAppender); ok {
+		n := s.hlen &^ (sha256.BlockSize - 1)
+		s.d.Reset()
+		s.d.Write(s.hdr[:n])
+		if mid, err := a.AppendBinary(s.mid[:0]); err == nil {
+			s.mid, s.midLen = mid, n
+			return n
 		}
 	}
-	hdr = binary.AppendUvarint(append(hdr, kind), uint64(len(body)))
-
-	s.hdr = hdr
 	s.d.Reset()
-	s.d.Write(hdr)
-	s.d.Write(body)
-	return s.finish()
+	return 0
+}
+
+// sameHeader reports whether in has the Method, Operation, RawQuery and
+// ContentType of the header that s holds (s.hlen > 0).
+func (s *state) sameHeader(in *Input) bool {
+	l, k := &s.hlens, s.hkey
+	if len(in.Method) != l[0] || len(in.Operation) != l[1] || len(in.RawQuery) != l[2] || len(in.ContentType) != l[3] {
+		return false
+	}
+	a, b, c := l[0], l[0]+l[1], l[0]+l[1]+l[2]
+	return string(k[:a]) == in.Method && string(k[a:b]) == in.Operation &&
+		string(k[b:c]) == in.RawQuery && string(k[c:]) == in.ContentType
 }
 
 // finish returns the fingerprint of what s.d was given, and puts s back.

@@ -663,7 +663,7 @@ key:
 				x0 := binary.LittleEndian.Uint64(t)
 				x1 := binary.LittleEndian.Uint64(t[8:])
 				x2 := binary.LittleEndian.Uint64(t[16:])
-				if e.tmask[0] != 0 && (x0^e.text[0])&e.tmask[0]|(x1^e.text[1])&e.tmask[1]|(x2^e.text[2])&e.tmask[2] == 0 {
+				if (x0^e.text[0])&e.tmask[0]|(x1^e.text[1])&e.tmask[1]|(x2^e.text[2])&e.tmask[2] == 0 {
 					// The text includes the quotes and the colon.
 					k = e.n
 					ke = i + k + 2
@@ -958,7 +958,7 @@ func fastMembers(in []byte, i int, names []shapeName, idx int, mem []member) (in
 		x0 := binary.LittleEndian.Uint64(t)
 		x1 := binary.LittleEndian.Uint64(t[8:])
 		x2 := binary.LittleEndian.Uint64(t[16:])
-		if e.tmask[0] == 0 || (x0^e.text[0])&e.tmask[0]|(x1^e.text[1])&e.tmask[1]|(x2^e.text[2])&e.tmask[2] != 0 {
+		if (x0^e.text[0])&e.tmask[0]|(x1^e.text[1])&e.tmask[1]|(x2^e.text[2])&e.tmask[2] != 0 {
 			break
 		}
 		// The text includes the quotes and the colon.

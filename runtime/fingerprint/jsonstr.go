@@ -14,16 +14,21 @@ const (
 
 // special flags, in the high bit of each byte, the bytes of x that a
 // string scan must stop at: quote, backslash, control characters and
-// non-ASCII bytes. The lowest flagged byte of each test is exact (a borrow
-// only moves upwards), so the lowest flagged byte of the union is a hit;
-// bytes above it may be flagged falsely.
+// non-ASCII bytes (isSpecial, in the tests, defines them). No byte is
+// flagged if none is special, and the lowest flagged byte is the first
+// special one: only a special byte borrows, and a borrow only moves
+// upwards; bytes above it may be flagged falsely.
 func special(x uint64) uint64 {
 	// x^0x02 maps the quote to 0x20 and keeps the control characters
 	// below 0x20 (and the space above), so one "less than 0x21" test
-	// finds both.
+	// finds both; x^'\\' maps the backslash to 0, which "less than 1"
+	// finds. Without a borrow, the high bit of a byte from 0x80 up is
+	// set in y-0x21 unless x is 0x80 to 0xA0, and in b-1 unless x is
+	// 0xDC: in one of the two always, so the differences flag non-ASCII
+	// bytes too, without the usual "&^ y", "&^ b" and "| x".
 	y := x ^ (0x02 * lsb)
 	b := x ^ ('\\' * lsb)
-	return ((y-0x21*lsb)&^y | (b-lsb)&^b | x) & msb
+	return ((y - 0x21*lsb) | (b - lsb)) & msb
 }
 
 // skipPlain returns the index of the first byte from in[i] that special

@@ -2,6 +2,8 @@ package fingerprint
 
 import (
 	"fmt"
+	"math/bits"
+	"math/rand/v2"
 	"strconv"
 	"testing"
 )
@@ -110,5 +112,55 @@ func TestCopyStringSolidus(t *testing.T) {
 		if reason != "" || i != len(tt.in) || string(buf[:w]) != tt.want || changed != (tt.in != tt.want) {
 			t.Errorf("%s: got %q %d %v %q, want %q", tt.in, buf[:w], i, changed, reason, tt.want)
 		}
+	}
+}
+
+// isSpecial is the definition of the bytes that special flags.
+func isSpecial(c byte) bool { return c == '"' || c == '\\' || c < 0x20 || c >= 0x80 }
+
+// TestSpecial checks special against isSpecial, byte at a time: no byte
+// flagged if none is special, else the lowest flagged byte is the first
+// special one. The words: every byte value at every position, over
+// backgrounds of the bytes around the tests' thresholds (which borrow or
+// not), and with a second byte of those values above it; and random words.
+func TestSpecial(t *testing.T) {
+	check := func(x uint64) {
+		t.Helper()
+		first := 8
+		for k := range 8 {
+			if isSpecial(byte(x >> (8 * k))) {
+				first = k
+				break
+			}
+		}
+		m := special(x)
+		got := 8
+		if m != 0 {
+			got = bits.TrailingZeros64(m) >> 3
+		}
+		if got != first || m&^msb != 0 {
+			t.Fatalf("special(%#016x) = %#016x: first flagged byte %d, want %d", x, m, got, first)
+		}
+	}
+	edges := []byte{0x00, 0x01, 0x02, 0x1F, 0x20, 0x21, 0x22, 0x23, 0x5B, 0x5C, 0x5D, 0x7E, 0x7F, 0x80, 0xA1, 0xDC, 0xFE, 0xFF, 'a'}
+	for _, bg := range edges {
+		for pos := range 8 {
+			for c := range 256 {
+				x := uint64(bg) * lsb
+				x = x&^(0xFF<<(8*pos)) | uint64(c)<<(8*pos)
+				check(x)
+				for hi := pos + 1; hi < 8; hi++ {
+					for _, e := range edges {
+						check(x&^(0xFF<<(8*hi)) | uint64(e)<<(8*hi))
+					}
+				}
+			}
+		}
+	}
+	r := rand.New(rand.NewPCG(3, 5))
+	for range 1 << 20 {
+		x := r.Uint64()
+		check(x)
+		check(x &^ msb) // ASCII only
 	}
 }

@@ -217,7 +217,8 @@ type shapeName struct {
 	rest, end int // rest[rest:end] are the bytes past the first eight
 	// text holds the member's input text `"name":` (little-endian, zero
 	// padded) where it has no escapes and is at most 24 bytes long, and
-	// tmask its bytes; tmask[0] is 0 otherwise.
+	// tmask its bytes; otherwise text is zero and tmask[0] 0xFF, which no
+	// member text matches (it starts with a quote).
 	text, tmask [3]uint64
 }
 
@@ -260,6 +261,8 @@ func (s *state) remember(sh *shape, ms []member, perm []int32, sorted int, in []
 			for j := range l {
 				e.tmask[j/8] |= 0xFF << (8 * (j % 8))
 			}
+		} else {
+			e.tmask[0] = 0xFF
 		}
 		sh.names = append(sh.names, e)
 	}
@@ -367,15 +370,13 @@ func (s *state) hashObject(ms []member, perm []int32, in, buf []byte) {
 		size += ms[k].ke - ms[k].ks + ms[k].ve - ms[k].vs + 2
 	}
 	s.hdr = binary.AppendUvarint(append(s.hdr, domainJSON), uint64(size))
-	s.d.Reset()
 	s.flushed = false
 	if cap(s.stage) < stageSize {
 		s.stage = make([]byte, 0, stageSize)
 	}
 	st := s.stage[:0]
 	if len(s.hdr) > stageSize/2 {
-		s.d.Write(s.hdr)
-		s.flushed = true
+		s.flush(s.hdr)
 	} else {
 		st = append(st, s.hdr...)
 	}
@@ -415,8 +416,8 @@ func (s *state) hashObject(ms []member, perm []int32, in, buf []byte) {
 		st = append(st, '}')
 	}
 	st[len(st)-1] = '}'
-	if s.flushed {
-		s.d.Write(st)
+	if s.flushed || s.reused && s.hlen >= sha256.BlockSize {
+		s.flush(st) // for a header reused, without its first blocks
 	} else {
 		// The whole stream is in the stage: one call, without the
 		// digest's state (finish takes s.sum).
@@ -425,6 +426,17 @@ func (s *state) hashObject(ms []member, perm []int32, in, buf []byte) {
 	}
 	s.stage = st
 	s.hashed = true
+}
+
+// flush writes p to the hash; if hashObject has not written to it yet, p
+// is the start of the stream, and the hash starts afresh or, for a header
+// reused, from its state after the header's whole blocks (resetDigest).
+func (s *state) flush(p []byte) {
+	if !s.flushed {
+		p = p[s.resetDigest():]
+		s.flushed = true
+	}
+	s.d.Write(p)
 }
 
 // stageSize is the size of state.stage; a piece of at least a quarter of
@@ -455,14 +467,12 @@ func (s *state) stageWrite(st, p []byte) []byte {
 		return n
 	}
 	if len(p) >= stageSize/4 {
-		s.d.Write(st)
+		s.flush(st)
 		s.d.Write(p)
-		s.flushed = true
 		return st[:0]
 	}
 	if len(st)+len(p)+2 > cap(st) {
-		s.d.Write(st)
-		s.flushed = true
+		s.flush(st)
 		st = st[:0]
 	}
 	return append(st, p...)
