@@ -8,8 +8,8 @@ import (
 	"unsafe"
 )
 
-// The arena holds what the shards keep per record (slot pages, expiry heap
-// pages and the chunks of keys and responses) outside the Go heap, in
+// The arena holds what the shards keep per record (slot pages, expiry queue
+// and heap pages and the chunks of keys and responses) outside the Go heap, in
 // regions mapped from the operating system.
 //
 // Why: a store grows by about half a kilobyte per record for as long as its
@@ -224,9 +224,9 @@ const (
 	// slotsPerPage: the slot table grows by pages of 64 KiB (slots are 96
 	// bytes: TestSlotSize), never copied.
 	slotsPerPage = slotPageBytes / 96
-	// entriesPerHeapPage: the expiry heap grows by pages of 16 KiB (entries are 16
-	// bytes), never copied (append's growth would allocate five times what
-	// the heap holds).
+	// entriesPerHeapPage: the expiry heap and queue grow by pages of 16 KiB
+	// (entries are 16 bytes), never copied (append's growth would allocate
+	// five times what the heap holds).
 	entriesPerHeapPage = 1024
 )
 
