@@ -257,6 +257,19 @@ func newHeapPage() *heapPage {
 	return (*heapPage)(unsafe.Pointer(unsafe.SliceData(b)))
 }
 
+// newIndex returns a zeroed index of n words (n*8 a power of two, at least
+// minBlock).
+func newIndex(n int) []uint64 {
+	b := mem.alloc(n * 8)
+	clear(b)
+	return unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(b))), n)
+}
+
+// idxBlock returns the arena block that holds index x (nil for nil).
+func idxBlock(x []uint64) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), 8*len(x))
+}
+
 // pageBlock returns the arena block that holds page p of type T.
 func pageBlock[T slotPage | heapPage](p *T) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(p)), minBlock<<class(int(unsafe.Sizeof(*p))))

@@ -24,7 +24,7 @@
 // copies its records into fresh chunks. The garbage collector sees a handful
 // of objects per shard, whatever the number of records.
 //
-// The slot pages, expiry pages and chunks are not on the Go heap: they are
+// The slot pages, expiry pages, indexes and chunks are not on the Go heap: they are
 // blocks of memory mapped from the operating system (with transparent huge
 // pages advised on Linux), shared by the Stores of the process and given
 // back when a Store is no longer reachable. Records kept there do not raise
@@ -161,7 +161,7 @@ const none = -1 // no slot, no chunk
 type shard struct {
 	mu     sync.Mutex
 	seed   maphash.Seed // the store's
-	idx    []uint64     // open addressing: 0 empty, else hash>>32<<32 | slot+1, placed at (hash>>32)&mask
+	idx    []uint64     // open addressing: 0 empty, else hash>>32<<32 | slot+1, placed at (hash>>32)&mask; an arena block
 	count  int          // records held
 	pages  []*slotPage  // the slot table, in pages that never move
 	nslots int32        // slots made
@@ -285,7 +285,8 @@ func freeShards(shards []shard) {
 		for _, p := range sh.queue {
 			mem.free(pageBlock(p))
 		}
-		sh.chunks, sh.pages, sh.heap, sh.queue = nil, nil, nil, nil
+		mem.free(idxBlock(sh.idx))
+		sh.chunks, sh.pages, sh.heap, sh.queue, sh.idx = nil, nil, nil, nil, nil
 		sh.mu.Unlock()
 	}
 }
@@ -594,14 +595,18 @@ func (sh *shard) insert(w uint64) {
 	sh.idx[p] = w
 }
 
+// grow doubles the index. It is an arena block, as the slots are: on the
+// Go heap, each new index is fresh memory (a page fault per 4 KiB, most of a
+// growing store's faults besides its records') and the old one garbage.
 func (sh *shard) grow() {
 	old := sh.idx
-	sh.idx = make([]uint64, max(16, 2*len(old)))
+	sh.idx = newIndex(max(minBlock/8, 2*len(old)))
 	for _, w := range old {
 		if w != 0 {
 			sh.insert(w)
 		}
 	}
+	mem.free(idxBlock(old))
 }
 
 // unindex removes slot i from the index (backward-shift deletion); its
