@@ -335,7 +335,9 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	now := s.nowNs()
-	sh.dropExpired(s, now, amortizedPops)
+	if now >= sh.minExp {
+		sh.dropExpired(s, now, amortizedPops)
+	}
 	i := sh.find(req.Key, h)
 	if i != none && now >= sh.at(i).exp {
 		sh.remove(i)
@@ -345,7 +347,8 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 	var prior idem.State
 	switch {
 	case i == none:
-		if !sh.makeRoom(s, now, int64(len(req.Key))+EntryOverhead) {
+		size := int64(len(req.Key)) + EntryOverhead
+		if (sh.count >= sh.maxEntries || sh.bytes+size > sh.maxBytes) && !sh.makeRoom(s, now, size) {
 			s.full.Add(1)
 			return idem.BeginResult{}, ErrFull
 		}
@@ -385,23 +388,28 @@ func (s *Store) Finish(ctx context.Context, key string, token idem.Token, state 
 	defer sh.mu.Unlock()
 	now := s.nowNs()
 	i := sh.find(key, h)
-	if i != none && now >= sh.at(i).exp {
-		sh.remove(i)
-		s.expired.Add(1)
-		i = none
-	}
-	if i == none || sh.at(i).state != idem.StatePending || sh.at(i).token != token {
+	if i == none {
 		return idem.ErrFenced
 	}
-	sh.dropResponse(i)
+	e := sh.at(i) // slots never move: e stays i's through store's compaction
+	if now >= e.exp {
+		sh.remove(i)
+		s.expired.Add(1)
+		return idem.ErrFenced
+	}
+	if e.state != idem.StatePending || e.token != token {
+		return idem.ErrFenced
+	}
+	if e.hasResp {
+		sh.dropResponse(i)
+	}
 	if response != nil {
 		c, off := store(sh, response)
-		e := sh.at(i)
 		e.hasResp, e.respChunk, e.respOff, e.respLen = true, c, off, uint32(len(response))
 		sh.bytes += int64(len(response))
 	}
 	sh.list(i)
-	sh.at(i).state = state
+	e.state = state
 	for sh.bytes > sh.maxBytes && sh.head != none && sh.head != i {
 		sh.evict(s, sh.head)
 	}
