@@ -9,8 +9,8 @@ import (
 )
 
 // The arena holds what the shards keep per record (slot pages, expiry queue
-// and heap pages and the chunks of keys and responses) outside the Go heap, in
-// regions mapped from the operating system.
+// and heap pages, indexes and the chunks of keys and responses) outside the
+// Go heap, in regions mapped from the operating system.
 //
 // Why: a store grows by about half a kilobyte per record for as long as its
 // window lasts. On the Go heap, each byte it keeps raises the garbage

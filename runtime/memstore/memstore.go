@@ -16,24 +16,25 @@
 // slots in one pointer-free table, found through a flat open-addressing
 // index of 64-bit words (a hash tag and a slot number, linear probing,
 // backward-shift deletion), with their expiry queue and heap and finished
-// list made of slot numbers too. The index words carry the bits of the key's hash
-// that place them, so growing the index never reads a slot (deleting
-// hashes the slot's key again to find its word). Keys and responses are
-// appended to chunks of up to 256 KiB. A chunk is freed when nothing live is
+// list made of slot numbers too. The index words carry the bits of the
+// key's hash that place them, so growing the index never reads a slot
+// (deleting hashes the slot's key again to find its word). Keys and
+// responses are appended to chunks of up to 256 KiB. A chunk is freed when nothing live is
 // left in it, and a shard whose chunks hold more than twice its live bytes
 // copies its records into fresh chunks. The garbage collector sees a handful
 // of objects per shard, whatever the number of records.
 //
-// The slot pages, expiry pages, indexes and chunks are not on the Go heap: they are
-// blocks of memory mapped from the operating system (with transparent huge
-// pages advised on Linux), shared by the Stores of the process and given
-// back when a Store is no longer reachable. Records kept there do not raise
-// the garbage collector's heap goal, so a growing store does not make the
-// process touch fresh pages for garbage too, and its own memory grows 2 MiB
-// at a time instead of 4 KiB (each fresh page is a page fault). Freed blocks
-// are reused at once, so a Record's Response is a copy, made under the
-// shard's lock. The Go runtime does not count this memory (GOMEMLIMIT,
-// runtime/metrics); MaxBytes bounds it, within the factor of two above.
+// The slot pages, expiry pages, indexes and chunks are not on the Go heap:
+// they are blocks of memory mapped from the operating system (with
+// transparent huge pages advised on Linux), shared by the Stores of the
+// process and given back when a Store is no longer reachable. Records kept
+// there do not raise the garbage collector's heap goal, so a growing store
+// does not make the process touch fresh pages for garbage too, and its own
+// memory grows 2 MiB at a time instead of 4 KiB (each fresh page is a page
+// fault). Freed blocks are reused at once, so a Record's Response is a
+// copy, made under the shard's lock. The Go runtime does not count this
+// memory (GOMEMLIMIT, runtime/metrics); MaxBytes bounds it, within the
+// factor of two above.
 //
 // # Expiry
 //
