@@ -8,9 +8,9 @@ import (
 	"unsafe"
 )
 
-// The arena holds what the shards keep per record (slot pages, expiry heap
-// pages and the chunks of keys and responses) outside the Go heap, in
-// regions mapped from the operating system.
+// The arena holds what the shards keep per record (slot pages, expiry queue
+// and heap pages, indexes and the chunks of keys and responses) outside the
+// Go heap, in regions mapped from the operating system.
 //
 // Why: a store grows by about half a kilobyte per record for as long as its
 // window lasts. On the Go heap, each byte it keeps raises the garbage
@@ -224,9 +224,9 @@ const (
 	// slotsPerPage: the slot table grows by pages of 64 KiB (slots are 96
 	// bytes: TestSlotSize), never copied.
 	slotsPerPage = slotPageBytes / 96
-	// entriesPerHeapPage: the expiry heap grows by pages of 16 KiB (entries are 16
-	// bytes), never copied (append's growth would allocate five times what
-	// the heap holds).
+	// entriesPerHeapPage: the expiry heap and queue grow by pages of 16 KiB
+	// (entries are 16 bytes), never copied (append's growth would allocate
+	// five times what the heap holds).
 	entriesPerHeapPage = 1024
 )
 
@@ -255,6 +255,19 @@ func newHeapPage() *heapPage {
 	b := mem.alloc(int(unsafe.Sizeof(heapPage{})))
 	clear(b)
 	return (*heapPage)(unsafe.Pointer(unsafe.SliceData(b)))
+}
+
+// newIndex returns a zeroed index of n words (n*8 a power of two, at least
+// minBlock).
+func newIndex(n int) []uint64 {
+	b := mem.alloc(n * 8)
+	clear(b)
+	return unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(b))), n)
+}
+
+// idxBlock returns the arena block that holds index x (nil for nil).
+func idxBlock(x []uint64) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), 8*len(x))
 }
 
 // pageBlock returns the arena block that holds page p of type T.

@@ -135,23 +135,24 @@ func TestStoreMemoryReturned(t *testing.T) {
 	}
 }
 
-// TestNewPagesAreZero: slot and heap pages are zeroed even when their block
+// TestNewPagesAreZero: slot and heap pages and indexes are zeroed even when their block
 // is reused dirty. A slot made but not yet written must read as free: add
 // stores the slot's key before it writes the slot, and storing may compact
 // the shard, which reads every slot made (a dirty one indexed chunks at
 // random).
 func TestNewPagesAreZero(t *testing.T) {
-	for _, size := range []int{int(unsafe.Sizeof(slotPage{})), int(unsafe.Sizeof(heapPage{}))} {
+	for _, size := range []int{int(unsafe.Sizeof(slotPage{})), int(unsafe.Sizeof(heapPage{})), minBlock} {
 		b := mem.alloc(size)
 		for i := range b {
 			b[i] = 0x41
 		}
 		mem.free(b)
 	}
-	sp, hp := newSlotPage(), newHeapPage()
+	sp, hp, x := newSlotPage(), newHeapPage(), newIndex(minBlock/8)
 	defer mem.free(pageBlock(sp))
 	defer mem.free(pageBlock(hp))
-	for name, b := range map[string][]byte{"slot": pageBlock(sp)[:unsafe.Sizeof(slotPage{})], "heap": pageBlock(hp)} {
+	defer mem.free(idxBlock(x))
+	for name, b := range map[string][]byte{"slot": pageBlock(sp)[:unsafe.Sizeof(slotPage{})], "heap": pageBlock(hp), "index": idxBlock(x)} {
 		if n := bytes.Count(b, []byte{0}); n != len(b) {
 			t.Errorf("a new %s page has %d non-zero bytes", name, len(b)-n)
 		}
@@ -208,5 +209,51 @@ func TestChunksStayInTheArena(t *testing.T) {
 	}
 	if got := used() - base; got > int64(sh.chunkBytes) {
 		t.Errorf("the arena lends %d bytes beyond the pages, the shard's chunks hold %d", got, sh.chunkBytes)
+	}
+}
+
+// TestIndexInTheArena: a shard's index is an arena block at every size,
+// from the first (one minBlock) through sizes past maxBlock (a mapping of
+// its own), and every record is found through it after each growth; the
+// blocks of the indexes it outgrew go back to the arena.
+func TestIndexInTheArena(t *testing.T) {
+	s := New(Options{Shards: 1, SweepInterval: -1})
+	defer s.Close()
+	sh := &s.shards[0]
+	ctx := context.Background()
+	const n = 50000 // an index of 65536 words: 512 KiB > maxBlock
+	size := 0
+	for i := range n {
+		k := fmt.Sprint("key-", i)
+		if _, err := s.Begin(ctx, &idem.BeginRequest{Key: k, Token: 1, Lease: time.Minute, TTL: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		sh.mu.Lock()
+		grew := len(sh.idx) != size
+		size = len(sh.idx)
+		p := uintptr(unsafe.Pointer(unsafe.SliceData(sh.idx)))
+		sh.mu.Unlock()
+		if !grew {
+			continue
+		}
+		mem.mu.Lock()
+		owned := mem.regionOf(p) != nil || mem.big[p]
+		mem.mu.Unlock()
+		if !owned {
+			t.Fatalf("after %d records, the index (%d words) is not in the arena", i+1, size)
+		}
+		for j := 0; j <= i; j += 1 + j/64 {
+			if _, ok, _ := s.Get(ctx, fmt.Sprint("key-", j)); !ok {
+				t.Fatalf("after %d records and a growth to %d words, key-%d is lost", i+1, size, j)
+			}
+		}
+	}
+	if size*8 <= maxBlock {
+		t.Fatalf("the index grew to %d words only", size)
+	}
+	for i := range n {
+		if _, ok, _ := s.Get(ctx, fmt.Sprint("key-", i)); !ok {
+			t.Fatalf("key-%d is lost", i)
+		}
 	}
 }

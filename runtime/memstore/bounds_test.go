@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -21,7 +22,8 @@ type clock struct {
 	t  time.Time
 }
 
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
 func (c *clock) Add(d time.Duration) {
 	c.mu.Lock()
 	c.t = c.t.Add(d)
@@ -266,5 +268,57 @@ func BenchmarkFirstRequest(b *testing.B) {
 			}
 			_ = sink
 		})
+	}
+}
+
+// TestExpiryAfterTakeovers: reclaiming a FAILED record gives it a new
+// expiry, which leaves a dead entry in the shard's expiry queue. Thousands
+// of them, in any order, behind a record that expires first (the queue
+// compacts and its pages rotate), change nothing about which records
+// expire when.
+func TestExpiryAfterTakeovers(t *testing.T) {
+	s, c := newClockStore(t, memstore.Options{Shards: 1})
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(5, 6))
+	const n, rounds = 100, 60
+	start := c.Now()
+	require.NoError(t, claim(t, s, "first", 1, time.Hour))
+	require.NoError(t, s.Finish(ctx, "first", 1, idem.StateCompleted, nil))
+	exp := make([]time.Time, n)
+	tok := idem.Token(1)
+	for round := range rounds {
+		for _, i := range rng.Perm(n) {
+			k := fmt.Sprint("k", i)
+			tok++
+			res, err := s.Begin(ctx, &idem.BeginRequest{Key: k, Token: tok, Lease: time.Minute, TTL: time.Hour})
+			require.NoError(t, err)
+			require.True(t, res.Acquired)
+			if round > 0 {
+				require.Equal(t, idem.StateFailed, res.Prior, "round %d, %s", round, k)
+			}
+			exp[i] = c.Now().Add(time.Hour)
+			require.NoError(t, s.Finish(ctx, k, tok, idem.StateFailed, nil))
+			c.Add(time.Millisecond)
+		}
+	}
+	// The last round's claims were made from (rounds-1)*n to rounds*n ms
+	// after the start: "first" and half of them expired.
+	c.Set(start.Add(time.Hour + ((rounds-1)*n+n/2)*time.Millisecond))
+	s.Sweep()
+	expired := 1
+	for i := range n {
+		if !c.Now().Before(exp[i]) {
+			expired++
+		}
+	}
+	require.Less(t, 1, expired)
+	require.Less(t, expired, n)
+	st := s.Stats()
+	require.Equal(t, int64(expired), st.Expired)
+	require.Equal(t, n+1-expired, st.Entries)
+	for i := range n {
+		_, ok, err := s.Get(ctx, fmt.Sprint("k", i))
+		require.NoError(t, err)
+		require.Equal(t, c.Now().Before(exp[i]), ok, "k%d", i)
 	}
 }

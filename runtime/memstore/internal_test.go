@@ -3,6 +3,7 @@ package memstore
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"unsafe"
 )
@@ -15,58 +16,121 @@ func TestSlotSize(t *testing.T) {
 	}
 }
 
-// TestHeapOrder: the expiry heap keeps its order through pushes in and out
-// of time order (the first skip their parent), removals and fixes, across
-// pages.
-func TestHeapOrder(t *testing.T) {
-	sh := &shard{head: none, tail: none, cur: none, minExp: math.MaxInt64}
-	rng := rand.New(rand.NewPCG(3, 4))
-	var live []int32
-	check := func(step int) {
-		for j := 1; j < sh.nheap; j++ {
-			if sh.hp(j).exp < sh.hp((j-1)/2).exp {
-				t.Fatalf("step %d: entry %d expires before its parent", step, j)
+// TestExpiryOrder: the expiry queue and heap keep their order through
+// pushes in and out of time order (the first join the queue, the heap's
+// skip their parent), removals (of the soonest and of any) and fixes,
+// across pages: minExp is the soonest expiry of the records scheduled,
+// soonest returns one that has it, each entry's slot points back to it, and
+// the queue holds at most about twice its live entries.
+func TestExpiryOrder(t *testing.T) {
+	for _, c := range []struct {
+		outOfOrder int  // one push in outOfOrder goes back in time (0: none)
+		expire     bool // the soonest is removed as often as any record (else only the latter: dead entries pile up in the queue)
+	}{{0, true}, {3, true}, {50, true}, {0, false}, {50, false}} {
+		outOfOrder := c.outOfOrder
+		sh := &shard{head: none, tail: none, cur: none, minExp: math.MaxInt64, qlast: math.MinInt64}
+		rng := rand.New(rand.NewPCG(3, uint64(outOfOrder)))
+		compactions := 0
+		var live []int32
+		check := func(step int) {
+			t.Helper()
+			for j := 1; j < sh.nheap; j++ {
+				if sh.hp(j).exp < sh.hp((j-1)/2).exp {
+					t.Fatalf("step %d: heap entry %d expires before its parent", step, j)
+				}
+			}
+			for j := 0; j < sh.nheap; j++ {
+				if e := sh.at(sh.hp(j).slot); e.queued || int(e.heapIdx) != j || e.exp != sh.hp(j).exp {
+					t.Fatalf("step %d: slot of heap entry %d does not point back", step, j)
+				}
+			}
+			n, last := 0, int64(math.MinInt64)
+			for p := sh.qlo; p != sh.qhi; p++ {
+				q := sh.qe(p)
+				if q.exp < last {
+					t.Fatalf("step %d: queue entry %d expires before the one ahead", step, p)
+				}
+				last = q.exp
+				if q.slot == none {
+					continue
+				}
+				n++
+				if e := sh.at(q.slot); !e.queued || uint32(e.heapIdx) != p || e.exp != q.exp {
+					t.Fatalf("step %d: slot of queue entry %d does not point back", step, p)
+				}
+			}
+			if sh.qlo != sh.qhi && sh.qe(sh.qlo).slot == none {
+				t.Fatalf("step %d: the queue's front is dead", step)
+			}
+			if n != sh.qlive || n+sh.nheap != len(live) {
+				t.Fatalf("step %d: %d live in the queue (counted %d), %d in the heap, want %d in all", step, n, sh.qlive, sh.nheap, len(live))
+			}
+			if sh.qhi-sh.qlo > 2*uint32(n)+entriesPerHeapPage {
+				t.Fatalf("step %d: the queue holds %d entries for %d live", step, sh.qhi-sh.qlo, n)
+			}
+			want := int64(math.MaxInt64)
+			for _, i := range live {
+				want = min(want, sh.at(i).exp)
+			}
+			if sh.minExp != want {
+				t.Fatalf("step %d: minExp %d, want %d", step, sh.minExp, want)
+			}
+			if len(live) > 0 && sh.at(sh.soonest()).exp != want {
+				t.Fatalf("step %d: soonest expires at %d, want %d", step, sh.at(sh.soonest()).exp, want)
 			}
 		}
-		if sh.nheap > 0 && sh.minExp != sh.hp(0).exp || sh.nheap == 0 && sh.minExp != math.MaxInt64 {
-			t.Fatalf("step %d: minExp %d is not the root's expiry", step, sh.minExp)
-		}
-		for j := 0; j < sh.nheap; j++ {
-			if int(sh.at(sh.hp(j).slot).heapIdx) != j {
-				t.Fatalf("step %d: slot of entry %d does not point back", step, j)
-			}
-		}
-	}
-	exp := int64(0)
-	for step := 0; step < 50000; step++ {
-		switch op := rng.IntN(10); {
-		case op < 4 || len(live) == 0:
-			i := sh.nslots
-			if int(i)/slotsPerPage == len(sh.pages) {
-				sh.pages = append(sh.pages, new(slotPage))
-			}
-			sh.nslots++
-			if rng.IntN(3) == 0 {
-				exp -= int64(rng.IntN(1000)) // out of time order
-			} else {
-				exp += int64(rng.IntN(10))
-			}
-			sh.at(i).exp = exp
-			sh.heapPush(i, exp)
-			live = append(live, i)
-		case op < 8 && len(live) > 1:
-			k := rng.IntN(len(live))
-			sh.heapRemove(live[k])
+		drop := func(k int) {
+			sh.expiryRemove(live[k])
+			sh.at(live[k]).exp = 0
+			sh.free = append(sh.free, live[k])
 			live = append(live[:k], live[k+1:]...)
-		default:
-			i := live[rng.IntN(len(live))]
-			if rng.IntN(2) == 0 {
-				sh.at(i).exp = exp + int64(rng.IntN(20)) // past every entry pushed so far
-			} else {
-				sh.at(i).exp += int64(rng.IntN(2000)) - 1000
-			}
-			sh.heapFix(i)
 		}
-		check(step)
+		exp := int64(0)
+		for step := 0; step < 60000; step++ {
+			switch op := rng.IntN(20); {
+			case op < 9 || len(live) == 0:
+				var i int32
+				if n := len(sh.free); n > 0 {
+					i, sh.free = sh.free[n-1], sh.free[:n-1]
+				} else {
+					i = sh.nslots
+					if int(i)/slotsPerPage == len(sh.pages) {
+						sh.pages = append(sh.pages, new(slotPage))
+					}
+					sh.nslots++
+				}
+				if outOfOrder > 0 && rng.IntN(outOfOrder) == 0 {
+					exp -= int64(rng.IntN(1000)) // out of time order
+				} else {
+					exp += int64(rng.IntN(10))
+				}
+				sh.at(i).exp = exp
+				sh.expiryPush(i, exp)
+				live = append(live, i)
+			case op < 13:
+				drop(rng.IntN(len(live))) // evicted, taken over...
+			case op < 17 && c.expire:
+				s := sh.soonest() // expired
+				drop(slices.Index(live, s))
+			case op < 17:
+				qhi := sh.qhi
+				drop(rng.IntN(len(live)))
+				if sh.qhi != qhi && sh.qlive > 0 { // only compaction moves the end back
+					compactions++
+				}
+			default:
+				i := live[rng.IntN(len(live))]
+				if rng.IntN(2) == 0 {
+					sh.at(i).exp = exp + int64(rng.IntN(20)) // past every entry pushed so far
+				} else {
+					sh.at(i).exp += int64(rng.IntN(2000)) - 1000
+				}
+				sh.expiryFix(i)
+			}
+			check(step)
+		}
+		if !c.expire && outOfOrder == 0 && compactions == 0 {
+			t.Errorf("%+v: the queue never compacted", c)
+		}
 	}
 }

@@ -26,90 +26,101 @@ type model struct {
 
 // TestAgainstModel runs random claims, finishes, reads and expiries against
 // a plain map, on a store large enough never to evict: the index (probing,
-// deletion), the slots and the chunks must agree with it at every step.
+// deletion), the slots, the chunks and the expiry queue and heap must agree
+// with it at every step. With one window, every expiry goes through the
+// queue (takeovers leave dead entries in it); with TTLs at random, most go
+// through the heap.
 func TestAgainstModel(t *testing.T) {
 	for _, shards := range []int{1, 4} {
-		t.Run(fmt.Sprint(shards), func(t *testing.T) {
-			s, c := newClockStore(t, memstore.Options{Shards: shards})
-			ctx := context.Background()
-			rng := rand.New(rand.NewPCG(1, uint64(shards)))
-			want := map[string]*model{}
-			keys := make([]string, 300)
-			for i := range keys {
-				keys[i] = fmt.Sprintf("k%d-%s", i, bytes.Repeat([]byte{'x'}, rng.IntN(40)))
-			}
-			live := func(k string) *model {
-				m := want[k]
-				if m != nil && !c.Now().Before(m.exp) {
-					delete(want, k)
-					return nil
-				}
-				return m
-			}
-			var tok idem.Token
-			for step := 0; step < 20000; step++ {
-				k := keys[rng.IntN(len(keys))]
-				switch op := rng.IntN(10); {
-				case op < 4:
-					tok++
-					ttl := time.Duration(1+rng.IntN(100)) * time.Second
-					res, err := s.Begin(ctx, &idem.BeginRequest{Key: k, Token: tok, Lease: time.Hour, TTL: ttl})
-					require.NoError(t, err)
-					m := live(k)
-					free := m == nil || (m.state == idem.StateFailed && m.resp == nil)
-					require.Equal(t, free, res.Acquired, "step %d: Begin(%s) acquired", step, k)
-					if res.Acquired {
-						want[k] = &model{state: idem.StatePending, token: tok, exp: c.Now().Add(ttl)}
-					} else {
-						require.Equal(t, m.state, res.Record.State)
-						require.Equal(t, m.token, res.Record.Token)
-						require.True(t, bytes.Equal(m.resp, res.Record.Response))
+		for _, window := range []bool{false, true} {
+			t.Run(fmt.Sprint(shards, map[bool]string{false: "/ttls", true: "/window"}[window]), func(t *testing.T) {
+				s, c := newClockStore(t, memstore.Options{Shards: shards})
+				ctx := context.Background()
+				rng := rand.New(rand.NewPCG(1, uint64(shards)))
+				want := map[string]*model{}
+				ttl := func() time.Duration {
+					if window {
+						return 50 * time.Second
 					}
-				case op < 7:
-					m := live(k)
-					st := idem.StateCompleted
-					var resp []byte
-					switch rng.IntN(4) {
-					case 0:
-						st = idem.StateFailed
-					case 1:
-						resp = []byte{}
+					return time.Duration(1+rng.IntN(100)) * time.Second
+				}
+				keys := make([]string, 300)
+				for i := range keys {
+					keys[i] = fmt.Sprintf("k%d-%s", i, bytes.Repeat([]byte{'x'}, rng.IntN(40)))
+				}
+				live := func(k string) *model {
+					m := want[k]
+					if m != nil && !c.Now().Before(m.exp) {
+						delete(want, k)
+						return nil
+					}
+					return m
+				}
+				var tok idem.Token
+				for step := 0; step < 20000; step++ {
+					k := keys[rng.IntN(len(keys))]
+					switch op := rng.IntN(10); {
+					case op < 4:
+						tok++
+						ttl := ttl()
+						res, err := s.Begin(ctx, &idem.BeginRequest{Key: k, Token: tok, Lease: time.Hour, TTL: ttl})
+						require.NoError(t, err)
+						m := live(k)
+						free := m == nil || (m.state == idem.StateFailed && m.resp == nil)
+						require.Equal(t, free, res.Acquired, "step %d: Begin(%s) acquired", step, k)
+						if res.Acquired {
+							want[k] = &model{state: idem.StatePending, token: tok, exp: c.Now().Add(ttl)}
+						} else {
+							require.Equal(t, m.state, res.Record.State)
+							require.Equal(t, m.token, res.Record.Token)
+							require.True(t, bytes.Equal(m.resp, res.Record.Response))
+						}
+					case op < 7:
+						m := live(k)
+						st := idem.StateCompleted
+						var resp []byte
+						switch rng.IntN(4) {
+						case 0:
+							st = idem.StateFailed
+						case 1:
+							resp = []byte{}
+						default:
+							resp = bytes.Repeat([]byte{byte(step)}, rng.IntN(3000))
+						}
+						var tk idem.Token
+						if m != nil {
+							tk = m.token
+						}
+						err := s.Finish(ctx, k, tk, st, resp)
+						if m == nil || m.state != idem.StatePending {
+							require.ErrorIs(t, err, idem.ErrFenced, "step %d", step)
+							continue
+						}
+						require.NoError(t, err)
+						m.state, m.resp = st, resp
+					case op < 9:
+						rec, ok, err := s.Get(ctx, k)
+						require.NoError(t, err)
+						m := live(k)
+						require.Equal(t, m != nil, ok, "step %d: Get(%s) found", step, k)
+						if ok {
+							require.Equal(t, m.state, rec.State)
+							require.Equal(t, m.token, rec.Token)
+							require.Equal(t, m.resp == nil, rec.Response == nil)
+							require.True(t, bytes.Equal(m.resp, rec.Response))
+							require.True(t, rec.ExpiresAt.Equal(m.exp))
+						}
 					default:
-						resp = bytes.Repeat([]byte{byte(step)}, rng.IntN(3000))
+						c.Add(time.Duration(rng.IntN(3000)) * time.Millisecond)
 					}
-					var tk idem.Token
-					if m != nil {
-						tk = m.token
-					}
-					err := s.Finish(ctx, k, tk, st, resp)
-					if m == nil || m.state != idem.StatePending {
-						require.ErrorIs(t, err, idem.ErrFenced, "step %d", step)
-						continue
-					}
-					require.NoError(t, err)
-					m.state, m.resp = st, resp
-				case op < 9:
-					rec, ok, err := s.Get(ctx, k)
-					require.NoError(t, err)
-					m := live(k)
-					require.Equal(t, m != nil, ok, "step %d: Get(%s) found", step, k)
-					if ok {
-						require.Equal(t, m.state, rec.State)
-						require.Equal(t, m.token, rec.Token)
-						require.Equal(t, m.resp == nil, rec.Response == nil)
-						require.True(t, bytes.Equal(m.resp, rec.Response))
-						require.True(t, rec.ExpiresAt.Equal(m.exp))
-					}
-				default:
-					c.Add(time.Duration(rng.IntN(3000)) * time.Millisecond)
 				}
-			}
-			s.Sweep() // drop what expired unseen
-			for k := range want {
-				live(k)
-			}
-			require.Equal(t, len(want), s.Stats().Entries)
-		})
+				s.Sweep() // drop what expired unseen
+				for k := range want {
+					live(k)
+				}
+				require.Equal(t, len(want), s.Stats().Entries)
+			})
+		}
 	}
 }
 

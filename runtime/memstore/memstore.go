@@ -15,32 +15,37 @@
 // cycle. So a shard keeps no pointer per record: records are fixed-size
 // slots in one pointer-free table, found through a flat open-addressing
 // index of 64-bit words (a hash tag and a slot number, linear probing,
-// backward-shift deletion), with their expiry heap and finished list made
-// of slot numbers too. The index words carry the bits of the key's hash
-// that place them, so growing the index never reads a slot (deleting
-// hashes the slot's key again to find its word). Keys and responses are
-// appended to chunks of up to 256 KiB. A chunk is freed when nothing live is
+// backward-shift deletion), with their expiry queue and heap and finished
+// list made of slot numbers too. The index words carry the bits of the
+// key's hash that place them, so growing the index never reads a slot
+// (deleting hashes the slot's key again to find its word). Keys and
+// responses are appended to chunks of up to 256 KiB. A chunk is freed when nothing live is
 // left in it, and a shard whose chunks hold more than twice its live bytes
 // copies its records into fresh chunks. The garbage collector sees a handful
 // of objects per shard, whatever the number of records.
 //
-// The slot pages, heap pages and chunks are not on the Go heap: they are
-// blocks of memory mapped from the operating system (with transparent huge
-// pages advised on Linux), shared by the Stores of the process and given
-// back when a Store is no longer reachable. Records kept there do not raise
-// the garbage collector's heap goal, so a growing store does not make the
-// process touch fresh pages for garbage too, and its own memory grows 2 MiB
-// at a time instead of 4 KiB (each fresh page is a page fault). Freed blocks
-// are reused at once, so a Record's Response is a copy, made under the
-// shard's lock. The Go runtime does not count this memory (GOMEMLIMIT,
-// runtime/metrics); MaxBytes bounds it, within the factor of two above.
+// The slot pages, expiry pages, indexes and chunks are not on the Go heap:
+// they are blocks of memory mapped from the operating system (with
+// transparent huge pages advised on Linux), shared by the Stores of the
+// process and given back when a Store is no longer reachable. Records kept
+// there do not raise the garbage collector's heap goal, so a growing store
+// does not make the process touch fresh pages for garbage too, and its own
+// memory grows 2 MiB at a time instead of 4 KiB (each fresh page is a page
+// fault). Freed blocks are reused at once, so a Record's Response is a
+// copy, made under the shard's lock. The Go runtime does not count this
+// memory (GOMEMLIMIT, runtime/metrics); MaxBytes bounds it, within the
+// factor of two above.
 //
 // # Expiry
 //
 // A record past its ExpiresAt is gone: every access checks it (lazily), each
 // Begin also drops up to a few expired records of its shard (amortized), and
 // a background sweeper (every Options.SweepInterval, bounded work per shard)
-// reclaims memory of idle shards. Close stops the sweeper.
+// reclaims memory of idle shards. Close stops the sweeper. A shard finds its
+// soonest expiry in a queue of records in the order they expire (claims
+// with one window join it in O(1), and leave it in O(1) when dropped,
+// evicted or taken over), and in a heap for those that would expire before
+// the queue's last.
 //
 // # Bounds and eviction
 //
@@ -157,15 +162,21 @@ const none = -1 // no slot, no chunk
 type shard struct {
 	mu     sync.Mutex
 	seed   maphash.Seed // the store's
-	idx    []uint64     // open addressing: 0 empty, else hash>>32<<32 | slot+1, placed at (hash>>32)&mask
+	idx    []uint64     // open addressing: 0 empty, else hash>>32<<32 | slot+1, placed at (hash>>32)&mask; an arena block
 	count  int          // records held
 	pages  []*slotPage  // the slot table, in pages that never move
 	nslots int32        // slots made
 	free   []int32      // free slot numbers
-	heap   []*heapPage
-	nheap  int   // entries in heap
-	maxExp int64 // no entry of heap expires later (it never decreases)
-	minExp int64 // the expiry of heap's root (MaxInt64 when empty): Begin looks here, not into the heap
+	queue  []*heapPage  // records in order of expiry (see qe)
+	qbase  uint32       // the position of queue[0][0]
+	qlo    uint32       // the queue's front (live when the queue is not empty)
+	qhi    uint32       // the queue's end
+	qlive  int          // live entries in the queue
+	qlast  int64        // the expiry of the queue's last entry (MinInt64 when empty)
+	heap   []*heapPage  // records whose expiry came out of order
+	nheap  int          // entries in heap
+	maxExp int64        // no entry of heap expires later (it never decreases)
+	minExp int64        // the soonest expiry (MaxInt64 when none): Begin looks here
 
 	head, tail int32 // finished records, oldest first
 
@@ -192,13 +203,14 @@ type slot struct {
 	fp        idem.Fingerprint
 	state     idem.State
 	hasResp   bool // Response is non-nil (it may be empty)
+	queued    bool // heapIdx is a position in the queue, not in the heap
 	keyChunk  int32
 	respChunk int32
 	keyOff    uint32
 	keyLen    uint32
 	respOff   uint32
 	respLen   uint32
-	heapIdx   int32
+	heapIdx   int32 // where its expiry is scheduled (see queued), or none
 	prev      int32
 	next      int32
 }
@@ -237,7 +249,7 @@ func New(opts Options) *Store {
 		sh := &s.shards[i]
 		sh.head, sh.tail, sh.cur = none, none, none
 		sh.seed = s.seed
-		sh.minExp = math.MaxInt64
+		sh.minExp, sh.qlast = math.MaxInt64, math.MinInt64
 		sh.watchers = make(map[string]*watch)
 		sh.maxEntries = max(1, min((maxEntries+n-1)/n, 1<<31-2))
 		sh.maxBytes = max(EntryOverhead, (maxBytes+int64(n)-1)/int64(n))
@@ -271,7 +283,11 @@ func freeShards(shards []shard) {
 		for _, p := range sh.heap {
 			mem.free(pageBlock(p))
 		}
-		sh.chunks, sh.pages, sh.heap = nil, nil, nil
+		for _, p := range sh.queue {
+			mem.free(pageBlock(p))
+		}
+		mem.free(idxBlock(sh.idx))
+		sh.chunks, sh.pages, sh.heap, sh.queue, sh.idx = nil, nil, nil, nil, nil
 		sh.mu.Unlock()
 	}
 }
@@ -320,7 +336,9 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	now := s.nowNs()
-	sh.dropExpired(s, now, amortizedPops)
+	if now >= sh.minExp {
+		sh.dropExpired(s, now, amortizedPops)
+	}
 	i := sh.find(req.Key, h)
 	if i != none && now >= sh.at(i).exp {
 		sh.remove(i)
@@ -330,7 +348,8 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 	var prior idem.State
 	switch {
 	case i == none:
-		if !sh.makeRoom(s, now, int64(len(req.Key))+EntryOverhead) {
+		size := int64(len(req.Key)) + EntryOverhead
+		if (sh.count >= sh.maxEntries || sh.bytes+size > sh.maxBytes) && !sh.makeRoom(s, now, size) {
 			s.full.Add(1)
 			return idem.BeginResult{}, ErrFull
 		}
@@ -346,7 +365,7 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 		sh.unlist(i)
 		sh.dropResponse(i)
 		sh.at(i).exp = after(now, req.TTL)
-		sh.heapFix(i)
+		sh.expiryFix(i)
 	}
 	e := sh.at(i)
 	e.state = idem.StatePending
@@ -370,23 +389,28 @@ func (s *Store) Finish(ctx context.Context, key string, token idem.Token, state 
 	defer sh.mu.Unlock()
 	now := s.nowNs()
 	i := sh.find(key, h)
-	if i != none && now >= sh.at(i).exp {
-		sh.remove(i)
-		s.expired.Add(1)
-		i = none
-	}
-	if i == none || sh.at(i).state != idem.StatePending || sh.at(i).token != token {
+	if i == none {
 		return idem.ErrFenced
 	}
-	sh.dropResponse(i)
+	e := sh.at(i) // slots never move: e stays i's through store's compaction
+	if now >= e.exp {
+		sh.remove(i)
+		s.expired.Add(1)
+		return idem.ErrFenced
+	}
+	if e.state != idem.StatePending || e.token != token {
+		return idem.ErrFenced
+	}
+	if e.hasResp {
+		sh.dropResponse(i)
+	}
 	if response != nil {
 		c, off := store(sh, response)
-		e := sh.at(i)
 		e.hasResp, e.respChunk, e.respOff, e.respLen = true, c, off, uint32(len(response))
 		sh.bytes += int64(len(response))
 	}
 	sh.list(i)
-	sh.at(i).state = state
+	e.state = state
 	for sh.bytes > sh.maxBytes && sh.head != none && sh.head != i {
 		sh.evict(s, sh.head)
 	}
@@ -566,7 +590,7 @@ func (sh *shard) add(key string, h uint64, exp int64) int32 {
 	sh.insert(h>>32<<32 | uint64(uint32(i)+1))
 	sh.count++
 	sh.bytes += int64(len(key)) + EntryOverhead
-	sh.heapPush(i, exp)
+	sh.expiryPush(i, exp)
 	return i
 }
 
@@ -580,14 +604,18 @@ func (sh *shard) insert(w uint64) {
 	sh.idx[p] = w
 }
 
+// grow doubles the index. It is an arena block, as the slots are: on the
+// Go heap, each new index is fresh memory (a page fault per 4 KiB, most of a
+// growing store's faults besides its records') and the old one garbage.
 func (sh *shard) grow() {
 	old := sh.idx
-	sh.idx = make([]uint64, max(16, 2*len(old)))
+	sh.idx = newIndex(max(minBlock/8, 2*len(old)))
 	for _, w := range old {
 		if w != 0 {
 			sh.insert(w)
 		}
 	}
+	mem.free(idxBlock(old))
 }
 
 // unindex removes slot i from the index (backward-shift deletion); its
@@ -620,7 +648,7 @@ func (sh *shard) unindex(i int32) {
 func (sh *shard) makeRoom(s *Store, now int64, size int64) bool {
 	for sh.count+1 > sh.maxEntries || sh.bytes+size > sh.maxBytes {
 		if now >= sh.minExp {
-			sh.remove(sh.heap[0][0].slot)
+			sh.remove(sh.soonest())
 			s.expired.Add(1)
 			continue
 		}
@@ -640,7 +668,7 @@ func (sh *shard) evict(s *Store, i int32) {
 // dropExpired removes up to n expired records.
 func (sh *shard) dropExpired(s *Store, now int64, n int) {
 	for ; n > 0 && now >= sh.minExp; n-- {
-		sh.remove(sh.heap[0][0].slot)
+		sh.remove(sh.soonest())
 		s.expired.Add(1)
 	}
 }
@@ -648,7 +676,7 @@ func (sh *shard) dropExpired(s *Store, now int64, n int) {
 func (sh *shard) remove(i int32) {
 	sh.notify(i)
 	sh.unindex(i)
-	sh.heapRemove(i)
+	sh.expiryRemove(i)
 	sh.unlist(i)
 	sh.dropResponse(i)
 	e := sh.at(i)
@@ -807,7 +835,125 @@ func (sh *shard) unlist(i int32) {
 	e.prev, e.next = none, none
 }
 
-// Heap on ExpiresAt, with indexes kept in the slots.
+// Expiry: a record is scheduled either on the queue or on the heap, and
+// slot.heapIdx says where (slot.queued tells which). A record that expires
+// no sooner than the queue's last entry joins the queue (the common case:
+// one window, claims in time order), in O(1) and without touching another
+// record; the rest go to the heap. The soonest expiry is the sooner of the
+// queue's front and the heap's root.
+
+// expiryPush schedules slot i, which is not scheduled, to expire at exp.
+func (sh *shard) expiryPush(i int32, exp int64) {
+	if exp >= sh.qlast {
+		sh.qpush(i, exp)
+	} else {
+		sh.heapPush(i, exp)
+	}
+	sh.minExp = min(sh.minExp, exp)
+}
+
+// expiryRemove unschedules slot i (if it is scheduled).
+func (sh *shard) expiryRemove(i int32) {
+	if sh.at(i).queued {
+		sh.qremove(i)
+	} else {
+		sh.heapRemove(i)
+	}
+	sh.minExp = math.MaxInt64
+	if sh.qlo != sh.qhi {
+		sh.minExp = sh.qe(sh.qlo).exp
+	}
+	if sh.nheap > 0 {
+		sh.minExp = min(sh.minExp, sh.hp(0).exp)
+	}
+}
+
+// expiryFix schedules slot i again after its exp changed.
+func (sh *shard) expiryFix(i int32) {
+	sh.expiryRemove(i)
+	sh.expiryPush(i, sh.at(i).exp)
+}
+
+// soonest returns the record that expires first (at minExp); the shard
+// holds one (minExp < MaxInt64).
+func (sh *shard) soonest() int32 {
+	if sh.qlo != sh.qhi && (sh.nheap == 0 || sh.qe(sh.qlo).exp <= sh.hp(0).exp) {
+		return sh.qe(sh.qlo).slot
+	}
+	return sh.hp(0).slot
+}
+
+// The queue: entries in order of expiry at positions [qlo, qhi) (uint32,
+// wrapping), in a ring of pages whose first holds position qbase. A removed
+// entry is marked dead (slot none) and passed over when it reaches the
+// front; when more than half the queue is dead, the live entries move up
+// (amortized O(1) per removal), so the queue holds at most about twice its
+// live entries.
+
+// qe returns the queue entry at position p.
+func (sh *shard) qe(p uint32) *heapEntry {
+	d := p - sh.qbase
+	return &sh.queue[d/entriesPerHeapPage][d%entriesPerHeapPage]
+}
+
+func (sh *shard) qpush(i int32, exp int64) {
+	if int((sh.qhi-sh.qbase)/entriesPerHeapPage) == len(sh.queue) {
+		sh.queue = append(sh.queue, newHeapPage())
+	}
+	p := sh.qhi
+	*sh.qe(p) = heapEntry{exp: exp, slot: i}
+	e := sh.at(i)
+	e.heapIdx, e.queued = int32(p), true
+	sh.qhi++
+	sh.qlive++
+	sh.qlast = exp
+}
+
+func (sh *shard) qremove(i int32) {
+	e := sh.at(i)
+	sh.qe(uint32(e.heapIdx)).slot = none
+	e.heapIdx, e.queued = none, false
+	sh.qlive--
+	if sh.qlive == 0 {
+		// Empty: start again at the first page.
+		sh.qlo, sh.qhi, sh.qlast = sh.qbase, sh.qbase, math.MinInt64
+		return
+	}
+	for sh.qe(sh.qlo).slot == none {
+		sh.qlo++
+	}
+	for sh.qlo-sh.qbase >= entriesPerHeapPage {
+		// The first page is behind the front: it goes to the end of the
+		// ring, for the queue's growth.
+		pg := sh.queue[0]
+		copy(sh.queue, sh.queue[1:])
+		sh.queue[len(sh.queue)-1] = pg
+		sh.qbase += entriesPerHeapPage
+	}
+	if n := sh.qhi - sh.qlo; n > 2*uint32(sh.qlive)+entriesPerHeapPage {
+		sh.qcompact()
+	}
+}
+
+// qcompact moves the queue's live entries up over its dead ones.
+func (sh *shard) qcompact() {
+	to := sh.qlo
+	for p := sh.qlo; p != sh.qhi; p++ {
+		q := sh.qe(p)
+		if q.slot == none {
+			continue
+		}
+		if p != to {
+			*sh.qe(to) = *q
+			sh.at(q.slot).heapIdx = int32(to)
+		}
+		to++
+	}
+	sh.qhi = to
+	sh.qlast = sh.qe(to - 1).exp
+}
+
+// The heap on ExpiresAt, with indexes kept in the slots.
 
 // hp returns heap entry j.
 func (sh *shard) hp(j int) *heapEntry { return &sh.heap[j/entriesPerHeapPage][j%entriesPerHeapPage] }
@@ -821,17 +967,12 @@ func (sh *shard) heapPush(i int32, exp int64) {
 	*sh.hp(j) = heapEntry{exp: exp, slot: i}
 	sh.at(i).heapIdx = int32(j)
 	if exp >= sh.maxExp {
-		// Expiring no sooner than any entry (the common case: one window,
-		// claims in time order), it stays a leaf without a look at its
-		// parent, which is far away in memory.
+		// Expiring no sooner than any entry, it stays a leaf without a
+		// look at its parent, which is far away in memory.
 		sh.maxExp = exp
-		if j == 0 {
-			sh.minExp = exp
-		}
 		return
 	}
 	sh.up(j)
-	sh.minExp = sh.hp(0).exp
 }
 
 func (sh *shard) heapRemove(i int32) {
@@ -848,19 +989,6 @@ func (sh *shard) heapRemove(i int32) {
 	if j != last {
 		sh.heapFixAt(j)
 	}
-	sh.minExp = math.MaxInt64
-	if last > 0 {
-		sh.minExp = sh.hp(0).exp
-	}
-}
-
-func (sh *shard) heapFix(i int32) {
-	j := sh.at(i).heapIdx
-	exp := sh.at(i).exp
-	sh.hp(int(j)).exp = exp
-	sh.maxExp = max(sh.maxExp, exp)
-	sh.heapFixAt(int(j))
-	sh.minExp = sh.hp(0).exp
 }
 
 func (sh *shard) heapFixAt(i int) {
