@@ -7,12 +7,16 @@
 // # Schema
 //
 // (*Store).Migrate creates and upgrades the schema objects, recording the
-// applied versions in <table>_version, and creates the function
-// <table>_claim that Begin calls when it is missing; SchemaSQL returns the
-// same DDL for teams that run their own migrations. Version 1 is the records
-// table and its index. The function is no schema version: it changes no
-// layout, and an older pgstore, which refuses to migrate a version it does
-// not know, keeps starting beside newer ones. With the default names (Schema "public", Table "idem_records"):
+// applied versions in <table>_version, and creates (or replaces) the
+// function <table>_claim that Begin calls when it is missing or not this
+// package's (which needs the CREATE privilege on the schema; without it,
+// Migrate logs a warning and Begin runs the claim statement below).
+// SchemaSQL returns the same DDL for teams that run their own migrations;
+// the function's body is dollar-quoted, so a migration tool must not split
+// it at semicolons. Version 1 is the records table and its index. The
+// function is no schema version: it changes no layout, and an older pgstore,
+// which refuses to migrate a version it does not know, keeps starting beside
+// newer ones. With the default names (Schema "public", Table "idem_records"):
 //
 //	CREATE TABLE IF NOT EXISTS "public"."idem_records" (
 //	    token            bigint      NOT NULL,  -- fencing token: the uint64 bit pattern as int64
@@ -115,9 +119,11 @@
 // search_path, which would cost every call.
 //
 // Where the function is missing (a schema an older pgstore migrated, or an
-// older SchemaSQL applied by hand), Begin cannot call it. Begin's first call then fails (SQLSTATE
-// 42883, or 42501 for a role that may not execute the function; the server
-// logs that error once per Store), and the Store falls back to the claim
+// older SchemaSQL applied by hand, or a role without the CREATE privilege on
+// the schema ran Migrate), Begin cannot call it. Begin's first call then
+// fails (SQLSTATE 42883, or 42501 for a role that may not execute the
+// function; the server logs that error for each Begin that ran into it before
+// the switch), and the Store falls back to the claim
 // statement of older pgstores, one statement with the same semantics that costs the
 // server more per claim (a replay some 15 µs more on PostgreSQL 15):
 //

@@ -101,7 +101,8 @@ func newV1StoreOn(tb testing.TB, p *pgxpool.Pool, opts Options) *Store {
 	s, err := New(p, opts)
 	require.NoError(tb, err)
 	tb.Cleanup(func() { _ = s.Close() })
-	require.NoError(tb, s.migrate(context.Background(), false))
+	_, err = s.migrate(context.Background(), false)
+	require.NoError(tb, err)
 	return s
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -286,4 +287,105 @@ func TestClaimModeStaleFailure(t *testing.T) {
 	}
 	s.claimFuncMissing(s.claimMode.Load())
 	require.False(t, s.usesClaimFunc(), "a failure without a Migrate falls back")
+}
+
+// TestMigrateWithoutCreate: a role that may use the tables an older pgstore
+// made but not create objects in their schema (a DBA's migrations serve it)
+// migrates without error, and its Store claims with the statement.
+func TestMigrateWithoutCreate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	admin := testPool(t)
+	old := newV1StoreOn(t, admin, Options{})
+	role := old.n.schema + "_app"
+	roleID := pgx.Identifier{role}.Sanitize()
+	for _, q := range []string{
+		`CREATE ROLE ` + roleID + ` NOLOGIN`,
+		`GRANT USAGE ON SCHEMA ` + pgx.Identifier{old.n.schema}.Sanitize() + ` TO ` + roleID,
+		`GRANT SELECT, INSERT, UPDATE, DELETE ON ` + old.n.table + ` TO ` + roleID,
+		`GRANT SELECT, INSERT ON ` + old.n.version + ` TO ` + roleID,
+	} {
+		_, err := admin.Exec(ctx, q)
+		require.NoError(t, err, q)
+	}
+	t.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), `DROP OWNED BY `+roleID)
+		_, _ = admin.Exec(context.Background(), `DROP ROLE IF EXISTS `+roleID)
+	})
+	rec := &sqlRecorder{}
+	p := poolWith(t, testenv.PostgresURL(t), func(c *pgxpool.Config) {
+		c.MaxConns = 1
+		c.ConnConfig.Tracer = rec
+		c.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+			_, err := conn.Exec(ctx, `SET ROLE `+roleID)
+			return err
+		}
+	})
+	s, err := New(p, Options{Schema: old.n.schema})
+	require.NoError(t, err)
+	rec.s = s
+	require.NoError(t, s.Migrate(ctx), "a role without CREATE migrates an up-to-date layout")
+	assert.False(t, s.usesClaimFunc())
+	var haveFunc bool
+	require.NoError(t, admin.QueryRow(ctx, `SELECT to_regproc($1) IS NOT NULL`, s.n.claim).Scan(&haveFunc))
+	assert.False(t, haveFunc)
+	r, err := s.Begin(ctx, &idem.BeginRequest{Key: "k", Fingerprint: fp(1), Token: 1, Lease: time.Minute, TTL: time.Hour})
+	require.NoError(t, err)
+	assert.True(t, r.Acquired)
+	assert.Equal(t, []string{"cte"}, rec.take(), "no failed call of the function first")
+}
+
+// TestMigrateReplacesStaleFunc: after its schema was renamed, the claim
+// function still names the table in the old schema; Migrate finds its body
+// is not this package's and replaces it.
+func TestMigrateReplacesStaleFunc(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p := testPool(t)
+	from, to := uniqueSchema(t, p), uniqueSchema(t, p)
+	newStoreOn(t, p, Options{Schema: from})
+	_, err := p.Exec(ctx, `ALTER SCHEMA `+pgx.Identifier{from}.Sanitize()+` RENAME TO `+pgx.Identifier{to}.Sanitize())
+	require.NoError(t, err)
+	s, err := New(p, Options{Schema: to})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	_, err = s.Begin(ctx, &idem.BeginRequest{Key: "k", Fingerprint: fp(1), Token: 1, Lease: time.Minute, TTL: time.Hour})
+	require.Error(t, err, "the function names the old schema")
+
+	require.NoError(t, s.Migrate(ctx))
+	var src string
+	require.NoError(t, p.QueryRow(ctx, `SELECT prosrc FROM pg_proc WHERE oid = to_regprocedure($1)`, s.n.claim+claimFuncArgs).Scan(&src))
+	assert.Equal(t, claimFuncBody(s.n), src)
+	r, err := s.Begin(ctx, &idem.BeginRequest{Key: "k", Fingerprint: fp(1), Token: 1, Lease: time.Minute, TTL: time.Hour})
+	require.NoError(t, err)
+	assert.True(t, r.Acquired)
+	assert.True(t, s.usesClaimFunc())
+}
+
+// TestClaimFuncErrorInBody: an undefined_function raised within the claim
+// function's body (here by a trigger on the table) is Begin's error, and
+// does not switch the Store to the statement.
+func TestClaimFuncErrorInBody(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newTestStore(t, Options{})
+	sc := pgx.Identifier{s.n.schema}.Sanitize()
+	for _, q := range []string{
+		`CREATE FUNCTION ` + sc + `.trg() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM ` + sc + `.no_such_function(); RETURN NEW; END $$`,
+		`CREATE TRIGGER trg BEFORE INSERT ON ` + s.n.table + ` FOR EACH ROW EXECUTE FUNCTION ` + sc + `.trg()`,
+	} {
+		_, err := s.pool.Exec(ctx, q)
+		require.NoError(t, err, q)
+	}
+	_, err := s.Begin(ctx, &idem.BeginRequest{Key: "k", Fingerprint: fp(1), Token: 1, Lease: time.Minute, TTL: time.Hour})
+	var pe *pgconn.PgError
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, "42883", pe.Code)
+	assert.True(t, s.usesClaimFunc(), "the function is there")
+
+	_, err = s.pool.Exec(ctx, `DROP TRIGGER trg ON `+s.n.table)
+	require.NoError(t, err)
+	r, err := s.Begin(ctx, &idem.BeginRequest{Key: "k", Fingerprint: fp(1), Token: 1, Lease: time.Minute, TTL: time.Hour})
+	require.NoError(t, err)
+	assert.True(t, r.Acquired)
 }

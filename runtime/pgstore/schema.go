@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Default names of the schema objects.
@@ -107,16 +109,22 @@ var SchemaVersion = len(migrations)
 // compares are NOT NULL, and Begin passes no NULL) would reach the
 // UPDATE, which matches nothing: no result, as in the claim statement.
 func claimFuncSQL(n names) string {
+	return `CREATE OR REPLACE FUNCTION ` + n.claim + `(
+    claim_key text, claim_fp bytea, claim_token bigint, claim_lease interval, claim_ttl interval, same_fp boolean,
+    OUT acquired boolean, OUT prior integer, OUT rec_state smallint, OUT rec_fingerprint bytea, OUT rec_token bigint,
+    OUT rec_lease_expires_at timestamptz, OUT rec_expires_at timestamptz, OUT rec_response bytea)
+LANGUAGE plpgsql AS $claim$` + claimFuncBody(n) + `$claim$;`
+}
+
+// claimFuncBody is the claim function's body: what PostgreSQL keeps as its
+// source (pg_proc.prosrc), which Migrate compares.
+func claimFuncBody(n names) string {
 	claimable := func(r string) string {
 		return `(` + r + `expires_at <= clock_timestamp()
         OR (` + r + `state = 1 AND ` + r + `lease_expires_at <= clock_timestamp())
         OR (` + r + `state = 3 AND ` + r + `response IS NULL AND (NOT same_fp OR ` + r + `fingerprint = claim_fp)))`
 	}
-	return `CREATE OR REPLACE FUNCTION ` + n.claim + `(
-    claim_key text, claim_fp bytea, claim_token bigint, claim_lease interval, claim_ttl interval, same_fp boolean,
-    OUT acquired boolean, OUT prior integer, OUT rec_state smallint, OUT rec_fingerprint bytea, OUT rec_token bigint,
-    OUT rec_lease_expires_at timestamptz, OUT rec_expires_at timestamptz, OUT rec_response bytea)
-LANGUAGE plpgsql AS $claim$
+	return `
 BEGIN
     -- The row, unlocked, into the record's result columns.
     SELECT c.state, c.fingerprint, c.token, c.lease_expires_at, c.expires_at, c.response
@@ -153,7 +161,7 @@ BEGIN
     rec_state := NULL; rec_fingerprint := NULL; rec_token := NULL;
     rec_lease_expires_at := NULL; rec_expires_at := NULL; rec_response := NULL;
 END
-$claim$;`
+`
 }
 
 // claimFuncArgs is the claim function's argument list, which names it among
@@ -181,26 +189,38 @@ func SchemaSQL(opts Options) (string, error) {
 // Migrate creates or upgrades the store's schema objects: the schema (when
 // missing), the records table with its index, a version table
 // (<table>_version) that records which migrations ran, and the claim
-// function (<table>_claim) when it is missing. Concurrent calls (many
+// function (<table>_claim) when it is missing or its body is not this
+// package's (say, after its schema was renamed). Concurrent calls (many
 // instances starting at once) serialize on an advisory lock; a call on an
 // up-to-date schema changes nothing. It fails when the database holds a newer
 // schema version than this package knows.
 //
-// A Store whose Begin fell back to the claim statement because the claim
-// function was missing (see Store.Begin) uses the function again after its
-// Migrate succeeds.
+// Creating the function needs the CREATE privilege on the schema. A role
+// without it (one that a DBA's migrations serve: since PostgreSQL 15 no role
+// has it on "public" by default) cannot create it where an older pgstore
+// left none: Migrate then logs a warning to Options.Logger, succeeds, and
+// the Store claims with the claim statement (see Store.Begin), as older
+// pgstores do. A Store whose Begin fell back to the claim statement because
+// the function was missing uses the function after a Migrate that finds or
+// creates it.
 func (s *Store) Migrate(ctx context.Context) error {
-	if err := s.migrate(ctx, true); err != nil {
+	funcOK, err := s.migrate(ctx, true)
+	if err != nil {
 		return err
 	}
-	s.claimFuncFound()
+	if funcOK {
+		s.claimFuncFound()
+	} else {
+		s.claimFuncAbsent()
+	}
 	return nil
 }
 
-// migrate runs the migrations, and creates the claim function if withFunc
-// (tests leave it out to build an older pgstore's schema).
-func (s *Store) migrate(ctx context.Context, withFunc bool) error {
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+// migrate runs the migrations and, if withFunc (tests leave it out to build
+// an older pgstore's schema), makes sure of the claim function, reporting
+// whether Begin can call it.
+func (s *Store) migrate(ctx context.Context, withFunc bool) (funcOK bool, err error) {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, "idemgen/pgstore:"+s.n.lockKey); err != nil {
 			return err
 		}
@@ -241,21 +261,45 @@ func (s *Store) migrate(ctx context.Context, withFunc bool) error {
 		if !withFunc {
 			return nil
 		}
-		var haveFunc bool
-		if err := tx.QueryRow(ctx, `SELECT to_regprocedure($1) IS NOT NULL`, s.n.claim+claimFuncArgs).Scan(&haveFunc); err != nil {
-			return err
-		}
-		if !haveFunc {
-			if _, err := tx.Exec(ctx, claimFuncSQL(s.n)); err != nil {
-				return fmt.Errorf("claim function: %w", err)
-			}
-		}
-		return nil
+		funcOK, err = s.ensureClaimFunc(ctx, tx)
+		return err
 	})
 	if err != nil {
-		return fmt.Errorf("pgstore: migrate %s: %w", s.n.table, err)
+		return false, fmt.Errorf("pgstore: migrate %s: %w", s.n.table, err)
 	}
-	return nil
+	return funcOK, nil
+}
+
+// ensureClaimFunc creates or replaces the claim function unless it exists
+// with this package's body. Where the role may not create it (SQLSTATE
+// 42501), it logs a warning, leaves the schema as it was (the attempt runs
+// under a savepoint) and reports false.
+func (s *Store) ensureClaimFunc(ctx context.Context, tx pgx.Tx) (bool, error) {
+	var src *string
+	if err := tx.QueryRow(ctx, `SELECT (SELECT prosrc FROM pg_proc WHERE oid = to_regprocedure($1))`,
+		s.n.claim+claimFuncArgs).Scan(&src); err != nil {
+		return false, err
+	}
+	if src != nil && *src == claimFuncBody(s.n) {
+		return true, nil
+	}
+	sp, err := tx.Begin(ctx) // a savepoint
+	if err != nil {
+		return false, err
+	}
+	if _, err := sp.Exec(ctx, claimFuncSQL(s.n)); err != nil {
+		if rerr := sp.Rollback(ctx); rerr != nil {
+			return false, rerr
+		}
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "42501" {
+			s.log.LogAttrs(ctx, slog.LevelWarn, "pgstore: cannot create the claim function; Begin runs the claim statement, which costs the server more",
+				slog.String("function", s.n.claim), slog.Any("error", err))
+			return false, nil
+		}
+		return false, fmt.Errorf("claim function: %w", err)
+	}
+	return true, sp.Commit(ctx)
 }
 
 // errLostRace is the claim statement's empty answer: a concurrent claim of

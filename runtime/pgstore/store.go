@@ -382,6 +382,18 @@ func (s *Store) usesClaimFunc() bool { return s.claimMode.Load()%2 == 0 }
 // claimMode on since.
 func (s *Store) claimFuncMissing(mode uint64) { s.claimMode.CompareAndSwap(mode, mode+1) }
 
+// claimFuncAbsent makes Begin run the claim statement (Migrate could not
+// create the function): claimMode moves to the next odd value, also from an
+// odd one, so that no concurrent Begin's failure moves it back.
+func (s *Store) claimFuncAbsent() {
+	for {
+		m := s.claimMode.Load()
+		if s.claimMode.CompareAndSwap(m, m+1+m%2) {
+			return
+		}
+	}
+}
+
 // claimFuncFound makes Begin call the claim function (Migrate has created
 // it): claimMode moves to the next even value, also from an even one, so
 // that a call that failed before cannot move it to the statement.
@@ -399,12 +411,17 @@ func (s *Store) claimFuncFound() {
 // (undefined_function, 42883: an older pgstore's schema), or the role may not
 // execute it (insufficient_privilege, 42501: e.g. EXECUTE revoked from
 // PUBLIC by default privileges, while the table's privileges were granted).
+// Only an error of the call itself counts, not one raised within the
+// function's body (a trigger calling a missing function, a privilege on the
+// table), which carries the body's context in Where and which the statement
+// would meet as well: that one is Begin's error, and the Store keeps the
+// function.
 func claimFuncUnusable(err error) bool {
 	if err == nil { // before pe, which escapes: no allocation on success
 		return false
 	}
 	var pe *pgconn.PgError
-	return errors.As(err, &pe) && (pe.Code == "42883" || pe.Code == "42501")
+	return errors.As(err, &pe) && (pe.Code == "42883" || pe.Code == "42501") && pe.Where == "" && pe.InternalQuery == ""
 }
 
 // isSerializationFailure reports a serialization failure (SQLSTATE 40001),
