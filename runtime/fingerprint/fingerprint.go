@@ -139,7 +139,7 @@ const maxPooledMembers = 1 << 18
 func getState() *state { return statePool.Get().(*state) }
 
 func putState(s *state) {
-	s.out = nil
+	s.out, s.reused = nil, false
 	if cap(s.buf) > maxPooled || cap(s.tmp) > maxPooled || cap(s.hdr) > maxPooled || cap(s.hkey) > maxPooled {
 		s.buf, s.tmp, s.hdr, s.hkey, s.hlen = nil, nil, nil, nil, 0
 	}

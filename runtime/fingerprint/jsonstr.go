@@ -23,8 +23,8 @@ func special(x uint64) uint64 {
 	// below 0x20 (and the space above), so one "less than 0x21" test
 	// finds both; x^'\\' maps the backslash to 0, which "less than 1"
 	// finds. Without a borrow, the high bit of a byte from 0x80 up is
-	// set in y-0x21 unless x is 0x80 to 0xA0, and in b-1 unless x is
-	// 0xDC: in one of the two always, so the differences flag non-ASCII
+	// set in y-0x21 unless y is 0x80 to 0xA0 (x is 0x80 to 0x9F, or
+	// 0xA2), and in b-1 unless x is 0xDC: in one of the two always, so the differences flag non-ASCII
 	// bytes too, without the usual "&^ y", "&^ b" and "| x".
 	y := x ^ (0x02 * lsb)
 	b := x ^ ('\\' * lsb)

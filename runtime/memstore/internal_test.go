@@ -127,8 +127,11 @@ func TestExpiryOrder(t *testing.T) {
 				}
 				sh.expiryFix(i)
 			}
-			check(step)
+			if step < 5000 || step%61 == 0 { // every step costs a minute under -race
+				check(step)
+			}
 		}
+		check(-1)
 		if !c.expire && outOfOrder == 0 && compactions == 0 {
 			t.Errorf("%+v: the queue never compacted", c)
 		}
