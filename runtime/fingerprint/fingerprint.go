@@ -103,26 +103,26 @@ type state struct {
 	// the stream in sum.
 	flushed, summed bool
 	stage           []byte // hashObject's buffer
-	// hkey holds the Method, Operation, RawQuery and ContentType (of
-	// lengths hlens) of the last request that a hasher without named
-	// headers summed with this state; s.hdr[:hlen] is its header and
-	// hkind its body domain (hlen 0: none). A service sums many requests
-	// of one operation, with the same header.
-	hkey  []byte
-	hlens [4]int
-	hlen  int
-	hkind byte
-	// reused: this call's header is the cached one. mid is then s.d's
-	// state (encoding.BinaryAppender) after the header's first midLen
-	// bytes, its whole 64-byte blocks (midLen 0: not made yet, at the
-	// header's first reuse). (A header built anew is hashed in full: its
-	// next request may have another.)
-	reused bool
-	mid    []byte
-	midLen int
-	err    jsonError
-	d      hash.Hash
-	sum    [sha256.Size]byte
+	// hdrKey holds the Method, Operation, RawQuery and ContentType (of
+	// lengths hdrKeyLens) of the last request that a hasher without named
+	// headers summed with this state; s.hdr[:hdrLen] is its header and
+	// hdrKind its body domain (hdrLen 0: none). A service sums many
+	// requests of one operation, with the same header.
+	hdrKey     []byte
+	hdrKeyLens [4]int
+	hdrLen     int
+	hdrKind    byte
+	// hdrReused: this call's header is the cached one. hdrState is then
+	// s.d's state (encoding.BinaryAppender) after the header's first
+	// hdrStateLen bytes, its whole 64-byte blocks (hdrStateLen 0: not made
+	// yet, at the header's first reuse). (A header built anew is hashed in
+	// full: its next request may have another.)
+	hdrReused   bool
+	hdrState    []byte
+	hdrStateLen int
+	err         jsonError
+	d           hash.Hash
+	sum         [sha256.Size]byte
 }
 
 var statePool = sync.Pool{New: func() any { return &state{d: sha256.New()} }}
@@ -139,9 +139,9 @@ const maxPooledMembers = 1 << 18
 func getState() *state { return statePool.Get().(*state) }
 
 func putState(s *state) {
-	s.out, s.reused = nil, false
-	if cap(s.buf) > maxPooled || cap(s.tmp) > maxPooled || cap(s.hdr) > maxPooled || cap(s.hkey) > maxPooled {
-		s.buf, s.tmp, s.hdr, s.hkey, s.hlen = nil, nil, nil, nil, 0
+	s.out, s.hdrReused = nil, false
+	if cap(s.buf) > maxPooled || cap(s.tmp) > maxPooled || cap(s.hdr) > maxPooled || cap(s.hdrKey) > maxPooled {
+		s.buf, s.tmp, s.hdr, s.hdrKey, s.hdrLen = nil, nil, nil, nil, 0
 	}
 	if cap(s.pairs) > maxPooled/32 {
 		s.pairs = nil
@@ -185,9 +185,9 @@ func (h *Hasher) Sum(in *Input) Fingerprint {
 	s := getState()
 	var hdr []byte
 	var kind byte
-	if len(h.headers) == 0 && s.hlen > 0 && s.sameHeader(in) {
-		hdr, kind = s.hdr[:s.hlen], s.hkind
-		s.reused = true
+	if len(h.headers) == 0 && s.hdrLen > 0 && s.sameHeader(in) {
+		hdr, kind = s.hdr[:s.hdrLen], s.hdrKind
+		s.hdrReused = true
 	} else {
 		hdr, kind = h.header(s, in)
 	}
@@ -264,11 +264,11 @@ func (h *Hasher) header(s *state, in *Input) ([]byte, byte) {
 			}
 		}
 	}
-	s.hdr, s.hlen, s.midLen, s.reused = hdr, 0, 0, false
+	s.hdr, s.hdrLen, s.hdrStateLen, s.hdrReused = hdr, 0, 0, false
 	if len(h.headers) == 0 {
-		s.hkey = append(append(append(append(s.hkey[:0], in.Method...), in.Operation...), in.RawQuery...), in.ContentType...)
-		s.hlens = [4]int{len(in.Method), len(in.Operation), len(in.RawQuery), len(in.ContentType)}
-		s.hlen, s.hkind = len(hdr), kind
+		s.hdrKey = append(append(append(append(s.hdrKey[:0], in.Method...), in.Operation...), in.RawQuery...), in.ContentType...)
+		s.hdrKeyLens = [4]int{len(in.Method), len(in.Operation), len(in.RawQuery), len(in.ContentType)}
+		s.hdrLen, s.hdrKind = len(hdr), kind
 	}
 	return hdr, kind
 }
@@ -277,20 +277,20 @@ func (h *Hasher) header(s *state, in *Input) ([]byte, byte) {
 // it returns the length of: for a header reused, its whole 64-byte
 // blocks, hashed once for all its reuses; else nothing.
 func (s *state) resetDigest() int {
-	if !s.reused || s.hlen < sha256.BlockSize {
+	if !s.hdrReused || s.hdrLen < sha256.BlockSize {
 		s.d.Reset()
 		return 0
 	}
-	if s.midLen > 0 {
-		if u, ok := s.d.(encoding.BinaryUnmarshaler); ok && u.UnmarshalBinary(s.mid) == nil {
-			return s.midLen
+	if s.hdrStateLen > 0 {
+		if u, ok := s.d.(encoding.BinaryUnmarshaler); ok && u.UnmarshalBinary(s.hdrState) == nil {
+			return s.hdrStateLen
 		}
 	} else if a, ok := s.d.(encoding.BinaryAppender); ok {
-		n := s.hlen &^ (sha256.BlockSize - 1)
+		n := s.hdrLen &^ (sha256.BlockSize - 1)
 		s.d.Reset()
 		s.d.Write(s.hdr[:n])
-		if mid, err := a.AppendBinary(s.mid[:0]); err == nil {
-			s.mid, s.midLen = mid, n
+		if st, err := a.AppendBinary(s.hdrState[:0]); err == nil {
+			s.hdrState, s.hdrStateLen = st, n
 			return n
 		}
 	}
@@ -299,9 +299,9 @@ func (s *state) resetDigest() int {
 }
 
 // sameHeader reports whether in has the Method, Operation, RawQuery and
-// ContentType of the header that s holds (s.hlen > 0).
+// ContentType of the header that s holds (s.hdrLen > 0).
 func (s *state) sameHeader(in *Input) bool {
-	l, k := &s.hlens, s.hkey
+	l, k := &s.hdrKeyLens, s.hdrKey
 	if len(in.Method) != l[0] || len(in.Operation) != l[1] || len(in.RawQuery) != l[2] || len(in.ContentType) != l[3] {
 		return false
 	}

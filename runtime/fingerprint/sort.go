@@ -416,7 +416,7 @@ func (s *state) hashObject(ms []member, perm []int32, in, buf []byte) {
 		st = append(st, '}')
 	}
 	st[len(st)-1] = '}'
-	if s.flushed || s.reused && s.hlen >= sha256.BlockSize {
+	if s.flushed || s.hdrReused && s.hdrLen >= sha256.BlockSize {
 		s.flush(st) // for a header reused, without its first blocks
 	} else {
 		// The whole stream is in the stage: one call, without the

@@ -9,7 +9,7 @@ import (
 )
 
 // The arena holds what the shards keep per record (slot pages, expiry queue
-// and heap pages, indexes and the chunks of keys and responses) outside the
+// and expiry pages, indexes and the chunks of keys and responses) outside the
 // Go heap, in regions mapped from the operating system.
 //
 // Why: a store grows by about half a kilobyte per record for as long as its
@@ -224,24 +224,24 @@ const (
 	// slotsPerPage: the slot table grows by pages of 64 KiB (slots are 96
 	// bytes: TestSlotSize), never copied.
 	slotsPerPage = slotPageBytes / 96
-	// entriesPerHeapPage: the expiry heap and queue grow by pages of 16 KiB
+	// entriesPerExpiryPage: the expiry heap and queue grow by pages of 16 KiB
 	// (entries are 16 bytes), never copied (append's growth would allocate
 	// five times what the heap holds).
-	entriesPerHeapPage = 1024
+	entriesPerExpiryPage = 1024
 )
 
 type (
-	slotPage [slotsPerPage]slot
-	heapPage [entriesPerHeapPage]heapEntry
+	slotPage   [slotsPerPage]slot
+	expiryPage [entriesPerExpiryPage]expiryEntry
 )
 
 // A page must fit its block (a negative array length does not compile).
 var (
 	_ [slotPageBytes - unsafe.Sizeof(slotPage{})]byte
-	_ [16<<10 - unsafe.Sizeof(heapPage{})]byte
+	_ [16<<10 - unsafe.Sizeof(expiryPage{})]byte
 )
 
-// newSlotPage and newHeapPage return zeroed pages, as new would: a reused
+// newSlotPage and newExpiryPage return zeroed pages, as new would: a reused
 // block holds what was there before, and a slot made but not yet written
 // (add stores its key first, which may compact the shard) must read as
 // free.
@@ -251,10 +251,10 @@ func newSlotPage() *slotPage {
 	return (*slotPage)(unsafe.Pointer(unsafe.SliceData(b)))
 }
 
-func newHeapPage() *heapPage {
-	b := mem.alloc(int(unsafe.Sizeof(heapPage{})))
+func newExpiryPage() *expiryPage {
+	b := mem.alloc(int(unsafe.Sizeof(expiryPage{})))
 	clear(b)
-	return (*heapPage)(unsafe.Pointer(unsafe.SliceData(b)))
+	return (*expiryPage)(unsafe.Pointer(unsafe.SliceData(b)))
 }
 
 // newIndex returns a zeroed index of n words (n*8 a power of two, at least
@@ -271,6 +271,6 @@ func idxBlock(x []uint64) []byte {
 }
 
 // pageBlock returns the arena block that holds page p of type T.
-func pageBlock[T slotPage | heapPage](p *T) []byte {
+func pageBlock[T slotPage | expiryPage](p *T) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(p)), minBlock<<class(int(unsafe.Sizeof(*p))))
 }

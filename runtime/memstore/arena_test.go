@@ -93,7 +93,7 @@ func TestArenaClasses(t *testing.T) {
 	if minBlock<<(numClasses-1) != maxBlock || chunkMin != minBlock || chunkMax != maxBlock {
 		t.Error("the classes do not span the chunk sizes")
 	}
-	if unsafe.Sizeof(heapPage{}) != 16<<10 || slotPageBytes-unsafe.Sizeof(slotPage{}) >= unsafe.Sizeof(slot{}) {
+	if unsafe.Sizeof(expiryPage{}) != 16<<10 || slotPageBytes-unsafe.Sizeof(slotPage{}) >= unsafe.Sizeof(slot{}) {
 		t.Error("a page does not fill its block") // (that it fits is checked when compiling)
 	}
 }
@@ -151,20 +151,20 @@ func TestStoreMemoryReturned(t *testing.T) {
 	}
 }
 
-// TestNewPagesAreZero: slot and heap pages and indexes are zeroed even when their block
+// TestNewPagesAreZero: slot and expiry pages and indexes are zeroed even when their block
 // is reused dirty. A slot made but not yet written must read as free: add
 // stores the slot's key before it writes the slot, and storing may compact
 // the shard, which reads every slot made (a dirty one indexed chunks at
 // random).
 func TestNewPagesAreZero(t *testing.T) {
-	for _, size := range []int{int(unsafe.Sizeof(slotPage{})), int(unsafe.Sizeof(heapPage{})), minBlock} {
+	for _, size := range []int{int(unsafe.Sizeof(slotPage{})), int(unsafe.Sizeof(expiryPage{})), minBlock} {
 		b := mem.alloc(size)
 		for i := range b {
 			b[i] = 0x41
 		}
 		mem.free(b)
 	}
-	sp, hp, x := newSlotPage(), newHeapPage(), newIndex(minBlock/8)
+	sp, hp, x := newSlotPage(), newExpiryPage(), newIndex(minBlock/8)
 	defer mem.free(pageBlock(sp))
 	defer mem.free(pageBlock(hp))
 	defer mem.free(idxBlock(x))

@@ -40,7 +40,7 @@ func TestExpiryOrder(t *testing.T) {
 				}
 			}
 			for j := 0; j < sh.nheap; j++ {
-				if e := sh.at(sh.hp(j).slot); e.queued || int(e.heapIdx) != j || e.exp != sh.hp(j).exp {
+				if e := sh.at(sh.hp(j).slot); e.queued || int(e.expiryPos) != j || e.exp != sh.hp(j).exp {
 					t.Fatalf("step %d: slot of heap entry %d does not point back", step, j)
 				}
 			}
@@ -55,7 +55,7 @@ func TestExpiryOrder(t *testing.T) {
 					continue
 				}
 				n++
-				if e := sh.at(q.slot); !e.queued || uint32(e.heapIdx) != p || e.exp != q.exp {
+				if e := sh.at(q.slot); !e.queued || uint32(e.expiryPos) != p || e.exp != q.exp {
 					t.Fatalf("step %d: slot of queue entry %d does not point back", step, p)
 				}
 			}
@@ -65,7 +65,7 @@ func TestExpiryOrder(t *testing.T) {
 			if n != sh.qlive || n+sh.nheap != len(live) {
 				t.Fatalf("step %d: %d live in the queue (counted %d), %d in the heap, want %d in all", step, n, sh.qlive, sh.nheap, len(live))
 			}
-			if sh.qhi-sh.qlo > 2*uint32(n)+entriesPerHeapPage {
+			if sh.qhi-sh.qlo > 2*uint32(n)+entriesPerExpiryPage {
 				t.Fatalf("step %d: the queue holds %d entries for %d live", step, sh.qhi-sh.qlo, n)
 			}
 			want := int64(math.MaxInt64)

@@ -161,22 +161,22 @@ const none = -1 // no slot, no chunk
 
 type shard struct {
 	mu     sync.Mutex
-	seed   maphash.Seed // the store's
-	idx    []uint64     // open addressing: 0 empty, else hash>>32<<32 | slot+1, placed at (hash>>32)&mask; an arena block
-	count  int          // records held
-	pages  []*slotPage  // the slot table, in pages that never move
-	nslots int32        // slots made
-	free   []int32      // free slot numbers
-	queue  []*heapPage  // records in order of expiry (see qe)
-	qbase  uint32       // the position of queue[0][0]
-	qlo    uint32       // the queue's front (live when the queue is not empty)
-	qhi    uint32       // the queue's end
-	qlive  int          // live entries in the queue
-	qlast  int64        // the expiry of the queue's last entry (MinInt64 when empty)
-	heap   []*heapPage  // records whose expiry came out of order
-	nheap  int          // entries in heap
-	maxExp int64        // no entry of heap expires later (it never decreases)
-	minExp int64        // the soonest expiry (MaxInt64 when none): Begin looks here
+	seed   maphash.Seed  // the store's
+	idx    []uint64      // open addressing: 0 empty, else hash>>32<<32 | slot+1, placed at (hash>>32)&mask; an arena block
+	count  int           // records held
+	pages  []*slotPage   // the slot table, in pages that never move
+	nslots int32         // slots made
+	free   []int32       // free slot numbers
+	queue  []*expiryPage // records in order of expiry (see qe)
+	qbase  uint32        // the position of queue[0][0]
+	qlo    uint32        // the queue's front (live when the queue is not empty)
+	qhi    uint32        // the queue's end
+	qlive  int           // live entries in the queue
+	qlast  int64         // the expiry of the queue's last entry (MinInt64 when empty)
+	heap   []*expiryPage // records whose expiry came out of order
+	nheap  int           // entries in heap
+	maxExp int64         // no entry of heap expires later (it never decreases)
+	minExp int64         // the soonest expiry (MaxInt64 when none): Begin looks here
 
 	head, tail int32 // finished records, oldest first
 
@@ -203,19 +203,19 @@ type slot struct {
 	fp        idem.Fingerprint
 	state     idem.State
 	hasResp   bool // Response is non-nil (it may be empty)
-	queued    bool // heapIdx is a position in the queue, not in the heap
+	queued    bool // expiryPos is a position in the queue, not in the heap
 	keyChunk  int32
 	respChunk int32
 	keyOff    uint32
 	keyLen    uint32
 	respOff   uint32
 	respLen   uint32
-	heapIdx   int32 // where its expiry is scheduled (see queued), or none
+	expiryPos int32 // where its expiry is scheduled (see queued), or none
 	prev      int32
 	next      int32
 }
 
-type heapEntry struct {
+type expiryEntry struct {
 	exp  int64
 	slot int32
 }
@@ -583,7 +583,7 @@ func (sh *shard) add(key string, h uint64, exp int64) int32 {
 	}
 	c, off := store(sh, key)
 	*sh.at(i) = slot{exp: exp, keyChunk: c, keyOff: off, keyLen: uint32(len(key)),
-		respChunk: none, heapIdx: none, prev: none, next: none}
+		respChunk: none, expiryPos: none, prev: none, next: none}
 	if (sh.count+1)*4 > len(sh.idx)*3 {
 		sh.grow()
 	}
@@ -836,7 +836,7 @@ func (sh *shard) unlist(i int32) {
 }
 
 // Expiry: a record is scheduled either on the queue or on the heap, and
-// slot.heapIdx says where (slot.queued tells which). A record that expires
+// slot.expiryPos says where (slot.queued tells which). A record that expires
 // no sooner than the queue's last entry joins the queue (the common case:
 // one window, claims in time order), in O(1) and without touching another
 // record; the rest go to the heap. The soonest expiry is the sooner of the
@@ -891,19 +891,19 @@ func (sh *shard) soonest() int32 {
 // live entries.
 
 // qe returns the queue entry at position p.
-func (sh *shard) qe(p uint32) *heapEntry {
+func (sh *shard) qe(p uint32) *expiryEntry {
 	d := p - sh.qbase
-	return &sh.queue[d/entriesPerHeapPage][d%entriesPerHeapPage]
+	return &sh.queue[d/entriesPerExpiryPage][d%entriesPerExpiryPage]
 }
 
 func (sh *shard) qpush(i int32, exp int64) {
-	if int((sh.qhi-sh.qbase)/entriesPerHeapPage) == len(sh.queue) {
-		sh.queue = append(sh.queue, newHeapPage())
+	if int((sh.qhi-sh.qbase)/entriesPerExpiryPage) == len(sh.queue) {
+		sh.queue = append(sh.queue, newExpiryPage())
 	}
 	p := sh.qhi
-	*sh.qe(p) = heapEntry{exp: exp, slot: i}
+	*sh.qe(p) = expiryEntry{exp: exp, slot: i}
 	e := sh.at(i)
-	e.heapIdx, e.queued = int32(p), true
+	e.expiryPos, e.queued = int32(p), true
 	sh.qhi++
 	sh.qlive++
 	sh.qlast = exp
@@ -911,8 +911,8 @@ func (sh *shard) qpush(i int32, exp int64) {
 
 func (sh *shard) qremove(i int32) {
 	e := sh.at(i)
-	sh.qe(uint32(e.heapIdx)).slot = none
-	e.heapIdx, e.queued = none, false
+	sh.qe(uint32(e.expiryPos)).slot = none
+	e.expiryPos, e.queued = none, false
 	sh.qlive--
 	if sh.qlive == 0 {
 		// Empty: start again at the first page.
@@ -922,15 +922,15 @@ func (sh *shard) qremove(i int32) {
 	for sh.qe(sh.qlo).slot == none {
 		sh.qlo++
 	}
-	for sh.qlo-sh.qbase >= entriesPerHeapPage {
+	for sh.qlo-sh.qbase >= entriesPerExpiryPage {
 		// The first page is behind the front: it goes to the end of the
 		// ring, for the queue's growth.
 		pg := sh.queue[0]
 		copy(sh.queue, sh.queue[1:])
 		sh.queue[len(sh.queue)-1] = pg
-		sh.qbase += entriesPerHeapPage
+		sh.qbase += entriesPerExpiryPage
 	}
-	if n := sh.qhi - sh.qlo; n > 2*uint32(sh.qlive)+entriesPerHeapPage {
+	if n := sh.qhi - sh.qlo; n > 2*uint32(sh.qlive)+entriesPerExpiryPage {
 		sh.qcompact()
 	}
 }
@@ -945,7 +945,7 @@ func (sh *shard) qcompact() {
 		}
 		if p != to {
 			*sh.qe(to) = *q
-			sh.at(q.slot).heapIdx = int32(to)
+			sh.at(q.slot).expiryPos = int32(to)
 		}
 		to++
 	}
@@ -956,16 +956,18 @@ func (sh *shard) qcompact() {
 // The heap on ExpiresAt, with indexes kept in the slots.
 
 // hp returns heap entry j.
-func (sh *shard) hp(j int) *heapEntry { return &sh.heap[j/entriesPerHeapPage][j%entriesPerHeapPage] }
+func (sh *shard) hp(j int) *expiryEntry {
+	return &sh.heap[j/entriesPerExpiryPage][j%entriesPerExpiryPage]
+}
 
 func (sh *shard) heapPush(i int32, exp int64) {
 	j := sh.nheap
-	if j == len(sh.heap)*entriesPerHeapPage {
-		sh.heap = append(sh.heap, newHeapPage())
+	if j == len(sh.heap)*entriesPerExpiryPage {
+		sh.heap = append(sh.heap, newExpiryPage())
 	}
 	sh.nheap++
-	*sh.hp(j) = heapEntry{exp: exp, slot: i}
-	sh.at(i).heapIdx = int32(j)
+	*sh.hp(j) = expiryEntry{exp: exp, slot: i}
+	sh.at(i).expiryPos = int32(j)
 	if exp >= sh.maxExp {
 		// Expiring no sooner than any entry, it stays a leaf without a
 		// look at its parent, which is far away in memory.
@@ -976,7 +978,7 @@ func (sh *shard) heapPush(i int32, exp int64) {
 }
 
 func (sh *shard) heapRemove(i int32) {
-	j := int(sh.at(i).heapIdx)
+	j := int(sh.at(i).expiryPos)
 	last := sh.nheap - 1
 	if j < 0 || j > last || sh.hp(j).slot != i {
 		return
@@ -985,7 +987,7 @@ func (sh *shard) heapRemove(i int32) {
 		sh.swap(j, last)
 	}
 	sh.nheap = last
-	sh.at(i).heapIdx = none
+	sh.at(i).expiryPos = none
 	if j != last {
 		sh.heapFixAt(j)
 	}
@@ -1000,8 +1002,8 @@ func (sh *shard) heapFixAt(i int) {
 func (sh *shard) swap(i, j int) {
 	a, b := sh.hp(i), sh.hp(j)
 	*a, *b = *b, *a
-	sh.at(a.slot).heapIdx = int32(i)
-	sh.at(b.slot).heapIdx = int32(j)
+	sh.at(a.slot).expiryPos = int32(i)
+	sh.at(b.slot).expiryPos = int32(j)
 }
 
 func (sh *shard) up(j int) {

@@ -70,13 +70,21 @@ func newTestStore(tb testing.TB, opts Options) *Store {
 // opts names one, closed at the end of the test.
 func newStoreOn(tb testing.TB, p *pgxpool.Pool, opts Options) *Store {
 	tb.Helper()
+	s := openStore(tb, p, opts)
+	require.NoError(tb, s.Migrate(context.Background()))
+	return s
+}
+
+// openStore returns a store on p, not migrated, in a schema of its own
+// unless opts names one, closed at the end of the test.
+func openStore(tb testing.TB, p *pgxpool.Pool, opts Options) *Store {
+	tb.Helper()
 	if opts.Schema == "" {
 		opts.Schema = uniqueSchema(tb, p)
 	}
 	s, err := New(p, opts)
 	require.NoError(tb, err)
 	tb.Cleanup(func() { _ = s.Close() })
-	require.NoError(tb, s.Migrate(context.Background()))
 	return s
 }
 
@@ -95,15 +103,45 @@ func fp(b byte) idem.Fingerprint {
 // statement.
 func newV1StoreOn(tb testing.TB, p *pgxpool.Pool, opts Options) *Store {
 	tb.Helper()
-	if opts.Schema == "" {
-		opts.Schema = uniqueSchema(tb, p)
-	}
-	s, err := New(p, opts)
-	require.NoError(tb, err)
-	tb.Cleanup(func() { _ = s.Close() })
-	_, err = s.migrate(context.Background(), false)
+	s := openStore(tb, p, opts)
+	_, err := s.migrate(context.Background(), false)
 	require.NoError(tb, err)
 	return s
+}
+
+// storeAsRole returns a store on the tables in schema, for a new role
+// (dropped at the end of the test) that has only USAGE on the schema and
+// what the statements grants(role) give it, on a pool of one connection whose claims rec
+// records.
+func storeAsRole(t *testing.T, admin *pgxpool.Pool, schema string, grants func(role string) []string) (*Store, *sqlRecorder) {
+	t.Helper()
+	ctx := context.Background()
+	roleID := pgx.Identifier{schema + "_app"}.Sanitize()
+	for _, q := range append([]string{
+		`CREATE ROLE ` + roleID + ` NOLOGIN`,
+		`GRANT USAGE ON SCHEMA ` + pgx.Identifier{schema}.Sanitize() + ` TO ` + roleID,
+	}, grants(roleID)...) {
+		_, err := admin.Exec(ctx, q)
+		require.NoError(t, err, q)
+	}
+	t.Cleanup(func() {
+		// After the store's pool is closed (cleanups run last first).
+		_, _ = admin.Exec(context.Background(), `DROP OWNED BY `+roleID)
+		_, _ = admin.Exec(context.Background(), `DROP ROLE IF EXISTS `+roleID)
+	})
+	rec := &sqlRecorder{}
+	p := poolWith(t, testenv.PostgresURL(t), func(c *pgxpool.Config) {
+		c.MaxConns = 1
+		c.ConnConfig.Tracer = rec
+		c.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+			_, err := conn.Exec(ctx, `SET ROLE `+roleID)
+			return err
+		}
+	})
+	s, err := New(p, Options{Schema: schema})
+	require.NoError(t, err)
+	rec.s = s
+	return s, rec
 }
 
 // claimPaths are Begin's two ways of claiming: the claim function (fn) and
@@ -117,8 +155,8 @@ var claimPaths = []struct {
 func useClaimFunc(s *Store, fn bool) {
 	if fn {
 		s.claimFuncFound()
-	} else if s.usesClaimFunc() {
-		s.claimMode.Add(1)
+	} else {
+		s.claimFuncAbsent()
 	}
 }
 

@@ -231,35 +231,12 @@ func TestClaimFuncNotExecutable(t *testing.T) {
 	ctx := context.Background()
 	admin := testPool(t)
 	owner := newStoreOn(t, admin, Options{})
-	role := owner.n.schema + "_app"
-	roleID := pgx.Identifier{role}.Sanitize()
-	schemaID := pgx.Identifier{owner.n.schema}.Sanitize()
-	for _, q := range []string{
-		`CREATE ROLE ` + roleID + ` NOLOGIN`,
-		`GRANT USAGE ON SCHEMA ` + schemaID + ` TO ` + roleID,
-		`GRANT SELECT, INSERT, UPDATE, DELETE ON ` + owner.n.table + ` TO ` + roleID,
-		`REVOKE EXECUTE ON FUNCTION ` + owner.n.claim + `(text, bytea, bigint, interval, interval, boolean) FROM PUBLIC`,
-	} {
-		_, err := admin.Exec(ctx, q)
-		require.NoError(t, err, q)
-	}
-	t.Cleanup(func() {
-		// After the store's pool is closed (cleanups run last first).
-		_, _ = admin.Exec(context.Background(), `DROP OWNED BY `+roleID)
-		_, _ = admin.Exec(context.Background(), `DROP ROLE IF EXISTS `+roleID)
-	})
-	rec := &sqlRecorder{}
-	p := poolWith(t, testenv.PostgresURL(t), func(c *pgxpool.Config) {
-		c.MaxConns = 1
-		c.ConnConfig.Tracer = rec
-		c.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
-			_, err := conn.Exec(ctx, `SET ROLE `+roleID)
-			return err
+	s, rec := storeAsRole(t, admin, owner.n.schema, func(role string) []string {
+		return []string{
+			`GRANT SELECT, INSERT, UPDATE, DELETE ON ` + owner.n.table + ` TO ` + role,
+			`REVOKE EXECUTE ON FUNCTION ` + owner.n.claim + claimFuncArgs + ` FROM PUBLIC`,
 		}
 	})
-	s, err := New(p, Options{Schema: owner.n.schema})
-	require.NoError(t, err)
-	rec.s = s
 	for i, want := range [][]string{{"func error", "cte"}, {"cte"}} {
 		r, err := s.Begin(ctx, &idem.BeginRequest{Key: "k", Fingerprint: fp(1), Token: idem.Token(i + 1), Lease: time.Minute, TTL: time.Hour})
 		require.NoError(t, err)
@@ -276,7 +253,7 @@ func TestClaimModeStaleFailure(t *testing.T) {
 	require.True(t, s.usesClaimFunc())
 	for _, fellBack := range []bool{false, true} {
 		if fellBack {
-			s.claimMode.Add(1)
+			s.claimFuncAbsent()
 			require.False(t, s.usesClaimFunc())
 		}
 		mode := s.claimMode.Load() // read by a Begin whose call then fails
@@ -297,33 +274,12 @@ func TestMigrateWithoutCreate(t *testing.T) {
 	ctx := context.Background()
 	admin := testPool(t)
 	old := newV1StoreOn(t, admin, Options{})
-	role := old.n.schema + "_app"
-	roleID := pgx.Identifier{role}.Sanitize()
-	for _, q := range []string{
-		`CREATE ROLE ` + roleID + ` NOLOGIN`,
-		`GRANT USAGE ON SCHEMA ` + pgx.Identifier{old.n.schema}.Sanitize() + ` TO ` + roleID,
-		`GRANT SELECT, INSERT, UPDATE, DELETE ON ` + old.n.table + ` TO ` + roleID,
-		`GRANT SELECT, INSERT ON ` + old.n.version + ` TO ` + roleID,
-	} {
-		_, err := admin.Exec(ctx, q)
-		require.NoError(t, err, q)
-	}
-	t.Cleanup(func() {
-		_, _ = admin.Exec(context.Background(), `DROP OWNED BY `+roleID)
-		_, _ = admin.Exec(context.Background(), `DROP ROLE IF EXISTS `+roleID)
-	})
-	rec := &sqlRecorder{}
-	p := poolWith(t, testenv.PostgresURL(t), func(c *pgxpool.Config) {
-		c.MaxConns = 1
-		c.ConnConfig.Tracer = rec
-		c.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
-			_, err := conn.Exec(ctx, `SET ROLE `+roleID)
-			return err
+	s, rec := storeAsRole(t, admin, old.n.schema, func(role string) []string {
+		return []string{
+			`GRANT SELECT, INSERT, UPDATE, DELETE ON ` + old.n.table + ` TO ` + role,
+			`GRANT SELECT, INSERT ON ` + old.n.version + ` TO ` + role,
 		}
 	})
-	s, err := New(p, Options{Schema: old.n.schema})
-	require.NoError(t, err)
-	rec.s = s
 	require.NoError(t, s.Migrate(ctx), "a role without CREATE migrates an up-to-date layout")
 	assert.False(t, s.usesClaimFunc())
 	var haveFunc bool

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"maps"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -25,22 +26,32 @@ func TestConformance(t *testing.T) {
 // statements): the batch of Begin must stay one implicit transaction in every
 // query execution mode.
 func TestConformanceExecModes(t *testing.T) {
-	for name, mode := range map[string]pgx.QueryExecMode{
-		"SimpleProtocol": pgx.QueryExecModeSimpleProtocol,
-		"Exec":           pgx.QueryExecModeExec,
-		"DescribeExec":   pgx.QueryExecModeDescribeExec,
-	} {
+	for name, mode := range poolerExecModes {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			p := poolWith(t, testenv.PostgresURL(t), func(c *pgxpool.Config) {
-				c.MaxConns = 8
-				c.ConnConfig.DefaultQueryExecMode = mode
-			})
+			p := poolInMode(t, mode)
 			storetest.RunConformanceTests(t, func(t *testing.T) idem.Store {
 				return newStoreOn(t, p, Options{})
 			})
 		})
 	}
+}
+
+// poolerExecModes are the query execution modes that keep no prepared
+// statement on a connection, as behind a connection pooler (the default,
+// CacheStatement, is TestConformance's).
+var poolerExecModes = map[string]pgx.QueryExecMode{
+	"SimpleProtocol": pgx.QueryExecModeSimpleProtocol,
+	"Exec":           pgx.QueryExecModeExec,
+	"DescribeExec":   pgx.QueryExecModeDescribeExec,
+}
+
+// poolInMode returns a pool of 8 connections in the query execution mode.
+func poolInMode(t *testing.T, mode pgx.QueryExecMode) *pgxpool.Pool {
+	return poolWith(t, testenv.PostgresURL(t), func(c *pgxpool.Config) {
+		c.MaxConns = 8
+		c.ConnConfig.DefaultQueryExecMode = mode
+	})
 }
 
 // TestConformanceIsolation runs the suite on a database whose default
@@ -66,18 +77,12 @@ func TestConformanceIsolation(t *testing.T) {
 // execution mode (the missing function is reported at a different step in
 // each: prepare, describe or execute).
 func TestConformanceV1(t *testing.T) {
-	for name, mode := range map[string]pgx.QueryExecMode{
-		"CacheStatement": pgx.QueryExecModeCacheStatement,
-		"SimpleProtocol": pgx.QueryExecModeSimpleProtocol,
-		"Exec":           pgx.QueryExecModeExec,
-		"DescribeExec":   pgx.QueryExecModeDescribeExec,
-	} {
+	modes := maps.Clone(poolerExecModes)
+	modes["CacheStatement"] = pgx.QueryExecModeCacheStatement
+	for name, mode := range modes {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			p := poolWith(t, testenv.PostgresURL(t), func(c *pgxpool.Config) {
-				c.MaxConns = 8
-				c.ConnConfig.DefaultQueryExecMode = mode
-			})
+			p := poolInMode(t, mode)
 			storetest.RunConformanceTests(t, func(t *testing.T) idem.Store {
 				s := newV1StoreOn(t, p, Options{})
 				t.Cleanup(func() {

@@ -30,31 +30,26 @@ func poolWith(t testing.TB, url string, tweak func(*pgxpool.Config)) *pgxpool.Po
 
 // TestRoundTrips counts the writes on the store's only connection: one per
 // round trip (statements are prepared once per connection, in the warm-up).
-func TestRoundTrips(t *testing.T) {
-	t.Parallel()
-	var writes atomic.Int64
-	p := poolWith(t, testenv.PostgresURL(t), func(c *pgxpool.Config) {
-		c.MaxConns = 1
-		c.ConnConfig.DialFunc = testenv.CountingDialer(&writes)
-	})
-	s := newStoreOn(t, p, Options{})
-	storebench.RoundTrips(t, s, &writes)
-	require.True(t, s.usesClaimFunc())
-}
-
-// TestRoundTripsV1: on an older pgstore's schema (no claim function), Begin's first call of the
-// missing claim function (in the warm-up) costs one round trip more, once;
+// On an older pgstore's schema (no claim function, "V1"), Begin's first call
+// of the missing function (in the warm-up) costs one round trip more, once;
 // the claim statement then costs what the function does.
-func TestRoundTripsV1(t *testing.T) {
-	t.Parallel()
-	var writes atomic.Int64
-	p := poolWith(t, testenv.PostgresURL(t), func(c *pgxpool.Config) {
-		c.MaxConns = 1
-		c.ConnConfig.DialFunc = testenv.CountingDialer(&writes)
-	})
-	s := newV1StoreOn(t, p, Options{})
-	storebench.RoundTrips(t, s, &writes)
-	require.False(t, s.usesClaimFunc())
+func TestRoundTrips(t *testing.T) {
+	for name, tc := range map[string]struct {
+		newStore func(testing.TB, *pgxpool.Pool, Options) *Store
+		fn       bool // Begin ends up calling the claim function
+	}{"Func": {newStoreOn, true}, "V1": {newV1StoreOn, false}} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			var writes atomic.Int64
+			p := poolWith(t, testenv.PostgresURL(t), func(c *pgxpool.Config) {
+				c.MaxConns = 1
+				c.ConnConfig.DialFunc = testenv.CountingDialer(&writes)
+			})
+			s := tc.newStore(t, p, Options{})
+			storebench.RoundTrips(t, s, &writes)
+			require.Equal(t, tc.fn, s.usesClaimFunc())
+		})
+	}
 }
 
 func TestKeyValidation(t *testing.T) {

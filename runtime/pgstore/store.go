@@ -260,9 +260,9 @@ const maxClaimAttempts = 10
 // function does not exist: the call fails with SQLSTATE 42883
 // (or 42501, a role that may not execute it), and the Store switches to the
 // claim statement (queries.claim, same semantics, a little slower) and runs
-// it at once. It keeps the statement until its Migrate succeeds; a database
-// migrated by another process meanwhile gets the function from this one
-// after a restart only. Both ways of claiming take the same row locks and
+// it at once. It keeps the statement until a Migrate of its own finds or
+// creates the function; a database migrated by another process meanwhile
+// gets the function from this one after a restart only. Both ways of claiming take the same row locks and
 // re-check the same conditions, so processes of either kind (a rolling
 // deploy) claim the same keys correctly together.
 func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginResult, error) {
@@ -274,7 +274,7 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 	}
 	for range maxClaimAttempts {
 		mode := s.claimMode.Load()
-		fn := mode%2 == 0
+		fn := claimFuncMode(mode)
 		res, err := s.begin(ctx, req, fn)
 		if errors.Is(err, errLostRace) || isSerializationFailure(err) {
 			continue
@@ -375,7 +375,11 @@ func scanClaim(rows pgx.Rows) (idem.BeginResult, error) {
 
 // usesClaimFunc reports whether Begin calls the claim function (rather
 // than running the claim statement).
-func (s *Store) usesClaimFunc() bool { return s.claimMode.Load()%2 == 0 }
+func (s *Store) usesClaimFunc() bool { return claimFuncMode(s.claimMode.Load()) }
+
+// claimFuncMode reports whether Begin calls the claim function in claimMode
+// mode (see Store.claimMode).
+func claimFuncMode(mode uint64) bool { return mode%2 == 0 }
 
 // claimFuncMissing makes Begin run the claim statement after a call of the
 // claim function failed in claimMode mode (even): unless a Migrate has moved
