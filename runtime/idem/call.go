@@ -81,6 +81,7 @@ type Call struct {
 	principal string
 	key       string
 	scope     string
+	recent    uint64 // the scope's digest in the Engine's recentKeys (a ReadFirst store's)
 	fp        Fingerprint
 	token     Token
 	prior     State
@@ -500,6 +501,12 @@ func (c *Call) claim() {
 		// process's), and another store may keep what it is handed.
 		c.ss.breq.Buf = c.respBuf
 	}
+	if e.recent != nil {
+		c.recent = e.recent.digest(c.scope)
+		if e.recent.has(c.recent) && c.readFirst() {
+			return
+		}
+	}
 	for {
 		c.token = newToken()
 		c.ss.breq.Token = c.token
@@ -528,19 +535,11 @@ func (c *Call) claim() {
 			c.conflict()
 			return
 		default: // COMPLETED, or FAILED with a stored response
-			if rec.Fingerprint != c.fp {
-				if spec.Semantics == Strict {
-					c.conflict()
-					return
-				}
-				e.observe(ctx, Event{Kind: EventLooseMismatch, Operation: spec.Operation, Principal: c.principal,
-					Key: c.key, Protected: true, State: rec.State})
-			}
 			var waited time.Duration
 			if waiting {
 				waited = e.now().Sub(deadline.Add(-spec.InFlight.Wait))
 			}
-			c.replay(rec, waited)
+			c.settled(rec, waited)
 			return
 		}
 
@@ -582,6 +581,48 @@ func (c *Call) claim() {
 			changed, stop = e.watcher.Watch(wctx, c.scope)
 		}
 	}
+}
+
+// settled answers a request whose key has a final record (COMPLETED, or
+// FAILED with a stored response): its replay, or a conflict when a strict
+// policy finds another fingerprint.
+func (c *Call) settled(rec *Record, waited time.Duration) {
+	e, spec := c.e, &c.p.spec
+	if e.recent != nil {
+		// The next retry with this key reads first (ReadFirst).
+		e.recent.add(c.recent)
+	}
+	if rec.Fingerprint != c.fp {
+		if spec.Semantics == Strict {
+			c.conflict()
+			return
+		}
+		e.observe(c.ctx, Event{Kind: EventLooseMismatch, Operation: spec.Operation, Principal: c.principal,
+			Key: c.key, Protected: true, State: rec.State})
+	}
+	c.replay(rec, waited)
+}
+
+// readFirst reads the record of a key whose record this Engine recently saw
+// final (most likely a retry) with the store's Get, which costs a ReadFirst
+// store less than a Begin that finds the record, and reports whether that
+// decided the request: a replay, a conflict or a store failure (answered as
+// a failed Begin is). A key whose record is gone, in flight or free again
+// goes on to Begin, which decides it atomically.
+func (c *Call) readFirst() bool {
+	ss := c.ss
+	ss.bctx.init(c.ctx, c.e.timeout) // the first store call of the request: Begin's then takes its own
+	rec, found, err := c.e.store.Get(&ss.bctx, c.scope)
+	ss.bctx.release()
+	if err != nil {
+		c.storeFailed(err)
+		return true
+	}
+	if !found || rec.State == StatePending || rec.Reclaimable() {
+		return false
+	}
+	c.settled(&rec, 0)
+	return true
 }
 
 // headerValue is h.Get(name) for a name already in canonical form, without
@@ -1019,6 +1060,10 @@ func (c *Call) Finish() error {
 		}
 	} else {
 		err = c.finishRecord(state, resp)
+	}
+	if err == nil && resp != nil && e.recent != nil {
+		// Final and replayable: a retry with this key reads first (ReadFirst).
+		e.recent.add(c.recent)
 	}
 	c.reportFinish(state, status, err)
 	return err

@@ -181,6 +181,10 @@
 // are written without fmt or maps, a retry with the same bytes is not
 // canonicalized again (the engine keeps a small cache of fingerprints by a
 // keyed digest of the request), and header values of a replay alias the
-// stored record. See the benchmarks
+// stored record. Over a ReadFirst store (redisstore, pgstore), a retry of a
+// key whose record this Engine completed or replayed before is read with
+// the store's Get (a plain GET or SELECT) rather than claimed with Begin (a
+// script or function on the server); every other request claims at once,
+// so a first request costs no extra round trip. See the benchmarks
 // in bench_test.go (go test -bench . -benchmem) and docs/benchmarks.md.
 package idem

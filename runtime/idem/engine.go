@@ -76,6 +76,7 @@ type Engine struct {
 	problemBase string
 	unavailRA   []string
 	fpc         *fpCache
+	recent      *recentKeys // over a ReadFirst store
 }
 
 // New returns an Engine over store. It panics when Options.Transactional is
@@ -115,6 +116,9 @@ func New(store Store, opts Options) *Engine {
 	e.unavailRA = []string{retryAfterValue(ra)}
 	e.watcher, _ = store.(Watcher)
 	_, e.recycle = store.(ContextBound)
+	if _, ok := store.(ReadFirst); ok {
+		e.recent = newRecentKeys()
+	}
 	if !opts.DisableHeartbeat {
 		e.extender, _ = store.(LeaseExtender)
 		if e.extender != nil {

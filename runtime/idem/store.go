@@ -162,6 +162,23 @@ type ContextBound interface {
 	ContextBound()
 }
 
+// ReadFirst is a promise about costs, not an ability: a store whose Get
+// costs much less than a Begin that finds a record (a plain GET or SELECT,
+// where Begin runs a script or a function on the server) implements it. The
+// engine then reads first when it expects a replay: a request whose key
+// this Engine recently saw final (it completed the record, or replayed it)
+// is first looked up with Get, and a final record found there (COMPLETED,
+// or FAILED with a response) is replayed (or, under a strict policy and
+// another fingerprint, refused) without a Begin; a key Get does not settle
+// (no record, or one in flight or free again) goes on to Begin. Every other
+// request, a first request in particular, calls Begin alone, as with any
+// store. A final record never changes until it expires, and Get returns
+// only unexpired records, so what Get finds there is what Begin would have
+// returned.
+type ReadFirst interface {
+	ReadFirst()
+}
+
 // LeaseExtender lets a long-running holder extend its lease (a heartbeat).
 //
 // ExtendLease, atomically: if the record exists, is unexpired, PENDING and

@@ -1,7 +1,7 @@
 // Package pgstore is an idempotency record store (idem.Store) on PostgreSQL,
-// through pgx's *pgxpool.Pool. It also implements idem.LeaseExtender and
-// idem.Transactor, the latter so that a handler's own writes and the
-// COMPLETED record commit in one transaction. It needs PostgreSQL 9.5 or newer
+// through pgx's *pgxpool.Pool. It also implements idem.LeaseExtender,
+// idem.ReadFirst and idem.Transactor, the latter so that a handler's own
+// writes and the COMPLETED record commit in one transaction. It needs PostgreSQL 9.5 or newer
 // (ON CONFLICT, SKIP LOCKED) and is tested on PostgreSQL 15.
 //
 // # Schema
@@ -117,6 +117,11 @@
 // statements takes a fresh snapshot under READ COMMITTED) and SECURITY
 // INVOKER; it names the table schema-qualified instead of setting a
 // search_path, which would cost every call.
+//
+// Get is a plain SELECT by key (of an unexpired row), and the store
+// implements idem.ReadFirst: the engine replays a retry of a key whose
+// record it completed or replayed before with that SELECT, which costs the
+// server less than the function.
 //
 // Where the function is missing (a schema an older pgstore migrated, or an
 // older SchemaSQL applied by hand, or a role without the CREATE privilege on

@@ -1,7 +1,7 @@
 // Package redisstore is an idempotency record store (idem.Store) on Redis,
 // through go-redis's redis.UniversalClient: a standalone server, Sentinel
-// (a failover client) or Cluster. It also implements idem.LeaseExtender and
-// idem.Watcher. It needs Redis 6.2 or newer (SET … PXAT).
+// (a failover client) or Cluster. It also implements idem.LeaseExtender,
+// idem.Watcher and idem.ReadFirst. It needs Redis 6.2 or newer (SET … PXAT).
 //
 // # Round trips
 //
@@ -9,8 +9,10 @@
 // script (EVALSHA; the store falls back to EVAL, which caches the script
 // again, when a server answers NOSCRIPT after a restart, failover or SCRIPT
 // FLUSH), and Get is a plain GET. A first request costs two round trips
-// (Begin + Finish); a replay costs one (Get, or a Begin that finds the
-// completed record and returns it before it reads the clock).
+// (Begin + Finish); a replay costs one: a GET when the engine reads first
+// (idem.ReadFirst: a retry of a key whose record this engine completed or
+// replayed before), else a Begin that finds the completed record and
+// returns it before it reads the clock.
 //
 // A call allocates little: the key and the script's arguments (packed into
 // one string, see scripts.go) are built in pooled memory, the reply is read

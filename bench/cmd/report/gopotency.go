@@ -56,8 +56,8 @@ func (r *runner) enableGopotency() error {
 		}
 	}
 	storeImpls = append(storeImpls,
-		storeImpl{"gopotency", "gopotency v1.0.0 (its Redis or database/sql storage)", ""},
-		storeImpl{"gopotency-gorm", "gopotency v1.0.0 (its GORM storage, GORM's defaults)", "Postgres"})
+		storeImpl{"gopotency", "gopotency v1.0.0 (its Redis or database/sql storage)", "", false},
+		storeImpl{"gopotency-gorm", "gopotency v1.0.0 (its GORM storage, GORM's defaults)", "Postgres", false})
 	return nil
 }
 

@@ -86,6 +86,7 @@ func TestHalfTime(t *testing.T) {
 const storesSample = `pkg: github.com/idemgen/idemgen/bench/stores
 BenchmarkRedis/idemgen/first-2    1000  120000 ns/op  80000 cpu-ns/op  6000 B/op  80 allocs/op  2.000 roundtrips/op
 BenchmarkRedis/idemgen/replay-2   1000  90000 ns/op  45000 cpu-ns/op  1400 B/op  23 allocs/op  1.000 roundtrips/op
+BenchmarkRedis/idemgen-claim/replay-2   1000  95000 ns/op  47000 cpu-ns/op  1400 B/op  23 allocs/op  1.000 roundtrips/op
 BenchmarkRedis/fiber/first-2      1000  240000 ns/op  90000 cpu-ns/op  9000 B/op  99 allocs/op  3.000 roundtrips/op
 BenchmarkRedis/fiber/replay-2     1000  60000 ns/op  30000 cpu-ns/op  900 B/op  12 allocs/op  1.000 roundtrips/op
 BenchmarkRedis/raw/first-2        1000  120000 ns/op  90000 cpu-ns/op  6000 B/op  95 allocs/op  2.000 roundtrips/op
@@ -103,9 +104,11 @@ func TestRenderStores(t *testing.T) {
 	assert.Contains(t, out, "| Redis | fiber v2 middleware/idempotency (storage/redis/v3, on fiber) | replay | 60.0 µs | 30.0 µs | 900 B | 12 | 1.00 | 1 | 1.20× |")
 	assert.Contains(t, out, "| Redis | fiber v2 middleware/idempotency (storage/redis/v3, on fiber) | parallel replay | *missing* |")
 	assert.Contains(t, out, "| PostgreSQL | **idemgen** (engine + store) | replay | 100.0 µs | 50.0 µs | 2000 B | 50 | 1.00 | 1 | 2.00× |")
+	assert.Contains(t, out, "| Redis | **idemgen**, another instance's record (claimed: Begin, not read first) | replay | 95.0 µs | 47.0 µs | 1400 B | 23 | 1.00 | 1 | 1.90× |")
 	assert.NotContains(t, out, "| PostgreSQL | fiber", "no fiber row for PostgreSQL")
+	assert.NotContains(t, out, "not read first) | first request", "no first request replayed")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	assert.Len(t, lines, 2+3*3+2*3, "header, Redis: idemgen, fiber, raw; PostgreSQL: idemgen, raw")
+	assert.Len(t, lines, 2+3*3+2*2+2*3, "header; Redis: idemgen, idemgen-claim (replays), fiber, raw; PostgreSQL: idemgen, idemgen-claim, raw")
 }
 
 func TestFingerprintTargets(t *testing.T) {

@@ -1,0 +1,331 @@
+package idem_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/memstore"
+)
+
+// countingStore is a memstore that counts the engine's calls and can be
+// made to fail or lie on Get. readFirstStore is the same store promising
+// ReadFirst.
+type countingStore struct {
+	ms                 *memstore.Store
+	begins, gets, fins atomic.Int32
+	getErr             error
+	getOverride        func() (idem.Record, bool)
+}
+
+func (s *countingStore) Begin(ctx context.Context, r *idem.BeginRequest) (idem.BeginResult, error) {
+	s.begins.Add(1)
+	return s.ms.Begin(ctx, r)
+}
+
+func (s *countingStore) Finish(ctx context.Context, key string, token idem.Token, st idem.State, resp []byte) error {
+	s.fins.Add(1)
+	return s.ms.Finish(ctx, key, token, st, resp)
+}
+
+func (s *countingStore) Get(ctx context.Context, key string) (idem.Record, bool, error) {
+	s.gets.Add(1)
+	if err := ctx.Err(); err != nil {
+		return idem.Record{}, false, err
+	}
+	if s.getErr != nil {
+		return idem.Record{}, false, s.getErr
+	}
+	if s.getOverride != nil {
+		rec, ok := s.getOverride()
+		return rec, ok, nil
+	}
+	return s.ms.Get(ctx, key)
+}
+
+type readFirstStore struct{ *countingStore }
+
+func (readFirstStore) ReadFirst() {}
+
+// calls returns how many Begins and Gets the store saw.
+func (s *countingStore) calls() (begins, gets int32) { return s.begins.Load(), s.gets.Load() }
+
+func newCountingStore(t *testing.T, now func() time.Time) *countingStore {
+	ms := memstore.New(memstore.Options{SweepInterval: -1, Now: now})
+	t.Cleanup(func() { _ = ms.Close() })
+	return &countingStore{ms: ms}
+}
+
+func newReadFirst(t *testing.T, spec idem.Spec, opts idem.Options) (*fixture, *countingStore, http.Handler) {
+	t.Helper()
+	cs := newCountingStore(t, nil)
+	f := newFixtureStore(t, cs.ms, readFirstStore{cs}, opts)
+	return f, cs, f.eng.Handler(mustCompile(t, spec), f.createOrder())
+}
+
+func TestReadFirstReplay(t *testing.T) {
+	f, cs, h := newReadFirst(t, strictSpec(), idem.Options{})
+	r := req{key: "k-1", body: `{"item":"book","qty":1}`}
+
+	first := send(h, r)
+	require.Equal(t, http.StatusCreated, first.Code)
+	b, g := cs.calls()
+	assert.Equal(t, [2]int32{1, 0}, [2]int32{b, g}, "a first request claims with Begin alone")
+
+	for i := range 3 {
+		again := send(h, r)
+		require.Equal(t, http.StatusCreated, again.Code)
+		assert.Equal(t, "true", again.Header().Get("Idempotent-Replayed"))
+		assert.Equal(t, first.Body.String(), again.Body.String())
+		assert.Equal(t, "/orders/42", again.Header().Get("Location"))
+		b, g := cs.calls()
+		assert.Equal(t, [2]int32{1, int32(i + 1)}, [2]int32{b, g}, "a retry of a key completed here is read with Get alone")
+	}
+	assert.Equal(t, int32(1), f.calls.Load())
+	n := 0
+	for _, k := range f.obs.kinds() {
+		if k == idem.EventReplayed {
+			n++
+		}
+	}
+	assert.Equal(t, 3, n, "every replay is observed")
+
+	// Another key is a first request: Begin alone.
+	require.Equal(t, http.StatusCreated, send(h, req{key: "k-2", body: `{"item":"book","qty":1}`}).Code)
+	b, g = cs.calls()
+	assert.Equal(t, [2]int32{2, 3}, [2]int32{b, g})
+}
+
+func TestReadFirstConflict(t *testing.T) {
+	f, cs, h := newReadFirst(t, strictSpec(), idem.Options{})
+	require.Equal(t, http.StatusCreated, send(h, req{key: "k", body: `{"item":"book"}`}).Code)
+	w := send(h, req{key: "k", body: `{"item":"pen"}`})
+	requireProblem(t, w, http.StatusUnprocessableEntity, idem.CodeKeyReused)
+	b, g := cs.calls()
+	assert.Equal(t, [2]int32{1, 1}, [2]int32{b, g}, "the conflict is found by Get")
+	assert.Equal(t, int32(1), f.calls.Load())
+}
+
+func TestReadFirstLooseMismatch(t *testing.T) {
+	spec := strictSpec()
+	spec.Semantics = idem.Loose
+	f, cs, h := newReadFirst(t, spec, idem.Options{})
+	first := send(h, req{key: "k", body: `{"item":"book"}`})
+	w := send(h, req{key: "k", body: `{"item":"pen"}`})
+	require.Equal(t, http.StatusCreated, w.Code)
+	assert.Equal(t, first.Body.String(), w.Body.String())
+	_, ok := f.obs.find(idem.EventLooseMismatch)
+	assert.True(t, ok, "the mismatch is observed")
+	b, g := cs.calls()
+	assert.Equal(t, [2]int32{1, 1}, [2]int32{b, g})
+}
+
+// A key remembered here whose record is gone (its window ended) is read,
+// then claimed with Begin: the request executes again.
+func TestReadFirstRecordGone(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1_700_000_000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	cs := newCountingStore(t, clock)
+	f := newFixtureStore(t, cs.ms, readFirstStore{cs}, idem.Options{})
+	spec := strictSpec()
+	spec.Window = time.Minute
+	h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
+	r := req{key: "k", body: `{"item":"book"}`}
+	require.Equal(t, http.StatusCreated, send(h, r).Code)
+	mu.Lock()
+	now = now.Add(2 * time.Minute)
+	mu.Unlock()
+	w := send(h, r)
+	require.Equal(t, http.StatusCreated, w.Code)
+	assert.Empty(t, w.Header().Get("Idempotent-Replayed"))
+	assert.Equal(t, int32(2), f.calls.Load(), "executed again")
+	b, g := cs.calls()
+	assert.Equal(t, [2]int32{2, 1}, [2]int32{b, g}, "Get found nothing, Begin claimed")
+}
+
+// Records Get does not settle go on to Begin: in flight, or free again.
+func TestReadFirstUnsettled(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		rec  idem.Record
+	}{
+		{"pending", idem.Record{State: idem.StatePending, Token: 7}},
+		{"failed without a response", idem.Record{State: idem.StateFailed}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f, cs, h := newReadFirst(t, strictSpec(), idem.Options{})
+			r := req{key: "k", body: `{"item":"book"}`}
+			require.Equal(t, http.StatusCreated, send(h, r).Code)
+			cs.getOverride = func() (idem.Record, bool) { return c.rec, true }
+			w := send(h, r)
+			// Begin finds the real (completed) record and replays it.
+			require.Equal(t, http.StatusCreated, w.Code)
+			assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
+			b, g := cs.calls()
+			assert.Equal(t, [2]int32{2, 1}, [2]int32{b, g})
+			assert.Equal(t, int32(1), f.calls.Load())
+		})
+	}
+}
+
+// A failure that frees the key is not remembered: its retry claims with
+// Begin alone. A failure stored for replay is.
+func TestReadFirstFailures(t *testing.T) {
+	for _, c := range []struct {
+		name           string
+		failures       idem.FailurePolicy
+		gets, executed int32
+	}{
+		{"retry", idem.FailuresRetry, 0, 2},
+		{"replay", idem.FailuresReplay, 1, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			spec := strictSpec()
+			spec.Failures = c.failures
+			cs := newCountingStore(t, nil)
+			var calls atomic.Int32
+			eng := idem.New(readFirstStore{cs}, idem.Options{Logger: discardLogger})
+			h := eng.Handler(mustCompile(t, spec), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				calls.Add(1)
+				http.Error(w, "down", http.StatusBadGateway)
+			}))
+			r := req{key: "k", body: `{"item":"book"}`}
+			require.Equal(t, http.StatusBadGateway, send(h, r).Code)
+			require.Equal(t, http.StatusBadGateway, send(h, r).Code)
+			_, g := cs.calls()
+			assert.Equal(t, c.gets, g)
+			assert.Equal(t, c.executed, calls.Load())
+		})
+	}
+}
+
+func TestReadFirstGetFails(t *testing.T) {
+	t.Run("fail closed", func(t *testing.T) {
+		f, cs, h := newReadFirst(t, strictSpec(), idem.Options{})
+		r := req{key: "k", body: `{"item":"book"}`}
+		require.Equal(t, http.StatusCreated, send(h, r).Code)
+		cs.getErr = errBoom
+		w := send(h, r)
+		requireProblem(t, w, http.StatusServiceUnavailable, idem.CodeStoreUnavailable)
+		assert.NotEmpty(t, w.Header().Get("Retry-After"))
+		b, _ := cs.calls()
+		assert.Equal(t, int32(1), b, "no Begin after a failed Get")
+		ev, ok := f.obs.find(idem.EventStoreError)
+		require.True(t, ok)
+		assert.ErrorIs(t, ev.Err, errBoom)
+	})
+	t.Run("fail open", func(t *testing.T) {
+		f, cs, h := newReadFirst(t, strictSpec(), idem.Options{FailOpen: true})
+		r := req{key: "k", body: `{"item":"book"}`}
+		require.Equal(t, http.StatusCreated, send(h, r).Code)
+		cs.getErr = errBoom
+		require.Equal(t, http.StatusCreated, send(h, r).Code)
+		assert.Equal(t, int32(2), f.calls.Load(), "runs unprotected, as after a failed Begin")
+		_, ok := f.obs.find(idem.EventFailOpen)
+		assert.True(t, ok)
+	})
+	t.Run("timeout", func(t *testing.T) {
+		// Get is bounded by StoreTimeout, as Begin is: a store that waits
+		// on its context gets DeadlineExceeded, and the request a 503.
+		block := &blockingGet{countingStore: newCountingStore(t, nil)}
+		f := newFixtureStore(t, block.ms, block, idem.Options{StoreTimeout: 20 * time.Millisecond})
+		h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
+		r := req{key: "k", body: `{"item":"book"}`}
+		require.Equal(t, http.StatusCreated, send(h, r).Code)
+		start := time.Now()
+		requireProblem(t, send(h, r), http.StatusServiceUnavailable, idem.CodeStoreUnavailable)
+		assert.Less(t, time.Since(start), 5*time.Second)
+		assert.ErrorIs(t, block.err, context.DeadlineExceeded)
+	})
+}
+
+// blockingGet waits on its context in Get.
+type blockingGet struct {
+	*countingStore
+	err error
+}
+
+func (blockingGet) ReadFirst() {}
+
+func (s *blockingGet) Get(ctx context.Context, key string) (idem.Record, bool, error) {
+	s.gets.Add(1)
+	<-ctx.Done()
+	s.err = ctx.Err()
+	return idem.Record{}, false, s.err
+}
+
+// A store that does not promise ReadFirst is never read first.
+func TestNoReadFirst(t *testing.T) {
+	cs := newCountingStore(t, nil)
+	f := newFixtureStore(t, cs.ms, cs, idem.Options{})
+	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
+	r := req{key: "k", body: `{"item":"book"}`}
+	for range 3 {
+		require.Equal(t, http.StatusCreated, send(h, r).Code)
+	}
+	b, g := cs.calls()
+	assert.Equal(t, [2]int32{3, 0}, [2]int32{b, g})
+}
+
+// An Engine that did not complete a record learns it from its first replay
+// (through Begin), and reads first from then on.
+func TestReadFirstLearnsFromReplay(t *testing.T) {
+	cs := newCountingStore(t, nil)
+	other := idem.New(readFirstStore{cs}, idem.Options{Logger: discardLogger})
+	f := newFixtureStore(t, cs.ms, readFirstStore{cs}, idem.Options{})
+	spec := mustCompile(t, strictSpec())
+	r := req{key: "k", body: `{"item":"book"}`}
+	require.Equal(t, http.StatusCreated, send(other.Handler(spec, f.createOrder()), r).Code)
+	h := f.eng.Handler(spec, f.createOrder())
+	w := send(h, r)
+	require.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
+	b, g := cs.calls()
+	assert.Equal(t, [2]int32{2, 0}, [2]int32{b, g}, "this Engine never saw the key: Begin")
+	w = send(h, r)
+	require.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
+	b, g = cs.calls()
+	assert.Equal(t, [2]int32{2, 1}, [2]int32{b, g}, "then Get")
+}
+
+// Many keys, completed and replayed concurrently, some colliding in the
+// table: every request gets its own key's answer (run with -race).
+func TestReadFirstConcurrent(t *testing.T) {
+	f, _, h := newReadFirst(t, strictSpec(), idem.Options{})
+	const keys, rounds = 5000, 3
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range rounds {
+				for k := w; k < keys; k += 8 {
+					body := fmt.Sprintf(`{"item":"i%d"}`, k)
+					resp := send(h, req{key: fmt.Sprint("k-", k), body: body})
+					if resp.Code != http.StatusCreated || (r > 0) != (resp.Header().Get("Idempotent-Replayed") == "true") {
+						errs <- fmt.Errorf("key %d round %d: %d %q", k, r, resp.Code, resp.Header().Get("Idempotent-Replayed"))
+						return
+					}
+					if want := fmt.Sprintf(`"item":"i%d"`, k); !assert.Contains(t, resp.Body.String(), want) {
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	assert.Equal(t, int32(keys), f.calls.Load())
+}
