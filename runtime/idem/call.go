@@ -185,7 +185,7 @@ var callPool = sync.Pool{New: func() any { return new(Call) }}
 // the memory of the scope key.
 type storeSide struct {
 	breq     BeginRequest
-	bctx     boundedCtx // the context of the first Begin
+	bctx     boundedCtx // the context of the first store call: a Get (ReadFirst) or the first Begin
 	fctx     boundedCtx // the context of the first Finish
 	bg       detached
 	scopeBuf [160]byte
@@ -503,7 +503,7 @@ func (c *Call) claim() {
 	}
 	if e.recent != nil {
 		c.recent = e.recent.digest(c.scope)
-		if e.recent.has(c.recent) && c.readFirst() {
+		if e.recent.has(c.recent, e.now) && c.readFirst() {
 			return
 		}
 	}
@@ -588,9 +588,10 @@ func (c *Call) claim() {
 // policy finds another fingerprint.
 func (c *Call) settled(rec *Record, waited time.Duration) {
 	e, spec := c.e, &c.p.spec
-	if e.recent != nil {
-		// The next retry with this key reads first (ReadFirst).
-		e.recent.add(c.recent)
+	if e.recent != nil && !rec.ExpiresAt.IsZero() {
+		// The next retry with this key reads first (ReadFirst), until the
+		// record expires (on the store's clock: a hint).
+		e.recent.add(c.recent, rec.ExpiresAt)
 	}
 	if rec.Fingerprint != c.fp {
 		if spec.Semantics == Strict {
@@ -1062,8 +1063,10 @@ func (c *Call) Finish() error {
 		err = c.finishRecord(state, resp)
 	}
 	if err == nil && resp != nil && e.recent != nil {
-		// Final and replayable: a retry with this key reads first (ReadFirst).
-		e.recent.add(c.recent)
+		// Final and replayable: a retry with this key reads first
+		// (ReadFirst), until about when the record expires (it expires a
+		// window after its claim, which came a little before now).
+		e.recent.add(c.recent, e.now().Add(p.spec.Window))
 	}
 	c.reportFinish(state, status, err)
 	return err

@@ -182,9 +182,11 @@
 // canonicalized again (the engine keeps a small cache of fingerprints by a
 // keyed digest of the request), and header values of a replay alias the
 // stored record. Over a ReadFirst store (redisstore, pgstore), a retry of a
-// key whose record this Engine completed or replayed before is read with
-// the store's Get (a plain GET or SELECT) rather than claimed with Begin (a
-// script or function on the server); every other request claims at once,
-// so a first request costs no extra round trip. See the benchmarks
+// key whose record this Engine completed or replayed before, within the
+// record's window, is read with the store's Get (a plain read by key)
+// rather than claimed with Begin (a script or function on the server);
+// every other request claims at once, so a first request costs no extra
+// round trip (but for a key whose record the store dropped before its
+// window ended). See the benchmarks
 // in bench_test.go (go test -bench . -benchmem) and docs/benchmarks.md.
 package idem

@@ -24,8 +24,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Observer receives an Event for every decision; nil costs nothing.
 	Observer Observer
-	// FailOpen runs the handler unprotected when the store fails at Begin
-	// (reported as EventStoreError + EventFailOpen and logged). The default,
+	// FailOpen runs the handler unprotected when the store fails at Begin,
+	// or at the Get that reads first (see ReadFirst); reported as
+	// EventStoreError + EventFailOpen and logged. The default,
 	// false, fails closed: 503 IDEMPOTENCY_STORE_UNAVAILABLE with Retry-After.
 	FailOpen bool
 	// Transactional runs handlers inside the store's transaction (the store
@@ -39,7 +40,7 @@ type Options struct {
 	// handler is not taken over while it still runs.
 	DisableHeartbeat bool
 	// StoreTimeout bounds every call the engine makes to the store (each
-	// Begin, Finish, and a transaction's begin and commit), so that a store
+	// Get, Begin, Finish, and a transaction's begin and commit), so that a store
 	// that accepts connections but never answers makes a request fail closed
 	// (503 IDEMPOTENCY_STORE_UNAVAILABLE) in bounded time instead of holding
 	// it; an earlier deadline of the request's context still applies. A lease

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -128,28 +129,125 @@ func TestReadFirstLooseMismatch(t *testing.T) {
 	assert.Equal(t, [2]int32{1, 1}, [2]int32{b, g})
 }
 
-// A key remembered here whose record is gone (its window ended) is read,
-// then claimed with Begin: the request executes again.
-func TestReadFirstRecordGone(t *testing.T) {
+// A key is remembered until its record expires: a request with it after
+// the window claims with Begin alone (the engine's clock and the store's are
+// one here).
+func TestReadFirstWindowEnded(t *testing.T) {
 	var mu sync.Mutex
 	now := time.Unix(1_700_000_000, 0)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	cs := newCountingStore(t, clock)
-	f := newFixtureStore(t, cs.ms, readFirstStore{cs}, idem.Options{})
+	f := newFixtureStore(t, cs.ms, readFirstStore{cs}, idem.Options{Now: clock})
 	spec := strictSpec()
 	spec.Window = time.Minute
 	h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
 	r := req{key: "k", body: `{"item":"book"}`}
 	require.Equal(t, http.StatusCreated, send(h, r).Code)
 	mu.Lock()
-	now = now.Add(2 * time.Minute)
+	now = now.Add(59 * time.Second)
 	mu.Unlock()
+	require.Equal(t, "true", send(h, r).Header().Get("Idempotent-Replayed"))
+	b, g := cs.calls()
+	assert.Equal(t, [2]int32{1, 1}, [2]int32{b, g}, "within the window: Get")
+	mu.Lock()
+	now = now.Add(2 * time.Second)
+	mu.Unlock()
+	w := send(h, r)
+	require.Equal(t, http.StatusCreated, w.Code)
+	assert.Empty(t, w.Header().Get("Idempotent-Replayed"))
+	assert.Equal(t, int32(2), f.calls.Load(), "executed again")
+	b, g = cs.calls()
+	assert.Equal(t, [2]int32{2, 1}, [2]int32{b, g}, "after it: Begin alone")
+}
+
+// A key remembered here whose record the store no longer has (evicted,
+// deleted, or expired on a clock ahead of the engine's) is read, then
+// claimed with Begin: the request executes again.
+func TestReadFirstRecordGone(t *testing.T) {
+	f, cs, h := newReadFirst(t, strictSpec(), idem.Options{})
+	r := req{key: "k", body: `{"item":"book"}`}
+	require.Equal(t, http.StatusCreated, send(h, r).Code)
+	cs.ms = memstore.New(memstore.Options{SweepInterval: -1}) // forgets everything
+	t.Cleanup(func() { _ = cs.ms.Close() })
 	w := send(h, r)
 	require.Equal(t, http.StatusCreated, w.Code)
 	assert.Empty(t, w.Header().Get("Idempotent-Replayed"))
 	assert.Equal(t, int32(2), f.calls.Load(), "executed again")
 	b, g := cs.calls()
 	assert.Equal(t, [2]int32{2, 1}, [2]int32{b, g}, "Get found nothing, Begin claimed")
+}
+
+// A completion the store refused (fenced) is not remembered.
+func TestReadFirstNotAfterFailedFinish(t *testing.T) {
+	cs := newCountingStore(t, nil)
+	fs := &failingStore{Store: cs, finishErr: idem.ErrFenced}
+	f := newFixtureStore(t, cs.ms, readFirstFailing{fs}, idem.Options{})
+	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
+	r := req{key: "k", body: `{"item":"book"}`}
+	send(h, r)
+	send(h, r)
+	_, g := cs.calls()
+	assert.Equal(t, int32(0), g)
+}
+
+type readFirstFailing struct{ *failingStore }
+
+func (readFirstFailing) ReadFirst() {}
+
+// Records are scoped by principal: another principal's request with the
+// same key is not a retry of the first, and is not read first.
+func TestReadFirstScopedByPrincipal(t *testing.T) {
+	f, cs, h := newReadFirst(t, strictSpec(), idem.Options{Principal: func(r *http.Request) (string, error) {
+		return r.Header.Get("X-User"), nil
+	}})
+	alice := req{key: "k", body: `{"item":"book"}`, header: http.Header{"X-User": {"alice"}}}
+	bob := req{key: "k", body: `{"item":"book"}`, header: http.Header{"X-User": {"bob"}}}
+	require.Equal(t, http.StatusCreated, send(h, alice).Code)
+	w := send(h, bob)
+	require.Equal(t, http.StatusCreated, w.Code)
+	assert.Empty(t, w.Header().Get("Idempotent-Replayed"))
+	b, g := cs.calls()
+	assert.Equal(t, [2]int32{2, 0}, [2]int32{b, g})
+	require.Equal(t, "true", send(h, alice).Header().Get("Idempotent-Replayed"))
+	require.Equal(t, "true", send(h, bob).Header().Get("Idempotent-Replayed"))
+	b, g = cs.calls()
+	assert.Equal(t, [2]int32{2, 2}, [2]int32{b, g})
+	assert.Equal(t, int32(2), f.calls.Load())
+}
+
+// A decision read first is observed as the same decision claimed: the
+// same events, field by field (Duration aside).
+func TestReadFirstSameEvents(t *testing.T) {
+	run := func(readFirst bool) []idem.Event {
+		cs := newCountingStore(t, nil)
+		var s idem.Store = cs
+		if readFirst {
+			s = readFirstStore{cs}
+		}
+		obs := &events{}
+		first := idem.New(s, idem.Options{Logger: discardLogger, Observer: obs})
+		spec := strictSpec()
+		spec.Semantics = idem.Loose
+		f := &fixture{t: t}
+		h := first.Handler(mustCompile(t, spec), f.createOrder())
+		send(h, req{key: "k", body: `{"item":"book"}`})
+		send(h, req{key: "k", body: `{"item":"book"}`})
+		send(h, req{key: "k", body: `{"item":"pen"}`})
+		if readFirst {
+			_, g := cs.calls()
+			require.Equal(t, int32(2), g)
+		}
+		obs.mu.Lock()
+		defer obs.mu.Unlock()
+		out := slices.Clone(obs.evs)
+		for i := range out {
+			out[i].Duration = 0
+		}
+		return out
+	}
+	claimed, read := run(false), run(true)
+	require.Len(t, claimed, 4, "executed, replayed, loose mismatch, replayed")
+	assert.Equal(t, claimed, read)
 }
 
 // Records Get does not settle go on to Begin: in flight, or free again.

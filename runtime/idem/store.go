@@ -163,18 +163,24 @@ type ContextBound interface {
 }
 
 // ReadFirst is a promise about costs, not an ability: a store whose Get
-// costs much less than a Begin that finds a record (a plain GET or SELECT,
-// where Begin runs a script or a function on the server) implements it. The
-// engine then reads first when it expects a replay: a request whose key
-// this Engine recently saw final (it completed the record, or replayed it)
-// is first looked up with Get, and a final record found there (COMPLETED,
-// or FAILED with a response) is replayed (or, under a strict policy and
-// another fingerprint, refused) without a Begin; a key Get does not settle
-// (no record, or one in flight or free again) goes on to Begin. Every other
-// request, a first request in particular, calls Begin alone, as with any
-// store. A final record never changes until it expires, and Get returns
-// only unexpired records, so what Get finds there is what Begin would have
-// returned.
+// costs much less than a Begin that finds a record (a plain read by key,
+// where Begin runs a script or a function on the server) implements it.
+// The engine then reads first when it expects a replay: a request whose
+// key this Engine recently saw final (it completed the record, or replayed
+// it), within the record's window, is first looked up with Get, and a final
+// record found there (COMPLETED, or FAILED with a response) is replayed
+// (or, under a strict policy and another fingerprint, refused) without a
+// Begin; a key Get does not settle (no record, or one in flight or free
+// again) goes on to Begin. Every other request, a first request in
+// particular, calls Begin alone, as with any store.
+//
+// A final record never changes until it expires, and Get returns only
+// unexpired records, so what Get finds there is what Begin would have
+// returned, provided Get reads what Begin reads: the same copy of the
+// record (a primary, not a replica that may lag), expired by the same
+// clock. A failed Get answers as a failed Begin does (503, or the handler
+// runs under FailOpen); a Get that settles nothing costs a second round
+// trip, and the decision up to twice Options.StoreTimeout.
 type ReadFirst interface {
 	ReadFirst()
 }

@@ -1,8 +1,9 @@
 // Package pgstore is an idempotency record store (idem.Store) on PostgreSQL,
 // through pgx's *pgxpool.Pool. It also implements idem.LeaseExtender,
 // idem.ReadFirst and idem.Transactor, the latter so that a handler's own
-// writes and the COMPLETED record commit in one transaction. It needs PostgreSQL 9.5 or newer
-// (ON CONFLICT, SKIP LOCKED) and is tested on PostgreSQL 15.
+// writes and the COMPLETED record commit in one transaction. It needs
+// PostgreSQL 9.5 or newer (ON CONFLICT, SKIP LOCKED) and is tested on
+// PostgreSQL 15.
 //
 // # Schema
 //

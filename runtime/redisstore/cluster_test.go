@@ -190,3 +190,38 @@ func TestClusterRoundTrips(t *testing.T) {
 	}))
 	storebench.RoundTrips(t, s, &writes)
 }
+
+// TestClusterGetOnPrimary: a Cluster client built to read from replicas
+// (ReadOnly, RouteByLatency, RouteRandomly) sends a command to a replica
+// when COMMAND calls it readonly. Get must read what Begin's script reads
+// (idem.ReadFirst), so it sends GETEX without options, which COMMAND calls a
+// write: the primary answers it, whatever the client's routing.
+func TestClusterGetOnPrimary(t *testing.T) {
+	c := clusterClient(t, func(o *redis.ClusterOptions) { o.ReadOnly, o.RouteRandomly = true, true })
+	ctx := ctxTimeout(t, 30*time.Second)
+	info, err := c.Command(ctx).Result()
+	require.NoError(t, err)
+	require.Contains(t, info, "get")
+	require.Contains(t, info, "getex")
+	assert.True(t, info["get"].ReadOnly, "GET would go to a replica")
+	assert.False(t, info["getex"].ReadOnly, "GETEX goes to the primary")
+
+	s := newStoreOn(t, c, Options{})
+	took := recordCommands(c)
+	_, found, err := s.Get(ctx, "k")
+	require.NoError(t, err)
+	assert.False(t, found)
+	assert.Equal(t, []string{"getex"}, took())
+	r, err := s.Begin(ctx, beginReq("k", 1))
+	require.NoError(t, err)
+	require.True(t, r.Acquired)
+	require.NoError(t, s.Finish(ctx, "k", 1, idem.StateCompleted, []byte("x")))
+	rec, found, err := s.Get(ctx, "k")
+	require.NoError(t, err)
+	require.True(t, found)
+	assert.Equal(t, idem.StateCompleted, rec.State)
+	assert.Equal(t, "x", string(rec.Response))
+	ttl, err := c.PTTL(ctx, s.key("k")).Result()
+	require.NoError(t, err)
+	assert.Greater(t, ttl, time.Duration(0), "GETEX without options keeps the key's expiry")
+}

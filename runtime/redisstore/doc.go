@@ -1,15 +1,17 @@
 // Package redisstore is an idempotency record store (idem.Store) on Redis,
 // through go-redis's redis.UniversalClient: a standalone server, Sentinel
 // (a failover client) or Cluster. It also implements idem.LeaseExtender,
-// idem.Watcher and idem.ReadFirst. It needs Redis 6.2 or newer (SET … PXAT).
+// idem.Watcher and idem.ReadFirst. It needs Redis 6.2 or newer (SET … PXAT, GETEX).
 //
 // # Round trips
 //
 // Each operation is one round trip: Begin, Finish and ExtendLease run a Lua
 // script (EVALSHA; the store falls back to EVAL, which caches the script
 // again, when a server answers NOSCRIPT after a restart, failover or SCRIPT
-// FLUSH), and Get is a plain GET. A first request costs two round trips
-// (Begin + Finish); a replay costs one: a GET when the engine reads first
+// FLUSH), and Get is a plain read (GETEX without options: GET, but sent to
+// the primary even by a Cluster client that reads from replicas). A first
+// request costs two round trips
+// (Begin + Finish); a replay costs one: a GETEX when the engine reads first
 // (idem.ReadFirst: a retry of a key whose record this engine completed or
 // replayed before), else a Begin that finds the completed record and
 // returns it before it reads the clock.

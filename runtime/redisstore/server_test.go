@@ -226,7 +226,7 @@ func TestCommandText(t *testing.T) {
 	ctx := ctxTimeout(t, 10*time.Second)
 	var texts []string
 	c.AddHook(textHook{func(s string) {
-		if strings.HasPrefix(s, "evalsha ") || strings.HasPrefix(s, "get ") { // not the handshake
+		if strings.HasPrefix(s, "evalsha ") || strings.HasPrefix(s, "getex ") { // not the handshake
 			texts = append(texts, s)
 		}
 	}})

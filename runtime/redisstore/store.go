@@ -304,7 +304,11 @@ func (s *Store) Get(ctx context.Context, key string) (idem.Record, bool, error) 
 		return idem.Record{}, false, err
 	}
 	o := s.newOp(key, 0)
-	o.args[0], o.args[1] = "get", &o.key
+	// GETEX without options is GET, but a write command to go-redis: a
+	// Cluster client built to read from replicas (ReadOnly, RouteByLatency,
+	// RouteRandomly) still sends it to the primary, whose answer (and clock
+	// for the key's expiry) is the one the scripts see.
+	o.args[0], o.args[1] = "getex", &o.key
 	cmd := redis.NewStringCmd(ctx, o.args[:2]...)
 	cmd.SetFirstKeyPos(1)
 	_ = s.client.Process(ctx, cmd)
@@ -323,8 +327,9 @@ func (s *Store) Get(ctx context.Context, key string) (idem.Record, bool, error) 
 	return rec, true, nil
 }
 
-// ReadFirst implements idem.ReadFirst: Get is a plain GET, which costs the
-// server a tenth of the claim script that Begin runs for a replay.
+// ReadFirst implements idem.ReadFirst: Get is a plain read of the key
+// (GETEX without options, on the primary), which costs the server a tenth of
+// the claim script that Begin runs for a replay.
 func (*Store) ReadFirst() {}
 
 // ExtendLease implements idem.LeaseExtender: the lease of the PENDING record
