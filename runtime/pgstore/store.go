@@ -73,9 +73,12 @@ type Store struct {
 	claimMode atomic.Uint64
 	// probeAt is when a Begin on the claim statement next has the Store
 	// look for the claim function (Unix ns; see reprobe), probeEvery the
-	// interval (reprobeInterval; tests shorten it), probes the look running.
+	// interval (reprobeInterval; tests shorten it), probes the look running
+	// (none starts once probesOver is set, by Close, under probeMu).
 	probeAt    atomic.Int64
 	probeEvery time.Duration
+	probeMu    sync.Mutex
+	probesOver bool
 	probes     sync.WaitGroup
 
 	// beforeCommit, set by tests only, runs in a transactional commit between
@@ -219,6 +222,9 @@ func (s *Store) Close() error {
 			close(s.stop)
 			<-s.done
 		}
+		s.probeMu.Lock()
+		s.probesOver = true
+		s.probeMu.Unlock()
 		s.probes.Wait()
 	})
 	return nil
@@ -422,6 +428,11 @@ func (s *Store) reprobe(mode uint64) {
 	at := s.probeAt.Load()
 	now := time.Now().UnixNano()
 	if now < at || !s.probeAt.CompareAndSwap(at, now+int64(s.probeEvery)) {
+		return
+	}
+	s.probeMu.Lock()
+	defer s.probeMu.Unlock()
+	if s.probesOver {
 		return
 	}
 	s.probes.Add(1)
