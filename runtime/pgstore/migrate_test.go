@@ -345,3 +345,63 @@ func TestClaimFuncErrorInBody(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, r.Acquired)
 }
+
+// TestClaimFuncReprobe: a Store that fell back to the claim statement finds
+// the claim function once another process's Migrate created it, and calls
+// it from then on; a role that may not execute it stays on the statement.
+func TestClaimFuncReprobe(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	t.Run("created elsewhere", func(t *testing.T) {
+		rec := &sqlRecorder{}
+		p := poolWith(t, testenv.PostgresURL(t), func(c *pgxpool.Config) {
+			c.MaxConns = 2
+			c.ConnConfig.Tracer = rec
+		})
+		s := newV1StoreOn(t, p, Options{})
+		rec.s = s
+		s.probeEvery = time.Hour
+		begin := func(key string, tok idem.Token) {
+			t.Helper()
+			r, err := s.Begin(ctx, &idem.BeginRequest{Key: key, Fingerprint: fp(1), Token: tok, Lease: time.Minute, TTL: time.Hour})
+			require.NoError(t, err)
+			require.True(t, r.Acquired)
+		}
+		begin("a", 1)
+		require.Equal(t, []string{"func error", "cte"}, rec.take())
+		require.False(t, s.usesClaimFunc())
+
+		// Another process migrates: the function exists now.
+		other := openStore(t, testPool(t), Options{Schema: s.opts.Schema})
+		require.NoError(t, other.Migrate(ctx))
+		begin("b", 2)
+		s.probes.Wait()
+		require.False(t, s.usesClaimFunc(), "no look before the interval")
+
+		s.probeAt.Store(0) // the interval is over
+		begin("c", 3)
+		s.probes.Wait()
+		require.True(t, s.usesClaimFunc(), "found it")
+		rec.take()
+		begin("d", 4)
+		require.Equal(t, []string{"func"}, rec.take())
+	})
+	t.Run("not executable", func(t *testing.T) {
+		admin := testPool(t)
+		owner := newStoreOn(t, admin, Options{})
+		s, rec := storeAsRole(t, admin, owner.n.schema, func(role string) []string {
+			return []string{
+				`GRANT SELECT, INSERT, UPDATE, DELETE ON ` + owner.n.table + ` TO ` + role,
+				`REVOKE EXECUTE ON FUNCTION ` + owner.n.claim + claimFuncArgs + ` FROM PUBLIC`,
+			}
+		})
+		s.probeEvery = 0
+		for i := range 3 {
+			_, err := s.Begin(ctx, &idem.BeginRequest{Key: "k", Fingerprint: fp(1), Token: idem.Token(i + 1), Lease: time.Minute, TTL: time.Hour})
+			require.NoError(t, err)
+			s.probes.Wait()
+			require.False(t, s.usesClaimFunc())
+		}
+		require.Equal(t, []string{"func error", "cte", "cte", "cte"}, rec.take())
+	})
+}

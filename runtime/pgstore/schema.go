@@ -202,7 +202,7 @@ func SchemaSQL(opts Options) (string, error) {
 // the Store claims with the claim statement (see Store.Begin), as older
 // pgstores do. A Store whose Begin fell back to the claim statement because
 // the function was missing uses the function after a Migrate that finds or
-// creates it.
+// creates it, or once it finds it there itself (see Store.Begin).
 func (s *Store) Migrate(ctx context.Context) error {
 	funcOK, err := s.migrate(ctx, true)
 	if err != nil {

@@ -71,6 +71,15 @@ type Store struct {
 	// that failed before a concurrent Migrate created the function does not
 	// undo the Migrate. See Begin.
 	claimMode atomic.Uint64
+	// probeAt is when a Begin on the claim statement next has the Store
+	// look for the claim function (Unix ns; see reprobe), probeEvery the
+	// interval (reprobeInterval; tests shorten it), probes the look running
+	// (none starts once probesOver is set, by Close, under probeMu).
+	probeAt    atomic.Int64
+	probeEvery time.Duration
+	probeMu    sync.Mutex
+	probesOver bool
+	probes     sync.WaitGroup
 
 	// beforeCommit, set by tests only, runs in a transactional commit between
 	// the fenced UPDATE and the COMMIT, while the row lock is held.
@@ -193,7 +202,7 @@ func New(pool *pgxpool.Pool, opts Options) (*Store, error) {
 	if opts.ReapBatch == 0 {
 		opts.ReapBatch = DefaultReapBatch
 	}
-	s := &Store{pool: pool, n: n, q: newQueries(n), opts: opts, log: opts.Logger,
+	s := &Store{pool: pool, n: n, q: newQueries(n), opts: opts, log: opts.Logger, probeEvery: reprobeInterval,
 		typed: typedArgs(pool.Config().ConnConfig.DefaultQueryExecMode)}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -213,6 +222,10 @@ func (s *Store) Close() error {
 			close(s.stop)
 			<-s.done
 		}
+		s.probeMu.Lock()
+		s.probesOver = true
+		s.probeMu.Unlock()
+		s.probes.Wait()
 	})
 	return nil
 }
@@ -262,8 +275,10 @@ const maxClaimAttempts = 10
 // (or 42501, a role that may not execute it), and the Store switches to the
 // claim statement (queries.claim, same semantics, a little slower) and runs
 // it at once. It keeps the statement until a Migrate of its own finds or
-// creates the function; a database migrated by another process meanwhile
-// gets the function from this one after a restart only. Both ways of claiming take the same row locks and
+// creates the function, or until it finds the function there when it looks
+// again, once a minute, in the background (one catalog query: another
+// process's Migrate, or a DBA's migration, may have created it). Both ways
+// of claiming take the same row locks and
 // re-check the same conditions, so processes of either kind (a rolling
 // deploy) claim the same keys correctly together.
 func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginResult, error) {
@@ -276,6 +291,9 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 	for range maxClaimAttempts {
 		mode := s.claimMode.Load()
 		fn := claimFuncMode(mode)
+		if !fn {
+			s.reprobe(mode)
+		}
 		res, err := s.begin(ctx, req, fn)
 		if errors.Is(err, errLostRace) || isSerializationFailure(err) {
 			continue
@@ -385,7 +403,55 @@ func claimFuncMode(mode uint64) bool { return mode%2 == 0 }
 // claimFuncMissing makes Begin run the claim statement after a call of the
 // claim function failed in claimMode mode (even): unless a Migrate has moved
 // claimMode on since.
-func (s *Store) claimFuncMissing(mode uint64) { s.claimMode.CompareAndSwap(mode, mode+1) }
+func (s *Store) claimFuncMissing(mode uint64) {
+	if s.claimMode.CompareAndSwap(mode, mode+1) {
+		s.probeLater()
+	}
+}
+
+// reprobeInterval is how often a Store that claims with the statement looks
+// for the claim function (see reprobe).
+const reprobeInterval = time.Minute
+
+// probeLater puts the next look for the claim function an interval away.
+func (s *Store) probeLater() { s.probeAt.Store(time.Now().UnixNano() + int64(s.probeEvery)) }
+
+// reprobe, called by a Begin that runs the claim statement in claimMode
+// mode (odd), looks for the claim function once an interval (the first
+// Begin past probeAt does, in the background): another process's Migrate, or
+// a DBA's migration, may have created it since this Store fell back. When
+// the function is there with this package's body and the role may execute
+// it, Begin calls it from then on, unless claimMode moved meanwhile (a
+// Migrate of this Store decided already). The look is one catalog query a
+// minute, and fails silently: the statement works all the same.
+func (s *Store) reprobe(mode uint64) {
+	at := s.probeAt.Load()
+	now := time.Now().UnixNano()
+	if now < at || !s.probeAt.CompareAndSwap(at, now+int64(s.probeEvery)) {
+		return
+	}
+	s.probeMu.Lock()
+	defer s.probeMu.Unlock()
+	if s.probesOver {
+		return
+	}
+	s.probes.Add(1)
+	go func() {
+		defer s.probes.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+		defer cancel()
+		var ok bool
+		err := s.pool.QueryRow(ctx, `SELECT coalesce((SELECT prosrc = $2 AND has_function_privilege(oid, 'EXECUTE')
+    FROM pg_proc WHERE oid = to_regprocedure($1)), false)`, s.n.claim+claimFuncArgs, claimFuncBody(s.n)).Scan(&ok)
+		if err == nil && ok && s.claimMode.CompareAndSwap(mode, mode+1) {
+			s.log.LogAttrs(ctx, slog.LevelInfo, "pgstore: found the claim function; Begin calls it again",
+				slog.String("function", s.n.claim))
+		}
+	}()
+}
+
+// probeTimeout bounds reprobe's query.
+const probeTimeout = 5 * time.Second
 
 // claimFuncAbsent makes Begin run the claim statement (Migrate could not
 // create the function): claimMode moves to the next odd value, also from an
@@ -394,6 +460,7 @@ func (s *Store) claimFuncAbsent() {
 	for {
 		m := s.claimMode.Load()
 		if s.claimMode.CompareAndSwap(m, m+1+m%2) {
+			s.probeLater()
 			return
 		}
 	}
