@@ -113,6 +113,9 @@ func fastest(rs results) string {
 		}
 	}
 	b.WriteString(" " + strings.Join(cols, " | ") + " | fastest |\n|---|---|" + strings.Repeat("---:|", len(cols)) + "---|\n")
+	// The verdict compares per-round samples of each overhead (see diff
+	// and verdict): a lower median that the rounds' spread cannot tell
+	// from another's is a tie.
 	for _, row := range rows {
 		base := "bare"
 		if row.name != "first" {
@@ -120,7 +123,7 @@ func fastest(rs results) string {
 		}
 		for _, metric := range []struct{ unit, label string }{{"ns/op", "time"}, {"cpu-ns/op", "CPU"}, {"allocs/op", "allocs"}} {
 			fmt.Fprintf(&b, "| %s (over %s) | %s |", row.label, base, metric.label)
-			best, bestName := 0.0, ""
+			var cands []candidate
 			for _, s := range stacks {
 				ref := s.bench + "/" + s.bare + "/" + row.base
 				if base == "floor" {
@@ -139,16 +142,21 @@ func fastest(rs results) string {
 					} else {
 						fmt.Fprintf(&b, " %s |", signedDur(d))
 					}
-					if bestName == "" || d < best {
-						best, bestName = d, strings.ReplaceAll(im.label, "*", "")
-					}
+					cands = append(cands, candidate{im.name,
+						rs.diff(s.bench+"/"+im.name+"/"+row.name, ref, metric.unit)})
 				}
 			}
-			fmt.Fprintf(&b, " %s |\n", bestName)
+			fmt.Fprintf(&b, " %s |\n", verdict(cands))
 		}
 	}
+	b.WriteString(verdictNote + "Overheads are compared round by round: each round's request minus the same round's floor or bare handler.\n")
 	return b.String()
 }
+
+// verdictNote explains the "fastest" column of the comparison tables.
+const verdictNote = "\n*fastest*: the lowest median, named when a Mann-Whitney U test over the rounds " +
+	"(benchstat's test, p < 0.05) tells it apart from every other; otherwise a tie between it and those it " +
+	"cannot be told apart from, with the largest p.\n"
 
 // breakdown splits idemgen's first-request overhead (CPU) into the engine,
 // the canonical fingerprint and memstore, from the engine over a store that

@@ -124,3 +124,22 @@ BenchmarkJSONTextCanonicalize/dense/1KB-2 	 100	 8000 ns/op	 96 B/op	 1 allocs/o
 	assert.Contains(t, out, "| order/1KB | 0.35 | 3.5× | 0 | yes |")
 	assert.Contains(t, out, "| dense/1KB | 0.23 | 2.7× | 0 | **no** |")
 }
+
+func TestVerdict(t *testing.T) {
+	fast := []float64{10, 11, 10.5, 10.2, 10.8, 10.1}
+	slow := []float64{20, 21, 20.5, 20.2, 20.8, 20.1}
+	overlap := []float64{10.4, 11.2, 9.9, 10.6, 10.3, 11.0}
+	assert.Equal(t, "a", verdict([]candidate{{"b", slow}, {"a", fast}}))
+	assert.Equal(t, "a", verdict([]candidate{{"a", fast}, {"empty", nil}}), "no samples: left out")
+	v := verdict([]candidate{{"a", fast}, {"b", slow}, {"c", overlap}})
+	assert.Contains(t, v, "tie: ")
+	assert.Contains(t, v, "a, c")
+	assert.NotContains(t, v, "b")
+	assert.Equal(t, "tie: a, b (p = 1.00)", verdict([]candidate{{"a", []float64{10}}, {"b", []float64{11}}}), "one round tells nothing apart")
+	assert.Equal(t, "", verdict(nil))
+}
+
+func TestDiffPairsRounds(t *testing.T) {
+	rs := results{"x": {"ns/op": {5, 7, 9}}, "base": {"ns/op": {1, 2}}}
+	assert.Equal(t, []float64{4, 5}, rs.diff("x", "base", "ns/op"))
+}

@@ -145,3 +145,65 @@ func signedCount(n float64) string {
 	}
 	return "−" + count(-n)
 }
+
+// diff returns the per-round samples of name minus ref in unit, paired by
+// round: every round runs each benchmark once, in order, so the i-th
+// samples of two benchmarks come from the same round.
+func (rs results) diff(name, ref, unit string) []float64 {
+	a, b := rs[name][unit], rs[ref][unit]
+	n := min(len(a), len(b))
+	out := make([]float64, n)
+	for i := range n {
+		out[i] = a[i] - b[i]
+	}
+	return out
+}
+
+// candidate is one column of a verdict: its label and its samples.
+type candidate struct {
+	label string
+	vals  []float64
+}
+
+// verdictAlpha is the significance level of verdict (benchstat's default).
+const verdictAlpha = 0.05
+
+// verdict names the candidate whose median is lowest when that is lower
+// than every other's by a difference benchstat would call significant
+// (benchmath.AssumeNothing.Compare: a Mann-Whitney U test, p < 0.05);
+// otherwise it answers "tie:" with the candidates that cannot be told
+// apart from it and the largest p. Candidates without samples are left
+// out.
+func verdict(cs []candidate) string {
+	var in []candidate
+	for _, c := range cs {
+		if len(c.vals) > 0 {
+			in = append(in, c)
+		}
+	}
+	if len(in) == 0 {
+		return ""
+	}
+	sample := func(c candidate) *benchmath.Sample { return benchmath.NewSample(c.vals, &thresholds) }
+	center := func(c candidate) float64 { return benchmath.AssumeNothing.Summary(sample(c), 0.95).Center }
+	best := in[0]
+	for _, c := range in[1:] {
+		if center(c) < center(best) {
+			best = c
+		}
+	}
+	tied, maxP := []string{best.label}, 0.0
+	for _, c := range in {
+		if c.label == best.label {
+			continue
+		}
+		if p := benchmath.AssumeNothing.Compare(sample(best), sample(c)).P; p >= verdictAlpha || center(c) == center(best) {
+			tied = append(tied, c.label)
+			maxP = math.Max(maxP, p)
+		}
+	}
+	if len(tied) == 1 {
+		return best.label
+	}
+	return fmt.Sprintf("tie: %s (p = %.2f)", strings.Join(tied, ", "), maxP)
+}

@@ -35,7 +35,51 @@ func (r *runner) stores() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return renderStores(rs) + r.gopotencyNote(), nil
+	return renderStores(rs) + storesFastest(rs) + r.gopotencyNote(), nil
+}
+
+// storesFastest compares idemgen with the peers on each server, row by
+// row, in wall time and in this process's CPU time (see verdict): the raw
+// client is the limit, not a contender, and idemgen's replay of another
+// instance's record is shown beside its own but is not a contender either
+// (its peers' replays read every time).
+func storesFastest(rs results) string {
+	var b strings.Builder
+	b.WriteString("\nidemgen and the peers on each server, row by row (medians; lower is better):\n\n")
+	var cols []storeImpl
+	for _, im := range storeImpls {
+		if im.name != "raw" {
+			cols = append(cols, im)
+		}
+	}
+	b.WriteString("| server | request | metric |")
+	for _, im := range cols {
+		b.WriteString(" " + strings.ReplaceAll(im.label, "*", "") + " |")
+	}
+	b.WriteString(" fastest |\n|---|---|---|" + strings.Repeat("---:|", len(cols)) + "---|\n")
+	for _, s := range servers {
+		for _, row := range rows {
+			for _, metric := range []struct{ unit, label string }{{"ns/op", "time"}, {"cpu-ns/op", "CPU"}} {
+				fmt.Fprintf(&b, "| %s | %s | %s |", s.label, row.label, metric.label)
+				var cands []candidate
+				for _, im := range cols {
+					name := s.bench + "/" + im.name + "/" + row.name
+					v, ok := rs.median(name, metric.unit)
+					if !ok {
+						b.WriteString(" |")
+						continue
+					}
+					fmt.Fprintf(&b, " %s |", dur(v))
+					if !im.replaysOnly {
+						cands = append(cands, candidate{im.name, rs[name][metric.unit]})
+					}
+				}
+				fmt.Fprintf(&b, " %s |\n", verdict(cands))
+			}
+		}
+	}
+	b.WriteString(verdictNote)
+	return b.String()
 }
 
 // haveStores reports whether the stores bench/stores measures are in the tree.
