@@ -722,7 +722,7 @@ key:
 			case c == '-' || isDigit(c):
 				// Inline, a short number in canonical form followed by
 				// ',' or '}': an integer of at most fifteen digits, or at
-				// most seven digits and a fraction of at most seven not
+				// most seven digits and a fraction of at most fifteen not
 				// ending in zero; the general test in verbatimNumber.
 				// fastMembers has the same test, written again: as a
 				// function it costs 199 against the inliner's budget
@@ -744,11 +744,18 @@ key:
 					if e := t[k&15]; k > 0 && e != ',' && e != '}' {
 						k2 := 0
 						if k < 8 && e == '.' {
+							j := 0 // the length of the fraction, or 0
 							if m := nonDigit(binary.LittleEndian.Uint64(t[k+1:])); m != 0 {
-								j := bits.TrailingZeros64(m) >> 3
-								if end := k + 1 + j; j > 0 && (c != '0' || j <= 6) && t[end-1] != '0' && (t[end] == ',' || t[end] == '}') {
-									k2 = end
+								j = bits.TrailingZeros64(m) >> 3
+							} else if vs+k+18 <= n {
+								// Eight digits or more (a float's
+								// shortest form often has fifteen).
+								if m := nonDigit(binary.LittleEndian.Uint64(in[vs+k+9:])); m != 0 {
+									j = 8 + bits.TrailingZeros64(m)>>3
 								}
+							}
+							if end := vs + k + 1 + j; j > 0 && (c != '0' || j <= 6) && in[end-1] != '0' && (in[end] == ',' || in[end] == '}') {
+								k2 = end - vs
 							}
 						}
 						k = k2
@@ -1042,11 +1049,18 @@ func fastMembers(in []byte, i int, names []shapeName, idx int, mem []member) (in
 			if e := t[k&15]; k > 0 && e != ',' && e != '}' && e != ']' {
 				k2 := 0
 				if k < 8 && e == '.' {
+					j := 0 // the length of the fraction, or 0
 					if m := nonDigit(binary.LittleEndian.Uint64(t[k+1:])); m != 0 {
-						j := bits.TrailingZeros64(m) >> 3
-						if end := k + 1 + j; j > 0 && (c != '0' || j <= 6) && t[end-1] != '0' && (t[end] == ',' || t[end] == '}' || t[end] == ']') {
-							k2 = end
+						j = bits.TrailingZeros64(m) >> 3
+					} else if p+k+18 <= n {
+						// Eight digits or more (a float's shortest
+						// form often has fifteen).
+						if m := nonDigit(binary.LittleEndian.Uint64(in[p+k+9:])); m != 0 {
+							j = 8 + bits.TrailingZeros64(m)>>3
 						}
+					}
+					if end := p + k + 1 + j; j > 0 && (c != '0' || j <= 6) && in[end-1] != '0' && (in[end] == ',' || in[end] == '}' || in[end] == ']') {
+						k2 = end - p
 					}
 				}
 				k = k2
