@@ -374,6 +374,18 @@ value:
 			w += 2
 			break
 		}
+		if !lazy && nd == nil && depth > 0 && !f.obj && depth+2 < MaxDepth {
+			// An element of an array, of the shape of the one before
+			// (an array of objects alike), is taken whole, without a
+			// frame, if fastMembers takes it: written at buf[w:]
+			// from the input, as closing it would. (Its own arrays
+			// of scalars are spans, never containers that could
+			// reach MaxDepth.)
+			if j, wend := s.flatElement(in, i, buf, w, f, depth); j > 0 {
+				i, w = j, wend
+				goto after
+			}
+		}
 		f = s.push(depth, w, i, nd, true)
 		depth++
 		goto key
@@ -901,12 +913,45 @@ func (s *state) flatObject(in []byte, i int, buf []byte, w int, e *shapeName) (i
 	if h <= 0 || i+1 >= len(in) || in[i+1] != '"' {
 		return 0, 0
 	}
-	sh := &s.shapes[h-1]
+	return s.flatShape(in, i+1, buf, w, &s.shapes[h-1])
+}
+
+// flatElement is flatObject for an element of the array f at depth
+// (innermost) whose text starts at in[i-1] = '{', with the shape an element
+// of f would be pushed with (see push): that of the last object closed in
+// f or, for its first element, that of the last object in an array that
+// was the value of a member of its name.
+func (s *state) flatElement(in []byte, i int, buf []byte, w int, f *frame, depth int) (int, int) {
+	hint := f.hint
+	if hint < 0 && depth > 1 {
+		g := s.parentMember(&s.frames[depth-2])
+		if g == nil {
+			return 0, 0
+		}
+		h := s.hints[hintSlot(g.pfx^elemHint, g.klen)]
+		if h <= 0 {
+			return 0, 0
+		}
+		hint = int(h) - 1
+	}
+	if hint < 0 {
+		return 0, 0
+	}
+	j, o := s.flatShape(in, i, buf, w, &s.shapes[hint])
+	if j > 0 {
+		f.hint = hint // as closing the element would
+	}
+	return j, o
+}
+
+// flatShape is flatObject for the object of shape sh whose members start
+// at in[i] (after its '{').
+func (s *state) flatShape(in []byte, i int, buf []byte, w int, sh *shape) (int, int) {
 	if sh.n == 0 || sh.noFlat {
 		return 0, 0
 	}
 	base := len(s.mem)
-	j, l, _, status := fastMembers(in, i+1, sh.names[:sh.n], 0, s.mem)
+	j, l, _, status := fastMembers(in, i, sh.names[:sh.n], 0, s.mem)
 	ms := s.mem[base:l]
 	if status != fastClosed || (len(ms) != sh.n && len(sh.perm) > 0) {
 		if j+64 < len(in) {

@@ -1,7 +1,10 @@
 package fingerprint_test
 
 import (
+	"cmp"
 	"errors"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -453,3 +456,69 @@ func TestObjectsInMembers(t *testing.T) {
 		assert.Equal(t, tt.want, string(got), "%q then %q", tt.a, tt.b)
 	}
 }
+
+// Objects as array elements, after an element of the same or another
+// shape (the second and later may be taken whole, without a frame): each
+// is written as it would be alone, in arrays at the top level, in object
+// members, in unordered arrays and under pointers into the elements.
+func TestObjectsInArrays(t *testing.T) {
+	objs := []string{
+		`{"sku":"sku-1000","qty":1,"price":9.99}`,
+		`{"sku":"sku-1001","qty":2,"price":16.990000000000002}`,
+		`{"sku":"sku-1002","qty":3}`,
+		`{"sku":"sku-1003","qty":4,"price":1.0}`,
+		`{"sku":"a\/b","qty":5,"price":2}`,
+		`{"sku":"x","qty":6,"price":3,"extra":true}`,
+		`{"qty":7,"sku":"y","price":4}`,
+		`{ "sku" : "z" , "qty" : 8 , "price" : 5 }`,
+		`{"sku":"w","qty":[1,2,3],"price":{"b":1,"a":2}}`,
+		`{"sku":"v","qty":[1, 2],"price":[]}`,
+		`{"a":1,"b":2}`,
+		`{"a":1,"b":"\u00e9"}`,
+		`{"sku":"u","sku":"t","qty":1}`,
+		`{"sku":"s","qty":1,"price":01}`,
+	}
+	plain := mustNew(t, fingerprint.Options{})
+	alone := make([]string, len(objs))
+	errs := make([]error, len(objs))
+	for k, o := range objs {
+		var b []byte
+		b, errs[k] = plain.Canonical(nil, []byte(o))
+		alone[k] = string(b)
+	}
+	hs := []*fingerprint.Hasher{plain,
+		mustNew(t, fingerprint.Options{Volatile: []string{"/list/1/qty"}}),
+		mustNew(t, fingerprint.Options{Unordered: []string{"/list"}})}
+	for hk, h := range hs {
+		for a := range objs {
+			for b := range objs {
+				elems := []int{a, b, b, a}
+				var want []string
+				var err error
+				for _, k := range elems {
+					want = append(want, alone[k])
+					err = cmp.Or(err, errs[k])
+				}
+				parts := []string{objs[a], objs[b], objs[b], objs[a]}
+				arr := "[" + strings.Join(parts, ",") + "]"
+				if hk == 1 && err == nil {
+					// The second element without its qty (a number or
+					// an array of numbers, in these objects).
+					w := qtyMember.ReplaceAllString(alone[b], "")
+					w = strings.Replace(strings.Replace(w, "{,", "{", 1), ",}", "}", 1)
+					want[1] = w
+				}
+				if hk == 2 {
+					slices.Sort(want)
+				}
+				wantArr := "[" + strings.Join(want, ",") + "]"
+				if hk == 0 {
+					requireLike(t, h, arr, wantArr, err)
+				}
+				requireLike(t, h, `{"list":`+arr+`,"z":1}`, `{"list":`+wantArr+`,"z":1}`, err)
+			}
+		}
+	}
+}
+
+var qtyMember = regexp.MustCompile(`,?"qty":(\[[^\]]*\]|[0-9.]+)`)
