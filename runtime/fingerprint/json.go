@@ -383,6 +383,22 @@ value:
 			// reach MaxDepth.)
 			if j, wend := s.flatElement(in, i, buf, w, f, depth); j > 0 {
 				i, w = j, wend
+				if f.node == nil {
+					// The elements that follow, while each is such an
+					// object right after its comma: what the array's
+					// loop would do for each, without its round trip.
+					sh := &s.shapes[f.hint]
+					for i+2 < n && in[i] == ',' && in[i+1] == '{' {
+						buf[w] = ','
+						j, wend := s.flatShape(in, i+2, buf, w+1, sh)
+						if j == 0 {
+							break
+						}
+						f.idx++
+						f.cur = w + 1
+						i, w = j, wend
+					}
+				}
 				goto after
 			}
 		}

@@ -492,15 +492,16 @@ func TestObjectsInArrays(t *testing.T) {
 	for hk, h := range hs {
 		for a := range objs {
 			for b := range objs {
-				elems := []int{a, b, b, a}
+				elems := []int{a, b, b, a, b}
 				var want []string
 				var err error
 				for _, k := range elems {
 					want = append(want, alone[k])
 					err = cmp.Or(err, errs[k])
 				}
-				parts := []string{objs[a], objs[b], objs[b], objs[a]}
-				arr := "[" + strings.Join(parts, ",") + "]"
+				parts := []string{objs[a], objs[b], objs[b], objs[a], objs[b]}
+				sep := []string{",", ", ", ",\n"}[(a+b)%3]
+				arr := "[" + strings.Join(parts, sep) + "]"
 				if hk == 1 && err == nil {
 					// The second element without its qty (a number or
 					// an array of numbers, in these objects).
@@ -516,6 +517,12 @@ func TestObjectsInArrays(t *testing.T) {
 					requireLike(t, h, arr, wantArr, err)
 				}
 				requireLike(t, h, `{"list":`+arr+`,"z":1}`, `{"list":`+wantArr+`,"z":1}`, err)
+				// A separator missing or wrong after elements taken whole.
+				for _, bad := range []string{" ", "x", ":", "]"} {
+					in := `{"list":[` + objs[a] + "," + objs[b] + "," + objs[b] + bad + objs[b] + `],"z":1}`
+					_, e := h.Canonical(nil, []byte(in))
+					require.Error(t, e, "input %q", in)
+				}
 			}
 		}
 	}
