@@ -644,7 +644,7 @@ key:
 					// whole is written here, without a frame.
 					e := &names[idx]
 					if in[fv] == '{' {
-						if j, wend := s.flatObject(in, fv, buf, w, e); j > 0 {
+						if j, wend := s.flatObject(in, fv, buf, w, e.pfx, e.n); j > 0 {
 							m := s.newMember()
 							m.ks, m.ke, m.vs, m.ve, m.klen = i, i+e.n+2, w, wend, e.n
 							m.vbuf, m.kesc = true, false
@@ -820,6 +820,28 @@ key:
 					m.pfx = nameKey(binary.LittleEndian.Uint64(in[i+1:]), k)
 					s.track(f, m, in[i+1:i+1+k], in)
 				}
+				if in[vs] == '{' && depth+2 < MaxDepth {
+					// An object that the member loop takes whole, as in
+					// fastMembers's case (no pointer reaches it). (vs
+					// and ve here are this loop's own.)
+					if j, wend := s.flatObject(in, vs, buf, w, m.pfx, k); j > 0 {
+						m.vs, m.ve, m.vbuf = w, wend, true
+						i, w = skipWS(in, j), wend
+						if i < n && in[i] == ',' {
+							i++
+							goto key
+						}
+						if i < n && in[i] == '}' {
+							i++
+							goto closeObj
+						}
+						reason = errToken
+						if i >= n {
+							reason = errEOF
+						}
+						goto failed
+					}
+				}
 				nd, lazy, i = nil, true, vs
 				notPlain = in[vs] == '"'
 				goto value
@@ -917,15 +939,15 @@ failed:
 }
 
 // flatObject writes at buf[w:] the canonical text of the object that
-// starts at in[i], the value of a member of a cached shape whose name is
-// e, if it is an object of the shape last seen as the value of such a
+// starts at in[i], the value of a member whose name has prefix pfx and
+// length klen, if it is an object of the shape last seen as the value of such a
 // member that fastMembers takes whole (names as cached, in that order,
 // values it takes), and returns the index after it in the input and the
 // end of its text in buf; else 0, 0. It records the members past the end
 // of s.mem, as scratch. (This spares the object a frame, and its members
 // a second move.)
-func (s *state) flatObject(in []byte, i int, buf []byte, w int, e *shapeName) (int, int) {
-	h := s.hints[hintSlot(e.pfx, e.n)]
+func (s *state) flatObject(in []byte, i int, buf []byte, w int, pfx uint64, klen int) (int, int) {
+	h := s.hints[hintSlot(pfx, klen)]
 	if h <= 0 || i+1 >= len(in) || in[i+1] != '"' {
 		return 0, 0
 	}
@@ -966,8 +988,21 @@ func (s *state) flatShape(in []byte, i int, buf []byte, w int, sh *shape) (int, 
 	if sh.n == 0 || sh.noFlat {
 		return 0, 0
 	}
+	// Near the end of the input, where fastMembers's wide loads do not
+	// fit, it reads a copy of the rest padded with NUL bytes: every test
+	// it makes fails at a NUL (not white space, a separator, a digit,
+	// part of a name's text, nor a byte a plain string holds), so it
+	// takes the same members from the copy as it would from a longer
+	// input, and none that reaches past the end.
+	src, off := in, 0
+	if rest := len(in) - i; rest < tailMax {
+		src, off = s.tail[:rest+tailPad], i
+		copy(src, in[i:])
+		clear(src[rest:])
+	}
 	base := len(s.mem)
-	j, l, _, status := fastMembers(in, i, sh.names[:sh.n], 0, s.mem)
+	j, l, _, status := fastMembers(src, i-off, sh.names[:sh.n], 0, s.mem)
+	j += off
 	ms := s.mem[base:l]
 	if status != fastClosed || (len(ms) != sh.n && len(sh.perm) > 0) {
 		if j+64 < len(in) {
@@ -976,20 +1011,28 @@ func (s *state) flatShape(in []byte, i int, buf []byte, w int, sh *shape) (int, 
 		return 0, 0
 	}
 	// The members go in the cached order (a prefix of sorted names is
-	// sorted); their texts are in the input.
+	// sorted); their texts are in the input (or its copy).
 	o := w
 	buf[o] = '{'
 	o++
 	if len(ms) == sh.n && len(sh.perm) > 0 {
-		o = putPermuted(buf, o, in, in, 0, ms, sh.perm)
+		o = putPermuted(buf, o, src, src, 0, ms, sh.perm)
 	} else {
 		for k := range ms {
-			o = putMember(buf, o, in, in, 0, &ms[k])
+			o = putMember(buf, o, src, src, 0, &ms[k])
 		}
 	}
 	buf[o-1] = '}'
 	return j, o
 }
+
+// flatShape copies the last tailMax-1 bytes of the input or fewer, with
+// tailPad bytes of padding: more than fastMembers reads past a position
+// it reached (24 bytes).
+const (
+	tailMax = 256
+	tailPad = 64
+)
 
 // What fastMembers stopped at.
 const (

@@ -478,6 +478,11 @@ func TestObjectsInArrays(t *testing.T) {
 		`{"sku":"u","sku":"t","qty":1}`,
 		`{"sku":"s","qty":1,"price":01}`,
 	}
+	testObjectsInArrays(t, objs)
+	testObjectsAtInputEnd(t, objs)
+}
+
+func testObjectsInArrays(t *testing.T, objs []string) {
 	plain := mustNew(t, fingerprint.Options{})
 	alone := make([]string, len(objs))
 	errs := make([]error, len(objs))
@@ -522,6 +527,36 @@ func TestObjectsInArrays(t *testing.T) {
 					in := `{"list":[` + objs[a] + "," + objs[b] + "," + objs[b] + bad + objs[b] + `],"z":1}`
 					_, e := h.Canonical(nil, []byte(in))
 					require.Error(t, e, "input %q", in)
+				}
+			}
+		}
+	}
+}
+
+// testObjectsAtInputEnd: objects of a shape seen before, as the last
+// element of an array or the value of the last member, at the end of the
+// input (where the member loop reads a padded copy of the rest), whole and
+// cut short at every length, are canonicalized (or rejected) as they are
+// with white space after them, far from the end.
+func testObjectsAtInputEnd(t *testing.T, objs []string) {
+	plain := mustNew(t, fingerprint.Options{})
+	vol := mustNew(t, fingerprint.Options{Volatile: []string{"/v"}})
+	for _, h := range []*fingerprint.Hasher{plain, vol} {
+		for a := range objs {
+			for b := range objs {
+				for _, body := range []string{
+					`{"list":[` + objs[a] + "," + objs[b] + `]}`,
+					`{"v":1,"list":[` + objs[a] + `],"m":` + objs[b] + `}`,
+					`{"m":` + objs[a] + `,"x":{"m":` + objs[b] + `}}`,
+					`[` + objs[a] + "," + objs[b] + "]",
+				} {
+					for cut := 0; cut <= min(40, len(body)); cut++ {
+						in := body[:len(body)-cut]
+						want, werr := h.Canonical(nil, []byte(in+strings.Repeat(" ", 300)))
+						got, err := h.Canonical(nil, []byte(in))
+						require.Equal(t, werr == nil, err == nil, "input %q: %v, %v", in, err, werr)
+						require.Equal(t, string(want), string(got), "input %q", in)
+					}
 				}
 			}
 		}
