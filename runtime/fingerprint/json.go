@@ -33,8 +33,11 @@ const slack = 32
 // as a recently closed object (see sort.go). While an object has a cached
 // shape, fastMembers takes its members in a tight loop, an array of
 // canonical scalars as one span, and flatObject a nested object of a
-// cached shape without a frame. Sum's top-level object is not written out
-// but hashed from its members' texts (hashObject).
+// cached shape without a frame (a member's value; flatElement an array
+// element, and the elements of that shape that follow it in a loop of
+// their own); near the end of the input they read a NUL-padded copy of
+// its rest (flatShape). Sum's top-level object is not written out but
+// hashed from its members' texts (hashObject).
 
 // member is an object member. Its name's canonical text is in[ks:ke]
 // (kesc: buf[ks:ke]), its value's in[vs:ve] (vbuf: buf[vs:ve]). The
