@@ -103,6 +103,8 @@ type state struct {
 	// the stream in sum.
 	flushed, summed bool
 	stage           []byte // hashObject's buffer
+	// tail is flatShape's copy of the end of the input.
+	tail [tailMax + tailPad]byte
 	// hdrKey holds the Method, Operation, RawQuery and ContentType (of
 	// lengths hdrKeyLens) of the last request that a hasher without named
 	// headers summed with this state; s.hdr[:hdrLen] is its header and

@@ -33,8 +33,11 @@ const slack = 32
 // as a recently closed object (see sort.go). While an object has a cached
 // shape, fastMembers takes its members in a tight loop, an array of
 // canonical scalars as one span, and flatObject a nested object of a
-// cached shape without a frame. Sum's top-level object is not written out
-// but hashed from its members' texts (hashObject).
+// cached shape without a frame (a member's value; flatElement an array
+// element, and the elements of that shape that follow it in a loop of
+// their own); near the end of the input they read a NUL-padded copy of
+// its rest (flatShape). Sum's top-level object is not written out but
+// hashed from its members' texts (hashObject).
 
 // member is an object member. Its name's canonical text is in[ks:ke]
 // (kesc: buf[ks:ke]), its value's in[vs:ve] (vbuf: buf[vs:ve]). The
@@ -374,6 +377,34 @@ value:
 			w += 2
 			break
 		}
+		if !lazy && nd == nil && depth > 0 && !f.obj && depth+2 < MaxDepth {
+			// An element of an array, of the shape of the one before
+			// (an array of objects alike), is taken whole, without a
+			// frame, if fastMembers takes it: written at buf[w:]
+			// from the input, as closing it would. (Its own arrays
+			// of scalars are spans, never containers that could
+			// reach MaxDepth.)
+			if j, wend := s.flatElement(in, i, buf, w, f, depth); j > 0 {
+				i, w = j, wend
+				if f.node == nil {
+					// The elements that follow, while each is such an
+					// object right after its comma: what the array's
+					// loop would do for each, without its round trip.
+					sh := &s.shapes[f.hint]
+					for i+2 < n && in[i] == ',' && in[i+1] == '{' {
+						buf[w] = ','
+						j, wend := s.flatShape(in, i+2, buf, w+1, sh)
+						if j == 0 {
+							break
+						}
+						f.idx++
+						f.cur = w + 1
+						i, w = j, wend
+					}
+				}
+				goto after
+			}
+		}
 		f = s.push(depth, w, i, nd, true)
 		depth++
 		goto key
@@ -616,7 +647,7 @@ key:
 					// whole is written here, without a frame.
 					e := &names[idx]
 					if in[fv] == '{' {
-						if j, wend := s.flatObject(in, fv, buf, w, e); j > 0 {
+						if j, wend := s.flatObject(in, fv, buf, w, e.pfx, e.n); j > 0 {
 							m := s.newMember()
 							m.ks, m.ke, m.vs, m.ve, m.klen = i, i+e.n+2, w, wend, e.n
 							m.vbuf, m.kesc = true, false
@@ -722,7 +753,7 @@ key:
 			case c == '-' || isDigit(c):
 				// Inline, a short number in canonical form followed by
 				// ',' or '}': an integer of at most fifteen digits, or at
-				// most seven digits and a fraction of at most seven not
+				// most seven digits and a fraction of at most fifteen not
 				// ending in zero; the general test in verbatimNumber.
 				// fastMembers has the same test, written again: as a
 				// function it costs 199 against the inliner's budget
@@ -744,11 +775,18 @@ key:
 					if e := t[k&15]; k > 0 && e != ',' && e != '}' {
 						k2 := 0
 						if k < 8 && e == '.' {
+							j := 0 // the length of the fraction, or 0
 							if m := nonDigit(binary.LittleEndian.Uint64(t[k+1:])); m != 0 {
-								j := bits.TrailingZeros64(m) >> 3
-								if end := k + 1 + j; j > 0 && (c != '0' || j <= 6) && t[end-1] != '0' && (t[end] == ',' || t[end] == '}') {
-									k2 = end
+								j = bits.TrailingZeros64(m) >> 3
+							} else if vs+k+18 <= n {
+								// Eight digits or more (a float's
+								// shortest form often has fifteen).
+								if m := nonDigit(binary.LittleEndian.Uint64(in[vs+k+9:])); m != 0 {
+									j = 8 + bits.TrailingZeros64(m)>>3
 								}
+							}
+							if end := vs + k + 1 + j; j > 0 && (c != '0' || j <= 6) && in[end-1] != '0' && (in[end] == ',' || in[end] == '}') {
+								k2 = end - vs
 							}
 						}
 						k = k2
@@ -784,6 +822,28 @@ key:
 				} else {
 					m.pfx = nameKey(binary.LittleEndian.Uint64(in[i+1:]), k)
 					s.track(f, m, in[i+1:i+1+k], in)
+				}
+				if in[vs] == '{' && depth+2 < MaxDepth {
+					// An object that the member loop takes whole, as in
+					// fastMembers's case (no pointer reaches it). (vs
+					// and ve here are this loop's own.)
+					if j, wend := s.flatObject(in, vs, buf, w, m.pfx, k); j > 0 {
+						m.vs, m.ve, m.vbuf = w, wend, true
+						i, w = skipWS(in, j), wend
+						if i < n && in[i] == ',' {
+							i++
+							goto key
+						}
+						if i < n && in[i] == '}' {
+							i++
+							goto closeObj
+						}
+						reason = errToken
+						if i >= n {
+							reason = errEOF
+						}
+						goto failed
+					}
 				}
 				nd, lazy, i = nil, true, vs
 				notPlain = in[vs] == '"'
@@ -882,24 +942,70 @@ failed:
 }
 
 // flatObject writes at buf[w:] the canonical text of the object that
-// starts at in[i], the value of a member of a cached shape whose name is
-// e, if it is an object of the shape last seen as the value of such a
+// starts at in[i], the value of a member whose name has prefix pfx and
+// length klen, if it is an object of the shape last seen as the value of such a
 // member that fastMembers takes whole (names as cached, in that order,
 // values it takes), and returns the index after it in the input and the
 // end of its text in buf; else 0, 0. It records the members past the end
 // of s.mem, as scratch. (This spares the object a frame, and its members
 // a second move.)
-func (s *state) flatObject(in []byte, i int, buf []byte, w int, e *shapeName) (int, int) {
-	h := s.hints[hintSlot(e.pfx, e.n)]
+func (s *state) flatObject(in []byte, i int, buf []byte, w int, pfx uint64, klen int) (int, int) {
+	h := s.hints[hintSlot(pfx, klen)]
 	if h <= 0 || i+1 >= len(in) || in[i+1] != '"' {
 		return 0, 0
 	}
-	sh := &s.shapes[h-1]
+	return s.flatShape(in, i+1, buf, w, &s.shapes[h-1])
+}
+
+// flatElement is flatObject for an element of the array f at depth
+// (innermost) whose text starts at in[i-1] = '{', with the shape an element
+// of f would be pushed with (see push): that of the last object closed in
+// f or, for its first element, that of the last object in an array that
+// was the value of a member of its name.
+func (s *state) flatElement(in []byte, i int, buf []byte, w int, f *frame, depth int) (int, int) {
+	hint := f.hint
+	if hint < 0 && depth > 1 {
+		g := s.parentMember(&s.frames[depth-2])
+		if g == nil {
+			return 0, 0
+		}
+		h := s.hints[hintSlot(g.pfx^elemHint, g.klen)]
+		if h <= 0 {
+			return 0, 0
+		}
+		hint = int(h) - 1
+	}
+	if hint < 0 {
+		return 0, 0
+	}
+	j, o := s.flatShape(in, i, buf, w, &s.shapes[hint])
+	if j > 0 {
+		f.hint = hint // as closing the element would
+	}
+	return j, o
+}
+
+// flatShape is flatObject for the object of shape sh whose members start
+// at in[i] (after its '{').
+func (s *state) flatShape(in []byte, i int, buf []byte, w int, sh *shape) (int, int) {
 	if sh.n == 0 || sh.noFlat {
 		return 0, 0
 	}
+	// Near the end of the input, where fastMembers's wide loads do not
+	// fit, it reads a copy of the rest padded with NUL bytes: every test
+	// it makes fails at a NUL (not white space, a separator, a digit,
+	// part of a name's text, nor a byte a plain string holds), so it
+	// takes the same members from the copy as it would from a longer
+	// input, and none that reaches past the end.
+	src, off := in, 0
+	if rest := len(in) - i; rest < tailMax {
+		src, off = s.tail[:rest+tailPad], i
+		copy(src, in[i:])
+		clear(src[rest:])
+	}
 	base := len(s.mem)
-	j, l, _, status := fastMembers(in, i+1, sh.names[:sh.n], 0, s.mem)
+	j, l, _, status := fastMembers(src, i-off, sh.names[:sh.n], 0, s.mem)
+	j += off
 	ms := s.mem[base:l]
 	if status != fastClosed || (len(ms) != sh.n && len(sh.perm) > 0) {
 		if j+64 < len(in) {
@@ -908,20 +1014,28 @@ func (s *state) flatObject(in []byte, i int, buf []byte, w int, e *shapeName) (i
 		return 0, 0
 	}
 	// The members go in the cached order (a prefix of sorted names is
-	// sorted); their texts are in the input.
+	// sorted); their texts are in the input (or its copy).
 	o := w
 	buf[o] = '{'
 	o++
 	if len(ms) == sh.n && len(sh.perm) > 0 {
-		o = putPermuted(buf, o, in, in, 0, ms, sh.perm)
+		o = putPermuted(buf, o, src, src, 0, ms, sh.perm)
 	} else {
 		for k := range ms {
-			o = putMember(buf, o, in, in, 0, &ms[k])
+			o = putMember(buf, o, src, src, 0, &ms[k])
 		}
 	}
 	buf[o-1] = '}'
 	return j, o
 }
+
+// flatShape copies the last tailMax-1 bytes of the input or fewer, with
+// tailPad bytes of padding: more than fastMembers reads past a position
+// it reached (24 bytes).
+const (
+	tailMax = 256
+	tailPad = 64
+)
 
 // What fastMembers stopped at.
 const (
@@ -1042,11 +1156,18 @@ func fastMembers(in []byte, i int, names []shapeName, idx int, mem []member) (in
 			if e := t[k&15]; k > 0 && e != ',' && e != '}' && e != ']' {
 				k2 := 0
 				if k < 8 && e == '.' {
+					j := 0 // the length of the fraction, or 0
 					if m := nonDigit(binary.LittleEndian.Uint64(t[k+1:])); m != 0 {
-						j := bits.TrailingZeros64(m) >> 3
-						if end := k + 1 + j; j > 0 && (c != '0' || j <= 6) && t[end-1] != '0' && (t[end] == ',' || t[end] == '}' || t[end] == ']') {
-							k2 = end
+						j = bits.TrailingZeros64(m) >> 3
+					} else if p+k+18 <= n {
+						// Eight digits or more (a float's shortest
+						// form often has fifteen).
+						if m := nonDigit(binary.LittleEndian.Uint64(in[p+k+9:])); m != 0 {
+							j = 8 + bits.TrailingZeros64(m)>>3
 						}
+					}
+					if end := p + k + 1 + j; j > 0 && (c != '0' || j <= 6) && in[end-1] != '0' && (in[end] == ',' || in[end] == '}' || in[end] == ']') {
+						k2 = end - p
 					}
 				}
 				k = k2

@@ -1,7 +1,10 @@
 package fingerprint_test
 
 import (
+	"cmp"
 	"errors"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -281,14 +284,15 @@ func TestMemberNumbers(t *testing.T) {
 	for d := 1; d <= 23; d++ {
 		ip := strings.Repeat("9", d)
 		nums = append(nums, ip, "-"+ip, ip[:d-1]+"0", "1"+strings.Repeat("0", d-1))
-		for f := 1; f <= 10; f++ {
+		for f := 1; f <= 17; f++ {
 			fr := strings.Repeat("5", f)
 			nums = append(nums, ip+"."+fr, ip+"."+fr[:f-1]+"0", ip+"."+fr+"e2", ip+"."+fr+"E-2")
 		}
 	}
 	for z := 0; z <= 9; z++ {
 		zs := strings.Repeat("0", z)
-		nums = append(nums, "0."+zs+"5", "0."+zs+"50", "0."+zs+"125", "-0."+zs+"5", "0."+zs, "0."+zs+"1e3")
+		nums = append(nums, "0."+zs+"5", "0."+zs+"50", "0."+zs+"125", "-0."+zs+"5", "0."+zs, "0."+zs+"1e3",
+			"0."+zs+"1234567890123", "0."+zs+"12345678901230", "7."+zs+"12345678901", "7."+zs+"123456789010")
 	}
 	nums = append(nums, "1.", "1.e5", "1e5", "1E5", "0e0", "2.5.1", "3-", "4+1")
 	pad := `"` + strings.Repeat("x", 20) + `"`
@@ -374,6 +378,8 @@ func TestArraysInMembers(t *testing.T) {
 		{"[0.000001]", "{\"list\":[{\"a\":[0.000001],\"b\":1},{\"a\":[0.000001],\"b\":1},{\"a\":[0.000001],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
 		{"[123456789012345678901234]", "{\"list\":[{\"a\":[1.23456789012345678901234e+23],\"b\":1},{\"a\":[1.23456789012345678901234e+23],\"b\":1},{\"a\":[1.23456789012345678901234e+23],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
 		{"[1234567890123456]", "{\"list\":[{\"a\":[1234567890123456],\"b\":1},{\"a\":[1234567890123456],\"b\":1},{\"a\":[1234567890123456],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[16.990000000000002,0.30000000000000004]", "{\"list\":[{\"a\":[16.990000000000002,0.30000000000000004],\"b\":1},{\"a\":[16.990000000000002,0.30000000000000004],\"b\":1},{\"a\":[16.990000000000002,0.30000000000000004],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
+		{"[1.1234567890000,0.00000012345678]", "{\"list\":[{\"a\":[1.123456789,1.2345678e-7],\"b\":1},{\"a\":[1.123456789,1.2345678e-7],\"b\":1},{\"a\":[1.123456789,1.2345678e-7],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
 		{"[0.1234567,1.25]", "{\"list\":[{\"a\":[0.1234567,1.25],\"b\":1},{\"a\":[0.1234567,1.25],\"b\":1},{\"a\":[0.1234567,1.25],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
 		{"[\"\\u00e9\"]", "{\"list\":[{\"a\":[\"é\"],\"b\":1},{\"a\":[\"é\"],\"b\":1},{\"a\":[\"é\"],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
 		{"[\"\\ud83d\\ude00\"]", "{\"list\":[{\"a\":[\"😀\"],\"b\":1},{\"a\":[\"😀\"],\"b\":1},{\"a\":[\"😀\"],\"b\":2}],\"z\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"},
@@ -450,3 +456,111 @@ func TestObjectsInMembers(t *testing.T) {
 		assert.Equal(t, tt.want, string(got), "%q then %q", tt.a, tt.b)
 	}
 }
+
+// Objects as array elements, after an element of the same or another
+// shape (the second and later may be taken whole, without a frame): each
+// is written as it would be alone, in arrays at the top level, in object
+// members, in unordered arrays and under pointers into the elements.
+func TestObjectsInArrays(t *testing.T) {
+	objs := []string{
+		`{"sku":"sku-1000","qty":1,"price":9.99}`,
+		`{"sku":"sku-1001","qty":2,"price":16.990000000000002}`,
+		`{"sku":"sku-1002","qty":3}`,
+		`{"sku":"sku-1003","qty":4,"price":1.0}`,
+		`{"sku":"a\/b","qty":5,"price":2}`,
+		`{"sku":"x","qty":6,"price":3,"extra":true}`,
+		`{"qty":7,"sku":"y","price":4}`,
+		`{ "sku" : "z" , "qty" : 8 , "price" : 5 }`,
+		`{"sku":"w","qty":[1,2,3],"price":{"b":1,"a":2}}`,
+		`{"sku":"v","qty":[1, 2],"price":[]}`,
+		`{"a":1,"b":2}`,
+		`{"a":1,"b":"\u00e9"}`,
+		`{"sku":"u","sku":"t","qty":1}`,
+		`{"sku":"s","qty":1,"price":01}`,
+	}
+	testObjectsInArrays(t, objs)
+	testObjectsAtInputEnd(t, objs)
+}
+
+func testObjectsInArrays(t *testing.T, objs []string) {
+	plain := mustNew(t, fingerprint.Options{})
+	alone := make([]string, len(objs))
+	errs := make([]error, len(objs))
+	for k, o := range objs {
+		var b []byte
+		b, errs[k] = plain.Canonical(nil, []byte(o))
+		alone[k] = string(b)
+	}
+	hs := []*fingerprint.Hasher{plain,
+		mustNew(t, fingerprint.Options{Volatile: []string{"/list/1/qty"}}),
+		mustNew(t, fingerprint.Options{Unordered: []string{"/list"}})}
+	for hk, h := range hs {
+		for a := range objs {
+			for b := range objs {
+				elems := []int{a, b, b, a, b}
+				var want []string
+				var err error
+				for _, k := range elems {
+					want = append(want, alone[k])
+					err = cmp.Or(err, errs[k])
+				}
+				parts := []string{objs[a], objs[b], objs[b], objs[a], objs[b]}
+				sep := []string{",", ", ", ",\n"}[(a+b)%3]
+				arr := "[" + strings.Join(parts, sep) + "]"
+				if hk == 1 && err == nil {
+					// The second element without its qty (a number or
+					// an array of numbers, in these objects).
+					w := qtyMember.ReplaceAllString(alone[b], "")
+					w = strings.Replace(strings.Replace(w, "{,", "{", 1), ",}", "}", 1)
+					want[1] = w
+				}
+				if hk == 2 {
+					slices.Sort(want)
+				}
+				wantArr := "[" + strings.Join(want, ",") + "]"
+				if hk == 0 {
+					requireLike(t, h, arr, wantArr, err)
+				}
+				requireLike(t, h, `{"list":`+arr+`,"z":1}`, `{"list":`+wantArr+`,"z":1}`, err)
+				// A separator missing or wrong after elements taken whole.
+				for _, bad := range []string{" ", "x", ":", "]"} {
+					in := `{"list":[` + objs[a] + "," + objs[b] + "," + objs[b] + bad + objs[b] + `],"z":1}`
+					_, e := h.Canonical(nil, []byte(in))
+					require.Error(t, e, "input %q", in)
+				}
+			}
+		}
+	}
+}
+
+// testObjectsAtInputEnd: objects of a shape seen before, as the last
+// element of an array or the value of the last member, at the end of the
+// input (where the member loop reads a padded copy of the rest), whole and
+// cut short at every length, are canonicalized (or rejected) as they are
+// with white space after them, far from the end.
+func testObjectsAtInputEnd(t *testing.T, objs []string) {
+	plain := mustNew(t, fingerprint.Options{})
+	vol := mustNew(t, fingerprint.Options{Volatile: []string{"/v"}})
+	for _, h := range []*fingerprint.Hasher{plain, vol} {
+		for a := range objs {
+			for b := range objs {
+				for _, body := range []string{
+					`{"list":[` + objs[a] + "," + objs[b] + `]}`,
+					`{"v":1,"list":[` + objs[a] + `],"m":` + objs[b] + `}`,
+					`{"m":` + objs[a] + `,"x":{"m":` + objs[b] + `}}`,
+					`[` + objs[a] + "," + objs[b] + "]",
+				} {
+					for cut := 0; cut <= min(40, len(body)); cut++ {
+						in := body[:len(body)-cut]
+						want, werr := h.Canonical(nil, []byte(in+strings.Repeat(" ", 300)))
+						got, err := h.Canonical(nil, []byte(in))
+						require.Equal(t, werr == nil, err == nil, "input %q: %v, %v", in, err, werr)
+						require.Equal(t, string(want), string(got), "input %q", in)
+					}
+				}
+			}
+		}
+	}
+}
+
+var qtyMember = regexp.MustCompile(`,?"qty":(\[[^\]]*\]|[0-9.]+)`)

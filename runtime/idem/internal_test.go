@@ -438,3 +438,107 @@ func TestSWARFastPaths(t *testing.T) {
 		check("é" + string(b) + "日本")
 	}
 }
+
+// parseUUIDByte is parseUUID as it was written first, a byte at a time:
+// the reference for TestParseUUIDTable.
+func parseUUIDByte(s string, format Format) (string, error) {
+	if len(s) != 36 {
+		return "", detailNotUUID
+	}
+	upper := false
+	allZero, allF := true, true
+	for i := 0; i < 36; i++ {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return "", detailNotUUID
+			}
+			continue
+		}
+		switch {
+		case '0' <= c && c <= '9':
+		case 'a' <= c && c <= 'f':
+		case 'A' <= c && c <= 'F':
+			upper = true
+		default:
+			return "", detailNotUUID
+		}
+		allZero = allZero && c == '0'
+		allF = allF && (c == 'f' || c == 'F')
+	}
+	if allZero || allF {
+		return "", detailNilUUID
+	}
+	hexVal := func(c byte) byte {
+		switch {
+		case '0' <= c && c <= '9':
+			return c - '0'
+		case 'a' <= c && c <= 'f':
+			return c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			return c - 'A' + 10
+		}
+		return 0
+	}
+	version := hexVal(s[14])
+	variant := hexVal(s[19])
+	if variant&0xc != 0x8 || version < 1 || version > 8 {
+		return "", detailUUIDVer
+	}
+	if (format == FormatUUIDv4 && version != 4) || (format == FormatUUIDv7 && version != 7) {
+		return "", detailUUIDVer
+	}
+	if upper {
+		s = strings.ToLower(s)
+	}
+	return s, nil
+}
+
+// TestParseUUIDTable: parseUUID answers as parseUUIDByte (the same key or
+// the same error) for UUIDs with every byte value at every position, one
+// or two at a time, and for random strings of hex digits and hyphens.
+func TestParseUUIDTable(t *testing.T) {
+	bases := []string{"0190b2a4-6c2e-7d3a-9f11-2b3c4d5e6f70", "3F2504E0-4F89-41D3-9A0C-0305E82C3301",
+		"00000000-0000-0000-0000-000000000000", "ffffffff-ffff-ffff-ffff-ffffffffffff", "FFFFFFFF-ffff-FFFF-ffff-FFFFFFFFFFFF",
+		"00000000-0000-1000-8000-000000000000", "ffffffff-ffff-8fff-bfff-ffffffffffff"}
+	formats := []Format{FormatUUID, FormatUUIDv4, FormatUUIDv7}
+	check := func(s string) {
+		for _, f := range formats {
+			got, err := parseUUID(s, f)
+			want, werr := parseUUIDByte(s, f)
+			if got != want || err != werr {
+				t.Fatalf("parseUUID(%q, %v) = %q, %v; want %q, %v", s, f, got, err, want, werr)
+			}
+		}
+	}
+	for _, b := range bases {
+		check(b)
+		for i := range len(b) {
+			for c := range 256 {
+				s := []byte(b)
+				s[i] = byte(c)
+				check(string(s))
+				for _, j := range []int{14, 19, (i + 7) % len(b)} {
+					s2 := []byte(string(s))
+					s2[j] = "0fF9aA8b-g"[c%10]
+					check(string(s2))
+				}
+			}
+		}
+		check(b[1:])
+		check(b + "0")
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 200000 {
+		s := make([]byte, 36)
+		for i := range s {
+			s[i] = "0123456789abcdefABCDEF-"[r.IntN(23)]
+		}
+		s[8], s[13], s[18], s[23] = '-', '-', '-', '-'
+		if r.IntN(4) == 0 {
+			s[r.IntN(36)] = byte(r.IntN(256))
+		}
+		check(string(s))
+	}
+}

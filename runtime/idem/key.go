@@ -132,61 +132,64 @@ func unquoteSFString(s string) (string, bool) {
 // parseUUID checks the canonical 8-4-4-4-12 form, an RFC 9562 variant and
 // version, and lowercases. (google/uuid.Parse also accepts braces, urn: and
 // hyphen-less forms, which a key must not: two spellings of one key would be
-// two keys.)
+// two keys.) The 32 digits go through uuidDigit without a branch each: a
+// key is parsed on every request.
 func parseUUID(s string, format Format) (string, error) {
-	if len(s) != 36 {
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
 		return "", detailNotUUID
 	}
-	upper := false
-	allZero, allF := true, true
-	for i := 0; i < 36; i++ {
-		c := s[i]
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return "", detailNotUUID
-			}
-			continue
+	// or gathers the flags and the values' bits (all zero: the nil UUID),
+	// and the values' common bits (all 15: the max UUID).
+	var or, and byte = 0, 0xff
+	for _, part := range [5]string{s[:8], s[9:13], s[14:18], s[19:23], s[24:]} {
+		for i := 0; i < len(part); i++ {
+			d := uuidDigit[part[i]]
+			or |= d
+			and &= d
 		}
-		switch {
-		case '0' <= c && c <= '9':
-		case 'a' <= c && c <= 'f':
-		case 'A' <= c && c <= 'F':
-			upper = true
-		default:
-			return "", detailNotUUID
-		}
-		allZero = allZero && c == '0'
-		allF = allF && (c == 'f' || c == 'F')
 	}
-	if allZero || allF {
+	if or&uuidBad != 0 {
+		return "", detailNotUUID
+	}
+	if or&0xf == 0 || and&0xf == 0xf {
 		return "", detailNilUUID
 	}
-	version := hexVal(s[14])
-	variant := hexVal(s[19])
+	version := uuidDigit[s[14]] & 0xf
+	variant := uuidDigit[s[19]] & 0xf
 	if variant&0xc != 0x8 || version < 1 || version > 8 {
 		return "", detailUUIDVer
 	}
 	if (format == FormatUUIDv4 && version != 4) || (format == FormatUUIDv7 && version != 7) {
 		return "", detailUUIDVer
 	}
-	if upper {
+	if or&uuidUpper != 0 {
 		s = strings.ToLower(s)
 	}
 	return s, nil
 }
 
-func hexVal(c byte) byte {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0'
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10
+// uuidDigit maps a hex digit to its value, with uuidUpper for 'A' to 'F';
+// any other byte to uuidBad.
+var uuidDigit = func() (t [256]byte) {
+	for c := range t {
+		switch {
+		case '0' <= c && c <= '9':
+			t[c] = byte(c - '0')
+		case 'a' <= c && c <= 'f':
+			t[c] = byte(c - 'a' + 10)
+		case 'A' <= c && c <= 'F':
+			t[c] = byte(c-'A'+10) | uuidUpper
+		default:
+			t[c] = uuidBad
+		}
 	}
-	return 0
-}
+	return t
+}()
+
+const (
+	uuidUpper = 0x20
+	uuidBad   = 0x40
+)
 
 // headerKey returns the single value of a header, errKeyMissing, or an error
 // when it is repeated.
