@@ -633,7 +633,12 @@ key:
 		}
 		idx := len(s.mem) - f.mbase // index of the next member
 		for {
-			if node == nil && idx < len(names) {
+			// fastMembers takes an array of scalars as one span, which
+			// an object at the deepest level allowed may not hold (the
+			// general path refuses the '['): it does not run there, so
+			// that whether a body nests too deep never depends on the
+			// shapes cached from earlier bodies.
+			if node == nil && idx < len(names) && depth < MaxDepth {
 				j, l, fv, status := fastMembers(in, i, names, idx, s.mem)
 				s.mem = s.mem[:l]
 				i, idx = j, l-f.mbase
