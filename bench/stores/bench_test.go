@@ -115,9 +115,9 @@ func idemgenRows(b *testing.B, store func(*testing.B) (*counter, idem.Store), st
 
 // claimOnly is a store without idem.ReadFirst: its Engine claims every
 // request with Begin, as an Engine does for a key it never saw final, and
-// never calls Get, which is all claimOnly hides. (Replays need none of the
-// store's other abilities: heartbeats and watches are for requests that
-// execute or wait.)
+// never calls Get. It hides the store's other optional interfaces too
+// (LeaseExtender, Watcher, Transactor), which replays do not use:
+// heartbeats and watches are for requests that execute or wait.
 type claimOnly struct{ idem.Store }
 
 func redisStore(tb testing.TB, c *redis.Client, prefix string) *redisstore.Store {

@@ -651,7 +651,7 @@ key:
 					// But first, an object that the member loop takes
 					// whole is written here, without a frame.
 					e := &names[idx]
-					if in[fv] == '{' {
+					if in[fv] == '{' && depth+2 < MaxDepth {
 						if j, wend := s.flatObject(in, fv, buf, w, e.pfx, e.n); j > 0 {
 							m := s.newMember()
 							m.ks, m.ke, m.vs, m.ve, m.klen = i, i+e.n+2, w, wend, e.n

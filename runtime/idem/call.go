@@ -607,19 +607,19 @@ func (c *Call) settled(rec *Record, waited time.Duration) {
 // readFirst reads the record of a key whose record this Engine recently saw
 // final (most likely a retry) with the store's Get, which costs a ReadFirst
 // store less than a Begin that finds the record, and reports whether that
-// decided the request: a replay, a conflict or a store failure (answered as
-// a failed Begin is). A key whose record is gone, in flight or free again
-// goes on to Begin, which decides it atomically.
+// decided the request: a replay or a conflict. A key whose record is gone,
+// in flight or free again, or whose Get failed, goes on to Begin, which
+// decides it atomically.
 func (c *Call) readFirst() bool {
 	ss := c.ss
 	ss.bctx.init(c.ctx, c.e.timeout) // the first store call of the request: Begin's then takes its own
 	rec, found, err := c.e.store.Get(&ss.bctx, c.scope)
 	ss.bctx.release()
-	if err != nil {
-		c.storeFailed(err)
-		return true
-	}
-	if !found || rec.State == StatePending || rec.Reclaimable() {
+	if err != nil || !found || rec.State == StatePending || rec.Reclaimable() {
+		// A failed Get is no answer either: Begin decides, and fails as
+		// it would have (503, or FailOpen's unprotected run) only if the
+		// store fails it too. (A store may refuse a read it answers a
+		// claim for: Redis refuses GETEX while it refuses writes.)
 		return false
 	}
 	c.settled(&rec, 0)

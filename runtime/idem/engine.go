@@ -24,9 +24,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Observer receives an Event for every decision; nil costs nothing.
 	Observer Observer
-	// FailOpen runs the handler unprotected when the store fails at Begin,
-	// or at the Get that reads first (see ReadFirst); reported as
-	// EventStoreError + EventFailOpen and logged. The default,
+	// FailOpen runs the handler unprotected when the store fails at Begin
+	// (reported as EventStoreError + EventFailOpen and logged). The default,
 	// false, fails closed: 503 IDEMPOTENCY_STORE_UNAVAILABLE with Retry-After.
 	FailOpen bool
 	// Transactional runs handlers inside the store's transaction (the store

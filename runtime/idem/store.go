@@ -178,9 +178,9 @@ type ContextBound interface {
 // unexpired records, so what Get finds there is what Begin would have
 // returned, provided Get reads what Begin reads: the same copy of the
 // record (a primary, not a replica that may lag), expired by the same
-// clock. A failed Get answers as a failed Begin does (503, or the handler
-// runs under FailOpen); a Get that settles nothing costs a second round
-// trip, and the decision up to twice Options.StoreTimeout.
+// clock. A Get that fails or settles nothing costs a second round trip (the
+// Begin, which answers as always, a failure included), and the decision up
+// to twice Options.StoreTimeout.
 type ReadFirst interface {
 	ReadFirst()
 }

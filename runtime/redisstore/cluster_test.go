@@ -194,8 +194,9 @@ func TestClusterRoundTrips(t *testing.T) {
 // TestClusterGetOnPrimary: a Cluster client built to read from replicas
 // (ReadOnly, RouteByLatency, RouteRandomly) sends a command to a replica
 // when COMMAND calls it readonly. Get must read what Begin's script reads
-// (idem.ReadFirst), so it sends GETEX without options, which COMMAND calls a
-// write: the primary answers it, whatever the client's routing.
+// (idem.ReadFirst), so over such a client it sends GETEX without options,
+// which COMMAND calls a write: the primary answers it. Over any other client
+// it sends GET, which a server refusing writes still answers.
 func TestClusterGetOnPrimary(t *testing.T) {
 	c := clusterClient(t, func(o *redis.ClusterOptions) { o.ReadOnly, o.RouteRandomly = true, true })
 	ctx := ctxTimeout(t, 30*time.Second)
@@ -224,4 +225,19 @@ func TestClusterGetOnPrimary(t *testing.T) {
 	ttl, err := c.PTTL(ctx, s.key("k")).Result()
 	require.NoError(t, err)
 	assert.Greater(t, ttl, time.Duration(0), "GETEX without options keeps the key's expiry")
+
+	for name, tweak := range map[string]func(*redis.ClusterOptions){
+		"default": nil, "RouteByLatency": func(o *redis.ClusterOptions) { o.RouteByLatency = true },
+	} {
+		c := clusterClient(t, tweak)
+		s := newStoreOn(t, c, Options{})
+		took := recordCommands(c)
+		_, _, err := s.Get(ctx, "k")
+		require.NoError(t, err)
+		want := "get"
+		if tweak != nil {
+			want = "getex"
+		}
+		assert.Equal(t, []string{want}, took(), name)
+	}
 }

@@ -8,10 +8,11 @@
 // Each operation is one round trip: Begin, Finish and ExtendLease run a Lua
 // script (EVALSHA; the store falls back to EVAL, which caches the script
 // again, when a server answers NOSCRIPT after a restart, failover or SCRIPT
-// FLUSH), and Get is a plain read (GETEX without options: GET, but sent to
-// the primary even by a Cluster client that reads from replicas). A first
-// request costs two round trips
-// (Begin + Finish); a replay costs one: a GETEX when the engine reads first
+// FLUSH), and Get is a plain read: GET, or, for a Cluster client built to
+// read from replicas (ReadOnly, RouteByLatency, RouteRandomly), GETEX
+// without options, which go-redis sends to the primary as a write command.
+// A first request costs two round trips
+// (Begin + Finish); a replay costs one: a GET when the engine reads first
 // (idem.ReadFirst: a retry of a key whose record this engine completed or
 // replayed before), else a Begin that finds the completed record and
 // returns it before it reads the clock.

@@ -226,7 +226,7 @@ func TestCommandText(t *testing.T) {
 	ctx := ctxTimeout(t, 10*time.Second)
 	var texts []string
 	c.AddHook(textHook{func(s string) {
-		if strings.HasPrefix(s, "evalsha ") || strings.HasPrefix(s, "getex ") { // not the handshake
+		if strings.HasPrefix(s, "evalsha ") || strings.HasPrefix(s, "get ") { // not the handshake
 			texts = append(texts, s)
 		}
 	}})
@@ -257,4 +257,37 @@ func (h textHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 }
 func (textHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
+}
+
+// TestReplayWhileWritesRefused: a server that refuses writes (here, for
+// want of the replica min-replicas-to-write asks for) still answers Get
+// and the claim script of a replay, which reads only; a new key's claim,
+// a write, is refused. On a private server.
+func TestReplayWhileWritesRefused(t *testing.T) {
+	t.Parallel()
+	srv := testenv.StartRedis(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
+	defer c.Close()
+	s := newStoreOn(t, c, Options{})
+	ctx := ctxTimeout(t, 10*time.Second)
+	r, err := s.Begin(ctx, beginReq("k", 1))
+	require.NoError(t, err)
+	require.True(t, r.Acquired)
+	require.NoError(t, s.Finish(ctx, "k", 1, idem.StateCompleted, []byte("the response")))
+	require.NoError(t, c.ConfigSet(ctx, "min-replicas-to-write", "1").Err())
+
+	rec, found, err := s.Get(ctx, "k")
+	require.NoError(t, err)
+	require.True(t, found)
+	assert.Equal(t, "the response", string(rec.Response))
+	r, err = s.Begin(ctx, beginReq("k", 2))
+	require.NoError(t, err)
+	require.False(t, r.Acquired)
+	assert.Equal(t, "the response", string(r.Record.Response))
+	_, err = s.Begin(ctx, beginReq("new", 3))
+	require.Error(t, err, "a claim writes")
+	assert.Contains(t, err.Error(), "NOREPLICAS")
+	// GETEX, which the store sends for clients reading from replicas, is
+	// refused like a write: the engine then claims (see idem.ReadFirst).
+	assert.Error(t, c.Do(ctx, "getex", s.key("k")).Err())
 }

@@ -38,7 +38,8 @@ type Options struct {
 type Store struct {
 	client redis.UniversalClient
 	prefix string
-	notify byte // 1 or 0, passed to the scripts
+	notify byte   // 1 or 0, passed to the scripts
+	get    string // Get's command: "get", or "getex" for a client that reads from replicas (see New)
 
 	hub    *hub
 	closed bool
@@ -68,12 +69,14 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("redisstore: nil client")
 	}
-	ctxTimeout, ring := true, false
+	ctxTimeout, ring, replicas := true, false, false
 	switch c := client.(type) {
 	case *redis.Client:
 		ctxTimeout = c.Options().ContextTimeoutEnabled
 	case *redis.ClusterClient:
-		ctxTimeout = c.Options().ContextTimeoutEnabled
+		o := c.Options()
+		ctxTimeout = o.ContextTimeoutEnabled
+		replicas = o.ReadOnly || o.RouteByLatency || o.RouteRandomly
 	case *redis.Ring:
 		ctxTimeout, ring = c.Options().ContextTimeoutEnabled, true
 	}
@@ -88,7 +91,15 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	if strings.ContainsAny(prefix, "{}") {
 		return nil, fmt.Errorf("redisstore: prefix %q contains '{' or '}', which would change the Cluster hash tag", prefix)
 	}
-	s := &Store{client: client, prefix: prefix, notify: 1}
+	s := &Store{client: client, prefix: prefix, notify: 1, get: "get"}
+	if replicas {
+		// GETEX without options is GET, but a write command to go-redis:
+		// a Cluster client built to read from replicas still sends it to
+		// the primary, whose answer (and clock for the key's expiry) is
+		// the one the scripts see. Elsewhere GET, which a server refusing
+		// writes (NOREPLICAS, MISCONF, READONLY) still answers.
+		s.get = "getex"
+	}
 	if opts.DisableNotify || ring {
 		s.notify = 0
 	}
@@ -304,11 +315,7 @@ func (s *Store) Get(ctx context.Context, key string) (idem.Record, bool, error) 
 		return idem.Record{}, false, err
 	}
 	o := s.newOp(key, 0)
-	// GETEX without options is GET, but a write command to go-redis: a
-	// Cluster client built to read from replicas (ReadOnly, RouteByLatency,
-	// RouteRandomly) still sends it to the primary, whose answer (and clock
-	// for the key's expiry) is the one the scripts see.
-	o.args[0], o.args[1] = "getex", &o.key
+	o.args[0], o.args[1] = s.get, &o.key
 	cmd := redis.NewStringCmd(ctx, o.args[:2]...)
 	cmd.SetFirstKeyPos(1)
 	_ = s.client.Process(ctx, cmd)
@@ -327,9 +334,10 @@ func (s *Store) Get(ctx context.Context, key string) (idem.Record, bool, error) 
 	return rec, true, nil
 }
 
-// ReadFirst implements idem.ReadFirst: Get is a plain read of the key
-// (GETEX without options, on the primary), which costs the server a tenth of
-// the claim script that Begin runs for a replay.
+// ReadFirst implements idem.ReadFirst: Get is a plain read of the key (GET,
+// or GETEX without options on the primary for a Cluster client that reads
+// from replicas), which costs the server a tenth of the claim script that
+// Begin runs for a replay.
 func (*Store) ReadFirst() {}
 
 // ExtendLease implements idem.LeaseExtender: the lease of the PENDING record

@@ -140,6 +140,7 @@ func TestVerdict(t *testing.T) {
 }
 
 func TestDiffPairsRounds(t *testing.T) {
-	rs := results{"x": {"ns/op": {5, 7, 9}}, "base": {"ns/op": {1, 2}}}
-	assert.Equal(t, []float64{4, 5}, rs.diff("x", "base", "ns/op"))
+	rs := results{"x": {"ns/op": {5, 7, 9}}, "base": {"ns/op": {1, 2, 4}}, "short": {"ns/op": {1, 2}}}
+	assert.Equal(t, []float64{4, 5, 5}, rs.diff("x", "base", "ns/op"))
+	assert.Nil(t, rs.diff("x", "short", "ns/op"), "rounds that cannot be paired")
 }

@@ -148,10 +148,14 @@ func signedCount(n float64) string {
 
 // diff returns the per-round samples of name minus ref in unit, paired by
 // round: every round runs each benchmark once, in order, so the i-th
-// samples of two benchmarks come from the same round.
+// samples of two benchmarks come from the same round. Samples of unequal
+// counts cannot be paired: diff returns none (verdict leaves them out).
 func (rs results) diff(name, ref, unit string) []float64 {
 	a, b := rs[name][unit], rs[ref][unit]
-	n := min(len(a), len(b))
+	if len(a) != len(b) {
+		return nil
+	}
+	n := len(a)
 	out := make([]float64, n)
 	for i := range n {
 		out[i] = a[i] - b[i]
