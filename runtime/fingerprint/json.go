@@ -657,20 +657,15 @@ key:
 							m.ks, m.ke, m.vs, m.ve, m.klen = i, i+e.n+2, w, wend, e.n
 							m.vbuf, m.kesc = true, false
 							m.pfx = e.pfx
-							i, w = skipWS(in, j), wend
+							w = wend
 							idx++
-							if i < n && in[i] == ',' {
-								i++
+							var sep byte
+							if i, sep = memberEnd(in, j); sep == ',' {
 								continue
-							}
-							if i < n && in[i] == '}' {
-								i++
+							} else if sep == '}' {
 								goto closeObj
 							}
-							reason = errToken
-							if i >= n {
-								reason = errEOF
-							}
+							reason = endReason(in, i)
 							goto failed
 						}
 					}
@@ -834,19 +829,14 @@ key:
 					// and ve here are this loop's own.)
 					if j, wend := s.flatObject(in, vs, buf, w, m.pfx, k); j > 0 {
 						m.vs, m.ve, m.vbuf = w, wend, true
-						i, w = skipWS(in, j), wend
-						if i < n && in[i] == ',' {
-							i++
+						w = wend
+						var sep byte
+						if i, sep = memberEnd(in, j); sep == ',' {
 							goto key
-						}
-						if i < n && in[i] == '}' {
-							i++
+						} else if sep == '}' {
 							goto closeObj
 						}
-						reason = errToken
-						if i >= n {
-							reason = errEOF
-						}
+						reason = endReason(in, i)
 						goto failed
 					}
 				}
@@ -944,6 +934,26 @@ failed:
 	s.buf, s.out = buf, nil
 	s.err = jsonError{i, reason}
 	return false
+}
+
+// memberEnd reads what ends a member that a member loop took whole, from
+// in[j] past white space: a ',' or the '}' closing the object, returning
+// the index after it and that byte; for anything else, the index where it
+// is and 0 (endReason says why that fails).
+func memberEnd(in []byte, j int) (int, byte) {
+	i := skipWS(in, j)
+	if i < len(in) && (in[i] == ',' || in[i] == '}') {
+		return i + 1, in[i]
+	}
+	return i, 0
+}
+
+// endReason is why a value whose end memberEnd found at in[i] fails.
+func endReason(in []byte, i int) string {
+	if i >= len(in) {
+		return errEOF
+	}
+	return errToken
 }
 
 // flatObject writes at buf[w:] the canonical text of the object that

@@ -330,10 +330,10 @@ func TestReadFirstGetFails(t *testing.T) {
 		})
 	}
 	t.Run("Begin fails too", func(t *testing.T) {
-		f, cs, _ := newReadFirst(t, strictSpec(), idem.Options{})
-		fs := &failingStore{Store: readFirstStore{cs}}
-		f2 := newFixtureStore(t, cs.ms, readFirstFailing{fs}, idem.Options{})
-		h := f2.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
+		cs := newCountingStore(t, nil)
+		fs := &failingStore{Store: cs}
+		f := newFixtureStore(t, cs.ms, readFirstFailing{fs}, idem.Options{})
+		h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
 		r := req{key: "k", body: `{"item":"book"}`}
 		require.Equal(t, http.StatusCreated, send(h, r).Code)
 		cs.getErr, fs.beginErr = errBoom, errBoom
@@ -341,7 +341,7 @@ func TestReadFirstGetFails(t *testing.T) {
 		requireProblem(t, w, http.StatusServiceUnavailable, idem.CodeStoreUnavailable)
 		assert.NotEmpty(t, w.Header().Get("Retry-After"))
 		n := 0
-		for _, k := range f2.obs.kinds() {
+		for _, k := range f.obs.kinds() {
 			if k == idem.EventStoreError {
 				n++
 			}

@@ -32,7 +32,7 @@ func TestReplayDoesNotLock(t *testing.T) {
 	s := newTestStore(t, Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	r, err := s.Begin(ctx, &idem.BeginRequest{Key: "k", Fingerprint: fp(1), Token: 1, Lease: time.Minute, TTL: time.Hour})
+	r, err := s.Begin(ctx, beginReq("k", 1))
 	require.NoError(t, err)
 	require.True(t, r.Acquired)
 	require.NoError(t, s.Finish(ctx, "k", 1, idem.StateCompleted, []byte("done")))
@@ -41,7 +41,7 @@ func TestReplayDoesNotLock(t *testing.T) {
 
 	replay := func() {
 		t.Helper()
-		r, err := s.Begin(ctx, &idem.BeginRequest{Key: "k", Fingerprint: fp(1), Token: 2, Lease: time.Minute, TTL: time.Hour})
+		r, err := s.Begin(ctx, beginReq("k", 2))
 		require.NoError(t, err)
 		assert.False(t, r.Acquired)
 		assert.Equal(t, idem.StateCompleted, r.Record.State)
@@ -176,7 +176,7 @@ func TestMixedClaimRace(t *testing.T) {
 				<-start
 				for k := range keys {
 					tk := idem.Token(tok.Add(1))
-					res, err := s.Begin(ctx, &idem.BeginRequest{Key: key(k), Fingerprint: fp(1), Token: tk, Lease: time.Minute, TTL: time.Hour})
+					res, err := s.Begin(ctx, beginReq(key(k), tk))
 					if !assert.NoError(t, err) {
 						return
 					}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -88,6 +89,12 @@ func openStore(tb testing.TB, p *pgxpool.Pool, opts Options) *Store {
 	return s
 }
 
+// beginReq is the claim of key with token tok that most tests make: the
+// fingerprint fp(1), a lease of a minute, a TTL of an hour.
+func beginReq(key string, tok idem.Token) *idem.BeginRequest {
+	return &idem.BeginRequest{Key: key, Fingerprint: fp(1), Token: tok, Lease: time.Minute, TTL: time.Hour}
+}
+
 func fp(b byte) idem.Fingerprint {
 	var f idem.Fingerprint
 	f[0] = 1
@@ -107,6 +114,22 @@ func newV1StoreOn(tb testing.TB, p *pgxpool.Pool, opts Options) *Store {
 	_, err := s.migrate(context.Background(), false)
 	require.NoError(tb, err)
 	return s
+}
+
+// storeWithoutExecute returns a store on the tables of a freshly migrated
+// schema, for a role that may use the table but not execute the claim
+// function (EXECUTE revoked from PUBLIC, as default privileges may do), and
+// the recorder of its claims.
+func storeWithoutExecute(t *testing.T) (*Store, *sqlRecorder) {
+	t.Helper()
+	admin := testPool(t)
+	owner := newStoreOn(t, admin, Options{})
+	return storeAsRole(t, admin, owner.n.schema, func(role string) []string {
+		return []string{
+			`GRANT SELECT, INSERT, UPDATE, DELETE ON ` + owner.n.table + ` TO ` + role,
+			`REVOKE EXECUTE ON FUNCTION ` + owner.n.claim + claimFuncArgs + ` FROM PUBLIC`,
+		}
+	})
 }
 
 // storeAsRole returns a store on the tables in schema, for a new role

@@ -41,7 +41,7 @@ func TestMigrateTwiceIsNoop(t *testing.T) {
 		require.NoError(t, s.pool.QueryRow(ctx, `SELECT max(applied_at) FROM `+s.n.version).Scan(&sn.applied))
 		return sn
 	}
-	_, err := s.Begin(ctx, &idem.BeginRequest{Key: "k", Fingerprint: fp(1), Token: 1, Lease: time.Minute, TTL: time.Hour})
+	_, err := s.Begin(ctx, beginReq("k", 1))
 	require.NoError(t, err)
 
 	before := snap()
@@ -85,7 +85,7 @@ func TestMigrateFromV1(t *testing.T) {
 
 	begin := func(key string, tok idem.Token) idem.BeginResult {
 		t.Helper()
-		r, err := s.Begin(ctx, &idem.BeginRequest{Key: key, Fingerprint: fp(1), Token: tok, Lease: time.Minute, TTL: time.Hour})
+		r, err := s.Begin(ctx, beginReq(key, tok))
 		require.NoError(t, err)
 		return r
 	}
@@ -164,7 +164,7 @@ func TestSchemaSQL(t *testing.T) {
 	}
 	s, err := New(p, Options{Schema: schema, Table: "idem"})
 	require.NoError(t, err)
-	r, err := s.Begin(ctx, &idem.BeginRequest{Key: "k", Fingerprint: fp(1), Token: 1, Lease: time.Minute, TTL: time.Hour})
+	r, err := s.Begin(ctx, beginReq("k", 1))
 	require.NoError(t, err)
 	assert.True(t, r.Acquired)
 	assert.True(t, s.usesClaimFunc(), "SchemaSQL creates the claim function")
@@ -203,7 +203,7 @@ UNION ALL SELECT proname::text FROM pg_proc WHERE pronamespace = $1::regnamespac
 	names, err = pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
 	assert.Subset(t, names, []string{table, table + "_claim", table + "_expires_at_idx", table + "_version"})
-	r, err := s.Begin(ctx, &idem.BeginRequest{Key: "k", Fingerprint: fp(1), Token: 1, Lease: time.Minute, TTL: time.Hour})
+	r, err := s.Begin(ctx, beginReq("k", 1))
 	require.NoError(t, err)
 	assert.True(t, r.Acquired)
 	assert.True(t, s.usesClaimFunc())
@@ -229,16 +229,9 @@ func TestDocShowsSchema(t *testing.T) {
 func TestClaimFuncNotExecutable(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	admin := testPool(t)
-	owner := newStoreOn(t, admin, Options{})
-	s, rec := storeAsRole(t, admin, owner.n.schema, func(role string) []string {
-		return []string{
-			`GRANT SELECT, INSERT, UPDATE, DELETE ON ` + owner.n.table + ` TO ` + role,
-			`REVOKE EXECUTE ON FUNCTION ` + owner.n.claim + claimFuncArgs + ` FROM PUBLIC`,
-		}
-	})
+	s, rec := storeWithoutExecute(t)
 	for i, want := range [][]string{{"func error", "cte"}, {"cte"}} {
-		r, err := s.Begin(ctx, &idem.BeginRequest{Key: "k", Fingerprint: fp(1), Token: idem.Token(i + 1), Lease: time.Minute, TTL: time.Hour})
+		r, err := s.Begin(ctx, beginReq("k", idem.Token(i+1)))
 		require.NoError(t, err)
 		require.Equal(t, i == 0, r.Acquired)
 		require.Equal(t, want, rec.take())
@@ -285,7 +278,7 @@ func TestMigrateWithoutCreate(t *testing.T) {
 	var haveFunc bool
 	require.NoError(t, admin.QueryRow(ctx, `SELECT to_regproc($1) IS NOT NULL`, s.n.claim).Scan(&haveFunc))
 	assert.False(t, haveFunc)
-	r, err := s.Begin(ctx, &idem.BeginRequest{Key: "k", Fingerprint: fp(1), Token: 1, Lease: time.Minute, TTL: time.Hour})
+	r, err := s.Begin(ctx, beginReq("k", 1))
 	require.NoError(t, err)
 	assert.True(t, r.Acquired)
 	assert.Equal(t, []string{"cte"}, rec.take(), "no failed call of the function first")
@@ -305,14 +298,14 @@ func TestMigrateReplacesStaleFunc(t *testing.T) {
 	s, err := New(p, Options{Schema: to})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
-	_, err = s.Begin(ctx, &idem.BeginRequest{Key: "k", Fingerprint: fp(1), Token: 1, Lease: time.Minute, TTL: time.Hour})
+	_, err = s.Begin(ctx, beginReq("k", 1))
 	require.Error(t, err, "the function names the old schema")
 
 	require.NoError(t, s.Migrate(ctx))
 	var src string
 	require.NoError(t, p.QueryRow(ctx, `SELECT prosrc FROM pg_proc WHERE oid = to_regprocedure($1)`, s.n.claim+claimFuncArgs).Scan(&src))
 	assert.Equal(t, claimFuncBody(s.n), src)
-	r, err := s.Begin(ctx, &idem.BeginRequest{Key: "k", Fingerprint: fp(1), Token: 1, Lease: time.Minute, TTL: time.Hour})
+	r, err := s.Begin(ctx, beginReq("k", 1))
 	require.NoError(t, err)
 	assert.True(t, r.Acquired)
 	assert.True(t, s.usesClaimFunc())
@@ -333,7 +326,7 @@ func TestClaimFuncErrorInBody(t *testing.T) {
 		_, err := s.pool.Exec(ctx, q)
 		require.NoError(t, err, q)
 	}
-	_, err := s.Begin(ctx, &idem.BeginRequest{Key: "k", Fingerprint: fp(1), Token: 1, Lease: time.Minute, TTL: time.Hour})
+	_, err := s.Begin(ctx, beginReq("k", 1))
 	var pe *pgconn.PgError
 	require.ErrorAs(t, err, &pe)
 	assert.Equal(t, "42883", pe.Code)
@@ -341,7 +334,7 @@ func TestClaimFuncErrorInBody(t *testing.T) {
 
 	_, err = s.pool.Exec(ctx, `DROP TRIGGER trg ON `+s.n.table)
 	require.NoError(t, err)
-	r, err := s.Begin(ctx, &idem.BeginRequest{Key: "k", Fingerprint: fp(1), Token: 1, Lease: time.Minute, TTL: time.Hour})
+	r, err := s.Begin(ctx, beginReq("k", 1))
 	require.NoError(t, err)
 	assert.True(t, r.Acquired)
 }
@@ -363,7 +356,7 @@ func TestClaimFuncReprobe(t *testing.T) {
 		s.probeEvery = time.Hour
 		begin := func(key string, tok idem.Token) {
 			t.Helper()
-			r, err := s.Begin(ctx, &idem.BeginRequest{Key: key, Fingerprint: fp(1), Token: tok, Lease: time.Minute, TTL: time.Hour})
+			r, err := s.Begin(ctx, beginReq(key, tok))
 			require.NoError(t, err)
 			require.True(t, r.Acquired)
 		}
@@ -387,17 +380,10 @@ func TestClaimFuncReprobe(t *testing.T) {
 		require.Equal(t, []string{"func"}, rec.take())
 	})
 	t.Run("not executable", func(t *testing.T) {
-		admin := testPool(t)
-		owner := newStoreOn(t, admin, Options{})
-		s, rec := storeAsRole(t, admin, owner.n.schema, func(role string) []string {
-			return []string{
-				`GRANT SELECT, INSERT, UPDATE, DELETE ON ` + owner.n.table + ` TO ` + role,
-				`REVOKE EXECUTE ON FUNCTION ` + owner.n.claim + claimFuncArgs + ` FROM PUBLIC`,
-			}
-		})
+		s, rec := storeWithoutExecute(t)
 		s.probeEvery = 0
 		for i := range 3 {
-			_, err := s.Begin(ctx, &idem.BeginRequest{Key: "k", Fingerprint: fp(1), Token: idem.Token(i + 1), Lease: time.Minute, TTL: time.Hour})
+			_, err := s.Begin(ctx, beginReq("k", idem.Token(i+1)))
 			require.NoError(t, err)
 			s.probes.Wait()
 			require.False(t, s.usesClaimFunc())

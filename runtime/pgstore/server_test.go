@@ -74,7 +74,7 @@ func TestOutage(t *testing.T) {
 	t.Parallel()
 	ops := map[string]func(s *Store, ctx context.Context) error{
 		"Begin": func(s *Store, ctx context.Context) error {
-			_, err := s.Begin(ctx, &idem.BeginRequest{Key: "k", Fingerprint: fp(1), Token: 1, Lease: time.Minute, TTL: time.Hour})
+			_, err := s.Begin(ctx, beginReq("k", 1))
 			return err
 		},
 		"Finish": func(s *Store, ctx context.Context) error { return s.Finish(ctx, "k", 1, idem.StateCompleted, nil) },
