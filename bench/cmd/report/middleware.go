@@ -16,6 +16,12 @@ type stackDef struct {
 
 type implDef struct{ name, label string }
 
+// short names the implementation in the fastest column: its label's first
+// word (idemgen, fiber, gopotency), as the stores table names them.
+func (im implDef) short() string {
+	return strings.Fields(strings.ReplaceAll(im.label, "*", ""))[0]
+}
+
 var stacks = []stackDef{
 	{"NetHTTP", "net/http (minimal ResponseWriter)", "bare", []implDef{
 		{"idemgen", "**idemgen** (engine + memstore)"},
@@ -142,7 +148,7 @@ func fastest(rs results) string {
 					} else {
 						fmt.Fprintf(&b, " %s |", signedDur(d))
 					}
-					cands = append(cands, candidate{im.name,
+					cands = append(cands, candidate{im.short(),
 						rs.diff(s.bench+"/"+im.name+"/"+row.name, ref, metric.unit)})
 				}
 			}
