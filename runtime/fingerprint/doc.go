@@ -6,15 +6,16 @@
 // x-idempotency contract) and is safe for concurrent use. [Hasher.Sum]
 // never fails, never panics on any input, and allocates nothing once warm.
 //
-// # The digest, version 1
+// # The digest, version 2
 //
-// A [Fingerprint] is 33 bytes: byte 0 is [Version] (1), bytes 1..32 are the
+// A [Fingerprint] is 33 bytes: byte 0 is [Version] (2), bytes 1..32 are the
 // SHA-256 of this stream, where str(x) is the length of x as an unsigned
 // varint (encoding/binary.AppendUvarint) followed by the bytes of x:
 //
-//	"idemgen-fingerprint\x00v1\x00"
+//	"idemgen-fingerprint\x00v2\x00"
 //	'M' str(Method)                         as given (methods are case-sensitive)
 //	'O' str(Operation)
+//	'P' str(Path)                           as given (the escaped path)
 //	'Q' query                               'F' pairs(RawQuery), or 'R' str(RawQuery)
 //	'H' uvarint(#names) then, per name:     str(name) uvarint(#values) str(value)...
 //	'B' str(media type) domain uvarint(len(payload)) payload
@@ -22,6 +23,13 @@
 // Every part has a fixed tag and every variable part its length, so the
 // stream decodes unambiguously: two different requests (as canonicalized
 // below) never produce the same stream.
+//
+// Version 1 is the same stream with "v1" in its prefix and without the
+// 'P' part: it left the path out, so the same key and body sent to two
+// resources of one operation (POST /orders/o1/items, /orders/o2/items)
+// looked like the same request. [Hasher.SumVersion] computes it still, for
+// records a version 1 service made: a service compares a request with such
+// a record's fingerprint in the record's version (runtime/idem does).
 //
 // Headers: the names of Options.Headers, canonicalized with
 // http.CanonicalHeaderKey, sorted and without duplicates; for each, the
@@ -141,9 +149,9 @@
 // names. An object guesses its shape from the previous object in the same
 // array, or from the last object seen as the value of a member of the same
 // name; while the guess holds, each name is checked by comparing its input
-// text with the cached one. The stream's header (method, operation, query,
-// content type) is kept too, with the digest's state after its whole
-// 64-byte blocks: a request with the same four as the last one on the same
+// text with the cached one. The stream's header (method, operation, path,
+// query, content type) is kept too, with the digest's state after its whole
+// 64-byte blocks: a request with the same five as the last one on the same
 // scratch state (and a hasher without named headers) reuses both. See the
 // package benchmarks for numbers.
 package fingerprint

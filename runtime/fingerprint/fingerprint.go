@@ -13,13 +13,16 @@ import (
 	"sync"
 )
 
-// Version is the version of the canonical form and digest computed by this package.
-const Version = 1
+// Version is the version of the canonical form and digest computed by this
+// package. Version 2 added the request's path; [Hasher.SumVersion] still
+// computes version 1, to compare a request with a record made before.
+const Version = 2
 
 // Fingerprint is a digest: byte 0 is the algorithm version, bytes 1..32 a SHA-256.
 type Fingerprint [33]byte
 
-// String returns the fingerprint as "v1:" followed by the SHA-256 in hex.
+// String returns the fingerprint as "v2:" (its version) followed by the
+// SHA-256 in hex.
 func (f Fingerprint) String() string {
 	return fmt.Sprintf("v%d:%s", f[0], hex.EncodeToString(f[1:]))
 }
@@ -40,6 +43,11 @@ type Options struct {
 type Input struct {
 	Method    string
 	Operation string
+	// Path is the request's target path as sent, escaped
+	// (url.URL.EscapedPath): it tells apart the resources one operation
+	// acts on (POST /orders/o1/items and /orders/o2/items). Version 1
+	// leaves it out.
+	Path string
 	// RawQuery is the URL query without the '?' (url.URL.RawQuery).
 	RawQuery string
 	// Header holds the request headers with canonical names, as net/http
@@ -105,13 +113,13 @@ type state struct {
 	stage           []byte // hashObject's buffer
 	// tail is flatShape's copy of the end of the input.
 	tail [tailMax + tailPad]byte
-	// hdrKey holds the Method, Operation, RawQuery and ContentType (of
-	// lengths hdrKeyLens) of the last request that a hasher without named
-	// headers summed with this state; s.hdr[:hdrLen] is its header and
+	// hdrKey holds the Method, Operation, Path, RawQuery and ContentType
+	// (of lengths hdrKeyLens) of the last request that a hasher without
+	// named headers summed with this state (at Version); s.hdr[:hdrLen] is its header and
 	// hdrKind its body domain (hdrLen 0: none). A service sums many
 	// requests of one operation, with the same header.
 	hdrKey     []byte
-	hdrKeyLens [4]int
+	hdrKeyLens [5]int
 	hdrLen     int
 	hdrKind    byte
 	// hdrReused: this call's header is the cached one. hdrState is then
@@ -123,6 +131,7 @@ type state struct {
 	hdrState    []byte
 	hdrStateLen int
 	err         jsonError
+	version     byte // the format of the fingerprint being computed
 	d           hash.Hash
 	sum         [sha256.Size]byte
 }
@@ -166,8 +175,11 @@ func putState(s *state) {
 	statePool.Put(s)
 }
 
-// The hashed stream of format v1 (see the package documentation).
-const streamPrefix = "idemgen-fingerprint\x00v1\x00"
+// The hashed streams of formats v2 and v1 (see the package documentation).
+const (
+	streamPrefix   = "idemgen-fingerprint\x00v2\x00"
+	streamPrefixV1 = "idemgen-fingerprint\x00v1\x00"
+)
 
 // Body domains.
 const (
@@ -181,17 +193,32 @@ var zeroInput Input
 // Sum returns the fingerprint of in. It never fails: a body that is not what
 // its content type claims is hashed as bytes, in a separate domain.
 func (h *Hasher) Sum(in *Input) Fingerprint {
+	return h.sum(in, Version)
+}
+
+// SumVersion returns the fingerprint of in in format v (1 or [Version]), and
+// false for a version this package does not compute. A service compares a
+// request with a record made by an older version of this package with it.
+func (h *Hasher) SumVersion(in *Input, v int) (Fingerprint, bool) {
+	if v != 1 && v != Version {
+		return Fingerprint{}, false
+	}
+	return h.sum(in, v), true
+}
+
+func (h *Hasher) sum(in *Input, v int) Fingerprint {
 	if in == nil {
 		in = &zeroInput
 	}
 	s := getState()
+	s.version = byte(v)
 	var hdr []byte
 	var kind byte
-	if len(h.headers) == 0 && s.hdrLen > 0 && s.sameHeader(in) {
+	if v == Version && len(h.headers) == 0 && s.hdrLen > 0 && s.sameHeader(in) {
 		hdr, kind = s.hdr[:s.hdrLen], s.hdrKind
 		s.hdrReused = true
 	} else {
-		hdr, kind = h.header(s, in)
+		hdr, kind = h.header(s, in, v)
 	}
 	body := in.Body
 	switch kind {
@@ -230,10 +257,17 @@ func (h *Hasher) Sum(in *Input) Fingerprint {
 // header builds in s.hdr the part of the stream before the body's domain
 // (see the package documentation) and returns it with the body's domain,
 // which the content type selects; without named headers, s remembers it.
-func (h *Hasher) header(s *state, in *Input) ([]byte, byte) {
-	hdr := append(s.hdr[:0], streamPrefix...)
+func (h *Hasher) header(s *state, in *Input, v int) ([]byte, byte) {
+	prefix := streamPrefix
+	if v == 1 {
+		prefix = streamPrefixV1
+	}
+	hdr := append(s.hdr[:0], prefix...)
 	hdr = appendString(append(hdr, 'M'), in.Method)
 	hdr = appendString(append(hdr, 'O'), in.Operation)
+	if v >= 2 {
+		hdr = appendString(append(hdr, 'P'), in.Path)
+	}
 
 	hdr = append(hdr, 'Q', domainForm)
 	if q, ok := appendPlainQuery(hdr, in.RawQuery); ok {
@@ -267,9 +301,9 @@ func (h *Hasher) header(s *state, in *Input) ([]byte, byte) {
 		}
 	}
 	s.hdr, s.hdrLen, s.hdrStateLen, s.hdrReused = hdr, 0, 0, false
-	if len(h.headers) == 0 {
-		s.hdrKey = append(append(append(append(s.hdrKey[:0], in.Method...), in.Operation...), in.RawQuery...), in.ContentType...)
-		s.hdrKeyLens = [4]int{len(in.Method), len(in.Operation), len(in.RawQuery), len(in.ContentType)}
+	if v == Version && len(h.headers) == 0 {
+		s.hdrKey = append(append(append(append(append(s.hdrKey[:0], in.Method...), in.Operation...), in.Path...), in.RawQuery...), in.ContentType...)
+		s.hdrKeyLens = [5]int{len(in.Method), len(in.Operation), len(in.Path), len(in.RawQuery), len(in.ContentType)}
 		s.hdrLen, s.hdrKind = len(hdr), kind
 	}
 	return hdr, kind
@@ -300,22 +334,24 @@ func (s *state) resetDigest() int {
 	return 0
 }
 
-// sameHeader reports whether in has the Method, Operation, RawQuery and
-// ContentType of the header that s holds (s.hdrLen > 0).
+// sameHeader reports whether in has the Method, Operation, Path, RawQuery
+// and ContentType of the header that s holds (s.hdrLen > 0).
 func (s *state) sameHeader(in *Input) bool {
 	l, k := &s.hdrKeyLens, s.hdrKey
-	if len(in.Method) != l[0] || len(in.Operation) != l[1] || len(in.RawQuery) != l[2] || len(in.ContentType) != l[3] {
+	if len(in.Method) != l[0] || len(in.Operation) != l[1] || len(in.Path) != l[2] || len(in.RawQuery) != l[3] || len(in.ContentType) != l[4] {
 		return false
 	}
-	a, b, c := l[0], l[0]+l[1], l[0]+l[1]+l[2]
-	return string(k[:a]) == in.Method && string(k[a:b]) == in.Operation &&
-		string(k[b:c]) == in.RawQuery && string(k[c:]) == in.ContentType
+	a, b := l[0], l[0]+l[1]
+	c := b + l[2]
+	d := c + l[3]
+	return string(k[:a]) == in.Method && string(k[a:b]) == in.Operation && string(k[b:c]) == in.Path &&
+		string(k[c:d]) == in.RawQuery && string(k[d:]) == in.ContentType
 }
 
 // finish returns the fingerprint of what s.d was given, and puts s back.
 func (s *state) finish() Fingerprint {
 	var f Fingerprint
-	f[0] = Version
+	f[0] = s.version
 	if s.summed {
 		copy(f[1:], s.sum[:])
 	} else {

@@ -143,7 +143,7 @@ func TestSumNeverPanics(t *testing.T) {
 	for _, body := range []string{"", "\x00", "{", "[[[[", `{"a":"\ud800"}`, strings.Repeat("[", 100000), strings.Repeat(`{"a":`, 100000)} {
 		for _, ct := range []string{"application/json", "application/x-www-form-urlencoded", ""} {
 			f := h.Sum(&fingerprint.Input{ContentType: ct, Body: []byte(body)})
-			assert.Equal(t, byte(1), f[0])
+			assert.Equal(t, byte(fingerprint.Version), f[0])
 		}
 	}
 }
@@ -151,27 +151,31 @@ func TestSumNeverPanics(t *testing.T) {
 func TestFingerprintString(t *testing.T) {
 	f := mustNew(t, fingerprint.Options{}).Sum(&fingerprint.Input{Method: "POST"})
 	s := f.String()
-	assert.True(t, strings.HasPrefix(s, "v1:"), s)
+	assert.True(t, strings.HasPrefix(s, "v2:"), s)
 	assert.Len(t, s, 3+64)
+	_, ok := mustNew(t, fingerprint.Options{}).SumVersion(&fingerprint.Input{}, 3)
+	assert.False(t, ok, "a version this package does not compute")
 }
 
 // The stream is exactly the one the package documentation describes: an
 // independent encoder of the documented format gives the same digest. And a
-// golden value pins version 1: a change to the canonical form or to the
-// stream must come with a new Version.
+// golden value pins each version: a change to the canonical form or to the
+// stream must come with a new Version, and SumVersion computes the old ones
+// as they were.
 func TestSumDocumentedStream(t *testing.T) {
 	h := mustNew(t, fingerprint.Options{Volatile: []string{"/client_time"}, Unordered: []string{"/tags"}, Headers: []string{"x-tenant", "X-Absent"}})
 	in := &fingerprint.Input{
-		Method: "POST", Operation: "claimCoupon", RawQuery: "b=2&a=1&a=0+%21",
+		Method: "POST", Operation: "claimCoupon", Path: "/coupons/SPRING/claims", RawQuery: "b=2&a=1&a=0+%21",
 		Header:      http.Header{"X-Tenant": {"acme", "two"}},
 		ContentType: "Application/JSON; charset=utf-8",
 		Body:        []byte(`{"coupon":"SPRING","client_time":1714564800,"tags":["b","a"],"amount":1.50}`),
 	}
 	str := func(b []byte, s string) []byte { return append(binary.AppendUvarint(b, uint64(len(s))), s...) }
 	var st []byte
-	st = append(st, "idemgen-fingerprint\x00v1\x00"...)
+	st = append(st, "idemgen-fingerprint\x00v2\x00"...)
 	st = str(append(st, 'M'), "POST")
 	st = str(append(st, 'O'), "claimCoupon")
+	st = str(append(st, 'P'), "/coupons/SPRING/claims")
 	st = append(st, 'Q', 'F', 3)
 	st = str(str(st, "a"), "1")
 	st = str(str(st, "a"), "0 !")
@@ -185,10 +189,14 @@ func TestSumDocumentedStream(t *testing.T) {
 	want := sha256.Sum256(st)
 
 	got := h.Sum(in)
-	assert.Equal(t, byte(1), got[0])
+	assert.Equal(t, byte(2), got[0])
 	assert.Equal(t, want[:], got[1:])
-	assert.Equal(t, "v1:"+hex.EncodeToString(want[:]), got.String())
-	assert.Equal(t, "v1:ee729b01540fa7068d69960f629a2bfa14f33c4101ae76ceea31bac49644b012", got.String(), "golden value of version 1")
+	assert.Equal(t, "v2:"+hex.EncodeToString(want[:]), got.String())
+	assert.Equal(t, "v2:30900725603e95badca6e5ab7a08396f3617d9d1d0253a30377560b0e7f723ad", got.String(), "golden value of version 2")
+
+	v1, ok := h.SumVersion(in, 1)
+	assert.True(t, ok)
+	assert.Equal(t, "v1:ee729b01540fa7068d69960f629a2bfa14f33c4101ae76ceea31bac49644b012", v1.String(), "golden value of version 1")
 }
 
 // A top-level object is hashed as it closes, header first; what follows
@@ -199,16 +207,17 @@ func TestSumTopLevelObject(t *testing.T) {
 	stream := func(query, domain, body string) fingerprint.Fingerprint {
 		str := func(b []byte, s string) []byte { return append(binary.AppendUvarint(b, uint64(len(s))), s...) }
 		var st []byte
-		st = append(st, "idemgen-fingerprint\x00v1\x00"...)
+		st = append(st, "idemgen-fingerprint\x00v2\x00"...)
 		st = str(append(st, 'M'), "POST")
 		st = str(append(st, 'O'), "op")
+		st = append(st, 'P', 0)
 		st = append(st, 'Q', 'R')
 		st = str(st, query)
 		st = append(st, 'H', 0)
 		st = str(append(st, 'B'), "application/json")
 		st = str(append(st, domain...), body)
 		var f fingerprint.Fingerprint
-		f[0] = 1
+		f[0] = 2
 		d := sha256.Sum256(st)
 		copy(f[1:], d[:])
 		return f

@@ -308,14 +308,7 @@ func (c *Call) begin(k Key) {
 		c.decision = Execute
 		return
 	}
-	in := fingerprint.Input{
-		Method:      r.Method,
-		Operation:   p.spec.Operation,
-		RawQuery:    r.URL.RawQuery,
-		Header:      r.Header,
-		ContentType: headerValue(r.Header, "Content-Type"),
-		Body:        c.body,
-	}
+	in := c.fpInput()
 	c.fp = c.e.fpc.sum(p, &in)
 	var b []byte
 	if c.key != "" {
@@ -335,6 +328,40 @@ func (c *Call) begin(k Key) {
 		c.scope = string(b)
 	}
 	c.claim()
+}
+
+// fpInput is what the request's fingerprint is computed from.
+func (c *Call) fpInput() fingerprint.Input {
+	r := c.r
+	return fingerprint.Input{
+		Method:      r.Method,
+		Operation:   c.p.spec.Operation,
+		Path:        r.URL.EscapedPath(),
+		RawQuery:    r.URL.RawQuery,
+		Header:      r.Header,
+		ContentType: headerValue(r.Header, "Content-Type"),
+		Body:        c.body,
+	}
+}
+
+// sameRequest reports whether fp, a record's fingerprint, is this
+// request's: equal to it or, for a record that a service of an older
+// version made with fingerprint version 1 (which left out the path), equal
+// to this request's fingerprint in that version. Records made before an
+// upgrade keep their meaning for the retries that come after it.
+func (c *Call) sameRequest(fp Fingerprint) bool {
+	if fp == c.fp {
+		return true
+	}
+	return fp[0] == 1 && c.fp[0] != 1 && c.olderFP(1) == fp
+}
+
+// olderFP is the request's fingerprint in format version v (zero if the
+// fingerprint package does not compute it).
+func (c *Call) olderFP(v int) Fingerprint {
+	in := c.fpInput()
+	fp, _ := c.p.hasher.SumVersion(&in, v)
+	return fp
 }
 
 // checkKey validates the raw key; false means the call was rejected.
@@ -522,7 +549,7 @@ func (c *Call) claim() {
 		rec := &res.Record
 		switch {
 		case rec.State == StatePending:
-			if spec.Semantics == Strict && rec.Fingerprint != c.fp {
+			if spec.Semantics == Strict && !c.sameRequest(rec.Fingerprint) {
 				c.conflict()
 				return
 			}
@@ -532,6 +559,12 @@ func (c *Call) claim() {
 			}
 		case rec.Reclaimable():
 			// Not reclaimed: SameFingerprintToReclaim and another fingerprint.
+			if c.ss.breq.Fingerprint == c.fp && c.sameRequest(rec.Fingerprint) {
+				// The same request, fingerprinted by an older version:
+				// claim with the record's fingerprint (once).
+				c.ss.breq.Fingerprint = rec.Fingerprint
+				continue
+			}
 			c.conflict()
 			return
 		default: // COMPLETED, or FAILED with a stored response
@@ -593,7 +626,7 @@ func (c *Call) settled(rec *Record, waited time.Duration) {
 		// record expires (on the store's clock: a hint).
 		e.recent.add(c.recent, rec.ExpiresAt)
 	}
-	if rec.Fingerprint != c.fp {
+	if !c.sameRequest(rec.Fingerprint) {
 		if spec.Semantics == Strict {
 			c.conflict()
 			return

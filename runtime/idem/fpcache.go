@@ -72,6 +72,9 @@ func (c *fpCache) digest(p *Policy, in *fingerprint.Input) uint64 {
 	b := binary.LittleEndian.AppendUint64(buf[:0], p.id)
 	b, ok := appendDigestStr(b, in.Method)
 	if ok {
+		b, ok = appendDigestStr(b, in.Path)
+	}
+	if ok {
 		b, ok = appendDigestStr(b, in.RawQuery)
 	}
 	if ok {
@@ -122,6 +125,7 @@ func (c *fpCache) digestStream(p *Policy, in *fingerprint.Input) uint64 {
 	}
 	num(p.id)
 	str(in.Method)
+	str(in.Path)
 	str(in.RawQuery)
 	str(in.ContentType)
 	for _, name := range p.fpHeaders {
