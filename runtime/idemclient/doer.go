@@ -44,6 +44,12 @@ func MatchMethods(p Policy, methods ...string) Matcher {
 const (
 	CodeKeyInUse  = "IDEMPOTENCY_KEY_IN_USE"
 	CodeKeyReused = "IDEMPOTENCY_KEY_REUSED"
+	// CodeResponseUnavailable (409): the request ran, but its response was
+	// too large for the server to store, so it cannot be replayed; every
+	// retry with the key gets the same answer until the window ends. Never
+	// retried. The problem's original_status member is the status it ran
+	// with; fetch the result another way.
+	CodeResponseUnavailable = "IDEMPOTENCY_RESPONSE_UNAVAILABLE"
 )
 
 // Default limits of a [Doer].
@@ -92,8 +98,9 @@ const (
 // A transport error is retried when the policy's On.Connection is set and
 // [Classify] says ClassConnection, or when the per-attempt timeout
 // ([WithAttemptTimeout]) fired. A response is retried when its status is in
-// On.Statuses; 400 and 422, and a problem+json code IDEMPOTENCY_KEY_REUSED,
-// never are; a 409 with code IDEMPOTENCY_KEY_IN_USE always is.
+// On.Statuses; 400 and 422, and a problem+json code IDEMPOTENCY_KEY_REUSED
+// or IDEMPOTENCY_RESPONSE_UNAVAILABLE, never are (the server answers them
+// again to every retry); a 409 with code IDEMPOTENCY_KEY_IN_USE always is.
 // Up to [WithResponseBuffer] bytes (default 1 MiB) of each response body
 // are read within the attempt, so that a connection lost mid-body is a
 // retryable error rather than the caller's problem; a longer body streams.
@@ -516,7 +523,7 @@ func (b *cancelBody) Close() error {
 // retryStatus decides whether a response is retried.
 func retryStatus(status int, code string, on RetryOn) bool {
 	switch {
-	case neverRetried(status), code == CodeKeyReused:
+	case neverRetried(status), code == CodeKeyReused, code == CodeResponseUnavailable:
 		return false
 	case status == http.StatusConflict && code == CodeKeyInUse:
 		return true

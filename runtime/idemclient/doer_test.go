@@ -112,6 +112,8 @@ func TestStatusDecisions(t *testing.T) {
 		{"422 never, even listed", RetryOn{Statuses: []int{422}}, problemReply(422, CodeKeyReused, nil), 1},
 		{"409 reused never, even listed", RetryOn{Statuses: []int{409}}, problemReply(409, CodeKeyReused, nil), 1},
 		{"409 in use always", RetryOn{Statuses: []int{503}}, problemReply(409, CodeKeyInUse, nil), 3},
+		{"409 response unavailable never, by default", RetryOn{}, problemReply(409, CodeResponseUnavailable, nil), 1},
+		{"409 response unavailable never, even listed", RetryOn{Statuses: []int{409}}, problemReply(409, CodeResponseUnavailable, nil), 1},
 		{"plain 409 unlisted", RetryOn{Statuses: []int{503}}, problemReply(409, "COUPON_TAKEN", nil), 1},
 		{"plain 409 listed", RetryOn{Statuses: []int{409}}, reply{status: 409, body: "busy"}, 3},
 		{"503 listed", RetryOn{Statuses: []int{503}}, reply{status: 503, body: "down"}, 3},
