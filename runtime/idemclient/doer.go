@@ -183,9 +183,17 @@ func WithResponseBuffer(n int64) Option { return func(o *config) { o.respBuffer 
 func WithRequestBodyLimit(n int64) Option { return func(o *config) { o.bodyLimit = n } }
 
 // WithRetryAfterLimit sets the longest server-asked wait the Doer honours
-// even without a deadline (default 1 minute); a longer ask stops the call
-// with [ErrRetryAfterTooLong].
-func WithRetryAfterLimit(d time.Duration) Option { return func(o *config) { o.retryAfterMax = d } }
+// even without a deadline (default 1 minute, [DefaultRetryAfterLimit]); a
+// retryable response asking for longer stops the call with
+// [ErrRetryAfterTooLong]. Like the other options, d is taken as given, not
+// as "the default" when zero: 0 honours no wait at all (any positive
+// Retry-After stops the call, a 409 IDEMPOTENCY_KEY_IN_USE included, while
+// a response without one, or with Retry-After: 0, is retried on the
+// backoff), and a negative d means 0. There is no unlimited setting: pass a
+// long d; the context's deadline still bounds every wait.
+func WithRetryAfterLimit(d time.Duration) Option {
+	return func(o *config) { o.retryAfterMax = max(d, 0) }
+}
 
 // WithAttemptHeader makes every attempt carry header name with the attempt
 // number (1, 2, ...). Off by default: the value changes between attempts,

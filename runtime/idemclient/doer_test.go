@@ -220,6 +220,30 @@ func TestDeadline(t *testing.T) {
 		require.ErrorIs(t, err, ErrRetryAfterTooLong)
 		assert.Empty(t, clock.Sleeps())
 	})
+	t.Run("retry-after limit 0 honours no wait", func(t *testing.T) {
+		for _, limit := range []time.Duration{0, -time.Second} {
+			srv := newRecServer(t, always503(map[string]string{"Retry-After": "1"}))
+			clock := newFakeClock()
+			d := NewDoer(http.DefaultClient, fastPolicy(4), WithClock(clock), WithRetryAfterLimit(limit))
+			ctx, call := Start(context.Background())
+			_, err := d.Do(post(t, ctx, srv.URL, payload))
+			require.ErrorIs(t, err, ErrRetryAfterTooLong, "limit %v", limit)
+			assert.Equal(t, 1, call.Attempts())
+			assert.Empty(t, clock.Sleeps())
+
+			// Without a Retry-After (or with 0), the backoff alone: retried.
+			for _, h := range []map[string]string{nil, {"Retry-After": "0"}} {
+				srv = newRecServer(t, always503(h))
+				clock = newFakeClock()
+				d = NewDoer(http.DefaultClient, fastPolicy(4), WithClock(clock), WithRetryAfterLimit(limit))
+				ctx, call = Start(context.Background())
+				resp, err := d.Do(post(t, ctx, srv.URL, payload))
+				require.NoError(t, err, "limit %v, header %v", limit, h)
+				assert.Equal(t, 503, resp.StatusCode)
+				assert.Equal(t, 4, call.Attempts(), "limit %v, header %v", limit, h)
+			}
+		}
+	})
 	t.Run("canceled while waiting", func(t *testing.T) {
 		srv := newRecServer(t, always503(nil))
 		clock := newFakeClock()
