@@ -547,6 +547,15 @@ func (c *Call) claim() {
 			return
 		}
 		rec := &res.Record
+		if rec.State == StatePending && rec.Token == c.token {
+			// Our own claim: the store ran this Begin twice (a client
+			// library that sent the command again after a lost reply) and
+			// the second run found the first's record. Tokens are fresh
+			// per claim, so no one else holds it; the prior state the
+			// first run replaced is unknown.
+			c.acquired(0)
+			return
+		}
 		switch {
 		case rec.State == StatePending:
 			if spec.Semantics == Strict && !c.sameRequest(rec.Fingerprint) {

@@ -120,6 +120,18 @@ type BeginResult struct {
 // its State and Response (keeping ExpiresAt); otherwise change nothing and
 // return ErrFenced. state is StateCompleted or StateFailed.
 //
+// Re-runs: a store's client may send a call again when the connection
+// dropped after the call was sent (go-redis does, up to MaxRetries), so the
+// store may execute one Begin or Finish twice. Both must tolerate it. Begin
+// finding a PENDING record that carries req.Token (the first run's claim)
+// either reports Acquired (Prior 0: what the first run replaced is not
+// known any more) or reports that record, which the Engine then takes as
+// its own claim; either way it changes nothing. Finish finding a record
+// that carries token and already holds state and response (the first run's
+// write; a nil and an empty response differ) returns nil and changes
+// nothing; a final record holding anything else is still fenced. Tokens
+// are fresh per claim, so only the claim's own calls can match.
+//
 // Get returns the current, unexpired record, or found == false.
 //
 // Memory: a store must not keep a reference to the response slice passed to
@@ -140,7 +152,8 @@ type Store interface {
 }
 
 // ErrFenced is returned by Store.Finish when the caller's claim is no longer
-// the current one: its lease was taken over, or the record expired.
+// the current one: its lease was taken over, or the record expired (or is
+// already final with another state or response).
 var ErrFenced = errors.New("idem: claim fenced: the lease was taken over or the record expired")
 
 // Optional abilities, discovered by type assertion.

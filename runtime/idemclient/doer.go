@@ -44,6 +44,12 @@ func MatchMethods(p Policy, methods ...string) Matcher {
 const (
 	CodeKeyInUse  = "IDEMPOTENCY_KEY_IN_USE"
 	CodeKeyReused = "IDEMPOTENCY_KEY_REUSED"
+	// CodeResponseUnavailable (409): the request ran, but its response was
+	// too large for the server to store, so it cannot be replayed; every
+	// retry with the key gets the same answer until the window ends. Never
+	// retried. The problem's original_status member is the status it ran
+	// with; fetch the result another way.
+	CodeResponseUnavailable = "IDEMPOTENCY_RESPONSE_UNAVAILABLE"
 )
 
 // Default limits of a [Doer].
@@ -92,8 +98,9 @@ const (
 // A transport error is retried when the policy's On.Connection is set and
 // [Classify] says ClassConnection, or when the per-attempt timeout
 // ([WithAttemptTimeout]) fired. A response is retried when its status is in
-// On.Statuses; 400 and 422, and a problem+json code IDEMPOTENCY_KEY_REUSED,
-// never are; a 409 with code IDEMPOTENCY_KEY_IN_USE always is.
+// On.Statuses; 400 and 422, and a problem+json code IDEMPOTENCY_KEY_REUSED
+// or IDEMPOTENCY_RESPONSE_UNAVAILABLE, never are (the server answers them
+// again to every retry); a 409 with code IDEMPOTENCY_KEY_IN_USE always is.
 // Up to [WithResponseBuffer] bytes (default 1 MiB) of each response body
 // are read within the attempt, so that a connection lost mid-body is a
 // retryable error rather than the caller's problem; a longer body streams.
@@ -176,9 +183,17 @@ func WithResponseBuffer(n int64) Option { return func(o *config) { o.respBuffer 
 func WithRequestBodyLimit(n int64) Option { return func(o *config) { o.bodyLimit = n } }
 
 // WithRetryAfterLimit sets the longest server-asked wait the Doer honours
-// even without a deadline (default 1 minute); a longer ask stops the call
-// with [ErrRetryAfterTooLong].
-func WithRetryAfterLimit(d time.Duration) Option { return func(o *config) { o.retryAfterMax = d } }
+// even without a deadline (default 1 minute, [DefaultRetryAfterLimit]); a
+// retryable response asking for longer stops the call with
+// [ErrRetryAfterTooLong]. Like the other options, d is taken as given, not
+// as "the default" when zero: 0 honours no wait at all (any positive
+// Retry-After stops the call, a 409 IDEMPOTENCY_KEY_IN_USE included, while
+// a response without one, or with Retry-After: 0, is retried on the
+// backoff), and a negative d means 0. There is no unlimited setting: pass a
+// long d; the context's deadline still bounds every wait.
+func WithRetryAfterLimit(d time.Duration) Option {
+	return func(o *config) { o.retryAfterMax = max(d, 0) }
+}
 
 // WithAttemptHeader makes every attempt carry header name with the attempt
 // number (1, 2, ...). Off by default: the value changes between attempts,
@@ -516,7 +531,7 @@ func (b *cancelBody) Close() error {
 // retryStatus decides whether a response is retried.
 func retryStatus(status int, code string, on RetryOn) bool {
 	switch {
-	case neverRetried(status), code == CodeKeyReused:
+	case neverRetried(status), code == CodeKeyReused, code == CodeResponseUnavailable:
 		return false
 	case status == http.StatusConflict && code == CodeKeyInUse:
 		return true

@@ -112,6 +112,8 @@ func TestStatusDecisions(t *testing.T) {
 		{"422 never, even listed", RetryOn{Statuses: []int{422}}, problemReply(422, CodeKeyReused, nil), 1},
 		{"409 reused never, even listed", RetryOn{Statuses: []int{409}}, problemReply(409, CodeKeyReused, nil), 1},
 		{"409 in use always", RetryOn{Statuses: []int{503}}, problemReply(409, CodeKeyInUse, nil), 3},
+		{"409 response unavailable never, by default", RetryOn{}, problemReply(409, CodeResponseUnavailable, nil), 1},
+		{"409 response unavailable never, even listed", RetryOn{Statuses: []int{409}}, problemReply(409, CodeResponseUnavailable, nil), 1},
 		{"plain 409 unlisted", RetryOn{Statuses: []int{503}}, problemReply(409, "COUPON_TAKEN", nil), 1},
 		{"plain 409 listed", RetryOn{Statuses: []int{409}}, reply{status: 409, body: "busy"}, 3},
 		{"503 listed", RetryOn{Statuses: []int{503}}, reply{status: 503, body: "down"}, 3},
@@ -217,6 +219,30 @@ func TestDeadline(t *testing.T) {
 		_, err := d.Do(post(t, ctx, srv.URL, payload))
 		require.ErrorIs(t, err, ErrRetryAfterTooLong)
 		assert.Empty(t, clock.Sleeps())
+	})
+	t.Run("retry-after limit 0 honours no wait", func(t *testing.T) {
+		for _, limit := range []time.Duration{0, -time.Second} {
+			srv := newRecServer(t, always503(map[string]string{"Retry-After": "1"}))
+			clock := newFakeClock()
+			d := NewDoer(http.DefaultClient, fastPolicy(4), WithClock(clock), WithRetryAfterLimit(limit))
+			ctx, call := Start(context.Background())
+			_, err := d.Do(post(t, ctx, srv.URL, payload))
+			require.ErrorIs(t, err, ErrRetryAfterTooLong, "limit %v", limit)
+			assert.Equal(t, 1, call.Attempts())
+			assert.Empty(t, clock.Sleeps())
+
+			// Without a Retry-After (or with 0), the backoff alone: retried.
+			for _, h := range []map[string]string{nil, {"Retry-After": "0"}} {
+				srv = newRecServer(t, always503(h))
+				clock = newFakeClock()
+				d = NewDoer(http.DefaultClient, fastPolicy(4), WithClock(clock), WithRetryAfterLimit(limit))
+				ctx, call = Start(context.Background())
+				resp, err := d.Do(post(t, ctx, srv.URL, payload))
+				require.NoError(t, err, "limit %v, header %v", limit, h)
+				assert.Equal(t, 503, resp.StatusCode)
+				assert.Equal(t, 4, call.Attempts(), "limit %v, header %v", limit, h)
+			}
+		}
 	})
 	t.Run("canceled while waiting", func(t *testing.T) {
 		srv := newRecServer(t, always503(nil))

@@ -154,8 +154,9 @@ func (b Backoff) withDefaults() Backoff {
 // to disable retries set [Policy.MaxAttempts] to 1.
 //
 // Whatever it lists, 400 and 422, and any response whose problem+json code is
-// IDEMPOTENCY_KEY_REUSED, are never retried: retrying cannot change them. A
-// 409 whose code is IDEMPOTENCY_KEY_IN_USE is always waited out.
+// IDEMPOTENCY_KEY_REUSED or IDEMPOTENCY_RESPONSE_UNAVAILABLE, are never
+// retried: retrying cannot change them. A 409 whose code is
+// IDEMPOTENCY_KEY_IN_USE is always waited out.
 type RetryOn struct {
 	Connection bool
 	Statuses   []int

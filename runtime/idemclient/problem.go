@@ -21,7 +21,9 @@ const (
 // RFC 9457 problems (its code starts with IDEMPOTENCY_), as [Call.Check]
 // reports it. Retrying the same call cannot change 400s (a missing or
 // invalid key: a client bug) nor [CodeKeyReused] (the key was used for
-// another request: a different body, or a resumed call whose body changed);
+// another request: a different body, or a resumed call whose body changed)
+// nor [CodeResponseUnavailable] (the request ran, but its response was not
+// stored);
 // [CodeKeyInUse] and [CodeStoreUnavailable] mean the attempts (or the
 // deadline) ran out while the server could not answer yet: resume the call
 // later with [WithKey](Key).

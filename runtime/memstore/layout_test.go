@@ -92,6 +92,10 @@ func TestAgainstModel(t *testing.T) {
 							tk = m.token
 						}
 						err := s.Finish(ctx, k, tk, st, resp)
+						if m != nil && m.state == st && (m.resp == nil) == (resp == nil) && bytes.Equal(m.resp, resp) {
+							require.NoError(t, err, "step %d: a re-run of the Finish that wrote the record", step)
+							continue
+						}
 						if m == nil || m.state != idem.StatePending {
 							require.ErrorIs(t, err, idem.ErrFenced, "step %d", step)
 							continue

@@ -66,6 +66,7 @@
 package memstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"hash/maphash"
@@ -398,7 +399,15 @@ func (s *Store) Finish(ctx context.Context, key string, token idem.Token, state 
 		s.expired.Add(1)
 		return idem.ErrFenced
 	}
-	if e.state != idem.StatePending || e.token != token {
+	if e.token != token {
+		return idem.ErrFenced
+	}
+	if e.state != idem.StatePending {
+		// Already final under this token: a re-run of the Finish that made
+		// it so succeeds (the idem.Store contract); anything else is fenced.
+		if sh.holds(e, state, response) {
+			return nil
+		}
 		return idem.ErrFenced
 	}
 	if e.hasResp {
@@ -534,6 +543,15 @@ func (sh *shard) record(i int32, buf []byte) idem.Record {
 		rec.Response = append(buf[:0], sh.chunks[e.respChunk][e.respOff:e.respOff+e.respLen]...)
 	}
 	return rec
+}
+
+// holds reports whether slot e holds exactly state and response (a nil
+// response and an empty one differ).
+func (sh *shard) holds(e *slot, state idem.State, response []byte) bool {
+	if e.state != state || e.hasResp != (response != nil) || int(e.respLen) != len(response) {
+		return false
+	}
+	return e.respLen == 0 || bytes.Equal(sh.chunks[e.respChunk][e.respOff:e.respOff+e.respLen], response)
 }
 
 func (sh *shard) notify(i int32) {

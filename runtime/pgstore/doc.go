@@ -161,7 +161,12 @@
 // together, and older processes keep migrating (their Migrate sees version 1).
 //
 // Finish is one fenced UPDATE … WHERE key = $1 AND token = $2 AND state = 1
-// AND expires_at > clock_timestamp(); no row updated means idem.ErrFenced.
+// AND expires_at > clock_timestamp() (or a row that already holds the
+// token, state and response: a re-run of the same Finish, which the
+// idem.Store contract has succeed); no row updated means idem.ErrFenced.
+// pgx never sends a statement twice, and Begin tries again only after an
+// attempt that wrote nothing (a lost race, a serialization failure, a
+// missing claim function), so neither runs twice for one call here.
 // Get is one SELECT that skips expired rows. A first request costs two round
 // trips (Begin + Finish), a replay one (Get, or a Begin that returns the
 // completed record) and no write.

@@ -174,8 +174,12 @@ SELECT false, 0, ` + cols + ` FROM cur WHERE NOT cur.claimable`,
 		// untyped literals).
 		claimFunc: `SELECT * FROM ` + n.claim + `($1::text, $2::bytea, $3::bigint, $4::interval, $5::interval, $6::boolean)`,
 		get:       `SELECT ` + cols + ` FROM ` + t + ` WHERE key = $1 AND expires_at > clock_timestamp()`,
-		finish:    `UPDATE ` + t + ` SET state = $3, response = $4 WHERE key = $1 AND token = $2 AND state = 1 AND expires_at > clock_timestamp()`,
-		extend:    `UPDATE ` + t + ` SET lease_expires_at = clock_timestamp() + $3::interval WHERE key = $1 AND token = $2 AND state = 1 AND expires_at > clock_timestamp()`,
+		// A final row that already holds state and response under the
+		// token (a re-run of the Finish that wrote it) matches too: the
+		// idem.Store contract has it succeed.
+		finish: `UPDATE ` + t + ` SET state = $3, response = $4 WHERE key = $1 AND token = $2 AND expires_at > clock_timestamp()
+    AND (state = 1 OR (state = $3 AND response IS NOT DISTINCT FROM $4))`,
+		extend: `UPDATE ` + t + ` SET lease_expires_at = clock_timestamp() + $3::interval WHERE key = $1 AND token = $2 AND state = 1 AND expires_at > clock_timestamp()`,
 		reap: `WITH doomed AS (
     SELECT key FROM ` + t + ` WHERE expires_at <= clock_timestamp()
     ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED

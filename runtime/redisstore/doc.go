@@ -66,6 +66,17 @@
 // compared as 8-byte strings, never as Lua numbers (doubles cannot hold
 // every uint64). Durations are passed in milliseconds, rounded up.
 //
+// # Retries
+//
+// go-redis sends a command again (up to Options.MaxRetries, 3 by default)
+// when the connection drops after the command was sent, so a script may
+// run twice for one call, the second run finding what the first wrote. The
+// scripts answer such a re-run as the first run did: Begin finding a
+// PENDING record with the request's own token reports the claim acquired,
+// Finish finding its own token, state and response succeeds, and
+// ExtendLease sets the lease again (TestLostReply loses the replies through
+// a TCP proxy). Tokens are fresh per claim, so no other call matches.
+//
 // # Watch
 //
 // Finish, and a Begin that replaces an existing record, publish on the

@@ -34,6 +34,14 @@ import (
 // side under their own SHA-1, so during a rolling deploy old and new
 // processes share records both ways: either one replays, finishes, takes
 // over or extends what the other wrote (TestMixedProtocols).
+//
+// The begin and finish scripts later learnt to answer a re-run of the same
+// call (see each below). That changed their source, so their SHA-1, but
+// neither their arguments nor what they write, and the branches it added
+// are taken only by the process that made the claim (they compare the
+// claim's own token), so processes running the scripts from before and
+// after share records too. (A re-run happens in the process that made the
+// first call; TestMixedProtocols sends repeats to the current scripts.)
 
 // beginScript claims KEYS[1]. ARGV[1] (59 bytes):
 //
@@ -48,6 +56,14 @@ import (
 // or the existing record (a bulk string) when it was not. A record that
 // cannot be claimed whatever the clock says (COMPLETED, or FAILED with a
 // response: what a replay finds) is returned before anything else is done.
+//
+// A PENDING record that already carries the request's token is this very
+// claim, made by an earlier run of the same call: go-redis sends a command
+// again (MaxRetries) when the connection drops after it was sent, so the
+// script may run twice for one Begin, the second time finding its own
+// claim. It answers 0, as for a fresh claim, and writes nothing (tokens are
+// fresh random values per claim, so no other claim carries it; the prior
+// state the first run replaced is not known any more).
 var beginScript = newScript(`
 local a = ARGV[1]
 local cur = redis.call('GET', KEYS[1])
@@ -61,6 +77,8 @@ if cur then
     if string.byte(a, 58) == 1 and string.sub(cur, 28, 60) ~= string.sub(a, 9, 41) then return cur end
   elseif prior ~= 1 then
     return cur
+  elseif string.sub(cur, 4, 11) == string.sub(a, 1, 8) then
+    return 0
   end
 end
 local t = redis.call('TIME')
@@ -81,7 +99,14 @@ return prior
 //	        byte 11 1: publish a change notification on the key's channel
 //	ARGV[2] response (appended when non-empty)
 //
-// Returns 1 when finished, 0 when fenced (no record, not PENDING, other token).
+// Returns 1 when finished, 0 when fenced (no record, another token, or a
+// final record other than the one asked for).
+//
+// A final record that carries the token and already holds the requested
+// state, flags and response is what an earlier run of the same call wrote
+// (go-redis sends a command again when the connection drops after it was
+// sent): the script answers 1 and writes and publishes nothing, so the
+// Finish that took effect is not reported fenced.
 //
 // It writes the whole record with one SET … KEEPTTL (which keeps the key's
 // expiry): the same bytes as the v1 script's SETRANGE of state and flags
@@ -92,7 +117,11 @@ return prior
 var finishScript = newScript(`
 local a = ARGV[1]
 local cur = redis.call('GET', KEYS[1])
-if not cur or #cur < 11 or string.byte(cur, 1) ~= 1 or string.byte(cur, 2) ~= 1 or string.sub(cur, 4, 11) ~= string.sub(a, 1, 8) then
+if not cur or #cur < 11 or string.byte(cur, 1) ~= 1 or string.sub(cur, 4, 11) ~= string.sub(a, 1, 8) then
+  return 0
+end
+if string.byte(cur, 2) ~= 1 then
+  if string.sub(cur, 2, 3) == string.sub(a, 9, 10) and string.sub(cur, 61) == ARGV[2] then return 1 end
   return 0
 end
 redis.call('SET', KEYS[1], '\1' .. string.sub(a, 9, 10) .. string.sub(cur, 4) .. ARGV[2], 'KEEPTTL')
@@ -102,7 +131,9 @@ return 1
 
 // extendScript moves the lease expiry of the PENDING record KEYS[1] held by a
 // token to the server's now + the lease. ARGV[1] (16 bytes): bytes 1-8
-// token, bytes 9-16 lease, ms. Returns 1, or 0 when fenced.
+// token, bytes 9-16 lease, ms. Returns 1, or 0 when fenced. Running it
+// twice (a command go-redis sent again) sets the lease from the second
+// run's clock, a few milliseconds later: the same outcome.
 var extendScript = newScript(`
 local a = ARGV[1]
 local h = redis.call('GETRANGE', KEYS[1], 0, 10)

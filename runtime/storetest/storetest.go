@@ -63,6 +63,8 @@ func RunConformanceTests(t *testing.T, newStore func(t *testing.T) idem.Store) {
 	run("ExpiryAfterTTL", testExpiry)
 	run("FinishAfterExpiryIsFenced", testFinishAfterExpiry)
 	run("FinishAfterLeaseExpiry", testFinishAfterLeaseExpiry)
+	run("BeginTwiceSameToken", testBeginRerun)
+	run("FinishTwiceSameTokenAndState", testFinishRerun)
 	run("ScopeIsolation", testScopeIsolation)
 	run("LargeResponse", testLargeResponse)
 	run("EmptyResponseIsNotNil", testEmptyResponse)
@@ -249,7 +251,9 @@ func testFencing(t *testing.T, s idem.Store, key func(string) string) {
 	if rec.State != idem.StatePending || rec.Token != nw || rec.Response != nil {
 		t.Fatalf("record after a fenced Finish = %+v, want the new holder's untouched PENDING", rec)
 	}
-	// A token that never held the key is fenced too, and so is a second Finish.
+	// A token that never held the key is fenced too, and so is a second
+	// Finish asking for another response (a re-run of the same Finish is
+	// not fenced: testFinishRerun).
 	if err := s.Finish(context.Background(), k, tok(), idem.StateCompleted, nil); !errors.Is(err, idem.ErrFenced) {
 		t.Fatalf("stranger's Finish = %v, want ErrFenced", err)
 	}
@@ -371,6 +375,108 @@ func testFinishAfterLeaseExpiry(t *testing.T, s idem.Store, key func(string) str
 	finish(t, s, k, tk, idem.StateCompleted, []byte("ok"))
 	if rec, _ := get(t, s, k); rec.State != idem.StateCompleted || string(rec.Response) != "ok" {
 		t.Fatalf("record after a late Finish = %+v, want COMPLETED", rec)
+	}
+}
+
+// testBeginRerun: a Begin run twice (a store client that sent it again
+// after the connection dropped: go-redis does) finds its own claim. The
+// store reports it acquired (Prior 0) or reports the PENDING record with
+// the request's token, which the Engine takes as its own claim; either way
+// the second run changes nothing, and the claim still holds.
+func testBeginRerun(t *testing.T, s idem.Store, key func(string) string) {
+	for _, c := range []struct {
+		name  string
+		prior idem.State
+	}{{"new", 0}, {"reclaim", idem.StateFailed}, {"takeover", idem.StatePending}} {
+		t.Run(c.name, func(t *testing.T) {
+			k := key("rerun-begin-" + c.name)
+			switch c.prior {
+			case idem.StateFailed:
+				old := tok()
+				begin(t, s, k, fp(9), old, long, long, false)
+				finish(t, s, k, old, idem.StateFailed, nil)
+			case idem.StatePending:
+				begin(t, s, k, fp(9), tok(), short, long, false)
+				time.Sleep(short + slack)
+			}
+			tk := tok()
+			acquired(t, "first run", begin(t, s, k, fp(1), tk, long, long, false), c.prior)
+			before, _ := get(t, s, k)
+			res := begin(t, s, k, fp(1), tk, long, long, false)
+			own := res.Record.State == idem.StatePending && res.Record.Token == tk && res.Record.Fingerprint == fp(1)
+			if !reflect.DeepEqual(res, idem.BeginResult{Acquired: true}) && (res.Acquired || res.Prior != 0 || !own) {
+				t.Fatalf("second run of the same Begin: %+v, want Acquired (Prior 0) or the first run's PENDING record", res)
+			}
+			if after, _ := get(t, s, k); !reflect.DeepEqual(after, before) {
+				t.Fatalf("the second run changed the record: %+v, was %+v", after, before)
+			}
+			if res := begin(t, s, k, fp(1), tok(), long, long, false); res.Acquired {
+				t.Fatal("another token took over the claim after its Begin ran twice")
+			}
+			finish(t, s, k, tk, idem.StateCompleted, []byte("ok"))
+		})
+	}
+}
+
+// testFinishRerun: a Finish run twice (its reply lost, the call sent again)
+// finds the record it wrote: the second run succeeds and changes nothing. A
+// Finish of the same token asking for another state or response is fenced.
+func testFinishRerun(t *testing.T, s idem.Store, key func(string) string) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name  string
+		state idem.State
+		resp  []byte
+	}{
+		{"completed", idem.StateCompleted, []byte{0, 'o', 'k', 0xff}},
+		{"completed empty", idem.StateCompleted, []byte{}},
+		{"completed nil", idem.StateCompleted, nil},
+		{"failed", idem.StateFailed, nil},
+		{"failed replayable", idem.StateFailed, []byte("boom")},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			k, tk := key("rerun-finish-"+c.name), tok()
+			begin(t, s, k, fp(1), tk, long, long, false)
+			finish(t, s, k, tk, c.state, c.resp)
+			before, _ := get(t, s, k)
+			if err := s.Finish(ctx, k, tk, c.state, bytes.Clone(c.resp)); err != nil {
+				t.Fatalf("second run of the same Finish = %v, want nil", err)
+			}
+			other := idem.StateFailed
+			if c.state == idem.StateFailed {
+				other = idem.StateCompleted
+			}
+			empty := []byte{}
+			if c.resp != nil {
+				empty = nil
+			}
+			for _, o := range []struct {
+				what  string
+				tk    idem.Token
+				state idem.State
+				resp  []byte
+			}{
+				{"another state", tk, other, c.resp},
+				{"another response", tk, c.state, append(bytes.Clone(c.resp), 'x')},
+				{"nil for empty or empty for nil", tk, c.state, empty},
+				{"another token", tk + 2, c.state, c.resp},
+			} {
+				if err := s.Finish(ctx, k, o.tk, o.state, o.resp); !errors.Is(err, idem.ErrFenced) {
+					t.Errorf("Finish of the final record with %s = %v, want ErrFenced", o.what, err)
+				}
+			}
+			if after, _ := get(t, s, k); !reflect.DeepEqual(after, before) {
+				t.Fatalf("the record changed: %+v, was %+v", after, before)
+			}
+			if before.Reclaimable() {
+				// Once another claim took the key, the first holder's
+				// Finish is fenced, the same request included.
+				acquired(t, "reclaim", begin(t, s, k, fp(1), tok(), long, long, false), idem.StateFailed)
+				if err := s.Finish(ctx, k, tk, c.state, c.resp); !errors.Is(err, idem.ErrFenced) {
+					t.Fatalf("the first holder's Finish after a reclaim = %v, want ErrFenced", err)
+				}
+			}
+		})
 	}
 }
 

@@ -1,0 +1,253 @@
+package redisstore
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/internal/testenv"
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// lossyProxy forwards TCP connections to a Redis server. It lets the
+// EVALSHA commands chosen by loseReplies through to the server, swallows
+// the server's reply and closes the connection: the script ran, and the
+// client sees the connection drop. go-redis then sends the command again on
+// a new connection (its MaxRetries, 3 by default), so the script runs twice.
+type lossyProxy struct {
+	ln      net.Listener
+	dropped atomic.Int32 // replies swallowed
+
+	mu    sync.Mutex
+	evals int32          // EVALSHA commands forwarded
+	lose  map[int32]bool // the numbers (evals counts from 1) of those whose reply is lost
+	conns []net.Conn
+}
+
+// loseReplies has the replies of the next EVALSHA commands lost: 1 the
+// next one, 2 the one after, and so on.
+func (p *lossyProxy) loseReplies(next ...int32) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lose = make(map[int32]bool)
+	for _, n := range next {
+		p.lose[p.evals+n] = true
+	}
+}
+
+// evalsha counts an EVALSHA command and reports whether its reply is lost.
+func (p *lossyProxy) evalsha() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.evals++
+	return p.lose[p.evals]
+}
+
+func (p *lossyProxy) evalCount() int32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.evals
+}
+
+func newLossyProxy(t *testing.T, upstream string) *lossyProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &lossyProxy{ln: ln}
+	t.Cleanup(func() {
+		_ = ln.Close()
+		p.mu.Lock()
+		for _, c := range p.conns {
+			_ = c.Close()
+		}
+		p.mu.Unlock()
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.Dial("tcp", upstream)
+			if err != nil {
+				_ = c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, u)
+			p.mu.Unlock()
+			go p.serve(c, u)
+		}
+	}()
+	return p
+}
+
+// serve forwards one connection both ways. The client's commands are read
+// whole before they are forwarded (go-redis writes one command per write,
+// and these are small), so the flag that marks the command whose reply
+// is lost is set before the server can answer it.
+func (p *lossyProxy) serve(c, u net.Conn) {
+	var lose atomic.Bool
+	go func() {
+		defer u.Close()
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := c.Read(buf)
+			if n > 0 {
+				if bytes.Contains(bytes.ToLower(buf[:n]), []byte("evalsha")) && p.evalsha() {
+					lose.Store(true)
+				}
+				if _, err := u.Write(buf[:n]); err != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	defer c.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := u.Read(buf)
+		if n > 0 {
+			if lose.Load() {
+				p.dropped.Add(1)
+				_ = u.Close()
+				return
+			}
+			if _, err := c.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// lossyStore returns a Store whose client (go-redis defaults, MaxRetries 3)
+// reaches the test server through a lossyProxy, with its scripts loaded.
+func lossyStore(t *testing.T) (*Store, *lossyProxy) {
+	opt, err := redis.ParseURL(testenv.RedisURL(t))
+	require.NoError(t, err)
+	p := newLossyProxy(t, opt.Addr)
+	opt.Addr = p.ln.Addr().String()
+	opt.ContextTimeoutEnabled = true
+	c := redis.NewClient(opt)
+	t.Cleanup(func() { _ = c.Close() })
+	s := newStoreOn(t, c, Options{})
+	require.NoError(t, s.LoadScripts(ctxTimeout(t, 5*time.Second)))
+	return s, p
+}
+
+// lose runs f with the reply to its first EVALSHA lost, and checks that the
+// script did run twice.
+func (p *lossyProxy) loseOnce(t *testing.T, f func()) {
+	t.Helper()
+	before := p.evalCount()
+	p.loseReplies(1)
+	f()
+	require.Equal(t, int32(1), p.dropped.Swap(0), "replies lost")
+	require.Equal(t, int32(2), p.evalCount()-before, "EVALSHA commands sent: the first, and go-redis's retry")
+}
+
+// TestLostReply: a script whose reply was lost runs again (go-redis resends
+// it), and the second run answers what the first did: Begin its claim,
+// Finish and ExtendLease success. Before the scripts recognised their own
+// re-run, Begin reported the request's own PENDING record (not acquired:
+// the engine answered 409 and the key stayed blocked for the lease) and
+// Finish reported ErrFenced for a completion it had written.
+func TestLostReply(t *testing.T) {
+	s, p := lossyStore(t)
+	ctx := ctxTimeout(t, 10*time.Second)
+	const tk = idem.Token(0x8000_0000_dead_beef)
+	req := &idem.BeginRequest{Key: "k", Token: tk, Fingerprint: fp(1), Lease: 30 * time.Second, TTL: time.Hour}
+
+	p.loseOnce(t, func() {
+		res, err := s.Begin(ctx, req)
+		require.NoError(t, err)
+		assert.Equal(t, idem.BeginResult{Acquired: true}, res, "Begin whose first run claimed the key")
+	})
+	rec, ok, err := s.Get(ctx, "k")
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, idem.StatePending, rec.State)
+	assert.Equal(t, tk, rec.Token)
+
+	p.loseOnce(t, func() {
+		assert.NoError(t, s.ExtendLease(ctx, "k", tk, time.Minute), "ExtendLease whose first run extended the lease")
+	})
+
+	p.loseOnce(t, func() {
+		assert.NoError(t, s.Finish(ctx, "k", tk, idem.StateCompleted, []byte(`{"id":1}`)), "Finish whose first run completed the record")
+	})
+	rec, _, err = s.Get(ctx, "k")
+	require.NoError(t, err)
+	assert.Equal(t, idem.StateCompleted, rec.State)
+	assert.Equal(t, `{"id":1}`, string(rec.Response))
+
+	// A reclaimable failure, finished the same way: the key is free again,
+	// not held by a claim nobody runs.
+	req.Key, req.Token = "f", tk+1
+	p.loseOnce(t, func() {
+		r, err := s.Begin(ctx, req)
+		require.NoError(t, err)
+		assert.True(t, r.Acquired)
+	})
+	p.loseOnce(t, func() {
+		assert.NoError(t, s.Finish(ctx, "f", tk+1, idem.StateFailed, nil))
+	})
+	r, err := s.Begin(ctx, &idem.BeginRequest{Key: "f", Token: tk + 2, Fingerprint: fp(1), Lease: time.Second, TTL: time.Hour})
+	require.NoError(t, err)
+	assert.Equal(t, idem.BeginResult{Acquired: true, Prior: idem.StateFailed}, r)
+}
+
+// TestLostReplyEngine: through the engine, a request whose Begin and Finish
+// replies were lost runs its handler once and answers it, its completion
+// is not reported fenced, and a retry replays.
+func TestLostReplyEngine(t *testing.T) {
+	s, p := lossyStore(t)
+	var mu sync.Mutex
+	var kinds []idem.EventKind
+	eng := idem.New(s, idem.Options{Observer: idem.ObserverFunc(func(_ context.Context, ev idem.Event) {
+		mu.Lock()
+		kinds = append(kinds, ev.Kind)
+		mu.Unlock()
+	})})
+	pol := idem.MustCompile(idem.Spec{Operation: "op", Method: "POST", Path: "/x", Semantics: idem.Strict})
+	var runs atomic.Int32
+	h := eng.Handler(pol, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		w.WriteHeader(http.StatusCreated)
+	}))
+	do := func() *httptest.ResponseRecorder {
+		req := httptest.NewRequest("POST", "/x", nil)
+		req.Header.Set("Idempotency-Key", "0193a8f0-0000-7000-8000-0000000000aa")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	// The first request's Begin (EVALSHA 1, resent as 2), then its Finish
+	// (3, resent as 4), each lose their reply.
+	p.loseReplies(1, 3)
+	first := do()
+	assert.Equal(t, http.StatusCreated, first.Code, "first request: %s", first.Body)
+	assert.Equal(t, int32(2), p.dropped.Load(), "replies lost")
+	second := do()
+	assert.Equal(t, http.StatusCreated, second.Code, "retry: %s", second.Body)
+	assert.Equal(t, int32(1), runs.Load(), "handler runs")
+	mu.Lock()
+	defer mu.Unlock()
+	assert.NotContains(t, kinds, idem.EventFenced)
+	assert.Contains(t, kinds, idem.EventExecuted)
+}
