@@ -261,7 +261,9 @@ type Config struct {
 }
 
 // LoadConfig reads an idemgen.yaml file; relative paths in it are relative
-// to the file's directory. Unknown fields are an error.
+// to the file's directory, and without output: the output directory is the
+// file's directory (for generate and check -generated alike). Unknown
+// fields are an error.
 func LoadConfig(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -282,6 +284,9 @@ func LoadConfig(path string) (*Config, error) {
 	}
 	c.Spec = rel(c.Spec)
 	c.Output = rel(c.Output)
+	if c.Output == "" {
+		c.Output = base
+	}
 	for i := range c.Overlays {
 		c.Overlays[i] = rel(c.Overlays[i])
 	}
@@ -345,7 +350,7 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	if *pkg != "" {
 		cfg.Package = *pkg
 	}
-	if cfg.Output == "" {
+	if cfg.Output == "" { // no config file, no -o
 		cfg.Output = "."
 	}
 	names := []string(emits)
