@@ -229,3 +229,38 @@ func readFile(t *testing.T, path string) []byte {
 	require.NoError(t, err)
 	return data
 }
+
+// TestMergeKeys: an operation merged into its path item (`/a: {<<: *base}`)
+// is checked like one written there, at the position of the merged nodes,
+// and augmenting declares what it lacks where it is written.
+func TestMergeKeys(t *testing.T) {
+	src := `openapi: 3.0.3
+info: {title: M, version: "1"}
+x-common: &base
+  post:
+    operationId: createA
+    x-idempotency: {semantics: strict, window: 24h}
+    responses: {'200': {description: ok}}
+paths:
+  /a:
+    <<: *base
+`
+	path := writeTemp(t, "openapi.yaml", []byte(src))
+	spec, diags := compile.Compile(path, compile.Options{})
+	require.False(t, diags.HasErrors(), "%v", diags)
+	require.Len(t, spec.Operations, 1)
+	assert.Equal(t, 5, spec.Operations[0].Pos.Line, "the operation is where it is written")
+	got := augment.Diagnose(path, spec, augment.Options{})
+	rules := map[string]int{}
+	for _, d := range got {
+		rules[d.Rule] = d.Pos.Line
+	}
+	assert.Equal(t, map[string]int{augment.RuleKeyParamMissing: 5, augment.RuleProblemResponseMissing: 7}, rules, "%v", got)
+
+	res := run(t, specCase{spec: path})
+	after := writeTemp(t, "openapi.yaml", res.Spec)
+	assert.Contains(t, string(res.Spec), "<<: *base")
+	spec2, diags := compile.Compile(after, compile.Options{})
+	require.False(t, diags.HasErrors(), "%v", diags)
+	assert.Empty(t, augment.Diagnose(after, spec2, augment.Options{Strict: true}))
+}
