@@ -159,8 +159,9 @@ func OverlayDocument(spec *ir.Spec, path string, actions []overlay.Action) ([]by
 // checks of package compile: values idemgen init proposed that are not
 // confirmed yet (rule "unconfirmed", errors), and what the spec does not
 // declare although spec's contracts imply it (key-param-missing,
-// problem-response-missing, retry-after-missing: warnings, errors with
-// Options.Strict). Operations whose contract is unconfirmed get only the
+// problem-response-missing, retry-after-missing) or what an earlier
+// Augment wrote and the contracts have changed since (spec-stale):
+// warnings, errors with Options.Strict. Operations whose contract is unconfirmed get only the
 // former. spec is the IR compiled from the same path and overlays.
 func Diagnose(path string, spec *ir.Spec, opts Options) diag.List {
 	if spec == nil {
@@ -207,6 +208,8 @@ func hint(rule string) string {
 	switch rule {
 	case RuleKeyParamMissing, RuleProblemResponseMissing, RuleRetryAfterMissing:
 		return " (run idemgen spec, or apply the overlay idemgen spec --as-overlay writes)"
+	case RuleSpecStale:
+		return " (run idemgen spec again)"
 	}
 	return ""
 }

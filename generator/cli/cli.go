@@ -189,7 +189,8 @@ Diagnostics go to stderr as file:line:col: error|warning: message [rule-id]
 checks, values idemgen init proposed and nobody confirmed are errors
 [unconfirmed], and what the spec does not declare although the contracts
 imply it is reported [key-param-missing, problem-response-missing,
-retry-after-missing]: warnings, errors with -strict.
+retry-after-missing], and so is what an earlier idemgen spec wrote that the
+contracts have since changed [spec-stale]: warnings, errors with -strict.
 
 With -generated, the outputs of every emitter the config file enables are
 generated in memory and compared with the files under its output
