@@ -146,6 +146,16 @@ func knownEmitters(cmd string, names []string, stderr io.Writer) bool {
 	return true
 }
 
+// knownOptions reports the first of the emitter settings params that no
+// emitter reads, on stderr for command cmd.
+func knownOptions(cmd string, params map[string]string, stderr io.Writer) bool {
+	if err := emitter.CheckParams(params); err != nil {
+		fmt.Fprintf(stderr, "idemgen %s: %v\n", cmd, err)
+		return false
+	}
+	return true
+}
+
 // interleave moves flags written after positional arguments before them,
 // so "idemgen check spec.yaml -overlay o.yaml" works.
 func interleave(fs *flag.FlagSet, args []string) []string {
@@ -366,6 +376,24 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	if !knownEmitters("generate", names, stderr) {
 		return ExitUsage
 	}
+	params := cfg.Options
+	if len(options) > 0 {
+		params = maps.Clone(params)
+		if params == nil {
+			params = map[string]string{}
+		}
+		for _, o := range options {
+			k, v, ok := strings.Cut(o, "=")
+			if !ok {
+				fmt.Fprintf(stderr, "idemgen generate: -option %s: want NAME=VALUE (e.g. server.strict=false)\n", o)
+				return ExitUsage
+			}
+			params[k] = v
+		}
+	}
+	if !knownOptions("generate", params, stderr) {
+		return ExitUsage
+	}
 	// With -o -, stdout carries the generated files: diagnostics (JSON
 	// included) go to stderr, so that the output stays one clean stream.
 	diagOut := stdout
@@ -376,17 +404,6 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	report(diags, *format, diagOut, stderr)
 	if diags.HasErrors() {
 		return ExitError
-	}
-	params := cfg.Options
-	if len(options) > 0 {
-		params = maps.Clone(params)
-		if params == nil {
-			params = map[string]string{}
-		}
-		for _, o := range options {
-			k, v, _ := strings.Cut(o, "=")
-			params[k] = v
-		}
 	}
 	files, err := emitter.Run(names, spec, cfg.emitterOptions(params))
 	if err != nil {
