@@ -156,6 +156,16 @@ func knownOptions(cmd string, params map[string]string, stderr io.Writer) bool {
 	return true
 }
 
+// validPackage reports a Go package name that is not one (-package or
+// package: in the config), on stderr for command cmd.
+func validPackage(cmd, pkg string, stderr io.Writer) bool {
+	if err := emitter.CheckPackage(pkg); err != nil {
+		fmt.Fprintf(stderr, "idemgen %s: %v\n", cmd, err)
+		return false
+	}
+	return true
+}
+
 // interleave moves flags written after positional arguments before them,
 // so "idemgen check spec.yaml -overlay o.yaml" works.
 func interleave(fs *flag.FlagSet, args []string) []string {
@@ -391,7 +401,7 @@ func generate(args []string, stdout, stderr io.Writer) int {
 			params[k] = v
 		}
 	}
-	if !knownOptions("generate", params, stderr) {
+	if !knownOptions("generate", params, stderr) || !validPackage("generate", cfg.Package, stderr) {
 		return ExitUsage
 	}
 	// With -o -, stdout carries the generated files: diagnostics (JSON

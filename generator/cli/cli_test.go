@@ -222,3 +222,27 @@ func TestUnknownOptions(t *testing.T) {
 		assert.Contains(t, stderr, `unknown option "server.stict"`, args)
 	}
 }
+
+// TestBadPackage: a -package (or package:) that is not a Go identifier is
+// a short usage error, not the unformatted file in a gofmt error.
+func TestBadPackage(t *testing.T) {
+	spec := contractCase("clean-minimal")
+	for _, pkg := range []string{"1bad", "type", "my-pkg", "_"} {
+		code, _, stderr := run("generate", "-emit", "server", "-package", pkg, "-o", t.TempDir(), spec)
+		assert.Equal(t, 2, code, pkg)
+		assert.Contains(t, stderr, "package \""+pkg+"\" is not a valid Go package name", pkg)
+		assert.Less(t, len(stderr), 2000, "%s: %s", pkg, stderr)
+	}
+	code, _, stderr := run("generate", "-emit", "server", "-package", "api_v2", "-o", t.TempDir(), spec)
+	assert.Equal(t, 0, code, stderr)
+
+	dir := t.TempDir()
+	src, err := os.ReadFile(spec)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "openapi.yaml"), src, 0o644))
+	cfg := filepath.Join(dir, "idemgen.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("package: my-pkg\nspec: openapi.yaml\ngenerate: {client: true}\n"), 0o644))
+	code, _, stderr = run("check", "-generated", "-config", cfg)
+	assert.Equal(t, 2, code, stderr)
+	assert.Contains(t, stderr, `package "my-pkg" is not a valid Go package name`)
+}

@@ -44,7 +44,7 @@ func checkGenerated(fs *flag.FlagSet, configPath string, overlays []string, stri
 		fmt.Fprintf(stderr, "idemgen check: %s must name a spec, an output directory and at least one emitter (generate:)\n", configPath)
 		return ExitUsage
 	}
-	if !knownEmitters("check", names, stderr) || !knownOptions("check", cfg.Options, stderr) {
+	if !knownEmitters("check", names, stderr) || !knownOptions("check", cfg.Options, stderr) || !validPackage("check", cfg.Package, stderr) {
 		return ExitUsage
 	}
 	spec, diags := diagnose(cfg.Spec, cfg.Overlays, strict)

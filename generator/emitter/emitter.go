@@ -7,6 +7,7 @@ package emitter
 import (
 	"encoding/json"
 	"fmt"
+	"go/token"
 	"os"
 	"path/filepath"
 	"slices"
@@ -28,6 +29,16 @@ type Options struct {
 	Output  string            // output directory
 	Params  map[string]string // emitter-specific settings from the config file
 	Version string            // idemgen's version, for the headers of generated files
+}
+
+// CheckPackage returns an error when pkg, the Go package of generated code,
+// is not a Go identifier (a keyword or _ included); "" (the emitters'
+// default) is fine.
+func CheckPackage(pkg string) error {
+	if pkg != "" && (!token.IsIdentifier(pkg) || pkg == "_") {
+		return fmt.Errorf("package %q is not a valid Go package name (a Go identifier, not a keyword or _, such as api)", pkg)
+	}
+	return nil
 }
 
 // Func is an emitter.

@@ -57,3 +57,12 @@ func TestCheckParams(t *testing.T) {
 	assert.Contains(t, err.Error(), `unknown option "test.knwon" (known: `)
 	assert.Contains(t, err.Error(), "test.known")
 }
+
+func TestCheckPackage(t *testing.T) {
+	for _, ok := range []string{"", "api", "api_v2", "π"} {
+		assert.NoError(t, emitter.CheckPackage(ok), ok)
+	}
+	for _, bad := range []string{"1bad", "type", "my-pkg", "_", "a.b"} {
+		assert.Error(t, emitter.CheckPackage(bad), bad)
+	}
+}
