@@ -38,6 +38,7 @@ import (
 
 	"github.com/idemgen/idemgen/generator/compile"
 	"github.com/idemgen/idemgen/generator/diag"
+	"github.com/idemgen/idemgen/generator/internal/yamlmerge"
 	"github.com/idemgen/idemgen/generator/ir"
 	"github.com/idemgen/idemgen/generator/load"
 	"github.com/idemgen/idemgen/generator/specfile"
@@ -158,8 +159,9 @@ func OverlayDocument(spec *ir.Spec, path string, actions []overlay.Action) ([]by
 // checks of package compile: values idemgen init proposed that are not
 // confirmed yet (rule "unconfirmed", errors), and what the spec does not
 // declare although spec's contracts imply it (key-param-missing,
-// problem-response-missing, retry-after-missing: warnings, errors with
-// Options.Strict). Operations whose contract is unconfirmed get only the
+// problem-response-missing, retry-after-missing) or what an earlier
+// Augment wrote and the contracts have changed since (spec-stale):
+// warnings, errors with Options.Strict. Operations whose contract is unconfirmed get only the
 // former. spec is the IR compiled from the same path and overlays.
 func Diagnose(path string, spec *ir.Spec, opts Options) diag.List {
 	if spec == nil {
@@ -206,6 +208,8 @@ func hint(rule string) string {
 	switch rule {
 	case RuleKeyParamMissing, RuleProblemResponseMissing, RuleRetryAfterMissing:
 		return " (run idemgen spec, or apply the overlay idemgen spec --as-overlay writes)"
+	case RuleSpecStale:
+		return " (run idemgen spec again)"
 	}
 	return ""
 }
@@ -239,16 +243,18 @@ func Unconfirmed(d *load.Document) diag.List {
 	visit(d.Lookup("/x-idempotency"), "document root")
 	paths := d.Deref(d.Lookup("/paths"))
 	if paths.Node != nil && paths.Kind == yaml.MappingNode {
-		for i := 0; i+1 < len(paths.Content); i += 2 {
-			path := paths.Content[i].Value
-			item := load.Node{Node: paths.Content[i+1], File: paths.File, Pointer: paths.Pointer + "/" + load.Escape(path)}
+		pkv := yamlmerge.Pairs(paths.Node)
+		for i := 0; i+1 < len(pkv); i += 2 {
+			path := pkv[i].Value
+			item := load.Node{Node: pkv[i+1], File: paths.File, Pointer: paths.Pointer + "/" + load.Escape(path)}
 			item = d.Deref(item)
 			if item.Node == nil || item.Kind != yaml.MappingNode {
 				continue
 			}
-			for j := 0; j+1 < len(item.Content); j += 2 {
-				method := item.Content[j].Value
-				op := load.Node{Node: item.Content[j+1], File: item.File, Pointer: item.Pointer + "/" + load.Escape(method)}
+			ikv := yamlmerge.Pairs(item.Node)
+			for j := 0; j+1 < len(ikv); j += 2 {
+				method := ikv[j].Value
+				op := load.Node{Node: ikv[j+1], File: item.File, Pointer: item.Pointer + "/" + load.Escape(method)}
 				if x := child(op.Node, "x-idempotency"); x != nil {
 					visit(load.Node{Node: x, File: op.File, Pointer: op.Pointer + "/x-idempotency"}, strings.ToUpper(method)+" "+path)
 				}

@@ -229,3 +229,94 @@ func readFile(t *testing.T, path string) []byte {
 	require.NoError(t, err)
 	return data
 }
+
+// TestMergeKeys: an operation merged into its path item (`/a: {<<: *base}`)
+// is checked like one written there, at the position of the merged nodes,
+// and augmenting declares what it lacks where it is written.
+func TestMergeKeys(t *testing.T) {
+	src := `openapi: 3.0.3
+info: {title: M, version: "1"}
+x-common: &base
+  post:
+    operationId: createA
+    x-idempotency: {semantics: strict, window: 24h}
+    responses: {'200': {description: ok}}
+paths:
+  /a:
+    <<: *base
+`
+	path := writeTemp(t, "openapi.yaml", []byte(src))
+	spec, diags := compile.Compile(path, compile.Options{})
+	require.False(t, diags.HasErrors(), "%v", diags)
+	require.Len(t, spec.Operations, 1)
+	assert.Equal(t, 5, spec.Operations[0].Pos.Line, "the operation is where it is written")
+	got := augment.Diagnose(path, spec, augment.Options{})
+	rules := map[string]int{}
+	for _, d := range got {
+		rules[d.Rule] = d.Pos.Line
+	}
+	assert.Equal(t, map[string]int{augment.RuleKeyParamMissing: 5, augment.RuleProblemResponseMissing: 7}, rules, "%v", got)
+
+	res := run(t, specCase{spec: path})
+	after := writeTemp(t, "openapi.yaml", res.Spec)
+	assert.Contains(t, string(res.Spec), "<<: *base")
+	spec2, diags := compile.Compile(after, compile.Options{})
+	require.False(t, diags.HasErrors(), "%v", diags)
+	assert.Empty(t, augment.Diagnose(after, spec2, augment.Options{Strict: true}))
+}
+
+// TestSpecStale: after idemgen spec, a contract change leaves the text
+// between the markers (and idemgen's components) saying the old contract:
+// Diagnose reports each such place [spec-stale], a warning, an error with
+// Strict, and augmenting again makes the spec current.
+func TestSpecStale(t *testing.T) {
+	c := cases(t)[0]
+	res := run(t, c)
+	require.Contains(t, string(res.Spec), "window: 10m")
+	stale := strings.Replace(string(res.Spec), "window: 10m", "window: 20m", 1)
+	path := writeTemp(t, "openapi.yaml", []byte(stale))
+	spec, diags := compile.Compile(path, compile.Options{})
+	require.False(t, diags.HasErrors(), "%v", diags)
+
+	got := augment.Diagnose(path, spec, augment.Options{})
+	require.Len(t, got, 1, "%v", got)
+	d := got[0]
+	assert.Equal(t, augment.RuleSpecStale, d.Rule)
+	assert.Equal(t, diag.Warning, d.Severity)
+	assert.Contains(t, d.Message, "contract summary in the description of")
+	assert.Contains(t, d.Message, "run idemgen spec again")
+	// At the description that holds the markers.
+	lines := strings.Split(stale, "\n")
+	require.Greater(t, d.Pos.Line, 0)
+	assert.Contains(t, lines[d.Pos.Line-1], "description:")
+	assert.Contains(t, strings.Join(lines[d.Pos.Line-1:d.Pos.Line+3], "\n"), augment.BeginMarker)
+
+	strict := augment.Diagnose(path, spec, augment.Options{Strict: true})
+	require.Len(t, strict, 1)
+	assert.Equal(t, diag.Error, strict[0].Severity)
+
+	// A component idemgen wrote that differs from what it writes now (an
+	// older idemgen, or another set of contracts) is stale too.
+	fresh := writeTemp(t, "openapi.yaml", res.Spec)
+	spec, diags = compile.Compile(fresh, compile.Options{})
+	require.False(t, diags.HasErrors(), "%v", diags)
+	assert.Empty(t, augment.Diagnose(fresh, spec, augment.Options{Strict: true}))
+	old := "      description: 'IDEMPOTENCY_KEY_REUSED: the key was used for a different request"
+	require.Contains(t, string(res.Spec), "    IdempotencyConflict:\n"+old)
+	comp := writeTemp(t, "openapi.yaml", []byte(strings.Replace(string(res.Spec), old, "      description: 'Older words. IDEMPOTENCY_KEY_REUSED: the key was used for a different request", 1)))
+	spec, diags = compile.Compile(comp, compile.Options{})
+	require.False(t, diags.HasErrors(), "%v", diags)
+	got = augment.Diagnose(comp, spec, augment.Options{})
+	require.Len(t, got, 1, "%v", got)
+	assert.Equal(t, augment.RuleSpecStale, got[0].Rule)
+	assert.Contains(t, got[0].Message, "component responses IdempotencyConflict")
+	compLines := strings.Split(string(res.Spec), "\n")
+	assert.Equal(t, "    IdempotencyConflict:", compLines[got[0].Pos.Line-2], "at the component's definition")
+
+	again, diags := augment.Augment(path, augment.Options{})
+	require.NotNil(t, again, "%v", diags)
+	current := writeTemp(t, "openapi.yaml", again.Spec)
+	spec, diags = compile.Compile(current, compile.Options{})
+	require.False(t, diags.HasErrors(), "%v", diags)
+	assert.Empty(t, augment.Diagnose(current, spec, augment.Options{Strict: true}))
+}

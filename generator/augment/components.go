@@ -145,11 +145,15 @@ type components struct {
 	added map[string][]namedNode     // kind -> new definitions, in first-use order
 	used  map[string][]namedNode     // kind -> definitions referred to (added or reused)
 	stale map[string]map[string]bool // kind -> marked definitions to replace
+	// staleList are the marked definitions to replace, in the order found
+	// (def: the definition in the spec).
+	staleList []namedNode
 }
 
 type namedNode struct {
 	name string
 	def  *yaml.Node
+	kind string // in staleList only
 }
 
 func newComponents(root *yaml.Node) *components {
@@ -180,12 +184,13 @@ func (c *components) ref(kind, base string, def *yaml.Node, replace bool) string
 		case cur == nil:
 			c.add(kind, name, def)
 		case equal(cur, def):
-			c.used[kind] = append(c.used[kind], namedNode{name, cur})
+			c.used[kind] = append(c.used[kind], namedNode{name: name, def: cur})
 		case replace && marked(cur):
 			if c.stale[kind] == nil {
 				c.stale[kind] = map[string]bool{}
 			}
 			c.stale[kind][name] = true
+			c.staleList = append(c.staleList, namedNode{name: name, def: cur, kind: kind})
 			c.add(kind, name, def)
 		default:
 			continue
@@ -198,8 +203,8 @@ func (c *components) add(kind, name string, def *yaml.Node) {
 	if !slices.Contains(c.kinds, kind) {
 		c.kinds = append(c.kinds, kind)
 	}
-	c.added[kind] = append(c.added[kind], namedNode{name, def})
-	c.used[kind] = append(c.used[kind], namedNode{name, def})
+	c.added[kind] = append(c.added[kind], namedNode{name: name, def: def})
+	c.used[kind] = append(c.used[kind], namedNode{name: name, def: def})
 }
 
 // update returns the update of the document root that adds the new

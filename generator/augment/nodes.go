@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/idemgen/idemgen/generator/internal/yamlmerge"
 )
 
 // Node builders. Values are *yaml.Node, string, int, bool or []*yaml.Node.
@@ -71,18 +73,14 @@ func set(m *yaml.Node, key string, v *yaml.Node) {
 	m.Content = append(m.Content, str(key), v)
 }
 
-// child returns the value of key in mapping m (following aliases), or nil.
+// child returns the value of key in mapping m (following aliases and
+// merge keys), or nil.
 func child(m *yaml.Node, key string) *yaml.Node {
 	m = unalias(m)
 	if m == nil || m.Kind != yaml.MappingNode {
 		return nil
 	}
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == key {
-			return unalias(m.Content[i+1])
-		}
-	}
-	return nil
+	return unalias(yamlmerge.Value(m, key))
 }
 
 // childFold is child with a case-insensitive key (header names).
@@ -91,9 +89,10 @@ func childFold(m *yaml.Node, key string) *yaml.Node {
 	if m == nil || m.Kind != yaml.MappingNode {
 		return nil
 	}
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if strings.EqualFold(m.Content[i].Value, key) {
-			return unalias(m.Content[i+1])
+	kv := yamlmerge.Pairs(m)
+	for i := 0; i+1 < len(kv); i += 2 {
+		if strings.EqualFold(kv[i].Value, key) {
+			return unalias(kv[i+1])
 		}
 	}
 	return nil

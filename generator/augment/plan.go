@@ -31,6 +31,11 @@ const (
 	// RuleNotAugmented: idemgen spec could not change this part of the spec
 	// (a $ref to another document, an unusual node); a warning.
 	RuleNotAugmented = "spec-not-augmented"
+	// RuleSpecStale: what an earlier idemgen spec wrote (the contract
+	// summary between the markers, the key note of a body member, a
+	// component marked as idemgen's) differs from what it would write now:
+	// the contract changed since.
+	RuleSpecStale = "spec-stale"
 )
 
 // finding is one thing the plan adds (or cannot add) for an operation.
@@ -71,8 +76,12 @@ func plan(root *yaml.Node, ops []*ir.Operation) *planner {
 	}
 	var opActions []overlay.Action
 	for _, op := range ops {
+		seen := len(p.comps.staleList)
 		if a, ok := p.operation(op); ok {
 			opActions = append(opActions, a)
+		}
+		for _, s := range p.comps.staleList[seen:] {
+			p.found(RuleSpecStale, op, s.def, "the component %s %s that idemgen spec wrote is stale: the contract of %s implies another one now", s.kind, s.name, where(op))
 		}
 	}
 	var first []overlay.Action
@@ -313,15 +322,14 @@ func (p *planner) responses(op *ir.Operation, opNode, upd *yaml.Node) {
 		roles := p.roles[s]
 		existing := child(resps, code)
 		if existing == nil {
-			def := mapping("description", responseDescription(s, roles))
-			if roles.retryAfter() {
-				set(def, "headers", mapping("Retry-After", ref(p.comps.ref("headers", RetryAfterHeader, retryAfterHeader(), false))))
-			}
-			set(def, "content", mapping("application/problem+json", mapping("schema", ref(p.comps.ref("schemas", ProblemSchema, problemSchema(), true)))))
-			set(def, Marker, str(markerValue))
-			newResps.Content = append(newResps.Content, quoted(code, keyStyle), ref(p.comps.ref("responses", responseName(s), def, true)))
+			newResps.Content = append(newResps.Content, quoted(code, keyStyle), ref(p.comps.ref("responses", responseName(s), p.responseDef(s), true)))
 			missing = append(missing, code)
 			continue
+		}
+		if ptr, _ := refTarget(existing); strings.HasPrefix(ptr, "/components/responses/"+responseName(s)) && marked(lookup(p.root, ptr)) {
+			// idemgen's own component, from an earlier run: replaced
+			// (and reported stale) when the contracts imply another one.
+			p.comps.ref("responses", responseName(s), p.responseDef(s), true)
 		}
 		if !roles.retryAfter() || !statusRoles(op)[s].retryAfter() {
 			continue
@@ -417,11 +425,34 @@ func (p *planner) description(op *ir.Operation, opNode, upd *yaml.Node) {
 	if next == old {
 		return
 	}
+	if hasBlock(old) {
+		p.found(RuleSpecStale, op, cur, "the contract summary in the description of %s (between the idemgen:contract markers) is stale: it differs from what the contract says now", where(op))
+	}
 	if cur != nil {
 		set(upd, "description", str(next))
 		return
 	}
 	set(upd, "description", literal(next))
+}
+
+// hasBlock reports whether text holds a block between BeginMarker and
+// EndMarker (written by an earlier run).
+func hasBlock(text string) bool {
+	i := strings.LastIndex(text, BeginMarker)
+	return i >= 0 && strings.Contains(text[i:], EndMarker)
+}
+
+// responseDef is the definition of idemgen's problem response component
+// for status s.
+func (p *planner) responseDef(s int) *yaml.Node {
+	roles := p.roles[s]
+	def := mapping("description", responseDescription(s, roles))
+	if roles.retryAfter() {
+		set(def, "headers", mapping("Retry-After", ref(p.comps.ref("headers", RetryAfterHeader, retryAfterHeader(), false))))
+	}
+	set(def, "content", mapping("application/problem+json", mapping("schema", ref(p.comps.ref("schemas", ProblemSchema, problemSchema(), true)))))
+	set(def, Marker, str(markerValue))
+	return def
 }
 
 // ReplaceBlock returns text with the block between BeginMarker and
@@ -497,6 +528,9 @@ func (p *planner) bodyMember(op *ir.Operation, opNode *yaml.Node) {
 		}
 		if next := ReplaceInline(old, note); next != old {
 			set(upd, "description", str(next))
+			if hasBlock(old) {
+				p.found(RuleSpecStale, op, cur, "the key note in the description of %s's body member %s (between the idemgen:contract markers) is stale: it differs from what the contract says now", where(op), op.Key.Name)
+			}
 		}
 	}
 	if child(member, "maxLength") == nil {

@@ -146,6 +146,26 @@ func knownEmitters(cmd string, names []string, stderr io.Writer) bool {
 	return true
 }
 
+// knownOptions reports the first of the emitter settings params that no
+// emitter reads, on stderr for command cmd.
+func knownOptions(cmd string, params map[string]string, stderr io.Writer) bool {
+	if err := emitter.CheckParams(params); err != nil {
+		fmt.Fprintf(stderr, "idemgen %s: %v\n", cmd, err)
+		return false
+	}
+	return true
+}
+
+// validPackage reports a Go package name that is not one (-package or
+// package: in the config), on stderr for command cmd.
+func validPackage(cmd, pkg string, stderr io.Writer) bool {
+	if err := emitter.CheckPackage(pkg); err != nil {
+		fmt.Fprintf(stderr, "idemgen %s: %v\n", cmd, err)
+		return false
+	}
+	return true
+}
+
 // interleave moves flags written after positional arguments before them,
 // so "idemgen check spec.yaml -overlay o.yaml" works.
 func interleave(fs *flag.FlagSet, args []string) []string {
@@ -189,7 +209,8 @@ Diagnostics go to stderr as file:line:col: error|warning: message [rule-id]
 checks, values idemgen init proposed and nobody confirmed are errors
 [unconfirmed], and what the spec does not declare although the contracts
 imply it is reported [key-param-missing, problem-response-missing,
-retry-after-missing]: warnings, errors with -strict.
+retry-after-missing], and so is what an earlier idemgen spec wrote that the
+contracts have since changed [spec-stale]: warnings, errors with -strict.
 
 With -generated, the outputs of every emitter the config file enables are
 generated in memory and compared with the files under its output
@@ -261,7 +282,9 @@ type Config struct {
 }
 
 // LoadConfig reads an idemgen.yaml file; relative paths in it are relative
-// to the file's directory. Unknown fields are an error.
+// to the file's directory, and without output: the output directory is the
+// file's directory (for generate and check -generated alike). Unknown
+// fields are an error.
 func LoadConfig(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -282,6 +305,9 @@ func LoadConfig(path string) (*Config, error) {
 	}
 	c.Spec = rel(c.Spec)
 	c.Output = rel(c.Output)
+	if c.Output == "" {
+		c.Output = base
+	}
 	for i := range c.Overlays {
 		c.Overlays[i] = rel(c.Overlays[i])
 	}
@@ -345,7 +371,7 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	if *pkg != "" {
 		cfg.Package = *pkg
 	}
-	if cfg.Output == "" {
+	if cfg.Output == "" { // no config file, no -o
 		cfg.Output = "."
 	}
 	names := []string(emits)
@@ -360,6 +386,24 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	if !knownEmitters("generate", names, stderr) {
 		return ExitUsage
 	}
+	params := cfg.Options
+	if len(options) > 0 {
+		params = maps.Clone(params)
+		if params == nil {
+			params = map[string]string{}
+		}
+		for _, o := range options {
+			k, v, ok := strings.Cut(o, "=")
+			if !ok {
+				fmt.Fprintf(stderr, "idemgen generate: -option %s: want NAME=VALUE (e.g. server.strict=false)\n", o)
+				return ExitUsage
+			}
+			params[k] = v
+		}
+	}
+	if !knownOptions("generate", params, stderr) || !validPackage("generate", cfg.Package, stderr) {
+		return ExitUsage
+	}
 	// With -o -, stdout carries the generated files: diagnostics (JSON
 	// included) go to stderr, so that the output stays one clean stream.
 	diagOut := stdout
@@ -370,17 +414,6 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	report(diags, *format, diagOut, stderr)
 	if diags.HasErrors() {
 		return ExitError
-	}
-	params := cfg.Options
-	if len(options) > 0 {
-		params = maps.Clone(params)
-		if params == nil {
-			params = map[string]string{}
-		}
-		for _, o := range options {
-			k, v, _ := strings.Cut(o, "=")
-			params[k] = v
-		}
 	}
 	files, err := emitter.Run(names, spec, cfg.emitterOptions(params))
 	if err != nil {

@@ -189,3 +189,60 @@ func TestGenerateStdoutKeepsDiagnosticsOff(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(stdout), &ir), "stdout is one JSON document")
 	assert.Contains(t, stderr, `"severity": "warning"`)
 }
+
+// TestUnknownOptions: emitter settings no emitter reads, from -option or
+// from options: in the config file, and -option without =, are usage
+// errors naming the known settings, for generate and check -generated.
+func TestUnknownOptions(t *testing.T) {
+	spec := contractCase("clean-minimal")
+	for _, tc := range []struct{ option, want string }{
+		{"server.bogus=1", `unknown option "server.bogus" (known: client.file, client.type, server.file, server.router, server.strict, server.type)`},
+		{"docs.x=1", `unknown option "docs.x"`},
+		{"noequals", "-option noequals: want NAME=VALUE"},
+	} {
+		out := t.TempDir()
+		code, _, stderr := run("generate", "-emit", "ir", "-option", tc.option, "-o", out, spec)
+		assert.Equal(t, 2, code, tc.option)
+		assert.Contains(t, stderr, tc.want, tc.option)
+		entries, _ := os.ReadDir(out)
+		assert.Empty(t, entries, tc.option)
+	}
+	code, _, stderr := run("generate", "-emit", "server", "-option", "server.strict=false", "-o", t.TempDir(), spec)
+	assert.Equal(t, 0, code, stderr)
+
+	dir := t.TempDir()
+	src, err := os.ReadFile(spec)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "openapi.yaml"), src, 0o644))
+	cfg := filepath.Join(dir, "idemgen.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("spec: openapi.yaml\ngenerate: {server: true}\noptions: {server.stict: \"false\"}\n"), 0o644))
+	for _, args := range [][]string{{"generate", "-config", cfg}, {"check", "-generated", "-config", cfg}} {
+		code, _, stderr := run(args...)
+		assert.Equal(t, 2, code, args)
+		assert.Contains(t, stderr, `unknown option "server.stict"`, args)
+	}
+}
+
+// TestBadPackage: a -package (or package:) that is not a Go identifier is
+// a short usage error, not the unformatted file in a gofmt error.
+func TestBadPackage(t *testing.T) {
+	spec := contractCase("clean-minimal")
+	for _, pkg := range []string{"1bad", "type", "my-pkg", "_"} {
+		code, _, stderr := run("generate", "-emit", "server", "-package", pkg, "-o", t.TempDir(), spec)
+		assert.Equal(t, 2, code, pkg)
+		assert.Contains(t, stderr, "package \""+pkg+"\" is not a valid Go package name", pkg)
+		assert.Less(t, len(stderr), 2000, "%s: %s", pkg, stderr)
+	}
+	code, _, stderr := run("generate", "-emit", "server", "-package", "api_v2", "-o", t.TempDir(), spec)
+	assert.Equal(t, 0, code, stderr)
+
+	dir := t.TempDir()
+	src, err := os.ReadFile(spec)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "openapi.yaml"), src, 0o644))
+	cfg := filepath.Join(dir, "idemgen.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("package: my-pkg\nspec: openapi.yaml\ngenerate: {client: true}\n"), 0o644))
+	code, _, stderr = run("check", "-generated", "-config", cfg)
+	assert.Equal(t, 2, code, stderr)
+	assert.Contains(t, stderr, `package "my-pkg" is not a valid Go package name`)
+}

@@ -39,15 +39,12 @@ func checkGenerated(fs *flag.FlagSet, configPath string, overlays []string, stri
 	if len(overlays) > 0 {
 		cfg.Overlays = overlays
 	}
-	if cfg.Output == "" {
-		cfg.Output = filepath.Dir(configPath)
-	}
 	names := sortedTrue(cfg.Generate)
 	if cfg.Spec == "" || len(names) == 0 || cfg.Output == "-" {
 		fmt.Fprintf(stderr, "idemgen check: %s must name a spec, an output directory and at least one emitter (generate:)\n", configPath)
 		return ExitUsage
 	}
-	if !knownEmitters("check", names, stderr) {
+	if !knownEmitters("check", names, stderr) || !knownOptions("check", cfg.Options, stderr) || !validPackage("check", cfg.Package, stderr) {
 		return ExitUsage
 	}
 	spec, diags := diagnose(cfg.Spec, cfg.Overlays, strict)

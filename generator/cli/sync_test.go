@@ -151,3 +151,30 @@ func TestInitCommand(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.Equal(t, 4, strings.Count(stderr, "[unconfirmed]"), stderr)
 }
+
+// TestConfigDefaultOutput: a config file without output: makes generate and
+// check -generated agree on its own directory, wherever idemgen runs.
+func TestConfigDefaultOutput(t *testing.T) {
+	dir := t.TempDir()
+	copyFile(t, filepath.Join(augmentDir, "coupons", "openapi.yaml"), filepath.Join(dir, "sub", "openapi.yaml"))
+	t.Chdir(dir)
+	cfg := filepath.Join("sub", "idemgen.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("spec: openapi.yaml\ngenerate: {ir: true, docs: true}\n"), 0o644))
+
+	code, _, stderr := run("generate", "-config", cfg)
+	require.Equal(t, 0, code, stderr)
+	_, err := os.Stat(filepath.Join("sub", docs.FileName))
+	assert.NoError(t, err, "generate writes next to the config file")
+	_, err = os.Stat(docs.FileName)
+	assert.ErrorIs(t, err, os.ErrNotExist, "generate writes nothing in the working directory")
+
+	code, _, stderr = run("check", "-generated", "-config", cfg)
+	assert.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, "2 generated files are up to date")
+
+	// -o still overrides the config's directory.
+	code, _, stderr = run("generate", "-config", cfg, "-o", "elsewhere")
+	require.Equal(t, 0, code, stderr)
+	_, err = os.Stat(filepath.Join("elsewhere", docs.FileName))
+	assert.NoError(t, err)
+}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemgen/idemgen/generator/contract"
 	"github.com/idemgen/idemgen/generator/diag"
+	"github.com/idemgen/idemgen/generator/internal/yamlmerge"
 	"github.com/idemgen/idemgen/generator/ir"
 	"github.com/idemgen/idemgen/generator/load"
 	"github.com/idemgen/idemgen/generator/naming"
@@ -81,9 +82,10 @@ func (c *compiler) run() *ir.Spec {
 	// Index the paths mapping once: a lookup per path would scan it each time.
 	pathNodes := map[string]load.Node{}
 	if pn := c.doc.Deref(c.doc.Lookup("/paths")); pn.Node != nil && pn.Kind == yaml.MappingNode {
-		for i := 0; i+1 < len(pn.Content); i += 2 {
-			k := pn.Content[i].Value
-			pathNodes[k] = load.Node{Node: pn.Content[i+1], File: pn.File, Pointer: pn.Pointer + "/" + load.Escape(k)}
+		kv := yamlmerge.Pairs(pn.Node)
+		for i := 0; i+1 < len(kv); i += 2 {
+			k := kv[i].Value
+			pathNodes[k] = load.Node{Node: kv[i+1], File: pn.File, Pointer: pn.Pointer + "/" + load.Escape(k)}
 		}
 	}
 	for _, path := range sortedKeys(paths) {
@@ -174,12 +176,7 @@ func hasKey(n *yaml.Node, key string) bool {
 	if n == nil || n.Kind != yaml.MappingNode {
 		return false
 	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == key {
-			return true
-		}
-	}
-	return false
+	return yamlmerge.Value(n, key) != nil
 }
 
 func (c *compiler) locator(base load.Node) contract.Locator {

@@ -13,6 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/idemgen/idemgen/generator/diag"
+	"github.com/idemgen/idemgen/generator/internal/yamlmerge"
 	"github.com/idemgen/idemgen/generator/ir"
 )
 
@@ -77,11 +78,13 @@ func (p *parser) warnf(n *yaml.Node, ptr, rule, format string, args ...any) {
 type fieldFunc func(v *yaml.Node, ptr string)
 
 // fields walks a mapping, dispatching known fields and reporting unknown
-// and duplicate ones.
+// and duplicate ones; merge keys (<<) are expanded, the merged fields
+// keeping the positions where they are written.
 func (p *parser) fields(n *yaml.Node, ptr, where string, known map[string]fieldFunc) {
 	seen := map[string]bool{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], deAlias(n.Content[i+1])
+	kv := yamlmerge.Pairs(n)
+	for i := 0; i+1 < len(kv); i += 2 {
+		k, v := kv[i], deAlias(kv[i+1])
 		kp := ptr + "/" + escape(k.Value)
 		if k.Kind != yaml.ScalarNode {
 			p.errorf(k, kp, "wrong-type", "%s: a field name must be a string", where)

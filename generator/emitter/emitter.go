@@ -7,6 +7,7 @@ package emitter
 import (
 	"encoding/json"
 	"fmt"
+	"go/token"
 	"os"
 	"path/filepath"
 	"slices"
@@ -30,13 +31,70 @@ type Options struct {
 	Version string            // idemgen's version, for the headers of generated files
 }
 
+// CheckPackage returns an error when pkg, the Go package of generated code,
+// is not a Go identifier (a keyword or _ included); "" (the emitters'
+// default) is fine.
+func CheckPackage(pkg string) error {
+	if pkg != "" && (!token.IsIdentifier(pkg) || pkg == "_") {
+		return fmt.Errorf("package %q is not a valid Go package name (a Go identifier, not a keyword or _, such as api)", pkg)
+	}
+	return nil
+}
+
 // Func is an emitter.
 type Func func(spec *ir.Spec, opts Options) ([]File, error)
 
 var (
 	mu       sync.RWMutex
 	registry = map[string]Func{}
+	options  = map[string]bool{} // the settings (Options.Params keys) emitters read
 )
+
+// RegisterOptions declares the settings (Options.Params keys, such as
+// server.strict) an emitter reads; CheckParams refuses the others.
+func RegisterOptions(names ...string) {
+	mu.Lock()
+	defer mu.Unlock()
+	for _, n := range names {
+		options[n] = true
+	}
+}
+
+// OptionNames returns the registered settings, sorted.
+func OptionNames() []string {
+	mu.RLock()
+	defer mu.RUnlock()
+	names := make([]string, 0, len(options))
+	for n := range options {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// CheckParams returns an error naming the first (in sorted order) of the
+// settings in params that no emitter reads, with the list of those that
+// one does: a misspelt setting would otherwise be ignored.
+func CheckParams(params map[string]string) error {
+	keys := make([]string, 0, len(params))
+	for k := range params {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		mu.RLock()
+		ok := options[k]
+		mu.RUnlock()
+		if !ok {
+			known := OptionNames()
+			if len(known) == 0 {
+				return fmt.Errorf("unknown option %q: the emitters of this build take none", k)
+			}
+			return fmt.Errorf("unknown option %q (known: %s)", k, strings.Join(known, ", "))
+		}
+	}
+	return nil
+}
 
 // Register makes an emitter available under name. It panics when the name
 // is taken: a programming error, found at init.

@@ -47,3 +47,22 @@ func TestRunAndWrite(t *testing.T) {
 	assert.Contains(t, emitter.Names(), "ir")
 	assert.Panics(t, func() { emitter.Register("ir", nil) })
 }
+
+func TestCheckParams(t *testing.T) {
+	emitter.RegisterOptions("test.known")
+	assert.NoError(t, emitter.CheckParams(nil))
+	assert.NoError(t, emitter.CheckParams(map[string]string{"test.known": "1"}))
+	err := emitter.CheckParams(map[string]string{"test.known": "1", "test.knwon": "1"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `unknown option "test.knwon" (known: `)
+	assert.Contains(t, err.Error(), "test.known")
+}
+
+func TestCheckPackage(t *testing.T) {
+	for _, ok := range []string{"", "api", "api_v2", "π"} {
+		assert.NoError(t, emitter.CheckPackage(ok), ok)
+	}
+	for _, bad := range []string{"1bad", "type", "my-pkg", "_", "a.b"} {
+		assert.Error(t, emitter.CheckPackage(bad), bad)
+	}
+}

@@ -24,6 +24,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/idemgen/idemgen/generator/diag"
+	"github.com/idemgen/idemgen/generator/internal/yamlmerge"
 	"github.com/idemgen/idemgen/generator/ir"
 )
 
@@ -301,13 +302,14 @@ func (d *Document) child(n Node, tok string, depth int) Node {
 	switch y.Kind {
 	case yaml.MappingNode:
 		var ref *yaml.Node
-		for i := 0; i+1 < len(y.Content); i += 2 {
-			k := y.Content[i].Value
+		kv := yamlmerge.Pairs(y) // merge keys expanded
+		for i := 0; i+1 < len(kv); i += 2 {
+			k := kv[i].Value
 			if k == tok {
-				return Node{Node: y.Content[i+1], File: n.File, Pointer: n.Pointer + "/" + escape(tok)}
+				return Node{Node: kv[i+1], File: n.File, Pointer: n.Pointer + "/" + escape(tok)}
 			}
 			if k == "$ref" {
-				ref = y.Content[i+1]
+				ref = kv[i+1]
 			}
 		}
 		if ref != nil && ref.Kind == yaml.ScalarNode {
@@ -385,12 +387,7 @@ func mapValue(n *yaml.Node, key string) *yaml.Node {
 	if n == nil || n.Kind != yaml.MappingNode {
 		return nil
 	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == key {
-			return n.Content[i+1]
-		}
-	}
-	return nil
+	return yamlmerge.Value(n, key)
 }
 
 func splitPointer(ptr string) []string {

@@ -107,7 +107,9 @@ func setQueryKey(rawQuery, name, key string) string {
 // A member already holding a non-empty string is the caller's key and is
 // returned as existing (body unchanged); an empty string, the nil UUID or
 // null is replaced; a missing member is inserted first in its parent object.
-// Parents must exist and be objects.
+// Parents that exist must be objects; missing ones are created as objects,
+// each inserted first in its parent (not when its name is an array index,
+// a number or "-": the pointer may mean an array, which is not invented).
 func setBodyKey(body []byte, toks []string, key string) (out []byte, existing string, err error) {
 	if !json.Valid(body) {
 		return nil, "", fmt.Errorf("%w: request body is not valid JSON", ErrBadKeyCarrier)
@@ -144,10 +146,20 @@ func setBodyKey(body []byte, toks []string, key string) (out []byte, existing st
 		}
 		where.WriteString("/" + escapeToken(tok))
 		if !found {
-			if !last {
-				return nil, "", fmt.Errorf("%w: body has no member %q", ErrBadKeyCarrier, where.String())
+			// Create the missing members: {"tok":{"next":…{"last":"key"}}}.
+			rest := toks[depth:]
+			for i, r := range rest[:len(rest)-1] {
+				if arrayIndex(r) {
+					return nil, "", fmt.Errorf("%w: body has no member %q (not created: %q may be an array index)", ErrBadKeyCarrier, where.String()+pointerOf(rest[1:i+1]), r)
+				}
 			}
-			ins := jsonString(tok) + ":" + jsonString(key)
+			ins := jsonString(key)
+			for i := len(rest) - 1; i >= 0; i-- {
+				ins = jsonString(rest[i]) + ":" + ins
+				if i > 0 {
+					ins = "{" + ins + "}"
+				}
+			}
 			if members > 0 {
 				ins += ","
 			}
@@ -181,6 +193,30 @@ func setBodyKey(body []byte, toks []string, key string) (out []byte, existing st
 		return append(out, body[end:]...), "", nil
 	}
 	return nil, "", errors.New("idemclient: empty key pointer")
+}
+
+// arrayIndex reports whether t, as a JSON pointer token, may index an array.
+func arrayIndex(t string) bool {
+	if t == "-" {
+		return true
+	}
+	if t == "" {
+		return false
+	}
+	for _, c := range t {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func pointerOf(toks []string) string {
+	var b strings.Builder
+	for _, t := range toks {
+		b.WriteString("/" + escapeToken(t))
+	}
+	return b.String()
 }
 
 func escapeToken(t string) string {

@@ -52,7 +52,12 @@ func TestSetBodyKey(t *testing.T) {
 		{"escaped names", `{"a/b":{"c~d":""}}`, "/a~1b/c~0d", `{"a/b":{"c~d":"` + k + `"}}`, "", false},
 		{"skips nested lookalikes", `{"x":{"k":"no"},"k":""}`, "/k", `{"x":{"k":"no"},"k":"` + k + `"}`, "", false},
 		{"not an object", `[1,2]`, "/k", "", "", true},
-		{"parent missing", `{"a":1}`, "/meta/k", "", "", true},
+		{"parent missing: created", `{"a":1}`, "/meta/k", `{"meta":{"k":"` + k + `"},"a":1}`, "", false},
+		{"parents missing: created", `{}`, "/meta/req/k", `{"meta":{"req":{"k":"` + k + `"}}}`, "", false},
+		{"some parents missing", `{"meta":{"x":1}}`, "/meta/req/k", `{"meta":{"req":{"k":"` + k + `"},"x":1}}`, "", false},
+		{"missing array index not created", `{}`, "/items/0/k", "", "", true},
+		{"missing append index not created", `{"a":{}}`, "/a/-/k", "", "", true},
+		{"numeric member name last", `{}`, "/m/0", `{"m":{"0":"` + k + `"}}`, "", false},
 		{"parent not an object", `{"meta":[]}`, "/meta/k", "", "", true},
 		{"member not a string", `{"k":5}`, "/k", "", "", true},
 		{"invalid JSON", `{"k":`, "/k", "", "", true},
@@ -116,6 +121,12 @@ func FuzzSetBodyKey(f *testing.F) {
 		inParent := in
 		if nested {
 			parent, _ = got["m"].(map[string]any)
+			if _, ok := in["m"]; !ok { // created
+				if len(parent) != 1 {
+					t.Fatalf("created m = %v in %q", got["m"], out)
+				}
+				in["m"] = map[string]any{}
+			}
 			inParent, _ = in["m"].(map[string]any)
 		}
 		want := key

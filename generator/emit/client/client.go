@@ -63,7 +63,10 @@ const (
 	typesPkg  = "github.com/oapi-codegen/runtime/types"
 )
 
-func init() { emitter.Register(Name, Emit) }
+func init() {
+	emitter.Register(Name, Emit)
+	emitter.RegisterOptions("client.type", "client.file")
+}
 
 // Config is the emitter's configuration, read from emitter.Options.Params.
 type Config struct {

@@ -81,7 +81,10 @@ const (
 	memPkg  = "github.com/idemgen/idemgen/runtime/memstore"
 )
 
-func init() { emitter.Register(Name, Emit) }
+func init() {
+	emitter.Register(Name, Emit)
+	emitter.RegisterOptions("server.strict", "server.router", "server.type", "server.file")
+}
 
 // Config is the emitter's configuration, read from emitter.Options.Params.
 type Config struct {

@@ -57,6 +57,9 @@ func sourcePath(path, out string) string {
 // one file: parse reads its options from opts.Params, generate renders the
 // file, file names it.
 func Emit[C any](spec *ir.Spec, opts emitter.Options, parse func(map[string]string) (C, error), generate func(*ir.Spec, emitter.Options, C) ([]byte, error), file func(C) string) ([]emitter.File, error) {
+	if err := emitter.CheckPackage(opts.Package); err != nil {
+		return nil, err
+	}
 	cfg, err := parse(opts.Params)
 	if err != nil {
 		return nil, err
