@@ -82,30 +82,43 @@ func (s *mapStore) ExtendLease(context.Context, string, Token, time.Duration) er
 func TestRecyclableAfterHeartbeat(t *testing.T) {
 	s := newMapStore()
 	e := New(s, Options{})
-	p := MustCompile(Spec{Operation: "op", Semantics: Strict, InFlight: InFlightSpec{Lease: 30 * time.Millisecond}})
+	// A quick handler: a lease of 30s arms no heartbeat before 5s. A slow
+	// one: a lease of 30ms, armed after 5 to 10ms; the handler runs until
+	// the heartbeat has run (however late the machine runs its timers).
+	quick := MustCompile(Spec{Operation: "op", Semantics: Strict, InFlight: InFlightSpec{Lease: 30 * time.Second}})
+	slow := MustCompile(Spec{Operation: "op", Semantics: Strict, InFlight: InFlightSpec{Lease: 30 * time.Millisecond}})
+	extends := func() int {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.extends
+	}
 	c := new(Call)
-	run := func(key string, d time.Duration) *Call {
+	run := func(p *Policy, key string, wait func()) *Call {
 		r := httptest.NewRequest("POST", "/", strings.NewReader("{}"))
 		r.Header.Set("Idempotency-Key", key)
 		c.init(e, p, r)
 		c.pooled = true
 		c.begin(RequestKey)
 		require.Equal(t, Execute, c.decision, "%s: %+v scope %q keys %q", key, c.prob, c.scope, s.keys())
-		time.Sleep(d)
+		wait()
 		c.Writer(httptest.NewRecorder()).WriteHeader(http.StatusNoContent)
 		require.NoError(t, c.Finish())
 		c.End()
 		return c
 	}
 	for _, key := range []string{"quick", "again"} {
-		require.True(t, run(key, 0).recyclable())
+		require.True(t, run(quick, key, func() {}).recyclable())
 		require.Nil(t, c.hb, "a quick handler gets no heartbeat timer")
 		c.reset() // what recycle does before it puts the Call in the pool
 	}
-	assert.Zero(t, s.extends)
-	// A recycled Call's claim is still heartbeaten: armed after 5 to 10ms.
-	assert.False(t, run("slow", 25*time.Millisecond).recyclable(), "the heartbeat ran")
-	assert.Positive(t, s.extends)
+	assert.Zero(t, extends())
+	// A recycled Call's claim is still heartbeaten.
+	assert.False(t, run(slow, "slow", func() {
+		for deadline := time.Now().Add(10 * time.Second); extends() == 0 && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+	}).recyclable(), "the heartbeat ran")
+	assert.Positive(t, extends())
 }
 
 // Recycling depends on the store's promise (ContextBound), not on
