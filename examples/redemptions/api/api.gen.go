@@ -229,7 +229,7 @@ type ClientInterface interface {
 	// **Idempotency** (`x-idempotency`; safe to retry with the same key):
 	//
 	// - **Key**: Send the `Idempotency-Key` request header: a UUID (RFC 9562, canonical 8-4-4-4-12 hex form, any version), at most 36 characters; required: a request without it is refused with 400 `IDEMPOTENCY_KEY_MISSING`. The value may be sent bare or as an RFC 8941 quoted string.
-	// - **Semantics**: **strict**: a repeated key with the same request gets the first response again, marked `Idempotent-Replayed: true`; a repeated key with a different request is refused with 422 `IDEMPOTENCY_KEY_REUSED`. "The same request" means the same method, operation, query and JSON body, compared as data: member order, white space and number spelling do not matter. Keys are separate per caller (authenticated principal) and per operation.
+	// - **Semantics**: **strict**: a repeated key with the same request gets the first response again, marked `Idempotent-Replayed: true`; a repeated key with a different request is refused with 422 `IDEMPOTENCY_KEY_REUSED`. "The same request" means the same method, operation, path, query and JSON body, compared as data: member order, white space and number spelling do not matter. Keys are separate per caller (authenticated principal) and per operation.
 	// - **Window**: A key is remembered for **24h** after its first request; after that, the same key starts a new request.
 	// - **Volatile fields**: none: every member of the body counts.
 	// - **In flight**: A repeat of a request still being processed gets 409 `IDEMPOTENCY_KEY_IN_USE` with `Retry-After: 2` (seconds): retry with the same key after that delay.
@@ -248,7 +248,7 @@ type ClientInterface interface {
 	// **Idempotency** (`x-idempotency`; safe to retry with the same key):
 	//
 	// - **Key**: Send the `Idempotency-Key` request header: a UUID (RFC 9562, canonical 8-4-4-4-12 hex form, any version), at most 36 characters; required: a request without it is refused with 400 `IDEMPOTENCY_KEY_MISSING`. The value may be sent bare or as an RFC 8941 quoted string.
-	// - **Semantics**: **strict**: a repeated key with the same request gets the first response again, marked `Idempotent-Replayed: true`; a repeated key with a different request is refused with 422 `IDEMPOTENCY_KEY_REUSED`. "The same request" means the same method, operation, query and JSON body, compared as data: member order, white space and number spelling do not matter. Keys are separate per caller (authenticated principal) and per operation.
+	// - **Semantics**: **strict**: a repeated key with the same request gets the first response again, marked `Idempotent-Replayed: true`; a repeated key with a different request is refused with 422 `IDEMPOTENCY_KEY_REUSED`. "The same request" means the same method, operation, path, query and JSON body, compared as data: member order, white space and number spelling do not matter. Keys are separate per caller (authenticated principal) and per operation.
 	// - **Window**: A key is remembered for **24h** after its first request; after that, the same key starts a new request.
 	// - **Volatile fields**: none: every member of the body counts.
 	// - **In flight**: A repeat of a request still being processed gets 409 `IDEMPOTENCY_KEY_IN_USE` with `Retry-After: 2` (seconds): retry with the same key after that delay.
@@ -283,7 +283,7 @@ func (c *Client) ListRedemptions(ctx context.Context, reqEditors ...RequestEdito
 // **Idempotency** (`x-idempotency`; safe to retry with the same key):
 //
 // - **Key**: Send the `Idempotency-Key` request header: a UUID (RFC 9562, canonical 8-4-4-4-12 hex form, any version), at most 36 characters; required: a request without it is refused with 400 `IDEMPOTENCY_KEY_MISSING`. The value may be sent bare or as an RFC 8941 quoted string.
-// - **Semantics**: **strict**: a repeated key with the same request gets the first response again, marked `Idempotent-Replayed: true`; a repeated key with a different request is refused with 422 `IDEMPOTENCY_KEY_REUSED`. "The same request" means the same method, operation, query and JSON body, compared as data: member order, white space and number spelling do not matter. Keys are separate per caller (authenticated principal) and per operation.
+// - **Semantics**: **strict**: a repeated key with the same request gets the first response again, marked `Idempotent-Replayed: true`; a repeated key with a different request is refused with 422 `IDEMPOTENCY_KEY_REUSED`. "The same request" means the same method, operation, path, query and JSON body, compared as data: member order, white space and number spelling do not matter. Keys are separate per caller (authenticated principal) and per operation.
 // - **Window**: A key is remembered for **24h** after its first request; after that, the same key starts a new request.
 // - **Volatile fields**: none: every member of the body counts.
 // - **In flight**: A repeat of a request still being processed gets 409 `IDEMPOTENCY_KEY_IN_USE` with `Retry-After: 2` (seconds): retry with the same key after that delay.
@@ -312,7 +312,7 @@ func (c *Client) CreateRedemptionWithBody(ctx context.Context, params *CreateRed
 // **Idempotency** (`x-idempotency`; safe to retry with the same key):
 //
 // - **Key**: Send the `Idempotency-Key` request header: a UUID (RFC 9562, canonical 8-4-4-4-12 hex form, any version), at most 36 characters; required: a request without it is refused with 400 `IDEMPOTENCY_KEY_MISSING`. The value may be sent bare or as an RFC 8941 quoted string.
-// - **Semantics**: **strict**: a repeated key with the same request gets the first response again, marked `Idempotent-Replayed: true`; a repeated key with a different request is refused with 422 `IDEMPOTENCY_KEY_REUSED`. "The same request" means the same method, operation, query and JSON body, compared as data: member order, white space and number spelling do not matter. Keys are separate per caller (authenticated principal) and per operation.
+// - **Semantics**: **strict**: a repeated key with the same request gets the first response again, marked `Idempotent-Replayed: true`; a repeated key with a different request is refused with 422 `IDEMPOTENCY_KEY_REUSED`. "The same request" means the same method, operation, path, query and JSON body, compared as data: member order, white space and number spelling do not matter. Keys are separate per caller (authenticated principal) and per operation.
 // - **Window**: A key is remembered for **24h** after its first request; after that, the same key starts a new request.
 // - **Volatile fields**: none: every member of the body counts.
 // - **In flight**: A repeat of a request still being processed gets 409 `IDEMPOTENCY_KEY_IN_USE` with `Retry-After: 2` (seconds): retry with the same key after that delay.
@@ -472,7 +472,7 @@ type ClientWithResponsesInterface interface {
 	// **Idempotency** (`x-idempotency`; safe to retry with the same key):
 	//
 	// - **Key**: Send the `Idempotency-Key` request header: a UUID (RFC 9562, canonical 8-4-4-4-12 hex form, any version), at most 36 characters; required: a request without it is refused with 400 `IDEMPOTENCY_KEY_MISSING`. The value may be sent bare or as an RFC 8941 quoted string.
-	// - **Semantics**: **strict**: a repeated key with the same request gets the first response again, marked `Idempotent-Replayed: true`; a repeated key with a different request is refused with 422 `IDEMPOTENCY_KEY_REUSED`. "The same request" means the same method, operation, query and JSON body, compared as data: member order, white space and number spelling do not matter. Keys are separate per caller (authenticated principal) and per operation.
+	// - **Semantics**: **strict**: a repeated key with the same request gets the first response again, marked `Idempotent-Replayed: true`; a repeated key with a different request is refused with 422 `IDEMPOTENCY_KEY_REUSED`. "The same request" means the same method, operation, path, query and JSON body, compared as data: member order, white space and number spelling do not matter. Keys are separate per caller (authenticated principal) and per operation.
 	// - **Window**: A key is remembered for **24h** after its first request; after that, the same key starts a new request.
 	// - **Volatile fields**: none: every member of the body counts.
 	// - **In flight**: A repeat of a request still being processed gets 409 `IDEMPOTENCY_KEY_IN_USE` with `Retry-After: 2` (seconds): retry with the same key after that delay.
@@ -491,7 +491,7 @@ type ClientWithResponsesInterface interface {
 	// **Idempotency** (`x-idempotency`; safe to retry with the same key):
 	//
 	// - **Key**: Send the `Idempotency-Key` request header: a UUID (RFC 9562, canonical 8-4-4-4-12 hex form, any version), at most 36 characters; required: a request without it is refused with 400 `IDEMPOTENCY_KEY_MISSING`. The value may be sent bare or as an RFC 8941 quoted string.
-	// - **Semantics**: **strict**: a repeated key with the same request gets the first response again, marked `Idempotent-Replayed: true`; a repeated key with a different request is refused with 422 `IDEMPOTENCY_KEY_REUSED`. "The same request" means the same method, operation, query and JSON body, compared as data: member order, white space and number spelling do not matter. Keys are separate per caller (authenticated principal) and per operation.
+	// - **Semantics**: **strict**: a repeated key with the same request gets the first response again, marked `Idempotent-Replayed: true`; a repeated key with a different request is refused with 422 `IDEMPOTENCY_KEY_REUSED`. "The same request" means the same method, operation, path, query and JSON body, compared as data: member order, white space and number spelling do not matter. Keys are separate per caller (authenticated principal) and per operation.
 	// - **Window**: A key is remembered for **24h** after its first request; after that, the same key starts a new request.
 	// - **Volatile fields**: none: every member of the body counts.
 	// - **In flight**: A repeat of a request still being processed gets 409 `IDEMPOTENCY_KEY_IN_USE` with `Retry-After: 2` (seconds): retry with the same key after that delay.
@@ -684,7 +684,7 @@ func (c *ClientWithResponses) ListRedemptionsWithResponse(ctx context.Context, r
 // **Idempotency** (`x-idempotency`; safe to retry with the same key):
 //
 // - **Key**: Send the `Idempotency-Key` request header: a UUID (RFC 9562, canonical 8-4-4-4-12 hex form, any version), at most 36 characters; required: a request without it is refused with 400 `IDEMPOTENCY_KEY_MISSING`. The value may be sent bare or as an RFC 8941 quoted string.
-// - **Semantics**: **strict**: a repeated key with the same request gets the first response again, marked `Idempotent-Replayed: true`; a repeated key with a different request is refused with 422 `IDEMPOTENCY_KEY_REUSED`. "The same request" means the same method, operation, query and JSON body, compared as data: member order, white space and number spelling do not matter. Keys are separate per caller (authenticated principal) and per operation.
+// - **Semantics**: **strict**: a repeated key with the same request gets the first response again, marked `Idempotent-Replayed: true`; a repeated key with a different request is refused with 422 `IDEMPOTENCY_KEY_REUSED`. "The same request" means the same method, operation, path, query and JSON body, compared as data: member order, white space and number spelling do not matter. Keys are separate per caller (authenticated principal) and per operation.
 // - **Window**: A key is remembered for **24h** after its first request; after that, the same key starts a new request.
 // - **Volatile fields**: none: every member of the body counts.
 // - **In flight**: A repeat of a request still being processed gets 409 `IDEMPOTENCY_KEY_IN_USE` with `Retry-After: 2` (seconds): retry with the same key after that delay.
@@ -709,7 +709,7 @@ func (c *ClientWithResponses) CreateRedemptionWithBodyWithResponse(ctx context.C
 // **Idempotency** (`x-idempotency`; safe to retry with the same key):
 //
 // - **Key**: Send the `Idempotency-Key` request header: a UUID (RFC 9562, canonical 8-4-4-4-12 hex form, any version), at most 36 characters; required: a request without it is refused with 400 `IDEMPOTENCY_KEY_MISSING`. The value may be sent bare or as an RFC 8941 quoted string.
-// - **Semantics**: **strict**: a repeated key with the same request gets the first response again, marked `Idempotent-Replayed: true`; a repeated key with a different request is refused with 422 `IDEMPOTENCY_KEY_REUSED`. "The same request" means the same method, operation, query and JSON body, compared as data: member order, white space and number spelling do not matter. Keys are separate per caller (authenticated principal) and per operation.
+// - **Semantics**: **strict**: a repeated key with the same request gets the first response again, marked `Idempotent-Replayed: true`; a repeated key with a different request is refused with 422 `IDEMPOTENCY_KEY_REUSED`. "The same request" means the same method, operation, path, query and JSON body, compared as data: member order, white space and number spelling do not matter. Keys are separate per caller (authenticated principal) and per operation.
 // - **Window**: A key is remembered for **24h** after its first request; after that, the same key starts a new request.
 // - **Volatile fields**: none: every member of the body counts.
 // - **In flight**: A repeat of a request still being processed gets 409 `IDEMPOTENCY_KEY_IN_USE` with `Retry-After: 2` (seconds): retry with the same key after that delay.

@@ -56,8 +56,10 @@ import (
 // connection errors, the deadline, a Retry-After beyond it, an error that is not retried) when no
 // attempt got a final response; a *idemclient.ProblemError, returned with the response, when the
 // server answered with an IDEMPOTENCY_* problem (a reused key: 422 or 409 IDEMPOTENCY_KEY_REUSED; a
-// missing or invalid key: 400; the key still in use or the store unavailable after the last attempt).
-// Any other response, whatever its status, is the API's own answer, in the response.
+// missing or invalid key: 400; a response the server ran but could not store: 409
+// IDEMPOTENCY_RESPONSE_UNAVAILABLE, never retried; the key still in use or the store unavailable after
+// the last attempt). Any other response, whatever its status, is the API's own answer, in the
+// response.
 type IdempotentClient struct {
 	*ClientWithResponses
 }
