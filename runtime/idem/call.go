@@ -870,6 +870,8 @@ func (c *Call) stopHeartbeat() {
 // that tees to w (or, in transactional mode, buffers until the commit). It
 // supports Flush (passed through: the client sees data at once; a replay
 // sends the recorded body in one piece) and Unwrap (http.ResponseController).
+// When the client goes away mid-response, its writes go on to the record
+// only and succeed, up to Response.MaxBytes (see docs/runtime.md).
 // For a call that is not Execute, or runs unprotected, it returns w.
 func (c *Call) Writer(w http.ResponseWriter) http.ResponseWriter {
 	if c.decision != Execute || !c.protected {

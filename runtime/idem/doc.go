@@ -63,6 +63,13 @@
 // sees streamed data at once), and a replay sends the recorded body in one
 // piece. Hijacking a recorded response is not supported.
 //
+// When the client goes away mid-response, the write that fails and every
+// later one go to the record only and succeed, so a retry gets the whole
+// response the handler produced, not the part the client received; past
+// Response.MaxBytes (stored as not replayable) they return the connection's
+// error. Writes the response's framing refuses (http.ErrBodyNotAllowed,
+// http.ErrContentLength) are returned to the handler and not recorded.
+//
 // What the record becomes:
 //
 //   - a status below 500 (but 408, 425 and 429): COMPLETED, replayed;
