@@ -61,7 +61,10 @@
 // never stored), and the body up to Response.MaxBytes. Flush is passed
 // through (http.Flusher and http.ResponseController both work; the client
 // sees streamed data at once), and a replay sends the recorded body in one
-// piece. Hijacking a recorded response is not supported.
+// piece. Hijacking a recorded response is not supported: Hijack, directly or
+// through http.ResponseController, fails with an error that wraps
+// http.ErrNotSupported (what is written on a hijacked connection cannot be
+// recorded).
 //
 // When the client goes away mid-response, the write that fails and every
 // later one go to the record only and succeed, so a retry gets the whole

@@ -1,7 +1,10 @@
 package idem
 
 import (
+	"bufio"
 	"errors"
+	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 )
@@ -193,8 +196,18 @@ func (r *recorder) FlushError() error {
 }
 
 // Unwrap returns the client's ResponseWriter, for http.ResponseController
-// (deadlines, full duplex). Hijacking a recorded response is not supported.
+// (deadlines, full duplex). Hijacking a recorded response is not supported:
+// see Hijack.
 func (r *recorder) Unwrap() http.ResponseWriter { return r.w }
+
+// errHijack is what Hijack returns; errors.Is(err, http.ErrNotSupported).
+var errHijack = fmt.Errorf("idem: hijacking a recorded response: %w", http.ErrNotSupported)
+
+// Hijack refuses: what a handler writes on a hijacked connection cannot be
+// recorded, so a retry would replay a response the client never got.
+// http.ResponseController looks for Hijack before Unwrap, so this keeps it
+// from reaching the connection through Unwrap.
+func (r *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) { return nil, nil, errHijack }
 
 // finalize settles the status when the handler wrote nothing (200, as net/http).
 func (r *recorder) finalize() {

@@ -185,3 +185,43 @@ func TestClientGoneRealServer(t *testing.T) {
 	assert.Equal(t, strings.Repeat(chunk, 64), w.Body.String())
 	assert.Equal(t, int32(1), f.calls.Load())
 }
+
+// Hijacking through http.ResponseController must not reach the connection
+// through the recorder's Unwrap: nothing written on it could be recorded.
+func TestHijackRefused(t *testing.T) {
+	f := newFixture(t, idem.Options{})
+	var hijackErr, deadlineErr error
+	h := f.eng.Handler(mustCompile(t, strictSpec()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.calls.Add(1)
+		rc := http.NewResponseController(w)
+		deadlineErr = rc.SetWriteDeadline(time.Now().Add(time.Minute))
+		conn, _, err := rc.Hijack()
+		hijackErr = err
+		if err == nil {
+			_, _ = io.WriteString(conn, "HTTP/1.1 202 Accepted\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello")
+			_ = conn.Close()
+			return
+		}
+		w.WriteHeader(http.StatusNotImplemented)
+	}))
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	do := func() *http.Response {
+		rq, err := http.NewRequest(http.MethodPost, srv.URL+"/orders", strings.NewReader(`{}`))
+		require.NoError(t, err)
+		rq.Header.Set("Idempotency-Key", "k")
+		rq.Header.Set("Content-Type", "application/json")
+		resp, err := srv.Client().Do(rq)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		return resp
+	}
+	assert.Equal(t, http.StatusNotImplemented, do().StatusCode)
+	assert.ErrorIs(t, hijackErr, http.ErrNotSupported)
+	assert.NoError(t, deadlineErr, "the rest of ResponseController still reaches the connection")
+	resp := do()
+	assert.Equal(t, http.StatusNotImplemented, resp.StatusCode, "a 5xx frees the key: the retry runs again")
+	assert.Empty(t, resp.Header.Get("Idempotent-Replayed"))
+	assert.Equal(t, int32(2), f.calls.Load())
+}
