@@ -993,9 +993,13 @@ func (c *Call) writeReplay(w http.ResponseWriter) {
 // Finish completes the record from what the handler wrote through Writer:
 // COMPLETED with the response; for a status >= 500, FAILED (freeing the key
 // under FailuresRetry, storing the response under FailuresReplay); 408, 425
-// and 429 (the request was not processed) always free the key. A late
-// completion whose claim was taken over is rejected (ErrFenced), reported
-// and never written.
+// and 429 (the request was not processed) always free the key. So does a
+// handler that wrote nothing (not even a status) when the handler context
+// (Context) has ended: it returned early because the client went away, and
+// the empty 200 net/http sends for it must not be replayed (the Event's
+// Status is 0; a handler whose answer is an empty 200 writes it with
+// WriteHeader). A late completion whose claim was taken over is rejected
+// (ErrFenced), reported and never written.
 //
 // In transactional mode Finish commits the record with the handler's
 // transaction and only then writes the buffered response to the client (a
@@ -1018,10 +1022,19 @@ func (c *Call) Finish() error {
 		// The handler never received the recorder (a wrapper that did not call Writer).
 		rec.init(nil, p, false)
 	}
+	// A handler that wrote nothing once its context had ended (the client
+	// went away, or a deadline passed) returned early: the empty 200 that
+	// net/http sends for it is no response of the handler's, so it frees
+	// the key, as a failed attempt does, whatever the failure policy.
+	abandoned := !rec.wroteHeader && c.ctx.Err() != nil
 	rec.finalize()
 	status := rec.status
 	state, resp := StateCompleted, rec.record()
 	switch {
+	case abandoned:
+		state, resp, status = StateFailed, nil, 0
+		e.log.LogAttrs(c.ctx, slog.LevelInfo, "idem: handler wrote nothing after its context ended (client gone): key released for a retry",
+			slog.String("operation", p.spec.Operation), slog.String("key", c.key))
 	case status >= 500:
 		state = StateFailed
 		if p.spec.Failures != FailuresReplay || status > 599 {

@@ -1,6 +1,7 @@
 package idem_test
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -224,4 +225,65 @@ func TestHijackRefused(t *testing.T) {
 	assert.Equal(t, http.StatusNotImplemented, resp.StatusCode, "a 5xx frees the key: the retry runs again")
 	assert.Empty(t, resp.Header.Get("Idempotent-Replayed"))
 	assert.Equal(t, int32(2), f.calls.Load())
+}
+
+// A handler that returns early, writing nothing, because its client went
+// away did not answer: the key is freed, and the retry runs it again.
+func TestClientGoneBeforeResponse(t *testing.T) {
+	run := func(t *testing.T, f *fixture, spec idem.Spec, explicit bool) (first, retry *httptest.ResponseRecorder) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		h := f.eng.Handler(mustCompile(t, spec), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if f.calls.Add(1) == 1 {
+				cancel() // the client goes away while the handler runs
+			}
+			if r.Context().Err() != nil {
+				if explicit {
+					w.WriteHeader(http.StatusOK) // an answer, though an empty one
+				}
+				return
+			}
+			w.WriteHeader(201)
+			_, _ = io.WriteString(w, "created")
+		}))
+		r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/orders", strings.NewReader(`{}`))
+		r.Header.Set("Idempotency-Key", "k")
+		r.Header.Set("Content-Type", "application/json")
+		first = httptest.NewRecorder()
+		h.ServeHTTP(first, r)
+		return first, send(h, req{key: "k", body: `{}`})
+	}
+	for _, tc := range []struct {
+		name     string
+		failures idem.FailurePolicy
+	}{{"failures retry", idem.FailuresRetry}, {"failures replay", idem.FailuresReplay}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, idem.Options{})
+			spec := strictSpec()
+			spec.Failures = tc.failures
+			_, w := run(t, f, spec, false)
+			require.Equal(t, 201, w.Code, w.Body.String())
+			assert.Equal(t, "created", w.Body.String())
+			assert.Empty(t, w.Header().Get("Idempotent-Replayed"), "the retry executes")
+			assert.Equal(t, int32(2), f.calls.Load())
+			ev, ok := f.obs.find(idem.EventExecuted)
+			require.True(t, ok)
+			assert.Equal(t, idem.StateFailed, ev.State)
+			assert.Equal(t, 0, ev.Status, "no response")
+		})
+	}
+	t.Run("transactional", func(t *testing.T) {
+		f, ft := newTxFixture(t)
+		_, w := run(t, f, strictSpec(), false)
+		require.Equal(t, 201, w.Code, w.Body.String())
+		assert.Equal(t, int32(2), f.calls.Load())
+		assert.Equal(t, 1, ft.rollbacks)
+	})
+	t.Run("a status written is an answer", func(t *testing.T) {
+		f := newFixture(t, idem.Options{})
+		_, w := run(t, f, strictSpec(), true)
+		require.Equal(t, 200, w.Code)
+		assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
+		assert.Equal(t, int32(1), f.calls.Load())
+	})
 }
