@@ -163,9 +163,11 @@ func (c *Call) Problem() *Problem {
 // caller (a generated strict-server wrapper) already has it.
 //
 // Begin reads the request body (up to p's Request.MaxBytes) to fingerprint
-// it: from CaptureBody's capture when present (the strict-server case, where
-// the body was decoded before), else from r.Body, which Call.Request then
-// restores for the handler. It never returns nil; the caller must call End.
+// it: from CaptureBody's capture when r.Body is the capture (the
+// strict-server case, where the body was decoded before), else from r.Body,
+// which Call.Request then restores for the handler (when a middleware inside
+// CaptureBody replaced r.Body and it has nothing left, from the capture: see
+// CaptureBody). It never returns nil; the caller must call End.
 func (e *Engine) Begin(r *http.Request, p *Policy, key Key) *Call {
 	c := new(Call)
 	c.init(e, p, r)
@@ -394,32 +396,51 @@ func (c *Call) reject(p problem, cause error) {
 // readBody reads the request body for the fingerprint; false means rejected.
 func (c *Call) readBody() bool {
 	r, limit := c.r, c.p.reqMax
-	if cp := findCapture(r); cp != nil {
-		body, err := cp.drain(limit)
-		if err != nil {
-			return c.bodyFailed(err)
-		}
-		c.body = body
-		c.restoreBody = true
-		return true
+	cp, isBody := findCapture(r)
+	if isBody {
+		return c.readCapture(cp, true)
 	}
 	if r.Body == nil || r.Body == http.NoBody {
+		if cp != nil {
+			return c.readCapture(cp, false)
+		}
 		return true
 	}
-	if r.ContentLength > limit {
+	// With a capture that r.Body replaced, r.Body is read first; its
+	// ContentLength may be the capture's (compressed) length.
+	if cp == nil && r.ContentLength > limit {
 		return c.bodyFailed(errTooLarge)
 	}
 	bp := getBuf()
 	b, err := readAtMost((*bp)[:0], r.Body, limit)
 	*bp = b
-	if err == nil && r.ContentLength > 0 && int64(len(b)) != r.ContentLength {
+	if err == nil && cp == nil && r.ContentLength > 0 && int64(len(b)) != r.ContentLength {
 		err = errBodyConsumed
+	}
+	if err == nil && cp != nil && len(b) == 0 {
+		// Consumed through the replacement (a strict-server decoder): the
+		// fingerprint is of what the capture kept.
+		putBuf(bp)
+		return c.readCapture(cp, false)
 	}
 	if err != nil {
 		putBuf(bp)
 		return c.bodyFailed(err)
 	}
 	c.bodyBuf, c.body, c.restoreBody = bp, b, true
+	return true
+}
+
+// readCapture takes the body from CaptureBody's capture. restore: hand it to
+// the handler as r.Body (only when r.Body was the capture: a replacement's
+// reader serves the handler something else).
+func (c *Call) readCapture(cp *capture, restore bool) bool {
+	body, err := cp.drain(c.p.reqMax)
+	if err != nil {
+		return c.bodyFailed(err)
+	}
+	c.body = body
+	c.restoreBody = restore
 	return true
 }
 
