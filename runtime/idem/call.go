@@ -68,7 +68,7 @@ type Call struct {
 	// Replay
 	resp    storedResponse
 	fields  [4]headerField
-	hvals   [4]string // header values of a replay; not for a pooled Call, whose memory is reused
+	hvals   [5]string // header values of a replay (the last: Idempotent-Replayed); not for a pooled Call, whose memory is reused
 	pooled  bool
 	replayS State
 	// respBuf is handed to the store as BeginRequest.Buf; it outlives
@@ -979,11 +979,17 @@ func (c *Call) Respond(w http.ResponseWriter) {
 func (c *Call) writeReplay(w http.ResponseWriter) {
 	h := w.Header()
 	fs := c.resp.header
+	// Each response gets its own header values (a middleware may change
+	// them in place), Idempotent-Replayed's after the stored ones, in one
+	// allocation; a response without stored headers shares replayedTrue
+	// instead of allocating for it.
+	n := len(fs) + 1
 	var vals []string
-	if len(fs) <= len(c.hvals) && !c.pooled {
-		vals = c.hvals[:len(fs):len(fs)]
-	} else {
-		vals = make([]string, len(fs))
+	switch {
+	case n <= len(c.hvals) && !c.pooled:
+		vals = c.hvals[:n:n]
+	case len(fs) > 0:
+		vals = make([]string, n)
 	}
 	for i := 0; i < len(fs); {
 		j := i + 1
@@ -998,7 +1004,12 @@ func (c *Call) writeReplay(w http.ResponseWriter) {
 		}
 		i = j
 	}
-	h["Idempotent-Replayed"] = replayedTrue
+	if vals != nil {
+		vals[len(fs)] = "true"
+		h["Idempotent-Replayed"] = vals[len(fs):n:n]
+	} else {
+		h["Idempotent-Replayed"] = replayedTrue
+	}
 	if c.resp.notReplayable {
 		c.e.writeProblem(w, &problem{status: http.StatusConflict, code: CodeResponseUnavailable,
 			detail:     "the request was executed, but its response was too large to store and cannot be replayed",

@@ -180,7 +180,8 @@
 // # Performance
 //
 // Through Engine.Handler over a ContextBound store (memstore), a replay or
-// a refusal costs one small allocation (the replayed header values) beside
+// a refusal costs one small allocation (the response's own header value
+// slices, Idempotent-Replayed's or the problem's among them) beside
 // the store's work, and a first request one (what its handler is handed,
 // the Writer and the request body, which may outlive a careless handler):
 // the Call is recycled, the scope key lives in it, and the deadline of each
