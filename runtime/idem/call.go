@@ -68,7 +68,7 @@ type Call struct {
 	// Replay
 	resp    storedResponse
 	fields  [4]headerField
-	hvals   [4]string // header values of a replay; not for a pooled Call, whose memory is reused
+	hvals   [5]string // header values of a replay (the last: Idempotent-Replayed); not for a pooled Call, whose memory is reused
 	pooled  bool
 	replayS State
 	// respBuf is handed to the store as BeginRequest.Buf; it outlives
@@ -163,9 +163,11 @@ func (c *Call) Problem() *Problem {
 // caller (a generated strict-server wrapper) already has it.
 //
 // Begin reads the request body (up to p's Request.MaxBytes) to fingerprint
-// it: from CaptureBody's capture when present (the strict-server case, where
-// the body was decoded before), else from r.Body, which Call.Request then
-// restores for the handler. It never returns nil; the caller must call End.
+// it: from CaptureBody's capture when r.Body is the capture (the
+// strict-server case, where the body was decoded before), else from r.Body,
+// which Call.Request then restores for the handler (when a middleware inside
+// CaptureBody replaced r.Body and it has nothing left, from the capture: see
+// CaptureBody). It never returns nil; the caller must call End.
 func (e *Engine) Begin(r *http.Request, p *Policy, key Key) *Call {
 	c := new(Call)
 	c.init(e, p, r)
@@ -421,32 +423,51 @@ func (c *Call) reject(p problem, cause error) {
 // readBody reads the request body for the fingerprint; false means rejected.
 func (c *Call) readBody() bool {
 	r, limit := c.r, c.p.reqMax
-	if cp := findCapture(r); cp != nil {
-		body, err := cp.drain(limit)
-		if err != nil {
-			return c.bodyFailed(err)
-		}
-		c.body = body
-		c.restoreBody = true
-		return true
+	cp, isBody := findCapture(r)
+	if isBody {
+		return c.readCapture(cp, true)
 	}
 	if r.Body == nil || r.Body == http.NoBody {
+		if cp != nil {
+			return c.readCapture(cp, false)
+		}
 		return true
 	}
-	if r.ContentLength > limit {
+	// With a capture that r.Body replaced, r.Body is read first; its
+	// ContentLength may be the capture's (compressed) length.
+	if cp == nil && r.ContentLength > limit {
 		return c.bodyFailed(errTooLarge)
 	}
 	bp := getBuf()
 	b, err := readAtMost((*bp)[:0], r.Body, limit)
 	*bp = b
-	if err == nil && r.ContentLength > 0 && int64(len(b)) != r.ContentLength {
+	if err == nil && cp == nil && r.ContentLength > 0 && int64(len(b)) != r.ContentLength {
 		err = errBodyConsumed
+	}
+	if err == nil && cp != nil && len(b) == 0 {
+		// Consumed through the replacement (a strict-server decoder): the
+		// fingerprint is of what the capture kept.
+		putBuf(bp)
+		return c.readCapture(cp, false)
 	}
 	if err != nil {
 		putBuf(bp)
 		return c.bodyFailed(err)
 	}
 	c.bodyBuf, c.body, c.restoreBody = bp, b, true
+	return true
+}
+
+// readCapture takes the body from CaptureBody's capture. restore: hand it to
+// the handler as r.Body (only when r.Body was the capture: a replacement's
+// reader serves the handler something else).
+func (c *Call) readCapture(cp *capture, restore bool) bool {
+	body, err := cp.drain(c.p.reqMax)
+	if err != nil {
+		return c.bodyFailed(err)
+	}
+	c.body = body
+	c.restoreBody = restore
 	return true
 }
 
@@ -912,6 +933,8 @@ func (c *Call) stopHeartbeat() {
 // that tees to w (or, in transactional mode, buffers until the commit). It
 // supports Flush (passed through: the client sees data at once; a replay
 // sends the recorded body in one piece) and Unwrap (http.ResponseController).
+// When the client goes away mid-response, its writes go on to the record
+// only and succeed, up to Response.MaxBytes (see docs/runtime.md).
 // For a call that is not Execute, or runs unprotected, it returns w.
 func (c *Call) Writer(w http.ResponseWriter) http.ResponseWriter {
 	if c.decision != Execute || !c.protected {
@@ -998,11 +1021,17 @@ func (c *Call) Respond(w http.ResponseWriter) {
 func (c *Call) writeReplay(w http.ResponseWriter) {
 	h := w.Header()
 	fs := c.resp.header
+	// Each response gets its own header values (a middleware may change
+	// them in place), Idempotent-Replayed's after the stored ones, in one
+	// allocation; a response without stored headers shares replayedTrue
+	// instead of allocating for it.
+	n := len(fs) + 1
 	var vals []string
-	if len(fs) <= len(c.hvals) && !c.pooled {
-		vals = c.hvals[:len(fs):len(fs)]
-	} else {
-		vals = make([]string, len(fs))
+	switch {
+	case n <= len(c.hvals) && !c.pooled:
+		vals = c.hvals[:n:n]
+	case len(fs) > 0:
+		vals = make([]string, n)
 	}
 	for i := 0; i < len(fs); {
 		j := i + 1
@@ -1017,7 +1046,12 @@ func (c *Call) writeReplay(w http.ResponseWriter) {
 		}
 		i = j
 	}
-	h["Idempotent-Replayed"] = replayedTrue
+	if vals != nil {
+		vals[len(fs)] = "true"
+		h["Idempotent-Replayed"] = vals[len(fs):n:n]
+	} else {
+		h["Idempotent-Replayed"] = replayedTrue
+	}
 	if c.resp.notReplayable {
 		c.e.writeProblem(w, &problem{status: http.StatusConflict, code: CodeResponseUnavailable,
 			detail:     "the request was executed, but its response was too large to store and cannot be replayed",
@@ -1033,9 +1067,13 @@ func (c *Call) writeReplay(w http.ResponseWriter) {
 // Finish completes the record from what the handler wrote through Writer:
 // COMPLETED with the response; for a status >= 500, FAILED (freeing the key
 // under FailuresRetry, storing the response under FailuresReplay); 408, 425
-// and 429 (the request was not processed) always free the key. A late
-// completion whose claim was taken over is rejected (ErrFenced), reported
-// and never written.
+// and 429 (the request was not processed) always free the key. So does a
+// handler that wrote nothing (not even a status) when the handler context
+// (Context) has ended: it returned early because the client went away, and
+// the empty 200 net/http sends for it must not be replayed (the Event's
+// Status is 0; a handler whose answer is an empty 200 writes it with
+// WriteHeader). A late completion whose claim was taken over is rejected
+// (ErrFenced), reported and never written.
 //
 // In transactional mode Finish commits the record with the handler's
 // transaction and only then writes the buffered response to the client (a
@@ -1058,10 +1096,19 @@ func (c *Call) Finish() error {
 		// The handler never received the recorder (a wrapper that did not call Writer).
 		rec.init(nil, p, false)
 	}
+	// A handler that wrote nothing once its context had ended (the client
+	// went away, or a deadline passed) returned early: the empty 200 that
+	// net/http sends for it is no response of the handler's, so it frees
+	// the key, as a failed attempt does, whatever the failure policy.
+	abandoned := !rec.wroteHeader && c.ctx.Err() != nil
 	rec.finalize()
 	status := rec.status
 	state, resp := StateCompleted, rec.record()
 	switch {
+	case abandoned:
+		state, resp, status = StateFailed, nil, 0
+		e.log.LogAttrs(c.ctx, slog.LevelInfo, "idem: handler wrote nothing after its context ended (client gone): key released for a retry",
+			slog.String("operation", p.spec.Operation), slog.String("key", c.key))
 	case status >= 500:
 		state = StateFailed
 		if p.spec.Failures != FailuresReplay || status > 599 {

@@ -62,12 +62,26 @@
 // never stored), and the body up to Response.MaxBytes. Flush is passed
 // through (http.Flusher and http.ResponseController both work; the client
 // sees streamed data at once), and a replay sends the recorded body in one
-// piece. Hijacking a recorded response is not supported.
+// piece. Hijacking a recorded response is not supported: Hijack, directly or
+// through http.ResponseController, fails with an error that wraps
+// http.ErrNotSupported (what is written on a hijacked connection cannot be
+// recorded).
+//
+// When the client goes away mid-response, the write that fails and every
+// later one go to the record only and succeed, so a retry gets the whole
+// response the handler produced, not the part the client received; past
+// Response.MaxBytes (stored as not replayable) they return the connection's
+// error. Writes the response's framing refuses (http.ErrBodyNotAllowed,
+// http.ErrContentLength) are returned to the handler and not recorded.
 //
 // What the record becomes:
 //
 //   - a status below 500 (but 408, 425 and 429): COMPLETED, replayed;
 //   - 408, 425, 429 (the request was not processed): the key is freed;
+//   - nothing written (not even a status) by a handler whose context had
+//     ended (the client went away, a deadline passed): it returned early
+//     and did not answer, so the key is freed, whatever Failures says; the
+//     empty 200 net/http sends then is never replayed;
 //   - a status >= 500, a handler panic (re-raised, http.ErrAbortHandler
 //     included), or a strict handler's error: with Failures = FailuresRetry
 //     (default) the key is freed (FAILED without a response), so a retry
@@ -167,7 +181,8 @@
 // # Performance
 //
 // Through Engine.Handler over a ContextBound store (memstore), a replay or
-// a refusal costs one small allocation (the replayed header values) beside
+// a refusal costs one small allocation (the response's own header value
+// slices, Idempotent-Replayed's or the problem's among them) beside
 // the store's work, and a first request one (what its handler is handed,
 // the Writer and the request body, which may outlive a careless handler):
 // the Call is recycled, the scope key lives in it, and the deadline of each

@@ -50,6 +50,13 @@ func (e *Engine) Handler(p *Policy, h http.Handler) http.Handler {
 // decoder reads, and Begin reads the rest. Routes without an idempotency
 // policy are not affected (a larger body just stops being kept). Requests
 // with the methods GET, HEAD, OPTIONS and TRACE pass untouched.
+//
+// A middleware inside it may replace r.Body (gzip decompression,
+// http.MaxBytesReader): Begin then fingerprints, and hands the handler, what
+// the replacement reads, as without CaptureBody. It falls back on the kept
+// bytes only when the replacement has nothing left to read and the capture
+// was read (the strict-server decoder consumed the body through it); the
+// handler then reads r.Body as it was left.
 func CaptureBody(maxBytes int64) func(http.Handler) http.Handler {
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxRequestBytes
@@ -87,6 +94,7 @@ type capture struct {
 	eof      bool
 	err      error
 	released bool
+	read     bool // something read from it before Begin
 }
 
 func (c *capture) Value(key any) any {
@@ -100,6 +108,7 @@ func (c *capture) Read(p []byte) (int, error) {
 	if c.released {
 		return 0, http.ErrBodyReadAfterClose
 	}
+	c.read = true
 	n, err := c.rc.Read(p)
 	c.keep(p[:n])
 	if err == io.EOF {
@@ -166,13 +175,18 @@ func (c *capture) release() {
 	c.buf = nil
 }
 
-// findCapture returns the request's capture, if CaptureBody wrapped it.
-func findCapture(r *http.Request) *capture {
+// findCapture returns the request's capture, if CaptureBody wrapped it, and
+// whether r.Body is still the capture. When a middleware inside CaptureBody
+// replaced r.Body (a decompressing reader, http.MaxBytesReader), the capture
+// holds the bytes under it, not the body the handler reads: it is returned
+// only if something read from it (a strict-server decoder, through the
+// replacement), and Begin then reads r.Body first (see Call.readBody).
+func findCapture(r *http.Request) (cp *capture, isBody bool) {
 	if cp, ok := r.Body.(*capture); ok {
-		return cp
+		return cp, true
 	}
-	if cp, ok := r.Context().Value(captureKey{}).(*capture); ok {
-		return cp
+	if cp, ok := r.Context().Value(captureKey{}).(*capture); ok && cp.read {
+		return cp, false
 	}
-	return nil
+	return nil, false
 }

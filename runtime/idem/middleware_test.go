@@ -724,3 +724,43 @@ func TestConcurrentDuplicatesWait(t *testing.T) {
 	assert.Equal(t, int32(1), f.calls.Load())
 	assert.Equal(t, int32(n-1), replayed.Load(), "every duplicate waited for the replay")
 }
+
+// The header values of each replay and problem are the response's own: a
+// middleware that changes one in place does not change later responses.
+func TestHeaderValuesNotShared(t *testing.T) {
+	f := newFixture(t, idem.Options{})
+	spec := strictSpec()
+	spec.InFlight.RetryAfter = 7 * time.Second
+	release := make(chan struct{})
+	entered := make(chan struct{})
+	var once sync.Once
+	h := f.eng.Handler(mustCompile(t, spec), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Idempotency-Key") == "slow" {
+			once.Do(func() { close(entered) })
+			<-release
+		}
+		w.Header().Set("Location", "/orders/1")
+		w.WriteHeader(201)
+	}))
+	scribble := func(w *httptest.ResponseRecorder) {
+		for _, vs := range w.Header() {
+			vs[0] = "scribbled"
+		}
+	}
+	send(h, req{key: "k", body: `{}`})
+	scribble(send(h, req{key: "k", body: `{}`}))
+	w := send(h, req{key: "k", body: `{}`})
+	assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
+	assert.Equal(t, "/orders/1", w.Header().Get("Location"))
+
+	done := make(chan struct{})
+	go func() { defer close(done); send(h, req{key: "slow", body: `{}`}) }()
+	<-entered
+	scribble(send(h, req{key: "slow", body: `{}`}))
+	w = send(h, req{key: "slow", body: `{}`})
+	requireProblem(t, w, 409, idem.CodeKeyInUse)
+	assert.Equal(t, "7", w.Header().Get("Retry-After"))
+	assert.Equal(t, "nosniff", w.Header().Get("X-Content-Type-Options"))
+	close(release)
+	<-done
+}

@@ -70,18 +70,17 @@ type problem struct {
 	code       string
 	title      string
 	detail     string
-	retryAfter []string // Retry-After header value, shared
+	retryAfter []string // Retry-After header value, shared (writeProblem copies it)
 	origStatus int      // CodeResponseUnavailable
 }
 
-var (
-	problemContentType = []string{"application/problem+json"}
-	noSniff            = []string{"nosniff"}
-	replayedTrue       = []string{"true"}
-)
+// replayedTrue is the value of Idempotent-Replayed on a replay without other
+// headers: shared, so that it costs no allocation (see Call.writeReplay).
+var replayedTrue = []string{"true"}
 
-// writeProblem writes p as application/problem+json without allocating
-// (beyond what the ResponseWriter does). typ overrides the "type" member.
+// writeProblem writes p as application/problem+json. Its one allocation
+// (beyond what the ResponseWriter does) is the response's own header values,
+// which a middleware may change in place. typ overrides the "type" member.
 func (e *Engine) writeProblem(w http.ResponseWriter, p *problem, typ string) {
 	bp := getBuf()
 	b := append((*bp)[:0], `{"type":"`...)
@@ -113,10 +112,13 @@ func (e *Engine) writeProblem(w http.ResponseWriter, p *problem, typ string) {
 	}
 	b = append(b, "}\n"...)
 	h := w.Header()
-	h["Content-Type"] = problemContentType
-	h["X-Content-Type-Options"] = noSniff
+	vals := make([]string, 3)
+	vals[0], vals[1] = "application/problem+json", "nosniff"
+	h["Content-Type"] = vals[0:1:1]
+	h["X-Content-Type-Options"] = vals[1:2:2]
 	if p.retryAfter != nil {
-		h["Retry-After"] = p.retryAfter
+		vals[2] = p.retryAfter[0]
+		h["Retry-After"] = vals[2:3:3]
 	}
 	w.WriteHeader(p.status)
 	_, _ = w.Write(b)

@@ -1,7 +1,10 @@
 package idem
 
 import (
+	"bufio"
 	"errors"
+	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 )
@@ -13,6 +16,16 @@ import (
 //
 // The record is encoded as the response streams (see record.go): the head at
 // WriteHeader, the body appended after it.
+//
+// A write that fails because the client went away (tee mode) does not cut
+// the record short: a retry must get the response the handler produced, not
+// the part the client received. From then on the handler's writes succeed
+// and go to the record only, as in buffered mode, until the response exceeds
+// Response.MaxBytes (it is then stored as not replayable, and writes and
+// flushes return the connection's error so the handler can stop). Errors
+// that are the handler's own doing (http.ErrBodyNotAllowed,
+// http.ErrContentLength, http.ErrHijacked) are returned as they are, and
+// only what the client accepted is recorded, since that is the response.
 type recorder struct {
 	w        http.ResponseWriter
 	allow    []string
@@ -28,6 +41,7 @@ type recorder struct {
 	headLen     int
 	overflow    bool
 	full        *[]byte // buffered mode: the whole body
+	gone        error   // tee mode: the client's connection failed with it
 }
 
 var errWriteAfterEnd = errors.New("idem: write to a response after its handler returned")
@@ -94,12 +108,36 @@ func (r *recorder) Write(p []byte) (int, error) {
 		r.keep(p)
 		return len(p), nil
 	}
-	n, err := len(p), error(nil)
-	if r.w != nil {
-		n, err = r.w.Write(p)
+	if r.w != nil && r.gone == nil {
+		n, err := r.w.Write(p)
+		if err != nil && handlerWriteError(err) {
+			r.keep(p[:n])
+			return n, err
+		}
+		if err != nil {
+			r.gone = err
+			r.keep(p)
+			if r.overflow {
+				return n, err
+			}
+			return len(p), nil
+		}
+		r.keep(p)
+		return n, nil
 	}
-	r.keep(p[:n])
-	return n, err
+	r.keep(p)
+	if r.gone != nil && r.overflow {
+		return 0, r.gone
+	}
+	return len(p), nil
+}
+
+// handlerWriteError reports whether a failed write to the client's
+// ResponseWriter is the handler's own doing (the response's framing forbids
+// the bytes) rather than the connection's.
+func handlerWriteError(err error) bool {
+	return errors.Is(err, http.ErrBodyNotAllowed) || errors.Is(err, http.ErrContentLength) ||
+		errors.Is(err, http.ErrHijacked)
 }
 
 // WriteString implements io.StringWriter.
@@ -131,7 +169,9 @@ func (r *recorder) Flush() { _ = r.FlushError() }
 
 // FlushError sends what was written so far to the client (tee mode); in
 // buffered mode it does nothing, since nothing may reach the client before
-// the commit. http.ResponseController.Flush uses it.
+// the commit. http.ResponseController.Flush uses it. Once the client went
+// away it does nothing either (see recorder), and fails only when the
+// response is no longer recorded.
 func (r *recorder) FlushError() error {
 	if r.done {
 		return errWriteAfterEnd
@@ -142,12 +182,32 @@ func (r *recorder) FlushError() error {
 	if r.buffered || r.w == nil {
 		return nil
 	}
-	return http.NewResponseController(r.w).Flush()
+	if r.gone == nil {
+		err := http.NewResponseController(r.w).Flush()
+		if err == nil || errors.Is(err, http.ErrNotSupported) || handlerWriteError(err) {
+			return err
+		}
+		r.gone = err
+	}
+	if r.overflow {
+		return r.gone
+	}
+	return nil
 }
 
 // Unwrap returns the client's ResponseWriter, for http.ResponseController
-// (deadlines, full duplex). Hijacking a recorded response is not supported.
+// (deadlines, full duplex). Hijacking a recorded response is not supported:
+// see Hijack.
 func (r *recorder) Unwrap() http.ResponseWriter { return r.w }
+
+// errHijack is what Hijack returns; errors.Is(err, http.ErrNotSupported).
+var errHijack = fmt.Errorf("idem: hijacking a recorded response: %w", http.ErrNotSupported)
+
+// Hijack refuses: what a handler writes on a hijacked connection cannot be
+// recorded, so a retry would replay a response the client never got.
+// http.ResponseController looks for Hijack before Unwrap, so this keeps it
+// from reaching the connection through Unwrap.
+func (r *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) { return nil, nil, errHijack }
 
 // finalize settles the status when the handler wrote nothing (200, as net/http).
 func (r *recorder) finalize() {

@@ -1,6 +1,8 @@
 package idem_test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"io"
@@ -247,5 +249,91 @@ func TestFakeTransactorConformance(t *testing.T) {
 		ms := memstore.New(memstore.Options{SweepInterval: -1})
 		t.Cleanup(func() { _ = ms.Close() })
 		return &fakeTx{Store: ms}
+	})
+}
+
+// A middleware inside CaptureBody that replaces r.Body decides what the
+// handler reads, and so what is fingerprinted: not the bytes under it.
+func TestCaptureBodyUnderReplacedBody(t *testing.T) {
+	gz := func(level int, s string) []byte {
+		var b bytes.Buffer
+		zw, err := gzip.NewWriterLevel(&b, level)
+		require.NoError(t, err)
+		_, _ = io.WriteString(zw, s)
+		require.NoError(t, zw.Close())
+		return b.Bytes()
+	}
+	gunzip := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			zr, err := gzip.NewReader(r.Body) // reads the gzip header from the capture
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			r.Body, r.ContentLength = zr, -1
+			r.Header.Del("Content-Encoding")
+			next.ServeHTTP(w, r)
+		})
+	}
+	sendRaw := func(h http.Handler, body []byte) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodPost, "/orders", bytes.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Idempotency-Key", "k")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	t.Run("decompressed", func(t *testing.T) {
+		f := newFixture(t, idem.Options{})
+		h := idem.CaptureBody(1 << 20)(gunzip(f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())))
+		w := sendRaw(h, gz(gzip.BestSpeed, `{"item":"book"}`))
+		require.Equal(t, 201, w.Code, w.Body.String())
+		assert.Contains(t, w.Body.String(), `"item":"book"`, "the handler read the decompressed body")
+		// Other bytes on the wire, the same body: a duplicate.
+		w = sendRaw(h, gz(gzip.BestCompression, `{"item":"book"}`))
+		require.Equal(t, 201, w.Code)
+		assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
+		requireProblem(t, sendRaw(h, gz(gzip.BestSpeed, `{"item":"pen"}`)), 422, idem.CodeKeyReused)
+		assert.Equal(t, int32(1), f.calls.Load())
+	})
+	t.Run("http.MaxBytesReader", func(t *testing.T) {
+		f := newFixture(t, idem.Options{})
+		limit := func(next http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				r.Body = http.MaxBytesReader(w, r.Body, 16)
+				next.ServeHTTP(w, r)
+			})
+		}
+		h := idem.CaptureBody(1 << 20)(limit(f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())))
+		requireProblem(t, send(h, req{key: "k", body: `{"item":"a very long name"}`}), 413, idem.CodeRequestTooLarge)
+		require.Equal(t, 201, send(h, req{key: "k", body: `{"item":"a"}`}).Code)
+		assert.Equal(t, int32(1), f.calls.Load())
+	})
+	t.Run("strict server reading through the replacement", func(t *testing.T) {
+		f := newFixture(t, idem.Options{})
+		p := mustCompile(t, strictSpec())
+		var read []byte
+		strict := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			var v any
+			if err := json.NewDecoder(r.Body).Decode(&v); err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			c := f.eng.Begin(r, p, idem.KeyFrom("k"))
+			defer c.End()
+			if c.Decision() != idem.Execute {
+				c.Respond(w)
+				return
+			}
+			f.calls.Add(1)
+			read, _ = io.ReadAll(c.Request().Body)
+			_ = c.Complete(w, func(w http.ResponseWriter) error { w.WriteHeader(201); return nil })
+		})
+		h := idem.CaptureBody(1 << 20)(gunzip(strict))
+		require.Equal(t, 201, sendRaw(h, gz(gzip.BestSpeed, `{"item":"book"}`)).Code)
+		assert.Empty(t, read, "the handler is not handed the compressed bytes")
+		assert.Equal(t, "true", sendRaw(h, gz(gzip.BestSpeed, `{"item":"book"}`)).Header().Get("Idempotent-Replayed"))
+		requireProblem(t, sendRaw(h, gz(gzip.BestSpeed, `{"item":"pen"}`)), 422, idem.CodeKeyReused)
+		assert.Equal(t, int32(1), f.calls.Load())
 	})
 }
