@@ -187,7 +187,11 @@
 // BeginTx opens a transaction for a holder and carries it in the context
 // (Tx); commit runs Finish's fenced UPDATE in it and commits. Row locks make
 // a holder's commit and a takeover of its (expired) lease mutually exclusive:
-// see Store.BeginTx.
+// see Store.BeginTx. Above READ COMMITTED (Options.TxOptions, or the
+// connections' default isolation), BeginTx locks the record's row from the
+// transaction's first statement on, and the holder's heartbeats leave the
+// row alone meanwhile; a duplicate arriving after the lease has run out waits
+// for the transaction instead of being answered at once.
 //
 // # Notifications
 //

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -390,4 +391,34 @@ func TestClaimFuncReprobe(t *testing.T) {
 		}
 		require.Equal(t, []string{"func error", "cte", "cte", "cte"}, rec.take())
 	})
+}
+
+// TestMigrateTablesOfOneNewSchema: stores of different tables in one schema
+// that does not exist yet, migrated at once (services starting together).
+// Their tables' advisory locks do not exclude each other, and two CREATE
+// SCHEMA IF NOT EXISTS that both find the schema missing collide (23505 on
+// pg_namespace): the schema's own lock serializes them.
+func TestMigrateTablesOfOneNewSchema(t *testing.T) {
+	t.Parallel()
+	p := testPool(t)
+	ctx := context.Background()
+	for range 5 {
+		schema := uniqueSchema(t, p)
+		stores := make([]*Store, 6)
+		errs := make([]error, len(stores))
+		var wg sync.WaitGroup
+		for i := range stores {
+			stores[i] = openStore(t, p, Options{Schema: schema, Table: fmt.Sprintf("t%d", i)})
+			wg.Add(1)
+			go func() { defer wg.Done(); errs[i] = stores[i].Migrate(ctx) }()
+		}
+		wg.Wait()
+		for i, s := range stores {
+			require.NoError(t, errs[i], "table t%d", i)
+			r, err := s.Begin(ctx, beginReq("k", 1))
+			require.NoError(t, err)
+			assert.True(t, r.Acquired)
+			assert.True(t, s.usesClaimFunc())
+		}
+	}
 }

@@ -190,10 +190,11 @@ func SchemaSQL(opts Options) (string, error) {
 // missing), the records table with its index, a version table
 // (<table>_version) that records which migrations ran, and the claim
 // function (<table>_claim) when it is missing or its body is not this
-// package's (say, after its schema was renamed). Concurrent calls (many
-// instances starting at once) serialize on an advisory lock; a call on an
-// up-to-date schema changes nothing. It fails when the database holds a newer
-// schema version than this package knows.
+// package's (say, after its schema was renamed). Concurrent calls in one
+// schema (many instances starting at once, stores of several tables)
+// serialize on advisory locks; a call on an up-to-date schema changes
+// nothing. It fails when the database holds a newer schema version than this
+// package knows.
 //
 // Creating the function needs the CREATE privilege on the schema. A role
 // without it (one that a DBA's migrations serve: since PostgreSQL 15 no role
@@ -221,7 +222,17 @@ func (s *Store) Migrate(ctx context.Context) error {
 // whether Begin can call it.
 func (s *Store) migrate(ctx context.Context, withFunc bool) (funcOK bool, err error) {
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, "idemgen/pgstore:"+s.n.lockKey); err != nil {
+		// Two advisory locks: the table's, which every pgstore's migration
+		// takes, and, before it, the schema's, which serializes the
+		// migrations of the schema's other tables too. Without it, two of
+		// them that both find the schema missing both create it, and the
+		// second fails (23505 on pg_namespace); nor, tried under a
+		// savepoint, could it go on after that failure: its CREATE TABLE
+		// then found no schema (3F000). Taking the locks first, before
+		// looking anything up, the transaction sees the schema the one
+		// before it created.
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1)), pg_advisory_xact_lock(hashtext($2))`,
+			"idemgen/pgstore schema:"+s.n.schema, "idemgen/pgstore:"+s.n.lockKey); err != nil {
 			return err
 		}
 		var haveSchema, haveVersion bool

@@ -37,9 +37,12 @@ type Options struct {
 	Logger *slog.Logger
 
 	// TxOptions are the options of the transactions BeginTx opens. The zero
-	// value uses the database's default isolation level; READ COMMITTED (the
-	// PostgreSQL default) makes a lost race end in idem.ErrFenced, stricter
-	// levels in a serialization error. Either way nothing of the loser commits.
+	// value uses the connection's default isolation level. Under READ
+	// COMMITTED (the PostgreSQL default) a holder whose lease ran out can
+	// lose its record to a takeover until it commits (its commit then ends
+	// in idem.ErrFenced); above it, BeginTx locks the record's row, so a
+	// duplicate arriving after the lease waits for the transaction instead
+	// (see Store.BeginTx). Either way nothing of a loser commits.
 	TxOptions pgx.TxOptions
 }
 
@@ -81,6 +84,14 @@ type Store struct {
 	probesOver bool
 	probes     sync.WaitGroup
 
+	// held counts, per record, the open transactions of BeginTx that lock
+	// its row (above READ COMMITTED; see BeginTx): ExtendLease answers for
+	// them without touching the row. nHeld is their total, so that
+	// ExtendLease takes heldMu only while there are some.
+	heldMu sync.Mutex
+	held   map[holdKey]int
+	nHeld  atomic.Int64
+
 	// beforeCommit, set by tests only, runs in a transactional commit between
 	// the fenced UPDATE and the COMMIT, while the row lock is held.
 	beforeCommit func()
@@ -98,7 +109,7 @@ var (
 )
 
 type queries struct {
-	claim, claimFunc, get, finish, extend, reap string
+	claim, claimFunc, get, finish, extend, lock, reap string
 }
 
 func newQueries(n names) queries {
@@ -180,6 +191,11 @@ SELECT false, 0, ` + cols + ` FROM cur WHERE NOT cur.claimable`,
 		finish: `UPDATE ` + t + ` SET state = $3, response = $4 WHERE key = $1 AND token = $2 AND expires_at > clock_timestamp()
     AND (state = 1 OR (state = $3 AND response IS NOT DISTINCT FROM $4))`,
 		extend: `UPDATE ` + t + ` SET lease_expires_at = clock_timestamp() + $3::interval WHERE key = $1 AND token = $2 AND state = 1 AND expires_at > clock_timestamp()`,
+		// lock is BeginTx's first statement above READ COMMITTED: it locks
+		// the PENDING row token $2 holds. FOR NO KEY UPDATE is the lock
+		// finish's UPDATE takes (it changes no key), and lets foreign keys
+		// to the table be checked meanwhile.
+		lock: `SELECT 1 FROM ` + t + ` WHERE key = $1 AND token = $2 AND state = 1 AND expires_at > clock_timestamp() FOR NO KEY UPDATE`,
 		reap: `WITH doomed AS (
     SELECT key FROM ` + t + ` WHERE expires_at <= clock_timestamp()
     ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED
@@ -590,13 +606,19 @@ func (s *Store) get(ctx context.Context, key string) (idem.Record, bool, error) 
 
 // ExtendLease implements idem.LeaseExtender: the lease of the PENDING record
 // held by token now runs out lease from now on the database clock. It returns
-// idem.ErrFenced when token no longer holds the record.
+// idem.ErrFenced when token no longer holds the record. While a transaction
+// of BeginTx above READ COMMITTED is open for key/token, it answers nil at
+// once and touches nothing: the transaction locks the row, which keeps any
+// takeover out until it ends (see BeginTx).
 func (s *Store) ExtendLease(ctx context.Context, key string, token idem.Token, lease time.Duration) error {
 	if err := checkKey(ctx, "extend lease", key); err != nil {
 		return err
 	}
 	if lease <= 0 {
 		return fmt.Errorf("pgstore: extend lease: lease (%v) must be positive", lease)
+	}
+	if s.holds(key, token) {
+		return nil
 	}
 	tag, err := s.pool.Exec(ctx, s.q.extend, key, int64(token), lease)
 	if err != nil {

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/runtime/idem"
 )
@@ -28,18 +30,47 @@ const rollbackTimeout = 5 * time.Second
 
 // BeginTx implements idem.Transactor. It opens a transaction (with
 // Options.TxOptions) for the holder of key/token and returns a context
-// carrying it (see Tx). It does not touch the record: the lease alone guards
-// it while the handler runs, so duplicates are answered at once instead of
-// queueing behind the transaction.
+// carrying it (see Tx).
 //
-// commit runs Finish's fenced UPDATE inside the transaction and commits. The
-// UPDATE locks the record's row until the commit, and a takeover (Begin's
-// UPDATE of a row whose lease has run out) locks the same row; PostgreSQL
-// serializes the two, and whichever comes second re-checks its condition on
-// the row the first left (a Begin that loses reads the row again). So a takeover that won
-// makes commit's UPDATE match no row (commit rolls back and returns
+// Under READ COMMITTED (PostgreSQL's default) it does not touch the record:
+// the lease alone guards it while the handler runs, kept alive by the
+// holder's heartbeats (ExtendLease), so duplicates are answered at once
+// instead of queueing behind the transaction. commit runs Finish's fenced
+// UPDATE inside the transaction and commits. The UPDATE locks the record's
+// row until the commit, and a takeover (Begin's UPDATE of a row whose lease
+// has run out) locks the same row; PostgreSQL serializes the two, and
+// whichever comes second re-checks its condition on the row the first left
+// (a Begin that loses reads the row again). So a takeover that won makes
+// commit's UPDATE match no row (commit rolls back and returns
 // idem.ErrFenced), and a commit that won leaves a COMPLETED or FAILED row the
-// takeover cannot claim: the holder's writes and a takeover never both commit.
+// takeover cannot claim: the holder's writes and a takeover never both
+// commit.
+//
+// Under REPEATABLE READ or SERIALIZABLE that would not do: the transaction's
+// snapshot is fixed by its first statement, and commit's UPDATE of a row that
+// another transaction changed after it (the holder's own heartbeat) fails
+// with a serialization error. So there the first statement of the
+// transaction locks the record's row, fenced (SELECT … FOR NO KEY UPDATE of
+// the PENDING row key/token holds; none: idem.ErrFenced, the claim is lost),
+// and the snapshot follows every earlier change of it. While the transaction
+// is open, ExtendLease for key/token answers nil at once without touching the
+// row (the row lock proves the holder alive), and a takeover's UPDATE waits
+// for the lock and then re-checks its condition, so it can never win against
+// the open transaction: after a commit it finds a finished record (and Begin
+// returns it), after a rollback the lease decides as usual. A duplicate that
+// arrives after the lease has run out thus waits for the transaction (up to
+// its store timeout, after which the engine treats it as a store failure)
+// instead of being answered at once. The row lock lasts as long as the
+// transaction: a process that dies ends it with its connection, one that
+// stalls holds it. The isolation is
+// Options.TxOptions.IsoLevel; when that is empty, the connection's
+// default_transaction_isolation, which BeginTx reads once per connection,
+// before the first transaction it opens there (one round trip, outside any
+// transaction); with a BeginQuery, which may set anything, BeginTx locks the
+// row under every isolation. So READ COMMITTED keeps the behaviour above at
+// no cost but that one read per connection. Set the isolation with Options.TxOptions (or the database's,
+// role's or connection's default), not with SET TRANSACTION in the handler.
+//
 // Any other commit error means the transaction was rolled back, except a
 // failure of the COMMIT itself (a lost connection), whose outcome is unknown.
 //
@@ -50,14 +81,25 @@ func (s *Store) BeginTx(ctx context.Context, key string, token idem.Token) (cont
 	if err := checkKey(ctx, "begin tx", key); err != nil {
 		return nil, nil, nil, err
 	}
-	tx, err := s.pool.BeginTx(ctx, s.opts.TxOptions)
+	c, tx, locked, err := s.beginTx(ctx, key, token)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("pgstore: begin tx: %w", err)
+		return nil, nil, nil, err
 	}
 	var (
 		mu   sync.Mutex
 		done bool
 	)
+	// end ends the transaction (it is rolled back unless committed) and,
+	// if it locked the record's row, lets ExtendLease touch the row again.
+	end := func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+		defer cancel()
+		_ = tx.Rollback(rctx)
+		c.Release()
+		if locked {
+			s.unhold(key, token)
+		}
+	}
 	rollback := func() {
 		mu.Lock()
 		defer mu.Unlock()
@@ -65,9 +107,7 @@ func (s *Store) BeginTx(ctx context.Context, key string, token idem.Token) (cont
 			return
 		}
 		done = true
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
-		defer cancel()
-		_ = tx.Rollback(rctx)
+		end()
 	}
 	commit := func(state idem.State, response []byte) error {
 		if err := checkFinish(ctx, key, state); err != nil {
@@ -81,13 +121,9 @@ func (s *Store) BeginTx(ctx context.Context, key string, token idem.Token) (cont
 		}
 		done = true
 		mu.Unlock()
-		if err := s.finishTx(ctx, tx, key, token, state, response); err != nil {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
-			defer cancel()
-			_ = tx.Rollback(rctx)
-			return err
-		}
-		return nil
+		err := s.finishTx(ctx, tx, key, token, state, response)
+		end() // after a commit, the rollback does nothing
+		return err
 	}
 	return context.WithValue(ctx, txKey{}, tx), commit, rollback, nil
 }
@@ -107,4 +143,135 @@ func (s *Store) finishTx(ctx context.Context, tx pgx.Tx, key string, token idem.
 		return fmt.Errorf("pgstore: commit: %w", err)
 	}
 	return nil
+}
+
+// txIsolationKey is the key, in a connection's CustomData, of its
+// default_transaction_isolation ("read committed", …), which BeginTx reads
+// before the first transaction it opens there with an empty IsoLevel.
+const txIsolationKey = "github.com/idemgen/idemgen/runtime/pgstore.default_transaction_isolation"
+
+// maxLockAttempts bounds the transactions BeginTx opens to lock the record's
+// row: the locking statement fails with a serialization error when the row
+// changes (an ExtendLease already under way, a takeover) while it runs.
+const maxLockAttempts = 3
+
+// beginTx acquires a connection, opens the transaction of BeginTx on it
+// and, when its isolation is above READ COMMITTED, locks the record's row in
+// its first statement, reporting whether it did (the pair key/token is then
+// in s.held: see BeginTx). The caller releases the connection after the
+// transaction.
+func (s *Store) beginTx(ctx context.Context, key string, token idem.Token) (*pgxpool.Conn, pgx.Tx, bool, error) {
+	for attempt := 1; ; attempt++ {
+		c, err := s.pool.Acquire(ctx)
+		if err != nil {
+			return nil, nil, false, fmt.Errorf("pgstore: begin tx: %w", err)
+		}
+		locks, err := s.txLocks(ctx, c.Conn())
+		if err != nil {
+			c.Release()
+			return nil, nil, false, fmt.Errorf("pgstore: begin tx: %w", err)
+		}
+		tx, err := c.BeginTx(ctx, s.opts.TxOptions)
+		if err != nil {
+			c.Release()
+			return nil, nil, false, fmt.Errorf("pgstore: begin tx: %w", err)
+		}
+		if !locks {
+			return c, tx, false, nil
+		}
+		s.hold(key, token)
+		err = s.lockRecord(ctx, tx, key, token)
+		if err == nil {
+			return c, tx, true, nil
+		}
+		s.unhold(key, token)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+		_ = tx.Rollback(rctx)
+		cancel()
+		c.Release()
+		if errors.Is(err, idem.ErrFenced) {
+			return nil, nil, false, err
+		}
+		if !isSerializationFailure(err) || attempt == maxLockAttempts {
+			return nil, nil, false, fmt.Errorf("pgstore: begin tx: %w", err)
+		}
+	}
+}
+
+// txLocks reports whether BeginTx locks the record's row in a transaction
+// on conn: when its isolation is above READ COMMITTED, or unknown (a
+// BeginQuery). With an empty IsoLevel, the isolation is conn's default, read
+// (one round trip, outside a transaction) the first time only.
+func (s *Store) txLocks(ctx context.Context, conn *pgx.Conn) (bool, error) {
+	o := s.opts.TxOptions
+	if o.BeginQuery != "" {
+		return true, nil // whatever it sets
+	}
+	if o.IsoLevel != "" {
+		return isolationLocks(strings.ToLower(string(o.IsoLevel))), nil
+	}
+	data := conn.PgConn().CustomData()
+	iso, ok := data[txIsolationKey].(string)
+	if !ok {
+		if err := conn.QueryRow(ctx, `SELECT current_setting('default_transaction_isolation')`).Scan(&iso); err != nil {
+			return false, err
+		}
+		data[txIsolationKey] = iso
+	}
+	return isolationLocks(iso), nil
+}
+
+// isolationLocks reports whether an isolation level (as PostgreSQL spells
+// it, in lower case) is above READ COMMITTED; PostgreSQL's READ UNCOMMITTED
+// is READ COMMITTED.
+func isolationLocks(iso string) bool {
+	return iso != "read committed" && iso != "read uncommitted"
+}
+
+// lockRecord locks the row of the PENDING record key/token holds, in the
+// first statement of tx. No such record: idem.ErrFenced.
+func (s *Store) lockRecord(ctx context.Context, tx pgx.Tx, key string, token idem.Token) error {
+	var one int32
+	err := tx.QueryRow(ctx, s.q.lock, key, int64(token)).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return idem.ErrFenced
+	}
+	return err
+}
+
+// holdKey names a record whose row an open transaction of BeginTx locks.
+type holdKey struct {
+	key   string
+	token idem.Token
+}
+
+func (s *Store) hold(key string, token idem.Token) {
+	s.heldMu.Lock()
+	if s.held == nil {
+		s.held = make(map[holdKey]int)
+	}
+	s.held[holdKey{key, token}]++
+	s.nHeld.Add(1)
+	s.heldMu.Unlock()
+}
+
+func (s *Store) unhold(key string, token idem.Token) {
+	s.heldMu.Lock()
+	k := holdKey{key, token}
+	if s.held[k]--; s.held[k] <= 0 {
+		delete(s.held, k)
+	}
+	s.nHeld.Add(-1)
+	s.heldMu.Unlock()
+}
+
+// holds reports whether an open transaction of BeginTx locks the row of the
+// record key/token holds.
+func (s *Store) holds(key string, token idem.Token) bool {
+	if s.nHeld.Load() == 0 {
+		return false
+	}
+	s.heldMu.Lock()
+	defer s.heldMu.Unlock()
+	return s.held[holdKey{key, token}] > 0
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -20,8 +21,11 @@ type txFixture struct {
 	side string
 }
 
-func newTxFixture(t *testing.T) *txFixture {
-	s := newTestStore(t, Options{})
+func newTxFixture(t *testing.T) *txFixture { return newTxFixtureOn(t, testPool(t), Options{}) }
+
+// newTxFixtureOn is newTxFixture with a store on p with opts.
+func newTxFixtureOn(t *testing.T, p *pgxpool.Pool, opts Options) *txFixture {
+	s := newStoreOn(t, p, opts)
 	side := pgx.Identifier{s.n.schema, "side"}.Sanitize()
 	_, err := s.pool.Exec(context.Background(), `CREATE TABLE `+side+` (key text PRIMARY KEY, v text NOT NULL)`)
 	require.NoError(t, err)

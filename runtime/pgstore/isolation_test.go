@@ -1,0 +1,296 @@
+package pgstore
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/internal/testenv"
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// isolationCase is a way of running BeginTx's transactions at an isolation
+// level: Options.TxOptions, or the connections' default.
+type isolationCase struct {
+	name   string
+	strict bool // above READ COMMITTED
+	pool   func(t *testing.T) *pgxpool.Pool
+	opts   Options
+}
+
+func isolationCases() []isolationCase {
+	shared := func(t *testing.T) *pgxpool.Pool { return testPool(t) }
+	defaultRR := func(t *testing.T) *pgxpool.Pool {
+		return poolWith(t, testenv.PostgresURL(t), func(c *pgxpool.Config) {
+			c.ConnConfig.RuntimeParams["default_transaction_isolation"] = "repeatable read"
+		})
+	}
+	iso := func(l pgx.TxIsoLevel) Options { return Options{TxOptions: pgx.TxOptions{IsoLevel: l}} }
+	return []isolationCase{
+		{"RepeatableRead", true, shared, iso(pgx.RepeatableRead)},
+		{"Serializable", true, shared, iso(pgx.Serializable)},
+		{"DefaultRepeatableRead", true, defaultRR, Options{}},
+		{"BeginQuery", true, shared, Options{TxOptions: pgx.TxOptions{BeginQuery: "BEGIN ISOLATION LEVEL REPEATABLE READ"}}},
+		{"ReadCommitted", false, shared, iso(pgx.ReadCommitted)},
+		{"DefaultReadCommitted", false, shared, Options{}},
+	}
+}
+
+// TestTxIsolationHeartbeat: the holder's own heartbeat (ExtendLease) comes
+// between the handler's write and the commit. Above READ COMMITTED the
+// transaction's snapshot predates it, so an UPDATE of the row by the
+// heartbeat made the commit's fenced UPDATE fail with a serialization error
+// (40001): there the heartbeat must leave the row alone (the transaction
+// locks it), and the commit succeed. Under READ COMMITTED the heartbeat
+// extends the lease as before.
+func TestTxIsolationHeartbeat(t *testing.T) {
+	t.Parallel()
+	for _, ic := range isolationCases() {
+		t.Run(ic.name, func(t *testing.T) {
+			t.Parallel()
+			f := newTxFixtureOn(t, ic.pool(t), ic.opts)
+			ctx := context.Background()
+			f.claim(t, "k", 7, time.Minute)
+			before := f.record(t, "k").LeaseExpiresAt
+			txctx, commit, rollback, err := f.s.BeginTx(ctx, "k", 7)
+			require.NoError(t, err)
+			defer rollback()
+			f.handler(t, txctx, "k")
+
+			hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			require.NoError(t, f.s.ExtendLease(hctx, "k", 7, 2*time.Minute), "the heartbeat neither fails nor waits")
+			require.NoError(t, f.s.ExtendLease(hctx, "k", 7, 2*time.Minute))
+			after := f.record(t, "k").LeaseExpiresAt
+			if ic.strict {
+				assert.Equal(t, before, after, "the row is left alone while the transaction locks it")
+			} else {
+				assert.True(t, after.After(before), "the heartbeat extends the lease")
+			}
+
+			require.NoError(t, commit(idem.StateCompleted, []byte("resp")))
+			assert.True(t, f.sideWritten(t, "k"))
+			rec := f.record(t, "k")
+			assert.Equal(t, idem.StateCompleted, rec.State)
+			assert.Equal(t, []byte("resp"), rec.Response)
+			assert.ErrorIs(t, f.s.ExtendLease(ctx, "k", 7, time.Minute), idem.ErrFenced,
+				"after the commit the heartbeat meets the row again")
+			assert.Zero(t, f.s.nHeld.Load())
+		})
+	}
+}
+
+// TestTxIsolationEngine: a transactional handler under REPEATABLE READ runs
+// past a third of its lease, so the engine's heartbeat extends it while the
+// transaction is open; it commits (201), and a retry replays it.
+func TestTxIsolationEngine(t *testing.T) {
+	t.Parallel()
+	f := newTxFixtureOn(t, testPool(t), Options{TxOptions: pgx.TxOptions{IsoLevel: pgx.RepeatableRead}})
+	eng := idem.New(f.s, idem.Options{Transactional: true})
+	pol := idem.MustCompile(idem.Spec{Operation: "op", Method: "POST", Path: "/x", Semantics: idem.Strict,
+		InFlight: idem.InFlightSpec{Lease: 300 * time.Millisecond}})
+	var runs atomic.Int32
+	h := eng.Handler(pol, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		tx, _ := Tx(r.Context())
+		if _, err := tx.Exec(r.Context(), `INSERT INTO `+f.side+` VALUES ($1, 'x')`, r.Header.Get("Idempotency-Key")); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		time.Sleep(500 * time.Millisecond) // past lease/3: heartbeats run
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte("made"))
+	}))
+	const key = "0193a8f0-0000-7000-8000-000000000001"
+	serve := func() *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, "/x", nil)
+		req.Header.Set("Idempotency-Key", key)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	first := serve()
+	require.Equal(t, http.StatusCreated, first.Code, "body: %s", first.Body)
+	second := serve()
+	assert.Equal(t, http.StatusCreated, second.Code, "body: %s", second.Body)
+	assert.Equal(t, "made", second.Body.String())
+	assert.Equal(t, int32(1), runs.Load(), "the retry replays")
+	assert.True(t, f.sideWritten(t, key))
+}
+
+// TestTxIsolationTakeover: above READ COMMITTED the holder's transaction
+// locks the record's row from its start. A duplicate arriving after the
+// lease ran out (no heartbeat touched the row meanwhile) waits for the
+// transaction instead of taking over: after a commit it gets the record,
+// after a rollback it takes over. A holder whose claim was lost before
+// BeginTx is fenced at once.
+func TestTxIsolationTakeover(t *testing.T) {
+	t.Parallel()
+	for _, ic := range isolationCases() {
+		if !ic.strict {
+			continue
+		}
+		for _, path := range claimPaths {
+			t.Run(ic.name+"/"+path.name, func(t *testing.T) {
+				t.Parallel()
+				testTxIsolationTakeover(t, ic, path.fn)
+			})
+		}
+	}
+}
+
+func testTxIsolationTakeover(t *testing.T, ic isolationCase, fn bool) {
+	f := newTxFixtureOn(t, ic.pool(t), ic.opts)
+	useClaimFunc(f.s, fn)
+	ctx := context.Background()
+
+	type result struct {
+		r   idem.BeginResult
+		err error
+	}
+	// duplicate claims key with token 2 while the holder's transaction is
+	// open, past the lease: it must wait for the row lock.
+	duplicate := func(t *testing.T, key string) <-chan result {
+		t.Helper()
+		out := make(chan result, 1)
+		go func() {
+			dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			r, err := f.s.Begin(dctx, &idem.BeginRequest{Key: key, Fingerprint: fp(2), Token: 2, Lease: time.Minute, TTL: time.Hour})
+			out <- result{r, err}
+		}()
+		require.Eventually(t, func() bool { return f.waitersOnLock(t, claimPrefix(fn)) == 1 }, 5*time.Second, 5*time.Millisecond,
+			"the duplicate waits for the holder's row lock")
+		time.Sleep(20 * time.Millisecond)
+		select {
+		case r := <-out:
+			t.Fatalf("the duplicate finished while the holder's transaction was open: %+v", r)
+		default:
+		}
+		return out
+	}
+
+	t.Run("Commit", func(t *testing.T) {
+		commit := f.holderPastLease(t, "c")
+		require.NoError(t, f.s.ExtendLease(ctx, "c", 1, time.Minute), "the holder's heartbeat")
+		dup := duplicate(t, "c")
+		require.NoError(t, commit(idem.StateCompleted, []byte("done")))
+		got := <-dup
+		require.NoError(t, got.err)
+		assert.False(t, got.r.Acquired, "the duplicate re-checked the committed row")
+		assert.Equal(t, idem.StateCompleted, got.r.Record.State)
+		assert.Equal(t, []byte("done"), got.r.Record.Response)
+		assert.True(t, f.sideWritten(t, "c"))
+	})
+
+	t.Run("Rollback", func(t *testing.T) {
+		f.claim(t, "r", 1, 30*time.Millisecond)
+		txctx, _, rollback, err := f.s.BeginTx(ctx, "r", 1)
+		require.NoError(t, err)
+		defer rollback()
+		f.handler(t, txctx, "r")
+		time.Sleep(60 * time.Millisecond) // the lease is over
+		dup := duplicate(t, "r")
+		rollback()
+		got := <-dup
+		require.NoError(t, got.err)
+		assert.True(t, got.r.Acquired, "the lease decides once the transaction is gone")
+		assert.Equal(t, idem.StatePending, got.r.Prior)
+		assert.False(t, f.sideWritten(t, "r"))
+		assert.ErrorIs(t, f.s.ExtendLease(ctx, "r", 1, time.Minute), idem.ErrFenced)
+	})
+
+	t.Run("LostBefore", func(t *testing.T) {
+		f.claim(t, "l", 1, 30*time.Millisecond)
+		time.Sleep(60 * time.Millisecond)
+		r, err := f.s.Begin(ctx, &idem.BeginRequest{Key: "l", Fingerprint: fp(2), Token: 2, Lease: time.Minute, TTL: time.Hour})
+		require.NoError(t, err)
+		require.True(t, r.Acquired)
+		_, _, rollback, err := f.s.BeginTx(ctx, "l", 1)
+		if err == nil {
+			rollback()
+		}
+		assert.ErrorIs(t, err, idem.ErrFenced)
+		assert.ErrorIs(t, f.s.ExtendLease(ctx, "l", 1, time.Minute), idem.ErrFenced)
+		assert.Zero(t, f.s.nHeld.Load())
+	})
+}
+
+// stmtRecorder is a pgx tracer that records every statement.
+type stmtRecorder struct {
+	mu    sync.Mutex
+	stmts []string
+}
+
+func (r *stmtRecorder) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	r.mu.Lock()
+	w := strings.Fields(d.SQL)
+	if w[0] == "begin" {
+		w = w[:1] // with its options
+	}
+	r.stmts = append(r.stmts, strings.Join(w[:min(2, len(w))], " ")) // enough to tell them apart
+	r.mu.Unlock()
+	return ctx
+}
+
+func (*stmtRecorder) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (r *stmtRecorder) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.stmts
+	r.stmts = nil
+	return s
+}
+
+// TestTxReadCommittedCost: under READ COMMITTED a transaction of BeginTx is
+// what it was, "begin" and the handler's statements, with no statement on
+// the record; with an empty IsoLevel the connection's default isolation is
+// read once, before its first transaction.
+func TestTxReadCommittedCost(t *testing.T) {
+	t.Parallel()
+	for name, opts := range map[string]Options{
+		"Explicit": {TxOptions: pgx.TxOptions{IsoLevel: pgx.ReadCommitted}},
+		"Default":  {},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			rec := &stmtRecorder{}
+			p := poolWith(t, testenv.PostgresURL(t), func(c *pgxpool.Config) {
+				c.MaxConns = 1
+				c.ConnConfig.Tracer = rec
+			})
+			var iso string
+			require.NoError(t, p.QueryRow(context.Background(), `SHOW default_transaction_isolation`).Scan(&iso))
+			if iso != "read committed" {
+				t.Skipf("the server's default isolation is %s", iso)
+			}
+			f := newTxFixtureOn(t, p, opts)
+			ctx := context.Background()
+			for i, key := range []string{"a", "b"} {
+				f.claim(t, key, 1, time.Minute)
+				rec.take()
+				txctx, commit, rollback, err := f.s.BeginTx(ctx, key, 1)
+				require.NoError(t, err)
+				f.handler(t, txctx, key)
+				require.NoError(t, commit(idem.StateCompleted, nil))
+				rollback()
+				want := []string{"begin", "INSERT INTO", "UPDATE " + f.s.n.table, "commit"}
+				if name == "Default" && i == 0 {
+					want = append([]string{"SELECT current_setting('default_transaction_isolation')"}, want...)
+				}
+				assert.Equal(t, want, rec.take(), "transaction %d", i)
+			}
+		})
+	}
+}
