@@ -78,6 +78,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	case "version":
 		return version(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
+		if len(args) > 1 {
+			fmt.Fprintf(stderr, "idemgen %s: takes no arguments (run \"idemgen COMMAND -h\" for a command's help)\n", args[0])
+			return ExitUsage
+		}
 		fmt.Fprint(stdout, usage)
 		return ExitOK
 	}
@@ -501,6 +505,11 @@ func version(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("version", versionSynopsis, "  idemgen version\n", stderr)
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "idemgen version: takes no arguments, got %q\n", fs.Args())
+		fs.Usage()
+		return ExitUsage
 	}
 	fmt.Fprintln(stdout, "idemgen", buildVersion())
 	return ExitOK

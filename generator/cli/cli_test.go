@@ -179,6 +179,23 @@ func TestVersion(t *testing.T) {
 	assert.NotEmpty(t, cli.Version())
 }
 
+// TestExtraArguments: arguments a command does not take are usage errors.
+func TestExtraArguments(t *testing.T) {
+	spec := contractCase("clean-minimal")
+	for _, args := range [][]string{
+		{"version", "extra"},
+		{"help", "extra"},
+		{"check", spec, "extra"},
+		{"spec", spec, "extra"},
+		{"init", spec, "extra"},
+		{"generate", "-emit", "ir", "-o", "-", spec, "extra"},
+	} {
+		code, stdout, stderr := run(args...)
+		assert.Equal(t, 2, code, "%v: %s", args, stderr)
+		assert.Empty(t, stdout, "%v", args)
+	}
+}
+
 func TestGenerateStdoutKeepsDiagnosticsOff(t *testing.T) {
 	// With -o -, stdout is the generated output alone: warnings, in JSON
 	// too, go to stderr.
