@@ -595,10 +595,19 @@ func (c *compiler) checkPointers(out *ir.Operation, op *openapi3.Operation, b co
 			case body == nil:
 				continue // JSON without a schema: anything may be there
 			}
-			ms := resolve(body, contract.SplitPointer(p.Pointer))
+			toks := contract.SplitPointer(p.Pointer)
+			ms := resolve(body, toks)
+			parent, tok, zero := leadingZeroIndex(body, toks)
+			hint := ""
+			if zero {
+				hint = fmt.Sprintf("; %s is not an array index (RFC 6901 forbids leading zeros), so in the array %s it names no item", tok, parent)
+			}
 			if len(ms) == 0 {
-				c.diags.Errorf(p.Pos, field+"-unknown-member", "%s: %s names no member of the request body schema of %s", field, p.Pointer, where)
+				c.diags.Errorf(p.Pos, field+"-unknown-member", "%s: %s names no member of the request body schema of %s%s", field, p.Pointer, where, hint)
 				continue
+			}
+			if zero {
+				c.diags.Warnf(p.Pos, "pointer-not-index", "%s: %s names members named %q only%s", field, p.Pointer, tok, hint)
 			}
 			for _, m := range ms {
 				p.Matches = append(p.Matches, m.path)
@@ -606,20 +615,30 @@ func (c *compiler) checkPointers(out *ir.Operation, op *openapi3.Operation, b co
 			p.Matches = slices.Compact(p.Matches)
 			if field == "unordered" {
 				known, arrays := 0, 0
+				var others []string
 				for _, m := range ms {
 					if m.schema == nil || !typed(m.schema) {
 						continue
 					}
 					known++
+					array := false
 					for _, br := range branches(m.schema) {
 						if isArray(br) {
-							arrays++
+							array = true
 							break
 						}
 					}
+					if array {
+						arrays++
+					} else {
+						others = append(others, m.path+" ("+kindOf(m.schema)+")")
+					}
 				}
-				if known > 0 && arrays == 0 {
+				switch {
+				case known > 0 && arrays == 0:
 					c.diags.Errorf(p.Pos, "unordered-not-array", "unordered: %s names %s, not an array", p.Pointer, kindOf(ms[0].schema))
+				case len(others) > 0:
+					c.diags.Warnf(p.Pos, "unordered-no-effect", "unordered: %s also names %s, not arrays: unordered has no effect there", p.Pointer, strings.Join(others, ", "))
 				}
 			}
 		}
