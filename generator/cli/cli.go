@@ -381,7 +381,7 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	configPath := fs.String("config", "", "read settings from this idemgen.yaml `FILE`")
 	fs.Var(&overlays, "overlay", "apply this OpenAPI Overlay 1.0 `FILE` first (repeatable)")
 	fs.Var(&emits, "emit", "run the emitter `NAME` (repeatable; available: "+strings.Join(emitter.Names(), ", ")+")")
-	out := fs.String("o", "", "output `DIR` (- writes the files to stdout, and diagnostics to stderr)")
+	out := fs.String("o", "", "output `DIR` (- writes the output of the one selected emitter to stdout, and diagnostics to stderr)")
 	pkg := fs.String("package", "", "Go package `NAME` of generated code")
 	fs.Var(&options, "option", "set an emitter option `NAME=VALUE` (repeatable; overrides options: in the config), e.g. server.strict=false")
 	format := formatFlag(fs)
@@ -428,6 +428,11 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	if !knownEmitters("generate", names, stderr) {
 		return ExitUsage
 	}
+	if cfg.Output == "-" && len(slices.Compact(slices.Sorted(slices.Values(names)))) != 1 {
+		// Go, Markdown and JSON concatenated on stdout are no file of any kind.
+		fmt.Fprintf(stderr, "idemgen generate: -o - writes one output to stdout, and %d emitters are selected (%s); choose one with -emit, or write to a directory\n", len(names), strings.Join(names, ", "))
+		return ExitUsage
+	}
 	params := cfg.Options
 	if len(options) > 0 {
 		params = maps.Clone(params)
@@ -468,10 +473,12 @@ func generate(args []string, stdout, stderr io.Writer) int {
 		return ExitError
 	}
 	if cfg.Output == "-" {
-		for _, f := range files {
-			if _, err := stdout.Write(f.Data); err != nil {
-				return ExitError
-			}
+		if len(files) != 1 {
+			fmt.Fprintf(stderr, "idemgen generate: -o -: the emitter wrote %d files, not one\n", len(files))
+			return ExitError
+		}
+		if _, err := stdout.Write(files[0].Data); err != nil {
+			return ExitError
 		}
 		return ExitOK
 	}
