@@ -192,7 +192,7 @@ func (p *planner) keyParam(op *ir.Operation, opNode, upd *yaml.Node) {
 	)
 	r := p.existingParam(k)
 	if r == "" {
-		base := naming.Param(k.Name, "")
+		base := naming.Default.Param(k.Name, "")
 		if base == "" || !strings.Contains(strings.ToLower(base), "idempot") {
 			base = "Idempotency" + base
 		}

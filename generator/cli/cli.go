@@ -35,6 +35,7 @@ import (
 	_ "github.com/idemgen/idemgen/generator/emit/server" // registers the emitter "server"
 	"github.com/idemgen/idemgen/generator/emitter"
 	"github.com/idemgen/idemgen/generator/ir"
+	"github.com/idemgen/idemgen/generator/naming"
 )
 
 // Exit codes.
@@ -77,6 +78,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	case "version":
 		return version(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
+		if len(args) > 1 {
+			fmt.Fprintf(stderr, "idemgen %s: takes no arguments (run \"idemgen COMMAND -h\" for a command's help)\n", args[0])
+			return ExitUsage
+		}
 		fmt.Fprint(stdout, usage)
 		return ExitOK
 	}
@@ -241,7 +246,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return ExitUsage
 	}
-	spec, diags := diagnose(fs.Arg(0), overlays, *strict)
+	spec, diags := diagnose(fs.Arg(0), overlays, *strict, naming.Default)
 	report(diags, *format, stdout, stderr)
 	if diags.HasErrors() {
 		return ExitError
@@ -255,8 +260,8 @@ func check(args []string, stdout, stderr io.Writer) int {
 
 // diagnose compiles the spec and adds the checks of package augment
 // (unconfirmed values, spec consistency).
-func diagnose(path string, overlays []string, strict bool) (*ir.Spec, diag.List) {
-	spec, diags := compile.Compile(path, compile.Options{Overlays: overlays})
+func diagnose(path string, overlays []string, strict bool, names naming.Namer) (*ir.Spec, diag.List) {
+	spec, diags := compile.Compile(path, compile.Options{Overlays: overlays, Naming: names})
 	if spec != nil {
 		diags = append(diags, augment.Diagnose(path, spec, augment.Options{Overlays: overlays, Strict: strict})...).Sorted()
 	}
@@ -279,6 +284,14 @@ type Config struct {
 	Overlays []string          `yaml:"overlays"`
 	Generate map[string]bool   `yaml:"generate"` // emitter name -> on
 	Options  map[string]string `yaml:"options"`  // emitter settings
+	// NameNormalizer is oapi-codegen's output-options.name-normalizer;
+	// OapiCodegenConfig names oapi-codegen's configuration file, which
+	// idemgen reads it from (with additional-initialisms). Both make idemgen
+	// name oapi-codegen's types as oapi-codegen does.
+	NameNormalizer    string `yaml:"name-normalizer"`
+	OapiCodegenConfig string `yaml:"oapi-codegen-config"`
+
+	namer naming.Namer
 }
 
 // LoadConfig reads an idemgen.yaml file; relative paths in it are relative
@@ -311,7 +324,35 @@ func LoadConfig(path string) (*Config, error) {
 	for i := range c.Overlays {
 		c.Overlays[i] = rel(c.Overlays[i])
 	}
+	c.OapiCodegenConfig = rel(c.OapiCodegenConfig)
+	if c.namer, err = c.naming(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	return &c, nil
+}
+
+// naming returns the Namer of c's name-normalizer and oapi-codegen-config,
+// which must agree when both are set.
+func (c *Config) naming() (naming.Namer, error) {
+	direct, err := naming.New(c.NameNormalizer, nil)
+	if err != nil {
+		return naming.Namer{}, err
+	}
+	if c.OapiCodegenConfig == "" {
+		return direct, nil
+	}
+	data, err := os.ReadFile(c.OapiCodegenConfig)
+	if err != nil {
+		return naming.Namer{}, fmt.Errorf("oapi-codegen-config: %w", err)
+	}
+	n, err := naming.FromOapiCodegenConfig(data)
+	if err != nil {
+		return naming.Namer{}, fmt.Errorf("oapi-codegen-config %s: %w", c.OapiCodegenConfig, err)
+	}
+	if c.NameNormalizer != "" && direct.Normalizer() != n.Normalizer() {
+		return naming.Namer{}, fmt.Errorf("name-normalizer %q disagrees with oapi-codegen-config %s (%q); keep one", c.NameNormalizer, c.OapiCodegenConfig, n.Normalizer())
+	}
+	return n, nil
 }
 
 const generateExamples = `  idemgen generate -emit ir -o gen/ openapi.yaml
@@ -328,6 +369,7 @@ idemgen.yaml (paths relative to the file):
   spec: openapi.yaml
   overlays: [idempotency.overlay.yaml]
   generate: {ir: true, server: true, client: true, docs: true}
+  oapi-codegen-config: oapi-codegen.yaml   # name types under its name-normalizer
 
 Flags override the file. Nothing is written when the spec has errors or any
 emitter fails; files are written atomically.
@@ -339,7 +381,7 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	configPath := fs.String("config", "", "read settings from this idemgen.yaml `FILE`")
 	fs.Var(&overlays, "overlay", "apply this OpenAPI Overlay 1.0 `FILE` first (repeatable)")
 	fs.Var(&emits, "emit", "run the emitter `NAME` (repeatable; available: "+strings.Join(emitter.Names(), ", ")+")")
-	out := fs.String("o", "", "output `DIR` (- writes the files to stdout, and diagnostics to stderr)")
+	out := fs.String("o", "", "output `DIR` (- writes the output of the one selected emitter to stdout, and diagnostics to stderr)")
 	pkg := fs.String("package", "", "Go package `NAME` of generated code")
 	fs.Var(&options, "option", "set an emitter option `NAME=VALUE` (repeatable; overrides options: in the config), e.g. server.strict=false")
 	format := formatFlag(fs)
@@ -386,6 +428,11 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	if !knownEmitters("generate", names, stderr) {
 		return ExitUsage
 	}
+	if cfg.Output == "-" && len(slices.Compact(slices.Sorted(slices.Values(names)))) != 1 {
+		// Go, Markdown and JSON concatenated on stdout are no file of any kind.
+		fmt.Fprintf(stderr, "idemgen generate: -o - writes one output to stdout, and %d emitters are selected (%s); choose one with -emit, or write to a directory\n", len(names), strings.Join(names, ", "))
+		return ExitUsage
+	}
 	params := cfg.Options
 	if len(options) > 0 {
 		params = maps.Clone(params)
@@ -410,7 +457,7 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	if cfg.Output == "-" {
 		diagOut = stderr
 	}
-	spec, diags := diagnose(cfg.Spec, cfg.Overlays, false)
+	spec, diags := diagnose(cfg.Spec, cfg.Overlays, false, cfg.namer)
 	report(diags, *format, diagOut, stderr)
 	if diags.HasErrors() {
 		return ExitError
@@ -426,10 +473,12 @@ func generate(args []string, stdout, stderr io.Writer) int {
 		return ExitError
 	}
 	if cfg.Output == "-" {
-		for _, f := range files {
-			if _, err := stdout.Write(f.Data); err != nil {
-				return ExitError
-			}
+		if len(files) != 1 {
+			fmt.Fprintf(stderr, "idemgen generate: -o -: the emitter wrote %d files, not one\n", len(files))
+			return ExitError
+		}
+		if _, err := stdout.Write(files[0].Data); err != nil {
+			return ExitError
 		}
 		return ExitOK
 	}
@@ -463,6 +512,11 @@ func version(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("version", versionSynopsis, "  idemgen version\n", stderr)
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "idemgen version: takes no arguments, got %q\n", fs.Args())
+		fs.Usage()
+		return ExitUsage
 	}
 	fmt.Fprintln(stdout, "idemgen", buildVersion())
 	return ExitOK

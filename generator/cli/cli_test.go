@@ -172,11 +172,49 @@ func TestGenerateStdout(t *testing.T) {
 	assert.Contains(t, stdout, `"goName": "ClaimCoupon"`)
 }
 
+// TestGenerateStdoutOneEmitter: -o - with several emitters would
+// concatenate Go, Markdown and JSON: a usage error.
+func TestGenerateStdoutOneEmitter(t *testing.T) {
+	code, stdout, stderr := run("generate", "-emit", "ir", "-emit", "docs", "-o", "-", contractCase("clean-minimal"))
+	assert.Equal(t, 2, code)
+	assert.Empty(t, stdout)
+	assert.Contains(t, stderr, "-o - writes one output to stdout, and 2 emitters are selected (ir, docs)")
+
+	dir := t.TempDir()
+	spec, err := filepath.Abs(contractCase("clean-minimal"))
+	require.NoError(t, err)
+	cfg := filepath.Join(dir, "idemgen.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("spec: "+spec+"\ngenerate: {ir: true, docs: true}\n"), 0o644))
+	code, stdout, stderr = run("generate", "-config", cfg, "-o", "-")
+	assert.Equal(t, 2, code, stderr)
+	assert.Empty(t, stdout)
+	code, stdout, stderr = run("generate", "-config", cfg, "-emit", "docs", "-o", "-")
+	require.Equal(t, 0, code, stderr)
+	assert.True(t, strings.HasPrefix(stdout, "#"), stdout[:min(len(stdout), 80)])
+}
+
 func TestVersion(t *testing.T) {
 	code, stdout, _ := run("version")
 	assert.Equal(t, 0, code)
 	assert.True(t, strings.HasPrefix(stdout, "idemgen "), stdout)
 	assert.NotEmpty(t, cli.Version())
+}
+
+// TestExtraArguments: arguments a command does not take are usage errors.
+func TestExtraArguments(t *testing.T) {
+	spec := contractCase("clean-minimal")
+	for _, args := range [][]string{
+		{"version", "extra"},
+		{"help", "extra"},
+		{"check", spec, "extra"},
+		{"spec", spec, "extra"},
+		{"init", spec, "extra"},
+		{"generate", "-emit", "ir", "-o", "-", spec, "extra"},
+	} {
+		code, stdout, stderr := run(args...)
+		assert.Equal(t, 2, code, "%v: %s", args, stderr)
+		assert.Empty(t, stdout, "%v", args)
+	}
 }
 
 func TestGenerateStdoutKeepsDiagnosticsOff(t *testing.T) {

@@ -47,7 +47,7 @@ func checkGenerated(fs *flag.FlagSet, configPath string, overlays []string, stri
 	if !knownEmitters("check", names, stderr) || !knownOptions("check", cfg.Options, stderr) || !validPackage("check", cfg.Package, stderr) {
 		return ExitUsage
 	}
-	spec, diags := diagnose(cfg.Spec, cfg.Overlays, strict)
+	spec, diags := diagnose(cfg.Spec, cfg.Overlays, strict, cfg.namer)
 	report(diags, format, stdout, stderr)
 	if diags.HasErrors() {
 		fmt.Fprintln(stderr, "idemgen check: the spec has errors; cannot compare the generated files")

@@ -26,6 +26,9 @@ import (
 // Options configure Compile.
 type Options struct {
 	Overlays []string // OpenAPI Overlay 1.0 files applied before loading, in order
+	// Naming names the Go identifiers of oapi-codegen's output: it must
+	// follow oapi-codegen's name-normalizer (the zero value is its default).
+	Naming naming.Namer
 }
 
 // Compile loads the spec at path and compiles its contracts. The returned
@@ -47,7 +50,7 @@ func Compile(path string, opts Options) (spec *ir.Spec, diags diag.List) {
 	if doc == nil {
 		return nil, diags.Sorted()
 	}
-	c := &compiler{doc: doc}
+	c := &compiler{doc: doc, names: opts.Naming}
 	spec = c.run()
 	diags = append(diags, c.diags...)
 	return spec, diags.Sorted()
@@ -55,6 +58,7 @@ func Compile(path string, opts Options) (spec *ir.Spec, diags diag.List) {
 
 type compiler struct {
 	doc   *load.Document
+	names naming.Namer
 	diags diag.List
 	root  contract.Block
 }
@@ -109,7 +113,7 @@ func (c *compiler) run() *ir.Spec {
 			if op != nil {
 				spec.Operations = append(spec.Operations, op)
 			}
-			route := ir.Route{Method: strings.ToUpper(method), Path: path, GoName: naming.Operation(ops[method].OperationID, method, path), Idempotent: op != nil}
+			route := ir.Route{Method: strings.ToUpper(method), Path: path, GoName: c.names.Operation(ops[method].OperationID, method, path), Idempotent: op != nil}
 			route.Pos = c.doc.NodePos(c.doc.LookupFrom(itemNode, "/"+strings.ToLower(method)))
 			spec.Routes = append(spec.Routes, route)
 		}
@@ -146,7 +150,7 @@ func (c *compiler) types() []ir.Decl {
 		if pos.IsZero() {
 			pos = ir.Pos{File: c.doc.Path, Pointer: "/components/" + kind + "/" + load.Escape(name)}
 		}
-		out = append(out, ir.Decl{Name: naming.Schema(name, goName), What: strings.TrimSuffix(kind, "s") + " " + name, Pos: pos})
+		out = append(out, ir.Decl{Name: c.names.Schema(name, goName), What: strings.TrimSuffix(kind, "s") + " " + name, Pos: pos})
 	}
 	for _, name := range sortedKeys(comp.Schemas) {
 		if r := comp.Schemas[name]; r != nil && r.Value != nil {
@@ -247,7 +251,7 @@ func (c *compiler) operation(path, method string, item *openapi3.PathItem, op *o
 		return nil
 	}
 
-	goName := naming.Operation(op.OperationID, method, path)
+	goName := c.names.Operation(op.OperationID, method, path)
 	names := naming.Names(goName)
 	out := &ir.Operation{
 		OperationID: op.OperationID,
@@ -393,10 +397,10 @@ func (c *compiler) irParam(p paramRef, opGoName string) ir.Param {
 	return ir.Param{
 		Name:     p.v.Name,
 		In:       p.v.In,
-		GoName:   naming.Param(p.v.Name, goName),
+		GoName:   c.names.Param(p.v.Name, goName),
 		Required: p.v.Required,
 		Pointer:  !p.v.Required && !skip,
-		GoType:   naming.ParamType(p.ref, p.v, opGoName, p.shared, c.doc.T.IsOpenAPI31OrLater()),
+		GoType:   c.names.ParamType(p.ref, p.v, opGoName, p.shared, c.doc.T.IsOpenAPI31OrLater()),
 		Pos:      pos,
 	}
 }
@@ -423,7 +427,7 @@ func (c *compiler) body(op *openapi3.Operation, names naming.Op) *ir.Body {
 					goName = s
 				}
 			}
-			if t := naming.SchemaRef(mt.Schema.Ref, goName); t != "" {
+			if t := c.names.SchemaRef(mt.Schema.Ref, goName); t != "" {
 				b.GoType = t
 				b.Alias = true
 			} else if !strings.HasPrefix(mt.Schema.Ref, "#") {
@@ -591,10 +595,19 @@ func (c *compiler) checkPointers(out *ir.Operation, op *openapi3.Operation, b co
 			case body == nil:
 				continue // JSON without a schema: anything may be there
 			}
-			ms := resolve(body, contract.SplitPointer(p.Pointer))
+			toks := contract.SplitPointer(p.Pointer)
+			ms := resolve(body, toks)
+			parent, tok, zero := leadingZeroIndex(body, toks)
+			hint := ""
+			if zero {
+				hint = fmt.Sprintf("; %s is not an array index (RFC 6901 forbids leading zeros), so in the array %s it names no item", tok, parent)
+			}
 			if len(ms) == 0 {
-				c.diags.Errorf(p.Pos, field+"-unknown-member", "%s: %s names no member of the request body schema of %s", field, p.Pointer, where)
+				c.diags.Errorf(p.Pos, field+"-unknown-member", "%s: %s names no member of the request body schema of %s%s", field, p.Pointer, where, hint)
 				continue
+			}
+			if zero {
+				c.diags.Warnf(p.Pos, "pointer-not-index", "%s: %s names members named %q only%s", field, p.Pointer, tok, hint)
 			}
 			for _, m := range ms {
 				p.Matches = append(p.Matches, m.path)
@@ -602,20 +615,30 @@ func (c *compiler) checkPointers(out *ir.Operation, op *openapi3.Operation, b co
 			p.Matches = slices.Compact(p.Matches)
 			if field == "unordered" {
 				known, arrays := 0, 0
+				var others []string
 				for _, m := range ms {
 					if m.schema == nil || !typed(m.schema) {
 						continue
 					}
 					known++
+					array := false
 					for _, br := range branches(m.schema) {
 						if isArray(br) {
-							arrays++
+							array = true
 							break
 						}
 					}
+					if array {
+						arrays++
+					} else {
+						others = append(others, m.path+" ("+kindOf(m.schema)+")")
+					}
 				}
-				if known > 0 && arrays == 0 {
+				switch {
+				case known > 0 && arrays == 0:
 					c.diags.Errorf(p.Pos, "unordered-not-array", "unordered: %s names %s, not an array", p.Pointer, kindOf(ms[0].schema))
+				case len(others) > 0:
+					c.diags.Warnf(p.Pos, "unordered-no-effect", "unordered: %s also names %s, not arrays: unordered has no effect there", p.Pointer, strings.Join(others, ", "))
 				}
 			}
 		}

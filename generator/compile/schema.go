@@ -141,8 +141,11 @@ func dedup(ms []match) []match {
 	return slices.CompactFunc(ms, func(a, b match) bool { return a.path == b.path && a.schema == b.schema })
 }
 
+// isIndex reports whether tok is an RFC 6901 array index: "0" or a decimal
+// without leading zeros (as the runtime's fingerprint matches them; "01"
+// names a member "01" only).
 func isIndex(tok string) bool {
-	if tok == "" {
+	if tok == "" || len(tok) > 1 && tok[0] == '0' {
 		return false
 	}
 	for _, c := range tok {
@@ -151,6 +154,36 @@ func isIndex(tok string) bool {
 		}
 	}
 	return true
+}
+
+// leadingZeroIndex returns the first token of toks that is a decimal with
+// a leading zero ("01") where the schema says the parent may be an array,
+// and the pointer to that parent.
+func leadingZeroIndex(root *openapi3.Schema, toks []string) (parent, tok string, ok bool) {
+	for i, t := range toks {
+		if len(t) < 2 || t[0] != '0' || strings.Trim(t, "0123456789") != "" {
+			continue
+		}
+		for _, m := range resolve(root, toks[:i]) {
+			if m.schema == nil {
+				continue
+			}
+			for _, br := range branches(m.schema) {
+				if isArray(br) {
+					return "/" + strings.Join(escapeToks(toks[:i]), "/"), t, true
+				}
+			}
+		}
+	}
+	return "", "", false
+}
+
+func escapeToks(toks []string) []string {
+	out := make([]string, len(toks))
+	for i, t := range toks {
+		out[i] = escapeTok(t)
+	}
+	return out
 }
 
 func sortedKeys[V any](m map[string]V) []string {

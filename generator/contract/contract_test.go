@@ -51,6 +51,11 @@ func TestParseDuration(t *testing.T) {
 		{"d", 0, false},
 		{"7dd", 0, false},
 		{"99999999999d", 0, false},
+		{"1d-23h", 0, false},
+		{"+5m", 0, false},
+		{"-5s", 0, false},
+		{"1h+30m", 0, false},
+		{"1h-30m", 0, false},
 	}
 	for _, tt := range tests {
 		got, err := contract.ParseDuration(tt.in)

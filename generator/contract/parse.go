@@ -457,8 +457,12 @@ func (p *parser) durationField(f *Field[time.Duration], what string, zeroOK bool
 }
 
 func (p *parser) duration(n *yaml.Node, ptr, what string, zeroOK bool) (time.Duration, bool) {
-	if n.Kind != yaml.ScalarNode {
-		p.errorf(n, ptr, "wrong-type", "%s must be a duration such as 90s, 10m, 24h or 7d, not %s", what, describe(n))
+	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
+		missing := ""
+		if n.Tag == "!!null" {
+			missing = " (the value is missing; leave " + what + " out for its default)"
+		}
+		p.errorf(n, ptr, "wrong-type", "%s must be a duration such as 90s, 10m, 24h or 7d, not %s%s", what, describe(n), missing)
 		return 0, false
 	}
 	if n.Tag == "!!int" || n.Tag == "!!float" {
@@ -480,9 +484,14 @@ func (p *parser) duration(n *yaml.Node, ptr, what string, zeroOK bool) (time.Dur
 var dayRE = regexp.MustCompile(`^(\d+)d(.*)$`)
 
 // ParseDuration parses a duration as time.ParseDuration does, plus a
-// leading number of days: "7d", "1d12h".
+// leading number of days: "7d", "1d12h". Signs are refused, anywhere: a
+// contract's durations are lengths of time ("+5m" is 5m written oddly,
+// "1d-23h" is 1h written misleadingly, "-5s" nothing a contract can mean).
 func ParseDuration(s string) (time.Duration, error) {
 	s = strings.TrimSpace(s)
+	if strings.ContainsAny(s, "+-") {
+		return 0, fmt.Errorf("%q has a sign; write a duration without + or -, such as 90s, 10m, 24h or 7d", s)
+	}
 	var days time.Duration
 	rest := s
 	if m := dayRE.FindStringSubmatch(s); m != nil {

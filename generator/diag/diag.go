@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -65,7 +66,7 @@ func (d Diagnostic) String() string {
 	if d.Kind == Unsupported {
 		b.WriteString("not supported yet: ")
 	}
-	b.WriteString(d.Message)
+	b.WriteString(oneLine(d.Message))
 	b.WriteString(" [")
 	b.WriteString(d.Rule)
 	b.WriteString("]")
@@ -203,4 +204,15 @@ func (l List) Err() error {
 		return nil
 	}
 	return &ErrorList{List: l.Sorted()}
+}
+
+var lineBreak = regexp.MustCompile(`\s*\n\s*`)
+
+// oneLine joins the lines of a message (a library's error may span several)
+// so that each diagnostic of the text format is one file:line:col: line.
+func oneLine(msg string) string {
+	if !strings.Contains(msg, "\n") {
+		return msg
+	}
+	return lineBreak.ReplaceAllString(strings.TrimSpace(msg), " ")
 }

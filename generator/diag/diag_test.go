@@ -73,3 +73,8 @@ func ExampleList() {
 	// openapi.yaml:12:17: error: window: "10 minutes" is not a duration [bad-duration]
 	// openapi.yaml:30:9: warning: PUT is idempotent already [put-delete]
 }
+
+func TestStringOneLine(t *testing.T) {
+	d := diag.Diagnostic{Pos: ir.Pos{File: "x.yaml", Line: 3, Col: 4}, Severity: diag.Warning, Rule: "r", Message: "first\n  second\n\n third\n"}
+	assert.Equal(t, "x.yaml:3:4: warning: first second third [r]", d.String())
+}

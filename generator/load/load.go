@@ -18,9 +18,11 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/speakeasy-api/openapi/overlay"
+	yaml4 "go.yaml.in/yaml/v4"
 	"gopkg.in/yaml.v3"
 
 	"github.com/idemgen/idemgen/generator/diag"
@@ -57,7 +59,7 @@ func Load(path string, opts Options) (*Document, diag.List) {
 	}
 	root, err := parseYAML(data)
 	if err != nil {
-		diags.Errorf(yamlErrPos(path, err), "load-error", "cannot parse the spec: %v", cleanYAMLErr(err))
+		diags.Errorf(yamlErrPos(path, err, data), "load-error", "cannot parse the spec: %v", cleanYAMLErr(err))
 		return nil, diags
 	}
 	if root.Kind != yaml.MappingNode {
@@ -89,7 +91,7 @@ func Load(path string, opts Options) (*Document, diag.List) {
 		}
 	}
 	if err != nil {
-		diags.Errorf(yamlErrPos(path, err), "load-error", "cannot load the spec: %v", err)
+		diags.Errorf(yamlErrPos(path, err, nil), "load-error", "cannot load the spec: %v", err)
 		return nil, diags
 	}
 	if t.Paths == nil {
@@ -113,11 +115,33 @@ func parseYAML(data []byte) (*yaml.Node, error) {
 
 var yamlLine = regexp.MustCompile(`line (\d+)`)
 
-func yamlErrPos(file string, err error) ir.Pos {
+var unknownAnchor = regexp.MustCompile(`unknown anchor '([^']*)' referenced`)
+
+// yamlErrPos is the position of a YAML error: the line the message names.
+// gopkg.in/yaml.v3 names none for some errors (an unknown anchor); data,
+// when given, is then parsed again with go.yaml.in/yaml/v4, which does,
+// and an unknown anchor's column is that of its alias (*name) on the line.
+func yamlErrPos(file string, err error, data []byte) ir.Pos {
 	p := ir.Pos{File: file}
-	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
-		p.Line, _ = strconv.Atoi(m[1])
-		p.Col = 1
+	m := yamlLine.FindStringSubmatch(err.Error())
+	if m == nil && data != nil {
+		var n yaml4.Node
+		if err4 := yaml4.Unmarshal(data, &n); err4 != nil {
+			m = yamlLine.FindStringSubmatch(err4.Error())
+		}
+	}
+	if m == nil {
+		return p
+	}
+	p.Line, _ = strconv.Atoi(m[1])
+	p.Col = 1
+	if a := unknownAnchor.FindStringSubmatch(err.Error()); a != nil && data != nil {
+		lines := strings.Split(string(data), "\n")
+		if p.Line <= len(lines) {
+			if i := strings.Index(lines[p.Line-1], "*"+a[1]); i >= 0 {
+				p.Col = utf8.RuneCountInString(lines[p.Line-1][:i]) + 1
+			}
+		}
 	}
 	return p
 }
@@ -134,6 +158,28 @@ func unwrapPath(err error) error {
 	return err
 }
 
+// oneLine makes an overlay library warning one line, as every diagnostic
+// is: it drops the "update action (1 / 1) target=…: " prefix (the
+// diagnostic's position is the action's target), the echo of the target and
+// the caret line under it, and joins the rest with spaces.
+func oneLine(w, target string) string {
+	if head, rest, ok := strings.Cut(w, " target="+target+": "); ok && strings.Contains(head, " action (") {
+		w = rest
+	}
+	var parts []string
+	for line := range strings.SplitSeq(w, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || line == target || strings.Trim(line, "^~ ") == "" {
+			continue
+		}
+		if n := len(parts); n > 0 && !strings.ContainsAny(parts[n-1][len(parts[n-1])-1:], ".:;!?") {
+			parts[n-1] += ";"
+		}
+		parts = append(parts, line)
+	}
+	return strings.Join(parts, " ")
+}
+
 // marker tags the nodes of an overlay's updates through kin of comment that
 // the overlay library copies when it clones a node (it drops positions), so
 // the nodes it inserts can be traced back to the overlay.
@@ -148,12 +194,12 @@ func (d *Document) applyOverlay(ovPath string) diag.List {
 	}
 	ovRoot, err := parseYAML(data)
 	if err != nil {
-		diags.Errorf(yamlErrPos(ovPath, err), "overlay-error", "cannot parse the overlay: %v", cleanYAMLErr(err))
+		diags.Errorf(yamlErrPos(ovPath, err, data), "overlay-error", "cannot parse the overlay: %v", cleanYAMLErr(err))
 		return diags
 	}
 	var ov overlay.Overlay
 	if err := ovRoot.Decode(&ov); err != nil {
-		diags.Errorf(yamlErrPos(ovPath, err), "overlay-error", "not an overlay document: %v", cleanYAMLErr(err))
+		diags.Errorf(yamlErrPos(ovPath, err, nil), "overlay-error", "not an overlay document: %v", cleanYAMLErr(err))
 		return diags
 	}
 	at := func(ptr string) ir.Pos {
@@ -194,7 +240,7 @@ func (d *Document) applyOverlay(ovPath string) diag.List {
 			if strings.Contains(w, "does nothing") {
 				continue // an update identical to the spec: harmless
 			}
-			diags.Warnf(target, "overlay-warning", "%s", w)
+			diags.Warnf(target, "overlay-warning", "%s", oneLine(w, a.Target))
 		}
 	}
 	d.unmark(d.Root, positions)

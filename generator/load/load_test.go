@@ -3,6 +3,7 @@ package load_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -93,4 +94,45 @@ func TestLoadErrors(t *testing.T) {
 	assert.Nil(t, doc)
 	require.Len(t, diags, 1)
 	assert.Equal(t, 1, diags[0].Pos.Line)
+}
+
+// TestUnknownAnchorPosition: yaml.v3 names no line for an unknown anchor;
+// the diagnostic points at the alias.
+func TestUnknownAnchorPosition(t *testing.T) {
+	dir := t.TempDir()
+	spec := write(t, dir, "s.yaml", "openapi: 3.0.3\ninfo: {title: t, version: '1'}\npaths:\n  /a:\n    post:\n      x-idempotency: *missing\n")
+	doc, diags := load.Load(spec, load.Options{})
+	assert.Nil(t, doc)
+	require.Len(t, diags, 1)
+	assert.Equal(t, "load-error", diags[0].Rule)
+	assert.Equal(t, 6, diags[0].Pos.Line)
+	assert.Equal(t, 22, diags[0].Pos.Col)
+	assert.Contains(t, diags[0].Message, "unknown anchor 'missing'")
+
+	ok := write(t, dir, "ok.yaml", "openapi: 3.0.3\ninfo: {title: t, version: '1'}\npaths: {}\n")
+	ov := write(t, dir, "ov.yaml", "overlay: 1.0.0\ninfo: {title: o, version: '1'}\nactions:\n  - target: $.info\n    update: *nope\n")
+	_, diags = load.Load(ok, load.Options{Overlays: []string{ov}})
+	require.Len(t, diags, 1)
+	assert.Equal(t, "overlay-error", diags[0].Rule)
+	assert.Equal(t, 5, diags[0].Pos.Line)
+	assert.Equal(t, 13, diags[0].Pos.Col)
+}
+
+// TestOverlayWarningOneLine: the overlay library's multi-line warning (an
+// invalid RFC 9535 path, with the path echoed and a caret under it) is one
+// diagnostic line, without the library's "update action (1 / 1)" prefix.
+func TestOverlayWarningOneLine(t *testing.T) {
+	dir := t.TempDir()
+	spec := write(t, dir, "s.yaml", "openapi: 3.0.3\ninfo: {title: t, version: '1'}\npaths:\n  /a:\n    post:\n      responses: {'201': {description: ok}}\n")
+	ov := write(t, dir, "ov.yaml", "overlay: 1.0.0\ninfo: {title: o, version: '1'}\nactions:\n  - target: $.paths./a.post\n    update: {summary: s}\n")
+	_, diags := load.Load(spec, load.Options{Overlays: []string{ov}})
+	require.Len(t, diags, 1)
+	d := diags[0]
+	assert.Equal(t, "overlay-warning", d.Rule)
+	assert.Equal(t, 4, d.Pos.Line)
+	assert.NotContains(t, d.Message, "\n")
+	assert.NotContains(t, d.Message, "update action (1 / 1)")
+	assert.NotContains(t, d.Message, "^")
+	assert.Contains(t, d.Message, "invalid rfc9535 jsonpath $.paths./a.post: Error at line 1, column 8: unexpected token; This will be treated as an error")
+	assert.Equal(t, 1, strings.Count(d.String(), "\n")+1)
 }

@@ -2,59 +2,181 @@
 // oapi-codegen generates for an operation, so generated wrappers and client
 // helpers refer to oapi-codegen's types by their exact names.
 //
-// The rules call oapi-codegen's own exported naming functions (package
-// github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen) with its default
-// configuration (name normalizer ToCamelCase, no type-name collision
-// resolution); the few it keeps unexported are restated here and checked
-// against its generated output in the tests.
+// The rules follow oapi-codegen's (package
+// github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen) under one of its name
+// normalizers (output-options.name-normalizer: ToCamelCase, the default,
+// ToCamelCaseWithDigits or ToCamelCaseWithInitialisms, with its
+// additional-initialisms), without type-name collision resolution: a Namer
+// holds the normalizer. oapi-codegen keeps the normalizer of the generation
+// under way in package state, which its exported SchemaNameToTypeName reads,
+// so a Namer never calls the functions that read it: it calls the pure ones
+// (ToCamelCase, ToCamelCaseWithDigits) and restates the others
+// (SchemaNameToTypeName, ToCamelCaseWithInitialisms and the unexported type
+// name prefix); the tests check them against oapi-codegen's generated output.
 package naming
 
 import (
+	"fmt"
+	"regexp"
+	"slices"
 	"strings"
+	"unicode"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
 	"github.com/oapi-codegen/oapi-codegen/v2/pkg/util"
 )
 
+// Normalizers are the values of name-normalizer a Namer follows, "" (the
+// default, ToCamelCase) first.
+var Normalizers = []string{"", "ToCamelCase", "ToCamelCaseWithDigits", "ToCamelCaseWithInitialisms"}
+
+// A Namer names identifiers as oapi-codegen does under one name normalizer.
+// The zero Namer is Default.
+type Namer struct {
+	normalizer  string
+	initialisms map[string]string // lower case -> as written; ToCamelCaseWithInitialisms only
+}
+
+// Default is oapi-codegen's default naming: name-normalizer ToCamelCase.
+var Default = Namer{}
+
+// initialisms restates oapi-codegen's (unexported) list of the initialisms
+// ToCamelCaseWithInitialisms writes in upper case.
+var initialisms = []string{
+	"ACL", "API", "ASCII", "CPU", "CSS", "DNS", "EOF", "GUID", "HTML", "HTTP", "HTTPS", "ID", "IP", "JSON",
+	"QPS", "RAM", "RPC", "SLA", "SMTP", "SQL", "SSH", "TCP", "TLS", "TTL", "UDP", "UI", "GID", "UID", "UUID",
+	"URI", "URL", "UTF8", "VM", "XML", "XMPP", "XSRF", "XSS", "SIP", "RTP", "AMQP", "DB", "TS",
+}
+
+// New returns the Namer of oapi-codegen's name-normalizer normalizer ("" is
+// ToCamelCase) with its additional-initialisms, which, as in oapi-codegen,
+// go with ToCamelCaseWithInitialisms only.
+func New(normalizer string, additionalInitialisms []string) (Namer, error) {
+	if !slices.Contains(Normalizers, normalizer) {
+		return Namer{}, fmt.Errorf("name-normalizer %q: oapi-codegen knows %s", normalizer, strings.Join(Normalizers[1:], ", "))
+	}
+	n := Namer{normalizer: normalizer}
+	if normalizer == "ToCamelCase" {
+		n.normalizer = ""
+	}
+	if normalizer != "ToCamelCaseWithInitialisms" {
+		if len(additionalInitialisms) > 0 {
+			return Namer{}, fmt.Errorf("additional-initialisms goes with name-normalizer ToCamelCaseWithInitialisms only (as in oapi-codegen)")
+		}
+		return n, nil
+	}
+	n.initialisms = map[string]string{}
+	for _, s := range append(slices.Clone(initialisms), additionalInitialisms...) {
+		n.initialisms[strings.ToLower(s)] = s
+	}
+	return n, nil
+}
+
+// Normalizer returns the name of n's normalizer, "" for the default.
+func (n Namer) Normalizer() string { return n.normalizer }
+
+var camelCaseMatchParts = regexp.MustCompile(`[\p{Lu}\d]+([\p{Ll}\d]+|$)`)
+
+// Normalize is oapi-codegen's nameNormalizer.
+func (n Namer) Normalize(s string) string {
+	switch n.normalizer {
+	case "ToCamelCaseWithDigits":
+		return codegen.ToCamelCaseWithDigits(s)
+	case "ToCamelCaseWithInitialisms":
+		parts := camelCaseMatchParts.FindAllString(codegen.ToCamelCaseWithDigits(s), -1)
+		for i, p := range parts {
+			if v, ok := n.initialisms[strings.ToLower(p)]; ok {
+				parts[i] = v
+			}
+		}
+		return strings.Join(parts, "")
+	}
+	return codegen.ToCamelCase(s)
+}
+
+// TypeName is oapi-codegen's SchemaNameToTypeName: a prefix for a name that
+// starts with a symbol or a digit, then the name normalized.
+func (n Namer) TypeName(name string) string { return typeNamePrefix(name) + n.Normalize(name) }
+
 // Operation returns oapi-codegen's Go name of an operation: its operationId
-// camel-cased (with a prefix for a leading digit or symbol), or, without an
-// operationId, the method and path ("post /pets/{id}" -> PostPetsId).
-func Operation(operationID, method, path string) string {
+// normalized (with a prefix for a leading digit or symbol), or, without an
+// operationId, the method and path ("post /pets/{id}" -> PostPetsId); as in
+// oapi-codegen, the result is normalized once more.
+func (n Namer) Operation(operationID, method, path string) string {
+	var id string
 	if operationID == "" {
-		id := strings.ToLower(method)
+		id = strings.ToLower(method)
 		for part := range strings.SplitSeq(path, "/") {
 			if part != "" {
 				id += "-" + part
 			}
 		}
-		return codegen.ToCamelCase(id)
+		id = n.Normalize(id)
+	} else {
+		id = n.Normalize(operationID)
 	}
-	id := codegen.ToCamelCase(operationID)
-	return codegen.ToCamelCase(typeNamePrefix(id) + id)
+	return n.Normalize(typeNamePrefix(id) + id)
 }
 
-// typeNamePrefix restates oapi-codegen's unexported prefix rule for the
-// output of ToCamelCase, which holds letters and digits only: "Empty" for an
-// empty name, "N" before a leading digit.
-func typeNamePrefix(name string) string {
+// typeNamePrefix restates oapi-codegen's unexported prefix rule: "Empty" for
+// an empty name, words for leading symbols, "N" before a leading digit.
+func typeNamePrefix(name string) (prefix string) {
 	if name == "" {
 		return "Empty"
 	}
-	if c := name[0]; c >= '0' && c <= '9' {
-		return "N"
+	for _, r := range name {
+		switch r {
+		case '$':
+			if len(name) == 1 {
+				return "DollarSign"
+			}
+		case '-':
+			prefix += "Minus"
+		case '+':
+			prefix += "Plus"
+		case '&':
+			prefix += "And"
+		case '|':
+			prefix += "Or"
+		case '~':
+			prefix += "Tilde"
+		case '=':
+			prefix += "Equal"
+		case '>':
+			prefix += "GreaterThan"
+		case '<':
+			prefix += "LessThan"
+		case '#':
+			prefix += "Hash"
+		case '.':
+			prefix += "Dot"
+		case '*':
+			prefix += "Asterisk"
+		case '^':
+			prefix += "Caret"
+		case '%':
+			prefix += "Percent"
+		case '_':
+			prefix += "Underscore"
+		default:
+			if prefix == "" && unicode.IsDigit(r) {
+				return "N"
+			}
+			return prefix
+		}
 	}
-	return ""
+	return prefix
 }
 
 // Param returns the Go field name of a parameter in <Op>Params (and the base
 // of a path parameter's argument name); goName is the parameter's
 // x-go-name extension, "" when absent.
-func Param(name, goName string) string {
+func (n Namer) Param(name, goName string) string {
 	if goName != "" {
 		name = goName
 	}
-	return codegen.SchemaNameToTypeName(name)
+	return n.TypeName(name)
 }
 
 // ParamVariable returns the Go variable name oapi-codegen gives a path
@@ -72,22 +194,22 @@ func ParamVariable(goName string) string {
 
 // Schema returns the Go type name of a component schema; goName is its
 // x-go-name extension, "" when absent.
-func Schema(component, goName string) string {
+func (n Namer) Schema(component, goName string) string {
 	if goName != "" {
 		return goName
 	}
-	return codegen.SchemaNameToTypeName(component)
+	return n.TypeName(component)
 }
 
 // SchemaRef returns the Go type of a "#/components/schemas/Name" reference,
 // "" for any other reference (oapi-codegen then declares a type of its own).
-func SchemaRef(ref, goName string) string {
+func (n Namer) SchemaRef(ref, goName string) string {
 	const prefix = "#/components/schemas/"
 	rest, ok := strings.CutPrefix(ref, prefix)
 	if !ok || rest == "" || strings.Contains(rest, "/") {
 		return ""
 	}
-	return Schema(unescape(rest), goName)
+	return n.Schema(unescape(rest), goName)
 }
 
 func unescape(tok string) string {
@@ -141,12 +263,12 @@ func IsJSONMediaType(mediaType string) bool { return util.IsMediaTypeJson(mediaT
 // overrides, objects, unions, nullable values, and enums declared on a path
 // item or in a component parameter (oapi-codegen derives their names from
 // scopes this function does not restate).
-func ParamType(ref string, p *openapi3.Parameter, opGoName string, shared, is31 bool) string {
+func (n Namer) ParamType(ref string, p *openapi3.Parameter, opGoName string, shared, is31 bool) string {
 	if p == nil {
 		return ""
 	}
 	if ref != "" {
-		name, ok := componentParamType(ref, p)
+		name, ok := n.componentParamType(ref, p)
 		if !ok || p.Schema == nil || p.Schema.Value == nil || isEnum(p.Schema.Value, is31) && p.Schema.Ref == "" {
 			return "" // an inline enum gets an operation-scoped name oapi-codegen then overrides
 		}
@@ -166,12 +288,12 @@ func ParamType(ref string, p *openapi3.Parameter, opGoName string, shared, is31 
 	if shared && hasInlineEnum(sref, is31) {
 		return ""
 	}
-	return schemaType(sref, []string{opGoName + "Params", p.Name}, is31, 0)
+	return n.schemaType(sref, []string{opGoName + "Params", p.Name}, is31, 0)
 }
 
 // componentParamType is oapi-codegen's type name of a "#/components/parameters/Name"
 // reference: the parameter's x-go-name, else Name as a type name.
-func componentParamType(ref string, p *openapi3.Parameter) (string, bool) {
+func (n Namer) componentParamType(ref string, p *openapi3.Parameter) (string, bool) {
 	const prefix = "#/components/parameters/"
 	rest, ok := strings.CutPrefix(ref, prefix)
 	if !ok || rest == "" || strings.Contains(rest, "/") {
@@ -180,7 +302,7 @@ func componentParamType(ref string, p *openapi3.Parameter) (string, bool) {
 	if s, ok := p.Extensions["x-go-name"].(string); ok && s != "" {
 		return s, true
 	}
-	return codegen.SchemaNameToTypeName(rest), true
+	return n.TypeName(rest), true
 }
 
 func isEnum(s *openapi3.Schema, is31 bool) bool {
@@ -213,7 +335,7 @@ func primaryType(s *openapi3.Schema, is31 bool) *openapi3.Types {
 
 // schemaType restates oapi-codegen's GenerateGoSchema for the schemas a
 // parameter can have.
-func schemaType(sref *openapi3.SchemaRef, path []string, is31 bool, depth int) string {
+func (n Namer) schemaType(sref *openapi3.SchemaRef, path []string, is31 bool, depth int) string {
 	if sref == nil || depth > 8 {
 		return ""
 	}
@@ -225,7 +347,7 @@ func schemaType(sref *openapi3.SchemaRef, path []string, is31 bool, depth int) s
 		if sref.Value != nil {
 			goName, _ = sref.Value.Extensions["x-go-name"].(string)
 		}
-		return SchemaRef(sref.Ref, goName)
+		return n.SchemaRef(sref.Ref, goName)
 	}
 	s := sref.Value
 	if s == nil {
@@ -244,19 +366,19 @@ func schemaType(sref *openapi3.SchemaRef, path []string, is31 bool, depth int) s
 		return ""
 	}
 	if isEnum(s, is31) {
-		if n, ok := s.Extensions["x-go-type-name"].(string); ok && n != "" {
-			return n
+		if name, ok := s.Extensions["x-go-type-name"].(string); ok && name != "" {
+			return name
 		}
 		parts := make([]string, len(path))
 		for i, p := range path {
-			parts[i] = codegen.ToCamelCase(p)
+			parts[i] = n.Normalize(p)
 		}
-		return codegen.SchemaNameToTypeName(strings.Join(parts, "_"))
+		return n.TypeName(strings.Join(parts, "_"))
 	}
 	m := codegen.DefaultTypeMapping
 	switch {
 	case t.Is("array"):
-		item := schemaType(s.Items, path, is31, depth+1)
+		item := n.schemaType(s.Items, path, is31, depth+1)
 		if item == "" {
 			return ""
 		}

@@ -29,28 +29,28 @@ func TestOperation(t *testing.T) {
 		{"", "patch", "/", "Patch"},
 	}
 	for _, tt := range tests {
-		assert.Equal(t, tt.want, naming.Operation(tt.id, tt.method, tt.path), "%q %s %s", tt.id, tt.method, tt.path)
+		assert.Equal(t, tt.want, naming.Default.Operation(tt.id, tt.method, tt.path), "%q %s %s", tt.id, tt.method, tt.path)
 	}
 }
 
 func TestParamAndSchema(t *testing.T) {
-	assert.Equal(t, "IdempotencyKey", naming.Param("Idempotency-Key", ""))
-	assert.Equal(t, "IdemKey", naming.Param("Idempotency-Key", "IdemKey"))
-	assert.Equal(t, "PayPalRequestId", naming.Param("PayPal-Request-Id", ""))
+	assert.Equal(t, "IdempotencyKey", naming.Default.Param("Idempotency-Key", ""))
+	assert.Equal(t, "IdemKey", naming.Default.Param("Idempotency-Key", "IdemKey"))
+	assert.Equal(t, "PayPalRequestId", naming.Default.Param("PayPal-Request-Id", ""))
 	assert.Equal(t, "petId", naming.ParamVariable("PetId"))
 	assert.Equal(t, "pType", naming.ParamVariable("Type"))
-	assert.Equal(t, "NewPet", naming.SchemaRef("#/components/schemas/NewPet", ""))
-	assert.Equal(t, "Pet", naming.SchemaRef("#/components/schemas/new_pet", "Pet"))
-	assert.Equal(t, "", naming.SchemaRef("other.yaml#/Pet", ""))
+	assert.Equal(t, "NewPet", naming.Default.SchemaRef("#/components/schemas/NewPet", ""))
+	assert.Equal(t, "Pet", naming.Default.SchemaRef("#/components/schemas/new_pet", "Pet"))
+	assert.Equal(t, "", naming.Default.SchemaRef("other.yaml#/Pet", ""))
 	assert.True(t, naming.IsJSONMediaType("application/merge-patch+json"))
 	assert.True(t, naming.IsJSONMediaType("application/json; charset=utf-8"))
 	assert.False(t, naming.IsJSONMediaType("application/x-www-form-urlencoded"))
 }
 
-func ExampleOperation() {
-	fmt.Println(naming.Operation("post-transfers", "POST", "/transfers"))
-	fmt.Println(naming.Operation("", "POST", "/coupons/{couponId}/claims"))
-	n := naming.Names(naming.Operation("claimCoupon", "POST", "/coupons/{couponId}/claims"))
+func ExampleNamer_Operation() {
+	fmt.Println(naming.Default.Operation("post-transfers", "POST", "/transfers"))
+	fmt.Println(naming.Default.Operation("", "POST", "/coupons/{couponId}/claims"))
+	n := naming.Names(naming.Default.Operation("claimCoupon", "POST", "/coupons/{couponId}/claims"))
 	fmt.Println(n.RequestObject, n.Params, n.WithResponse, n.JSONRequestBody)
 	// Output:
 	// PostTransfers
@@ -203,6 +203,41 @@ func TestParamType(t *testing.T) {
 		{"no parameter", "", nil, false, false, ""},
 	}
 	for _, tt := range tests {
-		assert.Equal(t, tt.want, naming.ParamType(tt.ref, tt.p, "ClaimCoupon", tt.shared, tt.is31), tt.name)
+		assert.Equal(t, tt.want, naming.Default.ParamType(tt.ref, tt.p, "ClaimCoupon", tt.shared, tt.is31), tt.name)
 	}
+}
+
+// TestNormalizers checks each Namer against oapi-codegen's own
+// SchemaNameToTypeName under the same name-normalizer (which oapi-codegen
+// reads from the package state codegen.Generate sets).
+func TestNormalizers(t *testing.T) {
+	doc := &openapi3.T{OpenAPI: "3.0.3", Info: &openapi3.Info{Title: "t", Version: "1"}, Paths: openapi3.NewPaths()}
+	gen := func(normalizer string, initialisms []string) {
+		_, err := codegen.Generate(doc, codegen.Configuration{PackageName: "api", Generate: codegen.GenerateOptions{Models: true},
+			OutputOptions: codegen.OutputOptions{SkipFmt: true, NameNormalizer: normalizer, AdditionalInitialisms: initialisms}})
+		require.NoError(t, err)
+	}
+	t.Cleanup(func() { gen("", nil) })
+	inputs := []string{"createOrderRefundById", "post-api-userId-short-urls", "http_url", "create_json_import_v2x", "3ds_check",
+		"-minus", "_under", "$", "", "order_id", "OrderID", "user.uuid", "ipAddress", "a2b", "XMLHttpRequest", "PostApiUserIdShortUrls"}
+	for _, normalizer := range naming.Normalizers {
+		for _, extra := range [][]string{nil, {"V2X"}} {
+			if extra != nil && normalizer != "ToCamelCaseWithInitialisms" {
+				continue
+			}
+			gen(normalizer, extra)
+			n, err := naming.New(normalizer, extra)
+			require.NoError(t, err)
+			for _, in := range inputs {
+				assert.Equal(t, codegen.SchemaNameToTypeName(in), n.TypeName(in), "%s %v: %q", normalizer, extra, in)
+			}
+		}
+	}
+	n, err := naming.New("ToCamelCaseWithInitialisms", nil)
+	require.NoError(t, err)
+	assert.Equal(t, "CreateOrderRefundByID", n.Operation("createOrderRefundById", "POST", "/x"))
+	assert.Equal(t, "PostAPIUserIDShortUrls", n.Operation("", "POST", "/api/{userId}/short-urls"))
+	assert.Equal(t, "OrderID", n.Param("orderId", ""))
+	_, err = naming.New("ToCamelCase", []string{"ABC"})
+	assert.Error(t, err)
 }
