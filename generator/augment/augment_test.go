@@ -320,3 +320,57 @@ func TestSpecStale(t *testing.T) {
 	require.False(t, diags.HasErrors(), "%v", diags)
 	assert.Empty(t, augment.Diagnose(current, spec, augment.Options{Strict: true}))
 }
+
+// stable augments src, then augments the result again: the second run
+// changes nothing and Diagnose -strict finds nothing in the first result.
+func stable(t *testing.T, src string) string {
+	t.Helper()
+	path := writeTemp(t, "openapi.yaml", []byte(src))
+	first := run(t, specCase{spec: path})
+	p1 := writeTemp(t, "openapi.yaml", first.Spec)
+	spec, diags := compile.Compile(p1, compile.Options{})
+	require.False(t, diags.HasErrors(), "%v", diags)
+	assert.Empty(t, augment.Diagnose(p1, spec, augment.Options{Strict: true}))
+	again := run(t, specCase{spec: p1})
+	assert.Zero(t, again.Actions)
+	assert.Equal(t, string(first.Spec), string(again.Spec))
+	return string(first.Spec)
+}
+
+// TestSharedBodyMember: a body key member two operations reach (one
+// requestBody component) gets one note naming both, written once: spec is
+// stable and the augmented spec is not stale.
+func TestSharedBodyMember(t *testing.T) {
+	src := `openapi: 3.0.3
+info: {title: M, version: "1"}
+paths:
+  /b:
+    post:
+      operationId: createB
+      x-idempotency: {semantics: strict, window: 24h, key: {body: /key}}
+      requestBody: {$ref: '#/components/requestBodies/Req'}
+      responses: {'201': {description: created}}
+  /a:
+    post:
+      operationId: createA
+      x-idempotency: {semantics: strict, window: 24h, key: {body: /key}}
+      requestBody: {$ref: '#/components/requestBodies/Req'}
+      responses: {'201': {description: created}}
+components:
+  requestBodies:
+    Req:
+      required: true
+      content:
+        application/json:
+          schema: {$ref: '#/components/schemas/Req'}
+  schemas:
+    Req:
+      type: object
+      required: [key]
+      properties:
+        key: {type: string}
+`
+	out := stable(t, src)
+	assert.Contains(t, out, "Idempotency key of POST /a, POST /b:")
+	assert.Equal(t, 1, strings.Count(out, "Idempotency key of"))
+}

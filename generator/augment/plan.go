@@ -49,12 +49,15 @@ type finding struct {
 // planner computes the overlay actions that declare in the spec what the
 // contracts imply. It only reads the tree; Apply changes it.
 type planner struct {
-	root     *yaml.Node
-	parents  parents
-	comps    *components
-	roles    map[int]roles // union over all operations, per status
-	actions  []overlay.Action
-	edited   map[*yaml.Node]bool // shared nodes already changed by an action
+	root    *yaml.Node
+	parents parents
+	comps   *components
+	roles   map[int]roles // union over all operations, per status
+	actions []overlay.Action
+	edited  map[*yaml.Node]bool // shared nodes already changed by an action
+	// keyOps are the operations whose body key is each member schema
+	// (several when they share a request body or schema), sorted.
+	keyOps   map[*yaml.Node][]string
 	findings []finding
 }
 
@@ -64,8 +67,14 @@ type planner struct {
 // as a RuleNotAugmented finding and left alone. ops must come from the same
 // document (the IR compiled from it).
 func plan(root *yaml.Node, ops []*ir.Operation) *planner {
-	p := &planner{root: root, parents: indexParents(root), comps: newComponents(root), roles: map[int]roles{}, edited: map[*yaml.Node]bool{}}
+	p := &planner{root: root, parents: indexParents(root), comps: newComponents(root), roles: map[int]roles{}, edited: map[*yaml.Node]bool{}, keyOps: map[*yaml.Node][]string{}}
 	for _, op := range ops {
+		if op.Key.Carrier == ir.CarrierBody {
+			if m := p.keyMember(op, p.operationNode(op)); m != nil && !slices.Contains(p.keyOps[m], where(op)) {
+				p.keyOps[m] = append(p.keyOps[m], where(op))
+				slices.Sort(p.keyOps[m])
+			}
+		}
 		for s, r := range statusRoles(op) {
 			u := p.roles[s]
 			for i := range r {
@@ -488,9 +497,9 @@ func ReplaceInline(text, block string) string {
 	return strings.TrimRight(text, " \t\r\n") + " " + whole
 }
 
-// bodyMember notes the key in the body member's schema: a description
-// block, and maxLength and format when the schema has none.
-func (p *planner) bodyMember(op *ir.Operation, opNode *yaml.Node) {
+// keyMember returns the schema of op's body key member, or nil when it is
+// not an inline mapping of this document.
+func (p *planner) keyMember(op *ir.Operation, opNode *yaml.Node) *yaml.Node {
 	rb := resolve(p.root, child(opNode, "requestBody"))
 	content := child(rb, "content")
 	var schema *yaml.Node
@@ -506,7 +515,15 @@ func (p *planner) bodyMember(op *ir.Operation, opNode *yaml.Node) {
 			}
 		}
 	}
-	member := p.member(schema, strings.Split(strings.TrimPrefix(op.Key.Name, "/"), "/"), 0)
+	return p.member(schema, strings.Split(strings.TrimPrefix(op.Key.Name, "/"), "/"), 0)
+}
+
+// bodyMember notes the key in the body member's schema: a description
+// block, and maxLength and format when the schema has none. A member
+// several operations reach (a shared request body or schema) is noted
+// once, naming them all: the note does not depend on which comes first.
+func (p *planner) bodyMember(op *ir.Operation, opNode *yaml.Node) {
+	member := p.keyMember(op, opNode)
 	if member == nil {
 		p.notAugmented(op, opNode, "the key member %s of %s's body is not written in this document (or only through a $ref): note the key in its schema there", op.Key.Name, where(op))
 		return
@@ -514,12 +531,17 @@ func (p *planner) bodyMember(op *ir.Operation, opNode *yaml.Node) {
 	if p.edited[member] {
 		return
 	}
+	p.edited[member] = true // checked (and changed, if need be) once
 	upd := mapping()
 	what := "a string of visible ASCII characters"
 	if op.Key.Format != ir.FormatToken {
 		what = "a UUID"
 	}
-	note := fmt.Sprintf("Idempotency key of %s: %s of at most %d characters, new for each logical call and the same on every retry of it.", where(op), what, op.Key.MaxLength)
+	ops := p.keyOps[member]
+	if len(ops) == 0 {
+		ops = []string{where(op)}
+	}
+	note := fmt.Sprintf("Idempotency key of %s: %s of at most %d characters, new for each logical call and the same on every retry of it.", strings.Join(ops, ", "), what, op.Key.MaxLength)
 	cur := child(member, "description")
 	if cur == nil || cur.Kind == yaml.ScalarNode {
 		old := ""
@@ -529,7 +551,7 @@ func (p *planner) bodyMember(op *ir.Operation, opNode *yaml.Node) {
 		if next := ReplaceInline(old, note); next != old {
 			set(upd, "description", str(next))
 			if hasBlock(old) {
-				p.found(RuleSpecStale, op, cur, "the key note in the description of %s's body member %s (between the idemgen:contract markers) is stale: it differs from what the contract says now", where(op), op.Key.Name)
+				p.found(RuleSpecStale, op, cur, "the key note in the description of the body member %s of %s (between the idemgen:contract markers) is stale: it differs from what the contracts say now", op.Key.Name, strings.Join(ops, ", "))
 			}
 		}
 	}
@@ -547,8 +569,7 @@ func (p *planner) bodyMember(op *ir.Operation, opNode *yaml.Node) {
 		p.notAugmented(op, member, "the key member %s of %s cannot be addressed by an overlay target", op.Key.Name, where(op))
 		return
 	}
-	p.edited[member] = true
-	p.actions = append(p.actions, overlay.Action{Target: path, Description: "The idempotency key of " + where(op) + " in its body schema.", Update: *upd})
+	p.actions = append(p.actions, overlay.Action{Target: path, Description: "The idempotency key of " + strings.Join(ops, ", ") + " in its body schema.", Update: *upd})
 }
 
 // member finds the schema of the member at toks below schema, through
