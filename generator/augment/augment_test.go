@@ -374,3 +374,45 @@ components:
 	assert.Contains(t, out, "Idempotency key of POST /a, POST /b:")
 	assert.Equal(t, 1, strings.Count(out, "Idempotency key of"))
 }
+
+// TestSpecStaleOwnHeadersAndParam: idemgen's header components and key
+// parameter, once out of date, are reported stale at their definitions and
+// replaced in place (not joined by IdempotencyRetryAfter2 while the
+// responses keep referring to the old one).
+func TestSpecStaleOwnHeadersAndParam(t *testing.T) {
+	src := `openapi: 3.0.3
+info: {title: M, version: "1"}
+paths:
+  /a:
+    post:
+      operationId: createA
+      x-idempotency: {semantics: strict, window: 1h, key: {header: Idempotency-Key, max-length: 64}}
+      responses:
+        '201': {description: created}
+`
+	fresh := stable(t, src)
+	for _, tc := range []struct{ name, old, new string }{
+		{"headers IdempotencyRetryAfter", "description: Seconds to wait before retrying", "description: Older words. Seconds to wait before retrying"},
+		{"headers IdempotentReplayed", "description: 'true when this response is the stored response", "description: 'Older words. true when this response is the stored response"},
+		{"parameters IdempotencyKey", "description: 'Idempotency key: a string", "description: 'Older words. Idempotency key: a string"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, 1, strings.Count(fresh, tc.old))
+			staleSrc := strings.Replace(fresh, tc.old, tc.new, 1)
+			path := writeTemp(t, "openapi.yaml", []byte(staleSrc))
+			spec, diags := compile.Compile(path, compile.Options{})
+			require.False(t, diags.HasErrors(), "%v", diags)
+			got := augment.Diagnose(path, spec, augment.Options{Strict: true})
+			require.Len(t, got, 1, "%v", got)
+			assert.Equal(t, augment.RuleSpecStale, got[0].Rule)
+			assert.Contains(t, got[0].Message, "component "+tc.name)
+			lines := strings.Split(staleSrc, "\n")
+			assert.Contains(t, lines[got[0].Pos.Line-2], strings.Fields(tc.name)[1]+":", "at the component's definition")
+
+			again := stable(t, staleSrc)
+			assert.NotContains(t, again, "Older words")
+			assert.NotContains(t, again, strings.Fields(tc.name)[1]+"2", "replaced, not joined by another")
+			assert.Equal(t, strings.Count(fresh, "$ref"), strings.Count(again, "$ref"))
+		})
+	}
+}

@@ -178,9 +178,42 @@ func (p *planner) operation(op *ir.Operation) (overlay.Action, bool) {
 // (or its path item) does not.
 func (p *planner) keyParam(op *ir.Operation, opNode, upd *yaml.Node) {
 	k := op.Key
-	if k.Carrier == ir.CarrierBody || k.Param != nil || p.declares(op, opNode) {
+	if k.Carrier == ir.CarrierBody {
 		return
 	}
+	def, base := keyParamDef(k)
+	if e := p.declared(op, opNode); e != nil {
+		if ptr, external := refTarget(unalias(e)); !external {
+			// idemgen's own parameter from an earlier run: replaced in
+			// place (and reported stale) when the key changed.
+			p.comps.current("parameters", ptr, def)
+		}
+		return
+	}
+	if k.Param != nil {
+		return
+	}
+	r := p.existingParam(k)
+	if r != "" {
+		p.comps.current("parameters", strings.TrimPrefix(r, "#"), def)
+	} else {
+		// Not replace: the definition depends on the key, and a marked
+		// parameter of that name may be another operation's (which
+		// replaces it in place itself, through current).
+		r = p.comps.ref("parameters", base, def, false)
+	}
+	params := child(opNode, "parameters")
+	if params != nil && params.Kind != yaml.SequenceNode {
+		p.notAugmented(op, params, "the parameters of %s are not a list", where(op))
+		return
+	}
+	set(upd, "parameters", toNode([]*yaml.Node{ref(r)}))
+	p.found(RuleKeyParamMissing, op, opNode, "%s does not declare its idempotency key (%s %s) as a parameter", where(op), k.Carrier, k.Name)
+}
+
+// keyParamDef returns the definition of idemgen's key parameter component
+// for k and the base of its name.
+func keyParamDef(k ir.Key) (*yaml.Node, string) {
 	schema := mapping("type", "string")
 	switch k.Format {
 	case ir.FormatUUID, ir.FormatUUIDv4, ir.FormatUUIDv7:
@@ -199,21 +232,11 @@ func (p *planner) keyParam(op *ir.Operation, opNode, upd *yaml.Node) {
 		"schema", schema,
 		Marker, markerValue,
 	)
-	r := p.existingParam(k)
-	if r == "" {
-		base := naming.Default.Param(k.Name, "")
-		if base == "" || !strings.Contains(strings.ToLower(base), "idempot") {
-			base = "Idempotency" + base
-		}
-		r = p.comps.ref("parameters", base, def, false)
+	base := naming.Default.Param(k.Name, "")
+	if base == "" || !strings.Contains(strings.ToLower(base), "idempot") {
+		base = "Idempotency" + base
 	}
-	params := child(opNode, "parameters")
-	if params != nil && params.Kind != yaml.SequenceNode {
-		p.notAugmented(op, params, "the parameters of %s are not a list", where(op))
-		return
-	}
-	set(upd, "parameters", toNode([]*yaml.Node{ref(r)}))
-	p.found(RuleKeyParamMissing, op, opNode, "%s does not declare its idempotency key (%s %s) as a parameter", where(op), k.Carrier, k.Name)
+	return def, base
 }
 
 // existingParam returns the $ref of a component parameter of the spec
@@ -264,10 +287,11 @@ func compatible(root, d *yaml.Node, k ir.Key) bool {
 	return child(s, "pattern") == nil || !uuid
 }
 
-// declares reports whether the tree declares op's key parameter, at the
-// operation or path level, inline or through a local $ref (the IR knows
-// only about what kin-openapi resolved, this looks at the tree itself).
-func (p *planner) declares(op *ir.Operation, opNode *yaml.Node) bool {
+// declared returns the element of the operation's or path item's
+// parameters that declares op's key parameter, inline or through a $ref,
+// or nil (the IR knows only about what kin-openapi resolved, this looks at
+// the tree itself).
+func (p *planner) declared(op *ir.Operation, opNode *yaml.Node) *yaml.Node {
 	item := child(child(p.root, "paths"), op.Path)
 	for _, list := range []*yaml.Node{child(opNode, "parameters"), child(item, "parameters")} {
 		if list == nil || list.Kind != yaml.SequenceNode {
@@ -276,7 +300,7 @@ func (p *planner) declares(op *ir.Operation, opNode *yaml.Node) bool {
 		for _, e := range list.Content {
 			d := resolve(p.root, e)
 			if _, external := refTarget(unalias(e)); external {
-				return true // another document: trust the IR (Param == nil means it is not this one)
+				return e // another document: trust the IR (Param == nil means it is not this one)
 			}
 			if d == nil || child(d, "in") == nil || child(d, "name") == nil {
 				continue
@@ -286,11 +310,11 @@ func (p *planner) declares(op *ir.Operation, opNode *yaml.Node) bool {
 			}
 			name := child(d, "name").Value
 			if name == op.Key.Name || (op.Key.Carrier == ir.CarrierHeader && strings.EqualFold(name, op.Key.Name)) {
-				return true
+				return e
 			}
 		}
 	}
-	return false
+	return nil
 }
 
 // responses declares the problem responses, Retry-After on the statuses
@@ -313,10 +337,13 @@ func (p *planner) responses(op *ir.Operation, opNode, upd *yaml.Node) {
 			if !replayable(code, op.Policy.Failures) || !isMapping(r) || child(r, "$ref") != nil {
 				continue // a $ref'd response is shared: not ours to change
 			}
-			if childFold(child(r, "headers"), "Idempotent-Replayed") != nil {
+			if h := childFold(child(r, "headers"), "Idempotent-Replayed"); h != nil {
+				if ptr, external := refTarget(unalias(h)); !external {
+					p.comps.current("headers", ptr, replayedHeader())
+				}
 				continue
 			}
-			h := p.comps.ref("headers", ReplayedHeader, replayedHeader(), false)
+			h := p.comps.ref("headers", ReplayedHeader, replayedHeader(), true)
 			set(ensure(ensure(ensure(newResps, code), "headers"), "Idempotent-Replayed"), "$ref", str(h))
 		}
 	}
@@ -369,10 +396,13 @@ func (p *planner) retryAfter(op *ir.Operation, code string, existing, newResps *
 		p.found(RuleRetryAfterMissing, op, existing, "the %s response of %s is in another document: declare its Retry-After header there", code, where(op))
 		return
 	}
-	if childFold(child(r, "headers"), "Retry-After") != nil {
+	if h := childFold(child(r, "headers"), "Retry-After"); h != nil {
+		if ptr, external := refTarget(unalias(h)); !external {
+			p.comps.current("headers", ptr, retryAfterHeader())
+		}
 		return
 	}
-	h := ref(p.comps.ref("headers", RetryAfterHeader, retryAfterHeader(), false))
+	h := ref(p.comps.ref("headers", RetryAfterHeader, retryAfterHeader(), true))
 	p.found(RuleRetryAfterMissing, op, existing, "the %s response of %s does not declare the Retry-After header idemgen's runtime sends with it", code, where(op))
 	if r == existing {
 		set(ensure(ensure(ensure(newResps, code), "headers"), "Retry-After"), "$ref", h.Content[1])
@@ -457,7 +487,7 @@ func (p *planner) responseDef(s int) *yaml.Node {
 	roles := p.roles[s]
 	def := mapping("description", responseDescription(s, roles))
 	if roles.retryAfter() {
-		set(def, "headers", mapping("Retry-After", ref(p.comps.ref("headers", RetryAfterHeader, retryAfterHeader(), false))))
+		set(def, "headers", mapping("Retry-After", ref(p.comps.ref("headers", RetryAfterHeader, retryAfterHeader(), true))))
 	}
 	set(def, "content", mapping("application/problem+json", mapping("schema", ref(p.comps.ref("schemas", ProblemSchema, problemSchema(), true)))))
 	set(def, Marker, str(markerValue))
