@@ -416,3 +416,74 @@ paths:
 		})
 	}
 }
+
+// TestMergedContainers: parameters, responses and response headers an
+// operation has only through a merge key (`<<: *op`) keep what is merged
+// when idemgen adds to them (an own key would override the merged one).
+func TestMergedContainers(t *testing.T) {
+	for _, tc := range []struct{ name, src string }{
+		{"params", `openapi: 3.0.3
+info: {title: M, version: "1"}
+x-common:
+  op: &op
+    parameters:
+      - {name: tenant, in: query, required: true, schema: {type: string}}
+    responses: {'201': {description: created, headers: {Location: {schema: {type: string}}}}}
+paths:
+  /a:
+    post:
+      <<: *op
+      operationId: createA
+      x-idempotency: {semantics: strict, window: 24h, key: {header: Idempotency-Key}}
+`},
+		{"seqh", `openapi: 3.0.3
+info: {title: M, version: "1"}
+x-p:
+  hdr: &hdr {in: header, required: true, schema: {type: string, maxLength: 64}}
+  resp: &resp {description: created, headers: {Location: {schema: {type: string}}}}
+paths:
+  /a:
+    post:
+      operationId: createA
+      x-idempotency: {semantics: strict, window: 1h, key: {header: Idempotency-Key, max-length: 64}}
+      parameters:
+        - {<<: *hdr, name: Idempotency-Key}
+        - {name: tenant, in: query, required: true, schema: {type: string}}
+      responses:
+        '201': {<<: *resp}
+`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := stable(t, tc.src)
+			var doc struct {
+				Paths map[string]map[string]struct {
+					Parameters []map[string]any
+					Responses  map[string]struct {
+						Description string
+						Ref         string `yaml:"$ref"`
+						Headers     map[string]any
+					}
+				}
+			}
+			require.NoError(t, yaml.Unmarshal([]byte(out), &doc))
+			op := doc.Paths["/a"]["post"]
+			var names []string
+			for _, p := range op.Parameters {
+				if p["$ref"] != nil {
+					names = append(names, p["$ref"].(string))
+				} else {
+					names = append(names, p["name"].(string))
+				}
+			}
+			assert.Contains(t, names, "tenant")
+			assert.Len(t, names, 2, "%v", names)
+			created := op.Responses["201"]
+			assert.Equal(t, "created", created.Description)
+			assert.Contains(t, created.Headers, "Location")
+			assert.Contains(t, created.Headers, "Idempotent-Replayed")
+			for _, code := range []string{"400", "409", "422", "503"} {
+				assert.NotEmpty(t, op.Responses[code].Ref, code)
+			}
+		})
+	}
+}

@@ -171,7 +171,7 @@ func (p *planner) operation(op *ir.Operation) (overlay.Action, bool) {
 	for i := 0; i < len(upd.Content); i += 2 {
 		what = append(what, upd.Content[i].Value)
 	}
-	return overlay.Action{Target: path, Description: "Idempotency of " + where(op) + ": " + strings.Join(what, ", ") + ".", Update: *upd}, true
+	return overlay.Action{Target: path, Description: "Idempotency of " + where(op) + ": " + strings.Join(what, ", ") + ".", Update: *complete(opNode, upd)}, true
 }
 
 // keyParam declares the key header or query parameter when the operation
@@ -417,7 +417,7 @@ func (p *planner) retryAfter(op *ir.Operation, code string, existing, newResps *
 		return
 	}
 	p.edited[r] = true
-	p.actions = append(p.actions, overlay.Action{Target: path, Description: "Retry-After on a shared " + code + " response.", Update: *mapping("headers", mapping("Retry-After", h))})
+	p.actions = append(p.actions, overlay.Action{Target: path, Description: "Retry-After on a shared " + code + " response.", Update: *complete(r, mapping("headers", mapping("Retry-After", h)))})
 }
 
 // replayable reports whether a response declared under code may be a
