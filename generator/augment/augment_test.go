@@ -320,3 +320,170 @@ func TestSpecStale(t *testing.T) {
 	require.False(t, diags.HasErrors(), "%v", diags)
 	assert.Empty(t, augment.Diagnose(current, spec, augment.Options{Strict: true}))
 }
+
+// stable augments src, then augments the result again: the second run
+// changes nothing and Diagnose -strict finds nothing in the first result.
+func stable(t *testing.T, src string) string {
+	t.Helper()
+	path := writeTemp(t, "openapi.yaml", []byte(src))
+	first := run(t, specCase{spec: path})
+	p1 := writeTemp(t, "openapi.yaml", first.Spec)
+	spec, diags := compile.Compile(p1, compile.Options{})
+	require.False(t, diags.HasErrors(), "%v", diags)
+	assert.Empty(t, augment.Diagnose(p1, spec, augment.Options{Strict: true}))
+	again := run(t, specCase{spec: p1})
+	assert.Zero(t, again.Actions)
+	assert.Equal(t, string(first.Spec), string(again.Spec))
+	return string(first.Spec)
+}
+
+// TestSharedBodyMember: a body key member two operations reach (one
+// requestBody component) gets one note naming both, written once: spec is
+// stable and the augmented spec is not stale.
+func TestSharedBodyMember(t *testing.T) {
+	src := `openapi: 3.0.3
+info: {title: M, version: "1"}
+paths:
+  /b:
+    post:
+      operationId: createB
+      x-idempotency: {semantics: strict, window: 24h, key: {body: /key}}
+      requestBody: {$ref: '#/components/requestBodies/Req'}
+      responses: {'201': {description: created}}
+  /a:
+    post:
+      operationId: createA
+      x-idempotency: {semantics: strict, window: 24h, key: {body: /key}}
+      requestBody: {$ref: '#/components/requestBodies/Req'}
+      responses: {'201': {description: created}}
+components:
+  requestBodies:
+    Req:
+      required: true
+      content:
+        application/json:
+          schema: {$ref: '#/components/schemas/Req'}
+  schemas:
+    Req:
+      type: object
+      required: [key]
+      properties:
+        key: {type: string}
+`
+	out := stable(t, src)
+	assert.Contains(t, out, "Idempotency key of POST /a, POST /b:")
+	assert.Equal(t, 1, strings.Count(out, "Idempotency key of"))
+}
+
+// TestSpecStaleOwnHeadersAndParam: idemgen's header components and key
+// parameter, once out of date, are reported stale at their definitions and
+// replaced in place (not joined by IdempotencyRetryAfter2 while the
+// responses keep referring to the old one).
+func TestSpecStaleOwnHeadersAndParam(t *testing.T) {
+	src := `openapi: 3.0.3
+info: {title: M, version: "1"}
+paths:
+  /a:
+    post:
+      operationId: createA
+      x-idempotency: {semantics: strict, window: 1h, key: {header: Idempotency-Key, max-length: 64}}
+      responses:
+        '201': {description: created}
+`
+	fresh := stable(t, src)
+	for _, tc := range []struct{ name, old, new string }{
+		{"headers IdempotencyRetryAfter", "description: Seconds to wait before retrying", "description: Older words. Seconds to wait before retrying"},
+		{"headers IdempotentReplayed", "description: 'true when this response is the stored response", "description: 'Older words. true when this response is the stored response"},
+		{"parameters IdempotencyKey", "description: 'Idempotency key: a string", "description: 'Older words. Idempotency key: a string"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, 1, strings.Count(fresh, tc.old))
+			staleSrc := strings.Replace(fresh, tc.old, tc.new, 1)
+			path := writeTemp(t, "openapi.yaml", []byte(staleSrc))
+			spec, diags := compile.Compile(path, compile.Options{})
+			require.False(t, diags.HasErrors(), "%v", diags)
+			got := augment.Diagnose(path, spec, augment.Options{Strict: true})
+			require.Len(t, got, 1, "%v", got)
+			assert.Equal(t, augment.RuleSpecStale, got[0].Rule)
+			assert.Contains(t, got[0].Message, "component "+tc.name)
+			lines := strings.Split(staleSrc, "\n")
+			assert.Contains(t, lines[got[0].Pos.Line-2], strings.Fields(tc.name)[1]+":", "at the component's definition")
+
+			again := stable(t, staleSrc)
+			assert.NotContains(t, again, "Older words")
+			assert.NotContains(t, again, strings.Fields(tc.name)[1]+"2", "replaced, not joined by another")
+			assert.Equal(t, strings.Count(fresh, "$ref"), strings.Count(again, "$ref"))
+		})
+	}
+}
+
+// TestMergedContainers: parameters, responses and response headers an
+// operation has only through a merge key (`<<: *op`) keep what is merged
+// when idemgen adds to them (an own key would override the merged one).
+func TestMergedContainers(t *testing.T) {
+	for _, tc := range []struct{ name, src string }{
+		{"params", `openapi: 3.0.3
+info: {title: M, version: "1"}
+x-common:
+  op: &op
+    parameters:
+      - {name: tenant, in: query, required: true, schema: {type: string}}
+    responses: {'201': {description: created, headers: {Location: {schema: {type: string}}}}}
+paths:
+  /a:
+    post:
+      <<: *op
+      operationId: createA
+      x-idempotency: {semantics: strict, window: 24h, key: {header: Idempotency-Key}}
+`},
+		{"seqh", `openapi: 3.0.3
+info: {title: M, version: "1"}
+x-p:
+  hdr: &hdr {in: header, required: true, schema: {type: string, maxLength: 64}}
+  resp: &resp {description: created, headers: {Location: {schema: {type: string}}}}
+paths:
+  /a:
+    post:
+      operationId: createA
+      x-idempotency: {semantics: strict, window: 1h, key: {header: Idempotency-Key, max-length: 64}}
+      parameters:
+        - {<<: *hdr, name: Idempotency-Key}
+        - {name: tenant, in: query, required: true, schema: {type: string}}
+      responses:
+        '201': {<<: *resp}
+`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := stable(t, tc.src)
+			var doc struct {
+				Paths map[string]map[string]struct {
+					Parameters []map[string]any
+					Responses  map[string]struct {
+						Description string
+						Ref         string `yaml:"$ref"`
+						Headers     map[string]any
+					}
+				}
+			}
+			require.NoError(t, yaml.Unmarshal([]byte(out), &doc))
+			op := doc.Paths["/a"]["post"]
+			var names []string
+			for _, p := range op.Parameters {
+				if p["$ref"] != nil {
+					names = append(names, p["$ref"].(string))
+				} else {
+					names = append(names, p["name"].(string))
+				}
+			}
+			assert.Contains(t, names, "tenant")
+			assert.Len(t, names, 2, "%v", names)
+			created := op.Responses["201"]
+			assert.Equal(t, "created", created.Description)
+			assert.Contains(t, created.Headers, "Location")
+			assert.Contains(t, created.Headers, "Idempotent-Replayed")
+			for _, code := range []string{"400", "409", "422", "503"} {
+				assert.NotEmpty(t, op.Responses[code].Ref, code)
+			}
+		})
+	}
+}

@@ -199,6 +199,35 @@ func (c *components) ref(kind, base string, def *yaml.Node, replace bool) string
 	}
 }
 
+// current checks a component the spec already refers to by name (from an
+// earlier run): when it is marked as idemgen's and differs from def, it is
+// replaced in place (and reported stale), so what refers to it stays. A
+// component without the marker, or one already chosen for a definition,
+// is left alone.
+func (c *components) current(kind, ptr string, def *yaml.Node) {
+	prefix := "/components/" + kind + "/"
+	if !strings.HasPrefix(ptr, prefix) || strings.Contains(ptr[len(prefix):], "/") {
+		return
+	}
+	name := strings.ReplaceAll(strings.ReplaceAll(ptr[len(prefix):], "~1", "/"), "~0", "~")
+	if slices.ContainsFunc(c.used[kind], func(u namedNode) bool { return u.name == name }) {
+		return
+	}
+	cur := child(child(child(c.root, "components"), kind), name)
+	switch {
+	case cur == nil || !marked(cur):
+	case equal(cur, def):
+		c.used[kind] = append(c.used[kind], namedNode{name: name, def: cur})
+	default:
+		if c.stale[kind] == nil {
+			c.stale[kind] = map[string]bool{}
+		}
+		c.stale[kind][name] = true
+		c.staleList = append(c.staleList, namedNode{name: name, def: cur, kind: kind})
+		c.add(kind, name, def)
+	}
+}
+
 func (c *components) add(kind, name string, def *yaml.Node) {
 	if !slices.Contains(c.kinds, kind) {
 		c.kinds = append(c.kinds, kind)

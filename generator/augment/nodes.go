@@ -293,3 +293,100 @@ func (p parents) jsonPath(root, n *yaml.Node) (string, bool) {
 	}
 	return b.String(), true
 }
+
+// complete returns upd, an overlay update of mapping n, made to add to
+// what n has only through a merge key (`<<: *op`): the overlay would write
+// such a key as n's own entry, which overrides the merged one, so the
+// merged content is written in full before the additions. Keys n has
+// itself are merged into by the overlay as usual (and completed below).
+func complete(n, upd *yaml.Node) *yaml.Node {
+	n = unalias(n)
+	if !isMapping(n) || !isMapping(upd) {
+		return upd
+	}
+	out := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Style: upd.Style}
+	for i := 0; i+1 < len(upd.Content); i += 2 {
+		k, v := upd.Content[i], upd.Content[i+1]
+		switch cur := child(n, k.Value); {
+		case cur == nil:
+		case yamlmerge.Own(n, k.Value):
+			v = complete(cur, v)
+		default:
+			v = withMerged(cur, v, 0)
+		}
+		out.Content = append(out.Content, k, v)
+	}
+	return out
+}
+
+// withMerged returns the explicit value that is cur (merged, aliases
+// resolved) with add merged in as the overlay merges: mappings key by key,
+// sequences appended, anything else replaced by add.
+func withMerged(cur, add *yaml.Node, depth int) *yaml.Node {
+	cur = unalias(cur)
+	switch {
+	case cur == nil || cur.Kind != add.Kind || depth > maxCopyDepth:
+		return add
+	case cur.Kind == yaml.SequenceNode:
+		out := expand(cur, depth)
+		out.Content = append(out.Content, add.Content...)
+		return out
+	case cur.Kind != yaml.MappingNode:
+		return add
+	}
+	out := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Style: cur.Style}
+	done := map[string]bool{}
+	kv := yamlmerge.Pairs(cur)
+	for i := 0; i+1 < len(kv); i += 2 {
+		k := kv[i]
+		if a := valueOf(add, k.Value); a != nil && !done[k.Value] {
+			done[k.Value] = true
+			out.Content = append(out.Content, expand(k, depth), withMerged(kv[i+1], a, depth+1))
+			continue
+		}
+		out.Content = append(out.Content, expand(k, depth), expand(kv[i+1], depth+1))
+	}
+	for i := 0; i+1 < len(add.Content); i += 2 {
+		if !done[add.Content[i].Value] {
+			out.Content = append(out.Content, add.Content[i], add.Content[i+1])
+		}
+	}
+	return out
+}
+
+// valueOf is the value of key among m's own entries, or nil.
+func valueOf(m *yaml.Node, key string) *yaml.Node {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
+}
+
+// maxCopyDepth bounds the nesting expand copies.
+const maxCopyDepth = 64
+
+// expand returns a copy of n that stands alone: aliases replaced by what
+// they stand for, merge keys expanded, no anchors (the copy goes into an
+// update, which is also written as an overlay document of its own).
+func expand(n *yaml.Node, depth int) *yaml.Node {
+	n = unalias(n)
+	if n == nil {
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Value: "null"}
+	}
+	c := *n
+	c.Anchor = ""
+	c.Content = nil
+	if depth > maxCopyDepth {
+		return &c
+	}
+	kids := n.Content
+	if n.Kind == yaml.MappingNode {
+		kids = yamlmerge.Pairs(n)
+	}
+	for _, k := range kids {
+		c.Content = append(c.Content, expand(k, depth+1))
+	}
+	return &c
+}

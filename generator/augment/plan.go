@@ -49,12 +49,15 @@ type finding struct {
 // planner computes the overlay actions that declare in the spec what the
 // contracts imply. It only reads the tree; Apply changes it.
 type planner struct {
-	root     *yaml.Node
-	parents  parents
-	comps    *components
-	roles    map[int]roles // union over all operations, per status
-	actions  []overlay.Action
-	edited   map[*yaml.Node]bool // shared nodes already changed by an action
+	root    *yaml.Node
+	parents parents
+	comps   *components
+	roles   map[int]roles // union over all operations, per status
+	actions []overlay.Action
+	edited  map[*yaml.Node]bool // shared nodes already changed by an action
+	// keyOps are the operations whose body key is each member schema
+	// (several when they share a request body or schema), sorted.
+	keyOps   map[*yaml.Node][]string
 	findings []finding
 }
 
@@ -64,8 +67,14 @@ type planner struct {
 // as a RuleNotAugmented finding and left alone. ops must come from the same
 // document (the IR compiled from it).
 func plan(root *yaml.Node, ops []*ir.Operation) *planner {
-	p := &planner{root: root, parents: indexParents(root), comps: newComponents(root), roles: map[int]roles{}, edited: map[*yaml.Node]bool{}}
+	p := &planner{root: root, parents: indexParents(root), comps: newComponents(root), roles: map[int]roles{}, edited: map[*yaml.Node]bool{}, keyOps: map[*yaml.Node][]string{}}
 	for _, op := range ops {
+		if op.Key.Carrier == ir.CarrierBody {
+			if m := p.keyMember(op, p.operationNode(op)); m != nil && !slices.Contains(p.keyOps[m], where(op)) {
+				p.keyOps[m] = append(p.keyOps[m], where(op))
+				slices.Sort(p.keyOps[m])
+			}
+		}
 		for s, r := range statusRoles(op) {
 			u := p.roles[s]
 			for i := range r {
@@ -162,16 +171,49 @@ func (p *planner) operation(op *ir.Operation) (overlay.Action, bool) {
 	for i := 0; i < len(upd.Content); i += 2 {
 		what = append(what, upd.Content[i].Value)
 	}
-	return overlay.Action{Target: path, Description: "Idempotency of " + where(op) + ": " + strings.Join(what, ", ") + ".", Update: *upd}, true
+	return overlay.Action{Target: path, Description: "Idempotency of " + where(op) + ": " + strings.Join(what, ", ") + ".", Update: *complete(opNode, upd)}, true
 }
 
 // keyParam declares the key header or query parameter when the operation
 // (or its path item) does not.
 func (p *planner) keyParam(op *ir.Operation, opNode, upd *yaml.Node) {
 	k := op.Key
-	if k.Carrier == ir.CarrierBody || k.Param != nil || p.declares(op, opNode) {
+	if k.Carrier == ir.CarrierBody {
 		return
 	}
+	def, base := keyParamDef(k)
+	if e := p.declared(op, opNode); e != nil {
+		if ptr, external := refTarget(unalias(e)); !external {
+			// idemgen's own parameter from an earlier run: replaced in
+			// place (and reported stale) when the key changed.
+			p.comps.current("parameters", ptr, def)
+		}
+		return
+	}
+	if k.Param != nil {
+		return
+	}
+	r := p.existingParam(k)
+	if r != "" {
+		p.comps.current("parameters", strings.TrimPrefix(r, "#"), def)
+	} else {
+		// Not replace: the definition depends on the key, and a marked
+		// parameter of that name may be another operation's (which
+		// replaces it in place itself, through current).
+		r = p.comps.ref("parameters", base, def, false)
+	}
+	params := child(opNode, "parameters")
+	if params != nil && params.Kind != yaml.SequenceNode {
+		p.notAugmented(op, params, "the parameters of %s are not a list", where(op))
+		return
+	}
+	set(upd, "parameters", toNode([]*yaml.Node{ref(r)}))
+	p.found(RuleKeyParamMissing, op, opNode, "%s does not declare its idempotency key (%s %s) as a parameter", where(op), k.Carrier, k.Name)
+}
+
+// keyParamDef returns the definition of idemgen's key parameter component
+// for k and the base of its name.
+func keyParamDef(k ir.Key) (*yaml.Node, string) {
 	schema := mapping("type", "string")
 	switch k.Format {
 	case ir.FormatUUID, ir.FormatUUIDv4, ir.FormatUUIDv7:
@@ -190,21 +232,11 @@ func (p *planner) keyParam(op *ir.Operation, opNode, upd *yaml.Node) {
 		"schema", schema,
 		Marker, markerValue,
 	)
-	r := p.existingParam(k)
-	if r == "" {
-		base := naming.Default.Param(k.Name, "")
-		if base == "" || !strings.Contains(strings.ToLower(base), "idempot") {
-			base = "Idempotency" + base
-		}
-		r = p.comps.ref("parameters", base, def, false)
+	base := naming.Default.Param(k.Name, "")
+	if base == "" || !strings.Contains(strings.ToLower(base), "idempot") {
+		base = "Idempotency" + base
 	}
-	params := child(opNode, "parameters")
-	if params != nil && params.Kind != yaml.SequenceNode {
-		p.notAugmented(op, params, "the parameters of %s are not a list", where(op))
-		return
-	}
-	set(upd, "parameters", toNode([]*yaml.Node{ref(r)}))
-	p.found(RuleKeyParamMissing, op, opNode, "%s does not declare its idempotency key (%s %s) as a parameter", where(op), k.Carrier, k.Name)
+	return def, base
 }
 
 // existingParam returns the $ref of a component parameter of the spec
@@ -255,10 +287,11 @@ func compatible(root, d *yaml.Node, k ir.Key) bool {
 	return child(s, "pattern") == nil || !uuid
 }
 
-// declares reports whether the tree declares op's key parameter, at the
-// operation or path level, inline or through a local $ref (the IR knows
-// only about what kin-openapi resolved, this looks at the tree itself).
-func (p *planner) declares(op *ir.Operation, opNode *yaml.Node) bool {
+// declared returns the element of the operation's or path item's
+// parameters that declares op's key parameter, inline or through a $ref,
+// or nil (the IR knows only about what kin-openapi resolved, this looks at
+// the tree itself).
+func (p *planner) declared(op *ir.Operation, opNode *yaml.Node) *yaml.Node {
 	item := child(child(p.root, "paths"), op.Path)
 	for _, list := range []*yaml.Node{child(opNode, "parameters"), child(item, "parameters")} {
 		if list == nil || list.Kind != yaml.SequenceNode {
@@ -267,7 +300,7 @@ func (p *planner) declares(op *ir.Operation, opNode *yaml.Node) bool {
 		for _, e := range list.Content {
 			d := resolve(p.root, e)
 			if _, external := refTarget(unalias(e)); external {
-				return true // another document: trust the IR (Param == nil means it is not this one)
+				return e // another document: trust the IR (Param == nil means it is not this one)
 			}
 			if d == nil || child(d, "in") == nil || child(d, "name") == nil {
 				continue
@@ -277,11 +310,11 @@ func (p *planner) declares(op *ir.Operation, opNode *yaml.Node) bool {
 			}
 			name := child(d, "name").Value
 			if name == op.Key.Name || (op.Key.Carrier == ir.CarrierHeader && strings.EqualFold(name, op.Key.Name)) {
-				return true
+				return e
 			}
 		}
 	}
-	return false
+	return nil
 }
 
 // responses declares the problem responses, Retry-After on the statuses
@@ -304,10 +337,13 @@ func (p *planner) responses(op *ir.Operation, opNode, upd *yaml.Node) {
 			if !replayable(code, op.Policy.Failures) || !isMapping(r) || child(r, "$ref") != nil {
 				continue // a $ref'd response is shared: not ours to change
 			}
-			if childFold(child(r, "headers"), "Idempotent-Replayed") != nil {
+			if h := childFold(child(r, "headers"), "Idempotent-Replayed"); h != nil {
+				if ptr, external := refTarget(unalias(h)); !external {
+					p.comps.current("headers", ptr, replayedHeader())
+				}
 				continue
 			}
-			h := p.comps.ref("headers", ReplayedHeader, replayedHeader(), false)
+			h := p.comps.ref("headers", ReplayedHeader, replayedHeader(), true)
 			set(ensure(ensure(ensure(newResps, code), "headers"), "Idempotent-Replayed"), "$ref", str(h))
 		}
 	}
@@ -360,10 +396,13 @@ func (p *planner) retryAfter(op *ir.Operation, code string, existing, newResps *
 		p.found(RuleRetryAfterMissing, op, existing, "the %s response of %s is in another document: declare its Retry-After header there", code, where(op))
 		return
 	}
-	if childFold(child(r, "headers"), "Retry-After") != nil {
+	if h := childFold(child(r, "headers"), "Retry-After"); h != nil {
+		if ptr, external := refTarget(unalias(h)); !external {
+			p.comps.current("headers", ptr, retryAfterHeader())
+		}
 		return
 	}
-	h := ref(p.comps.ref("headers", RetryAfterHeader, retryAfterHeader(), false))
+	h := ref(p.comps.ref("headers", RetryAfterHeader, retryAfterHeader(), true))
 	p.found(RuleRetryAfterMissing, op, existing, "the %s response of %s does not declare the Retry-After header idemgen's runtime sends with it", code, where(op))
 	if r == existing {
 		set(ensure(ensure(ensure(newResps, code), "headers"), "Retry-After"), "$ref", h.Content[1])
@@ -378,7 +417,7 @@ func (p *planner) retryAfter(op *ir.Operation, code string, existing, newResps *
 		return
 	}
 	p.edited[r] = true
-	p.actions = append(p.actions, overlay.Action{Target: path, Description: "Retry-After on a shared " + code + " response.", Update: *mapping("headers", mapping("Retry-After", h))})
+	p.actions = append(p.actions, overlay.Action{Target: path, Description: "Retry-After on a shared " + code + " response.", Update: *complete(r, mapping("headers", mapping("Retry-After", h)))})
 }
 
 // replayable reports whether a response declared under code may be a
@@ -448,7 +487,7 @@ func (p *planner) responseDef(s int) *yaml.Node {
 	roles := p.roles[s]
 	def := mapping("description", responseDescription(s, roles))
 	if roles.retryAfter() {
-		set(def, "headers", mapping("Retry-After", ref(p.comps.ref("headers", RetryAfterHeader, retryAfterHeader(), false))))
+		set(def, "headers", mapping("Retry-After", ref(p.comps.ref("headers", RetryAfterHeader, retryAfterHeader(), true))))
 	}
 	set(def, "content", mapping("application/problem+json", mapping("schema", ref(p.comps.ref("schemas", ProblemSchema, problemSchema(), true)))))
 	set(def, Marker, str(markerValue))
@@ -488,9 +527,9 @@ func ReplaceInline(text, block string) string {
 	return strings.TrimRight(text, " \t\r\n") + " " + whole
 }
 
-// bodyMember notes the key in the body member's schema: a description
-// block, and maxLength and format when the schema has none.
-func (p *planner) bodyMember(op *ir.Operation, opNode *yaml.Node) {
+// keyMember returns the schema of op's body key member, or nil when it is
+// not an inline mapping of this document.
+func (p *planner) keyMember(op *ir.Operation, opNode *yaml.Node) *yaml.Node {
 	rb := resolve(p.root, child(opNode, "requestBody"))
 	content := child(rb, "content")
 	var schema *yaml.Node
@@ -506,7 +545,15 @@ func (p *planner) bodyMember(op *ir.Operation, opNode *yaml.Node) {
 			}
 		}
 	}
-	member := p.member(schema, strings.Split(strings.TrimPrefix(op.Key.Name, "/"), "/"), 0)
+	return p.member(schema, strings.Split(strings.TrimPrefix(op.Key.Name, "/"), "/"), 0)
+}
+
+// bodyMember notes the key in the body member's schema: a description
+// block, and maxLength and format when the schema has none. A member
+// several operations reach (a shared request body or schema) is noted
+// once, naming them all: the note does not depend on which comes first.
+func (p *planner) bodyMember(op *ir.Operation, opNode *yaml.Node) {
+	member := p.keyMember(op, opNode)
 	if member == nil {
 		p.notAugmented(op, opNode, "the key member %s of %s's body is not written in this document (or only through a $ref): note the key in its schema there", op.Key.Name, where(op))
 		return
@@ -514,12 +561,17 @@ func (p *planner) bodyMember(op *ir.Operation, opNode *yaml.Node) {
 	if p.edited[member] {
 		return
 	}
+	p.edited[member] = true // checked (and changed, if need be) once
 	upd := mapping()
 	what := "a string of visible ASCII characters"
 	if op.Key.Format != ir.FormatToken {
 		what = "a UUID"
 	}
-	note := fmt.Sprintf("Idempotency key of %s: %s of at most %d characters, new for each logical call and the same on every retry of it.", where(op), what, op.Key.MaxLength)
+	ops := p.keyOps[member]
+	if len(ops) == 0 {
+		ops = []string{where(op)}
+	}
+	note := fmt.Sprintf("Idempotency key of %s: %s of at most %d characters, new for each logical call and the same on every retry of it.", strings.Join(ops, ", "), what, op.Key.MaxLength)
 	cur := child(member, "description")
 	if cur == nil || cur.Kind == yaml.ScalarNode {
 		old := ""
@@ -529,7 +581,7 @@ func (p *planner) bodyMember(op *ir.Operation, opNode *yaml.Node) {
 		if next := ReplaceInline(old, note); next != old {
 			set(upd, "description", str(next))
 			if hasBlock(old) {
-				p.found(RuleSpecStale, op, cur, "the key note in the description of %s's body member %s (between the idemgen:contract markers) is stale: it differs from what the contract says now", where(op), op.Key.Name)
+				p.found(RuleSpecStale, op, cur, "the key note in the description of the body member %s of %s (between the idemgen:contract markers) is stale: it differs from what the contracts say now", op.Key.Name, strings.Join(ops, ", "))
 			}
 		}
 	}
@@ -547,8 +599,7 @@ func (p *planner) bodyMember(op *ir.Operation, opNode *yaml.Node) {
 		p.notAugmented(op, member, "the key member %s of %s cannot be addressed by an overlay target", op.Key.Name, where(op))
 		return
 	}
-	p.edited[member] = true
-	p.actions = append(p.actions, overlay.Action{Target: path, Description: "The idempotency key of " + where(op) + " in its body schema.", Update: *upd})
+	p.actions = append(p.actions, overlay.Action{Target: path, Description: "The idempotency key of " + strings.Join(ops, ", ") + " in its body schema.", Update: *upd})
 }
 
 // member finds the schema of the member at toks below schema, through

@@ -124,12 +124,20 @@ func formatFlag(fs *flag.FlagSet) *string {
 
 // parse parses flags; it returns an exit code when the command must stop.
 func parse(fs *flag.FlagSet, args []string, stdout io.Writer) (int, bool) {
-	if err := fs.Parse(interleave(fs, args)); err != nil {
+	// The flag package prints the usage itself on -h as on an error: held
+	// back here, so -h prints it once, on stdout, and an error on stderr.
+	stderr := fs.Output()
+	var held bytes.Buffer
+	fs.SetOutput(&held)
+	err := fs.Parse(interleave(fs, args))
+	fs.SetOutput(stderr)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stdout)
 			fs.Usage()
 			return ExitOK, false
 		}
+		_, _ = held.WriteTo(stderr)
 		return ExitUsage, false
 	}
 	if f := fs.Lookup("format"); f != nil && f.Value.String() != "text" && f.Value.String() != "json" {

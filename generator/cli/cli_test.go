@@ -69,9 +69,11 @@ func TestExitCodes(t *testing.T) {
 
 func TestHelp(t *testing.T) {
 	for _, cmd := range [][]string{{"-h"}, {"check", "-h"}, {"generate", "-h"}, {"spec", "-h"}, {"init", "-h"}, {"version", "-h"}} {
-		code, stdout, _ := run(cmd...)
+		code, stdout, stderr := run(cmd...)
 		assert.Equal(t, 0, code, cmd)
 		assert.Contains(t, stdout, "Usage", cmd)
+		assert.Equal(t, 1, strings.Count(stdout, "Usage:"), "once: %v", cmd)
+		assert.Empty(t, stderr, "the usage on stdout only: %v", cmd)
 		if len(cmd) > 1 {
 			assert.Contains(t, stdout, "Examples:", cmd)
 		}

@@ -108,8 +108,9 @@ func setQueryKey(rawQuery, name, key string) string {
 // returned as existing (body unchanged); an empty string, the nil UUID or
 // null is replaced; a missing member is inserted first in its parent object.
 // Parents that exist must be objects; missing ones are created as objects,
-// each inserted first in its parent (not when its name is an array index,
-// a number or "-": the pointer may mean an array, which is not invented).
+// each inserted first in its parent, but not when the token looked up in
+// it may be an array index (digits or "-"): the pointer may mean an array,
+// which is not invented. An existing object takes any member name.
 func setBodyKey(body []byte, toks []string, key string) (out []byte, existing string, err error) {
 	if !json.Valid(body) {
 		return nil, "", fmt.Errorf("%w: request body is not valid JSON", ErrBadKeyCarrier)
@@ -147,10 +148,14 @@ func setBodyKey(body []byte, toks []string, key string) (out []byte, existing st
 		where.WriteString("/" + escapeToken(tok))
 		if !found {
 			// Create the missing members: {"tok":{"next":…{"last":"key"}}}.
+			// A created parent is an object, so the token looked up in
+			// it must not be one that may index an array (the pointer
+			// may mean one, which is not invented); the existing object
+			// takes any name.
 			rest := toks[depth:]
-			for i, r := range rest[:len(rest)-1] {
-				if arrayIndex(r) {
-					return nil, "", fmt.Errorf("%w: body has no member %q (not created: %q may be an array index)", ErrBadKeyCarrier, where.String()+pointerOf(rest[1:i+1]), r)
+			for i := 1; i < len(rest); i++ {
+				if arrayIndex(rest[i]) {
+					return nil, "", fmt.Errorf("%w: body has no member %q (not created as an object: the next token %q may be an array index)", ErrBadKeyCarrier, where.String()+pointerOf(rest[1:i]), rest[i])
 				}
 			}
 			ins := jsonString(key)

@@ -113,3 +113,19 @@ func Value(n *yaml.Node, key string) *yaml.Node {
 	}
 	return nil
 }
+
+// Own reports whether mapping n itself has an entry for key (not only
+// through a merge key). Writing key into n overrides what a merge key
+// gives it, rather than adding to it.
+func Own(n *yaml.Node, key string) bool {
+	n = Unalias(n)
+	if n == nil || n.Kind != yaml.MappingNode {
+		return false
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if k := n.Content[i]; k.Value == key && !IsMergeKey(k) {
+			return true
+		}
+	}
+	return false
+}

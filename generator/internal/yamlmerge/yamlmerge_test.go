@@ -66,3 +66,17 @@ func TestPairsNotMerges(t *testing.T) {
 	assert.Equal(t, plain.Content, yamlmerge.Pairs(plain))
 	assert.Nil(t, yamlmerge.Pairs(parse(t, "[1]")))
 }
+
+func TestOwn(t *testing.T) {
+	root := parse(t, `
+a: &a {x: 1}
+m: {<<: *a, y: 2}
+`)
+	m := yamlmerge.Value(root, "m")
+	assert.True(t, yamlmerge.Own(m, "y"))
+	assert.False(t, yamlmerge.Own(m, "x"), "merged only")
+	assert.NotNil(t, yamlmerge.Value(m, "x"))
+	assert.False(t, yamlmerge.Own(m, "z"))
+	assert.False(t, yamlmerge.Own(m, "<<"))
+	assert.False(t, yamlmerge.Own(nil, "x"))
+}
