@@ -163,11 +163,12 @@ func (c *Call) Problem() *Problem {
 // caller (a generated strict-server wrapper) already has it.
 //
 // Begin reads the request body (up to p's Request.MaxBytes) to fingerprint
-// it: from CaptureBody's capture when r.Body is the capture (the
-// strict-server case, where the body was decoded before), else from r.Body,
-// which Call.Request then restores for the handler (when a middleware inside
-// CaptureBody replaced r.Body and it has nothing left, from the capture: see
-// CaptureBody). It never returns nil; the caller must call End.
+// it: from CaptureBody's capture whenever CaptureBody wrapped r (the
+// strict-server case, where the body was decoded before; when a middleware
+// inside CaptureBody replaced r.Body, the wire bytes under it, and r.Body is
+// left to the handler: see CaptureBody), else from r.Body, which
+// Call.Request then restores for the handler. It never returns nil; the
+// caller must call End.
 func (e *Engine) Begin(r *http.Request, p *Policy, key Key) *Call {
 	c := new(Call)
 	c.init(e, p, r)
@@ -421,34 +422,30 @@ func (c *Call) reject(p problem, cause error) {
 }
 
 // readBody reads the request body for the fingerprint; false means rejected.
+//
+// Under CaptureBody the fingerprint is always of the capture's wire bytes,
+// all of them: when r.Body is the capture, the handler is handed them again;
+// when a middleware replaced r.Body, the replacement (which may have read, or
+// buffered, part of the capture, as may a decoder through it) is left to the
+// handler untouched and reads the rest from the capture's kept bytes. Reading
+// the replacement instead would fingerprint only what a decoder left of it
+// (a trailing newline), and different requests would share a fingerprint.
 func (c *Call) readBody() bool {
 	r, limit := c.r, c.p.reqMax
-	cp, isBody := findCapture(r)
-	if isBody {
-		return c.readCapture(cp, true)
+	if cp, isBody := findCapture(r); cp != nil {
+		return c.readCapture(cp, isBody)
 	}
 	if r.Body == nil || r.Body == http.NoBody {
-		if cp != nil {
-			return c.readCapture(cp, false)
-		}
 		return true
 	}
-	// With a capture that r.Body replaced, r.Body is read first; its
-	// ContentLength may be the capture's (compressed) length.
-	if cp == nil && r.ContentLength > limit {
+	if r.ContentLength > limit {
 		return c.bodyFailed(errTooLarge)
 	}
 	bp := getBuf()
 	b, err := readAtMost((*bp)[:0], r.Body, limit)
 	*bp = b
-	if err == nil && cp == nil && r.ContentLength > 0 && int64(len(b)) != r.ContentLength {
+	if err == nil && r.ContentLength > 0 && int64(len(b)) != r.ContentLength {
 		err = errBodyConsumed
-	}
-	if err == nil && cp != nil && len(b) == 0 {
-		// Consumed through the replacement (a strict-server decoder): the
-		// fingerprint is of what the capture kept.
-		putBuf(bp)
-		return c.readCapture(cp, false)
 	}
 	if err != nil {
 		putBuf(bp)
@@ -459,8 +456,8 @@ func (c *Call) readBody() bool {
 }
 
 // readCapture takes the body from CaptureBody's capture. restore: hand it to
-// the handler as r.Body (only when r.Body was the capture: a replacement's
-// reader serves the handler something else).
+// the handler as r.Body (only when r.Body was the capture: a replacement
+// stays the handler's, and reads what drain kept from the capture).
 func (c *Call) readCapture(cp *capture, restore bool) bool {
 	body, err := cp.drain(c.p.reqMax)
 	if err != nil {
