@@ -1064,13 +1064,23 @@ func (c *Call) writeReplay(w http.ResponseWriter) {
 // Finish completes the record from what the handler wrote through Writer:
 // COMPLETED with the response; for a status >= 500, FAILED (freeing the key
 // under FailuresRetry, storing the response under FailuresReplay); 408, 425
-// and 429 (the request was not processed) always free the key. So does a
-// handler that wrote nothing (not even a status) when the handler context
-// (Context) has ended: it returned early because the client went away, and
-// the empty 200 net/http sends for it must not be replayed (the Event's
-// Status is 0; a handler whose answer is an empty 200 writes it with
-// WriteHeader). A late completion whose claim was taken over is rejected
-// (ErrFenced), reported and never written.
+// and 429 (the request was not processed) always free the key.
+//
+// A handler that wrote nothing (not even a status) is answered with net/http's
+// implicit 200, and that is what is recorded (COMPLETED, an empty 200), even
+// when the handler context (Context) has ended meanwhile (the client went
+// away, a deadline of chi's middleware.Timeout or http.TimeoutHandler
+// passed): the engine cannot tell a handler that gave up early from one that
+// did its work and relies on the implicit 200, and freeing the key for the
+// latter would run its side effects again on a retry. A handler that gives up
+// because its client left should write an error status (503, say) to free the
+// key (under FailuresRetry). Only in transactional mode, where the handler's
+// writes roll back, is nothing written after the context ended taken as no
+// answer: the transaction is rolled back and the key freed (FAILED, the
+// Event's Status 0).
+//
+// A late completion whose claim was taken over is rejected (ErrFenced),
+// reported and never written.
 //
 // In transactional mode Finish commits the record with the handler's
 // transaction and only then writes the buffered response to the client (a
@@ -1093,18 +1103,19 @@ func (c *Call) Finish() error {
 		// The handler never received the recorder (a wrapper that did not call Writer).
 		rec.init(nil, p, false)
 	}
-	// A handler that wrote nothing once its context had ended (the client
-	// went away, or a deadline passed) returned early: the empty 200 that
-	// net/http sends for it is no response of the handler's, so it frees
-	// the key, as a failed attempt does, whatever the failure policy.
-	abandoned := !rec.wroteHeader && c.ctx.Err() != nil
+	// A transactional handler that wrote nothing once its context had ended
+	// (the client went away, or a deadline passed) gave no answer: its
+	// writes roll back, so freeing the key is safe. A plain handler's empty
+	// 200 is recorded like any answer: it may have done its work, and a
+	// retry must not run it again.
+	abandoned := c.commit != nil && !rec.wroteHeader && c.ctx.Err() != nil
 	rec.finalize()
 	status := rec.status
 	state, resp := StateCompleted, rec.record()
 	switch {
 	case abandoned:
 		state, resp, status = StateFailed, nil, 0
-		e.log.LogAttrs(c.ctx, slog.LevelInfo, "idem: handler wrote nothing after its context ended (client gone): key released for a retry",
+		e.log.LogAttrs(c.ctx, slog.LevelInfo, "idem: transactional handler wrote nothing after its context ended (client gone): rolled back, key released for a retry",
 			slog.String("operation", p.spec.Operation), slog.String("key", c.key))
 	case status >= 500:
 		state = StateFailed
