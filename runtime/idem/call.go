@@ -83,6 +83,7 @@ type Call struct {
 	scope     string
 	recent    uint64 // the scope's digest in the Engine's recentKeys (a ReadFirst store's)
 	fp        Fingerprint
+	fpAlt     Fingerprint // fp in another version (a record's), once computed
 	token     Token
 	prior     State
 	start     time.Time
@@ -348,23 +349,34 @@ func (c *Call) fpInput() fingerprint.Input {
 }
 
 // sameRequest reports whether fp, a record's fingerprint, is this
-// request's: equal to it or, for a record that a service of an older
-// version made with fingerprint version 1 (which left out the path), equal
-// to this request's fingerprint in that version. Records made before an
-// upgrade keep their meaning for the retries that come after it.
+// request's: equal to it or, for a record of another fingerprint version (an
+// instance of the other step of a rolling upgrade made it: see
+// Options.FingerprintVersion), equal to this request's fingerprint computed
+// in the record's version. The comparison is symmetric: an engine at version
+// 2 recognizes version 1 records, one at version 1 version 2 records.
 func (c *Call) sameRequest(fp Fingerprint) bool {
 	if fp == c.fp {
 		return true
 	}
-	return fp[0] == 1 && c.fp[0] != 1 && c.olderFP(1) == fp
+	if fp[0] == c.fp[0] {
+		return false
+	}
+	other, ok := c.fpInVersion(fp[0])
+	return ok && other == fp
 }
 
-// olderFP is the request's fingerprint in format version v (zero if the
-// fingerprint package does not compute it).
-func (c *Call) olderFP(v int) Fingerprint {
+// fpInVersion is the request's fingerprint in format version v (false if
+// the fingerprint package does not compute it), computed once per Call.
+func (c *Call) fpInVersion(v byte) (Fingerprint, bool) {
+	if c.fpAlt[0] == v && v != 0 {
+		return c.fpAlt, true
+	}
 	in := c.fpInput()
-	fp, _ := c.p.hasher.SumVersion(&in, v)
-	return fp
+	fp, ok := c.p.hasher.SumVersion(&in, int(v))
+	if ok {
+		c.fpAlt = fp
+	}
+	return fp, ok
 }
 
 // checkKey validates the raw key; false means the call was rejected.
@@ -526,6 +538,8 @@ func (c *Call) claim() {
 		timer    *time.Timer
 		wctx     context.Context // the watch's: ends at the wait's deadline
 		wcancel  func()
+		// versions whose fingerprint a claim was retried with
+		reclaimed uint64
 	)
 	defer func() {
 		if stop != nil {
@@ -586,9 +600,13 @@ func (c *Call) claim() {
 			}
 		case rec.Reclaimable():
 			// Not reclaimed: SameFingerprintToReclaim and another fingerprint.
-			if c.ss.breq.Fingerprint == c.fp && c.sameRequest(rec.Fingerprint) {
-				// The same request, fingerprinted by an older version:
-				// claim with the record's fingerprint (once).
+			if rec.Fingerprint != c.ss.breq.Fingerprint && c.sameRequest(rec.Fingerprint) &&
+				reclaimed&(1<<rec.Fingerprint[0]) == 0 {
+				// The same request, fingerprinted in another version:
+				// claim with the record's fingerprint (at most once per
+				// version, so records rewritten concurrently in
+				// alternating versions cannot keep this loop going).
+				reclaimed |= 1 << rec.Fingerprint[0]
 				c.ss.breq.Fingerprint = rec.Fingerprint
 				continue
 			}
