@@ -83,6 +83,7 @@ type Call struct {
 	scope     string
 	recent    uint64 // the scope's digest in the Engine's recentKeys (a ReadFirst store's)
 	fp        Fingerprint
+	fpAlt     Fingerprint // fp in another version (a record's), once computed
 	token     Token
 	prior     State
 	start     time.Time
@@ -163,11 +164,12 @@ func (c *Call) Problem() *Problem {
 // caller (a generated strict-server wrapper) already has it.
 //
 // Begin reads the request body (up to p's Request.MaxBytes) to fingerprint
-// it: from CaptureBody's capture when r.Body is the capture (the
-// strict-server case, where the body was decoded before), else from r.Body,
-// which Call.Request then restores for the handler (when a middleware inside
-// CaptureBody replaced r.Body and it has nothing left, from the capture: see
-// CaptureBody). It never returns nil; the caller must call End.
+// it: from CaptureBody's capture whenever CaptureBody wrapped r (the
+// strict-server case, where the body was decoded before; when a middleware
+// inside CaptureBody replaced r.Body, the wire bytes under it, and r.Body is
+// left to the handler: see CaptureBody), else from r.Body, which
+// Call.Request then restores for the handler. It never returns nil; the
+// caller must call End.
 func (e *Engine) Begin(r *http.Request, p *Policy, key Key) *Call {
 	c := new(Call)
 	c.init(e, p, r)
@@ -347,23 +349,34 @@ func (c *Call) fpInput() fingerprint.Input {
 }
 
 // sameRequest reports whether fp, a record's fingerprint, is this
-// request's: equal to it or, for a record that a service of an older
-// version made with fingerprint version 1 (which left out the path), equal
-// to this request's fingerprint in that version. Records made before an
-// upgrade keep their meaning for the retries that come after it.
+// request's: equal to it or, for a record of another fingerprint version (an
+// instance of the other step of a rolling upgrade made it: see
+// Options.FingerprintVersion), equal to this request's fingerprint computed
+// in the record's version. The comparison is symmetric: an engine at version
+// 2 recognizes version 1 records, one at version 1 version 2 records.
 func (c *Call) sameRequest(fp Fingerprint) bool {
 	if fp == c.fp {
 		return true
 	}
-	return fp[0] == 1 && c.fp[0] != 1 && c.olderFP(1) == fp
+	if fp[0] == c.fp[0] {
+		return false
+	}
+	other, ok := c.fpInVersion(fp[0])
+	return ok && other == fp
 }
 
-// olderFP is the request's fingerprint in format version v (zero if the
-// fingerprint package does not compute it).
-func (c *Call) olderFP(v int) Fingerprint {
+// fpInVersion is the request's fingerprint in format version v (false if
+// the fingerprint package does not compute it), computed once per Call.
+func (c *Call) fpInVersion(v byte) (Fingerprint, bool) {
+	if c.fpAlt[0] == v && v != 0 {
+		return c.fpAlt, true
+	}
 	in := c.fpInput()
-	fp, _ := c.p.hasher.SumVersion(&in, v)
-	return fp
+	fp, ok := c.p.hasher.SumVersion(&in, int(v))
+	if ok {
+		c.fpAlt = fp
+	}
+	return fp, ok
 }
 
 // checkKey validates the raw key; false means the call was rejected.
@@ -421,34 +434,30 @@ func (c *Call) reject(p problem, cause error) {
 }
 
 // readBody reads the request body for the fingerprint; false means rejected.
+//
+// Under CaptureBody the fingerprint is always of the capture's wire bytes,
+// all of them: when r.Body is the capture, the handler is handed them again;
+// when a middleware replaced r.Body, the replacement (which may have read, or
+// buffered, part of the capture, as may a decoder through it) is left to the
+// handler untouched and reads the rest from the capture's kept bytes. Reading
+// the replacement instead would fingerprint only what a decoder left of it
+// (a trailing newline), and different requests would share a fingerprint.
 func (c *Call) readBody() bool {
 	r, limit := c.r, c.p.reqMax
-	cp, isBody := findCapture(r)
-	if isBody {
-		return c.readCapture(cp, true)
+	if cp, isBody := findCapture(r); cp != nil {
+		return c.readCapture(cp, isBody)
 	}
 	if r.Body == nil || r.Body == http.NoBody {
-		if cp != nil {
-			return c.readCapture(cp, false)
-		}
 		return true
 	}
-	// With a capture that r.Body replaced, r.Body is read first; its
-	// ContentLength may be the capture's (compressed) length.
-	if cp == nil && r.ContentLength > limit {
+	if r.ContentLength > limit {
 		return c.bodyFailed(errTooLarge)
 	}
 	bp := getBuf()
 	b, err := readAtMost((*bp)[:0], r.Body, limit)
 	*bp = b
-	if err == nil && cp == nil && r.ContentLength > 0 && int64(len(b)) != r.ContentLength {
+	if err == nil && r.ContentLength > 0 && int64(len(b)) != r.ContentLength {
 		err = errBodyConsumed
-	}
-	if err == nil && cp != nil && len(b) == 0 {
-		// Consumed through the replacement (a strict-server decoder): the
-		// fingerprint is of what the capture kept.
-		putBuf(bp)
-		return c.readCapture(cp, false)
 	}
 	if err != nil {
 		putBuf(bp)
@@ -459,8 +468,8 @@ func (c *Call) readBody() bool {
 }
 
 // readCapture takes the body from CaptureBody's capture. restore: hand it to
-// the handler as r.Body (only when r.Body was the capture: a replacement's
-// reader serves the handler something else).
+// the handler as r.Body (only when r.Body was the capture: a replacement
+// stays the handler's, and reads what drain kept from the capture).
 func (c *Call) readCapture(cp *capture, restore bool) bool {
 	body, err := cp.drain(c.p.reqMax)
 	if err != nil {
@@ -529,6 +538,8 @@ func (c *Call) claim() {
 		timer    *time.Timer
 		wctx     context.Context // the watch's: ends at the wait's deadline
 		wcancel  func()
+		// versions whose fingerprint a claim was retried with
+		reclaimed uint64
 	)
 	defer func() {
 		if stop != nil {
@@ -589,9 +600,13 @@ func (c *Call) claim() {
 			}
 		case rec.Reclaimable():
 			// Not reclaimed: SameFingerprintToReclaim and another fingerprint.
-			if c.ss.breq.Fingerprint == c.fp && c.sameRequest(rec.Fingerprint) {
-				// The same request, fingerprinted by an older version:
-				// claim with the record's fingerprint (once).
+			if rec.Fingerprint != c.ss.breq.Fingerprint && c.sameRequest(rec.Fingerprint) &&
+				reclaimed&(1<<rec.Fingerprint[0]) == 0 {
+				// The same request, fingerprinted in another version:
+				// claim with the record's fingerprint (at most once per
+				// version, so records rewritten concurrently in
+				// alternating versions cannot keep this loop going).
+				reclaimed |= 1 << rec.Fingerprint[0]
 				c.ss.breq.Fingerprint = rec.Fingerprint
 				continue
 			}
@@ -1067,13 +1082,23 @@ func (c *Call) writeReplay(w http.ResponseWriter) {
 // Finish completes the record from what the handler wrote through Writer:
 // COMPLETED with the response; for a status >= 500, FAILED (freeing the key
 // under FailuresRetry, storing the response under FailuresReplay); 408, 425
-// and 429 (the request was not processed) always free the key. So does a
-// handler that wrote nothing (not even a status) when the handler context
-// (Context) has ended: it returned early because the client went away, and
-// the empty 200 net/http sends for it must not be replayed (the Event's
-// Status is 0; a handler whose answer is an empty 200 writes it with
-// WriteHeader). A late completion whose claim was taken over is rejected
-// (ErrFenced), reported and never written.
+// and 429 (the request was not processed) always free the key.
+//
+// A handler that wrote nothing (not even a status) is answered with net/http's
+// implicit 200, and that is what is recorded (COMPLETED, an empty 200), even
+// when the handler context (Context) has ended meanwhile (the client went
+// away, a deadline of chi's middleware.Timeout or http.TimeoutHandler
+// passed): the engine cannot tell a handler that gave up early from one that
+// did its work and relies on the implicit 200, and freeing the key for the
+// latter would run its side effects again on a retry. A handler that gives up
+// because its client left should write an error status (503, say) to free the
+// key (under FailuresRetry). Only in transactional mode, where the handler's
+// writes roll back, is nothing written after the context ended taken as no
+// answer: the transaction is rolled back and the key freed (FAILED, the
+// Event's Status 0).
+//
+// A late completion whose claim was taken over is rejected (ErrFenced),
+// reported and never written.
 //
 // In transactional mode Finish commits the record with the handler's
 // transaction and only then writes the buffered response to the client (a
@@ -1096,18 +1121,19 @@ func (c *Call) Finish() error {
 		// The handler never received the recorder (a wrapper that did not call Writer).
 		rec.init(nil, p, false)
 	}
-	// A handler that wrote nothing once its context had ended (the client
-	// went away, or a deadline passed) returned early: the empty 200 that
-	// net/http sends for it is no response of the handler's, so it frees
-	// the key, as a failed attempt does, whatever the failure policy.
-	abandoned := !rec.wroteHeader && c.ctx.Err() != nil
+	// A transactional handler that wrote nothing once its context had ended
+	// (the client went away, or a deadline passed) gave no answer: its
+	// writes roll back, so freeing the key is safe. A plain handler's empty
+	// 200 is recorded like any answer: it may have done its work, and a
+	// retry must not run it again.
+	abandoned := c.commit != nil && !rec.wroteHeader && c.ctx.Err() != nil
 	rec.finalize()
 	status := rec.status
 	state, resp := StateCompleted, rec.record()
 	switch {
 	case abandoned:
 		state, resp, status = StateFailed, nil, 0
-		e.log.LogAttrs(c.ctx, slog.LevelInfo, "idem: handler wrote nothing after its context ended (client gone): key released for a retry",
+		e.log.LogAttrs(c.ctx, slog.LevelInfo, "idem: transactional handler wrote nothing after its context ended (client gone): rolled back, key released for a retry",
 			slog.String("operation", p.spec.Operation), slog.String("key", c.key))
 	case status >= 500:
 		state = StateFailed

@@ -18,8 +18,9 @@
 //  2. reads the body, never more than Request.MaxBytes (413
 //     IDEMPOTENCY_REQUEST_TOO_LARGE beyond), and fingerprints the request
 //     (package fingerprint: method, operation, path, canonical body
-//     without the volatile members, query, named headers; a record whose
-//     fingerprint an older version computed is compared in that version);
+//     without the volatile members, query, named headers; in the version
+//     Options.FingerprintVersion names, and a record whose fingerprint is of
+//     the other version is compared in that version);
 //  3. encodes the scope (principal from Options.Principal, operation, key)
 //     injectively into the store key, so one principal never sees another's
 //     response and no key can collide with another scope;
@@ -78,10 +79,13 @@
 //
 //   - a status below 500 (but 408, 425 and 429): COMPLETED, replayed;
 //   - 408, 425, 429 (the request was not processed): the key is freed;
-//   - nothing written (not even a status) by a handler whose context had
-//     ended (the client went away, a deadline passed): it returned early
-//     and did not answer, so the key is freed, whatever Failures says; the
-//     empty 200 net/http sends then is never replayed;
+//   - nothing written (not even a status): net/http's implicit 200, an
+//     empty 200, COMPLETED and replayed, even when the handler's context had
+//     ended (the client went away, a deadline passed): the handler may have
+//     done its work, and a retry must not run it again. A handler that gives
+//     up because its client left writes an error status (503) to free the
+//     key. Only in transactional mode (the handler's writes roll back) does
+//     nothing written after the context ended free the key;
 //   - a status >= 500, a handler panic (re-raised, http.ErrAbortHandler
 //     included), or a strict handler's error: with Failures = FailuresRetry
 //     (default) the key is freed (FAILED without a response), so a retry

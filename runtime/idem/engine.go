@@ -2,11 +2,14 @@ package idem
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/idemgen/idemgen/runtime/fingerprint"
 )
 
 // Options configure an Engine. The zero value is usable.
@@ -53,6 +56,15 @@ type Options struct {
 	ProblemTypeBase string
 	// Now is the engine's clock (tests). Stores keep time on their own clock.
 	Now func() time.Time
+	// FingerprintVersion is the fingerprint format version the engine
+	// computes and writes into records: 0 means fingerprint.Version (2); 1
+	// computes version 1 (which leaves out the request path), for the first
+	// step of a rolling upgrade from a release that knows only version 1
+	// (see docs/runtime.md, "Upgrading the fingerprint version"). Whatever
+	// it is, a record of the other version is compared with this request's
+	// fingerprint computed in the record's version. Any other value makes
+	// New panic.
+	FingerprintVersion int
 }
 
 // DefaultStoreTimeout is the default of Options.StoreTimeout.
@@ -94,8 +106,15 @@ func New(store Store, opts Options) *Engine {
 		failOpen:    opts.FailOpen,
 		now:         opts.Now,
 		problemBase: opts.ProblemTypeBase,
-		fpc:         newFPCache(),
 	}
+	fpv := opts.FingerprintVersion
+	if fpv == 0 {
+		fpv = fingerprint.Version
+	}
+	if fpv != 1 && fpv != fingerprint.Version {
+		panic(fmt.Sprintf("idem: Options.FingerprintVersion %d: want 0, 1 or %d", opts.FingerprintVersion, fingerprint.Version))
+	}
+	e.fpc = newFPCache(fpv)
 	if e.log == nil {
 		e.log = slog.Default()
 	}

@@ -28,9 +28,13 @@ import (
 // The table is direct-mapped (a new entry replaces the one in its slot) and
 // lock-free: each slot is a seqlock of atomic words, so readers never block
 // and a reader that overlaps a writer just misses.
+//
+// A cache belongs to one Engine, and so to one fingerprint version (its
+// Options.FingerprintVersion): the version is not part of the digest.
 type fpCache struct {
-	seed  maphash.Seed
-	slots [fpCacheSlots]fpSlot
+	seed    maphash.Seed
+	version int // the fingerprint format version computed
+	slots   [fpCacheSlots]fpSlot
 }
 
 const fpCacheSlots = 1024 // 72 KiB per Engine
@@ -43,21 +47,27 @@ type fpSlot struct {
 
 const fpWords = (len(Fingerprint{}) + 7) / 8
 
-func newFPCache() *fpCache {
-	return &fpCache{seed: maphash.MakeSeed()}
+func newFPCache(version int) *fpCache {
+	return &fpCache{seed: maphash.MakeSeed(), version: version}
 }
 
 // policyIDs numbers compiled policies for the cache.
 var policyIDs atomic.Uint64
 
-// sum returns p's fingerprint of in, from the cache when it holds it.
+// sum returns p's fingerprint of in in the cache's version, from the cache
+// when it holds it.
 func (c *fpCache) sum(p *Policy, in *fingerprint.Input) Fingerprint {
 	h, n := c.digest(p, in), uint64(len(in.Body))
 	s := &c.slots[h%fpCacheSlots]
 	if fp, ok := s.get(h, n, p.id); ok {
 		return fp
 	}
-	fp := p.hasher.Sum(in)
+	var fp Fingerprint
+	if c.version == fingerprint.Version {
+		fp = p.hasher.Sum(in)
+	} else {
+		fp, _ = p.hasher.SumVersion(in, c.version)
+	}
 	s.put(h, n, p.id, &fp)
 	return fp
 }

@@ -36,7 +36,7 @@ func TestFPCacheAgreesWithSum(t *testing.T) {
 		"other header":  func(in *fingerprint.Input) { in.Header = http.Header{"X-Tenant": {"t1"}, "X-Other": {"x"}} },
 		"no body":       func(in *fingerprint.Input) { in.Body = nil },
 	}
-	c := newFPCache()
+	c := newFPCache(fingerprint.Version)
 	for round := range 2 { // the second round answers from the cache
 		for name, change := range variants {
 			for _, pol := range []*Policy{p, q} {
@@ -48,9 +48,25 @@ func TestFPCacheAgreesWithSum(t *testing.T) {
 	}
 }
 
+// A cache computes its Engine's fingerprint version.
+func TestFPCacheVersion(t *testing.T) {
+	p := MustCompile(Spec{Operation: "op", Semantics: Strict})
+	for _, v := range []int{1, fingerprint.Version} {
+		c := newFPCache(v)
+		for range 2 { // computed, then from the cache
+			in := fpInput(`{"a":1}`)
+			want, ok := p.hasher.SumVersion(in, v)
+			require.True(t, ok)
+			got := c.sum(p, in)
+			assert.Equal(t, want, got)
+			assert.Equal(t, byte(v), got[0])
+		}
+	}
+}
+
 func TestFPCacheHits(t *testing.T) {
 	p := MustCompile(Spec{Operation: "op", Semantics: Strict, FingerprintHeaders: []string{"X-Tenant"}})
-	c := newFPCache()
+	c := newFPCache(fingerprint.Version)
 	in := fpInput(`{"a":1}`)
 	h1, n := c.digest(p, in), uint64(len(in.Body))
 	_, ok := c.slots[h1%fpCacheSlots].get(h1, n, p.id)
@@ -79,7 +95,7 @@ func TestFPCacheHits(t *testing.T) {
 // ones, around the size where one way gives way to the other.
 func TestFPCacheDigestWays(t *testing.T) {
 	p := MustCompile(Spec{Operation: "op", Semantics: Strict, FingerprintHeaders: []string{"X-Tenant"}})
-	c := newFPCache()
+	c := newFPCache(fingerprint.Version)
 	seen := map[uint64]string{}
 	for n := 0; n < 400; n += 7 {
 		for _, where := range []string{"query", "header"} {
@@ -108,7 +124,7 @@ func TestFPCacheDigestWays(t *testing.T) {
 // fingerprint or a miss, never a torn one (run with -race).
 func TestFPCacheConcurrent(t *testing.T) {
 	p := MustCompile(Spec{Operation: "op", Semantics: Strict})
-	c := newFPCache()
+	c := newFPCache(fingerprint.Version)
 	// Inputs that share one slot, so that writers replace each other.
 	var inputs []*fingerprint.Input
 	slot := c.digest(p, fpInput(`{"n":0}`)) % fpCacheSlots
@@ -152,7 +168,7 @@ func BenchmarkFPCache(b *testing.B) {
 		}
 	})
 	b.Run("cached", func(b *testing.B) {
-		c := newFPCache()
+		c := newFPCache(fingerprint.Version)
 		b.SetBytes(int64(len(body)))
 		b.ReportAllocs()
 		for b.Loop() {

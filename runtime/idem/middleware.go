@@ -52,11 +52,14 @@ func (e *Engine) Handler(p *Policy, h http.Handler) http.Handler {
 // with the methods GET, HEAD, OPTIONS and TRACE pass untouched.
 //
 // A middleware inside it may replace r.Body (gzip decompression,
-// http.MaxBytesReader): Begin then fingerprints, and hands the handler, what
-// the replacement reads, as without CaptureBody. It falls back on the kept
-// bytes only when the replacement has nothing left to read and the capture
-// was read (the strict-server decoder consumed the body through it); the
-// handler then reads r.Body as it was left.
+// http.MaxBytesReader, chi's RequestSize): Begin then fingerprints the bytes
+// that came on the wire, all of them, whatever the replacement or a decoder
+// read of them already, and leaves r.Body, the replacement, to the handler.
+// Begin reads the rest of the wire body into the capture's kept bytes, and the
+// capture serves the replacement's later reads from them, so a replacement
+// that reads lazily (a gzip reader) still reads every byte. Two requests with
+// the same decoded body but other bytes on the wire (another compression
+// level) have other fingerprints.
 func CaptureBody(maxBytes int64) func(http.Handler) http.Handler {
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxRequestBytes
@@ -85,13 +88,19 @@ type captureKey struct{}
 
 // capture is both the request body (a tee of the original) and the request
 // context that leads Begin to it, in one allocation.
+//
+// Before drain, every byte read from rc is handed to the reader and kept
+// (unless overflow). drain reads the rest of rc into buf; from then on Read
+// serves the kept bytes not yet handed out (buf[served:]).
 type capture struct {
 	context.Context
 	rc       io.ReadCloser
 	buf      *[]byte
 	max      int64
+	served   int // bytes of buf handed out by Read, once drained
 	overflow bool
 	eof      bool
+	drained  bool
 	err      error
 	released bool
 	read     bool // something read from it before Begin
@@ -109,6 +118,17 @@ func (c *capture) Read(p []byte) (int, error) {
 		return 0, http.ErrBodyReadAfterClose
 	}
 	c.read = true
+	if c.drained {
+		if c.served < len(*c.buf) {
+			n := copy(p, (*c.buf)[c.served:])
+			c.served += n
+			return n, nil
+		}
+		if c.err != nil {
+			return 0, c.err
+		}
+		return 0, io.EOF
+	}
 	n, err := c.rc.Read(p)
 	c.keep(p[:n])
 	if err == io.EOF {
@@ -134,11 +154,17 @@ func (c *capture) keep(p []byte) {
 func (c *capture) Close() error { return c.rc.Close() }
 
 // drain reads the rest of the body and returns all of it (aliasing the
-// capture's buffer, valid until the capture middleware returns).
+// capture's buffer, valid until the capture middleware returns). Later Reads
+// of the capture serve the bytes drain read (see capture).
 func (c *capture) drain(limit int64) ([]byte, error) {
 	if c.released {
 		return nil, errBodyConsumed
 	}
+	if !c.drained && !c.overflow {
+		// Every kept byte so far was handed out by Read.
+		c.served = len(*c.buf)
+	}
+	c.drained = true
 	for !c.eof && c.err == nil && !c.overflow {
 		b := *c.buf
 		if len(b) == cap(b) {
@@ -178,14 +204,13 @@ func (c *capture) release() {
 // findCapture returns the request's capture, if CaptureBody wrapped it, and
 // whether r.Body is still the capture. When a middleware inside CaptureBody
 // replaced r.Body (a decompressing reader, http.MaxBytesReader), the capture
-// holds the bytes under it, not the body the handler reads: it is returned
-// only if something read from it (a strict-server decoder, through the
-// replacement), and Begin then reads r.Body first (see Call.readBody).
+// is still returned: Begin fingerprints the wire bytes it holds (see
+// Call.readBody), whether or not something read them already.
 func findCapture(r *http.Request) (cp *capture, isBody bool) {
 	if cp, ok := r.Body.(*capture); ok {
 		return cp, true
 	}
-	if cp, ok := r.Context().Value(captureKey{}).(*capture); ok && cp.read {
+	if cp, ok := r.Context().Value(captureKey{}).(*capture); ok {
 		return cp, false
 	}
 	return nil, false

@@ -230,7 +230,9 @@ func TestHijackRefused(t *testing.T) {
 // A handler that returns early, writing nothing, because its client went
 // away did not answer: the key is freed, and the retry runs it again.
 func TestClientGoneBeforeResponse(t *testing.T) {
-	run := func(t *testing.T, f *fixture, spec idem.Spec, explicit bool) (first, retry *httptest.ResponseRecorder) {
+	// answer: what the handler does once its client left (nothing: it
+	// returns; or it writes a status).
+	run := func(t *testing.T, f *fixture, spec idem.Spec, answer int) (first, retry *httptest.ResponseRecorder) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		h := f.eng.Handler(mustCompile(t, spec), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -238,8 +240,8 @@ func TestClientGoneBeforeResponse(t *testing.T) {
 				cancel() // the client goes away while the handler runs
 			}
 			if r.Context().Err() != nil {
-				if explicit {
-					w.WriteHeader(http.StatusOK) // an answer, though an empty one
+				if answer != 0 {
+					w.WriteHeader(answer)
 				}
 				return
 			}
@@ -253,6 +255,9 @@ func TestClientGoneBeforeResponse(t *testing.T) {
 		h.ServeHTTP(first, r)
 		return first, send(h, req{key: "k", body: `{}`})
 	}
+	// Nothing written is net/http's implicit 200, an answer: the handler may
+	// have done its work, so it is recorded and replayed, whatever the
+	// failure policy.
 	for _, tc := range []struct {
 		name     string
 		failures idem.FailurePolicy
@@ -261,29 +266,56 @@ func TestClientGoneBeforeResponse(t *testing.T) {
 			f := newFixture(t, idem.Options{})
 			spec := strictSpec()
 			spec.Failures = tc.failures
-			_, w := run(t, f, spec, false)
-			require.Equal(t, 201, w.Code, w.Body.String())
-			assert.Equal(t, "created", w.Body.String())
-			assert.Empty(t, w.Header().Get("Idempotent-Replayed"), "the retry executes")
-			assert.Equal(t, int32(2), f.calls.Load())
+			_, w := run(t, f, spec, 0)
+			require.Equal(t, 200, w.Code, w.Body.String())
+			assert.Empty(t, w.Body.String())
+			assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"), "the retry replays")
+			assert.Equal(t, int32(1), f.calls.Load())
 			ev, ok := f.obs.find(idem.EventExecuted)
 			require.True(t, ok)
-			assert.Equal(t, idem.StateFailed, ev.State)
-			assert.Equal(t, 0, ev.Status, "no response")
+			assert.Equal(t, idem.StateCompleted, ev.State)
+			assert.Equal(t, 200, ev.Status)
 		})
 	}
 	t.Run("transactional", func(t *testing.T) {
+		// The handler's writes roll back: nothing written frees the key.
 		f, ft := newTxFixture(t)
-		_, w := run(t, f, strictSpec(), false)
+		_, w := run(t, f, strictSpec(), 0)
 		require.Equal(t, 201, w.Code, w.Body.String())
 		assert.Equal(t, int32(2), f.calls.Load())
 		assert.Equal(t, 1, ft.rollbacks)
+		ev, ok := f.obs.find(idem.EventExecuted)
+		require.True(t, ok)
+		assert.Equal(t, idem.StateFailed, ev.State)
+		assert.Equal(t, 0, ev.Status, "no response")
 	})
-	t.Run("a status written is an answer", func(t *testing.T) {
+	t.Run("a handler that gives up writes an error status", func(t *testing.T) {
 		f := newFixture(t, idem.Options{})
-		_, w := run(t, f, strictSpec(), true)
-		require.Equal(t, 200, w.Code)
-		assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
-		assert.Equal(t, int32(1), f.calls.Load())
+		_, w := run(t, f, strictSpec(), http.StatusServiceUnavailable)
+		require.Equal(t, 201, w.Code, w.Body.String())
+		assert.Empty(t, w.Header().Get("Idempotent-Replayed"), "the retry executes")
+		assert.Equal(t, int32(2), f.calls.Load())
 	})
+}
+
+// A plain handler that does its work regardless of its context and relies on
+// the implicit 200, under an upstream deadline (chi's middleware.Timeout):
+// the retry replays the empty 200 and never runs the side effect again.
+func TestImplicitOKAfterDeadline(t *testing.T) {
+	f := newFixture(t, idem.Options{})
+	h := f.eng.Handler(mustCompile(t, strictSpec()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done() // the work outlasts the deadline, and is done
+		f.calls.Add(1)
+	}))
+	timeout := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Millisecond)
+		defer cancel()
+		h.ServeHTTP(w, r.WithContext(ctx))
+	})
+	w := send(timeout, req{key: "k", body: `{}`})
+	require.Equal(t, 200, w.Code)
+	w = send(timeout, req{key: "k", body: `{}`})
+	require.Equal(t, 200, w.Code)
+	assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
+	assert.Equal(t, int32(1), f.calls.Load(), "the side effect ran once")
 }

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -252,8 +255,8 @@ func TestFakeTransactorConformance(t *testing.T) {
 	})
 }
 
-// A middleware inside CaptureBody that replaces r.Body decides what the
-// handler reads, and so what is fingerprinted: not the bytes under it.
+// A middleware inside CaptureBody that replaces r.Body (gzip, a size limit)
+// is the handler's: the fingerprint is of the bytes on the wire, all of them.
 func TestCaptureBodyUnderReplacedBody(t *testing.T) {
 	gz := func(level int, s string) []byte {
 		var b bytes.Buffer
@@ -265,7 +268,7 @@ func TestCaptureBodyUnderReplacedBody(t *testing.T) {
 	}
 	gunzip := func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			zr, err := gzip.NewReader(r.Body) // reads the gzip header from the capture
+			zr, err := gzip.NewReader(r.Body) // reads the gzip header (and up to 4 KiB) from the capture
 			if err != nil {
 				http.Error(w, err.Error(), http.StatusBadRequest)
 				return
@@ -275,10 +278,10 @@ func TestCaptureBodyUnderReplacedBody(t *testing.T) {
 			next.ServeHTTP(w, r)
 		})
 	}
-	sendRaw := func(h http.Handler, body []byte) *httptest.ResponseRecorder {
+	sendRaw := func(h http.Handler, key string, body []byte) *httptest.ResponseRecorder {
 		r := httptest.NewRequest(http.MethodPost, "/orders", bytes.NewReader(body))
 		r.Header.Set("Content-Type", "application/json")
-		r.Header.Set("Idempotency-Key", "k")
+		r.Header.Set("Idempotency-Key", key)
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
 		return w
@@ -286,14 +289,41 @@ func TestCaptureBodyUnderReplacedBody(t *testing.T) {
 	t.Run("decompressed", func(t *testing.T) {
 		f := newFixture(t, idem.Options{})
 		h := idem.CaptureBody(1 << 20)(gunzip(f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())))
-		w := sendRaw(h, gz(gzip.BestSpeed, `{"item":"book"}`))
+		w := sendRaw(h, "k", gz(gzip.BestSpeed, `{"item":"book"}`))
 		require.Equal(t, 201, w.Code, w.Body.String())
 		assert.Contains(t, w.Body.String(), `"item":"book"`, "the handler read the decompressed body")
-		// Other bytes on the wire, the same body: a duplicate.
-		w = sendRaw(h, gz(gzip.BestCompression, `{"item":"book"}`))
+		// The same bytes again: a duplicate.
+		w = sendRaw(h, "k", gz(gzip.BestSpeed, `{"item":"book"}`))
 		require.Equal(t, 201, w.Code)
 		assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
-		requireProblem(t, sendRaw(h, gz(gzip.BestSpeed, `{"item":"pen"}`)), 422, idem.CodeKeyReused)
+		// The fingerprint is of the wire bytes: another compression is
+		// another request, as is another body.
+		requireProblem(t, sendRaw(h, "k", gz(gzip.BestCompression, `{"item":"book"}`)), 422, idem.CodeKeyReused)
+		requireProblem(t, sendRaw(h, "k", gz(gzip.BestSpeed, `{"item":"pen"}`)), 422, idem.CodeKeyReused)
+		assert.Equal(t, int32(1), f.calls.Load())
+	})
+	t.Run("lazy replacement reads what the engine drained", func(t *testing.T) {
+		// More compressed bytes than gzip.NewReader buffers: the engine
+		// drains the rest of the capture before the handler's reader gets
+		// to it, and the capture hands it the kept bytes.
+		f := newFixture(t, idem.Options{})
+		var item strings.Builder
+		for i := 0; item.Len() < 64<<10; i++ {
+			fmt.Fprintf(&item, "%x", sha256.Sum256([]byte(strconv.Itoa(i))))
+		}
+		body := gz(gzip.BestSpeed, `{"item":"`+item.String()+`"}`)
+		require.Greater(t, len(body), 16<<10)
+		h := idem.CaptureBody(1 << 20)(gunzip(f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())))
+		w := sendRaw(h, "k", body)
+		require.Equal(t, 201, w.Code, w.Body.String())
+		assert.Contains(t, w.Body.String(), item.String(), "the handler read the whole decompressed body")
+		w = sendRaw(h, "k", body)
+		require.Equal(t, 201, w.Code)
+		assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
+		assert.Equal(t, int32(1), f.calls.Load())
+		// CaptureBody's limit still applies to the wire bytes.
+		small := idem.CaptureBody(1024)(gunzip(f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())))
+		requireProblem(t, sendRaw(small, "k2", body), 413, idem.CodeRequestTooLarge)
 		assert.Equal(t, int32(1), f.calls.Load())
 	})
 	t.Run("http.MaxBytesReader", func(t *testing.T) {
@@ -305,9 +335,20 @@ func TestCaptureBodyUnderReplacedBody(t *testing.T) {
 			})
 		}
 		h := idem.CaptureBody(1 << 20)(limit(f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())))
-		requireProblem(t, send(h, req{key: "k", body: `{"item":"a very long name"}`}), 413, idem.CodeRequestTooLarge)
-		require.Equal(t, 201, send(h, req{key: "k", body: `{"item":"a"}`}).Code)
-		assert.Equal(t, int32(1), f.calls.Load())
+		// The replacement's limit is the handler's to meet: it reads
+		// through it and answers (createOrder: 400).
+		w := send(h, req{key: "k1", body: `{"item":"a very long name"}`})
+		require.Equal(t, 400, w.Code)
+		assert.Contains(t, w.Body.String(), "request body too large")
+		require.Equal(t, 201, send(h, req{key: "k2", body: `{"item":"a"}`}).Code)
+		assert.Equal(t, "true", send(h, req{key: "k2", body: `{"item":"a"}`}).Header().Get("Idempotent-Replayed"))
+		assert.Equal(t, int32(2), f.calls.Load())
+		// The policy's limit applies to the wire bytes.
+		spec := strictSpec()
+		spec.Request.MaxBytes = 8
+		h = idem.CaptureBody(1 << 20)(limit(f.eng.Handler(mustCompile(t, spec), f.createOrder())))
+		requireProblem(t, send(h, req{key: "k3", body: `{"item":"a"}`}), 413, idem.CodeRequestTooLarge)
+		assert.Equal(t, int32(2), f.calls.Load())
 	})
 	t.Run("strict server reading through the replacement", func(t *testing.T) {
 		f := newFixture(t, idem.Options{})
@@ -330,10 +371,79 @@ func TestCaptureBodyUnderReplacedBody(t *testing.T) {
 			_ = c.Complete(w, func(w http.ResponseWriter) error { w.WriteHeader(201); return nil })
 		})
 		h := idem.CaptureBody(1 << 20)(gunzip(strict))
-		require.Equal(t, 201, sendRaw(h, gz(gzip.BestSpeed, `{"item":"book"}`)).Code)
+		require.Equal(t, 201, sendRaw(h, "k", gz(gzip.BestSpeed, `{"item":"book"}`)).Code)
 		assert.Empty(t, read, "the handler is not handed the compressed bytes")
-		assert.Equal(t, "true", sendRaw(h, gz(gzip.BestSpeed, `{"item":"book"}`)).Header().Get("Idempotent-Replayed"))
-		requireProblem(t, sendRaw(h, gz(gzip.BestSpeed, `{"item":"pen"}`)), 422, idem.CodeKeyReused)
+		assert.Equal(t, "true", sendRaw(h, "k", gz(gzip.BestSpeed, `{"item":"book"}`)).Header().Get("Idempotent-Replayed"))
+		requireProblem(t, sendRaw(h, "k", gz(gzip.BestSpeed, `{"item":"pen"}`)), 422, idem.CodeKeyReused)
 		assert.Equal(t, int32(1), f.calls.Load())
 	})
+}
+
+// A strict-server decoder that reads the body through a replacement
+// (http.MaxBytesReader) stops at its read boundary: when the JSON value ends
+// there, only the trailing newline is left in the replacement. The
+// fingerprint is still of the whole body, so another body is another request.
+func TestCaptureBodyDecoderLeavesTrailingBytes(t *testing.T) {
+	// '}' ends exactly at byte 512 (json.Decoder's first read), then the
+	// "\n" json.Encoder appends.
+	mk := func(item string) string {
+		s := `{"item":"` + item + `","pad":"`
+		return s + strings.Repeat("x", 512-len(s)-2) + "\"}\n"
+	}
+	limit := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
+			next.ServeHTTP(w, r)
+		})
+	}
+	for _, replaced := range []bool{true, false} {
+		for _, sem := range []idem.Semantics{idem.Strict, idem.Window} {
+			t.Run(fmt.Sprintf("%v/replaced=%v", sem, replaced), func(t *testing.T) {
+				f := newFixture(t, idem.Options{})
+				spec := strictSpec()
+				spec.Semantics = sem
+				p := mustCompile(t, spec)
+				var got []string
+				strict := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					var v struct{ Item string }
+					if err := json.NewDecoder(r.Body).Decode(&v); err != nil {
+						http.Error(w, err.Error(), 400)
+						return
+					}
+					k := idem.NoKey
+					if v := r.Header.Get("Idempotency-Key"); v != "" {
+						k = idem.KeyFrom(v)
+					}
+					c := f.eng.Begin(r, p, k)
+					defer c.End()
+					if c.Decision() != idem.Execute {
+						c.Respond(w)
+						return
+					}
+					got = append(got, v.Item)
+					_ = c.Complete(w, func(w http.ResponseWriter) error { w.WriteHeader(201); return nil })
+				})
+				var h http.Handler = strict
+				if replaced {
+					h = limit(h)
+				}
+				h = idem.CaptureBody(1 << 20)(h)
+				key := map[idem.Semantics]string{idem.Strict: "k1", idem.Window: ""}[sem]
+				require.Len(t, mk("book"), 513)
+				require.Equal(t, 201, send(h, req{key: key, body: mk("book")}).Code)
+				w := send(h, req{key: key, body: mk("pen")})
+				if sem == idem.Strict {
+					requireProblem(t, w, 422, idem.CodeKeyReused)
+					assert.Equal(t, []string{"book"}, got)
+				} else {
+					require.Equal(t, 201, w.Code)
+					assert.Empty(t, w.Header().Get("Idempotent-Replayed"))
+					assert.Equal(t, []string{"book", "pen"}, got)
+				}
+				w = send(h, req{key: key, body: mk("book")})
+				require.Equal(t, 201, w.Code)
+				assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
+			})
+		}
+	}
 }

@@ -348,6 +348,12 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 	}
 	var prior idem.State
 	switch {
+	case i != none && sh.at(i).state == idem.StatePending && sh.at(i).token == req.Token:
+		// This very claim, made by an earlier run of the same Begin (a
+		// caller that sent it again): acquired, as for a fresh claim, and
+		// nothing written, even when its lease has run out meanwhile (that
+		// is no takeover). Tokens are fresh per claim; as the Redis script.
+		return idem.BeginResult{Acquired: true}, nil
 	case i == none:
 		size := int64(len(req.Key)) + EntryOverhead
 		if (sh.count >= sh.maxEntries || sh.bytes+size > sh.maxBytes) && !sh.makeRoom(s, now, size) {
