@@ -66,11 +66,14 @@ type Call struct {
 	prob problem
 	pub  *Problem
 	// Replay
-	resp    storedResponse
-	fields  [4]headerField
-	hvals   [5]string // header values of a replay (the last: Idempotent-Replayed); not for a pooled Call, whose memory is reused
-	pooled  bool
-	replayS State
+	resp   storedResponse
+	fields [4]headerField
+	hvals  [5]string // header values of a replay (the last: Idempotent-Replayed); not for a pooled Call, whose memory is reused
+	pooled bool
+	// viaHandler: Engine.Handler's Call, which begins before anything
+	// downstream of the middleware read the body.
+	viaHandler bool
+	replayS    State
 	// respBuf is handed to the store as BeginRequest.Buf; it outlives
 	// recycling (reset keeps it). scratch: the replayed record is in it, so
 	// what the response keeps of it is copied.
@@ -168,8 +171,9 @@ func (c *Call) Problem() *Problem {
 // strict-server case, where the body was decoded before; when a middleware
 // inside CaptureBody replaced r.Body, the wire bytes under it, and r.Body is
 // left to the handler: see CaptureBody), else from r.Body, which
-// Call.Request then restores for the handler. It never returns nil; the
-// caller must call End.
+// Call.Request then restores for the handler. (Engine.Handler, which begins
+// before anything downstream read the body, reads a replaced r.Body
+// instead.) It never returns nil; the caller must call End.
 func (e *Engine) Begin(r *http.Request, p *Policy, key Key) *Call {
 	c := new(Call)
 	c.init(e, p, r)
@@ -208,7 +212,7 @@ func (c *Call) init(e *Engine, p *Policy, r *http.Request) {
 // initPooled is init for a Call from the pool.
 func (c *Call) initPooled(e *Engine, p *Policy, r *http.Request) {
 	c.init(e, p, r)
-	c.pooled = true
+	c.pooled, c.viaHandler = true, true
 	if !e.recycle {
 		c.ss = &storeSide{bg: detached{parent: c.ctx}}
 	}
@@ -435,29 +439,51 @@ func (c *Call) reject(p problem, cause error) {
 
 // readBody reads the request body for the fingerprint; false means rejected.
 //
-// Under CaptureBody the fingerprint is always of the capture's wire bytes,
-// all of them: when r.Body is the capture, the handler is handed them again;
-// when a middleware replaced r.Body, the replacement (which may have read, or
-// buffered, part of the capture, as may a decoder through it) is left to the
-// handler untouched and reads the rest from the capture's kept bytes. Reading
-// the replacement instead would fingerprint only what a decoder left of it
-// (a trailing newline), and different requests would share a fingerprint.
+// Under CaptureBody, when r.Body is the capture, the fingerprint is of the
+// capture's wire bytes, all of them, and the handler is handed them again.
+// When a middleware inside CaptureBody replaced r.Body (gzip decompression,
+// http.MaxBytesReader):
+//   - Engine.Handler reads the replacement, as without CaptureBody: nothing
+//     downstream has read it yet, so the fingerprint is of the body the
+//     handler sees (decompressed: canonical JSON, volatile members and a
+//     body-carried key apply), and Call.Request hands it to the handler;
+//   - Begin called after a strict-server decoder read the body through the
+//     replacement fingerprints the capture's wire bytes, all of them (the
+//     replacement's remainder would be only what the decoder left, a
+//     trailing newline, and different requests would share a
+//     fingerprint); r.Body stays the handler's, and reads the rest from the
+//     capture's kept bytes.
 func (c *Call) readBody() bool {
 	r, limit := c.r, c.p.reqMax
-	if cp, isBody := findCapture(r); cp != nil {
-		return c.readCapture(cp, isBody)
+	cp, isBody := findCapture(r)
+	if isBody {
+		return c.readCapture(cp, true)
+	}
+	if cp != nil && !c.viaHandler {
+		return c.readCapture(cp, false)
 	}
 	if r.Body == nil || r.Body == http.NoBody {
+		if cp != nil && cp.wasRead() {
+			return c.readCapture(cp, false)
+		}
 		return true
 	}
-	if r.ContentLength > limit {
+	// With a capture that r.Body replaced, r.Body is read; its
+	// ContentLength may be the capture's (compressed) length.
+	if cp == nil && r.ContentLength > limit {
 		return c.bodyFailed(errTooLarge)
 	}
 	bp := getBuf()
 	b, err := readAtMost((*bp)[:0], r.Body, limit)
 	*bp = b
-	if err == nil && r.ContentLength > 0 && int64(len(b)) != r.ContentLength {
+	if err == nil && cp == nil && r.ContentLength > 0 && int64(len(b)) != r.ContentLength {
 		err = errBodyConsumed
+	}
+	if err == nil && cp != nil && len(b) == 0 && cp.wasRead() {
+		// A middleware consumed the replacement: the fingerprint is of
+		// what came on the wire.
+		putBuf(bp)
+		return c.readCapture(cp, false)
 	}
 	if err != nil {
 		putBuf(bp)

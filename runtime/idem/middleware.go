@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"sync"
+	"sync/atomic"
 )
 
 // Middleware returns net/http middleware that protects a handler with policy
@@ -52,14 +54,19 @@ func (e *Engine) Handler(p *Policy, h http.Handler) http.Handler {
 // with the methods GET, HEAD, OPTIONS and TRACE pass untouched.
 //
 // A middleware inside it may replace r.Body (gzip decompression,
-// http.MaxBytesReader, chi's RequestSize): Begin then fingerprints the bytes
-// that came on the wire, all of them, whatever the replacement or a decoder
-// read of them already, and leaves r.Body, the replacement, to the handler.
-// Begin reads the rest of the wire body into the capture's kept bytes, and the
-// capture serves the replacement's later reads from them, so a replacement
-// that reads lazily (a gzip reader) still reads every byte. Two requests with
-// the same decoded body but other bytes on the wire (another compression
-// level) have other fingerprints.
+// http.MaxBytesReader, chi's RequestSize). Engine.Handler then reads the
+// replacement, as it would without CaptureBody (nothing downstream has read
+// it yet), and fingerprints the body the handler sees. Begin called after a
+// strict-server decoder read the body through the replacement fingerprints
+// the bytes that came on the wire instead, all of them, and leaves r.Body,
+// the replacement, to the handler: it reads the rest of the wire body into
+// the capture's kept bytes, and the capture serves the replacement's later
+// reads from them, so a replacement that reads lazily or ahead (a gzip or
+// zstd reader) still reads every byte. On that path the wire bytes are
+// hashed as they are when they are not JSON (a compressed body: another
+// compression level is another request, and volatile members are not left
+// out); a strict-server wrapper takes the key from the decoded request, not
+// from the wire.
 func CaptureBody(maxBytes int64) func(http.Handler) http.Handler {
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxRequestBytes
@@ -94,6 +101,13 @@ type captureKey struct{}
 // serves the kept bytes not yet handed out (buf[served:]).
 type capture struct {
 	context.Context
+	// mu serializes Read, drain and release: a replacement may read the
+	// capture from a goroutine of its own (a read-ahead decompressor)
+	// while Begin drains it. Read holds it across rc.Read; release, which
+	// may run while such a goroutine is still blocked there, only tries it
+	// (the buffer then goes to the garbage collector, not the pool).
+	mu       sync.Mutex
+	released atomic.Bool
 	rc       io.ReadCloser
 	buf      *[]byte
 	max      int64
@@ -102,8 +116,7 @@ type capture struct {
 	eof      bool
 	drained  bool
 	err      error
-	released bool
-	read     bool // something read from it before Begin
+	read     bool // something read from it
 }
 
 func (c *capture) Value(key any) any {
@@ -114,7 +127,9 @@ func (c *capture) Value(key any) any {
 }
 
 func (c *capture) Read(p []byte) (int, error) {
-	if c.released {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.released.Load() {
 		return 0, http.ErrBodyReadAfterClose
 	}
 	c.read = true
@@ -157,7 +172,9 @@ func (c *capture) Close() error { return c.rc.Close() }
 // capture's buffer, valid until the capture middleware returns). Later Reads
 // of the capture serve the bytes drain read (see capture).
 func (c *capture) drain(limit int64) ([]byte, error) {
-	if c.released {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.released.Load() {
 		return nil, errBodyConsumed
 	}
 	if !c.drained && !c.overflow {
@@ -195,10 +212,20 @@ func (c *capture) drain(limit int64) ([]byte, error) {
 	return *c.buf, nil
 }
 
+// wasRead reports whether anything read the capture.
+func (c *capture) wasRead() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.read
+}
+
 func (c *capture) release() {
-	c.released = true
-	putBuf(c.buf)
-	c.buf = nil
+	c.released.Store(true)
+	if c.mu.TryLock() {
+		putBuf(c.buf)
+		c.buf = nil
+		c.mu.Unlock()
+	}
 }
 
 // findCapture returns the request's capture, if CaptureBody wrapped it, and

@@ -1,0 +1,168 @@
+package idem_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// readAhead replaces r.Body with a pipe fed by a goroutine that reads the
+// original body in the background from the start, as read-ahead
+// decompressors do (klauspost's pgzip, zstd's stream decoder).
+func readAhead(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		pr, pw := io.Pipe()
+		src := r.Body
+		go func() {
+			buf := make([]byte, 512)
+			for {
+				n, err := src.Read(buf)
+				if n > 0 {
+					if _, werr := pw.Write(buf[:n]); werr != nil {
+						return
+					}
+				}
+				if err != nil {
+					if err == io.EOF {
+						err = nil
+					}
+					pw.CloseWithError(err)
+					return
+				}
+			}
+		}()
+		r.Body = pr
+		next.ServeHTTP(w, r)
+	})
+}
+
+// chunked hands out at most 300 bytes a Read, yielding in between, so that
+// reads of the body interleave.
+type chunked struct{ r io.Reader }
+
+func (s *chunked) Read(p []byte) (int, error) {
+	if len(p) > 300 {
+		p = p[:300]
+	}
+	runtime.Gosched()
+	return s.r.Read(p)
+}
+
+func bigItem() string {
+	var item strings.Builder
+	for i := 0; item.Len() < 64<<10; i++ {
+		fmt.Fprintf(&item, "%x", sha256.Sum256([]byte(strconv.Itoa(i))))
+	}
+	return item.String()
+}
+
+// A replacement that reads the capture from a goroutine of its own gets
+// every byte, on both paths, and the reads do not race with the engine's.
+func TestCaptureBodyReadAheadReplacement(t *testing.T) {
+	body := `{"item":"` + bigItem() + `"}`
+	post := func(h http.Handler) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodPost, "/orders", &chunked{r: strings.NewReader(body)})
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Idempotency-Key", "k")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	t.Run("Handler", func(t *testing.T) {
+		for range 20 {
+			f := newFixture(t, idem.Options{})
+			var got []byte
+			h := idem.CaptureBody(1 << 20)(readAhead(f.eng.Handler(mustCompile(t, strictSpec()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				got, _ = io.ReadAll(r.Body)
+				w.WriteHeader(http.StatusCreated)
+			}))))
+			require.Equal(t, http.StatusCreated, post(h).Code)
+			require.Equal(t, body, string(got))
+		}
+	})
+	t.Run("Begin after a strict decoder", func(t *testing.T) {
+		for range 20 {
+			f := newFixture(t, idem.Options{})
+			p := mustCompile(t, strictSpec())
+			var item string
+			strict := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				var v struct{ Item string }
+				if err := json.NewDecoder(r.Body).Decode(&v); err != nil {
+					http.Error(w, err.Error(), http.StatusBadRequest)
+					return
+				}
+				c := f.eng.Begin(r, p, idem.RequestKey)
+				defer c.End()
+				if c.Decision() != idem.Execute {
+					c.Respond(w)
+					return
+				}
+				item = v.Item
+				c.Writer(w).WriteHeader(http.StatusCreated)
+				require.NoError(t, c.Finish())
+			})
+			h := idem.CaptureBody(1 << 20)(readAhead(strict))
+			require.Equal(t, http.StatusCreated, post(h).Code)
+			require.Len(t, item, len(body)-len(`{"item":""}`))
+			w := post(h)
+			require.Equal(t, http.StatusCreated, w.Code)
+			assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
+		}
+	})
+}
+
+// Engine.Handler under a decompressing replacement sees the decompressed
+// body: a key carried in it is found, and volatile members and member
+// order do not matter.
+func TestCaptureBodyDecompressedBodyKeyAndVolatile(t *testing.T) {
+	gz := func(s string) []byte {
+		var b bytes.Buffer
+		zw := gzip.NewWriter(&b)
+		_, _ = io.WriteString(zw, s)
+		require.NoError(t, zw.Close())
+		return b.Bytes()
+	}
+	gunzip := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			zr, err := gzip.NewReader(r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			r.Body, r.ContentLength = zr, -1
+			next.ServeHTTP(w, r)
+		})
+	}
+	spec := strictSpec()
+	spec.Key = idem.KeySpec{Carrier: idem.CarrierBody, Name: "/key", Format: idem.FormatToken}
+	spec.Volatile = []string{"/sentAt"}
+	f := newFixture(t, idem.Options{})
+	h := idem.CaptureBody(1 << 20)(gunzip(f.eng.Handler(mustCompile(t, spec), f.createOrder())))
+	post := func(body string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodPost, "/orders", bytes.NewReader(gz(body)))
+		r.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	w := post(`{"key":"k1","item":"book","sentAt":"10:00:00"}`)
+	require.Equal(t, http.StatusCreated, w.Code, w.Body.String())
+	w = post(`{"sentAt":"10:00:05", "item":"book","key":"k1"}`)
+	require.Equal(t, http.StatusCreated, w.Code, w.Body.String())
+	assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
+	assert.Equal(t, int32(1), f.calls.Load())
+}
