@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -62,50 +63,50 @@ func TestReplayDoesNotLock(t *testing.T) {
 	replay() // would wait for the locker until ctx ends if it took the row lock
 }
 
-// TestBeginLosesRace: a Begin whose claim meets a concurrent claim of the
-// same key, not yet committed, waits for it (ON CONFLICT for a new key, the
-// row lock for a takeover), finds it has lost, and reads the winner's record
-// (a second statement, with a snapshot that shows it). The winner and the
-// loser claim with the function or the statement, in every combination (a
-// rolling deploy runs both on the same rows).
+// TestBeginLosesRace: a Begin whose claim of a new key meets a concurrent
+// claim of the same key, not yet committed, waits for it (ON CONFLICT),
+// finds it has lost, and reads the winner's record (a second statement, with
+// a snapshot that shows it). The winner and the loser claim with the
+// function or the statement, in every combination (a rolling deploy runs
+// both on the same rows).
 func TestBeginLosesRace(t *testing.T) {
 	t.Parallel()
-	for name, setup := range map[string]func(t *testing.T, s *Store){
-		"NewKey": func(*testing.T, *Store) {},
-		"Takeover": func(t *testing.T, s *Store) {
-			r, err := s.Begin(context.Background(), &idem.BeginRequest{Key: "k", Fingerprint: fp(1), Token: 1, Lease: 10 * time.Millisecond, TTL: time.Hour})
-			require.NoError(t, err)
-			require.True(t, r.Acquired)
-			time.Sleep(30 * time.Millisecond) // the lease runs out
-		},
-	} {
-		for _, win := range claimPaths {
-			for _, lose := range claimPaths {
-				t.Run(name+"/"+win.name+"-"+lose.name, func(t *testing.T) {
-					t.Parallel()
-					testBeginLosesRace(t, setup, win.fn, lose.fn)
-				})
-			}
+	for _, win := range claimPaths {
+		for _, lose := range claimPaths {
+			t.Run(win.name+"-"+lose.name, func(t *testing.T) {
+				t.Parallel()
+				testBeginLosesRace(t, win.fn, lose.fn)
+			})
 		}
 	}
 }
 
-func testBeginLosesRace(t *testing.T, setup func(t *testing.T, s *Store), winFn, loseFn bool) {
-	s := newTestStore(t, Options{})
-	useClaimFunc(s, loseFn)
-	setup(t, s)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-
-	// The winner's claim, kept uncommitted in an explicit transaction.
+// winnerClaims claims "k" with token 2 and fp(2) in an explicit
+// transaction, kept uncommitted, with the function (fn) or the statement.
+func winnerClaims(t *testing.T, s *Store, fn bool, wantPrior idem.State) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
 	winner, err := s.pool.Begin(ctx)
 	require.NoError(t, err)
-	defer func() { _ = winner.Rollback(context.Background()) }()
-	var acquired bool
+	t.Cleanup(func() { _ = winner.Rollback(context.Background()) })
+	var (
+		acquired bool
+		prior    int32
+	)
 	f2 := fp(2)
-	require.NoError(t, winner.QueryRow(ctx, claimSQL(s, winFn), "k", f2[:], int64(2), time.Minute, time.Hour, false).
-		Scan(&acquired, nil, nil, nil, nil, nil, nil, nil))
+	require.NoError(t, winner.QueryRow(ctx, claimSQL(s, fn), "k", f2[:], int64(2), time.Minute, time.Hour, false).
+		Scan(&acquired, &prior, nil, nil, nil, nil, nil, nil))
 	require.True(t, acquired)
+	require.Equal(t, int32(wantPrior), prior)
+	return winner
+}
+
+func testBeginLosesRace(t *testing.T, winFn, loseFn bool) {
+	s := newTestStore(t, Options{})
+	useClaimFunc(s, loseFn)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	winner := winnerClaims(t, s, winFn, 0)
 
 	type result struct {
 		r   idem.BeginResult
@@ -127,6 +128,104 @@ func testBeginLosesRace(t *testing.T, setup func(t *testing.T, s *Store), winFn,
 	assert.Equal(t, idem.Token(2), got.r.Record.Token, "the winner's record")
 	assert.Equal(t, fp(2), got.r.Record.Fingerprint)
 	assert.Equal(t, loseFn, s.usesClaimFunc(), "the loser claimed as told")
+}
+
+// TestTakeoverSkipsLockedRow: a takeover whose row another transaction
+// holds locked (here a concurrent takeover, kept uncommitted) does not wait
+// for it: Begin answers at once, not acquired, with the record as read, a
+// PENDING one, so the engine answers the request in flight. Once the
+// winner has committed, Begin reads its record. The winner and the loser
+// claim with the function or the statement, in every combination.
+func TestTakeoverSkipsLockedRow(t *testing.T) {
+	t.Parallel()
+	for _, win := range claimPaths {
+		for _, lose := range claimPaths {
+			t.Run(win.name+"-"+lose.name, func(t *testing.T) {
+				t.Parallel()
+				s := newTestStore(t, Options{})
+				useClaimFunc(s, lose.fn)
+				ctx := context.Background()
+				r, err := s.Begin(ctx, &idem.BeginRequest{Key: "k", Fingerprint: fp(1), Token: 1, Lease: 10 * time.Millisecond, TTL: time.Hour})
+				require.NoError(t, err)
+				require.True(t, r.Acquired)
+				time.Sleep(30 * time.Millisecond) // the lease runs out
+				winner := winnerClaims(t, s, win.fn, idem.StatePending)
+
+				t0 := time.Now()
+				got, err := s.Begin(ctx, &idem.BeginRequest{Key: "k", Fingerprint: fp(3), Token: 3, Lease: time.Minute, TTL: time.Hour})
+				require.NoError(t, err)
+				assert.Less(t, time.Since(t0), time.Second, "no wait for the winner's row lock")
+				assert.False(t, got.Acquired)
+				assert.Equal(t, idem.StatePending, got.Record.State, "in flight")
+				assert.Equal(t, idem.Token(1), got.Record.Token, "the record as read")
+				assert.Equal(t, fp(1), got.Record.Fingerprint)
+
+				require.NoError(t, winner.Commit(ctx))
+				got, err = s.Begin(ctx, &idem.BeginRequest{Key: "k", Fingerprint: fp(3), Token: 4, Lease: time.Minute, TTL: time.Hour})
+				require.NoError(t, err)
+				assert.False(t, got.Acquired)
+				assert.Equal(t, idem.Token(2), got.Record.Token, "the winner's record")
+				assert.Equal(t, lose.fn, s.usesClaimFunc(), "the loser claimed as told")
+			})
+		}
+	}
+}
+
+// TestTakeoverOfLockedRow: a claimable row that is not a PENDING record
+// (an expired one, a FAILED one without a response) is locked by another
+// transaction: the reaper deleting it, or a claim taking it over. Begin does
+// not wait and answers in flight: a PENDING record with the request's
+// fingerprint, never the expired response (a replay) nor a FAILED record,
+// whose fingerprint would make the engine claim again at once or answer a
+// conflict. Once the lock is gone, Begin claims.
+func TestTakeoverOfLockedRow(t *testing.T) {
+	t.Parallel()
+	for _, path := range claimPaths {
+		for name, finish := range map[string]struct {
+			ttl   time.Duration
+			state idem.State
+			resp  []byte
+			prior idem.State
+		}{
+			"Expired":    {20 * time.Millisecond, idem.StateCompleted, []byte("old"), 0},
+			"FailedFree": {time.Hour, idem.StateFailed, nil, idem.StateFailed},
+		} {
+			t.Run(path.name+"/"+name, func(t *testing.T) {
+				t.Parallel()
+				ctx := context.Background()
+				s := newTestStore(t, Options{})
+				useClaimFunc(s, path.fn)
+				r, err := s.Begin(ctx, &idem.BeginRequest{Key: "k", Fingerprint: fp(1), Token: 1, Lease: time.Minute, TTL: finish.ttl})
+				require.NoError(t, err)
+				require.True(t, r.Acquired)
+				require.NoError(t, s.Finish(ctx, "k", 1, finish.state, finish.resp))
+				if finish.ttl < time.Second {
+					time.Sleep(2 * finish.ttl) // the record expires
+				}
+
+				locker, err := s.pool.Begin(ctx)
+				require.NoError(t, err)
+				defer func() { _ = locker.Rollback(ctx) }()
+				_, err = locker.Exec(ctx, `SELECT FROM `+s.n.table+` WHERE key = 'k' FOR UPDATE`)
+				require.NoError(t, err)
+
+				t0 := time.Now()
+				got, err := s.Begin(ctx, &idem.BeginRequest{Key: "k", Fingerprint: fp(2), Token: 2, Lease: time.Minute, TTL: time.Hour})
+				require.NoError(t, err)
+				assert.Less(t, time.Since(t0), time.Second, "no wait for the row lock")
+				assert.False(t, got.Acquired)
+				assert.Equal(t, idem.StatePending, got.Record.State, "in flight")
+				assert.Equal(t, fp(2), got.Record.Fingerprint, "the request's own")
+				assert.Nil(t, got.Record.Response)
+
+				require.NoError(t, locker.Rollback(ctx))
+				got, err = s.Begin(ctx, &idem.BeginRequest{Key: "k", Fingerprint: fp(2), Token: 3, Lease: time.Minute, TTL: time.Hour})
+				require.NoError(t, err)
+				assert.True(t, got.Acquired)
+				assert.Equal(t, finish.prior, got.Prior)
+			})
+		}
+	}
 }
 
 // TestMixedClaimRace: processes that claim with the function and processes

@@ -57,6 +57,20 @@
 //	        prior := 0;
 //	        RETURN;
 //	    END IF;
+//	    -- A takeover locks the row first, without waiting: a transaction that
+//	    -- holds it (a BeginTx holder, alive; a Finish, the reaper, another
+//	    -- claim) makes the request in flight.
+//	    PERFORM FROM "public"."idem_records" AS l WHERE l.key = claim_key FOR NO KEY UPDATE SKIP LOCKED;
+//	    IF NOT FOUND THEN
+//	        acquired := false;
+//	        prior := 0;
+//	        IF rec_state <> 1 OR rec_expires_at <= clock_timestamp() THEN
+//	            rec_state := 1;
+//	            rec_fingerprint := claim_fp;
+//	            rec_response := NULL;
+//	        END IF;
+//	        RETURN;
+//	    END IF;
 //	    UPDATE "public"."idem_records" AS r SET  -- a takeover
 //	        state = 1,
 //	        fingerprint = claim_fp,
@@ -104,9 +118,16 @@
 // writes nor locks the row, so concurrent replays of one key never queue. A
 // claim stays atomic: for a new key, INSERT … ON CONFLICT DO NOTHING waits
 // for a concurrent inserter of the key and then inserts nothing; a takeover
-// (an expired record, a run-out lease, a reclaimable FAILED record) is an
-// UPDATE that locks the row and re-checks the claimable condition on the
-// row's latest version. So of racing claims exactly one wins. A claim that
+// (an expired record, a run-out lease, a reclaimable FAILED record) locks
+// the row without waiting (SELECT … FOR NO KEY UPDATE SKIP LOCKED), then
+// UPDATEs it, re-checking the claimable condition on the row's latest
+// version. So of racing claims exactly one wins. A claimable row that
+// another transaction holds locked (a holder's transaction above READ
+// COMMITTED, a Finish, the reaper, another claim) is answered at once as in
+// flight: not acquired, the PENDING record as read, or, for an expired or
+// FAILED row, a PENDING record with the request's fingerprint (never an
+// expired response to replay); the engine answers 409 with Retry-After, or
+// waits per its policy, and a retry finds the outcome. A claim that
 // loses such a race answers acquired = NULL, because the row it read predates
 // the winner's; Begin then calls the function again (a second round trip, in
 // this race only), whose fresh snapshot shows the winner's committed row.
@@ -139,17 +160,20 @@
 //	              OR (state = 3 AND response IS NULL                    -- reclaimable
 //	                  AND (NOT $6 OR fingerprint = $2))) AS claimable
 //	    FROM t WHERE key = $1
+//	), lk AS (                                       -- a takeover locks the row, never waiting
+//	    SELECT FROM t WHERE key = $1 AND EXISTS (SELECT FROM cur WHERE claimable) FOR NO KEY UPDATE SKIP LOCKED
 //	), ins AS (                                      -- a new key
 //	    INSERT INTO t (…) SELECT $1, 1, $2, $3, clock_timestamp() + $4, clock_timestamp() + $5, 0, NULL
 //	    WHERE NOT EXISTS (SELECT FROM cur)
 //	    ON CONFLICT (key) DO NOTHING RETURNING prior_state
 //	), upd AS (                                      -- a takeover
 //	    UPDATE t AS r SET state = 1, …, prior_state = CASE WHEN r.expires_at <= clock_timestamp() THEN 0 ELSE r.state END
-//	    WHERE r.key = $1 AND EXISTS (SELECT FROM cur WHERE claimable) AND <claimable, on r>
+//	    WHERE r.key = $1 AND EXISTS (SELECT FROM lk) AND <claimable, on r>
 //	    RETURNING r.prior_state
 //	)
 //	SELECT true, prior_state, NULL, … FROM ins UNION ALL SELECT true, prior_state, NULL, … FROM upd
 //	UNION ALL SELECT false, 0, state, fingerprint, … FROM cur WHERE NOT claimable
+//	UNION ALL SELECT false, 0, 1, …, NULL FROM cur WHERE claimable AND NOT EXISTS (SELECT FROM lk)  -- locked: in flight
 //
 // A lost race is no row at all here. The Store uses the function again after
 // its own Migrate succeeds, or once it finds the function there (another
@@ -159,6 +183,13 @@
 // take the same locks and re-check the same conditions on the same rows, so
 // processes claiming either way (during a rolling deploy) are correct
 // together, and older processes keep migrating (their Migrate sees version 1).
+// A function an older pgstore installed (whose takeover waited for a locked
+// row) is replaced by the next Migrate, which finds its body is not this
+// package's; until then Begin calls it, correctly, only waiting where this
+// package's would answer in flight. An older pgstore's Migrate puts its own
+// body back in turn (it compares the body too), so during a rolling deploy
+// the last process to migrate decides; a Store that fell back to the
+// statement takes up the function only when its body is this package's.
 //
 // Finish is one fenced UPDATE … WHERE key = $1 AND token = $2 AND state = 1
 // AND expires_at > clock_timestamp() (or a row that already holds the
@@ -190,8 +221,9 @@
 // see Store.BeginTx. Above READ COMMITTED (Options.TxOptions, or the
 // connections' default isolation), BeginTx locks the record's row from the
 // transaction's first statement on, and the holder's heartbeats leave the
-// row alone meanwhile; a duplicate arriving after the lease has run out waits
-// for the transaction instead of being answered at once.
+// row alone meanwhile; a duplicate arriving after the lease has run out is
+// answered in flight at once: a takeover locks the row with SKIP LOCKED, so
+// it never waits for a locked row (nor holds a pool connection meanwhile).
 //
 // # Notifications
 //

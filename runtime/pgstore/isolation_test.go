@@ -130,10 +130,11 @@ func TestTxIsolationEngine(t *testing.T) {
 
 // TestTxIsolationTakeover: above READ COMMITTED the holder's transaction
 // locks the record's row from its start. A duplicate arriving after the
-// lease ran out (no heartbeat touched the row meanwhile) waits for the
-// transaction instead of taking over: after a commit it gets the record,
-// after a rollback it takes over. A holder whose claim was lost before
-// BeginTx is fenced at once.
+// lease ran out (no heartbeat touched the row meanwhile) does not take over,
+// nor wait for the transaction: it is answered at once with the PENDING
+// record (in flight). After a commit a duplicate gets the record, after a
+// rollback it takes over. A holder whose claim was lost before BeginTx is
+// fenced at once.
 func TestTxIsolationTakeover(t *testing.T) {
 	t.Parallel()
 	for _, ic := range isolationCases() {
@@ -154,42 +155,39 @@ func testTxIsolationTakeover(t *testing.T, ic isolationCase, fn bool) {
 	useClaimFunc(f.s, fn)
 	ctx := context.Background()
 
-	type result struct {
-		r   idem.BeginResult
-		err error
-	}
 	// duplicate claims key with token 2 while the holder's transaction is
-	// open, past the lease: it must wait for the row lock.
-	duplicate := func(t *testing.T, key string) <-chan result {
+	// open, past the lease: it must not wait for the row lock, and finds
+	// the holder's record in flight.
+	duplicate := func(t *testing.T, key string) {
 		t.Helper()
-		out := make(chan result, 1)
-		go func() {
-			dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			defer cancel()
-			r, err := f.s.Begin(dctx, &idem.BeginRequest{Key: key, Fingerprint: fp(2), Token: 2, Lease: time.Minute, TTL: time.Hour})
-			out <- result{r, err}
-		}()
-		require.Eventually(t, func() bool { return f.waitersOnLock(t, claimPrefix(fn)) == 1 }, 5*time.Second, 5*time.Millisecond,
-			"the duplicate waits for the holder's row lock")
-		time.Sleep(20 * time.Millisecond)
-		select {
-		case r := <-out:
-			t.Fatalf("the duplicate finished while the holder's transaction was open: %+v", r)
-		default:
-		}
-		return out
+		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		t0 := time.Now()
+		r, err := f.s.Begin(dctx, &idem.BeginRequest{Key: key, Fingerprint: fp(2), Token: 2, Lease: time.Minute, TTL: time.Hour})
+		require.NoError(t, err)
+		assert.Less(t, time.Since(t0), time.Second, "no wait for the holder's row lock")
+		assert.False(t, r.Acquired)
+		assert.Equal(t, idem.StatePending, r.Record.State)
+		assert.Equal(t, idem.Token(1), r.Record.Token, "the holder's record")
+		assert.Equal(t, fp(1), r.Record.Fingerprint)
+	}
+	// after claims key with token 3 once the holder's transaction is over.
+	after := func(t *testing.T, key string) idem.BeginResult {
+		t.Helper()
+		r, err := f.s.Begin(ctx, &idem.BeginRequest{Key: key, Fingerprint: fp(2), Token: 3, Lease: time.Minute, TTL: time.Hour})
+		require.NoError(t, err)
+		return r
 	}
 
 	t.Run("Commit", func(t *testing.T) {
 		commit := f.holderPastLease(t, "c")
 		require.NoError(t, f.s.ExtendLease(ctx, "c", 1, time.Minute), "the holder's heartbeat")
-		dup := duplicate(t, "c")
+		duplicate(t, "c")
 		require.NoError(t, commit(idem.StateCompleted, []byte("done")))
-		got := <-dup
-		require.NoError(t, got.err)
-		assert.False(t, got.r.Acquired, "the duplicate re-checked the committed row")
-		assert.Equal(t, idem.StateCompleted, got.r.Record.State)
-		assert.Equal(t, []byte("done"), got.r.Record.Response)
+		got := after(t, "c")
+		assert.False(t, got.Acquired)
+		assert.Equal(t, idem.StateCompleted, got.Record.State)
+		assert.Equal(t, []byte("done"), got.Record.Response)
 		assert.True(t, f.sideWritten(t, "c"))
 	})
 
@@ -200,12 +198,11 @@ func testTxIsolationTakeover(t *testing.T, ic isolationCase, fn bool) {
 		defer rollback()
 		f.handler(t, txctx, "r")
 		time.Sleep(60 * time.Millisecond) // the lease is over
-		dup := duplicate(t, "r")
+		duplicate(t, "r")
 		rollback()
-		got := <-dup
-		require.NoError(t, got.err)
-		assert.True(t, got.r.Acquired, "the lease decides once the transaction is gone")
-		assert.Equal(t, idem.StatePending, got.r.Prior)
+		got := after(t, "r")
+		assert.True(t, got.Acquired, "the lease decides once the transaction is gone")
+		assert.Equal(t, idem.StatePending, got.Prior)
 		assert.False(t, f.sideWritten(t, "r"))
 		assert.ErrorIs(t, f.s.ExtendLease(ctx, "r", 1, time.Minute), idem.ErrFenced)
 	})

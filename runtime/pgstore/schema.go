@@ -145,6 +145,20 @@ BEGIN
         prior := 0;
         RETURN;
     END IF;
+    -- A takeover locks the row first, without waiting: a transaction that
+    -- holds it (a BeginTx holder, alive; a Finish, the reaper, another
+    -- claim) makes the request in flight.
+    PERFORM FROM ` + n.table + ` AS l WHERE l.key = claim_key FOR NO KEY UPDATE SKIP LOCKED;
+    IF NOT FOUND THEN
+        acquired := false;
+        prior := 0;
+        IF rec_state <> 1 OR rec_expires_at <= clock_timestamp() THEN
+            rec_state := 1;
+            rec_fingerprint := claim_fp;
+            rec_response := NULL;
+        END IF;
+        RETURN;
+    END IF;
     UPDATE ` + n.table + ` AS r SET  -- a takeover
         state = 1,
         fingerprint = claim_fp,

@@ -41,8 +41,8 @@ type Options struct {
 	// COMMITTED (the PostgreSQL default) a holder whose lease ran out can
 	// lose its record to a takeover until it commits (its commit then ends
 	// in idem.ErrFenced); above it, BeginTx locks the record's row, so a
-	// duplicate arriving after the lease waits for the transaction instead
-	// (see Store.BeginTx). Either way nothing of a loser commits.
+	// duplicate arriving after the lease is answered in flight instead, at
+	// once (see Store.BeginTx). Either way nothing of a loser commits.
 	TxOptions pgx.TxOptions
 }
 
@@ -133,11 +133,24 @@ func newQueries(n names) queries {
 		// skipped by their guards. Otherwise ins inserts a new row (when cur
 		// saw none) or upd takes over the claimable one. Both are atomic
 		// against a racing claim: ON CONFLICT DO NOTHING waits for a
-		// concurrent inserter and then inserts nothing; UPDATE locks the row
-		// and re-checks its WHERE on the row's latest version, so exactly one
-		// claim wins. A claim that loses either race returns no row at all,
-		// and Begin runs the statement again: the winner has committed by
-		// then, so the new snapshot shows its row. RETURNING shows only the
+		// concurrent inserter and then inserts nothing; a takeover first
+		// locks the row in lk without waiting (SKIP LOCKED), and upd, which
+		// runs only when lk locked it, re-checks its WHERE on the row's
+		// latest version, so exactly one claim wins. A claim that loses the
+		// insert race, or whose locked row is no longer claimable, returns
+		// no row at all, and Begin runs the statement again: the winner has
+		// committed by then, so the new snapshot shows its row. A claimable
+		// row that another transaction holds locked (a BeginTx holder above
+		// READ COMMITTED, alive; a Finish; the reaper; another claim) is
+		// answered in flight, at once, instead of queueing a connection
+		// behind the lock: not acquired, with the row as read when it is a
+		// PENDING record (its holder's fingerprint and token); an expired
+		// row or a FAILED one without a response (locked by the reaper or a
+		// claim taking it over) as PENDING with the request's own
+		// fingerprint, so the engine neither replays an expired response
+		// nor answers a conflict, nor claims again at once for a FAILED
+		// record. (A row the reaper deleted between the read and the lock
+		// is answered so too: a retry claims it.) RETURNING shows only the
 		// new row, so upd carries the state it replaces over in prior_state.
 		//
 		// Begin runs it only where the claim function is missing (a schema
@@ -145,6 +158,9 @@ func newQueries(n names) queries {
 		claim: `WITH cur AS (
     SELECT ` + cols + `, ` + claimable("c") + ` AS claimable
     FROM ` + t + ` AS c WHERE c.key = $1
+), lk AS (
+    SELECT FROM ` + t + ` AS l WHERE l.key = $1 AND EXISTS (SELECT FROM cur WHERE cur.claimable)
+    FOR NO KEY UPDATE SKIP LOCKED
 ), ins AS (
     INSERT INTO ` + t + ` (key, state, fingerprint, token, lease_expires_at, expires_at, prior_state, response)
     SELECT $1, 1, $2, $3, clock_timestamp() + $4::interval, clock_timestamp() + $5::interval, 0, NULL
@@ -160,22 +176,26 @@ func newQueries(n names) queries {
         expires_at = clock_timestamp() + $5::interval,
         prior_state = CASE WHEN r.expires_at <= clock_timestamp() THEN 0 ELSE r.state END,
         response = NULL
-    WHERE r.key = $1 AND EXISTS (SELECT FROM cur WHERE cur.claimable) AND ` + claimable("r") + `
+    WHERE r.key = $1 AND EXISTS (SELECT FROM lk) AND ` + claimable("r") + `
     RETURNING r.prior_state
 )
 SELECT true, prior_state, NULL::smallint, NULL::bytea, NULL::bigint, NULL::timestamptz, NULL::timestamptz, NULL::bytea FROM ins
 UNION ALL
 SELECT true, prior_state, NULL, NULL, NULL, NULL, NULL, NULL FROM upd
 UNION ALL
-SELECT false, 0, ` + cols + ` FROM cur WHERE NOT cur.claimable`,
+SELECT false, 0, ` + cols + ` FROM cur WHERE NOT cur.claimable
+UNION ALL
+SELECT false, 0, 1::smallint, CASE WHEN state = 1 AND expires_at > clock_timestamp() THEN fingerprint ELSE $2 END,
+    token, lease_expires_at, expires_at, NULL::bytea FROM cur WHERE cur.claimable AND NOT EXISTS (SELECT FROM lk)`,
 		// claimFunc calls the claim function (claimFuncSQL), which does
 		// what claim does, statement by statement in one plpgsql function,
 		// and costs the server less: a replay 46 µs instead of 61 (a plain
 		// SELECT of the row: 36), a new key about the same or a few µs less
 		// (pgbench -M prepared, one client, PostgreSQL 15). It reads the row; a new key is inserted (ON
-		// CONFLICT DO NOTHING), a claimable row taken over by an UPDATE that
-		// re-checks claimable on the row's latest version, and an
-		// unclaimable one returned, neither written nor locked. Being
+		// CONFLICT DO NOTHING), a claimable row locked without waiting (a
+		// locked one answered in flight, as in claim) and taken over by an
+		// UPDATE that re-checks claimable on the row's latest version, and
+		// an unclaimable one returned, neither written nor locked. Being
 		// VOLATILE, each statement in it takes a fresh snapshot under READ
 		// COMMITTED, so an INSERT or UPDATE that lost its race to a claim
 		// that committed after the read gives up, as in claim. Its one row

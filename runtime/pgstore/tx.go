@@ -54,14 +54,17 @@ const rollbackTimeout = 5 * time.Second
 // the PENDING row key/token holds; none: idem.ErrFenced, the claim is lost),
 // and the snapshot follows every earlier change of it. While the transaction
 // is open, ExtendLease for key/token answers nil at once without touching the
-// row (the row lock proves the holder alive), and a takeover's UPDATE waits
-// for the lock and then re-checks its condition, so it can never win against
-// the open transaction: after a commit it finds a finished record (and Begin
-// returns it), after a rollback the lease decides as usual. A duplicate that
-// arrives after the lease has run out thus waits for the transaction (up to
-// its store timeout, after which the engine treats it as a store failure)
-// instead of being answered at once. The row lock lasts as long as the
-// transaction: a process that dies ends it with its connection, one that
+// row (the row lock proves the holder alive), and a takeover cannot lock
+// the row, so it can never win against the open transaction. A duplicate
+// that arrives after the lease has run out meets that lock: Begin's takeover
+// locks the row with SKIP LOCKED, so it neither waits nor holds a pool
+// connection for the transaction; Begin answers the PENDING record as read,
+// and the engine answers the duplicate in flight (409 with Retry-After, or
+// it waits per the policy's InFlight.Wait), as for a live lease. After a
+// commit a duplicate finds the finished record, after a rollback the lease
+// decides as usual. (A claim function installed by an older pgstore, until
+// Migrate replaces it, waits for the lock instead.) The row lock lasts as
+// long as the transaction: a process that dies ends it with its connection, one that
 // stalls holds it. The isolation is
 // Options.TxOptions.IsoLevel; when that is empty, the connection's
 // default_transaction_isolation, which BeginTx reads once per connection,
