@@ -479,12 +479,6 @@ func (c *Call) readBody() bool {
 	if err == nil && cp == nil && r.ContentLength > 0 && int64(len(b)) != r.ContentLength {
 		err = errBodyConsumed
 	}
-	if err == nil && cp != nil && len(b) == 0 && cp.wasRead() {
-		// A middleware consumed the replacement: the fingerprint is of
-		// what came on the wire.
-		putBuf(bp)
-		return c.readCapture(cp, false)
-	}
 	if err != nil {
 		putBuf(bp)
 		return c.bodyFailed(err)

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -164,5 +165,44 @@ func TestCaptureBodyDecompressedBodyKeyAndVolatile(t *testing.T) {
 	w = post(`{"sentAt":"10:00:05", "item":"book","key":"k1"}`)
 	require.Equal(t, http.StatusCreated, w.Code, w.Body.String())
 	assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
+	assert.Equal(t, int32(1), f.calls.Load())
+}
+
+// An empty body read through a replacement is an empty body: a gzip stream
+// of nothing, compressed again with another header (its modification time),
+// is the same request.
+func TestCaptureBodyEmptyDecompressedBody(t *testing.T) {
+	gz := func(mtime int64) []byte {
+		var b bytes.Buffer
+		zw := gzip.NewWriter(&b)
+		zw.ModTime = time.Unix(mtime, 0)
+		require.NoError(t, zw.Close())
+		return b.Bytes()
+	}
+	gunzip := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			zr, err := gzip.NewReader(r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			r.Body, r.ContentLength = zr, -1
+			next.ServeHTTP(w, r)
+		})
+	}
+	f := newFixture(t, idem.Options{})
+	h := idem.CaptureBody(1 << 20)(gunzip(f.eng.Handler(mustCompile(t, strictSpec()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.calls.Add(1)
+		w.WriteHeader(http.StatusCreated)
+	}))))
+	for i, mtime := range []int64{1, 2} {
+		r := httptest.NewRequest(http.MethodPost, "/orders", bytes.NewReader(gz(mtime)))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Idempotency-Key", "k")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		require.Equal(t, http.StatusCreated, w.Code, w.Body.String())
+		assert.Equal(t, i == 1, w.Header().Get("Idempotent-Replayed") == "true")
+	}
 	assert.Equal(t, int32(1), f.calls.Load())
 }

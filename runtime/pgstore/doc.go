@@ -61,14 +61,12 @@
 //	    -- holds it (a BeginTx holder, alive; a Finish, the reaper, another
 //	    -- claim) makes the request in flight.
 //	    PERFORM FROM "public"."idem_records" AS l WHERE l.key = claim_key FOR NO KEY UPDATE SKIP LOCKED;
-//	    IF NOT FOUND THEN
+//	    IF NOT FOUND THEN  -- in flight, as this request: what the row held is no answer while its lock is held
 //	        acquired := false;
 //	        prior := 0;
-//	        IF rec_state <> 1 OR rec_expires_at <= clock_timestamp() THEN
-//	            rec_state := 1;
-//	            rec_fingerprint := claim_fp;
-//	            rec_response := NULL;
-//	        END IF;
+//	        rec_state := 1;
+//	        rec_fingerprint := claim_fp;
+//	        rec_response := NULL;
 //	        RETURN;
 //	    END IF;
 //	    UPDATE "public"."idem_records" AS r SET  -- a takeover
@@ -124,9 +122,11 @@
 // version. So of racing claims exactly one wins. A claimable row that
 // another transaction holds locked (a holder's transaction above READ
 // COMMITTED, a Finish, the reaper, another claim) is answered at once as in
-// flight: not acquired, the PENDING record as read, or, for an expired or
-// FAILED row, a PENDING record with the request's fingerprint (never an
-// expired response to replay); the engine answers 409 with Retry-After, or
+// flight: not acquired, a PENDING record with the request's own
+// fingerprint (what the row held is no answer while another transaction
+// holds it: a takeover in progress may be this request's own duplicate, and
+// an expired response must not be replayed; a duplicate with another body
+// gets its 422 on a later retry); the engine answers 409 with Retry-After, or
 // waits per its policy, and a retry finds the outcome. A claim that
 // loses such a race answers acquired = NULL, because the row it read predates
 // the winner's; Begin then calls the function again (a second round trip, in

@@ -168,8 +168,8 @@ func testTxIsolationTakeover(t *testing.T, ic isolationCase, fn bool) {
 		assert.Less(t, time.Since(t0), time.Second, "no wait for the holder's row lock")
 		assert.False(t, r.Acquired)
 		assert.Equal(t, idem.StatePending, r.Record.State)
-		assert.Equal(t, idem.Token(1), r.Record.Token, "the holder's record")
-		assert.Equal(t, fp(1), r.Record.Fingerprint)
+		assert.Equal(t, idem.Token(1), r.Record.Token, "the holder's token")
+		assert.Equal(t, fp(2), r.Record.Fingerprint, "in flight as this request (a locked row's fingerprint is no answer)")
 	}
 	// after claims key with token 3 once the holder's transaction is over.
 	after := func(t *testing.T, key string) idem.BeginResult {

@@ -149,14 +149,12 @@ BEGIN
     -- holds it (a BeginTx holder, alive; a Finish, the reaper, another
     -- claim) makes the request in flight.
     PERFORM FROM ` + n.table + ` AS l WHERE l.key = claim_key FOR NO KEY UPDATE SKIP LOCKED;
-    IF NOT FOUND THEN
+    IF NOT FOUND THEN  -- in flight, as this request: what the row held is no answer while its lock is held
         acquired := false;
         prior := 0;
-        IF rec_state <> 1 OR rec_expires_at <= clock_timestamp() THEN
-            rec_state := 1;
-            rec_fingerprint := claim_fp;
-            rec_response := NULL;
-        END IF;
+        rec_state := 1;
+        rec_fingerprint := claim_fp;
+        rec_response := NULL;
         RETURN;
     END IF;
     UPDATE ` + n.table + ` AS r SET  -- a takeover

@@ -143,11 +143,11 @@ func newQueries(n names) queries {
 		// row that another transaction holds locked (a BeginTx holder above
 		// READ COMMITTED, alive; a Finish; the reaper; another claim) is
 		// answered in flight, at once, instead of queueing a connection
-		// behind the lock: not acquired, with the row as read when it is a
-		// PENDING record (its holder's fingerprint and token); an expired
-		// row or a FAILED one without a response (locked by the reaper or a
-		// claim taking it over) as PENDING with the request's own
-		// fingerprint, so the engine neither replays an expired response
+		// behind the lock: not acquired, as a PENDING record with the
+		// request's own fingerprint (the row's fingerprint is no answer
+		// while it is locked: a takeover in progress may carry this
+		// request's body, and an expired row's response must not be
+		// replayed), so the engine neither replays an expired response
 		// nor answers a conflict, nor claims again at once for a FAILED
 		// record. (A row the reaper deleted between the read and the lock
 		// is answered so too: a retry claims it.) RETURNING shows only the
@@ -185,8 +185,8 @@ SELECT true, prior_state, NULL, NULL, NULL, NULL, NULL, NULL FROM upd
 UNION ALL
 SELECT false, 0, ` + cols + ` FROM cur WHERE NOT cur.claimable
 UNION ALL
-SELECT false, 0, 1::smallint, CASE WHEN state = 1 AND expires_at > clock_timestamp() THEN fingerprint ELSE $2 END,
-    token, lease_expires_at, expires_at, NULL::bytea FROM cur WHERE cur.claimable AND NOT EXISTS (SELECT FROM lk)`,
+SELECT false, 0, 1::smallint, $2, token, lease_expires_at, expires_at, NULL::bytea
+    FROM cur WHERE cur.claimable AND NOT EXISTS (SELECT FROM lk)`,
 		// claimFunc calls the claim function (claimFuncSQL), which does
 		// what claim does, statement by statement in one plpgsql function,
 		// and costs the server less: a replay 46 µs instead of 61 (a plain

@@ -58,8 +58,8 @@ const rollbackTimeout = 5 * time.Second
 // the row, so it can never win against the open transaction. A duplicate
 // that arrives after the lease has run out meets that lock: Begin's takeover
 // locks the row with SKIP LOCKED, so it neither waits nor holds a pool
-// connection for the transaction; Begin answers the PENDING record as read,
-// and the engine answers the duplicate in flight (409 with Retry-After, or
+// connection for the transaction; Begin answers a PENDING record (with the
+// request's own fingerprint), and the engine answers the duplicate in flight (409 with Retry-After, or
 // it waits per the policy's InFlight.Wait), as for a live lease. After a
 // commit a duplicate finds the finished record, after a rollback the lease
 // decides as usual. (A claim function installed by an older pgstore, until
