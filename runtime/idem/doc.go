@@ -112,7 +112,7 @@
 // Lease/6 and Lease/3 after the claim, then one every Lease/3. A quicker
 // handler costs no timer: one engine goroutine, running only while claims
 // are held, finds the slow ones.
-
+//
 // # Timeouts
 //
 // Every store call is bounded by Options.StoreTimeout (default 5s; an

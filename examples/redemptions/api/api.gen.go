@@ -234,7 +234,7 @@ type ClientInterface interface {
 	// - **Volatile fields**: none: every member of the body counts.
 	// - **In flight**: A repeat of a request still being processed gets 409 `IDEMPOTENCY_KEY_IN_USE` with `Retry-After: 2` (seconds): retry with the same key after that delay.
 	// - **Server errors**: A 5xx response (or a failed handler) frees the key: a retry with the same key runs the operation again (only with the same request). 408, 425 and 429 responses free the key too.
-	// - **Client retries**: Up to 4 attempts in all; before retry *n* wait min(500ms × 2<sup>n−1</sup>, 8s) with full jitter (a random delay up to that), or the server's `Retry-After` when longer; retry on connection errors and 408, 409, 425, 429, 500, 502, 503, 504. Longest retry span: 3.5s. Never retry 400, 413, 422 or `IDEMPOTENCY_KEY_REUSED` with the same key.
+	// - **Client retries**: Up to 4 attempts in all; before retry *n* wait min(500ms × 2<sup>n−1</sup>, 8s) with full jitter (a random delay up to that), or the server's `Retry-After` when longer; retry on connection errors and 408, 409, 425, 429, 500, 502, 503, 504. Longest retry span: 3.5s. Never retry 400, 413, 422, `IDEMPOTENCY_KEY_REUSED` or `IDEMPOTENCY_RESPONSE_UNAVAILABLE` with the same key.
 	// <!-- /idemgen:contract -->
 	//
 	// Takes any type of body and a specified content type.
@@ -253,7 +253,7 @@ type ClientInterface interface {
 	// - **Volatile fields**: none: every member of the body counts.
 	// - **In flight**: A repeat of a request still being processed gets 409 `IDEMPOTENCY_KEY_IN_USE` with `Retry-After: 2` (seconds): retry with the same key after that delay.
 	// - **Server errors**: A 5xx response (or a failed handler) frees the key: a retry with the same key runs the operation again (only with the same request). 408, 425 and 429 responses free the key too.
-	// - **Client retries**: Up to 4 attempts in all; before retry *n* wait min(500ms × 2<sup>n−1</sup>, 8s) with full jitter (a random delay up to that), or the server's `Retry-After` when longer; retry on connection errors and 408, 409, 425, 429, 500, 502, 503, 504. Longest retry span: 3.5s. Never retry 400, 413, 422 or `IDEMPOTENCY_KEY_REUSED` with the same key.
+	// - **Client retries**: Up to 4 attempts in all; before retry *n* wait min(500ms × 2<sup>n−1</sup>, 8s) with full jitter (a random delay up to that), or the server's `Retry-After` when longer; retry on connection errors and 408, 409, 425, 429, 500, 502, 503, 504. Longest retry span: 3.5s. Never retry 400, 413, 422, `IDEMPOTENCY_KEY_REUSED` or `IDEMPOTENCY_RESPONSE_UNAVAILABLE` with the same key.
 	// <!-- /idemgen:contract -->
 	//
 	// Takes a body of the `application/json` content type.
@@ -288,7 +288,7 @@ func (c *Client) ListRedemptions(ctx context.Context, reqEditors ...RequestEdito
 // - **Volatile fields**: none: every member of the body counts.
 // - **In flight**: A repeat of a request still being processed gets 409 `IDEMPOTENCY_KEY_IN_USE` with `Retry-After: 2` (seconds): retry with the same key after that delay.
 // - **Server errors**: A 5xx response (or a failed handler) frees the key: a retry with the same key runs the operation again (only with the same request). 408, 425 and 429 responses free the key too.
-// - **Client retries**: Up to 4 attempts in all; before retry *n* wait min(500ms × 2<sup>n−1</sup>, 8s) with full jitter (a random delay up to that), or the server's `Retry-After` when longer; retry on connection errors and 408, 409, 425, 429, 500, 502, 503, 504. Longest retry span: 3.5s. Never retry 400, 413, 422 or `IDEMPOTENCY_KEY_REUSED` with the same key.
+// - **Client retries**: Up to 4 attempts in all; before retry *n* wait min(500ms × 2<sup>n−1</sup>, 8s) with full jitter (a random delay up to that), or the server's `Retry-After` when longer; retry on connection errors and 408, 409, 425, 429, 500, 502, 503, 504. Longest retry span: 3.5s. Never retry 400, 413, 422, `IDEMPOTENCY_KEY_REUSED` or `IDEMPOTENCY_RESPONSE_UNAVAILABLE` with the same key.
 // <!-- /idemgen:contract -->
 //
 // Takes any type of body and a specified content type.
@@ -317,7 +317,7 @@ func (c *Client) CreateRedemptionWithBody(ctx context.Context, params *CreateRed
 // - **Volatile fields**: none: every member of the body counts.
 // - **In flight**: A repeat of a request still being processed gets 409 `IDEMPOTENCY_KEY_IN_USE` with `Retry-After: 2` (seconds): retry with the same key after that delay.
 // - **Server errors**: A 5xx response (or a failed handler) frees the key: a retry with the same key runs the operation again (only with the same request). 408, 425 and 429 responses free the key too.
-// - **Client retries**: Up to 4 attempts in all; before retry *n* wait min(500ms × 2<sup>n−1</sup>, 8s) with full jitter (a random delay up to that), or the server's `Retry-After` when longer; retry on connection errors and 408, 409, 425, 429, 500, 502, 503, 504. Longest retry span: 3.5s. Never retry 400, 413, 422 or `IDEMPOTENCY_KEY_REUSED` with the same key.
+// - **Client retries**: Up to 4 attempts in all; before retry *n* wait min(500ms × 2<sup>n−1</sup>, 8s) with full jitter (a random delay up to that), or the server's `Retry-After` when longer; retry on connection errors and 408, 409, 425, 429, 500, 502, 503, 504. Longest retry span: 3.5s. Never retry 400, 413, 422, `IDEMPOTENCY_KEY_REUSED` or `IDEMPOTENCY_RESPONSE_UNAVAILABLE` with the same key.
 // <!-- /idemgen:contract -->
 //
 // Takes a body of the `application/json` content type.
@@ -477,7 +477,7 @@ type ClientWithResponsesInterface interface {
 	// - **Volatile fields**: none: every member of the body counts.
 	// - **In flight**: A repeat of a request still being processed gets 409 `IDEMPOTENCY_KEY_IN_USE` with `Retry-After: 2` (seconds): retry with the same key after that delay.
 	// - **Server errors**: A 5xx response (or a failed handler) frees the key: a retry with the same key runs the operation again (only with the same request). 408, 425 and 429 responses free the key too.
-	// - **Client retries**: Up to 4 attempts in all; before retry *n* wait min(500ms × 2<sup>n−1</sup>, 8s) with full jitter (a random delay up to that), or the server's `Retry-After` when longer; retry on connection errors and 408, 409, 425, 429, 500, 502, 503, 504. Longest retry span: 3.5s. Never retry 400, 413, 422 or `IDEMPOTENCY_KEY_REUSED` with the same key.
+	// - **Client retries**: Up to 4 attempts in all; before retry *n* wait min(500ms × 2<sup>n−1</sup>, 8s) with full jitter (a random delay up to that), or the server's `Retry-After` when longer; retry on connection errors and 408, 409, 425, 429, 500, 502, 503, 504. Longest retry span: 3.5s. Never retry 400, 413, 422, `IDEMPOTENCY_KEY_REUSED` or `IDEMPOTENCY_RESPONSE_UNAVAILABLE` with the same key.
 	// <!-- /idemgen:contract -->
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -496,7 +496,7 @@ type ClientWithResponsesInterface interface {
 	// - **Volatile fields**: none: every member of the body counts.
 	// - **In flight**: A repeat of a request still being processed gets 409 `IDEMPOTENCY_KEY_IN_USE` with `Retry-After: 2` (seconds): retry with the same key after that delay.
 	// - **Server errors**: A 5xx response (or a failed handler) frees the key: a retry with the same key runs the operation again (only with the same request). 408, 425 and 429 responses free the key too.
-	// - **Client retries**: Up to 4 attempts in all; before retry *n* wait min(500ms × 2<sup>n−1</sup>, 8s) with full jitter (a random delay up to that), or the server's `Retry-After` when longer; retry on connection errors and 408, 409, 425, 429, 500, 502, 503, 504. Longest retry span: 3.5s. Never retry 400, 413, 422 or `IDEMPOTENCY_KEY_REUSED` with the same key.
+	// - **Client retries**: Up to 4 attempts in all; before retry *n* wait min(500ms × 2<sup>n−1</sup>, 8s) with full jitter (a random delay up to that), or the server's `Retry-After` when longer; retry on connection errors and 408, 409, 425, 429, 500, 502, 503, 504. Longest retry span: 3.5s. Never retry 400, 413, 422, `IDEMPOTENCY_KEY_REUSED` or `IDEMPOTENCY_RESPONSE_UNAVAILABLE` with the same key.
 	// <!-- /idemgen:contract -->
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
@@ -689,7 +689,7 @@ func (c *ClientWithResponses) ListRedemptionsWithResponse(ctx context.Context, r
 // - **Volatile fields**: none: every member of the body counts.
 // - **In flight**: A repeat of a request still being processed gets 409 `IDEMPOTENCY_KEY_IN_USE` with `Retry-After: 2` (seconds): retry with the same key after that delay.
 // - **Server errors**: A 5xx response (or a failed handler) frees the key: a retry with the same key runs the operation again (only with the same request). 408, 425 and 429 responses free the key too.
-// - **Client retries**: Up to 4 attempts in all; before retry *n* wait min(500ms × 2<sup>n−1</sup>, 8s) with full jitter (a random delay up to that), or the server's `Retry-After` when longer; retry on connection errors and 408, 409, 425, 429, 500, 502, 503, 504. Longest retry span: 3.5s. Never retry 400, 413, 422 or `IDEMPOTENCY_KEY_REUSED` with the same key.
+// - **Client retries**: Up to 4 attempts in all; before retry *n* wait min(500ms × 2<sup>n−1</sup>, 8s) with full jitter (a random delay up to that), or the server's `Retry-After` when longer; retry on connection errors and 408, 409, 425, 429, 500, 502, 503, 504. Longest retry span: 3.5s. Never retry 400, 413, 422, `IDEMPOTENCY_KEY_REUSED` or `IDEMPOTENCY_RESPONSE_UNAVAILABLE` with the same key.
 // <!-- /idemgen:contract -->
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -714,7 +714,7 @@ func (c *ClientWithResponses) CreateRedemptionWithBodyWithResponse(ctx context.C
 // - **Volatile fields**: none: every member of the body counts.
 // - **In flight**: A repeat of a request still being processed gets 409 `IDEMPOTENCY_KEY_IN_USE` with `Retry-After: 2` (seconds): retry with the same key after that delay.
 // - **Server errors**: A 5xx response (or a failed handler) frees the key: a retry with the same key runs the operation again (only with the same request). 408, 425 and 429 responses free the key too.
-// - **Client retries**: Up to 4 attempts in all; before retry *n* wait min(500ms × 2<sup>n−1</sup>, 8s) with full jitter (a random delay up to that), or the server's `Retry-After` when longer; retry on connection errors and 408, 409, 425, 429, 500, 502, 503, 504. Longest retry span: 3.5s. Never retry 400, 413, 422 or `IDEMPOTENCY_KEY_REUSED` with the same key.
+// - **Client retries**: Up to 4 attempts in all; before retry *n* wait min(500ms × 2<sup>n−1</sup>, 8s) with full jitter (a random delay up to that), or the server's `Retry-After` when longer; retry on connection errors and 408, 409, 425, 429, 500, 502, 503, 504. Longest retry span: 3.5s. Never retry 400, 413, 422, `IDEMPOTENCY_KEY_REUSED` or `IDEMPOTENCY_RESPONSE_UNAVAILABLE` with the same key.
 // <!-- /idemgen:contract -->
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
