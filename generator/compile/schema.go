@@ -53,23 +53,27 @@ func typed(s *openapi3.Schema) bool {
 }
 
 // open reports whether a schema accepts members it does not name, for the
-// purpose of checking pointers: a schema with no named properties (a
-// free-form object, or one that says nothing), or additionalProperties: true.
+// purpose of checking pointers: one of its branches is a free-form object
+// (no named properties, items or additionalProperties schema; a type that
+// allows objects, or none; additionalProperties not false). A union of an
+// array and a free-form object is open: its object branch takes any name.
 func open(bs []*openapi3.Schema) bool {
+	if len(bs) == 0 {
+		return true // no schema: nothing to check against
+	}
 	for _, s := range bs {
 		if len(s.Properties) > 0 || s.Items != nil || len(s.PrefixItems) > 0 || s.AdditionalProperties.Schema != nil {
-			return false
+			continue
 		}
-		if s.Type != nil && !s.Type.Includes("object") && !s.Type.Includes("array") && len(s.Type.Slice()) > 0 {
-			return false // a string or number has no members
+		if s.Type != nil && len(s.Type.Slice()) > 0 && !s.Type.Includes("object") {
+			continue // a string, a number or an array names no members
 		}
-	}
-	for _, s := range bs {
 		if s.AdditionalProperties.Has != nil && !*s.AdditionalProperties.Has {
-			return false
+			continue
 		}
+		return true
 	}
-	return true
+	return false
 }
 
 // resolve returns the members of the schema root that the JSON pointer
