@@ -379,8 +379,10 @@ idemgen.yaml (paths relative to the file):
   generate: {ir: true, server: true, client: true, docs: true}
   oapi-codegen-config: oapi-codegen.yaml   # name types under its name-normalizer
 
-Flags override the file. Nothing is written when the spec has errors or any
-emitter fails; files are written atomically.
+Flags override the file. Without -o, output: or a config, files go to the
+current directory; with a config and no output:, to the config file's
+directory. Nothing is written when the spec has errors or any emitter fails;
+files are written atomically. Exit status: 0 written, 1 errors, 2 usage.
 `
 
 func generate(args []string, stdout, stderr io.Writer) int {
