@@ -42,9 +42,6 @@ func documentedSumVersion(h *fingerprint.Hasher, headers []string, in *fingerpri
 	st := []byte(fmt.Sprintf("idemgen-fingerprint\x00v%d\x00", v))
 	st = str(append(st, 'M'), in.Method)
 	st = str(append(st, 'O'), in.Operation)
-	if v >= 2 {
-		st = str(append(st, 'P'), in.Path)
-	}
 	st = pairs(append(st, 'Q'), in.RawQuery)
 	var names []string
 	for _, n := range headers {
@@ -58,6 +55,9 @@ func documentedSumVersion(h *fingerprint.Hasher, headers []string, in *fingerpri
 		for _, v := range in.Header[n] {
 			st = str(st, v)
 		}
+	}
+	if v >= 2 {
+		st = str(append(st, 'P'), in.Path)
 	}
 	media, _, _ := strings.Cut(in.ContentType, ";")
 	// In ASCII lower case (the content types here are ASCII).

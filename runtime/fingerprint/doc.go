@@ -15,9 +15,9 @@
 //	"idemgen-fingerprint\x00v2\x00"
 //	'M' str(Method)                         as given (methods are case-sensitive)
 //	'O' str(Operation)
-//	'P' str(Path)                           as given (the escaped path)
 //	'Q' query                               'F' pairs(RawQuery), or 'R' str(RawQuery)
 //	'H' uvarint(#names) then, per name:     str(name) uvarint(#values) str(value)...
+//	'P' str(Path)                           as given (the escaped path)
 //	'B' str(media type) domain uvarint(len(payload)) payload
 //
 // Every part has a fixed tag and every variable part its length, so the
@@ -149,9 +149,11 @@
 // names. An object guesses its shape from the previous object in the same
 // array, or from the last object seen as the value of a member of the same
 // name; while the guess holds, each name is checked by comparing its input
-// text with the cached one. The stream's header (method, operation, path,
-// query, content type) is kept too, with the digest's state after its whole
-// 64-byte blocks: a request with the same five as the last one on the same
-// scratch state (and a hasher without named headers) reuses both. See the
+// text with the cached one. The stream's header up to the path (what the
+// requests to one operation share, whatever resource their path names) is
+// kept too, with the digest's state after its whole 64-byte blocks: a
+// request with the same method, operation, query and content type as the
+// last one on the same scratch state, in the same version (and a hasher
+// without named headers), reuses both. See the
 // package benchmarks for numbers.
 package fingerprint

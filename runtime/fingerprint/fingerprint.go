@@ -113,14 +113,18 @@ type state struct {
 	stage           []byte // hashObject's buffer
 	// tail is flatShape's copy of the end of the input.
 	tail [tailMax + tailPad]byte
-	// hdrKey holds the Method, Operation, Path, RawQuery and ContentType
-	// (of lengths hdrKeyLens) of the last request that a hasher without
-	// named headers summed with this state (at Version); s.hdr[:hdrLen] is its header and
-	// hdrKind its body domain (hdrLen 0: none). A service sums many
+	// hdrKey holds the Method, Operation, RawQuery and ContentType (of
+	// lengths hdrKeyLens) of the last request that a hasher without named
+	// headers summed with this state, in format hdrVersion; s.hdr[:hdrLen]
+	// is its header up to the path (the header's part that the requests
+	// to one operation share, whatever resource they name), hdrB its media
+	// type part and hdrKind its body domain (hdrLen 0: none). A service sums many
 	// requests of one operation, with the same header.
 	hdrKey     []byte
-	hdrKeyLens [5]int
+	hdrKeyLens [4]int
+	hdrVersion byte
 	hdrLen     int
+	hdrB       []byte
 	hdrKind    byte
 	// hdrReused: this call's header is the cached one. hdrState is then
 	// s.d's state (encoding.BinaryAppender) after the header's first
@@ -214,8 +218,12 @@ func (h *Hasher) sum(in *Input, v int) Fingerprint {
 	s.version = byte(v)
 	var hdr []byte
 	var kind byte
-	if v == Version && len(h.headers) == 0 && s.hdrLen > 0 && s.sameHeader(in) {
+	if len(h.headers) == 0 && s.hdrLen > 0 && s.hdrVersion == byte(v) && s.sameHeader(in) {
 		hdr, kind = s.hdr[:s.hdrLen], s.hdrKind
+		if v >= 2 {
+			hdr = appendString(append(hdr, 'P'), in.Path)
+		}
+		hdr = append(hdr, s.hdrB...)
 		s.hdrReused = true
 	} else {
 		hdr, kind = h.header(s, in, v)
@@ -265,9 +273,6 @@ func (h *Hasher) header(s *state, in *Input, v int) ([]byte, byte) {
 	hdr := append(s.hdr[:0], prefix...)
 	hdr = appendString(append(hdr, 'M'), in.Method)
 	hdr = appendString(append(hdr, 'O'), in.Operation)
-	if v >= 2 {
-		hdr = appendString(append(hdr, 'P'), in.Path)
-	}
 
 	hdr = append(hdr, 'Q', domainForm)
 	if q, ok := appendPlainQuery(hdr, in.RawQuery); ok {
@@ -289,6 +294,11 @@ func (h *Hasher) header(s *state, in *Input, v int) ([]byte, byte) {
 		}
 	}
 
+	shared := len(hdr) // what the requests of one operation share
+	if v >= 2 {
+		hdr = appendString(append(hdr, 'P'), in.Path)
+	}
+	media := len(hdr)
 	essence, kind := mediaType(in.ContentType)
 	hdr = binary.AppendUvarint(append(hdr, 'B'), uint64(len(essence)))
 	lower := len(hdr)
@@ -301,10 +311,11 @@ func (h *Hasher) header(s *state, in *Input, v int) ([]byte, byte) {
 		}
 	}
 	s.hdr, s.hdrLen, s.hdrStateLen, s.hdrReused = hdr, 0, 0, false
-	if v == Version && len(h.headers) == 0 {
-		s.hdrKey = append(append(append(append(append(s.hdrKey[:0], in.Method...), in.Operation...), in.Path...), in.RawQuery...), in.ContentType...)
-		s.hdrKeyLens = [5]int{len(in.Method), len(in.Operation), len(in.Path), len(in.RawQuery), len(in.ContentType)}
-		s.hdrLen, s.hdrKind = len(hdr), kind
+	if len(h.headers) == 0 {
+		s.hdrKey = append(append(append(append(s.hdrKey[:0], in.Method...), in.Operation...), in.RawQuery...), in.ContentType...)
+		s.hdrKeyLens = [4]int{len(in.Method), len(in.Operation), len(in.RawQuery), len(in.ContentType)}
+		s.hdrVersion, s.hdrLen, s.hdrKind = byte(v), shared, kind
+		s.hdrB = append(s.hdrB[:0], hdr[media:]...)
 	}
 	return hdr, kind
 }
@@ -334,18 +345,16 @@ func (s *state) resetDigest() int {
 	return 0
 }
 
-// sameHeader reports whether in has the Method, Operation, Path, RawQuery
-// and ContentType of the header that s holds (s.hdrLen > 0).
+// sameHeader reports whether in has the Method, Operation, RawQuery and
+// ContentType of the header that s holds (s.hdrLen > 0).
 func (s *state) sameHeader(in *Input) bool {
 	l, k := &s.hdrKeyLens, s.hdrKey
-	if len(in.Method) != l[0] || len(in.Operation) != l[1] || len(in.Path) != l[2] || len(in.RawQuery) != l[3] || len(in.ContentType) != l[4] {
+	if len(in.Method) != l[0] || len(in.Operation) != l[1] || len(in.RawQuery) != l[2] || len(in.ContentType) != l[3] {
 		return false
 	}
-	a, b := l[0], l[0]+l[1]
-	c := b + l[2]
-	d := c + l[3]
-	return string(k[:a]) == in.Method && string(k[a:b]) == in.Operation && string(k[b:c]) == in.Path &&
-		string(k[c:d]) == in.RawQuery && string(k[d:]) == in.ContentType
+	a, b, c := l[0], l[0]+l[1], l[0]+l[1]+l[2]
+	return string(k[:a]) == in.Method && string(k[a:b]) == in.Operation &&
+		string(k[b:c]) == in.RawQuery && string(k[c:]) == in.ContentType
 }
 
 // finish returns the fingerprint of what s.d was given, and puts s back.

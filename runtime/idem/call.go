@@ -558,8 +558,8 @@ func (c *Call) claim() {
 		timer    *time.Timer
 		wctx     context.Context // the watch's: ends at the wait's deadline
 		wcancel  func()
-		// versions whose fingerprint a claim was retried with
-		reclaimed uint64
+		// claims retried with a record's fingerprint of another version
+		versionReclaims int
 	)
 	defer func() {
 		if stop != nil {
@@ -620,13 +620,12 @@ func (c *Call) claim() {
 			}
 		case rec.Reclaimable():
 			// Not reclaimed: SameFingerprintToReclaim and another fingerprint.
-			if rec.Fingerprint != c.ss.breq.Fingerprint && c.sameRequest(rec.Fingerprint) &&
-				reclaimed&(1<<rec.Fingerprint[0]) == 0 {
+			if versionReclaims < 2 && rec.Fingerprint != c.ss.breq.Fingerprint && c.sameRequest(rec.Fingerprint) {
 				// The same request, fingerprinted in another version:
-				// claim with the record's fingerprint (at most once per
-				// version, so records rewritten concurrently in
+				// claim with the record's fingerprint (at most twice, once
+				// per version, so records rewritten concurrently in
 				// alternating versions cannot keep this loop going).
-				reclaimed |= 1 << rec.Fingerprint[0]
+				versionReclaims++
 				c.ss.breq.Fingerprint = rec.Fingerprint
 				continue
 			}

@@ -130,35 +130,13 @@ func TestCaptureBodyReadAheadReplacement(t *testing.T) {
 // body: a key carried in it is found, and volatile members and member
 // order do not matter.
 func TestCaptureBodyDecompressedBodyKeyAndVolatile(t *testing.T) {
-	gz := func(s string) []byte {
-		var b bytes.Buffer
-		zw := gzip.NewWriter(&b)
-		_, _ = io.WriteString(zw, s)
-		require.NoError(t, zw.Close())
-		return b.Bytes()
-	}
-	gunzip := func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			zr, err := gzip.NewReader(r.Body)
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusBadRequest)
-				return
-			}
-			r.Body, r.ContentLength = zr, -1
-			next.ServeHTTP(w, r)
-		})
-	}
 	spec := strictSpec()
 	spec.Key = idem.KeySpec{Carrier: idem.CarrierBody, Name: "/key", Format: idem.FormatToken}
 	spec.Volatile = []string{"/sentAt"}
 	f := newFixture(t, idem.Options{})
 	h := idem.CaptureBody(1 << 20)(gunzip(f.eng.Handler(mustCompile(t, spec), f.createOrder())))
 	post := func(body string) *httptest.ResponseRecorder {
-		r := httptest.NewRequest(http.MethodPost, "/orders", bytes.NewReader(gz(body)))
-		r.Header.Set("Content-Type", "application/json")
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		return w
+		return postRaw(h, "", gzipped(t, gzip.DefaultCompression, 0, body))
 	}
 	w := post(`{"key":"k1","item":"book","sentAt":"10:00:00"}`)
 	require.Equal(t, http.StatusCreated, w.Code, w.Body.String())
@@ -172,37 +150,56 @@ func TestCaptureBodyDecompressedBodyKeyAndVolatile(t *testing.T) {
 // of nothing, compressed again with another header (its modification time),
 // is the same request.
 func TestCaptureBodyEmptyDecompressedBody(t *testing.T) {
-	gz := func(mtime int64) []byte {
-		var b bytes.Buffer
-		zw := gzip.NewWriter(&b)
-		zw.ModTime = time.Unix(mtime, 0)
-		require.NoError(t, zw.Close())
-		return b.Bytes()
-	}
-	gunzip := func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			zr, err := gzip.NewReader(r.Body)
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusBadRequest)
-				return
-			}
-			r.Body, r.ContentLength = zr, -1
-			next.ServeHTTP(w, r)
-		})
-	}
 	f := newFixture(t, idem.Options{})
 	h := idem.CaptureBody(1 << 20)(gunzip(f.eng.Handler(mustCompile(t, strictSpec()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.calls.Add(1)
 		w.WriteHeader(http.StatusCreated)
 	}))))
 	for i, mtime := range []int64{1, 2} {
-		r := httptest.NewRequest(http.MethodPost, "/orders", bytes.NewReader(gz(mtime)))
-		r.Header.Set("Content-Type", "application/json")
-		r.Header.Set("Idempotency-Key", "k")
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
+		w := postRaw(h, "k", gzipped(t, gzip.DefaultCompression, mtime, ""))
 		require.Equal(t, http.StatusCreated, w.Code, w.Body.String())
 		assert.Equal(t, i == 1, w.Header().Get("Idempotent-Replayed") == "true")
 	}
 	assert.Equal(t, int32(1), f.calls.Load())
+}
+
+// gzipped is s compressed at level, with mtime as the header's
+// modification time.
+func gzipped(t *testing.T, level int, mtime int64, s string) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&b, level)
+	require.NoError(t, err)
+	zw.ModTime = time.Unix(mtime, 0)
+	_, _ = io.WriteString(zw, s)
+	require.NoError(t, zw.Close())
+	return b.Bytes()
+}
+
+// gunzip is a middleware that replaces r.Body with its decompression; making
+// the reader reads the gzip header (and up to 4 KiB) from the body at once.
+func gunzip(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		zr, err := gzip.NewReader(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body, r.ContentLength = zr, -1
+		r.Header.Del("Content-Encoding")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// postRaw POSTs body to /orders as JSON, with the Idempotency-Key key unless
+// it is empty.
+func postRaw(h http.Handler, key string, body []byte) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(http.MethodPost, "/orders", bytes.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		r.Header.Set("Idempotency-Key", key)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
 }

@@ -15,8 +15,8 @@ import (
 //
 // An entry is found by a 64-bit maphash digest, with a random seed of this
 // process, of everything fingerprint.Hasher.Sum reads (the policy, which
-// fixes the operation and the hasher's options; the method, the raw query,
-// the Content-Type, the values of the policy's fingerprinted headers, the
+// fixes the operation and the hasher's options; the method, the path, the
+// raw query, the Content-Type, the values of the policy's fingerprinted headers, the
 // body), and by the body's length. The cache only ever answers with the
 // fingerprint Sum computed for an input with the same digest, length and
 // policy. A collision (about 2^-64 for two given inputs of one length, with
@@ -62,12 +62,7 @@ func (c *fpCache) sum(p *Policy, in *fingerprint.Input) Fingerprint {
 	if fp, ok := s.get(h, n, p.id); ok {
 		return fp
 	}
-	var fp Fingerprint
-	if c.version == fingerprint.Version {
-		fp = p.hasher.Sum(in)
-	} else {
-		fp, _ = p.hasher.SumVersion(in, c.version)
-	}
+	fp, _ := p.hasher.SumVersion(in, c.version) // a version New checked
 	s.put(h, n, p.id, &fp)
 	return fp
 }

@@ -29,6 +29,7 @@ func TestFPCacheAgreesWithSum(t *testing.T) {
 		"body reorder":  func(in *fingerprint.Input) { in.Body = []byte(`{"b":1,"a":1}`) },
 		"volatile":      func(in *fingerprint.Input) { in.Body = []byte(`{"a":1,"b":1,"t":9}`) },
 		"method":        func(in *fingerprint.Input) { in.Method = "PUT" },
+		"path":          func(in *fingerprint.Input) { in.Path = "/orders/o2/items" },
 		"query":         func(in *fingerprint.Input) { in.RawQuery = "a=2" },
 		"content type":  func(in *fingerprint.Input) { in.ContentType = "text/plain" },
 		"header":        func(in *fingerprint.Input) { in.Header = http.Header{"X-Tenant": {"t2"}} },

@@ -119,17 +119,7 @@ func TestClientGoneMidResponse(t *testing.T) {
 		}))
 		srv := httptest.NewServer(h)
 		defer srv.Close()
-		do := func() *http.Response {
-			rq, err := http.NewRequest(http.MethodPost, srv.URL+"/orders", strings.NewReader(`{}`))
-			require.NoError(t, err)
-			rq.Header.Set("Idempotency-Key", "k")
-			rq.Header.Set("Content-Type", "application/json")
-			resp, err := srv.Client().Do(rq)
-			require.NoError(t, err)
-			_, _ = io.Copy(io.Discard, resp.Body)
-			_ = resp.Body.Close()
-			return resp
-		}
+		do := func() *http.Response { return postOverServer(t, srv) }
 		require.Equal(t, 204, do().StatusCode)
 		assert.ErrorIs(t, werr, http.ErrBodyNotAllowed)
 		w := send(h, req{key: "k", body: `{}`})
@@ -207,17 +197,7 @@ func TestHijackRefused(t *testing.T) {
 	}))
 	srv := httptest.NewServer(h)
 	defer srv.Close()
-	do := func() *http.Response {
-		rq, err := http.NewRequest(http.MethodPost, srv.URL+"/orders", strings.NewReader(`{}`))
-		require.NoError(t, err)
-		rq.Header.Set("Idempotency-Key", "k")
-		rq.Header.Set("Content-Type", "application/json")
-		resp, err := srv.Client().Do(rq)
-		require.NoError(t, err)
-		_, _ = io.Copy(io.Discard, resp.Body)
-		_ = resp.Body.Close()
-		return resp
-	}
+	do := func() *http.Response { return postOverServer(t, srv) }
 	assert.Equal(t, http.StatusNotImplemented, do().StatusCode)
 	assert.ErrorIs(t, hijackErr, http.ErrNotSupported)
 	assert.NoError(t, deadlineErr, "the rest of ResponseController still reaches the connection")
@@ -318,4 +298,19 @@ func TestImplicitOKAfterDeadline(t *testing.T) {
 	require.Equal(t, 200, w.Code)
 	assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
 	assert.Equal(t, int32(1), f.calls.Load(), "the side effect ran once")
+}
+
+// postOverServer POSTs {} to srv's /orders with the key "k" and returns the
+// response, its body read and closed.
+func postOverServer(t *testing.T, srv *httptest.Server) *http.Response {
+	t.Helper()
+	rq, err := http.NewRequest(http.MethodPost, srv.URL+"/orders", strings.NewReader(`{}`))
+	require.NoError(t, err)
+	rq.Header.Set("Idempotency-Key", "k")
+	rq.Header.Set("Content-Type", "application/json")
+	resp, err := srv.Client().Do(rq)
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return resp
 }

@@ -13,15 +13,22 @@ import (
 
 // rerunStore runs every Begin and Finish twice and answers the second run:
 // what a store does when its client sends a call again after losing the
-// reply (go-redis, say). memstore answers a Begin's re-run with the
-// claim's own PENDING record, not acquired (the contract allows either).
+// reply (go-redis, say). A store may answer a Begin's re-run as acquired
+// (memstore and redisstore do) or with the claim's own PENDING record (the
+// contract allows either): rerunStore answers the latter, the answer the
+// engine must recognize as its own claim.
 type rerunStore struct{ plainStore }
 
 func (s rerunStore) Begin(ctx context.Context, r *idem.BeginRequest) (idem.BeginResult, error) {
-	if _, err := s.s.Begin(ctx, r); err != nil {
+	first, err := s.s.Begin(ctx, r)
+	if err != nil || !first.Acquired {
+		return first, err
+	}
+	rec, _, err := s.s.Get(ctx, r.Key)
+	if err != nil {
 		return idem.BeginResult{}, err
 	}
-	return s.s.Begin(ctx, r)
+	return idem.BeginResult{Record: rec}, nil
 }
 
 func (s rerunStore) Finish(ctx context.Context, key string, token idem.Token, st idem.State, resp []byte) error {

@@ -1,7 +1,6 @@
 package idem_test
 
 import (
-	"bytes"
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
@@ -260,50 +259,23 @@ func TestFakeTransactorConformance(t *testing.T) {
 // fingerprints the body the handler sees; Begin after a strict-server
 // decoder fingerprints the bytes on the wire, all of them.
 func TestCaptureBodyUnderReplacedBody(t *testing.T) {
-	gz := func(level int, s string) []byte {
-		var b bytes.Buffer
-		zw, err := gzip.NewWriterLevel(&b, level)
-		require.NoError(t, err)
-		_, _ = io.WriteString(zw, s)
-		require.NoError(t, zw.Close())
-		return b.Bytes()
-	}
-	gunzip := func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			zr, err := gzip.NewReader(r.Body) // reads the gzip header (and up to 4 KiB) from the capture
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusBadRequest)
-				return
-			}
-			r.Body, r.ContentLength = zr, -1
-			r.Header.Del("Content-Encoding")
-			next.ServeHTTP(w, r)
-		})
-	}
-	sendRaw := func(h http.Handler, key string, body []byte) *httptest.ResponseRecorder {
-		r := httptest.NewRequest(http.MethodPost, "/orders", bytes.NewReader(body))
-		r.Header.Set("Content-Type", "application/json")
-		r.Header.Set("Idempotency-Key", key)
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		return w
-	}
+	gz := func(level int, s string) []byte { return gzipped(t, level, 0, s) }
 	t.Run("decompressed", func(t *testing.T) {
 		f := newFixture(t, idem.Options{})
 		h := idem.CaptureBody(1 << 20)(gunzip(f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())))
-		w := sendRaw(h, "k", gz(gzip.BestSpeed, `{"item":"book"}`))
+		w := postRaw(h, "k", gz(gzip.BestSpeed, `{"item":"book"}`))
 		require.Equal(t, 201, w.Code, w.Body.String())
 		assert.Contains(t, w.Body.String(), `"item":"book"`, "the handler read the decompressed body")
 		// The same bytes again: a duplicate.
-		w = sendRaw(h, "k", gz(gzip.BestSpeed, `{"item":"book"}`))
+		w = postRaw(h, "k", gz(gzip.BestSpeed, `{"item":"book"}`))
 		require.Equal(t, 201, w.Code)
 		assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
 		// The fingerprint is of the decompressed body: another
 		// compression of it is the same request; another body is not.
-		w = sendRaw(h, "k", gz(gzip.BestCompression, `{"item":"book"}`))
+		w = postRaw(h, "k", gz(gzip.BestCompression, `{"item":"book"}`))
 		require.Equal(t, 201, w.Code)
 		assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
-		requireProblem(t, sendRaw(h, "k", gz(gzip.BestSpeed, `{"item":"pen"}`)), 422, idem.CodeKeyReused)
+		requireProblem(t, postRaw(h, "k", gz(gzip.BestSpeed, `{"item":"pen"}`)), 422, idem.CodeKeyReused)
 		assert.Equal(t, int32(1), f.calls.Load())
 	})
 	t.Run("large body through a lazy replacement", func(t *testing.T) {
@@ -317,21 +289,21 @@ func TestCaptureBodyUnderReplacedBody(t *testing.T) {
 		body := gz(gzip.BestSpeed, `{"item":"`+item.String()+`"}`)
 		require.Greater(t, len(body), 16<<10)
 		h := idem.CaptureBody(1 << 20)(gunzip(f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())))
-		w := sendRaw(h, "k", body)
+		w := postRaw(h, "k", body)
 		require.Equal(t, 201, w.Code, w.Body.String())
 		assert.Contains(t, w.Body.String(), item.String(), "the handler read the whole decompressed body")
-		w = sendRaw(h, "k", body)
+		w = postRaw(h, "k", body)
 		require.Equal(t, 201, w.Code)
 		assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
 		assert.Equal(t, int32(1), f.calls.Load())
 		// CaptureBody's limit bounds what it keeps; the policy's bounds
 		// the body the engine reads.
 		small := idem.CaptureBody(1024)(gunzip(f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())))
-		require.Equal(t, 201, sendRaw(small, "k2", body).Code)
+		require.Equal(t, 201, postRaw(small, "k2", body).Code)
 		spec := strictSpec()
 		spec.Request.MaxBytes = 1024
 		limited := idem.CaptureBody(1 << 20)(gunzip(f.eng.Handler(mustCompile(t, spec), f.createOrder())))
-		requireProblem(t, sendRaw(limited, "k3", body), 413, idem.CodeRequestTooLarge)
+		requireProblem(t, postRaw(limited, "k3", body), 413, idem.CodeRequestTooLarge)
 		assert.Equal(t, int32(2), f.calls.Load())
 	})
 	t.Run("http.MaxBytesReader", func(t *testing.T) {
@@ -376,10 +348,10 @@ func TestCaptureBodyUnderReplacedBody(t *testing.T) {
 			_ = c.Complete(w, func(w http.ResponseWriter) error { w.WriteHeader(201); return nil })
 		})
 		h := idem.CaptureBody(1 << 20)(gunzip(strict))
-		require.Equal(t, 201, sendRaw(h, "k", gz(gzip.BestSpeed, `{"item":"book"}`)).Code)
+		require.Equal(t, 201, postRaw(h, "k", gz(gzip.BestSpeed, `{"item":"book"}`)).Code)
 		assert.Empty(t, read, "the handler is not handed the compressed bytes")
-		assert.Equal(t, "true", sendRaw(h, "k", gz(gzip.BestSpeed, `{"item":"book"}`)).Header().Get("Idempotent-Replayed"))
-		requireProblem(t, sendRaw(h, "k", gz(gzip.BestSpeed, `{"item":"pen"}`)), 422, idem.CodeKeyReused)
+		assert.Equal(t, "true", postRaw(h, "k", gz(gzip.BestSpeed, `{"item":"book"}`)).Header().Get("Idempotent-Replayed"))
+		requireProblem(t, postRaw(h, "k", gz(gzip.BestSpeed, `{"item":"pen"}`)), 422, idem.CodeKeyReused)
 		assert.Equal(t, int32(1), f.calls.Load())
 	})
 }

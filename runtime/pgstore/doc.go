@@ -160,7 +160,7 @@
 //	              OR (state = 3 AND response IS NULL                    -- reclaimable
 //	                  AND (NOT $6 OR fingerprint = $2))) AS claimable
 //	    FROM t WHERE key = $1
-//	), lk AS (                                       -- a takeover locks the row, never waiting
+//	), locked AS (                                   -- a takeover locks the row, never waiting
 //	    SELECT FROM t WHERE key = $1 AND EXISTS (SELECT FROM cur WHERE claimable) FOR NO KEY UPDATE SKIP LOCKED
 //	), ins AS (                                      -- a new key
 //	    INSERT INTO t (…) SELECT $1, 1, $2, $3, clock_timestamp() + $4, clock_timestamp() + $5, 0, NULL
@@ -168,12 +168,12 @@
 //	    ON CONFLICT (key) DO NOTHING RETURNING prior_state
 //	), upd AS (                                      -- a takeover
 //	    UPDATE t AS r SET state = 1, …, prior_state = CASE WHEN r.expires_at <= clock_timestamp() THEN 0 ELSE r.state END
-//	    WHERE r.key = $1 AND EXISTS (SELECT FROM lk) AND <claimable, on r>
+//	    WHERE r.key = $1 AND EXISTS (SELECT FROM locked) AND <claimable, on r>
 //	    RETURNING r.prior_state
 //	)
 //	SELECT true, prior_state, NULL, … FROM ins UNION ALL SELECT true, prior_state, NULL, … FROM upd
 //	UNION ALL SELECT false, 0, state, fingerprint, … FROM cur WHERE NOT claimable
-//	UNION ALL SELECT false, 0, 1, …, NULL FROM cur WHERE claimable AND NOT EXISTS (SELECT FROM lk)  -- locked: in flight
+//	UNION ALL SELECT false, 0, 1, …, NULL FROM cur WHERE claimable AND NOT EXISTS (SELECT FROM locked)  -- locked: in flight
 //
 // A lost race is no row at all here. The Store uses the function again after
 // its own Migrate succeeds, or once it finds the function there (another

@@ -95,6 +95,27 @@ func beginReq(key string, tok idem.Token) *idem.BeginRequest {
 	return &idem.BeginRequest{Key: key, Fingerprint: fp(1), Token: tok, Lease: time.Minute, TTL: time.Hour}
 }
 
+// beginReqFP is beginReq with the fingerprint fp(b).
+func beginReqFP(key string, tok idem.Token, b byte) *idem.BeginRequest {
+	r := beginReq(key, tok)
+	r.Fingerprint = fp(b)
+	return r
+}
+
+// beginNoWait claims with a deadline of two seconds, so that a claim that
+// waits on a row lock the test itself holds fails instead of hanging, and
+// reports how long it took.
+func beginNoWait(t *testing.T, s *Store, r *idem.BeginRequest) (idem.BeginResult, time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	t0 := time.Now()
+	res, err := s.Begin(ctx, r)
+	took := time.Since(t0)
+	require.NoError(t, err, "after %v", took)
+	return res, took
+}
+
 func fp(b byte) idem.Fingerprint {
 	var f idem.Fingerprint
 	f[0] = 1

@@ -303,9 +303,10 @@ func TestMigrateReplacesStaleFunc(t *testing.T) {
 	require.Error(t, err, "the function names the old schema")
 
 	require.NoError(t, s.Migrate(ctx))
-	var src string
-	require.NoError(t, p.QueryRow(ctx, `SELECT prosrc FROM pg_proc WHERE oid = to_regprocedure($1)`, s.n.claim+claimFuncArgs).Scan(&src))
-	assert.Equal(t, claimFuncBody(s.n), src)
+	src, err := s.claimFuncSrc(ctx, p)
+	require.NoError(t, err)
+	require.NotNil(t, src)
+	assert.Equal(t, claimFuncBody(s.n), *src)
 	r, err := s.Begin(ctx, beginReq("k", 1))
 	require.NoError(t, err)
 	assert.True(t, r.Acquired)

@@ -293,14 +293,24 @@ func (s *Store) migrate(ctx context.Context, withFunc bool) (funcOK bool, err er
 	return funcOK, nil
 }
 
+// claimFuncSrc is the body (pg_proc.prosrc) of the claim function installed
+// for this Store's table, or nil when there is none.
+func (s *Store) claimFuncSrc(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) (*string, error) {
+	var src *string
+	err := q.QueryRow(ctx, `SELECT (SELECT prosrc FROM pg_proc WHERE oid = to_regprocedure($1))`,
+		s.n.claim+claimFuncArgs).Scan(&src)
+	return src, err
+}
+
 // ensureClaimFunc creates or replaces the claim function unless it exists
 // with this package's body. Where the role may not create it (SQLSTATE
 // 42501), it logs a warning, leaves the schema as it was (the attempt runs
 // under a savepoint) and reports false.
 func (s *Store) ensureClaimFunc(ctx context.Context, tx pgx.Tx) (bool, error) {
-	var src *string
-	if err := tx.QueryRow(ctx, `SELECT (SELECT prosrc FROM pg_proc WHERE oid = to_regprocedure($1))`,
-		s.n.claim+claimFuncArgs).Scan(&src); err != nil {
+	src, err := s.claimFuncSrc(ctx, tx)
+	if err != nil {
 		return false, err
 	}
 	if src != nil && *src == claimFuncBody(s.n) {

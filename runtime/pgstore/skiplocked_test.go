@@ -122,9 +122,10 @@ func TestMigrateReplacesOlderClaimFunc(t *testing.T) {
 	require.NoError(t, err)
 
 	prosrc := func() string {
-		var src string
-		require.NoError(t, s.pool.QueryRow(ctx, `SELECT prosrc FROM pg_proc WHERE oid = to_regprocedure($1)`, s.n.claim+claimFuncArgs).Scan(&src))
-		return src
+		src, err := s.claimFuncSrc(ctx, s.pool)
+		require.NoError(t, err)
+		require.NotNil(t, src)
+		return *src
 	}
 	require.Equal(t, older, prosrc())
 	r, err := s.Begin(ctx, beginReq("k", 1))

@@ -134,8 +134,8 @@ func newQueries(n names) queries {
 		// saw none) or upd takes over the claimable one. Both are atomic
 		// against a racing claim: ON CONFLICT DO NOTHING waits for a
 		// concurrent inserter and then inserts nothing; a takeover first
-		// locks the row in lk without waiting (SKIP LOCKED), and upd, which
-		// runs only when lk locked it, re-checks its WHERE on the row's
+		// locks the row in the CTE locked, without waiting (SKIP LOCKED), and upd, which
+		// runs only when the CTE locked got the row, re-checks its WHERE on the row's
 		// latest version, so exactly one claim wins. A claim that loses the
 		// insert race, or whose locked row is no longer claimable, returns
 		// no row at all, and Begin runs the statement again: the winner has
@@ -158,7 +158,7 @@ func newQueries(n names) queries {
 		claim: `WITH cur AS (
     SELECT ` + cols + `, ` + claimable("c") + ` AS claimable
     FROM ` + t + ` AS c WHERE c.key = $1
-), lk AS (
+), locked AS (
     SELECT FROM ` + t + ` AS l WHERE l.key = $1 AND EXISTS (SELECT FROM cur WHERE cur.claimable)
     FOR NO KEY UPDATE SKIP LOCKED
 ), ins AS (
@@ -176,7 +176,7 @@ func newQueries(n names) queries {
         expires_at = clock_timestamp() + $5::interval,
         prior_state = CASE WHEN r.expires_at <= clock_timestamp() THEN 0 ELSE r.state END,
         response = NULL
-    WHERE r.key = $1 AND EXISTS (SELECT FROM lk) AND ` + claimable("r") + `
+    WHERE r.key = $1 AND EXISTS (SELECT FROM locked) AND ` + claimable("r") + `
     RETURNING r.prior_state
 )
 SELECT true, prior_state, NULL::smallint, NULL::bytea, NULL::bigint, NULL::timestamptz, NULL::timestamptz, NULL::bytea FROM ins
@@ -186,7 +186,7 @@ UNION ALL
 SELECT false, 0, ` + cols + ` FROM cur WHERE NOT cur.claimable
 UNION ALL
 SELECT false, 0, 1::smallint, $2, token, lease_expires_at, expires_at, NULL::bytea
-    FROM cur WHERE cur.claimable AND NOT EXISTS (SELECT FROM lk)`,
+    FROM cur WHERE cur.claimable AND NOT EXISTS (SELECT FROM locked)`,
 		// claimFunc calls the claim function (claimFuncSQL), which does
 		// what claim does, statement by statement in one plpgsql function,
 		// and costs the server less: a replay 46 µs instead of 61 (a plain
