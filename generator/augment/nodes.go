@@ -108,10 +108,9 @@ func ensure(m *yaml.Node, key string) *yaml.Node {
 	return c
 }
 
+// unalias is yamlmerge.Unalias, or nil when an alias does not resolve.
 func unalias(n *yaml.Node) *yaml.Node {
-	for i := 0; n != nil && n.Kind == yaml.AliasNode && i < 64; i++ {
-		n = n.Alias
-	}
+	n = yamlmerge.Unalias(n)
 	if n != nil && n.Kind == yaml.AliasNode {
 		return nil
 	}
@@ -339,7 +338,7 @@ func withMerged(cur, add *yaml.Node, depth int) *yaml.Node {
 	kv := yamlmerge.Pairs(cur)
 	for i := 0; i+1 < len(kv); i += 2 {
 		k := kv[i]
-		if a := valueOf(add, k.Value); a != nil && !done[k.Value] {
+		if a := yamlmerge.OwnValue(add, k.Value); a != nil && !done[k.Value] {
 			done[k.Value] = true
 			out.Content = append(out.Content, expand(k, depth), withMerged(kv[i+1], a, depth+1))
 			continue
@@ -352,16 +351,6 @@ func withMerged(cur, add *yaml.Node, depth int) *yaml.Node {
 		}
 	}
 	return out
-}
-
-// valueOf is the value of key among m's own entries, or nil.
-func valueOf(m *yaml.Node, key string) *yaml.Node {
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == key {
-			return m.Content[i+1]
-		}
-	}
-	return nil
 }
 
 // maxCopyDepth bounds the nesting expand copies.

@@ -55,6 +55,9 @@ type planner struct {
 	roles   map[int]roles // union over all operations, per status
 	actions []overlay.Action
 	edited  map[*yaml.Node]bool // shared nodes already changed by an action
+	// keyMembers are the body key member schemas of the operations whose
+	// key is in the body (only those keyMember finds).
+	keyMembers map[*ir.Operation]*yaml.Node
 	// keyOps are the operations whose body key is each member schema
 	// (several when they share a request body or schema), sorted.
 	keyOps   map[*yaml.Node][]string
@@ -67,12 +70,12 @@ type planner struct {
 // as a RuleNotAugmented finding and left alone. ops must come from the same
 // document (the IR compiled from it).
 func plan(root *yaml.Node, ops []*ir.Operation) *planner {
-	p := &planner{root: root, parents: indexParents(root), comps: newComponents(root), roles: map[int]roles{}, edited: map[*yaml.Node]bool{}, keyOps: map[*yaml.Node][]string{}}
+	p := &planner{root: root, parents: indexParents(root), comps: newComponents(root), roles: map[int]roles{}, edited: map[*yaml.Node]bool{}, keyMembers: map[*ir.Operation]*yaml.Node{}, keyOps: map[*yaml.Node][]string{}}
 	for _, op := range ops {
 		if op.Key.Carrier == ir.CarrierBody {
-			if m := p.keyMember(op, p.operationNode(op)); m != nil && !slices.Contains(p.keyOps[m], where(op)) {
+			if m := p.keyMember(op, p.operationNode(op)); m != nil {
+				p.keyMembers[op] = m
 				p.keyOps[m] = append(p.keyOps[m], where(op))
-				slices.Sort(p.keyOps[m])
 			}
 		}
 		for s, r := range statusRoles(op) {
@@ -82,6 +85,10 @@ func plan(root *yaml.Node, ops []*ir.Operation) *planner {
 			}
 			p.roles[s] = u
 		}
+	}
+	for m, ops := range p.keyOps {
+		slices.Sort(ops)
+		p.keyOps[m] = slices.Compact(ops)
 	}
 	var opActions []overlay.Action
 	for _, op := range ops {
@@ -553,7 +560,7 @@ func (p *planner) keyMember(op *ir.Operation, opNode *yaml.Node) *yaml.Node {
 // several operations reach (a shared request body or schema) is noted
 // once, naming them all: the note does not depend on which comes first.
 func (p *planner) bodyMember(op *ir.Operation, opNode *yaml.Node) {
-	member := p.keyMember(op, opNode)
+	member := p.keyMembers[op]
 	if member == nil {
 		p.notAugmented(op, opNode, "the key member %s of %s's body is not written in this document (or only through a $ref): note the key in its schema there", op.Key.Name, where(op))
 		return
@@ -567,10 +574,7 @@ func (p *planner) bodyMember(op *ir.Operation, opNode *yaml.Node) {
 	if op.Key.Format != ir.FormatToken {
 		what = "a UUID"
 	}
-	ops := p.keyOps[member]
-	if len(ops) == 0 {
-		ops = []string{where(op)}
-	}
+	ops := p.keyOps[member] // where(op) among them
 	note := fmt.Sprintf("Idempotency key of %s: %s of at most %d characters, new for each logical call and the same on every retry of it.", strings.Join(ops, ", "), what, op.Key.MaxLength)
 	cur := child(member, "description")
 	if cur == nil || cur.Kind == yaml.ScalarNode {

@@ -105,6 +105,17 @@ type listFlag []string
 func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
 
+// dedupe returns the distinct names of l, in the order first given.
+func dedupe(l []string) []string {
+	var out []string
+	for _, s := range l {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 func newFlagSet(name, synopsis, examples string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -333,15 +344,15 @@ func LoadConfig(path string) (*Config, error) {
 		c.Overlays[i] = rel(c.Overlays[i])
 	}
 	c.OapiCodegenConfig = rel(c.OapiCodegenConfig)
-	if c.namer, err = c.naming(); err != nil {
+	if c.namer, err = c.loadNamer(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return &c, nil
 }
 
-// naming returns the Namer of c's name-normalizer and oapi-codegen-config,
+// loadNamer returns the Namer of c's name-normalizer and oapi-codegen-config,
 // which must agree when both are set.
-func (c *Config) naming() (naming.Namer, error) {
+func (c *Config) loadNamer() (naming.Namer, error) {
 	direct, err := naming.New(c.NameNormalizer, nil)
 	if err != nil {
 		return naming.Namer{}, err
@@ -426,7 +437,7 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	if cfg.Output == "" { // no config file, no -o
 		cfg.Output = "."
 	}
-	names := []string(emits)
+	names := dedupe(emits) // -emit ir -emit ir runs ir once
 	if len(names) == 0 {
 		names = sortedTrue(cfg.Generate)
 	}
@@ -438,7 +449,7 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	if !knownEmitters("generate", names, stderr) {
 		return ExitUsage
 	}
-	if cfg.Output == "-" && len(slices.Compact(slices.Sorted(slices.Values(names)))) != 1 {
+	if cfg.Output == "-" && len(names) != 1 {
 		// Go, Markdown and JSON concatenated on stdout are no file of any kind.
 		fmt.Fprintf(stderr, "idemgen generate: -o - writes one output to stdout, and %d emitters are selected (%s); choose one with -emit, or write to a directory\n", len(names), strings.Join(names, ", "))
 		return ExitUsage

@@ -44,7 +44,7 @@ func Parse(n *yaml.Node, level Level, loc Locator) (Block, diag.List) {
 	if n == nil {
 		return b, nil
 	}
-	n = deAlias(n)
+	n = yamlmerge.Unalias(n)
 	b.Pos = loc(n, "")
 	switch {
 	case n.Kind == yaml.ScalarNode && n.Tag == "!!bool":
@@ -84,7 +84,7 @@ func (p *parser) fields(n *yaml.Node, ptr, where string, known map[string]fieldF
 	seen := map[string]bool{}
 	kv := yamlmerge.Pairs(n)
 	for i := 0; i+1 < len(kv); i += 2 {
-		k, v := kv[i], deAlias(kv[i+1])
+		k, v := kv[i], yamlmerge.Unalias(kv[i+1])
 		kp := ptr + "/" + escape(k.Value)
 		if k.Kind != yaml.ScalarNode {
 			p.errorf(k, kp, "wrong-type", "%s: a field name must be a string", where)
@@ -374,7 +374,7 @@ func (p *parser) list(n *yaml.Node, ptr, what string) []*yaml.Node {
 	}
 	out := make([]*yaml.Node, len(n.Content))
 	for i, c := range n.Content {
-		out[i] = deAlias(c)
+		out[i] = yamlmerge.Unalias(c)
 	}
 	return out
 }
@@ -613,13 +613,6 @@ func validHeaderName(s string) bool {
 		}
 	}
 	return true
-}
-
-func deAlias(n *yaml.Node) *yaml.Node {
-	for i := 0; n != nil && n.Kind == yaml.AliasNode && n.Alias != nil && i < 16; i++ {
-		n = n.Alias
-	}
-	return n
 }
 
 func describe(n *yaml.Node) string {

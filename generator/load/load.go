@@ -158,11 +158,13 @@ func unwrapPath(err error) error {
 	return err
 }
 
-// oneLine makes an overlay library warning one line, as every diagnostic
-// is: it drops the "update action (1 / 1) target=…: " prefix (the
-// diagnostic's position is the action's target), the echo of the target and
-// the caret line under it, and joins the rest with spaces.
-func oneLine(w, target string) string {
+// cleanOverlayWarning makes an overlay library warning one line, as every
+// diagnostic is (in the JSON format's message too, which Diagnostic.String
+// does not reach): it drops the "update action (1 / 1) target=…: " prefix
+// (the diagnostic's position is the action's target), the echo of the
+// target and the caret line under it, and joins the rest with spaces, with
+// a ; where a line ended unpunctuated.
+func cleanOverlayWarning(w, target string) string {
 	if head, rest, ok := strings.Cut(w, " target="+target+": "); ok && strings.Contains(head, " action (") {
 		w = rest
 	}
@@ -240,7 +242,7 @@ func (d *Document) applyOverlay(ovPath string) diag.List {
 			if strings.Contains(w, "does nothing") {
 				continue // an update identical to the spec: harmless
 			}
-			diags.Warnf(target, "overlay-warning", "%s", oneLine(w, a.Target))
+			diags.Warnf(target, "overlay-warning", "%s", cleanOverlayWarning(w, a.Target))
 		}
 	}
 	d.unmark(d.Root, positions)
@@ -341,10 +343,7 @@ func (d *Document) child(n Node, tok string, depth int) Node {
 	if n.Node == nil || depth > 32 {
 		return Node{}
 	}
-	y := n.Node
-	for y.Kind == yaml.AliasNode && y.Alias != nil {
-		y = y.Alias
-	}
+	y := yamlmerge.Unalias(n.Node)
 	switch y.Kind {
 	case yaml.MappingNode:
 		var ref *yaml.Node

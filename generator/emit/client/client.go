@@ -63,9 +63,15 @@ const (
 	typesPkg  = "github.com/oapi-codegen/runtime/types"
 )
 
+// The emitter's option names, registered and read under these names only.
+const (
+	optType = "client.type"
+	optFile = "client.file"
+)
+
 func init() {
 	emitter.Register(Name, Emit)
-	emitter.RegisterOptions("client.type", "client.file")
+	emitter.RegisterOptions(optType, optFile)
 }
 
 // Config is the emitter's configuration, read from emitter.Options.Params.
@@ -87,16 +93,16 @@ func ParseConfig(params map[string]string) (Config, error) {
 	c := Config{Type: DefaultType, File: DefaultFile}
 	for k, v := range params {
 		switch k {
-		case "client.type":
+		case optType:
 			c.Type = v
-		case "client.file":
+		case optFile:
 			c.File = v
 		}
 	}
 	if !gogen.IsExported(c.Type) || c.Type == "Client" {
-		return c, fmt.Errorf("client.type: %q is not an exported Go identifier other than Client", c.Type)
+		return c, fmt.Errorf("%s: %q is not an exported Go identifier other than Client", optType, c.Type)
 	}
-	return c, gogen.CheckFile("client.file", c.File)
+	return c, gogen.CheckFile(optFile, c.File)
 }
 
 // Emit is the registered emitter: one Go file.

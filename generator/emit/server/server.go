@@ -81,9 +81,17 @@ const (
 	memPkg  = "github.com/idemgen/idemgen/runtime/memstore"
 )
 
+// The emitter's option names, registered and read under these names only.
+const (
+	optStrict = "server.strict"
+	optRouter = "server.router"
+	optType   = "server.type"
+	optFile   = "server.file"
+)
+
 func init() {
 	emitter.Register(Name, Emit)
-	emitter.RegisterOptions("server.strict", "server.router", "server.type", "server.file")
+	emitter.RegisterOptions(optStrict, optRouter, optType, optFile)
 }
 
 // Config is the emitter's configuration, read from emitter.Options.Params.
@@ -102,27 +110,27 @@ func ParseConfig(params map[string]string) (Config, error) {
 	c := Config{Strict: true, Router: "std-http", Type: DefaultType, File: DefaultFile}
 	for k, v := range params {
 		switch k {
-		case "server.strict":
+		case optStrict:
 			b, err := strconv.ParseBool(v)
 			if err != nil {
-				return c, fmt.Errorf("server.strict: %q is not true or false", v)
+				return c, fmt.Errorf("%s: %q is not true or false", optStrict, v)
 			}
 			c.Strict = b
-		case "server.router":
+		case optRouter:
 			if _, ok := routerOptions[v]; !ok && v != "none" && v != "echo" && v != "gin" {
-				return c, fmt.Errorf("server.router: %q is not std-http, chi, gorilla, echo, gin or none", v)
+				return c, fmt.Errorf("%s: %q is not std-http, chi, gorilla, echo, gin or none", optRouter, v)
 			}
 			c.Router = v
-		case "server.type":
+		case optType:
 			c.Type = v
-		case "server.file":
+		case optFile:
 			c.File = v
 		}
 	}
 	if !gogen.IsExported(c.Type) {
-		return c, fmt.Errorf("server.type: %q is not an exported Go identifier", c.Type)
+		return c, fmt.Errorf("%s: %q is not an exported Go identifier", optType, c.Type)
 	}
-	return c, gogen.CheckFile("server.file", c.File)
+	return c, gogen.CheckFile(optFile, c.File)
 }
 
 // Emit is the registered emitter: one Go file.

@@ -117,15 +117,19 @@ func Value(n *yaml.Node, key string) *yaml.Node {
 // Own reports whether mapping n itself has an entry for key (not only
 // through a merge key). Writing key into n overrides what a merge key
 // gives it, rather than adding to it.
-func Own(n *yaml.Node, key string) bool {
+func Own(n *yaml.Node, key string) bool { return OwnValue(n, key) != nil }
+
+// OwnValue returns the value of mapping n's own entry for key (not one
+// given only through a merge key; the first entry wins), or nil.
+func OwnValue(n *yaml.Node, key string) *yaml.Node {
 	n = Unalias(n)
 	if n == nil || n.Kind != yaml.MappingNode {
-		return false
+		return nil
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		if k := n.Content[i]; k.Value == key && !IsMergeKey(k) {
-			return true
+			return n.Content[i+1]
 		}
 	}
-	return false
+	return nil
 }

@@ -79,4 +79,9 @@ m: {<<: *a, y: 2}
 	assert.False(t, yamlmerge.Own(m, "z"))
 	assert.False(t, yamlmerge.Own(m, "<<"))
 	assert.False(t, yamlmerge.Own(nil, "x"))
+	if v := yamlmerge.OwnValue(m, "y"); assert.NotNil(t, v) {
+		assert.Equal(t, "2", v.Value)
+	}
+	assert.Nil(t, yamlmerge.OwnValue(m, "x"), "merged only")
+	assert.Nil(t, yamlmerge.OwnValue(nil, "x"))
 }
