@@ -144,3 +144,13 @@ func TestDiffPairsRounds(t *testing.T) {
 	assert.Equal(t, []float64{4, 5, 5}, rs.diff("x", "base", "ns/op"))
 	assert.Nil(t, rs.diff("x", "short", "ns/op"), "rounds that cannot be paired")
 }
+
+func TestVersusFloor(t *testing.T) {
+	raw := []float64{10, 11, 10.5, 10.2, 10.8, 10.1}
+	slow := []float64{20, 21, 20.5, 20.2, 20.8, 20.1}
+	near := []float64{10.4, 11.2, 9.9, 10.6, 10.3, 11.0}
+	assert.Contains(t, versusFloor(slow, raw), "1.97× (p = 0.00)")
+	v := versusFloor(near, raw)
+	assert.Contains(t, v, "at the floor (p = ")
+	assert.Equal(t, "", versusFloor(nil, raw))
+}
