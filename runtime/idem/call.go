@@ -604,7 +604,9 @@ func (c *Call) claim() {
 			// library that sent the command again after a lost reply) and
 			// the second run found the first's record. Tokens are fresh
 			// per claim, so no one else holds it; the prior state the
-			// first run replaced is unknown.
+			// first run replaced is unknown. (The stores of this module
+			// answer a re-run acquired, with the lease renewed, as the
+			// Store contract asks; this answer is an earlier contract's.)
 			c.acquired(0)
 			return
 		}
