@@ -54,8 +54,8 @@
 //	        -- This very claim, made by an earlier run of the same call: its
 //	        -- lease renewed from now, whether or not it ran out (no takeover:
 //	        -- no other claim came in between), and the state the first run
-//	        -- replaced. Only the claim's own short statements lock its row
-//	        -- before Begin has answered, so this UPDATE waits for nothing long.
+//	        -- replaced. Before Begin has answered, only short statements lock
+//	        -- the row (another claim's takeover, after which this one is lost).
 //	        UPDATE "public"."idem_records" AS o SET lease_expires_at = clock_timestamp() + claim_lease
 //	        WHERE o.key = claim_key AND o.token = claim_token AND o.state = 1 AND o.expires_at > clock_timestamp()
 //	        RETURNING o.prior_state INTO prior;
@@ -157,10 +157,10 @@
 // Begin (the idem.Store contract's re-run): the function renews its lease
 // from now, whether or not it ran out, with an UPDATE of that column alone
 // (which does not skip a locked row: before Begin has answered, only short
-// statements lock it, this claim's own or a takeover's that then finds the
-// row not claimable), and answers acquired with the row's prior_state, the
-// state the first run replaced; a row that changed meanwhile is a lost race,
-// as above. The function is plpgsql, VOLATILE (each of its
+// statements lock it, such as another claim's taking over a lease that ran
+// out), and answers acquired with the row's prior_state, the state the
+// first run replaced; a row that changed meanwhile (taken over, expired) is
+// a lost race, as above. The function is plpgsql, VOLATILE (each of its
 // statements takes a fresh snapshot under READ COMMITTED) and SECURITY
 // INVOKER; it names the table schema-qualified instead of setting a
 // search_path, which would cost every call.

@@ -144,8 +144,8 @@ BEGIN
         -- This very claim, made by an earlier run of the same call: its
         -- lease renewed from now, whether or not it ran out (no takeover:
         -- no other claim came in between), and the state the first run
-        -- replaced. Only the claim's own short statements lock its row
-        -- before Begin has answered, so this UPDATE waits for nothing long.
+        -- replaced. Before Begin has answered, only short statements lock
+        -- the row (another claim's takeover, after which this one is lost).
         UPDATE ` + n.table + ` AS o SET lease_expires_at = clock_timestamp() + claim_lease
         WHERE o.key = claim_key AND o.token = claim_token AND o.state = 1 AND o.expires_at > clock_timestamp()
         RETURNING o.prior_state INTO prior;
