@@ -70,7 +70,7 @@ type Call struct {
 	fields [4]headerField
 	hvals  [5]string // header values of a replay (the last: Idempotent-Replayed); not for a pooled Call, whose memory is reused
 	pooled bool
-	// viaHandler: Engine.Handler's Call, which begins before anything
+	// viaHandler: set by Engine.Handler, whose Call begins before anything
 	// downstream of the middleware read the body.
 	viaHandler bool
 	replayS    State
@@ -86,7 +86,8 @@ type Call struct {
 	scope     string
 	recent    uint64 // the scope's digest in the Engine's recentKeys (a ReadFirst store's)
 	fp        Fingerprint
-	fpAlt     Fingerprint // fp in another version (a record's), once computed
+	fpAlt     Fingerprint       // fp in another version (a record's), once computed
+	fpIn      fingerprint.Input // what fp (and fpAlt) is computed from, built once
 	token     Token
 	prior     State
 	start     time.Time
@@ -212,7 +213,7 @@ func (c *Call) init(e *Engine, p *Policy, r *http.Request) {
 // initPooled is init for a Call from the pool.
 func (c *Call) initPooled(e *Engine, p *Policy, r *http.Request) {
 	c.init(e, p, r)
-	c.pooled, c.viaHandler = true, true
+	c.pooled = true
 	if !e.recycle {
 		c.ss = &storeSide{bg: detached{parent: c.ctx}}
 	}
@@ -316,8 +317,8 @@ func (c *Call) begin(k Key) {
 		c.decision = Execute
 		return
 	}
-	in := c.fpInput()
-	c.fp = c.e.fpc.sum(p, &in)
+	c.fpIn = c.fpInput()
+	c.fp = c.e.fpc.sum(p, &c.fpIn)
 	var b []byte
 	if c.key != "" {
 		b = appendScope(c.ss.scopeBuf[:0], c.principal, p.spec.Operation, kindKey, c.key)
@@ -338,7 +339,8 @@ func (c *Call) begin(k Key) {
 	c.claim()
 }
 
-// fpInput is what the request's fingerprint is computed from.
+// fpInput is what the request's fingerprint is computed from (begin keeps
+// it in fpIn).
 func (c *Call) fpInput() fingerprint.Input {
 	r := c.r
 	return fingerprint.Input{
@@ -375,8 +377,7 @@ func (c *Call) fpInVersion(v byte) (Fingerprint, bool) {
 	if c.fpAlt[0] == v && v != 0 {
 		return c.fpAlt, true
 	}
-	in := c.fpInput()
-	fp, ok := c.p.hasher.SumVersion(&in, int(v))
+	fp, ok := c.p.hasher.SumVersion(&c.fpIn, int(v))
 	if ok {
 		c.fpAlt = fp
 	}
@@ -604,7 +605,9 @@ func (c *Call) claim() {
 			// library that sent the command again after a lost reply) and
 			// the second run found the first's record. Tokens are fresh
 			// per claim, so no one else holds it; the prior state the
-			// first run replaced is unknown.
+			// first run replaced is unknown. (The stores of this module
+			// answer a re-run acquired, with the lease renewed, as the
+			// Store contract asks; this answer is an earlier contract's.)
 			c.acquired(0)
 			return
 		}

@@ -24,6 +24,7 @@ func (e *Engine) Handler(p *Policy, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c := callPool.Get().(*Call)
 		c.initPooled(e, p, r)
+		c.viaHandler = true
 		c.begin(RequestKey)
 		if c.decision != Execute {
 			// Nothing of this Call reached the handler, and the replayed

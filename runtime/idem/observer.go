@@ -25,6 +25,17 @@ const (
 	EventLooseMismatch
 	// EventLeaseTakeover: a PENDING record whose lease had expired was taken
 	// over (its holder crashed or is stuck).
+	//
+	// A takeover is known from BeginResult.Prior, so one whose Begin ran
+	// twice in the store (its reply lost, the call sent again: go-redis
+	// does, up to its MaxRetries) is reported only by a store that keeps
+	// the state a claim replaced in its record: pgstore does (prior_state);
+	// redisstore does not (its record has no field for it that the decoders
+	// of older processes would accept), so there such a takeover is
+	// reported as a claim of a new key: no EventLeaseTakeover, no warning
+	// log, and Prior 0 in the request's EventExecuted. memstore keeps none
+	// either, but its calls are function calls, never sent twice. The same
+	// holds for a reclaim of a FAILED record (Prior StateFailed).
 	EventLeaseTakeover
 	// EventFenced: a holder's late completion was rejected (ErrFenced): its
 	// lease had been taken over or its record had expired. Nothing was written.
@@ -76,7 +87,9 @@ type Event struct {
 	Protected bool
 	// State: for EventExecuted the record's final state; for EventReplayed the replayed record's state.
 	State State
-	// Prior: the state the claim replaced (StatePending for a takeover, StateFailed for a reclaim).
+	// Prior: the state the claim replaced (StatePending for a takeover,
+	// StateFailed for a reclaim; 0 where the store lost it to a re-run of
+	// the claim's Begin: see EventLeaseTakeover).
 	Prior State
 	// Status is the HTTP status sent to the client (or, for EventExecuted, produced by the handler).
 	Status int

@@ -108,28 +108,27 @@ func (r *recorder) Write(p []byte) (int, error) {
 		r.keep(p)
 		return len(p), nil
 	}
+	n := 0 // what reached the client
 	if r.w != nil && r.gone == nil {
-		n, err := r.w.Write(p)
-		if err != nil && handlerWriteError(err) {
-			r.keep(p[:n])
-			return n, err
-		}
-		if err != nil {
-			r.gone = err
-			r.keep(p)
-			if r.overflow {
+		var err error
+		if n, err = r.w.Write(p); err != nil {
+			if handlerWriteError(err) {
+				// Refused for the response's own framing: the record
+				// holds what the client accepted, and the handler hears.
+				r.keep(p[:n])
 				return n, err
 			}
-			return len(p), nil
+			r.gone = err // the client went away: from now on, the record only
 		}
-		r.keep(p)
-		return n, nil
 	}
 	r.keep(p)
-	if r.gone != nil && r.overflow {
-		return 0, r.gone
+	switch {
+	case r.gone == nil && r.w != nil:
+		return n, nil
+	case r.gone != nil && r.overflow:
+		return n, r.gone // no longer recorded either: the handler may stop
 	}
-	return len(p), nil
+	return len(p), nil // recorded
 }
 
 // handlerWriteError reports whether a failed write to the client's

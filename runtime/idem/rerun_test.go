@@ -13,10 +13,10 @@ import (
 
 // rerunStore runs every Begin and Finish twice and answers the second run:
 // what a store does when its client sends a call again after losing the
-// reply (go-redis, say). A store may answer a Begin's re-run as acquired
-// (memstore and redisstore do) or with the claim's own PENDING record (the
-// contract allows either): rerunStore answers the latter, the answer the
-// engine must recognize as its own claim.
+// reply (go-redis, say). The Store contract has a Begin's re-run answered
+// acquired (the stores of this module do); an earlier form of it allowed
+// the claim's own PENDING record too, which rerunStore answers: the engine
+// still recognizes it as its own claim.
 type rerunStore struct{ plainStore }
 
 func (s rerunStore) Begin(ctx context.Context, r *idem.BeginRequest) (idem.BeginResult, error) {

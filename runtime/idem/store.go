@@ -122,15 +122,27 @@ type BeginResult struct {
 //
 // Re-runs: a store's client may send a call again when the connection
 // dropped after the call was sent (go-redis does, up to MaxRetries), so the
-// store may execute one Begin or Finish twice. Both must tolerate it. Begin
-// finding a PENDING record that carries req.Token (the first run's claim)
-// either reports Acquired (Prior 0: what the first run replaced is not
-// known any more) or reports that record, which the Engine then takes as
-// its own claim; either way it changes nothing. Finish finding a record
-// that carries token and already holds state and response (the first run's
-// write; a nil and an empty response differ) returns nil and changes
-// nothing; a final record holding anything else is still fenced. Tokens
-// are fresh per claim, so only the claim's own calls can match.
+// store may execute one Begin or Finish twice, the second run possibly
+// well after the first (a connection that hung before it dropped). Both
+// must tolerate it. Begin finding an unexpired PENDING record that carries
+// req.Token (the first run's claim) reports Acquired and renews the lease,
+// LeaseExpiresAt = now + Lease, as the claim did: the caller counts its
+// lease (and schedules its heartbeats) from the answer it gets, so a lease
+// left as the first run set it could run out, and be taken over, while
+// the caller believes it holds the key. It renews it even when that lease
+// has run out meanwhile: no other claim came in between, or the record
+// would carry another token, so this is no takeover. It changes nothing
+// else (ExpiresAt stays the first run's). Prior is the state the first run
+// replaced where the record keeps it (pgstore keeps it), else 0: a
+// takeover or reclaim whose reply was lost is then reported as a claim of
+// a new key (see EventLeaseTakeover). Finish finding a record that carries
+// token and already holds state and response (the first run's write; a nil
+// and an empty response differ) returns nil and changes nothing; a final
+// record holding anything else is still fenced. Tokens are fresh per
+// claim, so only the claim's own calls can match. (The Engine also takes a
+// reported, not acquired, PENDING record carrying its own token as its
+// claim, the answer an earlier form of this contract allowed; such a store
+// leaves the lease where the first run set it.)
 //
 // Get returns the current, unexpired record, or found == false.
 //

@@ -350,9 +350,14 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 	switch {
 	case i != none && sh.at(i).state == idem.StatePending && sh.at(i).token == req.Token:
 		// This very claim, made by an earlier run of the same Begin (a
-		// caller that sent it again): acquired, as for a fresh claim, and
-		// nothing written, even when its lease has run out meanwhile (that
-		// is no takeover). Tokens are fresh per claim; as the Redis script.
+		// caller that sent it again): acquired, as for a fresh claim, with
+		// the lease counted from now (the caller counts it from this
+		// answer), even when the first run's lease has run out meanwhile
+		// (that is no takeover: no other claim came in between, or the
+		// token would be another). Nothing else changes; the prior state
+		// the first run replaced is not kept (Prior 0). Tokens are fresh
+		// per claim; as the Redis script.
+		sh.at(i).lease = after(now, req.Lease)
 		return idem.BeginResult{Acquired: true}, nil
 	case i == none:
 		size := int64(len(req.Key)) + EntryOverhead

@@ -14,7 +14,10 @@ import (
 )
 
 // A Begin run again with its own token after its own lease ran out is the
-// same claim, not a takeover: acquired with Prior 0, the record unchanged.
+// same claim, not a takeover: acquired with Prior 0 and its lease renewed
+// from the second run's now (the caller counts it from that answer), the
+// rest of the record unchanged; another token cannot take it over until
+// the renewed lease runs out.
 func TestBeginRerunAfterOwnLeaseExpired(t *testing.T) {
 	var now atomic.Int64
 	now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
@@ -36,11 +39,19 @@ func TestBeginRerunAfterOwnLeaseExpired(t *testing.T) {
 	assert.Equal(t, idem.BeginResult{Acquired: true}, res, "the same claim, no takeover (Prior 0)")
 	after, _, err := s.Get(ctx, "k")
 	require.NoError(t, err)
-	assert.Equal(t, before, after, "nothing written")
+	assert.Equal(t, time.Unix(0, now.Load()).Add(time.Second), after.LeaseExpiresAt, "the lease, renewed from now")
+	want := before
+	want.LeaseExpiresAt = after.LeaseExpiresAt
+	assert.Equal(t, want, after, "nothing else written")
 
-	// Another token still takes the expired lease over.
+	// Another token does not take the renewed lease over, until it runs out.
 	other := *req
 	other.Token = 43
+	now.Add(int64(time.Second) - 1)
+	res, err = s.Begin(ctx, &other)
+	require.NoError(t, err)
+	assert.False(t, res.Acquired, "taken over within the renewed lease")
+	now.Add(1)
 	res, err = s.Begin(ctx, &other)
 	require.NoError(t, err)
 	assert.Equal(t, idem.BeginResult{Acquired: true, Prior: idem.StatePending}, res)

@@ -335,3 +335,53 @@ func TestMixedClaimRace(t *testing.T) {
 	}
 	t.Logf("wins by the function: %d, %d, %d of %d", byFn(first), byFn(second), byFn(third), keys)
 }
+
+// TestBeginRerunReportsPrior: a re-run of a Begin (the same token) finds
+// its own claim and reports the state the first run replaced, kept in
+// prior_state, so a takeover whose reply was lost still reaches the engine
+// as one (EventLeaseTakeover); the lease is renewed from the re-run, also
+// after it ran out. Both claim paths.
+func TestBeginRerunReportsPrior(t *testing.T) {
+	t.Parallel()
+	for _, path := range claimPaths {
+		for name, prior := range map[string]idem.State{"New": 0, "Takeover": idem.StatePending, "Reclaim": idem.StateFailed} {
+			t.Run(path.name+"/"+name, func(t *testing.T) {
+				t.Parallel()
+				ctx := context.Background()
+				s := newTestStore(t, Options{})
+				useClaimFunc(s, path.fn)
+				switch prior {
+				case idem.StatePending:
+					r, err := s.Begin(ctx, &idem.BeginRequest{Key: "k", Fingerprint: fp(1), Token: 1, Lease: 10 * time.Millisecond, TTL: time.Hour})
+					require.NoError(t, err)
+					require.True(t, r.Acquired)
+					time.Sleep(30 * time.Millisecond) // the lease runs out
+				case idem.StateFailed:
+					r, err := s.Begin(ctx, beginReq("k", 1))
+					require.NoError(t, err)
+					require.True(t, r.Acquired)
+					require.NoError(t, s.Finish(ctx, "k", 1, idem.StateFailed, nil))
+				}
+				req := &idem.BeginRequest{Key: "k", Fingerprint: fp(2), Token: 2, Lease: 10 * time.Millisecond, TTL: time.Hour}
+				r, err := s.Begin(ctx, req)
+				require.NoError(t, err)
+				require.Equal(t, idem.BeginResult{Acquired: true, Prior: prior}, r, "first run")
+				time.Sleep(30 * time.Millisecond) // its lease runs out too
+
+				req.Lease = time.Minute
+				r, err = s.Begin(ctx, req)
+				require.NoError(t, err)
+				assert.Equal(t, idem.BeginResult{Acquired: true, Prior: prior}, r, "second run: the first run's prior")
+				rec, ok, err := s.Get(ctx, "k")
+				require.NoError(t, err)
+				require.True(t, ok)
+				assert.Equal(t, idem.Token(2), rec.Token)
+				assert.Greater(t, time.Until(rec.LeaseExpiresAt), 30*time.Second, "the lease, renewed")
+				r, err = s.Begin(ctx, beginReq("k", 3))
+				require.NoError(t, err)
+				assert.False(t, r.Acquired, "another token within the renewed lease")
+				assert.Equal(t, path.fn, s.usesClaimFunc())
+			})
+		}
+	}
+}

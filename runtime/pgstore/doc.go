@@ -50,6 +50,22 @@
 //	        END IF;  -- else a concurrent claim inserted the key: acquired is NULL
 //	        RETURN;
 //	    END IF;
+//	    IF rec_state = 1 AND rec_token = claim_token AND rec_expires_at > clock_timestamp() THEN
+//	        -- This very claim, made by an earlier run of the same call: its
+//	        -- lease renewed from now, whether or not it ran out (no takeover:
+//	        -- no other claim came in between), and the state the first run
+//	        -- replaced. Before Begin has answered, only short statements lock
+//	        -- the row (another claim's takeover, after which this one is lost).
+//	        UPDATE "public"."idem_records" AS o SET lease_expires_at = clock_timestamp() + claim_lease
+//	        WHERE o.key = claim_key AND o.token = claim_token AND o.state = 1 AND o.expires_at > clock_timestamp()
+//	        RETURNING o.prior_state INTO prior;
+//	        IF FOUND THEN
+//	            acquired := true;
+//	        END IF;  -- else the row changed meanwhile (expired, taken over): acquired is NULL
+//	        rec_state := NULL; rec_fingerprint := NULL; rec_token := NULL;
+//	        rec_lease_expires_at := NULL; rec_expires_at := NULL; rec_response := NULL;
+//	        RETURN;
+//	    END IF;
 //	    IF NOT (rec_expires_at <= clock_timestamp()
 //	        OR (rec_state = 1 AND rec_lease_expires_at <= clock_timestamp())
 //	        OR (rec_state = 3 AND rec_response IS NULL AND (NOT same_fp OR rec_fingerprint = claim_fp))) THEN  -- a replay, a live lease: the record
@@ -96,7 +112,8 @@
 // reinterpreting the bits (int64(token)), which is lossless both ways.
 // prior_state exists because RETURNING shows only the new row: a takeover
 // copies the state it replaces into it, so Begin reports BeginResult.Prior
-// exactly.
+// exactly, also to a re-run of the same claim (below), which finds the first
+// run's row.
 // fillfactor 90 leaves room in each page for Finish's update to stay a HOT
 // update (no index change). Expired rows are invisible to Get and claimable
 // by Begin; Reap (or the background reaper, Options.ReapInterval) deletes
@@ -135,7 +152,15 @@
 // the loser gets a serialization failure (SQLSTATE 40001) instead, which Begin
 // retries the same way. RETURNING shows only the new row, so the UPDATE
 // carries the state it replaces over in prior_state, and Begin reports
-// BeginResult.Prior exactly. The function is plpgsql, VOLATILE (each of its
+// BeginResult.Prior exactly. A PENDING row that carries the request's own
+// token (unexpired) is this very claim, made by an earlier run of the same
+// Begin (the idem.Store contract's re-run): the function renews its lease
+// from now, whether or not it ran out, with an UPDATE of that column alone
+// (which does not skip a locked row: before Begin has answered, only short
+// statements lock it, such as another claim's taking over a lease that ran
+// out), and answers acquired with the row's prior_state, the state the
+// first run replaced; a row that changed meanwhile (taken over, expired) is
+// a lost race, as above. The function is plpgsql, VOLATILE (each of its
 // statements takes a fresh snapshot under READ COMMITTED) and SECURITY
 // INVOKER; it names the table schema-qualified instead of setting a
 // search_path, which would cost every call.
@@ -158,10 +183,16 @@
 //	    SELECT …, (expires_at <= clock_timestamp()                      -- expired
 //	              OR (state = 1 AND lease_expires_at <= clock_timestamp())  -- lease run out
 //	              OR (state = 3 AND response IS NULL                    -- reclaimable
-//	                  AND (NOT $6 OR fingerprint = $2))) AS claimable
+//	                  AND (NOT $6 OR fingerprint = $2))) AS claimable,
+//	        (state = 1 AND token = $3 AND expires_at > clock_timestamp()) AS own  -- this claim, run again
 //	    FROM t WHERE key = $1
+//	), own AS (                                      -- a re-run renews its lease
+//	    UPDATE t AS o SET lease_expires_at = clock_timestamp() + $4
+//	    WHERE o.key = $1 AND o.token = $3 AND o.state = 1 AND o.expires_at > clock_timestamp()
+//	        AND EXISTS (SELECT FROM cur WHERE own)
+//	    RETURNING o.prior_state
 //	), locked AS (                                   -- a takeover locks the row, never waiting
-//	    SELECT FROM t WHERE key = $1 AND EXISTS (SELECT FROM cur WHERE claimable) FOR NO KEY UPDATE SKIP LOCKED
+//	    SELECT FROM t WHERE key = $1 AND EXISTS (SELECT FROM cur WHERE claimable AND NOT own) FOR NO KEY UPDATE SKIP LOCKED
 //	), ins AS (                                      -- a new key
 //	    INSERT INTO t (…) SELECT $1, 1, $2, $3, clock_timestamp() + $4, clock_timestamp() + $5, 0, NULL
 //	    WHERE NOT EXISTS (SELECT FROM cur)
@@ -172,8 +203,9 @@
 //	    RETURNING r.prior_state
 //	)
 //	SELECT true, prior_state, NULL, … FROM ins UNION ALL SELECT true, prior_state, NULL, … FROM upd
-//	UNION ALL SELECT false, 0, state, fingerprint, … FROM cur WHERE NOT claimable
-//	UNION ALL SELECT false, 0, 1, …, NULL FROM cur WHERE claimable AND NOT EXISTS (SELECT FROM locked)  -- locked: in flight
+//	UNION ALL SELECT true, prior_state, NULL, … FROM own
+//	UNION ALL SELECT false, 0, state, fingerprint, … FROM cur WHERE NOT claimable AND NOT own
+//	UNION ALL SELECT false, 0, 1, …, NULL FROM cur WHERE claimable AND NOT own AND NOT EXISTS (SELECT FROM locked)  -- locked: in flight
 //
 // A lost race is no row at all here. The Store uses the function again after
 // its own Migrate succeeds, or once it finds the function there (another

@@ -140,6 +140,22 @@ BEGIN
         END IF;  -- else a concurrent claim inserted the key: acquired is NULL
         RETURN;
     END IF;
+    IF rec_state = 1 AND rec_token = claim_token AND rec_expires_at > clock_timestamp() THEN
+        -- This very claim, made by an earlier run of the same call: its
+        -- lease renewed from now, whether or not it ran out (no takeover:
+        -- no other claim came in between), and the state the first run
+        -- replaced. Before Begin has answered, only short statements lock
+        -- the row (another claim's takeover, after which this one is lost).
+        UPDATE ` + n.table + ` AS o SET lease_expires_at = clock_timestamp() + claim_lease
+        WHERE o.key = claim_key AND o.token = claim_token AND o.state = 1 AND o.expires_at > clock_timestamp()
+        RETURNING o.prior_state INTO prior;
+        IF FOUND THEN
+            acquired := true;
+        END IF;  -- else the row changed meanwhile (expired, taken over): acquired is NULL
+        rec_state := NULL; rec_fingerprint := NULL; rec_token := NULL;
+        rec_lease_expires_at := NULL; rec_expires_at := NULL; rec_response := NULL;
+        RETURN;
+    END IF;
     IF NOT ` + claimable("rec_") + ` THEN  -- a replay, a live lease: the record
         acquired := false;
         prior := 0;

@@ -113,7 +113,7 @@ func TestMigrateReplacesOlderClaimFunc(t *testing.T) {
 	s := newTestStore(t, Options{})
 	body := claimFuncBody(s.n)
 	a := strings.Index(body, "    -- A takeover locks the row first")
-	b := strings.Index(body, "    UPDATE ")
+	b := a + strings.Index(body[a:], "    UPDATE ")
 	require.True(t, a > 0 && b > a)
 	older := body[:a] + body[b:]
 	sql := strings.Replace(claimFuncSQL(s.n), body, older, 1)

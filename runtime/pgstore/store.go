@@ -152,14 +152,25 @@ func newQueries(n names) queries {
 		// record. (A row the reaper deleted between the read and the lock
 		// is answered so too: a retry claims it.) RETURNING shows only the
 		// new row, so upd carries the state it replaces over in prior_state.
+		// A PENDING row that carries the request's own token (cur.own) is
+		// this very claim, made by an earlier run of the same Begin: own
+		// renews its lease and returns its prior_state (acquired), and
+		// neither locked nor upd runs; a row own finds changed (expired,
+		// taken over) is a lost race, as for ins and upd.
 		//
 		// Begin runs it only where the claim function is missing (a schema
 		// an older pgstore migrated).
 		claim: `WITH cur AS (
-    SELECT ` + cols + `, ` + claimable("c") + ` AS claimable
+    SELECT ` + cols + `, ` + claimable("c") + ` AS claimable,
+        (c.state = 1 AND c.token = $3 AND c.expires_at > clock_timestamp()) AS own
     FROM ` + t + ` AS c WHERE c.key = $1
+), own AS (
+    UPDATE ` + t + ` AS o SET lease_expires_at = clock_timestamp() + $4::interval
+    WHERE o.key = $1 AND o.token = $3 AND o.state = 1 AND o.expires_at > clock_timestamp()
+        AND EXISTS (SELECT FROM cur WHERE cur.own)
+    RETURNING o.prior_state
 ), locked AS (
-    SELECT FROM ` + t + ` AS l WHERE l.key = $1 AND EXISTS (SELECT FROM cur WHERE cur.claimable)
+    SELECT FROM ` + t + ` AS l WHERE l.key = $1 AND EXISTS (SELECT FROM cur WHERE cur.claimable AND NOT cur.own)
     FOR NO KEY UPDATE SKIP LOCKED
 ), ins AS (
     INSERT INTO ` + t + ` (key, state, fingerprint, token, lease_expires_at, expires_at, prior_state, response)
@@ -183,10 +194,12 @@ SELECT true, prior_state, NULL::smallint, NULL::bytea, NULL::bigint, NULL::times
 UNION ALL
 SELECT true, prior_state, NULL, NULL, NULL, NULL, NULL, NULL FROM upd
 UNION ALL
-SELECT false, 0, ` + cols + ` FROM cur WHERE NOT cur.claimable
+SELECT true, prior_state, NULL, NULL, NULL, NULL, NULL, NULL FROM own
+UNION ALL
+SELECT false, 0, ` + cols + ` FROM cur WHERE NOT cur.claimable AND NOT cur.own
 UNION ALL
 SELECT false, 0, 1::smallint, $2, token, lease_expires_at, expires_at, NULL::bytea
-    FROM cur WHERE cur.claimable AND NOT EXISTS (SELECT FROM locked)`,
+    FROM cur WHERE cur.claimable AND NOT cur.own AND NOT EXISTS (SELECT FROM locked)`,
 		// claimFunc calls the claim function (claimFuncSQL), which does
 		// what claim does, statement by statement in one plpgsql function,
 		// and costs the server less: a replay 46 µs instead of 61 (a plain

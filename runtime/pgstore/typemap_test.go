@@ -106,13 +106,13 @@ func TestTypeMapHonoured(t *testing.T) {
 			})
 			s := newStoreOn(t, p, Options{})
 			f := fp(7)
-			begin := func(key string) idem.BeginResult {
-				res, err := s.Begin(ctx, &idem.BeginRequest{Key: key, Fingerprint: f, Token: 5, Lease: time.Minute, TTL: time.Hour})
+			begin := func(key string, tok idem.Token) idem.BeginResult {
+				res, err := s.Begin(ctx, &idem.BeginRequest{Key: key, Fingerprint: f, Token: tok, Lease: time.Minute, TTL: time.Hour})
 				require.NoError(t, err)
 				return res
 			}
-			require.True(t, begin("pending").Acquired)
-			require.True(t, begin("completed").Acquired)
+			require.True(t, begin("pending", 5).Acquired)
+			require.True(t, begin("completed", 5).Acquired)
 			require.NoError(t, s.Finish(ctx, "completed", 5, idem.StateCompleted, []byte("HTTP/1.1 200\r\n\r\nbody")))
 
 			wantLoc := tc.loc
@@ -141,7 +141,7 @@ func TestTypeMapHonoured(t *testing.T) {
 				require.Equal(t, wantLoc, got.ExpiresAt.Location(), key)
 
 				// A replay or a live lease: the claim returns the record.
-				res := begin(key)
+				res := begin(key, 6)
 				require.False(t, res.Acquired, key)
 				require.Equal(t, want, res.Record, key)
 				require.Equal(t, wantLoc, res.Record.ExpiresAt.Location(), key)

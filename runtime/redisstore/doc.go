@@ -72,8 +72,13 @@
 // when the connection drops after the command was sent, so a script may
 // run twice for one call, the second run finding what the first wrote. The
 // scripts answer such a re-run as the first run did: Begin finding a
-// PENDING record with the request's own token reports the claim acquired,
-// Finish finding its own token, state and response succeeds, and
+// PENDING record with the request's own token reports the claim acquired
+// and renews its lease from the re-run's now, as the claim did (also when
+// it ran out meanwhile: that is no takeover), with Prior 0 (the record
+// does not keep the state the claim replaced, so a takeover whose reply
+// was lost is reported as a claim of a new key: see
+// idem.EventLeaseTakeover), Finish finding its own token, state and
+// response succeeds, and
 // ExtendLease sets the lease again (TestLostReply loses the replies through
 // a TCP proxy). Tokens are fresh per claim, so no other call matches.
 //

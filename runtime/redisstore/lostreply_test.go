@@ -27,6 +27,7 @@ import (
 type lossyProxy struct {
 	ln      net.Listener
 	dropped atomic.Int32 // replies swallowed
+	hold    atomic.Int64 // how long a lost reply's connection stays open, silent, before it is closed (ns)
 
 	mu    sync.Mutex
 	evals int32          // EVALSHA commands forwarded
@@ -122,6 +123,7 @@ func (p *lossyProxy) serve(c, u net.Conn) {
 		if n > 0 {
 			if lose.Load() {
 				p.dropped.Add(1)
+				time.Sleep(time.Duration(p.hold.Load()))
 				_ = u.Close()
 				return
 			}
@@ -250,4 +252,52 @@ func TestLostReplyEngine(t *testing.T) {
 	defer mu.Unlock()
 	assert.NotContains(t, kinds, idem.EventFenced)
 	assert.Contains(t, kinds, idem.EventExecuted)
+}
+
+// TestLostReplyLate: a claim whose reply is lost on a connection that stays
+// silent longer than the lease (go-redis resends the script only when the
+// connection drops, or at its ReadTimeout, 3 s by default) is resent after
+// its lease ran out. The re-run finds the request's own claim and renews
+// its lease: a duplicate that arrives while the handler runs is in flight
+// (409), and the handler runs once. Before the begin script renewed the
+// lease, the re-run answered acquired with the lease already run out, and
+// the duplicate took the claim over at once and ran the handler a second
+// time beside the first.
+func TestLostReplyLate(t *testing.T) {
+	s, p := lossyStore(t)
+	const lease = 500 * time.Millisecond
+	p.hold.Store(int64(2 * lease))
+	eng := idem.New(s, idem.Options{DisableHeartbeat: true}) // no extension hides the lease the claim got
+	pol := idem.MustCompile(idem.Spec{Operation: "op", Method: "POST", Path: "/x", Semantics: idem.Strict,
+		InFlight: idem.InFlightSpec{Lease: lease}})
+	var runs atomic.Int32
+	started, release := make(chan struct{}), make(chan struct{})
+	h := eng.Handler(pol, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if runs.Add(1) == 1 {
+			close(started)
+			<-release
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	do := func() *httptest.ResponseRecorder {
+		req := httptest.NewRequest("POST", "/x", nil)
+		req.Header.Set("Idempotency-Key", "0193a8f0-0000-7000-8000-0000000000bb")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	p.loseReplies(1) // the first request's Begin
+	first := make(chan *httptest.ResponseRecorder)
+	go func() { first <- do() }()
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first request's handler did not start")
+	}
+	dup := do()
+	close(release)
+	assert.Equal(t, http.StatusCreated, (<-first).Code)
+	assert.Equal(t, int32(1), p.dropped.Load(), "replies lost")
+	assert.Equal(t, http.StatusConflict, dup.Code, "the duplicate, while the first runs: %s", dup.Body)
+	assert.Equal(t, int32(1), runs.Load(), "handler runs")
 }

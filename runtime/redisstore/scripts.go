@@ -61,9 +61,14 @@ import (
 // claim, made by an earlier run of the same call: go-redis sends a command
 // again (MaxRetries) when the connection drops after it was sent, so the
 // script may run twice for one Begin, the second time finding its own
-// claim. It answers 0, as for a fresh claim, and writes nothing (tokens are
-// fresh random values per claim, so no other claim carries it; the prior
-// state the first run replaced is not known any more).
+// claim. It answers 0, as for a fresh claim, and renews the lease to now +
+// lease, as the claim did (the caller counts its lease from the answer it
+// gets, and the first run's lease may have run out meanwhile: that is no
+// takeover, since no other claim came in between, or the token would be
+// another), writing nothing else (tokens are fresh random values per
+// claim, so no other claim carries it; the prior state the first run
+// replaced is not known any more: the record has no field for it that
+// the decoders of older processes would accept).
 var beginScript = newScript(`
 local a = ARGV[1]
 local cur = redis.call('GET', KEYS[1])
@@ -77,14 +82,18 @@ if cur then
     if string.byte(a, 58) == 1 and string.sub(cur, 28, 60) ~= string.sub(a, 9, 41) then return cur end
   elseif prior ~= 1 then
     return cur
-  elseif string.sub(cur, 4, 11) == string.sub(a, 1, 8) then
-    return 0
   end
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if prior == 1 and struct.unpack('>i8', cur, 12) > now then return cur end
 local lease, ttl = struct.unpack('>i8>i8', a, 42)
+if prior == 1 then
+  if string.sub(cur, 4, 11) == string.sub(a, 1, 8) then
+    redis.call('SETRANGE', KEYS[1], 11, struct.pack('>i8', now + lease))
+    return 0
+  end
+  if struct.unpack('>i8', cur, 12) > now then return cur end
+end
 local exp = now + ttl
 redis.call('SET', KEYS[1],
   '\1\1\0' .. string.sub(a, 1, 8) .. struct.pack('>i8>i8', now + lease, exp) .. string.sub(a, 9, 41),

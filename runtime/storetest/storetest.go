@@ -380,14 +380,22 @@ func testFinishAfterLeaseExpiry(t *testing.T, s idem.Store, key func(string) str
 
 // testBeginRerun: a Begin run twice (a store client that sent it again
 // after the connection dropped: go-redis does) finds its own claim. The
-// store reports it acquired (Prior 0) or reports the PENDING record with
-// the request's token, which the Engine takes as its own claim; either way
-// the second run changes nothing, and the claim still holds.
+// second run reports it acquired, with Prior either the first run's or 0
+// (a store that does not keep it), renews its lease to now + Lease, as a
+// first claim would, and changes nothing else; the claim still holds. The
+// "late" cases run it again after the lease the first run set ran out
+// (the caller, answered only now, counts its lease from now on): still
+// its own claim, not a takeover, and not one another token may take over
+// at once.
 func testBeginRerun(t *testing.T, s idem.Store, key func(string) string) {
 	for _, c := range []struct {
 		name  string
 		prior idem.State
-	}{{"new", 0}, {"reclaim", idem.StateFailed}, {"takeover", idem.StatePending}} {
+		late  bool
+	}{
+		{"new", 0, false}, {"reclaim", idem.StateFailed, false}, {"takeover", idem.StatePending, false},
+		{"new late", 0, true}, {"reclaim late", idem.StateFailed, true}, {"takeover late", idem.StatePending, true},
+	} {
 		t.Run(c.name, func(t *testing.T) {
 			k := key("rerun-begin-" + c.name)
 			switch c.prior {
@@ -399,16 +407,31 @@ func testBeginRerun(t *testing.T, s idem.Store, key func(string) string) {
 				begin(t, s, k, fp(9), tok(), short, long, false)
 				time.Sleep(short + slack)
 			}
-			tk := tok()
-			acquired(t, "first run", begin(t, s, k, fp(1), tk, long, long, false), c.prior)
-			before, _ := get(t, s, k)
-			res := begin(t, s, k, fp(1), tk, long, long, false)
-			own := res.Record.State == idem.StatePending && res.Record.Token == tk && res.Record.Fingerprint == fp(1)
-			if !reflect.DeepEqual(res, idem.BeginResult{Acquired: true}) && (res.Acquired || res.Prior != 0 || !own) {
-				t.Fatalf("second run of the same Begin: %+v, want Acquired (Prior 0) or the first run's PENDING record", res)
+			tk, lease := tok(), long
+			if c.late {
+				lease = short
 			}
-			if after, _ := get(t, s, k); !reflect.DeepEqual(after, before) {
-				t.Fatalf("the second run changed the record: %+v, was %+v", after, before)
+			acquired(t, "first run", begin(t, s, k, fp(1), tk, lease, long, false), c.prior)
+			before, _ := get(t, s, k)
+			if c.late {
+				time.Sleep(short + slack)
+			}
+			res := begin(t, s, k, fp(1), tk, long, long, false)
+			if !reflect.DeepEqual(res, idem.BeginResult{Acquired: true, Prior: c.prior}) && !reflect.DeepEqual(res, idem.BeginResult{Acquired: true}) {
+				t.Fatalf("second run of the same Begin: %+v, want Acquired with Prior %v or 0 and no record", res, c.prior)
+			}
+			after, _ := get(t, s, k)
+			if !after.LeaseExpiresAt.After(before.LeaseExpiresAt) && !after.LeaseExpiresAt.Equal(before.LeaseExpiresAt) {
+				t.Fatalf("the second run moved the lease back: %v, was %v", after.LeaseExpiresAt, before.LeaseExpiresAt)
+			}
+			if c.late && time.Until(after.LeaseExpiresAt) < long/2 {
+				// The store's clock may differ from the test's a little; half a long lease is far more than that.
+				t.Fatalf("the second run, after the lease ran out, left it at %v (%v from now): not renewed to now + %v",
+					after.LeaseExpiresAt, time.Until(after.LeaseExpiresAt), long)
+			}
+			after.LeaseExpiresAt = before.LeaseExpiresAt
+			if !reflect.DeepEqual(after, before) {
+				t.Fatalf("the second run changed more than the lease: %+v, was %+v", after, before)
 			}
 			if res := begin(t, s, k, fp(1), tok(), long, long, false); res.Acquired {
 				t.Fatal("another token took over the claim after its Begin ran twice")
