@@ -84,13 +84,10 @@ type Store struct {
 	probesOver bool
 	probes     sync.WaitGroup
 
-	// held counts, per record, the open transactions of BeginTx that lock
-	// its row (above READ COMMITTED; see BeginTx): ExtendLease answers for
-	// them without touching the row. nHeld is their total, so that
-	// ExtendLease takes heldMu only while there are some.
-	heldMu sync.Mutex
-	held   map[holdKey]int
-	nHeld  atomic.Int64
+	// locked are the records whose rows open transactions of BeginTx lock
+	// (above READ COMMITTED; see BeginTx): ExtendLease answers for them
+	// without touching the row.
+	locked lockedRows
 
 	// beforeCommit, set by tests only, runs in a transactional commit between
 	// the fenced UPDATE and the COMMIT, while the row lock is held.
@@ -637,7 +634,7 @@ func (s *Store) ExtendLease(ctx context.Context, key string, token idem.Token, l
 	if lease <= 0 {
 		return fmt.Errorf("pgstore: extend lease: lease (%v) must be positive", lease)
 	}
-	if s.holds(key, token) {
+	if s.locked.has(holdKey{key, token}) {
 		return nil
 	}
 	tag, err := s.pool.Exec(ctx, s.q.extend, key, int64(token), lease)

@@ -100,7 +100,7 @@ func (s *Store) BeginTx(ctx context.Context, key string, token idem.Token) (cont
 		_ = tx.Rollback(rctx)
 		c.Release()
 		if locked {
-			s.unhold(key, token)
+			s.locked.add(holdKey{key, token}, -1)
 		}
 	}
 	rollback := func() {
@@ -161,7 +161,7 @@ const maxLockAttempts = 3
 // beginTx acquires a connection, opens the transaction of BeginTx on it
 // and, when its isolation is above READ COMMITTED, locks the record's row in
 // its first statement, reporting whether it did (the pair key/token is then
-// in s.held: see BeginTx). The caller releases the connection after the
+// in s.locked: see BeginTx). The caller releases the connection after the
 // transaction.
 func (s *Store) beginTx(ctx context.Context, key string, token idem.Token) (*pgxpool.Conn, pgx.Tx, bool, error) {
 	for attempt := 1; ; attempt++ {
@@ -182,12 +182,12 @@ func (s *Store) beginTx(ctx context.Context, key string, token idem.Token) (*pgx
 		if !locks {
 			return c, tx, false, nil
 		}
-		s.hold(key, token)
+		s.locked.add(holdKey{key, token}, 1)
 		err = s.lockRecord(ctx, tx, key, token)
 		if err == nil {
 			return c, tx, true, nil
 		}
-		s.unhold(key, token)
+		s.locked.add(holdKey{key, token}, -1)
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
 		_ = tx.Rollback(rctx)
 		cancel()
@@ -248,33 +248,31 @@ type holdKey struct {
 	token idem.Token
 }
 
-func (s *Store) hold(key string, token idem.Token) {
-	s.heldMu.Lock()
-	if s.held == nil {
-		s.held = make(map[holdKey]int)
-	}
-	s.held[holdKey{key, token}]++
-	s.nHeld.Add(1)
-	s.heldMu.Unlock()
+// lockedRows is a set of records whose rows open transactions of BeginTx
+// lock. It counts the transactions of each: two of them for one key/token
+// may overlap (a second BeginTx of the holder, whose lock waits for the
+// first's), and the end of one must not take the record out of the set.
+type lockedRows struct {
+	mu sync.Mutex
+	n  map[holdKey]int
 }
 
-func (s *Store) unhold(key string, token idem.Token) {
-	s.heldMu.Lock()
-	k := holdKey{key, token}
-	if s.held[k]--; s.held[k] <= 0 {
-		delete(s.held, k)
+// add counts one more transaction (d = 1) or one fewer (d = -1) locking
+// k's row.
+func (l *lockedRows) add(k holdKey, d int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.n == nil {
+		l.n = make(map[holdKey]int)
 	}
-	s.nHeld.Add(-1)
-	s.heldMu.Unlock()
+	if l.n[k] += d; l.n[k] <= 0 {
+		delete(l.n, k)
+	}
 }
 
-// holds reports whether an open transaction of BeginTx locks the row of the
-// record key/token holds.
-func (s *Store) holds(key string, token idem.Token) bool {
-	if s.nHeld.Load() == 0 {
-		return false
-	}
-	s.heldMu.Lock()
-	defer s.heldMu.Unlock()
-	return s.held[holdKey{key, token}] > 0
+// has reports whether an open transaction locks k's row.
+func (l *lockedRows) has(k holdKey) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n[k] > 0
 }
