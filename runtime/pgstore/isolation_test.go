@@ -288,3 +288,42 @@ func TestTxReadCommittedCost(t *testing.T) {
 		})
 	}
 }
+
+// TestTxLockRetry: above READ COMMITTED, BeginTx's lock of the record's row
+// waits for a transaction that updates the row (a heartbeat's UPDATE under
+// way) and, once that commits, fails with a serialization error; BeginTx
+// locks it in a new transaction, on the connection it already has.
+func TestTxLockRetry(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p := poolWith(t, testenv.PostgresURL(t), func(c *pgxpool.Config) { c.MaxConns = 2 })
+	f := newTxFixtureOn(t, p, Options{TxOptions: pgx.TxOptions{IsoLevel: pgx.RepeatableRead}})
+	f.claim(t, "k", 1, time.Minute)
+	other, err := testPool(t).Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = other.Rollback(ctx) }()
+	_, err = other.Exec(ctx, f.s.q.extend, "k", int64(1), time.Minute)
+	require.NoError(t, err)
+
+	acquired := p.Stat().AcquireCount()
+	type opened struct {
+		commit   func(idem.State, []byte) error
+		rollback func()
+		err      error
+	}
+	done := make(chan opened, 1)
+	go func() {
+		_, commit, rollback, err := f.s.BeginTx(ctx, "k", 1)
+		done <- opened{commit, rollback, err}
+	}()
+	require.Eventually(t, func() bool { return f.waitersOnLock(t, "SELECT 1 FROM") == 1 },
+		5*time.Second, 10*time.Millisecond, "the lock waits for the update")
+	require.NoError(t, other.Commit(ctx))
+	o := <-done
+	require.NoError(t, o.err, "the serialization failure is tried again")
+	defer o.rollback()
+	assert.Equal(t, int64(1), p.Stat().AcquireCount()-acquired, "one connection for both transactions")
+	assert.True(t, f.s.locked.has(holdKey{"k", 1}))
+	require.NoError(t, o.commit(idem.StateCompleted, nil))
+	assert.Equal(t, idem.StateCompleted, f.record(t, "k").State)
+}

@@ -95,9 +95,7 @@ func (s *Store) BeginTx(ctx context.Context, key string, token idem.Token) (cont
 	// end ends the transaction (it is rolled back unless committed) and,
 	// if it locked the record's row, lets ExtendLease touch the row again.
 	end := func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
-		defer cancel()
-		_ = tx.Rollback(rctx)
+		_ = rollbackTx(ctx, tx)
 		c.Release()
 		if locked {
 			s.locked.add(holdKey{key, token}, -1)
@@ -161,44 +159,54 @@ const maxLockAttempts = 3
 // beginTx acquires a connection, opens the transaction of BeginTx on it
 // and, when its isolation is above READ COMMITTED, locks the record's row in
 // its first statement, reporting whether it did (the pair key/token is then
-// in s.locked: see BeginTx). The caller releases the connection after the
-// transaction.
-func (s *Store) beginTx(ctx context.Context, key string, token idem.Token) (*pgxpool.Conn, pgx.Tx, bool, error) {
-	for attempt := 1; ; attempt++ {
-		c, err := s.pool.Acquire(ctx)
-		if err != nil {
-			return nil, nil, false, fmt.Errorf("pgstore: begin tx: %w", err)
-		}
-		locks, err := s.txLocks(ctx, c.Conn())
+// in s.locked: see BeginTx). A serialization failure of the lock is tried
+// again in a new transaction on the same connection. The caller releases
+// the connection after the transaction.
+func (s *Store) beginTx(ctx context.Context, key string, token idem.Token) (_ *pgxpool.Conn, _ pgx.Tx, locked bool, err error) {
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("pgstore: begin tx: %w", err)
+	}
+	defer func() {
 		if err != nil {
 			c.Release()
-			return nil, nil, false, fmt.Errorf("pgstore: begin tx: %w", err)
 		}
+	}()
+	locks, err := s.txLocks(ctx, c.Conn())
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("pgstore: begin tx: %w", err)
+	}
+	k := holdKey{key, token}
+	for attempt := 1; ; attempt++ {
 		tx, err := c.BeginTx(ctx, s.opts.TxOptions)
 		if err != nil {
-			c.Release()
 			return nil, nil, false, fmt.Errorf("pgstore: begin tx: %w", err)
 		}
 		if !locks {
 			return c, tx, false, nil
 		}
-		s.locked.add(holdKey{key, token}, 1)
+		s.locked.add(k, 1)
 		err = s.lockRecord(ctx, tx, key, token)
 		if err == nil {
 			return c, tx, true, nil
 		}
-		s.locked.add(holdKey{key, token}, -1)
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
-		_ = tx.Rollback(rctx)
-		cancel()
-		c.Release()
+		s.locked.add(k, -1)
+		rerr := rollbackTx(ctx, tx)
 		if errors.Is(err, idem.ErrFenced) {
 			return nil, nil, false, err
 		}
-		if !isSerializationFailure(err) || attempt == maxLockAttempts {
+		// After a failed rollback the connection is gone: no retry on it.
+		if !isSerializationFailure(err) || attempt == maxLockAttempts || rerr != nil {
 			return nil, nil, false, fmt.Errorf("pgstore: begin tx: %w", err)
 		}
 	}
+}
+
+// rollbackTx rolls tx back, also when ctx has ended (within rollbackTimeout).
+func rollbackTx(ctx context.Context, tx pgx.Tx) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+	defer cancel()
+	return tx.Rollback(rctx)
 }
 
 // txLocks reports whether BeginTx locks the record's row in a transaction
