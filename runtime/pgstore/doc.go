@@ -177,9 +177,9 @@
 //
 // A lost race is no row at all here. The Store uses the function again after
 // its own Migrate succeeds, or once it finds the function there (another
-// process's Migrate, a DBA's migration): while it claims with the statement
-// it looks for the function once a minute, in the background, with one
-// catalog query. The function and the statement
+// process's Migrate, a DBA's migration): while it claims with the statement,
+// one Begin a minute first looks for the function, with one catalog query.
+// The function and the statement
 // take the same locks and re-check the same conditions on the same rows, so
 // processes claiming either way (during a rolling deploy) are correct
 // together, and older processes keep migrating (their Migrate sees version 1).

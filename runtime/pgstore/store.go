@@ -74,15 +74,11 @@ type Store struct {
 	// that failed before a concurrent Migrate created the function does not
 	// undo the Migrate. See Begin.
 	claimMode atomic.Uint64
-	// probeAt is when a Begin on the claim statement next has the Store
-	// look for the claim function (Unix ns; see reprobe), probeEvery the
-	// interval (reprobeInterval; tests shorten it), probes the look running
-	// (none starts once probesOver is set, by Close, under probeMu).
+	// probeAt is when a Begin on the claim statement next looks for the
+	// claim function (Unix ns; see reprobe), probeEvery the interval
+	// (reprobeInterval; tests change it).
 	probeAt    atomic.Int64
 	probeEvery time.Duration
-	probeMu    sync.Mutex
-	probesOver bool
-	probes     sync.WaitGroup
 
 	// locked are the records whose rows open transactions of BeginTx lock
 	// (above READ COMMITTED; see BeginTx): ExtendLease answers for them
@@ -259,10 +255,6 @@ func (s *Store) Close() error {
 			close(s.stop)
 			<-s.done
 		}
-		s.probeMu.Lock()
-		s.probesOver = true
-		s.probeMu.Unlock()
-		s.probes.Wait()
 	})
 	return nil
 }
@@ -313,8 +305,8 @@ const maxClaimAttempts = 10
 // claim statement (queries.claim, same semantics, a little slower) and runs
 // it at once. It keeps the statement until a Migrate of its own finds or
 // creates the function, or until it finds the function there when it looks
-// again, once a minute, in the background (one catalog query: another
-// process's Migrate, or a DBA's migration, may have created it). Both ways
+// again: one Begin a minute first runs one catalog query (another process's
+// Migrate, or a DBA's migration, may have created it). Both ways
 // of claiming take the same row locks and
 // re-check the same conditions, so processes of either kind (a rolling
 // deploy) claim the same keys correctly together.
@@ -326,11 +318,11 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 		return idem.BeginResult{}, fmt.Errorf("pgstore: begin: lease (%v) and TTL (%v) must be positive", req.Lease, req.TTL)
 	}
 	for range maxClaimAttempts {
+		if !s.usesClaimFunc() {
+			s.reprobe(ctx)
+		}
 		mode := s.claimMode.Load()
 		fn := claimFuncMode(mode)
-		if !fn {
-			s.reprobe(mode)
-		}
 		res, err := s.begin(ctx, req, fn)
 		if errors.Is(err, errLostRace) || isSerializationFailure(err) {
 			continue
@@ -453,42 +445,30 @@ const reprobeInterval = time.Minute
 // probeLater puts the next look for the claim function an interval away.
 func (s *Store) probeLater() { s.probeAt.Store(time.Now().UnixNano() + int64(s.probeEvery)) }
 
-// reprobe, called by a Begin that runs the claim statement in claimMode
-// mode (odd), looks for the claim function once an interval (the first
-// Begin past probeAt does, in the background): another process's Migrate, or
-// a DBA's migration, may have created it since this Store fell back. When
-// the function is there with this package's body and the role may execute
-// it, Begin calls it from then on, unless claimMode moved meanwhile (a
-// Migrate of this Store decided already). The look is one catalog query a
-// minute, and fails silently: the statement works all the same.
-func (s *Store) reprobe(mode uint64) {
+// reprobe, called by a Begin that runs the claim statement, looks for the
+// claim function, once an interval: the first Begin past probeAt runs one
+// catalog query before it claims (a compare-and-swap of probeAt elects it).
+// Another process's Migrate, or a DBA's migration, may have created the
+// function since this Store fell back. When the function is there with this
+// package's body and the role may execute it, Begin calls it from then on
+// (this one too), unless claimMode moved meanwhile (a Migrate of this Store
+// decided already). A failed look changes nothing: the statement works all
+// the same.
+func (s *Store) reprobe(ctx context.Context) {
 	at := s.probeAt.Load()
 	now := time.Now().UnixNano()
 	if now < at || !s.probeAt.CompareAndSwap(at, now+int64(s.probeEvery)) {
 		return
 	}
-	s.probeMu.Lock()
-	defer s.probeMu.Unlock()
-	if s.probesOver {
-		return
-	}
-	s.probes.Add(1)
-	go func() {
-		defer s.probes.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
-		defer cancel()
-		var ok bool
-		err := s.pool.QueryRow(ctx, `SELECT coalesce((SELECT prosrc = $2 AND has_function_privilege(oid, 'EXECUTE')
+	mode := s.claimMode.Load()
+	var ok bool
+	err := s.pool.QueryRow(ctx, `SELECT coalesce((SELECT prosrc = $2 AND has_function_privilege(oid, 'EXECUTE')
     FROM pg_proc WHERE oid = to_regprocedure($1)), false)`, s.n.claim+claimFuncArgs, claimFuncBody(s.n)).Scan(&ok)
-		if err == nil && ok && s.claimMode.CompareAndSwap(mode, mode+1) {
-			s.log.LogAttrs(ctx, slog.LevelInfo, "pgstore: found the claim function; Begin calls it again",
-				slog.String("function", s.n.claim))
-		}
-	}()
+	if err == nil && ok && !claimFuncMode(mode) && s.claimMode.CompareAndSwap(mode, mode+1) {
+		s.log.LogAttrs(ctx, slog.LevelInfo, "pgstore: found the claim function; Begin calls it again",
+			slog.String("function", s.n.claim))
+	}
 }
-
-// probeTimeout bounds reprobe's query.
-const probeTimeout = 5 * time.Second
 
 // claimFuncAbsent makes Begin run the claim statement (Migrate could not
 // create the function): claimMode moves to the next odd value, also from an
