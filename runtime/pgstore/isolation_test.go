@@ -4,8 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -223,33 +221,6 @@ func testTxIsolationTakeover(t *testing.T, ic isolationCase, fn bool) {
 	})
 }
 
-// stmtRecorder is a pgx tracer that records every statement.
-type stmtRecorder struct {
-	mu    sync.Mutex
-	stmts []string
-}
-
-func (r *stmtRecorder) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	r.mu.Lock()
-	w := strings.Fields(d.SQL)
-	if w[0] == "begin" {
-		w = w[:1] // with its options
-	}
-	r.stmts = append(r.stmts, strings.Join(w[:min(2, len(w))], " ")) // enough to tell them apart
-	r.mu.Unlock()
-	return ctx
-}
-
-func (*stmtRecorder) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
-func (r *stmtRecorder) take() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	s := r.stmts
-	r.stmts = nil
-	return s
-}
-
 // TestTxReadCommittedCost: under READ COMMITTED a transaction of BeginTx is
 // what it was, "begin" and the handler's statements, with no statement on
 // the record; with an empty IsoLevel the connection's default isolation is
@@ -262,7 +233,7 @@ func TestTxReadCommittedCost(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			rec := &stmtRecorder{}
+			rec := &sqlRecorder{}
 			p := poolWith(t, testenv.PostgresURL(t), func(c *pgxpool.Config) {
 				c.MaxConns = 1
 				c.ConnConfig.Tracer = rec
@@ -273,7 +244,7 @@ func TestTxReadCommittedCost(t *testing.T) {
 			ctx := context.Background()
 			for i, key := range []string{"a", "b"} {
 				f.claim(t, key, 1, time.Minute)
-				rec.take()
+				rec.takeStmts()
 				txctx, commit, rollback, err := f.s.BeginTx(ctx, key, 1)
 				require.NoError(t, err)
 				f.handler(t, txctx, key)
@@ -283,7 +254,7 @@ func TestTxReadCommittedCost(t *testing.T) {
 				if name == "Default" && i == 0 {
 					want = append([]string{"SELECT current_setting('default_transaction_isolation')"}, want...)
 				}
-				assert.Equal(t, want, rec.take(), "transaction %d", i)
+				assert.Equal(t, want, rec.takeStmts(), "transaction %d", i)
 			}
 		})
 	}
