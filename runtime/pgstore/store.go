@@ -37,12 +37,9 @@ type Options struct {
 	Logger *slog.Logger
 
 	// TxOptions are the options of the transactions BeginTx opens. The zero
-	// value uses the connection's default isolation level. Under READ
-	// COMMITTED (the PostgreSQL default) a holder whose lease ran out can
-	// lose its record to a takeover until it commits (its commit then ends
-	// in idem.ErrFenced); above it, BeginTx locks the record's row, so a
-	// duplicate arriving after the lease is answered in flight instead, at
-	// once (see Store.BeginTx). Either way nothing of a loser commits.
+	// value uses the connection's default isolation level, which decides
+	// how a holder whose lease ran out and a duplicate meet: see
+	// Store.BeginTx.
 	TxOptions pgx.TxOptions
 }
 
@@ -133,18 +130,12 @@ func newQueries(n names) queries {
 		// insert race, or whose locked row is no longer claimable, returns
 		// no row at all, and Begin runs the statement again: the winner has
 		// committed by then, so the new snapshot shows its row. A claimable
-		// row that another transaction holds locked (a BeginTx holder above
-		// READ COMMITTED, alive; a Finish; the reaper; another claim) is
-		// answered in flight, at once, instead of queueing a connection
-		// behind the lock: not acquired, as a PENDING record with the
-		// request's own fingerprint (the row's fingerprint is no answer
-		// while it is locked: a takeover in progress may carry this
-		// request's body, and an expired row's response must not be
-		// replayed), so the engine neither replays an expired response
-		// nor answers a conflict, nor claims again at once for a FAILED
-		// record. (A row the reaper deleted between the read and the lock
-		// is answered so too: a retry claims it.) RETURNING shows only the
-		// new row, so upd carries the state it replaces over in prior_state.
+		// row that another transaction holds locked is answered in flight,
+		// at once, by the last SELECT: not acquired, a PENDING record with
+		// the request's own fingerprint (why: see the package doc). A row
+		// the reaper deleted between the read and the lock is answered so
+		// too: a retry claims it. RETURNING shows only the new row, so upd
+		// carries the state it replaces over in prior_state.
 		//
 		// Begin runs it only where the claim function is missing (a schema
 		// an older pgstore migrated).

@@ -54,25 +54,24 @@ const rollbackTimeout = 5 * time.Second
 // the PENDING row key/token holds; none: idem.ErrFenced, the claim is lost),
 // and the snapshot follows every earlier change of it. While the transaction
 // is open, ExtendLease for key/token answers nil at once without touching the
-// row (the row lock proves the holder alive), and a takeover cannot lock
-// the row, so it can never win against the open transaction. A duplicate
-// that arrives after the lease has run out meets that lock: Begin's takeover
-// locks the row with SKIP LOCKED, so it neither waits nor holds a pool
-// connection for the transaction; Begin answers a PENDING record (with the
-// request's own fingerprint), and the engine answers the duplicate in flight (409 with Retry-After, or
-// it waits per the policy's InFlight.Wait), as for a live lease. After a
-// commit a duplicate finds the finished record, after a rollback the lease
-// decides as usual. (A claim function installed by an older pgstore, until
-// Migrate replaces it, waits for the lock instead.) The row lock lasts as
-// long as the transaction: a process that dies ends it with its connection, one that
-// stalls holds it. The isolation is
+// row (the row lock proves the holder alive), and a takeover cannot lock the
+// row, so it can never win against the open transaction. A duplicate that
+// arrives after the lease has run out is answered in flight at once, as for
+// a live lease (409 with Retry-After, or it waits per the policy's
+// InFlight.Wait): a takeover never waits for a locked row, so it holds no pool
+// connection meanwhile (see the package doc; a claim function installed by an
+// older pgstore, until Migrate replaces it, does wait). After a commit a
+// duplicate finds the finished record, after a rollback the lease decides as
+// usual. The row lock lasts as long as the transaction: a process that dies
+// ends it with its connection, one that stalls holds it. The isolation is
 // Options.TxOptions.IsoLevel; when that is empty, the connection's
 // default_transaction_isolation, which BeginTx reads once per connection,
 // before the first transaction it opens there (one round trip, outside any
 // transaction); with a BeginQuery, which may set anything, BeginTx locks the
-// row under every isolation. So READ COMMITTED keeps the behaviour above at
-// no cost but that one read per connection. Set the isolation with Options.TxOptions (or the database's,
-// role's or connection's default), not with SET TRANSACTION in the handler.
+// row under every isolation. So READ COMMITTED keeps the behaviour above at no
+// cost but that one read per connection. Set the isolation with
+// Options.TxOptions (or the database's, role's or connection's default), not
+// with SET TRANSACTION in the handler.
 //
 // Any other commit error means the transaction was rolled back, except a
 // failure of the COMMIT itself (a lost connection), whose outcome is unknown.
