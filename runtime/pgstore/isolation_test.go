@@ -298,3 +298,42 @@ func TestTxLockRetry(t *testing.T) {
 	require.NoError(t, o.commit(idem.StateCompleted, nil))
 	assert.Equal(t, idem.StateCompleted, f.record(t, "k").State)
 }
+
+// TestTxHolderTerminated: above READ COMMITTED the holder's heartbeat does
+// not write the row its transaction locks; once that transaction's backend
+// is terminated (pg_terminate_backend: the lock is gone, and the commit can
+// no longer succeed), the heartbeat answers idem.ErrFenced instead of nil.
+func TestTxHolderTerminated(t *testing.T) {
+	t.Parallel()
+	for _, ic := range isolationCases() {
+		if !ic.strict {
+			continue
+		}
+		t.Run(ic.name, func(t *testing.T) {
+			t.Parallel()
+			f := newTxFixtureOn(t, ic.pool(t), ic.opts)
+			ctx := context.Background()
+			f.claim(t, "k", 1, time.Minute)
+			txctx, commit, rollback, err := f.s.BeginTx(ctx, "k", 1)
+			require.NoError(t, err)
+			defer rollback()
+			tx, _ := Tx(txctx)
+			var pid int32
+			require.NoError(t, tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
+			require.NoError(t, f.s.ExtendLease(ctx, "k", 1, time.Minute), "the holder is alive")
+
+			admin := testPool(t)
+			_, err = admin.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid)
+			require.NoError(t, err)
+			require.Eventually(t, func() bool {
+				var n int
+				return admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&n) == nil && n == 0
+			}, 5*time.Second, 10*time.Millisecond, "the backend is gone")
+			assert.ErrorIs(t, f.s.ExtendLease(ctx, "k", 1, time.Minute), idem.ErrFenced, "the holder's lock is gone")
+			assert.Error(t, commit(idem.StateCompleted, nil))
+			assert.False(t, f.s.locked.has(holdKey{"k", 1}))
+			assert.False(t, f.sideWritten(t, "k"))
+			assert.Equal(t, idem.StatePending, f.record(t, "k").State)
+		})
+	}
+}

@@ -99,7 +99,7 @@ var (
 )
 
 type queries struct {
-	claim, claimFunc, get, finish, extend, lock, reap string
+	claim, claimFunc, get, finish, extend, lock, stillLocked, reap string
 }
 
 func newQueries(n names) queries {
@@ -200,6 +200,14 @@ SELECT false, 0, 1::smallint, $2, token, lease_expires_at, expires_at, NULL::byt
 		// finish's UPDATE takes (it changes no key), and lets foreign keys
 		// to the table be checked meanwhile.
 		lock: `SELECT 1 FROM ` + t + ` WHERE key = $1 AND token = $2 AND state = 1 AND expires_at > clock_timestamp() FOR NO KEY UPDATE`,
+		// stillLocked answers a heartbeat while lock's transaction is open:
+		// whether the PENDING row token $2 holds is still locked. It tries
+		// the row's lock without waiting: the holder's lock makes it skip
+		// the row, and nothing is written; a lock gone with its transaction
+		// (the backend terminated, the connection lost) it takes, for this
+		// statement only.
+		stillLocked: `SELECT count(*) = 1 AND NOT EXISTS (SELECT FROM ` + t + ` AS l WHERE l.key = $1 AND l.token = $2 AND l.state = 1 FOR NO KEY UPDATE SKIP LOCKED)
+    FROM ` + t + ` WHERE key = $1 AND token = $2 AND state = 1 AND expires_at > clock_timestamp()`,
 		reap: `WITH doomed AS (
     SELECT key FROM ` + t + ` WHERE expires_at <= clock_timestamp()
     ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED
@@ -595,9 +603,11 @@ func (s *Store) get(ctx context.Context, key string) (idem.Record, bool, error) 
 // ExtendLease implements idem.LeaseExtender: the lease of the PENDING record
 // held by token now runs out lease from now on the database clock. It returns
 // idem.ErrFenced when token no longer holds the record. While a transaction
-// of BeginTx above READ COMMITTED is open for key/token, it answers nil at
-// once and touches nothing: the transaction locks the row, which keeps any
-// takeover out until it ends (see BeginTx).
+// of BeginTx above READ COMMITTED is open for key/token, it does not write
+// the row: the transaction locks it, which keeps any takeover out until it
+// ends (see BeginTx). It only reads that the row is still locked; a lock
+// gone with the transaction's backend (terminated, its connection lost),
+// which the commit cannot outlive, is idem.ErrFenced.
 func (s *Store) ExtendLease(ctx context.Context, key string, token idem.Token, lease time.Duration) error {
 	if err := checkKey(ctx, "extend lease", key); err != nil {
 		return err
@@ -606,13 +616,26 @@ func (s *Store) ExtendLease(ctx context.Context, key string, token idem.Token, l
 		return fmt.Errorf("pgstore: extend lease: lease (%v) must be positive", lease)
 	}
 	if s.locked.has(holdKey{key, token}) {
-		return nil
+		return s.extendLocked(ctx, key, token)
 	}
 	tag, err := s.pool.Exec(ctx, s.q.extend, key, int64(token), lease)
 	if err != nil {
 		return fmt.Errorf("pgstore: extend lease: %w", err)
 	}
 	if tag.RowsAffected() == 0 {
+		return idem.ErrFenced
+	}
+	return nil
+}
+
+// extendLocked is ExtendLease for a record whose row a transaction of
+// BeginTx locks.
+func (s *Store) extendLocked(ctx context.Context, key string, token idem.Token) error {
+	var locked bool
+	if err := s.pool.QueryRow(ctx, s.q.stillLocked, key, int64(token)).Scan(&locked); err != nil {
+		return fmt.Errorf("pgstore: extend lease: %w", err)
+	}
+	if !locked {
 		return idem.ErrFenced
 	}
 	return nil

@@ -53,9 +53,11 @@ const rollbackTimeout = 5 * time.Second
 // transaction locks the record's row, fenced (SELECT … FOR NO KEY UPDATE of
 // the PENDING row key/token holds; none: idem.ErrFenced, the claim is lost),
 // and the snapshot follows every earlier change of it. While the transaction
-// is open, ExtendLease for key/token answers nil at once without touching the
-// row (the row lock proves the holder alive), and a takeover cannot lock the
-// row, so it can never win against the open transaction. A duplicate that
+// is open, ExtendLease for key/token does not write the row, it only reads
+// that the row is still locked (the lock proves the holder alive; one whose
+// backend was terminated, or whose connection was lost, no longer holds it,
+// and its heartbeat gets idem.ErrFenced), and a takeover cannot lock the row,
+// so it can never win against the open transaction. A duplicate that
 // arrives after the lease has run out is answered in flight at once, as for
 // a live lease (409 with Retry-After, or it waits per the policy's
 // InFlight.Wait): a takeover never waits for a locked row, so it holds no pool
@@ -184,12 +186,11 @@ func (s *Store) beginTx(ctx context.Context, key string, token idem.Token) (_ *p
 		if !locks {
 			return c, tx, false, nil
 		}
-		s.locked.add(k, 1)
 		err = s.lockRecord(ctx, tx, key, token)
 		if err == nil {
+			s.locked.add(k, 1)
 			return c, tx, true, nil
 		}
-		s.locked.add(k, -1)
 		rerr := rollbackTx(ctx, tx)
 		if errors.Is(err, idem.ErrFenced) {
 			return nil, nil, false, err
@@ -257,8 +258,9 @@ type holdKey struct {
 
 // lockedRows is a set of records whose rows open transactions of BeginTx
 // lock. It counts the transactions of each: two of them for one key/token
-// may overlap (a second BeginTx of the holder, whose lock waits for the
-// first's), and the end of one must not take the record out of the set.
+// may overlap (a second BeginTx of the holder locks the row once the
+// first's transaction has rolled back, before the first has left the set),
+// and the end of one must not take the record out of the set.
 type lockedRows struct {
 	mu sync.Mutex
 	n  map[holdKey]int
