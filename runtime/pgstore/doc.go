@@ -139,15 +139,16 @@
 // version. So of racing claims exactly one wins. A claimable row that
 // another transaction holds locked (a holder's transaction above READ
 // COMMITTED, a Finish, the reaper, another claim) is answered at once as in
-// flight: not acquired, a PENDING record with the request's own
-// fingerprint (what the row held is no answer while another transaction
-// holds it: a takeover in progress may be this request's own duplicate, and
-// an expired response must not be replayed; a duplicate with another body
-// gets its 422 on a later retry); the engine answers 409 with Retry-After, or
-// waits per its policy, and a retry finds the outcome. A claim that
-// loses such a race answers acquired = NULL, because the row it read predates
-// the winner's; Begin then calls the function again (a second round trip, in
-// this race only), whose fresh snapshot shows the winner's committed row.
+// flight: not acquired, a PENDING record with the request's own fingerprint
+// (what the row held is no answer while another transaction holds it: a
+// takeover in progress may be this request's own duplicate, an expired
+// response must not be replayed, nor a FAILED record claimed again at once; a
+// duplicate with another body gets its 422 on a later retry); the engine
+// answers 409 with Retry-After, or waits per its policy, and a retry finds the
+// outcome. A claim that loses such a race answers acquired = NULL, because the
+// row it read predates the winner's; Begin then calls the function again (a
+// second round trip, in this race only), whose fresh snapshot shows the
+// winner's committed row.
 // Under REPEATABLE READ or SERIALIZABLE as the database's default isolation,
 // the loser gets a serialization failure (SQLSTATE 40001) instead, which Begin
 // retries the same way. RETURNING shows only the new row, so the UPDATE
@@ -209,9 +210,9 @@
 //
 // A lost race is no row at all here. The Store uses the function again after
 // its own Migrate succeeds, or once it finds the function there (another
-// process's Migrate, a DBA's migration): while it claims with the statement
-// it looks for the function once a minute, in the background, with one
-// catalog query. The function and the statement
+// process's Migrate, a DBA's migration): while it claims with the statement,
+// one Begin a minute first looks for the function, with one catalog query.
+// The function and the statement
 // take the same locks and re-check the same conditions on the same rows, so
 // processes claiming either way (during a rolling deploy) are correct
 // together, and older processes keep migrating (their Migrate sees version 1).
@@ -249,13 +250,8 @@
 //
 // BeginTx opens a transaction for a holder and carries it in the context
 // (Tx); commit runs Finish's fenced UPDATE in it and commits. Row locks make
-// a holder's commit and a takeover of its (expired) lease mutually exclusive:
-// see Store.BeginTx. Above READ COMMITTED (Options.TxOptions, or the
-// connections' default isolation), BeginTx locks the record's row from the
-// transaction's first statement on, and the holder's heartbeats leave the
-// row alone meanwhile; a duplicate arriving after the lease has run out is
-// answered in flight at once: a takeover locks the row with SKIP LOCKED, so
-// it never waits for a locked row (nor holds a pool connection meanwhile).
+// a holder's commit and a takeover of its (expired) lease mutually
+// exclusive, at every isolation level: see Store.BeginTx.
 //
 // # Notifications
 //

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -220,47 +221,75 @@ func claimPrefix(fn bool) string {
 	return "WITH cur"
 }
 
-// sqlRecorder is a pgx tracer that records the statements of the claim
-// (claimFunc or claim) it sees, and their errors.
+// sqlRecorder is a pgx tracer that records every statement it sees and
+// whether it failed; take and takeStmts read them.
 type sqlRecorder struct {
 	mu    sync.Mutex
-	s     *Store
-	calls []string // "func", "cte", with " error" after a failed one
+	s     *Store // whose claims take names
+	stmts []tracedStmt
 }
+
+type tracedStmt struct {
+	sql    string
+	failed bool
+}
+
+type sqlKey struct{}
 
 func (r *sqlRecorder) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
 	return context.WithValue(ctx, sqlKey{}, d.SQL)
 }
 
 func (r *sqlRecorder) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryEndData) {
+	sql, _ := ctx.Value(sqlKey{}).(string)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	sql, _ := ctx.Value(sqlKey{}).(string)
-	if r.s == nil {
-		return
-	}
-	var call string
-	switch sql {
-	case r.s.q.claimFunc:
-		call = "func"
-	case r.s.q.claim:
-		call = "cte"
-	default:
-		return
-	}
-	if d.Err != nil {
-		call += " error"
-	}
-	r.calls = append(r.calls, call)
+	r.stmts = append(r.stmts, tracedStmt{sql, d.Err != nil})
 }
 
-type sqlKey struct{}
-
-// take returns the calls recorded so far and forgets them.
-func (r *sqlRecorder) take() []string {
+// drain returns the statements recorded so far and forgets them.
+func (r *sqlRecorder) drain() []tracedStmt {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	c := r.calls
-	r.calls = nil
-	return c
+	st := r.stmts
+	r.stmts = nil
+	return st
+}
+
+// take returns the claims (claimFunc or claim of r.s) recorded so far, as
+// "func" or "cte", with " error" after a failed one, and forgets every
+// statement recorded.
+func (r *sqlRecorder) take() []string {
+	var calls []string
+	for _, st := range r.drain() {
+		var call string
+		switch st.sql {
+		case r.s.q.claimFunc:
+			call = "func"
+		case r.s.q.claim:
+			call = "cte"
+		default:
+			continue
+		}
+		if st.failed {
+			call += " error"
+		}
+		calls = append(calls, call)
+	}
+	return calls
+}
+
+// takeStmts returns the statements recorded so far, each by its first two
+// words (enough to tell them apart; a "begin" without its options), and
+// forgets them.
+func (r *sqlRecorder) takeStmts() []string {
+	var stmts []string
+	for _, st := range r.drain() {
+		w := strings.Fields(st.sql)
+		if w[0] == "begin" {
+			w = w[:1]
+		}
+		stmts = append(stmts, strings.Join(w[:min(2, len(w))], " "))
+	}
+	return stmts
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -85,7 +83,7 @@ func TestTxIsolationHeartbeat(t *testing.T) {
 			assert.Equal(t, []byte("resp"), rec.Response)
 			assert.ErrorIs(t, f.s.ExtendLease(ctx, "k", 7, time.Minute), idem.ErrFenced,
 				"after the commit the heartbeat meets the row again")
-			assert.Zero(t, f.s.nHeld.Load())
+			assert.False(t, f.s.locked.has(holdKey{"k", 7}))
 		})
 	}
 }
@@ -219,35 +217,8 @@ func testTxIsolationTakeover(t *testing.T, ic isolationCase, fn bool) {
 		}
 		assert.ErrorIs(t, err, idem.ErrFenced)
 		assert.ErrorIs(t, f.s.ExtendLease(ctx, "l", 1, time.Minute), idem.ErrFenced)
-		assert.Zero(t, f.s.nHeld.Load())
+		assert.False(t, f.s.locked.has(holdKey{"l", 1}))
 	})
-}
-
-// stmtRecorder is a pgx tracer that records every statement.
-type stmtRecorder struct {
-	mu    sync.Mutex
-	stmts []string
-}
-
-func (r *stmtRecorder) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	r.mu.Lock()
-	w := strings.Fields(d.SQL)
-	if w[0] == "begin" {
-		w = w[:1] // with its options
-	}
-	r.stmts = append(r.stmts, strings.Join(w[:min(2, len(w))], " ")) // enough to tell them apart
-	r.mu.Unlock()
-	return ctx
-}
-
-func (*stmtRecorder) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
-func (r *stmtRecorder) take() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	s := r.stmts
-	r.stmts = nil
-	return s
 }
 
 // TestTxReadCommittedCost: under READ COMMITTED a transaction of BeginTx is
@@ -262,7 +233,7 @@ func TestTxReadCommittedCost(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			rec := &stmtRecorder{}
+			rec := &sqlRecorder{}
 			p := poolWith(t, testenv.PostgresURL(t), func(c *pgxpool.Config) {
 				c.MaxConns = 1
 				c.ConnConfig.Tracer = rec
@@ -273,7 +244,7 @@ func TestTxReadCommittedCost(t *testing.T) {
 			ctx := context.Background()
 			for i, key := range []string{"a", "b"} {
 				f.claim(t, key, 1, time.Minute)
-				rec.take()
+				rec.takeStmts()
 				txctx, commit, rollback, err := f.s.BeginTx(ctx, key, 1)
 				require.NoError(t, err)
 				f.handler(t, txctx, key)
@@ -283,8 +254,86 @@ func TestTxReadCommittedCost(t *testing.T) {
 				if name == "Default" && i == 0 {
 					want = append([]string{"SELECT current_setting('default_transaction_isolation')"}, want...)
 				}
-				assert.Equal(t, want, rec.take(), "transaction %d", i)
+				assert.Equal(t, want, rec.takeStmts(), "transaction %d", i)
 			}
+		})
+	}
+}
+
+// TestTxLockRetry: above READ COMMITTED, BeginTx's lock of the record's row
+// waits for a transaction that updates the row (a heartbeat's UPDATE under
+// way) and, once that commits, fails with a serialization error; BeginTx
+// locks it in a new transaction, on the connection it already has.
+func TestTxLockRetry(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p := poolWith(t, testenv.PostgresURL(t), func(c *pgxpool.Config) { c.MaxConns = 2 })
+	f := newTxFixtureOn(t, p, Options{TxOptions: pgx.TxOptions{IsoLevel: pgx.RepeatableRead}})
+	f.claim(t, "k", 1, time.Minute)
+	other, err := testPool(t).Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = other.Rollback(ctx) }()
+	_, err = other.Exec(ctx, f.s.q.extend, "k", int64(1), time.Minute)
+	require.NoError(t, err)
+
+	acquired := p.Stat().AcquireCount()
+	type opened struct {
+		commit   func(idem.State, []byte) error
+		rollback func()
+		err      error
+	}
+	done := make(chan opened, 1)
+	go func() {
+		_, commit, rollback, err := f.s.BeginTx(ctx, "k", 1)
+		done <- opened{commit, rollback, err}
+	}()
+	require.Eventually(t, func() bool { return f.waitersOnLock(t, "SELECT 1 FROM") == 1 },
+		5*time.Second, 10*time.Millisecond, "the lock waits for the update")
+	require.NoError(t, other.Commit(ctx))
+	o := <-done
+	require.NoError(t, o.err, "the serialization failure is tried again")
+	defer o.rollback()
+	assert.Equal(t, int64(1), p.Stat().AcquireCount()-acquired, "one connection for both transactions")
+	assert.True(t, f.s.locked.has(holdKey{"k", 1}))
+	require.NoError(t, o.commit(idem.StateCompleted, nil))
+	assert.Equal(t, idem.StateCompleted, f.record(t, "k").State)
+}
+
+// TestTxHolderTerminated: above READ COMMITTED the holder's heartbeat does
+// not write the row its transaction locks; once that transaction's backend
+// is terminated (pg_terminate_backend: the lock is gone, and the commit can
+// no longer succeed), the heartbeat answers idem.ErrFenced instead of nil.
+func TestTxHolderTerminated(t *testing.T) {
+	t.Parallel()
+	for _, ic := range isolationCases() {
+		if !ic.strict {
+			continue
+		}
+		t.Run(ic.name, func(t *testing.T) {
+			t.Parallel()
+			f := newTxFixtureOn(t, ic.pool(t), ic.opts)
+			ctx := context.Background()
+			f.claim(t, "k", 1, time.Minute)
+			txctx, commit, rollback, err := f.s.BeginTx(ctx, "k", 1)
+			require.NoError(t, err)
+			defer rollback()
+			tx, _ := Tx(txctx)
+			var pid int32
+			require.NoError(t, tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
+			require.NoError(t, f.s.ExtendLease(ctx, "k", 1, time.Minute), "the holder is alive")
+
+			admin := testPool(t)
+			_, err = admin.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid)
+			require.NoError(t, err)
+			require.Eventually(t, func() bool {
+				var n int
+				return admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&n) == nil && n == 0
+			}, 5*time.Second, 10*time.Millisecond, "the backend is gone")
+			assert.ErrorIs(t, f.s.ExtendLease(ctx, "k", 1, time.Minute), idem.ErrFenced, "the holder's lock is gone")
+			assert.Error(t, commit(idem.StateCompleted, nil))
+			assert.False(t, f.s.locked.has(holdKey{"k", 1}))
+			assert.False(t, f.sideWritten(t, "k"))
+			assert.Equal(t, idem.StatePending, f.record(t, "k").State)
 		})
 	}
 }

@@ -313,6 +313,39 @@ func TestMigrateReplacesStaleFunc(t *testing.T) {
 	assert.True(t, s.usesClaimFunc())
 }
 
+// TestMigrateReplacesOlderClaimFunc: a database whose claim function an
+// older pgstore installed (its takeover waits for a locked row) gets this
+// package's after Migrate; until then Begin calls the older one.
+func TestMigrateReplacesOlderClaimFunc(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newTestStore(t, Options{})
+	body := claimFuncBody(s.n)
+	a := strings.Index(body, "    -- A takeover locks the row first")
+	b := a + strings.Index(body[a:], "    UPDATE ")
+	require.True(t, a > 0 && b > a)
+	older := body[:a] + body[b:]
+	sql := strings.Replace(claimFuncSQL(s.n), body, older, 1)
+	require.NotEqual(t, claimFuncSQL(s.n), sql)
+	_, err := s.pool.Exec(ctx, sql)
+	require.NoError(t, err)
+
+	prosrc := func() string {
+		src, err := s.claimFuncSrc(ctx, s.pool)
+		require.NoError(t, err)
+		require.NotNil(t, src)
+		return *src
+	}
+	require.Equal(t, older, prosrc())
+	r, err := s.Begin(ctx, beginReq("k", 1))
+	require.NoError(t, err)
+	assert.True(t, r.Acquired, "the older function claims")
+
+	require.NoError(t, s.Migrate(ctx))
+	assert.Equal(t, body, prosrc(), "Migrate replaced it")
+	assert.True(t, s.usesClaimFunc())
+}
+
 // TestClaimFuncErrorInBody: an undefined_function raised within the claim
 // function's body (here by a trigger on the table) is Begin's error, and
 // does not switch the Store to the statement.
@@ -370,14 +403,12 @@ func TestClaimFuncReprobe(t *testing.T) {
 		other := openStore(t, testPool(t), Options{Schema: s.opts.Schema})
 		require.NoError(t, other.Migrate(ctx))
 		begin("b", 2)
-		s.probes.Wait()
 		require.False(t, s.usesClaimFunc(), "no look before the interval")
 
 		s.probeAt.Store(0) // the interval is over
 		begin("c", 3)
-		s.probes.Wait()
 		require.True(t, s.usesClaimFunc(), "found it")
-		rec.take()
+		require.Equal(t, []string{"cte", "func"}, rec.take(), "and called it at once")
 		begin("d", 4)
 		require.Equal(t, []string{"func"}, rec.take())
 	})
@@ -387,7 +418,6 @@ func TestClaimFuncReprobe(t *testing.T) {
 		for i := range 3 {
 			_, err := s.Begin(ctx, beginReq("k", idem.Token(i+1)))
 			require.NoError(t, err)
-			s.probes.Wait()
 			require.False(t, s.usesClaimFunc())
 		}
 		require.Equal(t, []string{"func error", "cte", "cte", "cte"}, rec.take())

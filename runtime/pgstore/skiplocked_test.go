@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -102,37 +101,4 @@ func testTxDuplicateOfLockedHolder(t *testing.T, iso pgx.TxIsoLevel, fn bool) {
 	rec, _ = serve(slowKey)
 	assert.Equal(t, http.StatusCreated, rec.Code, "the retry replays")
 	assert.Equal(t, int32(1), runs.Load())
-}
-
-// TestMigrateReplacesOlderClaimFunc: a database whose claim function an
-// older pgstore installed (its takeover waits for a locked row) gets this
-// package's after Migrate; until then Begin calls the older one.
-func TestMigrateReplacesOlderClaimFunc(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	s := newTestStore(t, Options{})
-	body := claimFuncBody(s.n)
-	a := strings.Index(body, "    -- A takeover locks the row first")
-	b := a + strings.Index(body[a:], "    UPDATE ")
-	require.True(t, a > 0 && b > a)
-	older := body[:a] + body[b:]
-	sql := strings.Replace(claimFuncSQL(s.n), body, older, 1)
-	require.NotEqual(t, claimFuncSQL(s.n), sql)
-	_, err := s.pool.Exec(ctx, sql)
-	require.NoError(t, err)
-
-	prosrc := func() string {
-		src, err := s.claimFuncSrc(ctx, s.pool)
-		require.NoError(t, err)
-		require.NotNil(t, src)
-		return *src
-	}
-	require.Equal(t, older, prosrc())
-	r, err := s.Begin(ctx, beginReq("k", 1))
-	require.NoError(t, err)
-	assert.True(t, r.Acquired, "the older function claims")
-
-	require.NoError(t, s.Migrate(ctx))
-	assert.Equal(t, body, prosrc(), "Migrate replaced it")
-	assert.True(t, s.usesClaimFunc())
 }

@@ -37,12 +37,9 @@ type Options struct {
 	Logger *slog.Logger
 
 	// TxOptions are the options of the transactions BeginTx opens. The zero
-	// value uses the connection's default isolation level. Under READ
-	// COMMITTED (the PostgreSQL default) a holder whose lease ran out can
-	// lose its record to a takeover until it commits (its commit then ends
-	// in idem.ErrFenced); above it, BeginTx locks the record's row, so a
-	// duplicate arriving after the lease is answered in flight instead, at
-	// once (see Store.BeginTx). Either way nothing of a loser commits.
+	// value uses the connection's default isolation level, which decides
+	// how a holder whose lease ran out and a duplicate meet: see
+	// Store.BeginTx.
 	TxOptions pgx.TxOptions
 }
 
@@ -74,23 +71,16 @@ type Store struct {
 	// that failed before a concurrent Migrate created the function does not
 	// undo the Migrate. See Begin.
 	claimMode atomic.Uint64
-	// probeAt is when a Begin on the claim statement next has the Store
-	// look for the claim function (Unix ns; see reprobe), probeEvery the
-	// interval (reprobeInterval; tests shorten it), probes the look running
-	// (none starts once probesOver is set, by Close, under probeMu).
+	// probeAt is when a Begin on the claim statement next looks for the
+	// claim function (Unix ns; see reprobe), probeEvery the interval
+	// (reprobeInterval; tests change it).
 	probeAt    atomic.Int64
 	probeEvery time.Duration
-	probeMu    sync.Mutex
-	probesOver bool
-	probes     sync.WaitGroup
 
-	// held counts, per record, the open transactions of BeginTx that lock
-	// its row (above READ COMMITTED; see BeginTx): ExtendLease answers for
-	// them without touching the row. nHeld is their total, so that
-	// ExtendLease takes heldMu only while there are some.
-	heldMu sync.Mutex
-	held   map[holdKey]int
-	nHeld  atomic.Int64
+	// locked are the records whose rows open transactions of BeginTx lock
+	// (above READ COMMITTED; see BeginTx): ExtendLease answers for them
+	// without touching the row.
+	locked lockedRows
 
 	// beforeCommit, set by tests only, runs in a transactional commit between
 	// the fenced UPDATE and the COMMIT, while the row lock is held.
@@ -109,7 +99,7 @@ var (
 )
 
 type queries struct {
-	claim, claimFunc, get, finish, extend, lock, reap string
+	claim, claimFunc, get, finish, extend, lock, stillLocked, reap string
 }
 
 func newQueries(n names) queries {
@@ -140,18 +130,12 @@ func newQueries(n names) queries {
 		// insert race, or whose locked row is no longer claimable, returns
 		// no row at all, and Begin runs the statement again: the winner has
 		// committed by then, so the new snapshot shows its row. A claimable
-		// row that another transaction holds locked (a BeginTx holder above
-		// READ COMMITTED, alive; a Finish; the reaper; another claim) is
-		// answered in flight, at once, instead of queueing a connection
-		// behind the lock: not acquired, as a PENDING record with the
-		// request's own fingerprint (the row's fingerprint is no answer
-		// while it is locked: a takeover in progress may carry this
-		// request's body, and an expired row's response must not be
-		// replayed), so the engine neither replays an expired response
-		// nor answers a conflict, nor claims again at once for a FAILED
-		// record. (A row the reaper deleted between the read and the lock
-		// is answered so too: a retry claims it.) RETURNING shows only the
-		// new row, so upd carries the state it replaces over in prior_state.
+		// row that another transaction holds locked is answered in flight,
+		// at once, by the last SELECT: not acquired, a PENDING record with
+		// the request's own fingerprint (why: see the package doc). A row
+		// the reaper deleted between the read and the lock is answered so
+		// too: a retry claims it. RETURNING shows only the new row, so upd
+		// carries the state it replaces over in prior_state.
 		// A PENDING row that carries the request's own token (cur.own) is
 		// this very claim, made by an earlier run of the same Begin: own
 		// renews its lease and returns its prior_state (acquired), and
@@ -229,6 +213,14 @@ SELECT false, 0, 1::smallint, $2, token, lease_expires_at, expires_at, NULL::byt
 		// finish's UPDATE takes (it changes no key), and lets foreign keys
 		// to the table be checked meanwhile.
 		lock: `SELECT 1 FROM ` + t + ` WHERE key = $1 AND token = $2 AND state = 1 AND expires_at > clock_timestamp() FOR NO KEY UPDATE`,
+		// stillLocked answers a heartbeat while lock's transaction is open:
+		// whether the PENDING row token $2 holds is still locked. It tries
+		// the row's lock without waiting: the holder's lock makes it skip
+		// the row, and nothing is written; a lock gone with its transaction
+		// (the backend terminated, the connection lost) it takes, for this
+		// statement only.
+		stillLocked: `SELECT count(*) = 1 AND NOT EXISTS (SELECT FROM ` + t + ` AS l WHERE l.key = $1 AND l.token = $2 AND l.state = 1 FOR NO KEY UPDATE SKIP LOCKED)
+    FROM ` + t + ` WHERE key = $1 AND token = $2 AND state = 1 AND expires_at > clock_timestamp()`,
 		reap: `WITH doomed AS (
     SELECT key FROM ` + t + ` WHERE expires_at <= clock_timestamp()
     ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED
@@ -275,10 +267,6 @@ func (s *Store) Close() error {
 			close(s.stop)
 			<-s.done
 		}
-		s.probeMu.Lock()
-		s.probesOver = true
-		s.probeMu.Unlock()
-		s.probes.Wait()
 	})
 	return nil
 }
@@ -329,8 +317,8 @@ const maxClaimAttempts = 10
 // claim statement (queries.claim, same semantics, a little slower) and runs
 // it at once. It keeps the statement until a Migrate of its own finds or
 // creates the function, or until it finds the function there when it looks
-// again, once a minute, in the background (one catalog query: another
-// process's Migrate, or a DBA's migration, may have created it). Both ways
+// again: one Begin a minute first runs one catalog query (another process's
+// Migrate, or a DBA's migration, may have created it). Both ways
 // of claiming take the same row locks and
 // re-check the same conditions, so processes of either kind (a rolling
 // deploy) claim the same keys correctly together.
@@ -342,11 +330,11 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 		return idem.BeginResult{}, fmt.Errorf("pgstore: begin: lease (%v) and TTL (%v) must be positive", req.Lease, req.TTL)
 	}
 	for range maxClaimAttempts {
+		if !s.usesClaimFunc() {
+			s.reprobe(ctx)
+		}
 		mode := s.claimMode.Load()
 		fn := claimFuncMode(mode)
-		if !fn {
-			s.reprobe(mode)
-		}
 		res, err := s.begin(ctx, req, fn)
 		if errors.Is(err, errLostRace) || isSerializationFailure(err) {
 			continue
@@ -469,42 +457,30 @@ const reprobeInterval = time.Minute
 // probeLater puts the next look for the claim function an interval away.
 func (s *Store) probeLater() { s.probeAt.Store(time.Now().UnixNano() + int64(s.probeEvery)) }
 
-// reprobe, called by a Begin that runs the claim statement in claimMode
-// mode (odd), looks for the claim function once an interval (the first
-// Begin past probeAt does, in the background): another process's Migrate, or
-// a DBA's migration, may have created it since this Store fell back. When
-// the function is there with this package's body and the role may execute
-// it, Begin calls it from then on, unless claimMode moved meanwhile (a
-// Migrate of this Store decided already). The look is one catalog query a
-// minute, and fails silently: the statement works all the same.
-func (s *Store) reprobe(mode uint64) {
+// reprobe, called by a Begin that runs the claim statement, looks for the
+// claim function, once an interval: the first Begin past probeAt runs one
+// catalog query before it claims (a compare-and-swap of probeAt elects it).
+// Another process's Migrate, or a DBA's migration, may have created the
+// function since this Store fell back. When the function is there with this
+// package's body and the role may execute it, Begin calls it from then on
+// (this one too), unless claimMode moved meanwhile (a Migrate of this Store
+// decided already). A failed look changes nothing: the statement works all
+// the same.
+func (s *Store) reprobe(ctx context.Context) {
 	at := s.probeAt.Load()
 	now := time.Now().UnixNano()
 	if now < at || !s.probeAt.CompareAndSwap(at, now+int64(s.probeEvery)) {
 		return
 	}
-	s.probeMu.Lock()
-	defer s.probeMu.Unlock()
-	if s.probesOver {
-		return
-	}
-	s.probes.Add(1)
-	go func() {
-		defer s.probes.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
-		defer cancel()
-		var ok bool
-		err := s.pool.QueryRow(ctx, `SELECT coalesce((SELECT prosrc = $2 AND has_function_privilege(oid, 'EXECUTE')
+	mode := s.claimMode.Load()
+	var ok bool
+	err := s.pool.QueryRow(ctx, `SELECT coalesce((SELECT prosrc = $2 AND has_function_privilege(oid, 'EXECUTE')
     FROM pg_proc WHERE oid = to_regprocedure($1)), false)`, s.n.claim+claimFuncArgs, claimFuncBody(s.n)).Scan(&ok)
-		if err == nil && ok && s.claimMode.CompareAndSwap(mode, mode+1) {
-			s.log.LogAttrs(ctx, slog.LevelInfo, "pgstore: found the claim function; Begin calls it again",
-				slog.String("function", s.n.claim))
-		}
-	}()
+	if err == nil && ok && !claimFuncMode(mode) && s.claimMode.CompareAndSwap(mode, mode+1) {
+		s.log.LogAttrs(ctx, slog.LevelInfo, "pgstore: found the claim function; Begin calls it again",
+			slog.String("function", s.n.claim))
+	}
 }
-
-// probeTimeout bounds reprobe's query.
-const probeTimeout = 5 * time.Second
 
 // claimFuncAbsent makes Begin run the claim statement (Migrate could not
 // create the function): claimMode moves to the next odd value, also from an
@@ -640,9 +616,11 @@ func (s *Store) get(ctx context.Context, key string) (idem.Record, bool, error) 
 // ExtendLease implements idem.LeaseExtender: the lease of the PENDING record
 // held by token now runs out lease from now on the database clock. It returns
 // idem.ErrFenced when token no longer holds the record. While a transaction
-// of BeginTx above READ COMMITTED is open for key/token, it answers nil at
-// once and touches nothing: the transaction locks the row, which keeps any
-// takeover out until it ends (see BeginTx).
+// of BeginTx above READ COMMITTED is open for key/token, it does not write
+// the row: the transaction locks it, which keeps any takeover out until it
+// ends (see BeginTx). It only reads that the row is still locked; a lock
+// gone with the transaction's backend (terminated, its connection lost),
+// which the commit cannot outlive, is idem.ErrFenced.
 func (s *Store) ExtendLease(ctx context.Context, key string, token idem.Token, lease time.Duration) error {
 	if err := checkKey(ctx, "extend lease", key); err != nil {
 		return err
@@ -650,14 +628,27 @@ func (s *Store) ExtendLease(ctx context.Context, key string, token idem.Token, l
 	if lease <= 0 {
 		return fmt.Errorf("pgstore: extend lease: lease (%v) must be positive", lease)
 	}
-	if s.holds(key, token) {
-		return nil
+	if s.locked.has(holdKey{key, token}) {
+		return s.extendLocked(ctx, key, token)
 	}
 	tag, err := s.pool.Exec(ctx, s.q.extend, key, int64(token), lease)
 	if err != nil {
 		return fmt.Errorf("pgstore: extend lease: %w", err)
 	}
 	if tag.RowsAffected() == 0 {
+		return idem.ErrFenced
+	}
+	return nil
+}
+
+// extendLocked is ExtendLease for a record whose row a transaction of
+// BeginTx locks.
+func (s *Store) extendLocked(ctx context.Context, key string, token idem.Token) error {
+	var locked bool
+	if err := s.pool.QueryRow(ctx, s.q.stillLocked, key, int64(token)).Scan(&locked); err != nil {
+		return fmt.Errorf("pgstore: extend lease: %w", err)
+	}
+	if !locked {
 		return idem.ErrFenced
 	}
 	return nil

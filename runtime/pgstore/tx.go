@@ -53,26 +53,27 @@ const rollbackTimeout = 5 * time.Second
 // transaction locks the record's row, fenced (SELECT … FOR NO KEY UPDATE of
 // the PENDING row key/token holds; none: idem.ErrFenced, the claim is lost),
 // and the snapshot follows every earlier change of it. While the transaction
-// is open, ExtendLease for key/token answers nil at once without touching the
-// row (the row lock proves the holder alive), and a takeover cannot lock
-// the row, so it can never win against the open transaction. A duplicate
-// that arrives after the lease has run out meets that lock: Begin's takeover
-// locks the row with SKIP LOCKED, so it neither waits nor holds a pool
-// connection for the transaction; Begin answers a PENDING record (with the
-// request's own fingerprint), and the engine answers the duplicate in flight (409 with Retry-After, or
-// it waits per the policy's InFlight.Wait), as for a live lease. After a
-// commit a duplicate finds the finished record, after a rollback the lease
-// decides as usual. (A claim function installed by an older pgstore, until
-// Migrate replaces it, waits for the lock instead.) The row lock lasts as
-// long as the transaction: a process that dies ends it with its connection, one that
-// stalls holds it. The isolation is
+// is open, ExtendLease for key/token does not write the row, it only reads
+// that the row is still locked (the lock proves the holder alive; one whose
+// backend was terminated, or whose connection was lost, no longer holds it,
+// and its heartbeat gets idem.ErrFenced), and a takeover cannot lock the row,
+// so it can never win against the open transaction. A duplicate that
+// arrives after the lease has run out is answered in flight at once, as for
+// a live lease (409 with Retry-After, or it waits per the policy's
+// InFlight.Wait): a takeover never waits for a locked row, so it holds no pool
+// connection meanwhile (see the package doc; a claim function installed by an
+// older pgstore, until Migrate replaces it, does wait). After a commit a
+// duplicate finds the finished record, after a rollback the lease decides as
+// usual. The row lock lasts as long as the transaction: a process that dies
+// ends it with its connection, one that stalls holds it. The isolation is
 // Options.TxOptions.IsoLevel; when that is empty, the connection's
 // default_transaction_isolation, which BeginTx reads once per connection,
 // before the first transaction it opens there (one round trip, outside any
 // transaction); with a BeginQuery, which may set anything, BeginTx locks the
-// row under every isolation. So READ COMMITTED keeps the behaviour above at
-// no cost but that one read per connection. Set the isolation with Options.TxOptions (or the database's,
-// role's or connection's default), not with SET TRANSACTION in the handler.
+// row under every isolation. So READ COMMITTED keeps the behaviour above at no
+// cost but that one read per connection. Set the isolation with
+// Options.TxOptions (or the database's, role's or connection's default), not
+// with SET TRANSACTION in the handler.
 //
 // Any other commit error means the transaction was rolled back, except a
 // failure of the COMMIT itself (a lost connection), whose outcome is unknown.
@@ -95,12 +96,10 @@ func (s *Store) BeginTx(ctx context.Context, key string, token idem.Token) (cont
 	// end ends the transaction (it is rolled back unless committed) and,
 	// if it locked the record's row, lets ExtendLease touch the row again.
 	end := func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
-		defer cancel()
-		_ = tx.Rollback(rctx)
+		_ = rollbackTx(ctx, tx)
 		c.Release()
 		if locked {
-			s.unhold(key, token)
+			s.locked.add(holdKey{key, token}, -1)
 		}
 	}
 	rollback := func() {
@@ -161,44 +160,53 @@ const maxLockAttempts = 3
 // beginTx acquires a connection, opens the transaction of BeginTx on it
 // and, when its isolation is above READ COMMITTED, locks the record's row in
 // its first statement, reporting whether it did (the pair key/token is then
-// in s.held: see BeginTx). The caller releases the connection after the
-// transaction.
-func (s *Store) beginTx(ctx context.Context, key string, token idem.Token) (*pgxpool.Conn, pgx.Tx, bool, error) {
-	for attempt := 1; ; attempt++ {
-		c, err := s.pool.Acquire(ctx)
-		if err != nil {
-			return nil, nil, false, fmt.Errorf("pgstore: begin tx: %w", err)
-		}
-		locks, err := s.txLocks(ctx, c.Conn())
+// in s.locked: see BeginTx). A serialization failure of the lock is tried
+// again in a new transaction on the same connection. The caller releases
+// the connection after the transaction.
+func (s *Store) beginTx(ctx context.Context, key string, token idem.Token) (_ *pgxpool.Conn, _ pgx.Tx, locked bool, err error) {
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("pgstore: begin tx: %w", err)
+	}
+	defer func() {
 		if err != nil {
 			c.Release()
-			return nil, nil, false, fmt.Errorf("pgstore: begin tx: %w", err)
 		}
+	}()
+	locks, err := s.txLocks(ctx, c.Conn())
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("pgstore: begin tx: %w", err)
+	}
+	k := holdKey{key, token}
+	for attempt := 1; ; attempt++ {
 		tx, err := c.BeginTx(ctx, s.opts.TxOptions)
 		if err != nil {
-			c.Release()
 			return nil, nil, false, fmt.Errorf("pgstore: begin tx: %w", err)
 		}
 		if !locks {
 			return c, tx, false, nil
 		}
-		s.hold(key, token)
 		err = s.lockRecord(ctx, tx, key, token)
 		if err == nil {
+			s.locked.add(k, 1)
 			return c, tx, true, nil
 		}
-		s.unhold(key, token)
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
-		_ = tx.Rollback(rctx)
-		cancel()
-		c.Release()
+		rerr := rollbackTx(ctx, tx)
 		if errors.Is(err, idem.ErrFenced) {
 			return nil, nil, false, err
 		}
-		if !isSerializationFailure(err) || attempt == maxLockAttempts {
+		// After a failed rollback the connection is gone: no retry on it.
+		if !isSerializationFailure(err) || attempt == maxLockAttempts || rerr != nil {
 			return nil, nil, false, fmt.Errorf("pgstore: begin tx: %w", err)
 		}
 	}
+}
+
+// rollbackTx rolls tx back, also when ctx has ended (within rollbackTimeout).
+func rollbackTx(ctx context.Context, tx pgx.Tx) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+	defer cancel()
+	return tx.Rollback(rctx)
 }
 
 // txLocks reports whether BeginTx locks the record's row in a transaction
@@ -248,33 +256,32 @@ type holdKey struct {
 	token idem.Token
 }
 
-func (s *Store) hold(key string, token idem.Token) {
-	s.heldMu.Lock()
-	if s.held == nil {
-		s.held = make(map[holdKey]int)
-	}
-	s.held[holdKey{key, token}]++
-	s.nHeld.Add(1)
-	s.heldMu.Unlock()
+// lockedRows is a set of records whose rows open transactions of BeginTx
+// lock. It counts the transactions of each: two of them for one key/token
+// may overlap (a second BeginTx of the holder locks the row once the
+// first's transaction has rolled back, before the first has left the set),
+// and the end of one must not take the record out of the set.
+type lockedRows struct {
+	mu sync.Mutex
+	n  map[holdKey]int
 }
 
-func (s *Store) unhold(key string, token idem.Token) {
-	s.heldMu.Lock()
-	k := holdKey{key, token}
-	if s.held[k]--; s.held[k] <= 0 {
-		delete(s.held, k)
+// add counts one more transaction (d = 1) or one fewer (d = -1) locking
+// k's row.
+func (l *lockedRows) add(k holdKey, d int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.n == nil {
+		l.n = make(map[holdKey]int)
 	}
-	s.nHeld.Add(-1)
-	s.heldMu.Unlock()
+	if l.n[k] += d; l.n[k] <= 0 {
+		delete(l.n, k)
+	}
 }
 
-// holds reports whether an open transaction of BeginTx locks the row of the
-// record key/token holds.
-func (s *Store) holds(key string, token idem.Token) bool {
-	if s.nHeld.Load() == 0 {
-		return false
-	}
-	s.heldMu.Lock()
-	defer s.heldMu.Unlock()
-	return s.held[holdKey{key, token}] > 0
+// has reports whether an open transaction locks k's row.
+func (l *lockedRows) has(k holdKey) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n[k] > 0
 }

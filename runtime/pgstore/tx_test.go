@@ -78,10 +78,11 @@ func (f *txFixture) record(t *testing.T, key string) idem.Record {
 	return rec
 }
 
-// waitersOnLock reports whether a statement of this test's schema waits for a lock.
+// waitersOnLock counts the statements of this test's schema, starting with
+// like, that wait for a lock. It asks on the shared pool, not the store's.
 func (f *txFixture) waitersOnLock(t *testing.T, like string) int {
 	var n int
-	require.NoError(t, f.s.pool.QueryRow(context.Background(),
+	require.NoError(t, testPool(t).QueryRow(context.Background(),
 		`SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1`,
 		like+"%"+f.s.n.schema+"%").Scan(&n))
 	return n
