@@ -40,6 +40,7 @@ func cases(t testing.TB) []specCase {
 	cs := []specCase{
 		{"coupons", filepath.Join(aug, "coupons", "openapi.yaml"), nil, filepath.Join(aug, "coupons")},
 		{"orders-json", filepath.Join(aug, "orders-json", "openapi.json"), []string{filepath.Join(aug, "orders-json", "contracts.overlay.yaml")}, filepath.Join(aug, "orders-json")},
+		{"crlf", filepath.Join(aug, "crlf", "openapi.yaml"), nil, filepath.Join(aug, "crlf")},
 		{"petstore", filepath.Join(specs, "petstore-expanded.yaml"), []string{filepath.Join(ov, "petstore.overlay.yaml")}, filepath.Join(aug, "petstore")},
 		{"adyen", filepath.Join(specs, "adyen-transfers-v4.json"), []string{filepath.Join(ov, "adyen.overlay.yaml")}, ""},
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/idemgen/idemgen/generator/diag"
 	"github.com/idemgen/idemgen/generator/internal/yamlmerge"
 	"github.com/idemgen/idemgen/generator/ir"
+	"github.com/idemgen/idemgen/generator/specfile"
 )
 
 // Document is a loaded spec.
@@ -104,7 +105,7 @@ func Load(path string, opts Options) (*Document, diag.List) {
 // parseYAML parses YAML or JSON into its root node.
 func parseYAML(data []byte) (*yaml.Node, error) {
 	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
+	if err := yaml.Unmarshal(specfile.LF(data), &doc); err != nil {
 		return nil, err
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
