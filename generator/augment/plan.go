@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemgen/idemgen/generator/emit/docs"
 	"github.com/idemgen/idemgen/generator/ir"
+	"github.com/idemgen/idemgen/generator/load"
 	"github.com/idemgen/idemgen/generator/naming"
 )
 
@@ -92,19 +93,21 @@ func plan(root *yaml.Node, ops []*ir.Operation) *planner {
 	}
 	var opActions []overlay.Action
 	for _, op := range ops {
-		seen := len(p.comps.staleList)
+		seen := len(p.comps.stale)
 		if a, ok := p.operation(op); ok {
 			opActions = append(opActions, a)
 		}
-		for _, s := range p.comps.staleList[seen:] {
+		for _, s := range p.comps.stale[seen:] {
 			p.found(RuleSpecStale, op, s.def, "the component %s %s that idemgen spec wrote is stale: the contract of %s implies another one now", s.kind, s.name, where(op))
 		}
 	}
 	var first []overlay.Action
 	for _, kind := range p.comps.kinds {
-		names := make([]string, 0, len(p.comps.stale[kind]))
-		for name := range p.comps.stale[kind] {
-			names = append(names, name)
+		var names []string
+		for _, s := range p.comps.stale {
+			if s.kind == kind {
+				names = append(names, s.name)
+			}
 		}
 		slices.Sort(names)
 		for _, name := range names {
@@ -190,19 +193,18 @@ func (p *planner) keyParam(op *ir.Operation, opNode, upd *yaml.Node) {
 	}
 	def, base := keyParamDef(k)
 	if e := p.declared(op, opNode); e != nil {
-		if ptr, external := refTarget(unalias(e)); !external {
-			// idemgen's own parameter from an earlier run: replaced in
-			// place (and reported stale) when the key changed.
-			p.comps.current("parameters", ptr, def)
-		}
+		// idemgen's own parameter from an earlier run: replaced in place
+		// (and reported stale) when the key changed.
+		p.comps.currentRef("parameters", e, def)
 		return
 	}
 	if k.Param != nil {
 		return
 	}
-	r := p.existingParam(k)
-	if r != "" {
-		p.comps.current("parameters", strings.TrimPrefix(r, "#"), def)
+	var r string
+	if name := p.existingParam(k); name != "" {
+		p.comps.current("parameters", name, def)
+		r = componentRef("parameters", name)
 	} else {
 		// Not replace: the definition depends on the key, and a marked
 		// parameter of that name may be another operation's (which
@@ -246,7 +248,7 @@ func keyParamDef(k ir.Key) (*yaml.Node, string) {
 	return def, base
 }
 
-// existingParam returns the $ref of a component parameter of the spec
+// existingParam returns the name of a component parameter of the spec
 // that declares the key as the contract says (the spec's own declaration,
 // as in many vendor specs), or "".
 func (p *planner) existingParam(k ir.Key) string {
@@ -264,7 +266,7 @@ func (p *planner) existingParam(k ir.Key) string {
 			continue
 		}
 		if compatible(p.root, d, k) {
-			return "#/components/parameters/" + escapeToken(params.Content[i].Value)
+			return params.Content[i].Value
 		}
 	}
 	return ""
@@ -345,9 +347,7 @@ func (p *planner) responses(op *ir.Operation, opNode, upd *yaml.Node) {
 				continue // a $ref'd response is shared: not ours to change
 			}
 			if h := childFold(child(r, "headers"), "Idempotent-Replayed"); h != nil {
-				if ptr, external := refTarget(unalias(h)); !external {
-					p.comps.current("headers", ptr, replayedHeader())
-				}
+				p.comps.currentRef("headers", h, replayedHeader())
 				continue
 			}
 			h := p.comps.ref("headers", ReplayedHeader, replayedHeader(), true)
@@ -404,9 +404,7 @@ func (p *planner) retryAfter(op *ir.Operation, code string, existing, newResps *
 		return
 	}
 	if h := childFold(child(r, "headers"), "Retry-After"); h != nil {
-		if ptr, external := refTarget(unalias(h)); !external {
-			p.comps.current("headers", ptr, retryAfterHeader())
-		}
+		p.comps.currentRef("headers", h, retryAfterHeader())
 		return
 	}
 	h := ref(p.comps.ref("headers", RetryAfterHeader, retryAfterHeader(), true))
@@ -614,7 +612,7 @@ func (p *planner) member(schema *yaml.Node, toks []string, depth int) *yaml.Node
 	if s == nil || depth > 32 || len(toks) == 0 {
 		return nil
 	}
-	tok := strings.ReplaceAll(strings.ReplaceAll(toks[0], "~1", "/"), "~0", "~")
+	tok := load.Unescape(toks[0])
 	var next *yaml.Node
 	if props := child(s, "properties"); props != nil {
 		next = child(props, tok)

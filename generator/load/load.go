@@ -261,7 +261,7 @@ func mark(n *yaml.Node, ptr, file string, positions *[]ir.Pos) {
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			mark(n.Content[i], ptr, file, positions)
-			mark(n.Content[i+1], ptr+"/"+escape(n.Content[i].Value), file, positions)
+			mark(n.Content[i+1], ptr+"/"+Escape(n.Content[i].Value), file, positions)
 		}
 	case yaml.SequenceNode:
 		for i, c := range n.Content {
@@ -352,7 +352,7 @@ func (d *Document) child(n Node, tok string, depth int) Node {
 		for i := 0; i+1 < len(kv); i += 2 {
 			k := kv[i].Value
 			if k == tok {
-				return Node{Node: kv[i+1], File: n.File, Pointer: n.Pointer + "/" + escape(tok)}
+				return Node{Node: kv[i+1], File: n.File, Pointer: n.Pointer + "/" + Escape(tok)}
 			}
 			if k == "$ref" {
 				ref = kv[i+1]
@@ -443,14 +443,18 @@ func splitPointer(ptr string) []string {
 	}
 	toks := strings.Split(ptr, "/")
 	for i, t := range toks {
-		toks[i] = strings.ReplaceAll(strings.ReplaceAll(t, "~1", "/"), "~0", "~")
+		toks[i] = Unescape(t)
 	}
 	return toks
 }
 
-func escape(tok string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(tok, "~", "~0"), "/", "~1")
-}
+var (
+	escaper   = strings.NewReplacer("~", "~0", "/", "~1")
+	unescaper = strings.NewReplacer("~1", "/", "~0", "~")
+)
 
-// Escape escapes a JSON pointer token (RFC 6901).
-func Escape(tok string) string { return escape(tok) }
+// Escape escapes a JSON pointer token (RFC 6901): ~ as ~0, / as ~1.
+func Escape(tok string) string { return escaper.Replace(tok) }
+
+// Unescape is the token Escape escaped (~1 is /, ~0 is ~).
+func Unescape(tok string) string { return unescaper.Replace(tok) }
