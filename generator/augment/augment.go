@@ -182,6 +182,7 @@ func Diagnose(path string, spec *ir.Spec, opts Options) diag.List {
 func (p *planner) diagnostics(d *load.Document, strict, notAugmented bool) diag.List {
 	var diags diag.List
 	unconfirmedRoot := hasTODO(child(d.Root, "x-idempotency"))
+	src := sources{}
 	for _, f := range p.findings {
 		if (f.rule == RuleNotAugmented) != notAugmented {
 			continue
@@ -193,6 +194,9 @@ func (p *planner) diagnostics(d *load.Document, strict, notAugmented bool) diag.
 		if f.node != nil {
 			if np := d.Pos(f.node, d.Path, ""); np.Line > 0 {
 				pos = np
+				if f.block {
+					pos = src.markerPos(pos, f.node, p.nodeAfter(d, f.node, pos.File))
+				}
 			}
 		}
 		if strict && !notAugmented {

@@ -154,10 +154,10 @@ type namedNode struct {
 }
 
 // staleNode is a definition idemgen wrote earlier (def, in the spec) that
-// the contracts replace now.
+// the contracts replace now (with want).
 type staleNode struct {
 	kind, name string
-	def        *yaml.Node
+	def, want  *yaml.Node
 }
 
 func newComponents(root *yaml.Node) *components {
@@ -240,7 +240,7 @@ func (c *components) currentRef(kind string, n, def *yaml.Node) {
 // replace records cur, idemgen's definition of the component of kind
 // named name, as stale, and def as the one to write under that name.
 func (c *components) replace(kind, name string, cur, def *yaml.Node) {
-	c.stale = append(c.stale, staleNode{kind: kind, name: name, def: cur})
+	c.stale = append(c.stale, staleNode{kind: kind, name: name, def: cur, want: def})
 	c.add(kind, name, def)
 }
 

@@ -45,6 +45,9 @@ type finding struct {
 	op   *ir.Operation
 	node *yaml.Node // where, in the spec (nil: the operation)
 	msg  string
+	// block: node is a text with a contract block, which the finding is
+	// about (reported at its BeginMarker).
+	block bool
 }
 
 // planner computes the overlay actions that declare in the spec what the
@@ -98,7 +101,7 @@ func plan(root *yaml.Node, ops []*ir.Operation) *planner {
 			opActions = append(opActions, a)
 		}
 		for _, s := range p.comps.stale[seen:] {
-			p.found(RuleSpecStale, op, s.def, "the component %s %s that idemgen spec wrote is stale: the contract of %s implies another one now", s.kind, s.name, where(op))
+			p.found(RuleSpecStale, op, firstDifference(s.def, s.want), "the component %s %s that idemgen spec wrote is stale: the contract of %s implies another one now", s.kind, s.name, where(op))
 		}
 	}
 	var first []overlay.Action
@@ -128,6 +131,11 @@ func (p *planner) notAugmented(op *ir.Operation, n *yaml.Node, format string, ar
 
 func (p *planner) found(rule string, op *ir.Operation, n *yaml.Node, format string, args ...any) {
 	p.findings = append(p.findings, finding{rule: rule, op: op, node: n, msg: fmt.Sprintf(format, args...)})
+}
+
+// staleBlock reports the contract block of text n as stale.
+func (p *planner) staleBlock(op *ir.Operation, n *yaml.Node, format string, args ...any) {
+	p.findings = append(p.findings, finding{rule: RuleSpecStale, op: op, node: n, msg: fmt.Sprintf(format, args...), block: true})
 }
 
 // target returns the JSONPath of n, checked to select exactly n.
@@ -470,7 +478,7 @@ func (p *planner) description(op *ir.Operation, opNode, upd *yaml.Node) {
 		return
 	}
 	if hasBlock(old) {
-		p.found(RuleSpecStale, op, cur, "the contract summary in the description of %s (between the idemgen:contract markers) is stale: it differs from what the contract says now", where(op))
+		p.staleBlock(op, cur, "the contract summary in the description of %s (between the idemgen:contract markers) is stale: it differs from what the contract says now", where(op))
 	}
 	if cur != nil {
 		set(upd, "description", str(next))
@@ -583,7 +591,7 @@ func (p *planner) bodyMember(op *ir.Operation, opNode *yaml.Node) {
 		if next := ReplaceInline(old, note); next != old {
 			set(upd, "description", str(next))
 			if hasBlock(old) {
-				p.found(RuleSpecStale, op, cur, "the key note in the description of the body member %s of %s (between the idemgen:contract markers) is stale: it differs from what the contracts say now", op.Key.Name, strings.Join(ops, ", "))
+				p.staleBlock(op, cur, "the key note in the description of the body member %s of %s (between the idemgen:contract markers) is stale: it differs from what the contracts say now", op.Key.Name, strings.Join(ops, ", "))
 			}
 		}
 	}
