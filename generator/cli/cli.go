@@ -35,6 +35,7 @@ import (
 	_ "github.com/idemgen/idemgen/generator/emit/server" // registers the emitter "server"
 	"github.com/idemgen/idemgen/generator/emitter"
 	"github.com/idemgen/idemgen/generator/ir"
+	"github.com/idemgen/idemgen/generator/load"
 	"github.com/idemgen/idemgen/generator/naming"
 )
 
@@ -337,12 +338,12 @@ func sameFile(a, b string) bool {
 	return err1 == nil && err2 == nil && os.SameFile(fa, fb)
 }
 
-// diagnose compiles the spec and adds the checks of package augment
-// (unconfirmed values, spec consistency).
+// diagnose loads the spec once, compiles it and adds the checks of
+// package augment (unconfirmed values, spec consistency).
 func diagnose(path string, overlays []string, strict bool, names naming.Namer) (*ir.Spec, diag.List) {
-	spec, diags := compile.Compile(path, compile.Options{Overlays: overlays, Naming: names})
+	d, spec, diags := compile.LoadAndCompile(path, load.Options{Overlays: overlays}, compile.Options{Naming: names})
 	if spec != nil {
-		diags = append(diags, augment.Diagnose(path, spec, augment.Options{Overlays: overlays, Strict: strict})...).Sorted()
+		diags = append(diags, augment.DiagnoseDocument(d, spec, augment.Options{Strict: strict})...).Sorted()
 	}
 	return spec, diags
 }

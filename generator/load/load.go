@@ -33,17 +33,26 @@ import (
 
 // Document is a loaded spec.
 type Document struct {
-	Path     string                // the spec file as given
-	Overlays []string              // overlay files applied, in order
-	T        *openapi3.T           // kin-openapi's model, $refs resolved
-	Root     *yaml.Node            // the spec's root mapping, overlays applied
-	files    map[string]*yaml.Node // other files reached through $ref, by cleaned path
-	origin   map[*yaml.Node]ir.Pos // nodes an overlay put there: their position in the overlay
+	Path     string      // the spec file as given
+	Overlays []string    // overlay files applied, in order
+	T        *openapi3.T // kin-openapi's model, $refs resolved
+	Root     *yaml.Node  // the spec's root mapping, overlays applied
+	// HeadComment and FootComment are the comments of the spec file's
+	// YAML document, before and after Root.
+	HeadComment, FootComment string
+	// Format is the spec file's format (specfile.Detect, before the
+	// overlays), with Options.Format only.
+	Format specfile.Format
+	files  map[string]*yaml.Node // other files reached through $ref, by cleaned path
+	origin map[*yaml.Node]ir.Pos // nodes an overlay put there: their position in the overlay
 }
 
 // Options configure Load.
 type Options struct {
 	Overlays []string // overlay files, applied in order
+	// Format: detect the file's format (Document.Format), to write the
+	// document back as the file is written.
+	Format bool
 }
 
 // Load reads the spec at path, applies the overlays and loads the result.
@@ -58,17 +67,22 @@ func Load(path string, opts Options) (*Document, diag.List) {
 		diags.Errorf(ir.Pos{File: path}, "load-error", "cannot read the spec: %v", unwrapPath(err))
 		return nil, diags
 	}
-	root, err := parseYAML(data)
+	doc, err := parseDocument(data)
 	if err != nil {
 		diags.Errorf(yamlErrPos(path, err, data), "load-error", "cannot parse the spec: %v", cleanYAMLErr(err))
 		return nil, diags
 	}
+	root := doc.Content[0]
 	if root.Kind != yaml.MappingNode {
 		diags.Errorf(ir.Pos{File: path, Line: root.Line, Col: root.Column}, "load-error", "the spec is not a YAML or JSON object")
 		return nil, diags
 	}
 	d.Root = root
+	d.HeadComment, d.FootComment = doc.HeadComment, doc.FootComment
 	d.files[filepath.Clean(path)] = root
+	if opts.Format {
+		d.Format = specfile.Detect(data, doc)
+	}
 
 	for _, ovPath := range opts.Overlays {
 		diags = append(diags, d.applyOverlay(ovPath)...)
@@ -104,14 +118,24 @@ func Load(path string, opts Options) (*Document, diag.List) {
 
 // parseYAML parses YAML or JSON into its root node.
 func parseYAML(data []byte) (*yaml.Node, error) {
+	doc, err := parseDocument(data)
+	if err != nil {
+		return nil, err
+	}
+	return doc.Content[0], nil
+}
+
+// parseDocument parses YAML or JSON into a document node with one child,
+// the root (a null scalar for an empty document).
+func parseDocument(data []byte) (*yaml.Node, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(specfile.LF(data), &doc); err != nil {
 		return nil, err
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
-		return &yaml.Node{Kind: yaml.ScalarNode, Line: 1, Column: 1}, nil
+		return &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{{Kind: yaml.ScalarNode, Line: 1, Column: 1}}}, nil
 	}
-	return doc.Content[0], nil
+	return &doc, nil
 }
 
 var yamlLine = regexp.MustCompile(`line (\d+)`)
