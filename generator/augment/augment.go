@@ -29,7 +29,6 @@ package augment
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -74,19 +73,12 @@ var tolerated = map[string]bool{"key-undeclared": true}
 // contracts hold values still to be confirmed (see Unconfirmed); the
 // diagnostics say why, and carry the warnings otherwise.
 func Augment(path string, opts Options) (*Result, diag.List) {
-	src, err := os.ReadFile(path)
-	if err != nil {
-		var diags diag.List
-		diags.Errorf(ir.Pos{File: path}, "load-error", "cannot read the spec: %v", err)
-		return nil, diags
-	}
-	spec, diags := compile.Compile(path, compile.Options{Overlays: opts.Overlays})
+	// Loaded once: the contracts are compiled from the tree the plan then
+	// changes (compile only reads it), and the format is detected before
+	// the overlays change it.
+	d, spec, diags := compile.LoadAndCompile(path, load.Options{Overlays: opts.Overlays, Format: true}, compile.Options{})
 	if spec == nil {
 		return nil, diags
-	}
-	d, ds := load.Load(path, load.Options{Overlays: opts.Overlays})
-	if d == nil {
-		return nil, append(diags, ds...).Sorted()
 	}
 	diags = append(diags, Unconfirmed(d)...)
 	for _, x := range diags {
@@ -94,13 +86,6 @@ func Augment(path string, opts Options) (*Result, diag.List) {
 			return nil, diags.Sorted()
 		}
 	}
-	srcDoc, err := specfile.Parse(src)
-	if err != nil {
-		diags.Errorf(ir.Pos{File: path}, "load-error", "cannot parse the spec: %v", err)
-		return nil, diags.Sorted()
-	}
-	format := specfile.Detect(src, srcDoc)
-
 	p := plan(d.Root, spec.Operations)
 	diags = append(diags, p.diagnostics(d, false, true)...)
 	ov := overlay.Overlay{Version: "1.0.0", Actions: p.actions}
@@ -108,8 +93,8 @@ func Augment(path string, opts Options) (*Result, diag.List) {
 		diags.Errorf(ir.Pos{File: path}, "internal-error", "idemgen failed to apply its own changes (please report it): %v", err)
 		return nil, diags.Sorted()
 	}
-	doc := &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{d.Root}, HeadComment: srcDoc.HeadComment, FootComment: srcDoc.FootComment}
-	out, err := specfile.Encode(doc, format)
+	doc := &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{d.Root}, HeadComment: d.HeadComment, FootComment: d.FootComment}
+	out, err := specfile.Encode(doc, d.Format)
 	if err != nil {
 		diags.Errorf(ir.Pos{File: path}, "internal-error", "cannot write the augmented spec: %v", err)
 		return nil, diags.Sorted()
@@ -119,7 +104,7 @@ func Augment(path string, opts Options) (*Result, diag.List) {
 		diags.Errorf(ir.Pos{File: path}, "internal-error", "cannot write the overlay: %v", err)
 		return nil, diags.Sorted()
 	}
-	return &Result{Spec: out, Overlay: ovBytes, Actions: len(p.actions), Format: format}, diags.Sorted()
+	return &Result{Spec: out, Overlay: ovBytes, Actions: len(p.actions), Format: d.Format}, diags.Sorted()
 }
 
 // OverlayDocument writes actions as an Overlay 1.0 YAML document.
@@ -171,6 +156,16 @@ func Diagnose(path string, spec *ir.Spec, opts Options) diag.List {
 	if d == nil {
 		return nil // compile reported why
 	}
+	return DiagnoseDocument(d, spec, opts)
+}
+
+// DiagnoseDocument is Diagnose for a spec loaded already (with its
+// overlays; opts.Overlays is not read), from which spec was compiled
+// (compile.LoadAndCompile).
+func DiagnoseDocument(d *load.Document, spec *ir.Spec, opts Options) diag.List {
+	if spec == nil {
+		return nil
+	}
 	diags := Unconfirmed(d)
 	p := plan(d.Root, spec.Operations)
 	return append(diags, p.diagnostics(d, opts.Strict, false)...).Sorted()
@@ -182,6 +177,7 @@ func Diagnose(path string, spec *ir.Spec, opts Options) diag.List {
 func (p *planner) diagnostics(d *load.Document, strict, notAugmented bool) diag.List {
 	var diags diag.List
 	unconfirmedRoot := hasTODO(child(d.Root, "x-idempotency"))
+	src := sources{}
 	for _, f := range p.findings {
 		if (f.rule == RuleNotAugmented) != notAugmented {
 			continue
@@ -193,6 +189,9 @@ func (p *planner) diagnostics(d *load.Document, strict, notAugmented bool) diag.
 		if f.node != nil {
 			if np := d.Pos(f.node, d.Path, ""); np.Line > 0 {
 				pos = np
+				if f.block {
+					pos = src.markerPos(pos, f.node, p.nodeAfter(d, f.node, pos.File))
+				}
 			}
 		}
 		if strict && !notAugmented {

@@ -40,6 +40,7 @@ func cases(t testing.TB) []specCase {
 	cs := []specCase{
 		{"coupons", filepath.Join(aug, "coupons", "openapi.yaml"), nil, filepath.Join(aug, "coupons")},
 		{"orders-json", filepath.Join(aug, "orders-json", "openapi.json"), []string{filepath.Join(aug, "orders-json", "contracts.overlay.yaml")}, filepath.Join(aug, "orders-json")},
+		{"crlf", filepath.Join(aug, "crlf", "openapi.yaml"), nil, filepath.Join(aug, "crlf")},
 		{"petstore", filepath.Join(specs, "petstore-expanded.yaml"), []string{filepath.Join(ov, "petstore.overlay.yaml")}, filepath.Join(aug, "petstore")},
 		{"adyen", filepath.Join(specs, "adyen-transfers-v4.json"), []string{filepath.Join(ov, "adyen.overlay.yaml")}, ""},
 	}
@@ -285,11 +286,10 @@ func TestSpecStale(t *testing.T) {
 	assert.Equal(t, diag.Warning, d.Severity)
 	assert.Contains(t, d.Message, "contract summary in the description of")
 	assert.Contains(t, d.Message, "run idemgen spec again")
-	// At the description that holds the markers.
+	// At the marker of the stale block, in the description.
 	lines := strings.Split(stale, "\n")
 	require.Greater(t, d.Pos.Line, 0)
-	assert.Contains(t, lines[d.Pos.Line-1], "description:")
-	assert.Contains(t, strings.Join(lines[d.Pos.Line-1:d.Pos.Line+3], "\n"), augment.BeginMarker)
+	assert.True(t, strings.HasPrefix(lines[d.Pos.Line-1][d.Pos.Col-1:], augment.BeginMarker), "%s: %q", d.Pos, lines[d.Pos.Line-1])
 
 	strict := augment.Diagnose(path, spec, augment.Options{Strict: true})
 	require.Len(t, strict, 1)
@@ -303,15 +303,29 @@ func TestSpecStale(t *testing.T) {
 	assert.Empty(t, augment.Diagnose(fresh, spec, augment.Options{Strict: true}))
 	old := "      description: 'IDEMPOTENCY_KEY_REUSED: the key was used for a different request"
 	require.Contains(t, string(res.Spec), "    IdempotencyConflict:\n"+old)
-	comp := writeTemp(t, "openapi.yaml", []byte(strings.Replace(string(res.Spec), old, "      description: 'Older words. IDEMPOTENCY_KEY_REUSED: the key was used for a different request", 1)))
+	compSrc := strings.Replace(string(res.Spec), old, "      description: 'Older words. IDEMPOTENCY_KEY_REUSED: the key was used for a different request", 1)
+	comp := writeTemp(t, "openapi.yaml", []byte(compSrc))
 	spec, diags = compile.Compile(comp, compile.Options{})
 	require.False(t, diags.HasErrors(), "%v", diags)
 	got = augment.Diagnose(comp, spec, augment.Options{})
 	require.Len(t, got, 1, "%v", got)
 	assert.Equal(t, augment.RuleSpecStale, got[0].Rule)
 	assert.Contains(t, got[0].Message, "component responses IdempotencyConflict")
-	compLines := strings.Split(string(res.Spec), "\n")
+	compLines := strings.Split(compSrc, "\n")
 	assert.Equal(t, "    IdempotencyConflict:", compLines[got[0].Pos.Line-2], "at the component's definition")
+	assert.Equal(t, "'Older words.", compLines[got[0].Pos.Line-1][got[0].Pos.Col-1:][:13], "at the value that differs")
+	// Below its first entry too.
+	old = "          description: The stable problem code.\n"
+	require.Equal(t, 1, strings.Count(string(res.Spec), old))
+	compSrc = strings.Replace(string(res.Spec), old, "          description: The problem code.\n", 1)
+	comp = writeTemp(t, "openapi.yaml", []byte(compSrc))
+	spec, diags = compile.Compile(comp, compile.Options{})
+	require.False(t, diags.HasErrors(), "%v", diags)
+	got = augment.Diagnose(comp, spec, augment.Options{})
+	require.Len(t, got, 1, "%v", got)
+	assert.Contains(t, got[0].Message, "component schemas IdempotencyProblem")
+	compLines = strings.Split(compSrc, "\n")
+	assert.Equal(t, "The problem code.", compLines[got[0].Pos.Line-1][got[0].Pos.Col-1:], "at the value that differs")
 
 	again, diags := augment.Augment(path, augment.Options{})
 	require.NotNil(t, again, "%v", diags)
@@ -373,6 +387,19 @@ components:
 	out := stable(t, src)
 	assert.Contains(t, out, "Idempotency key of POST /a, POST /b:")
 	assert.Equal(t, 1, strings.Count(out, "Idempotency key of"))
+
+	// A note edited since is stale, reported at its marker.
+	staleSrc := strings.Replace(out, "new for each logical call", "new for each call", 1)
+	path := writeTemp(t, "openapi.yaml", []byte(staleSrc))
+	spec, diags := compile.Compile(path, compile.Options{})
+	require.False(t, diags.HasErrors(), "%v", diags)
+	got := augment.Diagnose(path, spec, augment.Options{})
+	require.Len(t, got, 1, "%v", got)
+	assert.Contains(t, got[0].Message, "the key note in the description of the body member /key")
+	lines := strings.Split(staleSrc, "\n")
+	require.Positive(t, got[0].Pos.Line)
+	line := lines[got[0].Pos.Line-1]
+	assert.True(t, strings.HasPrefix(line[got[0].Pos.Col-1:], augment.BeginMarker), "%s: %q", got[0].Pos, line)
 }
 
 // TestSpecStaleOwnHeadersAndParam: idemgen's header components and key
@@ -407,7 +434,9 @@ paths:
 			assert.Equal(t, augment.RuleSpecStale, got[0].Rule)
 			assert.Contains(t, got[0].Message, "component "+tc.name)
 			lines := strings.Split(staleSrc, "\n")
-			assert.Contains(t, lines[got[0].Pos.Line-2], strings.Fields(tc.name)[1]+":", "at the component's definition")
+			// At the value that differs, in the component's definition.
+			assert.True(t, strings.HasPrefix(strings.Trim(lines[got[0].Pos.Line-1][got[0].Pos.Col-1:], "'"), "Older words"), "%s: %q", got[0].Pos, lines[got[0].Pos.Line-1])
+			assert.Contains(t, strings.Join(lines[:got[0].Pos.Line], "\n"), "\n    "+strings.Fields(tc.name)[1]+":\n")
 
 			again := stable(t, staleSrc)
 			assert.NotContains(t, again, "Older words")

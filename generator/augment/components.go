@@ -8,6 +8,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/idemgen/idemgen/generator/ir"
+	"github.com/idemgen/idemgen/generator/load"
 	"github.com/idemgen/idemgen/runtime/idem"
 )
 
@@ -141,23 +142,35 @@ func responseDescription(status int, r roles) string {
 // components collects the components the plan refers to.
 type components struct {
 	root  *yaml.Node
-	kinds []string                   // kinds in first-use order
-	added map[string][]namedNode     // kind -> new definitions, in first-use order
-	used  map[string][]namedNode     // kind -> definitions referred to (added or reused)
-	stale map[string]map[string]bool // kind -> marked definitions to replace
-	// staleList are the marked definitions to replace, in the order found
-	// (def: the definition in the spec).
-	staleList []namedNode
+	kinds []string               // kinds in first-use order
+	added map[string][]namedNode // kind -> new definitions, in first-use order
+	used  map[string][]namedNode // kind -> definitions referred to (added or reused)
+	stale []staleNode            // marked definitions to replace, in the order found
 }
 
 type namedNode struct {
 	name string
 	def  *yaml.Node
-	kind string // in staleList only
+}
+
+// staleNode is a definition idemgen wrote earlier (def, in the spec) that
+// the contracts replace now (with want).
+type staleNode struct {
+	kind, name string
+	def, want  *yaml.Node
 }
 
 func newComponents(root *yaml.Node) *components {
-	return &components{root: root, added: map[string][]namedNode{}, used: map[string][]namedNode{}, stale: map[string]map[string]bool{}}
+	return &components{root: root, added: map[string][]namedNode{}, used: map[string][]namedNode{}}
+}
+
+// componentRef is the $ref of the component of kind named name.
+func componentRef(kind, name string) string {
+	return "#/components/" + kind + "/" + load.Escape(name)
+}
+
+func (c *components) isUsed(kind, name string) bool {
+	return slices.ContainsFunc(c.used[kind], func(u namedNode) bool { return u.name == name })
 }
 
 // ref returns the $ref of a component of kind with definition def, named
@@ -167,7 +180,7 @@ func newComponents(root *yaml.Node) *components {
 func (c *components) ref(kind, base string, def *yaml.Node, replace bool) string {
 	for _, u := range c.used[kind] {
 		if equal(u.def, def) {
-			return "#/components/" + kind + "/" + escapeToken(u.name)
+			return componentRef(kind, u.name)
 		}
 	}
 	existing := child(child(c.root, "components"), kind)
@@ -176,7 +189,7 @@ func (c *components) ref(kind, base string, def *yaml.Node, replace bool) string
 		if i > 1 {
 			name += strconv.Itoa(i)
 		}
-		if slices.ContainsFunc(c.used[kind], func(u namedNode) bool { return u.name == name }) {
+		if c.isUsed(kind, name) {
 			continue
 		}
 		cur := child(existing, name)
@@ -186,16 +199,11 @@ func (c *components) ref(kind, base string, def *yaml.Node, replace bool) string
 		case equal(cur, def):
 			c.used[kind] = append(c.used[kind], namedNode{name: name, def: cur})
 		case replace && marked(cur):
-			if c.stale[kind] == nil {
-				c.stale[kind] = map[string]bool{}
-			}
-			c.stale[kind][name] = true
-			c.staleList = append(c.staleList, namedNode{name: name, def: cur, kind: kind})
-			c.add(kind, name, def)
+			c.replace(kind, name, cur, def)
 		default:
 			continue
 		}
-		return "#/components/" + kind + "/" + escapeToken(name)
+		return componentRef(kind, name)
 	}
 }
 
@@ -204,13 +212,8 @@ func (c *components) ref(kind, base string, def *yaml.Node, replace bool) string
 // replaced in place (and reported stale), so what refers to it stays. A
 // component without the marker, or one already chosen for a definition,
 // is left alone.
-func (c *components) current(kind, ptr string, def *yaml.Node) {
-	prefix := "/components/" + kind + "/"
-	if !strings.HasPrefix(ptr, prefix) || strings.Contains(ptr[len(prefix):], "/") {
-		return
-	}
-	name := strings.ReplaceAll(strings.ReplaceAll(ptr[len(prefix):], "~1", "/"), "~0", "~")
-	if slices.ContainsFunc(c.used[kind], func(u namedNode) bool { return u.name == name }) {
+func (c *components) current(kind, name string, def *yaml.Node) {
+	if c.isUsed(kind, name) {
 		return
 	}
 	cur := child(child(child(c.root, "components"), kind), name)
@@ -219,13 +222,26 @@ func (c *components) current(kind, ptr string, def *yaml.Node) {
 	case equal(cur, def):
 		c.used[kind] = append(c.used[kind], namedNode{name: name, def: cur})
 	default:
-		if c.stale[kind] == nil {
-			c.stale[kind] = map[string]bool{}
-		}
-		c.stale[kind][name] = true
-		c.staleList = append(c.staleList, namedNode{name: name, def: cur, kind: kind})
-		c.add(kind, name, def)
+		c.replace(kind, name, cur, def)
 	}
+}
+
+// currentRef is current for the component of kind that n, a declaration
+// in the spec, refers to, if n is a $ref to one of this document.
+func (c *components) currentRef(kind string, n, def *yaml.Node) {
+	ptr, external := refTarget(unalias(n))
+	prefix := "/components/" + kind + "/"
+	if external || !strings.HasPrefix(ptr, prefix) || strings.Contains(ptr[len(prefix):], "/") {
+		return
+	}
+	c.current(kind, load.Unescape(ptr[len(prefix):]), def)
+}
+
+// replace records cur, idemgen's definition of the component of kind
+// named name, as stale, and def as the one to write under that name.
+func (c *components) replace(kind, name string, cur, def *yaml.Node) {
+	c.stale = append(c.stale, staleNode{kind: kind, name: name, def: cur, want: def})
+	c.add(kind, name, def)
 }
 
 func (c *components) add(kind, name string, def *yaml.Node) {

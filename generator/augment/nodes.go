@@ -9,6 +9,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/idemgen/idemgen/generator/internal/yamlmerge"
+	"github.com/idemgen/idemgen/generator/load"
 )
 
 // Node builders. Values are *yaml.Node, string, int, bool or []*yaml.Node.
@@ -201,7 +202,7 @@ func lookup(root *yaml.Node, ptr string) *yaml.Node {
 		return nil
 	}
 	for _, tok := range strings.Split(ptr[1:], "/") {
-		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		tok = load.Unescape(tok)
 		switch {
 		case n == nil:
 			return nil
@@ -218,10 +219,6 @@ func lookup(root *yaml.Node, ptr string) *yaml.Node {
 		}
 	}
 	return n
-}
-
-func escapeToken(tok string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(tok, "~", "~0"), "/", "~1")
 }
 
 // parents indexes a tree: for each node, the step from its parent.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemgen/idemgen/generator/emit/docs"
 	"github.com/idemgen/idemgen/generator/ir"
+	"github.com/idemgen/idemgen/generator/load"
 	"github.com/idemgen/idemgen/generator/naming"
 )
 
@@ -44,6 +45,9 @@ type finding struct {
 	op   *ir.Operation
 	node *yaml.Node // where, in the spec (nil: the operation)
 	msg  string
+	// block: node is a text with a contract block, which the finding is
+	// about (reported at its BeginMarker).
+	block bool
 }
 
 // planner computes the overlay actions that declare in the spec what the
@@ -92,19 +96,21 @@ func plan(root *yaml.Node, ops []*ir.Operation) *planner {
 	}
 	var opActions []overlay.Action
 	for _, op := range ops {
-		seen := len(p.comps.staleList)
+		seen := len(p.comps.stale)
 		if a, ok := p.operation(op); ok {
 			opActions = append(opActions, a)
 		}
-		for _, s := range p.comps.staleList[seen:] {
-			p.found(RuleSpecStale, op, s.def, "the component %s %s that idemgen spec wrote is stale: the contract of %s implies another one now", s.kind, s.name, where(op))
+		for _, s := range p.comps.stale[seen:] {
+			p.found(RuleSpecStale, op, firstDifference(s.def, s.want), "the component %s %s that idemgen spec wrote is stale: the contract of %s implies another one now", s.kind, s.name, where(op))
 		}
 	}
 	var first []overlay.Action
 	for _, kind := range p.comps.kinds {
-		names := make([]string, 0, len(p.comps.stale[kind]))
-		for name := range p.comps.stale[kind] {
-			names = append(names, name)
+		var names []string
+		for _, s := range p.comps.stale {
+			if s.kind == kind {
+				names = append(names, s.name)
+			}
 		}
 		slices.Sort(names)
 		for _, name := range names {
@@ -125,6 +131,11 @@ func (p *planner) notAugmented(op *ir.Operation, n *yaml.Node, format string, ar
 
 func (p *planner) found(rule string, op *ir.Operation, n *yaml.Node, format string, args ...any) {
 	p.findings = append(p.findings, finding{rule: rule, op: op, node: n, msg: fmt.Sprintf(format, args...)})
+}
+
+// staleBlock reports the contract block of text n as stale.
+func (p *planner) staleBlock(op *ir.Operation, n *yaml.Node, format string, args ...any) {
+	p.findings = append(p.findings, finding{rule: RuleSpecStale, op: op, node: n, msg: fmt.Sprintf(format, args...), block: true})
 }
 
 // target returns the JSONPath of n, checked to select exactly n.
@@ -190,19 +201,18 @@ func (p *planner) keyParam(op *ir.Operation, opNode, upd *yaml.Node) {
 	}
 	def, base := keyParamDef(k)
 	if e := p.declared(op, opNode); e != nil {
-		if ptr, external := refTarget(unalias(e)); !external {
-			// idemgen's own parameter from an earlier run: replaced in
-			// place (and reported stale) when the key changed.
-			p.comps.current("parameters", ptr, def)
-		}
+		// idemgen's own parameter from an earlier run: replaced in place
+		// (and reported stale) when the key changed.
+		p.comps.currentRef("parameters", e, def)
 		return
 	}
 	if k.Param != nil {
 		return
 	}
-	r := p.existingParam(k)
-	if r != "" {
-		p.comps.current("parameters", strings.TrimPrefix(r, "#"), def)
+	var r string
+	if name := p.existingParam(k); name != "" {
+		p.comps.current("parameters", name, def)
+		r = componentRef("parameters", name)
 	} else {
 		// Not replace: the definition depends on the key, and a marked
 		// parameter of that name may be another operation's (which
@@ -246,7 +256,7 @@ func keyParamDef(k ir.Key) (*yaml.Node, string) {
 	return def, base
 }
 
-// existingParam returns the $ref of a component parameter of the spec
+// existingParam returns the name of a component parameter of the spec
 // that declares the key as the contract says (the spec's own declaration,
 // as in many vendor specs), or "".
 func (p *planner) existingParam(k ir.Key) string {
@@ -264,7 +274,7 @@ func (p *planner) existingParam(k ir.Key) string {
 			continue
 		}
 		if compatible(p.root, d, k) {
-			return "#/components/parameters/" + escapeToken(params.Content[i].Value)
+			return params.Content[i].Value
 		}
 	}
 	return ""
@@ -345,9 +355,7 @@ func (p *planner) responses(op *ir.Operation, opNode, upd *yaml.Node) {
 				continue // a $ref'd response is shared: not ours to change
 			}
 			if h := childFold(child(r, "headers"), "Idempotent-Replayed"); h != nil {
-				if ptr, external := refTarget(unalias(h)); !external {
-					p.comps.current("headers", ptr, replayedHeader())
-				}
+				p.comps.currentRef("headers", h, replayedHeader())
 				continue
 			}
 			h := p.comps.ref("headers", ReplayedHeader, replayedHeader(), true)
@@ -404,9 +412,7 @@ func (p *planner) retryAfter(op *ir.Operation, code string, existing, newResps *
 		return
 	}
 	if h := childFold(child(r, "headers"), "Retry-After"); h != nil {
-		if ptr, external := refTarget(unalias(h)); !external {
-			p.comps.current("headers", ptr, retryAfterHeader())
-		}
+		p.comps.currentRef("headers", h, retryAfterHeader())
 		return
 	}
 	h := ref(p.comps.ref("headers", RetryAfterHeader, retryAfterHeader(), true))
@@ -472,7 +478,7 @@ func (p *planner) description(op *ir.Operation, opNode, upd *yaml.Node) {
 		return
 	}
 	if hasBlock(old) {
-		p.found(RuleSpecStale, op, cur, "the contract summary in the description of %s (between the idemgen:contract markers) is stale: it differs from what the contract says now", where(op))
+		p.staleBlock(op, cur, "the contract summary in the description of %s (between the idemgen:contract markers) is stale: it differs from what the contract says now", where(op))
 	}
 	if cur != nil {
 		set(upd, "description", str(next))
@@ -585,7 +591,7 @@ func (p *planner) bodyMember(op *ir.Operation, opNode *yaml.Node) {
 		if next := ReplaceInline(old, note); next != old {
 			set(upd, "description", str(next))
 			if hasBlock(old) {
-				p.found(RuleSpecStale, op, cur, "the key note in the description of the body member %s of %s (between the idemgen:contract markers) is stale: it differs from what the contracts say now", op.Key.Name, strings.Join(ops, ", "))
+				p.staleBlock(op, cur, "the key note in the description of the body member %s of %s (between the idemgen:contract markers) is stale: it differs from what the contracts say now", op.Key.Name, strings.Join(ops, ", "))
 			}
 		}
 	}
@@ -614,7 +620,7 @@ func (p *planner) member(schema *yaml.Node, toks []string, depth int) *yaml.Node
 	if s == nil || depth > 32 || len(toks) == 0 {
 		return nil
 	}
-	tok := strings.ReplaceAll(strings.ReplaceAll(toks[0], "~1", "/"), "~0", "~")
+	tok := load.Unescape(toks[0])
 	var next *yaml.Node
 	if props := child(s, "properties"); props != nil {
 		next = child(props, tok)

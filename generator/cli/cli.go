@@ -1,7 +1,7 @@
 // Package cli implements the idemgen command line: flags in, exit code out.
 //
 //	idemgen init [-overlay FILE]... [-o overlay.yaml] [-force] SPEC
-//	idemgen check [-overlay FILE]... [-format text|json] [-strict] SPEC
+//	idemgen check [-config idemgen.yaml] [-overlay FILE]... [-format text|json] [-strict] SPEC
 //	idemgen check -generated [-config idemgen.yaml] [-strict] [SPEC]
 //	idemgen spec [-overlay FILE]... [-o OUT] [-as-overlay] [-format text|json] SPEC
 //	idemgen generate [-config idemgen.yaml] [-overlay FILE]... [-emit NAME]... [-o DIR|-] [-package NAME] [-option NAME=VALUE]... [-format text|json] [SPEC]
@@ -35,6 +35,7 @@ import (
 	_ "github.com/idemgen/idemgen/generator/emit/server" // registers the emitter "server"
 	"github.com/idemgen/idemgen/generator/emitter"
 	"github.com/idemgen/idemgen/generator/ir"
+	"github.com/idemgen/idemgen/generator/load"
 	"github.com/idemgen/idemgen/generator/naming"
 )
 
@@ -92,7 +93,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 // Synopses of the commands, as docs/contract.md lists them.
 const (
 	initSynopsis           = "idemgen init [-overlay FILE]... [-o overlay.yaml] [-force] SPEC"
-	checkSynopsis          = "idemgen check [-overlay FILE]... [-format text|json] [-strict] SPEC"
+	checkSynopsis          = "idemgen check [-config idemgen.yaml] [-overlay FILE]... [-format text|json] [-strict] SPEC"
 	checkGeneratedSynopsis = "idemgen check -generated [-config idemgen.yaml] [-strict] [SPEC]"
 	specSynopsis           = "idemgen spec [-overlay FILE]... [-o OUT] [-as-overlay] [-format text|json] SPEC"
 	generateSynopsis       = "idemgen generate [-config idemgen.yaml] [-overlay FILE]... [-emit NAME]... [-o DIR|-] [-package NAME] [-option NAME=VALUE]... [-format text|json] [SPEC]"
@@ -226,6 +227,7 @@ const checkExamples = `  idemgen check openapi.yaml
   idemgen check -overlay idempotency.overlay.yaml vendor/openapi.json
   idemgen check -format json openapi.yaml | jq '.[] | select(.severity == "error")'
   idemgen check -strict openapi.yaml                 # the spec must declare what the contracts imply
+  idemgen check -config idemgen.yaml                 # its spec and overlays, Go names as it sets them
   idemgen check -generated -config idemgen.yaml      # in CI: committed output is up to date
 
 Diagnostics go to stderr as file:line:col: error|warning: message [rule-id]
@@ -235,6 +237,12 @@ checks, values idemgen init proposed and nobody confirmed are errors
 imply it is reported [key-param-missing, problem-response-missing,
 retry-after-missing], and so is what an earlier idemgen spec wrote that the
 contracts have since changed [spec-stale]: warnings, errors with -strict.
+
+Go names are checked for collisions as generate names them: under the
+name-normalizer (or oapi-codegen-config) of the -config file, whose spec:
+and overlays: are used too unless SPEC and -overlay are given, as generate
+does; without -config, of the idemgen.yaml beside SPEC (only its naming
+settings; not if its spec: is another file); else oapi-codegen's default.
 
 With -generated, the outputs of every emitter the config file enables are
 generated in memory and compared with the files under its output
@@ -249,40 +257,93 @@ func check(args []string, stdout, stderr io.Writer) int {
 	format := formatFlag(fs)
 	strict := fs.Bool("strict", false, "report what the spec does not declare (key parameter, problem responses, Retry-After) as errors, not warnings")
 	generated := fs.Bool("generated", false, "check that the files generated from the config are up to date")
-	configPath := fs.String("config", "", "with -generated: the idemgen.yaml `FILE` (default idemgen.yaml)")
+	configPath := fs.String("config", "", "read settings from this idemgen.yaml `FILE`: its Go naming (default: the idemgen.yaml beside SPEC), and its spec and overlays unless SPEC and -overlay are given; with -generated, all of them (default ./idemgen.yaml)")
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}
 	if *generated {
 		return checkGenerated(fs, *configPath, overlays, *strict, *format, stdout, stderr)
 	}
-	if *configPath != "" {
-		fmt.Fprintln(stderr, "idemgen check: -config goes with -generated")
+	cfg, cfgPath, err := checkConfig(*configPath, fs.Args(), overlays)
+	if err != nil {
+		fmt.Fprintf(stderr, "idemgen check: %v\n", err)
 		return ExitUsage
 	}
-	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "idemgen check: want exactly one SPEC file")
+	if cfg.Spec == "" || fs.NArg() > 1 {
+		fmt.Fprintln(stderr, "idemgen check: want exactly one SPEC file (or a -config that names one)")
 		fs.Usage()
 		return ExitUsage
 	}
-	spec, diags := diagnose(fs.Arg(0), overlays, *strict, naming.Default)
+	spec, diags := diagnose(cfg.Spec, cfg.Overlays, *strict, cfg.namer)
 	report(diags, *format, stdout, stderr)
 	if diags.HasErrors() {
 		return ExitError
 	}
 	if *format == "text" {
 		_, nw := diags.Count()
-		fmt.Fprintf(stderr, "%s: %d idempotent operations, %d warnings\n", fs.Arg(0), len(spec.Operations), nw)
+		names := ""
+		if cfgPath != "" {
+			names = " (Go names as " + cfgPath + " sets them)"
+		}
+		fmt.Fprintf(stderr, "%s: %d idempotent operations, %d warnings%s\n", cfg.Spec, len(spec.Operations), nw, names)
 	}
 	return ExitOK
 }
 
-// diagnose compiles the spec and adds the checks of package augment
-// (unconfirmed values, spec consistency).
+// checkConfig returns what check (without -generated) reads for the
+// command line's config file, SPEC and overlays, and the config file read
+// (""). With -config, it is that file with SPEC and the overlays, when
+// given, in place of its spec: and overlays:, as generate reads it.
+// Without, only the naming settings (name-normalizer, oapi-codegen-config)
+// of the idemgen.yaml beside SPEC apply, unless its spec: names another
+// file: it is that spec's config, and check then names Go types as
+// generate -config does; its other settings are generate's business.
+func checkConfig(configPath string, args, overlays []string) (*Config, string, error) {
+	cfg := &Config{}
+	if configPath != "" {
+		c, err := LoadConfig(configPath)
+		if err != nil {
+			return nil, "", err
+		}
+		cfg = c
+	}
+	if len(args) > 0 {
+		cfg.Spec = args[0]
+	}
+	if len(overlays) > 0 {
+		cfg.Overlays = overlays
+	}
+	if configPath != "" || cfg.Spec == "" {
+		return cfg, configPath, nil
+	}
+	beside := filepath.Join(filepath.Dir(cfg.Spec), DefaultConfig)
+	if _, err := os.Stat(beside); err != nil {
+		return cfg, "", nil
+	}
+	c, err := LoadConfig(beside)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w (the config beside the spec, read for its naming settings)", err)
+	}
+	if c.Spec != "" && !sameFile(c.Spec, cfg.Spec) {
+		return cfg, "", nil // another spec's config
+	}
+	cfg.namer = c.namer
+	return cfg, beside, nil
+}
+
+// sameFile reports whether paths a and b name the same existing file.
+func sameFile(a, b string) bool {
+	fa, err1 := os.Stat(a)
+	fb, err2 := os.Stat(b)
+	return err1 == nil && err2 == nil && os.SameFile(fa, fb)
+}
+
+// diagnose loads the spec once, compiles it and adds the checks of
+// package augment (unconfirmed values, spec consistency).
 func diagnose(path string, overlays []string, strict bool, names naming.Namer) (*ir.Spec, diag.List) {
-	spec, diags := compile.Compile(path, compile.Options{Overlays: overlays, Naming: names})
+	d, spec, diags := compile.LoadAndCompile(path, load.Options{Overlays: overlays}, compile.Options{Naming: names})
 	if spec != nil {
-		diags = append(diags, augment.Diagnose(path, spec, augment.Options{Overlays: overlays, Strict: strict})...).Sorted()
+		diags = append(diags, augment.DiagnoseDocument(d, spec, augment.Options{Strict: strict})...).Sorted()
 	}
 	return spec, diags
 }

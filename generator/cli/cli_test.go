@@ -38,7 +38,7 @@ func TestExitCodes(t *testing.T) {
 		{"check clean", []string{"check", filepath.Join("..", "..", "testdata", "augment", "coupons", "augmented.yaml")}, 0, "4 idempotent operations, 0 warnings"},
 		{"check spec warnings", []string{"check", contractCase("clean-full")}, 0, "[problem-response-missing]"},
 		{"check strict", []string{"check", "-strict", contractCase("clean-full")}, 1, "error: POST /coupons/{couponId}/claims does not declare the problem responses"},
-		{"check config without generated", []string{"check", "-config", "x.yaml", "a"}, 2, "-config goes with -generated"},
+		{"check missing config", []string{"check", "-config", "x.yaml", "a"}, 2, "open x.yaml"},
 		{"check generated no config", []string{"check", "-generated", "-config", "no/such/idemgen.yaml"}, 2, "no such file"},
 		{"spec no spec", []string{"spec"}, 2, "want exactly one SPEC"},
 		{"spec errors", []string{"spec", contractCase("bad-enum")}, 1, "[bad-enum]"},

@@ -87,3 +87,72 @@ func TestNameNormalizerConfig(t *testing.T) {
 	require.Equal(t, 0, c, stderr)
 	assert.Contains(t, out, `"CreateJSONImportV2X"`)
 }
+
+// TestCheckNaming: idemgen check SPEC names Go types as generate would
+// with the spec's config: the -config file's name-normalizer, or without
+// -config the idemgen.yaml beside SPEC (unless its spec: is another file).
+// Under ToCamelCaseWithInitialisms, createUserId and createUserID are both
+// CreateUserID: a collision the default normalizer does not see.
+func TestCheckNaming(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, s string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte(s), 0o644))
+		return p
+	}
+	spec := write("openapi.yaml", `openapi: 3.0.3
+info: {title: T, version: "1"}
+paths:
+  /a:
+    post:
+      operationId: createUserId
+      x-idempotency: {semantics: strict, window: 24h, key: {header: Idempotency-Key}}
+      responses: {'201': {description: created}}
+  /b:
+    post:
+      operationId: createUserID
+      x-idempotency: {semantics: strict, window: 24h, key: {header: Idempotency-Key}}
+      responses: {'201': {description: created}}
+`)
+	write("other.yaml", "openapi: 3.0.3\ninfo: {title: T, version: '1'}\npaths: {}\n")
+	initialisms := write("conf/initialisms.yaml", "name-normalizer: ToCamelCaseWithInitialisms\n")
+	plain := write("conf/plain.yaml", "name-normalizer: ToCamelCase\n")
+	withSpec := write("conf/with-spec.yaml", "spec: ../openapi.yaml\nname-normalizer: ToCamelCaseWithInitialisms\n")
+	collision := "go-name-collision"
+
+	c, _, stderr := run("check", spec)
+	require.Equal(t, 0, c, stderr)
+	assert.NotContains(t, stderr, "Go names as")
+
+	c, _, stderr = run("check", "-config", initialisms, spec)
+	assert.Equal(t, 1, c, stderr)
+	assert.Contains(t, stderr, collision)
+	c, _, stderr = run("check", "-config", withSpec) // the config's spec
+	assert.Equal(t, 1, c, stderr)
+	assert.Contains(t, stderr, collision)
+
+	beside := write("idemgen.yaml", "name-normalizer: ToCamelCaseWithInitialisms\n")
+	c, _, stderr = run("check", spec)
+	assert.Equal(t, 1, c, stderr)
+	assert.Contains(t, stderr, collision)
+	c, _, stderr = run("check", "-config", plain, spec) // -config, not the file beside
+	assert.Equal(t, 0, c, stderr)
+	assert.Contains(t, stderr, "(Go names as "+plain+" sets them)")
+
+	write("idemgen.yaml", "spec: openapi.yaml\noapi-codegen-config: conf/oapi.yaml\n")
+	write("conf/oapi.yaml", "output-options: {name-normalizer: ToCamelCaseWithInitialisms}\n")
+	c, _, stderr = run("check", spec)
+	assert.Equal(t, 1, c, stderr)
+	assert.Contains(t, stderr, collision)
+
+	write("idemgen.yaml", "spec: other.yaml\nname-normalizer: ToCamelCaseWithInitialisms\n")
+	c, _, stderr = run("check", spec) // another spec's config
+	assert.Equal(t, 0, c, stderr)
+
+	write("idemgen.yaml", "name-normalizer: ToSnakeCase\n")
+	c, _, stderr = run("check", spec)
+	assert.Equal(t, 2, c, stderr)
+	assert.Contains(t, stderr, beside)
+	assert.Contains(t, stderr, `name-normalizer "ToSnakeCase"`)
+}

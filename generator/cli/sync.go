@@ -105,7 +105,7 @@ key parameter, the problem+json responses (400, 409, 422, 503) with
 Retry-After, Idempotent-Replayed on replayable responses, and a contract
 summary in each operation's description. Declarations already in the spec
 are kept; running it again changes nothing. YAML stays YAML, JSON stays
-JSON. With -as-overlay it writes the same changes as an OpenAPI Overlay
+JSON, and CRLF line endings stay CRLF. With -as-overlay it writes the same changes as an OpenAPI Overlay
 1.0 document instead, to apply after the contract overlays, so the source
 spec is never rewritten. Exit status: 0 written, 1 errors, 2 usage.
 `

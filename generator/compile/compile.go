@@ -36,24 +36,33 @@ type Options struct {
 // the file could not be loaded at all. A spec returned with errors among the
 // diagnostics is partial (operations whose contract is unusable are left
 // out) and must not be emitted.
-func Compile(path string, opts Options) (spec *ir.Spec, diags diag.List) {
-	defer func() {
-		if r := recover(); r != nil { // never crash on input: report it
-			spec = nil
-			diags = append(diags, diag.Diagnostic{Pos: ir.Pos{File: path}, Severity: diag.Error, Rule: "internal-error",
-				Message: fmt.Sprintf("idemgen failed on this spec (please report it): %v", r)})
-			diags = diags.Sorted()
-		}
-	}()
-	doc, ds := load.Load(path, load.Options{Overlays: opts.Overlays})
-	diags = append(diags, ds...)
+func Compile(path string, opts Options) (*ir.Spec, diag.List) {
+	_, spec, diags := LoadAndCompile(path, load.Options{Overlays: opts.Overlays}, opts)
+	return spec, diags
+}
+
+// LoadAndCompile is Compile for the callers that read the loaded document
+// too (loaded with lopts; opts.Overlays is not read): doc is nil when the
+// spec could not be loaded. Compiling does not change the document.
+func LoadAndCompile(path string, lopts load.Options, opts Options) (doc *load.Document, spec *ir.Spec, diags diag.List) {
+	defer recoverInput(path, &spec, &diags)
+	doc, diags = load.Load(path, lopts)
 	if doc == nil {
-		return nil, diags.Sorted()
+		return nil, nil, diags.Sorted()
 	}
 	c := &compiler{doc: doc, names: opts.Naming}
 	spec = c.run()
-	diags = append(diags, c.diags...)
-	return spec, diags.Sorted()
+	return doc, spec, append(diags, c.diags...).Sorted()
+}
+
+// recoverInput turns a panic into an internal-error diagnostic of the
+// spec at path: never crash on input, report it.
+func recoverInput(path string, spec **ir.Spec, diags *diag.List) {
+	if r := recover(); r != nil {
+		*spec = nil
+		*diags = append(*diags, diag.Diagnostic{Pos: ir.Pos{File: path}, Severity: diag.Error, Rule: "internal-error",
+			Message: fmt.Sprintf("idemgen failed on this spec (please report it): %v", r)}).Sorted()
+	}
 }
 
 type compiler struct {

@@ -6,6 +6,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 
 	"github.com/idemgen/idemgen/generator/ir"
+	"github.com/idemgen/idemgen/generator/load"
 )
 
 // norm lower-cases a name and drops separators: "Client-Time", "client_time"
@@ -98,7 +99,7 @@ func DetectKeys(op *openapi3.Operation, pathParams openapi3.Parameters) []KeyCan
 				if r == nil || r.Value == nil || !LooksLikeKeyName(name) || !stringish(r) {
 					continue
 				}
-				out = append(out, KeyCandidate{Carrier: ir.CarrierBody, Name: "/" + escapeTok(name), Required: contains(b.Required, name)})
+				out = append(out, KeyCandidate{Carrier: ir.CarrierBody, Name: "/" + load.Escape(name), Required: contains(b.Required, name)})
 			}
 		}
 	}

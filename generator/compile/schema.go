@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/idemgen/idemgen/generator/load"
 )
 
 // A match is one schema member a pointer names: its path with "*" for array
@@ -118,7 +120,7 @@ func step(m match, tok string) []match {
 		if tok == "*" {
 			for _, name := range sortedKeys(s.Properties) {
 				if r := s.Properties[name]; r != nil && r.Value != nil {
-					out = append(out, match{m.path + "/" + escapeTok(name), r.Value})
+					out = append(out, match{m.path + "/" + load.Escape(name), r.Value})
 				}
 			}
 			if r := s.AdditionalProperties.Schema; r != nil && r.Value != nil {
@@ -127,15 +129,15 @@ func step(m match, tok string) []match {
 			continue
 		}
 		if r, ok := s.Properties[tok]; ok && r != nil && r.Value != nil {
-			out = append(out, match{m.path + "/" + escapeTok(tok), r.Value})
+			out = append(out, match{m.path + "/" + load.Escape(tok), r.Value})
 			continue
 		}
 		if r := s.AdditionalProperties.Schema; r != nil && r.Value != nil {
-			out = append(out, match{m.path + "/" + escapeTok(tok), r.Value})
+			out = append(out, match{m.path + "/" + load.Escape(tok), r.Value})
 		}
 	}
 	if len(out) == 0 && open(bs) {
-		out = append(out, match{path: m.path + "/" + escapeTok(tok)})
+		out = append(out, match{path: m.path + "/" + load.Escape(tok)})
 	}
 	return out
 }
@@ -185,7 +187,7 @@ func leadingZeroIndex(root *openapi3.Schema, toks []string) (parent, tok string,
 func escapeToks(toks []string) []string {
 	out := make([]string, len(toks))
 	for i, t := range toks {
-		out[i] = escapeTok(t)
+		out[i] = load.Escape(t)
 	}
 	return out
 }
@@ -197,10 +199,6 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
-}
-
-func escapeTok(tok string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(tok, "~", "~0"), "/", "~1")
 }
 
 // member is one member of a body schema found by walk.
@@ -227,7 +225,7 @@ func walk(root *openapi3.Schema, maxDepth int) []member {
 				if r == nil || r.Value == nil {
 					continue
 				}
-				p := path + "/" + escapeTok(name)
+				p := path + "/" + load.Escape(name)
 				out = append(out, member{path: p, name: name, schema: r.Value, parent: b})
 				visit(r.Value, p, depth+1, stack)
 			}

@@ -50,14 +50,32 @@ var (
 	options  = map[string]bool{} // the settings (Options.Params keys) emitters read
 )
 
-// RegisterOptions declares the settings (Options.Params keys, such as
-// server.strict) an emitter reads; CheckParams refuses the others.
-func RegisterOptions(names ...string) {
+// Option is an emitter setting: a key of Options.Params, such as
+// server.strict. NewOption is the only way to make one, and it registers
+// the name, so that every setting an emitter reads is one CheckParams
+// accepts (TestOptionNamesDeclared finds option names read any other way).
+type Option struct{ name string }
+
+// NewOption declares the setting name (kept in a package-level variable of
+// the emitter that reads it) and registers it.
+func NewOption(name string) Option {
 	mu.Lock()
 	defer mu.Unlock()
-	for _, n := range names {
-		options[n] = true
+	options[name] = true
+	return Option{name: name}
+}
+
+// String returns the setting's name.
+func (o Option) String() string { return o.name }
+
+// In returns the value of the setting in params (Options.Params), and
+// whether it is set. It panics for an Option not made by NewOption.
+func (o Option) In(params map[string]string) (string, bool) {
+	if o.name == "" {
+		panic("emitter: an Option not declared with NewOption")
 	}
+	v, ok := params[o.name]
+	return v, ok
 }
 
 // OptionNames returns the registered settings, sorted.

@@ -49,7 +49,7 @@ func TestRunAndWrite(t *testing.T) {
 }
 
 func TestCheckParams(t *testing.T) {
-	emitter.RegisterOptions("test.known")
+	emitter.NewOption("test.known")
 	assert.NoError(t, emitter.CheckParams(nil))
 	assert.NoError(t, emitter.CheckParams(map[string]string{"test.known": "1"}))
 	err := emitter.CheckParams(map[string]string{"test.known": "1", "test.knwon": "1"})

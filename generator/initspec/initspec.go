@@ -223,7 +223,7 @@ func bodyMember(op *openapi3.Operation, ptr string) *openapi3.SchemaRef {
 		return nil
 	}
 	name := strings.TrimPrefix(ptr, "/")
-	name = strings.ReplaceAll(strings.ReplaceAll(name, "~1", "/"), "~0", "~")
+	name = load.Unescape(name)
 	for _, mt := range op.RequestBody.Value.Content {
 		if mt == nil || mt.Schema == nil || mt.Schema.Value == nil {
 			continue

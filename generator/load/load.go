@@ -28,21 +28,31 @@ import (
 	"github.com/idemgen/idemgen/generator/diag"
 	"github.com/idemgen/idemgen/generator/internal/yamlmerge"
 	"github.com/idemgen/idemgen/generator/ir"
+	"github.com/idemgen/idemgen/generator/specfile"
 )
 
 // Document is a loaded spec.
 type Document struct {
-	Path     string                // the spec file as given
-	Overlays []string              // overlay files applied, in order
-	T        *openapi3.T           // kin-openapi's model, $refs resolved
-	Root     *yaml.Node            // the spec's root mapping, overlays applied
-	files    map[string]*yaml.Node // other files reached through $ref, by cleaned path
-	origin   map[*yaml.Node]ir.Pos // nodes an overlay put there: their position in the overlay
+	Path     string      // the spec file as given
+	Overlays []string    // overlay files applied, in order
+	T        *openapi3.T // kin-openapi's model, $refs resolved
+	Root     *yaml.Node  // the spec's root mapping, overlays applied
+	// HeadComment and FootComment are the comments of the spec file's
+	// YAML document, before and after Root.
+	HeadComment, FootComment string
+	// Format is the spec file's format (specfile.Detect, before the
+	// overlays), with Options.Format only.
+	Format specfile.Format
+	files  map[string]*yaml.Node // other files reached through $ref, by cleaned path
+	origin map[*yaml.Node]ir.Pos // nodes an overlay put there: their position in the overlay
 }
 
 // Options configure Load.
 type Options struct {
 	Overlays []string // overlay files, applied in order
+	// Format: detect the file's format (Document.Format), to write the
+	// document back as the file is written.
+	Format bool
 }
 
 // Load reads the spec at path, applies the overlays and loads the result.
@@ -57,17 +67,22 @@ func Load(path string, opts Options) (*Document, diag.List) {
 		diags.Errorf(ir.Pos{File: path}, "load-error", "cannot read the spec: %v", unwrapPath(err))
 		return nil, diags
 	}
-	root, err := parseYAML(data)
+	doc, err := parseDocument(data)
 	if err != nil {
 		diags.Errorf(yamlErrPos(path, err, data), "load-error", "cannot parse the spec: %v", cleanYAMLErr(err))
 		return nil, diags
 	}
+	root := doc.Content[0]
 	if root.Kind != yaml.MappingNode {
 		diags.Errorf(ir.Pos{File: path, Line: root.Line, Col: root.Column}, "load-error", "the spec is not a YAML or JSON object")
 		return nil, diags
 	}
 	d.Root = root
+	d.HeadComment, d.FootComment = doc.HeadComment, doc.FootComment
 	d.files[filepath.Clean(path)] = root
+	if opts.Format {
+		d.Format = specfile.Detect(data, doc)
+	}
 
 	for _, ovPath := range opts.Overlays {
 		diags = append(diags, d.applyOverlay(ovPath)...)
@@ -103,14 +118,24 @@ func Load(path string, opts Options) (*Document, diag.List) {
 
 // parseYAML parses YAML or JSON into its root node.
 func parseYAML(data []byte) (*yaml.Node, error) {
+	doc, err := parseDocument(data)
+	if err != nil {
+		return nil, err
+	}
+	return doc.Content[0], nil
+}
+
+// parseDocument parses YAML or JSON into a document node with one child,
+// the root (a null scalar for an empty document).
+func parseDocument(data []byte) (*yaml.Node, error) {
 	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
+	if err := yaml.Unmarshal(specfile.LF(data), &doc); err != nil {
 		return nil, err
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
-		return &yaml.Node{Kind: yaml.ScalarNode, Line: 1, Column: 1}, nil
+		return &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{{Kind: yaml.ScalarNode, Line: 1, Column: 1}}}, nil
 	}
-	return doc.Content[0], nil
+	return &doc, nil
 }
 
 var yamlLine = regexp.MustCompile(`line (\d+)`)
@@ -260,7 +285,7 @@ func mark(n *yaml.Node, ptr, file string, positions *[]ir.Pos) {
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			mark(n.Content[i], ptr, file, positions)
-			mark(n.Content[i+1], ptr+"/"+escape(n.Content[i].Value), file, positions)
+			mark(n.Content[i+1], ptr+"/"+Escape(n.Content[i].Value), file, positions)
 		}
 	case yaml.SequenceNode:
 		for i, c := range n.Content {
@@ -351,7 +376,7 @@ func (d *Document) child(n Node, tok string, depth int) Node {
 		for i := 0; i+1 < len(kv); i += 2 {
 			k := kv[i].Value
 			if k == tok {
-				return Node{Node: kv[i+1], File: n.File, Pointer: n.Pointer + "/" + escape(tok)}
+				return Node{Node: kv[i+1], File: n.File, Pointer: n.Pointer + "/" + Escape(tok)}
 			}
 			if k == "$ref" {
 				ref = kv[i+1]
@@ -442,14 +467,18 @@ func splitPointer(ptr string) []string {
 	}
 	toks := strings.Split(ptr, "/")
 	for i, t := range toks {
-		toks[i] = strings.ReplaceAll(strings.ReplaceAll(t, "~1", "/"), "~0", "~")
+		toks[i] = Unescape(t)
 	}
 	return toks
 }
 
-func escape(tok string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(tok, "~", "~0"), "/", "~1")
-}
+var (
+	escaper   = strings.NewReplacer("~", "~0", "/", "~1")
+	unescaper = strings.NewReplacer("~1", "/", "~0", "~")
+)
 
-// Escape escapes a JSON pointer token (RFC 6901).
-func Escape(tok string) string { return escape(tok) }
+// Escape escapes a JSON pointer token (RFC 6901): ~ as ~0, / as ~1.
+func Escape(tok string) string { return escaper.Replace(tok) }
+
+// Unescape is the token Escape escaped (~1 is /, ~0 is ~).
+func Unescape(tok string) string { return unescaper.Replace(tok) }

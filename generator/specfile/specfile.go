@@ -4,7 +4,7 @@
 // indentation, the sequence indentation, the line width and an explicit
 // document start of YAML files are kept; JSON files keep their member order,
 // indentation and layout (encoding/json's, or Jackson's as in many published
-// specs).
+// specs). Both keep the file's line endings (LF, or CRLF).
 //
 // Detect learns the format from the file's bytes; Encode writes a node tree
 // in that format. Parts of a tree that were not changed come out as they
@@ -58,6 +58,8 @@ type Format struct {
 	ExplicitStart bool
 	// FinalNewline: the file ends with a newline.
 	FinalNewline bool
+	// CRLF: lines end with CR LF (most of the file's line breaks do), not LF.
+	CRLF bool
 }
 
 // DefaultYAML is the format of new YAML files: two spaces, sequences
@@ -68,13 +70,25 @@ var DefaultYAML = Format{Indent: 2, Width: -1, FinalNewline: true}
 // only child is the root). An empty input is an error.
 func Parse(src []byte) (*yaml.Node, error) {
 	var doc yaml.Node
-	if err := yaml.Unmarshal(src, &doc); err != nil {
+	if err := yaml.Unmarshal(LF(src), &doc); err != nil {
 		return nil, err
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
 		return nil, errors.New("the document is empty")
 	}
 	return &doc, nil
+}
+
+// LF returns src with its CR LF line breaks made LF, as the YAML parser
+// should read them: gopkg.in/yaml.v3 reads a CR LF in a comment as two
+// line breaks (a blank line that is not in the file). Lines and columns
+// stay as they are. Parse calls it, and so must any other parser of a spec; Format.CRLF writes the
+// CRs again.
+func LF(src []byte) []byte {
+	if !bytes.Contains(src, []byte("\r\n")) {
+		return src
+	}
+	return bytes.ReplaceAll(src, []byte("\r\n"), []byte("\n"))
 }
 
 // IsJSON reports whether src is JSON rather than block YAML: its first
@@ -92,7 +106,7 @@ var (
 // Detect learns the format of src, whose parsed document is doc (as Parse
 // returns it).
 func Detect(src []byte, doc *yaml.Node) Format {
-	f := Format{FinalNewline: len(src) == 0 || src[len(src)-1] == '\n', Width: -1}
+	f := Format{FinalNewline: len(src) == 0 || src[len(src)-1] == '\n', Width: -1, CRLF: isCRLF(src)}
 	if IsJSON(src) {
 		f.JSON = true
 		f.Indent = 2
@@ -114,6 +128,12 @@ func Detect(src []byte, doc *yaml.Node) Format {
 	f.ExplicitStart = startsWithDirective(src)
 	f.Width = pickWidth(src, doc, f)
 	return f
+}
+
+// isCRLF reports whether most of src's line breaks are CR LF.
+func isCRLF(src []byte) bool {
+	crlf := bytes.Count(src, []byte("\r\n"))
+	return crlf > 0 && crlf >= bytes.Count(src, []byte("\n"))-crlf
 }
 
 func startsWithDirective(src []byte) bool {
@@ -195,7 +215,7 @@ func pickWidth(src []byte, doc *yaml.Node, f Format) int {
 
 func hasLongLines(src []byte) bool {
 	for _, l := range bytes.Split(src, []byte("\n")) {
-		if utf8.RuneCount(l) > 80 {
+		if utf8.RuneCount(bytes.TrimSuffix(l, []byte("\r"))) > 80 {
 			return true
 		}
 	}
@@ -241,7 +261,18 @@ func sameLines(a, b []byte) int {
 }
 
 // Encode writes n (a document node or its root) in format f.
-func Encode(n *yaml.Node, f Format) (out []byte, err error) {
+func Encode(n *yaml.Node, f Format) ([]byte, error) {
+	out, err := encode(n, f)
+	if err != nil || !f.CRLF {
+		return out, err
+	}
+	// Every LF either writer puts out ends a line of the file: JSON escapes
+	// the line breaks of strings, and YAML's block scalars break lines as
+	// the file does.
+	return bytes.ReplaceAll(out, []byte("\n"), []byte("\r\n")), nil
+}
+
+func encode(n *yaml.Node, f Format) (out []byte, err error) {
 	if n == nil {
 		return nil, errors.New("specfile: nothing to encode")
 	}

@@ -84,6 +84,9 @@ func TestDetect(t *testing.T) {
 		{"yaml explicit start", "---\n# c\na:\n  b: 1\n", specfile.Format{Indent: 2, ExplicitStart: true, Width: -1, FinalNewline: true}},
 		{"json standard", "{\n    \"a\": [\n        1\n    ]\n}\n", specfile.Format{JSON: true, Indent: 4, Width: -1, FinalNewline: true}},
 		{"json jackson", "{\n  \"a\" : [ 1 ]\n}", specfile.Format{JSON: true, JSONLayout: specfile.JSONJackson, Indent: 2, Width: -1}},
+		// CR LF line ends stay, comments included (no blank line between them).
+		{"yaml crlf", "# c\r\n# d\r\na:\r\n  b: |\r\n    x\r\n    y\r\n  c: 1 # e\r\n", specfile.Format{Indent: 2, Width: -1, FinalNewline: true, CRLF: true}},
+		{"json crlf", "{\r\n  \"a\": [\r\n    \"x\\r\\ny\"\r\n  ]\r\n}\r\n", specfile.Format{JSON: true, Indent: 2, Width: -1, FinalNewline: true, CRLF: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -43,6 +43,7 @@ import (
 
 	"github.com/idemgen/idemgen/generator/diag"
 	"github.com/idemgen/idemgen/generator/emit/internal/gogen"
+	"github.com/idemgen/idemgen/generator/emit/server"
 	"github.com/idemgen/idemgen/generator/emitter"
 	"github.com/idemgen/idemgen/generator/ir"
 	"github.com/idemgen/idemgen/generator/naming"
@@ -63,16 +64,13 @@ const (
 	typesPkg  = "github.com/oapi-codegen/runtime/types"
 )
 
-// The emitter's option names, registered and read under these names only.
-const (
-	optType = "client.type"
-	optFile = "client.file"
+// The emitter's settings.
+var (
+	optType = emitter.NewOption("client.type")
+	optFile = emitter.NewOption("client.file")
 )
 
-func init() {
-	emitter.Register(Name, Emit)
-	emitter.RegisterOptions(optType, optFile)
-}
+func init() { emitter.Register(Name, Emit) }
 
 // Config is the emitter's configuration, read from emitter.Options.Params.
 type Config struct {
@@ -91,18 +89,16 @@ func (c Config) PolicyFunc() string { return c.Type + "Policy" }
 // ParseConfig reads the client.* settings.
 func ParseConfig(params map[string]string) (Config, error) {
 	c := Config{Type: DefaultType, File: DefaultFile}
-	for k, v := range params {
-		switch k {
-		case optType:
-			c.Type = v
-		case optFile:
-			c.File = v
-		}
+	if v, ok := optType.In(params); ok {
+		c.Type = v
+	}
+	if v, ok := optFile.In(params); ok {
+		c.File = v
 	}
 	if !gogen.IsExported(c.Type) || c.Type == "Client" {
 		return c, fmt.Errorf("%s: %q is not an exported Go identifier other than Client", optType, c.Type)
 	}
-	return c, gogen.CheckFile(optFile, c.File)
+	return c, gogen.CheckFile(optFile.String(), c.File)
 }
 
 // Emit is the registered emitter: one Go file.
@@ -722,18 +718,18 @@ func (g *gen) matcher() {
 func checkNames(spec *ir.Spec, opts emitter.Options, cfg Config, diags *diag.List) {
 	theirs := gogen.OapiNames(spec)
 	// The server emitter's exported names, when it writes into the same package.
-	serverType := "Idempotency"
-	if v, ok := opts.Params["server.type"]; ok && v != "" {
+	serverType := server.DefaultType
+	if v, ok := server.TypeOption.In(opts.Params); ok && v != "" {
 		serverType = v
 	}
 	for _, n := range []string{serverType, "New" + serverType} {
 		if _, ok := theirs[n]; !ok {
-			theirs[n] = gogen.Owner{What: "the server wrapper's " + n + " (option server.type)", Pos: ir.Pos{File: spec.Source}}
+			theirs[n] = gogen.Owner{What: "the server wrapper's " + n + " (option " + server.TypeOption.String() + ")", Pos: ir.Pos{File: spec.Source}}
 		}
 	}
 	for _, name := range []string{cfg.Type, "New" + cfg.Type, cfg.Doer(), cfg.PolicyFunc()} {
 		if o, ok := theirs[name]; ok {
-			diags.Errorf(o.Pos, "go-name-collision", "the client helper's %s collides with the Go identifier %s declares for %s; rename it with the option client.type", name, declarer(o.What), o.What)
+			diags.Errorf(o.Pos, "go-name-collision", "the client helper's %s collides with the Go identifier %s declares for %s; rename it with the option %s", name, declarer(o.What), o.What, optType)
 		}
 	}
 	methods := map[string]ir.Pos{"ClientWithResponses": {}}

@@ -81,18 +81,16 @@ const (
 	memPkg  = "github.com/idemgen/idemgen/runtime/memstore"
 )
 
-// The emitter's option names, registered and read under these names only.
-const (
-	optStrict = "server.strict"
-	optRouter = "server.router"
-	optType   = "server.type"
-	optFile   = "server.file"
+// The emitter's settings. TypeOption is exported for the client emitter,
+// whose names must not collide with the server wrapper's.
+var (
+	optStrict  = emitter.NewOption("server.strict")
+	optRouter  = emitter.NewOption("server.router")
+	TypeOption = emitter.NewOption("server.type")
+	optFile    = emitter.NewOption("server.file")
 )
 
-func init() {
-	emitter.Register(Name, Emit)
-	emitter.RegisterOptions(optStrict, optRouter, optType, optFile)
-}
+func init() { emitter.Register(Name, Emit) }
 
 // Config is the emitter's configuration, read from emitter.Options.Params.
 type Config struct {
@@ -108,29 +106,29 @@ var routerOptions = map[string]string{"std-http": "StdHTTPServerOptions", "chi":
 // ParseConfig reads the server.* settings.
 func ParseConfig(params map[string]string) (Config, error) {
 	c := Config{Strict: true, Router: "std-http", Type: DefaultType, File: DefaultFile}
-	for k, v := range params {
-		switch k {
-		case optStrict:
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return c, fmt.Errorf("%s: %q is not true or false", optStrict, v)
-			}
-			c.Strict = b
-		case optRouter:
-			if _, ok := routerOptions[v]; !ok && v != "none" && v != "echo" && v != "gin" {
-				return c, fmt.Errorf("%s: %q is not std-http, chi, gorilla, echo, gin or none", optRouter, v)
-			}
-			c.Router = v
-		case optType:
-			c.Type = v
-		case optFile:
-			c.File = v
+	if v, ok := optStrict.In(params); ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return c, fmt.Errorf("%s: %q is not true or false", optStrict, v)
 		}
+		c.Strict = b
+	}
+	if v, ok := optRouter.In(params); ok {
+		if _, ok := routerOptions[v]; !ok && v != "none" && v != "echo" && v != "gin" {
+			return c, fmt.Errorf("%s: %q is not std-http, chi, gorilla, echo, gin or none", optRouter, v)
+		}
+		c.Router = v
+	}
+	if v, ok := TypeOption.In(params); ok {
+		c.Type = v
+	}
+	if v, ok := optFile.In(params); ok {
+		c.File = v
 	}
 	if !gogen.IsExported(c.Type) {
-		return c, fmt.Errorf("%s: %q is not an exported Go identifier", optType, c.Type)
+		return c, fmt.Errorf("%s: %q is not an exported Go identifier", TypeOption, c.Type)
 	}
-	return c, gogen.CheckFile(optFile, c.File)
+	return c, gogen.CheckFile(optFile.String(), c.File)
 }
 
 // Emit is the registered emitter: one Go file.
@@ -969,7 +967,7 @@ func checkNames(spec *ir.Spec, cfg Config, diags *diag.List) {
 	theirs := gogen.OapiNames(spec)
 	for _, name := range []string{cfg.Type, "New" + cfg.Type} {
 		if o, ok := theirs[name]; ok {
-			diags.Errorf(o.Pos, "go-name-collision", "the server wrapper's %s collides with the Go identifier oapi-codegen declares for %s; rename it with the option server.type", name, o.What)
+			diags.Errorf(o.Pos, "go-name-collision", "the server wrapper's %s collides with the Go identifier oapi-codegen declares for %s; rename it with the option %s", name, o.What, TypeOption)
 		}
 	}
 }
