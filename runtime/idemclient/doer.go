@@ -100,7 +100,9 @@ const (
 // ([WithAttemptTimeout]) fired. A response is retried when its status is in
 // On.Statuses; 400 and 422, and a problem+json code IDEMPOTENCY_KEY_REUSED
 // or IDEMPOTENCY_RESPONSE_UNAVAILABLE, never are (the server answers them
-// again to every retry); a 409 with code IDEMPOTENCY_KEY_IN_USE always is.
+// again to every retry); the code IDEMPOTENCY_KEY_IN_USE always is, at
+// whatever status the server answers it (the contract's in-flight status,
+// 409 by default; never 400 or 422, which the contract refuses).
 // Up to [WithResponseBuffer] bytes (default 1 MiB) of each response body
 // are read within the attempt, so that a connection lost mid-body is a
 // retryable error rather than the caller's problem; a longer body streams.
@@ -187,7 +189,7 @@ func WithRequestBodyLimit(n int64) Option { return func(o *config) { o.bodyLimit
 // retryable response asking for longer stops the call with
 // [ErrRetryAfterTooLong]. Like the other options, d is taken as given, not
 // as "the default" when zero: 0 honours no wait at all (any positive
-// Retry-After stops the call, a 409 IDEMPOTENCY_KEY_IN_USE included, while
+// Retry-After stops the call, an IDEMPOTENCY_KEY_IN_USE included, while
 // a response without one, or with Retry-After: 0, is retried on the
 // backoff), and a negative d means 0. There is no unlimited setting: pass a
 // long d; the context's deadline still bounds every wait.
@@ -400,7 +402,7 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 			}
 		} else {
 			at.Status = resp.StatusCode
-			if at.Status == http.StatusConflict || at.Status == http.StatusUnprocessableEntity {
+			if at.Status >= 400 {
 				at.Code = problemCode(resp)
 			}
 			retry = retryStatus(at.Status, at.Code, p.On)
@@ -533,14 +535,16 @@ func retryStatus(status int, code string, on RetryOn) bool {
 	switch {
 	case neverRetried(status), code == CodeKeyReused, code == CodeResponseUnavailable:
 		return false
-	case status == http.StatusConflict && code == CodeKeyInUse:
+	case code == CodeKeyInUse: // the contract's in-flight status, 409 by default
 		return true
 	}
 	return on.Status(status)
 }
 
-// problemCode reads the `code` member of a JSON or problem+json body,
-// leaving the body readable in full.
+// problemCode reads the `code` member of a JSON or problem+json body (of
+// any error status: the in-flight status is the contract's choice),
+// leaving the body readable in full. The body is usually buffered already
+// (WithResponseBuffer); otherwise up to 64 KiB of it are read here.
 func problemCode(resp *http.Response) string {
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if mt != "application/problem+json" && mt != "application/json" {

@@ -185,7 +185,7 @@ func (g *gen) typeDecl() {
 		title += " " + g.spec.Version
 	}
 	var doc strings.Builder
-	fmt.Fprintf(&doc, "%s calls the idempotent operations of %q so that they are safe to retry on a flaky network. Each of its typed helpers is one logical call: one idempotency key, sent with every attempt together with the same body bytes, and retries under the operation's x-idempotency contract (attempts, backoff, which failures), honouring Retry-After and Retry-After-Ms, waiting out a 409 IDEMPOTENCY_KEY_IN_USE, never retrying 400 or 422, and never past ctx's deadline. So a request the server handled but whose response was lost is answered, on the retry, with the first response (marked Idempotent-Replayed: true) instead of running twice.\n\n", t, title)
+	fmt.Fprintf(&doc, "%s calls the idempotent operations of %q so that they are safe to retry on a flaky network. Each of its typed helpers is one logical call: one idempotency key, sent with every attempt together with the same body bytes, and retries under the operation's x-idempotency contract (attempts, backoff, which failures), honouring Retry-After and Retry-After-Ms, waiting out the in-flight status (IDEMPOTENCY_KEY_IN_USE), never retrying 400 or 422, and never past ctx's deadline. So a request the server handled but whose response was lost is answered, on the retry, with the first response (marked Idempotent-Replayed: true) instead of running twice.\n\n", t, title)
 	doc.WriteString("Helpers (the other methods of ClientWithResponses are promoted, and go through the same Doer):\n\n")
 	for _, op := range g.spec.Operations {
 		ok, bad := typed(op)

@@ -18,10 +18,10 @@ import (
 // IdempotentClient calls the idempotent operations of "Shop 1.0.0" so that they are safe to retry on a
 // flaky network. Each of its typed helpers is one logical call: one idempotency key, sent with every
 // attempt together with the same body bytes, and retries under the operation's x-idempotency contract
-// (attempts, backoff, which failures), honouring Retry-After and Retry-After-Ms, waiting out a 409
-// IDEMPOTENCY_KEY_IN_USE, never retrying 400 or 422, and never past ctx's deadline. So a request the
-// server handled but whose response was lost is answered, on the retry, with the first response
-// (marked Idempotent-Replayed: true) instead of running twice.
+// (attempts, backoff, which failures), honouring Retry-After and Retry-After-Ms, waiting out the
+// in-flight status (IDEMPOTENCY_KEY_IN_USE), never retrying 400 or 422, and never past ctx's deadline.
+// So a request the server handled but whose response was lost is answered, on the retry, with the
+// first response (marked Idempotent-Replayed: true) instead of running twice.
 //
 // Helpers (the other methods of ClientWithResponses are promoted, and go through the same Doer):
 //
