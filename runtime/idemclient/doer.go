@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"mime"
 	"net"
@@ -181,8 +182,12 @@ func WithMatcher(m Matcher) Option { return func(o *config) { o.match = m } }
 func WithResponseBuffer(n int64) Option { return func(o *config) { o.respBuffer = n } }
 
 // WithRequestBodyLimit sets how large a request body may be when it must be
-// buffered for replay (default 8 MiB).
-func WithRequestBodyLimit(n int64) Option { return func(o *config) { o.bodyLimit = n } }
+// buffered for replay (default 8 MiB, [DefaultRequestBodyLimit]); a larger
+// one fails with [ErrBodyNotReplayable] before anything is sent.
+// math.MaxInt64 means no limit; n <= 0 buffers nothing, so every non-empty
+// body without GetBody (and every non-empty body under the body carrier)
+// fails.
+func WithRequestBodyLimit(n int64) Option { return func(o *config) { o.bodyLimit = max(n, 0) } }
 
 // WithRetryAfterLimit sets the longest server-asked wait the Doer honours
 // even without a deadline (default 1 minute, [DefaultRetryAfterLimit]); a
@@ -296,7 +301,11 @@ func (d *Doer) prepare(ctx context.Context, req *http.Request, call *Call, p Pol
 	var data []byte // the body bytes, when buffered here
 	if hasBody && (req.GetBody == nil || p.KeyCarrier == CarrierBody) {
 		var err error
-		data, err = io.ReadAll(io.LimitReader(req.Body, d.cfg.bodyLimit+1))
+		r := req.Body
+		if limit := d.cfg.bodyLimit; limit < math.MaxInt64 { // MaxInt64: no limit (limit+1 would overflow)
+			r = io.NopCloser(io.LimitReader(req.Body, limit+1))
+		}
+		data, err = io.ReadAll(r)
 		req.Body.Close()
 		if err != nil {
 			return nil, d.fail(req, call, ErrBodyNotReplayable, fmt.Errorf("reading the request body: %w", err))

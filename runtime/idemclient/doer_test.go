@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -506,6 +507,34 @@ func TestBodyWithoutGetBody(t *testing.T) {
 	_, err = NewDoer(http.DefaultClient, fastPolicy(2), WithRequestBodyLimit(16)).Do(mk(ctx))
 	require.ErrorIs(t, err, ErrBodyNotReplayable)
 	assert.Len(t, srv.Seen(), 2, "nothing sent")
+
+	// The limit is exact, the largest one means no limit, and 0 or less
+	// buffers nothing (only an empty body passes).
+	for _, tc := range []struct {
+		limit int64
+		ok    bool
+	}{{int64(len(payload)), true}, {int64(len(payload)) - 1, false}, {math.MaxInt64, true}, {math.MaxInt64 - 1, true}, {0, false}, {-1, false}, {math.MinInt64, false}} {
+		before := len(srv.Seen())
+		ctx, _ = Start(context.Background())
+		resp, err = NewDoer(http.DefaultClient, fastPolicy(1), WithRequestBodyLimit(tc.limit)).Do(mk(ctx))
+		if !tc.ok {
+			require.ErrorIs(t, err, ErrBodyNotReplayable, "limit %d", tc.limit)
+			assert.Len(t, srv.Seen(), before, "limit %d: nothing sent", tc.limit)
+			continue
+		}
+		require.NoError(t, err, "limit %d", tc.limit)
+		resp.Body.Close()
+		require.Len(t, srv.Seen(), before+1)
+		assert.Equal(t, payload, srv.Seen()[before].Body, "limit %d: the whole body is sent", tc.limit)
+	}
+	for _, limit := range []int64{0, -1} {
+		ctx, _ = Start(context.Background())
+		req := mk(ctx)
+		req.Body = io.NopCloser(strings.NewReader(""))
+		resp, err = NewDoer(http.DefaultClient, fastPolicy(1), WithRequestBodyLimit(limit)).Do(req)
+		require.NoError(t, err, "limit %d: an empty body needs no buffer", limit)
+		resp.Body.Close()
+	}
 }
 
 func TestWhichRequests(t *testing.T) {
