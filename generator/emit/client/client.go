@@ -35,6 +35,7 @@ package client
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -121,6 +122,7 @@ func Generate(spec *ir.Spec, opts emitter.Options, cfg Config) ([]byte, error) {
 		if k.Format == ir.FormatToken && k.MaxLength < 36 {
 			diags.Unsupportedf(k.Pos, "client-key-length", "the client helper of %s %s creates UUID keys (36 characters), longer than key.max-length %d; raise max-length to 36 or more", op.Method, op.Path, k.MaxLength)
 		}
+		checkKeySchema(op, &diags)
 		if k.Param != nil && op.Names.Params == "" {
 			diags.Errorf(k.Pos, "internal-error", "%s %s declares its key parameter but has no parameters object", op.Method, op.Path)
 		}
@@ -131,6 +133,71 @@ func Generate(spec *ir.Spec, opts emitter.Options, cfg Config) ([]byte, error) {
 	g := &gen{spec: spec, opts: opts, cfg: cfg, f: gogen.NewFile(spec, opts)}
 	g.file()
 	return gogen.Render(g.f, cfg.File)
+}
+
+// sampleKeys are keys the helpers make, per key format (a token key is a
+// UUID v7): one of each kind of digit, the lowest and the highest of the
+// version, so that a pattern admitting some UUIDs only is caught.
+var sampleKeys = map[string][]string{
+	ir.FormatToken:  {"0190b4a2-7c1e-7d3f-9a4b-2c6e8f0a1b3d", "00000000-0000-7000-8000-000000000000", "ffffffff-ffff-7fff-bfff-ffffffffffff"},
+	ir.FormatUUID:   {"0190b4a2-7c1e-7d3f-9a4b-2c6e8f0a1b3d", "00000000-0000-7000-8000-000000000000", "ffffffff-ffff-7fff-bfff-ffffffffffff"},
+	ir.FormatUUIDv7: {"0190b4a2-7c1e-7d3f-9a4b-2c6e8f0a1b3d", "00000000-0000-7000-8000-000000000000", "ffffffff-ffff-7fff-bfff-ffffffffffff"},
+	ir.FormatUUIDv4: {"3b241101-e2bb-4255-8caf-4136c566a962", "00000000-0000-4000-8000-000000000000", "ffffffff-ffff-4fff-bfff-ffffffffffff"},
+}
+
+// notUUIDFormats are the schema formats (OpenAPI's, JSON Schema's, and
+// ulid) that the text of a UUID never satisfies. Other formats are not
+// judged: idemgen cannot tell what they mean.
+var notUUIDFormats = []string{
+	"byte", "date", "date-time", "double", "duration", "email", "float", "idn-email", "int32", "int64",
+	"ipv4", "ipv6", "iri", "json-pointer", "relative-json-pointer", "time", "ulid", "uri",
+}
+
+// checkKeySchema reports a key whose declared schema rejects the keys the
+// helper makes: a pattern that does not match a sample of them (only for
+// token keys: the compiler checks uuid* keys against their pattern), a
+// minLength above their 36 characters, a format they never satisfy (token
+// keys: the compiler checks uuid* keys' format). A pattern Go's regexp
+// cannot compile (ECMA-262 look-arounds, back references) is not judged.
+func checkKeySchema(op *ir.Operation, diags *diag.List) {
+	k := op.Key
+	if k.Schema == nil {
+		return
+	}
+	pos := k.Pos
+	if k.Param != nil {
+		pos = k.Param.Pos
+	}
+	samples := sampleKeys[k.Format]
+	if len(samples) == 0 {
+		return
+	}
+	kind := "UUID v7"
+	if k.Format == ir.FormatUUIDv4 {
+		kind = "UUID v4"
+	}
+	report := func(what string) {
+		diags.Unsupportedf(pos, "client-key-schema", "the client helper of %s %s creates %s keys such as %s, but %s; the helper cannot make keys of another shape: loosen the key's schema to admit them", op.Method, op.Path, kind, samples[0], what)
+	}
+	s := k.Schema
+	if s.MinLength > len(samples[0]) {
+		report(fmt.Sprintf("the spec declares the key with minLength %d (a UUID has %d characters)", s.MinLength, len(samples[0])))
+	}
+	if k.Format != ir.FormatToken {
+		return
+	}
+	if slices.Contains(notUUIDFormats, s.Format) {
+		report(fmt.Sprintf("the spec declares the key with format %s", s.Format))
+	}
+	if re, err := regexp.Compile(s.Pattern); err == nil && s.Pattern != "" {
+		for _, key := range samples {
+			if !re.MatchString(key) {
+				samples = []string{key}
+				report(fmt.Sprintf("the spec's pattern %q for the key rejects it", s.Pattern))
+				break
+			}
+		}
+	}
 }
 
 type gen struct {
