@@ -123,7 +123,10 @@ const (
 // The final response, intact, when an attempt got one that is not retried
 // or when the attempts ran out on a retryable status (a 503 after the last
 // attempt is returned as a response, like http.Client does). An [*Error]
-// naming the key, attempts and cause otherwise.
+// naming the key, attempts and cause otherwise; when the call stopped
+// after a response that is one of the contract's problems (the key still
+// in use at the deadline), the Error carries it too ([Error].Problem, which
+// errors.As finds as a [*ProblemError]).
 //
 // A Doer is safe for concurrent use.
 type Doer struct {
@@ -385,6 +388,7 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 	for n := 1; ; n++ {
 		at := Attempt{Method: req.Method, URL: redactedURL(req), Key: key, N: n}
 		resp, err := d.attempt(actx, pr, n)
+		var head []byte // the start of an error response's JSON body
 		call.countAttempt()
 
 		retry := false
@@ -412,7 +416,8 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 		} else {
 			at.Status = resp.StatusCode
 			if at.Status >= 400 {
-				at.Code = problemCode(resp)
+				head = problemHead(resp)
+				at.Code = problemCode(head)
 			}
 			retry = retryStatus(at.Status, at.Code, p.On)
 			if ra, ok := ParseRetryAfter(resp.Header, d.cfg.clock.Now()); ok {
@@ -441,10 +446,19 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 				}
 			}
 		}
+		// The problem the response carried, for an error that ends the call.
+		lastProblem := func(e *Error) *Error {
+			e.Status, e.RetryAfter = at.Status, at.RetryAfter
+			if resp != nil {
+				if e.Problem = ParseProblem(resp.StatusCode, resp.Header, head); e.Problem != nil {
+					e.Problem.RetryAfter, e.Problem.Key, e.Problem.Attempts = at.RetryAfter, e.Key, e.Attempts
+				}
+			}
+			return e
+		}
 		if stop != nil {
 			d.report(ctx, at, true)
-			e := d.fail(req, call, stop, err)
-			e.Status, e.RetryAfter = at.Status, at.RetryAfter
+			e := lastProblem(d.fail(req, call, stop, err))
 			discard(resp)
 			return nil, e
 		}
@@ -452,9 +466,7 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 		d.report(ctx, at, false)
 		discard(resp)
 		if err := d.cfg.clock.Sleep(ctx, wait); err != nil {
-			e := d.fail(req, call, ctx.Err(), err)
-			e.Status, e.RetryAfter = at.Status, at.RetryAfter
-			return nil, e
+			return nil, lastProblem(d.fail(req, call, ctx.Err(), err))
 		}
 	}
 }
@@ -550,14 +562,15 @@ func retryStatus(status int, code string, on RetryOn) bool {
 	return on.Status(status)
 }
 
-// problemCode reads the `code` member of a JSON or problem+json body (of
-// any error status: the in-flight status is the contract's choice),
-// leaving the body readable in full. The body is usually buffered already
-// (WithResponseBuffer); otherwise up to 64 KiB of it are read here.
-func problemCode(resp *http.Response) string {
+// problemHead returns the start (up to 64 KiB) of a JSON or problem+json
+// body (of any error status: the in-flight status is the contract's
+// choice), nil for other media types, leaving the body readable in full.
+// The body is usually buffered already (WithResponseBuffer); otherwise it
+// is read here.
+func problemHead(resp *http.Response) []byte {
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if mt != "application/problem+json" && mt != "application/json" {
-		return ""
+		return nil
 	}
 	head, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	rest := resp.Body
@@ -566,6 +579,14 @@ func problemCode(resp *http.Response) string {
 		io.Closer
 	}{io.MultiReader(bytes.NewReader(head), rest), rest}
 	if err != nil {
+		return nil
+	}
+	return head
+}
+
+// problemCode returns the `code` member of a problem body's head.
+func problemCode(head []byte) string {
+	if head == nil {
 		return ""
 	}
 	var p struct {

@@ -200,6 +200,56 @@ func TestDeadline(t *testing.T) {
 		assert.Empty(t, clock.Sleeps(), "never sleeps past the deadline")
 		assert.Contains(t, err.Error(), "key="+call.Key())
 	})
+	t.Run("key in use past the deadline keeps the problem", func(t *testing.T) {
+		for _, tc := range []struct {
+			retryAfter string
+			reason     error
+		}{{"10", ErrRetryAfterTooLong}, {"1", ErrNoTimeLeft}} {
+			srv := newRecServer(t, func(int, *http.Request) reply {
+				return problemReply(423, CodeKeyInUse, map[string]string{"Retry-After": tc.retryAfter})
+			})
+			clock := newFakeClock()
+			p := fastPolicy(4)
+			p.Backoff.Initial, p.Backoff.Max = 3*time.Second, 3*time.Second
+			d := NewDoer(http.DefaultClient, p, WithClock(clock))
+			ctx, cancel := context.WithDeadline(context.Background(), clock.Now().Add(2*time.Second))
+			ctx, call := Start(ctx)
+			resp, err := d.Do(post(t, ctx, srv.URL, payload))
+			cancel()
+			require.Nil(t, resp)
+			require.ErrorIs(t, err, tc.reason)
+			var e *Error
+			require.ErrorAs(t, err, &e)
+			var pe *ProblemError
+			require.ErrorAs(t, err, &pe, "the problem the last response carried")
+			assert.Same(t, e.Problem, pe)
+			ra, _ := strconv.Atoi(tc.retryAfter)
+			assert.Equal(t, ProblemError{Status: 423, Code: CodeKeyInUse, Title: "x", RetryAfter: time.Duration(ra) * time.Second,
+				Key: call.Key(), Attempts: 1}, *pe)
+			assert.Contains(t, err.Error(), "last-status=423 code=IDEMPOTENCY_KEY_IN_USE")
+		}
+		// Canceled while waiting: the problem too.
+		srv := newRecServer(t, func(int, *http.Request) reply {
+			return problemReply(409, CodeKeyInUse, map[string]string{"Retry-After": "1"})
+		})
+		clock := newFakeClock()
+		ctx, cancel := context.WithCancel(context.Background())
+		clock.onLoop = cancel
+		ctx, _ = Start(ctx)
+		_, err := NewDoer(http.DefaultClient, fastPolicy(4), WithClock(clock)).Do(post(t, ctx, srv.URL, payload))
+		require.ErrorIs(t, err, context.Canceled)
+		var pe *ProblemError
+		require.ErrorAs(t, err, &pe)
+		assert.Equal(t, CodeKeyInUse, pe.Code)
+		// A response that is no problem: none.
+		srv = newRecServer(t, func(int, *http.Request) reply {
+			return reply{status: 503, header: map[string]string{"Retry-After": "10"}}
+		})
+		ctx, _ = Start(context.Background())
+		_, err = NewDoer(http.DefaultClient, fastPolicy(4), WithClock(newFakeClock()), WithRetryAfterLimit(time.Second)).Do(post(t, ctx, srv.URL, payload))
+		require.ErrorIs(t, err, ErrRetryAfterTooLong)
+		assert.False(t, errors.As(err, &pe))
+	})
 	t.Run("backoff past the deadline", func(t *testing.T) {
 		srv := newRecServer(t, always503(nil))
 		clock := newFakeClock()

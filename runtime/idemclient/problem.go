@@ -26,7 +26,9 @@ const (
 // stored);
 // [CodeKeyInUse] and [CodeStoreUnavailable] mean the attempts (or the
 // deadline) ran out while the server could not answer yet: resume the call
-// later with [WithKey](Key).
+// later with [WithKey](Key). When the deadline ran out, the [Doer] returns
+// no response but an [*Error] whose Problem is this error (errors.As finds
+// either).
 type ProblemError struct {
 	Status        int    // the response status
 	Code          string // the problem's code, e.g. IDEMPOTENCY_KEY_REUSED

@@ -58,8 +58,9 @@ import (
 // server answered with an IDEMPOTENCY_* problem (a reused key: 422 or 409 IDEMPOTENCY_KEY_REUSED; a
 // missing or invalid key: 400; a response the server ran but could not store: 409
 // IDEMPOTENCY_RESPONSE_UNAVAILABLE, never retried; the key still in use or the store unavailable after
-// the last attempt). Any other response, whatever its status, is the API's own answer, in the
-// response.
+// the last attempt; at the deadline, no response but a *idemclient.Error that carries the
+// *idemclient.ProblemError, errors.As finds both). Any other response, whatever its status, is the
+// API's own answer, in the response.
 type IdempotentClient struct {
 	*ClientWithResponses
 }
