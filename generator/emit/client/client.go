@@ -758,9 +758,14 @@ func (g *gen) matcher() {
 
 	gogen.TemplateFunc(g.f, px)
 
-	g.doc(px + "Match is the Doer's matcher: the policy of the idempotent operation whose route serves the request, matched on the end of its escaped path (the server URL may add a base path); ok is false for every other request.")
+	g.doc(px + "Match is the Doer's matcher: the policy of the idempotent operation whose route serves the request, matched on the end of its path (the server URL may add a base path), split at the escaped path's slashes and each segment unescaped, as the templates' text is (a static segment /cafés is sent as /caf%C3%A9s; an escaped slash stays inside its segment); ok is false for every other request.")
 	g.f.Func().Id(px+"Match").Params(jen.Id("req").Op("*").Qual("net/http", "Request")).Params(q("Policy"), jen.Bool()).Block(
 		jen.Id("path").Op(":=").Qual("strings", "Split").Call(jen.Qual("strings", "TrimPrefix").Call(jen.Id("req").Dot("URL").Dot("EscapedPath").Call(), jen.Lit("/")), jen.Lit("/")),
+		jen.For(jen.List(jen.Id("i"), jen.Id("s")).Op(":=").Range().Id("path")).Block(
+			jen.If(jen.List(jen.Id("u"), jen.Err()).Op(":=").Qual("net/url", "PathUnescape").Call(jen.Id("s")), jen.Err().Op("==").Nil()).Block(
+				jen.Id("path").Index(jen.Id("i")).Op("=").Id("u"),
+			),
+		),
 		jen.Id("next").Op(":").For(jen.List(jen.Id("_"), jen.Id("rt")).Op(":=").Range().Id(px+"Routes").Index(jen.Id("req").Dot("Method"))).Block(
 			jen.If(jen.Len(jen.Id("rt").Dot("segs")).Op(">").Len(jen.Id("path"))).Block(jen.Continue()),
 			jen.For(jen.List(jen.Id("i"), jen.Id("v")).Op(":=").Range().Id("path").Index(jen.Len(jen.Id("path")).Op("-").Len(jen.Id("rt").Dot("segs")), jen.Empty())).Block(

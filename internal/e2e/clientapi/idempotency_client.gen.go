@@ -11,6 +11,7 @@ import (
 	openapi_types "github.com/oapi-codegen/runtime/types"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -683,10 +684,17 @@ func idemgenClientTemplate(path string) []idemgenClientSegment {
 }
 
 // idemgenClientMatch is the Doer's matcher: the policy of the idempotent operation whose route serves
-// the request, matched on the end of its escaped path (the server URL may add a base path); ok is
-// false for every other request.
+// the request, matched on the end of its path (the server URL may add a base path), split at the
+// escaped path's slashes and each segment unescaped, as the templates' text is (a static segment
+// /cafés is sent as /caf%C3%A9s; an escaped slash stays inside its segment); ok is false for every
+// other request.
 func idemgenClientMatch(req *http.Request) (idemclient.Policy, bool) {
 	path := strings.Split(strings.TrimPrefix(req.URL.EscapedPath(), "/"), "/")
+	for i, s := range path {
+		if u, err := url.PathUnescape(s); err == nil {
+			path[i] = u
+		}
+	}
 next:
 	for _, rt := range idemgenClientRoutes[req.Method] {
 		if len(rt.segs) > len(path) {
