@@ -2,6 +2,7 @@ package idemclient
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -82,7 +83,11 @@ const (
 // one in the policy's format ([NewKey]). It is fixed, reported to
 // [WithKeyObserver] and stored in the Call before the first attempt. For a
 // body carrier the key is spliced into the JSON body once (other bytes keep
-// their spelling) and those bytes are sent on every attempt.
+// their spelling) and those bytes are sent on every attempt. For a query
+// carrier the first pair of the key's name that carries a key counts, and
+// the request is sent with that pair alone (others of the name, which carry
+// none or the same key, are dropped: the server refuses a key given twice);
+// two different keys fail with [ErrKeyConflict].
 //
 // # The body
 //
@@ -334,9 +339,21 @@ func (d *Doer) prepare(ctx context.Context, req *http.Request, call *Call, p Pol
 			pr.tmpl.Header.Set(p.KeyName, key)
 		}
 	case CarrierQuery:
-		if existing = queryKey(req.URL.RawQuery, p.KeyName); existing == "" {
+		var (
+			pairs  int
+			others bool
+		)
+		existing, pairs, others = queryKey(req.URL.RawQuery, p.KeyName)
+		if others {
+			if data == nil {
+				closeBody(req)
+			}
+			return nil, d.fail(req, call, ErrKeyConflict,
+				fmt.Errorf("request carries more than one key in query parameter %s", p.KeyName))
+		}
+		if existing == "" || pairs > 1 { // exactly one pair: the key
 			u := *req.URL
-			u.RawQuery = setQueryKey(u.RawQuery, p.KeyName, key)
+			u.RawQuery = setQueryKey(u.RawQuery, p.KeyName, cmp.Or(existing, key))
 			pr.tmpl.URL = &u
 		}
 	case CarrierBody:

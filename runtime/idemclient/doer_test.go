@@ -479,6 +479,32 @@ func TestKeys(t *testing.T) {
 			assert.Empty(t, r.Key, "no header")
 		}
 	})
+	t.Run("query pairs of the key's name", func(t *testing.T) {
+		pol := WithPolicy(Policy{MaxAttempts: 2, KeyCarrier: CarrierQuery, KeyName: "request_id"})
+		for _, tc := range []struct{ query, key, sent string }{
+			{"request_id=abc&x=1", "abc", "request_id=abc&x=1"}, // one pair: as spelled
+			{"request_id=&request_id=abc", "abc", "request_id=abc"},
+			{"request_id=abc&x=1&request_id=abc", "abc", "x=1&request_id=abc"},
+			{"request_id=&x=1&request_id=", "", "x=1&request_id="},
+		} {
+			ctx, call := Start(context.Background(), pol)
+			resp, err := d.Do(post(t, ctx, srv.URL+"/c?"+tc.query, payload))
+			require.NoError(t, err)
+			resp.Body.Close()
+			if tc.key != "" {
+				assert.Equal(t, tc.key, call.Key(), tc.query)
+			}
+			s := srv.Seen()
+			for _, r := range s[len(s)-2:] {
+				assert.Equal(t, tc.sent+strings.TrimPrefix(call.Key(), tc.key), r.RawQuery, "%s: one key, the first one carried", tc.query)
+			}
+		}
+		before := len(srv.Seen())
+		ctx, _ := Start(context.Background(), pol)
+		_, err := d.Do(post(t, ctx, srv.URL+"/c?request_id=a&request_id=b", payload))
+		require.ErrorIs(t, err, ErrKeyConflict)
+		assert.Len(t, srv.Seen(), before, "nothing sent")
+	})
 	t.Run("body", func(t *testing.T) {
 		ctx, call := Start(context.Background(), WithPolicy(Policy{MaxAttempts: 2, KeyCarrier: CarrierBody, KeyName: "/idempotency_key"}))
 		resp, err := d.Do(post(t, ctx, srv.URL, payload))

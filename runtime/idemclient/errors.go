@@ -28,7 +28,8 @@ var (
 	// than the Doer's buffering limit, so it cannot be re-sent identically.
 	ErrBodyNotReplayable = errors.New("idemclient: request body cannot be replayed")
 	// ErrKeyConflict: the request already carries a key that differs from the
-	// one supplied with [WithKey].
+	// one supplied with [WithKey], or carries two different keys (query
+	// parameters of the key's name).
 	ErrKeyConflict = errors.New("idemclient: request carries a different idempotency key")
 	// ErrBadKeyCarrier: the key cannot be placed where the policy says (for
 	// example a body that is not a JSON object at the pointer's parent).
