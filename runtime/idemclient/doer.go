@@ -395,6 +395,7 @@ func (d *Doer) prepare(ctx context.Context, req *http.Request, call *Call, p Pol
 }
 
 func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy) (*http.Response, error) {
+	call.setClock(d.cfg.clock)
 	pr, err := d.prepare(ctx, req, call, p)
 	if err != nil {
 		return nil, err
@@ -405,7 +406,10 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 	for n := 1; ; n++ {
 		at := Attempt{Method: req.Method, URL: redactedURL(req), Key: key, N: n}
 		resp, err := d.attempt(actx, pr, n)
-		var head []byte // the start of an error response's JSON body
+		var (
+			head []byte    // the start of an error response's JSON body
+			now  time.Time // when the response came
+		)
 		call.countAttempt()
 
 		retry := false
@@ -437,7 +441,8 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 				at.Code = problemCode(head)
 			}
 			retry = retryStatus(at.Status, at.Code, p.On)
-			if ra, ok := ParseRetryAfter(resp.Header, d.cfg.clock.Now()); ok {
+			now = d.cfg.clock.Now()
+			if ra, ok := ParseRetryAfter(resp.Header, now); ok {
 				at.RetryAfter = ra
 			}
 		}
@@ -467,8 +472,8 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 		lastProblem := func(e *Error) *Error {
 			e.Status, e.RetryAfter = at.Status, at.RetryAfter
 			if resp != nil {
-				if e.Problem = ParseProblem(resp.StatusCode, resp.Header, head); e.Problem != nil {
-					e.Problem.RetryAfter, e.Problem.Key, e.Problem.Attempts = at.RetryAfter, e.Key, e.Attempts
+				if e.Problem = parseProblem(resp.StatusCode, resp.Header, head, now); e.Problem != nil {
+					e.Problem.Key, e.Problem.Attempts = e.Key, e.Attempts
 				}
 			}
 			return e

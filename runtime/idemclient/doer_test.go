@@ -767,3 +767,21 @@ func TestPolicyStart(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, 3, call.Attempts(), "later options win")
 }
+
+// Call.Check measures a Retry-After date on the Doer's clock, as the Doer does.
+func TestCheckUsesTheDoersClock(t *testing.T) {
+	clock := newFakeClock()
+	clock.now = time.Date(2031, 5, 1, 12, 0, 0, 0, time.UTC)
+	srv := newRecServer(t, func(int, *http.Request) reply {
+		return problemReply(409, CodeKeyInUse, map[string]string{"Retry-After": clock.Now().Add(30 * time.Second).Format(http.TimeFormat)})
+	})
+	var hl hookLog
+	ctx, call := Start(context.Background())
+	resp, err := NewDoer(http.DefaultClient, Policy{MaxAttempts: 1}, WithClock(clock), WithAttemptHook(hl.hook)).Do(post(t, ctx, srv.URL, payload))
+	require.NoError(t, err)
+	body := readBody(t, resp)
+	var pe *ProblemError
+	require.ErrorAs(t, call.Check(resp, []byte(body)), &pe)
+	assert.Equal(t, 30*time.Second, pe.RetryAfter)
+	assert.Equal(t, 30*time.Second, hl.attempts()[0].RetryAfter)
+}
