@@ -120,8 +120,11 @@ const (
 // deadline: if the server asks for longer than remains (or than
 // [WithRetryAfterLimit], default 1 minute) it stops with
 // [ErrRetryAfterTooLong]; if only the backoff is too long it stops with
-// [ErrNoTimeLeft]. Bodies of discarded responses are drained (up to 64 KiB)
-// and closed, so connections are reused.
+// [ErrNoTimeLeft]. A discarded response (one that is retried) is read to
+// its end and closed, so its connection is reused, when its body fits in
+// the response buffer plus 64 KiB; a longer one is closed after that much,
+// which closes its connection (the next attempt opens another) rather than
+// reading an unbounded body nobody will use.
 //
 // # What it returns
 //
@@ -481,12 +484,12 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 		if stop != nil {
 			d.report(ctx, at, true)
 			e := lastProblem(d.fail(req, call, stop, err))
-			discard(resp)
+			d.discard(resp)
 			return nil, e
 		}
 		at.Retry, at.Delay = true, wait
 		d.report(ctx, at, false)
-		discard(resp)
+		d.discard(resp)
 		if err := d.cfg.clock.Sleep(ctx, wait); err != nil {
 			return nil, lastProblem(d.fail(req, call, ctx.Err(), err))
 		}
@@ -620,12 +623,21 @@ func problemCode(head []byte) string {
 	return p.Code
 }
 
-// discard drains (up to 64 KiB) and closes a response that will not be returned.
-func discard(resp *http.Response) {
+// discard drains and closes a response that will not be returned: what
+// the attempt buffered and up to 64 KiB more from the connection, so that
+// the connection is reused when the body ends there.
+func (d *Doer) discard(resp *http.Response) {
 	if resp == nil {
 		return
 	}
-	_, _ = io.CopyN(io.Discard, resp.Body, 64<<10)
+	const more = 64 << 10
+	limit := max(d.cfg.respBuffer, 0)
+	if limit > math.MaxInt64-more {
+		limit = math.MaxInt64
+	} else {
+		limit += more
+	}
+	_, _ = io.CopyN(io.Discard, resp.Body, limit)
 	resp.Body.Close()
 }
 

@@ -420,6 +420,25 @@ func TestDrainsDiscardedResponses(t *testing.T) {
 	readBody(t, resp)
 	assert.Len(t, srv.Seen(), 3)
 	assert.Equal(t, int32(1), srv.conns.Load(), "one connection serves every attempt")
+
+	// With the response buffer: reused up to the buffer plus 64 KiB, not beyond.
+	for _, tc := range []struct {
+		size  int
+		conns int32
+	}{{DefaultResponseBuffer - 10<<10, 1}, {DefaultResponseBuffer + 60<<10, 1}, {DefaultResponseBuffer + 100<<10, 3}} {
+		srv := newRecServer(t, func(n int, _ *http.Request) reply {
+			if n < 3 {
+				return reply{status: 503, body: strings.Repeat("z", tc.size)}
+			}
+			return reply{status: 201}
+		})
+		client := &http.Client{Transport: &http.Transport{}}
+		ctx, _ := Start(context.Background())
+		resp, err := NewDoer(client, fastPolicy(4), WithClock(newFakeClock())).Do(post(t, ctx, srv.URL, payload))
+		require.NoError(t, err)
+		readBody(t, resp)
+		assert.Equal(t, tc.conns, srv.conns.Load(), "body of %d bytes", tc.size)
+	}
 }
 
 func TestKeys(t *testing.T) {
