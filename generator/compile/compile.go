@@ -8,6 +8,7 @@ package compile
 
 import (
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 	"strings"
@@ -563,6 +564,9 @@ func (c *compiler) compareDecl(out *ir.Operation, b contract.Block, declRequired
 		return
 	}
 	s := schema.Value
+	if s.Format != "" || s.Pattern != "" || s.MinLength > 0 {
+		out.Key.Schema = &ir.KeySchema{Format: s.Format, Pattern: s.Pattern, MinLength: int(min(s.MinLength, math.MaxInt32))}
+	}
 	if s.Type != nil && len(s.Type.Slice()) > 0 && !s.Type.Includes("string") {
 		c.diags.Errorf(k.Pos, "key-declared-differently", "the key is a string, but the spec declares the %s as %s", what, strings.Join(s.Type.Slice(), " or "))
 		return

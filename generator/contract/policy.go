@@ -182,6 +182,10 @@ func Resolve(b Block) (Resolved, diag.List, bool) {
 		diags.Errorf(firstPos(b.Window.Pos, b.Retry.Pos, b.Pos), "window-shorter-than-retry",
 			"window %s is shorter than %.1f × the client's longest retry span %s (= %s): a late retry would run the operation again", ir.FormatDuration(pol.Window), WindowRetryFactor, ir.FormatDuration(span), ir.FormatDuration(need))
 	}
+	if st := pol.InFlight.Status; st == http.StatusBadRequest || st == http.StatusUnprocessableEntity {
+		diags.Errorf(firstPos(b.InFlight.Status.Pos, b.Pos), "in-flight-status-final",
+			"in-flight.status %d is an answer clients never retry (idemgen's client helper included): a duplicate told that its key is in use would give up instead of waiting for the first request; use 409 (the default), 423, 429 or 503", st)
+	}
 	if pol.InFlight.Wait > pol.InFlight.Lease {
 		diags.Warnf(firstPos(b.InFlight.Wait.Pos, b.Pos), "wait-longer-than-lease",
 			"in-flight.wait %s is longer than in-flight.lease %s: a waiting duplicate may take over the first request's lease", ir.FormatDuration(pol.InFlight.Wait), ir.FormatDuration(pol.InFlight.Lease))

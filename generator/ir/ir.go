@@ -142,7 +142,19 @@ type Key struct {
 	// Param is the spec's own declaration of the key as a header or query
 	// parameter, nil when the spec does not declare it.
 	Param *Param `json:"param,omitempty"`
-	Pos   Pos    `json:"pos"`
+	// Schema is what the spec's declaration of the key (the parameter or
+	// the body member) requires of its string beyond the contract, nil
+	// when it requires none of it: the client emitter checks the keys its
+	// helpers make against it.
+	Schema *KeySchema `json:"schema,omitempty"`
+	Pos    Pos        `json:"pos"`
+}
+
+// KeySchema is what a key's declared schema requires of the key's text.
+type KeySchema struct {
+	Format    string `json:"format,omitempty"`    // the schema's format (uuid, ulid, ...)
+	Pattern   string `json:"pattern,omitempty"`   // the schema's pattern, as written (ECMA-262)
+	MinLength int    `json:"minLength,omitempty"` // the schema's minLength
 }
 
 // Body is the request body of an operation.

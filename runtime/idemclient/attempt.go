@@ -16,7 +16,7 @@ type Attempt struct {
 	N int
 	// Status is the response status, 0 when Err is set.
 	Status int
-	// Code is the problem+json code of the response, when it was read (409s).
+	// Code is the problem+json code of the response, when it has one (error statuses only).
 	Code string
 	// Err is the transport error (or the error met reading the response body).
 	Err error

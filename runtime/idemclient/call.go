@@ -23,6 +23,7 @@ type Call struct {
 	used     bool
 	key      string
 	attempts int
+	clock    Clock // the Doer's, once one handles the call
 }
 
 // CallOption configures a [Call].
@@ -128,7 +129,8 @@ func (c *Call) FixKey(carried string) (string, error) {
 // IDEMPOTENCY_*: a reused key, a missing or invalid key, the key still in
 // use when the attempts ran out, the store unavailable, ...), nil for any
 // other response (the API's own answer, whatever its status). body is the
-// response body, already read (oapi-codegen's <Op>Response.Body).
+// response body, already read (oapi-codegen's <Op>Response.Body). A
+// Retry-After given as a date is measured on the Doer's clock ([WithClock]).
 //
 // It returns an error wrapping [ErrNotManaged] when no Doer handled the
 // call's request (no attempt was counted): the request was sent once,
@@ -140,7 +142,13 @@ func (c *Call) Check(resp *http.Response, body []byte) error {
 	if resp == nil {
 		return nil
 	}
-	pe := ParseProblem(resp.StatusCode, resp.Header, body)
+	c.mu.Lock()
+	clock := c.clock
+	c.mu.Unlock()
+	if clock == nil {
+		clock = SystemClock
+	}
+	pe := parseProblem(resp.StatusCode, resp.Header, body, clock.Now())
 	if pe == nil {
 		return nil
 	}
@@ -156,6 +164,12 @@ func (c *Call) claim() bool {
 	}
 	c.used = true
 	return true
+}
+
+func (c *Call) setClock(clock Clock) {
+	c.mu.Lock()
+	c.clock = clock
+	c.mu.Unlock()
 }
 
 func (c *Call) setKey(k string) {

@@ -2,12 +2,14 @@ package idemclient
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"mime"
 	"net"
@@ -81,7 +83,11 @@ const (
 // one in the policy's format ([NewKey]). It is fixed, reported to
 // [WithKeyObserver] and stored in the Call before the first attempt. For a
 // body carrier the key is spliced into the JSON body once (other bytes keep
-// their spelling) and those bytes are sent on every attempt.
+// their spelling) and those bytes are sent on every attempt. For a query
+// carrier the first pair of the key's name that carries a key counts, and
+// the request is sent with that pair alone (others of the name, which carry
+// none or the same key, are dropped: the server refuses a key given twice);
+// two different keys fail with [ErrKeyConflict].
 //
 // # The body
 //
@@ -100,7 +106,9 @@ const (
 // ([WithAttemptTimeout]) fired. A response is retried when its status is in
 // On.Statuses; 400 and 422, and a problem+json code IDEMPOTENCY_KEY_REUSED
 // or IDEMPOTENCY_RESPONSE_UNAVAILABLE, never are (the server answers them
-// again to every retry); a 409 with code IDEMPOTENCY_KEY_IN_USE always is.
+// again to every retry); the code IDEMPOTENCY_KEY_IN_USE always is, at
+// whatever status the server answers it (the contract's in-flight status,
+// 409 by default; never 400 or 422, which the contract refuses).
 // Up to [WithResponseBuffer] bytes (default 1 MiB) of each response body
 // are read within the attempt, so that a connection lost mid-body is a
 // retryable error rather than the caller's problem; a longer body streams.
@@ -112,15 +120,21 @@ const (
 // deadline: if the server asks for longer than remains (or than
 // [WithRetryAfterLimit], default 1 minute) it stops with
 // [ErrRetryAfterTooLong]; if only the backoff is too long it stops with
-// [ErrNoTimeLeft]. Bodies of discarded responses are drained (up to 64 KiB)
-// and closed, so connections are reused.
+// [ErrNoTimeLeft]. A discarded response (one that is retried) is read to
+// its end and closed, so its connection is reused, when its body fits in
+// the response buffer plus 64 KiB; a longer one is closed after that much,
+// which closes its connection (the next attempt opens another) rather than
+// reading an unbounded body nobody will use.
 //
 // # What it returns
 //
 // The final response, intact, when an attempt got one that is not retried
 // or when the attempts ran out on a retryable status (a 503 after the last
 // attempt is returned as a response, like http.Client does). An [*Error]
-// naming the key, attempts and cause otherwise.
+// naming the key, attempts and cause otherwise; when the call stopped
+// after a response that is one of the contract's problems (the key still
+// in use at the deadline), the Error carries it too ([Error].Problem, which
+// errors.As finds as a [*ProblemError]).
 //
 // A Doer is safe for concurrent use.
 type Doer struct {
@@ -179,15 +193,19 @@ func WithMatcher(m Matcher) Option { return func(o *config) { o.match = m } }
 func WithResponseBuffer(n int64) Option { return func(o *config) { o.respBuffer = n } }
 
 // WithRequestBodyLimit sets how large a request body may be when it must be
-// buffered for replay (default 8 MiB).
-func WithRequestBodyLimit(n int64) Option { return func(o *config) { o.bodyLimit = n } }
+// buffered for replay (default 8 MiB, [DefaultRequestBodyLimit]); a larger
+// one fails with [ErrBodyNotReplayable] before anything is sent.
+// math.MaxInt64 means no limit; n <= 0 buffers nothing, so every non-empty
+// body without GetBody (and every non-empty body under the body carrier)
+// fails.
+func WithRequestBodyLimit(n int64) Option { return func(o *config) { o.bodyLimit = max(n, 0) } }
 
 // WithRetryAfterLimit sets the longest server-asked wait the Doer honours
 // even without a deadline (default 1 minute, [DefaultRetryAfterLimit]); a
 // retryable response asking for longer stops the call with
 // [ErrRetryAfterTooLong]. Like the other options, d is taken as given, not
 // as "the default" when zero: 0 honours no wait at all (any positive
-// Retry-After stops the call, a 409 IDEMPOTENCY_KEY_IN_USE included, while
+// Retry-After stops the call, an IDEMPOTENCY_KEY_IN_USE included, while
 // a response without one, or with Retry-After: 0, is retried on the
 // backoff), and a negative d means 0. There is no unlimited setting: pass a
 // long d; the context's deadline still bounds every wait.
@@ -294,7 +312,11 @@ func (d *Doer) prepare(ctx context.Context, req *http.Request, call *Call, p Pol
 	var data []byte // the body bytes, when buffered here
 	if hasBody && (req.GetBody == nil || p.KeyCarrier == CarrierBody) {
 		var err error
-		data, err = io.ReadAll(io.LimitReader(req.Body, d.cfg.bodyLimit+1))
+		r := req.Body
+		if limit := d.cfg.bodyLimit; limit < math.MaxInt64 { // MaxInt64: no limit (limit+1 would overflow)
+			r = io.NopCloser(io.LimitReader(req.Body, limit+1))
+		}
+		data, err = io.ReadAll(r)
 		req.Body.Close()
 		if err != nil {
 			return nil, d.fail(req, call, ErrBodyNotReplayable, fmt.Errorf("reading the request body: %w", err))
@@ -320,9 +342,21 @@ func (d *Doer) prepare(ctx context.Context, req *http.Request, call *Call, p Pol
 			pr.tmpl.Header.Set(p.KeyName, key)
 		}
 	case CarrierQuery:
-		if existing = queryKey(req.URL.RawQuery, p.KeyName); existing == "" {
+		var (
+			pairs  int
+			others bool
+		)
+		existing, pairs, others = queryKey(req.URL.RawQuery, p.KeyName)
+		if others {
+			if data == nil {
+				closeBody(req)
+			}
+			return nil, d.fail(req, call, ErrKeyConflict,
+				fmt.Errorf("request carries more than one key in query parameter %s", p.KeyName))
+		}
+		if existing == "" || pairs > 1 { // exactly one pair: the key
 			u := *req.URL
-			u.RawQuery = setQueryKey(u.RawQuery, p.KeyName, key)
+			u.RawQuery = setQueryKey(u.RawQuery, p.KeyName, cmp.Or(existing, key))
 			pr.tmpl.URL = &u
 		}
 	case CarrierBody:
@@ -364,6 +398,7 @@ func (d *Doer) prepare(ctx context.Context, req *http.Request, call *Call, p Pol
 }
 
 func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy) (*http.Response, error) {
+	call.setClock(d.cfg.clock)
 	pr, err := d.prepare(ctx, req, call, p)
 	if err != nil {
 		return nil, err
@@ -374,6 +409,10 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 	for n := 1; ; n++ {
 		at := Attempt{Method: req.Method, URL: redactedURL(req), Key: key, N: n}
 		resp, err := d.attempt(actx, pr, n)
+		var (
+			head []byte    // the start of an error response's JSON body
+			now  time.Time // when the response came
+		)
 		call.countAttempt()
 
 		retry := false
@@ -400,11 +439,13 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 			}
 		} else {
 			at.Status = resp.StatusCode
-			if at.Status == http.StatusConflict || at.Status == http.StatusUnprocessableEntity {
-				at.Code = problemCode(resp)
+			if at.Status >= 400 {
+				head = problemHead(resp)
+				at.Code = problemCode(head)
 			}
 			retry = retryStatus(at.Status, at.Code, p.On)
-			if ra, ok := ParseRetryAfter(resp.Header, d.cfg.clock.Now()); ok {
+			now = d.cfg.clock.Now()
+			if ra, ok := ParseRetryAfter(resp.Header, now); ok {
 				at.RetryAfter = ra
 			}
 		}
@@ -430,20 +471,27 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 				}
 			}
 		}
+		// The problem the response carried, for an error that ends the call.
+		lastProblem := func(e *Error) *Error {
+			e.Status, e.RetryAfter = at.Status, at.RetryAfter
+			if resp != nil {
+				if e.Problem = parseProblem(resp.StatusCode, resp.Header, head, now); e.Problem != nil {
+					e.Problem.Key, e.Problem.Attempts = e.Key, e.Attempts
+				}
+			}
+			return e
+		}
 		if stop != nil {
 			d.report(ctx, at, true)
-			e := d.fail(req, call, stop, err)
-			e.Status, e.RetryAfter = at.Status, at.RetryAfter
-			discard(resp)
+			e := lastProblem(d.fail(req, call, stop, err))
+			d.discard(resp)
 			return nil, e
 		}
 		at.Retry, at.Delay = true, wait
 		d.report(ctx, at, false)
-		discard(resp)
+		d.discard(resp)
 		if err := d.cfg.clock.Sleep(ctx, wait); err != nil {
-			e := d.fail(req, call, ctx.Err(), err)
-			e.Status, e.RetryAfter = at.Status, at.RetryAfter
-			return nil, e
+			return nil, lastProblem(d.fail(req, call, ctx.Err(), err))
 		}
 	}
 }
@@ -533,18 +581,21 @@ func retryStatus(status int, code string, on RetryOn) bool {
 	switch {
 	case neverRetried(status), code == CodeKeyReused, code == CodeResponseUnavailable:
 		return false
-	case status == http.StatusConflict && code == CodeKeyInUse:
+	case code == CodeKeyInUse: // the contract's in-flight status, 409 by default
 		return true
 	}
 	return on.Status(status)
 }
 
-// problemCode reads the `code` member of a JSON or problem+json body,
-// leaving the body readable in full.
-func problemCode(resp *http.Response) string {
+// problemHead returns the start (up to 64 KiB) of a JSON or problem+json
+// body (of any error status: the in-flight status is the contract's
+// choice), nil for other media types, leaving the body readable in full.
+// The body is usually buffered already (WithResponseBuffer); otherwise it
+// is read here.
+func problemHead(resp *http.Response) []byte {
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if mt != "application/problem+json" && mt != "application/json" {
-		return ""
+		return nil
 	}
 	head, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	rest := resp.Body
@@ -553,6 +604,14 @@ func problemCode(resp *http.Response) string {
 		io.Closer
 	}{io.MultiReader(bytes.NewReader(head), rest), rest}
 	if err != nil {
+		return nil
+	}
+	return head
+}
+
+// problemCode returns the `code` member of a problem body's head.
+func problemCode(head []byte) string {
+	if head == nil {
 		return ""
 	}
 	var p struct {
@@ -564,12 +623,21 @@ func problemCode(resp *http.Response) string {
 	return p.Code
 }
 
-// discard drains (up to 64 KiB) and closes a response that will not be returned.
-func discard(resp *http.Response) {
+// discard drains and closes a response that will not be returned: what
+// the attempt buffered and up to 64 KiB more from the connection, so that
+// the connection is reused when the body ends there.
+func (d *Doer) discard(resp *http.Response) {
 	if resp == nil {
 		return
 	}
-	_, _ = io.CopyN(io.Discard, resp.Body, 64<<10)
+	const more = 64 << 10
+	limit := max(d.cfg.respBuffer, 0)
+	if limit > math.MaxInt64-more {
+		limit = math.MaxInt64
+	} else {
+		limit += more
+	}
+	_, _ = io.CopyN(io.Discard, resp.Body, limit)
 	resp.Body.Close()
 }
 

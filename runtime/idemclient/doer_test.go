@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -112,6 +113,12 @@ func TestStatusDecisions(t *testing.T) {
 		{"422 never, even listed", RetryOn{Statuses: []int{422}}, problemReply(422, CodeKeyReused, nil), 1},
 		{"409 reused never, even listed", RetryOn{Statuses: []int{409}}, problemReply(409, CodeKeyReused, nil), 1},
 		{"409 in use always", RetryOn{Statuses: []int{503}}, problemReply(409, CodeKeyInUse, nil), 3},
+		{"423 in use always (another in-flight status)", RetryOn{Statuses: []int{503}}, problemReply(423, CodeKeyInUse, nil), 3},
+		{"503 in use always, even unlisted", RetryOn{Statuses: []int{502}}, problemReply(503, CodeKeyInUse, nil), 3},
+		{"429 in use as application/json", RetryOn{Statuses: []int{503}}, reply{status: 429, header: map[string]string{"Content-Type": "application/json"}, body: `{"code":"IDEMPOTENCY_KEY_IN_USE"}`}, 3},
+		{"400 in use never", RetryOn{}, problemReply(400, CodeKeyInUse, nil), 1},
+		{"422 in use never", RetryOn{}, problemReply(422, CodeKeyInUse, nil), 1},
+		{"503 reused never, even listed", RetryOn{Statuses: []int{503}}, problemReply(503, CodeKeyReused, nil), 1},
 		{"409 response unavailable never, by default", RetryOn{}, problemReply(409, CodeResponseUnavailable, nil), 1},
 		{"409 response unavailable never, even listed", RetryOn{Statuses: []int{409}}, problemReply(409, CodeResponseUnavailable, nil), 1},
 		{"plain 409 unlisted", RetryOn{Statuses: []int{503}}, problemReply(409, "COUPON_TAKEN", nil), 1},
@@ -192,6 +199,56 @@ func TestDeadline(t *testing.T) {
 		assert.Equal(t, 1, e.Attempts)
 		assert.Empty(t, clock.Sleeps(), "never sleeps past the deadline")
 		assert.Contains(t, err.Error(), "key="+call.Key())
+	})
+	t.Run("key in use past the deadline keeps the problem", func(t *testing.T) {
+		for _, tc := range []struct {
+			retryAfter string
+			reason     error
+		}{{"10", ErrRetryAfterTooLong}, {"1", ErrNoTimeLeft}} {
+			srv := newRecServer(t, func(int, *http.Request) reply {
+				return problemReply(423, CodeKeyInUse, map[string]string{"Retry-After": tc.retryAfter})
+			})
+			clock := newFakeClock()
+			p := fastPolicy(4)
+			p.Backoff.Initial, p.Backoff.Max = 3*time.Second, 3*time.Second
+			d := NewDoer(http.DefaultClient, p, WithClock(clock))
+			ctx, cancel := context.WithDeadline(context.Background(), clock.Now().Add(2*time.Second))
+			ctx, call := Start(ctx)
+			resp, err := d.Do(post(t, ctx, srv.URL, payload))
+			cancel()
+			require.Nil(t, resp)
+			require.ErrorIs(t, err, tc.reason)
+			var e *Error
+			require.ErrorAs(t, err, &e)
+			var pe *ProblemError
+			require.ErrorAs(t, err, &pe, "the problem the last response carried")
+			assert.Same(t, e.Problem, pe)
+			ra, _ := strconv.Atoi(tc.retryAfter)
+			assert.Equal(t, ProblemError{Status: 423, Code: CodeKeyInUse, Title: "x", RetryAfter: time.Duration(ra) * time.Second,
+				Key: call.Key(), Attempts: 1}, *pe)
+			assert.Contains(t, err.Error(), "last-status=423 code=IDEMPOTENCY_KEY_IN_USE")
+		}
+		// Canceled while waiting: the problem too.
+		srv := newRecServer(t, func(int, *http.Request) reply {
+			return problemReply(409, CodeKeyInUse, map[string]string{"Retry-After": "1"})
+		})
+		clock := newFakeClock()
+		ctx, cancel := context.WithCancel(context.Background())
+		clock.onLoop = cancel
+		ctx, _ = Start(ctx)
+		_, err := NewDoer(http.DefaultClient, fastPolicy(4), WithClock(clock)).Do(post(t, ctx, srv.URL, payload))
+		require.ErrorIs(t, err, context.Canceled)
+		var pe *ProblemError
+		require.ErrorAs(t, err, &pe)
+		assert.Equal(t, CodeKeyInUse, pe.Code)
+		// A response that is no problem: none.
+		srv = newRecServer(t, func(int, *http.Request) reply {
+			return reply{status: 503, header: map[string]string{"Retry-After": "10"}}
+		})
+		ctx, _ = Start(context.Background())
+		_, err = NewDoer(http.DefaultClient, fastPolicy(4), WithClock(newFakeClock()), WithRetryAfterLimit(time.Second)).Do(post(t, ctx, srv.URL, payload))
+		require.ErrorIs(t, err, ErrRetryAfterTooLong)
+		assert.False(t, errors.As(err, &pe))
 	})
 	t.Run("backoff past the deadline", func(t *testing.T) {
 		srv := newRecServer(t, always503(nil))
@@ -363,6 +420,25 @@ func TestDrainsDiscardedResponses(t *testing.T) {
 	readBody(t, resp)
 	assert.Len(t, srv.Seen(), 3)
 	assert.Equal(t, int32(1), srv.conns.Load(), "one connection serves every attempt")
+
+	// With the response buffer: reused up to the buffer plus 64 KiB, not beyond.
+	for _, tc := range []struct {
+		size  int
+		conns int32
+	}{{DefaultResponseBuffer - 10<<10, 1}, {DefaultResponseBuffer + 60<<10, 1}, {DefaultResponseBuffer + 100<<10, 3}} {
+		srv := newRecServer(t, func(n int, _ *http.Request) reply {
+			if n < 3 {
+				return reply{status: 503, body: strings.Repeat("z", tc.size)}
+			}
+			return reply{status: 201}
+		})
+		client := &http.Client{Transport: &http.Transport{}}
+		ctx, _ := Start(context.Background())
+		resp, err := NewDoer(client, fastPolicy(4), WithClock(newFakeClock())).Do(post(t, ctx, srv.URL, payload))
+		require.NoError(t, err)
+		readBody(t, resp)
+		assert.Equal(t, tc.conns, srv.conns.Load(), "body of %d bytes", tc.size)
+	}
 }
 
 func TestKeys(t *testing.T) {
@@ -421,6 +497,32 @@ func TestKeys(t *testing.T) {
 			assert.Equal(t, "b=%2F&a=1&request_id="+call.Key(), r.RawQuery)
 			assert.Empty(t, r.Key, "no header")
 		}
+	})
+	t.Run("query pairs of the key's name", func(t *testing.T) {
+		pol := WithPolicy(Policy{MaxAttempts: 2, KeyCarrier: CarrierQuery, KeyName: "request_id"})
+		for _, tc := range []struct{ query, key, sent string }{
+			{"request_id=abc&x=1", "abc", "request_id=abc&x=1"}, // one pair: as spelled
+			{"request_id=&request_id=abc", "abc", "request_id=abc"},
+			{"request_id=abc&x=1&request_id=abc", "abc", "x=1&request_id=abc"},
+			{"request_id=&x=1&request_id=", "", "x=1&request_id="},
+		} {
+			ctx, call := Start(context.Background(), pol)
+			resp, err := d.Do(post(t, ctx, srv.URL+"/c?"+tc.query, payload))
+			require.NoError(t, err)
+			resp.Body.Close()
+			if tc.key != "" {
+				assert.Equal(t, tc.key, call.Key(), tc.query)
+			}
+			s := srv.Seen()
+			for _, r := range s[len(s)-2:] {
+				assert.Equal(t, tc.sent+strings.TrimPrefix(call.Key(), tc.key), r.RawQuery, "%s: one key, the first one carried", tc.query)
+			}
+		}
+		before := len(srv.Seen())
+		ctx, _ := Start(context.Background(), pol)
+		_, err := d.Do(post(t, ctx, srv.URL+"/c?request_id=a&request_id=b", payload))
+		require.ErrorIs(t, err, ErrKeyConflict)
+		assert.Len(t, srv.Seen(), before, "nothing sent")
 	})
 	t.Run("body", func(t *testing.T) {
 		ctx, call := Start(context.Background(), WithPolicy(Policy{MaxAttempts: 2, KeyCarrier: CarrierBody, KeyName: "/idempotency_key"}))
@@ -500,6 +602,34 @@ func TestBodyWithoutGetBody(t *testing.T) {
 	_, err = NewDoer(http.DefaultClient, fastPolicy(2), WithRequestBodyLimit(16)).Do(mk(ctx))
 	require.ErrorIs(t, err, ErrBodyNotReplayable)
 	assert.Len(t, srv.Seen(), 2, "nothing sent")
+
+	// The limit is exact, the largest one means no limit, and 0 or less
+	// buffers nothing (only an empty body passes).
+	for _, tc := range []struct {
+		limit int64
+		ok    bool
+	}{{int64(len(payload)), true}, {int64(len(payload)) - 1, false}, {math.MaxInt64, true}, {math.MaxInt64 - 1, true}, {0, false}, {-1, false}, {math.MinInt64, false}} {
+		before := len(srv.Seen())
+		ctx, _ = Start(context.Background())
+		resp, err = NewDoer(http.DefaultClient, fastPolicy(1), WithRequestBodyLimit(tc.limit)).Do(mk(ctx))
+		if !tc.ok {
+			require.ErrorIs(t, err, ErrBodyNotReplayable, "limit %d", tc.limit)
+			assert.Len(t, srv.Seen(), before, "limit %d: nothing sent", tc.limit)
+			continue
+		}
+		require.NoError(t, err, "limit %d", tc.limit)
+		resp.Body.Close()
+		require.Len(t, srv.Seen(), before+1)
+		assert.Equal(t, payload, srv.Seen()[before].Body, "limit %d: the whole body is sent", tc.limit)
+	}
+	for _, limit := range []int64{0, -1} {
+		ctx, _ = Start(context.Background())
+		req := mk(ctx)
+		req.Body = io.NopCloser(strings.NewReader(""))
+		resp, err = NewDoer(http.DefaultClient, fastPolicy(1), WithRequestBodyLimit(limit)).Do(req)
+		require.NoError(t, err, "limit %d: an empty body needs no buffer", limit)
+		resp.Body.Close()
+	}
 }
 
 func TestWhichRequests(t *testing.T) {
@@ -655,4 +785,22 @@ func TestPolicyStart(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, 3, call.Attempts(), "later options win")
+}
+
+// Call.Check measures a Retry-After date on the Doer's clock, as the Doer does.
+func TestCheckUsesTheDoersClock(t *testing.T) {
+	clock := newFakeClock()
+	clock.now = time.Date(2031, 5, 1, 12, 0, 0, 0, time.UTC)
+	srv := newRecServer(t, func(int, *http.Request) reply {
+		return problemReply(409, CodeKeyInUse, map[string]string{"Retry-After": clock.Now().Add(30 * time.Second).Format(http.TimeFormat)})
+	})
+	var hl hookLog
+	ctx, call := Start(context.Background())
+	resp, err := NewDoer(http.DefaultClient, Policy{MaxAttempts: 1}, WithClock(clock), WithAttemptHook(hl.hook)).Do(post(t, ctx, srv.URL, payload))
+	require.NoError(t, err)
+	body := readBody(t, resp)
+	var pe *ProblemError
+	require.ErrorAs(t, call.Check(resp, []byte(body)), &pe)
+	assert.Equal(t, 30*time.Second, pe.RetryAfter)
+	assert.Equal(t, 30*time.Second, hl.attempts()[0].RetryAfter)
 }

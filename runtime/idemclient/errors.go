@@ -28,7 +28,8 @@ var (
 	// than the Doer's buffering limit, so it cannot be re-sent identically.
 	ErrBodyNotReplayable = errors.New("idemclient: request body cannot be replayed")
 	// ErrKeyConflict: the request already carries a key that differs from the
-	// one supplied with [WithKey].
+	// one supplied with [WithKey], or carries two different keys (query
+	// parameters of the key's name).
 	ErrKeyConflict = errors.New("idemclient: request carries a different idempotency key")
 	// ErrBadKeyCarrier: the key cannot be placed where the policy says (for
 	// example a body that is not a JSON object at the pointer's parent).
@@ -62,6 +63,11 @@ type Error struct {
 	Status int
 	// RetryAfter is the wait the server asked for last (0 if none).
 	RetryAfter time.Duration
+	// Problem is the contract's problem the last response carried (its
+	// code IDEMPOTENCY_*), nil if none: a call that stopped at the deadline
+	// while the key was still in use (IDEMPOTENCY_KEY_IN_USE) or the store
+	// unavailable says so here, and errors.As finds it as a *ProblemError.
+	Problem *ProblemError
 	// Reason is one of the sentinel errors of this package, or the context's
 	// error (context.Canceled, context.DeadlineExceeded) when the caller stopped.
 	Reason error
@@ -80,6 +86,9 @@ func (e *Error) Error() string {
 	if e.Status != 0 {
 		fmt.Fprintf(&b, " last-status=%d", e.Status)
 	}
+	if e.Problem != nil {
+		fmt.Fprintf(&b, " code=%s", e.Problem.Code)
+	}
 	if e.RetryAfter != 0 {
 		fmt.Fprintf(&b, " retry-after=%v", e.RetryAfter)
 	}
@@ -89,10 +98,15 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// Unwrap returns the reason and the cause, so errors.Is matches both.
+// Unwrap returns the reason, the cause and the problem, so errors.Is
+// matches the first two and errors.As finds the *ProblemError.
 func (e *Error) Unwrap() []error {
-	if e.Err == nil {
-		return []error{e.Reason}
+	errs := []error{e.Reason}
+	if e.Err != nil {
+		errs = append(errs, e.Err)
 	}
-	return []error{e.Reason, e.Err}
+	if e.Problem != nil {
+		errs = append(errs, e.Problem)
+	}
+	return errs
 }

@@ -74,23 +74,43 @@ func carried(k string) string {
 // headerKey returns the key a request already carries in header name.
 func headerKey(h http.Header, name string) string { return carried(h.Get(name)) }
 
-// queryKey returns the key the raw query carries in parameter name.
-func queryKey(rawQuery, name string) string {
-	q, _ := url.ParseQuery(rawQuery) // partial results are fine
-	return carried(q.Get(name))
+// queryKey returns the key the raw query carries in parameter name: the
+// first value that carries one (pairs with an empty value or the nil UUID
+// carry none), "" if none does; pairs is the number of pairs named name and
+// others tells whether a later pair carries another key.
+func queryKey(rawQuery, name string) (key string, pairs int, others bool) {
+	for pair := range strings.SplitSeq(rawQuery, "&") {
+		k, v, _ := strings.Cut(pair, "=")
+		if uk, err := url.QueryUnescape(k); err != nil || uk != name {
+			continue
+		}
+		pairs++
+		if uv, err := url.QueryUnescape(v); err == nil {
+			v = uv
+		}
+		switch v = carried(v); {
+		case v == "":
+		case key == "":
+			key = v
+		case v != key:
+			others = true
+		}
+	}
+	return key, pairs, others
 }
 
 // setQueryKey returns rawQuery with name=key appended, keeping every other
-// pair exactly as spelled and dropping pairs of the same name that carry no
-// key (empty, or the nil UUID).
+// pair exactly as spelled and dropping every pair of the same name, so
+// that the request carries one key (the server refuses a key parameter
+// given twice).
 func setQueryKey(rawQuery, name, key string) string {
 	var b strings.Builder
 	for pair := range strings.SplitSeq(rawQuery, "&") {
 		if pair == "" {
 			continue
 		}
-		k, v, _ := strings.Cut(pair, "=")
-		if uk, err := url.QueryUnescape(k); err == nil && uk == name && (v == "" || v == nilUUID) {
+		k, _, _ := strings.Cut(pair, "=")
+		if uk, err := url.QueryUnescape(k); err == nil && uk == name {
 			continue
 		}
 		b.WriteString(pair)

@@ -89,10 +89,30 @@ func TestSetQueryKey(t *testing.T) {
 	assert.Equal(t, "b=%2F&a=1&request_id=k1", setQueryKey("b=%2F&a=1", "request_id", "k1"), "other pairs keep their spelling and order")
 	assert.Equal(t, "a=1&request_id=k%2B1", setQueryKey("request_id=&a=1", "request_id", "k+1"), "an empty pair is replaced")
 	assert.Equal(t, "a=1&request_id=k1", setQueryKey("request_id=00000000-0000-0000-0000-000000000000&a=1", "request_id", "k1"), "so is the nil UUID")
-	assert.Equal(t, "", queryKey("request_id=00000000-0000-0000-0000-000000000000", "request_id"))
+	assert.Equal(t, "a=1&request_id=k1", setQueryKey("request_id=k0&a=1&request_id=", "request_id", "k1"), "every pair of the name goes")
 	assert.Equal(t, "", headerKey(http.Header{"Idempotency-Key": {"00000000-0000-0000-0000-000000000000"}}, "Idempotency-Key"))
-	assert.Equal(t, "k1", queryKey("a=1&request_id=k1", "request_id"))
-	assert.Equal(t, "", queryKey("request_id=", "request_id"))
+	for _, tc := range []struct {
+		raw    string
+		key    string
+		pairs  int
+		others bool
+	}{
+		{"request_id=00000000-0000-0000-0000-000000000000", "", 1, false},
+		{"a=1&request_id=k1", "k1", 1, false},
+		{"request_id=", "", 1, false},
+		{"request_id", "", 1, false},
+		{"a=1", "", 0, false},
+		{"request_id=&request_id=abc", "abc", 2, false},
+		{"request%5Fid=k%2B1&request_id=k%2b1", "k+1", 2, false},
+		{"request_id=k%2B1&request_id=k+1", "k+1", 2, true},
+		{"request_id=abc&request_id=abc&request_id=", "abc", 3, false},
+		{"request_id=a&request_id=b", "a", 2, true},
+	} {
+		key, pairs, others := queryKey(tc.raw, "request_id")
+		assert.Equal(t, tc.key, key, tc.raw)
+		assert.Equal(t, tc.pairs, pairs, tc.raw)
+		assert.Equal(t, tc.others, others, tc.raw)
+	}
 }
 
 // FuzzSetBodyKey: whatever the body, setBodyKey either fails with

@@ -126,13 +126,23 @@ func (b Backoff) jitter(ceiling time.Duration, u float64) time.Duration {
 	}
 	switch b.Jitter {
 	case JitterFull:
-		return time.Duration(u * float64(ceiling))
+		return scale(ceiling, u)
 	case JitterEqual:
 		half := ceiling / 2
-		return ceiling - half + time.Duration(u*float64(half))
+		return ceiling - half + scale(half, u)
 	default:
 		return ceiling
 	}
+}
+
+// scale returns u × d for u in [0, 1], at most d: float64(d) rounds up
+// near the largest Duration, and a product at or beyond it would convert
+// to a negative Duration.
+func scale(d time.Duration, u float64) time.Duration {
+	if f := u * float64(d); f < float64(d) {
+		return time.Duration(f)
+	}
+	return d
 }
 
 func (b Backoff) withDefaults() Backoff {
@@ -155,8 +165,9 @@ func (b Backoff) withDefaults() Backoff {
 //
 // Whatever it lists, 400 and 422, and any response whose problem+json code is
 // IDEMPOTENCY_KEY_REUSED or IDEMPOTENCY_RESPONSE_UNAVAILABLE, are never
-// retried: retrying cannot change them. A 409 whose code is
-// IDEMPOTENCY_KEY_IN_USE is always waited out.
+// retried: retrying cannot change them. A response whose code is
+// IDEMPOTENCY_KEY_IN_USE is always waited out, at whatever status other
+// than 400 and 422 it comes (the contract's in-flight status, 409 by default).
 type RetryOn struct {
 	Connection bool
 	Statuses   []int

@@ -74,6 +74,16 @@ func TestBackoffDelayBounds(t *testing.T) {
 	draws := []float64{0, 1e-9, 0.25, 0.5, 0.75, 0.999999, 1, -3, 7, math.NaN(), math.Inf(1)}
 	for _, j := range []Jitter{JitterFull, JitterEqual, JitterNone} {
 		b := Backoff{Initial: 300 * time.Millisecond, Max: 5 * time.Second, Multiplier: 2.5, Jitter: j}
+		huge := Backoff{Initial: time.Second, Max: math.MaxInt64, Multiplier: 2, Jitter: j}
+		for _, n := range []int{62, 63, 64, 80} { // ceilings near and at the largest Duration
+			c := huge.Ceiling(n)
+			lo := map[Jitter]time.Duration{JitterFull: 0, JitterEqual: c - c/2, JitterNone: c}[j]
+			for _, u := range append(draws, 0.9999999999999999) {
+				d := huge.Delay(n, u)
+				assert.GreaterOrEqual(t, d, lo, "%v n=%d u=%v: no overflow", j, n, u)
+				assert.LessOrEqual(t, d, c, "%v n=%d u=%v", j, n, u)
+			}
+		}
 		for n := 1; n <= 8; n++ {
 			c := b.Ceiling(n)
 			require.LessOrEqual(t, c, b.Max)

@@ -26,7 +26,9 @@ const (
 // stored);
 // [CodeKeyInUse] and [CodeStoreUnavailable] mean the attempts (or the
 // deadline) ran out while the server could not answer yet: resume the call
-// later with [WithKey](Key).
+// later with [WithKey](Key). When the deadline ran out, the [Doer] returns
+// no response but an [*Error] whose Problem is this error (errors.As finds
+// either).
 type ProblemError struct {
 	Status        int    // the response status
 	Code          string // the problem's code, e.g. IDEMPOTENCY_KEY_REUSED
@@ -58,8 +60,13 @@ func (e *ProblemError) Error() string {
 
 // ParseProblem returns the contract's problem a response carries (a JSON
 // or problem+json body whose code starts with IDEMPOTENCY_), nil for any
-// other response. Key and Attempts are left zero.
+// other response. Key and Attempts are left zero. A Retry-After given as a
+// date is measured from time.Now ([Call.Check] uses the Doer's clock).
 func ParseProblem(status int, h http.Header, body []byte) *ProblemError {
+	return parseProblem(status, h, body, time.Now())
+}
+
+func parseProblem(status int, h http.Header, body []byte, now time.Time) *ProblemError {
 	if status < 400 {
 		return nil
 	}
@@ -76,7 +83,7 @@ func ParseProblem(status int, h http.Header, body []byte) *ProblemError {
 		return nil
 	}
 	pe := &ProblemError{Status: status, Code: p.Code, Title: p.Title, Detail: p.Detail}
-	if ra, ok := ParseRetryAfter(h, time.Now()); ok {
+	if ra, ok := ParseRetryAfter(h, now); ok {
 		pe.RetryAfter = ra
 	}
 	return pe

@@ -49,6 +49,12 @@ func ParseRetryAfter(h http.Header, now time.Time) (d time.Duration, ok bool) {
 
 // parseUint parses 1*DIGIT times unit, saturating at maxDuration.
 func parseUint(s string, unit time.Duration) (time.Duration, bool) {
+	if t := strings.TrimLeft(s, "0"); len(t) < len(s) { // leading zeros: no magnitude
+		if t == "" {
+			return 0, true
+		}
+		s = t
+	}
 	if s == "" || len(s) > 64 {
 		if len(s) > 64 && allDigits(s) {
 			return maxDuration, true

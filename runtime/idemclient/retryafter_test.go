@@ -3,6 +3,7 @@ package idemclient
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,6 +23,10 @@ func TestParseRetryAfter(t *testing.T) {
 		{"zero", "0", "", 0, true},
 		{"spaces", "  7 ", "", 7 * time.Second, true},
 		{"leading zeros", "007", "", 7 * time.Second, true},
+		{"more than 64 leading zeros", strings.Repeat("0", 100) + "5", "", 5 * time.Second, true},
+		{"only zeros", strings.Repeat("0", 100), "", 0, true},
+		{"zero-padded ms", "", strings.Repeat("0", 70) + "1500", 1500 * time.Millisecond, true},
+		{"zero-padded huge saturates", strings.Repeat("0", 70) + "99999999999999999999", "", maxDuration, true},
 		{"IMF-fixdate", "Sat, 01 Mar 2025 12:00:30 GMT", "", 30 * time.Second, true},
 		{"RFC 850", "Saturday, 01-Mar-25 12:01:00 GMT", "", time.Minute, true},
 		{"asctime", "Sat Mar  1 12:00:05 2025", "", 5 * time.Second, true},

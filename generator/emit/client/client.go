@@ -35,6 +35,7 @@ package client
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -117,6 +118,7 @@ func Generate(spec *ir.Spec, opts emitter.Options, cfg Config) ([]byte, error) {
 		if k.Format == ir.FormatToken && k.MaxLength < 36 {
 			diags.Unsupportedf(k.Pos, "client-key-length", "the client helper of %s %s creates UUID keys (36 characters), longer than key.max-length %d; raise max-length to 36 or more", op.Method, op.Path, k.MaxLength)
 		}
+		checkKeySchema(op, &diags)
 		if k.Param != nil && op.Names.Params == "" {
 			diags.Errorf(k.Pos, "internal-error", "%s %s declares its key parameter but has no parameters object", op.Method, op.Path)
 		}
@@ -127,6 +129,71 @@ func Generate(spec *ir.Spec, opts emitter.Options, cfg Config) ([]byte, error) {
 	g := &gen{spec: spec, opts: opts, cfg: cfg, f: gogen.NewFile(spec, opts)}
 	g.file()
 	return gogen.Render(g.f, cfg.File)
+}
+
+// sampleKeys are keys the helpers make, per key format (a token key is a
+// UUID v7): one of each kind of digit, the lowest and the highest of the
+// version, so that a pattern admitting some UUIDs only is caught.
+var sampleKeys = map[string][]string{
+	ir.FormatToken:  {"0190b4a2-7c1e-7d3f-9a4b-2c6e8f0a1b3d", "00000000-0000-7000-8000-000000000000", "ffffffff-ffff-7fff-bfff-ffffffffffff"},
+	ir.FormatUUID:   {"0190b4a2-7c1e-7d3f-9a4b-2c6e8f0a1b3d", "00000000-0000-7000-8000-000000000000", "ffffffff-ffff-7fff-bfff-ffffffffffff"},
+	ir.FormatUUIDv7: {"0190b4a2-7c1e-7d3f-9a4b-2c6e8f0a1b3d", "00000000-0000-7000-8000-000000000000", "ffffffff-ffff-7fff-bfff-ffffffffffff"},
+	ir.FormatUUIDv4: {"3b241101-e2bb-4255-8caf-4136c566a962", "00000000-0000-4000-8000-000000000000", "ffffffff-ffff-4fff-bfff-ffffffffffff"},
+}
+
+// notUUIDFormats are the schema formats (OpenAPI's, JSON Schema's, and
+// ulid) that the text of a UUID never satisfies. Other formats are not
+// judged: idemgen cannot tell what they mean.
+var notUUIDFormats = []string{
+	"byte", "date", "date-time", "double", "duration", "email", "float", "idn-email", "int32", "int64",
+	"ipv4", "ipv6", "iri", "json-pointer", "relative-json-pointer", "time", "ulid", "uri",
+}
+
+// checkKeySchema reports a key whose declared schema rejects the keys the
+// helper makes: a pattern that does not match a sample of them (only for
+// token keys: the compiler checks uuid* keys against their pattern), a
+// minLength above their 36 characters, a format they never satisfy (token
+// keys: the compiler checks uuid* keys' format). A pattern Go's regexp
+// cannot compile (ECMA-262 look-arounds, back references) is not judged.
+func checkKeySchema(op *ir.Operation, diags *diag.List) {
+	k := op.Key
+	if k.Schema == nil {
+		return
+	}
+	pos := k.Pos
+	if k.Param != nil {
+		pos = k.Param.Pos
+	}
+	samples := sampleKeys[k.Format]
+	if len(samples) == 0 {
+		return
+	}
+	kind := "UUID v7"
+	if k.Format == ir.FormatUUIDv4 {
+		kind = "UUID v4"
+	}
+	report := func(what string) {
+		diags.Unsupportedf(pos, "client-key-schema", "the client helper of %s %s creates %s keys such as %s, but %s; the helper cannot make keys of another shape: loosen the key's schema to admit them", op.Method, op.Path, kind, samples[0], what)
+	}
+	s := k.Schema
+	if s.MinLength > len(samples[0]) {
+		report(fmt.Sprintf("the spec declares the key with minLength %d (a UUID has %d characters)", s.MinLength, len(samples[0])))
+	}
+	if k.Format != ir.FormatToken {
+		return
+	}
+	if slices.Contains(notUUIDFormats, s.Format) {
+		report(fmt.Sprintf("the spec declares the key with format %s", s.Format))
+	}
+	if re, err := regexp.Compile(s.Pattern); err == nil && s.Pattern != "" {
+		for _, key := range samples {
+			if !re.MatchString(key) {
+				samples = []string{key}
+				report(fmt.Sprintf("the spec's pattern %q for the key rejects it", s.Pattern))
+				break
+			}
+		}
+	}
 }
 
 type gen struct {
@@ -181,7 +248,7 @@ func (g *gen) typeDecl() {
 		title += " " + g.spec.Version
 	}
 	var doc strings.Builder
-	fmt.Fprintf(&doc, "%s calls the idempotent operations of %q so that they are safe to retry on a flaky network. Each of its typed helpers is one logical call: one idempotency key, sent with every attempt together with the same body bytes, and retries under the operation's x-idempotency contract (attempts, backoff, which failures), honouring Retry-After and Retry-After-Ms, waiting out a 409 IDEMPOTENCY_KEY_IN_USE, never retrying 400 or 422, and never past ctx's deadline. So a request the server handled but whose response was lost is answered, on the retry, with the first response (marked Idempotent-Replayed: true) instead of running twice.\n\n", t, title)
+	fmt.Fprintf(&doc, "%s calls the idempotent operations of %q so that they are safe to retry on a flaky network. Each of its typed helpers is one logical call: one idempotency key, sent with every attempt together with the same body bytes, and retries under the operation's x-idempotency contract (attempts, backoff, which failures), honouring Retry-After and Retry-After-Ms, waiting out the in-flight status (IDEMPOTENCY_KEY_IN_USE), never retrying 400 or 422, and never past ctx's deadline. So a request the server handled but whose response was lost is answered, on the retry, with the first response (marked Idempotent-Replayed: true) instead of running twice.\n\n", t, title)
 	doc.WriteString("Helpers (the other methods of ClientWithResponses are promoted, and go through the same Doer):\n\n")
 	for _, op := range g.spec.Operations {
 		ok, bad := typed(op)
@@ -204,7 +271,7 @@ func (g *gen) typeDecl() {
 		fmt.Fprintf(&doc, "\tresp, key, err := c.%s(ctx%s)\n", helperName(op), exampleArgs(op))
 	}
 	doc.WriteString("\nThe key is returned with the response, and with the error when the call failed: to resume the call later (after the caller's own crash too), call the helper again with idemclient.WithKey(key) and the same arguments; idemclient.WithKeyObserver sees the key before the first attempt is sent, the moment to persist it. The server then replays the first outcome instead of running the operation again.\n\n")
-	doc.WriteString("Errors: a *idemclient.Error (with the key, the attempts and the reason: attempts exhausted on connection errors, the deadline, a Retry-After beyond it, an error that is not retried) when no attempt got a final response; a *idemclient.ProblemError, returned with the response, when the server answered with an IDEMPOTENCY_* problem (a reused key: 422 or 409 IDEMPOTENCY_KEY_REUSED; a missing or invalid key: 400; a response the server ran but could not store: 409 IDEMPOTENCY_RESPONSE_UNAVAILABLE, never retried; the key still in use or the store unavailable after the last attempt). Any other response, whatever its status, is the API's own answer, in the response.")
+	doc.WriteString("Errors: a *idemclient.Error (with the key, the attempts and the reason: attempts exhausted on connection errors, the deadline, a Retry-After beyond it, an error that is not retried) when no attempt got a final response; a *idemclient.ProblemError, returned with the response, when the server answered with an IDEMPOTENCY_* problem (a reused key: 422 or 409 IDEMPOTENCY_KEY_REUSED; a missing or invalid key: 400; a response the server ran but could not store: 409 IDEMPOTENCY_RESPONSE_UNAVAILABLE, never retried; the key still in use or the store unavailable after the last attempt; at the deadline, no response but a *idemclient.Error that carries the *idemclient.ProblemError, errors.As finds both). Any other response, whatever its status, is the API's own answer, in the response.")
 	g.doc(doc.String())
 	g.f.Type().Id(t).Struct(jen.Op("*").Id("ClientWithResponses"))
 }
@@ -687,9 +754,14 @@ func (g *gen) matcher() {
 
 	gogen.TemplateFunc(g.f, px)
 
-	g.doc(px + "Match is the Doer's matcher: the policy of the idempotent operation whose route serves the request, matched on the end of its escaped path (the server URL may add a base path); ok is false for every other request.")
+	g.doc(px + "Match is the Doer's matcher: the policy of the idempotent operation whose route serves the request, matched on the end of its path (the server URL may add a base path), split at the escaped path's slashes and each segment unescaped, as the templates' text is (a static segment /cafés is sent as /caf%C3%A9s; an escaped slash stays inside its segment); ok is false for every other request.")
 	g.f.Func().Id(px+"Match").Params(jen.Id("req").Op("*").Qual("net/http", "Request")).Params(q("Policy"), jen.Bool()).Block(
 		jen.Id("path").Op(":=").Qual("strings", "Split").Call(jen.Qual("strings", "TrimPrefix").Call(jen.Id("req").Dot("URL").Dot("EscapedPath").Call(), jen.Lit("/")), jen.Lit("/")),
+		jen.For(jen.List(jen.Id("i"), jen.Id("s")).Op(":=").Range().Id("path")).Block(
+			jen.If(jen.List(jen.Id("u"), jen.Err()).Op(":=").Qual("net/url", "PathUnescape").Call(jen.Id("s")), jen.Err().Op("==").Nil()).Block(
+				jen.Id("path").Index(jen.Id("i")).Op("=").Id("u"),
+			),
+		),
 		jen.Id("next").Op(":").For(jen.List(jen.Id("_"), jen.Id("rt")).Op(":=").Range().Id(px+"Routes").Index(jen.Id("req").Dot("Method"))).Block(
 			jen.If(jen.Len(jen.Id("rt").Dot("segs")).Op(">").Len(jen.Id("path"))).Block(jen.Continue()),
 			jen.For(jen.List(jen.Id("i"), jen.Id("v")).Op(":=").Range().Id("path").Index(jen.Len(jen.Id("path")).Op("-").Len(jen.Id("rt").Dot("segs")), jen.Empty())).Block(

@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"bytes"
+	"fmt"
 	"go/format"
 	"math/rand/v2"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -201,6 +203,46 @@ func TestKeyTooShort(t *testing.T) {
 	assert.Equal(t, "client-key-length", el.List[0].Rule)
 	assert.Equal(t, diag.Unsupported, el.List[0].Kind)
 	assert.Equal(t, 9, el.List[0].Pos.Line)
+}
+
+// A key whose declared schema rejects the UUIDs the helper makes (a
+// pattern, a minLength, a format) cannot be made either; a schema that
+// admits them, or that idemgen cannot judge (an unknown format, a pattern
+// Go cannot compile), passes.
+func TestKeySchema(t *testing.T) {
+	_, err := gentest.Idemgen(gentest.Case{Spec: clientCase(t, "key-schema"), Emit: []string{client.Name}})
+	var el *diag.ErrorList
+	require.ErrorAs(t, err, &el)
+	var got []string
+	for _, d := range el.List {
+		assert.Equal(t, "client-key-schema", d.Rule)
+		assert.Equal(t, diag.Unsupported, d.Kind)
+		got = append(got, fmt.Sprintf("%d: %s", d.Pos.Line, d.Message))
+	}
+	assert.Equal(t, []string{
+		`9: the client helper of POST /ulids creates UUID v7 keys such as 0190b4a2-7c1e-7d3f-9a4b-2c6e8f0a1b3d, but the spec's pattern "^[0-9A-HJKMNP-TV-Z]{26}$" for the key rejects it; the helper cannot make keys of another shape: loosen the key's schema to admit them`,
+		`16: the client helper of POST /lowercase-hex creates UUID v7 keys such as 0190b4a2-7c1e-7d3f-9a4b-2c6e8f0a1b3d, but the spec's pattern "^[0-9-]+$" for the key rejects it; the helper cannot make keys of another shape: loosen the key's schema to admit them`,
+		`23: the client helper of POST /long creates UUID v7 keys such as 0190b4a2-7c1e-7d3f-9a4b-2c6e8f0a1b3d, but the spec declares the key with minLength 40 (a UUID has 36 characters); the helper cannot make keys of another shape: loosen the key's schema to admit them`,
+		`30: the client helper of POST /dated creates UUID v7 keys such as 0190b4a2-7c1e-7d3f-9a4b-2c6e8f0a1b3d, but the spec declares the key with format date-time; the helper cannot make keys of another shape: loosen the key's schema to admit them`,
+		`37: the client helper of POST /uuids creates UUID v4 keys such as 3b241101-e2bb-4255-8caf-4136c566a962, but the spec declares the key with minLength 37 (a UUID has 36 characters); the helper cannot make keys of another shape: loosen the key's schema to admit them`,
+		`42: the client helper of POST /members creates UUID v7 keys such as 0190b4a2-7c1e-7d3f-9a4b-2c6e8f0a1b3d, but the spec's pattern "^[A-Z]+$" for the key rejects it; the helper cannot make keys of another shape: loosen the key's schema to admit them`,
+	}, got)
+}
+
+// The sample keys are keys the helpers could make.
+func TestSampleKeysAreKeys(t *testing.T) {
+	for f, keys := range client.SampleKeys() {
+		made, err := idemclient.NewKey(idemclient.KeyFormat(f))
+		require.NoError(t, err)
+		want := uuid.MustParse(made).Version()
+		for _, k := range keys {
+			u, err := uuid.Parse(k)
+			require.NoError(t, err, k)
+			assert.Equal(t, k, u.String(), "canonical")
+			assert.Equal(t, want, u.Version(), "%s: %s", f, k)
+			assert.Equal(t, uuid.RFC4122, u.Variant(), k)
+		}
+	}
 }
 
 // An operation whose path argument has a Go type idemgen cannot tell gets
