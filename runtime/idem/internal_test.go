@@ -378,9 +378,10 @@ func TestAppendJSONString(t *testing.T) {
 	assert.Equal(t, `"a\"b\\c\u000A\ufffdé"`, string(appendJSONString(nil, "a\"b\\c\n\xffé")))
 }
 
-// TestSWARFastPaths: appendFieldString and sanitizeHeaderValue, which take
-// eight plain bytes at a time, agree with their byte-at-a-time definitions
-// (appendEscaped over the whole string, validHeaderValueByte)
+// TestSWARFastPaths: appendFieldString, sanitizeHeaderValue,
+// validHeaderValue and visibleASCII, which take eight plain bytes at a time,
+// agree with their byte-at-a-time definitions (appendEscaped over the whole
+// string, validHeaderValueByte, 0x21 to 0x7E)
 // on strings of every length up to 40 mixing plain bytes with every byte
 // that must be escaped or dropped, at every position.
 func TestSWARFastPaths(t *testing.T) {
@@ -396,6 +397,14 @@ func TestSWARFastPaths(t *testing.T) {
 		}
 		return string(b)
 	}
+	refVisible := func(s string) bool {
+		for j := 0; j < len(s); j++ {
+			if s[j] < 0x21 || s[j] > 0x7e {
+				return false
+			}
+		}
+		return true
+	}
 	check := func(s string) {
 		t.Helper()
 		if got, want := appendFieldString(nil, s), refField(s); !bytes.Equal(got, want) {
@@ -403,6 +412,12 @@ func TestSWARFastPaths(t *testing.T) {
 		}
 		if got, want := sanitizeHeaderValue(s), refSanitize(s); got != want {
 			t.Fatalf("sanitizeHeaderValue(%q) = %q, want %q", s, got, want)
+		}
+		if got, want := validHeaderValue(s), refSanitize(s) == s; got != want {
+			t.Fatalf("validHeaderValue(%q) = %v, want %v", s, got, want)
+		}
+		if got, want := visibleASCII(s), refVisible(s); got != want {
+			t.Fatalf("visibleASCII(%q) = %v, want %v", s, got, want)
 		}
 	}
 	plain := "abcdefghijklmnopqrstuvwxyz0123456789-_ ~/"
@@ -436,6 +451,17 @@ func TestSWARFastPaths(t *testing.T) {
 		}
 		check(string(b))
 		check("é" + string(b) + "日本")
+	}
+}
+
+// TestTcharTable: isTchar's table is RFC 9110's tchar.
+func TestTcharTable(t *testing.T) {
+	for c := 0; c < 256; c++ {
+		want := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			strings.ContainsRune("!#$%&'*+-.^_`|~", rune(c))
+		if isTchar(byte(c)) != want {
+			t.Fatalf("isTchar(%#x) = %v, want %v", c, !want, want)
+		}
 	}
 }
 
