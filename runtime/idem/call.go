@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -344,13 +346,43 @@ func (c *Call) fpInput() fingerprint.Input {
 	return fingerprint.Input{
 		Method:      r.Method,
 		Operation:   c.p.spec.Operation,
-		Path:        r.URL.EscapedPath(),
+		Path:        escapedPath(r.URL),
 		RawQuery:    r.URL.RawQuery,
 		Header:      r.Header,
 		ContentType: headerValue(r.Header, "Content-Type"),
 		Body:        c.body,
 	}
 }
+
+// escapedPath is u.EscapedPath(). Its fast path: a URL without RawPath
+// whose Path holds no byte that EscapedPath escapes (most paths) is its
+// own escaped form, which EscapedPath returns after a pass of its escape
+// function; the scan here is a table lookup per byte. Any other URL goes
+// to EscapedPath.
+func escapedPath(u *url.URL) string {
+	if u.RawPath == "" {
+		p := u.Path
+		i := 0
+		for i < len(p) && pathSafe[p[i]] {
+			i++
+		}
+		if i == len(p) {
+			return p
+		}
+	}
+	return u.EscapedPath()
+}
+
+// pathSafe holds the bytes that url.URL.EscapedPath leaves as they are in
+// a path (net/url's shouldEscape in its path mode): ALPHA, DIGIT,
+// "-_.~" and the reserved bytes but '?'.
+var pathSafe = func() (t [256]bool) {
+	for c := range t {
+		t[c] = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			strings.IndexByte("-_.~$&+,/:;=@", byte(c)) >= 0
+	}
+	return t
+}()
 
 // sameRequest reports whether fp, a record's fingerprint, is this
 // request's: equal to it or, for a record of another fingerprint version (an

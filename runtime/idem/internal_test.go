@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -566,5 +567,32 @@ func TestParseUUIDTable(t *testing.T) {
 			s[r.IntN(36)] = byte(r.IntN(256))
 		}
 		check(string(s))
+	}
+}
+
+// TestEscapedPathFastPath: escapedPath is url.URL.EscapedPath, for paths
+// holding every byte, with and without a RawPath.
+func TestEscapedPathFastPath(t *testing.T) {
+	check := func(u *url.URL) {
+		t.Helper()
+		if got, want := escapedPath(u), u.EscapedPath(); got != want {
+			t.Fatalf("escapedPath(%#v) = %q, want %q", u, got, want)
+		}
+	}
+	for _, p := range []string{"", "/", "*", "/*", "/orders", "/a b", "/a?b", "/%41", "/é"} {
+		check(&url.URL{Path: p})
+	}
+	for c := 0; c < 256; c++ {
+		check(&url.URL{Path: "/orders/" + string(rune(c))})
+		check(&url.URL{Path: "/orders/" + string([]byte{byte(c)}) + "/x"})
+	}
+	for _, raw := range []string{"/a%2Fb", "/a%2fb/c", "/%7Euser", "/a b", "/x%zz", "/orders/1"} {
+		u, err := url.Parse("http://h" + raw)
+		if err != nil {
+			continue
+		}
+		check(u)
+		u.RawPath = raw // a RawPath that may not match Path
+		check(u)
 	}
 }
