@@ -71,6 +71,7 @@ type Call struct {
 	resp   storedResponse
 	fields [4]headerField
 	hvals  [5]string // header values of a replay (the last: Idempotent-Replayed); not for a pooled Call, whose memory is reused
+	kvals  []string  // the header values of a pooled Call's replay, made by keepHeader with the bytes they keep, or nil
 	pooled bool
 	// viaHandler: Engine.Handler's Call, which begins before anything
 	// downstream of the middleware read the body.
@@ -856,7 +857,16 @@ func (c *Call) keepHeader() {
 		}
 		n += len(f.value)
 	}
-	b := make([]byte, 0, n)
+	var b []byte
+	if m := len(fs) + 1; len(fs) > 0 && m <= len(keptHeader{}.vals) && n <= len(keptHeader{}.buf) {
+		// The common replay: the header values writeReplay hands the
+		// ResponseWriter and the bytes they hold, in one allocation
+		// instead of two.
+		kh := new(keptHeader)
+		b, c.kvals = kh.buf[:0:n], kh.vals[:m:m]
+	} else {
+		b = make([]byte, 0, n)
+	}
 	for _, f := range fs {
 		if within(f.name, c.respBuf) {
 			b = append(b, f.name...)
@@ -870,6 +880,14 @@ func (c *Call) keepHeader() {
 		}
 		fs[i].value, kept = kept[:len(fs[i].value)], kept[len(fs[i].value):]
 	}
+}
+
+// keptHeader is what a small replay of a pooled Call keeps of its header
+// (keepHeader): the values writeReplay hands the ResponseWriter (the last:
+// Idempotent-Replayed's), and the bytes of the values and names they alias.
+type keptHeader struct {
+	vals [4]string
+	buf  [64]byte
 }
 
 // within reports whether s lies in b's array.
@@ -1096,6 +1114,9 @@ func (c *Call) writeReplay(w http.ResponseWriter) {
 	switch {
 	case n <= len(c.hvals) && !c.pooled:
 		vals = c.hvals[:n:n]
+	case len(c.kvals) == n:
+		// Made with the bytes they alias (keepHeader), for one response.
+		vals, c.kvals = c.kvals, nil
 	case len(fs) > 0:
 		vals = make([]string, n)
 	}
