@@ -322,9 +322,14 @@ func (c *Call) begin(k Key) {
 	in := c.fpInput()
 	c.fp = c.e.fpc.sum(p, &in)
 	var b []byte
-	if c.key != "" {
-		b = appendScope(c.ss.scopeBuf[:0], c.principal, p.spec.Operation, kindKey, c.key)
-	} else {
+	switch {
+	case c.key != "" && c.principal == "" && p.anonKeyScope != "":
+		// Fast path: no principal (the Engine has none, or it answered
+		// ""); the scope's head is the policy's, encoded at Compile.
+		b = appendKeyField(append(c.ss.scopeBuf[:0], p.anonKeyScope...), c.key)
+	case c.key != "":
+		b = appendKeyField(appendScopeHead(c.ss.scopeBuf[:0], c.principal, p.spec.Operation, kindKey), c.key)
+	default:
 		var hx [2 * len(Fingerprint{})]byte
 		hex.Encode(hx[:], c.fp[:])
 		b = appendScope(c.ss.scopeBuf[:0], c.principal, p.spec.Operation, kindFP, string(hx[:]))

@@ -241,6 +241,37 @@ func TestScopeInjective(t *testing.T) {
 	assert.NotEqual(t, appendScope(nil, long, "op", kindKey, "k"), appendScope(nil, long+"y", "op", kindKey, "k"))
 }
 
+// TestScopeFastPaths: the scope of a keyed request without a principal,
+// from the policy's head encoded at Compile, is appendScope's, and so is a
+// key field appended by appendKeyField, for every visible ASCII key
+// (what ParseKey returns); appendFieldString's one- and two-digit lengths
+// are strconv's, up to lengths of three and four digits.
+func TestScopeFastPaths(t *testing.T) {
+	for _, op := range []string{"createOrder", "o", "op%:é\x01", strings.Repeat("o", 99), strings.Repeat("o", maxOperationLength)} {
+		p := MustCompile(Spec{Operation: op, Semantics: Strict})
+		for _, key := range []string{"k", "0190b2a4-6c2e-7d3a-9f11-2b3c4d5e6f70", strings.Repeat("k", 255), "%k:", "a%", "%", "!~"} {
+			got := appendKeyField(append([]byte(nil), p.anonKeyScope...), key)
+			assert.Equal(t, string(appendScope(nil, "", op, kindKey, key)), string(got), "op %q key %q", op, key)
+			assert.Equal(t, string(appendScope(nil, "alice", op, kindKey, key)),
+				string(appendKeyField(appendScopeHead(nil, "alice", op, kindKey), key)), "op %q key %q", op, key)
+		}
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 20000 {
+		key := make([]byte, 1+r.IntN(120))
+		for i := range key {
+			key[i] = byte(0x21 + r.IntN(0x7e-0x21+1))
+		}
+		assert.Equal(t, string(appendFieldString([]byte("ab"), string(key))), string(appendKeyField([]byte("ab"), string(key))))
+	}
+	for _, n := range []int{0, 9, 10, 99, 100, 101, 999, 1000, 1600} {
+		s := strings.Repeat("x", n)
+		want := strconv.Itoa(n) + ":" + s
+		assert.Equal(t, want, string(appendFieldString(nil, s)))
+		assert.Equal(t, "ab"+want, string(appendFieldString([]byte("ab"), s)))
+	}
+}
+
 func FuzzScope(f *testing.F) {
 	f.Add("alice", "createOrder", "key-1")
 	f.Add("a:1:b", "%", "\x00\xff")

@@ -209,6 +209,9 @@ type Policy struct {
 	reqMax        int64
 	respMax       int
 	sameFPReclaim bool
+	// anonKeyScope is appendScopeHead(nil, "", operation, kindKey): the
+	// head of the scope of every keyed request without a principal.
+	anonKeyScope string
 }
 
 // Spec returns the policy's Spec with every default filled in.
@@ -391,6 +394,7 @@ func Compile(s Spec) (*Policy, error) {
 		return nil, fmt.Errorf("idem: policy %q: %w", s.Operation, errors.Join(errs...))
 	}
 	p.spec = s
+	p.anonKeyScope = string(appendScopeHead(nil, "", s.Operation, kindKey))
 	return p, nil
 }
 
