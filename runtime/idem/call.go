@@ -100,7 +100,8 @@ type Call struct {
 	own storeSide
 
 	body        []byte
-	bodyBuf     *[]byte // pooled, when the engine read the body itself
+	bodyBuf     *[]byte // pooled (or &bodyOwn), when the engine read the body itself
+	bodyOwn     []byte  // a pooled Call's own body buffer, kept through recycling (reset) instead of a trip through bufPool
 	restoreBody bool
 	origBody    io.ReadCloser // r.Body, while Request swapped it
 	swapped     bool
@@ -262,10 +263,13 @@ func (c *Call) recycle() {
 }
 
 func (c *Call) reset() {
-	buf := c.respBuf
+	buf, body := c.respBuf, c.bodyOwn
 	*c = Call{}
 	if cap(buf) <= maxKeptRespBuf {
 		c.respBuf = buf[:0]
+	}
+	if cap(body) <= maxPooled { // as putBuf: a large body's buffer is dropped
+		c.bodyOwn = body[:0]
 	}
 }
 
@@ -511,18 +515,37 @@ func (c *Call) readBody() bool {
 	if cp == nil && r.ContentLength > limit {
 		return c.bodyFailed(errTooLarge)
 	}
-	bp := getBuf()
+	var bp *[]byte
+	if c.pooled {
+		// Fast path: a pooled Call reads into its own buffer, kept when
+		// the Call is recycled (its lifetime is the one a buffer from
+		// bufPool has: until End), without a trip through bufPool.
+		if c.bodyOwn == nil {
+			c.bodyOwn = make([]byte, 0, initialBuf)
+		}
+		bp = &c.bodyOwn
+	} else {
+		bp = getBuf()
+	}
 	b, err := readAtMost((*bp)[:0], r.Body, limit)
 	*bp = b
 	if err == nil && cp == nil && r.ContentLength > 0 && int64(len(b)) != r.ContentLength {
 		err = errBodyConsumed
 	}
 	if err != nil {
-		putBuf(bp)
+		c.releaseBody(bp)
 		return c.bodyFailed(err)
 	}
 	c.bodyBuf, c.body, c.restoreBody = bp, b, true
 	return true
+}
+
+// releaseBody gives back a body buffer readBody took: to bufPool, unless
+// it is the Call's own (which reset keeps or drops).
+func (c *Call) releaseBody(bp *[]byte) {
+	if bp != &c.bodyOwn {
+		putBuf(bp)
+	}
 }
 
 // readCapture takes the body from CaptureBody's capture. restore: hand it to
@@ -1363,7 +1386,7 @@ func (c *Call) End() {
 	}
 	c.h.reqBody.b, c.h.reqBody.closed = nil, true
 	if c.bodyBuf != nil {
-		putBuf(c.bodyBuf)
+		c.releaseBody(c.bodyBuf)
 		c.bodyBuf = nil
 	}
 	c.body = nil
