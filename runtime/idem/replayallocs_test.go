@@ -16,7 +16,7 @@ import (
 
 // TestReplayAllocs: over memstore, a replay through Engine.Handler
 // allocates only what it hands the ResponseWriter: its header values and the
-// bytes they alias, in one allocation when they are few and short, in two
+// bytes they alias, in one allocation when they are few (two stored fields) and short, in two
 // otherwise (and then one more for the decoded fields of a record of more
 // than four). (Not under the race detector, whose sync.Pool drops items.)
 func TestReplayAllocs(t *testing.T) {
