@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -69,6 +71,7 @@ type Call struct {
 	resp   storedResponse
 	fields [4]headerField
 	hvals  [5]string // header values of a replay (the last: Idempotent-Replayed); not for a pooled Call, whose memory is reused
+	kvals  []string  // the header values of a pooled Call's replay, made by keepHeader with the bytes they keep, or nil
 	pooled bool
 	// viaHandler: set by Engine.Handler, whose Call begins before anything
 	// downstream of the middleware read the body.
@@ -98,7 +101,8 @@ type Call struct {
 	own storeSide
 
 	body        []byte
-	bodyBuf     *[]byte // pooled, when the engine read the body itself
+	bodyBuf     *[]byte // pooled (or &bodyOwn), when the engine read the body itself
+	bodyOwn     []byte  // a pooled Call's own body buffer, kept through recycling (reset) instead of a trip through bufPool
 	restoreBody bool
 	origBody    io.ReadCloser // r.Body, while Request swapped it
 	swapped     bool
@@ -260,10 +264,13 @@ func (c *Call) recycle() {
 }
 
 func (c *Call) reset() {
-	buf := c.respBuf
+	buf, body := c.respBuf, c.bodyOwn
 	*c = Call{}
 	if cap(buf) <= maxKeptRespBuf {
 		c.respBuf = buf[:0]
+	}
+	if cap(body) <= maxPooled { // as putBuf: a large body's buffer is dropped
+		c.bodyOwn = body[:0]
 	}
 }
 
@@ -320,9 +327,14 @@ func (c *Call) begin(k Key) {
 	c.fpIn = c.fpInput()
 	c.fp = c.e.fpc.sum(p, &c.fpIn)
 	var b []byte
-	if c.key != "" {
-		b = appendScope(c.ss.scopeBuf[:0], c.principal, p.spec.Operation, kindKey, c.key)
-	} else {
+	switch {
+	case c.key != "" && c.principal == "" && p.anonKeyScope != "":
+		// Fast path: no principal (the Engine has none, or it answered
+		// ""); the scope's head is the policy's, encoded at Compile.
+		b = appendKeyField(append(c.ss.scopeBuf[:0], p.anonKeyScope...), c.key)
+	case c.key != "":
+		b = appendKeyField(appendScopeHead(c.ss.scopeBuf[:0], c.principal, p.spec.Operation, kindKey), c.key)
+	default:
 		var hx [2 * len(Fingerprint{})]byte
 		hex.Encode(hx[:], c.fp[:])
 		b = appendScope(c.ss.scopeBuf[:0], c.principal, p.spec.Operation, kindFP, string(hx[:]))
@@ -346,13 +358,43 @@ func (c *Call) fpInput() fingerprint.Input {
 	return fingerprint.Input{
 		Method:      r.Method,
 		Operation:   c.p.spec.Operation,
-		Path:        r.URL.EscapedPath(),
+		Path:        escapedPath(r.URL),
 		RawQuery:    r.URL.RawQuery,
 		Header:      r.Header,
 		ContentType: headerValue(r.Header, "Content-Type"),
 		Body:        c.body,
 	}
 }
+
+// escapedPath is u.EscapedPath(). Its fast path: a URL without RawPath
+// whose Path holds no byte that EscapedPath escapes (most paths) is its
+// own escaped form, which EscapedPath returns after a pass of its escape
+// function; the scan here is a table lookup per byte. Any other URL goes
+// to EscapedPath.
+func escapedPath(u *url.URL) string {
+	if u.RawPath == "" {
+		p := u.Path
+		i := 0
+		for i < len(p) && pathSafe[p[i]] {
+			i++
+		}
+		if i == len(p) {
+			return p
+		}
+	}
+	return u.EscapedPath()
+}
+
+// pathSafe holds the bytes that url.URL.EscapedPath leaves as they are in
+// a path (net/url's shouldEscape in its path mode): ALPHA, DIGIT,
+// "-_.~" and the reserved bytes but '?'.
+var pathSafe = func() (t [256]bool) {
+	for c := range t {
+		t[c] = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			strings.IndexByte("-_.~$&+,/:;=@", byte(c)) >= 0
+	}
+	return t
+}()
 
 // sameRequest reports whether fp, a record's fingerprint, is this
 // request's: equal to it or, for a record of another fingerprint version (an
@@ -474,18 +516,37 @@ func (c *Call) readBody() bool {
 	if cp == nil && r.ContentLength > limit {
 		return c.bodyFailed(errTooLarge)
 	}
-	bp := getBuf()
+	var bp *[]byte
+	if c.pooled {
+		// Fast path: a pooled Call reads into its own buffer, kept when
+		// the Call is recycled (its lifetime is the one a buffer from
+		// bufPool has: until End), without a trip through bufPool.
+		if c.bodyOwn == nil {
+			c.bodyOwn = make([]byte, 0, initialBuf)
+		}
+		bp = &c.bodyOwn
+	} else {
+		bp = getBuf()
+	}
 	b, err := readAtMost((*bp)[:0], r.Body, limit)
 	*bp = b
 	if err == nil && cp == nil && r.ContentLength > 0 && int64(len(b)) != r.ContentLength {
 		err = errBodyConsumed
 	}
 	if err != nil {
-		putBuf(bp)
+		c.releaseBody(bp)
 		return c.bodyFailed(err)
 	}
 	c.bodyBuf, c.body, c.restoreBody = bp, b, true
 	return true
+}
+
+// releaseBody gives back a body buffer readBody took: to bufPool, unless
+// it is the Call's own (which reset keeps or drops).
+func (c *Call) releaseBody(bp *[]byte) {
+	if bp != &c.bodyOwn {
+		putBuf(bp)
+	}
 }
 
 // readCapture takes the body from CaptureBody's capture. restore: hand it to
@@ -827,7 +888,16 @@ func (c *Call) keepHeader() {
 		}
 		n += len(f.value)
 	}
-	b := make([]byte, 0, n)
+	var b []byte
+	if m := len(fs) + 1; len(fs) > 0 && m <= len(keptHeader{}.vals) && n <= len(keptHeader{}.buf) {
+		// The common replay: the header values writeReplay hands the
+		// ResponseWriter and the bytes they hold, in one allocation
+		// instead of two.
+		kh := new(keptHeader)
+		b, c.kvals = kh.buf[:0:n], kh.vals[:m:m]
+	} else {
+		b = make([]byte, 0, n)
+	}
 	for _, f := range fs {
 		if within(f.name, c.respBuf) {
 			b = append(b, f.name...)
@@ -841,6 +911,18 @@ func (c *Call) keepHeader() {
 		}
 		fs[i].value, kept = kept[:len(fs[i].value)], kept[len(fs[i].value):]
 	}
+}
+
+// keptHeader is what a small replay of a pooled Call keeps of its header
+// (keepHeader): the values writeReplay hands the ResponseWriter (the last:
+// Idempotent-Replayed's), and the bytes of the values and names they alias.
+// It is 96 bytes, as many as the two allocations of a replay of
+// Content-Type and a short Location took, so that a replay does not
+// allocate more bytes than before (128 did: more heap growth, and more page
+// faults per replay).
+type keptHeader struct {
+	vals [3]string
+	buf  [48]byte
 }
 
 // within reports whether s lies in b's array.
@@ -1067,6 +1149,9 @@ func (c *Call) writeReplay(w http.ResponseWriter) {
 	switch {
 	case n <= len(c.hvals) && !c.pooled:
 		vals = c.hvals[:n:n]
+	case len(c.kvals) == n:
+		// Made with the bytes they alias (keepHeader), for one response.
+		vals, c.kvals = c.kvals, nil
 	case len(fs) > 0:
 		vals = make([]string, n)
 	}
@@ -1308,7 +1393,7 @@ func (c *Call) End() {
 	}
 	c.h.reqBody.b, c.h.reqBody.closed = nil, true
 	if c.bodyBuf != nil {
-		putBuf(c.bodyBuf)
+		c.releaseBody(c.bodyBuf)
 		c.bodyBuf = nil
 	}
 	c.body = nil
