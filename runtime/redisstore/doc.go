@@ -91,6 +91,27 @@
 // that never waits for duplicates can turn publishing off with
 // Options.DisableNotify.
 //
+// # ACL
+//
+// The user the client logs in as needs these commands on the keys
+// <prefix>* (~<prefix>*): EVALSHA and EVAL (and SCRIPT LOAD for
+// LoadScripts); GET (GETEX for a Cluster client that reads from replicas);
+// inside the scripts GET, SET, SETRANGE, GETRANGE, TIME and PUBLISH; and for
+// Watch's pub/sub connection SUBSCRIBE, UNSUBSCRIBE and PING. It also needs
+// the record channels, named like the keys: &<prefix>* (Redis 7 gives a new
+// user no channel at all by default, acl-pubsub-default resetchannels), or
+// Options.DisableNotify. For the default prefix on a standalone server
+// (TestLeastPrivilegeACL runs the conformance suite as such a user):
+//
+//	ACL SETUSER app on >secret ~idem:* &idem:* +evalsha +eval +script|load +get
+//	    +set +setrange +getrange +time +publish +subscribe +unsubscribe +ping
+//
+// A Cluster or Sentinel client also needs the commands go-redis discovers
+// the servers with (CLUSTER SLOTS, SENTINEL …). Without the channels, records
+// are still written and answered correctly (a script's PUBLISH is a
+// redis.pcall, whose failure loses only the notification), but Watch's
+// SUBSCRIBE is refused, so a waiting duplicate does not learn of a change.
+//
 // # Durability
 //
 // Redis replicates asynchronously: a failover (Sentinel or Cluster) can lose
