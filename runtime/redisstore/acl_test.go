@@ -105,3 +105,21 @@ func TestLeastPrivilegeACL(t *testing.T) {
 		return s
 	})
 }
+
+// TestWatchRefused: a SUBSCRIBE the server refuses (an ACL user without the
+// channel) is never confirmed; Watch says "look again" after about
+// readyTimeout instead of waiting out its context, so a waiting duplicate
+// goes on polling.
+func TestWatchRefused(t *testing.T) {
+	t.Parallel()
+	s := newStoreOn(t, aclClient(t), Options{})
+	ctx := ctxTimeout(t, 5*time.Second)
+	for range 2 {
+		start := time.Now()
+		ch, stop := s.Watch(ctx, "k")
+		took := time.Since(start)
+		stop()
+		assert.True(t, closed(ch), "look again")
+		assert.Less(t, took, readyTimeout+time.Second)
+	}
+}

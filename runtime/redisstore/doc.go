@@ -110,7 +110,9 @@
 // the servers with (CLUSTER SLOTS, SENTINEL …). Without the channels, records
 // are still written and answered correctly (a script's PUBLISH is a
 // redis.pcall, whose failure loses only the notification), but Watch's
-// SUBSCRIBE is refused, so a waiting duplicate does not learn of a change.
+// SUBSCRIBE is refused: each Watch says "look again" after about a second
+// (it waits that long for the server's confirmation), and a waiting
+// duplicate finds the change by polling.
 //
 // # Durability
 //
