@@ -121,6 +121,20 @@
 // may vanish and a retry of that key execute again. Where that is not
 // acceptable (payments), use the PostgreSQL store.
 //
+// Eviction loses records the same way: every record has an expiry, so a
+// server that reaches its maxmemory under a volatile-* or allkeys-*
+// maxmemory-policy silently evicts records, PENDING and COMPLETED alike, and
+// a duplicate of an evicted key executes again (a takeover of a running
+// request's key, or a second run of a finished one). Keep the records on a
+// server (or a dedicated instance) with maxmemory-policy noeviction, the
+// default, and enough memory for the records of a window. At its maxmemory
+// such a server refuses writes (OOM) and loses nothing: completed records
+// are still replayed, a new key is answered 503
+// IDEMPOTENCY_STORE_UNAVAILABLE and its handler does not run, and a Finish
+// is refused as when Redis fails as the request finishes (the handler's
+// response is sent; the record stays PENDING until its lease runs out, and
+// a retry then runs again) (TestOutOfMemory).
+//
 // # Timeouts
 //
 // New requires a client built with ContextTimeoutEnabled: true, so that the
