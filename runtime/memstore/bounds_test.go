@@ -165,19 +165,6 @@ func TestWatchWokenByExpiryAndTakeover(t *testing.T) {
 	}
 }
 
-func TestShardsRoundUp(t *testing.T) {
-	// Three shards become four; the store works the same.
-	s := memstore.New(memstore.Options{Shards: 3, MaxEntries: 8, SweepInterval: -1})
-	defer s.Close()
-	for i := 0; i < 8; i++ {
-		_, err := s.Begin(context.Background(), &idem.BeginRequest{Key: fmt.Sprint(i), Token: 1, Lease: time.Minute, TTL: time.Hour})
-		if err != nil {
-			assert.ErrorIs(t, err, memstore.ErrFull) // uneven hashing may fill a 2-entry shard first
-		}
-	}
-	assert.LessOrEqual(t, s.Stats().Entries, 8)
-}
-
 func BenchmarkBeginFinish(b *testing.B) {
 	s := memstore.New(memstore.Options{SweepInterval: -1})
 	defer s.Close()
@@ -320,5 +307,26 @@ func TestExpiryAfterTakeovers(t *testing.T) {
 		_, ok, err := s.Get(ctx, fmt.Sprint("k", i))
 		require.NoError(t, err)
 		require.Equal(t, c.Now().Before(exp[i]), ok, "k%d", i)
+	}
+}
+
+// TestSmallBoundsFillUp: a store with small bounds has few shards, so that
+// each holds a few hundred records: MaxEntries PENDING records fit, however
+// their keys hash. (With 32 shards of 2 records each, MaxEntries 64 refused a
+// claim with ErrFull as soon as 3 keys met in one shard: after 5 records at
+// worst, about 30 on average.)
+func TestSmallBoundsFillUp(t *testing.T) {
+	for _, o := range []memstore.Options{
+		{MaxEntries: 64},
+		{MaxEntries: 64, Shards: 1024},
+		{MaxBytes: 64 * (memstore.EntryOverhead + 8)},
+	} {
+		for trial := range 20 {
+			s, _ := newClockStore(t, o)
+			for i := range 64 {
+				require.NoError(t, claim(t, s, fmt.Sprintf("%02d-%05d", trial, i), 1, time.Hour), "%+v: record %d", o, i+1)
+			}
+			assert.ErrorIs(t, claim(t, s, "one more", 1, time.Hour), memstore.ErrFull)
+		}
 	}
 }

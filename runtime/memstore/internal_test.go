@@ -137,3 +137,32 @@ func TestExpiryOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestShardCount: Options.Shards is rounded up to a power of two, then
+// lowered until each shard has room for MinShardRecords records.
+func TestShardCount(t *testing.T) {
+	for _, c := range []struct {
+		o    Options
+		want int
+	}{
+		{Options{}, 32},
+		{Options{Shards: 3}, 4},
+		{Options{Shards: 1024}, 1024},
+		{Options{Shards: 8192}, 2048}, // 1,000,000 / 256 = 3906
+		{Options{MaxEntries: 64}, 1},
+		{Options{MaxEntries: 511}, 1},
+		{Options{MaxEntries: 512}, 2},
+		{Options{MaxEntries: 8191}, 16},
+		{Options{MaxEntries: 8192}, 32},
+		{Options{MaxBytes: 80<<10 - 1}, 1},
+		{Options{MaxBytes: 80 << 10}, 2},
+		{Options{MaxBytes: 1280 << 10}, 32},
+		{Options{MaxEntries: 1 << 20, MaxBytes: 160 << 10, Shards: 64}, 4},
+	} {
+		s := New(Options{Shards: c.o.Shards, MaxEntries: c.o.MaxEntries, MaxBytes: c.o.MaxBytes, SweepInterval: -1})
+		if len(s.shards) != c.want {
+			t.Errorf("%+v: %d shards, want %d", c.o, len(s.shards), c.want)
+		}
+		_ = s.Close()
+	}
+}

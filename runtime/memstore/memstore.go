@@ -51,11 +51,12 @@
 //
 // The store holds at most MaxEntries records and MaxBytes bytes (keys,
 // stored responses and a fixed per-record overhead), divided evenly among the
-// shards. When a new record does not fit its shard, the store drops, in
-// order: expired records (soonest expiry first), then the oldest finished
-// records (COMPLETED or FAILED, in the order they finished). Evicting a
-// finished record shortens its window: a retry with its key would execute
-// again; Stats counts evictions so this can be monitored and the bounds
+// shards, of which there are few enough for each to hold a few hundred
+// records (see Options.Shards). When a new record does not fit its shard,
+// the store drops, in order: expired records (soonest expiry first), then
+// the oldest finished records (COMPLETED or FAILED, in the order they
+// finished). Evicting a finished record shortens its window: a retry with
+// its key would execute again; Stats counts evictions so this can be monitored and the bounds
 // raised. A PENDING record is never evicted: when a shard holds nothing but
 // PENDING records, Begin fails with ErrFull (the engine then answers 503
 // IDEMPOTENCY_STORE_UNAVAILABLE, or runs unprotected with FailOpen). A single
@@ -83,7 +84,15 @@ import (
 
 // Options configure a Store. Zero values take the defaults.
 type Options struct {
-	// Shards is the number of shards, rounded up to a power of two (default 32).
+	// Shards is the number of shards, rounded up to a power of two (default
+	// 32), and lowered (to a power of two, at least 1) until each shard has
+	// room for MinShardRecords records by MaxEntries, and by MaxBytes for
+	// records of EntryOverhead bytes (short keys, no response): every shard
+	// holds its share of the bounds, and one that holds nothing but PENDING
+	// records refuses a claim (ErrFull), so small shards would refuse claims
+	// far below the bounds whenever a few keys hash alike. 32 shards need
+	// MaxEntries 8192 and MaxBytes 1.25 MiB; a store bounded below 512
+	// records or 80 KiB has one shard.
 	Shards int
 	// MaxEntries bounds the number of records (default 1,000,000).
 	MaxEntries int
@@ -110,6 +119,10 @@ const (
 	sweepBatch    = 1024
 	amortizedPops = 4
 )
+
+// MinShardRecords is the fewest records a shard has room for (see
+// Options.Shards).
+const MinShardRecords = 256
 
 // Chunks: sizes grow with the shard's live bytes, between chunkMin and
 // chunkMax; a key or response larger than bigValue gets a chunk of its own.
@@ -240,6 +253,16 @@ func New(opts Options) *Store {
 	maxBytes := opts.MaxBytes
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxBytes
+	}
+	// Each shard holds at least MinShardRecords records (by count, and by
+	// bytes of records with short keys and no response): a shard refuses a
+	// claim when it holds only PENDING records, so small shards would refuse
+	// claims far below the bounds, whenever a few keys hash alike.
+	if most := min(int64(maxEntries), maxBytes/EntryOverhead) / MinShardRecords; int64(n) > most {
+		n = 1
+		if most > 1 {
+			n = 1 << (bits.Len64(uint64(most)) - 1)
+		}
 	}
 	s := &Store{shards: make([]shard, n), shift: uint(64 - bits.Len(uint(n-1))), seed: maphash.MakeSeed(), now: opts.Now}
 	if s.now == nil {
