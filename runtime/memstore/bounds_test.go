@@ -330,3 +330,17 @@ func TestSmallBoundsFillUp(t *testing.T) {
 		}
 	}
 }
+
+// TestMaxEntriesBound: a store never holds more than MaxEntries records.
+func TestMaxEntriesBound(t *testing.T) {
+	for _, o := range []memstore.Options{{MaxEntries: 10}, {MaxEntries: 1001, Shards: 2}} {
+		s, _ := newClockStore(t, o)
+		ctx := context.Background()
+		for i := range 5000 {
+			k := fmt.Sprint("k", i)
+			require.NoError(t, claim(t, s, k, 1, time.Hour))
+			require.NoError(t, s.Finish(ctx, k, 1, idem.StateCompleted, nil))
+		}
+		assert.Equal(t, o.MaxEntries, s.Stats().Entries, "%+v", o)
+	}
+}

@@ -166,3 +166,37 @@ func TestShardCount(t *testing.T) {
 		_ = s.Close()
 	}
 }
+
+// TestBoundsExact: the shards' shares of MaxEntries and MaxBytes add up to
+// them exactly, so they bound the store. (Each shard's share was rounded up:
+// MaxEntries 10 over 32 shards held up to 32 records, 29 in a test.)
+func TestBoundsExact(t *testing.T) {
+	for _, o := range []Options{
+		{MaxEntries: 10},
+		{MaxEntries: 1001, Shards: 2},
+		{MaxEntries: 1_000_003},
+		{MaxEntries: 99_999, Shards: 7},
+		{MaxBytes: 81_921},
+		{MaxBytes: 256<<20 + 31},
+		{MaxBytes: 10_000_001, Shards: 3},
+	} {
+		o.SweepInterval = -1
+		s := New(o)
+		var entries, bytes int64
+		for i := range s.shards {
+			entries += int64(s.shards[i].maxEntries)
+			bytes += s.shards[i].maxBytes
+		}
+		wantEntries, wantBytes := int64(o.MaxEntries), o.MaxBytes
+		if wantEntries == 0 {
+			wantEntries = DefaultMaxEntries
+		}
+		if wantBytes == 0 {
+			wantBytes = DefaultMaxBytes
+		}
+		if entries != wantEntries || bytes != wantBytes {
+			t.Errorf("%+v: %d shards hold %d records and %d bytes, want %d and %d", o, len(s.shards), entries, bytes, wantEntries, wantBytes)
+		}
+		_ = s.Close()
+	}
+}

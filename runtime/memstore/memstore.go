@@ -94,9 +94,16 @@ type Options struct {
 	// MaxEntries 8192 and MaxBytes 1.25 MiB; a store bounded below 512
 	// records or 80 KiB has one shard.
 	Shards int
-	// MaxEntries bounds the number of records (default 1,000,000).
+	// MaxEntries bounds the number of records (default 1,000,000). Each
+	// shard holds its share (MaxEntries/shards, one more for the first
+	// MaxEntries%shards), so the store never holds more.
 	MaxEntries int
-	// MaxBytes bounds the memory accounted to records (default 256 MiB).
+	// MaxBytes bounds the memory accounted to records (default 256 MiB):
+	// their keys and stored responses and EntryOverhead each. Each shard
+	// holds its share, as for MaxEntries, so the store accounts no more,
+	// except that a response larger than its shard's share is stored anyway,
+	// once the shard evicted every other finished record (a completion is
+	// never lost), and a MaxBytes below EntryOverhead counts as EntryOverhead.
 	MaxBytes int64
 	// SweepInterval is how often the background sweeper runs (default 30s);
 	// negative disables it (expiry stays lazy and amortized).
@@ -275,8 +282,10 @@ func New(opts Options) *Store {
 		sh.seed = s.seed
 		sh.minExp, sh.qlast = math.MaxInt64, math.MinInt64
 		sh.watchers = make(map[string]*watch)
-		sh.maxEntries = max(1, min((maxEntries+n-1)/n, 1<<31-2))
-		sh.maxBytes = max(EntryOverhead, (maxBytes+int64(n)-1)/int64(n))
+		// The bounds' shares add up to them exactly: the first shards take
+		// one more of what does not divide evenly.
+		sh.maxEntries = max(1, min(maxEntries/n+bit(i < maxEntries%n), 1<<31-2))
+		sh.maxBytes = max(EntryOverhead, maxBytes/int64(n)+int64(bit(int64(i) < maxBytes%int64(n))))
 	}
 	// The shards' memory is the arena's, which the garbage collector does
 	// not free: give it back once the Store is unreachable.
@@ -540,6 +549,14 @@ func (s *Store) nowNs() int64 {
 		return s.now().UnixNano()
 	}
 	return s.baseNs + int64(time.Since(s.base))
+}
+
+// bit is 1 for true, 0 for false.
+func bit(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // after returns now+d in Unix ns, saturated.
