@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -342,5 +343,24 @@ func TestMaxEntriesBound(t *testing.T) {
 			require.NoError(t, s.Finish(ctx, k, 1, idem.StateCompleted, nil))
 		}
 		assert.Equal(t, o.MaxEntries, s.Stats().Entries, "%+v", o)
+	}
+}
+
+// TestKeyLargerThanShare: a record whose key alone exceeds its shard's share
+// of MaxBytes is admitted into an empty shard, as a response larger than the
+// share is stored. (It was refused with ErrFull, whose message blames PENDING
+// records, on an empty store.)
+func TestKeyLargerThanShare(t *testing.T) {
+	ctx := context.Background()
+	for _, budget := range []int64{200, 100} {
+		s, _ := newClockStore(t, memstore.Options{MaxBytes: budget})
+		huge := strings.Repeat("k", 120)
+		require.NoError(t, claim(t, s, huge, 1, time.Hour), "MaxBytes %d", budget)
+		assert.ErrorIs(t, claim(t, s, "small", 2, time.Hour), memstore.ErrFull, "the shard's one record is PENDING")
+		require.NoError(t, s.Finish(ctx, huge, 1, idem.StateCompleted, []byte("r")))
+		require.NoError(t, claim(t, s, "small", 2, time.Hour), "the finished record is evicted")
+		_, ok, _ := s.Get(ctx, huge)
+		assert.False(t, ok)
+		assert.Equal(t, 1, s.Stats().Entries)
 	}
 }

@@ -61,7 +61,9 @@
 // PENDING records, Begin fails with ErrFull (the engine then answers 503
 // IDEMPOTENCY_STORE_UNAVAILABLE, or runs unprotected with FailOpen). A single
 // response larger than a shard's byte budget is still stored (after evicting
-// everything else finished in the shard), so a completion is never lost.
+// everything else finished in the shard), so a completion is never lost, and
+// a claim whose key is larger than the budget is admitted into a shard that
+// is, or once its finished records are evicted becomes, empty.
 // The memory a shard really holds stays within about twice the bytes it
 // accounts (chunks not yet compacted), plus its tables.
 package memstore
@@ -101,9 +103,10 @@ type Options struct {
 	// MaxBytes bounds the memory accounted to records (default 256 MiB):
 	// their keys and stored responses and EntryOverhead each. Each shard
 	// holds its share, as for MaxEntries, so the store accounts no more,
-	// except that a response larger than its shard's share is stored anyway,
-	// once the shard evicted every other finished record (a completion is
-	// never lost), and a MaxBytes below EntryOverhead counts as EntryOverhead.
+	// except for a record larger than its shard's share: its response is
+	// stored anyway, once the shard evicted every other finished record (a
+	// completion is never lost), and a claim whose key is that large is
+	// admitted into a shard that is, or can be made, empty.
 	MaxBytes int64
 	// SweepInterval is how often the background sweeper runs (default 30s);
 	// negative disables it (expiry stays lazy and amortized).
@@ -285,7 +288,7 @@ func New(opts Options) *Store {
 		// The bounds' shares add up to them exactly: the first shards take
 		// one more of what does not divide evenly.
 		sh.maxEntries = max(1, min(maxEntries/n+bit(i < maxEntries%n), 1<<31-2))
-		sh.maxBytes = max(EntryOverhead, maxBytes/int64(n)+int64(bit(int64(i) < maxBytes%int64(n))))
+		sh.maxBytes = maxBytes/int64(n) + int64(bit(int64(i) < maxBytes%int64(n)))
 	}
 	// The shards' memory is the arena's, which the garbage collector does
 	// not free: give it back once the Store is unreachable.
@@ -393,7 +396,9 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 		return idem.BeginResult{Acquired: true}, nil
 	case i == none:
 		size := int64(len(req.Key)) + EntryOverhead
-		if (sh.count >= sh.maxEntries || sh.bytes+size > sh.maxBytes) && !sh.makeRoom(s, now, size) {
+		// A record larger than the shard's share of MaxBytes is admitted
+		// into an empty shard, as a response larger than it is stored.
+		if (sh.count >= sh.maxEntries || sh.bytes+size > sh.maxBytes) && !sh.makeRoom(s, now, size) && sh.count > 0 {
 			s.full.Add(1)
 			return idem.BeginResult{}, ErrFull
 		}
