@@ -135,11 +135,7 @@ func (e *Engine) WriteProblem(w http.ResponseWriter, p *Problem) { e.writePublic
 
 // writePublicProblem writes a *Problem (from Options.Principal).
 func (e *Engine) writePublicProblem(w http.ResponseWriter, p *Problem) {
-	status := p.Status
-	if status < 400 || status > 599 {
-		status = http.StatusInternalServerError
-	}
-	ip := problem{status: status, code: p.Code, title: p.Title, detail: p.Detail}
+	ip := problem{status: publicStatus(p.Status), code: p.Code, title: p.Title, detail: p.Detail}
 	if p.RetryAfter > 0 {
 		ip.retryAfter = []string{strconv.Itoa(p.RetryAfter)}
 	}
@@ -148,6 +144,15 @@ func (e *Engine) writePublicProblem(w http.ResponseWriter, p *Problem) {
 		typ = "about:blank"
 	}
 	e.writeProblem(w, &ip, typ)
+}
+
+// publicStatus is the status a *Problem is written with: its own when in
+// 400..599, else 500.
+func publicStatus(status int) int {
+	if status < 400 || status > 599 {
+		return http.StatusInternalServerError
+	}
+	return status
 }
 
 // appendJSONString appends s as a JSON string literal.
