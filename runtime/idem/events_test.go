@@ -298,6 +298,17 @@ func TestEventFields(t *testing.T) {
 			want: idem.Event{Key: "k", Status: 500, Code: "NO_TENANT"},
 			err:  true,
 		},
+		{
+			name: "rejected by Engine.Refuse",
+			setup: setup{scenario: func(e *env) *httptest.ResponseRecorder {
+				w := httptest.NewRecorder()
+				e.f.eng.Refuse(w, httptest.NewRequest("POST", "/orders", nil), e.p,
+					&idem.Problem{Status: http.StatusBadRequest, Code: idem.CodeKeyInvalid, Detail: "malformed"})
+				return w
+			}},
+			kind: idem.EventRejected,
+			want: idem.Event{Status: 400, Code: idem.CodeKeyInvalid},
+		},
 	}
 	seen := map[idem.EventKind]bool{}
 	for _, tc := range cases {

@@ -51,7 +51,8 @@ const (
 	// EventRejected: the request was refused before reaching the store
 	// (missing or invalid key, body too large or unreadable, Options.Principal
 	// failed; Code says which), or its stored record could not be read
-	// (CodeRecordUnreadable).
+	// (CodeRecordUnreadable). Engine.Refuse reports one for a refusal the
+	// router made (a key parameter it rejected).
 	EventRejected
 	// EventNotReplayable: the response exceeded Response.MaxBytes; the record
 	// was completed as not replayable (duplicates get CodeResponseUnavailable).
