@@ -1339,6 +1339,9 @@ func (c *Call) End() {
 				slog.String("operation", c.p.spec.Operation), slog.String("key", c.key))
 			err := c.finishRecord(StateFailed, nil)
 			c.reportFinish(StateFailed, 0, "", err)
+		} else if c.e.obs != nil {
+			c.e.obs.Observe(c.ctx, Event{Kind: EventExecuted, Operation: c.p.spec.Operation, Principal: c.principal,
+				Key: c.key, Duration: c.e.now().Sub(c.start)})
 		}
 	}
 	if c.txCancel != nil {

@@ -2,6 +2,7 @@ package idem_test
 
 import (
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -376,4 +377,67 @@ func TestEventFields(t *testing.T) {
 	for k := idem.EventExecuted; k <= idem.EventNotReplayable; k++ {
 		assert.True(t, seen[k], "no case for %s", k)
 	}
+}
+
+// An unprotected run with an Observer writes through a pass-through writer:
+// what the client's writer supports (Flush, Hijack, sendfile's ReadFrom)
+// still works, and the status is noted whichever way the handler wrote.
+func TestUnprotectedWriterPassesThrough(t *testing.T) {
+	spec := strictSpec()
+	spec.Key.Required = idem.Optional
+	p := mustCompile(t, spec)
+	for _, tc := range []struct {
+		name   string
+		write  func(t *testing.T, w http.ResponseWriter)
+		status int
+	}{
+		{"WriteString", func(t *testing.T, w http.ResponseWriter) {
+			_, err := io.WriteString(w, "ok")
+			require.NoError(t, err)
+		}, 200},
+		{"ReadFrom", func(t *testing.T, w http.ResponseWriter) {
+			_, err := w.(io.ReaderFrom).ReadFrom(strings.NewReader("ok"))
+			require.NoError(t, err)
+		}, 200},
+		{"Flush", func(t *testing.T, w http.ResponseWriter) {
+			w.WriteHeader(http.StatusAccepted)
+			require.NoError(t, http.NewResponseController(w).Flush())
+		}, 202},
+		{"Hijack", func(t *testing.T, w http.ResponseWriter) {
+			_, _, err := http.NewResponseController(w).Hijack()
+			require.ErrorIs(t, err, http.ErrNotSupported, "httptest's recorder cannot be hijacked: the error is its own")
+			w.WriteHeader(http.StatusTeapot)
+		}, 418},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, idem.Options{})
+			h := f.eng.Handler(p, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { tc.write(t, w) }))
+			w := send(h, req{body: `{}`})
+			require.Equal(t, tc.status, w.Code)
+			ev, ok := f.obs.find(idem.EventExecuted)
+			require.True(t, ok)
+			assert.Equal(t, tc.status, ev.Status)
+			assert.False(t, ev.Protected)
+		})
+	}
+	t.Run("Flush reaches the client", func(t *testing.T) {
+		f := newFixture(t, idem.Options{})
+		h := f.eng.Handler(p, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.(http.Flusher).Flush()
+		}))
+		w := send(h, req{body: `{}`})
+		assert.True(t, w.Flushed)
+	})
+	t.Run("a handler that did not finish", func(t *testing.T) {
+		f := newFixture(t, idem.Options{})
+		c := f.eng.Begin(httptest.NewRequest("POST", "/orders", strings.NewReader(`{}`)), p, idem.NoKey)
+		require.Equal(t, idem.Execute, c.Decision())
+		require.False(t, c.Protected())
+		c.End() // an error, a panic: no Finish
+		ev, ok := f.obs.find(idem.EventExecuted)
+		require.True(t, ok, "reported as protected runs are")
+		assert.Positive(t, ev.Duration)
+		ev.Duration = 0
+		assert.Equal(t, idem.Event{Kind: idem.EventExecuted, Operation: spec.Operation}, ev)
+	})
 }

@@ -3,6 +3,7 @@ package idem
 import (
 	"bufio"
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -15,7 +16,8 @@ type EventKind uint8
 const (
 	// EventExecuted: the handler ran and its record was finished (State says
 	// how: StateCompleted, or StateFailed with or without a stored response).
-	// Also reported for unprotected executions (Protected false).
+	// Also reported for unprotected executions (Protected false, State 0),
+	// whether or not the handler finished (Call.Finish or only Call.End).
 	EventExecuted EventKind = iota + 1
 	// EventReplayed: a stored response was replayed.
 	EventReplayed
@@ -102,8 +104,8 @@ type Event struct {
 	// it wrote nothing). It is 0 where no answer exists yet when the event is
 	// reported: EventLeaseTakeover, EventFailOpen and the EventStoreError
 	// before it (the EventExecuted that follows carries the handler's
-	// status), and an EventExecuted (FAILED) or EventStoreError of a
-	// handler that did not finish (Call.End freed the key).
+	// status), and the EventExecuted (FAILED when protected: Call.End freed
+	// the key) or EventStoreError of a handler that did not finish.
 	Status int
 	// Code is the problem code sent with Status, for refusals (including a
 	// replay of a response that was not stored: CodeResponseUnavailable, and
@@ -159,6 +161,28 @@ func (s *statusWriter) Write(p []byte) (int, error) {
 	}
 	return s.ResponseWriter.Write(p)
 }
+
+// WriteString passes through (io.StringWriter).
+func (s *statusWriter) WriteString(str string) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return io.WriteString(s.ResponseWriter, str)
+}
+
+// ReadFrom passes through (io.ReaderFrom: net/http's sendfile).
+func (s *statusWriter) ReadFrom(r io.Reader) (int64, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	if rf, ok := s.ResponseWriter.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(writerOnly{s.ResponseWriter}, r)
+}
+
+// writerOnly hides a writer's ReadFrom from io.Copy.
+type writerOnly struct{ io.Writer }
 
 // Flush passes through (http.Flusher), as do Hijack and, for
 // http.ResponseController, Unwrap.
