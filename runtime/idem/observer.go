@@ -104,8 +104,10 @@ type Event struct {
 	// it wrote nothing). It is 0 where no answer exists yet when the event is
 	// reported: EventLeaseTakeover, EventFailOpen and the EventStoreError
 	// before it (the EventExecuted that follows carries the handler's
-	// status), and the EventExecuted (FAILED when protected: Call.End freed
-	// the key) or EventStoreError of a handler that did not finish.
+	// status), the EventExecuted (FAILED when protected: Call.End freed the
+	// key) or EventStoreError of a handler that did not finish, and the
+	// EventExecuted (FAILED) of a transactional handler that wrote nothing
+	// once its context had ended (see Call.Finish).
 	Status int
 	// Code is the problem code sent with Status, for refusals (including a
 	// replay of a response that was not stored: CodeResponseUnavailable, and
