@@ -226,6 +226,7 @@ func (c *Call) initPooled(e *Engine, p *Policy, r *http.Request) {
 // handout is what the handler of an executed request is handed.
 type handout struct {
 	rec     recorder
+	sw      statusWriter // an unprotected run's, with an Observer
 	reqBody bodyReader
 }
 
@@ -322,6 +323,9 @@ func (c *Call) begin(k Key) {
 	if c.key == "" && p.spec.Semantics != Window {
 		// An optional key left out under strict/loose: a plain request.
 		c.decision = Execute
+		if c.e.obs != nil { // the Duration of EventExecuted
+			c.start = c.e.now()
+		}
 		return
 	}
 	c.fpIn = c.fpInput()
@@ -451,7 +455,8 @@ func (c *Call) principalFailed(err error) {
 	if errors.As(err, &pub) {
 		c.decision = Reject
 		c.pub = pub
-		c.e.observe(c.ctx, Event{Kind: EventRejected, Operation: c.p.spec.Operation, Status: pub.Status, Code: pub.Code, Err: err})
+		c.e.observe(c.ctx, Event{Kind: EventRejected, Operation: c.p.spec.Operation, Key: c.key,
+			Status: publicStatus(pub.Status), Code: pub.Code, Err: err})
 		return
 	}
 	c.e.log.LogAttrs(c.ctx, slog.LevelError, "idem: principal unavailable",
@@ -754,15 +759,15 @@ func (c *Call) settled(rec *Record, waited time.Duration) {
 		// record expires (on the store's clock: a hint).
 		e.recent.add(c.recent, rec.ExpiresAt)
 	}
+	mismatch := false
 	if !c.sameRequest(rec.Fingerprint) {
 		if spec.Semantics == Strict {
 			c.conflict()
 			return
 		}
-		e.observe(c.ctx, Event{Kind: EventLooseMismatch, Operation: spec.Operation, Principal: c.principal,
-			Key: c.key, Protected: true, State: rec.State})
+		mismatch = true
 	}
-	c.replay(rec, waited)
+	c.replay(rec, waited, mismatch)
 }
 
 // readFirst reads the record of a key whose record this Engine recently saw
@@ -835,20 +840,28 @@ func (c *Call) storeFailed(err error) {
 	e := c.e
 	e.log.LogAttrs(c.ctx, slog.LevelError, "idem: store failed at begin",
 		slog.String("operation", c.p.spec.Operation), slog.Bool("fail_open", e.failOpen), slog.Any("error", err))
-	e.observe(c.ctx, Event{Kind: EventStoreError, Operation: c.p.spec.Operation, Principal: c.principal,
-		Key: c.key, Err: err})
 	if e.failOpen {
+		// The answer is the handler's: its EventExecuted carries it.
+		e.observe(c.ctx, Event{Kind: EventStoreError, Operation: c.p.spec.Operation, Principal: c.principal,
+			Key: c.key, Err: err})
 		e.observe(c.ctx, Event{Kind: EventFailOpen, Operation: c.p.spec.Operation, Principal: c.principal,
 			Key: c.key, Err: err})
 		c.decision = Execute
+		if e.obs != nil { // the Duration of EventExecuted
+			c.start = e.now()
+		}
 		return
 	}
 	c.decision = Reject
 	c.prob = problem{status: http.StatusServiceUnavailable, code: CodeStoreUnavailable,
 		detail: "the idempotency record store is unavailable; nothing was executed", retryAfter: e.unavailRA}
+	e.observe(c.ctx, Event{Kind: EventStoreError, Operation: c.p.spec.Operation, Principal: c.principal,
+		Key: c.key, Status: c.prob.status, Code: c.prob.code, Err: err})
 }
 
-func (c *Call) replay(rec *Record, waited time.Duration) {
+// replay decides the replay of rec; mismatch: a loose or window policy
+// replays it to a request of another fingerprint (EventLooseMismatch).
+func (c *Call) replay(rec *Record, waited time.Duration, mismatch bool) {
 	c.scratch = len(rec.Response) > 0 && cap(c.respBuf) > 0 && &rec.Response[0] == &c.respBuf[:1][0]
 	if !c.scratch && c.pooled && c.e.recycle && c.respBuf == nil {
 		// An in-process store may copy the next replay of this recycled
@@ -858,8 +871,13 @@ func (c *Call) replay(rec *Record, waited time.Duration) {
 	if err := decodeRecord(rec.Response, &c.resp, c.fields[:0]); err != nil {
 		c.e.log.LogAttrs(c.ctx, slog.LevelError, "idem: stored response unreadable",
 			slog.String("operation", c.p.spec.Operation), slog.Any("error", err))
-		c.reject(problem{status: http.StatusInternalServerError, code: CodeRecordUnreadable,
-			detail: "the stored response for this idempotency key cannot be read"}, err)
+		p := problem{status: http.StatusInternalServerError, code: CodeRecordUnreadable,
+			detail: "the stored response for this idempotency key cannot be read"}
+		if mismatch {
+			c.e.observe(c.ctx, Event{Kind: EventLooseMismatch, Operation: c.p.spec.Operation, Principal: c.principal,
+				Key: c.key, Protected: true, State: rec.State, Status: p.status, Code: p.code})
+		}
+		c.reject(p, err)
 		return
 	}
 	if c.scratch {
@@ -867,12 +885,19 @@ func (c *Call) replay(rec *Record, waited time.Duration) {
 	}
 	c.decision = Replay
 	c.replayS = rec.State
-	status := c.resp.status
-	if c.resp.notReplayable {
-		status = http.StatusConflict
+	if c.e.obs == nil {
+		return
 	}
-	c.e.observe(c.ctx, Event{Kind: EventReplayed, Operation: c.p.spec.Operation, Principal: c.principal,
-		Key: c.key, Protected: true, State: rec.State, Status: status, Duration: waited})
+	status, code := c.resp.status, ""
+	if c.resp.notReplayable {
+		status, code = http.StatusConflict, CodeResponseUnavailable
+	}
+	if mismatch {
+		c.e.obs.Observe(c.ctx, Event{Kind: EventLooseMismatch, Operation: c.p.spec.Operation, Principal: c.principal,
+			Key: c.key, Protected: true, State: rec.State, Status: status, Code: code})
+	}
+	c.e.obs.Observe(c.ctx, Event{Kind: EventReplayed, Operation: c.p.spec.Operation, Principal: c.principal,
+		Key: c.key, Protected: true, State: rec.State, Status: status, Code: code, Duration: waited})
 }
 
 // keepHeader copies the header names and values of a replay decoded from
@@ -1054,10 +1079,19 @@ func (c *Call) stopHeartbeat() {
 // sends the recorded body in one piece) and Unwrap (http.ResponseController).
 // When the client goes away mid-response, its writes go on to the record
 // only and succeed, up to Response.MaxBytes (see docs/runtime.md).
-// For a call that is not Execute, or runs unprotected, it returns w.
+// For a call that is not Execute it returns w, and for one that runs
+// unprotected w too, or, with an Observer, a pass-through wrapper of w
+// (Flush, Hijack, Unwrap) that notes the status for EventExecuted.
 func (c *Call) Writer(w http.ResponseWriter) http.ResponseWriter {
-	if c.decision != Execute || !c.protected {
+	if c.decision != Execute {
 		return w
+	}
+	if !c.protected {
+		if c.e.obs == nil {
+			return w
+		}
+		c.h.sw = statusWriter{ResponseWriter: w}
+		return &c.h.sw
 	}
 	if c.h.rec.active {
 		return &c.h.rec
@@ -1220,7 +1254,10 @@ func (c *Call) Finish() error {
 	c.stopHeartbeat()
 	e, p := c.e, c.p
 	if !c.protected {
-		e.observe(c.ctx, Event{Kind: EventExecuted, Operation: p.spec.Operation, Principal: c.principal, Key: c.key})
+		if e.obs != nil {
+			e.obs.Observe(c.ctx, Event{Kind: EventExecuted, Operation: p.spec.Operation, Principal: c.principal,
+				Key: c.key, Status: c.h.sw.sent(), Duration: e.now().Sub(c.start)})
+		}
 		return nil
 	}
 	rec := &c.h.rec
@@ -1251,6 +1288,7 @@ func (c *Call) Finish() error {
 		state, resp = StateFailed, nil
 	}
 	var err error
+	code := "" // the problem sent instead of the response (a failed commit)
 	if c.commit != nil {
 		commit := c.commit
 		c.commit = nil
@@ -1267,7 +1305,8 @@ func (c *Call) Finish() error {
 			case err == nil:
 				rec.flushTo()
 			case errors.Is(err, ErrFenced):
-				e.writeProblem(rec.w, &problem{status: p.spec.InFlight.Status, code: CodeKeyInUse,
+				status, code = p.spec.InFlight.Status, CodeKeyInUse
+				e.writeProblem(rec.w, &problem{status: status, code: code,
 					detail:     "another attempt with this idempotency key took over; retry to get its result",
 					retryAfter: p.inFlightRA}, "")
 			default:
@@ -1276,7 +1315,8 @@ func (c *Call) Finish() error {
 				// commit took effect) and fail closed. A retry replays the
 				// result if it was kept and runs again if it was not.
 				_ = c.finishRecord(StateFailed, nil)
-				e.writeProblem(rec.w, &problem{status: http.StatusServiceUnavailable, code: CodeStoreUnavailable,
+				status, code = http.StatusServiceUnavailable, CodeStoreUnavailable
+				e.writeProblem(rec.w, &problem{status: status, code: code,
 					detail:     "the result could not be committed; retry with the same key (it is replayed if the commit took effect after all)",
 					retryAfter: e.unavailRA}, "")
 			}
@@ -1290,11 +1330,14 @@ func (c *Call) Finish() error {
 		// window after its claim, which came a little before now).
 		e.recent.add(c.recent, e.now().Add(p.spec.Window))
 	}
-	c.reportFinish(state, status, err)
+	c.reportFinish(state, status, code, err)
 	return err
 }
 
-func (c *Call) reportFinish(state State, status int, err error) {
+// reportFinish reports the end of a protected run: status is what the
+// handler produced, or, with code, the problem sent instead (a transaction
+// whose commit failed).
+func (c *Call) reportFinish(state State, status int, code string, err error) {
 	e, op := c.e, c.p.spec.Operation
 	switch {
 	case err == nil:
@@ -1314,12 +1357,12 @@ func (c *Call) reportFinish(state State, status int, err error) {
 		e.log.LogAttrs(c.ctx, slog.LevelWarn, "idem: late completion rejected: the claim was taken over or expired",
 			slog.String("operation", op), slog.String("key", c.key), slog.Int("status", status))
 		e.observe(c.ctx, Event{Kind: EventFenced, Operation: op, Principal: c.principal, Key: c.key,
-			Protected: true, State: state, Status: status, Err: err})
+			Protected: true, State: state, Status: status, Code: code, Err: err})
 	default:
 		e.log.LogAttrs(c.ctx, slog.LevelError, "idem: store failed at finish",
 			slog.String("operation", op), slog.String("key", c.key), slog.Any("error", err))
 		e.observe(c.ctx, Event{Kind: EventStoreError, Operation: op, Principal: c.principal, Key: c.key,
-			Protected: true, State: state, Status: status, Err: err})
+			Protected: true, State: state, Status: status, Code: code, Err: err})
 	}
 }
 
@@ -1355,7 +1398,7 @@ func (c *Call) finishRecord(state State, resp []byte) error {
 func (c *Call) release(cause error) {
 	err := c.finishRecord(StateFailed, nil)
 	if err != nil {
-		c.reportFinish(StateFailed, 0, err)
+		c.reportFinish(StateFailed, 0, "", err)
 	}
 	_ = cause
 }
@@ -1380,7 +1423,10 @@ func (c *Call) End() {
 			c.e.log.LogAttrs(c.ctx, slog.LevelWarn, "idem: handler did not finish (panic or error): key released for a retry",
 				slog.String("operation", c.p.spec.Operation), slog.String("key", c.key))
 			err := c.finishRecord(StateFailed, nil)
-			c.reportFinish(StateFailed, 0, err)
+			c.reportFinish(StateFailed, 0, "", err)
+		} else if c.e.obs != nil {
+			c.e.obs.Observe(c.ctx, Event{Kind: EventExecuted, Operation: c.p.spec.Operation, Principal: c.principal,
+				Key: c.key, Duration: c.e.now().Sub(c.start)})
 		}
 	}
 	if c.txCancel != nil {
