@@ -26,7 +26,7 @@ func (h service) write(w http.ResponseWriter, op string, status int) {
 	_ = json.NewEncoder(w).Encode(api.Receipt{Id: id, Count: n})
 }
 
-func (h service) ListCoupons(w http.ResponseWriter, r *http.Request) {
+func (h service) ListCoupons(w http.ResponseWriter, r *http.Request, _ api.ListCouponsParams) {
 	id, n := couponstest.Receipt("listCoupons", h.s.Exec("listCoupons"))
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode([]api.Receipt{{Id: id, Count: n}})
