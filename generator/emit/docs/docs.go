@@ -87,6 +87,7 @@ func funcs(t *template.Template) template.FuncMap {
 			return c, nil
 		},
 		"problemBase": func() string { return idem.DefaultProblemTypeBase },
+		"inUseDetail": func() string { return idem.DetailKeyInUse },
 		"dur":         ir.FormatDuration,
 		"seconds":     func(d time.Duration) int64 { return int64((d + time.Second - 1) / time.Second) },
 		"num":         func(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) },

@@ -2,6 +2,7 @@ package docs_test
 
 import (
 	"flag"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/idemgen/idemgen/generator/ir"
 	"github.com/idemgen/idemgen/internal/gentest"
 	"github.com/idemgen/idemgen/internal/testenv"
+	"github.com/idemgen/idemgen/runtime/idem"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -65,4 +67,39 @@ func TestEmitterRegistered(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, files, 1)
 	assert.Equal(t, docs.FileName, files[0].Path)
+}
+
+// The example problem quotes the detail the engine writes for a request
+// still in flight, taken from the runtime, not a paraphrase of it.
+func TestInFlightExampleIsTheRuntimes(t *testing.T) {
+	c := cases(t)[2] // clean-full
+	out, err := docs.Render(compileCase(t, c.spec, c.overlay))
+	require.NoError(t, err)
+	assert.Contains(t, string(out), `"detail": "`+idem.DetailKeyInUse+`",`)
+}
+
+// Header names are printed as the spec spells them, not canonicalized
+// (WWW-Authenticate, not Www-Authenticate); the runtime canonicalizes them
+// itself.
+func TestHeaderSpelling(t *testing.T) {
+	spec := filepath.Join(t.TempDir(), "openapi.yaml")
+	require.NoError(t, os.WriteFile(spec, []byte(`openapi: 3.0.3
+info: {title: H, version: '1'}
+paths:
+  /a:
+    post:
+      operationId: a
+      x-idempotency:
+        semantics: strict
+        fingerprint-headers: [WWW-Authenticate, x-tenant-ID]
+        response: {headers: [ETag]}
+      parameters:
+        - {name: Idempotency-Key, in: header, required: true, schema: {type: string}}
+      responses: {'200': {description: ok}}
+`), 0o644))
+	out, err := docs.Render(compileCase(t, spec, ""))
+	require.NoError(t, err)
+	assert.Contains(t, string(out), "headers `WWW-Authenticate`, `x-tenant-ID` and JSON body")
+	assert.Contains(t, string(out), "`Content-Type`, `ETag`;")
+	assert.NotContains(t, string(out), "Www-Authenticate")
 }

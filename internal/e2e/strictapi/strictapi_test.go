@@ -293,3 +293,39 @@ func TestStrictMiddlewareOrder(t *testing.T) {
 	assert.Contains(t, w.Body.String(), idem.CodeKeyInvalid)
 	assert.Empty(t, seen)
 }
+
+// A uuid-typed key parameter is parsed by oapi-codegen (google/uuid), which
+// also accepts the braced, quoted (any 38-character wrapper), urn:uuid: and
+// 32-digit spellings; the strict middleware passes the engine the UUID's
+// canonical text, so every spelling of one UUID is one key, and a
+// different UUID is another.
+func TestUUIDKeySpellings(t *testing.T) {
+	svc := couponstest.NewService()
+	x := api.NewIdempotency(nil, idem.Options{})
+	defer x.Close()
+	h := x.StrictHandler(service{svc}, nil, api.StrictHTTPServerOptions{}, api.StdHTTPServerOptions{})
+	claim := func(key string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("POST", "/coupons/C1/claims", strings.NewReader(`{"user_id":"u"}`))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Idempotency-Key", key)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	const key = "5f2b6c1e-8a0d-4a8e-9b3c-2d7e1f0a4b6c"
+	first := claim(key)
+	require.Equal(t, http.StatusCreated, first.Code, first.Body.String())
+	for _, spelling := range []string{
+		"{" + key + "}", `"` + key + `"`, "urn:uuid:" + key, strings.ToUpper(key), strings.ReplaceAll(key, "-", ""),
+	} {
+		w := claim(spelling)
+		assert.Equal(t, http.StatusCreated, w.Code, "%s: %s", spelling, w.Body)
+		assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"), spelling)
+		assert.Equal(t, first.Body.String(), w.Body.String(), spelling)
+	}
+	assert.Equal(t, 1, svc.Count("claimCoupon"), "one UUID, one key")
+	other := claim("{6f2b6c1e-8a0d-4a8e-9b3c-2d7e1f0a4b6c}")
+	assert.Equal(t, http.StatusCreated, other.Code)
+	assert.Empty(t, other.Header().Get("Idempotent-Replayed"))
+	assert.Equal(t, 2, svc.Count("claimCoupon"))
+}
