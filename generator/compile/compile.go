@@ -339,6 +339,7 @@ func (c *compiler) operation(path, method string, item *openapi3.PathItem, op *o
 		out.Names.Params = names.Params
 	}
 	out.Body = c.body(op, names)
+	c.rawBodyStrict(out, where)
 	if out.Body != nil {
 		out.Names.ClientWithBody = names.ClientWithBody
 		out.Names.WithBodyWithResponse = names.WithBodyWithResponse
@@ -787,4 +788,31 @@ func plural(n int) string {
 		return ""
 	}
 	return "s"
+}
+
+// rawBodyStrict warns when a strict or window contract compares a
+// multipart body: the fingerprint takes such a body byte for byte, its
+// boundary included, so a client that makes a new boundary per attempt
+// sends a different request every time.
+func (c *compiler) rawBodyStrict(out *ir.Operation, where string) {
+	if out.Body == nil || out.Policy.Semantics == ir.Loose {
+		return
+	}
+	for _, ct := range out.Body.ContentTypes {
+		if !strings.HasPrefix(mediaType(ct), "multipart/") {
+			continue
+		}
+		who, what := "a client that makes a new boundary for each attempt", fmt.Sprintf("gets %d IDEMPOTENCY_KEY_REUSED on every retry", out.Policy.ConflictStatus)
+		if out.Policy.Semantics != ir.Strict {
+			who, what = "a client that sends no key and makes a new boundary for each attempt", "runs the operation again on every retry"
+		}
+		c.diags.Warnf(out.ContractPos, "raw-body-strict", "%s takes %s, which the fingerprint compares byte for byte, its boundary included: %s %s; clients must resend the same bytes (or use loose semantics)", where, ct, who, what)
+		return
+	}
+}
+
+// mediaType is ct without its parameters, trimmed and in lower case.
+func mediaType(ct string) string {
+	mt, _, _ := strings.Cut(ct, ";")
+	return strings.ToLower(strings.TrimSpace(mt))
 }

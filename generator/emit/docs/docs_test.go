@@ -4,6 +4,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -102,4 +103,18 @@ paths:
 	assert.Contains(t, string(out), "headers `WWW-Authenticate`, `x-tenant-ID` and JSON body")
 	assert.Contains(t, string(out), "`Content-Type`, `ETag`;")
 	assert.NotContains(t, string(out), "Www-Authenticate")
+}
+
+// "The same request" is worded by the body's content type, as the
+// fingerprint compares it: JSON as data, a form field by field, anything
+// else byte for byte (a multipart body with its boundary).
+func TestBodyComparison(t *testing.T) {
+	c := filepath.Join("..", "..", "..", "testdata", "contract", "raw-body-strict", "openapi.yaml")
+	out, err := docs.Render(compileCase(t, c, ""))
+	require.NoError(t, err)
+	s := string(out)
+	assert.Contains(t, s, "and body, by its content type: a JSON body (`application/json`) is compared as data: member order, white space and number spelling do not matter; any other body (`multipart/form-data`) is compared byte for byte; a multipart body's boundary is among those bytes, so a retry must resend the same bytes, boundary included.")
+	assert.Contains(t, s, "and body (`multipart/mixed`), compared byte for byte; a multipart body's boundary is among those bytes")
+	assert.Contains(t, s, "and form body, compared field by field: fields in any order (the values of one field in theirs), `+` and `%20` alike.")
+	assert.Equal(t, 0, strings.Count(s, "JSON body, compared as data"), "no operation of this spec has a JSON-only body")
 }
