@@ -831,7 +831,7 @@ func (c *Call) conflict() {
 func (c *Call) inFlight(waited time.Duration) {
 	c.decision = Reject
 	c.prob = problem{status: c.p.spec.InFlight.Status, code: CodeKeyInUse,
-		detail: "a request with this idempotency key is still in progress", retryAfter: c.p.inFlightRA}
+		detail: DetailKeyInUse, retryAfter: c.p.inFlightRA}
 	c.e.observe(c.ctx, Event{Kind: EventInFlight, Operation: c.p.spec.Operation, Principal: c.principal,
 		Key: c.key, Protected: true, State: StatePending, Status: c.prob.status, Code: CodeKeyInUse, Duration: waited})
 }

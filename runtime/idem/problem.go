@@ -6,6 +6,10 @@ import (
 	"unicode/utf8"
 )
 
+// DetailKeyInUse is the "detail" member of the engine's CodeKeyInUse
+// problem (the generated documentation quotes it).
+const DetailKeyInUse = "a request with this idempotency key is still in progress"
+
 // Problem codes: the stable "code" member of every problem+json the engine
 // writes. Each problem's "type" is ProblemTypeBase + code.
 const (
