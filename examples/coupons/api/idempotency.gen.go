@@ -250,8 +250,9 @@ func (x *Idempotency) ErrorHandlerWithBaseURL(baseURL string, next func(http.Res
 	baseURL = strings.TrimSuffix(baseURL, "/")
 	return func(w http.ResponseWriter, r *http.Request, err error) {
 		if path, ok := strings.CutPrefix(r.URL.EscapedPath(), baseURL); ok {
-			if code, detail := idemgenKeyError(idemgenMatch(r.Method, path), err); code != "" {
-				x.engine.WriteProblem(w, &idem.Problem{
+			i := idemgenMatch(r.Method, path)
+			if code, detail := idemgenKeyError(i, err); code != "" {
+				x.engine.Refuse(w, r, idemgenPolicies[i], &idem.Problem{
 					Code:   code,
 					Detail: detail,
 					Status: http.StatusBadRequest,

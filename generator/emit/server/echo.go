@@ -78,7 +78,7 @@ func (g *gen) echoErrorHandler() {
 		}
 		b.Return(jen.Func().Params(jen.Err().Error(), jen.Id("ctx").Add(echoQ("Context"))).BlockFunc(func(b *jen.Group) {
 			r := func() *jen.Statement { return jen.Id("ctx").Dot("Request").Call() }
-			g.keyProblem(b, jen.Id("ctx").Dot("Response").Call(), r().Dot("URL").Dot("EscapedPath").Call(), func(path jen.Code) jen.Code {
+			g.keyProblem(b, jen.Id("ctx").Dot("Response").Call(), r(), r().Dot("URL").Dot("EscapedPath").Call(), func(path jen.Code) jen.Code {
 				return jen.Id(px+"Match").Call(r().Dot("Method"), path)
 			})
 			b.If(jen.Id("next").Op("==").Nil()).Block(

@@ -46,20 +46,24 @@ func strictFirst() jen.Code {
 }
 
 // keyProblem writes, into an error handler's body, the answer to an error
-// about a key parameter: the engine's 400 problem written to w when the
-// request is one of an idempotent operation under baseURL and the error is
-// about that operation's key parameter (else nothing: the handler goes on
-// to next). route is what the request's operation is recognized by (its
-// path, or the route the framework chose), baseURL included; index(path)
-// is the index of its policy, -1 for none, from route without baseURL.
-// Nothing when the spec declares no key parameter.
-func (g *gen) keyProblem(b *jen.Group, w, route jen.Code, index func(path jen.Code) jen.Code) {
+// about a key parameter: the engine's 400 problem written to w, and
+// reported to the engine's Observer as a rejected request of the operation
+// (Engine.Refuse), when the request r is one of an idempotent operation
+// under baseURL and the error is about that operation's key parameter
+// (else nothing: the handler goes on to next). route is what the request's
+// operation is recognized by (its path, or the route the framework chose),
+// baseURL included; index(path) is the index of its policy, -1 for none,
+// from route without baseURL. Nothing when the spec declares no key
+// parameter.
+func (g *gen) keyProblem(b *jen.Group, w, r, route jen.Code, index func(path jen.Code) jen.Code) {
 	if len(g.keyParams()) == 0 {
 		return
 	}
 	b.If(jen.List(jen.Id("path"), jen.Id("ok")).Op(":=").Qual("strings", "CutPrefix").Call(route, jen.Id("baseURL")), jen.Id("ok")).Block(
-		jen.If(jen.List(jen.Id("code"), jen.Id("detail")).Op(":=").Id(px+"KeyError").Call(index(jen.Id("path")), jen.Err()), jen.Id("code").Op("!=").Lit("")).Block(
-			jen.Id("x").Dot("engine").Dot("WriteProblem").Call(w, jen.Op("&").Qual(idemPkg, "Problem").Values(jen.Dict{
+		jen.Id("i").Op(":=").Add(index(jen.Id("path"))),
+		// KeyError answers "" for i < 0, so Policies[i] is only read for an operation's index.
+		jen.If(jen.List(jen.Id("code"), jen.Id("detail")).Op(":=").Id(px+"KeyError").Call(jen.Id("i"), jen.Err()), jen.Id("code").Op("!=").Lit("")).Block(
+			jen.Id("x").Dot("engine").Dot("Refuse").Call(w, r, jen.Id(px+"Policies").Index(jen.Id("i")), jen.Op("&").Qual(idemPkg, "Problem").Values(jen.Dict{
 				jen.Id("Status"): jen.Qual("net/http", "StatusBadRequest"),
 				jen.Id("Code"):   jen.Id("code"),
 				jen.Id("Detail"): jen.Id("detail"),

@@ -206,7 +206,7 @@ func (g *gen) ginErrorHandler() {
 			b.Id("baseURL").Op("=").Qual("strings", "TrimSuffix").Call(jen.Qual("path", "Join").Call(jen.Lit("/"), jen.Id("baseURL")), jen.Lit("/"))
 		}
 		b.Return(jen.Func().Params(jen.Id("ctx").Add(ginCtx()), jen.Err().Error(), jen.Id("statusCode").Int()).BlockFunc(func(b *jen.Group) {
-			g.keyProblem(b, jen.Id("ctx").Dot("Writer"), jen.Id("ctx").Dot("FullPath").Call(), func(path jen.Code) jen.Code {
+			g.keyProblem(b, jen.Id("ctx").Dot("Writer"), jen.Id("ctx").Dot("Request"), jen.Id("ctx").Dot("FullPath").Call(), func(path jen.Code) jen.Code {
 				return jen.Id(px+"GinMatch").Call(jen.Id("ctx").Dot("Request").Dot("Method"), path)
 			})
 			b.Id("next").Call(jen.Id("ctx"), jen.Err(), jen.Id("statusCode"))

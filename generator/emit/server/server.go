@@ -906,7 +906,7 @@ func (g *gen) errorHandler() {
 			b.Id("baseURL").Op("=").Qual("strings", "TrimSuffix").Call(jen.Id("baseURL"), jen.Lit("/"))
 		}
 		b.Return(jen.Func().Params(jen.Id("w").Qual("net/http", "ResponseWriter"), jen.Id("r").Op("*").Qual("net/http", "Request"), jen.Err().Error()).BlockFunc(func(b *jen.Group) {
-			g.keyProblem(b, jen.Id("w"), jen.Id("r").Dot("URL").Dot("EscapedPath").Call(), func(path jen.Code) jen.Code {
+			g.keyProblem(b, jen.Id("w"), jen.Id("r"), jen.Id("r").Dot("URL").Dot("EscapedPath").Call(), func(path jen.Code) jen.Code {
 				return jen.Id(px+"Match").Call(jen.Id("r").Dot("Method"), path)
 			})
 			b.Id("next").Call(jen.Id("w"), jen.Id("r"), jen.Err())

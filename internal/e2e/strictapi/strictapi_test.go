@@ -102,7 +102,8 @@ func TestWithoutCaptureBody(t *testing.T) {
 }
 
 func TestErrorHandler(t *testing.T) {
-	x := api.NewIdempotency(nil, idem.Options{})
+	var events []idem.Event
+	x := api.NewIdempotency(nil, idem.Options{Observer: idem.ObserverFunc(func(_ context.Context, e idem.Event) { events = append(events, e) })})
 	defer x.Close()
 	var passed error
 	h := x.ErrorHandler(func(w http.ResponseWriter, _ *http.Request, err error) { passed = err; w.WriteHeader(418) })
@@ -129,7 +130,7 @@ func TestErrorHandler(t *testing.T) {
 		{"POST", "/x", &api.RequiredHeaderError{ParamName: "Idempotency-Key"}, 418, ""},
 	}
 	for _, tt := range tests {
-		passed = nil
+		passed, events = nil, nil
 		w := httptest.NewRecorder()
 		h(w, httptest.NewRequest(tt.method, tt.path, nil), tt.err)
 		assert.Equal(t, tt.status, w.Code, "%s %s: %v", tt.method, tt.path, tt.err)
@@ -137,8 +138,16 @@ func TestErrorHandler(t *testing.T) {
 			assert.Equal(t, "application/problem+json", w.Header().Get("Content-Type"))
 			assert.Contains(t, w.Body.String(), `"code":"`+tt.code+`"`)
 			assert.Nil(t, passed)
+			// The refusal is observed as a rejected request of the route's operation.
+			if assert.Len(t, events, 1, "%s %s", tt.method, tt.path) {
+				assert.Equal(t, idem.EventRejected, events[0].Kind)
+				assert.Equal(t, tt.code, events[0].Code)
+				assert.Equal(t, http.StatusBadRequest, events[0].Status)
+				assert.NotEmpty(t, events[0].Operation)
+			}
 		} else {
 			assert.Equal(t, tt.err, passed)
+			assert.Empty(t, events, "%s %s: not the engine's answer", tt.method, tt.path)
 		}
 	}
 	// nil next: oapi-codegen's default answer.
