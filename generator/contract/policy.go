@@ -161,6 +161,13 @@ func Resolve(b Block) (Resolved, diag.List, bool) {
 		code, _ := strconv.Atoi(e.V)
 		rt.Statuses = append(rt.Statuses, code)
 		switch {
+		case code >= 400 && code < 500 && !slices.Contains(retryableClientErrors, code) &&
+			code == pol.InFlight.Status && code != http.StatusBadRequest && code != http.StatusUnprocessableEntity:
+			// The contract's own in-flight status (423, say) is allowed: the
+			// client waits out IDEMPOTENCY_KEY_IN_USE by its code at any
+			// status, so listing it is redundant for the in-flight answer
+			// and also retries the handler's own answers with that status.
+			// (400 and 422 are refused below and by in-flight-status-final.)
 		case code >= 400 && code < 500 && !slices.Contains(retryableClientErrors, code):
 			diags.Errorf(e.Pos, "retry-on-client-error", "retry.on: %d means the request itself is wrong; retrying it with the same key gets the same answer (retry only 408, 409, 425, 429 among 4xx)", code)
 		case code == pol.ConflictStatus && code == 409 && pol.Semantics == ir.Strict:

@@ -674,6 +674,8 @@ func TestCompile(t *testing.T) {
 		{Operation: "op", Semantics: idem.Strict, Key: idem.KeySpec{Format: idem.FormatUUID, MaxLength: 20}},
 		{Operation: "op", Semantics: idem.Strict, Window: time.Second, InFlight: idem.InFlightSpec{Lease: time.Minute}},
 		{Operation: "op", Semantics: idem.Strict, InFlight: idem.InFlightSpec{Status: 200}},
+		{Operation: "op", Semantics: idem.Strict, InFlight: idem.InFlightSpec{Status: 400}},
+		{Operation: "op", Semantics: idem.Strict, InFlight: idem.InFlightSpec{Status: 422}},
 		{Operation: "op", Semantics: idem.Strict, Response: idem.ResponseSpec{Headers: []string{"Set-Cookie"}}},
 		{Operation: "op", Semantics: idem.Strict, Response: idem.ResponseSpec{Headers: []string{"connection"}}},
 		{Operation: "op", Semantics: idem.Strict, Request: idem.RequestSpec{MaxBytes: -1}},
@@ -684,6 +686,14 @@ func TestCompile(t *testing.T) {
 		assert.Error(t, err, "spec %d: %+v", i, s)
 	}
 	assert.Panics(t, func() { idem.MustCompile(bad[0]) })
+
+	// The in-flight status the contract refuses (in-flight-status-final)
+	// is refused with the reason; the ones it allows compile.
+	_, err := idem.Compile(idem.Spec{Operation: "op", Semantics: idem.Strict, InFlight: idem.InFlightSpec{Status: 422}})
+	require.ErrorContains(t, err, "in-flight status 422 is an answer clients never retry")
+	for _, st := range []int{409, 423, 429, 503} {
+		assert.Equal(t, st, mustCompile(t, idem.Spec{Operation: "op", Semantics: idem.Strict, InFlight: idem.InFlightSpec{Status: st}}).Spec().InFlight.Status)
+	}
 }
 
 func TestNewPanicsOnTransactionalWithoutTransactor(t *testing.T) {

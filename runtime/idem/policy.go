@@ -134,7 +134,7 @@ type KeySpec struct {
 
 // InFlightSpec says how a duplicate of a request still in flight is answered.
 type InFlightSpec struct {
-	Status     int           // default 409; any 4xx or 5xx
+	Status     int           // default 409; any 4xx or 5xx but 400 and 422, which clients never retry
 	RetryAfter time.Duration // default 2s; sent in whole seconds, rounded up
 	Lease      time.Duration // default 30s; how long a claim holds before it may be taken over
 	Wait       time.Duration // default 0: answer at once; > 0: wait up to Wait for the replay
@@ -319,6 +319,9 @@ func Compile(s Spec) (*Policy, error) {
 		f.Status = DefaultInFlightStatus
 	} else if f.Status < 400 || f.Status > 599 {
 		bad("in-flight status %d is not a 4xx or 5xx status", f.Status)
+	} else if f.Status == http.StatusBadRequest || f.Status == http.StatusUnprocessableEntity {
+		// The contract's in-flight-status-final rule.
+		bad("in-flight status %d is an answer clients never retry (idemclient included): a duplicate told that its key is in use would give up instead of waiting for the first request; use 409 (the default), 423, 429 or 503", f.Status)
 	}
 	if f.RetryAfter == 0 {
 		f.RetryAfter = DefaultRetryAfter

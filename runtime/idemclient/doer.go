@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -106,7 +107,9 @@ const (
 // ([WithAttemptTimeout]) fired. A response is retried when its status is in
 // On.Statuses; 400 and 422, and a problem+json code IDEMPOTENCY_KEY_REUSED
 // or IDEMPOTENCY_RESPONSE_UNAVAILABLE, never are (the server answers them
-// again to every retry); the code IDEMPOTENCY_KEY_IN_USE always is, at
+// again to every retry), nor is a replay (Idempotent-Replayed: true, such as
+// a 5xx stored under the contract's `failures: replay`: the key's answer is
+// final; a 503 IDEMPOTENCY_STORE_UNAVAILABLE is no replay); the code IDEMPOTENCY_KEY_IN_USE always is, at
 // whatever status the server answers it (the contract's in-flight status,
 // 409 by default; never 400 or 422, which the contract refuses).
 // Up to [WithResponseBuffer] bytes (default 1 MiB) of each response body
@@ -443,7 +446,7 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 				head = problemHead(resp)
 				at.Code = problemCode(head)
 			}
-			retry = retryStatus(at.Status, at.Code, p.On)
+			retry = retryStatus(at.Status, at.Code, replayed(resp.Header), p.On)
 			now = d.cfg.clock.Now()
 			if ra, ok := ParseRetryAfter(resp.Header, now); ok {
 				at.RetryAfter = ra
@@ -577,14 +580,26 @@ func (b *cancelBody) Close() error {
 }
 
 // retryStatus decides whether a response is retried.
-func retryStatus(status int, code string, on RetryOn) bool {
+//
+// A replay (Idempotent-Replayed: true) is final whatever its status: the
+// server stored that answer for the key (a 5xx under `failures: replay`, a
+// 409 the handler returned), and every retry with the key would get it
+// again until the window ends. A 503 IDEMPOTENCY_STORE_UNAVAILABLE or an
+// in-flight answer is not a replay and keeps its rule.
+func retryStatus(status int, code string, replayed bool, on RetryOn) bool {
 	switch {
-	case neverRetried(status), code == CodeKeyReused, code == CodeResponseUnavailable:
+	case neverRetried(status), code == CodeKeyReused, code == CodeResponseUnavailable, replayed:
 		return false
 	case code == CodeKeyInUse: // the contract's in-flight status, 409 by default
 		return true
 	}
 	return on.Status(status)
+}
+
+// replayed reports whether a response is the server's replay of the
+// key's stored response (Idempotent-Replayed: true).
+func replayed(h http.Header) bool {
+	return strings.EqualFold(strings.TrimSpace(h.Get("Idempotent-Replayed")), "true")
 }
 
 // problemHead returns the start (up to 64 KiB) of a JSON or problem+json

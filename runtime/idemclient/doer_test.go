@@ -126,6 +126,11 @@ func TestStatusDecisions(t *testing.T) {
 		{"503 listed", RetryOn{Statuses: []int{503}}, reply{status: 503, body: "down"}, 3},
 		{"503 unlisted", RetryOn{Statuses: []int{502}}, reply{status: 503, body: "down"}, 1},
 		{"500 by default", RetryOn{}, reply{status: 500, body: "oops"}, 3},
+		{"replayed 503 final, even listed", RetryOn{Statuses: []int{503}}, reply{status: 503, header: map[string]string{"Idempotent-Replayed": "true"}, body: "down"}, 1},
+		{"replayed 500 final, by default", RetryOn{}, reply{status: 500, header: map[string]string{"Idempotent-Replayed": "true"}, body: "oops"}, 1},
+		{"replayed 409 final, even listed", RetryOn{Statuses: []int{409}}, reply{status: 409, header: map[string]string{"Idempotent-Replayed": "true"}, body: "busy"}, 1},
+		{"503 store unavailable retried (not a replay)", RetryOn{Statuses: []int{503}}, problemReply(503, "IDEMPOTENCY_STORE_UNAVAILABLE", nil), 3},
+		{"503 replayed: false retried", RetryOn{Statuses: []int{503}}, reply{status: 503, header: map[string]string{"Idempotent-Replayed": "false"}, body: "down"}, 3},
 		{"404 by default", RetryOn{}, reply{status: 404, body: "no"}, 1},
 		{"200", RetryOn{}, reply{status: 200, body: "ok"}, 1},
 	} {

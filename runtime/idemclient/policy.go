@@ -165,7 +165,9 @@ func (b Backoff) withDefaults() Backoff {
 //
 // Whatever it lists, 400 and 422, and any response whose problem+json code is
 // IDEMPOTENCY_KEY_REUSED or IDEMPOTENCY_RESPONSE_UNAVAILABLE, are never
-// retried: retrying cannot change them. A response whose code is
+// retried: retrying cannot change them. Nor is a replay (a response with
+// Idempotent-Replayed: true, such as a stored 5xx under the contract's
+// `failures: replay`): the key's stored answer is final. A response whose code is
 // IDEMPOTENCY_KEY_IN_USE is always waited out, at whatever status other
 // than 400 and 422 it comes (the contract's in-flight status, 409 by default).
 type RetryOn struct {

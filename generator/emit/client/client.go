@@ -15,8 +15,8 @@
 // deadline. The work is done by runtime/idemclient's Doer; the helper
 // starts the call, puts the key into oapi-codegen's typed <Op>Params when
 // the spec declares the key parameter, calls <Op>WithResponse (or
-// <Op>WithBodyWithResponse) and reports the key and any IDEMPOTENCY_*
-// problem.
+// <Op>WithBodyWithResponse, <Op>WithFormdataBodyWithResponse) and reports
+// the key and any IDEMPOTENCY_* problem.
 //
 // The file also declares NewIdempotentDoer, the wiring for any client of
 // the package (oapi-codegen's Client, ClientWithResponses or a hand-made
@@ -263,6 +263,9 @@ func (g *gen) typeDecl() {
 		if op.Body != nil {
 			names = append(names, op.GoName+"WithBody")
 		}
+		if hasFormHelper(op) {
+			names = append(names, op.GoName+formSuffix)
+		}
 		fmt.Fprintf(&doc, "  - %s %s (%s): %s; %s semantics, window %s, key %s\n", op.Method, op.Path, gogen.OperationName(op), strings.Join(names, ", "), op.Policy.Semantics, ir.FormatDuration(op.Policy.Window), keyDoc(op))
 	}
 	doc.WriteString("\nWiring:\n\n")
@@ -286,6 +289,27 @@ func (g *gen) firstTyped() *ir.Operation {
 }
 
 func hasJSONHelper(op *ir.Operation) bool { return op.Body == nil || op.Names.JSONRequestBody != "" }
+
+// formSuffix is the suffix oapi-codegen gives the client methods of an
+// application/x-www-form-urlencoded body (<Op>WithFormdataBody, its
+// <Op>WithFormdataBodyWithResponse), whose body type is
+// <Op>FormdataRequestBody.
+const formSuffix = "WithFormdataBody"
+
+// hasFormHelper reports whether oapi-codegen's client has typed methods for
+// a form body of the operation, and so the helpers a <Op>WithFormdataBody.
+func hasFormHelper(op *ir.Operation) bool {
+	return op.Body != nil && slices.Contains(op.Body.ContentTypes, "application/x-www-form-urlencoded")
+}
+
+// helperKind is the kind of body a helper takes.
+type helperKind int
+
+const (
+	helperTyped helperKind = iota // the JSON body type (or no body)
+	helperRaw                     // a content type and an io.Reader
+	helperForm                    // the form body type
+)
 
 func helperName(op *ir.Operation) string {
 	if hasJSONHelper(op) {
@@ -384,18 +408,25 @@ func goType(t string) jen.Code {
 
 func (g *gen) helpers(op *ir.Operation) {
 	if hasJSONHelper(op) {
-		g.helper(op, false)
+		g.helper(op, helperTyped)
 	}
 	if op.Body != nil {
-		g.helper(op, true)
+		g.helper(op, helperRaw)
+	}
+	if hasFormHelper(op) {
+		g.helper(op, helperForm)
 	}
 }
 
-func (g *gen) helper(op *ir.Operation, raw bool) {
+func (g *gen) helper(op *ir.Operation, kind helperKind) {
 	t := g.cfg.Type
+	raw := kind == helperRaw
 	name, method := op.GoName, op.Names.WithResponse
-	if raw {
+	switch kind {
+	case helperRaw:
 		name, method = op.GoName+"WithBody", op.Names.WithBodyWithResponse
+	case helperForm:
+		name, method = op.GoName+formSuffix, op.GoName+formSuffix+"WithResponse"
 	}
 	q := func(id string) *jen.Statement { return jen.Qual(clientPkg, id) }
 	params, args := pathArgs(op)
@@ -414,6 +445,9 @@ func (g *gen) helper(op *ir.Operation, raw bool) {
 	case raw:
 		params = append(params, jen.Id("contentType").String(), jen.Id("body").Qual("io", "Reader"))
 		args = append(args, jen.Id("contentType"), jen.Id("body"))
+	case kind == helperForm:
+		params = append(params, jen.Id("body").Id(op.GoName+"FormdataRequestBody"))
+		args = append(args, jen.Id("body"))
 	case op.Body != nil:
 		params = append(params, jen.Id("body").Id(op.Names.JSONRequestBody))
 		args = append(args, jen.Id("body"))
@@ -422,9 +456,14 @@ func (g *gen) helper(op *ir.Operation, raw bool) {
 
 	// Documentation.
 	var d strings.Builder
-	if raw && hasJSONHelper(op) {
+	switch {
+	case raw && hasJSONHelper(op):
 		fmt.Fprintf(&d, "%s is %s with a body of any content type, through %s: the body is read once (a *bytes.Reader, *bytes.Buffer or *strings.Reader is re-read from the start instead) and the same bytes are sent with every attempt.", name, op.GoName, method)
-	} else {
+	case kind == helperForm && hasJSONHelper(op):
+		fmt.Fprintf(&d, "%s is %s with a form body (application/x-www-form-urlencoded), through %s: the body is encoded once and the same bytes are sent with every attempt.", name, op.GoName, method)
+	case kind == helperForm:
+		fmt.Fprintf(&d, "%s is %sWithBody with a form body (application/x-www-form-urlencoded), through %s: the body is encoded once and the same bytes are sent with every attempt.", name, op.GoName, method)
+	default:
 		fmt.Fprintf(&d, "%s calls %s %s (%s) as one logical call, through %s.", name, op.Method, op.Path, gogen.OperationName(op), method)
 		if sum := strings.TrimSpace(op.Summary); sum != "" {
 			if !strings.HasSuffix(sum, ".") {
@@ -815,6 +854,9 @@ func checkNames(spec *ir.Spec, opts emitter.Options, cfg Config, diags *diag.Lis
 		}
 		if op.Body != nil {
 			names = append(names, op.GoName+"WithBody")
+		}
+		if hasFormHelper(op) {
+			names = append(names, op.GoName+formSuffix)
 		}
 		for _, n := range names {
 			if first, ok := methods[n]; ok {

@@ -766,7 +766,7 @@ func (g *gen) matcher() {
 
 	gogen.TemplateFunc(g.f, px)
 
-	g.doc(px + "Match returns the index of the policy of the idempotent operation the router serves method and path with, -1 for any other request. path is the escaped path, without the base URL.")
+	g.doc(px + "Match returns the index of the policy of the idempotent operation the router serves method and path with, -1 for any other request. path is the escaped path, without the base URL; it is split at its slashes and each segment unescaped before it is compared with the templates' text, as the routers match (a static segment /cafés arrives as /caf%C3%A9s; an escaped slash stays inside its segment).")
 	g.f.Func().Id(px+"Match").Params(jen.List(jen.Id("method"), jen.Id("path")).String()).Int().Block(
 		jen.If(jen.Op("!").Qual("strings", "HasPrefix").Call(jen.Id("path"), jen.Lit("/"))).Block(jen.Return(jen.Lit(-1))),
 		jen.Id("path").Op("=").Id("path").Index(jen.Lit(1), jen.Empty()),
@@ -776,6 +776,9 @@ func (g *gen) matcher() {
 				jen.List(jen.Id("v"), jen.Id("after"), jen.Id("more")).Op(":=").Qual("strings", "Cut").Call(jen.Id("rest"), jen.Lit("/")),
 				jen.If(jen.Id("more").Op("!=").Parens(jen.Id("i").Op("<").Len(jen.Id("rt").Dot("segs")).Op("-").Lit(1))).Block(jen.Continue().Id("next")),
 				jen.Id("rest").Op("=").Id("after"),
+				jen.If(jen.List(jen.Id("u"), jen.Err()).Op(":=").Qual("net/url", "PathUnescape").Call(jen.Id("v")), jen.Err().Op("==").Nil()).Block(
+					jen.Id("v").Op("=").Id("u"),
+				),
 				jen.If(jen.Op("!").Id("s").Dot("param")).Block(
 					jen.If(jen.Id("v").Op("!=").Id("s").Dot("prefix")).Block(jen.Continue().Id("next")),
 					jen.Continue(),

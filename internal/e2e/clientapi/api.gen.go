@@ -84,6 +84,13 @@ type Receipt struct {
 	Key *string `json:"key,omitempty"`
 }
 
+// Subscription defines model for Subscription.
+type Subscription struct {
+	Email string  `json:"email"`
+	Plan  *string `json:"plan,omitempty"`
+	Seats *int    `json:"seats,omitempty"`
+}
+
 // Transfer defines model for Transfer.
 type Transfer struct {
 	Amount         int        `json:"amount"`
@@ -122,6 +129,11 @@ type UploadReceiptFileParams struct {
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
+// SubscribeParams defines parameters for Subscribe.
+type SubscribeParams struct {
+	IdempotencyKey string `json:"Idempotency-Key"`
+}
+
 // UpdateAccountJSONRequestBody defines body for UpdateAccount for application/json ContentType.
 type UpdateAccountJSONRequestBody = AccountPatch
 
@@ -136,6 +148,9 @@ type CreateOrderJSONRequestBody = Order
 
 // CreatePaymentJSONRequestBody defines body for CreatePayment for application/json ContentType.
 type CreatePaymentJSONRequestBody = Payment
+
+// SubscribeFormdataRequestBody defines body for Subscribe for application/x-www-form-urlencoded ContentType.
+type SubscribeFormdataRequestBody = Subscription
 
 // CreateTransferJSONRequestBody defines body for CreateTransfer for application/json ContentType.
 type CreateTransferJSONRequestBody = Transfer
@@ -303,6 +318,20 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /receipts/{receiptId}/files (the `UploadReceiptFile` operationId).
 	UploadReceiptFileWithBody(ctx context.Context, receiptId openapi_types.UUID, params *UploadReceiptFileParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SubscribeWithBody Subscribe (strict, a string key header, a form body).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /subscriptions (the `Subscribe` operationId).
+	SubscribeWithBody(ctx context.Context, params *SubscribeParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SubscribeWithFormdataBody Subscribe (strict, a string key header, a form body).
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type.
+	//
+	// Corresponds with POST /subscriptions (the `Subscribe` operationId).
+	SubscribeWithFormdataBody(ctx context.Context, params *SubscribeParams, body SubscribeFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateTransferWithBody Create a transfer (strict, key in the body).
 	//
@@ -539,6 +568,40 @@ func (c *Client) CreatePayment(ctx context.Context, params *CreatePaymentParams,
 // Corresponds with POST /receipts/{receiptId}/files (the `UploadReceiptFile` operationId).
 func (c *Client) UploadReceiptFileWithBody(ctx context.Context, receiptId openapi_types.UUID, params *UploadReceiptFileParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUploadReceiptFileRequestWithBody(c.Server, receiptId, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SubscribeWithBody Subscribe (strict, a string key header, a form body).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /subscriptions (the `Subscribe` operationId).
+func (c *Client) SubscribeWithBody(ctx context.Context, params *SubscribeParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSubscribeRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SubscribeWithFormdataBody Subscribe (strict, a string key header, a form body).
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type.
+//
+// Corresponds with POST /subscriptions (the `Subscribe` operationId).
+func (c *Client) SubscribeWithFormdataBody(ctx context.Context, params *SubscribeParams, body SubscribeFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSubscribeRequestWithFormdataBody(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1005,6 +1068,59 @@ func NewUploadReceiptFileRequestWithBody(server string, receiptId openapi_types.
 	return req, nil
 }
 
+// NewSubscribeRequestWithFormdataBody calls the generic Subscribe builder with application/x-www-form-urlencoded body
+func NewSubscribeRequestWithFormdataBody(server string, params *SubscribeParams, body SubscribeFormdataRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	bodyStr, err := runtime.MarshalForm(body, nil)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = strings.NewReader(bodyStr.Encode())
+	return NewSubscribeRequestWithBody(server, params, "application/x-www-form-urlencoded", bodyReader)
+}
+
+// NewSubscribeRequestWithBody constructs an http.Request for the Subscribe method, with any body, and a specified content type
+func NewSubscribeRequestWithBody(server string, params *SubscribeParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/subscriptions")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("Idempotency-Key", headerParam0)
+
+	}
+
+	return req, nil
+}
+
 // NewCreateTransferRequest calls the generic CreateTransfer builder with application/json body
 func NewCreateTransferRequest(server string, body CreateTransferJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -1184,6 +1300,20 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /receipts/{receiptId}/files (the `UploadReceiptFile` operationId).
 	UploadReceiptFileWithBodyWithResponse(ctx context.Context, receiptId openapi_types.UUID, params *UploadReceiptFileParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UploadReceiptFileResponse, error)
+
+	// SubscribeWithBodyWithResponse Subscribe (strict, a string key header, a form body).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /subscriptions (the `Subscribe` operationId).
+	SubscribeWithBodyWithResponse(ctx context.Context, params *SubscribeParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SubscribeResponse, error)
+
+	// SubscribeWithFormdataBodyWithResponse Subscribe (strict, a string key header, a form body).
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /subscriptions (the `Subscribe` operationId).
+	SubscribeWithFormdataBodyWithResponse(ctx context.Context, params *SubscribeParams, body SubscribeFormdataRequestBody, reqEditors ...RequestEditorFn) (*SubscribeResponse, error)
 
 	// CreateTransferWithBodyWithResponse Create a transfer (strict, key in the body).
 	//
@@ -1583,6 +1713,47 @@ func (r UploadReceiptFileResponse) ContentType() string {
 	return ""
 }
 
+type SubscribeResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Receipt
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r SubscribeResponse) GetJSON201() *Receipt {
+	return r.JSON201
+}
+
+// GetBody returns the raw response body bytes
+func (r SubscribeResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SubscribeResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SubscribeResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SubscribeResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type CreateTransferResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -1802,6 +1973,32 @@ func (c *ClientWithResponses) UploadReceiptFileWithBodyWithResponse(ctx context.
 		return nil, err
 	}
 	return ParseUploadReceiptFileResponse(rsp)
+}
+
+// SubscribeWithBodyWithResponse Subscribe (strict, a string key header, a form body).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /subscriptions (the `Subscribe` operationId).
+func (c *ClientWithResponses) SubscribeWithBodyWithResponse(ctx context.Context, params *SubscribeParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SubscribeResponse, error) {
+	rsp, err := c.SubscribeWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSubscribeResponse(rsp)
+}
+
+// SubscribeWithFormdataBodyWithResponse Subscribe (strict, a string key header, a form body).
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /subscriptions (the `Subscribe` operationId).
+func (c *ClientWithResponses) SubscribeWithFormdataBodyWithResponse(ctx context.Context, params *SubscribeParams, body SubscribeFormdataRequestBody, reqEditors ...RequestEditorFn) (*SubscribeResponse, error) {
+	rsp, err := c.SubscribeWithFormdataBody(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSubscribeResponse(rsp)
 }
 
 // CreateTransferWithBodyWithResponse Create a transfer (strict, key in the body).
@@ -2084,6 +2281,32 @@ func ParseUploadReceiptFileResponse(rsp *http.Response) (*UploadReceiptFileRespo
 	return response, nil
 }
 
+// ParseSubscribeResponse parses an HTTP response from a SubscribeWithResponse call
+func ParseSubscribeResponse(rsp *http.Response) (*SubscribeResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SubscribeResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Receipt
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseCreateTransferResponse parses an HTTP response from a CreateTransferWithResponse call
 func ParseCreateTransferResponse(rsp *http.Response) (*CreateTransferResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -2139,6 +2362,9 @@ type ServerInterface interface {
 	// UploadReceiptFile Upload a file (window semantics, optional key header, a uuid path argument, raw bytes).
 	// (POST /receipts/{receiptId}/files)
 	UploadReceiptFile(w http.ResponseWriter, r *http.Request, receiptId openapi_types.UUID, params UploadReceiptFileParams)
+	// Subscribe Subscribe (strict, a string key header, a form body).
+	// (POST /subscriptions)
+	Subscribe(w http.ResponseWriter, r *http.Request, params SubscribeParams)
 	// CreateTransfer Create a transfer (strict, key in the body).
 	// (POST /transfers)
 	CreateTransfer(w http.ResponseWriter, r *http.Request)
@@ -2466,6 +2692,51 @@ func (siw *ServerInterfaceWrapper) UploadReceiptFile(w http.ResponseWriter, r *h
 	handler.ServeHTTP(w, r)
 }
 
+// Subscribe operation middleware
+func (siw *ServerInterfaceWrapper) Subscribe(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params SubscribeParams
+
+	headers := r.Header
+
+	// ------------- Required header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey string
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = IdempotencyKey
+
+	} else {
+		err := fmt.Errorf("Header parameter Idempotency-Key is required, but not found")
+		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "Idempotency-Key", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.Subscribe(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // CreateTransfer operation middleware
 func (siw *ServerInterfaceWrapper) CreateTransfer(w http.ResponseWriter, r *http.Request) {
 
@@ -2609,6 +2880,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/items/{itemId}", wrapper.TouchItem)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/items/special", wrapper.TouchSpecialItem)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/receipts/{receiptId}/files", wrapper.UploadReceiptFile)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/subscriptions", wrapper.Subscribe)
 	m.HandleFunc(http.MethodPatch+" "+options.BaseURL+"/accounts/{kind}/{accountId}", wrapper.UpdateAccount)
 
 	return m
@@ -2843,6 +3115,29 @@ func (response UploadReceiptFile201JSONResponse) VisitUploadReceiptFileResponse(
 	return err
 }
 
+type SubscribeRequestObject struct {
+	Params SubscribeParams
+	Body   *SubscribeFormdataRequestBody
+}
+
+type SubscribeResponseObject interface {
+	VisitSubscribeResponse(w http.ResponseWriter) error
+}
+
+type Subscribe201JSONResponse Receipt
+
+func (response Subscribe201JSONResponse) VisitSubscribeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CreateTransferRequestObject struct {
 	Body *CreateTransferJSONRequestBody
 }
@@ -2894,6 +3189,9 @@ type StrictServerInterface interface {
 	// UploadReceiptFile Upload a file (window semantics, optional key header, a uuid path argument, raw bytes).
 	// (POST /receipts/{receiptId}/files)
 	UploadReceiptFile(ctx context.Context, request UploadReceiptFileRequestObject) (UploadReceiptFileResponseObject, error)
+	// Subscribe Subscribe (strict, a string key header, a form body).
+	// (POST /subscriptions)
+	Subscribe(ctx context.Context, request SubscribeRequestObject) (SubscribeResponseObject, error)
 	// CreateTransfer Create a transfer (strict, key in the body).
 	// (POST /transfers)
 	CreateTransfer(ctx context.Context, request CreateTransferRequestObject) (CreateTransferResponseObject, error)
@@ -3200,6 +3498,43 @@ func (sh *strictHandler) UploadReceiptFile(w http.ResponseWriter, r *http.Reques
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(UploadReceiptFileResponseObject); ok {
 		if err := validResponse.VisitUploadReceiptFileResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// Subscribe operation middleware
+func (sh *strictHandler) Subscribe(w http.ResponseWriter, r *http.Request, params SubscribeParams) {
+	var request SubscribeRequestObject
+
+	request.Params = params
+
+	if err := r.ParseForm(); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode formdata: %w", err))
+		return
+	}
+	var body SubscribeFormdataRequestBody
+	if err := runtime.BindForm(&body, r.Form, nil, nil); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't bind formdata: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.Subscribe(ctx, request.(SubscribeRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "Subscribe")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(SubscribeResponseObject); ok {
+		if err := validResponse.VisitSubscribeResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {

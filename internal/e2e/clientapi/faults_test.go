@@ -77,6 +77,11 @@ var ops = []op{
 		r, k, err := c.UploadReceiptFileWithBody(ctx, receiptID, nil, "application/octet-stream", body, opts...)
 		return res(r, func(r *api.UploadReceiptFileResponse) *http.Response { return r.HTTPResponse }, func(r *api.UploadReceiptFileResponse) []byte { return r.Body }, k, err)
 	}, true},
+	{"subscribe", func(ctx context.Context, c *client, opts ...idemclient.CallOption) result {
+		// A form body: oapi-codegen encodes it once (runtime.MarshalForm), the Doer re-sends the bytes.
+		r, k, err := c.SubscribeWithFormdataBody(ctx, nil, api.SubscribeFormdataRequestBody{Email: "a@example.com", Plan: ptr("pro"), Seats: ptr(3)}, opts...)
+		return res(r, func(r *api.SubscribeResponse) *http.Response { return r.HTTPResponse }, func(r *api.SubscribeResponse) []byte { return r.Body }, k, err)
+	}, true},
 	{"updateAccount", func(ctx context.Context, c *client, opts ...idemclient.CallOption) result {
 		r, k, err := c.UpdateAccount(ctx, api.Business, receiptID, nil, api.AccountPatch{Nickname: ptr("shop")}, opts...)
 		return res(r, func(r *api.UpdateAccountResponse) *http.Response { return r.HTTPResponse }, func(r *api.UpdateAccountResponse) []byte { return r.Body }, k, err)
@@ -316,4 +321,21 @@ func TestWrapping(t *testing.T) {
 	byHand := &api.IdempotentClient{ClientWithResponses: plain}
 	_, _, err = byHand.CreateOrder(context.Background(), nil, api.Order{Item: "a"})
 	assert.True(t, errors.Is(err, idemclient.ErrNotManaged), "%v", err)
+}
+
+// A form body (SubscribeWithFormdataBody): the response to the first
+// attempt is lost, and the retry sends the same key and the same encoded
+// form; the server runs the operation once and replays it.
+func TestFormBodyRetried(t *testing.T) {
+	e := newEnv(t)
+	hc, _ := transportClient(e.srv, faultnet.Script(faultnet.DropFault))
+	c := newClient(t, e.srv.URL, hc)
+	resp, key, err := c.SubscribeWithFormdataBody(context.Background(), nil,
+		api.SubscribeFormdataRequestBody{Email: "a@example.com", Plan: ptr("pro"), Seats: ptr(3)})
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusCreated, resp.StatusCode())
+	assert.Equal(t, "true", resp.HTTPResponse.Header.Get("Idempotent-Replayed"))
+	require.Equal(t, 2, sameBytes(t, e.rec, key), "two attempts, the same bytes")
+	assert.Equal(t, "email=a%40example.com&plan=pro&seats=3", e.rec.Arrivals(key)[0].Body)
+	assert.Equal(t, 1, e.shop.Executions("subscribe", key))
 }

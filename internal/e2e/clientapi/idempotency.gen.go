@@ -11,6 +11,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/memstore"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -33,6 +34,7 @@ import (
 //   - POST /payments (createPayment): strict semantics, window 24h, key query request_id, uuidv4
 //   - POST /receipts/{receiptId}/files (uploadReceiptFile): window semantics, window 1h, key header
 //     Idempotency-Key (optional), token
+//   - POST /subscriptions (subscribe): strict semantics, window 24h, key header Idempotency-Key, token
 //   - POST /transfers (createTransfer): strict semantics, window 24h, key body /idempotency_key, token
 //
 // Wiring:
@@ -320,6 +322,40 @@ var idemgenPolicyUploadReceiptFile = idem.MustCompile(idem.Spec{
 	},
 })
 
+// idemgenPolicySubscribe is the policy of POST /subscriptions (subscribe).
+var idemgenPolicySubscribe = idem.MustCompile(idem.Spec{
+	Operation: "subscribe",
+	Method:    "POST",
+	Path:      "/subscriptions",
+	Semantics: idem.Strict,
+	Window:    24 * time.Hour,
+	Key: idem.KeySpec{
+		Carrier:   idem.CarrierHeader,
+		Name:      "Idempotency-Key",
+		Required:  idem.Required,
+		Format:    idem.FormatToken,
+		MaxLength: 255,
+	},
+	Volatile:           nil,
+	Unordered:          nil,
+	FingerprintHeaders: nil,
+	ConflictStatus:     422,
+	InFlight: idem.InFlightSpec{
+		Status:     409,
+		RetryAfter: 2 * time.Second,
+		Lease:      30 * time.Second,
+		Wait:       0,
+	},
+	Failures: idem.FailuresRetry,
+	Response: idem.ResponseSpec{
+		MaxBytes: 1048576,
+		Headers:  nil,
+	},
+	Request: idem.RequestSpec{
+		MaxBytes: 1048576,
+	},
+})
+
 // idemgenPolicyCreateTransfer is the policy of POST /transfers (createTransfer).
 var idemgenPolicyCreateTransfer = idem.MustCompile(idem.Spec{
 	Operation: "createTransfer",
@@ -363,6 +399,7 @@ var idemgenPolicies = []*idem.Policy{
 	idemgenPolicyCreateOrder,
 	idemgenPolicyCreatePayment,
 	idemgenPolicyUploadReceiptFile,
+	idemgenPolicySubscribe,
 	idemgenPolicyCreateTransfer,
 }
 
@@ -473,6 +510,19 @@ func (x *Idempotency) StrictMiddleware(f StrictHandlerFunc, operationID string) 
 			return x.strict(ctx, w, r, request, f, idemgenPolicyUploadReceiptFile, key, func(resp any) func(http.ResponseWriter) error {
 				if v, ok := resp.(UploadReceiptFileResponseObject); ok {
 					return v.VisitUploadReceiptFileResponse
+				}
+				return nil
+			})
+		}
+	case "Subscribe":
+		return func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error) {
+			key := idem.RequestKey
+			if in, ok := request.(SubscribeRequestObject); ok {
+				key = idemgenKey(in.Params.IdempotencyKey)
+			}
+			return x.strict(ctx, w, r, request, f, idemgenPolicySubscribe, key, func(resp any) func(http.ResponseWriter) error {
+				if v, ok := resp.(SubscribeResponseObject); ok {
+					return v.VisitSubscribeResponse
 				}
 				return nil
 			})
@@ -694,7 +744,8 @@ var idemgenRoutes = map[string][]idemgenRoute{
 		{idemgenTemplate("/events"), 2},
 		{idemgenTemplate("/orders"), 4},
 		{idemgenTemplate("/payments"), 5},
-		{idemgenTemplate("/transfers"), 7},
+		{idemgenTemplate("/subscriptions"), 7},
+		{idemgenTemplate("/transfers"), 8},
 		{idemgenTemplate("/items/special"), -1},
 		{idemgenTemplate("/items/{itemId}"), 3},
 		{idemgenTemplate("/coupons/{couponId}/claims"), 1},
@@ -721,7 +772,10 @@ func idemgenTemplate(path string) []idemgenSegment {
 }
 
 // idemgenMatch returns the index of the policy of the idempotent operation the router serves method
-// and path with, -1 for any other request. path is the escaped path, without the base URL.
+// and path with, -1 for any other request. path is the escaped path, without the base URL; it is split
+// at its slashes and each segment unescaped before it is compared with the templates' text, as the
+// routers match (a static segment /cafés arrives as /caf%C3%A9s; an escaped slash stays inside its
+// segment).
 func idemgenMatch(method, path string) int {
 	if !strings.HasPrefix(path, "/") {
 		return -1
@@ -736,6 +790,9 @@ next:
 				continue next
 			}
 			rest = after
+			if u, err := url.PathUnescape(v); err == nil {
+				v = u
+			}
 			if !s.param {
 				if v != s.prefix {
 					continue next

@@ -40,6 +40,8 @@ import (
 //     24h, key query request_id (params.RequestId), uuidv4
 //   - POST /receipts/{receiptId}/files (uploadReceiptFile): UploadReceiptFileWithBody; window
 //     semantics, window 1h, key header Idempotency-Key (params.IdempotencyKey) (optional), token
+//   - POST /subscriptions (subscribe): SubscribeWithBody, SubscribeWithFormdataBody; strict semantics,
+//     window 24h, key header Idempotency-Key (params.IdempotencyKey), token
 //   - POST /transfers (createTransfer): CreateTransfer, CreateTransferWithBody; strict semantics,
 //     window 24h, key body /idempotency_key, token
 //
@@ -117,6 +119,8 @@ func IdempotentClientPolicy(operationID string) (p idemclient.Policy, ok bool) {
 		return idemgenClientPolicyCreatePayment, true
 	case "uploadReceiptFile":
 		return idemgenClientPolicyUploadReceiptFile, true
+	case "subscribe":
+		return idemgenClientPolicySubscribe, true
 	case "createTransfer":
 		return idemgenClientPolicyCreateTransfer, true
 	}
@@ -383,6 +387,53 @@ func (c *IdempotentClient) UploadReceiptFileWithBody(ctx context.Context, receip
 	return resp, key, call.Check(resp.HTTPResponse, resp.Body)
 }
 
+// SubscribeWithBody calls POST /subscriptions (subscribe) as one logical call, through
+// SubscribeWithBodyWithResponse. Subscribe (strict, a string key header, a form body).
+//
+// Contract: strict semantics, window 24h. The key (a token, a UUID v7 when the helper makes it) goes
+// into params.IdempotencyKey, the header Idempotency-Key: the one given with idemclient.WithKey, else
+// the one params carries, else a new one. Up to 4 attempts, retrying connection errors, 408, 409, 425,
+// 429, 500, 502, 503 and 504 (never 400 or 422) after a backoff from 500ms to 8s, ×2, full jitter, or
+// the server's Retry-After if longer (longest retry span 3.5s). The body is read once (a
+// *bytes.Reader, *bytes.Buffer or *strings.Reader is re-read from the start instead) and the same
+// bytes are sent with every attempt. It returns the response, the key, and an error as
+// IdempotentClient's documentation says.
+func (c *IdempotentClient) SubscribeWithBody(ctx context.Context, params *SubscribeParams, contentType string, body io.Reader, opts ...idemclient.CallOption) (*SubscribeResponse, string, error) {
+	var p SubscribeParams
+	if params != nil {
+		p = *params
+	}
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicySubscribe, &p.IdempotencyKey, opts)
+	if err != nil {
+		return nil, key, err
+	}
+	resp, err := c.SubscribeWithBodyWithResponse(ctx, &p, contentType, body)
+	if err != nil {
+		return nil, key, err
+	}
+	return resp, key, call.Check(resp.HTTPResponse, resp.Body)
+}
+
+// SubscribeWithFormdataBody is SubscribeWithBody with a form body (application/x-www-form-urlencoded),
+// through SubscribeWithFormdataBodyWithResponse: the body is encoded once and the same bytes are sent
+// with every attempt. It returns the response, the key, and an error as IdempotentClient's
+// documentation says.
+func (c *IdempotentClient) SubscribeWithFormdataBody(ctx context.Context, params *SubscribeParams, body SubscribeFormdataRequestBody, opts ...idemclient.CallOption) (*SubscribeResponse, string, error) {
+	var p SubscribeParams
+	if params != nil {
+		p = *params
+	}
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicySubscribe, &p.IdempotencyKey, opts)
+	if err != nil {
+		return nil, key, err
+	}
+	resp, err := c.SubscribeWithFormdataBodyWithResponse(ctx, &p, body)
+	if err != nil {
+		return nil, key, err
+	}
+	return resp, key, call.Check(resp.HTTPResponse, resp.Body)
+}
+
 // CreateTransfer calls POST /transfers (createTransfer) as one logical call, through
 // CreateTransferWithResponse. Create a transfer (strict, key in the body).
 //
@@ -549,6 +600,25 @@ var idemgenClientPolicyUploadReceiptFile = idemclient.Policy{
 	KeyName:    "Idempotency-Key",
 }
 
+// idemgenClientPolicySubscribe is the client half of the contract of POST /subscriptions (subscribe):
+// strict semantics, window 24h, longest retry span 3.5s.
+var idemgenClientPolicySubscribe = idemclient.Policy{
+	MaxAttempts: 4,
+	Backoff: idemclient.Backoff{
+		Initial:    500 * time.Millisecond,
+		Max:        8 * time.Second,
+		Multiplier: 2.0,
+		Jitter:     idemclient.JitterFull,
+	},
+	On: idemclient.RetryOn{
+		Connection: true,
+		Statuses:   []int{408, 409, 425, 429, 500, 502, 503, 504},
+	},
+	KeyFormat:  idemclient.FormatToken,
+	KeyCarrier: idemclient.CarrierHeader,
+	KeyName:    "Idempotency-Key",
+}
+
 // idemgenClientPolicyCreateTransfer is the client half of the contract of POST /transfers
 // (createTransfer): strict semantics, window 24h, longest retry span 3.5s.
 var idemgenClientPolicyCreateTransfer = idemclient.Policy{
@@ -661,6 +731,7 @@ var idemgenClientRoutes = map[string][]idemgenClientRoute{
 		{idemgenClientTemplate("/events"), &idemgenClientPolicyRecordEvent},
 		{idemgenClientTemplate("/orders"), &idemgenClientPolicyCreateOrder},
 		{idemgenClientTemplate("/payments"), &idemgenClientPolicyCreatePayment},
+		{idemgenClientTemplate("/subscriptions"), &idemgenClientPolicySubscribe},
 		{idemgenClientTemplate("/transfers"), &idemgenClientPolicyCreateTransfer},
 	},
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -117,6 +118,13 @@ func (s *shop) UploadReceiptFile(ctx context.Context, req api.UploadReceiptFileR
 		return nil, err
 	}
 	return api.UploadReceiptFile201JSONResponse(s.exec(ctx, "uploadReceiptFile")), nil
+}
+
+func (s *shop) Subscribe(ctx context.Context, req api.SubscribeRequestObject) (api.SubscribeResponseObject, error) {
+	if req.Body == nil || req.Body.Email == "" {
+		return nil, errors.New("subscribe: the form has no email")
+	}
+	return api.Subscribe201JSONResponse(s.exec(ctx, "subscribe")), nil
 }
 
 func (s *shop) CreateTransfer(ctx context.Context, _ api.CreateTransferRequestObject) (api.CreateTransferResponseObject, error) {

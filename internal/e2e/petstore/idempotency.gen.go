@@ -10,6 +10,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/memstore"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -316,7 +317,10 @@ func idemgenTemplate(path string) []idemgenSegment {
 }
 
 // idemgenMatch returns the index of the policy of the idempotent operation the router serves method
-// and path with, -1 for any other request. path is the escaped path, without the base URL.
+// and path with, -1 for any other request. path is the escaped path, without the base URL; it is split
+// at its slashes and each segment unescaped before it is compared with the templates' text, as the
+// routers match (a static segment /cafés arrives as /caf%C3%A9s; an escaped slash stays inside its
+// segment).
 func idemgenMatch(method, path string) int {
 	if !strings.HasPrefix(path, "/") {
 		return -1
@@ -331,6 +335,9 @@ next:
 				continue next
 			}
 			rest = after
+			if u, err := url.PathUnescape(v); err == nil {
+				v = u
+			}
 			if !s.param {
 				if v != s.prefix {
 					continue next

@@ -32,6 +32,12 @@ type ServerInterface interface {
 
 	// (POST /a/{x}/c)
 	PostAXC(w http.ResponseWriter, r *http.Request, x string)
+
+	// (POST /cafés/b/orders)
+	PostCafeBOrders(w http.ResponseWriter, r *http.Request)
+
+	// (POST /cafés/{x}/orders)
+	PostCafeOrders(w http.ResponseWriter, r *http.Request, x string)
 }
 
 // ServerInterfaceWrapper converts contexts to parameters.
@@ -154,6 +160,46 @@ func (siw *ServerInterfaceWrapper) PostAXC(w http.ResponseWriter, r *http.Reques
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.PostAXC(w, r, x)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// PostCafeBOrders operation middleware
+func (siw *ServerInterfaceWrapper) PostCafeBOrders(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PostCafeBOrders(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// PostCafeOrders operation middleware
+func (siw *ServerInterfaceWrapper) PostCafeOrders(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "x" -------------
+	var x string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "x", r.PathValue("x"), &x, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PostCafeOrders(w, r, x)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -289,6 +335,8 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/a/b", wrapper.PostAB)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/a/{x}/c", wrapper.PostAXC)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/a/b/c", wrapper.GetABC)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/cafés/{x}/orders", wrapper.PostCafeOrders)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/cafés/b/orders", wrapper.PostCafeBOrders)
 
 	return m
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/memstore"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -22,6 +23,8 @@ import (
 //   - PATCH /a/{x} (patchAX): strict semantics, window 24h, key header Idempotency-Key, token
 //   - POST /a/{x} (postAX): strict semantics, window 24h, key header Idempotency-Key, token
 //   - POST /a/{x}/c (postAXC): strict semantics, window 24h, key header Idempotency-Key, token
+//   - POST /cafés/{x}/orders (postCafeOrders): strict semantics, window 24h, key header
+//     Idempotency-Key, token
 //
 // Wiring:
 //
@@ -201,12 +204,47 @@ var idemgenPolicyPostAXC = idem.MustCompile(idem.Spec{
 	},
 })
 
+// idemgenPolicyPostCafeOrders is the policy of POST /cafés/{x}/orders (postCafeOrders).
+var idemgenPolicyPostCafeOrders = idem.MustCompile(idem.Spec{
+	Operation: "postCafeOrders",
+	Method:    "POST",
+	Path:      "/cafés/{x}/orders",
+	Semantics: idem.Strict,
+	Window:    24 * time.Hour,
+	Key: idem.KeySpec{
+		Carrier:   idem.CarrierHeader,
+		Name:      "Idempotency-Key",
+		Required:  idem.Required,
+		Format:    idem.FormatToken,
+		MaxLength: 255,
+	},
+	Volatile:           nil,
+	Unordered:          nil,
+	FingerprintHeaders: nil,
+	ConflictStatus:     422,
+	InFlight: idem.InFlightSpec{
+		Status:     409,
+		RetryAfter: 2 * time.Second,
+		Lease:      30 * time.Second,
+		Wait:       0,
+	},
+	Failures: idem.FailuresRetry,
+	Response: idem.ResponseSpec{
+		MaxBytes: 1048576,
+		Headers:  nil,
+	},
+	Request: idem.RequestSpec{
+		MaxBytes: 1048576,
+	},
+})
+
 // idemgenPolicies are the policies in spec order (by path, then method).
 var idemgenPolicies = []*idem.Policy{
 	idemgenPolicyPostRoot,
 	idemgenPolicyPatchAX,
 	idemgenPolicyPostAX,
 	idemgenPolicyPostAXC,
+	idemgenPolicyPostCafeOrders,
 }
 
 // Policies returns the compiled policy of each idempotent operation, in spec order (by path, then
@@ -333,8 +371,10 @@ var idemgenRoutes = map[string][]idemgenRoute{
 	"POST": {
 		{idemgenTemplate("/"), 0},
 		{idemgenTemplate("/a/b"), -1},
+		{idemgenTemplate("/cafés/b/orders"), -1},
 		{idemgenTemplate("/a/{x}"), 2},
 		{idemgenTemplate("/a/{x}/c"), 3},
+		{idemgenTemplate("/cafés/{x}/orders"), 4},
 	},
 }
 
@@ -357,7 +397,10 @@ func idemgenTemplate(path string) []idemgenSegment {
 }
 
 // idemgenMatch returns the index of the policy of the idempotent operation the router serves method
-// and path with, -1 for any other request. path is the escaped path, without the base URL.
+// and path with, -1 for any other request. path is the escaped path, without the base URL; it is split
+// at its slashes and each segment unescaped before it is compared with the templates' text, as the
+// routers match (a static segment /cafés arrives as /caf%C3%A9s; an escaped slash stays inside its
+// segment).
 func idemgenMatch(method, path string) int {
 	if !strings.HasPrefix(path, "/") {
 		return -1
@@ -372,6 +415,9 @@ next:
 				continue next
 			}
 			rest = after
+			if u, err := url.PathUnescape(v); err == nil {
+				v = u
+			}
 			if !s.param {
 				if v != s.prefix {
 					continue next

@@ -32,6 +32,10 @@ func (h *routes) GetABC(w http.ResponseWriter, _ *http.Request)            { h.r
 func (h *routes) PatchAX(w http.ResponseWriter, _ *http.Request, _ string) { h.run(w, "patchAX") }
 func (h *routes) PostAX(w http.ResponseWriter, _ *http.Request, _ string)  { h.run(w, "postAX") }
 func (h *routes) PostAXC(w http.ResponseWriter, _ *http.Request, _ string) { h.run(w, "postAXC") }
+func (h *routes) PostCafeOrders(w http.ResponseWriter, _ *http.Request, _ string) {
+	h.run(w, "postCafeOrders")
+}
+func (h *routes) PostCafeBOrders(w http.ResponseWriter, _ *http.Request) { h.run(w, "postCafeBOrders") }
 
 // TestPrecedence sends each request twice with one key: an idempotent
 // operation runs once and replays, any other route runs twice; without a
@@ -53,6 +57,13 @@ func TestPrecedence(t *testing.T) {
 		{"POST", "/a", "", false},
 		{"PUT", "/a/z", "", false},
 		{"POST", "/a/z/c/d", "", false},
+		// Non-ASCII static text arrives escaped; the router matches it
+		// unescaped, segment by segment, and so does the wrapper.
+		{"POST", "/caf%C3%A9s/z/orders", "postCafeOrders", true},
+		{"POST", "/caf%C3%A9s/%C3%A9t%C3%A9/orders", "postCafeOrders", true},
+		{"POST", "/caf%c3%a9s/z/orders", "postCafeOrders", true},
+		{"POST", "/caf%C3%A9s/b/orders", "postCafeBOrders", false}, // static, not idempotent
+		{"POST", "/caf%C3%A9s/z", "", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
