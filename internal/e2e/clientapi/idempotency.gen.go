@@ -636,8 +636,9 @@ func (x *Idempotency) ErrorHandlerWithBaseURL(baseURL string, next func(http.Res
 	baseURL = strings.TrimSuffix(baseURL, "/")
 	return func(w http.ResponseWriter, r *http.Request, err error) {
 		if path, ok := strings.CutPrefix(r.URL.EscapedPath(), baseURL); ok {
-			if code, detail := idemgenKeyError(idemgenMatch(r.Method, path), err); code != "" {
-				x.engine.WriteProblem(w, &idem.Problem{
+			i := idemgenMatch(r.Method, path)
+			if code, detail := idemgenKeyError(i, err); code != "" {
+				x.engine.Refuse(w, r, idemgenPolicies[i], &idem.Problem{
 					Code:   code,
 					Detail: detail,
 					Status: http.StatusBadRequest,
@@ -655,7 +656,7 @@ func (x *Idempotency) ErrorHandlerWithBaseURL(baseURL string, next func(http.Res
 // operation serves).
 func idemgenKeyParam(i int) (name string, header bool) {
 	switch i {
-	case 0, 1, 4, 6:
+	case 0, 1, 4, 6, 7:
 		return "Idempotency-Key", true
 	case 5:
 		return "request_id", false
