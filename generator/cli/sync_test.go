@@ -178,3 +178,36 @@ func TestConfigDefaultOutput(t *testing.T) {
 	_, err = os.Stat(filepath.Join("elsewhere", docs.FileName))
 	assert.NoError(t, err)
 }
+
+// TestGenerateWorkingDirectory: the files generated from a config do not
+// depend on the directory idemgen runs from (the IR's source was the spec's
+// path as given), so check -generated agrees from either directory.
+func TestGenerateWorkingDirectory(t *testing.T) {
+	dir := t.TempDir()
+	copyFile(t, filepath.Join(augmentDir, "coupons", "openapi.yaml"), filepath.Join(dir, "sub", "openapi.yaml"))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "sub", "idemgen.yaml"), []byte("spec: openapi.yaml\noutput: gen\ngenerate: {ir: true, docs: true}\n"), 0o644))
+
+	read := func() map[string]string {
+		files := map[string]string{}
+		entries, err := os.ReadDir(filepath.Join(dir, "sub", "gen"))
+		require.NoError(t, err)
+		for _, e := range entries {
+			data, err := os.ReadFile(filepath.Join(dir, "sub", "gen", e.Name()))
+			require.NoError(t, err)
+			files[e.Name()] = string(data)
+		}
+		return files
+	}
+	t.Chdir(dir)
+	code, _, stderr := run("generate", "-config", filepath.Join("sub", "idemgen.yaml"))
+	require.Equal(t, 0, code, stderr)
+	fromRoot := read()
+	assert.Contains(t, fromRoot[emitter.IRFile], `"source": "../openapi.yaml"`)
+
+	t.Chdir(filepath.Join(dir, "sub"))
+	code, _, stderr = run("check", "-generated", "-config", "idemgen.yaml")
+	assert.Equal(t, 0, code, stderr)
+	code, _, stderr = run("generate", "-config", "idemgen.yaml")
+	require.Equal(t, 0, code, stderr)
+	assert.Equal(t, fromRoot, read())
+}
