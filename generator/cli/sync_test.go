@@ -211,3 +211,37 @@ func TestGenerateWorkingDirectory(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	assert.Equal(t, fromRoot, read())
 }
+
+// TestCheckGeneratedSpecStale: when the spec itself is behind its contracts
+// (spec-stale), check -generated says to run idemgen spec and oapi-codegen
+// before generate, not generate alone.
+func TestCheckGeneratedSpecStale(t *testing.T) {
+	dir := t.TempDir()
+	spec := filepath.Join(dir, "openapi.yaml")
+	copyFile(t, filepath.Join(augmentDir, "coupons", "augmented.yaml"), spec)
+	cfg := filepath.Join(dir, "idemgen.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("output: gen\nspec: openapi.yaml\ngenerate: {ir: true}\n"), 0o644))
+	code, _, stderr := run("generate", "-config", cfg)
+	require.Equal(t, 0, code, stderr)
+
+	src, err := os.ReadFile(spec)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(spec, []byte(strings.Replace(string(src), "window: 10m", "window: 20m", 1)), 0o644))
+	code, _, stderr = run("check", "-generated", "-config", cfg)
+	assert.Equal(t, 1, code, stderr)
+	assert.Contains(t, stderr, "[spec-stale]")
+	assert.Contains(t, stderr, "run: idemgen spec -o "+spec+" "+spec+", then oapi-codegen, then idemgen generate -config "+cfg)
+}
+
+// TestGenerateNoArgs: generate without a SPEC says whether an idemgen.yaml
+// is there to name with -config.
+func TestGenerateNoArgs(t *testing.T) {
+	t.Chdir(t.TempDir())
+	code, _, stderr := run("generate")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "no -config given, and no idemgen.yaml in the current directory")
+	require.NoError(t, os.WriteFile("idemgen.yaml", []byte("spec: openapi.yaml\ngenerate: {ir: true}\n"), 0o644))
+	code, _, stderr = run("generate")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "run idemgen generate -config idemgen.yaml")
+}
