@@ -112,7 +112,7 @@ func TestIdempotent(t *testing.T) {
 }
 
 // TestOverlayEquivalent: loading the spec with the contract overlays and
-// then the overlay of --as-overlay gives the document Augment writes.
+// then the overlay of -as-overlay gives the document Augment writes.
 func TestOverlayEquivalent(t *testing.T) {
 	for _, c := range cases(t) {
 		t.Run(c.name, func(t *testing.T) {
