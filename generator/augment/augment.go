@@ -28,7 +28,9 @@
 package augment
 
 import (
+	"bytes"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -98,6 +100,14 @@ func Augment(path string, opts Options) (*Result, diag.List) {
 	if err != nil {
 		diags.Errorf(ir.Pos{File: path}, "internal-error", "cannot write the augmented spec: %v", err)
 		return nil, diags.Sorted()
+	}
+	if src, err := os.ReadFile(path); err == nil && !d.Format.JSON {
+		// Untouched multi-line scalars keep their text (the encoder would
+		// join or rewrap them).
+		out = specfile.KeepScalars(specfile.LF(src), specfile.LF(out))
+		if d.Format.CRLF {
+			out = bytes.ReplaceAll(out, []byte("\n"), []byte("\r\n"))
+		}
 	}
 	ovBytes, err := OverlayDocument(spec, path, p.actions)
 	if err != nil {
