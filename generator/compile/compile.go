@@ -11,6 +11,7 @@ import (
 	"maps"
 	"math"
 	"net/http"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -73,6 +74,44 @@ type compiler struct {
 	names naming.Namer
 	diags diag.List
 	root  contract.Block
+	// inherited are the diagnostics at a field operations inherit (the
+	// root's window, say), each with the operations it is about.
+	inherited []inheritedDiag
+}
+
+type inheritedDiag struct {
+	d   diag.Diagnostic
+	ops []string
+}
+
+// inherit records d, found at a field the operation where inherits: the
+// same diagnostic for several operations is reported once, naming them,
+// and different ones (another lease, another retry span) stay apart.
+func (c *compiler) inherit(d diag.Diagnostic, where string) {
+	for i, e := range c.inherited {
+		if e.d == d {
+			c.inherited[i].ops = append(e.ops, where)
+			return
+		}
+	}
+	c.inherited = append(c.inherited, inheritedDiag{d, []string{where}})
+}
+
+// maxNamedOps is how many operations an inherited diagnostic names.
+const maxNamedOps = 3
+
+// flushInherited adds the inherited diagnostics to c.diags, their message
+// prefixed with the operations they are about.
+func (c *compiler) flushInherited() {
+	for _, e := range c.inherited {
+		ops := strings.Join(e.ops[:min(len(e.ops), maxNamedOps)], ", ")
+		if n := len(e.ops) - maxNamedOps; n > 0 {
+			ops += fmt.Sprintf(" and %d more operation%s", n, plural(n))
+		}
+		e.d.Message = ops + ": " + e.d.Message
+		c.diags = append(c.diags, e.d)
+	}
+	c.inherited = nil
 }
 
 var unsafeMethods = []string{"POST", "PATCH", "PUT", "DELETE"}
@@ -130,6 +169,7 @@ func (c *compiler) run() *ir.Spec {
 			spec.Routes = append(spec.Routes, route)
 		}
 	}
+	c.flushInherited()
 	spec.Types = c.types()
 	for _, err := range spec.Validate() {
 		switch e := err.(type) {
@@ -258,7 +298,14 @@ func (c *compiler) operation(path, method string, item *openapi3.PathItem, op *o
 
 	merged := contract.Merge(c.root, block)
 	res, ds, ok := contract.Resolve(merged)
-	c.diags = append(c.diags, ds...)
+	own := blockPositions(block)
+	for _, d := range ds {
+		if own[d.Pos] {
+			c.diags = append(c.diags, d)
+		} else {
+			c.inherit(d, where)
+		}
+	}
 	if !ok {
 		return nil
 	}
@@ -304,6 +351,7 @@ func (c *compiler) operation(path, method string, item *openapi3.PathItem, op *o
 		out.Names.Params = names.Params
 	}
 	out.Body = c.body(op, names)
+	c.rawBodyStrict(out, where)
 	if out.Body != nil {
 		out.Names.ClientWithBody = names.ClientWithBody
 		out.Names.WithBodyWithResponse = names.WithBodyWithResponse
@@ -326,7 +374,7 @@ func (c *compiler) operation(path, method string, item *openapi3.PathItem, op *o
 // contract.ReplayCandidate says belongs there.
 func (c *compiler) checkResponseHeaders(out *ir.Operation, op *openapi3.Operation, opNode load.Node) {
 	for _, h := range DeclaredResponseHeaders(op) {
-		if slices.Contains(out.Policy.Response.Headers, http.CanonicalHeaderKey(h.Name)) {
+		if slices.ContainsFunc(out.Policy.Response.Headers, func(l string) bool { return http.CanonicalHeaderKey(l) == http.CanonicalHeaderKey(h.Name) }) {
 			continue
 		}
 		pos := c.doc.NodePos(c.doc.LookupFrom(opNode, "/responses/"+load.Escape(h.Status)+"/headers/"+load.Escape(h.Name)))
@@ -770,4 +818,69 @@ func kindOf(s *openapi3.Schema) string {
 		return "an " + t
 	}
 	return "a " + t
+}
+
+// blockPositions returns the positions of an x-idempotency block and of
+// every field it sets, at any depth: where the diagnostics about its own
+// fields point.
+func blockPositions(b contract.Block) map[ir.Pos]bool {
+	set := map[ir.Pos]bool{}
+	posType := reflect.TypeFor[ir.Pos]()
+	var walk func(v reflect.Value)
+	walk = func(v reflect.Value) {
+		switch {
+		case v.Type() == posType:
+			if p := v.Interface().(ir.Pos); !p.IsZero() {
+				set[p] = true
+			}
+		case v.Kind() == reflect.Struct:
+			for i := range v.NumField() {
+				if v.Type().Field(i).IsExported() {
+					walk(v.Field(i))
+				}
+			}
+		case v.Kind() == reflect.Slice || v.Kind() == reflect.Array:
+			for i := range v.Len() {
+				walk(v.Index(i))
+			}
+		case v.Kind() == reflect.Pointer && !v.IsNil():
+			walk(v.Elem())
+		}
+	}
+	walk(reflect.ValueOf(b))
+	return set
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// rawBodyStrict warns when a strict or window contract compares a
+// multipart body: the fingerprint takes such a body byte for byte, its
+// boundary included, so a client that makes a new boundary per attempt
+// sends a different request every time.
+func (c *compiler) rawBodyStrict(out *ir.Operation, where string) {
+	if out.Body == nil || out.Policy.Semantics == ir.Loose {
+		return
+	}
+	for _, ct := range out.Body.ContentTypes {
+		if !strings.HasPrefix(mediaType(ct), "multipart/") {
+			continue
+		}
+		who, what := "a client that makes a new boundary for each attempt", fmt.Sprintf("gets %d IDEMPOTENCY_KEY_REUSED on every retry", out.Policy.ConflictStatus)
+		if out.Policy.Semantics != ir.Strict {
+			who, what = "a client that sends no key and makes a new boundary for each attempt", "runs the operation again on every retry"
+		}
+		c.diags.Warnf(out.ContractPos, "raw-body-strict", "%s takes %s, which the fingerprint compares byte for byte, its boundary included: %s %s; clients must resend the same bytes (or use loose semantics)", where, ct, who, what)
+		return
+	}
+}
+
+// mediaType is ct without its parameters, trimmed and in lower case.
+func mediaType(ct string) string {
+	mt, _, _ := strings.Cut(ct, ";")
+	return strings.ToLower(strings.TrimSpace(mt))
 }

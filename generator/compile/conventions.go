@@ -56,19 +56,57 @@ func LooksLikeKeyName(name string) bool {
 }
 
 // looksLikeBusinessID reports whether a key's name looks like a business
-// identifier (order_id, paymentNumber, invoice-ref): a value that names the
-// thing being created, not this one request.
+// identifier (order_id, paymentNumber, invoice-ref, OrderID): a value that
+// names the thing being created, not this one request. Its last word, at
+// a separator or a change of case, must be an identifier's (id, uuid,
+// number, no, ref, reference, code) after some other word: rid, uuid or
+// promocode are single words and not flagged.
 func looksLikeBusinessID(name string) bool {
-	n := norm(name)
-	if LooksLikeKeyName(name) || strings.Contains(n, "request") {
+	if LooksLikeKeyName(name) || strings.Contains(norm(name), "request") {
 		return false
 	}
-	for _, suf := range []string{"id", "uuid", "number", "no", "ref", "reference", "code"} {
-		if strings.HasSuffix(n, suf) && len(n) > len(suf) {
-			return true
-		}
+	w := nameWords(name)
+	if len(w) < 2 {
+		return false
+	}
+	switch w[len(w)-1] {
+	case "id", "uuid", "number", "no", "ref", "reference", "code":
+		return true
 	}
 	return false
+}
+
+// nameWords splits a name into its lower-cased words: at separators (any
+// character but a letter or a digit), before an upper-case letter that
+// follows a lower-case one or a digit, and before the last upper-case
+// letter of a run followed by a lower-case one ("HTTPServer": http,
+// server).
+func nameWords(name string) []string {
+	var words []string
+	var cur []rune
+	rs := []rune(name)
+	flush := func() {
+		if len(cur) > 0 {
+			words = append(words, strings.ToLower(string(cur)))
+			cur = cur[:0]
+		}
+	}
+	isUpper := func(c rune) bool { return c >= 'A' && c <= 'Z' }
+	isLower := func(c rune) bool { return c >= 'a' && c <= 'z' }
+	isDigit := func(c rune) bool { return c >= '0' && c <= '9' }
+	for i, c := range rs {
+		if !isUpper(c) && !isLower(c) && !isDigit(c) {
+			flush()
+			continue
+		}
+		if isUpper(c) && i > 0 && (isLower(rs[i-1]) || isDigit(rs[i-1]) ||
+			isUpper(rs[i-1]) && i+1 < len(rs) && isLower(rs[i+1])) {
+			flush()
+		}
+		cur = append(cur, c)
+	}
+	flush()
+	return words
 }
 
 // KeyCandidate is a key an operation already declares by a known convention.

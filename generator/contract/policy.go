@@ -95,8 +95,11 @@ func Resolve(b Block) (Resolved, diag.List, bool) {
 	for _, v := range b.Unordered.V {
 		pol.Unordered = append(pol.Unordered, ir.Pointer{Pointer: v.V, Pos: v.Pos})
 	}
+	// Header names keep the spec's spelling (the documentation prints
+	// them); the runtime canonicalizes them, and the parser has refused
+	// two spellings of one name.
 	for _, h := range b.FingerprintHeaders.V {
-		pol.FingerprintHeaders = append(pol.FingerprintHeaders, http.CanonicalHeaderKey(h.V))
+		pol.FingerprintHeaders = append(pol.FingerprintHeaders, h.V)
 	}
 	if b.Scope.Set {
 		pol.Scope = []string{}
@@ -122,7 +125,7 @@ func Resolve(b Block) (Resolved, diag.List, bool) {
 	pol.Response.MaxBytes = orDefault(b.Response.MaxBytes, DefaultMaxBytes)
 	pol.Response.Headers = []string{}
 	for _, h := range b.Response.Headers.V {
-		pol.Response.Headers = append(pol.Response.Headers, http.CanonicalHeaderKey(h.V))
+		pol.Response.Headers = append(pol.Response.Headers, h.V)
 	}
 	pol.Request.MaxBytes = orDefault(b.Request.MaxBytes, DefaultMaxBytes)
 

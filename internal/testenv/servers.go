@@ -95,6 +95,17 @@ func (r *Redis) Stop() {
 	r.cmd = nil
 }
 
+// Signal sends sig to the server (e.g. SIGSTOP and SIGCONT, to hang it and
+// let it go on); it fails when the server is stopped.
+func (r *Redis) Signal(sig os.Signal) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd == nil {
+		return errors.New("testenv: redis-server is not running")
+	}
+	return r.cmd.Process.Signal(sig)
+}
+
 // redisPing sends PING and expects +PONG.
 func redisPing(addr string) error {
 	out, err := redisCommand(addr, "PING")

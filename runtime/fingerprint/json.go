@@ -116,6 +116,16 @@ func plainString(in []byte, i int) int { return plainStringFrom(in, i, i) }
 // plainStringFrom is plainString for a string whose bytes in[i:j] are known
 // to be plain.
 func plainStringFrom(in []byte, i, j int) int {
+	// Long strings (a note, a description) first in 32-byte steps: one
+	// test for four words.
+	for j+48 <= len(in) {
+		t := in[j : j+32]
+		if special(binary.LittleEndian.Uint64(t))|special(binary.LittleEndian.Uint64(t[8:]))|
+			special(binary.LittleEndian.Uint64(t[16:]))|special(binary.LittleEndian.Uint64(t[24:])) != 0 {
+			break
+		}
+		j += 32
+	}
 	for j+16 <= len(in) {
 		mx := special(binary.LittleEndian.Uint64(in[j:]))
 		my := special(binary.LittleEndian.Uint64(in[j+8:]))

@@ -1,11 +1,14 @@
 package fingerprint
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math/bits"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // TestCopyStringUnicodeEscapes checks copyString's inline \uXXXX path
@@ -162,5 +165,52 @@ func TestSpecial(t *testing.T) {
 		x := r.Uint64()
 		check(x)
 		check(x &^ msb) // ASCII only
+	}
+}
+
+// TestPlainStringLong checks plainString's 32-byte steps against a scan
+// of sixteen bytes at a time only (what plainStringFrom did before them):
+// plain runs of every length up to 100, then each kind of byte that ends
+// or breaks a plain string, then input of every length up to 48 after it.
+func TestPlainStringLong(t *testing.T) {
+	sixteen := func(in []byte, i int) int {
+		j := i
+		for j+16 <= len(in) {
+			mx := special(binary.LittleEndian.Uint64(in[j:]))
+			my := special(binary.LittleEndian.Uint64(in[j+8:]))
+			if mx|my == 0 {
+				j += 16
+				continue
+			}
+			k := 8 + bits.TrailingZeros64(my)>>3
+			if mx != 0 {
+				k = bits.TrailingZeros64(mx) >> 3
+			}
+			switch c := in[j+k]; {
+			case c == '"':
+				return j + k - i
+			case c-0xC2 < 0x1E && j+k+1 < len(in) && in[j+k+1]&0xC0 == 0x80:
+				j += k + 2
+			case c >= utf8.RuneSelf:
+				r, size := utf8.DecodeRune(in[j+k:])
+				if r == utf8.RuneError && size == 1 {
+					return -1
+				}
+				j += k + size
+			default:
+				return -1
+			}
+		}
+		return -1
+	}
+	for n := range 101 {
+		for _, stop := range []string{`"`, `\`, "\x1f", "\x80", "é\"", "€\"", "\xed\xa0\x80\""} {
+			for tail := range 49 {
+				in := []byte(`"` + strings.Repeat("a", n) + stop + strings.Repeat(" ", tail))
+				if got, want := plainString(in, 1), sixteen(in, 1); got != want {
+					t.Fatalf("plainString(%q) = %d, want %d", in, got, want)
+				}
+			}
+		}
 	}
 }

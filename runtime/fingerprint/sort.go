@@ -466,15 +466,17 @@ func (s *state) stageWrite(st, p []byte) []byte {
 	if n, ok := stageShort(st, p); ok {
 		return n
 	}
-	if len(p) >= stageSize/4 {
-		s.flush(st)
-		s.d.Write(p)
-		return st[:0]
-	}
 	if len(st)+len(p)+2 > cap(st) {
 		s.flush(st)
 		st = st[:0]
+		if len(p) >= stageSize/4 {
+			s.d.Write(p)
+			return st
+		}
 	}
+	// A long piece that fits is staged too: copying it costs less than
+	// the digest's state handling that writing it apart brings (a stream
+	// that fits the stage is then hashed with one sha256.Sum256).
 	return append(st, p...)
 }
 

@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -69,6 +71,7 @@ type Call struct {
 	resp   storedResponse
 	fields [4]headerField
 	hvals  [5]string // header values of a replay (the last: Idempotent-Replayed); not for a pooled Call, whose memory is reused
+	kvals  []string  // the header values of a pooled Call's replay, made by keepHeader with the bytes they keep, or nil
 	pooled bool
 	// viaHandler: set by Engine.Handler, whose Call begins before anything
 	// downstream of the middleware read the body.
@@ -98,7 +101,8 @@ type Call struct {
 	own storeSide
 
 	body        []byte
-	bodyBuf     *[]byte // pooled, when the engine read the body itself
+	bodyBuf     *[]byte // pooled (or &bodyOwn), when the engine read the body itself
+	bodyOwn     []byte  // a pooled Call's own body buffer, kept through recycling (reset) instead of a trip through bufPool
 	restoreBody bool
 	origBody    io.ReadCloser // r.Body, while Request swapped it
 	swapped     bool
@@ -222,6 +226,7 @@ func (c *Call) initPooled(e *Engine, p *Policy, r *http.Request) {
 // handout is what the handler of an executed request is handed.
 type handout struct {
 	rec     recorder
+	sw      statusWriter // an unprotected run's, with an Observer
 	reqBody bodyReader
 }
 
@@ -260,10 +265,13 @@ func (c *Call) recycle() {
 }
 
 func (c *Call) reset() {
-	buf := c.respBuf
+	buf, body := c.respBuf, c.bodyOwn
 	*c = Call{}
 	if cap(buf) <= maxKeptRespBuf {
 		c.respBuf = buf[:0]
+	}
+	if cap(body) <= maxPooled { // as putBuf: a large body's buffer is dropped
+		c.bodyOwn = body[:0]
 	}
 }
 
@@ -315,14 +323,22 @@ func (c *Call) begin(k Key) {
 	if c.key == "" && p.spec.Semantics != Window {
 		// An optional key left out under strict/loose: a plain request.
 		c.decision = Execute
+		if c.e.obs != nil { // the Duration of EventExecuted
+			c.start = c.e.now()
+		}
 		return
 	}
 	c.fpIn = c.fpInput()
 	c.fp = c.e.fpc.sum(p, &c.fpIn)
 	var b []byte
-	if c.key != "" {
-		b = appendScope(c.ss.scopeBuf[:0], c.principal, p.spec.Operation, kindKey, c.key)
-	} else {
+	switch {
+	case c.key != "" && c.principal == "" && p.anonKeyScope != "":
+		// Fast path: no principal (the Engine has none, or it answered
+		// ""); the scope's head is the policy's, encoded at Compile.
+		b = appendKeyField(append(c.ss.scopeBuf[:0], p.anonKeyScope...), c.key)
+	case c.key != "":
+		b = appendKeyField(appendScopeHead(c.ss.scopeBuf[:0], c.principal, p.spec.Operation, kindKey), c.key)
+	default:
 		var hx [2 * len(Fingerprint{})]byte
 		hex.Encode(hx[:], c.fp[:])
 		b = appendScope(c.ss.scopeBuf[:0], c.principal, p.spec.Operation, kindFP, string(hx[:]))
@@ -346,13 +362,43 @@ func (c *Call) fpInput() fingerprint.Input {
 	return fingerprint.Input{
 		Method:      r.Method,
 		Operation:   c.p.spec.Operation,
-		Path:        r.URL.EscapedPath(),
+		Path:        escapedPath(r.URL),
 		RawQuery:    r.URL.RawQuery,
 		Header:      r.Header,
 		ContentType: headerValue(r.Header, "Content-Type"),
 		Body:        c.body,
 	}
 }
+
+// escapedPath is u.EscapedPath(). Its fast path: a URL without RawPath
+// whose Path holds no byte that EscapedPath escapes (most paths) is its
+// own escaped form, which EscapedPath returns after a pass of its escape
+// function; the scan here is a table lookup per byte. Any other URL goes
+// to EscapedPath.
+func escapedPath(u *url.URL) string {
+	if u.RawPath == "" {
+		p := u.Path
+		i := 0
+		for i < len(p) && pathSafe[p[i]] {
+			i++
+		}
+		if i == len(p) {
+			return p
+		}
+	}
+	return u.EscapedPath()
+}
+
+// pathSafe holds the bytes that url.URL.EscapedPath leaves as they are in
+// a path (net/url's shouldEscape in its path mode): ALPHA, DIGIT,
+// "-_.~" and the reserved bytes but '?'.
+var pathSafe = func() (t [256]bool) {
+	for c := range t {
+		t[c] = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			strings.IndexByte("-_.~$&+,/:;=@", byte(c)) >= 0
+	}
+	return t
+}()
 
 // sameRequest reports whether fp, a record's fingerprint, is this
 // request's: equal to it or, for a record of another fingerprint version (an
@@ -409,7 +455,8 @@ func (c *Call) principalFailed(err error) {
 	if errors.As(err, &pub) {
 		c.decision = Reject
 		c.pub = pub
-		c.e.observe(c.ctx, Event{Kind: EventRejected, Operation: c.p.spec.Operation, Status: pub.Status, Code: pub.Code, Err: err})
+		c.e.observe(c.ctx, Event{Kind: EventRejected, Operation: c.p.spec.Operation, Key: c.key,
+			Status: publicStatus(pub.Status), Code: pub.Code, Err: err})
 		return
 	}
 	c.e.log.LogAttrs(c.ctx, slog.LevelError, "idem: principal unavailable",
@@ -474,18 +521,37 @@ func (c *Call) readBody() bool {
 	if cp == nil && r.ContentLength > limit {
 		return c.bodyFailed(errTooLarge)
 	}
-	bp := getBuf()
+	var bp *[]byte
+	if c.pooled {
+		// Fast path: a pooled Call reads into its own buffer, kept when
+		// the Call is recycled (its lifetime is the one a buffer from
+		// bufPool has: until End), without a trip through bufPool.
+		if c.bodyOwn == nil {
+			c.bodyOwn = make([]byte, 0, initialBuf)
+		}
+		bp = &c.bodyOwn
+	} else {
+		bp = getBuf()
+	}
 	b, err := readAtMost((*bp)[:0], r.Body, limit)
 	*bp = b
 	if err == nil && cp == nil && r.ContentLength > 0 && int64(len(b)) != r.ContentLength {
 		err = errBodyConsumed
 	}
 	if err != nil {
-		putBuf(bp)
+		c.releaseBody(bp)
 		return c.bodyFailed(err)
 	}
 	c.bodyBuf, c.body, c.restoreBody = bp, b, true
 	return true
+}
+
+// releaseBody gives back a body buffer readBody took: to bufPool, unless
+// it is the Call's own (which reset keeps or drops).
+func (c *Call) releaseBody(bp *[]byte) {
+	if bp != &c.bodyOwn {
+		putBuf(bp)
+	}
 }
 
 // readCapture takes the body from CaptureBody's capture. restore: hand it to
@@ -693,15 +759,15 @@ func (c *Call) settled(rec *Record, waited time.Duration) {
 		// record expires (on the store's clock: a hint).
 		e.recent.add(c.recent, rec.ExpiresAt)
 	}
+	mismatch := false
 	if !c.sameRequest(rec.Fingerprint) {
 		if spec.Semantics == Strict {
 			c.conflict()
 			return
 		}
-		e.observe(c.ctx, Event{Kind: EventLooseMismatch, Operation: spec.Operation, Principal: c.principal,
-			Key: c.key, Protected: true, State: rec.State})
+		mismatch = true
 	}
-	c.replay(rec, waited)
+	c.replay(rec, waited, mismatch)
 }
 
 // readFirst reads the record of a key whose record this Engine recently saw
@@ -765,7 +831,7 @@ func (c *Call) conflict() {
 func (c *Call) inFlight(waited time.Duration) {
 	c.decision = Reject
 	c.prob = problem{status: c.p.spec.InFlight.Status, code: CodeKeyInUse,
-		detail: "a request with this idempotency key is still in progress", retryAfter: c.p.inFlightRA}
+		detail: DetailKeyInUse, retryAfter: c.p.inFlightRA}
 	c.e.observe(c.ctx, Event{Kind: EventInFlight, Operation: c.p.spec.Operation, Principal: c.principal,
 		Key: c.key, Protected: true, State: StatePending, Status: c.prob.status, Code: CodeKeyInUse, Duration: waited})
 }
@@ -774,20 +840,28 @@ func (c *Call) storeFailed(err error) {
 	e := c.e
 	e.log.LogAttrs(c.ctx, slog.LevelError, "idem: store failed at begin",
 		slog.String("operation", c.p.spec.Operation), slog.Bool("fail_open", e.failOpen), slog.Any("error", err))
-	e.observe(c.ctx, Event{Kind: EventStoreError, Operation: c.p.spec.Operation, Principal: c.principal,
-		Key: c.key, Err: err})
 	if e.failOpen {
+		// The answer is the handler's: its EventExecuted carries it.
+		e.observe(c.ctx, Event{Kind: EventStoreError, Operation: c.p.spec.Operation, Principal: c.principal,
+			Key: c.key, Err: err})
 		e.observe(c.ctx, Event{Kind: EventFailOpen, Operation: c.p.spec.Operation, Principal: c.principal,
 			Key: c.key, Err: err})
 		c.decision = Execute
+		if e.obs != nil { // the Duration of EventExecuted
+			c.start = e.now()
+		}
 		return
 	}
 	c.decision = Reject
 	c.prob = problem{status: http.StatusServiceUnavailable, code: CodeStoreUnavailable,
 		detail: "the idempotency record store is unavailable; nothing was executed", retryAfter: e.unavailRA}
+	e.observe(c.ctx, Event{Kind: EventStoreError, Operation: c.p.spec.Operation, Principal: c.principal,
+		Key: c.key, Status: c.prob.status, Code: c.prob.code, Err: err})
 }
 
-func (c *Call) replay(rec *Record, waited time.Duration) {
+// replay decides the replay of rec; mismatch: a loose or window policy
+// replays it to a request of another fingerprint (EventLooseMismatch).
+func (c *Call) replay(rec *Record, waited time.Duration, mismatch bool) {
 	c.scratch = len(rec.Response) > 0 && cap(c.respBuf) > 0 && &rec.Response[0] == &c.respBuf[:1][0]
 	if !c.scratch && c.pooled && c.e.recycle && c.respBuf == nil {
 		// An in-process store may copy the next replay of this recycled
@@ -797,8 +871,13 @@ func (c *Call) replay(rec *Record, waited time.Duration) {
 	if err := decodeRecord(rec.Response, &c.resp, c.fields[:0]); err != nil {
 		c.e.log.LogAttrs(c.ctx, slog.LevelError, "idem: stored response unreadable",
 			slog.String("operation", c.p.spec.Operation), slog.Any("error", err))
-		c.reject(problem{status: http.StatusInternalServerError, code: CodeRecordUnreadable,
-			detail: "the stored response for this idempotency key cannot be read"}, err)
+		p := problem{status: http.StatusInternalServerError, code: CodeRecordUnreadable,
+			detail: "the stored response for this idempotency key cannot be read"}
+		if mismatch {
+			c.e.observe(c.ctx, Event{Kind: EventLooseMismatch, Operation: c.p.spec.Operation, Principal: c.principal,
+				Key: c.key, Protected: true, State: rec.State, Status: p.status, Code: p.code})
+		}
+		c.reject(p, err)
 		return
 	}
 	if c.scratch {
@@ -806,12 +885,19 @@ func (c *Call) replay(rec *Record, waited time.Duration) {
 	}
 	c.decision = Replay
 	c.replayS = rec.State
-	status := c.resp.status
-	if c.resp.notReplayable {
-		status = http.StatusConflict
+	if c.e.obs == nil {
+		return
 	}
-	c.e.observe(c.ctx, Event{Kind: EventReplayed, Operation: c.p.spec.Operation, Principal: c.principal,
-		Key: c.key, Protected: true, State: rec.State, Status: status, Duration: waited})
+	status, code := c.resp.status, ""
+	if c.resp.notReplayable {
+		status, code = http.StatusConflict, CodeResponseUnavailable
+	}
+	if mismatch {
+		c.e.obs.Observe(c.ctx, Event{Kind: EventLooseMismatch, Operation: c.p.spec.Operation, Principal: c.principal,
+			Key: c.key, Protected: true, State: rec.State, Status: status, Code: code})
+	}
+	c.e.obs.Observe(c.ctx, Event{Kind: EventReplayed, Operation: c.p.spec.Operation, Principal: c.principal,
+		Key: c.key, Protected: true, State: rec.State, Status: status, Code: code, Duration: waited})
 }
 
 // keepHeader copies the header names and values of a replay decoded from
@@ -827,7 +913,16 @@ func (c *Call) keepHeader() {
 		}
 		n += len(f.value)
 	}
-	b := make([]byte, 0, n)
+	var b []byte
+	if m := len(fs) + 1; len(fs) > 0 && m <= len(keptHeader{}.vals) && n <= len(keptHeader{}.buf) {
+		// The common replay: the header values writeReplay hands the
+		// ResponseWriter and the bytes they hold, in one allocation
+		// instead of two.
+		kh := new(keptHeader)
+		b, c.kvals = kh.buf[:0:n], kh.vals[:m:m]
+	} else {
+		b = make([]byte, 0, n)
+	}
 	for _, f := range fs {
 		if within(f.name, c.respBuf) {
 			b = append(b, f.name...)
@@ -841,6 +936,18 @@ func (c *Call) keepHeader() {
 		}
 		fs[i].value, kept = kept[:len(fs[i].value)], kept[len(fs[i].value):]
 	}
+}
+
+// keptHeader is what a small replay of a pooled Call keeps of its header
+// (keepHeader): the values writeReplay hands the ResponseWriter (the last:
+// Idempotent-Replayed's), and the bytes of the values and names they alias.
+// It is 96 bytes, as many as the two allocations of a replay of
+// Content-Type and a short Location took, so that a replay does not
+// allocate more bytes than before (128 did: more heap growth, and more page
+// faults per replay).
+type keptHeader struct {
+	vals [3]string
+	buf  [48]byte
 }
 
 // within reports whether s lies in b's array.
@@ -972,10 +1079,19 @@ func (c *Call) stopHeartbeat() {
 // sends the recorded body in one piece) and Unwrap (http.ResponseController).
 // When the client goes away mid-response, its writes go on to the record
 // only and succeed, up to Response.MaxBytes (see docs/runtime.md).
-// For a call that is not Execute, or runs unprotected, it returns w.
+// For a call that is not Execute it returns w, and for one that runs
+// unprotected w too, or, with an Observer, a pass-through wrapper of w
+// (Flush, Hijack, Unwrap) that notes the status for EventExecuted.
 func (c *Call) Writer(w http.ResponseWriter) http.ResponseWriter {
-	if c.decision != Execute || !c.protected {
+	if c.decision != Execute {
 		return w
+	}
+	if !c.protected {
+		if c.e.obs == nil {
+			return w
+		}
+		c.h.sw = statusWriter{ResponseWriter: w}
+		return &c.h.sw
 	}
 	if c.h.rec.active {
 		return &c.h.rec
@@ -1067,6 +1183,9 @@ func (c *Call) writeReplay(w http.ResponseWriter) {
 	switch {
 	case n <= len(c.hvals) && !c.pooled:
 		vals = c.hvals[:n:n]
+	case len(c.kvals) == n:
+		// Made with the bytes they alias (keepHeader), for one response.
+		vals, c.kvals = c.kvals, nil
 	case len(fs) > 0:
 		vals = make([]string, n)
 	}
@@ -1135,7 +1254,10 @@ func (c *Call) Finish() error {
 	c.stopHeartbeat()
 	e, p := c.e, c.p
 	if !c.protected {
-		e.observe(c.ctx, Event{Kind: EventExecuted, Operation: p.spec.Operation, Principal: c.principal, Key: c.key})
+		if e.obs != nil {
+			e.obs.Observe(c.ctx, Event{Kind: EventExecuted, Operation: p.spec.Operation, Principal: c.principal,
+				Key: c.key, Status: c.h.sw.sent(), Duration: e.now().Sub(c.start)})
+		}
 		return nil
 	}
 	rec := &c.h.rec
@@ -1166,6 +1288,7 @@ func (c *Call) Finish() error {
 		state, resp = StateFailed, nil
 	}
 	var err error
+	code := "" // the problem sent instead of the response (a failed commit)
 	if c.commit != nil {
 		commit := c.commit
 		c.commit = nil
@@ -1182,7 +1305,8 @@ func (c *Call) Finish() error {
 			case err == nil:
 				rec.flushTo()
 			case errors.Is(err, ErrFenced):
-				e.writeProblem(rec.w, &problem{status: p.spec.InFlight.Status, code: CodeKeyInUse,
+				status, code = p.spec.InFlight.Status, CodeKeyInUse
+				e.writeProblem(rec.w, &problem{status: status, code: code,
 					detail:     "another attempt with this idempotency key took over; retry to get its result",
 					retryAfter: p.inFlightRA}, "")
 			default:
@@ -1191,7 +1315,8 @@ func (c *Call) Finish() error {
 				// commit took effect) and fail closed. A retry replays the
 				// result if it was kept and runs again if it was not.
 				_ = c.finishRecord(StateFailed, nil)
-				e.writeProblem(rec.w, &problem{status: http.StatusServiceUnavailable, code: CodeStoreUnavailable,
+				status, code = http.StatusServiceUnavailable, CodeStoreUnavailable
+				e.writeProblem(rec.w, &problem{status: status, code: code,
 					detail:     "the result could not be committed; retry with the same key (it is replayed if the commit took effect after all)",
 					retryAfter: e.unavailRA}, "")
 			}
@@ -1205,11 +1330,14 @@ func (c *Call) Finish() error {
 		// window after its claim, which came a little before now).
 		e.recent.add(c.recent, e.now().Add(p.spec.Window))
 	}
-	c.reportFinish(state, status, err)
+	c.reportFinish(state, status, code, err)
 	return err
 }
 
-func (c *Call) reportFinish(state State, status int, err error) {
+// reportFinish reports the end of a protected run: status is what the
+// handler produced, or, with code, the problem sent instead (a transaction
+// whose commit failed).
+func (c *Call) reportFinish(state State, status int, code string, err error) {
 	e, op := c.e, c.p.spec.Operation
 	switch {
 	case err == nil:
@@ -1229,12 +1357,12 @@ func (c *Call) reportFinish(state State, status int, err error) {
 		e.log.LogAttrs(c.ctx, slog.LevelWarn, "idem: late completion rejected: the claim was taken over or expired",
 			slog.String("operation", op), slog.String("key", c.key), slog.Int("status", status))
 		e.observe(c.ctx, Event{Kind: EventFenced, Operation: op, Principal: c.principal, Key: c.key,
-			Protected: true, State: state, Status: status, Err: err})
+			Protected: true, State: state, Status: status, Code: code, Err: err})
 	default:
 		e.log.LogAttrs(c.ctx, slog.LevelError, "idem: store failed at finish",
 			slog.String("operation", op), slog.String("key", c.key), slog.Any("error", err))
 		e.observe(c.ctx, Event{Kind: EventStoreError, Operation: op, Principal: c.principal, Key: c.key,
-			Protected: true, State: state, Status: status, Err: err})
+			Protected: true, State: state, Status: status, Code: code, Err: err})
 	}
 }
 
@@ -1270,7 +1398,7 @@ func (c *Call) finishRecord(state State, resp []byte) error {
 func (c *Call) release(cause error) {
 	err := c.finishRecord(StateFailed, nil)
 	if err != nil {
-		c.reportFinish(StateFailed, 0, err)
+		c.reportFinish(StateFailed, 0, "", err)
 	}
 	_ = cause
 }
@@ -1295,7 +1423,10 @@ func (c *Call) End() {
 			c.e.log.LogAttrs(c.ctx, slog.LevelWarn, "idem: handler did not finish (panic or error): key released for a retry",
 				slog.String("operation", c.p.spec.Operation), slog.String("key", c.key))
 			err := c.finishRecord(StateFailed, nil)
-			c.reportFinish(StateFailed, 0, err)
+			c.reportFinish(StateFailed, 0, "", err)
+		} else if c.e.obs != nil {
+			c.e.obs.Observe(c.ctx, Event{Kind: EventExecuted, Operation: c.p.spec.Operation, Principal: c.principal,
+				Key: c.key, Duration: c.e.now().Sub(c.start)})
 		}
 	}
 	if c.txCancel != nil {
@@ -1308,7 +1439,7 @@ func (c *Call) End() {
 	}
 	c.h.reqBody.b, c.h.reqBody.closed = nil, true
 	if c.bodyBuf != nil {
-		putBuf(c.bodyBuf)
+		c.releaseBody(c.bodyBuf)
 		c.bodyBuf = nil
 	}
 	c.body = nil

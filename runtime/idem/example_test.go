@@ -168,3 +168,30 @@ func Example_strictServer() {
 	// 422  {"type": IDEMPOTENCY_KEY_REUSED
 	// created: 1
 }
+
+// A router that checks a typed key parameter itself (oapi-codegen's
+// wrappers do) refuses a malformed key before the engine runs: Refuse
+// writes the engine's problem and reports it to the Observer.
+func ExampleEngine_Refuse() {
+	store := memstore.New(memstore.Options{})
+	defer store.Close()
+	eng := idem.New(store, idem.Options{
+		Observer: idem.ObserverFunc(func(_ context.Context, e idem.Event) {
+			fmt.Println(e.Kind, e.Operation, e.Status, e.Code)
+		}),
+	})
+	createOrder := idem.MustCompile(idem.Spec{Operation: "createOrder", Method: "POST", Path: "/orders",
+		Semantics: idem.Strict, Key: idem.KeySpec{Format: idem.FormatUUID}})
+
+	// The router's error handler, for a parameter error about the key of createOrder:
+	errorHandler := func(w http.ResponseWriter, r *http.Request, err error) {
+		eng.Refuse(w, r, createOrder, &idem.Problem{Status: http.StatusBadRequest,
+			Code: idem.CodeKeyInvalid, Detail: "the idempotency key is malformed: " + err.Error()})
+	}
+	w := httptest.NewRecorder()
+	errorHandler(w, httptest.NewRequest("POST", "/orders", nil), fmt.Errorf("invalid UUID length: 3"))
+	fmt.Println(w.Code, w.Header().Get("Content-Type"))
+	// Output:
+	// rejected createOrder 400 IDEMPOTENCY_KEY_INVALID
+	// 400 application/problem+json
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -240,6 +241,37 @@ func TestScopeInjective(t *testing.T) {
 	assert.NotEqual(t, appendScope(nil, long, "op", kindKey, "k"), appendScope(nil, long+"y", "op", kindKey, "k"))
 }
 
+// TestScopeFastPaths: the scope of a keyed request without a principal,
+// from the policy's head encoded at Compile, is appendScope's, and so is a
+// key field appended by appendKeyField, for every visible ASCII key
+// (what ParseKey returns); appendFieldString's one- and two-digit lengths
+// are strconv's, up to lengths of three and four digits.
+func TestScopeFastPaths(t *testing.T) {
+	for _, op := range []string{"createOrder", "o", "op%:é\x01", strings.Repeat("o", 99), strings.Repeat("o", maxOperationLength)} {
+		p := MustCompile(Spec{Operation: op, Semantics: Strict})
+		for _, key := range []string{"k", "0190b2a4-6c2e-7d3a-9f11-2b3c4d5e6f70", strings.Repeat("k", 255), "%k:", "a%", "%", "!~"} {
+			got := appendKeyField(append([]byte(nil), p.anonKeyScope...), key)
+			assert.Equal(t, string(appendScope(nil, "", op, kindKey, key)), string(got), "op %q key %q", op, key)
+			assert.Equal(t, string(appendScope(nil, "alice", op, kindKey, key)),
+				string(appendKeyField(appendScopeHead(nil, "alice", op, kindKey), key)), "op %q key %q", op, key)
+		}
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 20000 {
+		key := make([]byte, 1+r.IntN(120))
+		for i := range key {
+			key[i] = byte(0x21 + r.IntN(0x7e-0x21+1))
+		}
+		assert.Equal(t, string(appendFieldString([]byte("ab"), string(key))), string(appendKeyField([]byte("ab"), string(key))))
+	}
+	for _, n := range []int{0, 9, 10, 99, 100, 101, 999, 1000, 1600} {
+		s := strings.Repeat("x", n)
+		want := strconv.Itoa(n) + ":" + s
+		assert.Equal(t, want, string(appendFieldString(nil, s)))
+		assert.Equal(t, "ab"+want, string(appendFieldString([]byte("ab"), s)))
+	}
+}
+
 func FuzzScope(f *testing.F) {
 	f.Add("alice", "createOrder", "key-1")
 	f.Add("a:1:b", "%", "\x00\xff")
@@ -378,9 +410,10 @@ func TestAppendJSONString(t *testing.T) {
 	assert.Equal(t, `"a\"b\\c\u000A\ufffdé"`, string(appendJSONString(nil, "a\"b\\c\n\xffé")))
 }
 
-// TestSWARFastPaths: appendFieldString and sanitizeHeaderValue, which take
-// eight plain bytes at a time, agree with their byte-at-a-time definitions
-// (appendEscaped over the whole string, validHeaderValueByte)
+// TestSWARFastPaths: appendFieldString, sanitizeHeaderValue,
+// validHeaderValue and visibleASCII, which take eight plain bytes at a time,
+// agree with their byte-at-a-time definitions (appendEscaped over the whole
+// string, validHeaderValueByte, 0x21 to 0x7E)
 // on strings of every length up to 40 mixing plain bytes with every byte
 // that must be escaped or dropped, at every position.
 func TestSWARFastPaths(t *testing.T) {
@@ -396,6 +429,14 @@ func TestSWARFastPaths(t *testing.T) {
 		}
 		return string(b)
 	}
+	refVisible := func(s string) bool {
+		for j := 0; j < len(s); j++ {
+			if s[j] < 0x21 || s[j] > 0x7e {
+				return false
+			}
+		}
+		return true
+	}
 	check := func(s string) {
 		t.Helper()
 		if got, want := appendFieldString(nil, s), refField(s); !bytes.Equal(got, want) {
@@ -403,6 +444,12 @@ func TestSWARFastPaths(t *testing.T) {
 		}
 		if got, want := sanitizeHeaderValue(s), refSanitize(s); got != want {
 			t.Fatalf("sanitizeHeaderValue(%q) = %q, want %q", s, got, want)
+		}
+		if got, want := validHeaderValue(s), refSanitize(s) == s; got != want {
+			t.Fatalf("validHeaderValue(%q) = %v, want %v", s, got, want)
+		}
+		if got, want := visibleASCII(s), refVisible(s); got != want {
+			t.Fatalf("visibleASCII(%q) = %v, want %v", s, got, want)
 		}
 	}
 	plain := "abcdefghijklmnopqrstuvwxyz0123456789-_ ~/"
@@ -436,6 +483,17 @@ func TestSWARFastPaths(t *testing.T) {
 		}
 		check(string(b))
 		check("é" + string(b) + "日本")
+	}
+}
+
+// TestTcharTable: isTchar's table is RFC 9110's tchar.
+func TestTcharTable(t *testing.T) {
+	for c := 0; c < 256; c++ {
+		want := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			strings.ContainsRune("!#$%&'*+-.^_`|~", rune(c))
+		if isTchar(byte(c)) != want {
+			t.Fatalf("isTchar(%#x) = %v, want %v", c, !want, want)
+		}
 	}
 }
 
@@ -540,5 +598,32 @@ func TestParseUUIDTable(t *testing.T) {
 			s[r.IntN(36)] = byte(r.IntN(256))
 		}
 		check(string(s))
+	}
+}
+
+// TestEscapedPathFastPath: escapedPath is url.URL.EscapedPath, for paths
+// holding every byte, with and without a RawPath.
+func TestEscapedPathFastPath(t *testing.T) {
+	check := func(u *url.URL) {
+		t.Helper()
+		if got, want := escapedPath(u), u.EscapedPath(); got != want {
+			t.Fatalf("escapedPath(%#v) = %q, want %q", u, got, want)
+		}
+	}
+	for _, p := range []string{"", "/", "*", "/*", "/orders", "/a b", "/a?b", "/%41", "/é"} {
+		check(&url.URL{Path: p})
+	}
+	for c := 0; c < 256; c++ {
+		check(&url.URL{Path: "/orders/" + string(rune(c))})
+		check(&url.URL{Path: "/orders/" + string([]byte{byte(c)}) + "/x"})
+	}
+	for _, raw := range []string{"/a%2Fb", "/a%2fb/c", "/%7Euser", "/a b", "/x%zz", "/orders/1"} {
+		u, err := url.Parse("http://h" + raw)
+		if err != nil {
+			continue
+		}
+		check(u)
+		u.RawPath = raw // a RawPath that may not match Path
+		check(u)
 	}
 }

@@ -86,12 +86,31 @@ func ParseKey(raw string, format Format, maxLength int) (string, error) {
 	case FormatUUID, FormatUUIDv4, FormatUUIDv7:
 		return parseUUID(k, format)
 	}
-	for i := 0; i < len(k); i++ {
-		if c := k[i]; c < 0x21 || c > 0x7e {
-			return "", detailBadChar
-		}
+	if !visibleASCII(k) {
+		return "", detailBadChar
 	}
 	return k, nil
+}
+
+// visibleASCII reports whether every byte of s is 0x21 to 0x7E. It checks
+// eight bytes at a time (a key is parsed on every request): a block passes
+// when no byte is a control byte, DEL or above (controlOrHigh) nor a space
+// (a zero byte of x^0x20...); the bytes after the last whole block, and a
+// block that does not pass, are checked a byte at a time.
+func visibleASCII(s string) bool {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		x := load64(s[i:])
+		if controlOrHigh(x)|hasZero(x^0x2020202020202020) != 0 {
+			break
+		}
+	}
+	for ; i < len(s); i++ {
+		if c := s[i]; c < 0x21 || c > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // unquoteSFString decodes an RFC 8941 sf-string: DQUOTE *chr DQUOTE where chr

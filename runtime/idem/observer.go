@@ -1,7 +1,11 @@
 package idem
 
 import (
+	"bufio"
 	"context"
+	"io"
+	"net"
+	"net/http"
 	"strconv"
 	"time"
 )
@@ -12,7 +16,8 @@ type EventKind uint8
 const (
 	// EventExecuted: the handler ran and its record was finished (State says
 	// how: StateCompleted, or StateFailed with or without a stored response).
-	// Also reported for unprotected executions (Protected false).
+	// Also reported for unprotected executions (Protected false, State 0),
+	// whether or not the handler finished (Call.Finish or only Call.End).
 	EventExecuted EventKind = iota + 1
 	// EventReplayed: a stored response was replayed.
 	EventReplayed
@@ -46,7 +51,10 @@ const (
 	// EventFailOpen: Options.FailOpen ran the handler without protection after a store error.
 	EventFailOpen
 	// EventRejected: the request was refused before reaching the store
-	// (missing or invalid key, body too large or unreadable; Code says which).
+	// (missing or invalid key, body too large or unreadable, Options.Principal
+	// failed; Code says which), or its stored record could not be read
+	// (CodeRecordUnreadable). Engine.Refuse reports one for a refusal the
+	// router made (a key parameter it rejected).
 	EventRejected
 	// EventNotReplayable: the response exceeded Response.MaxBytes; the record
 	// was completed as not replayable (duplicates get CodeResponseUnavailable).
@@ -91,13 +99,26 @@ type Event struct {
 	// StateFailed for a reclaim; 0 where the store lost it to a re-run of
 	// the claim's Begin: see EventLeaseTakeover).
 	Prior State
-	// Status is the HTTP status sent to the client (or, for EventExecuted, produced by the handler).
+	// Status is the HTTP status sent to the client (or, for EventExecuted,
+	// produced by the handler, protected or not: net/http's implicit 200 when
+	// it wrote nothing). It is 0 where no answer exists yet when the event is
+	// reported: EventLeaseTakeover, EventFailOpen and the EventStoreError
+	// before it (the EventExecuted that follows carries the handler's
+	// status), the EventExecuted (FAILED when protected: Call.End freed the
+	// key) or EventStoreError of a handler that did not finish, and the
+	// EventExecuted (FAILED) of a transactional handler that wrote nothing
+	// once its context had ended (see Call.Finish).
 	Status int
-	// Code is the problem code, for refusals.
+	// Code is the problem code sent with Status, for refusals (including a
+	// replay of a response that was not stored: CodeResponseUnavailable, and
+	// a transactional commit that failed or was fenced); "" otherwise.
 	Code string
-	// Err is the cause, for EventStoreError, EventFenced, EventFailOpen.
+	// Err is the cause, for EventStoreError, EventFenced, EventFailOpen, and
+	// for an EventRejected caused by an error (an unreadable body or record,
+	// Options.Principal's).
 	Err error
-	// Duration is how long the handler ran (EventExecuted) or the duplicate waited (EventReplayed, EventInFlight).
+	// Duration is how long the handler ran (EventExecuted, protected or not)
+	// or the duplicate waited (EventReplayed, EventInFlight, 0 when it did not wait).
 	Duration time.Duration
 }
 
@@ -112,3 +133,67 @@ type ObserverFunc func(ctx context.Context, e Event)
 
 // Observe calls f.
 func (f ObserverFunc) Observe(ctx context.Context, e Event) { f(ctx, e) }
+
+// statusWriter is what the handler of an unprotected run writes to when
+// there is an Observer: w itself, noting the status for EventExecuted.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+// sent is the status the handler sent: net/http's implicit 200 when it
+// wrote nothing, 0 when it was never handed the writer.
+func (s *statusWriter) sent() int {
+	if s.status == 0 && s.ResponseWriter != nil {
+		return http.StatusOK
+	}
+	return s.status
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if s.status == 0 && code >= 200 && code <= 999 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(p []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(p)
+}
+
+// WriteString passes through (io.StringWriter).
+func (s *statusWriter) WriteString(str string) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return io.WriteString(s.ResponseWriter, str)
+}
+
+// ReadFrom passes through (io.ReaderFrom: net/http's sendfile).
+func (s *statusWriter) ReadFrom(r io.Reader) (int64, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	if rf, ok := s.ResponseWriter.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(writerOnly{s.ResponseWriter}, r)
+}
+
+// writerOnly hides a writer's ReadFrom from io.Copy.
+type writerOnly struct{ io.Writer }
+
+// Flush passes through (http.Flusher), as do Hijack and, for
+// http.ResponseController, Unwrap.
+func (s *statusWriter) Flush() { _ = http.NewResponseController(s.ResponseWriter).Flush() }
+
+// Hijack hijacks w's connection (http.Hijacker) when w supports it.
+func (s *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return http.NewResponseController(s.ResponseWriter).Hijack()
+}
+
+// Unwrap returns w (http.ResponseController).
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }

@@ -209,6 +209,9 @@ type Policy struct {
 	reqMax        int64
 	respMax       int
 	sameFPReclaim bool
+	// anonKeyScope is appendScopeHead(nil, "", operation, kindKey): the
+	// head of the scope of every keyed request without a principal.
+	anonKeyScope string
 }
 
 // Spec returns the policy's Spec with every default filled in.
@@ -391,6 +394,7 @@ func Compile(s Spec) (*Policy, error) {
 		return nil, fmt.Errorf("idem: policy %q: %w", s.Operation, errors.Join(errs...))
 	}
 	p.spec = s
+	p.anonKeyScope = string(appendScopeHead(nil, "", s.Operation, kindKey))
 	return p, nil
 }
 
@@ -428,10 +432,19 @@ func validToken(s string) bool {
 	return true
 }
 
-func isTchar(c byte) bool {
-	switch {
-	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		return true
+// isTchar reports whether c is an RFC 9110 tchar. It is a table lookup:
+// every replay checks the names of its stored header fields with it.
+func isTchar(c byte) bool { return tchars[c] }
+
+// tchars holds the tchars: ALPHA, DIGIT and "!#$%&'*+-.^_`|~".
+var tchars = func() (t [256]bool) {
+	for c := range t {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+			t[c] = true
+		default:
+			t[c] = strings.IndexByte("!#$%&'*+-.^_`|~", byte(c)) >= 0
+		}
 	}
-	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
-}
+	return t
+}()

@@ -6,6 +6,10 @@ import (
 	"unicode/utf8"
 )
 
+// DetailKeyInUse is the "detail" member of the engine's CodeKeyInUse
+// problem (the generated documentation quotes it).
+const DetailKeyInUse = "a request with this idempotency key is still in progress"
+
 // Problem codes: the stable "code" member of every problem+json the engine
 // writes. Each problem's "type" is ProblemTypeBase + code.
 const (
@@ -129,17 +133,29 @@ func (e *Engine) writeProblem(w http.ResponseWriter, p *problem, typ string) {
 // WriteProblem writes p as application/problem+json, as the engine writes
 // its own refusals: the type defaults to ProblemTypeBase + Code (about:blank
 // without a code), the title to the status text, and a status outside
-// 400..599 becomes 500. Generated server wrappers use it for key errors the
-// router reports before the engine runs.
+// 400..599 becomes 500. It reports nothing to the Observer: to refuse a
+// request of an idempotent operation, use Refuse.
 func (e *Engine) WriteProblem(w http.ResponseWriter, p *Problem) { e.writePublicProblem(w, p) }
+
+// Refuse answers r, a request of policy's operation refused before it
+// reached the engine, with prob, written as WriteProblem writes it, and
+// reports the refusal to the Observer as an EventRejected with the
+// operation, the status sent and prob.Code (no principal: Options.Principal
+// is not called; no key: the request's was refused). Generated server
+// wrappers use it for key parameters the router rejects (a missing
+// required header, a malformed uuid) before the engine runs.
+func (e *Engine) Refuse(w http.ResponseWriter, r *http.Request, policy *Policy, prob *Problem) {
+	if policy == nil || prob == nil {
+		panic("idem: Refuse with a nil policy or problem")
+	}
+	e.writePublicProblem(w, prob)
+	e.observe(r.Context(), Event{Kind: EventRejected, Operation: policy.spec.Operation,
+		Status: publicStatus(prob.Status), Code: prob.Code})
+}
 
 // writePublicProblem writes a *Problem (from Options.Principal).
 func (e *Engine) writePublicProblem(w http.ResponseWriter, p *Problem) {
-	status := p.Status
-	if status < 400 || status > 599 {
-		status = http.StatusInternalServerError
-	}
-	ip := problem{status: status, code: p.Code, title: p.Title, detail: p.Detail}
+	ip := problem{status: publicStatus(p.Status), code: p.Code, title: p.Title, detail: p.Detail}
 	if p.RetryAfter > 0 {
 		ip.retryAfter = []string{strconv.Itoa(p.RetryAfter)}
 	}
@@ -148,6 +164,15 @@ func (e *Engine) writePublicProblem(w http.ResponseWriter, p *Problem) {
 		typ = "about:blank"
 	}
 	e.writeProblem(w, &ip, typ)
+}
+
+// publicStatus is the status a *Problem is written with: its own when in
+// 400..599, else 500.
+func publicStatus(status int) int {
+	if status < 400 || status > 599 {
+		return http.StatusInternalServerError
+	}
+	return status
 }
 
 // appendJSONString appends s as a JSON string literal.

@@ -73,15 +73,7 @@ func appendRecordHead(dst []byte, status int, h http.Header, allow []string) []b
 // sanitizeHeaderValue drops what net/http would refuse to send (CR, LF, NUL,
 // other controls but HTAB); values are stored as sent.
 func sanitizeHeaderValue(v string) string {
-	i := 0
-	for ; i+8 <= len(v); i += 8 {
-		// Bytes 0x20 to 0x7E pass eight at a time; the loop below looks at
-		// the rest (HTAB is valid, and so is every byte from 0x80).
-		if x := load64(v[i:]); controlOrHigh(x)&^highBytes(x) != 0 {
-			break
-		}
-	}
-	for ; i < len(v); i++ {
+	for i := plainValuePrefix(v); i < len(v); i++ {
 		if !validHeaderValueByte(v[i]) {
 			b := make([]byte, 0, len(v))
 			for j := 0; j < len(v); j++ {
@@ -93,6 +85,31 @@ func sanitizeHeaderValue(v string) string {
 		}
 	}
 	return v
+}
+
+// plainValuePrefix returns a multiple of 8 up to which every byte of v is
+// valid in a header value (validHeaderValueByte), checked eight bytes at a
+// time; the caller checks the rest a byte at a time. Bytes 0x20 to 0x7E and
+// from 0x80 pass; the first block holding another byte (or HTAB, which is
+// valid, or a 0x7E after a 0xFF, which carries into it) stops it.
+func plainValuePrefix(v string) int {
+	i := 0
+	for ; i+8 <= len(v); i += 8 {
+		if x := load64(v[i:]); controlOrHigh(x)&^highBytes(x) != 0 {
+			break
+		}
+	}
+	return i
+}
+
+// validHeaderValue reports whether every byte of v is valid in a header value.
+func validHeaderValue(v string) bool {
+	for i := plainValuePrefix(v); i < len(v); i++ {
+		if !validHeaderValueByte(v[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // highBytes has the high bit of each byte of x that has it set.
@@ -130,10 +147,8 @@ func decodeRecord(b []byte, dst *storedResponse, fields []headerField) error {
 		if value, b, ok = uvarintBytesEmpty(b); !ok {
 			return errCorruptRecord
 		}
-		for _, c := range value {
-			if !validHeaderValueByte(c) {
-				return errCorruptRecord
-			}
+		if !validHeaderValue(bytesString(value)) {
+			return errCorruptRecord
 		}
 		fields = append(fields, headerField{name: internHeader(name), value: bytesString(value)})
 	}

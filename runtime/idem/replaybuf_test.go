@@ -1,6 +1,8 @@
 package idem_test
 
 import (
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -60,5 +62,45 @@ func TestReplayHeadersOutliveTheCall(t *testing.T) {
 		require.Equal(t, "/things/"+r.key, r.h.Get("Location"), "a replayed header changed after its request")
 		require.Equal(t, "tag-"+r.key, r.h.Get("X-Trace-Tag"))
 		require.Equal(t, []string{"tag-" + r.key}, r.h["X-Trace-Tag"], "a replayed header's name changed")
+	}
+}
+
+// TestPooledCallBodyBuffer: Engine.Handler's recycled Calls read request
+// bodies into a buffer of their own, kept through recycling: each request's
+// handler and fingerprint see exactly its body, whatever the sizes of the
+// bodies before it (larger ones, one past the kept size, an empty one).
+func TestPooledCallBodyBuffer(t *testing.T) {
+	s := memstore.New(memstore.Options{SweepInterval: -1})
+	defer s.Close()
+	eng := idem.New(s, idem.Options{})
+	p := idem.MustCompile(idem.Spec{Operation: "op", Semantics: idem.Strict})
+	h := eng.Handler(p, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		require.NoError(t, err)
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write(b)
+	}))
+	serve := func(key, body string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("POST", "/", strings.NewReader(body))
+		r.Header.Set("Idempotency-Key", key)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	bodies := []string{"x", strings.Repeat("a", 3000), strings.Repeat("b", 70<<10), "", "yz", strings.Repeat("c", 100)}
+	for round := range 3 {
+		for i, body := range bodies {
+			key := fmt.Sprintf("k-%d-%d", round, i)
+			w := serve(key, body)
+			require.Equal(t, http.StatusCreated, w.Code)
+			require.Equal(t, body, w.Body.String(), "the handler read another body")
+			w = serve(key, body)
+			require.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
+			require.Equal(t, body, w.Body.String())
+			if body != "" {
+				other := strings.Repeat("q", len(body))
+				require.Equal(t, http.StatusUnprocessableEntity, serve(key, other).Code, "another body of the same length was not a conflict")
+			}
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -35,6 +36,13 @@ const (
 
 // appendScope appends the encoded scope to dst.
 func appendScope(dst []byte, principal, operation string, kind byte, key string) []byte {
+	return appendFieldString(appendScopeHead(dst, principal, operation, kind), key)
+}
+
+// appendScopeHead appends the encoded scope up to its key field (kind
+// included). Compile encodes a policy's head for requests without a
+// principal once (Policy.anonKeyScope).
+func appendScopeHead(dst []byte, principal, operation string, kind byte) []byte {
 	dst = append(dst, scopeVersion...)
 	if len(principal) > maxPrincipal {
 		sum := sha256.Sum256([]byte(principal))
@@ -45,17 +53,42 @@ func appendScope(dst []byte, principal, operation string, kind byte, key string)
 		dst = appendFieldString(dst, principal)
 	}
 	dst = appendFieldString(dst, operation)
-	dst = append(dst, kind)
-	return appendFieldString(dst, key)
+	return append(dst, kind)
 }
 
 func appendField(dst, s []byte) []byte { return appendFieldString(dst, string(s)) }
 
 func appendFieldString(dst []byte, s string) []byte {
-	dst = strconv.AppendInt(dst, int64(len(s)), 10)
-	dst = append(dst, ':')
+	dst = appendFieldLen(dst, len(s))
 	i := plainPrefix(s)
-	return appendEscaped(append(dst, s[:i]...), s[i:])
+	dst = append(dst, s[:i]...)
+	if i == len(s) {
+		return dst // fast path: nothing to escape (most fields)
+	}
+	return appendEscaped(dst, s[i:])
+}
+
+// appendFieldLen appends the length prefix of a field: decimal(n) ":".
+func appendFieldLen(dst []byte, n int) []byte {
+	if n < 100 {
+		// Fast path: one or two digits, without strconv.
+		if n >= 10 {
+			dst = append(dst, byte('0'+n/10))
+		}
+		return append(dst, byte('0'+n%10), ':')
+	}
+	return append(strconv.AppendInt(dst, int64(n), 10), ':')
+}
+
+// appendKeyField is appendFieldString for a key that ParseKey returned.
+// Such a key is visible ASCII (0x21 to 0x7E), which escape keeps but for
+// '%': a key without '%' (most keys, and every UUID) is its own escape, and
+// one IndexByte finds that out faster than plainPrefix.
+func appendKeyField(dst []byte, key string) []byte {
+	if strings.IndexByte(key, '%') >= 0 {
+		return appendFieldString(dst, key)
+	}
+	return append(appendFieldLen(dst, len(key)), key...)
 }
 
 // appendEscaped appends escape(s), a byte (or a rune of valid UTF-8) at a

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -165,19 +166,6 @@ func TestWatchWokenByExpiryAndTakeover(t *testing.T) {
 	}
 }
 
-func TestShardsRoundUp(t *testing.T) {
-	// Three shards become four; the store works the same.
-	s := memstore.New(memstore.Options{Shards: 3, MaxEntries: 8, SweepInterval: -1})
-	defer s.Close()
-	for i := 0; i < 8; i++ {
-		_, err := s.Begin(context.Background(), &idem.BeginRequest{Key: fmt.Sprint(i), Token: 1, Lease: time.Minute, TTL: time.Hour})
-		if err != nil {
-			assert.ErrorIs(t, err, memstore.ErrFull) // uneven hashing may fill a 2-entry shard first
-		}
-	}
-	assert.LessOrEqual(t, s.Stats().Entries, 8)
-}
-
 func BenchmarkBeginFinish(b *testing.B) {
 	s := memstore.New(memstore.Options{SweepInterval: -1})
 	defer s.Close()
@@ -320,5 +308,59 @@ func TestExpiryAfterTakeovers(t *testing.T) {
 		_, ok, err := s.Get(ctx, fmt.Sprint("k", i))
 		require.NoError(t, err)
 		require.Equal(t, c.Now().Before(exp[i]), ok, "k%d", i)
+	}
+}
+
+// TestSmallBoundsFillUp: a store with small bounds has few shards, so that
+// each holds a few hundred records: MaxEntries PENDING records fit, however
+// their keys hash. (With 32 shards of 2 records each, MaxEntries 64 refused a
+// claim with ErrFull as soon as 3 keys met in one shard: after 5 records at
+// worst, about 30 on average.)
+func TestSmallBoundsFillUp(t *testing.T) {
+	for _, o := range []memstore.Options{
+		{MaxEntries: 64},
+		{MaxEntries: 64, Shards: 1024},
+		{MaxBytes: 64 * (memstore.EntryOverhead + 8)},
+	} {
+		for trial := range 20 {
+			s, _ := newClockStore(t, o)
+			for i := range 64 {
+				require.NoError(t, claim(t, s, fmt.Sprintf("%02d-%05d", trial, i), 1, time.Hour), "%+v: record %d", o, i+1)
+			}
+			assert.ErrorIs(t, claim(t, s, "one more", 1, time.Hour), memstore.ErrFull)
+		}
+	}
+}
+
+// TestMaxEntriesBound: a store never holds more than MaxEntries records.
+func TestMaxEntriesBound(t *testing.T) {
+	for _, o := range []memstore.Options{{MaxEntries: 10}, {MaxEntries: 1001, Shards: 2}} {
+		s, _ := newClockStore(t, o)
+		ctx := context.Background()
+		for i := range 5000 {
+			k := fmt.Sprint("k", i)
+			require.NoError(t, claim(t, s, k, 1, time.Hour))
+			require.NoError(t, s.Finish(ctx, k, 1, idem.StateCompleted, nil))
+		}
+		assert.Equal(t, o.MaxEntries, s.Stats().Entries, "%+v", o)
+	}
+}
+
+// TestKeyLargerThanShare: a record whose key alone exceeds its shard's share
+// of MaxBytes is admitted into an empty shard, as a response larger than the
+// share is stored. (It was refused with ErrFull, whose message blames PENDING
+// records, on an empty store.)
+func TestKeyLargerThanShare(t *testing.T) {
+	ctx := context.Background()
+	for _, budget := range []int64{200, 100} {
+		s, _ := newClockStore(t, memstore.Options{MaxBytes: budget})
+		huge := strings.Repeat("k", 120)
+		require.NoError(t, claim(t, s, huge, 1, time.Hour), "MaxBytes %d", budget)
+		assert.ErrorIs(t, claim(t, s, "small", 2, time.Hour), memstore.ErrFull, "the shard's one record is PENDING")
+		require.NoError(t, s.Finish(ctx, huge, 1, idem.StateCompleted, []byte("r")))
+		require.NoError(t, claim(t, s, "small", 2, time.Hour), "the finished record is evicted")
+		_, ok, _ := s.Get(ctx, huge)
+		assert.False(t, ok)
+		assert.Equal(t, 1, s.Stats().Entries)
 	}
 }

@@ -137,3 +137,66 @@ func TestExpiryOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestShardCount: Options.Shards is rounded up to a power of two, then
+// lowered until each shard has room for MinShardRecords records.
+func TestShardCount(t *testing.T) {
+	for _, c := range []struct {
+		o    Options
+		want int
+	}{
+		{Options{}, 32},
+		{Options{Shards: 3}, 4},
+		{Options{Shards: 1024}, 1024},
+		{Options{Shards: 8192}, 2048}, // 1,000,000 / 256 = 3906
+		{Options{MaxEntries: 64}, 1},
+		{Options{MaxEntries: 511}, 1},
+		{Options{MaxEntries: 512}, 2},
+		{Options{MaxEntries: 8191}, 16},
+		{Options{MaxEntries: 8192}, 32},
+		{Options{MaxBytes: 80<<10 - 1}, 1},
+		{Options{MaxBytes: 80 << 10}, 2},
+		{Options{MaxBytes: 1280 << 10}, 32},
+		{Options{MaxEntries: 1 << 20, MaxBytes: 160 << 10, Shards: 64}, 4},
+	} {
+		s := New(Options{Shards: c.o.Shards, MaxEntries: c.o.MaxEntries, MaxBytes: c.o.MaxBytes, SweepInterval: -1})
+		if len(s.shards) != c.want {
+			t.Errorf("%+v: %d shards, want %d", c.o, len(s.shards), c.want)
+		}
+		_ = s.Close()
+	}
+}
+
+// TestBoundsExact: the shards' shares of MaxEntries and MaxBytes add up to
+// them exactly, so they bound the store. (Each shard's share was rounded up:
+// MaxEntries 10 over 32 shards held up to 32 records, 29 in a test.)
+func TestBoundsExact(t *testing.T) {
+	for _, o := range []Options{
+		{MaxEntries: 10},
+		{MaxEntries: 1001, Shards: 2},
+		{MaxEntries: 1_000_003},
+		{MaxEntries: 99_999, Shards: 7},
+		{MaxBytes: 81_921},
+		{MaxBytes: 256<<20 + 31},
+		{MaxBytes: 10_000_001, Shards: 3},
+	} {
+		o.SweepInterval = -1
+		s := New(o)
+		var entries, bytes int64
+		for i := range s.shards {
+			entries += int64(s.shards[i].maxEntries)
+			bytes += s.shards[i].maxBytes
+		}
+		wantEntries, wantBytes := int64(o.MaxEntries), o.MaxBytes
+		if wantEntries == 0 {
+			wantEntries = DefaultMaxEntries
+		}
+		if wantBytes == 0 {
+			wantBytes = DefaultMaxBytes
+		}
+		if entries != wantEntries || bytes != wantBytes {
+			t.Errorf("%+v: %d shards hold %d records and %d bytes, want %d and %d", o, len(s.shards), entries, bytes, wantEntries, wantBytes)
+		}
+		_ = s.Close()
+	}
+}

@@ -51,16 +51,19 @@
 //
 // The store holds at most MaxEntries records and MaxBytes bytes (keys,
 // stored responses and a fixed per-record overhead), divided evenly among the
-// shards. When a new record does not fit its shard, the store drops, in
-// order: expired records (soonest expiry first), then the oldest finished
-// records (COMPLETED or FAILED, in the order they finished). Evicting a
-// finished record shortens its window: a retry with its key would execute
-// again; Stats counts evictions so this can be monitored and the bounds
+// shards, of which there are few enough for each to hold a few hundred
+// records (see Options.Shards). When a new record does not fit its shard,
+// the store drops, in order: expired records (soonest expiry first), then
+// the oldest finished records (COMPLETED or FAILED, in the order they
+// finished). Evicting a finished record shortens its window: a retry with
+// its key would execute again; Stats counts evictions so this can be monitored and the bounds
 // raised. A PENDING record is never evicted: when a shard holds nothing but
 // PENDING records, Begin fails with ErrFull (the engine then answers 503
 // IDEMPOTENCY_STORE_UNAVAILABLE, or runs unprotected with FailOpen). A single
 // response larger than a shard's byte budget is still stored (after evicting
-// everything else finished in the shard), so a completion is never lost.
+// everything else finished in the shard), so a completion is never lost, and
+// a claim whose key is larger than the budget is admitted into a shard that
+// is, or once its finished records are evicted becomes, empty.
 // The memory a shard really holds stays within about twice the bytes it
 // accounts (chunks not yet compacted), plus its tables.
 package memstore
@@ -83,11 +86,27 @@ import (
 
 // Options configure a Store. Zero values take the defaults.
 type Options struct {
-	// Shards is the number of shards, rounded up to a power of two (default 32).
+	// Shards is the number of shards, rounded up to a power of two (default
+	// 32), and lowered (to a power of two, at least 1) until each shard has
+	// room for MinShardRecords records by MaxEntries, and by MaxBytes for
+	// records of EntryOverhead bytes (short keys, no response): every shard
+	// holds its share of the bounds, and one that holds nothing but PENDING
+	// records refuses a claim (ErrFull), so small shards would refuse claims
+	// far below the bounds whenever a few keys hash alike. 32 shards need
+	// MaxEntries 8192 and MaxBytes 1.25 MiB; a store bounded below 512
+	// records or 80 KiB has one shard.
 	Shards int
-	// MaxEntries bounds the number of records (default 1,000,000).
+	// MaxEntries bounds the number of records (default 1,000,000). Each
+	// shard holds its share (MaxEntries/shards, one more for the first
+	// MaxEntries%shards), so the store never holds more.
 	MaxEntries int
-	// MaxBytes bounds the memory accounted to records (default 256 MiB).
+	// MaxBytes bounds the memory accounted to records (default 256 MiB):
+	// their keys and stored responses and EntryOverhead each. Each shard
+	// holds its share, as for MaxEntries, so the store accounts no more,
+	// except for a record larger than its shard's share: its response is
+	// stored anyway, once the shard evicted every other finished record (a
+	// completion is never lost), and a claim whose key is that large is
+	// admitted into a shard that is, or can be made, empty.
 	MaxBytes int64
 	// SweepInterval is how often the background sweeper runs (default 30s);
 	// negative disables it (expiry stays lazy and amortized).
@@ -110,6 +129,10 @@ const (
 	sweepBatch    = 1024
 	amortizedPops = 4
 )
+
+// MinShardRecords is the fewest records a shard has room for (see
+// Options.Shards).
+const MinShardRecords = 256
 
 // Chunks: sizes grow with the shard's live bytes, between chunkMin and
 // chunkMax; a key or response larger than bigValue gets a chunk of its own.
@@ -241,6 +264,16 @@ func New(opts Options) *Store {
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxBytes
 	}
+	// Each shard holds at least MinShardRecords records (by count, and by
+	// bytes of records with short keys and no response): a shard refuses a
+	// claim when it holds only PENDING records, so small shards would refuse
+	// claims far below the bounds, whenever a few keys hash alike.
+	if most := min(int64(maxEntries), maxBytes/EntryOverhead) / MinShardRecords; int64(n) > most {
+		n = 1
+		if most > 1 {
+			n = 1 << (bits.Len64(uint64(most)) - 1)
+		}
+	}
 	s := &Store{shards: make([]shard, n), shift: uint(64 - bits.Len(uint(n-1))), seed: maphash.MakeSeed(), now: opts.Now}
 	if s.now == nil {
 		s.base = time.Now()
@@ -252,8 +285,10 @@ func New(opts Options) *Store {
 		sh.seed = s.seed
 		sh.minExp, sh.qlast = math.MaxInt64, math.MinInt64
 		sh.watchers = make(map[string]*watch)
-		sh.maxEntries = max(1, min((maxEntries+n-1)/n, 1<<31-2))
-		sh.maxBytes = max(EntryOverhead, (maxBytes+int64(n)-1)/int64(n))
+		// The bounds' shares add up to them exactly: the first shards take
+		// one more of what does not divide evenly.
+		sh.maxEntries = max(1, min(maxEntries/n+bit(i < maxEntries%n), 1<<31-2))
+		sh.maxBytes = maxBytes/int64(n) + int64(bit(int64(i) < maxBytes%int64(n)))
 	}
 	// The shards' memory is the arena's, which the garbage collector does
 	// not free: give it back once the Store is unreachable.
@@ -361,7 +396,9 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 		return idem.BeginResult{Acquired: true}, nil
 	case i == none:
 		size := int64(len(req.Key)) + EntryOverhead
-		if (sh.count >= sh.maxEntries || sh.bytes+size > sh.maxBytes) && !sh.makeRoom(s, now, size) {
+		// A record larger than the shard's share of MaxBytes is admitted
+		// into an empty shard, as a response larger than it is stored.
+		if (sh.count >= sh.maxEntries || sh.bytes+size > sh.maxBytes) && !sh.makeRoom(s, now, size) && sh.count > 0 {
 			s.full.Add(1)
 			return idem.BeginResult{}, ErrFull
 		}
@@ -517,6 +554,14 @@ func (s *Store) nowNs() int64 {
 		return s.now().UnixNano()
 	}
 	return s.baseNs + int64(time.Since(s.base))
+}
+
+// bit is 1 for true, 0 for false.
+func bit(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // after returns now+d in Unix ns, saturated.

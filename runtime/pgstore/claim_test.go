@@ -186,7 +186,9 @@ func TestTakeoverOfLockedRow(t *testing.T) {
 			resp  []byte
 			prior idem.State
 		}{
-			"Expired":    {20 * time.Millisecond, idem.StateCompleted, []byte("old"), 0},
+			// 300 ms: long enough that the record's own Finish, under load, is
+			// not past its expiry (then fenced); the test sleeps it out.
+			"Expired":    {300 * time.Millisecond, idem.StateCompleted, []byte("old"), 0},
 			"FailedFree": {time.Hour, idem.StateFailed, nil, idem.StateFailed},
 		} {
 			t.Run(path.name+"/"+name, func(t *testing.T) {

@@ -91,12 +91,49 @@
 // that never waits for duplicates can turn publishing off with
 // Options.DisableNotify.
 //
+// # ACL
+//
+// The user the client logs in as needs these commands on the keys
+// <prefix>* (~<prefix>*): EVALSHA and EVAL (and SCRIPT LOAD for
+// LoadScripts); GET (GETEX for a Cluster client that reads from replicas);
+// inside the scripts GET, SET, SETRANGE, GETRANGE, TIME and PUBLISH; and for
+// Watch's pub/sub connection SUBSCRIBE, UNSUBSCRIBE and PING. It also needs
+// the record channels, named like the keys: &<prefix>* (Redis 7 gives a new
+// user no channel at all by default, acl-pubsub-default resetchannels), or
+// Options.DisableNotify. For the default prefix on a standalone server
+// (TestLeastPrivilegeACL runs the conformance suite as such a user):
+//
+//	ACL SETUSER app on >secret ~idem:* &idem:* +evalsha +eval +script|load +get
+//	    +set +setrange +getrange +time +publish +subscribe +unsubscribe +ping
+//
+// A Cluster or Sentinel client also needs the commands go-redis discovers
+// the servers with (CLUSTER SLOTS, SENTINEL …). Without the channels, records
+// are still written and answered correctly (a script's PUBLISH is a
+// redis.pcall, whose failure loses only the notification), but Watch's
+// SUBSCRIBE is refused: each Watch says "look again" after about a second
+// (it waits that long for the server's confirmation), and a waiting
+// duplicate finds the change by polling.
+//
 // # Durability
 //
 // Redis replicates asynchronously: a failover (Sentinel or Cluster) can lose
 // the last writes acknowledged by the old primary, so a claim or a completion
 // may vanish and a retry of that key execute again. Where that is not
 // acceptable (payments), use the PostgreSQL store.
+//
+// Eviction loses records the same way: every record has an expiry, so a
+// server that reaches its maxmemory under a volatile-* or allkeys-*
+// maxmemory-policy silently evicts records, PENDING and COMPLETED alike, and
+// a duplicate of an evicted key executes again (a takeover of a running
+// request's key, or a second run of a finished one). Keep the records on a
+// server (or a dedicated instance) with maxmemory-policy noeviction, the
+// default, and enough memory for the records of a window. At its maxmemory
+// such a server refuses writes (OOM) and loses nothing: completed records
+// are still replayed, a new key is answered 503
+// IDEMPOTENCY_STORE_UNAVAILABLE and its handler does not run, and a Finish
+// is refused as when Redis fails as the request finishes (the handler's
+// response is sent; the record stays PENDING until its lease runs out, and
+// a retry then runs again) (TestOutOfMemory).
 //
 // # Timeouts
 //

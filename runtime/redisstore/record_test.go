@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -64,4 +65,19 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 		require.Equal(t, v, encodeRecord(&rec), "decode is the inverse of encode")
 	})
+}
+
+func TestMs(t *testing.T) {
+	for d, want := range map[time.Duration]int64{
+		1:                                1,
+		time.Millisecond:                 1,
+		time.Millisecond + 1:             2,
+		math.MaxInt64:                    9223372036855,
+		math.MaxInt64 - time.Millisecond: 9223372036854,
+		math.MaxInt64 / time.Millisecond * time.Millisecond: 9223372036854,
+	} {
+		if got := ms(d); got != want {
+			t.Errorf("ms(%d) = %d, want %d", int64(d), got, want)
+		}
+	}
 }

@@ -42,6 +42,20 @@ import (
 // claim's own token), so processes running the scripts from before and
 // after share records too. (A re-run happens in the process that made the
 // first call; TestMixedProtocols sends repeats to the current scripts.)
+//
+// # Notifications
+//
+// The begin and finish scripts publish with redis.pcall, after their write:
+// a PUBLISH that fails (an ACL user without rights on the record's channel,
+// NOPERM) leaves the write and the script's answer standing, and only the
+// notification is lost (a waiter finds the change by polling). With
+// redis.call, as the scripts had it before, the failed PUBLISH raised after
+// the SET: Finish stored the record and reported an error, and a takeover
+// wrote its claim and reported an error, which left the key blocked by a
+// claim no request held until its lease ran out (TestNoChannelRights). The
+// change altered both scripts' SHA-1, but nothing they write or answer when
+// PUBLISH succeeds, so processes running either generation share records
+// (the scripts of each are cached under their own SHA-1).
 
 // beginScript claims KEYS[1]. ARGV[1] (59 bytes):
 //
@@ -98,7 +112,7 @@ local exp = now + ttl
 redis.call('SET', KEYS[1],
   '\1\1\0' .. string.sub(a, 1, 8) .. struct.pack('>i8>i8', now + lease, exp) .. string.sub(a, 9, 41),
   'PXAT', exp)
-if prior ~= 0 and string.byte(a, 59) == 1 then redis.call('PUBLISH', KEYS[1], '1') end
+if prior ~= 0 and string.byte(a, 59) == 1 then redis.pcall('PUBLISH', KEYS[1], '1') end
 return prior
 `)
 
@@ -134,7 +148,7 @@ if string.byte(cur, 2) ~= 1 then
   return 0
 end
 redis.call('SET', KEYS[1], '\1' .. string.sub(a, 9, 10) .. string.sub(cur, 4) .. ARGV[2], 'KEEPTTL')
-if string.byte(a, 11) == 1 then redis.call('PUBLISH', KEYS[1], string.sub(a, 9, 9)) end
+if string.byte(a, 11) == 1 then redis.pcall('PUBLISH', KEYS[1], string.sub(a, 9, 9)) end
 return 1
 `)
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -290,4 +292,53 @@ func TestReplayWhileWritesRefused(t *testing.T) {
 	// GETEX, which the store sends for clients reading from replicas, is
 	// refused like a write: the engine then claims (see idem.ReadFirst).
 	assert.Error(t, c.Do(ctx, "getex", s.key("k")).Err())
+}
+
+// TestOutOfMemory: a Redis at its maxmemory under maxmemory-policy
+// noeviction (what the package documentation recommends) refuses writes
+// (OOM) and evicts nothing: a new key is answered 503
+// IDEMPOTENCY_STORE_UNAVAILABLE and its handler does not run, a completed
+// record is still replayed, and a Finish is refused (the record stays
+// PENDING).
+func TestOutOfMemory(t *testing.T) {
+	t.Parallel()
+	srv := testenv.StartRedis(t, "--maxmemory-policy", "noeviction")
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
+	defer c.Close()
+	s := newStoreOn(t, c, Options{})
+	ctx := ctxTimeout(t, 10*time.Second)
+	eng := idem.New(s, idem.Options{})
+	pol := idem.MustCompile(idem.Spec{Operation: "op", Method: "POST", Path: "/x", Semantics: idem.Strict})
+	var runs atomic.Int64
+	h := eng.Handler(pol, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		w.WriteHeader(http.StatusCreated)
+	}))
+	do := func(key string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("POST", "/x", nil)
+		req.Header.Set("Idempotency-Key", key)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	const done, fresh = "0193a8f0-0000-7000-8000-000000000001", "0193a8f0-0000-7000-8000-000000000002"
+	require.Equal(t, http.StatusCreated, do(done).Code)
+	r, err := s.Begin(ctx, beginReq("held", 1))
+	require.NoError(t, err)
+	require.True(t, r.Acquired)
+
+	require.NoError(t, c.ConfigSet(ctx, "maxmemory", "1").Err()) // below what Redis uses
+	rec := do(fresh)
+	assert.Equal(t, http.StatusServiceUnavailable, rec.Code)
+	assert.Contains(t, rec.Body.String(), idem.CodeStoreUnavailable)
+	rec = do(done)
+	assert.Equal(t, http.StatusCreated, rec.Code)
+	assert.Equal(t, "true", rec.Header().Get("Idempotent-Replayed"))
+	assert.Equal(t, int64(1), runs.Load())
+	err = s.Finish(ctx, "held", 1, idem.StateCompleted, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "OOM")
+	got, _, err := s.Get(ctx, "held")
+	require.NoError(t, err)
+	assert.Equal(t, idem.StatePending, got.State)
 }

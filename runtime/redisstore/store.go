@@ -145,9 +145,19 @@ func check(ctx context.Context, op, key string) error {
 }
 
 // ms converts a duration to whole milliseconds, rounding up, so that a lease
-// or TTL is never shorter than asked.
+// or TTL is never shorter than asked. It cannot overflow: math.MaxInt64 ns
+// is 9223372036855 ms (292 years), which the scripts add to the server's
+// clock exactly (Lua numbers are doubles, exact to 2^53) and pass to PXAT.
+// (Rounding up by adding 999999 ns first overflowed for durations within a
+// millisecond of math.MaxInt64: a TTL of math.MaxInt64 was refused, ERR
+// invalid expire time, and ExtendLease(math.MaxInt64) moved the lease into
+// the past.)
 func ms(d time.Duration) int64 {
-	return int64((d + time.Millisecond - 1) / time.Millisecond)
+	n := int64(d / time.Millisecond)
+	if d%time.Millisecond != 0 {
+		n++
+	}
+	return n
 }
 
 // op is the memory of one store call, reused through opPool: the Redis key,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -19,7 +20,12 @@ import (
 // the first change after that, and also, as a "look again", when the
 // subscription had to be re-established after a lost connection (a change may
 // have gone by unseen), when ctx ends before the subscription was confirmed,
-// when subscribing fails, or when the Store is closed. Callers must treat it
+// when subscribing fails, or when the Store is closed. Watch waits for the
+// confirmation at most about a second (readyTimeout), then returns with the
+// channel closed as well: a server that refuses the SUBSCRIBE (an ACL user
+// without the channel, see the package documentation) never confirms it,
+// and a caller that watches with its whole wait deadline must be able to
+// poll meanwhile. Callers must treat it
 // as a hint, re-read the record, and keep a timeout of their own: pub/sub
 // delivers at most once. stop releases the watch (and the subscription when it
 // was the channel's last watcher); call it in every case.
@@ -41,15 +47,23 @@ func (s *Store) Watch(ctx context.Context, key string) (<-chan struct{}, func())
 		w.fire()
 		return w.ch, func() {}
 	}
+	t := time.NewTimer(readyTimeout)
 	select {
 	case <-ready:
 	case <-ctx.Done():
 		w.fire()
 	case <-h.done:
 		w.fire()
+	case <-t.C:
+		w.fire()
+		h.resubscribe(ctx, channel)
 	}
+	t.Stop()
 	return w.ch, func() { h.remove(channel, w) }
 }
+
+// readyTimeout bounds Watch's wait for the server to confirm a subscription.
+const readyTimeout = time.Second
 
 func (s *Store) getHub() *hub {
 	s.mu.Lock()
@@ -86,9 +100,21 @@ type hub struct {
 	sets map[string]*watchSet
 	// pending counts, per channel, SUBSCRIBE commands sent and not yet
 	// confirmed; a confirmation nobody waits for is a resubscription after a
-	// reconnect.
-	pending map[string]int
+	// reconnect. A SUBSCRIBE whose watch ended before its confirmation, on a
+	// connection that then dropped, is never confirmed (go-redis resubscribes
+	// only the channels still subscribed); nor is one the server refused. Its
+	// count would hold back the confirmation of every later subscription of
+	// the channel, so a count left unconfirmed for readyTimeout is dropped
+	// (add, resubscribe).
+	pending map[string]pendingSub
 	closed  bool
+}
+
+// pendingSub is the count of a channel's unconfirmed SUBSCRIBE commands and
+// when the last one was sent.
+type pendingSub struct {
+	n    int
+	sent time.Time
 }
 
 var errHubClosed = errors.New("redisstore: store closed")
@@ -98,7 +124,7 @@ func newHub(ps *redis.PubSub) *hub {
 		ps:      ps,
 		done:    make(chan struct{}),
 		sets:    make(map[string]*watchSet),
-		pending: make(map[string]int),
+		pending: make(map[string]pendingSub),
 	}
 	msgs := ps.ChannelWithSubscriptions(redis.WithChannelSize(1024))
 	go h.dispatch(msgs)
@@ -115,7 +141,12 @@ func (h *hub) add(ctx context.Context, channel string, w *waiter) (<-chan struct
 	if ws == nil {
 		ws = &watchSet{waiters: make(map[*waiter]struct{}), ready: make(chan struct{})}
 		h.sets[channel] = ws
-		h.pending[channel]++
+		p := h.pending[channel]
+		now := time.Now()
+		if p.n > 0 && now.Sub(p.sent) >= readyTimeout {
+			p.n = 0 // stale: never to be confirmed
+		}
+		h.pending[channel] = pendingSub{n: p.n + 1, sent: now}
 		// Written while h.mu is held, so SUBSCRIBE and UNSUBSCRIBE of one
 		// channel reach the server in the order of the map's changes.
 		if err := h.ps.Subscribe(ctx, channel); err != nil {
@@ -127,6 +158,24 @@ func (h *hub) add(ctx context.Context, channel string, w *waiter) (<-chan struct
 	}
 	ws.waiters[w] = struct{}{}
 	return ws.ready, nil
+}
+
+// resubscribe subscribes channel again when its watch set is still waiting
+// for the server's confirmation after readyTimeout, dropping the counts of
+// the SUBSCRIBE commands sent before: they were refused, or lost with a
+// connection. (If one is confirmed late after all, its confirmation is taken
+// for a resubscription and wakes the set's waiters: a harmless "look again".)
+func (h *hub) resubscribe(ctx context.Context, channel string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ws := h.sets[channel]
+	if h.closed || ws == nil || ws.confirmed {
+		return
+	}
+	h.pending[channel] = pendingSub{n: 1, sent: time.Now()}
+	if err := h.ps.Subscribe(context.WithoutCancel(ctx), channel); err != nil {
+		h.unpend(channel)
+	}
 }
 
 func (h *hub) remove(channel string, w *waiter) {
@@ -149,13 +198,14 @@ func (h *hub) remove(channel string, w *waiter) {
 }
 
 func (h *hub) unpend(channel string) int {
-	n := h.pending[channel] - 1
-	if n <= 0 {
+	p := h.pending[channel]
+	p.n--
+	if p.n <= 0 {
 		delete(h.pending, channel)
 		return 0
 	}
-	h.pending[channel] = n
-	return n
+	h.pending[channel] = p
+	return p.n
 }
 
 func (h *hub) dispatch(msgs <-chan any) {
@@ -176,7 +226,7 @@ func (h *hub) dispatch(msgs <-chan any) {
 			}
 			h.mu.Lock()
 			ws := h.sets[m.Channel]
-			if h.pending[m.Channel] > 0 {
+			if h.pending[m.Channel].n > 0 {
 				if h.unpend(m.Channel) == 0 && ws != nil && !ws.confirmed {
 					ws.confirmed = true
 					close(ws.ready)

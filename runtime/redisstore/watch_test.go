@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +19,16 @@ func fired(ch <-chan struct{}, within time.Duration) bool {
 	case <-ch:
 		return true
 	case <-time.After(within):
+		return false
+	}
+}
+
+// closed reports whether ch is closed now.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
 		return false
 	}
 }
@@ -171,4 +182,78 @@ func TestWatchReconnect(t *testing.T) {
 	defer stop2()
 	require.NoError(t, s.Finish(ctx, "k", 1, idem.StateCompleted, nil))
 	assert.True(t, fired(ch2, 2*time.Second), "notifications flow again")
+}
+
+// TestWatchLostSubscription: a watch whose context ends before the server
+// confirmed its SUBSCRIBE, on a pub/sub connection that then drops before
+// the confirmation was read, leaves a SUBSCRIBE that is never confirmed
+// (go-redis resubscribes only the channels still subscribed). Later watches
+// of that key must not wait for it: one made within readyTimeout of the lost
+// SUBSCRIBE waits about readyTimeout and says "look again", and the key's
+// subscription is whole again; one made later is confirmed at once, also
+// when its context is shorter than readyTimeout. (Before, every later Watch
+// of the key waited out its whole context: a waiting duplicate, which
+// watches with its whole wait deadline, stopped polling.)
+func TestWatchLostSubscription(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
+	defer c.Close()
+	s, err := New(c, Options{})
+	require.NoError(t, err)
+	defer s.Close()
+	ctx := ctxTimeout(t, 60*time.Second)
+
+	_, stop := s.Watch(ctx, "warm-up") // opens the pub/sub connection
+	stop()
+	require.NoError(t, srv.Signal(syscall.SIGSTOP))
+	require.Eventually(t, func() bool { // the signal has taken effect
+		pctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		return c.Ping(pctx).Err() != nil
+	}, 5*time.Second, 10*time.Millisecond)
+	lost := time.Now()
+	for _, key := range []string{"k", "late"} {
+		short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		ch, stop := s.Watch(short, key)
+		assert.True(t, closed(ch), "unconfirmed when its context ended")
+		stop()
+		cancel()
+	}
+	srv.Stop() // the connection drops before the confirmations were read
+	require.NoError(t, srv.Start())
+	// go-redis reconnects the pub/sub connection at its next read.
+	require.Eventually(t, func() bool {
+		wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		ch, stop := s.Watch(wctx, "other")
+		defer stop()
+		return !closed(ch)
+	}, 10*time.Second, 50*time.Millisecond, "the pub/sub connection is back")
+
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	ch, stop := s.Watch(wctx, "k")
+	took := time.Since(start)
+	stop()
+	assert.Less(t, took, readyTimeout+time.Second, "Watch waited for a confirmation that never comes")
+	if start.Sub(lost) < readyTimeout-100*time.Millisecond {
+		assert.True(t, closed(ch), "look again")
+	}
+	start = time.Now()
+	ch, stop = s.Watch(wctx, "k")
+	defer stop()
+	assert.Less(t, time.Since(start), readyTimeout/2, "the subscription is confirmed again")
+	assert.False(t, closed(ch))
+	_, err = s.Begin(ctx, beginReq("k", 1))
+	require.NoError(t, err)
+	require.NoError(t, s.Finish(ctx, "k", 1, idem.StateCompleted, nil))
+	assert.True(t, fired(ch, 2*time.Second), "changes are delivered again")
+
+	time.Sleep(time.Until(lost.Add(readyTimeout)))
+	short, cancel := context.WithTimeout(ctx, readyTimeout/2)
+	defer cancel()
+	ch, stop = s.Watch(short, "late")
+	defer stop()
+	assert.False(t, closed(ch), "a SUBSCRIBE lost readyTimeout ago holds back no confirmation")
 }

@@ -25,6 +25,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"sync"
 	"sync/atomic"
@@ -69,6 +70,7 @@ func RunConformanceTests(t *testing.T, newStore func(t *testing.T) idem.Store) {
 	run("LargeResponse", testLargeResponse)
 	run("EmptyResponseIsNotNil", testEmptyResponse)
 	run("TokensBeyond2to53", testBigTokens)
+	run("HugeDurations", testHugeDurations)
 	run("FingerprintRoundTrip", testFingerprintRoundTrip)
 	run("GetMissing", testGetMissing)
 	run("ContextCancellation", testContextCancel)
@@ -581,6 +583,55 @@ func testBigTokens(t *testing.T, s idem.Store, key func(string) string) {
 	begin(t, s, k3, fp(1), sign, long, long, false)
 	if rec, _ := get(t, s, k3); rec.Token != sign {
 		t.Fatalf("token %d came back as %d", sign, rec.Token)
+	}
+}
+
+// testHugeDurations: a lease or TTL too long to add to a clock, up to
+// math.MaxInt64 ("forever"), saturates: the claim is made, and its lease and
+// the record last at least a century (memstore's clock ends in 2262), as
+// does a lease extended by such a duration. (redisstore's millisecond
+// conversion overflowed: a TTL of math.MaxInt64 was refused, and
+// ExtendLease(math.MaxInt64) moved the lease into the past, so the key was
+// taken over at once.)
+func testHugeDurations(t *testing.T, s idem.Store, key func(string) string) {
+	const (
+		forever = time.Duration(math.MaxInt64)
+		century = 100 * 365 * 24 * time.Hour
+	)
+	far := func(what string, at time.Time) {
+		t.Helper()
+		if d := time.Until(at); d < century {
+			t.Errorf("%s is %v from now, want at least a century", what, d)
+		}
+	}
+	for i, d := range []time.Duration{forever, forever - time.Millisecond/2, 2 * century} {
+		k, tk := key(fmt.Sprint("huge", i)), tok()
+		acquired(t, fmt.Sprintf("Begin with lease and TTL %v", d), begin(t, s, k, fp(1), tk, d, d, false), 0)
+		rec, ok := get(t, s, k)
+		if !ok || rec.State != idem.StatePending || rec.Token != tk {
+			t.Fatalf("record after Begin with lease and TTL %v = %+v (found %v), want the PENDING claim", d, rec, ok)
+		}
+		far("LeaseExpiresAt", rec.LeaseExpiresAt)
+		far("ExpiresAt", rec.ExpiresAt)
+		if res := begin(t, s, k, fp(1), tok(), long, long, false); res.Acquired {
+			t.Fatalf("a claim with lease %v was taken over", d)
+		}
+		if x, ok := s.(idem.LeaseExtender); ok {
+			if err := x.ExtendLease(context.Background(), k, tk, d); err != nil {
+				t.Fatalf("ExtendLease(%v): %v", d, err)
+			}
+			rec, _ := get(t, s, k)
+			far("LeaseExpiresAt after ExtendLease", rec.LeaseExpiresAt)
+			if res := begin(t, s, k, fp(1), tok(), long, long, false); res.Acquired {
+				t.Fatalf("a lease extended by %v was taken over", d)
+			}
+		}
+		finish(t, s, k, tk, idem.StateCompleted, []byte("r"))
+		rec, ok = get(t, s, k)
+		if !ok || rec.State != idem.StateCompleted || string(rec.Response) != "r" {
+			t.Fatalf("record after Finish = %+v (found %v), want COMPLETED", rec, ok)
+		}
+		far("ExpiresAt after Finish", rec.ExpiresAt)
 	}
 }
 

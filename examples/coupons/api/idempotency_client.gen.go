@@ -11,6 +11,7 @@ import (
 	openapi_types "github.com/oapi-codegen/runtime/types"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -19,9 +20,9 @@ import (
 // on a flaky network. Each of its typed helpers is one logical call: one idempotency key, sent with
 // every attempt together with the same body bytes, and retries under the operation's x-idempotency
 // contract (attempts, backoff, which failures), honouring Retry-After and Retry-After-Ms, waiting out
-// a 409 IDEMPOTENCY_KEY_IN_USE, never retrying 400 or 422, and never past ctx's deadline. So a request
-// the server handled but whose response was lost is answered, on the retry, with the first response
-// (marked Idempotent-Replayed: true) instead of running twice.
+// the in-flight status (IDEMPOTENCY_KEY_IN_USE), never retrying 400 or 422, and never past ctx's
+// deadline. So a request the server handled but whose response was lost is answered, on the retry,
+// with the first response (marked Idempotent-Replayed: true) instead of running twice.
 //
 // Helpers (the other methods of ClientWithResponses are promoted, and go through the same Doer):
 //
@@ -44,8 +45,9 @@ import (
 // server answered with an IDEMPOTENCY_* problem (a reused key: 422 or 409 IDEMPOTENCY_KEY_REUSED; a
 // missing or invalid key: 400; a response the server ran but could not store: 409
 // IDEMPOTENCY_RESPONSE_UNAVAILABLE, never retried; the key still in use or the store unavailable after
-// the last attempt). Any other response, whatever its status, is the API's own answer, in the
-// response.
+// the last attempt; at the deadline, no response but a *idemclient.Error that carries the
+// *idemclient.ProblemError, errors.As finds both). Any other response, whatever its status, is the
+// API's own answer, in the response.
 type IdempotentClient struct {
 	*ClientWithResponses
 }
@@ -264,10 +266,17 @@ func idemgenClientTemplate(path string) []idemgenClientSegment {
 }
 
 // idemgenClientMatch is the Doer's matcher: the policy of the idempotent operation whose route serves
-// the request, matched on the end of its escaped path (the server URL may add a base path); ok is
-// false for every other request.
+// the request, matched on the end of its path (the server URL may add a base path), split at the
+// escaped path's slashes and each segment unescaped, as the templates' text is (a static segment
+// /cafés is sent as /caf%C3%A9s; an escaped slash stays inside its segment); ok is false for every
+// other request.
 func idemgenClientMatch(req *http.Request) (idemclient.Policy, bool) {
 	path := strings.Split(strings.TrimPrefix(req.URL.EscapedPath(), "/"), "/")
+	for i, s := range path {
+		if u, err := url.PathUnescape(s); err == nil {
+			path[i] = u
+		}
+	}
 next:
 	for _, rt := range idemgenClientRoutes[req.Method] {
 		if len(rt.segs) > len(path) {

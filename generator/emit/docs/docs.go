@@ -87,6 +87,8 @@ func funcs(t *template.Template) template.FuncMap {
 			return c, nil
 		},
 		"problemBase": func() string { return idem.DefaultProblemTypeBase },
+		"inUseDetail": func() string { return idem.DetailKeyInUse },
+		"bodyCompare": bodyCompare,
 		"dur":         ir.FormatDuration,
 		"seconds":     func(d time.Duration) int64 { return int64((d + time.Second - 1) / time.Second) },
 		"num":         func(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) },
@@ -264,4 +266,60 @@ func formatBytes(n int64) string {
 		return strconv.FormatInt(n>>10, 10) + " KiB"
 	}
 	return strconv.FormatInt(n, 10) + " bytes"
+}
+
+// bodyCompare says how the fingerprint compares the request body of op, by
+// its content types (runtime/fingerprint): JSON as data, a form field by
+// field, anything else byte for byte. An operation without a declared body
+// is described as JSON, the common case.
+func bodyCompare(op *ir.Operation) string {
+	var jsonTypes, formTypes, rawTypes []string
+	multipart := false
+	if op.Body != nil {
+		for _, ct := range op.Body.ContentTypes {
+			mt, _, _ := strings.Cut(ct, ";")
+			mt = strings.ToLower(strings.TrimSpace(mt))
+			switch {
+			case mt == "application/json" || strings.HasSuffix(mt, "+json"):
+				jsonTypes = append(jsonTypes, ct)
+			case mt == "application/x-www-form-urlencoded":
+				formTypes = append(formTypes, ct)
+			default:
+				rawTypes = append(rawTypes, ct)
+				multipart = multipart || strings.HasPrefix(mt, "multipart/")
+			}
+		}
+	}
+	jsonPhrase := "compared as data: member order, white space and number spelling do not matter"
+	if len(op.Policy.Volatile) > 0 {
+		jsonPhrase += ", volatile members are ignored"
+	}
+	if len(op.Policy.Unordered) > 0 {
+		jsonPhrase += ", unordered arrays are compared as sets"
+	}
+	const formPhrase = "compared field by field: fields in any order (the values of one field in theirs), `+` and `%20` alike"
+	rawPhrase := "compared byte for byte"
+	if multipart {
+		rawPhrase += "; a multipart body's boundary is among those bytes, so a retry must resend the same bytes, boundary included"
+	}
+	if len(formTypes)+len(rawTypes) == 0 {
+		return "JSON body, " + jsonPhrase
+	}
+	if len(jsonTypes)+len(rawTypes) == 0 {
+		return "form body, " + formPhrase
+	}
+	if len(jsonTypes)+len(formTypes) == 0 {
+		return "body (" + ticks(rawTypes) + "), " + rawPhrase
+	}
+	var parts []string
+	if len(jsonTypes) > 0 {
+		parts = append(parts, "a JSON body ("+ticks(jsonTypes)+") is "+jsonPhrase)
+	}
+	if len(formTypes) > 0 {
+		parts = append(parts, "a form body is "+formPhrase)
+	}
+	if len(rawTypes) > 0 {
+		parts = append(parts, "any other body ("+ticks(rawTypes)+") is "+rawPhrase)
+	}
+	return "body, by its content type: " + strings.Join(parts, "; ")
 }

@@ -2,7 +2,9 @@ package docs_test
 
 import (
 	"flag"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -14,6 +16,7 @@ import (
 	"github.com/idemgen/idemgen/generator/ir"
 	"github.com/idemgen/idemgen/internal/gentest"
 	"github.com/idemgen/idemgen/internal/testenv"
+	"github.com/idemgen/idemgen/runtime/idem"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -65,4 +68,53 @@ func TestEmitterRegistered(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, files, 1)
 	assert.Equal(t, docs.FileName, files[0].Path)
+}
+
+// The example problem quotes the detail the engine writes for a request
+// still in flight, taken from the runtime, not a paraphrase of it.
+func TestInFlightExampleIsTheRuntimes(t *testing.T) {
+	c := cases(t)[2] // clean-full
+	out, err := docs.Render(compileCase(t, c.spec, c.overlay))
+	require.NoError(t, err)
+	assert.Contains(t, string(out), `"detail": "`+idem.DetailKeyInUse+`",`)
+}
+
+// Header names are printed as the spec spells them, not canonicalized
+// (WWW-Authenticate, not Www-Authenticate); the runtime canonicalizes them
+// itself.
+func TestHeaderSpelling(t *testing.T) {
+	spec := filepath.Join(t.TempDir(), "openapi.yaml")
+	require.NoError(t, os.WriteFile(spec, []byte(`openapi: 3.0.3
+info: {title: H, version: '1'}
+paths:
+  /a:
+    post:
+      operationId: a
+      x-idempotency:
+        semantics: strict
+        fingerprint-headers: [WWW-Authenticate, x-tenant-ID]
+        response: {headers: [ETag]}
+      parameters:
+        - {name: Idempotency-Key, in: header, required: true, schema: {type: string}}
+      responses: {'200': {description: ok}}
+`), 0o644))
+	out, err := docs.Render(compileCase(t, spec, ""))
+	require.NoError(t, err)
+	assert.Contains(t, string(out), "headers `WWW-Authenticate`, `x-tenant-ID` and JSON body")
+	assert.Contains(t, string(out), "`Content-Type`, `ETag`;")
+	assert.NotContains(t, string(out), "Www-Authenticate")
+}
+
+// "The same request" is worded by the body's content type, as the
+// fingerprint compares it: JSON as data, a form field by field, anything
+// else byte for byte (a multipart body with its boundary).
+func TestBodyComparison(t *testing.T) {
+	c := filepath.Join("..", "..", "..", "testdata", "contract", "raw-body-strict", "openapi.yaml")
+	out, err := docs.Render(compileCase(t, c, ""))
+	require.NoError(t, err)
+	s := string(out)
+	assert.Contains(t, s, "and body, by its content type: a JSON body (`application/json`) is compared as data: member order, white space and number spelling do not matter; any other body (`multipart/form-data`) is compared byte for byte; a multipart body's boundary is among those bytes, so a retry must resend the same bytes, boundary included.")
+	assert.Contains(t, s, "and body (`multipart/mixed`), compared byte for byte; a multipart body's boundary is among those bytes")
+	assert.Contains(t, s, "and form body, compared field by field: fields in any order (the values of one field in theirs), `+` and `%20` alike.")
+	assert.Equal(t, 0, strings.Count(s, "JSON body, compared as data"), "no operation of this spec has a JSON-only body")
 }

@@ -67,17 +67,27 @@ func (g *gen) echoMiddleware() {
 func (g *gen) echoErrorHandler() {
 	t := g.cfg.Type
 	handler := echoQ("HTTPErrorHandler")
-	g.doc("ErrorHandler returns an echo.HTTPErrorHandler (e.HTTPErrorHandler = x.ErrorHandler(e.HTTPErrorHandler)). oapi-codegen's echo wrappers check typed parameters before any middleware runs and return an *echo.HTTPError, so a key they reject (a malformed uuid-typed header, a missing required one, one given twice) never reaches the engine: this handler answers those with the engine's application/problem+json, 400 IDEMPOTENCY_KEY_INVALID or IDEMPOTENCY_KEY_MISSING. It recognizes them by the messages oapi-codegen v2.8 writes. Every other error goes to next; nil means echo's DefaultHTTPErrorHandler.")
+	g.doc("ErrorHandler returns an echo.HTTPErrorHandler (e.HTTPErrorHandler = x.ErrorHandler(e.HTTPErrorHandler)) for handlers registered at the root (else use ErrorHandlerWithBaseURL). oapi-codegen's echo wrappers check typed parameters before any middleware runs and return an *echo.HTTPError, so a key they reject (a malformed uuid-typed header, a missing required one, one given twice) never reaches the engine: this handler answers those with the engine's application/problem+json, 400 IDEMPOTENCY_KEY_INVALID or IDEMPOTENCY_KEY_MISSING, when the request is one of an idempotent operation (matched as HTTPMiddleware matches it) and the parameter is that operation's key. It recognizes them by the messages oapi-codegen v2.8 writes. Every other error goes to next, so routes without contracts behave as before; nil means echo's DefaultHTTPErrorHandler.")
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("ErrorHandler").Params(jen.Id("next").Add(handler)).Add(handler).Block(
-		jen.Return(jen.Func().Params(jen.Err().Error(), jen.Id("ctx").Add(echoQ("Context"))).BlockFunc(func(b *jen.Group) {
-			g.keyProblem(b, jen.Id("ctx").Dot("Response").Call(), jen.Err())
+		jen.Return(jen.Id("x").Dot("ErrorHandlerWithBaseURL").Call(jen.Lit(""), jen.Id("next"))),
+	)
+	g.doc("ErrorHandlerWithBaseURL is ErrorHandler for handlers registered under baseURL (RegisterHandlersWithBaseURL): errors about requests outside it go to next.")
+	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("ErrorHandlerWithBaseURL").Params(jen.Id("baseURL").String(), jen.Id("next").Add(handler)).Add(handler).BlockFunc(func(b *jen.Group) {
+		if len(g.keyParams()) > 0 {
+			b.Id("baseURL").Op("=").Qual("strings", "TrimSuffix").Call(jen.Id("baseURL"), jen.Lit("/"))
+		}
+		b.Return(jen.Func().Params(jen.Err().Error(), jen.Id("ctx").Add(echoQ("Context"))).BlockFunc(func(b *jen.Group) {
+			r := func() *jen.Statement { return jen.Id("ctx").Dot("Request").Call() }
+			g.keyProblem(b, jen.Id("ctx").Dot("Response").Call(), r().Dot("URL").Dot("EscapedPath").Call(), func(path jen.Code) jen.Code {
+				return jen.Id(px+"Match").Call(r().Dot("Method"), path)
+			})
 			b.If(jen.Id("next").Op("==").Nil()).Block(
 				jen.Id("ctx").Dot("Echo").Call().Dot("DefaultHTTPErrorHandler").Call(jen.Err(), jen.Id("ctx")),
 				jen.Return(),
 			)
 			b.Id("next").Call(jen.Err(), jen.Id("ctx"))
-		})),
-	)
+		}))
+	})
 	g.textKeyError("the *echo.HTTPError oapi-codegen's wrappers return",
 		jen.Var().Id("he").Op("*").Add(echoQ("HTTPError")),
 		jen.If(jen.Op("!").Qual("errors", "As").Call(jen.Err(), jen.Op("&").Id("he")).Op("||").Id("he").Dot("Code").Op("!=").Qual("net/http", "StatusBadRequest")).Block(

@@ -46,56 +46,58 @@ func strictFirst() jen.Code {
 }
 
 // keyProblem writes, into an error handler's body, the answer to an error
-// about a key parameter: the engine's 400 problem written to w, when the
-// spec declares key parameters (else nothing).
-func (g *gen) keyProblem(b *jen.Group, w jen.Code, keyErrorArgs ...jen.Code) {
-	if headers, queries := g.keyParams(); len(headers)+len(queries) == 0 {
+// about a key parameter: the engine's 400 problem written to w when the
+// request is one of an idempotent operation under baseURL and the error is
+// about that operation's key parameter (else nothing: the handler goes on
+// to next). route is what the request's operation is recognized by (its
+// path, or the route the framework chose), baseURL included; index(path)
+// is the index of its policy, -1 for none, from route without baseURL.
+// Nothing when the spec declares no key parameter.
+func (g *gen) keyProblem(b *jen.Group, w, route jen.Code, index func(path jen.Code) jen.Code) {
+	if len(g.keyParams()) == 0 {
 		return
 	}
-	b.If(jen.List(jen.Id("code"), jen.Id("detail")).Op(":=").Id(px+"KeyError").Call(keyErrorArgs...), jen.Id("code").Op("!=").Lit("")).Block(
-		jen.Id("x").Dot("engine").Dot("WriteProblem").Call(w, jen.Op("&").Qual(idemPkg, "Problem").Values(jen.Dict{
-			jen.Id("Status"): jen.Qual("net/http", "StatusBadRequest"),
-			jen.Id("Code"):   jen.Id("code"),
-			jen.Id("Detail"): jen.Id("detail"),
-		})),
-		jen.Return(),
+	b.If(jen.List(jen.Id("path"), jen.Id("ok")).Op(":=").Qual("strings", "CutPrefix").Call(route, jen.Id("baseURL")), jen.Id("ok")).Block(
+		jen.If(jen.List(jen.Id("code"), jen.Id("detail")).Op(":=").Id(px+"KeyError").Call(index(jen.Id("path")), jen.Err()), jen.Id("code").Op("!=").Lit("")).Block(
+			jen.Id("x").Dot("engine").Dot("WriteProblem").Call(w, jen.Op("&").Qual(idemPkg, "Problem").Values(jen.Dict{
+				jen.Id("Status"): jen.Qual("net/http", "StatusBadRequest"),
+				jen.Id("Code"):   jen.Id("code"),
+				jen.Id("Detail"): jen.Id("detail"),
+			})),
+			jen.Return(),
+		),
 	)
 }
 
-// textKeyError writes <px>KeyError(err error) (code, detail string) for
-// oapi-codegen wrappers that report parameter errors as text (echo, gin):
-// prelude sets msg from err (what is the error's description), and the
-// messages oapi-codegen v2.8 writes about a key parameter are mapped to
-// the engine's problem codes. Nothing when the spec declares no key
-// parameter.
+// textKeyError writes <px>KeyError(i int, err error) (code, detail string)
+// for oapi-codegen wrappers that report parameter errors as text (echo,
+// gin): prelude sets msg from err (what is the error's description), and
+// the messages oapi-codegen v2.8 writes about the key parameter of the
+// operation whose policy is <px>Policies[i] are mapped to the engine's
+// problem codes. Nothing when the spec declares no key parameter.
 func (g *gen) textKeyError(what string, prelude ...jen.Code) {
-	headers, queries := g.keyParams()
-	names := append(append([]string(nil), headers...), queries...)
-	if len(names) == 0 {
+	if len(g.keyParams()) == 0 {
 		return
 	}
+	g.keyParamFunc()
 	invalid := jen.Lit("Invalid format for parameter ").Op("+").Id("name").Op("+").Lit(": ")
-	g.docf("%sKeyError maps %s for a key parameter (%s) to a problem code and detail, by the messages oapi-codegen v2.8 writes; \"\" for any other error.", px, what, orNone(names))
-	g.f.Func().Id(px + "KeyError").Params(jen.Err().Error()).Params(jen.List(jen.Id("code"), jen.Id("detail")).String()).BlockFunc(func(b *jen.Group) {
+	g.docf("%sKeyError maps %s about the key parameter of the operation whose policy is %sPolicies[i] to a problem code and detail, by the messages oapi-codegen v2.8 writes; \"\" for any other error, and for any error when i < 0 or the operation's key is not a parameter.", px, what, px)
+	g.f.Func().Id(px+"KeyError").Params(jen.Id("i").Int(), jen.Err().Error()).Params(jen.List(jen.Id("code"), jen.Id("detail")).String()).BlockFunc(func(b *jen.Group) {
+		b.List(jen.Id("name"), jen.Id("_")).Op(":=").Id(px + "KeyParam").Call(jen.Id("i"))
+		b.If(jen.Id("name").Op("==").Lit("")).Block(jen.Return(jen.Lit(""), jen.Lit("")))
 		for _, c := range prelude {
 			b.Add(c)
 		}
-		b.For(jen.List(jen.Id("_"), jen.Id("name")).Op(":=").Range().Index().String().ValuesFunc(func(gr *jen.Group) {
-			for _, n := range names {
-				gr.Lit(n)
-			}
-		})).Block(
-			jen.Switch().Block(
-				jen.Case(jen.Id("msg").Op("==").Lit("Header parameter ").Op("+").Id("name").Op("+").Lit(" is required, but not found"),
-					jen.Id("msg").Op("==").Lit("Query argument ").Op("+").Id("name").Op("+").Lit(" is required, but not found")).Block(
-					jen.Return(jen.Qual(idemPkg, "CodeKeyMissing"), jen.Lit("this operation requires an idempotency key")),
-				),
-				jen.Case(jen.Qual("strings", "HasPrefix").Call(jen.Id("msg"), invalid)).Block(
-					jen.Return(jen.Qual(idemPkg, "CodeKeyInvalid"), jen.Lit("the idempotency key is malformed: ").Op("+").Id("msg").Index(jen.Len(invalid), jen.Empty())),
-				),
-				jen.Case(jen.Qual("strings", "HasPrefix").Call(jen.Id("msg"), jen.Lit("Expected one value for ").Op("+").Id("name").Op("+").Lit(", got "))).Block(
-					jen.Return(jen.Qual(idemPkg, "CodeKeyInvalid"), jen.Lit("the idempotency key is given more than once")),
-				),
+		b.Switch().Block(
+			jen.Case(jen.Id("msg").Op("==").Lit("Header parameter ").Op("+").Id("name").Op("+").Lit(" is required, but not found"),
+				jen.Id("msg").Op("==").Lit("Query argument ").Op("+").Id("name").Op("+").Lit(" is required, but not found")).Block(
+				jen.Return(jen.Qual(idemPkg, "CodeKeyMissing"), jen.Lit("this operation requires an idempotency key")),
+			),
+			jen.Case(jen.Qual("strings", "HasPrefix").Call(jen.Id("msg"), invalid)).Block(
+				jen.Return(jen.Qual(idemPkg, "CodeKeyInvalid"), jen.Lit("the idempotency key is malformed: ").Op("+").Id("msg").Index(jen.Len(invalid), jen.Empty())),
+			),
+			jen.Case(jen.Qual("strings", "HasPrefix").Call(jen.Id("msg"), jen.Lit("Expected one value for ").Op("+").Id("name").Op("+").Lit(", got "))).Block(
+				jen.Return(jen.Qual(idemPkg, "CodeKeyInvalid"), jen.Lit("the idempotency key is given more than once")),
 			),
 		)
 		b.Return(jen.Lit(""), jen.Lit(""))

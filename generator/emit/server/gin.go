@@ -191,26 +191,56 @@ func (g *gen) ginMiddleware() {
 
 func (g *gen) ginErrorHandler() {
 	t := g.cfg.Type
-	g.doc("ErrorHandler returns an error handler for GinServerOptions.ErrorHandler. oapi-codegen's gin wrappers check typed parameters before the operation runs and report errors as text, so a key they reject (a malformed uuid-typed header, a missing required one, one given twice) never reaches StrictMiddleware (HTTPMiddleware runs before them and lets the engine judge the key first): this handler answers those with the engine's application/problem+json, 400 IDEMPOTENCY_KEY_INVALID or IDEMPOTENCY_KEY_MISSING. It recognizes them by the messages oapi-codegen v2.8 writes. Every other error goes to next; nil means oapi-codegen's default (the status, {\"msg\": the error} as JSON).")
+	g.doc("ErrorHandler returns an error handler for GinServerOptions.ErrorHandler, for routes registered at the root (else use ErrorHandlerWithBaseURL). oapi-codegen's gin wrappers check typed parameters before the operation runs and report errors as text, so a key they reject (a malformed uuid-typed header, a missing required one, one given twice) never reaches StrictMiddleware (HTTPMiddleware runs before them and lets the engine judge the key first): this handler answers those with the engine's application/problem+json, 400 IDEMPOTENCY_KEY_INVALID or IDEMPOTENCY_KEY_MISSING, when gin routed the request to an idempotent operation and the parameter is that operation's key. It recognizes them by the messages oapi-codegen v2.8 writes. Every other error goes to next, so routes without contracts behave as before; nil means oapi-codegen's default (the status, {\"msg\": the error} as JSON).")
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("ErrorHandler").Params(jen.Id("next").Add(ginErrorFunc())).Add(ginErrorFunc()).Block(
-		jen.If(jen.Id("next").Op("==").Nil()).Block(
+		jen.Return(jen.Id("x").Dot("ErrorHandlerWithBaseURL").Call(jen.Lit(""), jen.Id("next"))),
+	)
+	g.doc("ErrorHandlerWithBaseURL is ErrorHandler for routes registered under baseURL, as HTTPMiddlewareWithBaseURL takes it (the router group's path joined with GinServerOptions.BaseURL): errors about routes outside it go to next.")
+	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("ErrorHandlerWithBaseURL").Params(jen.Id("baseURL").String(), jen.Id("next").Add(ginErrorFunc())).Add(ginErrorFunc()).BlockFunc(func(b *jen.Group) {
+		b.If(jen.Id("next").Op("==").Nil()).Block(
 			jen.Id("next").Op("=").Func().Params(jen.Id("ctx").Add(ginCtx()), jen.Err().Error(), jen.Id("statusCode").Int()).Block(
 				jen.Id("ctx").Dot("JSON").Call(jen.Id("statusCode"), ginQ("H").Values(jen.Dict{jen.Lit("msg"): jen.Err().Dot("Error").Call()})),
 			),
-		),
-		jen.Return(jen.Func().Params(jen.Id("ctx").Add(ginCtx()), jen.Err().Error(), jen.Id("statusCode").Int()).BlockFunc(func(b *jen.Group) {
-			g.keyProblem(b, jen.Id("ctx").Dot("Writer"), jen.Err())
+		)
+		if len(g.keyParams()) > 0 {
+			b.Id("baseURL").Op("=").Qual("strings", "TrimSuffix").Call(jen.Qual("path", "Join").Call(jen.Lit("/"), jen.Id("baseURL")), jen.Lit("/"))
+		}
+		b.Return(jen.Func().Params(jen.Id("ctx").Add(ginCtx()), jen.Err().Error(), jen.Id("statusCode").Int()).BlockFunc(func(b *jen.Group) {
+			g.keyProblem(b, jen.Id("ctx").Dot("Writer"), jen.Id("ctx").Dot("FullPath").Call(), func(path jen.Code) jen.Code {
+				return jen.Id(px+"GinMatch").Call(jen.Id("ctx").Dot("Request").Dot("Method"), path)
+			})
 			b.Id("next").Call(jen.Id("ctx"), jen.Err(), jen.Id("statusCode"))
-		})),
-	)
+		}))
+	})
+	if len(g.keyParams()) > 0 {
+		g.doc(px + "GinMatch returns the index of the policy of the idempotent operation gin serves with route (FullPath, without the base path) for method, or -1.")
+		g.f.Func().Id(px+"GinMatch").Params(jen.List(jen.Id("method"), jen.Id("route")).String()).Int().Block(
+			jen.If(jen.List(jen.Id("i"), jen.Id("ok")).Op(":=").Id(px+"GinRoutes").Index(jen.Id(px+"GinRoute").Values(jen.Id("method"), jen.Id("route"))), jen.Id("ok")).Block(
+				jen.Return(jen.Id("i")),
+			),
+			jen.Return(jen.Lit(-1)),
+		)
+	}
 	g.textKeyError("the errors oapi-codegen's gin wrappers report", jen.Id("msg").Op(":=").Err().Dot("Error").Call())
+}
+
+// ginBase is the statements that set base, in RegisterHandlers and
+// RegisterStrictHandlers, to the path gin's routes are registered under:
+// the router group's path joined with options.BaseURL.
+func ginBase() []jen.Code {
+	return []jen.Code{
+		jen.Id("base").Op(":=").Id("options").Dot("BaseURL"),
+		jen.If(jen.List(jen.Id("group"), jen.Id("ok")).Op(":=").Id("router").Assert(jen.Interface(jen.Id("BasePath").Params().String())), jen.Id("ok")).Block(
+			jen.Id("base").Op("=").Id("group").Dot("BasePath").Call().Op("+").Lit("/").Op("+").Id("base"),
+		),
+	}
 }
 
 func (g *gen) ginRegister() {
 	t := g.cfg.Type
 	router := jen.Id("router").Add(ginQ("IRouter"))
 	if g.cfg.Strict {
-		g.doc("RegisterStrictHandlers is the one line to change in an existing gin service: it does what RegisterHandlersWithOptions(router, NewStrictHandlerWithOptions(ssi, middlewares, strictOptions), options) does, with idempotency wired in: CaptureBody in router.Use (before the routes), StrictMiddleware first among the strict middlewares (so it runs after the given ones, right before the operation), and ErrorHandler around options.ErrorHandler.")
+		g.doc("RegisterStrictHandlers is the one line to change in an existing gin service: it does what RegisterHandlersWithOptions(router, NewStrictHandlerWithOptions(ssi, middlewares, strictOptions), options) does, with idempotency wired in: CaptureBody in router.Use (before the routes), StrictMiddleware first among the strict middlewares (so it runs after the given ones, right before the operation), and ErrorHandlerWithBaseURL (under the router group's path and options.BaseURL) around options.ErrorHandler.")
 		g.doc("")
 		g.doc("\tRegisterHandlersWithOptions(router, NewStrictHandlerWithOptions(service, middlewares, strictOptions), options)")
 		g.doc("")
@@ -221,13 +251,14 @@ func (g *gen) ginRegister() {
 			router, jen.Id("ssi").Id("StrictServerInterface"), jen.Id("middlewares").Index().Id("StrictMiddlewareFunc"),
 			jen.Id("strictOptions").Id("StrictGinServerOptions"), jen.Id("options").Id("GinServerOptions"),
 		).Block(
+			ginBase()[0], ginBase()[1],
 			jen.Id("router").Dot("Use").Call(jen.Id("x").Dot("CaptureBody")),
-			jen.Id("options").Dot("ErrorHandler").Op("=").Id("x").Dot("ErrorHandler").Call(jen.Id("options").Dot("ErrorHandler")),
+			jen.Id("options").Dot("ErrorHandler").Op("=").Id("x").Dot("ErrorHandlerWithBaseURL").Call(jen.Id("base"), jen.Id("options").Dot("ErrorHandler")),
 			jen.Id("RegisterHandlersWithOptions").Call(jen.Id("router"), jen.Id("NewStrictHandlerWithOptions").Call(jen.Id("ssi"), strictFirst(), jen.Id("strictOptions")), jen.Id("options")),
 		)
 		return
 	}
-	g.doc("RegisterHandlers is the one line to change in an existing gin service: it does what RegisterHandlersWithOptions(router, si, options) does, with HTTPMiddleware in router.Use (before the routes, under the router group's path and options.BaseURL) and ErrorHandler around options.ErrorHandler.")
+	g.doc("RegisterHandlers is the one line to change in an existing gin service: it does what RegisterHandlersWithOptions(router, si, options) does, with HTTPMiddleware in router.Use (before the routes) and ErrorHandlerWithBaseURL around options.ErrorHandler, both under the router group's path and options.BaseURL.")
 	g.doc("")
 	g.doc("\tRegisterHandlersWithOptions(router, service, options)")
 	g.doc("")
@@ -237,12 +268,9 @@ func (g *gen) ginRegister() {
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("RegisterHandlers").Params(
 		router, jen.Id("si").Id("ServerInterface"), jen.Id("options").Id("GinServerOptions"),
 	).Block(
-		jen.Id("base").Op(":=").Id("options").Dot("BaseURL"),
-		jen.If(jen.List(jen.Id("group"), jen.Id("ok")).Op(":=").Id("router").Assert(jen.Interface(jen.Id("BasePath").Params().String())), jen.Id("ok")).Block(
-			jen.Id("base").Op("=").Id("group").Dot("BasePath").Call().Op("+").Lit("/").Op("+").Id("base"),
-		),
+		ginBase()[0], ginBase()[1],
 		jen.Id("router").Dot("Use").Call(jen.Id("x").Dot("HTTPMiddlewareWithBaseURL").Call(jen.Id("base"))),
-		jen.Id("options").Dot("ErrorHandler").Op("=").Id("x").Dot("ErrorHandler").Call(jen.Id("options").Dot("ErrorHandler")),
+		jen.Id("options").Dot("ErrorHandler").Op("=").Id("x").Dot("ErrorHandlerWithBaseURL").Call(jen.Id("base"), jen.Id("options").Dot("ErrorHandler")),
 		jen.Id("RegisterHandlersWithOptions").Call(jen.Id("router"), jen.Id("si"), jen.Id("options")),
 	)
 }

@@ -271,6 +271,17 @@ func TestOneLine(t *testing.T) {
 	if mismatch.Code != 422 || !strings.Contains(mismatch.Body.String(), idem.CodeKeyReused) || s.claims != 1 {
 		t.Fatalf("another body with the key: %d %s, executed %d", mismatch.Code, mismatch.Body, s.claims)
 	}
+	// GET /coupons has no contract: its parameters named like other
+	// operations' keys keep the router's own answers to their errors.
+	for _, w := range []*httptest.ResponseRecorder{do("GET", "/coupons?request_id=abc", "", ""), do("GET", "/coupons", "not-a-uuid", "")} {
+		if w.Code != 400 || strings.Contains(w.Body.String(), "IDEMPOTENCY_") || w.Header().Get("Content-Type") == "application/problem+json" {
+			t.Fatalf("a route without a contract: %d %q %s", w.Code, w.Header(), w.Body)
+		}
+	}
+	// request_id is the key of /payments, not of /orders.
+	if w := do("POST", "/payments?request_id=a&request_id=b", "", ` + "`" + `{"amount":1}` + "`" + `); w.Code != 400 || !strings.Contains(w.Body.String(), idem.CodeKeyInvalid) {
+		t.Fatalf("a repeated query key: %d %s", w.Code, w.Body)
+	}
 	// /items/special: std-http, chi and gin serve it with the static route, not
 	// idempotent; gorilla/mux with the first registered match, the
 	// idempotent /items/{itemId} (declared first in the spec).

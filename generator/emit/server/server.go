@@ -228,7 +228,7 @@ func (g *gen) handler() {
 	t := g.cfg.Type
 	hf := func(id string) *jen.Statement { return jen.Qual("net/http", id) }
 	if g.cfg.Strict {
-		g.docf("StrictHandler is the one line to change in an existing service: it returns what HandlerWithOptions(NewStrictHandlerWithOptions(ssi, middlewares, strictOptions), options) returns, with idempotency wired in. StrictMiddleware goes first in the strict middlewares, so it runs after the given ones (which may authenticate the request and put what Options.Principal reads into the context) and right before the operation; CaptureBody is added to options.Middlewares (outermost); ErrorHandler wraps both error handlers (nil ones mean oapi-codegen's defaults).")
+		g.docf("StrictHandler is the one line to change in an existing service: it returns what HandlerWithOptions(NewStrictHandlerWithOptions(ssi, middlewares, strictOptions), options) returns, with idempotency wired in. StrictMiddleware goes first in the strict middlewares, so it runs after the given ones (which may authenticate the request and put what Options.Principal reads into the context) and right before the operation; CaptureBody is added to options.Middlewares (outermost); ErrorHandlerWithBaseURL(options.BaseURL, ...) wraps both error handlers (nil ones mean oapi-codegen's defaults).")
 		g.doc("")
 		g.doc("\th := HandlerWithOptions(NewStrictHandlerWithOptions(service, middlewares, strictOptions), options)")
 		g.doc("")
@@ -249,14 +249,14 @@ func (g *gen) handler() {
 			jen.Id("options").Id(opts),
 		).Add(hf("Handler")).Block(
 			jen.Id("middlewares").Op("=").Add(strictFirst()),
-			jen.Id("strictOptions").Dot("RequestErrorHandlerFunc").Op("=").Id("x").Dot("ErrorHandler").Call(jen.Id("strictOptions").Dot("RequestErrorHandlerFunc")),
-			jen.Id("options").Dot("ErrorHandlerFunc").Op("=").Id("x").Dot("ErrorHandler").Call(jen.Id("options").Dot("ErrorHandlerFunc")),
+			jen.Id("strictOptions").Dot("RequestErrorHandlerFunc").Op("=").Id("x").Dot("ErrorHandlerWithBaseURL").Call(jen.Id("options").Dot("BaseURL"), jen.Id("strictOptions").Dot("RequestErrorHandlerFunc")),
+			jen.Id("options").Dot("ErrorHandlerFunc").Op("=").Id("x").Dot("ErrorHandlerWithBaseURL").Call(jen.Id("options").Dot("BaseURL"), jen.Id("options").Dot("ErrorHandlerFunc")),
 			jen.Id("options").Dot("Middlewares").Op("=").Append(jen.Id("options").Dot("Middlewares").Index(jen.Empty(), jen.Len(jen.Id("options").Dot("Middlewares")), jen.Len(jen.Id("options").Dot("Middlewares"))), jen.Id("x").Dot("CaptureBody")),
 			jen.Return(jen.Id("HandlerWithOptions").Call(jen.Id("NewStrictHandlerWithOptions").Call(jen.Id("ssi"), jen.Id("middlewares"), jen.Id("strictOptions")), jen.Id("options"))),
 		)
 		return
 	}
-	g.docf("Handler is the one line to change in an existing service: it returns what HandlerWithOptions(si, options) returns, with idempotency wired in. The protection is the first of options.Middlewares, so it runs after the given ones (which may authenticate the request) and right before the operation; it matches requests under options.BaseURL; ErrorHandler wraps options.ErrorHandlerFunc (nil means oapi-codegen's default).")
+	g.docf("Handler is the one line to change in an existing service: it returns what HandlerWithOptions(si, options) returns, with idempotency wired in. The protection is the first of options.Middlewares, so it runs after the given ones (which may authenticate the request) and right before the operation; it matches requests under options.BaseURL; ErrorHandlerWithBaseURL(options.BaseURL, ...) wraps options.ErrorHandlerFunc (nil means oapi-codegen's default).")
 	g.doc("")
 	g.doc("\th := HandlerWithOptions(service, options)")
 	g.doc("")
@@ -267,7 +267,7 @@ func (g *gen) handler() {
 		jen.Id("si").Id("ServerInterface"),
 		jen.Id("options").Id(opts),
 	).Add(hf("Handler")).Block(
-		jen.Id("options").Dot("ErrorHandlerFunc").Op("=").Id("x").Dot("ErrorHandler").Call(jen.Id("options").Dot("ErrorHandlerFunc")),
+		jen.Id("options").Dot("ErrorHandlerFunc").Op("=").Id("x").Dot("ErrorHandlerWithBaseURL").Call(jen.Id("options").Dot("BaseURL"), jen.Id("options").Dot("ErrorHandlerFunc")),
 		jen.Id("options").Dot("Middlewares").Op("=").Append(jen.Index().Id("MiddlewareFunc").Values(jen.Id("x").Dot("HTTPMiddlewareWithBaseURL").Call(jen.Id("options").Dot("BaseURL"))), jen.Id("options").Dot("Middlewares").Op("...")),
 		jen.Return(jen.Id("HandlerWithOptions").Call(jen.Id("si"), jen.Id("options"))),
 	)
@@ -835,75 +835,103 @@ func (g *gen) serve() {
 	)
 }
 
-// keyParams returns the names of the key parameters the spec declares:
-// header names (matched case-insensitively) and query names.
-func (g *gen) keyParams() (headers, queries []string) {
-	for _, op := range g.spec.Operations {
+// keyParam is a key parameter and the idempotent operations (indexes of
+// their policies) whose key it is.
+type keyParam struct {
+	name   string
+	header bool // a header, matched in any case; else a query parameter
+	ops    []int
+}
+
+// keyParams returns the key parameters the operations declare, in the
+// order of their first operation. Each operation's own parameter only is
+// its key: a parameter of the same name elsewhere (an operation without a
+// contract, or one keyed otherwise) is none of the engine's business.
+func (g *gen) keyParams() []keyParam {
+	var ps []keyParam
+	for i, op := range g.spec.Operations {
 		p := op.Key.Param
-		if p == nil {
+		if p == nil || p.In != "header" && p.In != "query" {
 			continue
 		}
-		switch p.In {
-		case "header":
-			if !slices.ContainsFunc(headers, func(h string) bool { return strings.EqualFold(h, p.Name) }) {
-				headers = append(headers, p.Name)
-			}
-		case "query":
-			if !slices.Contains(queries, p.Name) {
-				queries = append(queries, p.Name)
-			}
+		header := p.In == "header"
+		j := slices.IndexFunc(ps, func(k keyParam) bool { return k.header == header && k.name == p.Name })
+		if j < 0 {
+			ps = append(ps, keyParam{name: p.Name, header: header})
+			j = len(ps) - 1
 		}
+		ps[j].ops = append(ps[j].ops, i)
 	}
-	slices.Sort(headers)
-	slices.Sort(queries)
-	return headers, queries
+	return ps
+}
+
+// keyParamFunc writes <px>KeyParam(i int) (name string, header bool): the
+// key parameter of the operation whose policy is <px>Policies[i]. Nothing
+// when no operation has a key parameter.
+func (g *gen) keyParamFunc() {
+	ps := g.keyParams()
+	if len(ps) == 0 {
+		return
+	}
+	g.doc(px + "KeyParam returns the key parameter of the idempotent operation whose policy is " + px + "Policies[i]: its name and whether it is a header (matched in any case) rather than a query parameter; \"\" for an operation whose key is not a parameter, and for i < 0 (a request no idempotent operation serves).")
+	g.f.Func().Id(px+"KeyParam").Params(jen.Id("i").Int()).Params(jen.Id("name").String(), jen.Id("header").Bool()).Block(
+		jen.Switch(jen.Id("i")).BlockFunc(func(b *jen.Group) {
+			for _, p := range ps {
+				var cases []jen.Code
+				for _, i := range p.ops {
+					cases = append(cases, jen.Lit(i))
+				}
+				b.Case(cases...).Block(jen.Return(jen.Lit(p.name), jen.Lit(p.header)))
+			}
+		}),
+		jen.Return(jen.Lit(""), jen.False()),
+	)
 }
 
 func (g *gen) errorHandler() {
 	t := g.cfg.Type
-	headers, queries := g.keyParams()
 	errFunc := jen.Func().Params(jen.Qual("net/http", "ResponseWriter"), jen.Op("*").Qual("net/http", "Request"), jen.Error())
-	g.doc("ErrorHandler returns an error handler for the server options (StdHTTPServerOptions.ErrorHandlerFunc, or chi's and gorilla's) and for StrictHTTPServerOptions.RequestErrorHandlerFunc. oapi-codegen checks typed parameters before any middleware runs, so a key it rejects (a malformed uuid-typed header, a missing required one, one given twice) never reaches the engine: this handler answers those with the engine's application/problem+json, 400 IDEMPOTENCY_KEY_INVALID or IDEMPOTENCY_KEY_MISSING. Every other error goes to next; nil means oapi-codegen's default (400, the error as text).")
+	g.doc("ErrorHandler returns an error handler for the server options (StdHTTPServerOptions.ErrorHandlerFunc, or chi's and gorilla's) and for StrictHTTPServerOptions.RequestErrorHandlerFunc, for a server mounted at the root (else use ErrorHandlerWithBaseURL). oapi-codegen checks typed parameters before any middleware runs, so a key it rejects (a malformed uuid-typed header, a missing required one, one given twice) never reaches the engine: this handler answers those with the engine's application/problem+json, 400 IDEMPOTENCY_KEY_INVALID or IDEMPOTENCY_KEY_MISSING, when the request is one of an idempotent operation (matched as HTTPMiddleware matches it) and the parameter is that operation's key. Every other error goes to next, so routes without contracts behave as before; nil means oapi-codegen's default (400, the error as text).")
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("ErrorHandler").Params(jen.Id("next").Add(errFunc)).Add(errFunc).Block(
-		jen.If(jen.Id("next").Op("==").Nil()).Block(
+		jen.Return(jen.Id("x").Dot("ErrorHandlerWithBaseURL").Call(jen.Lit(""), jen.Id("next"))),
+	)
+	g.doc("ErrorHandlerWithBaseURL is ErrorHandler for a server mounted under baseURL (the BaseURL of the server options, e.g. \"/v1\"): errors about requests outside it go to next.")
+	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("ErrorHandlerWithBaseURL").Params(jen.Id("baseURL").String(), jen.Id("next").Add(errFunc)).Add(errFunc).BlockFunc(func(b *jen.Group) {
+		b.If(jen.Id("next").Op("==").Nil()).Block(
 			jen.Id("next").Op("=").Func().Params(jen.Id("w").Qual("net/http", "ResponseWriter"), jen.Id("_").Op("*").Qual("net/http", "Request"), jen.Err().Error()).Block(
 				jen.Qual("net/http", "Error").Call(jen.Id("w"), jen.Err().Dot("Error").Call(), jen.Qual("net/http", "StatusBadRequest")),
 			),
-		),
-		jen.Return(jen.Func().Params(jen.Id("w").Qual("net/http", "ResponseWriter"), jen.Id("r").Op("*").Qual("net/http", "Request"), jen.Err().Error()).BlockFunc(func(b *jen.Group) {
-			g.keyProblem(b, jen.Id("w"), jen.Err())
+		)
+		if len(g.keyParams()) > 0 {
+			b.Id("baseURL").Op("=").Qual("strings", "TrimSuffix").Call(jen.Id("baseURL"), jen.Lit("/"))
+		}
+		b.Return(jen.Func().Params(jen.Id("w").Qual("net/http", "ResponseWriter"), jen.Id("r").Op("*").Qual("net/http", "Request"), jen.Err().Error()).BlockFunc(func(b *jen.Group) {
+			g.keyProblem(b, jen.Id("w"), jen.Id("r").Dot("URL").Dot("EscapedPath").Call(), func(path jen.Code) jen.Code {
+				return jen.Id(px+"Match").Call(jen.Id("r").Dot("Method"), path)
+			})
 			b.Id("next").Call(jen.Id("w"), jen.Id("r"), jen.Err())
-		})),
-	)
-	if len(headers)+len(queries) == 0 {
+		}))
+	})
+	ps := g.keyParams()
+	if len(ps) == 0 {
 		return
 	}
-	names := append(append([]string(nil), headers...), queries...)
-	g.docf("%sKeyParam reports whether name is a key parameter: a header (%s, any case) or a query parameter (%s).", px, orNone(headers), orNone(queries))
-	g.f.Func().Id(px + "KeyParam").Params(jen.Id("name").String()).Bool().BlockFunc(func(b *jen.Group) {
-		var conds []jen.Code
-		for _, h := range headers {
-			conds = append(conds, jen.Qual("strings", "EqualFold").Call(jen.Id("name"), jen.Lit(h)))
-		}
-		for _, q := range queries {
-			conds = append(conds, jen.Id("name").Op("==").Lit(q))
-		}
-		c := jen.Add(conds[0])
-		for _, x := range conds[1:] {
-			c = c.Op("||").Add(x)
-		}
-		b.Return(c)
-	})
-	isKey := func(v string) jen.Code { return jen.Id(px + "KeyParam").Call(jen.Id(v).Dot("ParamName")) }
+	g.keyParamFunc()
 	as := func(v string) *jen.Statement { return jen.Qual("errors", "As").Call(jen.Err(), jen.Op("&").Id(v)) }
-	g.docf("%sKeyError maps oapi-codegen's parameter errors about a key parameter (%s) to a problem code and detail; \"\" for any other error.", px, strings.Join(names, ", "))
-	g.f.Func().Id(px+"KeyError").Params(jen.Err().Error()).Params(jen.List(jen.Id("code"), jen.Id("detail")).String()).Block(
+	isKey := func(v string) *jen.Statement { return jen.Id("isKey").Call(jen.Id(v).Dot("ParamName")) }
+	g.docf("%sKeyError maps oapi-codegen's parameter errors about the key parameter of the operation whose policy is %sPolicies[i] to a problem code and detail; \"\" for any other error, and for any error when i < 0 or the operation's key is not a parameter.", px, px)
+	g.f.Func().Id(px+"KeyError").Params(jen.Id("i").Int(), jen.Err().Error()).Params(jen.List(jen.Id("code"), jen.Id("detail")).String()).Block(
+		jen.List(jen.Id("name"), jen.Id("header")).Op(":=").Id(px+"KeyParam").Call(jen.Id("i")),
+		jen.If(jen.Id("name").Op("==").Lit("")).Block(jen.Return(jen.Lit(""), jen.Lit(""))),
+		jen.Id("isKey").Op(":=").Func().Params(jen.Id("n").String()).Bool().Block(
+			jen.Return(jen.Id("n").Op("==").Id("name").Op("||").Id("header").Op("&&").Qual("strings", "EqualFold").Call(jen.Id("n"), jen.Id("name"))),
+		),
 		jen.Var().Id("missingHeader").Op("*").Id("RequiredHeaderError"),
 		jen.Var().Id("missingParam").Op("*").Id("RequiredParamError"),
 		jen.Var().Id("invalid").Op("*").Id("InvalidParamFormatError"),
 		jen.Var().Id("many").Op("*").Id("TooManyValuesForParamError"),
 		jen.Switch().Block(
-			jen.Case(as("missingHeader").Op("&&").Add(isKey("missingHeader")), as("missingParam").Op("&&").Add(isKey("missingParam"))).Block(
+			jen.Case(jen.Id("header").Op("&&").Add(as("missingHeader")).Op("&&").Add(isKey("missingHeader")), jen.Op("!").Id("header").Op("&&").Add(as("missingParam")).Op("&&").Add(isKey("missingParam"))).Block(
 				jen.Return(jen.Qual(idemPkg, "CodeKeyMissing"), jen.Lit("this operation requires an idempotency key")),
 			),
 			jen.Case(as("invalid").Op("&&").Add(isKey("invalid"))).Block(
@@ -918,13 +946,6 @@ func (g *gen) errorHandler() {
 		),
 		jen.Return(jen.Lit(""), jen.Lit("")),
 	)
-}
-
-func orNone(l []string) string {
-	if len(l) == 0 {
-		return "none"
-	}
-	return strings.Join(l, ", ")
 }
 
 func (g *gen) helpers() {

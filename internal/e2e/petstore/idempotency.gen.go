@@ -222,12 +222,21 @@ func (x *Idempotency) serve(w http.ResponseWriter, r *http.Request, p *idem.Poli
 }
 
 // ErrorHandler returns an error handler for the server options (StdHTTPServerOptions.ErrorHandlerFunc,
-// or chi's and gorilla's) and for StrictHTTPServerOptions.RequestErrorHandlerFunc. oapi-codegen checks
-// typed parameters before any middleware runs, so a key it rejects (a malformed uuid-typed header, a
-// missing required one, one given twice) never reaches the engine: this handler answers those with the
-// engine's application/problem+json, 400 IDEMPOTENCY_KEY_INVALID or IDEMPOTENCY_KEY_MISSING. Every
-// other error goes to next; nil means oapi-codegen's default (400, the error as text).
+// or chi's and gorilla's) and for StrictHTTPServerOptions.RequestErrorHandlerFunc, for a server
+// mounted at the root (else use ErrorHandlerWithBaseURL). oapi-codegen checks typed parameters before
+// any middleware runs, so a key it rejects (a malformed uuid-typed header, a missing required one, one
+// given twice) never reaches the engine: this handler answers those with the engine's
+// application/problem+json, 400 IDEMPOTENCY_KEY_INVALID or IDEMPOTENCY_KEY_MISSING, when the request
+// is one of an idempotent operation (matched as HTTPMiddleware matches it) and the parameter is that
+// operation's key. Every other error goes to next, so routes without contracts behave as before; nil
+// means oapi-codegen's default (400, the error as text).
 func (x *Idempotency) ErrorHandler(next func(http.ResponseWriter, *http.Request, error)) func(http.ResponseWriter, *http.Request, error) {
+	return x.ErrorHandlerWithBaseURL("", next)
+}
+
+// ErrorHandlerWithBaseURL is ErrorHandler for a server mounted under baseURL (the BaseURL of the
+// server options, e.g. "/v1"): errors about requests outside it go to next.
+func (x *Idempotency) ErrorHandlerWithBaseURL(baseURL string, next func(http.ResponseWriter, *http.Request, error)) func(http.ResponseWriter, *http.Request, error) {
 	if next == nil {
 		next = func(w http.ResponseWriter, _ *http.Request, err error) {
 			http.Error(w, err.Error(), http.StatusBadRequest)
@@ -243,7 +252,8 @@ func (x *Idempotency) ErrorHandler(next func(http.ResponseWriter, *http.Request,
 // with idempotency wired in. StrictMiddleware goes first in the strict middlewares, so it runs after
 // the given ones (which may authenticate the request and put what Options.Principal reads into the
 // context) and right before the operation; CaptureBody is added to options.Middlewares (outermost);
-// ErrorHandler wraps both error handlers (nil ones mean oapi-codegen's defaults).
+// ErrorHandlerWithBaseURL(options.BaseURL, ...) wraps both error handlers (nil ones mean
+// oapi-codegen's defaults).
 //
 //	h := HandlerWithOptions(NewStrictHandlerWithOptions(service, middlewares, strictOptions), options)
 //
@@ -259,8 +269,8 @@ func (x *Idempotency) ErrorHandler(next func(http.ResponseWriter, *http.Request,
 //		StdHTTPServerOptions{Middlewares: []MiddlewareFunc{x.CaptureBody}, ErrorHandlerFunc: x.ErrorHandler(nil)})
 func (x *Idempotency) StrictHandler(ssi StrictServerInterface, middlewares []StrictMiddlewareFunc, strictOptions StrictHTTPServerOptions, options StdHTTPServerOptions) http.Handler {
 	middlewares = append([]StrictMiddlewareFunc{x.StrictMiddleware}, middlewares...)
-	strictOptions.RequestErrorHandlerFunc = x.ErrorHandler(strictOptions.RequestErrorHandlerFunc)
-	options.ErrorHandlerFunc = x.ErrorHandler(options.ErrorHandlerFunc)
+	strictOptions.RequestErrorHandlerFunc = x.ErrorHandlerWithBaseURL(options.BaseURL, strictOptions.RequestErrorHandlerFunc)
+	options.ErrorHandlerFunc = x.ErrorHandlerWithBaseURL(options.BaseURL, options.ErrorHandlerFunc)
 	options.Middlewares = append(options.Middlewares[:len(options.Middlewares):len(options.Middlewares)], x.CaptureBody)
 	return HandlerWithOptions(NewStrictHandlerWithOptions(ssi, middlewares, strictOptions), options)
 }

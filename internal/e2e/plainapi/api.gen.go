@@ -60,6 +60,12 @@ type Transfer struct {
 	SentAt         *time.Time `json:"sent_at,omitempty"`
 }
 
+// ListCouponsParams defines parameters for ListCoupons.
+type ListCouponsParams struct {
+	RequestId      *int                `form:"request_id,omitempty" json:"request_id,omitempty"`
+	IdempotencyKey *openapi_types.UUID `json:"Idempotency-Key,omitempty"`
+}
+
 // ClaimCouponParams defines parameters for ClaimCoupon.
 type ClaimCouponParams struct {
 	IdempotencyKey openapi_types.UUID `json:"Idempotency-Key"`
@@ -97,9 +103,9 @@ type CreateTransferJSONRequestBody = Transfer
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
-
+	// ListCoupons No contract, with parameters named like other operations' keys (oapi-codegen's own errors).
 	// (GET /coupons)
-	ListCoupons(w http.ResponseWriter, r *http.Request)
+	ListCoupons(w http.ResponseWriter, r *http.Request, params ListCouponsParams)
 	// ClaimCoupon Claim a coupon (strict, typed uuid key header).
 	// (POST /coupons/{couponId}/claims)
 	ClaimCoupon(w http.ResponseWriter, r *http.Request, couponId string, params ClaimCouponParams)
@@ -135,8 +141,48 @@ type MiddlewareFunc func(http.Handler) http.Handler
 // ListCoupons operation middleware
 func (siw *ServerInterfaceWrapper) ListCoupons(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListCouponsParams
+
+	// ------------- Optional query parameter "request_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "request_id", r.URL.Query(), &params.RequestId, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "request_id"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "request_id", Err: err})
+		}
+		return
+	}
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey openapi_types.UUID
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: "uuid"})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ListCoupons(w, r)
+		siw.Handler.ListCoupons(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {

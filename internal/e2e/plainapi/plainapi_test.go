@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/idemgen/idemgen/internal/e2e/couponstest"
 	api "github.com/idemgen/idemgen/internal/e2e/plainapi"
@@ -26,7 +28,7 @@ func (h service) write(w http.ResponseWriter, op string, status int) {
 	_ = json.NewEncoder(w).Encode(api.Receipt{Id: id, Count: n})
 }
 
-func (h service) ListCoupons(w http.ResponseWriter, r *http.Request) {
+func (h service) ListCoupons(w http.ResponseWriter, r *http.Request, _ api.ListCouponsParams) {
 	id, n := couponstest.Receipt("listCoupons", h.s.Exec("listCoupons"))
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode([]api.Receipt{{Id: id, Count: n}})
@@ -128,4 +130,35 @@ func TestHandlerBaseURL(t *testing.T) {
 		h.ServeHTTP(httptest.NewRecorder(), r)
 	}
 	assert.Equal(t, 1, svc.Count("touchItem"))
+}
+
+// The plain middleware reads the key header itself: the engine takes the
+// canonical form (any case) and the RFC 8941 quoted form as one key, and
+// refuses the other spellings google/uuid would accept, so one UUID is
+// never two keys.
+func TestUUIDKeySpellings(t *testing.T) {
+	svc := couponstest.NewService()
+	x := api.NewIdempotency(nil, idem.Options{})
+	defer x.Close()
+	h := x.Handler(service{svc}, api.StdHTTPServerOptions{})
+	claim := func(key string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("POST", "/coupons/C1/claims", strings.NewReader(`{"user_id":"u"}`))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Idempotency-Key", key)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	const key = "5f2b6c1e-8a0d-4a8e-9b3c-2d7e1f0a4b6c"
+	require.Equal(t, http.StatusCreated, claim(key).Code)
+	for _, spelling := range []string{`"` + key + `"`, strings.ToUpper(key)} {
+		w := claim(spelling)
+		assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"), "%s: %d %s", spelling, w.Code, w.Body)
+	}
+	for _, spelling := range []string{"{" + key + "}", "urn:uuid:" + key, strings.ReplaceAll(key, "-", "")} {
+		w := claim(spelling)
+		assert.Equal(t, http.StatusBadRequest, w.Code, spelling)
+		assert.Contains(t, w.Body.String(), idem.CodeKeyInvalid, spelling)
+	}
+	assert.Equal(t, 1, svc.Count("claimCoupon"))
 }

@@ -268,12 +268,21 @@ func (x *Idempotency) serve(w http.ResponseWriter, r *http.Request, p *idem.Poli
 }
 
 // ErrorHandler returns an error handler for the server options (StdHTTPServerOptions.ErrorHandlerFunc,
-// or chi's and gorilla's) and for StrictHTTPServerOptions.RequestErrorHandlerFunc. oapi-codegen checks
-// typed parameters before any middleware runs, so a key it rejects (a malformed uuid-typed header, a
-// missing required one, one given twice) never reaches the engine: this handler answers those with the
-// engine's application/problem+json, 400 IDEMPOTENCY_KEY_INVALID or IDEMPOTENCY_KEY_MISSING. Every
-// other error goes to next; nil means oapi-codegen's default (400, the error as text).
+// or chi's and gorilla's) and for StrictHTTPServerOptions.RequestErrorHandlerFunc, for a server
+// mounted at the root (else use ErrorHandlerWithBaseURL). oapi-codegen checks typed parameters before
+// any middleware runs, so a key it rejects (a malformed uuid-typed header, a missing required one, one
+// given twice) never reaches the engine: this handler answers those with the engine's
+// application/problem+json, 400 IDEMPOTENCY_KEY_INVALID or IDEMPOTENCY_KEY_MISSING, when the request
+// is one of an idempotent operation (matched as HTTPMiddleware matches it) and the parameter is that
+// operation's key. Every other error goes to next, so routes without contracts behave as before; nil
+// means oapi-codegen's default (400, the error as text).
 func (x *Idempotency) ErrorHandler(next func(http.ResponseWriter, *http.Request, error)) func(http.ResponseWriter, *http.Request, error) {
+	return x.ErrorHandlerWithBaseURL("", next)
+}
+
+// ErrorHandlerWithBaseURL is ErrorHandler for a server mounted under baseURL (the BaseURL of the
+// server options, e.g. "/v1"): errors about requests outside it go to next.
+func (x *Idempotency) ErrorHandlerWithBaseURL(baseURL string, next func(http.ResponseWriter, *http.Request, error)) func(http.ResponseWriter, *http.Request, error) {
 	if next == nil {
 		next = func(w http.ResponseWriter, _ *http.Request, err error) {
 			http.Error(w, err.Error(), http.StatusBadRequest)
@@ -287,8 +296,8 @@ func (x *Idempotency) ErrorHandler(next func(http.ResponseWriter, *http.Request,
 // Handler is the one line to change in an existing service: it returns what HandlerWithOptions(si,
 // options) returns, with idempotency wired in. The protection is the first of options.Middlewares, so
 // it runs after the given ones (which may authenticate the request) and right before the operation; it
-// matches requests under options.BaseURL; ErrorHandler wraps options.ErrorHandlerFunc (nil means
-// oapi-codegen's default).
+// matches requests under options.BaseURL; ErrorHandlerWithBaseURL(options.BaseURL, ...) wraps
+// options.ErrorHandlerFunc (nil means oapi-codegen's default).
 //
 //	h := HandlerWithOptions(service, options)
 //
@@ -296,7 +305,7 @@ func (x *Idempotency) ErrorHandler(next func(http.ResponseWriter, *http.Request,
 //
 //	h := x.Handler(service, options)
 func (x *Idempotency) Handler(si ServerInterface, options StdHTTPServerOptions) http.Handler {
-	options.ErrorHandlerFunc = x.ErrorHandler(options.ErrorHandlerFunc)
+	options.ErrorHandlerFunc = x.ErrorHandlerWithBaseURL(options.BaseURL, options.ErrorHandlerFunc)
 	options.Middlewares = append([]MiddlewareFunc{x.HTTPMiddlewareWithBaseURL(options.BaseURL)}, options.Middlewares...)
 	return HandlerWithOptions(si, options)
 }

@@ -466,52 +466,80 @@ func (x *Idempotency) serve(w http.ResponseWriter, r *http.Request, p *idem.Poli
 }
 
 // ErrorHandler returns an error handler for the server options (StdHTTPServerOptions.ErrorHandlerFunc,
-// or chi's and gorilla's) and for StrictHTTPServerOptions.RequestErrorHandlerFunc. oapi-codegen checks
-// typed parameters before any middleware runs, so a key it rejects (a malformed uuid-typed header, a
-// missing required one, one given twice) never reaches the engine: this handler answers those with the
-// engine's application/problem+json, 400 IDEMPOTENCY_KEY_INVALID or IDEMPOTENCY_KEY_MISSING. Every
-// other error goes to next; nil means oapi-codegen's default (400, the error as text).
+// or chi's and gorilla's) and for StrictHTTPServerOptions.RequestErrorHandlerFunc, for a server
+// mounted at the root (else use ErrorHandlerWithBaseURL). oapi-codegen checks typed parameters before
+// any middleware runs, so a key it rejects (a malformed uuid-typed header, a missing required one, one
+// given twice) never reaches the engine: this handler answers those with the engine's
+// application/problem+json, 400 IDEMPOTENCY_KEY_INVALID or IDEMPOTENCY_KEY_MISSING, when the request
+// is one of an idempotent operation (matched as HTTPMiddleware matches it) and the parameter is that
+// operation's key. Every other error goes to next, so routes without contracts behave as before; nil
+// means oapi-codegen's default (400, the error as text).
 func (x *Idempotency) ErrorHandler(next func(http.ResponseWriter, *http.Request, error)) func(http.ResponseWriter, *http.Request, error) {
+	return x.ErrorHandlerWithBaseURL("", next)
+}
+
+// ErrorHandlerWithBaseURL is ErrorHandler for a server mounted under baseURL (the BaseURL of the
+// server options, e.g. "/v1"): errors about requests outside it go to next.
+func (x *Idempotency) ErrorHandlerWithBaseURL(baseURL string, next func(http.ResponseWriter, *http.Request, error)) func(http.ResponseWriter, *http.Request, error) {
 	if next == nil {
 		next = func(w http.ResponseWriter, _ *http.Request, err error) {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 		}
 	}
+	baseURL = strings.TrimSuffix(baseURL, "/")
 	return func(w http.ResponseWriter, r *http.Request, err error) {
-		if code, detail := idemgenKeyError(err); code != "" {
-			x.engine.WriteProblem(w, &idem.Problem{
-				Code:   code,
-				Detail: detail,
-				Status: http.StatusBadRequest,
-			})
-			return
+		if path, ok := strings.CutPrefix(r.URL.EscapedPath(), baseURL); ok {
+			if code, detail := idemgenKeyError(idemgenMatch(r.Method, path), err); code != "" {
+				x.engine.WriteProblem(w, &idem.Problem{
+					Code:   code,
+					Detail: detail,
+					Status: http.StatusBadRequest,
+				})
+				return
+			}
 		}
 		next(w, r, err)
 	}
 }
 
-// idemgenKeyParam reports whether name is a key parameter: a header (Idempotency-Key, any case) or a
-// query parameter (request_id).
-func idemgenKeyParam(name string) bool {
-	return strings.EqualFold(name, "Idempotency-Key") || name == "request_id"
+// idemgenKeyParam returns the key parameter of the idempotent operation whose policy is
+// idemgenPolicies[i]: its name and whether it is a header (matched in any case) rather than a query
+// parameter; "" for an operation whose key is not a parameter, and for i < 0 (a request no idempotent
+// operation serves).
+func idemgenKeyParam(i int) (name string, header bool) {
+	switch i {
+	case 0, 1, 3:
+		return "Idempotency-Key", true
+	case 4:
+		return "request_id", false
+	}
+	return "", false
 }
 
-// idemgenKeyError maps oapi-codegen's parameter errors about a key parameter (Idempotency-Key,
-// request_id) to a problem code and detail; "" for any other error.
-func idemgenKeyError(err error) (code, detail string) {
+// idemgenKeyError maps oapi-codegen's parameter errors about the key parameter of the operation whose
+// policy is idemgenPolicies[i] to a problem code and detail; "" for any other error, and for any error
+// when i < 0 or the operation's key is not a parameter.
+func idemgenKeyError(i int, err error) (code, detail string) {
+	name, header := idemgenKeyParam(i)
+	if name == "" {
+		return "", ""
+	}
+	isKey := func(n string) bool {
+		return n == name || header && strings.EqualFold(n, name)
+	}
 	var missingHeader *RequiredHeaderError
 	var missingParam *RequiredParamError
 	var invalid *InvalidParamFormatError
 	var many *TooManyValuesForParamError
 	switch {
-	case errors.As(err, &missingHeader) && idemgenKeyParam(missingHeader.ParamName), errors.As(err, &missingParam) && idemgenKeyParam(missingParam.ParamName):
+	case header && errors.As(err, &missingHeader) && isKey(missingHeader.ParamName), !header && errors.As(err, &missingParam) && isKey(missingParam.ParamName):
 		return idem.CodeKeyMissing, "this operation requires an idempotency key"
-	case errors.As(err, &invalid) && idemgenKeyParam(invalid.ParamName):
+	case errors.As(err, &invalid) && isKey(invalid.ParamName):
 		if invalid.Err != nil {
 			return idem.CodeKeyInvalid, "the idempotency key is malformed: " + invalid.Err.Error()
 		}
 		return idem.CodeKeyInvalid, "the idempotency key is malformed"
-	case errors.As(err, &many) && idemgenKeyParam(many.ParamName):
+	case errors.As(err, &many) && isKey(many.ParamName):
 		return idem.CodeKeyInvalid, "the idempotency key is given more than once"
 	}
 	return "", ""
@@ -522,7 +550,8 @@ func idemgenKeyError(err error) (code, detail string) {
 // with idempotency wired in. StrictMiddleware goes first in the strict middlewares, so it runs after
 // the given ones (which may authenticate the request and put what Options.Principal reads into the
 // context) and right before the operation; CaptureBody is added to options.Middlewares (outermost);
-// ErrorHandler wraps both error handlers (nil ones mean oapi-codegen's defaults).
+// ErrorHandlerWithBaseURL(options.BaseURL, ...) wraps both error handlers (nil ones mean
+// oapi-codegen's defaults).
 //
 //	h := HandlerWithOptions(NewStrictHandlerWithOptions(service, middlewares, strictOptions), options)
 //
@@ -538,8 +567,8 @@ func idemgenKeyError(err error) (code, detail string) {
 //		StdHTTPServerOptions{Middlewares: []MiddlewareFunc{x.CaptureBody}, ErrorHandlerFunc: x.ErrorHandler(nil)})
 func (x *Idempotency) StrictHandler(ssi StrictServerInterface, middlewares []StrictMiddlewareFunc, strictOptions StrictHTTPServerOptions, options StdHTTPServerOptions) http.Handler {
 	middlewares = append([]StrictMiddlewareFunc{x.StrictMiddleware}, middlewares...)
-	strictOptions.RequestErrorHandlerFunc = x.ErrorHandler(strictOptions.RequestErrorHandlerFunc)
-	options.ErrorHandlerFunc = x.ErrorHandler(options.ErrorHandlerFunc)
+	strictOptions.RequestErrorHandlerFunc = x.ErrorHandlerWithBaseURL(options.BaseURL, strictOptions.RequestErrorHandlerFunc)
+	options.ErrorHandlerFunc = x.ErrorHandlerWithBaseURL(options.BaseURL, options.ErrorHandlerFunc)
 	options.Middlewares = append(options.Middlewares[:len(options.Middlewares):len(options.Middlewares)], x.CaptureBody)
 	return HandlerWithOptions(NewStrictHandlerWithOptions(ssi, middlewares, strictOptions), options)
 }

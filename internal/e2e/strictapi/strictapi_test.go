@@ -107,23 +107,32 @@ func TestErrorHandler(t *testing.T) {
 	var passed error
 	h := x.ErrorHandler(func(w http.ResponseWriter, _ *http.Request, err error) { passed = err; w.WriteHeader(418) })
 	tests := []struct {
-		err    error
-		status int
-		code   string
+		method, path string
+		err          error
+		status       int
+		code         string
 	}{
-		{&api.InvalidParamFormatError{ParamName: "Idempotency-Key", Err: errors.New("bad uuid")}, 400, idem.CodeKeyInvalid},
-		{&api.RequiredHeaderError{ParamName: "Idempotency-Key"}, 400, idem.CodeKeyMissing},
-		{&api.RequiredParamError{ParamName: "request_id"}, 400, idem.CodeKeyMissing},
-		{&api.TooManyValuesForParamError{ParamName: "idempotency-key", Count: 2}, 400, idem.CodeKeyInvalid},
-		{fmt.Errorf("wrapped: %w", &api.InvalidParamFormatError{ParamName: "request_id", Err: errors.New("x")}), 400, idem.CodeKeyInvalid},
-		{&api.InvalidParamFormatError{ParamName: "couponId", Err: errors.New("x")}, 418, ""},
-		{errors.New("can't decode JSON body"), 418, ""},
+		{"POST", "/coupons/C1/claims", &api.InvalidParamFormatError{ParamName: "Idempotency-Key", Err: errors.New("bad uuid")}, 400, idem.CodeKeyInvalid},
+		{"POST", "/orders", &api.RequiredHeaderError{ParamName: "Idempotency-Key"}, 400, idem.CodeKeyMissing},
+		{"POST", "/payments", &api.RequiredParamError{ParamName: "request_id"}, 400, idem.CodeKeyMissing},
+		{"POST", "/orders", &api.TooManyValuesForParamError{ParamName: "idempotency-key", Count: 2}, 400, idem.CodeKeyInvalid},
+		{"POST", "/payments", fmt.Errorf("wrapped: %w", &api.InvalidParamFormatError{ParamName: "request_id", Err: errors.New("x")}), 400, idem.CodeKeyInvalid},
+		{"POST", "/coupons/C1/claims", &api.InvalidParamFormatError{ParamName: "couponId", Err: errors.New("x")}, 418, ""},
+		{"POST", "/orders", errors.New("can't decode JSON body"), 418, ""},
+		// Each operation's own key only: request_id is /payments' key, not
+		// /orders', and routes without contracts keep oapi-codegen's errors.
+		{"POST", "/orders", &api.RequiredParamError{ParamName: "request_id"}, 418, ""},
+		{"POST", "/payments", &api.RequiredHeaderError{ParamName: "Idempotency-Key"}, 418, ""},
+		{"GET", "/coupons", &api.InvalidParamFormatError{ParamName: "request_id", Err: errors.New("x")}, 418, ""},
+		{"GET", "/coupons", &api.InvalidParamFormatError{ParamName: "Idempotency-Key", Err: errors.New("x")}, 418, ""},
+		{"POST", "/items/special", &api.InvalidParamFormatError{ParamName: "Idempotency-Key", Err: errors.New("x")}, 418, ""},
+		{"POST", "/x", &api.RequiredHeaderError{ParamName: "Idempotency-Key"}, 418, ""},
 	}
 	for _, tt := range tests {
 		passed = nil
 		w := httptest.NewRecorder()
-		h(w, httptest.NewRequest("POST", "/x", nil), tt.err)
-		assert.Equal(t, tt.status, w.Code, "%v", tt.err)
+		h(w, httptest.NewRequest(tt.method, tt.path, nil), tt.err)
+		assert.Equal(t, tt.status, w.Code, "%s %s: %v", tt.method, tt.path, tt.err)
 		if tt.code != "" {
 			assert.Equal(t, "application/problem+json", w.Header().Get("Content-Type"))
 			assert.Contains(t, w.Body.String(), `"code":"`+tt.code+`"`)
@@ -166,6 +175,48 @@ func TestPolicies(t *testing.T) {
 	assert.Nil(t, x.Policy("ClaimCoupon"), "operationIds, not Go names")
 	x.Policies()[0] = nil
 	assert.NotNil(t, x.Policies()[0], "Policies returns a copy")
+}
+
+// A route without a contract that declares parameters named like other
+// operations' keys keeps oapi-codegen's own answers to their errors (400,
+// text/plain), wired by hand or with StrictHandler, at the root or under a
+// BaseURL; the operations whose key they are still get problems.
+func TestErrorHandlerRoutesWithoutContract(t *testing.T) {
+	x := api.NewIdempotency(nil, idem.Options{})
+	defer x.Close()
+	svc := couponstest.NewService()
+	handlers := map[string]struct {
+		h    http.Handler
+		base string
+	}{
+		"by hand":   {newServer(t, couponstest.Env{Service: svc}), ""},
+		"one line":  {x.StrictHandler(service{svc}, nil, api.StrictHTTPServerOptions{}, api.StdHTTPServerOptions{}), ""},
+		"under /v1": {x.StrictHandler(service{svc}, nil, api.StrictHTTPServerOptions{}, api.StdHTTPServerOptions{BaseURL: "/v1"}), "/v1"},
+	}
+	for name, c := range handlers {
+		do := func(method, target, key string) *httptest.ResponseRecorder {
+			r := httptest.NewRequest(method, c.base+target, strings.NewReader(`{"amount":1}`))
+			r.Header.Set("Content-Type", "application/json")
+			if key != "" {
+				r.Header.Set("Idempotency-Key", key)
+			}
+			w := httptest.NewRecorder()
+			c.h.ServeHTTP(w, r)
+			return w
+		}
+		for _, w := range []*httptest.ResponseRecorder{do("GET", "/coupons?request_id=abc", ""), do("GET", "/coupons", "not-a-uuid")} {
+			assert.Equal(t, http.StatusBadRequest, w.Code, name)
+			assert.Equal(t, "text/plain; charset=utf-8", w.Header().Get("Content-Type"), "%s: %s", name, w.Body)
+			assert.NotContains(t, w.Body.String(), "IDEMPOTENCY_", name)
+		}
+		assert.Equal(t, http.StatusOK, do("GET", "/coupons?request_id=7", "5f2b6c1e-8a0d-4a8e-9b3c-2d7e1f0a4b6c").Code, name)
+		w := do("POST", "/payments?request_id=a&request_id=b", "")
+		assert.Equal(t, "application/problem+json", w.Header().Get("Content-Type"), "%s: %s", name, w.Body)
+		assert.Contains(t, w.Body.String(), idem.CodeKeyInvalid, name)
+		w = do("POST", "/coupons/C1/claims", "not-a-uuid")
+		assert.Equal(t, "application/problem+json", w.Header().Get("Content-Type"), "%s: %s", name, w.Body)
+		assert.Contains(t, w.Body.String(), idem.CodeKeyInvalid, name)
+	}
 }
 
 // The one-line wiring: StrictHandler adds the middleware, the capture and
@@ -241,4 +292,40 @@ func TestStrictMiddlewareOrder(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, w.Code)
 	assert.Contains(t, w.Body.String(), idem.CodeKeyInvalid)
 	assert.Empty(t, seen)
+}
+
+// A uuid-typed key parameter is parsed by oapi-codegen (google/uuid), which
+// also accepts the braced, quoted (any 38-character wrapper), urn:uuid: and
+// 32-digit spellings; the strict middleware passes the engine the UUID's
+// canonical text, so every spelling of one UUID is one key, and a
+// different UUID is another.
+func TestUUIDKeySpellings(t *testing.T) {
+	svc := couponstest.NewService()
+	x := api.NewIdempotency(nil, idem.Options{})
+	defer x.Close()
+	h := x.StrictHandler(service{svc}, nil, api.StrictHTTPServerOptions{}, api.StdHTTPServerOptions{})
+	claim := func(key string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("POST", "/coupons/C1/claims", strings.NewReader(`{"user_id":"u"}`))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Idempotency-Key", key)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	const key = "5f2b6c1e-8a0d-4a8e-9b3c-2d7e1f0a4b6c"
+	first := claim(key)
+	require.Equal(t, http.StatusCreated, first.Code, first.Body.String())
+	for _, spelling := range []string{
+		"{" + key + "}", `"` + key + `"`, "urn:uuid:" + key, strings.ToUpper(key), strings.ReplaceAll(key, "-", ""),
+	} {
+		w := claim(spelling)
+		assert.Equal(t, http.StatusCreated, w.Code, "%s: %s", spelling, w.Body)
+		assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"), spelling)
+		assert.Equal(t, first.Body.String(), w.Body.String(), spelling)
+	}
+	assert.Equal(t, 1, svc.Count("claimCoupon"), "one UUID, one key")
+	other := claim("{6f2b6c1e-8a0d-4a8e-9b3c-2d7e1f0a4b6c}")
+	assert.Equal(t, http.StatusCreated, other.Code)
+	assert.Empty(t, other.Header().Get("Idempotent-Replayed"))
+	assert.Equal(t, 2, svc.Count("claimCoupon"))
 }

@@ -1,0 +1,125 @@
+package redisstore
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/internal/testenv"
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/storetest"
+)
+
+// aclClient starts a private Redis and returns a client logged in as a user
+// with every command and key but no pub/sub channel (resetchannels: what
+// Redis 7's default acl-pubsub-default gives a user created without
+// channel rights), so its PUBLISH and SUBSCRIBE are refused (NOPERM).
+func aclClient(t *testing.T) *redis.Client {
+	t.Helper()
+	srv := testenv.StartRedis(t)
+	ctx := ctxTimeout(t, 30*time.Second)
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
+	defer admin.Close()
+	require.NoError(t, admin.Do(ctx, "ACL", "SETUSER", "app", "reset", "on", ">pw", "~*", "resetchannels", "+@all").Err())
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: "app", Password: "pw", ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = c.Close() })
+	err := c.Publish(ctx, "idem:{k}", "1").Err()
+	require.Error(t, err, "the user may not publish")
+	require.True(t, redis.HasErrorPrefix(err, "NOPERM"), "%v", err)
+	return c
+}
+
+// TestNoChannelRights: under an ACL user that may not publish on the record
+// channels, the PUBLISH a script makes after its write fails, but the write
+// stands and so does the script's answer: Finish succeeds, and a takeover or
+// reclaim acquires the key. (With redis.call the script raised after the
+// write: Finish stored the record and reported an error, and a takeover wrote
+// its claim and reported an error, a 503 that left the key blocked by the
+// claim of no one until its lease ran out, at every retry.)
+func TestNoChannelRights(t *testing.T) {
+	t.Parallel()
+	c := aclClient(t)
+	s := newStoreOn(t, c, Options{})
+	ctx := ctxTimeout(t, 30*time.Second)
+
+	r, err := s.Begin(ctx, beginReq("k", 1))
+	require.NoError(t, err)
+	require.True(t, r.Acquired)
+	require.NoError(t, s.Finish(ctx, "k", 1, idem.StateCompleted, []byte("resp")), "the PUBLISH failed, not the Finish")
+	rec, ok, err := s.Get(ctx, "k")
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, idem.StateCompleted, rec.State)
+	assert.Equal(t, "resp", string(rec.Response))
+	require.NoError(t, s.Finish(ctx, "k", 1, idem.StateCompleted, []byte("resp")), "a re-run")
+
+	// A takeover of an expired lease.
+	req := beginReq("t", 5)
+	req.Lease = time.Millisecond
+	_, err = s.Begin(ctx, req)
+	require.NoError(t, err)
+	time.Sleep(10 * time.Millisecond)
+	r, err = s.Begin(ctx, beginReq("t", 6))
+	require.NoError(t, err, "the takeover's PUBLISH failed, not the takeover")
+	assert.True(t, r.Acquired)
+	assert.Equal(t, idem.StatePending, r.Prior)
+	rec, _, err = s.Get(ctx, "t")
+	require.NoError(t, err)
+	assert.Equal(t, idem.Token(6), rec.Token)
+
+	// A reclaim of a FAILED record.
+	require.NoError(t, s.Finish(ctx, "t", 6, idem.StateFailed, nil))
+	r, err = s.Begin(ctx, beginReq("t", 7))
+	require.NoError(t, err)
+	assert.True(t, r.Acquired)
+	assert.Equal(t, idem.StateFailed, r.Prior)
+	require.NoError(t, s.Finish(ctx, "t", 7, idem.StateCompleted, nil))
+}
+
+// TestLeastPrivilegeACL runs the conformance suite as a user with the rights
+// the package documentation lists, and no others: the commands the store
+// and its scripts send, on the prefix's keys and channels.
+func TestLeastPrivilegeACL(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	ctx := ctxTimeout(t, 30*time.Second)
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
+	defer admin.Close()
+	const prefix = "idemtest:"
+	require.NoError(t, admin.Do(ctx, "ACL", "SETUSER", "app", "reset", "on", ">pw", "~"+prefix+"*", "&"+prefix+"*",
+		"+evalsha", "+eval", "+script|load", "+get", "+set", "+setrange", "+getrange", "+time", "+publish",
+		"+subscribe", "+unsubscribe", "+ping").Err())
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: "app", Password: "pw", ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = c.Close() })
+	require.Error(t, c.Set(ctx, "other", "1", 0).Err(), "the user is confined to the prefix")
+	var n atomic.Int64
+	storetest.RunConformanceTests(t, func(t *testing.T) idem.Store {
+		s, err := New(c, Options{Prefix: fmt.Sprintf("%s%d:", prefix, n.Add(1))})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = s.Close() })
+		require.NoError(t, s.LoadScripts(ctx))
+		return s
+	})
+}
+
+// TestWatchRefused: a SUBSCRIBE the server refuses (an ACL user without the
+// channel) is never confirmed; Watch says "look again" after about
+// readyTimeout instead of waiting out its context, so a waiting duplicate
+// goes on polling.
+func TestWatchRefused(t *testing.T) {
+	t.Parallel()
+	s := newStoreOn(t, aclClient(t), Options{})
+	ctx := ctxTimeout(t, 5*time.Second)
+	for range 2 {
+		start := time.Now()
+		ch, stop := s.Watch(ctx, "k")
+		took := time.Since(start)
+		stop()
+		assert.True(t, closed(ch), "look again")
+		assert.Less(t, took, readyTimeout+time.Second)
+	}
+}
