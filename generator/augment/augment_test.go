@@ -112,7 +112,7 @@ func TestIdempotent(t *testing.T) {
 }
 
 // TestOverlayEquivalent: loading the spec with the contract overlays and
-// then the overlay of --as-overlay gives the document Augment writes.
+// then the overlay of -as-overlay gives the document Augment writes.
 func TestOverlayEquivalent(t *testing.T) {
 	for _, c := range cases(t) {
 		t.Run(c.name, func(t *testing.T) {
@@ -514,5 +514,56 @@ paths:
 				assert.NotEmpty(t, op.Responses[code].Ref, code)
 			}
 		})
+	}
+}
+
+// TestKeepsMultilineScalars: idemgen spec in place keeps the text of
+// untouched multi-line flow scalars (quoted or plain values broken over
+// lines), which the encoder alone would join on one line, in LF and CRLF
+// files, also in the operation it changes.
+func TestKeepsMultilineScalars(t *testing.T) {
+	src := `openapi: 3.0.3
+info:
+  title: T
+  version: '1'
+  description: 'first line
+    continues here
+
+    second paragraph'
+paths:
+  /a:
+    get:
+      description: "double quoted
+        spanning lines"
+      summary: a plain scalar
+        on two lines
+      responses:
+        '200': {description: ok}
+  /b:
+    post:
+      operationId: makeB
+      summary: "the changed operation's
+        own summary"
+      x-idempotency: {semantics: strict}
+      responses:
+        '200': {description: ok}
+`
+	for _, eol := range []string{"\n", "\r\n"} {
+		spec := writeTemp(t, "openapi.yaml", []byte(strings.ReplaceAll(src, "\n", eol)))
+		res, diags := augment.Augment(spec, augment.Options{})
+		require.NotNil(t, res, "%v", diags)
+		out := string(res.Spec)
+		for _, keep := range []string{
+			"  description: 'first line\n    continues here\n\n    second paragraph'\n",
+			"      description: \"double quoted\n        spanning lines\"\n",
+			"      summary: a plain scalar\n        on two lines\n",
+			"      summary: \"the changed operation's\n        own summary\"\n",
+		} {
+			assert.Contains(t, out, strings.ReplaceAll(keep, "\n", eol))
+		}
+		again := writeTemp(t, "openapi.yaml", res.Spec)
+		res2, diags := augment.Augment(again, augment.Options{})
+		require.NotNil(t, res2, "%v", diags)
+		assert.Equal(t, out, string(res2.Spec), "idempotent")
 	}
 }

@@ -228,6 +228,16 @@ func (p *planner) keyParam(op *ir.Operation, opNode, upd *yaml.Node) {
 	p.found(RuleKeyParamMissing, op, opNode, "%s does not declare its idempotency key (%s %s) as a parameter", where(op), k.Carrier, k.Name)
 }
 
+// keyWhat describes the values key k takes: a UUID is 36 characters in its
+// canonical form (its max-length never binds), a token at most its
+// max-length.
+func keyWhat(k ir.Key) string {
+	if k.Format != ir.FormatToken {
+		return "a UUID (36 characters)"
+	}
+	return fmt.Sprintf("a string of visible ASCII characters of at most %d characters", k.MaxLength)
+}
+
 // keyParamDef returns the definition of idemgen's key parameter component
 // for k and the base of its name.
 func keyParamDef(k ir.Key) (*yaml.Node, string) {
@@ -237,15 +247,11 @@ func keyParamDef(k ir.Key) (*yaml.Node, string) {
 		set(schema, "format", str("uuid"))
 	}
 	set(schema, "maxLength", toNode(k.MaxLength))
-	what := "a string of visible ASCII characters"
-	if k.Format != ir.FormatToken {
-		what = "a UUID"
-	}
 	def := mapping(
 		"name", k.Name,
 		"in", string(k.Carrier),
 		"required", k.Required,
-		"description", fmt.Sprintf("Idempotency key: %s of at most %d characters, new for each logical call and the same on every retry of it. The operation's description states what a repeated key means.", what, k.MaxLength),
+		"description", fmt.Sprintf("Idempotency key: %s, new for each logical call and the same on every retry of it. The operation's description states what a repeated key means.", keyWhat(k)),
 		"schema", schema,
 		Marker, markerValue,
 	)
@@ -576,12 +582,8 @@ func (p *planner) bodyMember(op *ir.Operation, opNode *yaml.Node) {
 	}
 	p.edited[member] = true // checked (and changed, if need be) once
 	upd := mapping()
-	what := "a string of visible ASCII characters"
-	if op.Key.Format != ir.FormatToken {
-		what = "a UUID"
-	}
 	ops := p.keyOps[member] // where(op) among them
-	note := fmt.Sprintf("Idempotency key of %s: %s of at most %d characters, new for each logical call and the same on every retry of it.", strings.Join(ops, ", "), what, op.Key.MaxLength)
+	note := fmt.Sprintf("Idempotency key of %s: %s, new for each logical call and the same on every retry of it.", strings.Join(ops, ", "), keyWhat(op.Key))
 	cur := child(member, "description")
 	if cur == nil || cur.Kind == yaml.ScalarNode {
 		old := ""

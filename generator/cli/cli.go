@@ -503,7 +503,15 @@ func generate(args []string, stdout, stderr io.Writer) int {
 		names = sortedTrue(cfg.Generate)
 	}
 	if cfg.Spec == "" || len(names) == 0 {
-		fmt.Fprintln(stderr, "idemgen generate: need a SPEC and at least one emitter (-emit or generate: in the config)")
+		msg := "idemgen generate: need a SPEC and at least one emitter (-emit or generate: in the config)"
+		if *configPath == "" {
+			if _, err := os.Stat(DefaultConfig); err == nil {
+				msg += "; no -config given: to use the " + DefaultConfig + " of the current directory, run idemgen generate -config " + DefaultConfig
+			} else {
+				msg += "; no -config given, and no " + DefaultConfig + " in the current directory"
+			}
+		}
+		fmt.Fprintln(stderr, msg)
 		fs.Usage()
 		return ExitUsage
 	}

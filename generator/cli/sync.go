@@ -9,8 +9,10 @@ import (
 	iofs "io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/idemgen/idemgen/generator/augment"
+	"github.com/idemgen/idemgen/generator/diag"
 	"github.com/idemgen/idemgen/generator/emitter"
 	"github.com/idemgen/idemgen/generator/initspec"
 )
@@ -75,6 +77,16 @@ func checkGenerated(fs *flag.FlagSet, configPath string, overlays []string, stri
 		}
 	}
 	if bad > 0 {
+		if slices.ContainsFunc(diags, func(d diag.Diagnostic) bool { return d.Rule == augment.RuleSpecStale }) {
+			// The spec itself is behind its contracts: regenerating from it
+			// alone would keep oapi-codegen's types behind too.
+			redo := fmt.Sprintf("idemgen spec -o %s %s", cfg.Spec, cfg.Spec)
+			if len(cfg.Overlays) > 0 {
+				redo = "idemgen spec (as you ran it for the overlaid spec)"
+			}
+			fmt.Fprintf(stderr, "idemgen check: %d of %d generated files are stale or missing, and the spec is behind its contracts [spec-stale]; run: %s, then oapi-codegen, then idemgen generate -config %s\n", bad, len(files), redo, configPath)
+			return ExitError
+		}
 		fmt.Fprintf(stderr, "idemgen check: %d of %d generated files are stale or missing; run: idemgen generate -config %s\n", bad, len(files), configPath)
 		return ExitError
 	}

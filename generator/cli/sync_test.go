@@ -178,3 +178,70 @@ func TestConfigDefaultOutput(t *testing.T) {
 	_, err = os.Stat(filepath.Join("elsewhere", docs.FileName))
 	assert.NoError(t, err)
 }
+
+// TestGenerateWorkingDirectory: the files generated from a config do not
+// depend on the directory idemgen runs from (the IR's source was the spec's
+// path as given), so check -generated agrees from either directory.
+func TestGenerateWorkingDirectory(t *testing.T) {
+	dir := t.TempDir()
+	copyFile(t, filepath.Join(augmentDir, "coupons", "openapi.yaml"), filepath.Join(dir, "sub", "openapi.yaml"))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "sub", "idemgen.yaml"), []byte("spec: openapi.yaml\noutput: gen\ngenerate: {ir: true, docs: true}\n"), 0o644))
+
+	read := func() map[string]string {
+		files := map[string]string{}
+		entries, err := os.ReadDir(filepath.Join(dir, "sub", "gen"))
+		require.NoError(t, err)
+		for _, e := range entries {
+			data, err := os.ReadFile(filepath.Join(dir, "sub", "gen", e.Name()))
+			require.NoError(t, err)
+			files[e.Name()] = string(data)
+		}
+		return files
+	}
+	t.Chdir(dir)
+	code, _, stderr := run("generate", "-config", filepath.Join("sub", "idemgen.yaml"))
+	require.Equal(t, 0, code, stderr)
+	fromRoot := read()
+	assert.Contains(t, fromRoot[emitter.IRFile], `"source": "../openapi.yaml"`)
+
+	t.Chdir(filepath.Join(dir, "sub"))
+	code, _, stderr = run("check", "-generated", "-config", "idemgen.yaml")
+	assert.Equal(t, 0, code, stderr)
+	code, _, stderr = run("generate", "-config", "idemgen.yaml")
+	require.Equal(t, 0, code, stderr)
+	assert.Equal(t, fromRoot, read())
+}
+
+// TestCheckGeneratedSpecStale: when the spec itself is behind its contracts
+// (spec-stale), check -generated says to run idemgen spec and oapi-codegen
+// before generate, not generate alone.
+func TestCheckGeneratedSpecStale(t *testing.T) {
+	dir := t.TempDir()
+	spec := filepath.Join(dir, "openapi.yaml")
+	copyFile(t, filepath.Join(augmentDir, "coupons", "augmented.yaml"), spec)
+	cfg := filepath.Join(dir, "idemgen.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("output: gen\nspec: openapi.yaml\ngenerate: {ir: true}\n"), 0o644))
+	code, _, stderr := run("generate", "-config", cfg)
+	require.Equal(t, 0, code, stderr)
+
+	src, err := os.ReadFile(spec)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(spec, []byte(strings.Replace(string(src), "window: 10m", "window: 20m", 1)), 0o644))
+	code, _, stderr = run("check", "-generated", "-config", cfg)
+	assert.Equal(t, 1, code, stderr)
+	assert.Contains(t, stderr, "[spec-stale]")
+	assert.Contains(t, stderr, "run: idemgen spec -o "+spec+" "+spec+", then oapi-codegen, then idemgen generate -config "+cfg)
+}
+
+// TestGenerateNoArgs: generate without a SPEC says whether an idemgen.yaml
+// is there to name with -config.
+func TestGenerateNoArgs(t *testing.T) {
+	t.Chdir(t.TempDir())
+	code, _, stderr := run("generate")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "no -config given, and no idemgen.yaml in the current directory")
+	require.NoError(t, os.WriteFile("idemgen.yaml", []byte("spec: openapi.yaml\ngenerate: {ir: true}\n"), 0o644))
+	code, _, stderr = run("generate")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "run idemgen generate -config idemgen.yaml")
+}

@@ -8,7 +8,9 @@ package compile
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"net/http"
 	"reflect"
 	"regexp"
 	"slices"
@@ -363,7 +365,60 @@ func (c *compiler) operation(path, method string, item *openapi3.PathItem, op *o
 
 	c.checkKey(out, op, item.Parameters, params, merged)
 	c.checkPointers(out, op, merged)
+	c.checkResponseHeaders(out, op, opNode)
 	return out
+}
+
+// checkResponseHeaders warns of a header a 2xx response of op declares that
+// a replay would drop: one response.headers does not list, and that
+// contract.ReplayCandidate says belongs there.
+func (c *compiler) checkResponseHeaders(out *ir.Operation, op *openapi3.Operation, opNode load.Node) {
+	for _, h := range DeclaredResponseHeaders(op) {
+		if slices.ContainsFunc(out.Policy.Response.Headers, func(l string) bool { return http.CanonicalHeaderKey(l) == http.CanonicalHeaderKey(h.Name) }) {
+			continue
+		}
+		pos := c.doc.NodePos(c.doc.LookupFrom(opNode, "/responses/"+load.Escape(h.Status)+"/headers/"+load.Escape(h.Name)))
+		if pos.Line == 0 {
+			pos = out.Pos
+		}
+		c.diags.Warnf(pos, "response-header-not-replayed", "the %s response of %s %s declares the header %s, which a replay drops: list it in response.headers to replay it", h.Status, out.Method, out.Path, h.Name)
+	}
+}
+
+// A ResponseHeader is a header a response declares.
+type ResponseHeader struct {
+	Status string // as in the spec: "201", "2XX"
+	Name   string // as in the spec
+}
+
+// DeclaredResponseHeaders returns the headers op's 2xx responses declare
+// that contract.ReplayCandidate accepts, by status then name; a header
+// declared by several responses is returned once, at its first.
+func DeclaredResponseHeaders(op *openapi3.Operation) []ResponseHeader {
+	if op == nil || op.Responses == nil {
+		return nil
+	}
+	var hs []ResponseHeader
+	seen := map[string]bool{}
+	statuses := slices.Sorted(maps.Keys(op.Responses.Map()))
+	for _, st := range statuses {
+		if len(st) != 3 || st[0] != '2' {
+			continue
+		}
+		r := op.Responses.Map()[st]
+		if r == nil || r.Value == nil {
+			continue
+		}
+		for _, name := range slices.Sorted(maps.Keys(r.Value.Headers)) {
+			canon := http.CanonicalHeaderKey(name)
+			if seen[canon] || !contract.ReplayCandidate(name) {
+				continue
+			}
+			seen[canon] = true
+			hs = append(hs, ResponseHeader{Status: st, Name: name})
+		}
+	}
+	return hs
 }
 
 // fixedLocator positions nodes of an x-idempotency value; a value that came

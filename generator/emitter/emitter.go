@@ -10,6 +10,7 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -149,13 +150,83 @@ func Names() []string {
 const IRFile = "idemgen.ir.json"
 
 func init() {
-	Register("ir", func(spec *ir.Spec, _ Options) ([]File, error) {
+	Register("ir", func(spec *ir.Spec, opts Options) ([]File, error) {
+		// The spec, its overlays and every position's file are written
+		// relative to the output directory (as the Go files' Source header),
+		// so the file does not depend on the directory idemgen runs from.
 		data, err := MarshalIR(spec)
+		if err != nil {
+			return nil, err
+		}
+		var rel ir.Spec // a deep copy: the other emitters share spec
+		if err := json.Unmarshal(data, &rel); err != nil {
+			return nil, err
+		}
+		rel.Source = RelPath(rel.Source, opts.Output)
+		for i, ov := range rel.Overlays {
+			rel.Overlays[i] = RelPath(ov, opts.Output)
+		}
+		relPositions(reflect.ValueOf(&rel), opts.Output)
+		data, err = MarshalIR(&rel)
 		if err != nil {
 			return nil, err
 		}
 		return []File{{Path: IRFile, Data: data}}, nil
 	})
+}
+
+// RelPath is path relative to the output directory out when both are known
+// (path unchanged otherwise), with slashes on every system: what generated
+// files record of the spec, so that they do not depend on the working
+// directory idemgen runs from.
+func RelPath(path, out string) string {
+	if path == "" || path == "-" || out == "" || out == "-" {
+		return filepath.ToSlash(path)
+	}
+	ap, err1 := filepath.Abs(path)
+	ao, err2 := filepath.Abs(out)
+	if err1 == nil && err2 == nil {
+		if rel, err := filepath.Rel(ao, ap); err == nil {
+			return filepath.ToSlash(rel)
+		}
+	}
+	return filepath.ToSlash(path)
+}
+
+var posType = reflect.TypeFor[ir.Pos]()
+
+// relPositions rewrites the file of every ir.Pos reachable from v with
+// RelPath.
+func relPositions(v reflect.Value, out string) {
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if !v.IsNil() {
+			relPositions(v.Elem(), out)
+		}
+	case reflect.Struct:
+		if v.Type() == posType {
+			if f := v.FieldByName("File"); f.CanSet() && f.String() != "" {
+				f.SetString(RelPath(f.String(), out))
+			}
+			return
+		}
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				relPositions(v.Field(i), out)
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		for i := range v.Len() {
+			relPositions(v.Index(i), out)
+		}
+	case reflect.Map:
+		for it := v.MapRange(); it.Next(); {
+			e := reflect.New(it.Value().Type()).Elem()
+			e.Set(it.Value())
+			relPositions(e, out)
+			v.SetMapIndex(it.Key(), e)
+		}
+	}
 }
 
 // MarshalIR encodes spec as indented JSON with a final newline.

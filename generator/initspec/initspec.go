@@ -70,6 +70,9 @@ type Candidate struct {
 	Key                       Key
 	Others                    []Key    // further conventional keys it declares
 	Volatile, Unordered       []string // proposed body pointers
+	// ResponseHeaders are the headers its 2xx responses declare, proposed
+	// as response.headers so that a replay carries them.
+	ResponseHeaders []string
 }
 
 // Note is an operation that declares a key but gets no contract.
@@ -152,6 +155,9 @@ func Propose(path string, opts Options) (*Proposal, diag.List) {
 				keyPtr = c.Key.Name
 			}
 			c.Volatile, c.Unordered = compile.Candidates(op, keyPtr)
+			for _, h := range compile.DeclaredResponseHeaders(op) {
+				c.ResponseHeaders = append(c.ResponseHeaders, h.Name)
+			}
 			p.Candidates = append(p.Candidates, c)
 		}
 	}
@@ -306,7 +312,7 @@ func (p *Proposal) document(title, specName, ovName string, withRoot, rootKey bo
 	}
 	for _, c := range p.Candidates {
 		var block *yaml.Node
-		if rootKey && sameKey(c.Key, root) && len(c.Volatile) == 0 && len(c.Unordered) == 0 {
+		if rootKey && sameKey(c.Key, root) && len(c.Volatile) == 0 && len(c.Unordered) == 0 && len(c.ResponseHeaders) == 0 {
 			block = &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"}
 		} else {
 			var fields []any
@@ -318,6 +324,9 @@ func (p *Proposal) document(title, specName, ovName string, withRoot, rootKey bo
 			}
 			if len(c.Unordered) > 0 {
 				fields = append(fields, "unordered", comment(flow(seq(c.Unordered)), todo+"confirm: arrays whose order does not matter"))
+			}
+			if len(c.ResponseHeaders) > 0 {
+				fields = append(fields, "response", comment(flow(node("headers", flow(seq(c.ResponseHeaders)))), "headers the 2xx responses declare: a replay carries only those listed"))
 			}
 			block = node(fields...)
 		}

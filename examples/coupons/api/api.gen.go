@@ -279,7 +279,7 @@ type ClientInterface interface {
 	// <!-- idemgen:contract -->
 	// **Idempotency** (`x-idempotency`; safe to retry with the same key):
 	//
-	// - **Key**: Send the `Idempotency-Key` request header: a UUID (RFC 9562, canonical 8-4-4-4-12 hex form, any version), at most 36 characters; required: a request without it is refused with 400 `IDEMPOTENCY_KEY_MISSING`. The value may be sent bare or as an RFC 8941 quoted string.
+	// - **Key**: Send the `Idempotency-Key` request header: a UUID (RFC 9562, canonical 8-4-4-4-12 hex form: 36 characters, any version); required: a request without it is refused with 400 `IDEMPOTENCY_KEY_MISSING`. The value may be sent bare or as an RFC 8941 quoted string.
 	// - **Semantics**: **strict**: a repeated key with the same request gets the first response again, marked `Idempotent-Replayed: true`; a repeated key with a different request is refused with 422 `IDEMPOTENCY_KEY_REUSED`. "The same request" means the same method, operation, path, query and JSON body, compared as data: member order, white space and number spelling do not matter, volatile members are ignored. Keys are separate per caller (authenticated principal) and per operation.
 	// - **Window**: A key is remembered for **10m** after its first request; after that, the same key starts a new request.
 	// - **Volatile fields**: `/client_time`, `/retry_count`, `/trace_id`: left out of the comparison, so they may change between retries.
@@ -298,7 +298,7 @@ type ClientInterface interface {
 	// <!-- idemgen:contract -->
 	// **Idempotency** (`x-idempotency`; safe to retry with the same key):
 	//
-	// - **Key**: Send the `Idempotency-Key` request header: a UUID (RFC 9562, canonical 8-4-4-4-12 hex form, any version), at most 36 characters; required: a request without it is refused with 400 `IDEMPOTENCY_KEY_MISSING`. The value may be sent bare or as an RFC 8941 quoted string.
+	// - **Key**: Send the `Idempotency-Key` request header: a UUID (RFC 9562, canonical 8-4-4-4-12 hex form: 36 characters, any version); required: a request without it is refused with 400 `IDEMPOTENCY_KEY_MISSING`. The value may be sent bare or as an RFC 8941 quoted string.
 	// - **Semantics**: **strict**: a repeated key with the same request gets the first response again, marked `Idempotent-Replayed: true`; a repeated key with a different request is refused with 422 `IDEMPOTENCY_KEY_REUSED`. "The same request" means the same method, operation, path, query and JSON body, compared as data: member order, white space and number spelling do not matter, volatile members are ignored. Keys are separate per caller (authenticated principal) and per operation.
 	// - **Window**: A key is remembered for **10m** after its first request; after that, the same key starts a new request.
 	// - **Volatile fields**: `/client_time`, `/retry_count`, `/trace_id`: left out of the comparison, so they may change between retries.
@@ -333,7 +333,7 @@ func (c *Client) GetCoupon(ctx context.Context, couponId CouponId, reqEditors ..
 // <!-- idemgen:contract -->
 // **Idempotency** (`x-idempotency`; safe to retry with the same key):
 //
-// - **Key**: Send the `Idempotency-Key` request header: a UUID (RFC 9562, canonical 8-4-4-4-12 hex form, any version), at most 36 characters; required: a request without it is refused with 400 `IDEMPOTENCY_KEY_MISSING`. The value may be sent bare or as an RFC 8941 quoted string.
+// - **Key**: Send the `Idempotency-Key` request header: a UUID (RFC 9562, canonical 8-4-4-4-12 hex form: 36 characters, any version); required: a request without it is refused with 400 `IDEMPOTENCY_KEY_MISSING`. The value may be sent bare or as an RFC 8941 quoted string.
 // - **Semantics**: **strict**: a repeated key with the same request gets the first response again, marked `Idempotent-Replayed: true`; a repeated key with a different request is refused with 422 `IDEMPOTENCY_KEY_REUSED`. "The same request" means the same method, operation, path, query and JSON body, compared as data: member order, white space and number spelling do not matter, volatile members are ignored. Keys are separate per caller (authenticated principal) and per operation.
 // - **Window**: A key is remembered for **10m** after its first request; after that, the same key starts a new request.
 // - **Volatile fields**: `/client_time`, `/retry_count`, `/trace_id`: left out of the comparison, so they may change between retries.
@@ -362,7 +362,7 @@ func (c *Client) ClaimCouponWithBody(ctx context.Context, couponId CouponId, par
 // <!-- idemgen:contract -->
 // **Idempotency** (`x-idempotency`; safe to retry with the same key):
 //
-// - **Key**: Send the `Idempotency-Key` request header: a UUID (RFC 9562, canonical 8-4-4-4-12 hex form, any version), at most 36 characters; required: a request without it is refused with 400 `IDEMPOTENCY_KEY_MISSING`. The value may be sent bare or as an RFC 8941 quoted string.
+// - **Key**: Send the `Idempotency-Key` request header: a UUID (RFC 9562, canonical 8-4-4-4-12 hex form: 36 characters, any version); required: a request without it is refused with 400 `IDEMPOTENCY_KEY_MISSING`. The value may be sent bare or as an RFC 8941 quoted string.
 // - **Semantics**: **strict**: a repeated key with the same request gets the first response again, marked `Idempotent-Replayed: true`; a repeated key with a different request is refused with 422 `IDEMPOTENCY_KEY_REUSED`. "The same request" means the same method, operation, path, query and JSON body, compared as data: member order, white space and number spelling do not matter, volatile members are ignored. Keys are separate per caller (authenticated principal) and per operation.
 // - **Window**: A key is remembered for **10m** after its first request; after that, the same key starts a new request.
 // - **Volatile fields**: `/client_time`, `/retry_count`, `/trace_id`: left out of the comparison, so they may change between retries.
@@ -536,7 +536,7 @@ type ClientWithResponsesInterface interface {
 	// <!-- idemgen:contract -->
 	// **Idempotency** (`x-idempotency`; safe to retry with the same key):
 	//
-	// - **Key**: Send the `Idempotency-Key` request header: a UUID (RFC 9562, canonical 8-4-4-4-12 hex form, any version), at most 36 characters; required: a request without it is refused with 400 `IDEMPOTENCY_KEY_MISSING`. The value may be sent bare or as an RFC 8941 quoted string.
+	// - **Key**: Send the `Idempotency-Key` request header: a UUID (RFC 9562, canonical 8-4-4-4-12 hex form: 36 characters, any version); required: a request without it is refused with 400 `IDEMPOTENCY_KEY_MISSING`. The value may be sent bare or as an RFC 8941 quoted string.
 	// - **Semantics**: **strict**: a repeated key with the same request gets the first response again, marked `Idempotent-Replayed: true`; a repeated key with a different request is refused with 422 `IDEMPOTENCY_KEY_REUSED`. "The same request" means the same method, operation, path, query and JSON body, compared as data: member order, white space and number spelling do not matter, volatile members are ignored. Keys are separate per caller (authenticated principal) and per operation.
 	// - **Window**: A key is remembered for **10m** after its first request; after that, the same key starts a new request.
 	// - **Volatile fields**: `/client_time`, `/retry_count`, `/trace_id`: left out of the comparison, so they may change between retries.
@@ -555,7 +555,7 @@ type ClientWithResponsesInterface interface {
 	// <!-- idemgen:contract -->
 	// **Idempotency** (`x-idempotency`; safe to retry with the same key):
 	//
-	// - **Key**: Send the `Idempotency-Key` request header: a UUID (RFC 9562, canonical 8-4-4-4-12 hex form, any version), at most 36 characters; required: a request without it is refused with 400 `IDEMPOTENCY_KEY_MISSING`. The value may be sent bare or as an RFC 8941 quoted string.
+	// - **Key**: Send the `Idempotency-Key` request header: a UUID (RFC 9562, canonical 8-4-4-4-12 hex form: 36 characters, any version); required: a request without it is refused with 400 `IDEMPOTENCY_KEY_MISSING`. The value may be sent bare or as an RFC 8941 quoted string.
 	// - **Semantics**: **strict**: a repeated key with the same request gets the first response again, marked `Idempotent-Replayed: true`; a repeated key with a different request is refused with 422 `IDEMPOTENCY_KEY_REUSED`. "The same request" means the same method, operation, path, query and JSON body, compared as data: member order, white space and number spelling do not matter, volatile members are ignored. Keys are separate per caller (authenticated principal) and per operation.
 	// - **Window**: A key is remembered for **10m** after its first request; after that, the same key starts a new request.
 	// - **Volatile fields**: `/client_time`, `/retry_count`, `/trace_id`: left out of the comparison, so they may change between retries.
@@ -769,7 +769,7 @@ func (c *ClientWithResponses) GetCouponWithResponse(ctx context.Context, couponI
 // <!-- idemgen:contract -->
 // **Idempotency** (`x-idempotency`; safe to retry with the same key):
 //
-// - **Key**: Send the `Idempotency-Key` request header: a UUID (RFC 9562, canonical 8-4-4-4-12 hex form, any version), at most 36 characters; required: a request without it is refused with 400 `IDEMPOTENCY_KEY_MISSING`. The value may be sent bare or as an RFC 8941 quoted string.
+// - **Key**: Send the `Idempotency-Key` request header: a UUID (RFC 9562, canonical 8-4-4-4-12 hex form: 36 characters, any version); required: a request without it is refused with 400 `IDEMPOTENCY_KEY_MISSING`. The value may be sent bare or as an RFC 8941 quoted string.
 // - **Semantics**: **strict**: a repeated key with the same request gets the first response again, marked `Idempotent-Replayed: true`; a repeated key with a different request is refused with 422 `IDEMPOTENCY_KEY_REUSED`. "The same request" means the same method, operation, path, query and JSON body, compared as data: member order, white space and number spelling do not matter, volatile members are ignored. Keys are separate per caller (authenticated principal) and per operation.
 // - **Window**: A key is remembered for **10m** after its first request; after that, the same key starts a new request.
 // - **Volatile fields**: `/client_time`, `/retry_count`, `/trace_id`: left out of the comparison, so they may change between retries.
@@ -794,7 +794,7 @@ func (c *ClientWithResponses) ClaimCouponWithBodyWithResponse(ctx context.Contex
 // <!-- idemgen:contract -->
 // **Idempotency** (`x-idempotency`; safe to retry with the same key):
 //
-// - **Key**: Send the `Idempotency-Key` request header: a UUID (RFC 9562, canonical 8-4-4-4-12 hex form, any version), at most 36 characters; required: a request without it is refused with 400 `IDEMPOTENCY_KEY_MISSING`. The value may be sent bare or as an RFC 8941 quoted string.
+// - **Key**: Send the `Idempotency-Key` request header: a UUID (RFC 9562, canonical 8-4-4-4-12 hex form: 36 characters, any version); required: a request without it is refused with 400 `IDEMPOTENCY_KEY_MISSING`. The value may be sent bare or as an RFC 8941 quoted string.
 // - **Semantics**: **strict**: a repeated key with the same request gets the first response again, marked `Idempotent-Replayed: true`; a repeated key with a different request is refused with 422 `IDEMPOTENCY_KEY_REUSED`. "The same request" means the same method, operation, path, query and JSON body, compared as data: member order, white space and number spelling do not matter, volatile members are ignored. Keys are separate per caller (authenticated principal) and per operation.
 // - **Window**: A key is remembered for **10m** after its first request; after that, the same key starts a new request.
 // - **Volatile fields**: `/client_time`, `/retry_count`, `/trace_id`: left out of the comparison, so they may change between retries.

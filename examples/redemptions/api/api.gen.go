@@ -228,7 +228,7 @@ type ClientInterface interface {
 	// <!-- idemgen:contract -->
 	// **Idempotency** (`x-idempotency`; safe to retry with the same key):
 	//
-	// - **Key**: Send the `Idempotency-Key` request header: a UUID (RFC 9562, canonical 8-4-4-4-12 hex form, any version), at most 36 characters; required: a request without it is refused with 400 `IDEMPOTENCY_KEY_MISSING`. The value may be sent bare or as an RFC 8941 quoted string.
+	// - **Key**: Send the `Idempotency-Key` request header: a UUID (RFC 9562, canonical 8-4-4-4-12 hex form: 36 characters, any version); required: a request without it is refused with 400 `IDEMPOTENCY_KEY_MISSING`. The value may be sent bare or as an RFC 8941 quoted string.
 	// - **Semantics**: **strict**: a repeated key with the same request gets the first response again, marked `Idempotent-Replayed: true`; a repeated key with a different request is refused with 422 `IDEMPOTENCY_KEY_REUSED`. "The same request" means the same method, operation, path, query and JSON body, compared as data: member order, white space and number spelling do not matter. Keys are separate per caller (authenticated principal) and per operation.
 	// - **Window**: A key is remembered for **24h** after its first request; after that, the same key starts a new request.
 	// - **Volatile fields**: none: every member of the body counts.
@@ -247,7 +247,7 @@ type ClientInterface interface {
 	// <!-- idemgen:contract -->
 	// **Idempotency** (`x-idempotency`; safe to retry with the same key):
 	//
-	// - **Key**: Send the `Idempotency-Key` request header: a UUID (RFC 9562, canonical 8-4-4-4-12 hex form, any version), at most 36 characters; required: a request without it is refused with 400 `IDEMPOTENCY_KEY_MISSING`. The value may be sent bare or as an RFC 8941 quoted string.
+	// - **Key**: Send the `Idempotency-Key` request header: a UUID (RFC 9562, canonical 8-4-4-4-12 hex form: 36 characters, any version); required: a request without it is refused with 400 `IDEMPOTENCY_KEY_MISSING`. The value may be sent bare or as an RFC 8941 quoted string.
 	// - **Semantics**: **strict**: a repeated key with the same request gets the first response again, marked `Idempotent-Replayed: true`; a repeated key with a different request is refused with 422 `IDEMPOTENCY_KEY_REUSED`. "The same request" means the same method, operation, path, query and JSON body, compared as data: member order, white space and number spelling do not matter. Keys are separate per caller (authenticated principal) and per operation.
 	// - **Window**: A key is remembered for **24h** after its first request; after that, the same key starts a new request.
 	// - **Volatile fields**: none: every member of the body counts.
@@ -282,7 +282,7 @@ func (c *Client) ListRedemptions(ctx context.Context, reqEditors ...RequestEdito
 // <!-- idemgen:contract -->
 // **Idempotency** (`x-idempotency`; safe to retry with the same key):
 //
-// - **Key**: Send the `Idempotency-Key` request header: a UUID (RFC 9562, canonical 8-4-4-4-12 hex form, any version), at most 36 characters; required: a request without it is refused with 400 `IDEMPOTENCY_KEY_MISSING`. The value may be sent bare or as an RFC 8941 quoted string.
+// - **Key**: Send the `Idempotency-Key` request header: a UUID (RFC 9562, canonical 8-4-4-4-12 hex form: 36 characters, any version); required: a request without it is refused with 400 `IDEMPOTENCY_KEY_MISSING`. The value may be sent bare or as an RFC 8941 quoted string.
 // - **Semantics**: **strict**: a repeated key with the same request gets the first response again, marked `Idempotent-Replayed: true`; a repeated key with a different request is refused with 422 `IDEMPOTENCY_KEY_REUSED`. "The same request" means the same method, operation, path, query and JSON body, compared as data: member order, white space and number spelling do not matter. Keys are separate per caller (authenticated principal) and per operation.
 // - **Window**: A key is remembered for **24h** after its first request; after that, the same key starts a new request.
 // - **Volatile fields**: none: every member of the body counts.
@@ -311,7 +311,7 @@ func (c *Client) CreateRedemptionWithBody(ctx context.Context, params *CreateRed
 // <!-- idemgen:contract -->
 // **Idempotency** (`x-idempotency`; safe to retry with the same key):
 //
-// - **Key**: Send the `Idempotency-Key` request header: a UUID (RFC 9562, canonical 8-4-4-4-12 hex form, any version), at most 36 characters; required: a request without it is refused with 400 `IDEMPOTENCY_KEY_MISSING`. The value may be sent bare or as an RFC 8941 quoted string.
+// - **Key**: Send the `Idempotency-Key` request header: a UUID (RFC 9562, canonical 8-4-4-4-12 hex form: 36 characters, any version); required: a request without it is refused with 400 `IDEMPOTENCY_KEY_MISSING`. The value may be sent bare or as an RFC 8941 quoted string.
 // - **Semantics**: **strict**: a repeated key with the same request gets the first response again, marked `Idempotent-Replayed: true`; a repeated key with a different request is refused with 422 `IDEMPOTENCY_KEY_REUSED`. "The same request" means the same method, operation, path, query and JSON body, compared as data: member order, white space and number spelling do not matter. Keys are separate per caller (authenticated principal) and per operation.
 // - **Window**: A key is remembered for **24h** after its first request; after that, the same key starts a new request.
 // - **Volatile fields**: none: every member of the body counts.
@@ -471,7 +471,7 @@ type ClientWithResponsesInterface interface {
 	// <!-- idemgen:contract -->
 	// **Idempotency** (`x-idempotency`; safe to retry with the same key):
 	//
-	// - **Key**: Send the `Idempotency-Key` request header: a UUID (RFC 9562, canonical 8-4-4-4-12 hex form, any version), at most 36 characters; required: a request without it is refused with 400 `IDEMPOTENCY_KEY_MISSING`. The value may be sent bare or as an RFC 8941 quoted string.
+	// - **Key**: Send the `Idempotency-Key` request header: a UUID (RFC 9562, canonical 8-4-4-4-12 hex form: 36 characters, any version); required: a request without it is refused with 400 `IDEMPOTENCY_KEY_MISSING`. The value may be sent bare or as an RFC 8941 quoted string.
 	// - **Semantics**: **strict**: a repeated key with the same request gets the first response again, marked `Idempotent-Replayed: true`; a repeated key with a different request is refused with 422 `IDEMPOTENCY_KEY_REUSED`. "The same request" means the same method, operation, path, query and JSON body, compared as data: member order, white space and number spelling do not matter. Keys are separate per caller (authenticated principal) and per operation.
 	// - **Window**: A key is remembered for **24h** after its first request; after that, the same key starts a new request.
 	// - **Volatile fields**: none: every member of the body counts.
@@ -490,7 +490,7 @@ type ClientWithResponsesInterface interface {
 	// <!-- idemgen:contract -->
 	// **Idempotency** (`x-idempotency`; safe to retry with the same key):
 	//
-	// - **Key**: Send the `Idempotency-Key` request header: a UUID (RFC 9562, canonical 8-4-4-4-12 hex form, any version), at most 36 characters; required: a request without it is refused with 400 `IDEMPOTENCY_KEY_MISSING`. The value may be sent bare or as an RFC 8941 quoted string.
+	// - **Key**: Send the `Idempotency-Key` request header: a UUID (RFC 9562, canonical 8-4-4-4-12 hex form: 36 characters, any version); required: a request without it is refused with 400 `IDEMPOTENCY_KEY_MISSING`. The value may be sent bare or as an RFC 8941 quoted string.
 	// - **Semantics**: **strict**: a repeated key with the same request gets the first response again, marked `Idempotent-Replayed: true`; a repeated key with a different request is refused with 422 `IDEMPOTENCY_KEY_REUSED`. "The same request" means the same method, operation, path, query and JSON body, compared as data: member order, white space and number spelling do not matter. Keys are separate per caller (authenticated principal) and per operation.
 	// - **Window**: A key is remembered for **24h** after its first request; after that, the same key starts a new request.
 	// - **Volatile fields**: none: every member of the body counts.
@@ -683,7 +683,7 @@ func (c *ClientWithResponses) ListRedemptionsWithResponse(ctx context.Context, r
 // <!-- idemgen:contract -->
 // **Idempotency** (`x-idempotency`; safe to retry with the same key):
 //
-// - **Key**: Send the `Idempotency-Key` request header: a UUID (RFC 9562, canonical 8-4-4-4-12 hex form, any version), at most 36 characters; required: a request without it is refused with 400 `IDEMPOTENCY_KEY_MISSING`. The value may be sent bare or as an RFC 8941 quoted string.
+// - **Key**: Send the `Idempotency-Key` request header: a UUID (RFC 9562, canonical 8-4-4-4-12 hex form: 36 characters, any version); required: a request without it is refused with 400 `IDEMPOTENCY_KEY_MISSING`. The value may be sent bare or as an RFC 8941 quoted string.
 // - **Semantics**: **strict**: a repeated key with the same request gets the first response again, marked `Idempotent-Replayed: true`; a repeated key with a different request is refused with 422 `IDEMPOTENCY_KEY_REUSED`. "The same request" means the same method, operation, path, query and JSON body, compared as data: member order, white space and number spelling do not matter. Keys are separate per caller (authenticated principal) and per operation.
 // - **Window**: A key is remembered for **24h** after its first request; after that, the same key starts a new request.
 // - **Volatile fields**: none: every member of the body counts.
@@ -708,7 +708,7 @@ func (c *ClientWithResponses) CreateRedemptionWithBodyWithResponse(ctx context.C
 // <!-- idemgen:contract -->
 // **Idempotency** (`x-idempotency`; safe to retry with the same key):
 //
-// - **Key**: Send the `Idempotency-Key` request header: a UUID (RFC 9562, canonical 8-4-4-4-12 hex form, any version), at most 36 characters; required: a request without it is refused with 400 `IDEMPOTENCY_KEY_MISSING`. The value may be sent bare or as an RFC 8941 quoted string.
+// - **Key**: Send the `Idempotency-Key` request header: a UUID (RFC 9562, canonical 8-4-4-4-12 hex form: 36 characters, any version); required: a request without it is refused with 400 `IDEMPOTENCY_KEY_MISSING`. The value may be sent bare or as an RFC 8941 quoted string.
 // - **Semantics**: **strict**: a repeated key with the same request gets the first response again, marked `Idempotent-Replayed: true`; a repeated key with a different request is refused with 422 `IDEMPOTENCY_KEY_REUSED`. "The same request" means the same method, operation, path, query and JSON body, compared as data: member order, white space and number spelling do not matter. Keys are separate per caller (authenticated principal) and per operation.
 // - **Window**: A key is remembered for **24h** after its first request; after that, the same key starts a new request.
 // - **Volatile fields**: none: every member of the body counts.

@@ -1,0 +1,227 @@
+package specfile
+
+import (
+	"sort"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// KeepScalars returns out, the YAML encoding of a document parsed from src
+// and then changed, with the original text of src back in place of every
+// flow scalar (a plain or quoted value) that spans lines in src or in out
+// and that the change left as it was: the encoder writes a value broken
+// over lines (a long description) on one line, or wraps at its own width a
+// long line src did not wrap, either of which would
+// change the layout of parts of the file nothing touched. A scalar is
+// restored when it is a block mapping's value whose key stands at the same
+// column in both documents, with the same value and style. Anything it
+// cannot match exactly is left as encoded. Both src and out are LF text.
+func KeepScalars(src, out []byte) []byte {
+	var s, o yaml.Node
+	if yaml.Unmarshal(src, &s) != nil || yaml.Unmarshal(out, &o) != nil {
+		return out
+	}
+	srcLines, outLines := strings.Split(string(src), "\n"), strings.Split(string(out), "\n")
+	type repl struct {
+		from, to int // byte offsets in out
+		text     string
+	}
+	var rs []repl
+	var walk func(a, b *yaml.Node)
+	walk = func(a, b *yaml.Node) {
+		if a == nil || b == nil || a.Kind != b.Kind {
+			return
+		}
+		switch a.Kind {
+		case yaml.DocumentNode:
+			if len(a.Content) > 0 && len(b.Content) > 0 {
+				walk(a.Content[0], b.Content[0])
+			}
+		case yaml.SequenceNode:
+			for i := range min(len(a.Content), len(b.Content)) {
+				walk(a.Content[i], b.Content[i])
+			}
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(a.Content); i += 2 {
+				ka, va := a.Content[i], a.Content[i+1]
+				for j := 0; j+1 < len(b.Content); j += 2 {
+					kb, vb := b.Content[j], b.Content[j+1]
+					if kb.Kind != yaml.ScalarNode || ka.Kind != yaml.ScalarNode || kb.Value != ka.Value {
+						continue
+					}
+					if va.Kind == yaml.ScalarNode && vb.Kind == yaml.ScalarNode {
+						if r, ok := restorable(a, ka, va, b, kb, vb, srcLines, outLines); ok {
+							from, to := offset(outLines, r.oStart), offset(outLines, r.oEnd)
+							if from >= 0 && to >= from {
+								rs = append(rs, repl{from, to, r.text})
+							}
+						}
+					} else {
+						walk(va, vb)
+					}
+					break
+				}
+			}
+		}
+	}
+	walk(&s, &o)
+	if len(rs) == 0 {
+		return out
+	}
+	sort.Slice(rs, func(i, j int) bool { return rs[i].from > rs[j].from })
+	res := string(out)
+	last := len(res) + 1
+	for _, r := range rs {
+		if r.to > last { // overlapping: keep the encoding
+			continue
+		}
+		res = res[:r.from] + r.text + res[r.to:]
+		last = r.from
+	}
+	// The result must still read as the same document.
+	var check yaml.Node
+	if yaml.Unmarshal([]byte(res), &check) != nil || !sameTree(&o, &check) {
+		return out
+	}
+	return []byte(res)
+}
+
+type pos struct{ line, col int } // 0-based line, rune column
+
+type restoration struct {
+	oStart, oEnd pos
+	text         string
+}
+
+func restorable(ma, ka, va, mb, kb, vb *yaml.Node, srcLines, outLines []string) (restoration, bool) {
+	if ma.Style&yaml.FlowStyle != 0 || mb.Style&yaml.FlowStyle != 0 || va.Value != vb.Value || va.Tag != vb.Tag ||
+		va.Style&(yaml.LiteralStyle|yaml.FoldedStyle) != 0 || va.Style&yaml.FlowStyle != 0 ||
+		ka.Column != kb.Column || ka.Line != va.Line || kb.Line != vb.Line || (va.Style == 0 && strings.Contains(va.Value, "\n")) {
+		return restoration{}, false
+	}
+	sStart := pos{va.Line - 1, va.Column - 1}
+	sEnd, ok := scalarEnd(srcLines, sStart, va.Style, ka.Column-1)
+	if !ok || va.Column != vb.Column {
+		return restoration{}, false
+	}
+	oStart := pos{vb.Line - 1, vb.Column - 1}
+	oEnd, ok := scalarEnd(outLines, oStart, vb.Style, kb.Column-1)
+	if !ok || (sEnd.line == sStart.line && oEnd.line == oStart.line) {
+		return restoration{}, false // on one line in both: as the encoder wrote it
+	}
+	text, ok := slice(srcLines, sStart, sEnd)
+	if !ok {
+		return restoration{}, false
+	}
+	return restoration{oStart, oEnd, text}, true
+}
+
+// scalarEnd finds where the flow scalar starting at p ends (exclusive):
+// the closing quote of a quoted one, the end of the last continuation line
+// (indented deeper than the key at column keyCol) of a plain one.
+func scalarEnd(lines []string, p pos, style yaml.Style, keyCol int) (pos, bool) {
+	if p.line >= len(lines) {
+		return pos{}, false
+	}
+	switch {
+	case style&(yaml.SingleQuotedStyle|yaml.DoubleQuotedStyle) != 0:
+		q := '\''
+		if style&yaml.DoubleQuotedStyle != 0 {
+			q = '"'
+		}
+		col := p.col + 1
+		for l := p.line; l < len(lines); l++ {
+			r := []rune(lines[l])
+			if col > len(r) {
+				return pos{}, false
+			}
+			for c := col; c < len(r); c++ {
+				switch {
+				case q == '"' && r[c] == '\\':
+					c++
+				case r[c] == q && q == '\'' && c+1 < len(r) && r[c+1] == '\'':
+					c++
+				case r[c] == q:
+					return pos{l, c + 1}, true
+				}
+			}
+			col = 0
+		}
+		return pos{}, false
+	case style == 0:
+		r := []rune(lines[p.line])
+		if p.col > len(r) || strings.Contains(string(r[p.col:]), " #") {
+			return pos{}, false
+		}
+		end := pos{p.line, len([]rune(strings.TrimRight(lines[p.line], " \t")))}
+		for l := p.line + 1; l < len(lines); l++ {
+			t := strings.TrimLeft(lines[l], " ")
+			ind := len(lines[l]) - len(t)
+			if strings.TrimSpace(t) == "" || ind <= keyCol || strings.HasPrefix(t, "#") {
+				break
+			}
+			if strings.Contains(t, " #") || strings.Contains(t, ": ") || strings.HasPrefix(t, "- ") {
+				return pos{}, false
+			}
+			end = pos{l, len([]rune(strings.TrimRight(lines[l], " \t")))}
+		}
+		return end, true
+	}
+	return pos{}, false
+}
+
+func slice(lines []string, a, b pos) (string, bool) {
+	var sb strings.Builder
+	for l := a.line; l <= b.line; l++ {
+		r := []rune(lines[l])
+		from, to := 0, len(r)
+		if l == a.line {
+			from = a.col
+		}
+		if l == b.line {
+			to = b.col
+		}
+		if from > to || to > len(r) {
+			return "", false
+		}
+		sb.WriteString(string(r[from:to]))
+		if l < b.line {
+			sb.WriteByte('\n')
+		}
+	}
+	return sb.String(), true
+}
+
+// offset is the byte offset of p in the text of lines, -1 when outside.
+func offset(lines []string, p pos) int {
+	if p.line >= len(lines) {
+		return -1
+	}
+	n := 0
+	for l := range p.line {
+		n += len(lines[l]) + 1
+	}
+	r := []rune(lines[p.line])
+	if p.col > len(r) {
+		return -1
+	}
+	return n + len(string(r[:p.col]))
+}
+
+// sameTree reports whether a and b hold the same data (kinds, tags and
+// values; not positions or styles).
+func sameTree(a, b *yaml.Node) bool {
+	if a.Kind != b.Kind || a.Value != b.Value || len(a.Content) != len(b.Content) {
+		return false
+	}
+	if a.Kind == yaml.ScalarNode && a.ShortTag() != b.ShortTag() {
+		return false
+	}
+	for i := range a.Content {
+		if !sameTree(a.Content[i], b.Content[i]) {
+			return false
+		}
+	}
+	return true
+}
