@@ -2,9 +2,14 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/idemgen/idemgen/bench/internal/check"
+	"github.com/idemgen/idemgen/bench/internal/workload"
 )
 
 // stackDef describes one HTTP stack of package middleware.
@@ -42,9 +47,9 @@ type rowDef struct{ name, label, base string }
 var mwRows = []rowDef{
 	{"first", "first request", "serial"},
 	{"replay", "replay, the same request every time", "serial"},
-	{"replay-rotating", "replay, 8192 requests in rotation", "serial"},
+	{"replay-rotating", fmt.Sprintf("replay, %d requests in rotation", workload.Rotation), "serial"},
 	{"replay-parallel", "parallel replay, the same request every time", "parallel"},
-	{"replay-rotating-parallel", "parallel replay, 8192 requests in rotation", "parallel"},
+	{"replay-rotating-parallel", fmt.Sprintf("parallel replay, %d requests in rotation", workload.Rotation), "parallel"},
 }
 
 // storeRows are the stores table's rows.
@@ -118,6 +123,7 @@ func renderMiddleware(rs results) string {
 	b.WriteString(fastest(rs))
 	b.WriteString(breakdown(rs))
 	b.WriteString(kept(rs))
+	b.WriteString(cachesLine(engineCaches("..")))
 	if !check.ResentIsSame() {
 		b.WriteString("\n**This build's fingerprint is not canonical** (the runtime/fingerprint placeholder hashes the raw body): " +
 			"idemgen's numbers above understate the cost of canonicalization on first requests.\n")
@@ -252,4 +258,42 @@ func kept(rs results) string {
 			"benchmark absorb growth; a huge page is 2 MiB at once).\n")
 	}
 	return b.String()
+}
+
+// engineCaches reads the sizes of idem.Engine's caches from the runtime's
+// source in the tree at root (".." from bench/, where the report runs): the
+// fingerprint cache's slots and the table of recently finished keys; 0 for
+// a size not found.
+func engineCaches(root string) (fpSlots, recentSlots int) {
+	find := func(file, name string) int {
+		b, err := os.ReadFile(filepath.Join(root, "runtime", "idem", file))
+		if err != nil {
+			return 0
+		}
+		m := regexp.MustCompile(`const ` + name + ` = (\d+)`).FindSubmatch(b)
+		if m == nil {
+			return 0
+		}
+		n, _ := strconv.Atoi(string(m[1]))
+		return n
+	}
+	return find("fpcache.go", "fpCacheSlots"), find("recent.go", "recentSlots")
+}
+
+// cachesLine says how big idemgen's caches are in the tree measured, next
+// to the rotation of the rotating replays.
+func cachesLine(fpSlots, recentSlots int) string {
+	if fpSlots == 0 && recentSlots == 0 {
+		return ""
+	}
+	size := func(n int) string {
+		if n == 0 {
+			return "(not found in runtime/idem)"
+		}
+		return strconv.Itoa(n)
+	}
+	return fmt.Sprintf("\nIn the tree measured, an idem.Engine caches the fingerprints of its last %s requests at most "+
+		"(a direct-mapped table: fewer when they collide) and remembers the last %s keys it saw final (over a store "+
+		"that reads first: see *Stores*); the rotating replays cycle through %d.\n",
+		size(fpSlots), size(recentSlots), workload.Rotation)
 }

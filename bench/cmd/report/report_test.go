@@ -298,3 +298,27 @@ func TestStoresVerdicts(t *testing.T) {
 	assert.NotContains(t, out, "no store can undercut")
 	assert.NotContains(t, out, "at the floor")
 }
+
+func TestEngineCaches(t *testing.T) {
+	fp, recent := engineCaches("../../..") // the tree's root, from bench/cmd/report
+	assert.Positive(t, fp, "fpCacheSlots found in runtime/idem/fpcache.go")
+	assert.Positive(t, recent, "recentSlots found in runtime/idem/recent.go")
+	_, none := engineCaches(t.TempDir())
+	assert.Zero(t, none, "no runtime/idem: not found")
+	for _, c := range []struct {
+		fp, recent int
+		want       string
+	}{
+		{1024, 4096, "its last 1024 requests at most (a direct-mapped table: fewer when they collide) and remembers the last 4096 keys"},
+		{0, 4096, "its last (not found in runtime/idem) requests"},
+		{0, 0, ""},
+	} {
+		got := cachesLine(c.fp, c.recent)
+		if c.want == "" {
+			assert.Equal(t, "", got)
+			continue
+		}
+		assert.Contains(t, got, c.want)
+		assert.Contains(t, got, "cycle through 8192")
+	}
+}
