@@ -278,6 +278,7 @@ func TestStoresVerdicts(t *testing.T) {
 	add("Redis/idemgen-claim/replay", slow) // claims: fiber beats it
 	add("Redis/fiber/replay", mid)
 	add("Redis/raw/replay", fast)
+	add("Postgres/idemgen/replay", fast)
 	rs, err := parse([]byte(in.String()))
 	require.NoError(t, err)
 	out := storesFastest(rs)
@@ -295,6 +296,7 @@ func TestStoresVerdicts(t *testing.T) {
 		assert.True(t, strings.HasSuffix(line, c.want), "%s\n got %s", c.row, line)
 	}
 	assert.Contains(t, out, "fastest, idemgen claiming (another instance's record)")
+	assert.Contains(t, out, "| PostgreSQL | replay | time | 10 ns | | | no peer measured |  |", "no verdict of one; no claim samples, no verdict")
 	assert.NotContains(t, out, "no store can undercut")
 	assert.NotContains(t, out, "at the floor")
 }

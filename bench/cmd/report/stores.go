@@ -88,16 +88,31 @@ func storesFastest(rs results) string {
 				for _, im := range peers {
 					peerCands = append(peerCands, candidate{im.name, samples(im.name)})
 				}
-				readFirst := append([]candidate{{"idemgen", samples("idemgen")}}, peerCands...)
-				claiming := append([]candidate{{"idemgen", samples(claim)}}, peerCands...)
+				vs := func(idemgen []float64) string {
+					return versusPeers(candidate{"idemgen", idemgen}, peerCands)
+				}
 				raw := samples("raw")
-				fmt.Fprintf(&b, " %s | %s | %s | %s |\n", verdict(readFirst), verdict(claiming),
+				fmt.Fprintf(&b, " %s | %s | %s | %s |\n", vs(samples("idemgen")), vs(samples(claim)),
 					versusFloor(samples("idemgen"), raw), versusFloor(samples(claim), raw))
 			}
 		}
 	}
 	b.WriteString(verdictNote + claimNote + floorNote)
 	return b.String()
+}
+
+// versusPeers is the verdict between idemgen and the peers, or "no peer
+// measured" when no peer has samples (a verdict of one would name it).
+func versusPeers(idemgen candidate, peers []candidate) string {
+	for _, p := range peers {
+		if len(p.vals) > 0 {
+			return verdict(append([]candidate{idemgen}, peers...))
+		}
+	}
+	if len(idemgen.vals) == 0 {
+		return ""
+	}
+	return "no peer measured"
 }
 
 // claimNote explains the two verdict columns of storesFastest.
