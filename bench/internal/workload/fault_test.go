@@ -40,7 +40,7 @@ func BenchmarkPageFault(b *testing.B) {
 			}
 			u1 := now()
 			if touched > 0 {
-				b.ReportMetric(float64((u1.cpu - u0.cpu).Nanoseconds())/float64(touched), "cpu-ns/4KiB")
+				b.ReportMetric(float64((u1.cpu-u0.cpu).Nanoseconds())/float64(touched), "cpu-ns/4KiB")
 				b.ReportMetric(float64(u1.faults-u0.faults)/float64(touched), "faults/4KiB")
 			}
 		})
