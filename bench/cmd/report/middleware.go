@@ -239,7 +239,7 @@ func kept(rs results) string {
 			}
 			if !started {
 				b.WriteString("\nMemory kept per record by the first-request rows (medians of the rounds; B/op above counts only what the request allocates on the Go heap):\n\n")
-				b.WriteString("| implementation | live Go heap / record | outside the Go heap / record | resident memory (RSS) growth / record |\n|---|---:|---:|---:|\n")
+				b.WriteString("| implementation | records per run | live Go heap / record | outside the Go heap / record | resident memory (RSS) growth / record |\n|---|---:|---:|---:|---:|\n")
 				started = true
 			}
 			o, _ := rs.median(name, "offheap-B/rec")
@@ -247,7 +247,8 @@ func kept(rs results) string {
 			if v, ok := rs.median(name, "rss-B/rec"); ok {
 				rss = signedBytes(v)
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", strings.ReplaceAll(im.label, "*", ""), signedBytes(h), signedBytes(o), rss)
+			n, _ := rs.median(name, "iters")
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", strings.ReplaceAll(im.label, "*", ""), count(n), signedBytes(h), signedBytes(o), rss)
 		}
 	}
 	if started {
@@ -255,7 +256,8 @@ func kept(rs results) string {
 			"memstore keeps records in memory mapped outside the Go heap, counted by its own accounting (`Stats().Bytes`: keys, " +
 			"responses and a fixed overhead per entry, not its index or the slack of its chunks); resident memory counts both, " +
 			"the heap's headroom up to the collector's goal and whole pages, and is the noisiest (pages kept from an earlier " +
-			"benchmark absorb growth; a huge page is 2 MiB at once).\n")
+			"benchmark absorb growth; a huge page is 2 MiB at once). Fixed costs (a store's first chunks and index) are spread " +
+			"over the run's records: the fewer records, the more they weigh per record.\n")
 	}
 	return b.String()
 }

@@ -40,6 +40,9 @@ func TestParseAndStats(t *testing.T) {
 	require.True(t, s.ok)
 	assert.InDelta(t, 110, s.Center, 1e-9, "median")
 	assert.Equal(t, 3, s.n)
+	it, ok := rs.median("NetHTTP/floor/serial", "iters")
+	require.True(t, ok)
+	assert.InDelta(t, 1000, it, 1e-9, "iterations are kept")
 	m, ok := rs.median("NetHTTP/floor/serial", "cpu-ns/op")
 	require.True(t, ok)
 	assert.InDelta(t, 91, m, 1e-9)
@@ -145,8 +148,8 @@ BenchmarkFastHTTP/fiber-idempotency/first-2 1000 100 ns/op 428 heap-B/rec 0 offh
 `))
 	require.NoError(t, err)
 	out := kept(rs)
-	assert.Contains(t, out, "| idemgen (engine + memstore) | +2 B | +466 B | +2500 B |")
-	assert.Contains(t, out, "| fiber v2.52.15 middleware/idempotency | +428 B | +0 B | +650 B |")
+	assert.Contains(t, out, "| idemgen (engine + memstore) | 1000 | +2 B | +466 B | +2500 B |")
+	assert.Contains(t, out, "| fiber v2.52.15 middleware/idempotency | 1000 | +428 B | +0 B | +650 B |")
 	assert.Equal(t, "", kept(results{"NetHTTP/idemgen/first": {"ns/op": {1}}}), "no memory metrics: no table")
 }
 

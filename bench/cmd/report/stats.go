@@ -13,7 +13,8 @@ import (
 )
 
 // results maps a benchmark name (without "Benchmark" and the -GOMAXPROCS
-// suffix) to its samples by unit ("ns/op", "B/op", "allocs/op", custom).
+// suffix) to its samples by unit ("ns/op", "B/op", "allocs/op", custom;
+// "iters", the iterations of each run).
 type results map[string]map[string][]float64
 
 var procSuffix = regexp.MustCompile(`-\d+$`)
@@ -32,6 +33,7 @@ func parse(out []byte) (results, error) {
 			m = map[string][]float64{}
 			res[name] = m
 		}
+		m["iters"] = append(m["iters"], float64(rec.Iters))
 		for _, v := range rec.Values {
 			// benchfmt tidies units: back to go test's.
 			unit, val := v.Unit, v.Value
