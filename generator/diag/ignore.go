@@ -170,7 +170,8 @@ func (l List) Suppress(ignores []Ignore, ran func(rule string) bool) List {
 
 // silence reports whether the ignores silence d, marking every one that
 // matches it (a global ignore and one for its operation alike: neither is
-// unused).
+// unused; nor is one for an operation of several that d is about, although
+// d is still reported for the others: it is not stale).
 func silence(d Diagnostic, ignores []Ignore, used []bool) bool {
 	global := false
 	covered := make([]bool, len(d.Ops))
@@ -191,13 +192,10 @@ func silence(d Diagnostic, ignores []Ignore, used []bool) bool {
 			}
 		}
 	}
-	if !global && (len(d.Ops) == 0 || slices.Contains(covered, false)) {
-		return false
-	}
 	for _, i := range by {
 		used[i] = true
 	}
-	return true
+	return global || (len(d.Ops) > 0 && !slices.Contains(covered, false))
 }
 
 // suggest returns the candidate closest to s when it is close enough.

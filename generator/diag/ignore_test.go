@@ -46,14 +46,15 @@ func TestSuppress(t *testing.T) {
 	}
 	got := l.Suppress([]diag.Ignore{
 		ig("put-delete", 1, "DELETE /a"),
-		ig("wait-longer-than-lease", 2, "POST /a"), // not POST /b: kept
+		ig("wait-longer-than-lease", 2, "POST /a"), // not POST /b: kept, but the ignore is not stale
 		ig("wait-longer-than-lease", 3, "POST /c"), // an error of a warning rule: silenced
+		ig("wait-longer-than-lease", 4, "POST /d"),
 	}, nil)
 	assert.Equal(t, []string{
 		"a.yaml:1:1: warning: PUT /a [put-delete]",
 		"a.yaml:3:1: warning: inherited by two [wait-longer-than-lease]",
 		"a.yaml:4:1: warning: no operation [overlay-no-match]",
-		"idemgen.yaml:2:3: warning: ignore: wait-longer-than-lease silenced nothing: no wait-longer-than-lease warning about POST /a in this run; delete it [unused-ignore]",
+		"idemgen.yaml:4:3: warning: ignore: wait-longer-than-lease silenced nothing: no wait-longer-than-lease warning about POST /d in this run; delete it [unused-ignore]",
 	}, lines(got))
 
 	got = l.Suppress([]diag.Ignore{
