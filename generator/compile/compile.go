@@ -89,7 +89,7 @@ type inheritedDiag struct {
 // and different ones (another lease, another retry span) stay apart.
 func (c *compiler) inherit(d diag.Diagnostic, where string) {
 	for i, e := range c.inherited {
-		if e.d == d {
+		if e.d.Pos == d.Pos && e.d.Severity == d.Severity && e.d.Kind == d.Kind && e.d.Rule == d.Rule && e.d.Message == d.Message {
 			c.inherited[i].ops = append(e.ops, where)
 			return
 		}
@@ -109,9 +109,20 @@ func (c *compiler) flushInherited() {
 			ops += fmt.Sprintf(" and %d more operation%s", n, plural(n))
 		}
 		e.d.Message = ops + ": " + e.d.Message
+		e.d.Ops = e.ops
 		c.diags = append(c.diags, e.d)
 	}
 	c.inherited = nil
+}
+
+// about records that the diagnostics from the n-th on are about the
+// operation where (unless they say otherwise), for the ignores that name it.
+func (c *compiler) about(n int, where string) {
+	for i := n; i < len(c.diags); i++ {
+		if c.diags[i].Ops == nil {
+			c.diags[i].Ops = []string{where}
+		}
+	}
 }
 
 var unsafeMethods = []string{"POST", "PATCH", "PUT", "DELETE"}
@@ -252,6 +263,7 @@ func (c *compiler) operation(path, method string, item *openapi3.PathItem, op *o
 		opPos = ir.Pos{File: c.doc.Path, Pointer: "/paths/" + load.Escape(path) + "/" + strings.ToLower(method)}
 	}
 	where := method + " " + path
+	defer c.about(len(c.diags), where)
 
 	// Is the operation idempotent, and by which block?
 	var block contract.Block
