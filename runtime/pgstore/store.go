@@ -536,7 +536,19 @@ func isSerializationFailure(err error) bool {
 	return errors.As(err, &pe) && pe.Code == "40001"
 }
 
-// Finish implements idem.Store: one fenced UPDATE.
+// maxSerializationAttempts bounds the runs of Finish's and ExtendLease's
+// statement. Each is run again only after a serialization failure (SQLSTATE
+// 40001, above READ COMMITTED: the row changed after the statement's
+// snapshot was taken), so only while other transactions keep changing the
+// row.
+const maxSerializationAttempts = 10
+
+// Finish implements idem.Store: one fenced UPDATE. On a database whose
+// default isolation is REPEATABLE READ or SERIALIZABLE the UPDATE fails with
+// a serialization error when the row changed after its snapshot (the
+// holder's own heartbeat, a takeover); the failed statement wrote nothing,
+// and Finish runs it again, with a fresh snapshot, which decides as under
+// READ COMMITTED: finished, or idem.ErrFenced.
 func (s *Store) Finish(ctx context.Context, key string, token idem.Token, state idem.State, response []byte) error {
 	if err := checkFinish(ctx, key, state); err != nil {
 		return err
@@ -546,7 +558,10 @@ func (s *Store) Finish(ctx context.Context, key string, token idem.Token, state 
 		return fmt.Errorf("pgstore: finish: %w", err)
 	}
 	defer c.Release()
-	tag, err := c.Conn().Exec(ctx, s.q.finish, newFinishArgs(key, token, state, response, s.typed && defaultEncodes(c.Conn().TypeMap())).args[:]...)
+	a := newFinishArgs(key, token, state, response, s.typed && defaultEncodes(c.Conn().TypeMap()))
+	tag, err := execRetried(func() (pgconn.CommandTag, error) {
+		return c.Conn().Exec(ctx, s.q.finish, a.args[:]...)
+	})
 	if err != nil {
 		return fmt.Errorf("pgstore: finish: %w", err)
 	}
@@ -554,6 +569,18 @@ func (s *Store) Finish(ctx context.Context, key string, token idem.Token, state 
 		return idem.ErrFenced
 	}
 	return nil
+}
+
+// execRetried runs exec, a statement in a transaction of its own, until it
+// succeeds, fails otherwise than with a serialization failure, or has run
+// maxSerializationAttempts times.
+func execRetried(exec func() (pgconn.CommandTag, error)) (pgconn.CommandTag, error) {
+	for attempt := 1; ; attempt++ {
+		tag, err := exec()
+		if !isSerializationFailure(err) || attempt == maxSerializationAttempts {
+			return tag, err
+		}
+	}
 }
 
 func checkFinish(ctx context.Context, key string, state idem.State) error {
@@ -620,7 +647,9 @@ func (s *Store) get(ctx context.Context, key string) (idem.Record, bool, error) 
 // the row: the transaction locks it, which keeps any takeover out until it
 // ends (see BeginTx). It only reads that the row is still locked; a lock
 // gone with the transaction's backend (terminated, its connection lost),
-// which the commit cannot outlive, is idem.ErrFenced.
+// which the commit cannot outlive, is idem.ErrFenced. Above READ COMMITTED,
+// an UPDATE that fails with a serialization error (the row changed after its
+// snapshot: the holder's Finish, a takeover) is run again, as in Finish.
 func (s *Store) ExtendLease(ctx context.Context, key string, token idem.Token, lease time.Duration) error {
 	if err := checkKey(ctx, "extend lease", key); err != nil {
 		return err
@@ -631,7 +660,9 @@ func (s *Store) ExtendLease(ctx context.Context, key string, token idem.Token, l
 	if s.locked.has(holdKey{key, token}) {
 		return s.extendLocked(ctx, key, token)
 	}
-	tag, err := s.pool.Exec(ctx, s.q.extend, key, int64(token), lease)
+	tag, err := execRetried(func() (pgconn.CommandTag, error) {
+		return s.pool.Exec(ctx, s.q.extend, key, int64(token), lease)
+	})
 	if err != nil {
 		return fmt.Errorf("pgstore: extend lease: %w", err)
 	}
