@@ -234,10 +234,12 @@
 // snapshot (a Finish meeting the holder's own heartbeat, which the engine
 // does not wait for; a takeover); it then runs again, with a fresh snapshot,
 // which decides as under READ COMMITTED: done, or idem.ErrFenced.
-// pgx never sends a statement twice, and Begin, Finish and ExtendLease try
-// again only after an attempt that wrote nothing (a lost race, a
-// serialization failure, a missing claim function), so none takes effect
-// twice for one call here.
+// Reap's DELETE, which fails so when a row it read expired is taken over
+// before it locks it, and ExtendLease's read while a transaction of BeginTx
+// locks the row, run again likewise. pgx never sends a statement twice, and
+// the store tries one again only after an attempt that wrote nothing (a lost
+// race, a serialization failure, a missing claim function), so none takes
+// effect twice for one call here.
 // Get is one SELECT that skips expired rows. A first request costs two round
 // trips (Begin + Finish), a replay one (Get, or a Begin that returns the
 // completed record) and no write.
