@@ -1330,26 +1330,28 @@ func (c *Call) Finish() error {
 		// window after its claim, which came a little before now).
 		e.recent.add(c.recent, e.now().Add(p.spec.Window))
 	}
-	c.reportFinish(state, status, code, err)
+	c.reportFinish(state, status, code, err, resp != nil && rec.overflow)
 	return err
 }
 
 // reportFinish reports the end of a protected run: status is what the
 // handler produced, or, with code, the problem sent instead (a transaction
-// whose commit failed).
-func (c *Call) reportFinish(state State, status int, code string, err error) {
+// whose commit failed). overflowed: the record was stored with a response
+// (COMPLETED, or FAILED under FailuresReplay) that exceeded
+// Response.MaxBytes, so it is not replayable.
+func (c *Call) reportFinish(state State, status int, code string, err error, overflowed bool) {
 	e, op := c.e, c.p.spec.Operation
 	switch {
 	case err == nil:
 		if e.obs != nil {
 			e.obs.Observe(c.ctx, Event{Kind: EventExecuted, Operation: op, Principal: c.principal, Key: c.key,
 				Protected: true, State: state, Prior: c.prior, Status: status, Duration: e.now().Sub(c.start)})
-			if c.h.rec.overflow && state == StateCompleted {
+			if overflowed {
 				e.obs.Observe(c.ctx, Event{Kind: EventNotReplayable, Operation: op, Principal: c.principal,
 					Key: c.key, Protected: true, State: state, Status: status})
 			}
 		}
-		if c.h.rec.overflow && state == StateCompleted {
+		if overflowed {
 			e.log.LogAttrs(c.ctx, slog.LevelWarn, "idem: response larger than Response.MaxBytes: stored as not replayable",
 				slog.String("operation", op), slog.Int("max_bytes", c.p.respMax))
 		}
@@ -1398,7 +1400,7 @@ func (c *Call) finishRecord(state State, resp []byte) error {
 func (c *Call) release(cause error) {
 	err := c.finishRecord(StateFailed, nil)
 	if err != nil {
-		c.reportFinish(StateFailed, 0, "", err)
+		c.reportFinish(StateFailed, 0, "", err, false)
 	}
 	_ = cause
 }
@@ -1423,7 +1425,7 @@ func (c *Call) End() {
 			c.e.log.LogAttrs(c.ctx, slog.LevelWarn, "idem: handler did not finish (panic or error): key released for a retry",
 				slog.String("operation", c.p.spec.Operation), slog.String("key", c.key))
 			err := c.finishRecord(StateFailed, nil)
-			c.reportFinish(StateFailed, 0, "", err)
+			c.reportFinish(StateFailed, 0, "", err, false)
 		} else if c.e.obs != nil {
 			c.e.obs.Observe(c.ctx, Event{Kind: EventExecuted, Operation: c.p.spec.Operation, Principal: c.principal,
 				Key: c.key, Duration: c.e.now().Sub(c.start)})

@@ -441,6 +441,44 @@ func TestResponseTooLarge(t *testing.T) {
 	assert.True(t, ok)
 }
 
+// Under FailuresReplay a 5xx is stored too: one larger than
+// Response.MaxBytes is stored as not replayable, and reported as a
+// COMPLETED one is (EventNotReplayable); under FailuresRetry nothing is
+// stored, so nothing is reported and a retry runs again.
+func TestFailureTooLargeReportsNotReplayable(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		failures idem.FailurePolicy
+		reported bool
+	}{{"failures replay", idem.FailuresReplay, true}, {"failures retry", idem.FailuresRetry, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, idem.Options{})
+			spec := strictSpec()
+			spec.Failures = tc.failures
+			spec.Response.MaxBytes = 16
+			h := f.eng.Handler(mustCompile(t, spec), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				f.calls.Add(1)
+				w.WriteHeader(http.StatusBadGateway)
+				_, _ = io.WriteString(w, strings.Repeat("x", 100))
+			}))
+			require.Equal(t, 502, send(h, req{key: "k", body: `{}`}).Code)
+			ev, ok := f.obs.find(idem.EventNotReplayable)
+			require.Equal(t, tc.reported, ok, "events: %v", f.obs.kinds())
+			dup := send(h, req{key: "k", body: `{}`})
+			if !tc.reported {
+				require.Equal(t, 502, dup.Code)
+				assert.Equal(t, int32(2), f.calls.Load(), "nothing stored: the retry runs again")
+				return
+			}
+			assert.Equal(t, idem.Event{Kind: idem.EventNotReplayable, Operation: spec.Operation, Key: "k",
+				Protected: true, State: idem.StateFailed, Status: 502}, ev)
+			p := requireProblem(t, dup, 409, idem.CodeResponseUnavailable)
+			assert.Equal(t, 502, p.OriginalStatus)
+			assert.Equal(t, int32(1), f.calls.Load())
+		})
+	}
+}
+
 func TestResponseDefaults(t *testing.T) {
 	f := newFixture(t, idem.Options{})
 	h := f.eng.Handler(mustCompile(t, strictSpec()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

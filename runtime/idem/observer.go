@@ -57,7 +57,9 @@ const (
 	// router made (a key parameter it rejected).
 	EventRejected
 	// EventNotReplayable: the response exceeded Response.MaxBytes; the record
-	// was completed as not replayable (duplicates get CodeResponseUnavailable).
+	// was stored with it as not replayable (COMPLETED, or FAILED with a 5xx
+	// under FailuresReplay; duplicates get CodeResponseUnavailable). State is
+	// the record's.
 	EventNotReplayable
 )
 
