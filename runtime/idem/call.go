@@ -517,8 +517,13 @@ func (c *Call) readBody() bool {
 		return true
 	}
 	// With a capture that r.Body replaced, r.Body is read; its
-	// ContentLength may be the capture's (compressed) length.
-	if cp == nil && r.ContentLength > limit {
+	// ContentLength may be the capture's (compressed) length. So may it be
+	// without one: a decompressing middleware in front of the engine that
+	// replaced r.Body often leaves ContentLength and Content-Encoding as
+	// sent, so ContentLength is taken for the length of r.Body only when
+	// the body is not encoded (the header is looked at only when the
+	// lengths disagree).
+	if cp == nil && r.ContentLength > limit && !contentEncoded(r.Header) {
 		return c.bodyFailed(errTooLarge)
 	}
 	var bp *[]byte
@@ -535,7 +540,9 @@ func (c *Call) readBody() bool {
 	}
 	b, err := readAtMost((*bp)[:0], r.Body, limit)
 	*bp = b
-	if err == nil && cp == nil && r.ContentLength > 0 && int64(len(b)) != r.ContentLength {
+	if err == nil && cp == nil && int64(len(b)) < r.ContentLength && !contentEncoded(r.Header) {
+		// Shorter: something read it before the engine. (Longer is a
+		// body a middleware replaced without updating ContentLength.)
 		err = errBodyConsumed
 	}
 	if err != nil {
@@ -565,6 +572,17 @@ func (c *Call) readCapture(cp *capture, restore bool) bool {
 	c.body = body
 	c.restoreBody = restore
 	return true
+}
+
+// contentEncoded reports whether h has a Content-Encoding other than
+// identity.
+func contentEncoded(h http.Header) bool {
+	for _, v := range h["Content-Encoding"] {
+		if v = strings.TrimSpace(v); v != "" && !strings.EqualFold(v, "identity") {
+			return true
+		}
+	}
+	return false
 }
 
 var (
