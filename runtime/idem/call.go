@@ -1215,7 +1215,7 @@ func (c *Call) writeReplay(w http.ResponseWriter) {
 		for k := i; k < j; k++ {
 			vals[k] = fs[k].value
 		}
-		if !c.resp.notReplayable || fs[i].name != "Content-Type" {
+		if !c.resp.notReplayable || !representationHeader(fs[i].name) {
 			h[fs[i].name] = vals[i:j:j]
 		}
 		i = j
@@ -1236,6 +1236,13 @@ func (c *Call) writeReplay(w http.ResponseWriter) {
 	if len(c.resp.body) > 0 {
 		_, _ = w.Write(c.resp.body)
 	}
+}
+
+// representationHeader reports the stored headers that describe the
+// stored body (Content-Type, Content-Encoding): a replay that sends a
+// problem instead (CodeResponseUnavailable) leaves them out.
+func representationHeader(name string) bool {
+	return name == "Content-Type" || name == "Content-Encoding"
 }
 
 // Finish completes the record from what the handler wrote through Writer:

@@ -59,8 +59,9 @@
 //
 // The handler writes through a recording http.ResponseWriter that tees to
 // the client as it writes, and records the status, the headers on
-// Response.Headers plus Content-Type (Set-Cookie and hop-by-hop headers are
-// never stored), and the body up to Response.MaxBytes. Flush is passed
+// Response.Headers plus Content-Type and Content-Encoding (Set-Cookie and
+// hop-by-hop headers are never stored), and the body up to
+// Response.MaxBytes. Trailers are not recorded: a replay has none. Flush is passed
 // through (http.Flusher and http.ResponseController both work; the client
 // sees streamed data at once), and a replay sends the recorded body in one
 // piece. Hijacking a recorded response is not supported: Hijack, directly or

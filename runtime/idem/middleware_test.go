@@ -1,6 +1,7 @@
 package idem_test
 
 import (
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -510,6 +511,50 @@ func TestMultiValueHeadersReplay(t *testing.T) {
 	assert.Equal(t, `"v1"`, w.Header().Get("ETag"))
 	assert.Equal(t, "text/plain; charset=utf-8", w.Header().Get("Content-Type"))
 	assert.Empty(t, w.Header().Get("Location"))
+}
+
+// Content-Encoding is stored with Content-Type whatever Response.Headers
+// lists: a response compressed inside the engine (by the handler, or a
+// compressing middleware between the engine and the handler) is recorded
+// compressed, and its replay must say so. A replay that sends a problem
+// instead (the response was too large to store) leaves both out.
+func TestReplayKeepsContentEncoding(t *testing.T) {
+	compressed := gzipped(t, gzip.DefaultCompression, 1, `{"id":"o1"}`)
+	for _, tc := range []struct {
+		name     string
+		maxBytes int
+	}{{"replayable", 0}, {"too large to store", 8}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, idem.Options{})
+			spec := strictSpec()
+			spec.Response.MaxBytes = tc.maxBytes
+			p := mustCompile(t, spec)
+			assert.Equal(t, []string{"Location"}, p.Spec().Response.Headers, "the ones always stored are not listed")
+			h := f.eng.Handler(p, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				f.calls.Add(1)
+				w.Header().Set("Content-Type", "application/json")
+				w.Header().Set("Content-Encoding", "gzip")
+				w.Header().Set("Location", "/orders/o1")
+				w.WriteHeader(http.StatusCreated)
+				_, _ = w.Write(compressed)
+			}))
+			first := send(h, req{key: "k", body: `{}`})
+			require.Equal(t, "gzip", first.Header().Get("Content-Encoding"))
+			dup := send(h, req{key: "k", body: `{}`})
+			assert.Equal(t, "true", dup.Header().Get("Idempotent-Replayed"))
+			assert.Equal(t, "/orders/o1", dup.Header().Get("Location"))
+			assert.Equal(t, int32(1), f.calls.Load())
+			if tc.maxBytes != 0 {
+				requireProblem(t, dup, http.StatusConflict, idem.CodeResponseUnavailable)
+				assert.Empty(t, dup.Header().Values("Content-Encoding"), "the problem is not compressed")
+				return
+			}
+			require.Equal(t, http.StatusCreated, dup.Code)
+			assert.Equal(t, []string{"gzip"}, dup.Header().Values("Content-Encoding"))
+			assert.Equal(t, "application/json", dup.Header().Get("Content-Type"))
+			assert.Equal(t, compressed, dup.Body.Bytes())
+		})
+	}
 }
 
 func TestStoreErrors(t *testing.T) {
