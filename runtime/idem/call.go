@@ -459,6 +459,10 @@ func (c *Call) principalFailed(err error) {
 			Status: publicStatus(pub.Status), Code: pub.Code, Err: err})
 		return
 	}
+	if ended := c.requestEnded(); ended != nil {
+		c.refuseEnded(ended, err)
+		return
+	}
 	c.e.log.LogAttrs(c.ctx, slog.LevelError, "idem: principal unavailable",
 		slog.String("operation", c.p.spec.Operation), slog.Any("error", err))
 	c.reject(problem{status: http.StatusInternalServerError, code: CodePrincipalUnavailable,
@@ -676,6 +680,12 @@ func (c *Call) claim() {
 		c.ss.breq.Token = c.token
 		res, err := c.beginBounded(ctx)
 		if err != nil {
+			if waiting && c.requestEnded() != nil {
+				// The wait ended with the request, as when ctx.Done
+				// wins the select below: the record was in flight.
+				c.inFlight(e.now().Sub(deadline.Add(-spec.InFlight.Wait)))
+				return
+			}
 			c.storeFailed(err)
 			return
 		}
@@ -799,6 +809,13 @@ func (c *Call) readFirst() bool {
 	ss.bctx.init(c.ctx, c.e.timeout) // the first store call of the request: Begin's then takes its own
 	rec, found, err := c.e.store.Get(&ss.bctx, c.scope)
 	ss.bctx.release()
+	if err != nil {
+		if ended := c.requestEnded(); ended != nil {
+			// Begin would fail as well: the request ended.
+			c.refuseEnded(ended, err)
+			return true
+		}
+	}
 	if err != nil || !found || rec.State == StatePending || rec.Reclaimable() {
 		// A failed Get is no answer either: Begin decides, and fails as
 		// it would have (503, or FailOpen's unprotected run) only if the
@@ -855,6 +872,10 @@ func (c *Call) inFlight(waited time.Duration) {
 }
 
 func (c *Call) storeFailed(err error) {
+	if ended := c.requestEnded(); ended != nil {
+		c.refuseEnded(ended, err)
+		return
+	}
 	e := c.e
 	e.log.LogAttrs(c.ctx, slog.LevelError, "idem: store failed at begin",
 		slog.String("operation", c.p.spec.Operation), slog.Bool("fail_open", e.failOpen), slog.Any("error", err))
@@ -875,6 +896,38 @@ func (c *Call) storeFailed(err error) {
 		detail: "the idempotency record store is unavailable; nothing was executed", retryAfter: e.unavailRA}
 	e.observe(c.ctx, Event{Kind: EventStoreError, Operation: c.p.spec.Operation, Principal: c.principal,
 		Key: c.key, Status: c.prob.status, Code: c.prob.code, Err: err})
+}
+
+// requestEnded returns the error of the request's own context once it has
+// ended (its client went away: context.Canceled; a deadline a middleware set
+// for it passed: context.DeadlineExceeded), else nil. A store call that
+// fails then says nothing of the store: its context is a child of the
+// request's (but for Finish and the heartbeat, which run detached).
+func (c *Call) requestEnded() error { return c.r.Context().Err() }
+
+// endedProblem is the CodeRequestEnded answer to a request whose context
+// ended (ended is its error): 503 for a deadline (http.TimeoutHandler's
+// status; a client may still read it), StatusClientClosedRequest for a
+// client that went away.
+func endedProblem(ended error, detail string) problem {
+	if errors.Is(ended, context.DeadlineExceeded) {
+		return problem{status: http.StatusServiceUnavailable, code: CodeRequestEnded, detail: detail}
+	}
+	return problem{status: StatusClientClosedRequest, code: CodeRequestEnded, title: "Client Closed Request", detail: detail}
+}
+
+// refuseEnded refuses a request whose own context ended (ended) while the
+// engine was deciding, so that a store call or Options.Principal failed
+// (cause): neither a store error (a false alarm at every disconnect) nor
+// FailOpen's unprotected run (the key's record may well be COMPLETED).
+// Nothing ran; it is reported as EventRejected and logged at Info.
+func (c *Call) refuseEnded(ended, cause error) {
+	if cause == nil {
+		cause = ended
+	}
+	c.e.log.LogAttrs(c.ctx, slog.LevelInfo, "idem: request ended (client gone or deadline passed) before its key was checked: refused, nothing ran",
+		slog.String("operation", c.p.spec.Operation), slog.String("key", c.key), slog.Any("error", cause))
+	c.reject(endedProblem(ended, "the request ended (its client went away, or its deadline passed) before its idempotency key was checked; nothing was executed"), cause)
 }
 
 // replay decides the replay of rec; mismatch: a loose or window policy
@@ -1340,6 +1393,15 @@ func (c *Call) Finish() error {
 				// commit took effect) and fail closed. A retry replays the
 				// result if it was kept and runs again if it was not.
 				_ = c.finishRecord(StateFailed, nil)
+				if ended := c.requestEnded(); ended != nil {
+					// The transaction's context is the request's: it
+					// ended with it (the client went away, or a deadline
+					// passed), which is no store failure.
+					p := endedProblem(ended, "the request ended before its result was committed; retry with the same key (it is replayed if the commit took effect after all)")
+					status, code = p.status, p.code
+					e.writeProblem(rec.w, &p, "")
+					break
+				}
 				status, code = http.StatusServiceUnavailable, CodeStoreUnavailable
 				e.writeProblem(rec.w, &problem{status: status, code: code,
 					detail:     "the result could not be committed; retry with the same key (it is replayed if the commit took effect after all)",
@@ -1379,6 +1441,16 @@ func (c *Call) reportFinish(state State, status int, code string, err error, ove
 		if overflowed {
 			e.log.LogAttrs(c.ctx, slog.LevelWarn, "idem: response larger than Response.MaxBytes: stored as not replayable",
 				slog.String("operation", op), slog.Int("max_bytes", c.p.respMax))
+		}
+	case code == CodeRequestEnded:
+		// A transaction that could not commit because the request ended:
+		// the handler ran, its writes were not kept, its key was released.
+		e.log.LogAttrs(c.ctx, slog.LevelInfo, "idem: request ended (client gone or deadline passed) before its transaction committed: not committed, key released for a retry",
+			slog.String("operation", op), slog.String("key", c.key), slog.Any("error", err))
+		if e.obs != nil {
+			e.obs.Observe(c.ctx, Event{Kind: EventExecuted, Operation: op, Principal: c.principal, Key: c.key,
+				Protected: true, State: StateFailed, Prior: c.prior, Status: status, Code: code, Err: err,
+				Duration: e.now().Sub(c.start)})
 		}
 	case errors.Is(err, ErrFenced):
 		e.log.LogAttrs(c.ctx, slog.LevelWarn, "idem: late completion rejected: the claim was taken over or expired",
