@@ -134,7 +134,12 @@
 // constants). Store failures fail closed: 503 IDEMPOTENCY_STORE_UNAVAILABLE
 // with Retry-After, and nothing runs; Options.FailOpen runs the handler
 // unprotected instead (reported as EventFailOpen). A store failure after the
-// handler ran is logged and reported; the client already has its answer.
+// handler ran is logged and reported; the client already has its answer. A
+// store call that fails because the request's own context ended (its client
+// went away, or a timeout middleware's deadline passed) is no store failure:
+// the request is refused with IDEMPOTENCY_REQUEST_ENDED (499, or 503 for a
+// deadline), reported as EventRejected, logged at Info, and never run by
+// FailOpen (see CodeRequestEnded).
 //
 // # Transactions
 //

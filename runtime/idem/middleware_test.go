@@ -761,6 +761,7 @@ func TestCompile(t *testing.T) {
 		{Operation: "op", Semantics: idem.Strict, InFlight: idem.InFlightSpec{Status: 422}},
 		{Operation: "op", Semantics: idem.Strict, Response: idem.ResponseSpec{Headers: []string{"Set-Cookie"}}},
 		{Operation: "op", Semantics: idem.Strict, Response: idem.ResponseSpec{Headers: []string{"connection"}}},
+		{Operation: "op", Semantics: idem.Strict, Response: idem.ResponseSpec{Headers: []string{"Trailer"}}}, // trailers are never stored
 		{Operation: "op", Semantics: idem.Strict, Request: idem.RequestSpec{MaxBytes: -1}},
 		{Operation: strings.Repeat("o", 129), Semantics: idem.Strict},
 	}
