@@ -10,7 +10,7 @@ import (
 // would differ from the first response in a way a client may rely on
 // (Location, ETag, Content-Location, ...). It is false for the headers the
 // runtime never stores (Set-Cookie, hop-by-hop and framing headers, Date),
-// for those it writes itself (Content-Type, always replayed;
+// for those it writes itself (Content-Type and Content-Encoding, always replayed;
 // Idempotent-Replayed, Retry-After), and for those that describe one
 // response rather than its outcome (rate limits, request and trace ids).
 func ReplayCandidate(name string) bool {
@@ -19,7 +19,7 @@ func ReplayCandidate(name string) bool {
 	case "", "Set-Cookie", "Set-Cookie2",
 		"Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Te", "Trailer", "Upgrade",
 		"Proxy-Authenticate", "Proxy-Authorization",
-		"Content-Length", "Content-Type", "Date", "Idempotent-Replayed", "Retry-After",
+		"Content-Length", "Content-Type", "Content-Encoding", "Date", "Idempotent-Replayed", "Retry-After",
 		"Request-Id", "X-Request-Id", "X-Correlation-Id", "Correlation-Id", "Traceparent", "Tracestate",
 		"Ratelimit", "Ratelimit-Policy":
 		return false

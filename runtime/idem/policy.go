@@ -147,7 +147,9 @@ type ResponseSpec struct {
 	// duplicate gets 409 IDEMPOTENCY_RESPONSE_UNAVAILABLE (see CodeResponseUnavailable).
 	MaxBytes int
 	// Headers are the response headers stored and replayed, beside
-	// Content-Type (always). Set-Cookie and hop-by-hop headers are refused.
+	// Content-Type and Content-Encoding (always: they say what the stored
+	// body is). Set-Cookie, hop-by-hop headers and Trailer are refused:
+	// trailers are never stored, so a replay has none.
 	Headers []string
 }
 
@@ -204,7 +206,7 @@ type Policy struct {
 	keyPtr        []string
 	keyRequired   bool
 	maxKey        int
-	respHeaders   []string // canonical, Content-Type first
+	respHeaders   []string // canonical, Content-Type and Content-Encoding first
 	inFlightRA    []string // Retry-After header value
 	reqMax        int64
 	respMax       int
@@ -352,7 +354,8 @@ func Compile(s Spec) (*Policy, error) {
 		bad("response max bytes %d is negative", s.Response.MaxBytes)
 	}
 	p.respMax = s.Response.MaxBytes
-	p.respHeaders = []string{"Content-Type"}
+	// Content-Type and Content-Encoding say what the stored bytes are: always kept.
+	p.respHeaders = []string{"Content-Type", "Content-Encoding"}
 	for _, h := range s.Response.Headers {
 		if !validToken(h) {
 			bad("response header %q is not a valid header name", h)
@@ -371,7 +374,7 @@ func Compile(s Spec) (*Policy, error) {
 			p.respHeaders = append(p.respHeaders, c)
 		}
 	}
-	s.Response.Headers = append([]string(nil), p.respHeaders[1:]...)
+	s.Response.Headers = append([]string(nil), p.respHeaders[alwaysStored:]...)
 	if s.Request.MaxBytes == 0 {
 		s.Request.MaxBytes = DefaultMaxRequestBytes
 	} else if s.Request.MaxBytes < 0 {
@@ -409,6 +412,10 @@ func retryAfterValue(d time.Duration) string {
 	}
 	return strconv.FormatInt(s, 10)
 }
+
+// alwaysStored is how many of Policy.respHeaders are stored whatever
+// Response.Headers lists: Content-Type and Content-Encoding.
+const alwaysStored = 2
 
 // forbiddenRecordHeader reports headers that are never stored or replayed.
 func forbiddenRecordHeader(canonical string) bool {
