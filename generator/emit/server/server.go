@@ -401,6 +401,9 @@ func runtimeSpec(op *ir.Operation) idem.Spec {
 	case ir.Window:
 		s.Semantics = idem.Window
 	}
+	if !slices.Contains(p.Scope, "principal") {
+		s.Scope = idem.ScopeShared // scope: [] (keys shared by all callers)
+	}
 	for _, v := range p.Volatile {
 		s.Volatile = append(s.Volatile, v.Pointer)
 	}
@@ -489,6 +492,7 @@ func specLiteral(s idem.Spec) jen.Code {
 		kv{"Volatile", strs(s.Volatile)},
 		kv{"Unordered", strs(s.Unordered)},
 		kv{"FingerprintHeaders", strs(s.FingerprintHeaders)},
+		kv{"Scope", q(map[idem.Scope]string{idem.ScopePrincipal: "ScopePrincipal", idem.ScopeShared: "ScopeShared"}[s.Scope])},
 		kv{"ConflictStatus", jen.Lit(s.ConflictStatus)},
 		kv{"InFlight", q("InFlightSpec").Add(fields(
 			kv{"Status", jen.Lit(s.InFlight.Status)},
