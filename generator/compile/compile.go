@@ -306,10 +306,6 @@ func (c *compiler) operation(path, method string, item *openapi3.PathItem, op *o
 			c.inherit(d, where)
 		}
 	}
-	if !ok {
-		return nil
-	}
-
 	goName := c.names.Operation(op.OperationID, method, path)
 	names := naming.Names(goName)
 	out := &ir.Operation{
@@ -366,6 +362,9 @@ func (c *compiler) operation(path, method string, item *openapi3.PathItem, op *o
 	c.checkKey(out, op, item.Parameters, params, merged)
 	c.checkPointers(out, op, merged)
 	c.checkResponseHeaders(out, op, opNode)
+	if !ok {
+		return nil // no semantics (reported): checked, but left out
+	}
 	return out
 }
 
@@ -652,7 +651,9 @@ func (c *compiler) compareDecl(out *ir.Operation, b contract.Block, declRequired
 		}
 		return k.Pos
 	}
-	if declRequired != k.Required {
+	// Without semantics (reported already), an unset key.required has no
+	// default to compare.
+	if declRequired != k.Required && (b.Semantics.Set || b.Key.Required.Set) {
 		wanted := "optional"
 		if k.Required {
 			wanted = "required"

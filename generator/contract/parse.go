@@ -168,7 +168,8 @@ func (p *parser) block(n *yaml.Node, b *Block) {
 		},
 		"scope": func(v *yaml.Node, ptr string) {
 			var out []Field[string]
-			for i, it := range p.list(v, ptr, "scope") {
+			items := p.list(v, ptr, "scope")
+			for i, it := range items {
 				ip := ptr + "/" + strconv.Itoa(i)
 				if s, ok := p.enum(it, ip, "scope entry", "principal"); ok {
 					var f Field[string]
@@ -176,7 +177,9 @@ func (p *parser) block(n *yaml.Node, b *Block) {
 					out = append(out, f)
 				}
 			}
-			if v.Kind == yaml.SequenceNode {
+			// A refused entry (reported) leaves the scope unset: without
+			// it, the list would read as scope-without-principal.
+			if v.Kind == yaml.SequenceNode && len(out) == len(items) {
 				b.Scope.set(out, p.loc(v, ptr))
 			}
 		},
