@@ -15,6 +15,7 @@ import (
 	"github.com/idemgen/idemgen/generator/diag"
 	"github.com/idemgen/idemgen/generator/internal/yamlmerge"
 	"github.com/idemgen/idemgen/generator/ir"
+	"github.com/idemgen/idemgen/runtime/idem"
 )
 
 // Locator turns a node of an x-idempotency value, at JSON pointer ptr
@@ -159,7 +160,7 @@ func (p *parser) block(n *yaml.Node, b *Block) {
 		},
 		"volatile":            p.pointerList(&b.Volatile, "volatile"),
 		"unordered":           p.pointerList(&b.Unordered, "unordered"),
-		"fingerprint-headers": p.headerList(&b.FingerprintHeaders, "fingerprint-headers"),
+		"fingerprint-headers": p.headerList(&b.FingerprintHeaders, "fingerprint-headers", nil),
 		"key": func(v *yaml.Node, ptr string) {
 			if p.mapping(v, ptr, "key") {
 				b.Key.Pos = p.loc(v, ptr)
@@ -218,7 +219,7 @@ func (p *parser) block(n *yaml.Node, b *Block) {
 			}
 			p.fields(v, ptr, "response", map[string]fieldFunc{
 				"max-bytes": p.bytesField(&b.Response.MaxBytes, "response.max-bytes"),
-				"headers":   p.headerList(&b.Response.Headers, "response.headers"),
+				"headers":   p.headerList(&b.Response.Headers, "response.headers", idem.NeverStoredHeader),
 			})
 		},
 		"request": func(v *yaml.Node, ptr string) {
@@ -542,7 +543,9 @@ func (p *parser) pointerList(f *Field[[]Field[string]], what string) fieldFunc {
 	}
 }
 
-func (p *parser) headerList(f *Field[[]Field[string]], what string) fieldFunc {
+// headerList parses a list of header names; refused (nil: none) names
+// those a list may not hold.
+func (p *parser) headerList(f *Field[[]Field[string]], what string, refused func(string) bool) fieldFunc {
 	return func(v *yaml.Node, ptr string) {
 		var out []Field[string]
 		seen := map[string]bool{}
@@ -554,6 +557,10 @@ func (p *parser) headerList(f *Field[[]Field[string]], what string) fieldFunc {
 			}
 			if !validHeaderName(s) {
 				p.errorf(it, ip, "bad-header-name", "%s: %q is not a valid HTTP header name", what, s)
+				continue
+			}
+			if refused != nil && refused(s) {
+				p.errorf(it, ip, "bad-value", "%s: %s is never stored or replayed by the runtime (Set-Cookie, hop-by-hop and framing headers, Date, Idempotent-Replayed and Retry-After are refused)", what, s)
 				continue
 			}
 			c := http.CanonicalHeaderKey(s)

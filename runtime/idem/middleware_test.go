@@ -718,6 +718,8 @@ func TestCompile(t *testing.T) {
 		assert.Error(t, err, "spec %d: %+v", i, s)
 	}
 	assert.Panics(t, func() { idem.MustCompile(bad[0]) })
+	assert.True(t, idem.NeverStoredHeader(" set-cookie "))
+	assert.False(t, idem.NeverStoredHeader("Location"))
 
 	// The in-flight status the contract refuses (in-flight-status-final)
 	// is refused with the reason; the ones it allows compile.

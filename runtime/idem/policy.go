@@ -440,6 +440,16 @@ func retryAfterValue(d time.Duration) string {
 	return strconv.FormatInt(s, 10)
 }
 
+// NeverStoredHeader reports whether a response header is one the runtime
+// never stores or replays, which ResponseSpec.Headers refuses: Set-Cookie,
+// hop-by-hop and framing headers, Date, and the headers a replay writes
+// itself (Idempotent-Replayed, Retry-After). The name is matched
+// case-insensitively. idemgen's contract parser refuses the same names in
+// response.headers.
+func NeverStoredHeader(name string) bool {
+	return forbiddenRecordHeader(textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(name)))
+}
+
 // forbiddenRecordHeader reports headers that are never stored or replayed.
 func forbiddenRecordHeader(canonical string) bool {
 	switch canonical {
