@@ -193,6 +193,9 @@ func Resolve(b Block) (Resolved, diag.List, bool) {
 			"window %s is shorter than in-flight.lease %s: a key could be forgotten while its first request still runs", ir.FormatDuration(pol.Window), ir.FormatDuration(pol.InFlight.Lease))
 	}
 	span := rt.LongestSpan()
+	if !rt.Connection && len(rt.Statuses) == 0 {
+		span = 0 // retry.on: []: one attempt, nothing retried
+	}
 	if need := retryWindow(span); pol.Window < need {
 		diags.Errorf(firstPos(b.Window.Pos, b.Retry.Pos, b.Pos), "window-shorter-than-retry",
 			"window %s is shorter than %.1f × the client's longest retry span %s (= %s): a late retry would run the operation again", ir.FormatDuration(pol.Window), WindowRetryFactor, ir.FormatDuration(span), ir.FormatDuration(need))
