@@ -359,11 +359,16 @@ func (c *compiler) operation(path, method string, item *openapi3.PathItem, op *o
 		}
 	}
 
-	c.checkKey(out, op, item.Parameters, params, merged)
+	// A key carrier refused by the parser (a cookie, a bad header name)
+	// leaves the key unusable: its checks would be about the default key.
+	keyRefused := !merged.Key.Carrier.Set && !merged.Key.Carrier.Pos.IsZero()
+	if !keyRefused {
+		c.checkKey(out, op, item.Parameters, params, merged)
+	}
 	c.checkPointers(out, op, merged)
 	c.checkResponseHeaders(out, op, opNode)
-	if !ok {
-		return nil // no semantics (reported): checked, but left out
+	if !ok || keyRefused {
+		return nil // no semantics or no key (reported): checked, but left out
 	}
 	return out
 }
@@ -569,7 +574,7 @@ func (c *compiler) checkKey(out *ir.Operation, op *openapi3.Operation, pathParam
 		}
 		if decl == nil {
 			if k.Carrier == ir.CarrierQuery {
-				c.diags.Errorf(keyPos, "key-undeclared", "key.query: %s declares no query parameter %s", where, k.Name)
+				c.diags.Errorf(keyPos, "key-undeclared", "key.query: %s declares no query parameter %s (run idemgen spec, or apply the overlay idemgen spec -as-overlay writes)", where, k.Name)
 			}
 			c.conventionMismatch(out, op, pathParams, keyPos)
 			break

@@ -251,6 +251,9 @@ func (p *parser) key(n *yaml.Node, ptr string, k *KeyBlock) {
 				p.errorf(v, vp, "key-carrier-conflict", "key: %s and %s both given; the key travels in one place", k.Carrier.V, c)
 				return
 			}
+			// A refused carrier (reported below) keeps its position,
+			// unset: the operation's key is unusable, not the default.
+			k.Carrier.Pos = p.loc(v, vp)
 			switch c {
 			case ir.CarrierHeader:
 				if !validHeaderName(s) {
