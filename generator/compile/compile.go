@@ -725,6 +725,9 @@ func (c *compiler) checkPointers(out *ir.Operation, op *openapi3.Operation, b co
 				hint = fmt.Sprintf("; %s is not an array index (RFC 6901 forbids leading zeros), so in the array %s it names no item", tok, parent)
 			}
 			if len(ms) == 0 {
+				if hint == "" {
+					hint = didYouMean(body, toks)
+				}
 				c.diags.Errorf(p.Pos, field+"-unknown-member", "%s: %s names no member of the request body schema of %s%s", field, p.Pointer, where, hint)
 				continue
 			}

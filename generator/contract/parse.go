@@ -653,10 +653,14 @@ func describe(n *yaml.Node) string {
 }
 
 // suggest returns the candidate closest to s when it is close enough.
+// Suggest returns the candidate closest to s (case aside), within an edit
+// distance of 2, for a "did you mean" hint; "" when none is that close.
+func Suggest(s string, candidates []string) string { return suggest(s, candidates) }
+
 func suggest(s string, candidates []string) string {
 	best, bestD := "", 3
 	for _, c := range candidates {
-		if d := distance(strings.ToLower(s), c); d < bestD {
+		if d := distance(strings.ToLower(s), strings.ToLower(c)); d < bestD {
 			best, bestD = c, d
 		}
 	}
