@@ -67,6 +67,15 @@ func TestParseDuration(t *testing.T) {
 		require.NoError(t, err, tt.in)
 		assert.Equal(t, tt.want, got, tt.in)
 	}
+	// A duration that overflows is too long, not negative or malformed.
+	for _, long := range []string{"99999999999d", "100000d2562047h", "9999999999h", "1d9999999999h", "2562048h"} {
+		_, err := contract.ParseDuration(long)
+		assert.ErrorContains(t, err, "is too long", long)
+	}
+	for _, bad := range []string{"99999999999dx", "7dd", "10 minutes"} {
+		_, err := contract.ParseDuration(bad)
+		assert.ErrorContains(t, err, "is not a duration", bad)
+	}
 }
 
 func TestCheckPointer(t *testing.T) {

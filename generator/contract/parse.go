@@ -488,7 +488,16 @@ func (p *parser) duration(n *yaml.Node, ptr, what string, zeroOK bool) (time.Dur
 	return d, true
 }
 
-var dayRE = regexp.MustCompile(`^(\d+)d(.*)$`)
+var (
+	dayRE = regexp.MustCompile(`^(\d+)d(.*)$`)
+	// unitsRE is time.ParseDuration's syntax without a sign: what it
+	// refuses although it matches is too long.
+	unitsRE = regexp.MustCompile(`^(?:(?:\d+\.?\d*|\.\d+)(?:ns|us|µs|μs|ms|s|m|h))+$`)
+)
+
+func tooLong(s string) error {
+	return fmt.Errorf("%q is too long (a duration is at most about 290 years)", s)
+}
 
 // ParseDuration parses a duration as time.ParseDuration does, plus a
 // leading number of days: "7d", "1d12h". Signs are refused, anywhere: a
@@ -504,6 +513,9 @@ func ParseDuration(s string) (time.Duration, error) {
 	if m := dayRE.FindStringSubmatch(s); m != nil {
 		n, err := strconv.Atoi(m[1])
 		if err != nil || n > 100000 {
+			if m[2] == "" || unitsRE.MatchString(m[2]) {
+				return 0, tooLong(s)
+			}
 			return 0, fmt.Errorf("%q is not a duration such as 90s, 10m, 24h or 7d", s)
 		}
 		days = time.Duration(n) * 24 * time.Hour
@@ -514,7 +526,13 @@ func ParseDuration(s string) (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(rest)
 	if err != nil {
+		if unitsRE.MatchString(rest) {
+			return 0, tooLong(s)
+		}
 		return 0, fmt.Errorf("%q is not a duration such as 90s, 10m, 24h or 7d", s)
+	}
+	if days+d < days {
+		return 0, tooLong(s)
 	}
 	return days + d, nil
 }
