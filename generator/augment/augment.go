@@ -210,6 +210,9 @@ func (p *planner) diagnostics(d *load.Document, strict, notAugmented bool) diag.
 		if !notAugmented && (unconfirmedRoot || hasTODO(child(p.operationNode(f.op), "x-idempotency"))) {
 			continue // confirm the contract first: what it implies may change
 		}
+		if !notAugmented && f.rule == RuleKeyParamMissing && f.op.Key.Carrier == ir.CarrierQuery {
+			continue // compile reports it already (key-undeclared, an error)
+		}
 		pos := f.op.Pos
 		if f.node != nil {
 			if np := d.Pos(f.node, d.Path, ""); np.Line > 0 {

@@ -331,17 +331,22 @@ func (c *Call) begin(k Key) {
 	c.fpIn = c.fpInput()
 	c.fp = c.e.fpc.sum(p, &c.fpIn)
 	var b []byte
+	pr := c.principal // the scope's principal: none when the keys are shared
+	if p.spec.Scope == ScopeShared {
+		pr = ""
+	}
 	switch {
-	case c.key != "" && c.principal == "" && p.anonKeyScope != "":
+	case c.key != "" && pr == "" && p.anonKeyScope != "":
 		// Fast path: no principal (the Engine has none, or it answered
-		// ""); the scope's head is the policy's, encoded at Compile.
+		// "", or the keys are shared); the scope's head is the policy's,
+		// encoded at Compile.
 		b = appendKeyField(append(c.ss.scopeBuf[:0], p.anonKeyScope...), c.key)
 	case c.key != "":
-		b = appendKeyField(appendScopeHead(c.ss.scopeBuf[:0], c.principal, p.spec.Operation, kindKey), c.key)
+		b = appendKeyField(appendScopeHead(c.ss.scopeBuf[:0], pr, p.spec.Operation, kindKey), c.key)
 	default:
 		var hx [2 * len(Fingerprint{})]byte
 		hex.Encode(hx[:], c.fp[:])
-		b = appendScope(c.ss.scopeBuf[:0], c.principal, p.spec.Operation, kindFP, string(hx[:]))
+		b = appendScope(c.ss.scopeBuf[:0], pr, p.spec.Operation, kindFP, string(hx[:]))
 	}
 	if len(b) <= len(c.ss.scopeBuf) && len(b) > 0 && &b[0] == &c.ss.scopeBuf[0] {
 		// The scope lives in the storeSide: aliasing it saves an

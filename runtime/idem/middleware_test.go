@@ -239,6 +239,37 @@ func TestPrincipalScopes(t *testing.T) {
 	requireProblem(t, send(h, req{key: "k", body: `{}`, header: http.Header{"X-User": {"broken"}}}), 500, idem.CodePrincipalUnavailable)
 }
 
+// Under ScopeShared the principal is left out of the scope: alice and bob
+// sending one key share one record (bob gets alice's response), and under
+// Window two keyless requests with one fingerprint do too.
+func TestSharedScope(t *testing.T) {
+	f := newFixture(t, idem.Options{Principal: func(r *http.Request) (string, error) { return r.Header.Get("X-User"), nil }})
+	spec := strictSpec()
+	spec.Scope = idem.ScopeShared
+	h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
+	alice := send(h, req{key: "k", body: `{"item":1}`, header: http.Header{"X-User": {"alice"}}})
+	bob := send(h, req{key: "k", body: `{"item":1}`, header: http.Header{"X-User": {"bob"}}})
+	anon := send(h, req{key: "k", body: `{"item":1}`})
+	require.Equal(t, 201, alice.Code)
+	assert.Empty(t, alice.Header().Get("Idempotent-Replayed"))
+	assert.Equal(t, "true", bob.Header().Get("Idempotent-Replayed"), "bob gets alice's response")
+	assert.Equal(t, "true", anon.Header().Get("Idempotent-Replayed"))
+	assert.Equal(t, alice.Body.String(), bob.Body.String())
+	assert.Equal(t, int32(1), f.calls.Load())
+	ev, _ := f.obs.find(idem.EventReplayed)
+	assert.Equal(t, "bob", ev.Principal, "events still carry the principal")
+
+	spec.Operation, spec.Semantics = "windowed", idem.Window
+	h = f.eng.Handler(mustCompile(t, spec), f.createOrder())
+	send(h, req{body: `{"item":2}`, header: http.Header{"X-User": {"alice"}}})
+	w := send(h, req{body: `{"item":2}`, header: http.Header{"X-User": {"bob"}}})
+	assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
+	assert.Equal(t, int32(2), f.calls.Load())
+
+	assert.Equal(t, "shared", idem.ScopeShared.String())
+	assert.Equal(t, "principal", idem.ScopePrincipal.String())
+}
+
 func TestInFlight(t *testing.T) {
 	f := newFixture(t, idem.Options{})
 	release := make(chan struct{})
@@ -764,12 +795,15 @@ func TestCompile(t *testing.T) {
 		{Operation: "op", Semantics: idem.Strict, Response: idem.ResponseSpec{Headers: []string{"Trailer"}}}, // trailers are never stored
 		{Operation: "op", Semantics: idem.Strict, Request: idem.RequestSpec{MaxBytes: -1}},
 		{Operation: strings.Repeat("o", 129), Semantics: idem.Strict},
+		{Operation: "op", Semantics: idem.Strict, Scope: 2},
 	}
 	for i, s := range bad {
 		_, err := idem.Compile(s)
 		assert.Error(t, err, "spec %d: %+v", i, s)
 	}
 	assert.Panics(t, func() { idem.MustCompile(bad[0]) })
+	assert.True(t, idem.NeverStoredHeader(" set-cookie "))
+	assert.False(t, idem.NeverStoredHeader("Location"))
 
 	// The in-flight status the contract refuses (in-flight-status-final)
 	// is refused with the reason; the ones it allows compile.

@@ -121,6 +121,31 @@ const (
 	FailuresReplay
 )
 
+// Scope says whose requests share a key space (always one operation's).
+type Scope uint8
+
+const (
+	// ScopePrincipal (the default): each principal (Options.Principal) has
+	// its own keys.
+	ScopePrincipal Scope = iota
+	// ScopeShared: all callers of the operation share its keys (and, under
+	// Window, its fingerprints of requests without a key): two principals
+	// who send the same key share one record, and the second gets the first
+	// one's response. Options.Principal still runs (its error still refuses
+	// the request, and events still carry the principal).
+	ScopeShared
+)
+
+func (s Scope) String() string {
+	switch s {
+	case ScopePrincipal:
+		return "principal"
+	case ScopeShared:
+		return "shared"
+	}
+	return "Scope(" + strconv.Itoa(int(s)) + ")"
+}
+
 // KeySpec says where the key is and what it looks like.
 type KeySpec struct {
 	Carrier Carrier
@@ -174,7 +199,8 @@ type Spec struct {
 	Unordered []string
 	// FingerprintHeaders lists request headers covered by the fingerprint.
 	FingerprintHeaders []string
-	ConflictStatus     int // 422 (default) or 409
+	Scope              Scope // whose requests share a key space; default per principal
+	ConflictStatus     int   // 422 (default) or 409
 	InFlight           InFlightSpec
 	Failures           FailurePolicy
 	Response           ResponseSpec
@@ -212,7 +238,8 @@ type Policy struct {
 	respMax       int
 	sameFPReclaim bool
 	// anonKeyScope is appendScopeHead(nil, "", operation, kindKey): the
-	// head of the scope of every keyed request without a principal.
+	// head of the scope of every keyed request without a principal (of
+	// every keyed request under ScopeShared).
 	anonKeyScope string
 }
 
@@ -247,6 +274,9 @@ func Compile(s Spec) (*Policy, error) {
 		bad("semantics is not set (strict, loose or window)")
 	default:
 		bad("unknown semantics %d", s.Semantics)
+	}
+	if s.Scope > ScopeShared {
+		bad("unknown scope %d", s.Scope)
 	}
 	if s.Window == 0 {
 		s.Window = DefaultWindow
@@ -416,6 +446,16 @@ func retryAfterValue(d time.Duration) string {
 // alwaysStored is how many of Policy.respHeaders are stored whatever
 // Response.Headers lists: Content-Type and Content-Encoding.
 const alwaysStored = 2
+
+// NeverStoredHeader reports whether a response header is one the runtime
+// never stores or replays, which ResponseSpec.Headers refuses: Set-Cookie,
+// hop-by-hop and framing headers, Date, and the headers a replay writes
+// itself (Idempotent-Replayed, Retry-After). The name is matched
+// case-insensitively. idemgen's contract parser refuses the same names in
+// response.headers.
+func NeverStoredHeader(name string) bool {
+	return forbiddenRecordHeader(textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(name)))
+}
 
 // forbiddenRecordHeader reports headers that are never stored or replayed.
 func forbiddenRecordHeader(canonical string) bool {
