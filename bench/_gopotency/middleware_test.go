@@ -53,7 +53,9 @@ func benchGopotency(b *testing.B) {
 			bare.ServeHTTP(w, r)
 		}))
 		c := workload.NewClient(workload.Payload)
-		workload.Keyed(b, c.Set, func() int { return c.Do(h) })
+		workload.Kept(b, nil, func() {
+			workload.Keyed(b, c.Set, func() int { return c.Do(h) })
+		})
 		if calls != b.N {
 			b.Fatalf("the handler ran %d times for %d first requests", calls, b.N)
 		}
@@ -75,6 +77,8 @@ func benchGopotency(b *testing.B) {
 			return func() int { return c.Do(h) }
 		})
 	})
+	netHTTPRotating(b, func(tb testing.TB) http.Handler { return gopotencyHandler(tb, workload.Handler()) },
+		func(c *workload.Client) bool { return c.W.H.Get("X-Idempotent-Replayed") == "true" })
 }
 
 // TestCorrectnessGopotency records what gopotency does; it asserts only

@@ -16,14 +16,48 @@ import (
 )
 
 // Benchmark names: Benchmark<Stack>/<implementation>/<row>, rows serial and
-// parallel for the floor and bare handlers, first, replay and
-// replay-parallel for the middlewares. cmd/report reads them by name.
+// parallel for the floor and bare handlers; first, replay, replay-parallel
+// (the same request every time), replay-rotating and
+// replay-rotating-parallel (workload.Rotation requests replayed in
+// rotation) for the middlewares. cmd/report reads them by name.
 
 func idemgenHandler(tb testing.TB, h http.Handler) http.Handler {
+	hh, _ := idemgenHandlerStore(tb, h)
+	return hh
+}
+
+// idemgenHandlerStore is idemgenHandler with its store.
+func idemgenHandlerStore(tb testing.TB, h http.Handler) (http.Handler, *memstore.Store) {
 	s := memstore.New(memstore.Options{SweepInterval: -1})
 	tb.Cleanup(func() { _ = s.Close() })
 	eng := idem.New(s, idem.Options{})
-	return eng.Handler(idem.MustCompile(workload.Spec()), h)
+	return eng.Handler(idem.MustCompile(workload.Spec()), h), s
+}
+
+// memstoreBytes is what a memstore keeps outside the Go heap, by its own
+// accounting (keys, responses and a fixed overhead per entry).
+func memstoreBytes(s *memstore.Store) func() int64 {
+	return func() int64 { return s.Stats().Bytes }
+}
+
+// netHTTPRotating runs the rotating replay rows over the handler that
+// newHandler makes (called once per row), checking each with replayed.
+func netHTTPRotating(b *testing.B, newHandler func(testing.TB) http.Handler, replayed func(*workload.Client) bool) {
+	b.Run("replay-rotating", func(b *testing.B) {
+		h := newHandler(b)
+		c := workload.NewClient(workload.Payload)
+		workload.Rotating(b, c.Set, func() int { return c.Do(h) })
+		if !replayed(c) {
+			b.Fatal("not a replay")
+		}
+	})
+	b.Run("replay-rotating-parallel", func(b *testing.B) {
+		h := newHandler(b)
+		workload.RotatingParallel(b, func() (func(string, []byte), func() int) {
+			c := workload.NewClient(workload.Payload)
+			return c.Set, func() int { return c.Do(h) }
+		})
+	})
 }
 
 // netHTTPPeers are middlewares measured in BenchmarkNetHTTP beside
@@ -68,12 +102,14 @@ func BenchmarkNetHTTP(b *testing.B) {
 		b.Run("first", func(b *testing.B) {
 			calls := 0
 			bare := workload.Handler()
-			h := idemgenHandler(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h, s := idemgenHandlerStore(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				calls++
 				bare.ServeHTTP(w, r)
 			}))
 			c := workload.NewClient(workload.Payload)
-			workload.Keyed(b, c.Set, func() int { return c.Do(h) })
+			workload.Kept(b, memstoreBytes(s), func() {
+				workload.Keyed(b, c.Set, func() int { return c.Do(h) })
+			})
 			if calls != b.N {
 				b.Fatalf("the handler ran %d times for %d first requests", calls, b.N)
 			}
@@ -106,6 +142,8 @@ func BenchmarkNetHTTP(b *testing.B) {
 			workload.NewClient(workload.Payload).Do(h)
 			workload.Parallel(b, func() func() int { return do(h) })
 		})
+		netHTTPRotating(b, func(tb testing.TB) http.Handler { return idemgenHandler(tb, workload.Handler()) },
+			func(c *workload.Client) bool { return c.W.H.Get("Idempotent-Replayed") == "true" })
 	})
 	for _, p := range netHTTPPeers {
 		b.Run(p.name, p.run)
@@ -128,7 +166,9 @@ func BenchmarkFastHTTP(b *testing.B) {
 			var calls atomic.Int64
 			h := fiberwork.App(true, nil, fiberwork.Handler(&calls)).Handler()
 			c := fiberwork.NewClient(workload.Key, workload.Payload)
-			workload.Keyed(b, c.Set, func() int { return c.Do(h) })
+			workload.Kept(b, nil, func() {
+				workload.Keyed(b, c.Set, func() int { return c.Do(h) })
+			})
 			if calls.Load() != int64(b.N) {
 				b.Fatalf("handler ran %d times for %d first requests", calls.Load(), b.N)
 			}
@@ -147,6 +187,22 @@ func BenchmarkFastHTTP(b *testing.B) {
 			h := fiberwork.App(true, nil, fiberwork.Handler(nil)).Handler()
 			fiberwork.NewClient(workload.Key, workload.Payload).Do(h)
 			workload.Parallel(b, func() func() int { return do(h) })
+		})
+		b.Run("replay-rotating", func(b *testing.B) {
+			var calls atomic.Int64
+			h := fiberwork.App(true, nil, fiberwork.Handler(&calls)).Handler()
+			c := fiberwork.NewClient(workload.Key, workload.Payload)
+			workload.Rotating(b, c.Set, func() int { return c.Do(h) })
+			if calls.Load() != workload.Rotation {
+				b.Fatalf("handler ran %d times for %d records", calls.Load(), workload.Rotation)
+			}
+		})
+		b.Run("replay-rotating-parallel", func(b *testing.B) {
+			h := fiberwork.App(true, nil, fiberwork.Handler(nil)).Handler()
+			workload.RotatingParallel(b, func() (func(string, []byte), func() int) {
+				c := fiberwork.NewClient(workload.Key, workload.Payload)
+				return c.Set, func() int { return c.Do(h) }
+			})
 		})
 	})
 }

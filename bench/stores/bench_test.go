@@ -136,7 +136,6 @@ func BenchmarkRedis(b *testing.B) {
 	b.Run("raw", func(b *testing.B) {
 		c, cnt, prefix := redisClient(b)
 		ctx := context.Background()
-		require.NoError(b, rawClaim.Load(ctx, c).Err())
 		require.NoError(b, rawFinish.Load(ctx, c).Err())
 		rows(b, cnt, false, rawRedisFirst(c, prefix, workload.Handler()), rawRedisReplay(c, prefix))
 	})

@@ -48,13 +48,13 @@ func writeStored(w http.ResponseWriter, body []byte) {
 	_, _ = w.Write(body)
 }
 
-// Redis: a record is token (8 bytes), state ('P' or 'C'), body.
+// Redis: a record is token (8 bytes), state ('P' or 'C'), body. The claim
+// is one SET NX with GET (Redis 7.0 or later): it writes the pending record
+// when the key is free and returns the record it finds otherwise, the
+// least a claim can be (the raw protocol has no leases to take over). The
+// finish is fenced, a compare-and-set on the token, which Redis 7 has no
+// command for (SET IFEQ came with 8.4): a script.
 var (
-	rawClaim = redis.NewScript(`
-local v = redis.call('GET', KEYS[1])
-if v then return v end
-redis.call('SET', KEYS[1], ARGV[1] .. 'P', 'PX', ARGV[2])
-return false`)
 	rawFinish = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
 if v and string.sub(v, 1, 9) == ARGV[1] .. 'P' then
@@ -66,16 +66,16 @@ return 0`)
 
 const rawTTL = 24 * time.Hour
 
-// rawRedisFirst claims with one EVALSHA, runs next, finishes with one EVALSHA
-// (falling back to EVAL, as redisstore does, when a test flushed the shared
-// server's script cache).
+// rawRedisFirst claims with one SET NX GET, runs next, finishes with one
+// EVALSHA (falling back to EVAL, as redisstore does, when a test flushed the
+// shared server's script cache).
 func rawRedisFirst(c *redis.Client, prefix string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
 		key := prefix + r.Header.Get("Idempotency-Key")
 		tok := token()
-		err := rawClaim.Run(ctx, c, []string{key}, tok, rawTTL.Milliseconds()).Err()
-		if !errors.Is(err, redis.Nil) {
+		err := c.SetArgs(ctx, key, append(tok, 'P'), redis.SetArgs{Mode: "NX", TTL: rawTTL, Get: true}).Err()
+		if !errors.Is(err, redis.Nil) { // a record was there (or an error)
 			http.Error(w, "not claimed", http.StatusConflict)
 			return
 		}

@@ -567,3 +567,22 @@ paths:
 		assert.Equal(t, out, string(res2.Spec), "idempotent")
 	}
 }
+
+// A key compile refuses or reports is not reported again as
+// key-param-missing: not for a key in a cookie (refused: the operation has
+// no key, not the default header), not for an undeclared query key
+// (key-undeclared says it, with the same hint).
+func TestNoKeyParamMissingOnTopOfCompileErrors(t *testing.T) {
+	for name, want := range map[string]string{"key-in-cookie": "key-in-cookie", "key-undeclared": "key-undeclared"} {
+		spec := filepath.Join("..", "..", "testdata", "contract", name, "openapi.yaml")
+		s, diags := compile.Compile(spec, compile.Options{})
+		require.NotNil(t, s, name)
+		diags = append(diags, augment.Diagnose(spec, s, augment.Options{})...)
+		var rules []string
+		for _, d := range diags {
+			rules = append(rules, d.Rule)
+		}
+		assert.Contains(t, rules, want, name)
+		assert.NotContains(t, rules, augment.RuleKeyParamMissing, name)
+	}
+}

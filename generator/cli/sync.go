@@ -22,7 +22,7 @@ const DefaultConfig = "idemgen.yaml"
 
 // checkGenerated regenerates every configured output in memory and
 // compares it with the files on disk.
-func checkGenerated(fs *flag.FlagSet, configPath string, overlays []string, strict bool, format string, stdout, stderr io.Writer) int {
+func checkGenerated(fs *flag.FlagSet, configPath string, overlays []string, ignores []diag.Ignore, strict bool, format string, stdout, stderr io.Writer) int {
 	if configPath == "" {
 		configPath = DefaultConfig
 	}
@@ -49,7 +49,7 @@ func checkGenerated(fs *flag.FlagSet, configPath string, overlays []string, stri
 	if !knownEmitters("check", names, stderr) || !knownOptions("check", cfg.Options, stderr) || !validPackage("check", cfg.Package, stderr) {
 		return ExitUsage
 	}
-	spec, diags := diagnose(cfg.Spec, cfg.Overlays, strict, cfg.namer)
+	spec, diags := diagnose(cfg, strict, ignores)
 	report(diags, format, stdout, stderr)
 	if diags.HasErrors() {
 		fmt.Fprintln(stderr, "idemgen check: the spec has errors; cannot compare the generated files")
@@ -128,6 +128,8 @@ func specCmd(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&overlays, "overlay", "apply this OpenAPI Overlay 1.0 `FILE` first (repeatable, applied in order)")
 	out := fs.String("o", "-", "write to `OUT` (- is stdout; the spec's own path rewrites it)")
 	asOverlay := fs.Bool("as-overlay", false, "write the changes as an Overlay 1.0 document instead of the augmented spec")
+	var ignores ignoreFlag
+	fs.Var(&ignores, "ignore", ignoreFlagUsage)
 	format := formatFlag(fs)
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
@@ -137,7 +139,7 @@ func specCmd(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return ExitUsage
 	}
-	res, diags := augment.Augment(fs.Arg(0), augment.Options{Overlays: overlays})
+	res, diags := augment.Augment(fs.Arg(0), augment.Options{Overlays: overlays, Ignore: ignores})
 	report(diags, *format, stdout, stderr)
 	if res == nil {
 		return ExitError

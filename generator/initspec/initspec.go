@@ -30,6 +30,7 @@ import (
 
 	"github.com/idemgen/idemgen/generator/augment"
 	"github.com/idemgen/idemgen/generator/compile"
+	"github.com/idemgen/idemgen/generator/contract"
 	"github.com/idemgen/idemgen/generator/diag"
 	"github.com/idemgen/idemgen/generator/ir"
 	"github.com/idemgen/idemgen/generator/load"
@@ -254,14 +255,19 @@ func bodyMember(op *openapi3.Operation, ptr string) *openapi3.SchemaRef {
 }
 
 // keyFields returns the contract's key block for k: carrier, required,
-// format, and max-length when the schema declares one.
-func keyFields(k Key) []any {
+// format, and max-length when the schema declares one. With explicit (an
+// operation's key that differs from the root's, whose fields it would
+// otherwise inherit), format and max-length are written even when they are
+// the defaults.
+func keyFields(k Key, explicit bool) []any {
 	f := []any{string(k.Carrier), k.Name, "required", k.Required}
-	if k.Format != ir.FormatToken {
+	if k.Format != ir.FormatToken || explicit {
 		f = append(f, "format", k.Format)
 	}
 	if k.MaxLength > 0 {
 		f = append(f, "max-length", k.MaxLength)
+	} else if explicit {
+		f = append(f, "max-length", contract.DefaultKeyMaxLength)
 	}
 	return f
 }
@@ -301,7 +307,7 @@ func (p *Proposal) document(title, specName, ovName string, withRoot, rootKey bo
 		)
 		if rootKey {
 			root = p.commonKey()
-			set := node("key", flow(node(keyFields(root)...)))
+			set := node("key", flow(node(keyFields(root, false)...)))
 			block.Content = append(block.Content, set.Content...)
 		}
 		actions.Content = append(actions.Content, node(
@@ -317,7 +323,7 @@ func (p *Proposal) document(title, specName, ovName string, withRoot, rootKey bo
 		} else {
 			var fields []any
 			if !rootKey || !sameKey(c.Key, root) {
-				fields = append(fields, "key", flow(node(keyFields(c.Key)...)))
+				fields = append(fields, "key", flow(node(keyFields(c.Key, rootKey)...)))
 			}
 			if len(c.Volatile) > 0 {
 				fields = append(fields, "volatile", comment(flow(seq(c.Volatile)), todo+"confirm: members that may change between retries of one call, left out of the comparison"))

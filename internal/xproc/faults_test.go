@@ -303,14 +303,27 @@ func runFault(t *testing.T, cfg config, eff effects, how string, fail, mend func
 		}
 	}
 
-	// After recovery: everything succeeds.
-	nAfter := 0
+	// After recovery: everything succeeds, except that on a loaded machine
+	// the store may, now and then, answer slower than the engine's store
+	// timeout: such a request fails closed (503 after the whole timeout,
+	// never sooner) and is retried below with the refused ones. A few of
+	// those are tolerated; a store that keeps failing, or a 503 that did
+	// not wait for the store, is not.
+	nAfter, slowAfter := 0, 0
 	for _, r := range results {
-		if r.start.After(recovered) {
-			nAfter++
-			assert.Equal(t, 201, r.status, "after the store came back: %s", r.response)
+		if !r.start.After(recovered) {
+			continue
 		}
+		nAfter++
+		if r.status == 503 && r.problemCode() == idem.CodeStoreUnavailable && r.end.Sub(r.start) >= storeTimeout {
+			slowAfter++
+			rejected = append([]string{r.key}, rejected...)
+			t.Logf("after the store came back, a store call outlived the store timeout (%v): %s", r.end.Sub(r.start).Round(time.Millisecond), r.response)
+			continue
+		}
+		assert.Equal(t, 201, r.status, "after the store came back (%v): %s", r.end.Sub(r.start).Round(time.Millisecond), r.response)
 	}
+	assert.LessOrEqual(t, slowAfter, max(2, nAfter/10), "after the store came back, %d of %d requests timed out on the store", slowAfter, nAfter)
 
 	// The keys refused while the store was down were never executed: their
 	// retry runs the handler, once. (In transactional mode a request refused

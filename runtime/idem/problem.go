@@ -44,7 +44,24 @@ const (
 	// CodePrincipalUnavailable (500): Options.Principal failed with an error
 	// that is not a *Problem.
 	CodePrincipalUnavailable = "IDEMPOTENCY_PRINCIPAL_UNAVAILABLE"
+	// CodeRequestEnded (503 when a deadline set for the request passed, 499
+	// when its client went away): the request's own context ended while the
+	// engine was checking its key, so a store call (or Options.Principal)
+	// failed with it. Nothing was executed; retrying with the same key is
+	// safe. (In transactional mode: the request ended before its
+	// transaction committed; a retry replays the result if the commit took
+	// effect after all.) It is no store failure: it is reported as
+	// EventRejected (EventExecuted, FAILED, for the commit), logged at Info,
+	// and FailOpen never runs such a request.
+	CodeRequestEnded = "IDEMPOTENCY_REQUEST_ENDED"
 )
+
+// StatusClientClosedRequest (499, nginx's "Client Closed Request", which
+// Caddy, Traefik and grpc-gateway use too) is the status of the
+// CodeRequestEnded answer to a request whose client went away: no one reads
+// it, but access logs and metrics do, and a 5xx there would count a
+// client's disconnect as a server error.
+const StatusClientClosedRequest = 499
 
 // DefaultProblemTypeBase prefixes the code to form a problem's "type" URI;
 // it points at the documentation of the Code constants.

@@ -21,7 +21,12 @@ import (
 //
 // The body comes without a length so the encoding can be written as the
 // response streams; the tag, written when the response is complete, after
-// it. Decoding checks every length and never panics.
+// it. Decoding checks every length and never panics. The header fields are
+// those of the allowlist the record was stored under (Content-Type,
+// Content-Encoding, then Response.Headers); decoding takes whatever names a
+// record holds, so what is stored may change without a new version
+// (Content-Encoding was added so: older records, without it, decode as
+// before, and older processes decode newer records).
 //
 // The tag (recordTag) is written only over a LocalReader store, whose
 // records no other process reads: releases before it refuse a record
@@ -250,6 +255,8 @@ func internHeader(b []byte) string {
 	switch string(b) {
 	case "Content-Type":
 		return "Content-Type"
+	case "Content-Encoding":
+		return "Content-Encoding"
 	case "Location":
 		return "Location"
 	case "Etag":

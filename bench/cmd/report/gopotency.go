@@ -76,7 +76,7 @@ func absentPeer(rs results, server, impl string) bool {
 	if !strings.HasPrefix(impl, "gopotency") {
 		return false
 	}
-	for _, row := range rows {
+	for _, row := range storeRows {
 		if _, ok := rs.median(server+"/"+impl+"/"+row.name, "ns/op"); ok {
 			return false
 		}

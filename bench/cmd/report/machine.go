@@ -65,9 +65,16 @@ func machine(tree string, start time.Time, took time.Duration, load0, load1 stri
 	fmt.Fprintf(&b, "| PostgreSQL | %s |\n", pgVersion())
 	fmt.Fprintf(&b, "| tree | %s |\n", tree)
 	fmt.Fprintf(&b, "| date | %s (took %s) |\n", start.UTC().Format("2006-01-02 15:04 MST"), took.Round(time.Second))
-	fmt.Fprintf(&b, "| runs | %d rounds of every benchmark, interleaved; -benchtime %s (generator: 1 iteration a round) |\n", count, benchtime)
+	b.WriteString(runsLine(count, benchtime))
 	fmt.Fprintf(&b, "| load average | %s at the start, %s at the end (1, 5, 15 min) |\n", load0, load1)
 	return b.String()
+}
+
+// runsLine is the machine table's line on the rounds and the -benchtime of
+// each section (the fingerprint section runs half of it: see fingerprint).
+func runsLine(count int, benchtime string) string {
+	return fmt.Sprintf("| runs | %d rounds of every benchmark, interleaved; -benchtime %s (fingerprint: %s; generator: 1 iteration a round) |\n",
+		count, benchtime, halfTime(benchtime))
 }
 
 func serverVersion(name string, args ...string) string {

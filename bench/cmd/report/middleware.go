@@ -2,9 +2,14 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/idemgen/idemgen/bench/internal/check"
+	"github.com/idemgen/idemgen/bench/internal/workload"
 )
 
 // stackDef describes one HTTP stack of package middleware.
@@ -31,7 +36,24 @@ var stacks = []stackDef{
 	}},
 }
 
-var rows = []struct{ name, label, base string }{
+type rowDef struct{ name, label, base string }
+
+// mwRows are the middleware table's rows: base is the floor's or bare
+// handler's row they are compared with. The replays of the same request
+// every time find it in any cache an implementation has (idemgen's
+// fingerprint cache); the rotating ones cycle through more requests than
+// any cache holds (workload.Rotation), as retries that come after
+// thousands of other requests do.
+var mwRows = []rowDef{
+	{"first", "first request", "serial"},
+	{"replay", "replay, the same request every time", "serial"},
+	{"replay-rotating", fmt.Sprintf("replay, %d requests in rotation", workload.Rotation), "serial"},
+	{"replay-parallel", "parallel replay, the same request every time", "parallel"},
+	{"replay-rotating-parallel", fmt.Sprintf("parallel replay, %d requests in rotation", workload.Rotation), "parallel"},
+}
+
+// storeRows are the stores table's rows.
+var storeRows = []rowDef{
 	{"first", "first request", "serial"},
 	{"replay", "replay", "serial"},
 	{"replay-parallel", "parallel replay", "parallel"},
@@ -66,12 +88,12 @@ func renderMiddleware(rs results) string {
 			if base == "" || base == name {
 				return ""
 			}
-			bc, ok1 := rs.median(base, "cpu-ns/op")
-			ba, ok2 := rs.median(base, "allocs/op")
+			dc, ok1 := rs.overhead(name, base, "cpu-ns/op")
+			da, ok2 := rs.overhead(name, base, "allocs/op")
 			if !ok1 || !ok2 {
 				return "?"
 			}
-			return fmt.Sprintf("%s, %s", signedDur(c.Center-bc), signedCount(al-ba))
+			return fmt.Sprintf("%s, %s", signedDur(dc), signedCount(da))
 		}
 		times := ""
 		if ft, ok := rs.median(floor, "ns/op"); ok && ft > 0 {
@@ -91,14 +113,17 @@ func renderMiddleware(rs results) string {
 			line(s.label, bareLabel, mode, bare, floor, bare)
 		}
 		for _, im := range s.impls {
-			for _, row := range rows {
+			for _, row := range mwRows {
 				floor, bare := s.bench+"/floor/"+row.base, s.bench+"/"+s.bare+"/"+row.base
 				line(s.label, im.label, row.label, s.bench+"/"+im.name+"/"+row.name, floor, bare)
 			}
 		}
 	}
+	b.WriteString(overNote)
 	b.WriteString(fastest(rs))
 	b.WriteString(breakdown(rs))
+	b.WriteString(kept(rs))
+	b.WriteString(cachesLine(engineCaches("..")))
 	if !check.ResentIsSame() {
 		b.WriteString("\n**This build's fingerprint is not canonical** (the runtime/fingerprint placeholder hashes the raw body): " +
 			"idemgen's numbers above understate the cost of canonicalization on first requests.\n")
@@ -122,7 +147,7 @@ func fastest(rs results) string {
 	// The verdict compares per-round samples of each overhead (see diff
 	// and verdict): a lower median that the rounds' spread cannot tell
 	// from another's is a tie.
-	for _, row := range rows {
+	for _, row := range mwRows {
 		base := "bare"
 		if row.name != "first" {
 			base = "floor"
@@ -136,13 +161,11 @@ func fastest(rs results) string {
 					ref = s.bench + "/floor/" + row.base
 				}
 				for _, im := range s.impls {
-					t, ok1 := rs.median(s.bench+"/"+im.name+"/"+row.name, metric.unit)
-					r, ok2 := rs.median(ref, metric.unit)
-					if !ok1 || !ok2 {
+					d, ok := rs.overhead(s.bench+"/"+im.name+"/"+row.name, ref, metric.unit)
+					if !ok {
 						b.WriteString(" ? |")
 						continue
 					}
-					d := t - r
 					if metric.unit == "allocs/op" {
 						fmt.Fprintf(&b, " %s |", signedCount(d))
 					} else {
@@ -155,7 +178,8 @@ func fastest(rs results) string {
 			fmt.Fprintf(&b, " %s |\n", verdict(cands))
 		}
 	}
-	b.WriteString(verdictNote + "Overheads are compared round by round: each round's request minus the same round's floor or bare handler.\n")
+	b.WriteString(verdictNote + "Overheads are compared round by round: each cell is the median of the rounds' differences " +
+		"(each round's request minus the same round's floor or bare handler), the samples the verdict compares.\n")
 	return b.String()
 }
 
@@ -164,24 +188,114 @@ const verdictNote = "\n*fastest*: the lowest median, named when a Mann-Whitney U
 	"(benchstat's test, p < 0.05) tells it apart from every other; otherwise a tie between it and those it " +
 	"cannot be told apart from, with the largest p.\n"
 
+// overNote explains the overhead columns of the middleware table.
+const overNote = "\n*over floor*, *over bare*: the median of the rounds' differences (each round's row minus the same " +
+	"round's floor or bare handler), as the verdicts below compare them.\n"
+
 // breakdown splits idemgen's first-request overhead (CPU) into the engine,
 // the canonical fingerprint and memstore, from the engine over a store that
-// keeps nothing, with the fingerprint cached or computed.
+// keeps nothing, with the fingerprint cached or computed. Each part is the
+// median of the rounds' differences between two benchmarks of the same
+// round, with its 95% confidence interval: the parts are measured apart,
+// so they need not add up to the total.
 func breakdown(rs results) string {
-	get := func(n string) (float64, bool) { return rs.median("NetHTTP/"+n, "cpu-ns/op") }
-	bare, ok1 := get("bare/serial")
-	cached, ok2 := get("idemgen/nostore-first-cached")
-	nostore, ok3 := get("idemgen/nostore-first")
-	full, ok4 := get("idemgen/first")
-	if !ok1 || !ok2 || !ok3 || !ok4 {
-		return ""
+	n := func(s string) string { return "NetHTTP/" + s }
+	parts := []struct{ part, measured, a, b string }{
+		{"engine (key, body, scope, claim and record logic, heartbeat registration)",
+			"engine over a store that keeps nothing, fingerprint cached, minus the bare handler", "idemgen/nostore-first-cached", "bare/serial"},
+		{"canonical fingerprint of the 1 KB body",
+			"the same with the fingerprint computed for every request, minus the cached one", "idemgen/nostore-first", "idemgen/nostore-first-cached"},
+		{"memstore (claim, finish, a record kept per request, its memory's cost)",
+			"engine over memstore, minus engine over the store that keeps nothing", "idemgen/first", "idemgen/nostore-first"},
+		{"total", "engine over memstore, minus the bare handler", "idemgen/first", "bare/serial"},
 	}
 	var b strings.Builder
-	b.WriteString("\nWhere idemgen's first-request overhead goes (CPU over the bare handler):\n\n")
-	b.WriteString("| part | measured as | CPU |\n|---|---|---:|\n")
-	fmt.Fprintf(&b, "| engine (key, body, scope, claim and record logic, heartbeat registration) | engine over a store that keeps nothing, fingerprint cached | %s |\n", signedDur(cached-bare))
-	fmt.Fprintf(&b, "| canonical fingerprint of the 1 KB body | the same, fingerprint computed for every request | %s |\n", signedDur(nostore-cached))
-	fmt.Fprintf(&b, "| memstore (claim, finish, a record kept per request, its garbage-collection cost) | engine over memstore | %s |\n", signedDur(full-nostore))
-	fmt.Fprintf(&b, "| total | | %s |\n", signedDur(full-bare))
+	b.WriteString("\nWhere idemgen's first-request overhead goes (CPU over the bare handler; the median of the rounds' differences, with its 95% confidence interval):\n\n")
+	b.WriteString("| part | measured as | CPU | 95% CI |\n|---|---|---:|---|\n")
+	for _, p := range parts {
+		d := rs.diff(n(p.a), n(p.b), "cpu-ns/op")
+		if len(d) == 0 {
+			return ""
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", p.part, p.measured, signedDur(center(d)), ci(d, signedDur))
+	}
+	b.WriteString("\nEach part is the difference of two benchmarks, taken round by round; the parts are measured apart, " +
+		"so they need not add up to the total, and a wide interval means the rounds disagree (a disturbed round shows here first).\n")
 	return b.String()
+}
+
+// kept is the table of the memory the first-request rows' records keep,
+// per record: in the Go heap, outside it (memstore's own accounting of its
+// mapped memory) and the process's resident memory.
+func kept(rs results) string {
+	var b strings.Builder
+	started := false
+	for _, s := range stacks {
+		for _, im := range s.impls {
+			name := s.bench + "/" + im.name + "/first"
+			h, ok := rs.median(name, "heap-B/rec")
+			if !ok {
+				continue
+			}
+			if !started {
+				b.WriteString("\nMemory kept per record by the first-request rows (medians of the rounds; B/op above counts only what the request allocates on the Go heap):\n\n")
+				b.WriteString("| implementation | records per run | live Go heap / record | outside the Go heap / record | resident memory (RSS) growth / record |\n|---|---:|---:|---:|---:|\n")
+				started = true
+			}
+			o, _ := rs.median(name, "offheap-B/rec")
+			rss := ""
+			if v, ok := rs.median(name, "rss-B/rec"); ok {
+				rss = signedBytes(v)
+			}
+			n, _ := rs.median(name, "iters")
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", strings.ReplaceAll(im.label, "*", ""), count(n), signedBytes(h), signedBytes(o), rss)
+		}
+	}
+	if started {
+		b.WriteString("\nThe live heap's growth is measured after a collection before and after the benchmark, over its records alone; " +
+			"memstore keeps records in memory mapped outside the Go heap, counted by its own accounting (`Stats().Bytes`: keys, " +
+			"responses and a fixed overhead per entry, not its index or the slack of its chunks); resident memory counts both, " +
+			"the heap's headroom up to the collector's goal and whole pages, and is the noisiest (pages kept from an earlier " +
+			"benchmark absorb growth; a huge page is 2 MiB at once). Fixed costs (a store's first chunks and index) are spread " +
+			"over the run's records: the fewer records, the more they weigh per record.\n")
+	}
+	return b.String()
+}
+
+// engineCaches reads the sizes of idem.Engine's caches from the runtime's
+// source in the tree at root (".." from bench/, where the report runs): the
+// fingerprint cache's slots and the table of recently finished keys; 0 for
+// a size not found.
+func engineCaches(root string) (fpSlots, recentSlots int) {
+	find := func(file, name string) int {
+		b, err := os.ReadFile(filepath.Join(root, "runtime", "idem", file))
+		if err != nil {
+			return 0
+		}
+		m := regexp.MustCompile(`const ` + name + ` = (\d+)`).FindSubmatch(b)
+		if m == nil {
+			return 0
+		}
+		n, _ := strconv.Atoi(string(m[1]))
+		return n
+	}
+	return find("fpcache.go", "fpCacheSlots"), find("recent.go", "recentSlots")
+}
+
+// cachesLine says how big idemgen's caches are in the tree measured, next
+// to the rotation of the rotating replays.
+func cachesLine(fpSlots, recentSlots int) string {
+	if fpSlots == 0 && recentSlots == 0 {
+		return ""
+	}
+	size := func(n int) string {
+		if n == 0 {
+			return "(not found in runtime/idem)"
+		}
+		return strconv.Itoa(n)
+	}
+	return fmt.Sprintf("\nIn the tree measured, an idem.Engine caches the fingerprints of its last %s requests at most "+
+		"(a direct-mapped table: fewer when they collide) and remembers the last %s keys it saw final (over a store "+
+		"that reads first: see *Stores*); the rotating replays cycle through %d.\n",
+		size(fpSlots), size(recentSlots), workload.Rotation)
 }

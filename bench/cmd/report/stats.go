@@ -13,7 +13,8 @@ import (
 )
 
 // results maps a benchmark name (without "Benchmark" and the -GOMAXPROCS
-// suffix) to its samples by unit ("ns/op", "B/op", "allocs/op", custom).
+// suffix) to its samples by unit ("ns/op", "B/op", "allocs/op", custom;
+// "iters", the iterations of each run).
 type results map[string]map[string][]float64
 
 var procSuffix = regexp.MustCompile(`-\d+$`)
@@ -32,6 +33,7 @@ func parse(out []byte) (results, error) {
 			m = map[string][]float64{}
 			res[name] = m
 		}
+		m["iters"] = append(m["iters"], float64(rec.Iters))
 		for _, v := range rec.Values {
 			// benchfmt tidies units: back to go test's.
 			unit, val := v.Unit, v.Value
@@ -210,4 +212,61 @@ func verdict(cs []candidate) string {
 		return best.label
 	}
 	return fmt.Sprintf("tie: %s (p = %.2f)", strings.Join(tied, ", "), maxP)
+}
+
+// overhead is the median of the per-round differences of name minus ref
+// (diff), the statistic verdict compares; when the rounds cannot be
+// paired, the difference of the medians.
+func (rs results) overhead(name, ref, unit string) (float64, bool) {
+	if d := rs.diff(name, ref, unit); len(d) > 0 {
+		return center(d), true
+	}
+	a, ok1 := rs.median(name, unit)
+	b, ok2 := rs.median(ref, unit)
+	return a - b, ok1 && ok2
+}
+
+// center is the median of a sample (as benchstat computes it).
+func center(vals []float64) float64 {
+	return benchmath.AssumeNothing.Summary(benchmath.NewSample(vals, &thresholds), 0.95).Center
+}
+
+// ci renders the 95% confidence interval of the median of vals with f, or
+// "n/a" when there are too few samples for one (benchmath needs 6).
+func ci(vals []float64, f func(float64) string) string {
+	s := benchmath.AssumeNothing.Summary(benchmath.NewSample(vals, &thresholds), 0.95)
+	if len(vals) < 2 || math.IsInf(s.Lo, 0) || math.IsInf(s.Hi, 0) || math.IsNaN(s.Lo) || math.IsNaN(s.Hi) {
+		return "n/a (too few rounds)"
+	}
+	return "[" + f(s.Lo) + ", " + f(s.Hi) + "]"
+}
+
+func signedBytes(b float64) string {
+	if b >= 0 {
+		return "+" + bytesStr(b)
+	}
+	return "−" + bytesStr(-b)
+}
+
+// ratio is the median of the per-round ratios of name over ref (as
+// versusFloor computes it); when the rounds cannot be paired, the ratio of
+// the medians.
+func (rs results) ratio(name, ref, unit string) (float64, bool) {
+	a, b := rs[name][unit], rs[ref][unit]
+	if len(a) > 0 && len(a) == len(b) {
+		r := make([]float64, len(a))
+		for i := range a {
+			if b[i] == 0 {
+				return 0, false
+			}
+			r[i] = a[i] / b[i]
+		}
+		return center(r), true
+	}
+	ma, ok1 := rs.median(name, unit)
+	mb, ok2 := rs.median(ref, unit)
+	if !ok1 || !ok2 || mb == 0 {
+		return 0, false
+	}
+	return ma / mb, true
 }

@@ -2,6 +2,7 @@ package workload
 
 import (
 	"encoding/json"
+	"net/http"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -47,5 +48,34 @@ func TestBodies(t *testing.T) {
 		require.NoError(t, json.Unmarshal(b, &v), "%s", b)
 		require.False(t, seen[string(b)])
 		seen[string(b)] = true
+	}
+}
+
+// The rotating replays make Rotation distinct records, then replay them in
+// order, wrapping around: more distinct requests than any cache holds.
+func TestRotating(t *testing.T) {
+	var sets []string
+	bodies := map[string]string{}
+	testing.Benchmark(func(b *testing.B) {
+		sets = sets[:0]
+		Rotating(b, func(k string, body []byte) {
+			sets = append(sets, k)
+			if prev, ok := bodies[k]; ok && prev != string(body) {
+				t.Errorf("key %s sent with two bodies", k)
+			}
+			bodies[k] = string(body)
+		}, func() int { return http.StatusCreated })
+	})
+	keys, _ := rotation()
+	if len(bodies) != Rotation {
+		t.Fatalf("%d distinct requests, want %d", len(bodies), Rotation)
+	}
+	if len(sets) <= Rotation {
+		t.Fatalf("only %d requests", len(sets))
+	}
+	for i, k := range sets {
+		if k != keys[i%Rotation] {
+			t.Fatalf("request %d: key %s, want %s", i, k, keys[i%Rotation])
+		}
 	}
 }

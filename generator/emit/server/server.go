@@ -53,6 +53,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -146,7 +147,14 @@ func Generate(spec *ir.Spec, opts emitter.Options, cfg Config) ([]byte, error) {
 	for i, op := range spec.Operations {
 		specs[i] = runtimeSpec(op)
 		if _, err := idem.Compile(specs[i]); err != nil {
-			diags.Unsupportedf(op.ContractPos, "runtime-policy", "the runtime cannot enforce the contract of %s %s: %v", op.Method, op.Path, err)
+			// One diagnostic per reason (Compile joins them).
+			errs := []error{err}
+			if j, ok := errors.Unwrap(err).(interface{ Unwrap() []error }); ok {
+				errs = j.Unwrap()
+			}
+			for _, e := range errs {
+				diags.Unsupportedf(op.ContractPos, "runtime-policy", "the runtime cannot enforce the contract of %s %s: %v", op.Method, op.Path, e)
+			}
 		}
 		if cfg.Strict && op.Key.Param != nil && op.Names.Params == "" {
 			diags.Errorf(op.Key.Pos, "internal-error", "%s %s declares its key parameter but has no parameters object", op.Method, op.Path)
@@ -401,6 +409,9 @@ func runtimeSpec(op *ir.Operation) idem.Spec {
 	case ir.Window:
 		s.Semantics = idem.Window
 	}
+	if !slices.Contains(p.Scope, "principal") {
+		s.Scope = idem.ScopeShared // scope: [] (keys shared by all callers)
+	}
 	for _, v := range p.Volatile {
 		s.Volatile = append(s.Volatile, v.Pointer)
 	}
@@ -489,6 +500,7 @@ func specLiteral(s idem.Spec) jen.Code {
 		kv{"Volatile", strs(s.Volatile)},
 		kv{"Unordered", strs(s.Unordered)},
 		kv{"FingerprintHeaders", strs(s.FingerprintHeaders)},
+		kv{"Scope", q(map[idem.Scope]string{idem.ScopePrincipal: "ScopePrincipal", idem.ScopeShared: "ScopeShared"}[s.Scope])},
 		kv{"ConflictStatus", jen.Lit(s.ConflictStatus)},
 		kv{"InFlight", q("InFlightSpec").Add(fields(
 			kv{"Status", jen.Lit(s.InFlight.Status)},

@@ -89,6 +89,7 @@ var idemgenPolicyClaimCoupon = idem.MustCompile(idem.Spec{
 	Volatile:           []string{"/client_time", "/retry_count", "/trace_id"},
 	Unordered:          []string{"/coupon_ids"},
 	FingerprintHeaders: nil,
+	Scope:              idem.ScopePrincipal,
 	ConflictStatus:     422,
 	InFlight: idem.InFlightSpec{
 		Status:     409,
@@ -123,6 +124,7 @@ var idemgenPolicyRecordEvent = idem.MustCompile(idem.Spec{
 	Volatile:           []string{"/sent_at"},
 	Unordered:          nil,
 	FingerprintHeaders: nil,
+	Scope:              idem.ScopePrincipal,
 	ConflictStatus:     422,
 	InFlight: idem.InFlightSpec{
 		Status:     409,
@@ -157,6 +159,7 @@ var idemgenPolicyTouchItem = idem.MustCompile(idem.Spec{
 	Volatile:           nil,
 	Unordered:          nil,
 	FingerprintHeaders: nil,
+	Scope:              idem.ScopePrincipal,
 	ConflictStatus:     422,
 	InFlight: idem.InFlightSpec{
 		Status:     409,
@@ -191,6 +194,7 @@ var idemgenPolicyCreateOrder = idem.MustCompile(idem.Spec{
 	Volatile:           nil,
 	Unordered:          nil,
 	FingerprintHeaders: nil,
+	Scope:              idem.ScopePrincipal,
 	ConflictStatus:     422,
 	InFlight: idem.InFlightSpec{
 		Status:     409,
@@ -225,6 +229,7 @@ var idemgenPolicyCreatePayment = idem.MustCompile(idem.Spec{
 	Volatile:           nil,
 	Unordered:          nil,
 	FingerprintHeaders: nil,
+	Scope:              idem.ScopePrincipal,
 	ConflictStatus:     422,
 	InFlight: idem.InFlightSpec{
 		Status:     409,
@@ -259,6 +264,7 @@ var idemgenPolicyCreateTransfer = idem.MustCompile(idem.Spec{
 	Volatile:           []string{"/sent_at"},
 	Unordered:          nil,
 	FingerprintHeaders: nil,
+	Scope:              idem.ScopePrincipal,
 	ConflictStatus:     422,
 	InFlight: idem.InFlightSpec{
 		Status:     409,

@@ -95,6 +95,7 @@ var idemgenPolicyClaimCoupon = idem.MustCompile(idem.Spec{
 	Volatile:           []string{"/client_time", "/retry_count", "/trace_id"},
 	Unordered:          []string{"/coupon_ids"},
 	FingerprintHeaders: nil,
+	Scope:              idem.ScopePrincipal,
 	ConflictStatus:     422,
 	InFlight: idem.InFlightSpec{
 		Status:     409,
@@ -129,6 +130,7 @@ var idemgenPolicyRecordEvent = idem.MustCompile(idem.Spec{
 	Volatile:           []string{"/sent_at"},
 	Unordered:          nil,
 	FingerprintHeaders: nil,
+	Scope:              idem.ScopePrincipal,
 	ConflictStatus:     422,
 	InFlight: idem.InFlightSpec{
 		Status:     409,
@@ -163,6 +165,7 @@ var idemgenPolicyTouchItem = idem.MustCompile(idem.Spec{
 	Volatile:           nil,
 	Unordered:          nil,
 	FingerprintHeaders: nil,
+	Scope:              idem.ScopePrincipal,
 	ConflictStatus:     422,
 	InFlight: idem.InFlightSpec{
 		Status:     409,
@@ -197,6 +200,7 @@ var idemgenPolicyCreateOrder = idem.MustCompile(idem.Spec{
 	Volatile:           nil,
 	Unordered:          nil,
 	FingerprintHeaders: nil,
+	Scope:              idem.ScopePrincipal,
 	ConflictStatus:     422,
 	InFlight: idem.InFlightSpec{
 		Status:     409,
@@ -231,6 +235,7 @@ var idemgenPolicyCreatePayment = idem.MustCompile(idem.Spec{
 	Volatile:           nil,
 	Unordered:          nil,
 	FingerprintHeaders: nil,
+	Scope:              idem.ScopePrincipal,
 	ConflictStatus:     422,
 	InFlight: idem.InFlightSpec{
 		Status:     409,
@@ -265,6 +270,7 @@ var idemgenPolicyCreateTransfer = idem.MustCompile(idem.Spec{
 	Volatile:           []string{"/sent_at"},
 	Unordered:          nil,
 	FingerprintHeaders: nil,
+	Scope:              idem.ScopePrincipal,
 	ConflictStatus:     422,
 	InFlight: idem.InFlightSpec{
 		Status:     409,
