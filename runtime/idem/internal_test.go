@@ -73,6 +73,30 @@ func TestParseKey(t *testing.T) {
 	}
 }
 
+// TestParseKeyDetail: a key in another spelling of a UUID is told its form,
+// not that it is longer than allowed.
+func TestParseKeyDetail(t *testing.T) {
+	const v4 = "3f2504e0-4f89-41d3-9a0c-0305e82c3301"
+	tests := []struct {
+		raw    string
+		format Format
+		max    int
+		detail keyDetail
+	}{
+		{"{" + v4 + "}", FormatUUID, 36, detailNotUUID},
+		{"urn:uuid:" + v4, FormatUUIDv4, 36, detailNotUUID},
+		{strings.Repeat("a", 300), FormatUUIDv7, 36, detailNotUUID},
+		{"xyz", FormatUUID, 36, detailNotUUID},
+		{v4, FormatUUID, 35, detailTooLong},
+		{"abcd", FormatToken, 3, detailTooLong},
+		{strings.Repeat("a", 256), FormatToken, 0, detailTooLong},
+	}
+	for _, tt := range tests {
+		_, err := ParseKey(tt.raw, tt.format, tt.max)
+		assert.Equal(t, error(tt.detail), err, "%s %q", tt.format, tt.raw)
+	}
+}
+
 // FuzzParseKey: never panics; an accepted key is well formed, its sf-string
 // form parses to itself, and parsing is idempotent.
 func FuzzParseKey(f *testing.F) {

@@ -79,12 +79,18 @@ func ParseKey(raw string, format Format, maxLength int) (string, error) {
 	if k == "" {
 		return "", detailEmpty
 	}
-	if len(k) > maxLength {
-		return "", detailTooLong
-	}
 	switch format {
 	case FormatUUID, FormatUUIDv4, FormatUUIDv7:
-		return parseUUID(k, format)
+		// The form first: a UUID in another spelling ({...}, urn:uuid:...)
+		// is told it is not canonical, not that it is too long.
+		k, err := parseUUID(k, format)
+		if err == nil && len(k) > maxLength {
+			return "", detailTooLong
+		}
+		return k, err
+	}
+	if len(k) > maxLength {
+		return "", detailTooLong
 	}
 	if !visibleASCII(k) {
 		return "", detailBadChar
