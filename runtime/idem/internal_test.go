@@ -651,3 +651,19 @@ func TestEscapedPathFastPath(t *testing.T) {
 		check(u)
 	}
 }
+
+func TestKeyFormatDetail(t *testing.T) {
+	tests := []struct {
+		key  KeySpec
+		want string
+	}{
+		{KeySpec{Format: FormatUUID}, "the Idempotency-Key header must be a UUID (RFC 9562) in canonical 8-4-4-4-12 form"},
+		{KeySpec{Name: "x-request-id", Format: FormatUUIDv4}, "the X-Request-Id header must be a version 4 UUID (RFC 9562) in canonical 8-4-4-4-12 form"},
+		{KeySpec{Carrier: CarrierQuery, Name: "key", Format: FormatUUIDv7}, "the key query parameter must be a version 7 UUID (RFC 9562) in canonical 8-4-4-4-12 form"},
+		{KeySpec{Carrier: CarrierBody, Name: "/idempotency_key", MaxLength: 64}, "the body member /idempotency_key must be 1 to 64 visible ASCII characters"},
+	}
+	for _, tt := range tests {
+		p := MustCompile(Spec{Operation: "op", Method: "POST", Path: "/x", Semantics: Strict, Key: tt.key})
+		assert.Equal(t, tt.want, p.KeyFormatDetail())
+	}
+}

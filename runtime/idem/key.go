@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 )
 
@@ -337,4 +338,32 @@ func arrayIndex(tok string) (int, bool) {
 		n = n*10 + int(tok[i]-'0')
 	}
 	return n, true
+}
+
+// KeyFormatDetail is the detail of a problem refusing a key that is not in
+// the policy's format, naming where the key travels and what it must be,
+// e.g. "the Idempotency-Key header must be a UUID (RFC 9562) in canonical
+// 8-4-4-4-12 form". Generated server wrappers send it for a key parameter
+// the router refused (oapi-codegen's uuid binding), whose own message
+// speaks of Go types.
+func (p *Policy) KeyFormatDetail() string {
+	k := p.spec.Key
+	var where string
+	switch k.Carrier {
+	case CarrierQuery:
+		where = "the " + k.Name + " query parameter"
+	case CarrierBody:
+		where = "the body member " + k.Name
+	default:
+		where = "the " + k.Name + " header"
+	}
+	switch k.Format {
+	case FormatUUID:
+		return where + " must be a UUID (RFC 9562) in canonical 8-4-4-4-12 form"
+	case FormatUUIDv4:
+		return where + " must be a version 4 UUID (RFC 9562) in canonical 8-4-4-4-12 form"
+	case FormatUUIDv7:
+		return where + " must be a version 7 UUID (RFC 9562) in canonical 8-4-4-4-12 form"
+	}
+	return where + " must be 1 to " + strconv.Itoa(p.maxKey) + " visible ASCII characters"
 }
