@@ -337,6 +337,18 @@ func TestEventFields(t *testing.T) {
 			kind: idem.EventRejected,
 			want: idem.Event{Status: 400, Code: idem.CodeKeyInvalid},
 		},
+		{
+			name: "rejected by Engine.RefuseWithCause",
+			setup: setup{scenario: func(e *env) *httptest.ResponseRecorder {
+				w := httptest.NewRecorder()
+				e.f.eng.RefuseWithCause(w, httptest.NewRequest("POST", "/orders", nil), e.p,
+					&idem.Problem{Status: http.StatusBadRequest, Code: idem.CodeKeyInvalid, Detail: "malformed"}, errBoom)
+				return w
+			}},
+			kind: idem.EventRejected,
+			want: idem.Event{Status: 400, Code: idem.CodeKeyInvalid},
+			err:  true,
+		},
 	}
 	seen := map[idem.EventKind]bool{}
 	for _, tc := range cases {

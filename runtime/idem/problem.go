@@ -1,6 +1,7 @@
 package idem
 
 import (
+	"log/slog"
 	"net/http"
 	"strconv"
 	"unicode/utf8"
@@ -162,12 +163,25 @@ func (e *Engine) WriteProblem(w http.ResponseWriter, p *Problem) { e.writePublic
 // wrappers use it for key parameters the router rejects (a missing
 // required header, a malformed uuid) before the engine runs.
 func (e *Engine) Refuse(w http.ResponseWriter, r *http.Request, policy *Policy, prob *Problem) {
+	e.RefuseWithCause(w, r, policy, prob, nil)
+}
+
+// RefuseWithCause is Refuse for a refusal caused by err (the router's
+// error about the key parameter): the client gets prob alone, err goes to
+// the Observer as the event's Err and to the log at debug level, where
+// the details a client should not see (Go types, a parser's wording) are
+// kept.
+func (e *Engine) RefuseWithCause(w http.ResponseWriter, r *http.Request, policy *Policy, prob *Problem, err error) {
 	if policy == nil || prob == nil {
 		panic("idem: Refuse with a nil policy or problem")
 	}
 	e.writePublicProblem(w, prob)
+	if err != nil {
+		e.log.LogAttrs(r.Context(), slog.LevelDebug, "idem: request refused before the engine ran",
+			slog.String("operation", policy.spec.Operation), slog.String("code", prob.Code), slog.Any("error", err))
+	}
 	e.observe(r.Context(), Event{Kind: EventRejected, Operation: policy.spec.Operation,
-		Status: publicStatus(prob.Status), Code: prob.Code})
+		Status: publicStatus(prob.Status), Code: prob.Code, Err: err})
 }
 
 // writePublicProblem writes a *Problem (from Options.Principal).

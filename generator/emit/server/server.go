@@ -934,7 +934,7 @@ func (g *gen) errorHandler() {
 	g.keyParamFunc()
 	as := func(v string) *jen.Statement { return jen.Qual("errors", "As").Call(jen.Err(), jen.Op("&").Id(v)) }
 	isKey := func(v string) *jen.Statement { return jen.Id("isKey").Call(jen.Id(v).Dot("ParamName")) }
-	g.docf("%sKeyError maps oapi-codegen's parameter errors about the key parameter of the operation whose policy is %sPolicies[i] to a problem code and detail; \"\" for any other error, and for any error when i < 0 or the operation's key is not a parameter.", px, px)
+	g.docf("%sKeyError maps oapi-codegen's parameter errors about the key parameter of the operation whose policy is %sPolicies[i] to a problem code and detail (a malformed key: what the key must be, not oapi-codegen's message); \"\" for any other error, and for any error when i < 0 or the operation's key is not a parameter.", px, px)
 	g.f.Func().Id(px+"KeyError").Params(jen.Id("i").Int(), jen.Err().Error()).Params(jen.List(jen.Id("code"), jen.Id("detail")).String()).Block(
 		jen.List(jen.Id("name"), jen.Id("header")).Op(":=").Id(px+"KeyParam").Call(jen.Id("i")),
 		jen.If(jen.Id("name").Op("==").Lit("")).Block(jen.Return(jen.Lit(""), jen.Lit(""))),
@@ -950,10 +950,10 @@ func (g *gen) errorHandler() {
 				jen.Return(jen.Qual(idemPkg, "CodeKeyMissing"), jen.Lit("this operation requires an idempotency key")),
 			),
 			jen.Case(as("invalid").Op("&&").Add(isKey("invalid"))).Block(
-				jen.If(jen.Id("invalid").Dot("Err").Op("!=").Nil()).Block(
-					jen.Return(jen.Qual(idemPkg, "CodeKeyInvalid"), jen.Lit("the idempotency key is malformed: ").Op("+").Id("invalid").Dot("Err").Dot("Error").Call()),
-				),
-				jen.Return(jen.Qual(idemPkg, "CodeKeyInvalid"), jen.Lit("the idempotency key is malformed")),
+				// oapi-codegen's error speaks of Go types ("error unmarshaling
+				// 'xyz' text as *uuid.UUID: ..."): the client is told what the
+				// key must be; the error goes to the Observer and the log.
+				jen.Return(jen.Qual(idemPkg, "CodeKeyInvalid"), jen.Id(px+"Policies").Index(jen.Id("i")).Dot("KeyFormatDetail").Call()),
 			),
 			jen.Case(as("many").Op("&&").Add(isKey("many"))).Block(
 				jen.Return(jen.Qual(idemPkg, "CodeKeyInvalid"), jen.Lit("the idempotency key is given more than once")),
