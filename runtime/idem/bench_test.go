@@ -79,10 +79,11 @@ type benchClient struct {
 	body *benchReader
 	w    *discardWriter
 	key  []string
+	data []byte // the body sent (benchPayload)
 }
 
 func newBenchClient() *benchClient {
-	c := &benchClient{body: &benchReader{}, w: &discardWriter{h: http.Header{}}, key: []string{"0190b2a4-6c2e-7d3a-9f11-2b3c4d5e6f70"}}
+	c := &benchClient{body: &benchReader{}, w: &discardWriter{h: http.Header{}}, key: []string{"0190b2a4-6c2e-7d3a-9f11-2b3c4d5e6f70"}, data: benchPayload}
 	r, _ := http.NewRequest("POST", "http://api.example/orders", nil)
 	r.Header.Set("Content-Type", "application/json")
 	r.Header["Idempotency-Key"] = c.key
@@ -92,7 +93,7 @@ func newBenchClient() *benchClient {
 }
 
 func (c *benchClient) do(b *testing.B, h http.Handler, want int) {
-	c.body.Reset(benchPayload)
+	c.body.Reset(c.data)
 	c.r.Body = c.body
 	clear(c.w.h)
 	c.w.status = 0
@@ -177,4 +178,73 @@ func BenchmarkReplayParallel(b *testing.B) {
 			c.do(b, h, 201)
 		}
 	})
+}
+
+// benchPayloads returns n bodies of benchPayload's length, each another
+// (the note's first bytes are the index).
+func benchPayloads(n int) [][]byte {
+	at := bytes.Index(benchPayload, []byte(`"note":"`)) + len(`"note":"`)
+	out := make([][]byte, n)
+	for i := range out {
+		b := bytes.Clone(benchPayload)
+		copy(b[at:], strconv.Itoa(100000+i))
+		out[i] = b
+	}
+	return out
+}
+
+// BenchmarkReplayRotating: replays of 8192 finished requests in turn, each
+// of its own key and body, so that a replay's fingerprint is (almost)
+// never in the engine's cache (1024 slots): the retry that comes after
+// many other requests.
+func BenchmarkReplayRotating(b *testing.B) {
+	const n = 8192
+	eng, p := benchEngine(b)
+	c, h := newBenchClient(), eng.Handler(p, benchHandler())
+	bodies, keys := benchPayloads(n), make([]string, n)
+	for i := range keys {
+		keys[i] = "0190b2a4-6c2e-7d3a-9f11-" + strconv.Itoa(100000000000+i)
+		c.key[0], c.data = keys[i], bodies[i]
+		c.do(b, h, 201)
+	}
+	clear(c.w.h)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(benchPayload)))
+	i := 0
+	for b.Loop() {
+		c.key[0], c.data = keys[i], bodies[i]
+		i = (i + 1) % n
+		c.do(b, h, 201)
+	}
+	if c.w.h.Get("Idempotent-Replayed") != "true" {
+		b.Fatal("not a replay")
+	}
+}
+
+// BenchmarkFirstRequestRotating: first requests, each of a new key and
+// one of 4096 bodies in turn, so that the fingerprint is (almost) never in
+// the engine's cache.
+func BenchmarkFirstRequestRotating(b *testing.B) {
+	eng, p := benchEngine(b)
+	c, h := newBenchClient(), eng.Handler(p, benchHandler())
+	bodies := benchPayloads(4096)
+	keys := make([]string, 1<<16)
+	round := 0
+	b.ReportAllocs()
+	b.SetBytes(int64(len(benchPayload)))
+	i := len(keys)
+	for b.Loop() {
+		if i == len(keys) {
+			b.StopTimer()
+			round++
+			for j := range keys {
+				keys[j] = "0190b2a4-6c2e-7d3a-" + strconv.Itoa(1000+round%9000) + "-" + strconv.Itoa(100000000000+j)
+			}
+			i = 0
+			b.StartTimer()
+		}
+		c.key[0], c.data = keys[i], bodies[i%len(bodies)]
+		i++
+		c.do(b, h, 201)
+	}
 }

@@ -91,6 +91,8 @@ type Call struct {
 	fp        Fingerprint
 	fpAlt     Fingerprint       // fp in another version (a record's), once computed
 	fpIn      fingerprint.Input // what fp (and fpAlt) is computed from, built once
+	fpk       fpKey             // fpIn's key in the Engine's fingerprint cache
+	fpLater   bool              // fp is not computed yet: claim reads the record first (readLocal)
 	token     Token
 	prior     State
 	start     time.Time
@@ -329,7 +331,17 @@ func (c *Call) begin(k Key) {
 		return
 	}
 	c.fpIn = c.fpInput()
-	c.fp = c.e.fpc.sum(p, &c.fpIn)
+	fpc := c.e.fpc
+	c.fpk = fpc.key(p, &c.fpIn)
+	if fp, ok := fpc.get(c.fpk); ok {
+		c.fp = fp
+	} else if c.key != "" && c.e.local != nil {
+		// Not in the cache: the key's record may tell that this request
+		// was made before without it (readLocal).
+		c.fpLater = true
+	} else {
+		c.fp = fpc.compute(p, &c.fpIn, c.fpk)
+	}
 	var b []byte
 	pr := c.principal // the scope's principal: none when the keys are shared
 	if p.spec.Scope == ScopeShared {
@@ -666,6 +678,16 @@ func (c *Call) claim() {
 			wcancel()
 		}
 	}()
+	if e.recent != nil {
+		c.recent = e.recent.digest(c.scope)
+	}
+	if c.fpLater {
+		if c.readLocal() {
+			return
+		}
+	} else if e.recent != nil && e.recent.has(c.recent, e.now) && c.readFirst() {
+		return
+	}
 	c.ss.breq = BeginRequest{Key: c.scope, Fingerprint: c.fp, Lease: spec.InFlight.Lease, TTL: spec.Window,
 		SameFingerprintToReclaim: p.sameFPReclaim}
 	if e.recycle {
@@ -673,12 +695,6 @@ func (c *Call) claim() {
 		// Call may have been recycled by another Engine (the pool is the
 		// process's), and another store may keep what it is handed.
 		c.ss.breq.Buf = c.respBuf
-	}
-	if e.recent != nil {
-		c.recent = e.recent.digest(c.scope)
-		if e.recent.has(c.recent, e.now) && c.readFirst() {
-			return
-		}
 	}
 	for {
 		c.token = newToken()
@@ -830,6 +846,45 @@ func (c *Call) readFirst() bool {
 	}
 	c.settled(&rec, 0)
 	return true
+}
+
+// readLocal decides, from its key's record in a LocalReader store, a
+// request whose fingerprint is not in the Engine's cache, and computes
+// the fingerprint unless the record shows it is not needed: a final record
+// that this Engine made for a request of the same bytes (its tag is this
+// request's) is replayed, as the fingerprint, equal to the record's, would
+// decide; another final record is compared by fingerprint (settled). A key
+// without a record, or with one in flight or free again, goes on to Begin
+// (false). A final record is answered without a Begin: it never changes
+// until it expires, and ReadLocal returns only unexpired records.
+func (c *Call) readLocal() bool {
+	c.fpLater = false
+	var buf []byte
+	if c.e.recycle {
+		buf = c.respBuf // as BeginRequest.Buf (claim)
+	}
+	rec, found := c.e.local.ReadLocal(c.scope, buf)
+	final := found && rec.State != StatePending && !rec.Reclaimable()
+	if final && c.madeRecord(rec.Response) {
+		// The bytes of the request that made the record: its
+		// fingerprint (in the record's version, which a claim of a
+		// record of another version may have kept) is this request's.
+		c.fp = rec.Fingerprint
+	} else {
+		c.fp = c.e.fpc.compute(c.p, &c.fpIn, c.fpk)
+	}
+	if !final {
+		return false
+	}
+	c.settled(&rec, 0)
+	return true
+}
+
+// madeRecord reports whether resp, a record's response, carries this
+// request's tag: this Engine recorded it for a request of the same bytes.
+func (c *Call) madeRecord(resp []byte) bool {
+	t, _, ok := cutRecordTag(resp)
+	return ok && t.domain == c.e.fpc.domain && t.key == c.fpk
 }
 
 // headerValue is h.Get(name) for a name already in canonical form, without
@@ -1357,6 +1412,11 @@ func (c *Call) Finish() error {
 	rec.finalize()
 	status := rec.status
 	state, resp := StateCompleted, rec.record()
+	if e.local != nil && c.key != "" {
+		// Over a LocalReader, the record tells a retry of these bytes
+		// that it needs no fingerprint (readLocal).
+		resp = rec.tag(&recordTag{domain: e.fpc.domain, key: c.fpk})
+	}
 	switch {
 	case abandoned:
 		state, resp, status = StateFailed, nil, 0

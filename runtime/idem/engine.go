@@ -92,6 +92,7 @@ type Engine struct {
 	unavailRA   []string
 	fpc         *fpCache
 	recent      *recentKeys // over a ReadFirst store
+	local       LocalReader // the store, when it is one: records are tagged
 }
 
 // New returns an Engine over store. It panics when Options.Transactional is
@@ -138,6 +139,7 @@ func New(store Store, opts Options) *Engine {
 	e.unavailRA = []string{retryAfterValue(ra)}
 	e.watcher, _ = store.(Watcher)
 	_, e.recycle = store.(ContextBound)
+	e.local, _ = store.(LocalReader)
 	if _, ok := store.(ReadFirst); ok {
 		e.recent = newRecentKeys()
 	}

@@ -3,6 +3,7 @@ package idem
 import (
 	"encoding/binary"
 	"hash/maphash"
+	"math/rand/v2"
 	"sync/atomic"
 
 	"github.com/idemgen/idemgen/runtime/fingerprint"
@@ -31,9 +32,20 @@ import (
 //
 // A cache belongs to one Engine, and so to one fingerprint version (its
 // Options.FingerprintVersion): the version is not part of the digest.
+//
+// Over a LocalReader store the key (digest, length, policy) also tags the
+// records the Engine writes, with the cache's domain, a name of its seed
+// (recordTag), so that a request whose entry left the cache is recognized
+// by its record when it has the bytes of the request that made it
+// (Call.readLocal). A tag matches only under the same domain, so a record
+// of another Engine or process is never matched by its digest; the risk
+// of a collision is the cache's, and its consequence too (the record is
+// the requester's key's).
 type fpCache struct {
 	seed    maphash.Seed
-	version int // the fingerprint format version computed
+	domain  uint64 // names seed in records (recordTag): unique in the process, random across processes
+	version int    // the fingerprint format version computed
+	onSum   func() // tests: called for every fingerprint computed
 	slots   [fpCacheSlots]fpSlot
 }
 
@@ -48,22 +60,51 @@ type fpSlot struct {
 const fpWords = (len(Fingerprint{}) + 7) / 8
 
 func newFPCache(version int) *fpCache {
-	return &fpCache{seed: maphash.MakeSeed(), version: version}
+	return &fpCache{seed: maphash.MakeSeed(), domain: fpDomainBase + fpDomains.Add(1), version: version}
 }
 
 // policyIDs numbers compiled policies for the cache.
 var policyIDs atomic.Uint64
 
+// fpDomains numbers the caches of the process from a random base, so that
+// two caches (two Engines) never share a domain, and a cache of another
+// process shares one only by chance (2^-64).
+var (
+	fpDomainBase = rand.Uint64()
+	fpDomains    atomic.Uint64
+)
+
+// fpKey is what the cache finds a fingerprint by: the input's keyed
+// digest, the body's length and the policy's id.
+type fpKey struct{ digest, n, policy uint64 }
+
 // sum returns p's fingerprint of in in the cache's version, from the cache
 // when it holds it.
 func (c *fpCache) sum(p *Policy, in *fingerprint.Input) Fingerprint {
-	h, n := c.digest(p, in), uint64(len(in.Body))
-	s := &c.slots[h%fpCacheSlots]
-	if fp, ok := s.get(h, n, p.id); ok {
+	k := c.key(p, in)
+	if fp, ok := c.get(k); ok {
 		return fp
 	}
+	return c.compute(p, in, k)
+}
+
+// key returns in's key in the cache.
+func (c *fpCache) key(p *Policy, in *fingerprint.Input) fpKey {
+	return fpKey{c.digest(p, in), uint64(len(in.Body)), p.id}
+}
+
+// get returns the fingerprint cached under k, if any.
+func (c *fpCache) get(k fpKey) (Fingerprint, bool) {
+	return c.slots[k.digest%fpCacheSlots].get(k.digest, k.n, k.policy)
+}
+
+// compute computes p's fingerprint of in, whose key is k, and caches it.
+func (c *fpCache) compute(p *Policy, in *fingerprint.Input, k fpKey) Fingerprint {
+	if c.onSum != nil {
+		c.onSum()
+	}
 	fp, _ := p.hasher.SumVersion(in, c.version) // a version New checked
-	s.put(h, n, p.id, &fp)
+	c.slots[k.digest%fpCacheSlots].put(k.digest, k.n, k.policy, &fp)
 	return fp
 }
 

@@ -332,6 +332,51 @@ func TestRecordRoundTrip(t *testing.T) {
 	assert.Error(t, decodeRecord(append(nr, 'x'), &sr, nil), "a not-replayable record has no body")
 }
 
+// A tagged record decodes as the untagged one, and its tag reads back; a
+// tagged record too short for its tag is corrupt, and an untagged one has
+// no tag.
+func TestRecordTag(t *testing.T) {
+	h := http.Header{"Content-Type": {"application/json"}, "Location": {"/a"}}
+	allow := []string{"Content-Type", "Location"}
+	for _, tag := range []recordTag{
+		{domain: 1<<64 - 3, key: fpKey{digest: 0x0123456789abcdef, n: 1 << 20, policy: 300}},
+		{domain: 1, key: fpKey{}},
+		{domain: 1<<64 - 1, key: fpKey{digest: 1<<64 - 1, n: 1<<64 - 1, policy: 1<<64 - 1}},
+	} {
+		for _, body := range []string{`{"ok":true}`, ""} {
+			plain := append(appendRecordHead(nil, 201, h, allow), body...)
+			tagged := appendRecordTag(bytes.Clone(plain), &tag)
+			assert.Equal(t, byte(flagTagged), tagged[1])
+			var want, got storedResponse
+			require.NoError(t, decodeRecord(plain, &want, nil))
+			require.NoError(t, decodeRecord(tagged, &got, nil))
+			assert.Equal(t, want, got)
+			back, rest, ok := cutRecordTag(tagged)
+			require.True(t, ok)
+			assert.Equal(t, tag, back)
+			assert.Equal(t, plain[2:], rest[2:])
+			_, _, ok = cutRecordTag(plain)
+			assert.False(t, ok)
+
+			for n := 0; n < recordHeaderReserve+recordTagLen; n++ {
+				short := append(bytes.Clone(tagged[:min(n, 2)]), make([]byte, max(0, n-2))...)
+				_, _, ok := cutRecordTag(short)
+				assert.False(t, ok, "%d bytes", n)
+				assert.Error(t, decodeRecord(short, &got, nil), "%d bytes", n)
+			}
+		}
+	}
+	nr := appendRecordTag(appendRecordHead(nil, 200, h, allow), &recordTag{domain: 9})
+	nr[1] |= flagNotReplayable
+	var sr storedResponse
+	require.NoError(t, decodeRecord(nr, &sr, nil))
+	assert.True(t, sr.notReplayable)
+	assert.Empty(t, sr.body)
+	unknown := appendRecordHead(nil, 201, h, allow)
+	unknown[1] = 1 << 2
+	assert.Error(t, decodeRecord(unknown, &sr, nil), "an unknown flag")
+}
+
 // appendRecordHeadTwoPass is appendRecordHead as it was (the fields
 // counted first, then written): the one-pass encoding must match it byte for byte.
 func appendRecordHeadTwoPass(dst []byte, status int, h http.Header, allow []string) []byte {
@@ -396,6 +441,8 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add([]byte{1, 1, 200, 1, 0})
 	f.Add([]byte{})
 	f.Add([]byte{2, 0, 200, 1, 0})
+	f.Add(appendRecordTag(append(appendRecordHead(nil, 201, http.Header{"Location": {"/x"}}, []string{"Location"}), "body"...),
+		&recordTag{domain: 7, key: fpKey{digest: 1 << 60, n: 1024, policy: 3}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var sr storedResponse
 		if err := decodeRecord(b, &sr, nil); err != nil {
@@ -420,12 +467,19 @@ func FuzzDecodeRecord(f *testing.F) {
 			re[1] |= flagNotReplayable
 		}
 		re = append(re, sr.body...)
+		tag, _, tagged := cutRecordTag(b)
+		if tagged {
+			re = appendRecordTag(re, &tag)
+		}
 		var back storedResponse
 		if err := decodeRecord(re, &back, nil); err != nil {
 			t.Fatalf("re-encoded record does not decode: %v", err)
 		}
 		if back.status != sr.status || !bytes.Equal(back.body, sr.body) || len(back.header) != len(sr.header) {
 			t.Fatalf("round trip changed the record: %+v -> %+v", sr, back)
+		}
+		if got, _, ok := cutRecordTag(re); ok != tagged || got != tag {
+			t.Fatalf("round trip changed the tag: %+v -> %+v", tag, got)
 		}
 	})
 }

@@ -14,7 +14,8 @@ import (
 // BenchmarkFirstRequestOverhead isolates what the engine and the store add
 // to a first request: the handler only writes its answer, and every request
 // carries the same body (its fingerprint comes from the engine's cache), so
-// what remains is the key, the claim, the recorder and the completion.
+// what remains is the key, the claim, the recorder and the completion
+// (memstore-bodies adds the fingerprint).
 func BenchmarkFirstRequestOverhead(b *testing.B) {
 	floor := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
@@ -25,7 +26,7 @@ func BenchmarkFirstRequestOverhead(b *testing.B) {
 	})
 	spec := idem.Spec{Operation: "createOrder", Semantics: idem.Strict,
 		Response: idem.ResponseSpec{Headers: []string{"Location"}}}
-	run := func(b *testing.B, h http.Handler) {
+	run := func(b *testing.B, h http.Handler, bodies ...[]byte) {
 		c := newBenchClient()
 		keys := make([]string, 1<<16)
 		round := 0
@@ -42,6 +43,9 @@ func BenchmarkFirstRequestOverhead(b *testing.B) {
 				b.StartTimer()
 			}
 			c.key[0] = keys[i]
+			if len(bodies) > 0 {
+				c.data = bodies[i%len(bodies)]
+			}
 			i++
 			c.do(b, h, 201)
 		}
@@ -54,6 +58,13 @@ func BenchmarkFirstRequestOverhead(b *testing.B) {
 		s := memstore.New(memstore.Options{SweepInterval: -1})
 		defer s.Close()
 		run(b, idem.New(s, idem.Options{}).Handler(idem.MustCompile(spec), floor))
+	})
+	// Each request another body (4096 in turn): the fingerprint is
+	// computed for every request.
+	b.Run("memstore-bodies", func(b *testing.B) {
+		s := memstore.New(memstore.Options{SweepInterval: -1})
+		defer s.Close()
+		run(b, idem.New(s, idem.Options{}).Handler(idem.MustCompile(spec), floor), benchPayloads(4096)...)
 	})
 }
 

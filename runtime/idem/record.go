@@ -12,22 +12,31 @@ import (
 //
 //	byte    version (1)
 //	byte    flags: bit 0 = not replayable (the body exceeded Response.MaxBytes; no body stored)
+//	               bit 1 = tagged: the record ends with a tag
 //	uvarint status (200..599)
 //	uvarint number of header fields n
 //	n x     uvarint len, canonical name, uvarint len, value
-//	rest    the body
+//	rest    the body, then, when tagged, the tag: 32 bytes, 4 little-endian
+//	        words: body length, policy id, domain, digest
 //
-// The body comes last without a length so the encoding can be written as the
-// response streams. Decoding checks every length and never panics. The
-// header fields are those of the allowlist the record was stored under
-// (Content-Type, Content-Encoding, then Response.Headers); decoding takes
-// whatever names a record holds, so what is stored may change without a new
-// version (Content-Encoding was added so: older records, without it, decode
-// as before, and older processes decode newer records).
+// The body comes without a length so the encoding can be written as the
+// response streams; the tag, written when the response is complete, after
+// it. Decoding checks every length and never panics. The header fields are
+// those of the allowlist the record was stored under (Content-Type,
+// Content-Encoding, then Response.Headers); decoding takes whatever names a
+// record holds, so what is stored may change without a new version
+// (Content-Encoding was added so: older records, without it, decode as
+// before, and older processes decode newer records).
+//
+// The tag (recordTag) is written only over a LocalReader store, whose
+// records no other process reads: releases before it refuse a record
+// with flag bit 1, so records in a shared store (Redis, PostgreSQL) stay
+// untagged, readable by every release.
 
 const (
 	recordVersion       = 1
 	flagNotReplayable   = 1 << 0
+	flagTagged          = 1 << 1
 	maxRecordHeaders    = 64
 	recordHeaderReserve = 2 // version, flags
 )
@@ -35,6 +44,49 @@ const (
 // The field count is written as one uvarint byte after the fields: this
 // fails to compile if maxRecordHeaders no longer fits in one.
 const _ = uint(127 - maxRecordHeaders)
+
+// recordTag names the request a record answers, in the terms of the
+// Engine that wrote it: the key its fingerprint cache finds the request's
+// fingerprint by (a keyed digest of the request's bytes, their body's
+// length, the policy) and the cache's domain, which names the digest's
+// seed. A request whose tag equals a record's has the bytes of the
+// request that made it (but for a collision of the digest: see fpCache),
+// and so its fingerprint. A record of another Engine (or process) has
+// another domain and is compared by fingerprint.
+type recordTag struct {
+	domain uint64
+	key    fpKey
+}
+
+// recordTagLen is the length of a tag, at the end of a tagged record.
+const recordTagLen = 32
+
+// appendRecordTag tags the record b (complete: head and body) with t.
+func appendRecordTag(b []byte, t *recordTag) []byte {
+	b[1] |= flagTagged
+	var w [recordTagLen]byte
+	binary.LittleEndian.PutUint64(w[0:], t.key.n)
+	binary.LittleEndian.PutUint64(w[8:], t.key.policy)
+	binary.LittleEndian.PutUint64(w[16:], t.domain)
+	binary.LittleEndian.PutUint64(w[24:], t.key.digest)
+	return append(b, w[:]...)
+}
+
+// cutRecordTag returns a tagged record's tag and the record without it;
+// false when the record is untagged (or too short to hold a tag).
+func cutRecordTag(b []byte) (recordTag, []byte, bool) {
+	var t recordTag
+	if len(b) < recordHeaderReserve+recordTagLen || b[0] != recordVersion || b[1]&flagTagged == 0 {
+		return t, b, false
+	}
+	rest := b[:len(b)-recordTagLen]
+	w := b[len(rest):]
+	t.key.n = binary.LittleEndian.Uint64(w[0:])
+	t.key.policy = binary.LittleEndian.Uint64(w[8:])
+	t.domain = binary.LittleEndian.Uint64(w[16:])
+	t.key.digest = binary.LittleEndian.Uint64(w[24:])
+	return t, rest, true
+}
 
 // storedResponse is a decoded record; its strings and body alias the record bytes.
 type storedResponse struct {
@@ -126,8 +178,14 @@ func validHeaderValueByte(c byte) bool { return c == '\t' || (c >= 0x20 && c != 
 // not change afterwards (the store contract: a returned Record.Response is
 // never modified). It never panics.
 func decodeRecord(b []byte, dst *storedResponse, fields []headerField) error {
-	if len(b) < recordHeaderReserve || b[0] != recordVersion || b[1]&^flagNotReplayable != 0 {
+	if len(b) < recordHeaderReserve || b[0] != recordVersion || b[1]&^(flagNotReplayable|flagTagged) != 0 {
 		return errCorruptRecord
+	}
+	if b[1]&flagTagged != 0 {
+		var ok bool
+		if _, b, ok = cutRecordTag(b); !ok {
+			return errCorruptRecord
+		}
 	}
 	dst.notReplayable = b[1]&flagNotReplayable != 0
 	b = b[2:]

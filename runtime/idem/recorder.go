@@ -224,6 +224,12 @@ func (r *recorder) record() []byte {
 	return b
 }
 
+// tag appends t to the record (see recordTag) and returns it, as record.
+func (r *recorder) tag(t *recordTag) []byte {
+	*r.enc = appendRecordTag(*r.enc, t)
+	return *r.enc
+}
+
 // flushTo writes a buffered response to the client.
 func (r *recorder) flushTo() {
 	if !r.buffered || r.w == nil {

@@ -210,6 +210,38 @@ type ReadFirst interface {
 	ReadFirst()
 }
 
+// LocalReader is implemented by a store that keeps its records in the
+// process (memstore): reading one is a lookup in memory, no round trip,
+// and costs far less than fingerprinting a request (canonicalizing its
+// body). ReadLocal is Get without a context or an error, since it never
+// waits for I/O: the current, unexpired record under key, or found ==
+// false. It may append the Response of the record it returns to buf[:0]
+// (as Begin does with BeginRequest.Buf); it keeps neither key nor buf
+// beyond the call.
+//
+// The engine then reads a key's record before it fingerprints a request
+// whose fingerprint is not in its cache (a retry that comes after many
+// other requests, or a first request): over such a store, a response
+// record carries a tag of the request that made it (the keyed digest of
+// its bytes that the Engine's fingerprint cache uses, and a name of the
+// digest's key, random for each Engine: see docs/runtime.md), and a final
+// record (COMPLETED, or FAILED with a response) that this Engine
+// made for a request of the same bytes is replayed without the
+// fingerprint being computed. Any other final record is compared by
+// fingerprint as usual, and answered from what ReadLocal returned, without
+// a Begin (a final record never changes until it expires, as for
+// ReadFirst); a key without a record, or with one in flight or free again,
+// goes on to Begin with the fingerprint computed. A first request thus
+// pays one lookup more.
+//
+// Tagged records use a flag that releases before it was introduced refuse
+// (the record is then unreadable: 500 IDEMPOTENCY_RECORD_UNREADABLE), so
+// a store whose records another process may read (another instance,
+// another release) must not implement LocalReader.
+type LocalReader interface {
+	ReadLocal(key string, buf []byte) (rec Record, found bool)
+}
+
 // LeaseExtender lets a long-running holder extend its lease (a heartbeat).
 //
 // ExtendLease, atomically: if the record exists, is unexpired, PENDING and

@@ -214,10 +214,16 @@ func BenchmarkGetParallel(b *testing.B) {
 // new key and its completion with a 256-byte response, every record kept
 // (as within a window). With garbage, each request also allocates what a
 // handler would (4 KiB in small objects), so the garbage collector runs as
-// often as in a server and pays for tracing the records it holds.
+// often as in a server and pays for tracing the records it holds. With
+// readlocal, the claim follows a ReadLocal that finds no record, as for a
+// first request whose fingerprint is not in the engine's cache.
 func BenchmarkFirstRequest(b *testing.B) {
-	for _, garbage := range []bool{false, true} {
-		b.Run(map[bool]string{false: "alone", true: "garbage"}[garbage], func(b *testing.B) {
+	for _, v := range []struct {
+		name             string
+		garbage, readLoc bool
+	}{{"alone", false, false}, {"garbage", true, false}, {"alone-readlocal", false, true}} {
+		garbage := v.garbage
+		b.Run(v.name, func(b *testing.B) {
 			s := memstore.New(memstore.Options{SweepInterval: -1})
 			defer s.Close()
 			ctx := context.Background()
@@ -240,6 +246,11 @@ func BenchmarkFirstRequest(b *testing.B) {
 				k := keys[i]
 				i++
 				tok := idem.Token(i)
+				if v.readLoc {
+					if _, found := s.ReadLocal(k, nil); found {
+						b.Fatal("ReadLocal found a new key")
+					}
+				}
 				res, err := s.Begin(ctx, &idem.BeginRequest{Key: k, Token: tok, Lease: time.Minute, TTL: time.Hour})
 				if err != nil || !res.Acquired {
 					b.Fatalf("Begin: %v %+v", err, res)
@@ -362,5 +373,47 @@ func TestKeyLargerThanShare(t *testing.T) {
 		_, ok, _ := s.Get(ctx, huge)
 		assert.False(t, ok)
 		assert.Equal(t, 1, s.Stats().Entries)
+	}
+}
+
+// BenchmarkReadLocal: ReadLocal of a key among 1Ki or 64Ki records,
+// present (its 256-byte response copied into a buffer) or missing (what a
+// first request whose fingerprint is not in the engine's cache pays before
+// its claim; with 1Ki records, in caches, the lookup's own work, since the
+// claim that follows would miss the caches as it does).
+func BenchmarkReadLocal(b *testing.B) {
+	ctx := context.Background()
+	resp := make([]byte, 256)
+	for _, n := range []int{1 << 10, 1 << 16} {
+		s := memstore.New(memstore.Options{SweepInterval: -1})
+		defer s.Close()
+		keys, missing := make([]string, n), make([]string, n)
+		for i := range keys {
+			keys[i] = fmt.Sprintf("i1p0:11:createOrderk36:%036d", i)
+			missing[i] = fmt.Sprintf("i1p0:11:createOrderk36:%036d", n+i)
+			if _, err := s.Begin(ctx, &idem.BeginRequest{Key: keys[i], Token: 1, Lease: time.Minute, TTL: time.Hour}); err != nil {
+				b.Fatal(err)
+			}
+			if err := s.Finish(ctx, keys[i], 1, idem.StateCompleted, resp); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for _, tc := range []struct {
+			name  string
+			keys  []string
+			found bool
+		}{{"missing", missing, false}, {"found", keys, true}} {
+			b.Run(fmt.Sprintf("%s-%dKi", tc.name, n>>10), func(b *testing.B) {
+				buf := make([]byte, 0, 512)
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					if _, found := s.ReadLocal(tc.keys[i%n], buf); found != tc.found {
+						b.Fatal("found", found)
+					}
+					i += 7919 // a prime: the keys in another order than their slots
+				}
+			})
+		}
 	}
 }

@@ -5,8 +5,9 @@
 //
 // The store is sharded (a power of two of shards, chosen by a seeded hash of
 // the key, each with its own lock), implements idem.Watcher (a waiting
-// duplicate is woken when the record changes) and idem.LeaseExtender, and is
-// safe for concurrent use.
+// duplicate is woken when the record changes), idem.LeaseExtender and
+// idem.LocalReader (a retry is recognised by its bytes, without its
+// fingerprint), and is safe for concurrent use.
 //
 // # Memory layout
 //
@@ -179,6 +180,7 @@ var (
 	_ idem.Watcher       = (*Store)(nil)
 	_ idem.LeaseExtender = (*Store)(nil)
 	_ idem.ContextBound  = (*Store)(nil)
+	_ idem.LocalReader   = (*Store)(nil)
 )
 
 const none = -1 // no slot, no chunk
@@ -480,19 +482,26 @@ func (s *Store) Get(ctx context.Context, key string) (idem.Record, bool, error) 
 	if err := ctx.Err(); err != nil {
 		return idem.Record{}, false, err
 	}
+	rec, found := s.ReadLocal(key, nil)
+	return rec, found, nil
+}
+
+// ReadLocal implements idem.LocalReader: Get, with the response appended
+// to buf[:0].
+func (s *Store) ReadLocal(key string, buf []byte) (idem.Record, bool) {
 	sh, h := s.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	i := sh.find(key, h)
 	if i == none {
-		return idem.Record{}, false, nil
+		return idem.Record{}, false
 	}
 	if s.nowNs() >= sh.at(i).exp {
 		sh.remove(i)
 		s.expired.Add(1)
-		return idem.Record{}, false, nil
+		return idem.Record{}, false
 	}
-	return sh.record(i, nil), true, nil
+	return sh.record(i, buf), true
 }
 
 // ExtendLease implements idem.LeaseExtender. A non-positive lease is an

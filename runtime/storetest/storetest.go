@@ -77,6 +77,7 @@ func RunConformanceTests(t *testing.T, newStore func(t *testing.T) idem.Store) {
 	run("BadRequests", testBadRequests)
 	run("Watcher", testWatcher)
 	run("LeaseExtender", testLeaseExtender)
+	run("LocalReader", testLocalReader)
 	run("FinishRacingHeartbeat", testFinishRacingHeartbeat)
 	run("Transactor", testTransactor)
 }
@@ -776,6 +777,46 @@ func testLeaseExtender(t *testing.T, s idem.Store, key func(string) string) {
 	}
 	if err := x.ExtendLease(context.Background(), key("nothing"), tk, long); !errors.Is(err, idem.ErrFenced) {
 		t.Fatalf("ExtendLease of a missing record = %v, want ErrFenced", err)
+	}
+}
+
+func testLocalReader(t *testing.T, s idem.Store, key func(string) string) {
+	l, ok := s.(idem.LocalReader)
+	if !ok {
+		t.Skip("the store does not implement idem.LocalReader")
+	}
+	// What ReadLocal returns is what Get returns, at every step.
+	same := func(what, k string, buf []byte) {
+		t.Helper()
+		want, wantOK := get(t, s, k)
+		got, gotOK := l.ReadLocal(k, buf)
+		if gotOK != wantOK || got.State != want.State || got.Fingerprint != want.Fingerprint || got.Token != want.Token ||
+			!got.ExpiresAt.Equal(want.ExpiresAt) || !got.LeaseExpiresAt.Equal(want.LeaseExpiresAt) ||
+			!bytes.Equal(got.Response, want.Response) || (got.Response == nil) != (want.Response == nil) {
+			t.Fatalf("%s: ReadLocal = %+v, %v; Get = %+v, %v", what, got, gotOK, want, wantOK)
+		}
+	}
+	k, tk := key("local"), tok()
+	same("missing", k, nil)
+	begin(t, s, k, fp(1), tk, long, long, false)
+	same("pending", k, nil)
+	finish(t, s, k, tk, idem.StateCompleted, []byte("the response"))
+	same("completed", k, nil)
+	same("completed, into a buffer", k, make([]byte, 3, 64))
+	k2, tk2 := key("local-empty"), tok()
+	begin(t, s, k2, fp(2), tk2, long, long, false)
+	finish(t, s, k2, tk2, idem.StateCompleted, []byte{})
+	same("an empty response", k2, make([]byte, 0, 8))
+	if rec, _ := l.ReadLocal(k2, nil); rec.Response == nil {
+		t.Fatal("ReadLocal returned a nil Response for an empty one")
+	}
+	k3, tk3 := key("local-expire"), tok()
+	const ttl = 200 * time.Millisecond
+	begin(t, s, k3, fp(3), tk3, short, ttl, false)
+	finish(t, s, k3, tk3, idem.StateCompleted, []byte("x"))
+	time.Sleep(ttl + slack)
+	if rec, ok := l.ReadLocal(k3, nil); ok {
+		t.Fatalf("ReadLocal after the TTL found %+v", rec)
 	}
 }
 

@@ -1,0 +1,26 @@
+package idem
+
+// Hooks for the tests of package idem_test.
+
+// OnFingerprint has f called for every fingerprint e computes (not for
+// one its cache answers). Set it while e serves no request.
+func OnFingerprint(e *Engine, f func()) { e.fpc.onSum = f }
+
+// FlushFingerprints empties e's fingerprint cache, as 1024 other requests
+// would. Call it while e serves no request.
+func FlushFingerprints(e *Engine) {
+	for i := range e.fpc.slots {
+		s := &e.fpc.slots[i]
+		s.seq.Store(0)
+		for j := range s.w {
+			s.w[j].Store(0)
+		}
+	}
+}
+
+// RecordTag returns the domain of the tag of an encoded response (false:
+// untagged), and e's domain.
+func RecordTag(e *Engine, resp []byte) (domain, own uint64, tagged bool) {
+	t, _, ok := cutRecordTag(resp)
+	return t.domain, e.fpc.domain, ok
+}
