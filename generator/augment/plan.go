@@ -10,6 +10,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/idemgen/idemgen/generator/emit/docs"
+	"github.com/idemgen/idemgen/generator/internal/english"
 	"github.com/idemgen/idemgen/generator/ir"
 	"github.com/idemgen/idemgen/generator/load"
 	"github.com/idemgen/idemgen/generator/naming"
@@ -394,18 +395,11 @@ func (p *planner) responses(op *ir.Operation, opNode, upd *yaml.Node) {
 		p.retryAfter(op, code, existing, newResps)
 	}
 	if len(missing) > 0 {
-		p.found(RuleProblemResponseMissing, op, resps, "%s does not declare the problem response%s %s that idemgen's runtime may answer with", where(op), plural(len(missing)), strings.Join(missing, ", "))
+		p.found(RuleProblemResponseMissing, op, resps, "%s does not declare the problem response%s %s that idemgen's runtime may answer with", where(op), english.Plural(len(missing)), strings.Join(missing, ", "))
 	}
 	if len(newResps.Content) > 0 {
 		set(upd, "responses", newResps)
 	}
-}
-
-func plural(n int) string {
-	if n == 1 {
-		return ""
-	}
-	return "s"
 }
 
 // retryAfter declares Retry-After on a response the API declares itself

@@ -34,6 +34,7 @@ import (
 	_ "github.com/idemgen/idemgen/generator/emit/docs"   // registers the emitter "docs"
 	_ "github.com/idemgen/idemgen/generator/emit/server" // registers the emitter "server"
 	"github.com/idemgen/idemgen/generator/emitter"
+	"github.com/idemgen/idemgen/generator/internal/english"
 	"github.com/idemgen/idemgen/generator/ir"
 	"github.com/idemgen/idemgen/generator/load"
 	"github.com/idemgen/idemgen/generator/naming"
@@ -285,7 +286,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 		if cfgPath != "" {
 			names = " (Go names as " + cfgPath + " sets them)"
 		}
-		fmt.Fprintf(stderr, "%s: %d idempotent operations, %d warnings%s\n", cfg.Spec, len(spec.Operations), nw, names)
+		fmt.Fprintf(stderr, "%s: %s, %s%s\n", cfg.Spec, english.Count(len(spec.Operations), "idempotent operation"), english.Count(nw, "warning"), names)
 	}
 	return ExitOK
 }
@@ -520,7 +521,7 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	}
 	if cfg.Output == "-" && len(names) != 1 {
 		// Go, Markdown and JSON concatenated on stdout are no file of any kind.
-		fmt.Fprintf(stderr, "idemgen generate: -o - writes one output to stdout, and %d emitters are selected (%s); choose one with -emit, or write to a directory\n", len(names), strings.Join(names, ", "))
+		fmt.Fprintf(stderr, "idemgen generate: -o - writes one output to stdout, and %s selected (%s); choose one with -emit, or write to a directory\n", english.Count(len(names), "emitter is", "emitters are"), strings.Join(names, ", "))
 		return ExitUsage
 	}
 	params := cfg.Options
@@ -564,7 +565,7 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	}
 	if cfg.Output == "-" {
 		if len(files) != 1 {
-			fmt.Fprintf(stderr, "idemgen generate: -o -: the emitter wrote %d files, not one\n", len(files))
+			fmt.Fprintf(stderr, "idemgen generate: -o -: the emitter wrote %s, not one\n", english.Count(len(files), "file"))
 			return ExitError
 		}
 		if _, err := stdout.Write(files[0].Data); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/idemgen/idemgen/generator/diag"
 	"github.com/idemgen/idemgen/generator/emitter"
 	"github.com/idemgen/idemgen/generator/initspec"
+	"github.com/idemgen/idemgen/generator/internal/english"
 )
 
 // DefaultConfig is the config file check -generated reads when -config is not given.
@@ -84,14 +85,20 @@ func checkGenerated(fs *flag.FlagSet, configPath string, overlays []string, stri
 			if len(cfg.Overlays) > 0 {
 				redo = "idemgen spec (as you ran it for the overlaid spec)"
 			}
-			fmt.Fprintf(stderr, "idemgen check: %d of %d generated files are stale or missing, and the spec is behind its contracts [spec-stale]; run: %s, then oapi-codegen, then idemgen generate -config %s\n", bad, len(files), redo, configPath)
+			fmt.Fprintf(stderr, "idemgen check: %d of %s stale or missing, and the spec is behind its contracts [spec-stale]; run: %s, then oapi-codegen, then idemgen generate -config %s\n", bad, staleOf(bad, len(files)), redo, configPath)
 			return ExitError
 		}
-		fmt.Fprintf(stderr, "idemgen check: %d of %d generated files are stale or missing; run: idemgen generate -config %s\n", bad, len(files), configPath)
+		fmt.Fprintf(stderr, "idemgen check: %d of %s stale or missing; run: idemgen generate -config %s\n", bad, staleOf(bad, len(files)), configPath)
 		return ExitError
 	}
-	fmt.Fprintf(stderr, "idemgen check: %d generated files are up to date\n", len(files))
+	fmt.Fprintf(stderr, "idemgen check: %s up to date\n", english.Count(len(files), "generated file is", "generated files are"))
 	return ExitOK
+}
+
+// staleOf spells "3 generated files are" for "1 of 3 generated files is
+// stale": the verb agrees with bad, the noun with total.
+func staleOf(bad, total int) string {
+	return english.Count(total, "generated file") + " " + english.Noun(bad, "is", "are")
 }
 
 // firstDiff returns the 1-based line of the first difference of a and b.
@@ -151,7 +158,7 @@ func specCmd(args []string, stdout, stderr io.Writer) int {
 		return ExitError
 	}
 	if *out != "-" {
-		fmt.Fprintf(stderr, "%s: %d changes\n", *out, res.Actions)
+		fmt.Fprintf(stderr, "%s: %s\n", *out, english.Count(res.Actions, "change"))
 	}
 	return ExitOK
 }
@@ -220,6 +227,6 @@ func initCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "idemgen init: %v\n", err)
 		return ExitError
 	}
-	fmt.Fprintf(stderr, "%s: proposed contracts for %d operations; confirm the values marked TODO(idemgen), then run idemgen check -overlay %s %s\n", fs.Arg(0), len(p.Candidates), ovName, fs.Arg(0))
+	fmt.Fprintf(stderr, "%s: proposed %s for %s; confirm the values marked TODO(idemgen), then run idemgen check -overlay %s %s\n", fs.Arg(0), english.Noun(len(p.Candidates), "a contract", "contracts"), english.Count(len(p.Candidates), "operation"), ovName, fs.Arg(0))
 	return ExitOK
 }

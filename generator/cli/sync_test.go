@@ -245,3 +245,50 @@ func TestGenerateNoArgs(t *testing.T) {
 	assert.Equal(t, 2, code)
 	assert.Contains(t, stderr, "run idemgen generate -config idemgen.yaml")
 }
+
+// TestSingular: a count of one is spelled in the singular ("1 warning",
+// not "1 warnings") in what the commands print.
+func TestSingular(t *testing.T) {
+	dir := t.TempDir()
+	copyFile(t, contractCase("clean-minimal"), filepath.Join(dir, "openapi.yaml"))
+	code, stdout, stderr := run("check", filepath.Join(dir, "openapi.yaml"))
+	require.Equal(t, 0, code, stderr)
+	assert.Empty(t, stdout)
+	assert.Contains(t, stderr, ": 1 idempotent operation, 2 warnings")
+
+	cfg := filepath.Join(dir, "idemgen.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("output: gen\nspec: openapi.yaml\ngenerate: {ir: true}\n"), 0o644))
+	code, _, stderr = run("check", "-generated", "-config", cfg)
+	require.Equal(t, 1, code, stderr)
+	assert.Contains(t, stderr, "1 of 1 generated file is stale or missing")
+	code, _, stderr = run("generate", "-config", cfg)
+	require.Equal(t, 0, code, stderr)
+	code, _, stderr = run("check", "-generated", "-config", cfg)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, "1 generated file is up to date")
+
+	one := filepath.Join(dir, "one.yaml")
+	require.NoError(t, os.WriteFile(one, []byte(oneKeyedOperation), 0o644))
+	code, stdout, stderr = run("init", one)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, "proposed a contract for 1 operation;")
+	assert.Contains(t, stdout, "contract for the one operation\n# that declares an idempotency key")
+}
+
+// oneKeyedOperation declares a key on one operation, without a contract.
+const oneKeyedOperation = `openapi: 3.0.3
+info: {title: One, version: 1.0.0}
+paths:
+  /orders:
+    post:
+      operationId: createOrder
+      parameters:
+        - {name: Idempotency-Key, in: header, required: true, schema: {type: string}}
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema: {type: object}
+      responses:
+        '201': {description: created}
+`

@@ -31,6 +31,7 @@ import (
 	"github.com/idemgen/idemgen/generator/augment"
 	"github.com/idemgen/idemgen/generator/compile"
 	"github.com/idemgen/idemgen/generator/diag"
+	"github.com/idemgen/idemgen/generator/internal/english"
 	"github.com/idemgen/idemgen/generator/ir"
 	"github.com/idemgen/idemgen/generator/load"
 	"github.com/idemgen/idemgen/generator/specfile"
@@ -346,8 +347,8 @@ func (p *Proposal) document(title, specName, ovName string, withRoot, rootKey bo
 		"actions", actions,
 	)
 	head := []string{
-		fmt.Sprintf("Proposed by `idemgen init %s`: an x-idempotency contract for each of the %d operations", specName, len(p.Candidates)),
-		"that declare an idempotency key, matching how the spec declares it.",
+		fmt.Sprintf("Proposed by `idemgen init %s`: an x-idempotency contract for %s", specName, english.Noun(len(p.Candidates), "the one operation", fmt.Sprintf("each of the %d operations", len(p.Candidates)))),
+		english.Noun(len(p.Candidates), "that declares", "that declare") + " an idempotency key, matching how the spec declares it.",
 		"",
 		"Review every value marked " + augment.TODO + " and delete the mark when it is right:",
 		fmt.Sprintf("  idemgen check -overlay %s %s", ovName, specName),
