@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/idemgen/idemgen/generator/augment"
 	"github.com/idemgen/idemgen/generator/diag"
@@ -163,6 +164,26 @@ func specCmd(args []string, stdout, stderr io.Writer) int {
 	return ExitOK
 }
 
+// applyToHint tells how to opt in the unsafe operations of spec that
+// declare no key (methods): apply-to at the document root, in an overlay;
+// idemgen spec then declares the key.
+func applyToHint(spec string, methods []string) string {
+	ov := initspec.DefaultOverlayPath
+	return fmt.Sprintf(`To make the %s operations idempotent although they declare no key, opt them in with
+apply-to at the document root (or write an x-idempotency block on each), e.g. in an overlay:
+  cat > %s <<'EOF'
+  overlay: 1.0.0
+  info: {title: Idempotency contracts, version: 1.0.0}
+  actions:
+    - target: $
+      update: {x-idempotency: {semantics: strict, window: 24h, apply-to: [%s]}}
+  EOF
+  idemgen check -overlay %s %s
+idemgen spec -overlay %s %s then declares the Idempotency-Key header they take.
+See %s#where-a-block-may-be-written-and-how-blocks-merge
+`, strings.ToUpper(strings.Join(methods, ", ")), ov, strings.Join(methods, ", "), ov, spec, ov, spec, initspec.ContractDocs)
+}
+
 // writeOut writes data to stdout ("-") or atomically to path.
 func writeOut(path string, data []byte, stdout io.Writer) error {
 	if path == "-" {
@@ -183,7 +204,9 @@ declares it. The semantics, the window and the volatile and unordered
 members are proposals marked "# TODO(idemgen)": idemgen check reports each
 [unconfirmed] until the mark is deleted. Operations that declare a key but
 get no contract (GET and other safe methods) are listed on stderr and in
-the overlay's header comment. An existing -o file is not overwritten
+the overlay's header comment. Unsafe operations that declare no key get
+none either: opt them in with apply-to at the document root (what init
+prints then shows how). An existing -o file is not overwritten
 without -force. Exit status: 0 written (or nothing to propose), 1 errors, 2 usage.
 `
 
@@ -220,7 +243,10 @@ func initCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: note: %s %s declares the key %s %s, but %s\n", fs.Arg(0), n.Method, n.Path, n.Key.Carrier, n.Key.Name, n.Reason)
 	}
 	if len(p.Candidates) == 0 {
-		fmt.Fprintf(stderr, "%s: no operation without a contract declares an idempotency key; nothing to propose (write x-idempotency blocks by hand: docs/contract.md)\n", fs.Arg(0))
+		fmt.Fprintf(stderr, "%s: no operation without a contract declares an idempotency key; nothing to propose\n", fs.Arg(0))
+		if len(p.Unkeyed) > 0 {
+			fmt.Fprint(stderr, applyToHint(fs.Arg(0), p.Unkeyed))
+		}
 		return ExitOK
 	}
 	if err := writeOut(*out, p.Overlay, stdout); err != nil {

@@ -292,3 +292,20 @@ paths:
       responses:
         '201': {description: created}
 `
+
+// TestInitNothingToPropose: init on a spec whose unsafe operations declare
+// no key says how to opt them in (apply-to, with a command to run), and
+// points at the documentation by URL, not by a path in idemgen's repository.
+func TestInitNothingToPropose(t *testing.T) {
+	dir := t.TempDir()
+	spec := filepath.Join(dir, "openapi.yaml")
+	require.NoError(t, os.WriteFile(spec, []byte(strings.Replace(oneKeyedOperation, "        - {name: Idempotency-Key, in: header, required: true, schema: {type: string}}\n", "", 1)), 0o644))
+	code, stdout, stderr := run("init", spec)
+	require.Equal(t, 0, code, stderr)
+	assert.Empty(t, stdout)
+	assert.Contains(t, stderr, "nothing to propose")
+	assert.Contains(t, stderr, "update: {x-idempotency: {semantics: strict, window: 24h, apply-to: [post]}}")
+	assert.Contains(t, stderr, "idemgen check -overlay idempotency.overlay.yaml "+spec)
+	assert.Contains(t, stderr, "https://github.com/idemgen/idemgen/blob/main/docs/contract.md#where-a-block-may-be-written-and-how-blocks-merge")
+	assert.NotContains(t, stderr, " docs/")
+}

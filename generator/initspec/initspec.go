@@ -87,6 +87,9 @@ type Note struct {
 type Proposal struct {
 	Candidates []Candidate
 	Notes      []Note
+	// Unkeyed are the methods (lower case, sorted) of the unsafe operations
+	// that declare no key and have no contract: those apply-to could opt in.
+	Unkeyed []string
 	// Overlay is the Overlay 1.0 document (YAML) with the proposed
 	// contracts; nil when there is no candidate.
 	Overlay []byte
@@ -99,6 +102,11 @@ type Options struct {
 	// instructions in its header comment ("" for the default name).
 	OverlayPath string
 }
+
+// ContractDocs is the documentation of the x-idempotency contract, for
+// messages (a URL: users of the idemgen binary have no checkout of its
+// repository).
+const ContractDocs = "https://github.com/idemgen/idemgen/blob/main/docs/contract.md"
 
 // DefaultOverlayPath is the overlay's name when none is given.
 const DefaultOverlayPath = "idempotency.overlay.yaml"
@@ -140,6 +148,9 @@ func Propose(path string, opts Options) (*Proposal, diag.List) {
 			method = strings.ToUpper(method)
 			keys := detect(op, item.Parameters)
 			if len(keys) == 0 {
+				if _, has := op.Extensions["x-idempotency"]; !has && !safe[method] && !applyTo[method] && !slices.Contains(p.Unkeyed, strings.ToLower(method)) {
+					p.Unkeyed = append(p.Unkeyed, strings.ToLower(method))
+				}
 				continue
 			}
 			if safe[method] {
@@ -162,6 +173,7 @@ func Propose(path string, opts Options) (*Proposal, diag.List) {
 			p.Candidates = append(p.Candidates, c)
 		}
 	}
+	slices.Sort(p.Unkeyed)
 	if len(p.Candidates) > 0 {
 		title := filepath.Base(path)
 		if d.T.Info != nil && d.T.Info.Title != "" {
@@ -352,7 +364,7 @@ func (p *Proposal) document(title, specName, ovName string, withRoot, rootKey bo
 		"",
 		"Review every value marked " + augment.TODO + " and delete the mark when it is right:",
 		fmt.Sprintf("  idemgen check -overlay %s %s", ovName, specName),
-		"reports each one as [unconfirmed] until then. docs/contract.md explains every field.",
+		"reports each one as [unconfirmed] until then. Every field: " + ContractDocs + "#fields",
 	}
 	if len(p.Notes) > 0 {
 		head = append(head, "", "Not annotated:")
