@@ -50,6 +50,15 @@ type Options struct {
 	Overlays []string // OpenAPI Overlay 1.0 files applied first, in order
 	// Strict makes the spec-consistency findings errors (default: warnings).
 	Strict bool
+	// NoReplayedHeader leaves the Idempotent-Replayed header out of the
+	// responses (idemgen.yaml's replayed-header: false): declared on a
+	// response, it gives the response's type in oapi-codegen's strict
+	// server a Headers field, so a handler's `return
+	// api.AddPet200JSONResponse(pet), nil` must become `return
+	// api.AddPet200JSONResponse{Body: pet}, nil`. Declarations an earlier
+	// run wrote are removed (and reported as spec-stale); the runtime sends
+	// the header on replays either way.
+	NoReplayedHeader bool
 }
 
 // Result is an augmented spec.
@@ -88,7 +97,7 @@ func Augment(path string, opts Options) (*Result, diag.List) {
 			return nil, diags.Sorted()
 		}
 	}
-	p := plan(d.Root, spec.Operations)
+	p := plan(d.Root, spec.Operations, opts.NoReplayedHeader)
 	diags = append(diags, p.diagnostics(d, false, true)...)
 	ov := overlay.Overlay{Version: "1.0.0", Actions: p.actions}
 	if err := ov.ApplyTo(d.Root); err != nil {
@@ -177,7 +186,7 @@ func DiagnoseDocument(d *load.Document, spec *ir.Spec, opts Options) diag.List {
 		return nil
 	}
 	diags := Unconfirmed(d)
-	p := plan(d.Root, spec.Operations)
+	p := plan(d.Root, spec.Operations, opts.NoReplayedHeader)
 	return append(diags, p.diagnostics(d, opts.Strict, false)...).Sorted()
 }
 
@@ -329,7 +338,7 @@ func hasTODO(n *yaml.Node) bool {
 // mapping) and returns the number of actions; the same changes as Augment,
 // without files: for tests and tools that hold the tree already.
 func Apply(root *yaml.Node, ops []*ir.Operation) (int, error) {
-	p := plan(root, ops)
+	p := plan(root, ops, false)
 	if len(p.actions) == 0 {
 		return 0, nil
 	}

@@ -1,9 +1,9 @@
 // Package cli implements the idemgen command line: flags in, exit code out.
 //
 //	idemgen init [-overlay FILE]... [-o overlay.yaml] [-force] SPEC
-//	idemgen check [-config idemgen.yaml] [-overlay FILE]... [-format text|json] [-strict] SPEC
+//	idemgen check [-config idemgen.yaml] [-overlay FILE]... [-format text|json] [-strict] [-replayed-header=false] SPEC
 //	idemgen check -generated [-config idemgen.yaml] [-strict] [SPEC]
-//	idemgen spec [-overlay FILE]... [-o OUT] [-as-overlay] [-format text|json] SPEC
+//	idemgen spec [-config idemgen.yaml] [-overlay FILE]... [-o OUT] [-as-overlay] [-replayed-header=false] [-format text|json] SPEC
 //	idemgen generate [-config idemgen.yaml] [-overlay FILE]... [-emit NAME]... [-o DIR|-] [-package NAME] [-option NAME=VALUE]... [-format text|json] [SPEC]
 //	idemgen version
 //
@@ -94,9 +94,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 // Synopses of the commands, as docs/contract.md lists them.
 const (
 	initSynopsis           = "idemgen init [-overlay FILE]... [-o overlay.yaml] [-force] SPEC"
-	checkSynopsis          = "idemgen check [-config idemgen.yaml] [-overlay FILE]... [-format text|json] [-strict] SPEC"
+	checkSynopsis          = "idemgen check [-config idemgen.yaml] [-overlay FILE]... [-format text|json] [-strict] [-replayed-header=false] SPEC"
 	checkGeneratedSynopsis = "idemgen check -generated [-config idemgen.yaml] [-strict] [SPEC]"
-	specSynopsis           = "idemgen spec [-overlay FILE]... [-o OUT] [-as-overlay] [-format text|json] SPEC"
+	specSynopsis           = "idemgen spec [-config idemgen.yaml] [-overlay FILE]... [-o OUT] [-as-overlay] [-replayed-header=false] [-format text|json] SPEC"
 	generateSynopsis       = "idemgen generate [-config idemgen.yaml] [-overlay FILE]... [-emit NAME]... [-o DIR|-] [-package NAME] [-option NAME=VALUE]... [-format text|json] [SPEC]"
 	versionSynopsis        = "idemgen version"
 )
@@ -258,7 +258,8 @@ func check(args []string, stdout, stderr io.Writer) int {
 	format := formatFlag(fs)
 	strict := fs.Bool("strict", false, "report what the spec does not declare (key parameter, problem responses, Retry-After) as errors, not warnings")
 	generated := fs.Bool("generated", false, "check that the files generated from the config are up to date")
-	configPath := fs.String("config", "", "read settings from this idemgen.yaml `FILE`: its Go naming (default: the idemgen.yaml beside SPEC), and its spec and overlays unless SPEC and -overlay are given; with -generated, all of them (default ./idemgen.yaml)")
+	configPath := fs.String("config", "", "read settings from this idemgen.yaml `FILE`: its Go naming and replayed-header (default: the idemgen.yaml beside SPEC), and its spec and overlays unless SPEC and -overlay are given; with -generated, all of them (default ./idemgen.yaml)")
+	replayed := replayedHeaderFlag(fs)
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}
@@ -275,7 +276,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return ExitUsage
 	}
-	spec, diags := diagnose(cfg.Spec, cfg.Overlays, *strict, cfg.namer)
+	spec, diags := diagnose(cfg.Spec, cfg.Overlays, *strict, cfg.namer, cfg.noReplayedHeader(fs, *replayed))
 	report(diags, *format, stdout, stderr)
 	if diags.HasErrors() {
 		return ExitError
@@ -329,6 +330,7 @@ func checkConfig(configPath string, args, overlays []string) (*Config, string, e
 		return cfg, "", nil // another spec's config
 	}
 	cfg.namer = c.namer
+	cfg.ReplayedHeader = c.ReplayedHeader
 	return cfg, beside, nil
 }
 
@@ -341,10 +343,10 @@ func sameFile(a, b string) bool {
 
 // diagnose loads the spec once, compiles it and adds the checks of
 // package augment (unconfirmed values, spec consistency).
-func diagnose(path string, overlays []string, strict bool, names naming.Namer) (*ir.Spec, diag.List) {
+func diagnose(path string, overlays []string, strict bool, names naming.Namer, noReplayed bool) (*ir.Spec, diag.List) {
 	d, spec, diags := compile.LoadAndCompile(path, load.Options{Overlays: overlays}, compile.Options{Naming: names})
 	if spec != nil {
-		diags = append(diags, augment.DiagnoseDocument(d, spec, augment.Options{Strict: strict})...).Sorted()
+		diags = append(diags, augment.DiagnoseDocument(d, spec, augment.Options{Strict: strict, NoReplayedHeader: noReplayed})...).Sorted()
 	}
 	return spec, diags
 }
@@ -371,6 +373,11 @@ type Config struct {
 	// name oapi-codegen's types as oapi-codegen does.
 	NameNormalizer    string `yaml:"name-normalizer"`
 	OapiCodegenConfig string `yaml:"oapi-codegen-config"`
+	// ReplayedHeader false: idemgen spec declares no Idempotent-Replayed
+	// header on the responses (augment.Options.NoReplayedHeader), so that
+	// oapi-codegen's strict response types keep their shape; check then
+	// reports the declarations an earlier idemgen spec wrote as stale.
+	ReplayedHeader *bool `yaml:"replayed-header"`
 
 	namer naming.Namer
 }
@@ -410,6 +417,25 @@ func LoadConfig(path string) (*Config, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return &c, nil
+}
+
+// replayedHeaderFlag defines the -replayed-header flag of spec and check.
+func replayedHeaderFlag(fs *flag.FlagSet) *bool {
+	return fs.Bool("replayed-header", true, "declare the Idempotent-Replayed header on the responses that may be replays (false: leave it out, so that oapi-codegen's strict response types keep their shape; default: replayed-header: in the config, else true)")
+}
+
+// noReplayedHeader reports whether the Idempotent-Replayed header is left
+// out: -replayed-header when given on fs's command line (fs nil: never),
+// else c's replayed-header, else not.
+func (c *Config) noReplayedHeader(fs *flag.FlagSet, flagValue bool) bool {
+	set := false
+	if fs != nil {
+		fs.Visit(func(f *flag.Flag) { set = set || f.Name == "replayed-header" })
+	}
+	if set {
+		return !flagValue
+	}
+	return c.ReplayedHeader != nil && !*c.ReplayedHeader
 }
 
 // loadNamer returns the Namer of c's name-normalizer and oapi-codegen-config,
@@ -548,7 +574,7 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	if cfg.Output == "-" {
 		diagOut = stderr
 	}
-	spec, diags := diagnose(cfg.Spec, cfg.Overlays, false, cfg.namer)
+	spec, diags := diagnose(cfg.Spec, cfg.Overlays, false, cfg.namer, cfg.noReplayedHeader(nil, true))
 	report(diags, *format, diagOut, stderr)
 	if diags.HasErrors() {
 		return ExitError

@@ -51,7 +51,7 @@ func checkGenerated(fs *flag.FlagSet, configPath string, overlays []string, stri
 	if !knownEmitters("check", names, stderr) || !knownOptions("check", cfg.Options, stderr) || !validPackage("check", cfg.Package, stderr) {
 		return ExitUsage
 	}
-	spec, diags := diagnose(cfg.Spec, cfg.Overlays, strict, cfg.namer)
+	spec, diags := diagnose(cfg.Spec, cfg.Overlays, strict, cfg.namer, cfg.noReplayedHeader(nil, true))
 	report(diags, format, stdout, stderr)
 	if diags.HasErrors() {
 		fmt.Fprintln(stderr, "idemgen check: the spec has errors; cannot compare the generated files")
@@ -119,6 +119,7 @@ func firstDiff(a, b []byte) int {
 const specExamples = `  idemgen spec -o openapi.yaml openapi.yaml                # augment in place
   idemgen spec -overlay idempotency.overlay.yaml vendor/openapi.json > api.json
   idemgen spec -as-overlay -o declarations.overlay.yaml -overlay idempotency.overlay.yaml vendor/openapi.json
+  idemgen spec -replayed-header=false -o openapi.yaml openapi.yaml   # keep oapi-codegen's response types as they are
 
 Writes the spec with what its x-idempotency contracts imply declared: the
 key parameter, the problem+json responses (400, 409, 422, 503) with
@@ -127,7 +128,17 @@ summary in each operation's description. Declarations already in the spec
 are kept; running it again changes nothing. YAML stays YAML, JSON stays
 JSON, and CRLF line endings stay CRLF. With -as-overlay it writes the same changes as an OpenAPI Overlay
 1.0 document instead, to apply after the contract overlays, so the source
-spec is never rewritten. Exit status: 0 written, 1 errors, 2 usage.
+spec is never rewritten.
+
+A response that gains a header (Idempotent-Replayed on every replayable
+response) gets a Headers field in oapi-codegen's strict server:
+"return api.AddPet200JSONResponse(pet), nil" becomes
+"return api.AddPet200JSONResponse{Body: pet}, nil". With
+-replayed-header=false (or replayed-header: false in the idemgen.yaml
+beside SPEC, or -config's) the header is not declared, and the
+declarations an earlier run wrote are removed; the runtime sends it on
+replays either way, and check (reading the same setting) reports them as
+[spec-stale] until then. Exit status: 0 written, 1 errors, 2 usage.
 `
 
 func specCmd(args []string, stdout, stderr io.Writer) int {
@@ -136,6 +147,8 @@ func specCmd(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&overlays, "overlay", "apply this OpenAPI Overlay 1.0 `FILE` first (repeatable, applied in order)")
 	out := fs.String("o", "-", "write to `OUT` (- is stdout; the spec's own path rewrites it)")
 	asOverlay := fs.Bool("as-overlay", false, "write the changes as an Overlay 1.0 document instead of the augmented spec")
+	configPath := fs.String("config", "", "read replayed-header from this idemgen.yaml `FILE` (default: the idemgen.yaml beside SPEC, unless its spec: is another file)")
+	replayed := replayedHeaderFlag(fs)
 	format := formatFlag(fs)
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
@@ -145,7 +158,12 @@ func specCmd(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return ExitUsage
 	}
-	res, diags := augment.Augment(fs.Arg(0), augment.Options{Overlays: overlays})
+	cfg, _, err := checkConfig(*configPath, fs.Args(), nil)
+	if err != nil {
+		fmt.Fprintf(stderr, "idemgen spec: %v\n", err)
+		return ExitUsage
+	}
+	res, diags := augment.Augment(fs.Arg(0), augment.Options{Overlays: overlays, NoReplayedHeader: cfg.noReplayedHeader(fs, *replayed)})
 	report(diags, *format, stdout, stderr)
 	if res == nil {
 		return ExitError

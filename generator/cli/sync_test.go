@@ -309,3 +309,45 @@ func TestInitNothingToPropose(t *testing.T) {
 	assert.Contains(t, stderr, "https://github.com/idemgen/idemgen/blob/main/docs/contract.md#where-a-block-may-be-written-and-how-blocks-merge")
 	assert.NotContains(t, stderr, " docs/")
 }
+
+// TestReplayedHeaderOption: replayed-header: false in the idemgen.yaml
+// beside the spec (or -replayed-header=false) makes spec leave the
+// Idempotent-Replayed header out, and remove what an earlier run declared;
+// check reads the same setting, so -strict passes on the spec spec wrote,
+// either way.
+func TestReplayedHeaderOption(t *testing.T) {
+	dir := t.TempDir()
+	spec := filepath.Join(dir, "openapi.yaml")
+	copyFile(t, contractCase("clean-minimal"), spec)
+	read := func() string {
+		data, err := os.ReadFile(spec)
+		require.NoError(t, err)
+		return string(data)
+	}
+	code, _, stderr := run("spec", "-o", spec, spec)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, read(), "$ref: '#/components/headers/IdempotentReplayed'")
+	code, _, stderr = run("check", "-strict", spec)
+	require.Equal(t, 0, code, stderr)
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "idemgen.yaml"), []byte("spec: openapi.yaml\nreplayed-header: false\n"), 0o644))
+	code, _, stderr = run("check", "-strict", spec)
+	assert.Equal(t, 1, code, stderr)
+	assert.Contains(t, stderr, "declares the Idempotent-Replayed header that idemgen spec wrote, and replayed-header is false now")
+	assert.Contains(t, stderr, "[spec-stale]")
+	code, _, stderr = run("check", "-strict", "-replayed-header=true", spec)
+	assert.Equal(t, 0, code, stderr)
+
+	code, _, stderr = run("spec", "-o", spec, spec)
+	require.Equal(t, 0, code, stderr)
+	assert.NotContains(t, read(), "IdempotentReplayed")
+	code, _, stderr = run("check", "-strict", spec)
+	assert.Equal(t, 0, code, stderr)
+
+	// The flag overrides the config.
+	code, _, stderr = run("spec", "-replayed-header=true", "-o", spec, spec)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, read(), "$ref: '#/components/headers/IdempotentReplayed'")
+	code, _, stderr = run("check", "-strict", "-replayed-header", spec)
+	assert.Equal(t, 0, code, stderr)
+}
