@@ -380,12 +380,17 @@ type Config struct {
 	ReplayedHeader *bool `yaml:"replayed-header"`
 
 	namer naming.Namer
+	// oapiServer is what OapiCodegenConfig says about the server code
+	// (nil without one): the server emitter's defaults (serverParams).
+	oapiServer *oapiServer
 }
 
 // LoadConfig reads an idemgen.yaml file; relative paths in it are relative
 // to the file's directory, and without output: the output directory is the
 // file's directory (for generate and check -generated alike). Unknown
-// fields are an error.
+// fields are an error. Without oapi-codegen-config:, the oapi-codegen.yaml
+// beside it is read when it configures the same package and output
+// directory (besideOapiCodegenConfig).
 func LoadConfig(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -413,8 +418,18 @@ func LoadConfig(path string) (*Config, error) {
 		c.Overlays[i] = rel(c.Overlays[i])
 	}
 	c.OapiCodegenConfig = rel(c.OapiCodegenConfig)
+	if c.OapiCodegenConfig == "" {
+		c.OapiCodegenConfig = c.besideOapiCodegenConfig(base)
+	}
 	if c.namer, err = c.loadNamer(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if c.OapiCodegenConfig != "" {
+		f, err := readOapiFile(c.OapiCodegenConfig)
+		if err != nil {
+			return nil, fmt.Errorf("%s: oapi-codegen-config: %w", path, err)
+		}
+		c.oapiServer = serverOf(c.OapiCodegenConfig, f)
 	}
 	return &c, nil
 }
@@ -476,7 +491,8 @@ idemgen.yaml (paths relative to the file):
   spec: openapi.yaml
   overlays: [idempotency.overlay.yaml]
   generate: {ir: true, server: true, client: true, docs: true}
-  oapi-codegen-config: oapi-codegen.yaml   # name types under its name-normalizer
+  oapi-codegen-config: oapi-codegen.yaml   # name types under its name-normalizer; server.strict and
+                                           # server.router default to its generate: section
 
 Flags override the file. Without -o, output: or a config, files go to the
 current directory; with a config and no output:, to the config file's
@@ -566,6 +582,11 @@ func generate(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if !knownOptions("generate", params, stderr) || !validPackage("generate", cfg.Package, stderr) {
+		return ExitUsage
+	}
+	params, err := cfg.serverParams(params, names)
+	if err != nil {
+		fmt.Fprintf(stderr, "idemgen generate: %v\n", err)
 		return ExitUsage
 	}
 	// With -o -, stdout carries the generated files: diagnostics (JSON

@@ -51,13 +51,18 @@ func checkGenerated(fs *flag.FlagSet, configPath string, overlays []string, stri
 	if !knownEmitters("check", names, stderr) || !knownOptions("check", cfg.Options, stderr) || !validPackage("check", cfg.Package, stderr) {
 		return ExitUsage
 	}
+	params, err := cfg.serverParams(cfg.Options, names)
+	if err != nil {
+		fmt.Fprintf(stderr, "idemgen check: %v\n", err)
+		return ExitUsage
+	}
 	spec, diags := diagnose(cfg.Spec, cfg.Overlays, strict, cfg.namer, cfg.noReplayedHeader(nil, true))
 	report(diags, format, stdout, stderr)
 	if diags.HasErrors() {
 		fmt.Fprintln(stderr, "idemgen check: the spec has errors; cannot compare the generated files")
 		return ExitError
 	}
-	files, err := emitter.Run(names, spec, cfg.emitterOptions(cfg.Options))
+	files, err := emitter.Run(names, spec, cfg.emitterOptions(params))
 	if err != nil {
 		fmt.Fprintf(stderr, "idemgen check: %v\n", err)
 		return ExitError
