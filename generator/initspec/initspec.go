@@ -74,6 +74,11 @@ type Candidate struct {
 	// ResponseHeaders are the headers its 2xx responses declare, proposed
 	// as response.headers so that a replay carries them.
 	ResponseHeaders []string
+	// Multipart is the multipart media type of its request body ("" for
+	// none): such an operation is proposed loose semantics, since the
+	// fingerprint compares a multipart body byte for byte, its boundary
+	// included (check's raw-body-strict).
+	Multipart string
 }
 
 // Note is an operation that declares a key but gets no contract.
@@ -170,6 +175,7 @@ func Propose(path string, opts Options) (*Proposal, diag.List) {
 			for _, h := range compile.DeclaredResponseHeaders(op) {
 				c.ResponseHeaders = append(c.ResponseHeaders, h.Name)
 			}
+			c.Multipart = multipart(op)
 			p.Candidates = append(p.Candidates, c)
 		}
 	}
@@ -266,6 +272,32 @@ func bodyMember(op *openapi3.Operation, ptr string) *openapi3.SchemaRef {
 	return nil
 }
 
+// multipart returns the first (sorted) multipart media type op's request
+// body takes, "" for none.
+func multipart(op *openapi3.Operation) string {
+	if op.RequestBody == nil || op.RequestBody.Value == nil {
+		return ""
+	}
+	for _, ct := range sortedKeys(op.RequestBody.Value.Content) {
+		if mt, _, _ := strings.Cut(ct, ";"); strings.HasPrefix(strings.ToLower(strings.TrimSpace(mt)), "multipart/") {
+			return ct
+		}
+	}
+	return ""
+}
+
+// keyNode is the contract's key block for k (keyFields), with, for a key
+// the spec declares optional, a TODO(idemgen) that says what that means:
+// the block keeps the spec's required: false (requiring the key would
+// refuse requests the spec allows), and check warns [key-optional].
+func keyNode(k Key) *yaml.Node {
+	n := flow(node(keyFields(k)...))
+	if k.Required {
+		return n
+	}
+	return comment(n, todo+"the spec declares the key optional, so a request without one runs every time, retries included (check warns [key-optional]): make it required here and in the spec if every client sends one (idemgen's client helpers always do), or delete this mark to keep it optional")
+}
+
 // keyFields returns the contract's key block for k: carrier, required,
 // format, and max-length when the schema declares one.
 func keyFields(k Key) []any {
@@ -314,7 +346,7 @@ func (p *Proposal) document(title, specName, ovName string, withRoot, rootKey bo
 		)
 		if rootKey {
 			root = p.commonKey()
-			set := node("key", flow(node(keyFields(root)...)))
+			set := node("key", keyNode(root))
 			block.Content = append(block.Content, set.Content...)
 		}
 		actions.Content = append(actions.Content, node(
@@ -325,12 +357,15 @@ func (p *Proposal) document(title, specName, ovName string, withRoot, rootKey bo
 	}
 	for _, c := range p.Candidates {
 		var block *yaml.Node
-		if rootKey && sameKey(c.Key, root) && len(c.Volatile) == 0 && len(c.Unordered) == 0 && len(c.ResponseHeaders) == 0 {
+		if rootKey && sameKey(c.Key, root) && len(c.Volatile) == 0 && len(c.Unordered) == 0 && len(c.ResponseHeaders) == 0 && c.Multipart == "" {
 			block = &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"}
 		} else {
 			var fields []any
+			if c.Multipart != "" {
+				fields = append(fields, "semantics", comment(string(ir.Loose), todo+"confirm. loose, not strict: the body is "+c.Multipart+", which the fingerprint compares byte for byte, its boundary included, so a client that makes a new boundary for each attempt would be refused on every retry (check warns [raw-body-strict]); loose compares only the key"))
+			}
 			if !rootKey || !sameKey(c.Key, root) {
-				fields = append(fields, "key", flow(node(keyFields(c.Key)...)))
+				fields = append(fields, "key", keyNode(c.Key))
 			}
 			if len(c.Volatile) > 0 {
 				fields = append(fields, "volatile", comment(flow(seq(c.Volatile)), todo+"confirm: members that may change between retries of one call, left out of the comparison"))
