@@ -13,6 +13,8 @@ import (
 
 	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
 	"gopkg.in/yaml.v3"
+
+	"github.com/idemgen/idemgen/generator/emit/server"
 )
 
 // DefaultOapiCodegenConfig is oapi-codegen's configuration file that
@@ -118,7 +120,7 @@ func (c *Config) besideOapiCodegenConfig(dir string) string {
 // it: the wrapper would refer to code oapi-codegen does not generate.
 func (c *Config) serverParams(params map[string]string, emitters []string) (map[string]string, error) {
 	s := c.oapiServer
-	if s == nil || !slices.Contains(emitters, "server") {
+	if s == nil || !slices.Contains(emitters, server.Name) {
 		return params, nil
 	}
 	if s.unsupported != "" {
@@ -128,22 +130,22 @@ func (c *Config) serverParams(params map[string]string, emitters []string) (map[
 	if out == nil {
 		out = map[string]string{}
 	}
-	if v, ok := params["server.strict"]; ok {
+	if v, ok := server.StrictOption.In(params); ok {
 		if b, err := strconv.ParseBool(v); err == nil && b && !s.strict {
 			return nil, fmt.Errorf("server.strict is true, but %s does not generate strict-server (StrictHandlerFunc, <Op>RequestObject, ... would be undefined): set strict-server: true there, or drop server.strict (idemgen then takes it from %s)", s.path, s.path)
 		}
 	} else {
-		out["server.strict"] = strconv.FormatBool(s.strict)
+		out[server.StrictOption.String()] = strconv.FormatBool(s.strict)
 	}
 	if s.router == "" {
 		return out, nil // no server in this file: nothing to compare with
 	}
-	if v, ok := params["server.router"]; ok {
+	if v, ok := server.RouterOption.In(params); ok {
 		if v != s.router && v != "none" {
 			return nil, fmt.Errorf("server.router is %s, but %s generates %s (server.router: %s): drop server.router (idemgen then takes it from %s), or generate the %s server there", v, s.path, s.routerKey, s.router, s.path, v)
 		}
 	} else {
-		out["server.router"] = s.router
+		out[server.RouterOption.String()] = s.router
 	}
 	return out, nil
 }
