@@ -324,7 +324,7 @@ func checkConfig(configPath string, args, overlays []string) (*Config, string, e
 	}
 	c, err := LoadConfig(beside)
 	if err != nil {
-		return nil, "", fmt.Errorf("%w (the config beside the spec, read for its naming settings)", err)
+		return nil, "", fmt.Errorf("%w (the config beside the spec, read for its naming and replayed-header settings)", err)
 	}
 	if c.Spec != "" && !sameFile(c.Spec, cfg.Spec) {
 		return cfg, "", nil // another spec's config

@@ -88,6 +88,9 @@ func checkGenerated(fs *flag.FlagSet, configPath string, overlays []string, stri
 			// The spec itself is behind its contracts: regenerating from it
 			// alone would keep oapi-codegen's types behind too.
 			redo := fmt.Sprintf("idemgen spec -o %s %s", cfg.Spec, cfg.Spec)
+			if cfg.ReplayedHeader != nil {
+				redo = fmt.Sprintf("idemgen spec -config %s -o %s %s", configPath, cfg.Spec, cfg.Spec)
+			}
 			if len(cfg.Overlays) > 0 {
 				redo = "idemgen spec (as you ran it for the overlaid spec)"
 			}

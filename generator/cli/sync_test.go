@@ -337,6 +337,12 @@ func TestReplayedHeaderOption(t *testing.T) {
 	assert.Contains(t, stderr, "[spec-stale]")
 	code, _, stderr = run("check", "-strict", "-replayed-header=true", spec)
 	assert.Equal(t, 0, code, stderr)
+	// check -generated tells to run spec with the config that sets it.
+	cfg := filepath.Join(dir, "gen.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("spec: openapi.yaml\noutput: gen\ngenerate: {ir: true}\nreplayed-header: false\n"), 0o644))
+	code, _, stderr = run("check", "-generated", "-config", cfg)
+	assert.Equal(t, 1, code, stderr)
+	assert.Contains(t, stderr, "run: idemgen spec -config "+cfg+" -o "+spec+" "+spec)
 
 	code, _, stderr = run("spec", "-o", spec, spec)
 	require.Equal(t, 0, code, stderr)
