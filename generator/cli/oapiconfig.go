@@ -117,10 +117,13 @@ func (c *Config) besideOapiCodegenConfig(dir string) string {
 // serverParams returns params with the server emitter's settings that
 // oapi-codegen's configuration implies (server.strict, server.router)
 // where params does not set them, and an error when params contradicts
-// it: the wrapper would refer to code oapi-codegen does not generate.
+// it: the wrapper would refer to code oapi-codegen does not generate. A
+// file that generates no server (models and client only, with the server
+// in another configuration of the same package, as some projects split
+// them) says nothing about it.
 func (c *Config) serverParams(params map[string]string, emitters []string) (map[string]string, error) {
 	s := c.oapiServer
-	if s == nil || !slices.Contains(emitters, server.Name) {
+	if s == nil || !slices.Contains(emitters, server.Name) || s.router == "" && s.unsupported == "" && !s.strict {
 		return params, nil
 	}
 	if s.unsupported != "" {
@@ -131,14 +134,14 @@ func (c *Config) serverParams(params map[string]string, emitters []string) (map[
 		out = map[string]string{}
 	}
 	if v, ok := server.StrictOption.In(params); ok {
-		if b, err := strconv.ParseBool(v); err == nil && b && !s.strict {
+		if b, err := strconv.ParseBool(v); err == nil && b && !s.strict && s.router != "" {
 			return nil, fmt.Errorf("server.strict is true, but %s does not generate strict-server (StrictHandlerFunc, <Op>RequestObject, ... would be undefined): set strict-server: true there, or drop server.strict (idemgen then takes it from %s)", s.path, s.path)
 		}
 	} else {
 		out[server.StrictOption.String()] = strconv.FormatBool(s.strict)
 	}
 	if s.router == "" {
-		return out, nil // no server in this file: nothing to compare with
+		return out, nil // strict-server alone: no router to compare with
 	}
 	if v, ok := server.RouterOption.In(params); ok {
 		if v != s.router && v != "none" {

@@ -60,10 +60,12 @@ func TestServerSettingsFromOapiCodegen(t *testing.T) {
 		})
 	}
 
-	// Not the same package, or not the same directory: not read.
+	// Not the same package, or not the same directory: not read; no
+	// server in it (the server in another configuration): nothing said.
 	for _, oapi := range []string{
 		"package: other\noutput: api/api.gen.go\ngenerate: {std-http-server: true}\n",
 		"package: api\noutput: elsewhere/api.gen.go\ngenerate: {std-http-server: true}\n",
+		"package: api\noutput: api/types.gen.go\ngenerate: {models: true, client: true}\n",
 	} {
 		dir := setup(t, oapi, "")
 		assert.Contains(t, generated(t, dir), "StrictHandlerFunc", oapi)
