@@ -259,7 +259,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 	strict := fs.Bool("strict", false, "report what the spec does not declare (key parameter, problem responses, Retry-After) as errors, not warnings")
 	generated := fs.Bool("generated", false, "check that the files generated from the config are up to date")
 	configPath := fs.String("config", "", "read settings from this idemgen.yaml `FILE`: its Go naming and replayed-header (default: the idemgen.yaml beside SPEC), and its spec and overlays unless SPEC and -overlay are given; with -generated, all of them (default ./idemgen.yaml)")
-	replayed := replayedHeaderFlag(fs)
+	replayedHeaderFlag(fs)
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}
@@ -276,7 +276,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return ExitUsage
 	}
-	spec, diags := diagnose(cfg.Spec, cfg.Overlays, *strict, cfg.namer, cfg.noReplayedHeader(fs, *replayed))
+	spec, diags := diagnose(cfg.Spec, cfg.Overlays, *strict, cfg.namer, cfg.noReplayedHeader(fs))
 	report(diags, *format, stdout, stderr)
 	if diags.HasErrors() {
 		return ExitError
@@ -442,15 +442,16 @@ func replayedHeaderFlag(fs *flag.FlagSet) *bool {
 // noReplayedHeader reports whether the Idempotent-Replayed header is left
 // out: -replayed-header when given on fs's command line (fs nil: never),
 // else c's replayed-header, else not.
-func (c *Config) noReplayedHeader(fs *flag.FlagSet, flagValue bool) bool {
-	set := false
+func (c *Config) noReplayedHeader(fs *flag.FlagSet) bool {
+	no := c.ReplayedHeader != nil && !*c.ReplayedHeader
 	if fs != nil {
-		fs.Visit(func(f *flag.Flag) { set = set || f.Name == "replayed-header" })
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "replayed-header" {
+				no = f.Value.String() == "false"
+			}
+		})
 	}
-	if set {
-		return !flagValue
-	}
-	return c.ReplayedHeader != nil && !*c.ReplayedHeader
+	return no
 }
 
 // loadNamer returns the Namer of c's name-normalizer and oapi-codegen-config,
@@ -595,7 +596,7 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	if cfg.Output == "-" {
 		diagOut = stderr
 	}
-	spec, diags := diagnose(cfg.Spec, cfg.Overlays, false, cfg.namer, cfg.noReplayedHeader(nil, true))
+	spec, diags := diagnose(cfg.Spec, cfg.Overlays, false, cfg.namer, cfg.noReplayedHeader(nil))
 	report(diags, *format, diagOut, stderr)
 	if diags.HasErrors() {
 		return ExitError

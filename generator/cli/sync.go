@@ -56,7 +56,7 @@ func checkGenerated(fs *flag.FlagSet, configPath string, overlays []string, stri
 		fmt.Fprintf(stderr, "idemgen check: %v\n", err)
 		return ExitUsage
 	}
-	spec, diags := diagnose(cfg.Spec, cfg.Overlays, strict, cfg.namer, cfg.noReplayedHeader(nil, true))
+	spec, diags := diagnose(cfg.Spec, cfg.Overlays, strict, cfg.namer, cfg.noReplayedHeader(fs))
 	report(diags, format, stdout, stderr)
 	if diags.HasErrors() {
 		fmt.Fprintln(stderr, "idemgen check: the spec has errors; cannot compare the generated files")
@@ -88,7 +88,10 @@ func checkGenerated(fs *flag.FlagSet, configPath string, overlays []string, stri
 			// The spec itself is behind its contracts: regenerating from it
 			// alone would keep oapi-codegen's types behind too.
 			redo := fmt.Sprintf("idemgen spec -o %s %s", cfg.Spec, cfg.Spec)
-			if cfg.ReplayedHeader != nil {
+			switch {
+			case flagSet(fs, "replayed-header"):
+				redo = fmt.Sprintf("idemgen spec -replayed-header=%t -o %s %s", !cfg.noReplayedHeader(fs), cfg.Spec, cfg.Spec)
+			case cfg.ReplayedHeader != nil:
 				redo = fmt.Sprintf("idemgen spec -config %s -o %s %s", configPath, cfg.Spec, cfg.Spec)
 			}
 			if len(cfg.Overlays) > 0 {
@@ -108,6 +111,13 @@ func checkGenerated(fs *flag.FlagSet, configPath string, overlays []string, stri
 // stale": the verb agrees with bad, the noun with total.
 func staleOf(bad, total int) string {
 	return english.Count(total, "generated file") + " " + english.Noun(bad, "is", "are")
+}
+
+// flagSet reports whether the flag name was given on fs's command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // firstDiff returns the 1-based line of the first difference of a and b.
@@ -156,7 +166,7 @@ func specCmd(args []string, stdout, stderr io.Writer) int {
 	out := fs.String("o", "-", "write to `OUT` (- is stdout; the spec's own path rewrites it)")
 	asOverlay := fs.Bool("as-overlay", false, "write the changes as an Overlay 1.0 document instead of the augmented spec")
 	configPath := fs.String("config", "", "read replayed-header from this idemgen.yaml `FILE` (default: the idemgen.yaml beside SPEC, unless its spec: is another file)")
-	replayed := replayedHeaderFlag(fs)
+	replayedHeaderFlag(fs)
 	format := formatFlag(fs)
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
@@ -171,7 +181,7 @@ func specCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "idemgen spec: %v\n", err)
 		return ExitUsage
 	}
-	res, diags := augment.Augment(fs.Arg(0), augment.Options{Overlays: overlays, NoReplayedHeader: cfg.noReplayedHeader(fs, *replayed)})
+	res, diags := augment.Augment(fs.Arg(0), augment.Options{Overlays: overlays, NoReplayedHeader: cfg.noReplayedHeader(fs)})
 	report(diags, *format, stdout, stderr)
 	if res == nil {
 		return ExitError

@@ -343,6 +343,10 @@ func TestReplayedHeaderOption(t *testing.T) {
 	code, _, stderr = run("check", "-generated", "-config", cfg)
 	assert.Equal(t, 1, code, stderr)
 	assert.Contains(t, stderr, "run: idemgen spec -config "+cfg+" -o "+spec+" "+spec)
+	require.NoError(t, os.WriteFile(cfg, []byte("spec: openapi.yaml\noutput: gen\ngenerate: {ir: true}\n"), 0o644))
+	code, _, stderr = run("check", "-generated", "-replayed-header=false", "-config", cfg)
+	assert.Equal(t, 1, code, stderr)
+	assert.Contains(t, stderr, "run: idemgen spec -replayed-header=false -o "+spec+" "+spec)
 
 	code, _, stderr = run("spec", "-o", spec, spec)
 	require.Equal(t, 0, code, stderr)
