@@ -26,12 +26,21 @@ import (
 //   - a conflict (the server says this key was used for a different
 //     request): the app shows "claim failed, try again" and the member taps
 //     again, which is a new claim with a new key (at most maxTaps taps);
-//   - no final answer (connection errors or 503s until the attempts ran out):
-//     the app resumes the same claim with the same key (idemclient.WithKey),
-//     as docs/client.md recommends, at most maxResumes times.
+//   - no final answer (connection errors, 503s or 409s "in use" until the
+//     attempts ran out): the app resumes the same claim with the same key
+//     (idemclient.WithKey), as docs/client.md recommends: at once up to
+//     maxResumes times, then every resumePause until resumeFor has passed
+//     since the tap.
 const (
 	maxTaps    = 3
 	maxResumes = 5
+	// resumeFor outlasts a claim whose Begin took effect in the store but
+	// answered after the store timeout (5s; a loaded machine): the server
+	// said 503 and the claim holds the key, in flight, until its lease
+	// (30s, the contract's in-flight lease) ends. Real time: the server's
+	// lease is not scaled.
+	resumeFor   = time.Minute
+	resumePause = 500 * time.Millisecond
 	// callTimeout bounds each helper call (real time; the waits between
 	// attempts are scaled by the run's TimeScale).
 	callTimeout = 30 * time.Second
@@ -82,7 +91,14 @@ func (m *member) claim(ctx context.Context) memberOutcome {
 // app gets an answer. It reports whether the member taps again.
 func (m *member) tap(ctx context.Context, out *memberOutcome) (again bool) {
 	key := "" // a new claim: the helper makes a new key
+	start := time.Now()
 	for resume := 0; ; resume++ {
+		if resume > maxResumes {
+			select {
+			case <-ctx.Done():
+			case <-time.After(resumePause):
+			}
+		}
 		var opts []idemclient.CallOption
 		if key != "" {
 			opts = append(opts, idemclient.WithKey(key))
@@ -105,7 +121,7 @@ func (m *member) tap(ctx context.Context, out *memberOutcome) (again bool) {
 		case resp != nil && isConflictBody(status, resp.Body):
 			out.ToldFailed++ // "claim failed, try again"
 			return true
-		case ctx.Err() != nil || resume == maxResumes:
+		case ctx.Err() != nil || resume >= maxResumes && time.Since(start) >= resumeFor:
 			return false
 		case err == nil && status != http.StatusConflict && status != http.StatusTooManyRequests && status < 500:
 			out.Err = fmt.Errorf("unexpected answer %s", resp.Status())

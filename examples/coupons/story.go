@@ -60,6 +60,7 @@ type result struct {
 	Conflicts      int // answers "this key was used for another request"
 	FalseConflicts int // ... to a retry that differed only in client_time, retry_count or trace_id
 	Replays        int // stored responses returned again
+	Refused        int // idemgen: requests refused unrun, the store failing at Begin (503) or the key in flight (409)
 	ToldFailed     int // members the app told "claim failed" at least once
 	WithCoupon     int // members holding at least one coupon
 	NoAnswer       int // members whose claim ended with neither a coupon nor "sold out"
@@ -79,6 +80,7 @@ func runStory(ctx context.Context, cfg config, guard string, store idem.Store) (
 
 	var handler http.Handler
 	var replays func() int
+	refusals := func() int { return 0 }
 	switch guard {
 	case guardNaive:
 		// The service as oapi-codegen serves it, behind the hand-written guard.
@@ -86,12 +88,15 @@ func runStory(ctx context.Context, cfg config, guard string, store idem.Store) (
 		handler = g
 		replays = func() int { return g.Stats().Replays }
 	case guardIdemgen:
-		var n atomic.Int64
+		var n, refused atomic.Int64
 		x := api.NewIdempotency(store, idem.Options{
 			Principal: principal, // keys are per member
 			Observer: idem.ObserverFunc(func(_ context.Context, e idem.Event) {
-				if e.Kind == idem.EventReplayed {
+				switch {
+				case e.Kind == idem.EventReplayed:
 					n.Add(1)
+				case e.Kind == idem.EventInFlight, e.Kind == idem.EventStoreError && !e.Protected:
+					refused.Add(1)
 				}
 			}),
 		})
@@ -100,6 +105,7 @@ func runStory(ctx context.Context, cfg config, guard string, store idem.Store) (
 		// generated middleware, body capture and error handler added.
 		handler = x.StrictHandler(svc, nil, api.StrictHTTPServerOptions{}, api.StdHTTPServerOptions{})
 		replays = func() int { return int(n.Load()) }
+		refusals = func() int { return int(refused.Load()) }
 	default:
 		return res, fmt.Errorf("unknown guard %q", guard)
 	}
@@ -143,7 +149,7 @@ func runStory(ctx context.Context, cfg config, guard string, store idem.Store) (
 	st := lossy.Stats()
 	res.Requests, res.Lost, res.Resets, res.Busy = st.Requests, st.Count(faultnet.Drop), st.Count(faultnet.Reset), st.Count(faultnet.Unavailable)
 	res.Conflicts, res.FalseConflicts = audit.counts()
-	res.Replays = replays()
+	res.Replays, res.Refused = replays(), refusals()
 	perMember := map[string]int{}
 	for _, c := range svc.ledger(couponID) {
 		perMember[c.Member]++

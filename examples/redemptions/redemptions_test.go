@@ -109,6 +109,8 @@ func TestWalkthrough(t *testing.T) {
 	assert.Equal(t, "IDEMPOTENCY_KEY_MISSING", missing.Code)
 	assert.Equal(t, http.StatusBadRequest, invalid.Status)
 	assert.Equal(t, "IDEMPOTENCY_KEY_INVALID", invalid.Code)
+	assert.Contains(t, invalid.Response, `"detail":"the Idempotency-Key header must be a UUID (RFC 9562) in canonical 8-4-4-4-12 form"`,
+		"what the key must be, not oapi-codegen's message about Go types")
 
 	// 7. The generated client helper over a lossy network: replayed, one row.
 	carol := steps[6].Exchanges[0]

@@ -59,6 +59,13 @@ type Options struct {
 	// run wrote are removed (and reported as spec-stale); the runtime sends
 	// the header on replays either way.
 	NoReplayedHeader bool
+	// Ignore silences warnings (Augment only; besides the spec's
+	// # idemgen:ignore comments): see Silence.
+	Ignore []diag.Ignore
+	// IgnoreDiags are the errors [bad-ignore] of the ignores that could not
+	// be given (the config file's malformed entries): Augment reports them
+	// with the spec's diagnostics, before the ignores apply.
+	IgnoreDiags diag.List
 }
 
 // Result is an augmented spec.
@@ -83,18 +90,31 @@ var tolerated = map[string]bool{"key-undeclared": true}
 // than an undeclared query key, which augmentation declares), or when the
 // contracts hold values still to be confirmed (see Unconfirmed); the
 // diagnostics say why, and carry the warnings otherwise.
+//
+// The diagnostics are those the ignores leave (see Silence): the comments
+// of the spec's and opts.Ignore.
 func Augment(path string, opts Options) (*Result, diag.List) {
+	res, d, spec, diags := augmentSpec(path, opts)
+	diags = append(diags, opts.IgnoreDiags...)
+	return res, Silence(d, spec, diags, opts.Ignore, func(rule string) bool { return !checkOnly[rule] })
+}
+
+// checkOnly are the rules Augment does not check (it declares what they
+// report missing, or rewrites what is stale).
+var checkOnly = map[string]bool{RuleKeyParamMissing: true, RuleProblemResponseMissing: true, RuleRetryAfterMissing: true, RuleSpecStale: true}
+
+func augmentSpec(path string, opts Options) (*Result, *load.Document, *ir.Spec, diag.List) {
 	// Loaded once: the contracts are compiled from the tree the plan then
 	// changes (compile only reads it), and the format is detected before
 	// the overlays change it.
 	d, spec, diags := compile.LoadAndCompile(path, load.Options{Overlays: opts.Overlays, Format: true}, compile.Options{})
 	if spec == nil {
-		return nil, diags
+		return nil, d, nil, diags
 	}
 	diags = append(diags, Unconfirmed(d)...)
 	for _, x := range diags {
 		if x.Severity == diag.Error && !tolerated[x.Rule] {
-			return nil, diags.Sorted()
+			return nil, d, spec, diags.Sorted()
 		}
 	}
 	p := plan(d.Root, spec.Operations, opts.NoReplayedHeader)
@@ -102,13 +122,13 @@ func Augment(path string, opts Options) (*Result, diag.List) {
 	ov := overlay.Overlay{Version: "1.0.0", Actions: p.actions}
 	if err := ov.ApplyTo(d.Root); err != nil {
 		diags.Errorf(ir.Pos{File: path}, "internal-error", "idemgen failed to apply its own changes (please report it): %v", err)
-		return nil, diags.Sorted()
+		return nil, d, spec, diags.Sorted()
 	}
 	doc := &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{d.Root}, HeadComment: d.HeadComment, FootComment: d.FootComment}
 	out, err := specfile.Encode(doc, d.Format)
 	if err != nil {
 		diags.Errorf(ir.Pos{File: path}, "internal-error", "cannot write the augmented spec: %v", err)
-		return nil, diags.Sorted()
+		return nil, d, spec, diags.Sorted()
 	}
 	if src, err := os.ReadFile(path); err == nil && !d.Format.JSON {
 		// Untouched multi-line scalars keep their text (the encoder would
@@ -121,9 +141,9 @@ func Augment(path string, opts Options) (*Result, diag.List) {
 	ovBytes, err := OverlayDocument(spec, path, p.actions)
 	if err != nil {
 		diags.Errorf(ir.Pos{File: path}, "internal-error", "cannot write the overlay: %v", err)
-		return nil, diags.Sorted()
+		return nil, d, spec, diags.Sorted()
 	}
-	return &Result{Spec: out, Overlay: ovBytes, Actions: len(p.actions), Format: d.Format}, diags.Sorted()
+	return &Result{Spec: out, Overlay: ovBytes, Actions: len(p.actions), Format: d.Format}, d, spec, diags.Sorted()
 }
 
 // OverlayDocument writes actions as an Overlay 1.0 YAML document.
@@ -204,6 +224,9 @@ func (p *planner) diagnostics(d *load.Document, strict, notAugmented bool) diag.
 		if !notAugmented && (unconfirmedRoot || hasTODO(child(p.operationNode(f.op), "x-idempotency"))) {
 			continue // confirm the contract first: what it implies may change
 		}
+		if !notAugmented && f.rule == RuleKeyParamMissing && f.op.Key.Carrier == ir.CarrierQuery {
+			continue // compile reports it already (key-undeclared, an error)
+		}
 		pos := f.op.Pos
 		if f.node != nil {
 			if np := d.Pos(f.node, d.Path, ""); np.Line > 0 {
@@ -218,6 +241,7 @@ func (p *planner) diagnostics(d *load.Document, strict, notAugmented bool) diag.
 		} else {
 			diags.Warnf(pos, f.rule, "%s", f.msg+hint(f.rule))
 		}
+		diags[len(diags)-1].Ops = []string{f.op.Method + " " + f.op.Path}
 	}
 	return diags
 }
@@ -242,11 +266,12 @@ const TODO = "TODO(idemgen)"
 // carries a TODO(idemgen) comment.
 func Unconfirmed(d *load.Document) diag.List {
 	var diags diag.List
-	visit := func(block load.Node, where string) {
-		if block.Node == nil {
-			return
+	eachBlock(d, func(_ *yaml.Node, block load.Node, op string) {
+		where := op
+		if where == "" {
+			where = "document root"
 		}
-		walkComments(block.Node, block.Pointer, func(n *yaml.Node, ptr, comment string) {
+		walkComments(block.Node, block.Pointer, TODO, func(n *yaml.Node, ptr, comment string) {
 			field := strings.TrimPrefix(strings.TrimPrefix(ptr, block.Pointer), "/")
 			if field == "" {
 				field = "x-idempotency"
@@ -257,42 +282,66 @@ func Unconfirmed(d *load.Document) diag.List {
 			}
 			diags.Errorf(d.Pos(n, block.File, ptr), "unconfirmed", "%s %s: proposed by idemgen init and not confirmed yet%s; check the value and delete the %s comment", where, strings.ReplaceAll(field, "/", "."), msg, TODO)
 		})
-	}
-	visit(d.Lookup("/x-idempotency"), "document root")
-	paths := d.Deref(d.Lookup("/paths"))
-	if paths.Node != nil && paths.Kind == yaml.MappingNode {
-		pkv := yamlmerge.Pairs(paths.Node)
-		for i := 0; i+1 < len(pkv); i += 2 {
-			path := pkv[i].Value
-			item := load.Node{Node: pkv[i+1], File: paths.File, Pointer: paths.Pointer + "/" + load.Escape(path)}
-			item = d.Deref(item)
-			if item.Node == nil || item.Kind != yaml.MappingNode {
-				continue
-			}
-			ikv := yamlmerge.Pairs(item.Node)
-			for j := 0; j+1 < len(ikv); j += 2 {
-				method := ikv[j].Value
-				op := load.Node{Node: ikv[j+1], File: item.File, Pointer: item.Pointer + "/" + load.Escape(method)}
-				if x := child(op.Node, "x-idempotency"); x != nil {
-					visit(load.Node{Node: x, File: op.File, Pointer: op.Pointer + "/x-idempotency"}, strings.ToUpper(method)+" "+path)
-				}
-			}
-		}
-	}
+	})
 	return diags
 }
 
+// eachBlock calls f for the x-idempotency block of the document root (op
+// "") and of each operation (op "METHOD /path"), with the key node that
+// names it in its mapping.
+func eachBlock(d *load.Document, f func(key *yaml.Node, block load.Node, op string)) {
+	if x := d.Lookup("/x-idempotency"); x.Node != nil {
+		f(keyNode(d.Root, "x-idempotency"), x, "")
+	}
+	paths := d.Deref(d.Lookup("/paths"))
+	if paths.Node == nil || paths.Kind != yaml.MappingNode {
+		return
+	}
+	pkv := yamlmerge.Pairs(paths.Node)
+	for i := 0; i+1 < len(pkv); i += 2 {
+		path := pkv[i].Value
+		item := load.Node{Node: pkv[i+1], File: paths.File, Pointer: paths.Pointer + "/" + load.Escape(path)}
+		item = d.Deref(item)
+		if item.Node == nil || item.Kind != yaml.MappingNode {
+			continue
+		}
+		ikv := yamlmerge.Pairs(item.Node)
+		for j := 0; j+1 < len(ikv); j += 2 {
+			method := ikv[j].Value
+			op := load.Node{Node: ikv[j+1], File: item.File, Pointer: item.Pointer + "/" + load.Escape(method)}
+			if x := child(op.Node, "x-idempotency"); x != nil {
+				f(keyNode(op.Node, "x-idempotency"), load.Node{Node: x, File: op.File, Pointer: op.Pointer + "/x-idempotency"}, strings.ToUpper(method)+" "+path)
+			}
+		}
+	}
+}
+
+// keyNode returns the key node of key in mapping m (nil if none).
+func keyNode(m *yaml.Node, key string) *yaml.Node {
+	m = unalias(m)
+	if m == nil || m.Kind != yaml.MappingNode {
+		return nil
+	}
+	kv := yamlmerge.Pairs(m)
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i].Value == key {
+			return kv[i]
+		}
+	}
+	return nil
+}
+
 // walkComments calls f for every node below n (n included) whose comments
-// hold the TODO mark; a key's head comment counts for its value.
-func walkComments(n *yaml.Node, ptr string, f func(n *yaml.Node, ptr, comment string)) {
+// hold mark; a key's head comment counts for its value.
+func walkComments(n *yaml.Node, ptr, mark string, f func(n *yaml.Node, ptr, comment string)) {
 	var walk func(n *yaml.Node, ptr string, depth int)
 	walk = func(n *yaml.Node, ptr string, depth int) {
 		if n == nil || depth > 64 {
 			return
 		}
 		for _, c := range []string{n.HeadComment, n.LineComment, n.FootComment} {
-			if strings.Contains(c, TODO) {
-				f(n, ptr, firstLineWith(c, TODO))
+			if strings.Contains(c, mark) {
+				f(n, ptr, firstLineWith(c, mark))
 				break
 			}
 		}
@@ -302,8 +351,8 @@ func walkComments(n *yaml.Node, ptr string, f func(n *yaml.Node, ptr, comment st
 				k, v := n.Content[i], n.Content[i+1]
 				p := ptr + "/" + load.Escape(k.Value)
 				for _, c := range []string{k.HeadComment, k.LineComment, k.FootComment} {
-					if strings.Contains(c, TODO) {
-						f(v, p, firstLineWith(c, TODO))
+					if strings.Contains(c, mark) {
+						f(v, p, firstLineWith(c, mark))
 						break
 					}
 				}
@@ -330,7 +379,7 @@ func firstLineWith(comment, s string) string {
 // hasTODO reports whether a block holds a TODO(idemgen) comment.
 func hasTODO(n *yaml.Node) bool {
 	found := false
-	walkComments(n, "", func(*yaml.Node, string, string) { found = true })
+	walkComments(n, "", TODO, func(*yaml.Node, string, string) { found = true })
 	return found
 }
 

@@ -131,6 +131,10 @@ func TestOverlayEquivalent(t *testing.T) {
 			require.NoError(t, err)
 			got, err := specfile.Encode(&yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{d.Root}, HeadComment: srcDoc.HeadComment, FootComment: srcDoc.FootComment}, res.Format)
 			require.NoError(t, err)
+			if !res.Format.JSON && !res.Format.CRLF {
+				// What Augment keeps of the source's text.
+				got = specfile.KeepScalars(specfile.LF(src), got)
+			}
 			assert.Equal(t, string(res.Spec), string(got))
 		})
 	}
@@ -641,5 +645,24 @@ func TestNoReplayedHeader(t *testing.T) {
 				assert.Contains(t, d.Message, "Idempotent-Replayed")
 			}
 		})
+	}
+}
+
+// A key compile refuses or reports is not reported again as
+// key-param-missing: not for a key in a cookie (refused: the operation has
+// no key, not the default header), not for an undeclared query key
+// (key-undeclared says it, with the same hint).
+func TestNoKeyParamMissingOnTopOfCompileErrors(t *testing.T) {
+	for name, want := range map[string]string{"key-in-cookie": "key-in-cookie", "key-undeclared": "key-undeclared"} {
+		spec := filepath.Join("..", "..", "testdata", "contract", name, "openapi.yaml")
+		s, diags := compile.Compile(spec, compile.Options{})
+		require.NotNil(t, s, name)
+		diags = append(diags, augment.Diagnose(spec, s, augment.Options{})...)
+		var rules []string
+		for _, d := range diags {
+			rules = append(rules, d.Rule)
+		}
+		assert.Contains(t, rules, want, name)
+		assert.NotContains(t, rules, augment.RuleKeyParamMissing, name)
 	}
 }

@@ -86,6 +86,7 @@ func problemSchema() *yaml.Node {
 		idem.CodeKeyMissing, idem.CodeKeyInvalid, idem.CodeKeyReused, idem.CodeKeyInUse,
 		idem.CodeStoreUnavailable, idem.CodeResponseUnavailable, idem.CodeRequestTooLarge,
 		idem.CodeRequestUnreadable, idem.CodeRecordUnreadable, idem.CodePrincipalUnavailable,
+		idem.CodeRequestEnded,
 	}
 	return mapping(
 		"type", "object",
@@ -134,7 +135,8 @@ func responseDescription(status int, r roles) string {
 		parts = append(parts, idem.CodeResponseUnavailable+": the request ran, but its response was too large to store and cannot be replayed; do not retry.")
 	}
 	if r[roleStoreUnavailable] {
-		parts = append(parts, idem.CodeStoreUnavailable+": the idempotency records could not be reached and nothing ran; retry with the same key after Retry-After.")
+		parts = append(parts, idem.CodeStoreUnavailable+": the idempotency records could not be reached and nothing ran; retry with the same key after Retry-After.",
+			idem.CodeRequestEnded+": the server's deadline for the request passed before its key was checked and nothing ran; retry with the same key.")
 	}
 	return strings.Join(parts, " ")
 }

@@ -1,10 +1,10 @@
 // Package cli implements the idemgen command line: flags in, exit code out.
 //
 //	idemgen init [-overlay FILE]... [-o overlay.yaml] [-force] SPEC
-//	idemgen check [-config idemgen.yaml] [-overlay FILE]... [-format text|json] [-strict] [-replayed-header=false] SPEC
-//	idemgen check -generated [-config idemgen.yaml] [-strict] [SPEC]
-//	idemgen spec [-config idemgen.yaml] [-overlay FILE]... [-o OUT] [-as-overlay] [-replayed-header=false] [-format text|json] SPEC
-//	idemgen generate [-config idemgen.yaml] [-overlay FILE]... [-emit NAME]... [-o DIR|-] [-package NAME] [-option NAME=VALUE]... [-format text|json] [SPEC]
+//	idemgen check [-config idemgen.yaml] [-overlay FILE]... [-ignore RULE[:OP]]... [-format text|json] [-strict] [-replayed-header=false] SPEC
+//	idemgen check -generated [-config idemgen.yaml] [-ignore RULE[:OP]]... [-strict] [SPEC]
+//	idemgen spec [-config idemgen.yaml] [-overlay FILE]... [-ignore RULE[:OP]]... [-o OUT] [-as-overlay] [-replayed-header=false] [-format text|json] SPEC
+//	idemgen generate [-config idemgen.yaml] [-overlay FILE]... [-emit NAME]... [-o DIR|-] [-package NAME] [-option NAME=VALUE]... [-ignore RULE[:OP]]... [-format text|json] [SPEC]
 //	idemgen version
 //
 // (the list of docs/contract.md, and each command's -h; TestSynopses keeps
@@ -94,10 +94,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 // Synopses of the commands, as docs/contract.md lists them.
 const (
 	initSynopsis           = "idemgen init [-overlay FILE]... [-o overlay.yaml] [-force] SPEC"
-	checkSynopsis          = "idemgen check [-config idemgen.yaml] [-overlay FILE]... [-format text|json] [-strict] [-replayed-header=false] SPEC"
-	checkGeneratedSynopsis = "idemgen check -generated [-config idemgen.yaml] [-strict] [SPEC]"
-	specSynopsis           = "idemgen spec [-config idemgen.yaml] [-overlay FILE]... [-o OUT] [-as-overlay] [-replayed-header=false] [-format text|json] SPEC"
-	generateSynopsis       = "idemgen generate [-config idemgen.yaml] [-overlay FILE]... [-emit NAME]... [-o DIR|-] [-package NAME] [-option NAME=VALUE]... [-format text|json] [SPEC]"
+	checkSynopsis          = "idemgen check [-config idemgen.yaml] [-overlay FILE]... [-ignore RULE[:OP]]... [-format text|json] [-strict] [-replayed-header=false] SPEC"
+	checkGeneratedSynopsis = "idemgen check -generated [-config idemgen.yaml] [-ignore RULE[:OP]]... [-strict] [SPEC]"
+	specSynopsis           = "idemgen spec [-config idemgen.yaml] [-overlay FILE]... [-ignore RULE[:OP]]... [-o OUT] [-as-overlay] [-replayed-header=false] [-format text|json] SPEC"
+	generateSynopsis       = "idemgen generate [-config idemgen.yaml] [-overlay FILE]... [-emit NAME]... [-o DIR|-] [-package NAME] [-option NAME=VALUE]... [-ignore RULE[:OP]]... [-format text|json] [SPEC]"
 	versionSynopsis        = "idemgen version"
 )
 
@@ -228,6 +228,7 @@ const checkExamples = `  idemgen check openapi.yaml
   idemgen check -overlay idempotency.overlay.yaml vendor/openapi.json
   idemgen check -format json openapi.yaml | jq '.[] | select(.severity == "error")'
   idemgen check -strict openapi.yaml                 # the spec must declare what the contracts imply
+  idemgen check -ignore 'put-delete:DELETE /payments/{id}' openapi.yaml
   idemgen check -config idemgen.yaml                 # its spec and overlays, Go names as it sets them
   idemgen check -generated -config idemgen.yaml      # in CI: committed output is up to date
 
@@ -239,11 +240,18 @@ imply it is reported [key-param-missing, problem-response-missing,
 retry-after-missing], and so is what an earlier idemgen spec wrote that the
 contracts have since changed [spec-stale]: warnings, errors with -strict.
 
+A warning is silenced, with a reason, for one operation by a comment in
+its x-idempotency block, "# idemgen:ignore RULE -- REASON"; for the spec or
+listed operations by ignore: in idemgen.yaml or -ignore RULE[:METHOD /path].
+Only warnings can be; an ignore that silenced nothing is a warning
+[unused-ignore] (docs/contract.md, "Silencing a warning").
+
 Go names are checked for collisions as generate names them: under the
 name-normalizer (or oapi-codegen-config) of the -config file, whose spec:
 and overlays: are used too unless SPEC and -overlay are given, as generate
 does; without -config, of the idemgen.yaml beside SPEC (only its naming
-settings; not if its spec: is another file); else oapi-codegen's default.
+settings, its ignore: and its replayed-header; not if its spec: is another
+file); else oapi-codegen's default.
 
 With -generated, the outputs of every emitter the config file enables are
 generated in memory and compared with the files under its output
@@ -258,13 +266,15 @@ func check(args []string, stdout, stderr io.Writer) int {
 	format := formatFlag(fs)
 	strict := fs.Bool("strict", false, "report what the spec does not declare (key parameter, problem responses, Retry-After) as errors, not warnings")
 	generated := fs.Bool("generated", false, "check that the files generated from the config are up to date")
-	configPath := fs.String("config", "", "read settings from this idemgen.yaml `FILE`: its Go naming and replayed-header (default: the idemgen.yaml beside SPEC), and its spec and overlays unless SPEC and -overlay are given; with -generated, all of them (default ./idemgen.yaml)")
+	var ignores ignoreFlag
+	fs.Var(&ignores, "ignore", ignoreFlagUsage)
+	configPath := fs.String("config", "", "read settings from this idemgen.yaml `FILE`: its Go naming, ignore: and replayed-header (default: the idemgen.yaml beside SPEC), and its spec and overlays unless SPEC and -overlay are given; with -generated, all of them (default ./idemgen.yaml)")
 	replayedHeaderFlag(fs)
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}
 	if *generated {
-		return checkGenerated(fs, *configPath, overlays, *strict, *format, stdout, stderr)
+		return checkGenerated(fs, *configPath, overlays, ignores, *strict, *format, stdout, stderr)
 	}
 	cfg, cfgPath, err := checkConfig(*configPath, fs.Args(), overlays)
 	if err != nil {
@@ -276,7 +286,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return ExitUsage
 	}
-	spec, diags := diagnose(cfg.Spec, cfg.Overlays, *strict, cfg.namer, cfg.noReplayedHeader(fs))
+	spec, diags := diagnose(cfg, *strict, ignores, cfg.noReplayedHeader(fs))
 	report(diags, *format, stdout, stderr)
 	if diags.HasErrors() {
 		return ExitError
@@ -296,10 +306,12 @@ func check(args []string, stdout, stderr io.Writer) int {
 // command line's config file, SPEC and overlays, and the config file read
 // (""). With -config, it is that file with SPEC and the overlays, when
 // given, in place of its spec: and overlays:, as generate reads it.
-// Without, only the naming settings (name-normalizer, oapi-codegen-config)
-// of the idemgen.yaml beside SPEC apply, unless its spec: names another
-// file: it is that spec's config, and check then names Go types as
-// generate -config does; its other settings are generate's business.
+// Without, only the naming settings (name-normalizer, oapi-codegen-config),
+// the ignore: list and replayed-header of the idemgen.yaml beside SPEC
+// apply, unless its spec: names another file: it is that spec's config,
+// and check (and spec) then names Go types, silences warnings and declares
+// Idempotent-Replayed as generate -config does; its other settings are
+// generate's business.
 func checkConfig(configPath string, args, overlays []string) (*Config, string, error) {
 	cfg := &Config{}
 	if configPath != "" {
@@ -324,12 +336,13 @@ func checkConfig(configPath string, args, overlays []string) (*Config, string, e
 	}
 	c, err := LoadConfig(beside)
 	if err != nil {
-		return nil, "", fmt.Errorf("%w (the config beside the spec, read for its naming and replayed-header settings)", err)
+		return nil, "", fmt.Errorf("%w (the config beside the spec, read for its naming, ignore: and replayed-header settings)", err)
 	}
 	if c.Spec != "" && !sameFile(c.Spec, cfg.Spec) {
 		return cfg, "", nil // another spec's config
 	}
 	cfg.namer = c.namer
+	cfg.ignores, cfg.ignoreDiags = c.ignores, c.ignoreDiags
 	cfg.ReplayedHeader = c.ReplayedHeader
 	return cfg, beside, nil
 }
@@ -341,14 +354,19 @@ func sameFile(a, b string) bool {
 	return err1 == nil && err2 == nil && os.SameFile(fa, fb)
 }
 
-// diagnose loads the spec once, compiles it and adds the checks of
-// package augment (unconfirmed values, spec consistency).
-func diagnose(path string, overlays []string, strict bool, names naming.Namer, noReplayed bool) (*ir.Spec, diag.List) {
-	d, spec, diags := compile.LoadAndCompile(path, load.Options{Overlays: overlays}, compile.Options{Naming: names})
+// diagnose loads cfg's spec once, compiles it and adds the checks of
+// package augment (unconfirmed values, spec consistency; noReplayed:
+// without the Idempotent-Replayed header), then leaves out the warnings
+// that the spec's comments, cfg's ignore: and the -ignore flags silence
+// (augment.Silence).
+func diagnose(cfg *Config, strict bool, flags []diag.Ignore, noReplayed bool) (*ir.Spec, diag.List) {
+	d, spec, diags := compile.LoadAndCompile(cfg.Spec, load.Options{Overlays: cfg.Overlays}, compile.Options{Naming: cfg.namer})
 	if spec != nil {
-		diags = append(diags, augment.DiagnoseDocument(d, spec, augment.Options{Strict: strict, NoReplayedHeader: noReplayed})...).Sorted()
+		diags = append(diags, augment.DiagnoseDocument(d, spec, augment.Options{Strict: strict, NoReplayedHeader: noReplayed})...)
 	}
-	return spec, diags
+	diags = append(diags, cfg.ignoreDiags...)
+	ignores := append(slices.Clone(cfg.ignores), flags...)
+	return spec, augment.Silence(d, spec, diags, ignores, func(rule string) bool { return rule != augment.RuleNotAugmented }).Sorted()
 }
 
 func report(diags diag.List, format string, stdout, stderr io.Writer) {
@@ -378,12 +396,150 @@ type Config struct {
 	// oapi-codegen's strict response types keep their shape; check then
 	// reports the declarations an earlier idemgen spec wrote as stale.
 	ReplayedHeader *bool `yaml:"replayed-header"`
+	// Ignore silences warning rules, for the whole spec or for some of
+	// its operations (see docs/contract.md, "Silencing a warning").
+	Ignore []IgnoreEntry `yaml:"ignore"`
 
 	namer naming.Namer
 	// oapiServer is what OapiCodegenConfig says about the server code
 	// (nil without one): the server emitter's defaults (serverParams).
 	oapiServer *oapiServer
+	// ignores are Ignore's entries, one for each rule and operation, and
+	// ignoreDiags the errors of those that cannot be (positioned in the
+	// config file).
+	ignores     []diag.Ignore
+	ignoreDiags diag.List
 }
+
+// IgnoreEntry is one entry of the config file's ignore: list.
+//
+//	ignore:
+//	  - rule: put-delete
+//	    operations: ["DELETE /payments/{id}"]   # none: every operation
+//	    reason: DELETE also cancels the payment
+type IgnoreEntry struct {
+	Rule       string
+	Operations []string
+	Reason     string
+
+	pos, rulePos ir.Pos
+	opPos        []ir.Pos
+}
+
+// UnmarshalYAML reads an entry, keeping the positions of its values.
+func (e *IgnoreEntry) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: ignore: want entries such as {rule: put-delete, operations: [\"DELETE /payments/{id}\"], reason: ...}", n.Line)
+	}
+	e.pos = ir.Pos{Line: n.Line, Col: n.Column}
+	e.rulePos = e.pos
+	scalar := func(k, v *yaml.Node) (string, error) {
+		if v.Kind != yaml.ScalarNode {
+			return "", fmt.Errorf("line %d: ignore: %s must be a string", v.Line, k.Value)
+		}
+		return v.Value, nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		var err error
+		switch k.Value {
+		case "rule":
+			e.Rule, err = scalar(k, v)
+			e.rulePos = ir.Pos{Line: v.Line, Col: v.Column}
+		case "reason":
+			e.Reason, err = scalar(k, v)
+		case "operations":
+			ops := []*yaml.Node{v}
+			if v.Kind == yaml.SequenceNode {
+				ops = v.Content
+			}
+			for _, o := range ops {
+				s, err := scalar(k, o)
+				if err != nil {
+					return err
+				}
+				e.Operations = append(e.Operations, s)
+				e.opPos = append(e.opPos, ir.Pos{Line: o.Line, Col: o.Column})
+			}
+		default:
+			err = fmt.Errorf("line %d: ignore: unknown field %s (want rule, operations, reason)", k.Line, k.Value)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// loadIgnores turns c.Ignore, read from the config file path, into
+// c.ignores, and what is wrong with its entries into c.ignoreDiags.
+func (c *Config) loadIgnores(path string) {
+	at := func(p ir.Pos) ir.Pos {
+		p.File = path
+		return p
+	}
+	for _, e := range c.Ignore {
+		name := "ignore: " + e.Rule
+		if e.Rule == "" {
+			c.ignoreDiags.Errorf(at(e.pos), diag.RuleBadIgnore, "ignore: an entry without rule: (the warning rule to silence)")
+			continue
+		}
+		if msg := diag.CheckIgnoreRule(e.Rule); msg != "" {
+			c.ignoreDiags.Errorf(at(e.rulePos), diag.RuleBadIgnore, "ignore: %s", msg)
+			continue
+		}
+		if strings.TrimSpace(e.Reason) == "" {
+			c.ignoreDiags.Errorf(at(e.rulePos), diag.RuleBadIgnore, "%s gives no reason: add reason: (why the warning does not apply)", name)
+			continue
+		}
+		if len(e.Operations) == 0 {
+			c.ignores = append(c.ignores, diag.Ignore{Rule: e.Rule, Pos: at(e.rulePos), Name: name})
+		}
+		for i, o := range e.Operations {
+			op, ok := operationName(o)
+			if !ok {
+				c.ignoreDiags.Errorf(at(e.opPos[i]), diag.RuleBadIgnore, "%s: operation %q: want METHOD /path, as diagnostics name operations (e.g. \"DELETE /payments/{id}\")", name, o)
+				continue
+			}
+			c.ignores = append(c.ignores, diag.Ignore{Rule: e.Rule, Ops: []string{op}, Pos: at(e.opPos[i]), Name: name + " for " + op})
+		}
+	}
+}
+
+// operationName normalizes "METHOD /path" (the method in any case).
+func operationName(s string) (string, bool) {
+	method, path, ok := strings.Cut(strings.TrimSpace(s), " ")
+	path = strings.TrimSpace(path)
+	if !ok || method == "" || !strings.HasPrefix(path, "/") {
+		return "", false
+	}
+	return strings.ToUpper(method) + " " + path, true
+}
+
+// ignoreFlag is the repeatable -ignore RULE[:METHOD /path] flag.
+type ignoreFlag []diag.Ignore
+
+func (f *ignoreFlag) String() string { return "" }
+
+func (f *ignoreFlag) Set(s string) error {
+	rule, op, per := strings.Cut(s, ":")
+	if msg := diag.CheckIgnoreRule(rule); msg != "" {
+		return errors.New(msg)
+	}
+	ig := diag.Ignore{Rule: rule, Pos: ir.Pos{File: "command line"}, Name: "-ignore " + s}
+	if per {
+		name, ok := operationName(op)
+		if !ok {
+			return fmt.Errorf("want RULE or RULE:METHOD /path (e.g. put-delete:DELETE /payments/{id}), not %q", s)
+		}
+		ig.Ops = []string{name}
+	}
+	*f = append(*f, ig)
+	return nil
+}
+
+// ignoreFlagUsage is the -ignore flag's help.
+const ignoreFlagUsage = "silence the warnings of `RULE` (RULE:METHOD /path: of that operation only; repeatable), as ignore: in idemgen.yaml does"
 
 // LoadConfig reads an idemgen.yaml file; relative paths in it are relative
 // to the file's directory, and without output: the output directory is the
@@ -431,6 +587,7 @@ func LoadConfig(path string) (*Config, error) {
 		}
 		c.oapiServer = serverOf(c.OapiCodegenConfig, f)
 	}
+	c.loadIgnores(path)
 	return &c, nil
 }
 
@@ -494,6 +651,7 @@ idemgen.yaml (paths relative to the file):
   generate: {ir: true, server: true, client: true, docs: true}
   oapi-codegen-config: oapi-codegen.yaml   # name types under its name-normalizer; server.strict and
                                            # server.router default to its generate: section
+  ignore: [{rule: put-delete, operations: ["DELETE /payments/{id}"], reason: also refunds}]
 
 Flags override the file. Without -o, output: or a config, files go to the
 current directory; with a config and no output:, to the config file's
@@ -510,6 +668,8 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	out := fs.String("o", "", "output `DIR` (- writes the output of the one selected emitter to stdout, and diagnostics to stderr)")
 	pkg := fs.String("package", "", "Go package `NAME` of generated code")
 	fs.Var(&options, "option", "set an emitter option `NAME=VALUE` (repeatable; overrides options: in the config), e.g. server.strict=false")
+	var ignores ignoreFlag
+	fs.Var(&ignores, "ignore", ignoreFlagUsage)
 	format := formatFlag(fs)
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
@@ -596,7 +756,7 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	if cfg.Output == "-" {
 		diagOut = stderr
 	}
-	spec, diags := diagnose(cfg.Spec, cfg.Overlays, false, cfg.namer, cfg.noReplayedHeader(nil))
+	spec, diags := diagnose(cfg, false, ignores, cfg.noReplayedHeader(nil))
 	report(diags, *format, diagOut, stderr)
 	if diags.HasErrors() {
 		return ExitError

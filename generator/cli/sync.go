@@ -24,7 +24,7 @@ const DefaultConfig = "idemgen.yaml"
 
 // checkGenerated regenerates every configured output in memory and
 // compares it with the files on disk.
-func checkGenerated(fs *flag.FlagSet, configPath string, overlays []string, strict bool, format string, stdout, stderr io.Writer) int {
+func checkGenerated(fs *flag.FlagSet, configPath string, overlays []string, ignores []diag.Ignore, strict bool, format string, stdout, stderr io.Writer) int {
 	if configPath == "" {
 		configPath = DefaultConfig
 	}
@@ -56,7 +56,7 @@ func checkGenerated(fs *flag.FlagSet, configPath string, overlays []string, stri
 		fmt.Fprintf(stderr, "idemgen check: %v\n", err)
 		return ExitUsage
 	}
-	spec, diags := diagnose(cfg.Spec, cfg.Overlays, strict, cfg.namer, cfg.noReplayedHeader(fs))
+	spec, diags := diagnose(cfg, strict, ignores, cfg.noReplayedHeader(fs))
 	report(diags, format, stdout, stderr)
 	if diags.HasErrors() {
 		fmt.Fprintln(stderr, "idemgen check: the spec has errors; cannot compare the generated files")
@@ -165,8 +165,10 @@ func specCmd(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&overlays, "overlay", "apply this OpenAPI Overlay 1.0 `FILE` first (repeatable, applied in order)")
 	out := fs.String("o", "-", "write to `OUT` (- is stdout; the spec's own path rewrites it)")
 	asOverlay := fs.Bool("as-overlay", false, "write the changes as an Overlay 1.0 document instead of the augmented spec")
-	configPath := fs.String("config", "", "read replayed-header from this idemgen.yaml `FILE` (default: the idemgen.yaml beside SPEC, unless its spec: is another file)")
+	configPath := fs.String("config", "", "read replayed-header and ignore: from this idemgen.yaml `FILE` (default: the idemgen.yaml beside SPEC, unless its spec: is another file)")
 	replayedHeaderFlag(fs)
+	var ignores ignoreFlag
+	fs.Var(&ignores, "ignore", ignoreFlagUsage)
 	format := formatFlag(fs)
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
@@ -181,7 +183,12 @@ func specCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "idemgen spec: %v\n", err)
 		return ExitUsage
 	}
-	res, diags := augment.Augment(fs.Arg(0), augment.Options{Overlays: overlays, NoReplayedHeader: cfg.noReplayedHeader(fs)})
+	res, diags := augment.Augment(fs.Arg(0), augment.Options{
+		Overlays:         overlays,
+		NoReplayedHeader: cfg.noReplayedHeader(fs),
+		Ignore:           append(slices.Clone(cfg.ignores), ignores...),
+		IgnoreDiags:      cfg.ignoreDiags,
+	})
 	report(diags, *format, stdout, stderr)
 	if res == nil {
 		return ExitError

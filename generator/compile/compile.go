@@ -90,7 +90,7 @@ type inheritedDiag struct {
 // and different ones (another lease, another retry span) stay apart.
 func (c *compiler) inherit(d diag.Diagnostic, where string) {
 	for i, e := range c.inherited {
-		if e.d == d {
+		if e.d.Pos == d.Pos && e.d.Severity == d.Severity && e.d.Kind == d.Kind && e.d.Rule == d.Rule && e.d.Message == d.Message {
 			c.inherited[i].ops = append(e.ops, where)
 			return
 		}
@@ -110,9 +110,20 @@ func (c *compiler) flushInherited() {
 			ops += fmt.Sprintf(" and %d more operation%s", n, english.Plural(n))
 		}
 		e.d.Message = ops + ": " + e.d.Message
+		e.d.Ops = e.ops
 		c.diags = append(c.diags, e.d)
 	}
 	c.inherited = nil
+}
+
+// about records that the diagnostics from the n-th on are about the
+// operation where (unless they say otherwise), for the ignores that name it.
+func (c *compiler) about(n int, where string) {
+	for i := n; i < len(c.diags); i++ {
+		if c.diags[i].Ops == nil {
+			c.diags[i].Ops = []string{where}
+		}
+	}
 }
 
 var unsafeMethods = []string{"POST", "PATCH", "PUT", "DELETE"}
@@ -253,6 +264,7 @@ func (c *compiler) operation(path, method string, item *openapi3.PathItem, op *o
 		opPos = ir.Pos{File: c.doc.Path, Pointer: "/paths/" + load.Escape(path) + "/" + strings.ToLower(method)}
 	}
 	where := method + " " + path
+	defer c.about(len(c.diags), where)
 
 	// Is the operation idempotent, and by which block?
 	var block contract.Block
@@ -307,10 +319,6 @@ func (c *compiler) operation(path, method string, item *openapi3.PathItem, op *o
 			c.inherit(d, where)
 		}
 	}
-	if !ok {
-		return nil
-	}
-
 	goName := c.names.Operation(op.OperationID, method, path)
 	names := naming.Names(goName)
 	out := &ir.Operation{
@@ -364,9 +372,17 @@ func (c *compiler) operation(path, method string, item *openapi3.PathItem, op *o
 		}
 	}
 
-	c.checkKey(out, op, item.Parameters, params, merged)
+	// A key carrier refused by the parser (a cookie, a bad header name)
+	// leaves the key unusable: its checks would be about the default key.
+	keyRefused := !merged.Key.Carrier.Set && !merged.Key.Carrier.Pos.IsZero()
+	if !keyRefused {
+		c.checkKey(out, op, item.Parameters, params, merged)
+	}
 	c.checkPointers(out, op, merged)
 	c.checkResponseHeaders(out, op, opNode)
+	if !ok || keyRefused {
+		return nil // no semantics or no key (reported): checked, but left out
+	}
 	return out
 }
 
@@ -571,7 +587,7 @@ func (c *compiler) checkKey(out *ir.Operation, op *openapi3.Operation, pathParam
 		}
 		if decl == nil {
 			if k.Carrier == ir.CarrierQuery {
-				c.diags.Errorf(keyPos, "key-undeclared", "key.query: %s declares no query parameter %s", where, k.Name)
+				c.diags.Errorf(keyPos, "key-undeclared", "key.query: %s declares no query parameter %s (run idemgen spec, or apply the overlay idemgen spec -as-overlay writes)", where, k.Name)
 			}
 			c.conventionMismatch(out, op, pathParams, keyPos)
 			break
@@ -653,7 +669,9 @@ func (c *compiler) compareDecl(out *ir.Operation, b contract.Block, declRequired
 		}
 		return k.Pos
 	}
-	if declRequired != k.Required {
+	// Without semantics (reported already), an unset key.required has no
+	// default to compare.
+	if declRequired != k.Required && (b.Semantics.Set || b.Key.Required.Set) {
 		wanted := "optional"
 		if k.Required {
 			wanted = "required"
@@ -720,6 +738,9 @@ func (c *compiler) checkPointers(out *ir.Operation, op *openapi3.Operation, b co
 				hint = fmt.Sprintf("; %s is not an array index (RFC 6901 forbids leading zeros), so in the array %s it names no item", tok, parent)
 			}
 			if len(ms) == 0 {
+				if hint == "" {
+					hint = didYouMean(body, toks)
+				}
 				c.diags.Errorf(p.Pos, field+"-unknown-member", "%s: %s names no member of the request body schema of %s%s", field, p.Pointer, where, hint)
 				continue
 			}

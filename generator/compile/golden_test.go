@@ -53,3 +53,24 @@ func TestContractCases(t *testing.T) {
 	}
 	assert.Greater(t, n, 10)
 }
+
+// An operation without usable semantics (a bad value, here inherited from
+// the root, or none) is checked like the others, so all its errors are
+// reported at once, but left out of the IR: nothing is generated for it.
+func TestUnusableSemanticsLeftOut(t *testing.T) {
+	spec := filepath.Join("..", "..", "testdata", "contract", "semantics-bad-checks-rest", "openapi.yaml")
+	s, diags := compile.Compile(spec, compile.Options{})
+	require.NotNil(t, s)
+	assert.True(t, diags.HasErrors())
+	assert.Empty(t, s.Operations)
+	rules := map[string]bool{}
+	for _, d := range diags {
+		rules[d.Rule] = true
+	}
+	for _, r := range []string{"volatile-unknown-member", "retry-on-client-error", "key-declared-differently", "in-flight-status-final", "unordered-not-array", "key-unknown-member"} {
+		assert.True(t, rules[r], "%s is reported beside the bad semantics", r)
+	}
+	for _, r := range []string{"key-optional", "volatile-candidate", "raw-body-strict", "retry-on-conflict-status"} {
+		assert.False(t, rules[r], "%s depends on the semantics: not reported under the placeholder", r)
+	}
+}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 
+	"github.com/idemgen/idemgen/generator/contract"
 	"github.com/idemgen/idemgen/generator/load"
 )
 
@@ -253,4 +254,39 @@ func covers(pointer, path string) bool {
 		return false
 	}
 	return true
+}
+
+// didYouMean suggests, for a pointer that names no member of body, the
+// pointer with its first unknown token replaced by the closest member name
+// at that level (" (did you mean /client_time?)"), or "".
+func didYouMean(body *openapi3.Schema, toks []string) string {
+	for i := len(toks) - 1; i >= 0; i-- {
+		parents := resolve(body, toks[:i])
+		if len(parents) == 0 {
+			continue
+		}
+		var names []string
+		for _, m := range parents {
+			if m.schema == nil {
+				return "" // free-form: anything may be there
+			}
+			for _, b := range branches(m.schema) {
+				names = append(names, sortedKeys(b.Properties)...)
+			}
+		}
+		s := ""
+		if toks[i] != "*" && !isIndex(toks[i]) {
+			s = contract.Suggest(toks[i], names)
+		}
+		if s == "" {
+			return ""
+		}
+		fixed := slices.Clone(toks)
+		fixed[i] = s
+		for j := range fixed {
+			fixed[j] = load.Escape(fixed[j])
+		}
+		return " (did you mean /" + strings.Join(fixed, "/") + "?)"
+	}
+	return ""
 }

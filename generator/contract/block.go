@@ -106,7 +106,7 @@ func Merge(b, o Block) Block {
 	m.Volatile = over(b.Volatile, o.Volatile)
 	m.Unordered = over(b.Unordered, o.Unordered)
 	m.FingerprintHeaders = over(b.FingerprintHeaders, o.FingerprintHeaders)
-	if o.Key.Carrier.Set {
+	if o.Key.Carrier.Set || !o.Key.Carrier.Pos.IsZero() { // set, or written with a bad value
 		m.Key.Carrier, m.Key.Name = o.Key.Carrier, o.Key.Name
 	}
 	if !o.Key.Pos.IsZero() {

@@ -13,6 +13,7 @@ import (
 	"github.com/idemgen/idemgen/generator/contract"
 	"github.com/idemgen/idemgen/generator/diag"
 	"github.com/idemgen/idemgen/generator/ir"
+	"github.com/idemgen/idemgen/runtime/idem"
 )
 
 func node(t testing.TB, src string) *yaml.Node {
@@ -65,6 +66,15 @@ func TestParseDuration(t *testing.T) {
 		}
 		require.NoError(t, err, tt.in)
 		assert.Equal(t, tt.want, got, tt.in)
+	}
+	// A duration that overflows is too long, not negative or malformed.
+	for _, long := range []string{"99999999999d", "100000d2562047h", "9999999999h", "1d9999999999h", "2562048h"} {
+		_, err := contract.ParseDuration(long)
+		assert.ErrorContains(t, err, "is too long", long)
+	}
+	for _, bad := range []string{"99999999999dx", "7dd", "10 minutes"} {
+		_, err := contract.ParseDuration(bad)
+		assert.ErrorContains(t, err, "is not a duration", bad)
 	}
 }
 
@@ -227,4 +237,22 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// response.headers refuses exactly the headers the runtime refuses
+// (idem.NeverStoredHeader, which both use): check accepts no contract that
+// generate would then fail on.
+func TestResponseHeadersInStepWithRuntime(t *testing.T) {
+	for _, h := range []string{
+		"Set-Cookie", "set-cookie2", "Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "TE", "Trailer",
+		"Upgrade", "Proxy-Authenticate", "Proxy-Authorization", "Content-Length", "Date", "Idempotent-Replayed", "Retry-After",
+		"Location", "ETag", "Content-Location", "Content-Type", "Content-Encoding", "X-Custom", "Last-Modified",
+	} {
+		_, diags := parse(t, "{semantics: strict, response: {headers: ['"+h+"']}}", contract.Operation)
+		_, err := idem.Compile(idem.Spec{Operation: "op", Semantics: idem.Strict, Response: idem.ResponseSpec{Headers: []string{h}}})
+		assert.Equal(t, err != nil, diags.HasErrors(), "%s: runtime %v, contract %v", h, err, diags)
+		if diags.HasErrors() {
+			assert.Equal(t, "bad-value", diags[0].Rule, h)
+		}
+	}
 }

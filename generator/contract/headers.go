@@ -3,6 +3,8 @@ package contract
 import (
 	"net/http"
 	"strings"
+
+	"github.com/idemgen/idemgen/runtime/idem"
 )
 
 // ReplayCandidate reports whether a response header a spec declares on a
@@ -10,16 +12,16 @@ import (
 // would differ from the first response in a way a client may rely on
 // (Location, ETag, Content-Location, ...). It is false for the headers the
 // runtime never stores (Set-Cookie, hop-by-hop and framing headers, Date),
-// for those it writes itself (Content-Type, always replayed;
+// for those it writes itself (Content-Type and Content-Encoding, always replayed;
 // Idempotent-Replayed, Retry-After), and for those that describe one
 // response rather than its outcome (rate limits, request and trace ids).
 func ReplayCandidate(name string) bool {
 	c := http.CanonicalHeaderKey(strings.TrimSpace(name))
+	if idem.NeverStoredHeader(c) {
+		return false
+	}
 	switch c {
-	case "", "Set-Cookie", "Set-Cookie2",
-		"Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Te", "Trailer", "Upgrade",
-		"Proxy-Authenticate", "Proxy-Authorization",
-		"Content-Length", "Content-Type", "Date", "Idempotent-Replayed", "Retry-After",
+	case "", "Content-Type", "Content-Encoding",
 		"Request-Id", "X-Request-Id", "X-Correlation-Id", "Correlation-Id", "Traceparent", "Tracestate",
 		"Ratelimit", "Ratelimit-Policy":
 		return false

@@ -15,6 +15,7 @@ import (
 	"github.com/idemgen/idemgen/generator/diag"
 	"github.com/idemgen/idemgen/generator/internal/yamlmerge"
 	"github.com/idemgen/idemgen/generator/ir"
+	"github.com/idemgen/idemgen/runtime/idem"
 )
 
 // Locator turns a node of an x-idempotency value, at JSON pointer ptr
@@ -159,7 +160,7 @@ func (p *parser) block(n *yaml.Node, b *Block) {
 		},
 		"volatile":            p.pointerList(&b.Volatile, "volatile"),
 		"unordered":           p.pointerList(&b.Unordered, "unordered"),
-		"fingerprint-headers": p.headerList(&b.FingerprintHeaders, "fingerprint-headers"),
+		"fingerprint-headers": p.headerList(&b.FingerprintHeaders, "fingerprint-headers", nil),
 		"key": func(v *yaml.Node, ptr string) {
 			if p.mapping(v, ptr, "key") {
 				b.Key.Pos = p.loc(v, ptr)
@@ -168,7 +169,8 @@ func (p *parser) block(n *yaml.Node, b *Block) {
 		},
 		"scope": func(v *yaml.Node, ptr string) {
 			var out []Field[string]
-			for i, it := range p.list(v, ptr, "scope") {
+			items := p.list(v, ptr, "scope")
+			for i, it := range items {
 				ip := ptr + "/" + strconv.Itoa(i)
 				if s, ok := p.enum(it, ip, "scope entry", "principal"); ok {
 					var f Field[string]
@@ -176,7 +178,9 @@ func (p *parser) block(n *yaml.Node, b *Block) {
 					out = append(out, f)
 				}
 			}
-			if v.Kind == yaml.SequenceNode {
+			// A refused entry (reported) leaves the scope unset: without
+			// it, the list would read as scope-without-principal.
+			if v.Kind == yaml.SequenceNode && len(out) == len(items) {
 				b.Scope.set(out, p.loc(v, ptr))
 			}
 		},
@@ -215,7 +219,7 @@ func (p *parser) block(n *yaml.Node, b *Block) {
 			}
 			p.fields(v, ptr, "response", map[string]fieldFunc{
 				"max-bytes": p.bytesField(&b.Response.MaxBytes, "response.max-bytes"),
-				"headers":   p.headerList(&b.Response.Headers, "response.headers"),
+				"headers":   p.headerList(&b.Response.Headers, "response.headers", idem.NeverStoredHeader),
 			})
 		},
 		"request": func(v *yaml.Node, ptr string) {
@@ -247,6 +251,9 @@ func (p *parser) key(n *yaml.Node, ptr string, k *KeyBlock) {
 				p.errorf(v, vp, "key-carrier-conflict", "key: %s and %s both given; the key travels in one place", k.Carrier.V, c)
 				return
 			}
+			// A refused carrier (reported below) keeps its position,
+			// unset: the operation's key is unusable, not the default.
+			k.Carrier.Pos = p.loc(v, vp)
 			switch c {
 			case ir.CarrierHeader:
 				if !validHeaderName(s) {
@@ -481,7 +488,16 @@ func (p *parser) duration(n *yaml.Node, ptr, what string, zeroOK bool) (time.Dur
 	return d, true
 }
 
-var dayRE = regexp.MustCompile(`^(\d+)d(.*)$`)
+var (
+	dayRE = regexp.MustCompile(`^(\d+)d(.*)$`)
+	// unitsRE is time.ParseDuration's syntax without a sign: what it
+	// refuses although it matches is too long.
+	unitsRE = regexp.MustCompile(`^(?:(?:\d+\.?\d*|\.\d+)(?:ns|us|µs|μs|ms|s|m|h))+$`)
+)
+
+func tooLong(s string) error {
+	return fmt.Errorf("%q is too long (a duration is at most about 290 years)", s)
+}
 
 // ParseDuration parses a duration as time.ParseDuration does, plus a
 // leading number of days: "7d", "1d12h". Signs are refused, anywhere: a
@@ -497,6 +513,9 @@ func ParseDuration(s string) (time.Duration, error) {
 	if m := dayRE.FindStringSubmatch(s); m != nil {
 		n, err := strconv.Atoi(m[1])
 		if err != nil || n > 100000 {
+			if m[2] == "" || unitsRE.MatchString(m[2]) {
+				return 0, tooLong(s)
+			}
 			return 0, fmt.Errorf("%q is not a duration such as 90s, 10m, 24h or 7d", s)
 		}
 		days = time.Duration(n) * 24 * time.Hour
@@ -507,7 +526,13 @@ func ParseDuration(s string) (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(rest)
 	if err != nil {
+		if unitsRE.MatchString(rest) {
+			return 0, tooLong(s)
+		}
 		return 0, fmt.Errorf("%q is not a duration such as 90s, 10m, 24h or 7d", s)
+	}
+	if days+d < days {
+		return 0, tooLong(s)
 	}
 	return days + d, nil
 }
@@ -539,7 +564,9 @@ func (p *parser) pointerList(f *Field[[]Field[string]], what string) fieldFunc {
 	}
 }
 
-func (p *parser) headerList(f *Field[[]Field[string]], what string) fieldFunc {
+// headerList parses a list of header names; refused (nil: none) names
+// those a list may not hold.
+func (p *parser) headerList(f *Field[[]Field[string]], what string, refused func(string) bool) fieldFunc {
 	return func(v *yaml.Node, ptr string) {
 		var out []Field[string]
 		seen := map[string]bool{}
@@ -551,6 +578,10 @@ func (p *parser) headerList(f *Field[[]Field[string]], what string) fieldFunc {
 			}
 			if !validHeaderName(s) {
 				p.errorf(it, ip, "bad-header-name", "%s: %q is not a valid HTTP header name", what, s)
+				continue
+			}
+			if refused != nil && refused(s) {
+				p.errorf(it, ip, "bad-value", "%s: %s is never stored or replayed by the runtime (Set-Cookie, hop-by-hop and framing headers, Date, Idempotent-Replayed and Retry-After are refused)", what, s)
 				continue
 			}
 			c := http.CanonicalHeaderKey(s)
@@ -640,10 +671,14 @@ func describe(n *yaml.Node) string {
 }
 
 // suggest returns the candidate closest to s when it is close enough.
+// Suggest returns the candidate closest to s (case aside), within an edit
+// distance of 2, for a "did you mean" hint; "" when none is that close.
+func Suggest(s string, candidates []string) string { return suggest(s, candidates) }
+
 func suggest(s string, candidates []string) string {
 	best, bestD := "", 3
 	for _, c := range candidates {
-		if d := distance(strings.ToLower(s), c); d < bestD {
+		if d := distance(strings.ToLower(s), strings.ToLower(c)); d < bestD {
 			best, bestD = c, d
 		}
 	}

@@ -54,19 +54,24 @@ type Resolved struct {
 }
 
 // Resolve fills the defaults of a merged block and checks the policy as a
-// whole. It returns ok=false when the policy is unusable (no semantics).
+// whole. It returns ok=false when the policy is unusable (no semantics):
+// the rest is still resolved and checked, with loose semantics standing in
+// (the checks that depend on the semantics keep quiet), so the caller can
+// report the block's other errors, and must then leave the operation out.
 func Resolve(b Block) (Resolved, diag.List, bool) {
 	var diags diag.List
 	r := Resolved{Block: b}
 	pol := &r.Policy
-	if !b.Semantics.Set {
-		if !b.Semantics.Pos.IsZero() {
-			return r, diags, false // a bad value, reported by Parse
-		}
+	ok := b.Semantics.Set
+	switch {
+	case ok:
+		pol.Semantics = b.Semantics.V
+	case b.Semantics.Pos.IsZero():
 		diags.Errorf(b.Pos, "semantics-missing", "x-idempotency: semantics is missing (strict, loose or window), neither here nor at the document root")
-		return r, diags, false
+		fallthrough
+	default: // a bad value, reported by Parse
+		pol.Semantics = ir.Loose // the placeholder
 	}
-	pol.Semantics = b.Semantics.V
 	pol.Window = orDefault(b.Window, DefaultWindow)
 
 	// Key.
@@ -85,7 +90,7 @@ func Resolve(b Block) (Resolved, diag.List, bool) {
 	if k.Format != ir.FormatToken && k.MaxLength < 36 {
 		diags.Errorf(firstPos(b.Key.MaxLength.Pos, b.Key.Format.Pos), "bad-value", "key.max-length %d is shorter than a %s (36 characters)", k.MaxLength, k.Format)
 	}
-	if !k.Required && pol.Semantics != ir.Window {
+	if !k.Required && pol.Semantics != ir.Window && ok {
 		diags.Warnf(firstPos(b.Key.Required.Pos, b.Pos), "key-optional", "key.required is false with %s semantics: a request without a key is not deduplicated at all", pol.Semantics)
 	}
 
@@ -188,6 +193,9 @@ func Resolve(b Block) (Resolved, diag.List, bool) {
 			"window %s is shorter than in-flight.lease %s: a key could be forgotten while its first request still runs", ir.FormatDuration(pol.Window), ir.FormatDuration(pol.InFlight.Lease))
 	}
 	span := rt.LongestSpan()
+	if !rt.Connection && len(rt.Statuses) == 0 {
+		span = 0 // retry.on: []: one attempt, nothing retried
+	}
 	if need := retryWindow(span); pol.Window < need {
 		diags.Errorf(firstPos(b.Window.Pos, b.Retry.Pos, b.Pos), "window-shorter-than-retry",
 			"window %s is shorter than %.1f × the client's longest retry span %s (= %s): a late retry would run the operation again", ir.FormatDuration(pol.Window), WindowRetryFactor, ir.FormatDuration(span), ir.FormatDuration(need))
@@ -200,7 +208,7 @@ func Resolve(b Block) (Resolved, diag.List, bool) {
 		diags.Warnf(firstPos(b.InFlight.Wait.Pos, b.Pos), "wait-longer-than-lease",
 			"in-flight.wait %s is longer than in-flight.lease %s: a waiting duplicate may take over the first request's lease", ir.FormatDuration(pol.InFlight.Wait), ir.FormatDuration(pol.InFlight.Lease))
 	}
-	return r, diags, true
+	return r, diags, ok
 }
 
 // retryWindow is the shortest window a client whose longest retry span is

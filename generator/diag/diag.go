@@ -51,6 +51,10 @@ type Diagnostic struct {
 	Kind     Kind
 	Rule     string // stable, kebab-case
 	Message  string
+	// Ops are the operations the diagnostic is about, each named
+	// "METHOD /path" as messages name them (none: the spec as a whole, the
+	// root block, an overlay); an ignore for an operation matches by them.
+	Ops []string
 }
 
 // String formats d as file:line:col: severity: message [rule].
@@ -141,18 +145,20 @@ func (l List) WriteText(w io.Writer) error {
 }
 
 type jsonDiag struct {
-	File     string `json:"file"`
-	Line     int    `json:"line"`
-	Col      int    `json:"col"`
-	Pointer  string `json:"pointer,omitempty"`
-	Severity string `json:"severity"`
-	Kind     string `json:"kind"`
-	Rule     string `json:"rule"`
-	Message  string `json:"message"`
+	File     string   `json:"file"`
+	Line     int      `json:"line"`
+	Col      int      `json:"col"`
+	Pointer  string   `json:"pointer,omitempty"`
+	Severity string   `json:"severity"`
+	Kind     string   `json:"kind"`
+	Rule     string   `json:"rule"`
+	Message  string   `json:"message"`
+	Ops      []string `json:"operations,omitempty"`
 }
 
 // WriteJSON writes l as a JSON array of objects with file, line, col,
-// pointer, severity, kind ("invalid" or "unsupported"), rule and message.
+// pointer, severity, kind ("invalid" or "unsupported"), rule, message and
+// operations (those it is about, as "METHOD /path"; omitted when none).
 func (l List) WriteJSON(w io.Writer) error {
 	out := make([]jsonDiag, 0, len(l))
 	for _, d := range l {
@@ -160,7 +166,7 @@ func (l List) WriteJSON(w io.Writer) error {
 		if d.Kind == Unsupported {
 			kind = "unsupported"
 		}
-		out = append(out, jsonDiag{d.Pos.File, d.Pos.Line, d.Pos.Col, d.Pos.Pointer, d.Severity.String(), kind, d.Rule, d.Message})
+		out = append(out, jsonDiag{d.Pos.File, d.Pos.Line, d.Pos.Col, d.Pos.Pointer, d.Severity.String(), kind, d.Rule, d.Message, d.Ops})
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

@@ -6,6 +6,7 @@ package emitter
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"go/token"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/idemgen/idemgen/generator/diag"
 	"github.com/idemgen/idemgen/generator/ir"
 )
 
@@ -240,15 +242,24 @@ func MarshalIR(spec *ir.Spec) ([]byte, error) {
 
 // Run runs the named emitters in order and returns all their files; it
 // fails, returning no file, when any emitter is unknown or fails, or when
-// two emitters produce the same path.
+// two emitters produce the same path. The diagnostics of every emitter that
+// fails with a *diag.ErrorList come back together, in one; another failure
+// comes back alone.
 func Run(names []string, spec *ir.Spec, opts Options) ([]File, error) {
 	var files []File
+	var diags diag.List
 	for _, name := range names {
-		f, ok := Lookup(name)
-		if !ok {
+		if _, ok := Lookup(name); !ok {
 			return nil, fmt.Errorf("no emitter %q in this build (available: %s)", name, strings.Join(Names(), ", "))
 		}
+	}
+	for _, name := range names {
+		f, _ := Lookup(name)
 		out, err := f(spec, opts)
+		if el := (*diag.ErrorList)(nil); errors.As(err, &el) {
+			diags = append(diags, el.List...)
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("emitter %s: %w", name, err)
 		}
@@ -258,6 +269,9 @@ func Run(names []string, spec *ir.Spec, opts Options) ([]File, error) {
 			}
 			files = append(files, file)
 		}
+	}
+	if len(diags) > 0 {
+		return nil, &diag.ErrorList{List: diags.Sorted()}
 	}
 	return files, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemgen/idemgen/generator/diag"
 	"github.com/idemgen/idemgen/generator/emitter"
 	"github.com/idemgen/idemgen/generator/ir"
 )
@@ -23,6 +24,27 @@ func init() {
 	emitter.Register("test-dup", func(*ir.Spec, emitter.Options) ([]emitter.File, error) {
 		return []emitter.File{{Path: emitter.IRFile}}, nil
 	})
+	for _, name := range []string{"test-diag-a", "test-diag-b"} {
+		emitter.Register(name, func(*ir.Spec, emitter.Options) ([]emitter.File, error) {
+			var l diag.List
+			l.Errorf(ir.Pos{File: "x.yaml", Line: 1, Col: 1}, "go-name-collision", "%s collides", name)
+			return nil, &diag.ErrorList{List: l}
+		})
+	}
+}
+
+// Every failing emitter's diagnostics are reported, not only the first's.
+func TestRunJoinsDiagnostics(t *testing.T) {
+	spec := &ir.Spec{Title: "T", Operations: []*ir.Operation{}}
+	files, err := emitter.Run([]string{"test-diag-a", "ir", "test-diag-b"}, spec, emitter.Options{})
+	assert.Nil(t, files)
+	var el *diag.ErrorList
+	require.ErrorAs(t, err, &el)
+	require.Len(t, el.List, 2)
+	assert.Equal(t, "test-diag-a collides", el.List[0].Message)
+	assert.Equal(t, "test-diag-b collides", el.List[1].Message)
+	_, err = emitter.Run([]string{"test-diag-a", "test-fail"}, spec, emitter.Options{})
+	assert.ErrorContains(t, err, "emitter test-fail: boom")
 }
 
 func TestRunAndWrite(t *testing.T) {

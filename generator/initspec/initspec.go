@@ -30,6 +30,7 @@ import (
 
 	"github.com/idemgen/idemgen/generator/augment"
 	"github.com/idemgen/idemgen/generator/compile"
+	"github.com/idemgen/idemgen/generator/contract"
 	"github.com/idemgen/idemgen/generator/diag"
 	"github.com/idemgen/idemgen/generator/internal/english"
 	"github.com/idemgen/idemgen/generator/ir"
@@ -286,12 +287,13 @@ func multipart(op *openapi3.Operation) string {
 	return ""
 }
 
-// keyNode is the contract's key block for k (keyFields), with, for a key
-// the spec declares optional, a TODO(idemgen) that says what that means:
-// the block keeps the spec's required: false (requiring the key would
-// refuse requests the spec allows), and check warns [key-optional].
-func keyNode(k Key) *yaml.Node {
-	n := flow(node(keyFields(k)...))
+// keyNode is the contract's key block for k (keyFields, explicit or not),
+// with, for a key the spec declares optional, a TODO(idemgen) that says
+// what that means: the block keeps the spec's required: false (requiring
+// the key would refuse requests the spec allows), and check warns
+// [key-optional].
+func keyNode(k Key, explicit bool) *yaml.Node {
+	n := flow(node(keyFields(k, explicit)...))
 	if k.Required {
 		return n
 	}
@@ -299,14 +301,19 @@ func keyNode(k Key) *yaml.Node {
 }
 
 // keyFields returns the contract's key block for k: carrier, required,
-// format, and max-length when the schema declares one.
-func keyFields(k Key) []any {
+// format, and max-length when the schema declares one. With explicit (an
+// operation's key that differs from the root's, whose fields it would
+// otherwise inherit), format and max-length are written even when they are
+// the defaults.
+func keyFields(k Key, explicit bool) []any {
 	f := []any{string(k.Carrier), k.Name, "required", k.Required}
-	if k.Format != ir.FormatToken {
+	if k.Format != ir.FormatToken || explicit {
 		f = append(f, "format", k.Format)
 	}
 	if k.MaxLength > 0 {
 		f = append(f, "max-length", k.MaxLength)
+	} else if explicit {
+		f = append(f, "max-length", contract.DefaultKeyMaxLength)
 	}
 	return f
 }
@@ -346,7 +353,7 @@ func (p *Proposal) document(title, specName, ovName string, withRoot, rootKey bo
 		)
 		if rootKey {
 			root = p.commonKey()
-			set := node("key", keyNode(root))
+			set := node("key", keyNode(root, false))
 			block.Content = append(block.Content, set.Content...)
 		}
 		actions.Content = append(actions.Content, node(
@@ -365,7 +372,7 @@ func (p *Proposal) document(title, specName, ovName string, withRoot, rootKey bo
 				fields = append(fields, "semantics", comment(string(ir.Loose), todo+"confirm. loose, not strict: the body is "+c.Multipart+", which the fingerprint compares byte for byte, its boundary included, so a client that makes a new boundary for each attempt would be refused on every retry (check warns [raw-body-strict]); loose compares only the key"))
 			}
 			if !rootKey || !sameKey(c.Key, root) {
-				fields = append(fields, "key", keyNode(c.Key))
+				fields = append(fields, "key", keyNode(c.Key, rootKey))
 			}
 			if len(c.Volatile) > 0 {
 				fields = append(fields, "volatile", comment(flow(seq(c.Volatile)), todo+"confirm: members that may change between retries of one call, left out of the comparison"))

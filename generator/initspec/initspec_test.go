@@ -179,3 +179,54 @@ func TestConventions(t *testing.T) {
 	gentest.GoldenFile(t, filepath.Join(dir, "init.overlay.yaml"), p.Overlay, *update)
 	gentest.GoldenFile(t, filepath.Join(dir, "want.txt"), []byte(out), *update)
 }
+
+// An operation whose key differs from the root's (the most common one)
+// gets format and max-length written out, defaults included: its block
+// merges with the root's, so a field left out used to inherit the root's
+// (format: uuid on a token key, or the root's max-length on a key that
+// declares none), and the contract refused keys the spec allows.
+func TestOperationKeysNotStricterThanDeclared(t *testing.T) {
+	hdr := func(path, name string, required bool, schema string) string {
+		return "  " + path + ":\n    post:\n      parameters:\n        - {name: " + name + ", in: header, required: " + map[bool]string{true: "true", false: "false"}[required] +
+			", schema: " + schema + "}\n      responses: {'200': {description: ok}}\n"
+	}
+	body := func(path, schema string) string {
+		return "  " + path + ":\n    post:\n      requestBody:\n        content:\n          application/json:\n            schema: {type: object, properties: {idempotencyKey: " + schema +
+			"}}\n      responses: {'200': {description: ok}}\n"
+	}
+	type want struct {
+		format string
+		max    int
+	}
+	for name, tc := range map[string]struct {
+		paths string
+		want  map[string]want
+	}{
+		"root uuid": {
+			hdr("/a", "Idempotency-Key", true, "{type: string, format: uuid}") +
+				hdr("/b", "Idempotency-Key", true, "{type: string, format: uuid}") +
+				hdr("/c", "X-Idempotency-Key", false, "{type: string, maxLength: 40}") +
+				body("/d", "{type: string}"),
+			map[string]want{"/a": {ir.FormatUUID, 255}, "/b": {ir.FormatUUID, 255}, "/c": {ir.FormatToken, 40}, "/d": {ir.FormatToken, 255}},
+		},
+		"root max-length": {
+			hdr("/a", "PayPal-Request-Id", true, "{type: string, maxLength: 108}") +
+				hdr("/b", "PayPal-Request-Id", true, "{type: string, maxLength: 108}") +
+				hdr("/c", "Idempotency-Key", true, "{type: string, format: uuid}") +
+				hdr("/d", "PayPal-Request-Id", false, "{type: string}"),
+			map[string]want{"/a": {ir.FormatToken, 108}, "/b": {ir.FormatToken, 108}, "/c": {ir.FormatUUID, 255}, "/d": {ir.FormatToken, 255}},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			spec := filepath.Join(t.TempDir(), "openapi.yaml")
+			require.NoError(t, os.WriteFile(spec, []byte("openapi: 3.0.3\ninfo: {title: K, version: 1.0.0}\npaths:\n"+tc.paths), 0o644))
+			_, ov := propose(t, spec)
+			s, diags := compile.Compile(spec, compile.Options{Overlays: []string{ov}})
+			require.False(t, diags.HasErrors(), "%v", diags)
+			require.Len(t, s.Operations, len(tc.want))
+			for _, op := range s.Operations {
+				assert.Equal(t, tc.want[op.Path], want{op.Key.Format, op.Key.MaxLength}, op.Path)
+			}
+		})
+	}
+}

@@ -192,6 +192,32 @@ func ParamVariable(goName string) string {
 	return v
 }
 
+// ArgVariables returns the Go variable names of path parameters' arguments
+// (goNames are the parameters' Go names) in a function that declares the
+// reserved names itself: ParamVariable's name, or, for one that is reserved
+// or taken by an earlier argument, that name with the suffix Arg (then Arg2,
+// Arg3, ...), so no argument shadows the function's own variables or
+// another argument.
+func ArgVariables(goNames []string, reserved ...string) []string {
+	taken := map[string]bool{}
+	for _, r := range reserved {
+		taken[r] = true
+	}
+	vars := make([]string, len(goNames))
+	for i, g := range goNames {
+		v := ParamVariable(g)
+		for n := 1; taken[v]; n++ {
+			v = ParamVariable(g) + "Arg"
+			if n > 1 {
+				v += fmt.Sprint(n)
+			}
+		}
+		taken[v] = true
+		vars[i] = v
+	}
+	return vars
+}
+
 // Schema returns the Go type name of a component schema; goName is its
 // x-go-name extension, "" when absent.
 func (n Namer) Schema(component, goName string) string {

@@ -39,6 +39,8 @@ func TestParamAndSchema(t *testing.T) {
 	assert.Equal(t, "PayPalRequestId", naming.Default.Param("PayPal-Request-Id", ""))
 	assert.Equal(t, "petId", naming.ParamVariable("PetId"))
 	assert.Equal(t, "pType", naming.ParamVariable("Type"))
+	assert.Equal(t, []string{"petId", "keyArg", "keyArgArg", "keyArg2", "optsArg"},
+		naming.ArgVariables([]string{"PetId", "Key", "KeyArg", "Key", "Opts"}, "key", "opts"))
 	assert.Equal(t, "NewPet", naming.Default.SchemaRef("#/components/schemas/NewPet", ""))
 	assert.Equal(t, "Pet", naming.Default.SchemaRef("#/components/schemas/new_pet", "Pet"))
 	assert.Equal(t, "", naming.Default.SchemaRef("other.yaml#/Pet", ""))

@@ -17,7 +17,17 @@ import (
 // restored when it is a block mapping's value whose key stands at the same
 // column in both documents, with the same value and style. Anything it
 // cannot match exactly is left as encoded. Both src and out are LF text.
+//
+// It then puts back the text of src for every block mapping entry the
+// change left as it was (keepEntries): its lines, from its key to the next
+// line indented no deeper than its key, blank lines before that next line
+// included, so an untouched schema keeps its blank lines, trailing spaces
+// and sequence indentation when a sibling is added.
 func KeepScalars(src, out []byte) []byte {
+	return keepEntries(src, keepScalars(src, out))
+}
+
+func keepScalars(src, out []byte) []byte {
 	var s, o yaml.Node
 	if yaml.Unmarshal(src, &s) != nil || yaml.Unmarshal(out, &o) != nil {
 		return out
@@ -224,4 +234,136 @@ func sameTree(a, b *yaml.Node) bool {
 		}
 	}
 	return true
+}
+
+// keepEntries returns out with the lines of src back in place of each
+// block mapping entry whose key stands first on its line at the same
+// column in both, whose value holds the same data in both and no comment,
+// and whose lines in src hold no comment line either (a comment's place is
+// the encoder's to decide). Entries that differ are looked into, so an
+// untouched entry is kept however deep it is. Anything it cannot match
+// exactly is left as encoded, and the result must read as out does.
+func keepEntries(src, out []byte) []byte {
+	var s, o yaml.Node
+	if yaml.Unmarshal(src, &s) != nil || yaml.Unmarshal(out, &o) != nil {
+		return out
+	}
+	srcLines, outLines := strings.Split(string(src), "\n"), strings.Split(string(out), "\n")
+	type span struct{ from, to int } // lines [from, to)
+	type repl struct{ o, s span }
+	var rs []repl
+	var walk func(a, b *yaml.Node)
+	walk = func(a, b *yaml.Node) {
+		if a == nil || b == nil || a.Kind != b.Kind {
+			return
+		}
+		switch a.Kind {
+		case yaml.DocumentNode:
+			if len(a.Content) > 0 && len(b.Content) > 0 {
+				walk(a.Content[0], b.Content[0])
+			}
+		case yaml.SequenceNode:
+			for i := range min(len(a.Content), len(b.Content)) {
+				walk(a.Content[i], b.Content[i])
+			}
+		case yaml.MappingNode:
+			flow := a.Style&yaml.FlowStyle != 0 || b.Style&yaml.FlowStyle != 0
+			for i := 0; i+1 < len(a.Content); i += 2 {
+				ka, va := a.Content[i], a.Content[i+1]
+				for j := 0; j+1 < len(b.Content); j += 2 {
+					kb, vb := b.Content[j], b.Content[j+1]
+					if kb.Kind != yaml.ScalarNode || ka.Kind != yaml.ScalarNode || kb.Value != ka.Value {
+						continue
+					}
+					if !flow && ka.Column == kb.Column && sameTree(va, vb) && !commented(ka) && !commented(va) && !commented(kb) && !commented(vb) {
+						sa, oka := entryLines(srcLines, ka, va)
+						sb, okb := entryLines(outLines, kb, vb)
+						if oka && okb {
+							rs = append(rs, repl{span(sb), span(sa)})
+							break
+						}
+					}
+					walk(va, vb)
+					break
+				}
+			}
+		}
+	}
+	walk(&s, &o)
+	if len(rs) == 0 {
+		return out
+	}
+	sort.Slice(rs, func(i, j int) bool { return rs[i].o.from > rs[j].o.from })
+	res := outLines
+	last := len(outLines) + 1
+	for _, r := range rs {
+		if r.o.to > last { // overlapping: keep the encoding
+			continue
+		}
+		res = append(append(append([]string{}, res[:r.o.from]...), srcLines[r.s.from:r.s.to]...), res[r.o.to:]...)
+		last = r.o.from
+	}
+	joined := []byte(strings.Join(res, "\n"))
+	var check yaml.Node
+	if yaml.Unmarshal(joined, &check) != nil || !sameTree(&o, &check) {
+		return out
+	}
+	return joined
+}
+
+// entryLines returns the lines [from, to) of the block mapping entry whose
+// key is k and value v: from k's line, which k must start, to the first
+// line after it that is not blank and is indented no deeper than k (but
+// for the items of a block sequence v at k's column), the blank lines
+// before that line included when it is a sibling's key. false when a
+// comment line is among them.
+func entryLines(lines []string, k, v *yaml.Node) (struct{ from, to int }, bool) {
+	var sp struct{ from, to int }
+	l := k.Line - 1
+	if l < 0 || l >= len(lines) || k.Column < 1 {
+		return sp, false
+	}
+	if lead := lines[l][:min(len(lines[l]), k.Column-1)]; len(lead) != k.Column-1 || strings.Trim(lead, " ") != "" {
+		return sp, false
+	}
+	// A block sequence may stand at its key's column ("key:\n- item").
+	seq := v.Kind == yaml.SequenceNode && v.Style&yaml.FlowStyle == 0 && v.Line > k.Line
+	end := l + 1
+	for ; end < len(lines); end++ {
+		t := strings.TrimLeft(lines[end], " ")
+		if strings.TrimSpace(t) == "" {
+			continue
+		}
+		indent := len(lines[end]) - len(t)
+		if indent < k.Column-1 || indent == k.Column-1 && !(seq && (t == "-" || strings.HasPrefix(t, "- "))) {
+			break
+		}
+	}
+	// Blank lines before a sibling are the entry's; before the end of the
+	// mapping (a shallower line, a comment, the end of the file) they are
+	// an enclosing entry's.
+	if end == len(lines) || len(lines[end])-len(strings.TrimLeft(lines[end], " ")) != k.Column-1 || strings.HasPrefix(strings.TrimSpace(lines[end]), "#") {
+		for end > l+1 && strings.TrimSpace(lines[end-1]) == "" {
+			end--
+		}
+	}
+	for i := l; i < end; i++ {
+		if strings.HasPrefix(strings.TrimSpace(lines[i]), "#") {
+			return sp, false
+		}
+	}
+	return struct{ from, to int }{l, end}, true
+}
+
+// commented reports whether n or a node under it carries a comment.
+func commented(n *yaml.Node) bool {
+	if n.HeadComment != "" || n.LineComment != "" || n.FootComment != "" {
+		return true
+	}
+	for _, c := range n.Content {
+		if commented(c) {
+			return true
+		}
+	}
+	return false
 }

@@ -331,17 +331,22 @@ func (c *Call) begin(k Key) {
 	c.fpIn = c.fpInput()
 	c.fp = c.e.fpc.sum(p, &c.fpIn)
 	var b []byte
+	pr := c.principal // the scope's principal: none when the keys are shared
+	if p.spec.Scope == ScopeShared {
+		pr = ""
+	}
 	switch {
-	case c.key != "" && c.principal == "" && p.anonKeyScope != "":
+	case c.key != "" && pr == "" && p.anonKeyScope != "":
 		// Fast path: no principal (the Engine has none, or it answered
-		// ""); the scope's head is the policy's, encoded at Compile.
+		// "", or the keys are shared); the scope's head is the policy's,
+		// encoded at Compile.
 		b = appendKeyField(append(c.ss.scopeBuf[:0], p.anonKeyScope...), c.key)
 	case c.key != "":
-		b = appendKeyField(appendScopeHead(c.ss.scopeBuf[:0], c.principal, p.spec.Operation, kindKey), c.key)
+		b = appendKeyField(appendScopeHead(c.ss.scopeBuf[:0], pr, p.spec.Operation, kindKey), c.key)
 	default:
 		var hx [2 * len(Fingerprint{})]byte
 		hex.Encode(hx[:], c.fp[:])
-		b = appendScope(c.ss.scopeBuf[:0], c.principal, p.spec.Operation, kindFP, string(hx[:]))
+		b = appendScope(c.ss.scopeBuf[:0], pr, p.spec.Operation, kindFP, string(hx[:]))
 	}
 	if len(b) <= len(c.ss.scopeBuf) && len(b) > 0 && &b[0] == &c.ss.scopeBuf[0] {
 		// The scope lives in the storeSide: aliasing it saves an
@@ -459,6 +464,10 @@ func (c *Call) principalFailed(err error) {
 			Status: publicStatus(pub.Status), Code: pub.Code, Err: err})
 		return
 	}
+	if ended := c.requestEnded(); ended != nil {
+		c.refuseEnded(ended, err)
+		return
+	}
 	c.e.log.LogAttrs(c.ctx, slog.LevelError, "idem: principal unavailable",
 		slog.String("operation", c.p.spec.Operation), slog.Any("error", err))
 	c.reject(problem{status: http.StatusInternalServerError, code: CodePrincipalUnavailable,
@@ -517,8 +526,13 @@ func (c *Call) readBody() bool {
 		return true
 	}
 	// With a capture that r.Body replaced, r.Body is read; its
-	// ContentLength may be the capture's (compressed) length.
-	if cp == nil && r.ContentLength > limit {
+	// ContentLength may be the capture's (compressed) length. So may it be
+	// without one: a decompressing middleware in front of the engine that
+	// replaced r.Body often leaves ContentLength and Content-Encoding as
+	// sent, so ContentLength is taken for the length of r.Body only when
+	// the body is not encoded (the header is looked at only when the
+	// lengths disagree).
+	if cp == nil && r.ContentLength > limit && !contentEncoded(r.Header) {
 		return c.bodyFailed(errTooLarge)
 	}
 	var bp *[]byte
@@ -535,7 +549,9 @@ func (c *Call) readBody() bool {
 	}
 	b, err := readAtMost((*bp)[:0], r.Body, limit)
 	*bp = b
-	if err == nil && cp == nil && r.ContentLength > 0 && int64(len(b)) != r.ContentLength {
+	if err == nil && cp == nil && int64(len(b)) < r.ContentLength && !contentEncoded(r.Header) {
+		// Shorter: something read it before the engine. (Longer is a
+		// body a middleware replaced without updating ContentLength.)
 		err = errBodyConsumed
 	}
 	if err != nil {
@@ -565,6 +581,17 @@ func (c *Call) readCapture(cp *capture, restore bool) bool {
 	c.body = body
 	c.restoreBody = restore
 	return true
+}
+
+// contentEncoded reports whether h has a Content-Encoding other than
+// identity.
+func contentEncoded(h http.Header) bool {
+	for _, v := range h["Content-Encoding"] {
+		if v = strings.TrimSpace(v); v != "" && !strings.EqualFold(v, "identity") {
+			return true
+		}
+	}
+	return false
 }
 
 var (
@@ -658,6 +685,12 @@ func (c *Call) claim() {
 		c.ss.breq.Token = c.token
 		res, err := c.beginBounded(ctx)
 		if err != nil {
+			if waiting && c.requestEnded() != nil {
+				// The wait ended with the request, as when ctx.Done
+				// wins the select below: the record was in flight.
+				c.inFlight(e.now().Sub(deadline.Add(-spec.InFlight.Wait)))
+				return
+			}
 			c.storeFailed(err)
 			return
 		}
@@ -781,6 +814,13 @@ func (c *Call) readFirst() bool {
 	ss.bctx.init(c.ctx, c.e.timeout) // the first store call of the request: Begin's then takes its own
 	rec, found, err := c.e.store.Get(&ss.bctx, c.scope)
 	ss.bctx.release()
+	if err != nil {
+		if ended := c.requestEnded(); ended != nil {
+			// Begin would fail as well: the request ended.
+			c.refuseEnded(ended, err)
+			return true
+		}
+	}
 	if err != nil || !found || rec.State == StatePending || rec.Reclaimable() {
 		// A failed Get is no answer either: Begin decides, and fails as
 		// it would have (503, or FailOpen's unprotected run) only if the
@@ -837,6 +877,10 @@ func (c *Call) inFlight(waited time.Duration) {
 }
 
 func (c *Call) storeFailed(err error) {
+	if ended := c.requestEnded(); ended != nil {
+		c.refuseEnded(ended, err)
+		return
+	}
 	e := c.e
 	e.log.LogAttrs(c.ctx, slog.LevelError, "idem: store failed at begin",
 		slog.String("operation", c.p.spec.Operation), slog.Bool("fail_open", e.failOpen), slog.Any("error", err))
@@ -857,6 +901,38 @@ func (c *Call) storeFailed(err error) {
 		detail: "the idempotency record store is unavailable; nothing was executed", retryAfter: e.unavailRA}
 	e.observe(c.ctx, Event{Kind: EventStoreError, Operation: c.p.spec.Operation, Principal: c.principal,
 		Key: c.key, Status: c.prob.status, Code: c.prob.code, Err: err})
+}
+
+// requestEnded returns the error of the request's own context once it has
+// ended (its client went away: context.Canceled; a deadline a middleware set
+// for it passed: context.DeadlineExceeded), else nil. A store call that
+// fails then says nothing of the store: its context is a child of the
+// request's (but for Finish and the heartbeat, which run detached).
+func (c *Call) requestEnded() error { return c.r.Context().Err() }
+
+// endedProblem is the CodeRequestEnded answer to a request whose context
+// ended (ended is its error): 503 for a deadline (http.TimeoutHandler's
+// status; a client may still read it), StatusClientClosedRequest for a
+// client that went away.
+func endedProblem(ended error, detail string) problem {
+	if errors.Is(ended, context.DeadlineExceeded) {
+		return problem{status: http.StatusServiceUnavailable, code: CodeRequestEnded, detail: detail}
+	}
+	return problem{status: StatusClientClosedRequest, code: CodeRequestEnded, title: "Client Closed Request", detail: detail}
+}
+
+// refuseEnded refuses a request whose own context ended (ended) while the
+// engine was deciding, so that a store call or Options.Principal failed
+// (cause): neither a store error (a false alarm at every disconnect) nor
+// FailOpen's unprotected run (the key's record may well be COMPLETED).
+// Nothing ran; it is reported as EventRejected and logged at Info.
+func (c *Call) refuseEnded(ended, cause error) {
+	if cause == nil {
+		cause = ended
+	}
+	c.e.log.LogAttrs(c.ctx, slog.LevelInfo, "idem: request ended (client gone or deadline passed) before its key was checked: refused, nothing ran",
+		slog.String("operation", c.p.spec.Operation), slog.String("key", c.key), slog.Any("error", cause))
+	c.reject(endedProblem(ended, "the request ended (its client went away, or its deadline passed) before its idempotency key was checked; nothing was executed"), cause)
 }
 
 // replay decides the replay of rec; mismatch: a loose or window policy
@@ -1197,7 +1273,7 @@ func (c *Call) writeReplay(w http.ResponseWriter) {
 		for k := i; k < j; k++ {
 			vals[k] = fs[k].value
 		}
-		if !c.resp.notReplayable || fs[i].name != "Content-Type" {
+		if !c.resp.notReplayable || !representationHeader(fs[i].name) {
 			h[fs[i].name] = vals[i:j:j]
 		}
 		i = j
@@ -1218,6 +1294,13 @@ func (c *Call) writeReplay(w http.ResponseWriter) {
 	if len(c.resp.body) > 0 {
 		_, _ = w.Write(c.resp.body)
 	}
+}
+
+// representationHeader reports the stored headers that describe the
+// stored body (Content-Type, Content-Encoding): a replay that sends a
+// problem instead (CodeResponseUnavailable) leaves them out.
+func representationHeader(name string) bool {
+	return name == "Content-Type" || name == "Content-Encoding"
 }
 
 // Finish completes the record from what the handler wrote through Writer:
@@ -1315,6 +1398,15 @@ func (c *Call) Finish() error {
 				// commit took effect) and fail closed. A retry replays the
 				// result if it was kept and runs again if it was not.
 				_ = c.finishRecord(StateFailed, nil)
+				if ended := c.requestEnded(); ended != nil {
+					// The transaction's context is the request's: it
+					// ended with it (the client went away, or a deadline
+					// passed), which is no store failure.
+					p := endedProblem(ended, "the request ended before its result was committed; retry with the same key (it is replayed if the commit took effect after all)")
+					status, code = p.status, p.code
+					e.writeProblem(rec.w, &p, "")
+					break
+				}
 				status, code = http.StatusServiceUnavailable, CodeStoreUnavailable
 				e.writeProblem(rec.w, &problem{status: status, code: code,
 					detail:     "the result could not be committed; retry with the same key (it is replayed if the commit took effect after all)",
@@ -1330,28 +1422,40 @@ func (c *Call) Finish() error {
 		// window after its claim, which came a little before now).
 		e.recent.add(c.recent, e.now().Add(p.spec.Window))
 	}
-	c.reportFinish(state, status, code, err)
+	c.reportFinish(state, status, code, err, resp != nil && rec.overflow)
 	return err
 }
 
 // reportFinish reports the end of a protected run: status is what the
 // handler produced, or, with code, the problem sent instead (a transaction
-// whose commit failed).
-func (c *Call) reportFinish(state State, status int, code string, err error) {
+// whose commit failed). overflowed: the record was stored with a response
+// (COMPLETED, or FAILED under FailuresReplay) that exceeded
+// Response.MaxBytes, so it is not replayable.
+func (c *Call) reportFinish(state State, status int, code string, err error, overflowed bool) {
 	e, op := c.e, c.p.spec.Operation
 	switch {
 	case err == nil:
 		if e.obs != nil {
 			e.obs.Observe(c.ctx, Event{Kind: EventExecuted, Operation: op, Principal: c.principal, Key: c.key,
 				Protected: true, State: state, Prior: c.prior, Status: status, Duration: e.now().Sub(c.start)})
-			if c.h.rec.overflow && state == StateCompleted {
+			if overflowed {
 				e.obs.Observe(c.ctx, Event{Kind: EventNotReplayable, Operation: op, Principal: c.principal,
 					Key: c.key, Protected: true, State: state, Status: status})
 			}
 		}
-		if c.h.rec.overflow && state == StateCompleted {
+		if overflowed {
 			e.log.LogAttrs(c.ctx, slog.LevelWarn, "idem: response larger than Response.MaxBytes: stored as not replayable",
 				slog.String("operation", op), slog.Int("max_bytes", c.p.respMax))
+		}
+	case code == CodeRequestEnded:
+		// A transaction that could not commit because the request ended:
+		// the handler ran, its writes were not kept, its key was released.
+		e.log.LogAttrs(c.ctx, slog.LevelInfo, "idem: request ended (client gone or deadline passed) before its transaction committed: not committed, key released for a retry",
+			slog.String("operation", op), slog.String("key", c.key), slog.Any("error", err))
+		if e.obs != nil {
+			e.obs.Observe(c.ctx, Event{Kind: EventExecuted, Operation: op, Principal: c.principal, Key: c.key,
+				Protected: true, State: StateFailed, Prior: c.prior, Status: status, Code: code, Err: err,
+				Duration: e.now().Sub(c.start)})
 		}
 	case errors.Is(err, ErrFenced):
 		e.log.LogAttrs(c.ctx, slog.LevelWarn, "idem: late completion rejected: the claim was taken over or expired",
@@ -1398,7 +1502,7 @@ func (c *Call) finishRecord(state State, resp []byte) error {
 func (c *Call) release(cause error) {
 	err := c.finishRecord(StateFailed, nil)
 	if err != nil {
-		c.reportFinish(StateFailed, 0, "", err)
+		c.reportFinish(StateFailed, 0, "", err, false)
 	}
 	_ = cause
 }
@@ -1423,7 +1527,7 @@ func (c *Call) End() {
 			c.e.log.LogAttrs(c.ctx, slog.LevelWarn, "idem: handler did not finish (panic or error): key released for a retry",
 				slog.String("operation", c.p.spec.Operation), slog.String("key", c.key))
 			err := c.finishRecord(StateFailed, nil)
-			c.reportFinish(StateFailed, 0, "", err)
+			c.reportFinish(StateFailed, 0, "", err, false)
 		} else if c.e.obs != nil {
 			c.e.obs.Observe(c.ctx, Event{Kind: EventExecuted, Operation: c.p.spec.Operation, Principal: c.principal,
 				Key: c.key, Duration: c.e.now().Sub(c.start)})

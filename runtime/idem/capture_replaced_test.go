@@ -203,3 +203,94 @@ func postRaw(h http.Handler, key string, body []byte) *httptest.ResponseRecorder
 	h.ServeHTTP(w, r)
 	return w
 }
+
+// A decompressing middleware in front of the engine (no CaptureBody) that
+// replaces r.Body but leaves ContentLength at the compressed length, and
+// Content-Encoding as sent (echo's Decompress does, as many hand-written
+// ones): the decompressed body, longer or shorter than ContentLength, is
+// read and fingerprinted as any body, and the policy's limit applies to it,
+// not to the compressed length.
+func TestDecompressingMiddlewareLeavesContentLength(t *testing.T) {
+	large := `{"items":[` + strings.Repeat(`{"sku":"abc","qty":1},`, 20) + `{"sku":"x","qty":2}]}`
+	for _, tc := range []struct {
+		name     string
+		body     string
+		maxBytes int64
+		status   int
+	}{
+		{"decompressed longer", large, 0, http.StatusCreated},
+		{"decompressed shorter", `{"a":1}`, 0, http.StatusCreated},
+		{"compressed length above the limit", `{"a":1}`, 16, http.StatusCreated},
+		{"decompressed above the limit", large, 64, http.StatusRequestEntityTooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, idem.Options{})
+			spec := strictSpec()
+			spec.Request.MaxBytes = tc.maxBytes
+			var got []byte
+			h := f.eng.Handler(mustCompile(t, spec), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				f.calls.Add(1)
+				got, _ = io.ReadAll(r.Body)
+				w.WriteHeader(http.StatusCreated)
+			}))
+			decompress := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				zr, err := gzip.NewReader(r.Body)
+				require.NoError(t, err)
+				r.Body = zr // ContentLength and Content-Encoding left as sent
+				h.ServeHTTP(w, r)
+			})
+			wire := gzipped(t, gzip.DefaultCompression, 1, tc.body)
+			require.NotEqual(t, len(tc.body), len(wire))
+			for i := range 2 {
+				r := httptest.NewRequest(http.MethodPost, "/orders", bytes.NewReader(wire))
+				r.Header.Set("Content-Type", "application/json")
+				r.Header.Set("Content-Encoding", "gzip")
+				r.Header.Set("Idempotency-Key", "k")
+				w := httptest.NewRecorder()
+				decompress.ServeHTTP(w, r)
+				if tc.status != http.StatusCreated {
+					requireProblem(t, w, tc.status, idem.CodeRequestTooLarge)
+					continue
+				}
+				require.Equal(t, tc.status, w.Code, w.Body.String())
+				assert.Equal(t, i == 1, w.Header().Get("Idempotent-Replayed") == "true")
+				assert.Equal(t, tc.body, string(got))
+			}
+			assert.Equal(t, int32(map[bool]int{true: 1}[tc.status == http.StatusCreated]), f.calls.Load())
+		})
+	}
+}
+
+// Without a Content-Encoding, ContentLength is the body's: a body shorter
+// than it was read before the engine (a middleware consumed it), and is
+// refused rather than fingerprinted as empty; a longer one is a body a
+// middleware replaced, and is read as any.
+func TestBodyShorterThanContentLength(t *testing.T) {
+	f := newFixture(t, idem.Options{})
+	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
+	for _, tc := range []struct {
+		name    string
+		replace func(r *http.Request)
+		status  int
+	}{
+		{"consumed", func(r *http.Request) { _, _ = io.ReadAll(r.Body) }, http.StatusBadRequest},
+		{"partly consumed", func(r *http.Request) { _, _ = r.Body.Read(make([]byte, 3)) }, http.StatusBadRequest},
+		{"replaced by a longer one", func(r *http.Request) {
+			r.Body = io.NopCloser(strings.NewReader(`{"item":"book","note":"added by a middleware"}`))
+		}, http.StatusCreated},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader(`{"item":"book"}`))
+			r.Header.Set("Content-Type", "application/json")
+			r.Header.Set("Idempotency-Key", strings.ReplaceAll(tc.name, " ", "-"))
+			tc.replace(r)
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			if tc.status == http.StatusBadRequest {
+				requireProblem(t, w, tc.status, idem.CodeRequestUnreadable)
+				return
+			}
+			require.Equal(t, tc.status, w.Code, w.Body.String())
+		})
+	}
+}

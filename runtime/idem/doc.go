@@ -23,7 +23,8 @@
 //     the other version is compared in that version);
 //  3. encodes the scope (principal from Options.Principal, operation, key)
 //     injectively into the store key, so one principal never sees another's
-//     response and no key can collide with another scope;
+//     response and no key can collide with another scope (under
+//     ScopeShared the principal is left out: all callers share the keys);
 //  4. claims the key in the Store with a fresh random fencing token and a
 //     lease, and acts on what the store reports.
 //
@@ -59,8 +60,9 @@
 //
 // The handler writes through a recording http.ResponseWriter that tees to
 // the client as it writes, and records the status, the headers on
-// Response.Headers plus Content-Type (Set-Cookie and hop-by-hop headers are
-// never stored), and the body up to Response.MaxBytes. Flush is passed
+// Response.Headers plus Content-Type and Content-Encoding (Set-Cookie and
+// hop-by-hop headers are never stored), and the body up to
+// Response.MaxBytes. Trailers are not recorded: a replay has none. Flush is passed
 // through (http.Flusher and http.ResponseController both work; the client
 // sees streamed data at once), and a replay sends the recorded body in one
 // piece. Hijacking a recorded response is not supported: Hijack, directly or
@@ -133,7 +135,12 @@
 // constants). Store failures fail closed: 503 IDEMPOTENCY_STORE_UNAVAILABLE
 // with Retry-After, and nothing runs; Options.FailOpen runs the handler
 // unprotected instead (reported as EventFailOpen). A store failure after the
-// handler ran is logged and reported; the client already has its answer.
+// handler ran is logged and reported; the client already has its answer. A
+// store call that fails because the request's own context ended (its client
+// went away, or a timeout middleware's deadline passed) is no store failure:
+// the request is refused with IDEMPOTENCY_REQUEST_ENDED (499, or 503 for a
+// deadline), reported as EventRejected, logged at Info, and never run by
+// FailOpen (see CodeRequestEnded).
 //
 // # Transactions
 //

@@ -30,6 +30,9 @@ type Options struct {
 	// FailOpen runs the handler unprotected when the store fails at Begin
 	// (reported as EventStoreError + EventFailOpen and logged). The default,
 	// false, fails closed: 503 IDEMPOTENCY_STORE_UNAVAILABLE with Retry-After.
+	// Neither applies to a store call that failed because the request's own
+	// context had ended (its client went away, or a deadline set for it
+	// passed): that request is refused with CodeRequestEnded, never run.
 	FailOpen bool
 	// Transactional runs handlers inside the store's transaction (the store
 	// must implement Transactor, or New panics): the response is buffered and

@@ -1,6 +1,7 @@
 package idem_test
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -300,6 +301,32 @@ func TestEventFields(t *testing.T) {
 			err:  true,
 		},
 		{
+			name: "rejected, the request ended before its key was checked",
+			setup: setup{opts: func(o *idem.Options) { o.FailOpen = true },
+				scenario: func(e *env) *httptest.ResponseRecorder {
+					return sendCtx(e.h, endedCtx(false), req{key: "k", body: `{}`})
+				}},
+			kind: idem.EventRejected,
+			want: idem.Event{Key: "k", Protected: true, Status: idem.StatusClientClosedRequest, Code: idem.CodeRequestEnded},
+			err:  true,
+		},
+		{
+			name: "executed, a transactional commit failed as the request ended",
+			setup: setup{tx: true, handler: func(w http.ResponseWriter, r *http.Request) {
+				created(w, r)
+				cancelRequest(r)
+			}, scenario: func(e *env) *httptest.ResponseRecorder {
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				e.ft.commitErr = context.Canceled
+				return sendCtx(e.h, context.WithValue(ctx, cancelKey{}, cancel), req{key: "k", body: `{}`})
+			}},
+			kind: idem.EventExecuted,
+			want: idem.Event{Key: "k", Protected: true, State: idem.StateFailed, Status: idem.StatusClientClosedRequest, Code: idem.CodeRequestEnded},
+			err:  true,
+			dur:  true,
+		},
+		{
 			name: "rejected by Engine.Refuse",
 			setup: setup{scenario: func(e *env) *httptest.ResponseRecorder {
 				w := httptest.NewRecorder()
@@ -309,6 +336,18 @@ func TestEventFields(t *testing.T) {
 			}},
 			kind: idem.EventRejected,
 			want: idem.Event{Status: 400, Code: idem.CodeKeyInvalid},
+		},
+		{
+			name: "rejected by Engine.RefuseWithCause",
+			setup: setup{scenario: func(e *env) *httptest.ResponseRecorder {
+				w := httptest.NewRecorder()
+				e.f.eng.RefuseWithCause(w, httptest.NewRequest("POST", "/orders", nil), e.p,
+					&idem.Problem{Status: http.StatusBadRequest, Code: idem.CodeKeyInvalid, Detail: "malformed"}, errBoom)
+				return w
+			}},
+			kind: idem.EventRejected,
+			want: idem.Event{Status: 400, Code: idem.CodeKeyInvalid},
+			err:  true,
 		},
 	}
 	seen := map[idem.EventKind]bool{}
@@ -365,7 +404,7 @@ func TestEventFields(t *testing.T) {
 			}
 			assert.Equal(t, tc.err, ev.Err != nil, "Err: %v", ev.Err)
 			if tc.err && tc.kind != idem.EventRejected {
-				assert.True(t, errors.Is(ev.Err, errBoom) || errors.Is(ev.Err, idem.ErrFenced), "Err: %v", ev.Err)
+				assert.True(t, errors.Is(ev.Err, errBoom) || errors.Is(ev.Err, idem.ErrFenced) || errors.Is(ev.Err, context.Canceled), "Err: %v", ev.Err)
 			}
 			assert.Equal(t, tc.dur, ev.Duration > 0, "Duration: %v", ev.Duration)
 			ev.Err, ev.Duration = nil, 0
@@ -441,3 +480,9 @@ func TestUnprotectedWriterPassesThrough(t *testing.T) {
 		assert.Equal(t, idem.Event{Kind: idem.EventExecuted, Operation: spec.Operation}, ev)
 	})
 }
+
+// cancelKey carries, in a request's context, the function that cancels it
+// (cancelRequest: the client goes away while the handler runs).
+type cancelKey struct{}
+
+func cancelRequest(r *http.Request) { r.Context().Value(cancelKey{}).(context.CancelFunc)() }

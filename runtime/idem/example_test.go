@@ -170,14 +170,16 @@ func Example_strictServer() {
 }
 
 // A router that checks a typed key parameter itself (oapi-codegen's
-// wrappers do) refuses a malformed key before the engine runs: Refuse
-// writes the engine's problem and reports it to the Observer.
-func ExampleEngine_Refuse() {
+// wrappers do) refuses a malformed key before the engine runs:
+// RefuseWithCause writes the engine's problem, with the policy's
+// KeyFormatDetail, and reports it to the Observer with the router's error,
+// which the client does not see.
+func ExampleEngine_RefuseWithCause() {
 	store := memstore.New(memstore.Options{})
 	defer store.Close()
 	eng := idem.New(store, idem.Options{
 		Observer: idem.ObserverFunc(func(_ context.Context, e idem.Event) {
-			fmt.Println(e.Kind, e.Operation, e.Status, e.Code)
+			fmt.Println(e.Kind, e.Operation, e.Status, e.Code, e.Err)
 		}),
 	})
 	createOrder := idem.MustCompile(idem.Spec{Operation: "createOrder", Method: "POST", Path: "/orders",
@@ -185,13 +187,17 @@ func ExampleEngine_Refuse() {
 
 	// The router's error handler, for a parameter error about the key of createOrder:
 	errorHandler := func(w http.ResponseWriter, r *http.Request, err error) {
-		eng.Refuse(w, r, createOrder, &idem.Problem{Status: http.StatusBadRequest,
-			Code: idem.CodeKeyInvalid, Detail: "the idempotency key is malformed: " + err.Error()})
+		eng.RefuseWithCause(w, r, createOrder, &idem.Problem{Status: http.StatusBadRequest,
+			Code: idem.CodeKeyInvalid, Detail: createOrder.KeyFormatDetail()}, err)
 	}
 	w := httptest.NewRecorder()
 	errorHandler(w, httptest.NewRequest("POST", "/orders", nil), fmt.Errorf("invalid UUID length: 3"))
+	var p struct{ Detail string }
+	_ = json.Unmarshal(w.Body.Bytes(), &p)
 	fmt.Println(w.Code, w.Header().Get("Content-Type"))
+	fmt.Println(p.Detail)
 	// Output:
-	// rejected createOrder 400 IDEMPOTENCY_KEY_INVALID
+	// rejected createOrder 400 IDEMPOTENCY_KEY_INVALID invalid UUID length: 3
 	// 400 application/problem+json
+	// the Idempotency-Key header must be a UUID (RFC 9562) in canonical 8-4-4-4-12 form
 }

@@ -73,6 +73,30 @@ func TestParseKey(t *testing.T) {
 	}
 }
 
+// TestParseKeyDetail: a key in another spelling of a UUID is told its form,
+// not that it is longer than allowed.
+func TestParseKeyDetail(t *testing.T) {
+	const v4 = "3f2504e0-4f89-41d3-9a0c-0305e82c3301"
+	tests := []struct {
+		raw    string
+		format Format
+		max    int
+		detail keyDetail
+	}{
+		{"{" + v4 + "}", FormatUUID, 36, detailNotUUID},
+		{"urn:uuid:" + v4, FormatUUIDv4, 36, detailNotUUID},
+		{strings.Repeat("a", 300), FormatUUIDv7, 36, detailNotUUID},
+		{"xyz", FormatUUID, 36, detailNotUUID},
+		{v4, FormatUUID, 35, detailTooLong},
+		{"abcd", FormatToken, 3, detailTooLong},
+		{strings.Repeat("a", 256), FormatToken, 0, detailTooLong},
+	}
+	for _, tt := range tests {
+		_, err := ParseKey(tt.raw, tt.format, tt.max)
+		assert.Equal(t, error(tt.detail), err, "%s %q", tt.format, tt.raw)
+	}
+}
+
 // FuzzParseKey: never panics; an accepted key is well formed, its sf-string
 // form parses to itself, and parsing is idempotent.
 func FuzzParseKey(f *testing.F) {
@@ -625,5 +649,21 @@ func TestEscapedPathFastPath(t *testing.T) {
 		check(u)
 		u.RawPath = raw // a RawPath that may not match Path
 		check(u)
+	}
+}
+
+func TestKeyFormatDetail(t *testing.T) {
+	tests := []struct {
+		key  KeySpec
+		want string
+	}{
+		{KeySpec{Format: FormatUUID}, "the Idempotency-Key header must be a UUID (RFC 9562) in canonical 8-4-4-4-12 form"},
+		{KeySpec{Name: "x-request-id", Format: FormatUUIDv4}, "the X-Request-Id header must be a version 4 UUID (RFC 9562) in canonical 8-4-4-4-12 form"},
+		{KeySpec{Carrier: CarrierQuery, Name: "key", Format: FormatUUIDv7}, "the key query parameter must be a version 7 UUID (RFC 9562) in canonical 8-4-4-4-12 form"},
+		{KeySpec{Carrier: CarrierBody, Name: "/idempotency_key", MaxLength: 64}, "the body member /idempotency_key must be 1 to 64 visible ASCII characters"},
+	}
+	for _, tt := range tests {
+		p := MustCompile(Spec{Operation: "op", Method: "POST", Path: "/x", Semantics: Strict, Key: tt.key})
+		assert.Equal(t, tt.want, p.KeyFormatDetail())
 	}
 }

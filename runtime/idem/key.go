@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 )
 
@@ -79,12 +80,18 @@ func ParseKey(raw string, format Format, maxLength int) (string, error) {
 	if k == "" {
 		return "", detailEmpty
 	}
-	if len(k) > maxLength {
-		return "", detailTooLong
-	}
 	switch format {
 	case FormatUUID, FormatUUIDv4, FormatUUIDv7:
-		return parseUUID(k, format)
+		// The form first: a UUID in another spelling ({...}, urn:uuid:...)
+		// is told it is not canonical, not that it is too long.
+		k, err := parseUUID(k, format)
+		if err == nil && len(k) > maxLength {
+			return "", detailTooLong
+		}
+		return k, err
+	}
+	if len(k) > maxLength {
+		return "", detailTooLong
 	}
 	if !visibleASCII(k) {
 		return "", detailBadChar
@@ -331,4 +338,32 @@ func arrayIndex(tok string) (int, bool) {
 		n = n*10 + int(tok[i]-'0')
 	}
 	return n, true
+}
+
+// KeyFormatDetail is the detail of a problem refusing a key that is not in
+// the policy's format, naming where the key travels and what it must be,
+// e.g. "the Idempotency-Key header must be a UUID (RFC 9562) in canonical
+// 8-4-4-4-12 form". Generated server wrappers send it for a key parameter
+// the router refused (oapi-codegen's uuid binding), whose own message
+// speaks of Go types.
+func (p *Policy) KeyFormatDetail() string {
+	k := p.spec.Key
+	var where string
+	switch k.Carrier {
+	case CarrierQuery:
+		where = "the " + k.Name + " query parameter"
+	case CarrierBody:
+		where = "the body member " + k.Name
+	default:
+		where = "the " + k.Name + " header"
+	}
+	switch k.Format {
+	case FormatUUID:
+		return where + " must be a UUID (RFC 9562) in canonical 8-4-4-4-12 form"
+	case FormatUUIDv4:
+		return where + " must be a version 4 UUID (RFC 9562) in canonical 8-4-4-4-12 form"
+	case FormatUUIDv7:
+		return where + " must be a version 7 UUID (RFC 9562) in canonical 8-4-4-4-12 form"
+	}
+	return where + " must be 1 to " + strconv.Itoa(p.maxKey) + " visible ASCII characters"
 }

@@ -1,6 +1,7 @@
 package idem_test
 
 import (
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -238,6 +239,37 @@ func TestPrincipalScopes(t *testing.T) {
 	requireProblem(t, send(h, req{key: "k", body: `{}`, header: http.Header{"X-User": {"broken"}}}), 500, idem.CodePrincipalUnavailable)
 }
 
+// Under ScopeShared the principal is left out of the scope: alice and bob
+// sending one key share one record (bob gets alice's response), and under
+// Window two keyless requests with one fingerprint do too.
+func TestSharedScope(t *testing.T) {
+	f := newFixture(t, idem.Options{Principal: func(r *http.Request) (string, error) { return r.Header.Get("X-User"), nil }})
+	spec := strictSpec()
+	spec.Scope = idem.ScopeShared
+	h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
+	alice := send(h, req{key: "k", body: `{"item":1}`, header: http.Header{"X-User": {"alice"}}})
+	bob := send(h, req{key: "k", body: `{"item":1}`, header: http.Header{"X-User": {"bob"}}})
+	anon := send(h, req{key: "k", body: `{"item":1}`})
+	require.Equal(t, 201, alice.Code)
+	assert.Empty(t, alice.Header().Get("Idempotent-Replayed"))
+	assert.Equal(t, "true", bob.Header().Get("Idempotent-Replayed"), "bob gets alice's response")
+	assert.Equal(t, "true", anon.Header().Get("Idempotent-Replayed"))
+	assert.Equal(t, alice.Body.String(), bob.Body.String())
+	assert.Equal(t, int32(1), f.calls.Load())
+	ev, _ := f.obs.find(idem.EventReplayed)
+	assert.Equal(t, "bob", ev.Principal, "events still carry the principal")
+
+	spec.Operation, spec.Semantics = "windowed", idem.Window
+	h = f.eng.Handler(mustCompile(t, spec), f.createOrder())
+	send(h, req{body: `{"item":2}`, header: http.Header{"X-User": {"alice"}}})
+	w := send(h, req{body: `{"item":2}`, header: http.Header{"X-User": {"bob"}}})
+	assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
+	assert.Equal(t, int32(2), f.calls.Load())
+
+	assert.Equal(t, "shared", idem.ScopeShared.String())
+	assert.Equal(t, "principal", idem.ScopePrincipal.String())
+}
+
 func TestInFlight(t *testing.T) {
 	f := newFixture(t, idem.Options{})
 	release := make(chan struct{})
@@ -441,6 +473,44 @@ func TestResponseTooLarge(t *testing.T) {
 	assert.True(t, ok)
 }
 
+// Under FailuresReplay a 5xx is stored too: one larger than
+// Response.MaxBytes is stored as not replayable, and reported as a
+// COMPLETED one is (EventNotReplayable); under FailuresRetry nothing is
+// stored, so nothing is reported and a retry runs again.
+func TestFailureTooLargeReportsNotReplayable(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		failures idem.FailurePolicy
+		reported bool
+	}{{"failures replay", idem.FailuresReplay, true}, {"failures retry", idem.FailuresRetry, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, idem.Options{})
+			spec := strictSpec()
+			spec.Failures = tc.failures
+			spec.Response.MaxBytes = 16
+			h := f.eng.Handler(mustCompile(t, spec), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				f.calls.Add(1)
+				w.WriteHeader(http.StatusBadGateway)
+				_, _ = io.WriteString(w, strings.Repeat("x", 100))
+			}))
+			require.Equal(t, 502, send(h, req{key: "k", body: `{}`}).Code)
+			ev, ok := f.obs.find(idem.EventNotReplayable)
+			require.Equal(t, tc.reported, ok, "events: %v", f.obs.kinds())
+			dup := send(h, req{key: "k", body: `{}`})
+			if !tc.reported {
+				require.Equal(t, 502, dup.Code)
+				assert.Equal(t, int32(2), f.calls.Load(), "nothing stored: the retry runs again")
+				return
+			}
+			assert.Equal(t, idem.Event{Kind: idem.EventNotReplayable, Operation: spec.Operation, Key: "k",
+				Protected: true, State: idem.StateFailed, Status: 502}, ev)
+			p := requireProblem(t, dup, 409, idem.CodeResponseUnavailable)
+			assert.Equal(t, 502, p.OriginalStatus)
+			assert.Equal(t, int32(1), f.calls.Load())
+		})
+	}
+}
+
 func TestResponseDefaults(t *testing.T) {
 	f := newFixture(t, idem.Options{})
 	h := f.eng.Handler(mustCompile(t, strictSpec()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -472,6 +542,50 @@ func TestMultiValueHeadersReplay(t *testing.T) {
 	assert.Equal(t, `"v1"`, w.Header().Get("ETag"))
 	assert.Equal(t, "text/plain; charset=utf-8", w.Header().Get("Content-Type"))
 	assert.Empty(t, w.Header().Get("Location"))
+}
+
+// Content-Encoding is stored with Content-Type whatever Response.Headers
+// lists: a response compressed inside the engine (by the handler, or a
+// compressing middleware between the engine and the handler) is recorded
+// compressed, and its replay must say so. A replay that sends a problem
+// instead (the response was too large to store) leaves both out.
+func TestReplayKeepsContentEncoding(t *testing.T) {
+	compressed := gzipped(t, gzip.DefaultCompression, 1, `{"id":"o1"}`)
+	for _, tc := range []struct {
+		name     string
+		maxBytes int
+	}{{"replayable", 0}, {"too large to store", 8}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, idem.Options{})
+			spec := strictSpec()
+			spec.Response.MaxBytes = tc.maxBytes
+			p := mustCompile(t, spec)
+			assert.Equal(t, []string{"Location"}, p.Spec().Response.Headers, "the ones always stored are not listed")
+			h := f.eng.Handler(p, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				f.calls.Add(1)
+				w.Header().Set("Content-Type", "application/json")
+				w.Header().Set("Content-Encoding", "gzip")
+				w.Header().Set("Location", "/orders/o1")
+				w.WriteHeader(http.StatusCreated)
+				_, _ = w.Write(compressed)
+			}))
+			first := send(h, req{key: "k", body: `{}`})
+			require.Equal(t, "gzip", first.Header().Get("Content-Encoding"))
+			dup := send(h, req{key: "k", body: `{}`})
+			assert.Equal(t, "true", dup.Header().Get("Idempotent-Replayed"))
+			assert.Equal(t, "/orders/o1", dup.Header().Get("Location"))
+			assert.Equal(t, int32(1), f.calls.Load())
+			if tc.maxBytes != 0 {
+				requireProblem(t, dup, http.StatusConflict, idem.CodeResponseUnavailable)
+				assert.Empty(t, dup.Header().Values("Content-Encoding"), "the problem is not compressed")
+				return
+			}
+			require.Equal(t, http.StatusCreated, dup.Code)
+			assert.Equal(t, []string{"gzip"}, dup.Header().Values("Content-Encoding"))
+			assert.Equal(t, "application/json", dup.Header().Get("Content-Type"))
+			assert.Equal(t, compressed, dup.Body.Bytes())
+		})
+	}
 }
 
 func TestStoreErrors(t *testing.T) {
@@ -678,14 +792,18 @@ func TestCompile(t *testing.T) {
 		{Operation: "op", Semantics: idem.Strict, InFlight: idem.InFlightSpec{Status: 422}},
 		{Operation: "op", Semantics: idem.Strict, Response: idem.ResponseSpec{Headers: []string{"Set-Cookie"}}},
 		{Operation: "op", Semantics: idem.Strict, Response: idem.ResponseSpec{Headers: []string{"connection"}}},
+		{Operation: "op", Semantics: idem.Strict, Response: idem.ResponseSpec{Headers: []string{"Trailer"}}}, // trailers are never stored
 		{Operation: "op", Semantics: idem.Strict, Request: idem.RequestSpec{MaxBytes: -1}},
 		{Operation: strings.Repeat("o", 129), Semantics: idem.Strict},
+		{Operation: "op", Semantics: idem.Strict, Scope: 2},
 	}
 	for i, s := range bad {
 		_, err := idem.Compile(s)
 		assert.Error(t, err, "spec %d: %+v", i, s)
 	}
 	assert.Panics(t, func() { idem.MustCompile(bad[0]) })
+	assert.True(t, idem.NeverStoredHeader(" set-cookie "))
+	assert.False(t, idem.NeverStoredHeader("Location"))
 
 	// The in-flight status the contract refuses (in-flight-status-final)
 	// is refused with the reason; the ones it allows compile.

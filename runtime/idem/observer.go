@@ -46,18 +46,25 @@ const (
 	// lease had been taken over or its record had expired. Nothing was written.
 	EventFenced
 	// EventStoreError: a store call failed (Err); the request failed closed
-	// with CodeStoreUnavailable unless FailOpen ran it (then EventFailOpen follows).
+	// with CodeStoreUnavailable unless FailOpen ran it (then EventFailOpen
+	// follows). A store call that failed because the request's own context
+	// had ended is not one (see EventRejected).
 	EventStoreError
 	// EventFailOpen: Options.FailOpen ran the handler without protection after a store error.
 	EventFailOpen
 	// EventRejected: the request was refused before reaching the store
 	// (missing or invalid key, body too large or unreadable, Options.Principal
 	// failed; Code says which), or its stored record could not be read
-	// (CodeRecordUnreadable). Engine.Refuse reports one for a refusal the
+	// (CodeRecordUnreadable), or its own context ended (the client went
+	// away, or a deadline set for it passed) while the engine checked its
+	// key, so that a store call failed with it (CodeRequestEnded: no store
+	// failure, and FailOpen does not run it). Engine.Refuse reports one for a refusal the
 	// router made (a key parameter it rejected).
 	EventRejected
 	// EventNotReplayable: the response exceeded Response.MaxBytes; the record
-	// was completed as not replayable (duplicates get CodeResponseUnavailable).
+	// was stored with it as not replayable (COMPLETED, or FAILED with a 5xx
+	// under FailuresReplay; duplicates get CodeResponseUnavailable). State is
+	// the record's.
 	EventNotReplayable
 )
 
@@ -113,9 +120,11 @@ type Event struct {
 	// replay of a response that was not stored: CodeResponseUnavailable, and
 	// a transactional commit that failed or was fenced); "" otherwise.
 	Code string
-	// Err is the cause, for EventStoreError, EventFenced, EventFailOpen, and
-	// for an EventRejected caused by an error (an unreadable body or record,
-	// Options.Principal's).
+	// Err is the cause, for EventStoreError, EventFenced, EventFailOpen, for
+	// an EventRejected caused by an error (an unreadable body or record,
+	// Options.Principal's, the store call that failed as the request ended),
+	// and for the EventExecuted (FAILED, CodeRequestEnded) of a transaction
+	// whose commit failed as the request ended.
 	Err error
 	// Duration is how long the handler ran (EventExecuted, protected or not)
 	// or the duplicate waited (EventReplayed, EventInFlight, 0 when it did not wait).

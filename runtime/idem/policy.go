@@ -121,6 +121,31 @@ const (
 	FailuresReplay
 )
 
+// Scope says whose requests share a key space (always one operation's).
+type Scope uint8
+
+const (
+	// ScopePrincipal (the default): each principal (Options.Principal) has
+	// its own keys.
+	ScopePrincipal Scope = iota
+	// ScopeShared: all callers of the operation share its keys (and, under
+	// Window, its fingerprints of requests without a key): two principals
+	// who send the same key share one record, and the second gets the first
+	// one's response. Options.Principal still runs (its error still refuses
+	// the request, and events still carry the principal).
+	ScopeShared
+)
+
+func (s Scope) String() string {
+	switch s {
+	case ScopePrincipal:
+		return "principal"
+	case ScopeShared:
+		return "shared"
+	}
+	return "Scope(" + strconv.Itoa(int(s)) + ")"
+}
+
 // KeySpec says where the key is and what it looks like.
 type KeySpec struct {
 	Carrier Carrier
@@ -147,7 +172,9 @@ type ResponseSpec struct {
 	// duplicate gets 409 IDEMPOTENCY_RESPONSE_UNAVAILABLE (see CodeResponseUnavailable).
 	MaxBytes int
 	// Headers are the response headers stored and replayed, beside
-	// Content-Type (always). Set-Cookie and hop-by-hop headers are refused.
+	// Content-Type and Content-Encoding (always: they say what the stored
+	// body is). Set-Cookie, hop-by-hop headers and Trailer are refused:
+	// trailers are never stored, so a replay has none.
 	Headers []string
 }
 
@@ -172,7 +199,8 @@ type Spec struct {
 	Unordered []string
 	// FingerprintHeaders lists request headers covered by the fingerprint.
 	FingerprintHeaders []string
-	ConflictStatus     int // 422 (default) or 409
+	Scope              Scope // whose requests share a key space; default per principal
+	ConflictStatus     int   // 422 (default) or 409
 	InFlight           InFlightSpec
 	Failures           FailurePolicy
 	Response           ResponseSpec
@@ -204,13 +232,14 @@ type Policy struct {
 	keyPtr        []string
 	keyRequired   bool
 	maxKey        int
-	respHeaders   []string // canonical, Content-Type first
+	respHeaders   []string // canonical, Content-Type and Content-Encoding first
 	inFlightRA    []string // Retry-After header value
 	reqMax        int64
 	respMax       int
 	sameFPReclaim bool
 	// anonKeyScope is appendScopeHead(nil, "", operation, kindKey): the
-	// head of the scope of every keyed request without a principal.
+	// head of the scope of every keyed request without a principal (of
+	// every keyed request under ScopeShared).
 	anonKeyScope string
 }
 
@@ -245,6 +274,9 @@ func Compile(s Spec) (*Policy, error) {
 		bad("semantics is not set (strict, loose or window)")
 	default:
 		bad("unknown semantics %d", s.Semantics)
+	}
+	if s.Scope > ScopeShared {
+		bad("unknown scope %d", s.Scope)
 	}
 	if s.Window == 0 {
 		s.Window = DefaultWindow
@@ -352,7 +384,8 @@ func Compile(s Spec) (*Policy, error) {
 		bad("response max bytes %d is negative", s.Response.MaxBytes)
 	}
 	p.respMax = s.Response.MaxBytes
-	p.respHeaders = []string{"Content-Type"}
+	// Content-Type and Content-Encoding say what the stored bytes are: always kept.
+	p.respHeaders = []string{"Content-Type", "Content-Encoding"}
 	for _, h := range s.Response.Headers {
 		if !validToken(h) {
 			bad("response header %q is not a valid header name", h)
@@ -371,7 +404,7 @@ func Compile(s Spec) (*Policy, error) {
 			p.respHeaders = append(p.respHeaders, c)
 		}
 	}
-	s.Response.Headers = append([]string(nil), p.respHeaders[1:]...)
+	s.Response.Headers = append([]string(nil), p.respHeaders[alwaysStored:]...)
 	if s.Request.MaxBytes == 0 {
 		s.Request.MaxBytes = DefaultMaxRequestBytes
 	} else if s.Request.MaxBytes < 0 {
@@ -408,6 +441,20 @@ func retryAfterValue(d time.Duration) string {
 		s = 1
 	}
 	return strconv.FormatInt(s, 10)
+}
+
+// alwaysStored is how many of Policy.respHeaders are stored whatever
+// Response.Headers lists: Content-Type and Content-Encoding.
+const alwaysStored = 2
+
+// NeverStoredHeader reports whether a response header is one the runtime
+// never stores or replays, which ResponseSpec.Headers refuses: Set-Cookie,
+// hop-by-hop and framing headers, Date, and the headers a replay writes
+// itself (Idempotent-Replayed, Retry-After). The name is matched
+// case-insensitively. idemgen's contract parser refuses the same names in
+// response.headers.
+func NeverStoredHeader(name string) bool {
+	return forbiddenRecordHeader(textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(name)))
 }
 
 // forbiddenRecordHeader reports headers that are never stored or replayed.

@@ -1,6 +1,7 @@
 package idem
 
 import (
+	"log/slog"
 	"net/http"
 	"strconv"
 	"unicode/utf8"
@@ -44,7 +45,24 @@ const (
 	// CodePrincipalUnavailable (500): Options.Principal failed with an error
 	// that is not a *Problem.
 	CodePrincipalUnavailable = "IDEMPOTENCY_PRINCIPAL_UNAVAILABLE"
+	// CodeRequestEnded (503 when a deadline set for the request passed, 499
+	// when its client went away): the request's own context ended while the
+	// engine was checking its key, so a store call (or Options.Principal)
+	// failed with it. Nothing was executed; retrying with the same key is
+	// safe. (In transactional mode: the request ended before its
+	// transaction committed; a retry replays the result if the commit took
+	// effect after all.) It is no store failure: it is reported as
+	// EventRejected (EventExecuted, FAILED, for the commit), logged at Info,
+	// and FailOpen never runs such a request.
+	CodeRequestEnded = "IDEMPOTENCY_REQUEST_ENDED"
 )
+
+// StatusClientClosedRequest (499, nginx's "Client Closed Request", which
+// Caddy, Traefik and grpc-gateway use too) is the status of the
+// CodeRequestEnded answer to a request whose client went away: no one reads
+// it, but access logs and metrics do, and a 5xx there would count a
+// client's disconnect as a server error.
+const StatusClientClosedRequest = 499
 
 // DefaultProblemTypeBase prefixes the code to form a problem's "type" URI;
 // it points at the documentation of the Code constants.
@@ -145,12 +163,25 @@ func (e *Engine) WriteProblem(w http.ResponseWriter, p *Problem) { e.writePublic
 // wrappers use it for key parameters the router rejects (a missing
 // required header, a malformed uuid) before the engine runs.
 func (e *Engine) Refuse(w http.ResponseWriter, r *http.Request, policy *Policy, prob *Problem) {
+	e.RefuseWithCause(w, r, policy, prob, nil)
+}
+
+// RefuseWithCause is Refuse for a refusal caused by err (the router's
+// error about the key parameter): the client gets prob alone, err goes to
+// the Observer as the event's Err and to the log at debug level, where
+// the details a client should not see (Go types, a parser's wording) are
+// kept.
+func (e *Engine) RefuseWithCause(w http.ResponseWriter, r *http.Request, policy *Policy, prob *Problem, err error) {
 	if policy == nil || prob == nil {
 		panic("idem: Refuse with a nil policy or problem")
 	}
 	e.writePublicProblem(w, prob)
+	if err != nil {
+		e.log.LogAttrs(r.Context(), slog.LevelDebug, "idem: request refused before the engine ran",
+			slog.String("operation", policy.spec.Operation), slog.String("code", prob.Code), slog.Any("error", err))
+	}
 	e.observe(r.Context(), Event{Kind: EventRejected, Operation: policy.spec.Operation,
-		Status: publicStatus(prob.Status), Code: prob.Code})
+		Status: publicStatus(prob.Status), Code: prob.Code, Err: err})
 }
 
 // writePublicProblem writes a *Problem (from Options.Principal).

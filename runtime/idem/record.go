@@ -18,7 +18,12 @@ import (
 //	rest    the body
 //
 // The body comes last without a length so the encoding can be written as the
-// response streams. Decoding checks every length and never panics.
+// response streams. Decoding checks every length and never panics. The
+// header fields are those of the allowlist the record was stored under
+// (Content-Type, Content-Encoding, then Response.Headers); decoding takes
+// whatever names a record holds, so what is stored may change without a new
+// version (Content-Encoding was added so: older records, without it, decode
+// as before, and older processes decode newer records).
 
 const (
 	recordVersion       = 1
@@ -192,6 +197,8 @@ func internHeader(b []byte) string {
 	switch string(b) {
 	case "Content-Type":
 		return "Content-Type"
+	case "Content-Encoding":
+		return "Content-Encoding"
 	case "Location":
 		return "Location"
 	case "Etag":

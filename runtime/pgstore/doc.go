@@ -228,9 +228,18 @@
 // AND expires_at > clock_timestamp() (or a row that already holds the
 // token, state and response: a re-run of the same Finish, which the
 // idem.Store contract has succeed); no row updated means idem.ErrFenced.
-// pgx never sends a statement twice, and Begin tries again only after an
-// attempt that wrote nothing (a lost race, a serialization failure, a
-// missing claim function), so neither runs twice for one call here.
+// ExtendLease is one fenced UPDATE of lease_expires_at. Under REPEATABLE
+// READ or SERIALIZABLE as the database's default isolation, either may fail
+// with a serialization failure when the row changed after the statement's
+// snapshot (a Finish meeting the holder's own heartbeat, which the engine
+// does not wait for; a takeover); it then runs again, with a fresh snapshot,
+// which decides as under READ COMMITTED: done, or idem.ErrFenced.
+// Reap's DELETE, which fails so when a row it read expired is taken over
+// before it locks it, and ExtendLease's read while a transaction of BeginTx
+// locks the row, run again likewise. pgx never sends a statement twice, and
+// the store tries one again only after an attempt that wrote nothing (a lost
+// race, a serialization failure, a missing claim function), so none takes
+// effect twice for one call here.
 // Get is one SELECT that skips expired rows. A first request costs two round
 // trips (Begin + Finish), a replay one (Get, or a Begin that returns the
 // completed record) and no write.

@@ -56,7 +56,8 @@ func poolInMode(t *testing.T, mode pgx.QueryExecMode) *pgxpool.Pool {
 
 // TestConformanceIsolation runs the suite on a database whose default
 // isolation is stricter than READ COMMITTED: a claim that meets a concurrent
-// one then fails with a serialization error, which Begin retries.
+// one, or a Finish or ExtendLease that meets another change of the row, then
+// fails with a serialization error, which the store retries.
 func TestConformanceIsolation(t *testing.T) {
 	for _, level := range []string{"repeatable read", "serializable"} {
 		t.Run(level, func(t *testing.T) {

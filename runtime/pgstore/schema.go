@@ -220,7 +220,8 @@ func SchemaSQL(opts Options) (string, error) {
 // function (<table>_claim) when it is missing or its body is not this
 // package's (say, after its schema was renamed). Concurrent calls in one
 // schema (many instances starting at once, stores of several tables)
-// serialize on advisory locks; a call on an up-to-date schema changes
+// serialize on advisory locks, in a READ COMMITTED transaction whatever the
+// database's default isolation; a call on an up-to-date schema changes
 // nothing. It fails when the database holds a newer schema version than this
 // package knows.
 //
@@ -249,7 +250,11 @@ func (s *Store) Migrate(ctx context.Context) error {
 // an older pgstore's schema), makes sure of the claim function, reporting
 // whether Begin can call it.
 func (s *Store) migrate(ctx context.Context, withFunc bool) (funcOK bool, err error) {
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	// READ COMMITTED whatever the database's default: each statement after
+	// the locks must see what the migration before this one committed, and
+	// a transaction above READ COMMITTED keeps the snapshot of its first
+	// statement, which waits for the locks.
+	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		// Two advisory locks: the table's, which every pgstore's migration
 		// takes, and, before it, the schema's, which serializes the
 		// migrations of the schema's other tables too. Without it, two of

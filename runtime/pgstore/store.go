@@ -536,7 +536,19 @@ func isSerializationFailure(err error) bool {
 	return errors.As(err, &pe) && pe.Code == "40001"
 }
 
-// Finish implements idem.Store: one fenced UPDATE.
+// maxSerializationAttempts bounds the runs of the statement of Finish,
+// ExtendLease or Reap. Each is run again only after a serialization failure
+// (SQLSTATE 40001, above READ COMMITTED: a row it writes or locks changed
+// after the statement's snapshot was taken), so only while other
+// transactions keep changing those rows.
+const maxSerializationAttempts = 10
+
+// Finish implements idem.Store: one fenced UPDATE. On a database whose
+// default isolation is REPEATABLE READ or SERIALIZABLE the UPDATE fails with
+// a serialization error when the row changed after its snapshot (the
+// holder's own heartbeat, a takeover); the failed statement wrote nothing,
+// and Finish runs it again, with a fresh snapshot, which decides as under
+// READ COMMITTED: finished, or idem.ErrFenced.
 func (s *Store) Finish(ctx context.Context, key string, token idem.Token, state idem.State, response []byte) error {
 	if err := checkFinish(ctx, key, state); err != nil {
 		return err
@@ -546,7 +558,10 @@ func (s *Store) Finish(ctx context.Context, key string, token idem.Token, state 
 		return fmt.Errorf("pgstore: finish: %w", err)
 	}
 	defer c.Release()
-	tag, err := c.Conn().Exec(ctx, s.q.finish, newFinishArgs(key, token, state, response, s.typed && defaultEncodes(c.Conn().TypeMap())).args[:]...)
+	a := newFinishArgs(key, token, state, response, s.typed && defaultEncodes(c.Conn().TypeMap()))
+	tag, err := retried(func() (pgconn.CommandTag, error) {
+		return c.Conn().Exec(ctx, s.q.finish, a.args[:]...)
+	})
 	if err != nil {
 		return fmt.Errorf("pgstore: finish: %w", err)
 	}
@@ -554,6 +569,18 @@ func (s *Store) Finish(ctx context.Context, key string, token idem.Token, state 
 		return idem.ErrFenced
 	}
 	return nil
+}
+
+// retried runs run, a statement in a transaction of its own, until it
+// succeeds, fails otherwise than with a serialization failure, or has run
+// maxSerializationAttempts times.
+func retried[T any](run func() (T, error)) (T, error) {
+	for attempt := 1; ; attempt++ {
+		v, err := run()
+		if !isSerializationFailure(err) || attempt == maxSerializationAttempts {
+			return v, err
+		}
+	}
 }
 
 func checkFinish(ctx context.Context, key string, state idem.State) error {
@@ -620,7 +647,10 @@ func (s *Store) get(ctx context.Context, key string) (idem.Record, bool, error) 
 // the row: the transaction locks it, which keeps any takeover out until it
 // ends (see BeginTx). It only reads that the row is still locked; a lock
 // gone with the transaction's backend (terminated, its connection lost),
-// which the commit cannot outlive, is idem.ErrFenced.
+// which the commit cannot outlive, is idem.ErrFenced. Above READ COMMITTED,
+// a statement that fails with a serialization error (the row changed after
+// its snapshot: the holder's Finish or commit, a takeover) is run again, as
+// in Finish.
 func (s *Store) ExtendLease(ctx context.Context, key string, token idem.Token, lease time.Duration) error {
 	if err := checkKey(ctx, "extend lease", key); err != nil {
 		return err
@@ -631,7 +661,9 @@ func (s *Store) ExtendLease(ctx context.Context, key string, token idem.Token, l
 	if s.locked.has(holdKey{key, token}) {
 		return s.extendLocked(ctx, key, token)
 	}
-	tag, err := s.pool.Exec(ctx, s.q.extend, key, int64(token), lease)
+	tag, err := retried(func() (pgconn.CommandTag, error) {
+		return s.pool.Exec(ctx, s.q.extend, key, int64(token), lease)
+	})
 	if err != nil {
 		return fmt.Errorf("pgstore: extend lease: %w", err)
 	}
@@ -644,8 +676,11 @@ func (s *Store) ExtendLease(ctx context.Context, key string, token idem.Token, l
 // extendLocked is ExtendLease for a record whose row a transaction of
 // BeginTx locks.
 func (s *Store) extendLocked(ctx context.Context, key string, token idem.Token) error {
-	var locked bool
-	if err := s.pool.QueryRow(ctx, s.q.stillLocked, key, int64(token)).Scan(&locked); err != nil {
+	locked, err := retried(func() (locked bool, err error) {
+		err = s.pool.QueryRow(ctx, s.q.stillLocked, key, int64(token)).Scan(&locked)
+		return locked, err
+	})
+	if err != nil {
 		return fmt.Errorf("pgstore: extend lease: %w", err)
 	}
 	if !locked {
@@ -657,12 +692,16 @@ func (s *Store) extendLocked(ctx context.Context, key string, token idem.Token) 
 // Reap deletes up to batch expired records (oldest first) in one statement
 // and reports how many it deleted. Rows locked by someone else are skipped,
 // so several reapers can run at once. Call it until it returns less than
-// batch to empty the backlog.
+// batch to empty the backlog. Above READ COMMITTED, the statement fails with
+// a serialization error when a row it read expired is taken over before it
+// locks it; Reap then runs it again (the failed run deleted nothing).
 func (s *Store) Reap(ctx context.Context, batch int) (int, error) {
 	if batch <= 0 {
 		return 0, fmt.Errorf("pgstore: reap: batch %d must be positive", batch)
 	}
-	tag, err := s.pool.Exec(ctx, s.q.reap, batch)
+	tag, err := retried(func() (pgconn.CommandTag, error) {
+		return s.pool.Exec(ctx, s.q.reap, batch)
+	})
 	if err != nil {
 		return 0, fmt.Errorf("pgstore: reap: %w", err)
 	}

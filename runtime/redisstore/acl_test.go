@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"context"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -122,4 +123,55 @@ func TestWatchRefused(t *testing.T) {
 		assert.True(t, closed(ch), "look again")
 		assert.Less(t, took, readyTimeout+time.Second)
 	}
+}
+
+// pendingChannels returns the channels whose SUBSCRIBE the hub of s counts
+// as unconfirmed.
+func pendingChannels(s *Store) []string {
+	s.hub.mu.Lock()
+	defer s.hub.mu.Unlock()
+	var chans []string
+	for c := range s.hub.pending {
+		chans = append(chans, c)
+	}
+	return chans
+}
+
+// TestWatchRefusedForgetsPending: a refused SUBSCRIBE is never confirmed, so
+// its count of unconfirmed SUBSCRIBE commands never goes; channels are per
+// key, so one such count per watched key piled up for good. Once a
+// channel's last watch has ended, its count is dropped readyTimeout later
+// (by the next Watch or stop). Both ways of a refused watch are covered:
+// one that waits out readyTimeout (and subscribes again), one whose context
+// ends first.
+func TestWatchRefusedForgetsPending(t *testing.T) {
+	t.Parallel()
+	s := newStoreOn(t, aclClient(t), Options{})
+	ctx := ctxTimeout(t, 30*time.Second)
+
+	ch, stop := s.Watch(ctx, "waited")
+	stop()
+	require.True(t, closed(ch))
+	for i := range 5 {
+		short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		ch, stop := s.Watch(short, fmt.Sprint("ended-", i))
+		stop()
+		cancel()
+		require.True(t, closed(ch))
+	}
+	require.Len(t, pendingChannels(s), 6, "not confirmed yet")
+
+	time.Sleep(readyTimeout + 100*time.Millisecond)
+	ch, stop = s.Watch(ctx, "last")
+	assert.ElementsMatch(t, []string{s.key("last")}, pendingChannels(s), "the stale counts are gone")
+	stop()
+	require.True(t, closed(ch))
+	time.Sleep(readyTimeout + 100*time.Millisecond)
+	_, stop = s.Watch(ctx, "waited") // again, from scratch
+	stop()
+	assert.ElementsMatch(t, []string{s.key("waited")}, pendingChannels(s))
+	s.hub.mu.Lock()
+	assert.Empty(t, s.hub.sets)
+	assert.LessOrEqual(t, len(s.hub.unconfirmed), 1)
+	s.hub.mu.Unlock()
 }

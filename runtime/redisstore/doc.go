@@ -112,7 +112,9 @@
 // redis.pcall, whose failure loses only the notification), but Watch's
 // SUBSCRIBE is refused: each Watch says "look again" after about a second
 // (it waits that long for the server's confirmation), and a waiting
-// duplicate finds the change by polling.
+// duplicate finds the change by polling. The Store forgets such a
+// subscription about a second after its last Watch has stopped, so refused
+// watches of ever new keys do not accumulate.
 //
 // # Durability
 //

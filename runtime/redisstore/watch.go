@@ -105,9 +105,23 @@ type hub struct {
 	// only the channels still subscribed); nor is one the server refused. Its
 	// count would hold back the confirmation of every later subscription of
 	// the channel, so a count left unconfirmed for readyTimeout is dropped
-	// (add, resubscribe).
+	// (add, resubscribe). Channels are per key, so the count of a channel
+	// nobody watches any longer must not stay either: remove puts a channel
+	// whose last watcher leaves before the confirmation into unconfirmed, and
+	// add and remove drop its count once it has been unconfirmed for
+	// readyTimeout (dropStale), unless the channel is watched again.
 	pending map[string]pendingSub
-	closed  bool
+	// unconfirmed are the channels remove left with a count in pending, in
+	// the order it left them, with when (see dropStale).
+	unconfirmed []unwatched
+	closed      bool
+}
+
+// unwatched is a channel whose last watcher left before the server
+// confirmed its subscription, and when.
+type unwatched struct {
+	channel string
+	at      time.Time
 }
 
 // pendingSub is the count of a channel's unconfirmed SUBSCRIBE commands and
@@ -139,10 +153,11 @@ func (h *hub) add(ctx context.Context, channel string, w *waiter) (<-chan struct
 	}
 	ws := h.sets[channel]
 	if ws == nil {
+		now := time.Now()
+		h.dropStale(now)
 		ws = &watchSet{waiters: make(map[*waiter]struct{}), ready: make(chan struct{})}
 		h.sets[channel] = ws
 		p := h.pending[channel]
-		now := time.Now()
 		if p.n > 0 && now.Sub(p.sent) >= readyTimeout {
 			p.n = 0 // stale: never to be confirmed
 		}
@@ -191,10 +206,45 @@ func (h *hub) remove(channel string, w *waiter) {
 	delete(ws.waiters, w)
 	if len(ws.waiters) == 0 {
 		delete(h.sets, channel)
-		if !h.closed {
-			_ = h.ps.Unsubscribe(context.Background(), channel)
+		if h.closed {
+			return
+		}
+		_ = h.ps.Unsubscribe(context.Background(), channel)
+		now := time.Now()
+		h.dropStale(now)
+		if h.pending[channel].n > 0 {
+			h.unconfirmed = append(h.unconfirmed, unwatched{channel, now})
 		}
 	}
+}
+
+// dropStale drops the counts in pending of the channels remove left
+// unconfirmed readyTimeout or more before now, unless they are watched again
+// (the watch set then handles its count: add, resubscribe) or a SUBSCRIBE was
+// sent since (a later remove put the channel in unconfirmed again). The
+// server refused those SUBSCRIBE commands (no right to the channel), or they
+// were lost with a connection that dropped after their watch ended (go-redis
+// resubscribes only the channels still subscribed): no confirmation is to
+// come. Were one to come after all, it is taken for a resubscription (it
+// wakes the waiters of the channel, if any, to look again), or it confirms a
+// later subscription of the channel early, as a count dropped by add does.
+// Each remove that leaves a count adds one entry to unconfirmed, and each
+// call drops every entry old enough, so unconfirmed and pending hold no more
+// than the channels of about readyTimeout of watches, plus those being
+// watched.
+func (h *hub) dropStale(now time.Time) {
+	i := 0
+	for ; i < len(h.unconfirmed); i++ {
+		u := h.unconfirmed[i]
+		if now.Sub(u.at) < readyTimeout {
+			break
+		}
+		if p, ok := h.pending[u.channel]; ok && h.sets[u.channel] == nil && !p.sent.After(u.at) {
+			delete(h.pending, u.channel)
+		}
+		h.unconfirmed[i] = unwatched{}
+	}
+	h.unconfirmed = h.unconfirmed[i:]
 }
 
 func (h *hub) unpend(channel string) int {

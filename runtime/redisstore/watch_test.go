@@ -193,7 +193,9 @@ func TestWatchReconnect(t *testing.T) {
 // subscription is whole again; one made later is confirmed at once, also
 // when its context is shorter than readyTimeout. (Before, every later Watch
 // of the key waited out its whole context: a waiting duplicate, which
-// watches with its whole wait deadline, stopped polling.)
+// watches with its whole wait deadline, stopped polling.) The lost
+// SUBSCRIBE of a key not watched again is forgotten too (before, one count
+// per such key stayed in the hub for good).
 func TestWatchLostSubscription(t *testing.T) {
 	srv := testenv.StartRedis(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
@@ -212,13 +214,14 @@ func TestWatchLostSubscription(t *testing.T) {
 		return c.Ping(pctx).Err() != nil
 	}, 5*time.Second, 10*time.Millisecond)
 	lost := time.Now()
-	for _, key := range []string{"k", "late"} {
+	for _, key := range []string{"k", "late", "gone"} {
 		short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 		ch, stop := s.Watch(short, key)
 		assert.True(t, closed(ch), "unconfirmed when its context ended")
 		stop()
 		cancel()
 	}
+	gone := time.Now()
 	srv.Stop() // the connection drops before the confirmations were read
 	require.NoError(t, srv.Start())
 	// go-redis reconnects the pub/sub connection at its next read.
@@ -256,4 +259,10 @@ func TestWatchLostSubscription(t *testing.T) {
 	ch, stop = s.Watch(short, "late")
 	defer stop()
 	assert.False(t, closed(ch), "a SUBSCRIBE lost readyTimeout ago holds back no confirmation")
+
+	// A key never watched again: its lost SUBSCRIBE is forgotten all the same.
+	time.Sleep(time.Until(gone.Add(readyTimeout)))
+	_, stop = s.Watch(ctx, "another")
+	stop()
+	assert.NotContains(t, pendingChannels(s), s.key("gone"), "the lost SUBSCRIBE of a key no longer watched is forgotten")
 }

@@ -77,6 +77,7 @@ func RunConformanceTests(t *testing.T, newStore func(t *testing.T) idem.Store) {
 	run("BadRequests", testBadRequests)
 	run("Watcher", testWatcher)
 	run("LeaseExtender", testLeaseExtender)
+	run("FinishRacingHeartbeat", testFinishRacingHeartbeat)
 	run("Transactor", testTransactor)
 }
 
@@ -775,6 +776,41 @@ func testLeaseExtender(t *testing.T, s idem.Store, key func(string) string) {
 	}
 	if err := x.ExtendLease(context.Background(), key("nothing"), tk, long); !errors.Is(err, idem.ErrFenced) {
 		t.Fatalf("ExtendLease of a missing record = %v, want ErrFenced", err)
+	}
+}
+
+// testFinishRacingHeartbeat: the engine stops the holder's heartbeat when
+// the handler returns but does not wait for an ExtendLease under way, so
+// the holder's Finish may meet its own heartbeat on the record. Finish must
+// finish the record all the same (the client has its answer), whichever
+// comes first; the heartbeat succeeds or, after Finish, is fenced.
+func testFinishRacingHeartbeat(t *testing.T, s idem.Store, key func(string) string) {
+	x, ok := s.(idem.LeaseExtender)
+	if !ok {
+		t.Skip("the store does not implement idem.LeaseExtender")
+	}
+	ctx := context.Background()
+	const rounds = 40
+	for i := range rounds {
+		k, tk := key(fmt.Sprint("race-", i)), tok()
+		begin(t, s, k, fp(1), tk, long, long, false)
+		resp := []byte(fmt.Sprint("resp-", i))
+		start := make(chan struct{})
+		extended := make(chan error, 1)
+		go func() {
+			<-start
+			extended <- x.ExtendLease(ctx, k, tk, long)
+		}()
+		close(start)
+		if err := s.Finish(ctx, k, tk, idem.StateCompleted, resp); err != nil {
+			t.Fatalf("round %d: Finish racing the holder's heartbeat = %v, want nil", i, err)
+		}
+		if err := <-extended; err != nil && !errors.Is(err, idem.ErrFenced) {
+			t.Fatalf("round %d: the heartbeat racing Finish = %v, want nil or ErrFenced", i, err)
+		}
+		if rec, _ := get(t, s, k); rec.State != idem.StateCompleted || !bytes.Equal(rec.Response, resp) || rec.Token != tk {
+			t.Fatalf("round %d: record %+v, want COMPLETED with the response, token %d", i, rec, tk)
+		}
 	}
 }
 

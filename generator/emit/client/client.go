@@ -320,8 +320,8 @@ func helperName(op *ir.Operation) string {
 
 func exampleArgs(op *ir.Operation) string {
 	var b strings.Builder
-	for _, p := range op.PathParams {
-		b.WriteString(", " + naming.ParamVariable(p.GoName))
+	for _, v := range pathVars(op) {
+		b.WriteString(", " + v)
 	}
 	if op.Names.Params != "" {
 		b.WriteString(", nil")
@@ -381,10 +381,23 @@ func (g *gen) constructors() {
 	)
 }
 
+// helperLocals are the identifiers a helper declares itself (its receiver,
+// parameters and variables): no path argument takes one.
+var helperLocals = []string{"c", "ctx", "params", "contentType", "body", "opts", "p", "call", "key", "err", "resp"}
+
+// pathVars are the names of the helper's path arguments.
+func pathVars(op *ir.Operation) []string {
+	goNames := make([]string, len(op.PathParams))
+	for i, p := range op.PathParams {
+		goNames[i] = p.GoName
+	}
+	return naming.ArgVariables(goNames, helperLocals...)
+}
+
 // pathArgs are the helper's path parameters and the arguments passing them on.
 func pathArgs(op *ir.Operation) (params, args []jen.Code) {
-	for _, p := range op.PathParams {
-		v := naming.ParamVariable(p.GoName)
+	for i, v := range pathVars(op) {
+		p := op.PathParams[i]
 		params = append(params, jen.Id(v).Add(goType(p.GoType)))
 		args = append(args, jen.Id(v))
 	}

@@ -60,6 +60,7 @@ var codes = map[string]string{
 	"RequestUnreadable":    idem.CodeRequestUnreadable,
 	"RecordUnreadable":     idem.CodeRecordUnreadable,
 	"PrincipalUnavailable": idem.CodePrincipalUnavailable,
+	"RequestEnded":         idem.CodeRequestEnded,
 }
 
 var (

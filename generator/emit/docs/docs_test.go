@@ -101,7 +101,7 @@ paths:
 	out, err := docs.Render(compileCase(t, spec, ""))
 	require.NoError(t, err)
 	assert.Contains(t, string(out), "headers `WWW-Authenticate`, `x-tenant-ID` and JSON body")
-	assert.Contains(t, string(out), "`Content-Type`, `ETag`;")
+	assert.Contains(t, string(out), "`Content-Type`, `Content-Encoding`, `ETag`;")
 	assert.NotContains(t, string(out), "Www-Authenticate")
 }
 

@@ -63,11 +63,11 @@ func (g *gen) keyProblem(b *jen.Group, w, r, route jen.Code, index func(path jen
 		jen.Id("i").Op(":=").Add(index(jen.Id("path"))),
 		// KeyError answers "" for i < 0, so Policies[i] is only read for an operation's index.
 		jen.If(jen.List(jen.Id("code"), jen.Id("detail")).Op(":=").Id(px+"KeyError").Call(jen.Id("i"), jen.Err()), jen.Id("code").Op("!=").Lit("")).Block(
-			jen.Id("x").Dot("engine").Dot("Refuse").Call(w, r, jen.Id(px+"Policies").Index(jen.Id("i")), jen.Op("&").Qual(idemPkg, "Problem").Values(jen.Dict{
+			jen.Id("x").Dot("engine").Dot("RefuseWithCause").Call(w, r, jen.Id(px+"Policies").Index(jen.Id("i")), jen.Op("&").Qual(idemPkg, "Problem").Values(jen.Dict{
 				jen.Id("Status"): jen.Qual("net/http", "StatusBadRequest"),
 				jen.Id("Code"):   jen.Id("code"),
 				jen.Id("Detail"): jen.Id("detail"),
-			})),
+			}), jen.Err()),
 			jen.Return(),
 		),
 	)
@@ -98,7 +98,7 @@ func (g *gen) textKeyError(what string, prelude ...jen.Code) {
 				jen.Return(jen.Qual(idemPkg, "CodeKeyMissing"), jen.Lit("this operation requires an idempotency key")),
 			),
 			jen.Case(jen.Qual("strings", "HasPrefix").Call(jen.Id("msg"), invalid)).Block(
-				jen.Return(jen.Qual(idemPkg, "CodeKeyInvalid"), jen.Lit("the idempotency key is malformed: ").Op("+").Id("msg").Index(jen.Len(invalid), jen.Empty())),
+				jen.Return(jen.Qual(idemPkg, "CodeKeyInvalid"), jen.Id(px+"Policies").Index(jen.Id("i")).Dot("KeyFormatDetail").Call()),
 			),
 			jen.Case(jen.Qual("strings", "HasPrefix").Call(jen.Id("msg"), jen.Lit("Expected one value for ").Op("+").Id("name").Op("+").Lit(", got "))).Block(
 				jen.Return(jen.Qual(idemPkg, "CodeKeyInvalid"), jen.Lit("the idempotency key is given more than once")),

@@ -53,6 +53,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -150,7 +151,14 @@ func Generate(spec *ir.Spec, opts emitter.Options, cfg Config) ([]byte, error) {
 	for i, op := range spec.Operations {
 		specs[i] = runtimeSpec(op)
 		if _, err := idem.Compile(specs[i]); err != nil {
-			diags.Unsupportedf(op.ContractPos, "runtime-policy", "the runtime cannot enforce the contract of %s %s: %v", op.Method, op.Path, err)
+			// One diagnostic per reason (Compile joins them).
+			errs := []error{err}
+			if j, ok := errors.Unwrap(err).(interface{ Unwrap() []error }); ok {
+				errs = j.Unwrap()
+			}
+			for _, e := range errs {
+				diags.Unsupportedf(op.ContractPos, "runtime-policy", "the runtime cannot enforce the contract of %s %s: %v", op.Method, op.Path, e)
+			}
 		}
 		if cfg.Strict && op.Key.Param != nil && op.Names.Params == "" {
 			diags.Errorf(op.Key.Pos, "internal-error", "%s %s declares its key parameter but has no parameters object", op.Method, op.Path)
@@ -405,6 +413,9 @@ func runtimeSpec(op *ir.Operation) idem.Spec {
 	case ir.Window:
 		s.Semantics = idem.Window
 	}
+	if !slices.Contains(p.Scope, "principal") {
+		s.Scope = idem.ScopeShared // scope: [] (keys shared by all callers)
+	}
 	for _, v := range p.Volatile {
 		s.Volatile = append(s.Volatile, v.Pointer)
 	}
@@ -493,6 +504,7 @@ func specLiteral(s idem.Spec) jen.Code {
 		kv{"Volatile", strs(s.Volatile)},
 		kv{"Unordered", strs(s.Unordered)},
 		kv{"FingerprintHeaders", strs(s.FingerprintHeaders)},
+		kv{"Scope", q(map[idem.Scope]string{idem.ScopePrincipal: "ScopePrincipal", idem.ScopeShared: "ScopeShared"}[s.Scope])},
 		kv{"ConflictStatus", jen.Lit(s.ConflictStatus)},
 		kv{"InFlight", q("InFlightSpec").Add(fields(
 			kv{"Status", jen.Lit(s.InFlight.Status)},
@@ -926,7 +938,7 @@ func (g *gen) errorHandler() {
 	g.keyParamFunc()
 	as := func(v string) *jen.Statement { return jen.Qual("errors", "As").Call(jen.Err(), jen.Op("&").Id(v)) }
 	isKey := func(v string) *jen.Statement { return jen.Id("isKey").Call(jen.Id(v).Dot("ParamName")) }
-	g.docf("%sKeyError maps oapi-codegen's parameter errors about the key parameter of the operation whose policy is %sPolicies[i] to a problem code and detail; \"\" for any other error, and for any error when i < 0 or the operation's key is not a parameter.", px, px)
+	g.docf("%sKeyError maps oapi-codegen's parameter errors about the key parameter of the operation whose policy is %sPolicies[i] to a problem code and detail (a malformed key: what the key must be, not oapi-codegen's message); \"\" for any other error, and for any error when i < 0 or the operation's key is not a parameter.", px, px)
 	g.f.Func().Id(px+"KeyError").Params(jen.Id("i").Int(), jen.Err().Error()).Params(jen.List(jen.Id("code"), jen.Id("detail")).String()).Block(
 		jen.List(jen.Id("name"), jen.Id("header")).Op(":=").Id(px+"KeyParam").Call(jen.Id("i")),
 		jen.If(jen.Id("name").Op("==").Lit("")).Block(jen.Return(jen.Lit(""), jen.Lit(""))),
@@ -942,10 +954,10 @@ func (g *gen) errorHandler() {
 				jen.Return(jen.Qual(idemPkg, "CodeKeyMissing"), jen.Lit("this operation requires an idempotency key")),
 			),
 			jen.Case(as("invalid").Op("&&").Add(isKey("invalid"))).Block(
-				jen.If(jen.Id("invalid").Dot("Err").Op("!=").Nil()).Block(
-					jen.Return(jen.Qual(idemPkg, "CodeKeyInvalid"), jen.Lit("the idempotency key is malformed: ").Op("+").Id("invalid").Dot("Err").Dot("Error").Call()),
-				),
-				jen.Return(jen.Qual(idemPkg, "CodeKeyInvalid"), jen.Lit("the idempotency key is malformed")),
+				// oapi-codegen's error speaks of Go types ("error unmarshaling
+				// 'xyz' text as *uuid.UUID: ..."): the client is told what the
+				// key must be; the error goes to the Observer and the log.
+				jen.Return(jen.Qual(idemPkg, "CodeKeyInvalid"), jen.Id(px+"Policies").Index(jen.Id("i")).Dot("KeyFormatDetail").Call()),
 			),
 			jen.Case(as("many").Op("&&").Add(isKey("many"))).Block(
 				jen.Return(jen.Qual(idemPkg, "CodeKeyInvalid"), jen.Lit("the idempotency key is given more than once")),

@@ -99,6 +99,20 @@ func TestRuntimeRefusesPolicy(t *testing.T) {
 	assert.Equal(t, diag.Unsupported, el.List[0].Kind)
 	assert.Contains(t, el.List[0].Message, "key max length 1000 is outside 1..255")
 	assert.True(t, el.Unsupported())
+
+	// Each reason the runtime gives is a diagnostic of its own (the
+	// contract parser refuses Set-Cookie already; the IR is edited here).
+	spec, diags := compile.Compile(compileCase(t, "long-key"), compile.Options{})
+	require.False(t, diags.HasErrors(), "%v", diags)
+	spec.Operations[0].Policy.Response.Headers = []string{"Set-Cookie"}
+	cfg, err := server.ParseConfig(nil)
+	require.NoError(t, err)
+	_, err = server.Generate(spec, emitter.Options{Package: "api", Output: "."}, cfg)
+	require.ErrorAs(t, err, &el)
+	require.Len(t, el.List, 2)
+	assert.Contains(t, el.List[0].Message, "key max length 1000 is outside 1..255")
+	assert.NotContains(t, el.List[0].Message, "Set-Cookie")
+	assert.Contains(t, el.List[1].Message, `response header "Set-Cookie" is never stored`)
 }
 
 func TestRegistered(t *testing.T) {

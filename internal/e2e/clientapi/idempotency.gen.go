@@ -100,6 +100,7 @@ var idemgenPolicyUpdateAccount = idem.MustCompile(idem.Spec{
 	Volatile:           nil,
 	Unordered:          nil,
 	FingerprintHeaders: nil,
+	Scope:              idem.ScopePrincipal,
 	ConflictStatus:     422,
 	InFlight: idem.InFlightSpec{
 		Status:     409,
@@ -134,6 +135,7 @@ var idemgenPolicyClaimCoupon = idem.MustCompile(idem.Spec{
 	Volatile:           []string{"/client_time", "/trace_id"},
 	Unordered:          []string{"/coupon_ids"},
 	FingerprintHeaders: nil,
+	Scope:              idem.ScopePrincipal,
 	ConflictStatus:     422,
 	InFlight: idem.InFlightSpec{
 		Status:     409,
@@ -168,6 +170,7 @@ var idemgenPolicyRecordEvent = idem.MustCompile(idem.Spec{
 	Volatile:           []string{"/sent_at"},
 	Unordered:          nil,
 	FingerprintHeaders: nil,
+	Scope:              idem.ScopePrincipal,
 	ConflictStatus:     422,
 	InFlight: idem.InFlightSpec{
 		Status:     409,
@@ -202,6 +205,7 @@ var idemgenPolicyTouchItem = idem.MustCompile(idem.Spec{
 	Volatile:           nil,
 	Unordered:          nil,
 	FingerprintHeaders: nil,
+	Scope:              idem.ScopePrincipal,
 	ConflictStatus:     422,
 	InFlight: idem.InFlightSpec{
 		Status:     409,
@@ -236,6 +240,7 @@ var idemgenPolicyCreateOrder = idem.MustCompile(idem.Spec{
 	Volatile:           nil,
 	Unordered:          nil,
 	FingerprintHeaders: nil,
+	Scope:              idem.ScopePrincipal,
 	ConflictStatus:     422,
 	InFlight: idem.InFlightSpec{
 		Status:     409,
@@ -270,6 +275,7 @@ var idemgenPolicyCreatePayment = idem.MustCompile(idem.Spec{
 	Volatile:           nil,
 	Unordered:          nil,
 	FingerprintHeaders: nil,
+	Scope:              idem.ScopePrincipal,
 	ConflictStatus:     422,
 	InFlight: idem.InFlightSpec{
 		Status:     409,
@@ -305,6 +311,7 @@ var idemgenPolicyUploadReceiptFile = idem.MustCompile(idem.Spec{
 	Volatile:           nil,
 	Unordered:          nil,
 	FingerprintHeaders: nil,
+	Scope:              idem.ScopePrincipal,
 	ConflictStatus:     422,
 	InFlight: idem.InFlightSpec{
 		Status:     409,
@@ -339,6 +346,7 @@ var idemgenPolicySubscribe = idem.MustCompile(idem.Spec{
 	Volatile:           nil,
 	Unordered:          nil,
 	FingerprintHeaders: nil,
+	Scope:              idem.ScopePrincipal,
 	ConflictStatus:     422,
 	InFlight: idem.InFlightSpec{
 		Status:     409,
@@ -373,6 +381,7 @@ var idemgenPolicyCreateTransfer = idem.MustCompile(idem.Spec{
 	Volatile:           []string{"/sent_at"},
 	Unordered:          nil,
 	FingerprintHeaders: nil,
+	Scope:              idem.ScopePrincipal,
 	ConflictStatus:     422,
 	InFlight: idem.InFlightSpec{
 		Status:     409,
@@ -638,11 +647,11 @@ func (x *Idempotency) ErrorHandlerWithBaseURL(baseURL string, next func(http.Res
 		if path, ok := strings.CutPrefix(r.URL.EscapedPath(), baseURL); ok {
 			i := idemgenMatch(r.Method, path)
 			if code, detail := idemgenKeyError(i, err); code != "" {
-				x.engine.Refuse(w, r, idemgenPolicies[i], &idem.Problem{
+				x.engine.RefuseWithCause(w, r, idemgenPolicies[i], &idem.Problem{
 					Code:   code,
 					Detail: detail,
 					Status: http.StatusBadRequest,
-				})
+				}, err)
 				return
 			}
 		}
@@ -665,8 +674,9 @@ func idemgenKeyParam(i int) (name string, header bool) {
 }
 
 // idemgenKeyError maps oapi-codegen's parameter errors about the key parameter of the operation whose
-// policy is idemgenPolicies[i] to a problem code and detail; "" for any other error, and for any error
-// when i < 0 or the operation's key is not a parameter.
+// policy is idemgenPolicies[i] to a problem code and detail (a malformed key: what the key must be,
+// not oapi-codegen's message); "" for any other error, and for any error when i < 0 or the operation's
+// key is not a parameter.
 func idemgenKeyError(i int, err error) (code, detail string) {
 	name, header := idemgenKeyParam(i)
 	if name == "" {
@@ -683,10 +693,7 @@ func idemgenKeyError(i int, err error) (code, detail string) {
 	case header && errors.As(err, &missingHeader) && isKey(missingHeader.ParamName), !header && errors.As(err, &missingParam) && isKey(missingParam.ParamName):
 		return idem.CodeKeyMissing, "this operation requires an idempotency key"
 	case errors.As(err, &invalid) && isKey(invalid.ParamName):
-		if invalid.Err != nil {
-			return idem.CodeKeyInvalid, "the idempotency key is malformed: " + invalid.Err.Error()
-		}
-		return idem.CodeKeyInvalid, "the idempotency key is malformed"
+		return idem.CodeKeyInvalid, idemgenPolicies[i].KeyFormatDetail()
 	case errors.As(err, &many) && isKey(many.ParamName):
 		return idem.CodeKeyInvalid, "the idempotency key is given more than once"
 	}

@@ -87,6 +87,7 @@ var idemgenPolicyAddPet = idem.MustCompile(idem.Spec{
 	Volatile:           []string{"/client_time", "/retry_count", "/trace_id"},
 	Unordered:          []string{"/tags"},
 	FingerprintHeaders: nil,
+	Scope:              idem.ScopePrincipal,
 	ConflictStatus:     422,
 	InFlight: idem.InFlightSpec{
 		Status:     409,

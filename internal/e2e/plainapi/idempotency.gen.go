@@ -89,6 +89,7 @@ var idemgenPolicyClaimCoupon = idem.MustCompile(idem.Spec{
 	Volatile:           []string{"/client_time", "/retry_count", "/trace_id"},
 	Unordered:          []string{"/coupon_ids"},
 	FingerprintHeaders: nil,
+	Scope:              idem.ScopePrincipal,
 	ConflictStatus:     422,
 	InFlight: idem.InFlightSpec{
 		Status:     409,
@@ -123,6 +124,7 @@ var idemgenPolicyRecordEvent = idem.MustCompile(idem.Spec{
 	Volatile:           []string{"/sent_at"},
 	Unordered:          nil,
 	FingerprintHeaders: nil,
+	Scope:              idem.ScopePrincipal,
 	ConflictStatus:     422,
 	InFlight: idem.InFlightSpec{
 		Status:     409,
@@ -157,6 +159,7 @@ var idemgenPolicyTouchItem = idem.MustCompile(idem.Spec{
 	Volatile:           nil,
 	Unordered:          nil,
 	FingerprintHeaders: nil,
+	Scope:              idem.ScopePrincipal,
 	ConflictStatus:     422,
 	InFlight: idem.InFlightSpec{
 		Status:     409,
@@ -191,6 +194,7 @@ var idemgenPolicyCreateOrder = idem.MustCompile(idem.Spec{
 	Volatile:           nil,
 	Unordered:          nil,
 	FingerprintHeaders: nil,
+	Scope:              idem.ScopePrincipal,
 	ConflictStatus:     422,
 	InFlight: idem.InFlightSpec{
 		Status:     409,
@@ -225,6 +229,7 @@ var idemgenPolicyCreatePayment = idem.MustCompile(idem.Spec{
 	Volatile:           nil,
 	Unordered:          nil,
 	FingerprintHeaders: nil,
+	Scope:              idem.ScopePrincipal,
 	ConflictStatus:     422,
 	InFlight: idem.InFlightSpec{
 		Status:     409,
@@ -259,6 +264,7 @@ var idemgenPolicyCreateTransfer = idem.MustCompile(idem.Spec{
 	Volatile:           []string{"/sent_at"},
 	Unordered:          nil,
 	FingerprintHeaders: nil,
+	Scope:              idem.ScopePrincipal,
 	ConflictStatus:     422,
 	InFlight: idem.InFlightSpec{
 		Status:     409,
@@ -370,11 +376,11 @@ func (x *Idempotency) ErrorHandlerWithBaseURL(baseURL string, next func(http.Res
 		if path, ok := strings.CutPrefix(r.URL.EscapedPath(), baseURL); ok {
 			i := idemgenMatch(r.Method, path)
 			if code, detail := idemgenKeyError(i, err); code != "" {
-				x.engine.Refuse(w, r, idemgenPolicies[i], &idem.Problem{
+				x.engine.RefuseWithCause(w, r, idemgenPolicies[i], &idem.Problem{
 					Code:   code,
 					Detail: detail,
 					Status: http.StatusBadRequest,
-				})
+				}, err)
 				return
 			}
 		}
@@ -397,8 +403,9 @@ func idemgenKeyParam(i int) (name string, header bool) {
 }
 
 // idemgenKeyError maps oapi-codegen's parameter errors about the key parameter of the operation whose
-// policy is idemgenPolicies[i] to a problem code and detail; "" for any other error, and for any error
-// when i < 0 or the operation's key is not a parameter.
+// policy is idemgenPolicies[i] to a problem code and detail (a malformed key: what the key must be,
+// not oapi-codegen's message); "" for any other error, and for any error when i < 0 or the operation's
+// key is not a parameter.
 func idemgenKeyError(i int, err error) (code, detail string) {
 	name, header := idemgenKeyParam(i)
 	if name == "" {
@@ -415,10 +422,7 @@ func idemgenKeyError(i int, err error) (code, detail string) {
 	case header && errors.As(err, &missingHeader) && isKey(missingHeader.ParamName), !header && errors.As(err, &missingParam) && isKey(missingParam.ParamName):
 		return idem.CodeKeyMissing, "this operation requires an idempotency key"
 	case errors.As(err, &invalid) && isKey(invalid.ParamName):
-		if invalid.Err != nil {
-			return idem.CodeKeyInvalid, "the idempotency key is malformed: " + invalid.Err.Error()
-		}
-		return idem.CodeKeyInvalid, "the idempotency key is malformed"
+		return idem.CodeKeyInvalid, idemgenPolicies[i].KeyFormatDetail()
 	case errors.As(err, &many) && isKey(many.ParamName):
 		return idem.CodeKeyInvalid, "the idempotency key is given more than once"
 	}

@@ -85,6 +85,7 @@ var idemgenPolicyPostRoot = idem.MustCompile(idem.Spec{
 	Volatile:           nil,
 	Unordered:          nil,
 	FingerprintHeaders: nil,
+	Scope:              idem.ScopePrincipal,
 	ConflictStatus:     422,
 	InFlight: idem.InFlightSpec{
 		Status:     409,
@@ -119,6 +120,7 @@ var idemgenPolicyPatchAX = idem.MustCompile(idem.Spec{
 	Volatile:           nil,
 	Unordered:          nil,
 	FingerprintHeaders: nil,
+	Scope:              idem.ScopePrincipal,
 	ConflictStatus:     422,
 	InFlight: idem.InFlightSpec{
 		Status:     409,
@@ -153,6 +155,7 @@ var idemgenPolicyPostAX = idem.MustCompile(idem.Spec{
 	Volatile:           nil,
 	Unordered:          nil,
 	FingerprintHeaders: nil,
+	Scope:              idem.ScopePrincipal,
 	ConflictStatus:     422,
 	InFlight: idem.InFlightSpec{
 		Status:     409,
@@ -187,6 +190,7 @@ var idemgenPolicyPostAXC = idem.MustCompile(idem.Spec{
 	Volatile:           nil,
 	Unordered:          nil,
 	FingerprintHeaders: nil,
+	Scope:              idem.ScopePrincipal,
 	ConflictStatus:     422,
 	InFlight: idem.InFlightSpec{
 		Status:     409,
@@ -221,6 +225,7 @@ var idemgenPolicyPostCafeOrders = idem.MustCompile(idem.Spec{
 	Volatile:           nil,
 	Unordered:          nil,
 	FingerprintHeaders: nil,
+	Scope:              idem.ScopePrincipal,
 	ConflictStatus:     422,
 	InFlight: idem.InFlightSpec{
 		Status:     409,

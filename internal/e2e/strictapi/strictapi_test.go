@@ -137,11 +137,19 @@ func TestErrorHandler(t *testing.T) {
 		if tt.code != "" {
 			assert.Equal(t, "application/problem+json", w.Header().Get("Content-Type"))
 			assert.Contains(t, w.Body.String(), `"code":"`+tt.code+`"`)
+			// oapi-codegen's message (Go types, a parser's wording) is not the
+			// client's: it goes to the Observer.
+			assert.NotContains(t, w.Body.String(), tt.err.Error())
+			var invalid *api.InvalidParamFormatError
+			if errors.As(tt.err, &invalid) {
+				assert.Contains(t, w.Body.String(), `"detail":"the `+invalid.ParamName+` `, "the detail names the key")
+			}
 			assert.Nil(t, passed)
 			// The refusal is observed as a rejected request of the route's operation.
 			if assert.Len(t, events, 1, "%s %s", tt.method, tt.path) {
 				assert.Equal(t, idem.EventRejected, events[0].Kind)
 				assert.Equal(t, tt.code, events[0].Code)
+				assert.Equal(t, tt.err, events[0].Err)
 				assert.Equal(t, http.StatusBadRequest, events[0].Status)
 				assert.NotEmpty(t, events[0].Operation)
 			}
@@ -225,6 +233,7 @@ func TestErrorHandlerRoutesWithoutContract(t *testing.T) {
 		w = do("POST", "/coupons/C1/claims", "not-a-uuid")
 		assert.Equal(t, "application/problem+json", w.Header().Get("Content-Type"), "%s: %s", name, w.Body)
 		assert.Contains(t, w.Body.String(), idem.CodeKeyInvalid, name)
+		assert.Contains(t, w.Body.String(), `"detail":"the Idempotency-Key header must be a UUID (RFC 9562) in canonical 8-4-4-4-12 form"`, name)
 	}
 }
 

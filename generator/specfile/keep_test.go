@@ -1,0 +1,58 @@
+package specfile_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
+
+	"github.com/idemgen/idemgen/generator/specfile"
+	"github.com/idemgen/idemgen/internal/testenv"
+)
+
+// TestKeepUntouchedEntries: when components.schemas of petstore gains an
+// entry (as `idemgen spec` adds IdempotencyProblem) and an operation a
+// response, every line of the file but those added stays byte for byte:
+// the blank lines between schemas, the trailing spaces of Pet and NewPet,
+// the deeper indentation of Pet's `- id`.
+func TestKeepUntouchedEntries(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join(testenv.SpecsDir(t), "petstore-expanded.yaml"))
+	require.NoError(t, err)
+	src = specfile.LF(src)
+	doc, err := specfile.Parse(src)
+	require.NoError(t, err)
+	f := specfile.Detect(src, doc)
+
+	get := func(n *yaml.Node, key string) *yaml.Node {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == key {
+				return n.Content[i+1]
+			}
+		}
+		t.Fatalf("no %s", key)
+		return nil
+	}
+	add := func(m *yaml.Node, key string, value string) {
+		var v yaml.Node
+		require.NoError(t, yaml.Unmarshal([]byte(value), &v))
+		m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: key}, v.Content[0])
+	}
+	root := doc.Content[0]
+	add(get(get(root, "components"), "schemas"), "Zebra", "type: object\n")
+	add(get(get(get(get(root, "paths"), "/pets"), "post"), "responses"), "409", "description: conflict\n")
+	out, err := specfile.Encode(doc, f)
+	require.NoError(t, err)
+
+	got := string(specfile.KeepScalars(src, out))
+	for _, added := range []string{"    Zebra:\n      type: object\n", "        \"409\":\n          description: conflict\n"} {
+		require.Contains(t, got, added)
+		got = strings.Replace(got, added, "", 1)
+	}
+	assert.Equal(t, string(src), got, "the file but for the added lines")
+	assert.Contains(t, string(src), "\n          - id\n", "the spec still has what the test is about")
+	assert.Contains(t, string(src), "name  \n")
+}

@@ -1,0 +1,379 @@
+package pgstore
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/internal/testenv"
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// strictLevels are the default isolations above READ COMMITTED a database
+// may have (TestConformanceIsolation).
+var strictLevels = []string{"repeatable read", "serializable"}
+
+// poolAtLevel returns a pool whose connections' default isolation is level.
+func poolAtLevel(t *testing.T, level string) *pgxpool.Pool {
+	return poolWith(t, testenv.PostgresURL(t), func(c *pgxpool.Config) {
+		c.MaxConns = 8
+		c.ConnConfig.RuntimeParams["default_transaction_isolation"] = level
+	})
+}
+
+// rowChangeUnderWay starts a transaction, on the shared pool, that runs
+// stmt (an UPDATE of a record's row) and stays open: the row is locked
+// until the returned commit.
+func rowChangeUnderWay(t *testing.T, stmt string, args ...any) (commit func() error) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := testPool(t).BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	require.NoError(t, err)
+	var mu sync.Mutex // commit may run on another goroutine
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		_ = tx.Rollback(ctx)
+	})
+	tag, err := tx.Exec(ctx, stmt, args...)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), tag.RowsAffected())
+	return func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		return tx.Commit(ctx)
+	}
+}
+
+// waitForRowLock waits until a statement on s's table, starting with like,
+// waits for a lock.
+func waitForRowLock(t *testing.T, s *Store, like string) {
+	t.Helper()
+	require.True(t, waitsForRowLock(s, like), "%s waits for the row", like)
+}
+
+// waitsForRowLock is waitForRowLock for any goroutine: it reports whether a
+// statement on s's table, starting with like, waits for a lock within 5 s.
+func waitsForRowLock(s *Store, like string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for {
+		var n int
+		err := s.pool.QueryRow(ctx,
+			`SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1`,
+			like+"%"+s.n.schema+"%").Scan(&n)
+		if err == nil && n > 0 {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// TestFinishAfterConcurrentUpdateStrictIsolation: on a database whose
+// default isolation is above READ COMMITTED, Finish's UPDATE waits for a
+// transaction that changes the row and, once that commits, fails with a
+// serialization error (its snapshot predates the change). Finish runs it
+// again: after the holder's own heartbeat it finishes the record, after a
+// takeover it answers idem.ErrFenced, not the serialization error.
+func TestFinishAfterConcurrentUpdateStrictIsolation(t *testing.T) {
+	t.Parallel()
+	for _, level := range strictLevels {
+		t.Run(level, func(t *testing.T) {
+			t.Parallel()
+			s := newStoreOn(t, poolAtLevel(t, level), Options{})
+			ctx := context.Background()
+
+			t.Run("Heartbeat", func(t *testing.T) {
+				_, err := s.Begin(ctx, beginReq("hb", 7))
+				require.NoError(t, err)
+				commit := rowChangeUnderWay(t, s.q.extend, "hb", int64(7), time.Minute)
+				done := make(chan error, 1)
+				go func() { done <- s.Finish(ctx, "hb", 7, idem.StateCompleted, []byte("resp")) }()
+				waitForRowLock(t, s, "UPDATE")
+				require.NoError(t, commit())
+				require.NoError(t, <-done, "the holder's Finish after its own heartbeat")
+				rec, found, err := s.Get(ctx, "hb")
+				require.NoError(t, err)
+				require.True(t, found)
+				assert.Equal(t, idem.StateCompleted, rec.State)
+				assert.Equal(t, []byte("resp"), rec.Response)
+			})
+
+			t.Run("Takeover", func(t *testing.T) {
+				_, err := s.Begin(ctx, beginReq("to", 7))
+				require.NoError(t, err)
+				commit := rowChangeUnderWay(t, `UPDATE `+s.n.table+` SET token = 8 WHERE key = $1`, "to")
+				done := make(chan error, 1)
+				go func() { done <- s.Finish(ctx, "to", 7, idem.StateCompleted, []byte("resp")) }()
+				waitForRowLock(t, s, "UPDATE")
+				require.NoError(t, commit())
+				require.ErrorIs(t, <-done, idem.ErrFenced, "the holder's Finish after a takeover")
+				rec, _, err := s.Get(ctx, "to")
+				require.NoError(t, err)
+				assert.Equal(t, idem.StatePending, rec.State)
+				assert.Equal(t, idem.Token(8), rec.Token)
+			})
+		})
+	}
+}
+
+// TestExtendLeaseAfterConcurrentUpdateStrictIsolation: the same for
+// ExtendLease's UPDATE: after another heartbeat of the holder it extends the
+// lease, after the holder's Finish it answers idem.ErrFenced.
+func TestExtendLeaseAfterConcurrentUpdateStrictIsolation(t *testing.T) {
+	t.Parallel()
+	for _, level := range strictLevels {
+		t.Run(level, func(t *testing.T) {
+			t.Parallel()
+			s := newStoreOn(t, poolAtLevel(t, level), Options{})
+			ctx := context.Background()
+
+			t.Run("Heartbeat", func(t *testing.T) {
+				_, err := s.Begin(ctx, beginReq("hb", 7))
+				require.NoError(t, err)
+				commit := rowChangeUnderWay(t, s.q.extend, "hb", int64(7), time.Minute)
+				done := make(chan error, 1)
+				go func() { done <- s.ExtendLease(ctx, "hb", 7, time.Hour) }()
+				waitForRowLock(t, s, "UPDATE")
+				require.NoError(t, commit())
+				require.NoError(t, <-done, "a heartbeat after another")
+				rec, _, err := s.Get(ctx, "hb")
+				require.NoError(t, err)
+				assert.Greater(t, time.Until(rec.LeaseExpiresAt), 50*time.Minute, "the later heartbeat's lease")
+			})
+
+			t.Run("Finish", func(t *testing.T) {
+				_, err := s.Begin(ctx, beginReq("fin", 7))
+				require.NoError(t, err)
+				commit := rowChangeUnderWay(t, s.q.finish, "fin", int64(7), int16(idem.StateCompleted), []byte("resp"))
+				done := make(chan error, 1)
+				go func() { done <- s.ExtendLease(ctx, "fin", 7, time.Hour) }()
+				waitForRowLock(t, s, "UPDATE")
+				require.NoError(t, commit())
+				require.ErrorIs(t, <-done, idem.ErrFenced, "a heartbeat after the holder's Finish")
+				rec, _, err := s.Get(ctx, "fin")
+				require.NoError(t, err)
+				assert.Equal(t, idem.StateCompleted, rec.State)
+			})
+		})
+	}
+}
+
+// TestEngineFinishAfterHeartbeatRepeatableRead: the engine, without
+// transactions, on a database whose default isolation is REPEATABLE READ.
+// The holder's heartbeat is under way when the handler returns (simulated:
+// an UPDATE of the lease, committed a little later), so the engine's Finish
+// meets it. The record must be COMPLETED all the same: a retry of the key
+// after the lease has run out is a replay, and the handler runs once.
+func TestEngineFinishAfterHeartbeatRepeatableRead(t *testing.T) {
+	t.Parallel()
+	s := newStoreOn(t, poolAtLevel(t, "repeatable read"), Options{})
+	eng := idem.New(s, idem.Options{})
+	pol := idem.MustCompile(idem.Spec{Operation: "op", Method: "POST", Path: "/x", Semantics: idem.Strict,
+		InFlight: idem.InFlightSpec{Lease: 300 * time.Millisecond}})
+	var runs atomic.Int32
+	h := eng.Handler(pol, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if runs.Add(1) == 1 {
+			commit := rowChangeUnderWay(t, `UPDATE `+s.n.table+` SET lease_expires_at = clock_timestamp() + interval '300 milliseconds' WHERE state = 1`)
+			go func() {
+				waitsForRowLock(s, "UPDATE") // the engine's Finish
+				_ = commit()
+			}()
+		}
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte("made"))
+	}))
+	serve := func() *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, "/x", nil)
+		req.Header.Set("Idempotency-Key", "0193a8f0-0000-7000-8000-000000000001")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	first := serve()
+	require.Equal(t, http.StatusCreated, first.Code)
+	time.Sleep(time.Second) // well past the lease
+	retry := serve()
+	assert.Equal(t, http.StatusCreated, retry.Code)
+	assert.Equal(t, "made", retry.Body.String())
+	assert.Equal(t, int32(1), runs.Load(), "the handler ran once")
+}
+
+// gate pauses statements of a gated store in the middle, after their
+// snapshot was taken: a row security policy on the records table calls a
+// function that, on the gated store's connections, waits when it meets the
+// record gateKey while hold holds an advisory lock (it takes the lock,
+// shared, and lets go of it at once).
+type gate struct {
+	owner *Store // the table's store, as a superuser: not gated
+	gated *Store // a store on the same table for a role under the policy
+	admin *pgxpool.Pool
+	lock  string // names the advisory lock: the schema, unique
+}
+
+const gateKey = "gated"
+
+// newGate makes a fresh schema, its row security policy, and a store for a
+// role under it whose connections' default isolation is level.
+func newGate(t *testing.T, level string) *gate {
+	t.Helper()
+	ctx := context.Background()
+	admin := testPool(t)
+	owner := newStoreOn(t, admin, Options{})
+	schema := pgx.Identifier{owner.n.schema}.Sanitize()
+	lock := owner.n.schema
+	role := pgx.Identifier{owner.n.schema + "_gated"}.Sanitize()
+	for _, q := range []string{
+		`CREATE FUNCTION ` + schema + `.gate(k text) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    IF k = '` + gateKey + `' AND current_setting('idemtest.gate', true) = 'on' THEN
+        PERFORM pg_advisory_lock_shared(hashtext('` + lock + `'));
+        PERFORM pg_advisory_unlock_shared(hashtext('` + lock + `'));
+    END IF;
+    RETURN true;
+END $$`,
+		`ALTER TABLE ` + owner.n.table + ` ENABLE ROW LEVEL SECURITY`,
+		`CREATE POLICY gate ON ` + owner.n.table + ` USING (` + schema + `.gate(key))`,
+		`CREATE ROLE ` + role + ` NOLOGIN`,
+		`GRANT USAGE ON SCHEMA ` + schema + ` TO ` + role,
+		`GRANT SELECT, INSERT, UPDATE, DELETE ON ` + owner.n.table + ` TO ` + role,
+	} {
+		_, err := admin.Exec(ctx, q)
+		require.NoError(t, err, q)
+	}
+	t.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), `DROP OWNED BY `+role)
+		_, _ = admin.Exec(context.Background(), `DROP ROLE IF EXISTS `+role)
+	})
+	p := poolWith(t, testenv.PostgresURL(t), func(c *pgxpool.Config) {
+		c.MaxConns = 4
+		c.ConnConfig.RuntimeParams["default_transaction_isolation"] = level
+		c.ConnConfig.RuntimeParams["idemtest.gate"] = "on"
+		c.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+			_, err := conn.Exec(ctx, `SET ROLE `+role)
+			return err
+		}
+	})
+	gated, err := New(p, Options{Schema: owner.n.schema})
+	require.NoError(t, err)
+	return &gate{owner: owner, gated: gated, admin: admin, lock: lock}
+}
+
+// hold closes the gate until release.
+func (g *gate) hold(t *testing.T) (release func()) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := g.admin.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, g.lock)
+	require.NoError(t, err)
+	var once sync.Once
+	release = func() { once.Do(func() { require.NoError(t, tx.Commit(ctx)) }) }
+	t.Cleanup(release)
+	return release
+}
+
+// waitAtGate waits until a statement starting with like waits at the gate.
+func (g *gate) waitAtGate(t *testing.T, like string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		var n int
+		require.NoError(t, g.admin.QueryRow(context.Background(),
+			`SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'advisory' AND query LIKE $1`,
+			like+"%"+g.owner.n.schema+"%").Scan(&n))
+		return n == 1
+	}, 5*time.Second, 5*time.Millisecond, "%s waits at the gate", like)
+}
+
+// TestReapAfterConcurrentTakeoverStrictIsolation: on a database whose
+// default isolation is above READ COMMITTED, the reaper's statement reads
+// the expired rows in its snapshot and locks them one by one; a row taken
+// over (Begin on an expired key) after the snapshot, before its lock, made
+// the lock, and the whole batch, fail with a serialization error (the
+// background reaper logged it and reaped nothing until its next interval).
+// Reap runs the statement again: the row taken over is live now, the others
+// are reaped.
+func TestReapAfterConcurrentTakeoverStrictIsolation(t *testing.T) {
+	t.Parallel()
+	for _, level := range strictLevels {
+		t.Run(level, func(t *testing.T) {
+			t.Parallel()
+			g := newGate(t, level)
+			ctx := context.Background()
+			for _, k := range []string{gateKey, "taken"} { // expiring in this order
+				r := beginReq(k, 1)
+				r.TTL = 50 * time.Millisecond
+				_, err := g.owner.Begin(ctx, r)
+				require.NoError(t, err)
+				time.Sleep(5 * time.Millisecond)
+			}
+			time.Sleep(100 * time.Millisecond)
+
+			release := g.hold(t)
+			reaped := make(chan error, 1)
+			var n int
+			go func() {
+				var err error
+				n, err = g.gated.Reap(ctx, 10)
+				reaped <- err
+			}()
+			g.waitAtGate(t, "WITH doomed")
+			res, err := g.owner.Begin(ctx, beginReq("taken", 2))
+			require.NoError(t, err)
+			require.True(t, res.Acquired, "the takeover of an expired record")
+			release()
+			require.NoError(t, <-reaped)
+			assert.Equal(t, 1, n, "the record not taken over is reaped")
+			_, found, err := g.owner.Get(ctx, "taken")
+			require.NoError(t, err)
+			assert.True(t, found)
+		})
+	}
+}
+
+// TestTxHeartbeatAfterCommitStrictIsolation: above READ COMMITTED, while
+// BeginTx's transaction locks the row, ExtendLease only reads that it is
+// still locked, trying the lock without waiting. A commit of that
+// transaction after the statement's snapshot, before its lock, made the
+// heartbeat fail with a serialization error; ExtendLease runs the statement
+// again and answers, as for any finished record, idem.ErrFenced.
+func TestTxHeartbeatAfterCommitStrictIsolation(t *testing.T) {
+	t.Parallel()
+	for _, level := range strictLevels {
+		t.Run(level, func(t *testing.T) {
+			t.Parallel()
+			g := newGate(t, level)
+			ctx := context.Background()
+			_, err := g.owner.Begin(ctx, beginReq(gateKey, 1))
+			require.NoError(t, err)
+			txctx, commit, rollback, err := g.gated.BeginTx(ctx, gateKey, 1)
+			require.NoError(t, err)
+			defer rollback()
+			require.True(t, g.gated.locked.has(holdKey{gateKey, 1}))
+			tx, _ := Tx(txctx)
+			_, err = tx.Exec(txctx, `SET LOCAL idemtest.gate = 'off'`) // the commit passes the gate
+			require.NoError(t, err)
+
+			release := g.hold(t)
+			extended := make(chan error, 1)
+			go func() { extended <- g.gated.ExtendLease(ctx, gateKey, 1, time.Minute) }()
+			g.waitAtGate(t, "SELECT count(*)")
+			require.NoError(t, commit(idem.StateCompleted, []byte("resp")))
+			release()
+			require.ErrorIs(t, <-extended, idem.ErrFenced, "a heartbeat after the commit")
+		})
+	}
+}
