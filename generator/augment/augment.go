@@ -32,6 +32,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/speakeasy-api/openapi/overlay"
@@ -92,11 +93,16 @@ var tolerated = map[string]bool{"key-undeclared": true}
 // diagnostics say why, and carry the warnings otherwise.
 //
 // The diagnostics are those the ignores leave (see Silence): the comments
-// of the spec's and opts.Ignore.
+// of the spec's and opts.Ignore. A bad ignore (an error [bad-ignore], of
+// the comments, opts.Ignore or opts.IgnoreDiags) gives a nil Result too.
 func Augment(path string, opts Options) (*Result, diag.List) {
 	res, d, spec, diags := augmentSpec(path, opts)
 	diags = append(diags, opts.IgnoreDiags...)
-	return res, Silence(d, spec, diags, opts.Ignore, func(rule string) bool { return !checkOnly[rule] })
+	diags = Silence(d, spec, diags, opts.Ignore, func(rule string) bool { return !checkOnly[rule] })
+	if slices.ContainsFunc(diags, func(x diag.Diagnostic) bool { return x.Severity == diag.Error && x.Rule == diag.RuleBadIgnore }) {
+		return nil, diags // as check, which exits 1 for it
+	}
+	return res, diags
 }
 
 // checkOnly are the rules Augment does not check (it declares what they
