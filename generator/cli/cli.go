@@ -34,6 +34,7 @@ import (
 	_ "github.com/idemgen/idemgen/generator/emit/docs"   // registers the emitter "docs"
 	_ "github.com/idemgen/idemgen/generator/emit/server" // registers the emitter "server"
 	"github.com/idemgen/idemgen/generator/emitter"
+	"github.com/idemgen/idemgen/generator/initspec"
 	"github.com/idemgen/idemgen/generator/internal/english"
 	"github.com/idemgen/idemgen/generator/ir"
 	"github.com/idemgen/idemgen/generator/load"
@@ -244,7 +245,7 @@ A warning is silenced, with a reason, for one operation by a comment in
 its x-idempotency block, "# idemgen:ignore RULE -- REASON"; for the spec or
 listed operations by ignore: in idemgen.yaml or -ignore RULE[:METHOD /path].
 Only warnings can be; an ignore that silenced nothing is a warning
-[unused-ignore] (docs/contract.md, "Silencing a warning").
+[unused-ignore]. See ` + initspec.ContractDocs + `#silencing-a-warning
 
 Go names are checked for collisions as generate names them: under the
 name-normalizer (or oapi-codegen-config) of the -config file, whose spec:
