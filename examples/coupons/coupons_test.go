@@ -248,5 +248,5 @@ func TestGenerated(t *testing.T) {
 	assert.Contains(t, out, "generated files are up to date")
 	code, out = regen.Idemgen(t, ".", "check", "-strict", "openapi.yaml")
 	assert.Equal(t, 0, code, out)
-	assert.Contains(t, out, "1 idempotent operations, 0 warnings")
+	assert.Contains(t, out, "1 idempotent operation, 0 warnings")
 }

@@ -32,6 +32,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/speakeasy-api/openapi/overlay"
@@ -50,9 +51,22 @@ type Options struct {
 	Overlays []string // OpenAPI Overlay 1.0 files applied first, in order
 	// Strict makes the spec-consistency findings errors (default: warnings).
 	Strict bool
+	// NoReplayedHeader leaves the Idempotent-Replayed header out of the
+	// responses (idemgen.yaml's replayed-header: false): declared on a
+	// response, it gives the response's type in oapi-codegen's strict
+	// server a Headers field, so a handler's `return
+	// api.AddPet200JSONResponse(pet), nil` must become `return
+	// api.AddPet200JSONResponse{Body: pet}, nil`. Declarations an earlier
+	// run wrote are removed (and reported as spec-stale); the runtime sends
+	// the header on replays either way.
+	NoReplayedHeader bool
 	// Ignore silences warnings (Augment only; besides the spec's
 	// # idemgen:ignore comments): see Silence.
 	Ignore []diag.Ignore
+	// IgnoreDiags are the errors [bad-ignore] of the ignores that could not
+	// be given (the config file's malformed entries): Augment reports them
+	// with the spec's diagnostics, before the ignores apply.
+	IgnoreDiags diag.List
 }
 
 // Result is an augmented spec.
@@ -79,10 +93,16 @@ var tolerated = map[string]bool{"key-undeclared": true}
 // diagnostics say why, and carry the warnings otherwise.
 //
 // The diagnostics are those the ignores leave (see Silence): the comments
-// of the spec's and opts.Ignore.
+// of the spec's and opts.Ignore. A bad ignore (an error [bad-ignore], of
+// the comments, opts.Ignore or opts.IgnoreDiags) gives a nil Result too.
 func Augment(path string, opts Options) (*Result, diag.List) {
 	res, d, spec, diags := augmentSpec(path, opts)
-	return res, Silence(d, spec, diags, opts.Ignore, func(rule string) bool { return !checkOnly[rule] })
+	diags = append(diags, opts.IgnoreDiags...)
+	diags = Silence(d, spec, diags, opts.Ignore, func(rule string) bool { return !checkOnly[rule] })
+	if slices.ContainsFunc(diags, func(x diag.Diagnostic) bool { return x.Severity == diag.Error && x.Rule == diag.RuleBadIgnore }) {
+		return nil, diags // as check, which exits 1 for it
+	}
+	return res, diags
 }
 
 // checkOnly are the rules Augment does not check (it declares what they
@@ -103,7 +123,7 @@ func augmentSpec(path string, opts Options) (*Result, *load.Document, *ir.Spec, 
 			return nil, d, spec, diags.Sorted()
 		}
 	}
-	p := plan(d.Root, spec.Operations)
+	p := plan(d.Root, spec.Operations, opts.NoReplayedHeader)
 	diags = append(diags, p.diagnostics(d, false, true)...)
 	ov := overlay.Overlay{Version: "1.0.0", Actions: p.actions}
 	if err := ov.ApplyTo(d.Root); err != nil {
@@ -192,7 +212,7 @@ func DiagnoseDocument(d *load.Document, spec *ir.Spec, opts Options) diag.List {
 		return nil
 	}
 	diags := Unconfirmed(d)
-	p := plan(d.Root, spec.Operations)
+	p := plan(d.Root, spec.Operations, opts.NoReplayedHeader)
 	return append(diags, p.diagnostics(d, opts.Strict, false)...).Sorted()
 }
 
@@ -373,7 +393,7 @@ func hasTODO(n *yaml.Node) bool {
 // mapping) and returns the number of actions; the same changes as Augment,
 // without files: for tests and tools that hold the tree already.
 func Apply(root *yaml.Node, ops []*ir.Operation) (int, error) {
-	p := plan(root, ops)
+	p := plan(root, ops, false)
 	if len(p.actions) == 0 {
 		return 0, nil
 	}

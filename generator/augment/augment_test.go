@@ -572,6 +572,82 @@ paths:
 	}
 }
 
+// sameDocument asserts that YAML (or JSON) documents a and b hold the same
+// data, in whichever order their mappings list it.
+func sameDocument(t *testing.T, a, b []byte) {
+	t.Helper()
+	var va, vb any
+	require.NoError(t, yaml.Unmarshal(a, &va))
+	require.NoError(t, yaml.Unmarshal(b, &vb))
+	if !assert.ObjectsAreEqual(va, vb) {
+		la, lb := strings.Split(string(a), "\n"), strings.Split(string(b), "\n")
+		i := 0
+		for i < len(la) && i < len(lb) && la[i] == lb[i] {
+			i++
+		}
+		t.Errorf("the documents differ from line %d:\n%s\nvs\n%s", i+1, strings.Join(la[i:min(i+15, len(la))], "\n"), strings.Join(lb[i:min(i+15, len(lb))], "\n"))
+	}
+}
+
+// TestNoReplayedHeader: with NoReplayedHeader, idemgen spec declares no
+// Idempotent-Replayed header (so oapi-codegen's strict response types
+// keep their shape), and the option round-trips: on a spec augmented with
+// the header, it removes exactly those declarations (check reports them as
+// spec-stale, -strict as errors), and without the option a spec augmented
+// with it gains them back, byte for byte what augmenting the source gives.
+func TestNoReplayedHeader(t *testing.T) {
+	for _, c := range cases(t)[:4] { // coupons, orders-json, crlf, petstore
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			augmentFile := func(path string, overlays []string, no bool) *augment.Result {
+				t.Helper()
+				res, diags := augment.Augment(path, augment.Options{Overlays: overlays, NoReplayedHeader: no})
+				require.NotNil(t, res, "%v", diags)
+				return res
+			}
+			ext := filepath.Ext(c.spec)
+			with := augmentFile(c.spec, c.overlays, false)
+			without := augmentFile(c.spec, c.overlays, true)
+			require.Contains(t, string(with.Spec), "Idempotent-Replayed:")
+			require.Contains(t, string(with.Spec), "IdempotentReplayed")
+			assert.NotContains(t, strings.ReplaceAll(string(without.Spec), "`Idempotent-Replayed: true`", ""), "Idempotent-Replayed")
+			assert.NotContains(t, string(without.Spec), "IdempotentReplayed")
+
+			// With -> without: exactly the declarations go.
+			withPath := writeTemp(t, "with"+ext, with.Spec)
+			removed := augmentFile(withPath, nil, true)
+			sameDocument(t, without.Spec, removed.Spec)
+			assert.Positive(t, removed.Actions)
+			// Without -> with: they come back.
+			withoutPath := writeTemp(t, "without"+ext, without.Spec)
+			added := augmentFile(withoutPath, nil, false)
+			sameDocument(t, with.Spec, added.Spec)
+			// Both are fixed points.
+			assert.Zero(t, augmentFile(withoutPath, nil, true).Actions)
+			assert.Zero(t, augmentFile(withPath, nil, false).Actions)
+
+			// check: the option's own spec is clean under -strict; the other
+			// one is stale with the option, and clean without it (no rule
+			// requires the header).
+			diagnose := func(path string, no bool) diag.List {
+				d, spec, diags := compile.LoadAndCompile(path, load.Options{}, compile.Options{})
+				require.NotNil(t, spec, "%v", diags)
+				return augment.DiagnoseDocument(d, spec, augment.Options{Strict: true, NoReplayedHeader: no})
+			}
+			assert.Empty(t, diagnose(withoutPath, true))
+			assert.Empty(t, diagnose(withPath, false))
+			assert.Empty(t, diagnose(withoutPath, false))
+			stale := diagnose(withPath, true)
+			require.NotEmpty(t, stale)
+			for _, d := range stale {
+				assert.Equal(t, augment.RuleSpecStale, d.Rule, "%s", d)
+				assert.Equal(t, diag.Error, d.Severity, "%s", d)
+				assert.Contains(t, d.Message, "Idempotent-Replayed")
+			}
+		})
+	}
+}
+
 // A key compile refuses or reports is not reported again as
 // key-param-missing: not for a key in a cookie (refused: the operation has
 // no key, not the default header), not for an undeclared query key

@@ -10,6 +10,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/idemgen/idemgen/generator/emit/docs"
+	"github.com/idemgen/idemgen/generator/internal/english"
 	"github.com/idemgen/idemgen/generator/ir"
 	"github.com/idemgen/idemgen/generator/load"
 	"github.com/idemgen/idemgen/generator/naming"
@@ -66,6 +67,11 @@ type planner struct {
 	// (several when they share a request body or schema), sorted.
 	keyOps   map[*yaml.Node][]string
 	findings []finding
+	// noReplayed: declare no Idempotent-Replayed header, and remove the
+	// declarations an earlier run wrote (Options.NoReplayedHeader);
+	// replayedRemoved counts them per component name.
+	noReplayed      bool
+	replayedRemoved map[string]int
 }
 
 // Plan returns the actions that augment the spec whose root mapping is
@@ -73,8 +79,9 @@ type planner struct {
 // each operation lacked. It never fails: what it cannot change is reported
 // as a RuleNotAugmented finding and left alone. ops must come from the same
 // document (the IR compiled from it).
-func plan(root *yaml.Node, ops []*ir.Operation) *planner {
-	p := &planner{root: root, parents: indexParents(root), comps: newComponents(root), roles: map[int]roles{}, edited: map[*yaml.Node]bool{}, keyMembers: map[*ir.Operation]*yaml.Node{}, keyOps: map[*yaml.Node][]string{}}
+func plan(root *yaml.Node, ops []*ir.Operation, noReplayed bool) *planner {
+	p := &planner{root: root, parents: indexParents(root), comps: newComponents(root), roles: map[int]roles{}, edited: map[*yaml.Node]bool{}, keyMembers: map[*ir.Operation]*yaml.Node{}, keyOps: map[*yaml.Node][]string{},
+		noReplayed: noReplayed, replayedRemoved: map[string]int{}}
 	for _, op := range ops {
 		if op.Key.Carrier == ir.CarrierBody {
 			if m := p.keyMember(op, p.operationNode(op)); m != nil {
@@ -104,7 +111,7 @@ func plan(root *yaml.Node, ops []*ir.Operation) *planner {
 			p.found(RuleSpecStale, op, firstDifference(s.def, s.want), "the component %s %s that idemgen spec wrote is stale: the contract of %s implies another one now", s.kind, s.name, where(op))
 		}
 	}
-	var first []overlay.Action
+	first := p.unusedReplayedHeaders()
 	for _, kind := range p.comps.kinds {
 		var names []string
 		for _, s := range p.comps.stale {
@@ -357,6 +364,10 @@ func (p *planner) responses(op *ir.Operation, opNode, upd *yaml.Node) {
 	if resps != nil {
 		for i := 0; i+1 < len(resps.Content); i += 2 {
 			code, r := resps.Content[i].Value, unalias(resps.Content[i+1])
+			if p.noReplayed {
+				p.removeReplayed(op, code, r)
+				continue
+			}
 			if !replayable(code, op.Policy.Failures) || !isMapping(r) || child(r, "$ref") != nil {
 				continue // a $ref'd response is shared: not ours to change
 			}
@@ -394,18 +405,78 @@ func (p *planner) responses(op *ir.Operation, opNode, upd *yaml.Node) {
 		p.retryAfter(op, code, existing, newResps)
 	}
 	if len(missing) > 0 {
-		p.found(RuleProblemResponseMissing, op, resps, "%s does not declare the problem response%s %s that idemgen's runtime may answer with", where(op), plural(len(missing)), strings.Join(missing, ", "))
+		p.found(RuleProblemResponseMissing, op, resps, "%s does not declare the problem response%s %s that idemgen's runtime may answer with", where(op), english.Plural(len(missing)), strings.Join(missing, ", "))
 	}
 	if len(newResps.Content) > 0 {
 		set(upd, "responses", newResps)
 	}
 }
 
-func plural(n int) string {
-	if n == 1 {
-		return ""
+// removeReplayed removes from r, the response declared under code, the
+// Idempotent-Replayed header an earlier run declared: a $ref to idemgen's
+// component (marked). One the API's authors wrote is theirs, and stays.
+func (p *planner) removeReplayed(op *ir.Operation, code string, r *yaml.Node) {
+	if !isMapping(r) || child(r, "$ref") != nil {
+		return
 	}
-	return "s"
+	headers := child(r, "headers")
+	h := childFold(headers, "Idempotent-Replayed")
+	ptr, external := refTarget(unalias(h))
+	prefix := "/components/headers/"
+	if h == nil || external || !strings.HasPrefix(ptr, prefix+ReplayedHeader) || !marked(lookup(p.root, ptr)) {
+		return
+	}
+	n := h
+	if len(headers.Content) == 2 {
+		n = headers // the only header: the response had none before
+	}
+	path, ok := p.target(n)
+	if !ok {
+		p.notAugmented(op, h, "the Idempotent-Replayed header of the %s response of %s cannot be addressed by an overlay target", code, where(op))
+		return
+	}
+	p.replayedRemoved[load.Unescape(ptr[len(prefix):])]++
+	p.actions = append(p.actions, overlay.Action{Target: path, Remove: true, Description: "No Idempotent-Replayed on the " + code + " response of " + where(op) + " (replayed-header: false)."})
+	p.found(RuleSpecStale, op, h, "the %s response of %s declares the Idempotent-Replayed header that idemgen spec wrote, and replayed-header is false now", code, where(op))
+}
+
+// unusedReplayedHeaders returns the actions that remove idemgen's
+// Idempotent-Replayed components that nothing refers to once
+// removeReplayed's actions are applied.
+func (p *planner) unusedReplayedHeaders() []overlay.Action {
+	if len(p.replayedRemoved) == 0 {
+		return nil
+	}
+	refs := map[string]int{}
+	var walk func(n *yaml.Node, depth int)
+	walk = func(n *yaml.Node, depth int) {
+		if n == nil || depth > 10000 {
+			return
+		}
+		if ptr, _ := refTarget(n); strings.HasPrefix(ptr, "/components/headers/") {
+			refs[load.Unescape(strings.TrimPrefix(ptr, "/components/headers/"))]++
+		}
+		for _, c := range n.Content {
+			walk(c, depth+1)
+		}
+	}
+	walk(p.root, 0)
+	headers := child(child(p.root, "components"), "headers")
+	var gone []string
+	for name, n := range p.replayedRemoved {
+		if refs[name] == n {
+			gone = append(gone, name)
+		}
+	}
+	slices.Sort(gone)
+	if len(gone) > 0 && len(gone)*2 == len(headers.Content) {
+		return []overlay.Action{{Target: "$.components.headers", Remove: true, Description: "Remove idemgen's Idempotent-Replayed header (replayed-header: false)."}}
+	}
+	var out []overlay.Action
+	for _, name := range gone {
+		out = append(out, overlay.Action{Target: "$.components.headers['" + name + "']", Remove: true, Description: "Remove idemgen's Idempotent-Replayed header (replayed-header: false)."})
+	}
+	return out
 }
 
 // retryAfter declares Retry-After on a response the API declares itself

@@ -1,9 +1,9 @@
 // Package cli implements the idemgen command line: flags in, exit code out.
 //
 //	idemgen init [-overlay FILE]... [-o overlay.yaml] [-force] SPEC
-//	idemgen check [-config idemgen.yaml] [-overlay FILE]... [-ignore RULE[:OP]]... [-format text|json] [-strict] SPEC
+//	idemgen check [-config idemgen.yaml] [-overlay FILE]... [-ignore RULE[:OP]]... [-format text|json] [-strict] [-replayed-header=false] SPEC
 //	idemgen check -generated [-config idemgen.yaml] [-ignore RULE[:OP]]... [-strict] [SPEC]
-//	idemgen spec [-overlay FILE]... [-ignore RULE[:OP]]... [-o OUT] [-as-overlay] [-format text|json] SPEC
+//	idemgen spec [-config idemgen.yaml] [-overlay FILE]... [-ignore RULE[:OP]]... [-o OUT] [-as-overlay] [-replayed-header=false] [-format text|json] SPEC
 //	idemgen generate [-config idemgen.yaml] [-overlay FILE]... [-emit NAME]... [-o DIR|-] [-package NAME] [-option NAME=VALUE]... [-ignore RULE[:OP]]... [-format text|json] [SPEC]
 //	idemgen version
 //
@@ -34,6 +34,8 @@ import (
 	_ "github.com/idemgen/idemgen/generator/emit/docs"   // registers the emitter "docs"
 	_ "github.com/idemgen/idemgen/generator/emit/server" // registers the emitter "server"
 	"github.com/idemgen/idemgen/generator/emitter"
+	"github.com/idemgen/idemgen/generator/initspec"
+	"github.com/idemgen/idemgen/generator/internal/english"
 	"github.com/idemgen/idemgen/generator/ir"
 	"github.com/idemgen/idemgen/generator/load"
 	"github.com/idemgen/idemgen/generator/naming"
@@ -93,9 +95,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 // Synopses of the commands, as docs/contract.md lists them.
 const (
 	initSynopsis           = "idemgen init [-overlay FILE]... [-o overlay.yaml] [-force] SPEC"
-	checkSynopsis          = "idemgen check [-config idemgen.yaml] [-overlay FILE]... [-ignore RULE[:OP]]... [-format text|json] [-strict] SPEC"
+	checkSynopsis          = "idemgen check [-config idemgen.yaml] [-overlay FILE]... [-ignore RULE[:OP]]... [-format text|json] [-strict] [-replayed-header=false] SPEC"
 	checkGeneratedSynopsis = "idemgen check -generated [-config idemgen.yaml] [-ignore RULE[:OP]]... [-strict] [SPEC]"
-	specSynopsis           = "idemgen spec [-overlay FILE]... [-ignore RULE[:OP]]... [-o OUT] [-as-overlay] [-format text|json] SPEC"
+	specSynopsis           = "idemgen spec [-config idemgen.yaml] [-overlay FILE]... [-ignore RULE[:OP]]... [-o OUT] [-as-overlay] [-replayed-header=false] [-format text|json] SPEC"
 	generateSynopsis       = "idemgen generate [-config idemgen.yaml] [-overlay FILE]... [-emit NAME]... [-o DIR|-] [-package NAME] [-option NAME=VALUE]... [-ignore RULE[:OP]]... [-format text|json] [SPEC]"
 	versionSynopsis        = "idemgen version"
 )
@@ -243,14 +245,14 @@ A warning is silenced, with a reason, for one operation by a comment in
 its x-idempotency block, "# idemgen:ignore RULE -- REASON"; for the spec or
 listed operations by ignore: in idemgen.yaml or -ignore RULE[:METHOD /path].
 Only warnings can be; an ignore that silenced nothing is a warning
-[unused-ignore] (docs/contract.md, "Silencing a warning").
+[unused-ignore]. See ` + initspec.ContractDocs + `#silencing-a-warning
 
 Go names are checked for collisions as generate names them: under the
 name-normalizer (or oapi-codegen-config) of the -config file, whose spec:
 and overlays: are used too unless SPEC and -overlay are given, as generate
 does; without -config, of the idemgen.yaml beside SPEC (only its naming
-settings and its ignore:; not if its spec: is another file); else
-oapi-codegen's default.
+settings, its ignore: and its replayed-header; not if its spec: is another
+file); else oapi-codegen's default.
 
 With -generated, the outputs of every emitter the config file enables are
 generated in memory and compared with the files under its output
@@ -267,7 +269,8 @@ func check(args []string, stdout, stderr io.Writer) int {
 	generated := fs.Bool("generated", false, "check that the files generated from the config are up to date")
 	var ignores ignoreFlag
 	fs.Var(&ignores, "ignore", ignoreFlagUsage)
-	configPath := fs.String("config", "", "read settings from this idemgen.yaml `FILE`: its Go naming and ignore: (default: the idemgen.yaml beside SPEC), and its spec and overlays unless SPEC and -overlay are given; with -generated, all of them (default ./idemgen.yaml)")
+	configPath := fs.String("config", "", "read settings from this idemgen.yaml `FILE`: its Go naming, ignore: and replayed-header (default: the idemgen.yaml beside SPEC), and its spec and overlays unless SPEC and -overlay are given; with -generated, all of them (default ./idemgen.yaml)")
+	replayedHeaderFlag(fs)
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}
@@ -284,7 +287,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return ExitUsage
 	}
-	spec, diags := diagnose(cfg, *strict, ignores)
+	spec, diags := diagnose(cfg, *strict, ignores, cfg.noReplayedHeader(fs))
 	report(diags, *format, stdout, stderr)
 	if diags.HasErrors() {
 		return ExitError
@@ -295,7 +298,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 		if cfgPath != "" {
 			names = " (Go names as " + cfgPath + " sets them)"
 		}
-		fmt.Fprintf(stderr, "%s: %d idempotent operations, %d warnings%s\n", cfg.Spec, len(spec.Operations), nw, names)
+		fmt.Fprintf(stderr, "%s: %s, %s%s\n", cfg.Spec, english.Count(len(spec.Operations), "idempotent operation"), english.Count(nw, "warning"), names)
 	}
 	return ExitOK
 }
@@ -304,11 +307,12 @@ func check(args []string, stdout, stderr io.Writer) int {
 // command line's config file, SPEC and overlays, and the config file read
 // (""). With -config, it is that file with SPEC and the overlays, when
 // given, in place of its spec: and overlays:, as generate reads it.
-// Without, only the naming settings (name-normalizer, oapi-codegen-config)
-// and the ignore: list of the idemgen.yaml beside SPEC apply, unless its
-// spec: names another file: it is that spec's config, and check then names
-// Go types and silences warnings as generate -config does; its other
-// settings are generate's business.
+// Without, only the naming settings (name-normalizer, oapi-codegen-config),
+// the ignore: list and replayed-header of the idemgen.yaml beside SPEC
+// apply, unless its spec: names another file: it is that spec's config,
+// and check (and spec) then names Go types, silences warnings and declares
+// Idempotent-Replayed as generate -config does; its other settings are
+// generate's business.
 func checkConfig(configPath string, args, overlays []string) (*Config, string, error) {
 	cfg := &Config{}
 	if configPath != "" {
@@ -333,13 +337,14 @@ func checkConfig(configPath string, args, overlays []string) (*Config, string, e
 	}
 	c, err := LoadConfig(beside)
 	if err != nil {
-		return nil, "", fmt.Errorf("%w (the config beside the spec, read for its naming settings)", err)
+		return nil, "", fmt.Errorf("%w (the config beside the spec, read for its naming, ignore: and replayed-header settings)", err)
 	}
 	if c.Spec != "" && !sameFile(c.Spec, cfg.Spec) {
 		return cfg, "", nil // another spec's config
 	}
 	cfg.namer = c.namer
 	cfg.ignores, cfg.ignoreDiags = c.ignores, c.ignoreDiags
+	cfg.ReplayedHeader = c.ReplayedHeader
 	return cfg, beside, nil
 }
 
@@ -351,13 +356,14 @@ func sameFile(a, b string) bool {
 }
 
 // diagnose loads cfg's spec once, compiles it and adds the checks of
-// package augment (unconfirmed values, spec consistency), then leaves out
-// the warnings that the spec's comments, cfg's ignore: and the -ignore
-// flags silence (augment.Silence).
-func diagnose(cfg *Config, strict bool, flags []diag.Ignore) (*ir.Spec, diag.List) {
+// package augment (unconfirmed values, spec consistency; noReplayed:
+// without the Idempotent-Replayed header), then leaves out the warnings
+// that the spec's comments, cfg's ignore: and the -ignore flags silence
+// (augment.Silence).
+func diagnose(cfg *Config, strict bool, flags []diag.Ignore, noReplayed bool) (*ir.Spec, diag.List) {
 	d, spec, diags := compile.LoadAndCompile(cfg.Spec, load.Options{Overlays: cfg.Overlays}, compile.Options{Naming: cfg.namer})
 	if spec != nil {
-		diags = append(diags, augment.DiagnoseDocument(d, spec, augment.Options{Strict: strict})...)
+		diags = append(diags, augment.DiagnoseDocument(d, spec, augment.Options{Strict: strict, NoReplayedHeader: noReplayed})...)
 	}
 	diags = append(diags, cfg.ignoreDiags...)
 	ignores := append(slices.Clone(cfg.ignores), flags...)
@@ -386,11 +392,19 @@ type Config struct {
 	// name oapi-codegen's types as oapi-codegen does.
 	NameNormalizer    string `yaml:"name-normalizer"`
 	OapiCodegenConfig string `yaml:"oapi-codegen-config"`
+	// ReplayedHeader false: idemgen spec declares no Idempotent-Replayed
+	// header on the responses (augment.Options.NoReplayedHeader), so that
+	// oapi-codegen's strict response types keep their shape; check then
+	// reports the declarations an earlier idemgen spec wrote as stale.
+	ReplayedHeader *bool `yaml:"replayed-header"`
 	// Ignore silences warning rules, for the whole spec or for some of
 	// its operations (see docs/contract.md, "Silencing a warning").
 	Ignore []IgnoreEntry `yaml:"ignore"`
 
 	namer naming.Namer
+	// oapiServer is what OapiCodegenConfig says about the server code
+	// (nil without one): the server emitter's defaults (serverParams).
+	oapiServer *oapiServer
 	// ignores are Ignore's entries, one for each rule and operation, and
 	// ignoreDiags the errors of those that cannot be (positioned in the
 	// config file).
@@ -531,7 +545,9 @@ const ignoreFlagUsage = "silence the warnings of `RULE` (RULE:METHOD /path: of t
 // LoadConfig reads an idemgen.yaml file; relative paths in it are relative
 // to the file's directory, and without output: the output directory is the
 // file's directory (for generate and check -generated alike). Unknown
-// fields are an error.
+// fields are an error. Without oapi-codegen-config:, the oapi-codegen.yaml
+// beside it is read when it configures the same package and output
+// directory (besideOapiCodegenConfig).
 func LoadConfig(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -559,11 +575,41 @@ func LoadConfig(path string) (*Config, error) {
 		c.Overlays[i] = rel(c.Overlays[i])
 	}
 	c.OapiCodegenConfig = rel(c.OapiCodegenConfig)
+	if c.OapiCodegenConfig == "" {
+		c.OapiCodegenConfig = c.besideOapiCodegenConfig(base)
+	}
 	if c.namer, err = c.loadNamer(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	if c.OapiCodegenConfig != "" {
+		f, err := readOapiFile(c.OapiCodegenConfig)
+		if err != nil {
+			return nil, fmt.Errorf("%s: oapi-codegen-config: %w", path, err)
+		}
+		c.oapiServer = serverOf(c.OapiCodegenConfig, f)
+	}
 	c.loadIgnores(path)
 	return &c, nil
+}
+
+// replayedHeaderFlag defines the -replayed-header flag of spec and check.
+func replayedHeaderFlag(fs *flag.FlagSet) *bool {
+	return fs.Bool("replayed-header", true, "declare the Idempotent-Replayed header on the responses that may be replays (false: leave it out, so that oapi-codegen's strict response types keep their shape; default: replayed-header: in the config, else true)")
+}
+
+// noReplayedHeader reports whether the Idempotent-Replayed header is left
+// out: -replayed-header when given on fs's command line (fs nil: never),
+// else c's replayed-header, else not.
+func (c *Config) noReplayedHeader(fs *flag.FlagSet) bool {
+	no := c.ReplayedHeader != nil && !*c.ReplayedHeader
+	if fs != nil {
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "replayed-header" {
+				no = f.Value.String() == "false"
+			}
+		})
+	}
+	return no
 }
 
 // loadNamer returns the Namer of c's name-normalizer and oapi-codegen-config,
@@ -604,7 +650,8 @@ idemgen.yaml (paths relative to the file):
   spec: openapi.yaml
   overlays: [idempotency.overlay.yaml]
   generate: {ir: true, server: true, client: true, docs: true}
-  oapi-codegen-config: oapi-codegen.yaml   # name types under its name-normalizer
+  oapi-codegen-config: oapi-codegen.yaml   # name types under its name-normalizer; server.strict and
+                                           # server.router default to its generate: section
   ignore: [{rule: put-delete, operations: ["DELETE /payments/{id}"], reason: also refunds}]
 
 Flags override the file. Without -o, output: or a config, files go to the
@@ -678,7 +725,7 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	}
 	if cfg.Output == "-" && len(names) != 1 {
 		// Go, Markdown and JSON concatenated on stdout are no file of any kind.
-		fmt.Fprintf(stderr, "idemgen generate: -o - writes one output to stdout, and %d emitters are selected (%s); choose one with -emit, or write to a directory\n", len(names), strings.Join(names, ", "))
+		fmt.Fprintf(stderr, "idemgen generate: -o - writes one output to stdout, and %s selected (%s); choose one with -emit, or write to a directory\n", english.Count(len(names), "emitter is", "emitters are"), strings.Join(names, ", "))
 		return ExitUsage
 	}
 	params := cfg.Options
@@ -699,13 +746,18 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	if !knownOptions("generate", params, stderr) || !validPackage("generate", cfg.Package, stderr) {
 		return ExitUsage
 	}
+	params, err := cfg.serverParams(params, names)
+	if err != nil {
+		fmt.Fprintf(stderr, "idemgen generate: %v\n", err)
+		return ExitUsage
+	}
 	// With -o -, stdout carries the generated files: diagnostics (JSON
 	// included) go to stderr, so that the output stays one clean stream.
 	diagOut := stdout
 	if cfg.Output == "-" {
 		diagOut = stderr
 	}
-	spec, diags := diagnose(cfg, false, ignores)
+	spec, diags := diagnose(cfg, false, ignores, cfg.noReplayedHeader(nil))
 	report(diags, *format, diagOut, stderr)
 	if diags.HasErrors() {
 		return ExitError
@@ -722,7 +774,7 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	}
 	if cfg.Output == "-" {
 		if len(files) != 1 {
-			fmt.Fprintf(stderr, "idemgen generate: -o -: the emitter wrote %d files, not one\n", len(files))
+			fmt.Fprintf(stderr, "idemgen generate: -o -: the emitter wrote %s, not one\n", english.Count(len(files), "file"))
 			return ExitError
 		}
 		if _, err := stdout.Write(files[0].Data); err != nil {

@@ -77,6 +77,9 @@ func TestHelp(t *testing.T) {
 		if len(cmd) > 1 {
 			assert.Contains(t, stdout, "Examples:", cmd)
 		}
+		// The binary's users have no checkout of idemgen: documentation
+		// by URL, not by a path in its repository.
+		assert.NotRegexp(t, `(^|[^/])docs/[a-z-]+\.md`, stdout, cmd)
 	}
 }
 

@@ -123,7 +123,7 @@ func TestIgnoreCheckConfigFlag(t *testing.T) {
 	code, _, stderr = run("check", "-config", filepath.Join(dir, "ci.yaml"), spec)
 	require.Equal(t, 0, code, stderr)
 	assert.NotContains(t, stderr, "DELETE is idempotent")
-	assert.Contains(t, stderr, "2 idempotent operations, 1 warnings")
+	assert.Contains(t, stderr, "2 idempotent operations, 1 warning")
 }
 
 // TestIgnoreSpecCommand: idemgen spec reads the spec's comments and
@@ -143,6 +143,46 @@ func TestIgnoreSpecCommand(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	assert.NotContains(t, stderr, "-ignore key-param-missing")
 	assert.Contains(t, stderr, "command line: warning: -ignore business-key silenced nothing: no business-key warning in this run; delete it [unused-ignore]")
+}
+
+// TestIgnoreSpecConfig: idemgen spec reads the idemgen.yaml beside SPEC
+// (or -config) for replayed-header, and so applies its ignore: too, with
+// -ignore on top; a bad ignore (the config's, or a flag's operation the
+// spec does not have) is an error, as for check: exit status 1, nothing
+// written.
+func TestIgnoreSpecConfig(t *testing.T) {
+	dir := ignoreCase(t, "config")
+	spec := filepath.Join(dir, "openapi.yaml")
+	out := filepath.Join(t.TempDir(), "out.yaml")
+	code, _, stderr := run("spec", "-o", out, spec)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, "PUT is idempotent")
+	assert.NotContains(t, stderr, "DELETE is idempotent", "the config's ignore: for DELETE /payments/{id}")
+	assert.NotContains(t, stderr, "unused-ignore", "key-param-missing and problem-response-missing are check's")
+	code, _, stderr = run("spec", "-ignore", "put-delete:PUT /payments/{id}", "-o", out, spec)
+	require.Equal(t, 0, code, stderr)
+	assert.NotContains(t, stderr, "is idempotent")
+
+	require.NoError(t, os.Rename(filepath.Join(dir, "idemgen.yaml"), filepath.Join(dir, "ci.yaml")))
+	code, _, stderr = run("spec", "-o", out, spec)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, "DELETE is idempotent", "no config beside the spec any more")
+	code, _, stderr = run("spec", "-config", filepath.Join(dir, "ci.yaml"), "-o", out, spec)
+	require.Equal(t, 0, code, stderr)
+	assert.NotContains(t, stderr, "DELETE is idempotent")
+
+	for _, args := range [][]string{
+		{"spec", "-o", out, filepath.Join(ignoreCase(t, "bad-config"), "openapi.yaml")},
+		{"spec", "-ignore", "put-delete:GET /nope", "-o", out, spec},
+	} {
+		require.NoError(t, os.RemoveAll(out))
+		code, stdout, stderr := run(args...)
+		assert.Equal(t, 1, code, "%v: %s", args, stderr)
+		assert.Contains(t, stderr, "[bad-ignore]", args)
+		assert.NotContains(t, stderr, "unused-ignore", args)
+		assert.Empty(t, stdout, args)
+		assert.NoFileExists(t, out, args)
+	}
 }
 
 // TestIgnoreFlagErrors: -ignore of an error rule, of an unknown rule, of

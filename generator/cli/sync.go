@@ -10,11 +10,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/idemgen/idemgen/generator/augment"
 	"github.com/idemgen/idemgen/generator/diag"
 	"github.com/idemgen/idemgen/generator/emitter"
 	"github.com/idemgen/idemgen/generator/initspec"
+	"github.com/idemgen/idemgen/generator/internal/english"
 )
 
 // DefaultConfig is the config file check -generated reads when -config is not given.
@@ -49,13 +51,18 @@ func checkGenerated(fs *flag.FlagSet, configPath string, overlays []string, igno
 	if !knownEmitters("check", names, stderr) || !knownOptions("check", cfg.Options, stderr) || !validPackage("check", cfg.Package, stderr) {
 		return ExitUsage
 	}
-	spec, diags := diagnose(cfg, strict, ignores)
+	params, err := cfg.serverParams(cfg.Options, names)
+	if err != nil {
+		fmt.Fprintf(stderr, "idemgen check: %v\n", err)
+		return ExitUsage
+	}
+	spec, diags := diagnose(cfg, strict, ignores, cfg.noReplayedHeader(fs))
 	report(diags, format, stdout, stderr)
 	if diags.HasErrors() {
 		fmt.Fprintln(stderr, "idemgen check: the spec has errors; cannot compare the generated files")
 		return ExitError
 	}
-	files, err := emitter.Run(names, spec, cfg.emitterOptions(cfg.Options))
+	files, err := emitter.Run(names, spec, cfg.emitterOptions(params))
 	if err != nil {
 		fmt.Fprintf(stderr, "idemgen check: %v\n", err)
 		return ExitError
@@ -81,17 +88,36 @@ func checkGenerated(fs *flag.FlagSet, configPath string, overlays []string, igno
 			// The spec itself is behind its contracts: regenerating from it
 			// alone would keep oapi-codegen's types behind too.
 			redo := fmt.Sprintf("idemgen spec -o %s %s", cfg.Spec, cfg.Spec)
+			switch {
+			case flagSet(fs, "replayed-header"):
+				redo = fmt.Sprintf("idemgen spec -replayed-header=%t -o %s %s", !cfg.noReplayedHeader(fs), cfg.Spec, cfg.Spec)
+			case cfg.ReplayedHeader != nil:
+				redo = fmt.Sprintf("idemgen spec -config %s -o %s %s", configPath, cfg.Spec, cfg.Spec)
+			}
 			if len(cfg.Overlays) > 0 {
 				redo = "idemgen spec (as you ran it for the overlaid spec)"
 			}
-			fmt.Fprintf(stderr, "idemgen check: %d of %d generated files are stale or missing, and the spec is behind its contracts [spec-stale]; run: %s, then oapi-codegen, then idemgen generate -config %s\n", bad, len(files), redo, configPath)
+			fmt.Fprintf(stderr, "idemgen check: %d of %s stale or missing, and the spec is behind its contracts [spec-stale]; run: %s, then oapi-codegen, then idemgen generate -config %s\n", bad, staleOf(bad, len(files)), redo, configPath)
 			return ExitError
 		}
-		fmt.Fprintf(stderr, "idemgen check: %d of %d generated files are stale or missing; run: idemgen generate -config %s\n", bad, len(files), configPath)
+		fmt.Fprintf(stderr, "idemgen check: %d of %s stale or missing; run: idemgen generate -config %s\n", bad, staleOf(bad, len(files)), configPath)
 		return ExitError
 	}
-	fmt.Fprintf(stderr, "idemgen check: %d generated files are up to date\n", len(files))
+	fmt.Fprintf(stderr, "idemgen check: %s up to date\n", english.Count(len(files), "generated file is", "generated files are"))
 	return ExitOK
+}
+
+// staleOf spells "3 generated files are" for "1 of 3 generated files is
+// stale": the verb agrees with bad, the noun with total.
+func staleOf(bad, total int) string {
+	return english.Count(total, "generated file") + " " + english.Noun(bad, "is", "are")
+}
+
+// flagSet reports whether the flag name was given on fs's command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // firstDiff returns the 1-based line of the first difference of a and b.
@@ -111,6 +137,7 @@ func firstDiff(a, b []byte) int {
 const specExamples = `  idemgen spec -o openapi.yaml openapi.yaml                # augment in place
   idemgen spec -overlay idempotency.overlay.yaml vendor/openapi.json > api.json
   idemgen spec -as-overlay -o declarations.overlay.yaml -overlay idempotency.overlay.yaml vendor/openapi.json
+  idemgen spec -replayed-header=false -o openapi.yaml openapi.yaml   # keep oapi-codegen's response types as they are
 
 Writes the spec with what its x-idempotency contracts imply declared: the
 key parameter, the problem+json responses (400, 409, 422, 503) with
@@ -119,7 +146,17 @@ summary in each operation's description. Declarations already in the spec
 are kept; running it again changes nothing. YAML stays YAML, JSON stays
 JSON, and CRLF line endings stay CRLF. With -as-overlay it writes the same changes as an OpenAPI Overlay
 1.0 document instead, to apply after the contract overlays, so the source
-spec is never rewritten. Exit status: 0 written, 1 errors, 2 usage.
+spec is never rewritten.
+
+A response that gains a header (Idempotent-Replayed on every replayable
+response) gets a Headers field in oapi-codegen's strict server:
+"return api.AddPet200JSONResponse(pet), nil" becomes
+"return api.AddPet200JSONResponse{Body: pet}, nil". With
+-replayed-header=false (or replayed-header: false in the idemgen.yaml
+beside SPEC, or -config's) the header is not declared, and the
+declarations an earlier run wrote are removed; the runtime sends it on
+replays either way, and check (reading the same setting) reports them as
+[spec-stale] until then. Exit status: 0 written, 1 errors, 2 usage.
 `
 
 func specCmd(args []string, stdout, stderr io.Writer) int {
@@ -128,6 +165,8 @@ func specCmd(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&overlays, "overlay", "apply this OpenAPI Overlay 1.0 `FILE` first (repeatable, applied in order)")
 	out := fs.String("o", "-", "write to `OUT` (- is stdout; the spec's own path rewrites it)")
 	asOverlay := fs.Bool("as-overlay", false, "write the changes as an Overlay 1.0 document instead of the augmented spec")
+	configPath := fs.String("config", "", "read replayed-header and ignore: from this idemgen.yaml `FILE` (default: the idemgen.yaml beside SPEC, unless its spec: is another file)")
+	replayedHeaderFlag(fs)
 	var ignores ignoreFlag
 	fs.Var(&ignores, "ignore", ignoreFlagUsage)
 	format := formatFlag(fs)
@@ -139,7 +178,17 @@ func specCmd(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return ExitUsage
 	}
-	res, diags := augment.Augment(fs.Arg(0), augment.Options{Overlays: overlays, Ignore: ignores})
+	cfg, _, err := checkConfig(*configPath, fs.Args(), nil)
+	if err != nil {
+		fmt.Fprintf(stderr, "idemgen spec: %v\n", err)
+		return ExitUsage
+	}
+	res, diags := augment.Augment(fs.Arg(0), augment.Options{
+		Overlays:         overlays,
+		NoReplayedHeader: cfg.noReplayedHeader(fs),
+		Ignore:           append(slices.Clone(cfg.ignores), ignores...),
+		IgnoreDiags:      cfg.ignoreDiags,
+	})
 	report(diags, *format, stdout, stderr)
 	if res == nil {
 		return ExitError
@@ -153,9 +202,29 @@ func specCmd(args []string, stdout, stderr io.Writer) int {
 		return ExitError
 	}
 	if *out != "-" {
-		fmt.Fprintf(stderr, "%s: %d changes\n", *out, res.Actions)
+		fmt.Fprintf(stderr, "%s: %s\n", *out, english.Count(res.Actions, "change"))
 	}
 	return ExitOK
+}
+
+// applyToHint tells how to opt in the unsafe operations of spec that
+// declare no key (methods): apply-to at the document root, in an overlay;
+// idemgen spec then declares the key.
+func applyToHint(spec string, methods []string) string {
+	ov := initspec.DefaultOverlayPath
+	return fmt.Sprintf(`To make the %s operations idempotent although they declare no key, opt them in with
+apply-to at the document root (or write an x-idempotency block on each), e.g. in an overlay:
+  cat > %s <<'EOF'
+  overlay: 1.0.0
+  info: {title: Idempotency contracts, version: 1.0.0}
+  actions:
+    - target: $
+      update: {x-idempotency: {semantics: strict, window: 24h, apply-to: [%s]}}
+  EOF
+  idemgen check -overlay %s %s
+idemgen spec -overlay %s %s then declares the Idempotency-Key header they take.
+See %s#where-a-block-may-be-written-and-how-blocks-merge
+`, strings.ToUpper(strings.Join(methods, ", ")), ov, strings.Join(methods, ", "), ov, spec, ov, spec, initspec.ContractDocs)
 }
 
 // writeOut writes data to stdout ("-") or atomically to path.
@@ -178,7 +247,9 @@ declares it. The semantics, the window and the volatile and unordered
 members are proposals marked "# TODO(idemgen)": idemgen check reports each
 [unconfirmed] until the mark is deleted. Operations that declare a key but
 get no contract (GET and other safe methods) are listed on stderr and in
-the overlay's header comment. An existing -o file is not overwritten
+the overlay's header comment. Unsafe operations that declare no key get
+none either: opt them in with apply-to at the document root (what init
+prints then shows how). An existing -o file is not overwritten
 without -force. Exit status: 0 written (or nothing to propose), 1 errors, 2 usage.
 `
 
@@ -215,13 +286,16 @@ func initCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: note: %s %s declares the key %s %s, but %s\n", fs.Arg(0), n.Method, n.Path, n.Key.Carrier, n.Key.Name, n.Reason)
 	}
 	if len(p.Candidates) == 0 {
-		fmt.Fprintf(stderr, "%s: no operation without a contract declares an idempotency key; nothing to propose (write x-idempotency blocks by hand: docs/contract.md)\n", fs.Arg(0))
+		fmt.Fprintf(stderr, "%s: no operation without a contract declares an idempotency key; nothing to propose\n", fs.Arg(0))
+		if len(p.Unkeyed) > 0 {
+			fmt.Fprint(stderr, applyToHint(fs.Arg(0), p.Unkeyed))
+		}
 		return ExitOK
 	}
 	if err := writeOut(*out, p.Overlay, stdout); err != nil {
 		fmt.Fprintf(stderr, "idemgen init: %v\n", err)
 		return ExitError
 	}
-	fmt.Fprintf(stderr, "%s: proposed contracts for %d operations; confirm the values marked TODO(idemgen), then run idemgen check -overlay %s %s\n", fs.Arg(0), len(p.Candidates), ovName, fs.Arg(0))
+	fmt.Fprintf(stderr, "%s: proposed %s for %s; confirm the values marked TODO(idemgen), then run idemgen check -overlay %s %s\n", fs.Arg(0), english.Noun(len(p.Candidates), "a contract", "contracts"), english.Count(len(p.Candidates), "operation"), ovName, fs.Arg(0))
 	return ExitOK
 }

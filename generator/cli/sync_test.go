@@ -149,7 +149,7 @@ func TestInitCommand(t *testing.T) {
 	// The proposal fails check until confirmed.
 	code, _, stderr = run("check", "-overlay", out, spec)
 	assert.Equal(t, 1, code)
-	assert.Equal(t, 4, strings.Count(stderr, "[unconfirmed]"), stderr)
+	assert.Equal(t, 5, strings.Count(stderr, "[unconfirmed]"), stderr) // semantics, window, volatile, unordered, the optional key
 }
 
 // TestConfigDefaultOutput: a config file without output: makes generate and
@@ -244,4 +244,120 @@ func TestGenerateNoArgs(t *testing.T) {
 	code, _, stderr = run("generate")
 	assert.Equal(t, 2, code)
 	assert.Contains(t, stderr, "run idemgen generate -config idemgen.yaml")
+}
+
+// TestSingular: a count of one is spelled in the singular ("1 warning",
+// not "1 warnings") in what the commands print.
+func TestSingular(t *testing.T) {
+	dir := t.TempDir()
+	copyFile(t, contractCase("clean-minimal"), filepath.Join(dir, "openapi.yaml"))
+	code, stdout, stderr := run("check", filepath.Join(dir, "openapi.yaml"))
+	require.Equal(t, 0, code, stderr)
+	assert.Empty(t, stdout)
+	assert.Contains(t, stderr, ": 1 idempotent operation, 2 warnings")
+
+	cfg := filepath.Join(dir, "idemgen.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("output: gen\nspec: openapi.yaml\ngenerate: {ir: true}\n"), 0o644))
+	code, _, stderr = run("check", "-generated", "-config", cfg)
+	require.Equal(t, 1, code, stderr)
+	assert.Contains(t, stderr, "1 of 1 generated file is stale or missing")
+	code, _, stderr = run("generate", "-config", cfg)
+	require.Equal(t, 0, code, stderr)
+	code, _, stderr = run("check", "-generated", "-config", cfg)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, "1 generated file is up to date")
+
+	one := filepath.Join(dir, "one.yaml")
+	require.NoError(t, os.WriteFile(one, []byte(oneKeyedOperation), 0o644))
+	code, stdout, stderr = run("init", one)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, "proposed a contract for 1 operation;")
+	assert.Contains(t, stdout, "contract for the one operation\n# that declares an idempotency key")
+}
+
+// oneKeyedOperation declares a key on one operation, without a contract.
+const oneKeyedOperation = `openapi: 3.0.3
+info: {title: One, version: 1.0.0}
+paths:
+  /orders:
+    post:
+      operationId: createOrder
+      parameters:
+        - {name: Idempotency-Key, in: header, required: true, schema: {type: string}}
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema: {type: object}
+      responses:
+        '201': {description: created}
+`
+
+// TestInitNothingToPropose: init on a spec whose unsafe operations declare
+// no key says how to opt them in (apply-to, with a command to run), and
+// points at the documentation by URL, not by a path in idemgen's repository.
+func TestInitNothingToPropose(t *testing.T) {
+	dir := t.TempDir()
+	spec := filepath.Join(dir, "openapi.yaml")
+	require.NoError(t, os.WriteFile(spec, []byte(strings.Replace(oneKeyedOperation, "        - {name: Idempotency-Key, in: header, required: true, schema: {type: string}}\n", "", 1)), 0o644))
+	code, stdout, stderr := run("init", spec)
+	require.Equal(t, 0, code, stderr)
+	assert.Empty(t, stdout)
+	assert.Contains(t, stderr, "nothing to propose")
+	assert.Contains(t, stderr, "update: {x-idempotency: {semantics: strict, window: 24h, apply-to: [post]}}")
+	assert.Contains(t, stderr, "idemgen check -overlay idempotency.overlay.yaml "+spec)
+	assert.Contains(t, stderr, "https://github.com/idemgen/idemgen/blob/main/docs/contract.md#where-a-block-may-be-written-and-how-blocks-merge")
+	assert.NotContains(t, stderr, " docs/")
+}
+
+// TestReplayedHeaderOption: replayed-header: false in the idemgen.yaml
+// beside the spec (or -replayed-header=false) makes spec leave the
+// Idempotent-Replayed header out, and remove what an earlier run declared;
+// check reads the same setting, so -strict passes on the spec spec wrote,
+// either way.
+func TestReplayedHeaderOption(t *testing.T) {
+	dir := t.TempDir()
+	spec := filepath.Join(dir, "openapi.yaml")
+	copyFile(t, contractCase("clean-minimal"), spec)
+	read := func() string {
+		data, err := os.ReadFile(spec)
+		require.NoError(t, err)
+		return string(data)
+	}
+	code, _, stderr := run("spec", "-o", spec, spec)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, read(), "$ref: '#/components/headers/IdempotentReplayed'")
+	code, _, stderr = run("check", "-strict", spec)
+	require.Equal(t, 0, code, stderr)
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "idemgen.yaml"), []byte("spec: openapi.yaml\nreplayed-header: false\n"), 0o644))
+	code, _, stderr = run("check", "-strict", spec)
+	assert.Equal(t, 1, code, stderr)
+	assert.Contains(t, stderr, "declares the Idempotent-Replayed header that idemgen spec wrote, and replayed-header is false now")
+	assert.Contains(t, stderr, "[spec-stale]")
+	code, _, stderr = run("check", "-strict", "-replayed-header=true", spec)
+	assert.Equal(t, 0, code, stderr)
+	// check -generated tells to run spec with the config that sets it.
+	cfg := filepath.Join(dir, "gen.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("spec: openapi.yaml\noutput: gen\ngenerate: {ir: true}\nreplayed-header: false\n"), 0o644))
+	code, _, stderr = run("check", "-generated", "-config", cfg)
+	assert.Equal(t, 1, code, stderr)
+	assert.Contains(t, stderr, "run: idemgen spec -config "+cfg+" -o "+spec+" "+spec)
+	require.NoError(t, os.WriteFile(cfg, []byte("spec: openapi.yaml\noutput: gen\ngenerate: {ir: true}\n"), 0o644))
+	code, _, stderr = run("check", "-generated", "-replayed-header=false", "-config", cfg)
+	assert.Equal(t, 1, code, stderr)
+	assert.Contains(t, stderr, "run: idemgen spec -replayed-header=false -o "+spec+" "+spec)
+
+	code, _, stderr = run("spec", "-o", spec, spec)
+	require.Equal(t, 0, code, stderr)
+	assert.NotContains(t, read(), "IdempotentReplayed")
+	code, _, stderr = run("check", "-strict", spec)
+	assert.Equal(t, 0, code, stderr)
+
+	// The flag overrides the config.
+	code, _, stderr = run("spec", "-replayed-header=true", "-o", spec, spec)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, read(), "$ref: '#/components/headers/IdempotentReplayed'")
+	code, _, stderr = run("check", "-strict", "-replayed-header", spec)
+	assert.Equal(t, 0, code, stderr)
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/idemgen/idemgen/generator/contract"
 	"github.com/idemgen/idemgen/generator/diag"
+	"github.com/idemgen/idemgen/generator/internal/english"
 	"github.com/idemgen/idemgen/generator/internal/yamlmerge"
 	"github.com/idemgen/idemgen/generator/ir"
 	"github.com/idemgen/idemgen/generator/load"
@@ -106,7 +107,7 @@ func (c *compiler) flushInherited() {
 	for _, e := range c.inherited {
 		ops := strings.Join(e.ops[:min(len(e.ops), maxNamedOps)], ", ")
 		if n := len(e.ops) - maxNamedOps; n > 0 {
-			ops += fmt.Sprintf(" and %d more operation%s", n, plural(n))
+			ops += fmt.Sprintf(" and %d more operation%s", n, english.Plural(n))
 		}
 		e.d.Message = ops + ": " + e.d.Message
 		e.d.Ops = e.ops
@@ -870,13 +871,6 @@ func blockPositions(b contract.Block) map[ir.Pos]bool {
 	}
 	walk(reflect.ValueOf(b))
 	return set
-}
-
-func plural(n int) string {
-	if n == 1 {
-		return ""
-	}
-	return "s"
 }
 
 // rawBodyStrict warns when a strict or window contract compares a

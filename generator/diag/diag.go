@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/idemgen/idemgen/generator/internal/english"
 	"github.com/idemgen/idemgen/generator/ir"
 )
 
@@ -183,7 +184,7 @@ func (e *ErrorList) Error() string {
 			if n == 1 {
 				return d.String()
 			}
-			return fmt.Sprintf("%s (and %d more errors)", d.String(), n-1)
+			return fmt.Sprintf("%s (and %s)", d.String(), english.Count(n-1, "more error"))
 		}
 	}
 	return "no errors"

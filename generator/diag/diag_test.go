@@ -50,7 +50,10 @@ func TestErrAndUnsupported(t *testing.T) {
 	l.Errorf(ir.Pos{File: "a", Line: 3, Col: 1}, "bad-enum", "bad")
 	require.True(t, errors.As(l.Err(), &el))
 	assert.False(t, el.Unsupported())
-	assert.Contains(t, el.Error(), "and 1 more errors")
+	assert.Contains(t, el.Error(), "(and 1 more error)")
+	l.Errorf(ir.Pos{File: "a", Line: 4, Col: 1}, "bad-enum", "bad")
+	require.True(t, errors.As(l.Err(), &el))
+	assert.Contains(t, el.Error(), "(and 2 more errors)")
 }
 
 func TestWriteJSON(t *testing.T) {

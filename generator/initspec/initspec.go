@@ -32,6 +32,7 @@ import (
 	"github.com/idemgen/idemgen/generator/compile"
 	"github.com/idemgen/idemgen/generator/contract"
 	"github.com/idemgen/idemgen/generator/diag"
+	"github.com/idemgen/idemgen/generator/internal/english"
 	"github.com/idemgen/idemgen/generator/ir"
 	"github.com/idemgen/idemgen/generator/load"
 	"github.com/idemgen/idemgen/generator/specfile"
@@ -74,6 +75,11 @@ type Candidate struct {
 	// ResponseHeaders are the headers its 2xx responses declare, proposed
 	// as response.headers so that a replay carries them.
 	ResponseHeaders []string
+	// Multipart is the multipart media type of its request body ("" for
+	// none): such an operation is proposed loose semantics, since the
+	// fingerprint compares a multipart body byte for byte, its boundary
+	// included (check's raw-body-strict).
+	Multipart string
 }
 
 // Note is an operation that declares a key but gets no contract.
@@ -87,6 +93,9 @@ type Note struct {
 type Proposal struct {
 	Candidates []Candidate
 	Notes      []Note
+	// Unkeyed are the methods (lower case, sorted) of the unsafe operations
+	// that declare no key and have no contract: those apply-to could opt in.
+	Unkeyed []string
 	// Overlay is the Overlay 1.0 document (YAML) with the proposed
 	// contracts; nil when there is no candidate.
 	Overlay []byte
@@ -99,6 +108,11 @@ type Options struct {
 	// instructions in its header comment ("" for the default name).
 	OverlayPath string
 }
+
+// ContractDocs is the documentation of the x-idempotency contract, for
+// messages (a URL: users of the idemgen binary have no checkout of its
+// repository).
+const ContractDocs = "https://github.com/idemgen/idemgen/blob/main/docs/contract.md"
 
 // DefaultOverlayPath is the overlay's name when none is given.
 const DefaultOverlayPath = "idempotency.overlay.yaml"
@@ -140,6 +154,9 @@ func Propose(path string, opts Options) (*Proposal, diag.List) {
 			method = strings.ToUpper(method)
 			keys := detect(op, item.Parameters)
 			if len(keys) == 0 {
+				if _, has := op.Extensions["x-idempotency"]; !has && !safe[method] && !applyTo[method] && !slices.Contains(p.Unkeyed, strings.ToLower(method)) {
+					p.Unkeyed = append(p.Unkeyed, strings.ToLower(method))
+				}
 				continue
 			}
 			if safe[method] {
@@ -159,9 +176,11 @@ func Propose(path string, opts Options) (*Proposal, diag.List) {
 			for _, h := range compile.DeclaredResponseHeaders(op) {
 				c.ResponseHeaders = append(c.ResponseHeaders, h.Name)
 			}
+			c.Multipart = multipart(op)
 			p.Candidates = append(p.Candidates, c)
 		}
 	}
+	slices.Sort(p.Unkeyed)
 	if len(p.Candidates) > 0 {
 		title := filepath.Base(path)
 		if d.T.Info != nil && d.T.Info.Title != "" {
@@ -254,6 +273,33 @@ func bodyMember(op *openapi3.Operation, ptr string) *openapi3.SchemaRef {
 	return nil
 }
 
+// multipart returns the first (sorted) multipart media type op's request
+// body takes, "" for none.
+func multipart(op *openapi3.Operation) string {
+	if op.RequestBody == nil || op.RequestBody.Value == nil {
+		return ""
+	}
+	for _, ct := range sortedKeys(op.RequestBody.Value.Content) {
+		if mt, _, _ := strings.Cut(ct, ";"); strings.HasPrefix(strings.ToLower(strings.TrimSpace(mt)), "multipart/") {
+			return ct
+		}
+	}
+	return ""
+}
+
+// keyNode is the contract's key block for k (keyFields, explicit or not),
+// with, for a key the spec declares optional, a TODO(idemgen) that says
+// what that means: the block keeps the spec's required: false (requiring
+// the key would refuse requests the spec allows), and check warns
+// [key-optional].
+func keyNode(k Key, explicit bool) *yaml.Node {
+	n := flow(node(keyFields(k, explicit)...))
+	if k.Required {
+		return n
+	}
+	return comment(n, todo+"the spec declares the key optional, so a request without one runs every time, retries included (check warns [key-optional]): make it required here and in the spec if every client sends one (idemgen's client helpers always do), or delete this mark to keep it optional")
+}
+
 // keyFields returns the contract's key block for k: carrier, required,
 // format, and max-length when the schema declares one. With explicit (an
 // operation's key that differs from the root's, whose fields it would
@@ -307,7 +353,7 @@ func (p *Proposal) document(title, specName, ovName string, withRoot, rootKey bo
 		)
 		if rootKey {
 			root = p.commonKey()
-			set := node("key", flow(node(keyFields(root, false)...)))
+			set := node("key", keyNode(root, false))
 			block.Content = append(block.Content, set.Content...)
 		}
 		actions.Content = append(actions.Content, node(
@@ -318,12 +364,15 @@ func (p *Proposal) document(title, specName, ovName string, withRoot, rootKey bo
 	}
 	for _, c := range p.Candidates {
 		var block *yaml.Node
-		if rootKey && sameKey(c.Key, root) && len(c.Volatile) == 0 && len(c.Unordered) == 0 && len(c.ResponseHeaders) == 0 {
+		if rootKey && sameKey(c.Key, root) && len(c.Volatile) == 0 && len(c.Unordered) == 0 && len(c.ResponseHeaders) == 0 && c.Multipart == "" {
 			block = &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"}
 		} else {
 			var fields []any
+			if c.Multipart != "" {
+				fields = append(fields, "semantics", comment(string(ir.Loose), todo+"confirm. loose, not strict: the body is "+c.Multipart+", which the fingerprint compares byte for byte, its boundary included, so a client that makes a new boundary for each attempt would be refused on every retry (check warns [raw-body-strict]); loose compares only the key"))
+			}
 			if !rootKey || !sameKey(c.Key, root) {
-				fields = append(fields, "key", flow(node(keyFields(c.Key, rootKey)...)))
+				fields = append(fields, "key", keyNode(c.Key, rootKey))
 			}
 			if len(c.Volatile) > 0 {
 				fields = append(fields, "volatile", comment(flow(seq(c.Volatile)), todo+"confirm: members that may change between retries of one call, left out of the comparison"))
@@ -352,12 +401,12 @@ func (p *Proposal) document(title, specName, ovName string, withRoot, rootKey bo
 		"actions", actions,
 	)
 	head := []string{
-		fmt.Sprintf("Proposed by `idemgen init %s`: an x-idempotency contract for each of the %d operations", specName, len(p.Candidates)),
-		"that declare an idempotency key, matching how the spec declares it.",
+		fmt.Sprintf("Proposed by `idemgen init %s`: an x-idempotency contract for %s", specName, english.Noun(len(p.Candidates), "the one operation", fmt.Sprintf("each of the %d operations", len(p.Candidates)))),
+		english.Noun(len(p.Candidates), "that declares", "that declare") + " an idempotency key, matching how the spec declares it.",
 		"",
 		"Review every value marked " + augment.TODO + " and delete the mark when it is right:",
 		fmt.Sprintf("  idemgen check -overlay %s %s", ovName, specName),
-		"reports each one as [unconfirmed] until then. docs/contract.md explains every field.",
+		"reports each one as [unconfirmed] until then. Every field: " + ContractDocs + "#fields",
 	}
 	if len(p.Notes) > 0 {
 		head = append(head, "", "Not annotated:")

@@ -91,6 +91,10 @@ var (
 	optFile    = emitter.NewOption("server.file")
 )
 
+// StrictOption and RouterOption are server.strict and server.router, for
+// the command line, which defaults them from oapi-codegen's configuration.
+var StrictOption, RouterOption = optStrict, optRouter
+
 func init() { emitter.Register(Name, Emit) }
 
 // Config is the emitter's configuration, read from emitter.Options.Params.

@@ -1,0 +1,154 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+
+	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
+	"gopkg.in/yaml.v3"
+
+	"github.com/idemgen/idemgen/generator/emit/server"
+)
+
+// DefaultOapiCodegenConfig is oapi-codegen's configuration file that
+// idemgen looks for beside idemgen.yaml when oapi-codegen-config: is not
+// set (see besideOapiCodegenConfig).
+const DefaultOapiCodegenConfig = "oapi-codegen.yaml"
+
+// oapiServer is what oapi-codegen's configuration says about the server
+// code it generates, which idemgen's server wrapper is written against.
+type oapiServer struct {
+	path   string // the configuration file
+	strict bool   // generate.strict-server
+	// router is the server.router the generate: section implies ("" when
+	// it generates no server), and routerKey the oapi-codegen setting.
+	router, routerKey string
+	// unsupported is a server oapi-codegen generates that idemgen has no
+	// wrapper for (fiber-server, iris-server, ...).
+	unsupported string
+}
+
+// oapiFile is the part of oapi-codegen's configuration idemgen reads.
+type oapiFile struct {
+	Package  string                  `yaml:"package"`
+	Output   string                  `yaml:"output"`
+	Generate codegen.GenerateOptions `yaml:"generate"`
+}
+
+func readOapiFile(path string) (*oapiFile, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var f oapiFile
+	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&f); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &f, nil
+}
+
+// serverOf returns what f's generate: section says about the server.
+func serverOf(path string, f *oapiFile) *oapiServer {
+	g := f.Generate
+	s := &oapiServer{path: path, strict: g.Strict}
+	for _, r := range []struct {
+		on       bool
+		key, set string
+	}{
+		{g.StdHTTPServer, "std-http-server", "std-http"},
+		{g.ChiServer, "chi-server", "chi"},
+		{g.GorillaServer, "gorilla-server", "gorilla"},
+		{g.EchoServer, "echo-server", "echo"},
+		{g.GinServer, "gin-server", "gin"},
+		{g.Echo5Server, "echo5-server", ""},
+		{g.FiberServer, "fiber-server", ""},
+		{g.FiberV3Server, "fiber-v3-server", ""},
+		{g.IrisServer, "iris-server", ""},
+	} {
+		switch {
+		case !r.on:
+		case r.set == "":
+			s.unsupported = r.key
+		case s.routerKey == "":
+			s.router, s.routerKey = r.set, r.key
+		}
+	}
+	return s
+}
+
+// besideOapiCodegenConfig returns the oapi-codegen.yaml in dir (the
+// directory of idemgen.yaml) when it is, without doubt, the configuration
+// of the package idemgen generates into: its package: is c.Package (when
+// both are set) and its output: file is in c.Output. Else "".
+func (c *Config) besideOapiCodegenConfig(dir string) string {
+	path := filepath.Join(dir, DefaultOapiCodegenConfig)
+	if _, err := os.Stat(filepath.Join(dir, "oapi-codegen.yml")); err == nil {
+		return "" // two candidates
+	}
+	f, err := readOapiFile(path)
+	if err != nil {
+		return ""
+	}
+	if f.Package == "" || c.Package != "" && f.Package != c.Package {
+		return ""
+	}
+	if f.Output == "" || c.Output == "" || c.Output == "-" {
+		return ""
+	}
+	// oapi-codegen's output is relative to where it runs: go generate runs
+	// it in this directory, as idemgen.
+	out := f.Output
+	if !filepath.IsAbs(out) {
+		out = filepath.Join(dir, out)
+	}
+	if filepath.Clean(filepath.Dir(out)) != filepath.Clean(c.Output) {
+		return ""
+	}
+	return path
+}
+
+// serverParams returns params with the server emitter's settings that
+// oapi-codegen's configuration implies (server.strict, server.router)
+// where params does not set them, and an error when params contradicts
+// it: the wrapper would refer to code oapi-codegen does not generate. A
+// file that generates no server (models and client only, with the server
+// in another configuration of the same package, as some projects split
+// them) says nothing about it.
+func (c *Config) serverParams(params map[string]string, emitters []string) (map[string]string, error) {
+	s := c.oapiServer
+	if s == nil || !slices.Contains(emitters, server.Name) || s.router == "" && s.unsupported == "" && !s.strict {
+		return params, nil
+	}
+	if s.unsupported != "" {
+		return nil, fmt.Errorf("%s generates %s: idemgen's server wrapper supports oapi-codegen's std-http-server, chi-server, gorilla-server, echo-server and gin-server", s.path, s.unsupported)
+	}
+	out := maps.Clone(params)
+	if out == nil {
+		out = map[string]string{}
+	}
+	if v, ok := server.StrictOption.In(params); ok {
+		if b, err := strconv.ParseBool(v); err == nil && b && !s.strict && s.router != "" {
+			return nil, fmt.Errorf("server.strict is true, but %s does not generate strict-server (StrictHandlerFunc, <Op>RequestObject, ... would be undefined): set strict-server: true there, or drop server.strict (idemgen then takes it from %s)", s.path, s.path)
+		}
+	} else {
+		out[server.StrictOption.String()] = strconv.FormatBool(s.strict)
+	}
+	if s.router == "" {
+		return out, nil // strict-server alone: no router to compare with
+	}
+	if v, ok := server.RouterOption.In(params); ok {
+		if v != s.router && v != "none" {
+			return nil, fmt.Errorf("server.router is %s, but %s generates %s (server.router: %s): drop server.router (idemgen then takes it from %s), or generate the %s server there", v, s.path, s.routerKey, s.router, s.path, v)
+		}
+	} else {
+		out[server.RouterOption.String()] = s.router
+	}
+	return out, nil
+}
