@@ -29,6 +29,14 @@ func TestExactlyOnceAcrossProcesses(t *testing.T) {
 			// transactional mode: its heartbeats did not land in time, and
 			// its commit was fenced). The crash tests use /short.
 			cfg.lease = idem.DefaultLease
+			// A store timeout well above the default 5s but below the
+			// lease: on a loaded machine a store call (a connection being
+			// dialled into the pool) took 6.5s; a Finish that times out
+			// leaves its record PENDING until the lease runs out, and a
+			// duplicate then takes it over and runs the handler again, as
+			// docs/runtime.md says it may. Below the lease, a slow Finish
+			// still lands before anyone can take the key over.
+			cfg.storeTimeout = 20 * time.Second
 			c := startCluster(t, cfg, 3)
 			t.Run("Duplicates", func(t *testing.T) { testDuplicates(t, c, eff) })
 			for _, hold := range []string{"before", "after"} {
@@ -161,6 +169,12 @@ func testDuplicates(t *testing.T, c *cluster, eff effects) {
 		handlerRuns += starts[fmt.Sprintf("%s%03d", prefix, i)]
 	}
 	assert.Equal(t, keys, handlerRuns, "handler runs over all processes")
+	if t.Failed() {
+		// The servers log store failures and takeovers (Warn and up).
+		for _, p := range c.procs {
+			t.Logf("%s (pid %d) log:\n%s", p.name, p.pid, p.log())
+		}
+	}
 	t.Logf("%d keys x %d duplicates over %d processes in %v: %d side effects, %d handler runs, %d replays, %d answers 409 IN_USE retried; executions per process %v",
 		keys, dups, len(c.procs), took.Round(time.Millisecond), total, handlerRuns, replays, retries409, executedBy)
 }
