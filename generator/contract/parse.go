@@ -103,7 +103,7 @@ func (p *parser) fields(n *yaml.Node, ptr, where string, known map[string]fieldF
 				names = append(names, name)
 			}
 			slices.Sort(names)
-			if s := suggest(k.Value, names); s != "" {
+			if s := diag.Suggest(k.Value, names); s != "" {
 				p.errorf(k, kp, "unknown-field", "%s: unknown field %s (did you mean %s?)", where, k.Value, s)
 			} else {
 				p.errorf(k, kp, "unknown-field", "%s: unknown field %s (known: %s)", where, k.Value, strings.Join(names, ", "))
@@ -400,7 +400,7 @@ func (p *parser) enum(n *yaml.Node, ptr, what string, values ...string) (string,
 		return "", false
 	}
 	if !slices.Contains(values, s) {
-		if sg := suggest(s, values); sg != "" {
+		if sg := diag.Suggest(s, values); sg != "" {
 			p.errorf(n, ptr, "bad-enum", "%s: %q is not one of %s (did you mean %s?)", what, s, strings.Join(values, ", "), sg)
 		} else {
 			p.errorf(n, ptr, "bad-enum", "%s: %q is not one of %s", what, s, strings.Join(values, ", "))
@@ -670,40 +670,6 @@ func describe(n *yaml.Node) string {
 	return "nothing"
 }
 
-// suggest returns the candidate closest to s when it is close enough.
 // Suggest returns the candidate closest to s (case aside), within an edit
 // distance of 2, for a "did you mean" hint; "" when none is that close.
-func Suggest(s string, candidates []string) string { return suggest(s, candidates) }
-
-func suggest(s string, candidates []string) string {
-	best, bestD := "", 3
-	for _, c := range candidates {
-		if d := distance(strings.ToLower(s), strings.ToLower(c)); d < bestD {
-			best, bestD = c, d
-		}
-	}
-	return best
-}
-
-func distance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return 99
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			c := 1
-			if a[i-1] == b[j-1] {
-				c = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+c)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}
+func Suggest(s string, candidates []string) string { return diag.Suggest(s, candidates) }

@@ -112,7 +112,7 @@ func CheckIgnoreRule(rule string) string {
 		return "no rule named"
 	}
 	msg := rule + " is no rule idemgen reports"
-	if s := suggest(rule, warningRules); s != "" {
+	if s := Suggest(rule, warningRules); s != "" {
 		msg += " (did you mean " + s + "?)"
 	}
 	return msg
@@ -198,11 +198,12 @@ func silence(d Diagnostic, ignores []Ignore, used []bool) bool {
 	return global || (len(d.Ops) > 0 && !slices.Contains(covered, false))
 }
 
-// suggest returns the candidate closest to s when it is close enough.
-func suggest(s string, candidates []string) string {
+// Suggest returns the candidate closest to s (case aside), within an edit
+// distance of 2, for a "did you mean" hint; "" when none is that close.
+func Suggest(s string, candidates []string) string {
 	best, bestD := "", 3
 	for _, c := range candidates {
-		if d := distance(strings.ToLower(s), c); d < bestD {
+		if d := distance(strings.ToLower(s), strings.ToLower(c)); d < bestD {
 			best, bestD = c, d
 		}
 	}
