@@ -20,10 +20,12 @@ type Options struct {
 	// principal (""). An error refuses the request: a *Problem is written as
 	// is, any other error as 500 IDEMPOTENCY_PRINCIPAL_UNAVAILABLE.
 	Principal func(*http.Request) (string, error)
-	// Logger receives warnings and errors only (store errors, fenced
+	// Logger receives warnings and errors (store errors, fenced
 	// completions, lease takeovers, lost leases, fail-open runs, unreadable
-	// records, responses too large to replay, handlers that did not finish);
-	// use Observer for every decision. nil means slog.Default().
+	// records, responses too large to replay, handlers that did not finish),
+	// at Info the requests whose own context ended, and at Debug the
+	// router's error behind Engine.RefuseWithCause; use Observer for every
+	// decision. nil means slog.Default().
 	Logger *slog.Logger
 	// Observer receives an Event for every decision; nil costs nothing.
 	Observer Observer
