@@ -1412,11 +1412,6 @@ func (c *Call) Finish() error {
 	rec.finalize()
 	status := rec.status
 	state, resp := StateCompleted, rec.record()
-	if e.local != nil && c.key != "" {
-		// Over a LocalReader, the record tells a retry of these bytes
-		// that it needs no fingerprint (readLocal).
-		resp = rec.tag(&recordTag{domain: e.fpc.domain, key: c.fpk})
-	}
 	switch {
 	case abandoned:
 		state, resp, status = StateFailed, nil, 0
@@ -1429,6 +1424,11 @@ func (c *Call) Finish() error {
 		}
 	case status == http.StatusRequestTimeout || status == http.StatusTooEarly || status == http.StatusTooManyRequests:
 		state, resp = StateFailed, nil
+	}
+	if resp != nil && e.local != nil && c.key != "" {
+		// Over a LocalReader, a stored record tells a retry of these
+		// bytes that it needs no fingerprint (readLocal).
+		resp = rec.tag(&recordTag{domain: e.fpc.domain, key: c.fpk})
 	}
 	var err error
 	code := "" // the problem sent instead of the response (a failed commit)

@@ -78,16 +78,6 @@ var (
 // digest, the body's length and the policy's id.
 type fpKey struct{ digest, n, policy uint64 }
 
-// sum returns p's fingerprint of in in the cache's version, from the cache
-// when it holds it.
-func (c *fpCache) sum(p *Policy, in *fingerprint.Input) Fingerprint {
-	k := c.key(p, in)
-	if fp, ok := c.get(k); ok {
-		return fp
-	}
-	return c.compute(p, in, k)
-}
-
 // key returns in's key in the cache.
 func (c *fpCache) key(p *Policy, in *fingerprint.Input) fpKey {
 	return fpKey{c.digest(p, in), uint64(len(in.Body)), p.id}

@@ -185,3 +185,13 @@ func repeatJSON(s string, n int) string {
 	}
 	return out
 }
+
+// sum is the cache's lookup as Call.begin makes it (key, get, compute on a
+// miss), for these tests.
+func (c *fpCache) sum(p *Policy, in *fingerprint.Input) Fingerprint {
+	k := c.key(p, in)
+	if fp, ok := c.get(k); ok {
+		return fp
+	}
+	return c.compute(p, in, k)
+}
