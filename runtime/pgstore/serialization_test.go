@@ -82,6 +82,19 @@ func waitsForRowLock(s *Store, like string) bool {
 	}
 }
 
+// afterRowChange runs op while a transaction that changes a row (stmt,
+// args: see rowChangeUnderWay) is under way, waits until op's UPDATE waits
+// for that row, commits the change and returns op's error.
+func afterRowChange(t *testing.T, s *Store, op func() error, stmt string, args ...any) error {
+	t.Helper()
+	commit := rowChangeUnderWay(t, stmt, args...)
+	done := make(chan error, 1)
+	go func() { done <- op() }()
+	waitForRowLock(t, s, "UPDATE")
+	require.NoError(t, commit())
+	return <-done
+}
+
 // TestFinishAfterConcurrentUpdateStrictIsolation: on a database whose
 // default isolation is above READ COMMITTED, Finish's UPDATE waits for a
 // transaction that changes the row and, once that commits, fails with a
@@ -99,12 +112,8 @@ func TestFinishAfterConcurrentUpdateStrictIsolation(t *testing.T) {
 			t.Run("Heartbeat", func(t *testing.T) {
 				_, err := s.Begin(ctx, beginReq("hb", 7))
 				require.NoError(t, err)
-				commit := rowChangeUnderWay(t, s.q.extend, "hb", int64(7), time.Minute)
-				done := make(chan error, 1)
-				go func() { done <- s.Finish(ctx, "hb", 7, idem.StateCompleted, []byte("resp")) }()
-				waitForRowLock(t, s, "UPDATE")
-				require.NoError(t, commit())
-				require.NoError(t, <-done, "the holder's Finish after its own heartbeat")
+				err = afterRowChange(t, s, func() error { return s.Finish(ctx, "hb", 7, idem.StateCompleted, []byte("resp")) }, s.q.extend, "hb", int64(7), time.Minute)
+				require.NoError(t, err, "the holder's Finish after its own heartbeat")
 				rec, found, err := s.Get(ctx, "hb")
 				require.NoError(t, err)
 				require.True(t, found)
@@ -115,12 +124,8 @@ func TestFinishAfterConcurrentUpdateStrictIsolation(t *testing.T) {
 			t.Run("Takeover", func(t *testing.T) {
 				_, err := s.Begin(ctx, beginReq("to", 7))
 				require.NoError(t, err)
-				commit := rowChangeUnderWay(t, `UPDATE `+s.n.table+` SET token = 8 WHERE key = $1`, "to")
-				done := make(chan error, 1)
-				go func() { done <- s.Finish(ctx, "to", 7, idem.StateCompleted, []byte("resp")) }()
-				waitForRowLock(t, s, "UPDATE")
-				require.NoError(t, commit())
-				require.ErrorIs(t, <-done, idem.ErrFenced, "the holder's Finish after a takeover")
+				err = afterRowChange(t, s, func() error { return s.Finish(ctx, "to", 7, idem.StateCompleted, []byte("resp")) }, `UPDATE `+s.n.table+` SET token = 8 WHERE key = $1`, "to")
+				require.ErrorIs(t, err, idem.ErrFenced, "the holder's Finish after a takeover")
 				rec, _, err := s.Get(ctx, "to")
 				require.NoError(t, err)
 				assert.Equal(t, idem.StatePending, rec.State)
@@ -144,12 +149,8 @@ func TestExtendLeaseAfterConcurrentUpdateStrictIsolation(t *testing.T) {
 			t.Run("Heartbeat", func(t *testing.T) {
 				_, err := s.Begin(ctx, beginReq("hb", 7))
 				require.NoError(t, err)
-				commit := rowChangeUnderWay(t, s.q.extend, "hb", int64(7), time.Minute)
-				done := make(chan error, 1)
-				go func() { done <- s.ExtendLease(ctx, "hb", 7, time.Hour) }()
-				waitForRowLock(t, s, "UPDATE")
-				require.NoError(t, commit())
-				require.NoError(t, <-done, "a heartbeat after another")
+				err = afterRowChange(t, s, func() error { return s.ExtendLease(ctx, "hb", 7, time.Hour) }, s.q.extend, "hb", int64(7), time.Minute)
+				require.NoError(t, err, "a heartbeat after another")
 				rec, _, err := s.Get(ctx, "hb")
 				require.NoError(t, err)
 				assert.Greater(t, time.Until(rec.LeaseExpiresAt), 50*time.Minute, "the later heartbeat's lease")
@@ -158,12 +159,8 @@ func TestExtendLeaseAfterConcurrentUpdateStrictIsolation(t *testing.T) {
 			t.Run("Finish", func(t *testing.T) {
 				_, err := s.Begin(ctx, beginReq("fin", 7))
 				require.NoError(t, err)
-				commit := rowChangeUnderWay(t, s.q.finish, "fin", int64(7), int16(idem.StateCompleted), []byte("resp"))
-				done := make(chan error, 1)
-				go func() { done <- s.ExtendLease(ctx, "fin", 7, time.Hour) }()
-				waitForRowLock(t, s, "UPDATE")
-				require.NoError(t, commit())
-				require.ErrorIs(t, <-done, idem.ErrFenced, "a heartbeat after the holder's Finish")
+				err = afterRowChange(t, s, func() error { return s.ExtendLease(ctx, "fin", 7, time.Hour) }, s.q.finish, "fin", int64(7), int16(idem.StateCompleted), []byte("resp"))
+				require.ErrorIs(t, err, idem.ErrFenced, "a heartbeat after the holder's Finish")
 				rec, _, err := s.Get(ctx, "fin")
 				require.NoError(t, err)
 				assert.Equal(t, idem.StateCompleted, rec.State)
