@@ -195,11 +195,8 @@ func testDuplicates(t *testing.T, c *cluster, eff effects) {
 //     so exactly once.
 func testCrash(t *testing.T, c *cluster, eff effects, mode, hold string) {
 	ctx := context.Background()
-	key := randomName("crash-" + hold + "-")
 	victim, heir, other := c.procs[0], c.procs[1], c.procs[2]
-	held := make(chan response, 1)
-	go func() { held <- c.send(ctx, victim, "/short", key, map[string]string{"X-Hold": hold}) }()
-	c.waitMarker(key)
+	key, held := c.hold(ctx, victim, "/short", "crash-"+hold+"-", hold)
 	killed := time.Now()
 	victim.kill()
 	r := <-held
@@ -241,11 +238,8 @@ func testCrash(t *testing.T, c *cluster, eff effects, mode, hold string) {
 // bounds how long a holder is trusted, not how long it runs.
 func testPause(t *testing.T, c *cluster, eff effects, mode string) {
 	ctx := context.Background()
-	key := randomName("pause-")
 	holder, heir, other := c.procs[0], c.procs[1], c.procs[2]
-	held := make(chan response, 1)
-	go func() { held <- c.send(ctx, holder, "/short", key, map[string]string{"X-Hold": "before"}) }()
-	c.waitMarker(key)
+	key, held := c.hold(ctx, holder, "/short", "pause-", "before")
 	require.NoError(t, holder.cmd.Process.Signal(syscall.SIGSTOP))
 	paused := time.Now()
 	retry := c.send(ctx, heir, "/short", key, nil)

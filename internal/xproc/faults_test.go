@@ -205,15 +205,13 @@ func runFault(t *testing.T, cfg config, eff effects, how string, fail, mend func
 	inflightRes := make([]response, 4)
 	inflightKeys := make([]string, len(inflightRes))
 	for i := range inflightRes {
-		inflightKeys[i] = randomName("inflight-")
+		key, res := c.hold(ctx, c.procs[i%2], "/nowait", "inflight-", "after")
+		inflightKeys[i] = key
 		inflight.Add(1)
 		go func() {
 			defer inflight.Done()
-			inflightRes[i] = c.send(ctx, c.procs[i%2], "/nowait", inflightKeys[i], map[string]string{"X-Hold": "after"})
+			inflightRes[i] = <-res
 		}()
-	}
-	for _, k := range inflightKeys {
-		c.waitMarker(k)
 	}
 
 	failedAt := time.Now()

@@ -26,6 +26,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemgen/idemgen/internal/testenv"
+	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/pgstore"
 )
 
@@ -338,16 +339,38 @@ func (c *cluster) stats(ctx context.Context) (map[string]int, int64) {
 	return keys, total
 }
 
-// waitMarker waits until a held handler reached its hold point for key.
-func (c *cluster) waitMarker(key string) {
+// hold sends a request to p's route whose handler holds at its hold point
+// ("before" or "after" its side effect) until released, and returns once the
+// handler is there: the request's key (prefix and a random suffix) and a
+// channel that receives its response.
+//
+// On a loaded machine the store may answer the claim slower than the
+// engine's store timeout: the request then fails closed (503
+// IDEMPOTENCY_STORE_UNAVAILABLE) before any handler runs. That is the
+// engine doing its job, not what the caller wants to hold: hold sends again
+// with a fresh key (the refused key is abandoned; a claim that reached the
+// store late holds only that key).
+func (c *cluster) hold(ctx context.Context, p *proc, route, prefix, point string) (string, <-chan response) {
 	c.t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if _, err := os.Stat(filepath.Join(c.cfg.markers, key)); err == nil {
-			return
+	for attempt := 1; ; attempt++ {
+		key := randomName(prefix)
+		res := make(chan response, 1)
+		go func() { res <- c.send(ctx, p, route, key, map[string]string{"X-Hold": point}) }()
+		for refused := false; !refused; {
+			if _, err := os.Stat(filepath.Join(c.cfg.markers, key)); err == nil {
+				return key, res
+			}
+			select {
+			case r := <-res:
+				require.True(c.t, r.status == 503 && r.problemCode() == idem.CodeStoreUnavailable,
+					"the request for %s ended before its handler reached its hold point: %s", key, r)
+				c.t.Logf("hold: attempt %d for %s refused before its handler ran (the store answered late): %s", attempt, key, r)
+				refused = true // send again
+			case <-time.After(5 * time.Millisecond):
+			}
+			require.True(c.t, time.Now().Before(deadline), "the handler for %s never reached its hold point", key)
 		}
-		require.True(c.t, time.Now().Before(deadline), "the handler for %s never reached its hold point", key)
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
