@@ -373,7 +373,9 @@ func runFault(t *testing.T, cfg config, eff effects, how string, fail, mend func
 	//
 	// Unless the finish reached the store after all: a hung store works off
 	// its backlog when it resumes, and a Finish (or a COMMIT) the engine had
-	// given up on may take effect then. The retry then gets the replay.
+	// given up on may take effect then; and the engine tries a failed Finish
+	// again in the background for a lease (Options.FinishRetryFor), which
+	// succeeds if the store is back by then. The retry then gets the replay.
 	lateFinish := 0
 	inflightReplayed := map[string]bool{}
 	for i, key := range inflightKeys {

@@ -119,6 +119,9 @@ type Call struct {
 	txCancel context.CancelCauseFunc // ends the transaction's context (End)
 	finished bool
 	ended    bool
+	// later: a Finish of this Call that failed on the store is being
+	// retried in the background (finishLater).
+	later bool
 
 	hbMu      sync.Mutex
 	hb        *time.Timer // made only when the handler outlives a sixth of the lease (hbSched)
@@ -1438,7 +1441,7 @@ func (c *Call) Finish() error {
 		if state == StateFailed {
 			// The handler failed: undo its writes, then finish outside the transaction.
 			c.rollback()
-			err = c.finishRecord(state, resp)
+			err = c.finishRecord(state, resp, status)
 			rec.flushTo()
 		} else {
 			// A commit that succeeded counts, even if the timer fired
@@ -1457,7 +1460,7 @@ func (c *Call) Finish() error {
 				// of unknown outcome: free the key (best effort; fenced if the
 				// commit took effect) and fail closed. A retry replays the
 				// result if it was kept and runs again if it was not.
-				_ = c.finishRecord(StateFailed, nil)
+				_ = c.finishRecord(StateFailed, nil, 0)
 				if ended := c.requestEnded(); ended != nil {
 					// The transaction's context is the request's: it
 					// ended with it (the client went away, or a deadline
@@ -1474,7 +1477,7 @@ func (c *Call) Finish() error {
 			}
 		}
 	} else {
-		err = c.finishRecord(state, resp)
+		err = c.finishRecord(state, resp, status)
 	}
 	if err == nil && resp != nil && e.recent != nil {
 		// Final and replayable: a retry with this key reads first
@@ -1523,7 +1526,11 @@ func (c *Call) reportFinish(state State, status int, code string, err error, ove
 		e.observe(c.ctx, Event{Kind: EventFenced, Operation: op, Principal: c.principal, Key: c.key,
 			Protected: true, State: state, Status: status, Code: code, Err: err})
 	default:
-		e.log.LogAttrs(c.ctx, slog.LevelError, "idem: store failed at finish",
+		msg := "idem: store failed at finish"
+		if c.later {
+			msg = "idem: store failed at finish: trying again in the background"
+		}
+		e.log.LogAttrs(c.ctx, slog.LevelError, msg,
 			slog.String("operation", op), slog.String("key", c.key), slog.Any("error", err))
 		e.observe(c.ctx, Event{Kind: EventStoreError, Operation: op, Principal: c.principal, Key: c.key,
 			Protected: true, State: state, Status: status, Code: code, Err: err})
@@ -1546,7 +1553,19 @@ func (c *Call) bounded(cancel context.CancelCauseFunc, f func() error) (fired bo
 // finishRecord finishes the record outside any transaction, bounded by the
 // store timeout and not by the request's context: a client that went away
 // does not keep its result from being recorded.
-func (c *Call) finishRecord(state State, resp []byte) error {
+//
+// When the store fails (other than ErrFenced), the Finish goes on being
+// tried in the background (finishLater); status is what the handler
+// produced (0 for a key released), for the event reported then.
+func (c *Call) finishRecord(state State, resp []byte, status int) error {
+	err := c.finishOnce(state, resp)
+	if err != nil && c.finishLater(state, resp, status, err) {
+		c.later = true
+	}
+	return err
+}
+
+func (c *Call) finishOnce(state State, resp []byte) error {
 	parent, ss := c.background(), c.ss
 	if ss.fctx.parent == nil { // the first (usually the only) Finish: no allocation
 		ss.fctx.init(parent, c.e.timeout)
@@ -1560,7 +1579,7 @@ func (c *Call) finishRecord(state State, resp []byte) error {
 
 // release frees a held key (FAILED without a response); cause is logged.
 func (c *Call) release(cause error) {
-	err := c.finishRecord(StateFailed, nil)
+	err := c.finishRecord(StateFailed, nil, 0)
 	if err != nil {
 		c.reportFinish(StateFailed, 0, "", err, false)
 	}
@@ -1586,7 +1605,7 @@ func (c *Call) End() {
 			}
 			c.e.log.LogAttrs(c.ctx, slog.LevelWarn, "idem: handler did not finish (panic or error): key released for a retry",
 				slog.String("operation", c.p.spec.Operation), slog.String("key", c.key))
-			err := c.finishRecord(StateFailed, nil)
+			err := c.finishRecord(StateFailed, nil, 0)
 			c.reportFinish(StateFailed, 0, "", err, false)
 		} else if c.e.obs != nil {
 			c.e.obs.Observe(c.ctx, Event{Kind: EventExecuted, Operation: c.p.spec.Operation, Principal: c.principal,

@@ -54,6 +54,22 @@ type Options struct {
 	// extension (heartbeat) is bounded by the shorter of StoreTimeout and a
 	// third of the lease. Default DefaultStoreTimeout.
 	StoreTimeout time.Duration
+	// FinishRetryFor is how long the engine goes on trying, in the
+	// background and with backoff, to finish a record whose Finish failed
+	// on the store (it did not answer within StoreTimeout, or the
+	// connection broke) after the handler ran, outside a transaction: the
+	// response is on its way to the client, and once the store answers
+	// again the record holds it, so a retry gets the replay instead of
+	// finding the key in flight until its lease runs out and then running
+	// the handler a second time. A later attempt after another request
+	// took the key over is fenced and changes nothing. 0 means the
+	// operation's lease (InFlight.Lease); negative turns the retries off.
+	// At most 1024 Finish calls are retried at once per Engine. The release
+	// of a key (FAILED without a response: a handler that did not finish, a
+	// transaction whose commit failed) is retried likewise, so that a retry
+	// finds the key free sooner; a failed commit itself is not (nothing of
+	// it was kept, and its client got 503).
+	FinishRetryFor time.Duration
 	// UnavailableRetryAfter is the Retry-After of 503 answers (default 1s).
 	UnavailableRetryAfter time.Duration
 	// ProblemTypeBase prefixes the code in the "type" of problem details
@@ -93,8 +109,10 @@ type Engine struct {
 	problemBase string
 	unavailRA   []string
 	fpc         *fpCache
-	recent      *recentKeys // over a ReadFirst store
-	local       LocalReader // the store, when it is one: records are tagged
+	recent      *recentKeys   // over a ReadFirst store
+	local       LocalReader   // the store, when it is one: records are tagged
+	lateFor     time.Duration // Options.FinishRetryFor
+	late        chan struct{} // a slot per Finish retried in the background (finishLater)
 }
 
 // New returns an Engine over store. It panics when Options.Transactional is
@@ -112,6 +130,8 @@ func New(store Store, opts Options) *Engine {
 		failOpen:    opts.FailOpen,
 		now:         opts.Now,
 		problemBase: opts.ProblemTypeBase,
+		lateFor:     opts.FinishRetryFor,
+		late:        make(chan struct{}, maxLateFinishes),
 	}
 	fpv := opts.FingerprintVersion
 	if fpv == 0 {

@@ -132,7 +132,10 @@ type Event struct {
 }
 
 // Observer receives events (metrics, traces). It is called synchronously on
-// the request's goroutine, so it must be fast and safe for concurrent use.
+// the request's goroutine, so it must be fast and safe for concurrent use;
+// the EventExecuted or EventFenced of a Finish tried again in the
+// background (Options.FinishRetryFor), after its EventStoreError, come
+// from the goroutine that retried it, with the request's context values.
 type Observer interface {
 	Observe(ctx context.Context, e Event)
 }

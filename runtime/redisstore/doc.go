@@ -134,8 +134,9 @@
 // are still replayed, a new key is answered 503
 // IDEMPOTENCY_STORE_UNAVAILABLE and its handler does not run, and a Finish
 // is refused as when Redis fails as the request finishes (the handler's
-// response is sent; the record stays PENDING until its lease runs out, and
-// a retry then runs again) (TestOutOfMemory).
+// response is sent; the record stays PENDING, the engine tries the Finish
+// again in the background for idem.Options.FinishRetryFor, and a retry
+// after that runs again once the lease has run out) (TestOutOfMemory).
 //
 // # Timeouts
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -341,4 +342,45 @@ func TestOutOfMemory(t *testing.T) {
 	got, _, err := s.Get(ctx, "held")
 	require.NoError(t, err)
 	assert.Equal(t, idem.StatePending, got.State)
+}
+
+// TestFinishAfterRestart: Redis stops while a handler runs (after its
+// claim), so its Finish fails; the engine tries it again in the background
+// (idem.Options.FinishRetryFor), and once Redis is back (with its records:
+// appendfsync always) the record holds the response: a retry gets the
+// replay, the handler having run once.
+func TestFinishAfterRestart(t *testing.T) {
+	t.Parallel()
+	srv := testenv.StartRedis(t, "--appendonly", "yes", "--appendfsync", "always")
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer c.Close()
+	s := newStoreOn(t, c, Options{})
+	eng := idem.New(s, idem.Options{StoreTimeout: 500 * time.Millisecond, FinishRetryFor: time.Minute,
+		Logger: slog.New(slog.DiscardHandler)})
+	pol := idem.MustCompile(idem.Spec{Operation: "op", Method: "POST", Path: "/x", Semantics: idem.Strict})
+	var runs atomic.Int64
+	h := eng.Handler(pol, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if runs.Add(1) == 1 {
+			srv.Stop()
+		}
+		w.WriteHeader(http.StatusCreated)
+		_, _ = fmt.Fprintf(w, "run %d", runs.Load())
+	}))
+	do := func() *httptest.ResponseRecorder {
+		req := httptest.NewRequest("POST", "/x", strings.NewReader(`{"a":1}`))
+		req.Header.Set("Idempotency-Key", "0193a8f0-0000-7000-8000-000000000003")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	first := do()
+	require.Equal(t, http.StatusCreated, first.Code, "the handler's answer goes out")
+	require.NoError(t, srv.Start())
+	var r *httptest.ResponseRecorder
+	require.Eventually(t, func() bool {
+		r = do()
+		return r.Header().Get("Idempotent-Replayed") == "true"
+	}, 30*time.Second, 100*time.Millisecond, "a retry gets the replay once the finish reached the restarted Redis")
+	assert.Equal(t, first.Body.String(), r.Body.String())
+	assert.Equal(t, int64(1), runs.Load(), "the handler ran once")
 }
