@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/fingerprint"
@@ -64,11 +65,11 @@ type Options struct {
 	// the handler a second time. A later attempt after another request
 	// took the key over is fenced and changes nothing. 0 means the
 	// operation's lease (InFlight.Lease); negative turns the retries off.
-	// At most 1024 Finish calls are retried at once per Engine. The release
-	// of a key (FAILED without a response: a handler that did not finish, a
-	// transaction whose commit failed) is retried likewise, so that a retry
-	// finds the key free sooner; a failed commit itself is not (nothing of
-	// it was kept, and its client got 503).
+	// At most 1024 Finish calls, with 64 MiB of responses, are retried at
+	// once per Engine. The release of a key (FAILED without a response: a
+	// handler that did not finish, a transaction whose commit failed) is
+	// retried likewise, so that a retry finds the key free sooner; a failed
+	// commit itself is not (nothing of it was kept, and its client got 503).
 	FinishRetryFor time.Duration
 	// UnavailableRetryAfter is the Retry-After of 503 answers (default 1s).
 	UnavailableRetryAfter time.Duration
@@ -113,6 +114,7 @@ type Engine struct {
 	local       LocalReader   // the store, when it is one: records are tagged
 	lateFor     time.Duration // Options.FinishRetryFor
 	late        chan struct{} // a slot per Finish retried in the background (finishLater)
+	lateBytes   atomic.Int64  // the size of their responses
 }
 
 // New returns an Engine over store. It panics when Options.Transactional is

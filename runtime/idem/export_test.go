@@ -24,3 +24,10 @@ func RecordTag(e *Engine, resp []byte) (domain, own uint64, tagged bool) {
 	t, _, ok := cutRecordTag(resp)
 	return t.domain, e.fpc.domain, ok
 }
+
+// UseLateBytes counts n bytes of responses as kept by Finish calls retried
+// in the background (as if other retries held them).
+func UseLateBytes(e *Engine, n int64) { e.lateBytes.Add(n) }
+
+// MaxLateBytes is the bound on those bytes.
+const MaxLateBytes = maxLateBytes

@@ -24,9 +24,13 @@ import (
 // is found there by the next (a re-run: Finish succeeds and changes
 // nothing), so trying again is always safe.
 
-// maxLateFinishes bounds the Finish calls an Engine retries at once (each
-// keeps a copy of its response); past it, a failed Finish is not retried.
-const maxLateFinishes = 1024
+// maxLateFinishes bounds the Finish calls an Engine retries at once, and
+// maxLateBytes the responses they keep copies of; past either, a failed
+// Finish is not retried.
+const (
+	maxLateFinishes = 1024
+	maxLateBytes    = 64 << 20
+)
 
 // lateFinish backoff: the first retry after lateFinishFirst, doubling up
 // to lateFinishMax, each with jitter (half to all of it).
@@ -56,7 +60,8 @@ type lateFinish struct {
 
 // finishLater schedules the retry of the Finish that just failed with err,
 // unless it cannot help (fenced) or may not (Options.FinishRetryFor
-// negative, maxLateFinishes reached); it reports whether it did.
+// negative, maxLateFinishes or maxLateBytes reached); it reports whether
+// it did.
 func (c *Call) finishLater(state State, resp []byte, status int, err error) bool {
 	e := c.e
 	if errors.Is(err, ErrFenced) || e.lateFor < 0 {
@@ -65,6 +70,11 @@ func (c *Call) finishLater(state State, resp []byte, status int, err error) bool
 	select {
 	case e.late <- struct{}{}:
 	default:
+		return false
+	}
+	if e.lateBytes.Add(int64(len(resp))) > maxLateBytes {
+		e.lateBytes.Add(-int64(len(resp)))
+		<-e.late
 		return false
 	}
 	f := &lateFinish{
@@ -95,7 +105,10 @@ func (c *Call) finishLater(state State, resp []byte, status int, err error) bool
 // retryFinish tries f's Finish until it succeeds, is fenced, or d has
 // passed since the first failure.
 func (e *Engine) retryFinish(f *lateFinish, d time.Duration) {
-	defer func() { <-e.late }()
+	defer func() {
+		e.lateBytes.Add(-int64(len(f.resp)))
+		<-e.late
+	}()
 	deadline := f.failedAt.Add(d)
 	wait := lateFinishFirst
 	err := f.err

@@ -183,3 +183,22 @@ func TestLateRelease(t *testing.T) {
 	}, 10*time.Second, 20*time.Millisecond, "the key is released by a later attempt")
 	assert.Equal(t, int32(1), f.calls.Load())
 }
+
+// Past the bound on the responses kept for retries, a failed Finish is
+// not retried (it is reported as before), and the bound counts only the
+// retries under way.
+func TestLateFinishBounded(t *testing.T) {
+	f, fs, logs := newFlaky(t, idem.Options{})
+	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
+	idem.UseLateBytes(f.eng, idem.MaxLateBytes-10) // a response of ~40 bytes does not fit
+	require.Equal(t, 201, send(h, req{key: "k1", body: `{"item":1}`}).Code)
+	assert.Contains(t, logs.String(), "store failed at finish")
+	assert.NotContains(t, logs.String(), "background")
+	time.Sleep(300 * time.Millisecond)
+	assert.Equal(t, int32(1), fs.finishes.Load(), "not retried")
+
+	idem.UseLateBytes(f.eng, -(idem.MaxLateBytes - 10))
+	fs.first.Store(0) // fail the next claim's Finish
+	require.Equal(t, 201, send(h, req{key: "k2", body: `{"item":1}`}).Code)
+	assert.Contains(t, logs.String(), "trying again in the background")
+}
