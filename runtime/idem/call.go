@@ -1441,7 +1441,7 @@ func (c *Call) Finish() error {
 		if state == StateFailed {
 			// The handler failed: undo its writes, then finish outside the transaction.
 			c.rollback()
-			err = c.finishRecord(state, resp, status)
+			err = c.finishRecord(state, resp, status, resp != nil && rec.overflow)
 			rec.flushTo()
 		} else {
 			// A commit that succeeded counts, even if the timer fired
@@ -1460,7 +1460,7 @@ func (c *Call) Finish() error {
 				// of unknown outcome: free the key (best effort; fenced if the
 				// commit took effect) and fail closed. A retry replays the
 				// result if it was kept and runs again if it was not.
-				_ = c.finishRecord(StateFailed, nil, 0)
+				_ = c.releaseKey()
 				if ended := c.requestEnded(); ended != nil {
 					// The transaction's context is the request's: it
 					// ended with it (the client went away, or a deadline
@@ -1477,7 +1477,7 @@ func (c *Call) Finish() error {
 			}
 		}
 	} else {
-		err = c.finishRecord(state, resp, status)
+		err = c.finishRecord(state, resp, status, resp != nil && rec.overflow)
 	}
 	if err == nil && resp != nil && e.recent != nil {
 		// Final and replayable: a retry with this key reads first
@@ -1556,11 +1556,23 @@ func (c *Call) bounded(cancel context.CancelCauseFunc, f func() error) (fired bo
 //
 // When the store fails (other than ErrFenced), the Finish goes on being
 // tried in the background (finishLater); status is what the handler
-// produced (0 for a key released), for the event reported then.
-func (c *Call) finishRecord(state State, resp []byte, status int) error {
+// produced (0 for a key released), overflowed whether its response exceeded
+// Response.MaxBytes, for the events reported then.
+func (c *Call) finishRecord(state State, resp []byte, status int, overflowed bool) error {
 	err := c.finishOnce(state, resp)
-	if err != nil && c.finishLater(state, resp, status, err) {
+	if err != nil && c.finishLater(finishAnswer, state, resp, status, overflowed, err) {
 		c.later = true
+	}
+	return err
+}
+
+// releaseKey frees the key of a claim that ran nothing kept (FAILED without
+// a response), tried again in the background if the store fails; it
+// reports no event.
+func (c *Call) releaseKey() error {
+	err := c.finishOnce(StateFailed, nil)
+	if err != nil {
+		c.finishLater(finishRelease, StateFailed, nil, 0, false, err)
 	}
 	return err
 }
@@ -1579,7 +1591,7 @@ func (c *Call) finishOnce(state State, resp []byte) error {
 
 // release frees a held key (FAILED without a response); cause is logged.
 func (c *Call) release(cause error) {
-	err := c.finishRecord(StateFailed, nil, 0)
+	err := c.releaseKey()
 	if err != nil {
 		c.reportFinish(StateFailed, 0, "", err, false)
 	}
@@ -1605,7 +1617,7 @@ func (c *Call) End() {
 			}
 			c.e.log.LogAttrs(c.ctx, slog.LevelWarn, "idem: handler did not finish (panic or error): key released for a retry",
 				slog.String("operation", c.p.spec.Operation), slog.String("key", c.key))
-			err := c.finishRecord(StateFailed, nil, 0)
+			err := c.finishRecord(StateFailed, nil, 0, false)
 			c.reportFinish(StateFailed, 0, "", err, false)
 		} else if c.e.obs != nil {
 			c.e.obs.Observe(c.ctx, Event{Kind: EventExecuted, Operation: c.p.spec.Operation, Principal: c.principal,

@@ -63,8 +63,11 @@ type Options struct {
 	// again the record holds it, so a retry gets the replay instead of
 	// finding the key in flight until its lease runs out and then running
 	// the handler a second time. A later attempt after another request
-	// took the key over is fenced and changes nothing. 0 means the
-	// operation's lease (InFlight.Lease); negative turns the retries off.
+	// took the key over is fenced and changes nothing; the lease counts
+	// from the claim (or the last heartbeat), so a store back after it ran
+	// out may be too late. 0 means the operation's lease (InFlight.Lease);
+	// negative turns the retries off. At least one attempt is made.
+	// Engine.Drain waits for the retries under way.
 	// At most 1024 Finish calls, with 64 MiB of responses, are retried at
 	// once per Engine. The release of a key (FAILED without a response: a
 	// handler that did not finish, a transaction whose commit failed) is
@@ -115,6 +118,7 @@ type Engine struct {
 	lateFor     time.Duration // Options.FinishRetryFor
 	late        chan struct{} // a slot per Finish retried in the background (finishLater)
 	lateBytes   atomic.Int64  // the size of their responses
+	lateWG      sync.WaitGroup
 }
 
 // New returns an Engine over store. It panics when Options.Transactional is

@@ -39,30 +39,52 @@ const (
 	lateFinishMax   = 2 * time.Second
 )
 
+// finishKind says what a Finish is, for what a later attempt reports.
+type finishKind uint8
+
+const (
+	// finishAnswer finishes a run of the handler (Call.Finish, or Call.End
+	// releasing the key of a handler that did not finish): a later attempt
+	// that stores it reports EventExecuted (and EventNotReplayable), one
+	// that is fenced EventFenced, as Call.Finish does at once.
+	finishAnswer finishKind = iota
+	// finishRelease frees a key whose claim ran nothing that is kept (a
+	// transaction that could not begin, or whose commit failed): a later
+	// attempt reports no event, as at once. Fenced, it found the key taken
+	// over, or the commit's result kept after all: nothing to free.
+	finishRelease
+)
+
 // lateFinish is one Finish to retry, with copies of what the Call held.
 type lateFinish struct {
-	ctx       context.Context // the request's values, without its cancellation
-	operation string
-	principal string
-	key       string // the client's key (logs, events)
-	scope     string
-	recent    uint64
-	window    time.Duration
-	token     Token
-	state     State
-	resp      []byte
-	prior     State
-	status    int
-	start     time.Time
-	failedAt  time.Time
-	err       error // the first failure
+	kind       finishKind
+	operation  string
+	principal  string
+	key        string // the client's key (logs, events)
+	scope      string
+	recent     uint64
+	window     time.Duration
+	token      Token
+	state      State
+	resp       []byte
+	prior      State
+	status     int
+	overflowed bool // the response exceeded Response.MaxBytes (stored as not replayable)
+	respMax    int
+	start      time.Time // on the engine's clock (set with an Observer)
+	failedAt   time.Time // on the engine's clock
+	err        error     // the first failure
 }
 
 // finishLater schedules the retry of the Finish that just failed with err,
 // unless it cannot help (fenced) or may not (Options.FinishRetryFor
 // negative, maxLateFinishes or maxLateBytes reached); it reports whether
 // it did.
-func (c *Call) finishLater(state State, resp []byte, status int, err error) bool {
+//
+// The retries run with a context of their own, without the request's
+// values: the request is over, and what a router or middleware put there
+// may be reused by another request (chi pools its route context).
+func (c *Call) finishLater(kind finishKind, state State, resp []byte, status int, overflowed bool, err error) bool {
 	e := c.e
 	if errors.Is(err, ErrFenced) || e.lateFor < 0 {
 		return false
@@ -78,72 +100,118 @@ func (c *Call) finishLater(state State, resp []byte, status int, err error) bool
 		return false
 	}
 	f := &lateFinish{
-		ctx:       context.WithoutCancel(c.ss.bg.parent), // the request's, not a transaction's
-		operation: c.p.spec.Operation,
-		principal: c.principal,
-		key:       c.key,
-		scope:     strings.Clone(c.scope),
-		recent:    c.recent,
-		window:    c.p.spec.Window,
-		token:     c.token,
-		state:     state,
-		resp:      bytes.Clone(resp), // nil stays nil: a re-run compares them
-		prior:     c.prior,
-		status:    status,
-		err:       err,
-		start:     c.start,
-		failedAt:  time.Now(),
+		kind:       kind,
+		operation:  c.p.spec.Operation,
+		principal:  c.principal,
+		key:        c.key,
+		scope:      strings.Clone(c.scope),
+		recent:     c.recent,
+		window:     c.p.spec.Window,
+		token:      c.token,
+		state:      state,
+		resp:       bytes.Clone(resp), // nil stays nil: a re-run compares them
+		prior:      c.prior,
+		status:     status,
+		overflowed: overflowed,
+		respMax:    c.p.respMax,
+		err:        err,
+		start:      c.start,
+		failedAt:   e.now(),
 	}
 	d := e.lateFor
 	if d == 0 {
 		d = c.p.spec.InFlight.Lease
 	}
+	e.lateWG.Add(1)
 	go e.retryFinish(f, d)
 	return true
 }
 
 // retryFinish tries f's Finish until it succeeds, is fenced, or d has
-// passed since the first failure.
+// passed (at least once, however short d is).
 func (e *Engine) retryFinish(f *lateFinish, d time.Duration) {
 	defer func() {
 		e.lateBytes.Add(-int64(len(f.resp)))
 		<-e.late
+		e.lateWG.Done()
 	}()
-	deadline := f.failedAt.Add(d)
+	ctx := context.Background()
+	begun := time.Now()
+	deadline := begun.Add(d)
 	wait := lateFinishFirst
 	err := f.err
 	attempt := 1
 	for {
 		pause := wait/2 + rand.N(wait/2+1)
-		if time.Until(deadline) < pause {
-			break
+		if left := time.Until(deadline); left < pause {
+			if attempt > 1 {
+				break
+			}
+			pause = max(left, 0)
 		}
 		time.Sleep(pause)
 		wait = min(2*wait, lateFinishMax)
 		attempt++
-		ctx, cancel := context.WithTimeout(f.ctx, e.timeout)
-		err = e.store.Finish(ctx, f.scope, f.token, f.state, f.resp)
+		cctx, cancel := context.WithTimeout(ctx, e.timeout)
+		err = e.store.Finish(cctx, f.scope, f.token, f.state, f.resp)
 		cancel()
 		if err == nil || errors.Is(err, ErrFenced) {
 			break
 		}
 	}
 	attrs := []slog.Attr{slog.String("operation", f.operation), slog.String("key", f.key),
-		slog.Int("attempts", attempt), slog.Duration("after", time.Since(f.failedAt).Round(time.Millisecond))}
+		slog.Int("attempts", attempt), slog.Duration("after", time.Since(begun).Round(time.Millisecond))}
+	release := f.kind == finishRelease
 	switch {
+	case err == nil && release:
+		e.log.LogAttrs(ctx, slog.LevelInfo, "idem: key released by a later attempt, after the store failed", attrs...)
 	case err == nil:
-		e.log.LogAttrs(f.ctx, slog.LevelWarn, "idem: record finished by a later attempt, after the store failed at finish", attrs...)
+		e.log.LogAttrs(ctx, slog.LevelWarn, "idem: record finished by a later attempt, after the store failed at finish", attrs...)
 		if f.resp != nil && e.recent != nil {
-			e.recent.add(f.recent, f.start.Add(f.window))
+			e.recent.add(f.recent, e.now().Add(f.window))
 		}
-		e.observe(f.ctx, Event{Kind: EventExecuted, Operation: f.operation, Principal: f.principal, Key: f.key,
-			Protected: true, State: f.state, Prior: f.prior, Status: f.status, Duration: f.failedAt.Sub(f.start)})
+		if e.obs != nil {
+			e.obs.Observe(ctx, Event{Kind: EventExecuted, Operation: f.operation, Principal: f.principal, Key: f.key,
+				Protected: true, State: f.state, Prior: f.prior, Status: f.status, Duration: f.failedAt.Sub(f.start)})
+			if f.overflowed {
+				e.obs.Observe(ctx, Event{Kind: EventNotReplayable, Operation: f.operation, Principal: f.principal,
+					Key: f.key, Protected: true, State: f.state, Status: f.status})
+			}
+		}
+		if f.overflowed {
+			e.log.LogAttrs(ctx, slog.LevelWarn, "idem: response larger than Response.MaxBytes: stored as not replayable",
+				slog.String("operation", f.operation), slog.Int("max_bytes", f.respMax))
+		}
+	case errors.Is(err, ErrFenced) && release:
+		// Taken over, expired, or (after a failed commit) the commit's
+		// result was kept after all: nothing to free.
+		e.log.LogAttrs(ctx, slog.LevelInfo, "idem: key not released by a later attempt: it was taken over, expired, or holds a result", attrs...)
 	case errors.Is(err, ErrFenced):
-		e.log.LogAttrs(f.ctx, slog.LevelWarn, "idem: late completion rejected: the claim was taken over or expired while the store failed at finish", attrs...)
-		e.observe(f.ctx, Event{Kind: EventFenced, Operation: f.operation, Principal: f.principal, Key: f.key,
+		e.log.LogAttrs(ctx, slog.LevelWarn, "idem: late completion rejected: the claim was taken over or expired while the store failed at finish", attrs...)
+		e.observe(ctx, Event{Kind: EventFenced, Operation: f.operation, Principal: f.principal, Key: f.key,
 			Protected: true, State: f.state, Status: f.status, Err: err})
 	default:
 		attrs = append(attrs, slog.Any("error", err))
-		e.log.LogAttrs(f.ctx, slog.LevelError, "idem: gave up finishing the record: the key stays in flight until its lease runs out, and a retry then runs the handler again", attrs...)
+		e.log.LogAttrs(ctx, slog.LevelError, "idem: gave up finishing the record: the key stays in flight until its lease runs out, and a retry then runs the handler again", attrs...)
+	}
+}
+
+// Drain waits until the Finish calls the engine is trying again in the
+// background (see Options.FinishRetryFor) have ended, or ctx is done (then
+// it returns ctx.Err()). Call it on a graceful shutdown, after the server
+// stopped taking requests, so that a record the store could not finish
+// during an outage that is ending gets its chance. It does not stop the
+// engine, which may go on serving.
+func (e *Engine) Drain(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		e.lateWG.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }

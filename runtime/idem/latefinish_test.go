@@ -6,6 +6,8 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -201,4 +203,277 @@ func TestLateFinishBounded(t *testing.T) {
 	fs.first.Store(0) // fail the next claim's Finish
 	require.Equal(t, 201, send(h, req{key: "k2", body: `{"item":1}`}).Code)
 	assert.Contains(t, logs.String(), "trying again in the background")
+}
+
+// txFlaky is fakeTx whose Finish (outside the transaction) fails while down.
+type txFlaky struct {
+	*fakeTx
+	down       atomic.Bool
+	beginTxErr error
+	// commitLies: the commit takes effect, then reports an error (a
+	// connection that broke during COMMIT).
+	commitLies bool
+}
+
+func (s *txFlaky) Finish(ctx context.Context, key string, token idem.Token, st idem.State, resp []byte) error {
+	if s.down.Load() {
+		return errStoreDown
+	}
+	return s.fakeTx.Finish(ctx, key, token, st, resp)
+}
+
+func (s *txFlaky) BeginTx(ctx context.Context, key string, token idem.Token) (context.Context, func(idem.State, []byte) error, func(), error) {
+	if s.beginTxErr != nil {
+		return nil, nil, nil, s.beginTxErr
+	}
+	txctx, commit, rollback, err := s.fakeTx.BeginTx(ctx, key, token)
+	if s.commitLies {
+		c := commit
+		commit = func(st idem.State, resp []byte) error {
+			if err := c(st, resp); err != nil {
+				return err
+			}
+			return errors.New("connection reset during COMMIT")
+		}
+	}
+	return txctx, commit, rollback, err
+}
+
+func newTxFlaky(t *testing.T) (*fixture, *txFlaky, *lockedBuffer) {
+	ms := memstore.New(memstore.Options{SweepInterval: -1})
+	t.Cleanup(func() { _ = ms.Close() })
+	s := &txFlaky{fakeTx: &fakeTx{Store: ms}}
+	logs := &lockedBuffer{}
+	f := newFixtureStore(t, ms, s, idem.Options{Transactional: true, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	return f, s, logs
+}
+
+func (o *events) count(k idem.EventKind) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, e := range o.evs {
+		if e.Kind == k {
+			n++
+		}
+	}
+	return n
+}
+
+// A transaction whose commit failed because the request ended reports its
+// EventExecuted (FAILED, CodeRequestEnded) at once; when the release of the
+// key failed too and succeeds later in the background, a second
+// EventExecuted is reported for the same run.
+func TestLateReleaseAfterEndedCommit(t *testing.T) {
+	f, s, logs := newTxFlaky(t)
+	s.commitErr = context.Canceled
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h := f.eng.Handler(mustCompile(t, strictSpec()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.calls.Add(1)
+		w.WriteHeader(201)
+		s.down.Store(true) // the store fails as the request finishes
+		cancel()           // and the client goes away
+	}))
+	r := httptest.NewRequest("POST", "/orders", strings.NewReader(`{}`)).WithContext(ctx)
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Idempotency-Key", "k")
+	h.ServeHTTP(httptest.NewRecorder(), r)
+	require.Equal(t, 1, f.obs.count(idem.EventExecuted), "the run is reported once")
+	s.down.Store(false)
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "key released by a later attempt") },
+		5*time.Second, 10*time.Millisecond, "the background release succeeds")
+	assert.Equal(t, 1, f.obs.count(idem.EventExecuted), "the run is still reported once")
+}
+
+// BeginTx failed: the handler never ran (503). The release of the key
+// failed and succeeded later: an EventExecuted (Protected, FAILED) is
+// reported for a handler that never ran.
+func TestLateReleaseAfterBeginTxFailure(t *testing.T) {
+	for _, down := range []bool{false, true} {
+		t.Run(map[bool]string{false: "sync release", true: "late release"}[down], func(t *testing.T) {
+			f, s, _ := newTxFlaky(t)
+			s.beginTxErr = errors.New("pool exhausted")
+			s.down.Store(down)
+			h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
+			requireProblem(t, send(h, req{key: "k", body: `{"item":1}`}), 503, idem.CodeStoreUnavailable)
+			s.down.Store(false)
+			time.Sleep(time.Second)
+			assert.Equal(t, int32(0), f.calls.Load())
+			assert.Equal(t, 0, f.obs.count(idem.EventExecuted), "no handler ran: no EventExecuted")
+		})
+	}
+}
+
+// The commit took effect but reported an error; the release (fenced, since
+// the record is COMPLETED) failed on the store and is retried: the late
+// attempt reports EventFenced and logs a takeover that never happened.
+func TestLateReleaseAfterCommitTookEffect(t *testing.T) {
+	f, s, logs := newTxFlaky(t)
+	s.commitLies = true
+	h := f.eng.Handler(mustCompile(t, strictSpec()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.calls.Add(1)
+		w.WriteHeader(201)
+		s.down.Store(true)
+	}))
+	requireProblem(t, send(h, req{key: "k", body: `{"item":1}`}), 503, idem.CodeStoreUnavailable)
+	s.down.Store(false)
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "key not released by a later attempt") },
+		5*time.Second, 10*time.Millisecond, "the background release is fenced: the record holds the commit's result")
+	r := send(h, req{key: "k", body: `{"item":1}`})
+	assert.Equal(t, "true", r.Header().Get("Idempotent-Replayed"), "the commit took effect")
+	assert.Equal(t, 0, f.obs.count(idem.EventFenced), "no takeover happened")
+	assert.NotContains(t, logs.String(), "late completion rejected", "no takeover happened")
+}
+
+// rfFlaky is a ReadFirst store whose Finish fails while down.
+type rfFlaky struct {
+	readFirstStore
+	down atomic.Bool
+	ok   atomic.Bool // a Finish succeeded
+}
+
+func (s *rfFlaky) Finish(ctx context.Context, key string, token idem.Token, st idem.State, resp []byte) error {
+	if s.down.Load() {
+		return errStoreDown
+	}
+	err := s.readFirstStore.Finish(ctx, key, token, st, resp)
+	if err == nil {
+		s.ok.Store(true)
+	}
+	return err
+}
+
+// Over a ReadFirst store, a key finished by a later attempt is read first
+// by its next retry, as one finished at once is. Without an Observer it is
+// not: Call.start is zero, and the hint expires a window after year 1.
+func TestLateFinishReadFirst(t *testing.T) {
+	for _, late := range []bool{false, true} {
+		t.Run(map[bool]string{false: "finished at once", true: "finished later"}[late], func(t *testing.T) {
+			cs := newCountingStore(t, nil)
+			s := &rfFlaky{readFirstStore: readFirstStore{cs}}
+			s.down.Store(late)
+			eng := idem.New(s, idem.Options{Logger: discardLogger}) // no Observer
+			f := &fixture{t: t}
+			h := eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
+			require.Equal(t, 201, send(h, req{key: "k", body: `{"item":1}`}).Code)
+			s.down.Store(false)
+			require.Eventually(t, s.ok.Load, 5*time.Second, 10*time.Millisecond)
+			_, gets := cs.calls()
+			r := send(h, req{key: "k", body: `{"item":1}`})
+			require.Equal(t, "true", r.Header().Get("Idempotent-Replayed"))
+			_, gets2 := cs.calls()
+			assert.Equal(t, gets+1, gets2, "the retry read first (Get)")
+		})
+	}
+}
+
+// The same with an Observer: the hint is kept (root cause: Call.start is
+// set only with an Observer).
+func TestLateFinishReadFirstWithObserver(t *testing.T) {
+	cs := newCountingStore(t, nil)
+	s := &rfFlaky{readFirstStore: readFirstStore{cs}}
+	s.down.Store(true)
+	f := newFixtureStore(t, cs.ms, s, idem.Options{})
+	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
+	require.Equal(t, 201, send(h, req{key: "k", body: `{"item":1}`}).Code)
+	s.down.Store(false)
+	require.Eventually(t, s.ok.Load, 5*time.Second, 10*time.Millisecond)
+	time.Sleep(10 * time.Millisecond)
+	_, gets := cs.calls()
+	r := send(h, req{key: "k", body: `{"item":1}`})
+	require.Equal(t, "true", r.Header().Get("Idempotent-Replayed"))
+	_, gets2 := cs.calls()
+	assert.Equal(t, gets+1, gets2, "the retry read first (Get)")
+}
+
+type routeKey struct{}
+
+// routeInfo is like chi's RouteContext: put in the request's context by a
+// router, and reset and reused (sync.Pool) once the request is over.
+type routeInfo struct{ pattern string }
+
+type patternObs struct{ seen chan bool }
+
+func (o patternObs) Observe(ctx context.Context, e idem.Event) {
+	if e.Kind == idem.EventExecuted {
+		_, ok := ctx.Value(routeKey{}).(*routeInfo)
+		o.seen <- ok
+	}
+}
+
+// A router's per-request context value (chi pools its route context) is
+// reused once the request is over: the events of a later attempt come with
+// a context of their own, without the request's values, so an Observer
+// never reads one the router reused.
+func TestLateEventContext(t *testing.T) {
+	ms := memstore.New(memstore.Options{SweepInterval: -1})
+	t.Cleanup(func() { _ = ms.Close() })
+	fs := &flakyFinish{Store: ms}
+	fs.down.Store(true)
+	obs := patternObs{seen: make(chan bool, 4)}
+	eng := idem.New(fs, idem.Options{Logger: discardLogger, Observer: obs})
+	f := &fixture{t: t}
+	inner := eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
+	router := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ri := &routeInfo{pattern: "/orders"}
+		inner.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), routeKey{}, ri)))
+		ri.pattern = "" // back to the pool
+	})
+	require.Equal(t, 201, send(router, req{key: "k", body: `{"item":1}`}).Code)
+	fs.down.Store(false)
+	select {
+	case has := <-obs.seen:
+		assert.False(t, has, "the event's context carries none of the request's values")
+	case <-time.After(5 * time.Second):
+		t.Fatal("no late EventExecuted")
+	}
+}
+
+// FinishRetryFor below the first backoff: nothing is tried again, but the
+// request's log says it is.
+func TestLateFinishTinyRetryFor(t *testing.T) {
+	f, fs, logs := newFlaky(t, idem.Options{FinishRetryFor: 20 * time.Millisecond})
+	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
+	require.Equal(t, 201, send(h, req{key: "k", body: `{"item":1}`}).Code)
+	fs.down.Store(false)
+	time.Sleep(300 * time.Millisecond)
+	assert.Contains(t, logs.String(), "trying again in the background")
+	assert.Greater(t, fs.finishes.Load(), int32(1), "tried again, as the log says")
+}
+
+// A response over Response.MaxBytes finished at once reports
+// EventNotReplayable (and logs it); one finished by a later attempt does not.
+func TestLateFinishNotReplayable(t *testing.T) {
+	for _, late := range []bool{false, true} {
+		t.Run(map[bool]string{false: "at once", true: "later"}[late], func(t *testing.T) {
+			f, fs, _ := newFlaky(t, idem.Options{})
+			fs.down.Store(late)
+			spec := strictSpec()
+			spec.Response.MaxBytes = 8
+			h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
+			require.Equal(t, 201, send(h, req{key: "k", body: `{"item":1}`}).Code)
+			fs.down.Store(false)
+			require.Eventually(t, func() bool { return f.obs.count(idem.EventExecuted) == 1 }, 5*time.Second, 10*time.Millisecond)
+			assert.Equal(t, 1, f.obs.count(idem.EventNotReplayable))
+		})
+	}
+}
+
+// Drain waits for the Finish calls tried again in the background, or for
+// its context.
+func TestDrain(t *testing.T) {
+	f, fs, _ := newFlaky(t, idem.Options{FinishRetryFor: 10 * time.Second})
+	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
+	require.NoError(t, f.eng.Drain(context.Background()), "nothing to wait for")
+	require.Equal(t, 201, send(h, req{key: "k", body: `{"item":1}`}).Code)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, f.eng.Drain(ctx), context.DeadlineExceeded, "the store is still down")
+	fs.down.Store(false)
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, f.eng.Drain(ctx))
+	_, ok := f.obs.find(idem.EventExecuted)
+	assert.True(t, ok, "the record was finished before Drain returned")
 }

@@ -133,9 +133,11 @@ type Event struct {
 
 // Observer receives events (metrics, traces). It is called synchronously on
 // the request's goroutine, so it must be fast and safe for concurrent use;
-// the EventExecuted or EventFenced of a Finish tried again in the
-// background (Options.FinishRetryFor), after its EventStoreError, come
-// from the goroutine that retried it, with the request's context values.
+// the EventExecuted (and EventNotReplayable) or EventFenced of a Finish
+// tried again in the background (Options.FinishRetryFor), after its
+// EventStoreError, come from the goroutine that retried it, with a context
+// of its own: the request is over, and none of its context values are
+// passed on (a router may have reused them).
 type Observer interface {
 	Observe(ctx context.Context, e Event)
 }
