@@ -30,9 +30,9 @@ import (
 	"github.com/idemgen/idemgen/generator/augment"
 	"github.com/idemgen/idemgen/generator/compile"
 	"github.com/idemgen/idemgen/generator/diag"
-	_ "github.com/idemgen/idemgen/generator/emit/client" // registers the emitter "client"
-	_ "github.com/idemgen/idemgen/generator/emit/docs"   // registers the emitter "docs"
-	_ "github.com/idemgen/idemgen/generator/emit/server" // registers the emitter "server"
+	"github.com/idemgen/idemgen/generator/emit/client"
+	_ "github.com/idemgen/idemgen/generator/emit/docs" // registers the emitter "docs"
+	"github.com/idemgen/idemgen/generator/emit/server"
 	"github.com/idemgen/idemgen/generator/emitter"
 	"github.com/idemgen/idemgen/generator/initspec"
 	"github.com/idemgen/idemgen/generator/internal/english"
@@ -251,8 +251,13 @@ Go names are checked for collisions as generate names them: under the
 name-normalizer (or oapi-codegen-config) of the -config file, whose spec:
 and overlays: are used too unless SPEC and -overlay are given, as generate
 does; without -config, of the idemgen.yaml beside SPEC (only its naming
-settings, its ignore: and its replayed-header; not if its spec: is another
-file); else oapi-codegen's default.
+settings, its ignore:, its replayed-header, and its generate:, options:
+and package: for the emitters' checks; not if its spec: is another file);
+else oapi-codegen's default. The emitters that config enables are run in
+memory, nothing written, and report what generate would (go-name-collision,
+runtime-policy, client-key-length, client-key-schema); when it enables
+none, the server and client emitters' default names are checked for
+collisions [go-name-collision].
 
 With -generated, the outputs of every emitter the config file enables are
 generated in memory and compared with the files under its output
@@ -269,7 +274,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 	generated := fs.Bool("generated", false, "check that the files generated from the config are up to date")
 	var ignores ignoreFlag
 	fs.Var(&ignores, "ignore", ignoreFlagUsage)
-	configPath := fs.String("config", "", "read settings from this idemgen.yaml `FILE`: its Go naming, ignore: and replayed-header (default: the idemgen.yaml beside SPEC), and its spec and overlays unless SPEC and -overlay are given; with -generated, all of them (default ./idemgen.yaml)")
+	configPath := fs.String("config", "", "read settings from this idemgen.yaml `FILE`: its Go naming, ignore:, replayed-header, and the emitters to check (generate:, options:, package:) (default: the idemgen.yaml beside SPEC), and its spec and overlays unless SPEC and -overlay are given; with -generated, all of them (default ./idemgen.yaml)")
 	replayedHeaderFlag(fs)
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
@@ -287,7 +292,25 @@ func check(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return ExitUsage
 	}
+	emitters, params, namesOnly, err := cfg.checkEmitters()
+	if err != nil {
+		if cfgPath != "" {
+			err = fmt.Errorf("%s: %w", cfgPath, err)
+		}
+		fmt.Fprintf(stderr, "idemgen check: %v\n", err)
+		return ExitUsage
+	}
 	spec, diags := diagnose(cfg, *strict, ignores, cfg.noReplayedHeader(fs))
+	if !diags.HasErrors() {
+		// What the emitters find, generate would refuse too.
+		more, err := emitterDiags(spec, emitters, cfg.emitterOptions(params), namesOnly)
+		if err != nil {
+			report(diags, *format, stdout, stderr)
+			fmt.Fprintf(stderr, "idemgen check: %v\n", err)
+			return ExitError
+		}
+		diags = append(diags, more...).Sorted()
+	}
 	report(diags, *format, stdout, stderr)
 	if diags.HasErrors() {
 		return ExitError
@@ -309,10 +332,12 @@ func check(args []string, stdout, stderr io.Writer) int {
 // given, in place of its spec: and overlays:, as generate reads it.
 // Without, only the naming settings (name-normalizer, oapi-codegen-config),
 // the ignore: list and replayed-header of the idemgen.yaml beside SPEC
-// apply, unless its spec: names another file: it is that spec's config,
-// and check (and spec) then names Go types, silences warnings and declares
-// Idempotent-Replayed as generate -config does; its other settings are
-// generate's business.
+// apply, and the emitters it enables with their settings (generate:,
+// options:, package:, oapi-codegen-config's server settings) for their
+// checks, unless its spec: names another file: it is that spec's config,
+// and check (and spec) then names Go types, silences warnings, declares
+// Idempotent-Replayed and runs the emitters' checks as generate -config
+// does; its other settings (output:, overlays:) are generate's business.
 func checkConfig(configPath string, args, overlays []string) (*Config, string, error) {
 	cfg := &Config{}
 	if configPath != "" {
@@ -337,7 +362,7 @@ func checkConfig(configPath string, args, overlays []string) (*Config, string, e
 	}
 	c, err := LoadConfig(beside)
 	if err != nil {
-		return nil, "", fmt.Errorf("%w (the config beside the spec, read for its naming, ignore: and replayed-header settings)", err)
+		return nil, "", fmt.Errorf("%w (the config beside the spec, read for its naming, ignore:, replayed-header and emitter settings)", err)
 	}
 	if c.Spec != "" && !sameFile(c.Spec, cfg.Spec) {
 		return cfg, "", nil // another spec's config
@@ -345,8 +370,63 @@ func checkConfig(configPath string, args, overlays []string) (*Config, string, e
 	cfg.namer = c.namer
 	cfg.ignores, cfg.ignoreDiags = c.ignores, c.ignoreDiags
 	cfg.ReplayedHeader = c.ReplayedHeader
+	// The emitters it enables, for their checks (checkEmitters).
+	cfg.Generate, cfg.Options, cfg.Package, cfg.oapiServer = c.Generate, c.Options, c.Package, c.oapiServer
 	return cfg, beside, nil
 }
+
+// checkEmitters returns the emitters whose checks check runs for c, and
+// their settings, as generate -config c would run them: those c enables
+// (generate:, with options: and the server settings of its
+// oapi-codegen-config). When it enables none (no config, or one without
+// generate:), the Go emitters under their default names, and namesOnly:
+// of their diagnostics, only the name collisions count (their other
+// checks depend on which of them runs, which check cannot tell).
+func (c *Config) checkEmitters() (names []string, params map[string]string, namesOnly bool, err error) {
+	names = sortedTrue(c.Generate)
+	if len(names) == 0 {
+		return []string{client.Name, server.Name}, nil, true, nil
+	}
+	for _, n := range names {
+		if _, ok := emitter.Lookup(n); !ok {
+			return nil, nil, false, fmt.Errorf("generate: no emitter %q in this build (available: %s)", n, strings.Join(emitter.Names(), ", "))
+		}
+	}
+	if err := emitter.CheckParams(c.Options); err != nil {
+		return nil, nil, false, err
+	}
+	if err := emitter.CheckPackage(c.Package); err != nil {
+		return nil, nil, false, err
+	}
+	params, err = c.serverParams(c.Options, names)
+	return names, params, false, err
+}
+
+// emitterDiags runs the emitters names on spec without rendering their
+// files (opts.CheckOnly) and returns their diagnostics (namesOnly: the
+// go-name-collision ones only); another failure is the error.
+func emitterDiags(spec *ir.Spec, names []string, opts emitter.Options, namesOnly bool) (diag.List, error) {
+	opts.CheckOnly = true
+	_, err := emitter.Run(names, spec, opts)
+	var el *diag.ErrorList
+	if err == nil || !errors.As(err, &el) {
+		return nil, err
+	}
+	if !namesOnly {
+		return el.List, nil
+	}
+	var out diag.List
+	for _, d := range el.List {
+		if d.Rule == ruleGoNameCollision {
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+// ruleGoNameCollision is the rule of the emitters' name collisions, the
+// checks check runs for emitters no config enables.
+const ruleGoNameCollision = "go-name-collision"
 
 // sameFile reports whether paths a and b name the same existing file.
 func sameFile(a, b string) bool {

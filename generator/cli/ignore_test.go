@@ -15,16 +15,28 @@ import (
 	"github.com/idemgen/idemgen/internal/gentest"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files of testdata/ignore")
+var update = flag.Bool("update", false, "rewrite the golden files of testdata/ignore and testdata/check")
 
-// TestIgnoreCases runs every case under testdata/ignore: each directory
-// holds openapi.yaml (or openapi.json), maybe an idemgen.yaml beside it
-// (which check reads, as beside any spec), maybe args (more flags of
-// idemgen check, one a line), and want.txt: the exit status, then exactly
-// what idemgen check prints on stderr, with paths relative to the case
-// directory.
+// TestIgnoreCases runs every case under testdata/ignore as checkCases does.
 func TestIgnoreCases(t *testing.T) {
-	root := filepath.Join("..", "..", "testdata", "ignore")
+	assert.GreaterOrEqual(t, checkCases(t, filepath.Join("..", "..", "testdata", "ignore")), 6)
+}
+
+// TestCheckCases runs every case under testdata/check as checkCases does:
+// the emitters' checks that check runs (go-name-collision, and with a
+// config that enables emitters, all that generate would report).
+func TestCheckCases(t *testing.T) {
+	assert.GreaterOrEqual(t, checkCases(t, filepath.Join("..", "..", "testdata", "check")), 4)
+}
+
+// checkCases runs every case under root and returns how many: each
+// directory holds openapi.yaml (or openapi.json), maybe an idemgen.yaml
+// beside it (which check reads, as beside any spec), maybe args (more
+// flags of idemgen check, one a line), and want.txt: the exit status, then
+// exactly what idemgen check prints on stderr, with paths relative to the
+// case directory.
+func checkCases(t *testing.T, root string) int {
+	t.Helper()
 	entries, err := os.ReadDir(root)
 	require.NoError(t, err)
 	n := 0
@@ -53,7 +65,7 @@ func TestIgnoreCases(t *testing.T) {
 			gentest.GoldenFile(t, filepath.Join(dir, "want.txt"), []byte(got), *update)
 		})
 	}
-	assert.GreaterOrEqual(t, n, 6)
+	return n
 }
 
 // ignoreCase copies testdata/ignore/<name> to a temporary directory and

@@ -32,6 +32,10 @@ type Options struct {
 	Output  string            // output directory
 	Params  map[string]string // emitter-specific settings from the config file
 	Version string            // idemgen's version, for the headers of generated files
+	// CheckOnly: only the diagnostics are wanted (idemgen check): an
+	// emitter may return no files once it found none, as the Go emitters
+	// do, rather than render them.
+	CheckOnly bool
 }
 
 // CheckPackage returns an error when pkg, the Go package of generated code,

@@ -38,44 +38,18 @@ func keepScalars(src, out []byte) []byte {
 		text     string
 	}
 	var rs []repl
-	var walk func(a, b *yaml.Node)
-	walk = func(a, b *yaml.Node) {
-		if a == nil || b == nil || a.Kind != b.Kind {
-			return
+	walkEntries(&s, &o, func(ma, ka, va, mb, kb, vb *yaml.Node) bool {
+		if va.Kind != yaml.ScalarNode || vb.Kind != yaml.ScalarNode {
+			return true
 		}
-		switch a.Kind {
-		case yaml.DocumentNode:
-			if len(a.Content) > 0 && len(b.Content) > 0 {
-				walk(a.Content[0], b.Content[0])
-			}
-		case yaml.SequenceNode:
-			for i := range min(len(a.Content), len(b.Content)) {
-				walk(a.Content[i], b.Content[i])
-			}
-		case yaml.MappingNode:
-			for i := 0; i+1 < len(a.Content); i += 2 {
-				ka, va := a.Content[i], a.Content[i+1]
-				for j := 0; j+1 < len(b.Content); j += 2 {
-					kb, vb := b.Content[j], b.Content[j+1]
-					if kb.Kind != yaml.ScalarNode || ka.Kind != yaml.ScalarNode || kb.Value != ka.Value {
-						continue
-					}
-					if va.Kind == yaml.ScalarNode && vb.Kind == yaml.ScalarNode {
-						if r, ok := restorable(a, ka, va, b, kb, vb, srcLines, outLines); ok {
-							from, to := offset(outLines, r.oStart), offset(outLines, r.oEnd)
-							if from >= 0 && to >= from {
-								rs = append(rs, repl{from, to, r.text})
-							}
-						}
-					} else {
-						walk(va, vb)
-					}
-					break
-				}
+		if r, ok := restorable(ma, ka, va, mb, kb, vb, srcLines, outLines); ok {
+			from, to := offset(outLines, r.oStart), offset(outLines, r.oEnd)
+			if from >= 0 && to >= from {
+				rs = append(rs, repl{from, to, r.text})
 			}
 		}
-	}
-	walk(&s, &o)
+		return false
+	})
 	if len(rs) == 0 {
 		return out
 	}
@@ -95,6 +69,42 @@ func keepScalars(src, out []byte) []byte {
 		return out
 	}
 	return []byte(res)
+}
+
+// walkEntries walks the trees a (of src) and b (of out) in parallel:
+// documents' roots, sequences' items at the same index, and the entries of
+// mappings ma (in a) and mb (in b) whose keys ka and kb are scalars of the
+// same value (for each entry of ma, the first such of mb), which it passes
+// to visit with their values va and vb; visit returns whether to walk on
+// into va and vb. Nodes of different kinds are not looked into.
+func walkEntries(a, b *yaml.Node, visit func(ma, ka, va, mb, kb, vb *yaml.Node) bool) {
+	if a == nil || b == nil || a.Kind != b.Kind {
+		return
+	}
+	switch a.Kind {
+	case yaml.DocumentNode:
+		if len(a.Content) > 0 && len(b.Content) > 0 {
+			walkEntries(a.Content[0], b.Content[0], visit)
+		}
+	case yaml.SequenceNode:
+		for i := range min(len(a.Content), len(b.Content)) {
+			walkEntries(a.Content[i], b.Content[i], visit)
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(a.Content); i += 2 {
+			ka, va := a.Content[i], a.Content[i+1]
+			for j := 0; j+1 < len(b.Content); j += 2 {
+				kb, vb := b.Content[j], b.Content[j+1]
+				if kb.Kind != yaml.ScalarNode || ka.Kind != yaml.ScalarNode || kb.Value != ka.Value {
+					continue
+				}
+				if visit(a, ka, va, b, kb, vb) {
+					walkEntries(va, vb, visit)
+				}
+				break
+			}
+		}
+	}
 }
 
 type pos struct{ line, col int } // 0-based line, rune column
@@ -252,44 +262,18 @@ func keepEntries(src, out []byte) []byte {
 	type span struct{ from, to int } // lines [from, to)
 	type repl struct{ o, s span }
 	var rs []repl
-	var walk func(a, b *yaml.Node)
-	walk = func(a, b *yaml.Node) {
-		if a == nil || b == nil || a.Kind != b.Kind {
-			return
-		}
-		switch a.Kind {
-		case yaml.DocumentNode:
-			if len(a.Content) > 0 && len(b.Content) > 0 {
-				walk(a.Content[0], b.Content[0])
-			}
-		case yaml.SequenceNode:
-			for i := range min(len(a.Content), len(b.Content)) {
-				walk(a.Content[i], b.Content[i])
-			}
-		case yaml.MappingNode:
-			flow := a.Style&yaml.FlowStyle != 0 || b.Style&yaml.FlowStyle != 0
-			for i := 0; i+1 < len(a.Content); i += 2 {
-				ka, va := a.Content[i], a.Content[i+1]
-				for j := 0; j+1 < len(b.Content); j += 2 {
-					kb, vb := b.Content[j], b.Content[j+1]
-					if kb.Kind != yaml.ScalarNode || ka.Kind != yaml.ScalarNode || kb.Value != ka.Value {
-						continue
-					}
-					if !flow && ka.Column == kb.Column && sameTree(va, vb) && !commented(ka) && !commented(va) && !commented(kb) && !commented(vb) {
-						sa, oka := entryLines(srcLines, ka, va)
-						sb, okb := entryLines(outLines, kb, vb)
-						if oka && okb {
-							rs = append(rs, repl{span(sb), span(sa)})
-							break
-						}
-					}
-					walk(va, vb)
-					break
-				}
+	walkEntries(&s, &o, func(ma, ka, va, mb, kb, vb *yaml.Node) bool {
+		flow := ma.Style&yaml.FlowStyle != 0 || mb.Style&yaml.FlowStyle != 0
+		if !flow && ka.Column == kb.Column && sameTree(va, vb) && !commented(ka) && !commented(va) && !commented(kb) && !commented(vb) {
+			sa, oka := entryLines(srcLines, ka, va)
+			sb, okb := entryLines(outLines, kb, vb)
+			if oka && okb {
+				rs = append(rs, repl{span(sb), span(sa)})
+				return false
 			}
 		}
-	}
-	walk(&s, &o)
+		return true
+	})
 	if len(rs) == 0 {
 		return out
 	}

@@ -300,7 +300,7 @@ func encode(n *yaml.Node, f Format) (out []byte, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := d.Dump(toV4(n, map[*yaml.Node]*yaml4.Node{})); err != nil {
+	if err := d.Dump(toV4(n, map[*yaml.Node]*yaml4.Node{}, false)); err != nil {
 		return nil, fmt.Errorf("specfile: cannot encode the document as YAML: %w", err)
 	}
 	if err := d.Close(); err != nil {
@@ -314,19 +314,26 @@ func encode(n *yaml.Node, f Format) (out []byte, err error) {
 }
 
 // toV4 converts a yaml.v3 tree into a go.yaml.in/yaml/v4 tree, keeping
-// aliases pointing at their converted anchors.
-func toV4(n *yaml.Node, seen map[*yaml.Node]*yaml4.Node) *yaml4.Node {
+// aliases pointing at their converted anchors. flow: n is inside a flow
+// collection, where a null written as nothing ("[a: ]", "{a: }") becomes
+// null: the emitter would quote an empty plain scalar there, a string.
+func toV4(n *yaml.Node, seen map[*yaml.Node]*yaml4.Node, flow bool) *yaml4.Node {
 	if n == nil {
 		return nil
 	}
 	if c, ok := seen[n]; ok {
 		return c
 	}
+	value := n.Value
+	if flow && n.Kind == yaml.ScalarNode && value == "" && n.ShortTag() == "!!null" {
+		value = "null"
+	}
+	flow = flow || n.Style&yaml.FlowStyle != 0
 	o := &yaml4.Node{
 		Kind:        kind4(n.Kind),
 		Style:       style4(n.Style),
 		Tag:         n.Tag,
-		Value:       n.Value,
+		Value:       value,
 		Anchor:      n.Anchor,
 		HeadComment: n.HeadComment,
 		LineComment: n.LineComment,
@@ -335,11 +342,11 @@ func toV4(n *yaml.Node, seen map[*yaml.Node]*yaml4.Node) *yaml4.Node {
 		Column:      n.Column,
 	}
 	seen[n] = o
-	o.Alias = toV4(n.Alias, seen)
+	o.Alias = toV4(n.Alias, seen, flow)
 	if len(n.Content) > 0 {
 		o.Content = make([]*yaml4.Node, len(n.Content))
 		for i, c := range n.Content {
-			o.Content[i] = toV4(c, seen)
+			o.Content[i] = toV4(c, seen, flow)
 		}
 	}
 	return o

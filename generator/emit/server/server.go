@@ -143,7 +143,8 @@ func Emit(spec *ir.Spec, opts emitter.Options) ([]emitter.File, error) {
 
 // Generate renders the file. It fails with a *diag.ErrorList when a
 // generated name collides with one oapi-codegen declares for the spec, or
-// when the runtime would refuse a policy.
+// when the runtime would refuse a policy. With opts.CheckOnly it renders
+// nothing: no error, no file.
 func Generate(spec *ir.Spec, opts emitter.Options, cfg Config) ([]byte, error) {
 	var diags diag.List
 	checkNames(spec, cfg, &diags)
@@ -166,6 +167,9 @@ func Generate(spec *ir.Spec, opts emitter.Options, cfg Config) ([]byte, error) {
 	}
 	if diags.HasErrors() {
 		return nil, &diag.ErrorList{List: diags.Sorted()}
+	}
+	if opts.CheckOnly {
+		return nil, nil
 	}
 	g := &gen{spec: spec, opts: opts, cfg: cfg, specs: specs, f: gogen.NewFile(spec, opts)}
 	g.file()
