@@ -33,8 +33,9 @@ type Options struct {
 	Params  map[string]string // emitter-specific settings from the config file
 	Version string            // idemgen's version, for the headers of generated files
 	// CheckOnly: only the diagnostics are wanted (idemgen check): an
-	// emitter may return no files once it found none, as the Go emitters
-	// do, rather than render them.
+	// emitter may return its files without their data (nil), as the Go
+	// emitters do, rather than render them. It must still name them, for
+	// Run to find two emitters writing one file.
 	CheckOnly bool
 }
 

@@ -110,7 +110,7 @@ func Emit(spec *ir.Spec, opts emitter.Options) ([]emitter.File, error) {
 // Generate renders the file. It fails with a *diag.ErrorList when a
 // generated name collides with one oapi-codegen (or the server emitter)
 // declares, or when a helper could not make keys the contract accepts.
-// With opts.CheckOnly it renders nothing: no error, no file.
+// With opts.CheckOnly it renders nothing: no error, no data.
 func Generate(spec *ir.Spec, opts emitter.Options, cfg Config) ([]byte, error) {
 	var diags diag.List
 	checkNames(spec, opts, cfg, &diags)

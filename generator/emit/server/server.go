@@ -144,7 +144,7 @@ func Emit(spec *ir.Spec, opts emitter.Options) ([]emitter.File, error) {
 // Generate renders the file. It fails with a *diag.ErrorList when a
 // generated name collides with one oapi-codegen declares for the spec, or
 // when the runtime would refuse a policy. With opts.CheckOnly it renders
-// nothing: no error, no file.
+// nothing: no error, no data.
 func Generate(spec *ir.Spec, opts emitter.Options, cfg Config) ([]byte, error) {
 	var diags diag.List
 	checkNames(spec, cfg, &diags)

@@ -55,7 +55,7 @@ func sourcePath(path, out string) string {
 
 // Emit is the body of the registered emitter of a Go emitter, which writes
 // one file: parse reads its options from opts.Params, generate renders the
-// file (with opts.CheckOnly, it only checks: no file), file names it.
+// file (with opts.CheckOnly, it only checks: nil data), file names it.
 func Emit[C any](spec *ir.Spec, opts emitter.Options, parse func(map[string]string) (C, error), generate func(*ir.Spec, emitter.Options, C) ([]byte, error), file func(C) string) ([]emitter.File, error) {
 	if err := emitter.CheckPackage(opts.Package); err != nil {
 		return nil, err
@@ -65,9 +65,11 @@ func Emit[C any](spec *ir.Spec, opts emitter.Options, parse func(map[string]stri
 		return nil, err
 	}
 	data, err := generate(spec, opts, cfg)
-	if err != nil || opts.CheckOnly {
+	if err != nil {
 		return nil, err
 	}
+	// With CheckOnly, the file without its data: emitter.Run still finds
+	// two emitters writing one file.
 	return []emitter.File{{Path: file(cfg), Data: data}}, nil
 }
 
