@@ -338,25 +338,54 @@ func runFault(t *testing.T, cfg config, eff effects, how string, fail, mend func
 	// back may have run its handler: its commit failed (nothing was kept,
 	// and the retry runs it again), or the store failed during the COMMIT
 	// itself, which may have taken effect after all (the retry replays it).
+	//
+	// The retries meet a store that came back, but on a loaded machine it
+	// may still answer slower than the store timeout now and then, as for
+	// the requests after recovery above: such a retry fails closed (503
+	// after the whole timeout) and is sent again, as a client would. Without
+	// transactions the refused attempt ran no handler (a Finish that times
+	// out leaves the client its answer). In transactional mode its commit
+	// may have timed out after the handler ran: rolled back, or committed
+	// late (the next attempt replays). For those keys the handler runs are
+	// not known; their side effect, in the transaction, still happens once.
+	slowRetries := 0
+	ambiguous := map[string]bool{} // transactional: a retry was refused after the store timeout
+	retry := func(p *proc, key string) (response, int) {
+		inUse := 0
+		for slow := 0; ; slow++ {
+			r, n := c.sendUntilDone(ctx, p, "/nowait", key, nil)
+			inUse += n
+			if slow >= 5 || r.status != 503 || r.problemCode() != idem.CodeStoreUnavailable || r.end.Sub(r.start) < storeTimeout {
+				return r, inUse
+			}
+			slowRetries++
+			if cfg.store == "pgtx" {
+				ambiguous[key] = true
+			}
+			t.Logf("a retry of %s outlived the store timeout (%v): %s", key, r.end.Sub(r.start).Round(time.Millisecond), r)
+		}
+	}
 	retried, orphans, rolledBack, committed := 0, 0, 0, 0
 	for i, key := range rejected {
 		if i >= 50 {
 			break
 		}
-		r, inUse := c.sendUntilDone(ctx, c.procs[i%2], "/nowait", key, nil)
+		r, inUse := retry(c.procs[i%2], key)
 		if inUse > 0 {
 			orphans++
 		}
 		if assert.Equal(t, 201, r.status, "the retry of a refused request: %s", r) && r.replayed {
 			committed++
-			assert.True(t, cfg.store == "pgtx" && !inside[key],
+			assert.True(t, cfg.store == "pgtx" && (!inside[key] || ambiguous[key]),
 				"the retry of a request refused while the store was %s is a replay: %s", how, r)
 		}
 		retried++
 	}
 	keys, _ := c.stats(ctx)
 	for _, key := range rejected[:retried] {
-		if inside[key] || cfg.store != "pgtx" {
+		if ambiguous[key] {
+			assert.Positive(t, keys[key], "key %s: handler runs", key)
+		} else if inside[key] || cfg.store != "pgtx" {
 			assert.Equal(t, 1, keys[key], "key %s refused during the outage: handler runs", key)
 		} else if keys[key] == 2 {
 			rolledBack++
@@ -379,7 +408,7 @@ func runFault(t *testing.T, cfg config, eff effects, how string, fail, mend func
 	lateFinish := 0
 	inflightReplayed := map[string]bool{}
 	for i, key := range inflightKeys {
-		r, _ := c.sendUntilDone(ctx, c.procs[i%2], "/nowait", key, nil)
+		r, _ := retry(c.procs[i%2], key)
 		assert.Equal(t, 201, r.status, "the retry of a request in flight when the store failed: %s", r)
 		if r.replayed {
 			lateFinish++
@@ -392,6 +421,10 @@ func runFault(t *testing.T, cfg config, eff effects, how string, fail, mend func
 		if inflightReplayed[key] {
 			want = 1
 		}
+		if ambiguous[key] {
+			assert.GreaterOrEqual(t, keys[key], 1, "key %s: handler runs", key)
+			continue
+		}
 		assert.Equal(t, want, keys[key], "key %s, in flight when the store failed, then retried (replayed: %v): handler runs", key, inflightReplayed[key])
 	}
 	if eff != nil {
@@ -401,8 +434,8 @@ func runFault(t *testing.T, cfg config, eff effects, how string, fail, mend func
 		}
 	}
 	t.Logf("store %s for %v (%d requests wholly inside, all 503 in %v on average, at most %v; 0 handler runs); "+
-		"service resumed %v after the store came back; %d requests after; %d refused keys retried, each executed once (%d claimed late by the store: 409 until their lease ran out; %d had run with a commit that failed; %d had committed after all); "+
+		"service resumed %v after the store came back; %d requests after; %d refused keys retried, each executed once (%d claimed late by the store: 409 until their lease ran out; %d had run with a commit that failed; %d had committed after all; %d retries refused after the store timeout, sent again); "+
 		"%d requests in flight at the failure ended within %v, retried: %d replayed (their finish reached the store late), the others executed again",
 		how, outageTo.Sub(outageFrom).Round(time.Millisecond), nDuring, (during / time.Duration(max(nDuring, 1))).Round(time.Millisecond),
-		maxDuring.Round(time.Millisecond), recovered.Sub(mendedAt).Round(time.Millisecond), nAfter, retried, orphans, rolledBack, committed, len(inflightKeys), inflightMax.Round(time.Millisecond), lateFinish)
+		maxDuring.Round(time.Millisecond), recovered.Sub(mendedAt).Round(time.Millisecond), nAfter, retried, orphans, rolledBack, committed, slowRetries, len(inflightKeys), inflightMax.Round(time.Millisecond), lateFinish)
 }

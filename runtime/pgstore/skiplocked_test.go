@@ -44,7 +44,12 @@ func testTxDuplicateOfLockedHolder(t *testing.T, iso pgx.TxIsoLevel, fn bool) {
 	p := poolWith(t, testenv.PostgresURL(t), func(c *pgxpool.Config) { c.MaxConns = 4 })
 	f := newTxFixtureOn(t, p, Options{TxOptions: pgx.TxOptions{IsoLevel: iso}})
 	useClaimFunc(f.s, fn)
-	const storeTimeout = 2 * time.Second
+	// A duplicate that waited on the holder's lock would wait out the store
+	// timeout, and hold its pool connection as long: 10s, so that half of
+	// it bounds "at once" with room for a loaded machine (with 2s, a
+	// duplicate answered in 1.08s failed the 1s bound, once in 160 runs
+	// with -race on the shared 2-core machine).
+	const storeTimeout = 10 * time.Second
 	eng := idem.New(f.s, idem.Options{Transactional: true, FailOpen: true, StoreTimeout: storeTimeout})
 	pol := idem.MustCompile(idem.Spec{Operation: "op", Method: "POST", Path: "/x", Semantics: idem.Strict,
 		InFlight: idem.InFlightSpec{Lease: 100 * time.Millisecond}})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -69,9 +70,71 @@ func clusterClient(tb testing.TB, tweak func(*redis.ClusterOptions)) *redis.Clus
 	if tweak != nil {
 		tweak(opt)
 	}
+	var gates *probeGates
+	if opt.RouteByLatency {
+		gates = gateLatencyProbes(opt)
+	}
 	c := redis.NewClusterClient(opt)
+	if gates != nil {
+		c.OnNewNode(gates.open) // after go-redis's own callback
+	}
 	tb.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// probeGates works around a data race in go-redis (v9.23.0) with
+// RouteByLatency: a new node's latency probe starts (go updateLatency)
+// before the cluster client's OnNewNode callback sets the node client's
+// HIMPORT registry, which the probe's first connection reads (initConn),
+// unsynchronized. The race detector failed TestClusterGetOnPrimary on it
+// (1 run in 40 on a shared machine). Here every node client's dials wait
+// until the OnNewNode callbacks have run for it.
+type probeGates struct {
+	mu    sync.Mutex
+	gates map[*redis.Client]chan struct{}
+}
+
+func gateLatencyProbes(opt *redis.ClusterOptions) *probeGates {
+	g := &probeGates{gates: map[*redis.Client]chan struct{}{}}
+	opt.NewClient = func(o *redis.Options) *redis.Client {
+		c := redis.NewClient(o)
+		gate := make(chan struct{})
+		c.AddHook(dialGate(gate))
+		g.mu.Lock()
+		g.gates[c] = gate
+		g.mu.Unlock()
+		return c
+	}
+	return g
+}
+
+func (g *probeGates) open(c *redis.Client) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if gate, ok := g.gates[c]; ok {
+		close(gate)
+		delete(g.gates, c)
+	}
+}
+
+// dialGate is a hook whose dials wait until its channel is closed.
+type dialGate chan struct{}
+
+func (g dialGate) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		select {
+		case <-g:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return next(ctx, network, addr)
+	}
+}
+
+func (dialGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (dialGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }
 
 // sentinelClient returns a failover client of the test Sentinel setup,
