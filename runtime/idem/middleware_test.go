@@ -729,6 +729,8 @@ func TestHeartbeatKeepsLease(t *testing.T) {
 	spec := strictSpec()
 	spec.InFlight.Lease = 60 * time.Millisecond
 	started, release := make(chan struct{}), make(chan struct{})
+	released := sync.OnceFunc(func() { close(release) })
+	defer released()
 	h := f.eng.Handler(mustCompile(t, spec), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if f.calls.Add(1) == 1 {
 			close(started)
@@ -748,9 +750,39 @@ func TestHeartbeatKeepsLease(t *testing.T) {
 		mu.Unlock()
 	}
 	requireProblem(t, send(h, req{key: "k", body: `{}`}), 409, idem.CodeKeyInUse)
-	close(release)
+	released()
 	<-done
 	assert.Equal(t, int32(1), f.calls.Load())
+	_, fenced := f.obs.find(idem.EventFenced)
+	assert.False(t, fenced)
+}
+
+// TestHeartbeatCadence: on the wall clock, a holder's heartbeats come
+// every third of its lease (TestHeartbeatKeepsLease, on the store's clock,
+// cannot tell how often). Over a hold of ten leases that is about thirty
+// extensions; a heartbeat at the lease's own period or slower (which loses
+// the lease to the first late tick) gives ten at most. The bound sits
+// between, counted over the hold's measured length, so a loaded machine
+// that runs the timers late shortens neither side.
+func TestHeartbeatCadence(t *testing.T) {
+	ms := memstore.New(memstore.Options{SweepInterval: -1})
+	defer ms.Close()
+	ext := &extendCounter{Store: ms}
+	f := newFixtureStore(t, ms, ext, idem.Options{})
+	spec := strictSpec()
+	const lease = 200 * time.Millisecond
+	spec.InFlight.Lease = lease
+	var held time.Duration
+	h := f.eng.Handler(mustCompile(t, spec), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		time.Sleep(10 * lease)
+		held = time.Since(start)
+		w.WriteHeader(201)
+	}))
+	require.Equal(t, 201, send(h, req{key: "k", body: `{}`}).Code)
+	leases := float64(held) / float64(lease)
+	got := float64(ext.granted.Load())
+	assert.Greater(t, got, 1.5*leases, "%v extensions in a hold of %.1f leases: the heartbeat comes every third of the lease", got, leases)
 	_, fenced := f.obs.find(idem.EventFenced)
 	assert.False(t, fenced)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -120,16 +121,25 @@ func (g *probeGates) open(c *redis.Client) {
 // dialGate is a hook whose dials wait until its channel is closed.
 type dialGate chan struct{}
 
+// A gate never opened (a go-redis that made node clients without running
+// the OnNewNode callbacks) fails the dial after gateFallback, loudly, rather
+// than blocking a latency probe (context.TODO) forever.
 func (g dialGate) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		t := time.NewTimer(gateFallback)
+		defer t.Stop()
 		select {
 		case <-g:
 		case <-ctx.Done():
 			return nil, ctx.Err()
+		case <-t.C:
+			return nil, fmt.Errorf("redisstore test: the dial gate for %s never opened (go-redis did not run OnNewNode for this node client?)", addr)
 		}
 		return next(ctx, network, addr)
 	}
 }
+
+const gateFallback = 30 * time.Second
 
 func (dialGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
 
