@@ -171,7 +171,17 @@ func TestLooseSemantics(t *testing.T) {
 }
 
 func TestWindowSemantics(t *testing.T) {
-	f := newFixture(t, idem.Options{})
+	// The store and the engine run on the test's clock: the duplicates come
+	// just inside the window, the last request just past it, however slowly
+	// the machine runs the test (on the wall clock, a duplicate later than
+	// the window would be new).
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = now.Add(d) }
+	ms := memstore.New(memstore.Options{SweepInterval: -1, Now: clock})
+	t.Cleanup(func() { _ = ms.Close() })
+	f := newFixtureStore(t, ms, ms, idem.Options{Now: clock})
 	spec := strictSpec()
 	spec.Semantics = idem.Window
 	spec.Window = 300 * time.Millisecond
@@ -181,6 +191,7 @@ func TestWindowSemantics(t *testing.T) {
 	// Without a key, principal + operation + fingerprint act as the key.
 	a := send(h, req{body: `{"item":"book"}`})
 	require.Equal(t, 201, a.Code)
+	advance(spec.Window - time.Millisecond) // the end of a's window
 	b := send(h, req{body: `{"item":"book"}`})
 	assert.Equal(t, "true", b.Header().Get("Idempotent-Replayed"))
 	c := send(h, req{body: `{"item":"pen"}`})
@@ -191,7 +202,7 @@ func TestWindowSemantics(t *testing.T) {
 	assert.Equal(t, "true", d.Header().Get("Idempotent-Replayed"))
 	assert.Equal(t, int32(3), f.calls.Load())
 	// After the window: a new request.
-	time.Sleep(spec.Window + 100*time.Millisecond)
+	advance(2 * time.Millisecond)
 	e := send(h, req{body: `{"item":"book"}`})
 	require.Equal(t, 201, e.Code)
 	assert.Empty(t, e.Header().Get("Idempotent-Replayed"))

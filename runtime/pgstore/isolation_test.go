@@ -158,12 +158,12 @@ func testTxIsolationTakeover(t *testing.T, ic isolationCase, fn bool) {
 	// the holder's record in flight.
 	duplicate := func(t *testing.T, key string) {
 		t.Helper()
-		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		dctx, cancel := context.WithTimeout(ctx, noWaitTimeout)
 		defer cancel()
 		t0 := time.Now()
 		r, err := f.s.Begin(dctx, &idem.BeginRequest{Key: key, Fingerprint: fp(2), Token: 2, Lease: time.Minute, TTL: time.Hour})
 		require.NoError(t, err)
-		assert.Less(t, time.Since(t0), time.Second, "no wait for the holder's row lock")
+		assert.Less(t, time.Since(t0), noWaitBound, "no wait for the holder's row lock")
 		assert.False(t, r.Acquired)
 		assert.Equal(t, idem.StatePending, r.Record.State)
 		assert.Equal(t, idem.Token(1), r.Record.Token, "the holder's token")
