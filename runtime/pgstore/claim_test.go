@@ -186,9 +186,9 @@ func TestTakeoverOfLockedRow(t *testing.T) {
 			resp  []byte
 			prior idem.State
 		}{
-			// 300 ms: long enough that the record's own Finish, under load, is
+			// 1 s: long enough that the record's own Finish, under load, is
 			// not past its expiry (then fenced); the test sleeps it out.
-			"Expired":    {300 * time.Millisecond, idem.StateCompleted, []byte("old"), 0},
+			"Expired":    {time.Second, idem.StateCompleted, []byte("old"), 0},
 			"FailedFree": {time.Hour, idem.StateFailed, nil, idem.StateFailed},
 		} {
 			t.Run(path.name+"/"+name, func(t *testing.T) {
@@ -200,7 +200,7 @@ func TestTakeoverOfLockedRow(t *testing.T) {
 				require.NoError(t, err)
 				require.True(t, r.Acquired)
 				require.NoError(t, s.Finish(ctx, "k", 1, finish.state, finish.resp))
-				if finish.ttl < time.Second {
+				if finish.ttl <= time.Second {
 					time.Sleep(2 * finish.ttl) // the record expires
 				}
 

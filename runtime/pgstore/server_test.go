@@ -102,7 +102,9 @@ func TestOutage(t *testing.T) {
 				cancel()
 				require.Error(t, err, op)
 				assert.NotErrorIs(t, err, idem.ErrFenced, op)
-				assert.Less(t, time.Since(start), time.Second, op)
+				// Bounded by the context, not by connect_timeout (10 s):
+				// a wide margin for a loaded machine.
+				assert.Less(t, time.Since(start), 5*time.Second, op)
 			}
 		})
 	}
