@@ -118,7 +118,9 @@ type Engine struct {
 	lateFor     time.Duration // Options.FinishRetryFor
 	late        chan struct{} // a slot per Finish retried in the background (finishLater)
 	lateBytes   atomic.Int64  // the size of their responses
-	lateWG      sync.WaitGroup
+	lateMu      sync.Mutex
+	lateN       int           // the retries under way (Drain)
+	lateIdle    chan struct{} // closed when lateN drops to 0; nil while it is 0
 }
 
 // New returns an Engine over store. It panics when Options.Transactional is

@@ -122,7 +122,12 @@ func (c *Call) finishLater(kind finishKind, state State, resp []byte, status int
 	if d == 0 {
 		d = c.p.spec.InFlight.Lease
 	}
-	e.lateWG.Add(1)
+	e.lateMu.Lock()
+	if e.lateN == 0 {
+		e.lateIdle = make(chan struct{})
+	}
+	e.lateN++
+	e.lateMu.Unlock()
 	go e.retryFinish(f, d)
 	return true
 }
@@ -133,7 +138,12 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration) {
 	defer func() {
 		e.lateBytes.Add(-int64(len(f.resp)))
 		<-e.late
-		e.lateWG.Done()
+		e.lateMu.Lock()
+		if e.lateN--; e.lateN == 0 {
+			close(e.lateIdle)
+			e.lateIdle = nil
+		}
+		e.lateMu.Unlock()
 	}()
 	ctx := context.Background()
 	begun := time.Now()
@@ -202,14 +212,19 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration) {
 // stopped taking requests, so that a record the store could not finish
 // during an outage that is ending gets its chance. It does not stop the
 // engine, which may go on serving.
+//
+// It waits for the retries under way when it is called; the engine may
+// go on serving meanwhile, and a Finish that fails after that is not
+// waited for unless its retry began before the last one ended.
 func (e *Engine) Drain(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() {
-		e.lateWG.Wait()
-		close(done)
-	}()
+	e.lateMu.Lock()
+	idle := e.lateIdle
+	e.lateMu.Unlock()
+	if idle == nil {
+		return nil
+	}
 	select {
-	case <-done:
+	case <-idle:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

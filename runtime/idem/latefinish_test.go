@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -476,4 +477,34 @@ func TestDrain(t *testing.T) {
 	require.NoError(t, f.eng.Drain(ctx))
 	_, ok := f.obs.find(idem.EventExecuted)
 	assert.True(t, ok, "the record was finished before Drain returned")
+}
+
+// Drain may be called while the engine serves requests whose Finish fails
+// (a retry beginning as Drain waits): it neither races nor panics, and
+// returns once the retries under way end.
+func TestDrainWhileServing(t *testing.T) {
+	ms := memstore.New(memstore.Options{SweepInterval: -1})
+	t.Cleanup(func() { _ = ms.Close() })
+	fs := &failingStore{Store: ms, finishErr: errStoreDown}
+	f := newFixtureStore(t, ms, fs, idem.Options{FinishRetryFor: 150 * time.Millisecond})
+	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 20 {
+				send(h, req{key: fmt.Sprintf("k-%d-%d", g, i), body: `{"item":1}`})
+			}
+		}()
+	}
+	for range 20 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		require.NoError(t, f.eng.Drain(ctx), "the retries give up after FinishRetryFor")
+		cancel()
+	}
+	wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, f.eng.Drain(ctx))
 }
