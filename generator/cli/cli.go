@@ -256,9 +256,10 @@ and package: for the emitters' checks; not if its spec: is another file);
 else oapi-codegen's default. The emitters that config enables are run in
 memory, nothing written, and report what generate would (go-name-collision,
 runtime-policy, client-key-length, client-key-schema); when it enables
-none, or lists overlays: that check SPEC does not apply, the server and
-client emitters' default names are checked for collisions, as warnings
-[go-name-collision].
+none, the server and client emitters' default names are checked for
+collisions, as warnings [go-name-collision], and when it lists overlays:
+that check SPEC does not apply, its emitters' settings are checked and
+their name collisions reported, as warnings.
 
 With -generated, the outputs of every emitter the config file enables are
 generated in memory and compared with the files under its output
@@ -371,11 +372,13 @@ func checkConfig(configPath string, args, overlays []string) (*Config, string, e
 	cfg.namer = c.namer
 	cfg.ignores, cfg.ignoreDiags = c.ignores, c.ignoreDiags
 	cfg.ReplayedHeader = c.ReplayedHeader
-	// The emitters it enables, for their checks (checkEmitters), unless
-	// generate applies overlays that check SPEC does not: what the
-	// emitters find could then differ (check -config applies them).
-	if len(c.Overlays) == 0 {
-		cfg.Generate, cfg.Options, cfg.Package, cfg.oapiServer = c.Generate, c.Options, c.Package, c.oapiServer
+	// The emitters it enables, for their checks (checkEmitters). When
+	// generate applies overlays that this check does not, what the
+	// emitters find could differ (check -config applies them): their
+	// settings are still checked, and their names, as warnings.
+	cfg.Generate, cfg.Options, cfg.Package, cfg.oapiServer = c.Generate, c.Options, c.Package, c.oapiServer
+	if len(c.Overlays) > 0 && !sameFiles(c.Overlays, cfg.Overlays) {
+		cfg.namesOnlyWhy = "check does not apply the overlays: of the idemgen.yaml beside the spec; check -config " + beside + " does"
 	}
 	return cfg, beside, nil
 }
@@ -383,54 +386,63 @@ func checkConfig(configPath string, args, overlays []string) (*Config, string, e
 // checkEmitters returns the emitters whose checks check runs for c, and
 // their settings, as generate -config c would run them: those c enables
 // (generate:, with options: and the server settings of its
-// oapi-codegen-config). When it enables none (no config, or one without
-// generate:), the Go emitters under their default names, and namesOnly:
-// of their diagnostics, only the name collisions count (their other
-// checks depend on which of them runs, which check cannot tell).
-func (c *Config) checkEmitters() (names []string, params map[string]string, namesOnly bool, err error) {
+// oapi-codegen-config). namesOnly, when not "", says why only the name
+// collisions of their diagnostics count, as warnings: c enables none (no
+// config, or one without generate:: the Go emitters under their default
+// names; their other checks depend on which of them runs, which check
+// cannot tell), or c.namesOnlyWhy (the spec checked may not be the one
+// generate reads).
+func (c *Config) checkEmitters() (names []string, params map[string]string, namesOnly string, err error) {
 	names = sortedTrue(c.Generate)
 	if len(names) == 0 {
-		return []string{client.Name, server.Name}, nil, true, nil
+		return []string{client.Name, server.Name}, nil, "under the default names, as no idemgen.yaml beside the spec, or -config, says which emitters generate runs and how it names them", nil
 	}
 	for _, n := range names {
 		if _, ok := emitter.Lookup(n); !ok {
-			return nil, nil, false, fmt.Errorf("generate: no emitter %q in this build (available: %s)", n, strings.Join(emitter.Names(), ", "))
+			return nil, nil, "", fmt.Errorf("generate: no emitter %q in this build (available: %s)", n, strings.Join(emitter.Names(), ", "))
 		}
 	}
 	if err := emitter.CheckParams(c.Options); err != nil {
-		return nil, nil, false, err
+		return nil, nil, "", err
 	}
 	if err := emitter.CheckPackage(c.Package); err != nil {
-		return nil, nil, false, err
+		return nil, nil, "", err
 	}
 	params, err = c.serverParams(c.Options, names)
-	return names, params, false, err
+	return names, params, c.namesOnlyWhy, err
 }
 
 // emitterDiags runs the emitters names on spec without rendering their
-// files (opts.CheckOnly) and returns their diagnostics (namesOnly: the
-// go-name-collision ones only); another failure is the error.
-func emitterDiags(spec *ir.Spec, names []string, opts emitter.Options, namesOnly bool) (diag.List, error) {
+// files (opts.CheckOnly) and returns their diagnostics (with namesOnly,
+// the go-name-collision ones only, as warnings that say why); another
+// failure is the error.
+func emitterDiags(spec *ir.Spec, names []string, opts emitter.Options, namesOnly string) (diag.List, error) {
 	opts.CheckOnly = true
 	_, err := emitter.Run(names, spec, opts)
 	var el *diag.ErrorList
 	if err == nil || !errors.As(err, &el) {
 		return nil, err
 	}
-	if !namesOnly {
+	if namesOnly == "" {
 		return el.List, nil
 	}
-	// The default names may not be the ones generate will use (its flags
-	// may rename them): a warning, which fails no check.
+	// What generate will name, or on which spec, is not known for sure: a
+	// warning, which fails no check.
 	var out diag.List
 	for _, d := range el.List {
 		if d.Rule == ruleGoNameCollision {
 			d.Severity = diag.Warning
-			d.Message += " (under the default names, as no idemgen.yaml beside the spec, or -config, says which emitters generate runs and how it names them)"
+			d.Message += " (" + namesOnly + ")"
 			out = append(out, d)
 		}
 	}
 	return out, nil
+}
+
+// sameFiles reports whether the paths of a and b name the same files, in
+// order.
+func sameFiles(a, b []string) bool {
+	return slices.EqualFunc(a, b, sameFile)
 }
 
 // ruleGoNameCollision is the rule of the emitters' name collisions, the
@@ -491,6 +503,9 @@ type Config struct {
 	Ignore []IgnoreEntry `yaml:"ignore"`
 
 	namer naming.Namer
+	// namesOnlyWhy, when not "", is why check keeps only the name
+	// collisions of the emitters' checks, as warnings (checkEmitters).
+	namesOnlyWhy string
 	// oapiServer is what OapiCodegenConfig says about the server code
 	// (nil without one): the server emitter's defaults (serverParams).
 	oapiServer *oapiServer
