@@ -3,7 +3,6 @@ package idem_test
 import (
 	"context"
 	"net/http"
-	"strconv"
 	"testing"
 	"time"
 
@@ -26,45 +25,21 @@ func BenchmarkFirstRequestOverhead(b *testing.B) {
 	})
 	spec := idem.Spec{Operation: "createOrder", Semantics: idem.Strict,
 		Response: idem.ResponseSpec{Headers: []string{"Location"}}}
-	run := func(b *testing.B, h http.Handler, bodies ...[]byte) {
-		c := newBenchClient()
-		keys := make([]string, 1<<16)
-		round := 0
-		b.ReportAllocs()
-		i := len(keys)
-		for b.Loop() {
-			if i == len(keys) {
-				b.StopTimer()
-				round++
-				for j := range keys {
-					keys[j] = "0190b2a4-6c2e-7d3a-" + strconv.Itoa(1000+round%9000) + "-" + strconv.Itoa(100000000000+j)
-				}
-				i = 0
-				b.StartTimer()
-			}
-			c.key[0] = keys[i]
-			if len(bodies) > 0 {
-				c.data = bodies[i%len(bodies)]
-			}
-			i++
-			c.do(b, h, 201)
-		}
-	}
-	b.Run("floor", func(b *testing.B) { run(b, floor) })
+	b.Run("floor", func(b *testing.B) { benchFirstRequests(b, floor) })
 	b.Run("nostore", func(b *testing.B) {
-		run(b, idem.New(nopStore{}, idem.Options{}).Handler(idem.MustCompile(spec), floor))
+		benchFirstRequests(b, idem.New(nopStore{}, idem.Options{}).Handler(idem.MustCompile(spec), floor))
 	})
 	b.Run("memstore", func(b *testing.B) {
 		s := memstore.New(memstore.Options{SweepInterval: -1})
 		defer s.Close()
-		run(b, idem.New(s, idem.Options{}).Handler(idem.MustCompile(spec), floor))
+		benchFirstRequests(b, idem.New(s, idem.Options{}).Handler(idem.MustCompile(spec), floor))
 	})
 	// Each request another body (4096 in turn): the fingerprint is
 	// computed for every request.
 	b.Run("memstore-bodies", func(b *testing.B) {
 		s := memstore.New(memstore.Options{SweepInterval: -1})
 		defer s.Close()
-		run(b, idem.New(s, idem.Options{}).Handler(idem.MustCompile(spec), floor), benchPayloads(4096)...)
+		benchFirstRequests(b, idem.New(s, idem.Options{}).Handler(idem.MustCompile(spec), floor), benchPayloads(4096)...)
 	})
 }
 
