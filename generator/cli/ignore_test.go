@@ -37,35 +37,19 @@ func TestCheckCases(t *testing.T) {
 // case directory.
 func checkCases(t *testing.T, root string) int {
 	t.Helper()
-	entries, err := os.ReadDir(root)
-	require.NoError(t, err)
-	n := 0
-	for _, e := range entries {
-		if !e.IsDir() {
-			continue
-		}
-		n++
-		dir := filepath.Join(root, e.Name())
-		t.Run(e.Name(), func(t *testing.T) {
-			t.Parallel()
-			spec := filepath.Join(dir, "openapi.yaml")
-			if _, err := os.Stat(spec); err != nil {
-				spec = filepath.Join(dir, "openapi.json")
-			}
-			args := []string{"check"}
-			if data, err := os.ReadFile(filepath.Join(dir, "args")); err == nil {
-				for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-					if l = strings.TrimSpace(l); l != "" {
-						args = append(args, l)
-					}
+	return gentest.SpecCases(t, root, func(t *testing.T, dir, spec string) {
+		args := []string{"check"}
+		if data, err := os.ReadFile(filepath.Join(dir, "args")); err == nil {
+			for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+				if l = strings.TrimSpace(l); l != "" {
+					args = append(args, l)
 				}
 			}
-			code, _, stderr := run(append(args, spec)...)
-			got := "exit " + strconv.Itoa(code) + "\n" + strings.ReplaceAll(stderr, dir+string(filepath.Separator), "")
-			gentest.GoldenFile(t, filepath.Join(dir, "want.txt"), []byte(got), *update)
-		})
-	}
-	return n
+		}
+		code, _, stderr := run(append(args, spec)...)
+		got := "exit " + strconv.Itoa(code) + "\n" + strings.ReplaceAll(stderr, dir+string(filepath.Separator), "")
+		gentest.GoldenFile(t, filepath.Join(dir, "want.txt"), []byte(got), *update)
+	})
 }
 
 // ignoreCase copies testdata/ignore/<name> to a temporary directory and

@@ -3,7 +3,6 @@ package compile_test
 import (
 	"bytes"
 	"flag"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -24,33 +23,18 @@ var update = flag.Bool("update", false, "rewrite the golden files")
 // prints, with paths relative to the case directory.
 func TestContractCases(t *testing.T) {
 	root := filepath.Join("..", "..", "testdata", "contract")
-	entries, err := os.ReadDir(root)
-	require.NoError(t, err)
-	n := 0
-	for _, e := range entries {
-		if !e.IsDir() {
-			continue
+	n := gentest.SpecCases(t, root, func(t *testing.T, dir, spec string) {
+		overlays, _ := filepath.Glob(filepath.Join(dir, "*.overlay.yaml"))
+		slices.Sort(overlays)
+		_, diags := compile.Compile(spec, compile.Options{Overlays: overlays})
+		var buf bytes.Buffer
+		require.NoError(t, diags.WriteText(&buf))
+		got := strings.ReplaceAll(buf.String(), dir+string(filepath.Separator), "")
+		for _, d := range diags {
+			assert.NotZero(t, d.Pos.Line, "diagnostic without a line: %s", d)
 		}
-		n++
-		dir := filepath.Join(root, e.Name())
-		t.Run(e.Name(), func(t *testing.T) {
-			t.Parallel()
-			spec := filepath.Join(dir, "openapi.yaml")
-			if _, err := os.Stat(spec); err != nil {
-				spec = filepath.Join(dir, "openapi.json")
-			}
-			overlays, _ := filepath.Glob(filepath.Join(dir, "*.overlay.yaml"))
-			slices.Sort(overlays)
-			_, diags := compile.Compile(spec, compile.Options{Overlays: overlays})
-			var buf bytes.Buffer
-			require.NoError(t, diags.WriteText(&buf))
-			got := strings.ReplaceAll(buf.String(), dir+string(filepath.Separator), "")
-			for _, d := range diags {
-				assert.NotZero(t, d.Pos.Line, "diagnostic without a line: %s", d)
-			}
-			gentest.GoldenFile(t, filepath.Join(dir, "want.txt"), []byte(got), *update)
-		})
-	}
+		gentest.GoldenFile(t, filepath.Join(dir, "want.txt"), []byte(got), *update)
+	})
 	assert.Greater(t, n, 10)
 }
 

@@ -1,6 +1,7 @@
 package gentest
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -110,4 +111,33 @@ func BuildRealSpecs(t *testing.T, module string, specs []RealSpec, check func(t 
 	start := time.Now()
 	m.Go(t, "build", "./...")
 	t.Logf("built in %v", time.Since(start).Round(time.Millisecond))
+}
+
+// SpecCases runs f in a parallel subtest, named after the directory, for
+// every directory under root (a golden case: its spec, openapi.yaml or
+// else openapi.json, beside what the test compares it with), and returns
+// how many there are.
+func SpecCases(t *testing.T, root string, f func(t *testing.T, dir, spec string)) int {
+	t.Helper()
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		n++
+		dir := filepath.Join(root, e.Name())
+		t.Run(e.Name(), func(t *testing.T) {
+			t.Parallel()
+			spec := filepath.Join(dir, "openapi.yaml")
+			if _, err := os.Stat(spec); err != nil {
+				spec = filepath.Join(dir, "openapi.json")
+			}
+			f(t, dir, spec)
+		})
+	}
+	return n
 }
