@@ -67,11 +67,7 @@ func waitsForRowLock(s *Store, like string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for {
-		var n int
-		err := s.pool.QueryRow(ctx,
-			`SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1`,
-			like+"%"+s.n.schema+"%").Scan(&n)
-		if err == nil && n > 0 {
+		if n, err := lockWaiters(ctx, s.pool, s.n.schema, like); err == nil && n > 0 {
 			return true
 		}
 		select {
@@ -182,11 +178,12 @@ func TestEngineFinishAfterHeartbeatRepeatableRead(t *testing.T) {
 	pol := idem.MustCompile(idem.Spec{Operation: "op", Method: "POST", Path: "/x", Semantics: idem.Strict,
 		InFlight: idem.InFlightSpec{Lease: 300 * time.Millisecond}})
 	var runs atomic.Int32
+	var met atomic.Bool // the engine's Finish waited for the heartbeat's row lock
 	h := eng.Handler(pol, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if runs.Add(1) == 1 {
 			commit := rowChangeUnderWay(t, `UPDATE `+s.n.table+` SET lease_expires_at = clock_timestamp() + interval '300 milliseconds' WHERE state = 1`)
 			go func() {
-				waitsForRowLock(s, "UPDATE") // the engine's Finish
+				met.Store(waitsForRowLock(s, "UPDATE")) // the engine's Finish
 				_ = commit()
 			}()
 		}
@@ -202,6 +199,7 @@ func TestEngineFinishAfterHeartbeatRepeatableRead(t *testing.T) {
 	}
 	first := serve()
 	require.Equal(t, http.StatusCreated, first.Code)
+	require.True(t, met.Load(), "the engine's Finish met the heartbeat under way (it waited for its row lock)")
 	time.Sleep(time.Second) // well past the lease
 	retry := serve()
 	assert.Equal(t, http.StatusCreated, retry.Code)
@@ -373,4 +371,14 @@ func TestTxHeartbeatAfterCommitStrictIsolation(t *testing.T) {
 			require.ErrorIs(t, <-extended, idem.ErrFenced, "a heartbeat after the commit")
 		})
 	}
+}
+
+// lockWaiters counts the statements on schema's tables, starting with like,
+// that wait for a lock (pg_stat_activity), asked on pool.
+func lockWaiters(ctx context.Context, pool *pgxpool.Pool, schema, like string) (int, error) {
+	var n int
+	err := pool.QueryRow(ctx,
+		`SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1`,
+		like+"%"+schema+"%").Scan(&n)
+	return n, err
 }

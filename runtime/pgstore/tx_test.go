@@ -81,10 +81,8 @@ func (f *txFixture) record(t *testing.T, key string) idem.Record {
 // waitersOnLock counts the statements of this test's schema, starting with
 // like, that wait for a lock. It asks on the shared pool, not the store's.
 func (f *txFixture) waitersOnLock(t *testing.T, like string) int {
-	var n int
-	require.NoError(t, testPool(t).QueryRow(context.Background(),
-		`SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1`,
-		like+"%"+f.s.n.schema+"%").Scan(&n))
+	n, err := lockWaiters(context.Background(), testPool(t), f.s.n.schema, like)
+	require.NoError(t, err)
 	return n
 }
 
