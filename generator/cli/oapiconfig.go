@@ -51,6 +51,9 @@ func readOapiFile(path string) (*oapiFile, error) {
 	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&f); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	// A file without generate: gets oapi-codegen's defaults (an echo
+	// server, models, the embedded spec), as oapi-codegen reads it.
+	f.Generate = codegen.Configuration{Generate: f.Generate}.UpdateDefaults().Generate
 	return &f, nil
 }
 

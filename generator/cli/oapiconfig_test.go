@@ -87,6 +87,12 @@ func TestServerSettingsFromOapiCodegen(t *testing.T) {
 			assert.Contains(t, stderr, c.want)
 		})
 	}
+	// Without generate:, oapi-codegen generates its default, a non-strict
+	// echo server: the wrapper is for echo, not strict.
+	dir0 := setup(t, "package: api\noutput: api/api.gen.go\n", "")
+	echo := generated(t, dir0)
+	assert.NotContains(t, echo, "StrictHandlerFunc")
+	assert.Contains(t, echo, "labstack/echo")
 	// -option contradicting it too.
 	dir := setup(t, oapiPlain, "")
 	code, _, stderr := run("generate", "-config", filepath.Join(dir, "idemgen.yaml"), "-option", "server.strict=true")
