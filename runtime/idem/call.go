@@ -119,9 +119,9 @@ type Call struct {
 	txCancel context.CancelCauseFunc // ends the transaction's context (End)
 	finished bool
 	ended    bool
-	// later: a Finish of this Call that failed on the store is being
-	// retried in the background (finishLater).
-	later bool
+	// finishRetrying: a Finish of this Call that failed on the store is
+	// being retried in the background (finishLater).
+	finishRetrying bool
 
 	hbMu      sync.Mutex
 	hb        *time.Timer // made only when the handler outlives a sixth of the lease (hbSched)
@@ -1128,7 +1128,7 @@ func (c *Call) acquired(prior State) {
 				rollback()
 			}
 			cancel(nil)
-			c.release(err)
+			c.release()
 			c.protected = false
 			c.storeFailed(err)
 			return
@@ -1433,6 +1433,7 @@ func (c *Call) Finish() error {
 		// bytes that it needs no fingerprint (readLocal).
 		resp = rec.tag(&recordTag{domain: e.fpc.domain, key: c.fpk})
 	}
+	overflowed := resp != nil && rec.overflow // stored, but not replayable
 	var err error
 	code := "" // the problem sent instead of the response (a failed commit)
 	if c.commit != nil {
@@ -1441,7 +1442,7 @@ func (c *Call) Finish() error {
 		if state == StateFailed {
 			// The handler failed: undo its writes, then finish outside the transaction.
 			c.rollback()
-			err = c.finishRecord(state, resp, status, resp != nil && rec.overflow)
+			err = c.finishRecord(state, resp, status, overflowed)
 			rec.flushTo()
 		} else {
 			// A commit that succeeded counts, even if the timer fired
@@ -1477,16 +1478,41 @@ func (c *Call) Finish() error {
 			}
 		}
 	} else {
-		err = c.finishRecord(state, resp, status, resp != nil && rec.overflow)
+		err = c.finishRecord(state, resp, status, overflowed)
 	}
-	if err == nil && resp != nil && e.recent != nil {
-		// Final and replayable: a retry with this key reads first
-		// (ReadFirst), until about when the record expires (it expires a
-		// window after its claim, which came a little before now).
-		e.recent.add(c.recent, e.now().Add(p.spec.Window))
+	if err == nil && resp != nil {
+		e.rememberFinal(c.recent, p.spec.Window)
 	}
-	c.reportFinish(state, status, code, err, resp != nil && rec.overflow)
+	c.reportFinish(state, status, code, err, overflowed)
 	return err
+}
+
+// rememberFinal notes, over a ReadFirst store, that the record of the
+// scope digest d is final and replayable: a retry with its key reads
+// first, until about when the record expires (a window after its claim,
+// which came a little before now).
+func (e *Engine) rememberFinal(d uint64, window time.Duration) {
+	if e.recent != nil {
+		e.recent.add(d, e.now().Add(window))
+	}
+}
+
+// reportStored reports a protected run whose record was stored (ev, an
+// EventExecuted): with overflowed, the response exceeded Response.MaxBytes
+// (respMax), so the record is not replayable: EventNotReplayable and a
+// warning too.
+func (e *Engine) reportStored(ctx context.Context, ev Event, overflowed bool, respMax int) {
+	if e.obs != nil {
+		e.obs.Observe(ctx, ev)
+		if overflowed {
+			e.obs.Observe(ctx, Event{Kind: EventNotReplayable, Operation: ev.Operation, Principal: ev.Principal,
+				Key: ev.Key, Protected: true, State: ev.State, Status: ev.Status})
+		}
+	}
+	if overflowed {
+		e.log.LogAttrs(ctx, slog.LevelWarn, "idem: response larger than Response.MaxBytes: stored as not replayable",
+			slog.String("operation", ev.Operation), slog.Int("max_bytes", respMax))
+	}
 }
 
 // reportFinish reports the end of a protected run: status is what the
@@ -1498,17 +1524,9 @@ func (c *Call) reportFinish(state State, status int, code string, err error, ove
 	e, op := c.e, c.p.spec.Operation
 	switch {
 	case err == nil:
-		if e.obs != nil {
-			e.obs.Observe(c.ctx, Event{Kind: EventExecuted, Operation: op, Principal: c.principal, Key: c.key,
-				Protected: true, State: state, Prior: c.prior, Status: status, Duration: e.now().Sub(c.start)})
-			if overflowed {
-				e.obs.Observe(c.ctx, Event{Kind: EventNotReplayable, Operation: op, Principal: c.principal,
-					Key: c.key, Protected: true, State: state, Status: status})
-			}
-		}
-		if overflowed {
-			e.log.LogAttrs(c.ctx, slog.LevelWarn, "idem: response larger than Response.MaxBytes: stored as not replayable",
-				slog.String("operation", op), slog.Int("max_bytes", c.p.respMax))
+		if e.obs != nil || overflowed {
+			e.reportStored(c.ctx, Event{Kind: EventExecuted, Operation: op, Principal: c.principal, Key: c.key,
+				Protected: true, State: state, Prior: c.prior, Status: status, Duration: e.now().Sub(c.start)}, overflowed, c.p.respMax)
 		}
 	case code == CodeRequestEnded:
 		// A transaction that could not commit because the request ended:
@@ -1527,7 +1545,7 @@ func (c *Call) reportFinish(state State, status int, code string, err error, ove
 			Protected: true, State: state, Status: status, Code: code, Err: err})
 	default:
 		msg := "idem: store failed at finish"
-		if c.later {
+		if c.finishRetrying {
 			msg = "idem: store failed at finish: trying again in the background"
 		}
 		e.log.LogAttrs(c.ctx, slog.LevelError, msg,
@@ -1561,7 +1579,7 @@ func (c *Call) bounded(cancel context.CancelCauseFunc, f func() error) (fired bo
 func (c *Call) finishRecord(state State, resp []byte, status int, overflowed bool) error {
 	err := c.finishOnce(state, resp)
 	if err != nil && c.finishLater(finishAnswer, state, resp, status, overflowed, err) {
-		c.later = true
+		c.finishRetrying = true
 	}
 	return err
 }
@@ -1589,13 +1607,13 @@ func (c *Call) finishOnce(state State, resp []byte) error {
 	return c.e.store.Finish(ctx, c.scope, c.token, state, resp)
 }
 
-// release frees a held key (FAILED without a response); cause is logged.
-func (c *Call) release(cause error) {
-	err := c.releaseKey()
-	if err != nil {
+// release frees a held key (FAILED without a response) whose claim runs
+// nothing (its transaction could not begin; the caller reports why); a
+// store failure freeing it is reported.
+func (c *Call) release() {
+	if err := c.releaseKey(); err != nil {
 		c.reportFinish(StateFailed, 0, "", err, false)
 	}
-	_ = cause
 }
 
 // End ends the call: when an Execute decision was never finished (the

@@ -116,7 +116,7 @@ type Engine struct {
 	recent      *recentKeys   // over a ReadFirst store
 	local       LocalReader   // the store, when it is one: records are tagged
 	lateFor     time.Duration // Options.FinishRetryFor
-	late        chan struct{} // a slot per Finish retried in the background (finishLater)
+	lateSlots   chan struct{} // a slot per Finish retried in the background (finishLater)
 	lateBytes   atomic.Int64  // the size of their responses
 	lateMu      sync.Mutex
 	lateN       int           // the retries under way (Drain)
@@ -139,7 +139,7 @@ func New(store Store, opts Options) *Engine {
 		now:         opts.Now,
 		problemBase: opts.ProblemTypeBase,
 		lateFor:     opts.FinishRetryFor,
-		late:        make(chan struct{}, maxLateFinishes),
+		lateSlots:   make(chan struct{}, maxLateFinishes),
 	}
 	fpv := opts.FingerprintVersion
 	if fpv == 0 {

@@ -90,13 +90,13 @@ func (c *Call) finishLater(kind finishKind, state State, resp []byte, status int
 		return false
 	}
 	select {
-	case e.late <- struct{}{}:
+	case e.lateSlots <- struct{}{}:
 	default:
 		return false
 	}
 	if e.lateBytes.Add(int64(len(resp))) > maxLateBytes {
 		e.lateBytes.Add(-int64(len(resp)))
-		<-e.late
+		<-e.lateSlots
 		return false
 	}
 	f := &lateFinish{
@@ -137,7 +137,7 @@ func (c *Call) finishLater(kind finishKind, state State, resp []byte, status int
 func (e *Engine) retryFinish(f *lateFinish, d time.Duration) {
 	defer func() {
 		e.lateBytes.Add(-int64(len(f.resp)))
-		<-e.late
+		<-e.lateSlots
 		e.lateMu.Lock()
 		if e.lateN--; e.lateN == 0 {
 			close(e.lateIdle)
@@ -177,21 +177,11 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration) {
 		e.log.LogAttrs(ctx, slog.LevelInfo, "idem: key released by a later attempt, after the store failed", attrs...)
 	case err == nil:
 		e.log.LogAttrs(ctx, slog.LevelWarn, "idem: record finished by a later attempt, after the store failed at finish", attrs...)
-		if f.resp != nil && e.recent != nil {
-			e.recent.add(f.recent, e.now().Add(f.window))
+		if f.resp != nil {
+			e.rememberFinal(f.recent, f.window)
 		}
-		if e.obs != nil {
-			e.obs.Observe(ctx, Event{Kind: EventExecuted, Operation: f.operation, Principal: f.principal, Key: f.key,
-				Protected: true, State: f.state, Prior: f.prior, Status: f.status, Duration: f.failedAt.Sub(f.start)})
-			if f.overflowed {
-				e.obs.Observe(ctx, Event{Kind: EventNotReplayable, Operation: f.operation, Principal: f.principal,
-					Key: f.key, Protected: true, State: f.state, Status: f.status})
-			}
-		}
-		if f.overflowed {
-			e.log.LogAttrs(ctx, slog.LevelWarn, "idem: response larger than Response.MaxBytes: stored as not replayable",
-				slog.String("operation", f.operation), slog.Int("max_bytes", f.respMax))
-		}
+		e.reportStored(ctx, Event{Kind: EventExecuted, Operation: f.operation, Principal: f.principal, Key: f.key,
+			Protected: true, State: f.state, Prior: f.prior, Status: f.status, Duration: f.failedAt.Sub(f.start)}, f.overflowed, f.respMax)
 	case errors.Is(err, ErrFenced) && release:
 		// Taken over, expired, or (after a failed commit) the commit's
 		// result was kept after all: nothing to free.
