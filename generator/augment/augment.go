@@ -277,7 +277,7 @@ func Unconfirmed(d *load.Document) diag.List {
 		if where == "" {
 			where = "document root"
 		}
-		walkComments(block.Node, block.Pointer, TODO, func(n *yaml.Node, ptr, comment string) {
+		walkComments(block.Node, block.Pointer, func(n *yaml.Node, ptr, comment string) {
 			field := strings.TrimPrefix(strings.TrimPrefix(ptr, block.Pointer), "/")
 			if field == "" {
 				field = "x-idempotency"
@@ -338,8 +338,9 @@ func keyNode(m *yaml.Node, key string) *yaml.Node {
 }
 
 // walkComments calls f for every node below n (n included) whose comments
-// hold mark; a key's head comment counts for its value.
-func walkComments(n *yaml.Node, ptr, mark string, f func(n *yaml.Node, ptr, comment string)) {
+// hold the TODO mark; a key's head comment counts for its value.
+func walkComments(n *yaml.Node, ptr string, f func(n *yaml.Node, ptr, comment string)) {
+	const mark = TODO
 	var walk func(n *yaml.Node, ptr string, depth int)
 	walk = func(n *yaml.Node, ptr string, depth int) {
 		if n == nil || depth > 64 {
@@ -385,7 +386,7 @@ func firstLineWith(comment, s string) string {
 // hasTODO reports whether a block holds a TODO(idemgen) comment.
 func hasTODO(n *yaml.Node) bool {
 	found := false
-	walkComments(n, "", TODO, func(*yaml.Node, string, string) { found = true })
+	walkComments(n, "", func(*yaml.Node, string, string) { found = true })
 	return found
 }
 

@@ -7,7 +7,7 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 
-	"github.com/idemgen/idemgen/generator/contract"
+	"github.com/idemgen/idemgen/generator/diag"
 	"github.com/idemgen/idemgen/generator/load"
 )
 
@@ -276,7 +276,7 @@ func didYouMean(body *openapi3.Schema, toks []string) string {
 		}
 		s := ""
 		if toks[i] != "*" && !isIndex(toks[i]) {
-			s = contract.Suggest(toks[i], names)
+			s = diag.Suggest(toks[i], names)
 		}
 		if s == "" {
 			return ""

@@ -669,7 +669,3 @@ func describe(n *yaml.Node) string {
 	}
 	return "nothing"
 }
-
-// Suggest returns the candidate closest to s (case aside), within an edit
-// distance of 2, for a "did you mean" hint; "" when none is that close.
-func Suggest(s string, candidates []string) string { return diag.Suggest(s, candidates) }

@@ -83,17 +83,15 @@ const (
 )
 
 // The emitter's settings. TypeOption is exported for the client emitter,
-// whose names must not collide with the server wrapper's.
+// whose names must not collide with the server wrapper's; StrictOption and
+// RouterOption for the command line, which defaults them from
+// oapi-codegen's configuration.
 var (
-	optStrict  = emitter.NewOption("server.strict")
-	optRouter  = emitter.NewOption("server.router")
-	TypeOption = emitter.NewOption("server.type")
-	optFile    = emitter.NewOption("server.file")
+	StrictOption = emitter.NewOption("server.strict")
+	RouterOption = emitter.NewOption("server.router")
+	TypeOption   = emitter.NewOption("server.type")
+	optFile      = emitter.NewOption("server.file")
 )
-
-// StrictOption and RouterOption are server.strict and server.router, for
-// the command line, which defaults them from oapi-codegen's configuration.
-var StrictOption, RouterOption = optStrict, optRouter
 
 func init() { emitter.Register(Name, Emit) }
 
@@ -111,16 +109,16 @@ var routerOptions = map[string]string{"std-http": "StdHTTPServerOptions", "chi":
 // ParseConfig reads the server.* settings.
 func ParseConfig(params map[string]string) (Config, error) {
 	c := Config{Strict: true, Router: "std-http", Type: DefaultType, File: DefaultFile}
-	if v, ok := optStrict.In(params); ok {
+	if v, ok := StrictOption.In(params); ok {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			return c, fmt.Errorf("%s: %q is not true or false", optStrict, v)
+			return c, fmt.Errorf("%s: %q is not true or false", StrictOption, v)
 		}
 		c.Strict = b
 	}
-	if v, ok := optRouter.In(params); ok {
+	if v, ok := RouterOption.In(params); ok {
 		if _, ok := routerOptions[v]; !ok && v != "none" && v != "echo" && v != "gin" {
-			return c, fmt.Errorf("%s: %q is not std-http, chi, gorilla, echo, gin or none", optRouter, v)
+			return c, fmt.Errorf("%s: %q is not std-http, chi, gorilla, echo, gin or none", RouterOption, v)
 		}
 		c.Router = v
 	}
