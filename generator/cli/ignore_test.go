@@ -61,9 +61,7 @@ func ignoreCase(t *testing.T, name string) string {
 	entries, err := os.ReadDir(src)
 	require.NoError(t, err)
 	for _, e := range entries {
-		data, err := os.ReadFile(filepath.Join(src, e.Name()))
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(dir, e.Name()), data, 0o644))
+		copyFile(t, filepath.Join(src, e.Name()), filepath.Join(dir, e.Name()))
 	}
 	return dir
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"gopkg.in/yaml.v3"
 
+	"github.com/idemgen/idemgen/generator/internal/yamlmerge"
 	"github.com/idemgen/idemgen/generator/specfile"
 	"github.com/idemgen/idemgen/internal/testenv"
 )
@@ -28,13 +29,9 @@ func TestKeepUntouchedEntries(t *testing.T) {
 	f := specfile.Detect(src, doc)
 
 	get := func(n *yaml.Node, key string) *yaml.Node {
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if n.Content[i].Value == key {
-				return n.Content[i+1]
-			}
-		}
-		t.Fatalf("no %s", key)
-		return nil
+		v := yamlmerge.OwnValue(n, key)
+		require.NotNil(t, v, "no %s", key)
+		return v
 	}
 	add := func(m *yaml.Node, key string, value string) {
 		var v yaml.Node

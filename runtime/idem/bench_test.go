@@ -124,30 +124,8 @@ func BenchmarkBare(b *testing.B) {
 // BenchmarkFirstRequest: every iteration a new key (claim, execute, record).
 func BenchmarkFirstRequest(b *testing.B) {
 	eng, p := benchEngine(b)
-	c, h := newBenchClient(), eng.Handler(p, benchHandler())
-	keys := make([]string, 0, 1<<16)
-	for i := 0; i < cap(keys); i++ {
-		keys = append(keys, "key-"+strconv.Itoa(i))
-	}
-	round := 0
-	b.ReportAllocs()
 	b.SetBytes(int64(len(benchPayload)))
-	i := 0
-	for b.Loop() {
-		if i == len(keys) {
-			// New keys for the next round without allocating in the loop.
-			b.StopTimer()
-			round++
-			for j := range keys {
-				keys[j] = "key-" + strconv.Itoa(round) + "-" + strconv.Itoa(j)
-			}
-			i = 0
-			b.StartTimer()
-		}
-		c.key[0] = keys[i]
-		i++
-		c.do(b, h, 201)
-	}
+	benchFirstRequests(b, eng.Handler(p, benchHandler()))
 }
 
 // BenchmarkReplay: the same request again (claim refused, decode, replay).
