@@ -284,7 +284,9 @@ func TestStoresVerdicts(t *testing.T) {
 	add("Postgres/idemgen/replay", fast)
 	rs, err := parse([]byte(in.String()))
 	require.NoError(t, err)
-	out := storesFastest(rs)
+	out := storesFastest(rs, 4096)
+	assert.Contains(t, out, "among the last 4096 it completed or replayed", "the note says how many keys an Engine remembers")
+	assert.Contains(t, storesFastest(rs, 0), "among the last keys it completed")
 	for _, c := range []struct{ row, want string }{
 		{"| Redis | first request | time |", "| idemgen | idemgen | 1.00× [1.00, 1.00], indistinguishable (p = 1.00) | 1.00× [1.00, 1.00], indistinguishable (p = 1.00) |"},
 		{"| Redis | replay | time |", "| idemgen | fiber | 1.00× [1.00, 1.00], indistinguishable (p = 1.00) | 1.97× [1.91, 2.00] (p = 0.00) |"},

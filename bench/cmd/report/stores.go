@@ -37,18 +37,19 @@ func (r *runner) stores() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return renderStores(rs) + storesFastest(rs) + r.gopotencyNote(), nil
+	_, recent := engineCaches("..")
+	return renderStores(rs) + storesFastest(rs, recent) + r.gopotencyNote(), nil
 }
 
 // storesFastest compares idemgen with the peers on each server, row by
 // row, in wall time and in this process's CPU time (see verdict), twice:
 // with idemgen's replay reading first (the idemgen rows: the key is among
-// the ~4096 this Engine recently saw final) and with its replay claiming
+// the last recentSlots this Engine saw final) and with its replay claiming
 // (the idemgen-claim rows: another instance's record, or a key this Engine
 // has forgotten), which is the general case. A first request claims in
 // both. The raw client is the limit, not a contender: the last columns
 // compare each idemgen case with it.
-func storesFastest(rs results) string {
+func storesFastest(rs results, recentSlots int) string {
 	var b strings.Builder
 	b.WriteString("\nidemgen and the peers on each server, row by row (medians; lower is better):\n\n")
 	var cols, peers []storeImpl
@@ -97,7 +98,7 @@ func storesFastest(rs results) string {
 			}
 		}
 	}
-	b.WriteString(verdictNote + claimNote + floorNote)
+	b.WriteString(verdictNote + claimNote(recentSlots) + floorNote)
 	return b.String()
 }
 
@@ -115,10 +116,17 @@ func versusPeers(idemgen candidate, peers []candidate) string {
 	return "no peer measured"
 }
 
-// claimNote explains the two verdict columns of storesFastest.
-const claimNote = "*reading first*: idemgen's replay of a key its Engine recently saw final (among the last ~4096 it " +
-	"completed or replayed), one plain read; *claiming*: the replay of a record another instance made (or of a key " +
-	"this Engine no longer remembers), its claim. A first request claims in both (the same samples).\n"
+// claimNote explains the two verdict columns of storesFastest; recentSlots
+// is how many keys an Engine remembers final (engineCaches; 0: unknown).
+func claimNote(recentSlots int) string {
+	among := "among the last keys it"
+	if recentSlots > 0 {
+		among = fmt.Sprintf("among the last %d it", recentSlots)
+	}
+	return "*reading first*: idemgen's replay of a key its Engine recently saw final (" + among + " " +
+		"completed or replayed), one plain read; *claiming*: the replay of a record another instance made (or of a key " +
+		"this Engine no longer remembers), its claim. A first request claims in both (the same samples).\n"
+}
 
 // floorNote explains the last columns of storesFastest.
 const floorNote = "*vs the raw client*: the median of the rounds' ratios of idemgen over the raw client (the minimum " +
