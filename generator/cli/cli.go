@@ -164,13 +164,22 @@ func parse(fs *flag.FlagSet, args []string, stdout io.Writer) (int, bool) {
 // knownEmitters reports the first of names that no emitter is registered
 // under, on stderr for command cmd.
 func knownEmitters(cmd string, names []string, stderr io.Writer) bool {
-	for _, n := range names {
-		if _, ok := emitter.Lookup(n); !ok {
-			fmt.Fprintf(stderr, "idemgen %s: no emitter %q in this build (available: %s)\n", cmd, n, strings.Join(emitter.Names(), ", "))
-			return false
-		}
+	if err := unknownEmitter(names); err != nil {
+		fmt.Fprintf(stderr, "idemgen %s: %v\n", cmd, err)
+		return false
 	}
 	return true
+}
+
+// unknownEmitter returns an error naming the first of names that no
+// emitter is registered under.
+func unknownEmitter(names []string) error {
+	for _, n := range names {
+		if _, ok := emitter.Lookup(n); !ok {
+			return fmt.Errorf("no emitter %q in this build (available: %s)", n, strings.Join(emitter.Names(), ", "))
+		}
+	}
+	return nil
 }
 
 // knownOptions reports the first of the emitter settings params that no
@@ -397,10 +406,8 @@ func (c *Config) checkEmitters() (names []string, params map[string]string, name
 	if len(names) == 0 {
 		return []string{client.Name, server.Name}, nil, "under the default names, as no idemgen.yaml beside the spec, or -config, says which emitters generate runs and how it names them", nil
 	}
-	for _, n := range names {
-		if _, ok := emitter.Lookup(n); !ok {
-			return nil, nil, "", fmt.Errorf("generate: no emitter %q in this build (available: %s)", n, strings.Join(emitter.Names(), ", "))
-		}
+	if err := unknownEmitter(names); err != nil {
+		return nil, nil, "", fmt.Errorf("generate: %w", err)
 	}
 	if err := emitter.CheckParams(c.Options); err != nil {
 		return nil, nil, "", err
@@ -705,15 +712,10 @@ func replayedHeaderFlag(fs *flag.FlagSet) *bool {
 // out: -replayed-header when given on fs's command line (fs nil: never),
 // else c's replayed-header, else not.
 func (c *Config) noReplayedHeader(fs *flag.FlagSet) bool {
-	no := c.ReplayedHeader != nil && !*c.ReplayedHeader
-	if fs != nil {
-		fs.Visit(func(f *flag.Flag) {
-			if f.Name == "replayed-header" {
-				no = f.Value.String() == "false"
-			}
-		})
+	if fs != nil && flagSet(fs, "replayed-header") {
+		return fs.Lookup("replayed-header").Value.String() == "false"
 	}
-	return no
+	return c.ReplayedHeader != nil && !*c.ReplayedHeader
 }
 
 // loadNamer returns the Namer of c's name-normalizer and oapi-codegen-config,
