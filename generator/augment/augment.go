@@ -137,9 +137,10 @@ func augmentSpec(path string, opts Options) (*Result, *load.Document, *ir.Spec, 
 		return nil, d, spec, diags.Sorted()
 	}
 	if src, err := os.ReadFile(path); err == nil && !d.Format.JSON {
-		// Untouched multi-line scalars keep their text (the encoder would
-		// join or rewrap them).
-		out = specfile.KeepScalars(specfile.LF(src), specfile.LF(out))
+		// What the change left untouched keeps its text: multi-line
+		// scalars (the encoder would join or rewrap them) and whole
+		// mapping entries (blank lines, trailing spaces, indentation).
+		out = specfile.KeepUntouched(specfile.LF(src), specfile.LF(out))
 		if d.Format.CRLF {
 			out = bytes.ReplaceAll(out, []byte("\n"), []byte("\r\n"))
 		}

@@ -7,7 +7,7 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// KeepScalars returns out, the YAML encoding of a document parsed from src
+// KeepUntouched returns out, the YAML encoding of a document parsed from src
 // and then changed, with the original text of src back in place of every
 // flow scalar (a plain or quoted value) that spans lines in src or in out
 // and that the change left as it was: the encoder writes a value broken
@@ -23,7 +23,7 @@ import (
 // line indented no deeper than its key, blank lines before that next line
 // included, so an untouched schema keeps its blank lines, trailing spaces
 // and sequence indentation when a sibling is added.
-func KeepScalars(src, out []byte) []byte {
+func KeepUntouched(src, out []byte) []byte {
 	return keepEntries(src, keepScalars(src, out))
 }
 
