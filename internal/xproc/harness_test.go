@@ -235,6 +235,15 @@ func (c *cluster) stop() {
 		}
 	}
 	wg.Wait()
+	if c.t.Failed() {
+		// What the servers logged (store errors, at warning level) says
+		// why a request failed.
+		for _, p := range c.procs {
+			if p != nil {
+				c.t.Logf("server %s (pid %d) logged:\n%s", p.name, p.pid, p.log())
+			}
+		}
+	}
 }
 
 // replace kills nothing: it starts a new process in slot i (after a kill).

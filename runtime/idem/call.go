@@ -941,7 +941,7 @@ func (c *Call) storeFailed(err error) {
 	}
 	e := c.e
 	e.log.LogAttrs(c.ctx, slog.LevelError, "idem: store failed at begin",
-		slog.String("operation", c.p.spec.Operation), slog.Bool("fail_open", e.failOpen), slog.Any("error", err))
+		slog.String("operation", c.p.spec.Operation), slog.String("key", c.key), slog.Bool("fail_open", e.failOpen), slog.Any("error", err))
 	if e.failOpen {
 		// The answer is the handler's: its EventExecuted carries it.
 		e.observe(c.ctx, Event{Kind: EventStoreError, Operation: c.p.spec.Operation, Principal: c.principal,

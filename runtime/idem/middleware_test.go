@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -603,14 +604,18 @@ func TestStoreErrors(t *testing.T) {
 	t.Run("fail closed", func(t *testing.T) {
 		ms := memstore.New(memstore.Options{SweepInterval: -1})
 		defer ms.Close()
-		f := newFixtureStore(t, ms, &failingStore{Store: ms, beginErr: errBoom}, idem.Options{UnavailableRetryAfter: 3 * time.Second})
+		var logs strings.Builder
+		f := newFixtureStore(t, ms, &failingStore{Store: ms, beginErr: errBoom}, idem.Options{UnavailableRetryAfter: 3 * time.Second,
+			Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 		h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
-		w := send(h, req{key: "k", body: `{}`})
+		w := send(h, req{key: "k-refused", body: `{}`})
 		requireProblem(t, w, 503, idem.CodeStoreUnavailable)
 		assert.Equal(t, "3", w.Header().Get("Retry-After"))
 		assert.Equal(t, int32(0), f.calls.Load())
 		ev, _ := f.obs.find(idem.EventStoreError)
 		assert.ErrorIs(t, ev.Err, errBoom)
+		// The log names the refused key, as the later store errors' do.
+		assert.Contains(t, logs.String(), `msg="idem: store failed at begin" operation=createOrder key=k-refused`)
 	})
 	t.Run("fail open", func(t *testing.T) {
 		ms := memstore.New(memstore.Options{SweepInterval: -1})
