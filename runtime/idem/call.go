@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -1355,10 +1356,10 @@ func (c *Call) writeReplay(w http.ResponseWriter) {
 }
 
 // representationHeader reports the stored headers that describe the
-// stored body (Content-Type, Content-Encoding): a replay that sends a
-// problem instead (CodeResponseUnavailable) leaves them out.
+// stored body (representationHeaders): a replay that sends a problem
+// instead (CodeResponseUnavailable) leaves them out.
 func representationHeader(name string) bool {
-	return name == "Content-Type" || name == "Content-Encoding"
+	return slices.Contains(representationHeaders[:], name)
 }
 
 // Finish completes the record from what the handler wrote through Writer:
