@@ -708,7 +708,7 @@ func (c *Call) claim() {
 			if waiting && c.requestEnded() != nil {
 				// The wait ended with the request, as when ctx.Done
 				// wins the select below: the record was in flight.
-				c.inFlight(e.now().Sub(deadline.Add(-spec.InFlight.Wait)))
+				c.inFlight(c.waited(deadline))
 				return
 			}
 			c.storeFailed(err)
@@ -756,7 +756,7 @@ func (c *Call) claim() {
 		default: // COMPLETED, or FAILED with a stored response
 			var waited time.Duration
 			if waiting {
-				waited = e.now().Sub(deadline.Add(-spec.InFlight.Wait))
+				waited = c.waited(deadline)
 			}
 			c.settled(rec, waited)
 			return
@@ -792,7 +792,7 @@ func (c *Call) claim() {
 		}
 		select {
 		case <-ctx.Done():
-			c.inFlight(e.now().Sub(deadline.Add(-spec.InFlight.Wait)))
+			c.inFlight(c.waited(deadline))
 			return
 		case <-timer.C:
 		case <-changed:
@@ -800,6 +800,12 @@ func (c *Call) claim() {
 			changed, stop = e.watcher.Watch(wctx, c.scope)
 		}
 	}
+}
+
+// waited returns how long claim has waited for an in-flight record, given
+// the wait's deadline (its start plus InFlight.Wait).
+func (c *Call) waited(deadline time.Time) time.Duration {
+	return c.e.now().Sub(deadline.Add(-c.p.spec.InFlight.Wait))
 }
 
 // settled answers a request whose key has a final record (COMPLETED, or
