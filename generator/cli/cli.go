@@ -685,19 +685,21 @@ func LoadConfig(path string) (*Config, error) {
 	for i := range c.Overlays {
 		c.Overlays[i] = rel(c.Overlays[i])
 	}
+	// oapi-codegen's configuration is read once, for the namer and the
+	// server settings.
+	var oapi *oapiFile
+	var oapiErr error
 	c.OapiCodegenConfig = rel(c.OapiCodegenConfig)
 	if c.OapiCodegenConfig == "" {
-		c.OapiCodegenConfig = c.besideOapiCodegenConfig(base)
+		c.OapiCodegenConfig, oapi = c.besideOapiCodegenConfig(base)
+	} else {
+		oapi, oapiErr = readOapiFile(c.OapiCodegenConfig)
 	}
-	if c.namer, err = c.loadNamer(); err != nil {
+	if c.namer, err = c.loadNamer(oapi, oapiErr); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if c.OapiCodegenConfig != "" {
-		f, err := readOapiFile(c.OapiCodegenConfig)
-		if err != nil {
-			return nil, fmt.Errorf("%s: oapi-codegen-config: %w", path, err)
-		}
-		c.oapiServer = serverOf(c.OapiCodegenConfig, f)
+	if oapi != nil {
+		c.oapiServer = serverOf(c.OapiCodegenConfig, oapi)
 	}
 	c.loadIgnores(path)
 	return &c, nil
@@ -718,21 +720,21 @@ func (c *Config) noReplayedHeader(fs *flag.FlagSet) bool {
 	return c.ReplayedHeader != nil && !*c.ReplayedHeader
 }
 
-// loadNamer returns the Namer of c's name-normalizer and oapi-codegen-config,
+// loadNamer returns the Namer of c's name-normalizer and oapi, the file
+// c.OapiCodegenConfig as readOapiFile returned it (nil, nil without one),
 // which must agree when both are set.
-func (c *Config) loadNamer() (naming.Namer, error) {
+func (c *Config) loadNamer(oapi *oapiFile, oapiErr error) (naming.Namer, error) {
 	direct, err := naming.New(c.NameNormalizer, nil)
 	if err != nil {
 		return naming.Namer{}, err
 	}
-	if c.OapiCodegenConfig == "" {
+	if oapiErr != nil {
+		return naming.Namer{}, oapiErr
+	}
+	if oapi == nil {
 		return direct, nil
 	}
-	data, err := os.ReadFile(c.OapiCodegenConfig)
-	if err != nil {
-		return naming.Namer{}, fmt.Errorf("oapi-codegen-config: %w", err)
-	}
-	n, err := naming.FromOapiCodegenConfig(data)
+	n, err := naming.FromOutputOptions(oapi.OutputOptions)
 	if err != nil {
 		return naming.Namer{}, fmt.Errorf("oapi-codegen-config %s: %w", c.OapiCodegenConfig, err)
 	}

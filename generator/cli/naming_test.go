@@ -82,6 +82,14 @@ func TestNameNormalizerConfig(t *testing.T) {
 		assert.Contains(t, stderr, tt.want, tt.cfg)
 		assert.Equal(t, 1, strings.Count(stderr, "\n"), stderr)
 	}
+	// A file idemgen cannot decode: the error names it, whichever section
+	// (output-options: for the namer, generate: for the server) is wrong.
+	for _, oapi := range []string{"output-options: [\n", "output-options: {name-normalizer: [x]}\n", "generate: {chi-server: [x]}\n"} {
+		write("oapi.yaml", oapi)
+		c, _, stderr := ir("oapi-codegen-config: oapi.yaml\n")
+		assert.Equal(t, 2, c, oapi)
+		assert.Contains(t, stderr, "oapi.yaml: yaml: ", oapi)
+	}
 	write("oapi.yaml", "package: api\noutput-options: {name-normalizer: ToCamelCaseWithInitialisms, additional-initialisms: [V2X]}\n")
 	c, out, stderr = ir("oapi-codegen-config: oapi.yaml\n")
 	require.Equal(t, 0, c, stderr)

@@ -35,21 +35,27 @@ type oapiServer struct {
 	unsupported string
 }
 
-// oapiFile is the part of oapi-codegen's configuration idemgen reads.
+// oapiFile is the part of oapi-codegen's configuration idemgen reads. It
+// is read and decoded once (readOapiFile) for all that idemgen takes from
+// it: the choice of the file beside idemgen.yaml (package:, output:), the
+// Namer (output-options:) and the server settings (generate:).
 type oapiFile struct {
-	Package  string                  `yaml:"package"`
-	Output   string                  `yaml:"output"`
-	Generate codegen.GenerateOptions `yaml:"generate"`
+	Package       string                  `yaml:"package"`
+	Output        string                  `yaml:"output"`
+	Generate      codegen.GenerateOptions `yaml:"generate"`
+	OutputOptions codegen.OutputOptions   `yaml:"output-options"`
 }
 
+// readOapiFile reads and decodes the oapi-codegen configuration at path;
+// its errors are those idemgen.yaml's oapi-codegen-config: reports.
 func readOapiFile(path string) (*oapiFile, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("oapi-codegen-config: %w", err)
 	}
 	var f oapiFile
 	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&f); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("oapi-codegen-config %s: %w", path, err)
 	}
 	// A file without generate: gets oapi-codegen's defaults (an echo
 	// server, models, the embedded spec), as oapi-codegen reads it.
@@ -87,23 +93,24 @@ func serverOf(path string, f *oapiFile) *oapiServer {
 }
 
 // besideOapiCodegenConfig returns the oapi-codegen.yaml in dir (the
-// directory of idemgen.yaml) when it is, without doubt, the configuration
-// of the package idemgen generates into: its package: is c.Package (when
-// both are set) and its output: file is in c.Output. Else "".
-func (c *Config) besideOapiCodegenConfig(dir string) string {
+// directory of idemgen.yaml), read, when it is, without doubt, the
+// configuration of the package idemgen generates into: its package: is
+// c.Package (when both are set) and its output: file is in c.Output. Else
+// "" and nil (also when it cannot be read or decoded).
+func (c *Config) besideOapiCodegenConfig(dir string) (string, *oapiFile) {
 	path := filepath.Join(dir, DefaultOapiCodegenConfig)
 	if _, err := os.Stat(filepath.Join(dir, "oapi-codegen.yml")); err == nil {
-		return "" // two candidates
+		return "", nil // two candidates
 	}
 	f, err := readOapiFile(path)
 	if err != nil {
-		return ""
+		return "", nil
 	}
 	if f.Package == "" || c.Package != "" && f.Package != c.Package {
-		return ""
+		return "", nil
 	}
 	if f.Output == "" || c.Output == "" || c.Output == "-" {
-		return ""
+		return "", nil
 	}
 	// oapi-codegen's output is relative to where it runs: go generate runs
 	// it in this directory, as idemgen.
@@ -112,9 +119,9 @@ func (c *Config) besideOapiCodegenConfig(dir string) string {
 		out = filepath.Join(dir, out)
 	}
 	if filepath.Clean(filepath.Dir(out)) != filepath.Clean(c.Output) {
-		return ""
+		return "", nil
 	}
-	return path
+	return path, f
 }
 
 // serverParams returns params with the server emitter's settings that

@@ -24,21 +24,24 @@ import (
 // included, so an untouched schema keeps its blank lines, trailing spaces
 // and sequence indentation when a sibling is added.
 func KeepUntouched(src, out []byte) []byte {
-	return keepEntries(src, keepScalars(src, out))
-}
-
-func keepScalars(src, out []byte) []byte {
 	var s, o yaml.Node
 	if yaml.Unmarshal(src, &s) != nil || yaml.Unmarshal(out, &o) != nil {
 		return out
 	}
+	out, op := keepScalars(src, &s, out, &o)
+	return keepEntries(src, &s, out, op)
+}
+
+// keepScalars returns out with the scalars KeepUntouched restores put back,
+// and the tree of what it returns. s is the tree of src, o that of out.
+func keepScalars(src []byte, s *yaml.Node, out []byte, o *yaml.Node) ([]byte, *yaml.Node) {
 	srcLines, outLines := strings.Split(string(src), "\n"), strings.Split(string(out), "\n")
 	type repl struct {
 		from, to int // byte offsets in out
 		text     string
 	}
 	var rs []repl
-	walkEntries(&s, &o, func(ma, ka, va, mb, kb, vb *yaml.Node) bool {
+	walkEntries(s, o, func(ma, ka, va, mb, kb, vb *yaml.Node) bool {
 		if va.Kind != yaml.ScalarNode || vb.Kind != yaml.ScalarNode {
 			return true
 		}
@@ -51,7 +54,7 @@ func keepScalars(src, out []byte) []byte {
 		return false
 	})
 	if len(rs) == 0 {
-		return out
+		return out, o
 	}
 	sort.Slice(rs, func(i, j int) bool { return rs[i].from > rs[j].from })
 	res := string(out)
@@ -65,10 +68,10 @@ func keepScalars(src, out []byte) []byte {
 	}
 	// The result must still read as the same document.
 	var check yaml.Node
-	if yaml.Unmarshal([]byte(res), &check) != nil || !sameTree(&o, &check) {
-		return out
+	if yaml.Unmarshal([]byte(res), &check) != nil || !sameTree(o, &check) {
+		return out, o
 	}
-	return []byte(res)
+	return []byte(res), &check
 }
 
 // walkEntries walks the trees a (of src) and b (of out) in parallel:
@@ -252,17 +255,14 @@ func sameTree(a, b *yaml.Node) bool {
 // and whose lines in src hold no comment line either (a comment's place is
 // the encoder's to decide). Entries that differ are looked into, so an
 // untouched entry is kept however deep it is. Anything it cannot match
-// exactly is left as encoded, and the result must read as out does.
-func keepEntries(src, out []byte) []byte {
-	var s, o yaml.Node
-	if yaml.Unmarshal(src, &s) != nil || yaml.Unmarshal(out, &o) != nil {
-		return out
-	}
+// exactly is left as encoded, and the result must read as out does. s is
+// the tree of src, o that of out.
+func keepEntries(src []byte, s *yaml.Node, out []byte, o *yaml.Node) []byte {
 	srcLines, outLines := strings.Split(string(src), "\n"), strings.Split(string(out), "\n")
 	type span struct{ from, to int } // lines [from, to)
 	type repl struct{ o, s span }
 	var rs []repl
-	walkEntries(&s, &o, func(ma, ka, va, mb, kb, vb *yaml.Node) bool {
+	walkEntries(s, o, func(ma, ka, va, mb, kb, vb *yaml.Node) bool {
 		flow := ma.Style&yaml.FlowStyle != 0 || mb.Style&yaml.FlowStyle != 0
 		if !flow && ka.Column == kb.Column && sameTree(va, vb) && !commented(ka) && !commented(va) && !commented(kb) && !commented(vb) {
 			sa, oka := entryLines(srcLines, ka, va)
@@ -289,7 +289,7 @@ func keepEntries(src, out []byte) []byte {
 	}
 	joined := []byte(strings.Join(res, "\n"))
 	var check yaml.Node
-	if yaml.Unmarshal(joined, &check) != nil || !sameTree(&o, &check) {
+	if yaml.Unmarshal(joined, &check) != nil || !sameTree(o, &check) {
 		return out
 	}
 	return joined

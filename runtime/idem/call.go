@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -707,7 +708,7 @@ func (c *Call) claim() {
 			if waiting && c.requestEnded() != nil {
 				// The wait ended with the request, as when ctx.Done
 				// wins the select below: the record was in flight.
-				c.inFlight(e.now().Sub(deadline.Add(-spec.InFlight.Wait)))
+				c.inFlight(c.waited(deadline))
 				return
 			}
 			c.storeFailed(err)
@@ -755,7 +756,7 @@ func (c *Call) claim() {
 		default: // COMPLETED, or FAILED with a stored response
 			var waited time.Duration
 			if waiting {
-				waited = e.now().Sub(deadline.Add(-spec.InFlight.Wait))
+				waited = c.waited(deadline)
 			}
 			c.settled(rec, waited)
 			return
@@ -791,7 +792,7 @@ func (c *Call) claim() {
 		}
 		select {
 		case <-ctx.Done():
-			c.inFlight(e.now().Sub(deadline.Add(-spec.InFlight.Wait)))
+			c.inFlight(c.waited(deadline))
 			return
 		case <-timer.C:
 		case <-changed:
@@ -799,6 +800,12 @@ func (c *Call) claim() {
 			changed, stop = e.watcher.Watch(wctx, c.scope)
 		}
 	}
+}
+
+// waited returns how long claim has waited for an in-flight record, given
+// the wait's deadline (its start plus InFlight.Wait).
+func (c *Call) waited(deadline time.Time) time.Duration {
+	return c.e.now().Sub(deadline.Add(-c.p.spec.InFlight.Wait))
 }
 
 // settled answers a request whose key has a final record (COMPLETED, or
@@ -1355,10 +1362,10 @@ func (c *Call) writeReplay(w http.ResponseWriter) {
 }
 
 // representationHeader reports the stored headers that describe the
-// stored body (Content-Type, Content-Encoding): a replay that sends a
-// problem instead (CodeResponseUnavailable) leaves them out.
+// stored body (representationHeaders): a replay that sends a problem
+// instead (CodeResponseUnavailable) leaves them out.
 func representationHeader(name string) bool {
-	return name == "Content-Type" || name == "Content-Encoding"
+	return slices.Contains(representationHeaders[:], name)
 }
 
 // Finish completes the record from what the handler wrote through Writer:

@@ -68,11 +68,12 @@ type Options struct {
 	// out may be too late. 0 means the operation's lease (InFlight.Lease);
 	// negative turns the retries off. At least one attempt is made.
 	// Engine.Drain waits for the retries under way.
-	// At most 1024 Finish calls, with 64 MiB of responses, are retried at
-	// once per Engine. The release of a key (FAILED without a response: a
-	// handler that did not finish, a transaction whose commit failed) is
-	// retried likewise, so that a retry finds the key free sooner; a failed
-	// commit itself is not (nothing of it was kept, and its client got 503).
+	// At most MaxFinishRetries Finish calls, with MaxFinishRetryBytes of
+	// responses, are retried at once per Engine. The release of a key
+	// (FAILED without a response: a handler that did not finish, a
+	// transaction whose commit failed) is retried likewise, so that a retry
+	// finds the key free sooner; a failed commit itself is not (nothing of
+	// it was kept, and its client got 503).
 	FinishRetryFor time.Duration
 	// UnavailableRetryAfter is the Retry-After of 503 answers (default 1s).
 	UnavailableRetryAfter time.Duration
@@ -139,7 +140,7 @@ func New(store Store, opts Options) *Engine {
 		now:         opts.Now,
 		problemBase: opts.ProblemTypeBase,
 		lateFor:     opts.FinishRetryFor,
-		lateSlots:   make(chan struct{}, maxLateFinishes),
+		lateSlots:   make(chan struct{}, MaxFinishRetries),
 	}
 	fpv := opts.FingerprintVersion
 	if fpv == 0 {

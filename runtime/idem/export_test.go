@@ -1,10 +1,21 @@
 package idem
 
+import "testing"
+
 // Hooks for the tests of package idem_test.
 
 // OnFingerprint has f called for every fingerprint e computes (not for
-// one its cache answers). Set it while e serves no request.
-func OnFingerprint(e *Engine, f func()) { e.fpc.onSum = f }
+// one its cache answers), until t ends. It replaces the f of an earlier
+// call that t's test has not ended.
+func OnFingerprint(t testing.TB, e *Engine, f func()) {
+	h := func(c *fpCache) {
+		if c == e.fpc {
+			f()
+		}
+	}
+	sumHook.Store(&h)
+	t.Cleanup(func() { sumHook.CompareAndSwap(&h, nil) })
+}
 
 // FlushFingerprints empties e's fingerprint cache, as 1024 other requests
 // would. Call it while e serves no request.
@@ -28,6 +39,3 @@ func RecordTag(e *Engine, resp []byte) (domain, own uint64, tagged bool) {
 // UseLateBytes counts n bytes of responses as kept by Finish calls retried
 // in the background (as if other retries held them).
 func UseLateBytes(e *Engine, n int64) { e.lateBytes.Add(n) }
-
-// MaxLateBytes is the bound on those bytes.
-const MaxLateBytes = maxLateBytes

@@ -45,7 +45,6 @@ type fpCache struct {
 	seed    maphash.Seed
 	domain  uint64 // names seed in records (recordTag): unique in the process, random across processes
 	version int    // the fingerprint format version computed
-	onSum   func() // tests: called for every fingerprint computed
 	slots   [fpCacheSlots]fpSlot
 }
 
@@ -62,6 +61,11 @@ const fpWords = (len(Fingerprint{}) + 7) / 8
 func newFPCache(version int) *fpCache {
 	return &fpCache{seed: maphash.MakeSeed(), domain: fpDomainBase + fpDomains.Add(1), version: version}
 }
+
+// sumHook, when set, is called with the cache of every fingerprint
+// computed (not of one a cache answers). Only tests set it
+// (export_test.go's OnFingerprint).
+var sumHook atomic.Pointer[func(*fpCache)]
 
 // policyIDs numbers compiled policies for the cache.
 var policyIDs atomic.Uint64
@@ -90,8 +94,8 @@ func (c *fpCache) get(k fpKey) (Fingerprint, bool) {
 
 // compute computes p's fingerprint of in, whose key is k, and caches it.
 func (c *fpCache) compute(p *Policy, in *fingerprint.Input, k fpKey) Fingerprint {
-	if c.onSum != nil {
-		c.onSum()
+	if h := sumHook.Load(); h != nil {
+		(*h)(c)
 	}
 	fp, _ := p.hasher.SumVersion(in, c.version) // a version New checked
 	c.slots[k.digest%fpCacheSlots].put(k.digest, k.n, k.policy, &fp)

@@ -24,12 +24,13 @@ import (
 // is found there by the next (a re-run: Finish succeeds and changes
 // nothing), so trying again is always safe.
 
-// maxLateFinishes bounds the Finish calls an Engine retries at once, and
-// maxLateBytes the responses they keep copies of; past either, a failed
-// Finish is not retried.
+// MaxFinishRetries bounds the Finish calls an Engine retries at once in
+// the background (Options.FinishRetryFor), and MaxFinishRetryBytes the
+// responses they keep copies of; past either, a failed Finish is not
+// retried.
 const (
-	maxLateFinishes = 1024
-	maxLateBytes    = 64 << 20
+	MaxFinishRetries    = 1024
+	MaxFinishRetryBytes = 64 << 20
 )
 
 // lateFinish backoff: the first retry after lateFinishFirst, doubling up
@@ -78,7 +79,7 @@ type lateFinish struct {
 
 // finishLater schedules the retry of the Finish that just failed with err,
 // unless it cannot help (fenced) or may not (Options.FinishRetryFor
-// negative, maxLateFinishes or maxLateBytes reached); it reports whether
+// negative, MaxFinishRetries or MaxFinishRetryBytes reached); it reports whether
 // it did.
 //
 // The retries run with a context of their own, without the request's
@@ -94,7 +95,7 @@ func (c *Call) finishLater(kind finishKind, state State, resp []byte, status int
 	default:
 		return false
 	}
-	if e.lateBytes.Add(int64(len(resp))) > maxLateBytes {
+	if e.lateBytes.Add(int64(len(resp))) > MaxFinishRetryBytes {
 		e.lateBytes.Add(-int64(len(resp)))
 		<-e.lateSlots
 		return false

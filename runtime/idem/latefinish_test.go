@@ -193,14 +193,14 @@ func TestLateRelease(t *testing.T) {
 func TestLateFinishBounded(t *testing.T) {
 	f, fs, logs := newFlaky(t, idem.Options{})
 	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
-	idem.UseLateBytes(f.eng, idem.MaxLateBytes-10) // a response of ~40 bytes does not fit
+	idem.UseLateBytes(f.eng, idem.MaxFinishRetryBytes-10) // a response of ~40 bytes does not fit
 	require.Equal(t, 201, send(h, req{key: "k1", body: `{"item":1}`}).Code)
 	assert.Contains(t, logs.String(), "store failed at finish")
 	assert.NotContains(t, logs.String(), "background")
 	time.Sleep(300 * time.Millisecond)
 	assert.Equal(t, int32(1), fs.finishes.Load(), "not retried")
 
-	idem.UseLateBytes(f.eng, -(idem.MaxLateBytes - 10))
+	idem.UseLateBytes(f.eng, -(idem.MaxFinishRetryBytes - 10))
 	fs.first.Store(0) // fail the next claim's Finish
 	require.Equal(t, 201, send(h, req{key: "k2", body: `{"item":1}`}).Code)
 	assert.Contains(t, logs.String(), "trying again in the background")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/textproto"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -385,7 +386,7 @@ func Compile(s Spec) (*Policy, error) {
 	}
 	p.respMax = s.Response.MaxBytes
 	// Content-Type and Content-Encoding say what the stored bytes are: always kept.
-	p.respHeaders = []string{"Content-Type", "Content-Encoding"}
+	p.respHeaders = slices.Clone(representationHeaders[:])
 	for _, h := range s.Response.Headers {
 		if !validToken(h) {
 			bad("response header %q is not a valid header name", h)
@@ -443,9 +444,15 @@ func retryAfterValue(d time.Duration) string {
 	return strconv.FormatInt(s, 10)
 }
 
+// representationHeaders are the response headers that describe the stored
+// body: stored whatever Response.Headers lists, first in Policy.respHeaders,
+// and left out of a replay that sends a problem instead
+// (CodeResponseUnavailable; representationHeader).
+var representationHeaders = [...]string{"Content-Type", "Content-Encoding"}
+
 // alwaysStored is how many of Policy.respHeaders are stored whatever
-// Response.Headers lists: Content-Type and Content-Encoding.
-const alwaysStored = 2
+// Response.Headers lists: representationHeaders.
+const alwaysStored = len(representationHeaders)
 
 // NeverStoredHeader reports whether a response header is one the runtime
 // never stores or replays, which ResponseSpec.Headers refuses: Set-Cookie,

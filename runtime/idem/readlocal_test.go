@@ -23,7 +23,7 @@ import (
 // countFingerprints counts the fingerprints f's engine computes.
 func countFingerprints(f *fixture) *atomic.Int32 {
 	var n atomic.Int32
-	idem.OnFingerprint(f.eng, func() { n.Add(1) })
+	idem.OnFingerprint(f.t, f.eng, func() { n.Add(1) })
 	return &n
 }
 

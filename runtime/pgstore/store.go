@@ -300,11 +300,16 @@ func fillRecord(rec *idem.Record, state int16, fp []byte, tok int64) error {
 	return nil
 }
 
-// maxClaimAttempts bounds the claim statements of one Begin. A statement is
-// repeated only after losing a race to a claim that has committed since (or,
-// at isolation levels above READ COMMITTED, a serialization failure), so a
-// second attempt nearly always decides.
-const maxClaimAttempts = 10
+// maxStatementAttempts bounds the runs of the statement of one Store call
+// (Begin's claim, and the statements of Finish, ExtendLease and Reap). One
+// is run again only after losing to other writes: a claim after losing a
+// race to a claim that has committed since, so that a second attempt
+// nearly always decides; any of them after a serialization failure
+// (SQLSTATE 40001, above READ COMMITTED: a row it writes or locks changed
+// after the statement's snapshot was taken), so only while other
+// transactions keep changing those rows. (Begin also claims again, with the
+// claim statement, when the claim function turns out unusable.)
+const maxStatementAttempts = 10
 
 // Begin implements idem.Store with one round trip, a call of the claim
 // function (see queries.claimFunc); a Begin that loses a race to a
@@ -329,7 +334,7 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 	if req.Lease <= 0 || req.TTL <= 0 {
 		return idem.BeginResult{}, fmt.Errorf("pgstore: begin: lease (%v) and TTL (%v) must be positive", req.Lease, req.TTL)
 	}
-	for range maxClaimAttempts {
+	for range maxStatementAttempts {
 		if !s.usesClaimFunc() {
 			s.reprobe(ctx)
 		}
@@ -536,13 +541,6 @@ func isSerializationFailure(err error) bool {
 	return errors.As(err, &pe) && pe.Code == "40001"
 }
 
-// maxSerializationAttempts bounds the runs of the statement of Finish,
-// ExtendLease or Reap. Each is run again only after a serialization failure
-// (SQLSTATE 40001, above READ COMMITTED: a row it writes or locks changed
-// after the statement's snapshot was taken), so only while other
-// transactions keep changing those rows.
-const maxSerializationAttempts = 10
-
 // Finish implements idem.Store: one fenced UPDATE. On a database whose
 // default isolation is REPEATABLE READ or SERIALIZABLE the UPDATE fails with
 // a serialization error when the row changed after its snapshot (the
@@ -573,11 +571,11 @@ func (s *Store) Finish(ctx context.Context, key string, token idem.Token, state 
 
 // retried runs run, a statement in a transaction of its own, until it
 // succeeds, fails otherwise than with a serialization failure, or has run
-// maxSerializationAttempts times.
+// maxStatementAttempts times.
 func retried[T any](run func() (T, error)) (T, error) {
 	for attempt := 1; ; attempt++ {
 		v, err := run()
-		if !isSerializationFailure(err) || attempt == maxSerializationAttempts {
+		if !isSerializationFailure(err) || attempt == maxStatementAttempts {
 			return v, err
 		}
 	}

@@ -846,7 +846,10 @@ func testLocalReader(t *testing.T, s idem.Store, key func(string) string) {
 // the handler returns but does not wait for an ExtendLease under way, so
 // the holder's Finish may meet its own heartbeat on the record. Finish must
 // finish the record all the same (the client has its answer), whichever
-// comes first; the heartbeat succeeds or, after Finish, is fenced.
+// comes first; the heartbeat succeeds or, after Finish, is fenced. Each
+// round runs the two calls in goroutines of their own, released together
+// once both are running (start), so that either may reach the store first
+// and they overlap there.
 func testFinishRacingHeartbeat(t *testing.T, s idem.Store, key func(string) string) {
 	x, ok := s.(idem.LeaseExtender)
 	if !ok {
@@ -858,14 +861,23 @@ func testFinishRacingHeartbeat(t *testing.T, s idem.Store, key func(string) stri
 		k, tk := key(fmt.Sprint("race-", i)), tok()
 		begin(t, s, k, fp(1), tk, long, long, false)
 		resp := []byte(fmt.Sprint("resp-", i))
+		var ready sync.WaitGroup
+		ready.Add(2)
 		start := make(chan struct{})
-		extended := make(chan error, 1)
+		finished, extended := make(chan error, 1), make(chan error, 1)
 		go func() {
+			ready.Done()
+			<-start
+			finished <- s.Finish(ctx, k, tk, idem.StateCompleted, resp)
+		}()
+		go func() {
+			ready.Done()
 			<-start
 			extended <- x.ExtendLease(ctx, k, tk, long)
 		}()
+		ready.Wait()
 		close(start)
-		if err := s.Finish(ctx, k, tk, idem.StateCompleted, resp); err != nil {
+		if err := <-finished; err != nil {
 			t.Fatalf("round %d: Finish racing the holder's heartbeat = %v, want nil", i, err)
 		}
 		if err := <-extended; err != nil && !errors.Is(err, idem.ErrFenced) {
