@@ -249,6 +249,9 @@ checks, values idemgen init proposed and nobody confirmed are errors
 imply it is reported [key-param-missing, problem-response-missing,
 retry-after-missing], and so is what an earlier idemgen spec wrote that the
 contracts have since changed [spec-stale]: warnings, errors with -strict.
+So are, with -strict, an overlay target that matches nothing
+[overlay-no-match] and an unsafe operation that declares a key but has
+no contract [key-without-contract]: a contract meant and not applied.
 
 A warning is silenced, with a reason, for one operation by a comment in
 its x-idempotency block, "# idemgen:ignore RULE -- REASON"; for the spec or
@@ -281,7 +284,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 	var overlays listFlag
 	fs.Var(&overlays, "overlay", "apply this OpenAPI Overlay 1.0 `FILE` before checking (repeatable, applied in order)")
 	format := formatFlag(fs)
-	strict := fs.Bool("strict", false, "report what the spec does not declare (key parameter, problem responses, Retry-After) as errors, not warnings")
+	strict := fs.Bool("strict", false, "report as errors, not warnings, what the spec does not declare (key parameter, problem responses, Retry-After), overlay targets that match nothing, and operations that declare a key but have no contract")
 	generated := fs.Bool("generated", false, "check that the files generated from the config are up to date")
 	var ignores ignoreFlag
 	fs.Var(&ignores, "ignore", ignoreFlagUsage)
@@ -473,10 +476,24 @@ func diagnose(cfg *Config, strict bool, flags []diag.Ignore, noReplayed bool) (*
 	if spec != nil {
 		diags = append(diags, augment.DiagnoseDocument(d, spec, augment.Options{Strict: strict, NoReplayedHeader: noReplayed})...)
 	}
+	if strict {
+		for i := range diags {
+			if slices.Contains(strictRules, diags[i].Rule) {
+				diags[i].Severity = diag.Error
+			}
+		}
+	}
 	diags = append(diags, cfg.ignoreDiags...)
 	ignores := append(slices.Clone(cfg.ignores), flags...)
 	return spec, augment.Silence(d, spec, diags, ignores, func(rule string) bool { return rule != augment.RuleNotAugmented }).Sorted()
 }
+
+// strictRules are the warnings of the loader and compiler that -strict
+// makes errors, as augment does with the spec-consistency ones: a contract
+// an overlay or the spec meant to give and that does not apply (a typo in
+// an overlay target, an operation that declares a key but got no
+// contract). They stay ignorable.
+var strictRules = []string{"overlay-no-match", "key-without-contract"}
 
 func report(diags diag.List, format string, stdout, stderr io.Writer) {
 	if format == "json" {
