@@ -88,7 +88,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return ExitOK
 	}
-	fmt.Fprintf(stderr, "idemgen: unknown command %q\n\n%s", args[0], usage)
+	fmt.Fprintf(stderr, "idemgen: unknown command %q\nUsage: idemgen COMMAND [flags] [SPEC] (commands: init, check, spec, generate, version)\nRun 'idemgen -h' for help.\n", args[0])
 	return ExitUsage
 }
 
@@ -151,14 +151,36 @@ func parse(fs *flag.FlagSet, args []string, stdout io.Writer) (int, bool) {
 			fs.Usage()
 			return ExitOK, false
 		}
-		_, _ = held.WriteTo(stderr)
-		return ExitUsage, false
+		// The error and how to get help, not the whole help, which
+		// buries the one line that matters.
+		return usageError(fs, "%v", err), false
 	}
 	if f := fs.Lookup("format"); f != nil && f.Value.String() != "text" && f.Value.String() != "json" {
-		fmt.Fprintf(fs.Output(), "idemgen %s: -format must be text or json, not %q\n", fs.Name(), f.Value.String())
-		return ExitUsage, false
+		return usageError(fs, "-format must be text or json, not %q", f.Value.String()), false
 	}
 	return 0, true
+}
+
+// synopses are the commands' synopses, by flag set name.
+var synopses = map[string]string{
+	"init":     initSynopsis,
+	"check":    checkSynopsis + "\n       " + checkGeneratedSynopsis,
+	"spec":     specSynopsis,
+	"generate": generateSynopsis,
+	"version":  versionSynopsis,
+}
+
+// usageError reports a usage error of fs's command on its output: the
+// message, the command's synopsis and how to get its help (the help
+// itself is -h's). It returns ExitUsage.
+func usageError(fs *flag.FlagSet, format string, args ...any) int {
+	out := fs.Output()
+	fmt.Fprintf(out, "idemgen %s: %s\n", fs.Name(), fmt.Sprintf(format, args...))
+	if syn, ok := synopses[fs.Name()]; ok {
+		fmt.Fprintf(out, "Usage: %s\n", syn)
+	}
+	fmt.Fprintf(out, "Run 'idemgen %s -h' for help.\n", fs.Name())
+	return ExitUsage
 }
 
 // knownEmitters reports the first of names that no emitter is registered
@@ -280,7 +302,7 @@ Exit status: 0 clean or warnings only, 1 errors, 2 usage.
 `
 
 func check(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("check", checkSynopsis+"\n       "+checkGeneratedSynopsis, checkExamples, stderr)
+	fs := newFlagSet("check", synopses["check"], checkExamples, stderr)
 	var overlays listFlag
 	fs.Var(&overlays, "overlay", "apply this OpenAPI Overlay 1.0 `FILE` before checking (repeatable, applied in order)")
 	format := formatFlag(fs)
@@ -302,9 +324,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 		return ExitUsage
 	}
 	if cfg.Spec == "" || fs.NArg() > 1 {
-		fmt.Fprintln(stderr, "idemgen check: want exactly one SPEC file (or a -config that names one)")
-		fs.Usage()
-		return ExitUsage
+		return usageError(fs, "want exactly one SPEC file (or a -config that names one)")
 	}
 	emitters, params, namesOnly, err := cfg.checkEmitters()
 	if err != nil {
@@ -831,7 +851,7 @@ func generate(args []string, stdout, stderr io.Writer) int {
 		names = sortedTrue(cfg.Generate)
 	}
 	if cfg.Spec == "" || len(names) == 0 {
-		msg := "idemgen generate: need a SPEC and at least one emitter (-emit or generate: in the config)"
+		msg := "need a SPEC and at least one emitter (-emit or generate: in the config)"
 		if *configPath == "" {
 			if _, err := os.Stat(DefaultConfig); err == nil {
 				msg += "; no -config given: to use the " + DefaultConfig + " of the current directory, run idemgen generate -config " + DefaultConfig
@@ -839,9 +859,7 @@ func generate(args []string, stdout, stderr io.Writer) int {
 				msg += "; no -config given, and no " + DefaultConfig + " in the current directory"
 			}
 		}
-		fmt.Fprintln(stderr, msg)
-		fs.Usage()
-		return ExitUsage
+		return usageError(fs, "%s", msg)
 	}
 	if !knownEmitters("generate", names, stderr) {
 		return ExitUsage
@@ -937,9 +955,7 @@ func version(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "idemgen version: takes no arguments, got %q\n", fs.Args())
-		fs.Usage()
-		return ExitUsage
+		return usageError(fs, "takes no arguments, got %q", fs.Args())
 	}
 	fmt.Fprintln(stdout, "idemgen", buildVersion())
 	return ExitOK

@@ -312,3 +312,43 @@ func TestBadPackage(t *testing.T) {
 	assert.Equal(t, 2, code, stderr)
 	assert.Contains(t, stderr, `package "my-pkg" is not a valid Go package name`)
 }
+
+// TestUsageErrorsAreShort: a usage error prints the error, the command's
+// synopsis and how to get help, not the whole help that buries the error.
+func TestUsageErrorsAreShort(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want []string // stderr, line by line
+	}{
+		{[]string{"check"}, []string{
+			"idemgen check: want exactly one SPEC file (or a -config that names one)",
+			"Usage: idemgen check [-config idemgen.yaml] [-overlay FILE]... [-ignore RULE[:OP]]... [-format text|json] [-strict] [-replayed-header=false] SPEC",
+			"       idemgen check -generated [-config idemgen.yaml] [-ignore RULE[:OP]]... [-strict] [SPEC]",
+			"Run 'idemgen check -h' for help.",
+		}},
+		{[]string{"check", "-bogus", "x.yaml"}, []string{
+			"idemgen check: flag provided but not defined: -bogus",
+			"Usage: idemgen check [-config idemgen.yaml] [-overlay FILE]... [-ignore RULE[:OP]]... [-format text|json] [-strict] [-replayed-header=false] SPEC",
+			"       idemgen check -generated [-config idemgen.yaml] [-ignore RULE[:OP]]... [-strict] [SPEC]",
+			"Run 'idemgen check -h' for help.",
+		}},
+		{[]string{"bogus"}, []string{
+			`idemgen: unknown command "bogus"`,
+			"Usage: idemgen COMMAND [flags] [SPEC] (commands: init, check, spec, generate, version)",
+			"Run 'idemgen -h' for help.",
+		}},
+		{[]string{"version", "extra"}, []string{
+			`idemgen version: takes no arguments, got ["extra"]`,
+			"Usage: idemgen version",
+			"Run 'idemgen version -h' for help.",
+		}},
+		{[]string{"spec"}, []string{"idemgen spec: want exactly one SPEC file", "Usage: " + cli.SpecSynopsis, "Run 'idemgen spec -h' for help."}},
+		{[]string{"init", "-x"}, []string{"idemgen init: flag provided but not defined: -x", "Usage: " + cli.InitSynopsis, "Run 'idemgen init -h' for help."}},
+		{[]string{"generate", "-format", "xml", "a"}, []string{`idemgen generate: -format must be text or json, not "xml"`, "Usage: " + cli.GenerateSynopsis, "Run 'idemgen generate -h' for help."}},
+	} {
+		code, stdout, stderr := run(tt.args...)
+		assert.Equal(t, 2, code, "%v", tt.args)
+		assert.Empty(t, stdout, "%v", tt.args)
+		assert.Equal(t, strings.Join(tt.want, "\n")+"\n", stderr, "%v", tt.args)
+	}
+}
