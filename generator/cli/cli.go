@@ -59,7 +59,7 @@ Usage:
   idemgen generate [flags] [SPEC]  check, then write the selected outputs
   idemgen version                  print the version
 
-Run "idemgen COMMAND -h" for a command's flags and examples.
+Run "idemgen COMMAND -h" or "idemgen help COMMAND" for a command's flags and examples.
 `
 
 // Main runs idemgen with args (without the program name) and returns the exit
@@ -69,28 +69,42 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, usage)
 		return ExitUsage
 	}
-	switch args[0] {
-	case "check":
-		return check(args[1:], stdout, stderr)
-	case "generate":
-		return generate(args[1:], stdout, stderr)
-	case "spec":
-		return specCmd(args[1:], stdout, stderr)
-	case "init":
-		return initCmd(args[1:], stdout, stderr)
-	case "version":
-		return version(args[1:], stdout, stderr)
-	case "-h", "-help", "--help", "help":
-		if len(args) > 1 {
-			fmt.Fprintf(stderr, "idemgen %s: takes no arguments (run \"idemgen COMMAND -h\" for a command's help)\n", args[0])
-			return ExitUsage
-		}
-		fmt.Fprint(stdout, usage)
-		return ExitOK
+	if cmd, ok := commands[args[0]]; ok {
+		return cmd(args[1:], stdout, stderr)
 	}
-	fmt.Fprintf(stderr, "idemgen: unknown command %q\nUsage: idemgen COMMAND [flags] [SPEC] (commands: init, check, spec, generate, version)\nRun 'idemgen -h' for help.\n", args[0])
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		if len(args) == 1 {
+			fmt.Fprint(stdout, usage)
+			return ExitOK
+		}
+		// help COMMAND is COMMAND -h.
+		if cmd, ok := commands[args[1]]; ok && len(args) == 2 {
+			return cmd([]string{"-h"}, stdout, stderr)
+		}
+		if len(args) > 2 {
+			fmt.Fprintf(stderr, "idemgen %s: takes one COMMAND, got %q\n", args[0], args[1:])
+		} else {
+			fmt.Fprintf(stderr, "idemgen %s: unknown command %q\n", args[0], args[1])
+		}
+		fmt.Fprintf(stderr, "Usage: idemgen help [COMMAND] (commands: %s)\nRun 'idemgen -h' for help.\n", commandNames)
+		return ExitUsage
+	}
+	fmt.Fprintf(stderr, "idemgen: unknown command %q\nUsage: idemgen COMMAND [flags] [SPEC] (commands: %s)\nRun 'idemgen -h' for help.\n", args[0], commandNames)
 	return ExitUsage
 }
+
+// commands are idemgen's commands by name.
+var commands = map[string]func(args []string, stdout, stderr io.Writer) int{
+	"init":     initCmd,
+	"check":    check,
+	"spec":     specCmd,
+	"generate": generate,
+	"version":  version,
+}
+
+// commandNames lists the commands, in the order of the help.
+const commandNames = "init, check, spec, generate, version"
 
 // Synopses of the commands, as docs/contract.md lists them.
 const (

@@ -83,6 +83,19 @@ func TestHelp(t *testing.T) {
 	}
 }
 
+// TestHelpCommand: idemgen help COMMAND prints what idemgen COMMAND -h
+// does, on stdout, and exits 0.
+func TestHelpCommand(t *testing.T) {
+	for _, cmd := range []string{"init", "check", "spec", "generate", "version"} {
+		code, stdout, stderr := run("help", cmd)
+		assert.Equal(t, 0, code, "%s: %s", cmd, stderr)
+		assert.Empty(t, stderr, cmd)
+		_, want, _ := run(cmd, "-h")
+		assert.Equal(t, want, stdout, cmd)
+		assert.Contains(t, stdout, "Examples:", cmd)
+	}
+}
+
 // TestSynopses: each command's -h, the package documentation and the
 // command list of docs/contract.md show the same synopses.
 func TestSynopses(t *testing.T) {
@@ -335,6 +348,16 @@ func TestUsageErrorsAreShort(t *testing.T) {
 		{[]string{"bogus"}, []string{
 			`idemgen: unknown command "bogus"`,
 			"Usage: idemgen COMMAND [flags] [SPEC] (commands: init, check, spec, generate, version)",
+			"Run 'idemgen -h' for help.",
+		}},
+		{[]string{"help", "bogus"}, []string{
+			`idemgen help: unknown command "bogus"`,
+			"Usage: idemgen help [COMMAND] (commands: init, check, spec, generate, version)",
+			"Run 'idemgen -h' for help.",
+		}},
+		{[]string{"help", "check", "extra"}, []string{
+			`idemgen help: takes one COMMAND, got ["check" "extra"]`,
+			"Usage: idemgen help [COMMAND] (commands: init, check, spec, generate, version)",
 			"Run 'idemgen -h' for help.",
 		}},
 		{[]string{"version", "extra"}, []string{
