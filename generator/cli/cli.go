@@ -7,8 +7,8 @@
 //	idemgen generate [-config idemgen.yaml] [-overlay FILE]... [-emit NAME]... [-o DIR|-] [-package NAME] [-option NAME=VALUE]... [-ignore RULE[:OP]]... [-format text|json] [SPEC]
 //	idemgen version
 //
-// (the list of docs/contract.md, and each command's -h; TestSynopses keeps
-// the three equal). Exit codes: 0 success (warnings allowed), 1 errors
+// (the lists of docs/contract.md and README.md, and each command's -h;
+// TestSynopses keeps them equal). Exit codes: 0 success (warnings allowed), 1 errors
 // found, 2 usage.
 package cli
 
@@ -106,7 +106,7 @@ var commands = map[string]func(args []string, stdout, stderr io.Writer) int{
 // commandNames lists the commands, in the order of the help.
 const commandNames = "init, check, spec, generate, version"
 
-// Synopses of the commands, as docs/contract.md lists them.
+// Synopses of the commands, as docs/contract.md and README.md list them.
 const (
 	initSynopsis           = "idemgen init [-overlay FILE]... [-o overlay.yaml] [-force] SPEC"
 	checkSynopsis          = "idemgen check [-config idemgen.yaml] [-overlay FILE]... [-ignore RULE[:OP]]... [-format text|json] [-strict] [-replayed-header=false] SPEC"

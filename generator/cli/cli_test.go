@@ -97,7 +97,7 @@ func TestHelpCommand(t *testing.T) {
 }
 
 // TestSynopses: each command's -h, the package documentation and the
-// command list of docs/contract.md show the same synopses.
+// command lists of docs/contract.md and README.md show the same synopses.
 func TestSynopses(t *testing.T) {
 	var help []string
 	for _, cmd := range []string{"init", "check", "spec", "generate", "version"} {
@@ -109,12 +109,14 @@ func TestSynopses(t *testing.T) {
 			help = append(help, strings.TrimSpace(l))
 		}
 	}
-	contract, err := os.ReadFile(filepath.Join("..", "..", "docs", "contract.md"))
-	require.NoError(t, err)
-	_, list, ok := strings.Cut(string(contract), "## Commands\n\n```\n")
-	require.True(t, ok, "docs/contract.md has a ## Commands block")
-	list, _, _ = strings.Cut(list, "```")
-	assert.Equal(t, strings.Split(strings.TrimSpace(list), "\n"), help, "docs/contract.md")
+	for _, doc := range []string{filepath.Join("docs", "contract.md"), "README.md"} {
+		data, err := os.ReadFile(filepath.Join("..", "..", doc))
+		require.NoError(t, err)
+		_, list, ok := strings.Cut(string(data), "## Commands\n\n```\n")
+		require.True(t, ok, "%s has a ## Commands block", doc)
+		list, _, _ = strings.Cut(list, "```")
+		assert.Equal(t, strings.Split(strings.TrimSpace(list), "\n"), help, doc)
+	}
 
 	src, err := os.ReadFile("cli.go")
 	require.NoError(t, err)
