@@ -7,8 +7,8 @@
 //	idemgen generate [-config idemgen.yaml] [-overlay FILE]... [-emit NAME]... [-o DIR|-] [-package NAME] [-option NAME=VALUE]... [-ignore RULE[:OP]]... [-format text|json] [SPEC]
 //	idemgen version
 //
-// (the list of docs/contract.md, and each command's -h; TestSynopses keeps
-// the three equal). Exit codes: 0 success (warnings allowed), 1 errors
+// (the lists of docs/contract.md and README.md, and each command's -h;
+// TestSynopses keeps them equal). Exit codes: 0 success (warnings allowed), 1 errors
 // found, 2 usage.
 package cli
 
@@ -59,7 +59,7 @@ Usage:
   idemgen generate [flags] [SPEC]  check, then write the selected outputs
   idemgen version                  print the version
 
-Run "idemgen COMMAND -h" for a command's flags and examples.
+Run "idemgen COMMAND -h" or "idemgen help COMMAND" for a command's flags and examples.
 `
 
 // Main runs idemgen with args (without the program name) and returns the exit
@@ -69,30 +69,44 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, usage)
 		return ExitUsage
 	}
-	switch args[0] {
-	case "check":
-		return check(args[1:], stdout, stderr)
-	case "generate":
-		return generate(args[1:], stdout, stderr)
-	case "spec":
-		return specCmd(args[1:], stdout, stderr)
-	case "init":
-		return initCmd(args[1:], stdout, stderr)
-	case "version":
-		return version(args[1:], stdout, stderr)
-	case "-h", "-help", "--help", "help":
-		if len(args) > 1 {
-			fmt.Fprintf(stderr, "idemgen %s: takes no arguments (run \"idemgen COMMAND -h\" for a command's help)\n", args[0])
-			return ExitUsage
-		}
-		fmt.Fprint(stdout, usage)
-		return ExitOK
+	if cmd, ok := commands[args[0]]; ok {
+		return cmd(args[1:], stdout, stderr)
 	}
-	fmt.Fprintf(stderr, "idemgen: unknown command %q\n\n%s", args[0], usage)
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		if len(args) == 1 {
+			fmt.Fprint(stdout, usage)
+			return ExitOK
+		}
+		// help COMMAND is COMMAND -h.
+		if cmd, ok := commands[args[1]]; ok && len(args) == 2 {
+			return cmd([]string{"-h"}, stdout, stderr)
+		}
+		if len(args) > 2 {
+			fmt.Fprintf(stderr, "idemgen %s: takes one COMMAND, got %q\n", args[0], args[1:])
+		} else {
+			fmt.Fprintf(stderr, "idemgen %s: unknown command %q\n", args[0], args[1])
+		}
+		fmt.Fprintf(stderr, "Usage: idemgen help [COMMAND] (commands: %s)\nRun 'idemgen -h' for help.\n", commandNames)
+		return ExitUsage
+	}
+	fmt.Fprintf(stderr, "idemgen: unknown command %q\nUsage: idemgen COMMAND [flags] [SPEC] (commands: %s)\nRun 'idemgen -h' for help.\n", args[0], commandNames)
 	return ExitUsage
 }
 
-// Synopses of the commands, as docs/contract.md lists them.
+// commands are idemgen's commands by name.
+var commands = map[string]func(args []string, stdout, stderr io.Writer) int{
+	"init":     initCmd,
+	"check":    check,
+	"spec":     specCmd,
+	"generate": generate,
+	"version":  version,
+}
+
+// commandNames lists the commands, in the order of the help.
+const commandNames = "init, check, spec, generate, version"
+
+// Synopses of the commands, as docs/contract.md and README.md list them.
 const (
 	initSynopsis           = "idemgen init [-overlay FILE]... [-o overlay.yaml] [-force] SPEC"
 	checkSynopsis          = "idemgen check [-config idemgen.yaml] [-overlay FILE]... [-ignore RULE[:OP]]... [-format text|json] [-strict] [-replayed-header=false] SPEC"
@@ -151,14 +165,36 @@ func parse(fs *flag.FlagSet, args []string, stdout io.Writer) (int, bool) {
 			fs.Usage()
 			return ExitOK, false
 		}
-		_, _ = held.WriteTo(stderr)
-		return ExitUsage, false
+		// The error and how to get help, not the whole help, which
+		// buries the one line that matters.
+		return usageError(fs, "%v", err), false
 	}
 	if f := fs.Lookup("format"); f != nil && f.Value.String() != "text" && f.Value.String() != "json" {
-		fmt.Fprintf(fs.Output(), "idemgen %s: -format must be text or json, not %q\n", fs.Name(), f.Value.String())
-		return ExitUsage, false
+		return usageError(fs, "-format must be text or json, not %q", f.Value.String()), false
 	}
 	return 0, true
+}
+
+// synopses are the commands' synopses, by flag set name.
+var synopses = map[string]string{
+	"init":     initSynopsis,
+	"check":    checkSynopsis + "\n       " + checkGeneratedSynopsis,
+	"spec":     specSynopsis,
+	"generate": generateSynopsis,
+	"version":  versionSynopsis,
+}
+
+// usageError reports a usage error of fs's command on its output: the
+// message, the command's synopsis and how to get its help (the help
+// itself is -h's). It returns ExitUsage.
+func usageError(fs *flag.FlagSet, format string, args ...any) int {
+	out := fs.Output()
+	fmt.Fprintf(out, "idemgen %s: %s\n", fs.Name(), fmt.Sprintf(format, args...))
+	if syn, ok := synopses[fs.Name()]; ok {
+		fmt.Fprintf(out, "Usage: %s\n", syn)
+	}
+	fmt.Fprintf(out, "Run 'idemgen %s -h' for help.\n", fs.Name())
+	return ExitUsage
 }
 
 // knownEmitters reports the first of names that no emitter is registered
@@ -249,6 +285,9 @@ checks, values idemgen init proposed and nobody confirmed are errors
 imply it is reported [key-param-missing, problem-response-missing,
 retry-after-missing], and so is what an earlier idemgen spec wrote that the
 contracts have since changed [spec-stale]: warnings, errors with -strict.
+So are, with -strict, an overlay target that matches nothing
+[overlay-no-match] and an unsafe operation that declares a key but has
+no contract [key-without-contract]: a contract meant and not applied.
 
 A warning is silenced, with a reason, for one operation by a comment in
 its x-idempotency block, "# idemgen:ignore RULE -- REASON"; for the spec or
@@ -277,11 +316,11 @@ Exit status: 0 clean or warnings only, 1 errors, 2 usage.
 `
 
 func check(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("check", checkSynopsis+"\n       "+checkGeneratedSynopsis, checkExamples, stderr)
+	fs := newFlagSet("check", synopses["check"], checkExamples, stderr)
 	var overlays listFlag
 	fs.Var(&overlays, "overlay", "apply this OpenAPI Overlay 1.0 `FILE` before checking (repeatable, applied in order)")
 	format := formatFlag(fs)
-	strict := fs.Bool("strict", false, "report what the spec does not declare (key parameter, problem responses, Retry-After) as errors, not warnings")
+	strict := fs.Bool("strict", false, "report as errors, not warnings, what the spec does not declare (key parameter, problem responses, Retry-After), overlay targets that match nothing, and operations that declare a key but have no contract")
 	generated := fs.Bool("generated", false, "check that the files generated from the config are up to date")
 	var ignores ignoreFlag
 	fs.Var(&ignores, "ignore", ignoreFlagUsage)
@@ -299,9 +338,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 		return ExitUsage
 	}
 	if cfg.Spec == "" || fs.NArg() > 1 {
-		fmt.Fprintln(stderr, "idemgen check: want exactly one SPEC file (or a -config that names one)")
-		fs.Usage()
-		return ExitUsage
+		return usageError(fs, "want exactly one SPEC file (or a -config that names one)")
 	}
 	emitters, params, namesOnly, err := cfg.checkEmitters()
 	if err != nil {
@@ -473,10 +510,24 @@ func diagnose(cfg *Config, strict bool, flags []diag.Ignore, noReplayed bool) (*
 	if spec != nil {
 		diags = append(diags, augment.DiagnoseDocument(d, spec, augment.Options{Strict: strict, NoReplayedHeader: noReplayed})...)
 	}
+	if strict {
+		for i := range diags {
+			if slices.Contains(strictRules, diags[i].Rule) {
+				diags[i].Severity = diag.Error
+			}
+		}
+	}
 	diags = append(diags, cfg.ignoreDiags...)
 	ignores := append(slices.Clone(cfg.ignores), flags...)
 	return spec, augment.Silence(d, spec, diags, ignores, func(rule string) bool { return rule != augment.RuleNotAugmented }).Sorted()
 }
+
+// strictRules are the warnings of the loader and compiler that -strict
+// makes errors, as augment does with the spec-consistency ones: a contract
+// an overlay or the spec meant to give and that does not apply (a typo in
+// an overlay target, an operation that declares a key but got no
+// contract). They stay ignorable.
+var strictRules = []string{"overlay-no-match", "key-without-contract"}
 
 func report(diags diag.List, format string, stdout, stderr io.Writer) {
 	if format == "json" {
@@ -816,7 +867,7 @@ func generate(args []string, stdout, stderr io.Writer) int {
 		names = sortedTrue(cfg.Generate)
 	}
 	if cfg.Spec == "" || len(names) == 0 {
-		msg := "idemgen generate: need a SPEC and at least one emitter (-emit or generate: in the config)"
+		msg := "need a SPEC and at least one emitter (-emit or generate: in the config)"
 		if *configPath == "" {
 			if _, err := os.Stat(DefaultConfig); err == nil {
 				msg += "; no -config given: to use the " + DefaultConfig + " of the current directory, run idemgen generate -config " + DefaultConfig
@@ -824,9 +875,7 @@ func generate(args []string, stdout, stderr io.Writer) int {
 				msg += "; no -config given, and no " + DefaultConfig + " in the current directory"
 			}
 		}
-		fmt.Fprintln(stderr, msg)
-		fs.Usage()
-		return ExitUsage
+		return usageError(fs, "%s", msg)
 	}
 	if !knownEmitters("generate", names, stderr) {
 		return ExitUsage
@@ -922,9 +971,7 @@ func version(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "idemgen version: takes no arguments, got %q\n", fs.Args())
-		fs.Usage()
-		return ExitUsage
+		return usageError(fs, "takes no arguments, got %q", fs.Args())
 	}
 	fmt.Fprintln(stdout, "idemgen", buildVersion())
 	return ExitOK

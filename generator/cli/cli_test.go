@@ -83,8 +83,21 @@ func TestHelp(t *testing.T) {
 	}
 }
 
+// TestHelpCommand: idemgen help COMMAND prints what idemgen COMMAND -h
+// does, on stdout, and exits 0.
+func TestHelpCommand(t *testing.T) {
+	for _, cmd := range []string{"init", "check", "spec", "generate", "version"} {
+		code, stdout, stderr := run("help", cmd)
+		assert.Equal(t, 0, code, "%s: %s", cmd, stderr)
+		assert.Empty(t, stderr, cmd)
+		_, want, _ := run(cmd, "-h")
+		assert.Equal(t, want, stdout, cmd)
+		assert.Contains(t, stdout, "Examples:", cmd)
+	}
+}
+
 // TestSynopses: each command's -h, the package documentation and the
-// command list of docs/contract.md show the same synopses.
+// command lists of docs/contract.md and README.md show the same synopses.
 func TestSynopses(t *testing.T) {
 	var help []string
 	for _, cmd := range []string{"init", "check", "spec", "generate", "version"} {
@@ -96,12 +109,14 @@ func TestSynopses(t *testing.T) {
 			help = append(help, strings.TrimSpace(l))
 		}
 	}
-	contract, err := os.ReadFile(filepath.Join("..", "..", "docs", "contract.md"))
-	require.NoError(t, err)
-	_, list, ok := strings.Cut(string(contract), "## Commands\n\n```\n")
-	require.True(t, ok, "docs/contract.md has a ## Commands block")
-	list, _, _ = strings.Cut(list, "```")
-	assert.Equal(t, strings.Split(strings.TrimSpace(list), "\n"), help, "docs/contract.md")
+	for _, doc := range []string{filepath.Join("docs", "contract.md"), "README.md"} {
+		data, err := os.ReadFile(filepath.Join("..", "..", doc))
+		require.NoError(t, err)
+		_, list, ok := strings.Cut(string(data), "## Commands\n\n```\n")
+		require.True(t, ok, "%s has a ## Commands block", doc)
+		list, _, _ = strings.Cut(list, "```")
+		assert.Equal(t, strings.Split(strings.TrimSpace(list), "\n"), help, doc)
+	}
 
 	src, err := os.ReadFile("cli.go")
 	require.NoError(t, err)
@@ -311,4 +326,54 @@ func TestBadPackage(t *testing.T) {
 	code, _, stderr = run("check", "-generated", "-config", cfg)
 	assert.Equal(t, 2, code, stderr)
 	assert.Contains(t, stderr, `package "my-pkg" is not a valid Go package name`)
+}
+
+// TestUsageErrorsAreShort: a usage error prints the error, the command's
+// synopsis and how to get help, not the whole help that buries the error.
+func TestUsageErrorsAreShort(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want []string // stderr, line by line
+	}{
+		{[]string{"check"}, []string{
+			"idemgen check: want exactly one SPEC file (or a -config that names one)",
+			"Usage: idemgen check [-config idemgen.yaml] [-overlay FILE]... [-ignore RULE[:OP]]... [-format text|json] [-strict] [-replayed-header=false] SPEC",
+			"       idemgen check -generated [-config idemgen.yaml] [-ignore RULE[:OP]]... [-strict] [SPEC]",
+			"Run 'idemgen check -h' for help.",
+		}},
+		{[]string{"check", "-bogus", "x.yaml"}, []string{
+			"idemgen check: flag provided but not defined: -bogus",
+			"Usage: idemgen check [-config idemgen.yaml] [-overlay FILE]... [-ignore RULE[:OP]]... [-format text|json] [-strict] [-replayed-header=false] SPEC",
+			"       idemgen check -generated [-config idemgen.yaml] [-ignore RULE[:OP]]... [-strict] [SPEC]",
+			"Run 'idemgen check -h' for help.",
+		}},
+		{[]string{"bogus"}, []string{
+			`idemgen: unknown command "bogus"`,
+			"Usage: idemgen COMMAND [flags] [SPEC] (commands: init, check, spec, generate, version)",
+			"Run 'idemgen -h' for help.",
+		}},
+		{[]string{"help", "bogus"}, []string{
+			`idemgen help: unknown command "bogus"`,
+			"Usage: idemgen help [COMMAND] (commands: init, check, spec, generate, version)",
+			"Run 'idemgen -h' for help.",
+		}},
+		{[]string{"help", "check", "extra"}, []string{
+			`idemgen help: takes one COMMAND, got ["check" "extra"]`,
+			"Usage: idemgen help [COMMAND] (commands: init, check, spec, generate, version)",
+			"Run 'idemgen -h' for help.",
+		}},
+		{[]string{"version", "extra"}, []string{
+			`idemgen version: takes no arguments, got ["extra"]`,
+			"Usage: idemgen version",
+			"Run 'idemgen version -h' for help.",
+		}},
+		{[]string{"spec"}, []string{"idemgen spec: want exactly one SPEC file", "Usage: " + cli.SpecSynopsis, "Run 'idemgen spec -h' for help."}},
+		{[]string{"init", "-x"}, []string{"idemgen init: flag provided but not defined: -x", "Usage: " + cli.InitSynopsis, "Run 'idemgen init -h' for help."}},
+		{[]string{"generate", "-format", "xml", "a"}, []string{`idemgen generate: -format must be text or json, not "xml"`, "Usage: " + cli.GenerateSynopsis, "Run 'idemgen generate -h' for help."}},
+	} {
+		code, stdout, stderr := run(tt.args...)
+		assert.Equal(t, 2, code, "%v", tt.args)
+		assert.Empty(t, stdout, "%v", tt.args)
+		assert.Equal(t, strings.Join(tt.want, "\n")+"\n", stderr, "%v", tt.args)
+	}
 }

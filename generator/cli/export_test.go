@@ -9,3 +9,13 @@ func SetVersion(t testing.TB, v string) {
 	buildVersion = func() string { return v }
 	t.Cleanup(func() { buildVersion = old })
 }
+
+// Synopses of the commands, for tests.
+const (
+	InitSynopsis           = initSynopsis
+	CheckSynopsis          = checkSynopsis
+	CheckGeneratedSynopsis = checkGeneratedSynopsis
+	SpecSynopsis           = specSynopsis
+	GenerateSynopsis       = generateSynopsis
+	VersionSynopsis        = versionSynopsis
+)

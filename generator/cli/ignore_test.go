@@ -32,7 +32,8 @@ func TestCheckCases(t *testing.T) {
 // checkCases runs every case under root and returns how many: each
 // directory holds openapi.yaml (or openapi.json), maybe an idemgen.yaml
 // beside it (which check reads, as beside any spec), maybe args (more
-// flags of idemgen check, one a line), and want.txt: the exit status, then
+// flags of idemgen check, one a line; one that starts with ./ is a path
+// in the case directory), and want.txt: the exit status, then
 // exactly what idemgen check prints on stderr, with paths relative to the
 // case directory.
 func checkCases(t *testing.T, root string) int {
@@ -41,7 +42,9 @@ func checkCases(t *testing.T, root string) int {
 		args := []string{"check"}
 		if data, err := os.ReadFile(filepath.Join(dir, "args")); err == nil {
 			for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-				if l = strings.TrimSpace(l); l != "" {
+				if l = strings.TrimSpace(l); strings.HasPrefix(l, "./") {
+					args = append(args, filepath.Join(dir, l))
+				} else if l != "" {
 					args = append(args, l)
 				}
 			}

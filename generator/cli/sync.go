@@ -174,9 +174,7 @@ func specCmd(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "idemgen spec: want exactly one SPEC file")
-		fs.Usage()
-		return ExitUsage
+		return usageError(fs, "want exactly one SPEC file")
 	}
 	cfg, _, err := checkConfig(*configPath, fs.Args(), nil)
 	if err != nil {
@@ -263,9 +261,7 @@ func initCmd(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "idemgen init: want exactly one SPEC file")
-		fs.Usage()
-		return ExitUsage
+		return usageError(fs, "want exactly one SPEC file")
 	}
 	if *out != "-" && !*force {
 		if _, err := os.Stat(*out); err == nil {

@@ -241,16 +241,20 @@ func (p *parser) block(n *yaml.Node, b *Block) {
 }
 
 func (p *parser) key(n *yaml.Node, ptr string, k *KeyBlock) {
+	// first is the first carrier given, refused ones (a cookie, a bad
+	// header name) included: a second is a conflict, not the key.
+	var first ir.Carrier
 	carrier := func(c ir.Carrier) fieldFunc {
 		return func(v *yaml.Node, vp string) {
 			s, ok := p.str(v, vp, "key."+string(c))
 			if !ok {
 				return
 			}
-			if k.Carrier.Set {
-				p.errorf(v, vp, "key-carrier-conflict", "key: %s and %s both given; the key travels in one place", k.Carrier.V, c)
+			if first != "" {
+				p.errorf(v, vp, "key-carrier-conflict", "key: %s and %s both given; the key travels in one place", first, c)
 				return
 			}
+			first = c
 			// A refused carrier (reported below) keeps its position,
 			// unset: the operation's key is unusable, not the default.
 			k.Carrier.Pos = p.loc(v, vp)

@@ -158,14 +158,19 @@ type jsonDiag struct {
 }
 
 // WriteJSON writes l as a JSON array of objects with file, line, col,
-// pointer, severity, kind ("invalid" or "unsupported"), rule, message and
-// operations (those it is about, as "METHOD /path"; omitted when none).
+// pointer (the JSON pointer of the node in the file; omitted when none),
+// severity, kind ("invalid" or "unsupported" for an error, "warning" for a
+// warning), rule, message and operations (those it is about, as
+// "METHOD /path"; omitted when none).
 func (l List) WriteJSON(w io.Writer) error {
 	out := make([]jsonDiag, 0, len(l))
 	for _, d := range l {
 		kind := "invalid"
-		if d.Kind == Unsupported {
+		switch {
+		case d.Kind == Unsupported:
 			kind = "unsupported"
+		case d.Severity == Warning:
+			kind = "warning" // a heuristic: the spec is not invalid
 		}
 		out = append(out, jsonDiag{d.Pos.File, d.Pos.Line, d.Pos.Col, d.Pos.Pointer, d.Severity.String(), kind, d.Rule, d.Message, d.Ops})
 	}

@@ -59,12 +59,20 @@ func TestErrAndUnsupported(t *testing.T) {
 func TestWriteJSON(t *testing.T) {
 	var l diag.List
 	l.Errorf(ir.Pos{File: "a.yaml", Line: 4, Col: 5, Pointer: "/paths/~1a/post/x-idempotency/window"}, "bad-duration", "no")
+	l.Warnf(ir.Pos{File: "a.yaml", Line: 6, Col: 7}, "put-delete", "idempotent already")
+	l[1].Ops = []string{"PUT /a"}
+	l.Unsupportedf(ir.Pos{File: "a.yaml", Line: 8, Col: 9}, "key-in-cookie", "a cookie")
 	var buf bytes.Buffer
 	require.NoError(t, l.WriteJSON(&buf))
 	var got []map[string]any
 	require.NoError(t, json.Unmarshal(buf.Bytes(), &got))
-	assert.Equal(t, []map[string]any{{"file": "a.yaml", "line": 4.0, "col": 5.0, "pointer": "/paths/~1a/post/x-idempotency/window",
-		"severity": "error", "kind": "invalid", "rule": "bad-duration", "message": "no"}}, got)
+	assert.Equal(t, []map[string]any{
+		{"file": "a.yaml", "line": 4.0, "col": 5.0, "pointer": "/paths/~1a/post/x-idempotency/window",
+			"severity": "error", "kind": "invalid", "rule": "bad-duration", "message": "no"},
+		{"file": "a.yaml", "line": 6.0, "col": 7.0, "severity": "warning", "kind": "warning", "rule": "put-delete",
+			"message": "idempotent already", "operations": []any{"PUT /a"}},
+		{"file": "a.yaml", "line": 8.0, "col": 9.0, "severity": "error", "kind": "unsupported", "rule": "key-in-cookie", "message": "a cookie"},
+	}, got)
 }
 
 func ExampleList() {

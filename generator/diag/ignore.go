@@ -18,8 +18,8 @@ const (
 
 // warningRules are the rules idemgen reports as warnings (the tables
 // "Warnings" and "Spec consistency" of docs/contract.md): the rules an
-// ignore may name. The spec-consistency rules stay ignorable when -strict
-// makes them errors.
+// ignore may name. The spec-consistency rules, overlay-no-match and
+// key-without-contract stay ignorable when -strict makes them errors.
 var warningRules = []string{
 	"business-key",
 	"duplicate-entry",

@@ -106,6 +106,9 @@ func Load(path string, opts Options) (*Document, diag.List) {
 		}
 	}
 	if err != nil {
+		if dups := d.duplicateKeys(err); len(dups) > 0 {
+			return nil, append(diags, dups...)
+		}
 		diags.Errorf(yamlErrPos(path, err, nil), "load-error", "cannot load the spec: %v", err)
 		return nil, diags
 	}
@@ -169,6 +172,56 @@ func yamlErrPos(file string, err error, data []byte) ir.Pos {
 		}
 	}
 	return p
+}
+
+// duplicateKeys returns, when err is the loader's refusal of a mapping key
+// written twice ("mapping key ... already defined", which the YAML parser
+// that read d.Root lets through), a load-error at each such key of d.Root,
+// where it is written: not the loader's message, at the line's first
+// column, wrapped in "failed to unmarshal data: yaml error: ...". None
+// when err is another error, or names no key found here (in a file a $ref
+// reaches, say): the loader's message is reported then.
+func (d *Document) duplicateKeys(err error) diag.List {
+	if !strings.Contains(err.Error(), "already defined") {
+		return nil
+	}
+	var diags diag.List
+	var walk func(n *yaml.Node, ptr string)
+	walk = func(n *yaml.Node, ptr string) {
+		if n.Kind == yaml.MappingNode {
+			type key struct{ tag, value string }
+			seen := map[key]*yaml.Node{}
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k := n.Content[i]
+				if k.Kind != yaml.ScalarNode || k.ShortTag() == "!!merge" {
+					continue
+				}
+				kp := ptr + "/" + Escape(k.Value)
+				id := key{k.ShortTag(), k.Value}
+				first, dup := seen[id]
+				if !dup {
+					seen[id] = k
+					continue
+				}
+				at, fp := d.Pos(k, d.Path, kp), d.Pos(first, d.Path, kp)
+				where := fmt.Sprintf("line %d", fp.Line)
+				if fp.File != at.File {
+					where = fmt.Sprintf("%s:%d", fp.File, fp.Line)
+				}
+				diags.Errorf(at, "load-error", "mapping key %q already defined at %s", k.Value, where)
+			}
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				walk(n.Content[i+1], ptr+"/"+Escape(n.Content[i].Value))
+			}
+		}
+		if n.Kind == yaml.SequenceNode {
+			for i, c := range n.Content {
+				walk(c, ptr+"/"+strconv.Itoa(i))
+			}
+		}
+	}
+	walk(d.Root, "")
+	return diags
 }
 
 func cleanYAMLErr(err error) string {
