@@ -469,7 +469,7 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 		} else if dl, ok := ctx.Deadline(); ok {
 			if left := dl.Sub(d.cfg.clock.Now()); wait >= left {
 				stop = ErrNoTimeLeft
-				if at.RetryAfter >= left {
+				if at.RetryAfter > 0 && at.RetryAfter >= left { // the server asked for it
 					stop = ErrRetryAfterTooLong
 				}
 			}

@@ -274,6 +274,21 @@ func TestDeadline(t *testing.T) {
 		assert.Equal(t, 1500*time.Millisecond, total, "100+200+400+800ms fit in 2s, the next 1s does not")
 		assert.Len(t, srv.Seen(), 5)
 	})
+	t.Run("deadline passed while the response came, no Retry-After", func(t *testing.T) {
+		srv := newRecServer(t, always503(nil))
+		clock := newFakeClock()
+		ctx, cancel := context.WithDeadline(context.Background(), clock.Now().Add(time.Hour))
+		defer cancel()
+		ctx, _ = Start(ctx)
+		clock.mu.Lock()
+		clock.now = clock.now.Add(2 * time.Hour) // the deadline is behind us when the 503 comes
+		clock.mu.Unlock()
+		_, err := NewDoer(http.DefaultClient, fastPolicy(3), WithClock(clock)).Do(post(t, ctx, srv.URL, payload))
+		require.ErrorIs(t, err, ErrNoTimeLeft, "the server asked for no wait")
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.NotErrorIs(t, err, ErrRetryAfterTooLong)
+		assert.Len(t, srv.Seen(), 1)
+	})
 	t.Run("retry-after limit without a deadline", func(t *testing.T) {
 		srv := newRecServer(t, always503(map[string]string{"Retry-After": "3600"}))
 		clock := newFakeClock()
