@@ -411,12 +411,11 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 	key := call.Key()
 	for n := 1; ; n++ {
 		at := Attempt{Method: req.Method, URL: redactedURL(req), Key: key, N: n}
-		resp, err := d.attempt(actx, pr, n)
+		resp, err := d.attempt(actx, pr, call, n)
 		var (
 			head []byte    // the start of an error response's JSON body
 			now  time.Time // when the response came
 		)
-		call.countAttempt()
 
 		retry := false
 		if err != nil {
@@ -501,8 +500,9 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 
 var errAttemptTimeout = errors.New("idemclient: attempt timed out")
 
-// attempt sends attempt n and reads up to the buffer limit of its body.
-func (d *Doer) attempt(actx context.Context, pr *prepared, n int) (*http.Response, error) {
+// attempt sends attempt n (counting it in call once it is sent: not when
+// its body cannot be had) and reads up to the buffer limit of its body.
+func (d *Doer) attempt(actx context.Context, pr *prepared, call *Call, n int) (*http.Response, error) {
 	body := pr.first
 	if n > 1 && pr.first != nil {
 		var err error
@@ -522,6 +522,7 @@ func (d *Doer) attempt(actx context.Context, pr *prepared, n int) (*http.Respons
 	if d.cfg.attemptHeader != "" {
 		areq.Header.Set(d.cfg.attemptHeader, strconv.Itoa(n))
 	}
+	call.countAttempt()
 	resp, err := d.inner.Do(areq)
 	timedOut := func(err error) error {
 		if cause := context.Cause(actx); cause == errAttemptTimeout {

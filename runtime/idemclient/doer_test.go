@@ -740,6 +740,22 @@ func TestBodyWithoutGetBody(t *testing.T) {
 	}
 }
 
+// TestGetBodyFailure: a retry whose GetBody fails is never sent, so it
+// is not counted: Attempts() and the Error say what the server saw.
+func TestGetBodyFailure(t *testing.T) {
+	srv := newRecServer(t, func(int, *http.Request) reply { return reply{status: 503} })
+	ctx, call := Start(context.Background())
+	req := post(t, ctx, srv.URL, payload)
+	req.GetBody = func() (io.ReadCloser, error) { return nil, errors.New("gone") }
+	_, err := NewDoer(http.DefaultClient, fastPolicy(3), WithClock(newFakeClock())).Do(req)
+	require.ErrorIs(t, err, ErrBodyNotReplayable)
+	var e *Error
+	require.ErrorAs(t, err, &e)
+	require.Len(t, srv.Seen(), 1)
+	assert.Equal(t, 1, call.Attempts(), "the second attempt was not sent")
+	assert.Equal(t, 1, e.Attempts)
+}
+
 func TestWhichRequests(t *testing.T) {
 	srv := newRecServer(t, func(int, *http.Request) reply { return reply{status: 503} })
 	t.Run("unmarked passes through", func(t *testing.T) {
