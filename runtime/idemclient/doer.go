@@ -84,7 +84,9 @@ const (
 // one in the policy's format ([NewKey]). It is fixed, reported to
 // [WithKeyObserver] and stored in the Call before the first attempt. For a
 // body carrier the key is spliced into the JSON body once (other bytes keep
-// their spelling) and those bytes are sent on every attempt. For a query
+// their spelling) and those bytes are sent on every attempt; a body that
+// names a member on the key's pointer twice fails with [ErrBadKeyCarrier]
+// (parsers disagree on which one counts). For a query
 // carrier the first pair of the key's name that carries a key counts, and
 // the request is sent with that pair alone (others of the name, which carry
 // none or the same key, are dropped: the server refuses a key given twice);
