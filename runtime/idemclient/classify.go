@@ -50,9 +50,10 @@ func (c Class) String() string {
 // *net.OpError and decides by the cause:
 //
 //   - context.Canceled / context.DeadlineExceeded → ClassCanceled, except
-//     http.Client's own Timeout → ClassConnection (a [Doer] also counts as
-//     ClassConnection any timeout met while the caller's context is still live:
-//     its per-attempt timeout, or an inner client's);
+//     http.Client's own Timeout (awaiting the headers or reading the body)
+//     → ClassConnection (a [Doer] also counts as ClassConnection any
+//     timeout met while the caller's context is still live: its
+//     per-attempt timeout, or an inner client's);
 //   - TLS and certificate errors (x509, tls.RecordHeaderError, tls.AlertError,
 //     tls.CertificateVerificationError) → ClassPermanent;
 //   - ECONNREFUSED, ECONNRESET, ECONNABORTED, EPIPE, ETIMEDOUT, EHOSTUNREACH,
@@ -67,8 +68,13 @@ func Classify(err error) Class {
 		return ClassNone
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		if strings.Contains(err.Error(), "Client.Timeout exceeded") {
-			return ClassConnection // http.Client.Timeout: a per-attempt timeout
+		// http.Client.Timeout, a per-attempt timeout: "Client.Timeout
+		// exceeded while awaiting headers", or "(Client.Timeout or context
+		// cancellation while reading body)", which net/http says only once
+		// the Client's own deadline has passed (a caller's cancellation
+		// before it reads as a plain context error).
+		if strings.Contains(err.Error(), "Client.Timeout") {
+			return ClassConnection
 		}
 		return ClassCanceled
 	}

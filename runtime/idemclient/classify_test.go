@@ -133,6 +133,45 @@ func TestClassifyReal(t *testing.T) {
 		require.Error(t, err)
 		assert.Equal(t, ClassConnection, Classify(err), "%v", err)
 	})
+	// A body that stalls after the headers: http.Client.Timeout fires
+	// during the read ("Client.Timeout or context cancellation while
+	// reading body"), a caller's cancellation there is still the caller's.
+	midBody := func(t *testing.T) string {
+		block := make(chan struct{})
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(201)
+			_, _ = w.Write([]byte("{"))
+			w.(http.Flusher).Flush()
+			select {
+			case <-block:
+			case <-r.Context().Done():
+			}
+		}))
+		t.Cleanup(srv.Close)
+		t.Cleanup(func() { close(block) })
+		return srv.URL
+	}
+	t.Run("client timeout while reading the body", func(t *testing.T) {
+		c := &http.Client{Timeout: 50 * time.Millisecond}
+		resp, err := c.Get(midBody(t))
+		require.NoError(t, err)
+		_, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Error(t, err)
+		assert.Equal(t, ClassConnection, Classify(err), "%v", err)
+	})
+	t.Run("canceled by the caller while reading the body", func(t *testing.T) {
+		c := &http.Client{Timeout: time.Hour}
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, midBody(t), nil)
+		resp, err := c.Do(req)
+		require.NoError(t, err)
+		cancel()
+		_, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Error(t, err)
+		assert.Equal(t, ClassCanceled, Classify(err), "%v", err)
+	})
 	t.Run("canceled by the caller", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()

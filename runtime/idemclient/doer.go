@@ -84,7 +84,9 @@ const (
 // one in the policy's format ([NewKey]). It is fixed, reported to
 // [WithKeyObserver] and stored in the Call before the first attempt. For a
 // body carrier the key is spliced into the JSON body once (other bytes keep
-// their spelling) and those bytes are sent on every attempt. For a query
+// their spelling) and those bytes are sent on every attempt; a body that
+// names a member on the key's pointer twice fails with [ErrBadKeyCarrier]
+// (parsers disagree on which one counts). For a query
 // carrier the first pair of the key's name that carries a key counts, and
 // the request is sent with that pair alone (others of the name, which carry
 // none or the same key, are dropped: the server refuses a key given twice);
@@ -115,6 +117,8 @@ const (
 // Up to [WithResponseBuffer] bytes (default 1 MiB) of each response body
 // are read within the attempt, so that a connection lost mid-body is a
 // retryable error rather than the caller's problem; a longer body streams.
+// Of a JSON or problem+json error body, at least its first 64 KiB (where
+// its code is looked for) are read within the attempt, whatever the buffer.
 //
 // # How long it waits
 //
@@ -127,7 +131,9 @@ const (
 // its end and closed, so its connection is reused, when its body fits in
 // the response buffer plus 64 KiB; a longer one is closed after that much,
 // which closes its connection (the next attempt opens another) rather than
-// reading an unbounded body nobody will use.
+// reading an unbounded body nobody will use. With [WithAttemptTimeout], the
+// drain of a streamed body ends at the attempt's deadline too (a stalled
+// body is closed there, and the retry goes on).
 //
 // # What it returns
 //
@@ -182,9 +188,11 @@ func WithAttemptHook(fn func(context.Context, Attempt)) Option {
 func WithLogger(l *slog.Logger) Option { return func(o *config) { o.logger = l } }
 
 // WithAttemptTimeout bounds each attempt (sending, waiting for the response
-// and reading the buffered part of its body) to d; an attempt that times out
-// is a connection error (retried when On.Connection is set). 0 (the
-// default) means attempts are bounded only by the context.
+// and reading the buffered part of its body, or the head of a JSON error
+// body) to d; an attempt that times out is a connection error (retried when
+// On.Connection is set). The Doer's drain of a streamed response it
+// discards ends at the attempt's deadline too. 0 (the default) means
+// attempts are bounded only by the context.
 func WithAttemptTimeout(d time.Duration) Option { return func(o *config) { o.attemptTimeout = d } }
 
 // WithMatcher manages requests without a [Call] that m matches.
@@ -192,7 +200,8 @@ func WithMatcher(m Matcher) Option { return func(o *config) { o.match = m } }
 
 // WithResponseBuffer sets how many bytes of a response body are read within
 // the attempt (default 1 MiB); n <= 0 streams bodies (a connection lost
-// mid-body then reaches the caller's read instead of being retried).
+// mid-body then reaches the caller's read instead of being retried), but
+// for the first 64 KiB of a JSON error body, read for its problem code.
 func WithResponseBuffer(n int64) Option { return func(o *config) { o.respBuffer = n } }
 
 // WithRequestBodyLimit sets how large a request body may be when it must be
@@ -411,12 +420,9 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 	key := call.Key()
 	for n := 1; ; n++ {
 		at := Attempt{Method: req.Method, URL: redactedURL(req), Key: key, N: n}
-		resp, err := d.attempt(actx, pr, n)
-		var (
-			head []byte    // the start of an error response's JSON body
-			now  time.Time // when the response came
-		)
-		call.countAttempt()
+		// head: the start of an error response's JSON body.
+		resp, head, err := d.attempt(actx, pr, call, n)
+		var now time.Time // when the response came
 
 		retry := false
 		if err != nil {
@@ -442,10 +448,7 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 			}
 		} else {
 			at.Status = resp.StatusCode
-			if at.Status >= 400 {
-				head = problemHead(resp)
-				at.Code = problemCode(head)
-			}
+			at.Code = problemCode(head)
 			retry = retryStatus(at.Status, at.Code, replayed(resp.Header), p.On)
 			now = d.cfg.clock.Now()
 			if ra, ok := ParseRetryAfter(resp.Header, now); ok {
@@ -469,7 +472,7 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 		} else if dl, ok := ctx.Deadline(); ok {
 			if left := dl.Sub(d.cfg.clock.Now()); wait >= left {
 				stop = ErrNoTimeLeft
-				if at.RetryAfter >= left {
+				if at.RetryAfter > 0 && at.RetryAfter >= left { // the server asked for it
 					stop = ErrRetryAfterTooLong
 				}
 			}
@@ -501,19 +504,30 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 
 var errAttemptTimeout = errors.New("idemclient: attempt timed out")
 
-// attempt sends attempt n and reads up to the buffer limit of its body.
-func (d *Doer) attempt(actx context.Context, pr *prepared, n int) (*http.Response, error) {
+// headMax is how much of a JSON error body the Doer reads, within the
+// attempt, to find its problem code.
+const headMax = 64 << 10
+
+// attempt sends attempt n (counting it in call once it is sent: not when
+// its body cannot be had) and reads, within the attempt, up to the buffer
+// limit of its body, and at least the head (headMax bytes) of a JSON error
+// body, which it returns.
+func (d *Doer) attempt(actx context.Context, pr *prepared, call *Call, n int) (*http.Response, []byte, error) {
 	body := pr.first
 	if n > 1 && pr.first != nil {
 		var err error
 		if body, err = pr.getBody(); err != nil {
-			return nil, fmt.Errorf("%w: GetBody: %w", ErrBodyNotReplayable, err)
+			return nil, nil, fmt.Errorf("%w: GetBody: %w", ErrBodyNotReplayable, err)
 		}
 	}
 	cancel := context.CancelCauseFunc(func(error) {})
-	var timer *time.Timer
+	var (
+		timer    *time.Timer
+		deadline time.Time
+	)
 	if d.cfg.attemptTimeout > 0 {
 		actx, cancel = context.WithCancelCause(actx)
+		deadline = time.Now().Add(d.cfg.attemptTimeout)
 		timer = time.AfterFunc(d.cfg.attemptTimeout, func() { cancel(errAttemptTimeout) })
 	}
 	done := func() { stopTimer(timer); cancel(nil) }
@@ -522,6 +536,7 @@ func (d *Doer) attempt(actx context.Context, pr *prepared, n int) (*http.Respons
 	if d.cfg.attemptHeader != "" {
 		areq.Header.Set(d.cfg.attemptHeader, strconv.Itoa(n))
 	}
+	call.countAttempt()
 	resp, err := d.inner.Do(areq)
 	timedOut := func(err error) error {
 		if cause := context.Cause(actx); cause == errAttemptTimeout {
@@ -531,24 +546,33 @@ func (d *Doer) attempt(actx context.Context, pr *prepared, n int) (*http.Respons
 	}
 	if err != nil {
 		done()
-		return nil, timedOut(err)
+		return nil, nil, timedOut(err)
 	}
-	if d.cfg.respBuffer <= 0 {
+	limit := max(d.cfg.respBuffer, 0)
+	problem := resp.StatusCode >= 400 && jsonBody(resp.Header)
+	if problem { // its code decides the retry: read it before the timer stops
+		limit = max(limit, headMax)
+	}
+	if limit == 0 {
 		stopTimer(timer)
-		resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
-		return resp, nil
+		resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel, timer: timer, deadline: deadline}
+		return resp, nil, nil
 	}
-	buf, err := io.ReadAll(io.LimitReader(resp.Body, d.cfg.respBuffer))
+	buf, err := io.ReadAll(io.LimitReader(resp.Body, limit))
 	if err != nil {
 		resp.Body.Close()
 		done()
-		return nil, timedOut(fmt.Errorf("reading the response body: %w", err))
+		return nil, nil, timedOut(fmt.Errorf("reading the response body: %w", err))
 	}
-	if int64(len(buf)) < d.cfg.respBuffer {
+	var head []byte
+	if problem {
+		head = buf[:min(len(buf), headMax)]
+	}
+	if int64(len(buf)) < limit {
 		resp.Body.Close()
 		done()
 		resp.Body = io.NopCloser(bytes.NewReader(buf))
-		return resp, nil
+		return resp, head, nil
 	}
 	// Longer than the buffer: the rest streams under the call's context.
 	stopTimer(timer)
@@ -557,9 +581,9 @@ func (d *Doer) attempt(actx context.Context, pr *prepared, n int) (*http.Respons
 			io.Reader
 			io.Closer
 		}{io.MultiReader(bytes.NewReader(buf), resp.Body), resp.Body},
-		cancel: cancel,
+		cancel: cancel, timer: timer, deadline: deadline,
 	}
-	return resp, nil
+	return resp, head, nil
 }
 
 func stopTimer(t *time.Timer) {
@@ -568,9 +592,15 @@ func stopTimer(t *time.Timer) {
 	}
 }
 
+// cancelBody is a body that streams past the attempt: closing it releases
+// the attempt's context. timer (nil without an attempt timeout) cancels
+// that context once re-armed: the Doer's own drain of a discarded body
+// runs within the attempt's deadline.
 type cancelBody struct {
 	io.ReadCloser
-	cancel context.CancelCauseFunc
+	cancel   context.CancelCauseFunc
+	timer    *time.Timer
+	deadline time.Time
 }
 
 func (b *cancelBody) Close() error {
@@ -602,26 +632,12 @@ func replayed(h http.Header) bool {
 	return strings.EqualFold(strings.TrimSpace(h.Get("Idempotent-Replayed")), "true")
 }
 
-// problemHead returns the start (up to 64 KiB) of a JSON or problem+json
-// body (of any error status: the in-flight status is the contract's
-// choice), nil for other media types, leaving the body readable in full.
-// The body is usually buffered already (WithResponseBuffer); otherwise it
-// is read here.
-func problemHead(resp *http.Response) []byte {
-	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	if mt != "application/problem+json" && mt != "application/json" {
-		return nil
-	}
-	head, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	rest := resp.Body
-	resp.Body = struct {
-		io.Reader
-		io.Closer
-	}{io.MultiReader(bytes.NewReader(head), rest), rest}
-	if err != nil {
-		return nil
-	}
-	return head
+// jsonBody reports whether a response body is JSON or problem+json: the
+// Doer reads the head of such a body of any error status (the in-flight
+// status is the contract's choice) for its problem code.
+func jsonBody(h http.Header) bool {
+	mt, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
+	return mt == "application/problem+json" || mt == "application/json"
 }
 
 // problemCode returns the `code` member of a problem body's head.
@@ -640,10 +656,22 @@ func problemCode(head []byte) string {
 
 // discard drains and closes a response that will not be returned: what
 // the attempt buffered and up to 64 KiB more from the connection, so that
-// the connection is reused when the body ends there.
+// the connection is reused when the body ends there. With an attempt
+// timeout, a streamed body is drained within what is left of the
+// attempt's: a stalled body is cut there (its connection closed), and one
+// whose attempt has no time left is closed at once.
 func (d *Doer) discard(resp *http.Response) {
 	if resp == nil {
 		return
+	}
+	if cb, ok := resp.Body.(*cancelBody); ok && cb.timer != nil {
+		left := time.Until(cb.deadline)
+		if left <= 0 {
+			resp.Body.Close()
+			return
+		}
+		cb.timer.Reset(left)
+		defer cb.timer.Stop()
 	}
 	const more = 64 << 10
 	limit := max(d.cfg.respBuffer, 0)

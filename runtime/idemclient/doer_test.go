@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -274,6 +276,21 @@ func TestDeadline(t *testing.T) {
 		assert.Equal(t, 1500*time.Millisecond, total, "100+200+400+800ms fit in 2s, the next 1s does not")
 		assert.Len(t, srv.Seen(), 5)
 	})
+	t.Run("deadline passed while the response came, no Retry-After", func(t *testing.T) {
+		srv := newRecServer(t, always503(nil))
+		clock := newFakeClock()
+		ctx, cancel := context.WithDeadline(context.Background(), clock.Now().Add(time.Hour))
+		defer cancel()
+		ctx, _ = Start(ctx)
+		clock.mu.Lock()
+		clock.now = clock.now.Add(2 * time.Hour) // the deadline is behind us when the 503 comes
+		clock.mu.Unlock()
+		_, err := NewDoer(http.DefaultClient, fastPolicy(3), WithClock(clock)).Do(post(t, ctx, srv.URL, payload))
+		require.ErrorIs(t, err, ErrNoTimeLeft, "the server asked for no wait")
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.NotErrorIs(t, err, ErrRetryAfterTooLong)
+		assert.Len(t, srv.Seen(), 1)
+	})
 	t.Run("retry-after limit without a deadline", func(t *testing.T) {
 		srv := newRecServer(t, always503(map[string]string{"Retry-After": "3600"}))
 		clock := newFakeClock()
@@ -425,18 +442,23 @@ func TestMidBodyLoss(t *testing.T) {
 // scheduler (a body closed early ends its connection).
 func TestDrainsDiscardedResponses(t *testing.T) {
 	srv := newRecServer(t, func(n int, _ *http.Request) reply {
-		if n < 3 {
+		if (n-1)%3 < 2 { // 503, 503, 201 for each call
 			return reply{status: 503, body: strings.Repeat("z", 10_000)}
 		}
 		return reply{status: 201}
 	})
-	bw := &bodyWatch{next: &http.Transport{}}
-	ctx, _ := Start(context.Background())
-	resp, err := NewDoer(&http.Client{Transport: bw}, fastPolicy(4), WithClock(newFakeClock()), WithResponseBuffer(0)).Do(post(t, ctx, srv.URL, payload))
-	require.NoError(t, err)
-	readBody(t, resp)
-	assert.Len(t, srv.Seen(), 3)
-	assert.Equal(t, []string{"503 drained", "503 drained", "201 drained"}, bw.report(), "every body is read to its end")
+	// Streamed, with or without an attempt timeout (the drain runs within
+	// the attempt's: a generous one here).
+	for i, timeout := range []time.Duration{0, time.Minute} {
+		bw := &bodyWatch{next: &http.Transport{}}
+		ctx, _ := Start(context.Background())
+		resp, err := NewDoer(&http.Client{Transport: bw}, fastPolicy(4), WithClock(newFakeClock()), WithResponseBuffer(0),
+			WithAttemptTimeout(timeout)).Do(post(t, ctx, srv.URL, payload))
+		require.NoError(t, err)
+		readBody(t, resp)
+		assert.Len(t, srv.Seen(), 3*(i+1))
+		assert.Equal(t, []string{"503 drained", "503 drained", "201 drained"}, bw.report(), "every body is read to its end (attempt timeout %v)", timeout)
+	}
 
 	// With the response buffer: drained up to the buffer plus 64 KiB, not beyond.
 	for _, tc := range []struct {
@@ -460,6 +482,98 @@ func TestDrainsDiscardedResponses(t *testing.T) {
 			assert.Equal(t, int32(3), srv.conns.Load(), "body of %d bytes: a body closed early ends its connection", tc.size)
 		}
 		assert.Equal(t, []string{discarded, discarded, "201 drained"}, bw.report(), "body of %d bytes", tc.size)
+	}
+}
+
+// TestStalledErrorBody: a retryable response whose body stalls after the
+// headers. The reads the Doer does itself (the head of a JSON error body,
+// for its problem code; the drain of a discarded body) are bounded by the
+// attempt timeout, whether the body streams or not, and the call goes on
+// to the retry the timeout exists for instead of hanging until the
+// caller's deadline (10s here: a generous bound, only the outcome is
+// checked).
+func TestStalledErrorBody(t *testing.T) {
+	for _, tc := range []struct {
+		contentType string
+		buffer      int64
+		drained     string // what became of the stalled body
+	}{
+		{"application/problem+json", 0, "head read timed out"},
+		{"application/json", 16, "head read timed out"},
+		{"application/problem+json", DefaultResponseBuffer, "head read timed out"},
+		{"text/plain", 0, "drain cut"},
+		{"text/plain", 16, "drain cut"},
+	} {
+		t.Run(fmt.Sprint(tc.contentType, " ", tc.buffer), func(t *testing.T) {
+			var n atomic.Int32
+			release := make(chan struct{})
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if n.Add(1) > 1 {
+					w.WriteHeader(201)
+					return
+				}
+				w.Header().Set("Content-Type", tc.contentType)
+				w.WriteHeader(503)
+				_, _ = io.WriteString(w, `{"code":"IDEMPOTENCY_STORE_UN`)
+				w.(http.Flusher).Flush()
+				select {
+				case <-release:
+				case <-r.Context().Done():
+				}
+			}))
+			defer srv.Close()
+			defer close(release)
+			var hl hookLog
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			ctx, call := Start(ctx)
+			d := NewDoer(srv.Client(), fastPolicy(3), WithClock(newFakeClock()), WithResponseBuffer(tc.buffer),
+				WithAttemptTimeout(100*time.Millisecond), WithAttemptHook(hl.hook))
+			resp, err := d.Do(post(t, ctx, srv.URL, payload))
+			require.NoError(t, err)
+			resp.Body.Close()
+			assert.Equal(t, 201, resp.StatusCode)
+			assert.Equal(t, 2, call.Attempts())
+			at := hl.attempts()
+			require.Len(t, at, 2)
+			if tc.drained == "head read timed out" {
+				// The head is read within the attempt: the attempt timed out.
+				assert.ErrorIs(t, at[0].Err, errAttemptTimeout)
+				assert.Equal(t, ClassConnection, at[0].Class)
+			} else {
+				// A 503 without a JSON body: retried on its status, its
+				// drain cut at the attempt's deadline.
+				assert.NoError(t, at[0].Err)
+				assert.Equal(t, 503, at[0].Status)
+			}
+			assert.True(t, at[0].Retry)
+		})
+	}
+}
+
+// TestErrorBodyHead: the head of a JSON error body is read within the
+// attempt whatever the response buffer, for its problem code, and the
+// caller still gets the whole body.
+func TestErrorBodyHead(t *testing.T) {
+	for _, size := range []int{10, 100 << 10} {
+		body := `{"title":"x","status":422,"code":"` + CodeKeyReused + `","detail":"` + strings.Repeat("d", size) + `"}`
+		srv := newRecServer(t, func(int, *http.Request) reply {
+			return reply{status: 422, header: map[string]string{"Content-Type": "application/problem+json"}, body: body}
+		})
+		for _, buffer := range []int64{0, 16, DefaultResponseBuffer} {
+			var hl hookLog
+			ctx, _ := Start(context.Background())
+			resp, err := NewDoer(http.DefaultClient, fastPolicy(3), WithClock(newFakeClock()), WithResponseBuffer(buffer),
+				WithAttemptTimeout(time.Minute), WithAttemptHook(hl.hook)).Do(post(t, ctx, srv.URL, payload))
+			require.NoError(t, err)
+			assert.Equal(t, body, readBody(t, resp), "size %d, buffer %d", size, buffer)
+			code := CodeKeyReused
+			if size > 64<<10 {
+				code = "" // not in the head
+			}
+			require.Len(t, hl.attempts(), 1)
+			assert.Equal(t, code, hl.attempts()[0].Code, "size %d, buffer %d", size, buffer)
+		}
 	}
 }
 
@@ -723,6 +837,22 @@ func TestBodyWithoutGetBody(t *testing.T) {
 		require.NoError(t, err, "limit %d: an empty body needs no buffer", limit)
 		resp.Body.Close()
 	}
+}
+
+// TestGetBodyFailure: a retry whose GetBody fails is never sent, so it
+// is not counted: Attempts() and the Error say what the server saw.
+func TestGetBodyFailure(t *testing.T) {
+	srv := newRecServer(t, func(int, *http.Request) reply { return reply{status: 503} })
+	ctx, call := Start(context.Background())
+	req := post(t, ctx, srv.URL, payload)
+	req.GetBody = func() (io.ReadCloser, error) { return nil, errors.New("gone") }
+	_, err := NewDoer(http.DefaultClient, fastPolicy(3), WithClock(newFakeClock())).Do(req)
+	require.ErrorIs(t, err, ErrBodyNotReplayable)
+	var e *Error
+	require.ErrorAs(t, err, &e)
+	require.Len(t, srv.Seen(), 1)
+	assert.Equal(t, 1, call.Attempts(), "the second attempt was not sent")
+	assert.Equal(t, 1, e.Attempts)
 }
 
 func TestWhichRequests(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 )
@@ -130,10 +131,15 @@ func setQueryKey(rawQuery, name, key string) string {
 // Parents that exist must be objects; missing ones are created as objects,
 // each inserted first in its parent, but not when the token looked up in
 // it may be an array index (digits or "-"): the pointer may mean an array,
-// which is not invented. An existing object takes any member name.
+// which is not invented. An existing object takes any member name. An
+// object on the path that names the member looked up in it twice is
+// refused ([duplicateOnPath]).
 func setBodyKey(body []byte, toks []string, key string) (out []byte, existing string, err error) {
 	if !json.Valid(body) {
 		return nil, "", fmt.Errorf("%w: request body is not valid JSON", ErrBadKeyCarrier)
+	}
+	if where, dup := duplicateOnPath(body, toks); dup {
+		return nil, "", fmt.Errorf("%w: body has member %q more than once (which one counts depends on the parser)", ErrBadKeyCarrier, where)
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
@@ -218,6 +224,80 @@ func setBodyKey(body []byte, toks []string, key string) (out []byte, existing st
 		return append(out, body[end:]...), "", nil
 	}
 	return nil, "", errors.New("idemclient: empty key pointer")
+}
+
+// duplicateOnPath reports whether an object on the path of toks in the
+// valid JSON body names the member looked up in it more than once, and
+// which (as a pointer). Parsers disagree on which of two such members
+// counts: encoding/json, as a Go server decodes the body, takes the last,
+// while setBodyKey would key the first. Other duplicates are not looked at.
+func duplicateOnPath(body []byte, toks []string) (string, bool) {
+	// Cheap exclusion first: in valid UTF-8 without a backslash every
+	// member name is spelled as it reads, so a token that occurs in quotes
+	// at most once cannot name two members.
+	if bytes.IndexByte(body, '\\') < 0 && utf8.Valid(body) {
+		many := false
+		for _, tok := range toks {
+			if quotedCount(body, tok) > 1 {
+				many = true
+				break
+			}
+		}
+		if !many {
+			return "", false
+		}
+	}
+	var where strings.Builder
+	obj := body
+	for _, tok := range toks {
+		dec := json.NewDecoder(bytes.NewReader(obj))
+		if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+			return "", false // not an object: setBodyKey says so
+		}
+		var next json.RawMessage
+		found := 0
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return "", false
+			}
+			var v json.RawMessage
+			if err := dec.Decode(&v); err != nil {
+				return "", false
+			}
+			if kt.(string) == tok {
+				found++
+				next = v
+			}
+		}
+		where.WriteString("/" + escapeToken(tok))
+		switch {
+		case found > 1:
+			return where.String(), true
+		case found == 0:
+			return "", false
+		}
+		obj = next
+	}
+	return "", false
+}
+
+// quotedCount counts the occurrences of "tok" (in quotes, as is) in body.
+func quotedCount(body []byte, tok string) int {
+	t := []byte(tok)
+	n := 0
+	for i := 0; i < len(body); {
+		j := bytes.Index(body[i:], t)
+		if j < 0 {
+			break
+		}
+		j += i
+		if j > 0 && body[j-1] == '"' && j+len(t) < len(body) && body[j+len(t)] == '"' {
+			n++
+		}
+		i = j + 1
+	}
+	return n
 }
 
 // arrayIndex reports whether t, as a JSON pointer token, may index an array.

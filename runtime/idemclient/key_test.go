@@ -67,6 +67,18 @@ func TestSetBodyKey(t *testing.T) {
 		{"invalid JSON", `{"k":`, "/k", "", "", true},
 		{"trailing garbage", `{"k":""} x`, "/k", "", "", true},
 		{"empty body", ``, "/k", "", "", true},
+		// A member on the key's path named twice: parsers disagree on
+		// which counts (encoding/json, the server's, takes the last), so
+		// such a body is refused rather than keyed ambiguously.
+		{"duplicate key member", `{"k":"","k":"other"}`, "/k", "", "", true},
+		{"duplicate key member, both set", `{"k":"mine","x":1,"k":"mine"}`, "/k", "", "", true},
+		{"duplicate key member, escaped spelling", `{"k":"","\u006b":"other"}`, "/k", "", "", true},
+		{"duplicate parent", `{"meta":{"k":""},"meta":{}}`, "/meta/k", "", "", true},
+		{"duplicate parent, key missing", `{"meta":{},"meta":{"x":1}}`, "/meta/k", "", "", true},
+		{"duplicate in the nested key's object", `{"meta":{"k":null,"k":"a"}}`, "/meta/k", "", "", true},
+		{"duplicates off the path are the body's business", `{"x":1,"x":2,"meta":{"y":1,"y":2},"k":"k"}`, "/meta/k",
+			`{"x":1,"x":2,"meta":{"k":"` + k + `","y":1,"y":2},"k":"k"}`, "", false},
+		{"the key's name as a value", `{"a":"k","k":""}`, "/k", `{"a":"k","k":"` + k + `"}`, "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			toks, err := parsePointer(tc.ptr)
