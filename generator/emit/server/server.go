@@ -562,9 +562,10 @@ func (g *gen) strict() {
 			jen.Return(jen.Nil(), jen.Nil()),
 		),
 		jen.List(jen.Id("resp"), jen.Err()).Op(":=").Id("f").Call(jen.Id("c").Dot("Context").Call(), jen.Id("w"), jen.Id("r"), jen.Id("request")),
-		jen.If(jen.Err().Op("!=").Nil().Op("||").Id("resp").Op("==").Nil()).Block(
+		jen.If(jen.Err().Op("!=").Nil()).Block(
 			jen.Return(jen.Id("resp"), jen.Err()).Comment("End frees the key; the strict handler reports err"),
 		),
+		noResponse(),
 		jen.Id("visit").Op(":=").Id("visitor").Call(jen.Id("resp")),
 		jen.If(jen.Id("visit").Op("==").Nil()).Block(
 			jen.Return(jen.Id("resp"), jen.Nil()).Comment("not this operation's response type: the strict handler reports it, End frees the key"),
@@ -973,6 +974,8 @@ func (g *gen) helpers() {
 	if !g.cfg.Strict {
 		return
 	}
+	g.doc(px + "WriteNothing is the Visit method of no response: an operation that returned (nil, nil) has answered with net/http's implicit empty 200, which is recorded.")
+	g.f.Func().Id(px + "WriteNothing").Params(jen.Qual("net/http", "ResponseWriter")).Error().Block(jen.Return(jen.Nil()))
 	need, needPtr := false, false
 	for _, op := range g.spec.Operations {
 		if p := op.Key.Param; p != nil {

@@ -562,8 +562,11 @@ func (x *Idempotency) strict(ctx context.Context, w http.ResponseWriter, r *http
 		return nil, nil
 	}
 	resp, err := f(c.Context(), w, r, request)
-	if err != nil || resp == nil {
+	if err != nil {
 		return resp, err // End frees the key; the strict handler reports err
+	}
+	if resp == nil {
+		return nil, c.Complete(w, idemgenWriteNothing) // the implicit empty 200: recorded and replayed, as a plain handler's
 	}
 	visit := visitor(resp)
 	if visit == nil {
@@ -814,6 +817,12 @@ next:
 		return rt.policy
 	}
 	return -1
+}
+
+// idemgenWriteNothing is the Visit method of no response: an operation that returned (nil, nil) has
+// answered with net/http's implicit empty 200, which is recorded.
+func idemgenWriteNothing(http.ResponseWriter) error {
+	return nil
 }
 
 // idemgenKey is a typed key parameter as the engine takes it: a string as is, a UUID (or any

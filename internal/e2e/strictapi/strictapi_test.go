@@ -347,3 +347,39 @@ func TestUUIDKeySpellings(t *testing.T) {
 	assert.Empty(t, other.Header().Get("Idempotent-Replayed"))
 	assert.Equal(t, 2, svc.Count("claimCoupon"))
 }
+
+// silentOrders is a service whose CreateOrder does its work and returns
+// no response (nil, nil): the strict handler writes nothing, net/http's
+// implicit empty 200.
+type silentOrders struct{ service }
+
+func (h silentOrders) CreateOrder(context.Context, api.CreateOrderRequestObject) (api.CreateOrderResponseObject, error) {
+	h.s.Exec("createOrder")
+	return nil, nil
+}
+
+// An operation that returns (nil, nil) has answered (the implicit empty
+// 200), as a plain handler that writes nothing: it is recorded and
+// replayed, never run again on a retry.
+func TestNilResponseIsRecorded(t *testing.T) {
+	svc := couponstest.NewService()
+	x := api.NewIdempotency(nil, idem.Options{})
+	defer x.Close()
+	h := x.StrictHandler(silentOrders{service{svc}}, nil, api.StrictHTTPServerOptions{}, api.StdHTTPServerOptions{})
+	order := func() *httptest.ResponseRecorder {
+		r := httptest.NewRequest("POST", "/orders", strings.NewReader(`{"item":"book"}`))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Idempotency-Key", "same")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	first := order()
+	assert.Equal(t, http.StatusOK, first.Code)
+	assert.Empty(t, first.Body.String())
+	again := order()
+	assert.Equal(t, http.StatusOK, again.Code)
+	assert.Empty(t, again.Body.String())
+	assert.Equal(t, "true", again.Header().Get("Idempotent-Replayed"))
+	assert.Equal(t, 1, svc.Count("createOrder"), "the retry must not run the operation again")
+}
