@@ -133,7 +133,8 @@ func (x *Idempotency) Policy(operationID string) *idem.Policy {
 // handler untouched.
 //
 // For an idempotent operation it reads the key from the typed request object when the spec declares
-// the key parameter (else from the request), fingerprints the body CaptureBody kept, and either runs
+// the key parameter or the key is a top-level string member of the JSON body (else from the request, a
+// body member from the captured wire bytes), fingerprints the body CaptureBody kept, and either runs
 // the operation, recording its typed response through its Visit method, or writes the stored response
 // (a replay) or a problem and returns (nil, nil), so the strict handler has nothing left to write.
 // Without CaptureBody, requests with a body are refused with 400 IDEMPOTENCY_REQUEST_UNREADABLE.
