@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
 	"gopkg.in/yaml.v3"
 
 	"github.com/idemgen/idemgen/generator/contract"
@@ -626,6 +627,7 @@ func (c *compiler) checkKey(out *ir.Operation, op *openapi3.Operation, pathParam
 			schema = &openapi3.SchemaRef{Value: ms[0].schema}
 		}
 		c.compareDecl(out, b, required, schema, "body member "+k.Name)
+		k.BodyField = c.bodyField(op, toks)
 	}
 	var keyName string
 	switch k.Carrier {
@@ -898,4 +900,49 @@ func (c *compiler) rawBodyStrict(out *ir.Operation, where string) {
 func mediaType(ct string) string {
 	mt, _, _ := strings.Cut(ct, ";")
 	return strings.ToLower(strings.TrimSpace(mt))
+}
+
+// bodyField returns the Go field of the body member at toks in oapi-codegen's
+// type of op's request body when idemgen can tell it and it is a string (or
+// *string): a member of the properties of an object schema, inline, of type
+// string with a format oapi-codegen maps to string, no enum, not nullable,
+// no x-go-type; the request body has application/json as its one content
+// type (so the strict server's request object has it as Body). "" otherwise.
+func (c *compiler) bodyField(op *openapi3.Operation, toks []string) string {
+	if len(toks) != 1 || op.RequestBody == nil || op.RequestBody.Value == nil {
+		return ""
+	}
+	content := op.RequestBody.Value.Content
+	mt := content.Get("application/json")
+	if len(content) != 1 || mt == nil || mt.Schema == nil || mt.Schema.Value == nil {
+		return ""
+	}
+	goTypeExt := func(ext map[string]any) bool {
+		for _, e := range []string{"x-go-type", "x-go-type-name", "x-go-type-import", "x-oapi-codegen-only-honour-go-name"} {
+			if _, ok := ext[e]; ok {
+				return true
+			}
+		}
+		return false
+	}
+	ref, body := mt.Schema, mt.Schema.Value
+	if ref.Ref != "" && (!strings.HasPrefix(ref.Ref, "#/components/schemas/") || goTypeExt(ref.Extensions)) {
+		return ""
+	}
+	if goTypeExt(body.Extensions) || body.AllOf != nil || body.OneOf != nil || body.AnyOf != nil || body.Not != nil ||
+		body.Type != nil && !body.Type.Is("object") {
+		return ""
+	}
+	prop := body.Properties[toks[0]]
+	if prop == nil || prop.Ref != "" || prop.Value == nil {
+		return ""
+	}
+	p := prop.Value
+	if goTypeExt(p.Extensions) || p.Type == nil || !p.Type.Is("string") || len(p.Enum) > 0 || p.Const != nil || p.Nullable ||
+		p.AllOf != nil || p.OneOf != nil || p.AnyOf != nil || p.Not != nil || p.ContentMediaType != "" || p.ContentEncoding != "" ||
+		codegen.DefaultTypeMapping.String.Resolve(p.Format).Type != "string" {
+		return ""
+	}
+	goName, _ := p.Extensions["x-go-name"].(string)
+	return c.names.Param(toks[0], goName)
 }

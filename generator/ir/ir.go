@@ -142,6 +142,13 @@ type Key struct {
 	// Param is the spec's own declaration of the key as a header or query
 	// parameter, nil when the spec does not declare it.
 	Param *Param `json:"param,omitempty"`
+	// BodyField is the Go field of a body key in oapi-codegen's type of the
+	// request body (the strict server's <Op>RequestObject.Body), a string
+	// or *string: "" when the key is not a body member or idemgen cannot
+	// tell its field (a nested member, another body type than an object's
+	// properties, another field type, more than one content type). The
+	// strict middleware takes the key from it, else from the body's bytes.
+	BodyField string `json:"bodyField,omitempty"`
 	// Schema is what the spec's declaration of the key (the parameter or
 	// the body member) requires of its string beyond the contract, nil
 	// when it requires none of it: the client emitter checks the keys its

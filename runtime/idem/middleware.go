@@ -66,8 +66,14 @@ func (e *Engine) Handler(p *Policy, h http.Handler) http.Handler {
 // zstd reader) still reads every byte. On that path the wire bytes are
 // hashed as they are when they are not JSON (a compressed body: another
 // compression level is another request, and volatile members are not left
-// out); a strict-server wrapper takes the key from the decoded request, not
-// from the wire.
+// out). A key is then taken from the wire bytes only when Begin is given
+// RequestKey for a body-carried key: idemgen's strict-server wrappers pass
+// the key from the typed request instead (a header or query parameter, and
+// a body key that is a top-level string member of an application/json-only
+// body, taken from the decoded body); any other body key (a nested member,
+// a member of another type, a body with several content types) is read from
+// the wire bytes, and a compressed body, which is not JSON, is refused with
+// 400 IDEMPOTENCY_KEY_INVALID.
 func CaptureBody(maxBytes int64) func(http.Handler) http.Handler {
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxRequestBytes

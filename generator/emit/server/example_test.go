@@ -65,4 +65,5 @@ paths:
 	// func (x *Idempotency) StrictHandler(ssi StrictServerInterface, middlewares []StrictMiddlewareFunc, strictOptions StrictHTTPServerOptions, options StdHTTPServerOptions) http.Handler {
 	// func idemgenTemplate(path string) []idemgenSegment {
 	// func idemgenMatch(method, path string) int {
+	// func idemgenWriteNothing(http.ResponseWriter) error {
 }

@@ -28,9 +28,10 @@ func (g *gen) frameworkStrict(ctxType, req, w jen.Code, setRequest func(r jen.Co
 			jen.Add(setRequest(jen.Id("r").Dot("WithContext").Call(jen.Id("cc")))).Comment("transactional mode: the store's transaction"),
 		),
 		jen.List(jen.Id("resp"), jen.Err()).Op(":=").Id("f").Call(jen.Id("ctx"), jen.Id("request")),
-		jen.If(jen.Err().Op("!=").Nil().Op("||").Id("resp").Op("==").Nil()).Block(
+		jen.If(jen.Err().Op("!=").Nil()).Block(
 			jen.Return(jen.Id("resp"), jen.Err()).Comment("End frees the key; "+errWho),
 		),
+		noResponse(),
 		jen.Id("visit").Op(":=").Id("visitor").Call(jen.Id("resp")),
 		jen.If(jen.Id("visit").Op("==").Nil()).Block(
 			jen.Return(jen.Id("resp"), jen.Nil()).Comment("not this operation's response type: the strict handler reports it, End frees the key"),
@@ -106,4 +107,15 @@ func (g *gen) textKeyError(what string, prelude ...jen.Code) {
 		)
 		b.Return(jen.Lit(""), jen.Lit(""))
 	})
+}
+
+// noResponse is the strict method's answer to an operation that returned
+// (nil, nil): the strict handler writes nothing, so the client gets the
+// implicit empty 200, which is recorded (Complete with <px>WriteNothing) as
+// Engine.Handler records a plain handler that wrote nothing: the operation
+// may have done its work, and a retry must not run it again.
+func noResponse() jen.Code {
+	return jen.If(jen.Id("resp").Op("==").Nil()).Block(
+		jen.Return(jen.Nil(), jen.Id("c").Dot("Complete").Call(jen.Id("w"), jen.Id(px+"WriteNothing"))).Comment("the implicit empty 200: recorded and replayed, as a plain handler's"),
+	)
 }

@@ -562,9 +562,10 @@ func (g *gen) strict() {
 			jen.Return(jen.Nil(), jen.Nil()),
 		),
 		jen.List(jen.Id("resp"), jen.Err()).Op(":=").Id("f").Call(jen.Id("c").Dot("Context").Call(), jen.Id("w"), jen.Id("r"), jen.Id("request")),
-		jen.If(jen.Err().Op("!=").Nil().Op("||").Id("resp").Op("==").Nil()).Block(
+		jen.If(jen.Err().Op("!=").Nil()).Block(
 			jen.Return(jen.Id("resp"), jen.Err()).Comment("End frees the key; the strict handler reports err"),
 		),
+		noResponse(),
 		jen.Id("visit").Op(":=").Id("visitor").Call(jen.Id("resp")),
 		jen.If(jen.Id("visit").Op("==").Nil()).Block(
 			jen.Return(jen.Id("resp"), jen.Nil()).Comment("not this operation's response type: the strict handler reports it, End frees the key"),
@@ -580,7 +581,7 @@ func (g *gen) strictMiddleware(handlerParams, args []jen.Code) {
 	t := g.cfg.Type
 	g.doc("StrictMiddleware is a StrictMiddlewareFunc (pass x.StrictMiddleware to NewStrictHandler, first among the strict middlewares) that protects the idempotent operations and returns every other operation's handler untouched.")
 	g.doc("")
-	g.doc("For an idempotent operation it reads the key from the typed request object when the spec declares the key parameter (else from the request), fingerprints the body CaptureBody kept, and either runs the operation, recording its typed response through its Visit method, or writes the stored response (a replay) or a problem and returns (nil, nil), so the strict handler has nothing left to write. Without CaptureBody, requests with a body are refused with 400 IDEMPOTENCY_REQUEST_UNREADABLE.")
+	g.doc("For an idempotent operation it reads the key from the typed request object when the spec declares the key parameter or the key is a top-level string member of the JSON body (else from the request, a body member from the captured wire bytes), fingerprints the body CaptureBody kept, and either runs the operation, recording its typed response through its Visit method, or writes the stored response (a replay) or a problem and returns (nil, nil), so the strict handler has nothing left to write. Without CaptureBody, requests with a body are refused with 400 IDEMPOTENCY_REQUEST_UNREADABLE.")
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("StrictMiddleware").Params(jen.Id("f").Id("StrictHandlerFunc"), jen.Id("operationID").String()).Id("StrictHandlerFunc").Block(
 		jen.Switch(jen.Id("operationID")).BlockFunc(func(sw *jen.Group) {
 			for _, op := range g.spec.Operations {
@@ -595,6 +596,12 @@ func (g *gen) strictMiddleware(handlerParams, args []jen.Code) {
 							}
 							b.If(jen.List(jen.Id("in"), jen.Id("ok")).Op(":=").Id("request").Assert(jen.Id(op.Names.RequestObject)), jen.Id("ok")).Block(
 								jen.Id("key").Op("=").Id(conv).Call(jen.Id("in").Dot("Params").Dot(p.GoName)),
+							)
+							key = jen.Id("key")
+						} else if op.Key.BodyField != "" {
+							b.Id("key").Op(":=").Add(key)
+							b.If(jen.List(jen.Id("in"), jen.Id("ok")).Op(":=").Id("request").Assert(jen.Id(op.Names.RequestObject)), jen.Id("ok").Op("&&").Id("in").Dot("Body").Op("!=").Nil()).Block(
+								jen.Id("key").Op("=").Id(px + "BodyKey").Call(jen.Id("in").Dot("Body").Dot(op.Key.BodyField)).Comment("decoded: not the wire bytes, which a middleware inside CaptureBody may have decompressed"),
 							)
 							key = jen.Id("key")
 						}
@@ -972,6 +979,21 @@ func (g *gen) errorHandler() {
 func (g *gen) helpers() {
 	if !g.cfg.Strict {
 		return
+	}
+	g.doc(px + "WriteNothing is the Visit method of no response: an operation that returned (nil, nil) has answered with net/http's implicit empty 200, which is recorded.")
+	g.f.Func().Id(px + "WriteNothing").Params(jen.Qual("net/http", "ResponseWriter")).Error().Block(jen.Return(jen.Nil()))
+	if slices.ContainsFunc(g.spec.Operations, func(op *ir.Operation) bool { return op.Key.BodyField != "" }) {
+		g.doc(px + "BodyKey is a body-carried key as oapi-codegen decoded it: a *string as is (nil: no key), a string as is, but \"\" is no key (a required member decodes to \"\" when it is absent or null); any other type (which a body key's field never is) lets the engine read the key from the request body's bytes.")
+		g.f.Func().Id(px+"BodyKey").Types(jen.Id("T").Any()).Params(jen.Id("v").Id("T")).Qual(idemPkg, "Key").Block(
+			jen.Switch(jen.Id("k").Op(":=").Any().Parens(jen.Id("v")).Assert(jen.Type())).Block(
+				jen.Case(jen.Op("*").String()).Block(jen.Return(jen.Qual(idemPkg, "KeyFromPtr").Call(jen.Id("k")))),
+				jen.Case(jen.String()).Block(
+					jen.If(jen.Id("k").Op("==").Lit("")).Block(jen.Return(jen.Qual(idemPkg, "NoKey"))),
+					jen.Return(jen.Qual(idemPkg, "KeyFrom").Call(jen.Id("k"))),
+				),
+			),
+			jen.Return(jen.Qual(idemPkg, "RequestKey")),
+		)
 	}
 	need, needPtr := false, false
 	for _, op := range g.spec.Operations {

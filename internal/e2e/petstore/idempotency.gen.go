@@ -132,7 +132,8 @@ func (x *Idempotency) Policy(operationID string) *idem.Policy {
 // handler untouched.
 //
 // For an idempotent operation it reads the key from the typed request object when the spec declares
-// the key parameter (else from the request), fingerprints the body CaptureBody kept, and either runs
+// the key parameter or the key is a top-level string member of the JSON body (else from the request, a
+// body member from the captured wire bytes), fingerprints the body CaptureBody kept, and either runs
 // the operation, recording its typed response through its Visit method, or writes the stored response
 // (a replay) or a problem and returns (nil, nil), so the strict handler has nothing left to write.
 // Without CaptureBody, requests with a body are refused with 400 IDEMPOTENCY_REQUEST_UNREADABLE.
@@ -164,8 +165,11 @@ func (x *Idempotency) strict(ctx context.Context, w http.ResponseWriter, r *http
 		return nil, nil
 	}
 	resp, err := f(c.Context(), w, r, request)
-	if err != nil || resp == nil {
+	if err != nil {
 		return resp, err // End frees the key; the strict handler reports err
+	}
+	if resp == nil {
+		return nil, c.Complete(w, idemgenWriteNothing) // the implicit empty 200: recorded and replayed, as a plain handler's
 	}
 	visit := visitor(resp)
 	if visit == nil {
@@ -352,4 +356,10 @@ next:
 		return rt.policy
 	}
 	return -1
+}
+
+// idemgenWriteNothing is the Visit method of no response: an operation that returned (nil, nil) has
+// answered with net/http's implicit empty 200, which is recorded.
+func idemgenWriteNothing(http.ResponseWriter) error {
+	return nil
 }

@@ -320,7 +320,8 @@ func (x *Idempotency) Policy(operationID string) *idem.Policy {
 // handler untouched.
 //
 // For an idempotent operation it reads the key from the typed request object when the spec declares
-// the key parameter (else from the request), fingerprints the body CaptureBody kept, and either runs
+// the key parameter or the key is a top-level string member of the JSON body (else from the request, a
+// body member from the captured wire bytes), fingerprints the body CaptureBody kept, and either runs
 // the operation, recording its typed response through its Visit method, or writes the stored response
 // (a replay) or a problem and returns (nil, nil), so the strict handler has nothing left to write.
 // Without CaptureBody, requests with a body are refused with 400 IDEMPOTENCY_REQUEST_UNREADABLE.
@@ -389,7 +390,11 @@ func (x *Idempotency) StrictMiddleware(f StrictHandlerFunc, operationID string) 
 		}
 	case "CreateTransfer":
 		return func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error) {
-			return x.strict(ctx, w, r, request, f, idemgenPolicyCreateTransfer, idem.RequestKey, func(resp any) func(http.ResponseWriter) error {
+			key := idem.RequestKey
+			if in, ok := request.(CreateTransferRequestObject); ok && in.Body != nil {
+				key = idemgenBodyKey(in.Body.IdempotencyKey) // decoded: not the wire bytes, which a middleware inside CaptureBody may have decompressed
+			}
+			return x.strict(ctx, w, r, request, f, idemgenPolicyCreateTransfer, key, func(resp any) func(http.ResponseWriter) error {
 				if v, ok := resp.(CreateTransferResponseObject); ok {
 					return v.VisitCreateTransferResponse
 				}
@@ -413,8 +418,11 @@ func (x *Idempotency) strict(ctx context.Context, w http.ResponseWriter, r *http
 		return nil, nil
 	}
 	resp, err := f(c.Context(), w, r, request)
-	if err != nil || resp == nil {
+	if err != nil {
 		return resp, err // End frees the key; the strict handler reports err
+	}
+	if resp == nil {
+		return nil, c.Complete(w, idemgenWriteNothing) // the implicit empty 200: recorded and replayed, as a plain handler's
 	}
 	visit := visitor(resp)
 	if visit == nil {
@@ -660,6 +668,29 @@ next:
 		return rt.policy
 	}
 	return -1
+}
+
+// idemgenWriteNothing is the Visit method of no response: an operation that returned (nil, nil) has
+// answered with net/http's implicit empty 200, which is recorded.
+func idemgenWriteNothing(http.ResponseWriter) error {
+	return nil
+}
+
+// idemgenBodyKey is a body-carried key as oapi-codegen decoded it: a *string as is (nil: no key), a
+// string as is, but "" is no key (a required member decodes to "" when it is absent or null); any
+// other type (which a body key's field never is) lets the engine read the key from the request body's
+// bytes.
+func idemgenBodyKey[T any](v T) idem.Key {
+	switch k := any(v).(type) {
+	case *string:
+		return idem.KeyFromPtr(k)
+	case string:
+		if k == "" {
+			return idem.NoKey
+		}
+		return idem.KeyFrom(k)
+	}
+	return idem.RequestKey
 }
 
 // idemgenKey is a typed key parameter as the engine takes it: a string as is, a UUID (or any

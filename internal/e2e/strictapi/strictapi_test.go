@@ -1,6 +1,8 @@
 package strictapi_test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -346,4 +348,107 @@ func TestUUIDKeySpellings(t *testing.T) {
 	assert.Equal(t, http.StatusCreated, other.Code)
 	assert.Empty(t, other.Header().Get("Idempotent-Replayed"))
 	assert.Equal(t, 2, svc.Count("claimCoupon"))
+}
+
+// gunzip is net/http middleware that decompresses a gzip request body, as
+// a compression middleware inside CaptureBody does.
+func gunzip(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Content-Encoding") == "gzip" {
+			zr, err := gzip.NewReader(r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			r.Body = zr
+			r.Header.Del("Content-Encoding")
+			r.ContentLength = -1
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func gzipped(t *testing.T, s string) []byte {
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	_, err := zw.Write([]byte(s))
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	return b.Bytes()
+}
+
+// A body-carried key is taken from the decoded request body, so a
+// decompressing middleware inside CaptureBody does not hide it: the
+// captured wire bytes are gzip, not JSON.
+func TestBodyKeyUnderDecompression(t *testing.T) {
+	svc := couponstest.NewService()
+	x := api.NewIdempotency(nil, idem.Options{})
+	defer x.Close()
+	h := x.StrictHandler(service{svc}, nil, api.StrictHTTPServerOptions{},
+		api.StdHTTPServerOptions{Middlewares: []api.MiddlewareFunc{gunzip}})
+	transfer := func(body string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("POST", "/transfers", bytes.NewReader(gzipped(t, body)))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Content-Encoding", "gzip")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	first := transfer(`{"idempotency_key":"k1","amount":5}`)
+	require.Equal(t, http.StatusCreated, first.Code, first.Body.String())
+	again := transfer(`{"idempotency_key":"k1","amount":5}`)
+	require.Equal(t, http.StatusCreated, again.Code, again.Body.String())
+	assert.Equal(t, "true", again.Header().Get("Idempotent-Replayed"))
+	assert.Equal(t, first.Body.String(), again.Body.String())
+	assert.Equal(t, 1, svc.Count("createTransfer"))
+
+	other := transfer(`{"idempotency_key":"k2","amount":5}`)
+	require.Equal(t, http.StatusCreated, other.Code, other.Body.String())
+	assert.Empty(t, other.Header().Get("Idempotent-Replayed"))
+	assert.Equal(t, 2, svc.Count("createTransfer"))
+
+	// The required member left out (or null, or ""; oapi-codegen decodes
+	// them all to "") is a missing key, as on the wire.
+	for _, body := range []string{`{"amount":5}`, `{"idempotency_key":null,"amount":5}`} {
+		w := transfer(body)
+		assert.Equal(t, http.StatusBadRequest, w.Code, body)
+		assert.Contains(t, w.Body.String(), idem.CodeKeyMissing, body)
+	}
+	assert.Equal(t, 2, svc.Count("createTransfer"))
+}
+
+// silentOrders is a service whose CreateOrder does its work and returns
+// no response (nil, nil): the strict handler writes nothing, net/http's
+// implicit empty 200.
+type silentOrders struct{ service }
+
+func (h silentOrders) CreateOrder(context.Context, api.CreateOrderRequestObject) (api.CreateOrderResponseObject, error) {
+	h.s.Exec("createOrder")
+	return nil, nil
+}
+
+// An operation that returns (nil, nil) has answered (the implicit empty
+// 200), as a plain handler that writes nothing: it is recorded and
+// replayed, never run again on a retry.
+func TestNilResponseIsRecorded(t *testing.T) {
+	svc := couponstest.NewService()
+	x := api.NewIdempotency(nil, idem.Options{})
+	defer x.Close()
+	h := x.StrictHandler(silentOrders{service{svc}}, nil, api.StrictHTTPServerOptions{}, api.StdHTTPServerOptions{})
+	order := func() *httptest.ResponseRecorder {
+		r := httptest.NewRequest("POST", "/orders", strings.NewReader(`{"item":"book"}`))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Idempotency-Key", "same")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	first := order()
+	assert.Equal(t, http.StatusOK, first.Code)
+	assert.Empty(t, first.Body.String())
+	again := order()
+	assert.Equal(t, http.StatusOK, again.Code)
+	assert.Empty(t, again.Body.String())
+	assert.Equal(t, "true", again.Header().Get("Idempotent-Replayed"))
+	assert.Equal(t, 1, svc.Count("createOrder"), "the retry must not run the operation again")
 }
