@@ -1349,7 +1349,11 @@ func (c *Call) writeReplay(w http.ResponseWriter) {
 		for k := i; k < j; k++ {
 			vals[k] = fs[k].value
 		}
-		if !c.resp.notReplayable || !representationHeader(fs[i].name) {
+		switch {
+		case c.resp.notReplayable && representationHeader(fs[i].name):
+		case j == i+1 && fs[i].value == "" && fs[i].name == "Content-Type":
+			h["Content-Type"] = nil // stored present with no value: no sniffing (appendRecordHead)
+		default:
 			h[fs[i].name] = vals[i:j:j]
 		}
 		i = j

@@ -101,6 +101,12 @@ type headerField struct{ name, value string }
 var errCorruptRecord = errors.New("idem: stored response is corrupt or of an unknown version")
 
 // appendRecordHead appends the version, flags, status and the allowlisted header fields of h.
+//
+// A Content-Type present with no value (h["Content-Type"] = nil, which
+// keeps net/http from sniffing one) is stored as one empty value, and
+// replayed as present with no value again (writeReplay): an explicit empty
+// value, which net/http would send as "Content-Type: ", is replayed so too.
+// Releases before this replay it as the empty value (no sniffing either).
 func appendRecordHead(dst []byte, status int, h http.Header, allow []string) []byte {
 	dst = append(dst, recordVersion, 0)
 	dst = binary.AppendUvarint(dst, uint64(status))
@@ -110,21 +116,40 @@ func appendRecordHead(dst []byte, status int, h http.Header, allow []string) []b
 	dst = append(dst, 0)
 	n := 0
 	for _, name := range allow {
-		for _, v := range h[name] {
-			if n == maxRecordHeaders {
-				dst[at] = byte(n)
-				return dst
-			}
-			n++
-			dst = binary.AppendUvarint(dst, uint64(len(name)))
-			dst = append(dst, name...)
-			v = sanitizeHeaderValue(v)
-			dst = binary.AppendUvarint(dst, uint64(len(v)))
-			dst = append(dst, v...)
+		vs, ok := h[name]
+		if !ok {
+			continue
+		}
+		var full bool
+		if dst, n, full = appendRecordFields(dst, n, name, vs); full {
+			break
 		}
 	}
 	dst[at] = byte(n)
 	return dst
+}
+
+// nilContentType stands for a Content-Type present with no value.
+var nilContentType = []string{""}
+
+// appendRecordFields appends the fields name: v for each v of vs (n fields
+// are written so far); full reports that it stopped at maxRecordHeaders.
+func appendRecordFields(dst []byte, n int, name string, vs []string) (_ []byte, _ int, full bool) {
+	if len(vs) == 0 && name == "Content-Type" {
+		vs = nilContentType
+	}
+	for _, v := range vs {
+		if n == maxRecordHeaders {
+			return dst, n, true
+		}
+		n++
+		dst = binary.AppendUvarint(dst, uint64(len(name)))
+		dst = append(dst, name...)
+		v = sanitizeHeaderValue(v)
+		dst = binary.AppendUvarint(dst, uint64(len(v)))
+		dst = append(dst, v...)
+	}
+	return dst, n, false
 }
 
 // sanitizeHeaderValue drops what net/http would refuse to send (CR, LF, NUL,

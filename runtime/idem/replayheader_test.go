@@ -1,0 +1,51 @@
+package idem_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// A handler that sets Content-Type to nil keeps net/http from sniffing
+// one; the replay must not get a sniffed one either.
+func TestReplayKeepsNilContentType(t *testing.T) {
+	f := newFixture(t, idem.Options{})
+	h := f.eng.Handler(mustCompile(t, strictSpec()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.calls.Add(1)
+		w.Header()["Content-Type"] = nil
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte("<html>not sniffed</html>"))
+	}))
+	// A real server: httptest.ResponseRecorder sniffs only for a Write
+	// before WriteHeader, net/http for any response.
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	post := func() *http.Response {
+		r, err := http.NewRequest(http.MethodPost, srv.URL+"/orders", strings.NewReader(`{}`))
+		require.NoError(t, err)
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Idempotency-Key", "k")
+		resp, err := srv.Client().Do(r)
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		require.Equal(t, "<html>not sniffed</html>", string(body))
+		return resp
+	}
+	first := post()
+	require.Equal(t, http.StatusCreated, first.StatusCode)
+	require.Empty(t, first.Header.Values("Content-Type"), "the live response")
+	dup := post()
+	require.Equal(t, http.StatusCreated, dup.StatusCode)
+	assert.Equal(t, "true", dup.Header.Get("Idempotent-Replayed"))
+	assert.Empty(t, dup.Header.Values("Content-Type"), "sniffed on replay")
+	assert.Equal(t, int32(1), f.calls.Load())
+}
