@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"net/http"
+	"strings"
 	"unsafe"
 )
 
@@ -114,19 +115,53 @@ func appendRecordHead(dst []byte, status int, h http.Header, allow []string) []b
 	// byte, set once the fields are written, so h is read in one pass.
 	at := len(dst)
 	dst = append(dst, 0)
-	n := 0
+	n, found, missed := 0, 0, false
 	for _, name := range allow {
 		vs, ok := h[name]
 		if !ok {
+			missed = true
 			continue
 		}
+		found++
 		var full bool
 		if dst, n, full = appendRecordFields(dst, n, name, vs); full {
-			break
+			dst[at] = byte(n)
+			return dst
+		}
+	}
+	if missed && len(h) > found {
+		// Some of h is not an allowlisted name as spelled: a name set in
+		// another case (h["location"] = ...), which net/http sends as it
+		// is, is stored under its canonical name. A response whose names
+		// are all allowlisted, as spelled, skips this scan. (Two spellings
+		// of one name besides the canonical one may come apart in the
+		// record; the replay then keeps one of them.)
+		for k, vs := range h {
+			name := foldedName(k, allow)
+			if name == "" {
+				continue
+			}
+			if _, ok := h[name]; ok {
+				continue // stored as spelled canonically
+			}
+			var full bool
+			if dst, n, full = appendRecordFields(dst, n, name, vs); full {
+				break
+			}
 		}
 	}
 	dst[at] = byte(n)
 	return dst
+}
+
+// foldedName returns the name of allow that k spells in another case, or "".
+func foldedName(k string, allow []string) string {
+	for _, name := range allow {
+		if len(k) == len(name) && k != name && strings.EqualFold(k, name) {
+			return name
+		}
+	}
+	return ""
 }
 
 // nilContentType stands for a Content-Type present with no value.

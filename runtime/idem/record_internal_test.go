@@ -19,3 +19,23 @@ func TestRecordNilContentType(t *testing.T) {
 	assert.Equal(t, []headerField{{"Content-Type", ""}}, sr.header)
 	assert.Equal(t, appendRecordHead(nil, 201, http.Header{"Content-Type": {""}}, []string{"Content-Type"}), b)
 }
+
+// A name of the allowlist set in another case is stored under its
+// canonical name; one set canonically too is stored once, as spelled so.
+func TestRecordNonCanonicalName(t *testing.T) {
+	allow := []string{"Content-Type", "Content-Encoding", "Location"}
+	for _, tc := range []struct {
+		h    http.Header
+		want []headerField
+	}{
+		{http.Header{"location": {"/a"}, "X-Other": {"x"}}, []headerField{{"Location", "/a"}}},
+		{http.Header{"Content-Type": {"a/b"}, "LOCATION": {"/a", "/b"}}, []headerField{{"Content-Type", "a/b"}, {"Location", "/a"}, {"Location", "/b"}}},
+		{http.Header{"Location": {"/a"}, "location": {"/b"}}, []headerField{{"Location", "/a"}}},
+		{http.Header{"content-type": nil, "Set-Cookie": {"c"}}, []headerField{{"Content-Type", ""}}},
+		{http.Header{"Set-Cookie": {"c"}, "X-Locationn": {"x"}}, nil},
+	} {
+		var sr storedResponse
+		require.NoError(t, decodeRecord(appendRecordHead(nil, 200, tc.h, allow), &sr, nil))
+		assert.Equal(t, tc.want, sr.header, "%v", tc.h)
+	}
+}

@@ -49,3 +49,27 @@ func TestReplayKeepsNilContentType(t *testing.T) {
 	assert.Empty(t, dup.Header.Values("Content-Type"), "sniffed on replay")
 	assert.Equal(t, int32(1), f.calls.Load())
 }
+
+// A header set under a non-canonical name is sent by net/http as spelled;
+// the replay must carry it too (under its canonical name: names are
+// case-insensitive).
+func TestReplayKeepsNonCanonicalHeader(t *testing.T) {
+	f := newFixture(t, idem.Options{})
+	h := f.eng.Handler(mustCompile(t, strictSpec()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.calls.Add(1)
+		w.Header()["content-type"] = []string{"application/json"}
+		w.Header()["location"] = []string{"/orders/1"}
+		w.Header().Set("X-Request-Id", "r1") // not stored
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"id":1}`))
+	}))
+	first := send(h, req{key: "k", body: `{}`})
+	require.Equal(t, []string{"/orders/1"}, first.Header()["location"])
+	dup := send(h, req{key: "k", body: `{}`})
+	require.Equal(t, http.StatusCreated, dup.Code)
+	assert.Equal(t, "true", dup.Header().Get("Idempotent-Replayed"))
+	assert.Equal(t, "/orders/1", dup.Header().Get("Location"))
+	assert.Equal(t, "application/json", dup.Header().Get("Content-Type"))
+	assert.Empty(t, dup.Header().Get("X-Request-Id"))
+	assert.Equal(t, int32(1), f.calls.Load())
+}
