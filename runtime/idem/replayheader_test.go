@@ -64,6 +64,7 @@ func TestReplayKeepsNonCanonicalHeader(t *testing.T) {
 		_, _ = w.Write([]byte(`{"id":1}`))
 	}))
 	first := send(h, req{key: "k", body: `{}`})
+	//lint:ignore SA1008 the name is non-canonical on purpose: it is what the handler set
 	require.Equal(t, []string{"/orders/1"}, first.Header()["location"])
 	dup := send(h, req{key: "k", body: `{}`})
 	require.Equal(t, http.StatusCreated, dup.Code)
