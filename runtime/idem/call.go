@@ -1244,9 +1244,20 @@ func (c *Call) Writer(w http.ResponseWriter) http.ResponseWriter {
 // Complete is the strict-server ending of an Execute decision: visit (a
 // generated VisitXxxResponse method) writes the typed response into the
 // recorder from Writer(w), then Finish stores it. When visit fails, Complete
-// returns its error without finishing, so End frees the key.
+// returns its error. If nothing reached the client (visit failed before
+// writing a status, or the response is buffered: transactional mode), it
+// does not finish, so End frees the key (and rolls back) for a retry. If the
+// status was already sent, the operation ran and the client saw it answered:
+// Complete finishes with that status, as Finish would, but stores the
+// response as not replayable (a duplicate gets 409
+// IDEMPOTENCY_RESPONSE_UNAVAILABLE with its original_status, as for a
+// response above Response.MaxBytes) rather than free the key and run the
+// operation again; a 5xx, 408, 425 or 429 still frees it, as in Finish.
 func (c *Call) Complete(w http.ResponseWriter, visit func(http.ResponseWriter) error) error {
 	if err := visit(c.Writer(w)); err != nil {
+		if c.decision == Execute && c.protected && c.h.rec.cutShort() {
+			_ = c.Finish()
+		}
 		return err
 	}
 	_ = c.Finish()
@@ -1338,7 +1349,11 @@ func (c *Call) writeReplay(w http.ResponseWriter) {
 		for k := i; k < j; k++ {
 			vals[k] = fs[k].value
 		}
-		if !c.resp.notReplayable || !representationHeader(fs[i].name) {
+		switch {
+		case c.resp.notReplayable && representationHeader(fs[i].name):
+		case j == i+1 && fs[i].value == "" && fs[i].name == "Content-Type":
+			h["Content-Type"] = nil // stored present with no value: no sniffing (appendRecordHead)
+		default:
 			h[fs[i].name] = vals[i:j:j]
 		}
 		i = j
@@ -1351,7 +1366,7 @@ func (c *Call) writeReplay(w http.ResponseWriter) {
 	}
 	if c.resp.notReplayable {
 		c.e.writeProblem(w, &problem{status: http.StatusConflict, code: CodeResponseUnavailable,
-			detail:     "the request was executed, but its response was too large to store and cannot be replayed",
+			detail:     "the request was executed, but its response could not be stored (too large, or cut short) and cannot be replayed",
 			origStatus: c.resp.status}, "")
 		return
 	}
@@ -1506,8 +1521,20 @@ func (e *Engine) rememberFinal(d uint64, window time.Duration) {
 
 // reportStored reports a protected run whose record was stored (ev, an
 // EventExecuted): with overflowed, the response exceeded Response.MaxBytes
-// (respMax), so the record is not replayable: EventNotReplayable and a
-// warning too.
+// (respMax), or was cut short (respMax is cutShortMax: see Complete), so the
+// record is not replayable: EventNotReplayable and a warning too.
+// cutShortMax stands for respMax in reportStored for a response cut short.
+const cutShortMax = -1
+
+// notReplayableMax is the respMax reportStored is given: the policy's
+// Response.MaxBytes, or cutShortMax.
+func (c *Call) notReplayableMax() int {
+	if c.h.rec.cut {
+		return cutShortMax
+	}
+	return c.p.respMax
+}
+
 func (e *Engine) reportStored(ctx context.Context, ev Event, overflowed bool, respMax int) {
 	if e.obs != nil {
 		e.obs.Observe(ctx, ev)
@@ -1516,7 +1543,11 @@ func (e *Engine) reportStored(ctx context.Context, ev Event, overflowed bool, re
 				Key: ev.Key, Protected: true, State: ev.State, Status: ev.Status})
 		}
 	}
-	if overflowed {
+	switch {
+	case overflowed && respMax == cutShortMax:
+		e.log.LogAttrs(ctx, slog.LevelWarn, "idem: response failed after its status was sent (strict Visit error): stored as not replayable",
+			slog.String("operation", ev.Operation), slog.Int("status", ev.Status))
+	case overflowed:
 		e.log.LogAttrs(ctx, slog.LevelWarn, "idem: response larger than Response.MaxBytes: stored as not replayable",
 			slog.String("operation", ev.Operation), slog.Int("max_bytes", respMax))
 	}
@@ -1533,7 +1564,7 @@ func (c *Call) reportFinish(state State, status int, code string, err error, ove
 	case err == nil:
 		if e.obs != nil || overflowed {
 			e.reportStored(c.ctx, Event{Kind: EventExecuted, Operation: op, Principal: c.principal, Key: c.key,
-				Protected: true, State: state, Prior: c.prior, Status: status, Duration: e.now().Sub(c.start)}, overflowed, c.p.respMax)
+				Protected: true, State: state, Prior: c.prior, Status: status, Duration: e.now().Sub(c.start)}, overflowed, c.notReplayableMax())
 		}
 	case code == CodeRequestEnded:
 		// A transaction that could not commit because the request ended:

@@ -230,13 +230,20 @@ func headerKey(h http.Header, name string) (string, error) {
 	return "", detailMany
 }
 
-// queryKey finds the single parameter name in a raw query without building a map.
+// queryKey finds the single parameter name in a raw query without building
+// a map. It reads the query as net/url.ParseQuery (r.URL.Query(), what the
+// handler sees) does: a pair holding a semicolon is skipped, as is one whose
+// name is badly escaped; a badly escaped value of the parameter is refused
+// (detailBadQuery), where ParseQuery drops it.
 func queryKey(rawQuery, name string) (string, error) {
 	found := false
 	var val string
 	for q := rawQuery; q != ""; {
 		var part string
 		part, q, _ = strings.Cut(q, "&")
+		if strings.IndexByte(part, ';') >= 0 {
+			continue // ParseQuery: "invalid semicolon separator in query"
+		}
 		k, v, _ := strings.Cut(part, "=")
 		if strings.ContainsAny(k, "%+") {
 			uk, err := url.QueryUnescape(k)

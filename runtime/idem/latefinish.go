@@ -114,7 +114,7 @@ func (c *Call) finishLater(kind finishKind, state State, resp []byte, status int
 		prior:      c.prior,
 		status:     status,
 		overflowed: overflowed,
-		respMax:    c.p.respMax,
+		respMax:    c.notReplayableMax(),
 		err:        err,
 		start:      c.start,
 		failedAt:   e.now(),

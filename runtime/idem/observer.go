@@ -61,8 +61,9 @@ const (
 	// failure, and FailOpen does not run it). Engine.Refuse reports one for a refusal the
 	// router made (a key parameter it rejected).
 	EventRejected
-	// EventNotReplayable: the response exceeded Response.MaxBytes; the record
-	// was stored with it as not replayable (COMPLETED, or FAILED with a 5xx
+	// EventNotReplayable: the response exceeded Response.MaxBytes (or a
+	// strict Visit failed after the status was sent: see Call.Complete); the
+	// record was stored with it as not replayable (COMPLETED, or FAILED with a 5xx
 	// under FailuresReplay; duplicates get CodeResponseUnavailable). State is
 	// the record's.
 	EventNotReplayable

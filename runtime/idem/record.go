@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"net/http"
+	"strings"
 	"unsafe"
 )
 
@@ -101,6 +102,12 @@ type headerField struct{ name, value string }
 var errCorruptRecord = errors.New("idem: stored response is corrupt or of an unknown version")
 
 // appendRecordHead appends the version, flags, status and the allowlisted header fields of h.
+//
+// A Content-Type present with no value (h["Content-Type"] = nil, which
+// keeps net/http from sniffing one) is stored as one empty value, and
+// replayed as present with no value again (writeReplay): an explicit empty
+// value, which net/http would send as "Content-Type: ", is replayed so too.
+// Releases before this replay it as the empty value (no sniffing either).
 func appendRecordHead(dst []byte, status int, h http.Header, allow []string) []byte {
 	dst = append(dst, recordVersion, 0)
 	dst = binary.AppendUvarint(dst, uint64(status))
@@ -108,23 +115,76 @@ func appendRecordHead(dst []byte, status int, h http.Header, allow []string) []b
 	// byte, set once the fields are written, so h is read in one pass.
 	at := len(dst)
 	dst = append(dst, 0)
-	n := 0
+	n, found, missed := 0, 0, false
 	for _, name := range allow {
-		for _, v := range h[name] {
-			if n == maxRecordHeaders {
-				dst[at] = byte(n)
-				return dst
+		vs, ok := h[name]
+		if !ok {
+			missed = true
+			continue
+		}
+		found++
+		var full bool
+		if dst, n, full = appendRecordFields(dst, n, name, vs); full {
+			dst[at] = byte(n)
+			return dst
+		}
+	}
+	if missed && len(h) > found {
+		// Some of h is not an allowlisted name as spelled: a name set in
+		// another case (h["location"] = ...), which net/http sends as it
+		// is, is stored under its canonical name. A response whose names
+		// are all allowlisted, as spelled, skips this scan. (Two spellings
+		// of one name besides the canonical one may come apart in the
+		// record; the replay then keeps one of them.)
+		for k, vs := range h {
+			name := foldedName(k, allow)
+			if name == "" {
+				continue
 			}
-			n++
-			dst = binary.AppendUvarint(dst, uint64(len(name)))
-			dst = append(dst, name...)
-			v = sanitizeHeaderValue(v)
-			dst = binary.AppendUvarint(dst, uint64(len(v)))
-			dst = append(dst, v...)
+			if _, ok := h[name]; ok {
+				continue // stored as spelled canonically
+			}
+			var full bool
+			if dst, n, full = appendRecordFields(dst, n, name, vs); full {
+				break
+			}
 		}
 	}
 	dst[at] = byte(n)
 	return dst
+}
+
+// foldedName returns the name of allow that k spells in another case, or "".
+func foldedName(k string, allow []string) string {
+	for _, name := range allow {
+		if len(k) == len(name) && k != name && strings.EqualFold(k, name) {
+			return name
+		}
+	}
+	return ""
+}
+
+// nilContentType stands for a Content-Type present with no value.
+var nilContentType = []string{""}
+
+// appendRecordFields appends the fields name: v for each v of vs (n fields
+// are written so far); full reports that it stopped at maxRecordHeaders.
+func appendRecordFields(dst []byte, n int, name string, vs []string) (_ []byte, _ int, full bool) {
+	if len(vs) == 0 && name == "Content-Type" {
+		vs = nilContentType
+	}
+	for _, v := range vs {
+		if n == maxRecordHeaders {
+			return dst, n, true
+		}
+		n++
+		dst = binary.AppendUvarint(dst, uint64(len(name)))
+		dst = append(dst, name...)
+		v = sanitizeHeaderValue(v)
+		dst = binary.AppendUvarint(dst, uint64(len(v)))
+		dst = append(dst, v...)
+	}
+	return dst, n, false
 }
 
 // sanitizeHeaderValue drops what net/http would refuse to send (CR, LF, NUL,

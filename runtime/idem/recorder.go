@@ -40,6 +40,7 @@ type recorder struct {
 	enc         *[]byte // pooled: head + body (up to max)
 	headLen     int
 	overflow    bool
+	cut         bool    // cutShort: the response failed after its status was sent
 	full        *[]byte // buffered mode: the whole body
 	gone        error   // tee mode: the client's connection failed with it
 }
@@ -213,6 +214,21 @@ func (r *recorder) finalize() {
 	if !r.wroteHeader {
 		r.WriteHeader(http.StatusOK)
 	}
+}
+
+// cutShort marks a response whose writer failed (a strict Visit that
+// returned an error) after its status was sent to the client (tee mode): the
+// handler ran and the client got the status and perhaps part of the body, so
+// the record is kept, without its body and not replayable (as a response
+// above Response.MaxBytes). It reports false, changing nothing, when nothing
+// reached the client (buffered mode, or no status written yet).
+func (r *recorder) cutShort() bool {
+	if !r.active || r.done || r.buffered || r.w == nil || !r.wroteHeader {
+		return false
+	}
+	r.cut, r.overflow = true, true
+	*r.enc = (*r.enc)[:r.headLen]
+	return true
 }
 
 // record returns the encoded record (aliasing the pooled buffer; valid until end).
