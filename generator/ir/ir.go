@@ -142,6 +142,11 @@ type Key struct {
 	// Param is the spec's own declaration of the key as a header or query
 	// parameter, nil when the spec does not declare it.
 	Param *Param `json:"param,omitempty"`
+	// GoKind says how the Go type of Param holds the key text, "" without
+	// Param: KeyGoString for a type whose underlying type is string
+	// (string, an enum type oapi-codegen names, a named type given with
+	// x-go-type), KeyGoUUID for openapi_types.UUID.
+	GoKind string `json:"goKind,omitempty"`
 	// Schema is what the spec's declaration of the key (the parameter or
 	// the body member) requires of its string beyond the contract, nil
 	// when it requires none of it: the client emitter checks the keys its
@@ -149,6 +154,12 @@ type Key struct {
 	Schema *KeySchema `json:"schema,omitempty"`
 	Pos    Pos        `json:"pos"`
 }
+
+// Go kinds of a key parameter (Key.GoKind).
+const (
+	KeyGoString = "string" // a type whose underlying type is string: converted to and from the key text
+	KeyGoUUID   = "uuid"   // openapi_types.UUID: parsed from and printed to the key text
+)
 
 // KeySchema is what a key's declared schema requires of the key's text.
 type KeySchema struct {
