@@ -6,7 +6,11 @@
 package keytypesapi
 
 // NoteKey is the Go type of createNote's key header (x-go-type: NoteKey).
+// Its String method hides the key, as a type for secrets may: the key is
+// its text, never what String prints.
 type NoteKey string
+
+func (NoteKey) String() string { return "NoteKey(redacted)" }
 
 // TicketKey is the Go type of openTicket's key query parameter (x-go-type: TicketKey).
 type TicketKey string

@@ -134,6 +134,24 @@ func TestNamedStringHeaderWithKey(t *testing.T) {
 	check(t, s, w, "createNote", key, resp.HTTPResponse, resp.JSON201)
 }
 
+// Two calls with different keys are two operations, even when the key's
+// type prints every key the same (NoteKey.String): the server takes the
+// key's text from the typed parameter, not what String prints.
+func TestNamedStringKeyIsItsText(t *testing.T) {
+	s, _, c := setup(t)
+	_, _, err := c.CreateNote(t.Context(), &api.CreateNoteParams{IdempotencyKey: "note-a"}, api.Note{Text: "hi"})
+	require.NoError(t, err)
+	resp, key, err := c.CreateNote(t.Context(), &api.CreateNoteParams{IdempotencyKey: "note-b"}, api.Note{Text: "hi"})
+	require.NoError(t, err)
+	assert.Equal(t, "note-b", key)
+	require.NotNil(t, resp.JSON201)
+	assert.Equal(t, "note-b", *resp.JSON201.Key, "note-b ran, not a replay of note-a")
+	assert.Empty(t, resp.HTTPResponse.Header.Get("Idempotent-Replayed"))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	assert.Equal(t, map[string]int{"createNote note-a": 1, "createNote note-b": 1}, s.execs)
+}
+
 func TestNamedStringOptionalQuery(t *testing.T) {
 	s, w, c := setup(t)
 	resp, key, err := c.OpenTicket(t.Context(), nil)
