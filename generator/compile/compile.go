@@ -595,6 +595,14 @@ func (c *compiler) checkKey(out *ir.Operation, op *openapi3.Operation, pathParam
 		}
 		p := c.irParam(*decl, out.GoName)
 		k.Param = &p
+		kind, goType, why := keyGoKind(decl.v)
+		k.GoKind = kind
+		if why != "" {
+			if goType == "" {
+				goType = "unknown"
+			}
+			c.diags.Unsupportedf(p.Pos, "key-param-go-type", "the key of %s travels in the %s parameter %s, whose Go type (%s) cannot hold the key: %s; the generated code handles a key parameter of a string type (string, an enum, a named type such as type Key string given with x-go-type) or a UUID (format: uuid)", where, p.In, p.Name, goType, why)
+		}
 		declPos := fmt.Sprintf("%s:%d:%d", p.Pos.File, p.Pos.Line, p.Pos.Col)
 		c.compareDecl(out, b, decl.v.Required, decl.v.Schema, fmt.Sprintf("%s parameter %s (declared at %s)", decl.v.In, decl.v.Name, declPos))
 	case ir.CarrierBody:

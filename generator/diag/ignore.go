@@ -66,6 +66,7 @@ var errorRules = []string{
 	"key-carrier-conflict",
 	"key-declared-differently",
 	"key-in-cookie",
+	"key-param-go-type",
 	"key-undeclared",
 	"key-unknown-member",
 	"load-error",

@@ -149,6 +149,11 @@ type Key struct {
 	// properties, another field type, more than one content type). The
 	// strict middleware takes the key from it, else from the body's bytes.
 	BodyField string `json:"bodyField,omitempty"`
+	// GoKind says how the Go type of Param holds the key text, "" without
+	// Param: KeyGoString for a type whose underlying type is string
+	// (string, an enum type oapi-codegen names, a named type given with
+	// x-go-type), KeyGoUUID for openapi_types.UUID.
+	GoKind string `json:"goKind,omitempty"`
 	// Schema is what the spec's declaration of the key (the parameter or
 	// the body member) requires of its string beyond the contract, nil
 	// when it requires none of it: the client emitter checks the keys its
@@ -156,6 +161,12 @@ type Key struct {
 	Schema *KeySchema `json:"schema,omitempty"`
 	Pos    Pos        `json:"pos"`
 }
+
+// Go kinds of a key parameter (Key.GoKind).
+const (
+	KeyGoString = "string" // a type whose underlying type is string: converted to and from the key text
+	KeyGoUUID   = "uuid"   // openapi_types.UUID: parsed from and printed to the key text
+)
 
 // KeySchema is what a key's declared schema requires of the key's text.
 type KeySchema struct {

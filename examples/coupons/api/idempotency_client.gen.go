@@ -110,7 +110,8 @@ func (c *IdempotentClient) ClaimCoupon(ctx context.Context, couponId CouponId, p
 	if params != nil {
 		p = *params
 	}
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyClaimCoupon, &p.IdempotencyKey, opts)
+	carried, set := idemgenClientUUID(&p.IdempotencyKey)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyClaimCoupon, carried, set, opts)
 	if err != nil {
 		return nil, key, err
 	}
@@ -130,7 +131,8 @@ func (c *IdempotentClient) ClaimCouponWithBody(ctx context.Context, couponId Cou
 	if params != nil {
 		p = *params
 	}
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyClaimCoupon, &p.IdempotencyKey, opts)
+	carried, set := idemgenClientUUID(&p.IdempotencyKey)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyClaimCoupon, carried, set, opts)
 	if err != nil {
 		return nil, key, err
 	}
@@ -160,60 +162,28 @@ var idemgenClientPolicyClaimCoupon = idemclient.Policy{
 	KeyName:    "Idempotency-Key",
 }
 
-// idemgenClientStart starts a call under policy p whose key travels in the typed parameter *field: it
-// fixes the key (the one given with idemclient.WithKey, else the one *field holds, else a new one in
-// the policy's format) and writes it into *field when *field holds none.
-func idemgenClientStart[T any](ctx context.Context, p idemclient.Policy, field *T, opts []idemclient.CallOption) (context.Context, *idemclient.Call, string, error) {
+// idemgenClientStart starts a call under policy p whose key travels in a typed parameter that holds
+// carried ("" for none): it fixes the key (the one given with idemclient.WithKey, else carried, else a
+// new one in the policy's format) and, when the parameter holds none, writes it there with set.
+func idemgenClientStart(ctx context.Context, p idemclient.Policy, carried string, set func(string) error, opts []idemclient.CallOption) (context.Context, *idemclient.Call, string, error) {
 	ctx, call := p.Start(ctx, opts...)
-	carried := idemgenClientKeyText(*field)
 	key, err := call.FixKey(carried)
 	if err == nil && carried == "" {
-		err = idemgenClientSetKey(field, key)
+		err = set(key)
 	}
 	return ctx, call, key, err
 }
 
-// idemgenClientKeyText returns the key a typed key parameter holds: a string (or a pointer to one) as
-// is, a UUID in its canonical form; "" when it holds none (an empty string, a nil pointer, the zero
-// UUID).
-func idemgenClientKeyText(v any) string {
-	switch k := v.(type) {
-	case string:
-		return k
-	case *string:
-		if k != nil {
-			return *k
-		}
-	case openapi_types.UUID:
-		if k != (openapi_types.UUID{}) {
-			return k.String()
-		}
-	case *openapi_types.UUID:
-		if k != nil && *k != (openapi_types.UUID{}) {
-			return k.String()
-		}
+// idemgenClientUUID returns the key a UUID key parameter holds in its canonical form ("" for the zero
+// UUID) and the function that parses a key into it.
+func idemgenClientUUID(field *openapi_types.UUID) (string, func(string) error) {
+	carried := ""
+	if *field != (openapi_types.UUID{}) {
+		carried = field.String()
 	}
-	return ""
-}
-
-// idemgenClientSetKey writes key into a typed key parameter: a string, a UUID (which must then be in
-// canonical form), or a pointer to either.
-func idemgenClientSetKey(field any, key string) error {
-	switch f := field.(type) {
-	case *string:
-		*f = key
-		return nil
-	case **string:
-		*f = &key
-		return nil
-	case *openapi_types.UUID:
-		return idemgenClientSetUUID(f, key)
-	case **openapi_types.UUID:
-		u := new(openapi_types.UUID)
-		*f = u
-		return idemgenClientSetUUID(u, key)
+	return carried, func(key string) error {
+		return idemgenClientSetUUID(field, key)
 	}
-	return fmt.Errorf("%w: a key parameter of type %T", idemclient.ErrBadKeyCarrier, field)
 }
 
 // idemgenClientSetUUID parses key into a UUID key parameter; the parameter is sent in canonical form,

@@ -12,6 +12,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/memstore"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strings"
 	"time"
 )
@@ -420,9 +421,13 @@ func idemgenWriteNothing(http.ResponseWriter) error {
 	return nil
 }
 
-// idemgenKey is a typed key parameter as the engine takes it: a string as is, a UUID (or any
-// fmt.Stringer) in its text form.
+// idemgenKey is a typed key parameter as the engine takes it: a value of a string type (string, an
+// enum type, a named type such as type Key string) as its text, never what its String method prints; a
+// UUID (or any other fmt.Stringer) in its text form.
 func idemgenKey[T any](v T) idem.Key {
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.String {
+		return idem.KeyFrom(rv.String())
+	}
 	switch k := any(v).(type) {
 	case string:
 		return idem.KeyFrom(k)

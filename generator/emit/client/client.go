@@ -387,7 +387,7 @@ func (g *gen) constructors() {
 
 // helperLocals are the identifiers a helper declares itself (its receiver,
 // parameters and variables): no path argument takes one.
-var helperLocals = []string{"c", "ctx", "params", "contentType", "body", "opts", "p", "call", "key", "err", "resp"}
+var helperLocals = []string{"c", "ctx", "params", "contentType", "body", "opts", "p", "carried", "set", "call", "key", "err", "resp"}
 
 // pathVars are the names of the helper's path arguments.
 func pathVars(op *ir.Operation) []string {
@@ -513,8 +513,9 @@ func (g *gen) helper(op *ir.Operation, kind helperKind) {
 		if kp != nil {
 			b.Var().Id("p").Id(op.Names.Params)
 			b.If(jen.Id("params").Op("!=").Nil()).Block(jen.Id("p").Op("=").Op("*").Id("params"))
+			b.List(jen.Id("carried"), jen.Id("set")).Op(":=").Id(keyAccess(op)).Call(jen.Op("&").Id("p").Dot(kp.GoName))
 			b.List(jen.Id("ctx"), jen.Id("call"), jen.Id("key"), jen.Err()).Op(":=").Id(px+"Start").Call(
-				jen.Id("ctx"), jen.Id(g.policyVar(op)), jen.Op("&").Id("p").Dot(kp.GoName), jen.Id("opts"))
+				jen.Id("ctx"), jen.Id(g.policyVar(op)), jen.Id("carried"), jen.Id("set"), jen.Id("opts"))
 			b.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Id("key"), jen.Err()))
 			b.List(jen.Id("resp"), jen.Err()).Op(":=").Id("c").Dot(method).Call(args...)
 			b.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Id("key"), jen.Err()))
@@ -664,65 +665,98 @@ func policyLiteral(p idemclient.Policy) jen.Code {
 	))
 }
 
+// keyAccess is the function that reads and writes the key of op in its
+// typed key parameter, by the parameter's Go kind and pointer-ness.
+func keyAccess(op *ir.Operation) string {
+	name := px + "String"
+	if op.Key.GoKind == ir.KeyGoUUID {
+		name = px + "UUID"
+	}
+	if op.Key.Param.Pointer {
+		name += "Ptr"
+	}
+	return name
+}
+
 // keyHelpers writes the helpers of typed key parameters, when some
-// operation has one.
+// operation has one: the start of a call and the accessors the helpers
+// use.
 func (g *gen) keyHelpers() {
-	if !slices.ContainsFunc(g.spec.Operations, func(op *ir.Operation) bool { ok, _ := typed(op); return ok && op.Key.Param != nil }) {
+	used := map[string]bool{}
+	for _, op := range g.spec.Operations {
+		if ok, _ := typed(op); ok && op.Key.Param != nil {
+			used[keyAccess(op)] = true
+		}
+	}
+	if len(used) == 0 {
 		return
 	}
 	q := func(id string) *jen.Statement { return jen.Qual(clientPkg, id) }
-	uuid := jen.Qual(typesPkg, "UUID")
-	g.doc(px + "Start starts a call under policy p whose key travels in the typed parameter *field: it fixes the key (the one given with idemclient.WithKey, else the one *field holds, else a new one in the policy's format) and writes it into *field when *field holds none.")
-	g.f.Func().Id(px+"Start").Types(jen.Id("T").Any()).Params(
-		jen.Id("ctx").Qual("context", "Context"), jen.Id("p").Add(q("Policy")), jen.Id("field").Op("*").Id("T"), jen.Id("opts").Index().Add(q("CallOption")),
+	uuid := func() *jen.Statement { return jen.Qual(typesPkg, "UUID") }
+	access := jen.Params(jen.String(), jen.Func().Params(jen.String()).Error())
+	g.doc(px + "Start starts a call under policy p whose key travels in a typed parameter that holds carried (\"\" for none): it fixes the key (the one given with idemclient.WithKey, else carried, else a new one in the policy's format) and, when the parameter holds none, writes it there with set.")
+	g.f.Func().Id(px+"Start").Params(
+		jen.Id("ctx").Qual("context", "Context"), jen.Id("p").Add(q("Policy")), jen.Id("carried").String(), jen.Id("set").Func().Params(jen.String()).Error(), jen.Id("opts").Index().Add(q("CallOption")),
 	).Params(jen.Qual("context", "Context"), jen.Op("*").Add(q("Call")), jen.String(), jen.Error()).Block(
 		jen.List(jen.Id("ctx"), jen.Id("call")).Op(":=").Id("p").Dot("Start").Call(jen.Id("ctx"), jen.Id("opts").Op("...")),
-		jen.Id("carried").Op(":=").Id(px+"KeyText").Call(jen.Op("*").Id("field")),
 		jen.List(jen.Id("key"), jen.Err()).Op(":=").Id("call").Dot("FixKey").Call(jen.Id("carried")),
 		jen.If(jen.Err().Op("==").Nil().Op("&&").Id("carried").Op("==").Lit("")).Block(
-			jen.Err().Op("=").Id(px+"SetKey").Call(jen.Id("field"), jen.Id("key")),
+			jen.Err().Op("=").Id("set").Call(jen.Id("key")),
 		),
 		jen.Return(jen.Id("ctx"), jen.Id("call"), jen.Id("key"), jen.Err()),
 	)
-
-	g.doc(px + "KeyText returns the key a typed key parameter holds: a string (or a pointer to one) as is, a UUID in its canonical form; \"\" when it holds none (an empty string, a nil pointer, the zero UUID).")
-	g.f.Func().Id(px+"KeyText").Params(jen.Id("v").Any()).String().Block(
-		jen.Switch(jen.Id("k").Op(":=").Id("v").Assert(jen.Type())).Block(
-			jen.Case(jen.String()).Block(jen.Return(jen.Id("k"))),
-			jen.Case(jen.Op("*").String()).Block(
-				jen.If(jen.Id("k").Op("!=").Nil()).Block(jen.Return(jen.Op("*").Id("k"))),
-			),
-			jen.Case(uuid.Clone()).Block(
-				jen.If(jen.Id("k").Op("!=").Parens(uuid.Clone().Values())).Block(jen.Return(jen.Id("k").Dot("String").Call())),
-			),
-			jen.Case(jen.Op("*").Add(uuid.Clone())).Block(
-				jen.If(jen.Id("k").Op("!=").Nil().Op("&&").Op("*").Id("k").Op("!=").Parens(uuid.Clone().Values())).Block(jen.Return(jen.Id("k").Dot("String").Call())),
-			),
-		),
-		jen.Return(jen.Lit("")),
-	)
-
-	g.doc(px + "SetKey writes key into a typed key parameter: a string, a UUID (which must then be in canonical form), or a pointer to either.")
-	g.f.Func().Id(px+"SetKey").Params(jen.Id("field").Any(), jen.Id("key").String()).Error().Block(
-		jen.Switch(jen.Id("f").Op(":=").Id("field").Assert(jen.Type())).Block(
-			jen.Case(jen.Op("*").String()).Block(jen.Op("*").Id("f").Op("=").Id("key"), jen.Return(jen.Nil())),
-			jen.Case(jen.Op("**").String()).Block(jen.Op("*").Id("f").Op("=").Op("&").Id("key"), jen.Return(jen.Nil())),
-			jen.Case(jen.Op("*").Add(uuid.Clone())).Block(jen.Return(jen.Id(px+"SetUUID").Call(jen.Id("f"), jen.Id("key")))),
-			jen.Case(jen.Op("**").Add(uuid.Clone())).Block(
-				jen.Id("u").Op(":=").New(uuid.Clone()),
-				jen.Op("*").Id("f").Op("=").Id("u"),
+	if used[px+"String"] {
+		g.doc(px + "String returns the key a key parameter of a string type holds (\"\" for none) and the function that writes a key into it. T is the parameter's Go type (string, an enum type, a named type given with x-go-type): the key parameter must have a string type.")
+		g.f.Func().Id(px + "String").Types(jen.Id("T").Op("~").String()).Params(jen.Id("field").Op("*").Id("T")).Add(access).Block(
+			jen.Return(jen.String().Call(jen.Op("*").Id("field")), jen.Func().Params(jen.Id("key").String()).Error().Block(
+				jen.Op("*").Id("field").Op("=").Id("T").Call(jen.Id("key")),
+				jen.Return(jen.Nil()),
+			)),
+		)
+	}
+	if used[px+"StringPtr"] {
+		g.doc(px + "StringPtr is " + px + "String of an optional parameter: a nil pointer holds no key.")
+		g.f.Func().Id(px+"StringPtr").Types(jen.Id("T").Op("~").String()).Params(jen.Id("field").Op("**").Id("T")).Add(access).Block(
+			jen.Id("carried").Op(":=").Lit(""),
+			jen.If(jen.Op("*").Id("field").Op("!=").Nil()).Block(jen.Id("carried").Op("=").String().Call(jen.Op("**").Id("field"))),
+			jen.Return(jen.Id("carried"), jen.Func().Params(jen.Id("key").String()).Error().Block(
+				jen.Id("k").Op(":=").Id("T").Call(jen.Id("key")),
+				jen.Op("*").Id("field").Op("=").Op("&").Id("k"),
+				jen.Return(jen.Nil()),
+			)),
+		)
+	}
+	if used[px+"UUID"] {
+		g.doc(px + "UUID returns the key a UUID key parameter holds in its canonical form (\"\" for the zero UUID) and the function that parses a key into it.")
+		g.f.Func().Id(px+"UUID").Params(jen.Id("field").Op("*").Add(uuid())).Add(access).Block(
+			jen.Id("carried").Op(":=").Lit(""),
+			jen.If(jen.Op("*").Id("field").Op("!=").Parens(uuid().Values())).Block(jen.Id("carried").Op("=").Id("field").Dot("String").Call()),
+			jen.Return(jen.Id("carried"), jen.Func().Params(jen.Id("key").String()).Error().Block(
+				jen.Return(jen.Id(px+"SetUUID").Call(jen.Id("field"), jen.Id("key"))),
+			)),
+		)
+	}
+	if used[px+"UUIDPtr"] {
+		g.doc(px + "UUIDPtr is " + px + "UUID of an optional parameter: a nil pointer holds no key.")
+		g.f.Func().Id(px+"UUIDPtr").Params(jen.Id("field").Op("**").Add(uuid())).Add(access).Block(
+			jen.Id("carried").Op(":=").Lit(""),
+			jen.If(jen.Op("*").Id("field").Op("!=").Nil().Op("&&").Op("**").Id("field").Op("!=").Parens(uuid().Values())).Block(jen.Id("carried").Op("=").Parens(jen.Op("*").Id("field")).Dot("String").Call()),
+			jen.Return(jen.Id("carried"), jen.Func().Params(jen.Id("key").String()).Error().Block(
+				jen.Id("u").Op(":=").New(uuid()),
+				jen.Op("*").Id("field").Op("=").Id("u"),
 				jen.Return(jen.Id(px+"SetUUID").Call(jen.Id("u"), jen.Id("key"))),
+			)),
+		)
+	}
+	if used[px+"UUID"] || used[px+"UUIDPtr"] {
+		g.doc(px + "SetUUID parses key into a UUID key parameter; the parameter is sent in canonical form, so key must be in that form already.")
+		g.f.Func().Id(px+"SetUUID").Params(jen.Id("u").Op("*").Add(uuid()), jen.Id("key").String()).Error().Block(
+			jen.If(jen.Err().Op(":=").Id("u").Dot("UnmarshalText").Call(jen.Index().Byte().Parens(jen.Id("key"))), jen.Err().Op("!=").Nil().Op("||").Id("u").Dot("String").Call().Op("!=").Id("key")).Block(
+				jen.Return(jen.Qual("fmt", "Errorf").Call(jen.Lit("%w: the key %q is not a canonical (lower-case) UUID, which the typed key parameter needs"), q("ErrBadKeyCarrier"), jen.Id("key"))),
 			),
-		),
-		jen.Return(jen.Qual("fmt", "Errorf").Call(jen.Lit("%w: a key parameter of type %T"), q("ErrBadKeyCarrier"), jen.Id("field"))),
-	)
-	g.doc(px + "SetUUID parses key into a UUID key parameter; the parameter is sent in canonical form, so key must be in that form already.")
-	g.f.Func().Id(px+"SetUUID").Params(jen.Id("u").Op("*").Add(uuid.Clone()), jen.Id("key").String()).Error().Block(
-		jen.If(jen.Err().Op(":=").Id("u").Dot("UnmarshalText").Call(jen.Index().Byte().Parens(jen.Id("key"))), jen.Err().Op("!=").Nil().Op("||").Id("u").Dot("String").Call().Op("!=").Id("key")).Block(
-			jen.Return(jen.Qual("fmt", "Errorf").Call(jen.Lit("%w: the key %q is not a canonical (lower-case) UUID, which the typed key parameter needs"), q("ErrBadKeyCarrier"), jen.Id("key"))),
-		),
-		jen.Return(jen.Nil()),
-	)
+			jen.Return(jen.Nil()),
+		)
+	}
 }
 
 // route is an entry of the matcher table.

@@ -19,6 +19,7 @@ var update = flag.Bool("update", false, "rewrite the golden files (the generated
 // server through faultnet.
 var goldenCases = []gentest.GoldenCase{
 	{Name: "clientapi", Spec: "testdata/client/shop/openapi.yaml", Server: gentest.StrictStdHTTP, Client: true},
+	{Name: "keytypesapi", Spec: "testdata/client/key-types/openapi.yaml", Server: gentest.StrictStdHTTP, Client: true},
 }
 
 // TestGolden regenerates every golden case and compares the generated files

@@ -1006,8 +1006,11 @@ func (g *gen) helpers() {
 		}
 	}
 	if need || needPtr {
-		g.doc(px + "Key is a typed key parameter as the engine takes it: a string as is, a UUID (or any fmt.Stringer) in its text form.")
+		g.doc(px + "Key is a typed key parameter as the engine takes it: a value of a string type (string, an enum type, a named type such as type Key string) as its text, never what its String method prints; a UUID (or any other fmt.Stringer) in its text form.")
 		g.f.Func().Id(px+"Key").Types(jen.Id("T").Any()).Params(jen.Id("v").Id("T")).Qual(idemPkg, "Key").Block(
+			jen.If(jen.Id("rv").Op(":=").Qual("reflect", "ValueOf").Call(jen.Id("v")), jen.Id("rv").Dot("Kind").Call().Op("==").Qual("reflect", "String")).Block(
+				jen.Return(jen.Qual(idemPkg, "KeyFrom").Call(jen.Id("rv").Dot("String").Call())),
+			),
 			jen.Switch(jen.Id("k").Op(":=").Any().Parens(jen.Id("v")).Assert(jen.Type())).Block(
 				jen.Case(jen.String()).Block(jen.Return(jen.Qual(idemPkg, "KeyFrom").Call(jen.Id("k")))),
 				jen.Case(jen.Qual("fmt", "Stringer")).Block(jen.Return(jen.Qual(idemPkg, "KeyFrom").Call(jen.Id("k").Dot("String").Call()))),

@@ -143,7 +143,8 @@ func (c *IdempotentClient) UpdateAccount(ctx context.Context, kind UpdateAccount
 	if params != nil {
 		p = *params
 	}
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyUpdateAccount, &p.IdempotencyKey, opts)
+	carried, set := idemgenClientUUID(&p.IdempotencyKey)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyUpdateAccount, carried, set, opts)
 	if err != nil {
 		return nil, key, err
 	}
@@ -163,7 +164,8 @@ func (c *IdempotentClient) UpdateAccountWithBody(ctx context.Context, kind Updat
 	if params != nil {
 		p = *params
 	}
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyUpdateAccount, &p.IdempotencyKey, opts)
+	carried, set := idemgenClientUUID(&p.IdempotencyKey)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyUpdateAccount, carried, set, opts)
 	if err != nil {
 		return nil, key, err
 	}
@@ -189,7 +191,8 @@ func (c *IdempotentClient) ClaimCoupon(ctx context.Context, couponId string, par
 	if params != nil {
 		p = *params
 	}
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyClaimCoupon, &p.IdempotencyKey, opts)
+	carried, set := idemgenClientUUID(&p.IdempotencyKey)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyClaimCoupon, carried, set, opts)
 	if err != nil {
 		return nil, key, err
 	}
@@ -209,7 +212,8 @@ func (c *IdempotentClient) ClaimCouponWithBody(ctx context.Context, couponId str
 	if params != nil {
 		p = *params
 	}
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyClaimCoupon, &p.IdempotencyKey, opts)
+	carried, set := idemgenClientUUID(&p.IdempotencyKey)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyClaimCoupon, carried, set, opts)
 	if err != nil {
 		return nil, key, err
 	}
@@ -283,7 +287,8 @@ func (c *IdempotentClient) CreateOrder(ctx context.Context, params *CreateOrderP
 	if params != nil {
 		p = *params
 	}
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreateOrder, &p.IdempotencyKey, opts)
+	carried, set := idemgenClientString(&p.IdempotencyKey)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreateOrder, carried, set, opts)
 	if err != nil {
 		return nil, key, err
 	}
@@ -303,7 +308,8 @@ func (c *IdempotentClient) CreateOrderWithBody(ctx context.Context, params *Crea
 	if params != nil {
 		p = *params
 	}
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreateOrder, &p.IdempotencyKey, opts)
+	carried, set := idemgenClientString(&p.IdempotencyKey)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreateOrder, carried, set, opts)
 	if err != nil {
 		return nil, key, err
 	}
@@ -328,7 +334,8 @@ func (c *IdempotentClient) CreatePayment(ctx context.Context, params *CreatePaym
 	if params != nil {
 		p = *params
 	}
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreatePayment, &p.RequestId, opts)
+	carried, set := idemgenClientString(&p.RequestId)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreatePayment, carried, set, opts)
 	if err != nil {
 		return nil, key, err
 	}
@@ -348,7 +355,8 @@ func (c *IdempotentClient) CreatePaymentWithBody(ctx context.Context, params *Cr
 	if params != nil {
 		p = *params
 	}
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreatePayment, &p.RequestId, opts)
+	carried, set := idemgenClientString(&p.RequestId)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreatePayment, carried, set, opts)
 	if err != nil {
 		return nil, key, err
 	}
@@ -376,7 +384,8 @@ func (c *IdempotentClient) UploadReceiptFileWithBody(ctx context.Context, receip
 	if params != nil {
 		p = *params
 	}
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyUploadReceiptFile, &p.IdempotencyKey, opts)
+	carried, set := idemgenClientStringPtr(&p.IdempotencyKey)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyUploadReceiptFile, carried, set, opts)
 	if err != nil {
 		return nil, key, err
 	}
@@ -403,7 +412,8 @@ func (c *IdempotentClient) SubscribeWithBody(ctx context.Context, params *Subscr
 	if params != nil {
 		p = *params
 	}
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicySubscribe, &p.IdempotencyKey, opts)
+	carried, set := idemgenClientString(&p.IdempotencyKey)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicySubscribe, carried, set, opts)
 	if err != nil {
 		return nil, key, err
 	}
@@ -423,7 +433,8 @@ func (c *IdempotentClient) SubscribeWithFormdataBody(ctx context.Context, params
 	if params != nil {
 		p = *params
 	}
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicySubscribe, &p.IdempotencyKey, opts)
+	carried, set := idemgenClientString(&p.IdempotencyKey)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicySubscribe, carried, set, opts)
 	if err != nil {
 		return nil, key, err
 	}
@@ -638,60 +649,51 @@ var idemgenClientPolicyCreateTransfer = idemclient.Policy{
 	KeyName:    "/idempotency_key",
 }
 
-// idemgenClientStart starts a call under policy p whose key travels in the typed parameter *field: it
-// fixes the key (the one given with idemclient.WithKey, else the one *field holds, else a new one in
-// the policy's format) and writes it into *field when *field holds none.
-func idemgenClientStart[T any](ctx context.Context, p idemclient.Policy, field *T, opts []idemclient.CallOption) (context.Context, *idemclient.Call, string, error) {
+// idemgenClientStart starts a call under policy p whose key travels in a typed parameter that holds
+// carried ("" for none): it fixes the key (the one given with idemclient.WithKey, else carried, else a
+// new one in the policy's format) and, when the parameter holds none, writes it there with set.
+func idemgenClientStart(ctx context.Context, p idemclient.Policy, carried string, set func(string) error, opts []idemclient.CallOption) (context.Context, *idemclient.Call, string, error) {
 	ctx, call := p.Start(ctx, opts...)
-	carried := idemgenClientKeyText(*field)
 	key, err := call.FixKey(carried)
 	if err == nil && carried == "" {
-		err = idemgenClientSetKey(field, key)
+		err = set(key)
 	}
 	return ctx, call, key, err
 }
 
-// idemgenClientKeyText returns the key a typed key parameter holds: a string (or a pointer to one) as
-// is, a UUID in its canonical form; "" when it holds none (an empty string, a nil pointer, the zero
-// UUID).
-func idemgenClientKeyText(v any) string {
-	switch k := v.(type) {
-	case string:
-		return k
-	case *string:
-		if k != nil {
-			return *k
-		}
-	case openapi_types.UUID:
-		if k != (openapi_types.UUID{}) {
-			return k.String()
-		}
-	case *openapi_types.UUID:
-		if k != nil && *k != (openapi_types.UUID{}) {
-			return k.String()
-		}
+// idemgenClientString returns the key a key parameter of a string type holds ("" for none) and the
+// function that writes a key into it. T is the parameter's Go type (string, an enum type, a named type
+// given with x-go-type): the key parameter must have a string type.
+func idemgenClientString[T ~string](field *T) (string, func(string) error) {
+	return string(*field), func(key string) error {
+		*field = T(key)
+		return nil
 	}
-	return ""
 }
 
-// idemgenClientSetKey writes key into a typed key parameter: a string, a UUID (which must then be in
-// canonical form), or a pointer to either.
-func idemgenClientSetKey(field any, key string) error {
-	switch f := field.(type) {
-	case *string:
-		*f = key
-		return nil
-	case **string:
-		*f = &key
-		return nil
-	case *openapi_types.UUID:
-		return idemgenClientSetUUID(f, key)
-	case **openapi_types.UUID:
-		u := new(openapi_types.UUID)
-		*f = u
-		return idemgenClientSetUUID(u, key)
+// idemgenClientStringPtr is idemgenClientString of an optional parameter: a nil pointer holds no key.
+func idemgenClientStringPtr[T ~string](field **T) (string, func(string) error) {
+	carried := ""
+	if *field != nil {
+		carried = string(**field)
 	}
-	return fmt.Errorf("%w: a key parameter of type %T", idemclient.ErrBadKeyCarrier, field)
+	return carried, func(key string) error {
+		k := T(key)
+		*field = &k
+		return nil
+	}
+}
+
+// idemgenClientUUID returns the key a UUID key parameter holds in its canonical form ("" for the zero
+// UUID) and the function that parses a key into it.
+func idemgenClientUUID(field *openapi_types.UUID) (string, func(string) error) {
+	carried := ""
+	if *field != (openapi_types.UUID{}) {
+		carried = field.String()
+	}
+	return carried, func(key string) error {
+		return idemgenClientSetUUID(field, key)
+	}
 }
 
 // idemgenClientSetUUID parses key into a UUID key parameter; the parameter is sent in canonical form,

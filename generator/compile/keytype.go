@@ -1,0 +1,101 @@
+package compile
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/idemgen/idemgen/generator/ir"
+)
+
+// keyGoKind tells how oapi-codegen's Go type of the key parameter p holds
+// the key text (ir.KeyGoString, ir.KeyGoUUID), or, with kind "", why that
+// type cannot hold it (why is "" when another rule reports it): the
+// client helper writes the key into the typed parameter and the server
+// wrapper reads it from there.
+//
+// A named type given with x-go-type whose underlying type idemgen cannot
+// see (`x-go-type: MyKey`, `x-go-type: keys.Key`) is taken as a string
+// type: the client helper converts with a type parameter constrained to
+// ~string, so the Go compiler refuses the helper if it is not one.
+func keyGoKind(p *openapi3.Parameter) (kind, goType, why string) {
+	sref := p.Schema
+	if sref == nil {
+		if len(p.Content) > 0 {
+			return "", "", "the parameter is declared with content, which oapi-codegen sends JSON-encoded (a string key in quotes)"
+		}
+		return ir.KeyGoString, "string", ""
+	}
+	if t, imp, ok := xGoType(sref); ok {
+		return goTypeKind(t, imp)
+	}
+	s := sref.Value
+	if s == nil {
+		return ir.KeyGoString, "", ""
+	}
+	if len(s.Enum) > 0 {
+		return ir.KeyGoString, "", "" // type <Op>Params<Name> string
+	}
+	switch s.Format {
+	case "uuid":
+		return ir.KeyGoUUID, "openapi_types.UUID", ""
+	case "binary":
+		return "", "openapi_types.File", "format: binary makes it an openapi_types.File"
+	case "byte", "date", "date-time":
+		// []byte, openapi_types.Date, time.Time: a key of format uuid* is
+		// refused by key-declared-differently, a token key by the client
+		// emitter's client-key-schema (no UUID is a date).
+		return "", "", ""
+	}
+	return ir.KeyGoString, "", ""
+}
+
+// xGoType returns the x-go-type of a parameter's schema (beside its $ref,
+// or in the schema) and the path of its x-go-type-import.
+func xGoType(sref *openapi3.SchemaRef) (t, imp string, ok bool) {
+	for _, ext := range []map[string]any{sref.Extensions, valueExtensions(sref)} {
+		if v, found := ext["x-go-type"]; found {
+			t, _ = v.(string)
+			if m, isMap := ext["x-go-type-import"].(map[string]any); isMap {
+				imp, _ = m["path"].(string)
+			}
+			return strings.TrimSpace(t), imp, true
+		}
+	}
+	return "", "", false
+}
+
+func valueExtensions(sref *openapi3.SchemaRef) map[string]any {
+	if sref.Value == nil {
+		return nil
+	}
+	return sref.Value.Extensions
+}
+
+// notStringTypes are Go types that can never hold a string key.
+var notStringTypes = []string{
+	"any", "bool", "byte", "complex128", "complex64", "error", "float32", "float64",
+	"int", "int16", "int32", "int64", "int8", "rune", "uint", "uint16", "uint32", "uint64", "uint8", "uintptr",
+	"time.Time", "time.Duration", "json.RawMessage", "openapi_types.Date", "openapi_types.File",
+}
+
+// goTypeKind classifies an x-go-type (and its import path).
+func goTypeKind(t, imp string) (kind, goType, why string) {
+	switch {
+	case t == "string":
+		return ir.KeyGoString, t, ""
+	case t == "openapi_types.UUID", t == "uuid.UUID" && imp == "github.com/google/uuid", t == "types.UUID" && imp == "github.com/oapi-codegen/runtime/types":
+		return ir.KeyGoUUID, t, ""
+	case t == "":
+		return "", t, "x-go-type is not a Go type name"
+	case slices.Contains(notStringTypes, t):
+		return "", t, "x-go-type: " + t + " is not a string type"
+	}
+	for _, prefix := range []string{"[", "map[", "*", "chan", "<-", "func", "struct", "interface"} {
+		if strings.HasPrefix(t, prefix) {
+			return "", t, "x-go-type: " + t + " is not a string type"
+		}
+	}
+	return ir.KeyGoString, t, "" // a named type: the helper's ~string constraint checks it
+}
