@@ -12,7 +12,6 @@ import (
 	"github.com/idemgen/idemgen/runtime/memstore"
 	"net/http"
 	"net/url"
-	"reflect"
 	"strings"
 	"time"
 )
@@ -145,7 +144,7 @@ func (x *Idempotency) StrictMiddleware(f StrictHandlerFunc, operationID string) 
 		return func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error) {
 			key := idem.RequestKey
 			if in, ok := request.(CreateRedemptionRequestObject); ok {
-				key = idemgenKey(in.Params.IdempotencyKey)
+				key = idemgenKeyUUID(in.Params.IdempotencyKey)
 			}
 			return x.strict(ctx, w, r, request, f, idemgenPolicyCreateRedemption, key, func(resp any) func(http.ResponseWriter) error {
 				if v, ok := resp.(CreateRedemptionResponseObject); ok {
@@ -421,18 +420,7 @@ func idemgenWriteNothing(http.ResponseWriter) error {
 	return nil
 }
 
-// idemgenKey is a typed key parameter as the engine takes it: a value of a string type (string, an
-// enum type, a named type such as type Key string) as its text, never what its String method prints; a
-// UUID (or any other fmt.Stringer) in its text form.
-func idemgenKey[T any](v T) idem.Key {
-	if rv := reflect.ValueOf(v); rv.Kind() == reflect.String {
-		return idem.KeyFrom(rv.String())
-	}
-	switch k := any(v).(type) {
-	case string:
-		return idem.KeyFrom(k)
-	case fmt.Stringer:
-		return idem.KeyFrom(k.String())
-	}
-	return idem.KeyFrom(fmt.Sprint(v))
+// idemgenKeyUUID is a UUID key parameter as the engine takes it: its text form.
+func idemgenKeyUUID[T fmt.Stringer](v T) idem.Key {
+	return idem.KeyFrom(v.String())
 }

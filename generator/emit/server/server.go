@@ -590,10 +590,7 @@ func (g *gen) strictMiddleware(handlerParams, args []jen.Code) {
 						key := jen.Qual(idemPkg, "RequestKey")
 						if p := op.Key.Param; p != nil {
 							b.Id("key").Op(":=").Add(key)
-							conv := px + "Key"
-							if p.Pointer {
-								conv = px + "KeyPtr"
-							}
+							conv := keyConv(op.Key.GoKind == ir.KeyGoUUID, p.Pointer)
 							b.If(jen.List(jen.Id("in"), jen.Id("ok")).Op(":=").Id("request").Assert(jen.Id(op.Names.RequestObject)), jen.Id("ok")).Block(
 								jen.Id("key").Op("=").Id(conv).Call(jen.Id("in").Dot("Params").Dot(p.GoName)),
 							)
@@ -995,36 +992,59 @@ func (g *gen) helpers() {
 			jen.Return(jen.Qual(idemPkg, "RequestKey")),
 		)
 	}
-	need, needPtr := false, false
+	// One helper per Go kind of key parameter and optionality, as used:
+	// a string type (string, an enum type, a named type such as type Key
+	// string) converts to its text, never through a String method; a UUID
+	// prints its text form.
+	type keyHelper struct{ uuid, ptr bool }
+	used := map[keyHelper]bool{}
 	for _, op := range g.spec.Operations {
 		if p := op.Key.Param; p != nil {
-			if p.Pointer {
-				needPtr = true
-			} else {
-				need = true
-			}
+			used[keyHelper{op.Key.GoKind == ir.KeyGoUUID, p.Pointer}] = true
 		}
 	}
-	if need || needPtr {
-		g.doc(px + "Key is a typed key parameter as the engine takes it: a value of a string type (string, an enum type, a named type such as type Key string) as its text, never what its String method prints; a UUID (or any other fmt.Stringer) in its text form.")
-		g.f.Func().Id(px+"Key").Types(jen.Id("T").Any()).Params(jen.Id("v").Id("T")).Qual(idemPkg, "Key").Block(
-			jen.If(jen.Id("rv").Op(":=").Qual("reflect", "ValueOf").Call(jen.Id("v")), jen.Id("rv").Dot("Kind").Call().Op("==").Qual("reflect", "String")).Block(
-				jen.Return(jen.Qual(idemPkg, "KeyFrom").Call(jen.Id("rv").Dot("String").Call())),
-			),
-			jen.Switch(jen.Id("k").Op(":=").Any().Parens(jen.Id("v")).Assert(jen.Type())).Block(
-				jen.Case(jen.String()).Block(jen.Return(jen.Qual(idemPkg, "KeyFrom").Call(jen.Id("k")))),
-				jen.Case(jen.Qual("fmt", "Stringer")).Block(jen.Return(jen.Qual(idemPkg, "KeyFrom").Call(jen.Id("k").Dot("String").Call()))),
-			),
-			jen.Return(jen.Qual(idemPkg, "KeyFrom").Call(jen.Qual("fmt", "Sprint").Call(jen.Id("v")))),
+	for _, h := range []keyHelper{{false, false}, {false, true}, {true, false}, {true, true}} {
+		if !used[h] {
+			continue
+		}
+		name, constraint := keyConv(h.uuid, h.ptr), jen.Op("~").String()
+		text := jen.String().Parens(jen.Id("v"))
+		what := "a key parameter of a string type (string, an enum type, a named type such as type Key string) as the engine takes it: its text, never what a String method prints"
+		if h.uuid {
+			constraint, text = jen.Qual("fmt", "Stringer"), jen.Id("v").Dot("String").Call()
+			what = "a UUID key parameter as the engine takes it: its text form"
+		}
+		if h.ptr {
+			g.doc(name + " is " + what + "; no key when the optional parameter is absent.")
+			if h.uuid {
+				text = jen.Parens(jen.Op("*").Id("v")).Dot("String").Call()
+			} else {
+				text = jen.String().Parens(jen.Op("*").Id("v"))
+			}
+			g.f.Func().Id(name).Types(jen.Id("T").Add(constraint)).Params(jen.Id("v").Op("*").Id("T")).Qual(idemPkg, "Key").Block(
+				jen.If(jen.Id("v").Op("==").Nil()).Block(jen.Return(jen.Qual(idemPkg, "NoKey"))),
+				jen.Return(jen.Qual(idemPkg, "KeyFrom").Call(text)),
+			)
+			continue
+		}
+		g.doc(name + " is " + what + ".")
+		g.f.Func().Id(name).Types(jen.Id("T").Add(constraint)).Params(jen.Id("v").Id("T")).Qual(idemPkg, "Key").Block(
+			jen.Return(jen.Qual(idemPkg, "KeyFrom").Call(text)),
 		)
 	}
-	if needPtr {
-		g.doc(px + "KeyPtr is " + px + "Key of an optional parameter: no key when it is absent.")
-		g.f.Func().Id(px+"KeyPtr").Types(jen.Id("T").Any()).Params(jen.Id("v").Op("*").Id("T")).Qual(idemPkg, "Key").Block(
-			jen.If(jen.Id("v").Op("==").Nil()).Block(jen.Return(jen.Qual(idemPkg, "NoKey"))),
-			jen.Return(jen.Id(px+"Key").Call(jen.Op("*").Id("v"))),
-		)
+}
+
+// keyConv names the generated helper that turns a key parameter of the
+// given Go kind (a UUID, or a string type) and optionality into an idem.Key.
+func keyConv(uuid, ptr bool) string {
+	name := px + "Key"
+	if uuid {
+		name += "UUID"
 	}
+	if ptr {
+		name += "Ptr"
+	}
+	return name
 }
 
 // checkNames reports generated package-level names that collide with

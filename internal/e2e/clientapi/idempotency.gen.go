@@ -12,7 +12,6 @@ import (
 	"github.com/idemgen/idemgen/runtime/memstore"
 	"net/http"
 	"net/url"
-	"reflect"
 	"strings"
 	"time"
 )
@@ -446,7 +445,7 @@ func (x *Idempotency) StrictMiddleware(f StrictHandlerFunc, operationID string) 
 		return func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error) {
 			key := idem.RequestKey
 			if in, ok := request.(UpdateAccountRequestObject); ok {
-				key = idemgenKey(in.Params.IdempotencyKey)
+				key = idemgenKeyUUID(in.Params.IdempotencyKey)
 			}
 			return x.strict(ctx, w, r, request, f, idemgenPolicyUpdateAccount, key, func(resp any) func(http.ResponseWriter) error {
 				if v, ok := resp.(UpdateAccountResponseObject); ok {
@@ -459,7 +458,7 @@ func (x *Idempotency) StrictMiddleware(f StrictHandlerFunc, operationID string) 
 		return func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error) {
 			key := idem.RequestKey
 			if in, ok := request.(ClaimCouponRequestObject); ok {
-				key = idemgenKey(in.Params.IdempotencyKey)
+				key = idemgenKeyUUID(in.Params.IdempotencyKey)
 			}
 			return x.strict(ctx, w, r, request, f, idemgenPolicyClaimCoupon, key, func(resp any) func(http.ResponseWriter) error {
 				if v, ok := resp.(ClaimCouponResponseObject); ok {
@@ -848,26 +847,23 @@ func idemgenBodyKey[T any](v T) idem.Key {
 	return idem.RequestKey
 }
 
-// idemgenKey is a typed key parameter as the engine takes it: a value of a string type (string, an
-// enum type, a named type such as type Key string) as its text, never what its String method prints; a
-// UUID (or any other fmt.Stringer) in its text form.
-func idemgenKey[T any](v T) idem.Key {
-	if rv := reflect.ValueOf(v); rv.Kind() == reflect.String {
-		return idem.KeyFrom(rv.String())
-	}
-	switch k := any(v).(type) {
-	case string:
-		return idem.KeyFrom(k)
-	case fmt.Stringer:
-		return idem.KeyFrom(k.String())
-	}
-	return idem.KeyFrom(fmt.Sprint(v))
+// idemgenKey is a key parameter of a string type (string, an enum type, a named type such as type Key
+// string) as the engine takes it: its text, never what a String method prints.
+func idemgenKey[T ~string](v T) idem.Key {
+	return idem.KeyFrom(string(v))
 }
 
-// idemgenKeyPtr is idemgenKey of an optional parameter: no key when it is absent.
-func idemgenKeyPtr[T any](v *T) idem.Key {
+// idemgenKeyPtr is a key parameter of a string type (string, an enum type, a named type such as type
+// Key string) as the engine takes it: its text, never what a String method prints; no key when the
+// optional parameter is absent.
+func idemgenKeyPtr[T ~string](v *T) idem.Key {
 	if v == nil {
 		return idem.NoKey
 	}
-	return idemgenKey(*v)
+	return idem.KeyFrom(string(*v))
+}
+
+// idemgenKeyUUID is a UUID key parameter as the engine takes it: its text form.
+func idemgenKeyUUID[T fmt.Stringer](v T) idem.Key {
+	return idem.KeyFrom(v.String())
 }

@@ -66,6 +66,11 @@ type MakePaymentParams struct {
 	IdempotencyKey PaymentKey `json:"Idempotency-Key"`
 }
 
+// MakeRefundParams defines parameters for MakeRefund.
+type MakeRefundParams struct {
+	RefundKey *openapi_types.UUID `form:"refund_key,omitempty" json:"refund_key,omitempty"`
+}
+
 // OpenTicketParams defines parameters for OpenTicket.
 type OpenTicketParams struct {
 	RequestId *TicketKey `form:"request_id,omitempty" json:"request_id,omitempty"`
@@ -175,6 +180,11 @@ type ClientInterface interface {
 	// Corresponds with POST /payments (the `MakePayment` operationId).
 	MakePayment(ctx context.Context, params *MakePaymentParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// MakeRefund Make a refund (strict, an optional uuid key in the query; without one, no protection).
+	//
+	// Corresponds with POST /refunds (the `MakeRefund` operationId).
+	MakeRefund(ctx context.Context, params *MakeRefundParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// OpenTicket Open a ticket (window, an optional x-go-type string key in the query).
 	//
 	// Corresponds with POST /tickets (the `OpenTicket` operationId).
@@ -225,6 +235,21 @@ func (c *Client) CreateNote(ctx context.Context, params *CreateNoteParams, body 
 // Corresponds with POST /payments (the `MakePayment` operationId).
 func (c *Client) MakePayment(ctx context.Context, params *MakePaymentParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewMakePaymentRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// MakeRefund Make a refund (strict, an optional uuid key in the query; without one, no protection).
+//
+// Corresponds with POST /refunds (the `MakeRefund` operationId).
+func (c *Client) MakeRefund(ctx context.Context, params *MakeRefundParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewMakeRefundRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -353,6 +378,60 @@ func NewMakePaymentRequest(server string, params *MakePaymentParams) (*http.Requ
 
 		req.Header.Set("Idempotency-Key", headerParam0)
 
+	}
+
+	return req, nil
+}
+
+// NewMakeRefundRequest constructs an http.Request for the MakeRefund method
+func NewMakeRefundRequest(server string, params *MakeRefundParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/refunds")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.RefundKey != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "refund_key", *params.RefundKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "uuid"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
 	}
 
 	return req, nil
@@ -517,6 +596,13 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /payments (the `MakePayment` operationId).
 	MakePaymentWithResponse(ctx context.Context, params *MakePaymentParams, reqEditors ...RequestEditorFn) (*MakePaymentResponse, error)
 
+	// MakeRefundWithResponse Make a refund (strict, an optional uuid key in the query; without one, no protection).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /refunds (the `MakeRefund` operationId).
+	MakeRefundWithResponse(ctx context.Context, params *MakeRefundParams, reqEditors ...RequestEditorFn) (*MakeRefundResponse, error)
+
 	// OpenTicketWithResponse Open a ticket (window, an optional x-go-type string key in the query).
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -608,6 +694,47 @@ func (r MakePaymentResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r MakePaymentResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type MakeRefundResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Receipt
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r MakeRefundResponse) GetJSON201() *Receipt {
+	return r.JSON201
+}
+
+// GetBody returns the raw response body bytes
+func (r MakeRefundResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r MakeRefundResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r MakeRefundResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r MakeRefundResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -735,6 +862,19 @@ func (c *ClientWithResponses) MakePaymentWithResponse(ctx context.Context, param
 	return ParseMakePaymentResponse(rsp)
 }
 
+// MakeRefundWithResponse Make a refund (strict, an optional uuid key in the query; without one, no protection).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /refunds (the `MakeRefund` operationId).
+func (c *ClientWithResponses) MakeRefundWithResponse(ctx context.Context, params *MakeRefundParams, reqEditors ...RequestEditorFn) (*MakeRefundResponse, error) {
+	rsp, err := c.MakeRefund(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseMakeRefundResponse(rsp)
+}
+
 // OpenTicketWithResponse Open a ticket (window, an optional x-go-type string key in the query).
 //
 // Returns a wrapper object for the known response body format(s).
@@ -813,6 +953,32 @@ func ParseMakePaymentResponse(rsp *http.Response) (*MakePaymentResponse, error) 
 	return response, nil
 }
 
+// ParseMakeRefundResponse parses an HTTP response from a MakeRefundWithResponse call
+func ParseMakeRefundResponse(rsp *http.Response) (*MakeRefundResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &MakeRefundResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Receipt
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseOpenTicketResponse parses an HTTP response from a OpenTicketWithResponse call
 func ParseOpenTicketResponse(rsp *http.Response) (*OpenTicketResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -873,6 +1039,9 @@ type ServerInterface interface {
 	// MakePayment Make a payment (strict, a uuid key header typed with a component schema).
 	// (POST /payments)
 	MakePayment(w http.ResponseWriter, r *http.Request, params MakePaymentParams)
+	// MakeRefund Make a refund (strict, an optional uuid key in the query; without one, no protection).
+	// (POST /refunds)
+	MakeRefund(w http.ResponseWriter, r *http.Request, params MakeRefundParams)
 	// OpenTicket Open a ticket (window, an optional x-go-type string key in the query).
 	// (POST /tickets)
 	OpenTicket(w http.ResponseWriter, r *http.Request, params OpenTicketParams)
@@ -971,6 +1140,39 @@ func (siw *ServerInterfaceWrapper) MakePayment(w http.ResponseWriter, r *http.Re
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.MakePayment(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// MakeRefund operation middleware
+func (siw *ServerInterfaceWrapper) MakeRefund(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params MakeRefundParams
+
+	// ------------- Optional query parameter "refund_key" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "refund_key", r.URL.Query(), &params.RefundKey, runtime.BindQueryParameterOptions{Type: "string", Format: "uuid"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "refund_key"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "refund_key", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.MakeRefund(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1182,6 +1384,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/tickets", wrapper.OpenTicket)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/votes", wrapper.CastVote)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/payments", wrapper.MakePayment)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/refunds", wrapper.MakeRefund)
 
 	return m
 }
@@ -1220,6 +1423,28 @@ type MakePaymentResponseObject interface {
 type MakePayment201JSONResponse Receipt
 
 func (response MakePayment201JSONResponse) VisitMakePaymentResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MakeRefundRequestObject struct {
+	Params MakeRefundParams
+}
+
+type MakeRefundResponseObject interface {
+	VisitMakeRefundResponse(w http.ResponseWriter) error
+}
+
+type MakeRefund201JSONResponse Receipt
+
+func (response MakeRefund201JSONResponse) VisitMakeRefundResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response); err != nil {
@@ -1283,6 +1508,9 @@ type StrictServerInterface interface {
 	// MakePayment Make a payment (strict, a uuid key header typed with a component schema).
 	// (POST /payments)
 	MakePayment(ctx context.Context, request MakePaymentRequestObject) (MakePaymentResponseObject, error)
+	// MakeRefund Make a refund (strict, an optional uuid key in the query; without one, no protection).
+	// (POST /refunds)
+	MakeRefund(ctx context.Context, request MakeRefundRequestObject) (MakeRefundResponseObject, error)
 	// OpenTicket Open a ticket (window, an optional x-go-type string key in the query).
 	// (POST /tickets)
 	OpenTicket(ctx context.Context, request OpenTicketRequestObject) (OpenTicketResponseObject, error)
@@ -1382,6 +1610,32 @@ func (sh *strictHandler) MakePayment(w http.ResponseWriter, r *http.Request, par
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(MakePaymentResponseObject); ok {
 		if err := validResponse.VisitMakePaymentResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// MakeRefund operation middleware
+func (sh *strictHandler) MakeRefund(w http.ResponseWriter, r *http.Request, params MakeRefundParams) {
+	var request MakeRefundRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.MakeRefund(ctx, request.(MakeRefundRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "MakeRefund")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(MakeRefundResponseObject); ok {
+		if err := validResponse.VisitMakeRefundResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {

@@ -12,7 +12,6 @@ import (
 	"github.com/idemgen/idemgen/runtime/memstore"
 	"net/http"
 	"net/url"
-	"reflect"
 	"strings"
 	"time"
 )
@@ -25,6 +24,7 @@ import (
 //
 //   - POST /notes (createNote): strict semantics, window 24h, key header Idempotency-Key, token
 //   - POST /payments (makePayment): strict semantics, window 24h, key header Idempotency-Key, uuid
+//   - POST /refunds (makeRefund): strict semantics, window 24h, key query refund_key (optional), uuid
 //   - POST /tickets (openTicket): window semantics, window 24h, key query request_id (optional), token
 //   - POST /votes (castVote): loose semantics, window 24h, key header X-Vote-Key, token
 //
@@ -144,6 +144,41 @@ var idemgenPolicyMakePayment = idem.MustCompile(idem.Spec{
 	},
 })
 
+// idemgenPolicyMakeRefund is the policy of POST /refunds (makeRefund).
+var idemgenPolicyMakeRefund = idem.MustCompile(idem.Spec{
+	Operation: "makeRefund",
+	Method:    "POST",
+	Path:      "/refunds",
+	Semantics: idem.Strict,
+	Window:    24 * time.Hour,
+	Key: idem.KeySpec{
+		Carrier:   idem.CarrierQuery,
+		Name:      "refund_key",
+		Required:  idem.Optional,
+		Format:    idem.FormatUUID,
+		MaxLength: 255,
+	},
+	Volatile:           nil,
+	Unordered:          nil,
+	FingerprintHeaders: nil,
+	Scope:              idem.ScopePrincipal,
+	ConflictStatus:     422,
+	InFlight: idem.InFlightSpec{
+		Status:     409,
+		RetryAfter: 2 * time.Second,
+		Lease:      30 * time.Second,
+		Wait:       0,
+	},
+	Failures: idem.FailuresRetry,
+	Response: idem.ResponseSpec{
+		MaxBytes: 1048576,
+		Headers:  nil,
+	},
+	Request: idem.RequestSpec{
+		MaxBytes: 1048576,
+	},
+})
+
 // idemgenPolicyOpenTicket is the policy of POST /tickets (openTicket).
 var idemgenPolicyOpenTicket = idem.MustCompile(idem.Spec{
 	Operation: "openTicket",
@@ -218,6 +253,7 @@ var idemgenPolicyCastVote = idem.MustCompile(idem.Spec{
 var idemgenPolicies = []*idem.Policy{
 	idemgenPolicyCreateNote,
 	idemgenPolicyMakePayment,
+	idemgenPolicyMakeRefund,
 	idemgenPolicyOpenTicket,
 	idemgenPolicyCastVote,
 }
@@ -268,11 +304,24 @@ func (x *Idempotency) StrictMiddleware(f StrictHandlerFunc, operationID string) 
 		return func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error) {
 			key := idem.RequestKey
 			if in, ok := request.(MakePaymentRequestObject); ok {
-				key = idemgenKey(in.Params.IdempotencyKey)
+				key = idemgenKeyUUID(in.Params.IdempotencyKey)
 			}
 			return x.strict(ctx, w, r, request, f, idemgenPolicyMakePayment, key, func(resp any) func(http.ResponseWriter) error {
 				if v, ok := resp.(MakePaymentResponseObject); ok {
 					return v.VisitMakePaymentResponse
+				}
+				return nil
+			})
+		}
+	case "MakeRefund":
+		return func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error) {
+			key := idem.RequestKey
+			if in, ok := request.(MakeRefundRequestObject); ok {
+				key = idemgenKeyUUIDPtr(in.Params.RefundKey)
+			}
+			return x.strict(ctx, w, r, request, f, idemgenPolicyMakeRefund, key, func(resp any) func(http.ResponseWriter) error {
+				if v, ok := resp.(MakeRefundResponseObject); ok {
+					return v.VisitMakeRefundResponse
 				}
 				return nil
 			})
@@ -429,8 +478,10 @@ func idemgenKeyParam(i int) (name string, header bool) {
 	case 0, 1:
 		return "Idempotency-Key", true
 	case 2:
-		return "request_id", false
+		return "refund_key", false
 	case 3:
+		return "request_id", false
+	case 4:
 		return "X-Vote-Key", true
 	}
 	return "", false
@@ -511,8 +562,9 @@ var idemgenRoutes = map[string][]idemgenRoute{
 	"POST": {
 		{idemgenTemplate("/notes"), 0},
 		{idemgenTemplate("/payments"), 1},
-		{idemgenTemplate("/tickets"), 2},
-		{idemgenTemplate("/votes"), 3},
+		{idemgenTemplate("/refunds"), 2},
+		{idemgenTemplate("/tickets"), 3},
+		{idemgenTemplate("/votes"), 4},
 	},
 }
 
@@ -577,26 +629,32 @@ func idemgenWriteNothing(http.ResponseWriter) error {
 	return nil
 }
 
-// idemgenKey is a typed key parameter as the engine takes it: a value of a string type (string, an
-// enum type, a named type such as type Key string) as its text, never what its String method prints; a
-// UUID (or any other fmt.Stringer) in its text form.
-func idemgenKey[T any](v T) idem.Key {
-	if rv := reflect.ValueOf(v); rv.Kind() == reflect.String {
-		return idem.KeyFrom(rv.String())
-	}
-	switch k := any(v).(type) {
-	case string:
-		return idem.KeyFrom(k)
-	case fmt.Stringer:
-		return idem.KeyFrom(k.String())
-	}
-	return idem.KeyFrom(fmt.Sprint(v))
+// idemgenKey is a key parameter of a string type (string, an enum type, a named type such as type Key
+// string) as the engine takes it: its text, never what a String method prints.
+func idemgenKey[T ~string](v T) idem.Key {
+	return idem.KeyFrom(string(v))
 }
 
-// idemgenKeyPtr is idemgenKey of an optional parameter: no key when it is absent.
-func idemgenKeyPtr[T any](v *T) idem.Key {
+// idemgenKeyPtr is a key parameter of a string type (string, an enum type, a named type such as type
+// Key string) as the engine takes it: its text, never what a String method prints; no key when the
+// optional parameter is absent.
+func idemgenKeyPtr[T ~string](v *T) idem.Key {
 	if v == nil {
 		return idem.NoKey
 	}
-	return idemgenKey(*v)
+	return idem.KeyFrom(string(*v))
+}
+
+// idemgenKeyUUID is a UUID key parameter as the engine takes it: its text form.
+func idemgenKeyUUID[T fmt.Stringer](v T) idem.Key {
+	return idem.KeyFrom(v.String())
+}
+
+// idemgenKeyUUIDPtr is a UUID key parameter as the engine takes it: its text form; no key when the
+// optional parameter is absent.
+func idemgenKeyUUIDPtr[T fmt.Stringer](v *T) idem.Key {
+	if v == nil {
+		return idem.NoKey
+	}
+	return idem.KeyFrom((*v).String())
 }

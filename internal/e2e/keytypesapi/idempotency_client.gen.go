@@ -30,6 +30,8 @@ import (
 //     header Idempotency-Key (params.IdempotencyKey), token
 //   - POST /payments (makePayment): MakePayment; strict semantics, window 24h, key header
 //     Idempotency-Key (params.IdempotencyKey), uuid
+//   - POST /refunds (makeRefund): MakeRefund; strict semantics, window 24h, key query refund_key
+//     (params.RefundKey) (optional), uuid
 //   - POST /tickets (openTicket): OpenTicket; window semantics, window 24h, key query request_id
 //     (params.RequestId) (optional), token
 //   - POST /votes (castVote): CastVote; loose semantics, window 24h, key header X-Vote-Key
@@ -99,6 +101,8 @@ func IdempotentClientPolicy(operationID string) (p idemclient.Policy, ok bool) {
 		return idemgenClientPolicyCreateNote, true
 	case "makePayment":
 		return idemgenClientPolicyMakePayment, true
+	case "makeRefund":
+		return idemgenClientPolicyMakeRefund, true
 	case "openTicket":
 		return idemgenClientPolicyOpenTicket, true
 	case "castVote":
@@ -175,6 +179,32 @@ func (c *IdempotentClient) MakePayment(ctx context.Context, params *MakePaymentP
 		return nil, key, err
 	}
 	resp, err := c.MakePaymentWithResponse(ctx, &p)
+	if err != nil {
+		return nil, key, err
+	}
+	return resp, key, call.Check(resp.HTTPResponse, resp.Body)
+}
+
+// MakeRefund calls POST /refunds (makeRefund) as one logical call, through MakeRefundWithResponse.
+// Make a refund (strict, an optional uuid key in the query; without one, no protection).
+//
+// Contract: strict semantics, window 24h. The key (a UUID, v7 when the helper makes it) goes into
+// params.RefundKey, the query refund_key: the one given with idemclient.WithKey, else the one params
+// carries, else a new one. Up to 4 attempts, retrying connection errors, 408, 409, 425, 429, 500, 502,
+// 503 and 504 (never 400 or 422) after a backoff from 500ms to 8s, ×2, full jitter, or the server's
+// Retry-After if longer (longest retry span 3.5s). It returns the response, the key, and an error as
+// IdempotentClient's documentation says.
+func (c *IdempotentClient) MakeRefund(ctx context.Context, params *MakeRefundParams, opts ...idemclient.CallOption) (*MakeRefundResponse, string, error) {
+	var p MakeRefundParams
+	if params != nil {
+		p = *params
+	}
+	carried, set := idemgenClientUUIDPtr(&p.RefundKey)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyMakeRefund, carried, set, opts)
+	if err != nil {
+		return nil, key, err
+	}
+	resp, err := c.MakeRefundWithResponse(ctx, &p)
 	if err != nil {
 		return nil, key, err
 	}
@@ -271,6 +301,25 @@ var idemgenClientPolicyMakePayment = idemclient.Policy{
 	KeyName:    "Idempotency-Key",
 }
 
+// idemgenClientPolicyMakeRefund is the client half of the contract of POST /refunds (makeRefund):
+// strict semantics, window 24h, longest retry span 3.5s.
+var idemgenClientPolicyMakeRefund = idemclient.Policy{
+	MaxAttempts: 4,
+	Backoff: idemclient.Backoff{
+		Initial:    500 * time.Millisecond,
+		Max:        8 * time.Second,
+		Multiplier: 2.0,
+		Jitter:     idemclient.JitterFull,
+	},
+	On: idemclient.RetryOn{
+		Connection: true,
+		Statuses:   []int{408, 409, 425, 429, 500, 502, 503, 504},
+	},
+	KeyFormat:  idemclient.FormatUUID,
+	KeyCarrier: idemclient.CarrierQuery,
+	KeyName:    "refund_key",
+}
+
 // idemgenClientPolicyOpenTicket is the client half of the contract of POST /tickets (openTicket):
 // window semantics, window 24h, longest retry span 3.5s.
 var idemgenClientPolicyOpenTicket = idemclient.Policy{
@@ -356,6 +405,19 @@ func idemgenClientUUID(field *openapi_types.UUID) (string, func(string) error) {
 	}
 }
 
+// idemgenClientUUIDPtr is idemgenClientUUID of an optional parameter: a nil pointer holds no key.
+func idemgenClientUUIDPtr(field **openapi_types.UUID) (string, func(string) error) {
+	carried := ""
+	if *field != nil && **field != (openapi_types.UUID{}) {
+		carried = (*field).String()
+	}
+	return carried, func(key string) error {
+		u := new(openapi_types.UUID)
+		*field = u
+		return idemgenClientSetUUID(u, key)
+	}
+}
+
 // idemgenClientSetUUID parses key into a UUID key parameter; the parameter is sent in canonical form,
 // so key must be in that form already.
 func idemgenClientSetUUID(u *openapi_types.UUID, key string) error {
@@ -385,6 +447,7 @@ var idemgenClientRoutes = map[string][]idemgenClientRoute{
 	"POST": {
 		{idemgenClientTemplate("/notes"), &idemgenClientPolicyCreateNote},
 		{idemgenClientTemplate("/payments"), &idemgenClientPolicyMakePayment},
+		{idemgenClientTemplate("/refunds"), &idemgenClientPolicyMakeRefund},
 		{idemgenClientTemplate("/tickets"), &idemgenClientPolicyOpenTicket},
 		{idemgenClientTemplate("/votes"), &idemgenClientPolicyCastVote},
 	},

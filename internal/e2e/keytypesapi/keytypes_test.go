@@ -54,6 +54,14 @@ func (s *server) MakePayment(_ context.Context, req api.MakePaymentRequestObject
 	return api.MakePayment201JSONResponse(s.exec("makePayment", req.Params.IdempotencyKey.String())), nil
 }
 
+func (s *server) MakeRefund(_ context.Context, req api.MakeRefundRequestObject) (api.MakeRefundResponseObject, error) {
+	key := ""
+	if req.Params.RefundKey != nil {
+		key = req.Params.RefundKey.String()
+	}
+	return api.MakeRefund201JSONResponse(s.exec("makeRefund", key)), nil
+}
+
 // wire records the key each request carried on the wire (the header or the
 // query parameter the contract names).
 type wire struct {
@@ -79,7 +87,7 @@ func setup(t *testing.T) (*server, *wire, *api.IdempotentClient) {
 	h := x.StrictHandler(s, nil, api.StrictHTTPServerOptions{}, api.StdHTTPServerOptions{})
 	w := &wire{}
 	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		k := r.Header.Get("Idempotency-Key") + r.Header.Get("X-Vote-Key") + r.URL.Query().Get("request_id")
+		k := r.Header.Get("Idempotency-Key") + r.Header.Get("X-Vote-Key") + r.URL.Query().Get("request_id") + r.URL.Query().Get("refund_key")
 		w.mu.Lock()
 		w.keys = append(w.keys, k)
 		w.mu.Unlock()
@@ -193,4 +201,19 @@ func TestComponentUUIDHeader(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, given.String(), key)
 	check(t, s, w, "makePayment", key, resp.HTTPResponse, resp.JSON201)
+}
+
+func TestOptionalUUIDQuery(t *testing.T) {
+	s, w, c := setup(t)
+	resp, key, err := c.MakeRefund(t.Context(), nil)
+	require.NoError(t, err)
+	require.NoError(t, uuid.Validate(key))
+	check(t, s, w, "makeRefund", key, resp.HTTPResponse, resp.JSON201)
+
+	s, w, c = setup(t)
+	given := uuid.MustParse("9f0c1c7e-6a57-4d3e-8c1b-2f6f4f3a1d20")
+	resp, key, err = c.MakeRefund(t.Context(), &api.MakeRefundParams{RefundKey: &given})
+	require.NoError(t, err)
+	assert.Equal(t, given.String(), key)
+	check(t, s, w, "makeRefund", key, resp.HTTPResponse, resp.JSON201)
 }
