@@ -132,7 +132,7 @@ func responseDescription(status int, r roles) string {
 		parts = append(parts, idem.CodeKeyInUse+": a request with this key is still being processed; retry with the same key after Retry-After.")
 	}
 	if r[roleResponseUnavailable] {
-		parts = append(parts, idem.CodeResponseUnavailable+": the request ran, but its response was too large to store and cannot be replayed; do not retry.")
+		parts = append(parts, idem.CodeResponseUnavailable+": the request ran, but its response could not be stored (too large, or cut short as it was sent) and cannot be replayed; do not retry.")
 	}
 	if r[roleStoreUnavailable] {
 		parts = append(parts, idem.CodeStoreUnavailable+": the idempotency records could not be reached and nothing ran; retry with the same key after Retry-After.",
