@@ -2,6 +2,7 @@ package augment_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gopkg.in/yaml.v3"
@@ -665,4 +667,70 @@ func TestNoKeyParamMissingOnTopOfCompileErrors(t *testing.T) {
 		assert.Contains(t, rules, want, name)
 		assert.NotContains(t, rules, augment.RuleKeyParamMissing, name)
 	}
+}
+
+// TestAliasedResponses: a response an operation gives as an alias
+// (`'200': *ok`) keeps what the alias stands for when idemgen adds
+// Idempotent-Replayed or Retry-After to it (the overlay would replace the
+// alias with the additions alone), and the anchored original is left as
+// it was for its other users: the result is a valid OpenAPI document and
+// augmenting it again changes nothing.
+func TestAliasedResponses(t *testing.T) {
+	src := `openapi: 3.0.3
+info: {title: M, version: "1"}
+x-shared:
+  down: &down {description: down for now}
+  gone: &gone {description: gone}
+paths:
+  /a:
+    post:
+      operationId: createA
+      x-idempotency: {semantics: strict, window: 24h, key: {header: Idempotency-Key}}
+      responses:
+        '201': &ok
+          description: created
+          content:
+            application/json:
+              schema: {type: object, properties: {n: {type: integer}}}
+        '409': &busy
+          description: busy
+  /b:
+    post:
+      operationId: createB
+      x-idempotency: {semantics: loose, window: 1h, key: {header: Idempotency-Key}}
+      responses:
+        '200': *ok
+        '409': *busy
+        '503': *down
+  /c:
+    get:
+      operationId: getC
+      responses:
+        '200': *ok
+        '503': *down
+        '410': *gone
+`
+	out := stable(t, src)
+	doc, err := openapi3.NewLoader().LoadFromData([]byte(out))
+	require.NoError(t, err)
+	assert.NoError(t, doc.Validate(context.Background()), "%s", out)
+
+	b := doc.Paths.Find("/b").Post.Responses
+	ok := b.Status(200).Value
+	require.NotNil(t, ok.Description)
+	assert.Equal(t, "created", *ok.Description)
+	assert.Contains(t, ok.Content, "application/json")
+	assert.Contains(t, ok.Headers, "Idempotent-Replayed")
+	for code, desc := range map[int]string{409: "busy", 503: "down for now"} {
+		r := b.Status(code).Value
+		require.NotNil(t, r.Description, "%d", code)
+		assert.Equal(t, desc, *r.Description, "%d", code)
+		assert.Contains(t, r.Headers, "Retry-After", "%d", code)
+	}
+	// The anchored original outside the operations is not changed for
+	// its other users (GET /c is not idempotent).
+	assert.Contains(t, out, "  down: &down {description: down for now}\n")
+	c := doc.Paths.Find("/c").Get.Responses
+	assert.Empty(t, c.Status(503).Value.Headers)
+	assert.Contains(t, out, "        '503': *down\n        '410': *gone\n")
 }

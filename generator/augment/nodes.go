@@ -293,8 +293,12 @@ func (p parents) jsonPath(root, n *yaml.Node) (string, bool) {
 // complete returns upd, an overlay update of mapping n, made to add to
 // what n has only through a merge key (`<<: *op`): the overlay would write
 // such a key as n's own entry, which overrides the merged one, so the
-// merged content is written in full before the additions. Keys n has
-// itself are merged into by the overlay as usual (and completed below).
+// merged content is written in full before the additions. A key n has
+// itself whose value is an alias (`'200': *ok`) is written out in full
+// too: the overlay would replace the alias with the additions alone, and
+// merging into the anchored node instead would change every other user
+// of it. Other keys n has itself are merged into by the overlay as usual
+// (and completed below).
 func complete(n, upd *yaml.Node) *yaml.Node {
 	n = unalias(n)
 	if !isMapping(n) || !isMapping(upd) {
@@ -303,9 +307,9 @@ func complete(n, upd *yaml.Node) *yaml.Node {
 	out := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Style: upd.Style}
 	for i := 0; i+1 < len(upd.Content); i += 2 {
 		k, v := upd.Content[i], upd.Content[i+1]
-		switch cur := child(n, k.Value); {
+		switch cur, own := child(n, k.Value), yamlmerge.OwnValue(n, k.Value); {
 		case cur == nil:
-		case yamlmerge.Own(n, k.Value):
+		case own != nil && own.Kind != yaml.AliasNode:
 			v = complete(cur, v)
 		default:
 			v = withMerged(cur, v, 0)

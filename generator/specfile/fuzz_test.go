@@ -2,6 +2,8 @@ package specfile_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 
 	"gopkg.in/yaml.v3"
@@ -65,4 +67,56 @@ func hasAnchor(n *yaml.Node) bool {
 		}
 	}
 	return false
+}
+
+// FuzzKeepUntouched: whatever text of src KeepUntouched puts back into
+// the encoding of a changed src, the result holds the same data and the
+// same comments as that encoding.
+func FuzzKeepUntouched(f *testing.F) {
+	f.Add([]byte("a:\n  b: 1     # c\n\n  d:\n      - x   # y\n"), uint8(0))
+	f.Add([]byte("# head\na: 'q\n  r'\nb: {c: 1}   # d\n# foot\n"), uint8(1))
+	f.Add([]byte("a:\n  # lead\n  b: 1\n\n  # between\n  c: [1,  2]  # e\n"), uint8(2))
+	f.Fuzz(func(t *testing.T, src []byte, at uint8) {
+		src = specfile.LF(src)
+		doc, err := specfile.Parse(src)
+		if err != nil || len(doc.Content) == 0 || hasAnchor(doc) {
+			return
+		}
+		// The change: a new entry in the first block mapping found from the
+		// root along the at-th values.
+		m := doc.Content[0]
+		for i := 0; m.Kind == yaml.MappingNode && i < int(at%4) && len(m.Content) > 1 && m.Content[1].Kind == yaml.MappingNode; i++ {
+			m = m.Content[1]
+		}
+		if m.Kind == yaml.MappingNode && at&4 == 0 {
+			m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "zz-added"}, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: "1"})
+		}
+		out, err := specfile.Encode(doc, specfile.Detect(src, doc))
+		if err != nil {
+			return
+		}
+		var want yaml.Node
+		if yaml.Unmarshal(out, &want) != nil {
+			return // an input the emitter cannot write back faithfully
+		}
+		got := specfile.KeepUntouched(src, out)
+		var have yaml.Node
+		require.NoError(t, yaml.Unmarshal(got, &have), "%s", got)
+		require.Equal(t, dump(&want), dump(&have), "%s\n---\n%s", out, got)
+		require.Equal(t, specfile.Comments(&want), specfile.Comments(&have), "%s\n---\n%s", out, got)
+	})
+}
+
+// dump writes the data of a tree, not its comments, positions or styles.
+func dump(n *yaml.Node) string {
+	var b strings.Builder
+	var walk func(n *yaml.Node, depth int)
+	walk = func(n *yaml.Node, depth int) {
+		fmt.Fprintf(&b, "%*s%d %s %q\n", depth, "", n.Kind, n.ShortTag(), n.Value)
+		for _, c := range n.Content {
+			walk(c, depth+1)
+		}
+	}
+	walk(n, 0)
+	return b.String()
 }

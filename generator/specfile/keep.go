@@ -1,6 +1,7 @@
 package specfile
 
 import (
+	"slices"
 	"sort"
 	"strings"
 
@@ -251,12 +252,13 @@ func sameTree(a, b *yaml.Node) bool {
 
 // keepEntries returns out with the lines of src back in place of each
 // block mapping entry whose key stands first on its line at the same
-// column in both, whose value holds the same data in both and no comment,
-// and whose lines in src hold no comment line either (a comment's place is
-// the encoder's to decide). Entries that differ are looked into, so an
+// column in both, whose key and value hold the same data and the same
+// comments in both (a line comment keeps its spacing), and whose lines in
+// src and out hold no comment line (a whole-line comment's place is the
+// encoder's to decide). Entries that differ are looked into, so an
 // untouched entry is kept however deep it is. Anything it cannot match
-// exactly is left as encoded, and the result must read as out does. s is
-// the tree of src, o that of out.
+// exactly is left as encoded, and the result must read as out does, its
+// comments included. s is the tree of src, o that of out.
 func keepEntries(src []byte, s *yaml.Node, out []byte, o *yaml.Node) []byte {
 	srcLines, outLines := strings.Split(string(src), "\n"), strings.Split(string(out), "\n")
 	type span struct{ from, to int } // lines [from, to)
@@ -264,7 +266,7 @@ func keepEntries(src []byte, s *yaml.Node, out []byte, o *yaml.Node) []byte {
 	var rs []repl
 	walkEntries(s, o, func(ma, ka, va, mb, kb, vb *yaml.Node) bool {
 		flow := ma.Style&yaml.FlowStyle != 0 || mb.Style&yaml.FlowStyle != 0
-		if !flow && ka.Column == kb.Column && sameTree(va, vb) && !commented(ka) && !commented(va) && !commented(kb) && !commented(vb) {
+		if !flow && ka.Column == kb.Column && sameTree(va, vb) && sameComments(ka, kb) && sameComments(va, vb) {
 			sa, oka := entryLines(srcLines, ka, va)
 			sb, okb := entryLines(outLines, kb, vb)
 			if oka && okb {
@@ -289,7 +291,7 @@ func keepEntries(src []byte, s *yaml.Node, out []byte, o *yaml.Node) []byte {
 	}
 	joined := []byte(strings.Join(res, "\n"))
 	var check yaml.Node
-	if yaml.Unmarshal(joined, &check) != nil || !sameTree(o, &check) {
+	if yaml.Unmarshal(joined, &check) != nil || !sameTree(o, &check) || !slices.Equal(Comments(o), Comments(&check)) {
 		return out
 	}
 	return joined
@@ -339,15 +341,38 @@ func entryLines(lines []string, k, v *yaml.Node) (struct{ from, to int }, bool) 
 	return struct{ from, to int }{l, end}, true
 }
 
-// commented reports whether n or a node under it carries a comment.
-func commented(n *yaml.Node) bool {
-	if n.HeadComment != "" || n.LineComment != "" || n.FootComment != "" {
-		return true
+// sameComments reports whether a and b, trees of the same shape, carry
+// the same comments on the same nodes.
+func sameComments(a, b *yaml.Node) bool {
+	if a.HeadComment != b.HeadComment || a.LineComment != b.LineComment || a.FootComment != b.FootComment || len(a.Content) != len(b.Content) {
+		return false
 	}
-	for _, c := range n.Content {
-		if commented(c) {
-			return true
+	for i := range a.Content {
+		if !sameComments(a.Content[i], b.Content[i]) {
+			return false
 		}
 	}
-	return false
+	return true
+}
+
+// Comments returns the comment lines of a tree, trimmed and sorted: what
+// a text holds of comments, whichever nodes a parser attaches them to.
+func Comments(n *yaml.Node) []string {
+	var out []string
+	var walk func(n *yaml.Node)
+	walk = func(n *yaml.Node) {
+		for _, c := range []string{n.HeadComment, n.LineComment, n.FootComment} {
+			for _, l := range strings.Split(c, "\n") {
+				if l = strings.TrimSpace(l); l != "" {
+					out = append(out, l)
+				}
+			}
+		}
+		for _, c := range n.Content {
+			walk(c)
+		}
+	}
+	walk(n)
+	sort.Strings(out)
+	return out
 }

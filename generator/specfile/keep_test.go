@@ -53,3 +53,38 @@ func TestKeepUntouchedEntries(t *testing.T) {
 	assert.Contains(t, string(src), "\n          - id\n", "the spec still has what the test is about")
 	assert.Contains(t, string(src), "name  \n")
 }
+
+// TestKeepUntouchedLineComments: untouched entries with line comments
+// below them keep their text too (the spaces before a comment, blank
+// lines, a sequence's indentation), not only those without comments.
+func TestKeepUntouchedLineComments(t *testing.T) {
+	src := []byte(`openapi: 3.0.3
+info:
+  title: T5     # title comment
+  version: "1"   # v
+
+  x-list:
+      - a
+      - b    # b
+paths:
+  /a:
+    get:   # get
+      responses:
+        '200': {description: ok}   # ok
+`)
+	doc, err := specfile.Parse(src)
+	require.NoError(t, err)
+	f := specfile.Detect(src, doc)
+	root := doc.Content[0]
+	var v yaml.Node
+	require.NoError(t, yaml.Unmarshal([]byte("schemas: {}\n"), &v))
+	root.Content = append(root.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "components"}, v.Content[0])
+	out, err := specfile.Encode(doc, f)
+	require.NoError(t, err)
+	require.NotContains(t, string(out), "T5     #", "the encoder alone changes the spacing")
+
+	got := string(specfile.KeepUntouched(src, out))
+	added := "components:\n  schemas: {}\n"
+	require.Contains(t, got, added)
+	assert.Equal(t, string(src), strings.Replace(got, added, "", 1), "the file but for the added lines")
+}

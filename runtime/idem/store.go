@@ -56,7 +56,8 @@ type Record struct {
 	Token       Token
 	// LeaseExpiresAt is when a PENDING holder's lease runs out, on the store's clock.
 	LeaseExpiresAt time.Time
-	// ExpiresAt is when the record is forgotten: Begin time + BeginRequest.TTL, on the store's clock.
+	// ExpiresAt is when the record is forgotten: Begin time + BeginRequest.TTL, on the store's clock,
+	// or the end of a later lease (LeaseExtender.ExtendLease moves it there).
 	ExpiresAt time.Time
 	// Response is the engine-encoded response (opaque to the store); nil while PENDING
 	// and for a FAILED record that frees the key.
@@ -252,9 +253,18 @@ type LocalReader interface {
 //
 // ExtendLease, atomically: if the record exists, is unexpired, PENDING and
 // carries token, set LeaseExpiresAt = now + lease (even when the old lease
-// ran out, as long as nobody took it over); otherwise return ErrFenced. A
-// non-positive lease is a caller's mistake: an error other than ErrFenced,
-// and nothing changes.
+// ran out, as long as nobody took it over) and ExpiresAt = max(ExpiresAt,
+// LeaseExpiresAt); otherwise return ErrFenced. A non-positive lease is a
+// caller's mistake: an error other than ErrFenced, and nothing changes.
+//
+// So a record whose holder keeps heartbeating never expires while it is
+// PENDING, even when the handler runs past the window (ExpiresAt, set by
+// Begin to the claim's time + TTL): a record that expired under a running
+// holder would let a retry claim the key and run the operation again while
+// the first run goes on, and fence the first run's Finish, so nothing would
+// be recorded. ExpiresAt never moves earlier (a shorter lease shrinks the
+// lease only), and Finish keeps it as it is: a COMPLETED record of a handler
+// that ran past the window lives until the end of its last lease.
 type LeaseExtender interface {
 	ExtendLease(ctx context.Context, key string, token Token, lease time.Duration) error
 }

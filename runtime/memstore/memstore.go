@@ -505,8 +505,9 @@ func (s *Store) ReadLocal(key string, buf []byte) (idem.Record, bool) {
 	return sh.record(i, buf), true
 }
 
-// ExtendLease implements idem.LeaseExtender. A non-positive lease is an
-// error (not ErrFenced) and changes nothing.
+// ExtendLease implements idem.LeaseExtender: it moves the lease to now +
+// lease and the record's expiry to the lease's end when that is later. A
+// non-positive lease is an error (not ErrFenced) and changes nothing.
 func (s *Store) ExtendLease(ctx context.Context, key string, token idem.Token, lease time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -522,7 +523,14 @@ func (s *Store) ExtendLease(ctx context.Context, key string, token idem.Token, l
 	if i == none || now >= sh.at(i).exp || sh.at(i).state != idem.StatePending || sh.at(i).token != token {
 		return idem.ErrFenced
 	}
-	sh.at(i).lease = after(now, lease)
+	// The record lives at least as long as the lease (idem.LeaseExtender):
+	// a holder that heartbeats past the window keeps its record.
+	e := sh.at(i)
+	e.lease = after(now, lease)
+	if e.lease > e.exp {
+		e.exp = e.lease
+		sh.expiryFix(i)
+	}
 	return nil
 }
 

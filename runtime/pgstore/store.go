@@ -207,7 +207,13 @@ SELECT false, 0, 1::smallint, $2, token, lease_expires_at, expires_at, NULL::byt
 		// idem.Store contract has it succeed.
 		finish: `UPDATE ` + t + ` SET state = $3, response = $4 WHERE key = $1 AND token = $2 AND expires_at > clock_timestamp()
     AND (state = 1 OR (state = $3 AND response IS NOT DISTINCT FROM $4))`,
-		extend: `UPDATE ` + t + ` SET lease_expires_at = clock_timestamp() + $3::interval WHERE key = $1 AND token = $2 AND state = 1 AND expires_at > clock_timestamp()`,
+		// extend also moves expires_at to the lease's end when that is
+		// later (GREATEST of the new lease_expires_at, which the SET
+		// list's expressions do not see, so computed once in a sub-select):
+		// a record whose holder heartbeats never expires under it.
+		extend: `UPDATE ` + t + ` AS r SET lease_expires_at = n.lease, expires_at = GREATEST(r.expires_at, n.lease)
+    FROM (SELECT clock_timestamp() + $3::interval AS lease) AS n
+    WHERE r.key = $1 AND r.token = $2 AND r.state = 1 AND r.expires_at > clock_timestamp()`,
 		// lock is BeginTx's first statement above READ COMMITTED: it locks
 		// the PENDING row token $2 holds. FOR NO KEY UPDATE is the lock
 		// finish's UPDATE takes (it changes no key), and lets foreign keys
@@ -639,7 +645,8 @@ func (s *Store) get(ctx context.Context, key string) (idem.Record, bool, error) 
 }
 
 // ExtendLease implements idem.LeaseExtender: the lease of the PENDING record
-// held by token now runs out lease from now on the database clock. It returns
+// held by token now runs out lease from now on the database clock, and the
+// record's expires_at moves to the lease's end when that is later. It returns
 // idem.ErrFenced when token no longer holds the record. While a transaction
 // of BeginTx above READ COMMITTED is open for key/token, it does not write
 // the row: the transaction locks it, which keeps any takeover out until it

@@ -166,19 +166,37 @@ return 1
 `)
 
 // extendScript moves the lease expiry of the PENDING record KEYS[1] held by a
-// token to the server's now + the lease. ARGV[1] (16 bytes): bytes 1-8
-// token, bytes 9-16 lease, ms. Returns 1, or 0 when fenced. Running it
-// twice (a command go-redis sent again) sets the lease from the second
-// run's clock, a few milliseconds later: the same outcome.
+// token to the server's now + the lease, and the record's expiry (bytes
+// 20-27 and the key's PXAT) to the lease's end when that is later, so a
+// record whose holder heartbeats never expires under it (a handler running
+// past the window keeps its record); it moves both with one SET … PXAT of
+// the whole record (a PENDING record is its 60-byte header), not with
+// PEXPIREAT, so the scripts need no command beyond those the package doc's
+// ACL lists. ARGV[1] (16 bytes): bytes 1-8 token,
+// bytes 9-16 lease, ms. Returns 1, or 0 when fenced. Running it twice (a
+// command go-redis sent again) sets the lease from the second run's clock, a
+// few milliseconds later: the same outcome.
+//
+// The script before it moved the lease only. Its arguments, its answers and
+// the record layout are the same, so processes running either share records
+// (TestMixedProtocols): a record whose expiry this one moved is a record with
+// a later expiry to the older scripts, and a heartbeat of an older process
+// moves only the lease, as it always did (its own handlers can still outlive
+// their records; once every process runs this script, none can).
 var extendScript = newScript(`
 local a = ARGV[1]
-local h = redis.call('GETRANGE', KEYS[1], 0, 10)
-if #h < 11 or string.byte(h, 1) ~= 1 or string.byte(h, 2) ~= 1 or string.sub(h, 4, 11) ~= string.sub(a, 1, 8) then
+local h = redis.call('GET', KEYS[1])
+if not h or #h < 27 or string.byte(h, 1) ~= 1 or string.byte(h, 2) ~= 1 or string.sub(h, 4, 11) ~= string.sub(a, 1, 8) then
   return 0
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('SETRANGE', KEYS[1], 11, struct.pack('>i8', now + struct.unpack('>i8', a, 9)))
+local lease = now + struct.unpack('>i8', a, 9)
+if lease > struct.unpack('>i8', h, 20) then
+  redis.call('SET', KEYS[1], string.sub(h, 1, 11) .. struct.pack('>i8>i8', lease, lease) .. string.sub(h, 28), 'PXAT', lease)
+else
+  redis.call('SETRANGE', KEYS[1], 11, struct.pack('>i8', lease))
+end
 return 1
 `)
 

@@ -352,8 +352,9 @@ func (*Store) ReadFirst() {}
 
 // ExtendLease implements idem.LeaseExtender: the lease of the PENDING record
 // held by token now runs out lease from now on the server's clock (it may
-// shrink as well as grow). The record's ExpiresAt does not change. It returns
-// idem.ErrFenced when token no longer holds the record.
+// shrink as well as grow), and the record's ExpiresAt (with the key's expiry)
+// moves to the lease's end when that is later; it never moves earlier. It
+// returns idem.ErrFenced when token no longer holds the record.
 func (s *Store) ExtendLease(ctx context.Context, key string, token idem.Token, lease time.Duration) error {
 	if err := check(ctx, "extend lease", key); err != nil {
 		return err

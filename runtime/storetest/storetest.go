@@ -78,6 +78,7 @@ func RunConformanceTests(t *testing.T, newStore func(t *testing.T) idem.Store) {
 	run("BadRequests", testBadRequests)
 	run("Watcher", testWatcher)
 	run("LeaseExtender", testLeaseExtender)
+	run("HeartbeatPastExpiry", testHeartbeatPastExpiry)
 	run("LocalReader", testLocalReader)
 	run("FinishRacingHeartbeat", testFinishRacingHeartbeat)
 	run("Transactor", testTransactor)
@@ -844,6 +845,57 @@ func testLeaseExtender(t *testing.T, s idem.Store, key func(string) string) {
 	}
 	if err := x.ExtendLease(context.Background(), key("nothing"), tk, long); !errors.Is(err, idem.ErrFenced) {
 		t.Fatalf("ExtendLease of a missing record = %v, want ErrFenced", err)
+	}
+}
+
+// testHeartbeatPastExpiry: heartbeats keep a PENDING record alive past the
+// TTL it was claimed with (a handler that runs past the window): ExtendLease
+// moves ExpiresAt to the lease's end when that is later, never earlier, so
+// the record is still there, not claimable by another token, and its
+// holder's Finish succeeds; Finish keeps the expiry the record has.
+func testHeartbeatPastExpiry(t *testing.T, s idem.Store, key func(string) string) {
+	x, ok := s.(idem.LeaseExtender)
+	if !ok {
+		t.Skip("the store does not implement idem.LeaseExtender")
+	}
+	const (
+		ttl  = 300 * time.Millisecond
+		beat = 2 * time.Second // each heartbeat's lease
+	)
+	k, tk := key("outlive"), tok()
+	begin(t, s, k, fp(1), tk, short, ttl, false)
+	claimed, _ := get(t, s, k)
+	// A lease that ends before the record's expiry leaves the expiry alone.
+	if err := x.ExtendLease(context.Background(), k, tk, short); err != nil {
+		t.Fatalf("ExtendLease(%v): %v", short, err)
+	}
+	if rec, _ := get(t, s, k); !rec.ExpiresAt.Equal(claimed.ExpiresAt) {
+		t.Fatalf("ExtendLease(%v) moved ExpiresAt from %v to %v", short, claimed.ExpiresAt, rec.ExpiresAt)
+	}
+	for i := range 2 {
+		if err := x.ExtendLease(context.Background(), k, tk, beat); err != nil {
+			t.Fatalf("heartbeat %d: %v", i, err)
+		}
+		time.Sleep(ttl + slack) // past the TTL of the claim, then past the first heartbeat's start
+		rec, ok := get(t, s, k)
+		if !ok || rec.State != idem.StatePending || rec.Token != tk {
+			t.Fatalf("after heartbeat %d and %v, record = %+v (found %v), want the PENDING claim", i, ttl+slack, rec, ok)
+		}
+		if rec.ExpiresAt.Before(rec.LeaseExpiresAt) {
+			t.Fatalf("after heartbeat %d, ExpiresAt %v is before LeaseExpiresAt %v", i, rec.ExpiresAt, rec.LeaseExpiresAt)
+		}
+		if res := begin(t, s, k, fp(1), tok(), long, long, false); res.Acquired {
+			t.Fatalf("after heartbeat %d, another token claimed the record past its TTL", i)
+		}
+	}
+	pending, _ := get(t, s, k)
+	finish(t, s, k, tk, idem.StateCompleted, []byte("late"))
+	rec, ok := get(t, s, k)
+	if !ok || rec.State != idem.StateCompleted || string(rec.Response) != "late" {
+		t.Fatalf("record after Finish past the TTL = %+v (found %v), want COMPLETED", rec, ok)
+	}
+	if !rec.ExpiresAt.Equal(pending.ExpiresAt) {
+		t.Errorf("Finish moved ExpiresAt from %v to %v", pending.ExpiresAt, rec.ExpiresAt)
 	}
 }
 
