@@ -736,6 +736,18 @@ func (c *Call) claim() {
 				c.conflict()
 				return
 			}
+			if c.ss.breq.SameFingerprintToReclaim && versionReclaims < 2 && rec.Fingerprint != c.ss.breq.Fingerprint {
+				// The same request, fingerprinted in another version. The
+				// store takes an expired lease over only for an equal
+				// fingerprint (SameFingerprintToReclaim), and cannot tell
+				// whether this lease has run out on its clock: claim again
+				// with the record's fingerprint, as for a reclaimable
+				// record below. A live lease is then reported again, with
+				// that fingerprint, and waited for as usual.
+				versionReclaims++
+				c.ss.breq.Fingerprint = rec.Fingerprint
+				continue
+			}
 			if spec.InFlight.Wait <= 0 {
 				c.inFlight(0)
 				return

@@ -43,7 +43,9 @@
 //   - PENDING with an expired lease: its holder crashed or is stuck; take it
 //     over (EventLeaseTakeover) with a new token, so the old holder's late
 //     completion is fenced (ErrFenced, EventFenced): rejected, logged, never
-//     written.
+//     written. Under strict semantics only a request of the same
+//     fingerprint takes it over; another is a conflict, as while the lease
+//     runs.
 //
 // Semantics, per the contract:
 //

@@ -172,7 +172,7 @@ func TestEventFields(t *testing.T) {
 			setup: setup{spec: func(s *idem.Spec) { s.InFlight.Lease = 20 * time.Millisecond },
 				opts: func(o *idem.Options) { o.DisableHeartbeat = true },
 				scenario: func(e *env) *httptest.ResponseRecorder {
-					c := e.f.eng.Begin(httptest.NewRequest("POST", "/orders", strings.NewReader(`{}`)), e.p, idem.KeyFrom("k"))
+					c := e.f.eng.Begin(jsonRequest(`{}`), e.p, idem.KeyFrom("k"))
 					defer c.End()
 					require.Equal(e.t, idem.Execute, c.Decision())
 					w := httptest.NewRecorder()
@@ -191,7 +191,7 @@ func TestEventFields(t *testing.T) {
 			setup: setup{spec: func(s *idem.Spec) { s.InFlight.Lease = 20 * time.Millisecond },
 				opts: func(o *idem.Options) { o.DisableHeartbeat = true },
 				scenario: func(e *env) *httptest.ResponseRecorder {
-					c := e.f.eng.Begin(httptest.NewRequest("POST", "/orders", strings.NewReader(`{}`)), e.p, idem.KeyFrom("k"))
+					c := e.f.eng.Begin(jsonRequest(`{}`), e.p, idem.KeyFrom("k"))
 					defer c.End()
 					time.Sleep(40 * time.Millisecond)
 					send(e.h, req{key: "k", body: `{}`})
@@ -486,3 +486,11 @@ func TestUnprotectedWriterPassesThrough(t *testing.T) {
 type cancelKey struct{}
 
 func cancelRequest(r *http.Request) { r.Context().Value(cancelKey{}).(context.CancelFunc)() }
+
+// jsonRequest is the request send makes, without its key: a strict
+// takeover needs the same fingerprint.
+func jsonRequest(body string) *http.Request {
+	r := httptest.NewRequest("POST", "/orders", strings.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	return r
+}

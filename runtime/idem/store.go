@@ -81,9 +81,14 @@ type BeginRequest struct {
 	Lease time.Duration
 	// TTL is how long the record lives, counted from this Begin (the policy's window).
 	TTL time.Duration
-	// SameFingerprintToReclaim: a reclaimable (FAILED, no response) record is
-	// claimed again only by a request with an equal Fingerprint; otherwise the
-	// store returns it unclaimed, and the Engine answers with a conflict.
+	// SameFingerprintToReclaim (strict semantics): a reclaimable (FAILED, no
+	// response) record, and a PENDING record whose lease has expired (its
+	// holder may have done its side effects before it stopped), are claimed
+	// again only by a request with an equal Fingerprint (byte for byte: the
+	// store does not compare across fingerprint versions); otherwise the
+	// store returns the record unclaimed. The Engine then answers a conflict,
+	// or, for the same request fingerprinted in another version, claims again
+	// with the record's Fingerprint.
 	SameFingerprintToReclaim bool
 	// Buf is memory of the Engine's that a store may use for the Response
 	// of the Record it returns, by appending to Buf[:0] (a store that copies
@@ -112,7 +117,8 @@ type BeginResult struct {
 //   - no record, or a record past ExpiresAt: write PENDING{fingerprint, token,
 //     lease, ExpiresAt = now+TTL} and report Acquired (Prior 0);
 //   - PENDING with an expired lease: replace it the same way (Prior StatePending),
-//     so the old holder's token is fenced out;
+//     so the old holder's token is fenced out, unless SameFingerprintToReclaim
+//     is set and the fingerprints differ;
 //   - reclaimable FAILED: replace it (Prior StateFailed), unless
 //     SameFingerprintToReclaim is set and the fingerprints differ;
 //   - otherwise: report the record, not acquired.

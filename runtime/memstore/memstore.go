@@ -405,7 +405,8 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 			return idem.BeginResult{}, ErrFull
 		}
 		i = sh.add(req.Key, h, after(now, req.TTL))
-	case sh.at(i).state == idem.StatePending && now >= sh.at(i).lease:
+	case sh.at(i).state == idem.StatePending && now >= sh.at(i).lease &&
+		(!req.SameFingerprintToReclaim || sh.at(i).fp == req.Fingerprint):
 		prior = idem.StatePending
 	case sh.at(i).reclaimable() && (!req.SameFingerprintToReclaim || sh.at(i).fp == req.Fingerprint):
 		prior = idem.StateFailed

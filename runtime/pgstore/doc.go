@@ -67,7 +67,7 @@
 //	        RETURN;
 //	    END IF;
 //	    IF NOT (rec_expires_at <= clock_timestamp()
-//	        OR (rec_state = 1 AND rec_lease_expires_at <= clock_timestamp())
+//	        OR (rec_state = 1 AND rec_lease_expires_at <= clock_timestamp() AND (NOT same_fp OR rec_fingerprint = claim_fp))
 //	        OR (rec_state = 3 AND rec_response IS NULL AND (NOT same_fp OR rec_fingerprint = claim_fp))) THEN  -- a replay, a live lease: the record
 //	        acquired := false;
 //	        prior := 0;
@@ -94,7 +94,7 @@
 //	        prior_state = CASE WHEN r.expires_at <= clock_timestamp() THEN 0 ELSE r.state END,
 //	        response = NULL
 //	    WHERE r.key = claim_key AND (r.expires_at <= clock_timestamp()
-//	        OR (r.state = 1 AND r.lease_expires_at <= clock_timestamp())
+//	        OR (r.state = 1 AND r.lease_expires_at <= clock_timestamp() AND (NOT same_fp OR r.fingerprint = claim_fp))
 //	        OR (r.state = 3 AND r.response IS NULL AND (NOT same_fp OR r.fingerprint = claim_fp)))
 //	    RETURNING r.prior_state INTO prior;
 //	    IF FOUND THEN
@@ -182,7 +182,8 @@
 //
 //	WITH cur AS (                                    -- the row, unlocked, and whether it is claimable
 //	    SELECT …, (expires_at <= clock_timestamp()                      -- expired
-//	              OR (state = 1 AND lease_expires_at <= clock_timestamp())  -- lease run out
+//	              OR (state = 1 AND lease_expires_at <= clock_timestamp()   -- lease run out
+//	                  AND (NOT $6 OR fingerprint = $2))
 //	              OR (state = 3 AND response IS NULL                    -- reclaimable
 //	                  AND (NOT $6 OR fingerprint = $2))) AS claimable,
 //	        (state = 1 AND token = $3 AND expires_at > clock_timestamp()) AS own  -- this claim, run again
@@ -223,6 +224,14 @@
 // body back in turn (it compares the body too), so during a rolling deploy
 // the last process to migrate decides; a Store that fell back to the
 // statement takes up the function only when its body is this package's.
+// So it is for the strict rule on expired leases: this package's function
+// and statement take over a PENDING row whose lease ran out only with the
+// request's fingerprint when same_fp ($6) is set (strict semantics: another
+// body gets the row back, and a 422), where older ones let any fingerprint
+// take it over. The arguments, result and rows written are the same; until
+// the deploy is over (and this package's Migrate the last), an older body
+// may still let another request take an expired claim over, as it always
+// did.
 //
 // Finish is one fenced UPDATE … WHERE key = $1 AND token = $2 AND state = 1
 // AND expires_at > clock_timestamp() (or a row that already holds the

@@ -121,7 +121,7 @@ LANGUAGE plpgsql AS $claim$` + claimFuncBody(n) + `$claim$;`
 func claimFuncBody(n names) string {
 	claimable := func(r string) string {
 		return `(` + r + `expires_at <= clock_timestamp()
-        OR (` + r + `state = 1 AND ` + r + `lease_expires_at <= clock_timestamp())
+        OR (` + r + `state = 1 AND ` + r + `lease_expires_at <= clock_timestamp() AND (NOT same_fp OR ` + r + `fingerprint = claim_fp))
         OR (` + r + `state = 3 AND ` + r + `response IS NULL AND (NOT same_fp OR ` + r + `fingerprint = claim_fp)))`
 	}
 	return `

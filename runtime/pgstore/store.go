@@ -106,11 +106,11 @@ func newQueries(n names) queries {
 	t := n.table
 	const cols = `state, fingerprint, token, lease_expires_at, expires_at, response`
 	// claimable is Begin's rule, on a row r at the database's now: expired,
-	// PENDING with its lease run out, or FAILED without a response (and, when
-	// $6, with the request's fingerprint $2).
+	// PENDING with its lease run out, or FAILED without a response (both of
+	// these, when $6, with the request's fingerprint $2).
 	claimable := func(r string) string {
 		return `(` + r + `.expires_at <= clock_timestamp()
-        OR (` + r + `.state = 1 AND ` + r + `.lease_expires_at <= clock_timestamp())
+        OR (` + r + `.state = 1 AND ` + r + `.lease_expires_at <= clock_timestamp() AND (NOT $6::boolean OR ` + r + `.fingerprint = $2))
         OR (` + r + `.state = 3 AND ` + r + `.response IS NULL AND (NOT $6::boolean OR ` + r + `.fingerprint = $2)))`
 	}
 	return queries{

@@ -43,6 +43,16 @@ import (
 // after share records too. (A re-run happens in the process that made the
 // first call; TestMixedProtocols sends repeats to the current scripts.)
 //
+// The begin script later learnt to refuse, when ARGV byte 58 asks for the
+// same fingerprint, the takeover of an expired PENDING record by another
+// fingerprint (returning the record, as for a reclaimable FAILED one).
+// That changed its source, so its SHA-1, but neither its arguments nor
+// what it writes: it only answers "not acquired" in a case where the
+// scripts before it took over. Processes running either still share
+// records both ways; until the last process of a rolling deploy runs the
+// current script, an older one may still let another body take an
+// expired claim over under strict semantics, as it always did.
+//
 // # Notifications
 //
 // The begin and finish scripts publish with redis.pcall, after their write:
@@ -63,7 +73,9 @@ import (
 //	bytes 9-41   fingerprint
 //	bytes 42-49  lease, ms
 //	bytes 50-57  TTL, ms
-//	byte 58      1: a reclaimable FAILED record needs the same fingerprint
+//	byte 58      1: a reclaimable FAILED record, and a PENDING record whose
+//	             lease expired, are claimed only with the same fingerprint
+//	             (compared byte for byte; strict semantics)
 //	byte 59      1: publish a change notification on the key's channel
 //
 // Returns an integer (the prior state: 0, 1 or 3) when the claim was made,
@@ -107,6 +119,7 @@ if prior == 1 then
     return 0
   end
   if struct.unpack('>i8', cur, 12) > now then return cur end
+  if string.byte(a, 58) == 1 and string.sub(cur, 28, 60) ~= string.sub(a, 9, 41) then return cur end
 end
 local exp = now + ttl
 redis.call('SET', KEYS[1],

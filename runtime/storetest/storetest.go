@@ -61,6 +61,7 @@ func RunConformanceTests(t *testing.T, newStore func(t *testing.T) idem.Store) {
 	run("FinishFailedReplayable", testFinishFailedReplayable)
 	run("ReclaimFailed", testReclaimFailed)
 	run("ReclaimFailedSameFingerprint", testReclaimSameFingerprint)
+	run("LeaseExpiryTakeoverSameFingerprint", testTakeoverSameFingerprint)
 	run("ExpiryAfterTTL", testExpiry)
 	run("FinishAfterExpiryIsFenced", testFinishAfterExpiry)
 	run("FinishAfterLeaseExpiry", testFinishAfterLeaseExpiry)
@@ -343,6 +344,48 @@ func testReclaimSameFingerprint(t *testing.T, s idem.Store, key func(string) str
 		t.Fatalf("Begin with another fingerprint and SameFingerprintToReclaim: %+v, want not acquired, the FAILED record without a response", res)
 	}
 	acquired(t, "Begin with the same fingerprint", begin(t, s, k, fp(1), tok(), long, long, true), idem.StateFailed)
+}
+
+// testTakeoverSameFingerprint: with SameFingerprintToReclaim, a PENDING
+// record whose lease expired is taken over only by an equal fingerprint, as
+// a reclaimable FAILED record is reclaimed; another fingerprint gets the
+// record back, unclaimed and unchanged. Without the flag any fingerprint
+// takes it over (testLeaseTakeover).
+func testTakeoverSameFingerprint(t *testing.T, s idem.Store, key func(string) string) {
+	k, old := key("takeover-fp"), tok()
+	begin(t, s, k, fp(1), old, short, long, true)
+	time.Sleep(short + slack)
+	res := begin(t, s, k, fp(2), tok(), long, long, true)
+	if res.Acquired || res.Record.State != idem.StatePending || res.Record.Token != old ||
+		res.Record.Fingerprint != fp(1) || res.Record.Response != nil {
+		t.Fatalf("Begin with another fingerprint and SameFingerprintToReclaim after the lease expired: %+v, want not acquired, the PENDING record of the first claim", res)
+	}
+	if rec, _ := get(t, s, k); rec.State != idem.StatePending || rec.Token != old || rec.Fingerprint != fp(1) {
+		t.Fatalf("record after a refused takeover = %+v, want the first claim unchanged", rec)
+	}
+	nw := tok()
+	acquired(t, "Begin with the same fingerprint after the lease expired", begin(t, s, k, fp(1), nw, long, long, true), idem.StatePending)
+	if rec, _ := get(t, s, k); rec.State != idem.StatePending || rec.Token != nw || rec.Fingerprint != fp(1) {
+		t.Fatalf("record after takeover = %+v, want PENDING with the new token", rec)
+	}
+	if err := s.Finish(context.Background(), k, old, idem.StateCompleted, nil); !errors.Is(err, idem.ErrFenced) {
+		t.Fatalf("first holder's Finish after the takeover = %v, want ErrFenced", err)
+	}
+
+	// Without the flag, another fingerprint takes it over.
+	k2, old2 := key("takeover-fp-any"), tok()
+	begin(t, s, k2, fp(1), old2, short, long, true)
+	time.Sleep(short + slack)
+	acquired(t, "Begin with another fingerprint, without SameFingerprintToReclaim", begin(t, s, k2, fp(2), tok(), long, long, false), idem.StatePending)
+
+	// A live lease is reported to either, whatever the flag.
+	k3, tk := key("takeover-fp-live"), tok()
+	begin(t, s, k3, fp(1), tk, long, long, true)
+	for _, f := range []idem.Fingerprint{fp(1), fp(2)} {
+		if res := begin(t, s, k3, f, tok(), long, long, true); res.Acquired || res.Record.Token != tk {
+			t.Fatalf("Begin on a live lease: %+v, want not acquired, the holder's record", res)
+		}
+	}
 }
 
 // finishWithinTTL claims a key named name with a TTL of ttl and finishes it
