@@ -58,7 +58,13 @@ const rollbackTimeout = 5 * time.Second
 // that the row is still locked (the lock proves the holder alive; one whose
 // backend was terminated, or whose connection was lost, no longer holds it,
 // and its heartbeat gets idem.ErrFenced), and a takeover cannot lock the row,
-// so it can never win against the open transaction. A duplicate that
+// so it can never win against the open transaction. The expiry a heartbeat
+// grants (the record's expires_at moves to the end of its lease when later,
+// see idem.LeaseExtender) it keeps with the transaction: the record counts as
+// alive until then, and commit's UPDATE writes it with the state, so a
+// holder heartbeating past the window commits and its record outlives the
+// commit as outside a transaction; one that stopped heartbeating is fenced
+// once the record has expired, as outside. A duplicate that
 // arrives after the lease has run out is answered in flight at once, as for
 // a live lease (409 with Retry-After, or it waits per the policy's
 // InFlight.Wait): a takeover never waits for a locked row, so it holds no pool
