@@ -337,3 +337,58 @@ func TestTxHolderTerminated(t *testing.T) {
 		})
 	}
 }
+
+// TestTxIsolationHeartbeatPastWindow: a transactional holder heartbeats
+// past the record's window. Under every isolation its heartbeats succeed,
+// its commit stores the record with its writes, and the record lives on to
+// the end of the last heartbeat's lease, as outside a transaction (above
+// READ COMMITTED the heartbeats do not write the locked row: the commit
+// does). A holder that did not heartbeat is fenced past the window as
+// before, and its writes are rolled back.
+func TestTxIsolationHeartbeatPastWindow(t *testing.T) {
+	t.Parallel()
+	for _, ic := range isolationCases() {
+		t.Run(ic.name, func(t *testing.T) {
+			t.Parallel()
+			f := newTxFixtureOn(t, ic.pool(t), ic.opts)
+			ctx := context.Background()
+			const lease = 300 * time.Millisecond
+			claim := func(key string) {
+				r, err := f.s.Begin(ctx, &idem.BeginRequest{Key: key, Fingerprint: fp(1), Token: 7, Lease: lease, TTL: 400 * time.Millisecond})
+				require.NoError(t, err)
+				require.True(t, r.Acquired)
+			}
+
+			claim("beats")
+			txctx, commit, rollback, err := f.s.BeginTx(ctx, "beats", 7)
+			require.NoError(t, err)
+			defer rollback()
+			f.handler(t, txctx, "beats")
+			for range 6 { // 900ms, past the 400ms window
+				time.Sleep(lease / 2)
+				require.NoError(t, f.s.ExtendLease(ctx, "beats", 7, lease), "a heartbeat past the window")
+			}
+			r, err := f.s.Begin(ctx, &idem.BeginRequest{Key: "beats", Fingerprint: fp(1), Token: 8, Lease: time.Minute, TTL: time.Hour})
+			require.NoError(t, err)
+			require.False(t, r.Acquired, "another token claimed a heartbeating holder's record")
+			require.NoError(t, commit(idem.StateCompleted, []byte("resp")))
+			assert.True(t, f.sideWritten(t, "beats"))
+			rec, found, err := f.s.Get(ctx, "beats")
+			require.NoError(t, err)
+			require.True(t, found, "the committed record expired at once")
+			assert.Equal(t, idem.StateCompleted, rec.State)
+			assert.Equal(t, idem.Token(7), rec.Token)
+			assert.False(t, rec.ExpiresAt.Before(rec.LeaseExpiresAt), "the record lives to the end of the last lease")
+
+			claim("silent")
+			txctx, commit2, rollback2, err := f.s.BeginTx(ctx, "silent", 7)
+			require.NoError(t, err)
+			defer rollback2()
+			f.handler(t, txctx, "silent")
+			time.Sleep(600 * time.Millisecond) // past the window and the lease, no heartbeat
+			assert.ErrorIs(t, f.s.ExtendLease(ctx, "silent", 7, lease), idem.ErrFenced, "a heartbeat after the record expired")
+			assert.ErrorIs(t, commit2(idem.StateCompleted, []byte("resp")), idem.ErrFenced, "a commit after the record expired")
+			assert.False(t, f.sideWritten(t, "silent"))
+		})
+	}
+}

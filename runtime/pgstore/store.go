@@ -99,7 +99,7 @@ var (
 )
 
 type queries struct {
-	claim, claimFunc, get, finish, extend, lock, stillLocked, reap string
+	claim, claimFunc, get, finish, finishLocked, extend, lock, stillLocked, reap string
 }
 
 func newQueries(n names) queries {
@@ -207,6 +207,17 @@ SELECT false, 0, 1::smallint, $2, token, lease_expires_at, expires_at, NULL::byt
 		// idem.Store contract has it succeed.
 		finish: `UPDATE ` + t + ` SET state = $3, response = $4 WHERE key = $1 AND token = $2 AND expires_at > clock_timestamp()
     AND (state = 1 OR (state = $3 AND response IS NOT DISTINCT FROM $4))`,
+		// finishLocked is finish for commit when BeginTx locked the row:
+		// the holder's heartbeats meanwhile wrote nothing (see stillLocked),
+		// so $5, the end of the last one's lease (NULL: none), stands for
+		// what they would have written. The record is alive, and is kept,
+		// as extend would have left it: expires_at moves to $5 when later,
+		// the lease to $5. The row lock kept any takeover out, and token $2
+		// fences all the same.
+		finishLocked: `UPDATE ` + t + ` SET state = $3, response = $4,
+        expires_at = GREATEST(expires_at, $5::timestamptz), lease_expires_at = COALESCE($5::timestamptz, lease_expires_at)
+    WHERE key = $1 AND token = $2 AND GREATEST(expires_at, $5::timestamptz) > clock_timestamp()
+    AND (state = 1 OR (state = $3 AND response IS NOT DISTINCT FROM $4))`,
 		// extend also moves expires_at to the lease's end when that is
 		// later (GREATEST of the new lease_expires_at, which the SET
 		// list's expressions do not see, so computed once in a sub-select):
@@ -224,9 +235,14 @@ SELECT false, 0, 1::smallint, $2, token, lease_expires_at, expires_at, NULL::byt
 		// the row's lock without waiting: the holder's lock makes it skip
 		// the row, and nothing is written; a lock gone with its transaction
 		// (the backend terminated, the connection lost) it takes, for this
-		// statement only.
-		stillLocked: `SELECT count(*) = 1 AND NOT EXISTS (SELECT FROM ` + t + ` AS l WHERE l.key = $1 AND l.token = $2 AND l.state = 1 FOR NO KEY UPDATE SKIP LOCKED)
-    FROM ` + t + ` WHERE key = $1 AND token = $2 AND state = 1 AND expires_at > clock_timestamp()`,
+		// statement only. The row is alive as extend would have kept it:
+		// its expires_at, or $3, the end of the lease of the transaction's
+		// last heartbeat (NULL: none), when later. Its second column is the
+		// end of the lease $4 this heartbeat grants, which commit writes
+		// (finishLocked).
+		stillLocked: `SELECT count(*) = 1 AND NOT EXISTS (SELECT FROM ` + t + ` AS l WHERE l.key = $1 AND l.token = $2 AND l.state = 1 FOR NO KEY UPDATE SKIP LOCKED),
+        clock_timestamp() + $4::interval
+    FROM ` + t + ` WHERE key = $1 AND token = $2 AND state = 1 AND GREATEST(expires_at, $3::timestamptz) > clock_timestamp()`,
 		reap: `WITH doomed AS (
     SELECT key FROM ` + t + ` WHERE expires_at <= clock_timestamp()
     ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED
@@ -664,7 +680,7 @@ func (s *Store) ExtendLease(ctx context.Context, key string, token idem.Token, l
 		return fmt.Errorf("pgstore: extend lease: lease (%v) must be positive", lease)
 	}
 	if s.locked.has(holdKey{key, token}) {
-		return s.extendLocked(ctx, key, token)
+		return s.extendLocked(ctx, key, token, lease)
 	}
 	tag, err := retried(func() (pgconn.CommandTag, error) {
 		return s.pool.Exec(ctx, s.q.extend, key, int64(token), lease)
@@ -679,18 +695,31 @@ func (s *Store) ExtendLease(ctx context.Context, key string, token idem.Token, l
 }
 
 // extendLocked is ExtendLease for a record whose row a transaction of
-// BeginTx locks.
-func (s *Store) extendLocked(ctx context.Context, key string, token idem.Token) error {
-	locked, err := retried(func() (locked bool, err error) {
-		err = s.pool.QueryRow(ctx, s.q.stillLocked, key, int64(token)).Scan(&locked)
-		return locked, err
+// BeginTx locks. It keeps the end of the lease it grants (on the database
+// clock) with the transaction, for commit to write (see
+// queries.finishLocked), and counts the record alive until the end of the
+// last such lease, as if it had been written.
+func (s *Store) extendLocked(ctx context.Context, key string, token idem.Token, lease time.Duration) error {
+	k := holdKey{key, token}
+	var last *time.Time
+	if end, ok := s.locked.leaseEnd(k); ok {
+		last = &end
+	}
+	type answer struct {
+		locked bool
+		end    time.Time
+	}
+	a, err := retried(func() (a answer, err error) {
+		err = s.pool.QueryRow(ctx, s.q.stillLocked, key, int64(token), last, lease).Scan(&a.locked, &a.end)
+		return a, err
 	})
 	if err != nil {
 		return fmt.Errorf("pgstore: extend lease: %w", err)
 	}
-	if !locked {
+	if !a.locked {
 		return idem.ErrFenced
 	}
+	s.locked.extend(k, a.end)
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/runtime/idem"
@@ -57,7 +58,13 @@ const rollbackTimeout = 5 * time.Second
 // that the row is still locked (the lock proves the holder alive; one whose
 // backend was terminated, or whose connection was lost, no longer holds it,
 // and its heartbeat gets idem.ErrFenced), and a takeover cannot lock the row,
-// so it can never win against the open transaction. A duplicate that
+// so it can never win against the open transaction. The expiry a heartbeat
+// grants (the record's expires_at moves to the end of its lease when later,
+// see idem.LeaseExtender) it keeps with the transaction: the record counts as
+// alive until then, and commit's UPDATE writes it with the state, so a
+// holder heartbeating past the window commits and its record outlives the
+// commit as outside a transaction; one that stopped heartbeating is fenced
+// once the record has expired, as outside. A duplicate that
 // arrives after the lease has run out is answered in flight at once, as for
 // a live lease (409 with Retry-After, or it waits per the policy's
 // InFlight.Wait): a takeover never waits for a locked row, so it holds no pool
@@ -123,15 +130,30 @@ func (s *Store) BeginTx(ctx context.Context, key string, token idem.Token) (cont
 		}
 		done = true
 		mu.Unlock()
-		err := s.finishTx(ctx, tx, key, token, state, response)
+		err := s.finishTx(ctx, tx, key, token, state, response, locked)
 		end() // after a commit, the rollback does nothing
 		return err
 	}
 	return context.WithValue(ctx, txKey{}, tx), commit, rollback, nil
 }
 
-func (s *Store) finishTx(ctx context.Context, tx pgx.Tx, key string, token idem.Token, state idem.State, response []byte) error {
-	tag, err := tx.Exec(ctx, s.q.finish, newFinishArgs(key, token, state, response, s.typed && defaultEncodes(tx.Conn().TypeMap())).args[:]...)
+// finishTx runs commit's fenced UPDATE in tx and commits. When tx locks the
+// record's row (locked), the UPDATE also writes what the heartbeats of the
+// transaction did not: the end of the last one's lease (see
+// queries.finishLocked).
+func (s *Store) finishTx(ctx context.Context, tx pgx.Tx, key string, token idem.Token, state idem.State, response []byte, locked bool) error {
+	a := newFinishArgs(key, token, state, response, s.typed && defaultEncodes(tx.Conn().TypeMap()))
+	var tag pgconn.CommandTag
+	var err error
+	if locked {
+		var last *time.Time
+		if end, ok := s.locked.leaseEnd(holdKey{key, token}); ok {
+			last = &end
+		}
+		tag, err = tx.Exec(ctx, s.q.finishLocked, a.args[0], a.args[1], a.args[2], a.args[3], last)
+	} else {
+		tag, err = tx.Exec(ctx, s.q.finish, a.args[:]...)
+	}
 	if err != nil {
 		return fmt.Errorf("pgstore: commit: %w", err)
 	}
@@ -260,10 +282,17 @@ type holdKey struct {
 // lock. It counts the transactions of each: two of them for one key/token
 // may overlap (a second BeginTx of the holder locks the row once the
 // first's transaction has rolled back, before the first has left the set),
-// and the end of one must not take the record out of the set.
+// and the end of one must not take the record out of the set. With each it
+// keeps the latest end of a lease the holder's heartbeats granted while the
+// row was locked (which the heartbeat could not write).
 type lockedRows struct {
 	mu sync.Mutex
-	n  map[holdKey]int
+	n  map[holdKey]*lockedRow
+}
+
+type lockedRow struct {
+	n        int
+	leaseEnd time.Time // zero: no heartbeat yet
 }
 
 // add counts one more transaction (d = 1) or one fewer (d = -1) locking
@@ -272,9 +301,14 @@ func (l *lockedRows) add(k holdKey, d int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.n == nil {
-		l.n = make(map[holdKey]int)
+		l.n = make(map[holdKey]*lockedRow)
 	}
-	if l.n[k] += d; l.n[k] <= 0 {
+	r := l.n[k]
+	if r == nil {
+		r = &lockedRow{}
+		l.n[k] = r
+	}
+	if r.n += d; r.n <= 0 {
 		delete(l.n, k)
 	}
 }
@@ -283,5 +317,27 @@ func (l *lockedRows) add(k holdKey, d int) {
 func (l *lockedRows) has(k holdKey) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.n[k] > 0
+	return l.n[k] != nil
+}
+
+// extend records end as the end of the lease of k's last heartbeat, while
+// a transaction locks k's row; it never moves it earlier (heartbeats may
+// overlap, and the record's expiry never moves earlier).
+func (l *lockedRows) extend(k holdKey, end time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if r := l.n[k]; r != nil && end.After(r.leaseEnd) {
+		r.leaseEnd = end
+	}
+}
+
+// leaseEnd returns the end of the lease of k's last heartbeat while a
+// transaction locks k's row; ok is false before the first.
+func (l *lockedRows) leaseEnd(k holdKey) (end time.Time, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if r := l.n[k]; r != nil && !r.leaseEnd.IsZero() {
+		return r.leaseEnd, true
+	}
+	return time.Time{}, false
 }

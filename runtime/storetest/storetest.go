@@ -1040,4 +1040,48 @@ func testTransactor(t *testing.T, s idem.Store, key func(string) string) {
 			t.Fatalf("record after a fenced commit = %+v, want the new holder's PENDING", rec)
 		}
 	})
+	// A holder that heartbeats in its transaction past the TTL it claimed
+	// with keeps its record, as outside a transaction (HeartbeatPastExpiry):
+	// its heartbeats succeed, another token cannot claim the key, and its
+	// commit stores the record, which lives on at least to the end of the
+	// last heartbeat's lease.
+	t.Run("HeartbeatPastExpiry", func(t *testing.T) {
+		e, ok := s.(idem.LeaseExtender)
+		if !ok {
+			t.Skip("the store does not implement idem.LeaseExtender")
+		}
+		const (
+			ttl  = 300 * time.Millisecond
+			beat = 2 * time.Second // each heartbeat's lease
+		)
+		k, tk := key("tx-outlive"), tok()
+		begin(t, s, k, fp(1), tk, short, ttl, false)
+		_, commit, rollback, err := x.BeginTx(ctx, k, tk)
+		if err != nil {
+			t.Fatalf("BeginTx: %v", err)
+		}
+		defer rollback()
+		for i := range 2 {
+			if err := e.ExtendLease(ctx, k, tk, beat); err != nil {
+				t.Fatalf("heartbeat %d in the transaction: %v", i, err)
+			}
+			time.Sleep(ttl + slack) // past the TTL of the claim, then past the first heartbeat's start
+			if res := begin(t, s, k, fp(1), tok(), long, long, false); res.Acquired {
+				t.Fatalf("after heartbeat %d, another token claimed the record past its TTL", i)
+			}
+		}
+		if err := e.ExtendLease(ctx, k, tk, beat); err != nil {
+			t.Fatalf("last heartbeat in the transaction: %v", err)
+		}
+		if err := commit(idem.StateCompleted, []byte("late")); err != nil {
+			t.Fatalf("commit past the TTL after heartbeats: %v", err)
+		}
+		rec, ok := get(t, s, k)
+		if !ok || rec.State != idem.StateCompleted || string(rec.Response) != "late" || rec.Token != tk {
+			t.Fatalf("record after the commit past the TTL = %+v (found %v), want COMPLETED", rec, ok)
+		}
+		if res := begin(t, s, k, fp(1), tok(), long, long, false); res.Acquired {
+			t.Fatal("after the commit, another token claimed the record")
+		}
+	})
 }
