@@ -595,9 +595,9 @@ func (c *compiler) checkKey(out *ir.Operation, op *openapi3.Operation, pathParam
 		}
 		p := c.irParam(*decl, out.GoName)
 		k.Param = &p
-		kind, goType, why := keyGoKind(decl.v)
+		kind, goType, why := keyGoKind(decl.v, c.doc.T.IsOpenAPI31OrLater())
 		k.GoKind = kind
-		if why != "" {
+		if why != "" && !declaredDifferently(k, decl.v.Schema) {
 			if goType == "" {
 				goType = "unknown"
 			}
@@ -669,6 +669,21 @@ var sampleKeys = map[string]string{
 	ir.FormatUUID:   "0190b4a2-7c1e-7d3f-9a4b-2c6e8f0a1b3d",
 	ir.FormatUUIDv4: "3b241101-e2bb-4255-8caf-4136c566a962",
 	ir.FormatUUIDv7: "0190b4a2-7c1e-7d3f-9a4b-2c6e8f0a1b3d",
+}
+
+// declaredDifferently tells whether key-declared-differently reports the
+// format of the key parameter's schema (a key of format uuid* declared
+// with another format than uuid), so that key-param-go-type does not
+// report the type that format gives it a second time.
+func declaredDifferently(k *ir.Key, sref *openapi3.SchemaRef) bool {
+	if sref == nil || sref.Value == nil {
+		return false
+	}
+	if _, _, ok := xGoType(sref); ok {
+		return false
+	}
+	f := sref.Value.Format
+	return k.Format != ir.FormatToken && f != "" && f != "uuid"
 }
 
 func (c *compiler) compareDecl(out *ir.Operation, b contract.Block, declRequired bool, schema *openapi3.SchemaRef, what string) {

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
 
 	"github.com/idemgen/idemgen/generator/ir"
 )
@@ -13,13 +14,22 @@ import (
 // the key text (ir.KeyGoString, ir.KeyGoUUID), or, with kind "", why that
 // type cannot hold it (why is "" when another rule reports it): the
 // client helper writes the key into the typed parameter and the server
-// wrapper reads it from there.
+// wrapper reads it from there. is31 tells whether the spec is OpenAPI 3.1.
+//
+// A string schema's type is the one oapi-codegen's default type mapping
+// (codegen.DefaultTypeMapping, which idemgen requires: it refuses
+// output-options.type-mapping) gives its format: string and
+// openapi_types.Email (type Email string) hold the key as text,
+// openapi_types.UUID as a UUID; every other type (json.RawMessage,
+// openapi_types.Duration, openapi_types.Date, time.Time, []byte,
+// openapi_types.File, ...) cannot hold it. A schema whose type is not
+// string is left to key-declared-differently.
 //
 // A named type given with x-go-type whose underlying type idemgen cannot
 // see (`x-go-type: MyKey`, `x-go-type: keys.Key`) is taken as a string
 // type: the client helper converts with a type parameter constrained to
 // ~string, so the Go compiler refuses the helper if it is not one.
-func keyGoKind(p *openapi3.Parameter) (kind, goType, why string) {
+func keyGoKind(p *openapi3.Parameter, is31 bool) (kind, goType, why string) {
 	sref := p.Schema
 	if sref == nil {
 		if len(p.Content) > 0 {
@@ -31,24 +41,33 @@ func keyGoKind(p *openapi3.Parameter) (kind, goType, why string) {
 		return goTypeKind(t, imp)
 	}
 	s := sref.Value
-	if s == nil {
+	if s == nil || s.Type != nil && len(s.Type.Slice()) > 0 && !s.Type.Includes("string") {
 		return ir.KeyGoString, "", ""
 	}
-	if len(s.Enum) > 0 {
-		return ir.KeyGoString, "", "" // type <Op>Params<Name> string
+	format, from := s.Format, "format: "+s.Format
+	if is31 && format == "" {
+		// oapi-codegen reads the 3.1 forms of format: binary and byte.
+		switch {
+		case s.ContentMediaType != "":
+			format, from = "binary", "contentMediaType: "+s.ContentMediaType
+		case s.ContentEncoding == "base64":
+			format, from = "byte", "contentEncoding: base64"
+		}
 	}
-	switch s.Format {
-	case "uuid":
-		return ir.KeyGoUUID, "openapi_types.UUID", ""
-	case "binary":
-		return "", "openapi_types.File", "format: binary makes it an openapi_types.File"
-	case "byte", "date", "date-time":
-		// []byte, openapi_types.Date, time.Time: a key of format uuid* is
-		// refused by key-declared-differently, a token key by the client
-		// emitter's client-key-schema (no UUID is a date).
-		return "", "", ""
+	goType = codegen.DefaultTypeMapping.String.Resolve(format).Type
+	enum := len(s.Enum) > 0 || is31 && s.Const != nil
+	switch {
+	case goType == "string" || goType == "openapi_types.Email":
+		if enum {
+			return ir.KeyGoString, "", "" // type <Op>Params<Name> string
+		}
+		return ir.KeyGoString, goType, ""
+	case enum:
+		return "", goType, from + " with an enum makes its Go type a named type of " + goType
+	case goType == "openapi_types.UUID":
+		return ir.KeyGoUUID, goType, ""
 	}
-	return ir.KeyGoString, "", ""
+	return "", goType, from + " makes its Go type " + goType
 }
 
 // xGoType returns the x-go-type of a parameter's schema (beside its $ref,

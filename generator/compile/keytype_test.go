@@ -25,14 +25,23 @@ func TestKeyGoKind(t *testing.T) {
 		got[op.Path] = op.Key.GoKind
 	}
 	assert.Equal(t, map[string]string{
-		"/int-key":         "",
-		"/slice-key":       "",
-		"/binary-key":      "",
-		"/content-key":     "",
-		"/named-key":       ir.KeyGoString,
-		"/string-key":      ir.KeyGoString,
-		"/enum-key":        ir.KeyGoString,
-		"/uuid-key":        ir.KeyGoUUID,
-		"/google-uuid-key": ir.KeyGoUUID,
+		"/int-key":          "",
+		"/slice-key":        "",
+		"/binary-key":       "",
+		"/content-key":      "",
+		"/json-key":         "",
+		"/duration-key":     "",
+		"/date-key":         "",
+		"/date-time-key":    "",
+		"/byte-key":         "",
+		"/enum-date-key":    "",
+		"/uuid-date-key":    "",
+		"/email-key":        ir.KeyGoString,
+		"/other-format-key": ir.KeyGoString,
+		"/named-key":        ir.KeyGoString,
+		"/string-key":       ir.KeyGoString,
+		"/enum-key":         ir.KeyGoString,
+		"/uuid-key":         ir.KeyGoUUID,
+		"/google-uuid-key":  ir.KeyGoUUID,
 	}, got)
 }

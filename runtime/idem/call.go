@@ -314,6 +314,9 @@ func (c *Call) begin(k Key) {
 	}
 	if bodyCarried {
 		raw, kerr = bodyKey(c.body, p.keyPtr)
+		if kerr == detailBadJSON && k.orNone {
+			kerr = errKeyMissing
+		}
 		if !c.checkKey(raw, kerr) {
 			return
 		}

@@ -140,3 +140,49 @@ func TestHandlerConcurrentReplays(t *testing.T) {
 	}
 	assert.EqualValues(t, 1, f.calls.Load())
 }
+
+// EmptyBodyKey reads a body member that a decoder gave as "" from the body's
+// bytes: "" is an invalid key, an absent member or null no key, and a body
+// that is not JSON (decompressed inside CaptureBody) no key either, where
+// RequestKey refuses it.
+func TestEmptyBodyKey(t *testing.T) {
+	tests := []struct {
+		name     string
+		required bool
+		body     string
+		code     string // "" = executed
+		detail   string
+	}{
+		{"empty, required", true, `{"key":""}`, idem.CodeKeyInvalid, "the idempotency key is empty"},
+		{"empty, optional", false, `{"key":""}`, idem.CodeKeyInvalid, "the idempotency key is empty"},
+		{"absent, required", true, `{"item":1}`, idem.CodeKeyMissing, ""},
+		{"null, required", true, `{"key":null}`, idem.CodeKeyMissing, ""},
+		{"absent, optional", false, `{"item":1}`, "", ""},
+		{"not JSON, required", true, "\x1f\x8b\x08", idem.CodeKeyMissing, ""},
+		{"not JSON, optional", false, "\x1f\x8b\x08", "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, idem.Options{})
+			spec := strictSpec()
+			spec.Key = idem.KeySpec{Carrier: idem.CarrierBody, Name: "/key", Required: idem.Optional}
+			if tt.required {
+				spec.Key.Required = idem.Required
+			}
+			r := httptest.NewRequest("POST", "/orders", strings.NewReader(tt.body))
+			c := f.eng.Begin(r, mustCompile(t, spec), idem.EmptyBodyKey)
+			defer c.End()
+			if tt.code == "" {
+				assert.Equal(t, idem.Execute, c.Decision())
+				assert.Empty(t, c.Key())
+				return
+			}
+			require.Equal(t, idem.Reject, c.Decision())
+			assert.Equal(t, http.StatusBadRequest, c.Problem().Status)
+			assert.Equal(t, tt.code, c.Problem().Code)
+			if tt.detail != "" {
+				assert.Equal(t, tt.detail, c.Problem().Detail)
+			}
+		})
+	}
+}

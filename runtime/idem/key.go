@@ -20,6 +20,9 @@ type Key struct {
 	value string
 	given bool // the caller decided (present or absent); do not read the request
 	set   bool // a value is present
+	// orNone (with given false): a body that is not JSON carries no key,
+	// rather than being refused (EmptyBodyKey).
+	orNone bool
 }
 
 // RequestKey reads the key from the request, as the policy's KeySpec says.
@@ -40,6 +43,14 @@ func KeyFromPtr(v *string) Key {
 
 // NoKey says that the request carries no key.
 var NoKey = Key{given: true}
+
+// EmptyBodyKey is a body-carried key that a decoder gave as "", which
+// stands for an absent member, null and "" alike: the engine reads the
+// member from the request body's bytes, as RequestKey does, to tell them
+// apart (absent or null: no key; "": an invalid key), and takes it as
+// absent when those bytes are not JSON (a body that a middleware inside
+// CaptureBody decompresses), where RequestKey refuses the request.
+var EmptyBodyKey = Key{orNone: true}
 
 var errKeyMissing = errors.New("idem: no idempotency key")
 

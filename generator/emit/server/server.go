@@ -980,12 +980,12 @@ func (g *gen) helpers() {
 	g.doc(px + "WriteNothing is the Visit method of no response: an operation that returned (nil, nil) has answered with net/http's implicit empty 200, which is recorded.")
 	g.f.Func().Id(px + "WriteNothing").Params(jen.Qual("net/http", "ResponseWriter")).Error().Block(jen.Return(jen.Nil()))
 	if slices.ContainsFunc(g.spec.Operations, func(op *ir.Operation) bool { return op.Key.BodyField != "" }) {
-		g.doc(px + "BodyKey is a body-carried key as oapi-codegen decoded it: a *string as is (nil: no key), a string as is, but \"\" is no key (a required member decodes to \"\" when it is absent or null); any other type (which a body key's field never is) lets the engine read the key from the request body's bytes.")
+		g.doc(px + "BodyKey is a body-carried key as oapi-codegen decoded it: a *string as is (nil: no key), a string as is, but \"\" (what a member that is absent, null or \"\" decodes to) lets the engine tell them apart from the request body's bytes (idem.EmptyBodyKey: \"\" is an invalid key, absent or null no key, and no key when those bytes are not JSON); any other type (which a body key's field never is) lets the engine read the key from the request body's bytes.")
 		g.f.Func().Id(px+"BodyKey").Types(jen.Id("T").Any()).Params(jen.Id("v").Id("T")).Qual(idemPkg, "Key").Block(
 			jen.Switch(jen.Id("k").Op(":=").Any().Parens(jen.Id("v")).Assert(jen.Type())).Block(
 				jen.Case(jen.Op("*").String()).Block(jen.Return(jen.Qual(idemPkg, "KeyFromPtr").Call(jen.Id("k")))),
 				jen.Case(jen.String()).Block(
-					jen.If(jen.Id("k").Op("==").Lit("")).Block(jen.Return(jen.Qual(idemPkg, "NoKey"))),
+					jen.If(jen.Id("k").Op("==").Lit("")).Block(jen.Return(jen.Qual(idemPkg, "EmptyBodyKey"))),
 					jen.Return(jen.Qual(idemPkg, "KeyFrom").Call(jen.Id("k"))),
 				),
 			),

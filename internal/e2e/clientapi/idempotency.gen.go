@@ -831,16 +831,17 @@ func idemgenWriteNothing(http.ResponseWriter) error {
 }
 
 // idemgenBodyKey is a body-carried key as oapi-codegen decoded it: a *string as is (nil: no key), a
-// string as is, but "" is no key (a required member decodes to "" when it is absent or null); any
-// other type (which a body key's field never is) lets the engine read the key from the request body's
-// bytes.
+// string as is, but "" (what a member that is absent, null or "" decodes to) lets the engine tell them
+// apart from the request body's bytes (idem.EmptyBodyKey: "" is an invalid key, absent or null no key,
+// and no key when those bytes are not JSON); any other type (which a body key's field never is) lets
+// the engine read the key from the request body's bytes.
 func idemgenBodyKey[T any](v T) idem.Key {
 	switch k := any(v).(type) {
 	case *string:
 		return idem.KeyFromPtr(k)
 	case string:
 		if k == "" {
-			return idem.NoKey
+			return idem.EmptyBodyKey
 		}
 		return idem.KeyFrom(k)
 	}

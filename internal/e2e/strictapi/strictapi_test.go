@@ -407,14 +407,45 @@ func TestBodyKeyUnderDecompression(t *testing.T) {
 	assert.Empty(t, other.Header().Get("Idempotent-Replayed"))
 	assert.Equal(t, 2, svc.Count("createTransfer"))
 
-	// The required member left out (or null, or ""; oapi-codegen decodes
-	// them all to "") is a missing key, as on the wire.
-	for _, body := range []string{`{"amount":5}`, `{"idempotency_key":null,"amount":5}`} {
+	// The required member left out, null or "" (oapi-codegen decodes them
+	// all to ""; the gzip wire bytes cannot tell them apart) is a missing
+	// key.
+	for _, body := range []string{`{"amount":5}`, `{"idempotency_key":null,"amount":5}`, `{"idempotency_key":"","amount":5}`} {
 		w := transfer(body)
 		assert.Equal(t, http.StatusBadRequest, w.Code, body)
 		assert.Contains(t, w.Body.String(), idem.CodeKeyMissing, body)
 	}
 	assert.Equal(t, 2, svc.Count("createTransfer"))
+}
+
+// A body member that oapi-codegen decodes as "" is told apart from the
+// wire bytes, as the plain middleware does: "" is an invalid key (the
+// operation does not run), absent or null a missing one.
+func TestEmptyBodyKeyIsInvalid(t *testing.T) {
+	svc := couponstest.NewService()
+	x := api.NewIdempotency(nil, idem.Options{})
+	defer x.Close()
+	h := x.StrictHandler(service{svc}, nil, api.StrictHTTPServerOptions{}, api.StdHTTPServerOptions{})
+	transfer := func(body string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("POST", "/transfers", strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	for body, want := range map[string]string{
+		`{"idempotency_key":"","amount":5}`:   idem.CodeKeyInvalid,
+		`{"amount":5}`:                        idem.CodeKeyMissing,
+		`{"idempotency_key":null,"amount":5}`: idem.CodeKeyMissing,
+	} {
+		w := transfer(body)
+		assert.Equal(t, http.StatusBadRequest, w.Code, body)
+		assert.Contains(t, w.Body.String(), want, body)
+		if want == idem.CodeKeyInvalid {
+			assert.Contains(t, w.Body.String(), "the idempotency key is empty", body)
+		}
+	}
+	assert.Equal(t, 0, svc.Count("createTransfer"))
 }
 
 // silentOrders is a service whose CreateOrder does its work and returns
