@@ -239,7 +239,7 @@
 // idem.Store contract has succeed); no row updated means idem.ErrFenced.
 // ExtendLease is one fenced UPDATE of lease_expires_at (and of expires_at,
 // when the lease ends later; in BeginTx's transaction above READ COMMITTED
-// a read, whose lease commit writes: see BeginTx). Under REPEATABLE
+// a read, whose lease commit, or a statement after a rollback, writes: see BeginTx). Under REPEATABLE
 // READ or SERIALIZABLE as the database's default isolation, either may fail
 // with a serialization failure when the row changed after the statement's
 // snapshot (a Finish meeting the holder's own heartbeat, which the engine

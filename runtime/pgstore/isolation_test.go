@@ -392,3 +392,37 @@ func TestTxIsolationHeartbeatPastWindow(t *testing.T) {
 		})
 	}
 }
+
+// TestTxIsolationRollbackAfterHeartbeats: a transactional holder heartbeats
+// past the record's window, then rolls back (its handler failed). The lease
+// its heartbeats granted outlives the transaction, as outside one: another
+// token cannot claim the key at once, and the engine's release (Finish
+// FAILED, outside the transaction) is not fenced. Above READ COMMITTED the
+// heartbeats could not write the locked row: the rollback writes it.
+func TestTxIsolationRollbackAfterHeartbeats(t *testing.T) {
+	t.Parallel()
+	for _, ic := range isolationCases() {
+		t.Run(ic.name, func(t *testing.T) {
+			t.Parallel()
+			f := newTxFixtureOn(t, ic.pool(t), ic.opts)
+			ctx := context.Background()
+			const lease = 300 * time.Millisecond
+			r, err := f.s.Begin(ctx, &idem.BeginRequest{Key: "rb", Fingerprint: fp(1), Token: 7, Lease: lease, TTL: 400 * time.Millisecond})
+			require.NoError(t, err)
+			require.True(t, r.Acquired)
+			txctx, _, rollback, err := f.s.BeginTx(ctx, "rb", 7)
+			require.NoError(t, err)
+			f.handler(t, txctx, "rb")
+			for range 6 { // 900ms, past the 400ms window
+				time.Sleep(lease / 2)
+				require.NoError(t, f.s.ExtendLease(ctx, "rb", 7, lease), "a heartbeat past the window")
+			}
+			rollback()
+			assert.False(t, f.sideWritten(t, "rb"), "rolled back")
+			r, err = f.s.Begin(ctx, &idem.BeginRequest{Key: "rb", Fingerprint: fp(1), Token: 8, Lease: time.Minute, TTL: time.Hour})
+			require.NoError(t, err)
+			require.False(t, r.Acquired, "another token claimed the key while the last heartbeat's lease ran")
+			require.NoError(t, f.s.Finish(ctx, "rb", 7, idem.StateFailed, nil), "the release after the rollback")
+		})
+	}
+}

@@ -99,7 +99,7 @@ var (
 )
 
 type queries struct {
-	claim, claimFunc, get, finish, finishLocked, extend, lock, stillLocked, reap string
+	claim, claimFunc, get, finish, finishLocked, extend, keepLease, lock, stillLocked, reap string
 }
 
 func newQueries(n names) queries {
@@ -225,6 +225,13 @@ SELECT false, 0, 1::smallint, $2, token, lease_expires_at, expires_at, NULL::byt
 		extend: `UPDATE ` + t + ` AS r SET lease_expires_at = n.lease, expires_at = GREATEST(r.expires_at, n.lease)
     FROM (SELECT clock_timestamp() + $3::interval AS lease) AS n
     WHERE r.key = $1 AND r.token = $2 AND r.state = 1 AND r.expires_at > clock_timestamp()`,
+		// keepLease writes what the heartbeats of a transaction that locked
+		// the row granted (the end of the last one's lease, $3) once the
+		// transaction has ended without a commit: as extend would have,
+		// fenced by token and PENDING state (see BeginTx).
+		keepLease: `UPDATE ` + t + ` SET lease_expires_at = GREATEST(lease_expires_at, $3::timestamptz),
+        expires_at = GREATEST(expires_at, $3::timestamptz)
+    WHERE key = $1 AND token = $2 AND state = 1`,
 		// lock is BeginTx's first statement above READ COMMITTED: it locks
 		// the PENDING row token $2 holds. FOR NO KEY UPDATE is the lock
 		// finish's UPDATE takes (it changes no key), and lets foreign keys

@@ -63,8 +63,10 @@ const rollbackTimeout = 5 * time.Second
 // see idem.LeaseExtender) it keeps with the transaction: the record counts as
 // alive until then, and commit's UPDATE writes it with the state, so a
 // holder heartbeating past the window commits and its record outlives the
-// commit as outside a transaction; one that stopped heartbeating is fenced
-// once the record has expired, as outside. A duplicate that
+// commit as outside a transaction (after a rollback, a statement after the
+// transaction writes it, so the release that follows finds the record
+// alive); one that stopped heartbeating is fenced once the record has
+// expired, as outside. A duplicate that
 // arrives after the lease has run out is answered in flight at once, as for
 // a live lease (409 with Retry-After, or it waits per the policy's
 // InFlight.Wait): a takeover never waits for a locked row, so it holds no pool
@@ -97,8 +99,9 @@ func (s *Store) BeginTx(ctx context.Context, key string, token idem.Token) (cont
 		return nil, nil, nil, err
 	}
 	var (
-		mu   sync.Mutex
-		done bool
+		mu        sync.Mutex
+		done      bool
+		committed bool // the record is finished: nothing left to keep
 	)
 	// end ends the transaction (it is rolled back unless committed) and,
 	// if it locked the record's row, lets ExtendLease touch the row again.
@@ -106,7 +109,18 @@ func (s *Store) BeginTx(ctx context.Context, key string, token idem.Token) (cont
 		_ = rollbackTx(ctx, tx)
 		c.Release()
 		if locked {
-			s.locked.add(holdKey{key, token}, -1)
+			k := holdKey{key, token}
+			if last, ok := s.locked.leaseEnd(k); ok && !committed {
+				// The heartbeats of the transaction wrote nothing (the row
+				// was locked): a rollback leaves the row as BeginTx found it,
+				// which may have expired meanwhile, so the release that
+				// follows (the engine's Finish) would be fenced and another
+				// token could claim a key whose holder was told its lease
+				// still ran. Write what they granted, fenced by token and
+				// PENDING state (after a commit it matches no row).
+				s.keepLease(ctx, key, token, last)
+			}
+			s.locked.add(k, -1)
 		}
 	}
 	rollback := func() {
@@ -131,6 +145,7 @@ func (s *Store) BeginTx(ctx context.Context, key string, token idem.Token) (cont
 		done = true
 		mu.Unlock()
 		err := s.finishTx(ctx, tx, key, token, state, response, locked)
+		committed = err == nil
 		end() // after a commit, the rollback does nothing
 		return err
 	}
@@ -225,6 +240,19 @@ func (s *Store) beginTx(ctx context.Context, key string, token idem.Token) (_ *p
 }
 
 // rollbackTx rolls tx back, also when ctx has ended (within rollbackTimeout).
+// keepLease writes, after a transaction that locked the row has ended,
+// the end of the lease its heartbeats granted (last, on the database clock)
+// into the PENDING row token holds, as extend would have: best effort,
+// within rollbackTimeout, outside ctx's cancellation.
+func (s *Store) keepLease(ctx context.Context, key string, token idem.Token, last time.Time) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+	defer cancel()
+	_, _ = retried(func() (struct{}, error) {
+		_, err := s.pool.Exec(rctx, s.q.keepLease, key, int64(token), last)
+		return struct{}{}, err
+	})
+}
+
 func rollbackTx(ctx context.Context, tx pgx.Tx) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
 	defer cancel()
