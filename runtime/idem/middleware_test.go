@@ -734,43 +734,64 @@ func TestLeaseTakeoverAndFencing(t *testing.T) {
 // the lease, past three leases in all, however late the machine runs the
 // heartbeats. (On the wall clock a heartbeat late by 40ms lost the 60ms
 // lease: under load, 2 runs in 300 saw the duplicate take the key over.)
+//
+// "past the window": the handler also runs past the window, and keeps its
+// record (each extension moves the record's expiry with the lease): the
+// duplicate after the window is answered in flight, not run again, the
+// completion is recorded (not fenced), and a later retry replays it. Before
+// ExtendLease moved the expiry, the record expired at claim + window under
+// the running handler: the duplicate ran the operation again, the first
+// run's Finish was fenced, and every later retry ran it once more.
 func TestHeartbeatKeepsLease(t *testing.T) {
-	var mu sync.Mutex
-	now := time.Now()
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	ms := memstore.New(memstore.Options{SweepInterval: -1, Now: clock})
-	defer ms.Close()
-	ext := &extendCounter{Store: ms}
-	f := newFixtureStore(t, ms, ext, idem.Options{})
-	spec := strictSpec()
-	spec.InFlight.Lease = 60 * time.Millisecond
-	started, release := make(chan struct{}), make(chan struct{})
-	released := sync.OnceFunc(func() { close(release) })
-	defer released()
-	h := f.eng.Handler(mustCompile(t, spec), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if f.calls.Add(1) == 1 {
-			close(started)
-			<-release
-		}
-		w.WriteHeader(201)
-	}))
-	done := make(chan struct{})
-	go func() { send(h, req{key: "k", body: `{}`}); close(done) }()
-	<-started
-	for range 5 { // 5 x 40ms: three leases and more
-		n := ext.granted.Load()
-		require.Eventually(t, func() bool { return ext.granted.Load() > n }, 10*time.Second, time.Millisecond,
-			"the heartbeat extends the lease")
-		mu.Lock()
-		now = now.Add(40 * time.Millisecond)
-		mu.Unlock()
+	for _, tc := range []struct {
+		name   string
+		window time.Duration // 0: strictSpec's
+	}{{"within the window", 0}, {"past the window", 100 * time.Millisecond}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			now := time.Now()
+			clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+			ms := memstore.New(memstore.Options{SweepInterval: -1, Now: clock})
+			defer ms.Close()
+			ext := &extendCounter{Store: ms}
+			f := newFixtureStore(t, ms, ext, idem.Options{})
+			spec := strictSpec()
+			if tc.window != 0 {
+				spec.Window = tc.window
+			}
+			spec.InFlight.Lease = 60 * time.Millisecond
+			started, release := make(chan struct{}), make(chan struct{})
+			released := sync.OnceFunc(func() { close(release) })
+			defer released()
+			h := f.eng.Handler(mustCompile(t, spec), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if f.calls.Add(1) == 1 {
+					close(started)
+					<-release
+				}
+				w.WriteHeader(201)
+			}))
+			done := make(chan int)
+			go func() { done <- send(h, req{key: "k", body: `{}`}).Code }()
+			<-started
+			for range 5 { // 5 x 40ms: three leases and more (twice the short window)
+				n := ext.granted.Load()
+				require.Eventually(t, func() bool { return ext.granted.Load() > n }, 10*time.Second, time.Millisecond,
+					"the heartbeat extends the lease")
+				mu.Lock()
+				now = now.Add(40 * time.Millisecond)
+				mu.Unlock()
+			}
+			requireProblem(t, send(h, req{key: "k", body: `{}`}), 409, idem.CodeKeyInUse)
+			released()
+			assert.Equal(t, 201, <-done)
+			_, fenced := f.obs.find(idem.EventFenced)
+			assert.False(t, fenced, "the completion is recorded")
+			w := send(h, req{key: "k", body: `{}`})
+			assert.Equal(t, 201, w.Code)
+			assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"), "a retry after the completion replays it")
+			assert.Equal(t, int32(1), f.calls.Load(), "the handler runs once")
+		})
 	}
-	requireProblem(t, send(h, req{key: "k", body: `{}`}), 409, idem.CodeKeyInUse)
-	released()
-	<-done
-	assert.Equal(t, int32(1), f.calls.Load())
-	_, fenced := f.obs.find(idem.EventFenced)
-	assert.False(t, fenced)
 }
 
 // TestHeartbeatCadence: on the wall clock, a holder's heartbeats come
