@@ -337,14 +337,14 @@ func TestUsageErrorsAreShort(t *testing.T) {
 	}{
 		{[]string{"check"}, []string{
 			"idemgen check: want exactly one SPEC file (or a -config that names one)",
-			"Usage: idemgen check [-config idemgen.yaml] [-overlay FILE]... [-ignore RULE[:OP]]... [-format text|json] [-strict] [-replayed-header=false] SPEC",
-			"       idemgen check -generated [-config idemgen.yaml] [-ignore RULE[:OP]]... [-strict] [SPEC]",
+			"Usage: " + cli.CheckSynopsis,
+			"       " + cli.CheckGeneratedSynopsis,
 			"Run 'idemgen check -h' for help.",
 		}},
 		{[]string{"check", "-bogus", "x.yaml"}, []string{
 			"idemgen check: flag provided but not defined: -bogus",
-			"Usage: idemgen check [-config idemgen.yaml] [-overlay FILE]... [-ignore RULE[:OP]]... [-format text|json] [-strict] [-replayed-header=false] SPEC",
-			"       idemgen check -generated [-config idemgen.yaml] [-ignore RULE[:OP]]... [-strict] [SPEC]",
+			"Usage: " + cli.CheckSynopsis,
+			"       " + cli.CheckGeneratedSynopsis,
 			"Run 'idemgen check -h' for help.",
 		}},
 		{[]string{"bogus"}, []string{
@@ -364,7 +364,7 @@ func TestUsageErrorsAreShort(t *testing.T) {
 		}},
 		{[]string{"version", "extra"}, []string{
 			`idemgen version: takes no arguments, got ["extra"]`,
-			"Usage: idemgen version",
+			"Usage: " + cli.VersionSynopsis,
 			"Run 'idemgen version -h' for help.",
 		}},
 		{[]string{"spec"}, []string{"idemgen spec: want exactly one SPEC file", "Usage: " + cli.SpecSynopsis, "Run 'idemgen spec -h' for help."}},
