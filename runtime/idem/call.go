@@ -1534,10 +1534,6 @@ func (e *Engine) rememberFinal(d uint64, window time.Duration) {
 	}
 }
 
-// reportStored reports a protected run whose record was stored (ev, an
-// EventExecuted): with overflowed, the response exceeded Response.MaxBytes
-// (respMax), or was cut short (respMax is cutShortMax: see Complete), so the
-// record is not replayable: EventNotReplayable and a warning too.
 // cutShortMax stands for respMax in reportStored for a response cut short.
 const cutShortMax = -1
 
@@ -1550,6 +1546,10 @@ func (c *Call) notReplayableMax() int {
 	return c.p.respMax
 }
 
+// reportStored reports a protected run whose record was stored (ev, an
+// EventExecuted): with overflowed, the response exceeded Response.MaxBytes
+// (respMax), or was cut short (respMax is cutShortMax: see Complete), so the
+// record is not replayable: EventNotReplayable and a warning too.
 func (e *Engine) reportStored(ctx context.Context, ev Event, overflowed bool, respMax int) {
 	if e.obs != nil {
 		e.obs.Observe(ctx, ev)
