@@ -247,9 +247,8 @@ func duplicateOnPath(body []byte, toks []string) (string, bool) {
 			return "", false
 		}
 	}
-	var where strings.Builder
 	obj := body
-	for _, tok := range toks {
+	for i, tok := range toks {
 		dec := json.NewDecoder(bytes.NewReader(obj))
 		if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 			return "", false // not an object: setBodyKey says so
@@ -270,10 +269,9 @@ func duplicateOnPath(body []byte, toks []string) (string, bool) {
 				next = v
 			}
 		}
-		where.WriteString("/" + escapeToken(tok))
 		switch {
 		case found > 1:
-			return where.String(), true
+			return pointerOf(toks[:i+1]), true
 		case found == 0:
 			return "", false
 		}
