@@ -363,6 +363,7 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 	if req.Lease <= 0 || req.TTL <= 0 {
 		return idem.BeginResult{}, fmt.Errorf("pgstore: begin: lease (%v) and TTL (%v) must be positive", req.Lease, req.TTL)
 	}
+	var last error // why the last attempt was run again
 	for range maxStatementAttempts {
 		if !s.usesClaimFunc() {
 			s.reprobe(ctx)
@@ -371,9 +372,11 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 		fn := claimFuncMode(mode)
 		res, err := s.begin(ctx, req, fn)
 		if errors.Is(err, errLostRace) || isSerializationFailure(err) {
+			last = err
 			continue
 		}
 		if fn && claimFuncUnusable(err) {
+			last = err
 			s.claimFuncMissing(mode)
 			continue
 		}
@@ -382,7 +385,7 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 		}
 		return res, nil
 	}
-	return idem.BeginResult{}, fmt.Errorf("pgstore: begin: %w", errLostRace)
+	return idem.BeginResult{}, fmt.Errorf("pgstore: begin: %d attempts: %w", maxStatementAttempts, last)
 }
 
 // begin runs the claim function (fn) or the claim statement once.
