@@ -218,26 +218,6 @@ func unknownEmitter(names []string) error {
 	return nil
 }
 
-// knownOptions reports the first of the emitter settings params that no
-// emitter reads, on stderr for command cmd.
-func knownOptions(cmd string, params map[string]string, stderr io.Writer) bool {
-	if err := emitter.CheckParams(params); err != nil {
-		fmt.Fprintf(stderr, "idemgen %s: %v\n", cmd, err)
-		return false
-	}
-	return true
-}
-
-// validPackage reports a Go package name that is not one (-package or
-// package: in the config), on stderr for command cmd.
-func validPackage(cmd, pkg string, stderr io.Writer) bool {
-	if err := emitter.CheckPackage(pkg); err != nil {
-		fmt.Fprintf(stderr, "idemgen %s: %v\n", cmd, err)
-		return false
-	}
-	return true
-}
-
 // interleave moves flags written after positional arguments before them,
 // so "idemgen check spec.yaml -overlay o.yaml" works.
 func interleave(fs *flag.FlagSet, args []string) []string {
@@ -443,17 +423,29 @@ func (c *Config) checkEmitters() (names []string, params map[string]string, name
 	if len(names) == 0 {
 		return []string{client.Name, server.Name}, nil, "under the default names, as no idemgen.yaml beside the spec, or -config, says which emitters generate runs and how it names them", nil
 	}
-	if err := unknownEmitter(names); err != nil {
-		return nil, nil, "", fmt.Errorf("generate: %w", err)
-	}
-	if err := emitter.CheckParams(c.Options); err != nil {
+	params, err = c.emitterSettings(names, c.Options)
+	if err != nil {
 		return nil, nil, "", err
+	}
+	return names, params, c.namesOnlyWhy, nil
+}
+
+// emitterSettings checks what the emitters names would run with (that each
+// is registered, the settings params, the package name) and returns params
+// with the server emitter's settings taken from oapi-codegen.yaml
+// (serverParams): the one validation generate, check and check -generated
+// share.
+func (c *Config) emitterSettings(names []string, params map[string]string) (map[string]string, error) {
+	if err := unknownEmitter(names); err != nil {
+		return nil, err
+	}
+	if err := emitter.CheckParams(params); err != nil {
+		return nil, err
 	}
 	if err := emitter.CheckPackage(c.Package); err != nil {
-		return nil, nil, "", err
+		return nil, err
 	}
-	params, err = c.serverParams(c.Options, names)
-	return names, params, c.namesOnlyWhy, err
+	return c.serverParams(params, names)
 }
 
 // emitterDiags runs the emitters names on spec without rendering their
@@ -900,10 +892,7 @@ func generate(args []string, stdout, stderr io.Writer) int {
 			params[k] = v
 		}
 	}
-	if !knownOptions("generate", params, stderr) || !validPackage("generate", cfg.Package, stderr) {
-		return ExitUsage
-	}
-	params, err := cfg.serverParams(params, names)
+	params, err := cfg.emitterSettings(names, params)
 	if err != nil {
 		fmt.Fprintf(stderr, "idemgen generate: %v\n", err)
 		return ExitUsage

@@ -48,10 +48,7 @@ func checkGenerated(fs *flag.FlagSet, configPath string, overlays []string, igno
 		fmt.Fprintf(stderr, "idemgen check: %s must name a spec, an output directory and at least one emitter (generate:)\n", configPath)
 		return ExitUsage
 	}
-	if !knownEmitters("check", names, stderr) || !knownOptions("check", cfg.Options, stderr) || !validPackage("check", cfg.Package, stderr) {
-		return ExitUsage
-	}
-	params, err := cfg.serverParams(cfg.Options, names)
+	params, err := cfg.emitterSettings(names, cfg.Options)
 	if err != nil {
 		fmt.Fprintf(stderr, "idemgen check: %v\n", err)
 		return ExitUsage
