@@ -518,6 +518,123 @@ func TestGinTransactional(t *testing.T) {
 }
 `
 
+// decompressTest runs inside the echostrict and ginstrict packages of
+// TestRouters: a decompressing middleware inside CaptureBody, so the wire
+// bytes CaptureBody keeps are gzip, not JSON. The body-carried key is taken
+// from the body oapi-codegen decoded (idemgenBodyKey), not from those bytes.
+const decompressTest = `package PKG
+
+import (
+	"bytes"
+	"compress/gzip"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+	"github.com/labstack/echo/v4"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+var (
+	_ = echo.New // used by the echo variant
+	_ = gin.New  // used by the gin variant
+)
+
+//ECHO
+// decompressing serves s with gunzip inside CaptureBody: echo runs e.Use's
+// middlewares in the order they were added, whenever the routes were.
+func decompressing(x *Idempotency, s *service) http.Handler {
+	e := echo.New()
+	x.RegisterStrictHandlers(e, s, nil)
+	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(ctx echo.Context) error {
+			r, err := gunzip(ctx.Request())
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, err.Error())
+			}
+			ctx.SetRequest(r)
+			return next(ctx)
+		}
+	})
+	return e
+}
+//END
+//GIN
+// decompressing serves s with gunzip inside CaptureBody: the wiring
+// RegisterStrictHandlers does, by hand, since gin's middlewares apply only to
+// the routes registered after them.
+func decompressing(x *Idempotency, s *service) http.Handler {
+	gin.SetMode(gin.ReleaseMode)
+	e := gin.New()
+	e.Use(x.CaptureBody, func(ctx *gin.Context) {
+		r, err := gunzip(ctx.Request)
+		if err != nil {
+			ctx.AbortWithStatus(http.StatusBadRequest)
+			return
+		}
+		ctx.Request = r
+		ctx.Next()
+	})
+	RegisterHandlersWithOptions(e, NewStrictHandler(s, []StrictMiddlewareFunc{x.StrictMiddleware}), GinServerOptions{ErrorHandler: x.ErrorHandler(nil)})
+	return e
+}
+//END
+
+// gunzip returns r with its gzip body decompressed.
+func gunzip(r *http.Request) (*http.Request, error) {
+	if r.Header.Get("Content-Encoding") != "gzip" {
+		return r, nil
+	}
+	zr, err := gzip.NewReader(r.Body)
+	if err != nil {
+		return nil, err
+	}
+	r = r.Clone(r.Context())
+	r.Body = io.NopCloser(zr)
+	r.Header.Del("Content-Encoding")
+	r.ContentLength = -1
+	return r, nil
+}
+
+func TestBodyKeyUnderDecompression(t *testing.T) {
+	x := NewIdempotency(nil, idem.Options{})
+	defer x.Close()
+	s := &service{}
+	h := decompressing(x, s)
+	transfer := func(body string) *httptest.ResponseRecorder {
+		var b bytes.Buffer
+		zw := gzip.NewWriter(&b)
+		_, _ = zw.Write([]byte(body))
+		_ = zw.Close()
+		r := httptest.NewRequest("POST", "/transfers", &b)
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Content-Encoding", "gzip")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	first := transfer(` + "`" + `{"idempotency_key":"k1","amount":5}` + "`" + `)
+	again := transfer(` + "`" + `{"idempotency_key":"k1","amount":5}` + "`" + `)
+	if first.Code != 201 || again.Code != 201 || again.Header().Get("Idempotent-Replayed") != "true" || first.Body.String() != again.Body.String() || s.transfers != 1 {
+		t.Fatalf("replay: %d %s / %d %q %s, executed %d", first.Code, first.Body, again.Code, again.Header(), again.Body, s.transfers)
+	}
+	if w := transfer(` + "`" + `{"idempotency_key":"k2","amount":5}` + "`" + `); w.Code != 201 || w.Header().Get("Idempotent-Replayed") != "" || s.transfers != 2 {
+		t.Fatalf("another key: %d %q %s, executed %d", w.Code, w.Header(), w.Body, s.transfers)
+	}
+	// "", null and absent all decode to ""; the gzip bytes cannot tell
+	// them apart: a missing key.
+	for _, body := range []string{` + "`" + `{"idempotency_key":"","amount":5}` + "`" + `, ` + "`" + `{"idempotency_key":null,"amount":5}` + "`" + `, ` + "`" + `{"amount":5}` + "`" + `} {
+		if w := transfer(body); w.Code != 400 || !strings.Contains(w.Body.String(), idem.CodeKeyMissing) || s.transfers != 2 {
+			t.Fatalf("%s: %d %s, executed %d", body, w.Code, w.Body, s.transfers)
+		}
+	}
+}
+`
+
 // TestRouters generates the coupons spec for oapi-codegen's chi, gorilla,
 // echo and gin servers (strict and plain) and runs the one-line wiring of each
 // in a temporary module (the routers are fetched through GOPROXY; they
@@ -579,6 +696,10 @@ func TestRouters(t *testing.T) {
 		m.Write(t, c.pkg+"/router_test.go", []byte(src))
 		if c.pkg == "ginstrict" {
 			m.Write(t, c.pkg+"/tx_test.go", []byte(ginTxTest))
+		}
+		if c.strict && (c.router == "echo" || c.router == "gin") {
+			src := variant(strings.ReplaceAll(decompressTest, "PKG", c.pkg), strings.ToUpper(c.router))
+			m.Write(t, c.pkg+"/decompress_test.go", []byte(src))
 		}
 	}
 	out := m.Go(t, "test", "-count=1", "./...")
