@@ -15,9 +15,12 @@ import (
 
 // routerTest runs inside each generated package of TestRouters: the
 // one-line wiring (StrictHandler or Handler) with the router's options
-// type, a replay, a problem for a key oapi-codegen rejects, and a route
-// left untouched. The service implements only the operations it serves
-// (the embedded interface is nil).
+// type, a replay, a problem for a key oapi-codegen rejects, a key carried
+// in the JSON body (replayed, refused with another body, "" invalid), an
+// operation that answers nothing (a strict handler's (nil, nil): the
+// implicit empty 200, recorded and replayed), and a route left untouched.
+// The service implements only the operations it serves (the embedded
+// interface is nil).
 const routerTest = `package PKG
 
 import (
@@ -44,7 +47,7 @@ var (
 //STRICTSERVICE
 type service struct {
 	StrictServerInterface
-	orders, special, items, claims int
+	orders, special, items, claims, transfers, events int
 }
 
 func (s *service) ClaimCoupon(context.Context, ClaimCouponRequestObject) (ClaimCouponResponseObject, error) {
@@ -67,6 +70,18 @@ func (s *service) TouchSpecialItem(context.Context, TouchSpecialItemRequestObjec
 	return TouchSpecialItem200JSONResponse{Id: "special", Count: s.special}, nil
 }
 
+func (s *service) CreateTransfer(context.Context, CreateTransferRequestObject) (CreateTransferResponseObject, error) {
+	s.transfers++
+	return CreateTransfer201JSONResponse{Id: "transfer", Count: s.transfers}, nil
+}
+
+// RecordEvent returns no response: the strict handler writes nothing, the
+// implicit empty 200.
+func (s *service) RecordEvent(context.Context, RecordEventRequestObject) (RecordEventResponseObject, error) {
+	s.events++
+	return nil, nil
+}
+
 //END
 //STRICT
 func handler(x *Idempotency, s *service) http.Handler {
@@ -76,7 +91,7 @@ func handler(x *Idempotency, s *service) http.Handler {
 //PLAIN
 type service struct {
 	ServerInterface
-	orders, special, items, claims int
+	orders, special, items, claims, transfers, events int
 }
 
 func (s *service) ClaimCoupon(w http.ResponseWriter, r *http.Request, _ string, _ ClaimCouponParams) {
@@ -105,6 +120,20 @@ func (s *service) TouchSpecialItem(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(Receipt{Id: "special", Count: s.special})
 }
 
+func (s *service) CreateTransfer(w http.ResponseWriter, r *http.Request) {
+	var t Transfer
+	_ = json.NewDecoder(r.Body).Decode(&t)
+	s.transfers++
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusCreated)
+	_ = json.NewEncoder(w).Encode(Receipt{Id: "transfer", Count: s.transfers})
+}
+
+// RecordEvent writes nothing: the implicit empty 200.
+func (s *service) RecordEvent(http.ResponseWriter, *http.Request, RecordEventParams) {
+	s.events++
+}
+
 func handler(x *Idempotency, s *service) http.Handler {
 	return x.Handler(s, OPTIONS{})
 }
@@ -119,7 +148,7 @@ func handler(x *Idempotency, s *service) http.Handler {
 //ECHOPLAIN
 type service struct {
 	ServerInterface
-	orders, special, items, claims int
+	orders, special, items, claims, transfers, events int
 }
 
 func (s *service) ClaimCoupon(ctx echo.Context, _ string, _ ClaimCouponParams) error {
@@ -146,6 +175,21 @@ func (s *service) TouchSpecialItem(ctx echo.Context) error {
 	return ctx.JSON(http.StatusOK, Receipt{Id: "special", Count: s.special})
 }
 
+func (s *service) CreateTransfer(ctx echo.Context) error {
+	var t Transfer
+	if err := ctx.Bind(&t); err != nil {
+		return err
+	}
+	s.transfers++
+	return ctx.JSON(http.StatusCreated, Receipt{Id: "transfer", Count: s.transfers})
+}
+
+// RecordEvent writes nothing: the implicit empty 200.
+func (s *service) RecordEvent(echo.Context, RecordEventParams) error {
+	s.events++
+	return nil
+}
+
 func handler(x *Idempotency, s *service) http.Handler {
 	e := echo.New()
 	x.RegisterHandlers(e, s)
@@ -163,7 +207,7 @@ func handler(x *Idempotency, s *service) http.Handler {
 //GINPLAIN
 type service struct {
 	ServerInterface
-	orders, special, items, claims int
+	orders, special, items, claims, transfers, events int
 }
 
 func (s *service) ClaimCoupon(ctx *gin.Context, _ string, _ ClaimCouponParams) {
@@ -189,6 +233,21 @@ func (s *service) CreateOrder(ctx *gin.Context, _ CreateOrderParams) {
 func (s *service) TouchSpecialItem(ctx *gin.Context) {
 	s.special++
 	ctx.JSON(http.StatusOK, Receipt{Id: "special", Count: s.special})
+}
+
+func (s *service) CreateTransfer(ctx *gin.Context) {
+	var t Transfer
+	if err := ctx.ShouldBindJSON(&t); err != nil {
+		ctx.JSON(http.StatusBadRequest, gin.H{"msg": err.Error()})
+		return
+	}
+	s.transfers++
+	ctx.JSON(http.StatusCreated, Receipt{Id: "transfer", Count: s.transfers})
+}
+
+// RecordEvent writes nothing: the implicit empty 200.
+func (s *service) RecordEvent(*gin.Context, RecordEventParams) {
+	s.events++
 }
 
 func handler(x *Idempotency, s *service) http.Handler {
@@ -272,6 +331,43 @@ func TestOneLine(t *testing.T) {
 	mismatch := do("POST", "/coupons/C1/claims", key, ` + "`" + `{"user_id":"v"}` + "`" + `)
 	if mismatch.Code != 422 || !strings.Contains(mismatch.Body.String(), idem.CodeKeyReused) || s.claims != 1 {
 		t.Fatalf("another body with the key: %d %s, executed %d", mismatch.Code, mismatch.Body, s.claims)
+	}
+	// A key carried in the body (no key header): a retry replays, a
+	// difference in a volatile member only too; another body under the same
+	// key is refused; "" is an invalid key, absent or null a missing one,
+	// neither runs the operation.
+	transfer := do("POST", "/transfers", "", ` + "`" + `{"idempotency_key":"t1","amount":5,"sent_at":"2026-01-02T03:04:01Z"}` + "`" + `)
+	for _, body := range []string{` + "`" + `{"idempotency_key":"t1","amount":5,"sent_at":"2026-01-02T03:04:01Z"}` + "`" + `, ` + "`" + `{"amount":5,"idempotency_key":"t1","sent_at":"2026-01-02T03:04:09Z"}` + "`" + `} {
+		w := do("POST", "/transfers", "", body)
+		if transfer.Code != 201 || w.Code != 201 || w.Header().Get("Idempotent-Replayed") != "true" || transfer.Body.String() != w.Body.String() || s.transfers != 1 {
+			t.Fatalf("body key replay %s: %d %s / %d %q %s, executed %d", body, transfer.Code, transfer.Body, w.Code, w.Header(), w.Body, s.transfers)
+		}
+	}
+	if w := do("POST", "/transfers", "", ` + "`" + `{"idempotency_key":"t1","amount":6}` + "`" + `); w.Code != 422 || !strings.Contains(w.Body.String(), idem.CodeKeyReused) ||
+		w.Header().Get("Content-Type") != "application/problem+json" || s.transfers != 1 {
+		t.Fatalf("another body with the body key: %d %q %s, executed %d", w.Code, w.Header(), w.Body, s.transfers)
+	}
+	for body, code := range map[string]string{
+		` + "`" + `{"idempotency_key":"","amount":5}` + "`" + `:   idem.CodeKeyInvalid,
+		` + "`" + `{"idempotency_key":null,"amount":5}` + "`" + `: idem.CodeKeyMissing,
+		` + "`" + `{"amount":5}` + "`" + `:                        idem.CodeKeyMissing,
+	} {
+		if w := do("POST", "/transfers", "", body); w.Code != 400 || !strings.Contains(w.Body.String(), code) ||
+			w.Header().Get("Content-Type") != "application/problem+json" || s.transfers != 1 {
+			t.Fatalf("body key %s: %d %q %s, executed %d", body, w.Code, w.Header(), w.Body, s.transfers)
+		}
+	}
+	if w := do("POST", "/transfers", "", ` + "`" + `{"idempotency_key":"t2","amount":6}` + "`" + `); w.Code != 201 || w.Header().Get("Idempotent-Replayed") != "" || s.transfers != 2 {
+		t.Fatalf("another body key: %d %q %s, executed %d", w.Code, w.Header(), w.Body, s.transfers)
+	}
+	// RecordEvent answers nothing (a strict handler's (nil, nil), a plain
+	// handler that writes nothing): the implicit empty 200 is recorded and
+	// replayed, the operation not run again.
+	for i := range 2 {
+		w := do("POST", "/events", "e1", ` + "`" + `{"name":"opened"}` + "`" + `)
+		if replayed := w.Header().Get("Idempotent-Replayed"); w.Code != 200 || w.Body.Len() != 0 || replayed != map[bool]string{false: "", true: "true"}[i == 1] || s.events != 1 {
+			t.Fatalf("no response, attempt %d: %d %q %q, executed %d", i+1, w.Code, w.Header(), w.Body, s.events)
+		}
 	}
 	// GET /coupons has no contract: its parameters named like other
 	// operations' keys keep the router's own answers to their errors.
@@ -422,6 +518,123 @@ func TestGinTransactional(t *testing.T) {
 }
 `
 
+// decompressTest runs inside the echostrict and ginstrict packages of
+// TestRouters: a decompressing middleware inside CaptureBody, so the wire
+// bytes CaptureBody keeps are gzip, not JSON. The body-carried key is taken
+// from the body oapi-codegen decoded (idemgenBodyKey), not from those bytes.
+const decompressTest = `package PKG
+
+import (
+	"bytes"
+	"compress/gzip"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+	"github.com/labstack/echo/v4"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+var (
+	_ = echo.New // used by the echo variant
+	_ = gin.New  // used by the gin variant
+)
+
+//ECHO
+// decompressing serves s with gunzip inside CaptureBody: echo runs e.Use's
+// middlewares in the order they were added, whenever the routes were.
+func decompressing(x *Idempotency, s *service) http.Handler {
+	e := echo.New()
+	x.RegisterStrictHandlers(e, s, nil)
+	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(ctx echo.Context) error {
+			r, err := gunzip(ctx.Request())
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, err.Error())
+			}
+			ctx.SetRequest(r)
+			return next(ctx)
+		}
+	})
+	return e
+}
+//END
+//GIN
+// decompressing serves s with gunzip inside CaptureBody: the wiring
+// RegisterStrictHandlers does, by hand, since gin's middlewares apply only to
+// the routes registered after them.
+func decompressing(x *Idempotency, s *service) http.Handler {
+	gin.SetMode(gin.ReleaseMode)
+	e := gin.New()
+	e.Use(x.CaptureBody, func(ctx *gin.Context) {
+		r, err := gunzip(ctx.Request)
+		if err != nil {
+			ctx.AbortWithStatus(http.StatusBadRequest)
+			return
+		}
+		ctx.Request = r
+		ctx.Next()
+	})
+	RegisterHandlersWithOptions(e, NewStrictHandler(s, []StrictMiddlewareFunc{x.StrictMiddleware}), GinServerOptions{ErrorHandler: x.ErrorHandler(nil)})
+	return e
+}
+//END
+
+// gunzip returns r with its gzip body decompressed.
+func gunzip(r *http.Request) (*http.Request, error) {
+	if r.Header.Get("Content-Encoding") != "gzip" {
+		return r, nil
+	}
+	zr, err := gzip.NewReader(r.Body)
+	if err != nil {
+		return nil, err
+	}
+	r = r.Clone(r.Context())
+	r.Body = io.NopCloser(zr)
+	r.Header.Del("Content-Encoding")
+	r.ContentLength = -1
+	return r, nil
+}
+
+func TestBodyKeyUnderDecompression(t *testing.T) {
+	x := NewIdempotency(nil, idem.Options{})
+	defer x.Close()
+	s := &service{}
+	h := decompressing(x, s)
+	transfer := func(body string) *httptest.ResponseRecorder {
+		var b bytes.Buffer
+		zw := gzip.NewWriter(&b)
+		_, _ = zw.Write([]byte(body))
+		_ = zw.Close()
+		r := httptest.NewRequest("POST", "/transfers", &b)
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Content-Encoding", "gzip")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	first := transfer(` + "`" + `{"idempotency_key":"k1","amount":5}` + "`" + `)
+	again := transfer(` + "`" + `{"idempotency_key":"k1","amount":5}` + "`" + `)
+	if first.Code != 201 || again.Code != 201 || again.Header().Get("Idempotent-Replayed") != "true" || first.Body.String() != again.Body.String() || s.transfers != 1 {
+		t.Fatalf("replay: %d %s / %d %q %s, executed %d", first.Code, first.Body, again.Code, again.Header(), again.Body, s.transfers)
+	}
+	if w := transfer(` + "`" + `{"idempotency_key":"k2","amount":5}` + "`" + `); w.Code != 201 || w.Header().Get("Idempotent-Replayed") != "" || s.transfers != 2 {
+		t.Fatalf("another key: %d %q %s, executed %d", w.Code, w.Header(), w.Body, s.transfers)
+	}
+	// "", null and absent all decode to ""; the gzip bytes cannot tell
+	// them apart: a missing key.
+	for _, body := range []string{` + "`" + `{"idempotency_key":"","amount":5}` + "`" + `, ` + "`" + `{"idempotency_key":null,"amount":5}` + "`" + `, ` + "`" + `{"amount":5}` + "`" + `} {
+		if w := transfer(body); w.Code != 400 || !strings.Contains(w.Body.String(), idem.CodeKeyMissing) || s.transfers != 2 {
+			t.Fatalf("%s: %d %s, executed %d", body, w.Code, w.Body, s.transfers)
+		}
+	}
+}
+`
+
 // TestRouters generates the coupons spec for oapi-codegen's chi, gorilla,
 // echo and gin servers (strict and plain) and runs the one-line wiring of each
 // in a temporary module (the routers are fetched through GOPROXY; they
@@ -483,6 +696,10 @@ func TestRouters(t *testing.T) {
 		m.Write(t, c.pkg+"/router_test.go", []byte(src))
 		if c.pkg == "ginstrict" {
 			m.Write(t, c.pkg+"/tx_test.go", []byte(ginTxTest))
+		}
+		if c.strict && (c.router == "echo" || c.router == "gin") {
+			src := variant(strings.ReplaceAll(decompressTest, "PKG", c.pkg), strings.ToUpper(c.router))
+			m.Write(t, c.pkg+"/decompress_test.go", []byte(src))
 		}
 	}
 	out := m.Go(t, "test", "-count=1", "./...")
