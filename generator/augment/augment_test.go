@@ -574,6 +574,42 @@ paths:
 	}
 }
 
+// TestLastBlockScalarWithoutFinalNewline: a spec whose last value is a
+// block scalar, in a file without a final newline (its last line white
+// space), keeps that value's final line break.
+func TestLastBlockScalarWithoutFinalNewline(t *testing.T) {
+	src := `openapi: 3.0.3
+info:
+  title: T
+  version: '1'
+paths:
+  /b:
+    post:
+      operationId: makeB
+      x-idempotency: {semantics: strict}
+      responses:
+        '200': {description: ok}
+components:
+  schemas:
+    X: {type: string}
+tags:
+  - name: t
+    description: |
+      The last line of the file.
+    `
+	res, diags := augment.Augment(writeTemp(t, "openapi.yaml", []byte(src)), augment.Options{})
+	require.NotNil(t, res, "%v", diags)
+	assert.True(t, strings.HasSuffix(string(res.Spec), "tags:\n  - name: t\n    description: |\n      The last line of the file.\n"), "%s", res.Spec)
+	var spec struct {
+		Tags []struct{ Description string }
+	}
+	require.NoError(t, yaml.Unmarshal(res.Spec, &spec))
+	assert.Equal(t, "The last line of the file.\n", spec.Tags[0].Description)
+	res2, diags := augment.Augment(writeTemp(t, "openapi.yaml", res.Spec), augment.Options{})
+	require.NotNil(t, res2, "%v", diags)
+	assert.Equal(t, string(res.Spec), string(res2.Spec), "idempotent")
+}
+
 // sameDocument asserts that YAML (or JSON) documents a and b hold the same
 // data, in whichever order their mappings list it.
 func sameDocument(t *testing.T, a, b []byte) {

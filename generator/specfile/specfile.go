@@ -56,7 +56,9 @@ type Format struct {
 	Width int
 	// ExplicitStart: the YAML document starts with "---".
 	ExplicitStart bool
-	// FinalNewline: the file ends with a newline.
+	// FinalNewline: the file ends with a newline. Without it, YAML still
+	// ends with the line breaks of a block scalar written last, which are
+	// its value's.
 	FinalNewline bool
 	// CRLF: lines end with CR LF (most of the file's line breaks do), not LF.
 	CRLF bool
@@ -308,9 +310,45 @@ func encode(n *yaml.Node, f Format) (out []byte, err error) {
 	}
 	out = buf.Bytes()
 	if !f.FinalNewline {
-		out = bytes.TrimRight(out, "\n")
+		out = trimFinalNewline(out, n)
 	}
 	return out, nil
+}
+
+// trimFinalNewline returns out, the YAML encoding of n, without its final
+// line breaks, unless they belong to the value of a block scalar written
+// last ("a: |\n  x\n" holds "x\n", "a: |\n  x" holds "x"), which keeps
+// them: a file without a final newline can end with such a value (its
+// last line is white space, "a: |\n  x\n  "), and the file written must
+// hold the same data.
+func trimFinalNewline(out []byte, n *yaml.Node) []byte {
+	trimmed := bytes.TrimRight(out, "\n")
+	if !endsWithLineBreak(n) {
+		return trimmed
+	}
+	// Written as a block scalar, or quoted, or followed by a comment: the
+	// parser tells.
+	var a, b yaml.Node
+	if yaml.Unmarshal(out, &a) != nil || yaml.Unmarshal(trimmed, &b) != nil || !sameTree(&a, &b) {
+		return out
+	}
+	return trimmed
+}
+
+// endsWithLineBreak reports whether the last node written of n (the last
+// item or value of block collections, down to a scalar) is a scalar whose
+// value ends with a line break.
+func endsWithLineBreak(n *yaml.Node) bool {
+	for n != nil {
+		switch {
+		case n.Kind == yaml.ScalarNode:
+			return strings.HasSuffix(n.Value, "\n")
+		case n.Kind == yaml.AliasNode || n.Style&yaml.FlowStyle != 0 || len(n.Content) == 0:
+			return false // "*name", a flow collection's closing bracket, "{}" or "[]"
+		}
+		n = n.Content[len(n.Content)-1]
+	}
+	return false
 }
 
 // toV4 converts a yaml.v3 tree into a go.yaml.in/yaml/v4 tree, keeping

@@ -100,6 +100,37 @@ func TestDetect(t *testing.T) {
 	}
 }
 
+// TestNoFinalNewline: a YAML file without a final newline is written
+// without one, unless its last value ends with line breaks, which a block
+// scalar writes as the file's last ones ("a: |\n  x\n  " holds "x\n",
+// "a: |\n  x" holds "x").
+func TestNoFinalNewline(t *testing.T) {
+	for _, c := range []struct {
+		src, out string
+	}{
+		{"a: |\n  x\n  ", "a: |\n  x\n"},
+		{"a: |+\n  x\n\n ", "a: |+\n  x\n\n"},
+		{"a:\n  - b: 1\n    c: >\n      x\n    ", "a:\n  - b: 1\n    c: >\n      x\n"},
+		{"a: |\n  x", "a: |-\n  x"},
+		{"a: |\n  x\n# end", "a: |\n  x\n# end"},
+		{"a: [\"x\\n\"]", "a: [\"x\\n\"]"},
+		{"a: \"x\\n\"", "a: \"x\\n\""},
+		{"a: |\n  x\nb: 1", "a: |\n  x\nb: 1"},
+	} {
+		doc, err := specfile.Parse([]byte(c.src))
+		require.NoError(t, err)
+		f := specfile.Detect([]byte(c.src), doc)
+		require.False(t, f.FinalNewline, "%q", c.src)
+		out, err := specfile.Encode(doc, f)
+		require.NoError(t, err)
+		assert.Equal(t, c.out, string(out), "%q", c.src)
+		var a, b any
+		require.NoError(t, yaml.Unmarshal([]byte(c.src), &a))
+		require.NoError(t, yaml.Unmarshal(out, &b))
+		assert.Equal(t, a, b, "%q", c.src)
+	}
+}
+
 func TestJSONScalars(t *testing.T) {
 	doc, err := specfile.Parse([]byte("a: 0x10\nb: 1_000\nc: .inf\nd: ~\ne: \"x\\u0001\\\"\"\nf: 1.50\ng: '12'\nh: [true, false]\ni: {}\n"))
 	require.NoError(t, err)
