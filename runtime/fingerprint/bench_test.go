@@ -2,9 +2,11 @@ package fingerprint_test
 
 import (
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/idemgen/idemgen/runtime/fingerprint"
@@ -163,5 +165,49 @@ func BenchmarkWorstCase(b *testing.B) {
 				h.Sum(in)
 			}
 		})
+	}
+}
+
+// workloadBody is the request body of bench/internal/workload (Payload):
+// an order of 1 KB with a volatile member, "sent_at".
+func workloadBody() []byte {
+	type item struct {
+		SKU   string  `json:"sku"`
+		Qty   int     `json:"qty"`
+		Price float64 `json:"price"`
+	}
+	type body struct {
+		Customer string            `json:"customer"`
+		SentAt   string            `json:"sent_at"`
+		Items    []item            `json:"items"`
+		Note     string            `json:"note"`
+		Meta     map[string]string `json:"meta"`
+	}
+	in := body{Customer: "cus_8f2b", SentAt: "2025-06-01T12:00:00.000Z",
+		Meta: map[string]string{"channel": "web", "campaign": "spring"}}
+	for i := 0; len(in.Items) < 12; i++ {
+		in.Items = append(in.Items, item{SKU: "sku-" + strconv.Itoa(1000+i), Qty: i + 1, Price: 9.99 + float64(i)})
+	}
+	b, _ := json.Marshal(in)
+	in.Note = strings.Repeat("n", 1024-len(b))
+	b, _ = json.Marshal(in)
+	return b
+}
+
+// BenchmarkSumWorkload is the path runtime/idem takes for the bench
+// module's workload: SumVersion of the 1 KB order, with "/sent_at"
+// volatile and the request's path, as the Engine computes it.
+func BenchmarkSumWorkload(b *testing.B) {
+	h, err := fingerprint.New(fingerprint.Options{Volatile: []string{"/sent_at"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	data := workloadBody()
+	in := &fingerprint.Input{Method: "POST", Operation: "createOrder", Path: "/orders",
+		ContentType: "application/json", Body: data}
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		h.SumVersion(in, fingerprint.Version)
 	}
 }

@@ -838,6 +838,7 @@ key:
 					// fastMembers's case (no pointer reaches it). (vs
 					// and ve here are this loop's own.)
 					if j, wend := s.flatObject(in, vs, buf, w, m.pfx, k); j > 0 {
+						m = &s.mem[len(s.mem)-1] // flatObject may grow s.mem
 						m.vs, m.ve, m.vbuf = w, wend, true
 						w = wend
 						var sep byte
@@ -1027,6 +1028,12 @@ func (s *state) flatShape(in []byte, i int, buf []byte, w int, sh *shape) (int, 
 		src, off = s.tail[:rest+tailPad], i
 		copy(src, in[i:])
 		clear(src[rest:])
+	}
+	// fastMembers stops when s.mem is full, and a failure for want of
+	// room would mark the shape noFlat (for as long as it stays cached, in
+	// this pooled state): room for the shape's members first.
+	if cap(s.mem)-len(s.mem) < sh.n {
+		s.growMem()
 	}
 	base := len(s.mem)
 	j, l, _, status := fastMembers(src, i-off, sh.names[:sh.n], 0, s.mem)
