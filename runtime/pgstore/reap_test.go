@@ -3,9 +3,11 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -90,4 +92,36 @@ func TestBackgroundReaper(t *testing.T) {
 	fill(t, s, "after", 3, 10*time.Millisecond)
 	time.Sleep(100 * time.Millisecond)
 	assert.Equal(t, 5, count(t, s), "a closed store's reaper is stopped")
+}
+
+// TestReapPlanUsesIndexBound: the reaper's statement (the very text Reap
+// runs, s.q.reap) bounds its scan of the expires_at index by the time, so a
+// tick that finds few expired rows reads only those, not every live row: an
+// Index Cond on expires_at, no Filter, and the DELETE finds the rows by key.
+// With clock_timestamp() (volatile) the planner cannot use the bound: the
+// scan read the whole index, and the DELETE, expecting a third of the
+// table, hashed all of it.
+func TestReapPlanUsesIndexBound(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t, Options{})
+	ctx := context.Background()
+	_, err := s.pool.Exec(ctx, `INSERT INTO `+s.n.table+` (key, state, fingerprint, token, lease_expires_at, expires_at)
+    SELECT 'k' || i, 2, '\x00'::bytea, i, now(), now() + CASE WHEN i <= 10 THEN interval '-1 hour' ELSE interval '1 hour' END
+    FROM generate_series(1, 20000) AS i`)
+	require.NoError(t, err)
+	_, err = s.pool.Exec(ctx, `ANALYZE `+s.n.table)
+	require.NoError(t, err)
+
+	rows, err := s.pool.Query(ctx, `EXPLAIN `+s.q.reap, 1000)
+	require.NoError(t, err)
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	plan := strings.Join(lines, "\n")
+	assert.Regexp(t, `Index Cond: \(expires_at <= `, plan, "the scan is bounded by the time")
+	assert.NotContains(t, plan, "Filter: (expires_at", "the time only filters the rows scanned")
+	assert.NotContains(t, plan, "Seq Scan", "no scan of the whole table")
+
+	n, err := s.Reap(ctx, 1000)
+	require.NoError(t, err)
+	assert.Equal(t, 10, n)
 }

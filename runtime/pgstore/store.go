@@ -250,8 +250,16 @@ SELECT false, 0, 1::smallint, $2, token, lease_expires_at, expires_at, NULL::byt
 		stillLocked: `SELECT count(*) = 1 AND NOT EXISTS (SELECT FROM ` + t + ` AS l WHERE l.key = $1 AND l.token = $2 AND l.state = 1 FOR NO KEY UPDATE SKIP LOCKED),
         clock_timestamp() + $4::interval
     FROM ` + t + ` WHERE key = $1 AND token = $2 AND state = 1 AND GREATEST(expires_at, $3::timestamptz) > clock_timestamp()`,
+		// reap bounds its scan with statement_timestamp(), not
+		// clock_timestamp(): the planner can use only a stable expression as
+		// an index bound, so with clock_timestamp() the index on expires_at
+		// only orders the rows and a tick that finds fewer than $1 expired
+		// reads every live row (TestReapPlanUsesIndexBound). A row that
+		// expires while the statement runs waits for the next one. The lock
+		// re-checks the condition on a row's latest version, so a row taken
+		// over meanwhile (a later expires_at) is not deleted.
 		reap: `WITH doomed AS (
-    SELECT key FROM ` + t + ` WHERE expires_at <= clock_timestamp()
+    SELECT key FROM ` + t + ` WHERE expires_at <= statement_timestamp()
     ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED
 )
 DELETE FROM ` + t + ` AS r USING doomed WHERE r.key = doomed.key`,
