@@ -116,12 +116,20 @@
 // run's row.
 // fillfactor 90 leaves room in each page for Finish's update to stay a HOT
 // update (no index change). Expired rows are invisible to Get and claimable
-// by Begin; Reap (or the background reaper, Options.ReapInterval) deletes
-// them in bounded batches through the expires_at index.
+// by Begin; the background reaper deletes them in bounded batches through
+// the expires_at index, every DefaultReapInterval unless
+// Options.ReapInterval says otherwise (negative: off; then call Reap on a
+// schedule of your own, or the table grows with every new key). Each
+// statement of the reaper runs at most Options.ReapTimeout. Reapers of
+// several processes on one table are safe together: a reaping statement
+// locks the rows it deletes and skips those another one holds (FOR UPDATE
+// SKIP LOCKED).
 //
 // # Statements and round trips
 //
-// All times are the database's clock_timestamp(), never the application's.
+// All times are the database's clock_timestamp(), never the application's
+// (the reaper's bound is statement_timestamp(), the start of its statement:
+// an index bound must be stable within a statement).
 //
 // Begin is one call (one round trip) of the claim function, which reads the
 // row before it writes:

@@ -1,9 +1,12 @@
 package pgstore
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -124,4 +127,71 @@ func TestReapPlanUsesIndexBound(t *testing.T) {
 	n, err := s.Reap(ctx, 1000)
 	require.NoError(t, err)
 	assert.Equal(t, 10, n)
+}
+
+func TestReaperDefaults(t *testing.T) {
+	t.Parallel()
+	p := testPool(t)
+	s, err := New(p, Options{Schema: uniqueSchema(t, p)})
+	require.NoError(t, err)
+	defer s.Close()
+	assert.NotNil(t, s.stop, "the reaper runs by default")
+	assert.Equal(t, DefaultReapInterval, s.opts.ReapInterval)
+	assert.Equal(t, DefaultReapBatch, s.opts.ReapBatch)
+	assert.Equal(t, DefaultReapTimeout, s.opts.ReapTimeout)
+
+	off, err := New(p, Options{Schema: uniqueSchema(t, p), ReapInterval: -1})
+	require.NoError(t, err)
+	assert.Nil(t, off.stop, "a negative ReapInterval turns the reaper off")
+	require.NoError(t, off.Close())
+
+	for _, o := range []Options{{ReapBatch: -1}, {ReapTimeout: -1}} {
+		_, err := New(p, o)
+		assert.Error(t, err, "%+v", o)
+	}
+}
+
+// TestReaperStatementTimeout: a reaping statement that cannot finish (here
+// it waits for a table lock; a connection gone silent is the same to the
+// reaper) runs out after ReapTimeout and is logged, instead of holding the
+// reaper until Close; the next tick reaps.
+func TestReaperStatementTimeout(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	logs := &syncBuffer{}
+	s := newTestStore(t, Options{ReapInterval: 20 * time.Millisecond, ReapTimeout: 300 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	tx, err := s.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx)
+	_, err = tx.Exec(ctx, `LOCK TABLE `+s.n.table+` IN ACCESS EXCLUSIVE MODE`)
+	require.NoError(t, err)
+
+	// (Ticks before Migrate created the table may have logged its absence.)
+	assert.Eventually(t, func() bool {
+		return strings.Contains(logs.String(), "background reap failed") && strings.Contains(logs.String(), "context deadline exceeded")
+	}, 5*time.Second, 20*time.Millisecond, "the statement waiting for the lock runs out")
+	require.NoError(t, tx.Rollback(ctx))
+
+	fill(t, s, "old", 3, 10*time.Millisecond)
+	assert.Eventually(t, func() bool { return count(t, s) == 0 }, 5*time.Second, 10*time.Millisecond,
+		"the reaper goes on")
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
