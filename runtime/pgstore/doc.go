@@ -12,9 +12,18 @@
 // function <table>_claim that Begin calls when it is missing or not this
 // package's (which needs the CREATE privilege on the schema; without it,
 // Migrate logs a warning and Begin runs the claim statement below).
-// SchemaSQL returns the same DDL for teams that run their own migrations;
-// the function's body is dollar-quoted, so a migration tool must not split
-// it at semicolons. Version 1 is the records table and its index. The
+// SchemaSQL returns the same DDL, version records included, for teams that
+// run their own migrations; the function's body is dollar-quoted, so a
+// migration tool must not split it at semicolons.
+//
+// Privileges: at run time the store's role needs USAGE on the schema,
+// SELECT, INSERT, UPDATE and DELETE on the table (DELETE for the reaper),
+// and EXECUTE on the claim function (without it Begin runs the claim
+// statement). Migrate needs SELECT on <table>_version too, and CREATE on
+// the schema to create or upgrade anything; where a DBA made the schema
+// (SchemaSQL, or Migrate as another role), a role that may not read the
+// version table has Migrate succeed with a warning when the table has the
+// current layout. Version 1 is the records table and its index. The
 // function is no schema version: it changes no layout, and an older pgstore,
 // which refuses to migrate a version it does not know, keeps starting beside
 // newer ones. With the default names (Schema "public", Table "idem_records"):
@@ -30,6 +39,11 @@
 //	    response         bytea                  -- engine-encoded response; NULL while PENDING and for a FAILED record that frees its key
 //	) WITH (fillfactor = 90);
 //	CREATE INDEX IF NOT EXISTS "idem_records_expires_at_idx" ON "public"."idem_records" (expires_at);
+//	CREATE TABLE IF NOT EXISTS "public"."idem_records_version" (
+//	    version    integer     PRIMARY KEY,
+//	    applied_at timestamptz NOT NULL DEFAULT now()
+//	);
+//	INSERT INTO "public"."idem_records_version" (version) VALUES (1) ON CONFLICT (version) DO NOTHING;
 //	CREATE OR REPLACE FUNCTION "public"."idem_records_claim"(
 //	    claim_key text, claim_fp bytea, claim_token bigint, claim_lease interval, claim_ttl interval, same_fp boolean,
 //	    OUT acquired boolean, OUT prior integer, OUT rec_state smallint, OUT rec_fingerprint bytea, OUT rec_token bigint,
