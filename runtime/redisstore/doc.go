@@ -106,8 +106,23 @@
 //	ACL SETUSER app on >secret ~idem:* &idem:* +evalsha +eval +script|load +get
 //	    +set +setrange +getrange +time +publish +subscribe +unsubscribe +ping
 //
-// A Cluster or Sentinel client also needs the commands go-redis discovers
-// the servers with (CLUSTER SLOTS, SENTINEL …). Without the channels, records
+// A Cluster client needs more, on every node (ACL rules are per node):
+// +cluster|slots, which go-redis discovers the slots with; +command, the
+// command table go-redis's cluster client loads to route commands (without
+// it every call sends a COMMAND, refused, to the nodes, and go-redis logs
+// NOPERM); and +asking, which go-redis sends before retrying a command that
+// a slot's migration redirected (ASK): without it a Begin or Get of a key
+// in a migrating slot fails NOPERM, a 503. A Cluster client that reads from
+// replicas (ReadOnly, RouteByLatency, RouteRandomly) also needs +readonly
+// and +getex. For the default prefix (TestClusterLeastPrivilegeACL runs
+// the conformance suite on a Cluster as such a user):
+//
+//	ACL SETUSER app on >secret ~idem:* &idem:* +evalsha +eval +script|load +get
+//	    +set +setrange +getrange +time +publish +subscribe +unsubscribe +ping
+//	    +cluster|slots +command +asking
+//
+// A Sentinel client asks the sentinels for the primary (SENTINEL …, as the
+// sentinels' own user). Without the channels, records
 // are still written and answered correctly (a script's PUBLISH is a
 // redis.pcall, whose failure loses only the notification), but Watch's
 // SUBSCRIBE is refused: each Watch says "look again" after about a second
