@@ -94,16 +94,19 @@
 // # ACL
 //
 // The user the client logs in as needs these commands on the keys
-// <prefix>* (~<prefix>*): EVALSHA and EVAL (and SCRIPT LOAD for
+// <prefix>{* (~<prefix>{*; every key is <prefix>{<scope key>}, and a prefix
+// never contains '{', so unlike ~<prefix>* the pattern does not also grant
+// the keys of another tenant whose prefix extends this one, say
+// <prefix>b:): EVALSHA and EVAL (and SCRIPT LOAD for
 // LoadScripts); GET (GETEX for a Cluster client that reads from replicas);
 // inside the scripts GET, SET, SETRANGE, GETRANGE, TIME and PUBLISH; and for
 // Watch's pub/sub connection SUBSCRIBE, UNSUBSCRIBE and PING. It also needs
-// the record channels, named like the keys: &<prefix>* (Redis 7 gives a new
+// the record channels, named like the keys: &<prefix>{* (Redis 7 gives a new
 // user no channel at all by default, acl-pubsub-default resetchannels), or
 // Options.DisableNotify. For the default prefix on a standalone server
 // (TestLeastPrivilegeACL runs the conformance suite as such a user):
 //
-//	ACL SETUSER app on >secret ~idem:* &idem:* +evalsha +eval +script|load +get
+//	ACL SETUSER app on >secret ~idem:{* &idem:{* +evalsha +eval +script|load +get
 //	    +set +setrange +getrange +time +publish +subscribe +unsubscribe +ping
 //
 // A Cluster client needs more, on every node (ACL rules are per node):
@@ -117,7 +120,7 @@
 // and +getex. For the default prefix (TestClusterLeastPrivilegeACL runs
 // the conformance suite on a Cluster as such a user):
 //
-//	ACL SETUSER app on >secret ~idem:* &idem:* +evalsha +eval +script|load +get
+//	ACL SETUSER app on >secret ~idem:{* &idem:{* +evalsha +eval +script|load +get
 //	    +set +setrange +getrange +time +publish +subscribe +unsubscribe +ping
 //	    +cluster|slots +command +asking
 //
