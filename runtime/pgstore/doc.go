@@ -295,6 +295,23 @@
 // a holder's commit and a takeover of its (expired) lease mutually
 // exclusive, at every isolation level: see Store.BeginTx.
 //
+// Size the pool for it: a transaction of BeginTx holds one of the pool's
+// connections from before the handler runs until its commit or rollback,
+// while every other call (Begin, Get, ExtendLease: the heartbeats, which
+// above READ COMMITTED also read the row's lock, a Finish outside a
+// transaction, the reaper) acquires a connection for one statement.
+// pgxpool's default MaxConns is the greater of 4 and runtime.NumCPU(): with
+// that many transactional handlers in flight nothing else gets a
+// connection. Set MaxConns (pool_max_conns in the URL) to at least the
+// number of transactional handlers that may run at once plus headroom for
+// the other calls (a few connections, more for heavy traffic), bound the
+// concurrency in front of the handlers to match, and keep the total within
+// the server's max_connections. A starved pool shows as new requests
+// answered 503 IDEMPOTENCY_STORE_UNAVAILABLE (a Begin waited the engine's
+// StoreTimeout for a connection) and heartbeats that fail ("idem: lease
+// extension failed" warnings): a holder whose lease runs out meanwhile can
+// be taken over by a duplicate, and then its commit is fenced.
+//
 // # Notifications
 //
 // The store does not implement idem.Watcher. LISTEN/NOTIFY would need a
