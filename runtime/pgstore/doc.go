@@ -312,6 +312,17 @@
 // extension failed" warnings): a holder whose lease runs out meanwhile can
 // be taken over by a duplicate, and then its commit is fenced.
 //
+// # Durability
+//
+// A record is as durable as the commit that wrote it. Streaming replication
+// is asynchronous by default: a standby promoted after the primary failed
+// may lack the last commits the primary acknowledged, records (and, with
+// BeginTx, the handler's writes) included, and a retry of such a key runs
+// again. Where a failover must not lose records, have commits wait for the
+// standby a failover may promote (synchronous_standby_names naming it,
+// synchronous_commit on, the default, or remote_apply), or use a managed
+// service whose failover keeps every acknowledged commit.
+//
 // # Notifications
 //
 // The store does not implement idem.Watcher. LISTEN/NOTIFY would need a

@@ -139,7 +139,13 @@
 // Redis replicates asynchronously: a failover (Sentinel or Cluster) can lose
 // the last writes acknowledged by the old primary, so a claim or a completion
 // may vanish and a retry of that key execute again. Where that is not
-// acceptable (payments), use the PostgreSQL store.
+// acceptable (payments), use the PostgreSQL store with synchronous
+// replication: PostgreSQL's streaming replication is asynchronous too by
+// default, and loses the last acknowledged commits the same way when a
+// standby is promoted, unless every commit waits for the standby a failover
+// may promote (synchronous_standby_names naming it, synchronous_commit on
+// or remote_apply), or a managed service's failover keeps every
+// acknowledged commit (synchronously replicated storage or standby).
 //
 // Eviction loses records the same way: every record has an expiry, so a
 // server that reaches its maxmemory under a volatile-* or allkeys-*
