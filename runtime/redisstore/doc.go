@@ -152,8 +152,13 @@
 // maxmemory-policy silently evicts records, PENDING and COMPLETED alike, and
 // a duplicate of an evicted key executes again (a takeover of a running
 // request's key, or a second run of a finished one). Keep the records on a
-// server (or a dedicated instance) with maxmemory-policy noeviction, the
-// default, and enough memory for the records of a window. At its maxmemory
+// server (or a dedicated instance) with maxmemory-policy noeviction, and
+// enough memory for the records of a window. noeviction is the default of
+// a self-hosted Redis only: managed services set their own (Google Cloud
+// Memorystore and Amazon ElastiCache default to volatile-lru), under which
+// every record, PENDING ones included, can be evicted silently; set the
+// policy in the service's configuration (parameter group) and check it
+// (CONFIG GET maxmemory-policy, where allowed). At its maxmemory
 // such a server refuses writes (OOM) and loses nothing: completed records
 // are still replayed, a new key is answered 503
 // IDEMPOTENCY_STORE_UNAVAILABLE and its handler does not run, and a Finish
