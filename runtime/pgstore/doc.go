@@ -23,7 +23,9 @@
 // the schema to create or upgrade anything; where a DBA made the schema
 // (SchemaSQL, or Migrate as another role), a role that may not read the
 // version table has Migrate succeed with a warning when the table has the
-// current layout. Version 1 is the records table and its index. The
+// current layout. A rollback to a binary with an older pgstore after a
+// newer one migrated the schema to a new version makes the older one's
+// Migrate fail (see Store.Migrate). Version 1 is the records table and its index. The
 // function is no schema version: it changes no layout, and an older pgstore,
 // which refuses to migrate a version it does not know, keeps starting beside
 // newer ones. With the default names (Schema "public", Table "idem_records"):

@@ -247,7 +247,13 @@ func SchemaSQL(opts Options) (string, error) {
 // serialize on advisory locks, in a READ COMMITTED transaction whatever the
 // database's default isolation; a call on an up-to-date schema changes
 // nothing. It fails when the database holds a newer schema version than this
-// package knows.
+// package knows ("newer than this pgstore"): after a later pgstore migrated
+// the schema to a new version, rolling back to a binary with an older
+// pgstore makes that binary's Migrate fail, and a start-up that stops on
+// the error stops the rollback. Plan a rollback across a schema version
+// before deploying it (skip Migrate in the older binary only if the newer
+// version's notes say the older pgstore works on its schema). Only version 1
+// exists so far.
 //
 // Privileges: Migrate needs, besides the run-time ones (USAGE on the schema;
 // SELECT, INSERT, UPDATE, DELETE on the table; EXECUTE on the claim
