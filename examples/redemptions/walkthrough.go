@@ -92,7 +92,7 @@ func setup(ctx context.Context, pool *pgxpool.Pool, schema string, logw io.Write
 			return nil, fmt.Errorf("preparing schema %s: %w", schema, err)
 		}
 	}
-	store, err := pgstore.New(pool, pgstore.Options{Schema: schema}) // records in <schema>.idem_records
+	store, err := pgstore.New(pool, pgstore.Options{Schema: schema}) // records in <schema>.idem_records, expired ones reaped every minute
 	if err != nil {
 		return nil, err
 	}

@@ -12,9 +12,20 @@
 // function <table>_claim that Begin calls when it is missing or not this
 // package's (which needs the CREATE privilege on the schema; without it,
 // Migrate logs a warning and Begin runs the claim statement below).
-// SchemaSQL returns the same DDL for teams that run their own migrations;
-// the function's body is dollar-quoted, so a migration tool must not split
-// it at semicolons. Version 1 is the records table and its index. The
+// SchemaSQL returns the same DDL, version records included, for teams that
+// run their own migrations; the function's body is dollar-quoted, so a
+// migration tool must not split it at semicolons.
+//
+// Privileges: at run time the store's role needs USAGE on the schema,
+// SELECT, INSERT, UPDATE and DELETE on the table (DELETE for the reaper),
+// and EXECUTE on the claim function (without it Begin runs the claim
+// statement). Migrate needs SELECT on <table>_version too, and CREATE on
+// the schema to create or upgrade anything; where a DBA made the schema
+// (SchemaSQL, or Migrate as another role), a role that may not read the
+// version table has Migrate succeed with a warning when the table has the
+// current layout. A rollback to a binary with an older pgstore after a
+// newer one migrated the schema to a new version makes the older one's
+// Migrate fail (see Store.Migrate). Version 1 is the records table and its index. The
 // function is no schema version: it changes no layout, and an older pgstore,
 // which refuses to migrate a version it does not know, keeps starting beside
 // newer ones. With the default names (Schema "public", Table "idem_records"):
@@ -30,6 +41,11 @@
 //	    response         bytea                  -- engine-encoded response; NULL while PENDING and for a FAILED record that frees its key
 //	) WITH (fillfactor = 90);
 //	CREATE INDEX IF NOT EXISTS "idem_records_expires_at_idx" ON "public"."idem_records" (expires_at);
+//	CREATE TABLE IF NOT EXISTS "public"."idem_records_version" (
+//	    version    integer     PRIMARY KEY,
+//	    applied_at timestamptz NOT NULL DEFAULT now()
+//	);
+//	INSERT INTO "public"."idem_records_version" (version) VALUES (1) ON CONFLICT (version) DO NOTHING;
 //	CREATE OR REPLACE FUNCTION "public"."idem_records_claim"(
 //	    claim_key text, claim_fp bytea, claim_token bigint, claim_lease interval, claim_ttl interval, same_fp boolean,
 //	    OUT acquired boolean, OUT prior integer, OUT rec_state smallint, OUT rec_fingerprint bytea, OUT rec_token bigint,
@@ -116,12 +132,20 @@
 // run's row.
 // fillfactor 90 leaves room in each page for Finish's update to stay a HOT
 // update (no index change). Expired rows are invisible to Get and claimable
-// by Begin; Reap (or the background reaper, Options.ReapInterval) deletes
-// them in bounded batches through the expires_at index.
+// by Begin; the background reaper deletes them in bounded batches through
+// the expires_at index, every DefaultReapInterval unless
+// Options.ReapInterval says otherwise (negative: off; then call Reap on a
+// schedule of your own, or the table grows with every new key). Each
+// statement of the reaper runs at most Options.ReapTimeout. Reapers of
+// several processes on one table are safe together: a reaping statement
+// locks the rows it deletes and skips those another one holds (FOR UPDATE
+// SKIP LOCKED).
 //
 // # Statements and round trips
 //
-// All times are the database's clock_timestamp(), never the application's.
+// All times are the database's clock_timestamp(), never the application's
+// (the reaper's bound is statement_timestamp(), the start of its statement:
+// an index bound must be stable within a statement).
 //
 // Begin is one call (one round trip) of the claim function, which reads the
 // row before it writes:
@@ -272,6 +296,34 @@
 // (Tx); commit runs Finish's fenced UPDATE in it and commits. Row locks make
 // a holder's commit and a takeover of its (expired) lease mutually
 // exclusive, at every isolation level: see Store.BeginTx.
+//
+// Size the pool for it: a transaction of BeginTx holds one of the pool's
+// connections from before the handler runs until its commit or rollback,
+// while every other call (Begin, Get, ExtendLease: the heartbeats, which
+// above READ COMMITTED also read the row's lock, a Finish outside a
+// transaction, the reaper) acquires a connection for one statement.
+// pgxpool's default MaxConns is the greater of 4 and runtime.NumCPU(): with
+// that many transactional handlers in flight nothing else gets a
+// connection. Set MaxConns (pool_max_conns in the URL) to at least the
+// number of transactional handlers that may run at once plus headroom for
+// the other calls (a few connections, more for heavy traffic), bound the
+// concurrency in front of the handlers to match, and keep the total within
+// the server's max_connections. A starved pool shows as new requests
+// answered 503 IDEMPOTENCY_STORE_UNAVAILABLE (a Begin waited the engine's
+// StoreTimeout for a connection) and heartbeats that fail ("idem: lease
+// extension failed" warnings): a holder whose lease runs out meanwhile can
+// be taken over by a duplicate, and then its commit is fenced.
+//
+// # Durability
+//
+// A record is as durable as the commit that wrote it. Streaming replication
+// is asynchronous by default: a standby promoted after the primary failed
+// may lack the last commits the primary acknowledged, records (and, with
+// BeginTx, the handler's writes) included, and a retry of such a key runs
+// again. Where a failover must not lose records, have commits wait for the
+// standby a failover may promote (synchronous_standby_names naming it,
+// synchronous_commit on, the default, or remote_apply), or use a managed
+// service whose failover keeps every acknowledged commit.
 //
 // # Notifications
 //

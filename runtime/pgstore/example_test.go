@@ -23,7 +23,7 @@ func Example() {
 
 	store, err := pgstore.New(pool, pgstore.Options{
 		Schema:       "idempotency",
-		ReapInterval: time.Minute, // delete expired records, 1000 at a time
+		ReapInterval: 5 * time.Minute, // delete expired records, 1000 at a time (default: every minute)
 	})
 	if err != nil {
 		log.Fatal(err)

@@ -78,11 +78,16 @@ func newStoreOn(tb testing.TB, p *pgxpool.Pool, opts Options) *Store {
 }
 
 // openStore returns a store on p, not migrated, in a schema of its own
-// unless opts names one, closed at the end of the test.
+// unless opts names one, closed at the end of the test. Its background
+// reaper is off unless opts sets ReapInterval: tests that count rows reap
+// themselves.
 func openStore(tb testing.TB, p *pgxpool.Pool, opts Options) *Store {
 	tb.Helper()
 	if opts.Schema == "" {
 		opts.Schema = uniqueSchema(tb, p)
+	}
+	if opts.ReapInterval == 0 {
+		opts.ReapInterval = -1
 	}
 	s, err := New(p, opts)
 	require.NoError(tb, err)
@@ -201,8 +206,9 @@ func storeAsRole(t *testing.T, admin *pgxpool.Pool, schema string, grants func(r
 			return err
 		}
 	})
-	s, err := New(p, Options{Schema: schema})
+	s, err := New(p, Options{Schema: schema, ReapInterval: -1})
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() }) // before the pool's
 	rec.s = s
 	return s, rec
 }

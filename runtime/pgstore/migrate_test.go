@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -175,6 +176,9 @@ func TestSchemaSQL(t *testing.T) {
 		_, err = p.Exec(ctx, ddl)
 		require.NoError(t, err)
 	}
+	var version int
+	require.NoError(t, p.QueryRow(ctx, `SELECT max(version) FROM `+pgx.Identifier{schema, "idem_version"}.Sanitize()).Scan(&version))
+	assert.Equal(t, SchemaVersion, version, "SchemaSQL records the versions it applies")
 	s, err := New(p, Options{Schema: schema, Table: "idem"})
 	require.NoError(t, err)
 	r, err := s.Begin(ctx, beginReq("k", 1))
@@ -464,4 +468,86 @@ func TestMigrateTablesOfOneNewSchema(t *testing.T) {
 			assert.True(t, s.usesClaimFunc())
 		}
 	}
+}
+
+// TestMigrateAsAppRole: an application role with only the run-time
+// privileges (USAGE on the schema, DML on the table; no CREATE) whose
+// schema a DBA made, with SchemaSQL (this one or an older one that made no
+// version table) or by running Migrate as another role: its Migrate
+// succeeds, with a warning where it may not read the version table, and
+// its Begin calls the claim function.
+func TestMigrateAsAppRole(t *testing.T) {
+	t.Parallel()
+	admin := testPool(t)
+	cases := []struct {
+		name        string
+		ddl         func(n names) string // what the DBA ran; "" runs Migrate
+		readVersion bool                 // the role may SELECT the version table
+		warn        bool
+	}{
+		{"SchemaSQL", schemaSQLOf, true, false},
+		{"SchemaSQLNoVersionGrant", schemaSQLOf, false, true},
+		{"OlderSchemaSQL", func(n names) string { return migrations[0](n) + "\n" + claimFuncSQL(n) }, false, true},
+		{"MigrateByDBA", nil, false, true},
+		{"MigrateByDBAVersionGrant", nil, true, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			schema := uniqueSchema(t, admin)
+			if c.ddl == nil {
+				newStoreOn(t, admin, Options{Schema: schema})
+			} else {
+				n, err := newNames(Options{Schema: schema})
+				require.NoError(t, err)
+				_, err = admin.Exec(ctx, `CREATE SCHEMA `+pgx.Identifier{schema}.Sanitize()+`; `+c.ddl(n))
+				require.NoError(t, err)
+			}
+			s, rec := storeAsRole(t, admin, schema, func(role string) []string {
+				g := []string{`GRANT SELECT, INSERT, UPDATE, DELETE ON ` + pgx.Identifier{schema, DefaultTable}.Sanitize() + ` TO ` + role}
+				if c.readVersion {
+					g = append(g, `GRANT SELECT ON `+pgx.Identifier{schema, DefaultTable + "_version"}.Sanitize()+` TO `+role)
+				}
+				return g
+			})
+			logs := &syncBuffer{}
+			s.log = slog.New(slog.NewTextHandler(logs, nil))
+			require.NoError(t, s.Migrate(ctx))
+			if c.warn {
+				assert.Contains(t, logs.String(), "cannot read or create the version table")
+			} else {
+				assert.Empty(t, logs.String())
+			}
+			assert.True(t, s.usesClaimFunc())
+			r, err := s.Begin(ctx, beginReq("k", 1))
+			require.NoError(t, err)
+			assert.True(t, r.Acquired)
+			assert.Equal(t, []string{"func"}, rec.take())
+		})
+	}
+}
+
+// TestMigrateAsAppRoleWithoutTable: a role without CREATE whose schema
+// holds no records table cannot migrate it: Migrate fails.
+func TestMigrateAsAppRoleWithoutTable(t *testing.T) {
+	t.Parallel()
+	admin := testPool(t)
+	ctx := context.Background()
+	schema := uniqueSchema(t, admin)
+	_, err := admin.Exec(ctx, `CREATE SCHEMA `+pgx.Identifier{schema}.Sanitize())
+	require.NoError(t, err)
+	s, _ := storeAsRole(t, admin, schema, func(string) []string { return nil })
+	err = s.Migrate(ctx)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "42501")
+}
+
+// schemaSQLOf is SchemaSQL for the store whose names are n.
+func schemaSQLOf(n names) string {
+	ddl, err := SchemaSQL(Options{Schema: n.schema})
+	if err != nil {
+		panic(err)
+	}
+	return ddl
 }

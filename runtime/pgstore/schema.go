@@ -80,6 +80,21 @@ CREATE INDEX IF NOT EXISTS ` + n.index + ` ON ` + n.table + ` (expires_at);`
 // SchemaVersion is the schema version this package writes and reads.
 var SchemaVersion = len(migrations)
 
+// versionTableSQL creates the table that records which migrations ran.
+func versionTableSQL(n names) string {
+	return `CREATE TABLE IF NOT EXISTS ` + n.version + ` (
+    version    integer     PRIMARY KEY,
+    applied_at timestamptz NOT NULL DEFAULT now()
+);`
+}
+
+// layoutProbe reads no row but names every column of the records table at
+// SchemaVersion: it fails unless the table has the current layout. A
+// migration that changes the columns changes it too.
+func layoutProbe(n names) string {
+	return `SELECT token, lease_expires_at, expires_at, state, prior_state, key, fingerprint, response FROM ` + n.table + ` LIMIT 0`
+}
+
 // claimFuncSQL creates Begin's claim function (see queries.claimFunc), with
 // exactly the semantics of the claim statement, which stays Begin's fallback
 // where the function is missing.
@@ -197,8 +212,12 @@ END
 const claimFuncArgs = `(text, bytea, bigint, interval, interval, boolean)`
 
 // SchemaSQL returns the DDL that creates the store's table for opts (at
-// SchemaVersion) and its claim function, for teams that run their own
-// migrations instead of (*Store).Migrate. The statements are idempotent.
+// SchemaVersion), the version table with the versions it applied recorded,
+// as Migrate records them, and the claim function, for teams that run their
+// own migrations instead of (*Store).Migrate. The statements are
+// idempotent. Recording the versions keeps such a schema on the upgrade
+// path: a later pgstore's Migrate (or SchemaSQL) starts from the version
+// it finds there.
 func SchemaSQL(opts Options) (string, error) {
 	n, err := newNames(opts)
 	if err != nil {
@@ -208,6 +227,11 @@ func SchemaSQL(opts Options) (string, error) {
 	for _, m := range migrations {
 		b.WriteString(m(n))
 		b.WriteString("\n")
+	}
+	b.WriteString(versionTableSQL(n))
+	b.WriteString("\n")
+	for v := range migrations {
+		fmt.Fprintf(&b, "INSERT INTO %s (version) VALUES (%d) ON CONFLICT (version) DO NOTHING;\n", n.version, v+1)
 	}
 	b.WriteString(claimFuncSQL(n))
 	b.WriteString("\n")
@@ -223,14 +247,26 @@ func SchemaSQL(opts Options) (string, error) {
 // serialize on advisory locks, in a READ COMMITTED transaction whatever the
 // database's default isolation; a call on an up-to-date schema changes
 // nothing. It fails when the database holds a newer schema version than this
-// package knows.
+// package knows ("newer than this pgstore"): after a later pgstore migrated
+// the schema to a new version, rolling back to a binary with an older
+// pgstore makes that binary's Migrate fail, and a start-up that stops on
+// the error stops the rollback. Plan a rollback across a schema version
+// before deploying it (skip Migrate in the older binary only if the newer
+// version's notes say the older pgstore works on its schema). Only version 1
+// exists so far.
 //
-// Creating the function needs the CREATE privilege on the schema. A role
-// without it (one that a DBA's migrations serve: since PostgreSQL 15 no role
-// has it on "public" by default) cannot create it where an older pgstore
-// left none: Migrate then logs a warning to Options.Logger, succeeds, and
-// the Store claims with the claim statement (see Store.Begin), as older
-// pgstores do. A Store whose Begin fell back to the claim statement because
+// Privileges: Migrate needs, besides the run-time ones (USAGE on the schema;
+// SELECT, INSERT, UPDATE, DELETE on the table; EXECUTE on the claim
+// function), SELECT on the version table, and the CREATE privilege on the
+// schema (on the database, if the schema is missing) to create or upgrade
+// anything. A role that may neither read nor create the version table (its
+// schema made by a DBA, with SchemaSQL or another role's Migrate) succeeds,
+// with a warning to Options.Logger, when the records table has the current
+// layout, and fails otherwise. Creating the function needs CREATE on the
+// schema too. A role without it (since PostgreSQL 15 no role has it on
+// "public" by default) cannot create it where an older pgstore left none:
+// Migrate then logs a warning, succeeds, and the Store claims with the claim
+// statement (see Store.Begin), as older pgstores do. A Store whose Begin fell back to the claim statement because
 // the function was missing uses the function after a Migrate that finds or
 // creates it, or once it finds it there itself (see Store.Begin).
 func (s *Store) Migrate(ctx context.Context) error {
@@ -279,17 +315,35 @@ func (s *Store) migrate(ctx context.Context, withFunc bool) (funcOK bool, err er
 				return err
 			}
 		}
-		if !haveVersion {
-			if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+s.n.version+` (
-    version    integer     PRIMARY KEY,
-    applied_at timestamptz NOT NULL DEFAULT now()
-)`); err != nil {
-				return err
-			}
-		}
 		var current int
-		if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM `+s.n.version).Scan(&current); err != nil {
-			return err
+		verr := savepoint(ctx, tx, func(sp pgx.Tx) error {
+			if !haveVersion {
+				if _, err := sp.Exec(ctx, versionTableSQL(s.n)); err != nil {
+					return err
+				}
+			}
+			return sp.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM `+s.n.version).Scan(&current)
+		})
+		if verr != nil {
+			// A role that may neither create the version table nor read it
+			// (a DBA's migrations made the schema): it has nothing to do
+			// when the records table has the current layout.
+			if !isInsufficientPrivilege(verr) {
+				return verr
+			}
+			perr := savepoint(ctx, tx, func(sp pgx.Tx) error {
+				_, err := sp.Exec(ctx, layoutProbe(s.n))
+				return err
+			})
+			if perr != nil {
+				if _, ok := errors.AsType[*pgconn.PgError](perr); !ok {
+					return perr
+				}
+				return fmt.Errorf("%w (and %s is not at version %d: %v)", verr, s.n.table, len(migrations), perr)
+			}
+			s.log.LogAttrs(ctx, slog.LevelWarn, "pgstore: cannot read or create the version table; the records table has the current layout, so there is nothing to migrate",
+				slog.String("table", s.n.version), slog.Any("error", verr))
+			current = len(migrations)
 		}
 		if current > len(migrations) {
 			return fmt.Errorf("database schema version %d is newer than this pgstore (version %d)", current, len(migrations))
@@ -312,6 +366,29 @@ func (s *Store) migrate(ctx context.Context, withFunc bool) (funcOK bool, err er
 		return false, fmt.Errorf("pgstore: migrate %s: %w", s.n.table, err)
 	}
 	return funcOK, nil
+}
+
+// savepoint runs f in a savepoint of tx, rolled back when f fails, so that
+// tx can go on after the failure.
+func savepoint(ctx context.Context, tx pgx.Tx, f func(sp pgx.Tx) error) error {
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	if err := f(sp); err != nil {
+		if rerr := sp.Rollback(ctx); rerr != nil {
+			return rerr
+		}
+		return err
+	}
+	return sp.Commit(ctx)
+}
+
+// isInsufficientPrivilege reports a refusal for want of a privilege
+// (SQLSTATE 42501).
+func isInsufficientPrivilege(err error) bool {
+	pe, ok := errors.AsType[*pgconn.PgError](err)
+	return ok && pe.Code == "42501"
 }
 
 // claimFuncSrc is the body (pg_proc.prosrc) of the claim function installed

@@ -26,13 +26,24 @@ type Options struct {
 	// bytes long. Names are quoted, so they are case-sensitive.
 	Schema, Table string
 
-	// ReapInterval > 0 starts a background reaper that deletes expired
-	// records every ReapInterval, in batches of ReapBatch, until Close.
-	// Expired records are invisible either way; reaping only frees space.
+	// ReapInterval is how often the background reaper, which New starts
+	// and Close stops, deletes expired records, in batches of ReapBatch:
+	// zero means DefaultReapInterval, a negative value turns it off (for a
+	// store that only reads, or a deployment that calls Reap on its own
+	// schedule). Expired records are invisible either way; reaping frees
+	// their space, which otherwise grows with every new key. Reapers of
+	// several processes on one table are safe together: each statement
+	// locks the rows it deletes and skips those another one holds (SKIP
+	// LOCKED).
 	ReapInterval time.Duration
 	// ReapBatch bounds the rows one reaping statement deletes (and locks).
 	// Default 1000.
 	ReapBatch int
+	// ReapTimeout bounds each statement of the background reaper; zero
+	// means DefaultReapTimeout. A statement that runs out (a lock it
+	// waits for, a connection that went silent) is logged and the reaper
+	// tries again at its next tick.
+	ReapTimeout time.Duration
 	// Logger receives the background reaper's errors; nil means slog.Default().
 	Logger *slog.Logger
 
@@ -43,9 +54,18 @@ type Options struct {
 	TxOptions pgx.TxOptions
 }
 
-// DefaultReapBatch is the batch size of the background reaper when
-// Options.ReapBatch is zero.
-const DefaultReapBatch = 1000
+// Defaults of the background reaper, for Options left zero.
+const (
+	// DefaultReapInterval is the reaper's interval when
+	// Options.ReapInterval is zero.
+	DefaultReapInterval = time.Minute
+	// DefaultReapBatch is the reaper's batch size when Options.ReapBatch
+	// is zero.
+	DefaultReapBatch = 1000
+	// DefaultReapTimeout bounds each reaping statement of the background
+	// reaper when Options.ReapTimeout is zero.
+	DefaultReapTimeout = 30 * time.Second
+)
 
 // MaxKeyLen is the longest scope key the store accepts, in bytes; it keeps a
 // key well inside a B-tree index entry.
@@ -250,8 +270,16 @@ SELECT false, 0, 1::smallint, $2, token, lease_expires_at, expires_at, NULL::byt
 		stillLocked: `SELECT count(*) = 1 AND NOT EXISTS (SELECT FROM ` + t + ` AS l WHERE l.key = $1 AND l.token = $2 AND l.state = 1 FOR NO KEY UPDATE SKIP LOCKED),
         clock_timestamp() + $4::interval
     FROM ` + t + ` WHERE key = $1 AND token = $2 AND state = 1 AND GREATEST(expires_at, $3::timestamptz) > clock_timestamp()`,
+		// reap bounds its scan with statement_timestamp(), not
+		// clock_timestamp(): the planner can use only a stable expression as
+		// an index bound, so with clock_timestamp() the index on expires_at
+		// only orders the rows and a tick that finds fewer than $1 expired
+		// reads every live row (TestReapPlanUsesIndexBound). A row that
+		// expires while the statement runs waits for the next one. The lock
+		// re-checks the condition on a row's latest version, so a row taken
+		// over meanwhile (a later expires_at) is not deleted.
 		reap: `WITH doomed AS (
-    SELECT key FROM ` + t + ` WHERE expires_at <= clock_timestamp()
+    SELECT key FROM ` + t + ` WHERE expires_at <= statement_timestamp()
     ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED
 )
 DELETE FROM ` + t + ` AS r USING doomed WHERE r.key = doomed.key`,
@@ -259,9 +287,9 @@ DELETE FROM ` + t + ` AS r USING doomed WHERE r.key = doomed.key`,
 }
 
 // New returns a Store keeping its records in the table opts names. New makes
-// no request; create the table with Migrate (or SchemaSQL) first. With
-// Options.ReapInterval it starts the background reaper, which Close stops.
-// The pool stays the caller's: Close does not close it.
+// no request; create the table with Migrate (or SchemaSQL) first. Unless
+// Options.ReapInterval is negative it starts the background reaper, which
+// Close stops. The pool stays the caller's: Close does not close it.
 func New(pool *pgxpool.Pool, opts Options) (*Store, error) {
 	if pool == nil {
 		return nil, errors.New("pgstore: nil pool")
@@ -270,11 +298,17 @@ func New(pool *pgxpool.Pool, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if opts.ReapBatch < 0 || opts.ReapInterval < 0 {
-		return nil, errors.New("pgstore: negative ReapBatch or ReapInterval")
+	if opts.ReapBatch < 0 || opts.ReapTimeout < 0 {
+		return nil, errors.New("pgstore: negative ReapBatch or ReapTimeout")
+	}
+	if opts.ReapInterval == 0 {
+		opts.ReapInterval = DefaultReapInterval
 	}
 	if opts.ReapBatch == 0 {
 		opts.ReapBatch = DefaultReapBatch
+	}
+	if opts.ReapTimeout == 0 {
+		opts.ReapTimeout = DefaultReapTimeout
 	}
 	s := &Store{pool: pool, n: n, q: newQueries(n), opts: opts, log: opts.Logger, probeEvery: reprobeInterval,
 		typed: typedArgs(pool.Config().ConnConfig.DefaultQueryExecMode)}
@@ -739,6 +773,8 @@ func (s *Store) extendLocked(ctx context.Context, key string, token idem.Token, 
 // batch to empty the backlog. Above READ COMMITTED, the statement fails with
 // a serialization error when a row it read expired is taken over before it
 // locks it; Reap then runs it again (the failed run deleted nothing).
+// Give ctx a deadline: a connection that goes silent holds the call until
+// ctx ends (the background reaper gives each call Options.ReapTimeout).
 func (s *Store) Reap(ctx context.Context, batch int) (int, error) {
 	if batch <= 0 {
 		return 0, fmt.Errorf("pgstore: reap: batch %d must be positive", batch)
@@ -769,7 +805,12 @@ func (s *Store) reapLoop() {
 		case <-t.C:
 		}
 		for ctx.Err() == nil {
-			n, err := s.Reap(ctx, s.opts.ReapBatch)
+			// Each statement has its own deadline: ctx ends only with
+			// Close, and a statement on a connection that went silent (a
+			// network partition) would otherwise stop the reaper for good.
+			sctx, scancel := context.WithTimeout(ctx, s.opts.ReapTimeout)
+			n, err := s.Reap(sctx, s.opts.ReapBatch)
+			scancel()
 			if err != nil {
 				if ctx.Err() == nil {
 					s.log.LogAttrs(ctx, slog.LevelError, "pgstore: background reap failed",

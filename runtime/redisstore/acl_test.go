@@ -2,8 +2,9 @@ package redisstore
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -91,15 +92,16 @@ func TestLeastPrivilegeACL(t *testing.T) {
 	admin := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
 	defer admin.Close()
 	const prefix = "idemtest:"
-	require.NoError(t, admin.Do(ctx, "ACL", "SETUSER", "app", "reset", "on", ">pw", "~"+prefix+"*", "&"+prefix+"*",
+	require.NoError(t, admin.Do(ctx, "ACL", "SETUSER", "app", "reset", "on", ">pw", "~"+prefix+"{*", "&"+prefix+"{*",
 		"+evalsha", "+eval", "+script|load", "+get", "+set", "+setrange", "+getrange", "+time", "+publish",
 		"+subscribe", "+unsubscribe", "+ping").Err())
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: "app", Password: "pw", ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = c.Close() })
 	require.Error(t, c.Set(ctx, "other", "1", 0).Err(), "the user is confined to the prefix")
-	var n atomic.Int64
+	require.Error(t, c.Set(ctx, prefix+"x:{k}", "1", 0).Err(), "nor to the records of a prefix that extends it")
+	// One prefix: the suite's keys are its own in every test.
 	storetest.RunConformanceTests(t, func(t *testing.T) idem.Store {
-		s, err := New(c, Options{Prefix: fmt.Sprintf("%s%d:", prefix, n.Add(1))})
+		s, err := New(c, Options{Prefix: prefix})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = s.Close() })
 		require.NoError(t, s.LoadScripts(ctx))
@@ -174,4 +176,80 @@ func TestWatchRefusedForgetsPending(t *testing.T) {
 	assert.Empty(t, s.hub.sets)
 	assert.LessOrEqual(t, len(s.hub.unconfirmed), 1)
 	s.hub.mu.Unlock()
+}
+
+// clusterACLRules are the rights the package documentation lists for a
+// Cluster client with the default node selection, for prefix.
+func clusterACLRules(prefix string) []string {
+	return []string{"~" + prefix + "{*", "&" + prefix + "{*",
+		"+evalsha", "+eval", "+script|load", "+get", "+set", "+setrange", "+getrange", "+time", "+publish",
+		"+subscribe", "+unsubscribe", "+ping", "+cluster|slots", "+command", "+asking"}
+}
+
+// TestClusterLeastPrivilegeACL runs the conformance suite on the test Redis
+// Cluster as a user (on every node; dropped afterwards) with the rights
+// the package documentation lists for a Cluster client, and no others, and
+// then finds no command refused to it in any node's ACL LOG. Without
+// +command, go-redis's cluster client sent a COMMAND, refused, to the nodes
+// with every call it routed.
+func TestClusterLeastPrivilegeACL(t *testing.T) {
+	addrs := testenv.RedisClusterAddrs(t)
+	ctx := ctxTimeout(t, 2*time.Minute)
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	user := "idemtest-acl-" + hex.EncodeToString(b[:])
+	prefix := user + ":"
+	var admins []*redis.Client
+	for _, addr := range addrs {
+		a := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+		admins = append(admins, a)
+		args := []any{"ACL", "SETUSER", user, "reset", "on", ">pw"}
+		for _, r := range clusterACLRules(prefix) {
+			args = append(args, r)
+		}
+		require.NoError(t, a.Do(ctx, args...).Err())
+	}
+	t.Cleanup(func() {
+		for _, a := range admins {
+			_ = a.Do(context.Background(), "ACL", "DELUSER", user).Err()
+			_ = a.Close()
+		}
+	})
+	c := clusterClient(t, func(o *redis.ClusterOptions) { o.Username, o.Password = user, "pw" })
+	other := prefix + "x:{k}" // the records of a tenant whose prefix extends this one
+	require.Error(t, c.Set(ctx, other, "1", 0).Err(), "the user is confined to the prefix's records")
+
+	t.Cleanup(func() { deletePrefix(context.Background(), clusterClient(t, nil), prefix) })
+	t.Run("Conformance", func(t *testing.T) {
+		// One prefix: the suite's keys are its own in every test.
+		storetest.RunConformanceTests(t, func(t *testing.T) idem.Store {
+			s, err := New(c, Options{Prefix: prefix})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = s.Close() })
+			require.NoError(t, s.LoadScripts(ctx))
+			return s
+		})
+	})
+
+	for i, a := range admins {
+		entries, err := a.Do(ctx, "ACL", "LOG", "1000").Slice()
+		require.NoError(t, err)
+		var refused []string
+		for _, e := range entries {
+			f := map[string]any{}
+			if kv, ok := e.([]any); ok {
+				for j := 0; j+1 < len(kv); j += 2 {
+					f[fmt.Sprint(kv[j])] = kv[j+1]
+				}
+			} else if m, ok := e.(map[any]any); ok {
+				for k, v := range m {
+					f[fmt.Sprint(k)] = v
+				}
+			}
+			if f["username"] == user && f["object"] != other {
+				refused = append(refused, fmt.Sprintf("%v %v (%v)", f["reason"], f["object"], f["count"]))
+			}
+		}
+		assert.Empty(t, refused, "commands refused to the user on %s", addrs[i])
+	}
 }

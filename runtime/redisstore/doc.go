@@ -94,20 +94,38 @@
 // # ACL
 //
 // The user the client logs in as needs these commands on the keys
-// <prefix>* (~<prefix>*): EVALSHA and EVAL (and SCRIPT LOAD for
+// <prefix>{* (~<prefix>{*; every key is <prefix>{<scope key>}, and a prefix
+// never contains '{', so unlike ~<prefix>* the pattern does not also grant
+// the keys of another tenant whose prefix extends this one, say
+// <prefix>b:): EVALSHA and EVAL (and SCRIPT LOAD for
 // LoadScripts); GET (GETEX for a Cluster client that reads from replicas);
 // inside the scripts GET, SET, SETRANGE, GETRANGE, TIME and PUBLISH; and for
 // Watch's pub/sub connection SUBSCRIBE, UNSUBSCRIBE and PING. It also needs
-// the record channels, named like the keys: &<prefix>* (Redis 7 gives a new
+// the record channels, named like the keys: &<prefix>{* (Redis 7 gives a new
 // user no channel at all by default, acl-pubsub-default resetchannels), or
 // Options.DisableNotify. For the default prefix on a standalone server
 // (TestLeastPrivilegeACL runs the conformance suite as such a user):
 //
-//	ACL SETUSER app on >secret ~idem:* &idem:* +evalsha +eval +script|load +get
+//	ACL SETUSER app on >secret ~idem:{* &idem:{* +evalsha +eval +script|load +get
 //	    +set +setrange +getrange +time +publish +subscribe +unsubscribe +ping
 //
-// A Cluster or Sentinel client also needs the commands go-redis discovers
-// the servers with (CLUSTER SLOTS, SENTINEL …). Without the channels, records
+// A Cluster client needs more, on every node (ACL rules are per node):
+// +cluster|slots, which go-redis discovers the slots with; +command, the
+// command table go-redis's cluster client loads to route commands (without
+// it every call sends a COMMAND, refused, to the nodes, and go-redis logs
+// NOPERM); and +asking, which go-redis sends before retrying a command that
+// a slot's migration redirected (ASK): without it a Begin or Get of a key
+// in a migrating slot fails NOPERM, a 503. A Cluster client that reads from
+// replicas (ReadOnly, RouteByLatency, RouteRandomly) also needs +readonly
+// and +getex. For the default prefix (TestClusterLeastPrivilegeACL runs
+// the conformance suite on a Cluster as such a user):
+//
+//	ACL SETUSER app on >secret ~idem:{* &idem:{* +evalsha +eval +script|load +get
+//	    +set +setrange +getrange +time +publish +subscribe +unsubscribe +ping
+//	    +cluster|slots +command +asking
+//
+// A Sentinel client asks the sentinels for the primary (SENTINEL …, as the
+// sentinels' own user). Without the channels, records
 // are still written and answered correctly (a script's PUBLISH is a
 // redis.pcall, whose failure loses only the notification), but Watch's
 // SUBSCRIBE is refused: each Watch says "look again" after about a second
@@ -121,15 +139,26 @@
 // Redis replicates asynchronously: a failover (Sentinel or Cluster) can lose
 // the last writes acknowledged by the old primary, so a claim or a completion
 // may vanish and a retry of that key execute again. Where that is not
-// acceptable (payments), use the PostgreSQL store.
+// acceptable (payments), use the PostgreSQL store with synchronous
+// replication: PostgreSQL's streaming replication is asynchronous too by
+// default, and loses the last acknowledged commits the same way when a
+// standby is promoted, unless every commit waits for the standby a failover
+// may promote (synchronous_standby_names naming it, synchronous_commit on
+// or remote_apply), or a managed service's failover keeps every
+// acknowledged commit (synchronously replicated storage or standby).
 //
 // Eviction loses records the same way: every record has an expiry, so a
 // server that reaches its maxmemory under a volatile-* or allkeys-*
 // maxmemory-policy silently evicts records, PENDING and COMPLETED alike, and
 // a duplicate of an evicted key executes again (a takeover of a running
 // request's key, or a second run of a finished one). Keep the records on a
-// server (or a dedicated instance) with maxmemory-policy noeviction, the
-// default, and enough memory for the records of a window. At its maxmemory
+// server (or a dedicated instance) with maxmemory-policy noeviction, and
+// enough memory for the records of a window. noeviction is the default of
+// a self-hosted Redis only: managed services set their own (Google Cloud
+// Memorystore and Amazon ElastiCache default to volatile-lru), under which
+// every record, PENDING ones included, can be evicted silently; set the
+// policy in the service's configuration (parameter group) and check it
+// (CONFIG GET maxmemory-policy, where allowed). At its maxmemory
 // such a server refuses writes (OOM) and loses nothing: completed records
 // are still replayed, a new key is answered 503
 // IDEMPOTENCY_STORE_UNAVAILABLE and its handler does not run, and a Finish
