@@ -323,32 +323,37 @@ func encode(n *yaml.Node, f Format) (out []byte, err error) {
 // hold the same data.
 func trimFinalNewline(out []byte, n *yaml.Node) []byte {
 	trimmed := bytes.TrimRight(out, "\n")
-	if !endsWithLineBreak(n) {
+	want, ok := lastScalar(n)
+	if !ok || !strings.HasSuffix(want, "\n") {
 		return trimmed
 	}
 	// Written as a block scalar, or quoted, or followed by a comment: the
-	// parser tells.
-	var a, b yaml.Node
-	if yaml.Unmarshal(out, &a) != nil || yaml.Unmarshal(trimmed, &b) != nil || !sameTree(&a, &b) {
+	// parser tells. Trimming line breaks at the end of the file can only
+	// change the value written last.
+	var b yaml.Node
+	if yaml.Unmarshal(trimmed, &b) != nil {
+		return out
+	}
+	if got, ok := lastScalar(&b); !ok || got != want {
 		return out
 	}
 	return trimmed
 }
 
-// endsWithLineBreak reports whether the last node written of n (the last
-// item or value of block collections, down to a scalar) is a scalar whose
-// value ends with a line break.
-func endsWithLineBreak(n *yaml.Node) bool {
+// lastScalar returns the value of the last node written of n (the last
+// item or value of block collections, down to a scalar), and false when
+// that node is not a scalar.
+func lastScalar(n *yaml.Node) (string, bool) {
 	for n != nil {
 		switch {
 		case n.Kind == yaml.ScalarNode:
-			return strings.HasSuffix(n.Value, "\n")
+			return n.Value, true
 		case n.Kind == yaml.AliasNode || n.Style&yaml.FlowStyle != 0 || len(n.Content) == 0:
-			return false // "*name", a flow collection's closing bracket, "{}" or "[]"
+			return "", false // "*name", a flow collection's closing bracket, "{}" or "[]"
 		}
 		n = n.Content[len(n.Content)-1]
 	}
-	return false
+	return "", false
 }
 
 // toV4 converts a yaml.v3 tree into a go.yaml.in/yaml/v4 tree, keeping
