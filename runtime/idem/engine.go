@@ -66,7 +66,9 @@ type Options struct {
 	// took the key over is fenced and changes nothing; the lease counts
 	// from the claim (or the last heartbeat), so a store back after it ran
 	// out may be too late. 0 means the operation's lease (InFlight.Lease);
-	// negative turns the retries off. At least one attempt is made.
+	// negative turns the retries off. At least one attempt is made. It is
+	// counted on the engine's clock (Now) from the failure; the pauses
+	// between attempts (backoff up to 2s) are on the wall clock.
 	// Engine.Drain waits for the retries under way.
 	// At most MaxFinishRetries Finish calls, with MaxFinishRetryBytes of
 	// responses, are retried at once per Engine. The release of a key

@@ -134,7 +134,7 @@ func (c *Call) finishLater(kind finishKind, state State, resp []byte, status int
 }
 
 // retryFinish tries f's Finish until it succeeds, is fenced, or d has
-// passed (at least once, however short d is).
+// passed on the engine's clock (at least once, however short d is).
 func (e *Engine) retryFinish(f *lateFinish, d time.Duration) {
 	defer func() {
 		e.lateBytes.Add(-int64(len(f.resp)))
@@ -147,14 +147,16 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration) {
 		e.lateMu.Unlock()
 	}()
 	ctx := context.Background()
-	begun := time.Now()
+	// The deadline is on the engine's clock (Options.Now), as failedAt is;
+	// the pauses between attempts are on the wall clock.
+	begun := e.now()
 	deadline := begun.Add(d)
 	wait := lateFinishFirst
 	err := f.err
 	attempt := 1
 	for {
 		pause := wait/2 + rand.N(wait/2+1)
-		if left := time.Until(deadline); left < pause {
+		if left := deadline.Sub(e.now()); left < pause {
 			if attempt > 1 {
 				break
 			}
@@ -171,7 +173,7 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration) {
 		}
 	}
 	attrs := []slog.Attr{slog.String("operation", f.operation), slog.String("key", f.key),
-		slog.Int("attempts", attempt), slog.Duration("after", time.Since(begun).Round(time.Millisecond))}
+		slog.Int("attempts", attempt), slog.Duration("after", e.now().Sub(begun).Round(time.Millisecond))}
 	release := f.kind == finishRelease
 	switch {
 	case err == nil && release:
