@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/fingerprint"
@@ -119,10 +118,9 @@ type Engine struct {
 	recent      *recentKeys   // over a ReadFirst store
 	local       LocalReader   // the store, when it is one: records are tagged
 	lateFor     time.Duration // Options.FinishRetryFor
-	lateSlots   chan struct{} // a slot per Finish retried in the background (finishLater)
-	lateBytes   atomic.Int64  // the size of their responses
 	lateMu      sync.Mutex
-	lateN       int           // the retries under way (Drain)
+	lateN       int           // the Finish calls retried in the background (finishLater)
+	lateBytes   int64         // the size of their responses
 	lateIdle    chan struct{} // closed when lateN drops to 0; nil while it is 0
 }
 
@@ -142,7 +140,6 @@ func New(store Store, opts Options) *Engine {
 		now:         opts.Now,
 		problemBase: opts.ProblemTypeBase,
 		lateFor:     opts.FinishRetryFor,
-		lateSlots:   make(chan struct{}, MaxFinishRetries),
 	}
 	fpv := opts.FingerprintVersion
 	if fpv == 0 {

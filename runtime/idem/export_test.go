@@ -38,4 +38,8 @@ func RecordTag(e *Engine, resp []byte) (domain, own uint64, tagged bool) {
 
 // UseLateBytes counts n bytes of responses as kept by Finish calls retried
 // in the background (as if other retries held them).
-func UseLateBytes(e *Engine, n int64) { e.lateBytes.Add(n) }
+func UseLateBytes(e *Engine, n int64) {
+	e.lateMu.Lock()
+	e.lateBytes += n
+	e.lateMu.Unlock()
+}

@@ -90,16 +90,17 @@ func (c *Call) finishLater(kind finishKind, state State, resp []byte, status int
 	if errors.Is(err, ErrFenced) || e.lateFor < 0 {
 		return false
 	}
-	select {
-	case e.lateSlots <- struct{}{}:
-	default:
+	e.lateMu.Lock()
+	if e.lateN == MaxFinishRetries || e.lateBytes+int64(len(resp)) > MaxFinishRetryBytes {
+		e.lateMu.Unlock()
 		return false
 	}
-	if e.lateBytes.Add(int64(len(resp))) > MaxFinishRetryBytes {
-		e.lateBytes.Add(-int64(len(resp)))
-		<-e.lateSlots
-		return false
+	if e.lateN == 0 {
+		e.lateIdle = make(chan struct{})
 	}
+	e.lateN++
+	e.lateBytes += int64(len(resp))
+	e.lateMu.Unlock()
 	f := &lateFinish{
 		kind:       kind,
 		operation:  c.p.spec.Operation,
@@ -123,12 +124,6 @@ func (c *Call) finishLater(kind finishKind, state State, resp []byte, status int
 	if d == 0 {
 		d = c.p.spec.InFlight.Lease
 	}
-	e.lateMu.Lock()
-	if e.lateN == 0 {
-		e.lateIdle = make(chan struct{})
-	}
-	e.lateN++
-	e.lateMu.Unlock()
 	go e.retryFinish(f, d)
 	return true
 }
@@ -137,9 +132,8 @@ func (c *Call) finishLater(kind finishKind, state State, resp []byte, status int
 // passed on the engine's clock (at least once, however short d is).
 func (e *Engine) retryFinish(f *lateFinish, d time.Duration) {
 	defer func() {
-		e.lateBytes.Add(-int64(len(f.resp)))
-		<-e.lateSlots
 		e.lateMu.Lock()
+		e.lateBytes -= int64(len(f.resp))
 		if e.lateN--; e.lateN == 0 {
 			close(e.lateIdle)
 			e.lateIdle = nil
