@@ -118,10 +118,13 @@ type Engine struct {
 	recent      *recentKeys   // over a ReadFirst store
 	local       LocalReader   // the store, when it is one: records are tagged
 	lateFor     time.Duration // Options.FinishRetryFor
+	lateFirst   time.Duration // the retries' first backoff (lateFinishFirst; tests change it)
+	lateMax     time.Duration // and its cap (lateFinishMax)
 	lateMu      sync.Mutex
 	lateN       int           // the Finish calls retried in the background (finishLater)
 	lateBytes   int64         // the size of their responses
 	lateIdle    chan struct{} // closed when lateN drops to 0; nil while it is 0
+	lateWake    chan struct{} // closed by Drain to wake the retries from their backoff, then replaced
 }
 
 // New returns an Engine over store. It panics when Options.Transactional is
@@ -140,6 +143,9 @@ func New(store Store, opts Options) *Engine {
 		now:         opts.Now,
 		problemBase: opts.ProblemTypeBase,
 		lateFor:     opts.FinishRetryFor,
+		lateFirst:   lateFinishFirst,
+		lateMax:     lateFinishMax,
+		lateWake:    make(chan struct{}),
 	}
 	fpv := opts.FingerprintVersion
 	if fpv == 0 {

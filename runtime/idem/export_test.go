@@ -1,6 +1,9 @@
 package idem
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // Hooks for the tests of package idem_test.
 
@@ -43,3 +46,7 @@ func UseLateBytes(e *Engine, n int64) {
 	e.lateBytes += n
 	e.lateMu.Unlock()
 }
+
+// SetLateBackoff sets the first backoff of the Finish calls e retries in
+// the background, and its cap (before e serves a request).
+func SetLateBackoff(e *Engine, first, max time.Duration) { e.lateFirst, e.lateMax = first, max }

@@ -100,6 +100,7 @@ func (c *Call) finishLater(kind finishKind, state State, resp []byte, status int
 	}
 	e.lateN++
 	e.lateBytes += int64(len(resp))
+	wake := e.lateWake
 	e.lateMu.Unlock()
 	f := &lateFinish{
 		kind:       kind,
@@ -124,13 +125,15 @@ func (c *Call) finishLater(kind finishKind, state State, resp []byte, status int
 	if d == 0 {
 		d = c.p.spec.InFlight.Lease
 	}
-	go e.retryFinish(f, d)
+	go e.retryFinish(f, d, wake)
 	return true
 }
 
 // retryFinish tries f's Finish until it succeeds, is fenced, or d has
-// passed on the engine's clock (at least once, however short d is).
-func (e *Engine) retryFinish(f *lateFinish, d time.Duration) {
+// passed on the engine's clock (at least once, however short d is). A
+// Drain after the last attempt began (wake closed) cuts the pause before
+// the next one short.
+func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{}) {
 	defer func() {
 		e.lateMu.Lock()
 		e.lateBytes -= int64(len(f.resp))
@@ -145,9 +148,10 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration) {
 	// the pauses between attempts are on the wall clock.
 	begun := e.now()
 	deadline := begun.Add(d)
-	wait := lateFinishFirst
+	wait := e.lateFirst
 	err := f.err
 	attempt := 1
+	var sleep *time.Timer
 	for {
 		pause := wait/2 + rand.N(wait/2+1)
 		if left := deadline.Sub(e.now()); left < pause {
@@ -156,9 +160,21 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration) {
 			}
 			pause = max(left, 0)
 		}
-		time.Sleep(pause)
-		wait = min(2*wait, lateFinishMax)
+		if sleep == nil {
+			sleep = time.NewTimer(pause)
+			defer sleep.Stop()
+		} else {
+			sleep.Reset(pause)
+		}
+		select {
+		case <-sleep.C:
+		case <-wake: // Drain: try again at once
+		}
+		wait = min(2*wait, e.lateMax)
 		attempt++
+		e.lateMu.Lock()
+		wake = e.lateWake // a Drain from now on wakes the next pause
+		e.lateMu.Unlock()
 		cctx, cancel := context.WithTimeout(ctx, e.timeout)
 		err = e.store.Finish(cctx, f.scope, f.token, f.state, f.resp)
 		cancel()
@@ -200,12 +216,21 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration) {
 // during an outage that is ending gets its chance. It does not stop the
 // engine, which may go on serving.
 //
+// It wakes the retries waiting out their backoff (up to 2s), so that
+// each tries again at once instead of holding the shutdown until its
+// next attempt; one whose attempt fails goes on with its schedule (until
+// FinishRetryFor has passed), waited for until ctx is done.
+//
 // It waits for the retries under way when it is called; the engine may
 // go on serving meanwhile, and a Finish that fails after that is not
 // waited for unless its retry began before the last one ended.
 func (e *Engine) Drain(ctx context.Context) error {
 	e.lateMu.Lock()
 	idle := e.lateIdle
+	if idle != nil {
+		close(e.lateWake)
+		e.lateWake = make(chan struct{})
+	}
 	e.lateMu.Unlock()
 	if idle == nil {
 		return nil

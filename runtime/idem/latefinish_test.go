@@ -490,6 +490,36 @@ func TestDrain(t *testing.T) {
 	assert.True(t, ok, "the record was finished before Drain returned")
 }
 
+// Drain wakes the retries waiting out their backoff: each tries again at
+// once, and one that fails goes on with its schedule. The backoff here is
+// an hour, so only a wake gets an attempt before the test's deadlines.
+func TestDrainWakesRetries(t *testing.T) {
+	f, fs, _ := newFlaky(t, idem.Options{FinishRetryFor: 10 * time.Hour})
+	idem.SetLateBackoff(f.eng, time.Hour, time.Hour)
+	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
+	require.Equal(t, 201, send(h, req{key: "k", body: `{"item":1}`}).Code)
+	require.Equal(t, int32(1), fs.finishes.Load())
+
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, f.eng.Drain(ctx), context.DeadlineExceeded, "the store is still down")
+	require.Eventually(t, func() bool { return fs.finishes.Load() == 2 }, 20*time.Second, 5*time.Millisecond,
+		"Drain woke the retry: it tried again at once")
+	time.Sleep(50 * time.Millisecond)
+	assert.Equal(t, int32(2), fs.finishes.Load(), "it failed, and waits out its backoff again")
+
+	fs.down.Store(false)
+	ctx, cancel = context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, f.eng.Drain(ctx), "the store is back: the woken retry finishes the record")
+	assert.Equal(t, int32(3), fs.finishes.Load())
+	_, ok := f.obs.find(idem.EventExecuted)
+	assert.True(t, ok, "the record was finished before Drain returned")
+	r := send(h, req{key: "k", body: `{"item":1}`})
+	assert.Equal(t, "true", r.Header().Get("Idempotent-Replayed"))
+	assert.Equal(t, int32(1), f.calls.Load())
+}
+
 // Drain may be called while the engine serves requests whose Finish fails
 // (a retry beginning as Drain waits): it neither races nor panics, and
 // returns once the retries under way end.
