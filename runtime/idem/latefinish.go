@@ -70,8 +70,9 @@ type lateFinish struct {
 	resp       []byte
 	prior      State
 	status     int
-	overflowed bool // the response exceeded Response.MaxBytes (stored as not replayable)
-	respMax    int
+	overflowed bool      // the response exceeded Response.MaxBytes (stored as not replayable)
+	cut        bool      // with overflowed: the response was cut short instead (see Complete)
+	respMax    int       // Response.MaxBytes
 	start      time.Time // on the engine's clock (set with an Observer)
 	failedAt   time.Time // on the engine's clock
 	err        error     // the first failure
@@ -116,7 +117,8 @@ func (c *Call) finishLater(kind finishKind, state State, resp []byte, status int
 		prior:      c.prior,
 		status:     status,
 		overflowed: overflowed,
-		respMax:    c.notReplayableMax(),
+		cut:        c.h.rec.cut,
+		respMax:    c.p.respMax,
 		err:        err,
 		start:      c.start,
 		failedAt:   e.now(),
@@ -194,7 +196,7 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 			e.rememberFinal(f.recent, f.window)
 		}
 		e.reportStored(ctx, Event{Kind: EventExecuted, Operation: f.operation, Principal: f.principal, Key: f.key,
-			Protected: true, State: f.state, Prior: f.prior, Status: f.status, Duration: f.failedAt.Sub(f.start)}, f.overflowed, f.respMax)
+			Protected: true, State: f.state, Prior: f.prior, Status: f.status, Duration: f.failedAt.Sub(f.start)}, f.overflowed, f.cut, f.respMax)
 	case errors.Is(err, ErrFenced) && release:
 		// Taken over, expired, or (after a failed commit) the commit's
 		// result was kept after all: nothing to free.
