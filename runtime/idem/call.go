@@ -1534,23 +1534,11 @@ func (e *Engine) rememberFinal(d uint64, window time.Duration) {
 	}
 }
 
-// cutShortMax stands for respMax in reportStored for a response cut short.
-const cutShortMax = -1
-
-// notReplayableMax is the respMax reportStored is given: the policy's
-// Response.MaxBytes, or cutShortMax.
-func (c *Call) notReplayableMax() int {
-	if c.h.rec.cut {
-		return cutShortMax
-	}
-	return c.p.respMax
-}
-
 // reportStored reports a protected run whose record was stored (ev, an
 // EventExecuted): with overflowed, the response exceeded Response.MaxBytes
-// (respMax), or was cut short (respMax is cutShortMax: see Complete), so the
-// record is not replayable: EventNotReplayable and a warning too.
-func (e *Engine) reportStored(ctx context.Context, ev Event, overflowed bool, respMax int) {
+// (respMax), or, with cut too, was cut short (see Complete), so the record
+// is not replayable: EventNotReplayable and a warning too.
+func (e *Engine) reportStored(ctx context.Context, ev Event, overflowed, cut bool, respMax int) {
 	if e.obs != nil {
 		e.obs.Observe(ctx, ev)
 		if overflowed {
@@ -1559,7 +1547,7 @@ func (e *Engine) reportStored(ctx context.Context, ev Event, overflowed bool, re
 		}
 	}
 	switch {
-	case overflowed && respMax == cutShortMax:
+	case overflowed && cut:
 		e.log.LogAttrs(ctx, slog.LevelWarn, "idem: response failed after its status was sent (strict Visit error): stored as not replayable",
 			slog.String("operation", ev.Operation), slog.Int("status", ev.Status))
 	case overflowed:
@@ -1579,7 +1567,7 @@ func (c *Call) reportFinish(state State, status int, code string, err error, ove
 	case err == nil:
 		if e.obs != nil || overflowed {
 			e.reportStored(c.ctx, Event{Kind: EventExecuted, Operation: op, Principal: c.principal, Key: c.key,
-				Protected: true, State: state, Prior: c.prior, Status: status, Duration: e.now().Sub(c.start)}, overflowed, c.notReplayableMax())
+				Protected: true, State: state, Prior: c.prior, Status: status, Duration: e.now().Sub(c.start)}, overflowed, c.h.rec.cut, c.p.respMax)
 		}
 	case code == CodeRequestEnded:
 		// A transaction that could not commit because the request ended:

@@ -2,8 +2,11 @@ package idem_test
 
 import (
 	"errors"
+	"log/slog"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -80,6 +83,49 @@ func TestCompleteVisitFails(t *testing.T) {
 		assert.Equal(t, int32(2), f.calls.Load(), "nothing reached the client: the key is freed")
 		_, ok := f.obs.find(idem.EventNotReplayable)
 		assert.False(t, ok)
+	})
+}
+
+// A response cut short is logged as such, not as one larger than
+// Response.MaxBytes, whether its Finish succeeds at once or in the
+// background after the store failed.
+func TestCompleteVisitFailsLogged(t *testing.T) {
+	visit := func(w http.ResponseWriter) error {
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"id":"p1"`))
+		return errVisit
+	}
+	const cut, large = "failed after its status was sent", "larger than Response.MaxBytes"
+	t.Run("at once", func(t *testing.T) {
+		logs := &lockedBuffer{}
+		f := newFixture(t, idem.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+		require.Equal(t, http.StatusCreated, send(strictFlow(f, mustCompile(t, strictSpec()), visit), req{key: "k", body: `{}`}).Code)
+		assert.Contains(t, logs.String(), cut)
+		assert.NotContains(t, logs.String(), large)
+	})
+	t.Run("later", func(t *testing.T) {
+		f, fs, logs := newFlaky(t, idem.Options{})
+		require.Equal(t, http.StatusCreated, send(strictFlow(f, mustCompile(t, strictSpec()), visit), req{key: "k", body: `{}`}).Code)
+		assert.NotContains(t, logs.String(), cut, "not stored yet")
+		fs.down.Store(false)
+		require.Eventually(t, func() bool { return strings.Contains(logs.String(), cut) }, 20*time.Second, 10*time.Millisecond)
+		assert.NotContains(t, logs.String(), large)
+		_, ok := f.obs.find(idem.EventNotReplayable)
+		assert.True(t, ok)
+	})
+	t.Run("too large", func(t *testing.T) {
+		logs := &lockedBuffer{}
+		f := newFixture(t, idem.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+		spec := strictSpec()
+		spec.Response.MaxBytes = 4
+		h := strictFlow(f, mustCompile(t, spec), func(w http.ResponseWriter) error {
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write([]byte(`{"id":"p1"}`))
+			return nil
+		})
+		require.Equal(t, http.StatusCreated, send(h, req{key: "k", body: `{}`}).Code)
+		assert.Contains(t, logs.String(), large)
+		assert.NotContains(t, logs.String(), cut)
 	})
 }
 

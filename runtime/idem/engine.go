@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/fingerprint"
@@ -66,7 +65,9 @@ type Options struct {
 	// took the key over is fenced and changes nothing; the lease counts
 	// from the claim (or the last heartbeat), so a store back after it ran
 	// out may be too late. 0 means the operation's lease (InFlight.Lease);
-	// negative turns the retries off. At least one attempt is made.
+	// negative turns the retries off. At least one attempt is made. It is
+	// counted on the engine's clock (Now) from the failure; the pauses
+	// between attempts (backoff up to 2s) are on the wall clock.
 	// Engine.Drain waits for the retries under way.
 	// At most MaxFinishRetries Finish calls, with MaxFinishRetryBytes of
 	// responses, are retried at once per Engine. The release of a key
@@ -117,11 +118,13 @@ type Engine struct {
 	recent      *recentKeys   // over a ReadFirst store
 	local       LocalReader   // the store, when it is one: records are tagged
 	lateFor     time.Duration // Options.FinishRetryFor
-	lateSlots   chan struct{} // a slot per Finish retried in the background (finishLater)
-	lateBytes   atomic.Int64  // the size of their responses
+	lateFirst   time.Duration // the retries' first backoff (lateFinishFirst; tests change it)
+	lateMax     time.Duration // and its cap (lateFinishMax)
 	lateMu      sync.Mutex
-	lateN       int           // the retries under way (Drain)
+	lateN       int           // the Finish calls retried in the background (finishLater)
+	lateBytes   int64         // the size of their responses
 	lateIdle    chan struct{} // closed when lateN drops to 0; nil while it is 0
+	lateWake    chan struct{} // closed by Drain to wake the retries from their backoff, then replaced
 }
 
 // New returns an Engine over store. It panics when Options.Transactional is
@@ -140,7 +143,9 @@ func New(store Store, opts Options) *Engine {
 		now:         opts.Now,
 		problemBase: opts.ProblemTypeBase,
 		lateFor:     opts.FinishRetryFor,
-		lateSlots:   make(chan struct{}, MaxFinishRetries),
+		lateFirst:   lateFinishFirst,
+		lateMax:     lateFinishMax,
+		lateWake:    make(chan struct{}),
 	}
 	fpv := opts.FingerprintVersion
 	if fpv == 0 {

@@ -1,6 +1,9 @@
 package idem
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // Hooks for the tests of package idem_test.
 
@@ -38,4 +41,12 @@ func RecordTag(e *Engine, resp []byte) (domain, own uint64, tagged bool) {
 
 // UseLateBytes counts n bytes of responses as kept by Finish calls retried
 // in the background (as if other retries held them).
-func UseLateBytes(e *Engine, n int64) { e.lateBytes.Add(n) }
+func UseLateBytes(e *Engine, n int64) {
+	e.lateMu.Lock()
+	e.lateBytes += n
+	e.lateMu.Unlock()
+}
+
+// SetLateBackoff sets the first backoff of the Finish calls e retries in
+// the background, and its cap (before e serves a request).
+func SetLateBackoff(e *Engine, first, max time.Duration) { e.lateFirst, e.lateMax = first, max }

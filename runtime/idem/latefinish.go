@@ -70,8 +70,9 @@ type lateFinish struct {
 	resp       []byte
 	prior      State
 	status     int
-	overflowed bool // the response exceeded Response.MaxBytes (stored as not replayable)
-	respMax    int
+	overflowed bool      // the response exceeded Response.MaxBytes (stored as not replayable)
+	cut        bool      // with overflowed: the response was cut short instead (see Complete)
+	respMax    int       // Response.MaxBytes
 	start      time.Time // on the engine's clock (set with an Observer)
 	failedAt   time.Time // on the engine's clock
 	err        error     // the first failure
@@ -90,16 +91,18 @@ func (c *Call) finishLater(kind finishKind, state State, resp []byte, status int
 	if errors.Is(err, ErrFenced) || e.lateFor < 0 {
 		return false
 	}
-	select {
-	case e.lateSlots <- struct{}{}:
-	default:
+	e.lateMu.Lock()
+	if e.lateN == MaxFinishRetries || e.lateBytes+int64(len(resp)) > MaxFinishRetryBytes {
+		e.lateMu.Unlock()
 		return false
 	}
-	if e.lateBytes.Add(int64(len(resp))) > MaxFinishRetryBytes {
-		e.lateBytes.Add(-int64(len(resp)))
-		<-e.lateSlots
-		return false
+	if e.lateN == 0 {
+		e.lateIdle = make(chan struct{})
 	}
+	e.lateN++
+	e.lateBytes += int64(len(resp))
+	wake := e.lateWake
+	e.lateMu.Unlock()
 	f := &lateFinish{
 		kind:       kind,
 		operation:  c.p.spec.Operation,
@@ -114,7 +117,8 @@ func (c *Call) finishLater(kind finishKind, state State, resp []byte, status int
 		prior:      c.prior,
 		status:     status,
 		overflowed: overflowed,
-		respMax:    c.notReplayableMax(),
+		cut:        c.h.rec.cut,
+		respMax:    c.p.respMax,
 		err:        err,
 		start:      c.start,
 		failedAt:   e.now(),
@@ -123,23 +127,18 @@ func (c *Call) finishLater(kind finishKind, state State, resp []byte, status int
 	if d == 0 {
 		d = c.p.spec.InFlight.Lease
 	}
-	e.lateMu.Lock()
-	if e.lateN == 0 {
-		e.lateIdle = make(chan struct{})
-	}
-	e.lateN++
-	e.lateMu.Unlock()
-	go e.retryFinish(f, d)
+	go e.retryFinish(f, d, wake)
 	return true
 }
 
 // retryFinish tries f's Finish until it succeeds, is fenced, or d has
-// passed (at least once, however short d is).
-func (e *Engine) retryFinish(f *lateFinish, d time.Duration) {
+// passed on the engine's clock (at least once, however short d is). A
+// Drain after the last attempt began (wake closed) cuts the pause before
+// the next one short.
+func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{}) {
 	defer func() {
-		e.lateBytes.Add(-int64(len(f.resp)))
-		<-e.lateSlots
 		e.lateMu.Lock()
+		e.lateBytes -= int64(len(f.resp))
 		if e.lateN--; e.lateN == 0 {
 			close(e.lateIdle)
 			e.lateIdle = nil
@@ -147,22 +146,37 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration) {
 		e.lateMu.Unlock()
 	}()
 	ctx := context.Background()
-	begun := time.Now()
+	// The deadline is on the engine's clock (Options.Now), as failedAt is;
+	// the pauses between attempts are on the wall clock.
+	begun := e.now()
 	deadline := begun.Add(d)
-	wait := lateFinishFirst
+	wait := e.lateFirst
 	err := f.err
 	attempt := 1
+	var sleep *time.Timer
 	for {
 		pause := wait/2 + rand.N(wait/2+1)
-		if left := time.Until(deadline); left < pause {
+		if left := deadline.Sub(e.now()); left < pause {
 			if attempt > 1 {
 				break
 			}
 			pause = max(left, 0)
 		}
-		time.Sleep(pause)
-		wait = min(2*wait, lateFinishMax)
+		if sleep == nil {
+			sleep = time.NewTimer(pause)
+			defer sleep.Stop()
+		} else {
+			sleep.Reset(pause)
+		}
+		select {
+		case <-sleep.C:
+		case <-wake: // Drain: try again at once
+		}
+		wait = min(2*wait, e.lateMax)
 		attempt++
+		e.lateMu.Lock()
+		wake = e.lateWake // a Drain from now on wakes the next pause
+		e.lateMu.Unlock()
 		cctx, cancel := context.WithTimeout(ctx, e.timeout)
 		err = e.store.Finish(cctx, f.scope, f.token, f.state, f.resp)
 		cancel()
@@ -171,7 +185,7 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration) {
 		}
 	}
 	attrs := []slog.Attr{slog.String("operation", f.operation), slog.String("key", f.key),
-		slog.Int("attempts", attempt), slog.Duration("after", time.Since(begun).Round(time.Millisecond))}
+		slog.Int("attempts", attempt), slog.Duration("after", e.now().Sub(begun).Round(time.Millisecond))}
 	release := f.kind == finishRelease
 	switch {
 	case err == nil && release:
@@ -182,7 +196,7 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration) {
 			e.rememberFinal(f.recent, f.window)
 		}
 		e.reportStored(ctx, Event{Kind: EventExecuted, Operation: f.operation, Principal: f.principal, Key: f.key,
-			Protected: true, State: f.state, Prior: f.prior, Status: f.status, Duration: f.failedAt.Sub(f.start)}, f.overflowed, f.respMax)
+			Protected: true, State: f.state, Prior: f.prior, Status: f.status, Duration: f.failedAt.Sub(f.start)}, f.overflowed, f.cut, f.respMax)
 	case errors.Is(err, ErrFenced) && release:
 		// Taken over, expired, or (after a failed commit) the commit's
 		// result was kept after all: nothing to free.
@@ -204,12 +218,21 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration) {
 // during an outage that is ending gets its chance. It does not stop the
 // engine, which may go on serving.
 //
+// It wakes the retries waiting out their backoff (up to 2s), so that
+// each tries again at once instead of holding the shutdown until its
+// next attempt; one whose attempt fails goes on with its schedule (until
+// FinishRetryFor has passed), waited for until ctx is done.
+//
 // It waits for the retries under way when it is called; the engine may
 // go on serving meanwhile, and a Finish that fails after that is not
 // waited for unless its retry began before the last one ended.
 func (e *Engine) Drain(ctx context.Context) error {
 	e.lateMu.Lock()
 	idle := e.lateIdle
+	if idle != nil {
+		close(e.lateWake)
+		e.lateWake = make(chan struct{})
+	}
 	e.lateMu.Unlock()
 	if idle == nil {
 		return nil

@@ -124,16 +124,27 @@ func TestLateFinishOff(t *testing.T) {
 	requireProblem(t, send(h, req{key: "k", body: `{"item":1}`}), 409, idem.CodeKeyInUse)
 }
 
-// The retries stop after FinishRetryFor: the key stays in flight until its
-// lease runs out.
+// The retries stop after FinishRetryFor, counted on the engine's clock:
+// the key stays in flight until its lease runs out. The clock stands still
+// while the test counts the attempts, so that a loaded machine running the
+// backoff late cannot use up FinishRetryFor before a second retry.
 func TestLateFinishGivesUp(t *testing.T) {
-	f, fs, logs := newFlaky(t, idem.Options{FinishRetryFor: 500 * time.Millisecond})
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	const retryFor = time.Minute
+	f, fs, logs := newFlaky(t, idem.Options{FinishRetryFor: retryFor, Now: clock})
 	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
 	require.Equal(t, 201, send(h, req{key: "k", body: `{"item":1}`}).Code)
-	require.Eventually(t, func() bool { return bytes.Contains([]byte(logs.String()), []byte("gave up finishing the record")) },
-		5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return fs.finishes.Load() > 3 }, 20*time.Second, 10*time.Millisecond,
+		"tried again, more than once, within FinishRetryFor")
+	assert.NotContains(t, logs.String(), "gave up")
+	mu.Lock()
+	now = now.Add(retryFor)
+	mu.Unlock()
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "gave up finishing the record") },
+		20*time.Second, 10*time.Millisecond, "FinishRetryFor passed on the engine's clock")
 	n := fs.finishes.Load()
-	assert.Greater(t, n, int32(2), "tried again, more than once, within FinishRetryFor")
 	time.Sleep(300 * time.Millisecond)
 	assert.Equal(t, n, fs.finishes.Load(), "no attempt after giving up")
 	requireProblem(t, send(h, req{key: "k", body: `{"item":1}`}), 409, idem.CodeKeyInUse)
@@ -477,6 +488,36 @@ func TestDrain(t *testing.T) {
 	require.NoError(t, f.eng.Drain(ctx))
 	_, ok := f.obs.find(idem.EventExecuted)
 	assert.True(t, ok, "the record was finished before Drain returned")
+}
+
+// Drain wakes the retries waiting out their backoff: each tries again at
+// once, and one that fails goes on with its schedule. The backoff here is
+// an hour, so only a wake gets an attempt before the test's deadlines.
+func TestDrainWakesRetries(t *testing.T) {
+	f, fs, _ := newFlaky(t, idem.Options{FinishRetryFor: 10 * time.Hour})
+	idem.SetLateBackoff(f.eng, time.Hour, time.Hour)
+	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
+	require.Equal(t, 201, send(h, req{key: "k", body: `{"item":1}`}).Code)
+	require.Equal(t, int32(1), fs.finishes.Load())
+
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, f.eng.Drain(ctx), context.DeadlineExceeded, "the store is still down")
+	require.Eventually(t, func() bool { return fs.finishes.Load() == 2 }, 20*time.Second, 5*time.Millisecond,
+		"Drain woke the retry: it tried again at once")
+	time.Sleep(50 * time.Millisecond)
+	assert.Equal(t, int32(2), fs.finishes.Load(), "it failed, and waits out its backoff again")
+
+	fs.down.Store(false)
+	ctx, cancel = context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, f.eng.Drain(ctx), "the store is back: the woken retry finishes the record")
+	assert.Equal(t, int32(3), fs.finishes.Load())
+	_, ok := f.obs.find(idem.EventExecuted)
+	assert.True(t, ok, "the record was finished before Drain returned")
+	r := send(h, req{key: "k", body: `{"item":1}`})
+	assert.Equal(t, "true", r.Header().Get("Idempotent-Replayed"))
+	assert.Equal(t, int32(1), f.calls.Load())
 }
 
 // Drain may be called while the engine serves requests whose Finish fails

@@ -796,44 +796,70 @@ func TestHeartbeatKeepsLease(t *testing.T) {
 
 // TestHeartbeatCadence: on the wall clock, a holder's heartbeats come
 // every third of its lease (TestHeartbeatKeepsLease, on the store's clock,
-// cannot tell how often). Over a hold of ten leases that is about thirty
-// extensions; a heartbeat at the lease's own period or slower (which loses
-// the lease to the first late tick) gives ten at most. The bound sits
-// between, counted over the hold's measured length, so a loaded machine
-// that runs the timers late shortens neither side.
+// cannot tell how often). Each heartbeat arms the next when its extension
+// returned, so the gap between two extensions is never shorter than the
+// period, and a machine that runs timers late only makes it longer: the
+// shortest of several gaps is the period plus the least delay. It must be
+// at least Lease/3 (not a heartbeat that hammers the store) and under
+// 2*Lease/3, which a heartbeat at the lease's own period or slower (that
+// loses the lease to the first late tick) never reaches. The store's clock
+// stands still, so that a tick late by more than the lease, on a loaded
+// machine, does not lose the lease and end the heartbeats; the handler
+// holds the key until it saw enough extensions, however long they take.
 func TestHeartbeatCadence(t *testing.T) {
-	ms := memstore.New(memstore.Options{SweepInterval: -1})
+	start := time.Now()
+	ms := memstore.New(memstore.Options{SweepInterval: -1, Now: func() time.Time { return start }})
 	defer ms.Close()
-	ext := &extendCounter{Store: ms}
+	ext := &extendCounter{Store: ms, at: make(chan time.Time, 64)}
 	f := newFixtureStore(t, ms, ext, idem.Options{})
 	spec := strictSpec()
 	const lease = 200 * time.Millisecond
 	spec.InFlight.Lease = lease
-	var held time.Duration
+	const gaps = 8
+	var at []time.Time
 	h := f.eng.Handler(mustCompile(t, spec), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		time.Sleep(10 * lease)
-		held = time.Since(start)
+		timeout := time.After(60 * time.Second)
+		for len(at) <= gaps {
+			select {
+			case tm := <-ext.at:
+				at = append(at, tm)
+			case <-timeout:
+				w.WriteHeader(500)
+				return
+			}
+		}
 		w.WriteHeader(201)
 	}))
-	require.Equal(t, 201, send(h, req{key: "k", body: `{}`}).Code)
-	leases := float64(held) / float64(lease)
-	got := float64(ext.granted.Load())
-	assert.Greater(t, got, 1.5*leases, "%v extensions in a hold of %.1f leases: the heartbeat comes every third of the lease", got, leases)
+	require.Equal(t, 201, send(h, req{key: "k", body: `{}`}).Code, "%d extensions in a minute", len(at))
+	shortest := time.Duration(1<<63 - 1)
+	for i := 1; i < len(at); i++ {
+		shortest = min(shortest, at[i].Sub(at[i-1]))
+	}
+	assert.GreaterOrEqual(t, shortest, lease/3, "the shortest of %d gaps between extensions", gaps)
+	assert.Less(t, shortest, 2*lease/3, "the shortest of %d gaps between extensions: the heartbeat comes every third of the lease", gaps)
 	_, fenced := f.obs.find(idem.EventFenced)
 	assert.False(t, fenced)
 }
 
-// extendCounter counts the lease extensions its store granted.
+// extendCounter counts the lease extensions its store granted, and sends
+// the time each was asked for on at (when not nil).
 type extendCounter struct {
 	*memstore.Store
 	granted atomic.Int32
+	at      chan time.Time
 }
 
 func (s *extendCounter) ExtendLease(ctx context.Context, key string, token idem.Token, lease time.Duration) error {
+	asked := time.Now()
 	err := s.Store.ExtendLease(ctx, key, token, lease)
 	if err == nil {
 		s.granted.Add(1)
+		if s.at != nil {
+			select {
+			case s.at <- asked:
+			default:
+			}
+		}
 	}
 	return err
 }
