@@ -132,6 +132,7 @@ func TestMigrateConcurrently(t *testing.T) {
 						s, err := New(p, Options{Schema: schema})
 						if err == nil {
 							err = s.Migrate(context.Background())
+							_ = s.Close()
 						}
 						errs[i] = err
 					}()
@@ -181,6 +182,7 @@ func TestSchemaSQL(t *testing.T) {
 	assert.Equal(t, SchemaVersion, version, "SchemaSQL records the versions it applies")
 	s, err := New(p, Options{Schema: schema, Table: "idem"})
 	require.NoError(t, err)
+	defer s.Close()
 	r, err := s.Begin(ctx, beginReq("k", 1))
 	require.NoError(t, err)
 	assert.True(t, r.Acquired)

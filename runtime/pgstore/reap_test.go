@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemgen/idemgen/internal/testenv"
 	"github.com/idemgen/idemgen/runtime/idem"
 )
 
@@ -135,14 +137,14 @@ func TestReaperDefaults(t *testing.T) {
 	s, err := New(p, Options{Schema: uniqueSchema(t, p)})
 	require.NoError(t, err)
 	defer s.Close()
-	assert.NotNil(t, s.stop, "the reaper runs by default")
+	assert.NotNil(t, s.reaper, "the reaper runs by default")
 	assert.Equal(t, DefaultReapInterval, s.opts.ReapInterval)
 	assert.Equal(t, DefaultReapBatch, s.opts.ReapBatch)
 	assert.Equal(t, DefaultReapTimeout, s.opts.ReapTimeout)
 
 	off, err := New(p, Options{Schema: uniqueSchema(t, p), ReapInterval: -1})
 	require.NoError(t, err)
-	assert.Nil(t, off.stop, "a negative ReapInterval turns the reaper off")
+	assert.Nil(t, off.reaper, "a negative ReapInterval turns the reaper off")
 	require.NoError(t, off.Close())
 
 	for _, o := range []Options{{ReapBatch: -1}, {ReapTimeout: -1}} {
@@ -194,4 +196,46 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+// stopped reports whether the background reaper r has returned.
+func stopped(r *reaper) bool {
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// TestReaperStopsWithPool: the reaper of a Store nobody closed stops once
+// its pool is closed, instead of logging the closed pool at every tick.
+func TestReaperStopsWithPool(t *testing.T) {
+	t.Parallel()
+	p := poolWith(t, testenv.PostgresURL(t), nil)
+	logs := &syncBuffer{}
+	s, err := New(p, Options{Schema: uniqueSchema(t, testPool(t)), ReapInterval: 10 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	require.NoError(t, err)
+	r := s.reaper
+	p.Close()
+	assert.Eventually(t, func() bool { return stopped(r) }, 5*time.Second, 10*time.Millisecond)
+	assert.NotContains(t, logs.String(), "level=ERROR")
+	require.NoError(t, s.Close())
+}
+
+// TestReaperStopsWhenUnreachable: the reaper of a Store that became
+// unreachable without Close stops once the garbage collector finds it.
+func TestReaperStopsWhenUnreachable(t *testing.T) {
+	t.Parallel()
+	p := testPool(t)
+	s, err := New(p, Options{Schema: uniqueSchema(t, p), ReapInterval: 10 * time.Millisecond})
+	require.NoError(t, err)
+	r := s.reaper
+	s = nil
+	_ = s
+	assert.Eventually(t, func() bool {
+		runtime.GC()
+		return stopped(r)
+	}, 5*time.Second, 10*time.Millisecond)
 }
