@@ -139,7 +139,10 @@
 // statement of the reaper runs at most Options.ReapTimeout. Reapers of
 // several processes on one table are safe together: a reaping statement
 // locks the rows it deletes and skips those another one holds (FOR UPDATE
-// SKIP LOCKED).
+// SKIP LOCKED). A reaper that cannot work in its setup (a role without
+// DELETE, no table, a read-only standby) logs one warning and tries again
+// less often, up to once an hour; other errors are logged at every tick. A
+// zero ReapInterval used to mean no reaper: set it negative for that.
 //
 // # Statements and round trips
 //

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -238,4 +239,66 @@ func TestReaperStopsWhenUnreachable(t *testing.T) {
 		runtime.GC()
 		return stopped(r)
 	}, 5*time.Second, 10*time.Millisecond)
+}
+
+// TestReaperPersistentErrorBacksOff: a reaper that cannot work in its setup
+// (a role without DELETE; no table) logs that once, at WARN, with what to
+// change, and tries again less often, not an ERROR every tick; once the
+// setup is fixed it logs the recovery and reaps.
+func TestReaperPersistentErrorBacksOff(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	admin := testPool(t)
+
+	t.Run("NoDelete", func(t *testing.T) {
+		t.Parallel()
+		owner := newStoreOn(t, admin, Options{})
+		app, _ := storeAsRole(t, admin, owner.n.schema, func(role string) []string {
+			return []string{`GRANT SELECT, INSERT, UPDATE ON ` + owner.n.table + ` TO ` + role}
+		})
+		logs := &syncBuffer{}
+		s, err := New(app.pool, Options{Schema: owner.n.schema, ReapInterval: 10 * time.Millisecond,
+			Logger: slog.New(slog.NewTextHandler(logs, nil))})
+		require.NoError(t, err)
+		defer s.Close()
+		assert.Eventually(t, func() bool { return strings.Contains(logs.String(), "level=WARN") }, 5*time.Second, 10*time.Millisecond)
+		time.Sleep(500 * time.Millisecond) // 50 ticks without the back-off
+		out := logs.String()
+		assert.Equal(t, 1, strings.Count(out, "\n"), out)
+		assert.Contains(t, out, "SQLSTATE 42501")
+		assert.Contains(t, out, "grant the role DELETE")
+		assert.Contains(t, out, "ReapInterval negative")
+
+		fill(t, owner, "old", 3, 10*time.Millisecond)
+		_, err = admin.Exec(ctx, `GRANT DELETE ON `+owner.n.table+` TO `+pgx.Identifier{owner.n.schema + "_app"}.Sanitize())
+		require.NoError(t, err)
+		assert.Eventually(t, func() bool { return count(t, owner) == 0 }, 10*time.Second, 20*time.Millisecond)
+		assert.Contains(t, logs.String(), "background reap works again")
+		assert.NotContains(t, logs.String(), "level=ERROR")
+	})
+
+	t.Run("NoTable", func(t *testing.T) {
+		t.Parallel()
+		logs := &syncBuffer{}
+		s, err := New(admin, Options{Schema: uniqueSchema(t, admin), ReapInterval: 10 * time.Millisecond,
+			Logger: slog.New(slog.NewTextHandler(logs, nil))})
+		require.NoError(t, err)
+		defer s.Close()
+		assert.Eventually(t, func() bool { return strings.Contains(logs.String(), "level=WARN") }, 5*time.Second, 10*time.Millisecond)
+		time.Sleep(500 * time.Millisecond)
+		out := logs.String()
+		assert.Equal(t, 1, strings.Count(out, "\n"), out)
+		assert.Contains(t, out, "Migrate")
+	})
+}
+
+// TestPersistentReapError: which errors back the reaper off.
+func TestPersistentReapError(t *testing.T) {
+	for code, want := range map[string]bool{"42501": true, "42P01": true, "3F000": true, "25006": true,
+		"57014": false, "40001": false, "08006": false} {
+		got, _ := persistentReapError(fmt.Errorf("pgstore: reap: %w", &pgconn.PgError{Code: code}))
+		assert.Equal(t, want, got != "", code)
+	}
+	got, _ := persistentReapError(context.DeadlineExceeded)
+	assert.Empty(t, got)
 }

@@ -43,7 +43,10 @@ type Options struct {
 	// ReapTimeout bounds each statement of the background reaper; zero
 	// means DefaultReapTimeout. A statement that runs out (a lock it
 	// waits for, a connection that went silent) is logged and the reaper
-	// tries again at its next tick.
+	// tries again at its next tick. An error that will not go away by
+	// itself (no DELETE privilege, no table, a read-only server) is
+	// logged once, at WARN, and the reaper tries again less often (see
+	// maxReapBackoff).
 	ReapTimeout time.Duration
 	// Logger receives the background reaper's errors; nil means slog.Default().
 	Logger *slog.Logger
@@ -813,12 +816,24 @@ type reaper struct {
 	done              chan struct{} // closed when run returns
 }
 
+// maxReapBackoff bounds the interval of a reaper whose statements keep
+// failing for want of a privilege, a table, or a writable server (see
+// persistentReapError); an Options.ReapInterval above it is kept.
+const maxReapBackoff = time.Hour
+
 // run reaps every interval until ctx ends or the pool is closed. An error
-// is logged, and the reaper tries again at its next tick.
+// that will not go away by itself (persistentReapError: a role without
+// DELETE, a missing table, a read-only standby) is logged once, at WARN, and
+// doubles the interval, up to maxReapBackoff; it is logged again when
+// another one follows, and the recovery at INFO. Any other error (a
+// statement timeout, a lost connection) is logged at ERROR each time, and
+// the reaper tries again at its next tick.
 func (r *reaper) run() {
 	defer close(r.done)
-	t := time.NewTimer(r.interval)
+	wait := r.interval
+	t := time.NewTimer(wait)
 	defer t.Stop()
+	var warned string // the SQLSTATE of the persistent error last logged, if any
 	for {
 		select {
 		case <-r.ctx.Done():
@@ -830,16 +845,35 @@ func (r *reaper) run() {
 		case r.ctx.Err() != nil:
 			return
 		case err == nil:
+			if warned != "" {
+				r.log.LogAttrs(r.ctx, slog.LevelInfo, "pgstore: background reap works again",
+					slog.String("table", r.table))
+				warned = ""
+			}
+			wait = r.interval
 		case errors.Is(err, puddle.ErrClosedPool):
 			// The pool is closed for good: a Store nobody closed.
 			r.log.LogAttrs(r.ctx, slog.LevelDebug, "pgstore: pool closed; the background reaper stops",
 				slog.String("table", r.table))
 			return
 		default:
-			r.log.LogAttrs(r.ctx, slog.LevelError, "pgstore: background reap failed",
-				slog.String("table", r.table), slog.Any("error", err))
+			code, hint := persistentReapError(err)
+			if code == "" {
+				warned = ""
+				wait = r.interval
+				r.log.LogAttrs(r.ctx, slog.LevelError, "pgstore: background reap failed",
+					slog.String("table", r.table), slog.Any("error", err))
+				break
+			}
+			wait = min(2*wait, max(maxReapBackoff, r.interval))
+			if code != warned {
+				warned = code
+				r.log.LogAttrs(r.ctx, slog.LevelWarn, "pgstore: background reap cannot work in this setup; it tries again less often and logs again only when the error changes ("+
+					hint+"; or set Options.ReapInterval negative to turn the reaper off and reap elsewhere)",
+					slog.String("table", r.table), slog.Any("error", err), slog.Duration("backoff_max", max(maxReapBackoff, r.interval)))
+			}
 		}
-		t.Reset(r.interval)
+		t.Reset(wait)
 	}
 }
 
@@ -856,4 +890,23 @@ func (r *reaper) tick() error {
 			return err
 		}
 	}
+}
+
+// persistentReapError reports the SQLSTATE of a reaping error that the
+// next tick will meet again unless the setup changes, with a hint of what
+// to change, or "" for any other error.
+func persistentReapError(err error) (code, hint string) {
+	pe, ok := errors.AsType[*pgconn.PgError](err)
+	if !ok {
+		return "", ""
+	}
+	switch pe.Code {
+	case "42501": // insufficient_privilege
+		return pe.Code, "grant the role DELETE on the table"
+	case "42P01", "3F000": // undefined_table, invalid_schema_name
+		return pe.Code, "create the table with Migrate or SchemaSQL"
+	case "25006": // read_only_sql_transaction
+		return pe.Code, "a read-only server (a standby) cannot reap; connect to the primary"
+	}
+	return "", ""
 }
