@@ -545,6 +545,44 @@ func TestMigrateAsAppRoleWithoutTable(t *testing.T) {
 	assert.Contains(t, err.Error(), "42501")
 }
 
+// TestMigrateProbeNoIndexNoFunc: a role that may neither read nor create
+// the version table succeeds only when the records table has the current
+// layout: the column names are not enough; a missing expires_at index, a
+// column of another type or a missing column fail Migrate, which says what
+// differs.
+func TestMigrateProbeNoIndexNoFunc(t *testing.T) {
+	t.Parallel()
+	admin := testPool(t)
+	for _, c := range []struct {
+		name, alter, want string
+	}{
+		{"NoIndex", `DROP INDEX %s.idem_records_expires_at_idx`, `no index`},
+		{"OtherIndex", `DROP INDEX %[1]s.idem_records_expires_at_idx; CREATE INDEX idem_records_expires_at_idx ON %[1]s.idem_records (state)`, `no index`},
+		{"TokenInteger", `ALTER TABLE %s.idem_records ALTER COLUMN token TYPE integer`, `column token is integer, not bigint`},
+		{"NoPriorState", `ALTER TABLE %s.idem_records DROP COLUMN prior_state`, `no column prior_state`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			schema := uniqueSchema(t, admin)
+			n, err := newNames(Options{Schema: schema})
+			require.NoError(t, err)
+			sch := pgx.Identifier{schema}.Sanitize()
+			_, err = admin.Exec(ctx, `CREATE SCHEMA `+sch+`; `+schemaSQLOf(n)+`; `+fmt.Sprintf(c.alter, sch))
+			require.NoError(t, err)
+			s, _ := storeAsRole(t, admin, schema, func(role string) []string {
+				return []string{`GRANT SELECT, INSERT, UPDATE, DELETE ON ` + n.table + ` TO ` + role}
+			})
+			logs := &syncBuffer{}
+			s.log = slog.New(slog.NewTextHandler(logs, nil))
+			err = s.Migrate(ctx)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), c.want)
+			assert.NotContains(t, logs.String(), "nothing to migrate")
+		})
+	}
+}
+
 // schemaSQLOf is SchemaSQL for the store whose names are n.
 func schemaSQLOf(n names) string {
 	ddl, err := SchemaSQL(Options{Schema: n.schema})

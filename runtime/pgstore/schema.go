@@ -28,8 +28,10 @@ type names struct {
 	table   string // "schema"."table"
 	version string // "schema"."table_version"
 	index   string // "table_expires_at_idx" (an index lives in its table's schema)
-	claim   string // "schema"."table_claim": Begin's function (claimFuncSQL)
-	lockKey string // schema.table, hashed for the migration advisory lock
+	// schemaIndex is the index, schema-qualified: "schema"."table_expires_at_idx".
+	schemaIndex string
+	claim       string // "schema"."table_claim": Begin's function (claimFuncSQL)
+	lockKey     string // schema.table, hashed for the migration advisory lock
 }
 
 func newNames(opts Options) (names, error) {
@@ -49,12 +51,13 @@ func newNames(opts Options) (names, error) {
 		return names{}, fmt.Errorf("pgstore: table name %q is longer than %d bytes", table, maxTableLen)
 	}
 	return names{
-		schema:  schema,
-		table:   pgx.Identifier{schema, table}.Sanitize(),
-		version: pgx.Identifier{schema, table + "_version"}.Sanitize(),
-		index:   pgx.Identifier{table + "_expires_at_idx"}.Sanitize(),
-		claim:   pgx.Identifier{schema, table + "_claim"}.Sanitize(),
-		lockKey: schema + "." + table,
+		schema:      schema,
+		table:       pgx.Identifier{schema, table}.Sanitize(),
+		version:     pgx.Identifier{schema, table + "_version"}.Sanitize(),
+		index:       pgx.Identifier{table + "_expires_at_idx"}.Sanitize(),
+		schemaIndex: pgx.Identifier{schema, table + "_expires_at_idx"}.Sanitize(),
+		claim:       pgx.Identifier{schema, table + "_claim"}.Sanitize(),
+		lockKey:     schema + "." + table,
 	}, nil
 }
 
@@ -88,11 +91,65 @@ func versionTableSQL(n names) string {
 );`
 }
 
-// layoutProbe reads no row but names every column of the records table at
-// SchemaVersion: it fails unless the table has the current layout. A
-// migration that changes the columns changes it too.
-func layoutProbe(n names) string {
-	return `SELECT token, lease_expires_at, expires_at, state, prior_state, key, fingerprint, response FROM ` + n.table + ` LIMIT 0`
+// layoutColumns are the columns of the records table at SchemaVersion, with
+// their types as format_type names them. A migration that changes the
+// columns changes them too.
+var layoutColumns = [][2]string{
+	{"token", "bigint"},
+	{"lease_expires_at", "timestamp with time zone"},
+	{"expires_at", "timestamp with time zone"},
+	{"state", "smallint"},
+	{"prior_state", "smallint"},
+	{"key", "text"},
+	{"fingerprint", "bytea"},
+	{"response", "bytea"},
+}
+
+// layoutMismatch reports how the records table differs from its layout at
+// SchemaVersion, as far as the catalog tells a role that may not own it:
+// a missing table, a column missing or of another type (layoutColumns), or
+// no index on expires_at under the index's name. It returns "" when none of
+// these differs, and an error only when the catalog could not be read.
+func (s *Store) layoutMismatch(ctx context.Context, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) (string, error) {
+	rows, err := q.Query(ctx, `SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute
+    WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped`, s.n.table)
+	if err != nil {
+		return "", err
+	}
+	have := map[string]string{}
+	var name, typ string
+	_, err = pgx.ForEachRow(rows, []any{&name, &typ}, func() error {
+		have[name] = typ
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	if len(have) == 0 {
+		return "no table " + s.n.table, nil
+	}
+	var diffs []string
+	for _, c := range layoutColumns {
+		switch t, ok := have[c[0]]; {
+		case !ok:
+			diffs = append(diffs, "no column "+c[0])
+		case t != c[1]:
+			diffs = append(diffs, fmt.Sprintf("column %s is %s, not %s", c[0], t, c[1]))
+		}
+	}
+	var indexed bool
+	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+    WHERE i.indexrelid = to_regclass($2) AND i.indrelid = to_regclass($1) AND i.indnatts = 1 AND a.attname = 'expires_at')`,
+		s.n.table, s.n.schemaIndex).Scan(&indexed); err != nil {
+		return "", err
+	}
+	if !indexed {
+		diffs = append(diffs, "no index "+s.n.schemaIndex+" on expires_at")
+	}
+	return strings.Join(diffs, ", "), nil
 }
 
 // claimFuncSQL creates Begin's claim function (see queries.claimFunc), with
@@ -262,7 +319,9 @@ func SchemaSQL(opts Options) (string, error) {
 // anything. A role that may neither read nor create the version table (its
 // schema made by a DBA, with SchemaSQL or another role's Migrate) succeeds,
 // with a warning to Options.Logger, when the records table has the current
-// layout, and fails otherwise. Creating the function needs CREATE on the
+// layout as the catalog shows it (the columns with their types, and the
+// index on expires_at; constraints and defaults are not compared), and
+// fails otherwise, saying what differs. Creating the function needs CREATE on the
 // schema too. A role without it (since PostgreSQL 15 no role has it on
 // "public" by default) cannot create it where an older pgstore left none:
 // Migrate then logs a warning, succeeds, and the Store claims with the claim
@@ -331,17 +390,14 @@ func (s *Store) migrate(ctx context.Context, withFunc bool) (funcOK bool, err er
 			if !isInsufficientPrivilege(verr) {
 				return verr
 			}
-			perr := savepoint(ctx, tx, func(sp pgx.Tx) error {
-				_, err := sp.Exec(ctx, layoutProbe(s.n))
+			diff, err := s.layoutMismatch(ctx, tx)
+			if err != nil {
 				return err
-			})
-			if perr != nil {
-				if _, ok := errors.AsType[*pgconn.PgError](perr); !ok {
-					return perr
-				}
-				return fmt.Errorf("%w (and %s is not at version %d: %v)", verr, s.n.table, len(migrations), perr)
 			}
-			s.log.LogAttrs(ctx, slog.LevelWarn, "pgstore: cannot read or create the version table; the records table has the current layout, so there is nothing to migrate",
+			if diff != "" {
+				return fmt.Errorf("%w (and %s is not at version %d: %s)", verr, s.n.table, len(migrations), diff)
+			}
+			s.log.LogAttrs(ctx, slog.LevelWarn, "pgstore: cannot read or create the version table; the records table has the current columns, column types and expires_at index, so there is nothing to migrate",
 				slog.String("table", s.n.version), slog.Any("error", verr))
 			current = len(migrations)
 		}
