@@ -405,7 +405,27 @@ func (s *Store) migrate(ctx context.Context, withFunc bool) (funcOK bool, err er
 			return fmt.Errorf("database schema version %d is newer than this pgstore (version %d)", current, len(migrations))
 		}
 		for v := current; v < len(migrations); v++ {
-			if _, err := tx.Exec(ctx, migrations[v](s.n)); err != nil {
+			err := savepoint(ctx, tx, func(sp pgx.Tx) error {
+				_, err := sp.Exec(ctx, migrations[v](s.n))
+				return err
+			})
+			if err != nil && isInsufficientPrivilege(err) && v+1 == len(migrations) {
+				// A role that may create objects in the schema but does not
+				// own the table an older SchemaSQL made, without a version
+				// table (CREATE INDEX IF NOT EXISTS needs the table's
+				// ownership even when the index exists): the migration has
+				// nothing to do when the table already has its layout.
+				diff, lerr := s.layoutMismatch(ctx, tx)
+				if lerr != nil {
+					return lerr
+				}
+				if diff == "" {
+					s.log.LogAttrs(ctx, slog.LevelInfo, "pgstore: the records table already has the current layout; recording its version",
+						slog.String("table", s.n.table), slog.Int("version", v+1))
+					err = nil
+				}
+			}
+			if err != nil {
 				return fmt.Errorf("version %d: %w", v+1, err)
 			}
 			if _, err := tx.Exec(ctx, `INSERT INTO `+s.n.version+` (version) VALUES ($1)`, v+1); err != nil {
