@@ -20,7 +20,12 @@
 // SELECT, INSERT, UPDATE and DELETE on the table (DELETE for the reaper),
 // and EXECUTE on the claim function (without it Begin runs the claim
 // statement). Migrate needs SELECT on <table>_version too, and CREATE on
-// the schema to create or upgrade anything; where a DBA made the schema
+// the schema to create anything; to upgrade what exists (a migration's DDL
+// on the table, replacing a stale claim function) the role must also own
+// it, or be a member of its owner's role: PostgreSQL lets only an owner
+// alter or index a table or replace a function. Over the table of an older
+// SchemaSQL (no version table) that it does not own, a role with CREATE
+// records version 1 when the table has the current layout. Where a DBA made the schema
 // (SchemaSQL, or Migrate as another role), a role that may not read the
 // version table has Migrate succeed with a warning when the table has the
 // current layout. A rollback to a binary with an older pgstore after a

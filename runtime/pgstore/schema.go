@@ -315,8 +315,13 @@ func SchemaSQL(opts Options) (string, error) {
 // Privileges: Migrate needs, besides the run-time ones (USAGE on the schema;
 // SELECT, INSERT, UPDATE, DELETE on the table; EXECUTE on the claim
 // function), SELECT on the version table, and the CREATE privilege on the
-// schema (on the database, if the schema is missing) to create or upgrade
-// anything. A role that may neither read nor create the version table (its
+// schema (on the database, if the schema is missing) to create anything. To
+// upgrade what exists (a migration's DDL on the table, replacing a stale
+// claim function) the role must also own it, or be a member of its
+// owner's role: PostgreSQL lets only an owner alter or index a table or
+// replace a function. An exception: over the table of an older SchemaSQL
+// (no version table), which it does not own, a role with CREATE records
+// version 1 when the table has the current layout. A role that may neither read nor create the version table (its
 // schema made by a DBA, with SchemaSQL or another role's Migrate) succeeds,
 // with a warning to Options.Logger, when the records table has the current
 // layout as the catalog shows it (the columns with their types, and the
