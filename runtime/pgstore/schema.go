@@ -28,7 +28,8 @@ type names struct {
 	table   string // "schema"."table"
 	version string // "schema"."table_version"
 	index   string // "table_expires_at_idx" (an index lives in its table's schema)
-	// schemaIndex is the index, schema-qualified: "schema"."table_expires_at_idx".
+	// schemaIndex is the index, schema-qualified:
+	// "schema"."table_expires_at_idx".
 	schemaIndex string
 	claim       string // "schema"."table_claim": Begin's function (claimFuncSQL)
 	lockKey     string // schema.table, hashed for the migration advisory lock
@@ -159,27 +160,27 @@ func (s *Store) layoutMismatch(ctx context.Context, q interface {
 // The function is not a migration: it changes no layout, and Migrate creates
 // it whenever it is missing, without a new schema version. An older pgstore
 // refuses to migrate a schema version it does not know, so a version for the
-// function would stop older processes from starting (their Migrate) during
-// a rolling deploy; instead they see version 1, migrate nothing and claim
-// with the statement, beside newer processes that claim with the function,
-// correctly together (TestMixedClaimRace). A later change of its parameters or result
-// columns needs a function of another name: a statement prepared on the
-// old one would fail ("cached plan must not change result type").
+// function would stop older processes from starting (their Migrate) during a
+// rolling deploy; instead they see version 1, migrate nothing and claim with
+// the statement, beside newer processes that claim with the function,
+// correctly together (TestMixedClaimRace). A later change of its parameters
+// or result columns needs a function of another name: a statement prepared on
+// the old one would fail ("cached plan must not change result type").
 //
-// The body names the table schema-qualified instead of setting a
-// search_path: a SET clause on a function makes every call save, set and
-// restore the setting, a cost on each claim for nothing the qualified
-// name does not give. The body's statements are thus independent of the
-// caller's search_path (the built-in functions and operators resolve in
-// pg_catalog, which is searched first unless a search_path lists it
-// later, as for the claim statement). It is VOLATILE (the default;
-// neither STABLE nor IMMUTABLE), so under READ COMMITTED each statement in it takes a fresh snapshot and
-// its writes are allowed; SECURITY INVOKER (the default), so it runs with
-// the caller's privileges on the table. The parameters and result columns
-// have names no column has, so no reference in the body is ambiguous.
-// A claimable condition that were NULL (it cannot be: the columns it
-// compares are NOT NULL, and Begin passes no NULL) would reach the
-// UPDATE, which matches nothing: no result, as in the claim statement.
+// The body names the table schema-qualified instead of setting a search_path:
+// a SET clause on a function makes every call save, set and restore the
+// setting, a cost on each claim for nothing the qualified name does not give.
+// The body's statements are thus independent of the caller's search_path (the
+// built-in functions and operators resolve in pg_catalog, which is searched
+// first unless a search_path lists it later, as for the claim statement). It
+// is VOLATILE (the default; neither STABLE nor IMMUTABLE), so under READ
+// COMMITTED each statement in it takes a fresh snapshot and its writes are
+// allowed; SECURITY INVOKER (the default), so it runs with the caller's
+// privileges on the table. The parameters and result columns have names no
+// column has, so no reference in the body is ambiguous. A claimable condition
+// that were NULL (it cannot be: the columns it compares are NOT NULL, and
+// Begin passes no NULL) would reach the UPDATE, which matches nothing: no
+// result, as in the claim statement.
 func claimFuncSQL(n names) string {
 	return `CREATE OR REPLACE FUNCTION ` + n.claim + `(
     claim_key text, claim_fp bytea, claim_token bigint, claim_lease interval, claim_ttl interval, same_fp boolean,
@@ -317,21 +318,22 @@ func SchemaSQL(opts Options) (string, error) {
 // function), SELECT on the version table, and the CREATE privilege on the
 // schema (on the database, if the schema is missing) to create anything. To
 // upgrade what exists (a migration's DDL on the table, replacing a stale
-// claim function) the role must also own it, or be a member of its
-// owner's role: PostgreSQL lets only an owner alter or index a table or
-// replace a function. An exception: over the table of an older SchemaSQL
-// (no version table), which it does not own, a role with CREATE records
-// version 1 when the table has the current layout. A role that may neither read nor create the version table (its
-// schema made by a DBA, with SchemaSQL or another role's Migrate) succeeds,
-// with a warning to Options.Logger, when the records table has the current
-// layout as the catalog shows it (the columns with their types, and the
-// index on expires_at; constraints and defaults are not compared), and
-// fails otherwise, saying what differs. Creating the function needs CREATE on the
-// schema too. A role without it (since PostgreSQL 15 no role has it on
-// "public" by default) cannot create it where an older pgstore left none:
-// Migrate then logs a warning, succeeds, and the Store claims with the claim
-// statement (see Store.Begin), as older pgstores do. A Store whose Begin fell back to the claim statement because
-// the function was missing uses the function after a Migrate that finds or
+// claim function) the role must also own it, or be a member of its owner's
+// role: PostgreSQL lets only an owner alter or index a table or replace a
+// function. An exception: over the table of an older SchemaSQL (no version
+// table), which it does not own, a role with CREATE records version 1 when
+// the table has the current layout. A role that may neither read nor create
+// the version table (its schema made by a DBA, with SchemaSQL or another
+// role's Migrate) succeeds, with a warning to Options.Logger, when the
+// records table has the current layout as the catalog shows it (the columns
+// with their types, and the index on expires_at; constraints and defaults are
+// not compared), and fails otherwise, saying what differs. Creating the
+// function needs CREATE on the schema too. A role without it (since
+// PostgreSQL 15 no role has it on "public" by default) cannot create it where
+// an older pgstore left none: Migrate then logs a warning, succeeds, and the
+// Store claims with the claim statement (see Store.Begin), as older pgstores
+// do. A Store whose Begin fell back to the claim statement because the
+// function was missing uses the function after a Migrate that finds or
 // creates it, or once it finds it there itself (see Store.Begin).
 func (s *Store) Migrate(ctx context.Context) error {
 	funcOK, err := s.migrate(ctx, true)
