@@ -241,6 +241,7 @@ func TestMixedClaimRace(t *testing.T) {
 	fnStore := newTestStore(t, Options{})
 	cteStore, err := New(fnStore.pool, Options{Schema: fnStore.n.schema})
 	require.NoError(t, err)
+	defer cteStore.Close()
 	useClaimFunc(cteStore, false)
 	stores := []*Store{fnStore, cteStore}
 

@@ -16,19 +16,24 @@
 // run their own migrations; the function's body is dollar-quoted, so a
 // migration tool must not split it at semicolons.
 //
-// Privileges: at run time the store's role needs USAGE on the schema,
-// SELECT, INSERT, UPDATE and DELETE on the table (DELETE for the reaper),
-// and EXECUTE on the claim function (without it Begin runs the claim
-// statement). Migrate needs SELECT on <table>_version too, and CREATE on
-// the schema to create or upgrade anything; where a DBA made the schema
-// (SchemaSQL, or Migrate as another role), a role that may not read the
-// version table has Migrate succeed with a warning when the table has the
-// current layout. A rollback to a binary with an older pgstore after a
-// newer one migrated the schema to a new version makes the older one's
-// Migrate fail (see Store.Migrate). Version 1 is the records table and its index. The
-// function is no schema version: it changes no layout, and an older pgstore,
-// which refuses to migrate a version it does not know, keeps starting beside
-// newer ones. With the default names (Schema "public", Table "idem_records"):
+// Privileges: at run time the store's role needs USAGE on the schema, SELECT,
+// INSERT, UPDATE and DELETE on the table (DELETE for the reaper), and EXECUTE
+// on the claim function (without it Begin runs the claim statement). Migrate
+// needs SELECT on <table>_version too, and CREATE on the schema to create
+// anything; to upgrade what exists (a migration's DDL on the table, replacing
+// a stale claim function) the role must also own it, or be a member of its
+// owner's role: PostgreSQL lets only an owner alter or index a table or
+// replace a function. Over the table of an older SchemaSQL (no version table)
+// that it does not own, a role with CREATE records version 1 when the table
+// has the current layout. Where a DBA made the schema (SchemaSQL, or Migrate
+// as another role), a role that may not read the version table has Migrate
+// succeed with a warning when the table has the current layout. A rollback to
+// a binary with an older pgstore after a newer one migrated the schema to a
+// new version makes the older one's Migrate fail (see Store.Migrate). Version
+// 1 is the records table and its index. The function is no schema version: it
+// changes no layout, and an older pgstore, which refuses to migrate a version
+// it does not know, keeps starting beside newer ones. With the default names
+// (Schema "public", Table "idem_records"):
 //
 //	CREATE TABLE IF NOT EXISTS "public"."idem_records" (
 //	    token            bigint      NOT NULL,  -- fencing token: the uint64 bit pattern as int64
@@ -139,7 +144,10 @@
 // statement of the reaper runs at most Options.ReapTimeout. Reapers of
 // several processes on one table are safe together: a reaping statement
 // locks the rows it deletes and skips those another one holds (FOR UPDATE
-// SKIP LOCKED).
+// SKIP LOCKED). A reaper that cannot work in its setup (a role without
+// DELETE, no table, a read-only standby) logs one warning and tries again
+// less often, up to once an hour; other errors are logged at every tick. A
+// zero ReapInterval used to mean no reaper: set it negative for that.
 //
 // # Statements and round trips
 //
@@ -200,9 +208,9 @@
 // the schema ran Migrate), Begin cannot call it. Begin's first call then
 // fails (SQLSTATE 42883, or 42501 for a role that may not execute the
 // function; the server logs that error for each Begin that ran into it before
-// the switch), and the Store falls back to the claim
-// statement of older pgstores, one statement with the same semantics that costs the
-// server more per claim (a replay some 15 µs more on PostgreSQL 15):
+// the switch), and the Store falls back to the claim statement of older
+// pgstores, one statement with the same semantics that costs the server more
+// per claim (a replay some 15 µs more on PostgreSQL 15):
 //
 //	WITH cur AS (                                    -- the row, unlocked, and whether it is claimable
 //	    SELECT …, (expires_at <= clock_timestamp()                      -- expired
@@ -258,26 +266,25 @@
 // did.
 //
 // Finish is one fenced UPDATE … WHERE key = $1 AND token = $2 AND state = 1
-// AND expires_at > clock_timestamp() (or a row that already holds the
-// token, state and response: a re-run of the same Finish, which the
-// idem.Store contract has succeed); no row updated means idem.ErrFenced.
-// ExtendLease is one fenced UPDATE of lease_expires_at (and of expires_at,
-// when the lease ends later; in BeginTx's transaction above READ COMMITTED
-// a read, whose lease commit, or a statement after a rollback, writes: see BeginTx). Under REPEATABLE
-// READ or SERIALIZABLE as the database's default isolation, either may fail
-// with a serialization failure when the row changed after the statement's
-// snapshot (a Finish meeting the holder's own heartbeat, which the engine
-// does not wait for; a takeover); it then runs again, with a fresh snapshot,
-// which decides as under READ COMMITTED: done, or idem.ErrFenced.
+// AND expires_at > clock_timestamp() (or a row that already holds the token,
+// state and response: a re-run of the same Finish, which the idem.Store
+// contract has succeed); no row updated means idem.ErrFenced. ExtendLease is
+// one fenced UPDATE of lease_expires_at (and of expires_at, when the lease
+// ends later; in BeginTx's transaction above READ COMMITTED a read, whose
+// lease commit, or a statement after a rollback, writes: see BeginTx). Under
+// REPEATABLE READ or SERIALIZABLE as the database's default isolation, either
+// may fail with a serialization failure when the row changed after the
+// statement's snapshot (a Finish meeting the holder's own heartbeat, which
+// the engine does not wait for; a takeover); it then runs again, with a fresh
+// snapshot, which decides as under READ COMMITTED: done, or idem.ErrFenced.
 // Reap's DELETE, which fails so when a row it read expired is taken over
 // before it locks it, and ExtendLease's read while a transaction of BeginTx
 // locks the row, run again likewise. pgx never sends a statement twice, and
 // the store tries one again only after an attempt that wrote nothing (a lost
 // race, a serialization failure, a missing claim function), so none takes
-// effect twice for one call here.
-// Get is one SELECT that skips expired rows. A first request costs two round
-// trips (Begin + Finish), a replay one (Get, or a Begin that returns the
-// completed record) and no write.
+// effect twice for one call here. Get is one SELECT that skips expired rows.
+// A first request costs two round trips (Begin + Finish), a replay one (Get,
+// or a Begin that returns the completed record) and no write.
 //
 // The statements run on an acquired connection through pgx's Conn.Query and
 // Conn.Exec, so a pgx tracer sees each of them. Their arguments are encoded

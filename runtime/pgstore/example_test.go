@@ -64,6 +64,7 @@ func ExampleStore_BeginTx() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	defer store.Close() // stops the reaper
 
 	const key, token = "user-42:claimCoupon:4b1d…", idem.Token(0x9e3779b97f4a7c15)
 	// ... after Begin acquired key with token (the engine does both):

@@ -132,6 +132,7 @@ func TestMigrateConcurrently(t *testing.T) {
 						s, err := New(p, Options{Schema: schema})
 						if err == nil {
 							err = s.Migrate(context.Background())
+							_ = s.Close()
 						}
 						errs[i] = err
 					}()
@@ -181,6 +182,7 @@ func TestSchemaSQL(t *testing.T) {
 	assert.Equal(t, SchemaVersion, version, "SchemaSQL records the versions it applies")
 	s, err := New(p, Options{Schema: schema, Table: "idem"})
 	require.NoError(t, err)
+	defer s.Close()
 	r, err := s.Begin(ctx, beginReq("k", 1))
 	require.NoError(t, err)
 	assert.True(t, r.Acquired)
@@ -541,6 +543,100 @@ func TestMigrateAsAppRoleWithoutTable(t *testing.T) {
 	err = s.Migrate(ctx)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "42501")
+}
+
+// TestMigrateProbeNoIndexNoFunc: a role that may neither read nor create
+// the version table succeeds only when the records table has the current
+// layout: the column names are not enough; a missing expires_at index, a
+// column of another type or a missing column fail Migrate, which says what
+// differs.
+func TestMigrateProbeNoIndexNoFunc(t *testing.T) {
+	t.Parallel()
+	admin := testPool(t)
+	for _, c := range []struct {
+		name, alter, want string
+	}{
+		{"NoIndex", `DROP INDEX %s.idem_records_expires_at_idx`, `no index`},
+		{"OtherIndex", `DROP INDEX %[1]s.idem_records_expires_at_idx; CREATE INDEX idem_records_expires_at_idx ON %[1]s.idem_records (state)`, `no index`},
+		{"TokenInteger", `ALTER TABLE %s.idem_records ALTER COLUMN token TYPE integer`, `column token is integer, not bigint`},
+		{"NoPriorState", `ALTER TABLE %s.idem_records DROP COLUMN prior_state`, `no column prior_state`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			schema := uniqueSchema(t, admin)
+			n, err := newNames(Options{Schema: schema})
+			require.NoError(t, err)
+			sch := pgx.Identifier{schema}.Sanitize()
+			_, err = admin.Exec(ctx, `CREATE SCHEMA `+sch+`; `+schemaSQLOf(n)+`; `+fmt.Sprintf(c.alter, sch))
+			require.NoError(t, err)
+			s, _ := storeAsRole(t, admin, schema, func(role string) []string {
+				return []string{`GRANT SELECT, INSERT, UPDATE, DELETE ON ` + n.table + ` TO ` + role}
+			})
+			logs := &syncBuffer{}
+			s.log = slog.New(slog.NewTextHandler(logs, nil))
+			err = s.Migrate(ctx)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), c.want)
+			assert.NotContains(t, logs.String(), "nothing to migrate")
+		})
+	}
+}
+
+// TestOlderSchemaSQLAppRoleWithCreate: a DBA ran an older SchemaSQL (no
+// version table); the application role may create objects in the schema
+// but does not own the table. Its Migrate creates the version table, finds
+// version 0, and finds the table, index and function already there: it
+// records version 1 instead of failing on the index (42501, "must be owner
+// of table"). Where the table lacks its index, it still fails.
+func TestOlderSchemaSQLAppRoleWithCreate(t *testing.T) {
+	t.Parallel()
+	admin := testPool(t)
+	for _, c := range []struct {
+		name  string
+		alter string
+		ok    bool
+	}{
+		{"CurrentLayout", ``, true},
+		{"NoIndex", `DROP INDEX %s.idem_records_expires_at_idx`, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			schema := uniqueSchema(t, admin)
+			n, err := newNames(Options{Schema: schema})
+			require.NoError(t, err)
+			sch := pgx.Identifier{schema}.Sanitize()
+			older := migrations[0](n) + "\n" + claimFuncSQL(n)
+			if c.alter != "" {
+				older += "\n" + fmt.Sprintf(c.alter, sch)
+			}
+			_, err = admin.Exec(ctx, `CREATE SCHEMA `+sch+`; `+older)
+			require.NoError(t, err)
+			s, rec := storeAsRole(t, admin, schema, func(role string) []string {
+				return []string{
+					`GRANT SELECT, INSERT, UPDATE, DELETE ON ` + n.table + ` TO ` + role,
+					`GRANT CREATE ON SCHEMA ` + sch + ` TO ` + role,
+				}
+			})
+			err = s.Migrate(ctx)
+			if !c.ok {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), "42501")
+				return
+			}
+			require.NoError(t, err)
+			var version int
+			require.NoError(t, admin.QueryRow(ctx, `SELECT max(version) FROM `+n.version).Scan(&version))
+			assert.Equal(t, SchemaVersion, version)
+			require.NoError(t, s.Migrate(ctx), "a second Migrate finds the version")
+			rec.take()
+			r, err := s.Begin(ctx, beginReq("k", 1))
+			require.NoError(t, err)
+			assert.True(t, r.Acquired)
+			assert.Equal(t, []string{"func"}, rec.take())
+		})
+	}
 }
 
 // schemaSQLOf is SchemaSQL for the store whose names are n.

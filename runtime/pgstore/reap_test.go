@@ -5,15 +5,18 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemgen/idemgen/internal/testenv"
 	"github.com/idemgen/idemgen/runtime/idem"
 )
 
@@ -135,14 +138,14 @@ func TestReaperDefaults(t *testing.T) {
 	s, err := New(p, Options{Schema: uniqueSchema(t, p)})
 	require.NoError(t, err)
 	defer s.Close()
-	assert.NotNil(t, s.stop, "the reaper runs by default")
+	assert.NotNil(t, s.reaper, "the reaper runs by default")
 	assert.Equal(t, DefaultReapInterval, s.opts.ReapInterval)
 	assert.Equal(t, DefaultReapBatch, s.opts.ReapBatch)
 	assert.Equal(t, DefaultReapTimeout, s.opts.ReapTimeout)
 
 	off, err := New(p, Options{Schema: uniqueSchema(t, p), ReapInterval: -1})
 	require.NoError(t, err)
-	assert.Nil(t, off.stop, "a negative ReapInterval turns the reaper off")
+	assert.Nil(t, off.reaper, "a negative ReapInterval turns the reaper off")
 	require.NoError(t, off.Close())
 
 	for _, o := range []Options{{ReapBatch: -1}, {ReapTimeout: -1}} {
@@ -194,4 +197,108 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+// stopped reports whether the background reaper r has returned.
+func stopped(r *reaper) bool {
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// TestReaperStopsWithPool: the reaper of a Store nobody closed stops once
+// its pool is closed, instead of logging the closed pool at every tick.
+func TestReaperStopsWithPool(t *testing.T) {
+	t.Parallel()
+	p := poolWith(t, testenv.PostgresURL(t), nil)
+	logs := &syncBuffer{}
+	s, err := New(p, Options{Schema: uniqueSchema(t, testPool(t)), ReapInterval: 10 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	require.NoError(t, err)
+	r := s.reaper
+	p.Close()
+	assert.Eventually(t, func() bool { return stopped(r) }, 5*time.Second, 10*time.Millisecond)
+	assert.NotContains(t, logs.String(), "level=ERROR")
+	require.NoError(t, s.Close())
+}
+
+// TestReaperStopsWhenUnreachable: the reaper of a Store that became
+// unreachable without Close stops once the garbage collector finds it.
+func TestReaperStopsWhenUnreachable(t *testing.T) {
+	t.Parallel()
+	p := testPool(t)
+	s, err := New(p, Options{Schema: uniqueSchema(t, p), ReapInterval: 10 * time.Millisecond})
+	require.NoError(t, err)
+	r := s.reaper
+	s = nil
+	_ = s
+	assert.Eventually(t, func() bool {
+		runtime.GC()
+		return stopped(r)
+	}, 5*time.Second, 10*time.Millisecond)
+}
+
+// TestReaperPersistentErrorBacksOff: a reaper that cannot work in its setup
+// (a role without DELETE; no table) logs that once, at WARN, with what to
+// change, and tries again less often, not an ERROR every tick; once the
+// setup is fixed it logs the recovery and reaps.
+func TestReaperPersistentErrorBacksOff(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	admin := testPool(t)
+
+	t.Run("NoDelete", func(t *testing.T) {
+		t.Parallel()
+		owner := newStoreOn(t, admin, Options{})
+		app, _ := storeAsRole(t, admin, owner.n.schema, func(role string) []string {
+			return []string{`GRANT SELECT, INSERT, UPDATE ON ` + owner.n.table + ` TO ` + role}
+		})
+		logs := &syncBuffer{}
+		s, err := New(app.pool, Options{Schema: owner.n.schema, ReapInterval: 10 * time.Millisecond,
+			Logger: slog.New(slog.NewTextHandler(logs, nil))})
+		require.NoError(t, err)
+		defer s.Close()
+		assert.Eventually(t, func() bool { return strings.Contains(logs.String(), "level=WARN") }, 5*time.Second, 10*time.Millisecond)
+		time.Sleep(500 * time.Millisecond) // 50 ticks without the back-off
+		out := logs.String()
+		assert.Equal(t, 1, strings.Count(out, "\n"), out)
+		assert.Contains(t, out, "SQLSTATE 42501")
+		assert.Contains(t, out, "grant the role DELETE")
+		assert.Contains(t, out, "ReapInterval negative")
+
+		fill(t, owner, "old", 3, 10*time.Millisecond)
+		_, err = admin.Exec(ctx, `GRANT DELETE ON `+owner.n.table+` TO `+pgx.Identifier{owner.n.schema + "_app"}.Sanitize())
+		require.NoError(t, err)
+		assert.Eventually(t, func() bool { return count(t, owner) == 0 }, 10*time.Second, 20*time.Millisecond)
+		assert.Contains(t, logs.String(), "background reap works again")
+		assert.NotContains(t, logs.String(), "level=ERROR")
+	})
+
+	t.Run("NoTable", func(t *testing.T) {
+		t.Parallel()
+		logs := &syncBuffer{}
+		s, err := New(admin, Options{Schema: uniqueSchema(t, admin), ReapInterval: 10 * time.Millisecond,
+			Logger: slog.New(slog.NewTextHandler(logs, nil))})
+		require.NoError(t, err)
+		defer s.Close()
+		assert.Eventually(t, func() bool { return strings.Contains(logs.String(), "level=WARN") }, 5*time.Second, 10*time.Millisecond)
+		time.Sleep(500 * time.Millisecond)
+		out := logs.String()
+		assert.Equal(t, 1, strings.Count(out, "\n"), out)
+		assert.Contains(t, out, "Migrate")
+	})
+}
+
+// TestPersistentReapError: which errors back the reaper off.
+func TestPersistentReapError(t *testing.T) {
+	for code, want := range map[string]bool{"42501": true, "42P01": true, "3F000": true, "25006": true,
+		"57014": false, "40001": false, "08006": false} {
+		got, _ := persistentReapError(fmt.Errorf("pgstore: reap: %w", &pgconn.PgError{Code: code}))
+		assert.Equal(t, want, got != "", code)
+	}
+	got, _ := persistentReapError(context.DeadlineExceeded)
+	assert.Empty(t, got)
 }

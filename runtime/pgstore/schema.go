@@ -28,8 +28,11 @@ type names struct {
 	table   string // "schema"."table"
 	version string // "schema"."table_version"
 	index   string // "table_expires_at_idx" (an index lives in its table's schema)
-	claim   string // "schema"."table_claim": Begin's function (claimFuncSQL)
-	lockKey string // schema.table, hashed for the migration advisory lock
+	// schemaIndex is the index, schema-qualified:
+	// "schema"."table_expires_at_idx".
+	schemaIndex string
+	claim       string // "schema"."table_claim": Begin's function (claimFuncSQL)
+	lockKey     string // schema.table, hashed for the migration advisory lock
 }
 
 func newNames(opts Options) (names, error) {
@@ -49,12 +52,13 @@ func newNames(opts Options) (names, error) {
 		return names{}, fmt.Errorf("pgstore: table name %q is longer than %d bytes", table, maxTableLen)
 	}
 	return names{
-		schema:  schema,
-		table:   pgx.Identifier{schema, table}.Sanitize(),
-		version: pgx.Identifier{schema, table + "_version"}.Sanitize(),
-		index:   pgx.Identifier{table + "_expires_at_idx"}.Sanitize(),
-		claim:   pgx.Identifier{schema, table + "_claim"}.Sanitize(),
-		lockKey: schema + "." + table,
+		schema:      schema,
+		table:       pgx.Identifier{schema, table}.Sanitize(),
+		version:     pgx.Identifier{schema, table + "_version"}.Sanitize(),
+		index:       pgx.Identifier{table + "_expires_at_idx"}.Sanitize(),
+		schemaIndex: pgx.Identifier{schema, table + "_expires_at_idx"}.Sanitize(),
+		claim:       pgx.Identifier{schema, table + "_claim"}.Sanitize(),
+		lockKey:     schema + "." + table,
 	}, nil
 }
 
@@ -88,11 +92,65 @@ func versionTableSQL(n names) string {
 );`
 }
 
-// layoutProbe reads no row but names every column of the records table at
-// SchemaVersion: it fails unless the table has the current layout. A
-// migration that changes the columns changes it too.
-func layoutProbe(n names) string {
-	return `SELECT token, lease_expires_at, expires_at, state, prior_state, key, fingerprint, response FROM ` + n.table + ` LIMIT 0`
+// layoutColumns are the columns of the records table at SchemaVersion, with
+// their types as format_type names them. A migration that changes the
+// columns changes them too.
+var layoutColumns = [][2]string{
+	{"token", "bigint"},
+	{"lease_expires_at", "timestamp with time zone"},
+	{"expires_at", "timestamp with time zone"},
+	{"state", "smallint"},
+	{"prior_state", "smallint"},
+	{"key", "text"},
+	{"fingerprint", "bytea"},
+	{"response", "bytea"},
+}
+
+// layoutMismatch reports how the records table differs from its layout at
+// SchemaVersion, as far as the catalog tells a role that may not own it:
+// a missing table, a column missing or of another type (layoutColumns), or
+// no index on expires_at under the index's name. It returns "" when none of
+// these differs, and an error only when the catalog could not be read.
+func (s *Store) layoutMismatch(ctx context.Context, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) (string, error) {
+	rows, err := q.Query(ctx, `SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute
+    WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped`, s.n.table)
+	if err != nil {
+		return "", err
+	}
+	have := map[string]string{}
+	var name, typ string
+	_, err = pgx.ForEachRow(rows, []any{&name, &typ}, func() error {
+		have[name] = typ
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	if len(have) == 0 {
+		return "no table " + s.n.table, nil
+	}
+	var diffs []string
+	for _, c := range layoutColumns {
+		switch t, ok := have[c[0]]; {
+		case !ok:
+			diffs = append(diffs, "no column "+c[0])
+		case t != c[1]:
+			diffs = append(diffs, fmt.Sprintf("column %s is %s, not %s", c[0], t, c[1]))
+		}
+	}
+	var indexed bool
+	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+    WHERE i.indexrelid = to_regclass($2) AND i.indrelid = to_regclass($1) AND i.indnatts = 1 AND a.attname = 'expires_at')`,
+		s.n.table, s.n.schemaIndex).Scan(&indexed); err != nil {
+		return "", err
+	}
+	if !indexed {
+		diffs = append(diffs, "no index "+s.n.schemaIndex+" on expires_at")
+	}
+	return strings.Join(diffs, ", "), nil
 }
 
 // claimFuncSQL creates Begin's claim function (see queries.claimFunc), with
@@ -102,27 +160,27 @@ func layoutProbe(n names) string {
 // The function is not a migration: it changes no layout, and Migrate creates
 // it whenever it is missing, without a new schema version. An older pgstore
 // refuses to migrate a schema version it does not know, so a version for the
-// function would stop older processes from starting (their Migrate) during
-// a rolling deploy; instead they see version 1, migrate nothing and claim
-// with the statement, beside newer processes that claim with the function,
-// correctly together (TestMixedClaimRace). A later change of its parameters or result
-// columns needs a function of another name: a statement prepared on the
-// old one would fail ("cached plan must not change result type").
+// function would stop older processes from starting (their Migrate) during a
+// rolling deploy; instead they see version 1, migrate nothing and claim with
+// the statement, beside newer processes that claim with the function,
+// correctly together (TestMixedClaimRace). A later change of its parameters
+// or result columns needs a function of another name: a statement prepared on
+// the old one would fail ("cached plan must not change result type").
 //
-// The body names the table schema-qualified instead of setting a
-// search_path: a SET clause on a function makes every call save, set and
-// restore the setting, a cost on each claim for nothing the qualified
-// name does not give. The body's statements are thus independent of the
-// caller's search_path (the built-in functions and operators resolve in
-// pg_catalog, which is searched first unless a search_path lists it
-// later, as for the claim statement). It is VOLATILE (the default;
-// neither STABLE nor IMMUTABLE), so under READ COMMITTED each statement in it takes a fresh snapshot and
-// its writes are allowed; SECURITY INVOKER (the default), so it runs with
-// the caller's privileges on the table. The parameters and result columns
-// have names no column has, so no reference in the body is ambiguous.
-// A claimable condition that were NULL (it cannot be: the columns it
-// compares are NOT NULL, and Begin passes no NULL) would reach the
-// UPDATE, which matches nothing: no result, as in the claim statement.
+// The body names the table schema-qualified instead of setting a search_path:
+// a SET clause on a function makes every call save, set and restore the
+// setting, a cost on each claim for nothing the qualified name does not give.
+// The body's statements are thus independent of the caller's search_path (the
+// built-in functions and operators resolve in pg_catalog, which is searched
+// first unless a search_path lists it later, as for the claim statement). It
+// is VOLATILE (the default; neither STABLE nor IMMUTABLE), so under READ
+// COMMITTED each statement in it takes a fresh snapshot and its writes are
+// allowed; SECURITY INVOKER (the default), so it runs with the caller's
+// privileges on the table. The parameters and result columns have names no
+// column has, so no reference in the body is ambiguous. A claimable condition
+// that were NULL (it cannot be: the columns it compares are NOT NULL, and
+// Begin passes no NULL) would reach the UPDATE, which matches nothing: no
+// result, as in the claim statement.
 func claimFuncSQL(n names) string {
 	return `CREATE OR REPLACE FUNCTION ` + n.claim + `(
     claim_key text, claim_fp bytea, claim_token bigint, claim_lease interval, claim_ttl interval, same_fp boolean,
@@ -258,16 +316,24 @@ func SchemaSQL(opts Options) (string, error) {
 // Privileges: Migrate needs, besides the run-time ones (USAGE on the schema;
 // SELECT, INSERT, UPDATE, DELETE on the table; EXECUTE on the claim
 // function), SELECT on the version table, and the CREATE privilege on the
-// schema (on the database, if the schema is missing) to create or upgrade
-// anything. A role that may neither read nor create the version table (its
-// schema made by a DBA, with SchemaSQL or another role's Migrate) succeeds,
-// with a warning to Options.Logger, when the records table has the current
-// layout, and fails otherwise. Creating the function needs CREATE on the
-// schema too. A role without it (since PostgreSQL 15 no role has it on
-// "public" by default) cannot create it where an older pgstore left none:
-// Migrate then logs a warning, succeeds, and the Store claims with the claim
-// statement (see Store.Begin), as older pgstores do. A Store whose Begin fell back to the claim statement because
-// the function was missing uses the function after a Migrate that finds or
+// schema (on the database, if the schema is missing) to create anything. To
+// upgrade what exists (a migration's DDL on the table, replacing a stale
+// claim function) the role must also own it, or be a member of its owner's
+// role: PostgreSQL lets only an owner alter or index a table or replace a
+// function. An exception: over the table of an older SchemaSQL (no version
+// table), which it does not own, a role with CREATE records version 1 when
+// the table has the current layout. A role that may neither read nor create
+// the version table (its schema made by a DBA, with SchemaSQL or another
+// role's Migrate) succeeds, with a warning to Options.Logger, when the
+// records table has the current layout as the catalog shows it (the columns
+// with their types, and the index on expires_at; constraints and defaults are
+// not compared), and fails otherwise, saying what differs. Creating the
+// function needs CREATE on the schema too. A role without it (since
+// PostgreSQL 15 no role has it on "public" by default) cannot create it where
+// an older pgstore left none: Migrate then logs a warning, succeeds, and the
+// Store claims with the claim statement (see Store.Begin), as older pgstores
+// do. A Store whose Begin fell back to the claim statement because the
+// function was missing uses the function after a Migrate that finds or
 // creates it, or once it finds it there itself (see Store.Begin).
 func (s *Store) Migrate(ctx context.Context) error {
 	funcOK, err := s.migrate(ctx, true)
@@ -331,17 +397,14 @@ func (s *Store) migrate(ctx context.Context, withFunc bool) (funcOK bool, err er
 			if !isInsufficientPrivilege(verr) {
 				return verr
 			}
-			perr := savepoint(ctx, tx, func(sp pgx.Tx) error {
-				_, err := sp.Exec(ctx, layoutProbe(s.n))
+			diff, err := s.layoutMismatch(ctx, tx)
+			if err != nil {
 				return err
-			})
-			if perr != nil {
-				if _, ok := errors.AsType[*pgconn.PgError](perr); !ok {
-					return perr
-				}
-				return fmt.Errorf("%w (and %s is not at version %d: %v)", verr, s.n.table, len(migrations), perr)
 			}
-			s.log.LogAttrs(ctx, slog.LevelWarn, "pgstore: cannot read or create the version table; the records table has the current layout, so there is nothing to migrate",
+			if diff != "" {
+				return fmt.Errorf("%w (and %s is not at version %d: %s)", verr, s.n.table, len(migrations), diff)
+			}
+			s.log.LogAttrs(ctx, slog.LevelWarn, "pgstore: cannot read or create the version table; the records table has the current columns, column types and expires_at index, so there is nothing to migrate",
 				slog.String("table", s.n.version), slog.Any("error", verr))
 			current = len(migrations)
 		}
@@ -349,7 +412,27 @@ func (s *Store) migrate(ctx context.Context, withFunc bool) (funcOK bool, err er
 			return fmt.Errorf("database schema version %d is newer than this pgstore (version %d)", current, len(migrations))
 		}
 		for v := current; v < len(migrations); v++ {
-			if _, err := tx.Exec(ctx, migrations[v](s.n)); err != nil {
+			err := savepoint(ctx, tx, func(sp pgx.Tx) error {
+				_, err := sp.Exec(ctx, migrations[v](s.n))
+				return err
+			})
+			if err != nil && isInsufficientPrivilege(err) && v+1 == len(migrations) {
+				// A role that may create objects in the schema but does not
+				// own the table an older SchemaSQL made, without a version
+				// table (CREATE INDEX IF NOT EXISTS needs the table's
+				// ownership even when the index exists): the migration has
+				// nothing to do when the table already has its layout.
+				diff, lerr := s.layoutMismatch(ctx, tx)
+				if lerr != nil {
+					return lerr
+				}
+				if diff == "" {
+					s.log.LogAttrs(ctx, slog.LevelInfo, "pgstore: the records table already has the current layout; recording its version",
+						slog.String("table", s.n.table), slog.Int("version", v+1))
+					err = nil
+				}
+			}
+			if err != nil {
 				return fmt.Errorf("version %d: %w", v+1, err)
 			}
 			if _, err := tx.Exec(ctx, `INSERT INTO `+s.n.version+` (version) VALUES ($1)`, v+1); err != nil {

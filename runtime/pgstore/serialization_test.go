@@ -264,6 +264,7 @@ END $$`,
 	})
 	gated, err := New(p, Options{Schema: owner.n.schema})
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = gated.Close() })
 	return &gate{owner: owner, gated: gated, admin: admin, lock: lock}
 }
 

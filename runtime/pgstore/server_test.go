@@ -60,6 +60,7 @@ func TestKeyValidation(t *testing.T) {
 	defer p.Close()
 	s, err := New(p, Options{})
 	require.NoError(t, err)
+	defer s.Close()
 	ctx := context.Background()
 	for name, key := range map[string]string{
 		"empty": "", "NUL": "a\x00b", "invalid UTF-8": "a\xffb", "too long": string(make([]byte, MaxKeyLen+1)),
@@ -95,6 +96,7 @@ func TestOutage(t *testing.T) {
 			p := poolWith(t, "postgres://postgres@"+addr+"/postgres?sslmode=disable&connect_timeout=10", nil)
 			s, err := New(p, Options{})
 			require.NoError(t, err)
+			t.Cleanup(func() { _ = s.Close() }) // before the pool's
 			for op, f := range ops {
 				ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 				start := time.Now()

@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/puddle/v2"
 
 	"github.com/idemgen/idemgen/runtime/idem"
 )
@@ -42,7 +43,10 @@ type Options struct {
 	// ReapTimeout bounds each statement of the background reaper; zero
 	// means DefaultReapTimeout. A statement that runs out (a lock it
 	// waits for, a connection that went silent) is logged and the reaper
-	// tries again at its next tick.
+	// tries again at its next tick. An error that will not go away by
+	// itself (no DELETE privilege, no table, a read-only server) is
+	// logged once, at WARN, and the reaper tries again less often (see
+	// maxReapBackoff).
 	ReapTimeout time.Duration
 	// Logger receives the background reaper's errors; nil means slog.Default().
 	Logger *slog.Logger
@@ -106,9 +110,8 @@ type Store struct {
 	// the fenced UPDATE and the COMMIT, while the row lock is held.
 	beforeCommit func()
 
-	closeOnce sync.Once
-	stop      chan struct{}
-	done      chan struct{}
+	// reaper is the background reaper, nil when it is off.
+	reaper *reaper
 }
 
 var (
@@ -316,21 +319,27 @@ func New(pool *pgxpool.Pool, opts Options) (*Store, error) {
 		s.log = slog.Default()
 	}
 	if opts.ReapInterval > 0 {
-		s.stop, s.done = make(chan struct{}), make(chan struct{})
-		go s.reapLoop()
+		ctx, cancel := context.WithCancel(context.Background())
+		s.reaper = &reaper{pool: pool, query: s.q.reap, table: n.table, interval: opts.ReapInterval,
+			batch: opts.ReapBatch, timeout: opts.ReapTimeout, log: s.log, ctx: ctx, cancel: cancel, done: make(chan struct{})}
+		go s.reaper.run()
+		// The goroutine holds the reaper, not the Store: a Store that
+		// becomes unreachable without Close stops its reaper when the
+		// garbage collector finds it.
+		runtime.AddCleanup(s, func(r *reaper) { r.cancel() }, s.reaper)
 	}
 	return s, nil
 }
 
 // Close stops the background reaper, waiting for a running batch to end. It
-// does not close the pool.
+// does not close the pool. The reaper also stops by itself once the pool is
+// closed, or once the Store is unreachable and the garbage collector finds
+// it, but only Close stops it at once.
 func (s *Store) Close() error {
-	s.closeOnce.Do(func() {
-		if s.stop != nil {
-			close(s.stop)
-			<-s.done
-		}
-	})
+	if s.reaper != nil {
+		s.reaper.cancel()
+		<-s.reaper.done
+	}
 	return nil
 }
 
@@ -779,8 +788,14 @@ func (s *Store) Reap(ctx context.Context, batch int) (int, error) {
 	if batch <= 0 {
 		return 0, fmt.Errorf("pgstore: reap: batch %d must be positive", batch)
 	}
+	return reap(ctx, s.pool, s.q.reap, batch)
+}
+
+// reap runs the reaping statement q on pool: Reap, for the Store and for its
+// background reaper.
+func reap(ctx context.Context, pool *pgxpool.Pool, q string, batch int) (int, error) {
 	tag, err := retried(func() (pgconn.CommandTag, error) {
-		return s.pool.Exec(ctx, s.q.reap, batch)
+		return pool.Exec(ctx, q, batch)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("pgstore: reap: %w", err)
@@ -788,39 +803,110 @@ func (s *Store) Reap(ctx context.Context, batch int) (int, error) {
 	return int(tag.RowsAffected()), nil
 }
 
-func (s *Store) reapLoop() {
-	defer close(s.done)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		<-s.stop
-		cancel()
-	}()
-	t := time.NewTicker(s.opts.ReapInterval)
+// reaper is the background reaper of a Store: what its goroutine needs, and
+// not the Store itself (see New).
+type reaper struct {
+	pool              *pgxpool.Pool
+	query, table      string
+	interval, timeout time.Duration
+	batch             int
+	log               *slog.Logger
+	ctx               context.Context // ends with Close (or the Store's cleanup)
+	cancel            context.CancelFunc
+	done              chan struct{} // closed when run returns
+}
+
+// maxReapBackoff bounds the interval of a reaper whose statements keep
+// failing for want of a privilege, a table, or a writable server (see
+// persistentReapError); an Options.ReapInterval above it is kept.
+const maxReapBackoff = time.Hour
+
+// run reaps every interval until ctx ends or the pool is closed. An error
+// that will not go away by itself (persistentReapError: a role without
+// DELETE, a missing table, a read-only standby) is logged once, at WARN, and
+// doubles the interval, up to maxReapBackoff; it is logged again when
+// another one follows, and the recovery at INFO. Any other error (a
+// statement timeout, a lost connection) is logged at ERROR each time, and
+// the reaper tries again at its next tick.
+func (r *reaper) run() {
+	defer close(r.done)
+	wait := r.interval
+	t := time.NewTimer(wait)
 	defer t.Stop()
+	var warned string // the SQLSTATE of the persistent error last logged, if any
 	for {
 		select {
-		case <-s.stop:
+		case <-r.ctx.Done():
 			return
 		case <-t.C:
 		}
-		for ctx.Err() == nil {
-			// Each statement has its own deadline: ctx ends only with
-			// Close, and a statement on a connection that went silent (a
-			// network partition) would otherwise stop the reaper for good.
-			sctx, scancel := context.WithTimeout(ctx, s.opts.ReapTimeout)
-			n, err := s.Reap(sctx, s.opts.ReapBatch)
-			scancel()
-			if err != nil {
-				if ctx.Err() == nil {
-					s.log.LogAttrs(ctx, slog.LevelError, "pgstore: background reap failed",
-						slog.String("table", s.n.table), slog.Any("error", err))
-				}
+		err := r.tick()
+		switch {
+		case r.ctx.Err() != nil:
+			return
+		case err == nil:
+			if warned != "" {
+				r.log.LogAttrs(r.ctx, slog.LevelInfo, "pgstore: background reap works again",
+					slog.String("table", r.table))
+				warned = ""
+			}
+			wait = r.interval
+		case errors.Is(err, puddle.ErrClosedPool):
+			// The pool is closed for good: a Store nobody closed.
+			r.log.LogAttrs(r.ctx, slog.LevelDebug, "pgstore: pool closed; the background reaper stops",
+				slog.String("table", r.table))
+			return
+		default:
+			code, hint := persistentReapError(err)
+			if code == "" {
+				warned = ""
+				wait = r.interval
+				r.log.LogAttrs(r.ctx, slog.LevelError, "pgstore: background reap failed",
+					slog.String("table", r.table), slog.Any("error", err))
 				break
 			}
-			if n < s.opts.ReapBatch {
-				break
+			wait = min(2*wait, max(maxReapBackoff, r.interval))
+			if code != warned {
+				warned = code
+				r.log.LogAttrs(r.ctx, slog.LevelWarn, "pgstore: background reap cannot work in this setup; it tries again less often and logs again only when the error changes ("+
+					hint+"; or set Options.ReapInterval negative to turn the reaper off and reap elsewhere)",
+					slog.String("table", r.table), slog.Any("error", err), slog.Duration("backoff_max", max(maxReapBackoff, r.interval)))
 			}
 		}
+		t.Reset(wait)
 	}
+}
+
+// tick reaps until a statement deletes less than a batch, or fails. Each
+// statement has its own deadline: ctx ends only with Close, and a statement
+// on a connection that went silent (a network partition) would otherwise
+// stop the reaper for good.
+func (r *reaper) tick() error {
+	for {
+		sctx, scancel := context.WithTimeout(r.ctx, r.timeout)
+		n, err := reap(sctx, r.pool, r.query, r.batch)
+		scancel()
+		if err != nil || n < r.batch {
+			return err
+		}
+	}
+}
+
+// persistentReapError reports the SQLSTATE of a reaping error that the
+// next tick will meet again unless the setup changes, with a hint of what
+// to change, or "" for any other error.
+func persistentReapError(err error) (code, hint string) {
+	pe, ok := errors.AsType[*pgconn.PgError](err)
+	if !ok {
+		return "", ""
+	}
+	switch pe.Code {
+	case "42501": // insufficient_privilege
+		return pe.Code, "grant the role DELETE on the table"
+	case "42P01", "3F000": // undefined_table, invalid_schema_name
+		return pe.Code, "create the table with Migrate or SchemaSQL"
+	case "25006": // read_only_sql_transaction
+		return pe.Code, "a read-only server (a standby) cannot reap; connect to the primary"
+	}
+	return "", ""
 }

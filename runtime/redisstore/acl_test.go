@@ -253,3 +253,28 @@ func TestClusterLeastPrivilegeACL(t *testing.T) {
 		assert.Empty(t, refused, "commands refused to the user on %s", addrs[i])
 	}
 }
+
+// TestACLGlobPrefix: ACL key patterns are globs. For a prefix with glob
+// characters the pattern the package doc gives, with each escaped, grants
+// the prefix's keys and no others; unescaped, it grants other keys and not
+// the prefix's.
+func TestACLGlobPrefix(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	ctx := ctxTimeout(t, 30*time.Second)
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
+	defer admin.Close()
+	const prefix = `svc[a]:`
+	for _, c := range []struct {
+		pattern      string
+		own, foreign bool // may write prefix+"{k}", "svca:{k}"
+	}{
+		{`~svc\[a\]:{*`, true, false},
+		{`~svc[a]:{*`, false, true},
+	} {
+		require.NoError(t, admin.Do(ctx, "ACL", "SETUSER", "glob", "reset", "on", ">pw", c.pattern, "+set").Err())
+		u := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: "glob", Password: "pw", ContextTimeoutEnabled: true})
+		assert.Equal(t, c.own, u.Set(ctx, prefix+"{k}", "1", 0).Err() == nil, c.pattern)
+		assert.Equal(t, c.foreign, u.Set(ctx, "svca:{k}", "1", 0).Err() == nil, c.pattern)
+		require.NoError(t, u.Close())
+	}
+}

@@ -103,8 +103,13 @@
 // Watch's pub/sub connection SUBSCRIBE, UNSUBSCRIBE and PING. It also needs
 // the record channels, named like the keys: &<prefix>{* (Redis 7 gives a new
 // user no channel at all by default, acl-pubsub-default resetchannels), or
-// Options.DisableNotify. For the default prefix on a standalone server
-// (TestLeastPrivilegeACL runs the conformance suite as such a user):
+// Options.DisableNotify. Key and channel patterns are globs: in a prefix
+// that contains *, ?, [, ] or \ put a backslash before each such character
+// in the pattern, or it matches other keys, not the prefix's (for the prefix
+// svc[a]: the rules are ~svc\[a\]:{* and &svc\[a\]:{*, while ~svc[a]:{*
+// grants svca:{...} and not svc[a]:{...}; TestACLGlobPrefix). For the
+// default prefix on a standalone server (TestLeastPrivilegeACL runs the
+// conformance suite as such a user):
 //
 //	ACL SETUSER app on >secret ~idem:{* &idem:{* +evalsha +eval +script|load +get
 //	    +set +setrange +getrange +time +publish +subscribe +unsubscribe +ping

@@ -21,7 +21,9 @@ type Options struct {
 	// Prefix starts every Redis key and channel name the store uses; it lets
 	// several applications or environments share one Redis. Empty means
 	// DefaultPrefix. It must not contain '{' or '}' (the scope key is the
-	// Cluster hash tag, see the package documentation).
+	// Cluster hash tag, see the package documentation). A prefix with a
+	// glob character (*, ?, [, ], \) needs it escaped in ACL patterns (see
+	// ACL in the package documentation).
 	Prefix string
 
 	// DisableNotify turns off the PUBLISH a record change makes on the
