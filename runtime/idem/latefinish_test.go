@@ -606,3 +606,50 @@ func TestDrainLoopKeepsBackoff(t *testing.T) {
 	_, ok := f.obs.find(idem.EventExecuted)
 	assert.True(t, ok, "the record was finished before Drain returned")
 }
+
+// downFinish fails every Finish while down.
+type downFinish struct {
+	idem.Store
+	down atomic.Bool
+}
+
+func (s *downFinish) Finish(ctx context.Context, key string, token idem.Token, st idem.State, resp []byte) error {
+	if s.down.Load() {
+		return errStoreDown
+	}
+	return s.Store.Finish(ctx, key, token, st, resp)
+}
+
+// MaxFinishRetries Finish calls are retried at once, not one more; Drain
+// wakes them all once the store is back, and the bound counts only the
+// retries under way.
+func TestLateFinishMaxRetries(t *testing.T) {
+	ms := memstore.New(memstore.Options{SweepInterval: -1})
+	t.Cleanup(func() { _ = ms.Close() })
+	ds := &downFinish{Store: ms}
+	ds.down.Store(true)
+	logs := &lockedBuffer{}
+	f := newFixtureStore(t, ms, ds, idem.Options{FinishRetryFor: 10 * time.Hour, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	idem.SetLateBackoff(f.eng, time.Hour, time.Hour) // only Drain wakes them
+	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
+	const retrying = "trying again in the background"
+	for i := range idem.MaxFinishRetries {
+		require.Equal(t, 201, send(h, req{key: fmt.Sprintf("k%d", i), body: `{"item":1}`}).Code)
+	}
+	require.Equal(t, idem.MaxFinishRetries, strings.Count(logs.String(), retrying))
+	require.Equal(t, 201, send(h, req{key: "over", body: `{"item":1}`}).Code)
+	assert.Equal(t, idem.MaxFinishRetries, strings.Count(logs.String(), retrying), "the one past the bound is not retried")
+	assert.Contains(t, logs.String(), `msg="idem: store failed at finish" operation=createOrder key=over`)
+
+	ds.down.Store(false)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, f.eng.Drain(ctx), "Drain wakes them all, the store is back")
+	assert.Equal(t, idem.MaxFinishRetries, f.obs.count(idem.EventExecuted), "each finished by a later attempt")
+
+	ds.down.Store(true)
+	require.Equal(t, 201, send(h, req{key: "again", body: `{"item":1}`}).Code)
+	assert.Equal(t, idem.MaxFinishRetries+1, strings.Count(logs.String(), retrying), "retried: none is under way")
+	ds.down.Store(false)
+	require.NoError(t, f.eng.Drain(ctx))
+}
