@@ -66,9 +66,11 @@ type Options struct {
 	// from the claim (or the last heartbeat), so a store back after it ran
 	// out may be too late. 0 means the operation's lease (InFlight.Lease);
 	// negative turns the retries off. At least one attempt is made. It is
-	// counted on the engine's clock (Now) from the failure; the pauses
-	// between attempts (backoff up to 2s) are on the wall clock.
-	// Engine.Drain waits for the retries under way.
+	// counted from the failure on both the engine's clock (Now) and the
+	// wall clock: the retries stop once it has passed on either, so that a
+	// clock that stands still (a test's) does not keep them going. The
+	// pauses between attempts (backoff up to 2s) are on the wall clock.
+	// Engine.Drain waits for the retries under way (and wakes them).
 	// At most MaxFinishRetries Finish calls, with MaxFinishRetryBytes of
 	// responses, are retried at once per Engine. The release of a key
 	// (FAILED without a response: a handler that did not finish, a

@@ -132,9 +132,13 @@ func (c *Call) finishLater(kind finishKind, state State, resp []byte, status int
 }
 
 // retryFinish tries f's Finish until it succeeds, is fenced, or d has
-// passed on the engine's clock (at least once, however short d is). A
-// Drain after the last attempt began (wake closed) cuts the pause before
-// the next one short.
+// passed on the engine's clock or on the wall clock, whichever comes
+// first (at least once, however short d is): an engine clock that stands
+// still or crawls (a test's Options.Now) does not keep a retry, its slot
+// and its copy of the response, while the store stays down. A Drain
+// (wake closed) cuts the pause before the next attempt short, but to no
+// less than lateFinishFirst after the last one, so that Drain called in a
+// loop does not undo the backoff.
 func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{}) {
 	defer func() {
 		e.lateMu.Lock()
@@ -146,17 +150,18 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 		e.lateMu.Unlock()
 	}()
 	ctx := context.Background()
-	// The deadline is on the engine's clock (Options.Now), as failedAt is;
-	// the pauses between attempts are on the wall clock.
-	begun := e.now()
-	deadline := begun.Add(d)
+	// The pauses between attempts are on the wall clock.
+	deadline := e.now().Add(d)
+	begun := time.Now()
+	wallDeadline := begun.Add(d)
+	last := begun // the last attempt began (the failed Finish, just before)
 	wait := e.lateFirst
 	err := f.err
 	attempt := 1
 	var sleep *time.Timer
 	for {
 		pause := wait/2 + rand.N(wait/2+1)
-		if left := deadline.Sub(e.now()); left < pause {
+		if left := min(deadline.Sub(e.now()), time.Until(wallDeadline)); left < pause {
 			if attempt > 1 {
 				break
 			}
@@ -168,15 +173,23 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 		} else {
 			sleep.Reset(pause)
 		}
+		until := time.Now().Add(pause)
 		select {
 		case <-sleep.C:
-		case <-wake: // Drain: try again at once
+		case <-wake:
+			// Drain: try again at once, or once lateFinishFirst has passed
+			// since the last attempt (if the pause does not end sooner).
+			if rest := min(time.Until(until), time.Until(last.Add(lateFinishFirst))); rest > 0 {
+				sleep.Reset(rest)
+				<-sleep.C
+			}
 		}
 		wait = min(2*wait, e.lateMax)
 		attempt++
 		e.lateMu.Lock()
 		wake = e.lateWake // a Drain from now on wakes the next pause
 		e.lateMu.Unlock()
+		last = time.Now()
 		cctx, cancel := context.WithTimeout(ctx, e.timeout)
 		err = e.store.Finish(cctx, f.scope, f.token, f.state, f.resp)
 		cancel()
@@ -185,7 +198,7 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 		}
 	}
 	attrs := []slog.Attr{slog.String("operation", f.operation), slog.String("key", f.key),
-		slog.Int("attempts", attempt), slog.Duration("after", e.now().Sub(begun).Round(time.Millisecond))}
+		slog.Int("attempts", attempt), slog.Duration("after", time.Since(begun).Round(time.Millisecond))}
 	release := f.kind == finishRelease
 	switch {
 	case err == nil && release:
@@ -220,8 +233,10 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 //
 // It wakes the retries waiting out their backoff (up to 2s), so that
 // each tries again at once instead of holding the shutdown until its
-// next attempt; one whose attempt fails goes on with its schedule (until
-// FinishRetryFor has passed), waited for until ctx is done.
+// next attempt, though no sooner than 100ms after its last one (Drain
+// called in a loop wakes a retry at most once per 100ms); one whose
+// attempt fails goes on with its schedule (until FinishRetryFor has
+// passed), waited for until ctx is done.
 //
 // It waits for the retries under way when it is called; the engine may
 // go on serving meanwhile, and a Finish that fails after that is not

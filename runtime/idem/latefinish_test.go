@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -124,8 +125,9 @@ func TestLateFinishOff(t *testing.T) {
 	requireProblem(t, send(h, req{key: "k", body: `{"item":1}`}), 409, idem.CodeKeyInUse)
 }
 
-// The retries stop after FinishRetryFor, counted on the engine's clock:
-// the key stays in flight until its lease runs out. The clock stands still
+// The retries stop after FinishRetryFor has passed on the engine's clock
+// (here long before it passes on the wall clock): the key stays in flight
+// until its lease runs out. The clock stands still
 // while the test counts the attempts, so that a loaded machine running the
 // backoff late cannot use up FinishRetryFor before a second retry.
 func TestLateFinishGivesUp(t *testing.T) {
@@ -547,5 +549,107 @@ func TestDrainWhileServing(t *testing.T) {
 	wg.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	require.NoError(t, f.eng.Drain(ctx))
+}
+
+// An engine clock that stands still (a test's frozen Options.Now) does not
+// keep a retry going while the store is down: FinishRetryFor also counts
+// on the wall clock, and the retry gives up once either has passed it.
+func TestLateFinishFrozenClock(t *testing.T) {
+	frozen := time.Unix(1_700_000_000, 0)
+	const retryFor = 300 * time.Millisecond
+	f, fs, logs := newFlaky(t, idem.Options{FinishRetryFor: retryFor, Now: func() time.Time { return frozen }})
+	idem.SetLateBackoff(f.eng, 10*time.Millisecond, 20*time.Millisecond) // every pause well within FinishRetryFor
+	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
+	require.Equal(t, 201, send(h, req{key: "k", body: `{"item":1}`}).Code)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, f.eng.Drain(ctx), "the retry gave up after FinishRetryFor on the wall clock")
+	require.Contains(t, logs.String(), "gave up finishing the record")
+	assert.Greater(t, fs.finishes.Load(), int32(1), "tried again before giving up")
+	m := regexp.MustCompile(`gave up finishing the record.* after=(\S+)`).FindStringSubmatch(logs.String())
+	require.NotNil(t, m, logs.String())
+	after, err := time.ParseDuration(m[1])
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, after, retryFor-20*time.Millisecond, "the time it tried, on the wall clock")
+	n := fs.finishes.Load()
+	time.Sleep(300 * time.Millisecond)
+	assert.Equal(t, n, fs.finishes.Load(), "no attempt after giving up")
+}
+
+// Drain called in a loop with a short context (a shutdown that polls)
+// wakes a retry at most once per first backoff (100ms): the store is not
+// hammered with one attempt per Drain.
+func TestDrainLoopKeepsBackoff(t *testing.T) {
+	f, fs, _ := newFlaky(t, idem.Options{FinishRetryFor: time.Hour})
+	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
+	begun := time.Now()
+	require.Equal(t, 201, send(h, req{key: "k", body: `{"item":1}`}).Code)
+	drains := 0
+	for time.Since(begun) < time.Second {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+		_ = f.eng.Drain(ctx)
+		cancel()
+		drains++
+	}
+	n := fs.finishes.Load()
+	// The first attempt, the first retry (its pause is at least 50ms), and
+	// at most one per 100ms after it.
+	bound := 2 + int32(time.Since(begun)/(100*time.Millisecond))
+	assert.LessOrEqual(t, n, bound, "%d Drains", drains)
+	assert.Greater(t, n, int32(1), "tried again")
+
+	fs.down.Store(false)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, f.eng.Drain(ctx))
+	_, ok := f.obs.find(idem.EventExecuted)
+	assert.True(t, ok, "the record was finished before Drain returned")
+}
+
+// downFinish fails every Finish while down.
+type downFinish struct {
+	idem.Store
+	down atomic.Bool
+}
+
+func (s *downFinish) Finish(ctx context.Context, key string, token idem.Token, st idem.State, resp []byte) error {
+	if s.down.Load() {
+		return errStoreDown
+	}
+	return s.Store.Finish(ctx, key, token, st, resp)
+}
+
+// MaxFinishRetries Finish calls are retried at once, not one more; Drain
+// wakes them all once the store is back, and the bound counts only the
+// retries under way.
+func TestLateFinishMaxRetries(t *testing.T) {
+	ms := memstore.New(memstore.Options{SweepInterval: -1})
+	t.Cleanup(func() { _ = ms.Close() })
+	ds := &downFinish{Store: ms}
+	ds.down.Store(true)
+	logs := &lockedBuffer{}
+	f := newFixtureStore(t, ms, ds, idem.Options{FinishRetryFor: 10 * time.Hour, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	idem.SetLateBackoff(f.eng, time.Hour, time.Hour) // only Drain wakes them
+	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
+	const retrying = "trying again in the background"
+	for i := range idem.MaxFinishRetries {
+		require.Equal(t, 201, send(h, req{key: fmt.Sprintf("k%d", i), body: `{"item":1}`}).Code)
+	}
+	require.Equal(t, idem.MaxFinishRetries, strings.Count(logs.String(), retrying))
+	require.Equal(t, 201, send(h, req{key: "over", body: `{"item":1}`}).Code)
+	assert.Equal(t, idem.MaxFinishRetries, strings.Count(logs.String(), retrying), "the one past the bound is not retried")
+	assert.Contains(t, logs.String(), `msg="idem: store failed at finish" operation=createOrder key=over`)
+
+	ds.down.Store(false)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, f.eng.Drain(ctx), "Drain wakes them all, the store is back")
+	assert.Equal(t, idem.MaxFinishRetries, f.obs.count(idem.EventExecuted), "each finished by a later attempt")
+
+	ds.down.Store(true)
+	require.Equal(t, 201, send(h, req{key: "again", body: `{"item":1}`}).Code)
+	assert.Equal(t, idem.MaxFinishRetries+1, strings.Count(logs.String(), retrying), "retried: none is under way")
+	ds.down.Store(false)
 	require.NoError(t, f.eng.Drain(ctx))
 }
