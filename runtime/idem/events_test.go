@@ -139,7 +139,10 @@ func TestEventFields(t *testing.T) {
 		},
 		{
 			name: "store-error at finish",
-			setup: setup{store: func(ms *memstore.Store) idem.Store { return &failingStore{Store: ms, finishErr: errBoom} },
+			// No background retry of the Finish: it would outlive the test
+			// (the store keeps failing).
+			setup: setup{opts: func(o *idem.Options) { o.FinishRetryFor = -1 },
+				store: func(ms *memstore.Store) idem.Store { return &failingStore{Store: ms, finishErr: errBoom} },
 				scenario: func(e *env) *httptest.ResponseRecorder {
 					return send(e.h, req{key: "k", body: `{}`})
 				}},
