@@ -28,11 +28,8 @@ type names struct {
 	table   string // "schema"."table"
 	version string // "schema"."table_version"
 	index   string // "table_expires_at_idx" (an index lives in its table's schema)
-	// schemaIndex is the index, schema-qualified:
-	// "schema"."table_expires_at_idx".
-	schemaIndex string
-	claim       string // "schema"."table_claim": Begin's function (claimFuncSQL)
-	lockKey     string // schema.table, hashed for the migration advisory lock
+	claim   string // "schema"."table_claim": Begin's function (claimFuncSQL)
+	lockKey string // schema.table, hashed for the migration advisory lock
 }
 
 func newNames(opts Options) (names, error) {
@@ -52,13 +49,12 @@ func newNames(opts Options) (names, error) {
 		return names{}, fmt.Errorf("pgstore: table name %q is longer than %d bytes", table, maxTableLen)
 	}
 	return names{
-		schema:      schema,
-		table:       pgx.Identifier{schema, table}.Sanitize(),
-		version:     pgx.Identifier{schema, table + "_version"}.Sanitize(),
-		index:       pgx.Identifier{table + "_expires_at_idx"}.Sanitize(),
-		schemaIndex: pgx.Identifier{schema, table + "_expires_at_idx"}.Sanitize(),
-		claim:       pgx.Identifier{schema, table + "_claim"}.Sanitize(),
-		lockKey:     schema + "." + table,
+		schema:  schema,
+		table:   pgx.Identifier{schema, table}.Sanitize(),
+		version: pgx.Identifier{schema, table + "_version"}.Sanitize(),
+		index:   pgx.Identifier{table + "_expires_at_idx"}.Sanitize(),
+		claim:   pgx.Identifier{schema, table + "_claim"}.Sanitize(),
+		lockKey: schema + "." + table,
 	}, nil
 }
 
@@ -109,8 +105,14 @@ var layoutColumns = [][2]string{
 // layoutMismatch reports how the records table differs from its layout at
 // SchemaVersion, as far as the catalog tells a role that may not own it:
 // a missing table, a column missing or of another type (layoutColumns), or
-// no index on expires_at under the index's name. It returns "" when none of
-// these differs, and an error only when the catalog could not be read.
+// no index that serves the reaper's scan by expiry. It returns "" when none
+// of these differs, and an error only when the catalog could not be read.
+//
+// An index is taken for what it is, not for its name: a DBA may have made
+// an equivalent one under another name, or with INCLUDE columns. Any valid
+// (not left INVALID by a failed CREATE INDEX CONCURRENTLY), non-partial
+// index on the table whose first key column is expires_at (not an
+// expression) will do.
 func (s *Store) layoutMismatch(ctx context.Context, q interface {
 	Query(context.Context, string, ...any) (pgx.Rows, error)
 	QueryRow(context.Context, string, ...any) pgx.Row
@@ -143,12 +145,12 @@ func (s *Store) layoutMismatch(ctx context.Context, q interface {
 	}
 	var indexed bool
 	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
-    WHERE i.indexrelid = to_regclass($2) AND i.indrelid = to_regclass($1) AND i.indnatts = 1 AND a.attname = 'expires_at')`,
-		s.n.table, s.n.schemaIndex).Scan(&indexed); err != nil {
+    WHERE i.indrelid = to_regclass($1) AND i.indisvalid AND i.indpred IS NULL AND i.indexprs IS NULL AND a.attname = 'expires_at')`,
+		s.n.table).Scan(&indexed); err != nil {
 		return "", err
 	}
 	if !indexed {
-		diffs = append(diffs, "no index "+s.n.schemaIndex+" on expires_at")
+		diffs = append(diffs, "no index on expires_at (valid, not partial, expires_at its first column)")
 	}
 	return strings.Join(diffs, ", "), nil
 }
