@@ -644,8 +644,11 @@ func TestOlderSchemaSQLAppRoleWithCreate(t *testing.T) {
 // version table over a DBA's SchemaSQL; one with CREATE over an older
 // SchemaSQL's table), it takes an index for what it is, not for its name:
 // any valid, non-partial index whose first key column is expires_at serves
-// the reaper. An invalid or partial one, or one that leads with another
-// column, does not, and Migrate fails saying so.
+// the reaper, and any valid, non-partial, non-deferrable unique index whose
+// only key column is key serves Begin's ON CONFLICT (key). An index that
+// does not (invalid, partial, leading with or including another key column,
+// deferrable, not unique) fails Migrate, which says what is missing, instead
+// of a Begin that fails later.
 func TestMigrateLayoutIndexes(t *testing.T) {
 	t.Parallel()
 	admin := testPool(t)
@@ -664,6 +667,14 @@ func TestMigrateLayoutIndexes(t *testing.T) {
 		{"ExpiresIndexSecondColumn", `DROP INDEX %[2]s; CREATE INDEX %[3]s ON %[1]s (state, expires_at)`, `no index on expires_at`, false},
 		{"ExpiresIndexPartial", `DROP INDEX %[2]s; CREATE INDEX %[3]s ON %[1]s (expires_at) WHERE state = 1`, `no index on expires_at`, false},
 		{"ExpiresIndexInvalid", `UPDATE pg_index SET indisvalid = false WHERE indexrelid = '%[2]s'::regclass`, `no index on expires_at`, true},
+		{"KeyUniqueIndex", `ALTER TABLE %[1]s DROP CONSTRAINT idem_records_pkey; CREATE UNIQUE INDEX dba_key_idx ON %[1]s (key)`, ``, false},
+		{"KeyUniqueInclude", `ALTER TABLE %[1]s DROP CONSTRAINT idem_records_pkey; CREATE UNIQUE INDEX dba_key_idx ON %[1]s (key) INCLUDE (token)`, ``, false},
+		{"KeyNoPrimaryKey", `ALTER TABLE %[1]s DROP CONSTRAINT idem_records_pkey`, `no unique index on key`, false},
+		{"KeyNotUnique", `ALTER TABLE %[1]s DROP CONSTRAINT idem_records_pkey; CREATE INDEX dba_key_idx ON %[1]s (key)`, `no unique index on key`, false},
+		{"KeyUniqueTwoColumns", `ALTER TABLE %[1]s DROP CONSTRAINT idem_records_pkey; CREATE UNIQUE INDEX dba_key_idx ON %[1]s (key, token)`, `no unique index on key`, false},
+		{"KeyUniquePartial", `ALTER TABLE %[1]s DROP CONSTRAINT idem_records_pkey; CREATE UNIQUE INDEX dba_key_idx ON %[1]s (key) WHERE state = 1`, `no unique index on key`, false},
+		{"KeyPrimaryKeyDeferrable", `ALTER TABLE %[1]s DROP CONSTRAINT idem_records_pkey; ALTER TABLE %[1]s ADD PRIMARY KEY (key) DEFERRABLE`, `no unique index on key`, false},
+		{"KeyPrimaryKeyInvalid", `UPDATE pg_index SET indisvalid = false WHERE indrelid = '%[1]s'::regclass AND indisprimary`, `no unique index on key`, true},
 	} {
 		for _, m := range []struct {
 			name   string
