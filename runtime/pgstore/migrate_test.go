@@ -707,9 +707,7 @@ func TestMigrateLayoutIndexes(t *testing.T) {
 				if c.want != "" {
 					require.Error(t, err)
 					assert.Contains(t, err.Error(), "42501")
-					if !m.create {
-						assert.Contains(t, err.Error(), c.want)
-					}
+					assert.Contains(t, err.Error(), c.want)
 					return
 				}
 				require.NoError(t, err)

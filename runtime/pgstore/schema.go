@@ -444,6 +444,8 @@ func (s *Store) migrate(ctx context.Context, withFunc bool) (funcOK bool, err er
 					s.log.LogAttrs(ctx, slog.LevelInfo, "pgstore: the records table already has the current layout; recording its version",
 						slog.String("table", s.n.table), slog.Int("version", v+1))
 					err = nil
+				} else {
+					err = fmt.Errorf("%w (and %s does not have the layout of version %d: %s)", err, s.n.table, v+1, diff)
 				}
 			}
 			if err != nil {
