@@ -821,13 +821,8 @@ type reaper struct {
 // persistentReapError); an Options.ReapInterval above it is kept.
 const maxReapBackoff = time.Hour
 
-// run reaps every interval until ctx ends or the pool is closed. An error
-// that will not go away by itself (persistentReapError: a role without
-// DELETE, a missing table, a read-only standby) is logged once, at WARN, and
-// doubles the interval, up to maxReapBackoff; it is logged again when
-// another one follows, and the recovery at INFO. Any other error (a
-// statement timeout, a lost connection) is logged at ERROR each time, and
-// the reaper tries again at its next tick.
+// run reaps every interval until ctx ends or the pool is closed; next says
+// what each tick's outcome logs and how long the reaper waits after it.
 func (r *reaper) run() {
 	defer close(r.done)
 	wait := r.interval
@@ -844,37 +839,53 @@ func (r *reaper) run() {
 		switch {
 		case r.ctx.Err() != nil:
 			return
-		case err == nil:
-			if warned != "" {
-				r.log.LogAttrs(r.ctx, slog.LevelInfo, "pgstore: background reap works again",
-					slog.String("table", r.table))
-				warned = ""
-			}
-			wait = r.interval
 		case errors.Is(err, puddle.ErrClosedPool):
 			// The pool is closed for good: a Store nobody closed.
 			r.log.LogAttrs(r.ctx, slog.LevelDebug, "pgstore: pool closed; the background reaper stops",
 				slog.String("table", r.table))
 			return
-		default:
-			code, hint := persistentReapError(err)
-			if code == "" {
-				warned = ""
-				wait = r.interval
-				r.log.LogAttrs(r.ctx, slog.LevelError, "pgstore: background reap failed",
-					slog.String("table", r.table), slog.Any("error", err))
-				break
-			}
-			wait = min(2*wait, max(maxReapBackoff, r.interval))
-			if code != warned {
-				warned = code
-				r.log.LogAttrs(r.ctx, slog.LevelWarn, "pgstore: background reap cannot work in this setup; it tries again less often and logs again only when the error changes ("+
-					hint+"; or set Options.ReapInterval negative to turn the reaper off and reap elsewhere)",
-					slog.String("table", r.table), slog.Any("error", err), slog.Duration("backoff_max", max(maxReapBackoff, r.interval)))
-			}
 		}
+		wait, warned = r.next(err, wait, warned)
 		t.Reset(wait)
 	}
+}
+
+// next logs the outcome err of a tick that came after a wait, warned being
+// the SQLSTATE of the persistent error last logged ("" if none), and returns
+// the wait before the next tick and the new warned. An error that will not
+// go away by itself (persistentReapError: a role without DELETE, a missing
+// table, a read-only standby) is logged once, at WARN, and doubles the
+// wait, up to maxReapBackoff; it is logged again when another one follows,
+// and the recovery at INFO. Any other error (a statement timeout, a lost
+// connection) is logged at ERROR each time, and the reaper tries again at
+// its next tick.
+func (r *reaper) next(err error, wait time.Duration, warned string) (time.Duration, string) {
+	if err == nil {
+		if warned != "" {
+			r.log.LogAttrs(r.ctx, slog.LevelInfo, "pgstore: background reap works again",
+				slog.String("table", r.table))
+		}
+		return r.interval, ""
+	}
+	code, hint := persistentReapError(err)
+	if code == "" {
+		r.log.LogAttrs(r.ctx, slog.LevelError, "pgstore: background reap failed",
+			slog.String("table", r.table), slog.Any("error", err))
+		return r.interval, ""
+	}
+	limit := max(maxReapBackoff, r.interval)
+	if code != warned {
+		r.log.LogAttrs(r.ctx, slog.LevelWarn, "pgstore: background reap cannot work in this setup; it tries again less often and logs again only when the error changes ("+
+			hint+"; or set Options.ReapInterval negative to turn the reaper off and reap elsewhere)",
+			slog.String("table", r.table), slog.Any("error", err), slog.Duration("backoff_max", limit))
+	}
+	return reapBackoff(wait, limit), code
+}
+
+// reapBackoff is the wait after wait when a persistent error backs the
+// reaper off: twice as long, up to limit.
+func reapBackoff(wait, limit time.Duration) time.Duration {
+	return min(2*wait, limit)
 }
 
 // tick reaps until a statement deletes less than a batch, or fails. Each
