@@ -302,3 +302,42 @@ func TestPersistentReapError(t *testing.T) {
 	got, _ := persistentReapError(context.DeadlineExceeded)
 	assert.Empty(t, got)
 }
+
+// TestReaperTransientBetweenPersistent: an error that goes away by itself
+// (a statement timeout) between persistent ones (no DELETE privilege) is
+// logged at ERROR and changes nothing else: the persistent error is not
+// warned of again, its backoff goes on doubling, and the recovery after a
+// transient error is still logged at INFO.
+func TestReaperTransientBetweenPersistent(t *testing.T) {
+	logs := &syncBuffer{}
+	r := &reaper{table: "t", interval: 10 * time.Millisecond, ctx: context.Background(),
+		log: slog.New(slog.NewTextHandler(logs, nil))}
+	persistent := fmt.Errorf("pgstore: reap: %w", &pgconn.PgError{Code: "42501"})
+	transient := fmt.Errorf("pgstore: reap: %w", context.DeadlineExceeded)
+	wait, warned := r.interval, ""
+	for i, c := range []struct {
+		err   error
+		wait  time.Duration
+		level string // of the line logged, "" for none
+	}{
+		{persistent, 20 * time.Millisecond, "WARN"},
+		{transient, 20 * time.Millisecond, "ERROR"},
+		{persistent, 40 * time.Millisecond, ""},
+		{transient, 40 * time.Millisecond, "ERROR"},
+		{nil, 10 * time.Millisecond, "INFO"},
+		{transient, 10 * time.Millisecond, "ERROR"},
+		{nil, 10 * time.Millisecond, ""},
+	} {
+		before := len(logs.String())
+		wait, warned = r.next(c.err, wait, warned)
+		assert.Equal(t, c.wait, wait, "tick %d", i)
+		line := logs.String()[before:]
+		if c.level == "" {
+			assert.Empty(t, line, "tick %d", i)
+			continue
+		}
+		assert.Equal(t, 1, strings.Count(line, "\n"), "tick %d: %s", i, line)
+		assert.Contains(t, line, "level="+c.level, "tick %d", i)
+	}
+	assert.Contains(t, logs.String(), "background reap works again")
+}

@@ -857,8 +857,10 @@ func (r *reaper) run() {
 // table, a read-only standby) is logged once, at WARN, and doubles the
 // wait, up to maxReapBackoff; it is logged again when another one follows,
 // and the recovery at INFO. Any other error (a statement timeout, a lost
-// connection) is logged at ERROR each time, and the reaper tries again at
-// its next tick.
+// connection) is logged at ERROR each time and changes nothing else: the
+// reaper tries again after the same wait, and the tick after it decides
+// (a persistent error still warned of is not warned of again, nor does its
+// backoff start over; a success after it logs the recovery).
 func (r *reaper) next(err error, wait time.Duration, warned string) (time.Duration, string) {
 	if err == nil {
 		if warned != "" {
@@ -871,7 +873,7 @@ func (r *reaper) next(err error, wait time.Duration, warned string) (time.Durati
 	if code == "" {
 		r.log.LogAttrs(r.ctx, slog.LevelError, "pgstore: background reap failed",
 			slog.String("table", r.table), slog.Any("error", err))
-		return r.interval, ""
+		return wait, warned
 	}
 	limit := max(maxReapBackoff, r.interval)
 	if code != warned {
