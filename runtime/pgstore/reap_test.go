@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"runtime"
 	"strings"
 	"sync"
@@ -340,4 +341,27 @@ func TestReaperTransientBetweenPersistent(t *testing.T) {
 		assert.Contains(t, line, "level="+c.level, "tick %d", i)
 	}
 	assert.Contains(t, logs.String(), "background reap works again")
+}
+
+// TestReapBackoff: the backoff doubles the wait up to its limit and never
+// beyond it, also where doubling overflows (an Options.ReapInterval near
+// math.MaxInt64 is the limit: a negative wait would make the timer fire at
+// once, a busy loop).
+func TestReapBackoff(t *testing.T) {
+	for _, c := range []struct{ wait, limit, want time.Duration }{
+		{time.Second, time.Hour, 2 * time.Second},
+		{20 * time.Minute, time.Hour, 40 * time.Minute},
+		{30 * time.Minute, time.Hour, time.Hour},
+		{40 * time.Minute, time.Hour, time.Hour},
+		{time.Hour, time.Hour, time.Hour},
+		{math.MaxInt64, math.MaxInt64, math.MaxInt64},
+		{math.MaxInt64/2 + 1, math.MaxInt64, math.MaxInt64},
+		{math.MaxInt64 / 2, math.MaxInt64, math.MaxInt64 - 1},
+	} {
+		assert.Equal(t, c.want, reapBackoff(c.wait, c.limit), "%v up to %v", c.wait, c.limit)
+	}
+	r := &reaper{table: "t", interval: math.MaxInt64, ctx: context.Background(),
+		log: slog.New(slog.DiscardHandler)}
+	wait, _ := r.next(&pgconn.PgError{Code: "42501"}, r.interval, "")
+	assert.Equal(t, time.Duration(math.MaxInt64), wait)
 }

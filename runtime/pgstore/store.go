@@ -885,9 +885,14 @@ func (r *reaper) next(err error, wait time.Duration, warned string) (time.Durati
 }
 
 // reapBackoff is the wait after wait when a persistent error backs the
-// reaper off: twice as long, up to limit.
+// reaper off: twice as long, up to limit. It compares before doubling: 2*wait
+// overflows for a wait above math.MaxInt64/2 (an Options.ReapInterval that
+// large is the limit), and a negative wait would fire the timer at once.
 func reapBackoff(wait, limit time.Duration) time.Duration {
-	return min(2*wait, limit)
+	if wait > limit/2 {
+		return limit
+	}
+	return 2 * wait
 }
 
 // tick reaps until a statement deletes less than a batch, or fails. Each
