@@ -292,7 +292,10 @@ DELETE FROM ` + t + ` AS r USING doomed WHERE r.key = doomed.key`,
 // New returns a Store keeping its records in the table opts names. New makes
 // no request; create the table with Migrate (or SchemaSQL) first. Unless
 // Options.ReapInterval is negative it starts the background reaper, which
-// Close stops. The pool stays the caller's: Close does not close it.
+// Close stops: call Close when done with the Store (a Store left unclosed
+// stops its reaper only when the garbage collector finds it unreachable,
+// which it never is while a hook of the pool refers to it; see Close). The
+// pool stays the caller's: Close does not close it.
 func New(pool *pgxpool.Pool, opts Options) (*Store, error) {
 	if pool == nil {
 		return nil, errors.New("pgstore: nil pool")
@@ -334,7 +337,11 @@ func New(pool *pgxpool.Pool, opts Options) (*Store, error) {
 // Close stops the background reaper, waiting for a running batch to end. It
 // does not close the pool. The reaper also stops by itself once the pool is
 // closed, or once the Store is unreachable and the garbage collector finds
-// it, but only Close stops it at once.
+// it, but only Close stops it at once. Whatever the pool holds keeps the
+// Store reachable as long as the pool is: a tracer (ConnConfig.Tracer), an
+// AfterConnect or another hook of the pool's config that refers to the Store
+// means the garbage collector never finds it, and its reaper runs until
+// Close or the pool's Close.
 func (s *Store) Close() error {
 	if s.reaper != nil {
 		s.reaper.cancel()
