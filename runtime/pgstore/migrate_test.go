@@ -639,6 +639,88 @@ func TestOlderSchemaSQLAppRoleWithCreate(t *testing.T) {
 	}
 }
 
+// TestMigrateLayoutIndexes: where Migrate checks the records table's layout
+// for a role that does not own it (one that may neither read nor create the
+// version table over a DBA's SchemaSQL; one with CREATE over an older
+// SchemaSQL's table), it takes an index for what it is, not for its name:
+// any valid, non-partial index whose first key column is expires_at serves
+// the reaper, and any valid, non-partial, non-deferrable unique index whose
+// only key column is key serves Begin's ON CONFLICT (key). An index that
+// does not (invalid, partial, leading with or including another key column,
+// deferrable, not unique) fails Migrate, which says what is missing, instead
+// of a Begin that fails later.
+func TestMigrateLayoutIndexes(t *testing.T) {
+	t.Parallel()
+	admin := testPool(t)
+	var super bool
+	require.NoError(t, admin.QueryRow(context.Background(), `SELECT current_setting('is_superuser') = 'on'`).Scan(&super))
+	// Each alter is formatted with the table (%[1]s) and its index (%[2]s),
+	// schema-qualified, and the index's own name (%[3]s); want is what the
+	// error says, "" for success.
+	for _, c := range []struct {
+		name, alter, want string
+		super             bool // the alter writes the catalog
+	}{
+		{"ExpiresIndexRenamed", `ALTER INDEX %[2]s RENAME TO dba_expires_idx`, ``, false},
+		{"ExpiresIndexInclude", `DROP INDEX %[2]s; CREATE INDEX dba_expires_idx ON %[1]s (expires_at) INCLUDE (state)`, ``, false},
+		{"ExpiresIndexTwoColumns", `DROP INDEX %[2]s; CREATE INDEX dba_expires_idx ON %[1]s (expires_at, state)`, ``, false},
+		{"ExpiresIndexSecondColumn", `DROP INDEX %[2]s; CREATE INDEX %[3]s ON %[1]s (state, expires_at)`, `no index on expires_at`, false},
+		{"ExpiresIndexPartial", `DROP INDEX %[2]s; CREATE INDEX %[3]s ON %[1]s (expires_at) WHERE state = 1`, `no index on expires_at`, false},
+		{"ExpiresIndexInvalid", `UPDATE pg_index SET indisvalid = false WHERE indexrelid = '%[2]s'::regclass`, `no index on expires_at`, true},
+		{"KeyUniqueIndex", `ALTER TABLE %[1]s DROP CONSTRAINT idem_records_pkey; CREATE UNIQUE INDEX dba_key_idx ON %[1]s (key)`, ``, false},
+		{"KeyUniqueInclude", `ALTER TABLE %[1]s DROP CONSTRAINT idem_records_pkey; CREATE UNIQUE INDEX dba_key_idx ON %[1]s (key) INCLUDE (token)`, ``, false},
+		{"KeyNoPrimaryKey", `ALTER TABLE %[1]s DROP CONSTRAINT idem_records_pkey`, `no unique index on key`, false},
+		{"KeyNotUnique", `ALTER TABLE %[1]s DROP CONSTRAINT idem_records_pkey; CREATE INDEX dba_key_idx ON %[1]s (key)`, `no unique index on key`, false},
+		{"KeyUniqueTwoColumns", `ALTER TABLE %[1]s DROP CONSTRAINT idem_records_pkey; CREATE UNIQUE INDEX dba_key_idx ON %[1]s (key, token)`, `no unique index on key`, false},
+		{"KeyUniquePartial", `ALTER TABLE %[1]s DROP CONSTRAINT idem_records_pkey; CREATE UNIQUE INDEX dba_key_idx ON %[1]s (key) WHERE state = 1`, `no unique index on key`, false},
+		{"KeyPrimaryKeyDeferrable", `ALTER TABLE %[1]s DROP CONSTRAINT idem_records_pkey; ALTER TABLE %[1]s ADD PRIMARY KEY (key) DEFERRABLE`, `no unique index on key`, false},
+		{"KeyPrimaryKeyInvalid", `UPDATE pg_index SET indisvalid = false WHERE indrelid = '%[1]s'::regclass AND indisprimary`, `no unique index on key`, true},
+	} {
+		for _, m := range []struct {
+			name   string
+			create bool // the role has CREATE on the schema, the DBA ran an older SchemaSQL (no version table)
+		}{{"NoVersionRead", false}, {"OlderSchemaSQLWithCreate", true}} {
+			t.Run(c.name+"/"+m.name, func(t *testing.T) {
+				t.Parallel()
+				if c.super && !super {
+					t.Skip("the test role may not write the catalog")
+				}
+				ctx := context.Background()
+				schema := uniqueSchema(t, admin)
+				n, err := newNames(Options{Schema: schema})
+				require.NoError(t, err)
+				sch := pgx.Identifier{schema}.Sanitize()
+				ddl := schemaSQLOf(n)
+				if m.create {
+					ddl = migrations[0](n) + "\n" + claimFuncSQL(n)
+				}
+				_, err = admin.Exec(ctx, `CREATE SCHEMA `+sch+`; `+ddl+"\n"+fmt.Sprintf(c.alter, n.table, pgx.Identifier{schema, DefaultTable + "_expires_at_idx"}.Sanitize(), n.index))
+				require.NoError(t, err)
+				s, rec := storeAsRole(t, admin, schema, func(role string) []string {
+					g := []string{`GRANT SELECT, INSERT, UPDATE, DELETE ON ` + n.table + ` TO ` + role}
+					if m.create {
+						g = append(g, `GRANT CREATE ON SCHEMA `+sch+` TO `+role)
+					}
+					return g
+				})
+				err = s.Migrate(ctx)
+				if c.want != "" {
+					require.Error(t, err)
+					assert.Contains(t, err.Error(), "42501")
+					assert.Contains(t, err.Error(), c.want)
+					return
+				}
+				require.NoError(t, err)
+				rec.take()
+				r, err := s.Begin(ctx, beginReq("k", 1))
+				require.NoError(t, err)
+				assert.True(t, r.Acquired)
+				assert.Equal(t, []string{"func"}, rec.take())
+			})
+		}
+	}
+}
+
 // schemaSQLOf is SchemaSQL for the store whose names are n.
 func schemaSQLOf(n names) string {
 	ddl, err := SchemaSQL(Options{Schema: n.schema})

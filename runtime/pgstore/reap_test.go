@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"runtime"
 	"strings"
 	"sync"
@@ -301,4 +302,66 @@ func TestPersistentReapError(t *testing.T) {
 	}
 	got, _ := persistentReapError(context.DeadlineExceeded)
 	assert.Empty(t, got)
+}
+
+// TestReaperTransientBetweenPersistent: an error that goes away by itself
+// (a statement timeout) between persistent ones (no DELETE privilege) is
+// logged at ERROR and changes nothing else: the persistent error is not
+// warned of again, its backoff goes on doubling, and the recovery after a
+// transient error is still logged at INFO.
+func TestReaperTransientBetweenPersistent(t *testing.T) {
+	logs := &syncBuffer{}
+	r := &reaper{table: "t", interval: 10 * time.Millisecond, ctx: context.Background(),
+		log: slog.New(slog.NewTextHandler(logs, nil))}
+	persistent := fmt.Errorf("pgstore: reap: %w", &pgconn.PgError{Code: "42501"})
+	transient := fmt.Errorf("pgstore: reap: %w", context.DeadlineExceeded)
+	wait, warned := r.interval, ""
+	for i, c := range []struct {
+		err   error
+		wait  time.Duration
+		level string // of the line logged, "" for none
+	}{
+		{persistent, 20 * time.Millisecond, "WARN"},
+		{transient, 20 * time.Millisecond, "ERROR"},
+		{persistent, 40 * time.Millisecond, ""},
+		{transient, 40 * time.Millisecond, "ERROR"},
+		{nil, 10 * time.Millisecond, "INFO"},
+		{transient, 10 * time.Millisecond, "ERROR"},
+		{nil, 10 * time.Millisecond, ""},
+	} {
+		before := len(logs.String())
+		wait, warned = r.next(c.err, wait, warned)
+		assert.Equal(t, c.wait, wait, "tick %d", i)
+		line := logs.String()[before:]
+		if c.level == "" {
+			assert.Empty(t, line, "tick %d", i)
+			continue
+		}
+		assert.Equal(t, 1, strings.Count(line, "\n"), "tick %d: %s", i, line)
+		assert.Contains(t, line, "level="+c.level, "tick %d", i)
+	}
+	assert.Contains(t, logs.String(), "background reap works again")
+}
+
+// TestReapBackoff: the backoff doubles the wait up to its limit and never
+// beyond it, also where doubling overflows (an Options.ReapInterval near
+// math.MaxInt64 is the limit: a negative wait would make the timer fire at
+// once, a busy loop).
+func TestReapBackoff(t *testing.T) {
+	for _, c := range []struct{ wait, limit, want time.Duration }{
+		{time.Second, time.Hour, 2 * time.Second},
+		{20 * time.Minute, time.Hour, 40 * time.Minute},
+		{30 * time.Minute, time.Hour, time.Hour},
+		{40 * time.Minute, time.Hour, time.Hour},
+		{time.Hour, time.Hour, time.Hour},
+		{math.MaxInt64, math.MaxInt64, math.MaxInt64},
+		{math.MaxInt64/2 + 1, math.MaxInt64, math.MaxInt64},
+		{math.MaxInt64 / 2, math.MaxInt64, math.MaxInt64 - 1},
+	} {
+		assert.Equal(t, c.want, reapBackoff(c.wait, c.limit), "%v up to %v", c.wait, c.limit)
+	}
+	r := &reaper{table: "t", interval: math.MaxInt64, ctx: context.Background(),
+		log: slog.New(slog.DiscardHandler)}
+	wait, _ := r.next(&pgconn.PgError{Code: "42501"}, r.interval, "")
+	assert.Equal(t, time.Duration(math.MaxInt64), wait)
 }

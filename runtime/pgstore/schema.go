@@ -28,11 +28,8 @@ type names struct {
 	table   string // "schema"."table"
 	version string // "schema"."table_version"
 	index   string // "table_expires_at_idx" (an index lives in its table's schema)
-	// schemaIndex is the index, schema-qualified:
-	// "schema"."table_expires_at_idx".
-	schemaIndex string
-	claim       string // "schema"."table_claim": Begin's function (claimFuncSQL)
-	lockKey     string // schema.table, hashed for the migration advisory lock
+	claim   string // "schema"."table_claim": Begin's function (claimFuncSQL)
+	lockKey string // schema.table, hashed for the migration advisory lock
 }
 
 func newNames(opts Options) (names, error) {
@@ -52,13 +49,12 @@ func newNames(opts Options) (names, error) {
 		return names{}, fmt.Errorf("pgstore: table name %q is longer than %d bytes", table, maxTableLen)
 	}
 	return names{
-		schema:      schema,
-		table:       pgx.Identifier{schema, table}.Sanitize(),
-		version:     pgx.Identifier{schema, table + "_version"}.Sanitize(),
-		index:       pgx.Identifier{table + "_expires_at_idx"}.Sanitize(),
-		schemaIndex: pgx.Identifier{schema, table + "_expires_at_idx"}.Sanitize(),
-		claim:       pgx.Identifier{schema, table + "_claim"}.Sanitize(),
-		lockKey:     schema + "." + table,
+		schema:  schema,
+		table:   pgx.Identifier{schema, table}.Sanitize(),
+		version: pgx.Identifier{schema, table + "_version"}.Sanitize(),
+		index:   pgx.Identifier{table + "_expires_at_idx"}.Sanitize(),
+		claim:   pgx.Identifier{schema, table + "_claim"}.Sanitize(),
+		lockKey: schema + "." + table,
 	}, nil
 }
 
@@ -108,9 +104,20 @@ var layoutColumns = [][2]string{
 
 // layoutMismatch reports how the records table differs from its layout at
 // SchemaVersion, as far as the catalog tells a role that may not own it:
-// a missing table, a column missing or of another type (layoutColumns), or
-// no index on expires_at under the index's name. It returns "" when none of
-// these differs, and an error only when the catalog could not be read.
+// a missing table, a column missing or of another type (layoutColumns), no
+// unique index that Begin's ON CONFLICT (key) can use (the primary key's),
+// or no index that serves the reaper's scan by expiry. It returns "" when
+// none of these differs, and an error only when the catalog could not be
+// read.
+//
+// An index is taken for what it is, not for its name: a DBA may have made
+// an equivalent one under another name, or with INCLUDE columns. Each must
+// be valid (not left INVALID by a failed CREATE INDEX CONCURRENTLY) and not
+// partial, its first key column a column, not an expression: for the key, a
+// unique index checked at once (ON CONFLICT takes no deferrable one) whose
+// only key column is key; for the reaper, any index whose first key column
+// is expires_at. The key columns are the entries of indclass (indnkeyatts
+// came with INCLUDE, in PostgreSQL 11).
 func (s *Store) layoutMismatch(ctx context.Context, q interface {
 	Query(context.Context, string, ...any) (pgx.Rows, error)
 	QueryRow(context.Context, string, ...any) pgx.Row
@@ -141,14 +148,20 @@ func (s *Store) layoutMismatch(ctx context.Context, q interface {
 			diffs = append(diffs, fmt.Sprintf("column %s is %s, not %s", c[0], t, c[1]))
 		}
 	}
-	var indexed bool
-	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
-    WHERE i.indexrelid = to_regclass($2) AND i.indrelid = to_regclass($1) AND i.indnatts = 1 AND a.attname = 'expires_at')`,
-		s.n.table, s.n.schemaIndex).Scan(&indexed); err != nil {
+	var unique, indexed bool
+	if err := q.QueryRow(ctx, `WITH ix AS (
+    SELECT a.attname, i.indisunique AND i.indimmediate AND array_length(i.indclass::oid[], 1) = 1 AS unique_only
+    FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+    WHERE i.indrelid = to_regclass($1) AND i.indisvalid AND i.indpred IS NULL AND i.indexprs IS NULL)
+SELECT EXISTS (SELECT FROM ix WHERE attname = 'key' AND unique_only), EXISTS (SELECT FROM ix WHERE attname = 'expires_at')`,
+		s.n.table).Scan(&unique, &indexed); err != nil {
 		return "", err
 	}
+	if !unique {
+		diffs = append(diffs, "no unique index on key (valid, not partial nor deferrable, key its only key column)")
+	}
 	if !indexed {
-		diffs = append(diffs, "no index "+s.n.schemaIndex+" on expires_at")
+		diffs = append(diffs, "no index on expires_at (valid, not partial, expires_at its first column)")
 	}
 	return strings.Join(diffs, ", "), nil
 }
@@ -322,12 +335,13 @@ func SchemaSQL(opts Options) (string, error) {
 // role: PostgreSQL lets only an owner alter or index a table or replace a
 // function. An exception: over the table of an older SchemaSQL (no version
 // table), which it does not own, a role with CREATE records version 1 when
-// the table has the current layout. A role that may neither read nor create
-// the version table (its schema made by a DBA, with SchemaSQL or another
-// role's Migrate) succeeds, with a warning to Options.Logger, when the
-// records table has the current layout as the catalog shows it (the columns
-// with their types, and the index on expires_at; constraints and defaults are
-// not compared), and fails otherwise, saying what differs. Creating the
+// the table has the current layout, as below. A role that may neither read
+// nor create the version table (its schema made by a DBA, with SchemaSQL or
+// another role's Migrate) succeeds, with a warning to Options.Logger, when
+// the records table has the current layout as the catalog shows it (the
+// columns with their types, a unique index on key and an index on
+// expires_at, whatever their names; other constraints and defaults are not
+// compared), and fails otherwise, saying what differs. Creating the
 // function needs CREATE on the schema too. A role without it (since
 // PostgreSQL 15 no role has it on "public" by default) cannot create it where
 // an older pgstore left none: Migrate then logs a warning, succeeds, and the
@@ -404,7 +418,7 @@ func (s *Store) migrate(ctx context.Context, withFunc bool) (funcOK bool, err er
 			if diff != "" {
 				return fmt.Errorf("%w (and %s is not at version %d: %s)", verr, s.n.table, len(migrations), diff)
 			}
-			s.log.LogAttrs(ctx, slog.LevelWarn, "pgstore: cannot read or create the version table; the records table has the current columns, column types and expires_at index, so there is nothing to migrate",
+			s.log.LogAttrs(ctx, slog.LevelWarn, "pgstore: cannot read or create the version table; the records table has the current columns, column types, key and expires_at indexes, so there is nothing to migrate",
 				slog.String("table", s.n.version), slog.Any("error", verr))
 			current = len(migrations)
 		}
@@ -430,6 +444,8 @@ func (s *Store) migrate(ctx context.Context, withFunc bool) (funcOK bool, err er
 					s.log.LogAttrs(ctx, slog.LevelInfo, "pgstore: the records table already has the current layout; recording its version",
 						slog.String("table", s.n.table), slog.Int("version", v+1))
 					err = nil
+				} else {
+					err = fmt.Errorf("%w (and %s does not have the layout of version %d: %s)", err, s.n.table, v+1, diff)
 				}
 			}
 			if err != nil {

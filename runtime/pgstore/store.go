@@ -292,7 +292,10 @@ DELETE FROM ` + t + ` AS r USING doomed WHERE r.key = doomed.key`,
 // New returns a Store keeping its records in the table opts names. New makes
 // no request; create the table with Migrate (or SchemaSQL) first. Unless
 // Options.ReapInterval is negative it starts the background reaper, which
-// Close stops. The pool stays the caller's: Close does not close it.
+// Close stops: call Close when done with the Store (a Store left unclosed
+// stops its reaper only when the garbage collector finds it unreachable,
+// which it never is while a hook of the pool refers to it; see Close). The
+// pool stays the caller's: Close does not close it.
 func New(pool *pgxpool.Pool, opts Options) (*Store, error) {
 	if pool == nil {
 		return nil, errors.New("pgstore: nil pool")
@@ -334,7 +337,11 @@ func New(pool *pgxpool.Pool, opts Options) (*Store, error) {
 // Close stops the background reaper, waiting for a running batch to end. It
 // does not close the pool. The reaper also stops by itself once the pool is
 // closed, or once the Store is unreachable and the garbage collector finds
-// it, but only Close stops it at once.
+// it, but only Close stops it at once. Whatever the pool holds keeps the
+// Store reachable as long as the pool is: a tracer (ConnConfig.Tracer), an
+// AfterConnect or another hook of the pool's config that refers to the Store
+// means the garbage collector never finds it, and its reaper runs until
+// Close or the pool's Close.
 func (s *Store) Close() error {
 	if s.reaper != nil {
 		s.reaper.cancel()
@@ -821,13 +828,8 @@ type reaper struct {
 // persistentReapError); an Options.ReapInterval above it is kept.
 const maxReapBackoff = time.Hour
 
-// run reaps every interval until ctx ends or the pool is closed. An error
-// that will not go away by itself (persistentReapError: a role without
-// DELETE, a missing table, a read-only standby) is logged once, at WARN, and
-// doubles the interval, up to maxReapBackoff; it is logged again when
-// another one follows, and the recovery at INFO. Any other error (a
-// statement timeout, a lost connection) is logged at ERROR each time, and
-// the reaper tries again at its next tick.
+// run reaps every interval until ctx ends or the pool is closed; next says
+// what each tick's outcome logs and how long the reaper waits after it.
 func (r *reaper) run() {
 	defer close(r.done)
 	wait := r.interval
@@ -844,37 +846,60 @@ func (r *reaper) run() {
 		switch {
 		case r.ctx.Err() != nil:
 			return
-		case err == nil:
-			if warned != "" {
-				r.log.LogAttrs(r.ctx, slog.LevelInfo, "pgstore: background reap works again",
-					slog.String("table", r.table))
-				warned = ""
-			}
-			wait = r.interval
 		case errors.Is(err, puddle.ErrClosedPool):
 			// The pool is closed for good: a Store nobody closed.
 			r.log.LogAttrs(r.ctx, slog.LevelDebug, "pgstore: pool closed; the background reaper stops",
 				slog.String("table", r.table))
 			return
-		default:
-			code, hint := persistentReapError(err)
-			if code == "" {
-				warned = ""
-				wait = r.interval
-				r.log.LogAttrs(r.ctx, slog.LevelError, "pgstore: background reap failed",
-					slog.String("table", r.table), slog.Any("error", err))
-				break
-			}
-			wait = min(2*wait, max(maxReapBackoff, r.interval))
-			if code != warned {
-				warned = code
-				r.log.LogAttrs(r.ctx, slog.LevelWarn, "pgstore: background reap cannot work in this setup; it tries again less often and logs again only when the error changes ("+
-					hint+"; or set Options.ReapInterval negative to turn the reaper off and reap elsewhere)",
-					slog.String("table", r.table), slog.Any("error", err), slog.Duration("backoff_max", max(maxReapBackoff, r.interval)))
-			}
 		}
+		wait, warned = r.next(err, wait, warned)
 		t.Reset(wait)
 	}
+}
+
+// next logs the outcome err of a tick that came after a wait, warned being
+// the SQLSTATE of the persistent error last logged ("" if none), and returns
+// the wait before the next tick and the new warned. An error that will not
+// go away by itself (persistentReapError: a role without DELETE, a missing
+// table, a read-only standby) is logged once, at WARN, and doubles the
+// wait, up to maxReapBackoff; it is logged again when another one follows,
+// and the recovery at INFO. Any other error (a statement timeout, a lost
+// connection) is logged at ERROR each time and changes nothing else: the
+// reaper tries again after the same wait, and the tick after it decides
+// (a persistent error still warned of is not warned of again, nor does its
+// backoff start over; a success after it logs the recovery).
+func (r *reaper) next(err error, wait time.Duration, warned string) (time.Duration, string) {
+	if err == nil {
+		if warned != "" {
+			r.log.LogAttrs(r.ctx, slog.LevelInfo, "pgstore: background reap works again",
+				slog.String("table", r.table))
+		}
+		return r.interval, ""
+	}
+	code, hint := persistentReapError(err)
+	if code == "" {
+		r.log.LogAttrs(r.ctx, slog.LevelError, "pgstore: background reap failed",
+			slog.String("table", r.table), slog.Any("error", err))
+		return wait, warned
+	}
+	limit := max(maxReapBackoff, r.interval)
+	if code != warned {
+		r.log.LogAttrs(r.ctx, slog.LevelWarn, "pgstore: background reap cannot work in this setup; it tries again less often and logs again only when the error changes ("+
+			hint+"; or set Options.ReapInterval negative to turn the reaper off and reap elsewhere)",
+			slog.String("table", r.table), slog.Any("error", err), slog.Duration("backoff_max", limit))
+	}
+	return reapBackoff(wait, limit), code
+}
+
+// reapBackoff is the wait after wait when a persistent error backs the
+// reaper off: twice as long, up to limit. It compares before doubling: 2*wait
+// overflows for a wait above math.MaxInt64/2 (an Options.ReapInterval that
+// large is the limit), and a negative wait would fire the timer at once.
+func reapBackoff(wait, limit time.Duration) time.Duration {
+	if wait > limit/2 {
+		return limit
+	}
+	return 2 * wait
 }
 
 // tick reaps until a statement deletes less than a batch, or fails. Each
