@@ -10,26 +10,19 @@
 // (*Store).Migrate creates and upgrades the schema objects, recording the
 // applied versions in <table>_version, and creates (or replaces) the
 // function <table>_claim that Begin calls when it is missing or not this
-// package's (which needs the CREATE privilege on the schema; without it,
-// Migrate logs a warning and Begin runs the claim statement below).
-// SchemaSQL returns the same DDL, version records included, for teams that
-// run their own migrations; the function's body is dollar-quoted, so a
-// migration tool must not split it at semicolons.
+// package's; where the role may not (creating needs CREATE on the schema,
+// replacing also the function's ownership), Migrate logs a warning and
+// Begin runs the claim statement below. SchemaSQL returns the same DDL,
+// version records included, for teams that run their own migrations; the
+// function's body is dollar-quoted, so a migration tool must not split it
+// at semicolons.
 //
 // Privileges: at run time the store's role needs USAGE on the schema, SELECT,
 // INSERT, UPDATE and DELETE on the table (DELETE for the reaper), and EXECUTE
-// on the claim function (without it Begin runs the claim statement). Migrate
-// needs SELECT on <table>_version too, and CREATE on the schema to create
-// anything; to upgrade what exists (a migration's DDL on the table, replacing
-// a stale claim function) the role must also own it, or be a member of its
-// owner's role: PostgreSQL lets only an owner alter or index a table or
-// replace a function. Over the table of an older SchemaSQL (no version table)
-// that it does not own, a role with CREATE records version 1 when the table
-// has the current layout. Where a DBA made the schema (SchemaSQL, or Migrate
-// as another role), a role that may not read the version table has Migrate
-// succeed with a warning when the table has the current layout. A rollback to
-// a binary with an older pgstore after a newer one migrated the schema to a
-// new version makes the older one's Migrate fail (see Store.Migrate). Version
+// on the claim function (without it Begin runs the claim statement). What
+// Migrate needs besides, how it works over a schema a DBA made, and why a
+// rollback to an older pgstore after a newer one migrated the schema makes
+// the older one's Migrate fail: see Store.Migrate. Version
 // 1 is the records table and its index. The function is no schema version: it
 // changes no layout, and an older pgstore, which refuses to migrate a version
 // it does not know, keeps starting beside newer ones. With the default names
@@ -136,18 +129,23 @@
 // exactly, also to a re-run of the same claim (below), which finds the first
 // run's row.
 // fillfactor 90 leaves room in each page for Finish's update to stay a HOT
-// update (no index change). Expired rows are invisible to Get and claimable
-// by Begin; the background reaper deletes them in bounded batches through
-// the expires_at index, every DefaultReapInterval unless
-// Options.ReapInterval says otherwise (negative: off; then call Reap on a
-// schedule of your own, or the table grows with every new key). Each
+// update (no index change).
+//
+// # Reaping
+//
+// Expired rows are invisible to Get and claimable by Begin; the background
+// reaper, which New starts and Close stops, deletes them in batches of
+// Options.ReapBatch through the expires_at index, every DefaultReapInterval
+// unless Options.ReapInterval says otherwise (negative: off; then call Reap
+// on a schedule of your own, or the table grows with every new key). Each
 // statement of the reaper runs at most Options.ReapTimeout. Reapers of
 // several processes on one table are safe together: a reaping statement
 // locks the rows it deletes and skips those another one holds (FOR UPDATE
 // SKIP LOCKED). A reaper that cannot work in its setup (a role without
-// DELETE, no table, a read-only standby) logs one warning and tries again
-// less often, up to once an hour; other errors are logged at every tick. A
-// zero ReapInterval used to mean no reaper: set it negative for that.
+// DELETE, no table, a read-only standby) logs one warning to
+// Options.Logger and backs off, doubling its interval up to an hour; other
+// errors are logged at every tick. A zero ReapInterval used to mean no
+// reaper: set it negative for that.
 //
 // # Statements and round trips
 //
@@ -245,8 +243,7 @@
 // its own Migrate succeeds, or once it finds the function there (another
 // process's Migrate, a DBA's migration): while it claims with the statement,
 // one Begin a minute first looks for the function, with one catalog query.
-// The function and the statement
-// take the same locks and re-check the same conditions on the same rows, so
+// The function and the statement take the same locks and re-check the same conditions on the same rows, so
 // processes claiming either way (during a rolling deploy) are correct
 // together, and older processes keep migrating (their Migrate sees version 1).
 // A function an older pgstore installed (whose takeover waited for a locked
@@ -328,8 +325,8 @@
 // may lack the last commits the primary acknowledged, records (and, with
 // BeginTx, the handler's writes) included, and a retry of such a key runs
 // again. Where a failover must not lose records, have commits wait for the
-// standby a failover may promote (synchronous_standby_names naming it,
-// synchronous_commit on, the default, or remote_apply), or use a managed
+// standby a failover may promote (synchronous_standby_names naming it, with
+// synchronous_commit on, its default, or remote_apply), or use a managed
 // service whose failover keeps every acknowledged commit.
 //
 // # Notifications

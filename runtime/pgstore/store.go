@@ -45,10 +45,11 @@ type Options struct {
 	// waits for, a connection that went silent) is logged and the reaper
 	// tries again at its next tick. An error that will not go away by
 	// itself (no DELETE privilege, no table, a read-only server) is
-	// logged once, at WARN, and the reaper tries again less often (see
-	// maxReapBackoff).
+	// logged once, at WARN, and the reaper backs off, doubling its
+	// interval up to an hour (or ReapInterval, if longer).
 	ReapTimeout time.Duration
-	// Logger receives the background reaper's errors; nil means slog.Default().
+	// Logger receives the background reaper's logs and Migrate's
+	// warnings; nil means slog.Default().
 	Logger *slog.Logger
 
 	// TxOptions are the options of the transactions BeginTx opens. The zero
@@ -76,7 +77,7 @@ const (
 const MaxKeyLen = 2000
 
 // Store is an idem.Store on PostgreSQL. It is safe for concurrent use. It
-// implements idem.LeaseExtender and idem.Transactor.
+// implements idem.LeaseExtender, idem.ReadFirst and idem.Transactor.
 type Store struct {
 	pool *pgxpool.Pool
 	n    names

@@ -11,8 +11,7 @@
 // FLUSH), and Get is a plain read: GET, or, for a Cluster client built to
 // read from replicas (ReadOnly, RouteByLatency, RouteRandomly), GETEX
 // without options, which go-redis sends to the primary as a write command.
-// A first request costs two round trips
-// (Begin + Finish); a replay costs one: a GET when the engine reads first
+// A first request costs two round trips (Begin + Finish); a replay costs one: a GET when the engine reads first
 // (idem.ReadFirst: a retry of a key whose record this engine completed or
 // replayed before), else a Begin that finds the completed record and
 // returns it before it reads the clock.
@@ -78,8 +77,7 @@
 // does not keep the state the claim replaced, so a takeover whose reply
 // was lost is reported as a claim of a new key: see
 // idem.EventLeaseTakeover), Finish finding its own token, state and
-// response succeeds, and
-// ExtendLease sets the lease again (TestLostReply loses the replies through
+// response succeeds, and ExtendLease sets the lease again (TestLostReply loses the replies through
 // a TCP proxy). Tokens are fresh per claim, so no other call matches.
 //
 // # Watch
@@ -93,21 +91,21 @@
 //
 // # ACL
 //
-// The user the client logs in as needs these commands on the keys
-// <prefix>{* (~<prefix>{*; every key is <prefix>{<scope key>}, and a prefix
-// never contains '{', so unlike ~<prefix>* the pattern does not also grant
-// the keys of another tenant whose prefix extends this one, say
-// <prefix>b:): EVALSHA and EVAL (and SCRIPT LOAD for
-// LoadScripts); GET (GETEX for a Cluster client that reads from replicas);
-// inside the scripts GET, SET, SETRANGE, GETRANGE, TIME and PUBLISH; and for
-// Watch's pub/sub connection SUBSCRIBE, UNSUBSCRIBE and PING. It also needs
-// the record channels, named like the keys: &<prefix>{* (Redis 7 gives a new
-// user no channel at all by default, acl-pubsub-default resetchannels), or
-// Options.DisableNotify. Key and channel patterns are globs: in a prefix
-// that contains *, ?, [, ] or \ put a backslash before each such character
-// in the pattern, or it matches other keys, not the prefix's (for the prefix
-// svc[a]: the rules are ~svc\[a\]:{* and &svc\[a\]:{*, while ~svc[a]:{*
-// grants svca:{...} and not svc[a]:{...}; TestACLGlobPrefix). For the
+// The user the client logs in as needs, on the keys <prefix>{*: EVALSHA and
+// EVAL (and SCRIPT LOAD for LoadScripts); GET (GETEX for a Cluster client
+// that reads from replicas); inside the scripts GET, SET, SETRANGE,
+// GETRANGE, TIME and PUBLISH; and for Watch's pub/sub connection SUBSCRIBE,
+// UNSUBSCRIBE and PING. Every key is <prefix>{<scope key>} and a prefix never
+// contains '{', so ~<prefix>{*, unlike ~<prefix>*, does not also grant the
+// keys of another tenant whose prefix extends this one, say <prefix>b:. The
+// user also needs the record channels, named like the keys: &<prefix>{*
+// (Redis 7 gives a new user no channel by default, acl-pubsub-default
+// resetchannels), or Options.DisableNotify; see below for what is lost
+// without them. Key and channel patterns are globs: in a prefix that contains
+// *, ?, [, ] or \ put a backslash before each such character in the pattern,
+// or it matches other keys, not the prefix's (for the prefix svc[a]: the rules
+// are ~svc\[a\]:{* and &svc\[a\]:{*, while ~svc[a]:{* grants svca:{...} and
+// not svc[a]:{...}; TestACLGlobPrefix). For the
 // default prefix on a standalone server (TestLeastPrivilegeACL runs the
 // conformance suite as such a user):
 //
@@ -130,9 +128,11 @@
 //	    +cluster|slots +command +asking
 //
 // A Sentinel client asks the sentinels for the primary (SENTINEL …, as the
-// sentinels' own user). Without the channels, records
-// are still written and answered correctly (a script's PUBLISH is a
-// redis.pcall, whose failure loses only the notification), but Watch's
+// sentinels' own user).
+//
+// Without the channels, records are still written and answered correctly
+// (a script's PUBLISH is a redis.pcall, whose failure loses only the
+// notification), but Watch's
 // SUBSCRIBE is refused: each Watch says "look again" after about a second
 // (it waits that long for the server's confirmation), and a waiting
 // duplicate finds the change by polling. The Store forgets such a
@@ -144,13 +144,9 @@
 // Redis replicates asynchronously: a failover (Sentinel or Cluster) can lose
 // the last writes acknowledged by the old primary, so a claim or a completion
 // may vanish and a retry of that key execute again. Where that is not
-// acceptable (payments), use the PostgreSQL store with synchronous
-// replication: PostgreSQL's streaming replication is asynchronous too by
-// default, and loses the last acknowledged commits the same way when a
-// standby is promoted, unless every commit waits for the standby a failover
-// may promote (synchronous_standby_names naming it, synchronous_commit on
-// or remote_apply), or a managed service's failover keeps every
-// acknowledged commit (synchronously replicated storage or standby).
+// acceptable (payments), use the PostgreSQL store (runtime/pgstore) with
+// synchronous replication: its streaming replication is asynchronous too by
+// default (see that package's Durability section).
 //
 // Eviction loses records the same way: every record has an expiry, so a
 // server that reaches its maxmemory under a volatile-* or allkeys-*
@@ -163,14 +159,15 @@
 // Memorystore and Amazon ElastiCache default to volatile-lru), under which
 // every record, PENDING ones included, can be evicted silently; set the
 // policy in the service's configuration (parameter group) and check it
-// (CONFIG GET maxmemory-policy, where allowed). At its maxmemory
-// such a server refuses writes (OOM) and loses nothing: completed records
-// are still replayed, a new key is answered 503
-// IDEMPOTENCY_STORE_UNAVAILABLE and its handler does not run, and a Finish
-// is refused as when Redis fails as the request finishes (the handler's
-// response is sent; the record stays PENDING, the engine tries the Finish
-// again in the background for idem.Options.FinishRetryFor, and a retry
-// after that runs again once the lease has run out) (TestOutOfMemory).
+// (CONFIG GET maxmemory-policy, where allowed).
+//
+// At its maxmemory a noeviction server refuses writes (OOM) and loses
+// nothing (TestOutOfMemory): completed records are still replayed; a new
+// key is answered 503 IDEMPOTENCY_STORE_UNAVAILABLE and its handler does
+// not run; a Finish is refused as when Redis fails as the request finishes:
+// the response is sent, the record stays PENDING, and the engine tries the
+// Finish again in the background for idem.Options.FinishRetryFor (a retry
+// after that runs again once the lease has run out).
 //
 // # Timeouts
 //

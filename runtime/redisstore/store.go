@@ -36,7 +36,7 @@ type Options struct {
 }
 
 // Store is an idem.Store on Redis. It is safe for concurrent use. It
-// implements idem.LeaseExtender and idem.Watcher.
+// implements idem.LeaseExtender, idem.Watcher and idem.ReadFirst.
 type Store struct {
 	client redis.UniversalClient
 	prefix string
