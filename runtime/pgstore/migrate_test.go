@@ -556,8 +556,8 @@ func TestMigrateProbeNoIndexNoFunc(t *testing.T) {
 	for _, c := range []struct {
 		name, alter, want string
 	}{
-		{"NoIndex", `DROP INDEX %s.idem_records_expires_at_idx`, `no index`},
-		{"OtherIndex", `DROP INDEX %[1]s.idem_records_expires_at_idx; CREATE INDEX idem_records_expires_at_idx ON %[1]s.idem_records (state)`, `no index`},
+		{"NoIndex", `DROP INDEX %s.idem_records_expires_at_idx`, `no btree index on expires_at`},
+		{"OtherIndex", `DROP INDEX %[1]s.idem_records_expires_at_idx; CREATE INDEX idem_records_expires_at_idx ON %[1]s.idem_records (state)`, `no btree index on expires_at`},
 		{"TokenInteger", `ALTER TABLE %s.idem_records ALTER COLUMN token TYPE integer`, `column token is integer, not bigint`},
 		{"NoPriorState", `ALTER TABLE %s.idem_records DROP COLUMN prior_state`, `no column prior_state`},
 	} {
@@ -643,11 +643,13 @@ func TestOlderSchemaSQLAppRoleWithCreate(t *testing.T) {
 // for a role that does not own it (one that may neither read nor create the
 // version table over a DBA's SchemaSQL; one with CREATE over an older
 // SchemaSQL's table), it takes an index for what it is, not for its name:
-// any valid, non-partial index whose first key column is expires_at serves
-// the reaper, and any valid, non-partial, non-deferrable unique index whose
-// only key column is key serves Begin's ON CONFLICT (key). An index that
-// does not (invalid, partial, leading with or including another key column,
-// deferrable, not unique) fails Migrate, which says what is missing, instead
+// any valid, non-partial btree index whose first key column is expires_at
+// (ascending or descending) serves the reaper, and any valid, non-partial,
+// non-deferrable unique index whose only key column is key serves Begin's ON
+// CONFLICT (key). An index that does not (invalid, partial, leading with or
+// including another key column, deferrable, not unique, a hash or BRIN index
+// on expires_at, which cannot serve the reaper's ordered range scan) fails
+// Migrate, which says what is missing, instead
 // of a Begin that fails later.
 func TestMigrateLayoutIndexes(t *testing.T) {
 	t.Parallel()
@@ -664,9 +666,12 @@ func TestMigrateLayoutIndexes(t *testing.T) {
 		{"ExpiresIndexRenamed", `ALTER INDEX %[2]s RENAME TO dba_expires_idx`, ``, false},
 		{"ExpiresIndexInclude", `DROP INDEX %[2]s; CREATE INDEX dba_expires_idx ON %[1]s (expires_at) INCLUDE (state)`, ``, false},
 		{"ExpiresIndexTwoColumns", `DROP INDEX %[2]s; CREATE INDEX dba_expires_idx ON %[1]s (expires_at, state)`, ``, false},
-		{"ExpiresIndexSecondColumn", `DROP INDEX %[2]s; CREATE INDEX %[3]s ON %[1]s (state, expires_at)`, `no index on expires_at`, false},
-		{"ExpiresIndexPartial", `DROP INDEX %[2]s; CREATE INDEX %[3]s ON %[1]s (expires_at) WHERE state = 1`, `no index on expires_at`, false},
-		{"ExpiresIndexInvalid", `UPDATE pg_index SET indisvalid = false WHERE indexrelid = '%[2]s'::regclass`, `no index on expires_at`, true},
+		{"ExpiresIndexSecondColumn", `DROP INDEX %[2]s; CREATE INDEX %[3]s ON %[1]s (state, expires_at)`, `no btree index on expires_at`, false},
+		{"ExpiresIndexPartial", `DROP INDEX %[2]s; CREATE INDEX %[3]s ON %[1]s (expires_at) WHERE state = 1`, `no btree index on expires_at`, false},
+		{"ExpiresIndexInvalid", `UPDATE pg_index SET indisvalid = false WHERE indexrelid = '%[2]s'::regclass`, `no btree index on expires_at`, true},
+		{"ExpiresIndexDesc", `DROP INDEX %[2]s; CREATE INDEX %[3]s ON %[1]s (expires_at DESC)`, ``, false},
+		{"ExpiresIndexHash", `DROP INDEX %[2]s; CREATE INDEX %[3]s ON %[1]s USING hash (expires_at)`, `no btree index on expires_at (valid, not partial, expires_at its first column; a hash index cannot serve`, false},
+		{"ExpiresIndexBRIN", `DROP INDEX %[2]s; CREATE INDEX %[3]s ON %[1]s USING brin (expires_at)`, `no btree index on expires_at (valid, not partial, expires_at its first column; a brin index cannot serve`, false},
 		{"KeyUniqueIndex", `ALTER TABLE %[1]s DROP CONSTRAINT idem_records_pkey; CREATE UNIQUE INDEX dba_key_idx ON %[1]s (key)`, ``, false},
 		{"KeyUniqueInclude", `ALTER TABLE %[1]s DROP CONSTRAINT idem_records_pkey; CREATE UNIQUE INDEX dba_key_idx ON %[1]s (key) INCLUDE (token)`, ``, false},
 		{"KeyNoPrimaryKey", `ALTER TABLE %[1]s DROP CONSTRAINT idem_records_pkey`, `no unique index on key`, false},

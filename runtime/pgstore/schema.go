@@ -115,9 +115,10 @@ var layoutColumns = [][2]string{
 // be valid (not left INVALID by a failed CREATE INDEX CONCURRENTLY) and not
 // partial, its first key column a column, not an expression: for the key, a
 // unique index checked at once (ON CONFLICT takes no deferrable one) whose
-// only key column is key; for the reaper, any index whose first key column
-// is expires_at. The key columns are the entries of indclass (indnkeyatts
-// came with INCLUDE, in PostgreSQL 11).
+// only key column is key; for the reaper, a btree index whose first key
+// column is expires_at (another access method, hash or BRIN, cannot serve
+// its ordered range scan). The key columns are the entries of indclass
+// (indnkeyatts came with INCLUDE, in PostgreSQL 11).
 func (s *Store) layoutMismatch(ctx context.Context, q interface {
 	Query(context.Context, string, ...any) (pgx.Rows, error)
 	QueryRow(context.Context, string, ...any) pgx.Row
@@ -148,20 +149,31 @@ func (s *Store) layoutMismatch(ctx context.Context, q interface {
 			diffs = append(diffs, fmt.Sprintf("column %s is %s, not %s", c[0], t, c[1]))
 		}
 	}
+	// The unique index's access method is not compared: only one whose
+	// access method can enforce uniqueness (btree, of the built-in ones) is
+	// unique, and ON CONFLICT (key) infers any such index.
 	var unique, indexed bool
+	var others string // the access methods of the other indexes on expires_at
 	if err := q.QueryRow(ctx, `WITH ix AS (
-    SELECT a.attname, i.indisunique AND i.indimmediate AND array_length(i.indclass::oid[], 1) = 1 AS unique_only
+    SELECT a.attname, i.indisunique AND i.indimmediate AND array_length(i.indclass::oid[], 1) = 1 AS unique_only, am.amname
     FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+    JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am am ON am.oid = c.relam
     WHERE i.indrelid = to_regclass($1) AND i.indisvalid AND i.indpred IS NULL AND i.indexprs IS NULL)
-SELECT EXISTS (SELECT FROM ix WHERE attname = 'key' AND unique_only), EXISTS (SELECT FROM ix WHERE attname = 'expires_at')`,
-		s.n.table).Scan(&unique, &indexed); err != nil {
+SELECT EXISTS (SELECT FROM ix WHERE attname = 'key' AND unique_only),
+    EXISTS (SELECT FROM ix WHERE attname = 'expires_at' AND amname = 'btree'),
+    coalesce((SELECT string_agg(DISTINCT amname::text, ' or ' ORDER BY amname::text) FROM ix WHERE attname = 'expires_at' AND amname <> 'btree'), '')`,
+		s.n.table).Scan(&unique, &indexed, &others); err != nil {
 		return "", err
 	}
 	if !unique {
 		diffs = append(diffs, "no unique index on key (valid, not partial nor deferrable, key its only key column)")
 	}
 	if !indexed {
-		diffs = append(diffs, "no index on expires_at (valid, not partial, expires_at its first column)")
+		d := "no btree index on expires_at (valid, not partial, expires_at its first column"
+		if others != "" {
+			d += "; a " + others + " index cannot serve the reaper's ordered range scan"
+		}
+		diffs = append(diffs, d+")")
 	}
 	return strings.Join(diffs, ", "), nil
 }
@@ -339,7 +351,7 @@ func SchemaSQL(opts Options) (string, error) {
 // nor create the version table (its schema made by a DBA, with SchemaSQL or
 // another role's Migrate) succeeds, with a warning to Options.Logger, when
 // the records table has the current layout as the catalog shows it (the
-// columns with their types, a unique index on key and an index on
+// columns with their types, a unique index on key and a btree index on
 // expires_at, whatever their names; other constraints and defaults are not
 // compared), and fails otherwise, saying what differs. Creating the
 // function needs CREATE on the schema too. A role without it (since
