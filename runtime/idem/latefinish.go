@@ -150,8 +150,7 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 		e.lateMu.Unlock()
 	}()
 	ctx := context.Background()
-	// The pauses between attempts are on the wall clock.
-	deadline := e.now().Add(d)
+	deadline := f.failedAt.Add(d) // d counts from the failure
 	begun := time.Now()
 	wallDeadline := begun.Add(d)
 	last := begun // the last attempt began (the failed Finish, just before)
@@ -167,6 +166,7 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 			}
 			pause = max(left, 0)
 		}
+		// The pauses between attempts are on the wall clock.
 		if sleep == nil {
 			sleep = time.NewTimer(pause)
 			defer sleep.Stop()
