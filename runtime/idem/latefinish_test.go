@@ -444,8 +444,8 @@ func TestLateEventContext(t *testing.T) {
 	}
 }
 
-// FinishRetryFor below the first backoff: nothing is tried again, but the
-// request's log says it is.
+// FinishRetryFor below the first backoff: one more attempt is still made,
+// as the request's log says.
 func TestLateFinishTinyRetryFor(t *testing.T) {
 	f, fs, logs := newFlaky(t, idem.Options{FinishRetryFor: 20 * time.Millisecond})
 	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
