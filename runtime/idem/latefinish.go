@@ -134,11 +134,11 @@ func (c *Call) finishLater(kind finishKind, state State, resp []byte, status int
 // retryFinish tries f's Finish until it succeeds, is fenced, or d has
 // passed on the engine's clock or on the wall clock, whichever comes
 // first (at least once, however short d is): an engine clock that stands
-// still or crawls (a test's Options.Now) does not keep a retry, its slot
-// and its copy of the response, while the store stays down. A Drain
-// (wake closed) cuts the pause before the next attempt short, but to no
-// less than lateFinishFirst after the last one, so that Drain called in a
-// loop does not undo the backoff.
+// still or crawls (a test's Options.Now) does not keep a retry (one of
+// MaxFinishRetries) and its copy of the response while the store stays
+// down. A Drain (wake closed) cuts the pause before the next attempt
+// short, but to no less than lateFinishFirst after the last one, so that
+// Drain called in a loop does not undo the backoff.
 func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{}) {
 	defer func() {
 		e.lateMu.Lock()
@@ -150,8 +150,7 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 		e.lateMu.Unlock()
 	}()
 	ctx := context.Background()
-	// The pauses between attempts are on the wall clock.
-	deadline := e.now().Add(d)
+	deadline := f.failedAt.Add(d) // d counts from the failure
 	begun := time.Now()
 	wallDeadline := begun.Add(d)
 	last := begun // the last attempt began (the failed Finish, just before)
@@ -167,6 +166,7 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 			}
 			pause = max(left, 0)
 		}
+		// The pauses between attempts are on the wall clock.
 		if sleep == nil {
 			sleep = time.NewTimer(pause)
 			defer sleep.Stop()

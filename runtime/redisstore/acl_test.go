@@ -219,7 +219,7 @@ func TestClusterLeastPrivilegeACL(t *testing.T) {
 	other := prefix + "x:{k}" // the records of a tenant whose prefix extends this one
 	require.Error(t, c.Set(ctx, other, "1", 0).Err(), "the user is confined to the prefix's records")
 
-	t.Cleanup(func() { deletePrefix(context.Background(), clusterClient(t, nil), prefix) })
+	t.Cleanup(func() { deleteKeys(context.Background(), clusterClient(t, nil), prefix) })
 	t.Run("Conformance", func(t *testing.T) {
 		// One prefix: the suite's keys are its own in every test.
 		storetest.RunConformanceTests(t, func(t *testing.T) idem.Store {

@@ -1,7 +1,8 @@
 // Package redisstore is an idempotency record store (idem.Store) on Redis,
 // through go-redis's redis.UniversalClient: a standalone server, Sentinel
 // (a failover client) or Cluster. It also implements idem.LeaseExtender,
-// idem.Watcher and idem.ReadFirst. It needs Redis 6.2 or newer (SET … PXAT, GETEX).
+// idem.Watcher and idem.ReadFirst. It needs Redis 6.2 or newer (SET … PXAT,
+// GETEX).
 //
 // # Round trips
 //
@@ -11,10 +12,10 @@
 // FLUSH), and Get is a plain read: GET, or, for a Cluster client built to
 // read from replicas (ReadOnly, RouteByLatency, RouteRandomly), GETEX
 // without options, which go-redis sends to the primary as a write command.
-// A first request costs two round trips (Begin + Finish); a replay costs one: a GET when the engine reads first
-// (idem.ReadFirst: a retry of a key whose record this engine completed or
-// replayed before), else a Begin that finds the completed record and
-// returns it before it reads the clock.
+// A first request costs two round trips (Begin + Finish); a replay costs
+// one: a GET when the engine reads first (idem.ReadFirst: a retry of a key
+// whose record this engine completed or replayed before), else a Begin that
+// finds the completed record and returns it before it reads the clock.
 //
 // A call allocates little: the key and the script's arguments (packed into
 // one string, see scripts.go) are built in pooled memory, the reply is read
@@ -68,17 +69,17 @@
 // # Retries
 //
 // go-redis sends a command again (up to Options.MaxRetries, 3 by default)
-// when the connection drops after the command was sent, so a script may
-// run twice for one call, the second run finding what the first wrote. The
+// when the connection drops after the command was sent, so a script may run
+// twice for one call, the second run finding what the first wrote. The
 // scripts answer such a re-run as the first run did: Begin finding a
 // PENDING record with the request's own token reports the claim acquired
 // and renews its lease from the re-run's now, as the claim did (also when
-// it ran out meanwhile: that is no takeover), with Prior 0 (the record
-// does not keep the state the claim replaced, so a takeover whose reply
-// was lost is reported as a claim of a new key: see
-// idem.EventLeaseTakeover), Finish finding its own token, state and
-// response succeeds, and ExtendLease sets the lease again (TestLostReply loses the replies through
-// a TCP proxy). Tokens are fresh per claim, so no other call matches.
+// it ran out meanwhile: that is no takeover), with Prior 0 (the record does
+// not keep the state the claim replaced, so a takeover whose reply was lost
+// is reported as a claim of a new key: see idem.EventLeaseTakeover), Finish
+// finding its own token, state and response succeeds, and ExtendLease sets
+// the lease again (TestLostReply loses the replies through a TCP proxy).
+// Tokens are fresh per claim, so no other call matches.
 //
 // # Watch
 //
@@ -95,19 +96,19 @@
 // EVAL (and SCRIPT LOAD for LoadScripts); GET (GETEX for a Cluster client
 // that reads from replicas); inside the scripts GET, SET, SETRANGE,
 // GETRANGE, TIME and PUBLISH; and for Watch's pub/sub connection SUBSCRIBE,
-// UNSUBSCRIBE and PING. Every key is <prefix>{<scope key>} and a prefix never
-// contains '{', so ~<prefix>{*, unlike ~<prefix>*, does not also grant the
-// keys of another tenant whose prefix extends this one, say <prefix>b:. The
-// user also needs the record channels, named like the keys: &<prefix>{*
-// (Redis 7 gives a new user no channel by default, acl-pubsub-default
-// resetchannels), or Options.DisableNotify; see below for what is lost
-// without them. Key and channel patterns are globs: in a prefix that contains
-// *, ?, [, ] or \ put a backslash before each such character in the pattern,
-// or it matches other keys, not the prefix's (for the prefix svc[a]: the rules
-// are ~svc\[a\]:{* and &svc\[a\]:{*, while ~svc[a]:{* grants svca:{...} and
-// not svc[a]:{...}; TestACLGlobPrefix). For the
-// default prefix on a standalone server (TestLeastPrivilegeACL runs the
-// conformance suite as such a user):
+// UNSUBSCRIBE and PING. Every key is <prefix>{<scope key>} and a prefix
+// never contains '{', so ~<prefix>{*, unlike ~<prefix>*, does not also
+// grant the keys of another tenant whose prefix extends this one, say
+// <prefix>b:. The user also needs the record channels, named like the keys:
+// &<prefix>{* (Redis 7 gives a new user no channel by default,
+// acl-pubsub-default resetchannels), or Options.DisableNotify; see below
+// for what is lost without them. Key and channel patterns are globs: in a
+// prefix that contains *, ?, [, ] or \ put a backslash before each such
+// character in the pattern, or it matches other keys, not the prefix's (for
+// the prefix svc[a]: the rules are ~svc\[a\]:{* and &svc\[a\]:{*, while
+// ~svc[a]:{* grants svca:{...} and not svc[a]:{...}; TestACLGlobPrefix).
+// For the default prefix on a standalone server (TestLeastPrivilegeACL runs
+// the conformance suite as such a user):
 //
 //	ACL SETUSER app on >secret ~idem:{* &idem:{* +evalsha +eval +script|load +get
 //	    +set +setrange +getrange +time +publish +subscribe +unsubscribe +ping
@@ -130,14 +131,13 @@
 // A Sentinel client asks the sentinels for the primary (SENTINEL …, as the
 // sentinels' own user).
 //
-// Without the channels, records are still written and answered correctly
-// (a script's PUBLISH is a redis.pcall, whose failure loses only the
-// notification), but Watch's
-// SUBSCRIBE is refused: each Watch says "look again" after about a second
-// (it waits that long for the server's confirmation), and a waiting
-// duplicate finds the change by polling. The Store forgets such a
-// subscription about a second after its last Watch has stopped, so refused
-// watches of ever new keys do not accumulate.
+// Without the channels, records are still written and answered correctly (a
+// script's PUBLISH is a redis.pcall, whose failure loses only the
+// notification), but Watch's SUBSCRIBE is refused: each Watch says "look
+// again" after about a second (it waits that long for the server's
+// confirmation), and a waiting duplicate finds the change by polling. The
+// Store forgets such a subscription about a second after its last Watch has
+// stopped, so refused watches of ever new keys do not accumulate.
 //
 // # Durability
 //

@@ -40,22 +40,26 @@ func uniquePrefix(tb testing.TB, c redis.UniversalClient) string {
 	_, _ = rand.Read(b[:])
 	name := strings.NewReplacer("/", ".", " ", "_", "{", "(", "}", ")").Replace(tb.Name())
 	p := "idemtest:" + name + ":" + hex.EncodeToString(b[:]) + ":"
-	tb.Cleanup(func() {
-		ctx := context.Background()
-		if cc, ok := c.(*redis.ClusterClient); ok {
-			// SCAN covers one node: scan each primary, delete there (the keys
-			// of one SCAN may lie in different slots).
-			_ = cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
-				deletePrefix(ctx, n, p)
-				return nil
-			})
-			return
-		}
-		deletePrefix(ctx, c, p)
-	})
+	tb.Cleanup(func() { deleteKeys(context.Background(), c, p) })
 	return p
 }
 
+// deleteKeys deletes the keys under prefix p, on every primary of a cluster.
+func deleteKeys(ctx context.Context, c redis.UniversalClient, p string) {
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		// SCAN covers one node: scan each primary, delete there (the keys
+		// of one SCAN may lie in different slots).
+		_ = cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+			deletePrefix(ctx, n, p)
+			return nil
+		})
+		return
+	}
+	deletePrefix(ctx, c, p)
+}
+
+// deletePrefix deletes the keys under prefix p that c's SCAN sees: those of
+// one node. Use deleteKeys.
 func deletePrefix(ctx context.Context, c redis.Cmdable, p string) {
 	iter := c.Scan(ctx, 0, p+"*", 1000).Iterator()
 	for iter.Next(ctx) {
