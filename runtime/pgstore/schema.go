@@ -353,8 +353,10 @@ func SchemaSQL(opts Options) (string, error) {
 // another role's Migrate) succeeds, with a warning to Options.Logger, when
 // the records table has the current layout as the catalog shows it (the
 // columns with their types, a unique index on key and a btree index whose
-// first column is expires_at, whatever their names; other constraints and defaults are not
-// compared), and fails otherwise, saying what differs. Creating the
+// first column is expires_at, whatever their names; other constraints and
+// defaults are not compared), and fails otherwise, saying what differs. Such
+// a role cannot tell a newer schema version either: the "newer than this
+// pgstore" check needs SELECT on the version table. Creating the
 // function needs CREATE on the schema too. A role without it (since
 // PostgreSQL 15 no role has it on "public" by default) cannot create it where
 // an older pgstore left none: Migrate then logs a warning, succeeds, and the
@@ -431,7 +433,7 @@ func (s *Store) migrate(ctx context.Context, withFunc bool) (funcOK bool, err er
 			if diff != "" {
 				return fmt.Errorf("%w (and %s is not at version %d: %s)", verr, s.n.table, len(migrations), diff)
 			}
-			s.log.LogAttrs(ctx, slog.LevelWarn, "pgstore: cannot read or create the version table; the records table has the current columns, column types, key and expires_at indexes, so there is nothing to migrate",
+			s.log.LogAttrs(ctx, slog.LevelWarn, "pgstore: cannot read or create the version table, so could not check the schema version (a newer one goes undetected); the records table has the current columns, column types, key and expires_at indexes, so there is nothing to migrate",
 				slog.String("table", s.n.version), slog.Any("error", verr))
 			current = len(migrations)
 		}
