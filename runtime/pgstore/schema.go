@@ -528,23 +528,19 @@ func (s *Store) ensureClaimFunc(ctx context.Context, tx pgx.Tx) (bool, error) {
 	if src != nil && *src == claimFuncBody(s.n) {
 		return true, nil
 	}
-	sp, err := tx.Begin(ctx) // a savepoint
-	if err != nil {
-		return false, err
+	err = savepoint(ctx, tx, func(sp pgx.Tx) error {
+		_, err := sp.Exec(ctx, claimFuncSQL(s.n))
+		return err
+	})
+	if isInsufficientPrivilege(err) {
+		s.log.LogAttrs(ctx, slog.LevelWarn, "pgstore: cannot create or replace the claim function; Begin runs the claim statement, which costs the server more",
+			slog.String("function", s.n.claim), slog.Any("error", err))
+		return false, nil
 	}
-	if _, err := sp.Exec(ctx, claimFuncSQL(s.n)); err != nil {
-		if rerr := sp.Rollback(ctx); rerr != nil {
-			return false, rerr
-		}
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && pe.Code == "42501" {
-			s.log.LogAttrs(ctx, slog.LevelWarn, "pgstore: cannot create the claim function; Begin runs the claim statement, which costs the server more",
-				slog.String("function", s.n.claim), slog.Any("error", err))
-			return false, nil
-		}
+	if err != nil {
 		return false, fmt.Errorf("claim function: %w", err)
 	}
-	return true, sp.Commit(ctx)
+	return true, nil
 }
 
 // errLostRace is the claim statement's empty answer: a concurrent claim of
