@@ -582,6 +582,7 @@ func TestMigrateProbeNoIndexNoFunc(t *testing.T) {
 			err = s.Migrate(ctx)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), c.want)
+			assert.Contains(t, err.Error(), "does not have the layout of version 1")
 			assert.NotContains(t, logs.String(), "nothing to migrate")
 		})
 	}
@@ -627,6 +628,7 @@ func TestOlderSchemaSQLAppRoleWithCreate(t *testing.T) {
 			if !c.ok {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), "42501")
+				assert.Contains(t, err.Error(), "does not have the layout of version 1")
 				return
 			}
 			require.NoError(t, err)

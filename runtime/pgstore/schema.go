@@ -431,7 +431,7 @@ func (s *Store) migrate(ctx context.Context, withFunc bool) (funcOK bool, err er
 				return err
 			}
 			if diff != "" {
-				return fmt.Errorf("%w (and %s is not at version %d: %s)", verr, s.n.table, len(migrations), diff)
+				return fmt.Errorf("%w (and %s does not have the layout of version %d: %s)", verr, s.n.table, len(migrations), diff)
 			}
 			s.log.LogAttrs(ctx, slog.LevelWarn, "pgstore: cannot read or create the version table, so could not check the schema version (a newer one goes undetected); the records table has the current columns, column types, key and expires_at indexes, so there is nothing to migrate",
 				slog.String("table", s.n.version), slog.Any("error", verr))
