@@ -672,6 +672,7 @@ func TestMigrateLayoutIndexes(t *testing.T) {
 		{"ExpiresIndexRenamed", `ALTER INDEX %[2]s RENAME TO dba_expires_idx`, ``, false},
 		{"ExpiresIndexInclude", `DROP INDEX %[2]s; CREATE INDEX dba_expires_idx ON %[1]s (expires_at) INCLUDE (state)`, ``, false},
 		{"ExpiresIndexTwoColumns", `DROP INDEX %[2]s; CREATE INDEX dba_expires_idx ON %[1]s (expires_at, state)`, ``, false},
+		{"ExpiresIndexExpressionColumn", `DROP INDEX %[2]s; CREATE INDEX dba_expires_idx ON %[1]s (expires_at, (state + 0))`, ``, false},
 		{"ExpiresIndexSecondColumn", `DROP INDEX %[2]s; CREATE INDEX %[3]s ON %[1]s (state, expires_at)`, `no btree index on expires_at`, false},
 		{"ExpiresIndexPartial", `DROP INDEX %[2]s; CREATE INDEX %[3]s ON %[1]s (expires_at) WHERE state = 1`, `no btree index on expires_at`, false},
 		{"ExpiresIndexInvalid", `UPDATE pg_index SET indisvalid = false WHERE indexrelid = '%[2]s'::regclass`, `no btree index on expires_at`, true},

@@ -158,7 +158,7 @@ func (s *Store) layoutMismatch(ctx context.Context, q interface {
     SELECT a.attname, i.indisunique AND i.indimmediate AND array_length(i.indclass::oid[], 1) = 1 AS unique_only, am.amname
     FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
     JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am am ON am.oid = c.relam
-    WHERE i.indrelid = to_regclass($1) AND i.indisvalid AND i.indpred IS NULL AND i.indexprs IS NULL)
+    WHERE i.indrelid = to_regclass($1) AND i.indisvalid AND i.indpred IS NULL)
 SELECT EXISTS (SELECT FROM ix WHERE attname = 'key' AND unique_only),
     EXISTS (SELECT FROM ix WHERE attname = 'expires_at' AND amname = 'btree'),
     coalesce((SELECT string_agg(DISTINCT amname::text, ' or ' ORDER BY amname::text) FROM ix WHERE attname = 'expires_at' AND amname <> 'btree'), '')`,
