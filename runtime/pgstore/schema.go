@@ -345,25 +345,26 @@ func SchemaSQL(opts Options) (string, error) {
 // upgrade what exists (a migration's DDL on the table, replacing a stale
 // claim function) the role must also own it, or be a member of its owner's
 // role: PostgreSQL lets only an owner alter or index a table or replace a
-// function (a claim function it may not replace is left, with a warning,
-// and the Store claims with the statement, as below). An exception: over the table of an older SchemaSQL (no version
-// table), which it does not own, a role with CREATE records version 1 when
-// the table has the current layout, as below. A role that may neither read
-// nor create the version table (its schema made by a DBA, with SchemaSQL or
-// another role's Migrate) succeeds, with a warning to Options.Logger, when
-// the records table has the current layout as the catalog shows it (the
-// columns with their types, a unique index on key and a btree index whose
-// first column is expires_at, whatever their names; other constraints and
-// defaults are not compared), and fails otherwise, saying what differs. Such
-// a role cannot tell a newer schema version either: the "newer than this
-// pgstore" check needs SELECT on the version table. Creating the
-// function needs CREATE on the schema too. A role without it (since
-// PostgreSQL 15 no role has it on "public" by default) cannot create it where
-// an older pgstore left none: Migrate then logs a warning, succeeds, and the
-// Store claims with the claim statement (see Store.Begin), as older pgstores
-// do. A Store whose Begin fell back to the claim statement because the
-// function was missing uses the function after a Migrate that finds or
-// creates it, or once it finds it there itself (see Store.Begin).
+// function (a claim function it may not replace is left, with a warning, and
+// the Store claims with the statement, as below). An exception: over the
+// table of an older SchemaSQL (no version table), which it does not own, a
+// role with CREATE records version 1 when the table has the current layout,
+// as below. A role that may neither read nor create the version table (its
+// schema made by a DBA, with SchemaSQL or another role's Migrate) succeeds,
+// with a warning to Options.Logger, when the records table has the current
+// layout as the catalog shows it (the columns with their types, a unique
+// index on key and a btree index whose first column is expires_at, whatever
+// their names; other constraints and defaults are not compared), and fails
+// otherwise, saying what differs. Such a role cannot tell a newer schema
+// version either: the "newer than this pgstore" check needs SELECT on the
+// version table. Creating the function needs CREATE on the schema too. A
+// role without it (since PostgreSQL 15 no role has it on "public" by
+// default) cannot create it where an older pgstore left none: Migrate then
+// logs a warning, succeeds, and the Store claims with the claim statement
+// (see Store.Begin), as older pgstores do. A Store whose Begin fell back to
+// the claim statement because the function was missing uses the function
+// after a Migrate that finds or creates it, or once it finds it there itself
+// (see Store.Begin).
 func (s *Store) Migrate(ctx context.Context) error {
 	funcOK, err := s.migrate(ctx, true)
 	if err != nil {
