@@ -143,9 +143,9 @@
 // locks the rows it deletes and skips those another one holds (FOR UPDATE
 // SKIP LOCKED). A reaper that cannot work in its setup (a role without
 // DELETE, no table, a read-only standby) logs one warning to
-// Options.Logger and backs off, doubling its interval up to an hour; other
-// errors are logged at every tick. A zero ReapInterval used to mean no
-// reaper: set it negative for that.
+// Options.Logger and backs off, doubling its interval up to an hour (or
+// ReapInterval, if longer); other errors are logged at every tick. A zero
+// ReapInterval used to mean no reaper: set it negative for that.
 //
 // # Statements and round trips
 //

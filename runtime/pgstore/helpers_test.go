@@ -177,6 +177,22 @@ func storeWithoutExecute(t *testing.T) (*Store, *sqlRecorder) {
 	})
 }
 
+// createRole creates the NOLOGIN role (a sanitized identifier) and, as soon
+// as it exists, registers the cleanup that drops it and what it owns or was
+// granted, so that a later failing GRANT does not leave a server-wide role
+// behind. The cleanup runs after those of anything registered later, such as
+// a pool connecting as the role (cleanups run last first).
+func createRole(t *testing.T, admin *pgxpool.Pool, role string) {
+	t.Helper()
+	q := `CREATE ROLE ` + role + ` NOLOGIN`
+	_, err := admin.Exec(context.Background(), q)
+	require.NoError(t, err, q)
+	t.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), `DROP OWNED BY `+role)
+		_, _ = admin.Exec(context.Background(), `DROP ROLE IF EXISTS `+role)
+	})
+}
+
 // storeAsRole returns a store on the tables in schema, for a new role
 // (dropped at the end of the test) that has only USAGE on the schema and
 // what the statements grants(role) give it, on a pool of one connection whose claims rec
@@ -185,18 +201,13 @@ func storeAsRole(t *testing.T, admin *pgxpool.Pool, schema string, grants func(r
 	t.Helper()
 	ctx := context.Background()
 	roleID := pgx.Identifier{schema + "_app"}.Sanitize()
+	createRole(t, admin, roleID)
 	for _, q := range append([]string{
-		`CREATE ROLE ` + roleID + ` NOLOGIN`,
 		`GRANT USAGE ON SCHEMA ` + pgx.Identifier{schema}.Sanitize() + ` TO ` + roleID,
 	}, grants(roleID)...) {
 		_, err := admin.Exec(ctx, q)
 		require.NoError(t, err, q)
 	}
-	t.Cleanup(func() {
-		// After the store's pool is closed (cleanups run last first).
-		_, _ = admin.Exec(context.Background(), `DROP OWNED BY `+roleID)
-		_, _ = admin.Exec(context.Background(), `DROP ROLE IF EXISTS `+roleID)
-	})
 	rec := &sqlRecorder{}
 	p := poolWith(t, testenv.PostgresURL(t), func(c *pgxpool.Config) {
 		c.MaxConns = 1

@@ -292,7 +292,11 @@ func TestMigrateWithoutCreate(t *testing.T) {
 			`GRANT SELECT, INSERT ON ` + old.n.version + ` TO ` + role,
 		}
 	})
+	logs := &syncBuffer{}
+	s.log = slog.New(slog.NewTextHandler(logs, nil))
 	require.NoError(t, s.Migrate(ctx), "a role without CREATE migrates an up-to-date layout")
+	assert.Contains(t, logs.String(), "level=WARN")
+	assert.Contains(t, logs.String(), "cannot create or replace the claim function")
 	assert.False(t, s.usesClaimFunc())
 	var haveFunc bool
 	require.NoError(t, admin.QueryRow(ctx, `SELECT to_regproc($1) IS NOT NULL`, s.n.claim).Scan(&haveFunc))
@@ -489,7 +493,7 @@ func TestMigrateAsAppRole(t *testing.T) {
 	}{
 		{"SchemaSQL", schemaSQLOf, true, false},
 		{"SchemaSQLNoVersionGrant", schemaSQLOf, false, true},
-		{"OlderSchemaSQL", func(n names) string { return migrations[0](n) + "\n" + claimFuncSQL(n) }, false, true},
+		{"OlderSchemaSQL", olderSchemaSQLOf, false, true},
 		{"MigrateByDBA", nil, false, true},
 		{"MigrateByDBAVersionGrant", nil, true, false},
 	}
@@ -497,14 +501,12 @@ func TestMigrateAsAppRole(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			schema := uniqueSchema(t, admin)
+			var schema string
 			if c.ddl == nil {
+				schema = uniqueSchema(t, admin)
 				newStoreOn(t, admin, Options{Schema: schema})
 			} else {
-				n, err := newNames(Options{Schema: schema})
-				require.NoError(t, err)
-				_, err = admin.Exec(ctx, `CREATE SCHEMA `+pgx.Identifier{schema}.Sanitize()+`; `+c.ddl(n))
-				require.NoError(t, err)
+				schema = dbaSchema(t, admin, c.ddl).schema
 			}
 			s, rec := storeAsRole(t, admin, schema, func(role string) []string {
 				g := []string{`GRANT SELECT, INSERT, UPDATE, DELETE ON ` + pgx.Identifier{schema, DefaultTable}.Sanitize() + ` TO ` + role}
@@ -517,7 +519,7 @@ func TestMigrateAsAppRole(t *testing.T) {
 			s.log = slog.New(slog.NewTextHandler(logs, nil))
 			require.NoError(t, s.Migrate(ctx))
 			if c.warn {
-				assert.Contains(t, logs.String(), "cannot read or create the version table")
+				assert.Contains(t, logs.String(), "cannot read or create the version table, so could not check the schema version")
 			} else {
 				assert.Empty(t, logs.String())
 			}
@@ -545,39 +547,35 @@ func TestMigrateAsAppRoleWithoutTable(t *testing.T) {
 	assert.Contains(t, err.Error(), "42501")
 }
 
-// TestMigrateProbeNoIndexNoFunc: a role that may neither read nor create
-// the version table succeeds only when the records table has the current
-// layout: the column names are not enough; a missing expires_at index, a
-// column of another type or a missing column fail Migrate, which says what
-// differs.
-func TestMigrateProbeNoIndexNoFunc(t *testing.T) {
+// TestMigrateLayoutColumns: a role that may neither read nor create the
+// version table succeeds only when the records table has the current
+// layout: the column names are not enough; a column of another type or a
+// missing column fail Migrate, which says what differs (the indexes:
+// TestMigrateLayoutIndexes).
+func TestMigrateLayoutColumns(t *testing.T) {
 	t.Parallel()
 	admin := testPool(t)
 	for _, c := range []struct {
 		name, alter, want string
 	}{
-		{"NoIndex", `DROP INDEX %s.idem_records_expires_at_idx`, `no btree index on expires_at`},
-		{"OtherIndex", `DROP INDEX %[1]s.idem_records_expires_at_idx; CREATE INDEX idem_records_expires_at_idx ON %[1]s.idem_records (state)`, `no btree index on expires_at`},
 		{"TokenInteger", `ALTER TABLE %s.idem_records ALTER COLUMN token TYPE integer`, `column token is integer, not bigint`},
 		{"NoPriorState", `ALTER TABLE %s.idem_records DROP COLUMN prior_state`, `no column prior_state`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			schema := uniqueSchema(t, admin)
-			n, err := newNames(Options{Schema: schema})
-			require.NoError(t, err)
-			sch := pgx.Identifier{schema}.Sanitize()
-			_, err = admin.Exec(ctx, `CREATE SCHEMA `+sch+`; `+schemaSQLOf(n)+`; `+fmt.Sprintf(c.alter, sch))
-			require.NoError(t, err)
-			s, _ := storeAsRole(t, admin, schema, func(role string) []string {
+			n := dbaSchema(t, admin, func(n names) string {
+				return schemaSQLOf(n) + "\n" + fmt.Sprintf(c.alter, pgx.Identifier{n.schema}.Sanitize())
+			})
+			s, _ := storeAsRole(t, admin, n.schema, func(role string) []string {
 				return []string{`GRANT SELECT, INSERT, UPDATE, DELETE ON ` + n.table + ` TO ` + role}
 			})
 			logs := &syncBuffer{}
 			s.log = slog.New(slog.NewTextHandler(logs, nil))
-			err = s.Migrate(ctx)
+			err := s.Migrate(ctx)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), c.want)
+			assert.Contains(t, err.Error(), "does not have the layout of version 1")
 			assert.NotContains(t, logs.String(), "nothing to migrate")
 		})
 	}
@@ -588,55 +586,29 @@ func TestMigrateProbeNoIndexNoFunc(t *testing.T) {
 // but does not own the table. Its Migrate creates the version table, finds
 // version 0, and finds the table, index and function already there: it
 // records version 1 instead of failing on the index (42501, "must be owner
-// of table"). Where the table lacks its index, it still fails.
+// of table"). Where the table lacks its index, it still fails
+// (TestMigrateLayoutIndexes).
 func TestOlderSchemaSQLAppRoleWithCreate(t *testing.T) {
 	t.Parallel()
+	ctx := context.Background()
 	admin := testPool(t)
-	for _, c := range []struct {
-		name  string
-		alter string
-		ok    bool
-	}{
-		{"CurrentLayout", ``, true},
-		{"NoIndex", `DROP INDEX %s.idem_records_expires_at_idx`, false},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			ctx := context.Background()
-			schema := uniqueSchema(t, admin)
-			n, err := newNames(Options{Schema: schema})
-			require.NoError(t, err)
-			sch := pgx.Identifier{schema}.Sanitize()
-			older := migrations[0](n) + "\n" + claimFuncSQL(n)
-			if c.alter != "" {
-				older += "\n" + fmt.Sprintf(c.alter, sch)
-			}
-			_, err = admin.Exec(ctx, `CREATE SCHEMA `+sch+`; `+older)
-			require.NoError(t, err)
-			s, rec := storeAsRole(t, admin, schema, func(role string) []string {
-				return []string{
-					`GRANT SELECT, INSERT, UPDATE, DELETE ON ` + n.table + ` TO ` + role,
-					`GRANT CREATE ON SCHEMA ` + sch + ` TO ` + role,
-				}
-			})
-			err = s.Migrate(ctx)
-			if !c.ok {
-				require.Error(t, err)
-				assert.Contains(t, err.Error(), "42501")
-				return
-			}
-			require.NoError(t, err)
-			var version int
-			require.NoError(t, admin.QueryRow(ctx, `SELECT max(version) FROM `+n.version).Scan(&version))
-			assert.Equal(t, SchemaVersion, version)
-			require.NoError(t, s.Migrate(ctx), "a second Migrate finds the version")
-			rec.take()
-			r, err := s.Begin(ctx, beginReq("k", 1))
-			require.NoError(t, err)
-			assert.True(t, r.Acquired)
-			assert.Equal(t, []string{"func"}, rec.take())
-		})
-	}
+	n := dbaSchema(t, admin, olderSchemaSQLOf)
+	s, rec := storeAsRole(t, admin, n.schema, func(role string) []string {
+		return []string{
+			`GRANT SELECT, INSERT, UPDATE, DELETE ON ` + n.table + ` TO ` + role,
+			`GRANT CREATE ON SCHEMA ` + pgx.Identifier{n.schema}.Sanitize() + ` TO ` + role,
+		}
+	})
+	require.NoError(t, s.Migrate(ctx))
+	var version int
+	require.NoError(t, admin.QueryRow(ctx, `SELECT max(version) FROM `+n.version).Scan(&version))
+	assert.Equal(t, SchemaVersion, version)
+	require.NoError(t, s.Migrate(ctx), "a second Migrate finds the version")
+	rec.take()
+	r, err := s.Begin(ctx, beginReq("k", 1))
+	require.NoError(t, err)
+	assert.True(t, r.Acquired)
+	assert.Equal(t, []string{"func"}, rec.take())
 }
 
 // TestMigrateLayoutIndexes: where Migrate checks the records table's layout
@@ -646,11 +618,11 @@ func TestOlderSchemaSQLAppRoleWithCreate(t *testing.T) {
 // any valid, non-partial btree index whose first key column is expires_at
 // (ascending or descending) serves the reaper, and any valid, non-partial,
 // non-deferrable unique index whose only key column is key serves Begin's ON
-// CONFLICT (key). An index that does not (invalid, partial, leading with or
-// including another key column, deferrable, not unique, a hash or BRIN index
-// on expires_at, which cannot serve the reaper's ordered range scan) fails
-// Migrate, which says what is missing, instead
-// of a Begin that fails later.
+// CONFLICT (key). A missing index, or one that does not (invalid, partial,
+// leading with or including another key column, deferrable, not unique, a
+// hash or BRIN index on expires_at, which cannot serve the reaper's ordered
+// range scan), fails Migrate, which says what is missing, instead of a Begin
+// that fails later.
 func TestMigrateLayoutIndexes(t *testing.T) {
 	t.Parallel()
 	admin := testPool(t)
@@ -663,9 +635,11 @@ func TestMigrateLayoutIndexes(t *testing.T) {
 		name, alter, want string
 		super             bool // the alter writes the catalog
 	}{
+		{"ExpiresIndexMissing", `DROP INDEX %[2]s`, `no btree index on expires_at`, false},
 		{"ExpiresIndexRenamed", `ALTER INDEX %[2]s RENAME TO dba_expires_idx`, ``, false},
 		{"ExpiresIndexInclude", `DROP INDEX %[2]s; CREATE INDEX dba_expires_idx ON %[1]s (expires_at) INCLUDE (state)`, ``, false},
 		{"ExpiresIndexTwoColumns", `DROP INDEX %[2]s; CREATE INDEX dba_expires_idx ON %[1]s (expires_at, state)`, ``, false},
+		{"ExpiresIndexExpressionColumn", `DROP INDEX %[2]s; CREATE INDEX dba_expires_idx ON %[1]s (expires_at, (state + 0))`, ``, false},
 		{"ExpiresIndexSecondColumn", `DROP INDEX %[2]s; CREATE INDEX %[3]s ON %[1]s (state, expires_at)`, `no btree index on expires_at`, false},
 		{"ExpiresIndexPartial", `DROP INDEX %[2]s; CREATE INDEX %[3]s ON %[1]s (expires_at) WHERE state = 1`, `no btree index on expires_at`, false},
 		{"ExpiresIndexInvalid", `UPDATE pg_index SET indisvalid = false WHERE indexrelid = '%[2]s'::regclass`, `no btree index on expires_at`, true},
@@ -691,28 +665,26 @@ func TestMigrateLayoutIndexes(t *testing.T) {
 					t.Skip("the test role may not write the catalog")
 				}
 				ctx := context.Background()
-				schema := uniqueSchema(t, admin)
-				n, err := newNames(Options{Schema: schema})
-				require.NoError(t, err)
-				sch := pgx.Identifier{schema}.Sanitize()
-				ddl := schemaSQLOf(n)
-				if m.create {
-					ddl = migrations[0](n) + "\n" + claimFuncSQL(n)
-				}
-				_, err = admin.Exec(ctx, `CREATE SCHEMA `+sch+`; `+ddl+"\n"+fmt.Sprintf(c.alter, n.table, pgx.Identifier{schema, DefaultTable + "_expires_at_idx"}.Sanitize(), n.index))
-				require.NoError(t, err)
-				s, rec := storeAsRole(t, admin, schema, func(role string) []string {
+				n := dbaSchema(t, admin, func(n names) string {
+					ddl := schemaSQLOf(n)
+					if m.create {
+						ddl = olderSchemaSQLOf(n)
+					}
+					return ddl + "\n" + fmt.Sprintf(c.alter, n.table, pgx.Identifier{n.schema, DefaultTable + "_expires_at_idx"}.Sanitize(), n.index)
+				})
+				s, rec := storeAsRole(t, admin, n.schema, func(role string) []string {
 					g := []string{`GRANT SELECT, INSERT, UPDATE, DELETE ON ` + n.table + ` TO ` + role}
 					if m.create {
-						g = append(g, `GRANT CREATE ON SCHEMA `+sch+` TO `+role)
+						g = append(g, `GRANT CREATE ON SCHEMA `+pgx.Identifier{n.schema}.Sanitize()+` TO `+role)
 					}
 					return g
 				})
-				err = s.Migrate(ctx)
+				err := s.Migrate(ctx)
 				if c.want != "" {
 					require.Error(t, err)
 					assert.Contains(t, err.Error(), "42501")
 					assert.Contains(t, err.Error(), c.want)
+					assert.Contains(t, err.Error(), "does not have the layout of version 1")
 					return
 				}
 				require.NoError(t, err)
@@ -724,6 +696,24 @@ func TestMigrateLayoutIndexes(t *testing.T) {
 			})
 		}
 	}
+}
+
+// dbaSchema creates a new schema holding what a DBA ran, ddl(n) for the
+// names n of the default table in it, and returns n.
+func dbaSchema(t *testing.T, admin *pgxpool.Pool, ddl func(n names) string) names {
+	t.Helper()
+	n, err := newNames(Options{Schema: uniqueSchema(t, admin)})
+	require.NoError(t, err)
+	q := `CREATE SCHEMA ` + pgx.Identifier{n.schema}.Sanitize() + `; ` + ddl(n)
+	_, err = admin.Exec(context.Background(), q)
+	require.NoError(t, err, q)
+	return n
+}
+
+// olderSchemaSQLOf is what an older SchemaSQL made for the store whose
+// names are n: version 1's table and the claim function, no version table.
+func olderSchemaSQLOf(n names) string {
+	return migrations[0](n) + "\n" + claimFuncSQL(n)
 }
 
 // schemaSQLOf is SchemaSQL for the store whose names are n.

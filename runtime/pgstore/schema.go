@@ -158,7 +158,7 @@ func (s *Store) layoutMismatch(ctx context.Context, q interface {
     SELECT a.attname, i.indisunique AND i.indimmediate AND array_length(i.indclass::oid[], 1) = 1 AS unique_only, am.amname
     FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
     JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am am ON am.oid = c.relam
-    WHERE i.indrelid = to_regclass($1) AND i.indisvalid AND i.indpred IS NULL AND i.indexprs IS NULL)
+    WHERE i.indrelid = to_regclass($1) AND i.indisvalid AND i.indpred IS NULL)
 SELECT EXISTS (SELECT FROM ix WHERE attname = 'key' AND unique_only),
     EXISTS (SELECT FROM ix WHERE attname = 'expires_at' AND amname = 'btree'),
     coalesce((SELECT string_agg(DISTINCT amname::text, ' or ' ORDER BY amname::text) FROM ix WHERE attname = 'expires_at' AND amname <> 'btree'), '')`,
@@ -345,23 +345,26 @@ func SchemaSQL(opts Options) (string, error) {
 // upgrade what exists (a migration's DDL on the table, replacing a stale
 // claim function) the role must also own it, or be a member of its owner's
 // role: PostgreSQL lets only an owner alter or index a table or replace a
-// function (a claim function it may not replace is left, with a warning,
-// and the Store claims with the statement, as below). An exception: over the table of an older SchemaSQL (no version
-// table), which it does not own, a role with CREATE records version 1 when
-// the table has the current layout, as below. A role that may neither read
-// nor create the version table (its schema made by a DBA, with SchemaSQL or
-// another role's Migrate) succeeds, with a warning to Options.Logger, when
-// the records table has the current layout as the catalog shows it (the
-// columns with their types, a unique index on key and a btree index whose
-// first column is expires_at, whatever their names; other constraints and defaults are not
-// compared), and fails otherwise, saying what differs. Creating the
-// function needs CREATE on the schema too. A role without it (since
-// PostgreSQL 15 no role has it on "public" by default) cannot create it where
-// an older pgstore left none: Migrate then logs a warning, succeeds, and the
-// Store claims with the claim statement (see Store.Begin), as older pgstores
-// do. A Store whose Begin fell back to the claim statement because the
-// function was missing uses the function after a Migrate that finds or
-// creates it, or once it finds it there itself (see Store.Begin).
+// function (a claim function it may not replace is left, with a warning, and
+// the Store claims with the statement, as below). An exception: over the
+// table of an older SchemaSQL (no version table), which it does not own, a
+// role with CREATE records version 1 when the table has the current layout,
+// as below. A role that may neither read nor create the version table (its
+// schema made by a DBA, with SchemaSQL or another role's Migrate) succeeds,
+// with a warning to Options.Logger, when the records table has the current
+// layout as the catalog shows it (the columns with their types, a unique
+// index on key and a btree index whose first column is expires_at, whatever
+// their names; other constraints and defaults are not compared), and fails
+// otherwise, saying what differs. Such a role cannot tell a newer schema
+// version either: the "newer than this pgstore" check needs SELECT on the
+// version table. Creating the function needs CREATE on the schema too. A
+// role without it (since PostgreSQL 15 no role has it on "public" by
+// default) cannot create it where an older pgstore left none: Migrate then
+// logs a warning, succeeds, and the Store claims with the claim statement
+// (see Store.Begin), as older pgstores do. A Store whose Begin fell back to
+// the claim statement because the function was missing uses the function
+// after a Migrate that finds or creates it, or once it finds it there itself
+// (see Store.Begin).
 func (s *Store) Migrate(ctx context.Context) error {
 	funcOK, err := s.migrate(ctx, true)
 	if err != nil {
@@ -429,9 +432,9 @@ func (s *Store) migrate(ctx context.Context, withFunc bool) (funcOK bool, err er
 				return err
 			}
 			if diff != "" {
-				return fmt.Errorf("%w (and %s is not at version %d: %s)", verr, s.n.table, len(migrations), diff)
+				return fmt.Errorf("%w (and %s does not have the layout of version %d: %s)", verr, s.n.table, len(migrations), diff)
 			}
-			s.log.LogAttrs(ctx, slog.LevelWarn, "pgstore: cannot read or create the version table; the records table has the current columns, column types, key and expires_at indexes, so there is nothing to migrate",
+			s.log.LogAttrs(ctx, slog.LevelWarn, "pgstore: cannot read or create the version table, so could not check the schema version (a newer one goes undetected); the records table has the current columns, column types, key and expires_at indexes, so there is nothing to migrate",
 				slog.String("table", s.n.version), slog.Any("error", verr))
 			current = len(migrations)
 		}
@@ -526,23 +529,19 @@ func (s *Store) ensureClaimFunc(ctx context.Context, tx pgx.Tx) (bool, error) {
 	if src != nil && *src == claimFuncBody(s.n) {
 		return true, nil
 	}
-	sp, err := tx.Begin(ctx) // a savepoint
-	if err != nil {
-		return false, err
+	err = savepoint(ctx, tx, func(sp pgx.Tx) error {
+		_, err := sp.Exec(ctx, claimFuncSQL(s.n))
+		return err
+	})
+	if isInsufficientPrivilege(err) {
+		s.log.LogAttrs(ctx, slog.LevelWarn, "pgstore: cannot create or replace the claim function; Begin runs the claim statement, which costs the server more",
+			slog.String("function", s.n.claim), slog.Any("error", err))
+		return false, nil
 	}
-	if _, err := sp.Exec(ctx, claimFuncSQL(s.n)); err != nil {
-		if rerr := sp.Rollback(ctx); rerr != nil {
-			return false, rerr
-		}
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && pe.Code == "42501" {
-			s.log.LogAttrs(ctx, slog.LevelWarn, "pgstore: cannot create the claim function; Begin runs the claim statement, which costs the server more",
-				slog.String("function", s.n.claim), slog.Any("error", err))
-			return false, nil
-		}
+	if err != nil {
 		return false, fmt.Errorf("claim function: %w", err)
 	}
-	return true, sp.Commit(ctx)
+	return true, nil
 }
 
 // errLostRace is the claim statement's empty answer: a concurrent claim of

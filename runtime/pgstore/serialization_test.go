@@ -242,17 +242,18 @@ BEGIN
 END $$`,
 		`ALTER TABLE ` + owner.n.table + ` ENABLE ROW LEVEL SECURITY`,
 		`CREATE POLICY gate ON ` + owner.n.table + ` USING (` + schema + `.gate(key))`,
-		`CREATE ROLE ` + role + ` NOLOGIN`,
+	} {
+		_, err := admin.Exec(ctx, q)
+		require.NoError(t, err, q)
+	}
+	createRole(t, admin, role)
+	for _, q := range []string{
 		`GRANT USAGE ON SCHEMA ` + schema + ` TO ` + role,
 		`GRANT SELECT, INSERT, UPDATE, DELETE ON ` + owner.n.table + ` TO ` + role,
 	} {
 		_, err := admin.Exec(ctx, q)
 		require.NoError(t, err, q)
 	}
-	t.Cleanup(func() {
-		_, _ = admin.Exec(context.Background(), `DROP OWNED BY `+role)
-		_, _ = admin.Exec(context.Background(), `DROP ROLE IF EXISTS `+role)
-	})
 	p := poolWith(t, testenv.PostgresURL(t), func(c *pgxpool.Config) {
 		c.MaxConns = 4
 		c.ConnConfig.RuntimeParams["default_transaction_isolation"] = level
@@ -262,7 +263,7 @@ END $$`,
 			return err
 		}
 	})
-	gated, err := New(p, Options{Schema: owner.n.schema})
+	gated, err := New(p, Options{Schema: owner.n.schema, ReapInterval: -1})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = gated.Close() })
 	return &gate{owner: owner, gated: gated, admin: admin, lock: lock}
