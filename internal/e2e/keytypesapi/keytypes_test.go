@@ -2,9 +2,11 @@ package keytypesapi_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 
@@ -62,6 +64,16 @@ func (s *server) MakeRefund(_ context.Context, req api.MakeRefundRequestObject) 
 	return api.MakeRefund201JSONResponse(s.exec("makeRefund", key)), nil
 }
 
+// newServer returns the strict server and the Idempotency (over the
+// in-memory store) that wraps it.
+func newServer(t *testing.T) (*server, *api.Idempotency) {
+	t.Helper()
+	s := &server{execs: map[string]int{}}
+	x := api.NewIdempotency(nil, idem.Options{})
+	t.Cleanup(func() { assert.NoError(t, x.Close()) })
+	return s, x
+}
+
 // wire records the key each request carried on the wire (the header or the
 // query parameter the contract names).
 type wire struct {
@@ -81,9 +93,7 @@ func (w *wire) Keys() []string {
 // the retry must carry the same key.
 func setup(t *testing.T) (*server, *wire, *api.IdempotentClient) {
 	t.Helper()
-	s := &server{execs: map[string]int{}}
-	x := api.NewIdempotency(nil, idem.Options{})
-	t.Cleanup(func() { assert.NoError(t, x.Close()) })
+	s, x := newServer(t)
 	h := x.StrictHandler(s, nil, api.StrictHTTPServerOptions{}, api.StdHTTPServerOptions{})
 	w := &wire{}
 	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
@@ -216,4 +226,123 @@ func TestOptionalUUIDQuery(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, given.String(), key)
 	check(t, s, w, "makeRefund", key, resp.HTTPResponse, resp.JSON201)
+}
+
+// oapi-codegen checks typed parameters before any middleware runs, so a
+// key it rejects never reaches the engine: the generated ErrorHandler
+// answers it with the engine's 400 problem+json, and the operation does not
+// run. Every operation's key parameter is checked, wired by StrictHandler
+// and by hand (as StrictHandler's documentation shows).
+func TestTypedKeyRejected(t *testing.T) {
+	const bad = "not-a-uuid"
+	cases := []struct {
+		name   string
+		path   string
+		header http.Header
+		code   string
+		detail string // "": not checked
+	}{
+		{"makePayment malformed uuid header", "/payments", http.Header{"Idempotency-Key": {bad}},
+			idem.CodeKeyInvalid, "the Idempotency-Key header must be a UUID (RFC 9562) in canonical 8-4-4-4-12 form"},
+		{"makePayment missing header", "/payments", nil,
+			idem.CodeKeyMissing, "this operation requires an idempotency key"},
+		{"makePayment header given twice", "/payments", http.Header{"Idempotency-Key": {"3b241101-e2bb-4255-8caf-4136c566a962", "3b241101-e2bb-4255-8caf-4136c566a962"}},
+			idem.CodeKeyInvalid, "the idempotency key is given more than once"},
+		{"makeRefund malformed uuid query", "/refunds?refund_key=" + bad, nil,
+			idem.CodeKeyInvalid, "the refund_key query parameter must be a UUID (RFC 9562) in canonical 8-4-4-4-12 form"},
+		{"createNote missing header", "/notes", nil,
+			idem.CodeKeyMissing, "this operation requires an idempotency key"},
+		{"openTicket query given twice", "/tickets?request_id=a&request_id=b", nil,
+			idem.CodeKeyInvalid, ""},
+		{"castVote header given twice", "/votes", http.Header{"X-Vote-Key": {"first", "second"}},
+			idem.CodeKeyInvalid, "the idempotency key is given more than once"},
+	}
+	wirings := map[string]func(*server, *api.Idempotency) http.Handler{
+		"StrictHandler": func(s *server, x *api.Idempotency) http.Handler {
+			return x.StrictHandler(s, nil, api.StrictHTTPServerOptions{}, api.StdHTTPServerOptions{})
+		},
+		"by hand": func(s *server, x *api.Idempotency) http.Handler {
+			return api.HandlerWithOptions(
+				api.NewStrictHandlerWithOptions(s, []api.StrictMiddlewareFunc{x.StrictMiddleware},
+					api.StrictHTTPServerOptions{RequestErrorHandlerFunc: x.ErrorHandler(nil)}),
+				api.StdHTTPServerOptions{Middlewares: []api.MiddlewareFunc{x.CaptureBody}, ErrorHandlerFunc: x.ErrorHandler(nil)})
+		},
+	}
+	for wn, mk := range wirings {
+		for _, tc := range cases {
+			t.Run(wn+"/"+tc.name, func(t *testing.T) {
+				s, x := newServer(t)
+				h := mk(s, x)
+				req := httptest.NewRequest(http.MethodPost, tc.path, strings.NewReader(`{"text":"hi"}`))
+				req.Header.Set("Content-Type", "application/json")
+				for k, vs := range tc.header {
+					for _, v := range vs {
+						req.Header.Add(k, v)
+					}
+				}
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, req)
+				assert.Equal(t, http.StatusBadRequest, rec.Code)
+				assert.Equal(t, "application/problem+json", rec.Header().Get("Content-Type"))
+				var prob struct {
+					Code   string `json:"code"`
+					Status int    `json:"status"`
+					Detail string `json:"detail"`
+				}
+				require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &prob), "body: %s", rec.Body)
+				assert.Equal(t, tc.code, prob.Code)
+				assert.Equal(t, http.StatusBadRequest, prob.Status)
+				if tc.detail != "" {
+					assert.Equal(t, tc.detail, prob.Detail)
+				}
+				assert.NotContains(t, rec.Body.String(), bad, "the detail says what the key must be, not oapi-codegen's message")
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				assert.Empty(t, s.execs, "the operation did not run")
+			})
+		}
+	}
+}
+
+// A request error that is not about the key (here a body that is not
+// JSON) goes to the next error handler, oapi-codegen's default when none
+// is given: 400, the error as text, not a problem of the engine.
+func TestNonKeyErrorPassesThrough(t *testing.T) {
+	s, x := newServer(t)
+	h := x.StrictHandler(s, nil, api.StrictHTTPServerOptions{}, api.StdHTTPServerOptions{})
+	req := httptest.NewRequest(http.MethodPost, "/notes", strings.NewReader(`{not json`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", "note-key-1")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	assert.Equal(t, http.StatusBadRequest, rec.Code)
+	assert.NotEqual(t, "application/problem+json", rec.Header().Get("Content-Type"))
+	assert.NotContains(t, rec.Body.String(), "IDEMPOTENCY_")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	assert.Empty(t, s.execs, "the operation did not run")
+}
+
+// A key given with WithKey that the typed uuid parameter cannot hold (not
+// a canonical UUID) fails the call before anything is sent, with an error
+// wrapping ErrBadKeyCarrier: the optional (pointer) parameter of
+// makeRefund and the required one of makePayment.
+func TestWithKeyNotUUID(t *testing.T) {
+	for _, key := range []string{"x", "3B241101-E2BB-4255-8CAF-4136C566A962"} {
+		s, w, c := setup(t)
+		resp, got, err := c.MakeRefund(t.Context(), nil, idemclient.WithKey(key))
+		assert.ErrorIs(t, err, idemclient.ErrBadKeyCarrier, "makeRefund, key %q", key)
+		assert.Nil(t, resp)
+		assert.Equal(t, key, got, "the key the call was given")
+
+		resp2, got, err := c.MakePayment(t.Context(), nil, idemclient.WithKey(key))
+		assert.ErrorIs(t, err, idemclient.ErrBadKeyCarrier, "makePayment, key %q", key)
+		assert.Nil(t, resp2)
+		assert.Equal(t, key, got)
+
+		assert.Empty(t, w.Keys(), "no request was sent")
+		s.mu.Lock()
+		assert.Empty(t, s.execs)
+		s.mu.Unlock()
+	}
 }
