@@ -296,6 +296,7 @@ func cachesLine(fpSlots, recentSlots int) string {
 	}
 	return fmt.Sprintf("\nIn the tree measured, an idem.Engine caches the fingerprints of its last %s requests at most "+
 		"(a direct-mapped table: fewer when they collide) and remembers the last %s keys it saw final (over a store "+
-		"that reads first: see *Stores*); the rotating replays cycle through %d.\n",
-		size(fpSlots), size(recentSlots), workload.Rotation)
+		"that reads first: see *Stores*); the first-request rows cycle through %d distinct bodies, the rotating replays "+
+		"through %d requests.\n",
+		size(fpSlots), size(recentSlots), workload.FirstBodies, workload.Rotation)
 }

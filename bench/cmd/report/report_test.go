@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/bench/internal/workload"
 )
 
 func TestReplace(t *testing.T) {
@@ -326,6 +328,11 @@ func TestEngineCaches(t *testing.T) {
 			continue
 		}
 		assert.Contains(t, got, c.want)
-		assert.Contains(t, got, "cycle through 8192")
+		assert.Contains(t, got, fmt.Sprintf("cycle through %d distinct bodies", workload.FirstBodies))
+		assert.Contains(t, got, fmt.Sprintf("through %d requests", workload.Rotation))
 	}
+	// The first-request rows must not be answered by the fingerprint
+	// cache, nor the rotating replays by either cache.
+	assert.Greater(t, workload.FirstBodies, 2*fp, "first-request bodies against the fingerprint cache's slots")
+	assert.Greater(t, workload.Rotation, max(fp, recent), "rotating replays against the engine's caches")
 }

@@ -29,9 +29,13 @@ func Serial(b *testing.B, do func() int) {
 // state its parent made (a store, say), and must not replay the first run.
 var rounds atomic.Uint32
 
-// firstBodies are the bodies Keyed cycles through: 4 times as many as the
-// engine's fingerprint cache has slots, so that it (almost) never helps.
-var firstBodies = sync.OnceValue(func() [][]byte { return Bodies(4096) })
+// FirstBodies is how many distinct bodies Keyed cycles through: more than
+// the engine's fingerprint cache has slots (cmd/report's tests check it),
+// so that the cache (almost) never helps a first request.
+const FirstBodies = 4096
+
+// firstBodies are the bodies Keyed cycles through.
+var firstBodies = sync.OnceValue(func() [][]byte { return Bodies(FirstBodies) })
 
 // Keyed is Serial with a new key and another body every iteration, given
 // to set before do; fresh sets of keys are made with the timers stopped.
