@@ -240,11 +240,14 @@ func (s *state) newMember() *member {
 	return &s.mem[len(s.mem)-1]
 }
 
+// minMem is the capacity growMem gives an empty s.mem.
+const minMem = 64
+
 // growMem doubles the capacity of s.mem (append grows a large slice by a
 // quarter at a time, which for an object of a hundred thousand members
 // means dozens of copies into fresh memory).
 func (s *state) growMem() {
-	m := make([]member, len(s.mem), max(64, 2*cap(s.mem)))
+	m := make([]member, len(s.mem), max(minMem, 2*cap(s.mem)))
 	copy(m, s.mem)
 	s.mem = m
 }
