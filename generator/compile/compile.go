@@ -17,7 +17,6 @@ import (
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
-	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
 	"gopkg.in/yaml.v3"
 
 	"github.com/idemgen/idemgen/generator/contract"
@@ -963,7 +962,7 @@ func (c *compiler) bodyField(op *openapi3.Operation, toks []string) string {
 	p := prop.Value
 	if goTypeExt(p.Extensions) || p.Type == nil || !p.Type.Is("string") || len(p.Enum) > 0 || p.Const != nil || p.Nullable ||
 		p.AllOf != nil || p.OneOf != nil || p.AnyOf != nil || p.Not != nil || p.ContentMediaType != "" || p.ContentEncoding != "" ||
-		codegen.DefaultTypeMapping.String.Resolve(p.Format).Type != "string" {
+		naming.StringType(p, c.doc.T.IsOpenAPI31OrLater()) != "string" {
 		return ""
 	}
 	goName, _ := p.Extensions["x-go-name"].(string)
