@@ -597,10 +597,11 @@ func (c *compiler) checkKey(out *ir.Operation, op *openapi3.Operation, pathParam
 		kind, goType, why := keyGoKind(decl.v, c.doc.T.IsOpenAPI31OrLater())
 		k.GoKind = kind
 		if why != "" && !declaredDifferently(k, decl.v.Schema) {
-			if goType == "" {
-				goType = "unknown"
+			cannot := "whose Go type (" + goType + ") cannot hold the key"
+			if goType == "" { // declared with content: the type (p.GoType) is fine, its encoding is not
+				cannot = "which the generated code cannot pass the key in"
 			}
-			c.diags.Unsupportedf(p.Pos, "key-param-go-type", "the key of %s travels in the %s parameter %s, whose Go type (%s) cannot hold the key: %s; the generated code handles a key parameter of a string type (string, an enum, a named type such as type Key string given with x-go-type) or a UUID (format: uuid)", where, p.In, p.Name, goType, why)
+			c.diags.Unsupportedf(p.Pos, "key-param-go-type", "the key of %s travels in the %s parameter %s, %s: %s; the generated code handles a key parameter of a string type (string, an enum, a named type such as type Key string given with x-go-type) or a UUID (format: uuid)", where, p.In, p.Name, cannot, why)
 		}
 		declPos := fmt.Sprintf("%s:%d:%d", p.Pos.File, p.Pos.Line, p.Pos.Col)
 		c.compareDecl(out, b, decl.v.Required, decl.v.Schema, fmt.Sprintf("%s parameter %s (declared at %s)", decl.v.In, decl.v.Name, declPos))
