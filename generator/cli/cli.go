@@ -197,16 +197,6 @@ func usageError(fs *flag.FlagSet, format string, args ...any) int {
 	return ExitUsage
 }
 
-// knownEmitters reports the first of names that no emitter is registered
-// under, on stderr for command cmd.
-func knownEmitters(cmd string, names []string, stderr io.Writer) bool {
-	if err := unknownEmitter(names); err != nil {
-		fmt.Fprintf(stderr, "idemgen %s: %v\n", cmd, err)
-		return false
-	}
-	return true
-}
-
 // unknownEmitter returns an error naming the first of names that no
 // emitter is registered under.
 func unknownEmitter(names []string) error {
@@ -869,14 +859,6 @@ func generate(args []string, stdout, stderr io.Writer) int {
 		}
 		return usageError(fs, "%s", msg)
 	}
-	if !knownEmitters("generate", names, stderr) {
-		return ExitUsage
-	}
-	if cfg.Output == "-" && len(names) != 1 {
-		// Go, Markdown and JSON concatenated on stdout are no file of any kind.
-		fmt.Fprintf(stderr, "idemgen generate: -o - writes one output to stdout, and %s selected (%s); choose one with -emit, or write to a directory\n", english.Count(len(names), "emitter is", "emitters are"), strings.Join(names, ", "))
-		return ExitUsage
-	}
 	params := cfg.Options
 	if len(options) > 0 {
 		params = maps.Clone(params)
@@ -895,6 +877,11 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	params, err := cfg.emitterSettings(names, params)
 	if err != nil {
 		fmt.Fprintf(stderr, "idemgen generate: %v\n", err)
+		return ExitUsage
+	}
+	if cfg.Output == "-" && len(names) != 1 {
+		// Go, Markdown and JSON concatenated on stdout are no file of any kind.
+		fmt.Fprintf(stderr, "idemgen generate: -o - writes one output to stdout, and %s selected (%s); choose one with -emit, or write to a directory\n", english.Count(len(names), "emitter is", "emitters are"), strings.Join(names, ", "))
 		return ExitUsage
 	}
 	// With -o -, stdout carries the generated files: diagnostics (JSON
