@@ -94,17 +94,38 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	return ExitUsage
 }
 
-// commands are idemgen's commands by name.
-var commands = map[string]func(args []string, stdout, stderr io.Writer) int{
-	"init":     initCmd,
-	"check":    check,
-	"spec":     specCmd,
-	"generate": generate,
-	"version":  version,
+// commandList is idemgen's commands, in the order of the help: the one
+// list commands, synopses and commandNames are made from (in init: the
+// commands' flag sets read synopses).
+var commandList = []struct {
+	name, synopsis string
+	run            func(args []string, stdout, stderr io.Writer) int
+}{
+	{"init", initSynopsis, initCmd},
+	{"check", checkSynopsis + "\n       " + checkGeneratedSynopsis, check},
+	{"spec", specSynopsis, specCmd},
+	{"generate", generateSynopsis, generate},
+	{"version", versionSynopsis, version},
 }
 
-// commandNames lists the commands, in the order of the help.
-const commandNames = "init, check, spec, generate, version"
+var (
+	// commands are idemgen's commands by name.
+	commands = map[string]func(args []string, stdout, stderr io.Writer) int{}
+	// synopses are the commands' synopses, by name (= flag set name).
+	synopses = map[string]string{}
+	// commandNames lists the commands, in the order of the help.
+	commandNames string
+)
+
+func init() {
+	var names []string
+	for _, c := range commandList {
+		commands[c.name] = c.run
+		synopses[c.name] = c.synopsis
+		names = append(names, c.name)
+	}
+	commandNames = strings.Join(names, ", ")
+}
 
 // Synopses of the commands, as docs/contract.md and README.md list them.
 const (
@@ -133,12 +154,14 @@ func dedupe(l []string) []string {
 	return out
 }
 
-func newFlagSet(name, synopsis, examples string, stderr io.Writer) *flag.FlagSet {
+// newFlagSet returns the flag set of command name, whose usage is its
+// synopsis, its flags and examples.
+func newFlagSet(name, examples string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		out := fs.Output()
-		fmt.Fprintf(out, "Usage: %s\n\nFlags:\n", synopsis)
+		fmt.Fprintf(out, "Usage: %s\n\nFlags:\n", synopses[name])
 		fs.PrintDefaults()
 		fmt.Fprintf(out, "\nExamples:\n%s", examples)
 	}
@@ -173,15 +196,6 @@ func parse(fs *flag.FlagSet, args []string, stdout io.Writer) (int, bool) {
 		return usageError(fs, "-format must be text or json, not %q", f.Value.String()), false
 	}
 	return 0, true
-}
-
-// synopses are the commands' synopses, by flag set name.
-var synopses = map[string]string{
-	"init":     initSynopsis,
-	"check":    checkSynopsis + "\n       " + checkGeneratedSynopsis,
-	"spec":     specSynopsis,
-	"generate": generateSynopsis,
-	"version":  versionSynopsis,
 }
 
 // usageError reports a usage error of fs's command on its output: the
@@ -286,7 +300,7 @@ Exit status: 0 clean or warnings only, 1 errors, 2 usage.
 `
 
 func check(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("check", synopses["check"], checkExamples, stderr)
+	fs := newFlagSet("check", checkExamples, stderr)
 	var overlays listFlag
 	fs.Var(&overlays, "overlay", "apply this OpenAPI Overlay 1.0 `FILE` before checking (repeatable, applied in order)")
 	format := formatFlag(fs)
@@ -802,7 +816,7 @@ files are written atomically. Exit status: 0 written, 1 errors, 2 usage.
 `
 
 func generate(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("generate", generateSynopsis, generateExamples, stderr)
+	fs := newFlagSet("generate", generateExamples, stderr)
 	var overlays, emits, options listFlag
 	configPath := fs.String("config", "", "read settings from this idemgen.yaml `FILE`")
 	fs.Var(&overlays, "overlay", "apply this OpenAPI Overlay 1.0 `FILE` first (repeatable)")
@@ -942,7 +956,7 @@ func sortedTrue(m map[string]bool) []string {
 }
 
 func version(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("version", versionSynopsis, "  idemgen version\n", stderr)
+	fs := newFlagSet("version", "  idemgen version\n", stderr)
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}
