@@ -125,8 +125,7 @@ func augmentSpec(path string, opts Options) (*Result, *load.Document, *ir.Spec, 
 	}
 	p := plan(d.Root, spec.Operations, opts.NoReplayedHeader)
 	diags = append(diags, p.diagnostics(d, false, true)...)
-	ov := overlay.Overlay{Version: "1.0.0", Actions: p.actions}
-	if err := ov.ApplyTo(d.Root); err != nil {
+	if err := applyOverlay(d.Root, p.actions, p.opNodes); err != nil {
 		diags.Errorf(ir.Pos{File: path}, "internal-error", "idemgen failed to apply its own changes (please report it): %v", err)
 		return nil, d, spec, diags.Sorted()
 	}
@@ -399,6 +398,5 @@ func Apply(root *yaml.Node, ops []*ir.Operation) (int, error) {
 	if len(p.actions) == 0 {
 		return 0, nil
 	}
-	ov := overlay.Overlay{Version: "1.0.0", Actions: p.actions}
-	return len(p.actions), ov.ApplyTo(root)
+	return len(p.actions), applyOverlay(root, p.actions, p.opNodes)
 }

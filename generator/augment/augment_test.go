@@ -769,4 +769,11 @@ paths:
 	c := doc.Paths.Find("/c").Get.Responses
 	assert.Empty(t, c.Status(503).Value.Headers)
 	assert.Contains(t, out, "        '503': *down\n        '410': *gone\n")
+	// POST /a's own 201 carries the anchor GET /c uses: what is added to
+	// it is not added to GET /c's 200.
+	assert.Contains(t, doc.Paths.Find("/a").Post.Responses.Status(201).Value.Headers, "Idempotent-Replayed")
+	assert.NotContains(t, c.Status(200).Value.Headers, "Idempotent-Replayed")
+	require.NotNil(t, c.Status(200).Value.Description)
+	assert.Equal(t, "created", *c.Status(200).Value.Description)
+	assert.Contains(t, c.Status(200).Value.Content, "application/json")
 }

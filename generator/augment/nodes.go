@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/speakeasy-api/openapi/overlay"
 	"gopkg.in/yaml.v3"
 
 	"github.com/idemgen/idemgen/generator/internal/yamlmerge"
@@ -290,6 +291,67 @@ func (p parents) jsonPath(root, n *yaml.Node) (string, bool) {
 	return b.String(), true
 }
 
+// applyOverlay applies actions to root, keeping what the aliases of the
+// anchored nodes under ops stand for. The overlay merges into a node in
+// place, so an update of an operation (one of ops) that writes into an
+// anchored node the operation has itself (`'201': &ok`) would reach every
+// alias of it too (`'200': *ok` of an operation the update is not for).
+// Such an alias, when the node changed, is written out in full as the node
+// was before. (Anchors above an operation, `<<: *base` merging the whole
+// operation in, are where the operation is written: changing them is the
+// point. A consumer of the overlay document reads aliases as copies.)
+func applyOverlay(root *yaml.Node, actions []overlay.Action, ops []*yaml.Node) error {
+	anchored := map[*yaml.Node]bool{}
+	for _, op := range ops {
+		eachNode(op, func(n *yaml.Node) {
+			if n.Anchor != "" {
+				anchored[n] = true
+			}
+		})
+	}
+	before := map[*yaml.Node]*yaml.Node{}
+	eachNode(root, func(a *yaml.Node) {
+		if t := unalias(a); a.Kind == yaml.AliasNode && anchored[t] && before[t] == nil {
+			before[t] = expand(t, 0)
+		}
+	})
+	ov := overlay.Overlay{Version: "1.0.0", Actions: actions}
+	if err := ov.ApplyTo(root); err != nil {
+		return err
+	}
+	eachNode(root, func(a *yaml.Node) {
+		if a.Kind != yaml.AliasNode {
+			return
+		}
+		t := unalias(a)
+		if was := before[t]; was != nil && !equal(t, was) {
+			c := expand(was, 0)
+			c.HeadComment, c.LineComment, c.FootComment = a.HeadComment, a.LineComment, a.FootComment
+			*a = *c
+		}
+	})
+	return nil
+}
+
+// eachNode calls f with n and every node below it, in document order; it
+// does not follow aliases.
+func eachNode(n *yaml.Node, f func(n *yaml.Node)) {
+	var walk func(n *yaml.Node, depth int)
+	walk = func(n *yaml.Node, depth int) {
+		if n == nil || depth > 10000 {
+			return
+		}
+		f(n)
+		if n.Kind == yaml.AliasNode {
+			return
+		}
+		for _, c := range n.Content {
+			walk(c, depth+1)
+		}
+	}
+	walk(n, 0)
+}
+
 // complete returns upd, an overlay update of mapping n, made to add to
 // what n has only through a merge key (`<<: *op`): the overlay would write
 // such a key as n's own entry, which overrides the merged one, so the
@@ -297,7 +359,8 @@ func (p parents) jsonPath(root, n *yaml.Node) (string, bool) {
 // itself whose value is an alias (`'200': *ok`) is written out in full
 // too: the overlay would replace the alias with the additions alone, and
 // merging into the anchored node instead would change every other user
-// of it. Other keys n has itself are merged into by the overlay as usual
+// of it (an anchored value n has itself is merged into: applyOverlay
+// keeps its other users as they were). Other keys n has itself are merged into by the overlay as usual
 // (and completed below).
 func complete(n, upd *yaml.Node) *yaml.Node {
 	n = unalias(n)

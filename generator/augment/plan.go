@@ -59,6 +59,7 @@ type planner struct {
 	comps   *components
 	roles   map[int]roles // union over all operations, per status
 	actions []overlay.Action
+	opNodes []*yaml.Node        // the operations an action updates
 	edited  map[*yaml.Node]bool // shared nodes already changed by an action
 	// keyMembers are the body key member schemas of the operations whose
 	// key is in the body (only those keyMember finds).
@@ -196,6 +197,7 @@ func (p *planner) operation(op *ir.Operation) (overlay.Action, bool) {
 	for i := 0; i < len(upd.Content); i += 2 {
 		what = append(what, upd.Content[i].Value)
 	}
+	p.opNodes = append(p.opNodes, opNode)
 	return overlay.Action{Target: path, Description: "Idempotency of " + where(op) + ": " + strings.Join(what, ", ") + ".", Update: *complete(opNode, upd)}, true
 }
 

@@ -94,17 +94,38 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	return ExitUsage
 }
 
-// commands are idemgen's commands by name.
-var commands = map[string]func(args []string, stdout, stderr io.Writer) int{
-	"init":     initCmd,
-	"check":    check,
-	"spec":     specCmd,
-	"generate": generate,
-	"version":  version,
+// commandList is idemgen's commands, in the order of the help: the one
+// list commands, synopses and commandNames are made from (in init: the
+// commands' flag sets read synopses).
+var commandList = []struct {
+	name, synopsis string
+	run            func(args []string, stdout, stderr io.Writer) int
+}{
+	{"init", initSynopsis, initCmd},
+	{"check", checkSynopsis + "\n       " + checkGeneratedSynopsis, check},
+	{"spec", specSynopsis, specCmd},
+	{"generate", generateSynopsis, generate},
+	{"version", versionSynopsis, version},
 }
 
-// commandNames lists the commands, in the order of the help.
-const commandNames = "init, check, spec, generate, version"
+var (
+	// commands are idemgen's commands by name.
+	commands = map[string]func(args []string, stdout, stderr io.Writer) int{}
+	// synopses are the commands' synopses, by name (= flag set name).
+	synopses = map[string]string{}
+	// commandNames lists the commands, in the order of the help.
+	commandNames string
+)
+
+func init() {
+	var names []string
+	for _, c := range commandList {
+		commands[c.name] = c.run
+		synopses[c.name] = c.synopsis
+		names = append(names, c.name)
+	}
+	commandNames = strings.Join(names, ", ")
+}
 
 // Synopses of the commands, as docs/contract.md and README.md list them.
 const (
@@ -133,12 +154,14 @@ func dedupe(l []string) []string {
 	return out
 }
 
-func newFlagSet(name, synopsis, examples string, stderr io.Writer) *flag.FlagSet {
+// newFlagSet returns the flag set of command name, whose usage is its
+// synopsis, its flags and examples.
+func newFlagSet(name, examples string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		out := fs.Output()
-		fmt.Fprintf(out, "Usage: %s\n\nFlags:\n", synopsis)
+		fmt.Fprintf(out, "Usage: %s\n\nFlags:\n", synopses[name])
 		fs.PrintDefaults()
 		fmt.Fprintf(out, "\nExamples:\n%s", examples)
 	}
@@ -175,15 +198,6 @@ func parse(fs *flag.FlagSet, args []string, stdout io.Writer) (int, bool) {
 	return 0, true
 }
 
-// synopses are the commands' synopses, by flag set name.
-var synopses = map[string]string{
-	"init":     initSynopsis,
-	"check":    checkSynopsis + "\n       " + checkGeneratedSynopsis,
-	"spec":     specSynopsis,
-	"generate": generateSynopsis,
-	"version":  versionSynopsis,
-}
-
 // usageError reports a usage error of fs's command on its output: the
 // message, the command's synopsis and how to get its help (the help
 // itself is -h's). It returns ExitUsage.
@@ -195,16 +209,6 @@ func usageError(fs *flag.FlagSet, format string, args ...any) int {
 	}
 	fmt.Fprintf(out, "Run 'idemgen %s -h' for help.\n", fs.Name())
 	return ExitUsage
-}
-
-// knownEmitters reports the first of names that no emitter is registered
-// under, on stderr for command cmd.
-func knownEmitters(cmd string, names []string, stderr io.Writer) bool {
-	if err := unknownEmitter(names); err != nil {
-		fmt.Fprintf(stderr, "idemgen %s: %v\n", cmd, err)
-		return false
-	}
-	return true
 }
 
 // unknownEmitter returns an error naming the first of names that no
@@ -296,7 +300,7 @@ Exit status: 0 clean or warnings only, 1 errors, 2 usage.
 `
 
 func check(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("check", synopses["check"], checkExamples, stderr)
+	fs := newFlagSet("check", checkExamples, stderr)
 	var overlays listFlag
 	fs.Var(&overlays, "overlay", "apply this OpenAPI Overlay 1.0 `FILE` before checking (repeatable, applied in order)")
 	format := formatFlag(fs)
@@ -812,7 +816,7 @@ files are written atomically. Exit status: 0 written, 1 errors, 2 usage.
 `
 
 func generate(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("generate", generateSynopsis, generateExamples, stderr)
+	fs := newFlagSet("generate", generateExamples, stderr)
 	var overlays, emits, options listFlag
 	configPath := fs.String("config", "", "read settings from this idemgen.yaml `FILE`")
 	fs.Var(&overlays, "overlay", "apply this OpenAPI Overlay 1.0 `FILE` first (repeatable)")
@@ -869,14 +873,6 @@ func generate(args []string, stdout, stderr io.Writer) int {
 		}
 		return usageError(fs, "%s", msg)
 	}
-	if !knownEmitters("generate", names, stderr) {
-		return ExitUsage
-	}
-	if cfg.Output == "-" && len(names) != 1 {
-		// Go, Markdown and JSON concatenated on stdout are no file of any kind.
-		fmt.Fprintf(stderr, "idemgen generate: -o - writes one output to stdout, and %s selected (%s); choose one with -emit, or write to a directory\n", english.Count(len(names), "emitter is", "emitters are"), strings.Join(names, ", "))
-		return ExitUsage
-	}
 	params := cfg.Options
 	if len(options) > 0 {
 		params = maps.Clone(params)
@@ -895,6 +891,11 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	params, err := cfg.emitterSettings(names, params)
 	if err != nil {
 		fmt.Fprintf(stderr, "idemgen generate: %v\n", err)
+		return ExitUsage
+	}
+	if cfg.Output == "-" && len(names) != 1 {
+		// Go, Markdown and JSON concatenated on stdout are no file of any kind.
+		fmt.Fprintf(stderr, "idemgen generate: -o - writes one output to stdout, and %s selected (%s); choose one with -emit, or write to a directory\n", english.Count(len(names), "emitter is", "emitters are"), strings.Join(names, ", "))
 		return ExitUsage
 	}
 	// With -o -, stdout carries the generated files: diagnostics (JSON
@@ -955,7 +956,7 @@ func sortedTrue(m map[string]bool) []string {
 }
 
 func version(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("version", versionSynopsis, "  idemgen version\n", stderr)
+	fs := newFlagSet("version", "  idemgen version\n", stderr)
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}

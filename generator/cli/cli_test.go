@@ -86,7 +86,7 @@ func TestHelp(t *testing.T) {
 // TestHelpCommand: idemgen help COMMAND prints what idemgen COMMAND -h
 // does, on stdout, and exits 0.
 func TestHelpCommand(t *testing.T) {
-	for _, cmd := range []string{"init", "check", "spec", "generate", "version"} {
+	for _, cmd := range cli.CommandNames() {
 		code, stdout, stderr := run("help", cmd)
 		assert.Equal(t, 0, code, "%s: %s", cmd, stderr)
 		assert.Empty(t, stderr, cmd)
@@ -100,7 +100,7 @@ func TestHelpCommand(t *testing.T) {
 // command lists of docs/contract.md and README.md show the same synopses.
 func TestSynopses(t *testing.T) {
 	var help []string
-	for _, cmd := range []string{"init", "check", "spec", "generate", "version"} {
+	for _, cmd := range cli.CommandNames() {
 		code, stdout, _ := run(cmd, "-h")
 		require.Equal(t, 0, code, cmd)
 		usage, _, ok := strings.Cut(stdout, "\n\nFlags:")

@@ -19,3 +19,12 @@ const (
 	GenerateSynopsis       = generateSynopsis
 	VersionSynopsis        = versionSynopsis
 )
+
+// CommandNames are idemgen's commands, in the order of the help.
+func CommandNames() []string {
+	var names []string
+	for _, c := range commandList {
+		names = append(names, c.name)
+	}
+	return names
+}

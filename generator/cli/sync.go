@@ -157,7 +157,7 @@ replays either way, and check (reading the same setting) reports them as
 `
 
 func specCmd(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("spec", specSynopsis, specExamples, stderr)
+	fs := newFlagSet("spec", specExamples, stderr)
 	var overlays listFlag
 	fs.Var(&overlays, "overlay", "apply this OpenAPI Overlay 1.0 `FILE` first (repeatable, applied in order)")
 	out := fs.String("o", "-", "write to `OUT` (- is stdout; the spec's own path rewrites it)")
@@ -249,7 +249,7 @@ without -force. Exit status: 0 written (or nothing to propose), 1 errors, 2 usag
 `
 
 func initCmd(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("init", initSynopsis, initExamples, stderr)
+	fs := newFlagSet("init", initExamples, stderr)
 	var overlays listFlag
 	fs.Var(&overlays, "overlay", "apply this OpenAPI Overlay 1.0 `FILE` first (repeatable)")
 	out := fs.String("o", "-", "write the overlay to `FILE` (- is stdout)")

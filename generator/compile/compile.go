@@ -17,7 +17,6 @@ import (
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
-	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
 	"gopkg.in/yaml.v3"
 
 	"github.com/idemgen/idemgen/generator/contract"
@@ -597,14 +596,22 @@ func (c *compiler) checkKey(out *ir.Operation, op *openapi3.Operation, pathParam
 		k.Param = &p
 		kind, goType, why := keyGoKind(decl.v, c.doc.T.IsOpenAPI31OrLater())
 		k.GoKind = kind
-		if why != "" && !declaredDifferently(k, decl.v.Schema) {
-			if goType == "" {
-				goType = "unknown"
-			}
-			c.diags.Unsupportedf(p.Pos, "key-param-go-type", "the key of %s travels in the %s parameter %s, whose Go type (%s) cannot hold the key: %s; the generated code handles a key parameter of a string type (string, an enum, a named type such as type Key string given with x-go-type) or a UUID (format: uuid)", where, p.In, p.Name, goType, why)
-		}
 		declPos := fmt.Sprintf("%s:%d:%d", p.Pos.File, p.Pos.Line, p.Pos.Col)
-		c.compareDecl(out, b, decl.v.Required, decl.v.Schema, fmt.Sprintf("%s parameter %s (declared at %s)", decl.v.In, decl.v.Name, declPos))
+		formatReported := c.compareDecl(out, b, decl.v.Required, decl.v.Schema, fmt.Sprintf("%s parameter %s (declared at %s)", decl.v.In, decl.v.Name, declPos))
+		// A format key-declared-differently reported gives the type: not
+		// reported a second time (an x-go-type gives it otherwise).
+		if formatReported {
+			if _, _, xgo := xGoType(decl.v.Schema); !xgo {
+				why = ""
+			}
+		}
+		if why != "" {
+			cannot := "whose Go type (" + goType + ") cannot hold the key"
+			if goType == "" { // declared with content: the type (p.GoType) is fine, its encoding is not
+				cannot = "which the generated code cannot pass the key in"
+			}
+			c.diags.Unsupportedf(p.Pos, "key-param-go-type", "the key of %s travels in the %s parameter %s, %s: %s; the generated code handles a key parameter of a string type (string, an enum, a named type such as type Key string given with x-go-type) or a UUID (format: uuid)", where, p.In, p.Name, cannot, why)
+		}
 	case ir.CarrierBody:
 		body := jsonBodySchema(op)
 		if body == nil {
@@ -671,22 +678,11 @@ var sampleKeys = map[string]string{
 	ir.FormatUUIDv7: "0190b4a2-7c1e-7d3f-9a4b-2c6e8f0a1b3d",
 }
 
-// declaredDifferently tells whether key-declared-differently reports the
-// format of the key parameter's schema (a key of format uuid* declared
-// with another format than uuid), so that key-param-go-type does not
-// report the type that format gives it a second time.
-func declaredDifferently(k *ir.Key, sref *openapi3.SchemaRef) bool {
-	if sref == nil || sref.Value == nil {
-		return false
-	}
-	if _, _, ok := xGoType(sref); ok {
-		return false
-	}
-	f := sref.Value.Format
-	return k.Format != ir.FormatToken && f != "" && f != "uuid"
-}
-
-func (c *compiler) compareDecl(out *ir.Operation, b contract.Block, declRequired bool, schema *openapi3.SchemaRef, what string) {
+// compareDecl reports where the spec declares the key (what, with
+// declRequired and schema) differently from the contract
+// [key-declared-differently], and whether it reported the schema's format
+// (a key of format uuid* declared with another format than uuid).
+func (c *compiler) compareDecl(out *ir.Operation, b contract.Block, declRequired bool, schema *openapi3.SchemaRef, what string) (format bool) {
 	k := out.Key
 	pos := func(f ir.Pos) ir.Pos {
 		if !f.IsZero() {
@@ -708,7 +704,7 @@ func (c *compiler) compareDecl(out *ir.Operation, b contract.Block, declRequired
 		c.diags.Errorf(pos(b.Key.Required.Pos), "key-declared-differently", "the key is %s by the contract (key.required: %t) but the spec declares the %s as %s", wanted, k.Required, what, had)
 	}
 	if schema == nil || schema.Value == nil {
-		return
+		return false
 	}
 	s := schema.Value
 	if s.Format != "" || s.Pattern != "" || s.MinLength > 0 {
@@ -716,7 +712,7 @@ func (c *compiler) compareDecl(out *ir.Operation, b contract.Block, declRequired
 	}
 	if s.Type != nil && len(s.Type.Slice()) > 0 && !s.Type.Includes("string") {
 		c.diags.Errorf(k.Pos, "key-declared-differently", "the key is a string, but the spec declares the %s as %s", what, strings.Join(s.Type.Slice(), " or "))
-		return
+		return false
 	}
 	if s.MaxLength != nil && int(*s.MaxLength) != k.MaxLength {
 		c.diags.Errorf(pos(b.Key.MaxLength.Pos), "key-declared-differently", "key.max-length is %d but the spec declares the %s with maxLength %d", k.MaxLength, what, *s.MaxLength)
@@ -727,12 +723,14 @@ func (c *compiler) compareDecl(out *ir.Operation, b contract.Block, declRequired
 		c.diags.Errorf(pos(b.Key.Format.Pos), "key-declared-differently", "key.format is %s but the spec declares the %s with format uuid (set key.format: uuid)", k.Format, what)
 	case s.Format != "" && s.Format != "uuid" && uuidFormat:
 		c.diags.Errorf(pos(b.Key.Format.Pos), "key-declared-differently", "key.format is %s but the spec declares the %s with format %s", k.Format, what, s.Format)
+		format = true
 	}
 	if s.Pattern != "" && uuidFormat {
 		if re, err := regexp.Compile(s.Pattern); err == nil && !re.MatchString(sampleKeys[k.Format]) {
 			c.diags.Errorf(pos(b.Key.Format.Pos), "key-declared-differently", "key.format is %s but the spec's pattern %q for the %s rejects a %s such as %s", k.Format, s.Pattern, what, k.Format, sampleKeys[k.Format])
 		}
 	}
+	return format
 }
 
 // checkPointers resolves the volatile and unordered pointers against the
@@ -963,7 +961,7 @@ func (c *compiler) bodyField(op *openapi3.Operation, toks []string) string {
 	p := prop.Value
 	if goTypeExt(p.Extensions) || p.Type == nil || !p.Type.Is("string") || len(p.Enum) > 0 || p.Const != nil || p.Nullable ||
 		p.AllOf != nil || p.OneOf != nil || p.AnyOf != nil || p.Not != nil || p.ContentMediaType != "" || p.ContentEncoding != "" ||
-		codegen.DefaultTypeMapping.String.Resolve(p.Format).Type != "string" {
+		naming.StringType(p, c.doc.T.IsOpenAPI31OrLater()) != "string" {
 		return ""
 	}
 	goName, _ := p.Extensions["x-go-name"].(string)

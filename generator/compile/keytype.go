@@ -5,9 +5,9 @@ import (
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
-	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
 
 	"github.com/idemgen/idemgen/generator/ir"
+	"github.com/idemgen/idemgen/generator/naming"
 )
 
 // keyGoKind tells how oapi-codegen's Go type of the key parameter p holds
@@ -18,7 +18,7 @@ import (
 //
 // A string schema's type is the one oapi-codegen's default type mapping
 // (codegen.DefaultTypeMapping, which idemgen requires: it refuses
-// output-options.type-mapping) gives its format: string and
+// output-options.type-mapping) gives its format (naming.StringType): string and
 // openapi_types.Email (type Email string) hold the key as text,
 // openapi_types.UUID as a UUID; every other type (json.RawMessage,
 // openapi_types.Duration, openapi_types.Date, time.Time, []byte,
@@ -44,17 +44,14 @@ func keyGoKind(p *openapi3.Parameter, is31 bool) (kind, goType, why string) {
 	if s == nil || s.Type != nil && len(s.Type.Slice()) > 0 && !s.Type.Includes("string") {
 		return ir.KeyGoString, "", ""
 	}
-	format, from := s.Format, "format: "+s.Format
-	if is31 && format == "" {
-		// oapi-codegen reads the 3.1 forms of format: binary and byte.
-		switch {
-		case s.ContentMediaType != "":
-			format, from = "binary", "contentMediaType: "+s.ContentMediaType
-		case s.ContentEncoding == "base64":
-			format, from = "byte", "contentEncoding: base64"
+	goType = naming.StringType(s, is31)
+	from := "format: " + s.Format
+	if naming.StringFormat(s, is31) != s.Format { // oapi-codegen reads the 3.1 forms of format
+		from = "contentEncoding: " + s.ContentEncoding
+		if s.ContentMediaType != "" {
+			from = "contentMediaType: " + s.ContentMediaType
 		}
 	}
-	goType = codegen.DefaultTypeMapping.String.Resolve(format).Type
 	enum := len(s.Enum) > 0 || is31 && s.Const != nil
 	switch {
 	case goType == "string" || goType == "openapi_types.Email":

@@ -416,16 +416,30 @@ func (n Namer) schemaType(sref *openapi3.SchemaRef, path []string, is31 bool, de
 	case t.Is("boolean"):
 		return m.Boolean.Resolve(s.Format).Type
 	case t.Is("string"):
-		f := s.Format
-		if is31 && f == "" {
-			switch {
-			case s.ContentMediaType != "":
-				f = "binary"
-			case s.ContentEncoding == "base64":
-				f = "byte"
-			}
-		}
-		return m.String.Resolve(f).Type
+		return StringType(s, is31)
 	}
 	return ""
+}
+
+// StringFormat returns the format oapi-codegen reads from the string
+// schema s: its format, or in OpenAPI 3.1 (is31) without one, the 3.1
+// forms of binary (contentMediaType) and byte (contentEncoding: base64).
+func StringFormat(s *openapi3.Schema, is31 bool) string {
+	if is31 && s.Format == "" {
+		switch {
+		case s.ContentMediaType != "":
+			return "binary"
+		case s.ContentEncoding == "base64":
+			return "byte"
+		}
+	}
+	return s.Format
+}
+
+// StringType returns the Go type oapi-codegen's default type mapping
+// (codegen.DefaultTypeMapping, the one idemgen requires) gives the string
+// schema s (x-go-type and enums aside): string, openapi_types.UUID,
+// time.Time, []byte, ... is31 tells whether the spec is OpenAPI 3.1.
+func StringType(s *openapi3.Schema, is31 bool) string {
+	return codegen.DefaultTypeMapping.String.Resolve(StringFormat(s, is31)).Type
 }
