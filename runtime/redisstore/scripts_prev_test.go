@@ -40,17 +40,57 @@ end
 return 1
 `)
 
+// prevFinishScript read the whole record (GET) where the current one reads
+// its header (GETRANGE 0 59), and its response (GETRANGE 60 -1) only to
+// compare it.
+var prevFinishScript = redis.NewScript(`
+local a = ARGV[1]
+local cur = redis.call('GET', KEYS[1])
+if not cur or #cur < 11 or string.byte(cur, 1) ~= 1 or string.sub(cur, 4, 11) ~= string.sub(a, 1, 8) then
+  return 0
+end
+if string.byte(cur, 2) ~= 1 then
+  if string.sub(cur, 2, 3) == string.sub(a, 9, 10) and string.sub(cur, 61) == ARGV[2] then return 1 end
+  return 0
+end
+redis.call('SET', KEYS[1], '\1' .. string.sub(a, 9, 10) .. string.sub(cur, 4) .. ARGV[2], 'KEEPTTL')
+if string.byte(a, 11) == 1 then redis.pcall('PUBLISH', KEYS[1], string.sub(a, 9, 9)) end
+return 1
+`)
+
+// finishArg packs Finish's script argument as Store.Finish does.
+func finishArg(token idem.Token, state idem.State, response []byte, notify byte) []byte {
+	return append(binary.BigEndian.AppendUint64(nil, uint64(token)), byte(state), bit(response != nil), notify)
+}
+
 // extendArg packs ExtendLease's script argument as Store.ExtendLease does.
 func extendArg(token idem.Token, lease time.Duration) []byte {
 	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, uint64(token)), uint64(ms(lease)))
 }
 
-// prevStore is a Store whose ExtendLease runs the previous script: a
-// process of the previous generation. Begin, Get and Watch are the
-// current ones (their scripts did not change).
+// prevStore is a Store whose Finish and ExtendLease run the previous
+// scripts: a process of the previous generation. Begin, Get and Watch are
+// the current ones (their scripts did not change).
 type prevStore struct {
 	*Store
 	c redis.UniversalClient
+}
+
+func (p *prevStore) Finish(ctx context.Context, key string, token idem.Token, state idem.State, response []byte) error {
+	if err := check(ctx, "finish", key); err != nil {
+		return err
+	}
+	if state != idem.StateCompleted && state != idem.StateFailed {
+		return fmt.Errorf("redisstore: finish: state %v is not COMPLETED or FAILED", state)
+	}
+	n, err := prevFinishScript.Run(ctx, p.c, []string{p.key(key)}, finishArg(token, state, response, p.notify), response).Int64()
+	if err != nil {
+		return fmt.Errorf("redisstore: finish: %w", err)
+	}
+	if n == 0 {
+		return idem.ErrFenced
+	}
+	return nil
 }
 
 func (p *prevStore) ExtendLease(ctx context.Context, key string, token idem.Token, lease time.Duration) error {
@@ -82,6 +122,13 @@ var (
 	_ idem.LeaseExtender = (*genStore)(nil)
 	_ idem.Watcher       = (*genStore)(nil)
 )
+
+func (g *genStore) Finish(ctx context.Context, key string, token idem.Token, state idem.State, response []byte) error {
+	if g.old("finish") {
+		return g.prev.Finish(ctx, key, token, state, response)
+	}
+	return g.Store.Finish(ctx, key, token, state, response)
+}
 
 func (g *genStore) ExtendLease(ctx context.Context, key string, token idem.Token, lease time.Duration) error {
 	if g.old("extend") {
@@ -121,6 +168,8 @@ func TestScriptGenerationsSameOutcome(t *testing.T) {
 	ctx := ctxTimeout(t, 60*time.Second)
 	const tok, other = idem.Token(1<<64 - 9), idem.Token(11)
 	big := bigResponse(64 << 10)
+	changed := append([]byte(nil), big...)
+	changed[len(changed)-1] = '0'
 	now := time.Now()
 	rec := func(state idem.State, token idem.Token, lease time.Duration, resp []byte) string {
 		return encodeRecord(&idem.Record{State: state, Token: token, Fingerprint: fp(2),
@@ -151,6 +200,16 @@ func TestScriptGenerationsSameOutcome(t *testing.T) {
 		"extend":              {prevExtendScript, extendScript, []any{extendArg(tok, time.Minute)}},
 		"extend past expiry":  {prevExtendScript, extendScript, []any{extendArg(tok, 3*time.Hour)}},
 		"extend, other token": {prevExtendScript, extendScript, []any{extendArg(other, 3*time.Hour)}},
+		"finish 64KiB":        {prevFinishScript, finishScript, []any{finishArg(tok, idem.StateCompleted, big, 1), big}},
+		"finish 64KiB, last byte": {prevFinishScript, finishScript,
+			[]any{finishArg(tok, idem.StateCompleted, changed, 1), changed}},
+		"finish 64KiB, shorter": {prevFinishScript, finishScript,
+			[]any{finishArg(tok, idem.StateCompleted, big[:len(big)-1], 1), big[:len(big)-1]}},
+		"finish 64KiB, other token": {prevFinishScript, finishScript, []any{finishArg(other, idem.StateCompleted, big, 1), big}},
+		"finish":                    {prevFinishScript, finishScript, []any{finishArg(tok, idem.StateCompleted, []byte("ok"), 1), "ok"}},
+		"finish, no response":       {prevFinishScript, finishScript, []any{finishArg(tok, idem.StateCompleted, nil, 1), ""}},
+		"finish failed":             {prevFinishScript, finishScript, []any{finishArg(tok, idem.StateFailed, nil, 1), ""}},
+		"finish failed 64KiB":       {prevFinishScript, finishScript, []any{finishArg(tok, idem.StateFailed, big, 1), big}},
 	}
 	for vname, v := range values {
 		for cname, call := range calls {
