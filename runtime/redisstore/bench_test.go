@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/binary"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemgen/idemgen/internal/testenv"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/internal/storebench"
 )
@@ -162,4 +164,104 @@ func reportMemory(b *testing.B, c *redis.Client, key string) {
 	mem, err := c.MemoryUsage(context.Background(), key).Result()
 	require.NoError(b, err)
 	b.ReportMetric(float64(mem), "server-B/record")
+}
+
+// BenchmarkScriptPaths runs the heartbeat (ExtendLease) and Finish scripts,
+// serially, on a private server, down the paths that read a record but
+// write nothing or little, with a 64 KiB response where there is one:
+//
+//	extend/fenced-own-64KiB   a heartbeat that meets its own request's
+//	                          COMPLETED record (one on its way when Finish
+//	                          stopped the heartbeat)
+//	extend/fenced-other-64KiB a heartbeat that meets another token's
+//	                          COMPLETED record (its claim was taken over)
+//	extend/pending            the heartbeat that takes effect (a lease
+//	                          within the record's expiry: SETRANGE)
+//	finish/fenced-other-64KiB a Finish fenced by another token's COMPLETED record
+//	finish/rerun-64KiB        a Finish run again (go-redis resent it) that
+//	                          finds its own 64 KiB completion: it compares
+//	                          the response and answers 1
+//	begin+finish              a first request: Begin of a new key and the
+//	                          Finish that takes effect (a 104-byte response)
+//
+// Besides ns/op (a round trip on loopback) it reports server-ns/op, the
+// server's time in the script per call (INFO commandstats, EVALSHA), which
+// the rest of a shared machine disturbs far less.
+func BenchmarkScriptPaths(b *testing.B) {
+	ctx := context.Background()
+	resp := make([]byte, 64<<10)
+	for i := range resp {
+		resp[i] = 'a' + byte(i%26)
+	}
+	const tok, other = idem.Token(1), idem.Token(2)
+	// setup leaves at key a record claimed by tok, finished by tok with resp
+	// when final.
+	setup := func(b *testing.B, final bool) (*Store, *redis.Client) {
+		srv := testenv.StartRedis(b)
+		c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
+		b.Cleanup(func() { _ = c.Close() })
+		s := newStoreOn(b, c, Options{})
+		require.NoError(b, s.LoadScripts(ctx))
+		_, err := s.Begin(ctx, &idem.BeginRequest{Key: "k", Fingerprint: fp(1), Token: tok, Lease: time.Hour, TTL: 2 * time.Hour})
+		require.NoError(b, err)
+		if final {
+			require.NoError(b, s.Finish(ctx, "k", tok, idem.StateCompleted, resp))
+		}
+		return s, c
+	}
+	for _, bc := range []struct {
+		name  string
+		final bool
+		op    func(s *Store, i int) error
+		want  error
+		calls int // EVALSHA calls per op
+	}{
+		{"extend/fenced-own-64KiB", true, func(s *Store, _ int) error { return s.ExtendLease(ctx, "k", tok, time.Minute) }, idem.ErrFenced, 1},
+		{"extend/fenced-other-64KiB", true, func(s *Store, _ int) error { return s.ExtendLease(ctx, "k", other, time.Minute) }, idem.ErrFenced, 1},
+		{"extend/pending", false, func(s *Store, _ int) error { return s.ExtendLease(ctx, "k", tok, time.Minute) }, nil, 1},
+		{"finish/fenced-other-64KiB", true, func(s *Store, _ int) error {
+			return s.Finish(ctx, "k", other, idem.StateCompleted, resp)
+		}, idem.ErrFenced, 1},
+		{"finish/rerun-64KiB", true, func(s *Store, _ int) error { return s.Finish(ctx, "k", tok, idem.StateCompleted, resp) }, nil, 1},
+		{"begin+finish", false, func(s *Store, i int) error { return storebench.FirstRequest(s)(int64(i)) }, nil, 2},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			s, c := setup(b, bc.final)
+			b.ReportAllocs()
+			calls0, usec0 := evalshaStats(b, c)
+			n := 0
+			for b.Loop() {
+				if err := bc.op(s, n); err != bc.want {
+					b.Fatalf("got %v, want %v", err, bc.want)
+				}
+				n++
+			}
+			calls, usec := evalshaStats(b, c)
+			require.Equal(b, int64(n*bc.calls), calls-calls0, "EVALSHA calls")
+			b.ReportMetric(float64(usec-usec0)*1000/float64(n), "server-ns/op")
+		})
+	}
+}
+
+// evalshaStats returns the server's count of EVALSHA calls and their total
+// time in µs (INFO commandstats).
+func evalshaStats(b *testing.B, c *redis.Client) (calls, usec int64) {
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	require.NoError(b, err)
+	for _, line := range strings.Split(info, "\n") {
+		v, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:")
+		if !ok {
+			continue
+		}
+		for _, f := range strings.Split(v, ",") {
+			k, x, _ := strings.Cut(f, "=")
+			switch k {
+			case "calls":
+				calls, _ = strconv.ParseInt(x, 10, 64)
+			case "usec":
+				usec, _ = strconv.ParseInt(x, 10, 64)
+			}
+		}
+	}
+	return calls, usec
 }
