@@ -850,9 +850,12 @@ func testLeaseExtender(t *testing.T, s idem.Store, key func(string) string) {
 
 // testHeartbeatPastExpiry: heartbeats keep a PENDING record alive past the
 // TTL it was claimed with (a handler that runs past the window): ExtendLease
-// moves ExpiresAt to the lease's end when that is later, never earlier, so
-// the record is still there, not claimable by another token, and its
-// holder's Finish succeeds; Finish keeps the expiry the record has.
+// moves ExpiresAt to the lease's end when that is later (ExpiresAt equals
+// the new LeaseExpiresAt, past the claim's expiry), never earlier, so the
+// record is still there, with the expiry the last heartbeat gave it, not
+// claimable by another token, and its holder's Finish succeeds; Finish
+// keeps the expiry the record has. The checks compare the store's own
+// times, not this host's clock (the store's server may run on another).
 func testHeartbeatPastExpiry(t *testing.T, s idem.Store, key func(string) string) {
 	x, ok := s.(idem.LeaseExtender)
 	if !ok {
@@ -872,17 +875,29 @@ func testHeartbeatPastExpiry(t *testing.T, s idem.Store, key func(string) string
 	if rec, _ := get(t, s, k); !rec.ExpiresAt.Equal(claimed.ExpiresAt) {
 		t.Fatalf("ExtendLease(%v) moved ExpiresAt from %v to %v", short, claimed.ExpiresAt, rec.ExpiresAt)
 	}
+	prev := claimed
 	for i := range 2 {
 		if err := x.ExtendLease(context.Background(), k, tk, beat); err != nil {
 			t.Fatalf("heartbeat %d: %v", i, err)
 		}
+		// The heartbeat's lease ends at least beat-ttl after the claim's
+		// expiry (it started after the claim), so ExpiresAt moves there.
+		beaten, ok := get(t, s, k)
+		if !ok || !beaten.ExpiresAt.Equal(beaten.LeaseExpiresAt) || beaten.ExpiresAt.Sub(claimed.ExpiresAt) < beat-ttl {
+			t.Fatalf("after heartbeat %d, record = %+v (found %v), want ExpiresAt = LeaseExpiresAt, at least %v past the claim's expiry %v",
+				i, beaten, ok, beat-ttl, claimed.ExpiresAt)
+		}
+		if !beaten.ExpiresAt.After(prev.ExpiresAt) {
+			t.Fatalf("heartbeat %d moved ExpiresAt from %v to %v, want later", i, prev.ExpiresAt, beaten.ExpiresAt)
+		}
+		prev = beaten
 		time.Sleep(ttl + slack) // past the TTL of the claim, then past the first heartbeat's start
 		rec, ok := get(t, s, k)
 		if !ok || rec.State != idem.StatePending || rec.Token != tk {
 			t.Fatalf("after heartbeat %d and %v, record = %+v (found %v), want the PENDING claim", i, ttl+slack, rec, ok)
 		}
-		if rec.ExpiresAt.Before(rec.LeaseExpiresAt) {
-			t.Fatalf("after heartbeat %d, ExpiresAt %v is before LeaseExpiresAt %v", i, rec.ExpiresAt, rec.LeaseExpiresAt)
+		if !rec.ExpiresAt.Equal(beaten.LeaseExpiresAt) {
+			t.Fatalf("%v after heartbeat %d, ExpiresAt is %v, want the end of its lease, %v", ttl+slack, i, rec.ExpiresAt, beaten.LeaseExpiresAt)
 		}
 		if res := begin(t, s, k, fp(1), tok(), long, long, false); res.Acquired {
 			t.Fatalf("after heartbeat %d, another token claimed the record past its TTL", i)
