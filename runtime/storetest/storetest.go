@@ -1076,7 +1076,7 @@ func testTransactor(t *testing.T, s idem.Store, key func(string) string) {
 	// last heartbeat's lease.
 	t.Run("HeartbeatPastExpiry", func(t *testing.T) {
 		k := key("tx-outlive")
-		e, tk, _ := claimToOutlive(t, s, k)
+		e, tk, claimed := claimToOutlive(t, s, k)
 		_, commit, rollback, err := x.BeginTx(ctx, k, tk)
 		if err != nil {
 			t.Fatalf("BeginTx: %v", err)
@@ -1100,6 +1100,13 @@ func testTransactor(t *testing.T, s idem.Store, key func(string) string) {
 		rec, ok := get(t, s, k)
 		if !ok || rec.State != idem.StateCompleted || string(rec.Response) != "late" || rec.Token != tk {
 			t.Fatalf("record after the commit past the TTL = %+v (found %v), want COMPLETED", rec, ok)
+		}
+		// The last heartbeat came at least two sleeps after the claim, so
+		// its lease ends at least this long after the claim's expiry (the
+		// store's times, not this host's clock).
+		if want := 2*(outliveTTL+slack) + outliveBeat - outliveTTL; rec.ExpiresAt.Sub(claimed.ExpiresAt) < want {
+			t.Fatalf("record after the commit expires at %v, %v after the claim's expiry %v, want at least %v (the end of the last heartbeat's lease)",
+				rec.ExpiresAt, rec.ExpiresAt.Sub(claimed.ExpiresAt), claimed.ExpiresAt, want)
 		}
 		if res := begin(t, s, k, fp(1), tok(), long, long, false); res.Acquired {
 			t.Fatal("after the commit, another token claimed the record")
