@@ -44,6 +44,59 @@ func isolationCases() []isolationCase {
 	}
 }
 
+// eachIsolation runs test in a parallel subtest per isolation case (only
+// those above READ COMMITTED when strictOnly), named after the case, on a
+// fixture of its own.
+func eachIsolation(t *testing.T, strictOnly bool, test func(t *testing.T, ic isolationCase, f *txFixture)) {
+	t.Helper()
+	for _, ic := range isolationCases() {
+		if strictOnly && !ic.strict {
+			continue
+		}
+		t.Run(ic.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, ic, newTxFixtureOn(t, ic.pool(t), ic.opts))
+		})
+	}
+}
+
+// The lease and the window of a claim whose holder heartbeats past the
+// window (TestTxIsolationHeartbeatPastWindow,
+// TestTxIsolationRollbackAfterHeartbeats).
+const (
+	pastLease  = 300 * time.Millisecond
+	pastWindow = 400 * time.Millisecond
+)
+
+// claimPastWindow claims key for token 7 with pastLease and pastWindow.
+func (f *txFixture) claimPastWindow(t *testing.T, key string) {
+	t.Helper()
+	r, err := f.s.Begin(context.Background(), &idem.BeginRequest{Key: key, Fingerprint: fp(1), Token: 7, Lease: pastLease, TTL: pastWindow})
+	require.NoError(t, err)
+	require.True(t, r.Acquired)
+}
+
+// heartbeatPastWindow sends token 7's heartbeats on key every half lease,
+// six of them (900ms, past the window), and returns this host's clock, in
+// milliseconds, just before the last one.
+func (f *txFixture) heartbeatPastWindow(t *testing.T, key string) (lastBeat time.Time) {
+	t.Helper()
+	for range 6 {
+		time.Sleep(pastLease / 2)
+		lastBeat = time.Now().Truncate(time.Millisecond) // the server's clock is this host's, in microseconds
+		require.NoError(t, f.s.ExtendLease(context.Background(), key, 7, pastLease), "a heartbeat past the window")
+	}
+	return lastBeat
+}
+
+// requireNotClaimable: token 8 cannot claim key.
+func (f *txFixture) requireNotClaimable(t *testing.T, key, msg string) {
+	t.Helper()
+	r, err := f.s.Begin(context.Background(), &idem.BeginRequest{Key: key, Fingerprint: fp(1), Token: 8, Lease: time.Minute, TTL: time.Hour})
+	require.NoError(t, err)
+	require.False(t, r.Acquired, msg)
+}
+
 // TestTxIsolationHeartbeat: the holder's own heartbeat (ExtendLease) comes
 // between the handler's write and the commit. Above READ COMMITTED the
 // transaction's snapshot predates it, so an UPDATE of the row by the
@@ -53,39 +106,35 @@ func isolationCases() []isolationCase {
 // extends the lease as before.
 func TestTxIsolationHeartbeat(t *testing.T) {
 	t.Parallel()
-	for _, ic := range isolationCases() {
-		t.Run(ic.name, func(t *testing.T) {
-			t.Parallel()
-			f := newTxFixtureOn(t, ic.pool(t), ic.opts)
-			ctx := context.Background()
-			f.claim(t, "k", 7, time.Minute)
-			before := f.record(t, "k").LeaseExpiresAt
-			txctx, commit, rollback, err := f.s.BeginTx(ctx, "k", 7)
-			require.NoError(t, err)
-			defer rollback()
-			f.handler(t, txctx, "k")
+	eachIsolation(t, false, func(t *testing.T, ic isolationCase, f *txFixture) {
+		ctx := context.Background()
+		f.claim(t, "k", 7, time.Minute)
+		before := f.record(t, "k").LeaseExpiresAt
+		txctx, commit, rollback, err := f.s.BeginTx(ctx, "k", 7)
+		require.NoError(t, err)
+		defer rollback()
+		f.handler(t, txctx, "k")
 
-			hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			defer cancel()
-			require.NoError(t, f.s.ExtendLease(hctx, "k", 7, 2*time.Minute), "the heartbeat neither fails nor waits")
-			require.NoError(t, f.s.ExtendLease(hctx, "k", 7, 2*time.Minute))
-			after := f.record(t, "k").LeaseExpiresAt
-			if ic.strict {
-				assert.Equal(t, before, after, "the row is left alone while the transaction locks it")
-			} else {
-				assert.True(t, after.After(before), "the heartbeat extends the lease")
-			}
+		hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		require.NoError(t, f.s.ExtendLease(hctx, "k", 7, 2*time.Minute), "the heartbeat neither fails nor waits")
+		require.NoError(t, f.s.ExtendLease(hctx, "k", 7, 2*time.Minute))
+		after := f.record(t, "k").LeaseExpiresAt
+		if ic.strict {
+			assert.Equal(t, before, after, "the row is left alone while the transaction locks it")
+		} else {
+			assert.True(t, after.After(before), "the heartbeat extends the lease")
+		}
 
-			require.NoError(t, commit(idem.StateCompleted, []byte("resp")))
-			assert.True(t, f.sideWritten(t, "k"))
-			rec := f.record(t, "k")
-			assert.Equal(t, idem.StateCompleted, rec.State)
-			assert.Equal(t, []byte("resp"), rec.Response)
-			assert.ErrorIs(t, f.s.ExtendLease(ctx, "k", 7, time.Minute), idem.ErrFenced,
-				"after the commit the heartbeat meets the row again")
-			assert.False(t, f.s.locked.has(holdKey{"k", 7}))
-		})
-	}
+		require.NoError(t, commit(idem.StateCompleted, []byte("resp")))
+		assert.True(t, f.sideWritten(t, "k"))
+		rec := f.record(t, "k")
+		assert.Equal(t, idem.StateCompleted, rec.State)
+		assert.Equal(t, []byte("resp"), rec.Response)
+		assert.ErrorIs(t, f.s.ExtendLease(ctx, "k", 7, time.Minute), idem.ErrFenced,
+			"after the commit the heartbeat meets the row again")
+		assert.False(t, f.s.locked.has(holdKey{"k", 7}))
+	})
 }
 
 // TestTxIsolationEngine: a transactional handler under REPEATABLE READ runs
@@ -305,37 +354,30 @@ func TestTxLockRetry(t *testing.T) {
 // no longer succeed), the heartbeat answers idem.ErrFenced instead of nil.
 func TestTxHolderTerminated(t *testing.T) {
 	t.Parallel()
-	for _, ic := range isolationCases() {
-		if !ic.strict {
-			continue
-		}
-		t.Run(ic.name, func(t *testing.T) {
-			t.Parallel()
-			f := newTxFixtureOn(t, ic.pool(t), ic.opts)
-			ctx := context.Background()
-			f.claim(t, "k", 1, time.Minute)
-			txctx, commit, rollback, err := f.s.BeginTx(ctx, "k", 1)
-			require.NoError(t, err)
-			defer rollback()
-			tx, _ := Tx(txctx)
-			var pid int32
-			require.NoError(t, tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
-			require.NoError(t, f.s.ExtendLease(ctx, "k", 1, time.Minute), "the holder is alive")
+	eachIsolation(t, true, func(t *testing.T, _ isolationCase, f *txFixture) {
+		ctx := context.Background()
+		f.claim(t, "k", 1, time.Minute)
+		txctx, commit, rollback, err := f.s.BeginTx(ctx, "k", 1)
+		require.NoError(t, err)
+		defer rollback()
+		tx, _ := Tx(txctx)
+		var pid int32
+		require.NoError(t, tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
+		require.NoError(t, f.s.ExtendLease(ctx, "k", 1, time.Minute), "the holder is alive")
 
-			admin := testPool(t)
-			_, err = admin.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid)
-			require.NoError(t, err)
-			require.Eventually(t, func() bool {
-				var n int
-				return admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&n) == nil && n == 0
-			}, 5*time.Second, 10*time.Millisecond, "the backend is gone")
-			assert.ErrorIs(t, f.s.ExtendLease(ctx, "k", 1, time.Minute), idem.ErrFenced, "the holder's lock is gone")
-			assert.Error(t, commit(idem.StateCompleted, nil))
-			assert.False(t, f.s.locked.has(holdKey{"k", 1}))
-			assert.False(t, f.sideWritten(t, "k"))
-			assert.Equal(t, idem.StatePending, f.record(t, "k").State)
-		})
-	}
+		admin := testPool(t)
+		_, err = admin.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid)
+		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			var n int
+			return admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&n) == nil && n == 0
+		}, 5*time.Second, 10*time.Millisecond, "the backend is gone")
+		assert.ErrorIs(t, f.s.ExtendLease(ctx, "k", 1, time.Minute), idem.ErrFenced, "the holder's lock is gone")
+		assert.Error(t, commit(idem.StateCompleted, nil))
+		assert.False(t, f.s.locked.has(holdKey{"k", 1}))
+		assert.False(t, f.sideWritten(t, "k"))
+		assert.Equal(t, idem.StatePending, f.record(t, "k").State)
+	})
 }
 
 // TestTxIsolationHeartbeatPastWindow: a transactional holder heartbeats
@@ -347,52 +389,34 @@ func TestTxHolderTerminated(t *testing.T) {
 // before, and its writes are rolled back.
 func TestTxIsolationHeartbeatPastWindow(t *testing.T) {
 	t.Parallel()
-	for _, ic := range isolationCases() {
-		t.Run(ic.name, func(t *testing.T) {
-			t.Parallel()
-			f := newTxFixtureOn(t, ic.pool(t), ic.opts)
-			ctx := context.Background()
-			const lease = 300 * time.Millisecond
-			claim := func(key string) {
-				r, err := f.s.Begin(ctx, &idem.BeginRequest{Key: key, Fingerprint: fp(1), Token: 7, Lease: lease, TTL: 400 * time.Millisecond})
-				require.NoError(t, err)
-				require.True(t, r.Acquired)
-			}
+	eachIsolation(t, false, func(t *testing.T, _ isolationCase, f *txFixture) {
+		ctx := context.Background()
+		f.claimPastWindow(t, "beats")
+		txctx, commit, rollback, err := f.s.BeginTx(ctx, "beats", 7)
+		require.NoError(t, err)
+		defer rollback()
+		f.handler(t, txctx, "beats")
+		lastBeat := f.heartbeatPastWindow(t, "beats")
+		f.requireNotClaimable(t, "beats", "another token claimed a heartbeating holder's record")
+		require.NoError(t, commit(idem.StateCompleted, []byte("resp")))
+		assert.True(t, f.sideWritten(t, "beats"))
+		rec, found, err := f.s.Get(ctx, "beats")
+		require.NoError(t, err)
+		require.True(t, found, "the committed record expired at once")
+		assert.Equal(t, idem.StateCompleted, rec.State)
+		assert.Equal(t, idem.Token(7), rec.Token)
+		assert.False(t, rec.ExpiresAt.Before(lastBeat.Add(pastLease)), "the record lives to the end of the last heartbeat's lease")
 
-			claim("beats")
-			txctx, commit, rollback, err := f.s.BeginTx(ctx, "beats", 7)
-			require.NoError(t, err)
-			defer rollback()
-			f.handler(t, txctx, "beats")
-			var lastBeat time.Time
-			for range 6 { // 900ms, past the 400ms window
-				time.Sleep(lease / 2)
-				lastBeat = time.Now().Truncate(time.Millisecond) // the server's clock is this host's, in microseconds
-				require.NoError(t, f.s.ExtendLease(ctx, "beats", 7, lease), "a heartbeat past the window")
-			}
-			r, err := f.s.Begin(ctx, &idem.BeginRequest{Key: "beats", Fingerprint: fp(1), Token: 8, Lease: time.Minute, TTL: time.Hour})
-			require.NoError(t, err)
-			require.False(t, r.Acquired, "another token claimed a heartbeating holder's record")
-			require.NoError(t, commit(idem.StateCompleted, []byte("resp")))
-			assert.True(t, f.sideWritten(t, "beats"))
-			rec, found, err := f.s.Get(ctx, "beats")
-			require.NoError(t, err)
-			require.True(t, found, "the committed record expired at once")
-			assert.Equal(t, idem.StateCompleted, rec.State)
-			assert.Equal(t, idem.Token(7), rec.Token)
-			assert.False(t, rec.ExpiresAt.Before(lastBeat.Add(lease)), "the record lives to the end of the last heartbeat's lease")
-
-			claim("silent")
-			txctx, commit2, rollback2, err := f.s.BeginTx(ctx, "silent", 7)
-			require.NoError(t, err)
-			defer rollback2()
-			f.handler(t, txctx, "silent")
-			time.Sleep(600 * time.Millisecond) // past the window and the lease, no heartbeat
-			assert.ErrorIs(t, f.s.ExtendLease(ctx, "silent", 7, lease), idem.ErrFenced, "a heartbeat after the record expired")
-			assert.ErrorIs(t, commit2(idem.StateCompleted, []byte("resp")), idem.ErrFenced, "a commit after the record expired")
-			assert.False(t, f.sideWritten(t, "silent"))
-		})
-	}
+		f.claimPastWindow(t, "silent")
+		txctx, commit2, rollback2, err := f.s.BeginTx(ctx, "silent", 7)
+		require.NoError(t, err)
+		defer rollback2()
+		f.handler(t, txctx, "silent")
+		time.Sleep(600 * time.Millisecond) // past the window and the lease, no heartbeat
+		assert.ErrorIs(t, f.s.ExtendLease(ctx, "silent", 7, pastLease), idem.ErrFenced, "a heartbeat after the record expired")
+		assert.ErrorIs(t, commit2(idem.StateCompleted, []byte("resp")), idem.ErrFenced, "a commit after the record expired")
+		assert.False(t, f.sideWritten(t, "silent"))
+	})
 }
 
 // TestTxIsolationRollbackAfterHeartbeats: a transactional holder heartbeats
@@ -403,28 +427,15 @@ func TestTxIsolationHeartbeatPastWindow(t *testing.T) {
 // heartbeats could not write the locked row: the rollback writes it.
 func TestTxIsolationRollbackAfterHeartbeats(t *testing.T) {
 	t.Parallel()
-	for _, ic := range isolationCases() {
-		t.Run(ic.name, func(t *testing.T) {
-			t.Parallel()
-			f := newTxFixtureOn(t, ic.pool(t), ic.opts)
-			ctx := context.Background()
-			const lease = 300 * time.Millisecond
-			r, err := f.s.Begin(ctx, &idem.BeginRequest{Key: "rb", Fingerprint: fp(1), Token: 7, Lease: lease, TTL: 400 * time.Millisecond})
-			require.NoError(t, err)
-			require.True(t, r.Acquired)
-			txctx, _, rollback, err := f.s.BeginTx(ctx, "rb", 7)
-			require.NoError(t, err)
-			f.handler(t, txctx, "rb")
-			for range 6 { // 900ms, past the 400ms window
-				time.Sleep(lease / 2)
-				require.NoError(t, f.s.ExtendLease(ctx, "rb", 7, lease), "a heartbeat past the window")
-			}
-			rollback()
-			assert.False(t, f.sideWritten(t, "rb"), "rolled back")
-			r, err = f.s.Begin(ctx, &idem.BeginRequest{Key: "rb", Fingerprint: fp(1), Token: 8, Lease: time.Minute, TTL: time.Hour})
-			require.NoError(t, err)
-			require.False(t, r.Acquired, "another token claimed the key while the last heartbeat's lease ran")
-			require.NoError(t, f.s.Finish(ctx, "rb", 7, idem.StateFailed, nil), "the release after the rollback")
-		})
-	}
+	eachIsolation(t, false, func(t *testing.T, _ isolationCase, f *txFixture) {
+		f.claimPastWindow(t, "rb")
+		txctx, _, rollback, err := f.s.BeginTx(context.Background(), "rb", 7)
+		require.NoError(t, err)
+		f.handler(t, txctx, "rb")
+		f.heartbeatPastWindow(t, "rb")
+		rollback()
+		assert.False(t, f.sideWritten(t, "rb"), "rolled back")
+		f.requireNotClaimable(t, "rb", "another token claimed the key while the last heartbeat's lease ran")
+		require.NoError(t, f.s.Finish(context.Background(), "rb", 7, idem.StateFailed, nil), "the release after the rollback")
+	})
 }

@@ -23,17 +23,49 @@ import (
 // channel rights), so its PUBLISH and SUBSCRIBE are refused (NOPERM).
 func aclClient(t *testing.T) *redis.Client {
 	t.Helper()
-	srv := testenv.StartRedis(t)
+	c := userClient(t, "~*", "resetchannels", "+@all")
 	ctx := ctxTimeout(t, 30*time.Second)
-	admin := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
-	defer admin.Close()
-	require.NoError(t, admin.Do(ctx, "ACL", "SETUSER", "app", "reset", "on", ">pw", "~*", "resetchannels", "+@all").Err())
-	c := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: "app", Password: "pw", ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = c.Close() })
 	err := c.Publish(ctx, "idem:{k}", "1").Err()
 	require.Error(t, err, "the user may not publish")
 	require.True(t, redis.HasErrorPrefix(err, "NOPERM"), "%v", err)
 	return c
+}
+
+// userClient starts a private Redis and returns a client logged in as the
+// user app, created there with rules (and closed at the end of the test).
+func userClient(t *testing.T, rules ...string) *redis.Client {
+	t.Helper()
+	srv := testenv.StartRedis(t)
+	ctx := ctxTimeout(t, 30*time.Second)
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
+	defer admin.Close()
+	require.NoError(t, admin.Do(ctx, setUser("app", rules)...).Err())
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: "app", Password: "pw", ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// setUser is the ACL SETUSER command that (re)creates user, password pw,
+// with rules and no other rights.
+func setUser(user string, rules []string) []any {
+	args := []any{"ACL", "SETUSER", user, "reset", "on", ">pw"}
+	for _, r := range rules {
+		args = append(args, r)
+	}
+	return args
+}
+
+// runConformanceAs runs the conformance suite on stores over c, all with
+// prefix: the suite's keys are its own in every test.
+func runConformanceAs(t *testing.T, ctx context.Context, c redis.UniversalClient, prefix string) {
+	t.Helper()
+	storetest.RunConformanceTests(t, func(t *testing.T) idem.Store {
+		s, err := New(c, Options{Prefix: prefix})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = s.Close() })
+		require.NoError(t, s.LoadScripts(ctx))
+		return s
+	})
 }
 
 // TestNoChannelRights: under an ACL user that may not publish on the record
@@ -87,26 +119,12 @@ func TestNoChannelRights(t *testing.T) {
 // the package documentation lists, and no others: the commands the store
 // and its scripts send, on the prefix's keys and channels.
 func TestLeastPrivilegeACL(t *testing.T) {
-	srv := testenv.StartRedis(t)
-	ctx := ctxTimeout(t, 30*time.Second)
-	admin := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
-	defer admin.Close()
 	const prefix = "idemtest:"
-	require.NoError(t, admin.Do(ctx, "ACL", "SETUSER", "app", "reset", "on", ">pw", "~"+prefix+"{*", "&"+prefix+"{*",
-		"+evalsha", "+eval", "+script|load", "+get", "+set", "+setrange", "+getrange", "+time", "+publish",
-		"+subscribe", "+unsubscribe", "+ping").Err())
-	c := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: "app", Password: "pw", ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = c.Close() })
+	c := userClient(t, aclRules(prefix)...)
+	ctx := ctxTimeout(t, 30*time.Second)
 	require.Error(t, c.Set(ctx, "other", "1", 0).Err(), "the user is confined to the prefix")
 	require.Error(t, c.Set(ctx, prefix+"x:{k}", "1", 0).Err(), "nor to the records of a prefix that extends it")
-	// One prefix: the suite's keys are its own in every test.
-	storetest.RunConformanceTests(t, func(t *testing.T) idem.Store {
-		s, err := New(c, Options{Prefix: prefix})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = s.Close() })
-		require.NoError(t, s.LoadScripts(ctx))
-		return s
-	})
+	runConformanceAs(t, ctx, c, prefix)
 }
 
 // TestWatchRefused: a SUBSCRIBE the server refuses (an ACL user without the
@@ -178,12 +196,18 @@ func TestWatchRefusedForgetsPending(t *testing.T) {
 	s.hub.mu.Unlock()
 }
 
-// clusterACLRules are the rights the package documentation lists for a
-// Cluster client with the default node selection, for prefix.
-func clusterACLRules(prefix string) []string {
+// aclRules are the rights the package documentation lists, for prefix.
+func aclRules(prefix string) []string {
 	return []string{"~" + prefix + "{*", "&" + prefix + "{*",
 		"+evalsha", "+eval", "+script|load", "+get", "+set", "+setrange", "+getrange", "+time", "+publish",
-		"+subscribe", "+unsubscribe", "+ping", "+cluster|slots", "+command", "+asking"}
+		"+subscribe", "+unsubscribe", "+ping"}
+}
+
+// clusterACLRules are the rights the package documentation lists for a
+// Cluster client with the default node selection, for prefix: aclRules and
+// the commands of the cluster client.
+func clusterACLRules(prefix string) []string {
+	return append(aclRules(prefix), "+cluster|slots", "+command", "+asking")
 }
 
 // TestClusterLeastPrivilegeACL runs the conformance suite on the test Redis
@@ -203,11 +227,7 @@ func TestClusterLeastPrivilegeACL(t *testing.T) {
 	for _, addr := range addrs {
 		a := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 		admins = append(admins, a)
-		args := []any{"ACL", "SETUSER", user, "reset", "on", ">pw"}
-		for _, r := range clusterACLRules(prefix) {
-			args = append(args, r)
-		}
-		require.NoError(t, a.Do(ctx, args...).Err())
+		require.NoError(t, a.Do(ctx, setUser(user, clusterACLRules(prefix))...).Err())
 	}
 	t.Cleanup(func() {
 		for _, a := range admins {
@@ -220,16 +240,7 @@ func TestClusterLeastPrivilegeACL(t *testing.T) {
 	require.Error(t, c.Set(ctx, other, "1", 0).Err(), "the user is confined to the prefix's records")
 
 	t.Cleanup(func() { deleteKeys(context.Background(), clusterClient(t, nil), prefix) })
-	t.Run("Conformance", func(t *testing.T) {
-		// One prefix: the suite's keys are its own in every test.
-		storetest.RunConformanceTests(t, func(t *testing.T) idem.Store {
-			s, err := New(c, Options{Prefix: prefix})
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = s.Close() })
-			require.NoError(t, s.LoadScripts(ctx))
-			return s
-		})
-	})
+	t.Run("Conformance", func(t *testing.T) { runConformanceAs(t, ctx, c, prefix) })
 
 	for i, a := range admins {
 		entries, err := a.Do(ctx, "ACL", "LOG", "1000").Slice()

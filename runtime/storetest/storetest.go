@@ -848,23 +848,39 @@ func testLeaseExtender(t *testing.T, s idem.Store, key func(string) string) {
 	}
 }
 
-// testHeartbeatPastExpiry: heartbeats keep a PENDING record alive past the
-// TTL it was claimed with (a handler that runs past the window): ExtendLease
-// moves ExpiresAt to the lease's end when that is later, never earlier, so
-// the record is still there, not claimable by another token, and its
-// holder's Finish succeeds; Finish keeps the expiry the record has.
-func testHeartbeatPastExpiry(t *testing.T, s idem.Store, key func(string) string) {
+// The TTL a record that outlives it is claimed with, and each heartbeat's
+// lease (HeartbeatPastExpiry, and Transactor's).
+const (
+	outliveTTL  = 300 * time.Millisecond
+	outliveBeat = 2 * time.Second
+)
+
+// claimToOutlive returns s as an idem.LeaseExtender (the test skips when it
+// is not one), after claiming k with a new token, a short lease and
+// outliveTTL: the token, and the record claimed.
+func claimToOutlive(t *testing.T, s idem.Store, k string) (idem.LeaseExtender, idem.Token, idem.Record) {
+	t.Helper()
 	x, ok := s.(idem.LeaseExtender)
 	if !ok {
 		t.Skip("the store does not implement idem.LeaseExtender")
 	}
-	const (
-		ttl  = 300 * time.Millisecond
-		beat = 2 * time.Second // each heartbeat's lease
-	)
-	k, tk := key("outlive"), tok()
-	begin(t, s, k, fp(1), tk, short, ttl, false)
+	tk := tok()
+	begin(t, s, k, fp(1), tk, short, outliveTTL, false)
 	claimed, _ := get(t, s, k)
+	return x, tk, claimed
+}
+
+// testHeartbeatPastExpiry: heartbeats keep a PENDING record alive past the
+// TTL it was claimed with (a handler that runs past the window): ExtendLease
+// moves ExpiresAt to the lease's end when that is later (ExpiresAt equals
+// the new LeaseExpiresAt, past the claim's expiry), never earlier, so the
+// record is still there, with the expiry the last heartbeat gave it, not
+// claimable by another token, and its holder's Finish succeeds; Finish
+// keeps the expiry the record has. The checks compare the store's own
+// times, not this host's clock (the store's server may run on another).
+func testHeartbeatPastExpiry(t *testing.T, s idem.Store, key func(string) string) {
+	k := key("outlive")
+	x, tk, claimed := claimToOutlive(t, s, k)
 	// A lease that ends before the record's expiry leaves the expiry alone.
 	if err := x.ExtendLease(context.Background(), k, tk, short); err != nil {
 		t.Fatalf("ExtendLease(%v): %v", short, err)
@@ -872,17 +888,30 @@ func testHeartbeatPastExpiry(t *testing.T, s idem.Store, key func(string) string
 	if rec, _ := get(t, s, k); !rec.ExpiresAt.Equal(claimed.ExpiresAt) {
 		t.Fatalf("ExtendLease(%v) moved ExpiresAt from %v to %v", short, claimed.ExpiresAt, rec.ExpiresAt)
 	}
+	prev := claimed
 	for i := range 2 {
-		if err := x.ExtendLease(context.Background(), k, tk, beat); err != nil {
+		if err := x.ExtendLease(context.Background(), k, tk, outliveBeat); err != nil {
 			t.Fatalf("heartbeat %d: %v", i, err)
 		}
-		time.Sleep(ttl + slack) // past the TTL of the claim, then past the first heartbeat's start
+		// The heartbeat's lease ends at least outliveBeat-outliveTTL after
+		// the claim's expiry (it started after the claim), so ExpiresAt
+		// moves there.
+		beaten, ok := get(t, s, k)
+		if !ok || !beaten.ExpiresAt.Equal(beaten.LeaseExpiresAt) || beaten.ExpiresAt.Sub(claimed.ExpiresAt) < outliveBeat-outliveTTL {
+			t.Fatalf("after heartbeat %d, record = %+v (found %v), want ExpiresAt = LeaseExpiresAt, at least %v past the claim's expiry %v",
+				i, beaten, ok, outliveBeat-outliveTTL, claimed.ExpiresAt)
+		}
+		if !beaten.ExpiresAt.After(prev.ExpiresAt) {
+			t.Fatalf("heartbeat %d moved ExpiresAt from %v to %v, want later", i, prev.ExpiresAt, beaten.ExpiresAt)
+		}
+		prev = beaten
+		time.Sleep(outliveTTL + slack) // past the TTL of the claim, then past the first heartbeat's start
 		rec, ok := get(t, s, k)
 		if !ok || rec.State != idem.StatePending || rec.Token != tk {
-			t.Fatalf("after heartbeat %d and %v, record = %+v (found %v), want the PENDING claim", i, ttl+slack, rec, ok)
+			t.Fatalf("after heartbeat %d and %v, record = %+v (found %v), want the PENDING claim", i, outliveTTL+slack, rec, ok)
 		}
-		if rec.ExpiresAt.Before(rec.LeaseExpiresAt) {
-			t.Fatalf("after heartbeat %d, ExpiresAt %v is before LeaseExpiresAt %v", i, rec.ExpiresAt, rec.LeaseExpiresAt)
+		if !rec.ExpiresAt.Equal(beaten.LeaseExpiresAt) {
+			t.Fatalf("%v after heartbeat %d, ExpiresAt is %v, want the end of its lease, %v", outliveTTL+slack, i, rec.ExpiresAt, beaten.LeaseExpiresAt)
 		}
 		if res := begin(t, s, k, fp(1), tok(), long, long, false); res.Acquired {
 			t.Fatalf("after heartbeat %d, another token claimed the record past its TTL", i)
@@ -1046,31 +1075,23 @@ func testTransactor(t *testing.T, s idem.Store, key func(string) string) {
 	// commit stores the record, which lives on at least to the end of the
 	// last heartbeat's lease.
 	t.Run("HeartbeatPastExpiry", func(t *testing.T) {
-		e, ok := s.(idem.LeaseExtender)
-		if !ok {
-			t.Skip("the store does not implement idem.LeaseExtender")
-		}
-		const (
-			ttl  = 300 * time.Millisecond
-			beat = 2 * time.Second // each heartbeat's lease
-		)
-		k, tk := key("tx-outlive"), tok()
-		begin(t, s, k, fp(1), tk, short, ttl, false)
+		k := key("tx-outlive")
+		e, tk, claimed := claimToOutlive(t, s, k)
 		_, commit, rollback, err := x.BeginTx(ctx, k, tk)
 		if err != nil {
 			t.Fatalf("BeginTx: %v", err)
 		}
 		defer rollback()
 		for i := range 2 {
-			if err := e.ExtendLease(ctx, k, tk, beat); err != nil {
+			if err := e.ExtendLease(ctx, k, tk, outliveBeat); err != nil {
 				t.Fatalf("heartbeat %d in the transaction: %v", i, err)
 			}
-			time.Sleep(ttl + slack) // past the TTL of the claim, then past the first heartbeat's start
+			time.Sleep(outliveTTL + slack) // past the TTL of the claim, then past the first heartbeat's start
 			if res := begin(t, s, k, fp(1), tok(), long, long, false); res.Acquired {
 				t.Fatalf("after heartbeat %d, another token claimed the record past its TTL", i)
 			}
 		}
-		if err := e.ExtendLease(ctx, k, tk, beat); err != nil {
+		if err := e.ExtendLease(ctx, k, tk, outliveBeat); err != nil {
 			t.Fatalf("last heartbeat in the transaction: %v", err)
 		}
 		if err := commit(idem.StateCompleted, []byte("late")); err != nil {
@@ -1079,6 +1100,13 @@ func testTransactor(t *testing.T, s idem.Store, key func(string) string) {
 		rec, ok := get(t, s, k)
 		if !ok || rec.State != idem.StateCompleted || string(rec.Response) != "late" || rec.Token != tk {
 			t.Fatalf("record after the commit past the TTL = %+v (found %v), want COMPLETED", rec, ok)
+		}
+		// The last heartbeat came at least two sleeps after the claim, so
+		// its lease ends at least this long after the claim's expiry (the
+		// store's times, not this host's clock).
+		if want := 2*(outliveTTL+slack) + outliveBeat - outliveTTL; rec.ExpiresAt.Sub(claimed.ExpiresAt) < want {
+			t.Fatalf("record after the commit expires at %v, %v after the claim's expiry %v, want at least %v (the end of the last heartbeat's lease)",
+				rec.ExpiresAt, rec.ExpiresAt.Sub(claimed.ExpiresAt), claimed.ExpiresAt, want)
 		}
 		if res := begin(t, s, k, fp(1), tok(), long, long, false); res.Acquired {
 			t.Fatal("after the commit, another token claimed the record")

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -23,6 +24,30 @@ import (
 type service struct{ s *couponstest.Service }
 
 var _ api.StrictServerInterface = service{}
+
+// newIdempotency returns the generated Idempotency over the in-memory
+// store with opts, closed when the test ends.
+func newIdempotency(t *testing.T, opts idem.Options) *api.Idempotency {
+	t.Helper()
+	x := api.NewIdempotency(nil, opts)
+	t.Cleanup(func() { _ = x.Close() })
+	return x
+}
+
+// send serves a request of method to target with body through h, with
+// headers (name, value pairs; a pair with an empty value is left out),
+// and returns what h answered.
+func send(h http.Handler, method, target string, body io.Reader, headers ...string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(method, target, body)
+	for i := 0; i+1 < len(headers); i += 2 {
+		if headers[i+1] != "" {
+			r.Header.Set(headers[i], headers[i+1])
+		}
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
 
 func receipt(s *couponstest.Service, op string) api.Receipt {
 	id, n := couponstest.Receipt(op, s.Exec(op))
@@ -91,13 +116,9 @@ func TestScenariosCaptureAroundRouter(t *testing.T) {
 
 func TestWithoutCaptureBody(t *testing.T) {
 	svc := couponstest.NewService()
-	x := api.NewIdempotency(nil, idem.Options{})
-	defer x.Close()
+	x := newIdempotency(t, idem.Options{})
 	h := api.Handler(api.NewStrictHandler(service{svc}, []api.StrictMiddlewareFunc{x.StrictMiddleware}))
-	r := httptest.NewRequest("POST", "/orders", strings.NewReader(`{"item":"book"}`))
-	r.Header.Set("Idempotency-Key", "k")
-	w := httptest.NewRecorder()
-	h.ServeHTTP(w, r)
+	w := send(h, "POST", "/orders", strings.NewReader(`{"item":"book"}`), "Idempotency-Key", "k")
 	assert.Equal(t, http.StatusBadRequest, w.Code)
 	assert.Contains(t, w.Body.String(), idem.CodeRequestUnreadable)
 	assert.Zero(t, svc.Count("createOrder"), "nothing ran unprotected")
@@ -105,8 +126,7 @@ func TestWithoutCaptureBody(t *testing.T) {
 
 func TestErrorHandler(t *testing.T) {
 	var events []idem.Event
-	x := api.NewIdempotency(nil, idem.Options{Observer: idem.ObserverFunc(func(_ context.Context, e idem.Event) { events = append(events, e) })})
-	defer x.Close()
+	x := newIdempotency(t, idem.Options{Observer: idem.ObserverFunc(func(_ context.Context, e idem.Event) { events = append(events, e) })})
 	var passed error
 	h := x.ErrorHandler(func(w http.ResponseWriter, _ *http.Request, err error) { passed = err; w.WriteHeader(418) })
 	tests := []struct {
@@ -168,8 +188,7 @@ func TestErrorHandler(t *testing.T) {
 }
 
 func TestPolicies(t *testing.T) {
-	x := api.NewIdempotency(nil, idem.Options{})
-	defer x.Close()
+	x := newIdempotency(t, idem.Options{})
 	var ops []string
 	for _, p := range x.Policies() {
 		ops = append(ops, p.Spec().Method+" "+p.Spec().Path+" "+p.Operation()+" "+p.Spec().Semantics.String())
@@ -201,8 +220,7 @@ func TestPolicies(t *testing.T) {
 // text/plain), wired by hand or with StrictHandler, at the root or under a
 // BaseURL; the operations whose key they are still get problems.
 func TestErrorHandlerRoutesWithoutContract(t *testing.T) {
-	x := api.NewIdempotency(nil, idem.Options{})
-	defer x.Close()
+	x := newIdempotency(t, idem.Options{})
 	svc := couponstest.NewService()
 	handlers := map[string]struct {
 		h    http.Handler
@@ -214,14 +232,7 @@ func TestErrorHandlerRoutesWithoutContract(t *testing.T) {
 	}
 	for name, c := range handlers {
 		do := func(method, target, key string) *httptest.ResponseRecorder {
-			r := httptest.NewRequest(method, c.base+target, strings.NewReader(`{"amount":1}`))
-			r.Header.Set("Content-Type", "application/json")
-			if key != "" {
-				r.Header.Set("Idempotency-Key", key)
-			}
-			w := httptest.NewRecorder()
-			c.h.ServeHTTP(w, r)
-			return w
+			return send(c.h, method, c.base+target, strings.NewReader(`{"amount":1}`), "Content-Type", "application/json", "Idempotency-Key", key)
 		}
 		for _, w := range []*httptest.ResponseRecorder{do("GET", "/coupons?request_id=abc", ""), do("GET", "/coupons", "not-a-uuid")} {
 			assert.Equal(t, http.StatusBadRequest, w.Code, name)
@@ -265,14 +276,13 @@ func TestStrictMiddlewareOrder(t *testing.T) {
 			return f(context.WithValue(ctx, principalKey{}, user), w, r, request)
 		}
 	}
-	x := api.NewIdempotency(nil, idem.Options{Principal: func(r *http.Request) (string, error) {
+	x := newIdempotency(t, idem.Options{Principal: func(r *http.Request) (string, error) {
 		user, _ := r.Context().Value(principalKey{}).(string)
 		if user == "" {
 			return "", errors.New("no principal")
 		}
 		return user, nil
 	}})
-	defer x.Close()
 	var seen []string
 	h := x.StrictHandler(service{svc}, []api.StrictMiddlewareFunc{auth}, api.StrictHTTPServerOptions{},
 		api.StdHTTPServerOptions{ErrorHandlerFunc: func(w http.ResponseWriter, _ *http.Request, err error) {
@@ -280,15 +290,7 @@ func TestStrictMiddlewareOrder(t *testing.T) {
 			http.Error(w, "custom", http.StatusTeapot)
 		}})
 	order := func(user string) *httptest.ResponseRecorder {
-		r := httptest.NewRequest("POST", "/orders", strings.NewReader(`{"item":"book"}`))
-		r.Header.Set("Content-Type", "application/json")
-		r.Header.Set("Idempotency-Key", "same")
-		if user != "" {
-			r.Header.Set("X-Auth", user)
-		}
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		return w
+		return send(h, "POST", "/orders", strings.NewReader(`{"item":"book"}`), "Content-Type", "application/json", "Idempotency-Key", "same", "X-Auth", user)
 	}
 	assert.Equal(t, http.StatusUnauthorized, order("").Code, "refused before the engine claims the key")
 	assert.Equal(t, http.StatusCreated, order("alice").Code)
@@ -300,15 +302,10 @@ func TestStrictMiddlewareOrder(t *testing.T) {
 
 	// Key errors oapi-codegen finds are answered as problems, not by the
 	// service's own error handler (which keeps every other error).
-	r := httptest.NewRequest("POST", "/payments?request_id=a&request_id=b", strings.NewReader(`{"amount":1}`))
-	w := httptest.NewRecorder()
-	h.ServeHTTP(w, r)
+	w := send(h, "POST", "/payments?request_id=a&request_id=b", strings.NewReader(`{"amount":1}`))
 	assert.Equal(t, http.StatusBadRequest, w.Code, "a repeated key")
 	assert.Contains(t, w.Body.String(), idem.CodeKeyInvalid)
-	r = httptest.NewRequest("POST", "/coupons/C1/claims", strings.NewReader(`{}`))
-	r.Header.Set("Idempotency-Key", "not-a-uuid")
-	w = httptest.NewRecorder()
-	h.ServeHTTP(w, r)
+	w = send(h, "POST", "/coupons/C1/claims", strings.NewReader(`{}`), "Idempotency-Key", "not-a-uuid")
 	assert.Equal(t, http.StatusBadRequest, w.Code)
 	assert.Contains(t, w.Body.String(), idem.CodeKeyInvalid)
 	assert.Empty(t, seen)
@@ -321,16 +318,9 @@ func TestStrictMiddlewareOrder(t *testing.T) {
 // different UUID is another.
 func TestUUIDKeySpellings(t *testing.T) {
 	svc := couponstest.NewService()
-	x := api.NewIdempotency(nil, idem.Options{})
-	defer x.Close()
-	h := x.StrictHandler(service{svc}, nil, api.StrictHTTPServerOptions{}, api.StdHTTPServerOptions{})
+	h := newIdempotency(t, idem.Options{}).StrictHandler(service{svc}, nil, api.StrictHTTPServerOptions{}, api.StdHTTPServerOptions{})
 	claim := func(key string) *httptest.ResponseRecorder {
-		r := httptest.NewRequest("POST", "/coupons/C1/claims", strings.NewReader(`{"user_id":"u"}`))
-		r.Header.Set("Content-Type", "application/json")
-		r.Header.Set("Idempotency-Key", key)
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		return w
+		return send(h, "POST", "/coupons/C1/claims", strings.NewReader(`{"user_id":"u"}`), "Content-Type", "application/json", "Idempotency-Key", key)
 	}
 	const key = "5f2b6c1e-8a0d-4a8e-9b3c-2d7e1f0a4b6c"
 	first := claim(key)
@@ -382,17 +372,10 @@ func gzipped(t *testing.T, s string) []byte {
 // captured wire bytes are gzip, not JSON.
 func TestBodyKeyUnderDecompression(t *testing.T) {
 	svc := couponstest.NewService()
-	x := api.NewIdempotency(nil, idem.Options{})
-	defer x.Close()
-	h := x.StrictHandler(service{svc}, nil, api.StrictHTTPServerOptions{},
+	h := newIdempotency(t, idem.Options{}).StrictHandler(service{svc}, nil, api.StrictHTTPServerOptions{},
 		api.StdHTTPServerOptions{Middlewares: []api.MiddlewareFunc{gunzip}})
 	transfer := func(body string) *httptest.ResponseRecorder {
-		r := httptest.NewRequest("POST", "/transfers", bytes.NewReader(gzipped(t, body)))
-		r.Header.Set("Content-Type", "application/json")
-		r.Header.Set("Content-Encoding", "gzip")
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		return w
+		return send(h, "POST", "/transfers", bytes.NewReader(gzipped(t, body)), "Content-Type", "application/json", "Content-Encoding", "gzip")
 	}
 	first := transfer(`{"idempotency_key":"k1","amount":5}`)
 	require.Equal(t, http.StatusCreated, first.Code, first.Body.String())
@@ -423,15 +406,9 @@ func TestBodyKeyUnderDecompression(t *testing.T) {
 // operation does not run), absent or null a missing one.
 func TestEmptyBodyKeyIsInvalid(t *testing.T) {
 	svc := couponstest.NewService()
-	x := api.NewIdempotency(nil, idem.Options{})
-	defer x.Close()
-	h := x.StrictHandler(service{svc}, nil, api.StrictHTTPServerOptions{}, api.StdHTTPServerOptions{})
+	h := newIdempotency(t, idem.Options{}).StrictHandler(service{svc}, nil, api.StrictHTTPServerOptions{}, api.StdHTTPServerOptions{})
 	transfer := func(body string) *httptest.ResponseRecorder {
-		r := httptest.NewRequest("POST", "/transfers", strings.NewReader(body))
-		r.Header.Set("Content-Type", "application/json")
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		return w
+		return send(h, "POST", "/transfers", strings.NewReader(body), "Content-Type", "application/json")
 	}
 	for body, want := range map[string]string{
 		`{"idempotency_key":"","amount":5}`:   idem.CodeKeyInvalid,
@@ -463,16 +440,9 @@ func (h silentOrders) CreateOrder(context.Context, api.CreateOrderRequestObject)
 // replayed, never run again on a retry.
 func TestNilResponseIsRecorded(t *testing.T) {
 	svc := couponstest.NewService()
-	x := api.NewIdempotency(nil, idem.Options{})
-	defer x.Close()
-	h := x.StrictHandler(silentOrders{service{svc}}, nil, api.StrictHTTPServerOptions{}, api.StdHTTPServerOptions{})
+	h := newIdempotency(t, idem.Options{}).StrictHandler(silentOrders{service{svc}}, nil, api.StrictHTTPServerOptions{}, api.StdHTTPServerOptions{})
 	order := func() *httptest.ResponseRecorder {
-		r := httptest.NewRequest("POST", "/orders", strings.NewReader(`{"item":"book"}`))
-		r.Header.Set("Content-Type", "application/json")
-		r.Header.Set("Idempotency-Key", "same")
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		return w
+		return send(h, "POST", "/orders", strings.NewReader(`{"item":"book"}`), "Content-Type", "application/json", "Idempotency-Key", "same")
 	}
 	first := order()
 	assert.Equal(t, http.StatusOK, first.Code)
