@@ -43,7 +43,10 @@ var benchPayload = func() []byte {
 
 var benchResponse = []byte(`{"id":"ord_7d1f9c2a","status":"created","customer":"cus_8f2b","items":12,"total":217.88,"currency":"EUR","created_at":"2025-06-01T12:00:00Z","links":{"self":"/orders/ord_7d1f9c2a"}}` + "\n")
 
-func benchHandler() http.Handler {
+func benchHandler() http.Handler { return benchHandlerWith(nil) }
+
+// benchHandlerWith is benchHandler, with more headers set by more (when not nil).
+func benchHandlerWith(more func(http.Header)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var in benchBody
 		if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
@@ -53,6 +56,9 @@ func benchHandler() http.Handler {
 		h := w.Header()
 		h.Set("Content-Type", "application/json")
 		h.Set("Location", "/orders/ord_7d1f9c2a")
+		if more != nil {
+			more(h)
+		}
 		w.WriteHeader(http.StatusCreated)
 		_, _ = w.Write(benchResponse)
 	})
@@ -126,6 +132,20 @@ func BenchmarkFirstRequest(b *testing.B) {
 	eng, p := benchEngine(b)
 	b.SetBytes(int64(len(benchPayload)))
 	benchFirstRequests(b, eng.Handler(p, benchHandler()))
+}
+
+// BenchmarkFirstRequestOtherHeaders is BenchmarkFirstRequest with a handler
+// that also sets two headers the policy does not store (X-Request-Id,
+// Cache-Control): recording the response then looks through the whole
+// header map for an allowlisted name spelled in another case
+// (appendRecordHead), which a response of allowlisted names only skips.
+func BenchmarkFirstRequestOtherHeaders(b *testing.B) {
+	eng, p := benchEngine(b)
+	b.SetBytes(int64(len(benchPayload)))
+	benchFirstRequests(b, eng.Handler(p, benchHandlerWith(func(h http.Header) {
+		h.Set("X-Request-Id", "req_5c1e0a9b7f3d")
+		h.Set("Cache-Control", "no-store")
+	})))
 }
 
 // BenchmarkReplay: the same request again (claim refused, decode, replay).

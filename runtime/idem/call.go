@@ -1470,7 +1470,10 @@ func (c *Call) Finish() error {
 		// bytes that it needs no fingerprint (readLocal).
 		resp = rec.tag(&recordTag{domain: e.fpc.domain, key: c.fpk})
 	}
-	overflowed := resp != nil && rec.overflow // stored, but not replayable
+	loss := bodyKept // but for a response stored without its body (not replayable)
+	if resp != nil {
+		loss = rec.loss
+	}
 	var err error
 	code := "" // the problem sent instead of the response (a failed commit)
 	if c.commit != nil {
@@ -1479,7 +1482,7 @@ func (c *Call) Finish() error {
 		if state == StateFailed {
 			// The handler failed: undo its writes, then finish outside the transaction.
 			c.rollback()
-			err = c.finishRecord(state, resp, status, overflowed)
+			err = c.finishRecord(state, resp, status, loss)
 			rec.flushTo()
 		} else {
 			// A commit that succeeded counts, even if the timer fired
@@ -1515,12 +1518,12 @@ func (c *Call) Finish() error {
 			}
 		}
 	} else {
-		err = c.finishRecord(state, resp, status, overflowed)
+		err = c.finishRecord(state, resp, status, loss)
 	}
 	if err == nil && resp != nil {
 		e.rememberFinal(c.recent, p.spec.Window)
 	}
-	c.reportFinish(state, status, code, err, overflowed)
+	c.reportFinish(state, status, code, err, loss)
 	return err
 }
 
@@ -1535,22 +1538,22 @@ func (e *Engine) rememberFinal(d uint64, window time.Duration) {
 }
 
 // reportStored reports a protected run whose record was stored (ev, an
-// EventExecuted): with overflowed, the response exceeded Response.MaxBytes
-// (respMax), or, with cut too, was cut short (see Complete), so the record
+// EventExecuted): when the record lost its body (loss: the response
+// exceeded Response.MaxBytes, respMax, or was cut short, see Complete), it
 // is not replayable: EventNotReplayable and a warning too.
-func (e *Engine) reportStored(ctx context.Context, ev Event, overflowed, cut bool, respMax int) {
+func (e *Engine) reportStored(ctx context.Context, ev Event, loss bodyLoss, respMax int) {
 	if e.obs != nil {
 		e.obs.Observe(ctx, ev)
-		if overflowed {
+		if loss != bodyKept {
 			e.obs.Observe(ctx, Event{Kind: EventNotReplayable, Operation: ev.Operation, Principal: ev.Principal,
 				Key: ev.Key, Protected: true, State: ev.State, Status: ev.Status})
 		}
 	}
-	switch {
-	case overflowed && cut:
+	switch loss {
+	case bodyCutShort:
 		e.log.LogAttrs(ctx, slog.LevelWarn, "idem: response failed after its status was sent (strict Visit error): stored as not replayable",
 			slog.String("operation", ev.Operation), slog.Int("status", ev.Status))
-	case overflowed:
+	case bodyTooLarge:
 		e.log.LogAttrs(ctx, slog.LevelWarn, "idem: response larger than Response.MaxBytes: stored as not replayable",
 			slog.String("operation", ev.Operation), slog.Int("max_bytes", respMax))
 	}
@@ -1558,16 +1561,16 @@ func (e *Engine) reportStored(ctx context.Context, ev Event, overflowed, cut boo
 
 // reportFinish reports the end of a protected run: status is what the
 // handler produced, or, with code, the problem sent instead (a transaction
-// whose commit failed). overflowed: the record was stored with a response
-// (COMPLETED, or FAILED under FailuresReplay) that exceeded
-// Response.MaxBytes, so it is not replayable.
-func (c *Call) reportFinish(state State, status int, code string, err error, overflowed bool) {
+// whose commit failed). loss: whether the record was stored with a
+// response (COMPLETED, or FAILED under FailuresReplay) that lost its body
+// (it exceeded Response.MaxBytes, or was cut short), so it is not replayable.
+func (c *Call) reportFinish(state State, status int, code string, err error, loss bodyLoss) {
 	e, op := c.e, c.p.spec.Operation
 	switch {
 	case err == nil:
-		if e.obs != nil || overflowed {
+		if e.obs != nil || loss != bodyKept {
 			e.reportStored(c.ctx, Event{Kind: EventExecuted, Operation: op, Principal: c.principal, Key: c.key,
-				Protected: true, State: state, Prior: c.prior, Status: status, Duration: e.now().Sub(c.start)}, overflowed, c.h.rec.cut, c.p.respMax)
+				Protected: true, State: state, Prior: c.prior, Status: status, Duration: e.now().Sub(c.start)}, loss, c.p.respMax)
 		}
 	case code == CodeRequestEnded:
 		// A transaction that could not commit because the request ended:
@@ -1615,11 +1618,11 @@ func (c *Call) bounded(cancel context.CancelCauseFunc, f func() error) (fired bo
 //
 // When the store fails (other than ErrFenced), the Finish goes on being
 // tried in the background (finishLater); status is what the handler
-// produced (0 for a key released), overflowed whether its response exceeded
-// Response.MaxBytes, for the events reported then.
-func (c *Call) finishRecord(state State, resp []byte, status int, overflowed bool) error {
+// produced (0 for a key released), loss whether its response lost its body
+// (exceeded Response.MaxBytes, or was cut short), for the events reported then.
+func (c *Call) finishRecord(state State, resp []byte, status int, loss bodyLoss) error {
 	err := c.finishOnce(state, resp)
-	if err != nil && c.finishLater(finishAnswer, state, resp, status, overflowed, err) {
+	if err != nil && c.finishLater(finishAnswer, state, resp, status, loss, err) {
 		c.finishRetrying = true
 	}
 	return err
@@ -1631,7 +1634,7 @@ func (c *Call) finishRecord(state State, resp []byte, status int, overflowed boo
 func (c *Call) releaseKey() error {
 	err := c.finishOnce(StateFailed, nil)
 	if err != nil {
-		c.finishLater(finishRelease, StateFailed, nil, 0, false, err)
+		c.finishLater(finishRelease, StateFailed, nil, 0, bodyKept, err)
 	}
 	return err
 }
@@ -1653,7 +1656,7 @@ func (c *Call) finishOnce(state State, resp []byte) error {
 // store failure freeing it is reported.
 func (c *Call) release() {
 	if err := c.releaseKey(); err != nil {
-		c.reportFinish(StateFailed, 0, "", err, false)
+		c.reportFinish(StateFailed, 0, "", err, bodyKept)
 	}
 }
 
@@ -1676,8 +1679,8 @@ func (c *Call) End() {
 			}
 			c.e.log.LogAttrs(c.ctx, slog.LevelWarn, "idem: handler did not finish (panic or error): key released for a retry",
 				slog.String("operation", c.p.spec.Operation), slog.String("key", c.key))
-			err := c.finishRecord(StateFailed, nil, 0, false)
-			c.reportFinish(StateFailed, 0, "", err, false)
+			err := c.finishRecord(StateFailed, nil, 0, bodyKept)
+			c.reportFinish(StateFailed, 0, "", err, bodyKept)
 		} else if c.e.obs != nil {
 			c.e.obs.Observe(c.ctx, Event{Kind: EventExecuted, Operation: c.p.spec.Operation, Principal: c.principal,
 				Key: c.key, Duration: c.e.now().Sub(c.start)})

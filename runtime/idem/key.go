@@ -245,9 +245,11 @@ func headerKey(h http.Header, name string) (string, error) {
 // a map. It reads the query as net/url.ParseQuery (r.URL.Query(), what the
 // handler sees) does: a pair holding a semicolon is skipped, as is one whose
 // name is badly escaped; a badly escaped value of the parameter is refused
-// (detailBadQuery), where ParseQuery drops it.
+// (detailBadQuery), where ParseQuery drops it, once the whole query is
+// read: a parameter given more than once is refused as such (detailMany),
+// whatever its values, as a repeated header is.
 func queryKey(rawQuery, name string) (string, error) {
-	found := false
+	found, badValue := false, false
 	var val string
 	for q := rawQuery; q != ""; {
 		var part string
@@ -273,14 +275,18 @@ func queryKey(rawQuery, name string) (string, error) {
 		if strings.ContainsAny(v, "%+") {
 			uv, err := url.QueryUnescape(v)
 			if err != nil {
-				return "", detailBadQuery
+				badValue = true
+				continue
 			}
 			v = uv
 		}
 		val = v
 	}
-	if !found {
+	switch {
+	case !found:
 		return "", errKeyMissing
+	case badValue:
+		return "", detailBadQuery
 	}
 	return val, nil
 }

@@ -58,24 +58,23 @@ const (
 
 // lateFinish is one Finish to retry, with copies of what the Call held.
 type lateFinish struct {
-	kind       finishKind
-	operation  string
-	principal  string
-	key        string // the client's key (logs, events)
-	scope      string
-	recent     uint64
-	window     time.Duration
-	token      Token
-	state      State
-	resp       []byte
-	prior      State
-	status     int
-	overflowed bool      // the response exceeded Response.MaxBytes (stored as not replayable)
-	cut        bool      // with overflowed: the response was cut short instead (see Complete)
-	respMax    int       // Response.MaxBytes
-	start      time.Time // on the engine's clock (set with an Observer)
-	failedAt   time.Time // on the engine's clock
-	err        error     // the first failure
+	kind      finishKind
+	operation string
+	principal string
+	key       string // the client's key (logs, events)
+	scope     string
+	recent    uint64
+	window    time.Duration
+	token     Token
+	state     State
+	resp      []byte
+	prior     State
+	status    int
+	loss      bodyLoss  // the response lost its body (stored as not replayable): too large, or cut short (see Complete)
+	respMax   int       // Response.MaxBytes
+	start     time.Time // on the engine's clock (set with an Observer)
+	failedAt  time.Time // on the engine's clock
+	err       error     // the first failure
 }
 
 // finishLater schedules the retry of the Finish that just failed with err,
@@ -86,7 +85,7 @@ type lateFinish struct {
 // The retries run with a context of their own, without the request's
 // values: the request is over, and what a router or middleware put there
 // may be reused by another request (chi pools its route context).
-func (c *Call) finishLater(kind finishKind, state State, resp []byte, status int, overflowed bool, err error) bool {
+func (c *Call) finishLater(kind finishKind, state State, resp []byte, status int, loss bodyLoss, err error) bool {
 	e := c.e
 	if errors.Is(err, ErrFenced) || e.lateFor < 0 {
 		return false
@@ -104,24 +103,23 @@ func (c *Call) finishLater(kind finishKind, state State, resp []byte, status int
 	wake := e.lateWake
 	e.lateMu.Unlock()
 	f := &lateFinish{
-		kind:       kind,
-		operation:  c.p.spec.Operation,
-		principal:  c.principal,
-		key:        c.key,
-		scope:      strings.Clone(c.scope),
-		recent:     c.recent,
-		window:     c.p.spec.Window,
-		token:      c.token,
-		state:      state,
-		resp:       bytes.Clone(resp), // nil stays nil: a re-run compares them
-		prior:      c.prior,
-		status:     status,
-		overflowed: overflowed,
-		cut:        c.h.rec.cut,
-		respMax:    c.p.respMax,
-		err:        err,
-		start:      c.start,
-		failedAt:   e.now(),
+		kind:      kind,
+		operation: c.p.spec.Operation,
+		principal: c.principal,
+		key:       c.key,
+		scope:     strings.Clone(c.scope),
+		recent:    c.recent,
+		window:    c.p.spec.Window,
+		token:     c.token,
+		state:     state,
+		resp:      bytes.Clone(resp), // nil stays nil: a re-run compares them
+		prior:     c.prior,
+		status:    status,
+		loss:      loss,
+		respMax:   c.p.respMax,
+		err:       err,
+		start:     c.start,
+		failedAt:  e.now(),
 	}
 	d := e.lateFor
 	if d == 0 {
@@ -209,7 +207,7 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 			e.rememberFinal(f.recent, f.window)
 		}
 		e.reportStored(ctx, Event{Kind: EventExecuted, Operation: f.operation, Principal: f.principal, Key: f.key,
-			Protected: true, State: f.state, Prior: f.prior, Status: f.status, Duration: f.failedAt.Sub(f.start)}, f.overflowed, f.cut, f.respMax)
+			Protected: true, State: f.state, Prior: f.prior, Status: f.status, Duration: f.failedAt.Sub(f.start)}, f.loss, f.respMax)
 	case errors.Is(err, ErrFenced) && release:
 		// Taken over, expired, or (after a failed commit) the commit's
 		// result was kept after all: nothing to free.

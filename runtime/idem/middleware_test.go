@@ -104,6 +104,38 @@ func TestRequestErrors(t *testing.T) {
 	}
 }
 
+// A key given more than once is refused as such, in the query as in a
+// header (the same code and detail), whatever its values: one badly
+// escaped, or not of the policy's format, does not change what the client
+// is told first.
+func TestRepeatedKeyDetail(t *testing.T) {
+	refuse := func(t *testing.T, key idem.KeySpec, r req) problemBody {
+		t.Helper()
+		f := newFixture(t, idem.Options{})
+		spec := strictSpec()
+		spec.Key = key
+		w := send(f.eng.Handler(mustCompile(t, spec), f.createOrder()), r)
+		assert.Equal(t, int32(0), f.calls.Load(), "the handler must not run")
+		return requireProblem(t, w, 400, idem.CodeKeyInvalid)
+	}
+	want := refuse(t, idem.KeySpec{}, req{body: `{}`, header: http.Header{"Idempotency-Key": {"a", "b"}}}).Detail
+	assert.Contains(t, want, "more than once")
+	for _, format := range []idem.Format{idem.FormatToken, idem.FormatUUID} {
+		for _, q := range []string{
+			"request_id=a&request_id=b",
+			"request_id=a&x=1&request%5Fid=a",
+			"request_id=a&request_id=%zz",
+			"request_id=%zz&request_id=b",
+			"request_id=%zz&request_id=%zz",
+		} {
+			t.Run(format.String()+" "+q, func(t *testing.T) {
+				p := refuse(t, idem.KeySpec{Carrier: idem.CarrierQuery, Name: "request_id", Format: format}, req{target: "/orders?" + q, body: `{}`})
+				assert.Equal(t, want, p.Detail)
+			})
+		}
+	}
+}
+
 func TestKeyCarriers(t *testing.T) {
 	tests := []struct {
 		name string

@@ -115,11 +115,12 @@ func appendRecordHead(dst []byte, status int, h http.Header, allow []string) []b
 	// byte, set once the fields are written, so h is read in one pass.
 	at := len(dst)
 	dst = append(dst, 0)
-	n, found, missed := 0, 0, false
+	n, found := 0, 0
+	missed := uint64(0) // the lengths of the names of allow not in h as spelled (lengthBit)
 	for _, name := range allow {
 		vs, ok := h[name]
 		if !ok {
-			missed = true
+			missed |= lengthBit(name)
 			continue
 		}
 		found++
@@ -129,14 +130,18 @@ func appendRecordHead(dst []byte, status int, h http.Header, allow []string) []b
 			return dst
 		}
 	}
-	if missed && len(h) > found {
+	if missed != 0 && len(h) > found {
 		// Some of h is not an allowlisted name as spelled: a name set in
 		// another case (h["location"] = ...), which net/http sends as it
 		// is, is stored under its canonical name. A response whose names
-		// are all allowlisted, as spelled, skips this scan. (Two spellings
-		// of one name besides the canonical one may come apart in the
-		// record; the replay then keeps one of them.)
+		// are all allowlisted, as spelled, skips this scan; in it, a name
+		// of another length than every name missed is none of them. (Two
+		// spellings of one name besides the canonical one may come apart
+		// in the record; the replay then keeps one of them.)
 		for k, vs := range h {
+			if missed&lengthBit(k) == 0 {
+				continue
+			}
 			name := foldedName(k, allow)
 			if name == "" {
 				continue
@@ -153,6 +158,9 @@ func appendRecordHead(dst []byte, status int, h http.Header, allow []string) []b
 	dst[at] = byte(n)
 	return dst
 }
+
+// lengthBit is bit len(s) of a word, bit 63 for every length from 63 on.
+func lengthBit(s string) uint64 { return 1 << min(len(s), 63) }
 
 // foldedName returns the name of allow that k spells in another case, or "".
 func foldedName(k string, allow []string) string {

@@ -1,7 +1,12 @@
 package idem
 
 import (
+	"encoding/binary"
+	"math/rand/v2"
 	"net/http"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -38,4 +43,118 @@ func TestRecordNonCanonicalName(t *testing.T) {
 		require.NoError(t, decodeRecord(appendRecordHead(nil, 200, tc.h, allow), &sr, nil))
 		assert.Equal(t, tc.want, sr.header, "%v", tc.h)
 	}
+}
+
+// appendRecordHeadScanAll is appendRecordHead as it was before the scan
+// for names set in another case skipped the names of another length than
+// every allowlisted name missing: it must store the same fields.
+func appendRecordHeadScanAll(dst []byte, status int, h http.Header, allow []string) []byte {
+	dst = append(dst, recordVersion, 0)
+	dst = binary.AppendUvarint(dst, uint64(status))
+	at := len(dst)
+	dst = append(dst, 0)
+	n, found, missed := 0, 0, false
+	for _, name := range allow {
+		vs, ok := h[name]
+		if !ok {
+			missed = true
+			continue
+		}
+		found++
+		var full bool
+		if dst, n, full = appendRecordFields(dst, n, name, vs); full {
+			dst[at] = byte(n)
+			return dst
+		}
+	}
+	if missed && len(h) > found {
+		for k, vs := range h {
+			name := foldedName(k, allow)
+			if name == "" {
+				continue
+			}
+			if _, ok := h[name]; ok {
+				continue
+			}
+			var full bool
+			if dst, n, full = appendRecordFields(dst, n, name, vs); full {
+				break
+			}
+		}
+	}
+	dst[at] = byte(n)
+	return dst
+}
+
+// The header scan's length filter changes nothing: random headers, some
+// allowlisted names spelled in another case (at most one other spelling
+// each, and too few values to reach maxRecordHeaders, so that the fields
+// do not depend on the map's order but for the order of the names found
+// by the scan, which the comparison ignores), others of the same lengths
+// as allowlisted ones, and names of 63 bytes and more (one bit of the
+// filter).
+func TestRecordHeadLengthFilter(t *testing.T) {
+	long := func(n int) string { return "X-" + strings.Repeat("l", n-2) }
+	pool := []string{
+		"Content-Type", "Content-Encoding", "Location", "Link", "Etag", long(63), long(64), long(70),
+		"X-Request-Id", "Cache-Control", "X-Locationn", "Set-Cookie", "Vary", "X-Abc", long(65), "X-" + strings.Repeat("m", 68),
+	}
+	otherCase := func(rng *rand.Rand, s string) string {
+		b := []byte(s)
+		for {
+			for i, c := range b {
+				if rng.IntN(2) == 0 {
+					if 'a' <= c && c <= 'z' {
+						b[i] = c - 'a' + 'A'
+					} else if 'A' <= c && c <= 'Z' {
+						b[i] = c - 'A' + 'a'
+					}
+				}
+			}
+			if string(b) != s {
+				return string(b)
+			}
+		}
+	}
+	sorted := func(fs []headerField) []headerField {
+		fs = slices.Clone(fs)
+		slices.SortStableFunc(fs, func(a, b headerField) int { return strings.Compare(a.name, b.name) })
+		return fs
+	}
+	rng := rand.New(rand.NewPCG(3, 9))
+	folded := 0
+	for i := 0; i < 5000; i++ {
+		allow := []string{"Content-Type", "Content-Encoding"}
+		for _, name := range pool[2:] {
+			if rng.IntN(3) == 0 {
+				allow = append(allow, name)
+			}
+		}
+		h := http.Header{}
+		for _, name := range pool {
+			switch rng.IntN(4) {
+			case 0: // absent
+			case 1:
+				h[name] = []string{"a" + strconv.Itoa(i)}
+			case 2:
+				h[otherCase(rng, name)] = []string{"b", "c"}
+			case 3:
+				h[name] = []string{"d"}
+				h[otherCase(rng, name)] = nil
+			}
+		}
+		want := appendRecordHeadScanAll(nil, 201, h, allow)
+		got := appendRecordHead(nil, 201, h, allow)
+		var ws, gs storedResponse
+		require.NoError(t, decodeRecord(want, &ws, nil))
+		require.NoError(t, decodeRecord(got, &gs, nil))
+		require.Equal(t, sorted(ws.header), sorted(gs.header), "headers %v allow %v", h, allow)
+		for _, f := range ws.header {
+			if _, ok := h[f.name]; !ok {
+				folded++
+				break
+			}
+		}
+	}
+	require.Greater(t, folded, 500, "too few records with a name found by the scan")
 }

@@ -39,11 +39,20 @@ type recorder struct {
 	status      int
 	enc         *[]byte // pooled: head + body (up to max)
 	headLen     int
-	overflow    bool
-	cut         bool    // cutShort: the response failed after its status was sent
+	loss        bodyLoss
 	full        *[]byte // buffered mode: the whole body
 	gone        error   // tee mode: the client's connection failed with it
 }
+
+// bodyLoss says whether a record is without its body, and why: a record
+// without its body is not replayable.
+type bodyLoss uint8
+
+const (
+	bodyKept     bodyLoss = iota // the body is recorded
+	bodyTooLarge                 // the response exceeded Response.MaxBytes
+	bodyCutShort                 // the response failed after its status was sent (cutShort)
+)
 
 var errWriteAfterEnd = errors.New("idem: write to a response after its handler returned")
 
@@ -126,7 +135,7 @@ func (r *recorder) Write(p []byte) (int, error) {
 	switch {
 	case r.gone == nil && r.w != nil:
 		return n, nil
-	case r.gone != nil && r.overflow:
+	case r.gone != nil && r.loss != bodyKept:
 		return n, r.gone // no longer recorded either: the handler may stop
 	}
 	return len(p), nil // recorded
@@ -153,11 +162,11 @@ func (r *recorder) WriteString(s string) (int, error) {
 }
 
 func (r *recorder) keep(p []byte) {
-	if r.overflow {
+	if r.loss != bodyKept {
 		return
 	}
 	if len(*r.enc)-r.headLen+len(p) > r.max {
-		r.overflow = true
+		r.loss = bodyTooLarge
 		*r.enc = (*r.enc)[:r.headLen]
 		return
 	}
@@ -189,7 +198,7 @@ func (r *recorder) FlushError() error {
 		}
 		r.gone = err
 	}
-	if r.overflow {
+	if r.loss != bodyKept {
 		return r.gone
 	}
 	return nil
@@ -226,7 +235,7 @@ func (r *recorder) cutShort() bool {
 	if !r.active || r.done || r.buffered || r.w == nil || !r.wroteHeader {
 		return false
 	}
-	r.cut, r.overflow = true, true
+	r.loss = bodyCutShort
 	*r.enc = (*r.enc)[:r.headLen]
 	return true
 }
@@ -234,7 +243,7 @@ func (r *recorder) cutShort() bool {
 // record returns the encoded record (aliasing the pooled buffer; valid until end).
 func (r *recorder) record() []byte {
 	b := *r.enc
-	if r.overflow {
+	if r.loss != bodyKept {
 		b[1] |= flagNotReplayable
 	}
 	return b
