@@ -315,7 +315,9 @@ type holdKey struct {
 // row was locked (which the heartbeat could not write).
 type lockedRows struct {
 	mu sync.Mutex
-	n  map[holdKey]*lockedRow
+	// n holds the rows by value: a transaction entering the set costs no
+	// allocation once the map has room (a pointer per entry did).
+	n map[holdKey]lockedRow
 }
 
 type lockedRow struct {
@@ -328,24 +330,23 @@ type lockedRow struct {
 func (l *lockedRows) add(k holdKey, d int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.n == nil {
-		l.n = make(map[holdKey]*lockedRow)
-	}
 	r := l.n[k]
-	if r == nil {
-		r = &lockedRow{}
-		l.n[k] = r
-	}
 	if r.n += d; r.n <= 0 {
 		delete(l.n, k)
+		return
 	}
+	if l.n == nil {
+		l.n = make(map[holdKey]lockedRow)
+	}
+	l.n[k] = r
 }
 
 // has reports whether an open transaction locks k's row.
 func (l *lockedRows) has(k holdKey) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.n[k] != nil
+	_, ok := l.n[k]
+	return ok
 }
 
 // extend records end as the end of the lease of k's last heartbeat, while
@@ -354,8 +355,9 @@ func (l *lockedRows) has(k holdKey) bool {
 func (l *lockedRows) extend(k holdKey, end time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if r := l.n[k]; r != nil && end.After(r.leaseEnd) {
+	if r, ok := l.n[k]; ok && end.After(r.leaseEnd) {
 		r.leaseEnd = end
+		l.n[k] = r
 	}
 }
 
@@ -364,7 +366,7 @@ func (l *lockedRows) extend(k holdKey, end time.Time) {
 func (l *lockedRows) leaseEnd(k holdKey) (end time.Time, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if r := l.n[k]; r != nil && !r.leaseEnd.IsZero() {
+	if r := l.n[k]; !r.leaseEnd.IsZero() {
 		return r.leaseEnd, true
 	}
 	return time.Time{}, false
