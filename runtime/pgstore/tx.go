@@ -364,10 +364,16 @@ func (l *lockedRows) extend(k holdKey, end time.Time) {
 // leaseEnd returns the end of the lease of k's last heartbeat while a
 // transaction locks k's row; ok is false before the first.
 func (l *lockedRows) leaseEnd(k holdKey) (end time.Time, ok bool) {
+	end, ok, _ = l.lookup(k)
+	return end, ok
+}
+
+// lookup is has and leaseEnd at once, under one lock: whether an open
+// transaction locks k's row (held) and, if so, the end of the lease of
+// k's last heartbeat meanwhile (ok is false before the first).
+func (l *lockedRows) lookup(k holdKey) (end time.Time, ok, held bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if r := l.n[k]; !r.leaseEnd.IsZero() {
-		return r.leaseEnd, true
-	}
-	return time.Time{}, false
+	r, held := l.n[k]
+	return r.leaseEnd, !r.leaseEnd.IsZero(), held
 }

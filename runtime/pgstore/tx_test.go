@@ -331,6 +331,9 @@ func TestLockedRowsAllocs(t *testing.T) {
 		if _, ok := l.leaseEnd(k); !ok {
 			t.Fatal("no lease end")
 		}
+		if _, ok, held := l.lookup(k); !ok || !held {
+			t.Fatal("not held, or no lease end")
+		}
 		l.add(k, -1)
 	})
 	require.Zero(t, n)
@@ -352,11 +355,21 @@ func TestLockedRows(t *testing.T) {
 	require.False(t, l.has(other))
 	_, ok = l.leaseEnd(k)
 	require.False(t, ok, "no heartbeat yet")
+	_, ok, held := l.lookup(k)
+	require.True(t, held)
+	require.False(t, ok, "no heartbeat yet")
 	l.extend(k, t0.Add(time.Second))
 	l.extend(k, t0) // earlier: ignored
 	end, ok := l.leaseEnd(k)
 	require.True(t, ok)
 	require.True(t, end.Equal(t0.Add(time.Second)))
+	end, ok, held = l.lookup(k)
+	require.True(t, held)
+	require.True(t, ok)
+	require.True(t, end.Equal(t0.Add(time.Second)))
+	_, ok, held = l.lookup(other)
+	require.False(t, held)
+	require.False(t, ok)
 	l.add(k, 1) // an overlapping transaction
 	l.add(k, -1)
 	require.True(t, l.has(k))
