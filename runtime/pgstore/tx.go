@@ -105,8 +105,13 @@ func (s *Store) BeginTx(ctx context.Context, key string, token idem.Token) (cont
 	)
 	// end ends the transaction (it is rolled back unless committed) and,
 	// if it locked the record's row, lets ExtendLease touch the row again.
+	// After a commit there is nothing to roll back: pgx's Rollback of a
+	// committed transaction sends nothing, but rollbackTx would make its
+	// timeout context first.
 	end := func() {
-		_ = rollbackTx(ctx, tx)
+		if !committed {
+			_ = rollbackTx(ctx, tx)
+		}
 		c.Release()
 		if locked {
 			k := holdKey{key, token}
