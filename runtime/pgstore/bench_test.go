@@ -203,3 +203,14 @@ func BenchmarkTx(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkExtendLease is a heartbeat of a held record outside a transaction
+// (or under READ COMMITTED): one UPDATE.
+func BenchmarkExtendLease(b *testing.B) {
+	ctx := context.Background()
+	s, _ := benchStore(b)
+	r, err := s.Begin(ctx, &idem.BeginRequest{Key: "hb", Fingerprint: fp(1), Token: 1000, Lease: time.Minute, TTL: time.Hour})
+	require.NoError(b, err)
+	require.True(b, r.Acquired)
+	storebench.Run(b, false, func(int64) error { return s.ExtendLease(ctx, "hb", 1000, time.Minute) })
+}

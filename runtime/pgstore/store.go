@@ -744,8 +744,14 @@ func (s *Store) ExtendLease(ctx context.Context, key string, token idem.Token, l
 	if end, ok, held := s.locked.lookup(k); held {
 		return s.extendLocked(ctx, k, lease, end, ok)
 	}
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("pgstore: extend lease: %w", err)
+	}
+	defer c.Release()
+	a := newExtendArgs(key, token, lease, s.typed && defaultEncodes(c.Conn().TypeMap()))
 	tag, err := retried(func() (pgconn.CommandTag, error) {
-		return s.pool.Exec(ctx, s.q.extend, key, int64(token), lease)
+		return c.Conn().Exec(ctx, s.q.extend, a.args[:]...)
 	})
 	if err != nil {
 		return fmt.Errorf("pgstore: extend lease: %w", err)
