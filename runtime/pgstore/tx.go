@@ -98,63 +98,80 @@ func (s *Store) BeginTx(ctx context.Context, key string, token idem.Token) (cont
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	var (
-		mu        sync.Mutex
-		done      bool
-		committed bool // the record is finished: nothing left to keep
-	)
-	// end ends the transaction (it is rolled back unless committed) and,
-	// if it locked the record's row, lets ExtendLease touch the row again.
-	// After a commit there is nothing to roll back: pgx's Rollback of a
-	// committed transaction sends nothing, but rollbackTx would make its
-	// timeout context first.
-	end := func() {
-		if !committed {
-			_ = rollbackTx(ctx, tx)
-		}
-		c.Release()
-		if locked {
-			k := holdKey{key, token}
-			if last, ok := s.locked.leaseEnd(k); ok && !committed {
-				// The heartbeats of the transaction wrote nothing (the row
-				// was locked): a rollback leaves the row as BeginTx found it,
-				// which may have expired meanwhile, so the release that
-				// follows (the engine's Finish) would be fenced and another
-				// token could claim a key whose holder was told its lease
-				// still ran. Write what they granted, fenced by token and
-				// PENDING state (after a commit it matches no row).
-				s.keepLease(ctx, key, token, last)
-			}
-			s.locked.add(k, -1)
-		}
+	t := &openTx{s: s, ctx: ctx, c: c, tx: tx, key: key, token: token, locked: locked}
+	return context.WithValue(ctx, txKey{}, tx), t.commit, t.rollback, nil
+}
+
+// openTx is a transaction BeginTx opened: its commit and rollback are the
+// functions BeginTx returns (one allocation for the state they share, and
+// one for each).
+type openTx struct {
+	s      *Store
+	ctx    context.Context
+	c      *pgxpool.Conn
+	tx     pgx.Tx
+	key    string
+	token  idem.Token
+	locked bool // the transaction locked the record's row (see BeginTx)
+
+	mu        sync.Mutex
+	done      bool
+	committed bool // the record is finished: nothing left to keep
+}
+
+// end ends the transaction (it is rolled back unless committed) and,
+// if it locked the record's row, lets ExtendLease touch the row again.
+// After a commit there is nothing to roll back: pgx's Rollback of a
+// committed transaction sends nothing, but rollbackTx would make its
+// timeout context first.
+func (t *openTx) end() {
+	s := t.s
+	if !t.committed {
+		_ = rollbackTx(t.ctx, t.tx)
 	}
-	rollback := func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if done {
-			return
+	t.c.Release()
+	if t.locked {
+		k := holdKey{t.key, t.token}
+		if last, ok := s.locked.leaseEnd(k); ok && !t.committed {
+			// The heartbeats of the transaction wrote nothing (the row
+			// was locked): a rollback leaves the row as BeginTx found it,
+			// which may have expired meanwhile, so the release that
+			// follows (the engine's Finish) would be fenced and another
+			// token could claim a key whose holder was told its lease
+			// still ran. Write what they granted, fenced by token and
+			// PENDING state (after a commit it matches no row).
+			s.keepLease(t.ctx, t.key, t.token, last)
 		}
-		done = true
-		end()
+		s.locked.add(k, -1)
 	}
-	commit := func(state idem.State, response []byte) error {
-		if err := checkFinish(ctx, key, state); err != nil {
-			rollback()
-			return err
-		}
-		mu.Lock()
-		if done {
-			mu.Unlock()
-			return errors.New("pgstore: commit: the transaction has already ended")
-		}
-		done = true
-		mu.Unlock()
-		err := s.finishTx(ctx, tx, key, token, state, response, locked)
-		committed = err == nil
-		end() // after a commit, the rollback does nothing
+}
+
+func (t *openTx) rollback() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.done {
+		return
+	}
+	t.done = true
+	t.end()
+}
+
+func (t *openTx) commit(state idem.State, response []byte) error {
+	if err := checkFinish(t.ctx, t.key, state); err != nil {
+		t.rollback()
 		return err
 	}
-	return context.WithValue(ctx, txKey{}, tx), commit, rollback, nil
+	t.mu.Lock()
+	if t.done {
+		t.mu.Unlock()
+		return errors.New("pgstore: commit: the transaction has already ended")
+	}
+	t.done = true
+	t.mu.Unlock()
+	err := t.s.finishTx(t.ctx, t.tx, t.key, t.token, state, response, t.locked)
+	t.committed = err == nil
+	t.end() // after a commit, the rollback does nothing
+	return err
 }
 
 // finishTx runs commit's fenced UPDATE in tx and commits. When tx locks the
