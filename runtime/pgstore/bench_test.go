@@ -2,7 +2,9 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -163,4 +165,52 @@ func BenchmarkReplay(b *testing.B) {
 			})
 		})
 	})
+}
+
+// BenchmarkTx is a transactional first request: Begin (new key), BeginTx,
+// one heartbeat (ExtendLease) while the transaction is open, and the commit.
+// Under READ COMMITTED the transaction does not touch the record before the
+// commit; under REPEATABLE READ it locks the row first and the heartbeat
+// only checks the lock (see Store.BeginTx).
+func BenchmarkTx(b *testing.B) {
+	ctx := context.Background()
+	f := fp(1)
+	for _, iso := range []pgx.TxIsoLevel{pgx.ReadCommitted, pgx.RepeatableRead} {
+		b.Run(strings.ReplaceAll(strings.ToLower(string(iso)), " ", "-"), func(b *testing.B) {
+			storebench.Modes(b, func(b *testing.B, parallel bool) {
+				s, _ := benchStore(b)
+				s.opts.TxOptions.IsoLevel = iso
+				storebench.Run(b, parallel, func(i int64) error {
+					key, tok := storebench.Key(i), idem.Token(i)
+					r, err := s.Begin(ctx, &idem.BeginRequest{Key: key, Fingerprint: f, Token: tok, Lease: 30 * time.Second, TTL: time.Hour})
+					if err != nil {
+						return err
+					}
+					if !r.Acquired {
+						return errors.New("not acquired")
+					}
+					_, commit, rollback, err := s.BeginTx(ctx, key, tok)
+					if err != nil {
+						return err
+					}
+					defer rollback()
+					if err := s.ExtendLease(ctx, key, tok, 30*time.Second); err != nil {
+						return err
+					}
+					return commit(idem.StateCompleted, storebench.Response)
+				})
+			})
+		})
+	}
+}
+
+// BenchmarkExtendLease is a heartbeat of a held record outside a transaction
+// (or under READ COMMITTED): one UPDATE.
+func BenchmarkExtendLease(b *testing.B) {
+	ctx := context.Background()
+	s, _ := benchStore(b)
+	r, err := s.Begin(ctx, &idem.BeginRequest{Key: "hb", Fingerprint: fp(1), Token: 1000, Lease: time.Minute, TTL: time.Hour})
+	require.NoError(b, err)
+	require.True(b, r.Acquired)
+	storebench.Run(b, false, func(int64) error { return s.ExtendLease(ctx, "hb", 1000, time.Minute) })
 }

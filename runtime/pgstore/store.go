@@ -740,11 +740,18 @@ func (s *Store) ExtendLease(ctx context.Context, key string, token idem.Token, l
 	if lease <= 0 {
 		return fmt.Errorf("pgstore: extend lease: lease (%v) must be positive", lease)
 	}
-	if s.locked.has(holdKey{key, token}) {
-		return s.extendLocked(ctx, key, token, lease)
+	k := holdKey{key, token}
+	if end, ok, held := s.locked.lookup(k); held {
+		return s.extendLocked(ctx, k, lease, end, ok)
 	}
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("pgstore: extend lease: %w", err)
+	}
+	defer c.Release()
+	a := newExtendArgs(key, token, lease, s.typed && defaultEncodes(c.Conn().TypeMap()))
 	tag, err := retried(func() (pgconn.CommandTag, error) {
-		return s.pool.Exec(ctx, s.q.extend, key, int64(token), lease)
+		return c.Conn().Exec(ctx, s.q.extend, a.args[:]...)
 	})
 	if err != nil {
 		return fmt.Errorf("pgstore: extend lease: %w", err)
@@ -759,12 +766,15 @@ func (s *Store) ExtendLease(ctx context.Context, key string, token idem.Token, l
 // BeginTx locks. It keeps the end of the lease it grants (on the database
 // clock) with the transaction, for commit to write (see
 // queries.finishLocked), and counts the record alive until the end of the
-// last such lease, as if it had been written.
-func (s *Store) extendLocked(ctx context.Context, key string, token idem.Token, lease time.Duration) error {
-	k := holdKey{key, token}
+// last such lease, as if it had been written: lastEnd, when hasLast (none
+// before the first heartbeat), which ExtendLease read in the same look at
+// s.locked that found the row locked. The lock of s.locked is not held over
+// the round trip: the lease end it grants is recorded after it.
+func (s *Store) extendLocked(ctx context.Context, k holdKey, lease time.Duration, lastEnd time.Time, hasLast bool) error {
+	key, token := k.key, k.token
 	var last *time.Time
-	if end, ok := s.locked.leaseEnd(k); ok {
-		last = &end
+	if hasLast {
+		last = &lastEnd
 	}
 	type answer struct {
 		locked bool

@@ -98,58 +98,80 @@ func (s *Store) BeginTx(ctx context.Context, key string, token idem.Token) (cont
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	var (
-		mu        sync.Mutex
-		done      bool
-		committed bool // the record is finished: nothing left to keep
-	)
-	// end ends the transaction (it is rolled back unless committed) and,
-	// if it locked the record's row, lets ExtendLease touch the row again.
-	end := func() {
-		_ = rollbackTx(ctx, tx)
-		c.Release()
-		if locked {
-			k := holdKey{key, token}
-			if last, ok := s.locked.leaseEnd(k); ok && !committed {
-				// The heartbeats of the transaction wrote nothing (the row
-				// was locked): a rollback leaves the row as BeginTx found it,
-				// which may have expired meanwhile, so the release that
-				// follows (the engine's Finish) would be fenced and another
-				// token could claim a key whose holder was told its lease
-				// still ran. Write what they granted, fenced by token and
-				// PENDING state (after a commit it matches no row).
-				s.keepLease(ctx, key, token, last)
-			}
-			s.locked.add(k, -1)
-		}
+	t := &openTx{s: s, ctx: ctx, c: c, tx: tx, key: key, token: token, locked: locked}
+	return context.WithValue(ctx, txKey{}, tx), t.commit, t.rollback, nil
+}
+
+// openTx is a transaction BeginTx opened: its commit and rollback are the
+// functions BeginTx returns (one allocation for the state they share, and
+// one for each).
+type openTx struct {
+	s      *Store
+	ctx    context.Context
+	c      *pgxpool.Conn
+	tx     pgx.Tx
+	key    string
+	token  idem.Token
+	locked bool // the transaction locked the record's row (see BeginTx)
+
+	mu        sync.Mutex
+	done      bool
+	committed bool // the record is finished: nothing left to keep
+}
+
+// end ends the transaction (it is rolled back unless committed) and,
+// if it locked the record's row, lets ExtendLease touch the row again.
+// After a commit there is nothing to roll back: pgx's Rollback of a
+// committed transaction sends nothing, but rollbackTx would make its
+// timeout context first.
+func (t *openTx) end() {
+	s := t.s
+	if !t.committed {
+		_ = rollbackTx(t.ctx, t.tx)
 	}
-	rollback := func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if done {
-			return
+	t.c.Release()
+	if t.locked {
+		k := holdKey{t.key, t.token}
+		if last, ok := s.locked.leaseEnd(k); ok && !t.committed {
+			// The heartbeats of the transaction wrote nothing (the row
+			// was locked): a rollback leaves the row as BeginTx found it,
+			// which may have expired meanwhile, so the release that
+			// follows (the engine's Finish) would be fenced and another
+			// token could claim a key whose holder was told its lease
+			// still ran. Write what they granted, fenced by token and
+			// PENDING state (after a commit it matches no row).
+			s.keepLease(t.ctx, t.key, t.token, last)
 		}
-		done = true
-		end()
+		s.locked.add(k, -1)
 	}
-	commit := func(state idem.State, response []byte) error {
-		if err := checkFinish(ctx, key, state); err != nil {
-			rollback()
-			return err
-		}
-		mu.Lock()
-		if done {
-			mu.Unlock()
-			return errors.New("pgstore: commit: the transaction has already ended")
-		}
-		done = true
-		mu.Unlock()
-		err := s.finishTx(ctx, tx, key, token, state, response, locked)
-		committed = err == nil
-		end() // after a commit, the rollback does nothing
+}
+
+func (t *openTx) rollback() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.done {
+		return
+	}
+	t.done = true
+	t.end()
+}
+
+func (t *openTx) commit(state idem.State, response []byte) error {
+	if err := checkFinish(t.ctx, t.key, state); err != nil {
+		t.rollback()
 		return err
 	}
-	return context.WithValue(ctx, txKey{}, tx), commit, rollback, nil
+	t.mu.Lock()
+	if t.done {
+		t.mu.Unlock()
+		return errors.New("pgstore: commit: the transaction has already ended")
+	}
+	t.done = true
+	t.mu.Unlock()
+	err := t.s.finishTx(t.ctx, t.tx, t.key, t.token, state, response, t.locked)
+	t.committed = err == nil
+	t.end() // after a commit, the rollback does nothing
+	return err
 }
 
 // finishTx runs commit's fenced UPDATE in tx and commits. When tx locks the
@@ -315,7 +337,9 @@ type holdKey struct {
 // row was locked (which the heartbeat could not write).
 type lockedRows struct {
 	mu sync.Mutex
-	n  map[holdKey]*lockedRow
+	// n holds the rows by value: a transaction entering the set costs no
+	// allocation once the map has room (a pointer per entry did).
+	n map[holdKey]lockedRow
 }
 
 type lockedRow struct {
@@ -328,24 +352,23 @@ type lockedRow struct {
 func (l *lockedRows) add(k holdKey, d int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.n == nil {
-		l.n = make(map[holdKey]*lockedRow)
-	}
 	r := l.n[k]
-	if r == nil {
-		r = &lockedRow{}
-		l.n[k] = r
-	}
 	if r.n += d; r.n <= 0 {
 		delete(l.n, k)
+		return
 	}
+	if l.n == nil {
+		l.n = make(map[holdKey]lockedRow)
+	}
+	l.n[k] = r
 }
 
 // has reports whether an open transaction locks k's row.
 func (l *lockedRows) has(k holdKey) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.n[k] != nil
+	_, ok := l.n[k]
+	return ok
 }
 
 // extend records end as the end of the lease of k's last heartbeat, while
@@ -354,18 +377,25 @@ func (l *lockedRows) has(k holdKey) bool {
 func (l *lockedRows) extend(k holdKey, end time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if r := l.n[k]; r != nil && end.After(r.leaseEnd) {
+	if r, ok := l.n[k]; ok && end.After(r.leaseEnd) {
 		r.leaseEnd = end
+		l.n[k] = r
 	}
 }
 
 // leaseEnd returns the end of the lease of k's last heartbeat while a
 // transaction locks k's row; ok is false before the first.
 func (l *lockedRows) leaseEnd(k holdKey) (end time.Time, ok bool) {
+	end, ok, _ = l.lookup(k)
+	return end, ok
+}
+
+// lookup is has and leaseEnd at once, under one lock: whether an open
+// transaction locks k's row (held) and, if so, the end of the lease of
+// k's last heartbeat meanwhile (ok is false before the first).
+func (l *lockedRows) lookup(k holdKey) (end time.Time, ok, held bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if r := l.n[k]; r != nil && !r.leaseEnd.IsZero() {
-		return r.leaseEnd, true
-	}
-	return time.Time{}, false
+	r, held := l.n[k]
+	return r.leaseEnd, !r.leaseEnd.IsZero(), held
 }

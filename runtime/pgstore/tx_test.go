@@ -314,3 +314,75 @@ func testTxRaceStress(t *testing.T, fn bool) {
 	}
 	t.Logf("commits won %d rounds, takeovers %d", commits, takeovers)
 }
+
+// TestLockedRowsAllocs: a transaction that locks a record's row enters the
+// held set, meets heartbeats and leaves, without an allocation once the set
+// has its map (a BeginTx above READ COMMITTED, in the common case).
+func TestLockedRowsAllocs(t *testing.T) {
+	var l lockedRows
+	k := holdKey{"u1:op:1", 7}
+	end := time.Now()
+	n := testing.AllocsPerRun(100, func() {
+		l.add(k, 1)
+		if !l.has(k) {
+			t.Fatal("not held")
+		}
+		l.extend(k, end)
+		if _, ok := l.leaseEnd(k); !ok {
+			t.Fatal("no lease end")
+		}
+		if _, ok, held := l.lookup(k); !ok || !held {
+			t.Fatal("not held, or no lease end")
+		}
+		l.add(k, -1)
+	})
+	require.Zero(t, n)
+	require.False(t, l.has(k))
+}
+
+// TestLockedRows: the held set counts the transactions of a key/token, keeps
+// the latest lease end of its heartbeats across overlapping ones, and
+// forgets the record with the last.
+func TestLockedRows(t *testing.T) {
+	var l lockedRows
+	k, other := holdKey{"k", 1}, holdKey{"k", 2}
+	t0 := time.Now()
+	l.extend(k, t0) // not held: nothing kept
+	_, ok := l.leaseEnd(k)
+	require.False(t, ok)
+	l.add(k, 1)
+	require.True(t, l.has(k))
+	require.False(t, l.has(other))
+	_, ok = l.leaseEnd(k)
+	require.False(t, ok, "no heartbeat yet")
+	_, ok, held := l.lookup(k)
+	require.True(t, held)
+	require.False(t, ok, "no heartbeat yet")
+	l.extend(k, t0.Add(time.Second))
+	l.extend(k, t0) // earlier: ignored
+	end, ok := l.leaseEnd(k)
+	require.True(t, ok)
+	require.True(t, end.Equal(t0.Add(time.Second)))
+	end, ok, held = l.lookup(k)
+	require.True(t, held)
+	require.True(t, ok)
+	require.True(t, end.Equal(t0.Add(time.Second)))
+	_, ok, held = l.lookup(other)
+	require.False(t, held)
+	require.False(t, ok)
+	l.add(k, 1) // an overlapping transaction
+	l.add(k, -1)
+	require.True(t, l.has(k))
+	end, ok = l.leaseEnd(k)
+	require.True(t, ok)
+	require.True(t, end.Equal(t0.Add(time.Second)))
+	l.add(k, -1)
+	require.False(t, l.has(k))
+	_, ok = l.leaseEnd(k)
+	require.False(t, ok)
+	l.add(k, 1) // a new transaction starts without the old lease end
+	_, ok = l.leaseEnd(k)
+	require.False(t, ok)
+	l.add(k, -1)
+	require.Empty(t, l.n)
+}

@@ -263,6 +263,7 @@ func TestTypeMapArguments(t *testing.T) {
 	res, err = s.Begin(ctx, req)
 	require.NoError(t, err)
 	require.True(t, res.Acquired)
+	require.NoError(t, s.ExtendLease(ctx, "tx", 9, time.Minute))
 	_, commit, rollback, err := s.BeginTx(ctx, "tx", 9)
 	require.NoError(t, err)
 	defer rollback()

@@ -95,6 +95,24 @@ func newFinishArgs(key string, token idem.Token, state idem.State, response []by
 	return a
 }
 
+// extendArgs are the extend statement's $1…$3.
+type extendArgs struct {
+	key   string
+	tok   int64
+	lease time.Duration
+	args  [3]any
+}
+
+func newExtendArgs(key string, token idem.Token, lease time.Duration, typed bool) *extendArgs {
+	a := &extendArgs{key: key, tok: int64(token), lease: lease}
+	if typed {
+		a.args = [3]any{keyArg{&a.key}, tokArg{&a.tok}, intervalArg{&a.lease}}
+	} else {
+		a.args = [3]any{key, a.tok, lease}
+	}
+	return a
+}
+
 // keyArg is a text argument.
 type keyArg struct{ p *string }
 
