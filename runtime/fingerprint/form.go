@@ -42,15 +42,35 @@ func parseForm[T string | []byte](s *state, src T) (n int, sorted, ok bool) {
 	sorted = true
 	prev, prevLen := 0, -1 // the last name: buf[prev:prev+prevLen]
 	for i := 0; i < len(src); {
-		end := i
-		for end < len(src) && src[end] != '&' {
-			end++
-		}
-		if end > i {
-			eq := i
-			for eq < end && src[eq] != '=' {
-				eq++
+		// The pair ends at '&' or the end, its name at the first '='
+		// (or the end); esc: it has a '+' or '%' to decode.
+		end, eq, esc := i, -1, false
+		for ; end < len(src); end++ {
+			if c := queryByte[src[end]]; c == 1 {
+				break
+			} else if c == 2 && eq < 0 {
+				eq = end
+			} else if c == 3 {
+				esc = true
 			}
+		}
+		if eq < 0 {
+			eq = end
+		}
+		if end > i && !esc && eq-i < 0x80 && end-eq <= 0x80 {
+			// Short plain fields (most): copied as they are.
+			at := len(buf) + 1
+			buf = append(buf, byte(eq-i))
+			buf = append(buf, src[i:eq]...)
+			if prevLen >= 0 && sorted {
+				sorted = bytes.Compare(buf[prev:prev+prevLen], buf[at:at+eq-i]) <= 0
+			}
+			prev, prevLen = at, eq-i
+			vs := min(eq+1, end)
+			buf = append(buf, byte(end-vs))
+			buf = append(buf, src[vs:end]...)
+			n++
+		} else if end > i {
 			at := len(buf)
 			if buf, ok = appendFormField(buf, src[i:eq]); !ok {
 				s.buf = buf

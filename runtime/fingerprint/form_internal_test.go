@@ -60,6 +60,10 @@ func TestParseForm(t *testing.T) {
 		// it does; equal names keep their order all the same (past
 		// twelve pairs, where the sort is not by insertion).
 		{"00&0&0&0&=&=0&0&0&0&0&0&0&0", []string{"=", "=0", "0=", "0=", "0=", "0=", "0=", "0=", "0=", "0=", "0=", "0=", "00="}},
+		// Fields of up to 127 bytes and no escape are copied as they
+		// are; longer ones take two bytes of length.
+		{strings.Repeat("n", 127) + "=" + strings.Repeat("v", 127), []string{strings.Repeat("n", 127) + "=" + strings.Repeat("v", 127)}},
+		{"b=" + strings.Repeat("v", 128) + "&" + strings.Repeat("n", 128), []string{"b=" + strings.Repeat("v", 128), strings.Repeat("n", 128) + "="}},
 		{"a=%", nil},
 		{"a=%4", nil},
 		{"a=%zz", nil},
