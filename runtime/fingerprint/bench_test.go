@@ -4,7 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -210,4 +212,146 @@ func BenchmarkSumWorkload(b *testing.B) {
 	for b.Loop() {
 		h.SumVersion(in, fingerprint.Version)
 	}
+}
+
+// Form worst cases: bodies of idem's default limit (1 MiB) and queries of
+// half that, with the most pairs or the costliest sort. Each generator
+// returns about size bytes of application/x-www-form-urlencoded text.
+var formShapes = []struct {
+	name string
+	gen  func(size int) []byte
+}{
+	// "a&a&...": the most pairs (one a two bytes), in order.
+	{"same", func(size int) []byte { return []byte(strings.Repeat("a&", size/2)) }},
+	// "b&a&b&a&...": as many pairs, out of order, two names.
+	{"alternating", func(size int) []byte { return []byte(strings.Repeat("b&a&", size/4)) }},
+	// Names of one or two random letters, one-digit values (the form of
+	// manyMembersBody).
+	{"members", func(size int) []byte {
+		r := rand.New(rand.NewPCG(uint64(size), 0xf0))
+		b := make([]byte, 0, size+8)
+		for len(b) < size-8 {
+			b = append(b, byte('a'+r.IntN(26)))
+			if r.IntN(2) == 0 {
+				b = append(b, byte('a'+r.IntN(26)))
+			}
+			b = append(b, '=', byte('0'+r.IntN(10)), '&')
+		}
+		return b
+	}},
+	// Names that share their first 64 bytes, then one or two random
+	// letters: every comparison reads past the common part.
+	{"prefix", func(size int) []byte {
+		r := rand.New(rand.NewPCG(uint64(size), 0xf1))
+		common := strings.Repeat("p", 64)
+		b := make([]byte, 0, size+80)
+		for len(b) < size-80 {
+			b = append(b, common...)
+			b = append(b, byte('a'+r.IntN(26)))
+			if r.IntN(2) == 0 {
+				b = append(b, byte('a'+r.IntN(26)))
+			}
+			b = append(b, '&')
+		}
+		return b
+	}},
+	// Escaped one-byte names ("%5b&%41&..."), random, empty values.
+	{"escaped", func(size int) []byte {
+		r := rand.New(rand.NewPCG(uint64(size), 0xf2))
+		b := make([]byte, 0, size+8)
+		for len(b) < size-8 {
+			b = fmt.Appendf(b, "%%%02x=&", r.IntN(256))
+		}
+		return b
+	}},
+}
+
+// BenchmarkWorstCaseForm fingerprints the form worst cases, as a body
+// and as a query. The queries alternate between two that differ in their
+// first byte, so that each is parsed (the state's header cache misses).
+func BenchmarkWorstCaseForm(b *testing.B) {
+	h, err := fingerprint.New(fingerprint.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range formShapes {
+		body := c.gen(1 << 20)
+		in := &fingerprint.Input{Method: "POST", Operation: "op", ContentType: "application/x-www-form-urlencoded", Body: body}
+		b.Run("body/"+c.name+"/1MB", func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				h.Sum(in)
+			}
+		})
+	}
+	for _, c := range formShapes {
+		q := c.gen(512 << 10)
+		q2 := append([]byte{'~'}, q[1:]...)
+		ins := [2]*fingerprint.Input{
+			{Method: "POST", Operation: "op", RawQuery: string(q), ContentType: "application/json", Body: []byte(`{}`)},
+			{Method: "POST", Operation: "op", RawQuery: string(q2), ContentType: "application/json", Body: []byte(`{}`)},
+		}
+		b.Run("query/"+c.name+"/512KB", func(b *testing.B) {
+			b.SetBytes(int64(len(q)))
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				h.Sum(ins[i&1])
+				i++
+			}
+		})
+	}
+}
+
+// TestFormBytesPerSum bounds what Sum allocates for the form worst cases:
+// at most twice the input and 64 KiB, warm (a 1 MiB body, a 512 KiB query)
+// and for a body too large for the pooled scratch to keep (8 MiB, pairs in
+// order). Before, every pair cost a 32-byte record grown by append, which
+// the pool dropped past 131,072 pairs: about 100 bytes a byte of input.
+func TestFormBytesPerSum(t *testing.T) {
+	if raceEnabled {
+		t.Skip("sync.Pool drops items at random under the race detector")
+	}
+	h, err := fingerprint.New(fingerprint.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	form := "application/x-www-form-urlencoded"
+	perSum := func(ins ...*fingerprint.Input) uint64 {
+		for _, in := range ins {
+			h.Sum(in)
+		}
+		// The least of three rounds: a collection during one empties
+		// the pool.
+		least := uint64(math.MaxUint64)
+		for range 3 {
+			var m0, m1 runtime.MemStats
+			runtime.ReadMemStats(&m0)
+			const runs = 4
+			for i := range runs {
+				h.Sum(ins[i%len(ins)])
+			}
+			runtime.ReadMemStats(&m1)
+			least = min(least, (m1.TotalAlloc-m0.TotalAlloc)/runs)
+		}
+		return least
+	}
+	check := func(name string, size int, got uint64) {
+		t.Logf("%s: %d bytes: %d allocated a Sum", name, size, got)
+		if limit := uint64(2*size + 64<<10); got > limit {
+			t.Errorf("%s: %d bytes: %d allocated a Sum, want at most %d", name, size, got, limit)
+		}
+	}
+	for _, c := range formShapes {
+		body := c.gen(1 << 20)
+		check("body/"+c.name, len(body), perSum(&fingerprint.Input{Method: "POST", ContentType: form, Body: body}))
+		q := c.gen(512 << 10)
+		q2 := append([]byte{'~'}, q[1:]...)
+		check("query/"+c.name, len(q), perSum(
+			&fingerprint.Input{Method: "POST", RawQuery: string(q), ContentType: "application/json", Body: []byte(`{}`)},
+			&fingerprint.Input{Method: "POST", RawQuery: string(q2), ContentType: "application/json", Body: []byte(`{}`)}))
+	}
+	big := formShapes[0].gen(8 << 20)
+	check("body/same/8MB", len(big), perSum(&fingerprint.Input{Method: "POST", ContentType: form, Body: big}))
 }

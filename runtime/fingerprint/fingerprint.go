@@ -102,7 +102,9 @@ type state struct {
 	// rootHint is 1 + the shape slot of the last top-level object; 0:
 	// none.
 	rootHint int16
-	pairs    []pair
+	// formKeys and formLayout: sortPairs's keys and their layout.
+	formKeys   []uint64
+	formLayout formLayout
 	// direct: canonJSON is called by Sum, which takes a top-level object
 	// hashed as it closes (hashObject), with hdr written first; hashed
 	// says it was.
@@ -158,8 +160,8 @@ func putState(s *state) {
 	if cap(s.buf) > maxPooled || cap(s.tmp) > maxPooled || cap(s.hdr) > maxPooled || cap(s.hdrKey) > maxPooled {
 		s.buf, s.tmp, s.hdr, s.hdrKey, s.hdrLen = nil, nil, nil, nil, 0
 	}
-	if cap(s.pairs) > maxPooled/32 {
-		s.pairs = nil
+	if cap(s.formKeys) > maxPooled/4 {
+		s.formKeys = nil
 	}
 	// The member scratch of a body of up to 1 MiB (idem's default limit)
 	// stays, even at its largest (at least five bytes a member, two an
@@ -247,12 +249,19 @@ func (h *Hasher) sum(in *Input, v int) Fingerprint {
 			kind = domainRaw
 		}
 	case domainForm:
-		if pairs, ok := parseForm(s, in.Body); ok {
-			s.tmp = appendPairs(s.tmp[:0], s.buf, pairs)
-			body = s.tmp
-		} else {
+		n, sorted, ok := parseForm(s, in.Body)
+		if !ok {
 			kind = domainRaw
+			break
 		}
+		// The pairs' records go to the hash from where they are.
+		var l [binary.MaxVarintLen64]byte
+		size := len(binary.AppendUvarint(l[:0], uint64(n))) + len(s.buf)
+		hdr = binary.AppendUvarint(append(hdr, kind), uint64(size))
+		s.hdr = binary.AppendUvarint(hdr, uint64(n))
+		s.d.Write(s.hdr[s.resetDigest():])
+		s.writePairs(n, sorted)
+		return s.finish()
 	}
 	hdr = binary.AppendUvarint(append(hdr, kind), uint64(len(body)))
 
@@ -277,8 +286,8 @@ func (h *Hasher) header(s *state, in *Input, v int) ([]byte, byte) {
 	hdr = append(hdr, 'Q', domainForm)
 	if q, ok := appendPlainQuery(hdr, in.RawQuery); ok {
 		hdr = q
-	} else if pairs, ok := parseForm(s, in.RawQuery); ok {
-		hdr = appendPairs(hdr, s.buf, pairs)
+	} else if n, sorted, ok := parseForm(s, in.RawQuery); ok {
+		hdr = s.appendPairs(hdr, n, sorted)
 	} else {
 		hdr[len(hdr)-1] = domainRaw
 		hdr = appendString(hdr, in.RawQuery)

@@ -1,9 +1,12 @@
 package fingerprint
 
 import (
+	"encoding/binary"
+	"math/bits"
 	"math/rand/v2"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -16,14 +19,22 @@ func decoded(t *testing.T, q string) ([]string, bool) {
 	t.Helper()
 	s := getState()
 	defer putState(s)
-	pairs, ok := parseForm(s, q)
+	n, sorted, ok := parseForm(s, q)
 	if !ok {
 		return nil, false
 	}
+	enc := s.appendPairs(nil, n, sorted)
+	count, k := binary.Uvarint(enc)
+	require.Equal(t, uint64(n), count)
+	enc = enc[k:]
 	var out []string
-	for _, p := range pairs {
-		out = append(out, string(s.buf[p.noff:p.noff+p.nlen])+"="+string(s.buf[p.voff:p.voff+p.vlen]))
+	for range n {
+		ns, ne := field(enc, 0)
+		vs, ve := field(enc, ne)
+		out = append(out, string(enc[ns:ne])+"="+string(enc[vs:ve]))
+		enc = enc[ve:]
 	}
+	require.Empty(t, enc)
 	return out, true
 }
 
@@ -49,6 +60,10 @@ func TestParseForm(t *testing.T) {
 		// it does; equal names keep their order all the same (past
 		// twelve pairs, where the sort is not by insertion).
 		{"00&0&0&0&=&=0&0&0&0&0&0&0&0", []string{"=", "=0", "0=", "0=", "0=", "0=", "0=", "0=", "0=", "0=", "0=", "0=", "00="}},
+		// Fields of up to 127 bytes and no escape are copied as they
+		// are; longer ones take two bytes of length.
+		{strings.Repeat("n", 127) + "=" + strings.Repeat("v", 127), []string{strings.Repeat("n", 127) + "=" + strings.Repeat("v", 127)}},
+		{"b=" + strings.Repeat("v", 128) + "&" + strings.Repeat("n", 128), []string{"b=" + strings.Repeat("v", 128), strings.Repeat("n", 128) + "="}},
 		{"a=%", nil},
 		{"a=%4", nil},
 		{"a=%zz", nil},
@@ -159,11 +174,92 @@ func TestAppendPlainQuery(t *testing.T) {
 		}
 		plainSeen++
 		s := getState()
-		pairs, ok := parseForm(s, q)
+		n, sorted, ok := parseForm(s, q)
 		require.True(t, ok, "%q", q)
-		want := appendPairs([]byte("prefix"), s.buf, pairs)
+		want := s.appendPairs([]byte("prefix"), n, sorted)
 		putState(s)
 		assert.Equal(t, string(want), string(got), "%q", q)
 	}
 	assert.Greater(t, plainSeen, 5000)
+}
+
+// sortPairs orders the records by name, then arrival, as a stable sort
+// by name does: forms of short names over few bytes (NULs too, which the
+// keys pad names with), of long names sharing their first bytes (the sort
+// by next bytes), of names of 128 bytes or more (two-byte lengths), with
+// few or many pairs (sorts by comparison and by radix), and with every
+// layout of keys (few bytes of name for big offsets).
+func TestSortPairs(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	name := func(kind int) string {
+		switch kind {
+		case 0: // short, from a small alphabet with NUL
+			var b strings.Builder
+			for range r.IntN(4) {
+				b.WriteString([]string{"a", "b", "%00", "%01"}[r.IntN(4)])
+			}
+			return b.String()
+		case 1: // a long common part, then short
+			return strings.Repeat("p", r.IntN(3)*7+5) + strings.Repeat("%00", r.IntN(2)) + string(rune('a'+r.IntN(3)))
+		default: // long: a repetition cut anywhere
+			return strings.Repeat("q", 100+r.IntN(60)) + strings.Repeat("r", r.IntN(3))
+		}
+	}
+	for round := range 400 {
+		kind := round % 3
+		n := r.IntN(20)
+		if round%4 == 0 {
+			n = 300 + r.IntN(400)
+		}
+		var pairs []string
+		for i := range n {
+			pairs = append(pairs, name(kind)+"="+strconv.Itoa(i))
+		}
+		q := strings.Join(pairs, "&")
+		for _, off := range []int{0, 21, 30, 38, 47, 54} {
+			s := getState()
+			n, _, ok := parseForm(s, q)
+			require.True(t, ok)
+			// The records in arrival order, sorted stably by name.
+			var want []string
+			type rec struct{ name, all string }
+			var recs []rec
+			for at := 0; at < len(s.buf); {
+				ns, ne := field(s.buf, at)
+				end := record(s.buf, at)
+				recs = append(recs, rec{string(s.buf[ns:ne]), string(s.buf[at:end])})
+				at = end
+			}
+			slices.SortStableFunc(recs, func(a, b rec) int { return strings.Compare(a.name, b.name) })
+			for _, rc := range recs {
+				want = append(want, rc.all)
+			}
+			var got []string
+			if off == 0 {
+				for _, k := range s.sortPairs(n) {
+					at := int(k & s.formLayout.offMask)
+					got = append(got, string(s.buf[at:record(s.buf, at)]))
+				}
+			} else {
+				l := formLayout{off: off, offMask: 1<<off - 1}
+				l.pfx = 7
+				for l.pfx > 1 && 8*l.pfx+bits.Len(uint(l.pfx+1))+l.off > 64 {
+					l.pfx--
+				}
+				l.cls = bits.Len(uint(l.pfx + 1))
+				keys := make([]uint64, 2*n)
+				for i, at := 0, 0; i < n; i++ {
+					keys[i] = uint64(at)
+					at = record(s.buf, at)
+				}
+				sortKeys(s.buf, keys[:n], keys[n:], 0, &l)
+				for _, k := range keys[:n] {
+					at := int(k & l.offMask)
+					got = append(got, string(s.buf[at:record(s.buf, at)]))
+				}
+			}
+			putState(s)
+			require.Equal(t, want, got, "off %d: %q", off, q)
+		}
+	}
 }
