@@ -79,34 +79,44 @@ func (g *gen) keyProblem(b *jen.Group, w, r, route jen.Code, index func(path jen
 // gin): prelude sets msg from err (what is the error's description), and
 // the messages oapi-codegen v2.8 writes about the key parameter of the
 // operation whose policy is <px>Policies[i] are mapped to the engine's
-// problem codes. Nothing when the spec declares no key parameter.
+// problem codes, and within a format error the runtime's message for a
+// query key given more than once (<px>RepeatedQuery) to the engine's
+// answer to a repeated key. Nothing when the spec declares no key
+// parameter.
 func (g *gen) textKeyError(what string, prelude ...jen.Code) {
 	if len(g.keyParams()) == 0 {
 		return
 	}
 	g.keyParamFunc()
-	invalid := jen.Lit("Invalid format for parameter ").Op("+").Id("name").Op("+").Lit(": ")
-	g.docf("%sKeyError maps %s about the key parameter of the operation whose policy is %sPolicies[i] to a problem code and detail, by the messages oapi-codegen v2.8 writes; \"\" for any other error, and for any error when i < 0 or the operation's key is not a parameter.", px, what, px)
+	g.docf("%sKeyError maps %s about the key parameter of the operation whose policy is %sPolicies[i] to a problem code and detail, by the messages oapi-codegen v2.8 writes (and, within its format error, the runtime's for a query key given more than once: %sRepeatedQuery); \"\" for any other error, and for any error when i < 0 or the operation's key is not a parameter.", px, what, px, px)
 	g.f.Func().Id(px+"KeyError").Params(jen.Id("i").Int(), jen.Err().Error()).Params(jen.List(jen.Id("code"), jen.Id("detail")).String()).BlockFunc(func(b *jen.Group) {
-		b.List(jen.Id("name"), jen.Id("_")).Op(":=").Id(px + "KeyParam").Call(jen.Id("i"))
+		b.List(jen.Id("name"), jen.Id("header")).Op(":=").Id(px + "KeyParam").Call(jen.Id("i"))
 		b.If(jen.Id("name").Op("==").Lit("")).Block(jen.Return(jen.Lit(""), jen.Lit("")))
 		for _, c := range prelude {
 			b.Add(c)
 		}
+		b.Id("invalid").Op(":=").Lit("Invalid format for parameter ").Op("+").Id("name").Op("+").Lit(": ")
 		b.Switch().Block(
 			jen.Case(jen.Id("msg").Op("==").Lit("Header parameter ").Op("+").Id("name").Op("+").Lit(" is required, but not found"),
 				jen.Id("msg").Op("==").Lit("Query argument ").Op("+").Id("name").Op("+").Lit(" is required, but not found")).Block(
 				jen.Return(jen.Qual(idemPkg, "CodeKeyMissing"), jen.Lit("this operation requires an idempotency key")),
 			),
-			jen.Case(jen.Qual("strings", "HasPrefix").Call(jen.Id("msg"), invalid)).Block(
+			// A query key given more than once: the runtime's binder
+			// returns a plain error, which the wrapper reports as a
+			// format error.
+			jen.Case(jen.Op("!").Id("header").Op("&&").Qual("strings", "HasPrefix").Call(jen.Id("msg"), jen.Id("invalid")).Op("&&").Id(px+"RepeatedQuery").Call(jen.Id("msg").Index(jen.Len(jen.Id("invalid")).Op(":")), jen.Id("name"))).Block(
+				jen.Return(jen.Qual(idemPkg, "CodeKeyInvalid"), jen.Lit(detailMany)),
+			),
+			jen.Case(jen.Qual("strings", "HasPrefix").Call(jen.Id("msg"), jen.Id("invalid"))).Block(
 				jen.Return(jen.Qual(idemPkg, "CodeKeyInvalid"), jen.Id(px+"Policies").Index(jen.Id("i")).Dot("KeyFormatDetail").Call()),
 			),
 			jen.Case(jen.Qual("strings", "HasPrefix").Call(jen.Id("msg"), jen.Lit("Expected one value for ").Op("+").Id("name").Op("+").Lit(", got "))).Block(
-				jen.Return(jen.Qual(idemPkg, "CodeKeyInvalid"), jen.Lit("the idempotency key is given more than once")),
+				jen.Return(jen.Qual(idemPkg, "CodeKeyInvalid"), jen.Lit(detailMany)),
 			),
 		)
 		b.Return(jen.Lit(""), jen.Lit(""))
 	})
+	g.repeatedQuery()
 }
 
 // noResponse is the strict method's answer to an operation that returned

@@ -959,6 +959,12 @@ func (g *gen) errorHandler() {
 			jen.Case(jen.Id("header").Op("&&").Add(as("missingHeader")).Op("&&").Add(isKey("missingHeader")), jen.Op("!").Id("header").Op("&&").Add(as("missingParam")).Op("&&").Add(isKey("missingParam"))).Block(
 				jen.Return(jen.Qual(idemPkg, "CodeKeyMissing"), jen.Lit("this operation requires an idempotency key")),
 			),
+			// A query key given more than once: the runtime's binder
+			// returns a plain error (exploded or not), which the wrapper
+			// wraps as a format error.
+			jen.Case(jen.Op("!").Id("header").Op("&&").Add(as("invalid")).Op("&&").Add(isKey("invalid")).Op("&&").Id("invalid").Dot("Err").Op("!=").Nil().Op("&&").Id(px+"RepeatedQuery").Call(jen.Id("invalid").Dot("Err").Dot("Error").Call(), jen.Id("name"))).Block(
+				jen.Return(jen.Qual(idemPkg, "CodeKeyInvalid"), jen.Lit(detailMany)),
+			),
 			jen.Case(as("invalid").Op("&&").Add(isKey("invalid"))).Block(
 				// oapi-codegen's error speaks of Go types ("error unmarshaling
 				// 'xyz' text as *uuid.UUID: ..."): the client is told what the
@@ -966,10 +972,28 @@ func (g *gen) errorHandler() {
 				jen.Return(jen.Qual(idemPkg, "CodeKeyInvalid"), jen.Id(px+"Policies").Index(jen.Id("i")).Dot("KeyFormatDetail").Call()),
 			),
 			jen.Case(as("many").Op("&&").Add(isKey("many"))).Block(
-				jen.Return(jen.Qual(idemPkg, "CodeKeyInvalid"), jen.Lit("the idempotency key is given more than once")),
+				jen.Return(jen.Qual(idemPkg, "CodeKeyInvalid"), jen.Lit(detailMany)),
 			),
 		),
 		jen.Return(jen.Lit(""), jen.Lit("")),
+	)
+	g.repeatedQuery()
+}
+
+// detailMany is the problem detail for a key given more than once: the
+// text runtime/idem answers a repeated key with (its detailMany).
+const detailMany = "the idempotency key is given more than once"
+
+// repeatedQuery writes <px>RepeatedQuery(msg, name string) bool: whether
+// msg is the error oapi-codegen's runtime (v1.9: BindQueryParameter,
+// BindRawQueryParameter) returns for the query parameter name given more
+// than once, exploded or not. A key parameter is a string or a UUID, never
+// the struct whose comma-separated value gives the first message too.
+func (g *gen) repeatedQuery() {
+	g.doc(px + "RepeatedQuery reports whether msg is the error oapi-codegen's runtime returns for the query parameter name given more than once (exploded or not), which the wrappers report as a format error.")
+	g.f.Func().Id(px + "RepeatedQuery").Params(jen.List(jen.Id("msg"), jen.Id("name")).String()).Bool().Block(
+		jen.Return(jen.Id("msg").Op("==").Lit("multiple values for single value parameter '").Op("+").Id("name").Op("+").Lit("'").Op("||").
+			Id("msg").Op("==").Lit("parameter '").Op("+").Id("name").Op("+").Lit("' is not exploded, but is specified multiple times")),
 	)
 }
 

@@ -506,12 +506,20 @@ func idemgenKeyError(i int, err error) (code, detail string) {
 	switch {
 	case header && errors.As(err, &missingHeader) && isKey(missingHeader.ParamName), !header && errors.As(err, &missingParam) && isKey(missingParam.ParamName):
 		return idem.CodeKeyMissing, "this operation requires an idempotency key"
+	case !header && errors.As(err, &invalid) && isKey(invalid.ParamName) && invalid.Err != nil && idemgenRepeatedQuery(invalid.Err.Error(), name):
+		return idem.CodeKeyInvalid, "the idempotency key is given more than once"
 	case errors.As(err, &invalid) && isKey(invalid.ParamName):
 		return idem.CodeKeyInvalid, idemgenPolicies[i].KeyFormatDetail()
 	case errors.As(err, &many) && isKey(many.ParamName):
 		return idem.CodeKeyInvalid, "the idempotency key is given more than once"
 	}
 	return "", ""
+}
+
+// idemgenRepeatedQuery reports whether msg is the error oapi-codegen's runtime returns for the query
+// parameter name given more than once (exploded or not), which the wrappers report as a format error.
+func idemgenRepeatedQuery(msg, name string) bool {
+	return msg == "multiple values for single value parameter '"+name+"'" || msg == "parameter '"+name+"' is not exploded, but is specified multiple times"
 }
 
 // StrictHandler is the one line to change in an existing service: it returns what

@@ -253,7 +253,9 @@ func TestTypedKeyRejected(t *testing.T) {
 		{"createNote missing header", "/notes", nil,
 			idem.CodeKeyMissing, "this operation requires an idempotency key"},
 		{"openTicket query given twice", "/tickets?request_id=a&request_id=b", nil,
-			idem.CodeKeyInvalid, ""},
+			idem.CodeKeyInvalid, "the idempotency key is given more than once"},
+		{"makeRefund uuid query given twice", "/refunds?refund_key=3b241101-e2bb-4255-8caf-4136c566a962&refund_key=3b241101-e2bb-4255-8caf-4136c566a962", nil,
+			idem.CodeKeyInvalid, "the idempotency key is given more than once"},
 		{"castVote header given twice", "/votes", http.Header{"X-Vote-Key": {"first", "second"}},
 			idem.CodeKeyInvalid, "the idempotency key is given more than once"},
 	}

@@ -4,14 +4,17 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 
+	"github.com/oapi-codegen/runtime"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -452,4 +455,37 @@ func TestNilResponseIsRecorded(t *testing.T) {
 	assert.Empty(t, again.Body.String())
 	assert.Equal(t, "true", again.Header().Get("Idempotent-Replayed"))
 	assert.Equal(t, 1, svc.Count("createOrder"), "the retry must not run the operation again")
+}
+
+// A query key given more than once is answered as the engine answers it
+// (the idempotency key is given more than once), not as a malformed key,
+// whichever of oapi-codegen's runtime binders refused it: exploded (the
+// default, form style) or not, from decoded values or the raw query. The
+// errors are the runtime's own, wrapped as the std-http wrappers wrap them.
+func TestRepeatedQueryKeyDetail(t *testing.T) {
+	x := newIdempotency(t, idem.Options{})
+	values := url.Values{"request_id": {"a", "b"}}
+	var dest string
+	str := runtime.BindQueryParameterOptions{Type: "string"} // as the wrappers bind a string key
+	binders := map[string]error{
+		"exploded":         runtime.BindQueryParameterWithOptions("form", true, true, "request_id", values, &dest, str),
+		"not exploded":     runtime.BindQueryParameterWithOptions("form", false, true, "request_id", values, &dest, str),
+		"raw exploded":     runtime.BindRawQueryParameter("form", true, true, "request_id", values.Encode(), &dest),
+		"raw not exploded": runtime.BindRawQueryParameter("form", false, true, "request_id", values.Encode(), &dest),
+	}
+	for name, err := range binders {
+		require.Error(t, err, name)
+		w := httptest.NewRecorder()
+		x.ErrorHandler(nil)(w, httptest.NewRequest("POST", "/payments?"+values.Encode(), nil), &api.InvalidParamFormatError{ParamName: "request_id", Err: err})
+		var p struct{ Code, Detail string }
+		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &p), "%s: %s", name, w.Body)
+		assert.Equal(t, http.StatusBadRequest, w.Code, name)
+		assert.Equal(t, idem.CodeKeyInvalid, p.Code, name)
+		assert.Equal(t, "the idempotency key is given more than once", p.Detail, "%s: %v", name, err)
+	}
+	// Another parameter given twice is not about the key: oapi-codegen's answer.
+	w := httptest.NewRecorder()
+	err := runtime.BindQueryParameterWithOptions("form", true, true, "other", url.Values{"other": {"a", "b"}}, &dest, str)
+	x.ErrorHandler(nil)(w, httptest.NewRequest("POST", "/payments?request_id=k", nil), &api.InvalidParamFormatError{ParamName: "other", Err: err})
+	assert.Equal(t, "text/plain; charset=utf-8", w.Header().Get("Content-Type"), w.Body.String())
 }
