@@ -1252,7 +1252,7 @@ func (c *Call) Writer(w http.ResponseWriter) http.ResponseWriter {
 	if c.h.rec.active {
 		return &c.h.rec
 	}
-	c.h.rec.init(w, c.p, c.commit != nil)
+	c.h.rec.init(w, c.p, c.commit != nil, c.r.ProtoMajor < 2)
 	return &c.h.rec
 }
 
@@ -1441,7 +1441,7 @@ func (c *Call) Finish() error {
 	rec := &c.h.rec
 	if !rec.active {
 		// The handler never received the recorder (a wrapper that did not call Writer).
-		rec.init(nil, p, false)
+		rec.init(nil, p, false, false)
 	}
 	// A transactional handler that wrote nothing once its context had ended
 	// (the client went away, or a deadline passed) gave no answer: its

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"unsafe"
 )
@@ -157,6 +158,88 @@ func appendRecordHead(dst []byte, status int, h http.Header, allow []string) []b
 	}
 	dst[at] = byte(n)
 	return dst
+}
+
+// headFields returns the offset of a record head's field count (b holds
+// at least the head, as appendRecordHead writes it).
+func headFields(b []byte) int {
+	_, n := binary.Uvarint(b[recordHeaderReserve:])
+	return recordHeaderReserve + n
+}
+
+// nextField returns the name and value of the field at b[i:] (in a head
+// appendRecordHead wrote) and the offset of the next.
+func nextField(b []byte, i int) (name, value []byte, next int) {
+	name, rest, _ := uvarintBytesEmpty(b[i:])
+	value, rest, _ = uvarintBytesEmpty(rest)
+	return name, value, len(b) - len(rest)
+}
+
+// replaySniffs reports whether net/http sniffs a Content-Type for the
+// replay of the record head b (the head only): its status has a body, and
+// it holds no Content-Type and no Content-Encoding but blank ones (as
+// writeReplay sets them, the first of the values read).
+func replaySniffs(head []byte) bool {
+	status, _ := binary.Uvarint(head[recordHeaderReserve:])
+	if status == http.StatusNoContent || status == http.StatusNotModified {
+		return false
+	}
+	at := headFields(head)
+	ce := false // a Content-Encoding field was read
+	for i, p := 0, at+1; i < int(head[at]); i++ {
+		name, value, next := nextField(head, p)
+		switch string(name) {
+		case "Content-Type":
+			return false
+		case "Content-Encoding":
+			if !ce && len(value) > 0 {
+				return false
+			}
+			ce = true
+		}
+		p = next
+	}
+	return true
+}
+
+// insertContentType adds the field Content-Type: v to the record b, whose
+// head is headLen bytes (the body follows), and returns the record and the
+// length of its head. The field goes after the Content-Type fields the head
+// holds (a second value, as net/http sends the one it sniffed after one set
+// under another spelling), or first; one empty Content-Type field, which
+// stands for a Content-Type present with no value (appendRecordHead), which
+// net/http sends as nothing, is replaced. A head at maxRecordHeaders fields
+// drops its last (one appendRecordHead would not have reached with this
+// field first).
+func insertContentType(b []byte, headLen int, v string) ([]byte, int) {
+	at := headFields(b)
+	count := int(b[at])
+	pos, last := at+1, at+1 // where the field goes; the last field
+	cts, ctAt, ctEmpty := 0, 0, false
+	for i, p := 0, at+1; i < count; i++ {
+		last = p
+		name, value, next := nextField(b[:headLen], p)
+		if string(name) == "Content-Type" {
+			cts, ctAt, ctEmpty = cts+1, p, len(value) == 0
+			pos = next
+		}
+		p = next
+	}
+	switch {
+	case cts == 1 && ctEmpty:
+		b = append(b[:ctAt], b[pos:]...)
+		headLen, count, pos = headLen-(pos-ctAt), count-1, ctAt
+	case count == maxRecordHeaders:
+		b = append(b[:last], b[headLen:]...)
+		headLen, count, pos = last, count-1, min(pos, last)
+	}
+	f := binary.AppendUvarint(make([]byte, 0, 16+len(v)), uint64(len("Content-Type")))
+	f = append(f, "Content-Type"...)
+	f = binary.AppendUvarint(f, uint64(len(v)))
+	f = append(f, v...)
+	b = slices.Insert(b, pos, f...)
+	b[at] = byte(count + 1)
+	return b, headLen + len(f)
 }
 
 // lengthBit is bit len(s) of a word, bit 63 for every length from 63 on.

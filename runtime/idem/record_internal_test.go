@@ -158,3 +158,69 @@ func TestRecordHeadLengthFilter(t *testing.T) {
 	}
 	require.Greater(t, folded, 500, "too few records with a name found by the scan")
 }
+
+// insertContentType adds a Content-Type to an encoded record (head and
+// body): first, after the Content-Type fields it holds, or in place of the
+// one empty field that stands for a Content-Type present with no value; a
+// full head drops its last field. replaySniffs tells the heads net/http
+// sniffs a replay of.
+func TestRecordInsertContentType(t *testing.T) {
+	allow := []string{"Content-Type", "Content-Encoding", "Location"}
+	for _, tc := range []struct {
+		name   string
+		status int
+		h      http.Header
+		v      string
+		sniffs bool // replaySniffs of the head before
+		want   []headerField
+	}{
+		{"none", 200, http.Header{"Location": {"/a"}}, "text/plain", true,
+			[]headerField{{"Content-Type", "text/plain"}, {"Location", "/a"}}},
+		{"none, nothing", 200, http.Header{"Location": {"/a"}}, "", true,
+			[]headerField{{"Content-Type", ""}, {"Location", "/a"}}},
+		{"blank encoding", 201, http.Header{"Content-Encoding": {""}, "Location": {"/a"}}, "text/html", true,
+			[]headerField{{"Content-Type", "text/html"}, {"Content-Encoding", ""}, {"Location", "/a"}}},
+		{"encoding", 200, http.Header{"content-encoding": {"gzip"}}, "application/x-gzip", false,
+			[]headerField{{"Content-Type", "application/x-gzip"}, {"Content-Encoding", "gzip"}}},
+		{"after another", 200, http.Header{"Location": {"/a"}, "content-type": {"a/b", "c/d"}}, "text/html", false,
+			[]headerField{{"Location", "/a"}, {"Content-Type", "a/b"}, {"Content-Type", "c/d"}, {"Content-Type", "text/html"}}},
+		{"in place of none", 200, http.Header{"content-type": nil, "Location": {"/a"}}, "text/html", false,
+			[]headerField{{"Location", "/a"}, {"Content-Type", "text/html"}}},
+		{"no body", 204, http.Header{"Location": {"/a"}}, "", false,
+			[]headerField{{"Content-Type", ""}, {"Location", "/a"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := appendRecordHead(nil, tc.status, tc.h, allow)
+			assert.Equal(t, tc.sniffs, replaySniffs(b))
+			head := len(b)
+			b = append(b, "body"...)
+			b, head = insertContentType(b, head, tc.v)
+			var sr storedResponse
+			require.NoError(t, decodeRecord(b, &sr, nil))
+			assert.Equal(t, tc.want, sr.header)
+			assert.Equal(t, "body", string(sr.body))
+			assert.Equal(t, "body", string(b[head:]))
+			assert.Equal(t, tc.status, sr.status)
+			assert.False(t, replaySniffs(b[:head]))
+		})
+	}
+	t.Run("full", func(t *testing.T) {
+		h := http.Header{"Location": make([]string, maxRecordHeaders+3)}
+		for i := range h["Location"] {
+			h["Location"][i] = "/" + strconv.Itoa(i)
+		}
+		b := appendRecordHead(nil, 200, h, allow)
+		head := len(b)
+		b = append(b, "body"...)
+		b, head = insertContentType(b, head, "text/plain")
+		var sr storedResponse
+		require.NoError(t, decodeRecord(b, &sr, nil))
+		require.Len(t, sr.header, maxRecordHeaders)
+		assert.Equal(t, headerField{"Content-Type", "text/plain"}, sr.header[0])
+		assert.Equal(t, headerField{"Location", "/" + strconv.Itoa(maxRecordHeaders-2)}, sr.header[maxRecordHeaders-1])
+		assert.Equal(t, "body", string(sr.body))
+		assert.Equal(t, "body", string(b[head:]))
+		h["Content-Type"] = []string{"text/plain"}
+		assert.Equal(t, appendRecordHead(nil, 200, h, allow), b[:head], "as if the handler had set it")
+	})
+}

@@ -33,6 +33,8 @@ type recorder struct {
 	buffered bool
 	active   bool
 	done     bool
+	http1    bool     // the request came over HTTP/1 (see noteSniffing)
+	sniff    sniffing // what the record still needs for the replay's Content-Type
 
 	header      http.Header // buffered mode
 	wroteHeader bool
@@ -43,6 +45,16 @@ type recorder struct {
 	full        *[]byte // buffered mode: the whole body
 	gone        error   // tee mode: the client's connection failed with it
 }
+
+// sniffing says what the recorder still has to do so that a replay is
+// served with the Content-Type the client got (see noteSniffing).
+type sniffing uint8
+
+const (
+	sniffSettled sniffing = iota // the record gets it as it is
+	sniffOnFlush                 // net/http sniffs the response and its replay alike, unless a Flush sends less than 512 bytes first
+	sniffRecord                  // net/http sniffs the response, not its replay: the record must say what it sent
+)
 
 // bodyLoss says whether a record is without its body, and why: a record
 // without its body is not replayable.
@@ -56,8 +68,8 @@ const (
 
 var errWriteAfterEnd = errors.New("idem: write to a response after its handler returned")
 
-func (r *recorder) init(w http.ResponseWriter, p *Policy, buffered bool) {
-	*r = recorder{w: w, allow: p.respHeaders, max: p.respMax, buffered: buffered, active: true}
+func (r *recorder) init(w http.ResponseWriter, p *Policy, buffered, http1 bool) {
+	*r = recorder{w: w, allow: p.respHeaders, max: p.respMax, buffered: buffered, http1: http1, active: true}
 	r.enc = getBuf()
 	if buffered {
 		r.full = getBuf()
@@ -98,11 +110,99 @@ func (r *recorder) WriteHeader(code int) {
 	}
 	r.wroteHeader = true
 	r.status = code
-	*r.enc = appendRecordHead((*r.enc)[:0], code, r.Header(), r.allow)
+	h := r.Header()
+	*r.enc = appendRecordHead((*r.enc)[:0], code, h, r.allow)
 	r.headLen = len(*r.enc)
+	r.noteSniffing(code, h)
 	if !r.buffered && r.w != nil {
 		r.w.WriteHeader(code)
 	}
+}
+
+// noteSniffing settles, at WriteHeader, how the record comes to carry the
+// Content-Type the client gets. When a handler sets none, net/http (HTTP/1
+// and HTTP/2 alike) sends the one http.DetectContentType finds in the first
+// piece of the body it sends: the whole body, or a buffer's worth (2048
+// bytes, 4096 over HTTP/2), or what the handler wrote before its first
+// Flush; none for no piece (a Flush before any write, an empty body). It
+// does not sniff when the header h (as it is at WriteHeader: net/http then
+// takes a copy) holds a Content-Type, a Content-Encoding that is not blank
+// or, over HTTP/1, a Transfer-Encoding (chunkWriter.writeHeader; http2's
+// writeChunk ignores it). A replay writes the stored body at once and is
+// sniffed from its first 512 bytes (all DetectContentType reads), so the
+// two agree and the record is left as it is, unless
+//
+//   - a Flush sent less than 512 bytes first (sniffOnFlush): the record
+//     gets the Content-Type that piece gave, or none (a Content-Type present
+//     with no value, which keeps net/http from sniffing the replay);
+//   - net/http did not sniff the response but would sniff its replay (a
+//     Transfer-Encoding set by the handler, which the record does not keep,
+//     stops sniffing over HTTP/1): the record gets a Content-Type present
+//     with no value at once;
+//   - net/http sniffed the response but would not sniff its replay (a
+//     Content-Type or Content-Encoding set under another spelling, which
+//     net/http does not look up but the record stores under the canonical
+//     name; sniffRecord): the record gets what net/http sent, at the first
+//     Flush or when the response ends.
+//
+// The response itself is never changed: it is what the handler alone would
+// have got from net/http. The record grows by a field only in these cases.
+func (r *recorder) noteSniffing(code int, h http.Header) {
+	if !bodyAllowedForStatus(code) {
+		return // neither is sniffed
+	}
+	if _, ok := h["Content-Type"]; ok {
+		return // stored (Content-Type is always kept): neither is sniffed
+	}
+	te := h["Transfer-Encoding"] // as net/http reads it: no other spelling, the first value
+	orig := h.Get("Content-Encoding") == "" && (!r.http1 || len(te) == 0 || te[0] == "")
+	rep := replaySniffs(*r.enc)
+	switch {
+	case orig && rep:
+		r.sniff = sniffOnFlush
+	case orig:
+		r.sniff = sniffRecord
+	case rep:
+		r.recordContentType(nil)
+	}
+}
+
+// bodyAllowedForStatus is net/http's: no body (and no sniffing) for 1xx, 204 and 304.
+func bodyAllowedForStatus(code int) bool {
+	return code >= 200 && code != http.StatusNoContent && code != http.StatusNotModified
+}
+
+// sniffed settles the Content-Type of a response net/http sniffs, now that
+// it sends the first piece of the body, all that was written so far (a
+// Flush), or the whole body (the response ended).
+func (r *recorder) sniffed() {
+	s := r.sniff
+	r.sniff = sniffSettled
+	if s == sniffSettled || r.loss != bodyKept {
+		return // a record without its body is not replayed
+	}
+	body := (*r.enc)[r.headLen:]
+	switch {
+	case len(body) == 0 && s == sniffOnFlush:
+		r.recordContentType(nil) // none sent: none replayed
+	case len(body) == 0:
+		// None sent, and the replay sniffs none.
+	case len(body) < sniffLen || s == sniffRecord:
+		r.recordContentType(body)
+	}
+}
+
+// sniffLen is how much of a body http.DetectContentType reads.
+const sniffLen = 512
+
+// recordContentType adds to the record the Content-Type net/http sniffs
+// from body (present with no value for a nil body).
+func (r *recorder) recordContentType(body []byte) {
+	v := ""
+	if body != nil {
+		v = http.DetectContentType(body)
+	}
+	*r.enc, r.headLen = insertContentType(*r.enc, r.headLen, v)
 }
 
 // Write implements http.ResponseWriter.
@@ -193,6 +293,12 @@ func (r *recorder) FlushError() error {
 	}
 	if r.gone == nil {
 		err := http.NewResponseController(r.w).Flush()
+		if r.sniff != sniffSettled && !errors.Is(err, http.ErrNotSupported) {
+			// net/http sniffed what was written so far, even if the
+			// flush then failed (as HTTP/2's of a HEAD response does,
+			// with io.ErrShortWrite, after sending the header).
+			r.sniffed()
+		}
 		if err == nil || errors.Is(err, http.ErrNotSupported) || handlerWriteError(err) {
 			return err
 		}
@@ -218,10 +324,15 @@ var errHijack = fmt.Errorf("idem: hijacking a recorded response: %w", http.ErrNo
 // from reaching the connection through Unwrap.
 func (r *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) { return nil, nil, errHijack }
 
-// finalize settles the status when the handler wrote nothing (200, as net/http).
+// finalize settles the status when the handler wrote nothing (200, as
+// net/http), and the Content-Type net/http sniffed from the whole body, if
+// the replay would not sniff it (sniffRecord).
 func (r *recorder) finalize() {
 	if !r.wroteHeader {
 		r.WriteHeader(http.StatusOK)
+	}
+	if r.sniff == sniffRecord {
+		r.sniffed()
 	}
 }
 
