@@ -23,7 +23,8 @@ func documentedSum(h *fingerprint.Hasher, headers []string, in *fingerprint.Inpu
 	return documentedSumVersion(h, headers, in, fingerprint.Version)
 }
 
-// documentedSumVersion is documentedSum in format v: version 1 has no path.
+// documentedSumVersion is documentedSum in format v: version 1 has no path,
+// versions 1 and 2 no parameters.
 func documentedSumVersion(h *fingerprint.Hasher, headers []string, in *fingerprint.Input, v byte) fingerprint.Fingerprint {
 	str := func(b []byte, s string) []byte { return append(binary.AppendUvarint(b, uint64(len(s))), s...) }
 	// pairs appends 'F' pairs(x), or 'R' str(x) if x is malformed.
@@ -60,9 +61,11 @@ func documentedSumVersion(h *fingerprint.Hasher, headers []string, in *fingerpri
 		st = str(append(st, 'P'), in.Path)
 	}
 	media, _, _ := strings.Cut(in.ContentType, ";")
-	// In ASCII lower case (the content types here are ASCII).
-	media = strings.ToLower(strings.Trim(media, " \t"))
+	media = asciiLower(strings.Trim(media, " \t"))
 	st = str(append(st, 'B'), media)
+	if v >= 3 {
+		st = append(st, documentedParams(media, in.ContentType)...)
+	}
 	switch {
 	case media == "application/json" || strings.HasSuffix(media, "+json") && strings.IndexByte(media, '/') > 0:
 		if canon, err := h.Canonical(nil, in.Body); err == nil {
@@ -226,14 +229,17 @@ func TestSumMatchesCanonical(t *testing.T) {
 				t.Fatalf("option set %d, body %d (%d bytes), query %.30q, type %q: Sum %v then %v, want %v; body %.300q",
 					k, i, len(body), in.RawQuery, in.ContentType, before, after, want, body)
 			}
-			// Version 1, between two sums of the current version (its
-			// header is cached): the same stream without the path.
-			v1, ok := h.SumVersion(in, 1)
-			if want1 := documentedSumVersion(h, opts.Headers, in, 1); !ok || v1 != want1 {
-				t.Fatalf("option set %d, body %d: SumVersion 1 %v, want %v", k, i, v1, want1)
-			}
-			if again := h.Sum(in); again != want {
-				t.Fatalf("option set %d, body %d: Sum after SumVersion 1 %v, want %v", k, i, again, want)
+			// Versions 1 and 2, between two sums of the current version
+			// (its header is cached): the same stream without the path,
+			// or the parameters.
+			for v := 1; v < fingerprint.Version; v++ {
+				old, ok := h.SumVersion(in, v)
+				if wantOld := documentedSumVersion(h, opts.Headers, in, byte(v)); !ok || old != wantOld {
+					t.Fatalf("option set %d, body %d: SumVersion %d %v, want %v", k, i, v, old, wantOld)
+				}
+				if again := h.Sum(in); again != want {
+					t.Fatalf("option set %d, body %d: Sum after SumVersion %d %v, want %v", k, i, v, again, want)
+				}
 			}
 		}
 		// Form bodies, and bodies of other types (raw).
@@ -316,6 +322,8 @@ func TestSumHeaderCache(t *testing.T) {
 		{Method: "POST", Operation: "op", RawQuery: "a=2", ContentType: "application/json"},
 		{Method: "POST", Operation: "op", RawQuery: "a=1", ContentType: "application/jsoN"},
 		{Method: "POST", Operation: "op", RawQuery: "a=1", ContentType: "text/plain"},
+		{Method: "POST", Operation: "op", RawQuery: "a=1", ContentType: "text/plain; charset=utf-8"},
+		{Method: "POST", Operation: "op", RawQuery: "a=1", ContentType: "text/plain; charset=latin1"},
 		{Method: "POST", Operation: "op", RawQuery: "a=1&b", ContentType: "application/x-www-form-urlencoded"},
 		{Method: "POST", Operation: "op", RawQuery: "a=1", ContentType: "application/json", Header: http.Header{"X-Tenant": {"t"}}},
 		{Method: "POST", Operation: "op", RawQuery: long, ContentType: "application/json"},

@@ -6,30 +6,34 @@
 // x-idempotency contract) and is safe for concurrent use. [Hasher.Sum]
 // never fails, never panics on any input, and allocates nothing once warm.
 //
-// # The digest, version 2
+// # The digest, version 3
 //
-// A [Fingerprint] is 33 bytes: byte 0 is [Version] (2), bytes 1..32 are the
+// A [Fingerprint] is 33 bytes: byte 0 is [Version] (3), bytes 1..32 are the
 // SHA-256 of this stream, where str(x) is the length of x as an unsigned
 // varint (encoding/binary.AppendUvarint) followed by the bytes of x:
 //
-//	"idemgen-fingerprint\x00v2\x00"
+//	"idemgen-fingerprint\x00v3\x00"
 //	'M' str(Method)                         as given (methods are case-sensitive)
 //	'O' str(Operation)
 //	'Q' query                               'F' pairs(RawQuery), or 'R' str(RawQuery)
 //	'H' uvarint(#names) then, per name:     str(name) uvarint(#values) str(value)...
 //	'P' str(Path)                           as given (the escaped path)
-//	'B' str(media type) domain uvarint(len(payload)) payload
+//	'B' str(media type) parameters domain uvarint(len(payload)) payload
 //
 // Every part has a fixed tag and every variable part its length, so the
 // stream decodes unambiguously: two different requests (as canonicalized
 // below) never produce the same stream.
 //
-// Version 1 is the same stream with "v1" in its prefix and without the
-// 'P' part: it left the path out, so the same key and body sent to two
-// resources of one operation (POST /orders/o1/items, /orders/o2/items)
-// looked like the same request. [Hasher.SumVersion] computes it still, for
-// records a version 1 service made: a service compares a request with such
-// a record's fingerprint in the record's version (runtime/idem does).
+// Version 2 is the same stream with "v2" in its prefix and without the
+// parameters: it left out the Content-Type parameters of every body, so the
+// same multipart bytes sent with two boundaries (which split them into
+// different fields) looked like the same request. Version 1 is version 2
+// with "v1" in its prefix and without the 'P' part: it left the path out,
+// so the same key and body sent to two resources of one operation (POST
+// /orders/o1/items, /orders/o2/items) looked like the same request.
+// [Hasher.SumVersion] computes both still, for records an older service
+// made: a service compares a request with such a record's fingerprint in
+// the record's version (runtime/idem does).
 //
 // Headers: the names of Options.Headers, canonicalized with
 // http.CanonicalHeaderKey, sorted and without duplicates; for each, the
@@ -37,8 +41,28 @@
 // zero values, which differs from one empty value).
 //
 // Media type: Input.ContentType up to its first ';', without surrounding
-// spaces and tabs, in ASCII lower case (parameters such as charset are
-// ignored). It selects the domain of the body:
+// spaces and tabs, in ASCII lower case. It selects the domain of the body
+// (below) and whether its parameters count.
+//
+// Parameters: for a media type that selects the JSON or form domain (even
+// for a body hashed raw, not being valid JSON or form), 'F' 0: they are
+// ignored (JSON is UTF-8 whatever a charset says, RFC 8259, and the form
+// type defines no parameters). For every other media type, whose body is
+// hashed as raw bytes, parameters such as boundary (which splits a
+// multipart body into its parts) and charset (which maps bytes to
+// characters) change what the bytes mean: all of them count. The text
+// after the first ';' is read as RFC 9110 parameters: each is optional
+// white space (SP, HTAB), a token name, '=', a token or a quoted string
+// (RFC 9110 qdtext only: no backslash, no control character), optional
+// white space, then the end of the text or a ';' and another parameter.
+// When the whole text reads so, the part is 'F' uvarint(#parameters) then
+// str(name) str(value) per parameter in the order sent, the name in ASCII
+// lower case and the value as sent, a quoted string's without its quotes
+// (so boundary=A equals Boundary="A" and "; boundary=A" equals
+// ";boundary=A", but charset=utf-8 differs from charset=UTF-8). Otherwise
+// (an empty parameter, white space around '=', a backslash in a quoted
+// string, which parsers unescape differently) it is 'R' str(text after the
+// first ';') as it is. Without a ';' it is 'F' 0.
 //
 //   - 'J', canonical JSON: for application/json and any type whose subtype
 //     ends in "+json" (application/problem+json, application/merge-patch+json,

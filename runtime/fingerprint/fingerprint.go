@@ -14,14 +14,16 @@ import (
 )
 
 // Version is the version of the canonical form and digest computed by this
-// package. Version 2 added the request's path; [Hasher.SumVersion] still
-// computes version 1, to compare a request with a record made before.
-const Version = 2
+// package. Version 2 added the request's path, version 3 the Content-Type
+// parameters of a body hashed as raw bytes (a multipart body's boundary);
+// [Hasher.SumVersion] still computes versions 1 and 2, to compare a request
+// with a record made before.
+const Version = 3
 
 // Fingerprint is a digest: byte 0 is the algorithm version, bytes 1..32 a SHA-256.
 type Fingerprint [33]byte
 
-// String returns the fingerprint as "v2:" (its version) followed by the
+// String returns the fingerprint as "v3:" (its version) followed by the
 // SHA-256 in hex.
 func (f Fingerprint) String() string {
 	return fmt.Sprintf("v%d:%s", f[0], hex.EncodeToString(f[1:]))
@@ -202,11 +204,11 @@ func (h *Hasher) Sum(in *Input) Fingerprint {
 	return h.sum(in, Version)
 }
 
-// SumVersion returns the fingerprint of in in format v (1 or [Version]), and
-// false for a version this package does not compute. A service compares a
-// request with a record made by an older version of this package with it.
+// SumVersion returns the fingerprint of in in format v (1, 2 or [Version]),
+// and false for a version this package does not compute. A service compares
+// a request with a record made by an older version of this package with it.
 func (h *Hasher) SumVersion(in *Input, v int) (Fingerprint, bool) {
-	if v != 1 && v != Version {
+	if v < 1 || v > Version {
 		return Fingerprint{}, false
 	}
 	return h.sum(in, v), true
@@ -275,11 +277,7 @@ func (h *Hasher) sum(in *Input, v int) Fingerprint {
 // (see the package documentation) and returns it with the body's domain,
 // which the content type selects; without named headers, s remembers it.
 func (h *Hasher) header(s *state, in *Input, v int) ([]byte, byte) {
-	prefix := streamPrefix
-	if v == 1 {
-		prefix = streamPrefixV1
-	}
-	hdr := append(s.hdr[:0], prefix...)
+	hdr := append(s.hdr[:0], streamPrefixOf(v)...)
 	hdr = appendString(append(hdr, 'M'), in.Method)
 	hdr = appendString(append(hdr, 'O'), in.Operation)
 
@@ -317,6 +315,13 @@ func (h *Hasher) header(s *state, in *Input, v int) ([]byte, byte) {
 			if c := hdr[i]; c-'A' < 26 {
 				hdr[i] = c + 'a' - 'A'
 			}
+		}
+	}
+	if v >= 3 {
+		if kind == domainRaw {
+			hdr = appendParams(hdr, in.ContentType)
+		} else {
+			hdr = append(hdr, domainForm, 0) // no parameters
 		}
 	}
 	s.hdr, s.hdrLen, s.hdrStateLen, s.hdrReused = hdr, 0, 0, false
@@ -409,6 +414,125 @@ func mediaType(ct string) (string, byte) {
 		return ct, domainForm
 	}
 	return ct, domainRaw
+}
+
+// streamPrefixV3 starts the hashed stream of format v3.
+const streamPrefixV3 = "idemgen-fingerprint\x00v3\x00"
+
+// streamPrefixOf returns the start of the hashed stream of format v.
+func streamPrefixOf(v int) string {
+	switch v {
+	case 1:
+		return streamPrefixV1
+	case 2:
+		return streamPrefix
+	}
+	return streamPrefixV3
+}
+
+// appendParams appends the parameters of the Content-Type value ct (format
+// v3, for a media type of the raw domain): 'F' and the parameters as pairs
+// (names in ASCII lower case, values unquoted), or 'R' and the text after
+// the first ';' as it is when it is not a list of well-formed parameters
+// (see the package documentation); 'F' 0 without a ';'.
+func appendParams(dst []byte, ct string) []byte {
+	i := strings.IndexByte(ct, ';')
+	if i < 0 {
+		return append(dst, domainForm, 0)
+	}
+	text := ct[i+1:]
+	n := 0
+	for pos := 0; ; {
+		_, _, next, ok := nextParam(text, pos)
+		if !ok {
+			return appendString(append(dst, domainRaw), text)
+		}
+		n++
+		if next == len(text) {
+			break
+		}
+		pos = next
+	}
+	dst = binary.AppendUvarint(append(dst, domainForm), uint64(n))
+	for pos := 0; n > 0; n-- {
+		name, value, next, _ := nextParam(text, pos)
+		dst = binary.AppendUvarint(dst, uint64(len(name)))
+		for j := 0; j < len(name); j++ {
+			c := name[j]
+			if c-'A' < 26 {
+				c += 'a' - 'A'
+			}
+			dst = append(dst, c)
+		}
+		dst = appendString(dst, value)
+		pos = next
+	}
+	return dst
+}
+
+// nextParam parses the parameter of text that starts at pos: white space
+// (SP, HTAB), a token, '=', a token or a quoted string without backslashes,
+// white space, then the end of text or a ';' (next is then the position
+// after it, and another parameter must follow). It returns the name, the
+// value (a quoted string's content), the position of the next parameter
+// (len(text) at the end) and false if text is not well formed there.
+func nextParam(text string, pos int) (name, value string, next int, ok bool) {
+	i := skipOWS(text, pos)
+	start := i
+	for i < len(text) && isTokenByte(text[i]) {
+		i++
+	}
+	if i == start || i == len(text) || text[i] != '=' {
+		return "", "", 0, false
+	}
+	name = text[start:i]
+	i++
+	if i < len(text) && text[i] == '"' {
+		start = i + 1
+		for i = start; i < len(text) && isQuotedTextByte(text[i]); i++ {
+		}
+		if i == len(text) || text[i] != '"' {
+			return "", "", 0, false // unterminated, a backslash or a control character
+		}
+		value = text[start:i]
+		i++
+	} else {
+		start = i
+		for i < len(text) && isTokenByte(text[i]) {
+			i++
+		}
+		if i == start {
+			return "", "", 0, false
+		}
+		value = text[start:i]
+	}
+	i = skipOWS(text, i)
+	switch {
+	case i == len(text):
+		return name, value, i, true
+	case text[i] == ';' && i+1 < len(text):
+		return name, value, i + 1, true
+	}
+	return "", "", 0, false // anything else, or a ';' ending text
+}
+
+func skipOWS(text string, i int) int {
+	for i < len(text) && (text[i] == ' ' || text[i] == '\t') {
+		i++
+	}
+	return i
+}
+
+// isTokenByte reports whether c is a tchar of RFC 9110.
+func isTokenByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+		c < 0x80 && strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+}
+
+// isQuotedTextByte reports whether c is a qdtext of RFC 9110 (a quoted
+// string's byte other than '"' and '\\').
+func isQuotedTextByte(c byte) bool {
+	return c == '\t' || c == ' ' || c == 0x21 || 0x23 <= c && c <= 0x5b || 0x5d <= c && c != 0x7f
 }
 
 // SyntaxError says why a body is not canonicalized as JSON (and would be

@@ -151,10 +151,12 @@ func TestSumNeverPanics(t *testing.T) {
 func TestFingerprintString(t *testing.T) {
 	f := mustNew(t, fingerprint.Options{}).Sum(&fingerprint.Input{Method: "POST"})
 	s := f.String()
-	assert.True(t, strings.HasPrefix(s, "v2:"), s)
+	assert.True(t, strings.HasPrefix(s, "v3:"), s)
 	assert.Len(t, s, 3+64)
-	_, ok := mustNew(t, fingerprint.Options{}).SumVersion(&fingerprint.Input{}, 3)
-	assert.False(t, ok, "a version this package does not compute")
+	for _, v := range []int{0, -1, fingerprint.Version + 1} {
+		_, ok := mustNew(t, fingerprint.Options{}).SumVersion(&fingerprint.Input{}, v)
+		assert.False(t, ok, "a version this package does not compute: %d", v)
+	}
 }
 
 // The stream is exactly the one the package documentation describes: an
@@ -171,32 +173,45 @@ func TestSumDocumentedStream(t *testing.T) {
 		Body:        []byte(`{"coupon":"SPRING","client_time":1714564800,"tags":["b","a"],"amount":1.50}`),
 	}
 	str := func(b []byte, s string) []byte { return append(binary.AppendUvarint(b, uint64(len(s))), s...) }
-	var st []byte
-	st = append(st, "idemgen-fingerprint\x00v2\x00"...)
-	st = str(append(st, 'M'), "POST")
-	st = str(append(st, 'O'), "claimCoupon")
-	st = append(st, 'Q', 'F', 3)
-	st = str(str(st, "a"), "1")
-	st = str(str(st, "a"), "0 !")
-	st = str(str(st, "b"), "2")
-	st = append(st, 'H', 2)
-	st = append(str(st, "X-Absent"), 0)
-	st = append(str(st, "X-Tenant"), 2)
-	st = str(str(st, "acme"), "two")
-	st = str(append(st, 'P'), "/coupons/SPRING/claims")
-	st = str(append(st, 'B'), "application/json")
-	st = str(append(st, 'J'), `{"amount":1.5,"coupon":"SPRING","tags":["a","b"]}`)
-	want := sha256.Sum256(st)
-
-	got := h.Sum(in)
-	assert.Equal(t, byte(2), got[0])
-	assert.Equal(t, want[:], got[1:])
-	assert.Equal(t, "v2:"+hex.EncodeToString(want[:]), got.String())
-	assert.Equal(t, "v2:3aabad372dac11b29e1cfce8298b2f5536f47b1938fad64aa37ae042f4accfcb", got.String(), "golden value of version 2")
-
-	v1, ok := h.SumVersion(in, 1)
-	assert.True(t, ok)
-	assert.Equal(t, "v1:ee729b01540fa7068d69960f629a2bfa14f33c4101ae76ceea31bac49644b012", v1.String(), "golden value of version 1")
+	stream := func(v int) []byte {
+		var st []byte
+		st = fmt.Appendf(st, "idemgen-fingerprint\x00v%d\x00", v)
+		st = str(append(st, 'M'), "POST")
+		st = str(append(st, 'O'), "claimCoupon")
+		st = append(st, 'Q', 'F', 3)
+		st = str(str(st, "a"), "1")
+		st = str(str(st, "a"), "0 !")
+		st = str(str(st, "b"), "2")
+		st = append(st, 'H', 2)
+		st = append(str(st, "X-Absent"), 0)
+		st = append(str(st, "X-Tenant"), 2)
+		st = str(str(st, "acme"), "two")
+		if v >= 2 {
+			st = str(append(st, 'P'), "/coupons/SPRING/claims")
+		}
+		st = str(append(st, 'B'), "application/json")
+		if v >= 3 {
+			st = append(st, 'F', 0) // a JSON type's parameters are left out
+		}
+		return str(append(st, 'J'), `{"amount":1.5,"coupon":"SPRING","tags":["a","b"]}`)
+	}
+	golden := map[int]string{
+		1: "v1:ee729b01540fa7068d69960f629a2bfa14f33c4101ae76ceea31bac49644b012",
+		2: "v2:3aabad372dac11b29e1cfce8298b2f5536f47b1938fad64aa37ae042f4accfcb",
+		3: "v3:14f6c9e680a4e7f74465c19d72b2bf9a9218030775367846f038823d86a50547",
+	}
+	for v := 1; v <= fingerprint.Version; v++ {
+		got, ok := h.SumVersion(in, v)
+		assert.True(t, ok)
+		if v == fingerprint.Version {
+			assert.Equal(t, h.Sum(in), got)
+		}
+		want := sha256.Sum256(stream(v))
+		assert.Equal(t, byte(v), got[0])
+		assert.Equal(t, want[:], got[1:], "version %d", v)
+		assert.Equal(t, fmt.Sprintf("v%d:%s", v, hex.EncodeToString(want[:])), got.String())
+		assert.Equal(t, golden[v], got.String(), "golden value of version %d", v)
+	}
 }
 
 // A top-level object is hashed as it closes, header first; what follows
@@ -207,7 +222,7 @@ func TestSumTopLevelObject(t *testing.T) {
 	stream := func(query, domain, body string) fingerprint.Fingerprint {
 		str := func(b []byte, s string) []byte { return append(binary.AppendUvarint(b, uint64(len(s))), s...) }
 		var st []byte
-		st = append(st, "idemgen-fingerprint\x00v2\x00"...)
+		st = append(st, "idemgen-fingerprint\x00v3\x00"...)
 		st = str(append(st, 'M'), "POST")
 		st = str(append(st, 'O'), "op")
 		st = append(st, 'Q', 'R')
@@ -215,9 +230,10 @@ func TestSumTopLevelObject(t *testing.T) {
 		st = append(st, 'H', 0)
 		st = append(st, 'P', 0)
 		st = str(append(st, 'B'), "application/json")
+		st = append(st, 'F', 0)
 		st = str(append(st, domain...), body)
 		var f fingerprint.Fingerprint
-		f[0] = 2
+		f[0] = 3
 		d := sha256.Sum256(st)
 		copy(f[1:], d[:])
 		return f
@@ -296,6 +312,8 @@ func TestSumAllocs(t *testing.T) {
 		{"deep", h, json("", []byte(deep))},
 		{"numbers", h, json("", []byte(`{"x":[1e400,"\u00e9\ud83d\ude00",0.10]}`))},
 		{"form", h, &fingerprint.Input{Method: "POST", ContentType: "application/x-www-form-urlencoded", Body: []byte("z=1&a=2&m=%41+b")}},
+		// appendParams: a raw type's parameters (version 3).
+		{"raw parameters", h, &fingerprint.Input{Method: "POST", ContentType: `multipart/form-data; Boundary="a b"; x=1`, Body: []byte("--a b--\r\n")}},
 		{"invalid", h, json("", []byte(`{"broken":`))},
 		// appendPlainQuery, with pairs.
 		{"plain query", plain, json("a=1&b=two&c&d=x=y", []byte(`{"a":1}`))},

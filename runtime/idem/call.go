@@ -429,7 +429,8 @@ var pathSafe = func() (t [256]bool) {
 // instance of the other step of a rolling upgrade made it: see
 // Options.FingerprintVersion), equal to this request's fingerprint computed
 // in the record's version. The comparison is symmetric: an engine at version
-// 2 recognizes version 1 records, one at version 1 version 2 records.
+// 3 recognizes version 1 and 2 records, one at version 2 version 1 and 3
+// records, and so on.
 func (c *Call) sameRequest(fp Fingerprint) bool {
 	if fp == c.fp {
 		return true
@@ -440,6 +441,11 @@ func (c *Call) sameRequest(fp Fingerprint) bool {
 	other, ok := c.fpInVersion(fp[0])
 	return ok && other == fp
 }
+
+// maxVersionReclaims bounds the claims a request retries with the
+// fingerprint of a record of another version: once per version, its own
+// included (a record rewritten in the request's own version meanwhile).
+const maxVersionReclaims = fingerprint.Version
 
 // fpInVersion is the request's fingerprint in format version v (false if
 // the fingerprint package does not compute it), computed once per Call.
@@ -671,7 +677,8 @@ func (c *Call) claim() {
 		timer    *time.Timer
 		wctx     context.Context // the watch's: ends at the wait's deadline
 		wcancel  func()
-		// claims retried with a record's fingerprint of another version
+		// claims retried with a record's fingerprint of another version (or,
+		// after one, with the request's own): at most maxVersionReclaims
 		versionReclaims int
 	)
 	defer func() {
@@ -739,7 +746,7 @@ func (c *Call) claim() {
 				c.conflict()
 				return
 			}
-			if c.ss.breq.SameFingerprintToReclaim && versionReclaims < 2 && rec.Fingerprint != c.ss.breq.Fingerprint {
+			if c.ss.breq.SameFingerprintToReclaim && versionReclaims < maxVersionReclaims && rec.Fingerprint != c.ss.breq.Fingerprint {
 				// The same request, fingerprinted in another version. The
 				// store takes an expired lease over only for an equal
 				// fingerprint (SameFingerprintToReclaim), and cannot tell
@@ -757,10 +764,10 @@ func (c *Call) claim() {
 			}
 		case rec.Reclaimable():
 			// Not reclaimed: SameFingerprintToReclaim and another fingerprint.
-			if versionReclaims < 2 && rec.Fingerprint != c.ss.breq.Fingerprint && c.sameRequest(rec.Fingerprint) {
+			if versionReclaims < maxVersionReclaims && rec.Fingerprint != c.ss.breq.Fingerprint && c.sameRequest(rec.Fingerprint) {
 				// The same request, fingerprinted in another version:
-				// claim with the record's fingerprint (at most twice, once
-				// per version, so records rewritten concurrently in
+				// claim with the record's fingerprint (at most once per
+				// version, so records rewritten concurrently in
 				// alternating versions cannot keep this loop going).
 				versionReclaims++
 				c.ss.breq.Fingerprint = rec.Fingerprint

@@ -20,7 +20,7 @@
 //     (package fingerprint: method, operation, path, canonical body
 //     without the volatile members, query, named headers; in the version
 //     Options.FingerprintVersion names, and a record whose fingerprint is of
-//     the other version is compared in that version);
+//     another version is compared in that version);
 //  3. encodes the scope (principal from Options.Principal, operation, key)
 //     injectively into the store key, so one principal never sees another's
 //     response and no key can collide with another scope (under

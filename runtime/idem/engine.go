@@ -86,13 +86,15 @@ type Options struct {
 	// Now is the engine's clock (tests). Stores keep time on their own clock.
 	Now func() time.Time
 	// FingerprintVersion is the fingerprint format version the engine
-	// computes and writes into records: 0 means fingerprint.Version (2); 1
-	// computes version 1 (which leaves out the request path), for the first
-	// step of a rolling upgrade from a release that knows only version 1
-	// (see docs/runtime.md, "Upgrading the fingerprint version"). Whatever
-	// it is, a record of the other version is compared with this request's
-	// fingerprint computed in the record's version. Any other value makes
-	// New panic.
+	// computes and writes into records: 0 means fingerprint.Version (3); 2
+	// computes version 2 (which leaves out the Content-Type parameters of a
+	// raw body, a multipart boundary among them), for the first step of a
+	// rolling upgrade from a release that knows only versions 1 and 2, and 1
+	// computes version 1 (which also leaves out the request path), for one
+	// from a release that knows only version 1 (see docs/runtime.md,
+	// "Upgrading the fingerprint version"). Whatever it is, a record of
+	// another version is compared with this request's fingerprint computed
+	// in the record's version. Any other value makes New panic.
 	FingerprintVersion int
 }
 
@@ -153,8 +155,8 @@ func New(store Store, opts Options) *Engine {
 	if fpv == 0 {
 		fpv = fingerprint.Version
 	}
-	if fpv != 1 && fpv != fingerprint.Version {
-		panic(fmt.Sprintf("idem: Options.FingerprintVersion %d: want 0, 1 or %d", opts.FingerprintVersion, fingerprint.Version))
+	if fpv < 1 || fpv > fingerprint.Version {
+		panic(fmt.Sprintf("idem: Options.FingerprintVersion %d: want 0 or 1 to %d", opts.FingerprintVersion, fingerprint.Version))
 	}
 	e.fpc = newFPCache(fpv)
 	if e.log == nil {

@@ -52,7 +52,7 @@ func TestFPCacheAgreesWithSum(t *testing.T) {
 // A cache computes its Engine's fingerprint version.
 func TestFPCacheVersion(t *testing.T) {
 	p := MustCompile(Spec{Operation: "op", Semantics: Strict})
-	for _, v := range []int{1, fingerprint.Version} {
+	for _, v := range []int{1, 2, fingerprint.Version} {
 		c := newFPCache(v)
 		for range 2 { // computed, then from the cache
 			in := fpInput(`{"a":1}`)

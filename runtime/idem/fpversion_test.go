@@ -15,10 +15,10 @@ import (
 	"github.com/idemgen/idemgen/runtime/memstore"
 )
 
-// A rolling switch of Options.FingerprintVersion: an engine at version 1 and
-// one at version 2 share a store, and a retry may reach either. Each
-// recognizes the other's records as the same request (and another body as
-// another), in both directions.
+// A rolling switch of Options.FingerprintVersion: engines at two versions
+// (1 and 3, the default; 2 and 3; 1 and 2) share a store, and a retry may
+// reach either. Each recognizes the other's records as the same request
+// (and another body as another), in both directions.
 func TestFingerprintVersionsShareAStore(t *testing.T) {
 	const body = `{"item":"book"}`
 	type pair struct{ first, second *fixture }
@@ -37,9 +37,9 @@ func TestFingerprintVersionsShareAStore(t *testing.T) {
 		require.True(t, found)
 		return rec.Fingerprint[0]
 	}
-	for _, dir := range [][2]int{{1, 0}, {0, 1}} {
+	for _, dir := range [][2]int{{1, 0}, {0, 1}, {2, 0}, {0, 2}, {1, 2}, {2, 1}} {
 		firstV, secondV := dir[0], dir[1]
-		wantV := map[int]byte{0: 2, 1: 1}
+		wantV := map[int]byte{0: fingerprint.Version, 1: 1, 2: 2}
 		t.Run(fmt.Sprintf("v%d then v%d", wantV[firstV], wantV[secondV]), func(t *testing.T) {
 			t.Run("strict replay", func(t *testing.T) {
 				e, s := setup(t, firstV, secondV)
@@ -52,6 +52,33 @@ func TestFingerprintVersionsShareAStore(t *testing.T) {
 				require.Equal(t, 201, w.Code, w.Body.String())
 				assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
 				requireProblem(t, send(h2, req{target: "/orders/o1/items", key: key, body: `{"item":"pen"}`}), 422, idem.CodeKeyReused)
+				assert.Equal(t, int32(0), e.second.calls.Load())
+			})
+			t.Run("multipart boundary", func(t *testing.T) {
+				e, s := setup(t, firstV, secondV)
+				const key = "k-boundary"
+				created := func(f *fixture) http.Handler {
+					return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { f.calls.Add(1); w.WriteHeader(201) })
+				}
+				h1 := e.first.eng.Handler(mustCompile(t, itemsSpec(idem.Strict)), created(e.first))
+				h2 := e.second.eng.Handler(mustCompile(t, itemsSpec(idem.Strict)), created(e.second))
+				r := req{target: "/orders/o1/items", key: key, body: boundaryBody, header: http.Header{"Content-Type": {"multipart/form-data; boundary=A"}}}
+				require.Equal(t, 201, send(h1, r).Code)
+				w := send(h2, r)
+				require.Equal(t, 201, w.Code, w.Body.String())
+				assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
+				// The same bytes with another boundary: another request,
+				// which a record of version 3 tells apart. A record of an
+				// older version cannot: it is taken for the same request
+				// (replayed) until it expires.
+				r.header = http.Header{"Content-Type": {"multipart/form-data; boundary=B"}}
+				w = send(h2, r)
+				if recVersion(t, s, key) >= 3 {
+					requireProblem(t, w, 422, idem.CodeKeyReused)
+				} else {
+					require.Equal(t, 201, w.Code, w.Body.String())
+					assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
+				}
 				assert.Equal(t, int32(0), e.second.calls.Load())
 			})
 			t.Run("pending strict", func(t *testing.T) {
@@ -111,9 +138,9 @@ func TestFingerprintVersionsShareAStore(t *testing.T) {
 func TestFingerprintVersionOption(t *testing.T) {
 	s := memstore.New(memstore.Options{SweepInterval: -1})
 	t.Cleanup(func() { _ = s.Close() })
-	assert.Panics(t, func() { idem.New(s, idem.Options{FingerprintVersion: 3}) })
+	assert.Panics(t, func() { idem.New(s, idem.Options{FingerprintVersion: fingerprint.Version + 1}) })
 	assert.Panics(t, func() { idem.New(s, idem.Options{FingerprintVersion: -1}) })
-	for v, want := range map[int]byte{0: 2, 1: 1, 2: 2} {
+	for v, want := range map[int]byte{0: 3, 1: 1, 2: 2, 3: 3} {
 		f := newFixtureStore(t, s, s, idem.Options{FingerprintVersion: v})
 		key := fmt.Sprintf("k-version-%d", v)
 		h := f.eng.Handler(mustCompile(t, itemsSpec(idem.Strict)), f.createOrder())
@@ -122,6 +149,44 @@ func TestFingerprintVersionOption(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, found)
 		assert.Equal(t, want, rec.Fingerprint[0], "FingerprintVersion %d", v)
+	}
+}
+
+// boundaryBody is one multipart body valid under two boundaries, with
+// another "amount" under each (the security review's reproducer).
+const boundaryBody = "--A\r\nContent-Disposition: form-data; name=\"amount\"\r\n\r\n1\r\n--A--\r\n" +
+	"--B\r\nContent-Disposition: form-data; name=\"amount\"\r\n\r\n1000\r\n--B--\r\n"
+
+// Under strict semantics the same key with the same multipart bytes and
+// another boundary (another amount for the handler) is refused, at the
+// default version; version 2 (which ignores the boundary) replayed the
+// first response.
+func TestStrictMultipartBoundary(t *testing.T) {
+	for v, conflict := range map[int]bool{0: true, 3: true, 2: false, 1: false} {
+		t.Run(fmt.Sprint(v), func(t *testing.T) {
+			f := newFixture(t, idem.Options{FingerprintVersion: v})
+			var amounts []string
+			h := f.eng.Handler(mustCompile(t, itemsSpec(idem.Strict)), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				require.NoError(t, r.ParseMultipartForm(1<<20))
+				amounts = append(amounts, r.FormValue("amount"))
+				w.WriteHeader(201)
+			}))
+			r := req{target: "/orders/o1/items", key: "k", body: boundaryBody, header: http.Header{"Content-Type": {"multipart/form-data; boundary=A"}}}
+			require.Equal(t, 201, send(h, r).Code)
+			// The same request, the boundary spelled otherwise: replayed.
+			r.header = http.Header{"Content-Type": {`multipart/form-data; Boundary="A"`}}
+			w := send(h, r)
+			require.Equal(t, 201, w.Code, w.Body.String())
+			assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
+			r.header = http.Header{"Content-Type": {"multipart/form-data; boundary=B"}}
+			w = send(h, r)
+			if conflict {
+				requireProblem(t, w, 422, idem.CodeKeyReused)
+			} else {
+				assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"), "version %d ignores the boundary", v)
+			}
+			assert.Equal(t, []string{"1"}, amounts)
+		})
 	}
 }
 
@@ -158,19 +223,19 @@ func TestFingerprintVersionReclaimAfterRewrite(t *testing.T) {
 	}
 	fail(1) // a FAILED record of version 1
 	s := &interleave{Store: ms, v: 1}
-	// The v2 engine claims with version 2 (refused: another fingerprint),
+	// The v3 engine claims with version 3 (refused: another fingerprint),
 	// then re-claims with the record's version 1 fingerprint; just before
 	// that:
 	s.hook = func() {
-		// Before the v2 engine's re-claim with the v1 fingerprint, a v2
+		// Before the v3 engine's re-claim with the v1 fingerprint, a v3
 		// instance claims the key afresh and fails: the record is FAILED,
-		// version 2.
+		// version 3.
 		hs, err := fingerprint.New(fingerprint.Options{})
 		require.NoError(t, err)
-		v2 := hs.Sum(&fingerprint.Input{Method: "POST", Operation: "addItem", Path: "/orders/o1/items",
+		v3 := hs.Sum(&fingerprint.Input{Method: "POST", Operation: "addItem", Path: "/orders/o1/items",
 			ContentType: "application/json", Body: []byte(body)})
 		ctx, scope := context.Background(), scopeOf(t, ms, key)
-		res, err := ms.Begin(ctx, &idem.BeginRequest{Key: scope, Fingerprint: v2, Token: 77, Lease: time.Minute, TTL: time.Hour})
+		res, err := ms.Begin(ctx, &idem.BeginRequest{Key: scope, Fingerprint: v3, Token: 77, Lease: time.Minute, TTL: time.Hour})
 		require.NoError(t, err)
 		require.True(t, res.Acquired)
 		require.NoError(t, ms.Finish(ctx, scope, 77, idem.StateFailed, nil))
@@ -179,4 +244,41 @@ func TestFingerprintVersionReclaimAfterRewrite(t *testing.T) {
 	w := send(f.eng.Handler(mustCompile(t, itemsSpec(idem.Strict)), f.createOrder()), req{target: "/orders/o1/items", key: key, body: body})
 	require.Equal(t, 201, w.Code, w.Body.String())
 	assert.Equal(t, int32(1), f.calls.Load())
+}
+
+// Records rewritten in every version while a request re-claims: a FAILED
+// record of version 1; the v3 engine re-claims with its fingerprint, but
+// meanwhile another instance rewrote the record in version 2; it re-claims
+// with that, but meanwhile the record was rewritten in version 3, its own.
+// It claims once per version (three times) and runs the request, instead
+// of answering a conflict to the same request.
+func TestFingerprintVersionReclaimAcrossThreeVersions(t *testing.T) {
+	const key, body = "k-three", `{"item":"book"}`
+	ms := memstore.New(memstore.Options{SweepInterval: -1})
+	t.Cleanup(func() { _ = ms.Close() })
+	hs, err := fingerprint.New(fingerprint.Options{})
+	require.NoError(t, err)
+	ctx, scope := context.Background(), scopeOf(t, ms, key)
+	failIn := func(v int, token idem.Token) {
+		fp, ok := hs.SumVersion(&fingerprint.Input{Method: "POST", Operation: "addItem", Path: "/orders/o1/items",
+			ContentType: "application/json", Body: []byte(body)}, v)
+		require.True(t, ok)
+		res, err := ms.Begin(ctx, &idem.BeginRequest{Key: scope, Fingerprint: fp, Token: token, Lease: time.Minute, TTL: time.Hour})
+		require.NoError(t, err)
+		require.True(t, res.Acquired)
+		require.NoError(t, ms.Finish(ctx, scope, token, idem.StateFailed, nil))
+	}
+	failIn(1, 71)
+	s := &interleave{Store: ms, v: 1}
+	s.hook = func() {
+		// Before the re-claim with version 1, then before the one with
+		// version 2.
+		failIn(2, 72)
+		s.v, s.hook = 2, func() { failIn(3, 73) }
+	}
+	f := newFixtureStore(t, ms, s, idem.Options{})
+	w := send(f.eng.Handler(mustCompile(t, itemsSpec(idem.Strict)), f.createOrder()), req{target: "/orders/o1/items", key: key, body: body})
+	require.Equal(t, 201, w.Code, w.Body.String())
+	assert.Equal(t, int32(1), f.calls.Load())
+	assert.Nil(t, s.hook, "both rewrites happened")
 }

@@ -105,7 +105,7 @@ func TestNonStrictTakeoverAnyBody(t *testing.T) {
 // fingerprint, as a reclaim of a FAILED record does), and another body is
 // a conflict.
 func TestStrictTakeoverAcrossFingerprintVersions(t *testing.T) {
-	for _, dir := range [][2]int{{1, 0}, {0, 1}} {
+	for _, dir := range [][2]int{{1, 0}, {0, 1}, {2, 0}, {0, 2}} {
 		t.Run(fmt.Sprintf("%d then %d", dir[0], dir[1]), func(t *testing.T) {
 			const key, body = "k-takeover", `{"item":"book"}`
 			ms := memstore.New(memstore.Options{SweepInterval: -1})
@@ -147,21 +147,25 @@ func TestStrictTakeoverAcrossFingerprintVersions(t *testing.T) {
 // told the key is in flight (after claiming again with the record's
 // fingerprint), not taken over.
 func TestStrictLiveLeaseAcrossFingerprintVersions(t *testing.T) {
-	const key, body = "k-live", `{"item":"book"}`
-	ms := memstore.New(memstore.Options{SweepInterval: -1})
-	t.Cleanup(func() { _ = ms.Close() })
-	first := newFixtureStore(t, ms, ms, idem.Options{FingerprintVersion: 1})
-	second := newFixtureStore(t, ms, ms, idem.Options{})
-	spec := itemsSpec(idem.Strict)
-	started, release := make(chan struct{}), make(chan struct{})
-	h1, _ := stuckHandler(started, release)
-	h1 = first.eng.Handler(mustCompile(t, spec), h1)
-	stuck := make(chan struct{})
-	go func() { send(h1, req{target: "/orders/o1/items", key: key, body: body}); close(stuck) }()
-	<-started
-	h2 := second.eng.Handler(mustCompile(t, spec), second.createOrder())
-	requireProblem(t, send(h2, req{target: "/orders/o1/items", key: key, body: body}), 409, idem.CodeKeyInUse)
-	assert.Equal(t, int32(0), second.calls.Load())
-	close(release)
-	<-stuck
+	for _, v := range []int{1, 2} {
+		t.Run(fmt.Sprint(v), func(t *testing.T) {
+			const key, body = "k-live", `{"item":"book"}`
+			ms := memstore.New(memstore.Options{SweepInterval: -1})
+			t.Cleanup(func() { _ = ms.Close() })
+			first := newFixtureStore(t, ms, ms, idem.Options{FingerprintVersion: v})
+			second := newFixtureStore(t, ms, ms, idem.Options{})
+			spec := itemsSpec(idem.Strict)
+			started, release := make(chan struct{}), make(chan struct{})
+			h1, _ := stuckHandler(started, release)
+			h1 = first.eng.Handler(mustCompile(t, spec), h1)
+			stuck := make(chan struct{})
+			go func() { send(h1, req{target: "/orders/o1/items", key: key, body: body}); close(stuck) }()
+			<-started
+			h2 := second.eng.Handler(mustCompile(t, spec), second.createOrder())
+			requireProblem(t, send(h2, req{target: "/orders/o1/items", key: key, body: body}), 409, idem.CodeKeyInUse)
+			assert.Equal(t, int32(0), second.calls.Load())
+			close(release)
+			<-stuck
+		})
+	}
 }

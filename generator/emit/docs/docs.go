@@ -271,7 +271,8 @@ func formatBytes(n int64) string {
 
 // bodyCompare says how the fingerprint compares the request body of op, by
 // its content types (runtime/fingerprint): JSON as data, a form field by
-// field, anything else byte for byte. An operation without a declared body
+// field, anything else byte for byte with its Content-Type's parameters
+// (fingerprint version 3). An operation without a declared body
 // is described as JSON, the common case.
 func bodyCompare(op *ir.Operation) string {
 	var jsonTypes, formTypes, rawTypes []string
@@ -299,9 +300,9 @@ func bodyCompare(op *ir.Operation) string {
 		jsonPhrase += ", unordered arrays are compared as sets"
 	}
 	const formPhrase = "compared field by field: fields in any order (the values of one field in theirs), `+` and `%20` alike"
-	rawPhrase := "compared byte for byte"
+	rawPhrase := "compared byte for byte, with the parameters of its `Content-Type` (such as `charset`)"
 	if multipart {
-		rawPhrase += "; a multipart body's boundary is among those bytes, so a retry must resend the same bytes, boundary included"
+		rawPhrase += "; a multipart body's boundary is among those bytes and parameters, so a retry must resend the same bytes and `Content-Type`, boundary included"
 	}
 	if len(formTypes)+len(rawTypes) == 0 {
 		return "JSON body, " + jsonPhrase

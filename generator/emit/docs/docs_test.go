@@ -113,8 +113,8 @@ func TestBodyComparison(t *testing.T) {
 	out, err := docs.Render(compileCase(t, c, ""))
 	require.NoError(t, err)
 	s := string(out)
-	assert.Contains(t, s, "and body, by its content type: a JSON body (`application/json`) is compared as data: member order, white space and number spelling do not matter; any other body (`multipart/form-data`) is compared byte for byte; a multipart body's boundary is among those bytes, so a retry must resend the same bytes, boundary included.")
-	assert.Contains(t, s, "and body (`multipart/mixed`), compared byte for byte; a multipart body's boundary is among those bytes")
+	assert.Contains(t, s, "and body, by its content type: a JSON body (`application/json`) is compared as data: member order, white space and number spelling do not matter; any other body (`multipart/form-data`) is compared byte for byte, with the parameters of its `Content-Type` (such as `charset`); a multipart body's boundary is among those bytes and parameters, so a retry must resend the same bytes and `Content-Type`, boundary included.")
+	assert.Contains(t, s, "and body (`multipart/mixed`), compared byte for byte, with the parameters of its `Content-Type` (such as `charset`); a multipart body's boundary is among those bytes and parameters")
 	assert.Contains(t, s, "and form body, compared field by field: fields in any order (the values of one field in theirs), `+` and `%20` alike.")
 	assert.Equal(t, 0, strings.Count(s, "JSON body, compared as data"), "no operation of this spec has a JSON-only body")
 }
