@@ -243,20 +243,27 @@ func (p *planner) diagnostics(d *load.Document, strict, notAugmented bool) diag.
 			}
 		}
 		if strict && !notAugmented {
-			diags.Errorf(pos, f.rule, "%s", f.msg+hint(f.rule))
+			diags.Errorf(pos, f.rule, "%s", f.msg+hint(f.rule, len(d.Overlays) > 0))
 		} else {
-			diags.Warnf(pos, f.rule, "%s", f.msg+hint(f.rule))
+			diags.Warnf(pos, f.rule, "%s", f.msg+hint(f.rule, len(d.Overlays) > 0))
 		}
 		diags[len(diags)-1].Ops = []string{f.op.Method + " " + f.op.Path}
 	}
 	return diags
 }
 
-func hint(rule string) string {
+// hint says how to act on a finding of rule; overlays: the spec was
+// checked with overlays applied.
+func hint(rule string, overlays bool) string {
 	switch rule {
 	case RuleKeyParamMissing, RuleProblemResponseMissing, RuleRetryAfterMissing:
 		return " (run idemgen spec, or apply the overlay idemgen spec -as-overlay writes)"
 	case RuleSpecStale:
+		if overlays {
+			// Running idemgen spec again with the overlays on a spec it
+			// wrote them into applies them twice: their lists double.
+			return " (if idemgen spec -o already wrote these overlays' contracts into the spec, check the spec alone: applying an overlay again appends its lists a second time; otherwise run idemgen spec again with the same overlays on the original spec, or with -as-overlay)"
+		}
 		return " (run idemgen spec again)"
 	}
 	return ""

@@ -272,6 +272,32 @@ paths:
 	assert.Empty(t, augment.Diagnose(after, spec2, augment.Options{Strict: true}))
 }
 
+// TestSpecStaleOverlaysTwice: a spec idemgen spec wrote in place holds
+// its overlays' contracts; checked with the same overlays again, their
+// lists append a second time and the summary is [spec-stale]. The hint
+// must not send the user to run idemgen spec with the overlays again
+// (which would write the doubled lists), but to check the spec alone.
+func TestSpecStaleOverlaysTwice(t *testing.T) {
+	c := cases(t)[3]
+	require.Equal(t, "petstore", c.name)
+	res := run(t, c)
+	path := writeTemp(t, "openapi.yaml", res.Spec)
+	spec, diags := compile.Compile(path, compile.Options{Overlays: c.overlays})
+	require.False(t, diags.HasErrors(), "%v", diags)
+	require.Len(t, spec.Operations[0].Policy.Volatile, 6, "the overlay applied twice")
+	got := augment.Diagnose(path, spec, augment.Options{Overlays: c.overlays})
+	require.NotEmpty(t, got)
+	for _, d := range got {
+		assert.Equal(t, augment.RuleSpecStale, d.Rule, "%s", d)
+		assert.NotContains(t, d.Message, "(run idemgen spec again)", "%s", d)
+		assert.Contains(t, d.Message, "check the spec alone", "%s", d)
+	}
+	// The spec alone is current.
+	spec, diags = compile.Compile(path, compile.Options{})
+	require.False(t, diags.HasErrors(), "%v", diags)
+	assert.Empty(t, augment.Diagnose(path, spec, augment.Options{Strict: true}))
+}
+
 // TestSpecStale: after idemgen spec, a contract change leaves the text
 // between the markers (and idemgen's components) saying the old contract:
 // Diagnose reports each such place [spec-stale], a warning, an error with
