@@ -242,14 +242,43 @@ func (p *planner) diagnostics(d *load.Document, strict, notAugmented bool) diag.
 				}
 			}
 		}
+		h := hint(f.rule, len(d.Overlays) > 0)
+		if cand, ok := mismatchedKey(d, f.op); ok {
+			// compile reports [key-convention-mismatch] too: when the
+			// header the operation declares is the key, idemgen spec
+			// would declare the contract's beside it, a second key.
+			switch f.rule {
+			case RuleKeyParamMissing:
+				h = fmt.Sprintf(" (it declares the key %s %s: if that is the key, set key.%s: %s as [key-convention-mismatch] says, rather than run idemgen spec, which would declare %s beside it)", cand.Carrier, cand.Name, cand.Carrier, cand.Name, f.op.Key.Name)
+			case RuleProblemResponseMissing, RuleRetryAfterMissing:
+				h = " (settle [key-convention-mismatch] first, then run idemgen spec, or apply the overlay idemgen spec -as-overlay writes)"
+			}
+		}
 		if strict && !notAugmented {
-			diags.Errorf(pos, f.rule, "%s", f.msg+hint(f.rule, len(d.Overlays) > 0))
+			diags.Errorf(pos, f.rule, "%s", f.msg+h)
 		} else {
-			diags.Warnf(pos, f.rule, "%s", f.msg+hint(f.rule, len(d.Overlays) > 0))
+			diags.Warnf(pos, f.rule, "%s", f.msg+h)
 		}
 		diags[len(diags)-1].Ops = []string{f.op.Method + " " + f.op.Path}
 	}
 	return diags
+}
+
+// mismatchedKey returns the key op declares by convention when it is not
+// the contract's (compile.MismatchedKey).
+func mismatchedKey(d *load.Document, op *ir.Operation) (compile.KeyCandidate, bool) {
+	if d.T == nil || d.T.Paths == nil {
+		return compile.KeyCandidate{}, false
+	}
+	item := d.T.Paths.Value(op.Path)
+	if item == nil {
+		return compile.KeyCandidate{}, false
+	}
+	kop := item.GetOperation(strings.ToUpper(op.Method))
+	if kop == nil {
+		return compile.KeyCandidate{}, false
+	}
+	return compile.MismatchedKey(kop, item.Parameters, op.Key)
 }
 
 // hint says how to act on a finding of rule; overlays: the spec was

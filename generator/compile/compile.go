@@ -657,17 +657,27 @@ func (c *compiler) checkKey(out *ir.Operation, op *openapi3.Operation, pathParam
 	}
 }
 
+// MismatchedKey returns the key op declares by convention when it is not
+// key (the contract's), the first DetectKeys finds: what
+// [key-convention-mismatch] says to set key.header (or key.body) to.
+// ok is false when op declares key itself or no key by convention.
+func MismatchedKey(op *openapi3.Operation, pathParams openapi3.Parameters, key ir.Key) (cand KeyCandidate, ok bool) {
+	cands := DetectKeys(op, pathParams)
+	for _, cand := range cands {
+		if cand.Carrier == key.Carrier && strings.EqualFold(cand.Name, key.Name) {
+			return KeyCandidate{}, false
+		}
+	}
+	if len(cands) == 0 {
+		return KeyCandidate{}, false
+	}
+	return cands[0], true
+}
+
 // conventionMismatch warns when the contract's key header is not declared
 // but the operation declares another key by convention.
 func (c *compiler) conventionMismatch(out *ir.Operation, op *openapi3.Operation, pathParams openapi3.Parameters, pos ir.Pos) {
-	cands := DetectKeys(op, pathParams)
-	for _, cand := range cands {
-		if cand.Carrier == out.Key.Carrier && strings.EqualFold(cand.Name, out.Key.Name) {
-			return
-		}
-	}
-	if len(cands) > 0 {
-		cand := cands[0]
+	if cand, ok := MismatchedKey(op, pathParams, out.Key); ok {
 		c.diags.Warnf(pos, "key-convention-mismatch", "the contract's key is %s %s, but %s %s declares the key %s %s; set key.%s: %s", out.Key.Carrier, out.Key.Name, out.Method, out.Path, cand.Carrier, cand.Name, cand.Carrier, cand.Name)
 	}
 }
