@@ -291,7 +291,7 @@ func hint(rule string, overlays bool) string {
 		if overlays {
 			// Running idemgen spec again with the overlays on a spec it
 			// wrote them into applies them twice: their lists double.
-			return " (if idemgen spec -o already wrote these overlays' contracts into the spec, check the spec alone: applying an overlay again appends its lists a second time; otherwise run idemgen spec again with the same overlays on the original spec, or with -as-overlay)"
+			return " (if idemgen spec -o already wrote these overlays into the spec, it holds their contracts: edit them there, run idemgen spec on the spec alone and check the spec alone, since applying an overlay again appends its lists a second time; otherwise run idemgen spec again with these overlays, on the original spec or with -as-overlay)"
 		}
 		return " (run idemgen spec again)"
 	}

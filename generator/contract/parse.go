@@ -587,11 +587,14 @@ func (p *parser) duplicate(seen map[string]ir.Pos, key, s string, it *yaml.Node,
 		seen[key] = p.loc(it, ptr)
 		return false
 	}
-	at := fmt.Sprintf("%d:%d", first.Line, first.Col)
+	at, fix := fmt.Sprintf("%d:%d", first.Line, first.Col), "delete one"
 	if here := p.loc(it, ptr); here.File != first.File {
+		// An overlay appended it to the spec's list: often the overlay
+		// that idemgen spec -o wrote into the spec already.
 		at = first.File + ":" + at
+		fix = "if idemgen spec -o wrote this overlay into the spec already, give the spec alone; otherwise delete one"
 	}
-	p.warnf(it, ptr, "duplicate-entry", "%s: %s is listed twice (first at %s); delete one", what, s, at)
+	p.warnf(it, ptr, "duplicate-entry", "%s: %s is listed twice (first at %s); %s", what, s, at, fix)
 	return true
 }
 
