@@ -725,7 +725,16 @@ func (c *compiler) compareDecl(out *ir.Operation, b contract.Block, declRequired
 		return false
 	}
 	if s.MaxLength != nil && int(*s.MaxLength) != k.MaxLength {
-		c.diags.Errorf(pos(b.Key.MaxLength.Pos), "key-declared-differently", "key.max-length is %d but the spec declares the %s with maxLength %d", k.MaxLength, what, *s.MaxLength)
+		// Say where the contract's value comes from, and a fix that
+		// leaves both valid: a UUID key's max-length is 36 at least.
+		have, fix := fmt.Sprint(k.MaxLength), fmt.Sprintf("set key.max-length: %d, or maxLength: %d in the spec", *s.MaxLength, k.MaxLength)
+		if !b.Key.MaxLength.Set {
+			have, fix = have+" (the default)", fmt.Sprintf("set key.max-length: %d, or remove maxLength from the spec", *s.MaxLength)
+		}
+		if k.Format != ir.FormatToken && *s.MaxLength < 36 {
+			fix = fmt.Sprintf("a %s is 36 characters: raise maxLength in the spec to %d, or remove it", k.Format, k.MaxLength)
+		}
+		c.diags.Errorf(pos(b.Key.MaxLength.Pos), "key-declared-differently", "key.max-length is %s but the spec declares the %s with maxLength %d; %s", have, what, *s.MaxLength, fix)
 	}
 	uuidFormat := k.Format != ir.FormatToken
 	switch {
