@@ -234,7 +234,14 @@ func (p *planner) diagnostics(d *load.Document, strict, notAugmented bool) diag.
 			continue // compile reports it already (key-undeclared, an error)
 		}
 		pos := f.op.Pos
-		if f.node != nil {
+		if f.rule == RuleKeyParamMissing {
+			// About the whole operation: at its method key (post:), as
+			// compile's key-without-contract.
+			item := load.Node{Node: child(child(d.Root, "paths"), f.op.Path), File: d.Path}
+			if kp := d.KeyPos(item, strings.ToLower(f.op.Method)); kp.Line > 0 {
+				pos = kp
+			}
+		} else if f.node != nil {
 			if np := d.Pos(f.node, d.Path, ""); np.Line > 0 {
 				pos = np
 				if f.block {

@@ -262,7 +262,8 @@ paths:
 	for _, d := range got {
 		rules[d.Rule] = d.Pos.Line
 	}
-	assert.Equal(t, map[string]int{augment.RuleKeyParamMissing: 5, augment.RuleProblemResponseMissing: 7}, rules, "%v", got)
+	// key-param-missing at the operation's key, post: in the anchor.
+	assert.Equal(t, map[string]int{augment.RuleKeyParamMissing: 4, augment.RuleProblemResponseMissing: 7}, rules, "%v", got)
 
 	res := run(t, specCase{spec: path})
 	after := writeTemp(t, "openapi.yaml", res.Spec)

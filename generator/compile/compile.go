@@ -253,6 +253,16 @@ func (c *compiler) locator(base load.Node) contract.Locator {
 	}
 }
 
+// keyPos is the position of the operation's method key (`post:`) in
+// itemNode, for a diagnostic about the whole operation; opPos (its first
+// field) when that is unknown.
+func (c *compiler) keyPos(itemNode load.Node, method string, opPos ir.Pos) ir.Pos {
+	if p := c.doc.KeyPos(itemNode, strings.ToLower(method)); p.Line > 0 {
+		return p
+	}
+	return opPos
+}
+
 func (c *compiler) operation(path, method string, item *openapi3.PathItem, op *openapi3.Operation, itemNode load.Node) *ir.Operation {
 	if op == nil {
 		return nil
@@ -295,7 +305,7 @@ func (c *compiler) operation(path, method string, item *openapi3.PathItem, op *o
 	default:
 		if slices.Contains(unsafeMethods, method) {
 			if ks := DetectKeys(op, item.Parameters); len(ks) > 0 {
-				c.diags.Warnf(opPos, "key-without-contract", "%s declares the idempotency key %s %s but has no x-idempotency contract", where, ks[0].Carrier, ks[0].Name)
+				c.diags.Warnf(c.keyPos(itemNode, method, opPos), "key-without-contract", "%s declares the idempotency key %s %s but has no x-idempotency contract", where, ks[0].Carrier, ks[0].Name)
 			}
 		}
 		return nil

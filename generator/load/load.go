@@ -435,6 +435,29 @@ func (d *Document) Pos(n *yaml.Node, file, ptr string) ir.Pos {
 	return ir.Pos{File: file, Line: n.Line, Col: n.Column, Pointer: ptr}
 }
 
+// KeyPos returns the position of key in the mapping n (after its $refs):
+// where the key itself is written (`post:`), which a diagnostic about the
+// whole member points at, rather than its value's first field. It is the
+// value's position (LookupFrom, NodePos) when an overlay put the value
+// there or the key is not found.
+func (d *Document) KeyPos(n Node, key string) ir.Pos {
+	v := d.LookupFrom(n, "/"+Escape(key))
+	m := d.Deref(n)
+	if v.Node == nil || m.Node == nil || m.Kind != yaml.MappingNode {
+		return d.NodePos(v)
+	}
+	if _, ok := d.origin[v.Node]; ok {
+		return d.NodePos(v)
+	}
+	kv := yamlmerge.Pairs(m.Node)
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i].Value == key && kv[i+1] == v.Node {
+			return ir.Pos{File: v.File, Line: kv[i].Line, Col: kv[i].Column, Pointer: v.Pointer}
+		}
+	}
+	return d.NodePos(v)
+}
+
 // Node is a YAML node with the file it was read from and its JSON pointer there.
 type Node struct {
 	*yaml.Node
