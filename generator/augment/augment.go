@@ -234,7 +234,14 @@ func (p *planner) diagnostics(d *load.Document, strict, notAugmented bool) diag.
 			continue // compile reports it already (key-undeclared, an error)
 		}
 		pos := f.op.Pos
-		if f.node != nil {
+		if f.rule == RuleKeyParamMissing {
+			// About the whole operation: at its method key (post:), as
+			// compile's key-without-contract.
+			item := load.Node{Node: child(child(d.Root, "paths"), f.op.Path), File: d.Path}
+			if kp := d.KeyPos(item, strings.ToLower(f.op.Method)); kp.Line > 0 {
+				pos = kp
+			}
+		} else if f.node != nil {
 			if np := d.Pos(f.node, d.Path, ""); np.Line > 0 {
 				pos = np
 				if f.block {
@@ -242,21 +249,57 @@ func (p *planner) diagnostics(d *load.Document, strict, notAugmented bool) diag.
 				}
 			}
 		}
+		h := hint(f.rule, len(d.Overlays) > 0)
+		if cand, ok := mismatchedKey(d, f.op); ok {
+			// compile reports [key-convention-mismatch] too: when the
+			// header the operation declares is the key, idemgen spec
+			// would declare the contract's beside it, a second key.
+			switch f.rule {
+			case RuleKeyParamMissing:
+				h = fmt.Sprintf(" (it declares the key %s %s: if that is the key, set key.%s: %s as [key-convention-mismatch] says, rather than run idemgen spec, which would declare %s beside it)", cand.Carrier, cand.Name, cand.Carrier, cand.Name, f.op.Key.Name)
+			case RuleProblemResponseMissing, RuleRetryAfterMissing:
+				h = " (settle [key-convention-mismatch] first, then run idemgen spec, or apply the overlay idemgen spec -as-overlay writes)"
+			}
+		}
 		if strict && !notAugmented {
-			diags.Errorf(pos, f.rule, "%s", f.msg+hint(f.rule))
+			diags.Errorf(pos, f.rule, "%s", f.msg+h)
 		} else {
-			diags.Warnf(pos, f.rule, "%s", f.msg+hint(f.rule))
+			diags.Warnf(pos, f.rule, "%s", f.msg+h)
 		}
 		diags[len(diags)-1].Ops = []string{f.op.Method + " " + f.op.Path}
 	}
 	return diags
 }
 
-func hint(rule string) string {
+// mismatchedKey returns the key op declares by convention when it is not
+// the contract's (compile.MismatchedKey).
+func mismatchedKey(d *load.Document, op *ir.Operation) (compile.KeyCandidate, bool) {
+	if d.T == nil || d.T.Paths == nil {
+		return compile.KeyCandidate{}, false
+	}
+	item := d.T.Paths.Value(op.Path)
+	if item == nil {
+		return compile.KeyCandidate{}, false
+	}
+	kop := item.GetOperation(strings.ToUpper(op.Method))
+	if kop == nil {
+		return compile.KeyCandidate{}, false
+	}
+	return compile.MismatchedKey(kop, item.Parameters, op.Key)
+}
+
+// hint says how to act on a finding of rule; overlays: the spec was
+// checked with overlays applied.
+func hint(rule string, overlays bool) string {
 	switch rule {
 	case RuleKeyParamMissing, RuleProblemResponseMissing, RuleRetryAfterMissing:
 		return " (run idemgen spec, or apply the overlay idemgen spec -as-overlay writes)"
 	case RuleSpecStale:
+		if overlays {
+			// Running idemgen spec again with the overlays on a spec it
+			// wrote them into applies them twice: their lists double.
+			return " (if idemgen spec -o already wrote these overlays into the spec, it holds their contracts: edit them there, run idemgen spec on the spec alone and check the spec alone, since applying an overlay again appends its lists a second time; otherwise run idemgen spec again with these overlays, on the original spec or with -as-overlay)"
+		}
 		return " (run idemgen spec again)"
 	}
 	return ""

@@ -262,7 +262,8 @@ paths:
 	for _, d := range got {
 		rules[d.Rule] = d.Pos.Line
 	}
-	assert.Equal(t, map[string]int{augment.RuleKeyParamMissing: 5, augment.RuleProblemResponseMissing: 7}, rules, "%v", got)
+	// key-param-missing at the operation's key, post: in the anchor.
+	assert.Equal(t, map[string]int{augment.RuleKeyParamMissing: 4, augment.RuleProblemResponseMissing: 7}, rules, "%v", got)
 
 	res := run(t, specCase{spec: path})
 	after := writeTemp(t, "openapi.yaml", res.Spec)
@@ -270,6 +271,38 @@ paths:
 	spec2, diags := compile.Compile(after, compile.Options{})
 	require.False(t, diags.HasErrors(), "%v", diags)
 	assert.Empty(t, augment.Diagnose(after, spec2, augment.Options{Strict: true}))
+}
+
+// TestSpecStaleOverlaysAgain: a spec idemgen spec wrote in place holds
+// its overlays' contracts; checked with an edited overlay, its summary is
+// [spec-stale]. The hint must not send the user to run idemgen spec with
+// the overlays on that spec again (its lists would append a second time)
+// but to edit the contracts in the spec and check the spec alone.
+func TestSpecStaleOverlaysAgain(t *testing.T) {
+	c := cases(t)[3]
+	require.Equal(t, "petstore", c.name)
+	res := run(t, c)
+	path := writeTemp(t, "openapi.yaml", res.Spec)
+	ov, err := os.ReadFile(c.overlays[0])
+	require.NoError(t, err)
+	require.Contains(t, string(ov), "window: 24h")
+	edited := writeTemp(t, "petstore.overlay.yaml", []byte(strings.Replace(string(ov), "window: 24h", "window: 1h", 1)))
+	spec, diags := compile.Compile(path, compile.Options{Overlays: []string{edited}})
+	require.False(t, diags.HasErrors(), "%v", diags)
+	got := augment.Diagnose(path, spec, augment.Options{Overlays: []string{edited}})
+	require.NotEmpty(t, got)
+	for _, d := range got {
+		assert.Equal(t, augment.RuleSpecStale, d.Rule, "%s", d)
+		assert.NotContains(t, d.Message, "(run idemgen spec again)", "%s", d)
+		assert.Contains(t, d.Message, "check the spec alone", "%s", d)
+	}
+	// Without overlays the hint stays short.
+	stale := writeTemp(t, "openapi.yaml", []byte(strings.Replace(string(res.Spec), "window: 24h", "window: 1h", 1)))
+	spec, diags = compile.Compile(stale, compile.Options{})
+	require.False(t, diags.HasErrors(), "%v", diags)
+	got = augment.Diagnose(stale, spec, augment.Options{})
+	require.NotEmpty(t, got)
+	assert.Contains(t, got[0].Message, "(run idemgen spec again)")
 }
 
 // TestSpecStale: after idemgen spec, a contract change leaves the text

@@ -243,8 +243,9 @@ members are proposals marked "# TODO(idemgen)": idemgen check reports each
 [unconfirmed] until the mark is deleted. Operations that declare a key but
 get no contract (GET and other safe methods) are listed on stderr and in
 the overlay's header comment. Unsafe operations that declare no key get
-none either: opt them in with apply-to at the document root (what init
-prints then shows how). An existing -o file is not overwritten
+none either: init then prints an overlay that opts them in with apply-to
+at the document root (POST, PATCH and other unsafe methods; not PUT or
+DELETE, idempotent by HTTP semantics). An existing -o file is not overwritten
 without -force. Exit status: 0 written (or nothing to propose), 1 errors, 2 usage.
 `
 
@@ -282,6 +283,9 @@ func initCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: no operation without a contract declares an idempotency key; nothing to propose\n", fs.Arg(0))
 		if len(p.Unkeyed) > 0 {
 			fmt.Fprint(stderr, applyToHint(fs.Arg(0), p.Unkeyed))
+		}
+		if len(p.Idempotent) > 0 {
+			fmt.Fprintf(stderr, "The %s operations, which declare no key either, get no apply-to: PUT and DELETE are idempotent by HTTP semantics. Opt them in only if a handler has side effects beyond the resource (a payment, a notification), and silence check's [put-delete] there with the reason.\n", strings.ToUpper(strings.Join(p.Idempotent, ", ")))
 		}
 		return ExitOK
 	}

@@ -310,6 +310,46 @@ func TestInitNothingToPropose(t *testing.T) {
 	assert.NotContains(t, stderr, " docs/")
 }
 
+// TestInitApplyToLeavesPutDelete: init's apply-to proposal on a spec
+// whose POST and DELETE declare no key names post only (a DELETE is
+// idempotent by HTTP semantics; proposing it would make check warn
+// [put-delete] on the proposal itself), says why DELETE is left out, and
+// the proposed overlay checks without a put-delete warning.
+func TestInitApplyToLeavesPutDelete(t *testing.T) {
+	dir := t.TempDir()
+	spec := filepath.Join(dir, "openapi.yaml")
+	src := strings.Replace(oneKeyedOperation, "        - {name: Idempotency-Key, in: header, required: true, schema: {type: string}}\n", "", 1)
+	src += `  /things/{id}:
+    delete:
+      operationId: deleteThing
+      parameters:
+        - {name: id, in: path, required: true, schema: {type: string}}
+      responses:
+        '204': {description: deleted}
+`
+	require.NoError(t, os.WriteFile(spec, []byte(src), 0o644))
+	code, _, stderr := run("init", spec)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, "apply-to: [post]}}")
+	assert.NotContains(t, stderr, "delete, post")
+	assert.Contains(t, stderr, "The DELETE operations, which declare no key either, get no apply-to")
+
+	// The overlay init shows, between cat > … <<'EOF' and EOF.
+	_, body, ok := strings.Cut(stderr, "<<'EOF'\n")
+	require.True(t, ok, stderr)
+	body, _, ok = strings.Cut(body, "  EOF\n")
+	require.True(t, ok, stderr)
+	var ov strings.Builder
+	for _, l := range strings.SplitAfter(body, "\n") {
+		ov.WriteString(strings.TrimPrefix(l, "  "))
+	}
+	overlay := filepath.Join(dir, "idempotency.overlay.yaml")
+	require.NoError(t, os.WriteFile(overlay, []byte(ov.String()), 0o644))
+	code, _, stderr = run("check", "-overlay", overlay, spec)
+	require.Equal(t, 0, code, stderr)
+	assert.NotContains(t, stderr, "put-delete")
+}
+
 // TestReplayedHeaderOption: replayed-header: false in the idemgen.yaml
 // beside the spec (or -replayed-header=false) makes spec leave the
 // Idempotent-Replayed header out, and remove what an earlier run declared;

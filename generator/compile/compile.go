@@ -253,6 +253,16 @@ func (c *compiler) locator(base load.Node) contract.Locator {
 	}
 }
 
+// keyPos is the position of the operation's method key (`post:`) in
+// itemNode, for a diagnostic about the whole operation; opPos (its first
+// field) when that is unknown.
+func (c *compiler) keyPos(itemNode load.Node, method string, opPos ir.Pos) ir.Pos {
+	if p := c.doc.KeyPos(itemNode, strings.ToLower(method)); p.Line > 0 {
+		return p
+	}
+	return opPos
+}
+
 func (c *compiler) operation(path, method string, item *openapi3.PathItem, op *openapi3.Operation, itemNode load.Node) *ir.Operation {
 	if op == nil {
 		return nil
@@ -295,7 +305,7 @@ func (c *compiler) operation(path, method string, item *openapi3.PathItem, op *o
 	default:
 		if slices.Contains(unsafeMethods, method) {
 			if ks := DetectKeys(op, item.Parameters); len(ks) > 0 {
-				c.diags.Warnf(opPos, "key-without-contract", "%s declares the idempotency key %s %s but has no x-idempotency contract", where, ks[0].Carrier, ks[0].Name)
+				c.diags.Warnf(c.keyPos(itemNode, method, opPos), "key-without-contract", "%s declares the idempotency key %s %s but has no x-idempotency contract", where, ks[0].Carrier, ks[0].Name)
 			}
 		}
 		return nil
@@ -657,17 +667,27 @@ func (c *compiler) checkKey(out *ir.Operation, op *openapi3.Operation, pathParam
 	}
 }
 
+// MismatchedKey returns the key op declares by convention when it is not
+// key (the contract's), the first DetectKeys finds: what
+// [key-convention-mismatch] says to set key.header (or key.body) to.
+// ok is false when op declares key itself or no key by convention.
+func MismatchedKey(op *openapi3.Operation, pathParams openapi3.Parameters, key ir.Key) (cand KeyCandidate, ok bool) {
+	cands := DetectKeys(op, pathParams)
+	for _, cand := range cands {
+		if cand.Carrier == key.Carrier && strings.EqualFold(cand.Name, key.Name) {
+			return KeyCandidate{}, false
+		}
+	}
+	if len(cands) == 0 {
+		return KeyCandidate{}, false
+	}
+	return cands[0], true
+}
+
 // conventionMismatch warns when the contract's key header is not declared
 // but the operation declares another key by convention.
 func (c *compiler) conventionMismatch(out *ir.Operation, op *openapi3.Operation, pathParams openapi3.Parameters, pos ir.Pos) {
-	cands := DetectKeys(op, pathParams)
-	for _, cand := range cands {
-		if cand.Carrier == out.Key.Carrier && strings.EqualFold(cand.Name, out.Key.Name) {
-			return
-		}
-	}
-	if len(cands) > 0 {
-		cand := cands[0]
+	if cand, ok := MismatchedKey(op, pathParams, out.Key); ok {
 		c.diags.Warnf(pos, "key-convention-mismatch", "the contract's key is %s %s, but %s %s declares the key %s %s; set key.%s: %s", out.Key.Carrier, out.Key.Name, out.Method, out.Path, cand.Carrier, cand.Name, cand.Carrier, cand.Name)
 	}
 }
@@ -715,7 +735,16 @@ func (c *compiler) compareDecl(out *ir.Operation, b contract.Block, declRequired
 		return false
 	}
 	if s.MaxLength != nil && int(*s.MaxLength) != k.MaxLength {
-		c.diags.Errorf(pos(b.Key.MaxLength.Pos), "key-declared-differently", "key.max-length is %d but the spec declares the %s with maxLength %d", k.MaxLength, what, *s.MaxLength)
+		// Say where the contract's value comes from, and a fix that
+		// leaves both valid: a UUID key's max-length is 36 at least.
+		have, fix := fmt.Sprint(k.MaxLength), fmt.Sprintf("set key.max-length: %d, or maxLength: %d in the spec", *s.MaxLength, k.MaxLength)
+		if !b.Key.MaxLength.Set {
+			have, fix = have+" (the default)", fmt.Sprintf("set key.max-length: %d, or remove maxLength from the spec", *s.MaxLength)
+		}
+		if k.Format != ir.FormatToken && *s.MaxLength < 36 {
+			fix = fmt.Sprintf("a %s is 36 characters: raise maxLength in the spec to %d, or remove it", k.Format, k.MaxLength)
+		}
+		c.diags.Errorf(pos(b.Key.MaxLength.Pos), "key-declared-differently", "key.max-length is %s but the spec declares the %s with maxLength %d; %s", have, what, *s.MaxLength, fix)
 	}
 	uuidFormat := k.Format != ir.FormatToken
 	switch {

@@ -142,6 +142,7 @@ func (p *parser) block(n *yaml.Node, b *Block) {
 				return
 			}
 			b.ApplyToSet = true
+			seen := map[string]ir.Pos{}
 			for i, it := range p.list(v, ptr, "apply-to") {
 				ip := ptr + "/" + strconv.Itoa(i)
 				m, ok := p.str(it, ip, "apply-to entry")
@@ -151,6 +152,9 @@ func (p *parser) block(n *yaml.Node, b *Block) {
 				lm := strings.ToLower(m)
 				if !slices.Contains([]string{"get", "put", "post", "delete", "options", "head", "patch", "trace", "query"}, lm) {
 					p.errorf(it, ip, "bad-enum", "apply-to: %q is not an HTTP method (post, patch, put, delete)", m)
+					continue
+				}
+				if p.duplicate(seen, lm, m, it, ip, "apply-to") {
 					continue
 				}
 				var f Field[string]
@@ -544,6 +548,7 @@ func ParseDuration(s string) (time.Duration, error) {
 func (p *parser) pointerList(f *Field[[]Field[string]], what string) fieldFunc {
 	return func(v *yaml.Node, ptr string) {
 		var out []Field[string]
+		seen := map[string]ir.Pos{}
 		for i, it := range p.list(v, ptr, what) {
 			ip := ptr + "/" + strconv.Itoa(i)
 			s, ok := p.str(it, ip, what+" entry")
@@ -558,6 +563,9 @@ func (p *parser) pointerList(f *Field[[]Field[string]], what string) fieldFunc {
 				p.errorf(it, ip, "bad-pointer", "%s: the empty pointer names the whole body", what)
 				continue
 			}
+			if p.duplicate(seen, s, s, it, ip, what) {
+				continue
+			}
 			var e Field[string]
 			e.set(s, p.loc(it, ip))
 			out = append(out, e)
@@ -568,12 +576,34 @@ func (p *parser) pointerList(f *Field[[]Field[string]], what string) fieldFunc {
 	}
 }
 
+// duplicate reports whether key (entry s of the list what, node it at
+// ptr) is in seen already, with a [duplicate-entry] warning that says
+// where it is listed first; otherwise it records key's position in seen.
+// An entry listed twice means nothing more than listed once: the caller
+// drops it.
+func (p *parser) duplicate(seen map[string]ir.Pos, key, s string, it *yaml.Node, ptr, what string) bool {
+	first, ok := seen[key]
+	if !ok {
+		seen[key] = p.loc(it, ptr)
+		return false
+	}
+	at, fix := fmt.Sprintf("%d:%d", first.Line, first.Col), "delete one"
+	if here := p.loc(it, ptr); here.File != first.File {
+		// An overlay appended it to the spec's list: often the overlay
+		// that idemgen spec -o wrote into the spec already.
+		at = first.File + ":" + at
+		fix = "if idemgen spec -o wrote this overlay into the spec already, give the spec alone; otherwise delete one"
+	}
+	p.warnf(it, ptr, "duplicate-entry", "%s: %s is listed twice (first at %s); %s", what, s, at, fix)
+	return true
+}
+
 // headerList parses a list of header names; refused (nil: none) names
 // those a list may not hold.
 func (p *parser) headerList(f *Field[[]Field[string]], what string, refused func(string) bool) fieldFunc {
 	return func(v *yaml.Node, ptr string) {
 		var out []Field[string]
-		seen := map[string]bool{}
+		seen := map[string]ir.Pos{}
 		for i, it := range p.list(v, ptr, what) {
 			ip := ptr + "/" + strconv.Itoa(i)
 			s, ok := p.str(it, ip, what+" entry")
@@ -588,12 +618,9 @@ func (p *parser) headerList(f *Field[[]Field[string]], what string, refused func
 				p.errorf(it, ip, "bad-value", "%s: %s is never stored or replayed by the runtime (Set-Cookie, hop-by-hop and framing headers, Date, Idempotent-Replayed and Retry-After are refused)", what, s)
 				continue
 			}
-			c := http.CanonicalHeaderKey(s)
-			if seen[c] {
-				p.warnf(it, ip, "duplicate-entry", "%s: %s is listed twice", what, s)
+			if p.duplicate(seen, http.CanonicalHeaderKey(s), s, it, ip, what) {
 				continue
 			}
-			seen[c] = true
 			var e Field[string]
 			e.set(s, p.loc(it, ip))
 			out = append(out, e)

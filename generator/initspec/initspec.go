@@ -95,7 +95,13 @@ type Proposal struct {
 	Notes      []Note
 	// Unkeyed are the methods (lower case, sorted) of the unsafe operations
 	// that declare no key and have no contract: those apply-to could opt in.
+	// PUT and DELETE are not among them (check warns [put-delete] on a
+	// contract there) but in Idempotent.
 	Unkeyed []string
+	// Idempotent are the methods (lower case, sorted) among put and delete
+	// of the operations that declare no key and have no contract:
+	// idempotent by HTTP semantics, so init proposes no apply-to for them.
+	Idempotent []string
 	// Overlay is the Overlay 1.0 document (YAML) with the proposed
 	// contracts; nil when there is no candidate.
 	Overlay []byte
@@ -154,8 +160,14 @@ func Propose(path string, opts Options) (*Proposal, diag.List) {
 			method = strings.ToUpper(method)
 			keys := detect(op, item.Parameters)
 			if len(keys) == 0 {
-				if _, has := op.Extensions["x-idempotency"]; !has && !safe[method] && !applyTo[method] && !slices.Contains(p.Unkeyed, strings.ToLower(method)) {
-					p.Unkeyed = append(p.Unkeyed, strings.ToLower(method))
+				if _, has := op.Extensions["x-idempotency"]; !has && !safe[method] && !applyTo[method] {
+					list := &p.Unkeyed
+					if method == "PUT" || method == "DELETE" {
+						list = &p.Idempotent
+					}
+					if !slices.Contains(*list, strings.ToLower(method)) {
+						*list = append(*list, strings.ToLower(method))
+					}
 				}
 				continue
 			}
@@ -181,6 +193,7 @@ func Propose(path string, opts Options) (*Proposal, diag.List) {
 		}
 	}
 	slices.Sort(p.Unkeyed)
+	slices.Sort(p.Idempotent)
 	if len(p.Candidates) > 0 {
 		title := filepath.Base(path)
 		if d.T.Info != nil && d.T.Info.Title != "" {

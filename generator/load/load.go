@@ -312,7 +312,7 @@ func (d *Document) applyOverlay(ovPath string) diag.List {
 		warnings, err := one.ApplyToStrict(d.Root)
 		switch {
 		case err != nil && strings.Contains(err.Error(), "did not match any targets"):
-			diags.Warnf(target, "overlay-no-match", "overlay target %s matches nothing in the spec", a.Target)
+			diags.Warnf(target, "overlay-no-match", "overlay target %s matches nothing in the spec%s", a.Target, suggestTarget(d.Root, a.Target))
 		case err != nil:
 			diags.Errorf(target, "overlay-error", "cannot apply overlay action: %v", err)
 		}
@@ -325,6 +325,56 @@ func (d *Document) applyOverlay(ovPath string) diag.List {
 	}
 	d.unmark(d.Root, positions)
 	return diags
+}
+
+// pathTargetRE matches an overlay target that names a path item or an
+// operation: $.paths['/pets'].post (or "/pets"), and what follows.
+var pathTargetRE = regexp.MustCompile(`^\$\.paths\[(?:'([^']*)'|"([^"]*)")\](?:\.([A-Za-z]+))?(.*)$`)
+
+// suggestTarget returns " (did you mean T?)" for a target of the form
+// pathTargetRE matches that names no path (or operation) of the spec whose
+// root is root, T the nearest that does (diag.Suggest); "" otherwise.
+func suggestTarget(root *yaml.Node, target string) string {
+	m := pathTargetRE.FindStringSubmatch(target)
+	if m == nil || root == nil || root.Kind != yaml.MappingNode {
+		return ""
+	}
+	q, method, rest := "'", m[3], m[4]
+	if m[1] == "" && m[2] != "" {
+		q = `"`
+	}
+	var paths *yaml.Node
+	kv := yamlmerge.Pairs(root)
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i].Value == "paths" {
+			paths = kv[i+1]
+		}
+	}
+	if paths == nil || paths.Kind != yaml.MappingNode {
+		return ""
+	}
+	var cands []string
+	pkv := yamlmerge.Pairs(paths)
+	for i := 0; i+1 < len(pkv); i += 2 {
+		base := "$.paths[" + q + pkv[i].Value + q + "]"
+		if method == "" {
+			cands = append(cands, base+rest)
+			continue
+		}
+		if item := pkv[i+1]; item.Kind == yaml.MappingNode {
+			ikv := yamlmerge.Pairs(item)
+			for j := 0; j+1 < len(ikv); j += 2 {
+				switch ikv[j].Value {
+				case "get", "put", "post", "delete", "options", "head", "patch", "trace", "query":
+					cands = append(cands, base+"."+ikv[j].Value+rest)
+				}
+			}
+		}
+	}
+	if s := diag.Suggest(target, cands); s != "" {
+		return " (did you mean " + s + "?)"
+	}
+	return ""
 }
 
 // mark appends a position marker to every node's line comment.
@@ -383,6 +433,29 @@ func (d *Document) Pos(n *yaml.Node, file, ptr string) ir.Pos {
 		return p
 	}
 	return ir.Pos{File: file, Line: n.Line, Col: n.Column, Pointer: ptr}
+}
+
+// KeyPos returns the position of key in the mapping n (after its $refs):
+// where the key itself is written (`post:`), which a diagnostic about the
+// whole member points at, rather than its value's first field. It is the
+// value's position (LookupFrom, NodePos) when an overlay put the value
+// there or the key is not found.
+func (d *Document) KeyPos(n Node, key string) ir.Pos {
+	v := d.LookupFrom(n, "/"+Escape(key))
+	m := d.Deref(n)
+	if v.Node == nil || m.Node == nil || m.Kind != yaml.MappingNode {
+		return d.NodePos(v)
+	}
+	if _, ok := d.origin[v.Node]; ok {
+		return d.NodePos(v)
+	}
+	kv := yamlmerge.Pairs(m.Node)
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i].Value == key && kv[i+1] == v.Node {
+			return ir.Pos{File: v.File, Line: kv[i].Line, Col: kv[i].Column, Pointer: v.Pointer}
+		}
+	}
+	return d.NodePos(v)
 }
 
 // Node is a YAML node with the file it was read from and its JSON pointer there.

@@ -136,3 +136,34 @@ func TestOverlayWarningOneLine(t *testing.T) {
 	assert.Contains(t, d.Message, "invalid rfc9535 jsonpath $.paths./a.post: Error at line 1, column 8: unexpected token; This will be treated as an error")
 	assert.Equal(t, 1, strings.Count(d.String(), "\n")+1)
 }
+
+// TestOverlayNoMatchSuggests: a target that names no path or operation of
+// the spec gets the nearest one that exists, in the target's own quotes;
+// none when nothing is close.
+func TestOverlayNoMatchSuggests(t *testing.T) {
+	dir := t.TempDir()
+	spec := write(t, dir, "openapi.yaml", `openapi: 3.0.3
+info: {title: t, version: "1"}
+paths:
+  /pets:
+    get: {responses: {'200': {description: ok}}}
+    post: {responses: {'201': {description: ok}}}
+  /pets/{id}:
+    delete: {responses: {'204': {description: ok}}}
+`)
+	for target, want := range map[string]string{
+		`$.paths['/pet'].post`:           ` (did you mean $.paths['/pets'].post?)`,
+		`$.paths["/pet"].post`:           ` (did you mean $.paths["/pets"].post?)`,
+		`$.paths['/pets'].put`:           ` (did you mean $.paths['/pets'].get?)`,
+		`$.paths['/pets/{id}'].delet`:    ` (did you mean $.paths['/pets/{id}'].delete?)`,
+		`$.paths['/pet']`:                ` (did you mean $.paths['/pets']?)`,
+		`$.paths['/pet'].post.responses`: ` (did you mean $.paths['/pets'].post.responses?)`,
+		`$.paths['/customers'].post`:     ``,
+	} {
+		ov := write(t, dir, "a.overlay.yaml", "overlay: 1.0.0\ninfo: {title: o, version: '1'}\nactions:\n  - target: "+strings.ReplaceAll(strings.ReplaceAll(target, `'`, `''`), "$", "'$")+"'\n    update: {x-idempotency: {semantics: strict}}\n")
+		_, diags := load.Load(spec, load.Options{Overlays: []string{ov}})
+		require.Len(t, diags, 1, "%s: %v", target, diags)
+		assert.Equal(t, "overlay-no-match", diags[0].Rule)
+		assert.Equal(t, "overlay target "+target+" matches nothing in the spec"+want, diags[0].Message)
+	}
+}
