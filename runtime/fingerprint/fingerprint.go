@@ -152,8 +152,15 @@ const maxPooled = 4 << 20
 
 // maxPooledMembers is the most members a pooled state keeps room for (16
 // MiB of them). With the element and sort scratch that goes with it, a
-// state keeps at most about 40 MiB besides its buffers (4 MiB each).
+// state keeps at most about 40 MiB besides its buffers (4 MiB each) and
+// its form keys (maxPooledFormKeys).
 const maxPooledMembers = 1 << 18
+
+// maxPooledFormKeys is the most form sort keys (with their radix scratch)
+// a pooled state keeps: 8 MiB, the keys of a 1 MiB form body (idem's
+// default limit) of 2-byte pairs "a&" out of order, so that such a body
+// costs no allocation warm either.
+const maxPooledFormKeys = 1 << 20
 
 func getState() *state { return statePool.Get().(*state) }
 
@@ -162,7 +169,7 @@ func putState(s *state) {
 	if cap(s.buf) > maxPooled || cap(s.tmp) > maxPooled || cap(s.hdr) > maxPooled || cap(s.hdrKey) > maxPooled {
 		s.buf, s.tmp, s.hdr, s.hdrKey, s.hdrLen = nil, nil, nil, nil, 0
 	}
-	if cap(s.formKeys) > maxPooled/4 {
+	if cap(s.formKeys) > maxPooledFormKeys {
 		s.formKeys = nil
 	}
 	// The member scratch of a body of up to 1 MiB (idem's default limit)

@@ -32,7 +32,7 @@ import (
 func parseForm[T string | []byte](s *state, src T) (n int, sorted, ok bool) {
 	// A record takes at most its text's bytes and 2 (the lengths): the
 	// records of n pairs, at most the input's bytes (n-1 '&' at least)
-	// and n+1, and a byte of length more a 64 bytes of long fields. One
+	// and n+1, and one more length byte per 64 bytes of long fields. One
 	// allocation at most.
 	need := len(src) + len(src)/64 + countAmp(src) + 2
 	if cap(s.buf) < need {
@@ -191,8 +191,11 @@ type formLayout struct {
 	offMask       uint64
 }
 
-func newFormLayout(size int) formLayout {
-	l := formLayout{off: max(bits.Len(uint(size)), 1)}
+func newFormLayout(size int) formLayout { return layoutFor(max(bits.Len(uint(size)), 1)) }
+
+// layoutFor returns the key layout whose offsets take off bits (1 to 54).
+func layoutFor(off int) formLayout {
+	l := formLayout{off: off}
 	l.offMask = 1<<l.off - 1
 	l.pfx = 7 // at least 1 (l.off is at most 54)
 	for l.pfx > 1 && 8*l.pfx+bits.Len(uint(l.pfx+1))+l.off > 64 {

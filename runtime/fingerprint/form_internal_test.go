@@ -2,7 +2,6 @@ package fingerprint
 
 import (
 	"encoding/binary"
-	"math/bits"
 	"math/rand/v2"
 	"net/url"
 	"slices"
@@ -241,12 +240,7 @@ func TestSortPairs(t *testing.T) {
 					got = append(got, string(s.buf[at:record(s.buf, at)]))
 				}
 			} else {
-				l := formLayout{off: off, offMask: 1<<off - 1}
-				l.pfx = 7
-				for l.pfx > 1 && 8*l.pfx+bits.Len(uint(l.pfx+1))+l.off > 64 {
-					l.pfx--
-				}
-				l.cls = bits.Len(uint(l.pfx + 1))
+				l := layoutFor(off)
 				keys := make([]uint64, 2*n)
 				for i, at := 0, 0; i < n; i++ {
 					keys[i] = uint64(at)
