@@ -260,6 +260,7 @@ type response struct {
 	replayed   bool
 	retryAfter string
 	ctype      string
+	servedBy   string // the pid of the process that answered (X-Served-By)
 	body       []byte
 	err        error
 	start, end time.Time
@@ -269,7 +270,8 @@ func (r response) String() string {
 	if r.err != nil {
 		return "error: " + r.err.Error()
 	}
-	return fmt.Sprintf("%d %s replayed=%v: %s", r.status, r.ctype, r.replayed, bytes.TrimSpace(r.body))
+	return fmt.Sprintf("%d %s replayed=%v served by pid %s at %s after %v: %s", r.status, r.ctype, r.replayed, r.servedBy,
+		r.end.Format("15:04:05.000"), r.end.Sub(r.start).Round(time.Millisecond), bytes.TrimSpace(r.body))
 }
 
 // problemCode returns the problem's code for an application/problem+json answer.
@@ -326,6 +328,7 @@ func (c *cluster) send(ctx context.Context, p *proc, route, key string, header m
 	res.replayed = resp.Header.Get("Idempotent-Replayed") == "true"
 	res.retryAfter = resp.Header.Get("Retry-After")
 	res.ctype = resp.Header.Get("Content-Type")
+	res.servedBy = resp.Header.Get(headerServedBy)
 	res.end = time.Now()
 	return res
 }

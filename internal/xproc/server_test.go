@@ -51,6 +51,10 @@ import (
 //	         holder is taken over quickly)
 //	GET /stats  {"pid", "starts", "keys": {key: handler starts}} of this process
 //
+// Every answer carries X-Served-By: the pid of the process that answered
+// (set in front of the engine, so a replay or a problem carries it too),
+// whereas a 201's body names the process whose handler ran.
+//
 // The handler counts its start, performs the side effect (one row in
 // <ns>.effects (key, pid), or RPUSH <ns>effects:<key> pid), then answers 201
 // {"key", "pid"}. Request headers steer it (they are not fingerprinted):
@@ -70,6 +74,9 @@ const (
 	envStoreTimeout = "IDEMGEN_XPROC_STORE_TIMEOUT"
 	envMarkers      = "IDEMGEN_XPROC_MARKERS"
 )
+
+// headerServedBy names the process that answered a request (its pid).
+const headerServedBy = "X-Served-By"
 
 // shortLease is the lease of /short.
 const shortLease = time.Second
@@ -212,12 +219,16 @@ func serve(log *slog.Logger) error {
 	mux.Handle("POST /nowait", eng.Handler(policy("effectNoWait", lease, 0), s))
 	mux.Handle("POST /short", eng.Handler(policy("effectShort", shortLease, 30*time.Second), s))
 	mux.HandleFunc("GET /stats", s.stats)
+	servedBy := strconv.Itoa(s.pid)
 
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(headerServedBy, servedBy)
+		mux.ServeHTTP(w, r)
+	}), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
 	fmt.Printf("LISTEN %s\n", l.Addr())
