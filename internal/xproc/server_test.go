@@ -225,10 +225,19 @@ func serve(log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// ReadHeaderTimeout counts from the moment a new connection is served
+	// (on a reused one, from the first bytes of the next request), so on a
+	// loaded machine it also measures how late the test process writes a
+	// request on a connection it has just dialled. With 10s, a stall that
+	// long made the server close such connections unanswered: the client
+	// got EOF ("http: server closed idle connection" when the request was
+	// not written yet), which the duplicates test reported as duplicates
+	// getting different answers, the handler having run once per key. The
+	// client's own timeout bounds a request here.
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(headerServedBy, servedBy)
 		mux.ServeHTTP(w, r)
-	}), ReadHeaderTimeout: 10 * time.Second}
+	}), ReadHeaderTimeout: clientTimeout}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
 	fmt.Printf("LISTEN %s\n", l.Addr())
