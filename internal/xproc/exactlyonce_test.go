@@ -130,17 +130,24 @@ func testDuplicates(t *testing.T, c *cluster, eff effects) {
 	}
 	took := time.Since(start)
 
-	executedBy := map[int]int{} // pid -> keys
+	executedBy := map[int]int{}      // pid -> keys
+	answer := make([]response, keys) // per key, the first 201
 	var replays, retries409 int
 	for i := range keys {
 		key := fmt.Sprintf("%s%03d", prefix, i)
 		originals := 0
+		first := -1 // the first duplicate answered 201: the others get its answer
 		for j, r := range results[i] {
 			retries409 += inUse[i][j]
 			if !assert.Equal(t, 201, r.status, "key %s duplicate %d: %s", key, j, r) {
 				continue
 			}
-			assert.Equal(t, string(results[i][0].body), string(r.body), "key %s: every duplicate gets the same answer", key)
+			if first < 0 {
+				first, answer[i] = j, r
+			}
+			assert.Equal(t, string(results[i][first].body), string(r.body),
+				"key %s: every duplicate gets the same answer: duplicate %d got %s (after %d answers 409 IN_USE); duplicate %d got %s (after %d)",
+				key, first, results[i][first], inUse[i][first], j, r, inUse[i][j])
 			if r.replayed {
 				replays++
 			} else {
@@ -148,7 +155,7 @@ func testDuplicates(t *testing.T, c *cluster, eff effects) {
 				executedBy[r.pid()]++
 			}
 		}
-		assert.Equal(t, 1, originals, "key %s: exactly one answer is not a replay", key)
+		assert.Equal(t, 1, originals, "key %s: exactly one answer is not a replay:\n%s", key, describe(results[i], inUse[i]))
 	}
 
 	got := eff.pids(ctx, t)
@@ -159,7 +166,7 @@ func testDuplicates(t *testing.T, c *cluster, eff effects) {
 		total += len(pids)
 		assert.Len(t, pids, 1, "key %s: side effects by pids %v", key, pids)
 		if len(pids) == 1 {
-			assert.Equal(t, results[i][0].pid(), pids[0], "key %s: the side effect was made by the process whose answer everyone got", key)
+			assert.Equal(t, answer[i].pid(), pids[0], "key %s: the side effect was made by the process whose answer everyone got: %s", key, answer[i])
 		}
 	}
 	assert.Equal(t, keys, total, "side effects in all")
@@ -177,6 +184,15 @@ func testDuplicates(t *testing.T, c *cluster, eff effects) {
 	}
 	t.Logf("%d keys x %d duplicates over %d processes in %v: %d side effects, %d handler runs, %d replays, %d answers 409 IN_USE retried; executions per process %v",
 		keys, dups, len(c.procs), took.Round(time.Millisecond), total, handlerRuns, replays, retries409, executedBy)
+}
+
+// describe lists the answers the duplicates of one key got, one a line.
+func describe(rs []response, inUse []int) string {
+	var b strings.Builder
+	for j, r := range rs {
+		fmt.Fprintf(&b, "\tduplicate %d (after %d answers 409 IN_USE): %s\n", j, inUse[j], r)
+	}
+	return b.String()
 }
 
 // testCrash: a process is killed (SIGKILL) while its handler runs, before or

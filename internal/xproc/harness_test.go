@@ -1,6 +1,7 @@
 package xproc
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -14,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,6 +25,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemgen/idemgen/internal/testenv"
@@ -84,6 +87,10 @@ type proc struct {
 	killed bool
 }
 
+// clientTimeout bounds a test request, and how long a server waits for a
+// request's header.
+const clientTimeout = 2 * time.Minute
+
 // cluster is a set of server processes sharing one store.
 type cluster struct {
 	t     testing.TB
@@ -101,7 +108,7 @@ func startCluster(t testing.TB, cfg config, n int) *cluster {
 		cfg.markers = t.TempDir()
 	}
 	c := &cluster{t: t, cfg: cfg, http: &http.Client{
-		Timeout:   2 * time.Minute,
+		Timeout:   clientTimeout,
 		Transport: &http.Transport{MaxIdleConnsPerHost: 128, IdleConnTimeout: time.Minute},
 	}}
 	t.Cleanup(c.stop)
@@ -260,6 +267,7 @@ type response struct {
 	replayed   bool
 	retryAfter string
 	ctype      string
+	servedBy   string // the pid of the process that answered (X-Served-By)
 	body       []byte
 	err        error
 	start, end time.Time
@@ -269,7 +277,8 @@ func (r response) String() string {
 	if r.err != nil {
 		return "error: " + r.err.Error()
 	}
-	return fmt.Sprintf("%d %s replayed=%v: %s", r.status, r.ctype, r.replayed, bytes.TrimSpace(r.body))
+	return fmt.Sprintf("%d %s replayed=%v served by pid %s at %s after %v: %s", r.status, r.ctype, r.replayed, r.servedBy,
+		r.end.Format("15:04:05.000"), r.end.Sub(r.start).Round(time.Millisecond), bytes.TrimSpace(r.body))
 }
 
 // problemCode returns the problem's code for an application/problem+json answer.
@@ -326,6 +335,7 @@ func (c *cluster) send(ctx context.Context, p *proc, route, key string, header m
 	res.replayed = resp.Header.Get("Idempotent-Replayed") == "true"
 	res.retryAfter = resp.Header.Get("Retry-After")
 	res.ctype = resp.Header.Get("Content-Type")
+	res.servedBy = resp.Header.Get(headerServedBy)
 	res.end = time.Now()
 	return res
 }
@@ -645,4 +655,30 @@ func (p *proxy) close() {
 	_ = p.l.Close()
 	p.thaw()
 	p.wg.Wait()
+}
+
+// TestServerAnswersALateRequest: a server answers a request written long
+// after its connection was dialled (a test process stalled on a loaded
+// machine). With a 10s ReadHeaderTimeout the server closed such a
+// connection unanswered, and the client got EOF: the duplicates test then
+// reported answers lost in transport as duplicates answered differently.
+func TestServerAnswersALateRequest(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, config{store: "mem", effects: "memory", lease: lease}, 1)
+	p := c.procs[0]
+	conn, err := net.Dial("tcp", p.addr)
+	require.NoError(t, err)
+	defer conn.Close()
+	time.Sleep(11 * time.Second) // beyond the 10s the servers had
+	body := `{"amount":100}`
+	_, err = fmt.Fprintf(conn, "POST /wait HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nIdempotency-Key: late\r\n"+
+		"Content-Length: %d\r\nConnection: close\r\n\r\n%s", p.addr, len(body), body)
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err, "the server answers a request written 11s after the connection was dialled")
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	assert.Equal(t, 201, resp.StatusCode, "%s", b)
+	assert.Equal(t, strconv.Itoa(p.pid), resp.Header.Get(headerServedBy))
 }

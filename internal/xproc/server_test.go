@@ -51,6 +51,10 @@ import (
 //	         holder is taken over quickly)
 //	GET /stats  {"pid", "starts", "keys": {key: handler starts}} of this process
 //
+// Every answer carries X-Served-By: the pid of the process that answered
+// (set in front of the engine, so a replay or a problem carries it too),
+// whereas a 201's body names the process whose handler ran.
+//
 // The handler counts its start, performs the side effect (one row in
 // <ns>.effects (key, pid), or RPUSH <ns>effects:<key> pid), then answers 201
 // {"key", "pid"}. Request headers steer it (they are not fingerprinted):
@@ -70,6 +74,9 @@ const (
 	envStoreTimeout = "IDEMGEN_XPROC_STORE_TIMEOUT"
 	envMarkers      = "IDEMGEN_XPROC_MARKERS"
 )
+
+// headerServedBy names the process that answered a request (its pid).
+const headerServedBy = "X-Served-By"
 
 // shortLease is the lease of /short.
 const shortLease = time.Second
@@ -212,12 +219,25 @@ func serve(log *slog.Logger) error {
 	mux.Handle("POST /nowait", eng.Handler(policy("effectNoWait", lease, 0), s))
 	mux.Handle("POST /short", eng.Handler(policy("effectShort", shortLease, 30*time.Second), s))
 	mux.HandleFunc("GET /stats", s.stats)
+	servedBy := strconv.Itoa(s.pid)
 
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// ReadHeaderTimeout counts from the moment a new connection is served
+	// (on a reused one, from the first bytes of the next request), so on a
+	// loaded machine it also measures how late the test process writes a
+	// request on a connection it has just dialled. With 10s, a stall that
+	// long made the server close such connections unanswered: the client
+	// got EOF ("http: server closed idle connection" when the request was
+	// not written yet), which the duplicates test reported as duplicates
+	// getting different answers, the handler having run once per key. The
+	// client's own timeout bounds a request here.
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(headerServedBy, servedBy)
+		mux.ServeHTTP(w, r)
+	}), ReadHeaderTimeout: clientTimeout}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
 	fmt.Printf("LISTEN %s\n", l.Addr())
