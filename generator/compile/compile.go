@@ -597,7 +597,13 @@ func (c *compiler) checkKey(out *ir.Operation, op *openapi3.Operation, pathParam
 		}
 		if decl == nil {
 			if k.Carrier == ir.CarrierQuery {
-				c.diags.Errorf(keyPos, "key-undeclared", "key.query: %s declares no query parameter %s (run idemgen spec, or apply the overlay idemgen spec -as-overlay writes)", where, k.Name)
+				h := " (run idemgen spec, or apply the overlay idemgen spec -as-overlay writes)"
+				if cand, ok := MismatchedKey(op, pathParams, out.Key); ok {
+					// As augment's key-param-missing: [key-convention-mismatch]
+					// fires too, and idemgen spec would declare a second key.
+					h = fmt.Sprintf(" (it declares the key %s %s: if that is the key, set key.%s: %s as [key-convention-mismatch] says, rather than run idemgen spec, which would declare %s beside it)", cand.Carrier, cand.Name, cand.Carrier, cand.Name, k.Name)
+				}
+				c.diags.Errorf(keyPos, "key-undeclared", "key.query: %s declares no query parameter %s%s", where, k.Name, h)
 			}
 			c.conventionMismatch(out, op, pathParams, keyPos)
 			break
