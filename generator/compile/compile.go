@@ -126,6 +126,8 @@ func (c *compiler) about(n int, where string) {
 	}
 }
 
+// unsafeMethods are the methods a contract may target (load keeps the same
+// list, contractMethods, for the overlay-no-match suggestion).
 var unsafeMethods = []string{"POST", "PATCH", "PUT", "DELETE"}
 
 func (c *compiler) run() *ir.Spec {
