@@ -237,7 +237,7 @@ func (p *planner) diagnostics(d *load.Document, strict, notAugmented bool) diag.
 		if f.rule == RuleKeyParamMissing {
 			// About the whole operation: at its method key (post:), as
 			// compile's key-without-contract.
-			item := load.Node{Node: child(child(d.Root, "paths"), f.op.Path), File: d.Path}
+			item := load.Node{Node: child(child(d.Root, "paths"), f.op.Path), File: d.Path, Pointer: "/paths/" + load.Escape(f.op.Path)}
 			if kp := d.KeyPos(item, strings.ToLower(f.op.Method)); kp.Line > 0 {
 				pos = kp
 			}

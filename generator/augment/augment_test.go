@@ -810,3 +810,32 @@ paths:
 	assert.Equal(t, "created", *c.Status(200).Value.Description)
 	assert.Contains(t, c.Status(200).Value.Content, "application/json")
 }
+
+// TestKeyParamMissingPointer: key-param-missing points at the operation's
+// method key with the operation's full JSON pointer, not one relative to
+// its path item.
+func TestKeyParamMissingPointer(t *testing.T) {
+	src := `openapi: 3.0.3
+info: {title: P, version: "1"}
+paths:
+  /orders:
+    post:
+      operationId: createOrder
+      x-idempotency: {semantics: strict}
+      responses: {'201': {description: ok}}
+`
+	path := writeTemp(t, "openapi.yaml", []byte(src))
+	spec, diags := compile.Compile(path, compile.Options{})
+	require.False(t, diags.HasErrors(), "%v", diags)
+	var found bool
+	for _, d := range augment.Diagnose(path, spec, augment.Options{}) {
+		if d.Rule != augment.RuleKeyParamMissing {
+			continue
+		}
+		found = true
+		assert.Equal(t, "/paths/~1orders/post", d.Pos.Pointer)
+		assert.Equal(t, 5, d.Pos.Line)
+		assert.Equal(t, 5, d.Pos.Col)
+	}
+	assert.True(t, found, "key-param-missing reported")
+}

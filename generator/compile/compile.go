@@ -126,6 +126,8 @@ func (c *compiler) about(n int, where string) {
 	}
 }
 
+// unsafeMethods are the methods a contract may target (load keeps the same
+// list, contractMethods, for the overlay-no-match suggestion).
 var unsafeMethods = []string{"POST", "PATCH", "PUT", "DELETE"}
 
 func (c *compiler) run() *ir.Spec {
@@ -597,7 +599,13 @@ func (c *compiler) checkKey(out *ir.Operation, op *openapi3.Operation, pathParam
 		}
 		if decl == nil {
 			if k.Carrier == ir.CarrierQuery {
-				c.diags.Errorf(keyPos, "key-undeclared", "key.query: %s declares no query parameter %s (run idemgen spec, or apply the overlay idemgen spec -as-overlay writes)", where, k.Name)
+				h := " (run idemgen spec, or apply the overlay idemgen spec -as-overlay writes)"
+				if cand, ok := MismatchedKey(op, pathParams, out.Key); ok {
+					// As augment's key-param-missing: [key-convention-mismatch]
+					// fires too, and idemgen spec would declare a second key.
+					h = fmt.Sprintf(" (it declares the key %s %s: if that is the key, set key.%s: %s as [key-convention-mismatch] says, rather than run idemgen spec, which would declare %s beside it)", cand.Carrier, cand.Name, cand.Carrier, cand.Name, k.Name)
+				}
+				c.diags.Errorf(keyPos, "key-undeclared", "key.query: %s declares no query parameter %s%s", where, k.Name, h)
 			}
 			c.conventionMismatch(out, op, pathParams, keyPos)
 			break
@@ -735,14 +743,22 @@ func (c *compiler) compareDecl(out *ir.Operation, b contract.Block, declRequired
 		return false
 	}
 	if s.MaxLength != nil && int(*s.MaxLength) != k.MaxLength {
-		// Say where the contract's value comes from, and a fix that
-		// leaves both valid: a UUID key's max-length is 36 at least.
+		// Say where the contract's value comes from, and only fixes that
+		// leave both valid: key.max-length is 1 to 8192 (contract's
+		// bad-value), a UUID key's 36 at least.
 		have, fix := fmt.Sprint(k.MaxLength), fmt.Sprintf("set key.max-length: %d, or maxLength: %d in the spec", *s.MaxLength, k.MaxLength)
 		if !b.Key.MaxLength.Set {
 			have, fix = have+" (the default)", fmt.Sprintf("set key.max-length: %d, or remove maxLength from the spec", *s.MaxLength)
 		}
-		if k.Format != ir.FormatToken && *s.MaxLength < 36 {
-			fix = fmt.Sprintf("a %s is 36 characters: raise maxLength in the spec to %d, or remove it", k.Format, k.MaxLength)
+		switch {
+		case k.Format != ir.FormatToken && *s.MaxLength < 36:
+			if k.MaxLength == 36 {
+				fix = fmt.Sprintf("a %s is 36 characters: set maxLength: 36 in the spec, or remove it", k.Format)
+			} else {
+				fix = fmt.Sprintf("a %s is 36 characters: set key.max-length: 36 and maxLength: 36 in the spec, or remove maxLength from the spec", k.Format)
+			}
+		case *s.MaxLength == 0 || *s.MaxLength > 8192:
+			fix = fmt.Sprintf("key.max-length cannot be %d (it is 1 to 8192): set maxLength: %d in the spec, or remove it", *s.MaxLength, k.MaxLength)
 		}
 		c.diags.Errorf(pos(b.Key.MaxLength.Pos), "key-declared-differently", "key.max-length is %s but the spec declares the %s with maxLength %d; %s", have, what, *s.MaxLength, fix)
 	}

@@ -142,7 +142,7 @@ func (p *parser) block(n *yaml.Node, b *Block) {
 				return
 			}
 			b.ApplyToSet = true
-			seen := map[string]ir.Pos{}
+			seen := map[string]listed{}
 			for i, it := range p.list(v, ptr, "apply-to") {
 				ip := ptr + "/" + strconv.Itoa(i)
 				m, ok := p.str(it, ip, "apply-to entry")
@@ -548,7 +548,7 @@ func ParseDuration(s string) (time.Duration, error) {
 func (p *parser) pointerList(f *Field[[]Field[string]], what string) fieldFunc {
 	return func(v *yaml.Node, ptr string) {
 		var out []Field[string]
-		seen := map[string]ir.Pos{}
+		seen := map[string]listed{}
 		for i, it := range p.list(v, ptr, what) {
 			ip := ptr + "/" + strconv.Itoa(i)
 			s, ok := p.str(it, ip, what+" entry")
@@ -576,22 +576,40 @@ func (p *parser) pointerList(f *Field[[]Field[string]], what string) fieldFunc {
 	}
 }
 
+// listed is where a list entry is first listed: its position and node.
+type listed struct {
+	pos  ir.Pos
+	node *yaml.Node
+}
+
 // duplicate reports whether key (entry s of the list what, node it at
 // ptr) is in seen already, with a [duplicate-entry] warning that says
 // where it is listed first; otherwise it records key's position in seen.
 // An entry listed twice means nothing more than listed once: the caller
 // drops it.
-func (p *parser) duplicate(seen map[string]ir.Pos, key, s string, it *yaml.Node, ptr, what string) bool {
+func (p *parser) duplicate(seen map[string]listed, key, s string, it *yaml.Node, ptr, what string) bool {
 	first, ok := seen[key]
 	if !ok {
-		seen[key] = p.loc(it, ptr)
+		seen[key] = listed{p.loc(it, ptr), it}
 		return false
 	}
-	at, fix := fmt.Sprintf("%d:%d", first.Line, first.Col), "delete one"
-	if here := p.loc(it, ptr); here.File != first.File {
+	here := p.loc(it, ptr)
+	switch {
+	case first.node == it:
+		// Two aliases of one anchor: both are at the anchor.
+		p.warnf(it, ptr, "duplicate-entry", "%s: %s is listed twice, by two aliases of the same anchor; delete one", what, s)
+		return true
+	case here.File == first.pos.File && here.Line == first.pos.Line && here.Col == first.pos.Col:
+		// Two copies of one node: an overlay applied twice (given twice
+		// with -overlay, or in the config and with -overlay).
+		p.warnf(it, ptr, "duplicate-entry", "%s: %s is listed twice from the same place: the overlay %s is given twice; give it once", what, s, here.File)
+		return true
+	}
+	at, fix := fmt.Sprintf("%d:%d", first.pos.Line, first.pos.Col), "delete one"
+	if here.File != first.pos.File {
 		// An overlay appended it to the spec's list: often the overlay
 		// that idemgen spec -o wrote into the spec already.
-		at = first.File + ":" + at
+		at = first.pos.File + ":" + at
 		fix = "if idemgen spec -o wrote this overlay into the spec already, give the spec alone; otherwise delete one"
 	}
 	p.warnf(it, ptr, "duplicate-entry", "%s: %s is listed twice (first at %s); %s", what, s, at, fix)
@@ -603,7 +621,7 @@ func (p *parser) duplicate(seen map[string]ir.Pos, key, s string, it *yaml.Node,
 func (p *parser) headerList(f *Field[[]Field[string]], what string, refused func(string) bool) fieldFunc {
 	return func(v *yaml.Node, ptr string) {
 		var out []Field[string]
-		seen := map[string]ir.Pos{}
+		seen := map[string]listed{}
 		for i, it := range p.list(v, ptr, what) {
 			ip := ptr + "/" + strconv.Itoa(i)
 			s, ok := p.str(it, ip, what+" entry")

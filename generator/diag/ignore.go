@@ -200,19 +200,32 @@ func silence(d Diagnostic, ignores []Ignore, used []bool) bool {
 }
 
 // Suggest returns the candidate closest to s (case aside), within an edit
-// distance of 2, for a "did you mean" hint; "" when none is that close.
+// distance of 2, for a "did you mean" hint; "" when none is that close
+// (or s or the candidate is longer than 256 bytes).
 func Suggest(s string, candidates []string) string {
 	best, bestD := "", 3
+	ls := strings.ToLower(s)
 	for _, c := range candidates {
-		if d := distance(strings.ToLower(s), strings.ToLower(c)); d < bestD {
+		lc := strings.ToLower(c)
+		if abs(len(ls)-len(lc)) >= bestD {
+			continue // the distance is at least the lengths' difference
+		}
+		if d := distance(ls, lc); d < bestD {
 			best, bestD = c, d
 		}
 	}
 	return best
 }
 
+func abs(n int) int {
+	if n < 0 {
+		return -n
+	}
+	return n
+}
+
 func distance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
+	if len(a) > 256 || len(b) > 256 {
 		return 99
 	}
 	prev := make([]int, len(b)+1)

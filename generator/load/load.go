@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -333,15 +334,22 @@ var pathTargetRE = regexp.MustCompile(`^\$\.paths\[(?:'([^']*)'|"([^"]*)")\](?:\
 
 // suggestTarget returns " (did you mean T?)" for a target of the form
 // pathTargetRE matches that names no path (or operation) of the spec whose
-// root is root, T the nearest that does (diag.Suggest); "" otherwise.
+// root is root, T the nearest that does; "" otherwise. When the path is
+// not in the spec, T names the nearest path (diag.Suggest on the paths
+// alone, so that a long target is compared by what differs), among those
+// that have the target's method if it names one. When the path is there
+// but its method is not, T names one of the path's methods a contract may
+// target (contractMethods): the nearest, or the only one. When the path
+// and its method are there, a deeper part of the target matches nothing:
+// no suggestion (T would be the target itself).
 func suggestTarget(root *yaml.Node, target string) string {
 	m := pathTargetRE.FindStringSubmatch(target)
 	if m == nil || root == nil || root.Kind != yaml.MappingNode {
 		return ""
 	}
-	q, method, rest := "'", m[3], m[4]
+	q, path, field, rest := "'", m[1], m[3], m[4]
 	if m[1] == "" && m[2] != "" {
-		q = `"`
+		q, path = `"`, m[2]
 	}
 	var paths *yaml.Node
 	kv := yamlmerge.Pairs(root)
@@ -353,28 +361,81 @@ func suggestTarget(root *yaml.Node, target string) string {
 	if paths == nil || paths.Kind != yaml.MappingNode {
 		return ""
 	}
-	var cands []string
+	method := ""
+	if slices.Contains(httpMethods, field) {
+		method = field
+	}
+	suggest := func(p, f string) string {
+		t := "$.paths[" + q + p + q + "]"
+		if f != "" {
+			t += "." + f
+		}
+		if t += rest; t == target {
+			return ""
+		}
+		return " (did you mean " + t + "?)"
+	}
 	pkv := yamlmerge.Pairs(paths)
 	for i := 0; i+1 < len(pkv); i += 2 {
-		base := "$.paths[" + q + pkv[i].Value + q + "]"
-		if method == "" {
-			cands = append(cands, base+rest)
+		if pkv[i].Value != path {
 			continue
 		}
-		if item := pkv[i+1]; item.Kind == yaml.MappingNode {
-			ikv := yamlmerge.Pairs(item)
-			for j := 0; j+1 < len(ikv); j += 2 {
-				switch ikv[j].Value {
-				case "get", "put", "post", "delete", "options", "head", "patch", "trace", "query":
-					cands = append(cands, base+"."+ikv[j].Value+rest)
-				}
+		// The path is there.
+		item := pkv[i+1]
+		if field == "" || item.Kind != yaml.MappingNode {
+			return ""
+		}
+		var present []string
+		ikv := yamlmerge.Pairs(item)
+		for j := 0; j+1 < len(ikv); j += 2 {
+			if ikv[j].Value == field {
+				return "" // a deeper part does not match
+			}
+			if slices.Contains(contractMethods, ikv[j].Value) {
+				present = append(present, ikv[j].Value)
 			}
 		}
+		if s := diag.Suggest(field, present); s != "" {
+			return suggest(path, s)
+		}
+		if method != "" && len(present) == 1 {
+			return suggest(path, present[0])
+		}
+		return ""
 	}
-	if s := diag.Suggest(target, cands); s != "" {
-		return " (did you mean " + s + "?)"
+	// The path is not there: the nearest that is (with the method).
+	var cands []string
+	for i := 0; i+1 < len(pkv); i += 2 {
+		if method != "" && !hasKey(pkv[i+1], method) {
+			continue
+		}
+		cands = append(cands, pkv[i].Value)
+	}
+	if s := diag.Suggest(path, cands); s != "" {
+		return suggest(s, field)
 	}
 	return ""
+}
+
+// httpMethods are the keys of a path item that name an operation.
+var httpMethods = []string{"get", "put", "post", "delete", "options", "head", "patch", "trace", "query"}
+
+// contractMethods are the methods whose operations an x-idempotency
+// contract may target (compile's unsafeMethods; the others are safe).
+var contractMethods = []string{"post", "patch", "put", "delete"}
+
+// hasKey reports whether mapping n has the key k.
+func hasKey(n *yaml.Node, k string) bool {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return false
+	}
+	kv := yamlmerge.Pairs(n)
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i].Value == k {
+			return true
+		}
+	}
+	return false
 }
 
 // mark appends a position marker to every node's line comment.

@@ -138,8 +138,12 @@ func TestOverlayWarningOneLine(t *testing.T) {
 }
 
 // TestOverlayNoMatchSuggests: a target that names no path or operation of
-// the spec gets the nearest one that exists, in the target's own quotes;
-// none when nothing is close.
+// the spec gets the nearest one that exists, in the target's own quotes:
+// the nearest path when the path is unknown (compared alone, so a long
+// one too), one of the path's methods a contract may target when the
+// method is not there (never a safe one); none when nothing is close, and
+// never the target itself (when the path and method exist and a deeper
+// part does not).
 func TestOverlayNoMatchSuggests(t *testing.T) {
 	dir := t.TempDir()
 	spec := write(t, dir, "openapi.yaml", `openapi: 3.0.3
@@ -149,16 +153,33 @@ paths:
     get: {responses: {'200': {description: ok}}}
     post: {responses: {'201': {description: ok}}}
   /pets/{id}:
+    get: {responses: {'200': {description: ok}}}
     delete: {responses: {'204': {description: ok}}}
+  /orders:
+    get: {responses: {'200': {description: ok}}}
+  /stock:
+    get: {responses: {'200': {description: ok}}}
+    patch: {responses: {'200': {description: ok}}}
+  /v1/organizations/{organizationId}/payment-intents/{paymentIntentId}/capture:
+    post: {responses: {'201': {description: ok}}}
 `)
 	for target, want := range map[string]string{
-		`$.paths['/pet'].post`:           ` (did you mean $.paths['/pets'].post?)`,
-		`$.paths["/pet"].post`:           ` (did you mean $.paths["/pets"].post?)`,
-		`$.paths['/pets'].put`:           ` (did you mean $.paths['/pets'].get?)`,
-		`$.paths['/pets/{id}'].delet`:    ` (did you mean $.paths['/pets/{id}'].delete?)`,
-		`$.paths['/pet']`:                ` (did you mean $.paths['/pets']?)`,
-		`$.paths['/pet'].post.responses`: ` (did you mean $.paths['/pets'].post.responses?)`,
-		`$.paths['/customers'].post`:     ``,
+		`$.paths['/pet'].post`:                 ` (did you mean $.paths['/pets'].post?)`,
+		`$.paths["/pet"].post`:                 ` (did you mean $.paths["/pets"].post?)`,
+		`$.paths['/pets'].put`:                 ` (did you mean $.paths['/pets'].post?)`,
+		`$.paths['/pets/{id}'].delet`:          ` (did you mean $.paths['/pets/{id}'].delete?)`,
+		`$.paths['/pets/{id}'].put`:            ` (did you mean $.paths['/pets/{id}'].delete?)`,
+		`$.paths['/stock'].post`:               ` (did you mean $.paths['/stock'].patch?)`,
+		`$.paths['/orders'].post`:              ``, // only get: a contract cannot target it
+		`$.paths['/orders'].put`:               ``,
+		`$.paths['/pet']`:                      ` (did you mean $.paths['/pets']?)`,
+		`$.paths['/pet'].post.responses`:       ` (did you mean $.paths['/pets'].post.responses?)`,
+		`$.paths['/customers'].post`:           ``,
+		`$.paths['/pets'].post.requestBody`:    ``, // the path and method exist
+		`$.paths['/pets'].parameters`:          ``,
+		`$.paths['/pets']['x-note']`:           ``,
+		`$.paths['/pets/{id}'].get.parameters`: ``,
+		`$.paths['/v1/organizations/{organizationId}/payment-intent/{paymentIntentId}/capture'].post`: ` (did you mean $.paths['/v1/organizations/{organizationId}/payment-intents/{paymentIntentId}/capture'].post?)`,
 	} {
 		ov := write(t, dir, "a.overlay.yaml", "overlay: 1.0.0\ninfo: {title: o, version: '1'}\nactions:\n  - target: "+strings.ReplaceAll(strings.ReplaceAll(target, `'`, `''`), "$", "'$")+"'\n    update: {x-idempotency: {semantics: strict}}\n")
 		_, diags := load.Load(spec, load.Options{Overlays: []string{ov}})
