@@ -126,10 +126,6 @@ func (c *compiler) about(n int, where string) {
 	}
 }
 
-// unsafeMethods are the methods a contract may target (load keeps the same
-// list, contractMethods, for the overlay-no-match suggestion).
-var unsafeMethods = []string{"POST", "PATCH", "PUT", "DELETE"}
-
 func (c *compiler) run() *ir.Spec {
 	t := c.doc.T
 	spec := &ir.Spec{OpenAPI: t.OpenAPI, Source: c.doc.Path, Overlays: c.doc.Overlays, Operations: []*ir.Operation{}}
@@ -305,7 +301,7 @@ func (c *compiler) operation(path, method string, item *openapi3.PathItem, op *o
 	case c.applies(method):
 		block.Pos = c.applyToPos(method)
 	default:
-		if slices.Contains(unsafeMethods, method) {
+		if load.ContractMethod(method) {
 			if ks := DetectKeys(op, item.Parameters); len(ks) > 0 {
 				c.diags.Warnf(c.keyPos(itemNode, method, opPos), "key-without-contract", "%s declares the idempotency key %s %s but has no x-idempotency contract", where, ks[0].Carrier, ks[0].Name)
 			}

@@ -421,8 +421,15 @@ func suggestTarget(root *yaml.Node, target string) string {
 var httpMethods = []string{"get", "put", "post", "delete", "options", "head", "patch", "trace", "query"}
 
 // contractMethods are the methods whose operations an x-idempotency
-// contract may target (compile's unsafeMethods; the others are safe).
+// contract may target, as path item keys (the others are safe): compile
+// asks ContractMethod, the overlay-no-match suggestion looks among them.
 var contractMethods = []string{"post", "patch", "put", "delete"}
+
+// ContractMethod reports whether an x-idempotency contract may target an
+// operation of the HTTP method m (any case): an unsafe method.
+func ContractMethod(m string) bool {
+	return slices.Contains(contractMethods, strings.ToLower(m))
+}
 
 // hasKey reports whether mapping n has the key k.
 func hasKey(n *yaml.Node, k string) bool {
