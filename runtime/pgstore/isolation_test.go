@@ -60,41 +60,65 @@ func eachIsolation(t *testing.T, strictOnly bool, test func(t *testing.T, ic iso
 	}
 }
 
-// The lease and the window of a claim whose holder heartbeats past the
-// window (TestTxIsolationHeartbeatPastWindow,
-// TestTxIsolationRollbackAfterHeartbeats).
+// A claim whose holder heartbeats past the window
+// (TestTxIsolationHeartbeatPastWindow,
+// TestTxIsolationRollbackAfterHeartbeats): its lease, its window (longer,
+// so that the claim's own lease ends first and the record lives past the
+// window through the heartbeats alone) and the interval of the heartbeats.
+// A heartbeat is fenced when it comes after the end of the previous one's
+// lease (the first: of the window), so the lease is twenty intervals: on a
+// loaded machine (2 cores, packages at once, -race) the test may stall
+// close to a second between two heartbeats (with a lease of 300ms and
+// heartbeats every 150ms, they were fenced). The heartbeats go on until one
+// has started past the window, however long they took.
 const (
-	pastLease  = 300 * time.Millisecond
-	pastWindow = 400 * time.Millisecond
+	pastLease  = 1500 * time.Millisecond
+	beatEvery  = pastLease / 20
+	pastWindow = pastLease + 2*beatEvery
 )
 
-// claimPastWindow claims key for token 7 with pastLease and pastWindow.
-func (f *txFixture) claimPastWindow(t *testing.T, key string) {
+// claimPastWindow claims key for token 7 with pastLease and pastWindow and
+// returns this host's clock once the claim has answered: the record's
+// window ends by claimed+pastWindow (the server's clock is this host's).
+func (f *txFixture) claimPastWindow(t *testing.T, key string) (claimed time.Time) {
 	t.Helper()
 	r, err := f.s.Begin(f.ctx, &idem.BeginRequest{Key: key, Fingerprint: fp(1), Token: 7, Lease: pastLease, TTL: pastWindow})
 	require.NoError(t, err)
 	require.True(t, r.Acquired)
+	return time.Now()
 }
 
-// heartbeatPastWindow sends token 7's heartbeats on key every half lease,
-// six of them (900ms, past the window), and returns this host's clock, in
-// milliseconds, just before the last one.
-func (f *txFixture) heartbeatPastWindow(t *testing.T, key string) (lastBeat time.Time) {
+// heartbeatPastWindow sends token 7's heartbeats on key every beatEvery
+// until one has started after the window of the claim claimPastWindow
+// answered at claimed, and returns this host's clock, in milliseconds, just
+// before that last one. A failed heartbeat reports how long after the
+// previous one's answer (or the claim's) it started: a fenced one that
+// started well within pastLease of it would be a bug of the store, not a
+// stalled test.
+func (f *txFixture) heartbeatPastWindow(t *testing.T, key string, claimed time.Time) (lastBeat time.Time) {
 	t.Helper()
-	for range 6 {
-		time.Sleep(pastLease / 2)
+	prev := claimed
+	for {
+		time.Sleep(beatEvery)
 		lastBeat = time.Now().Truncate(time.Millisecond) // the server's clock is this host's, in microseconds
-		require.NoError(t, f.s.ExtendLease(f.ctx, key, 7, pastLease), "a heartbeat past the window")
+		err := f.s.ExtendLease(f.ctx, key, 7, pastLease)
+		require.NoError(t, err, "a heartbeat %v after the previous heartbeat's answer (lease %v), %v after the claim's (window %v)",
+			lastBeat.Sub(prev), pastLease, lastBeat.Sub(claimed), pastWindow)
+		prev = time.Now()
+		if lastBeat.After(claimed.Add(pastWindow)) {
+			return lastBeat
+		}
 	}
-	return lastBeat
 }
 
-// requireNotClaimable: token 8 cannot claim key.
-func (f *txFixture) requireNotClaimable(t *testing.T, key, msg string) {
+// requireNotClaimable: token 8 cannot claim key, while the lease of the
+// heartbeat sent at lastBeat runs (the failure says how long after
+// lastBeat the claim answered).
+func (f *txFixture) requireNotClaimable(t *testing.T, key string, lastBeat time.Time, msg string) {
 	t.Helper()
 	r, err := f.s.Begin(f.ctx, &idem.BeginRequest{Key: key, Fingerprint: fp(1), Token: 8, Lease: time.Minute, TTL: time.Hour})
 	require.NoError(t, err)
-	require.False(t, r.Acquired, msg)
+	require.False(t, r.Acquired, "%s (%v after the last heartbeat, lease %v)", msg, time.Since(lastBeat), pastLease)
 }
 
 // TestTxIsolationHeartbeat: the holder's own heartbeat (ExtendLease) comes
@@ -395,11 +419,16 @@ func TestTxIsolationHeartbeatPastWindow(t *testing.T) {
 	t.Parallel()
 	eachIsolation(t, false, func(t *testing.T, _ isolationCase, f *txFixture) {
 		ctx := f.ctx
-		f.claimPastWindow(t, "beats")
+		claimed := f.claimPastWindow(t, "beats")
 		txctx, commit, _ := f.beginTx(t, "beats", 7)
 		f.handler(t, txctx, "beats")
-		lastBeat := f.heartbeatPastWindow(t, "beats")
-		f.requireNotClaimable(t, "beats", "another token claimed a heartbeating holder's record")
+		// The silent holder's window runs out meanwhile.
+		silentClaimed := f.claimPastWindow(t, "silent")
+		txctx2, commit2, _ := f.beginTx(t, "silent", 7)
+		f.handler(t, txctx2, "silent")
+
+		lastBeat := f.heartbeatPastWindow(t, "beats", claimed)
+		f.requireNotClaimable(t, "beats", lastBeat, "another token claimed a heartbeating holder's record")
 		require.NoError(t, commit(idem.StateCompleted, []byte("resp")))
 		assert.True(t, f.sideWritten(t, "beats"))
 		rec, found, err := f.s.Get(ctx, "beats")
@@ -409,10 +438,7 @@ func TestTxIsolationHeartbeatPastWindow(t *testing.T) {
 		assert.Equal(t, idem.Token(7), rec.Token)
 		assert.False(t, rec.ExpiresAt.Before(lastBeat.Add(pastLease)), "the record lives to the end of the last heartbeat's lease")
 
-		f.claimPastWindow(t, "silent")
-		txctx, commit2, _ := f.beginTx(t, "silent", 7)
-		f.handler(t, txctx, "silent")
-		time.Sleep(600 * time.Millisecond) // past the window and the lease, no heartbeat
+		time.Sleep(time.Until(silentClaimed.Add(pastWindow + beatEvery))) // past the window and the lease, no heartbeat
 		assert.ErrorIs(t, f.s.ExtendLease(ctx, "silent", 7, pastLease), idem.ErrFenced, "a heartbeat after the record expired")
 		assert.ErrorIs(t, commit2(idem.StateCompleted, []byte("resp")), idem.ErrFenced, "a commit after the record expired")
 		assert.False(t, f.sideWritten(t, "silent"))
@@ -428,13 +454,13 @@ func TestTxIsolationHeartbeatPastWindow(t *testing.T) {
 func TestTxIsolationRollbackAfterHeartbeats(t *testing.T) {
 	t.Parallel()
 	eachIsolation(t, false, func(t *testing.T, _ isolationCase, f *txFixture) {
-		f.claimPastWindow(t, "rb")
+		claimed := f.claimPastWindow(t, "rb")
 		txctx, _, rollback := f.beginTx(t, "rb", 7)
 		f.handler(t, txctx, "rb")
-		f.heartbeatPastWindow(t, "rb")
+		lastBeat := f.heartbeatPastWindow(t, "rb", claimed)
 		rollback()
 		assert.False(t, f.sideWritten(t, "rb"), "rolled back")
-		f.requireNotClaimable(t, "rb", "another token claimed the key while the last heartbeat's lease ran")
+		f.requireNotClaimable(t, "rb", lastBeat, "another token claimed the key while the last heartbeat's lease ran")
 		require.NoError(t, f.s.Finish(f.ctx, "rb", 7, idem.StateFailed, nil), "the release after the rollback")
 	})
 }
