@@ -117,7 +117,7 @@ func testBeginLosesRace(t *testing.T, winFn, loseFn bool) {
 		r, err := s.Begin(ctx, &idem.BeginRequest{Key: "k", Fingerprint: fp(3), Token: 3, Lease: time.Minute, TTL: time.Hour})
 		loser <- result{r, err}
 	}()
-	f := &txFixture{s: s}
+	f := &txFixture{s: s, ctx: testCtx(t)}
 	require.Eventually(t, func() bool { return f.waitersOnLock(t, claimPrefix(loseFn)) == 1 }, 10*time.Second, 5*time.Millisecond,
 		"the loser waits for the winner")
 	require.NoError(t, winner.Commit(ctx))

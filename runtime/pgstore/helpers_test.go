@@ -57,7 +57,13 @@ func uniqueSchema(tb testing.TB, p *pgxpool.Pool) string {
 	_, _ = rand.Read(b[:])
 	schema := "idemtest_" + hex.EncodeToString(b[:])
 	tb.Cleanup(func() {
-		_, _ = p.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`)
+		// Bounded: a transaction the test left open would hold the DROP
+		// (and the package) until go test's timeout.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := p.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); ctx.Err() != nil {
+			tb.Errorf("drop schema %s: %v (a transaction of the test still open?)", schema, err)
+		}
 	})
 	return schema
 }

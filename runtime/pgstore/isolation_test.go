@@ -60,41 +60,65 @@ func eachIsolation(t *testing.T, strictOnly bool, test func(t *testing.T, ic iso
 	}
 }
 
-// The lease and the window of a claim whose holder heartbeats past the
-// window (TestTxIsolationHeartbeatPastWindow,
-// TestTxIsolationRollbackAfterHeartbeats).
+// A claim whose holder heartbeats past the window
+// (TestTxIsolationHeartbeatPastWindow,
+// TestTxIsolationRollbackAfterHeartbeats): its lease, its window (longer,
+// so that the claim's own lease ends first and the record lives past the
+// window through the heartbeats alone) and the interval of the heartbeats.
+// A heartbeat is fenced when it comes after the end of the previous one's
+// lease (the first: of the window), so the lease is twenty intervals: on a
+// loaded machine (2 cores, packages at once, -race) the test may stall
+// close to a second between two heartbeats (with a lease of 300ms and
+// heartbeats every 150ms, they were fenced). The heartbeats go on until one
+// has started past the window, however long they took.
 const (
-	pastLease  = 300 * time.Millisecond
-	pastWindow = 400 * time.Millisecond
+	pastLease  = 1500 * time.Millisecond
+	beatEvery  = pastLease / 20
+	pastWindow = pastLease + 2*beatEvery
 )
 
-// claimPastWindow claims key for token 7 with pastLease and pastWindow.
-func (f *txFixture) claimPastWindow(t *testing.T, key string) {
+// claimPastWindow claims key for token 7 with pastLease and pastWindow and
+// returns this host's clock once the claim has answered: the record's
+// window ends by claimed+pastWindow (the server's clock is this host's).
+func (f *txFixture) claimPastWindow(t *testing.T, key string) (claimed time.Time) {
 	t.Helper()
-	r, err := f.s.Begin(context.Background(), &idem.BeginRequest{Key: key, Fingerprint: fp(1), Token: 7, Lease: pastLease, TTL: pastWindow})
+	r, err := f.s.Begin(f.ctx, &idem.BeginRequest{Key: key, Fingerprint: fp(1), Token: 7, Lease: pastLease, TTL: pastWindow})
 	require.NoError(t, err)
 	require.True(t, r.Acquired)
+	return time.Now()
 }
 
-// heartbeatPastWindow sends token 7's heartbeats on key every half lease,
-// six of them (900ms, past the window), and returns this host's clock, in
-// milliseconds, just before the last one.
-func (f *txFixture) heartbeatPastWindow(t *testing.T, key string) (lastBeat time.Time) {
+// heartbeatPastWindow sends token 7's heartbeats on key every beatEvery
+// until one has started after the window of the claim claimPastWindow
+// answered at claimed, and returns this host's clock, in milliseconds, just
+// before that last one. A failed heartbeat reports how long after the
+// previous one's answer (or the claim's) it started: a fenced one that
+// started well within pastLease of it would be a bug of the store, not a
+// stalled test.
+func (f *txFixture) heartbeatPastWindow(t *testing.T, key string, claimed time.Time) (lastBeat time.Time) {
 	t.Helper()
-	for range 6 {
-		time.Sleep(pastLease / 2)
+	prev := claimed
+	for {
+		time.Sleep(beatEvery)
 		lastBeat = time.Now().Truncate(time.Millisecond) // the server's clock is this host's, in microseconds
-		require.NoError(t, f.s.ExtendLease(context.Background(), key, 7, pastLease), "a heartbeat past the window")
+		err := f.s.ExtendLease(f.ctx, key, 7, pastLease)
+		require.NoError(t, err, "a heartbeat %v after the previous heartbeat's answer (lease %v), %v after the claim's (window %v)",
+			lastBeat.Sub(prev), pastLease, lastBeat.Sub(claimed), pastWindow)
+		prev = time.Now()
+		if lastBeat.After(claimed.Add(pastWindow)) {
+			return lastBeat
+		}
 	}
-	return lastBeat
 }
 
-// requireNotClaimable: token 8 cannot claim key.
-func (f *txFixture) requireNotClaimable(t *testing.T, key, msg string) {
+// requireNotClaimable: token 8 cannot claim key, while the lease of the
+// heartbeat sent at lastBeat runs (the failure says how long after
+// lastBeat the claim answered).
+func (f *txFixture) requireNotClaimable(t *testing.T, key string, lastBeat time.Time, msg string) {
 	t.Helper()
-	r, err := f.s.Begin(context.Background(), &idem.BeginRequest{Key: key, Fingerprint: fp(1), Token: 8, Lease: time.Minute, TTL: time.Hour})
+	r, err := f.s.Begin(f.ctx, &idem.BeginRequest{Key: key, Fingerprint: fp(1), Token: 8, Lease: time.Minute, TTL: time.Hour})
 	require.NoError(t, err)
-	require.False(t, r.Acquired, msg)
+	require.False(t, r.Acquired, "%s (%v after the last heartbeat, lease %v)", msg, time.Since(lastBeat), pastLease)
 }
 
 // TestTxIsolationHeartbeat: the holder's own heartbeat (ExtendLease) comes
@@ -107,12 +131,10 @@ func (f *txFixture) requireNotClaimable(t *testing.T, key, msg string) {
 func TestTxIsolationHeartbeat(t *testing.T) {
 	t.Parallel()
 	eachIsolation(t, false, func(t *testing.T, ic isolationCase, f *txFixture) {
-		ctx := context.Background()
+		ctx := f.ctx
 		f.claim(t, "k", 7, time.Minute)
 		before := f.record(t, "k").LeaseExpiresAt
-		txctx, commit, rollback, err := f.s.BeginTx(ctx, "k", 7)
-		require.NoError(t, err)
-		defer rollback()
+		txctx, commit, _ := f.beginTx(t, "k", 7)
 		f.handler(t, txctx, "k")
 
 		hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -200,7 +222,7 @@ func TestTxIsolationTakeover(t *testing.T) {
 func testTxIsolationTakeover(t *testing.T, ic isolationCase, fn bool) {
 	f := newTxFixtureOn(t, ic.pool(t), ic.opts)
 	useClaimFunc(f.s, fn)
-	ctx := context.Background()
+	ctx := f.ctx
 
 	// duplicate claims key with token 2 while the holder's transaction is
 	// open, past the lease: it must not wait for the row lock, and finds
@@ -240,9 +262,7 @@ func testTxIsolationTakeover(t *testing.T, ic isolationCase, fn bool) {
 
 	t.Run("Rollback", func(t *testing.T) {
 		f.claim(t, "r", 1, 30*time.Millisecond)
-		txctx, _, rollback, err := f.s.BeginTx(ctx, "r", 1)
-		require.NoError(t, err)
-		defer rollback()
+		txctx, _, rollback := f.beginTx(t, "r", 1)
 		f.handler(t, txctx, "r")
 		time.Sleep(60 * time.Millisecond) // the lease is over
 		duplicate(t, "r")
@@ -290,12 +310,10 @@ func TestTxReadCommittedCost(t *testing.T) {
 				c.ConnConfig.RuntimeParams["default_transaction_isolation"] = "read committed"
 			})
 			f := newTxFixtureOn(t, p, opts)
-			ctx := context.Background()
 			for i, key := range []string{"a", "b"} {
 				f.claim(t, key, 1, time.Minute)
 				rec.takeStmts()
-				txctx, commit, rollback, err := f.s.BeginTx(ctx, key, 1)
-				require.NoError(t, err)
+				txctx, commit, rollback := f.beginTx(t, key, 1)
 				f.handler(t, txctx, key)
 				require.NoError(t, commit(idem.StateCompleted, nil))
 				rollback()
@@ -315,9 +333,9 @@ func TestTxReadCommittedCost(t *testing.T) {
 // locks it in a new transaction, on the connection it already has.
 func TestTxLockRetry(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	p := poolWith(t, testenv.PostgresURL(t), func(c *pgxpool.Config) { c.MaxConns = 2 })
 	f := newTxFixtureOn(t, p, Options{TxOptions: pgx.TxOptions{IsoLevel: pgx.RepeatableRead}})
+	ctx := f.ctx
 	f.claim(t, "k", 1, time.Minute)
 	other, err := testPool(t).Begin(ctx)
 	require.NoError(t, err)
@@ -336,12 +354,24 @@ func TestTxLockRetry(t *testing.T) {
 		_, commit, rollback, err := f.s.BeginTx(ctx, "k", 1)
 		done <- opened{commit, rollback, err}
 	}()
+	var o opened
+	received := false
+	t.Cleanup(func() {
+		// A failed require below: other has rolled back (deferred) and
+		// ctx has ended, so BeginTx returns; its transaction, if it
+		// opened one, must not stay open.
+		if !received {
+			o = <-done
+		}
+		if o.err == nil {
+			o.rollback()
+		}
+	})
 	require.Eventually(t, func() bool { return f.waitersOnLock(t, "SELECT 1 FROM") == 1 },
 		5*time.Second, 10*time.Millisecond, "the lock waits for the update")
 	require.NoError(t, other.Commit(ctx))
-	o := <-done
+	o, received = <-done, true
 	require.NoError(t, o.err, "the serialization failure is tried again")
-	defer o.rollback()
 	assert.Equal(t, int64(1), p.Stat().AcquireCount()-acquired, "one connection for both transactions")
 	assert.True(t, f.s.locked.has(holdKey{"k", 1}))
 	require.NoError(t, o.commit(idem.StateCompleted, nil))
@@ -355,18 +385,16 @@ func TestTxLockRetry(t *testing.T) {
 func TestTxHolderTerminated(t *testing.T) {
 	t.Parallel()
 	eachIsolation(t, true, func(t *testing.T, _ isolationCase, f *txFixture) {
-		ctx := context.Background()
+		ctx := f.ctx
 		f.claim(t, "k", 1, time.Minute)
-		txctx, commit, rollback, err := f.s.BeginTx(ctx, "k", 1)
-		require.NoError(t, err)
-		defer rollback()
+		txctx, commit, _ := f.beginTx(t, "k", 1)
 		tx, _ := Tx(txctx)
 		var pid int32
 		require.NoError(t, tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
 		require.NoError(t, f.s.ExtendLease(ctx, "k", 1, time.Minute), "the holder is alive")
 
 		admin := testPool(t)
-		_, err = admin.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid)
+		_, err := admin.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid)
 		require.NoError(t, err)
 		require.Eventually(t, func() bool {
 			var n int
@@ -390,14 +418,17 @@ func TestTxHolderTerminated(t *testing.T) {
 func TestTxIsolationHeartbeatPastWindow(t *testing.T) {
 	t.Parallel()
 	eachIsolation(t, false, func(t *testing.T, _ isolationCase, f *txFixture) {
-		ctx := context.Background()
-		f.claimPastWindow(t, "beats")
-		txctx, commit, rollback, err := f.s.BeginTx(ctx, "beats", 7)
-		require.NoError(t, err)
-		defer rollback()
+		ctx := f.ctx
+		claimed := f.claimPastWindow(t, "beats")
+		txctx, commit, _ := f.beginTx(t, "beats", 7)
 		f.handler(t, txctx, "beats")
-		lastBeat := f.heartbeatPastWindow(t, "beats")
-		f.requireNotClaimable(t, "beats", "another token claimed a heartbeating holder's record")
+		// The silent holder's window runs out meanwhile.
+		silentClaimed := f.claimPastWindow(t, "silent")
+		txctx2, commit2, _ := f.beginTx(t, "silent", 7)
+		f.handler(t, txctx2, "silent")
+
+		lastBeat := f.heartbeatPastWindow(t, "beats", claimed)
+		f.requireNotClaimable(t, "beats", lastBeat, "another token claimed a heartbeating holder's record")
 		require.NoError(t, commit(idem.StateCompleted, []byte("resp")))
 		assert.True(t, f.sideWritten(t, "beats"))
 		rec, found, err := f.s.Get(ctx, "beats")
@@ -407,12 +438,7 @@ func TestTxIsolationHeartbeatPastWindow(t *testing.T) {
 		assert.Equal(t, idem.Token(7), rec.Token)
 		assert.False(t, rec.ExpiresAt.Before(lastBeat.Add(pastLease)), "the record lives to the end of the last heartbeat's lease")
 
-		f.claimPastWindow(t, "silent")
-		txctx, commit2, rollback2, err := f.s.BeginTx(ctx, "silent", 7)
-		require.NoError(t, err)
-		defer rollback2()
-		f.handler(t, txctx, "silent")
-		time.Sleep(600 * time.Millisecond) // past the window and the lease, no heartbeat
+		time.Sleep(time.Until(silentClaimed.Add(pastWindow + beatEvery))) // past the window and the lease, no heartbeat
 		assert.ErrorIs(t, f.s.ExtendLease(ctx, "silent", 7, pastLease), idem.ErrFenced, "a heartbeat after the record expired")
 		assert.ErrorIs(t, commit2(idem.StateCompleted, []byte("resp")), idem.ErrFenced, "a commit after the record expired")
 		assert.False(t, f.sideWritten(t, "silent"))
@@ -428,14 +454,13 @@ func TestTxIsolationHeartbeatPastWindow(t *testing.T) {
 func TestTxIsolationRollbackAfterHeartbeats(t *testing.T) {
 	t.Parallel()
 	eachIsolation(t, false, func(t *testing.T, _ isolationCase, f *txFixture) {
-		f.claimPastWindow(t, "rb")
-		txctx, _, rollback, err := f.s.BeginTx(context.Background(), "rb", 7)
-		require.NoError(t, err)
+		claimed := f.claimPastWindow(t, "rb")
+		txctx, _, rollback := f.beginTx(t, "rb", 7)
 		f.handler(t, txctx, "rb")
-		f.heartbeatPastWindow(t, "rb")
+		lastBeat := f.heartbeatPastWindow(t, "rb", claimed)
 		rollback()
 		assert.False(t, f.sideWritten(t, "rb"), "rolled back")
-		f.requireNotClaimable(t, "rb", "another token claimed the key while the last heartbeat's lease ran")
-		require.NoError(t, f.s.Finish(context.Background(), "rb", 7, idem.StateFailed, nil), "the release after the rollback")
+		f.requireNotClaimable(t, "rb", lastBeat, "another token claimed the key while the last heartbeat's lease ran")
+		require.NoError(t, f.s.Finish(f.ctx, "rb", 7, idem.StateFailed, nil), "the release after the rollback")
 	})
 }

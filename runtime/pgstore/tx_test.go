@@ -15,10 +15,24 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 )
 
-// txFixture is a store plus a side table standing for the handler's own data.
+// txFixture is a store plus a side table standing for the handler's own
+// data. Its helpers' statements use ctx (see testCtx).
 type txFixture struct {
 	s    *Store
 	side string
+	ctx  context.Context
+}
+
+// dbTimeout bounds every wait on the database in the transaction tests
+// (testCtx): a statement that waits on a lock a failed test left held fails
+// instead of hanging the package until go test's timeout.
+const dbTimeout = time.Minute
+
+// testCtx returns a context that ends dbTimeout from now, or with t.
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), dbTimeout)
+	t.Cleanup(cancel)
+	return ctx
 }
 
 func newTxFixture(t *testing.T) *txFixture { return newTxFixtureOn(t, testPool(t), Options{}) }
@@ -26,15 +40,27 @@ func newTxFixture(t *testing.T) *txFixture { return newTxFixtureOn(t, testPool(t
 // newTxFixtureOn is newTxFixture with a store on p with opts.
 func newTxFixtureOn(t *testing.T, p *pgxpool.Pool, opts Options) *txFixture {
 	s := newStoreOn(t, p, opts)
-	side := pgx.Identifier{s.n.schema, "side"}.Sanitize()
-	_, err := s.pool.Exec(context.Background(), `CREATE TABLE `+side+` (key text PRIMARY KEY, v text NOT NULL)`)
+	f := &txFixture{s: s, side: pgx.Identifier{s.n.schema, "side"}.Sanitize(), ctx: testCtx(t)}
+	_, err := s.pool.Exec(f.ctx, `CREATE TABLE `+f.side+` (key text PRIMARY KEY, v text NOT NULL)`)
 	require.NoError(t, err)
-	return &txFixture{s: s, side: side}
+	return f
+}
+
+// beginTx opens the holder's transaction (BeginTx of key/tok, in f.ctx) and
+// rolls it back at the end of the test unless committed or rolled back
+// before: a test stopped by a failed require (runtime.Goexit) leaves no
+// transaction open, whose locks the schema's DROP would wait for.
+func (f *txFixture) beginTx(t *testing.T, key string, tok idem.Token) (txctx context.Context, commit func(idem.State, []byte) error, rollback func()) {
+	t.Helper()
+	txctx, commit, rollback, err := f.s.BeginTx(f.ctx, key, tok)
+	require.NoError(t, err)
+	t.Cleanup(rollback)
+	return txctx, commit, rollback
 }
 
 func (f *txFixture) claim(t *testing.T, key string, tok idem.Token, lease time.Duration) {
 	t.Helper()
-	r, err := f.s.Begin(context.Background(), &idem.BeginRequest{Key: key, Fingerprint: fp(1), Token: tok, Lease: lease, TTL: time.Hour})
+	r, err := f.s.Begin(f.ctx, &idem.BeginRequest{Key: key, Fingerprint: fp(1), Token: tok, Lease: lease, TTL: time.Hour})
 	require.NoError(t, err)
 	require.True(t, r.Acquired)
 }
@@ -55,9 +81,7 @@ func (f *txFixture) handler(t *testing.T, ctx context.Context, key string) {
 func (f *txFixture) holderPastLease(t *testing.T, key string) (commit func(idem.State, []byte) error) {
 	t.Helper()
 	f.claim(t, key, 1, 30*time.Millisecond)
-	txctx, commit, rollback, err := f.s.BeginTx(context.Background(), key, 1)
-	require.NoError(t, err)
-	t.Cleanup(rollback)
+	txctx, commit, _ := f.beginTx(t, key, 1)
 	f.handler(t, txctx, key)
 	time.Sleep(60 * time.Millisecond) // the lease is over
 	return commit
@@ -66,13 +90,13 @@ func (f *txFixture) holderPastLease(t *testing.T, key string) (commit func(idem.
 func (f *txFixture) sideWritten(t *testing.T, key string) bool {
 	t.Helper()
 	var n int
-	require.NoError(t, f.s.pool.QueryRow(context.Background(), `SELECT count(*) FROM `+f.side+` WHERE key = $1`, key).Scan(&n))
+	require.NoError(t, f.s.pool.QueryRow(f.ctx, `SELECT count(*) FROM `+f.side+` WHERE key = $1`, key).Scan(&n))
 	return n == 1
 }
 
 func (f *txFixture) record(t *testing.T, key string) idem.Record {
 	t.Helper()
-	rec, found, err := f.s.Get(context.Background(), key)
+	rec, found, err := f.s.Get(f.ctx, key)
 	require.NoError(t, err)
 	require.True(t, found)
 	return rec
@@ -81,7 +105,7 @@ func (f *txFixture) record(t *testing.T, key string) idem.Record {
 // waitersOnLock counts the statements of this test's schema, starting with
 // like, that wait for a lock. It asks on the shared pool, not the store's.
 func (f *txFixture) waitersOnLock(t *testing.T, like string) int {
-	n, err := lockWaiters(context.Background(), testPool(t), f.s.n.schema, like)
+	n, err := lockWaiters(f.ctx, testPool(t), f.s.n.schema, like)
 	require.NoError(t, err)
 	return n
 }
