@@ -363,14 +363,6 @@ func (l *lockedRows) add(k holdKey, d int) {
 	l.n[k] = r
 }
 
-// has reports whether an open transaction locks k's row.
-func (l *lockedRows) has(k holdKey) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	_, ok := l.n[k]
-	return ok
-}
-
 // extend records end as the end of the lease of k's last heartbeat, while
 // a transaction locks k's row; it never moves it earlier (heartbeats may
 // overlap, and the record's expiry never moves earlier).
@@ -390,9 +382,9 @@ func (l *lockedRows) leaseEnd(k holdKey) (end time.Time, ok bool) {
 	return end, ok
 }
 
-// lookup is has and leaseEnd at once, under one lock: whether an open
-// transaction locks k's row (held) and, if so, the end of the lease of
-// k's last heartbeat meanwhile (ok is false before the first).
+// lookup reports, under one lock, whether an open transaction locks k's
+// row (held) and, if so, the end of the lease of k's last heartbeat
+// meanwhile (ok is false before the first).
 func (l *lockedRows) lookup(k holdKey) (end time.Time, ok, held bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

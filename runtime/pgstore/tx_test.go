@@ -410,3 +410,10 @@ func TestLockedRows(t *testing.T) {
 	l.add(k, -1)
 	require.Empty(t, l.n)
 }
+
+// has reports whether an open transaction locks k's row (the tests' view
+// of lookup's held).
+func (l *lockedRows) has(k holdKey) bool {
+	_, _, held := l.lookup(k)
+	return held
+}
