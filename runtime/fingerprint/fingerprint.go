@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"github.com/idemgen/idemgen/runtime/internal/httpsyntax"
 	"hash"
 	"net/http"
 	"slices"
@@ -203,6 +204,14 @@ const (
 	domainRaw  = 'R'
 )
 
+// Content-Type parameter encodings (format v3, appendParams): a list of
+// well-formed parameters, or the text after the first ';' as it is. The
+// bytes are those of domainForm and domainRaw, which they are not.
+const (
+	paramsList = 'F'
+	paramsText = 'R'
+)
+
 var zeroInput Input
 
 // Sum returns the fingerprint of in. It never fails: a body that is not what
@@ -328,7 +337,7 @@ func (h *Hasher) header(s *state, in *Input, v int) ([]byte, byte) {
 		if kind == domainRaw {
 			hdr = appendParams(hdr, in.ContentType)
 		} else {
-			hdr = append(hdr, domainForm, 0) // no parameters
+			hdr = append(hdr, paramsList, 0) // no parameters
 		}
 	}
 	s.hdr, s.hdrLen, s.hdrStateLen, s.hdrReused = hdr, 0, 0, false
@@ -445,14 +454,14 @@ func streamPrefixOf(v int) string {
 func appendParams(dst []byte, ct string) []byte {
 	i := strings.IndexByte(ct, ';')
 	if i < 0 {
-		return append(dst, domainForm, 0)
+		return append(dst, paramsList, 0)
 	}
 	text := ct[i+1:]
 	n := 0
 	for pos := 0; ; {
 		_, _, next, ok := nextParam(text, pos)
 		if !ok {
-			return appendString(append(dst, domainRaw), text)
+			return appendString(append(dst, paramsText), text)
 		}
 		n++
 		if next == len(text) {
@@ -460,7 +469,7 @@ func appendParams(dst []byte, ct string) []byte {
 		}
 		pos = next
 	}
-	dst = binary.AppendUvarint(append(dst, domainForm), uint64(n))
+	dst = binary.AppendUvarint(append(dst, paramsList), uint64(n))
 	for pos := 0; n > 0; n-- {
 		name, value, next, _ := nextParam(text, pos)
 		dst = binary.AppendUvarint(dst, uint64(len(name)))
@@ -486,7 +495,7 @@ func appendParams(dst []byte, ct string) []byte {
 func nextParam(text string, pos int) (name, value string, next int, ok bool) {
 	i := skipOWS(text, pos)
 	start := i
-	for i < len(text) && isTokenByte(text[i]) {
+	for i < len(text) && httpsyntax.IsTchar(text[i]) {
 		i++
 	}
 	if i == start || i == len(text) || text[i] != '=' {
@@ -505,7 +514,7 @@ func nextParam(text string, pos int) (name, value string, next int, ok bool) {
 		i++
 	} else {
 		start = i
-		for i < len(text) && isTokenByte(text[i]) {
+		for i < len(text) && httpsyntax.IsTchar(text[i]) {
 			i++
 		}
 		if i == start {
@@ -528,12 +537,6 @@ func skipOWS(text string, i int) int {
 		i++
 	}
 	return i
-}
-
-// isTokenByte reports whether c is a tchar of RFC 9110.
-func isTokenByte(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
-		c < 0x80 && strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }
 
 // isQuotedTextByte reports whether c is a qdtext of RFC 9110 (a quoted

@@ -3,6 +3,7 @@ package idem
 import (
 	"errors"
 	"fmt"
+	"github.com/idemgen/idemgen/runtime/internal/httpsyntax"
 	"net/http"
 	"net/textproto"
 	"slices"
@@ -491,17 +492,4 @@ func validToken(s string) bool {
 
 // isTchar reports whether c is an RFC 9110 tchar. It is a table lookup:
 // every replay checks the names of its stored header fields with it.
-func isTchar(c byte) bool { return tchars[c] }
-
-// tchars holds the tchars: ALPHA, DIGIT and "!#$%&'*+-.^_`|~".
-var tchars = func() (t [256]bool) {
-	for c := range t {
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-			t[c] = true
-		default:
-			t[c] = strings.IndexByte("!#$%&'*+-.^_`|~", byte(c)) >= 0
-		}
-	}
-	return t
-}()
+func isTchar(c byte) bool { return httpsyntax.IsTchar(c) }

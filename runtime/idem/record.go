@@ -181,7 +181,7 @@ func nextField(b []byte, i int) (name, value []byte, next int) {
 // writeReplay sets them, the first of the values read).
 func replaySniffs(head []byte) bool {
 	status, _ := binary.Uvarint(head[recordHeaderReserve:])
-	if status == http.StatusNoContent || status == http.StatusNotModified {
+	if !bodyAllowedForStatus(int(status)) {
 		return false
 	}
 	at := headFields(head)
