@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -107,22 +108,37 @@ func (m *mixedStore) Watch(ctx context.Context, key string) (<-chan struct{}, fu
 // change; the scripts of both generations live side by side in the script
 // cache under their own SHA-1).
 func TestMixedProtocols(t *testing.T) {
-	for name, old := range map[string]func() func(string) bool{
+	runRollingDeploy(t, map[string]func() func(string) bool{
 		// A claim (or a record) of an old process, finished, replayed and
 		// taken over by new ones.
 		"OldClaimsNewFinishes": func() func(string) bool { return func(op string) bool { return op == "begin" } },
 		// A new process's claim finished by an old one (a rollback).
 		"NewClaimsOldFinishes": func() func(string) bool { return func(op string) bool { return op != "begin" } },
-		// Every other call by each.
-		"Alternating": func() func(string) bool {
-			var n atomic.Int64
-			return func(string) bool { return n.Add(1)%2 == 0 }
-		},
-	} {
+		"Alternating":          alternating,
+	}, func(s *Store, c redis.UniversalClient, old func(string) bool) idem.Store {
+		return &mixedStore{cur: s, v1: &v1Store{client: c, s: s}, old: old}
+	})
+}
+
+// alternating is a selector of runRollingDeploy: every other call by each
+// generation.
+func alternating() func(string) bool {
+	var n atomic.Int64
+	return func(string) bool { return n.Add(1)%2 == 0 }
+}
+
+// runRollingDeploy runs the conformance suite once for each of modes, over
+// the Store wrap returns for a fresh Store, its client and a fresh selector
+// of the mode: old(op) tells whether the call op goes to the previous
+// generation of the code (the processes of a rolling deploy sharing one
+// Redis).
+func runRollingDeploy(t *testing.T, modes map[string]func() func(string) bool,
+	wrap func(s *Store, c redis.UniversalClient, old func(op string) bool) idem.Store) {
+	for name, old := range modes {
 		t.Run(name, func(t *testing.T) {
 			storetest.RunConformanceTests(t, func(t *testing.T) idem.Store {
 				s, c := newTestStore(t, Options{})
-				return &mixedStore{cur: s, v1: &v1Store{client: c, s: s}, old: old()}
+				return wrap(s, c, old())
 			})
 		})
 	}

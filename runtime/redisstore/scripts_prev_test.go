@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemgen/idemgen/runtime/idem"
-	"github.com/idemgen/idemgen/runtime/storetest"
 )
 
 // Scripts of the current protocol (one packed argument) that scripts.go
@@ -140,20 +138,12 @@ func (g *genStore) ExtendLease(ctx context.Context, key string, token idem.Token
 // TestScriptGenerations runs the conformance suite over processes running
 // the previous scripts and the current ones, sharing one Redis.
 func TestScriptGenerations(t *testing.T) {
-	for name, old := range map[string]func() func(string) bool{
-		"Previous": func() func(string) bool { return func(string) bool { return true } },
-		"Alternating": func() func(string) bool {
-			var n atomic.Int64
-			return func(string) bool { return n.Add(1)%2 == 0 }
-		},
-	} {
-		t.Run(name, func(t *testing.T) {
-			storetest.RunConformanceTests(t, func(t *testing.T) idem.Store {
-				s, c := newTestStore(t, Options{})
-				return &genStore{Store: s, prev: &prevStore{Store: s, c: c}, old: old()}
-			})
-		})
-	}
+	runRollingDeploy(t, map[string]func() func(string) bool{
+		"Previous":    func() func(string) bool { return func(string) bool { return true } },
+		"Alternating": alternating,
+	}, func(s *Store, c redis.UniversalClient, old func(string) bool) idem.Store {
+		return &genStore{Store: s, prev: &prevStore{Store: s, c: c}, old: old}
+	})
 }
 
 // TestScriptGenerationsSameOutcome runs the previous and the current script
