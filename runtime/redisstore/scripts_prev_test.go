@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"strings"
 	"testing"
@@ -56,16 +55,6 @@ if string.byte(a, 11) == 1 then redis.pcall('PUBLISH', KEYS[1], string.sub(a, 9,
 return 1
 `)
 
-// finishArg packs Finish's script argument as Store.Finish does.
-func finishArg(token idem.Token, state idem.State, response []byte, notify byte) []byte {
-	return append(binary.BigEndian.AppendUint64(nil, uint64(token)), byte(state), bit(response != nil), notify)
-}
-
-// extendArg packs ExtendLease's script argument as Store.ExtendLease does.
-func extendArg(token idem.Token, lease time.Duration) []byte {
-	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, uint64(token)), uint64(ms(lease)))
-}
-
 // prevStore is a Store whose Finish and ExtendLease run the previous
 // scripts: a process of the previous generation. Begin, Get and Watch are
 // the current ones (their scripts did not change).
@@ -81,7 +70,7 @@ func (p *prevStore) Finish(ctx context.Context, key string, token idem.Token, st
 	if state != idem.StateCompleted && state != idem.StateFailed {
 		return fmt.Errorf("redisstore: finish: state %v is not COMPLETED or FAILED", state)
 	}
-	n, err := prevFinishScript.Run(ctx, p.c, []string{p.key(key)}, finishArg(token, state, response, p.notify), response).Int64()
+	n, err := prevFinishScript.Run(ctx, p.c, []string{p.key(key)}, finishArg(nil, token, state, response, p.notify), response).Int64()
 	if err != nil {
 		return fmt.Errorf("redisstore: finish: %w", err)
 	}
@@ -98,7 +87,7 @@ func (p *prevStore) ExtendLease(ctx context.Context, key string, token idem.Toke
 	if lease <= 0 {
 		return fmt.Errorf("redisstore: extend lease: lease (%v) must be positive", lease)
 	}
-	n, err := prevExtendScript.Run(ctx, p.c, []string{p.key(key)}, extendArg(token, lease)).Int64()
+	n, err := prevExtendScript.Run(ctx, p.c, []string{p.key(key)}, extendArg(nil, token, lease)).Int64()
 	if err != nil {
 		return fmt.Errorf("redisstore: extend lease: %w", err)
 	}
@@ -187,19 +176,19 @@ func TestScriptGenerationsSameOutcome(t *testing.T) {
 		cur  *script
 		args []any
 	}{
-		"extend":              {prevExtendScript, extendScript, []any{extendArg(tok, time.Minute)}},
-		"extend past expiry":  {prevExtendScript, extendScript, []any{extendArg(tok, 3*time.Hour)}},
-		"extend, other token": {prevExtendScript, extendScript, []any{extendArg(other, 3*time.Hour)}},
-		"finish 64KiB":        {prevFinishScript, finishScript, []any{finishArg(tok, idem.StateCompleted, big, 1), big}},
+		"extend":              {prevExtendScript, extendScript, []any{extendArg(nil, tok, time.Minute)}},
+		"extend past expiry":  {prevExtendScript, extendScript, []any{extendArg(nil, tok, 3*time.Hour)}},
+		"extend, other token": {prevExtendScript, extendScript, []any{extendArg(nil, other, 3*time.Hour)}},
+		"finish 64KiB":        {prevFinishScript, finishScript, []any{finishArg(nil, tok, idem.StateCompleted, big, 1), big}},
 		"finish 64KiB, last byte": {prevFinishScript, finishScript,
-			[]any{finishArg(tok, idem.StateCompleted, changed, 1), changed}},
+			[]any{finishArg(nil, tok, idem.StateCompleted, changed, 1), changed}},
 		"finish 64KiB, shorter": {prevFinishScript, finishScript,
-			[]any{finishArg(tok, idem.StateCompleted, big[:len(big)-1], 1), big[:len(big)-1]}},
-		"finish 64KiB, other token": {prevFinishScript, finishScript, []any{finishArg(other, idem.StateCompleted, big, 1), big}},
-		"finish":                    {prevFinishScript, finishScript, []any{finishArg(tok, idem.StateCompleted, []byte("ok"), 1), "ok"}},
-		"finish, no response":       {prevFinishScript, finishScript, []any{finishArg(tok, idem.StateCompleted, nil, 1), ""}},
-		"finish failed":             {prevFinishScript, finishScript, []any{finishArg(tok, idem.StateFailed, nil, 1), ""}},
-		"finish failed 64KiB":       {prevFinishScript, finishScript, []any{finishArg(tok, idem.StateFailed, big, 1), big}},
+			[]any{finishArg(nil, tok, idem.StateCompleted, big[:len(big)-1], 1), big[:len(big)-1]}},
+		"finish 64KiB, other token": {prevFinishScript, finishScript, []any{finishArg(nil, other, idem.StateCompleted, big, 1), big}},
+		"finish":                    {prevFinishScript, finishScript, []any{finishArg(nil, tok, idem.StateCompleted, []byte("ok"), 1), "ok"}},
+		"finish, no response":       {prevFinishScript, finishScript, []any{finishArg(nil, tok, idem.StateCompleted, nil, 1), ""}},
+		"finish failed":             {prevFinishScript, finishScript, []any{finishArg(nil, tok, idem.StateFailed, nil, 1), ""}},
+		"finish failed 64KiB":       {prevFinishScript, finishScript, []any{finishArg(nil, tok, idem.StateFailed, big, 1), big}},
 	}
 	for vname, v := range values {
 		for cname, call := range calls {
