@@ -226,18 +226,7 @@ func TestScriptGenerationsSameOutcome(t *testing.T) {
 				}
 				assert.Equal(t, errs[0], errs[1], "error")
 				assert.Equal(t, replies[0], replies[1], "reply")
-				require.Len(t, vals[1], len(vals[0]), "value")
-				if len(vals[0]) >= offFP { // the times are there
-					assert.True(t, vals[0][:offLease] == vals[1][:offLease], "value before the lease")
-					assert.True(t, vals[0][offFP:] == vals[1][offFP:], "value after the record's expiry")
-					for _, off := range []int{offLease, offExpires} {
-						d := int64(be64(vals[1][off:])) - int64(be64(vals[0][off:]))
-						assert.Less(t, max(d, -d), int64(1000), "time at offset %d", off)
-					}
-				} else {
-					assert.True(t, vals[0] == vals[1], "value")
-				}
-				assert.InDelta(t, ttls[0].Milliseconds(), ttls[1].Milliseconds(), 1000, "expiry")
+				assertSameRecord(t, vals[0], vals[1], ttls[0], ttls[1])
 			})
 		}
 	}
