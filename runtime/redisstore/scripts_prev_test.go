@@ -18,9 +18,9 @@ import (
 // replaced with scripts taking the same arguments, verbatim, kept to check
 // that processes running either share records during a rolling deploy.
 
-// prevExtendScript read the whole record (GET) where the current one reads
-// its header (GETRANGE 0 59).
-var prevExtendScript = redis.NewScript(`
+// fullReadExtendScript, the previous extend script, read the whole record
+// (GET) where the current one reads its header (GETRANGE 0 59).
+var fullReadExtendScript = redis.NewScript(`
 local a = ARGV[1]
 local h = redis.call('GET', KEYS[1])
 if not h or #h < 27 or string.byte(h, 1) ~= 1 or string.byte(h, 2) ~= 1 or string.sub(h, 4, 11) ~= string.sub(a, 1, 8) then
@@ -37,10 +37,10 @@ end
 return 1
 `)
 
-// prevFinishScript read the whole record (GET) where the current one reads
-// its header (GETRANGE 0 59), and its response (GETRANGE 60 -1) only to
-// compare it.
-var prevFinishScript = redis.NewScript(`
+// fullReadFinishScript, the previous finish script, read the whole record
+// (GET) where the current one reads its header (GETRANGE 0 59), and its
+// response (GETRANGE 60 -1) only to compare it.
+var fullReadFinishScript = redis.NewScript(`
 local a = ARGV[1]
 local cur = redis.call('GET', KEYS[1])
 if not cur or #cur < 11 or string.byte(cur, 1) ~= 1 or string.sub(cur, 4, 11) ~= string.sub(a, 1, 8) then
@@ -55,22 +55,22 @@ if string.byte(a, 11) == 1 then redis.pcall('PUBLISH', KEYS[1], string.sub(a, 9,
 return 1
 `)
 
-// prevStore is a Store whose Finish and ExtendLease run the previous
-// scripts: a process of the previous generation. Begin, Get and Watch are
+// fullReadStore is a Store whose Finish and ExtendLease run the previous
+// scripts, which read the whole record: a process of the previous generation. Begin, Get and Watch are
 // the current ones (their scripts did not change).
-type prevStore struct {
+type fullReadStore struct {
 	*Store
 	c redis.UniversalClient
 }
 
-func (p *prevStore) Finish(ctx context.Context, key string, token idem.Token, state idem.State, response []byte) error {
+func (p *fullReadStore) Finish(ctx context.Context, key string, token idem.Token, state idem.State, response []byte) error {
 	if err := check(ctx, "finish", key); err != nil {
 		return err
 	}
 	if state != idem.StateCompleted && state != idem.StateFailed {
 		return fmt.Errorf("redisstore: finish: state %v is not COMPLETED or FAILED", state)
 	}
-	n, err := prevFinishScript.Run(ctx, p.c, []string{p.key(key)}, finishArg(nil, token, state, response, p.notify), response).Int64()
+	n, err := fullReadFinishScript.Run(ctx, p.c, []string{p.key(key)}, finishArg(nil, token, state, response, p.notify), response).Int64()
 	if err != nil {
 		return fmt.Errorf("redisstore: finish: %w", err)
 	}
@@ -80,14 +80,14 @@ func (p *prevStore) Finish(ctx context.Context, key string, token idem.Token, st
 	return nil
 }
 
-func (p *prevStore) ExtendLease(ctx context.Context, key string, token idem.Token, lease time.Duration) error {
+func (p *fullReadStore) ExtendLease(ctx context.Context, key string, token idem.Token, lease time.Duration) error {
 	if err := check(ctx, "extend lease", key); err != nil {
 		return err
 	}
 	if lease <= 0 {
 		return fmt.Errorf("redisstore: extend lease: lease (%v) must be positive", lease)
 	}
-	n, err := prevExtendScript.Run(ctx, p.c, []string{p.key(key)}, extendArg(nil, token, lease)).Int64()
+	n, err := fullReadExtendScript.Run(ctx, p.c, []string{p.key(key)}, extendArg(nil, token, lease)).Int64()
 	if err != nil {
 		return fmt.Errorf("redisstore: extend lease: %w", err)
 	}
@@ -97,29 +97,30 @@ func (p *prevStore) ExtendLease(ctx context.Context, key string, token idem.Toke
 	return nil
 }
 
-// genStore sends each call whose script changed to the previous script or
-// to the current one, as old decides: the processes of a rolling deploy.
-type genStore struct {
+// mixedFullReadStore sends each call whose script changed to the previous
+// script (fullReadStore) or to the current one, as old decides: the
+// processes of a rolling deploy.
+type mixedFullReadStore struct {
 	*Store
-	prev *prevStore
-	old  func(op string) bool
+	fullRead *fullReadStore
+	old      func(op string) bool
 }
 
 var (
-	_ idem.LeaseExtender = (*genStore)(nil)
-	_ idem.Watcher       = (*genStore)(nil)
+	_ idem.LeaseExtender = (*mixedFullReadStore)(nil)
+	_ idem.Watcher       = (*mixedFullReadStore)(nil)
 )
 
-func (g *genStore) Finish(ctx context.Context, key string, token idem.Token, state idem.State, response []byte) error {
+func (g *mixedFullReadStore) Finish(ctx context.Context, key string, token idem.Token, state idem.State, response []byte) error {
 	if g.old("finish") {
-		return g.prev.Finish(ctx, key, token, state, response)
+		return g.fullRead.Finish(ctx, key, token, state, response)
 	}
 	return g.Store.Finish(ctx, key, token, state, response)
 }
 
-func (g *genStore) ExtendLease(ctx context.Context, key string, token idem.Token, lease time.Duration) error {
+func (g *mixedFullReadStore) ExtendLease(ctx context.Context, key string, token idem.Token, lease time.Duration) error {
 	if g.old("extend") {
-		return g.prev.ExtendLease(ctx, key, token, lease)
+		return g.fullRead.ExtendLease(ctx, key, token, lease)
 	}
 	return g.Store.ExtendLease(ctx, key, token, lease)
 }
@@ -131,7 +132,7 @@ func TestScriptGenerations(t *testing.T) {
 		"Previous":    func() func(string) bool { return func(string) bool { return true } },
 		"Alternating": alternating,
 	}, func(s *Store, c redis.UniversalClient, old func(string) bool) idem.Store {
-		return &genStore{Store: s, prev: &prevStore{Store: s, c: c}, old: old}
+		return &mixedFullReadStore{Store: s, fullRead: &fullReadStore{Store: s, c: c}, old: old}
 	})
 }
 
@@ -176,19 +177,19 @@ func TestScriptGenerationsSameOutcome(t *testing.T) {
 		cur  *script
 		args []any
 	}{
-		"extend":              {prevExtendScript, extendScript, []any{extendArg(nil, tok, time.Minute)}},
-		"extend past expiry":  {prevExtendScript, extendScript, []any{extendArg(nil, tok, 3*time.Hour)}},
-		"extend, other token": {prevExtendScript, extendScript, []any{extendArg(nil, other, 3*time.Hour)}},
-		"finish 64KiB":        {prevFinishScript, finishScript, []any{finishArg(nil, tok, idem.StateCompleted, big, 1), big}},
-		"finish 64KiB, last byte": {prevFinishScript, finishScript,
+		"extend":              {fullReadExtendScript, extendScript, []any{extendArg(nil, tok, time.Minute)}},
+		"extend past expiry":  {fullReadExtendScript, extendScript, []any{extendArg(nil, tok, 3*time.Hour)}},
+		"extend, other token": {fullReadExtendScript, extendScript, []any{extendArg(nil, other, 3*time.Hour)}},
+		"finish 64KiB":        {fullReadFinishScript, finishScript, []any{finishArg(nil, tok, idem.StateCompleted, big, 1), big}},
+		"finish 64KiB, last byte": {fullReadFinishScript, finishScript,
 			[]any{finishArg(nil, tok, idem.StateCompleted, changed, 1), changed}},
-		"finish 64KiB, shorter": {prevFinishScript, finishScript,
+		"finish 64KiB, shorter": {fullReadFinishScript, finishScript,
 			[]any{finishArg(nil, tok, idem.StateCompleted, big[:len(big)-1], 1), big[:len(big)-1]}},
-		"finish 64KiB, other token": {prevFinishScript, finishScript, []any{finishArg(nil, other, idem.StateCompleted, big, 1), big}},
-		"finish":                    {prevFinishScript, finishScript, []any{finishArg(nil, tok, idem.StateCompleted, []byte("ok"), 1), "ok"}},
-		"finish, no response":       {prevFinishScript, finishScript, []any{finishArg(nil, tok, idem.StateCompleted, nil, 1), ""}},
-		"finish failed":             {prevFinishScript, finishScript, []any{finishArg(nil, tok, idem.StateFailed, nil, 1), ""}},
-		"finish failed 64KiB":       {prevFinishScript, finishScript, []any{finishArg(nil, tok, idem.StateFailed, big, 1), big}},
+		"finish 64KiB, other token": {fullReadFinishScript, finishScript, []any{finishArg(nil, other, idem.StateCompleted, big, 1), big}},
+		"finish":                    {fullReadFinishScript, finishScript, []any{finishArg(nil, tok, idem.StateCompleted, []byte("ok"), 1), "ok"}},
+		"finish, no response":       {fullReadFinishScript, finishScript, []any{finishArg(nil, tok, idem.StateCompleted, nil, 1), ""}},
+		"finish failed":             {fullReadFinishScript, finishScript, []any{finishArg(nil, tok, idem.StateFailed, nil, 1), ""}},
+		"finish failed 64KiB":       {fullReadFinishScript, finishScript, []any{finishArg(nil, tok, idem.StateFailed, big, 1), big}},
 	}
 	for vname, v := range values {
 		for cname, call := range calls {
