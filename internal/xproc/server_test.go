@@ -1,10 +1,12 @@
 package xproc
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -15,11 +17,14 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/memstore"
@@ -325,4 +330,36 @@ func (s *server) stats(w http.ResponseWriter, _ *http.Request) {
 	s.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(st)
+}
+
+// oldReadHeaderTimeout is the ReadHeaderTimeout the servers had, which
+// closed connections a request was written on later than that.
+const oldReadHeaderTimeout = 10 * time.Second
+
+// TestServerAnswersALateRequest: a server answers a request written long
+// after its connection was dialled (a test process stalled on a loaded
+// machine). With a ReadHeaderTimeout of oldReadHeaderTimeout the server
+// closed such a connection unanswered, and the client got EOF: the
+// duplicates test then reported answers lost in transport as duplicates
+// answered differently.
+func TestServerAnswersALateRequest(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, config{store: "mem", effects: "memory", lease: lease}, 1)
+	p := c.procs[0]
+	conn, err := net.Dial("tcp", p.addr)
+	require.NoError(t, err)
+	defer conn.Close()
+	const late = oldReadHeaderTimeout + time.Second
+	time.Sleep(late)
+	body := `{"amount":100}`
+	_, err = fmt.Fprintf(conn, "POST /wait HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nIdempotency-Key: late\r\n"+
+		"Content-Length: %d\r\nConnection: close\r\n\r\n%s", p.addr, len(body), body)
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err, "the server answers a request written %v after the connection was dialled", late)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	assert.Equal(t, 201, resp.StatusCode, "%s", b)
+	assert.Equal(t, strconv.Itoa(p.pid), resp.Header.Get(headerServedBy))
 }

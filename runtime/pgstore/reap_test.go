@@ -226,16 +226,18 @@ func TestReaperStopsWithPool(t *testing.T) {
 	require.NoError(t, s.Close())
 }
 
-// TestReaperStopsWhenUnreachable: the reaper of a Store that became
-// unreachable without Close stops once the garbage collector finds it.
-func TestReaperStopsWhenUnreachable(t *testing.T) {
+// TestReaperStopsWhenStoreCollected: the reaper of a Store that became
+// unreachable without Close stops once the garbage collector collects the
+// Store.
+func TestReaperStopsWhenStoreCollected(t *testing.T) {
 	t.Parallel()
 	p := testPool(t)
-	s, err := New(p, Options{Schema: uniqueSchema(t, p), ReapInterval: 10 * time.Millisecond})
-	require.NoError(t, err)
-	r := s.reaper
-	s = nil
-	_ = s
+	// Only the reaper leaves the closure: the Store is unreachable.
+	r := func() *reaper {
+		s, err := New(p, Options{Schema: uniqueSchema(t, p), ReapInterval: 10 * time.Millisecond})
+		require.NoError(t, err)
+		return s.reaper
+	}()
 	assert.Eventually(t, func() bool {
 		runtime.GC()
 		return stopped(r)
@@ -254,7 +256,9 @@ func TestReaperPersistentErrorBacksOff(t *testing.T) {
 	t.Run("NoDelete", func(t *testing.T) {
 		t.Parallel()
 		owner := newStoreOn(t, admin, Options{})
-		app, _ := storeAsRole(t, admin, owner.n.schema, func(role string) []string {
+		var role string // quoted
+		app, _ := storeAsRole(t, admin, owner.n.schema, func(r string) []string {
+			role = r
 			return []string{`GRANT SELECT, INSERT, UPDATE ON ` + owner.n.table + ` TO ` + role}
 		})
 		logs := &syncBuffer{}
@@ -271,7 +275,7 @@ func TestReaperPersistentErrorBacksOff(t *testing.T) {
 		assert.Contains(t, out, "ReapInterval negative")
 
 		fill(t, owner, "old", 3, 10*time.Millisecond)
-		_, err = admin.Exec(ctx, `GRANT DELETE ON `+owner.n.table+` TO `+pgx.Identifier{owner.n.schema + "_app"}.Sanitize())
+		_, err = admin.Exec(ctx, `GRANT DELETE ON `+owner.n.table+` TO `+role)
 		require.NoError(t, err)
 		assert.Eventually(t, func() bool { return count(t, owner) == 0 }, 10*time.Second, 20*time.Millisecond)
 		assert.Contains(t, logs.String(), "background reap works again")

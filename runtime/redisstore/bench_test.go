@@ -189,10 +189,7 @@ func reportMemory(b *testing.B, c *redis.Client, key string) {
 // the rest of a shared machine disturbs far less.
 func BenchmarkScriptPaths(b *testing.B) {
 	ctx := context.Background()
-	resp := make([]byte, 64<<10)
-	for i := range resp {
-		resp[i] = 'a' + byte(i%26)
-	}
+	resp := bigResponse(64 << 10)
 	const tok, other = idem.Token(1), idem.Token(2)
 	// setup leaves at key a record claimed by tok, finished by tok with resp
 	// when final.

@@ -36,7 +36,11 @@ func TestFencedByLargeRecord(t *testing.T) {
 	resp := bigResponse(64 << 10)
 	changed := append([]byte(nil), resp...)
 	changed[len(changed)-1] = '0'
-	for _, state := range []idem.State{idem.StateCompleted, idem.StateFailed} {
+	for _, states := range [][2]idem.State{
+		{idem.StateCompleted, idem.StateFailed},
+		{idem.StateFailed, idem.StateCompleted},
+	} {
+		state, otherState := states[0], states[1]
 		t.Run(state.String(), func(t *testing.T) {
 			key := "big-" + state.String()
 			r, err := s.Begin(ctx, beginReq(key, tok))
@@ -53,7 +57,7 @@ func TestFencedByLargeRecord(t *testing.T) {
 			assert.NoError(t, s.Finish(ctx, key, tok, state, resp), "a re-run")
 			for name, f := range map[string]func() error{
 				"other token":      func() error { return s.Finish(ctx, key, other, state, resp) },
-				"other state":      func() error { return s.Finish(ctx, key, tok, 5-state, resp) },
+				"other state":      func() error { return s.Finish(ctx, key, tok, otherState, resp) },
 				"last byte":        func() error { return s.Finish(ctx, key, tok, state, changed) },
 				"shorter response": func() error { return s.Finish(ctx, key, tok, state, resp[:len(resp)-1]) },
 				"no response":      func() error { return s.Finish(ctx, key, tok, state, nil) },

@@ -2,10 +2,8 @@ package redisstore
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,16 +12,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemgen/idemgen/runtime/idem"
-	"github.com/idemgen/idemgen/runtime/storetest"
 )
 
 // Scripts of the current protocol (one packed argument) that scripts.go
 // replaced with scripts taking the same arguments, verbatim, kept to check
 // that processes running either share records during a rolling deploy.
 
-// prevExtendScript read the whole record (GET) where the current one reads
-// its header (GETRANGE 0 59).
-var prevExtendScript = redis.NewScript(`
+// fullReadExtendScript, the previous extend script, read the whole record
+// (GET) where the current one reads its header (GETRANGE 0 59).
+var fullReadExtendScript = redis.NewScript(`
 local a = ARGV[1]
 local h = redis.call('GET', KEYS[1])
 if not h or #h < 27 or string.byte(h, 1) ~= 1 or string.byte(h, 2) ~= 1 or string.sub(h, 4, 11) ~= string.sub(a, 1, 8) then
@@ -40,10 +37,10 @@ end
 return 1
 `)
 
-// prevFinishScript read the whole record (GET) where the current one reads
-// its header (GETRANGE 0 59), and its response (GETRANGE 60 -1) only to
-// compare it.
-var prevFinishScript = redis.NewScript(`
+// fullReadFinishScript, the previous finish script, read the whole record
+// (GET) where the current one reads its header (GETRANGE 0 59), and its
+// response (GETRANGE 60 -1) only to compare it.
+var fullReadFinishScript = redis.NewScript(`
 local a = ARGV[1]
 local cur = redis.call('GET', KEYS[1])
 if not cur or #cur < 11 or string.byte(cur, 1) ~= 1 or string.sub(cur, 4, 11) ~= string.sub(a, 1, 8) then
@@ -58,32 +55,22 @@ if string.byte(a, 11) == 1 then redis.pcall('PUBLISH', KEYS[1], string.sub(a, 9,
 return 1
 `)
 
-// finishArg packs Finish's script argument as Store.Finish does.
-func finishArg(token idem.Token, state idem.State, response []byte, notify byte) []byte {
-	return append(binary.BigEndian.AppendUint64(nil, uint64(token)), byte(state), bit(response != nil), notify)
-}
-
-// extendArg packs ExtendLease's script argument as Store.ExtendLease does.
-func extendArg(token idem.Token, lease time.Duration) []byte {
-	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, uint64(token)), uint64(ms(lease)))
-}
-
-// prevStore is a Store whose Finish and ExtendLease run the previous
-// scripts: a process of the previous generation. Begin, Get and Watch are
+// fullReadStore is a Store whose Finish and ExtendLease run the previous
+// scripts, which read the whole record: a process of the previous generation. Begin, Get and Watch are
 // the current ones (their scripts did not change).
-type prevStore struct {
+type fullReadStore struct {
 	*Store
 	c redis.UniversalClient
 }
 
-func (p *prevStore) Finish(ctx context.Context, key string, token idem.Token, state idem.State, response []byte) error {
+func (p *fullReadStore) Finish(ctx context.Context, key string, token idem.Token, state idem.State, response []byte) error {
 	if err := check(ctx, "finish", key); err != nil {
 		return err
 	}
 	if state != idem.StateCompleted && state != idem.StateFailed {
 		return fmt.Errorf("redisstore: finish: state %v is not COMPLETED or FAILED", state)
 	}
-	n, err := prevFinishScript.Run(ctx, p.c, []string{p.key(key)}, finishArg(token, state, response, p.notify), response).Int64()
+	n, err := fullReadFinishScript.Run(ctx, p.c, []string{p.key(key)}, finishArg(nil, token, state, response, p.notify), response).Int64()
 	if err != nil {
 		return fmt.Errorf("redisstore: finish: %w", err)
 	}
@@ -93,14 +80,14 @@ func (p *prevStore) Finish(ctx context.Context, key string, token idem.Token, st
 	return nil
 }
 
-func (p *prevStore) ExtendLease(ctx context.Context, key string, token idem.Token, lease time.Duration) error {
+func (p *fullReadStore) ExtendLease(ctx context.Context, key string, token idem.Token, lease time.Duration) error {
 	if err := check(ctx, "extend lease", key); err != nil {
 		return err
 	}
 	if lease <= 0 {
 		return fmt.Errorf("redisstore: extend lease: lease (%v) must be positive", lease)
 	}
-	n, err := prevExtendScript.Run(ctx, p.c, []string{p.key(key)}, extendArg(token, lease)).Int64()
+	n, err := fullReadExtendScript.Run(ctx, p.c, []string{p.key(key)}, extendArg(nil, token, lease)).Int64()
 	if err != nil {
 		return fmt.Errorf("redisstore: extend lease: %w", err)
 	}
@@ -110,29 +97,30 @@ func (p *prevStore) ExtendLease(ctx context.Context, key string, token idem.Toke
 	return nil
 }
 
-// genStore sends each call whose script changed to the previous script or
-// to the current one, as old decides: the processes of a rolling deploy.
-type genStore struct {
+// mixedFullReadStore sends each call whose script changed to the previous
+// script (fullReadStore) or to the current one, as old decides: the
+// processes of a rolling deploy.
+type mixedFullReadStore struct {
 	*Store
-	prev *prevStore
-	old  func(op string) bool
+	fullRead *fullReadStore
+	old      func(op string) bool
 }
 
 var (
-	_ idem.LeaseExtender = (*genStore)(nil)
-	_ idem.Watcher       = (*genStore)(nil)
+	_ idem.LeaseExtender = (*mixedFullReadStore)(nil)
+	_ idem.Watcher       = (*mixedFullReadStore)(nil)
 )
 
-func (g *genStore) Finish(ctx context.Context, key string, token idem.Token, state idem.State, response []byte) error {
+func (g *mixedFullReadStore) Finish(ctx context.Context, key string, token idem.Token, state idem.State, response []byte) error {
 	if g.old("finish") {
-		return g.prev.Finish(ctx, key, token, state, response)
+		return g.fullRead.Finish(ctx, key, token, state, response)
 	}
 	return g.Store.Finish(ctx, key, token, state, response)
 }
 
-func (g *genStore) ExtendLease(ctx context.Context, key string, token idem.Token, lease time.Duration) error {
+func (g *mixedFullReadStore) ExtendLease(ctx context.Context, key string, token idem.Token, lease time.Duration) error {
 	if g.old("extend") {
-		return g.prev.ExtendLease(ctx, key, token, lease)
+		return g.fullRead.ExtendLease(ctx, key, token, lease)
 	}
 	return g.Store.ExtendLease(ctx, key, token, lease)
 }
@@ -140,20 +128,12 @@ func (g *genStore) ExtendLease(ctx context.Context, key string, token idem.Token
 // TestScriptGenerations runs the conformance suite over processes running
 // the previous scripts and the current ones, sharing one Redis.
 func TestScriptGenerations(t *testing.T) {
-	for name, old := range map[string]func() func(string) bool{
-		"Previous": func() func(string) bool { return func(string) bool { return true } },
-		"Alternating": func() func(string) bool {
-			var n atomic.Int64
-			return func(string) bool { return n.Add(1)%2 == 0 }
-		},
-	} {
-		t.Run(name, func(t *testing.T) {
-			storetest.RunConformanceTests(t, func(t *testing.T) idem.Store {
-				s, c := newTestStore(t, Options{})
-				return &genStore{Store: s, prev: &prevStore{Store: s, c: c}, old: old()}
-			})
-		})
-	}
+	runRollingDeploy(t, map[string]func() func(string) bool{
+		"Previous":    func() func(string) bool { return func(string) bool { return true } },
+		"Alternating": alternating,
+	}, func(s *Store, c redis.UniversalClient, old func(string) bool) idem.Store {
+		return &mixedFullReadStore{Store: s, fullRead: &fullReadStore{Store: s, c: c}, old: old}
+	})
 }
 
 // TestScriptGenerationsSameOutcome runs the previous and the current script
@@ -197,19 +177,19 @@ func TestScriptGenerationsSameOutcome(t *testing.T) {
 		cur  *script
 		args []any
 	}{
-		"extend":              {prevExtendScript, extendScript, []any{extendArg(tok, time.Minute)}},
-		"extend past expiry":  {prevExtendScript, extendScript, []any{extendArg(tok, 3*time.Hour)}},
-		"extend, other token": {prevExtendScript, extendScript, []any{extendArg(other, 3*time.Hour)}},
-		"finish 64KiB":        {prevFinishScript, finishScript, []any{finishArg(tok, idem.StateCompleted, big, 1), big}},
-		"finish 64KiB, last byte": {prevFinishScript, finishScript,
-			[]any{finishArg(tok, idem.StateCompleted, changed, 1), changed}},
-		"finish 64KiB, shorter": {prevFinishScript, finishScript,
-			[]any{finishArg(tok, idem.StateCompleted, big[:len(big)-1], 1), big[:len(big)-1]}},
-		"finish 64KiB, other token": {prevFinishScript, finishScript, []any{finishArg(other, idem.StateCompleted, big, 1), big}},
-		"finish":                    {prevFinishScript, finishScript, []any{finishArg(tok, idem.StateCompleted, []byte("ok"), 1), "ok"}},
-		"finish, no response":       {prevFinishScript, finishScript, []any{finishArg(tok, idem.StateCompleted, nil, 1), ""}},
-		"finish failed":             {prevFinishScript, finishScript, []any{finishArg(tok, idem.StateFailed, nil, 1), ""}},
-		"finish failed 64KiB":       {prevFinishScript, finishScript, []any{finishArg(tok, idem.StateFailed, big, 1), big}},
+		"extend":              {fullReadExtendScript, extendScript, []any{extendArg(nil, tok, time.Minute)}},
+		"extend past expiry":  {fullReadExtendScript, extendScript, []any{extendArg(nil, tok, 3*time.Hour)}},
+		"extend, other token": {fullReadExtendScript, extendScript, []any{extendArg(nil, other, 3*time.Hour)}},
+		"finish 64KiB":        {fullReadFinishScript, finishScript, []any{finishArg(nil, tok, idem.StateCompleted, big, 1), big}},
+		"finish 64KiB, last byte": {fullReadFinishScript, finishScript,
+			[]any{finishArg(nil, tok, idem.StateCompleted, changed, 1), changed}},
+		"finish 64KiB, shorter": {fullReadFinishScript, finishScript,
+			[]any{finishArg(nil, tok, idem.StateCompleted, big[:len(big)-1], 1), big[:len(big)-1]}},
+		"finish 64KiB, other token": {fullReadFinishScript, finishScript, []any{finishArg(nil, other, idem.StateCompleted, big, 1), big}},
+		"finish":                    {fullReadFinishScript, finishScript, []any{finishArg(nil, tok, idem.StateCompleted, []byte("ok"), 1), "ok"}},
+		"finish, no response":       {fullReadFinishScript, finishScript, []any{finishArg(nil, tok, idem.StateCompleted, nil, 1), ""}},
+		"finish failed":             {fullReadFinishScript, finishScript, []any{finishArg(nil, tok, idem.StateFailed, nil, 1), ""}},
+		"finish failed 64KiB":       {fullReadFinishScript, finishScript, []any{finishArg(nil, tok, idem.StateFailed, big, 1), big}},
 	}
 	for vname, v := range values {
 		for cname, call := range calls {
@@ -247,18 +227,7 @@ func TestScriptGenerationsSameOutcome(t *testing.T) {
 				}
 				assert.Equal(t, errs[0], errs[1], "error")
 				assert.Equal(t, replies[0], replies[1], "reply")
-				require.Len(t, vals[1], len(vals[0]), "value")
-				if len(vals[0]) >= offFP { // the times are there
-					assert.True(t, vals[0][:offLease] == vals[1][:offLease], "value before the lease")
-					assert.True(t, vals[0][offFP:] == vals[1][offFP:], "value after the record's expiry")
-					for _, off := range []int{offLease, offExpires} {
-						d := int64(be64(vals[1][off:])) - int64(be64(vals[0][off:]))
-						assert.Less(t, max(d, -d), int64(1000), "time at offset %d", off)
-					}
-				} else {
-					assert.True(t, vals[0] == vals[1], "value")
-				}
-				assert.InDelta(t, ttls[0].Milliseconds(), ttls[1].Milliseconds(), 1000, "expiry")
+				assertSameRecord(t, vals[0], vals[1], ttls[0], ttls[1])
 			})
 		}
 	}

@@ -252,6 +252,19 @@ func (s *Store) run(ctx context.Context, sc *script, args []any, cmd redis.Cmder
 // putUint64 appends v big-endian.
 func putUint64(b []byte, v uint64) []byte { return binary.BigEndian.AppendUint64(b, v) }
 
+// finishArg appends the finish script's packed argument (finishArgLen
+// bytes) to b: the token, the state, whether there is a response, and the
+// notify flag.
+func finishArg(b []byte, token idem.Token, state idem.State, response []byte, notify byte) []byte {
+	return append(putUint64(b, uint64(token)), byte(state), bit(response != nil), notify)
+}
+
+// extendArg appends the extend script's packed argument (extendArgLen
+// bytes) to b: the token and the lease in milliseconds.
+func extendArg(b []byte, token idem.Token, lease time.Duration) []byte {
+	return putUint64(putUint64(b, uint64(token)), uint64(ms(lease)))
+}
+
 func bit(v bool) byte {
 	if v {
 		return 1
@@ -305,7 +318,7 @@ func (s *Store) Finish(ctx context.Context, key string, token idem.Token, state 
 		return fmt.Errorf("redisstore: finish: state %v is not COMPLETED or FAILED", state)
 	}
 	o := s.newOp(key, finishArgLen)
-	o.arg = append(putUint64(o.arg, uint64(token)), byte(state), bit(response != nil), s.notify)
+	o.arg = finishArg(o.arg, token, state, response, s.notify)
 	o.resp = response
 	args := o.evalArgs(finishScript, true)
 	cmd := redis.NewIntCmd(ctx, args...)
@@ -365,7 +378,7 @@ func (s *Store) ExtendLease(ctx context.Context, key string, token idem.Token, l
 		return fmt.Errorf("redisstore: extend lease: lease (%v) must be positive", lease)
 	}
 	o := s.newOp(key, extendArgLen)
-	o.arg = putUint64(putUint64(o.arg, uint64(token)), uint64(ms(lease)))
+	o.arg = extendArg(o.arg, token, lease)
 	args := o.evalArgs(extendScript, false)
 	cmd := redis.NewIntCmd(ctx, args...)
 	err := s.run(ctx, extendScript, args, cmd)
