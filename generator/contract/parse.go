@@ -150,7 +150,7 @@ func (p *parser) block(n *yaml.Node, b *Block) {
 					continue
 				}
 				lm := strings.ToLower(m)
-				if !slices.Contains([]string{"get", "put", "post", "delete", "options", "head", "patch", "trace", "query"}, lm) {
+				if !ir.HTTPMethod(lm) {
 					p.errorf(it, ip, "bad-enum", "apply-to: %q is not an HTTP method (post, patch, put, delete)", m)
 					continue
 				}

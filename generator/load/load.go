@@ -362,7 +362,7 @@ func suggestTarget(root *yaml.Node, target string) string {
 		return ""
 	}
 	method := ""
-	if slices.Contains(httpMethods, field) {
+	if ir.HTTPMethod(field) {
 		method = field
 	}
 	suggest := func(p, f string) string {
@@ -416,9 +416,6 @@ func suggestTarget(root *yaml.Node, target string) string {
 	}
 	return ""
 }
-
-// httpMethods are the keys of a path item that name an operation.
-var httpMethods = []string{"get", "put", "post", "delete", "options", "head", "patch", "trace", "query"}
 
 // contractMethods are the methods whose operations an x-idempotency
 // contract may target, as path item keys (the others are safe): compile
