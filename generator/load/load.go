@@ -351,13 +351,7 @@ func suggestTarget(root *yaml.Node, target string) string {
 	if m[1] == "" && m[2] != "" {
 		q, path = `"`, m[2]
 	}
-	var paths *yaml.Node
-	kv := yamlmerge.Pairs(root)
-	for i := 0; i+1 < len(kv); i += 2 {
-		if kv[i].Value == "paths" {
-			paths = kv[i+1]
-		}
-	}
+	paths := mapValue(root, "paths")
 	if paths == nil || paths.Kind != yaml.MappingNode {
 		return ""
 	}
@@ -375,13 +369,8 @@ func suggestTarget(root *yaml.Node, target string) string {
 		}
 		return " (did you mean " + t + "?)"
 	}
-	pkv := yamlmerge.Pairs(paths)
-	for i := 0; i+1 < len(pkv); i += 2 {
-		if pkv[i].Value != path {
-			continue
-		}
+	if item := mapValue(paths, path); item != nil {
 		// The path is there.
-		item := pkv[i+1]
 		if field == "" || item.Kind != yaml.MappingNode {
 			return ""
 		}
@@ -405,8 +394,9 @@ func suggestTarget(root *yaml.Node, target string) string {
 	}
 	// The path is not there: the nearest that is (with the method).
 	var cands []string
+	pkv := yamlmerge.Pairs(paths)
 	for i := 0; i+1 < len(pkv); i += 2 {
-		if method != "" && !hasKey(pkv[i+1], method) {
+		if method != "" && mapValue(pkv[i+1], method) == nil {
 			continue
 		}
 		cands = append(cands, pkv[i].Value)
@@ -426,20 +416,6 @@ var contractMethods = []string{"post", "patch", "put", "delete"}
 // operation of the HTTP method m (any case): an unsafe method.
 func ContractMethod(m string) bool {
 	return slices.Contains(contractMethods, strings.ToLower(m))
-}
-
-// hasKey reports whether mapping n has the key k.
-func hasKey(n *yaml.Node, k string) bool {
-	if n == nil || n.Kind != yaml.MappingNode {
-		return false
-	}
-	kv := yamlmerge.Pairs(n)
-	for i := 0; i+1 < len(kv); i += 2 {
-		if kv[i].Value == k {
-			return true
-		}
-	}
-	return false
 }
 
 // mark appends a position marker to every node's line comment.
