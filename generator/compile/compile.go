@@ -313,7 +313,8 @@ func (c *compiler) operation(path, method string, item *openapi3.PathItem, op *o
 	case "GET", "HEAD", "OPTIONS", "TRACE", "QUERY":
 		c.diags.Errorf(block.Pos, "safe-method", "x-idempotency on %s: %s is safe by definition and needs no idempotency key", where, method)
 		return nil
-	case "PUT", "DELETE":
+	}
+	if load.IdempotentMethod(method) {
 		c.diags.Warnf(block.Pos, "put-delete", "x-idempotency on %s: %s is idempotent by HTTP semantics; a key only helps if the handler has side effects beyond the resource state (notifications, payments)", where, method)
 	}
 

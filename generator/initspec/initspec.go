@@ -164,7 +164,7 @@ func Propose(path string, opts Options) (*Proposal, diag.List) {
 				// apply-to: [connect] would not parse.
 				if _, has := op.Extensions["x-idempotency"]; !has && !safe[method] && !applyTo[method] && load.ContractMethod(method) {
 					list := &p.Unkeyed
-					if method == "PUT" || method == "DELETE" {
+					if load.IdempotentMethod(method) {
 						list = &p.Idempotent
 					}
 					if !slices.Contains(*list, strings.ToLower(method)) {

@@ -418,6 +418,14 @@ func ContractMethod(m string) bool {
 	return slices.Contains(contractMethods, strings.ToLower(m))
 }
 
+// IdempotentMethod reports whether the HTTP method m (any case) is
+// idempotent by HTTP semantics among those a contract may target: PUT and
+// DELETE. check warns [put-delete] on a contract there; init proposes no
+// apply-to for them.
+func IdempotentMethod(m string) bool {
+	return strings.EqualFold(m, "PUT") || strings.EqualFold(m, "DELETE")
+}
+
 // mark appends a position marker to every node's line comment.
 func mark(n *yaml.Node, ptr, file string, positions *[]ir.Pos) {
 	if n == nil {
