@@ -256,7 +256,7 @@ func (p *planner) diagnostics(d *load.Document, strict, notAugmented bool) diag.
 			// would declare the contract's beside it, a second key.
 			switch f.rule {
 			case RuleKeyParamMissing:
-				h = fmt.Sprintf(" (it declares the key %s %s: if that is the key, set key.%s: %s as [key-convention-mismatch] says, rather than run idemgen spec, which would declare %s beside it)", cand.Carrier, cand.Name, cand.Carrier, cand.Name, f.op.Key.Name)
+				h = compile.MismatchedKeyHint(cand, f.op.Key.Name)
 			case RuleProblemResponseMissing, RuleRetryAfterMissing:
 				h = " (settle [key-convention-mismatch] first, then run idemgen spec, or apply the overlay idemgen spec -as-overlay writes)"
 			}

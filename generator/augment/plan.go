@@ -450,19 +450,11 @@ func (p *planner) unusedReplayedHeaders() []overlay.Action {
 		return nil
 	}
 	refs := map[string]int{}
-	var walk func(n *yaml.Node, depth int)
-	walk = func(n *yaml.Node, depth int) {
-		if n == nil || depth > 10000 {
-			return
-		}
+	eachNode(p.root, func(n *yaml.Node) {
 		if ptr, _ := refTarget(n); strings.HasPrefix(ptr, "/components/headers/") {
 			refs[load.Unescape(strings.TrimPrefix(ptr, "/components/headers/"))]++
 		}
-		for _, c := range n.Content {
-			walk(c, depth+1)
-		}
-	}
-	walk(p.root, 0)
+	})
 	headers := child(child(p.root, "components"), "headers")
 	var gone []string
 	for name, n := range p.replayedRemoved {

@@ -244,8 +244,8 @@ members are proposals marked "# TODO(idemgen)": idemgen check reports each
 get no contract (GET and other safe methods) are listed on stderr and in
 the overlay's header comment. Unsafe operations that declare no key get
 none either: init then prints an overlay that opts them in with apply-to
-at the document root (POST, PATCH and other unsafe methods; not PUT or
-DELETE, idempotent by HTTP semantics). An existing -o file is not overwritten
+at the document root (POST and PATCH; not PUT or DELETE, idempotent by
+HTTP semantics). An existing -o file is not overwritten
 without -force. Exit status: 0 written (or nothing to propose), 1 errors, 2 usage.
 `
 

@@ -310,6 +310,27 @@ func TestInitNothingToPropose(t *testing.T) {
 	assert.NotContains(t, stderr, " docs/")
 }
 
+// TestInitApplyToLeavesConnect: a CONNECT operation that declares no key
+// is not proposed for apply-to (parse refuses apply-to: [connect]): the
+// proposal names post only.
+func TestInitApplyToLeavesConnect(t *testing.T) {
+	dir := t.TempDir()
+	spec := filepath.Join(dir, "openapi.yaml")
+	src := strings.Replace(oneKeyedOperation, "        - {name: Idempotency-Key, in: header, required: true, schema: {type: string}}\n", "", 1)
+	src += `  /tunnel:
+    connect:
+      operationId: openTunnel
+      responses:
+        '200': {description: connected}
+`
+	require.NoError(t, os.WriteFile(spec, []byte(src), 0o644))
+	code, _, stderr := run("init", spec)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, "apply-to: [post]}}")
+	assert.NotContains(t, stderr, "connect")
+	assert.NotContains(t, stderr, "CONNECT")
+}
+
 // TestInitApplyToLeavesPutDelete: init's apply-to proposal on a spec
 // whose POST and DELETE declare no key names post only (a DELETE is
 // idempotent by HTTP semantics; proposing it would make check warn

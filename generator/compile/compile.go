@@ -313,7 +313,8 @@ func (c *compiler) operation(path, method string, item *openapi3.PathItem, op *o
 	case "GET", "HEAD", "OPTIONS", "TRACE", "QUERY":
 		c.diags.Errorf(block.Pos, "safe-method", "x-idempotency on %s: %s is safe by definition and needs no idempotency key", where, method)
 		return nil
-	case "PUT", "DELETE":
+	}
+	if load.IdempotentMethod(method) {
 		c.diags.Warnf(block.Pos, "put-delete", "x-idempotency on %s: %s is idempotent by HTTP semantics; a key only helps if the handler has side effects beyond the resource state (notifications, payments)", where, method)
 	}
 
@@ -599,7 +600,7 @@ func (c *compiler) checkKey(out *ir.Operation, op *openapi3.Operation, pathParam
 				if cand, ok := MismatchedKey(op, pathParams, out.Key); ok {
 					// As augment's key-param-missing: [key-convention-mismatch]
 					// fires too, and idemgen spec would declare a second key.
-					h = fmt.Sprintf(" (it declares the key %s %s: if that is the key, set key.%s: %s as [key-convention-mismatch] says, rather than run idemgen spec, which would declare %s beside it)", cand.Carrier, cand.Name, cand.Carrier, cand.Name, k.Name)
+					h = MismatchedKeyHint(cand, k.Name)
 				}
 				c.diags.Errorf(keyPos, "key-undeclared", "key.query: %s declares no query parameter %s%s", where, k.Name, h)
 			}
@@ -686,6 +687,14 @@ func MismatchedKey(op *openapi3.Operation, pathParams openapi3.Parameters, key i
 		return KeyCandidate{}, false
 	}
 	return cands[0], true
+}
+
+// MismatchedKeyHint is the hint, for a diagnostic that would have idemgen
+// spec declare the contract's key keyName, that op declares cand (what
+// MismatchedKey returns) instead: if cand is the key, set it in the
+// contract, or idemgen spec declares a second key.
+func MismatchedKeyHint(cand KeyCandidate, keyName string) string {
+	return fmt.Sprintf(" (it declares the key %s %s: if that is the key, set key.%s: %s as [key-convention-mismatch] says, rather than run idemgen spec, which would declare %s beside it)", cand.Carrier, cand.Name, cand.Carrier, cand.Name, keyName)
 }
 
 // conventionMismatch warns when the contract's key header is not declared

@@ -150,7 +150,7 @@ func (p *parser) block(n *yaml.Node, b *Block) {
 					continue
 				}
 				lm := strings.ToLower(m)
-				if !slices.Contains([]string{"get", "put", "post", "delete", "options", "head", "patch", "trace", "query"}, lm) {
+				if !ir.HTTPMethod(lm) {
 					p.errorf(it, ip, "bad-enum", "apply-to: %q is not an HTTP method (post, patch, put, delete)", m)
 					continue
 				}
@@ -356,6 +356,7 @@ func (p *parser) retry(n *yaml.Node, ptr string, r *RetryBlock) {
 		},
 		"on": func(v *yaml.Node, vp string) {
 			var out []Field[string]
+			seen := map[string]listed{}
 			for i, it := range p.list(v, vp, "retry.on") {
 				ip := vp + "/" + strconv.Itoa(i)
 				if it.Kind != yaml.ScalarNode {
@@ -370,6 +371,9 @@ func (p *parser) retry(n *yaml.Node, ptr string, r *RetryBlock) {
 						continue
 					}
 					s = strconv.Itoa(code)
+				}
+				if p.duplicate(seen, s, it.Value, it, ip, "retry.on") {
+					continue
 				}
 				var f Field[string]
 				f.set(s, p.loc(it, ip))

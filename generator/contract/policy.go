@@ -154,10 +154,6 @@ func Resolve(b Block) (Resolved, diag.List, bool) {
 	rt.On = []string{}
 	rt.Statuses = []int{}
 	for _, e := range on {
-		if slices.Contains(rt.On, e.V) {
-			diags.Warnf(e.Pos, "duplicate-entry", "retry.on: %s is listed twice", e.V)
-			continue
-		}
 		rt.On = append(rt.On, e.V)
 		if e.V == "connection" {
 			rt.Connection = true

@@ -160,9 +160,11 @@ func Propose(path string, opts Options) (*Proposal, diag.List) {
 			method = strings.ToUpper(method)
 			keys := detect(op, item.Parameters)
 			if len(keys) == 0 {
-				if _, has := op.Extensions["x-idempotency"]; !has && !safe[method] && !applyTo[method] {
+				// Only the methods a contract may target (load.ContractMethod):
+				// apply-to: [connect] would not parse.
+				if _, has := op.Extensions["x-idempotency"]; !has && !safe[method] && !applyTo[method] && load.ContractMethod(method) {
 					list := &p.Unkeyed
-					if method == "PUT" || method == "DELETE" {
+					if load.IdempotentMethod(method) {
 						list = &p.Idempotent
 					}
 					if !slices.Contains(*list, strings.ToLower(method)) {

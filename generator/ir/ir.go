@@ -10,8 +10,16 @@ package ir
 
 import (
 	"math"
+	"slices"
 	"time"
 )
+
+// httpMethods are the keys of an OpenAPI path item that name an operation.
+var httpMethods = []string{"get", "put", "post", "delete", "options", "head", "patch", "trace", "query"}
+
+// HTTPMethod reports whether k, a path item key in lower case, names an
+// operation (an HTTP method).
+func HTTPMethod(k string) bool { return slices.Contains(httpMethods, k) }
 
 // Pos locates a node of the spec (or of an overlay that put it there):
 // the file, the 1-based line and column, and the JSON pointer of the node in

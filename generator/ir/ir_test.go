@@ -83,3 +83,18 @@ func ExampleRetry_LongestSpan() {
 	fmt.Println(r.LongestSpan(), "so the window must be at least", time.Duration(1.5*float64(r.LongestSpan())))
 	// Output: 3.5s so the window must be at least 5.25s
 }
+
+// TestHTTPMethod: the path item keys that name an operation, in lower case
+// (load and contract both ask it).
+func TestHTTPMethod(t *testing.T) {
+	for _, k := range []string{"get", "put", "post", "delete", "options", "head", "patch", "trace", "query"} {
+		if !ir.HTTPMethod(k) {
+			t.Errorf("HTTPMethod(%q) = false", k)
+		}
+	}
+	for _, k := range []string{"POST", "parameters", "summary", "connect", ""} {
+		if ir.HTTPMethod(k) {
+			t.Errorf("HTTPMethod(%q) = true", k)
+		}
+	}
+}

@@ -351,18 +351,12 @@ func suggestTarget(root *yaml.Node, target string) string {
 	if m[1] == "" && m[2] != "" {
 		q, path = `"`, m[2]
 	}
-	var paths *yaml.Node
-	kv := yamlmerge.Pairs(root)
-	for i := 0; i+1 < len(kv); i += 2 {
-		if kv[i].Value == "paths" {
-			paths = kv[i+1]
-		}
-	}
+	paths := mapValue(root, "paths")
 	if paths == nil || paths.Kind != yaml.MappingNode {
 		return ""
 	}
 	method := ""
-	if slices.Contains(httpMethods, field) {
+	if ir.HTTPMethod(field) {
 		method = field
 	}
 	suggest := func(p, f string) string {
@@ -375,13 +369,8 @@ func suggestTarget(root *yaml.Node, target string) string {
 		}
 		return " (did you mean " + t + "?)"
 	}
-	pkv := yamlmerge.Pairs(paths)
-	for i := 0; i+1 < len(pkv); i += 2 {
-		if pkv[i].Value != path {
-			continue
-		}
+	if item := mapValue(paths, path); item != nil {
 		// The path is there.
-		item := pkv[i+1]
 		if field == "" || item.Kind != yaml.MappingNode {
 			return ""
 		}
@@ -405,8 +394,9 @@ func suggestTarget(root *yaml.Node, target string) string {
 	}
 	// The path is not there: the nearest that is (with the method).
 	var cands []string
+	pkv := yamlmerge.Pairs(paths)
 	for i := 0; i+1 < len(pkv); i += 2 {
-		if method != "" && !hasKey(pkv[i+1], method) {
+		if method != "" && mapValue(pkv[i+1], method) == nil {
 			continue
 		}
 		cands = append(cands, pkv[i].Value)
@@ -416,9 +406,6 @@ func suggestTarget(root *yaml.Node, target string) string {
 	}
 	return ""
 }
-
-// httpMethods are the keys of a path item that name an operation.
-var httpMethods = []string{"get", "put", "post", "delete", "options", "head", "patch", "trace", "query"}
 
 // contractMethods are the methods whose operations an x-idempotency
 // contract may target, as path item keys (the others are safe): compile
@@ -431,18 +418,12 @@ func ContractMethod(m string) bool {
 	return slices.Contains(contractMethods, strings.ToLower(m))
 }
 
-// hasKey reports whether mapping n has the key k.
-func hasKey(n *yaml.Node, k string) bool {
-	if n == nil || n.Kind != yaml.MappingNode {
-		return false
-	}
-	kv := yamlmerge.Pairs(n)
-	for i := 0; i+1 < len(kv); i += 2 {
-		if kv[i].Value == k {
-			return true
-		}
-	}
-	return false
+// IdempotentMethod reports whether the HTTP method m (any case) is
+// idempotent by HTTP semantics among those a contract may target: PUT and
+// DELETE. check warns [put-delete] on a contract there; init proposes no
+// apply-to for them.
+func IdempotentMethod(m string) bool {
+	return strings.EqualFold(m, "PUT") || strings.EqualFold(m, "DELETE")
 }
 
 // mark appends a position marker to every node's line comment.

@@ -188,3 +188,18 @@ paths:
 		assert.Equal(t, "overlay target "+target+" matches nothing in the spec"+want, diags[0].Message)
 	}
 }
+
+// TestIdempotentMethod: PUT and DELETE, in any case (compile's put-delete
+// warning and init's apply-to proposal both ask it); no other method.
+func TestIdempotentMethod(t *testing.T) {
+	for _, m := range []string{"PUT", "put", "DELETE", "delete"} {
+		if !load.IdempotentMethod(m) {
+			t.Errorf("IdempotentMethod(%q) = false", m)
+		}
+	}
+	for _, m := range []string{"POST", "patch", "GET", "connect", ""} {
+		if load.IdempotentMethod(m) {
+			t.Errorf("IdempotentMethod(%q) = true", m)
+		}
+	}
+}
