@@ -23,18 +23,6 @@ type txFixture struct {
 	ctx  context.Context
 }
 
-// dbTimeout bounds every wait on the database in the transaction tests
-// (testCtx): a statement that waits on a lock a failed test left held fails
-// instead of hanging the package until go test's timeout.
-const dbTimeout = time.Minute
-
-// testCtx returns a context that ends dbTimeout from now, or with t.
-func testCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), dbTimeout)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 func newTxFixture(t *testing.T) *txFixture { return newTxFixtureOn(t, testPool(t), Options{}) }
 
 // newTxFixtureOn is newTxFixture with a store on p with opts.
@@ -111,7 +99,7 @@ func (f *txFixture) waitersOnLock(t *testing.T, like string) int {
 }
 
 func TestTx(t *testing.T) {
-	ctx := context.Background()
+	ctx := testCtx(t)
 
 	t.Run("Commit", func(t *testing.T) {
 		t.Parallel()
@@ -250,7 +238,7 @@ func TestTxRaceTakeoverFirst(t *testing.T) {
 
 func testTxRaceTakeoverFirst(t *testing.T, fn bool) {
 	f := newTxFixture(t)
-	ctx := context.Background()
+	ctx := testCtx(t)
 	commit := f.holderPastLease(t, "k")
 
 	other, err := f.s.pool.Begin(ctx)
@@ -294,7 +282,7 @@ func TestTxRaceStress(t *testing.T) {
 func testTxRaceStress(t *testing.T, fn bool) {
 	f := newTxFixture(t)
 	useClaimFunc(f.s, fn)
-	ctx := context.Background()
+	ctx := testCtx(t)
 	var commits, takeovers int
 	for i := range 40 {
 		key := fmt.Sprintf("k%d", i)

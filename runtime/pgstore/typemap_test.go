@@ -96,7 +96,7 @@ func TestTypeMapHonoured(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			ctx := context.Background()
+			ctx := testCtx(t)
 			p := poolWith(t, testenv.PostgresURL(t), func(c *pgxpool.Config) {
 				c.MaxConns = 2
 				c.AfterConnect = func(_ context.Context, conn *pgx.Conn) error {
@@ -237,7 +237,7 @@ func (c plainBytea) PlanEncode(m *pgtype.Map, oid uint32, format int16, value an
 // which such codecs take, instead of its valuers.
 func TestTypeMapArguments(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := testCtx(t)
 	p := poolWith(t, testenv.PostgresURL(t), func(c *pgxpool.Config) {
 		c.MaxConns = 2
 		c.AfterConnect = func(_ context.Context, conn *pgx.Conn) error {
