@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -518,7 +519,14 @@ func TestMigrateAsAppRole(t *testing.T) {
 			s.log = slog.New(slog.NewTextHandler(logs, nil))
 			require.NoError(t, s.Migrate(ctx))
 			if c.warn {
-				assert.Contains(t, logs.String(), "cannot read or create the version table, so could not check the schema version")
+				assert.Contains(t, logs.String(), "cannot check the schema version, so a newer one goes undetected")
+				role := pgx.Identifier{schema + "_app"}.Sanitize()
+				version := pgx.Identifier{schema, DefaultTable + "_version"}.Sanitize()
+				if c.ddl == nil || c.name == "SchemaSQLNoVersionGrant" {
+					assert.Contains(t, logs.String(), inText("the role "+role+" lacks the SELECT privilege on "+version+" (GRANT SELECT ON "+version+" TO "+role+")"))
+				} else {
+					assert.Contains(t, logs.String(), inText(version+" does not exist and the role "+role+" lacks the CREATE privilege on the schema "+pgx.Identifier{schema}.Sanitize()))
+				}
 			} else {
 				assert.Empty(t, logs.String())
 			}
@@ -529,6 +537,42 @@ func TestMigrateAsAppRole(t *testing.T) {
 			assert.Equal(t, []string{"func"}, rec.take())
 		})
 	}
+}
+
+// inText returns s as slog's TextHandler writes it inside a quoted value.
+func inText(s string) string {
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
+}
+
+// TestMigrateNewerVersionUnreadable: a role without SELECT on the version
+// table cannot tell that a later pgstore recorded a newer schema version
+// there: its Migrate succeeds while the records table has this layout, with
+// a warning that names the version table, the role, the privilege it lacks
+// and the GRANT that gives it; once granted, Migrate refuses the newer
+// version.
+func TestMigrateNewerVersionUnreadable(t *testing.T) {
+	t.Parallel()
+	admin := testPool(t)
+	ctx := testCtx(t)
+	owner := newStoreOn(t, admin, Options{})
+	_, err := admin.Exec(ctx, `INSERT INTO `+owner.n.version+` (version) VALUES ($1)`, SchemaVersion+1)
+	require.NoError(t, err)
+	s, _ := storeAsRole(t, admin, owner.n.schema, func(role string) []string {
+		return []string{`GRANT SELECT, INSERT, UPDATE, DELETE ON ` + owner.n.table + ` TO ` + role}
+	})
+	logs := &syncBuffer{}
+	s.log = slog.New(slog.NewTextHandler(logs, nil))
+	require.NoError(t, s.Migrate(ctx), "the newer version goes undetected")
+	role := pgx.Identifier{owner.n.schema + "_app"}.Sanitize()
+	grant := `GRANT SELECT ON ` + owner.n.version + ` TO ` + role
+	assert.Contains(t, logs.String(), inText("cannot check the schema version, so a newer one goes undetected: the role "+role+" lacks the SELECT privilege on "+owner.n.version+" ("+grant+")"))
+
+	_, err = admin.Exec(ctx, grant)
+	require.NoError(t, err)
+	err = s.Migrate(ctx)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), fmt.Sprintf("database schema version %d is newer than this pgstore", SchemaVersion+1))
 }
 
 // TestMigrateAsAppRoleWithoutTable: a role without CREATE whose schema
@@ -575,6 +619,7 @@ func TestMigrateLayoutColumns(t *testing.T) {
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), c.want)
 			assert.Contains(t, err.Error(), "does not have the layout of version 1")
+			assert.Contains(t, err.Error(), "cannot check the schema version: the role "+pgx.Identifier{n.schema + "_app"}.Sanitize()+" lacks the SELECT privilege on "+n.version)
 			assert.NotContains(t, logs.String(), "nothing to migrate")
 		})
 	}
