@@ -213,3 +213,20 @@ func BenchmarkExtendLease(b *testing.B) {
 	require.True(b, r.Acquired)
 	storebench.Run(b, false, func(int64) error { return s.ExtendLease(ctx, "hb", 1000, time.Minute) })
 }
+
+// BenchmarkExtendLeaseLocked is a heartbeat of a record whose row a
+// transaction of BeginTx above READ COMMITTED locks (extendLocked): one
+// SELECT that checks the lock, nothing written.
+func BenchmarkExtendLeaseLocked(b *testing.B) {
+	ctx := testCtx(b)
+	s, _ := benchStore(b)
+	s.opts.TxOptions.IsoLevel = pgx.RepeatableRead
+	r, err := s.Begin(ctx, &idem.BeginRequest{Key: "hb", Fingerprint: fp(1), Token: 1000, Lease: time.Minute, TTL: time.Hour})
+	require.NoError(b, err)
+	require.True(b, r.Acquired)
+	_, _, rollback, err := s.BeginTx(ctx, "hb", 1000)
+	require.NoError(b, err)
+	defer rollback()
+	require.True(b, s.locked.has(holdKey{"hb", 1000}))
+	storebench.Run(b, false, func(int64) error { return s.ExtendLease(ctx, "hb", 1000, time.Minute) })
+}
