@@ -249,16 +249,17 @@ func (p *planner) diagnostics(d *load.Document, strict, notAugmented bool) diag.
 				}
 			}
 		}
-		h := hint(f.rule, len(d.Overlays) > 0)
+		h, alone := hint(f.rule, len(d.Overlays) > 0), ""
 		if cand, ok := mismatchedKey(d, f.op); ok {
 			// compile reports [key-convention-mismatch] too: when the
 			// header the operation declares is the key, idemgen spec
 			// would declare the contract's beside it, a second key.
 			switch f.rule {
 			case RuleKeyParamMissing:
-				h = compile.MismatchedKeyHint(cand, f.op.Key.Name)
+				h, alone = compile.MismatchedKeyHint(cand, f.op.Key.Name), compile.MismatchedKeyHintAlone(cand, f.op.Key.Name)
 			case RuleProblemResponseMissing, RuleRetryAfterMissing:
-				h = " (settle [key-convention-mismatch] first, then run idemgen spec, or apply the overlay idemgen spec -as-overlay writes)"
+				h = " (settle [" + compile.RuleConventionMismatch + "] first, then run idemgen spec, or apply the overlay idemgen spec -as-overlay writes)"
+				alone = fmt.Sprintf(" (if the %s %s it declares is its key, set key.%s: %s in the contract first; then run idemgen spec, or apply the overlay idemgen spec -as-overlay writes)", cand.Carrier, cand.Name, cand.Carrier, cand.Name)
 			}
 		}
 		if strict && !notAugmented {
@@ -267,6 +268,9 @@ func (p *planner) diagnostics(d *load.Document, strict, notAugmented bool) diag.
 			diags.Warnf(pos, f.rule, "%s", f.msg+h)
 		}
 		diags[len(diags)-1].Ops = []string{f.op.Method + " " + f.op.Path}
+		if alone != "" {
+			diags.Cite(compile.RuleConventionMismatch, f.msg+alone)
+		}
 	}
 	return diags
 }

@@ -596,13 +596,16 @@ func (c *compiler) checkKey(out *ir.Operation, op *openapi3.Operation, pathParam
 		}
 		if decl == nil {
 			if k.Carrier == ir.CarrierQuery {
-				h := " (run idemgen spec, or apply the overlay idemgen spec -as-overlay writes)"
-				if cand, ok := MismatchedKey(op, pathParams, out.Key); ok {
+				msg := fmt.Sprintf("key.query: %s declares no query parameter %s", where, k.Name)
+				cand, ok := MismatchedKey(op, pathParams, out.Key)
+				if !ok {
+					c.diags.Errorf(keyPos, "key-undeclared", "%s (run idemgen spec, or apply the overlay idemgen spec -as-overlay writes)", msg)
+				} else {
 					// As augment's key-param-missing: [key-convention-mismatch]
 					// fires too, and idemgen spec would declare a second key.
-					h = MismatchedKeyHint(cand, k.Name)
+					c.diags.Errorf(keyPos, "key-undeclared", "%s%s", msg, MismatchedKeyHint(cand, k.Name))
+					c.diags.Cite(RuleConventionMismatch, msg+MismatchedKeyHintAlone(cand, k.Name))
 				}
-				c.diags.Errorf(keyPos, "key-undeclared", "key.query: %s declares no query parameter %s%s", where, k.Name, h)
 			}
 			c.conventionMismatch(out, op, pathParams, keyPos)
 			break
@@ -694,8 +697,19 @@ func MismatchedKey(op *openapi3.Operation, pathParams openapi3.Parameters, key i
 // MismatchedKey returns) instead: if cand is the key, set it in the
 // contract, or idemgen spec declares a second key.
 func MismatchedKeyHint(cand KeyCandidate, keyName string) string {
-	return fmt.Sprintf(" (it declares the key %s %s: if that is the key, set key.%s: %s as [key-convention-mismatch] says, rather than run idemgen spec, which would declare %s beside it)", cand.Carrier, cand.Name, cand.Carrier, cand.Name, keyName)
+	return fmt.Sprintf(" (it declares the key %s %s: if that is the key, set key.%s: %s as [%s] says, rather than run idemgen spec, which would declare %s beside it)", cand.Carrier, cand.Name, cand.Carrier, cand.Name, RuleConventionMismatch, keyName)
 }
+
+// MismatchedKeyHintAlone is MismatchedKeyHint for when the user silenced
+// [key-convention-mismatch] (diag.Diagnostic.Alone): the same choice,
+// without sending them to a warning they turned off.
+func MismatchedKeyHintAlone(cand KeyCandidate, keyName string) string {
+	return fmt.Sprintf(" (it declares the key %s %s: if that is the key, set key.%s: %s in the contract; if not, run idemgen spec, or apply the overlay idemgen spec -as-overlay writes, to declare %s beside it)", cand.Carrier, cand.Name, cand.Carrier, cand.Name, keyName)
+}
+
+// RuleConventionMismatch is the rule of the warning that an operation
+// declares another key by convention than its contract's.
+const RuleConventionMismatch = "key-convention-mismatch"
 
 // conventionMismatch warns when the contract's key header is not declared
 // but the operation declares another key by convention.

@@ -56,6 +56,18 @@ type Diagnostic struct {
 	// "METHOD /path" as messages name them (none: the spec as a whole, the
 	// root block, an overlay); an ignore for an operation matches by them.
 	Ops []string
+	// Cites is a warning rule the message sends the user to (as
+	// "[key-convention-mismatch] says"), and Alone the message to report
+	// instead when the ignores silence Cites for the operations Ops (List.
+	// Suppress): a hint must not defer to a warning the user turned off.
+	Cites, Alone string
+}
+
+// Cite records that the last diagnostic of l sends the user to the rule
+// cites, and alone, the message to report instead when cites is silenced.
+func (l List) Cite(cites, alone string) {
+	d := &l[len(l)-1]
+	d.Cites, d.Alone = cites, alone
 }
 
 // String formats d as file:line:col: severity: message [rule].

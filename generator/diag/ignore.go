@@ -144,11 +144,16 @@ func (ig Ignore) covers(op string) bool { return slices.Contains(ig.Ops, op) }
 // -strict turned into an error) and an ignore of the rule names no
 // operation, or ignores of the rule name each of the operations it is
 // about; a diagnostic about no operation only by an ignore that names
-// none. The ignores must have been checked (CheckIgnoreRule) already.
+// none. A diagnostic that cites a rule (Diagnostic.Cites) the ignores
+// would silence for its operations is reported with its message Alone.
+// The ignores must have been checked (CheckIgnoreRule) already.
 func (l List) Suppress(ignores []Ignore, ran func(rule string) bool) List {
 	used := make([]bool, len(ignores))
 	var out List
 	for _, d := range l {
+		if d.Cites != "" && silence(Diagnostic{Rule: d.Cites, Ops: d.Ops}, ignores, make([]bool, len(ignores))) {
+			d.Message = d.Alone
+		}
 		if !slices.Contains(warningRules, d.Rule) || !silence(d, ignores, used) {
 			out = append(out, d)
 		}

@@ -75,6 +75,33 @@ func TestSuppress(t *testing.T) {
 	assert.Equal(t, []string{"a.yaml:1:1: error: an error [bad-enum]"}, lines(got), "an error rule is never silenced")
 }
 
+// TestSuppressCites: a diagnostic that cites a rule is reported with its
+// message Alone where the ignores silence that rule for its operations (a
+// hint must not send the user to a warning they turned off), as it is
+// elsewhere; an ignore it would match is not used by that.
+func TestSuppressCites(t *testing.T) {
+	var l diag.List
+	for i, op := range []string{"POST /a", "POST /b"} {
+		l.Warnf(at(i+1), "key-param-missing", "%s: as [key-convention-mismatch] says", op)
+		l[i].Ops = []string{op}
+		l.Cite("key-convention-mismatch", op+": alone")
+	}
+	ig := func(rule string, ops ...string) diag.Ignore {
+		return diag.Ignore{Rule: rule, Ops: ops, Pos: ir.Pos{File: "idemgen.yaml", Line: 1, Col: 3}, Name: "ignore: " + rule}
+	}
+	assert.Equal(t, []string{
+		"a.yaml:1:1: warning: POST /a: alone [key-param-missing]",
+		"a.yaml:2:1: warning: POST /b: as [key-convention-mismatch] says [key-param-missing]",
+		"idemgen.yaml:1:3: warning: ignore: key-convention-mismatch silenced nothing: no key-convention-mismatch warning about POST /a in this run; delete it [unused-ignore]",
+	}, lines(l.Suppress([]diag.Ignore{ig("key-convention-mismatch", "POST /a")}, nil)))
+	got := l.Suppress([]diag.Ignore{ig("key-convention-mismatch"), ig("put-delete")}, func(rule string) bool { return rule == "key-convention-mismatch" })
+	assert.Equal(t, []string{
+		"a.yaml:1:1: warning: POST /a: alone [key-param-missing]",
+		"a.yaml:2:1: warning: POST /b: alone [key-param-missing]",
+		"idemgen.yaml:1:3: warning: ignore: key-convention-mismatch silenced nothing: no key-convention-mismatch warning in this run; delete it [unused-ignore]",
+	}, lines(got))
+}
+
 func TestCheckIgnoreRule(t *testing.T) {
 	assert.Empty(t, diag.CheckIgnoreRule("put-delete"))
 	assert.Empty(t, diag.CheckIgnoreRule("key-param-missing"))

@@ -1,7 +1,6 @@
 package pgstore
 
 import (
-	"context"
 	"errors"
 	"os"
 	"strings"
@@ -40,7 +39,7 @@ func benchStore(b *testing.B) (*Store, *pgxpool.Pool) {
 	// Open every connection before timing.
 	conns := make([]*pgxpool.Conn, 0, 16)
 	for range 16 {
-		c, err := p.Acquire(context.Background())
+		c, err := p.Acquire(testCtx(b))
 		require.NoError(b, err)
 		conns = append(conns, c)
 	}
@@ -51,7 +50,7 @@ func benchStore(b *testing.B) (*Store, *pgxpool.Pool) {
 }
 
 func BenchmarkFirstRequest(b *testing.B) {
-	ctx := context.Background()
+	ctx := testCtx(b)
 	f := fp(1)
 	storebench.RunFirstRequest(b, func(b *testing.B) idem.Store { s, _ := benchStore(b); return s })
 	b.Run("raw-sql", func(b *testing.B) {
@@ -131,7 +130,7 @@ RETURNING prior_state`,
 }
 
 func BenchmarkReplay(b *testing.B) {
-	ctx := context.Background()
+	ctx := testCtx(b)
 	const keys = 1000
 	setup := func(b *testing.B) (*Store, *pgxpool.Pool) {
 		s, p := benchStore(b)
@@ -173,7 +172,7 @@ func BenchmarkReplay(b *testing.B) {
 // commit; under REPEATABLE READ it locks the row first and the heartbeat
 // only checks the lock (see Store.BeginTx).
 func BenchmarkTx(b *testing.B) {
-	ctx := context.Background()
+	ctx := testCtx(b)
 	f := fp(1)
 	for _, iso := range []pgx.TxIsoLevel{pgx.ReadCommitted, pgx.RepeatableRead} {
 		b.Run(strings.ReplaceAll(strings.ToLower(string(iso)), " ", "-"), func(b *testing.B) {
@@ -207,10 +206,27 @@ func BenchmarkTx(b *testing.B) {
 // BenchmarkExtendLease is a heartbeat of a held record outside a transaction
 // (or under READ COMMITTED): one UPDATE.
 func BenchmarkExtendLease(b *testing.B) {
-	ctx := context.Background()
+	ctx := testCtx(b)
 	s, _ := benchStore(b)
 	r, err := s.Begin(ctx, &idem.BeginRequest{Key: "hb", Fingerprint: fp(1), Token: 1000, Lease: time.Minute, TTL: time.Hour})
 	require.NoError(b, err)
 	require.True(b, r.Acquired)
+	storebench.Run(b, false, func(int64) error { return s.ExtendLease(ctx, "hb", 1000, time.Minute) })
+}
+
+// BenchmarkExtendLeaseLocked is a heartbeat of a record whose row a
+// transaction of BeginTx above READ COMMITTED locks (extendLocked): one
+// SELECT that checks the lock, nothing written.
+func BenchmarkExtendLeaseLocked(b *testing.B) {
+	ctx := testCtx(b)
+	s, _ := benchStore(b)
+	s.opts.TxOptions.IsoLevel = pgx.RepeatableRead
+	r, err := s.Begin(ctx, &idem.BeginRequest{Key: "hb", Fingerprint: fp(1), Token: 1000, Lease: time.Minute, TTL: time.Hour})
+	require.NoError(b, err)
+	require.True(b, r.Acquired)
+	_, _, rollback, err := s.BeginTx(ctx, "hb", 1000)
+	require.NoError(b, err)
+	defer rollback()
+	require.True(b, s.locked.has(holdKey{"hb", 1000}))
 	storebench.Run(b, false, func(int64) error { return s.ExtendLease(ctx, "hb", 1000, time.Minute) })
 }

@@ -19,7 +19,7 @@ import (
 // (FOR UPDATE, or an ON CONFLICT DO UPDATE that does not update) sets xmax.
 func rowVersion(t *testing.T, s *Store, key string) (xmin, xmax string) {
 	t.Helper()
-	require.NoError(t, s.pool.QueryRow(context.Background(),
+	require.NoError(t, s.pool.QueryRow(testCtx(t),
 		`SELECT xmin::text, xmax::text FROM `+s.n.table+` WHERE key = $1`, key).Scan(&xmin, &xmax))
 	return xmin, xmax
 }
@@ -57,7 +57,7 @@ func TestReplayDoesNotLock(t *testing.T) {
 
 	locker, err := s.pool.Begin(ctx)
 	require.NoError(t, err)
-	defer func() { _ = locker.Rollback(context.Background()) }()
+	defer rollback(locker)
 	_, err = locker.Exec(ctx, `SELECT FROM `+s.n.table+` WHERE key = 'k' FOR UPDATE`)
 	require.NoError(t, err)
 	replay() // would wait for the locker until ctx ends if it took the row lock
@@ -85,10 +85,10 @@ func TestBeginLosesRace(t *testing.T) {
 // transaction, kept uncommitted, with the function (fn) or the statement.
 func winnerClaims(t *testing.T, s *Store, fn bool, wantPrior idem.State) pgx.Tx {
 	t.Helper()
-	ctx := context.Background()
+	ctx := testCtx(t)
 	winner, err := s.pool.Begin(ctx)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = winner.Rollback(context.Background()) })
+	t.Cleanup(func() { rollback(winner) })
 	var (
 		acquired bool
 		prior    int32
@@ -146,7 +146,7 @@ func TestTakeoverSkipsLockedRow(t *testing.T) {
 				t.Parallel()
 				s := newTestStore(t, Options{})
 				useClaimFunc(s, lose.fn)
-				ctx := context.Background()
+				ctx := testCtx(t)
 				r, err := s.Begin(ctx, &idem.BeginRequest{Key: "k", Fingerprint: fp(1), Token: 1, Lease: 10 * time.Millisecond, TTL: time.Hour})
 				require.NoError(t, err)
 				require.True(t, r.Acquired)
@@ -193,7 +193,7 @@ func TestTakeoverOfLockedRow(t *testing.T) {
 		} {
 			t.Run(path.name+"/"+name, func(t *testing.T) {
 				t.Parallel()
-				ctx := context.Background()
+				ctx := testCtx(t)
 				s := newTestStore(t, Options{})
 				useClaimFunc(s, path.fn)
 				r, err := s.Begin(ctx, &idem.BeginRequest{Key: "k", Fingerprint: fp(1), Token: 1, Lease: time.Minute, TTL: finish.ttl})
@@ -350,7 +350,7 @@ func TestBeginRerunReportsPrior(t *testing.T) {
 		for name, prior := range map[string]idem.State{"New": 0, "Takeover": idem.StatePending, "Reclaim": idem.StateFailed} {
 			t.Run(path.name+"/"+name, func(t *testing.T) {
 				t.Parallel()
-				ctx := context.Background()
+				ctx := testCtx(t)
 				s := newTestStore(t, Options{})
 				useClaimFunc(s, path.fn)
 				switch prior {

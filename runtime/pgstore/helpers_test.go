@@ -4,7 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -32,6 +36,33 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// dbTimeout bounds every wait on the database in the tests (testCtx,
+// cleanupCtx), and in each run of a benchmark: a hung server, or a
+// statement that waits on a lock a failed test left held, fails the test
+// instead of hanging the package until go test's timeout.
+const dbTimeout = time.Minute
+
+// testCtx returns the context of tb's database calls: done dbTimeout from
+// now, or when tb ends.
+func testCtx(tb testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(tb.Context(), dbTimeout)
+	tb.Cleanup(cancel)
+	return ctx
+}
+
+// cleanupCtx returns the context of a cleanup's database calls (tb.Context
+// is done by the time cleanups run), done dbTimeout from now.
+func cleanupCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), dbTimeout)
+}
+
+// rollback rolls tx back, for a defer or a cleanup, within dbTimeout.
+func rollback(tx pgx.Tx) {
+	ctx, cancel := cleanupCtx()
+	defer cancel()
+	_ = tx.Rollback(ctx)
+}
+
 // testPool returns the package's shared pool on the test server.
 func testPool(tb testing.TB) *pgxpool.Pool {
 	tb.Helper()
@@ -43,7 +74,7 @@ func testPool(tb testing.TB) *pgxpool.Pool {
 			return
 		}
 		cfg.MaxConns = 24
-		pool, poolErr = pgxpool.NewWithConfig(context.Background(), cfg)
+		pool, poolErr = pgxpool.NewWithConfig(context.Background(), cfg) // connects lazily: no wait
 	})
 	require.NoError(tb, poolErr)
 	return pool
@@ -59,7 +90,7 @@ func uniqueSchema(tb testing.TB, p *pgxpool.Pool) string {
 	tb.Cleanup(func() {
 		// Bounded: a transaction the test left open would hold the DROP
 		// (and the package) until go test's timeout.
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := cleanupCtx()
 		defer cancel()
 		if _, err := p.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); ctx.Err() != nil {
 			tb.Errorf("drop schema %s: %v (a transaction of the test still open?)", schema, err)
@@ -79,7 +110,7 @@ func newTestStore(tb testing.TB, opts Options) *Store {
 func newStoreOn(tb testing.TB, p *pgxpool.Pool, opts Options) *Store {
 	tb.Helper()
 	s := openStore(tb, p, opts)
-	require.NoError(tb, s.Migrate(context.Background()))
+	require.NoError(tb, s.Migrate(testCtx(tb)))
 	return s
 }
 
@@ -162,7 +193,7 @@ func fp(b byte) idem.Fingerprint {
 func newV1StoreOn(tb testing.TB, p *pgxpool.Pool, opts Options) *Store {
 	tb.Helper()
 	s := openStore(tb, p, opts)
-	_, err := s.migrate(context.Background(), false)
+	_, err := s.migrate(testCtx(tb), false)
 	require.NoError(tb, err)
 	return s
 }
@@ -191,11 +222,13 @@ func storeWithoutExecute(t *testing.T) (*Store, *sqlRecorder) {
 func createRole(t *testing.T, admin *pgxpool.Pool, role string) {
 	t.Helper()
 	q := `CREATE ROLE ` + role + ` NOLOGIN`
-	_, err := admin.Exec(context.Background(), q)
+	_, err := admin.Exec(testCtx(t), q)
 	require.NoError(t, err, q)
 	t.Cleanup(func() {
-		_, _ = admin.Exec(context.Background(), `DROP OWNED BY `+role)
-		_, _ = admin.Exec(context.Background(), `DROP ROLE IF EXISTS `+role)
+		ctx, cancel := cleanupCtx()
+		defer cancel()
+		_, _ = admin.Exec(ctx, `DROP OWNED BY `+role)
+		_, _ = admin.Exec(ctx, `DROP ROLE IF EXISTS `+role)
 	})
 }
 
@@ -205,7 +238,7 @@ func createRole(t *testing.T, admin *pgxpool.Pool, role string) {
 // records.
 func storeAsRole(t *testing.T, admin *pgxpool.Pool, schema string, grants func(role string) []string) (*Store, *sqlRecorder) {
 	t.Helper()
-	ctx := context.Background()
+	ctx := testCtx(t)
 	roleID := pgx.Identifier{schema + "_app"}.Sanitize()
 	createRole(t, admin, roleID)
 	for _, q := range append([]string{
@@ -333,4 +366,56 @@ func (r *sqlRecorder) takeStmts() []string {
 		stmts = append(stmts, strings.Join(w[:min(2, len(w))], " "))
 	}
 	return stmts
+}
+
+// TestDatabaseCallsBounded: the tests' database calls are bounded (testCtx,
+// cleanupCtx, or a timeout of their own): no test file but the examples
+// passes context.Background() itself, except to context.WithTimeout, to
+// pgxpool's constructors (which connect lazily) or as the context of a
+// reaper literal that runs no statement.
+func TestDatabaseCallsBounded(t *testing.T) {
+	files, err := filepath.Glob("*_test.go")
+	require.NoError(t, err)
+	fset := token.NewFileSet()
+	for _, name := range files {
+		if name == "example_test.go" {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		require.NoError(t, err)
+		allowed := map[ast.Expr]bool{}
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.CallExpr:
+				if fn := selector(n.Fun); fn == "context.WithTimeout" || fn == "pgxpool.New" || fn == "pgxpool.NewWithConfig" {
+					allowed[n.Args[0]] = true
+				}
+			case *ast.CompositeLit:
+				if id, ok := n.Type.(*ast.Ident); ok && id.Name == "reaper" {
+					for _, e := range n.Elts {
+						if kv, ok := e.(*ast.KeyValueExpr); ok {
+							allowed[kv.Value] = true
+						}
+					}
+				}
+			}
+			return true
+		})
+		ast.Inspect(f, func(n ast.Node) bool {
+			if c, ok := n.(*ast.CallExpr); ok && selector(c.Fun) == "context.Background" && !allowed[c] {
+				t.Errorf("%s: context.Background(): give the call testCtx(t), or cleanupCtx() in a cleanup", fset.Position(c.Pos()))
+			}
+			return true
+		})
+	}
+}
+
+// selector returns e as pkg.Name, or "".
+func selector(e ast.Expr) string {
+	if s, ok := e.(*ast.SelectorExpr); ok {
+		if id, ok := s.X.(*ast.Ident); ok {
+			return id.Name + "." + s.Sel.Name
+		}
+	}
+	return ""
 }

@@ -1,10 +1,10 @@
 package pgstore
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -23,7 +23,7 @@ import (
 func TestMigrateTwiceIsNoop(t *testing.T) {
 	t.Parallel()
 	s := newTestStore(t, Options{Table: "Records"}) // migrated once
-	ctx := context.Background()
+	ctx := testCtx(t)
 	type snapshot struct {
 		tableOID, indexOID, funcOID uint32
 		versions                    []int
@@ -69,7 +69,7 @@ func TestMigrateFromV1(t *testing.T) {
 	})
 	s := newV1StoreOn(t, p, Options{})
 	rec.s = s
-	ctx := context.Background()
+	ctx := testCtx(t)
 	versions := func() []int {
 		rows, err := p.Query(ctx, `SELECT version FROM `+s.n.version+` ORDER BY version`)
 		require.NoError(t, err)
@@ -131,7 +131,7 @@ func TestMigrateConcurrently(t *testing.T) {
 						defer wg.Done()
 						s, err := New(p, Options{Schema: schema})
 						if err == nil {
-							err = s.Migrate(context.Background())
+							err = s.Migrate(testCtx(t))
 							_ = s.Close()
 						}
 						errs[i] = err
@@ -142,7 +142,7 @@ func TestMigrateConcurrently(t *testing.T) {
 					require.NoError(t, err)
 				}
 				var n int
-				require.NoError(t, p.QueryRow(context.Background(),
+				require.NoError(t, p.QueryRow(testCtx(t),
 					`SELECT count(*) FROM `+pgx.Identifier{schema, DefaultTable + "_version"}.Sanitize()).Scan(&n))
 				assert.Equal(t, SchemaVersion, n)
 			}
@@ -153,7 +153,7 @@ func TestMigrateConcurrently(t *testing.T) {
 func TestMigrateRefusesNewerSchema(t *testing.T) {
 	t.Parallel()
 	s := newTestStore(t, Options{})
-	ctx := context.Background()
+	ctx := testCtx(t)
 	_, err := s.pool.Exec(ctx, `INSERT INTO `+s.n.version+` (version) VALUES ($1)`, SchemaVersion+1)
 	require.NoError(t, err)
 	err = s.Migrate(ctx)
@@ -166,7 +166,7 @@ func TestSchemaSQL(t *testing.T) {
 	t.Parallel()
 	p := testPool(t)
 	schema := uniqueSchema(t, p)
-	ctx := context.Background()
+	ctx := testCtx(t)
 	_, err := p.Exec(ctx, `CREATE SCHEMA `+pgx.Identifier{schema}.Sanitize())
 	require.NoError(t, err)
 	ddl, err := SchemaSQL(Options{Schema: schema, Table: "idem"})
@@ -214,7 +214,7 @@ func TestLongTableName(t *testing.T) {
 	t.Parallel()
 	table := strings.Repeat("t", maxTableLen)
 	s := newTestStore(t, Options{Table: table})
-	ctx := context.Background()
+	ctx := testCtx(t)
 	var names []string
 	rows, err := s.pool.Query(ctx, `SELECT relname::text FROM pg_class WHERE relnamespace = $1::regnamespace
 UNION ALL SELECT proname::text FROM pg_proc WHERE pronamespace = $1::regnamespace ORDER BY 1`, pgx.Identifier{s.n.schema}.Sanitize())
@@ -247,7 +247,7 @@ func TestDocShowsSchema(t *testing.T) {
 // may do) claims with the statement.
 func TestClaimFuncNotExecutable(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := testCtx(t)
 	s, rec := storeWithoutExecute(t)
 	for i, want := range [][]string{{"func error", "cte"}, {"cte"}} {
 		r, err := s.Begin(ctx, beginReq("k", idem.Token(i+1)))
@@ -283,7 +283,7 @@ func TestClaimModeStaleFailure(t *testing.T) {
 // migrates without error, and its Store claims with the statement.
 func TestMigrateWithoutCreate(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := testCtx(t)
 	admin := testPool(t)
 	old := newV1StoreOn(t, admin, Options{})
 	s, rec := storeAsRole(t, admin, old.n.schema, func(role string) []string {
@@ -312,7 +312,7 @@ func TestMigrateWithoutCreate(t *testing.T) {
 // is not this package's and replaces it.
 func TestMigrateReplacesStaleFunc(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := testCtx(t)
 	p := testPool(t)
 	from, to := uniqueSchema(t, p), uniqueSchema(t, p)
 	newStoreOn(t, p, Options{Schema: from})
@@ -340,7 +340,7 @@ func TestMigrateReplacesStaleFunc(t *testing.T) {
 // package's after Migrate; until then Begin calls the older one.
 func TestMigrateReplacesOlderClaimFunc(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := testCtx(t)
 	s := newTestStore(t, Options{})
 	body := claimFuncBody(s.n)
 	a := strings.Index(body, "    -- A takeover locks the row first")
@@ -373,7 +373,7 @@ func TestMigrateReplacesOlderClaimFunc(t *testing.T) {
 // does not switch the Store to the statement.
 func TestClaimFuncErrorInBody(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := testCtx(t)
 	s := newTestStore(t, Options{})
 	sc := pgx.Identifier{s.n.schema}.Sanitize()
 	for _, q := range []string{
@@ -401,7 +401,7 @@ func TestClaimFuncErrorInBody(t *testing.T) {
 // it from then on; a role that may not execute it stays on the statement.
 func TestClaimFuncReprobe(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := testCtx(t)
 	t.Run("created elsewhere", func(t *testing.T) {
 		rec := &sqlRecorder{}
 		p := poolWith(t, testenv.PostgresURL(t), func(c *pgxpool.Config) {
@@ -454,7 +454,7 @@ func TestClaimFuncReprobe(t *testing.T) {
 func TestMigrateTablesOfOneNewSchema(t *testing.T) {
 	t.Parallel()
 	p := testPool(t)
-	ctx := context.Background()
+	ctx := testCtx(t)
 	for range 5 {
 		schema := uniqueSchema(t, p)
 		stores := make([]*Store, 6)
@@ -500,7 +500,7 @@ func TestMigrateAsAppRole(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			ctx := context.Background()
+			ctx := testCtx(t)
 			var schema string
 			if c.ddl == nil {
 				schema = uniqueSchema(t, admin)
@@ -519,7 +519,14 @@ func TestMigrateAsAppRole(t *testing.T) {
 			s.log = slog.New(slog.NewTextHandler(logs, nil))
 			require.NoError(t, s.Migrate(ctx))
 			if c.warn {
-				assert.Contains(t, logs.String(), "cannot read or create the version table, so could not check the schema version")
+				assert.Contains(t, logs.String(), "cannot check the schema version, so a newer one goes undetected")
+				role := pgx.Identifier{schema + "_app"}.Sanitize()
+				version := pgx.Identifier{schema, DefaultTable + "_version"}.Sanitize()
+				if c.ddl == nil || c.name == "SchemaSQLNoVersionGrant" {
+					assert.Contains(t, logs.String(), inText("the role "+role+" lacks the SELECT privilege on "+version+" (GRANT SELECT ON "+version+" TO "+role+")"))
+				} else {
+					assert.Contains(t, logs.String(), inText(version+" does not exist and the role "+role+" lacks the CREATE privilege on the schema "+pgx.Identifier{schema}.Sanitize()))
+				}
 			} else {
 				assert.Empty(t, logs.String())
 			}
@@ -532,12 +539,48 @@ func TestMigrateAsAppRole(t *testing.T) {
 	}
 }
 
+// inText returns s as slog's TextHandler writes it inside a quoted value.
+func inText(s string) string {
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
+}
+
+// TestMigrateNewerVersionUnreadable: a role without SELECT on the version
+// table cannot tell that a later pgstore recorded a newer schema version
+// there: its Migrate succeeds while the records table has this layout, with
+// a warning that names the version table, the role, the privilege it lacks
+// and the GRANT that gives it; once granted, Migrate refuses the newer
+// version.
+func TestMigrateNewerVersionUnreadable(t *testing.T) {
+	t.Parallel()
+	admin := testPool(t)
+	ctx := testCtx(t)
+	owner := newStoreOn(t, admin, Options{})
+	_, err := admin.Exec(ctx, `INSERT INTO `+owner.n.version+` (version) VALUES ($1)`, SchemaVersion+1)
+	require.NoError(t, err)
+	s, _ := storeAsRole(t, admin, owner.n.schema, func(role string) []string {
+		return []string{`GRANT SELECT, INSERT, UPDATE, DELETE ON ` + owner.n.table + ` TO ` + role}
+	})
+	logs := &syncBuffer{}
+	s.log = slog.New(slog.NewTextHandler(logs, nil))
+	require.NoError(t, s.Migrate(ctx), "the newer version goes undetected")
+	role := pgx.Identifier{owner.n.schema + "_app"}.Sanitize()
+	grant := `GRANT SELECT ON ` + owner.n.version + ` TO ` + role
+	assert.Contains(t, logs.String(), inText("cannot check the schema version, so a newer one goes undetected: the role "+role+" lacks the SELECT privilege on "+owner.n.version+" ("+grant+")"))
+
+	_, err = admin.Exec(ctx, grant)
+	require.NoError(t, err)
+	err = s.Migrate(ctx)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), fmt.Sprintf("database schema version %d is newer than this pgstore", SchemaVersion+1))
+}
+
 // TestMigrateAsAppRoleWithoutTable: a role without CREATE whose schema
 // holds no records table cannot migrate it: Migrate fails.
 func TestMigrateAsAppRoleWithoutTable(t *testing.T) {
 	t.Parallel()
 	admin := testPool(t)
-	ctx := context.Background()
+	ctx := testCtx(t)
 	schema := uniqueSchema(t, admin)
 	_, err := admin.Exec(ctx, `CREATE SCHEMA `+pgx.Identifier{schema}.Sanitize())
 	require.NoError(t, err)
@@ -563,7 +606,7 @@ func TestMigrateLayoutColumns(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			ctx := context.Background()
+			ctx := testCtx(t)
 			n := dbaSchema(t, admin, func(n names) string {
 				return schemaSQLOf(n) + "\n" + fmt.Sprintf(c.alter, pgx.Identifier{n.schema}.Sanitize())
 			})
@@ -576,6 +619,7 @@ func TestMigrateLayoutColumns(t *testing.T) {
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), c.want)
 			assert.Contains(t, err.Error(), "does not have the layout of version 1")
+			assert.Contains(t, err.Error(), "cannot check the schema version: the role "+pgx.Identifier{n.schema + "_app"}.Sanitize()+" lacks the SELECT privilege on "+n.version)
 			assert.NotContains(t, logs.String(), "nothing to migrate")
 		})
 	}
@@ -590,7 +634,7 @@ func TestMigrateLayoutColumns(t *testing.T) {
 // (TestMigrateLayoutIndexes).
 func TestOlderSchemaSQLAppRoleWithCreate(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := testCtx(t)
 	admin := testPool(t)
 	n := dbaSchema(t, admin, olderSchemaSQLOf)
 	s, rec := storeAsRole(t, admin, n.schema, func(role string) []string {
@@ -627,7 +671,7 @@ func TestMigrateLayoutIndexes(t *testing.T) {
 	t.Parallel()
 	admin := testPool(t)
 	var super bool
-	require.NoError(t, admin.QueryRow(context.Background(), `SELECT current_setting('is_superuser') = 'on'`).Scan(&super))
+	require.NoError(t, admin.QueryRow(testCtx(t), `SELECT current_setting('is_superuser') = 'on'`).Scan(&super))
 	// Each alter is formatted with the table (%[1]s) and its index (%[2]s),
 	// schema-qualified, and the index's own name (%[3]s); want is what the
 	// error says, "" for success.
@@ -667,7 +711,7 @@ func TestMigrateLayoutIndexes(t *testing.T) {
 					}
 					t.Skip("the test role may not write the catalog")
 				}
-				ctx := context.Background()
+				ctx := testCtx(t)
 				n := dbaSchema(t, admin, func(n names) string {
 					ddl := schemaSQLOf(n)
 					if m.create {
@@ -708,7 +752,7 @@ func dbaSchema(t *testing.T, admin *pgxpool.Pool, ddl func(n names) string) name
 	n, err := newNames(Options{Schema: uniqueSchema(t, admin)})
 	require.NoError(t, err)
 	q := `CREATE SCHEMA ` + pgx.Identifier{n.schema}.Sanitize() + `; ` + ddl(n)
-	_, err = admin.Exec(context.Background(), q)
+	_, err = admin.Exec(testCtx(t), q)
 	require.NoError(t, err, q)
 	return n
 }

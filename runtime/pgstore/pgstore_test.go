@@ -1,7 +1,6 @@
 package pgstore
 
 import (
-	"context"
 	"maps"
 	"testing"
 
@@ -88,7 +87,9 @@ func TestConformanceV1(t *testing.T) {
 				s := newV1StoreOn(t, p, Options{})
 				t.Cleanup(func() {
 					var rows int
-					require.NoError(t, p.QueryRow(context.Background(),
+					ctx, cancel := cleanupCtx()
+					defer cancel()
+					require.NoError(t, p.QueryRow(ctx,
 						`SELECT count(*) FROM `+s.n.table).Scan(&rows))
 					if rows > 0 { // the test claimed: with the statement
 						assert.False(t, s.usesClaimFunc(), "Begin fell back to the claim statement")

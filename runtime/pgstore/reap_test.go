@@ -23,8 +23,9 @@ import (
 
 func fill(t *testing.T, s *Store, prefix string, n int, ttl time.Duration) {
 	t.Helper()
+	ctx := testCtx(t)
 	for i := range n {
-		_, err := s.Begin(context.Background(), &idem.BeginRequest{
+		_, err := s.Begin(ctx, &idem.BeginRequest{
 			Key: fmt.Sprintf("%s%d", prefix, i), Fingerprint: fp(1), Token: idem.Token(i + 1), Lease: time.Minute, TTL: ttl})
 		require.NoError(t, err)
 	}
@@ -33,14 +34,14 @@ func fill(t *testing.T, s *Store, prefix string, n int, ttl time.Duration) {
 func count(t *testing.T, s *Store) int {
 	t.Helper()
 	var n int
-	require.NoError(t, s.pool.QueryRow(context.Background(), `SELECT count(*) FROM `+s.n.table).Scan(&n))
+	require.NoError(t, s.pool.QueryRow(testCtx(t), `SELECT count(*) FROM `+s.n.table).Scan(&n))
 	return n
 }
 
 func TestReapBoundedBatches(t *testing.T) {
 	t.Parallel()
 	s := newTestStore(t, Options{})
-	ctx := context.Background()
+	ctx := testCtx(t)
 	fill(t, s, "old", 10, 20*time.Millisecond)
 	fill(t, s, "live", 5, time.Hour)
 	time.Sleep(50 * time.Millisecond)
@@ -67,7 +68,7 @@ func TestReapBoundedBatches(t *testing.T) {
 func TestReapSkipsLockedRows(t *testing.T) {
 	t.Parallel()
 	s := newTestStore(t, Options{})
-	ctx := context.Background()
+	ctx := testCtx(t)
 	fill(t, s, "old", 3, 20*time.Millisecond)
 	time.Sleep(50 * time.Millisecond)
 	tx, err := s.pool.Begin(ctx)
@@ -111,7 +112,7 @@ func TestBackgroundReaper(t *testing.T) {
 func TestReapPlanUsesIndexBound(t *testing.T) {
 	t.Parallel()
 	s := newTestStore(t, Options{})
-	ctx := context.Background()
+	ctx := testCtx(t)
 	_, err := s.pool.Exec(ctx, `INSERT INTO `+s.n.table+` (key, state, fingerprint, token, lease_expires_at, expires_at)
     SELECT 'k' || i, 2, '\x00'::bytea, i, now(), now() + CASE WHEN i <= 10 THEN interval '-1 hour' ELSE interval '1 hour' END
     FROM generate_series(1, 20000) AS i`)
@@ -161,7 +162,7 @@ func TestReaperDefaults(t *testing.T) {
 // reaper until Close; the next tick reaps.
 func TestReaperStatementTimeout(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := testCtx(t)
 	logs := &syncBuffer{}
 	s := newTestStore(t, Options{ReapInterval: 20 * time.Millisecond, ReapTimeout: 300 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(logs, nil))})
@@ -250,7 +251,7 @@ func TestReaperStopsWhenStoreCollected(t *testing.T) {
 // setup is fixed it logs the recovery and reaps.
 func TestReaperPersistentErrorBacksOff(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := testCtx(t)
 	admin := testPool(t)
 
 	t.Run("NoDelete", func(t *testing.T) {

@@ -357,7 +357,11 @@ func SchemaSQL(opts Options) (string, error) {
 // their names; other constraints and defaults are not compared), and fails
 // otherwise, saying what differs. Such a role cannot tell a newer schema
 // version either: the "newer than this pgstore" check needs SELECT on the
-// version table. Creating the function needs CREATE on the schema too. A
+// version table, and a newer version whose records table still has this
+// layout goes undetected. The warning (and the error) name the version
+// table, the role, the privilege it lacks and the GRANT that gives it:
+// grant SELECT on the version table to every role that runs Migrate, so
+// that a rollback across a schema version fails as above. Creating the function needs CREATE on the schema too. A
 // role without it (since PostgreSQL 15 no role has it on "public" by
 // default) cannot create it where an older pgstore left none: Migrate then
 // logs a warning, succeeds, and the Store claims with the claim statement
@@ -423,18 +427,23 @@ func (s *Store) migrate(ctx context.Context, withFunc bool) (funcOK bool, err er
 		if verr != nil {
 			// A role that may neither create the version table nor read it
 			// (a DBA's migrations made the schema): it has nothing to do
-			// when the records table has the current layout.
+			// when the records table has the current layout, but it cannot
+			// tell a newer schema version (see Migrate).
 			if !isInsufficientPrivilege(verr) {
 				return verr
+			}
+			why, err := s.versionUnreadable(ctx, tx, haveVersion)
+			if err != nil {
+				return err
 			}
 			diff, err := s.layoutMismatch(ctx, tx)
 			if err != nil {
 				return err
 			}
 			if diff != "" {
-				return fmt.Errorf("%w (and %s does not have the layout of version %d: %s)", verr, s.n.table, len(migrations), diff)
+				return fmt.Errorf("cannot check the schema version: %s; and %s does not have the layout of version %d: %s: %w", why, s.n.table, len(migrations), diff, verr)
 			}
-			s.log.LogAttrs(ctx, slog.LevelWarn, "pgstore: cannot read or create the version table, so could not check the schema version (a newer one goes undetected); the records table has the current columns, column types, key and expires_at indexes, so there is nothing to migrate",
+			s.log.LogAttrs(ctx, slog.LevelWarn, "pgstore: cannot check the schema version, so a newer one goes undetected: "+why+"; the records table has the current columns, column types, key and expires_at indexes, so there is nothing to migrate",
 				slog.String("table", s.n.version), slog.Any("error", verr))
 			current = len(migrations)
 		}
@@ -481,6 +490,23 @@ func (s *Store) migrate(ctx context.Context, withFunc bool) (funcOK bool, err er
 		return false, fmt.Errorf("pgstore: migrate %s: %w", s.n.table, err)
 	}
 	return funcOK, nil
+}
+
+// versionUnreadable says why Migrate, for the role of tx, could neither
+// read nor create the version table (exists: whether the table exists),
+// naming the table, the role, the privilege it lacks and the grant that
+// gives it.
+func (s *Store) versionUnreadable(ctx context.Context, tx pgx.Tx, exists bool) (string, error) {
+	var role string
+	if err := tx.QueryRow(ctx, `SELECT current_user`).Scan(&role); err != nil {
+		return "", err
+	}
+	r := pgx.Identifier{role}.Sanitize()
+	if exists {
+		return fmt.Sprintf("the role %s lacks the SELECT privilege on %s (GRANT SELECT ON %s TO %s)", r, s.n.version, s.n.version, r), nil
+	}
+	schema := pgx.Identifier{s.n.schema}.Sanitize()
+	return fmt.Sprintf("%s does not exist and the role %s lacks the CREATE privilege on the schema %s to create it (create it with SchemaSQL, and GRANT SELECT ON %s TO %s)", s.n.version, r, schema, s.n.version, r), nil
 }
 
 // savepoint runs f in a savepoint of tx, rolled back when f fails, so that

@@ -35,7 +35,7 @@ func poolAtLevel(t *testing.T, level string) *pgxpool.Pool {
 // until the returned commit.
 func rowChangeUnderWay(t *testing.T, stmt string, args ...any) (commit func() error) {
 	t.Helper()
-	ctx := context.Background()
+	ctx := testCtx(t)
 	tx, err := testPool(t).BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	require.NoError(t, err)
 	var mu sync.Mutex // commit may run on another goroutine
@@ -103,7 +103,7 @@ func TestFinishAfterConcurrentUpdateStrictIsolation(t *testing.T) {
 		t.Run(level, func(t *testing.T) {
 			t.Parallel()
 			s := newStoreOn(t, poolAtLevel(t, level), Options{})
-			ctx := context.Background()
+			ctx := testCtx(t)
 
 			t.Run("Heartbeat", func(t *testing.T) {
 				_, err := s.Begin(ctx, beginReq("hb", 7))
@@ -140,7 +140,7 @@ func TestExtendLeaseAfterConcurrentUpdateStrictIsolation(t *testing.T) {
 		t.Run(level, func(t *testing.T) {
 			t.Parallel()
 			s := newStoreOn(t, poolAtLevel(t, level), Options{})
-			ctx := context.Background()
+			ctx := testCtx(t)
 
 			t.Run("Heartbeat", func(t *testing.T) {
 				_, err := s.Begin(ctx, beginReq("hb", 7))
@@ -225,7 +225,7 @@ const gateKey = "gated"
 // role under it whose connections' default isolation is level.
 func newGate(t *testing.T, level string) *gate {
 	t.Helper()
-	ctx := context.Background()
+	ctx := testCtx(t)
 	admin := testPool(t)
 	owner := newStoreOn(t, admin, Options{})
 	schema := pgx.Identifier{owner.n.schema}.Sanitize()
@@ -272,7 +272,7 @@ END $$`,
 // hold closes the gate until release.
 func (g *gate) hold(t *testing.T) (release func()) {
 	t.Helper()
-	ctx := context.Background()
+	ctx := testCtx(t)
 	tx, err := g.admin.Begin(ctx)
 	require.NoError(t, err)
 	_, err = tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, g.lock)
@@ -286,9 +286,10 @@ func (g *gate) hold(t *testing.T) (release func()) {
 // waitAtGate waits until a statement starting with like waits at the gate.
 func (g *gate) waitAtGate(t *testing.T, like string) {
 	t.Helper()
+	ctx := testCtx(t)
 	require.Eventually(t, func() bool {
 		var n int
-		require.NoError(t, g.admin.QueryRow(context.Background(),
+		require.NoError(t, g.admin.QueryRow(ctx,
 			`SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'advisory' AND query LIKE $1`,
 			like+"%"+g.owner.n.schema+"%").Scan(&n))
 		return n == 1
@@ -309,7 +310,7 @@ func TestReapAfterConcurrentTakeoverStrictIsolation(t *testing.T) {
 		t.Run(level, func(t *testing.T) {
 			t.Parallel()
 			g := newGate(t, level)
-			ctx := context.Background()
+			ctx := testCtx(t)
 			for _, k := range []string{gateKey, "taken"} { // expiring in this order
 				r := beginReq(k, 1)
 				r.TTL = 50 * time.Millisecond
@@ -353,7 +354,7 @@ func TestTxHeartbeatAfterCommitStrictIsolation(t *testing.T) {
 		t.Run(level, func(t *testing.T) {
 			t.Parallel()
 			g := newGate(t, level)
-			ctx := context.Background()
+			ctx := testCtx(t)
 			_, err := g.owner.Begin(ctx, beginReq(gateKey, 1))
 			require.NoError(t, err)
 			txctx, commit, rollback, err := g.gated.BeginTx(ctx, gateKey, 1)

@@ -61,7 +61,7 @@ func TestKeyValidation(t *testing.T) {
 	s, err := New(p, Options{})
 	require.NoError(t, err)
 	defer s.Close()
-	ctx := context.Background()
+	ctx := testCtx(t)
 	for name, key := range map[string]string{
 		"empty": "", "NUL": "a\x00b", "invalid UTF-8": "a\xffb", "too long": string(make([]byte, MaxKeyLen+1)),
 	} {

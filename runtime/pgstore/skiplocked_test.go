@@ -1,7 +1,6 @@
 package pgstore
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -80,7 +79,7 @@ func testTxDuplicateOfLockedHolder(t *testing.T, iso pgx.TxIsoLevel, fn bool) {
 	<-started
 	time.Sleep(300 * time.Millisecond) // past the lease; the holder is alive
 	var lease time.Time
-	require.NoError(t, f.s.pool.QueryRow(context.Background(),
+	require.NoError(t, f.s.pool.QueryRow(testCtx(t),
 		`SELECT lease_expires_at FROM `+f.s.n.table+` WHERE key LIKE '%'||$1`, slowKey).Scan(&lease))
 
 	var wg sync.WaitGroup

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/puddle/v2"
 
@@ -771,26 +772,24 @@ func (s *Store) ExtendLease(ctx context.Context, key string, token idem.Token, l
 // s.locked that found the row locked. The lock of s.locked is not held over
 // the round trip: the lease end it grants is recorded after it.
 func (s *Store) extendLocked(ctx context.Context, k holdKey, lease time.Duration, lastEnd time.Time, hasLast bool) error {
-	key, token := k.key, k.token
-	var last *time.Time
-	if hasLast {
-		last = &lastEnd
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("pgstore: extend lease: %w", err)
 	}
-	type answer struct {
-		locked bool
-		end    time.Time
-	}
-	a, err := retried(func() (a answer, err error) {
-		err = s.pool.QueryRow(ctx, s.q.stillLocked, key, int64(token), last, lease).Scan(&a.locked, &a.end)
-		return a, err
+	defer c.Release()
+	m := c.Conn().TypeMap()
+	a := newStillLockedArgs(k, lastEnd, hasLast, lease, s.typed && defaultEncodes(m) && codecIs[*pgtype.TimestamptzCodec](m, pgtype.TimestamptzOID))
+	ans, err := retried(func() (stillLockedAnswer, error) {
+		rows, _ := c.Conn().Query(ctx, s.q.stillLocked, a.args[:]...)
+		return readStillLocked(rows)
 	})
 	if err != nil {
 		return fmt.Errorf("pgstore: extend lease: %w", err)
 	}
-	if !a.locked {
+	if !ans.locked {
 		return idem.ErrFenced
 	}
-	s.locked.extend(k, a.end)
+	s.locked.extend(k, ans.end)
 	return nil
 }
 

@@ -96,7 +96,7 @@ func TestTypeMapHonoured(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			ctx := context.Background()
+			ctx := testCtx(t)
 			p := poolWith(t, testenv.PostgresURL(t), func(c *pgxpool.Config) {
 				c.MaxConns = 2
 				c.AfterConnect = func(_ context.Context, conn *pgx.Conn) error {
@@ -237,7 +237,7 @@ func (c plainBytea) PlanEncode(m *pgtype.Map, oid uint32, format int16, value an
 // which such codecs take, instead of its valuers.
 func TestTypeMapArguments(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := testCtx(t)
 	p := poolWith(t, testenv.PostgresURL(t), func(c *pgxpool.Config) {
 		c.MaxConns = 2
 		c.AfterConnect = func(_ context.Context, conn *pgx.Conn) error {
@@ -293,4 +293,68 @@ func TestDefaultEncodes(t *testing.T) {
 	}
 	m = pgtype.NewMap()
 	require.Zero(t, testing.AllocsPerRun(100, func() { _ = defaultEncodes(m) }))
+}
+
+// TestExtendLockedTypeMaps: a heartbeat of a record whose row a transaction
+// locks (extendLocked) reads the lease end it grants as Scan does with the
+// connection's type map (in the timestamptz codec's ScanLocation; through a
+// codec of the user's own), and passes plain arguments to a type map that
+// encodes in its own way; the commit writes that lease end.
+func TestExtendLockedTypeMaps(t *testing.T) {
+	t.Parallel()
+	zone := time.FixedZone("UTC+05:30", 5*3600+1800)
+	for _, tc := range []struct {
+		name    string
+		typ     *pgtype.Type // nil: pgx's defaults
+		loc     *time.Location
+		seconds bool // the codec truncates to the second
+	}{
+		{name: "Default", loc: time.Local},
+		{name: "ScanLocationZone", loc: zone,
+			typ: &pgtype.Type{Name: "timestamptz", OID: pgtype.TimestamptzOID, Codec: &pgtype.TimestamptzCodec{ScanLocation: zone}}},
+		{name: "OwnTimestamptzCodec", loc: time.Local, seconds: true,
+			typ: &pgtype.Type{Name: "timestamptz", OID: pgtype.TimestamptzOID, Codec: secondsTimestamptz{&pgtype.TimestamptzCodec{}}}},
+		{name: "OwnInt8Codec", loc: time.Local,
+			typ: &pgtype.Type{Name: "int8", OID: pgtype.Int8OID, Codec: plainInt8{}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			p := poolWith(t, testenv.PostgresURL(t), func(c *pgxpool.Config) {
+				c.MaxConns = 2
+				c.AfterConnect = func(_ context.Context, conn *pgx.Conn) error {
+					if tc.typ != nil {
+						conn.TypeMap().RegisterType(tc.typ)
+					}
+					return nil
+				}
+			})
+			s := newStoreOn(t, p, Options{TxOptions: pgx.TxOptions{IsoLevel: pgx.RepeatableRead}})
+			res, err := s.Begin(ctx, &idem.BeginRequest{Key: "k", Fingerprint: fp(1), Token: 3, Lease: time.Minute, TTL: time.Hour})
+			require.NoError(t, err)
+			require.True(t, res.Acquired)
+			_, commit, rollback, err := s.BeginTx(ctx, "k", 3)
+			require.NoError(t, err)
+			defer rollback()
+			k := holdKey{"k", 3}
+			require.True(t, s.locked.has(k))
+			var ends []time.Time
+			for range 2 { // without the end of a previous lease ($3 NULL), then with
+				require.NoError(t, s.ExtendLease(ctx, "k", 3, 2*time.Hour))
+				end, ok := s.locked.leaseEnd(k)
+				require.True(t, ok)
+				require.Equal(t, tc.loc, end.Location())
+				if tc.seconds {
+					require.Zero(t, end.Nanosecond())
+				}
+				ends = append(ends, end)
+			}
+			require.False(t, ends[1].Before(ends[0]))
+			require.NoError(t, commit(idem.StateCompleted, []byte("r")))
+			rec, found, err := s.Get(ctx, "k")
+			require.NoError(t, err)
+			require.True(t, found)
+			require.True(t, rec.ExpiresAt.Equal(ends[1]), "expires_at %v, the last heartbeat's lease end %v", rec.ExpiresAt, ends[1])
+		})
+	}
 }

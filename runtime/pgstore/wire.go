@@ -113,6 +113,71 @@ func newExtendArgs(key string, token idem.Token, lease time.Duration, typed bool
 	return a
 }
 
+// stillLockedArgs are the stillLocked statement's $1…$4: $3, the end of
+// the last heartbeat's lease, is NULL (an untyped nil) before the first.
+type stillLockedArgs struct {
+	key   string
+	tok   int64
+	last  time.Time
+	lease time.Duration
+	args  [4]any
+}
+
+// newStillLockedArgs packs them; typed also needs pgx's default
+// timestamptz codec (see defaultEncodes), which takes a timeArg directly.
+func newStillLockedArgs(k holdKey, last time.Time, hasLast bool, lease time.Duration, typed bool) *stillLockedArgs {
+	a := &stillLockedArgs{key: k.key, tok: int64(k.token), last: last, lease: lease}
+	var lastArg any
+	if typed {
+		if hasLast {
+			lastArg = timeArg{&a.last}
+		}
+		a.args = [4]any{keyArg{&a.key}, tokArg{&a.tok}, lastArg, intervalArg{&a.lease}}
+	} else {
+		if hasLast {
+			lastArg = last
+		}
+		a.args = [4]any{a.key, a.tok, lastArg, lease}
+	}
+	return a
+}
+
+// stillLockedAnswer is the stillLocked statement's row.
+type stillLockedAnswer struct {
+	locked bool
+	end    time.Time
+}
+
+var stillLockedOIDs = []uint32{pgtype.BoolOID, pgtype.TimestamptzOID}
+
+// readStillLocked reads the one row of the stillLocked statement's rows and
+// closes them: from the raw values when fastRow allows (as readRecord), with
+// Scan otherwise.
+func readStillLocked(rows pgx.Rows) (stillLockedAnswer, error) {
+	var a stillLockedAnswer
+	var err error
+	if rows.Next() {
+		if loc, ok := fastRow(rows, stillLockedOIDs); ok {
+			v := rows.RawValues()
+			if len(v) != 2 || len(v[0]) != 1 {
+				err = errRecordColumns
+			} else {
+				a.locked = v[0][0] != 0
+				a.end, err = readTimestamptz(v[1], loc)
+			}
+		} else {
+			err = rows.Scan(&a.locked, &a.end)
+		}
+	} else {
+		err = pgx.ErrNoRows
+	}
+	rows.Close()
+	if rerr := rows.Err(); rerr != nil {
+		return stillLockedAnswer{}, rerr
+	}
+	return a, err
+}
+
 // keyArg is a text argument.
 type keyArg struct{ p *string }
 
@@ -133,6 +198,13 @@ func (a bytesArg) BytesValue() ([]byte, error) { return *a.p, nil }
 type tokArg struct{ p *int64 }
 
 func (a tokArg) Int64Value() (pgtype.Int8, error) { return pgtype.Int8{Int64: *a.p, Valid: true}, nil }
+
+// timeArg is a timestamptz argument.
+type timeArg struct{ p *time.Time }
+
+func (a timeArg) TimestamptzValue() (pgtype.Timestamptz, error) {
+	return pgtype.Timestamptz{Time: *a.p, Valid: true}, nil
+}
 
 // intervalArg is an interval argument, encoded as pgx encodes a time.Duration.
 type intervalArg struct{ p *time.Duration }

@@ -1,7 +1,6 @@
 package pgstore
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -14,7 +13,7 @@ import (
 // row values themselves, read every kind of row exactly as Scan does (the
 // reading of main's code and the fallback for text formats).
 func TestRawReadsMatchScan(t *testing.T) {
-	ctx := context.Background()
+	ctx := testCtx(t)
 	p := testPool(t)
 	s := newStoreOn(t, p, Options{})
 	f := fp(7)
