@@ -13,6 +13,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -184,7 +185,8 @@ func WithAttemptHook(fn func(context.Context, Attempt)) Option {
 
 // WithLogger logs every attempt of managed requests: at Debug when it ends
 // the call with a response, Info when a retry follows, Warn when the call
-// gives up with an error.
+// gives up with an error. A line names the URL without its password and
+// query values ([Attempt].URL), and never the body.
 func WithLogger(l *slog.Logger) Option { return func(o *config) { o.logger = l } }
 
 // WithAttemptTimeout bounds each attempt (sending, waiting for the response
@@ -287,11 +289,49 @@ func (d *Doer) fail(req *http.Request, call *Call, reason, err error) *Error {
 	}
 }
 
+// redactedURL is req's URL as the Doer's errors and log lines name it:
+// see redact.
 func redactedURL(req *http.Request) string {
 	if req.URL == nil {
 		return ""
 	}
-	return req.URL.Redacted()
+	return redact(req.URL)
+}
+
+// redact returns u without its password (as URL.Redacted) and with the
+// value of every query parameter replaced by xxxxx: a query may carry a
+// credential (an API key given "in: query"), which the attempts' log lines
+// and the errors people log must not spell out. The call's key, which the
+// query may carry too, is reported in its own field.
+func redact(u *url.URL) string {
+	if u.RawQuery == "" {
+		return u.Redacted()
+	}
+	c := *u
+	pairs := strings.Split(c.RawQuery, "&")
+	for i, pair := range pairs {
+		if name, _, ok := strings.Cut(pair, "="); ok {
+			pairs[i] = name + "=xxxxx"
+		}
+	}
+	c.RawQuery = strings.Join(pairs, "&")
+	return c.Redacted()
+}
+
+// redactError redacts the URL of a *url.Error, the error http.Client
+// returns, which names the request's URL (the last one it was redirected
+// to) with its query; sent is the URL the attempt was sent to, named
+// instead when the error's does not parse.
+func redactError(err error, sent *url.URL) error {
+	ue, ok := err.(*url.Error)
+	if !ok {
+		return err
+	}
+	u, perr := url.Parse(ue.URL)
+	if perr != nil {
+		u = sent
+	}
+	return &url.Error{Op: ue.Op, URL: redact(u), Err: ue.Err}
 }
 
 func closeBody(req *http.Request) {
@@ -555,6 +595,7 @@ func (d *Doer) attempt(actx context.Context, pr *prepared, call *Call, n int) (*
 	}
 	call.countAttempt()
 	resp, err := d.inner.Do(areq)
+	err = redactError(err, areq.URL)
 	timedOut := func(err error) error {
 		if cause := context.Cause(actx); cause == errAttemptTimeout {
 			return fmt.Errorf("%w after %v: %w", errAttemptTimeout, d.cfg.attemptTimeout, err)

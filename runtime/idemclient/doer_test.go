@@ -1111,3 +1111,39 @@ func TestDecodeProblemCut(t *testing.T) {
 		assert.Equal(t, c.want, got, "%s cut=%v", c.b, c.cut)
 	}
 }
+
+// TestLogAndErrorsRedactTheQuery: a query may carry a credential (an API
+// key declared "in: query", which oapi-codegen's security provider adds to
+// every request). The attempts' log lines (Info on every retry) and the
+// *Error, with the inner client's *url.Error it wraps, used to spell it
+// out; they now name the parameters without their values, and no password
+// (the body is never logged).
+func TestLogAndErrorsRedactTheQuery(t *testing.T) {
+	srv := newRecServer(t, func(int, *http.Request) reply { return reply{status: 503} })
+	refused := func() string { // a port nothing listens on
+		s := httptest.NewServer(http.NotFoundHandler())
+		s.Close()
+		return s.URL
+	}()
+	for _, base := range []string{srv.URL, refused} {
+		var buf bytes.Buffer
+		logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		u := strings.Replace(base, "http://", "http://user:pw-secret@", 1) + "/orders?api_key=q-secret&flag&n=1"
+		ctx, _ := Start(context.Background())
+		resp, err := NewDoer(http.DefaultClient, fastPolicy(2), WithClock(newFakeClock()), WithLogger(logger)).
+			Do(post(t, ctx, u, `{"card":"body-secret"}`))
+		out := buf.String()
+		if err != nil {
+			var ue *url.Error
+			require.ErrorAs(t, err, &ue, "the inner client's error is still there")
+			out += "\n" + err.Error()
+		} else {
+			resp.Body.Close()
+		}
+		require.Contains(t, out, "/orders?api_key=xxxxx&flag&n=xxxxx")
+		for _, secret := range []string{"q-secret", "pw-secret", "body-secret"} {
+			assert.NotContains(t, out, secret, base)
+		}
+	}
+	assert.Equal(t, "api_key=q-secret&flag&n=1", srv.Seen()[0].RawQuery, "sent as is")
+}
