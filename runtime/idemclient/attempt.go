@@ -9,7 +9,9 @@ import (
 // [WithAttemptHook] and logged by [WithLogger].
 type Attempt struct {
 	Method string
-	URL    string
+	// URL is the request's URL without its password and with the values of
+	// its query parameters replaced by xxxxx (a query may carry a credential).
+	URL string
 	// Key is the idempotency key (the same on every attempt of a call).
 	Key string
 	// N is the attempt number, from 1.

@@ -148,7 +148,7 @@ func (c *Call) Check(resp *http.Response, body []byte) error {
 	if clock == nil {
 		clock = SystemClock
 	}
-	pe := parseProblem(resp.StatusCode, resp.Header, body, clock.Now())
+	pe := parseProblem(resp.StatusCode, resp.Header, body, false, clock.Now())
 	if pe == nil {
 		return nil
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +13,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -118,7 +118,8 @@ const (
 // are read within the attempt, so that a connection lost mid-body is a
 // retryable error rather than the caller's problem; a longer body streams.
 // Of a JSON or problem+json error body, at least its first 64 KiB (where
-// its code is looked for) are read within the attempt, whatever the buffer.
+// its code is looked for: a code there counts even when the body goes on
+// past them) are read within the attempt, whatever the buffer.
 //
 // # How long it waits
 //
@@ -184,7 +185,8 @@ func WithAttemptHook(fn func(context.Context, Attempt)) Option {
 
 // WithLogger logs every attempt of managed requests: at Debug when it ends
 // the call with a response, Info when a retry follows, Warn when the call
-// gives up with an error.
+// gives up with an error. A line names the URL without its password and
+// query values ([Attempt].URL), and never the body.
 func WithLogger(l *slog.Logger) Option { return func(o *config) { o.logger = l } }
 
 // WithAttemptTimeout bounds each attempt (sending, waiting for the response
@@ -287,11 +289,49 @@ func (d *Doer) fail(req *http.Request, call *Call, reason, err error) *Error {
 	}
 }
 
+// redactedURL is req's URL as the Doer's errors and log lines name it:
+// see redact.
 func redactedURL(req *http.Request) string {
 	if req.URL == nil {
 		return ""
 	}
-	return req.URL.Redacted()
+	return redact(req.URL)
+}
+
+// redact returns u without its password (as URL.Redacted) and with the
+// value of every query parameter replaced by xxxxx: a query may carry a
+// credential (an API key given "in: query"), which the attempts' log lines
+// and the errors people log must not spell out. The call's key, which the
+// query may carry too, is reported in its own field.
+func redact(u *url.URL) string {
+	if u.RawQuery == "" {
+		return u.Redacted()
+	}
+	c := *u
+	pairs := strings.Split(c.RawQuery, "&")
+	for i, pair := range pairs {
+		if name, _, ok := strings.Cut(pair, "="); ok {
+			pairs[i] = name + "=xxxxx"
+		}
+	}
+	c.RawQuery = strings.Join(pairs, "&")
+	return c.Redacted()
+}
+
+// redactError redacts the URL of a *url.Error, the error http.Client
+// returns, which names the request's URL (the last one it was redirected
+// to) with its query; sent is the URL the attempt was sent to, named
+// instead when the error's does not parse.
+func redactError(err error, sent *url.URL) error {
+	ue, ok := err.(*url.Error)
+	if !ok {
+		return err
+	}
+	u, perr := url.Parse(ue.URL)
+	if perr != nil {
+		u = sent
+	}
+	return &url.Error{Op: ue.Op, URL: redact(u), Err: ue.Err}
 }
 
 func closeBody(req *http.Request) {
@@ -448,7 +488,7 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 			}
 		} else {
 			at.Status = resp.StatusCode
-			at.Code = problemCode(head)
+			at.Code = head.code()
 			retry = retryStatus(at.Status, at.Code, replayed(resp.Header), p.On)
 			now = d.cfg.clock.Now()
 			if ra, ok := ParseRetryAfter(resp.Header, now); ok {
@@ -481,7 +521,7 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 		lastProblem := func(e *Error) *Error {
 			e.Status, e.RetryAfter = at.Status, at.RetryAfter
 			if resp != nil {
-				if e.Problem = parseProblem(resp.StatusCode, resp.Header, head, now); e.Problem != nil {
+				if e.Problem = parseProblem(resp.StatusCode, resp.Header, head.b, head.cut, now); e.Problem != nil {
 					e.Problem.Key, e.Problem.Attempts = e.Key, e.Attempts
 				}
 			}
@@ -508,16 +548,33 @@ var errAttemptTimeout = errors.New("idemclient: attempt timed out")
 // attempt, to find its problem code.
 const headMax = 64 << 10
 
+// bodyHead is the start of a JSON error body, read within its attempt: at
+// most headMax bytes; cut tells that the body goes on past them.
+type bodyHead struct {
+	b   []byte
+	cut bool
+}
+
+// code returns the `code` member of the problem the head holds ("" for
+// none), found even when the body goes on past the head.
+func (h bodyHead) code() string {
+	if h.b == nil {
+		return ""
+	}
+	p, _ := decodeProblem(h.b, h.cut)
+	return p.Code
+}
+
 // attempt sends attempt n (counting it in call once it is sent: not when
 // its body cannot be had) and reads, within the attempt, up to the buffer
 // limit of its body, and at least the head (headMax bytes) of a JSON error
 // body, which it returns.
-func (d *Doer) attempt(actx context.Context, pr *prepared, call *Call, n int) (*http.Response, []byte, error) {
+func (d *Doer) attempt(actx context.Context, pr *prepared, call *Call, n int) (*http.Response, bodyHead, error) {
 	body := pr.first
 	if n > 1 && pr.first != nil {
 		var err error
 		if body, err = pr.getBody(); err != nil {
-			return nil, nil, fmt.Errorf("%w: GetBody: %w", ErrBodyNotReplayable, err)
+			return nil, bodyHead{}, fmt.Errorf("%w: GetBody: %w", ErrBodyNotReplayable, err)
 		}
 	}
 	cancel := context.CancelCauseFunc(func(error) {})
@@ -538,6 +595,7 @@ func (d *Doer) attempt(actx context.Context, pr *prepared, call *Call, n int) (*
 	}
 	call.countAttempt()
 	resp, err := d.inner.Do(areq)
+	err = redactError(err, areq.URL)
 	timedOut := func(err error) error {
 		if cause := context.Cause(actx); cause == errAttemptTimeout {
 			return fmt.Errorf("%w after %v: %w", errAttemptTimeout, d.cfg.attemptTimeout, err)
@@ -546,7 +604,7 @@ func (d *Doer) attempt(actx context.Context, pr *prepared, call *Call, n int) (*
 	}
 	if err != nil {
 		done()
-		return nil, nil, timedOut(err)
+		return nil, bodyHead{}, timedOut(err)
 	}
 	limit := max(d.cfg.respBuffer, 0)
 	problem := resp.StatusCode >= 400 && jsonBody(resp.Header)
@@ -556,23 +614,24 @@ func (d *Doer) attempt(actx context.Context, pr *prepared, call *Call, n int) (*
 	if limit == 0 {
 		stopTimer(timer)
 		resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel, timer: timer, deadline: deadline}
-		return resp, nil, nil
+		return resp, bodyHead{}, nil
 	}
 	buf, err := io.ReadAll(io.LimitReader(resp.Body, limit))
 	if err != nil {
 		resp.Body.Close()
 		done()
-		return nil, nil, timedOut(fmt.Errorf("reading the response body: %w", err))
+		return nil, bodyHead{}, timedOut(fmt.Errorf("reading the response body: %w", err))
 	}
-	var head []byte
+	more := int64(len(buf)) == limit // the body may go on: the rest streams
+	var h bodyHead
 	if problem {
-		head = buf[:min(len(buf), headMax)]
+		h = bodyHead{b: buf[:min(len(buf), headMax)], cut: len(buf) > headMax || more}
 	}
-	if int64(len(buf)) < limit {
+	if !more {
 		resp.Body.Close()
 		done()
 		resp.Body = io.NopCloser(bytes.NewReader(buf))
-		return resp, head, nil
+		return resp, h, nil
 	}
 	// Longer than the buffer: the rest streams under the call's context.
 	stopTimer(timer)
@@ -583,7 +642,7 @@ func (d *Doer) attempt(actx context.Context, pr *prepared, call *Call, n int) (*
 		}{io.MultiReader(bytes.NewReader(buf), resp.Body), resp.Body},
 		cancel: cancel, timer: timer, deadline: deadline,
 	}
-	return resp, head, nil
+	return resp, h, nil
 }
 
 func stopTimer(t *time.Timer) {
@@ -638,20 +697,6 @@ func replayed(h http.Header) bool {
 func jsonBody(h http.Header) bool {
 	mt, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
 	return mt == "application/problem+json" || mt == "application/json"
-}
-
-// problemCode returns the `code` member of a problem body's head.
-func problemCode(head []byte) string {
-	if head == nil {
-		return ""
-	}
-	var p struct {
-		Code string `json:"code"`
-	}
-	if json.Unmarshal(head, &p) != nil {
-		return ""
-	}
-	return p.Code
 }
 
 // discard drains and closes a response that will not be returned: what

@@ -555,8 +555,18 @@ func TestStalledErrorBody(t *testing.T) {
 // attempt whatever the response buffer, for its problem code, and the
 // caller still gets the whole body.
 func TestErrorBodyHead(t *testing.T) {
-	for _, size := range []int{10, 100 << 10} {
-		body := `{"title":"x","status":422,"code":"` + CodeKeyReused + `","detail":"` + strings.Repeat("d", size) + `"}`
+	codeFirst := func(size int) string {
+		return `{"title":"x","status":422,"code":"` + CodeKeyReused + `","detail":"` + strings.Repeat("d", size) + `"}`
+	}
+	for _, tc := range []struct {
+		name, body string
+		inHead     bool
+	}{
+		{"short", codeFirst(10), true},
+		{"code first, body past the head", codeFirst(100 << 10), true},
+		{"code past the head", `{"detail":"` + strings.Repeat("d", 100<<10) + `","code":"` + CodeKeyReused + `"}`, false},
+	} {
+		body := tc.body
 		srv := newRecServer(t, func(int, *http.Request) reply {
 			return reply{status: 422, header: map[string]string{"Content-Type": "application/problem+json"}, body: body}
 		})
@@ -566,15 +576,63 @@ func TestErrorBodyHead(t *testing.T) {
 			resp, err := NewDoer(http.DefaultClient, fastPolicy(3), WithClock(newFakeClock()), WithResponseBuffer(buffer),
 				WithAttemptTimeout(time.Minute), WithAttemptHook(hl.hook)).Do(post(t, ctx, srv.URL, payload))
 			require.NoError(t, err)
-			assert.Equal(t, body, readBody(t, resp), "size %d, buffer %d", size, buffer)
+			assert.Equal(t, body, readBody(t, resp), "%s, buffer %d", tc.name, buffer)
 			code := CodeKeyReused
-			if size > 64<<10 {
-				code = "" // not in the head
+			if !tc.inHead {
+				code = ""
 			}
 			require.Len(t, hl.attempts(), 1)
-			assert.Equal(t, code, hl.attempts()[0].Code, "size %d, buffer %d", size, buffer)
+			assert.Equal(t, code, hl.attempts()[0].Code, "%s, buffer %d", tc.name, buffer)
 		}
 	}
+}
+
+// TestLongProblemNotRetried: a 409 IDEMPOTENCY_KEY_REUSED (or
+// _RESPONSE_UNAVAILABLE) whose body runs past the part read within the
+// attempt (a long detail, extension members) is still never retried: its
+// code, at the start, is found in the head although the JSON text is cut
+// there. It used to be retried to the last attempt, each getting the same
+// answer.
+func TestLongProblemNotRetried(t *testing.T) {
+	for _, code := range []string{CodeKeyReused, CodeResponseUnavailable} {
+		for _, size := range []int{70 << 10, 2 << 20} { // past the 64 KiB head; past the 1 MiB buffer too
+			body := `{"title":"x","status":409,"code":"` + code + `","detail":"` + strings.Repeat("d", size) + `"}`
+			srv := newRecServer(t, func(int, *http.Request) reply {
+				return reply{status: 409, header: map[string]string{"Content-Type": "application/problem+json"}, body: body}
+			})
+			var hl hookLog
+			ctx, call := Start(context.Background())
+			resp, err := NewDoer(http.DefaultClient, fastPolicy(4), WithClock(newFakeClock()), WithAttemptHook(hl.hook)).
+				Do(post(t, ctx, srv.URL, payload))
+			require.NoError(t, err)
+			assert.Equal(t, body, readBody(t, resp), "%s, %d", code, size)
+			assert.Equal(t, 1, len(srv.Seen()), "%s, %d: retried", code, size)
+			require.Len(t, hl.attempts(), 1)
+			assert.Equal(t, code, hl.attempts()[0].Code)
+			var pe *ProblemError
+			require.ErrorAs(t, call.Check(resp, []byte(body)), &pe)
+			assert.Equal(t, code, pe.Code)
+		}
+	}
+}
+
+// TestLongProblemAtTheDeadline: the problem an *Error carries when the call
+// stops on a long IDEMPOTENCY_KEY_IN_USE (its Retry-After beyond the
+// deadline) is found in the head too.
+func TestLongProblemAtTheDeadline(t *testing.T) {
+	body := `{"title":"busy","status":409,"code":"` + CodeKeyInUse + `","detail":"` + strings.Repeat("d", 100<<10) + `"}`
+	srv := newRecServer(t, func(int, *http.Request) reply {
+		return reply{status: 409, header: map[string]string{"Content-Type": "application/problem+json", "Retry-After": "3600"}, body: body}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ctx, _ = Start(ctx)
+	_, err := NewDoer(http.DefaultClient, fastPolicy(4), WithClock(newFakeClock())).Do(post(t, ctx, srv.URL, payload))
+	require.ErrorIs(t, err, ErrRetryAfterTooLong)
+	var pe *ProblemError
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, CodeKeyInUse, pe.Code)
+	assert.Equal(t, "busy", pe.Title)
 }
 
 // bodyWatch is a RoundTripper that records, for each response, whether its
@@ -1026,4 +1084,66 @@ func TestCheckUsesTheDoersClock(t *testing.T) {
 	require.ErrorAs(t, call.Check(resp, []byte(body)), &pe)
 	assert.Equal(t, 30*time.Second, pe.RetryAfter)
 	assert.Equal(t, 30*time.Second, hl.attempts()[0].RetryAfter)
+}
+
+func TestDecodeProblemCut(t *testing.T) {
+	for _, c := range []struct {
+		b       string
+		cut, ok bool
+		want    problemMembers
+	}{
+		{`{"code":"C","title":"T","detail":"D"}`, false, true, problemMembers{"C", "T", "D"}},
+		{`{"code":"C","title":"T","detail":"D`, false, false, problemMembers{}},
+		{`{"code":"C","title":"T","detail":"D`, true, true, problemMembers{Code: "C", Title: "T"}},
+		{`{"code":"C","ext":[1,2,{"a":`, true, true, problemMembers{Code: "C"}},
+		{`{"code":"C",`, true, true, problemMembers{Code: "C"}},
+		{`{"code":"C"`, true, true, problemMembers{Code: "C"}},
+		{`{"Code":"C","x":"`, true, true, problemMembers{Code: "C"}}, // as json.Unmarshal matches names
+		{`{"code":"C","code":"E","x":"`, true, true, problemMembers{Code: "E"}},
+		{`{"cod`, true, true, problemMembers{}},
+		{`{"code":"C", garbage`, true, false, problemMembers{}}, // not JSON up to the cut
+		{`{"code":7,"x":"`, true, false, problemMembers{}},      // a member of another type spoils it, as for json.Unmarshal
+		{`["code","C"`, true, false, problemMembers{}},
+		{`<html>`, true, false, problemMembers{}},
+	} {
+		got, ok := decodeProblem([]byte(c.b), c.cut)
+		assert.Equal(t, c.ok, ok, "%s cut=%v", c.b, c.cut)
+		assert.Equal(t, c.want, got, "%s cut=%v", c.b, c.cut)
+	}
+}
+
+// TestLogAndErrorsRedactTheQuery: a query may carry a credential (an API
+// key declared "in: query", which oapi-codegen's security provider adds to
+// every request). The attempts' log lines (Info on every retry) and the
+// *Error, with the inner client's *url.Error it wraps, used to spell it
+// out; they now name the parameters without their values, and no password
+// (the body is never logged).
+func TestLogAndErrorsRedactTheQuery(t *testing.T) {
+	srv := newRecServer(t, func(int, *http.Request) reply { return reply{status: 503} })
+	refused := func() string { // a port nothing listens on
+		s := httptest.NewServer(http.NotFoundHandler())
+		s.Close()
+		return s.URL
+	}()
+	for _, base := range []string{srv.URL, refused} {
+		var buf bytes.Buffer
+		logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		u := strings.Replace(base, "http://", "http://user:pw-secret@", 1) + "/orders?api_key=q-secret&flag&n=1"
+		ctx, _ := Start(context.Background())
+		resp, err := NewDoer(http.DefaultClient, fastPolicy(2), WithClock(newFakeClock()), WithLogger(logger)).
+			Do(post(t, ctx, u, `{"card":"body-secret"}`))
+		out := buf.String()
+		if err != nil {
+			var ue *url.Error
+			require.ErrorAs(t, err, &ue, "the inner client's error is still there")
+			out += "\n" + err.Error()
+		} else {
+			resp.Body.Close()
+		}
+		require.Contains(t, out, "/orders?api_key=xxxxx&flag&n=xxxxx")
+		for _, secret := range []string{"q-secret", "pw-secret", "body-secret"} {
+			assert.NotContains(t, out, secret, base)
+		}
+	}
+	assert.Equal(t, "api_key=q-secret&flag&n=1", srv.Seen()[0].RawQuery, "sent as is")
 }

@@ -54,6 +54,8 @@ func (noTimeLeft) Is(target error) bool { return target == context.DeadlineExcee
 // end with a response. It names the call's key so that the caller can log
 // or persist it and resume later with [WithKey].
 type Error struct {
+	// URL is redacted as [Attempt].URL is; so is the URL of the inner
+	// client's *url.Error in Err.
 	Method, URL string
 	// Key is the idempotency key every attempt carried ("" if none was set yet).
 	Key string

@@ -1,9 +1,12 @@
 package idemclient
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"mime"
 	"net/http"
 	"strings"
@@ -63,10 +66,12 @@ func (e *ProblemError) Error() string {
 // other response. Key and Attempts are left zero. A Retry-After given as a
 // date is measured from time.Now ([Call.Check] uses the Doer's clock).
 func ParseProblem(status int, h http.Header, body []byte) *ProblemError {
-	return parseProblem(status, h, body, time.Now())
+	return parseProblem(status, h, body, false, time.Now())
 }
 
-func parseProblem(status int, h http.Header, body []byte, now time.Time) *ProblemError {
+// parseProblem is ParseProblem of a body that is, when cut is set, only the
+// start of a longer one (see decodeProblem).
+func parseProblem(status int, h http.Header, body []byte, cut bool, now time.Time) *ProblemError {
 	if status < 400 {
 		return nil
 	}
@@ -74,12 +79,8 @@ func parseProblem(status int, h http.Header, body []byte, now time.Time) *Proble
 	if mt != "application/problem+json" && mt != "application/json" {
 		return nil
 	}
-	var p struct {
-		Code   string `json:"code"`
-		Title  string `json:"title"`
-		Detail string `json:"detail"`
-	}
-	if json.Unmarshal(body, &p) != nil || !strings.HasPrefix(p.Code, "IDEMPOTENCY_") {
+	p, ok := decodeProblem(body, cut)
+	if !ok || !strings.HasPrefix(p.Code, "IDEMPOTENCY_") {
 		return nil
 	}
 	pe := &ProblemError{Status: status, Code: p.Code, Title: p.Title, Detail: p.Detail}
@@ -87,4 +88,66 @@ func parseProblem(status int, h http.Header, body []byte, now time.Time) *Proble
 		pe.RetryAfter = ra
 	}
 	return pe
+}
+
+// problemMembers are the members of a problem body the client reads.
+type problemMembers struct {
+	Code   string `json:"code"`
+	Title  string `json:"title"`
+	Detail string `json:"detail"`
+}
+
+// decodeProblem decodes the members of a JSON problem body, as
+// json.Unmarshal does (member names matched case-insensitively, the last
+// of a name winning, a member of another type spoiling the whole). When
+// cut is set, b is only the start of a longer body (the part read within
+// the attempt): a JSON text cut short there keeps the top-level members it
+// holds whole, so the code of a problem whose detail or extension members
+// run past the cut is still found. A body that is not JSON up to the cut
+// decodes to nothing.
+func decodeProblem(b []byte, cut bool) (problemMembers, bool) {
+	var p problemMembers
+	err := json.Unmarshal(b, &p)
+	if err == nil {
+		return p, true
+	}
+	if !cut {
+		return problemMembers{}, false
+	}
+	p = problemMembers{}
+	truncated := func(err error) bool { return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) }
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return problemMembers{}, false
+	}
+	for dec.More() {
+		kt, err := dec.Token()
+		if err != nil {
+			if truncated(err) {
+				break
+			}
+			return problemMembers{}, false
+		}
+		name, _ := kt.(string)
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			if truncated(err) {
+				break
+			}
+			return problemMembers{}, false
+		}
+		var dst *string
+		switch {
+		case strings.EqualFold(name, "code"):
+			dst = &p.Code
+		case strings.EqualFold(name, "title"):
+			dst = &p.Title
+		case strings.EqualFold(name, "detail"):
+			dst = &p.Detail
+		}
+		if dst != nil && json.Unmarshal(raw, dst) != nil {
+			return problemMembers{}, false
+		}
+	}
+	return p, true
 }

@@ -235,11 +235,45 @@ func idemgenClientTemplate(path string) []idemgenClientSegment {
 	return segs
 }
 
+// idemgenClientEnds reports whether path (segments, unescaped) ends with the template segments segs.
+func idemgenClientEnds(segs []idemgenClientSegment, path []string) bool {
+	if len(segs) > len(path) {
+		return false
+	}
+	for i, v := range path[len(path)-len(segs):] {
+		s := segs[i]
+		if !s.param {
+			if v != s.prefix {
+				return false
+			}
+			continue
+		}
+		if len(v) <= len(s.prefix)+len(s.suffix) || !strings.HasPrefix(v, s.prefix) || !strings.HasSuffix(v, s.suffix) {
+			return false
+		}
+	}
+	return true
+}
+
+// idemgenClientParams reports whether every segment of segs is a parameter: text a server URL's base
+// path may fill.
+func idemgenClientParams(segs []idemgenClientSegment) bool {
+	for _, s := range segs {
+		if !s.param {
+			return false
+		}
+	}
+	return true
+}
+
 // idemgenClientMatch is the Doer's matcher: the policy of the idempotent operation whose route serves
 // the request, matched on the end of its path (the server URL may add a base path), split at the
 // escaped path's slashes and each segment unescaped, as the templates' text is (a static segment
 // /cafés is sent as /caf%C3%A9s; an escaped slash stays inside its segment); ok is false for every
-// other request.
+// other request. A request that a shorter route that is not idempotent serves too, once the longer
+// route's leading parameters are taken for the server URL's base path (POST /api/orders is POST
+// /{tenant}/orders, or POST /orders under /api), is not matched: retrying an operation that is not
+// idempotent could run it twice.
 func idemgenClientMatch(req *http.Request) (idemclient.Policy, bool) {
 	path := strings.Split(strings.TrimPrefix(req.URL.EscapedPath(), "/"), "/")
 	for i, s := range path {
@@ -247,25 +281,18 @@ func idemgenClientMatch(req *http.Request) (idemclient.Policy, bool) {
 			path[i] = u
 		}
 	}
-next:
-	for _, rt := range idemgenClientRoutes[req.Method] {
-		if len(rt.segs) > len(path) {
+	routes := idemgenClientRoutes[req.Method]
+	for i, rt := range routes {
+		if !idemgenClientEnds(rt.segs, path) {
 			continue
-		}
-		for i, v := range path[len(path)-len(rt.segs):] {
-			s := rt.segs[i]
-			if !s.param {
-				if v != s.prefix {
-					continue next
-				}
-				continue
-			}
-			if len(v) <= len(s.prefix)+len(s.suffix) || !strings.HasPrefix(v, s.prefix) || !strings.HasSuffix(v, s.suffix) {
-				continue next
-			}
 		}
 		if rt.policy == nil {
 			return idemclient.Policy{}, false
+		}
+		for _, o := range routes[i+1:] {
+			if o.policy == nil && len(o.segs) < len(rt.segs) && idemgenClientParams(rt.segs[:len(rt.segs)-len(o.segs)]) && idemgenClientEnds(o.segs, path) {
+				return idemclient.Policy{}, false
+			}
 		}
 		return *rt.policy, true
 	}

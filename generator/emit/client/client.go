@@ -844,7 +844,33 @@ func (g *gen) matcher() {
 
 	gogen.TemplateFunc(g.f, px)
 
-	g.doc(px + "Match is the Doer's matcher: the policy of the idempotent operation whose route serves the request, matched on the end of its path (the server URL may add a base path), split at the escaped path's slashes and each segment unescaped, as the templates' text is (a static segment /cafés is sent as /caf%C3%A9s; an escaped slash stays inside its segment); ok is false for every other request.")
+	seg := func() *jen.Statement { return jen.Id(px + "Segment") }
+	g.doc(px + "Ends reports whether path (segments, unescaped) ends with the template segments segs.")
+	g.f.Func().Id(px+"Ends").Params(jen.Id("segs").Index().Add(seg()), jen.Id("path").Index().String()).Bool().Block(
+		jen.If(jen.Len(jen.Id("segs")).Op(">").Len(jen.Id("path"))).Block(jen.Return(jen.False())),
+		jen.For(jen.List(jen.Id("i"), jen.Id("v")).Op(":=").Range().Id("path").Index(jen.Len(jen.Id("path")).Op("-").Len(jen.Id("segs")), jen.Empty())).Block(
+			jen.Id("s").Op(":=").Id("segs").Index(jen.Id("i")),
+			jen.If(jen.Op("!").Id("s").Dot("param")).Block(
+				jen.If(jen.Id("v").Op("!=").Id("s").Dot("prefix")).Block(jen.Return(jen.False())),
+				jen.Continue(),
+			),
+			jen.If(
+				jen.Len(jen.Id("v")).Op("<=").Len(jen.Id("s").Dot("prefix")).Op("+").Len(jen.Id("s").Dot("suffix")).Op("||").
+					Op("!").Qual("strings", "HasPrefix").Call(jen.Id("v"), jen.Id("s").Dot("prefix")).Op("||").
+					Op("!").Qual("strings", "HasSuffix").Call(jen.Id("v"), jen.Id("s").Dot("suffix")),
+			).Block(jen.Return(jen.False())),
+		),
+		jen.Return(jen.True()),
+	)
+	g.doc(px + "Params reports whether every segment of segs is a parameter: text a server URL's base path may fill.")
+	g.f.Func().Id(px+"Params").Params(jen.Id("segs").Index().Add(seg())).Bool().Block(
+		jen.For(jen.List(jen.Id("_"), jen.Id("s")).Op(":=").Range().Id("segs")).Block(
+			jen.If(jen.Op("!").Id("s").Dot("param")).Block(jen.Return(jen.False())),
+		),
+		jen.Return(jen.True()),
+	)
+
+	g.doc(px + "Match is the Doer's matcher: the policy of the idempotent operation whose route serves the request, matched on the end of its path (the server URL may add a base path), split at the escaped path's slashes and each segment unescaped, as the templates' text is (a static segment /cafés is sent as /caf%C3%A9s; an escaped slash stays inside its segment); ok is false for every other request. A request that a shorter route that is not idempotent serves too, once the longer route's leading parameters are taken for the server URL's base path (POST /api/orders is POST /{tenant}/orders, or POST /orders under /api), is not matched: retrying an operation that is not idempotent could run it twice.")
 	g.f.Func().Id(px+"Match").Params(jen.Id("req").Op("*").Qual("net/http", "Request")).Params(q("Policy"), jen.Bool()).Block(
 		jen.Id("path").Op(":=").Qual("strings", "Split").Call(jen.Qual("strings", "TrimPrefix").Call(jen.Id("req").Dot("URL").Dot("EscapedPath").Call(), jen.Lit("/")), jen.Lit("/")),
 		jen.For(jen.List(jen.Id("i"), jen.Id("s")).Op(":=").Range().Id("path")).Block(
@@ -852,21 +878,17 @@ func (g *gen) matcher() {
 				jen.Id("path").Index(jen.Id("i")).Op("=").Id("u"),
 			),
 		),
-		jen.Id("next").Op(":").For(jen.List(jen.Id("_"), jen.Id("rt")).Op(":=").Range().Id(px+"Routes").Index(jen.Id("req").Dot("Method"))).Block(
-			jen.If(jen.Len(jen.Id("rt").Dot("segs")).Op(">").Len(jen.Id("path"))).Block(jen.Continue()),
-			jen.For(jen.List(jen.Id("i"), jen.Id("v")).Op(":=").Range().Id("path").Index(jen.Len(jen.Id("path")).Op("-").Len(jen.Id("rt").Dot("segs")), jen.Empty())).Block(
-				jen.Id("s").Op(":=").Id("rt").Dot("segs").Index(jen.Id("i")),
-				jen.If(jen.Op("!").Id("s").Dot("param")).Block(
-					jen.If(jen.Id("v").Op("!=").Id("s").Dot("prefix")).Block(jen.Continue().Id("next")),
-					jen.Continue(),
-				),
-				jen.If(
-					jen.Len(jen.Id("v")).Op("<=").Len(jen.Id("s").Dot("prefix")).Op("+").Len(jen.Id("s").Dot("suffix")).Op("||").
-						Op("!").Qual("strings", "HasPrefix").Call(jen.Id("v"), jen.Id("s").Dot("prefix")).Op("||").
-						Op("!").Qual("strings", "HasSuffix").Call(jen.Id("v"), jen.Id("s").Dot("suffix")),
-				).Block(jen.Continue().Id("next")),
-			),
+		jen.Id("routes").Op(":=").Id(px+"Routes").Index(jen.Id("req").Dot("Method")),
+		jen.For(jen.List(jen.Id("i"), jen.Id("rt")).Op(":=").Range().Id("routes")).Block(
+			jen.If(jen.Op("!").Id(px+"Ends").Call(jen.Id("rt").Dot("segs"), jen.Id("path"))).Block(jen.Continue()),
 			jen.If(jen.Id("rt").Dot("policy").Op("==").Nil()).Block(jen.Return(q("Policy").Values(), jen.False())),
+			jen.For(jen.List(jen.Id("_"), jen.Id("o")).Op(":=").Range().Id("routes").Index(jen.Id("i").Op("+").Lit(1), jen.Empty())).Block(
+				jen.If(
+					jen.Id("o").Dot("policy").Op("==").Nil().Op("&&").Len(jen.Id("o").Dot("segs")).Op("<").Len(jen.Id("rt").Dot("segs")).Op("&&").
+						Id(px+"Params").Call(jen.Id("rt").Dot("segs").Index(jen.Empty(), jen.Len(jen.Id("rt").Dot("segs")).Op("-").Len(jen.Id("o").Dot("segs")))).Op("&&").
+						Id(px+"Ends").Call(jen.Id("o").Dot("segs"), jen.Id("path")),
+				).Block(jen.Return(q("Policy").Values(), jen.False())),
+			),
 			jen.Return(jen.Op("*").Id("rt").Dot("policy"), jen.True()),
 		),
 		jen.Return(q("Policy").Values(), jen.False()),

@@ -62,5 +62,7 @@ paths:
 	// func (c *IdempotentClient) CreateOrderWithBody(ctx context.Context, shopId int, contentType string, body io.Reader, opts ...idemclient.CallOption) (*CreateOrderResponse, string, error) {
 	// 	MaxAttempts: 3,
 	// func idemgenClientTemplate(path string) []idemgenClientSegment {
+	// func idemgenClientEnds(segs []idemgenClientSegment, path []string) bool {
+	// func idemgenClientParams(segs []idemgenClientSegment) bool {
 	// func idemgenClientMatch(req *http.Request) (idemclient.Policy, bool) {
 }
