@@ -1,7 +1,10 @@
 package fingerprint_test
 
 import (
+	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -354,4 +357,51 @@ func TestFormBytesPerSum(t *testing.T) {
 	}
 	big := formShapes[0].gen(8 << 20)
 	check("body/same/8MB", len(big), perSum(&fingerprint.Input{Method: "POST", ContentType: form, Body: big}))
+}
+
+// BenchmarkSumWorkloadCold is BenchmarkSumWorkload in the conditions of
+// the bench module's first requests, which cycle through 4096 distinct
+// bodies (4 MiB): bodies, each body out of the caches when it is summed;
+// evict, besides, 256 KiB of other memory written between two sums (more
+// than a handler's encoding/json touches), which evicts the state, tables
+// and scratch of the previous sum; evict-only, that eviction alone, to
+// subtract from evict.
+func BenchmarkSumWorkloadCold(b *testing.B) {
+	h, err := fingerprint.New(fingerprint.Options{Volatile: []string{"/sent_at"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	data := workloadBody()
+	at := bytes.Index(data, []byte(`"note":"`)) + len(`"note":"`)
+	bodies := make([][]byte, 4096)
+	for i := range bodies {
+		bodies[i] = bytes.Clone(data)
+		hex.Encode(bodies[i][at:at+8], binary.BigEndian.AppendUint32(nil, uint32(i)))
+	}
+	other := make([]byte, 256<<10)
+	for _, mode := range []string{"bodies", "evict", "evict-only"} {
+		evict, sum := mode != "bodies", mode != "evict-only"
+		b.Run(mode, func(b *testing.B) {
+			in := &fingerprint.Input{Method: "POST", Operation: "createOrder", Path: "/orders",
+				ContentType: "application/json"}
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			i := 0
+			var sink byte
+			for b.Loop() {
+				if evict {
+					for j := 0; j < len(other); j += 64 {
+						other[j]++
+					}
+				}
+				in.Body = bodies[i%len(bodies)]
+				i++
+				if sum {
+					fp, _ := h.SumVersion(in, fingerprint.Version)
+					sink ^= fp[1]
+				}
+			}
+			_ = sink
+		})
+	}
 }

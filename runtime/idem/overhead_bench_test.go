@@ -14,7 +14,7 @@ import (
 // to a first request: the handler only writes its answer, and every request
 // carries the same body (its fingerprint comes from the engine's cache), so
 // what remains is the key, the claim, the recorder and the completion
-// (memstore-bodies adds the fingerprint).
+// (nostore-bodies and memstore-bodies add the fingerprint).
 func BenchmarkFirstRequestOverhead(b *testing.B) {
 	floor := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
@@ -28,6 +28,11 @@ func BenchmarkFirstRequestOverhead(b *testing.B) {
 	b.Run("floor", func(b *testing.B) { benchFirstRequests(b, floor) })
 	b.Run("nostore", func(b *testing.B) {
 		benchFirstRequests(b, idem.New(nopStore{}, idem.Options{}).Handler(idem.MustCompile(spec), floor))
+	})
+	// Each request another body (4096 in turn), over nopStore: the engine
+	// and the fingerprint, without a store.
+	b.Run("nostore-bodies", func(b *testing.B) {
+		benchFirstRequests(b, idem.New(nopStore{}, idem.Options{}).Handler(idem.MustCompile(spec), floor), benchPayloads(4096)...)
 	})
 	b.Run("memstore", func(b *testing.B) {
 		s := memstore.New(memstore.Options{SweepInterval: -1})
