@@ -848,26 +848,61 @@ func testLeaseExtender(t *testing.T, s idem.Store, key func(string) string) {
 	}
 }
 
-// The TTL a record that outlives it is claimed with, and each heartbeat's
-// lease (HeartbeatPastExpiry, and Transactor's).
+// The first TTL a record that outlives it is claimed with
+// (HeartbeatPastExpiry, and Transactor's), and how much longer than that TTL
+// each heartbeat's lease is: long enough that the record outlives any stall
+// of the test between a heartbeat and the checks after the sleep past the
+// TTL that follows it.
 const (
 	outliveTTL  = 300 * time.Millisecond
-	outliveBeat = 2 * time.Second
+	outliveBeat = 10 * time.Second
 )
 
-// claimToOutlive returns s as an idem.LeaseExtender (the test skips when it
-// is not one), after claiming k with a new token, a short lease and
-// outliveTTL: the token, and the record claimed.
-func claimToOutlive(t *testing.T, s idem.Store, k string) (idem.LeaseExtender, idem.Token, idem.Record) {
+// outliving is a claim made to outlive its TTL: the store as an
+// idem.LeaseExtender, the key, its holder's token, the record as claimed,
+// the TTL it was claimed with, and the lease of its heartbeats (beat,
+// outliveBeat more than ttl).
+type outliving struct {
+	x         idem.LeaseExtender
+	k         string
+	tk        idem.Token
+	claimed   idem.Record
+	ttl, beat time.Duration
+}
+
+// claimToOutlive claims a key named name with a new token, a short lease and
+// a TTL of outliveTTL, then runs first(o): the calls that must reach the
+// store within the TTL (the first heartbeat among them), and the checks that
+// hold only then. On a loaded machine (2 cores, packages at once, -race)
+// they may answer only after it: the store fences the heartbeat, rightly.
+// Only then, when first failed ttl-short or more after the claim was sent
+// (a lease of short from then may end past the claim's expiry), is it tried
+// again, with another key and twice the TTL, a few times; a failure sooner
+// fails the test, as does the last try's. The test skips when s is not an
+// idem.LeaseExtender. (With a fixed TTL of 300ms, BeginTx and the first
+// heartbeat came after it under -race on a loaded machine.)
+func claimToOutlive(t *testing.T, s idem.Store, key func(string) string, name string, first func(o *outliving) error) *outliving {
 	t.Helper()
 	x, ok := s.(idem.LeaseExtender)
 	if !ok {
 		t.Skip("the store does not implement idem.LeaseExtender")
 	}
-	tk := tok()
-	begin(t, s, k, fp(1), tk, short, outliveTTL, false)
-	claimed, _ := get(t, s, k)
-	return x, tk, claimed
+	for attempt := 0; ; attempt++ {
+		o := &outliving{x: x, k: key(fmt.Sprint(name, "-", attempt)), tk: tok(), ttl: outliveTTL << attempt}
+		o.beat = o.ttl + outliveBeat
+		sent := time.Now()
+		begin(t, s, o.k, fp(1), o.tk, short, o.ttl, false)
+		o.claimed, _ = get(t, s, o.k)
+		err := first(o)
+		took := time.Since(sent)
+		if err == nil {
+			return o
+		}
+		if took < o.ttl-short || attempt >= 4 {
+			t.Fatalf("%v after the claim of %q was sent (TTL %v): %v", took, o.k, o.ttl, err)
+		}
+		t.Logf("%v after the claim of %q was sent, past its TTL %v less a short lease (a loaded machine): %v; again with twice the TTL", took, o.k, o.ttl, err)
+	}
 }
 
 // testHeartbeatPastExpiry: heartbeats keep a PENDING record alive past the
@@ -879,39 +914,49 @@ func claimToOutlive(t *testing.T, s idem.Store, k string) (idem.LeaseExtender, i
 // keeps the expiry the record has. The checks compare the store's own
 // times, not this host's clock (the store's server may run on another).
 func testHeartbeatPastExpiry(t *testing.T, s idem.Store, key func(string) string) {
-	k := key("outlive")
-	x, tk, claimed := claimToOutlive(t, s, k)
-	// A lease that ends before the record's expiry leaves the expiry alone.
-	if err := x.ExtendLease(context.Background(), k, tk, short); err != nil {
-		t.Fatalf("ExtendLease(%v): %v", short, err)
+	ctx := context.Background()
+	heartbeat := func(o *outliving, i int) error {
+		if err := o.x.ExtendLease(ctx, o.k, o.tk, o.beat); err != nil {
+			return fmt.Errorf("heartbeat %d: %w", i, err)
+		}
+		return nil
 	}
-	if rec, _ := get(t, s, k); !rec.ExpiresAt.Equal(claimed.ExpiresAt) {
-		t.Fatalf("ExtendLease(%v) moved ExpiresAt from %v to %v", short, claimed.ExpiresAt, rec.ExpiresAt)
-	}
+	o := claimToOutlive(t, s, key, "outlive", func(o *outliving) error {
+		// A lease that ends before the record's expiry leaves the expiry alone.
+		if err := o.x.ExtendLease(ctx, o.k, o.tk, short); err != nil {
+			return fmt.Errorf("ExtendLease(%v): %w", short, err)
+		}
+		if rec, ok := get(t, s, o.k); !ok || !rec.ExpiresAt.Equal(o.claimed.ExpiresAt) {
+			return fmt.Errorf("after ExtendLease(%v), record = %+v (found %v), want ExpiresAt unchanged, %v", short, rec, ok, o.claimed.ExpiresAt)
+		}
+		return heartbeat(o, 0)
+	})
+	k, tk, claimed := o.k, o.tk, o.claimed
 	prev := claimed
 	for i := range 2 {
-		if err := x.ExtendLease(context.Background(), k, tk, outliveBeat); err != nil {
-			t.Fatalf("heartbeat %d: %v", i, err)
+		if i > 0 {
+			if err := heartbeat(o, i); err != nil {
+				t.Fatal(err)
+			}
 		}
-		// The heartbeat's lease ends at least outliveBeat-outliveTTL after
-		// the claim's expiry (it started after the claim), so ExpiresAt
-		// moves there.
+		// The heartbeat's lease ends at least beat-ttl after the claim's
+		// expiry (it started after the claim), so ExpiresAt moves there.
 		beaten, ok := get(t, s, k)
-		if !ok || !beaten.ExpiresAt.Equal(beaten.LeaseExpiresAt) || beaten.ExpiresAt.Sub(claimed.ExpiresAt) < outliveBeat-outliveTTL {
+		if !ok || !beaten.ExpiresAt.Equal(beaten.LeaseExpiresAt) || beaten.ExpiresAt.Sub(claimed.ExpiresAt) < o.beat-o.ttl {
 			t.Fatalf("after heartbeat %d, record = %+v (found %v), want ExpiresAt = LeaseExpiresAt, at least %v past the claim's expiry %v",
-				i, beaten, ok, outliveBeat-outliveTTL, claimed.ExpiresAt)
+				i, beaten, ok, o.beat-o.ttl, claimed.ExpiresAt)
 		}
 		if !beaten.ExpiresAt.After(prev.ExpiresAt) {
 			t.Fatalf("heartbeat %d moved ExpiresAt from %v to %v, want later", i, prev.ExpiresAt, beaten.ExpiresAt)
 		}
 		prev = beaten
-		time.Sleep(outliveTTL + slack) // past the TTL of the claim, then past the first heartbeat's start
+		time.Sleep(o.ttl + slack) // past the TTL of the claim, then past the first heartbeat's start
 		rec, ok := get(t, s, k)
 		if !ok || rec.State != idem.StatePending || rec.Token != tk {
-			t.Fatalf("after heartbeat %d and %v, record = %+v (found %v), want the PENDING claim", i, outliveTTL+slack, rec, ok)
+			t.Fatalf("after heartbeat %d and %v, record = %+v (found %v), want the PENDING claim", i, o.ttl+slack, rec, ok)
 		}
 		if !rec.ExpiresAt.Equal(beaten.LeaseExpiresAt) {
-			t.Fatalf("%v after heartbeat %d, ExpiresAt is %v, want the end of its lease, %v", outliveTTL+slack, i, rec.ExpiresAt, beaten.LeaseExpiresAt)
+			t.Fatalf("%v after heartbeat %d, ExpiresAt is %v, want the end of its lease, %v", o.ttl+slack, i, rec.ExpiresAt, beaten.LeaseExpiresAt)
 		}
 		if res := begin(t, s, k, fp(1), tok(), long, long, false); res.Acquired {
 			t.Fatalf("after heartbeat %d, another token claimed the record past its TTL", i)
@@ -1075,23 +1120,36 @@ func testTransactor(t *testing.T, s idem.Store, key func(string) string) {
 	// commit stores the record, which lives on at least to the end of the
 	// last heartbeat's lease.
 	t.Run("HeartbeatPastExpiry", func(t *testing.T) {
-		k := key("tx-outlive")
-		e, tk, claimed := claimToOutlive(t, s, k)
-		_, commit, rollback, err := x.BeginTx(ctx, k, tk)
-		if err != nil {
-			t.Fatalf("BeginTx: %v", err)
-		}
-		defer rollback()
-		for i := range 2 {
-			if err := e.ExtendLease(ctx, k, tk, outliveBeat); err != nil {
-				t.Fatalf("heartbeat %d in the transaction: %v", i, err)
+		var (
+			commit   func(idem.State, []byte) error
+			rollback func()
+		)
+		o := claimToOutlive(t, s, key, "tx-outlive", func(o *outliving) error {
+			_, c, r, err := x.BeginTx(ctx, o.k, o.tk)
+			if err != nil {
+				return fmt.Errorf("BeginTx: %w", err)
 			}
-			time.Sleep(outliveTTL + slack) // past the TTL of the claim, then past the first heartbeat's start
+			if err := o.x.ExtendLease(ctx, o.k, o.tk, o.beat); err != nil {
+				r()
+				return fmt.Errorf("heartbeat 0 in the transaction: %w", err)
+			}
+			commit, rollback = c, r
+			return nil
+		})
+		defer rollback()
+		e, k, tk, claimed := o.x, o.k, o.tk, o.claimed
+		for i := range 2 {
+			if i > 0 {
+				if err := e.ExtendLease(ctx, k, tk, o.beat); err != nil {
+					t.Fatalf("heartbeat %d in the transaction: %v", i, err)
+				}
+			}
+			time.Sleep(o.ttl + slack) // past the TTL of the claim, then past the first heartbeat's start
 			if res := begin(t, s, k, fp(1), tok(), long, long, false); res.Acquired {
 				t.Fatalf("after heartbeat %d, another token claimed the record past its TTL", i)
 			}
 		}
-		if err := e.ExtendLease(ctx, k, tk, outliveBeat); err != nil {
+		if err := e.ExtendLease(ctx, k, tk, o.beat); err != nil {
 			t.Fatalf("last heartbeat in the transaction: %v", err)
 		}
 		if err := commit(idem.StateCompleted, []byte("late")); err != nil {
@@ -1104,7 +1162,7 @@ func testTransactor(t *testing.T, s idem.Store, key func(string) string) {
 		// The last heartbeat came at least two sleeps after the claim, so
 		// its lease ends at least this long after the claim's expiry (the
 		// store's times, not this host's clock).
-		if want := 2*(outliveTTL+slack) + outliveBeat - outliveTTL; rec.ExpiresAt.Sub(claimed.ExpiresAt) < want {
+		if want := 2*(o.ttl+slack) + o.beat - o.ttl; rec.ExpiresAt.Sub(claimed.ExpiresAt) < want {
 			t.Fatalf("record after the commit expires at %v, %v after the claim's expiry %v, want at least %v (the end of the last heartbeat's lease)",
 				rec.ExpiresAt, rec.ExpiresAt.Sub(claimed.ExpiresAt), claimed.ExpiresAt, want)
 		}
