@@ -107,9 +107,33 @@ func tok() idem.Token {
 	return idem.Token(binary.LittleEndian.Uint64(b[:]) | 1)
 }
 
+// callTimeout bounds every call of the suite to a store (testCtx,
+// callCtx): a hung server, or a call that waits on a lock a failed subtest
+// left held, fails the subtest instead of hanging the package until go
+// test's timeout. It is generous: a loaded machine (2 cores, packages at
+// once, -race) makes calls slower, not a minute long.
+const callTimeout = time.Minute
+
+// testCtx returns the context of t's calls to the store: done callTimeout
+// from now, or when t ends. It registers a cleanup: a goroutine of the
+// test takes a context made before it starts.
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), callTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// callCtx returns the context of one call to the store, done callTimeout
+// from now or when t ends, and its cancel, for a helper's defer.
+func callCtx(t testing.TB) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(t.Context(), callTimeout)
+}
+
 func begin(t *testing.T, s idem.Store, key string, f idem.Fingerprint, token idem.Token, lease, ttl time.Duration, same bool) idem.BeginResult {
 	t.Helper()
-	res, err := s.Begin(context.Background(), &idem.BeginRequest{Key: key, Fingerprint: f, Token: token, Lease: lease, TTL: ttl, SameFingerprintToReclaim: same})
+	ctx, cancel := callCtx(t)
+	defer cancel()
+	res, err := s.Begin(ctx, &idem.BeginRequest{Key: key, Fingerprint: f, Token: token, Lease: lease, TTL: ttl, SameFingerprintToReclaim: same})
 	if err != nil {
 		t.Fatalf("Begin(%q): %v", key, err)
 	}
@@ -118,14 +142,18 @@ func begin(t *testing.T, s idem.Store, key string, f idem.Fingerprint, token ide
 
 func finish(t *testing.T, s idem.Store, key string, token idem.Token, st idem.State, resp []byte) {
 	t.Helper()
-	if err := s.Finish(context.Background(), key, token, st, resp); err != nil {
+	ctx, cancel := callCtx(t)
+	defer cancel()
+	if err := s.Finish(ctx, key, token, st, resp); err != nil {
 		t.Fatalf("Finish(%q, %v): %v", key, st, err)
 	}
 }
 
 func get(t *testing.T, s idem.Store, key string) (idem.Record, bool) {
 	t.Helper()
-	rec, ok, err := s.Get(context.Background(), key)
+	ctx, cancel := callCtx(t)
+	defer cancel()
+	rec, ok, err := s.Get(ctx, key)
 	if err != nil {
 		t.Fatalf("Get(%q): %v", key, err)
 	}
@@ -183,6 +211,7 @@ func testConcurrentBegin(t *testing.T, s idem.Store, key func(string) string) {
 	var won atomic.Int32
 	var winner atomic.Uint64
 	var wg sync.WaitGroup
+	ctx := testCtx(t)
 	start := make(chan struct{})
 	errs := make(chan error, n)
 	seen := make(chan idem.Token, n) // the tokens the losers were shown
@@ -192,7 +221,7 @@ func testConcurrentBegin(t *testing.T, s idem.Store, key func(string) string) {
 			defer wg.Done()
 			tk := tok()
 			<-start
-			res, err := s.Begin(context.Background(), &idem.BeginRequest{Key: k, Fingerprint: fp(byte(i)), Token: tk, Lease: long, TTL: long})
+			res, err := s.Begin(ctx, &idem.BeginRequest{Key: k, Fingerprint: fp(byte(i)), Token: tk, Lease: long, TTL: long})
 			if err != nil {
 				errs <- err
 				return
@@ -249,7 +278,7 @@ func testFencing(t *testing.T, s idem.Store, key func(string) string) {
 	time.Sleep(short + slack)
 	nw := tok()
 	begin(t, s, k, fp(1), nw, long, long, false)
-	err := s.Finish(context.Background(), k, old, idem.StateCompleted, []byte("late"))
+	err := s.Finish(testCtx(t), k, old, idem.StateCompleted, []byte("late"))
 	if !errors.Is(err, idem.ErrFenced) {
 		t.Fatalf("old holder's Finish = %v, want ErrFenced", err)
 	}
@@ -260,18 +289,18 @@ func testFencing(t *testing.T, s idem.Store, key func(string) string) {
 	// A token that never held the key is fenced too, and so is a second
 	// Finish asking for another response (a re-run of the same Finish is
 	// not fenced: testFinishRerun).
-	if err := s.Finish(context.Background(), k, tok(), idem.StateCompleted, nil); !errors.Is(err, idem.ErrFenced) {
+	if err := s.Finish(testCtx(t), k, tok(), idem.StateCompleted, nil); !errors.Is(err, idem.ErrFenced) {
 		t.Fatalf("stranger's Finish = %v, want ErrFenced", err)
 	}
 	finish(t, s, k, nw, idem.StateCompleted, []byte("ok"))
-	if err := s.Finish(context.Background(), k, nw, idem.StateCompleted, []byte("again")); !errors.Is(err, idem.ErrFenced) {
+	if err := s.Finish(testCtx(t), k, nw, idem.StateCompleted, []byte("again")); !errors.Is(err, idem.ErrFenced) {
 		t.Fatalf("second Finish = %v, want ErrFenced", err)
 	}
 	if rec, _ := get(t, s, k); string(rec.Response) != "ok" {
 		t.Fatalf("response after a second Finish = %q, want %q", rec.Response, "ok")
 	}
 	// Finish of a key that was never claimed, which it does not create.
-	if err := s.Finish(context.Background(), key("never"), nw, idem.StateCompleted, nil); !errors.Is(err, idem.ErrFenced) {
+	if err := s.Finish(testCtx(t), key("never"), nw, idem.StateCompleted, nil); !errors.Is(err, idem.ErrFenced) {
 		t.Fatalf("Finish of an unknown key = %v, want ErrFenced", err)
 	}
 	if rec, ok := get(t, s, key("never")); ok {
@@ -284,7 +313,7 @@ func testFinishCompleted(t *testing.T, s idem.Store, key func(string) string) {
 	begin(t, s, k, fp(1), tk, long, long, false)
 	before, _ := get(t, s, k)
 	// Another token is fenced, and changes nothing.
-	if err := s.Finish(context.Background(), k, tk+2, idem.StateCompleted, []byte("x")); !errors.Is(err, idem.ErrFenced) {
+	if err := s.Finish(testCtx(t), k, tk+2, idem.StateCompleted, []byte("x")); !errors.Is(err, idem.ErrFenced) {
 		t.Fatalf("Finish with another token = %v, want ErrFenced", err)
 	}
 	resp := []byte{0, 1, 2, 0xff, 'x'}
@@ -330,7 +359,7 @@ func testReclaimFailed(t *testing.T, s idem.Store, key func(string) string) {
 	if rec.State != idem.StatePending || rec.Token != nw || rec.Fingerprint != fp(2) {
 		t.Fatalf("record after reclaim = %+v", rec)
 	}
-	if err := s.Finish(context.Background(), k, tk, idem.StateCompleted, nil); !errors.Is(err, idem.ErrFenced) {
+	if err := s.Finish(testCtx(t), k, tk, idem.StateCompleted, nil); !errors.Is(err, idem.ErrFenced) {
 		t.Fatalf("first holder's Finish after reclaim = %v, want ErrFenced", err)
 	}
 }
@@ -368,7 +397,7 @@ func testTakeoverSameFingerprint(t *testing.T, s idem.Store, key func(string) st
 	if rec, _ := get(t, s, k); rec.State != idem.StatePending || rec.Token != nw || rec.Fingerprint != fp(1) {
 		t.Fatalf("record after takeover = %+v, want PENDING with the new token", rec)
 	}
-	if err := s.Finish(context.Background(), k, old, idem.StateCompleted, nil); !errors.Is(err, idem.ErrFenced) {
+	if err := s.Finish(testCtx(t), k, old, idem.StateCompleted, nil); !errors.Is(err, idem.ErrFenced) {
 		t.Fatalf("first holder's Finish after the takeover = %v, want ErrFenced", err)
 	}
 
@@ -402,7 +431,7 @@ func finishWithinTTL(t *testing.T, s idem.Store, key func(string) string, name s
 		}
 		sent := time.Now()
 		begin(t, s, k, fp(1), tk, short, ttl, false)
-		err := s.Finish(context.Background(), k, tk, idem.StateCompleted, []byte("x"))
+		err := s.Finish(testCtx(t), k, tk, idem.StateCompleted, []byte("x"))
 		took := time.Since(sent)
 		if err == nil {
 			return k
@@ -428,7 +457,7 @@ func testFinishAfterExpiry(t *testing.T, s idem.Store, key func(string) string) 
 	k, tk := key("late"), tok()
 	begin(t, s, k, fp(1), tk, short, short, false)
 	time.Sleep(short + slack)
-	if err := s.Finish(context.Background(), k, tk, idem.StateCompleted, []byte("x")); !errors.Is(err, idem.ErrFenced) {
+	if err := s.Finish(testCtx(t), k, tk, idem.StateCompleted, []byte("x")); !errors.Is(err, idem.ErrFenced) {
 		t.Fatalf("Finish after the record expired = %v, want ErrFenced", err)
 	}
 	if rec, ok := get(t, s, k); ok {
@@ -517,7 +546,7 @@ func testBeginRerun(t *testing.T, s idem.Store, key func(string) string) {
 // finds the record it wrote: the second run succeeds and changes nothing. A
 // Finish of the same token asking for another state or response is fenced.
 func testFinishRerun(t *testing.T, s idem.Store, key func(string) string) {
-	ctx := context.Background()
+	ctx := testCtx(t)
 	for _, c := range []struct {
 		name  string
 		state idem.State
@@ -634,13 +663,13 @@ func testBigTokens(t *testing.T, s idem.Store, key func(string) string) {
 	if rec, _ := get(t, s, k); rec.Token != big {
 		t.Fatalf("token %d came back as %d", big, rec.Token)
 	}
-	if err := s.Finish(context.Background(), k, near, idem.StateCompleted, nil); !errors.Is(err, idem.ErrFenced) {
+	if err := s.Finish(testCtx(t), k, near, idem.StateCompleted, nil); !errors.Is(err, idem.ErrFenced) {
 		t.Fatalf("Finish with token %d on a claim of %d = %v, want ErrFenced", near, big, err)
 	}
 	max := idem.Token(1<<64 - 1)
 	k2 := key("maxtoken")
 	begin(t, s, k2, fp(1), max, long, long, false)
-	if err := s.Finish(context.Background(), k2, max-1, idem.StateCompleted, nil); !errors.Is(err, idem.ErrFenced) {
+	if err := s.Finish(testCtx(t), k2, max-1, idem.StateCompleted, nil); !errors.Is(err, idem.ErrFenced) {
 		t.Fatalf("Finish with token %d on a claim of %d = %v, want ErrFenced", max-1, max, err)
 	}
 	finish(t, s, k2, max, idem.StateCompleted, []byte("ok"))
@@ -687,7 +716,7 @@ func testHugeDurations(t *testing.T, s idem.Store, key func(string) string) {
 			t.Fatalf("a claim with lease %v was taken over", d)
 		}
 		if x, ok := s.(idem.LeaseExtender); ok {
-			if err := x.ExtendLease(context.Background(), k, tk, d); err != nil {
+			if err := x.ExtendLease(testCtx(t), k, tk, d); err != nil {
 				t.Fatalf("ExtendLease(%v): %v", d, err)
 			}
 			rec, _ := get(t, s, k)
@@ -719,14 +748,14 @@ func testFingerprintRoundTrip(t *testing.T, s idem.Store, key func(string) strin
 }
 
 func testGetMissing(t *testing.T, s idem.Store, key func(string) string) {
-	rec, ok, err := s.Get(context.Background(), key("missing"))
+	rec, ok, err := s.Get(testCtx(t), key("missing"))
 	if err != nil || ok {
 		t.Fatalf("Get of a missing key = %+v, %v, %v; want not found, no error", rec, ok, err)
 	}
 }
 
 func testContextCancel(t *testing.T, s idem.Store, key func(string) string) {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(testCtx(t))
 	cancel()
 	k := key("ctx")
 	if _, err := s.Begin(ctx, &idem.BeginRequest{Key: k, Fingerprint: fp(1), Token: tok(), Lease: long, TTL: long}); !errors.Is(err, context.Canceled) {
@@ -750,7 +779,7 @@ func testContextCancel(t *testing.T, s idem.Store, key func(string) string) {
 // testBadRequests: requests the contract rules out are errors (not panics,
 // not fences) and change nothing.
 func testBadRequests(t *testing.T, s idem.Store, key func(string) string) {
-	ctx := context.Background()
+	ctx := testCtx(t)
 	k := key("bad")
 	for _, c := range []struct {
 		what string
@@ -788,7 +817,8 @@ func testWatcher(t *testing.T, s idem.Store, key func(string) string) {
 	}
 	k, tk := key("watch"), tok()
 	begin(t, s, k, fp(1), tk, long, long, false)
-	changed, stop := w.Watch(context.Background(), k)
+	ctx := testCtx(t)
+	changed, stop := w.Watch(ctx, k)
 	defer stop()
 	select {
 	case <-changed:
@@ -797,7 +827,7 @@ func testWatcher(t *testing.T, s idem.Store, key func(string) string) {
 	}
 	go func() {
 		time.Sleep(10 * time.Millisecond)
-		_ = s.Finish(context.Background(), k, tk, idem.StateCompleted, []byte("x"))
+		_ = s.Finish(ctx, k, tk, idem.StateCompleted, []byte("x"))
 	}()
 	select {
 	case <-changed:
@@ -805,7 +835,7 @@ func testWatcher(t *testing.T, s idem.Store, key func(string) string) {
 		t.Fatal("changed did not fire after Finish")
 	}
 	// A second watcher of an idle key, stopped without a change, releases cleanly.
-	_, stop2 := w.Watch(context.Background(), key("idle"))
+	_, stop2 := w.Watch(ctx, key("idle"))
 	stop2()
 	stop2()
 }
@@ -817,7 +847,7 @@ func testLeaseExtender(t *testing.T, s idem.Store, key func(string) string) {
 	}
 	k, tk := key("extend"), tok()
 	begin(t, s, k, fp(1), tk, short, long, false)
-	if err := x.ExtendLease(context.Background(), k, tk, long); err != nil {
+	if err := x.ExtendLease(testCtx(t), k, tk, long); err != nil {
 		t.Fatalf("ExtendLease by the holder: %v", err)
 	}
 	if rec, _ := get(t, s, k); time.Until(rec.LeaseExpiresAt) < long-5*time.Second || time.Until(rec.LeaseExpiresAt) > long+5*time.Second {
@@ -827,12 +857,12 @@ func testLeaseExtender(t *testing.T, s idem.Store, key func(string) string) {
 	if res := begin(t, s, k, fp(1), tok(), long, long, false); res.Acquired {
 		t.Fatal("an extended lease was taken over at its original expiry")
 	}
-	if err := x.ExtendLease(context.Background(), k, tok(), long); !errors.Is(err, idem.ErrFenced) {
+	if err := x.ExtendLease(testCtx(t), k, tok(), long); !errors.Is(err, idem.ErrFenced) {
 		t.Fatalf("ExtendLease by a stranger = %v, want ErrFenced", err)
 	}
 	before, _ := get(t, s, k)
 	for _, d := range []time.Duration{0, -time.Second} {
-		if err := x.ExtendLease(context.Background(), k, tk, d); err == nil || errors.Is(err, idem.ErrFenced) {
+		if err := x.ExtendLease(testCtx(t), k, tk, d); err == nil || errors.Is(err, idem.ErrFenced) {
 			t.Errorf("ExtendLease(%v) = %v, want an error other than ErrFenced", d, err)
 		}
 	}
@@ -840,10 +870,10 @@ func testLeaseExtender(t *testing.T, s idem.Store, key func(string) string) {
 		t.Fatalf("a refused ExtendLease changed the record: %+v, was %+v", rec, before)
 	}
 	finish(t, s, k, tk, idem.StateCompleted, nil)
-	if err := x.ExtendLease(context.Background(), k, tk, long); !errors.Is(err, idem.ErrFenced) {
+	if err := x.ExtendLease(testCtx(t), k, tk, long); !errors.Is(err, idem.ErrFenced) {
 		t.Fatalf("ExtendLease of a COMPLETED record = %v, want ErrFenced", err)
 	}
-	if err := x.ExtendLease(context.Background(), key("nothing"), tk, long); !errors.Is(err, idem.ErrFenced) {
+	if err := x.ExtendLease(testCtx(t), key("nothing"), tk, long); !errors.Is(err, idem.ErrFenced) {
 		t.Fatalf("ExtendLease of a missing record = %v, want ErrFenced", err)
 	}
 }
@@ -914,7 +944,7 @@ func claimToOutlive(t *testing.T, s idem.Store, key func(string) string, name st
 // keeps the expiry the record has. The checks compare the store's own
 // times, not this host's clock (the store's server may run on another).
 func testHeartbeatPastExpiry(t *testing.T, s idem.Store, key func(string) string) {
-	ctx := context.Background()
+	ctx := testCtx(t)
 	heartbeat := func(o *outliving, i int) error {
 		if err := o.x.ExtendLease(ctx, o.k, o.tk, o.beat); err != nil {
 			return fmt.Errorf("heartbeat %d: %w", i, err)
@@ -1024,7 +1054,7 @@ func testFinishRacingHeartbeat(t *testing.T, s idem.Store, key func(string) stri
 	if !ok {
 		t.Skip("the store does not implement idem.LeaseExtender")
 	}
-	ctx := context.Background()
+	ctx := testCtx(t)
 	const rounds = 40
 	for i := range rounds {
 		k, tk := key(fmt.Sprint("race-", i)), tok()
@@ -1063,7 +1093,7 @@ func testTransactor(t *testing.T, s idem.Store, key func(string) string) {
 	if !ok {
 		t.Skip("the store does not implement idem.Transactor")
 	}
-	ctx := context.Background()
+	ctx := testCtx(t)
 
 	t.Run("Commit", func(t *testing.T) {
 		k, tk := key("tx-commit"), tok()
