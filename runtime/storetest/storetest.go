@@ -417,15 +417,17 @@ func testTakeoverSameFingerprint(t *testing.T, s idem.Store, key func(string) st
 	}
 }
 
-// finishWithinTTL claims a key named name with a TTL of ttl and finishes it
-// COMPLETED, and returns the key. On a loaded machine the Finish may come
-// after the TTL: the store fences it, rightly. Only then is it tried again,
-// with another key (a few times); a Finish fenced before ttl has passed
-// since its Begin was sent fails the test, as does any other error.
-func finishWithinTTL(t *testing.T, s idem.Store, key func(string) string, name string, ttl time.Duration) string {
+// finishWithinTTL claims a key named name with a TTL of expiryTTL and
+// finishes it COMPLETED, and returns the key and the TTL it was claimed
+// with. On a loaded machine the Finish may come after the TTL: the store
+// fences it, rightly. Only then is it tried again, with another key and
+// twice the TTL (a few times: with the same TTL at each try, a machine slow
+// once stays slow); a Finish fenced before the TTL has passed since its
+// Begin was sent fails the test, as does any other error.
+func finishWithinTTL(t *testing.T, s idem.Store, key func(string) string, name string) (string, time.Duration) {
 	t.Helper()
 	for attempt := 0; ; attempt++ {
-		k, tk := key(name), tok()
+		k, tk, ttl := key(name), tok(), expiryTTL<<attempt
 		if attempt > 0 {
 			k = key(fmt.Sprintf("%s-%d", name, attempt))
 		}
@@ -434,18 +436,21 @@ func finishWithinTTL(t *testing.T, s idem.Store, key func(string) string, name s
 		err := s.Finish(testCtx(t), k, tk, idem.StateCompleted, []byte("x"))
 		took := time.Since(sent)
 		if err == nil {
-			return k
+			return k, ttl
 		}
 		if !errors.Is(err, idem.ErrFenced) || took < ttl || attempt >= 4 {
 			t.Fatalf("Finish(%q) %v after its Begin was sent (TTL %v): %v", k, took, ttl, err)
 		}
-		t.Logf("Finish(%q) fenced %v after its Begin was sent, past the TTL %v (a loaded machine): again", k, took, ttl)
+		t.Logf("Finish(%q) fenced %v after its Begin was sent, past the TTL %v (a loaded machine): again with twice the TTL", k, took, ttl)
 	}
 }
 
+// expiryTTL is the first TTL of a record that must expire during the test
+// (finishWithinTTL).
+const expiryTTL = 200 * time.Millisecond
+
 func testExpiry(t *testing.T, s idem.Store, key func(string) string) {
-	const ttl = 200 * time.Millisecond
-	k := finishWithinTTL(t, s, key, "expire", ttl)
+	k, ttl := finishWithinTTL(t, s, key, "expire")
 	time.Sleep(ttl + slack)
 	if rec, ok := get(t, s, k); ok {
 		t.Fatalf("Get after the TTL found %+v", rec)
@@ -1033,8 +1038,7 @@ func testLocalReader(t *testing.T, s idem.Store, key func(string) string) {
 	if rec, _ := l.ReadLocal(k2, nil); rec.Response == nil {
 		t.Fatal("ReadLocal returned a nil Response for an empty one")
 	}
-	const ttl = 200 * time.Millisecond
-	k3 := finishWithinTTL(t, s, key, "local-expire", ttl)
+	k3, ttl := finishWithinTTL(t, s, key, "local-expire")
 	time.Sleep(ttl + slack)
 	if rec, ok := l.ReadLocal(k3, nil); ok {
 		t.Fatalf("ReadLocal after the TTL found %+v", rec)

@@ -88,6 +88,18 @@ func TestHeartbeatPastExpiryOnSlowStore(t *testing.T) {
 	}
 }
 
+// TestExpiryOnSlowStore: ExpiryAfterTTL passes on a store that answers
+// each call only after 250ms, where a Finish sent right after its Begin
+// reaches the store past the claim's TTL of 200ms: finishWithinTTL tries
+// again with a longer TTL. (With the same TTL at each try it failed: every
+// Finish was fenced.)
+func TestExpiryOnSlowStore(t *testing.T) {
+	ms := memstore.New(memstore.Options{SweepInterval: -1})
+	t.Cleanup(func() { _ = ms.Close() })
+	prefix := uniquePrefix()
+	testExpiry(t, &slowStore{s: ms, delay: 250 * time.Millisecond}, func(k string) string { return prefix + k })
+}
+
 // TestStoreCallsBounded: the suite's calls to a store are bounded (testCtx,
 // callCtx): no file of the package passes context.Background(),
 // context.TODO() or a test's own Context() (done only when the test ends,
