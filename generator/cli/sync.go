@@ -53,6 +53,7 @@ func checkGenerated(fs *flag.FlagSet, configPath string, overlays []string, igno
 		fmt.Fprintf(stderr, "idemgen check: %v\n", err)
 		return ExitUsage
 	}
+	cfg.warnConfig(stderr)
 	spec, diags := diagnose(cfg, strict, ignores, cfg.noReplayedHeader(fs))
 	report(diags, format, stdout, stderr)
 	if diags.HasErrors() {
