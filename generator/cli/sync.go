@@ -226,7 +226,14 @@ func specCmd(args []string, stdout, stderr io.Writer) int {
 		return ExitError
 	}
 	if *out != "-" {
-		fmt.Fprintf(stderr, "%s: %s\n", *out, english.Count(res.Actions, "change"))
+		// The count is of idemgen's changes: with -overlay, the spec
+		// written also has the overlays' own (not with -as-overlay,
+		// whose document holds idemgen's changes only).
+		if len(overlays) > 0 && !*asOverlay {
+			fmt.Fprintf(stderr, "%s: the spec with %s applied (%s), and %s to declare what the contracts imply\n", *out, english.Noun(len(overlays), "the overlay", "the overlays"), strings.Join(overlays, ", "), english.Count(res.Actions, "change"))
+		} else {
+			fmt.Fprintf(stderr, "%s: %s\n", *out, english.Count(res.Actions, "change"))
+		}
 	}
 	return ExitOK
 }
