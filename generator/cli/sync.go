@@ -98,7 +98,10 @@ func checkGenerated(fs *flag.FlagSet, configPath string, overlays []string, igno
 				redo = fmt.Sprintf("idemgen spec -config %s -o %s %s", configPath, cfg.Spec, cfg.Spec)
 			}
 			if len(cfg.Overlays) > 0 {
-				redo = "idemgen spec (as you ran it for the overlaid spec)"
+				// The overlays may fix what oapi-codegen generates (the
+				// contracts then in the spec, which the spec command
+				// rewrites without them) or hold the contracts.
+				redo += fmt.Sprintf(" (when the contracts are in %s; the overlays: then apply as before; when an overlay holds them, idemgen spec -as-overlay with the overlays, as you ran it)", cfg.Spec)
 			}
 			fmt.Fprintf(stderr, "idemgen check: %d of %s stale or missing, and the spec is behind its contracts [spec-stale]; run: %s, then oapi-codegen, then idemgen generate -config %s\n", bad, staleOf(bad, len(files)), redo, configPath)
 			return ExitError
