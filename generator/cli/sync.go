@@ -242,10 +242,14 @@ func specCmd(args []string, stdout, stderr io.Writer) int {
 }
 
 // applyToHint tells how to opt in the unsafe operations of spec that
-// declare no key (methods): apply-to at the document root, in an overlay;
-// idemgen spec then declares the key.
-func applyToHint(spec string, methods []string) string {
-	ov := initspec.DefaultOverlayPath
+// declare no key (methods): apply-to at the document root, in an overlay
+// written to ov, applied after the overlays init read (prior); idemgen
+// spec then declares the key.
+func applyToHint(spec string, methods []string, ov string, prior []string) string {
+	var flags string
+	for _, o := range append(slices.Clone(prior), ov) {
+		flags += "-overlay " + o + " "
+	}
 	return fmt.Sprintf(`To make the %s operations idempotent although they declare no key, opt them in with
 apply-to at the document root (or write an x-idempotency block on each), e.g. in an overlay:
   cat > %s <<'EOF'
@@ -255,10 +259,39 @@ apply-to at the document root (or write an x-idempotency block on each), e.g. in
     - target: $
       update: {x-idempotency: {semantics: strict, window: 24h, apply-to: [%s]}}
   EOF
-  idemgen check -overlay %s %s
-idemgen spec -overlay %s %s then declares the Idempotency-Key header they take.
+  idemgen check %s%s
+idemgen spec %s%s then declares the Idempotency-Key header they take.
 See %s#where-a-block-may-be-written-and-how-blocks-merge
-`, strings.ToUpper(strings.Join(methods, ", ")), ov, strings.Join(methods, ", "), ov, spec, ov, spec, initspec.ContractDocs)
+`, strings.ToUpper(strings.Join(methods, ", ")), ov, strings.Join(methods, ", "), flags, spec, flags, spec, initspec.ContractDocs)
+}
+
+// applyToPath returns the file applyToHint proposes to write: out (init's
+// -o; "-": idempotency.overlay.yaml), unless it exists or is one of the
+// overlays init read, which the proposal's "cat >" would overwrite; then
+// apply-to.overlay.yaml beside it (apply-to.2.overlay.yaml, ... when that
+// is taken too).
+func applyToPath(out string, overlays []string) string {
+	ov := out
+	if ov == "-" {
+		ov = initspec.DefaultOverlayPath
+	}
+	taken := func(p string) bool {
+		_, err := os.Stat(p)
+		return err == nil || slices.ContainsFunc(overlays, func(o string) bool { return filepath.Clean(o) == filepath.Clean(p) })
+	}
+	if !taken(ov) {
+		return ov
+	}
+	dir := filepath.Dir(ov)
+	for i := 1; ; i++ {
+		name := "apply-to.overlay.yaml"
+		if i > 1 {
+			name = fmt.Sprintf("apply-to.%d.overlay.yaml", i)
+		}
+		if p := filepath.Join(dir, name); !taken(p) {
+			return p
+		}
+	}
 }
 
 // writeOut writes data to stdout ("-") or atomically to path.
@@ -321,7 +354,7 @@ func initCmd(args []string, stdout, stderr io.Writer) int {
 	if len(p.Candidates) == 0 {
 		fmt.Fprintf(stderr, "%s: no operation without a contract declares an idempotency key; nothing to propose\n", fs.Arg(0))
 		if len(p.Unkeyed) > 0 {
-			fmt.Fprint(stderr, applyToHint(fs.Arg(0), p.Unkeyed))
+			fmt.Fprint(stderr, applyToHint(fs.Arg(0), p.Unkeyed, applyToPath(*out, overlays), overlays))
 		}
 		if len(p.Idempotent) > 0 {
 			fmt.Fprintf(stderr, "The %s operations, which declare no key either, get no apply-to: PUT and DELETE are idempotent by HTTP semantics. Opt them in only if a handler has side effects beyond the resource (a payment, a notification), and silence check's [put-delete] there with the reason.\n", strings.ToUpper(strings.Join(p.Idempotent, ", ")))
