@@ -80,6 +80,10 @@ type Candidate struct {
 	// fingerprint compares a multipart body byte for byte, its boundary
 	// included (check's raw-body-strict).
 	Multipart string
+	// AlsoJSON is the JSON media type its request body also takes ("" for
+	// none) besides Multipart: under loose semantics such a request loses
+	// the check that a reused key comes with the same body.
+	AlsoJSON string
 }
 
 // Note is an operation that declares a key but gets no contract.
@@ -195,6 +199,9 @@ func Propose(path string, opts Options) (*Proposal, diag.List) {
 		}
 	}
 	slices.Sort(p.Unkeyed)
+			if c.Multipart != "" {
+				c.AlsoJSON = jsonBody(op)
+			}
 	slices.Sort(p.Idempotent)
 	if len(p.Candidates) > 0 {
 		title := filepath.Base(path)
@@ -306,6 +313,22 @@ func multipart(op *openapi3.Operation) string {
 // with, for a key the spec declares optional, a TODO(idemgen) that says
 // what that means: the block keeps the spec's required: false (requiring
 // the key would refuse requests the spec allows), and check warns
+// jsonBody returns the first JSON media type (application/json or
+// +json) of op's request body, "" when it has none.
+func jsonBody(op *openapi3.Operation) string {
+	if op.RequestBody == nil || op.RequestBody.Value == nil {
+		return ""
+	}
+	for _, ct := range sortedKeys(op.RequestBody.Value.Content) {
+		mt, _, _ := strings.Cut(ct, ";")
+		mt = strings.ToLower(strings.TrimSpace(mt))
+		if mt == "application/json" || strings.HasSuffix(mt, "+json") {
+			return ct
+		}
+	}
+	return ""
+}
+
 // [key-optional].
 func keyNode(k Key, explicit bool) *yaml.Node {
 	n := flow(node(keyFields(k, explicit)...))
@@ -384,7 +407,11 @@ func (p *Proposal) document(title, specName, ovName string, withRoot, rootKey bo
 		} else {
 			var fields []any
 			if c.Multipart != "" {
-				fields = append(fields, "semantics", comment(string(ir.Loose), todo+"confirm. loose, not strict: the body is "+c.Multipart+", which the fingerprint compares byte for byte, its boundary included, so a client that makes a new boundary for each attempt would be refused on every retry (check warns [raw-body-strict]); loose compares only the key"))
+				why := todo + "confirm. loose, not strict: the body is " + c.Multipart + ", which the fingerprint compares byte for byte, its boundary included, so a client that makes a new boundary for each attempt would be refused on every retry (check warns [raw-body-strict]); loose compares only the key"
+				if c.AlsoJSON != "" {
+					why += ". The body may also be " + c.AlsoJSON + ", which loses under loose the check that a reused key comes with the same request (422): keep strict if its clients matter more, and silence [raw-body-strict] with the reason"
+				}
+				fields = append(fields, "semantics", comment(string(ir.Loose), why))
 			}
 			if !rootKey || !sameKey(c.Key, root) {
 				fields = append(fields, "key", keyNode(c.Key, rootKey))
