@@ -48,3 +48,13 @@ func TestInitApplyToFile(t *testing.T) {
 	assert.Contains(t, stderr, "cat > "+out+" <<'EOF'")
 	assert.Contains(t, stderr, "idemgen spec -overlay "+contracts+" -overlay "+out+" "+spec)
 }
+
+// TestInitNoteLine: init's notes say where the operation is written.
+func TestInitNoteLine(t *testing.T) {
+	spec := filepath.Join(t.TempDir(), "openapi.yaml")
+	src := oneKeyedOperation + "  /lookups:\n    get:\n      parameters:\n        - {name: Idempotency-Key, in: header, schema: {type: string}}\n      responses: {'200': {description: ok}}\n"
+	require.NoError(t, os.WriteFile(spec, []byte(src), 0o644))
+	code, _, stderr := run("init", spec)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, spec+":17:5: note: GET /lookups declares the key header Idempotency-Key, but GET is safe")
+}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -349,7 +350,11 @@ func initCmd(args []string, stdout, stderr io.Writer) int {
 		return ExitError
 	}
 	for _, n := range p.Notes {
-		fmt.Fprintf(stderr, "%s: note: %s %s declares the key %s %s, but %s\n", fs.Arg(0), n.Method, n.Path, n.Key.Carrier, n.Key.Name, n.Reason)
+		at := fs.Arg(0)
+		if n.Pos.Line > 0 {
+			at = fmt.Sprintf("%s:%d:%d", cmp.Or(n.Pos.File, at), n.Pos.Line, n.Pos.Col)
+		}
+		fmt.Fprintf(stderr, "%s: note: %s %s declares the key %s %s, but %s\n", at, n.Method, n.Path, n.Key.Carrier, n.Key.Name, n.Reason)
 	}
 	if len(p.Candidates) == 0 {
 		fmt.Fprintf(stderr, "%s: no operation without a contract declares an idempotency key; nothing to propose\n", fs.Arg(0))

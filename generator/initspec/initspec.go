@@ -91,6 +91,9 @@ type Note struct {
 	Method, Path string
 	Key          Key
 	Reason       string
+	// Pos is where the operation is written (its method's key), its Line
+	// 0 when unknown.
+	Pos ir.Pos
 }
 
 // Proposal is what Propose found and the overlay it wrote.
@@ -178,7 +181,8 @@ func Propose(path string, opts Options) (*Proposal, diag.List) {
 				continue
 			}
 			if safe[method] {
-				p.Notes = append(p.Notes, Note{Method: method, Path: pth, Key: keys[0], Reason: method + " is safe: it needs no idempotency key, so no contract is proposed"})
+				pos := d.KeyPos(d.Lookup("/paths/"+load.Escape(pth)), strings.ToLower(method))
+				p.Notes = append(p.Notes, Note{Method: method, Path: pth, Key: keys[0], Reason: method + " is safe: it needs no idempotency key, so no contract is proposed", Pos: pos})
 				continue
 			}
 			if _, has := op.Extensions["x-idempotency"]; has || applyTo[method] {
@@ -195,13 +199,13 @@ func Propose(path string, opts Options) (*Proposal, diag.List) {
 				c.ResponseHeaders = append(c.ResponseHeaders, h.Name)
 			}
 			c.Multipart = multipart(op)
+			if c.Multipart != "" {
+				c.AlsoJSON = jsonBody(op)
+			}
 			p.Candidates = append(p.Candidates, c)
 		}
 	}
 	slices.Sort(p.Unkeyed)
-			if c.Multipart != "" {
-				c.AlsoJSON = jsonBody(op)
-			}
 	slices.Sort(p.Idempotent)
 	if len(p.Candidates) > 0 {
 		title := filepath.Base(path)
@@ -309,10 +313,6 @@ func multipart(op *openapi3.Operation) string {
 	return ""
 }
 
-// keyNode is the contract's key block for k (keyFields, explicit or not),
-// with, for a key the spec declares optional, a TODO(idemgen) that says
-// what that means: the block keeps the spec's required: false (requiring
-// the key would refuse requests the spec allows), and check warns
 // jsonBody returns the first JSON media type (application/json or
 // +json) of op's request body, "" when it has none.
 func jsonBody(op *openapi3.Operation) string {
@@ -329,6 +329,10 @@ func jsonBody(op *openapi3.Operation) string {
 	return ""
 }
 
+// keyNode is the contract's key block for k (keyFields, explicit or not),
+// with, for a key the spec declares optional, a TODO(idemgen) that says
+// what that means: the block keeps the spec's required: false (requiring
+// the key would refuse requests the spec allows), and check warns
 // [key-optional].
 func keyNode(k Key, explicit bool) *yaml.Node {
 	n := flow(node(keyFields(k, explicit)...))

@@ -13,7 +13,8 @@ import (
 // TestMultipartAndJSON: an operation whose body is multipart or JSON is
 // proposed loose semantics for the multipart clients, with a TODO that
 // says what the JSON ones lose under loose; a multipart-only one says
-// nothing of JSON.
+// nothing of JSON. A note (a safe method that declares a key) carries
+// where the operation is written.
 func TestMultipartAndJSON(t *testing.T) {
 	spec := filepath.Join(t.TempDir(), "openapi.yaml")
 	op := func(path, media string) string {
@@ -36,4 +37,9 @@ func TestMultipartAndJSON(t *testing.T) {
 	assert.Equal(t, 2, strings.Count(ov, "semantics: loose # TODO(idemgen): confirm. loose, not strict: the body is multipart/form-data"))
 	assert.Equal(t, 1, strings.Count(ov, "The body may also be application/json, which loses under loose the check that a reused key comes with the same request (422)"))
 
+	require.Len(t, p.Notes, 1)
+	assert.Equal(t, "GET /lookups", p.Notes[0].Method+" "+p.Notes[0].Path)
+	assert.Equal(t, spec, p.Notes[0].Pos.File)
+	assert.Equal(t, strings.Count(src[:strings.Index(src, "    get:")], "\n")+1, p.Notes[0].Pos.Line)
+	assert.Equal(t, 5, p.Notes[0].Pos.Col)
 }
