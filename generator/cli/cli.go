@@ -332,6 +332,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "idemgen check: %v\n", err)
 		return ExitUsage
 	}
+	cfg.warnConfig(stderr)
 	spec, diags := diagnose(cfg, *strict, ignores, cfg.noReplayedHeader(fs))
 	if !diags.HasErrors() {
 		// What the emitters find, generate would refuse too.
@@ -406,7 +407,7 @@ func checkConfig(configPath string, args, overlays []string) (*Config, string, e
 	// generate applies overlays that this check does not, what the
 	// emitters find could differ (check -config applies them): their
 	// settings are still checked, and their names, as warnings.
-	cfg.Generate, cfg.Options, cfg.Package, cfg.oapiServer = c.Generate, c.Options, c.Package, c.oapiServer
+	cfg.Generate, cfg.Options, cfg.Package, cfg.oapiServer, cfg.oapiOverlay = c.Generate, c.Options, c.Package, c.oapiServer, c.oapiOverlay
 	if len(c.Overlays) > 0 && !sameFiles(c.Overlays, cfg.Overlays) {
 		cfg.namesOnlyWhy = "check does not apply the overlays: of the idemgen.yaml beside the spec; check -config " + beside + " does"
 	}
@@ -563,6 +564,9 @@ type Config struct {
 	// oapiServer is what OapiCodegenConfig says about the server code
 	// (nil without one): the server emitter's defaults (serverParams).
 	oapiServer *oapiServer
+	// oapiOverlay, when not "", warns that oapi-codegen's configuration
+	// applies an overlay that overlays: does not list (oapiOverlayWarning).
+	oapiOverlay string
 	// ignores are Ignore's entries, one for each rule and operation, and
 	// ignoreDiags the errors of those that cannot be (positioned in the
 	// config file).
@@ -715,7 +719,7 @@ func LoadConfig(path string) (*Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w%s", path, err, optionsHint(data))
 	}
 	base := filepath.Dir(path)
 	rel := func(p string) string {
@@ -747,6 +751,7 @@ func LoadConfig(path string) (*Config, error) {
 	}
 	if oapi != nil {
 		c.oapiServer = serverOf(c.OapiCodegenConfig, oapi)
+		c.oapiOverlay = c.oapiOverlayWarning(path, c.OapiCodegenConfig, oapi)
 	}
 	c.loadIgnores(path)
 	return &c, nil
@@ -904,6 +909,7 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	if cfg.Output == "-" {
 		diagOut = stderr
 	}
+	cfg.warnConfig(stderr)
 	spec, diags := diagnose(cfg, false, ignores, cfg.noReplayedHeader(nil))
 	report(diags, *format, diagOut, stderr)
 	if diags.HasErrors() {

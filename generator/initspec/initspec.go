@@ -80,6 +80,10 @@ type Candidate struct {
 	// fingerprint compares a multipart body byte for byte, its boundary
 	// included (check's raw-body-strict).
 	Multipart string
+	// AlsoJSON is the JSON media type its request body also takes ("" for
+	// none) besides Multipart: under loose semantics such a request loses
+	// the check that a reused key comes with the same body.
+	AlsoJSON string
 }
 
 // Note is an operation that declares a key but gets no contract.
@@ -87,6 +91,9 @@ type Note struct {
 	Method, Path string
 	Key          Key
 	Reason       string
+	// Pos is where the operation is written (its method's key), its Line
+	// 0 when unknown.
+	Pos ir.Pos
 }
 
 // Proposal is what Propose found and the overlay it wrote.
@@ -174,7 +181,8 @@ func Propose(path string, opts Options) (*Proposal, diag.List) {
 				continue
 			}
 			if safe[method] {
-				p.Notes = append(p.Notes, Note{Method: method, Path: pth, Key: keys[0], Reason: method + " is safe: it needs no idempotency key, so no contract is proposed"})
+				pos := d.KeyPos(d.Lookup("/paths/"+load.Escape(pth)), strings.ToLower(method))
+				p.Notes = append(p.Notes, Note{Method: method, Path: pth, Key: keys[0], Reason: method + " is safe: it needs no idempotency key, so no contract is proposed", Pos: pos})
 				continue
 			}
 			if _, has := op.Extensions["x-idempotency"]; has || applyTo[method] {
@@ -191,6 +199,9 @@ func Propose(path string, opts Options) (*Proposal, diag.List) {
 				c.ResponseHeaders = append(c.ResponseHeaders, h.Name)
 			}
 			c.Multipart = multipart(op)
+			if c.Multipart != "" {
+				c.AlsoJSON = jsonBody(op)
+			}
 			p.Candidates = append(p.Candidates, c)
 		}
 	}
@@ -302,6 +313,22 @@ func multipart(op *openapi3.Operation) string {
 	return ""
 }
 
+// jsonBody returns the first JSON media type (application/json or
+// +json) of op's request body, "" when it has none.
+func jsonBody(op *openapi3.Operation) string {
+	if op.RequestBody == nil || op.RequestBody.Value == nil {
+		return ""
+	}
+	for _, ct := range sortedKeys(op.RequestBody.Value.Content) {
+		mt, _, _ := strings.Cut(ct, ";")
+		mt = strings.ToLower(strings.TrimSpace(mt))
+		if mt == "application/json" || strings.HasSuffix(mt, "+json") {
+			return ct
+		}
+	}
+	return ""
+}
+
 // keyNode is the contract's key block for k (keyFields, explicit or not),
 // with, for a key the spec declares optional, a TODO(idemgen) that says
 // what that means: the block keeps the spec's required: false (requiring
@@ -384,7 +411,11 @@ func (p *Proposal) document(title, specName, ovName string, withRoot, rootKey bo
 		} else {
 			var fields []any
 			if c.Multipart != "" {
-				fields = append(fields, "semantics", comment(string(ir.Loose), todo+"confirm. loose, not strict: the body is "+c.Multipart+", which the fingerprint compares byte for byte, its boundary included, so a client that makes a new boundary for each attempt would be refused on every retry (check warns [raw-body-strict]); loose compares only the key"))
+				why := todo + "confirm. loose, not strict: the body is " + c.Multipart + ", which the fingerprint compares byte for byte, its boundary included, so a client that makes a new boundary for each attempt would be refused on every retry (check warns [raw-body-strict]); loose compares only the key"
+				if c.AlsoJSON != "" {
+					why += ". The body may also be " + c.AlsoJSON + ", which loses under loose the check that a reused key comes with the same request (422): keep strict if its clients matter more, and silence [raw-body-strict] with the reason"
+				}
+				fields = append(fields, "semantics", comment(string(ir.Loose), why))
 			}
 			if !rootKey || !sameKey(c.Key, root) {
 				fields = append(fields, "key", keyNode(c.Key, rootKey))
