@@ -61,9 +61,6 @@ type planner struct {
 	actions []overlay.Action
 	opNodes []*yaml.Node        // the operations an action updates
 	edited  map[*yaml.Node]bool // shared nodes already changed by an action
-	// problemEdited are the shared responses already given a
-	// problem+json content by an action (problemContent).
-	problemEdited map[*yaml.Node]bool
 	// keyMembers are the body key member schemas of the operations whose
 	// key is in the body (only those keyMember finds).
 	keyMembers map[*ir.Operation]*yaml.Node
@@ -84,7 +81,7 @@ type planner struct {
 // as a RuleNotAugmented finding and left alone. ops must come from the same
 // document (the IR compiled from it).
 func plan(root *yaml.Node, ops []*ir.Operation, noReplayed bool) *planner {
-	p := &planner{root: root, parents: indexParents(root), comps: newComponents(root), roles: map[int]roles{}, edited: map[*yaml.Node]bool{}, problemEdited: map[*yaml.Node]bool{}, keyMembers: map[*ir.Operation]*yaml.Node{}, keyOps: map[*yaml.Node][]string{},
+	p := &planner{root: root, parents: indexParents(root), comps: newComponents(root), roles: map[int]roles{}, edited: map[*yaml.Node]bool{}, keyMembers: map[*ir.Operation]*yaml.Node{}, keyOps: map[*yaml.Node][]string{},
 		noReplayed: noReplayed, replayedRemoved: map[string]int{}}
 	for _, op := range ops {
 		if op.Key.Carrier == ir.CarrierBody {
@@ -404,7 +401,6 @@ func (p *planner) responses(op *ir.Operation, opNode, upd *yaml.Node) {
 			// (and reported stale) when the contracts imply another one.
 			p.comps.ref("responses", responseName(s), p.responseDef(s), true)
 		}
-		p.problemContent(op, code, existing, newResps)
 		if !roles.retryAfter() || !statusRoles(op)[s].retryAfter() {
 			continue
 		}
@@ -508,50 +504,6 @@ func (p *planner) retryAfter(op *ir.Operation, code string, existing, newResps *
 	p.actions = append(p.actions, overlay.Action{Target: path, Description: "Retry-After on a shared " + code + " response.", Update: *complete(r, mapping("headers", mapping("Retry-After", h)))})
 }
 
-// problemContent declares application/problem+json, with idemgen's
-// problem schema, on the response existing that op declares under code,
-// one of the statuses idemgen's runtime answers with a problem (a 409 or
-// 422 an API declares as application/json for its own errors): without
-// it, oapi-codegen's typed client leaves the runtime's problem undecoded
-// (JSON422 decoded from it as an empty error of the API's schema) and its
-// strict server has no type for it. The API's own content stays, and
-// so do oapi-codegen's types for it; the client gets an
-// ApplicationproblemJSON<code> field besides its JSON<code>, and the
-// strict server an <Op><code>ApplicationProblemPlusJSONResponse. A
-// response without content is left as it is (see below).
-func (p *planner) problemContent(op *ir.Operation, code string, existing, newResps *yaml.Node) {
-	r := resolve(p.root, existing)
-	if r == nil {
-		p.found(RuleProblemResponseMissing, op, existing, "the %s response of %s is in another document: declare there the application/problem+json content idemgen's runtime answers with", code, where(op))
-		return
-	}
-	content := child(r, "content")
-	if content == nil || len(content.Content) == 0 || childFold(content, problemMediaType) != nil {
-		// Without content, oapi-codegen decodes no body, and declaring one
-		// would rename its strict response type (<Op>409Response).
-		return
-	}
-	schema := ref(p.comps.ref("schemas", ProblemSchema, problemSchema(), true))
-	p.found(RuleProblemResponseMissing, op, existing, "the %s response of %s declares no %s content, which idemgen's runtime answers with: oapi-codegen's client would not decode its problems", code, where(op), problemMediaType)
-	if r == existing {
-		set(ensure(ensure(ensure(newResps, code), "content"), problemMediaType), "schema", schema)
-		return
-	}
-	if p.problemEdited[r] {
-		return
-	}
-	path, ok := p.target(r)
-	if !ok {
-		p.notAugmented(op, existing, "the %s response of %s cannot be addressed by an overlay target", code, where(op))
-		return
-	}
-	p.problemEdited[r] = true
-	p.actions = append(p.actions, overlay.Action{Target: path, Description: problemMediaType + " on a shared " + code + " response.", Update: *complete(r, mapping("content", mapping(problemMediaType, mapping("schema", schema))))})
-}
-
-// problemMediaType is the media type of idemgen's problem responses.
-const problemMediaType = "application/problem+json"
-
 // replayable reports whether a response declared under code may be a
 // stored response replayed with Idempotent-Replayed: the runtime stores
 // what is below 500 (but 408, 425 and 429, which free the key), and 5xx
@@ -621,7 +573,7 @@ func (p *planner) responseDef(s int) *yaml.Node {
 	if roles.retryAfter() {
 		set(def, "headers", mapping("Retry-After", ref(p.comps.ref("headers", RetryAfterHeader, retryAfterHeader(), true))))
 	}
-	set(def, "content", mapping(problemMediaType, mapping("schema", ref(p.comps.ref("schemas", ProblemSchema, problemSchema(), true)))))
+	set(def, "content", mapping("application/problem+json", mapping("schema", ref(p.comps.ref("schemas", ProblemSchema, problemSchema(), true)))))
 	set(def, Marker, str(markerValue))
 	return def
 }

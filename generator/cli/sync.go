@@ -173,9 +173,7 @@ Writes the spec with what its x-idempotency contracts imply declared: the
 key parameter, the problem+json responses (400, 409, 422, 503) with
 Retry-After, Idempotent-Replayed on replayable responses, and a contract
 summary in each operation's description. Declarations already in the spec
-are kept (a response of the API's own at one of those statuses that
-declares other content, application/json, gains an application/problem+json
-entry besides it); running it again changes nothing. YAML stays YAML, JSON stays
+are kept; running it again changes nothing. YAML stays YAML, JSON stays
 JSON, and CRLF line endings stay CRLF. With -as-overlay it writes the same changes as an OpenAPI Overlay
 1.0 document instead, to apply after the contract overlays, so the source
 spec is never rewritten.
