@@ -9,8 +9,9 @@ import (
 // [WithAttemptHook] and logged by [WithLogger].
 type Attempt struct {
 	Method string
-	// URL is the request's URL without its password and with the values of
-	// its query parameters replaced by xxxxx (a query may carry a credential).
+	// URL is the request's URL without its password and fragment, with the
+	// values of its query parameters replaced by xxxxx (a query may carry a
+	// credential), and a query pair without "=" replaced whole.
 	URL string
 	// Key is the idempotency key (the same on every attempt of a call).
 	Key string

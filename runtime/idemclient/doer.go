@@ -298,41 +298,65 @@ func redactedURL(req *http.Request) string {
 	return redact(req.URL)
 }
 
-// redact returns u without its password (as URL.Redacted) and with the
-// value of every query parameter replaced by xxxxx: a query may carry a
-// credential (an API key given "in: query"), which the attempts' log lines
-// and the errors people log must not spell out. The call's key, which the
-// query may carry too, is reported in its own field.
+// redact returns u without its password (as URL.Redacted), without its
+// fragment, and with the value of every query parameter replaced by xxxxx:
+// a query may carry a credential (an API key given "in: query"), which the
+// attempts' log lines and the errors people log must not spell out. A
+// query pair without "=" is one text that may as well be a credential, so
+// it is replaced whole. The call's key, which the query may carry too, is
+// reported in its own field.
 func redact(u *url.URL) string {
-	if u.RawQuery == "" {
+	if u.RawQuery == "" && u.Fragment == "" && u.RawFragment == "" {
 		return u.Redacted()
 	}
 	c := *u
-	pairs := strings.Split(c.RawQuery, "&")
-	for i, pair := range pairs {
-		if name, _, ok := strings.Cut(pair, "="); ok {
-			pairs[i] = name + "=xxxxx"
+	c.Fragment, c.RawFragment = "", ""
+	if c.RawQuery != "" {
+		pairs := strings.Split(c.RawQuery, "&")
+		for i, pair := range pairs {
+			if name, _, ok := strings.Cut(pair, "="); ok {
+				pairs[i] = name + "=xxxxx"
+			} else if pair != "" {
+				pairs[i] = "xxxxx"
+			}
 		}
+		c.RawQuery = strings.Join(pairs, "&")
 	}
-	c.RawQuery = strings.Join(pairs, "&")
 	return c.Redacted()
 }
 
-// redactError redacts the URL of a *url.Error, the error http.Client
-// returns, which names the request's URL (the last one it was redirected
-// to) with its query; sent is the URL the attempt was sent to, named
-// instead when the error's does not parse.
+// redactError redacts the URL of the *url.Error in err, the error
+// http.Client returns, which names the request's URL (the last one it was
+// redirected to) with its query; sent is the URL the attempt was sent to,
+// named instead when the error's does not parse. A *url.Error that an
+// inner HTTPDoer wrapped in errors of its own is found (errors.As) and its
+// URL replaced in the whole message, the chain kept for errors.Is and
+// errors.As.
 func redactError(err error, sent *url.URL) error {
-	ue, ok := err.(*url.Error)
-	if !ok {
+	var ue *url.Error
+	if !errors.As(err, &ue) {
 		return err
 	}
 	u, perr := url.Parse(ue.URL)
 	if perr != nil {
 		u = sent
 	}
-	return &url.Error{Op: ue.Op, URL: redact(u), Err: ue.Err}
+	redacted := &url.Error{Op: ue.Op, URL: redact(u), Err: ue.Err}
+	if ue == err {
+		return redacted
+	}
+	return &redactedError{msg: strings.ReplaceAll(err.Error(), ue.URL, redacted.URL), err: err}
 }
+
+// redactedError is an error whose message names a redacted URL, with the
+// original error beneath it.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
 
 func closeBody(req *http.Request) {
 	if req.Body != nil {

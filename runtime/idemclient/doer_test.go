@@ -1128,7 +1128,7 @@ func TestLogAndErrorsRedactTheQuery(t *testing.T) {
 	for _, base := range []string{srv.URL, refused} {
 		var buf bytes.Buffer
 		logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-		u := strings.Replace(base, "http://", "http://user:pw-secret@", 1) + "/orders?api_key=q-secret&flag&n=1"
+		u := strings.Replace(base, "http://", "http://user:pw-secret@", 1) + "/orders?api_key=q-secret&BARESECRET&n=1#access_token=frag-secret"
 		ctx, _ := Start(context.Background())
 		resp, err := NewDoer(http.DefaultClient, fastPolicy(2), WithClock(newFakeClock()), WithLogger(logger)).
 			Do(post(t, ctx, u, `{"card":"body-secret"}`))
@@ -1140,10 +1140,50 @@ func TestLogAndErrorsRedactTheQuery(t *testing.T) {
 		} else {
 			resp.Body.Close()
 		}
-		require.Contains(t, out, "/orders?api_key=xxxxx&flag&n=xxxxx")
-		for _, secret := range []string{"q-secret", "pw-secret", "body-secret"} {
+		require.Contains(t, out, "/orders?api_key=xxxxx&xxxxx&n=xxxxx")
+		for _, secret := range []string{"q-secret", "BARESECRET", "frag-secret", "pw-secret", "body-secret"} {
 			assert.NotContains(t, out, secret, base)
 		}
 	}
-	assert.Equal(t, "api_key=q-secret&flag&n=1", srv.Seen()[0].RawQuery, "sent as is")
+	assert.Equal(t, "api_key=q-secret&BARESECRET&n=1", srv.Seen()[0].RawQuery, "sent as is")
+}
+
+// wrapDoer is an HTTPDoer that wraps its inner client's errors in one of
+// its own, as a transport middleware may.
+type wrapDoer struct{ inner HTTPDoer }
+
+type transportError struct{ err error }
+
+func (e *transportError) Error() string { return "transport: " + e.err.Error() }
+func (e *transportError) Unwrap() error { return e.err }
+
+func (w wrapDoer) Do(req *http.Request) (*http.Response, error) {
+	resp, err := w.inner.Do(req)
+	if err != nil {
+		return nil, &transportError{err}
+	}
+	return resp, nil
+}
+
+// TestWrappedURLErrorRedacted: a *url.Error an inner HTTPDoer wrapped in an
+// error of its own is redacted in the whole message, and the chain stays
+// (errors.As finds the wrapper and the *url.Error, errors.Is the cause).
+func TestWrappedURLErrorRedacted(t *testing.T) {
+	refused := func() string { // a port nothing listens on
+		s := httptest.NewServer(http.NotFoundHandler())
+		s.Close()
+		return s.URL
+	}()
+	ctx, _ := Start(context.Background())
+	_, err := NewDoer(wrapDoer{http.DefaultClient}, fastPolicy(1), WithClock(newFakeClock())).
+		Do(post(t, ctx, refused+"/orders?api_key=q-secret", `{}`))
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "q-secret")
+	assert.Contains(t, err.Error(), "transport: ")
+	assert.Contains(t, err.Error(), "/orders?api_key=xxxxx")
+	var te *transportError
+	assert.ErrorAs(t, err, &te)
+	var ue *url.Error
+	assert.ErrorAs(t, err, &ue)
+	assert.ErrorIs(t, err, syscall.ECONNREFUSED)
 }

@@ -55,7 +55,9 @@ func (noTimeLeft) Is(target error) bool { return target == context.DeadlineExcee
 // or persist it and resume later with [WithKey].
 type Error struct {
 	// URL is redacted as [Attempt].URL is; so is the URL of the inner
-	// client's *url.Error in Err.
+	// client's *url.Error in Err's message (when the inner client wrapped
+	// that *url.Error in errors of its own, the original stays in Err's
+	// chain for errors.As, with the URL it had).
 	Method, URL string
 	// Key is the idempotency key every attempt carried ("" if none was set yet).
 	Key string
