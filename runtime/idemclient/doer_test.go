@@ -770,6 +770,10 @@ func TestKeys(t *testing.T) {
 			{"request_id=&request_id=abc", "abc", "request_id=abc"},
 			{"request_id=abc&x=1&request_id=abc", "abc", "x=1&request_id=abc"},
 			{"request_id=&x=1&request_id=", "", "x=1&request_id="},
+			// A pair holding a semicolon is no key to the server (url.ParseQuery and
+			// runtime/idem skip it): it is replaced, not reported as the call's key.
+			{"request_id=K;x", "", "request_id="},
+			{"request_id=K;x&request_id=abc", "abc", "request_id=K;x&request_id=abc"},
 		} {
 			ctx, call := Start(context.Background(), pol)
 			resp, err := d.Do(post(t, ctx, srv.URL+"/c?"+tc.query, payload))
@@ -781,6 +785,8 @@ func TestKeys(t *testing.T) {
 			s := srv.Seen()
 			for _, r := range s[len(s)-2:] {
 				assert.Equal(t, tc.sent+strings.TrimPrefix(call.Key(), tc.key), r.RawQuery, "%s: one key, the first one carried", tc.query)
+				q, _ := url.ParseQuery(r.RawQuery)
+				assert.Equal(t, []string{call.Key()}, q["request_id"], "%s: the server reads the key reported", tc.query)
 			}
 		}
 		before := len(srv.Seen())

@@ -78,9 +78,16 @@ func headerKey(h http.Header, name string) string { return carried(h.Get(name)) 
 // queryKey returns the key the raw query carries in parameter name: the
 // first value that carries one (pairs with an empty value or the nil UUID
 // carry none), "" if none does; pairs is the number of pairs named name and
-// others tells whether a later pair carries another key.
+// others tells whether a later pair carries another key. It reads the query
+// as the server does (runtime/idem, and net/url.ParseQuery, which a handler's
+// r.URL.Query() uses): a pair holding a semicolon is skipped, so a key
+// spelled request_id=K;x counts as none, and is replaced, rather than being
+// reported as the call's key while the server sees no key at all.
 func queryKey(rawQuery, name string) (key string, pairs int, others bool) {
 	for pair := range strings.SplitSeq(rawQuery, "&") {
+		if strings.IndexByte(pair, ';') >= 0 {
+			continue
+		}
 		k, v, _ := strings.Cut(pair, "=")
 		if uk, err := url.QueryUnescape(k); err != nil || uk != name {
 			continue

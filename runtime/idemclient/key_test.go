@@ -119,6 +119,10 @@ func TestSetQueryKey(t *testing.T) {
 		{"request_id=k%2B1&request_id=k+1", "k+1", 2, true},
 		{"request_id=abc&request_id=abc&request_id=", "abc", 3, false},
 		{"request_id=a&request_id=b", "a", 2, true},
+		// A pair holding a semicolon is skipped, as the server's parser does.
+		{"request_id=K;x", "", 0, false},
+		{"request_id=K;x&request_id=abc", "abc", 1, false},
+		{"a=1;request_id=K", "", 0, false},
 	} {
 		key, pairs, others := queryKey(tc.raw, "request_id")
 		assert.Equal(t, tc.key, key, tc.raw)

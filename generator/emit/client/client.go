@@ -22,14 +22,17 @@
 // the package (oapi-codegen's Client, ClientWithResponses or a hand-made
 // one): an idemclient.Doer whose matcher recognizes the idempotent
 // operations by method and path and retries each request under its
-// policy, with a new key per request.
+// policy, with a new key per request. Without a server URL that matcher
+// reads the end of the path; IdempotentMatcher(server) matches the path
+// under the server URL's base path exactly, and New<type> uses it.
 //
 // Settings (idemgen.yaml `options:` or `idemgen generate -option`):
 //
 //	client.type  the generated type's name (default IdempotentClient); its
 //	             constructor is New<type>, the doer's constructor
 //	             New<type without a Client suffix>Doer (NewIdempotentDoer),
-//	             the policy lookup <type>Policy
+//	             the exact matcher's <type without a Client suffix>Matcher
+//	             (IdempotentMatcher), the policy lookup <type>Policy
 //	client.file  the file name (default idempotency_client.gen.go)
 package client
 
@@ -86,6 +89,12 @@ func (c Config) Doer() string {
 
 // PolicyFunc is the name of the policy lookup for the configured type.
 func (c Config) PolicyFunc() string { return c.Type + "Policy" }
+
+// Matcher is the name of the exact matcher's constructor for the configured
+// type: the type without a Client suffix, then Matcher (IdempotentMatcher).
+func (c Config) Matcher() string {
+	return strings.TrimSuffix(c.Type, "Client") + "Matcher"
+}
 
 // ParseConfig reads the client.* settings.
 func ParseConfig(params map[string]string) (Config, error) {
@@ -353,26 +362,30 @@ func keyDoc(op *ir.Operation) string {
 }
 
 func (g *gen) constructors() {
-	t, doer := g.cfg.Type, g.cfg.Doer()
+	t, doer, matcher := g.cfg.Type, g.cfg.Doer(), g.cfg.Matcher()
 	q := func(id string) *jen.Statement { return jen.Qual(clientPkg, id) }
-	g.docf("New%s returns the typed helpers over a ClientWithResponses for server, built with opts as NewClientWithResponses builds it. Its HTTP client (WithHTTPClient; default a new http.Client) is wrapped with %s, unless it is an *idemclient.Doer already: pass WithHTTPClient(%s(httpClient, doerOptions...)) to configure the Doer (its clock, a per-attempt timeout, a logger, an attempt hook).", t, doer, doer)
+	g.docf("New%s returns the typed helpers over a ClientWithResponses for server, built with opts as NewClientWithResponses builds it. Its HTTP client (WithHTTPClient; default a new http.Client) is wrapped with %s, whose matcher is %s of the client's server URL (its Server, after opts such as WithBaseURL): a request of the client that no helper made is matched by its whole path under the server's base path. An HTTP client that is an *idemclient.Doer already is kept as it is: pass WithHTTPClient(%s(httpClient, idemclient.WithMatcher(m), doerOptions...)), m from %s(server), to configure the Doer (its clock, a per-attempt timeout, a logger, an attempt hook) and keep the exact matching. It fails when the server URL does not parse.", t, doer, matcher, doer, matcher)
 	g.f.Func().Id("New"+t).Params(jen.Id("server").String(), jen.Id("opts").Op("...").Id("ClientOption")).Params(jen.Op("*").Id(t), jen.Error()).Block(
 		jen.List(jen.Id("c"), jen.Err()).Op(":=").Id("NewClientWithResponses").Call(jen.Id("server"), jen.Id("opts").Op("...")),
 		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
 		jen.If(jen.List(jen.Id("inner"), jen.Id("ok")).Op(":=").Id("c").Dot("ClientInterface").Assert(jen.Op("*").Id("Client")), jen.Id("ok")).Block(
 			jen.If(jen.List(jen.Id("_"), jen.Id("ok")).Op(":=").Id("inner").Dot("Client").Assert(jen.Op("*").Add(q("Doer"))), jen.Op("!").Id("ok")).Block(
-				jen.Id("inner").Dot("Client").Op("=").Id(doer).Call(jen.Id("inner").Dot("Client")),
+				jen.List(jen.Id("m"), jen.Err()).Op(":=").Id(matcher).Call(jen.Id("inner").Dot("Server")),
+				jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
+				jen.Id("inner").Dot("Client").Op("=").Id(doer).Call(jen.Id("inner").Dot("Client"), q("WithMatcher").Call(jen.Id("m"))),
 			),
 		),
 		jen.Return(jen.Op("&").Id(t).Values(jen.Dict{jen.Id("ClientWithResponses"): jen.Id("c")}), jen.Nil()),
 	)
 
-	g.docf("%s returns an *idemclient.Doer over inner (nil: http.DefaultClient) for any client of this package: give it to WithHTTPClient. Requests of the typed helpers carry their call and its policy; any other request whose method and path are those of an idempotent operation (matched on the end of the URL path, so a server URL with a base path works) is retried under that operation's policy with a new key per request (or the key the request carries already); every other request passes through untouched. opts configure the Doer (idemclient.WithClock, WithAttemptTimeout, WithLogger, WithAttemptHook, ...); a WithMatcher among them replaces the operations' matcher.", doer)
+	g.docf("%s returns an *idemclient.Doer over inner (nil: http.DefaultClient) for any client of this package: give it to WithHTTPClient. Requests of the typed helpers carry their call and its policy; any other request whose method and path are those of an idempotent operation is retried under that operation's policy with a new key per request (or the key the request carries already); every other request passes through untouched. Not knowing the server URL, it matches a request on the end of its URL path, so that a server URL with a base path works, and leaves alone a request whose path a route that is not idempotent serves once leading parameters are taken for the base path; but a base path of static segments stays ambiguous (with POST /api/orders idempotent and POST /orders not, POST /orders sent under the base path /api is matched to the first). Give it idemclient.WithMatcher(m), m from %s(server), to match exactly under the server URL's base path, as New%s does. opts configure the Doer (idemclient.WithClock, WithAttemptTimeout, WithLogger, WithAttemptHook, ...); a WithMatcher among them replaces the operations' matcher.", doer, matcher, t)
 	g.f.Func().Id(doer).Params(jen.Id("inner").Id("HttpRequestDoer"), jen.Id("opts").Op("...").Add(q("Option"))).Op("*").Add(q("Doer")).Block(
 		jen.If(jen.Id("inner").Op("==").Nil()).Block(jen.Id("inner").Op("=").Qual("net/http", "DefaultClient")),
 		jen.Return(q("NewDoer").Call(jen.Id("inner"), q("Policy").Values(),
 			jen.Append(jen.Index().Add(q("Option")).Values(q("WithMatcher").Call(jen.Id(px+"Match"))), jen.Id("opts").Op("...")).Op("..."))),
 	)
+
+	g.exactMatcher()
 
 	g.docf("%s returns the client policy of the operation with this operationId (oapi-codegen's Go name for operations without one): attempts, backoff, what is retried, and the key's format and carrier, as the contract says. ok is false for an operation that is not idempotent.", g.cfg.PolicyFunc())
 	g.f.Func().Id(g.cfg.PolicyFunc()).Params(jen.Id("operationID").String()).Params(jen.Id("p").Add(q("Policy")), jen.Id("ok").Bool()).Block(
@@ -823,7 +836,7 @@ func (g *gen) matcher() {
 		jen.Id("policy").Op("*").Add(q("Policy")),
 	)
 	gogen.SegmentType(g.f, px)
-	g.doc(px + "Routes holds, by method, every route of the methods that have an idempotent operation, longest first, then most specific (static segments before parameters), so that a request is matched by the end of its path to the route that serves it.")
+	g.doc(px + "Routes holds, by method, every route of the methods that have an idempotent operation, longest first, then most specific (static segments before parameters), so that a request is matched, by its whole path under the server's base path or by the end of its path, to the route that serves it.")
 	g.f.Var().Id(px + "Routes").Op("=").Map(jen.String()).Index().Id(px + "Route").ValuesFunc(func(outer *jen.Group) {
 		for _, m := range methods {
 			outer.Line().Lit(m).Op(":").ValuesFunc(func(gr *jen.Group) {
@@ -870,14 +883,20 @@ func (g *gen) matcher() {
 		jen.Return(jen.True()),
 	)
 
-	g.doc(px + "Match is the Doer's matcher: the policy of the idempotent operation whose route serves the request, matched on the end of its path (the server URL may add a base path), split at the escaped path's slashes and each segment unescaped, as the templates' text is (a static segment /cafés is sent as /caf%C3%A9s; an escaped slash stays inside its segment); ok is false for every other request. A request that a shorter route that is not idempotent serves too, once the longer route's leading parameters are taken for the server URL's base path (POST /api/orders is POST /{tenant}/orders, or POST /orders under /api), is not matched: retrying an operation that is not idempotent could run it twice.")
-	g.f.Func().Id(px+"Match").Params(jen.Id("req").Op("*").Qual("net/http", "Request")).Params(q("Policy"), jen.Bool()).Block(
-		jen.Id("path").Op(":=").Qual("strings", "Split").Call(jen.Qual("strings", "TrimPrefix").Call(jen.Id("req").Dot("URL").Dot("EscapedPath").Call(), jen.Lit("/")), jen.Lit("/")),
+	g.doc(px + "Split splits an escaped path (without its leading slash) at its slashes and unescapes each segment, as the templates' text is (a static segment /cafés is sent as /caf%C3%A9s; an escaped slash stays inside its segment).")
+	g.f.Func().Id(px+"Split").Params(jen.Id("escaped").String()).Index().String().Block(
+		jen.Id("path").Op(":=").Qual("strings", "Split").Call(jen.Id("escaped"), jen.Lit("/")),
 		jen.For(jen.List(jen.Id("i"), jen.Id("s")).Op(":=").Range().Id("path")).Block(
 			jen.If(jen.List(jen.Id("u"), jen.Err()).Op(":=").Qual("net/url", "PathUnescape").Call(jen.Id("s")), jen.Err().Op("==").Nil()).Block(
 				jen.Id("path").Index(jen.Id("i")).Op("=").Id("u"),
 			),
 		),
+		jen.Return(jen.Id("path")),
+	)
+
+	g.doc(px + "Match is " + g.cfg.Doer() + "'s matcher, for a Doer that does not know the server URL: the policy of the idempotent operation whose route serves the request, matched on the end of its path (the server URL may add a base path), split by " + px + "Split; ok is false for every other request. A request that a shorter route that is not idempotent serves too, once the longer route's leading parameters are taken for the server URL's base path (POST /api/orders is POST /{tenant}/orders, or POST /orders under /api), is not matched: retrying an operation that is not idempotent could run it twice. Leading static segments stay ambiguous (POST /orders under /api is matched to an idempotent POST /api/orders): " + g.cfg.Matcher() + " matches exactly.")
+	g.f.Func().Id(px+"Match").Params(jen.Id("req").Op("*").Qual("net/http", "Request")).Params(q("Policy"), jen.Bool()).Block(
+		jen.Id("path").Op(":=").Id(px+"Split").Call(jen.Qual("strings", "TrimPrefix").Call(jen.Id("req").Dot("URL").Dot("EscapedPath").Call(), jen.Lit("/"))),
 		jen.Id("routes").Op(":=").Id(px+"Routes").Index(jen.Id("req").Dot("Method")),
 		jen.For(jen.List(jen.Id("i"), jen.Id("rt")).Op(":=").Range().Id("routes")).Block(
 			jen.If(jen.Op("!").Id(px+"Ends").Call(jen.Id("rt").Dot("segs"), jen.Id("path"))).Block(jen.Continue()),
@@ -892,6 +911,34 @@ func (g *gen) matcher() {
 			jen.Return(jen.Op("*").Id("rt").Dot("policy"), jen.True()),
 		),
 		jen.Return(q("Policy").Values(), jen.False()),
+	)
+
+}
+
+// exactMatcher writes <type>Matcher, the matcher of a known server URL.
+func (g *gen) exactMatcher() {
+	q := func(id string) *jen.Statement { return jen.Qual(clientPkg, id) }
+	g.docf("%s returns the matcher of the requests a client of this package sends to server (oapi-codegen's Server, as given to New%s or NewClient): the policy of the idempotent operation whose route serves the request, matched by its whole path under the server URL's base path. oapi-codegen's client sends an operation to the server URL, a slash added, resolved with \".\" + the operation's path; the matcher strips exactly the base path that gives, escaped as the request's path is, and compares the rest, split by %sSplit, with the routes of the same length, static segments before parameters: a route that is not idempotent that serves the request means no retry, and a request outside the base path is not matched. Give it to %s with idemclient.WithMatcher. It fails when server does not parse as a URL.", g.cfg.Matcher(), g.cfg.Type, px, g.cfg.Doer())
+	g.f.Func().Id(g.cfg.Matcher()).Params(jen.Id("server").String()).Params(q("Matcher"), jen.Error()).Block(
+		jen.If(jen.Op("!").Qual("strings", "HasSuffix").Call(jen.Id("server"), jen.Lit("/"))).Block(
+			jen.Id("server").Op("+=").Lit("/"),
+		),
+		jen.List(jen.Id("u"), jen.Err()).Op(":=").Qual("net/url", "Parse").Call(jen.Id("server")),
+		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
+		jen.List(jen.Id("u"), jen.Err()).Op("=").Id("u").Dot("Parse").Call(jen.Lit("./")),
+		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
+		jen.Id("base").Op(":=").Id("u").Dot("EscapedPath").Call(),
+		jen.Return(jen.Func().Params(jen.Id("req").Op("*").Qual("net/http", "Request")).Params(q("Policy"), jen.Bool()).Block(
+			jen.List(jen.Id("rest"), jen.Id("ok")).Op(":=").Qual("strings", "CutPrefix").Call(jen.Id("req").Dot("URL").Dot("EscapedPath").Call(), jen.Id("base")),
+			jen.If(jen.Op("!").Id("ok")).Block(jen.Return(q("Policy").Values(), jen.False())),
+			jen.Id("path").Op(":=").Id(px+"Split").Call(jen.Id("rest")),
+			jen.For(jen.List(jen.Id("_"), jen.Id("rt")).Op(":=").Range().Id(px+"Routes").Index(jen.Id("req").Dot("Method"))).Block(
+				jen.If(jen.Len(jen.Id("rt").Dot("segs")).Op("!=").Len(jen.Id("path")).Op("||").Op("!").Id(px+"Ends").Call(jen.Id("rt").Dot("segs"), jen.Id("path"))).Block(jen.Continue()),
+				jen.If(jen.Id("rt").Dot("policy").Op("==").Nil()).Block(jen.Return(q("Policy").Values(), jen.False())),
+				jen.Return(jen.Op("*").Id("rt").Dot("policy"), jen.True()),
+			),
+			jen.Return(q("Policy").Values(), jen.False()),
+		), jen.Nil()),
 	)
 }
 
@@ -911,7 +958,7 @@ func checkNames(spec *ir.Spec, opts emitter.Options, cfg Config, diags *diag.Lis
 			theirs[n] = gogen.Owner{What: "the server wrapper's " + n + " (option " + server.TypeOption.String() + ")", Pos: ir.Pos{File: spec.Source}}
 		}
 	}
-	for _, name := range []string{cfg.Type, "New" + cfg.Type, cfg.Doer(), cfg.PolicyFunc()} {
+	for _, name := range []string{cfg.Type, "New" + cfg.Type, cfg.Doer(), cfg.PolicyFunc(), cfg.Matcher()} {
 		if o, ok := theirs[name]; ok {
 			diags.Errorf(o.Pos, "go-name-collision", "the client helper's %s collides with the Go identifier %s declares for %s; rename it with the option %s", name, declarer(o.What), o.What, optType)
 		}

@@ -35,10 +35,12 @@ func TestParseConfig(t *testing.T) {
 	assert.Equal(t, client.Config{Type: "IdempotentClient", File: "idempotency_client.gen.go"}, c)
 	assert.Equal(t, "NewIdempotentDoer", c.Doer())
 	assert.Equal(t, "IdempotentClientPolicy", c.PolicyFunc())
+	assert.Equal(t, "IdempotentMatcher", c.Matcher())
 	c, err = client.ParseConfig(map[string]string{"client.type": "Shop", "client.file": "shop_client.go", "server.strict": "false"})
 	require.NoError(t, err)
 	assert.Equal(t, client.Config{Type: "Shop", File: "shop_client.go"}, c)
 	assert.Equal(t, "NewShopDoer", c.Doer())
+	assert.Equal(t, "ShopMatcher", c.Matcher())
 	for _, bad := range []map[string]string{
 		{"client.type": "idempotentClient"},
 		{"client.type": "Idem-Client"},
@@ -176,6 +178,26 @@ func TestCollisions(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(files[client.DefaultFile]), "func NewThings(server string")
 	assert.Contains(t, string(files[client.DefaultFile]), "func NewThingsDoer(inner HttpRequestDoer")
+	assert.Contains(t, string(files[client.DefaultFile]), "func ThingsMatcher(server string)")
+
+	// The exact matcher's name, IdempotentMatcher, is checked too.
+	matcherSpec := filepath.Join(t.TempDir(), "openapi.yaml")
+	require.NoError(t, os.WriteFile(matcherSpec, []byte(`openapi: 3.0.3
+info: {title: Collision, version: 1.0.0}
+paths:
+  /things:
+    post:
+      operationId: createThing
+      x-idempotency: {semantics: strict}
+      responses: {'201': {description: created}}
+components:
+  schemas:
+    IdempotentMatcher: {type: string}
+`), 0o644))
+	_, err = gentest.Idemgen(gentest.Case{Spec: matcherSpec, Emit: []string{client.Name}})
+	require.ErrorAs(t, err, &el)
+	require.Len(t, el.List, 1)
+	assert.Contains(t, el.List[0].Message, "the client helper's IdempotentMatcher collides with the Go identifier oapi-codegen declares")
 
 	// The server emitter's names, in the same package.
 	_, err = gentest.Idemgen(gentest.Case{Spec: clientCase(t, "shop"), Emit: []string{client.Name}, Params: map[string]string{"client.type": "Idempotency"}})

@@ -57,6 +57,7 @@ paths:
 	// package api
 	// func NewIdempotentClient(server string, opts ...ClientOption) (*IdempotentClient, error) {
 	// func NewIdempotentDoer(inner HttpRequestDoer, opts ...idemclient.Option) *idemclient.Doer {
+	// func IdempotentMatcher(server string) (idemclient.Matcher, error) {
 	// func IdempotentClientPolicy(operationID string) (p idemclient.Policy, ok bool) {
 	// func (c *IdempotentClient) CreateOrder(ctx context.Context, shopId int, body CreateOrderJSONRequestBody, opts ...idemclient.CallOption) (*CreateOrderResponse, string, error) {
 	// func (c *IdempotentClient) CreateOrderWithBody(ctx context.Context, shopId int, contentType string, body io.Reader, opts ...idemclient.CallOption) (*CreateOrderResponse, string, error) {
@@ -64,5 +65,6 @@ paths:
 	// func idemgenClientTemplate(path string) []idemgenClientSegment {
 	// func idemgenClientEnds(segs []idemgenClientSegment, path []string) bool {
 	// func idemgenClientParams(segs []idemgenClientSegment) bool {
+	// func idemgenClientSplit(escaped string) []string {
 	// func idemgenClientMatch(req *http.Request) (idemclient.Policy, bool) {
 }

@@ -190,3 +190,204 @@ func TestBasePath(t *testing.T) {
 `))
 	m.Go(t, "test", "./api")
 }
+
+// exactSpec has, for IdempotentMatcher, an idempotent route whose extra
+// leading segment is static, POST /api/orders, next to POST /orders, not
+// idempotent; one whose extra leading segment is a parameter, POST
+// /{tenant}/refunds, next to POST /refunds; and one with non-ASCII static
+// text, POST /cafés/{id}. Retries are quick: 3 attempts, 1ms apart.
+const exactSpec = `openapi: 3.0.3
+info: {title: Exact base path, version: 1.0.0}
+x-fast: &fast
+  semantics: strict
+  retry: {max-attempts: 3, backoff: {initial: 1ms, max: 1ms, multiplier: 1, jitter: none}, on: [503]}
+paths:
+  /orders:
+    post:
+      operationId: createOrder
+      responses:
+        '201': {description: created}
+  /api/orders:
+    post:
+      operationId: createApiOrder
+      x-idempotency: *fast
+      responses:
+        '201': {description: created}
+  /refunds:
+    post:
+      operationId: createRefund
+      responses:
+        '201': {description: created}
+  /{tenant}/refunds:
+    post:
+      operationId: createTenantRefund
+      x-idempotency: *fast
+      parameters:
+        - {name: tenant, in: path, required: true, schema: {type: string}}
+      responses:
+        '201': {description: created}
+  /cafés/{id}:
+    post:
+      operationId: createCafe
+      x-idempotency: *fast
+      parameters:
+        - {name: id, in: path, required: true, schema: {type: string}}
+      responses:
+        '201': {description: created}
+`
+
+// TestMatchExactBasePath: NewIdempotentClient knows the server URL, so its
+// Doer matches a request by its whole path under the server's base path
+// (IdempotentMatcher). The end of the path was ambiguous: under the base
+// path /api, POST /orders (not idempotent) is sent to /api/orders, which
+// the matcher on the end of the path took for the idempotent POST
+// /api/orders, so a 503 ran the order 3 times. Exact matching sends it
+// once, retries the real POST /api/orders (sent to /api/api/orders), and
+// also retries POST /{tenant}/refunds, which the end of the path had to
+// leave alone (it could be POST /refunds under a base path); with or
+// without a trailing slash, with escaped (%2F) and non-ASCII text in the
+// base path or the parameters, without a base path, and under WithBaseURL.
+// A request outside the base path is not matched; NewIdempotentDoer alone
+// still matches on the end of the path, as its documentation says.
+func TestMatchExactBasePath(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a module")
+	}
+	spec := filepath.Join(t.TempDir(), "openapi.yaml")
+	require.NoError(t, os.WriteFile(spec, []byte(exactSpec), 0o644))
+	files, err := gentest.Generate(gentest.Case{Spec: spec, Package: "api", Server: gentest.None, Client: true, Emit: []string{client.Name}})
+	require.NoError(t, err)
+	m := gentest.NewModule(t, "example.com/exactbase")
+	for n, d := range files {
+		m.Write(t, "api/"+n, d)
+	}
+	m.Write(t, "api/exact_test.go", []byte(`package api
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+
+	"github.com/idemgen/idemgen/runtime/idemclient"
+)
+
+type call func(c *ClientWithResponses) (*http.Response, error)
+
+var (
+	order     call = func(c *ClientWithResponses) (*http.Response, error) { r, err := c.CreateOrderWithResponse(context.Background()); return r.HTTPResponse, err }
+	apiOrder  call = func(c *ClientWithResponses) (*http.Response, error) { r, err := c.CreateApiOrderWithResponse(context.Background()); return r.HTTPResponse, err }
+	refund    call = func(c *ClientWithResponses) (*http.Response, error) { r, err := c.CreateRefundWithResponse(context.Background()); return r.HTTPResponse, err }
+	tenant         = func(t string) call {
+		return func(c *ClientWithResponses) (*http.Response, error) { r, err := c.CreateTenantRefundWithResponse(context.Background(), t); return r.HTTPResponse, err }
+	}
+	cafe = func(id string) call {
+		return func(c *ClientWithResponses) (*http.Response, error) { r, err := c.CreateCafeWithResponse(context.Background(), id); return r.HTTPResponse, err }
+	}
+)
+
+func TestExactBasePath(t *testing.T) {
+	var (
+		mu   sync.Mutex
+		sent = map[string]int{}
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		sent[r.URL.EscapedPath()]++
+		mu.Unlock()
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	newClient := func(base string) *ClientWithResponses {
+		c, err := NewIdempotentClient(srv.URL + base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.ClientWithResponses
+	}
+	withBaseURL := func(string) *ClientWithResponses {
+		c, err := NewIdempotentClient("http://unused.invalid/x", WithBaseURL(srv.URL+"/api"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.ClientWithResponses
+	}
+	// A Doer whose exact matcher is for /api, on a client of another base path.
+	outside := func(base string) *ClientWithResponses {
+		m, err := IdempotentMatcher(srv.URL + "/api")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := NewClientWithResponses(srv.URL+base, WithHTTPClient(NewIdempotentDoer(nil, idemclient.WithMatcher(m))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	// NewIdempotentDoer alone: the end of the path.
+	suffix := func(base string) *ClientWithResponses {
+		c, err := NewClientWithResponses(srv.URL+base, WithHTTPClient(NewIdempotentDoer(nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	for _, tc := range []struct {
+		name   string
+		client func(base string) *ClientWithResponses
+		base   string
+		call   call
+		path   string
+		want   int
+	}{
+		{"static base, not idempotent", newClient, "/api", order, "/api/orders", 1},
+		{"static base, idempotent", newClient, "/api", apiOrder, "/api/api/orders", 3},
+		{"trailing slash, not idempotent", newClient, "/api/", order, "/api/orders", 1},
+		{"trailing slash, idempotent", newClient, "/api/", apiOrder, "/api/api/orders", 3},
+		{"deeper base", newClient, "/v1/api", order, "/v1/api/orders", 1},
+		{"parameter route, not idempotent", newClient, "/api", refund, "/api/refunds", 1},
+		{"parameter route, idempotent", newClient, "/api", tenant("acme"), "/api/acme/refunds", 3},
+		{"no base, not idempotent", newClient, "", order, "/orders", 1},
+		{"no base, idempotent", newClient, "", apiOrder, "/api/orders", 3},
+		{"no base, parameter route", newClient, "", tenant("acme"), "/acme/refunds", 3},
+		{"no base, parameter route, not idempotent", newClient, "", refund, "/refunds", 1},
+		{"escaped slash in base", newClient, "/a%2Fb", apiOrder, "/a%2Fb/api/orders", 3},
+		{"escaped slash in base, not idempotent", newClient, "/a%2Fb", order, "/a%2Fb/orders", 1},
+		{"unicode base", newClient, "/café", apiOrder, "/caf%C3%A9/api/orders", 3},
+		{"unicode base, not idempotent", newClient, "/café", order, "/caf%C3%A9/orders", 1},
+		{"escaped unicode base", newClient, "/caf%C3%A9", order, "/caf%C3%A9/orders", 1},
+		{"escaped slash in a parameter", newClient, "/api", tenant("a/b"), "/api/a%2Fb/refunds", 3},
+		{"unicode template and parameter", newClient, "/api", cafe("é x"), "/api/caf%C3%A9s/%C3%A9%20x", 3},
+		{"WithBaseURL", withBaseURL, "", order, "/api/orders", 1},
+		{"WithBaseURL, idempotent", withBaseURL, "", apiOrder, "/api/api/orders", 3},
+		{"outside the base path", outside, "/other", apiOrder, "/other/api/orders", 1},
+		{"outside the base path, a prefix of it", outside, "/ap", apiOrder, "/ap/api/orders", 1},
+		{"inside the base path", outside, "/api", apiOrder, "/api/api/orders", 3},
+		{"suffix matching is ambiguous", suffix, "/api", order, "/api/orders", 3},
+		{"suffix matching leaves the parameter route alone", suffix, "/api", tenant("acme"), "/api/acme/refunds", 1},
+	} {
+		resp, err := tc.call(tc.client(tc.base))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		mu.Lock()
+		got, all := sent[tc.path], len(sent)
+		clear(sent)
+		mu.Unlock()
+		if got != tc.want || all != 1 || resp.StatusCode != http.StatusServiceUnavailable {
+			t.Errorf("%s: %s sent %d times (%d paths, status %d), want %d", tc.name, tc.path, got, all, resp.StatusCode, tc.want)
+		}
+	}
+	for _, bad := range []string{"http://h/%zz", "http://[::1"} {
+		if _, err := IdempotentMatcher(bad); err == nil {
+			t.Errorf("IdempotentMatcher(%q): no error", bad)
+		}
+		if _, err := NewIdempotentClient(bad); err == nil {
+			t.Errorf("NewIdempotentClient(%q): no error", bad)
+		}
+	}
+}
+`))
+	m.Go(t, "test", "./api")
+}

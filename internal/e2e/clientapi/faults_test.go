@@ -255,8 +255,15 @@ func TestResumeAfterExhaustedAttempts(t *testing.T) {
 // The generic wiring: oapi-codegen's own methods, through NewIdempotentDoer,
 // are retried with a key per request (the nil UUID of an unset uuid-typed
 // key parameter is replaced), under a base path too; other routes pass
-// through untouched.
+// through untouched. The same holds with the exact matcher of the server
+// URL, IdempotentMatcher, which NewIdempotentClient installs when it wraps
+// an HTTP client itself.
 func TestDoerForAnyClient(t *testing.T) {
+	t.Run("suffix", func(t *testing.T) { testDoerForAnyClient(t, false) })
+	t.Run("exact", func(t *testing.T) { testDoerForAnyClient(t, true) })
+}
+
+func testDoerForAnyClient(t *testing.T, exact bool) {
 	e := newEnv(t, func(h http.Handler) http.Handler { return http.StripPrefix("/v1", h) })
 	var mu sync.Mutex
 	seen := map[string]bool{}
@@ -270,7 +277,13 @@ func TestDoerForAnyClient(t *testing.T) {
 		return faultnet.DropFault
 	})
 	hc, ft := transportClient(e.srv, dropFirst)
-	c := newClient(t, e.srv.URL+"/v1", hc)
+	var opts []idemclient.Option
+	if exact {
+		m, err := api.IdempotentMatcher(e.srv.URL + "/v1")
+		require.NoError(t, err)
+		opts = append(opts, idemclient.WithMatcher(m))
+	}
+	c := newClient(t, e.srv.URL+"/v1", hc, opts...)
 
 	// ClaimCouponWithResponse with no key: the params hold the nil UUID.
 	resp, err := c.ClaimCouponWithResponse(context.Background(), "c1", &api.ClaimCouponParams{}, claim("u1"))

@@ -70,9 +70,13 @@ type IdempotentClient struct {
 
 // NewIdempotentClient returns the typed helpers over a ClientWithResponses for server, built with opts
 // as NewClientWithResponses builds it. Its HTTP client (WithHTTPClient; default a new http.Client) is
-// wrapped with NewIdempotentDoer, unless it is an *idemclient.Doer already: pass
-// WithHTTPClient(NewIdempotentDoer(httpClient, doerOptions...)) to configure the Doer (its clock, a
-// per-attempt timeout, a logger, an attempt hook).
+// wrapped with NewIdempotentDoer, whose matcher is IdempotentMatcher of the client's server URL (its
+// Server, after opts such as WithBaseURL): a request of the client that no helper made is matched by
+// its whole path under the server's base path. An HTTP client that is an *idemclient.Doer already is
+// kept as it is: pass WithHTTPClient(NewIdempotentDoer(httpClient, idemclient.WithMatcher(m),
+// doerOptions...)), m from IdempotentMatcher(server), to configure the Doer (its clock, a per-attempt
+// timeout, a logger, an attempt hook) and keep the exact matching. It fails when the server URL does
+// not parse.
 func NewIdempotentClient(server string, opts ...ClientOption) (*IdempotentClient, error) {
 	c, err := NewClientWithResponses(server, opts...)
 	if err != nil {
@@ -80,7 +84,11 @@ func NewIdempotentClient(server string, opts ...ClientOption) (*IdempotentClient
 	}
 	if inner, ok := c.ClientInterface.(*Client); ok {
 		if _, ok := inner.Client.(*idemclient.Doer); !ok {
-			inner.Client = NewIdempotentDoer(inner.Client)
+			m, err := IdempotentMatcher(inner.Server)
+			if err != nil {
+				return nil, err
+			}
+			inner.Client = NewIdempotentDoer(inner.Client, idemclient.WithMatcher(m))
 		}
 	}
 	return &IdempotentClient{ClientWithResponses: c}, nil
@@ -88,16 +96,63 @@ func NewIdempotentClient(server string, opts ...ClientOption) (*IdempotentClient
 
 // NewIdempotentDoer returns an *idemclient.Doer over inner (nil: http.DefaultClient) for any client of
 // this package: give it to WithHTTPClient. Requests of the typed helpers carry their call and its
-// policy; any other request whose method and path are those of an idempotent operation (matched on the
-// end of the URL path, so a server URL with a base path works) is retried under that operation's
-// policy with a new key per request (or the key the request carries already); every other request
-// passes through untouched. opts configure the Doer (idemclient.WithClock, WithAttemptTimeout,
-// WithLogger, WithAttemptHook, ...); a WithMatcher among them replaces the operations' matcher.
+// policy; any other request whose method and path are those of an idempotent operation is retried
+// under that operation's policy with a new key per request (or the key the request carries already);
+// every other request passes through untouched. Not knowing the server URL, it matches a request on
+// the end of its URL path, so that a server URL with a base path works, and leaves alone a request
+// whose path a route that is not idempotent serves once leading parameters are taken for the base
+// path; but a base path of static segments stays ambiguous (with POST /api/orders idempotent and POST
+// /orders not, POST /orders sent under the base path /api is matched to the first). Give it
+// idemclient.WithMatcher(m), m from IdempotentMatcher(server), to match exactly under the server URL's
+// base path, as NewIdempotentClient does. opts configure the Doer (idemclient.WithClock,
+// WithAttemptTimeout, WithLogger, WithAttemptHook, ...); a WithMatcher among them replaces the
+// operations' matcher.
 func NewIdempotentDoer(inner HttpRequestDoer, opts ...idemclient.Option) *idemclient.Doer {
 	if inner == nil {
 		inner = http.DefaultClient
 	}
 	return idemclient.NewDoer(inner, idemclient.Policy{}, append([]idemclient.Option{idemclient.WithMatcher(idemgenClientMatch)}, opts...)...)
+}
+
+// IdempotentMatcher returns the matcher of the requests a client of this package sends to server
+// (oapi-codegen's Server, as given to NewIdempotentClient or NewClient): the policy of the idempotent
+// operation whose route serves the request, matched by its whole path under the server URL's base
+// path. oapi-codegen's client sends an operation to the server URL, a slash added, resolved with "." +
+// the operation's path; the matcher strips exactly the base path that gives, escaped as the request's
+// path is, and compares the rest, split by idemgenClientSplit, with the routes of the same length,
+// static segments before parameters: a route that is not idempotent that serves the request means no
+// retry, and a request outside the base path is not matched. Give it to NewIdempotentDoer with
+// idemclient.WithMatcher. It fails when server does not parse as a URL.
+func IdempotentMatcher(server string) (idemclient.Matcher, error) {
+	if !strings.HasSuffix(server, "/") {
+		server += "/"
+	}
+	u, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+	u, err = u.Parse("./")
+	if err != nil {
+		return nil, err
+	}
+	base := u.EscapedPath()
+	return func(req *http.Request) (idemclient.Policy, bool) {
+		rest, ok := strings.CutPrefix(req.URL.EscapedPath(), base)
+		if !ok {
+			return idemclient.Policy{}, false
+		}
+		path := idemgenClientSplit(rest)
+		for _, rt := range idemgenClientRoutes[req.Method] {
+			if len(rt.segs) != len(path) || !idemgenClientEnds(rt.segs, path) {
+				continue
+			}
+			if rt.policy == nil {
+				return idemclient.Policy{}, false
+			}
+			return *rt.policy, true
+		}
+		return idemclient.Policy{}, false
+	}, nil
 }
 
 // IdempotentClientPolicy returns the client policy of the operation with this operationId
@@ -719,8 +774,9 @@ type idemgenClientSegment struct {
 }
 
 // idemgenClientRoutes holds, by method, every route of the methods that have an idempotent operation,
-// longest first, then most specific (static segments before parameters), so that a request is matched
-// by the end of its path to the route that serves it.
+// longest first, then most specific (static segments before parameters), so that a request is matched,
+// by its whole path under the server's base path or by the end of its path, to the route that serves
+// it.
 var idemgenClientRoutes = map[string][]idemgenClientRoute{
 	"PATCH": {
 		{idemgenClientTemplate("/accounts/{kind}/{accountId}"), &idemgenClientPolicyUpdateAccount},
@@ -787,21 +843,29 @@ func idemgenClientParams(segs []idemgenClientSegment) bool {
 	return true
 }
 
-// idemgenClientMatch is the Doer's matcher: the policy of the idempotent operation whose route serves
-// the request, matched on the end of its path (the server URL may add a base path), split at the
-// escaped path's slashes and each segment unescaped, as the templates' text is (a static segment
-// /cafés is sent as /caf%C3%A9s; an escaped slash stays inside its segment); ok is false for every
-// other request. A request that a shorter route that is not idempotent serves too, once the longer
-// route's leading parameters are taken for the server URL's base path (POST /api/orders is POST
-// /{tenant}/orders, or POST /orders under /api), is not matched: retrying an operation that is not
-// idempotent could run it twice.
-func idemgenClientMatch(req *http.Request) (idemclient.Policy, bool) {
-	path := strings.Split(strings.TrimPrefix(req.URL.EscapedPath(), "/"), "/")
+// idemgenClientSplit splits an escaped path (without its leading slash) at its slashes and unescapes
+// each segment, as the templates' text is (a static segment /cafés is sent as /caf%C3%A9s; an escaped
+// slash stays inside its segment).
+func idemgenClientSplit(escaped string) []string {
+	path := strings.Split(escaped, "/")
 	for i, s := range path {
 		if u, err := url.PathUnescape(s); err == nil {
 			path[i] = u
 		}
 	}
+	return path
+}
+
+// idemgenClientMatch is NewIdempotentDoer's matcher, for a Doer that does not know the server URL: the
+// policy of the idempotent operation whose route serves the request, matched on the end of its path
+// (the server URL may add a base path), split by idemgenClientSplit; ok is false for every other
+// request. A request that a shorter route that is not idempotent serves too, once the longer route's
+// leading parameters are taken for the server URL's base path (POST /api/orders is POST
+// /{tenant}/orders, or POST /orders under /api), is not matched: retrying an operation that is not
+// idempotent could run it twice. Leading static segments stay ambiguous (POST /orders under /api is
+// matched to an idempotent POST /api/orders): IdempotentMatcher matches exactly.
+func idemgenClientMatch(req *http.Request) (idemclient.Policy, bool) {
+	path := idemgenClientSplit(strings.TrimPrefix(req.URL.EscapedPath(), "/"))
 	routes := idemgenClientRoutes[req.Method]
 	for i, rt := range routes {
 		if !idemgenClientEnds(rt.segs, path) {
