@@ -394,7 +394,8 @@ func (x *Idempotency) CaptureBody(next http.Handler) http.Handler {
 // gorilla, or any router): it protects the requests whose method and path match an idempotent
 // operation and passes every other request untouched. Wrap the router with it (the router's own
 // matching is reproduced, with every route of the spec, so a static route that is not idempotent still
-// wins over a templated one that is). It reads the key and the body from the request itself.
+// wins over a templated one that is). It reads the key and the body from the request itself and needs
+// no CaptureBody.
 func (x *Idempotency) HTTPMiddleware(next http.Handler) http.Handler {
 	return x.HTTPMiddlewareWithBaseURL("")(next)
 }
