@@ -520,7 +520,9 @@ func (c *compiler) irParam(p paramRef, opGoName string) ir.Param {
 	if s, ok := p.v.Extensions["x-go-name"].(string); ok {
 		goName = s
 	}
-	skip := false
+	// oapi-codegen: the parameter's extension, else its schema's, else
+	// output-options.prefer-skip-optional-pointer.
+	skip := c.names.PreferSkipOptionalPointer()
 	if b, ok := p.v.Extensions["x-go-type-skip-optional-pointer"].(bool); ok {
 		skip = b
 	} else if p.v.Schema != nil && p.v.Schema.Value != nil {

@@ -1,0 +1,106 @@
+package cli_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
+
+	"github.com/idemgen/idemgen/internal/gentest"
+)
+
+// oapiOptionCases are oapi-codegen configurations (output-options) that
+// change what idemgen's files refer to, each generated into its package:
+// a client type of another name (client-type-name), optional parameters
+// as plain values (prefer-skip-optional-pointer, which createGadget's
+// x-go-type-skip-optional-pointer: false overrides), and operations left
+// out (createLedger: idemgen must generate nothing for it).
+var oapiOptionCases = []struct {
+	pkg, options string
+	omitted      bool // createLedger is left out
+}{
+	{"renamed", "client-type-name: MTClient", false},
+	{"plainvalues", "prefer-skip-optional-pointer: true", false},
+	{"excludeids", "exclude-operation-ids: [createLedger]", true},
+	{"includeids", "include-operation-ids: [createWidget, createGadget, getLedger]", true},
+	{"excludetags", "exclude-tags: [ledgers]", true},
+	{"includetags", "include-tags: [widgets, gadgets]", true},
+}
+
+// TestOapiCodegenOptionsBuild runs oapi-codegen (strict std-http server and
+// client) under each of oapiOptionCases' configurations, then idemgen
+// generate -config with an idemgen.yaml naming that file
+// (oapi-codegen-config:), and builds and vets the module: idemgen's server
+// wrapper and client helpers must compile against what oapi-codegen
+// generated. check -generated must find the files up to date, and both
+// commands must name the operations left out.
+func TestOapiCodegenOptionsBuild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a module")
+	}
+	spec := filepath.Join(gentest.RepoRoot(t), "testdata", "oapiconfig", "openapi.yaml")
+	m := gentest.NewModule(t, "example.com/oapioptions")
+	for _, tc := range oapiOptionCases {
+		dir := filepath.Join(m.Dir, tc.pkg)
+		oapiYAML := "package: " + tc.pkg + "\noutput: api.gen.go\ngenerate: {models: true, std-http-server: true, strict-server: true, client: true}\noutput-options: {" + tc.options + "}\n"
+		m.Write(t, tc.pkg+"/oapi-codegen.yaml", []byte(oapiYAML))
+		m.Write(t, tc.pkg+"/idemgen.yaml", []byte("package: "+tc.pkg+"\nspec: "+spec+"\noapi-codegen-config: oapi-codegen.yaml\ngenerate: {server: true, client: true}\n"))
+		var cfg codegen.Configuration
+		require.NoError(t, yaml.Unmarshal([]byte(oapiYAML), &cfg))
+		doc, err := openapi3.NewLoader().LoadFromFile(spec)
+		require.NoError(t, err)
+		code, err := codegen.Generate(doc, cfg)
+		require.NoError(t, err, tc.pkg)
+		m.Write(t, tc.pkg+"/api.gen.go", []byte(code))
+
+		cfgPath := filepath.Join(dir, "idemgen.yaml")
+		for _, args := range [][]string{{"generate", "-config", cfgPath}, {"check", "-generated", "-config", cfgPath}} {
+			c, _, stderr := run(args...)
+			require.Equal(t, 0, c, "%s: %v: %s", tc.pkg, args, stderr)
+			if tc.omitted {
+				assert.Contains(t, stderr, "leaves out 1 idempotent operation", "%s: %v", tc.pkg, args)
+				assert.Contains(t, stderr, "POST /ledgers (createLedger)", "%s: %v", tc.pkg, args)
+			} else {
+				assert.NotContains(t, stderr, "leaves out", "%s: %v", tc.pkg, args)
+			}
+		}
+		server, err := os.ReadFile(filepath.Join(dir, "idempotency.gen.go"))
+		require.NoError(t, err)
+		assert.Equal(t, !tc.omitted, strings.Contains(string(server), "CreateLedger"), tc.pkg)
+	}
+	m.Go(t, "build", "./...")
+	m.Go(t, "vet", "./...")
+}
+
+// TestClientWithoutOapiClient: idemgen's client helpers refer to
+// oapi-codegen's client (ClientWithResponses, <Op>Response): turning them on
+// while oapi-codegen-config generates no client is a usage error, as
+// server.strict is without strict-server, for generate and both checks.
+func TestClientWithoutOapiClient(t *testing.T) {
+	dir := t.TempDir()
+	spec := filepath.Join(gentest.RepoRoot(t), "testdata", "oapiconfig", "openapi.yaml")
+	write := func(name, s string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(s), 0o644))
+		return p
+	}
+	write("oapi-codegen.yaml", "package: api\noutput: api.gen.go\ngenerate: {models: true, std-http-server: true, strict-server: true}\n")
+	cfg := write("idemgen.yaml", "package: api\nspec: "+spec+"\noapi-codegen-config: oapi-codegen.yaml\ngenerate: {server: true, client: true}\n")
+	for _, args := range [][]string{{"generate", "-config", cfg}, {"check", "-generated", "-config", cfg}, {"check", "-config", cfg}} {
+		c, _, stderr := run(args...)
+		assert.Equal(t, 2, c, "%v: %s", args, stderr)
+		assert.Contains(t, stderr, "does not generate oapi-codegen's client", args)
+	}
+	_, err := os.Stat(filepath.Join(dir, "idempotency.gen.go"))
+	assert.True(t, os.IsNotExist(err), "generate wrote files")
+	// Without the client emitter, the same file is fine.
+	cfg = write("idemgen.yaml", "package: api\nspec: "+spec+"\noapi-codegen-config: oapi-codegen.yaml\ngenerate: {server: true}\n")
+	c, _, stderr := run("generate", "-config", cfg)
+	assert.Equal(t, 0, c, stderr)
+}
