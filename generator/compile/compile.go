@@ -505,6 +505,29 @@ func mergeParamRefs(pathParams, opParams openapi3.Parameters, pathPtr, opPtr str
 	return out
 }
 
+// jsonPath returns the JSONPath (RFC 9535, as overlay targets are
+// written) of the node at JSON pointer ptr.
+func jsonPath(ptr string) string {
+	var b strings.Builder
+	b.WriteString("$")
+	toks := contract.SplitPointer(ptr)
+	for i, tok := range toks {
+		// An index of a parameters list (not a components/parameters name).
+		list := i >= 2 && toks[i-1] == "parameters" && toks[i-2] != "components"
+		switch {
+		case list && tok != "" && strings.Trim(tok, "0123456789") == "":
+			b.WriteString("[" + tok + "]")
+		case identifier.MatchString(tok):
+			b.WriteString("." + tok)
+		default:
+			b.WriteString("['" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(tok) + "']")
+		}
+	}
+	return b.String()
+}
+
+var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
 var templateParam = regexp.MustCompile(`\{([^{}]+)\}`)
 
 func pathTemplateParams(path string) []string {
@@ -614,7 +637,11 @@ func (c *compiler) checkKey(out *ir.Operation, op *openapi3.Operation, pathParam
 		kind, goType, why := keyGoKind(decl.v, c.doc.T.IsOpenAPI31OrLater())
 		k.GoKind = kind
 		declPos := fmt.Sprintf("%s:%d:%d", p.Pos.File, p.Pos.Line, p.Pos.Col)
-		formatReported := c.compareDecl(out, b, decl.v.Required, decl.v.Schema, fmt.Sprintf("%s parameter %s (declared at %s)", decl.v.In, decl.v.Name, declPos))
+		target := ""
+		if p.Pos.File == c.doc.Path && p.Pos.Pointer != "" {
+			target = jsonPath(p.Pos.Pointer)
+		}
+		formatReported := c.compareDecl(out, b, decl.v.Required, decl.v.Schema, fmt.Sprintf("%s parameter %s (declared at %s)", decl.v.In, decl.v.Name, declPos), target)
 		// A format key-declared-differently reported gives the type: not
 		// reported a second time (an x-go-type gives it otherwise).
 		if formatReported {
@@ -658,7 +685,7 @@ func (c *compiler) checkKey(out *ir.Operation, op *openapi3.Operation, pathParam
 		if ms[0].schema != nil {
 			schema = &openapi3.SchemaRef{Value: ms[0].schema}
 		}
-		c.compareDecl(out, b, required, schema, "body member "+k.Name)
+		c.compareDecl(out, b, required, schema, "body member "+k.Name, "")
 		k.BodyField = c.bodyField(op, toks)
 	}
 	var keyName string
@@ -716,8 +743,12 @@ var sampleKeys = map[string]string{
 // compareDecl reports where the spec declares the key (what, with
 // declRequired and schema) differently from the contract
 // [key-declared-differently], and whether it reported the schema's format
-// (a key of format uuid* declared with another format than uuid).
-func (c *compiler) compareDecl(out *ir.Operation, b contract.Block, declRequired bool, schema *openapi3.SchemaRef, what string) (format bool) {
+// (a key of format uuid* declared with another format than uuid). target,
+// when not "", is the JSONPath of the parameter's declaration in the spec,
+// for an overlay that changes it. A required-ness that differs is reported
+// once for every operation that inherits the same contract field and
+// parameter declaration, naming them (as inherited diagnostics are).
+func (c *compiler) compareDecl(out *ir.Operation, b contract.Block, declRequired bool, schema *openapi3.SchemaRef, what, target string) (format bool) {
 	k := out.Key
 	pos := func(f ir.Pos) ir.Pos {
 		if !f.IsZero() {
@@ -736,7 +767,21 @@ func (c *compiler) compareDecl(out *ir.Operation, b contract.Block, declRequired
 		if declRequired {
 			had = "required"
 		}
-		c.diags.Errorf(pos(b.Key.Required.Pos), "key-declared-differently", "the key is %s by the contract (key.required: %t) but the spec declares the %s as %s", wanted, k.Required, what, had)
+		fix := "declare it required: true in the spec, or set key.required: false in the contract if clients may send no key"
+		if declRequired {
+			fix = "set key.required: true in the contract, or declare it required: false in the spec"
+		}
+		if strings.HasPrefix(what, "body member") {
+			fix = "list it among its object's required members in the spec, or set key.required: false in the contract if clients may send no key"
+			if declRequired {
+				fix = "set key.required: true in the contract, or drop it from its object's required members in the spec"
+			}
+		}
+		if target != "" {
+			fix += fmt.Sprintf(" (in a spec you do not own, with an overlay action: {target: \"%s\", update: {required: %t}})", target, !declRequired)
+		}
+		c.inherit(diag.Diagnostic{Pos: pos(b.Key.Required.Pos), Severity: diag.Error, Rule: "key-declared-differently",
+			Message: fmt.Sprintf("the key is %s by the contract (key.required: %t) but the spec declares the %s as %s: %s", wanted, k.Required, what, had, fix)}, out.Method+" "+out.Path)
 	}
 	if schema == nil || schema.Value == nil {
 		return false
