@@ -336,6 +336,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 	if note != "" {
 		fmt.Fprintf(stderr, "idemgen check: %s\n", note)
 	}
+	cfg.warnMuxConflicts(stderr, "check", spec)
 	if !diags.HasErrors() {
 		// What the emitters find, generate would refuse too.
 		more, err := emitterDiags(spec, emitters, cfg.emitterOptions(params), namesOnly)
@@ -923,6 +924,7 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	if note != "" {
 		fmt.Fprintf(stderr, "idemgen generate: %s\n", note)
 	}
+	cfg.warnMuxConflicts(stderr, "generate", spec)
 	report(diags, *format, diagOut, stderr)
 	if diags.HasErrors() {
 		return ExitError

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -264,4 +266,45 @@ func (c *Config) leaveOut(doc *openapi3.T, spec *ir.Spec) string {
 	}
 	return fmt.Sprintf("note: %s leaves out %s (include-tags, exclude-tags, include-operation-ids, exclude-operation-ids), so idemgen generates nothing for %s: %s",
 		o.path, english.Count(len(names), "idempotent operation"), map[bool]string{true: "it", false: "them"}[len(names) == 1], strings.Join(names, ", "))
+}
+
+// muxConflicts returns, when oapi-codegen's configuration generates
+// std-http-server, why net/http's ServeMux would panic on registering the
+// routes of spec as oapi-codegen's HandlerWithOptions registers them ("METHOD
+// /path", the path as codegen.SwaggerUriToStdHttpUri writes it): two
+// patterns that conflict under its precedence rules (neither more specific
+// than the other, Go 1.22), or a pattern it refuses. The rules are the
+// running Go's own: each pattern is registered on a ServeMux and the panic
+// recovered, so the routes of an application built with another Go version
+// may differ. nil otherwise.
+func (c *Config) muxConflicts(spec *ir.Spec) []string {
+	if c.oapiServer == nil || c.oapiServer.routerKey != "std-http-server" || spec == nil {
+		return nil
+	}
+	mux := http.NewServeMux()
+	noop := func(http.ResponseWriter, *http.Request) {}
+	var out []string
+	for _, r := range spec.Routes {
+		pattern := r.Method + " " + codegen.SwaggerUriToStdHttpUri(r.Path)
+		func() {
+			defer func() {
+				if v := recover(); v != nil {
+					// Where the pattern was registered is this function.
+					msg := registeredAt.ReplaceAllString(fmt.Sprint(v), "")
+					out = append(out, strings.Join(strings.Fields(msg), " "))
+				}
+			}()
+			mux.HandleFunc(pattern, noop)
+		}()
+	}
+	return out
+}
+
+var registeredAt = regexp.MustCompile(` \(registered at [^)]*\)`)
+
+// warnMuxConflicts writes muxConflicts' findings on w, for command cmd.
+func (c *Config) warnMuxConflicts(w io.Writer, cmd string, spec *ir.Spec) {
+	for _, s := range c.muxConflicts(spec) {
+		fmt.Fprintf(w, "idemgen %s: warning: %s generates std-http-server, whose ServeMux will panic at startup: %s (rename or remove one of the paths, e.g. with an overlay for oapi-codegen, leave one operation out with exclude-operation-ids, or generate chi-server)\n", cmd, c.oapiServer.path, s)
+	}
 }

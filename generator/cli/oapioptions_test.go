@@ -104,3 +104,83 @@ func TestClientWithoutOapiClient(t *testing.T) {
 	c, _, stderr := run("generate", "-config", cfg)
 	assert.Equal(t, 0, c, stderr)
 }
+
+// TestServeMuxConflict: two routes that net/http's ServeMux refuses
+// together (modern-treasury's PATCH /api/{itemizable_type}/{itemizable_id}/line_items/{id}
+// and PATCH /api/simulations/legal_entities/{id}/update_status: each is
+// more specific in some segment) make check and generate warn when
+// oapi-codegen generates std-http-server, and only then. The warning is
+// true: oapi-codegen's std-http server for the spec panics when its
+// routes are registered.
+func TestServeMuxConflict(t *testing.T) {
+	spec := filepath.Join(gentest.RepoRoot(t), "testdata", "oapiconfig", "servemux", "openapi.yaml")
+	dir := t.TempDir()
+	write := func(name, s string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(s), 0o644))
+		return p
+	}
+	cfg := write("idemgen.yaml", "package: api\nspec: "+spec+"\noapi-codegen-config: oapi-codegen.yaml\ngenerate: {server: true}\n")
+	const warning = `whose ServeMux will panic at startup: pattern "PATCH /api/{itemizable_type}/{itemizable_id}/line_items/{id}" conflicts with pattern "PATCH /api/simulations/legal_entities/{id}/update_status"`
+	for _, tt := range []struct {
+		server string
+		warn   bool
+	}{{"std-http-server", true}, {"chi-server", false}, {"gorilla-server", false}} {
+		write("oapi-codegen.yaml", "package: api\noutput: api.gen.go\ngenerate: {models: true, "+tt.server+": true, strict-server: true}\n")
+		for _, args := range [][]string{{"check", "-config", cfg}, {"generate", "-config", cfg}} {
+			c, _, stderr := run(args...)
+			require.Equal(t, 0, c, stderr)
+			assert.Equal(t, tt.warn, strings.Contains(stderr, warning), "%s %v: %s", tt.server, args, stderr)
+			assert.NotContains(t, stderr, "registered at", tt.server)
+		}
+	}
+	// Without the conflicting route, no warning.
+	other := write("openapi.yaml", strings.Replace(mustRead(t, spec), "/line_items/{id}:", "/line_items/{id}/x:", 1))
+	write("oapi-codegen.yaml", "package: api\noutput: api.gen.go\ngenerate: {models: true, std-http-server: true, strict-server: true}\n")
+	c, _, stderr := run("check", "-config", write("idemgen.yaml", "package: api\nspec: "+other+"\noapi-codegen-config: oapi-codegen.yaml\ngenerate: {server: true}\n"))
+	require.Equal(t, 0, c, stderr)
+	assert.NotContains(t, stderr, "will panic", stderr)
+
+	if testing.Short() {
+		t.Skip("builds and runs a program")
+	}
+	var oapi codegen.Configuration
+	require.NoError(t, yaml.Unmarshal([]byte("package: api\ngenerate: {models: true, std-http-server: true, strict-server: true}\n"), &oapi))
+	doc, err := openapi3.NewLoader().LoadFromFile(spec)
+	require.NoError(t, err)
+	code, err := codegen.Generate(doc, oapi)
+	require.NoError(t, err)
+	m := gentest.NewModule(t, "example.com/servemux")
+	m.Write(t, "api/api.gen.go", []byte(code))
+	m.Write(t, "main.go", []byte(`package main
+
+import (
+	"context"
+
+	"example.com/servemux/api"
+)
+
+type service struct{}
+
+func (service) UpdateLineItem(context.Context, api.UpdateLineItemRequestObject) (api.UpdateLineItemResponseObject, error) {
+	return nil, nil
+}
+
+func (service) UpdateStatus(context.Context, api.UpdateStatusRequestObject) (api.UpdateStatusResponseObject, error) {
+	return nil, nil
+}
+
+func main() { api.Handler(api.NewStrictHandler(service{}, nil)) }
+`))
+	out, err := m.TryGo("run", ".")
+	require.Error(t, err, out)
+	assert.Contains(t, out, `panic: pattern "PATCH /api/{itemizable_type}/{itemizable_id}/line_items/{id}"`)
+	assert.Contains(t, out, `conflicts with pattern "PATCH /api/simulations/legal_entities/{id}/update_status"`)
+}
+
+func mustRead(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return string(data)
+}
