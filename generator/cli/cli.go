@@ -512,7 +512,12 @@ func sameFile(a, b string) bool {
 // leaves out are not in spec: note, when not "", names them (leaveOut).
 func diagnose(cfg *Config, strict bool, flags []diag.Ignore, noReplayed bool) (spec *ir.Spec, diags diag.List, note string) {
 	d, spec, diags := compile.LoadAndCompile(cfg.Spec, load.Options{Overlays: cfg.Overlays}, compile.Options{Naming: cfg.namer})
+	// Ignores may name the operations left out (they are the spec's):
+	// Silence checks them against the whole spec.
+	whole := spec
 	if spec != nil && d != nil {
+		c := *spec
+		whole = &c
 		note = cfg.leaveOut(d.T, spec)
 	}
 	if spec != nil {
@@ -527,7 +532,7 @@ func diagnose(cfg *Config, strict bool, flags []diag.Ignore, noReplayed bool) (s
 	}
 	diags = append(diags, cfg.ignoreDiags...)
 	ignores := append(slices.Clone(cfg.ignores), flags...)
-	return spec, augment.Silence(d, spec, diags, ignores, func(rule string) bool { return rule != augment.RuleNotAugmented }).Sorted(), note
+	return spec, augment.Silence(d, whole, diags, ignores, func(rule string) bool { return rule != augment.RuleNotAugmented }).Sorted(), note
 }
 
 // strictRules are the warnings of the loader and compiler that -strict

@@ -249,7 +249,7 @@ func (c *Config) leaveOut(doc *openapi3.T, spec *ir.Spec) string {
 		}
 	}
 	var names []string
-	spec.Operations = slices.DeleteFunc(spec.Operations, func(op *ir.Operation) bool {
+	spec.Operations = slices.DeleteFunc(slices.Clone(spec.Operations), func(op *ir.Operation) bool {
 		if !omitted[op.Method+" "+op.Path] {
 			return false
 		}
@@ -260,12 +260,21 @@ func (c *Config) leaveOut(doc *openapi3.T, spec *ir.Spec) string {
 		names = append(names, name)
 		return true
 	})
-	spec.Routes = slices.DeleteFunc(spec.Routes, func(r ir.Route) bool { return omitted[r.Method+" "+r.Path] })
+	spec.Routes = slices.DeleteFunc(slices.Clone(spec.Routes), func(r ir.Route) bool { return omitted[r.Method+" "+r.Path] })
 	if len(names) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("note: %s leaves out %s (include-tags, exclude-tags, include-operation-ids, exclude-operation-ids), so idemgen generates nothing for %s: %s",
-		o.path, english.Count(len(names), "idempotent operation"), map[bool]string{true: "it", false: "them"}[len(names) == 1], strings.Join(names, ", "))
+	var set []string
+	for _, f := range []struct {
+		key  string
+		list []string
+	}{{"include-tags", o.includeTags}, {"exclude-tags", o.excludeTags}, {"include-operation-ids", o.includeIDs}, {"exclude-operation-ids", o.excludeIDs}} {
+		if len(f.list) > 0 {
+			set = append(set, f.key)
+		}
+	}
+	return fmt.Sprintf("note: %s leaves out %s (%s), so idemgen generates nothing for %s: %s",
+		o.path, english.Count(len(names), "idempotent operation"), strings.Join(set, ", "), map[bool]string{true: "it", false: "them"}[len(names) == 1], strings.Join(names, ", "))
 }
 
 // muxConflicts returns, when oapi-codegen's configuration generates
