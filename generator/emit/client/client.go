@@ -111,8 +111,8 @@ func ParseConfig(params map[string]string) (Config, error) {
 	if !gogen.IsExported(c.Oapi) {
 		return c, fmt.Errorf("%s: %q is not an exported Go identifier", OapiTypeOption, c.Oapi)
 	}
-	if !gogen.IsExported(c.Type) || c.Type == c.Oapi {
-		return c, fmt.Errorf("%s: %q is not an exported Go identifier other than %s", optType, c.Type, c.Oapi)
+	if !gogen.IsExported(c.Type) || c.Type == "Client" || c.Type == c.Oapi { // NewClient is oapi-codegen's
+		return c, fmt.Errorf("%s: %q is not an exported Go identifier other than %s", optType, c.Type, strings.Join(slices.Compact([]string{"Client", c.Oapi}), " and "))
 	}
 	return c, gogen.CheckFile(optFile.String(), c.File)
 }

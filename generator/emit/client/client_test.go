@@ -44,6 +44,7 @@ func TestParseConfig(t *testing.T) {
 		{"client.type": "Idem-Client"},
 		{"client.type": "Client"},
 		{"client.type": "MTClient", "client.oapi-client-type": "MTClient"},
+		{"client.type": "Client", "client.oapi-client-type": "MTClient"},
 		{"client.oapi-client-type": "mtClient"},
 		{"client.file": "client.txt"},
 		{"client.file": "client_test.go"},
