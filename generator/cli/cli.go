@@ -333,7 +333,11 @@ func check(args []string, stdout, stderr io.Writer) int {
 		return ExitUsage
 	}
 	cfg.warnConfig(stderr)
-	spec, diags := diagnose(cfg, *strict, ignores, cfg.noReplayedHeader(fs))
+	spec, diags, note := diagnose(cfg, *strict, ignores, cfg.noReplayedHeader(fs))
+	if note != "" {
+		fmt.Fprintf(stderr, "idemgen check: %s\n", note)
+	}
+	cfg.warnMuxConflicts(stderr, "check", spec)
 	if !diags.HasErrors() {
 		// What the emitters find, generate would refuse too.
 		more, err := emitterDiags(spec, emitters, cfg.emitterOptions(params), namesOnly)
@@ -407,7 +411,7 @@ func checkConfig(configPath string, args, overlays []string) (*Config, string, e
 	// generate applies overlays that this check does not, what the
 	// emitters find could differ (check -config applies them): their
 	// settings are still checked, and their names, as warnings.
-	cfg.Generate, cfg.Options, cfg.Package, cfg.oapiServer, cfg.oapiOverlay = c.Generate, c.Options, c.Package, c.oapiServer, c.oapiOverlay
+	cfg.Generate, cfg.Options, cfg.Package, cfg.oapiServer, cfg.oapiOutput, cfg.oapiOverlay = c.Generate, c.Options, c.Package, c.oapiServer, c.oapiOutput, c.oapiOverlay
 	if len(c.Overlays) > 0 && !sameFiles(c.Overlays, cfg.Overlays) {
 		cfg.namesOnlyWhy = "check does not apply the overlays: of the idemgen.yaml beside the spec; check -config " + beside + " does"
 	}
@@ -450,7 +454,11 @@ func (c *Config) emitterSettings(names []string, params map[string]string) (map[
 	if err := emitter.CheckPackage(c.Package); err != nil {
 		return nil, err
 	}
-	return c.serverParams(params, names)
+	params, err := c.serverParams(params, names)
+	if err != nil {
+		return nil, err
+	}
+	return c.clientParams(params, names)
 }
 
 // emitterDiags runs the emitters names on spec without rendering their
@@ -501,9 +509,18 @@ func sameFile(a, b string) bool {
 // package augment (unconfirmed values, spec consistency; noReplayed:
 // without the Idempotent-Replayed header), then leaves out the warnings
 // that the spec's comments, cfg's ignore: and the -ignore flags silence
-// (augment.Silence).
-func diagnose(cfg *Config, strict bool, flags []diag.Ignore, noReplayed bool) (*ir.Spec, diag.List) {
+// (augment.Silence). The operations cfg's oapi-codegen configuration
+// leaves out are not in spec: note, when not "", names them (leaveOut).
+func diagnose(cfg *Config, strict bool, flags []diag.Ignore, noReplayed bool) (spec *ir.Spec, diags diag.List, note string) {
 	d, spec, diags := compile.LoadAndCompile(cfg.Spec, load.Options{Overlays: cfg.Overlays}, compile.Options{Naming: cfg.namer})
+	// Ignores may name the operations left out (they are the spec's):
+	// Silence checks them against the whole spec.
+	whole := spec
+	if spec != nil && d != nil {
+		c := *spec
+		whole = &c
+		note = cfg.leaveOut(d.T, spec)
+	}
 	if spec != nil {
 		diags = append(diags, augment.DiagnoseDocument(d, spec, augment.Options{Strict: strict, NoReplayedHeader: noReplayed})...)
 	}
@@ -516,7 +533,7 @@ func diagnose(cfg *Config, strict bool, flags []diag.Ignore, noReplayed bool) (*
 	}
 	diags = append(diags, cfg.ignoreDiags...)
 	ignores := append(slices.Clone(cfg.ignores), flags...)
-	return spec, augment.Silence(d, spec, diags, ignores, func(rule string) bool { return rule != augment.RuleNotAugmented }).Sorted()
+	return spec, augment.Silence(d, whole, diags, ignores, func(rule string) bool { return rule != augment.RuleNotAugmented }).Sorted(), note
 }
 
 // strictRules are the warnings of the loader and compiler that -strict
@@ -564,6 +581,9 @@ type Config struct {
 	// oapiServer is what OapiCodegenConfig says about the server code
 	// (nil without one): the server emitter's defaults (serverParams).
 	oapiServer *oapiServer
+	// oapiOutput is what it says about the client and the operations it
+	// leaves out (nil without one): clientParams, leaveOut.
+	oapiOutput *oapiOutput
 	// oapiOverlay, when not "", warns that oapi-codegen's configuration
 	// applies an overlay that overlays: does not list (oapiOverlayWarning).
 	oapiOverlay string
@@ -751,6 +771,7 @@ func LoadConfig(path string) (*Config, error) {
 	}
 	if oapi != nil {
 		c.oapiServer = serverOf(c.OapiCodegenConfig, oapi)
+		c.oapiOutput = outputOf(c.OapiCodegenConfig, oapi)
 		c.oapiOverlay = c.oapiOverlayWarning(path, c.OapiCodegenConfig, oapi)
 	}
 	c.loadIgnores(path)
@@ -910,7 +931,11 @@ func generate(args []string, stdout, stderr io.Writer) int {
 		diagOut = stderr
 	}
 	cfg.warnConfig(stderr)
-	spec, diags := diagnose(cfg, false, ignores, cfg.noReplayedHeader(nil))
+	spec, diags, note := diagnose(cfg, false, ignores, cfg.noReplayedHeader(nil))
+	if note != "" {
+		fmt.Fprintf(stderr, "idemgen generate: %s\n", note)
+	}
+	cfg.warnMuxConflicts(stderr, "generate", spec)
 	report(diags, *format, diagOut, stderr)
 	if diags.HasErrors() {
 		return ExitError

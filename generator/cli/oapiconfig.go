@@ -6,15 +6,22 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 
+	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
 	"gopkg.in/yaml.v3"
 
+	"github.com/idemgen/idemgen/generator/emit/client"
 	"github.com/idemgen/idemgen/generator/emit/server"
+	"github.com/idemgen/idemgen/generator/internal/english"
+	"github.com/idemgen/idemgen/generator/ir"
 )
 
 // DefaultOapiCodegenConfig is oapi-codegen's configuration file that
@@ -161,4 +168,152 @@ func (c *Config) serverParams(params map[string]string, emitters []string) (map[
 		out[server.RouterOption.String()] = s.router
 	}
 	return out, nil
+}
+
+// oapiOutput is what oapi-codegen's configuration says about the rest of
+// the code idemgen's files refer to: its client and the operations it
+// generates code for.
+type oapiOutput struct {
+	path       string // the configuration file
+	client     bool   // generate.client
+	clientType string // output-options.client-type-name ("": Client)
+	// The output-options that leave operations out, as oapi-codegen
+	// applies them (its filterOperationsByTag, filterOperationsByOperationID).
+	includeTags, excludeTags, includeIDs, excludeIDs []string
+}
+
+func outputOf(path string, f *oapiFile) *oapiOutput {
+	o := f.OutputOptions
+	return &oapiOutput{
+		path: path, client: f.Generate.Client, clientType: o.ClientTypeName,
+		includeTags: o.IncludeTags, excludeTags: o.ExcludeTags, includeIDs: o.IncludeOperationIDs, excludeIDs: o.ExcludeOperationIDs,
+	}
+}
+
+// clientParams returns params with client.oapi-client-type set from
+// oapi-codegen's client-type-name (where params does not set it), and an
+// error when the client emitter is among emitters while oapi-codegen's
+// configuration generates no client: the helpers would refer to
+// <Op>Response, ClientWithResponses, ... that do not exist.
+func (c *Config) clientParams(params map[string]string, emitters []string) (map[string]string, error) {
+	o := c.oapiOutput
+	if o == nil || !slices.Contains(emitters, client.Name) {
+		return params, nil
+	}
+	if !o.client {
+		return nil, fmt.Errorf("the client emitter is on (generate: {client: true}), but %s does not generate oapi-codegen's client (ClientWithResponses, <Op>Response, ... would be undefined): set client: true in its generate: section, or turn idemgen's client off", o.path)
+	}
+	if _, ok := client.OapiTypeOption.In(params); ok || o.clientType == "" {
+		return params, nil
+	}
+	out := maps.Clone(params)
+	if out == nil {
+		out = map[string]string{}
+	}
+	out[client.OapiTypeOption.String()] = o.clientType
+	return out, nil
+}
+
+// omits reports whether oapi-codegen leaves op out under o's
+// include-tags, exclude-tags, include-operation-ids and
+// exclude-operation-ids.
+func (o *oapiOutput) omits(op *openapi3.Operation) bool {
+	hasTag := func(tags []string) bool {
+		return slices.ContainsFunc(op.Tags, func(t string) bool { return slices.Contains(tags, t) })
+	}
+	switch {
+	case len(o.excludeTags) > 0 && hasTag(o.excludeTags),
+		len(o.includeTags) > 0 && !hasTag(o.includeTags),
+		slices.Contains(o.excludeIDs, op.OperationID),
+		len(o.includeIDs) > 0 && !slices.Contains(o.includeIDs, op.OperationID):
+		return true
+	}
+	return false
+}
+
+// leaveOut removes from spec the operations (and routes) oapi-codegen
+// leaves out under c's oapi-codegen configuration, so that no emitter
+// refers to the types oapi-codegen does not declare for them, and returns
+// a note naming the idempotent ones ("" when there are none).
+func (c *Config) leaveOut(doc *openapi3.T, spec *ir.Spec) string {
+	o := c.oapiOutput
+	if o == nil || doc == nil || doc.Paths == nil || len(o.includeTags)+len(o.excludeTags)+len(o.includeIDs)+len(o.excludeIDs) == 0 {
+		return ""
+	}
+	omitted := map[string]bool{} // "METHOD /path"
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			if op != nil && o.omits(op) {
+				omitted[strings.ToUpper(method)+" "+path] = true
+			}
+		}
+	}
+	var names []string
+	spec.Operations = slices.DeleteFunc(slices.Clone(spec.Operations), func(op *ir.Operation) bool {
+		if !omitted[op.Method+" "+op.Path] {
+			return false
+		}
+		name := op.Method + " " + op.Path
+		if op.OperationID != "" {
+			name += " (" + op.OperationID + ")"
+		}
+		names = append(names, name)
+		return true
+	})
+	spec.Routes = slices.DeleteFunc(slices.Clone(spec.Routes), func(r ir.Route) bool { return omitted[r.Method+" "+r.Path] })
+	if len(names) == 0 {
+		return ""
+	}
+	var set []string
+	for _, f := range []struct {
+		key  string
+		list []string
+	}{{"include-tags", o.includeTags}, {"exclude-tags", o.excludeTags}, {"include-operation-ids", o.includeIDs}, {"exclude-operation-ids", o.excludeIDs}} {
+		if len(f.list) > 0 {
+			set = append(set, f.key)
+		}
+	}
+	return fmt.Sprintf("note: %s leaves out %s (%s), so idemgen generates nothing for %s: %s",
+		o.path, english.Count(len(names), "idempotent operation"), strings.Join(set, ", "), map[bool]string{true: "it", false: "them"}[len(names) == 1], strings.Join(names, ", "))
+}
+
+// muxConflicts returns, when oapi-codegen's configuration generates
+// std-http-server, why net/http's ServeMux would panic on registering the
+// routes of spec as oapi-codegen's HandlerWithOptions registers them ("METHOD
+// /path", the path as codegen.SwaggerUriToStdHttpUri writes it): two
+// patterns that conflict under its precedence rules (neither more specific
+// than the other, Go 1.22), or a pattern it refuses. The rules are the
+// running Go's own: each pattern is registered on a ServeMux and the panic
+// recovered, so the routes of an application built with another Go version
+// may differ. nil otherwise.
+func (c *Config) muxConflicts(spec *ir.Spec) []string {
+	if c.oapiServer == nil || c.oapiServer.routerKey != "std-http-server" || spec == nil {
+		return nil
+	}
+	mux := http.NewServeMux()
+	noop := func(http.ResponseWriter, *http.Request) {}
+	var out []string
+	for _, r := range spec.Routes {
+		pattern := r.Method + " " + codegen.SwaggerUriToStdHttpUri(r.Path)
+		func() {
+			defer func() {
+				if v := recover(); v != nil {
+					// Where the pattern was registered is this function.
+					msg := registeredAt.ReplaceAllString(fmt.Sprint(v), "")
+					out = append(out, strings.Join(strings.Fields(msg), " "))
+				}
+			}()
+			mux.HandleFunc(pattern, noop)
+		}()
+	}
+	return out
+}
+
+var registeredAt = regexp.MustCompile(` \(registered at [^)]*\)`)
+
+// warnMuxConflicts writes muxConflicts' findings on w, for command cmd.
+func (c *Config) warnMuxConflicts(w io.Writer, cmd string, spec *ir.Spec) {
+	for _, s := range c.muxConflicts(spec) {
+		fmt.Fprintf(w, "idemgen %s: warning: %s generates std-http-server, whose ServeMux will panic at startup: %s (rename or remove one of the paths, e.g. with an overlay for oapi-codegen, leave one operation out with exclude-operation-ids, or generate chi-server)\n", cmd, c.oapiServer.path, s)
+	}
 }

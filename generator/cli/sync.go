@@ -55,7 +55,10 @@ func checkGenerated(fs *flag.FlagSet, configPath string, overlays []string, igno
 		return ExitUsage
 	}
 	cfg.warnConfig(stderr)
-	spec, diags := diagnose(cfg, strict, ignores, cfg.noReplayedHeader(fs))
+	spec, diags, note := diagnose(cfg, strict, ignores, cfg.noReplayedHeader(fs))
+	if note != "" {
+		fmt.Fprintf(stderr, "idemgen check: %s\n", note)
+	}
 	report(diags, format, stdout, stderr)
 	if diags.HasErrors() {
 		fmt.Fprintln(stderr, "idemgen check: the spec has errors; cannot compare the generated files")

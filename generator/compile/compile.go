@@ -78,6 +78,9 @@ type compiler struct {
 	// inherited are the diagnostics at a field operations inherit (the
 	// root's window, say), each with the operations it is about.
 	inherited []inheritedDiag
+	// declDiffs are the [key-declared-differently] about required-ness,
+	// grouped (declDiff).
+	declDiffs []*declDiff
 }
 
 type inheritedDiag struct {
@@ -98,6 +101,71 @@ func (c *compiler) inherit(d diag.Diagnostic, where string) {
 	c.inherited = append(c.inherited, inheritedDiag{d, []string{where}})
 }
 
+// declDiff is a [key-declared-differently] about the key's required-ness:
+// the same contract field (pos) and the same difference (what, had, fix)
+// for all of ops, whose declarations are at (file:line:col, "" for a body
+// member) with targets (their JSONPaths in the spec, where known).
+type declDiff struct {
+	pos       ir.Pos
+	what, had string
+	fix       string
+	required  bool // what the fix sets the declaration's required to
+	ops, at   []string
+	targets   []string // distinct
+}
+
+// declDiff records d for the operation where, declared at at.
+func (c *compiler) declDiff(d declDiff, where, at, target string) {
+	i := slices.IndexFunc(c.declDiffs, func(e *declDiff) bool {
+		return e.pos == d.pos && e.what == d.what && e.had == d.had && e.fix == d.fix
+	})
+	if i < 0 {
+		c.declDiffs = append(c.declDiffs, &d)
+		i = len(c.declDiffs) - 1
+	}
+	e := c.declDiffs[i]
+	e.ops = append(e.ops, where)
+	if at != "" && !slices.Contains(e.at, at) {
+		e.at = append(e.at, at)
+	}
+	if target != "" && !slices.Contains(e.targets, target) {
+		e.targets = append(e.targets, target)
+	}
+}
+
+// flushDeclDiffs adds the recorded declDiffs to c.diags, one for each,
+// naming their operations and declarations.
+func (c *compiler) flushDeclDiffs() {
+	for _, e := range c.declDiffs {
+		msg := namedOps(e.ops) + ": " + e.what
+		if len(e.at) > 0 {
+			msg += " (declared at " + namedList(e.at, "place") + ")"
+		}
+		msg += " as " + e.had + ": " + e.fix
+		switch len(e.targets) {
+		case 0:
+		case 1:
+			msg += fmt.Sprintf(" (in a spec you do not own, with an overlay action: {target: \"%s\", update: {required: %t}})", e.targets[0], e.required)
+		default:
+			msg += fmt.Sprintf(" (in a spec you do not own, with an overlay action for each declaration, such as {target: \"%s\", update: {required: %t}})", e.targets[0], e.required)
+		}
+		c.diags = append(c.diags, diag.Diagnostic{Pos: e.pos, Severity: diag.Error, Rule: "key-declared-differently", Message: msg, Ops: e.ops})
+	}
+	c.declDiffs = nil
+}
+
+// namedOps names ops as inherited diagnostics do: the first maxNamedOps,
+// then how many more.
+func namedOps(ops []string) string { return namedList(ops, "operation") }
+
+func namedList(items []string, noun string) string {
+	s := strings.Join(items[:min(len(items), maxNamedOps)], ", ")
+	if n := len(items) - maxNamedOps; n > 0 {
+		s += fmt.Sprintf(" and %d more %s%s", n, noun, english.Plural(n))
+	}
+	return s
+}
+
 // maxNamedOps is how many operations an inherited diagnostic names.
 const maxNamedOps = 3
 
@@ -105,11 +173,7 @@ const maxNamedOps = 3
 // prefixed with the operations they are about.
 func (c *compiler) flushInherited() {
 	for _, e := range c.inherited {
-		ops := strings.Join(e.ops[:min(len(e.ops), maxNamedOps)], ", ")
-		if n := len(e.ops) - maxNamedOps; n > 0 {
-			ops += fmt.Sprintf(" and %d more operation%s", n, english.Plural(n))
-		}
-		e.d.Message = ops + ": " + e.d.Message
+		e.d.Message = namedOps(e.ops) + ": " + e.d.Message
 		e.d.Ops = e.ops
 		c.diags = append(c.diags, e.d)
 	}
@@ -180,6 +244,7 @@ func (c *compiler) run() *ir.Spec {
 		}
 	}
 	c.flushInherited()
+	c.flushDeclDiffs()
 	spec.Types = c.types()
 	for _, err := range spec.Validate() {
 		switch e := err.(type) {
@@ -505,6 +570,29 @@ func mergeParamRefs(pathParams, opParams openapi3.Parameters, pathPtr, opPtr str
 	return out
 }
 
+// jsonPath returns the JSONPath (RFC 9535, as overlay targets are
+// written) of the node at JSON pointer ptr.
+func jsonPath(ptr string) string {
+	var b strings.Builder
+	b.WriteString("$")
+	toks := contract.SplitPointer(ptr)
+	for i, tok := range toks {
+		// An index of a parameters list (not a components/parameters name).
+		list := i >= 2 && toks[i-1] == "parameters" && toks[i-2] != "components"
+		switch {
+		case list && tok != "" && strings.Trim(tok, "0123456789") == "":
+			b.WriteString("[" + tok + "]")
+		case identifier.MatchString(tok):
+			b.WriteString("." + tok)
+		default:
+			b.WriteString("['" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(tok) + "']")
+		}
+	}
+	return b.String()
+}
+
+var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
 var templateParam = regexp.MustCompile(`\{([^{}]+)\}`)
 
 func pathTemplateParams(path string) []string {
@@ -520,7 +608,9 @@ func (c *compiler) irParam(p paramRef, opGoName string) ir.Param {
 	if s, ok := p.v.Extensions["x-go-name"].(string); ok {
 		goName = s
 	}
-	skip := false
+	// oapi-codegen: the parameter's extension, else its schema's, else
+	// output-options.prefer-skip-optional-pointer.
+	skip := c.names.PreferSkipOptionalPointer()
 	if b, ok := p.v.Extensions["x-go-type-skip-optional-pointer"].(bool); ok {
 		skip = b
 	} else if p.v.Schema != nil && p.v.Schema.Value != nil {
@@ -615,7 +705,11 @@ func (c *compiler) checkKey(out *ir.Operation, op *openapi3.Operation, pathParam
 		kind, goType, why := keyGoKind(decl.v, c.doc.T.IsOpenAPI31OrLater())
 		k.GoKind = kind
 		declPos := fmt.Sprintf("%s:%d:%d", p.Pos.File, p.Pos.Line, p.Pos.Col)
-		formatReported := c.compareDecl(out, b, decl.v.Required, decl.v.Schema, fmt.Sprintf("%s parameter %s (declared at %s)", decl.v.In, decl.v.Name, declPos))
+		target := ""
+		if p.Pos.File == c.doc.Path && p.Pos.Pointer != "" {
+			target = jsonPath(p.Pos.Pointer)
+		}
+		formatReported := c.compareDecl(out, b, decl.v.Required, decl.v.Schema, fmt.Sprintf("%s parameter %s", decl.v.In, decl.v.Name), declPos, target)
 		// A format key-declared-differently reported gives the type: not
 		// reported a second time (an x-go-type gives it otherwise).
 		if formatReported {
@@ -659,7 +753,7 @@ func (c *compiler) checkKey(out *ir.Operation, op *openapi3.Operation, pathParam
 		if ms[0].schema != nil {
 			schema = &openapi3.SchemaRef{Value: ms[0].schema}
 		}
-		c.compareDecl(out, b, required, schema, "body member "+k.Name)
+		c.compareDecl(out, b, required, schema, "body member "+k.Name, "", "")
 		k.BodyField = c.bodyField(op, toks)
 	}
 	var keyName string
@@ -728,8 +822,18 @@ var sampleKeys = map[string]string{
 // compareDecl reports where the spec declares the key (what, with
 // declRequired and schema) differently from the contract
 // [key-declared-differently], and whether it reported the schema's format
-// (a key of format uuid* declared with another format than uuid).
-func (c *compiler) compareDecl(out *ir.Operation, b contract.Block, declRequired bool, schema *openapi3.SchemaRef, what string) (format bool) {
+// (a key of format uuid* declared with another format than uuid). at,
+// when not "", is where the spec declares it (file:line:col), and target
+// the JSONPath of that declaration in the spec, for an overlay that changes
+// it. A required-ness that differs is reported once for all the operations
+// whose contract takes key.required from the same field (a root contract's,
+// typically) and whose declarations differ alike, naming them
+// (flushDeclDiffs).
+func (c *compiler) compareDecl(out *ir.Operation, b contract.Block, declRequired bool, schema *openapi3.SchemaRef, short, at, target string) (format bool) {
+	what := short
+	if at != "" {
+		what += " (declared at " + at + ")"
+	}
 	k := out.Key
 	pos := func(f ir.Pos) ir.Pos {
 		if !f.IsZero() {
@@ -748,7 +852,21 @@ func (c *compiler) compareDecl(out *ir.Operation, b contract.Block, declRequired
 		if declRequired {
 			had = "required"
 		}
-		c.diags.Errorf(pos(b.Key.Required.Pos), "key-declared-differently", "the key is %s by the contract (key.required: %t) but the spec declares the %s as %s", wanted, k.Required, what, had)
+		fix := "declare it required: true in the spec, or set key.required: false in the contract if clients may send no key"
+		if declRequired {
+			fix = "set key.required: true in the contract, or declare it required: false in the spec"
+		}
+		if strings.HasPrefix(short, "body member") {
+			fix = "list it among its object's required members in the spec, or set key.required: false in the contract if clients may send no key"
+			if declRequired {
+				fix = "set key.required: true in the contract, or drop it from its object's required members in the spec"
+			}
+		}
+		c.declDiff(declDiff{
+			pos:  pos(b.Key.Required.Pos),
+			what: fmt.Sprintf("the key is %s by the contract (key.required: %t) but the spec declares the %s", wanted, k.Required, short),
+			had:  had, fix: fix, required: !declRequired,
+		}, out.Method+" "+out.Path, at, target)
 	}
 	if schema == nil || schema.Value == nil {
 		return false

@@ -36,6 +36,10 @@ var Normalizers = []string{"", "ToCamelCase", "ToCamelCaseWithDigits", "ToCamelC
 type Namer struct {
 	normalizer  string
 	initialisms map[string]string // lower case -> as written; ToCamelCaseWithInitialisms only
+	// skipOptionalPointer is output-options.prefer-skip-optional-pointer:
+	// an optional parameter's field is a plain value unless its
+	// x-go-type-skip-optional-pointer says otherwise.
+	skipOptionalPointer bool
 }
 
 // Default is oapi-codegen's default naming: name-normalizer ToCamelCase.
@@ -75,6 +79,11 @@ func New(normalizer string, additionalInitialisms []string) (Namer, error) {
 
 // Normalizer returns the name of n's normalizer, "" for the default.
 func (n Namer) Normalizer() string { return n.normalizer }
+
+// PreferSkipOptionalPointer reports whether oapi-codegen declares optional
+// parameters without a pointer, unless their x-go-type-skip-optional-pointer
+// is false (output-options.prefer-skip-optional-pointer).
+func (n Namer) PreferSkipOptionalPointer() bool { return n.skipOptionalPointer }
 
 var camelCaseMatchParts = regexp.MustCompile(`[\p{Lu}\d]+([\p{Ll}\d]+|$)`)
 

@@ -11,9 +11,12 @@ import (
 // refuses the output options that rename what idemgen refers to in ways a
 // Namer does not follow: resolve-type-name-collisions, a
 // response-type-suffix other than Response, and type-mapping (which changes
-// the types of parameters). Other options (which operations or schemas are
-// generated, the client's type name) do not change the names idemgen
-// derives.
+// the types of parameters). prefer-skip-optional-pointer, which makes
+// optional parameters plain values, is recorded in the Namer
+// (PreferSkipOptionalPointer). Other options do not change the names idemgen
+// derives: the operations oapi-codegen leaves out (include-tags, ...) and
+// its client's type name (client-type-name) are the business of package
+// cli, which reads them from the same file.
 func FromOutputOptions(o codegen.OutputOptions) (Namer, error) {
 	switch {
 	case o.ResolveTypeNameCollisions:
@@ -27,5 +30,6 @@ func FromOutputOptions(o codegen.OutputOptions) (Namer, error) {
 	if err != nil {
 		return Namer{}, fmt.Errorf("output-options.%w", err)
 	}
+	n.skipOptionalPointer = o.PreferSkipOptionalPointer
 	return n, nil
 }

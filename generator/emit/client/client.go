@@ -34,9 +34,13 @@
 //	             the exact matcher's <type without a Client suffix>Matcher
 //	             (IdempotentMatcher), the policy lookup <type>Policy
 //	client.file  the file name (default idempotency_client.gen.go)
+//	client.oapi-client-type  oapi-codegen's client type
+//	             (output-options.client-type-name; default Client), which
+//	             idemgen generate takes from oapi-codegen-config
 package client
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
 	"slices"
@@ -72,6 +76,10 @@ const (
 var (
 	optType = emitter.NewOption("client.type")
 	optFile = emitter.NewOption("client.file")
+	// OapiTypeOption is oapi-codegen's client type (its
+	// output-options.client-type-name), which package cli sets from
+	// oapi-codegen-config.
+	OapiTypeOption = emitter.NewOption("client.oapi-client-type")
 )
 
 func init() { emitter.Register(Name, Emit) }
@@ -80,6 +88,7 @@ func init() { emitter.Register(Name, Emit) }
 type Config struct {
 	Type string // client.type
 	File string // client.file
+	Oapi string // client.oapi-client-type
 }
 
 // Doer is the name of the doer's constructor for the configured type.
@@ -98,15 +107,21 @@ func (c Config) Matcher() string {
 
 // ParseConfig reads the client.* settings.
 func ParseConfig(params map[string]string) (Config, error) {
-	c := Config{Type: DefaultType, File: DefaultFile}
+	c := Config{Type: DefaultType, File: DefaultFile, Oapi: "Client"}
 	if v, ok := optType.In(params); ok {
 		c.Type = v
 	}
 	if v, ok := optFile.In(params); ok {
 		c.File = v
 	}
-	if !gogen.IsExported(c.Type) || c.Type == "Client" {
-		return c, fmt.Errorf("%s: %q is not an exported Go identifier other than Client", optType, c.Type)
+	if v, ok := OapiTypeOption.In(params); ok {
+		c.Oapi = v
+	}
+	if !gogen.IsExported(c.Oapi) {
+		return c, fmt.Errorf("%s: %q is not an exported Go identifier", OapiTypeOption, c.Oapi)
+	}
+	if !gogen.IsExported(c.Type) || c.Type == "Client" || c.Type == c.Oapi { // NewClient is oapi-codegen's
+		return c, fmt.Errorf("%s: %q is not an exported Go identifier other than %s", optType, c.Type, strings.Join(slices.Compact([]string{"Client", c.Oapi}), " and "))
 	}
 	return c, gogen.CheckFile(optFile.String(), c.File)
 }
@@ -368,7 +383,7 @@ func (g *gen) constructors() {
 	g.f.Func().Id("New"+t).Params(jen.Id("server").String(), jen.Id("opts").Op("...").Id("ClientOption")).Params(jen.Op("*").Id(t), jen.Error()).Block(
 		jen.List(jen.Id("c"), jen.Err()).Op(":=").Id("NewClientWithResponses").Call(jen.Id("server"), jen.Id("opts").Op("...")),
 		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
-		jen.If(jen.List(jen.Id("inner"), jen.Id("ok")).Op(":=").Id("c").Dot("ClientInterface").Assert(jen.Op("*").Id("Client")), jen.Id("ok")).Block(
+		jen.If(jen.List(jen.Id("inner"), jen.Id("ok")).Op(":=").Id("c").Dot("ClientInterface").Assert(jen.Op("*").Id(cmp.Or(g.cfg.Oapi, "Client"))), jen.Id("ok")).Block(
 			jen.If(jen.List(jen.Id("_"), jen.Id("ok")).Op(":=").Id("inner").Dot("Client").Assert(jen.Op("*").Add(q("Doer"))), jen.Op("!").Id("ok")).Block(
 				jen.List(jen.Id("m"), jen.Err()).Op(":=").Id(matcher).Call(jen.Id("inner").Dot("Server")),
 				jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),

@@ -32,19 +32,22 @@ func clientCase(t *testing.T, name string) string {
 func TestParseConfig(t *testing.T) {
 	c, err := client.ParseConfig(nil)
 	require.NoError(t, err)
-	assert.Equal(t, client.Config{Type: "IdempotentClient", File: "idempotency_client.gen.go"}, c)
+	assert.Equal(t, client.Config{Type: "IdempotentClient", File: "idempotency_client.gen.go", Oapi: "Client"}, c)
 	assert.Equal(t, "NewIdempotentDoer", c.Doer())
 	assert.Equal(t, "IdempotentClientPolicy", c.PolicyFunc())
 	assert.Equal(t, "IdempotentMatcher", c.Matcher())
 	c, err = client.ParseConfig(map[string]string{"client.type": "Shop", "client.file": "shop_client.go", "server.strict": "false"})
 	require.NoError(t, err)
-	assert.Equal(t, client.Config{Type: "Shop", File: "shop_client.go"}, c)
+	assert.Equal(t, client.Config{Type: "Shop", File: "shop_client.go", Oapi: "Client"}, c)
 	assert.Equal(t, "NewShopDoer", c.Doer())
 	assert.Equal(t, "ShopMatcher", c.Matcher())
 	for _, bad := range []map[string]string{
 		{"client.type": "idempotentClient"},
 		{"client.type": "Idem-Client"},
 		{"client.type": "Client"},
+		{"client.type": "MTClient", "client.oapi-client-type": "MTClient"},
+		{"client.type": "Client", "client.oapi-client-type": "MTClient"},
+		{"client.oapi-client-type": "mtClient"},
 		{"client.file": "client.txt"},
 		{"client.file": "client_test.go"},
 		{"client.file": "sub/client.go"},

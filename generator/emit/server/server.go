@@ -326,7 +326,11 @@ func (g *gen) typeDecl() {
 	default:
 		doc.WriteString("\th := x.HTTPMiddleware(HandlerWithOptions(service, StdHTTPServerOptions{ErrorHandlerFunc: x.ErrorHandler(nil)}))\n\n")
 	}
-	doc.WriteString("The fingerprint of a request is computed from the raw bytes the client sent (kept by CaptureBody while the strict handler decodes them), not from the typed request body re-encoded: members the spec does not declare, which decoding would drop, are part of the fingerprint, so a retry must resend the same document (volatile members aside) and two bodies that decode alike but differ in undeclared members are different requests. Key order, white space and number spelling do not matter.")
+	kept := "read from the request before the handler runs"
+	if g.cfg.Strict {
+		kept = "kept by CaptureBody while the strict handler decodes them"
+	}
+	doc.WriteString("The fingerprint of a request is computed from the raw bytes the client sent (" + kept + "), not from the typed request body re-encoded: members the spec does not declare, which decoding would drop, are part of the fingerprint, so a retry must resend the same document (volatile members aside) and two bodies that decode alike but differ in undeclared members are different requests. Key order, white space and number spelling do not matter.")
 	g.doc(doc.String())
 	g.f.Type().Id(t).Struct(
 		jen.Id("engine").Op("*").Qual(idemPkg, "Engine"),
@@ -818,10 +822,19 @@ func (g *gen) matcher() {
 
 }
 
+// strictOnly returns s for a strict server (which declares CaptureBody),
+// else "": a plain server's documentation does not name what it lacks.
+func (g *gen) strictOnly(s string) string {
+	if g.cfg.Strict {
+		return s
+	}
+	return ""
+}
+
 // netHTTPMiddleware writes the plain net/http wrapper.
 func (g *gen) netHTTPMiddleware() {
 	t := g.cfg.Type
-	g.doc("HTTPMiddleware is net/http middleware for servers generated without strict mode (std-http, chi, gorilla, or any router): it protects the requests whose method and path match an idempotent operation and passes every other request untouched. Wrap the router with it (the router's own matching is reproduced, with every route of the spec, so a static route that is not idempotent still wins over a templated one that is). It reads the key and the body from the request itself and needs no CaptureBody.")
+	g.doc("HTTPMiddleware is net/http middleware for servers generated without strict mode (std-http, chi, gorilla, or any router): it protects the requests whose method and path match an idempotent operation and passes every other request untouched. Wrap the router with it (the router's own matching is reproduced, with every route of the spec, so a static route that is not idempotent still wins over a templated one that is). It reads the key and the body from the request itself" + g.strictOnly(" and needs no CaptureBody") + ".")
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("HTTPMiddleware").Params(jen.Id("next").Qual("net/http", "Handler")).Qual("net/http", "Handler").Block(
 		jen.Return(jen.Id("x").Dot("HTTPMiddlewareWithBaseURL").Call(jen.Lit("")).Call(jen.Id("next"))),
 	)

@@ -174,3 +174,16 @@ func TestNoOperations(t *testing.T) {
 	assert.False(t, errors.Is(err, os.ErrNotExist))
 	assert.True(t, strings.Contains(string(data), "var idemgenPolicies = []*idem.Policy{}"))
 }
+
+// TestPlainNoCaptureBody: a server generated without strict mode declares
+// no CaptureBody, so its documentation does not mention it (the trial's N2:
+// the type's doc said the body was "kept by CaptureBody").
+func TestPlainNoCaptureBody(t *testing.T) {
+	spec := filepath.Join(gentest.RepoRoot(t), "testdata", "server", "coupons", "openapi.yaml")
+	for _, router := range []string{"std-http", "chi", "gorilla", "echo", "gin", "none"} {
+		files, err := gentest.Idemgen(gentest.Case{Spec: spec, Emit: []string{server.Name}, Params: map[string]string{"server.strict": "false", "server.router": router}})
+		require.NoError(t, err, router)
+		require.Len(t, files, 1)
+		assert.False(t, strings.Contains(string(files[0].Data), "CaptureBody"), "%s: the file mentions CaptureBody", router)
+	}
+}

@@ -36,11 +36,11 @@ import (
 //	defer x.Close()
 //	h := x.Handler(service, StdHTTPServerOptions{})
 //
-// The fingerprint of a request is computed from the raw bytes the client sent (kept by CaptureBody
-// while the strict handler decodes them), not from the typed request body re-encoded: members the spec
-// does not declare, which decoding would drop, are part of the fingerprint, so a retry must resend the
-// same document (volatile members aside) and two bodies that decode alike but differ in undeclared
-// members are different requests. Key order, white space and number spelling do not matter.
+// The fingerprint of a request is computed from the raw bytes the client sent (read from the request
+// before the handler runs), not from the typed request body re-encoded: members the spec does not
+// declare, which decoding would drop, are part of the fingerprint, so a retry must resend the same
+// document (volatile members aside) and two bodies that decode alike but differ in undeclared members
+// are different requests. Key order, white space and number spelling do not matter.
 type Idempotency struct {
 	engine *idem.Engine
 	owned  *memstore.Store // the store NewIdempotency made, closed by Close
@@ -313,8 +313,7 @@ func (x *Idempotency) Policy(operationID string) *idem.Policy {
 // gorilla, or any router): it protects the requests whose method and path match an idempotent
 // operation and passes every other request untouched. Wrap the router with it (the router's own
 // matching is reproduced, with every route of the spec, so a static route that is not idempotent still
-// wins over a templated one that is). It reads the key and the body from the request itself and needs
-// no CaptureBody.
+// wins over a templated one that is). It reads the key and the body from the request itself.
 func (x *Idempotency) HTTPMiddleware(next http.Handler) http.Handler {
 	return x.HTTPMiddlewareWithBaseURL("")(next)
 }
