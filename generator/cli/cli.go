@@ -332,12 +332,8 @@ func check(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "idemgen check: %v\n", err)
 		return ExitUsage
 	}
-	cfg.warnConfig(stderr)
 	spec, diags, note := diagnose(cfg, *strict, ignores, cfg.noReplayedHeader(fs))
-	if note != "" {
-		fmt.Fprintf(stderr, "idemgen check: %s\n", note)
-	}
-	cfg.warnMuxConflicts(stderr, "check", spec)
+	printNote(stderr, "check", note)
 	if !diags.HasErrors() {
 		// What the emitters find, generate would refuse too.
 		more, err := emitterDiags(spec, emitters, cfg.emitterOptions(params), namesOnly)
@@ -507,7 +503,9 @@ func sameFile(a, b string) bool {
 
 // diagnose loads cfg's spec once, compiles it and adds the checks of
 // package augment (unconfirmed values, spec consistency; noReplayed:
-// without the Idempotent-Replayed header), then leaves out the warnings
+// without the Idempotent-Replayed header) and those of cfg's oapi-codegen
+// configuration (oapi-overlay-unlisted, servemux-conflict: warnings that
+// -strict leaves warnings), then leaves out the warnings
 // that the spec's comments, cfg's ignore: and the -ignore flags silence
 // (augment.Silence). The operations cfg's oapi-codegen configuration
 // leaves out are not in spec: note, when not "", names them (leaveOut).
@@ -531,9 +529,21 @@ func diagnose(cfg *Config, strict bool, flags []diag.Ignore, noReplayed bool) (s
 			}
 		}
 	}
+	diags = append(diags, cfg.oapiOverlay...)
+	diags = append(diags, cfg.muxConflicts(d, spec)...)
 	diags = append(diags, cfg.ignoreDiags...)
 	ignores := append(slices.Clone(cfg.ignores), flags...)
 	return spec, augment.Silence(d, whole, diags, ignores, func(rule string) bool { return rule != augment.RuleNotAugmented }).Sorted(), note
+}
+
+// printNote writes note (the operations oapi-codegen leaves out, which
+// diagnose returns), when not "", on stderr, as command cmd's: a line
+// beside the diagnostics, as init's notes, not one of them (no rule, and
+// nothing to silence), so never on stdout, whatever -format.
+func printNote(stderr io.Writer, cmd, note string) {
+	if note != "" {
+		fmt.Fprintf(stderr, "idemgen %s: %s\n", cmd, note)
+	}
 }
 
 // strictRules are the warnings of the loader and compiler that -strict
@@ -584,9 +594,10 @@ type Config struct {
 	// oapiOutput is what it says about the client and the operations it
 	// leaves out (nil without one): clientParams, leaveOut.
 	oapiOutput *oapiOutput
-	// oapiOverlay, when not "", warns that oapi-codegen's configuration
-	// applies an overlay that overlays: does not list (oapiOverlayWarning).
-	oapiOverlay string
+	// oapiOverlay warns that oapi-codegen's configuration applies an
+	// overlay that overlays: does not list (oapiOverlayDiags): reported by
+	// diagnose, with the spec's diagnostics.
+	oapiOverlay diag.List
 	// ignores are Ignore's entries, one for each rule and operation, and
 	// ignoreDiags the errors of those that cannot be (positioned in the
 	// config file).
@@ -772,7 +783,7 @@ func LoadConfig(path string) (*Config, error) {
 	if oapi != nil {
 		c.oapiServer = serverOf(c.OapiCodegenConfig, oapi)
 		c.oapiOutput = outputOf(c.OapiCodegenConfig, oapi)
-		c.oapiOverlay = c.oapiOverlayWarning(path, c.OapiCodegenConfig, oapi)
+		c.oapiOverlay = c.oapiOverlayDiags(path, c.OapiCodegenConfig, oapi)
 	}
 	c.loadIgnores(path)
 	return &c, nil
@@ -930,12 +941,8 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	if cfg.Output == "-" {
 		diagOut = stderr
 	}
-	cfg.warnConfig(stderr)
 	spec, diags, note := diagnose(cfg, false, ignores, cfg.noReplayedHeader(nil))
-	if note != "" {
-		fmt.Fprintf(stderr, "idemgen generate: %s\n", note)
-	}
-	cfg.warnMuxConflicts(stderr, "generate", spec)
+	printNote(stderr, "generate", note)
 	report(diags, *format, diagOut, stderr)
 	if diags.HasErrors() {
 		return ExitError

@@ -18,10 +18,12 @@ import (
 	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
 	"gopkg.in/yaml.v3"
 
+	"github.com/idemgen/idemgen/generator/diag"
 	"github.com/idemgen/idemgen/generator/emit/client"
 	"github.com/idemgen/idemgen/generator/emit/server"
 	"github.com/idemgen/idemgen/generator/internal/english"
 	"github.com/idemgen/idemgen/generator/ir"
+	"github.com/idemgen/idemgen/generator/load"
 )
 
 // DefaultOapiCodegenConfig is oapi-codegen's configuration file that
@@ -51,6 +53,9 @@ type oapiFile struct {
 	Output        string                  `yaml:"output"`
 	Generate      codegen.GenerateOptions `yaml:"generate"`
 	OutputOptions codegen.OutputOptions   `yaml:"output-options"`
+
+	// overlayPos is where the file sets output-options.overlay.path.
+	overlayPos ir.Pos
 }
 
 // readOapiFile reads and decodes the oapi-codegen configuration at path;
@@ -60,10 +65,17 @@ func readOapiFile(path string) (*oapiFile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("oapi-codegen-config: %w", err)
 	}
-	var f oapiFile
-	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&f); err != nil && !errors.Is(err, io.EOF) {
+	var doc yaml.Node
+	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("oapi-codegen-config %s: %w", path, err)
 	}
+	var f oapiFile
+	if doc.Kind != 0 { // not empty
+		if err := doc.Decode(&f); err != nil {
+			return nil, fmt.Errorf("oapi-codegen-config %s: %w", path, err)
+		}
+	}
+	f.overlayPos = nodePos(path, &doc, "output-options", "overlay", "path")
 	// A file without generate: gets oapi-codegen's defaults (an echo
 	// server, models, the embedded spec), as oapi-codegen reads it.
 	f.Generate = codegen.Configuration{Generate: f.Generate}.UpdateDefaults().Generate
@@ -278,42 +290,67 @@ func (c *Config) leaveOut(doc *openapi3.T, spec *ir.Spec) string {
 }
 
 // muxConflicts returns, when oapi-codegen's configuration generates
-// std-http-server, why net/http's ServeMux would panic on registering the
-// routes of spec as oapi-codegen's HandlerWithOptions registers them ("METHOD
-// /path", the path as codegen.SwaggerUriToStdHttpUri writes it): two
-// patterns that conflict under its precedence rules (neither more specific
-// than the other, Go 1.22), or a pattern it refuses. The rules are the
-// running Go's own: each pattern is registered on a ServeMux and the panic
-// recovered, so the routes of an application built with another Go version
-// may differ. nil otherwise.
-func (c *Config) muxConflicts(spec *ir.Spec) []string {
+// std-http-server, a warning [servemux-conflict] for each route of spec
+// that net/http's ServeMux would panic on when oapi-codegen's
+// HandlerWithOptions registers it ("METHOD /path", the path as
+// codegen.SwaggerUriToStdHttpUri writes it): one whose pattern conflicts
+// with an earlier route's under its precedence rules (neither more
+// specific than the other, Go 1.22), or a pattern it refuses. Each is at
+// the later route's path key in d, the spec loaded (where the fix is:
+// rename the path; its operation without d), about it and the earlier
+// one. The rules
+// are the running Go's own: each pattern is registered on a ServeMux and
+// the panic recovered, so the routes of an application built with another
+// Go version may differ. None otherwise.
+func (c *Config) muxConflicts(d *load.Document, spec *ir.Spec) diag.List {
 	if c.oapiServer == nil || c.oapiServer.routerKey != "std-http-server" || spec == nil {
 		return nil
 	}
+	pattern := func(r ir.Route) string { return r.Method + " " + codegen.SwaggerUriToStdHttpUri(r.Path) }
 	mux := http.NewServeMux()
-	noop := func(http.ResponseWriter, *http.Request) {}
-	var out []string
-	for _, r := range spec.Routes {
-		pattern := r.Method + " " + codegen.SwaggerUriToStdHttpUri(r.Path)
-		func() {
-			defer func() {
-				if v := recover(); v != nil {
-					// Where the pattern was registered is this function.
-					msg := registeredAt.ReplaceAllString(fmt.Sprint(v), "")
-					out = append(out, strings.Join(strings.Fields(msg), " "))
+	var out diag.List
+	for i, r := range spec.Routes {
+		msg := register(mux, pattern(r))
+		if msg == "" {
+			continue
+		}
+		ops := []string{r.Method + " " + r.Path}
+		// The earlier route it conflicts with: the first that a ServeMux
+		// of the two refuses (none when the pattern alone is refused).
+		if register(http.NewServeMux(), pattern(r)) == "" {
+			for _, e := range spec.Routes[:i] {
+				m := http.NewServeMux()
+				if register(m, pattern(e)) == "" && register(m, pattern(r)) != "" {
+					ops = append([]string{e.Method + " " + e.Path}, ops...)
+					break
 				}
-			}()
-			mux.HandleFunc(pattern, noop)
-		}()
+			}
+		}
+		pos := r.Pos
+		if d != nil {
+			pos = d.KeyPos(d.Lookup("/paths"), r.Path)
+		}
+		if pos.IsZero() {
+			pos = ir.Pos{File: spec.Source}
+		}
+		out.Warnf(pos, ruleServeMuxConflict, "%s generates std-http-server, whose ServeMux will panic at startup: %s (rename or remove one of the paths, e.g. with an overlay for oapi-codegen, leave one operation out with exclude-operation-ids, or generate chi-server)", c.oapiServer.path, msg)
+		out[len(out)-1].Ops = ops
 	}
 	return out
 }
 
-var registeredAt = regexp.MustCompile(` \(registered at [^)]*\)`)
-
-// warnMuxConflicts writes muxConflicts' findings on w, for command cmd.
-func (c *Config) warnMuxConflicts(w io.Writer, cmd string, spec *ir.Spec) {
-	for _, s := range c.muxConflicts(spec) {
-		fmt.Fprintf(w, "idemgen %s: warning: %s generates std-http-server, whose ServeMux will panic at startup: %s (rename or remove one of the paths, e.g. with an overlay for oapi-codegen, leave one operation out with exclude-operation-ids, or generate chi-server)\n", cmd, c.oapiServer.path, s)
-	}
+// register registers pattern on mux and returns why mux panicked, in one
+// line ("" when it did not).
+func register(mux *http.ServeMux, pattern string) (msg string) {
+	defer func() {
+		if v := recover(); v != nil {
+			// Where the pattern was registered is this function.
+			msg = registeredAt.ReplaceAllString(fmt.Sprint(v), "")
+			msg = strings.Join(strings.Fields(msg), " ")
+		}
+	}()
+	mux.HandleFunc(pattern, func(http.ResponseWriter, *http.Request) {})
+	return ""
 }
+
+var registeredAt = regexp.MustCompile(` \(registered at [^)]*\)`)

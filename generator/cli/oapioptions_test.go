@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -112,10 +113,13 @@ func TestClientWithoutOapiClient(t *testing.T) {
 // TestServeMuxConflict: two routes that net/http's ServeMux refuses
 // together (modern-treasury's PATCH /api/{itemizable_type}/{itemizable_id}/line_items/{id}
 // and PATCH /api/simulations/legal_entities/{id}/update_status: each is
-// more specific in some segment) make check and generate warn when
-// oapi-codegen generates std-http-server, and only then. The warning is
-// true: oapi-codegen's std-http server for the spec panics when its
-// routes are registered.
+// more specific in some segment) are a warning [servemux-conflict] of
+// check, check -generated and generate when oapi-codegen generates
+// std-http-server, and only then: at the later route's path key, about
+// both operations, in -format json too, a warning with -strict, silenced
+// by ignore: for the spec or for both operations (not for one of them).
+// The warning is true: oapi-codegen's std-http server for the spec panics
+// when its routes are registered.
 func TestServeMuxConflict(t *testing.T) {
 	spec := filepath.Join(gentest.RepoRoot(t), "testdata", "oapiconfig", "servemux", "openapi.yaml")
 	dir := t.TempDir()
@@ -124,26 +128,70 @@ func TestServeMuxConflict(t *testing.T) {
 		require.NoError(t, os.WriteFile(p, []byte(s), 0o644))
 		return p
 	}
-	cfg := write("idemgen.yaml", "package: api\nspec: "+spec+"\noapi-codegen-config: oapi-codegen.yaml\ngenerate: {server: true}\n")
-	const warning = `whose ServeMux will panic at startup: pattern "PATCH /api/{itemizable_type}/{itemizable_id}/line_items/{id}" conflicts with pattern "PATCH /api/simulations/legal_entities/{id}/update_status"`
+	const base = "package: api\noutput: gen\noapi-codegen-config: oapi-codegen.yaml\ngenerate: {server: true}\nspec: "
+	cfg := write("idemgen.yaml", base+spec+"\n")
+	const (
+		first  = "PATCH /api/simulations/legal_entities/{id}/update_status"
+		second = "PATCH /api/{itemizable_type}/{itemizable_id}/line_items/{id}"
+	)
+	// At the path key of the second route (line 6 of the spec).
+	warning := spec + `:6:3: warning: ` + filepath.Join(dir, "oapi-codegen.yaml") + ` generates std-http-server, whose ServeMux will panic at startup: pattern "` + second + `" conflicts with pattern "` + first + `"`
 	for _, tt := range []struct {
 		server string
 		warn   bool
 	}{{"std-http-server", true}, {"chi-server", false}, {"gorilla-server", false}} {
-		write("oapi-codegen.yaml", "package: api\noutput: api.gen.go\ngenerate: {models: true, "+tt.server+": true, strict-server: true}\n")
-		for _, args := range [][]string{{"check", "-config", cfg}, {"generate", "-config", cfg}} {
+		write("oapi-codegen.yaml", "package: api\noutput: gen/api.gen.go\ngenerate: {models: true, "+tt.server+": true, strict-server: true}\n")
+		for _, args := range [][]string{{"check", "-config", cfg}, {"check", "-strict", "-config", cfg}, {"generate", "-config", cfg}, {"check", "-generated", "-config", cfg}} {
 			c, _, stderr := run(args...)
-			require.Equal(t, 0, c, stderr)
+			require.Equal(t, 0, c, "%s %v: %s", tt.server, args, stderr)
 			assert.Equal(t, tt.warn, strings.Contains(stderr, warning), "%s %v: %s", tt.server, args, stderr)
+			assert.Equal(t, tt.warn, strings.Contains(stderr, "[servemux-conflict]\n"), "%s %v: %s", tt.server, args, stderr)
 			assert.NotContains(t, stderr, "registered at", tt.server)
 		}
 	}
+
+	// -format json carries it, with both operations.
+	write("oapi-codegen.yaml", "package: api\noutput: gen/api.gen.go\ngenerate: {models: true, std-http-server: true, strict-server: true}\n")
+	c, stdout, stderr := run("check", "-format", "json", "-config", cfg)
+	require.Equal(t, 0, c, stderr)
+	var diags []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(stdout), &diags), stdout)
+	require.Len(t, diags, 1, stdout)
+	assert.Equal(t, "servemux-conflict", diags[0]["rule"])
+	assert.Equal(t, "warning", diags[0]["severity"])
+	assert.Equal(t, 6.0, diags[0]["line"])
+	assert.Equal(t, []any{first, second}, diags[0]["operations"])
+
+	// Silenced by an ignore for the spec, or for both operations; one
+	// names only one of the operations the conflict is about.
+	for _, tt := range []struct {
+		ignore   string
+		silenced bool
+	}{
+		{"{rule: servemux-conflict, reason: routes registered by hand}", true},
+		{`{rule: servemux-conflict, operations: ["` + first + `", "` + second + `"], reason: routes registered by hand}`, true},
+		{`{rule: servemux-conflict, operations: ["` + second + `"], reason: routes registered by hand}`, false},
+	} {
+		write("idemgen.yaml", base+spec+"\nignore: ["+tt.ignore+"]\n")
+		for _, args := range [][]string{{"check", "-config", cfg}, {"generate", "-config", cfg}, {"check", "-generated", "-config", cfg}} {
+			c, _, stderr := run(args...)
+			require.Equal(t, 0, c, "%v: %s", args, stderr)
+			assert.Equal(t, !tt.silenced, strings.Contains(stderr, warning), "%s %v: %s", tt.ignore, args, stderr)
+			assert.NotContains(t, stderr, "[unused-ignore]", "%s %v", tt.ignore, args)
+		}
+	}
+	// spec does not check it: its ignore is not unused there.
+	c, _, stderr = run("spec", "-config", cfg, "-o", filepath.Join(dir, "api.yaml"), spec)
+	require.Equal(t, 0, c, stderr)
+	assert.NotContains(t, stderr, "[unused-ignore]")
+	write("idemgen.yaml", base+spec+"\n")
+
 	// Without the conflicting route, no warning.
 	other := write("openapi.yaml", strings.Replace(mustRead(t, spec), "/line_items/{id}:", "/line_items/{id}/x:", 1))
-	write("oapi-codegen.yaml", "package: api\noutput: api.gen.go\ngenerate: {models: true, std-http-server: true, strict-server: true}\n")
-	c, _, stderr := run("check", "-config", write("idemgen.yaml", "package: api\nspec: "+other+"\noapi-codegen-config: oapi-codegen.yaml\ngenerate: {server: true}\n"))
+	c, _, stderr = run("check", "-config", write("idemgen.yaml", base+other+"\n"))
 	require.Equal(t, 0, c, stderr)
 	assert.NotContains(t, stderr, "will panic", stderr)
+	assert.NotContains(t, stderr, "servemux-conflict", stderr)
 
 	if testing.Short() {
 		t.Skip("builds and runs a program")

@@ -3,7 +3,6 @@ package cli_test
 import (
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -44,19 +43,9 @@ func TestSpecCountWithOverlay(t *testing.T) {
 // the command that rewrites the spec in place, and says what to run when
 // an overlay holds the contracts instead.
 func TestCheckGeneratedSpecStaleOverlay(t *testing.T) {
-	dir := t.TempDir()
-	spec := filepath.Join(dir, "openapi.yaml")
-	copyFile(t, filepath.Join(augmentDir, "coupons", "augmented.yaml"), spec)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "fix.overlay.yaml"), []byte("overlay: 1.0.0\ninfo: {title: fix, version: 1.0.0}\nactions:\n  - target: $.info\n    update: {description: fixed}\n"), 0o644))
-	cfg := filepath.Join(dir, "idemgen.yaml")
-	require.NoError(t, os.WriteFile(cfg, []byte("output: gen\nspec: openapi.yaml\noverlays: [fix.overlay.yaml]\ngenerate: {ir: true}\n"), 0o644))
-	code, _, stderr := run("generate", "-config", cfg)
-	require.Equal(t, 0, code, stderr)
-
-	src, err := os.ReadFile(spec)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(spec, []byte(strings.Replace(string(src), "window: 10m", "window: 20m", 1)), 0o644))
-	code, _, stderr = run("check", "-generated", "-config", cfg)
+	spec, cfg := generatedThenStale(t, "output: gen\nspec: openapi.yaml\noverlays: [fix.overlay.yaml]\ngenerate: {ir: true}\n",
+		map[string]string{"fix.overlay.yaml": "overlay: 1.0.0\ninfo: {title: fix, version: 1.0.0}\nactions:\n  - target: $.info\n    update: {description: fixed}\n"})
+	code, _, stderr := run("check", "-generated", "-config", cfg)
 	assert.Equal(t, 1, code, stderr)
 	assert.Contains(t, stderr, "run: idemgen spec -o "+spec+" "+spec+" (when the contracts are in "+spec+"; the overlays: then apply as before; when an overlay holds them, idemgen spec -as-overlay with the overlays, as you ran it), then oapi-codegen, then idemgen generate -config "+cfg)
 }

@@ -54,11 +54,8 @@ func checkGenerated(fs *flag.FlagSet, configPath string, overlays []string, igno
 		fmt.Fprintf(stderr, "idemgen check: %v\n", err)
 		return ExitUsage
 	}
-	cfg.warnConfig(stderr)
 	spec, diags, note := diagnose(cfg, strict, ignores, cfg.noReplayedHeader(fs))
-	if note != "" {
-		fmt.Fprintf(stderr, "idemgen check: %s\n", note)
-	}
+	printNote(stderr, "check", note)
 	report(diags, format, stdout, stderr)
 	if diags.HasErrors() {
 		fmt.Fprintln(stderr, "idemgen check: the spec has errors; cannot compare the generated files")
@@ -217,7 +214,7 @@ func specCmd(args []string, stdout, stderr io.Writer) int {
 	res, diags := augment.Augment(fs.Arg(0), augment.Options{
 		Overlays:         overlays,
 		NoReplayedHeader: cfg.noReplayedHeader(fs),
-		Ignore:           append(slices.Clone(cfg.ignores), ignores...),
+		Ignore:           specIgnores(append(slices.Clone(cfg.ignores), ignores...)),
 		IgnoreDiags:      cfg.ignoreDiags,
 	})
 	report(diags, *format, stdout, stderr)
@@ -375,4 +372,11 @@ func initCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "%s: proposed %s for %s; confirm the values marked TODO(idemgen), then run idemgen check -overlay %s %s\n", fs.Arg(0), english.Noun(len(p.Candidates), "a contract", "contracts"), english.Count(len(p.Candidates), "operation"), ovName, fs.Arg(0))
 	return ExitOK
+}
+
+// specIgnores returns ignores without those of the rules of oapi-codegen's
+// configuration (configRules), which spec does not check: an ignore of
+// one in idemgen.yaml, for check and generate, is not unused.
+func specIgnores(ignores []diag.Ignore) []diag.Ignore {
+	return slices.DeleteFunc(ignores, func(ig diag.Ignore) bool { return slices.Contains(configRules, ig.Rule) })
 }

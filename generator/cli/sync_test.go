@@ -24,6 +24,47 @@ func copyFile(t *testing.T, from, to string) {
 	require.NoError(t, os.WriteFile(to, data, 0o644))
 }
 
+// generateCoupons writes testdata/augment/coupons/openapi.yaml and an
+// idemgen.yaml that generates its server and client into gen/ to a
+// temporary directory, runs generate -config and returns the directory
+// and the config's path.
+func generateCoupons(t *testing.T) (dir, cfg string) {
+	t.Helper()
+	dir = t.TempDir()
+	copyFile(t, filepath.Join(augmentDir, "coupons", "openapi.yaml"), filepath.Join(dir, "openapi.yaml"))
+	cfg = filepath.Join(dir, "idemgen.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("package: api\noutput: gen\nspec: openapi.yaml\ngenerate: {server: true, client: true}\n"), 0o644))
+	code, _, stderr := run("generate", "-config", cfg)
+	require.Equal(t, 0, code, stderr)
+	return dir, cfg
+}
+
+// generatedThenStale writes testdata/augment/coupons/augmented.yaml as
+// openapi.yaml, the files (name to content) and idemgen.yaml (config) to
+// a temporary directory, runs generate -config, then changes a contract
+// of the spec (window: 10m to 20m): the spec is behind its contracts
+// [spec-stale]. It returns the spec's and the config's paths.
+func generatedThenStale(t *testing.T, config string, files map[string]string) (spec, cfg string) {
+	t.Helper()
+	dir := t.TempDir()
+	spec = filepath.Join(dir, "openapi.yaml")
+	copyFile(t, filepath.Join(augmentDir, "coupons", "augmented.yaml"), spec)
+	for name, content := range files {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644))
+	}
+	cfg = filepath.Join(dir, "idemgen.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte(config), 0o644))
+	code, _, stderr := run("generate", "-config", cfg)
+	require.Equal(t, 0, code, stderr)
+
+	src, err := os.ReadFile(spec)
+	require.NoError(t, err)
+	stale := strings.Replace(string(src), "window: 10m", "window: 20m", 1)
+	require.NotEqual(t, string(src), stale)
+	require.NoError(t, os.WriteFile(spec, []byte(stale), 0o644))
+	return spec, cfg
+}
+
 // TestCheckGenerated: with the ir and docs emitters configured, missing,
 // stale and fresh outputs are told apart, and only fresh ones pass.
 func TestCheckGenerated(t *testing.T) {
@@ -79,16 +120,11 @@ func TestCheckGenerated(t *testing.T) {
 // put it in their headers), not with a "(devel)" header.
 func TestCheckGeneratedVersion(t *testing.T) {
 	cli.SetVersion(t, "v1.2.3")
-	dir := t.TempDir()
-	copyFile(t, filepath.Join(augmentDir, "coupons", "openapi.yaml"), filepath.Join(dir, "openapi.yaml"))
-	cfg := filepath.Join(dir, "idemgen.yaml")
-	require.NoError(t, os.WriteFile(cfg, []byte("package: api\noutput: gen\nspec: openapi.yaml\ngenerate: {server: true, client: true}\n"), 0o644))
-	code, _, stderr := run("generate", "-config", cfg)
-	require.Equal(t, 0, code, stderr)
+	dir, cfg := generateCoupons(t)
 	src, err := os.ReadFile(filepath.Join(dir, "gen", "idempotency.gen.go"))
 	require.NoError(t, err)
 	assert.Contains(t, string(src), "\n// idemgen version: v1.2.3\n")
-	code, _, stderr = run("check", "-generated", "-config", cfg)
+	code, _, stderr := run("check", "-generated", "-config", cfg)
 	assert.Equal(t, 0, code, stderr)
 	assert.Contains(t, stderr, "2 generated files are up to date")
 	code, stdout, _ := run("version")
@@ -216,18 +252,8 @@ func TestGenerateWorkingDirectory(t *testing.T) {
 // (spec-stale), check -generated says to run idemgen spec and oapi-codegen
 // before generate, not generate alone.
 func TestCheckGeneratedSpecStale(t *testing.T) {
-	dir := t.TempDir()
-	spec := filepath.Join(dir, "openapi.yaml")
-	copyFile(t, filepath.Join(augmentDir, "coupons", "augmented.yaml"), spec)
-	cfg := filepath.Join(dir, "idemgen.yaml")
-	require.NoError(t, os.WriteFile(cfg, []byte("output: gen\nspec: openapi.yaml\ngenerate: {ir: true}\n"), 0o644))
-	code, _, stderr := run("generate", "-config", cfg)
-	require.Equal(t, 0, code, stderr)
-
-	src, err := os.ReadFile(spec)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(spec, []byte(strings.Replace(string(src), "window: 10m", "window: 20m", 1)), 0o644))
-	code, _, stderr = run("check", "-generated", "-config", cfg)
+	spec, cfg := generatedThenStale(t, "output: gen\nspec: openapi.yaml\ngenerate: {ir: true}\n", nil)
+	code, _, stderr := run("check", "-generated", "-config", cfg)
 	assert.Equal(t, 1, code, stderr)
 	assert.Contains(t, stderr, "[spec-stale]")
 	assert.Contains(t, stderr, "run: idemgen spec -o "+spec+" "+spec+", then oapi-codegen, then idemgen generate -config "+cfg)

@@ -17,15 +17,10 @@ import (
 // differs in more says where it starts to, as before.
 func TestCheckGeneratedOnlyVersion(t *testing.T) {
 	cli.SetVersion(t, "v0.0.0")
-	dir := t.TempDir()
-	copyFile(t, filepath.Join(augmentDir, "coupons", "openapi.yaml"), filepath.Join(dir, "openapi.yaml"))
-	cfg := filepath.Join(dir, "idemgen.yaml")
-	require.NoError(t, os.WriteFile(cfg, []byte("package: api\noutput: gen\nspec: openapi.yaml\ngenerate: {server: true, client: true}\n"), 0o644))
-	code, _, stderr := run("generate", "-config", cfg)
-	require.Equal(t, 0, code, stderr)
+	dir, cfg := generateCoupons(t)
 
 	cli.SetVersion(t, "(devel)")
-	code, _, stderr = run("check", "-generated", "-config", cfg)
+	code, _, stderr := run("check", "-generated", "-config", cfg)
 	assert.Equal(t, 1, code, stderr)
 	server := filepath.Join(dir, "gen", "idempotency.gen.go")
 	assert.Contains(t, stderr, server+":3: stale, but only the idemgen version line differs (file v0.0.0, running (devel))")
