@@ -886,7 +886,7 @@ func (g *gen) matcher() {
 		jen.Return(jen.Id("path")),
 	)
 
-	g.doc(px + "Match is " + g.cfg.Doer() + "'s matcher, for a Doer that does not know the server URL: the policy of the idempotent operation whose route serves the request, matched on the end of its path (the server URL may add a base path), split by " + px + "Split; ok is false for every other request. Of the routes of one length the first that matches serves the request (static segments before parameters, as a router); routes of different lengths that match are read under base paths of different lengths, which the end of the path cannot tell apart. When the routes that match so include an idempotent one and one that is not idempotent (POST /acme/orders is POST /{tenant}/orders, or POST /orders under the base path /acme; POST /api/orders is POST /api/orders, or POST /orders under /api), the request is ambiguous: it is managed under the policy of the longest idempotent one, so that it carries a key of its own (a new one, or the one it carries, never the nil UUID), but with one attempt (MaxAttempts 1), since retrying an operation that is not idempotent could run it twice. " + g.cfg.Matcher() + " matches exactly.")
+	g.doc(px + "Match is " + g.cfg.Doer() + "'s matcher, for a Doer that does not know the server URL: the policy of the idempotent operation whose route serves the request, matched on the end of its path (the server URL may add a base path), split by " + px + "Split; ok is false for every other request. Of the routes of one length the first that matches serves the request (static segments before parameters, as a router); routes of different lengths that match are read under base paths of different lengths, which the end of the path cannot tell apart. When the routes that match so include an idempotent one and one that is not idempotent (POST /acme/orders is POST /{tenant}/orders, or POST /orders under the base path /acme; POST /api/orders is POST /api/orders, or POST /orders under /api), the request is ambiguous: it is managed under the policy of the longest idempotent one, so that it carries a key of its own (a new one, or the one it carries, never the nil UUID), but with one attempt (MaxAttempts 1), since retrying an operation that is not idempotent could run it twice; under a key in the body, an ambiguous request without a JSON body (" + px + "JSON) is not matched. " + g.cfg.Matcher() + " matches exactly.")
 	g.f.Func().Id(px+"Match").Params(jen.Id("req").Op("*").Qual("net/http", "Request")).Params(q("Policy"), jen.Bool()).Block(
 		jen.Id("path").Op(":=").Id(px+"Split").Call(jen.Qual("strings", "TrimPrefix").Call(jen.Id("req").Dot("URL").Dot("EscapedPath").Call(), jen.Lit("/"))),
 		jen.Var().Defs(
@@ -903,8 +903,20 @@ func (g *gen) matcher() {
 				jen.Case(jen.Op("!").Id("found")).Block(jen.List(jen.Id("p"), jen.Id("found")).Op("=").List(jen.Op("*").Id("rt").Dot("policy"), jen.True())),
 			),
 		),
-		jen.If(jen.Id("found").Op("&&").Id("plain")).Block(jen.Id("p").Dot("MaxAttempts").Op("=").Lit(1)),
+		jen.If(jen.Id("found").Op("&&").Id("plain")).Block(
+			jen.If(jen.Id("p").Dot("KeyCarrier").Op("==").Add(q("CarrierBody")).Op("&&").Op("!").Id(px+"JSON").Call(jen.Id("req"))).Block(
+				jen.Return(q("Policy").Values(), jen.False()),
+			),
+			jen.Id("p").Dot("MaxAttempts").Op("=").Lit(1),
+		),
 		jen.Return(jen.Id("p"), jen.Id("found")),
+	)
+
+	g.doc(px + "JSON reports whether req has a body of a JSON media type (application/json, or a +json suffix): the only body an operation whose key goes in the body sends, so an ambiguous request without one is the other operation's, and is left alone (the Doer would refuse it: no body to put the key in).")
+	g.f.Func().Id(px+"JSON").Params(jen.Id("req").Op("*").Qual("net/http", "Request")).Bool().Block(
+		jen.If(jen.Id("req").Dot("Body").Op("==").Nil().Op("||").Id("req").Dot("Body").Op("==").Qual("net/http", "NoBody")).Block(jen.Return(jen.False())),
+		jen.List(jen.Id("mt"), jen.Id("_"), jen.Err()).Op(":=").Qual("mime", "ParseMediaType").Call(jen.Id("req").Dot("Header").Dot("Get").Call(jen.Lit("Content-Type"))),
+		jen.Return(jen.Err().Op("==").Nil().Op("&&").Parens(jen.Id("mt").Op("==").Lit("application/json").Op("||").Qual("strings", "HasSuffix").Call(jen.Id("mt"), jen.Lit("+json")))),
 	)
 }
 

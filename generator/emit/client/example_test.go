@@ -66,4 +66,5 @@ paths:
 	// func idemgenClientEnds(segs []idemgenClientSegment, path []string) bool {
 	// func idemgenClientSplit(escaped string) []string {
 	// func idemgenClientMatch(req *http.Request) (idemclient.Policy, bool) {
+	// func idemgenClientJSON(req *http.Request) bool {
 }

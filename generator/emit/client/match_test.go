@@ -68,7 +68,9 @@ func TestMatch(t *testing.T) {
 // leading parameter) and POST /{tenant}/v1/orders (a parameter, then static
 // text); an idempotent POST /shops/{shop}/refunds next to POST /refunds,
 // not idempotent; and the other way round, an idempotent POST /payments
-// next to a longer POST /{region}/payments, not idempotent. KEYPARAM is
+// next to a longer POST /{region}/payments, not idempotent; an idempotent
+// POST /{tenant}/items whose key goes in the JSON body next to POST /items,
+// not idempotent and without a body. KEYPARAM is
 // replaced by the declaration of POST /{tenant}/orders's key parameter (a
 // required uuid header, as idemgen spec adds it) or by nothing.
 const basePathSpec = `openapi: 3.0.3
@@ -107,6 +109,24 @@ KEYPARAM
       x-idempotency: {semantics: strict}
       parameters:
         - {name: shop, in: path, required: true, schema: {type: string}}
+      responses:
+        '201': {description: created}
+  /items:
+    post:
+      operationId: createItem
+      responses:
+        '201': {description: created}
+  /{tenant}/items:
+    post:
+      operationId: createTenantItem
+      x-idempotency: {semantics: strict, key: {body: /idempotency_key}}
+      parameters:
+        - {name: tenant, in: path, required: true, schema: {type: string}}
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema: {type: object, required: [idempotency_key], properties: {idempotency_key: {type: string}, name: {type: string}}}
       responses:
         '201': {description: created}
   /payments:
@@ -175,6 +195,7 @@ const basePathTest = `package api
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -194,15 +215,20 @@ func (noSleep) Sleep(ctx context.Context, _ time.Duration) error { return ctx.Er
 type call func(c *ClientWithResponses) (*http.Response, error)
 
 var (
-	order        call = func(c *ClientWithResponses) (*http.Response, error) { r, err := c.CreateOrderWithResponse(context.Background()); return r.HTTPResponse, err }
-	tenantOrder  call = func(c *ClientWithResponses) (*http.Response, error) { r, err := c.CreateTenantOrderWithResponse(context.Background(), "acme", PARAMS); return r.HTTPResponse, err }
-	refund       call = func(c *ClientWithResponses) (*http.Response, error) { r, err := c.CreateRefundWithResponse(context.Background()); return r.HTTPResponse, err }
-	shopRefund   call = func(c *ClientWithResponses) (*http.Response, error) { r, err := c.CreateShopRefundWithResponse(context.Background(), "s1"); return r.HTTPResponse, err }
-	payment      call = func(c *ClientWithResponses) (*http.Response, error) { r, err := c.CreatePaymentWithResponse(context.Background()); return r.HTTPResponse, err }
-	regionPay    call = func(c *ClientWithResponses) (*http.Response, error) { r, err := c.CreateRegionPaymentWithResponse(context.Background(), "eu"); return r.HTTPResponse, err }
+	order        call = func(c *ClientWithResponses) (*http.Response, error) { r, err := c.CreateOrderWithResponse(context.Background()); if err != nil { return nil, err }; return r.HTTPResponse, nil }
+	tenantOrder  call = func(c *ClientWithResponses) (*http.Response, error) { r, err := c.CreateTenantOrderWithResponse(context.Background(), "acme", PARAMS); if err != nil { return nil, err }; return r.HTTPResponse, nil }
+	refund       call = func(c *ClientWithResponses) (*http.Response, error) { r, err := c.CreateRefundWithResponse(context.Background()); if err != nil { return nil, err }; return r.HTTPResponse, nil }
+	shopRefund   call = func(c *ClientWithResponses) (*http.Response, error) { r, err := c.CreateShopRefundWithResponse(context.Background(), "s1"); if err != nil { return nil, err }; return r.HTTPResponse, nil }
+	payment      call = func(c *ClientWithResponses) (*http.Response, error) { r, err := c.CreatePaymentWithResponse(context.Background()); if err != nil { return nil, err }; return r.HTTPResponse, nil }
+	regionPay    call = func(c *ClientWithResponses) (*http.Response, error) { r, err := c.CreateRegionPaymentWithResponse(context.Background(), "eu"); if err != nil { return nil, err }; return r.HTTPResponse, nil }
+	item         call = func(c *ClientWithResponses) (*http.Response, error) { r, err := c.CreateItemWithResponse(context.Background()); if err != nil { return nil, err }; return r.HTTPResponse, nil }
+	tenantItem   call = func(c *ClientWithResponses) (*http.Response, error) {
+		r, err := c.CreateTenantItemWithResponse(context.Background(), "acme", CreateTenantItemJSONRequestBody{})
+		if err != nil { return nil, err }; return r.HTTPResponse, nil
+	}
 	tenantHelper call = func(c *ClientWithResponses) (*http.Response, error) {
 		r, _, err := (&IdempotentClient{c}).CreateTenantOrder(context.Background(), "acme", PARAMS)
-		return r.HTTPResponse, err
+		if err != nil { return nil, err }; return r.HTTPResponse, nil
 	}
 )
 
@@ -213,7 +239,14 @@ func TestBasePath(t *testing.T) {
 	)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
-		keys[r.URL.Path] = append(keys[r.URL.Path], r.Header.Get("Idempotency-Key"))
+		k := r.Header.Get("Idempotency-Key")
+		var body struct {
+			Key string ` + "`" + `json:"idempotency_key"` + "`" + `
+		}
+		if json.NewDecoder(r.Body).Decode(&body) == nil && body.Key != "" {
+			k = body.Key
+		}
+		keys[r.URL.Path] = append(keys[r.URL.Path], k)
 		mu.Unlock()
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}))
@@ -241,6 +274,8 @@ func TestBasePath(t *testing.T) {
 		{"ambiguous: a shop, or POST /refunds under /shops/s1", "", shopRefund, "/shops/s1/refunds", 1, key},
 		{"ambiguous: a shop under /v1", "/v1", shopRefund, "/v1/shops/s1/refunds", 1, key},
 		{"ambiguous the other way: POST /payments under /eu, or the region eu", "/eu", payment, "/eu/payments", 1, key},
+		{"ambiguous, the key in the body: a JSON body", "", tenantItem, "/acme/items", 1, key},
+		{"ambiguous, the key in the body: no body, not the idempotent operation", "/api", item, "/api/items", 1, none},
 		{"idempotent, no other route", "", payment, "/payments", 4, key},
 		{"the typed helper carries its policy", "/api", tenantHelper, "/api/acme/orders", 4, key},
 	} {

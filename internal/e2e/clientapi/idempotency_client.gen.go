@@ -10,6 +10,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idemclient"
 	openapi_types "github.com/oapi-codegen/runtime/types"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"strings"
@@ -856,7 +857,8 @@ func idemgenClientSplit(escaped string) []string {
 // or POST /orders under /api), the request is ambiguous: it is managed under the policy of the longest
 // idempotent one, so that it carries a key of its own (a new one, or the one it carries, never the nil
 // UUID), but with one attempt (MaxAttempts 1), since retrying an operation that is not idempotent
-// could run it twice. IdempotentMatcher matches exactly.
+// could run it twice; under a key in the body, an ambiguous request without a JSON body
+// (idemgenClientJSON) is not matched. IdempotentMatcher matches exactly.
 func idemgenClientMatch(req *http.Request) (idemclient.Policy, bool) {
 	path := idemgenClientSplit(strings.TrimPrefix(req.URL.EscapedPath(), "/"))
 	var (
@@ -878,7 +880,22 @@ func idemgenClientMatch(req *http.Request) (idemclient.Policy, bool) {
 		}
 	}
 	if found && plain {
+		if p.KeyCarrier == idemclient.CarrierBody && !idemgenClientJSON(req) {
+			return idemclient.Policy{}, false
+		}
 		p.MaxAttempts = 1
 	}
 	return p, found
+}
+
+// idemgenClientJSON reports whether req has a body of a JSON media type (application/json, or a +json
+// suffix): the only body an operation whose key goes in the body sends, so an ambiguous request
+// without one is the other operation's, and is left alone (the Doer would refuse it: no body to put
+// the key in).
+func idemgenClientJSON(req *http.Request) bool {
+	if req.Body == nil || req.Body == http.NoBody {
+		return false
+	}
+	mt, _, err := mime.ParseMediaType(req.Header.Get("Content-Type"))
+	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
 }
