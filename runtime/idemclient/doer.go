@@ -80,7 +80,8 @@ const (
 // The key is the Call's ([WithKey]) or the one the request already carries
 // (a header, query parameter or body member set by the caller; an empty
 // value and the nil UUID, which oapi-codegen's client sends for an unset
-// UUID-typed key parameter, carry none), or a new
+// UUID-typed key parameter, carry none, nor does a query pair the server
+// does not read: one holding a semicolon, or a badly escaped value), or a new
 // one in the policy's format ([NewKey]). It is fixed, reported to
 // [WithKeyObserver] and stored in the Call before the first attempt. For a
 // body carrier the key is spliced into the JSON body once (other bytes keep

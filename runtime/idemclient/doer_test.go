@@ -774,6 +774,9 @@ func TestKeys(t *testing.T) {
 			// runtime/idem skip it): it is replaced, not reported as the call's key.
 			{"request_id=K;x", "", "request_id="},
 			{"request_id=K;x&request_id=abc", "abc", "request_id=K;x&request_id=abc"},
+			// Nor is a badly escaped value (runtime/idem answers 400): replaced too.
+			{"request_id=%zz&x=1", "", "x=1&request_id="},
+			{"request_id=%zz&request_id=abc", "abc", "request_id=abc"},
 		} {
 			ctx, call := Start(context.Background(), pol)
 			resp, err := d.Do(post(t, ctx, srv.URL+"/c?"+tc.query, payload))

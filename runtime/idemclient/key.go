@@ -82,7 +82,10 @@ func headerKey(h http.Header, name string) string { return carried(h.Get(name)) 
 // as the server does (runtime/idem, and net/url.ParseQuery, which a handler's
 // r.URL.Query() uses): a pair holding a semicolon is skipped, so a key
 // spelled request_id=K;x counts as none, and is replaced, rather than being
-// reported as the call's key while the server sees no key at all.
+// reported as the call's key while the server sees no key at all. So does a
+// badly escaped value (request_id=%zz), which the server refuses (400, the
+// key parameter not properly escaped) where the raw text used to be sent
+// as the call's key.
 func queryKey(rawQuery, name string) (key string, pairs int, others bool) {
 	for pair := range strings.SplitSeq(rawQuery, "&") {
 		if strings.IndexByte(pair, ';') >= 0 {
@@ -95,6 +98,8 @@ func queryKey(rawQuery, name string) (key string, pairs int, others bool) {
 		pairs++
 		if uv, err := url.QueryUnescape(v); err == nil {
 			v = uv
+		} else {
+			v = "" // badly escaped: the server refuses it (400), no key
 		}
 		switch v = carried(v); {
 		case v == "":

@@ -123,6 +123,10 @@ func TestSetQueryKey(t *testing.T) {
 		{"request_id=K;x", "", 0, false},
 		{"request_id=K;x&request_id=abc", "abc", 1, false},
 		{"a=1;request_id=K", "", 0, false},
+		// A badly escaped value is no key either (the server refuses it).
+		{"request_id=%zz", "", 1, false},
+		{"request_id=%zz&request_id=abc", "abc", 2, false},
+		{"request_id=abc&request_id=%zz", "abc", 2, false},
 	} {
 		key, pairs, others := queryKey(tc.raw, "request_id")
 		assert.Equal(t, tc.key, key, tc.raw)

@@ -10,6 +10,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idemclient"
 	openapi_types "github.com/oapi-codegen/runtime/types"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"strings"
@@ -83,14 +84,14 @@ func NewIdempotentClient(server string, opts ...ClientOption) (*IdempotentClient
 // policy; any other request whose method and path are those of an idempotent operation is retried
 // under that operation's policy with a new key per request (or the key the request carries already);
 // every other request passes through untouched. Not knowing the server URL, it matches a request on
-// the end of its URL path, so that a server URL with a base path works, and leaves alone a request
-// whose path a route that is not idempotent serves once leading parameters are taken for the base
-// path; but a base path of static segments stays ambiguous (with POST /api/orders idempotent and POST
-// /orders not, POST /orders sent under the base path /api is matched to the first). Give it
-// idemclient.WithMatcher(m), m from IdempotentMatcher(server), to match exactly under the server URL's
-// base path, as NewIdempotentClient does. opts configure the Doer (idemclient.WithClock,
-// WithAttemptTimeout, WithLogger, WithAttemptHook, ...); a WithMatcher among them replaces the
-// operations' matcher.
+// the end of its URL path, so that a server URL with a base path works; a request that an idempotent
+// route and one that is not idempotent both serve, read under base paths of different lengths (with
+// POST /{tenant}/orders or POST /api/orders idempotent and POST /orders not: POST /acme/orders, POST
+// /api/orders), is ambiguous: it gets a key as the idempotent operation would, but one attempt only,
+// since it may be the other. Give it idemclient.WithMatcher(m), m from IdempotentMatcher(server), to
+// match exactly under the server URL's base path, as NewIdempotentClient does. opts configure the Doer
+// (idemclient.WithClock, WithAttemptTimeout, WithLogger, WithAttemptHook, ...); a WithMatcher among
+// them replaces the operations' matcher.
 func NewIdempotentDoer(inner HttpRequestDoer, opts ...idemclient.Option) *idemclient.Doer {
 	if inner == nil {
 		inner = http.DefaultClient
@@ -311,17 +312,6 @@ func idemgenClientEnds(segs []idemgenClientSegment, path []string) bool {
 	return true
 }
 
-// idemgenClientParams reports whether every segment of segs is a parameter: text a server URL's base
-// path may fill.
-func idemgenClientParams(segs []idemgenClientSegment) bool {
-	for _, s := range segs {
-		if !s.param {
-			return false
-		}
-	}
-	return true
-}
-
 // idemgenClientSplit splits an escaped path (without its leading slash) at its slashes and unescapes
 // each segment, as the templates' text is (a static segment /cafés is sent as /caf%C3%A9s; an escaped
 // slash stays inside its segment).
@@ -338,27 +328,53 @@ func idemgenClientSplit(escaped string) []string {
 // idemgenClientMatch is NewIdempotentDoer's matcher, for a Doer that does not know the server URL: the
 // policy of the idempotent operation whose route serves the request, matched on the end of its path
 // (the server URL may add a base path), split by idemgenClientSplit; ok is false for every other
-// request. A request that a shorter route that is not idempotent serves too, once the longer route's
-// leading parameters are taken for the server URL's base path (POST /api/orders is POST
-// /{tenant}/orders, or POST /orders under /api), is not matched: retrying an operation that is not
-// idempotent could run it twice. Leading static segments stay ambiguous (POST /orders under /api is
-// matched to an idempotent POST /api/orders): IdempotentMatcher matches exactly.
+// request. Of the routes of one length the first that matches serves the request (static segments
+// before parameters, as a router); routes of different lengths that match are read under base paths of
+// different lengths, which the end of the path cannot tell apart. When the routes that match so
+// include an idempotent one and one that is not idempotent (POST /acme/orders is POST
+// /{tenant}/orders, or POST /orders under the base path /acme; POST /api/orders is POST /api/orders,
+// or POST /orders under /api), the request is ambiguous: it is managed under the policy of the longest
+// idempotent one, so that it carries a key of its own (a new one, or the one it carries, never the nil
+// UUID), but with one attempt (MaxAttempts 1), since retrying an operation that is not idempotent
+// could run it twice; under a key in the body, an ambiguous request without a JSON body
+// (idemgenClientJSON) is not matched. IdempotentMatcher matches exactly.
 func idemgenClientMatch(req *http.Request) (idemclient.Policy, bool) {
 	path := idemgenClientSplit(strings.TrimPrefix(req.URL.EscapedPath(), "/"))
-	routes := idemgenClientRoutes[req.Method]
-	for i, rt := range routes {
-		if !idemgenClientEnds(rt.segs, path) {
+	var (
+		p     idemclient.Policy
+		found bool
+		plain bool
+		n     = -1 // the length of the last route that matched: one route per length
+	)
+	for _, rt := range idemgenClientRoutes[req.Method] {
+		if len(rt.segs) == n || !idemgenClientEnds(rt.segs, path) {
 			continue
 		}
-		if rt.policy == nil {
+		n = len(rt.segs)
+		switch {
+		case rt.policy == nil:
+			plain = true
+		case !found:
+			p, found = *rt.policy, true
+		}
+	}
+	if found && plain {
+		if p.KeyCarrier == idemclient.CarrierBody && !idemgenClientJSON(req) {
 			return idemclient.Policy{}, false
 		}
-		for _, o := range routes[i+1:] {
-			if o.policy == nil && len(o.segs) < len(rt.segs) && idemgenClientParams(rt.segs[:len(rt.segs)-len(o.segs)]) && idemgenClientEnds(o.segs, path) {
-				return idemclient.Policy{}, false
-			}
-		}
-		return *rt.policy, true
+		p.MaxAttempts = 1
 	}
-	return idemclient.Policy{}, false
+	return p, found
+}
+
+// idemgenClientJSON reports whether req has a body of a JSON media type (application/json, or a +json
+// suffix): the only body an operation whose key goes in the body sends, so an ambiguous request
+// without one is the other operation's, and is left alone (the Doer would refuse it: no body to put
+// the key in).
+func idemgenClientJSON(req *http.Request) bool {
+	if req.Body == nil || req.Body == http.NoBody {
+		return false
+	}
+	mt, _, err := mime.ParseMediaType(req.Header.Get("Content-Type"))
+	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
 }

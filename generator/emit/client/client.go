@@ -393,7 +393,7 @@ func (g *gen) constructors() {
 		jen.Return(jen.Op("&").Id(t).Values(jen.Dict{jen.Id("ClientWithResponses"): jen.Id("c")}), jen.Nil()),
 	)
 
-	g.docf("%s returns an *idemclient.Doer over inner (nil: http.DefaultClient) for any client of this package: give it to WithHTTPClient. Requests of the typed helpers carry their call and its policy; any other request whose method and path are those of an idempotent operation is retried under that operation's policy with a new key per request (or the key the request carries already); every other request passes through untouched. Not knowing the server URL, it matches a request on the end of its URL path, so that a server URL with a base path works, and leaves alone a request whose path a route that is not idempotent serves once leading parameters are taken for the base path; but a base path of static segments stays ambiguous (with POST /api/orders idempotent and POST /orders not, POST /orders sent under the base path /api is matched to the first). Give it idemclient.WithMatcher(m), m from %s(server), to match exactly under the server URL's base path, as New%s does. opts configure the Doer (idemclient.WithClock, WithAttemptTimeout, WithLogger, WithAttemptHook, ...); a WithMatcher among them replaces the operations' matcher.", doer, matcher, t)
+	g.docf("%s returns an *idemclient.Doer over inner (nil: http.DefaultClient) for any client of this package: give it to WithHTTPClient. Requests of the typed helpers carry their call and its policy; any other request whose method and path are those of an idempotent operation is retried under that operation's policy with a new key per request (or the key the request carries already); every other request passes through untouched. Not knowing the server URL, it matches a request on the end of its URL path, so that a server URL with a base path works; a request that an idempotent route and one that is not idempotent both serve, read under base paths of different lengths (with POST /{tenant}/orders or POST /api/orders idempotent and POST /orders not: POST /acme/orders, POST /api/orders), is ambiguous: it gets a key as the idempotent operation would, but one attempt only, since it may be the other. Give it idemclient.WithMatcher(m), m from %s(server), to match exactly under the server URL's base path, as New%s does. opts configure the Doer (idemclient.WithClock, WithAttemptTimeout, WithLogger, WithAttemptHook, ...); a WithMatcher among them replaces the operations' matcher.", doer, matcher, t)
 	g.f.Func().Id(doer).Params(jen.Id("inner").Id("HttpRequestDoer"), jen.Id("opts").Op("...").Add(q("Option"))).Op("*").Add(q("Doer")).Block(
 		jen.If(jen.Id("inner").Op("==").Nil()).Block(jen.Id("inner").Op("=").Qual("net/http", "DefaultClient")),
 		jen.Return(q("NewDoer").Call(jen.Id("inner"), q("Policy").Values(),
@@ -890,14 +890,6 @@ func (g *gen) matcher() {
 		),
 		jen.Return(jen.True()),
 	)
-	g.doc(px + "Params reports whether every segment of segs is a parameter: text a server URL's base path may fill.")
-	g.f.Func().Id(px+"Params").Params(jen.Id("segs").Index().Add(seg())).Bool().Block(
-		jen.For(jen.List(jen.Id("_"), jen.Id("s")).Op(":=").Range().Id("segs")).Block(
-			jen.If(jen.Op("!").Id("s").Dot("param")).Block(jen.Return(jen.False())),
-		),
-		jen.Return(jen.True()),
-	)
-
 	g.doc(px + "Split splits an escaped path (without its leading slash) at its slashes and unescapes each segment, as the templates' text is (a static segment /cafés is sent as /caf%C3%A9s; an escaped slash stays inside its segment).")
 	g.f.Func().Id(px+"Split").Params(jen.Id("escaped").String()).Index().String().Block(
 		jen.Id("path").Op(":=").Qual("strings", "Split").Call(jen.Id("escaped"), jen.Lit("/")),
@@ -909,25 +901,38 @@ func (g *gen) matcher() {
 		jen.Return(jen.Id("path")),
 	)
 
-	g.doc(px + "Match is " + g.cfg.Doer() + "'s matcher, for a Doer that does not know the server URL: the policy of the idempotent operation whose route serves the request, matched on the end of its path (the server URL may add a base path), split by " + px + "Split; ok is false for every other request. A request that a shorter route that is not idempotent serves too, once the longer route's leading parameters are taken for the server URL's base path (POST /api/orders is POST /{tenant}/orders, or POST /orders under /api), is not matched: retrying an operation that is not idempotent could run it twice. Leading static segments stay ambiguous (POST /orders under /api is matched to an idempotent POST /api/orders): " + g.cfg.Matcher() + " matches exactly.")
+	g.doc(px + "Match is " + g.cfg.Doer() + "'s matcher, for a Doer that does not know the server URL: the policy of the idempotent operation whose route serves the request, matched on the end of its path (the server URL may add a base path), split by " + px + "Split; ok is false for every other request. Of the routes of one length the first that matches serves the request (static segments before parameters, as a router); routes of different lengths that match are read under base paths of different lengths, which the end of the path cannot tell apart. When the routes that match so include an idempotent one and one that is not idempotent (POST /acme/orders is POST /{tenant}/orders, or POST /orders under the base path /acme; POST /api/orders is POST /api/orders, or POST /orders under /api), the request is ambiguous: it is managed under the policy of the longest idempotent one, so that it carries a key of its own (a new one, or the one it carries, never the nil UUID), but with one attempt (MaxAttempts 1), since retrying an operation that is not idempotent could run it twice; under a key in the body, an ambiguous request without a JSON body (" + px + "JSON) is not matched. " + g.cfg.Matcher() + " matches exactly.")
 	g.f.Func().Id(px+"Match").Params(jen.Id("req").Op("*").Qual("net/http", "Request")).Params(q("Policy"), jen.Bool()).Block(
 		jen.Id("path").Op(":=").Id(px+"Split").Call(jen.Qual("strings", "TrimPrefix").Call(jen.Id("req").Dot("URL").Dot("EscapedPath").Call(), jen.Lit("/"))),
-		jen.Id("routes").Op(":=").Id(px+"Routes").Index(jen.Id("req").Dot("Method")),
-		jen.For(jen.List(jen.Id("i"), jen.Id("rt")).Op(":=").Range().Id("routes")).Block(
-			jen.If(jen.Op("!").Id(px+"Ends").Call(jen.Id("rt").Dot("segs"), jen.Id("path"))).Block(jen.Continue()),
-			jen.If(jen.Id("rt").Dot("policy").Op("==").Nil()).Block(jen.Return(q("Policy").Values(), jen.False())),
-			jen.For(jen.List(jen.Id("_"), jen.Id("o")).Op(":=").Range().Id("routes").Index(jen.Id("i").Op("+").Lit(1), jen.Empty())).Block(
-				jen.If(
-					jen.Id("o").Dot("policy").Op("==").Nil().Op("&&").Len(jen.Id("o").Dot("segs")).Op("<").Len(jen.Id("rt").Dot("segs")).Op("&&").
-						Id(px+"Params").Call(jen.Id("rt").Dot("segs").Index(jen.Empty(), jen.Len(jen.Id("rt").Dot("segs")).Op("-").Len(jen.Id("o").Dot("segs")))).Op("&&").
-						Id(px+"Ends").Call(jen.Id("o").Dot("segs"), jen.Id("path")),
-				).Block(jen.Return(q("Policy").Values(), jen.False())),
-			),
-			jen.Return(jen.Op("*").Id("rt").Dot("policy"), jen.True()),
+		jen.Var().Defs(
+			jen.Id("p").Add(q("Policy")),
+			jen.Id("found").Bool(),
+			jen.Id("plain").Bool(),
+			jen.Id("n").Op("=").Lit(-1).Comment("the length of the last route that matched: one route per length"),
 		),
-		jen.Return(q("Policy").Values(), jen.False()),
+		jen.For(jen.List(jen.Id("_"), jen.Id("rt")).Op(":=").Range().Id(px+"Routes").Index(jen.Id("req").Dot("Method"))).Block(
+			jen.If(jen.Len(jen.Id("rt").Dot("segs")).Op("==").Id("n").Op("||").Op("!").Id(px+"Ends").Call(jen.Id("rt").Dot("segs"), jen.Id("path"))).Block(jen.Continue()),
+			jen.Id("n").Op("=").Len(jen.Id("rt").Dot("segs")),
+			jen.Switch().Block(
+				jen.Case(jen.Id("rt").Dot("policy").Op("==").Nil()).Block(jen.Id("plain").Op("=").True()),
+				jen.Case(jen.Op("!").Id("found")).Block(jen.List(jen.Id("p"), jen.Id("found")).Op("=").List(jen.Op("*").Id("rt").Dot("policy"), jen.True())),
+			),
+		),
+		jen.If(jen.Id("found").Op("&&").Id("plain")).Block(
+			jen.If(jen.Id("p").Dot("KeyCarrier").Op("==").Add(q("CarrierBody")).Op("&&").Op("!").Id(px+"JSON").Call(jen.Id("req"))).Block(
+				jen.Return(q("Policy").Values(), jen.False()),
+			),
+			jen.Id("p").Dot("MaxAttempts").Op("=").Lit(1),
+		),
+		jen.Return(jen.Id("p"), jen.Id("found")),
 	)
 
+	g.doc(px + "JSON reports whether req has a body of a JSON media type (application/json, or a +json suffix): the only body an operation whose key goes in the body sends, so an ambiguous request without one is the other operation's, and is left alone (the Doer would refuse it: no body to put the key in).")
+	g.f.Func().Id(px+"JSON").Params(jen.Id("req").Op("*").Qual("net/http", "Request")).Bool().Block(
+		jen.If(jen.Id("req").Dot("Body").Op("==").Nil().Op("||").Id("req").Dot("Body").Op("==").Qual("net/http", "NoBody")).Block(jen.Return(jen.False())),
+		jen.List(jen.Id("mt"), jen.Id("_"), jen.Err()).Op(":=").Qual("mime", "ParseMediaType").Call(jen.Id("req").Dot("Header").Dot("Get").Call(jen.Lit("Content-Type"))),
+		jen.Return(jen.Err().Op("==").Nil().Op("&&").Parens(jen.Id("mt").Op("==").Lit("application/json").Op("||").Qual("strings", "HasSuffix").Call(jen.Id("mt"), jen.Lit("+json")))),
+	)
 }
 
 // exactMatcher writes <type>Matcher, the matcher of a known server URL.

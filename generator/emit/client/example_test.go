@@ -64,7 +64,7 @@ paths:
 	// 	MaxAttempts: 3,
 	// func idemgenClientTemplate(path string) []idemgenClientSegment {
 	// func idemgenClientEnds(segs []idemgenClientSegment, path []string) bool {
-	// func idemgenClientParams(segs []idemgenClientSegment) bool {
 	// func idemgenClientSplit(escaped string) []string {
 	// func idemgenClientMatch(req *http.Request) (idemclient.Policy, bool) {
+	// func idemgenClientJSON(req *http.Request) bool {
 }

@@ -3,6 +3,7 @@ package client_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -63,9 +64,15 @@ func TestMatch(t *testing.T) {
 }
 
 // basePathSpec has an operation that is not idempotent, POST /orders, and
-// an idempotent one whose template is the same after a leading parameter,
-// POST /{tenant}/orders, and another under a static segment, POST
-// /shops/{shop}/refunds, next to POST /refunds, not idempotent.
+// idempotent ones whose templates end the same: POST /{tenant}/orders (a
+// leading parameter) and POST /{tenant}/v1/orders (a parameter, then static
+// text); an idempotent POST /shops/{shop}/refunds next to POST /refunds,
+// not idempotent; and the other way round, an idempotent POST /payments
+// next to a longer POST /{region}/payments, not idempotent; an idempotent
+// POST /{tenant}/items whose key goes in the JSON body next to POST /items,
+// not idempotent and without a body. KEYPARAM is
+// replaced by the declaration of POST /{tenant}/orders's key parameter (a
+// required uuid header, as idemgen spec adds it) or by nothing.
 const basePathSpec = `openapi: 3.0.3
 info: {title: Base path, version: 1.0.0}
 paths:
@@ -77,6 +84,15 @@ paths:
   /{tenant}/orders:
     post:
       operationId: createTenantOrder
+      x-idempotency: {semantics: strict, key: {format: uuid}}
+      parameters:
+        - {name: tenant, in: path, required: true, schema: {type: string}}
+KEYPARAM
+      responses:
+        '201': {description: created}
+  /{tenant}/v1/orders:
+    post:
+      operationId: createTenantV1Order
       x-idempotency: {semantics: strict}
       parameters:
         - {name: tenant, in: path, required: true, schema: {type: string}}
@@ -95,39 +111,98 @@ paths:
         - {name: shop, in: path, required: true, schema: {type: string}}
       responses:
         '201': {description: created}
+  /items:
+    post:
+      operationId: createItem
+      responses:
+        '201': {description: created}
+  /{tenant}/items:
+    post:
+      operationId: createTenantItem
+      x-idempotency: {semantics: strict, key: {body: /idempotency_key}}
+      parameters:
+        - {name: tenant, in: path, required: true, schema: {type: string}}
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema: {type: object, required: [idempotency_key], properties: {idempotency_key: {type: string}, name: {type: string}}}
+      responses:
+        '201': {description: created}
+  /payments:
+    post:
+      operationId: createPayment
+      x-idempotency: {semantics: strict}
+      responses:
+        '201': {description: created}
+  /{region}/payments:
+    post:
+      operationId: createRegionPayment
+      parameters:
+        - {name: region, in: path, required: true, schema: {type: string}}
+      responses:
+        '201': {description: created}
 `
 
 // TestMatchBasePath: the matcher takes the end of a request's path, since
-// the server URL may add a base path. Under the base path /api, the request
-// of POST /orders, which is not idempotent, is /api/orders, which POST
-// /{tenant}/orders serves too (tenant "api"): it used to be matched to that
-// idempotent route, so NewIdempotentDoer retried it, a key the server
-// ignored on every attempt, and a 503 or a lost response ran the order up
-// to four times. Such a request is now left alone (a call of the typed
-// helper carries its own policy and is still retried); a longer route whose
-// extra leading segments are not all parameters (POST /shops/{shop}/refunds
-// next to POST /refunds) still wins.
+// the server URL may add a base path, so that an idempotent route and one
+// that is not idempotent may both serve a request, read under base paths
+// of different lengths. Under the base path /api, the request of POST
+// /orders, which is not idempotent, is /api/orders, which POST
+// /{tenant}/orders serves too (tenant "api"): it used to be retried, and a
+// 503 or a lost response ran the order up to four times; POST /orders
+// under /api/v1 (/api/v1/orders) is POST /{tenant}/v1/orders too, and was
+// still retried. A normal call of POST /{tenant}/orders (/acme/orders, no
+// base path) then went out unmanaged: without a key when the spec declares
+// no key parameter (the server answers 400), and with the nil UUID
+// oapi-codegen sends for an unset uuid parameter when it does, so that
+// every such call shared one key and a second order got the first one's
+// replay. Such an ambiguous request is now managed (a key of its own: a
+// new one, never the nil UUID) but sent once; so is the reverse (POST
+// /payments, idempotent, under /eu is POST /{region}/payments), and POST
+// /shops/s1/refunds (or POST /refunds under /shops/s1). A call of the typed
+// helper carries its own policy and is retried. Run with the key parameter
+// declared and without.
 func TestMatchBasePath(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a module")
 	}
-	spec := filepath.Join(t.TempDir(), "openapi.yaml")
-	require.NoError(t, os.WriteFile(spec, []byte(basePathSpec), 0o644))
-	files, err := gentest.Generate(gentest.Case{Spec: spec, Package: "api", Server: gentest.None, Client: true, Emit: []string{client.Name}})
-	require.NoError(t, err)
-	m := gentest.NewModule(t, "example.com/basepath")
-	for n, d := range files {
-		m.Write(t, "api/"+n, d)
+	for _, declared := range []bool{false, true} {
+		name, keyParam, params := "no key parameter", "", ""
+		if declared {
+			name = "uuid key parameter"
+			keyParam = "        - {name: Idempotency-Key, in: header, required: true, schema: {type: string, format: uuid}}"
+			params = "&CreateTenantOrderParams{}, "
+		}
+		t.Run(name, func(t *testing.T) {
+			spec := filepath.Join(t.TempDir(), "openapi.yaml")
+			require.NoError(t, os.WriteFile(spec, []byte(strings.Replace(basePathSpec, "KEYPARAM\n", keyParam+"\n", 1)), 0o644))
+			files, err := gentest.Generate(gentest.Case{Spec: spec, Package: "api", Server: gentest.None, Client: true, Emit: []string{client.Name}})
+			require.NoError(t, err)
+			m := gentest.NewModule(t, "example.com/basepath")
+			for n, d := range files {
+				m.Write(t, "api/"+n, d)
+			}
+			m.Write(t, "api/match_test.go", []byte(strings.ReplaceAll(basePathTest, "PARAMS", params)))
+			m.Go(t, "test", "./api")
+		})
 	}
-	m.Write(t, "api/match_test.go", []byte(`package api
+}
+
+// basePathTest is TestMatchBasePath's test in the generated package; PARAMS
+// is the params argument of CreateTenantOrder's methods (with its comma).
+const basePathTest = `package api
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/idemgen/idemgen/runtime/idemclient"
 )
@@ -137,38 +212,72 @@ type noSleep struct{}
 func (noSleep) Now() time.Time                                  { return time.Now() }
 func (noSleep) Sleep(ctx context.Context, _ time.Duration) error { return ctx.Err() }
 
+type call func(c *ClientWithResponses) (*http.Response, error)
+
+var (
+	order        call = func(c *ClientWithResponses) (*http.Response, error) { r, err := c.CreateOrderWithResponse(context.Background()); if err != nil { return nil, err }; return r.HTTPResponse, nil }
+	tenantOrder  call = func(c *ClientWithResponses) (*http.Response, error) { r, err := c.CreateTenantOrderWithResponse(context.Background(), "acme", PARAMS); if err != nil { return nil, err }; return r.HTTPResponse, nil }
+	refund       call = func(c *ClientWithResponses) (*http.Response, error) { r, err := c.CreateRefundWithResponse(context.Background()); if err != nil { return nil, err }; return r.HTTPResponse, nil }
+	shopRefund   call = func(c *ClientWithResponses) (*http.Response, error) { r, err := c.CreateShopRefundWithResponse(context.Background(), "s1"); if err != nil { return nil, err }; return r.HTTPResponse, nil }
+	payment      call = func(c *ClientWithResponses) (*http.Response, error) { r, err := c.CreatePaymentWithResponse(context.Background()); if err != nil { return nil, err }; return r.HTTPResponse, nil }
+	regionPay    call = func(c *ClientWithResponses) (*http.Response, error) { r, err := c.CreateRegionPaymentWithResponse(context.Background(), "eu"); if err != nil { return nil, err }; return r.HTTPResponse, nil }
+	item         call = func(c *ClientWithResponses) (*http.Response, error) { r, err := c.CreateItemWithResponse(context.Background()); if err != nil { return nil, err }; return r.HTTPResponse, nil }
+	tenantItem   call = func(c *ClientWithResponses) (*http.Response, error) {
+		r, err := c.CreateTenantItemWithResponse(context.Background(), "acme", CreateTenantItemJSONRequestBody{})
+		if err != nil { return nil, err }; return r.HTTPResponse, nil
+	}
+	tenantHelper call = func(c *ClientWithResponses) (*http.Response, error) {
+		r, _, err := (&IdempotentClient{c}).CreateTenantOrder(context.Background(), "acme", PARAMS)
+		if err != nil { return nil, err }; return r.HTTPResponse, nil
+	}
+)
+
 func TestBasePath(t *testing.T) {
 	var (
 		mu   sync.Mutex
-		sent = map[string]int{}
+		keys = map[string][]string{} // by path, the key of each send
 	)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
-		sent[r.URL.Path]++
+		k := r.Header.Get("Idempotency-Key")
+		var body struct {
+			Key string ` + "`" + `json:"idempotency_key"` + "`" + `
+		}
+		if json.NewDecoder(r.Body).Decode(&body) == nil && body.Key != "" {
+			k = body.Key
+		}
+		keys[r.URL.Path] = append(keys[r.URL.Path], k)
 		mu.Unlock()
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}))
 	defer srv.Close()
+	const (
+		none = iota // no key
+		key         // one key, a UUID that is not the nil UUID, on every send
+	)
+	seen := map[string]string{} // keys sent, and by which case
 	for _, tc := range []struct {
-		base string
-		call func(c *ClientWithResponses) (*http.Response, error)
-		path string
-		want int
+		name  string
+		base  string
+		call  call
+		path  string
+		sends int
+		key   int
 	}{
-		// Not idempotent, under a base path: once.
-		{"/api", func(c *ClientWithResponses) (*http.Response, error) { r, err := c.CreateOrderWithResponse(context.Background()); return r.HTTPResponse, err }, "/api/orders", 1},
-		{"", func(c *ClientWithResponses) (*http.Response, error) { r, err := c.CreateOrderWithResponse(context.Background()); return r.HTTPResponse, err }, "/orders", 1},
-		{"/v1", func(c *ClientWithResponses) (*http.Response, error) { r, err := c.CreateRefundWithResponse(context.Background()); return r.HTTPResponse, err }, "/v1/refunds", 1},
-		// Idempotent: retried (4 attempts) where no route that is not idempotent may be meant.
-		{"/v1", func(c *ClientWithResponses) (*http.Response, error) { r, err := c.CreateShopRefundWithResponse(context.Background(), "s1"); return r.HTTPResponse, err }, "/v1/shops/s1/refunds", 4},
-		{"", func(c *ClientWithResponses) (*http.Response, error) { r, err := c.CreateShopRefundWithResponse(context.Background(), "s1"); return r.HTTPResponse, err }, "/shops/s1/refunds", 4},
-		// Ambiguous (tenant acme, or POST /orders under /acme): not retried without the helper...
-		{"", func(c *ClientWithResponses) (*http.Response, error) { r, err := c.CreateTenantOrderWithResponse(context.Background(), "acme"); return r.HTTPResponse, err }, "/acme/orders", 1},
-		// ... and retried by it, whose call carries its policy.
-		{"/api", func(c *ClientWithResponses) (*http.Response, error) {
-			r, _, err := (&IdempotentClient{c}).CreateTenantOrder(context.Background(), "acme")
-			return r.HTTPResponse, err
-		}, "/api/acme/orders", 4},
+		{"not idempotent, no other route", "", order, "/orders", 1, none},
+		{"not idempotent, no other route", "/v1", refund, "/v1/refunds", 1, none},
+		{"ambiguous: the region eu, or POST /payments under /eu", "", regionPay, "/eu/payments", 1, key},
+		{"ambiguous: POST /orders under /api, or the tenant api", "/api", order, "/api/orders", 1, key},
+		{"ambiguous: POST /orders under /api/v1, or the tenant api's v1", "/api/v1", order, "/api/v1/orders", 1, key},
+		{"ambiguous: the tenant acme, or POST /orders under /acme", "", tenantOrder, "/acme/orders", 1, key},
+		{"ambiguous, twice: a key of its own", "", tenantOrder, "/acme/orders", 1, key},
+		{"ambiguous: a shop, or POST /refunds under /shops/s1", "", shopRefund, "/shops/s1/refunds", 1, key},
+		{"ambiguous: a shop under /v1", "/v1", shopRefund, "/v1/shops/s1/refunds", 1, key},
+		{"ambiguous the other way: POST /payments under /eu, or the region eu", "/eu", payment, "/eu/payments", 1, key},
+		{"ambiguous, the key in the body: a JSON body", "", tenantItem, "/acme/items", 1, key},
+		{"ambiguous, the key in the body: no body, not the idempotent operation", "/api", item, "/api/items", 1, none},
+		{"idempotent, no other route", "", payment, "/payments", 4, key},
+		{"the typed helper carries its policy", "/api", tenantHelper, "/api/acme/orders", 4, key},
 	} {
 		c, err := NewClientWithResponses(srv.URL+tc.base, WithHTTPClient(NewIdempotentDoer(nil, idemclient.WithClock(noSleep{}))))
 		if err != nil {
@@ -176,20 +285,33 @@ func TestBasePath(t *testing.T) {
 		}
 		resp, err := tc.call(c)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%s: %v", tc.name, err)
 		}
 		mu.Lock()
-		got := sent[tc.path]
-		delete(sent, tc.path)
+		got, all := keys[tc.path], len(keys)
+		clear(keys)
 		mu.Unlock()
-		if got != tc.want || resp.StatusCode != http.StatusServiceUnavailable {
-			t.Errorf("%s: sent %d times (status %d), want %d", tc.path, got, resp.StatusCode, tc.want)
+		if len(got) != tc.sends || all != 1 || resp.StatusCode != http.StatusServiceUnavailable {
+			t.Errorf("%s: %s sent %d times (%d paths, status %d), want %d", tc.name, tc.path, len(got), all, resp.StatusCode, tc.sends)
+			continue
+		}
+		for _, k := range got {
+			switch u, err := uuid.Parse(k); {
+			case tc.key == none && k != "":
+				t.Errorf("%s: %s sent with the key %q, want none", tc.name, tc.path, k)
+			case tc.key == key && (err != nil || u == uuid.Nil || k != got[0]):
+				t.Errorf("%s: %s sent with the keys %q, want one UUID other than the nil UUID", tc.name, tc.path, got)
+			}
+		}
+		if k := got[0]; k != "" {
+			if other, ok := seen[k]; ok {
+				t.Errorf("%s: %s sent with the key %s of %q", tc.name, tc.path, k, other)
+			}
+			seen[k] = tc.name
 		}
 	}
 }
-`))
-	m.Go(t, "test", "./api")
-}
+`
 
 // exactSpec has, for IdempotentMatcher, an idempotent route whose extra
 // leading segment is static, POST /api/orders, next to POST /orders, not
@@ -364,8 +486,8 @@ func TestExactBasePath(t *testing.T) {
 		{"outside the base path", outside, "/other", apiOrder, "/other/api/orders", 1},
 		{"outside the base path, a prefix of it", outside, "/ap", apiOrder, "/ap/api/orders", 1},
 		{"inside the base path", outside, "/api", apiOrder, "/api/api/orders", 3},
-		{"suffix matching is ambiguous", suffix, "/api", order, "/api/orders", 3},
-		{"suffix matching leaves the parameter route alone", suffix, "/api", tenant("acme"), "/api/acme/refunds", 1},
+		{"suffix matching: ambiguous, sent once", suffix, "/api", order, "/api/orders", 1},
+		{"suffix matching: the parameter route is ambiguous, sent once", suffix, "/api", tenant("acme"), "/api/acme/refunds", 1},
 	} {
 		resp, err := tc.call(tc.client(tc.base))
 		if err != nil {
