@@ -257,6 +257,67 @@ func TestClaimFuncNotExecutable(t *testing.T) {
 	}
 }
 
+// TestClaimFuncFallbackWarns: the switch to the claim statement logs one
+// WARN naming the function and what brings it back: for a role whose
+// EXECUTE was revoked (from PUBLIC and from itself) the GRANT EXECUTE to
+// copy; for a schema an older pgstore made, Migrate. Later Begins on the
+// statement, looking for the function again, log nothing more.
+func TestClaimFuncFallbackWarns(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	t.Run("revoked", func(t *testing.T) {
+		admin := testPool(t)
+		owner := newStoreOn(t, admin, Options{})
+		fn := owner.n.claim + claimFuncArgs
+		var role string
+		s, rec := storeAsRole(t, admin, owner.n.schema, func(r string) []string {
+			role = r
+			return []string{
+				`GRANT SELECT, INSERT, UPDATE, DELETE ON ` + owner.n.table + ` TO ` + r,
+				`REVOKE EXECUTE ON FUNCTION ` + fn + ` FROM PUBLIC, ` + r,
+			}
+		})
+		logs := &syncBuffer{}
+		s.log = slog.New(slog.NewTextHandler(logs, nil))
+		s.probeEvery = 0 // every Begin looks for the function again
+		for i := range 3 {
+			_, err := s.Begin(ctx, beginReq("k", idem.Token(i+1)))
+			require.NoError(t, err)
+		}
+		require.Equal(t, []string{"func error", "cte", "cte", "cte"}, rec.take())
+		out := logs.String()
+		assert.Equal(t, 1, strings.Count(out, "level=WARN"), out)
+		assert.Contains(t, out, "pgstore: cannot call the claim function; Begin runs the claim statement")
+		assert.Contains(t, out, inText("GRANT EXECUTE ON FUNCTION "+fn+" TO "+role))
+		assert.Contains(t, out, "function="+strconv.Quote(fn))
+
+		// Once granted, the store finds the function again (INFO) and a
+		// later revocation warns again.
+		_, err := admin.Exec(ctx, `GRANT EXECUTE ON FUNCTION `+fn+` TO `+role)
+		require.NoError(t, err)
+		_, err = s.Begin(ctx, beginReq("k2", 1))
+		require.NoError(t, err)
+		require.True(t, s.usesClaimFunc())
+		_, err = admin.Exec(ctx, `REVOKE EXECUTE ON FUNCTION `+fn+` FROM `+role)
+		require.NoError(t, err)
+		_, err = s.Begin(ctx, beginReq("k3", 1))
+		require.NoError(t, err)
+		assert.Equal(t, 2, strings.Count(logs.String(), "level=WARN"), logs.String())
+	})
+	t.Run("older schema", func(t *testing.T) {
+		s := newV1StoreOn(t, testPool(t), Options{})
+		logs := &syncBuffer{}
+		s.log = slog.New(slog.NewTextHandler(logs, nil))
+		for i := range 2 {
+			_, err := s.Begin(ctx, beginReq("k", idem.Token(i+1)))
+			require.NoError(t, err)
+		}
+		out := logs.String()
+		assert.Equal(t, 1, strings.Count(out, "level=WARN"), out)
+		assert.Contains(t, out, "the function does not exist (a schema an older pgstore made): run Migrate")
+	})
+}
+
 // TestClaimModeStaleFailure: a Begin whose call of the claim function failed
 // before a concurrent Migrate created it does not switch the Store to the
 // statement after that Migrate.
