@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -649,6 +650,32 @@ func TestMigrateAsAppRoleWithoutTable(t *testing.T) {
 	err = s.Migrate(ctx)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "42501")
+}
+
+// TestMigrateMissingSchemaWithoutCreate: Migrate by a role that may not
+// create the missing schema (no CREATE on the database) fails saying that
+// the schema is missing, which role may not create it, and what to do.
+func TestMigrateMissingSchemaWithoutCreate(t *testing.T) {
+	t.Parallel()
+	admin := testPool(t)
+	schema := uniqueSchema(t, admin) // not created
+	role := pgx.Identifier{schema + "_app"}.Sanitize()
+	createRole(t, admin, role)
+	p := poolWith(t, testenv.PostgresURL(t), func(c *pgxpool.Config) {
+		c.MaxConns = 1
+		c.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+			_, err := conn.Exec(ctx, `SET ROLE `+role)
+			return err
+		}
+	})
+	s := openStore(t, p, Options{Schema: schema})
+	err := s.Migrate(testCtx(t))
+	require.Error(t, err)
+	sch := pgx.Identifier{schema}.Sanitize()
+	assert.Contains(t, err.Error(), "the schema "+sch+" does not exist and the role "+role+" may not create it")
+	assert.Contains(t, err.Error(), "CREATE SCHEMA "+sch)
+	assert.Contains(t, err.Error(), "42501", "the server's error stays")
+	assert.True(t, isInsufficientPrivilege(err))
 }
 
 // TestMigrateLayoutColumns: a role that may neither read nor create the

@@ -341,7 +341,9 @@ func SchemaSQL(opts Options) (string, error) {
 // Privileges: Migrate needs, besides the run-time ones (USAGE on the schema;
 // SELECT, INSERT, UPDATE, DELETE on the table; EXECUTE on the claim
 // function), SELECT on the version table, and the CREATE privilege on the
-// schema (on the database, if the schema is missing) to create anything. To
+// schema (on the database, if the schema is missing: without it Migrate
+// fails, saying the schema is missing and the role may not create it) to
+// create anything. To
 // upgrade what exists (a migration's DDL on the table, replacing a stale
 // claim function) the role must also own it, or be a member of its owner's
 // role: PostgreSQL lets only an owner alter or index a table or replace a
@@ -411,7 +413,14 @@ func (s *Store) migrate(ctx context.Context, withFunc bool) (funcOK bool, err er
 			return err
 		}
 		if !haveSchema {
-			if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+pgx.Identifier{s.n.schema}.Sanitize()); err != nil {
+			err := savepoint(ctx, tx, func(sp pgx.Tx) error {
+				_, err := sp.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+pgx.Identifier{s.n.schema}.Sanitize())
+				return err
+			})
+			if isInsufficientPrivilege(err) {
+				return s.schemaNotCreatable(ctx, tx, err)
+			}
+			if err != nil {
 				return err
 			}
 		}
@@ -507,6 +516,19 @@ func (s *Store) versionUnreadable(ctx context.Context, tx pgx.Tx, exists bool) (
 	}
 	schema := pgx.Identifier{s.n.schema}.Sanitize()
 	return fmt.Sprintf("%s does not exist and the role %s lacks the CREATE privilege on the schema %s to create it (create it with SchemaSQL, and GRANT SELECT ON %s TO %s)", s.n.version, r, schema, s.n.version, r), nil
+}
+
+// schemaNotCreatable is Migrate's error when the schema does not exist and
+// the role of tx may not create it (err: the refused CREATE SCHEMA), naming
+// the schema, the role and the ways out.
+func (s *Store) schemaNotCreatable(ctx context.Context, tx pgx.Tx, err error) error {
+	role := "the role"
+	var r string
+	if tx.QueryRow(ctx, `SELECT current_user`).Scan(&r) == nil {
+		role += " " + pgx.Identifier{r}.Sanitize()
+	}
+	schema := pgx.Identifier{s.n.schema}.Sanitize()
+	return fmt.Errorf("the schema %s does not exist and %s may not create it (it lacks CREATE on the database): have the schema's owner create it (CREATE SCHEMA %s) and its tables (Migrate as that owner, or SchemaSQL), then grant this role the run-time privileges: %w", schema, role, schema, err)
 }
 
 // savepoint runs f in a savepoint of tx, rolled back when f fails, so that
