@@ -330,6 +330,38 @@ func TestEventFields(t *testing.T) {
 			dur:  true,
 		},
 		{
+			name: "heartbeat-failed, store error",
+			setup: setup{spec: func(s *idem.Spec) { s.InFlight.Lease = 30 * time.Millisecond },
+				store: func(ms *memstore.Store) idem.Store { return newExtendFailing(ms, errBoom) },
+				handler: func(w http.ResponseWriter, r *http.Request) {
+					<-r.Context().Value(extendFailedKey{}).(*extendFailed).ch
+					created(w, r)
+				},
+				scenario: func(e *env) *httptest.ResponseRecorder {
+					sendExtendFailing(e.t.Context(), e.h)
+					return nil // reported while the handler runs: no status yet
+				}},
+			kind: idem.EventHeartbeatFailed,
+			want: idem.Event{Key: "k", Protected: true},
+			err:  true,
+		},
+		{
+			name: "heartbeat-failed, lease lost",
+			setup: setup{spec: func(s *idem.Spec) { s.InFlight.Lease = 30 * time.Millisecond },
+				store: func(ms *memstore.Store) idem.Store { return newExtendFailing(ms, idem.ErrFenced) },
+				handler: func(w http.ResponseWriter, r *http.Request) {
+					<-r.Context().Value(extendFailedKey{}).(*extendFailed).ch
+					created(w, r)
+				},
+				scenario: func(e *env) *httptest.ResponseRecorder {
+					sendExtendFailing(e.t.Context(), e.h)
+					return nil
+				}},
+			kind: idem.EventHeartbeatFailed,
+			want: idem.Event{Key: "k", Protected: true},
+			err:  true,
+		},
+		{
 			name: "rejected by Engine.Refuse",
 			setup: setup{scenario: func(e *env) *httptest.ResponseRecorder {
 				w := httptest.NewRecorder()
@@ -416,7 +448,7 @@ func TestEventFields(t *testing.T) {
 			assert.Equal(t, want, ev)
 		})
 	}
-	for k := idem.EventExecuted; k <= idem.EventNotReplayable; k++ {
+	for k := idem.EventExecuted; k <= idem.EventHeartbeatFailed; k++ {
 		assert.True(t, seen[k], "no case for %s", k)
 	}
 }
@@ -496,4 +528,44 @@ func jsonRequest(body string) *http.Request {
 	r := httptest.NewRequest("POST", "/orders", strings.NewReader(body))
 	r.Header.Set("Content-Type", "application/json")
 	return r
+}
+
+// extendFailing is a store whose lease extensions fail with err; each one
+// signals the extendFailed in its context (the request's values).
+type extendFailing struct {
+	*memstore.Store
+	err error
+}
+
+func newExtendFailing(ms *memstore.Store, err error) *extendFailing {
+	return &extendFailing{Store: ms, err: err}
+}
+
+// extendFailedKey is the context key of the request's *extendFailed.
+type extendFailedKey struct{}
+
+// extendFailed is closed (ch) at the first failed extension.
+type extendFailed struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+func (s *extendFailing) ExtendLease(ctx context.Context, _ string, _ idem.Token, _ time.Duration) error {
+	if f, ok := ctx.Value(extendFailedKey{}).(*extendFailed); ok {
+		f.once.Do(func() { close(f.ch) })
+	}
+	return s.err
+}
+
+// sendExtendFailing sends key "k" to h with an *extendFailed in the
+// request's context (a child of ctx), for a handler that waits for the
+// first failed extension.
+func sendExtendFailing(ctx context.Context, h http.Handler) *httptest.ResponseRecorder {
+	ctx = context.WithValue(ctx, extendFailedKey{}, &extendFailed{ch: make(chan struct{})})
+	r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/orders", strings.NewReader(`{}`))
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Idempotency-Key", "k")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
 }
