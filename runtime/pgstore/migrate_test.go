@@ -158,7 +158,20 @@ func TestMigrateRefusesNewerSchema(t *testing.T) {
 	_, err := s.pool.Exec(ctx, `INSERT INTO `+s.n.version+` (version) VALUES ($1)`, SchemaVersion+1)
 	require.NoError(t, err)
 	err = s.Migrate(ctx)
-	assert.ErrorContains(t, err, "newer")
+	assert.ErrorContains(t, err, fmt.Sprintf("database schema version %d is newer than this pgstore (version %d)", SchemaVersion+1, SchemaVersion))
+	assert.ErrorIs(t, err, ErrNewerSchema, "a service may tell it from other errors")
+
+	// The Store serves all the same (a rollback's binary).
+	r, err := s.Begin(ctx, beginReq("k", 1))
+	require.NoError(t, err)
+	assert.True(t, r.Acquired)
+
+	// Other errors are not it.
+	missing := uniqueSchema(t, testPool(t))
+	p, _ := noCreatePool(t, missing)
+	err = openStore(t, p, Options{Schema: missing}).Migrate(ctx)
+	require.Error(t, err)
+	assert.NotErrorIs(t, err, ErrNewerSchema)
 }
 
 // TestSchemaSQL: a team running its own migrations applies SchemaSQL and
@@ -657,17 +670,8 @@ func TestMigrateAsAppRoleWithoutTable(t *testing.T) {
 // the schema is missing, which role may not create it, and what to do.
 func TestMigrateMissingSchemaWithoutCreate(t *testing.T) {
 	t.Parallel()
-	admin := testPool(t)
-	schema := uniqueSchema(t, admin) // not created
-	role := pgx.Identifier{schema + "_app"}.Sanitize()
-	createRole(t, admin, role)
-	p := poolWith(t, testenv.PostgresURL(t), func(c *pgxpool.Config) {
-		c.MaxConns = 1
-		c.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
-			_, err := conn.Exec(ctx, `SET ROLE `+role)
-			return err
-		}
-	})
+	schema := uniqueSchema(t, testPool(t)) // not created
+	p, role := noCreatePool(t, schema)
 	s := openStore(t, p, Options{Schema: schema})
 	err := s.Migrate(testCtx(t))
 	require.Error(t, err)
@@ -676,6 +680,23 @@ func TestMigrateMissingSchemaWithoutCreate(t *testing.T) {
 	assert.Contains(t, err.Error(), "CREATE SCHEMA "+sch)
 	assert.Contains(t, err.Error(), "42501", "the server's error stays")
 	assert.True(t, isInsufficientPrivilege(err))
+}
+
+// noCreatePool returns a pool of one connection as a new role (its name
+// derived from schema; dropped at the end of the test) with no privilege
+// but the defaults: no CREATE on the database.
+func noCreatePool(t *testing.T, schema string) (*pgxpool.Pool, string) {
+	t.Helper()
+	role := pgx.Identifier{schema + "_app"}.Sanitize()
+	createRole(t, testPool(t), role)
+	p := poolWith(t, testenv.PostgresURL(t), func(c *pgxpool.Config) {
+		c.MaxConns = 1
+		c.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+			_, err := conn.Exec(ctx, `SET ROLE `+role)
+			return err
+		}
+	})
+	return p, role
 }
 
 // TestMigrateLayoutColumns: a role that may neither read nor create the

@@ -80,6 +80,25 @@ CREATE INDEX IF NOT EXISTS ` + n.index + ` ON ` + n.table + ` (expires_at);`
 // SchemaVersion is the schema version this package writes and reads.
 var SchemaVersion = len(migrations)
 
+// ErrNewerSchema is what Migrate's error is (errors.Is) when the database
+// holds a newer schema version than this package knows: a later pgstore
+// migrated it, and this binary is an older one (a rollback). Migrate
+// changed nothing then, and the Store works as it would without Migrate. A
+// service whose schema a migration job keeps (see docs/runtime.md, "Migrate
+// in a fleet") may log it as a warning and serve, where the newer version's
+// notes say older pgstores work on its schema, and stop on any other error.
+var ErrNewerSchema = errors.New("pgstore: the database schema version is newer than this pgstore")
+
+// newerSchemaError is Migrate's error on a newer schema version: it is
+// ErrNewerSchema, and says both versions.
+type newerSchemaError struct{ database, pkg int }
+
+func (e *newerSchemaError) Error() string {
+	return fmt.Sprintf("database schema version %d is newer than this pgstore (version %d)", e.database, e.pkg)
+}
+
+func (e *newerSchemaError) Is(target error) bool { return target == ErrNewerSchema }
+
 // versionTableSQL creates the table that records which migrations ran.
 func versionTableSQL(n names) string {
 	return `CREATE TABLE IF NOT EXISTS ` + n.version + ` (
@@ -330,7 +349,7 @@ func SchemaSQL(opts Options) (string, error) {
 // serialize on advisory locks, in a READ COMMITTED transaction whatever the
 // database's default isolation; a call on an up-to-date schema changes
 // nothing. It fails when the database holds a newer schema version than this
-// package knows ("newer than this pgstore"): after a later pgstore migrated
+// package knows ("newer than this pgstore", ErrNewerSchema): after a later pgstore migrated
 // the schema to a new version, rolling back to a binary with an older
 // pgstore makes that binary's Migrate fail, and a start-up that stops on
 // the error stops the rollback. Plan a rollback across a schema version
@@ -457,7 +476,7 @@ func (s *Store) migrate(ctx context.Context, withFunc bool) (funcOK bool, err er
 			current = len(migrations)
 		}
 		if current > len(migrations) {
-			return fmt.Errorf("database schema version %d is newer than this pgstore (version %d)", current, len(migrations))
+			return &newerSchemaError{current, len(migrations)}
 		}
 		for v := current; v < len(migrations); v++ {
 			err := savepoint(ctx, tx, func(sp pgx.Tx) error {
