@@ -334,11 +334,11 @@ func TestEventFields(t *testing.T) {
 			setup: setup{spec: func(s *idem.Spec) { s.InFlight.Lease = 30 * time.Millisecond },
 				store: func(ms *memstore.Store) idem.Store { return newExtendFailing(ms, errBoom) },
 				handler: func(w http.ResponseWriter, r *http.Request) {
-					<-r.Context().Value(extendFailedKey{}).(*extendFailed).ch
+					waitExtendFailed(r)
 					created(w, r)
 				},
 				scenario: func(e *env) *httptest.ResponseRecorder {
-					sendExtendFailing(e.t.Context(), e.h)
+					sendExtendFailing(e.t.Context(), e.h, func() bool { _, ok := e.f.obs.find(idem.EventHeartbeatFailed); return ok })
 					return nil // reported while the handler runs: no status yet
 				}},
 			kind: idem.EventHeartbeatFailed,
@@ -350,11 +350,11 @@ func TestEventFields(t *testing.T) {
 			setup: setup{spec: func(s *idem.Spec) { s.InFlight.Lease = 30 * time.Millisecond },
 				store: func(ms *memstore.Store) idem.Store { return newExtendFailing(ms, idem.ErrFenced) },
 				handler: func(w http.ResponseWriter, r *http.Request) {
-					<-r.Context().Value(extendFailedKey{}).(*extendFailed).ch
+					waitExtendFailed(r)
 					created(w, r)
 				},
 				scenario: func(e *env) *httptest.ResponseRecorder {
-					sendExtendFailing(e.t.Context(), e.h)
+					sendExtendFailing(e.t.Context(), e.h, func() bool { _, ok := e.f.obs.find(idem.EventHeartbeatFailed); return ok })
 					return nil
 				}},
 			kind: idem.EventHeartbeatFailed,
@@ -544,10 +544,13 @@ func newExtendFailing(ms *memstore.Store, err error) *extendFailing {
 // extendFailedKey is the context key of the request's *extendFailed.
 type extendFailedKey struct{}
 
-// extendFailed is closed (ch) at the first failed extension.
+// extendFailed is closed (ch) at the first failed extension; reported
+// tells when the failure was reported (a Call that finishes first reports
+// nothing).
 type extendFailed struct {
-	once sync.Once
-	ch   chan struct{}
+	once     sync.Once
+	ch       chan struct{}
+	reported func() bool
 }
 
 func (s *extendFailing) ExtendLease(ctx context.Context, _ string, _ idem.Token, _ time.Duration) error {
@@ -557,11 +560,21 @@ func (s *extendFailing) ExtendLease(ctx context.Context, _ string, _ idem.Token,
 	return s.err
 }
 
+// waitExtendFailed, in a handler, waits until the first failed extension
+// of its request was reported (at most 10s).
+func waitExtendFailed(r *http.Request) {
+	f := r.Context().Value(extendFailedKey{}).(*extendFailed)
+	<-f.ch
+	for deadline := time.Now().Add(10 * time.Second); !f.reported() && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // sendExtendFailing sends key "k" to h with an *extendFailed in the
-// request's context (a child of ctx), for a handler that waits for the
-// first failed extension.
-func sendExtendFailing(ctx context.Context, h http.Handler) *httptest.ResponseRecorder {
-	ctx = context.WithValue(ctx, extendFailedKey{}, &extendFailed{ch: make(chan struct{})})
+// request's context (a child of ctx), for a handler that waits with
+// waitExtendFailed until reported is true.
+func sendExtendFailing(ctx context.Context, h http.Handler, reported func() bool) *httptest.ResponseRecorder {
+	ctx = context.WithValue(ctx, extendFailedKey{}, &extendFailed{ch: make(chan struct{}), reported: reported})
 	r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/orders", strings.NewReader(`{}`))
 	r.Header.Set("Content-Type", "application/json")
 	r.Header.Set("Idempotency-Key", "k")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -894,18 +895,18 @@ func TestHeartbeatFailureLogs(t *testing.T) {
 				Logger: slog.New(logs),
 				Observer: idem.ObserverFunc(func(ctx context.Context, e idem.Event) {
 					if e.Kind == idem.EventHeartbeatFailed {
-						obsTrace.Store(ctx.Value(traceKey{}))
+						obsTrace.Store(fmt.Sprint(ctx.Value(traceKey{})))
 					}
 				}),
 			})
 			spec := strictSpec()
 			spec.InFlight.Lease = 30 * time.Millisecond
 			h := f.eng.Handler(mustCompile(t, spec), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				<-r.Context().Value(extendFailedKey{}).(*extendFailed).ch
+				waitExtendFailed(r)
 				w.WriteHeader(201)
 			}))
 			ctx := context.WithValue(t.Context(), traceKey{}, "trace-1")
-			sendExtendFailing(ctx, h)
+			sendExtendFailing(ctx, h, func() bool { _, ok := logs.find(tc.msg); return ok && obsTrace.Load() != nil })
 			rec, ok := logs.find(tc.msg)
 			require.True(t, ok, "no %q in %v", tc.msg, logs.msgs())
 			assert.Equal(t, "k", rec.attrs["key"])
