@@ -1203,20 +1203,36 @@ func (c *Call) heartbeat() {
 	if stopped {
 		return // finished meanwhile: a refusal now means nothing
 	}
-	if errors.Is(err, ErrFenced) {
-		c.e.log.LogAttrs(context.Background(), slog.LevelWarn, "idem: lease lost while the handler runs (taken over or expired)",
-			slog.String("operation", c.p.spec.Operation), slog.String("key", c.key))
+	c.hbMu.Lock()
+	defer c.hbMu.Unlock()
+	if c.hbStopped {
 		return
 	}
 	if err != nil {
-		c.e.log.LogAttrs(context.Background(), slog.LevelWarn, "idem: lease extension failed",
-			slog.String("operation", c.p.spec.Operation), slog.Any("error", err))
+		// Under hbMu, which stopHeartbeat takes before the request ends: the
+		// request's context values (a trace id), in c.background(), are
+		// still the request's while the log and the Observer read them.
+		c.heartbeatFailed(err)
+		if errors.Is(err, ErrFenced) {
+			return // no lease to extend any more
+		}
 	}
-	c.hbMu.Lock()
-	if !c.hbStopped {
-		c.hb.Reset(lease / 3)
+	c.hb.Reset(lease / 3)
+}
+
+// heartbeatFailed logs and observes the failed extension err of a heartbeat
+// (ErrFenced: the lease is lost), with the request's context values.
+func (c *Call) heartbeatFailed(err error) {
+	ctx := c.background()
+	if errors.Is(err, ErrFenced) {
+		c.e.log.LogAttrs(ctx, slog.LevelWarn, "idem: lease lost while the handler runs (taken over or expired)",
+			slog.String("operation", c.p.spec.Operation), slog.String("key", c.key))
+	} else {
+		c.e.log.LogAttrs(ctx, slog.LevelWarn, "idem: lease extension failed",
+			slog.String("operation", c.p.spec.Operation), slog.String("key", c.key), slog.Any("error", err))
 	}
-	c.hbMu.Unlock()
+	c.e.observe(ctx, Event{Kind: EventHeartbeatFailed, Operation: c.p.spec.Operation, Principal: c.principal,
+		Key: c.key, Protected: true, Err: err})
 }
 
 func (c *Call) stopHeartbeat() {

@@ -330,6 +330,38 @@ func TestEventFields(t *testing.T) {
 			dur:  true,
 		},
 		{
+			name: "heartbeat-failed, store error",
+			setup: setup{spec: func(s *idem.Spec) { s.InFlight.Lease = 30 * time.Millisecond },
+				store: func(ms *memstore.Store) idem.Store { return newExtendFailing(ms, errBoom) },
+				handler: func(w http.ResponseWriter, r *http.Request) {
+					waitExtendFailed(r)
+					created(w, r)
+				},
+				scenario: func(e *env) *httptest.ResponseRecorder {
+					sendExtendFailing(e.t.Context(), e.h, func() bool { _, ok := e.f.obs.find(idem.EventHeartbeatFailed); return ok })
+					return nil // reported while the handler runs: no status yet
+				}},
+			kind: idem.EventHeartbeatFailed,
+			want: idem.Event{Key: "k", Protected: true},
+			err:  true,
+		},
+		{
+			name: "heartbeat-failed, lease lost",
+			setup: setup{spec: func(s *idem.Spec) { s.InFlight.Lease = 30 * time.Millisecond },
+				store: func(ms *memstore.Store) idem.Store { return newExtendFailing(ms, idem.ErrFenced) },
+				handler: func(w http.ResponseWriter, r *http.Request) {
+					waitExtendFailed(r)
+					created(w, r)
+				},
+				scenario: func(e *env) *httptest.ResponseRecorder {
+					sendExtendFailing(e.t.Context(), e.h, func() bool { _, ok := e.f.obs.find(idem.EventHeartbeatFailed); return ok })
+					return nil
+				}},
+			kind: idem.EventHeartbeatFailed,
+			want: idem.Event{Key: "k", Protected: true},
+			err:  true,
+		},
+		{
 			name: "rejected by Engine.Refuse",
 			setup: setup{scenario: func(e *env) *httptest.ResponseRecorder {
 				w := httptest.NewRecorder()
@@ -416,7 +448,7 @@ func TestEventFields(t *testing.T) {
 			assert.Equal(t, want, ev)
 		})
 	}
-	for k := idem.EventExecuted; k <= idem.EventNotReplayable; k++ {
+	for k := idem.EventExecuted; k <= idem.EventHeartbeatFailed; k++ {
 		assert.True(t, seen[k], "no case for %s", k)
 	}
 }
@@ -496,4 +528,57 @@ func jsonRequest(body string) *http.Request {
 	r := httptest.NewRequest("POST", "/orders", strings.NewReader(body))
 	r.Header.Set("Content-Type", "application/json")
 	return r
+}
+
+// extendFailing is a store whose lease extensions fail with err; each one
+// signals the extendFailed in its context (the request's values).
+type extendFailing struct {
+	*memstore.Store
+	err error
+}
+
+func newExtendFailing(ms *memstore.Store, err error) *extendFailing {
+	return &extendFailing{Store: ms, err: err}
+}
+
+// extendFailedKey is the context key of the request's *extendFailed.
+type extendFailedKey struct{}
+
+// extendFailed is closed (ch) at the first failed extension; reported
+// tells when the failure was reported (a Call that finishes first reports
+// nothing).
+type extendFailed struct {
+	once     sync.Once
+	ch       chan struct{}
+	reported func() bool
+}
+
+func (s *extendFailing) ExtendLease(ctx context.Context, _ string, _ idem.Token, _ time.Duration) error {
+	if f, ok := ctx.Value(extendFailedKey{}).(*extendFailed); ok {
+		f.once.Do(func() { close(f.ch) })
+	}
+	return s.err
+}
+
+// waitExtendFailed, in a handler, waits until the first failed extension
+// of its request was reported (at most 10s).
+func waitExtendFailed(r *http.Request) {
+	f := r.Context().Value(extendFailedKey{}).(*extendFailed)
+	<-f.ch
+	for deadline := time.Now().Add(10 * time.Second); !f.reported() && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// sendExtendFailing sends key "k" to h with an *extendFailed in the
+// request's context (a child of ctx), for a handler that waits with
+// waitExtendFailed until reported is true.
+func sendExtendFailing(ctx context.Context, h http.Handler, reported func() bool) *httptest.ResponseRecorder {
+	ctx = context.WithValue(ctx, extendFailedKey{}, &extendFailed{ch: make(chan struct{}), reported: reported})
+	r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/orders", strings.NewReader(`{}`))
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Idempotency-Key", "k")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
 }

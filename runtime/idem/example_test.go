@@ -3,9 +3,11 @@ package idem_test
 import (
 	"context"
 	"encoding/json"
+	"expvar"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 
 	"github.com/idemgen/idemgen/runtime/idem"
@@ -200,4 +202,37 @@ func ExampleEngine_RefuseWithCause() {
 	// rejected createOrder 400 IDEMPOTENCY_KEY_INVALID invalid UUID length: 3
 	// 400 application/problem+json
 	// the Idempotency-Key header must be a UUID (RFC 9562) in canonical 8-4-4-4-12 form
+}
+
+// Metrics from the Observer without a metrics library: a counter per
+// operation, event kind and status in an expvar.Map (safe for concurrent
+// use, and cheap enough for Observe, which runs on the request's
+// goroutine). Publish it with expvar.NewMap("idem_events") instead, and
+// /debug/vars serves it; a Prometheus counter vector with the labels
+// operation, kind and status maps the same way. Handler runs are executed
+// plus fenced: a holder whose completion was fenced ran its handler too.
+func ExampleObserver() {
+	events := new(expvar.Map).Init()
+	store := memstore.New(memstore.Options{})
+	defer store.Close()
+	eng := idem.New(store, idem.Options{
+		Observer: idem.ObserverFunc(func(_ context.Context, e idem.Event) {
+			events.Add(e.Operation+" "+e.Kind.String()+" "+strconv.Itoa(e.Status), 1)
+		}),
+	})
+	h := eng.Middleware(idem.MustCompile(idem.Spec{Operation: "createOrder", Method: "POST", Path: "/orders", Semantics: idem.Strict}))(
+		http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusCreated) }))
+	for _, key := range []string{"a", "a", "b", ""} {
+		r := httptest.NewRequest("POST", "/orders", strings.NewReader(`{}`))
+		r.Header.Set("Content-Type", "application/json")
+		if key != "" {
+			r.Header.Set("Idempotency-Key", key)
+		}
+		h.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	events.Do(func(kv expvar.KeyValue) { fmt.Println(kv.Key, kv.Value) })
+	// Output:
+	// createOrder executed 201 2
+	// createOrder rejected 400 1
+	// createOrder replayed 201 1
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -871,6 +872,101 @@ func TestHeartbeatCadence(t *testing.T) {
 	assert.Less(t, shortest, 2*lease/3, "the shortest of %d gaps between extensions: the heartbeat comes every third of the lease", gaps)
 	_, fenced := f.obs.find(idem.EventFenced)
 	assert.False(t, fenced)
+}
+
+// TestHeartbeatFailureLogs: a heartbeat's failed extension is logged with
+// the key, and both its warnings (extension failed, lease lost) and its
+// EventHeartbeatFailed carry the request's context values (a trace id),
+// without the request's cancellation.
+func TestHeartbeatFailureLogs(t *testing.T) {
+	for _, tc := range []struct {
+		err error
+		msg string
+	}{
+		{errBoom, "idem: lease extension failed"},
+		{idem.ErrFenced, "idem: lease lost while the handler runs (taken over or expired)"},
+	} {
+		t.Run(tc.msg, func(t *testing.T) {
+			ms := memstore.New(memstore.Options{SweepInterval: -1})
+			defer ms.Close()
+			logs := &ctxLogs{}
+			var obsTrace atomic.Value
+			f := newFixtureStore(t, ms, newExtendFailing(ms, tc.err), idem.Options{
+				Logger: slog.New(logs),
+				Observer: idem.ObserverFunc(func(ctx context.Context, e idem.Event) {
+					if e.Kind == idem.EventHeartbeatFailed {
+						obsTrace.Store(fmt.Sprint(ctx.Value(traceKey{})))
+					}
+				}),
+			})
+			spec := strictSpec()
+			spec.InFlight.Lease = 30 * time.Millisecond
+			h := f.eng.Handler(mustCompile(t, spec), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				waitExtendFailed(r)
+				w.WriteHeader(201)
+			}))
+			ctx := context.WithValue(t.Context(), traceKey{}, "trace-1")
+			sendExtendFailing(ctx, h, func() bool { _, ok := logs.find(tc.msg); return ok && obsTrace.Load() != nil })
+			rec, ok := logs.find(tc.msg)
+			require.True(t, ok, "no %q in %v", tc.msg, logs.msgs())
+			assert.Equal(t, "k", rec.attrs["key"])
+			assert.Equal(t, "trace-1", rec.trace, "the request's context values")
+			assert.False(t, rec.done, "not the request's cancellation")
+			if tc.err == errBoom {
+				assert.Contains(t, rec.attrs["error"], errBoom.Error())
+			}
+			assert.Equal(t, "trace-1", obsTrace.Load(), "the Observer gets the request's context values")
+		})
+	}
+}
+
+type traceKey struct{}
+
+// ctxLogs is a slog.Handler that keeps each record's message, attributes,
+// the traceKey value of its context and whether that context was done.
+type ctxLogs struct {
+	mu   sync.Mutex
+	recs []ctxLog
+}
+
+type ctxLog struct {
+	msg   string
+	attrs map[string]string
+	trace any
+	done  bool
+}
+
+func (l *ctxLogs) Enabled(context.Context, slog.Level) bool { return true }
+func (l *ctxLogs) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *ctxLogs) WithGroup(string) slog.Handler            { return l }
+func (l *ctxLogs) Handle(ctx context.Context, r slog.Record) error {
+	rec := ctxLog{msg: r.Message, attrs: map[string]string{}, trace: ctx.Value(traceKey{}), done: ctx.Err() != nil}
+	r.Attrs(func(a slog.Attr) bool { rec.attrs[a.Key] = a.Value.String(); return true })
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.recs = append(l.recs, rec)
+	return nil
+}
+
+func (l *ctxLogs) find(msg string) (ctxLog, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range l.recs {
+		if r.msg == msg {
+			return r, true
+		}
+	}
+	return ctxLog{}, false
+}
+
+func (l *ctxLogs) msgs() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var m []string
+	for _, r := range l.recs {
+		m = append(m, r.msg)
+	}
+	return m
 }
 
 // extendCounter counts the lease extensions its store granted, and sends

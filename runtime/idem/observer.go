@@ -67,20 +67,29 @@ const (
 	// under FailuresReplay; duplicates get CodeResponseUnavailable). State is
 	// the record's.
 	EventNotReplayable
+	// EventHeartbeatFailed: a heartbeat's lease extension failed while the
+	// handler ran (Err). ErrFenced means the lease is lost (taken over by a
+	// duplicate, or the record expired): the heartbeats stop, and a
+	// completion after a takeover is fenced (EventFenced). Any other error is the store's:
+	// the heartbeat tries again a third of the lease later, and the lease
+	// may run out meanwhile. Reported from the heartbeat's goroutine, with
+	// the request's context values, while the handler runs.
+	EventHeartbeatFailed
 )
 
 var eventNames = [...]string{
-	EventExecuted:      "executed",
-	EventReplayed:      "replayed",
-	EventConflict:      "conflict",
-	EventInFlight:      "in-flight",
-	EventLooseMismatch: "loose-mismatch",
-	EventLeaseTakeover: "lease-takeover",
-	EventFenced:        "fenced",
-	EventStoreError:    "store-error",
-	EventFailOpen:      "fail-open",
-	EventRejected:      "rejected",
-	EventNotReplayable: "not-replayable",
+	EventExecuted:        "executed",
+	EventReplayed:        "replayed",
+	EventConflict:        "conflict",
+	EventInFlight:        "in-flight",
+	EventLooseMismatch:   "loose-mismatch",
+	EventLeaseTakeover:   "lease-takeover",
+	EventFenced:          "fenced",
+	EventStoreError:      "store-error",
+	EventFailOpen:        "fail-open",
+	EventRejected:        "rejected",
+	EventNotReplayable:   "not-replayable",
+	EventHeartbeatFailed: "heartbeat-failed",
 }
 
 func (k EventKind) String() string {
@@ -110,7 +119,7 @@ type Event struct {
 	// Status is the HTTP status sent to the client (or, for EventExecuted,
 	// produced by the handler, protected or not: net/http's implicit 200 when
 	// it wrote nothing). It is 0 where no answer exists yet when the event is
-	// reported: EventLeaseTakeover, EventFailOpen and the EventStoreError
+	// reported: EventLeaseTakeover, EventHeartbeatFailed, EventFailOpen and the EventStoreError
 	// before it (the EventExecuted that follows carries the handler's
 	// status), the EventExecuted (FAILED when protected: Call.End freed the
 	// key) or EventStoreError of a handler that did not finish, and the
@@ -121,7 +130,7 @@ type Event struct {
 	// replay of a response that was not stored: CodeResponseUnavailable, and
 	// a transactional commit that failed or was fenced); "" otherwise.
 	Code string
-	// Err is the cause, for EventStoreError, EventFenced, EventFailOpen, for
+	// Err is the cause, for EventStoreError, EventFenced, EventHeartbeatFailed, EventFailOpen, for
 	// an EventRejected caused by an error (an unreadable body or record,
 	// Options.Principal's, the store call that failed as the request ended),
 	// and for the EventExecuted (FAILED, CodeRequestEnded) of a transaction
@@ -138,7 +147,10 @@ type Event struct {
 // tried again in the background (Options.FinishRetryFor), after its
 // EventStoreError, come from the goroutine that retried it, with a context
 // of its own: the request is over, and none of its context values are
-// passed on (a router may have reused them).
+// passed on (a router may have reused them). EventHeartbeatFailed comes from
+// the heartbeat's goroutine while the handler runs, with the request's
+// context values but not its cancellation (the Call's Finish or End waits
+// for Observe to return).
 type Observer interface {
 	Observe(ctx context.Context, e Event)
 }

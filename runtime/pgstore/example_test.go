@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -48,6 +49,34 @@ func Example() {
 		if err := store.Finish(ctx, "user-42:claimCoupon:4b1d…", 0x9e3779b97f4a7c15, idem.StateCompleted, []byte("…")); err != nil {
 			log.Fatal(err)
 		}
+	}
+}
+
+// Migrate in a fleet: the schema's owner migrates (a job before the
+// rollout), and the service, connecting as a restricted role (the run-time
+// privileges and SELECT on the version table), calls Migrate only to check
+// the schema: a newer version (a rollback's binary) is a warning, anything
+// else (a missing or older schema: the job did not run) is fatal.
+func ExampleStore_Migrate_fleet() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, "postgres://app@127.0.0.1:5432/app")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	store, err := pgstore.New(pool, pgstore.Options{Schema: "idempotency"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+
+	switch err := store.Migrate(ctx); {
+	case errors.Is(err, pgstore.ErrNewerSchema):
+		// A later release migrated the schema: Migrate changed nothing,
+		// and the store serves as it would without it.
+		slog.WarnContext(ctx, "idem schema is newer than this binary", "error", err)
+	case err != nil:
+		log.Fatal(err)
 	}
 }
 

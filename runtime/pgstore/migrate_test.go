@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -157,7 +158,20 @@ func TestMigrateRefusesNewerSchema(t *testing.T) {
 	_, err := s.pool.Exec(ctx, `INSERT INTO `+s.n.version+` (version) VALUES ($1)`, SchemaVersion+1)
 	require.NoError(t, err)
 	err = s.Migrate(ctx)
-	assert.ErrorContains(t, err, "newer")
+	assert.ErrorContains(t, err, fmt.Sprintf("database schema version %d is newer than this pgstore (version %d)", SchemaVersion+1, SchemaVersion))
+	assert.ErrorIs(t, err, ErrNewerSchema, "a service may tell it from other errors")
+
+	// The Store serves all the same (a rollback's binary).
+	r, err := s.Begin(ctx, beginReq("k", 1))
+	require.NoError(t, err)
+	assert.True(t, r.Acquired)
+
+	// Other errors are not it.
+	missing := uniqueSchema(t, testPool(t))
+	p, _ := noCreatePool(t, missing)
+	err = openStore(t, p, Options{Schema: missing}).Migrate(ctx)
+	require.Error(t, err)
+	assert.NotErrorIs(t, err, ErrNewerSchema)
 }
 
 // TestSchemaSQL: a team running its own migrations applies SchemaSQL and
@@ -255,6 +269,67 @@ func TestClaimFuncNotExecutable(t *testing.T) {
 		require.Equal(t, i == 0, r.Acquired)
 		require.Equal(t, want, rec.take())
 	}
+}
+
+// TestClaimFuncFallbackWarns: the switch to the claim statement logs one
+// WARN naming the function and what brings it back: for a role whose
+// EXECUTE was revoked (from PUBLIC and from itself) the GRANT EXECUTE to
+// copy; for a schema an older pgstore made, Migrate. Later Begins on the
+// statement, looking for the function again, log nothing more.
+func TestClaimFuncFallbackWarns(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	t.Run("revoked", func(t *testing.T) {
+		admin := testPool(t)
+		owner := newStoreOn(t, admin, Options{})
+		fn := owner.n.claim + claimFuncArgs
+		var role string
+		s, rec := storeAsRole(t, admin, owner.n.schema, func(r string) []string {
+			role = r
+			return []string{
+				`GRANT SELECT, INSERT, UPDATE, DELETE ON ` + owner.n.table + ` TO ` + r,
+				`REVOKE EXECUTE ON FUNCTION ` + fn + ` FROM PUBLIC, ` + r,
+			}
+		})
+		logs := &syncBuffer{}
+		s.log = slog.New(slog.NewTextHandler(logs, nil))
+		s.probeEvery = 0 // every Begin looks for the function again
+		for i := range 3 {
+			_, err := s.Begin(ctx, beginReq("k", idem.Token(i+1)))
+			require.NoError(t, err)
+		}
+		require.Equal(t, []string{"func error", "cte", "cte", "cte"}, rec.take())
+		out := logs.String()
+		assert.Equal(t, 1, strings.Count(out, "level=WARN"), out)
+		assert.Contains(t, out, "pgstore: cannot call the claim function; Begin runs the claim statement")
+		assert.Contains(t, out, inText("GRANT EXECUTE ON FUNCTION "+fn+" TO "+role))
+		assert.Contains(t, out, "function="+strconv.Quote(fn))
+
+		// Once granted, the store finds the function again (INFO) and a
+		// later revocation warns again.
+		_, err := admin.Exec(ctx, `GRANT EXECUTE ON FUNCTION `+fn+` TO `+role)
+		require.NoError(t, err)
+		_, err = s.Begin(ctx, beginReq("k2", 1))
+		require.NoError(t, err)
+		require.True(t, s.usesClaimFunc())
+		_, err = admin.Exec(ctx, `REVOKE EXECUTE ON FUNCTION `+fn+` FROM `+role)
+		require.NoError(t, err)
+		_, err = s.Begin(ctx, beginReq("k3", 1))
+		require.NoError(t, err)
+		assert.Equal(t, 2, strings.Count(logs.String(), "level=WARN"), logs.String())
+	})
+	t.Run("older schema", func(t *testing.T) {
+		s := newV1StoreOn(t, testPool(t), Options{})
+		logs := &syncBuffer{}
+		s.log = slog.New(slog.NewTextHandler(logs, nil))
+		for i := range 2 {
+			_, err := s.Begin(ctx, beginReq("k", idem.Token(i+1)))
+			require.NoError(t, err)
+		}
+		out := logs.String()
+		assert.Equal(t, 1, strings.Count(out, "level=WARN"), out)
+		assert.Contains(t, out, "the function does not exist (a schema an older pgstore made): run Migrate")
+	})
 }
 
 // TestClaimModeStaleFailure: a Begin whose call of the claim function failed
@@ -588,6 +663,40 @@ func TestMigrateAsAppRoleWithoutTable(t *testing.T) {
 	err = s.Migrate(ctx)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "42501")
+}
+
+// TestMigrateMissingSchemaWithoutCreate: Migrate by a role that may not
+// create the missing schema (no CREATE on the database) fails saying that
+// the schema is missing, which role may not create it, and what to do.
+func TestMigrateMissingSchemaWithoutCreate(t *testing.T) {
+	t.Parallel()
+	schema := uniqueSchema(t, testPool(t)) // not created
+	p, role := noCreatePool(t, schema)
+	s := openStore(t, p, Options{Schema: schema})
+	err := s.Migrate(testCtx(t))
+	require.Error(t, err)
+	sch := pgx.Identifier{schema}.Sanitize()
+	assert.Contains(t, err.Error(), "the schema "+sch+" does not exist and the role "+role+" may not create it")
+	assert.Contains(t, err.Error(), "CREATE SCHEMA "+sch)
+	assert.Contains(t, err.Error(), "42501", "the server's error stays")
+	assert.True(t, isInsufficientPrivilege(err))
+}
+
+// noCreatePool returns a pool of one connection as a new role (its name
+// derived from schema; dropped at the end of the test) with no privilege
+// but the defaults: no CREATE on the database.
+func noCreatePool(t *testing.T, schema string) (*pgxpool.Pool, string) {
+	t.Helper()
+	role := pgx.Identifier{schema + "_app"}.Sanitize()
+	createRole(t, testPool(t), role)
+	p := poolWith(t, testenv.PostgresURL(t), func(c *pgxpool.Config) {
+		c.MaxConns = 1
+		c.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+			_, err := conn.Exec(ctx, `SET ROLE `+role)
+			return err
+		}
+	})
+	return p, role
 }
 
 // TestMigrateLayoutColumns: a role that may neither read nor create the

@@ -80,6 +80,25 @@ CREATE INDEX IF NOT EXISTS ` + n.index + ` ON ` + n.table + ` (expires_at);`
 // SchemaVersion is the schema version this package writes and reads.
 var SchemaVersion = len(migrations)
 
+// ErrNewerSchema is what Migrate's error is (errors.Is) when the database
+// holds a newer schema version than this package knows: a later pgstore
+// migrated it, and this binary is an older one (a rollback). Migrate
+// changed nothing then, and the Store works as it would without Migrate. A
+// service whose schema a migration job keeps (see docs/runtime.md, "Migrate
+// in a fleet") may log it as a warning and serve, where the newer version's
+// notes say older pgstores work on its schema, and stop on any other error.
+var ErrNewerSchema = errors.New("pgstore: the database schema version is newer than this pgstore")
+
+// newerSchemaError is Migrate's error on a newer schema version: it is
+// ErrNewerSchema, and says both versions.
+type newerSchemaError struct{ database, pkg int }
+
+func (e *newerSchemaError) Error() string {
+	return fmt.Sprintf("database schema version %d is newer than this pgstore (version %d)", e.database, e.pkg)
+}
+
+func (e *newerSchemaError) Is(target error) bool { return target == ErrNewerSchema }
+
 // versionTableSQL creates the table that records which migrations ran.
 func versionTableSQL(n names) string {
 	return `CREATE TABLE IF NOT EXISTS ` + n.version + ` (
@@ -330,7 +349,7 @@ func SchemaSQL(opts Options) (string, error) {
 // serialize on advisory locks, in a READ COMMITTED transaction whatever the
 // database's default isolation; a call on an up-to-date schema changes
 // nothing. It fails when the database holds a newer schema version than this
-// package knows ("newer than this pgstore"): after a later pgstore migrated
+// package knows ("newer than this pgstore", ErrNewerSchema): after a later pgstore migrated
 // the schema to a new version, rolling back to a binary with an older
 // pgstore makes that binary's Migrate fail, and a start-up that stops on
 // the error stops the rollback. Plan a rollback across a schema version
@@ -341,7 +360,9 @@ func SchemaSQL(opts Options) (string, error) {
 // Privileges: Migrate needs, besides the run-time ones (USAGE on the schema;
 // SELECT, INSERT, UPDATE, DELETE on the table; EXECUTE on the claim
 // function), SELECT on the version table, and the CREATE privilege on the
-// schema (on the database, if the schema is missing) to create anything. To
+// schema (on the database, if the schema is missing: without it Migrate
+// fails, saying the schema is missing and the role may not create it) to
+// create anything. To
 // upgrade what exists (a migration's DDL on the table, replacing a stale
 // claim function) the role must also own it, or be a member of its owner's
 // role: PostgreSQL lets only an owner alter or index a table or replace a
@@ -411,7 +432,14 @@ func (s *Store) migrate(ctx context.Context, withFunc bool) (funcOK bool, err er
 			return err
 		}
 		if !haveSchema {
-			if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+pgx.Identifier{s.n.schema}.Sanitize()); err != nil {
+			err := savepoint(ctx, tx, func(sp pgx.Tx) error {
+				_, err := sp.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+pgx.Identifier{s.n.schema}.Sanitize())
+				return err
+			})
+			if isInsufficientPrivilege(err) {
+				return s.schemaNotCreatable(ctx, tx, err)
+			}
+			if err != nil {
 				return err
 			}
 		}
@@ -448,7 +476,7 @@ func (s *Store) migrate(ctx context.Context, withFunc bool) (funcOK bool, err er
 			current = len(migrations)
 		}
 		if current > len(migrations) {
-			return fmt.Errorf("database schema version %d is newer than this pgstore (version %d)", current, len(migrations))
+			return &newerSchemaError{current, len(migrations)}
 		}
 		for v := current; v < len(migrations); v++ {
 			err := savepoint(ctx, tx, func(sp pgx.Tx) error {
@@ -507,6 +535,19 @@ func (s *Store) versionUnreadable(ctx context.Context, tx pgx.Tx, exists bool) (
 	}
 	schema := pgx.Identifier{s.n.schema}.Sanitize()
 	return fmt.Sprintf("%s does not exist and the role %s lacks the CREATE privilege on the schema %s to create it (create it with SchemaSQL, and GRANT SELECT ON %s TO %s)", s.n.version, r, schema, s.n.version, r), nil
+}
+
+// schemaNotCreatable is Migrate's error when the schema does not exist and
+// the role of tx may not create it (err: the refused CREATE SCHEMA), naming
+// the schema, the role and the ways out.
+func (s *Store) schemaNotCreatable(ctx context.Context, tx pgx.Tx, err error) error {
+	role := "the role"
+	var r string
+	if tx.QueryRow(ctx, `SELECT current_user`).Scan(&r) == nil {
+		role += " " + pgx.Identifier{r}.Sanitize()
+	}
+	schema := pgx.Identifier{s.n.schema}.Sanitize()
+	return fmt.Errorf("the schema %s does not exist and %s may not create it (it lacks CREATE on the database): have the schema's owner create it (CREATE SCHEMA %s) and its tables (Migrate as that owner, or SchemaSQL), then grant this role the run-time privileges: %w", schema, role, schema, err)
 }
 
 // savepoint runs f in a savepoint of tx, rolled back when f fails, so that

@@ -401,7 +401,9 @@ const maxStatementAttempts = 10
 // function does not exist: the call fails with SQLSTATE 42883
 // (or 42501, a role that may not execute it), and the Store switches to the
 // claim statement (queries.claim, same semantics, a little slower) and runs
-// it at once. It keeps the statement until a Migrate of its own finds or
+// it at once, logging one warning to Options.Logger that names the function
+// and what brings it back (the GRANT EXECUTE the role lacks, or a Migrate);
+// it logs again only after it has found the function and lost it again. It keeps the statement until a Migrate of its own finds or
 // creates the function, or until it finds the function there when it looks
 // again: one Begin a minute first runs one catalog query (another process's
 // Migrate, or a DBA's migration, may have created it). Both ways
@@ -429,7 +431,9 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 		}
 		if fn && claimFuncUnusable(err) {
 			last = err
-			s.claimFuncMissing(mode)
+			if s.claimFuncMissing(mode) {
+				s.warnClaimFuncMissing(ctx, err)
+			}
 			continue
 		}
 		if err != nil {
@@ -532,11 +536,35 @@ func claimFuncMode(mode uint64) bool { return mode%2 == 0 }
 
 // claimFuncMissing makes Begin run the claim statement after a call of the
 // claim function failed in claimMode mode (even): unless a Migrate has moved
-// claimMode on since.
-func (s *Store) claimFuncMissing(mode uint64) {
+// claimMode on since. It reports whether it switched (one caller of
+// concurrent ones failing in mode does): that one warns.
+func (s *Store) claimFuncMissing(mode uint64) bool {
 	if s.claimMode.CompareAndSwap(mode, mode+1) {
 		s.probeLater()
+		return true
 	}
+	return false
+}
+
+// warnClaimFuncMissing logs the switch to the claim statement that err, a
+// call of the claim function that claimFuncUnusable accepts, caused: once
+// per switch (the recovery is logged at INFO by reprobe, and a Store that
+// fell back switches again only after that), naming the function and what
+// brings it back: the GRANT EXECUTE a role that may not execute it lacks
+// (42501), or a Migrate (42883: a schema an older pgstore made).
+func (s *Store) warnClaimFuncMissing(ctx context.Context, err error) {
+	fn := s.n.claim + claimFuncArgs
+	fix := "the function does not exist (a schema an older pgstore made): run Migrate as the schema's owner, or SchemaSQL"
+	if isInsufficientPrivilege(err) {
+		role := "<role>"
+		var r string
+		if s.pool.QueryRow(ctx, `SELECT current_user`).Scan(&r) == nil {
+			role = pgx.Identifier{r}.Sanitize()
+		}
+		fix = "the role may not execute it: GRANT EXECUTE ON FUNCTION " + fn + " TO " + role
+	}
+	s.log.LogAttrs(ctx, slog.LevelWarn, "pgstore: cannot call the claim function; Begin runs the claim statement, which costs the server more, and looks for the function again once a minute ("+fix+")",
+		slog.String("function", fn), slog.Any("error", err))
 }
 
 // reprobeInterval is how often a Store that claims with the statement looks
