@@ -1198,15 +1198,9 @@ func (c *Call) heartbeat() {
 	err := c.e.extender.ExtendLease(ctx, c.scope, c.token, lease)
 	cancel()
 	c.hbMu.Lock()
-	stopped = c.hbStopped
-	c.hbMu.Unlock()
-	if stopped {
-		return // finished meanwhile: a refusal now means nothing
-	}
-	c.hbMu.Lock()
 	defer c.hbMu.Unlock()
 	if c.hbStopped {
-		return
+		return // finished meanwhile: a refusal now means nothing
 	}
 	if err != nil {
 		// Under hbMu, which stopHeartbeat takes before the request ends: the

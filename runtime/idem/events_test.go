@@ -551,11 +551,20 @@ type extendFailed struct {
 	once     sync.Once
 	ch       chan struct{}
 	reported func() bool
+	// cancel, if not nil, cancels the request's context at the first
+	// failed extension, before the failure is reported: a client that went
+	// away.
+	cancel context.CancelFunc
 }
 
 func (s *extendFailing) ExtendLease(ctx context.Context, _ string, _ idem.Token, _ time.Duration) error {
 	if f, ok := ctx.Value(extendFailedKey{}).(*extendFailed); ok {
-		f.once.Do(func() { close(f.ch) })
+		f.once.Do(func() {
+			if f.cancel != nil {
+				f.cancel()
+			}
+			close(f.ch)
+		})
 	}
 	return s.err
 }
@@ -574,7 +583,13 @@ func waitExtendFailed(r *http.Request) {
 // request's context (a child of ctx), for a handler that waits with
 // waitExtendFailed until reported is true.
 func sendExtendFailing(ctx context.Context, h http.Handler, reported func() bool) *httptest.ResponseRecorder {
-	ctx = context.WithValue(ctx, extendFailedKey{}, &extendFailed{ch: make(chan struct{}), reported: reported})
+	return sendExtendFailingCancel(ctx, h, reported, nil)
+}
+
+// sendExtendFailingCancel is sendExtendFailing whose request's context is
+// cancelled by cancel, if not nil, at the first failed extension.
+func sendExtendFailingCancel(ctx context.Context, h http.Handler, reported func() bool, cancel context.CancelFunc) *httptest.ResponseRecorder {
+	ctx = context.WithValue(ctx, extendFailedKey{}, &extendFailed{ch: make(chan struct{}), reported: reported, cancel: cancel})
 	r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/orders", strings.NewReader(`{}`))
 	r.Header.Set("Content-Type", "application/json")
 	r.Header.Set("Idempotency-Key", "k")

@@ -891,11 +891,13 @@ func TestHeartbeatFailureLogs(t *testing.T) {
 			defer ms.Close()
 			logs := &ctxLogs{}
 			var obsTrace atomic.Value
+			var obsDone atomic.Bool
 			f := newFixtureStore(t, ms, newExtendFailing(ms, tc.err), idem.Options{
 				Logger: slog.New(logs),
 				Observer: idem.ObserverFunc(func(ctx context.Context, e idem.Event) {
 					if e.Kind == idem.EventHeartbeatFailed {
 						obsTrace.Store(fmt.Sprint(ctx.Value(traceKey{})))
+						obsDone.Store(ctx.Err() != nil)
 					}
 				}),
 			})
@@ -905,8 +907,12 @@ func TestHeartbeatFailureLogs(t *testing.T) {
 				waitExtendFailed(r)
 				w.WriteHeader(201)
 			}))
-			ctx := context.WithValue(t.Context(), traceKey{}, "trace-1")
-			sendExtendFailing(ctx, h, func() bool { _, ok := logs.find(tc.msg); return ok && obsTrace.Load() != nil })
+			// The request's context is cancelled (its client went away) at
+			// the failed extension, before the failure is logged: the log
+			// and the Observer get its values, not its cancellation.
+			ctx, cancel := context.WithCancel(context.WithValue(t.Context(), traceKey{}, "trace-1"))
+			defer cancel()
+			sendExtendFailingCancel(ctx, h, func() bool { _, ok := logs.find(tc.msg); return ok && obsTrace.Load() != nil }, cancel)
 			rec, ok := logs.find(tc.msg)
 			require.True(t, ok, "no %q in %v", tc.msg, logs.msgs())
 			assert.Equal(t, "k", rec.attrs["key"])
@@ -916,6 +922,7 @@ func TestHeartbeatFailureLogs(t *testing.T) {
 				assert.Contains(t, rec.attrs["error"], errBoom.Error())
 			}
 			assert.Equal(t, "trace-1", obsTrace.Load(), "the Observer gets the request's context values")
+			assert.False(t, obsDone.Load(), "the Observer's context is not the request's cancellation")
 		})
 	}
 }

@@ -150,7 +150,8 @@ type Event struct {
 // passed on (a router may have reused them). EventHeartbeatFailed comes from
 // the heartbeat's goroutine while the handler runs, with the request's
 // context values but not its cancellation (the Call's Finish or End waits
-// for Observe to return).
+// for Observe to return, so a slow Observe of this event holds the
+// response back: keep it fast, as every Observe should be).
 type Observer interface {
 	Observe(ctx context.Context, e Event)
 }
