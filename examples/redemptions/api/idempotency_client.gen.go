@@ -84,13 +84,15 @@ func NewIdempotentClient(server string, opts ...ClientOption) (*IdempotentClient
 // this package: give it to WithHTTPClient. Requests of the typed helpers carry their call and its
 // policy; any other request whose method and path are those of an idempotent operation is retried
 // under that operation's policy with a new key per request (or the key the request carries already);
-// every other request passes through untouched. Not knowing the server URL, it matches a request on
-// the end of its URL path, so that a server URL with a base path works; a request that an idempotent
-// route and one that is not idempotent both serve, read under base paths of different lengths (with
-// POST /{tenant}/orders or POST /api/orders idempotent and POST /orders not: POST /acme/orders, POST
-// /api/orders), is ambiguous: it gets a key as the idempotent operation would, but one attempt only,
-// since it may be the other. Give it idemclient.WithMatcher(m), m from IdempotentMatcher(server), to
-// match exactly under the server URL's base path, as NewIdempotentClient does. opts configure the Doer
+// every other request passes through untouched. Not knowing the server URL, it reads a request under
+// the base paths the spec's top-level servers declare, if any, as IdempotentMatcher does; when no
+// route serves it whole under them, it matches the request on the end of its URL path, so that a
+// server URL with another base path works; a request that an idempotent route and one that is not
+// idempotent both serve, read under base paths of different lengths (with POST /{tenant}/orders or
+// POST /api/orders idempotent and POST /orders not: POST /acme/orders, POST /api/orders), is
+// ambiguous: it gets a key as the idempotent operation would, but one attempt only, since it may be
+// the other. Give it idemclient.WithMatcher(m), m from IdempotentMatcher(server), to match exactly
+// under the server URL's base path, as NewIdempotentClient does. opts configure the Doer
 // (idemclient.WithClock, WithAttemptTimeout, WithLogger, WithAttemptHook, ...); a WithMatcher among
 // them replaces the operations' matcher.
 func NewIdempotentDoer(inner HttpRequestDoer, opts ...idemclient.Option) *idemclient.Doer {
@@ -123,21 +125,8 @@ func IdempotentMatcher(server string) (idemclient.Matcher, error) {
 	}
 	base := u.EscapedPath()
 	return func(req *http.Request) (idemclient.Policy, bool) {
-		rest, ok := strings.CutPrefix(req.URL.EscapedPath(), base)
-		if !ok {
-			return idemclient.Policy{}, false
-		}
-		path := idemgenClientSplit(rest)
-		for _, rt := range idemgenClientRoutes[req.Method] {
-			if len(rt.segs) != len(path) || !idemgenClientEnds(rt.segs, path) {
-				continue
-			}
-			if rt.policy == nil {
-				return idemclient.Policy{}, false
-			}
-			return *rt.policy, true
-		}
-		return idemclient.Policy{}, false
+		p, idempotent, _ := idemgenClientExact(req, base)
+		return p, idempotent
 	}, nil
 }
 
@@ -326,37 +315,80 @@ func idemgenClientSplit(escaped string) []string {
 	return path
 }
 
+// idemgenClientBases are the base paths of the spec's servers (top-level servers, variables at their
+// default values), as IdempotentMatcher strips them: idemgenClientMatch reads a request under them
+// first.
+var idemgenClientBases = []string{"/"}
+
+// idemgenClientExact matches req by its whole path under base, an escaped path that ends with a slash:
+// ok reports whether a route serves the rest of the path (routes of its length only, static segments
+// before parameters, as a router), idempotent whether that route is idempotent, and p is its policy
+// then. A request outside base is not served.
+func idemgenClientExact(req *http.Request, base string) (p idemclient.Policy, idempotent, ok bool) {
+	rest, under := strings.CutPrefix(req.URL.EscapedPath(), base)
+	if !under {
+		return idemclient.Policy{}, false, false
+	}
+	path := idemgenClientSplit(rest)
+	for _, rt := range idemgenClientRoutes[req.Method] {
+		if len(rt.segs) != len(path) || !idemgenClientEnds(rt.segs, path) {
+			continue
+		}
+		if rt.policy == nil {
+			return idemclient.Policy{}, false, true
+		}
+		return *rt.policy, true, true
+	}
+	return idemclient.Policy{}, false, false
+}
+
 // idemgenClientMatch is NewIdempotentDoer's matcher, for a Doer that does not know the server URL: the
-// policy of the idempotent operation whose route serves the request, matched on the end of its path
-// (the server URL may add a base path), split by idemgenClientSplit; ok is false for every other
-// request. Of the routes of one length the first that matches serves the request (static segments
-// before parameters, as a router); routes of different lengths that match are read under base paths of
-// different lengths, which the end of the path cannot tell apart. When the routes that match so
-// include an idempotent one and one that is not idempotent (POST /acme/orders is POST
-// /{tenant}/orders, or POST /orders under the base path /acme; POST /api/orders is POST /api/orders,
-// or POST /orders under /api), the request is ambiguous: it is managed under the policy of the longest
-// idempotent one, so that it carries a key of its own (a new one, or the one it carries, never the nil
-// UUID), but with one attempt (MaxAttempts 1), since retrying an operation that is not idempotent
-// could run it twice; under a key in the body, an ambiguous request without a JSON body
-// (idemgenClientJSON) is not matched. IdempotentMatcher matches exactly.
+// policy of the idempotent operation whose route serves the request. It first reads the request under
+// each base path of the spec's servers (/), as IdempotentMatcher would: when a route serves the rest
+// of the path whole under one of them, that decides (a route that is not idempotent means no retry and
+// no key; should routes under two base paths disagree, the request is ambiguous, below). A request
+// that no route serves whole under them is matched on the end of its path (the server URL may add a
+// base path), split by idemgenClientSplit; ok is false for every other request. Of the routes of one
+// length the first that matches serves the request (static segments before parameters, as a router);
+// routes of different lengths that match are read under base paths of different lengths, which the end
+// of the path cannot tell apart. When the routes that match so include an idempotent one and one that
+// is not idempotent (POST /acme/orders is POST /{tenant}/orders, or POST /orders under the base path
+// /acme; POST /api/orders is POST /api/orders, or POST /orders under /api), the request is ambiguous:
+// it is managed under the policy of the longest idempotent one, so that it carries a key of its own (a
+// new one, or the one it carries, never the nil UUID), but with one attempt (MaxAttempts 1), since
+// retrying an operation that is not idempotent could run it twice; under a key in the body, an
+// ambiguous request without a JSON body (idemgenClientJSON) is not matched. IdempotentMatcher matches
+// exactly.
 func idemgenClientMatch(req *http.Request) (idemclient.Policy, bool) {
-	path := idemgenClientSplit(strings.TrimPrefix(req.URL.EscapedPath(), "/"))
 	var (
 		p     idemclient.Policy
 		found bool
 		plain bool
-		n     = -1 // the length of the last route that matched: one route per length
 	)
-	for _, rt := range idemgenClientRoutes[req.Method] {
-		if len(rt.segs) == n || !idemgenClientEnds(rt.segs, path) {
-			continue
-		}
-		n = len(rt.segs)
+	for _, base := range idemgenClientBases {
+		bp, idem, ok := idemgenClientExact(req, base)
 		switch {
-		case rt.policy == nil:
+		case !ok:
+		case !idem:
 			plain = true
 		case !found:
-			p, found = *rt.policy, true
+			p, found = bp, true
+		}
+	}
+	if !found && !plain {
+		path := idemgenClientSplit(strings.TrimPrefix(req.URL.EscapedPath(), "/"))
+		n := -1 // the length of the last route that matched: one route per length
+		for _, rt := range idemgenClientRoutes[req.Method] {
+			if len(rt.segs) == n || !idemgenClientEnds(rt.segs, path) {
+				continue
+			}
+			n = len(rt.segs)
+			switch {
+			case rt.policy == nil:
+				plain = true
+			case !found:
+				p, found = *rt.policy, true
+			}
 		}
 	}
 	if found && plain {

@@ -3,6 +3,7 @@ package client_test
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -513,3 +514,173 @@ func TestExactBasePath(t *testing.T) {
 `))
 	m.Go(t, "test", "./api")
 }
+
+// serversSpec declares a server whose URL has the base path /api/v1
+// (SERVERS is replaced by the servers: block, or by nothing), next to POST
+// /orders, not idempotent, and POST /{tenant}/v1/orders, idempotent, whose
+// templates end the same.
+const serversSpec = `openapi: 3.0.3
+info: {title: Servers, version: 1.0.0}
+SERVERS
+paths:
+  /orders:
+    post:
+      operationId: createOrder
+      responses:
+        '201': {description: created}
+  /{tenant}/v1/orders:
+    post:
+      operationId: createTenantV1Order
+      x-idempotency: {semantics: strict}
+      parameters:
+        - {name: tenant, in: path, required: true, schema: {type: string}}
+      responses:
+        '201': {description: created}
+`
+
+// TestMatchDeclaredServers: NewIdempotentDoer, without the server URL,
+// matched on the end of the path alone, so that under the base path
+// /api/v1 the request of POST /orders (/api/v1/orders) was also POST
+// /{tenant}/v1/orders (tenant "api"): ambiguous, it got a key, and the
+// idempotent POST /{tenant}/v1/orders under /api/v1 was sent once. When the
+// spec's servers declare /api/v1, the Doer reads a request under it first,
+// as IdempotentMatcher would: POST /orders is sent once without a key,
+// POST /{tenant}/v1/orders is retried under one key. A request under a
+// base path the spec does not declare, or that no route serves whole
+// under the declared one, falls back to the end of the path and its
+// ambiguity rule; so does a request that two declared base paths read
+// differently; a spec without servers behaves as before; a relative
+// server URL and one with a variable (its default value) work alike.
+func TestMatchDeclaredServers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a module")
+	}
+	for _, tc := range []struct {
+		name, servers string
+		declared      bool // /api/v1 settles the requests under it
+		twoBases      bool // "/" is declared too
+	}{
+		{"absolute", "servers: [{url: 'https://h/api/v1'}]", true, false},
+		{"relative", "servers: [{url: /api/v1/}]", true, false},
+		{"variable", "servers: [{url: 'https://h/{base}/v1', variables: {base: {default: api}}}]", true, false},
+		{"undeclared variable: left out", "servers: [{url: 'https://h/{base}/v1'}]", false, false},
+		{"two base paths that disagree", "servers: [{url: 'https://h/api/v1'}, {url: 'https://h'}]", true, true},
+		{"no servers", "", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := filepath.Join(t.TempDir(), "openapi.yaml")
+			require.NoError(t, os.WriteFile(spec, []byte(strings.Replace(serversSpec, "SERVERS\n", tc.servers+"\n", 1)), 0o644))
+			files, err := gentest.Generate(gentest.Case{Spec: spec, Package: "api", Server: gentest.None, Client: true, Emit: []string{client.Name}})
+			require.NoError(t, err)
+			m := gentest.NewModule(t, "example.com/servers")
+			for n, d := range files {
+				m.Write(t, "api/"+n, d)
+			}
+			test := strings.NewReplacer("DECLARED", strconv.FormatBool(tc.declared), "TWOBASES", strconv.FormatBool(tc.twoBases)).Replace(serversTest)
+			m.Write(t, "api/servers_test.go", []byte(test))
+			m.Go(t, "test", "./api")
+		})
+	}
+}
+
+// serversTest is TestMatchDeclaredServers's test in the generated package.
+const serversTest = `package api
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/idemgen/idemgen/runtime/idemclient"
+)
+
+type noSleep struct{}
+
+func (noSleep) Now() time.Time                                  { return time.Now() }
+func (noSleep) Sleep(ctx context.Context, _ time.Duration) error { return ctx.Err() }
+
+type call func(c *ClientWithResponses) (*http.Response, error)
+
+var (
+	order  call = func(c *ClientWithResponses) (*http.Response, error) { r, err := c.CreateOrderWithResponse(context.Background()); if err != nil { return nil, err }; return r.HTTPResponse, nil }
+	tenant call = func(c *ClientWithResponses) (*http.Response, error) { r, err := c.CreateTenantV1OrderWithResponse(context.Background(), "acme"); if err != nil { return nil, err }; return r.HTTPResponse, nil }
+)
+
+func TestServers(t *testing.T) {
+	const declared, twoBases = DECLARED, TWOBASES
+	var (
+		mu   sync.Mutex
+		keys = map[string][]string{} // by path, the key of each send
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		keys[r.URL.Path] = append(keys[r.URL.Path], r.Header.Get("Idempotency-Key"))
+		mu.Unlock()
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	// sends, and whether each carries one key: ambiguous requests are sent
+	// once with a key, idempotent ones 4 times under one key.
+	type want struct {
+		sends int
+		key   bool
+	}
+	ambiguous, retried, plain := want{1, true}, want{4, true}, want{1, false}
+	pick := func(settled, fallback want) want {
+		if declared {
+			return settled
+		}
+		return fallback
+	}
+	underAPI := pick(retried, ambiguous)
+	orderUnderAPI := pick(plain, ambiguous)
+	undeclared := ambiguous
+	if twoBases { // /api/v1/orders is POST /orders under /api/v1, or tenant api's under /
+		orderUnderAPI = ambiguous
+		undeclared = retried // /acme/v1/orders is tenant acme's under the declared /
+	}
+	for _, tc := range []struct {
+		name string
+		base string
+		call call
+		path string
+		want want
+	}{
+		{"POST /orders under the declared base path", "/api/v1", order, "/api/v1/orders", orderUnderAPI},
+		{"the idempotent operation under the declared base path", "/api/v1", tenant, "/api/v1/acme/v1/orders", underAPI},
+		{"under a base path the spec does not declare: ambiguous", "/acme/v1", order, "/acme/v1/orders", undeclared},
+		{"under the declared base path, no route serves the rest whole: ambiguous", "/api/v1/x/acme/v1", order, "/api/v1/x/acme/v1/orders", ambiguous},
+		{"no base path", "", order, "/orders", plain},
+	} {
+		c, err := NewClientWithResponses(srv.URL+tc.base, WithHTTPClient(NewIdempotentDoer(nil, idemclient.WithClock(noSleep{}))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := tc.call(c)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		mu.Lock()
+		got, all := keys[tc.path], len(keys)
+		clear(keys)
+		mu.Unlock()
+		if len(got) != tc.want.sends || all != 1 || resp.StatusCode != http.StatusServiceUnavailable {
+			t.Errorf("%s: %s sent %d times (%d paths, status %d), want %d", tc.name, tc.path, len(got), all, resp.StatusCode, tc.want.sends)
+			continue
+		}
+		for _, k := range got {
+			switch u, err := uuid.Parse(k); {
+			case !tc.want.key && k != "":
+				t.Errorf("%s: %s sent with the key %q, want none", tc.name, tc.path, k)
+			case tc.want.key && (err != nil || u == uuid.Nil || k != got[0]):
+				t.Errorf("%s: %s sent with the keys %q, want one UUID other than the nil UUID", tc.name, tc.path, got)
+			}
+		}
+	}
+}
+`
