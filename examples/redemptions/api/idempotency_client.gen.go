@@ -315,11 +315,6 @@ func idemgenClientSplit(escaped string) []string {
 	return path
 }
 
-// idemgenClientBases are the base paths of the spec's servers (top-level servers, variables at their
-// default values), as IdempotentMatcher strips them: idemgenClientMatch reads a request under them
-// first.
-var idemgenClientBases = []string{"/"}
-
 // idemgenClientExact matches req by its whole path under base, an escaped path that ends with a slash:
 // ok reports whether a route serves the rest of the path (routes of its length only, static segments
 // before parameters, as a router), idempotent whether that route is idempotent, and p is its policy
@@ -343,52 +338,36 @@ func idemgenClientExact(req *http.Request, base string) (p idemclient.Policy, id
 }
 
 // idemgenClientMatch is NewIdempotentDoer's matcher, for a Doer that does not know the server URL: the
-// policy of the idempotent operation whose route serves the request. It first reads the request under
-// each base path of the spec's servers (/), as IdempotentMatcher would: when a route serves the rest
-// of the path whole under one of them, that decides (a route that is not idempotent means no retry and
-// no key; should routes under two base paths disagree, the request is ambiguous, below). A request
-// that no route serves whole under them is matched on the end of its path (the server URL may add a
-// base path), split by idemgenClientSplit; ok is false for every other request. Of the routes of one
-// length the first that matches serves the request (static segments before parameters, as a router);
-// routes of different lengths that match are read under base paths of different lengths, which the end
-// of the path cannot tell apart. When the routes that match so include an idempotent one and one that
-// is not idempotent (POST /acme/orders is POST /{tenant}/orders, or POST /orders under the base path
-// /acme; POST /api/orders is POST /api/orders, or POST /orders under /api), the request is ambiguous:
-// it is managed under the policy of the longest idempotent one, so that it carries a key of its own (a
-// new one, or the one it carries, never the nil UUID), but with one attempt (MaxAttempts 1), since
-// retrying an operation that is not idempotent could run it twice; under a key in the body, an
-// ambiguous request without a JSON body (idemgenClientJSON) is not matched. IdempotentMatcher matches
-// exactly.
+// policy of the idempotent operation whose route serves the request. It is matched on the end of its
+// path (the server URL may add a base path), split by idemgenClientSplit; ok is false for every other
+// request. Of the routes of one length the first that matches serves the request (static segments
+// before parameters, as a router); routes of different lengths that match are read under base paths of
+// different lengths, which the end of the path cannot tell apart. When the routes that match so
+// include an idempotent one and one that is not idempotent (POST /acme/orders is POST
+// /{tenant}/orders, or POST /orders under the base path /acme; POST /api/orders is POST /api/orders,
+// or POST /orders under /api), the request is ambiguous: it is managed under the policy of the longest
+// idempotent one, so that it carries a key of its own (a new one, or the one it carries, never the nil
+// UUID), but with one attempt (MaxAttempts 1), since retrying an operation that is not idempotent
+// could run it twice; under a key in the body, an ambiguous request without a JSON body
+// (idemgenClientJSON) is not matched. IdempotentMatcher matches exactly.
 func idemgenClientMatch(req *http.Request) (idemclient.Policy, bool) {
 	var (
 		p     idemclient.Policy
 		found bool
 		plain bool
 	)
-	for _, base := range idemgenClientBases {
-		bp, idem, ok := idemgenClientExact(req, base)
+	path := idemgenClientSplit(strings.TrimPrefix(req.URL.EscapedPath(), "/"))
+	n := -1 // the length of the last route that matched: one route per length
+	for _, rt := range idemgenClientRoutes[req.Method] {
+		if len(rt.segs) == n || !idemgenClientEnds(rt.segs, path) {
+			continue
+		}
+		n = len(rt.segs)
 		switch {
-		case !ok:
-		case !idem:
+		case rt.policy == nil:
 			plain = true
 		case !found:
-			p, found = bp, true
-		}
-	}
-	if !found && !plain {
-		path := idemgenClientSplit(strings.TrimPrefix(req.URL.EscapedPath(), "/"))
-		n := -1 // the length of the last route that matched: one route per length
-		for _, rt := range idemgenClientRoutes[req.Method] {
-			if len(rt.segs) == n || !idemgenClientEnds(rt.segs, path) {
-				continue
-			}
-			n = len(rt.segs)
-			switch {
-			case rt.policy == nil:
-				plain = true
-			case !found:
-				p, found = *rt.policy, true
-			}
+			p, found = *rt.policy, true
 		}
 	}
 	if found && plain {

@@ -992,7 +992,12 @@ func matcherBases(paths []string) []string {
 		if u, err = u.Parse("./"); err != nil {
 			continue
 		}
-		if b := u.EscapedPath(); !slices.Contains(out, b) {
+		// A root base path (a server URL with no path, the most common)
+		// is no evidence: every path is under it, whatever the base path
+		// the client really sends to, so that reading a request under it
+		// could take POST /orders under an undeclared /acme/v1 for tenant
+		// acme's POST /{tenant}/v1/orders and retry it.
+		if b := u.EscapedPath(); b != "/" && !slices.Contains(out, b) {
 			out = append(out, b)
 		}
 	}

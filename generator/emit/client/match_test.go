@@ -564,7 +564,8 @@ func TestMatchDeclaredServers(t *testing.T) {
 		{"relative", "servers: [{url: /api/v1/}]", true, false},
 		{"variable", "servers: [{url: 'https://h/{base}/v1', variables: {base: {default: api}}}]", true, false},
 		{"undeclared variable: left out", "servers: [{url: 'https://h/{base}/v1'}]", false, false},
-		{"two base paths that disagree", "servers: [{url: 'https://h/api/v1'}, {url: 'https://h'}]", true, true},
+		{"a root server URL is no evidence: left out", "servers: [{url: 'https://h/api/v1'}, {url: 'https://h'}]", true, false},
+		{"a root server URL alone: as without servers", "servers: [{url: 'https://h'}, {url: /}]", false, false},
 		{"no servers", "", false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
