@@ -91,10 +91,13 @@ func NewIdempotentClient(server string, opts ...ClientOption) (*IdempotentClient
 // idempotent both serve, read under base paths of different lengths (with POST /{tenant}/orders or
 // POST /api/orders idempotent and POST /orders not: POST /acme/orders, POST /api/orders), is
 // ambiguous: it gets a key as the idempotent operation would, but one attempt only, since it may be
-// the other. Give it idemclient.WithMatcher(m), m from IdempotentMatcher(server), to match exactly
-// under the server URL's base path, as NewIdempotentClient does. opts configure the Doer
-// (idemclient.WithClock, WithAttemptTimeout, WithLogger, WithAttemptHook, ...); a WithMatcher among
-// them replaces the operations' matcher.
+// the other. This costs retries for a common REST shape: with POST /orders not idempotent, an
+// idempotent POST /users/{id}/orders is always ambiguous this way (POST /orders under the base path
+// /users/5), so its requests are sent once, never retried. Give it idemclient.WithMatcher(m), m from
+// IdempotentMatcher(server), to match exactly under the server URL's base path, as NewIdempotentClient
+// does: recommended whenever the server URL is known. The typed helpers are retried either way. opts
+// configure the Doer (idemclient.WithClock, WithAttemptTimeout, WithLogger, WithAttemptHook, ...); a
+// WithMatcher among them replaces the operations' matcher.
 func NewIdempotentDoer(inner HttpRequestDoer, opts ...idemclient.Option) *idemclient.Doer {
 	if inner == nil {
 		inner = http.DefaultClient
@@ -109,8 +112,12 @@ func NewIdempotentDoer(inner HttpRequestDoer, opts ...idemclient.Option) *idemcl
 // the operation's path; the matcher strips exactly the base path that gives, escaped as the request's
 // path is, and compares the rest, split by idemgenClientSplit, with the routes of the same length,
 // static segments before parameters: a route that is not idempotent that serves the request means no
-// retry, and a request outside the base path is not matched. Give it to NewIdempotentDoer with
-// idemclient.WithMatcher. It fails when server does not parse as a URL.
+// retry. A request that no route serves whole under the base path (outside it, or its path rewritten,
+// say by a request editor adding a gateway prefix) is read as NewIdempotentDoer reads it
+// (idemgenClientMatch: the spec's declared base paths, then the end of the path, an ambiguous request
+// sent once), rather than sent unmanaged with the nil UUID oapi-codegen writes for an unset uuid key,
+// which every such call would share. Give it to NewIdempotentDoer with idemclient.WithMatcher. It
+// fails when server does not parse as a URL.
 func IdempotentMatcher(server string) (idemclient.Matcher, error) {
 	if !strings.HasSuffix(server, "/") {
 		server += "/"
@@ -125,7 +132,10 @@ func IdempotentMatcher(server string) (idemclient.Matcher, error) {
 	}
 	base := u.EscapedPath()
 	return func(req *http.Request) (idemclient.Policy, bool) {
-		p, idempotent, _ := idemgenClientExact(req, base)
+		p, idempotent, ok := idemgenClientExact(req, base)
+		if !ok {
+			return idemgenClientMatch(req) // a path rewritten (a gateway prefix): read as NewIdempotentDoer does
+		}
 		return p, idempotent
 	}, nil
 }
@@ -348,8 +358,9 @@ func idemgenClientExact(req *http.Request, base string) (p idemclient.Policy, id
 // or POST /orders under /api), the request is ambiguous: it is managed under the policy of the longest
 // idempotent one, so that it carries a key of its own (a new one, or the one it carries, never the nil
 // UUID), but with one attempt (MaxAttempts 1), since retrying an operation that is not idempotent
-// could run it twice; under a key in the body, an ambiguous request without a JSON body
-// (idemgenClientJSON) is not matched. IdempotentMatcher matches exactly.
+// could run it twice, and marked Ambiguous, so that the Doer adds no key to its query or body (it only
+// replaces a nil UUID there; a header key is added); under a key in the body, an ambiguous request
+// without a JSON body (idemgenClientJSON) is not matched. IdempotentMatcher matches exactly.
 func idemgenClientMatch(req *http.Request) (idemclient.Policy, bool) {
 	var (
 		p     idemclient.Policy
@@ -375,6 +386,7 @@ func idemgenClientMatch(req *http.Request) (idemclient.Policy, bool) {
 			return idemclient.Policy{}, false
 		}
 		p.MaxAttempts = 1
+		p.Ambiguous = true
 	}
 	return p, found
 }

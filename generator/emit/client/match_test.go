@@ -71,7 +71,7 @@ func TestMatch(t *testing.T) {
 // not idempotent; and the other way round, an idempotent POST /payments
 // next to a longer POST /{region}/payments, not idempotent; an idempotent
 // POST /{tenant}/items whose key goes in the JSON body next to POST /items,
-// not idempotent and without a body. KEYPARAM is
+// not idempotent, whose optional JSON body allows no other member. KEYPARAM is
 // replaced by the declaration of POST /{tenant}/orders's key parameter (a
 // required uuid header, as idemgen spec adds it) or by nothing.
 const basePathSpec = `openapi: 3.0.3
@@ -115,6 +115,10 @@ KEYPARAM
   /items:
     post:
       operationId: createItem
+      requestBody:
+        content:
+          application/json:
+            schema: {type: object, additionalProperties: false, properties: {name: {type: string}}}
       responses:
         '201': {description: created}
   /{tenant}/items:
@@ -197,6 +201,7 @@ const basePathTest = `package api
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -222,7 +227,12 @@ var (
 	shopRefund   call = func(c *ClientWithResponses) (*http.Response, error) { r, err := c.CreateShopRefundWithResponse(context.Background(), "s1"); if err != nil { return nil, err }; return r.HTTPResponse, nil }
 	payment      call = func(c *ClientWithResponses) (*http.Response, error) { r, err := c.CreatePaymentWithResponse(context.Background()); if err != nil { return nil, err }; return r.HTTPResponse, nil }
 	regionPay    call = func(c *ClientWithResponses) (*http.Response, error) { r, err := c.CreateRegionPaymentWithResponse(context.Background(), "eu"); if err != nil { return nil, err }; return r.HTTPResponse, nil }
-	item         call = func(c *ClientWithResponses) (*http.Response, error) { r, err := c.CreateItemWithResponse(context.Background()); if err != nil { return nil, err }; return r.HTTPResponse, nil }
+	item         call = func(c *ClientWithResponses) (*http.Response, error) { r, err := c.CreateItemWithBodyWithResponse(context.Background(), "application/json", nil); if err != nil { return nil, err }; return r.HTTPResponse, nil }
+	itemJSON     call = func(c *ClientWithResponses) (*http.Response, error) {
+		name := "x"
+		r, err := c.CreateItemWithResponse(context.Background(), CreateItemJSONRequestBody{Name: &name})
+		if err != nil { return nil, err }; return r.HTTPResponse, nil
+	}
 	tenantItem   call = func(c *ClientWithResponses) (*http.Response, error) {
 		r, err := c.CreateTenantItemWithResponse(context.Background(), "acme", CreateTenantItemJSONRequestBody{})
 		if err != nil { return nil, err }; return r.HTTPResponse, nil
@@ -244,8 +254,12 @@ func TestBasePath(t *testing.T) {
 		var body struct {
 			Key string ` + "`" + `json:"idempotency_key"` + "`" + `
 		}
-		if json.NewDecoder(r.Body).Decode(&body) == nil && body.Key != "" {
+		raw, _ := io.ReadAll(r.Body)
+		if json.Unmarshal(raw, &body) == nil && body.Key != "" {
 			k = body.Key
+		}
+		if r.URL.Path == "/api/items" && len(raw) > 0 && string(raw) != ` + "`" + `{"name":"x"}` + "`" + ` {
+			k = "body changed: " + string(raw) // POST /items allows no other member
 		}
 		keys[r.URL.Path] = append(keys[r.URL.Path], k)
 		mu.Unlock()
@@ -277,6 +291,7 @@ func TestBasePath(t *testing.T) {
 		{"ambiguous the other way: POST /payments under /eu, or the region eu", "/eu", payment, "/eu/payments", 1, key},
 		{"ambiguous, the key in the body: a JSON body", "", tenantItem, "/acme/items", 1, key},
 		{"ambiguous, the key in the body: no body, not the idempotent operation", "/api", item, "/api/items", 1, none},
+		{"ambiguous, the key in the body: a JSON body without the member is sent as is", "/api", itemJSON, "/api/items", 1, none},
 		{"idempotent, no other route", "", payment, "/payments", 4, key},
 		{"the typed helper carries its policy", "/api", tenantHelper, "/api/acme/orders", 4, key},
 	} {
@@ -309,6 +324,34 @@ func TestBasePath(t *testing.T) {
 				t.Errorf("%s: %s sent with the key %s of %q", tc.name, tc.path, k, other)
 			}
 			seen[k] = tc.name
+		}
+	}
+
+	// NewIdempotentClient's exact matcher, a request editor adding a gateway
+	// prefix: no route serves /gw/acme/orders whole under the base path, so
+	// it is read as NewIdempotentDoer reads it (ambiguous: sent once, a key
+	// of its own), not sent unmanaged with a key every call would share.
+	ic, err := NewIdempotentClient(srv.URL, WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
+		req.URL.Path = "/gw" + req.URL.Path
+		return nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := tenantOrder(ic.ClientWithResponses); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	got := keys["/gw/acme/orders"]
+	mu.Unlock()
+	if len(got) != 2 || got[0] == got[1] {
+		t.Fatalf("editor-prefixed calls sent with the keys %q, want two different keys, once each", got)
+	}
+	for _, k := range got {
+		if u, err := uuid.Parse(k); err != nil || u == uuid.Nil {
+			t.Errorf("editor-prefixed call sent with the key %q, want a UUID other than the nil UUID", k)
 		}
 	}
 }
