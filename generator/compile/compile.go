@@ -11,6 +11,7 @@ import (
 	"maps"
 	"math"
 	"net/http"
+	"net/url"
 	"reflect"
 	"regexp"
 	"slices"
@@ -196,6 +197,7 @@ func (c *compiler) run() *ir.Spec {
 	if t.Info != nil {
 		spec.Title, spec.Version = t.Info.Title, t.Info.Version
 	}
+	spec.BasePaths = BasePaths(t.Servers)
 	if n := c.doc.Lookup("/x-idempotency"); n.Node != nil {
 		b, ds := contract.Parse(n.Node, contract.Root, c.locator(n))
 		c.root = b
@@ -262,6 +264,44 @@ func (c *compiler) run() *ir.Spec {
 // types lists the Go types oapi-codegen declares for the components, by
 // name (x-go-name honoured, as oapi-codegen does for definitions that are
 // not references).
+// BasePaths returns the paths of servers for ir.Spec.BasePaths: each URL
+// with its variables replaced by their default values, resolved against
+// "/", escaped; without the URLs that do not parse or keep a variable the
+// server does not declare, and without repeats.
+func BasePaths(servers openapi3.Servers) []string {
+	var out []string
+	root := &url.URL{Path: "/"}
+	for _, s := range servers {
+		if s == nil {
+			continue
+		}
+		raw := s.URL
+		for _, name := range slices.Sorted(maps.Keys(s.Variables)) {
+			if v := s.Variables[name]; v != nil {
+				raw = strings.ReplaceAll(raw, "{"+name+"}", v.Default)
+			}
+		}
+		if strings.ContainsAny(raw, "{}") {
+			continue
+		}
+		u, err := url.Parse(raw)
+		if err != nil {
+			continue
+		}
+		if u.Scheme == "" && u.Host == "" {
+			u = root.ResolveReference(&url.URL{Path: u.Path, RawPath: u.RawPath})
+		}
+		p := u.EscapedPath()
+		if p == "" {
+			p = "/"
+		}
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 func (c *compiler) types() []ir.Decl {
 	comp := c.doc.T.Components
 	if comp == nil {

@@ -48,6 +48,15 @@ type Spec struct {
 	// precedence (a static /a/b wins over /a/{x}, even when /a/b is not
 	// idempotent).
 	Routes []Route `json:"routes,omitempty"`
+	// BasePaths are the paths of the spec's top-level servers, in the
+	// spec's order without repeats: each URL with its variables replaced
+	// by their default values, resolved against "/" (a relative URL such as
+	// ./v1 gives /v1, a URL without a path gives /), escaped as in a URL.
+	// A URL idemgen cannot read (one that does not parse, a variable the
+	// server does not declare) is left out. Path-item and operation servers
+	// are not read. A client that does not know its server URL matches
+	// requests under these first.
+	BasePaths []string `json:"basePaths,omitempty"`
 	// Types are the package-level Go types oapi-codegen declares for the
 	// spec's components (schemas, parameters, responses, request bodies), so
 	// emitters can avoid their names. Sorted by name.

@@ -424,6 +424,19 @@ func (d *Doer) prepare(ctx context.Context, req *http.Request, call *Call, p Pol
 			others bool
 		)
 		existing, pairs, others = queryKey(req.URL.RawQuery, p.KeyName)
+		if p.Ambiguous { // never add a parameter: only fill one that carries no key
+			switch {
+			case others:
+				existing, key = "", ""
+			case existing == "" && pairs > 0: // empty or the nil UUID
+				u := *req.URL
+				u.RawQuery = setQueryKey(u.RawQuery, p.KeyName, key)
+				pr.tmpl.URL = &u
+			case existing == "":
+				key = ""
+			}
+			break
+		}
 		if others {
 			if data == nil {
 				closeBody(req)
@@ -437,6 +450,22 @@ func (d *Doer) prepare(ctx context.Context, req *http.Request, call *Call, p Pol
 			pr.tmpl.URL = &u
 		}
 	case CarrierBody:
+		if p.Ambiguous { // never add a member: only fill one that carries no key
+			toks, _ := parsePointer(p.KeyName) // validated
+			switch s, ok := bodyKeyMember(data, toks); {
+			case !hasBody || !ok:
+				key = ""
+			case carried(s) == "": // "", null or the nil UUID: no key
+				out, _, err := setBodyKey(data, toks, key)
+				if err != nil { // not expected: the member was read
+					return nil, d.fail(req, call, ErrBadKeyCarrier, err)
+				}
+				data = out
+			default:
+				existing = s
+			}
+			break
+		}
 		if !hasBody {
 			return nil, d.fail(req, call, ErrBadKeyCarrier, errors.New("the key goes in the body, but the request has none"))
 		}
@@ -475,6 +504,9 @@ func (d *Doer) prepare(ctx context.Context, req *http.Request, call *Call, p Pol
 }
 
 func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy) (*http.Response, error) {
+	if p.Ambiguous { // it may be an operation that is not idempotent: once
+		p.MaxAttempts = 1
+	}
 	call.setClock(d.cfg.clock)
 	pr, err := d.prepare(ctx, req, call, p)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -1195,4 +1196,73 @@ func TestWrappedURLErrorRedacted(t *testing.T) {
 	var ue *url.Error
 	assert.ErrorAs(t, err, &ue)
 	assert.ErrorIs(t, err, syscall.ECONNREFUSED)
+}
+
+// An ambiguous request (Policy.Ambiguous: it may be an operation that is
+// not idempotent) is sent once, and its key is never added as a query
+// parameter or body member it does not carry (a plain operation whose
+// schema forbids other members would refuse it): only one carrying no key
+// (the nil UUID, empty, null) is filled, a carried key kept, and a request
+// without one sent unchanged.
+func TestAmbiguousNeverAdds(t *testing.T) {
+	var (
+		mu   sync.Mutex
+		sent []string
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		sent = append(sent, r.URL.RawQuery+" "+string(b))
+		mu.Unlock()
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	const nilKey = "00000000-0000-0000-0000-000000000000"
+	body := Policy{MaxAttempts: 4, KeyCarrier: CarrierBody, KeyName: "/idempotency_key", Ambiguous: true}
+	query := Policy{MaxAttempts: 4, KeyCarrier: CarrierQuery, KeyName: "request_id", Ambiguous: true}
+	for _, tc := range []struct {
+		name        string
+		p           Policy
+		query, body string
+		same        bool // sent unchanged
+		fresh       bool // the nil UUID replaced by a new key
+	}{
+		{"body without the member", body, "", `{"name":"x"}`, true, false},
+		{"body not an object", body, "", `["x"]`, true, false},
+		{"body with an empty member", body, "", `{"idempotency_key":"","name":"x"}`, false, false},
+		{"body with a null member", body, "", `{"idempotency_key":null,"name":"x"}`, false, false},
+		{"body with a key", body, "", `{"idempotency_key":"k1","name":"x"}`, true, false},
+		{"body with the nil UUID", body, "", `{"idempotency_key":"` + nilKey + `","name":"x"}`, false, true},
+		{"query without the parameter", query, "a=1", `{}`, true, false},
+		{"query with a key", query, "request_id=k1", `{}`, true, false},
+		{"query with an empty key", query, "a=1&request_id=", `{}`, false, false},
+		{"query with the nil UUID", query, "request_id=" + nilKey, `{}`, false, true},
+	} {
+		mu.Lock()
+		sent = nil
+		mu.Unlock()
+		d := NewDoer(http.DefaultClient, DefaultPolicy(), WithMatcher(func(*http.Request) (Policy, bool) { return tc.p, true }))
+		u := srv.URL
+		if tc.query != "" {
+			u += "?" + tc.query
+		}
+		resp, err := d.Do(post(t, context.Background(), u, tc.body))
+		require.NoError(t, err, tc.name)
+		resp.Body.Close()
+		mu.Lock()
+		got := slices.Clone(sent)
+		mu.Unlock()
+		require.Len(t, got, 1, "%s: sent once", tc.name)
+		want := tc.query + " " + tc.body
+		if tc.same {
+			assert.Equal(t, want, got[0], tc.name)
+		}
+		if tc.fresh {
+			assert.NotContains(t, got[0], nilKey, tc.name)
+			assert.Equal(t, len(want), len(got[0]), "%s: %s, one key for the other", tc.name, got[0])
+		}
+		if !tc.same && !tc.fresh { // filled: a new key where none was
+			assert.Regexp(t, `[0-9a-f]{8}-[0-9a-f]{4}-7`, got[0], tc.name)
+		}
+	}
 }

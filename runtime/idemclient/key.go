@@ -345,3 +345,32 @@ func jsonString(s string) string {
 	_ = enc.Encode(s) // a string always encodes
 	return strings.TrimSuffix(b.String(), "\n")
 }
+
+// bodyKeyMember returns the string at the member named by pointer toks in
+// the JSON body, without changing anything ("" for null); ok is false
+// when the body is not valid JSON, an object on the path names the member
+// twice, or the member is missing or not a string or null.
+func bodyKeyMember(body []byte, toks []string) (s string, ok bool) {
+	if !json.Valid(body) {
+		return "", false
+	}
+	if _, dup := duplicateOnPath(body, toks); dup {
+		return "", false
+	}
+	raw := json.RawMessage(body)
+	for _, tok := range toks {
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(raw, &obj) != nil {
+			return "", false
+		}
+		v, found := obj[tok]
+		if !found {
+			return "", false
+		}
+		raw = v
+	}
+	if json.Unmarshal(raw, &s) != nil {
+		return "", false
+	}
+	return s, true
+}

@@ -242,6 +242,17 @@ type Policy struct {
 	// KeyName is the header name, query parameter name or JSON pointer of the key
 	// (default Idempotency-Key; required for the query and body carriers).
 	KeyName string
+	// Ambiguous marks a request that may be an operation that is not
+	// idempotent (the generated suffix matcher sets it when an idempotent
+	// route and one that is not both serve the request). It is sent once,
+	// whatever MaxAttempts, and the Doer adds a key to it only as a header
+	// (which an operation that does not know it ignores): under the query
+	// and body carriers it never adds a parameter or member the request
+	// does not carry, and only fills one that carries no key (the nil
+	// UUID, empty, or a null member) with a new key, since two calls must
+	// not share the nil UUID; a request without one goes out unchanged,
+	// without a key, and a key it carries is kept.
+	Ambiguous bool
 }
 
 // DefaultPolicy returns the contract defaults spelled out: 4 attempts,

@@ -65,6 +65,7 @@ paths:
 	// func idemgenClientTemplate(path string) []idemgenClientSegment {
 	// func idemgenClientEnds(segs []idemgenClientSegment, path []string) bool {
 	// func idemgenClientSplit(escaped string) []string {
+	// func idemgenClientExact(req *http.Request, base string) (p idemclient.Policy, idempotent, ok bool) {
 	// func idemgenClientMatch(req *http.Request) (idemclient.Policy, bool) {
 	// func idemgenClientJSON(req *http.Request) bool {
 }

@@ -3,6 +3,7 @@ package client_test
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -70,7 +71,7 @@ func TestMatch(t *testing.T) {
 // not idempotent; and the other way round, an idempotent POST /payments
 // next to a longer POST /{region}/payments, not idempotent; an idempotent
 // POST /{tenant}/items whose key goes in the JSON body next to POST /items,
-// not idempotent and without a body. KEYPARAM is
+// not idempotent, whose optional JSON body allows no other member. KEYPARAM is
 // replaced by the declaration of POST /{tenant}/orders's key parameter (a
 // required uuid header, as idemgen spec adds it) or by nothing.
 const basePathSpec = `openapi: 3.0.3
@@ -114,6 +115,10 @@ KEYPARAM
   /items:
     post:
       operationId: createItem
+      requestBody:
+        content:
+          application/json:
+            schema: {type: object, additionalProperties: false, properties: {name: {type: string}}}
       responses:
         '201': {description: created}
   /{tenant}/items:
@@ -196,6 +201,7 @@ const basePathTest = `package api
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -221,7 +227,12 @@ var (
 	shopRefund   call = func(c *ClientWithResponses) (*http.Response, error) { r, err := c.CreateShopRefundWithResponse(context.Background(), "s1"); if err != nil { return nil, err }; return r.HTTPResponse, nil }
 	payment      call = func(c *ClientWithResponses) (*http.Response, error) { r, err := c.CreatePaymentWithResponse(context.Background()); if err != nil { return nil, err }; return r.HTTPResponse, nil }
 	regionPay    call = func(c *ClientWithResponses) (*http.Response, error) { r, err := c.CreateRegionPaymentWithResponse(context.Background(), "eu"); if err != nil { return nil, err }; return r.HTTPResponse, nil }
-	item         call = func(c *ClientWithResponses) (*http.Response, error) { r, err := c.CreateItemWithResponse(context.Background()); if err != nil { return nil, err }; return r.HTTPResponse, nil }
+	item         call = func(c *ClientWithResponses) (*http.Response, error) { r, err := c.CreateItemWithBodyWithResponse(context.Background(), "application/json", nil); if err != nil { return nil, err }; return r.HTTPResponse, nil }
+	itemJSON     call = func(c *ClientWithResponses) (*http.Response, error) {
+		name := "x"
+		r, err := c.CreateItemWithResponse(context.Background(), CreateItemJSONRequestBody{Name: &name})
+		if err != nil { return nil, err }; return r.HTTPResponse, nil
+	}
 	tenantItem   call = func(c *ClientWithResponses) (*http.Response, error) {
 		r, err := c.CreateTenantItemWithResponse(context.Background(), "acme", CreateTenantItemJSONRequestBody{})
 		if err != nil { return nil, err }; return r.HTTPResponse, nil
@@ -243,8 +254,12 @@ func TestBasePath(t *testing.T) {
 		var body struct {
 			Key string ` + "`" + `json:"idempotency_key"` + "`" + `
 		}
-		if json.NewDecoder(r.Body).Decode(&body) == nil && body.Key != "" {
+		raw, _ := io.ReadAll(r.Body)
+		if json.Unmarshal(raw, &body) == nil && body.Key != "" {
 			k = body.Key
+		}
+		if r.URL.Path == "/api/items" && len(raw) > 0 && string(raw) != ` + "`" + `{"name":"x"}` + "`" + ` {
+			k = "body changed: " + string(raw) // POST /items allows no other member
 		}
 		keys[r.URL.Path] = append(keys[r.URL.Path], k)
 		mu.Unlock()
@@ -276,6 +291,7 @@ func TestBasePath(t *testing.T) {
 		{"ambiguous the other way: POST /payments under /eu, or the region eu", "/eu", payment, "/eu/payments", 1, key},
 		{"ambiguous, the key in the body: a JSON body", "", tenantItem, "/acme/items", 1, key},
 		{"ambiguous, the key in the body: no body, not the idempotent operation", "/api", item, "/api/items", 1, none},
+		{"ambiguous, the key in the body: a JSON body without the member is sent as is", "/api", itemJSON, "/api/items", 1, none},
 		{"idempotent, no other route", "", payment, "/payments", 4, key},
 		{"the typed helper carries its policy", "/api", tenantHelper, "/api/acme/orders", 4, key},
 	} {
@@ -308,6 +324,34 @@ func TestBasePath(t *testing.T) {
 				t.Errorf("%s: %s sent with the key %s of %q", tc.name, tc.path, k, other)
 			}
 			seen[k] = tc.name
+		}
+	}
+
+	// NewIdempotentClient's exact matcher, a request editor adding a gateway
+	// prefix: no route serves /gw/acme/orders whole under the base path, so
+	// it is read as NewIdempotentDoer reads it (ambiguous: sent once, a key
+	// of its own), not sent unmanaged with a key every call would share.
+	ic, err := NewIdempotentClient(srv.URL, WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
+		req.URL.Path = "/gw" + req.URL.Path
+		return nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := tenantOrder(ic.ClientWithResponses); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	got := keys["/gw/acme/orders"]
+	mu.Unlock()
+	if len(got) != 2 || got[0] == got[1] {
+		t.Fatalf("editor-prefixed calls sent with the keys %q, want two different keys, once each", got)
+	}
+	for _, k := range got {
+		if u, err := uuid.Parse(k); err != nil || u == uuid.Nil {
+			t.Errorf("editor-prefixed call sent with the key %q, want a UUID other than the nil UUID", k)
 		}
 	}
 }
@@ -513,3 +557,174 @@ func TestExactBasePath(t *testing.T) {
 `))
 	m.Go(t, "test", "./api")
 }
+
+// serversSpec declares a server whose URL has the base path /api/v1
+// (SERVERS is replaced by the servers: block, or by nothing), next to POST
+// /orders, not idempotent, and POST /{tenant}/v1/orders, idempotent, whose
+// templates end the same.
+const serversSpec = `openapi: 3.0.3
+info: {title: Servers, version: 1.0.0}
+SERVERS
+paths:
+  /orders:
+    post:
+      operationId: createOrder
+      responses:
+        '201': {description: created}
+  /{tenant}/v1/orders:
+    post:
+      operationId: createTenantV1Order
+      x-idempotency: {semantics: strict}
+      parameters:
+        - {name: tenant, in: path, required: true, schema: {type: string}}
+      responses:
+        '201': {description: created}
+`
+
+// TestMatchDeclaredServers: NewIdempotentDoer, without the server URL,
+// matched on the end of the path alone, so that under the base path
+// /api/v1 the request of POST /orders (/api/v1/orders) was also POST
+// /{tenant}/v1/orders (tenant "api"): ambiguous, it got a key, and the
+// idempotent POST /{tenant}/v1/orders under /api/v1 was sent once. When the
+// spec's servers declare /api/v1, the Doer reads a request under it first,
+// as IdempotentMatcher would: POST /orders is sent once without a key,
+// POST /{tenant}/v1/orders is retried under one key. A request under a
+// base path the spec does not declare, or that no route serves whole
+// under the declared one, falls back to the end of the path and its
+// ambiguity rule; so does a request that two declared base paths read
+// differently; a spec without servers behaves as before; a relative
+// server URL and one with a variable (its default value) work alike.
+func TestMatchDeclaredServers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a module")
+	}
+	for _, tc := range []struct {
+		name, servers string
+		declared      bool // /api/v1 settles the requests under it
+		twoBases      bool // "/" is declared too
+	}{
+		{"absolute", "servers: [{url: 'https://h/api/v1'}]", true, false},
+		{"relative", "servers: [{url: /api/v1/}]", true, false},
+		{"variable", "servers: [{url: 'https://h/{base}/v1', variables: {base: {default: api}}}]", true, false},
+		{"undeclared variable: left out", "servers: [{url: 'https://h/{base}/v1'}]", false, false},
+		{"a root server URL is no evidence: left out", "servers: [{url: 'https://h/api/v1'}, {url: 'https://h'}]", true, false},
+		{"a root server URL alone: as without servers", "servers: [{url: 'https://h'}, {url: /}]", false, false},
+		{"no servers", "", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := filepath.Join(t.TempDir(), "openapi.yaml")
+			require.NoError(t, os.WriteFile(spec, []byte(strings.Replace(serversSpec, "SERVERS\n", tc.servers+"\n", 1)), 0o644))
+			files, err := gentest.Generate(gentest.Case{Spec: spec, Package: "api", Server: gentest.None, Client: true, Emit: []string{client.Name}})
+			require.NoError(t, err)
+			m := gentest.NewModule(t, "example.com/servers")
+			for n, d := range files {
+				m.Write(t, "api/"+n, d)
+			}
+			test := strings.NewReplacer("DECLARED", strconv.FormatBool(tc.declared), "TWOBASES", strconv.FormatBool(tc.twoBases)).Replace(serversTest)
+			m.Write(t, "api/servers_test.go", []byte(test))
+			m.Go(t, "test", "./api")
+		})
+	}
+}
+
+// serversTest is TestMatchDeclaredServers's test in the generated package.
+const serversTest = `package api
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/idemgen/idemgen/runtime/idemclient"
+)
+
+type noSleep struct{}
+
+func (noSleep) Now() time.Time                                  { return time.Now() }
+func (noSleep) Sleep(ctx context.Context, _ time.Duration) error { return ctx.Err() }
+
+type call func(c *ClientWithResponses) (*http.Response, error)
+
+var (
+	order  call = func(c *ClientWithResponses) (*http.Response, error) { r, err := c.CreateOrderWithResponse(context.Background()); if err != nil { return nil, err }; return r.HTTPResponse, nil }
+	tenant call = func(c *ClientWithResponses) (*http.Response, error) { r, err := c.CreateTenantV1OrderWithResponse(context.Background(), "acme"); if err != nil { return nil, err }; return r.HTTPResponse, nil }
+)
+
+func TestServers(t *testing.T) {
+	const declared, twoBases = DECLARED, TWOBASES
+	var (
+		mu   sync.Mutex
+		keys = map[string][]string{} // by path, the key of each send
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		keys[r.URL.Path] = append(keys[r.URL.Path], r.Header.Get("Idempotency-Key"))
+		mu.Unlock()
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	// sends, and whether each carries one key: ambiguous requests are sent
+	// once with a key, idempotent ones 4 times under one key.
+	type want struct {
+		sends int
+		key   bool
+	}
+	ambiguous, retried, plain := want{1, true}, want{4, true}, want{1, false}
+	pick := func(settled, fallback want) want {
+		if declared {
+			return settled
+		}
+		return fallback
+	}
+	underAPI := pick(retried, ambiguous)
+	orderUnderAPI := pick(plain, ambiguous)
+	undeclared := ambiguous
+	if twoBases { // /api/v1/orders is POST /orders under /api/v1, or tenant api's under /
+		orderUnderAPI = ambiguous
+		undeclared = retried // /acme/v1/orders is tenant acme's under the declared /
+	}
+	for _, tc := range []struct {
+		name string
+		base string
+		call call
+		path string
+		want want
+	}{
+		{"POST /orders under the declared base path", "/api/v1", order, "/api/v1/orders", orderUnderAPI},
+		{"the idempotent operation under the declared base path", "/api/v1", tenant, "/api/v1/acme/v1/orders", underAPI},
+		{"under a base path the spec does not declare: ambiguous", "/acme/v1", order, "/acme/v1/orders", undeclared},
+		{"under the declared base path, no route serves the rest whole: ambiguous", "/api/v1/x/acme/v1", order, "/api/v1/x/acme/v1/orders", ambiguous},
+		{"no base path", "", order, "/orders", plain},
+	} {
+		c, err := NewClientWithResponses(srv.URL+tc.base, WithHTTPClient(NewIdempotentDoer(nil, idemclient.WithClock(noSleep{}))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := tc.call(c)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		mu.Lock()
+		got, all := keys[tc.path], len(keys)
+		clear(keys)
+		mu.Unlock()
+		if len(got) != tc.want.sends || all != 1 || resp.StatusCode != http.StatusServiceUnavailable {
+			t.Errorf("%s: %s sent %d times (%d paths, status %d), want %d", tc.name, tc.path, len(got), all, resp.StatusCode, tc.want.sends)
+			continue
+		}
+		for _, k := range got {
+			switch u, err := uuid.Parse(k); {
+			case !tc.want.key && k != "":
+				t.Errorf("%s: %s sent with the key %q, want none", tc.name, tc.path, k)
+			case tc.want.key && (err != nil || u == uuid.Nil || k != got[0]):
+				t.Errorf("%s: %s sent with the keys %q, want one UUID other than the nil UUID", tc.name, tc.path, got)
+			}
+		}
+	}
+}
+`

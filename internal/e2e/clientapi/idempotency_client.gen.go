@@ -99,15 +99,20 @@ func NewIdempotentClient(server string, opts ...ClientOption) (*IdempotentClient
 // this package: give it to WithHTTPClient. Requests of the typed helpers carry their call and its
 // policy; any other request whose method and path are those of an idempotent operation is retried
 // under that operation's policy with a new key per request (or the key the request carries already);
-// every other request passes through untouched. Not knowing the server URL, it matches a request on
-// the end of its URL path, so that a server URL with a base path works; a request that an idempotent
-// route and one that is not idempotent both serve, read under base paths of different lengths (with
-// POST /{tenant}/orders or POST /api/orders idempotent and POST /orders not: POST /acme/orders, POST
-// /api/orders), is ambiguous: it gets a key as the idempotent operation would, but one attempt only,
-// since it may be the other. Give it idemclient.WithMatcher(m), m from IdempotentMatcher(server), to
-// match exactly under the server URL's base path, as NewIdempotentClient does. opts configure the Doer
-// (idemclient.WithClock, WithAttemptTimeout, WithLogger, WithAttemptHook, ...); a WithMatcher among
-// them replaces the operations' matcher.
+// every other request passes through untouched. Not knowing the server URL, it reads a request under
+// the base paths the spec's top-level servers declare, if any, as IdempotentMatcher does; when no
+// route serves it whole under them, it matches the request on the end of its URL path, so that a
+// server URL with another base path works; a request that an idempotent route and one that is not
+// idempotent both serve, read under base paths of different lengths (with POST /{tenant}/orders or
+// POST /api/orders idempotent and POST /orders not: POST /acme/orders, POST /api/orders), is
+// ambiguous: it gets a key as the idempotent operation would, but one attempt only, since it may be
+// the other. This costs retries for a common REST shape: with POST /orders not idempotent, an
+// idempotent POST /users/{id}/orders is always ambiguous this way (POST /orders under the base path
+// /users/5), so its requests are sent once, never retried. Give it idemclient.WithMatcher(m), m from
+// IdempotentMatcher(server), to match exactly under the server URL's base path, as NewIdempotentClient
+// does: recommended whenever the server URL is known. The typed helpers are retried either way. opts
+// configure the Doer (idemclient.WithClock, WithAttemptTimeout, WithLogger, WithAttemptHook, ...); a
+// WithMatcher among them replaces the operations' matcher.
 func NewIdempotentDoer(inner HttpRequestDoer, opts ...idemclient.Option) *idemclient.Doer {
 	if inner == nil {
 		inner = http.DefaultClient
@@ -122,8 +127,12 @@ func NewIdempotentDoer(inner HttpRequestDoer, opts ...idemclient.Option) *idemcl
 // the operation's path; the matcher strips exactly the base path that gives, escaped as the request's
 // path is, and compares the rest, split by idemgenClientSplit, with the routes of the same length,
 // static segments before parameters: a route that is not idempotent that serves the request means no
-// retry, and a request outside the base path is not matched. Give it to NewIdempotentDoer with
-// idemclient.WithMatcher. It fails when server does not parse as a URL.
+// retry. A request that no route serves whole under the base path (outside it, or its path rewritten,
+// say by a request editor adding a gateway prefix) is read as NewIdempotentDoer reads it
+// (idemgenClientMatch: the spec's declared base paths, then the end of the path, an ambiguous request
+// sent once), rather than sent unmanaged with the nil UUID oapi-codegen writes for an unset uuid key,
+// which every such call would share. Give it to NewIdempotentDoer with idemclient.WithMatcher. It
+// fails when server does not parse as a URL.
 func IdempotentMatcher(server string) (idemclient.Matcher, error) {
 	if !strings.HasSuffix(server, "/") {
 		server += "/"
@@ -138,21 +147,11 @@ func IdempotentMatcher(server string) (idemclient.Matcher, error) {
 	}
 	base := u.EscapedPath()
 	return func(req *http.Request) (idemclient.Policy, bool) {
-		rest, ok := strings.CutPrefix(req.URL.EscapedPath(), base)
+		p, idempotent, ok := idemgenClientExact(req, base)
 		if !ok {
-			return idemclient.Policy{}, false
+			return idemgenClientMatch(req) // a path rewritten (a gateway prefix): read as NewIdempotentDoer does
 		}
-		path := idemgenClientSplit(rest)
-		for _, rt := range idemgenClientRoutes[req.Method] {
-			if len(rt.segs) != len(path) || !idemgenClientEnds(rt.segs, path) {
-				continue
-			}
-			if rt.policy == nil {
-				return idemclient.Policy{}, false
-			}
-			return *rt.policy, true
-		}
-		return idemclient.Policy{}, false
+		return p, idempotent
 	}, nil
 }
 
@@ -846,9 +845,31 @@ func idemgenClientSplit(escaped string) []string {
 	return path
 }
 
+// idemgenClientExact matches req by its whole path under base, an escaped path that ends with a slash:
+// ok reports whether a route serves the rest of the path (routes of its length only, static segments
+// before parameters, as a router), idempotent whether that route is idempotent, and p is its policy
+// then. A request outside base is not served.
+func idemgenClientExact(req *http.Request, base string) (p idemclient.Policy, idempotent, ok bool) {
+	rest, under := strings.CutPrefix(req.URL.EscapedPath(), base)
+	if !under {
+		return idemclient.Policy{}, false, false
+	}
+	path := idemgenClientSplit(rest)
+	for _, rt := range idemgenClientRoutes[req.Method] {
+		if len(rt.segs) != len(path) || !idemgenClientEnds(rt.segs, path) {
+			continue
+		}
+		if rt.policy == nil {
+			return idemclient.Policy{}, false, true
+		}
+		return *rt.policy, true, true
+	}
+	return idemclient.Policy{}, false, false
+}
+
 // idemgenClientMatch is NewIdempotentDoer's matcher, for a Doer that does not know the server URL: the
-// policy of the idempotent operation whose route serves the request, matched on the end of its path
-// (the server URL may add a base path), split by idemgenClientSplit; ok is false for every other
+// policy of the idempotent operation whose route serves the request. It is matched on the end of its
+// path (the server URL may add a base path), split by idemgenClientSplit; ok is false for every other
 // request. Of the routes of one length the first that matches serves the request (static segments
 // before parameters, as a router); routes of different lengths that match are read under base paths of
 // different lengths, which the end of the path cannot tell apart. When the routes that match so
@@ -857,16 +878,17 @@ func idemgenClientSplit(escaped string) []string {
 // or POST /orders under /api), the request is ambiguous: it is managed under the policy of the longest
 // idempotent one, so that it carries a key of its own (a new one, or the one it carries, never the nil
 // UUID), but with one attempt (MaxAttempts 1), since retrying an operation that is not idempotent
-// could run it twice; under a key in the body, an ambiguous request without a JSON body
-// (idemgenClientJSON) is not matched. IdempotentMatcher matches exactly.
+// could run it twice, and marked Ambiguous, so that the Doer adds no key to its query or body (it only
+// replaces a nil UUID there; a header key is added); under a key in the body, an ambiguous request
+// without a JSON body (idemgenClientJSON) is not matched. IdempotentMatcher matches exactly.
 func idemgenClientMatch(req *http.Request) (idemclient.Policy, bool) {
-	path := idemgenClientSplit(strings.TrimPrefix(req.URL.EscapedPath(), "/"))
 	var (
 		p     idemclient.Policy
 		found bool
 		plain bool
-		n     = -1 // the length of the last route that matched: one route per length
 	)
+	path := idemgenClientSplit(strings.TrimPrefix(req.URL.EscapedPath(), "/"))
+	n := -1 // the length of the last route that matched: one route per length
 	for _, rt := range idemgenClientRoutes[req.Method] {
 		if len(rt.segs) == n || !idemgenClientEnds(rt.segs, path) {
 			continue
@@ -884,6 +906,7 @@ func idemgenClientMatch(req *http.Request) (idemclient.Policy, bool) {
 			return idemclient.Policy{}, false
 		}
 		p.MaxAttempts = 1
+		p.Ambiguous = true
 	}
 	return p, found
 }
