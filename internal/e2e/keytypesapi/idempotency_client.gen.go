@@ -65,11 +65,12 @@ type IdempotentClient struct {
 // as NewClientWithResponses builds it. Its HTTP client (WithHTTPClient; default a new http.Client) is
 // wrapped with NewIdempotentDoer, whose matcher is IdempotentMatcher of the client's server URL (its
 // Server, after opts such as WithBaseURL): a request of the client that no helper made is matched by
-// its whole path under the server's base path. An HTTP client that is an *idemclient.Doer already is
-// kept as it is: pass WithHTTPClient(NewIdempotentDoer(httpClient, idemclient.WithMatcher(m),
-// doerOptions...)), m from IdempotentMatcher(server), to configure the Doer (its clock, a per-attempt
-// timeout, a logger, an attempt hook) and keep the exact matching. It fails when the server URL does
-// not parse.
+// its whole path under the server's base path (one no route serves there, say with a gateway prefix a
+// request editor added, as NewIdempotentDoer alone reads it). An HTTP client that is an
+// *idemclient.Doer already is kept as it is: pass WithHTTPClient(NewIdempotentDoer(httpClient,
+// idemclient.WithMatcher(m), doerOptions...)), m from IdempotentMatcher(server), to configure the Doer
+// (its clock, a per-attempt timeout, a logger, an attempt hook) and keep the exact matching. It fails
+// when the server URL does not parse.
 func NewIdempotentClient(server string, opts ...ClientOption) (*IdempotentClient, error) {
 	c, err := NewClientWithResponses(server, opts...)
 	if err != nil {
