@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -95,6 +96,12 @@ func Load(path string, opts Options) (*Document, diag.List) {
 	loader := openapi3.NewLoader()
 	loader.IncludeOrigin = true
 	loader.IsExternalRefsAllowed = true
+	// A cache of this load only: kin-openapi's default reader caches every
+	// document it read for the life of the process, so that a spec (or a
+	// document it refers to) loaded again after an edit, by a program that
+	// runs idemgen in-process (tests, a watcher, cli.Main called twice),
+	// came back as it was.
+	loader.ReadFromURIFunc = openapi3.URIMapCache(openapi3.ReadFromURIs(openapi3.ReadFromHTTP(http.DefaultClient), openapi3.ReadFromFile))
 	var t *openapi3.T
 	if len(opts.Overlays) == 0 {
 		t, err = loader.LoadFromFile(path)

@@ -203,3 +203,36 @@ func TestIdempotentMethod(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadAgainAfterEdit: a spec loaded again in the same process after an
+// edit, and a document it refers to, are read again (kin-openapi's default
+// reader cached every document for the life of the process, so the second
+// load returned the first's title and schema).
+func TestLoadAgainAfterEdit(t *testing.T) {
+	dir := t.TempDir()
+	spec, schemas := filepath.Join(dir, "openapi.yaml"), filepath.Join(dir, "schemas.yaml")
+	write := func(title, prop string) {
+		t.Helper()
+		require.NoError(t, os.WriteFile(spec, []byte(`openapi: 3.0.3
+info: {title: `+title+`, version: 1.0.0}
+paths:
+  /orders:
+    post:
+      requestBody:
+        content:
+          application/json:
+            schema: {$ref: 'schemas.yaml#/Order'}
+      responses:
+        '201': {description: created}
+`), 0o644))
+		require.NoError(t, os.WriteFile(schemas, []byte("Order:\n  type: object\n  properties:\n    "+prop+": {type: string}\n"), 0o644))
+	}
+	for _, v := range []struct{ title, prop string }{{"first", "a"}, {"second", "b"}} {
+		write(v.title, v.prop)
+		doc, diags := load.Load(spec, load.Options{})
+		require.False(t, diags.HasErrors(), "%v", diags)
+		assert.Equal(t, v.title, doc.T.Info.Title)
+		schema := doc.T.Paths.Find("/orders").Post.RequestBody.Value.Content["application/json"].Schema.Value
+		assert.Contains(t, schema.Properties, v.prop, "the referred document as it is now")
+	}
+}
