@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/generator/cli"
 )
 
 // TestConfigOptionsHint: an emitter setting written outside options: (as
@@ -19,7 +21,7 @@ func TestConfigOptionsHint(t *testing.T) {
 	require.NoError(t, os.WriteFile(cfg, []byte("package: api\nspec: openapi.yaml\ngenerate: {server: true}\nserver: {router: chi}\nclient.type: Retrier\n"), 0o644))
 	for _, args := range [][]string{{"generate", "-config", cfg}, {"check", "-generated", "-config", cfg}, {"check", "-config", cfg}} {
 		code, _, stderr := run(args...)
-		assert.Equal(t, 2, code, args)
+		assert.Equal(t, cli.ExitUsage, code, args)
 		assert.Contains(t, stderr, "line 4: field server not found", args)
 		assert.Contains(t, stderr, "line 4: server: emitter settings are dotted keys of options:; did you mean options: {server.router: chi}?", args)
 		assert.Contains(t, stderr, "line 5: client.type: emitter settings are dotted keys of options:; did you mean options: {client.type: Retrier}?", args)
@@ -28,7 +30,7 @@ func TestConfigOptionsHint(t *testing.T) {
 	// Another unknown field gets no hint.
 	require.NoError(t, os.WriteFile(cfg, []byte("package: api\nspec: openapi.yaml\ngenerate: {server: true}\noutptu: gen\n"), 0o644))
 	code, _, stderr := run("generate", "-config", cfg)
-	assert.Equal(t, 2, code)
+	assert.Equal(t, cli.ExitUsage, code)
 	assert.Contains(t, stderr, "field outptu not found")
 	assert.NotContains(t, stderr, "options:")
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/generator/cli"
 )
 
 // TestInitApplyToFile: init's apply-to proposal writes to -o when given,
@@ -29,7 +31,7 @@ func TestInitApplyToFile(t *testing.T) {
 
 	// The contracts overlay is the default name, and init read it.
 	code, _, stderr := run("init", "-overlay", contracts, spec)
-	require.Equal(t, 0, code, stderr)
+	require.Equal(t, cli.ExitOK, code, stderr)
 	assert.Contains(t, stderr, "nothing to propose")
 	assert.NotContains(t, stderr, "cat > "+contracts)
 	assert.Contains(t, stderr, "cat > apply-to.overlay.yaml <<'EOF'")
@@ -38,13 +40,13 @@ func TestInitApplyToFile(t *testing.T) {
 	// apply-to.overlay.yaml taken too.
 	require.NoError(t, os.WriteFile("apply-to.overlay.yaml", nil, 0o644))
 	code, _, stderr = run("init", "-overlay", contracts, spec)
-	require.Equal(t, 0, code, stderr)
+	require.Equal(t, cli.ExitOK, code, stderr)
 	assert.Contains(t, stderr, "cat > apply-to.2.overlay.yaml <<'EOF'")
 
 	// -o names the file.
 	out := filepath.Join("api", "optin.overlay.yaml")
 	code, _, stderr = run("init", "-overlay", contracts, "-o", out, spec)
-	require.Equal(t, 0, code, stderr)
+	require.Equal(t, cli.ExitOK, code, stderr)
 	assert.Contains(t, stderr, "cat > "+out+" <<'EOF'")
 	assert.Contains(t, stderr, "idemgen spec -overlay "+contracts+" -overlay "+out+" "+spec)
 }
@@ -55,6 +57,6 @@ func TestInitNoteLine(t *testing.T) {
 	src := oneKeyedOperation + "  /lookups:\n    get:\n      parameters:\n        - {name: Idempotency-Key, in: header, schema: {type: string}}\n      responses: {'200': {description: ok}}\n"
 	require.NoError(t, os.WriteFile(spec, []byte(src), 0o644))
 	code, _, stderr := run("init", spec)
-	require.Equal(t, 0, code, stderr)
+	require.Equal(t, cli.ExitOK, code, stderr)
 	assert.Contains(t, stderr, spec+":17:5: note: GET /lookups declares the key header Idempotency-Key, but GET is safe")
 }

@@ -286,7 +286,7 @@ func (c *Config) leaveOut(doc *openapi3.T, spec *ir.Spec) string {
 		}
 	}
 	return fmt.Sprintf("note: %s leaves out %s (%s), so idemgen generates nothing for %s: %s",
-		o.path, english.Count(len(names), "idempotent operation"), strings.Join(set, ", "), map[bool]string{true: "it", false: "them"}[len(names) == 1], strings.Join(names, ", "))
+		o.path, english.Count(len(names), "idempotent operation"), strings.Join(set, ", "), english.Noun(len(names), "it", "them"), strings.Join(names, ", "))
 }
 
 // muxConflicts returns, when oapi-codegen's configuration generates

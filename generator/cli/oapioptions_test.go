@@ -14,6 +14,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/idemgen/idemgen/internal/gentest"
+
+	"github.com/idemgen/idemgen/generator/cli"
 )
 
 // oapiOptionCases are oapi-codegen configurations (output-options) that
@@ -66,7 +68,7 @@ func TestOapiCodegenOptionsBuild(t *testing.T) {
 		cfgPath := filepath.Join(dir, "idemgen.yaml")
 		for _, args := range [][]string{{"generate", "-config", cfgPath}, {"check", "-generated", "-config", cfgPath}} {
 			c, _, stderr := run(args...)
-			require.Equal(t, 0, c, "%s: %v: %s", tc.pkg, args, stderr)
+			require.Equal(t, cli.ExitOK, c, "%s: %v: %s", tc.pkg, args, stderr)
 			assert.NotContains(t, stderr, "bad-ignore", "%s: %v", tc.pkg, args)
 			if tc.omitted {
 				assert.Contains(t, stderr, "leaves out 1 idempotent operation ("+strings.SplitN(tc.options, ":", 2)[0]+")", "%s: %v", tc.pkg, args)
@@ -99,7 +101,7 @@ func TestClientWithoutOapiClient(t *testing.T) {
 	cfg := write("idemgen.yaml", "package: api\nspec: "+spec+"\noapi-codegen-config: oapi-codegen.yaml\ngenerate: {server: true, client: true}\n")
 	for _, args := range [][]string{{"generate", "-config", cfg}, {"check", "-generated", "-config", cfg}, {"check", "-config", cfg}} {
 		c, _, stderr := run(args...)
-		assert.Equal(t, 2, c, "%v: %s", args, stderr)
+		assert.Equal(t, cli.ExitUsage, c, "%v: %s", args, stderr)
 		assert.Contains(t, stderr, "does not generate oapi-codegen's client", args)
 	}
 	_, err := os.Stat(filepath.Join(dir, "idempotency.gen.go"))
@@ -107,7 +109,7 @@ func TestClientWithoutOapiClient(t *testing.T) {
 	// Without the client emitter, the same file is fine.
 	cfg = write("idemgen.yaml", "package: api\nspec: "+spec+"\noapi-codegen-config: oapi-codegen.yaml\ngenerate: {server: true}\n")
 	c, _, stderr := run("generate", "-config", cfg)
-	assert.Equal(t, 0, c, stderr)
+	assert.Equal(t, cli.ExitOK, c, stderr)
 }
 
 // TestServeMuxConflict: two routes that net/http's ServeMux refuses
@@ -143,7 +145,7 @@ func TestServeMuxConflict(t *testing.T) {
 		write("oapi-codegen.yaml", "package: api\noutput: gen/api.gen.go\ngenerate: {models: true, "+tt.server+": true, strict-server: true}\n")
 		for _, args := range [][]string{{"check", "-config", cfg}, {"check", "-strict", "-config", cfg}, {"generate", "-config", cfg}, {"check", "-generated", "-config", cfg}} {
 			c, _, stderr := run(args...)
-			require.Equal(t, 0, c, "%s %v: %s", tt.server, args, stderr)
+			require.Equal(t, cli.ExitOK, c, "%s %v: %s", tt.server, args, stderr)
 			assert.Equal(t, tt.warn, strings.Contains(stderr, warning), "%s %v: %s", tt.server, args, stderr)
 			assert.Equal(t, tt.warn, strings.Contains(stderr, "[servemux-conflict]\n"), "%s %v: %s", tt.server, args, stderr)
 			assert.NotContains(t, stderr, "registered at", tt.server)
@@ -153,7 +155,7 @@ func TestServeMuxConflict(t *testing.T) {
 	// -format json carries it, with both operations.
 	write("oapi-codegen.yaml", "package: api\noutput: gen/api.gen.go\ngenerate: {models: true, std-http-server: true, strict-server: true}\n")
 	c, stdout, stderr := run("check", "-format", "json", "-config", cfg)
-	require.Equal(t, 0, c, stderr)
+	require.Equal(t, cli.ExitOK, c, stderr)
 	var diags []map[string]any
 	require.NoError(t, json.Unmarshal([]byte(stdout), &diags), stdout)
 	require.Len(t, diags, 1, stdout)
@@ -175,21 +177,21 @@ func TestServeMuxConflict(t *testing.T) {
 		write("idemgen.yaml", base+spec+"\nignore: ["+tt.ignore+"]\n")
 		for _, args := range [][]string{{"check", "-config", cfg}, {"generate", "-config", cfg}, {"check", "-generated", "-config", cfg}} {
 			c, _, stderr := run(args...)
-			require.Equal(t, 0, c, "%v: %s", args, stderr)
+			require.Equal(t, cli.ExitOK, c, "%v: %s", args, stderr)
 			assert.Equal(t, !tt.silenced, strings.Contains(stderr, warning), "%s %v: %s", tt.ignore, args, stderr)
 			assert.NotContains(t, stderr, "[unused-ignore]", "%s %v", tt.ignore, args)
 		}
 	}
 	// spec does not check it: its ignore is not unused there.
 	c, _, stderr = run("spec", "-config", cfg, "-o", filepath.Join(dir, "api.yaml"), spec)
-	require.Equal(t, 0, c, stderr)
+	require.Equal(t, cli.ExitOK, c, stderr)
 	assert.NotContains(t, stderr, "[unused-ignore]")
 	write("idemgen.yaml", base+spec+"\n")
 
 	// Without the conflicting route, no warning.
 	other := write("openapi.yaml", strings.Replace(mustRead(t, spec), "/line_items/{id}:", "/line_items/{id}/x:", 1))
 	c, _, stderr = run("check", "-config", write("idemgen.yaml", base+other+"\n"))
-	require.Equal(t, 0, c, stderr)
+	require.Equal(t, cli.ExitOK, c, stderr)
 	assert.NotContains(t, stderr, "will panic", stderr)
 	assert.NotContains(t, stderr, "servemux-conflict", stderr)
 

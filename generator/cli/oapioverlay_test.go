@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/generator/cli"
 )
 
 // TestOapiCodegenOverlayNotListed: an overlay that oapi-codegen's
@@ -32,7 +34,7 @@ func TestOapiCodegenOverlayNotListed(t *testing.T) {
 	const rule = "[oapi-overlay-unlisted]\n"
 
 	code, _, stderr := run("generate", "-config", cfg)
-	require.Equal(t, 0, code, stderr)
+	require.Equal(t, cli.ExitOK, code, stderr)
 	assert.Contains(t, stderr, want)
 	assert.Contains(t, stderr, rule)
 	for _, args := range [][]string{
@@ -52,7 +54,7 @@ func TestOapiCodegenOverlayNotListed(t *testing.T) {
 		assert.NotContains(t, stderr, "error: oapi-codegen applies", args)
 	}
 	code, stdout, stderr := run("check", "-format", "json", "-config", cfg)
-	require.Equal(t, 0, code, stderr)
+	require.Equal(t, cli.ExitOK, code, stderr)
 	var diags []map[string]any
 	require.NoError(t, json.Unmarshal([]byte(stdout), &diags), stdout)
 	i := slices.IndexFunc(diags, func(d map[string]any) bool { return d["rule"] == "oapi-overlay-unlisted" })
@@ -64,7 +66,7 @@ func TestOapiCodegenOverlayNotListed(t *testing.T) {
 	require.NoError(t, os.WriteFile(cfg, []byte(base+"ignore: [{rule: oapi-overlay-unlisted, reason: the overlay only renames for oapi-codegen}]\n"), 0o644))
 	for _, args := range [][]string{{"generate", "-config", cfg}, {"check", "-generated", "-config", cfg}, {"check", "-config", cfg}, {"spec", "-o", filepath.Join(dir, "api.yaml"), filepath.Join(dir, "openapi.yaml")}} {
 		code, _, stderr = run(args...)
-		assert.Equal(t, 0, code, "%v: %s", args, stderr)
+		assert.Equal(t, cli.ExitOK, code, "%v: %s", args, stderr)
 		assert.NotContains(t, stderr, "output-options.overlay.path", args)
 		assert.NotContains(t, stderr, "[unused-ignore]", args)
 	}
@@ -72,10 +74,10 @@ func TestOapiCodegenOverlayNotListed(t *testing.T) {
 	// Listed in overlays: no warning.
 	require.NoError(t, os.WriteFile(cfg, []byte(base+"overlays: [fix.overlay.yaml]\n"), 0o644))
 	code, _, stderr = run("generate", "-config", cfg)
-	require.Equal(t, 0, code, stderr)
+	require.Equal(t, cli.ExitOK, code, stderr)
 	assert.NotContains(t, stderr, "output-options.overlay.path")
 	code, _, stderr = run("check", "-generated", "-config", cfg)
-	assert.Equal(t, 0, code, stderr)
+	assert.Equal(t, cli.ExitOK, code, stderr)
 	assert.NotContains(t, stderr, "output-options.overlay.path")
 	assert.NotContains(t, stderr, "oapi-overlay-unlisted")
 }

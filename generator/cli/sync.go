@@ -128,8 +128,8 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 }
 
 // versionLine starts the header line of the Go files that names
-// idemgen's version (gogen).
-const versionLine = "// idemgen version: "
+// idemgen's version.
+const versionLine = "// " + emitter.VersionComment
 
 // versionOnly reports whether have and want differ only in their
 // idemgen version lines, and the versions they name.

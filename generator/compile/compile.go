@@ -197,7 +197,7 @@ func (c *compiler) run() *ir.Spec {
 	if t.Info != nil {
 		spec.Title, spec.Version = t.Info.Title, t.Info.Version
 	}
-	spec.BasePaths = BasePaths(t.Servers)
+	spec.BasePaths = basePaths(t.Servers)
 	if n := c.doc.Lookup("/x-idempotency"); n.Node != nil {
 		b, ds := contract.Parse(n.Node, contract.Root, c.locator(n))
 		c.root = b
@@ -261,14 +261,11 @@ func (c *compiler) run() *ir.Spec {
 	return spec
 }
 
-// types lists the Go types oapi-codegen declares for the components, by
-// name (x-go-name honoured, as oapi-codegen does for definitions that are
-// not references).
-// BasePaths returns the paths of servers for ir.Spec.BasePaths: each URL
+// basePaths returns the paths of servers for ir.Spec.BasePaths: each URL
 // with its variables replaced by their default values, resolved against
 // "/", escaped; without the URLs that do not parse or keep a variable the
 // server does not declare, and without repeats.
-func BasePaths(servers openapi3.Servers) []string {
+func basePaths(servers openapi3.Servers) []string {
 	var out []string
 	root := &url.URL{Path: "/"}
 	for _, s := range servers {
@@ -302,6 +299,9 @@ func BasePaths(servers openapi3.Servers) []string {
 	return out
 }
 
+// types lists the Go types oapi-codegen declares for the components, by
+// name (x-go-name honoured, as oapi-codegen does for definitions that are
+// not references).
 func (c *compiler) types() []ir.Decl {
 	comp := c.doc.T.Components
 	if comp == nil {

@@ -156,6 +156,11 @@ func Names() []string {
 // IRFile is the file name the ir emitter writes.
 const IRFile = "idemgen.ir.json"
 
+// VersionComment starts the header comment of a generated Go file that
+// names the idemgen version that wrote it (after "// "): check -generated
+// tells a file that differs only there.
+const VersionComment = "idemgen version: "
+
 func init() {
 	Register("ir", func(spec *ir.Spec, opts Options) ([]File, error) {
 		// The spec, its overlays and every position's file are written

@@ -35,6 +35,7 @@ import (
 	"github.com/idemgen/idemgen/generator/internal/english"
 	"github.com/idemgen/idemgen/generator/ir"
 	"github.com/idemgen/idemgen/generator/load"
+	"github.com/idemgen/idemgen/generator/naming"
 	"github.com/idemgen/idemgen/generator/specfile"
 )
 
@@ -169,7 +170,7 @@ func Propose(path string, opts Options) (*Proposal, diag.List) {
 			if len(keys) == 0 {
 				// Only the methods a contract may target (load.ContractMethod):
 				// apply-to: [connect] would not parse.
-				if _, has := op.Extensions["x-idempotency"]; !has && !safe[method] && !applyTo[method] && load.ContractMethod(method) {
+				if _, has := op.Extensions["x-idempotency"]; !has && !applyTo[method] && load.ContractMethod(method) {
 					list := &p.Unkeyed
 					if load.IdempotentMethod(method) {
 						list = &p.Idempotent
@@ -320,9 +321,7 @@ func jsonBody(op *openapi3.Operation) string {
 		return ""
 	}
 	for _, ct := range sortedKeys(op.RequestBody.Value.Content) {
-		mt, _, _ := strings.Cut(ct, ";")
-		mt = strings.ToLower(strings.TrimSpace(mt))
-		if mt == "application/json" || strings.HasSuffix(mt, "+json") {
+		if naming.IsJSONMediaType(ct) {
 			return ct
 		}
 	}

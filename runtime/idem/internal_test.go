@@ -564,17 +564,6 @@ func TestSWARFastPaths(t *testing.T) {
 	}
 }
 
-// TestTcharTable: isTchar's table is RFC 9110's tchar.
-func TestTcharTable(t *testing.T) {
-	for c := 0; c < 256; c++ {
-		want := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
-			strings.ContainsRune("!#$%&'*+-.^_`|~", rune(c))
-		if isTchar(byte(c)) != want {
-			t.Fatalf("isTchar(%#x) = %v, want %v", c, !want, want)
-		}
-	}
-}
-
 // parseUUIDByte is parseUUID as it was written first, a byte at a time:
 // the reference for TestParseUUIDTable.
 func parseUUIDByte(s string, format Format) (string, error) {

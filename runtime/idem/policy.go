@@ -483,13 +483,9 @@ func validToken(s string) bool {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		if !isTchar(s[i]) {
+		if !httpsyntax.IsTchar(s[i]) {
 			return false
 		}
 	}
 	return true
 }
-
-// isTchar reports whether c is an RFC 9110 tchar. It is a table lookup:
-// every replay checks the names of its stored header fields with it.
-func isTchar(c byte) bool { return httpsyntax.IsTchar(c) }

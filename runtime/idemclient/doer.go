@@ -434,6 +434,10 @@ func (d *Doer) prepare(ctx context.Context, req *http.Request, call *Call, p Pol
 				pr.tmpl.URL = &u
 			case existing == "":
 				key = ""
+			case pairs > 1: // the key and empty repeats, which the server refuses: one pair
+				u := *req.URL
+				u.RawQuery = setQueryKey(u.RawQuery, p.KeyName, existing)
+				pr.tmpl.URL = &u
 			}
 			break
 		}

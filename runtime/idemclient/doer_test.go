@@ -1224,19 +1224,22 @@ func TestAmbiguousNeverAdds(t *testing.T) {
 		name        string
 		p           Policy
 		query, body string
-		same        bool // sent unchanged
-		fresh       bool // the nil UUID replaced by a new key
+		same        bool   // sent unchanged
+		fresh       bool   // the nil UUID replaced by a new key
+		sentQuery   string // if not "", the query sent, as it must be
 	}{
-		{"body without the member", body, "", `{"name":"x"}`, true, false},
-		{"body not an object", body, "", `["x"]`, true, false},
-		{"body with an empty member", body, "", `{"idempotency_key":"","name":"x"}`, false, false},
-		{"body with a null member", body, "", `{"idempotency_key":null,"name":"x"}`, false, false},
-		{"body with a key", body, "", `{"idempotency_key":"k1","name":"x"}`, true, false},
-		{"body with the nil UUID", body, "", `{"idempotency_key":"` + nilKey + `","name":"x"}`, false, true},
-		{"query without the parameter", query, "a=1", `{}`, true, false},
-		{"query with a key", query, "request_id=k1", `{}`, true, false},
-		{"query with an empty key", query, "a=1&request_id=", `{}`, false, false},
-		{"query with the nil UUID", query, "request_id=" + nilKey, `{}`, false, true},
+		{"body without the member", body, "", `{"name":"x"}`, true, false, ""},
+		{"body not an object", body, "", `["x"]`, true, false, ""},
+		{"body with an empty member", body, "", `{"idempotency_key":"","name":"x"}`, false, false, ""},
+		{"body with a null member", body, "", `{"idempotency_key":null,"name":"x"}`, false, false, ""},
+		{"body with a key", body, "", `{"idempotency_key":"k1","name":"x"}`, true, false, ""},
+		{"body with the nil UUID", body, "", `{"idempotency_key":"` + nilKey + `","name":"x"}`, false, true, ""},
+		{"query without the parameter", query, "a=1", `{}`, true, false, ""},
+		{"query with a key", query, "request_id=k1", `{}`, true, false, ""},
+		{"query with an empty key", query, "a=1&request_id=", `{}`, false, false, ""},
+		{"query with the nil UUID", query, "request_id=" + nilKey, `{}`, false, true, ""},
+		// The server refuses a key parameter given twice: one pair, the key.
+		{"query with a key and an empty repeat", query, "request_id=k1&request_id=", `{}`, false, false, "request_id=k1"},
 	} {
 		mu.Lock()
 		sent = nil
@@ -1260,6 +1263,10 @@ func TestAmbiguousNeverAdds(t *testing.T) {
 		if tc.fresh {
 			assert.NotContains(t, got[0], nilKey, tc.name)
 			assert.Equal(t, len(want), len(got[0]), "%s: %s, one key for the other", tc.name, got[0])
+		}
+		if tc.sentQuery != "" {
+			assert.Equal(t, tc.sentQuery+" "+tc.body, got[0], tc.name)
+			continue
 		}
 		if !tc.same && !tc.fresh { // filled: a new key where none was
 			assert.Regexp(t, `[0-9a-f]{8}-[0-9a-f]{4}-7`, got[0], tc.name)

@@ -5,10 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"go/ast"
-	"go/parser"
-	"go/token"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -374,48 +371,26 @@ func (r *sqlRecorder) takeStmts() []string {
 // pgxpool's constructors (which connect lazily) or as the context of a
 // reaper literal that runs no statement.
 func TestDatabaseCallsBounded(t *testing.T) {
-	files, err := filepath.Glob("*_test.go")
-	require.NoError(t, err)
-	fset := token.NewFileSet()
-	for _, name := range files {
-		if name == "example_test.go" {
-			continue
-		}
-		f, err := parser.ParseFile(fset, name, nil, 0)
-		require.NoError(t, err)
-		allowed := map[ast.Expr]bool{}
-		ast.Inspect(f, func(n ast.Node) bool {
-			switch n := n.(type) {
-			case *ast.CallExpr:
-				if fn := selector(n.Fun); fn == "context.WithTimeout" || fn == "pgxpool.New" || fn == "pgxpool.NewWithConfig" {
-					allowed[n.Args[0]] = true
-				}
-			case *ast.CompositeLit:
-				if id, ok := n.Type.(*ast.Ident); ok && id.Name == "reaper" {
-					for _, e := range n.Elts {
+	testenv.CheckBounded(t, testenv.Unbounded{
+		Files: "*_test.go",
+		Skip:  []string{"example_test.go"},
+		Calls: []string{"context.Background"},
+		// pgxpool's constructors connect lazily: their context bounds nothing.
+		Bounding: []string{"context.WithTimeout", "pgxpool.New", "pgxpool.NewWithConfig"},
+		// A reaper literal's fields are its own, and touch no database.
+		Allowed: func(n ast.Node) []ast.Expr {
+			var out []ast.Expr
+			if l, ok := n.(*ast.CompositeLit); ok {
+				if id, ok := l.Type.(*ast.Ident); ok && id.Name == "reaper" {
+					for _, e := range l.Elts {
 						if kv, ok := e.(*ast.KeyValueExpr); ok {
-							allowed[kv.Value] = true
+							out = append(out, kv.Value)
 						}
 					}
 				}
 			}
-			return true
-		})
-		ast.Inspect(f, func(n ast.Node) bool {
-			if c, ok := n.(*ast.CallExpr); ok && selector(c.Fun) == "context.Background" && !allowed[c] {
-				t.Errorf("%s: context.Background(): give the call testCtx(t), or cleanupCtx() in a cleanup", fset.Position(c.Pos()))
-			}
-			return true
-		})
-	}
-}
-
-// selector returns e as pkg.Name, or "".
-func selector(e ast.Expr) string {
-	if s, ok := e.(*ast.SelectorExpr); ok {
-		if id, ok := s.X.(*ast.Ident); ok {
-			return id.Name + "." + s.Sel.Name
-		}
-	}
-	return ""
+			return out
+		},
+		Hint: "give the call testCtx(t), or cleanupCtx() in a cleanup",
+	})
 }

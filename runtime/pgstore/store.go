@@ -451,7 +451,7 @@ func (s *Store) begin(ctx context.Context, req *idem.BeginRequest, fn bool) (ide
 		return idem.BeginResult{}, err
 	}
 	defer c.Release()
-	a := newClaimArgs(req, s.typed && defaultEncodes(c.Conn().TypeMap()))
+	a := newClaimArgs(req, s.typedOn(c.Conn()))
 	q := s.q.claim
 	if fn {
 		q = s.q.claimFunc
@@ -668,7 +668,7 @@ func (s *Store) Finish(ctx context.Context, key string, token idem.Token, state 
 		return fmt.Errorf("pgstore: finish: %w", err)
 	}
 	defer c.Release()
-	a := newFinishArgs(key, token, state, response, s.typed && defaultEncodes(c.Conn().TypeMap()))
+	a := newFinishArgs(key, token, state, response, s.typedOn(c.Conn()))
 	tag, err := retried(func() (pgconn.CommandTag, error) {
 		return c.Conn().Exec(ctx, s.q.finish, a.args[:]...)
 	})
@@ -727,7 +727,7 @@ func (s *Store) get(ctx context.Context, key string) (idem.Record, bool, error) 
 	defer c.Release()
 	a := &getArgs{key: key}
 	a.args[0] = a.key
-	if s.typed && defaultEncodes(c.Conn().TypeMap()) {
+	if s.typedOn(c.Conn()) {
 		a.args[0] = keyArg{&a.key}
 	}
 	rows, _ := c.Conn().Query(ctx, s.q.get, a.args[:]...)
@@ -778,7 +778,7 @@ func (s *Store) ExtendLease(ctx context.Context, key string, token idem.Token, l
 		return fmt.Errorf("pgstore: extend lease: %w", err)
 	}
 	defer c.Release()
-	a := newExtendArgs(key, token, lease, s.typed && defaultEncodes(c.Conn().TypeMap()))
+	a := newExtendArgs(key, token, lease, s.typedOn(c.Conn()))
 	tag, err := retried(func() (pgconn.CommandTag, error) {
 		return c.Conn().Exec(ctx, s.q.extend, a.args[:]...)
 	})
@@ -806,7 +806,7 @@ func (s *Store) extendLocked(ctx context.Context, k holdKey, lease time.Duration
 	}
 	defer c.Release()
 	m := c.Conn().TypeMap()
-	a := newStillLockedArgs(k, lastEnd, hasLast, lease, s.typed && defaultEncodes(m) && codecIs[*pgtype.TimestamptzCodec](m, pgtype.TimestamptzOID))
+	a := newStillLockedArgs(k, lastEnd, hasLast, lease, s.typedOn(c.Conn()) && codecIs[*pgtype.TimestamptzCodec](m, pgtype.TimestamptzOID))
 	ans, err := retried(func() (stillLockedAnswer, error) {
 		rows, _ := c.Conn().Query(ctx, s.q.stillLocked, a.args[:]...)
 		return readStillLocked(rows)

@@ -179,7 +179,7 @@ func (t *openTx) commit(state idem.State, response []byte) error {
 // transaction did not: the end of the last one's lease (see
 // queries.finishLocked).
 func (s *Store) finishTx(ctx context.Context, tx pgx.Tx, key string, token idem.Token, state idem.State, response []byte, locked bool) error {
-	a := newFinishArgs(key, token, state, response, s.typed && defaultEncodes(tx.Conn().TypeMap()))
+	a := newFinishArgs(key, token, state, response, s.typedOn(tx.Conn()))
 	var tag pgconn.CommandTag
 	var err error
 	if locked {

@@ -66,6 +66,11 @@ func defaultEncodes(m *pgtype.Map) bool {
 		codecIs[pgtype.Int8Codec](m, pgtype.Int8OID) && codecIs[pgtype.IntervalCodec](m, pgtype.IntervalOID)
 }
 
+// typedOn reports whether a statement on conn may take the store's typed
+// arguments: its pool's mode knows the parameters' types (typedArgs) and
+// conn has the default codecs they need (defaultEncodes).
+func (s *Store) typedOn(conn *pgx.Conn) bool { return s.typed && defaultEncodes(conn.TypeMap()) }
+
 // getArgs are the get statement's $1.
 type getArgs struct {
 	key  string

@@ -433,17 +433,24 @@ func finishWithinTTL(t *testing.T, s idem.Store, key func(string) string, name s
 		}
 		sent := time.Now()
 		begin(t, s, k, fp(1), tk, short, ttl, false)
-		err := s.Finish(testCtx(t), k, tk, idem.StateCompleted, []byte("x"))
+		ctx, cancel := callCtx(t)
+		err := s.Finish(ctx, k, tk, idem.StateCompleted, []byte("x"))
+		cancel()
 		took := time.Since(sent)
 		if err == nil {
 			return k, ttl
 		}
-		if !errors.Is(err, idem.ErrFenced) || took < ttl || attempt >= 4 {
+		if !errors.Is(err, idem.ErrFenced) || took < ttl || attempt >= slowRetries {
 			t.Fatalf("Finish(%q) %v after its Begin was sent (TTL %v): %v", k, took, ttl, err)
 		}
 		t.Logf("Finish(%q) fenced %v after its Begin was sent, past the TTL %v (a loaded machine): again with twice the TTL", k, took, ttl)
 	}
 }
+
+// slowRetries is how many times finishWithinTTL and claimToOutlive try
+// again, each with twice the TTL, when a loaded machine let the TTL pass
+// before their calls were done (16 times the first TTL at the last try).
+const slowRetries = 4
 
 // expiryTTL is the first TTL of a record that must expire during the test
 // (finishWithinTTL).
@@ -933,7 +940,7 @@ func claimToOutlive(t *testing.T, s idem.Store, key func(string) string, name st
 		if err == nil {
 			return o
 		}
-		if took < o.ttl-short || attempt >= 4 {
+		if took < o.ttl-short || attempt >= slowRetries {
 			t.Fatalf("%v after the claim of %q was sent (TTL %v): %v", took, o.k, o.ttl, err)
 		}
 		t.Logf("%v after the claim of %q was sent, past its TTL %v less a short lease (a loaded machine): %v; again with twice the TTL", took, o.k, o.ttl, err)

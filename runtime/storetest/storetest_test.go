@@ -2,13 +2,10 @@ package storetest
 
 import (
 	"context"
-	"go/ast"
-	"go/parser"
-	"go/token"
-	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/idemgen/idemgen/internal/testenv"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/memstore"
 )
@@ -108,45 +105,10 @@ func TestExpiryOnSlowStore(t *testing.T) {
 // pgstore): a hung one would hang the whole package until go test's
 // timeout.
 func TestStoreCallsBounded(t *testing.T) {
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fset := token.NewFileSet()
-	for _, name := range files {
-		f, err := parser.ParseFile(fset, name, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		allowed := map[ast.Expr]bool{}
-		ast.Inspect(f, func(n ast.Node) bool {
-			if c, ok := n.(*ast.CallExpr); ok {
-				if fn := selector(c.Fun); fn == "context.WithTimeout" || fn == "context.WithDeadline" {
-					allowed[c.Args[0]] = true
-				}
-			}
-			return true
-		})
-		ast.Inspect(f, func(n ast.Node) bool {
-			c, ok := n.(*ast.CallExpr)
-			if !ok || allowed[c] {
-				return true
-			}
-			switch fn := selector(c.Fun); fn {
-			case "context.Background", "context.TODO", "t.Context", "tb.Context":
-				t.Errorf("%s: %s(): give the call testCtx(t), or callCtx(t) in a helper", fset.Position(c.Pos()), fn)
-			}
-			return true
-		})
-	}
-}
-
-// selector returns e as x.Name, or "".
-func selector(e ast.Expr) string {
-	if s, ok := e.(*ast.SelectorExpr); ok {
-		if id, ok := s.X.(*ast.Ident); ok {
-			return id.Name + "." + s.Sel.Name
-		}
-	}
-	return ""
+	testenv.CheckBounded(t, testenv.Unbounded{
+		Files:    "*.go",
+		Calls:    []string{"context.Background", "context.TODO", "t.Context", "tb.Context"},
+		Bounding: []string{"context.WithTimeout", "context.WithDeadline"},
+		Hint:     "give the call testCtx(t), or callCtx(t) in a helper",
+	})
 }

@@ -184,8 +184,7 @@ func TestCollisions(t *testing.T) {
 	assert.Contains(t, string(files[client.DefaultFile]), "func ThingsMatcher(server string)")
 
 	// The exact matcher's name, IdempotentMatcher, is checked too.
-	matcherSpec := filepath.Join(t.TempDir(), "openapi.yaml")
-	require.NoError(t, os.WriteFile(matcherSpec, []byte(`openapi: 3.0.3
+	matcherSpec := writeSpec(t, `openapi: 3.0.3
 info: {title: Collision, version: 1.0.0}
 paths:
   /things:
@@ -196,7 +195,7 @@ paths:
 components:
   schemas:
     IdempotentMatcher: {type: string}
-`), 0o644))
+`)
 	_, err = gentest.Idemgen(gentest.Case{Spec: matcherSpec, Emit: []string{client.Name}})
 	require.ErrorAs(t, err, &el)
 	require.Len(t, el.List, 1)

@@ -22,13 +22,7 @@ func TestMatchUnescapedPaths(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a module")
 	}
-	files, err := gentest.Generate(gentest.Case{Spec: clientCase(t, "unicode-path"), Package: "api", Server: gentest.None, Client: true, Emit: []string{client.Name}})
-	require.NoError(t, err)
-	m := gentest.NewModule(t, "example.com/unicodepath")
-	for n, d := range files {
-		m.Write(t, "api/"+n, d)
-	}
-	m.Write(t, "api/match_test.go", []byte(`package api
+	runClientTest(t, clientCase(t, "unicode-path"), "example.com/unicodepath", `package api
 
 import (
 	"net/http"
@@ -60,8 +54,7 @@ func TestMatch(t *testing.T) {
 		}
 	}
 }
-`))
-	m.Go(t, "test", "./api")
+`)
 }
 
 // basePathSpec has an operation that is not idempotent, POST /orders, and
@@ -180,16 +173,8 @@ func TestMatchBasePath(t *testing.T) {
 			params = "&CreateTenantOrderParams{}, "
 		}
 		t.Run(name, func(t *testing.T) {
-			spec := filepath.Join(t.TempDir(), "openapi.yaml")
-			require.NoError(t, os.WriteFile(spec, []byte(strings.Replace(basePathSpec, "KEYPARAM\n", keyParam+"\n", 1)), 0o644))
-			files, err := gentest.Generate(gentest.Case{Spec: spec, Package: "api", Server: gentest.None, Client: true, Emit: []string{client.Name}})
-			require.NoError(t, err)
-			m := gentest.NewModule(t, "example.com/basepath")
-			for n, d := range files {
-				m.Write(t, "api/"+n, d)
-			}
-			m.Write(t, "api/match_test.go", []byte(strings.ReplaceAll(basePathTest, "PARAMS", params)))
-			m.Go(t, "test", "./api")
+			spec := writeSpec(t, strings.Replace(basePathSpec, "KEYPARAM\n", keyParam+"\n", 1))
+			runClientTest(t, spec, "example.com/basepath", strings.ReplaceAll(basePathTest, "PARAMS", params))
 		})
 	}
 }
@@ -419,15 +404,7 @@ func TestMatchExactBasePath(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a module")
 	}
-	spec := filepath.Join(t.TempDir(), "openapi.yaml")
-	require.NoError(t, os.WriteFile(spec, []byte(exactSpec), 0o644))
-	files, err := gentest.Generate(gentest.Case{Spec: spec, Package: "api", Server: gentest.None, Client: true, Emit: []string{client.Name}})
-	require.NoError(t, err)
-	m := gentest.NewModule(t, "example.com/exactbase")
-	for n, d := range files {
-		m.Write(t, "api/"+n, d)
-	}
-	m.Write(t, "api/exact_test.go", []byte(`package api
+	runClientTest(t, writeSpec(t, exactSpec), "example.com/exactbase", `package api
 
 import (
 	"context"
@@ -554,8 +531,7 @@ func TestExactBasePath(t *testing.T) {
 		}
 	}
 }
-`))
-	m.Go(t, "test", "./api")
+`)
 }
 
 // serversSpec declares a server whose URL has the base path /api/v1
@@ -612,17 +588,9 @@ func TestMatchDeclaredServers(t *testing.T) {
 		{"no servers", "", false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			spec := filepath.Join(t.TempDir(), "openapi.yaml")
-			require.NoError(t, os.WriteFile(spec, []byte(strings.Replace(serversSpec, "SERVERS\n", tc.servers+"\n", 1)), 0o644))
-			files, err := gentest.Generate(gentest.Case{Spec: spec, Package: "api", Server: gentest.None, Client: true, Emit: []string{client.Name}})
-			require.NoError(t, err)
-			m := gentest.NewModule(t, "example.com/servers")
-			for n, d := range files {
-				m.Write(t, "api/"+n, d)
-			}
+			spec := writeSpec(t, strings.Replace(serversSpec, "SERVERS\n", tc.servers+"\n", 1))
 			test := strings.NewReplacer("DECLARED", strconv.FormatBool(tc.declared), "TWOBASES", strconv.FormatBool(tc.twoBases)).Replace(serversTest)
-			m.Write(t, "api/servers_test.go", []byte(test))
-			m.Go(t, "test", "./api")
+			runClientTest(t, spec, "example.com/servers", test)
 		})
 	}
 }
@@ -728,3 +696,27 @@ func TestServers(t *testing.T) {
 	}
 }
 `
+
+// writeSpec writes the spec text to openapi.yaml in a new temporary
+// directory and returns its path.
+func writeSpec(t *testing.T, text string) string {
+	t.Helper()
+	spec := filepath.Join(t.TempDir(), "openapi.yaml")
+	require.NoError(t, os.WriteFile(spec, []byte(text), 0o644))
+	return spec
+}
+
+// runClientTest generates the client of spec into package api of a new
+// module, adds test (the source of a test file of package api) and runs
+// go test on the package.
+func runClientTest(t *testing.T, spec, module, test string) {
+	t.Helper()
+	files, err := gentest.Generate(gentest.Case{Spec: spec, Package: "api", Server: gentest.None, Client: true, Emit: []string{client.Name}})
+	require.NoError(t, err)
+	m := gentest.NewModule(t, module)
+	for n, d := range files {
+		m.Write(t, "api/"+n, d)
+	}
+	m.Write(t, "api/generated_test.go", []byte(test))
+	m.Go(t, "test", "./api")
+}

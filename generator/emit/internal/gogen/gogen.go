@@ -31,7 +31,7 @@ func NewFile(spec *ir.Spec, opts emitter.Options) *jen.File {
 	for _, ov := range spec.Overlays {
 		f.HeaderComment("Overlay: " + sourcePath(ov, opts.Output))
 	}
-	f.HeaderComment("idemgen version: " + cmp.Or(opts.Version, "(devel)"))
+	f.HeaderComment(emitter.VersionComment + cmp.Or(opts.Version, "(devel)"))
 	return f
 }
 
