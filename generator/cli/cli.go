@@ -333,7 +333,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 		return ExitUsage
 	}
 	spec, diags, note := diagnose(cfg, *strict, ignores, cfg.noReplayedHeader(fs))
-	printNote(stderr, "check", note)
+	printNote(stderr, note)
 	if !diags.HasErrors() {
 		// What the emitters find, generate would refuse too.
 		more, err := emitterDiags(spec, emitters, cfg.emitterOptions(params), namesOnly)
@@ -537,12 +537,12 @@ func diagnose(cfg *Config, strict bool, flags []diag.Ignore, noReplayed bool) (s
 }
 
 // printNote writes note (the operations oapi-codegen leaves out, which
-// diagnose returns), when not "", on stderr, as command cmd's: a line
-// beside the diagnostics, as init's notes, not one of them (no rule, and
-// nothing to silence), so never on stdout, whatever -format.
-func printNote(stderr io.Writer, cmd, note string) {
+// diagnose returns: file:line:col: note: ..., as init's notes), when not
+// "", on stderr: a line beside the diagnostics, not one of them (no rule,
+// and nothing to silence), so never on stdout, whatever -format.
+func printNote(stderr io.Writer, note string) {
 	if note != "" {
-		fmt.Fprintf(stderr, "idemgen %s: %s\n", cmd, note)
+		fmt.Fprintln(stderr, note)
 	}
 }
 
@@ -942,7 +942,7 @@ func generate(args []string, stdout, stderr io.Writer) int {
 		diagOut = stderr
 	}
 	spec, diags, note := diagnose(cfg, false, ignores, cfg.noReplayedHeader(nil))
-	printNote(stderr, "generate", note)
+	printNote(stderr, note)
 	report(diags, *format, diagOut, stderr)
 	if diags.HasErrors() {
 		return ExitError

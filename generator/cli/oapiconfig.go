@@ -56,7 +56,14 @@ type oapiFile struct {
 
 	// overlayPos is where the file sets output-options.overlay.path.
 	overlayPos ir.Pos
+	// filterPos is where the file sets each of the output-options that
+	// leave operations out (filterKeys), by key: the key's position.
+	filterPos map[string]ir.Pos
 }
+
+// filterKeys are the output-options with which oapi-codegen leaves
+// operations out, in the order a note names them.
+var filterKeys = []string{"include-tags", "exclude-tags", "include-operation-ids", "exclude-operation-ids"}
 
 // readOapiFile reads and decodes the oapi-codegen configuration at path;
 // its errors are those idemgen.yaml's oapi-codegen-config: reports.
@@ -76,6 +83,10 @@ func readOapiFile(path string) (*oapiFile, error) {
 		}
 	}
 	f.overlayPos = nodePos(path, &doc, "output-options", "overlay", "path")
+	f.filterPos = map[string]ir.Pos{}
+	for _, k := range filterKeys {
+		f.filterPos[k] = keyPos(path, &doc, "output-options", k)
+	}
 	// A file without generate: gets oapi-codegen's defaults (an echo
 	// server, models, the embedded spec), as oapi-codegen reads it.
 	f.Generate = codegen.Configuration{Generate: f.Generate}.UpdateDefaults().Generate
@@ -192,6 +203,8 @@ type oapiOutput struct {
 	// The output-options that leave operations out, as oapi-codegen
 	// applies them (its filterOperationsByTag, filterOperationsByOperationID).
 	includeTags, excludeTags, includeIDs, excludeIDs []string
+	// filterPos is where the file sets each of them (oapiFile.filterPos).
+	filterPos map[string]ir.Pos
 }
 
 func outputOf(path string, f *oapiFile) *oapiOutput {
@@ -199,6 +212,7 @@ func outputOf(path string, f *oapiFile) *oapiOutput {
 	return &oapiOutput{
 		path: path, client: f.Generate.Client, clientType: o.ClientTypeName,
 		includeTags: o.IncludeTags, excludeTags: o.ExcludeTags, includeIDs: o.IncludeOperationIDs, excludeIDs: o.ExcludeOperationIDs,
+		filterPos: f.filterPos,
 	}
 }
 
@@ -246,7 +260,9 @@ func (o *oapiOutput) omits(op *openapi3.Operation) bool {
 // leaveOut removes from spec the operations (and routes) oapi-codegen
 // leaves out under c's oapi-codegen configuration, so that no emitter
 // refers to the types oapi-codegen does not declare for them, and returns
-// a note naming the idempotent ones ("" when there are none).
+// a note naming the idempotent ones ("" when there are none), at the first
+// of the output-options that leave operations out in the file
+// (file:line:col: note: ..., as init's notes).
 func (c *Config) leaveOut(doc *openapi3.T, spec *ir.Spec) string {
 	o := c.oapiOutput
 	if o == nil || doc == nil || doc.Paths == nil || len(o.includeTags)+len(o.excludeTags)+len(o.includeIDs)+len(o.excludeIDs) == 0 {
@@ -277,16 +293,23 @@ func (c *Config) leaveOut(doc *openapi3.T, spec *ir.Spec) string {
 		return ""
 	}
 	var set []string
-	for _, f := range []struct {
-		key  string
-		list []string
-	}{{"include-tags", o.includeTags}, {"exclude-tags", o.excludeTags}, {"include-operation-ids", o.includeIDs}, {"exclude-operation-ids", o.excludeIDs}} {
-		if len(f.list) > 0 {
-			set = append(set, f.key)
+	var pos ir.Pos // the first of the keys set, in the file
+	for i, list := range [][]string{o.includeTags, o.excludeTags, o.includeIDs, o.excludeIDs} {
+		if len(list) == 0 {
+			continue
+		}
+		set = append(set, filterKeys[i])
+		p := o.filterPos[filterKeys[i]]
+		if pos.Line == 0 || p.Line > 0 && (p.Line < pos.Line || p.Line == pos.Line && p.Col < pos.Col) {
+			pos = p
 		}
 	}
-	return fmt.Sprintf("note: %s leaves out %s (%s), so idemgen generates nothing for %s: %s",
-		o.path, english.Count(len(names), "idempotent operation"), strings.Join(set, ", "), english.Noun(len(names), "it", "them"), strings.Join(names, ", "))
+	at := o.path
+	if pos.Line > 0 {
+		at = fmt.Sprintf("%s:%d:%d", at, pos.Line, pos.Col)
+	}
+	return fmt.Sprintf("%s: note: oapi-codegen leaves out %s (%s), so idemgen generates nothing for %s: %s",
+		at, english.Count(len(names), "idempotent operation"), strings.Join(set, ", "), english.Noun(len(names), "it", "them"), strings.Join(names, ", "))
 }
 
 // muxConflicts returns, when oapi-codegen's configuration generates

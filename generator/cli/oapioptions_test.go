@@ -85,6 +85,33 @@ func TestOapiCodegenOptionsBuild(t *testing.T) {
 	m.Go(t, "vet", "./...")
 }
 
+// TestLeftOutNotePosition: the note naming the operations oapi-codegen
+// leaves out is at the output-options key that leaves them out in
+// oapi-codegen's configuration (file:line:col: note:, as init's notes),
+// the first in the file when several are set, in block and flow style,
+// for check and generate.
+func TestLeftOutNotePosition(t *testing.T) {
+	spec := filepath.Join(gentest.RepoRoot(t), "testdata", "oapiconfig", "openapi.yaml")
+	const head = "package: api\noutput: api.gen.go\ngenerate: {models: true, std-http-server: true, strict-server: true, client: true}\n"
+	for _, tc := range []struct {
+		options, at, keys string
+	}{
+		{"output-options:\n  skip-prune: true\n  exclude-operation-ids: [createLedger]\n  include-tags: [widgets, gadgets, ledgers]\n", ":6:3", "include-tags, exclude-operation-ids"},
+		{"output-options: {include-tags: [widgets, gadgets]}\n", ":4:18", "include-tags"},
+	} {
+		dir := t.TempDir()
+		oapi := filepath.Join(dir, "oapi-codegen.yaml")
+		require.NoError(t, os.WriteFile(oapi, []byte(head+tc.options), 0o644))
+		cfg := filepath.Join(dir, "idemgen.yaml")
+		require.NoError(t, os.WriteFile(cfg, []byte("package: api\nspec: "+spec+"\noapi-codegen-config: "+oapi+"\ngenerate: {server: true, client: true}\n"), 0o644))
+		for _, cmd := range []string{"check", "generate"} {
+			c, _, stderr := run(cmd, "-config", cfg)
+			require.Equal(t, cli.ExitOK, c, "%s: %s", cmd, stderr)
+			assert.Contains(t, stderr, oapi+tc.at+": note: oapi-codegen leaves out 1 idempotent operation ("+tc.keys+"), so idemgen generates nothing for it: POST /ledgers (createLedger)\n", cmd)
+		}
+	}
+}
+
 // TestClientWithoutOapiClient: idemgen's client helpers refer to
 // oapi-codegen's client (ClientWithResponses, <Op>Response): turning them on
 // while oapi-codegen-config generates no client is a usage error, as

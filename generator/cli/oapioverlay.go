@@ -56,22 +56,45 @@ func (c *Config) oapiOverlayDiags(configPath, path string, oapi *oapiFile) diag.
 // keys, from the document root) of the YAML document doc; the file alone
 // when there is none.
 func nodePos(file string, doc *yaml.Node, keys ...string) ir.Pos {
+	_, v := yamlAt(doc, keys...)
+	return posOf(file, v)
+}
+
+// keyPos is nodePos for the last of keys itself, not its value.
+func keyPos(file string, doc *yaml.Node, keys ...string) ir.Pos {
+	k, _ := yamlAt(doc, keys...)
+	return posOf(file, k)
+}
+
+// yamlAt returns the key and the value at keys (mapping keys, from the
+// document root) of the YAML document doc, nil and nil when there are
+// none (the last of a key repeated).
+func yamlAt(doc *yaml.Node, keys ...string) (key, value *yaml.Node) {
 	n := doc
 	if n != nil && n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
 		n = n.Content[0]
 	}
 	for _, k := range keys {
 		if n == nil || n.Kind != yaml.MappingNode {
-			return ir.Pos{File: file}
+			return nil, nil
 		}
+		key = nil
 		var next *yaml.Node
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			if n.Content[i].Value == k {
-				next = n.Content[i+1]
+				key, next = n.Content[i], n.Content[i+1]
 			}
 		}
 		n = next
 	}
+	if n == nil {
+		return nil, nil
+	}
+	return key, n
+}
+
+// posOf is the position of n in file; the file alone when n is nil.
+func posOf(file string, n *yaml.Node) ir.Pos {
 	if n == nil {
 		return ir.Pos{File: file}
 	}

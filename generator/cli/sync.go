@@ -55,7 +55,7 @@ func checkGenerated(fs *flag.FlagSet, configPath string, overlays []string, igno
 		return ExitUsage
 	}
 	spec, diags, note := diagnose(cfg, strict, ignores, cfg.noReplayedHeader(fs))
-	printNote(stderr, "check", note)
+	printNote(stderr, note)
 	report(diags, format, stdout, stderr)
 	if diags.HasErrors() {
 		fmt.Fprintln(stderr, "idemgen check: the spec has errors; cannot compare the generated files")

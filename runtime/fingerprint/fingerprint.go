@@ -450,28 +450,25 @@ func streamPrefixOf(v int) string {
 // v3, for a media type of the raw domain): 'F' and the parameters as pairs
 // (names in ASCII lower case, values unquoted), or 'R' and the text after
 // the first ';' as it is when it is not a list of well-formed parameters
-// (see the package documentation); 'F' 0 without a ';'.
+// (see the package documentation); 'F' 0 without a ';'. It parses the
+// parameters once, writing the pairs as it goes after a one-byte count
+// (moved on for a count of 128 or more), and writes 'R' over them if one
+// is malformed.
 func appendParams(dst []byte, ct string) []byte {
 	i := strings.IndexByte(ct, ';')
 	if i < 0 {
 		return append(dst, paramsList, 0)
 	}
 	text := ct[i+1:]
-	n := 0
+	start := len(dst)
+	dst = append(dst, paramsList, 0)
+	n := uint64(0)
 	for pos := 0; ; {
-		_, _, next, ok := nextParam(text, pos)
+		name, value, next, ok := nextParam(text, pos)
 		if !ok {
-			return appendString(append(dst, paramsText), text)
+			return appendString(append(dst[:start], paramsText), text)
 		}
 		n++
-		if next == len(text) {
-			break
-		}
-		pos = next
-	}
-	dst = binary.AppendUvarint(append(dst, paramsList), uint64(n))
-	for pos := 0; n > 0; n-- {
-		name, value, next, _ := nextParam(text, pos)
 		dst = binary.AppendUvarint(dst, uint64(len(name)))
 		for j := 0; j < len(name); j++ {
 			c := name[j]
@@ -481,8 +478,21 @@ func appendParams(dst []byte, ct string) []byte {
 			dst = append(dst, c)
 		}
 		dst = appendString(dst, value)
+		if next == len(text) {
+			break
+		}
 		pos = next
 	}
+	if n < 0x80 {
+		dst[start+1] = byte(n)
+		return dst
+	}
+	var l [binary.MaxVarintLen64]byte
+	count := binary.AppendUvarint(l[:0], n)
+	pairs := start + 2
+	dst = append(dst, count[1:]...)
+	copy(dst[pairs+len(count)-1:], dst[pairs:])
+	copy(dst[start+1:], count)
 	return dst
 }
 

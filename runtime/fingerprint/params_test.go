@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"maps"
 	"math/rand/v2"
 	"mime"
@@ -312,4 +313,25 @@ func respell(r *rand.Rand, ct string) string {
 		}
 	}
 	return ct
+}
+
+// A raw type with many parameters has the documented stream: a count of
+// 128 or more takes more than one byte of its varint (appendParams writes
+// the pairs after a one-byte count and moves them on), and a malformed
+// parameter after many well-formed ones makes the text count as it is.
+func TestManyParams(t *testing.T) {
+	h := mustNew(t, fingerprint.Options{})
+	for _, n := range []int{1, 127, 128, 129, 300, 16384} {
+		var ct strings.Builder
+		ct.WriteString("multipart/form-data")
+		for i := range n {
+			fmt.Fprintf(&ct, "; P%d=%q", i, strings.Repeat("v", i%5))
+		}
+		for _, tail := range []string{"", "; x", ";"} {
+			in := &fingerprint.Input{Method: "POST", Operation: "op", Path: "/p", ContentType: ct.String() + tail, Body: []byte("--A--\r\n")}
+			if got, want := h.Sum(in), documentedSum(h, nil, in); got != want {
+				t.Errorf("%d parameters%q: Sum %v, documented stream %v", n, tail, got, want)
+			}
+		}
+	}
 }

@@ -525,11 +525,10 @@ func (s *Store) migrate(ctx context.Context, withFunc bool) (funcOK bool, err er
 // naming the table, the role, the privilege it lacks and the grant that
 // gives it.
 func (s *Store) versionUnreadable(ctx context.Context, tx pgx.Tx, exists bool) (string, error) {
-	var role string
-	if err := tx.QueryRow(ctx, `SELECT current_user`).Scan(&role); err != nil {
+	r, err := currentRole(ctx, tx)
+	if err != nil {
 		return "", err
 	}
-	r := pgx.Identifier{role}.Sanitize()
 	if exists {
 		return fmt.Sprintf("the role %s lacks the SELECT privilege on %s (GRANT SELECT ON %s TO %s)", r, s.n.version, s.n.version, r), nil
 	}
@@ -542,12 +541,23 @@ func (s *Store) versionUnreadable(ctx context.Context, tx pgx.Tx, exists bool) (
 // the schema, the role and the ways out.
 func (s *Store) schemaNotCreatable(ctx context.Context, tx pgx.Tx, err error) error {
 	role := "the role"
-	var r string
-	if tx.QueryRow(ctx, `SELECT current_user`).Scan(&r) == nil {
-		role += " " + pgx.Identifier{r}.Sanitize()
+	if r, rerr := currentRole(ctx, tx); rerr == nil {
+		role += " " + r
 	}
 	schema := pgx.Identifier{s.n.schema}.Sanitize()
 	return fmt.Errorf("the schema %s does not exist and %s may not create it (it lacks CREATE on the database): have the schema's owner create it (CREATE SCHEMA %s) and its tables (Migrate as that owner, or SchemaSQL), then grant this role the run-time privileges: %w", schema, role, schema, err)
+}
+
+// currentRole is the role q's statements run as (current_user), quoted as
+// an SQL identifier for the GRANT a message suggests.
+func currentRole(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) (string, error) {
+	var role string
+	if err := q.QueryRow(ctx, `SELECT current_user`).Scan(&role); err != nil {
+		return "", err
+	}
+	return pgx.Identifier{role}.Sanitize(), nil
 }
 
 // savepoint runs f in a savepoint of tx, rolled back when f fails, so that

@@ -557,9 +557,8 @@ func (s *Store) warnClaimFuncMissing(ctx context.Context, err error) {
 	fix := "the function does not exist (a schema an older pgstore made): run Migrate as the schema's owner, or SchemaSQL"
 	if isInsufficientPrivilege(err) {
 		role := "<role>"
-		var r string
-		if s.pool.QueryRow(ctx, `SELECT current_user`).Scan(&r) == nil {
-			role = pgx.Identifier{r}.Sanitize()
+		if r, rerr := currentRole(ctx, s.pool); rerr == nil {
+			role = r
 		}
 		fix = "the role may not execute it: GRANT EXECUTE ON FUNCTION " + fn + " TO " + role
 	}
