@@ -455,18 +455,18 @@ func (d *Doer) prepare(ctx context.Context, req *http.Request, call *Call, p Pol
 		}
 	case CarrierBody:
 		if p.Ambiguous { // never add a member: only fill one that carries no key
-			toks, _ := parsePointer(p.KeyName) // validated
-			switch s, ok := bodyKeyMember(data, toks); {
-			case !hasBody || !ok:
+			if !hasBody {
 				key = ""
-			case carried(s) == "": // "", null or the nil UUID: no key
-				out, _, err := setBodyKey(data, toks, key)
-				if err != nil { // not expected: the member was read
-					return nil, d.fail(req, call, ErrBadKeyCarrier, err)
-				}
+				break
+			}
+			toks, _ := parsePointer(p.KeyName) // validated
+			switch out, ex, err := fillBodyKey(data, toks, key); {
+			case err != nil: // no member to fill (or no JSON object): sent unchanged
+				key = ""
+			case ex != "":
+				existing = ex
+			default: // "", null or the nil UUID: filled
 				data = out
-			default:
-				existing = s
 			}
 			break
 		}
