@@ -262,9 +262,14 @@ func (c *compiler) run() *ir.Spec {
 }
 
 // basePaths returns the paths of servers for ir.Spec.BasePaths: each URL
-// with its variables replaced by their default values, resolved against
-// "/", escaped; without the URLs that do not parse or keep a variable the
-// server does not declare, and without repeats.
+// with its variables replaced by their default values, its path resolved
+// against "/" ("." and ".." segments resolved), escaped; without the URLs
+// that do not parse or keep a variable the server does not declare,
+// without repeats, and without the root path "/" (a URL without a path):
+// the root is no base path. Every path is under it, whatever the base
+// path a client really sends to, so that reading a request under it could
+// take POST /orders under an undeclared /acme/v1 for tenant acme's POST
+// /{tenant}/v1/orders and retry it.
 func basePaths(servers openapi3.Servers) []string {
 	var out []string
 	root := &url.URL{Path: "/"}
@@ -285,14 +290,8 @@ func basePaths(servers openapi3.Servers) []string {
 		if err != nil {
 			continue
 		}
-		if u.Scheme == "" && u.Host == "" {
-			u = root.ResolveReference(&url.URL{Path: u.Path, RawPath: u.RawPath})
-		}
-		p := u.EscapedPath()
-		if p == "" {
-			p = "/"
-		}
-		if !slices.Contains(out, p) {
+		p := root.ResolveReference(&url.URL{Path: u.Path, RawPath: u.RawPath}).EscapedPath()
+		if p != "/" && !slices.Contains(out, p) {
 			out = append(out, p)
 		}
 	}

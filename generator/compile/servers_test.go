@@ -15,7 +15,9 @@ import (
 // for the client's matcher: absolute URLs' paths, relative URLs resolved
 // against "/", variables at their default values, escaped, without
 // repeats; a URL with a variable the server does not declare, or that does
-// not parse, is left out, and path-item servers are not read.
+// not parse, is left out, and path-item servers are not read. The root path
+// is no base path: a URL without a path, or whose path is or resolves to
+// "/", is left out too.
 func TestBasePaths(t *testing.T) {
 	spec := filepath.Join(t.TempDir(), "openapi.yaml")
 	require.NoError(t, os.WriteFile(spec, []byte(`openapi: 3.0.3
@@ -33,6 +35,10 @@ servers:
   - url: https://h/{undeclared}/v5
   - url: 'http://h/%zz'
   - url: https://h/a%2Fb
+  - url: https://h/
+  - url: /
+  - url: https://h/x/..
+  - url: https://h/w/./v6/../v7
 paths:
   /orders:
     servers: [{url: https://h/item}]
@@ -44,7 +50,7 @@ paths:
 `), 0o644))
 	ir, diags := compile.Compile(spec, compile.Options{})
 	require.False(t, diags.HasErrors(), "%v", diags)
-	assert.Equal(t, []string{"/api/v1", "/", "/v2", "/v3/", "/caf%C3%A9/v4", "/a%2Fb"}, ir.BasePaths)
+	assert.Equal(t, []string{"/api/v1", "/v2", "/v3/", "/caf%C3%A9/v4", "/a%2Fb", "/w/v7"}, ir.BasePaths)
 
 	spec = filepath.Join(t.TempDir(), "openapi.yaml")
 	require.NoError(t, os.WriteFile(spec, []byte(`openapi: 3.0.3

@@ -50,12 +50,14 @@ type Spec struct {
 	Routes []Route `json:"routes,omitempty"`
 	// BasePaths are the paths of the spec's top-level servers, in the
 	// spec's order without repeats: each URL with its variables replaced
-	// by their default values, resolved against "/" (a relative URL such as
-	// ./v1 gives /v1, a URL without a path gives /), escaped as in a URL.
-	// A URL idemgen cannot read (one that does not parse, a variable the
-	// server does not declare) is left out. Path-item and operation servers
-	// are not read. A client that does not know its server URL matches
-	// requests under these first.
+	// by their default values, its path resolved against "/" (a relative
+	// URL such as ./v1 gives /v1), escaped as in a URL. The root path (a
+	// URL without a path) is no base path: every path is under it, so it
+	// is left out, as is a URL idemgen cannot read (one that does not
+	// parse, a variable the server does not declare). Path-item and
+	// operation servers are not read. A client that does not know its
+	// server URL matches requests under these first
+	// (idemclient.NewRouteTable).
 	BasePaths []string `json:"basePaths,omitempty"`
 	// Types are the package-level Go types oapi-codegen declares for the
 	// spec's components (schemas, parameters, responses, request bodies), so

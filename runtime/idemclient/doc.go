@@ -17,6 +17,10 @@
 //     caller's options (its own key with [WithKey], a [WithKeyObserver] to
 //     persist the key, a per-operation [WithPolicy]) and report the key and
 //     the number of attempts afterwards.
+//   - [RouteTable]: the API's routes by method and path, each with its
+//     policy or none; its [RouteTable.Match] and [RouteTable.Matcher] are
+//     [Matcher]s that manage requests without a Call, the generated
+//     NewIdempotentDoer's and IdempotentMatcher's.
 //   - [ParseRetryAfter], [Classify], [NewKey], [ParseProblem]: the
 //     decisions, exported for reuse and tests.
 //

@@ -455,18 +455,18 @@ func (d *Doer) prepare(ctx context.Context, req *http.Request, call *Call, p Pol
 		}
 	case CarrierBody:
 		if p.Ambiguous { // never add a member: only fill one that carries no key
-			toks, _ := parsePointer(p.KeyName) // validated
-			switch s, ok := bodyKeyMember(data, toks); {
-			case !hasBody || !ok:
+			if !hasBody {
 				key = ""
-			case carried(s) == "": // "", null or the nil UUID: no key
-				out, _, err := setBodyKey(data, toks, key)
-				if err != nil { // not expected: the member was read
-					return nil, d.fail(req, call, ErrBadKeyCarrier, err)
-				}
+				break
+			}
+			toks, _ := parsePointer(p.KeyName) // validated
+			switch out, ex, err := fillBodyKey(data, toks, key); {
+			case err != nil: // no member to fill (or no JSON object): sent unchanged
+				key = ""
+			case ex != "":
+				existing = ex
+			default: // "", null or the nil UUID: filled
 				data = out
-			default:
-				existing = s
 			}
 			break
 		}
@@ -582,7 +582,7 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 		lastProblem := func(e *Error) *Error {
 			e.Status, e.RetryAfter = at.Status, at.RetryAfter
 			if resp != nil {
-				if e.Problem = parseProblem(resp.StatusCode, resp.Header, head.b, head.cut, now); e.Problem != nil {
+				if e.Problem = problemError(resp.StatusCode, resp.Header, head.p, head.ok, now); e.Problem != nil {
 					e.Problem.Key, e.Problem.Attempts = e.Key, e.Attempts
 				}
 			}
@@ -609,22 +609,19 @@ var errAttemptTimeout = errors.New("idemclient: attempt timed out")
 // attempt, to find its problem code.
 const headMax = 64 << 10
 
-// bodyHead is the start of a JSON error body, read within its attempt: at
-// most headMax bytes; cut tells that the body goes on past them.
+// bodyHead is the problem in the start of a JSON error body, read within
+// its attempt (at most headMax bytes) and decoded once (decodeProblem,
+// even when the body goes on past them): its code decides the retry, and
+// the whole problem goes into the error of a call that ends on it. ok is
+// false when there is no such body, or it does not decode.
 type bodyHead struct {
-	b   []byte
-	cut bool
+	p  problemMembers
+	ok bool
 }
 
 // code returns the `code` member of the problem the head holds ("" for
-// none), found even when the body goes on past the head.
-func (h bodyHead) code() string {
-	if h.b == nil {
-		return ""
-	}
-	p, _ := decodeProblem(h.b, h.cut)
-	return p.Code
-}
+// none).
+func (h bodyHead) code() string { return h.p.Code }
 
 // attempt sends attempt n (counting it in call once it is sent: not when
 // its body cannot be had) and reads, within the attempt, up to the buffer
@@ -686,7 +683,7 @@ func (d *Doer) attempt(actx context.Context, pr *prepared, call *Call, n int) (*
 	more := int64(len(buf)) == limit // the body may go on: the rest streams
 	var h bodyHead
 	if problem {
-		h = bodyHead{b: buf[:min(len(buf), headMax)], cut: len(buf) > headMax || more}
+		h.p, h.ok = decodeProblem(buf[:min(len(buf), headMax)], len(buf) > headMax || more)
 	}
 	if !more {
 		resp.Body.Close()

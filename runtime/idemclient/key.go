@@ -147,6 +147,18 @@ func setQueryKey(rawQuery, name, key string) string {
 // object on the path that names the member looked up in it twice is
 // refused ([duplicateOnPath]).
 func setBodyKey(body []byte, toks []string, key string) (out []byte, existing string, err error) {
+	return spliceBodyKey(body, toks, key, true)
+}
+
+// fillBodyKey is setBodyKey for a request that must not gain a member it
+// does not carry (an ambiguous one): it fails, instead of inserting, when
+// the member or one of its parents is missing.
+func fillBodyKey(body []byte, toks []string, key string) (out []byte, existing string, err error) {
+	return spliceBodyKey(body, toks, key, false)
+}
+
+// spliceBodyKey is setBodyKey, and fillBodyKey when create is false.
+func spliceBodyKey(body []byte, toks []string, key string, create bool) (out []byte, existing string, err error) {
 	if !json.Valid(body) {
 		return nil, "", fmt.Errorf("%w: request body is not valid JSON", ErrBadKeyCarrier)
 	}
@@ -184,6 +196,9 @@ func setBodyKey(body []byte, toks []string, key string) (out []byte, existing st
 			}
 		}
 		where.WriteString("/" + escapeToken(tok))
+		if !found && !create {
+			return nil, "", fmt.Errorf("%w: body has no member %q", ErrBadKeyCarrier, where.String())
+		}
 		if !found {
 			// Create the missing members: {"tok":{"next":…{"last":"key"}}}.
 			// A created parent is an object, so the token looked up in
@@ -344,33 +359,4 @@ func jsonString(s string) string {
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(s) // a string always encodes
 	return strings.TrimSuffix(b.String(), "\n")
-}
-
-// bodyKeyMember returns the string at the member named by pointer toks in
-// the JSON body, without changing anything ("" for null); ok is false
-// when the body is not valid JSON, an object on the path names the member
-// twice, or the member is missing or not a string or null.
-func bodyKeyMember(body []byte, toks []string) (s string, ok bool) {
-	if !json.Valid(body) {
-		return "", false
-	}
-	if _, dup := duplicateOnPath(body, toks); dup {
-		return "", false
-	}
-	raw := json.RawMessage(body)
-	for _, tok := range toks {
-		var obj map[string]json.RawMessage
-		if json.Unmarshal(raw, &obj) != nil {
-			return "", false
-		}
-		v, found := obj[tok]
-		if !found {
-			return "", false
-		}
-		raw = v
-	}
-	if json.Unmarshal(raw, &s) != nil {
-		return "", false
-	}
-	return s, true
 }

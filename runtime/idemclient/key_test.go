@@ -96,6 +96,40 @@ func TestSetBodyKey(t *testing.T) {
 	}
 }
 
+// TestFillBodyKey: fillBodyKey is setBodyKey that never inserts a member
+// or a parent; it fills one that carries no key and keeps a carried one.
+func TestFillBodyKey(t *testing.T) {
+	const k = "0190b7b0-0000-7000-8000-000000000001"
+	for _, tc := range []struct {
+		body, ptr, want, existing string
+		err                       bool
+	}{
+		{`{"k":"","a":1}`, "/k", `{"k":"` + k + `","a":1}`, "", false},
+		{`{"k":null}`, "/k", `{"k":"` + k + `"}`, "", false},
+		{`{"k":"00000000-0000-0000-0000-000000000000"}`, "/k", `{"k":"` + k + `"}`, "", false},
+		{`{"m":{"k":""}}`, "/m/k", `{"m":{"k":"` + k + `"}}`, "", false},
+		{`{"k":"mine"}`, "/k", `{"k":"mine"}`, "mine", false},
+		{`{"a":1}`, "/k", "", "", true},
+		{`{}`, "/k", "", "", true},
+		{`{"m":{}}`, "/m/k", "", "", true},
+		{`{"a":1}`, "/m/k", "", "", true},
+		{`{"k":5}`, "/k", "", "", true},
+		{`{"k":"","k":""}`, "/k", "", "", true},
+		{`{"k":`, "/k", "", "", true},
+	} {
+		toks, err := parsePointer(tc.ptr)
+		require.NoError(t, err)
+		out, existing, err := fillBodyKey([]byte(tc.body), toks, k)
+		if tc.err {
+			assert.ErrorIs(t, err, ErrBadKeyCarrier, tc.body)
+			continue
+		}
+		require.NoError(t, err, tc.body)
+		assert.Equal(t, tc.want, string(out), tc.body)
+		assert.Equal(t, tc.existing, existing, tc.body)
+	}
+}
+
 func TestSetQueryKey(t *testing.T) {
 	assert.Equal(t, "request_id=k1", setQueryKey("", "request_id", "k1"))
 	assert.Equal(t, "b=%2F&a=1&request_id=k1", setQueryKey("b=%2F&a=1", "request_id", "k1"), "other pairs keep their spelling and order")

@@ -80,6 +80,12 @@ func parseProblem(status int, h http.Header, body []byte, cut bool, now time.Tim
 		return nil
 	}
 	p, ok := decodeProblem(body, cut)
+	return problemError(status, h, p, ok, now)
+}
+
+// problemError is parseProblem of the members p of the JSON body of an
+// error status, decoded already (ok: decodeProblem's).
+func problemError(status int, h http.Header, p problemMembers, ok bool, now time.Time) *ProblemError {
 	if !ok || !strings.HasPrefix(p.Code, "IDEMPOTENCY_") {
 		return nil
 	}

@@ -42,7 +42,6 @@ package client
 import (
 	"cmp"
 	"fmt"
-	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -394,11 +393,11 @@ func (g *gen) constructors() {
 		jen.Return(jen.Op("&").Id(t).Values(jen.Dict{jen.Id("ClientWithResponses"): jen.Id("c")}), jen.Nil()),
 	)
 
-	g.docf("%s returns an *idemclient.Doer over inner (nil: http.DefaultClient) for any client of this package: give it to WithHTTPClient. Requests of the typed helpers carry their call and its policy; any other request whose method and path are those of an idempotent operation is retried under that operation's policy with a new key per request (or the key the request carries already); every other request passes through untouched. Not knowing the server URL, it reads a request under the base paths the spec's top-level servers declare, if any, as %[2]s does; when no route serves it whole under them, it matches the request on the end of its URL path, so that a server URL with another base path works; a request that an idempotent route and one that is not idempotent both serve, read under base paths of different lengths (with POST /{tenant}/orders or POST /api/orders idempotent and POST /orders not: POST /acme/orders, POST /api/orders), is ambiguous: it gets a key as the idempotent operation would, but one attempt only, since it may be the other. This costs retries for a common REST shape: with POST /orders not idempotent, an idempotent POST /users/{id}/orders is always ambiguous this way (POST /orders under the base path /users/5), so its requests are sent once, never retried. Give it idemclient.WithMatcher(m), m from %[2]s(server), to match exactly under the server URL's base path, as New%[3]s does: recommended whenever the server URL is known. The typed helpers are retried either way. opts configure the Doer (idemclient.WithClock, WithAttemptTimeout, WithLogger, WithAttemptHook, ...); a WithMatcher among them replaces the operations' matcher.", doer, matcher, t)
+	g.docf("%s returns an *idemclient.Doer over inner (nil: http.DefaultClient) for any client of this package: give it to WithHTTPClient. Requests of the typed helpers carry their call and its policy; any other request whose method and path are those of an idempotent operation is retried under that operation's policy with a new key per request (or the key the request carries already); every other request passes through untouched. Not knowing the server URL, it reads a request under the base paths the spec's top-level servers declare, if any, as %[2]s does; when no route serves it whole under them, it matches the request on the end of its URL path, so that a server URL with another base path works; a request that an idempotent route and one that is not idempotent both serve, read under base paths of different lengths (with POST /{tenant}/orders or POST /api/orders idempotent and POST /orders not: POST /acme/orders, POST /api/orders), is ambiguous: it gets a key as the idempotent operation would, but one attempt only, since it may be the other. This costs retries for a common REST shape: with POST /orders not idempotent, an idempotent POST /users/{id}/orders is always ambiguous this way (POST /orders under the base path /users/5), so its requests are sent once, never retried (idemclient.RouteTable.Match). Give it idemclient.WithMatcher(m), m from %[2]s(server), to match exactly under the server URL's base path, as New%[3]s does: recommended whenever the server URL is known. The typed helpers are retried either way. opts configure the Doer (idemclient.WithClock, WithAttemptTimeout, WithLogger, WithAttemptHook, ...); a WithMatcher among them replaces the operations' matcher.", doer, matcher, t)
 	g.f.Func().Id(doer).Params(jen.Id("inner").Id("HttpRequestDoer"), jen.Id("opts").Op("...").Add(q("Option"))).Op("*").Add(q("Doer")).Block(
 		jen.If(jen.Id("inner").Op("==").Nil()).Block(jen.Id("inner").Op("=").Qual("net/http", "DefaultClient")),
 		jen.Return(q("NewDoer").Call(jen.Id("inner"), q("Policy").Values(),
-			jen.Append(jen.Index().Add(q("Option")).Values(q("WithMatcher").Call(jen.Id(px+"Match"))), jen.Id("opts").Op("...")).Op("..."))),
+			jen.Append(jen.Index().Add(q("Option")).Values(q("WithMatcher").Call(jen.Id(px+"Routes").Dot("Match"))), jen.Id("opts").Op("...")).Op("..."))),
 	)
 
 	g.exactMatcher()
@@ -788,252 +787,63 @@ func (g *gen) keyHelpers() {
 	}
 }
 
-// route is an entry of the matcher table.
-type route struct {
-	path   string
-	segs   []gogen.Segment
-	policy string // the policy variable, "" for a route that is not idempotent
-}
-
-// order puts longer templates first (a request is matched on the end of
-// its path), then the more specific at the first segment where two differ
-// in kind, then by template.
-func order(a, b route) int {
-	if len(a.segs) != len(b.segs) {
-		return len(b.segs) - len(a.segs)
-	}
-	for i := range a.segs {
-		if ra, rb := a.segs[i].Rank(), b.segs[i].Rank(); ra != rb {
-			return ra - rb
-		}
-	}
-	return strings.Compare(a.path, b.path)
-}
-
-// routes returns the matcher table by method: every route of the methods
+// routes returns the route table's entries: every route of the methods
 // that have an idempotent operation, so a route that is not idempotent
-// still wins over an idempotent template it is more specific than.
-func (g *gen) routes() map[string][]route {
-	policy := map[string]string{}
-	for _, op := range g.spec.Operations {
-		policy[op.Method+" "+op.Path] = g.policyVar(op)
-	}
+// still wins over an idempotent template it is more specific than, in the
+// IR's order (idemclient.NewRouteTable sorts them), with the policy
+// variable of the idempotent ones ("" for the others).
+func (g *gen) routes() []ir.Route {
 	all := g.spec.Routes
 	if len(all) == 0 { // an IR without routes: the idempotent operations alone
 		for _, op := range g.spec.Operations {
 			all = append(all, ir.Route{Method: op.Method, Path: op.Path})
 		}
 	}
-	out := map[string][]route{}
+	var out []ir.Route
 	for _, r := range all {
-		if !slices.ContainsFunc(g.spec.Operations, func(op *ir.Operation) bool { return op.Method == r.Method }) {
-			continue
+		if slices.ContainsFunc(g.spec.Operations, func(op *ir.Operation) bool { return op.Method == r.Method }) {
+			out = append(out, r)
 		}
-		out[r.Method] = append(out[r.Method], route{path: r.Path, segs: gogen.ParseTemplate(r.Path), policy: policy[r.Method+" "+r.Path]})
-	}
-	for m := range out {
-		slices.SortStableFunc(out[m], order)
 	}
 	return out
 }
 
+// matcher writes the route table, an idemclient.RouteTable built once.
 func (g *gen) matcher() {
-	routes := g.routes()
-	methods := make([]string, 0, len(routes))
-	for m := range routes {
-		methods = append(methods, m)
-	}
-	slices.Sort(methods)
 	q := func(id string) *jen.Statement { return jen.Qual(clientPkg, id) }
-
-	g.doc(px + "Route is an entry of the matcher: a path template split into segments, and its operation's policy (nil for a route that is not idempotent).")
-	g.f.Type().Id(px+"Route").Struct(
-		jen.Id("segs").Index().Id(px+"Segment"),
-		jen.Id("policy").Op("*").Add(q("Policy")),
-	)
-	gogen.SegmentType(g.f, px)
-	g.doc(px + "Routes holds, by method, every route of the methods that have an idempotent operation, longest first, then most specific (static segments before parameters), so that a request is matched, by its whole path under the server's base path or by the end of its path, to the route that serves it.")
-	g.f.Var().Id(px + "Routes").Op("=").Map(jen.String()).Index().Id(px + "Route").ValuesFunc(func(outer *jen.Group) {
-		for _, m := range methods {
-			outer.Line().Lit(m).Op(":").ValuesFunc(func(gr *jen.Group) {
-				for _, r := range routes[m] {
-					pol := jen.Code(jen.Nil())
-					if r.policy != "" {
-						pol = jen.Op("&").Id(r.policy)
-					}
-					gr.Line().Values(jen.Id(px+"Template").Call(jen.Lit(r.path)), pol)
-				}
-				gr.Line()
-			})
-		}
-		if len(methods) > 0 {
-			outer.Line()
-		}
-	})
-
-	gogen.TemplateFunc(g.f, px)
-
-	seg := func() *jen.Statement { return jen.Id(px + "Segment") }
-	g.doc(px + "Ends reports whether path (segments, unescaped) ends with the template segments segs.")
-	g.f.Func().Id(px+"Ends").Params(jen.Id("segs").Index().Add(seg()), jen.Id("path").Index().String()).Bool().Block(
-		jen.If(jen.Len(jen.Id("segs")).Op(">").Len(jen.Id("path"))).Block(jen.Return(jen.False())),
-		jen.For(jen.List(jen.Id("i"), jen.Id("v")).Op(":=").Range().Id("path").Index(jen.Len(jen.Id("path")).Op("-").Len(jen.Id("segs")), jen.Empty())).Block(
-			jen.Id("s").Op(":=").Id("segs").Index(jen.Id("i")),
-			jen.If(jen.Op("!").Id("s").Dot("param")).Block(
-				jen.If(jen.Id("v").Op("!=").Id("s").Dot("prefix")).Block(jen.Return(jen.False())),
-				jen.Continue(),
-			),
-			jen.If(
-				jen.Len(jen.Id("v")).Op("<=").Len(jen.Id("s").Dot("prefix")).Op("+").Len(jen.Id("s").Dot("suffix")).Op("||").
-					Op("!").Qual("strings", "HasPrefix").Call(jen.Id("v"), jen.Id("s").Dot("prefix")).Op("||").
-					Op("!").Qual("strings", "HasSuffix").Call(jen.Id("v"), jen.Id("s").Dot("suffix")),
-			).Block(jen.Return(jen.False())),
-		),
-		jen.Return(jen.True()),
-	)
-	g.doc(px + "Split splits an escaped path (without its leading slash) at its slashes and unescapes each segment, as the templates' text is (a static segment /cafés is sent as /caf%C3%A9s; an escaped slash stays inside its segment).")
-	g.f.Func().Id(px+"Split").Params(jen.Id("escaped").String()).Index().String().Block(
-		jen.Id("path").Op(":=").Qual("strings", "Split").Call(jen.Id("escaped"), jen.Lit("/")),
-		jen.For(jen.List(jen.Id("i"), jen.Id("s")).Op(":=").Range().Id("path")).Block(
-			jen.If(jen.List(jen.Id("u"), jen.Err()).Op(":=").Qual("net/url", "PathUnescape").Call(jen.Id("s")), jen.Err().Op("==").Nil()).Block(
-				jen.Id("path").Index(jen.Id("i")).Op("=").Id("u"),
-			),
-		),
-		jen.Return(jen.Id("path")),
-	)
-
-	bases := matcherBases(g.spec.BasePaths)
-	if len(bases) > 0 {
-		g.doc(px + "Bases are the base paths of the spec's servers (top-level servers, variables at their default values), as " + g.cfg.Matcher() + " strips them: " + px + "Match reads a request under them first.")
-		g.f.Var().Id(px + "Bases").Op("=").Index().String().ValuesFunc(func(gr *jen.Group) {
-			for _, b := range bases {
+	policy := map[string]string{}
+	for _, op := range g.spec.Operations {
+		policy[op.Method+" "+op.Path] = g.policyVar(op)
+	}
+	bases := jen.Code(jen.Nil())
+	basesDoc := ""
+	if len(g.spec.BasePaths) > 0 {
+		bases = jen.Index().String().ValuesFunc(func(gr *jen.Group) {
+			for _, b := range g.spec.BasePaths {
 				gr.Lit(b)
 			}
 		})
+		basesDoc = fmt.Sprintf(", under the base paths of the spec's top-level servers first (variables at their default values: %s)", strings.Join(g.spec.BasePaths, ", "))
 	}
-	g.doc(px + "Exact matches req by its whole path under base, an escaped path that ends with a slash: ok reports whether a route serves the rest of the path (routes of its length only, static segments before parameters, as a router), idempotent whether that route is idempotent, and p is its policy then. A request outside base is not served.")
-	g.f.Func().Id(px+"Exact").Params(jen.Id("req").Op("*").Qual("net/http", "Request"), jen.Id("base").String()).Params(jen.Id("p").Add(q("Policy")), jen.List(jen.Id("idempotent"), jen.Id("ok")).Bool()).Block(
-		jen.List(jen.Id("rest"), jen.Id("under")).Op(":=").Qual("strings", "CutPrefix").Call(jen.Id("req").Dot("URL").Dot("EscapedPath").Call(), jen.Id("base")),
-		jen.If(jen.Op("!").Id("under")).Block(jen.Return(q("Policy").Values(), jen.False(), jen.False())),
-		jen.Id("path").Op(":=").Id(px+"Split").Call(jen.Id("rest")),
-		jen.For(jen.List(jen.Id("_"), jen.Id("rt")).Op(":=").Range().Id(px+"Routes").Index(jen.Id("req").Dot("Method"))).Block(
-			jen.If(jen.Len(jen.Id("rt").Dot("segs")).Op("!=").Len(jen.Id("path")).Op("||").Op("!").Id(px+"Ends").Call(jen.Id("rt").Dot("segs"), jen.Id("path"))).Block(jen.Continue()),
-			jen.If(jen.Id("rt").Dot("policy").Op("==").Nil()).Block(jen.Return(q("Policy").Values(), jen.False(), jen.True())),
-			jen.Return(jen.Op("*").Id("rt").Dot("policy"), jen.True(), jen.True()),
-		),
-		jen.Return(q("Policy").Values(), jen.False(), jen.False()),
-	)
-
-	g.doc(px + "Match is " + g.cfg.Doer() + "'s matcher, for a Doer that does not know the server URL: the policy of the idempotent operation whose route serves the request. " + matchBasesDoc(bases, g.cfg.Matcher()) + " matched on the end of its path (the server URL may add a base path), split by " + px + "Split; ok is false for every other request. Of the routes of one length the first that matches serves the request (static segments before parameters, as a router); routes of different lengths that match are read under base paths of different lengths, which the end of the path cannot tell apart. When the routes that match so include an idempotent one and one that is not idempotent (POST /acme/orders is POST /{tenant}/orders, or POST /orders under the base path /acme; POST /api/orders is POST /api/orders, or POST /orders under /api), the request is ambiguous: it is managed under the policy of the longest idempotent one, so that it carries a key of its own (a new one, or the one it carries, never the nil UUID), but with one attempt (MaxAttempts 1), since retrying an operation that is not idempotent could run it twice, and marked Ambiguous, so that the Doer adds no key to its query or body (it only replaces a nil UUID there; a header key is added); under a key in the body, an ambiguous request without a JSON body (" + px + "JSON) is not matched. " + g.cfg.Matcher() + " matches exactly.")
-	suffix := []jen.Code{
-		jen.Id("path").Op(":=").Id(px + "Split").Call(jen.Qual("strings", "TrimPrefix").Call(jen.Id("req").Dot("URL").Dot("EscapedPath").Call(), jen.Lit("/"))),
-		jen.Id("n").Op(":=").Lit(-1).Comment("the length of the last route that matched: one route per length"),
-		jen.For(jen.List(jen.Id("_"), jen.Id("rt")).Op(":=").Range().Id(px+"Routes").Index(jen.Id("req").Dot("Method"))).Block(
-			jen.If(jen.Len(jen.Id("rt").Dot("segs")).Op("==").Id("n").Op("||").Op("!").Id(px+"Ends").Call(jen.Id("rt").Dot("segs"), jen.Id("path"))).Block(jen.Continue()),
-			jen.Id("n").Op("=").Len(jen.Id("rt").Dot("segs")),
-			jen.Switch().Block(
-				jen.Case(jen.Id("rt").Dot("policy").Op("==").Nil()).Block(jen.Id("plain").Op("=").True()),
-				jen.Case(jen.Op("!").Id("found")).Block(jen.List(jen.Id("p"), jen.Id("found")).Op("=").List(jen.Op("*").Id("rt").Dot("policy"), jen.True())),
-			),
-		),
-	}
-	body := []jen.Code{jen.Var().Defs(
-		jen.Id("p").Add(q("Policy")),
-		jen.Id("found").Bool(),
-		jen.Id("plain").Bool(),
-	)}
-	if len(bases) > 0 {
-		body = append(body,
-			jen.For(jen.List(jen.Id("_"), jen.Id("base")).Op(":=").Range().Id(px+"Bases")).Block(
-				jen.List(jen.Id("bp"), jen.Id("idem"), jen.Id("ok")).Op(":=").Id(px+"Exact").Call(jen.Id("req"), jen.Id("base")),
-				jen.Switch().Block(
-					jen.Case(jen.Op("!").Id("ok")).Block(),
-					jen.Case(jen.Op("!").Id("idem")).Block(jen.Id("plain").Op("=").True()),
-					jen.Case(jen.Op("!").Id("found")).Block(jen.List(jen.Id("p"), jen.Id("found")).Op("=").List(jen.Id("bp"), jen.True())),
-				),
-			),
-			jen.If(jen.Op("!").Id("found").Op("&&").Op("!").Id("plain")).Block(suffix...),
-		)
-	} else {
-		body = append(body, suffix...)
-	}
-	body = append(body,
-		jen.If(jen.Id("found").Op("&&").Id("plain")).Block(
-			jen.If(jen.Id("p").Dot("KeyCarrier").Op("==").Add(q("CarrierBody")).Op("&&").Op("!").Id(px+"JSON").Call(jen.Id("req"))).Block(
-				jen.Return(q("Policy").Values(), jen.False()),
-			),
-			jen.Id("p").Dot("MaxAttempts").Op("=").Lit(1),
-			jen.Id("p").Dot("Ambiguous").Op("=").True(),
-		),
-		jen.Return(jen.Id("p"), jen.Id("found")),
-	)
-	g.f.Func().Id(px+"Match").Params(jen.Id("req").Op("*").Qual("net/http", "Request")).Params(q("Policy"), jen.Bool()).Block(body...)
-
-	g.doc(px + "JSON reports whether req has a body of a JSON media type (application/json, or a +json suffix): the only body an operation whose key goes in the body sends, so an ambiguous request without one is the other operation's, and is left alone (the Doer would refuse it: no body to put the key in).")
-	g.f.Func().Id(px+"JSON").Params(jen.Id("req").Op("*").Qual("net/http", "Request")).Bool().Block(
-		jen.If(jen.Id("req").Dot("Body").Op("==").Nil().Op("||").Id("req").Dot("Body").Op("==").Qual("net/http", "NoBody")).Block(jen.Return(jen.False())),
-		jen.List(jen.Id("mt"), jen.Id("_"), jen.Err()).Op(":=").Qual("mime", "ParseMediaType").Call(jen.Id("req").Dot("Header").Dot("Get").Call(jen.Lit("Content-Type"))),
-		jen.Return(jen.Err().Op("==").Nil().Op("&&").Parens(jen.Id("mt").Op("==").Lit("application/json").Op("||").Qual("strings", "HasSuffix").Call(jen.Id("mt"), jen.Lit("+json")))),
-	)
-}
-
-// matcherBases returns the spec's base paths as the exact matcher strips
-// them: a slash added when missing, resolved with "./", escaped; without
-// repeats and without a path that does not parse.
-func matcherBases(paths []string) []string {
-	var out []string
-	for _, p := range paths {
-		if !strings.HasSuffix(p, "/") {
-			p += "/"
+	g.docf("%sRoutes matches requests to the idempotent operations by method and path%s: every route of the methods that have an idempotent operation, with its policy (nil for a route that is not idempotent), so that a more specific route that is not idempotent wins, as in the server's router. Its Match is %s's matcher, its Matcher(server) %s.", px, basesDoc, g.cfg.Doer(), g.cfg.Matcher())
+	g.f.Var().Id(px+"Routes").Op("=").Add(q("NewRouteTable")).Call(bases, jen.Index().Add(q("Route")).ValuesFunc(func(gr *jen.Group) {
+		for _, r := range g.routes() {
+			pol := jen.Code(jen.Nil())
+			if v := policy[r.Method+" "+r.Path]; v != "" {
+				pol = jen.Op("&").Id(v)
+			}
+			gr.Line().Values(jen.Id("Method").Op(":").Lit(r.Method), jen.Id("Path").Op(":").Lit(r.Path), jen.Id("Policy").Op(":").Add(pol))
 		}
-		u, err := url.Parse(p)
-		if err != nil {
-			continue
-		}
-		if u, err = u.Parse("./"); err != nil {
-			continue
-		}
-		// A root base path (a server URL with no path, the most common)
-		// is no evidence: every path is under it, whatever the base path
-		// the client really sends to, so that reading a request under it
-		// could take POST /orders under an undeclared /acme/v1 for tenant
-		// acme's POST /{tenant}/v1/orders and retry it.
-		if b := u.EscapedPath(); b != "/" && !slices.Contains(out, b) {
-			out = append(out, b)
-		}
-	}
-	return out
-}
-
-// matchBasesDoc is the part of the suffix matcher's comment about the
-// spec's base paths.
-func matchBasesDoc(bases []string, matcher string) string {
-	if len(bases) == 0 {
-		return "It is"
-	}
-	return fmt.Sprintf("It first reads the request under each base path of the spec's servers (%s), as %s would: when a route serves the rest of the path whole under one of them, that decides (a route that is not idempotent means no retry and no key; should routes under two base paths disagree, the request is ambiguous, below). A request that no route serves whole under them is", strings.Join(bases, ", "), matcher)
+		gr.Line()
+	}))
 }
 
 // exactMatcher writes <type>Matcher, the matcher of a known server URL.
 func (g *gen) exactMatcher() {
 	q := func(id string) *jen.Statement { return jen.Qual(clientPkg, id) }
-	g.docf("%s returns the matcher of the requests a client of this package sends to server (oapi-codegen's Server, as given to New%s or NewClient): the policy of the idempotent operation whose route serves the request, matched by its whole path under the server URL's base path. oapi-codegen's client sends an operation to the server URL, a slash added, resolved with \".\" + the operation's path; the matcher strips exactly the base path that gives, escaped as the request's path is, and compares the rest, split by %sSplit, with the routes of the same length, static segments before parameters: a route that is not idempotent that serves the request means no retry. A request that no route serves whole under the base path (outside it, or its path rewritten, say by a request editor adding a gateway prefix) is read as %[4]s reads it (%[3]sMatch: the spec's declared base paths, then the end of the path, an ambiguous request sent once), rather than sent unmanaged with the nil UUID oapi-codegen writes for an unset uuid key, which every such call would share. Give it to %[4]s with idemclient.WithMatcher. It fails when server does not parse as a URL.", g.cfg.Matcher(), g.cfg.Type, px, g.cfg.Doer())
+	g.docf("%s returns the matcher of the requests a client of this package sends to server (oapi-codegen's Server, as given to New%s or NewClient): the policy of the idempotent operation whose route serves the request, matched by its whole path under the server URL's base path; a route that is not idempotent that serves the request means no retry. A request that no route serves whole under the base path (outside it, or its path rewritten, say by a request editor adding a gateway prefix) is read as %s reads it (the spec's declared base paths, then the end of the path, an ambiguous request sent once). See idemclient.RouteTable.Matcher. Give it to %[3]s with idemclient.WithMatcher. It fails when server does not parse as a URL.", g.cfg.Matcher(), g.cfg.Type, g.cfg.Doer())
 	g.f.Func().Id(g.cfg.Matcher()).Params(jen.Id("server").String()).Params(q("Matcher"), jen.Error()).Block(
-		jen.If(jen.Op("!").Qual("strings", "HasSuffix").Call(jen.Id("server"), jen.Lit("/"))).Block(
-			jen.Id("server").Op("+=").Lit("/"),
-		),
-		jen.List(jen.Id("u"), jen.Err()).Op(":=").Qual("net/url", "Parse").Call(jen.Id("server")),
-		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
-		jen.List(jen.Id("u"), jen.Err()).Op("=").Id("u").Dot("Parse").Call(jen.Lit("./")),
-		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
-		jen.Id("base").Op(":=").Id("u").Dot("EscapedPath").Call(),
-		jen.Return(jen.Func().Params(jen.Id("req").Op("*").Qual("net/http", "Request")).Params(q("Policy"), jen.Bool()).Block(
-			jen.List(jen.Id("p"), jen.Id("idempotent"), jen.Id("ok")).Op(":=").Id(px+"Exact").Call(jen.Id("req"), jen.Id("base")),
-			jen.If(jen.Op("!").Id("ok")).Block(
-				jen.Return(jen.Id(px+"Match").Call(jen.Id("req"))).Comment("a path rewritten (a gateway prefix): read as NewIdempotentDoer does"),
-			),
-			jen.Return(jen.Id("p"), jen.Id("idempotent")),
-		), jen.Nil()),
+		jen.Return(jen.Id(px + "Routes").Dot("Matcher").Call(jen.Id("server"))),
 	)
 }
 

@@ -284,7 +284,7 @@ func TestUnknownPathType(t *testing.T) {
 	src := string(data)
 	assert.NotContains(t, src, "func (c *IdempotentClient) TouchItem(")
 	assert.Contains(t, src, "POST /items/{itemId} (touchItem): no typed helper (idemgen does not know the Go type of path\n//     parameter itemId); call TouchItemWithResponse")
-	assert.Contains(t, src, `{idemgenClientTemplate("/items/{itemId}"), &idemgenClientPolicyTouchItem}`)
+	assert.Contains(t, src, `{Method: "POST", Path: "/items/{itemId}", Policy: &idemgenClientPolicyTouchItem}`)
 }
 
 func TestNoOperations(t *testing.T) {
@@ -295,7 +295,7 @@ func TestNoOperations(t *testing.T) {
 	require.NoError(t, err)
 	_, err = format.Source(data)
 	require.NoError(t, err)
-	assert.Contains(t, string(data), "var idemgenClientRoutes = map[string][]idemgenClientRoute{}")
+	assert.Contains(t, string(data), `var idemgenClientRoutes = idemclient.NewRouteTable([]string{"/v2"}, []idemclient.Route{})`)
 	assert.NotContains(t, string(data), "idemgenClientSetKey")
 }
 

@@ -62,10 +62,4 @@ paths:
 	// func (c *IdempotentClient) CreateOrder(ctx context.Context, shopId int, body CreateOrderJSONRequestBody, opts ...idemclient.CallOption) (*CreateOrderResponse, string, error) {
 	// func (c *IdempotentClient) CreateOrderWithBody(ctx context.Context, shopId int, contentType string, body io.Reader, opts ...idemclient.CallOption) (*CreateOrderResponse, string, error) {
 	// 	MaxAttempts: 3,
-	// func idemgenClientTemplate(path string) []idemgenClientSegment {
-	// func idemgenClientEnds(segs []idemgenClientSegment, path []string) bool {
-	// func idemgenClientSplit(escaped string) []string {
-	// func idemgenClientExact(req *http.Request, base string) (p idemclient.Policy, idempotent, ok bool) {
-	// func idemgenClientMatch(req *http.Request) (idemclient.Policy, bool) {
-	// func idemgenClientJSON(req *http.Request) bool {
 }

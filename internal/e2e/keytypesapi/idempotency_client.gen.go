@@ -10,10 +10,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idemclient"
 	openapi_types "github.com/oapi-codegen/runtime/types"
 	"io"
-	"mime"
 	"net/http"
-	"net/url"
-	"strings"
 	"time"
 )
 
@@ -101,51 +98,28 @@ func NewIdempotentClient(server string, opts ...ClientOption) (*IdempotentClient
 // ambiguous: it gets a key as the idempotent operation would, but one attempt only, since it may be
 // the other. This costs retries for a common REST shape: with POST /orders not idempotent, an
 // idempotent POST /users/{id}/orders is always ambiguous this way (POST /orders under the base path
-// /users/5), so its requests are sent once, never retried. Give it idemclient.WithMatcher(m), m from
-// IdempotentMatcher(server), to match exactly under the server URL's base path, as NewIdempotentClient
-// does: recommended whenever the server URL is known. The typed helpers are retried either way. opts
-// configure the Doer (idemclient.WithClock, WithAttemptTimeout, WithLogger, WithAttemptHook, ...); a
-// WithMatcher among them replaces the operations' matcher.
+// /users/5), so its requests are sent once, never retried (idemclient.RouteTable.Match). Give it
+// idemclient.WithMatcher(m), m from IdempotentMatcher(server), to match exactly under the server URL's
+// base path, as NewIdempotentClient does: recommended whenever the server URL is known. The typed
+// helpers are retried either way. opts configure the Doer (idemclient.WithClock, WithAttemptTimeout,
+// WithLogger, WithAttemptHook, ...); a WithMatcher among them replaces the operations' matcher.
 func NewIdempotentDoer(inner HttpRequestDoer, opts ...idemclient.Option) *idemclient.Doer {
 	if inner == nil {
 		inner = http.DefaultClient
 	}
-	return idemclient.NewDoer(inner, idemclient.Policy{}, append([]idemclient.Option{idemclient.WithMatcher(idemgenClientMatch)}, opts...)...)
+	return idemclient.NewDoer(inner, idemclient.Policy{}, append([]idemclient.Option{idemclient.WithMatcher(idemgenClientRoutes.Match)}, opts...)...)
 }
 
 // IdempotentMatcher returns the matcher of the requests a client of this package sends to server
 // (oapi-codegen's Server, as given to NewIdempotentClient or NewClient): the policy of the idempotent
 // operation whose route serves the request, matched by its whole path under the server URL's base
-// path. oapi-codegen's client sends an operation to the server URL, a slash added, resolved with "." +
-// the operation's path; the matcher strips exactly the base path that gives, escaped as the request's
-// path is, and compares the rest, split by idemgenClientSplit, with the routes of the same length,
-// static segments before parameters: a route that is not idempotent that serves the request means no
-// retry. A request that no route serves whole under the base path (outside it, or its path rewritten,
-// say by a request editor adding a gateway prefix) is read as NewIdempotentDoer reads it
-// (idemgenClientMatch: the spec's declared base paths, then the end of the path, an ambiguous request
-// sent once), rather than sent unmanaged with the nil UUID oapi-codegen writes for an unset uuid key,
-// which every such call would share. Give it to NewIdempotentDoer with idemclient.WithMatcher. It
-// fails when server does not parse as a URL.
+// path; a route that is not idempotent that serves the request means no retry. A request that no route
+// serves whole under the base path (outside it, or its path rewritten, say by a request editor adding
+// a gateway prefix) is read as NewIdempotentDoer reads it (the spec's declared base paths, then the
+// end of the path, an ambiguous request sent once). See idemclient.RouteTable.Matcher. Give it to
+// NewIdempotentDoer with idemclient.WithMatcher. It fails when server does not parse as a URL.
 func IdempotentMatcher(server string) (idemclient.Matcher, error) {
-	if !strings.HasSuffix(server, "/") {
-		server += "/"
-	}
-	u, err := url.Parse(server)
-	if err != nil {
-		return nil, err
-	}
-	u, err = u.Parse("./")
-	if err != nil {
-		return nil, err
-	}
-	base := u.EscapedPath()
-	return func(req *http.Request) (idemclient.Policy, bool) {
-		p, idempotent, ok := idemgenClientExact(req, base)
-		if !ok {
-			return idemgenClientMatch(req) // a path rewritten (a gateway prefix): read as NewIdempotentDoer does
-		}
-		return p, idempotent
-	}, nil
+	return idemgenClientRoutes.Matcher(server)
 }
 
 // IdempotentClientPolicy returns the client policy of the operation with this operationId
@@ -483,158 +457,14 @@ func idemgenClientSetUUID(u *openapi_types.UUID, key string) error {
 	return nil
 }
 
-// idemgenClientRoute is an entry of the matcher: a path template split into segments, and its
-// operation's policy (nil for a route that is not idempotent).
-type idemgenClientRoute struct {
-	segs   []idemgenClientSegment
-	policy *idemclient.Policy
-}
-
-// idemgenClientSegment is a static path segment, or a parameter with optional literal text around it.
-type idemgenClientSegment struct {
-	prefix, suffix string
-	param          bool
-}
-
-// idemgenClientRoutes holds, by method, every route of the methods that have an idempotent operation,
-// longest first, then most specific (static segments before parameters), so that a request is matched,
-// by its whole path under the server's base path or by the end of its path, to the route that serves
-// it.
-var idemgenClientRoutes = map[string][]idemgenClientRoute{
-	"POST": {
-		{idemgenClientTemplate("/notes"), &idemgenClientPolicyCreateNote},
-		{idemgenClientTemplate("/payments"), &idemgenClientPolicyMakePayment},
-		{idemgenClientTemplate("/refunds"), &idemgenClientPolicyMakeRefund},
-		{idemgenClientTemplate("/tickets"), &idemgenClientPolicyOpenTicket},
-		{idemgenClientTemplate("/votes"), &idemgenClientPolicyCastVote},
-	},
-}
-
-// idemgenClientTemplate splits a path template into segments.
-func idemgenClientTemplate(path string) []idemgenClientSegment {
-	var segs []idemgenClientSegment
-	for s := range strings.SplitSeq(strings.TrimPrefix(path, "/"), "/") {
-		i, j := strings.IndexByte(s, '{'), strings.LastIndexByte(s, '}')
-		if i < 0 || j < i {
-			segs = append(segs, idemgenClientSegment{prefix: s})
-			continue
-		}
-		segs = append(segs, idemgenClientSegment{
-			param:  true,
-			prefix: s[:i],
-			suffix: s[j+1:],
-		})
-	}
-	return segs
-}
-
-// idemgenClientEnds reports whether path (segments, unescaped) ends with the template segments segs.
-func idemgenClientEnds(segs []idemgenClientSegment, path []string) bool {
-	if len(segs) > len(path) {
-		return false
-	}
-	for i, v := range path[len(path)-len(segs):] {
-		s := segs[i]
-		if !s.param {
-			if v != s.prefix {
-				return false
-			}
-			continue
-		}
-		if len(v) <= len(s.prefix)+len(s.suffix) || !strings.HasPrefix(v, s.prefix) || !strings.HasSuffix(v, s.suffix) {
-			return false
-		}
-	}
-	return true
-}
-
-// idemgenClientSplit splits an escaped path (without its leading slash) at its slashes and unescapes
-// each segment, as the templates' text is (a static segment /cafés is sent as /caf%C3%A9s; an escaped
-// slash stays inside its segment).
-func idemgenClientSplit(escaped string) []string {
-	path := strings.Split(escaped, "/")
-	for i, s := range path {
-		if u, err := url.PathUnescape(s); err == nil {
-			path[i] = u
-		}
-	}
-	return path
-}
-
-// idemgenClientExact matches req by its whole path under base, an escaped path that ends with a slash:
-// ok reports whether a route serves the rest of the path (routes of its length only, static segments
-// before parameters, as a router), idempotent whether that route is idempotent, and p is its policy
-// then. A request outside base is not served.
-func idemgenClientExact(req *http.Request, base string) (p idemclient.Policy, idempotent, ok bool) {
-	rest, under := strings.CutPrefix(req.URL.EscapedPath(), base)
-	if !under {
-		return idemclient.Policy{}, false, false
-	}
-	path := idemgenClientSplit(rest)
-	for _, rt := range idemgenClientRoutes[req.Method] {
-		if len(rt.segs) != len(path) || !idemgenClientEnds(rt.segs, path) {
-			continue
-		}
-		if rt.policy == nil {
-			return idemclient.Policy{}, false, true
-		}
-		return *rt.policy, true, true
-	}
-	return idemclient.Policy{}, false, false
-}
-
-// idemgenClientMatch is NewIdempotentDoer's matcher, for a Doer that does not know the server URL: the
-// policy of the idempotent operation whose route serves the request. It is matched on the end of its
-// path (the server URL may add a base path), split by idemgenClientSplit; ok is false for every other
-// request. Of the routes of one length the first that matches serves the request (static segments
-// before parameters, as a router); routes of different lengths that match are read under base paths of
-// different lengths, which the end of the path cannot tell apart. When the routes that match so
-// include an idempotent one and one that is not idempotent (POST /acme/orders is POST
-// /{tenant}/orders, or POST /orders under the base path /acme; POST /api/orders is POST /api/orders,
-// or POST /orders under /api), the request is ambiguous: it is managed under the policy of the longest
-// idempotent one, so that it carries a key of its own (a new one, or the one it carries, never the nil
-// UUID), but with one attempt (MaxAttempts 1), since retrying an operation that is not idempotent
-// could run it twice, and marked Ambiguous, so that the Doer adds no key to its query or body (it only
-// replaces a nil UUID there; a header key is added); under a key in the body, an ambiguous request
-// without a JSON body (idemgenClientJSON) is not matched. IdempotentMatcher matches exactly.
-func idemgenClientMatch(req *http.Request) (idemclient.Policy, bool) {
-	var (
-		p     idemclient.Policy
-		found bool
-		plain bool
-	)
-	path := idemgenClientSplit(strings.TrimPrefix(req.URL.EscapedPath(), "/"))
-	n := -1 // the length of the last route that matched: one route per length
-	for _, rt := range idemgenClientRoutes[req.Method] {
-		if len(rt.segs) == n || !idemgenClientEnds(rt.segs, path) {
-			continue
-		}
-		n = len(rt.segs)
-		switch {
-		case rt.policy == nil:
-			plain = true
-		case !found:
-			p, found = *rt.policy, true
-		}
-	}
-	if found && plain {
-		if p.KeyCarrier == idemclient.CarrierBody && !idemgenClientJSON(req) {
-			return idemclient.Policy{}, false
-		}
-		p.MaxAttempts = 1
-		p.Ambiguous = true
-	}
-	return p, found
-}
-
-// idemgenClientJSON reports whether req has a body of a JSON media type (application/json, or a +json
-// suffix): the only body an operation whose key goes in the body sends, so an ambiguous request
-// without one is the other operation's, and is left alone (the Doer would refuse it: no body to put
-// the key in).
-func idemgenClientJSON(req *http.Request) bool {
-	if req.Body == nil || req.Body == http.NoBody {
-		return false
-	}
-	mt, _, err := mime.ParseMediaType(req.Header.Get("Content-Type"))
-	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
-}
+// idemgenClientRoutes matches requests to the idempotent operations by method and path: every route of
+// the methods that have an idempotent operation, with its policy (nil for a route that is not
+// idempotent), so that a more specific route that is not idempotent wins, as in the server's router.
+// Its Match is NewIdempotentDoer's matcher, its Matcher(server) IdempotentMatcher.
+var idemgenClientRoutes = idemclient.NewRouteTable(nil, []idemclient.Route{
+	{Method: "POST", Path: "/notes", Policy: &idemgenClientPolicyCreateNote},
+	{Method: "POST", Path: "/payments", Policy: &idemgenClientPolicyMakePayment},
+	{Method: "POST", Path: "/refunds", Policy: &idemgenClientPolicyMakeRefund},
+	{Method: "POST", Path: "/tickets", Policy: &idemgenClientPolicyOpenTicket},
+	{Method: "POST", Path: "/votes", Policy: &idemgenClientPolicyCastVote},
+})
