@@ -110,6 +110,13 @@ var errCorruptRecord = errors.New("idem: stored response is corrupt or of an unk
 // value, which net/http would send as "Content-Type: ", is replayed so too.
 // Releases before this replay it as the empty value (no sniffing either).
 func appendRecordHead(dst []byte, status int, h http.Header, allow []string) []byte {
+	return appendRecordHeadExcept(dst, status, h, allow, 0)
+}
+
+// appendRecordHeadExcept is appendRecordHead leaving out allow[i] for each
+// bit i set in except (the recorder's representation headers that a
+// middleware in front of the engine set: see recorder.outer).
+func appendRecordHeadExcept(dst []byte, status int, h http.Header, allow []string, except uint8) []byte {
 	dst = append(dst, recordVersion, 0)
 	dst = binary.AppendUvarint(dst, uint64(status))
 	// The number of fields is at most maxRecordHeaders (< 128): one uvarint
@@ -118,8 +125,11 @@ func appendRecordHead(dst []byte, status int, h http.Header, allow []string) []b
 	dst = append(dst, 0)
 	n, found := 0, 0
 	missed := uint64(0) // the lengths of the names of allow not in h as spelled (lengthBit)
-	for _, name := range allow {
+	for i, name := range allow {
 		vs, ok := h[name]
+		if except&(1<<i) != 0 {
+			ok = false
+		}
 		if !ok {
 			missed |= lengthBit(name)
 			continue

@@ -26,6 +26,16 @@ import (
 // that are the handler's own doing (http.ErrBodyNotAllowed,
 // http.ErrContentLength, http.ErrHijacked) are returned as they are, and
 // only what the client accepted is recorded, since that is the response.
+//
+// In tee mode the handler gets the client's header map, where a middleware
+// in front of the engine may have set headers before calling it. The record
+// holds what the handler produced: a representation header (Content-Type,
+// Content-Encoding) that was there when the handler got the recorder and
+// that it left as it was is not recorded (see outer). A compressor in front
+// of the engine sets Content-Encoding, then compresses what the recorder
+// passes on: the record holds the plain body, and a replay through the same
+// middleware is compressed again, or not, as that request asks. Other
+// allowlisted headers are recorded as the handler's response carries them.
 type recorder struct {
 	w        http.ResponseWriter
 	allow    []string
@@ -36,14 +46,25 @@ type recorder struct {
 	http1    bool     // the request came over HTTP/1 (see noteSniffing)
 	sniff    sniffing // what the record still needs for the replay's Content-Type
 
-	header      http.Header // buffered mode
 	wroteHeader bool
-	status      int
-	enc         *[]byte // pooled: head + body (up to max)
-	headLen     int
 	loss        bodyLoss
-	full        *[]byte // buffered mode: the whole body
-	gone        error   // tee mode: the client's connection failed with it
+
+	// outerLen and outerVal say, in tee mode, which representation
+	// headers (in the order of representationHeaders, the first of allow)
+	// the client's header map had when the handler got the recorder, set
+	// by a middleware in front of the engine: in 4 bits each, 1 + the
+	// number of values (0 for none, or more than 14), and the first
+	// value's address (see outerSet). One byte, so the recorder (and what
+	// holds it, allocated per request) keeps its size class.
+	outerLen uint8
+	outerVal [alwaysStored]*string
+
+	header  http.Header // buffered mode
+	status  int
+	enc     *[]byte // pooled: head + body (up to max)
+	headLen int
+	full    *[]byte // buffered mode: the whole body
+	gone    error   // tee mode: the client's connection failed with it
 }
 
 // sniffing says what the recorder still has to do so that a replay is
@@ -73,7 +94,38 @@ func (r *recorder) init(w http.ResponseWriter, p *Policy, buffered, http1 bool) 
 	r.enc = getBuf()
 	if buffered {
 		r.full = getBuf()
+	} else if w != nil {
+		h := w.Header()
+		for i, name := range representationHeaders {
+			if vs, ok := h[name]; ok && len(vs) < 15 {
+				r.outerLen |= uint8(1+len(vs)) << (4 * i)
+				if len(vs) > 0 {
+					r.outerVal[i] = &vs[0]
+				}
+			}
+		}
 	}
+}
+
+// outerSet returns the representation headers of h that are as a
+// middleware in front of the engine set them (bit i for
+// representationHeaders[i], the first of allow): the record leaves them
+// out. As they were means the same values, not equal ones: Header.Set
+// makes new ones, Header.Add longer ones (a handler that changes a value
+// in place, h[name][0] = v, is not told apart).
+func (r *recorder) outerSet(h http.Header) uint8 {
+	var set uint8
+	for i := range r.outerVal {
+		n := int(r.outerLen>>(4*i)) & 0xf
+		if n == 0 {
+			continue
+		}
+		vs, ok := h[representationHeaders[i]]
+		if ok && len(vs) == n-1 && (len(vs) == 0 || &vs[0] == r.outerVal[i]) {
+			set |= 1 << i
+		}
+	}
+	return set
 }
 
 // Header implements http.ResponseWriter.
@@ -111,9 +163,10 @@ func (r *recorder) WriteHeader(code int) {
 	r.wroteHeader = true
 	r.status = code
 	h := r.Header()
-	*r.enc = appendRecordHead((*r.enc)[:0], code, h, r.allow)
+	outer := r.outerSet(h)
+	*r.enc = appendRecordHeadExcept((*r.enc)[:0], code, h, r.allow, outer)
 	r.headLen = len(*r.enc)
-	r.noteSniffing(code, h)
+	r.noteSniffing(code, h, outer&contentEncodingBit != 0)
 	if !r.buffered && r.w != nil {
 		r.w.WriteHeader(code)
 	}
@@ -147,7 +200,13 @@ func (r *recorder) WriteHeader(code int) {
 //
 // The response itself is never changed: it is what the handler alone would
 // have got from net/http. The record grows by a field only in these cases.
-func (r *recorder) noteSniffing(code int, h http.Header) {
+//
+// A Content-Encoding a middleware in front of the engine set (outerCE; not
+// recorded) is taken as absent: the replay gets it again only if that
+// middleware sets it again, and the record holds what the handler alone
+// would have got. A Content-Type set so is taken as present: the
+// middleware sets it on the replay too.
+func (r *recorder) noteSniffing(code int, h http.Header, outerCE bool) {
 	if !bodyAllowedForStatus(code) {
 		return // neither is sniffed
 	}
@@ -155,7 +214,7 @@ func (r *recorder) noteSniffing(code int, h http.Header) {
 		return // stored (Content-Type is always kept): neither is sniffed
 	}
 	te := h["Transfer-Encoding"] // as net/http reads it: no other spelling, the first value
-	orig := h.Get("Content-Encoding") == "" && (!r.http1 || len(te) == 0 || te[0] == "")
+	orig := (outerCE || h.Get("Content-Encoding") == "") && (!r.http1 || len(te) == 0 || te[0] == "")
 	rep := replaySniffs(*r.enc)
 	switch {
 	case orig && rep:
@@ -191,6 +250,9 @@ func (r *recorder) sniffed() {
 		r.recordContentType(body)
 	}
 }
+
+// contentEncodingBit is Content-Encoding's bit in recorder.outerSet.
+const contentEncodingBit = 1 << 1
 
 // sniffLen is how much of a body http.DetectContentType reads.
 const sniffLen = 512

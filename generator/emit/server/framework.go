@@ -81,14 +81,20 @@ func (g *gen) keyProblem(b *jen.Group, w, r, route jen.Code, index func(path jen
 // operation whose policy is <px>Policies[i] are mapped to the engine's
 // problem codes, and within a format error the runtime's message for a
 // query key given more than once (<px>RepeatedQuery) to the engine's
-// answer to a repeated key. Nothing when the spec declares no key
-// parameter.
+// answer to a repeated key. So are the messages of kin-openapi's
+// openapi3filter.RequestError about the key parameter, which a request
+// validator in front of the wrappers (oapi-codegen's
+// OapiRequestValidator) reports: echo-middleware returns them as an
+// *echo.HTTPError (its first line), which reaches echo's HTTPErrorHandler;
+// gin-middleware passes them, after its own prefix, to its
+// Options.ErrorHandler, which may hand them on (docs/server.md, "Request
+// validators"). Nothing when the spec declares no key parameter.
 func (g *gen) textKeyError(what string, prelude ...jen.Code) {
 	if len(g.keyParams()) == 0 {
 		return
 	}
 	g.keyParamFunc()
-	g.docf("%sKeyError maps %s about the key parameter of the operation whose policy is %sPolicies[i] to a problem code and detail, by the messages oapi-codegen v2.8 writes (and, within its format error, the runtime's for a query key given more than once: %sRepeatedQuery); \"\" for any other error, and for any error when i < 0 or the operation's key is not a parameter.", px, what, px, px)
+	g.docf("%sKeyError maps %s about the key parameter of the operation whose policy is %sPolicies[i] to a problem code and detail, by the messages oapi-codegen v2.8 writes (and, within its format error, the runtime's for a query key given more than once: %sRepeatedQuery), and those of kin-openapi's openapi3filter.RequestError, which oapi-codegen's request validators report (gin-middleware's after its prefix); \"\" for any other error, and for any error when i < 0 or the operation's key is not a parameter.", px, what, px, px)
 	g.f.Func().Id(px+"KeyError").Params(jen.Id("i").Int(), jen.Err().Error()).Params(jen.List(jen.Id("code"), jen.Id("detail")).String()).BlockFunc(func(b *jen.Group) {
 		b.List(jen.Id("name"), jen.Id("header")).Op(":=").Id(px + "KeyParam").Call(jen.Id("i"))
 		b.If(jen.Id("name").Op("==").Lit("")).Block(jen.Return(jen.Lit(""), jen.Lit("")))
@@ -96,10 +102,21 @@ func (g *gen) textKeyError(what string, prelude ...jen.Code) {
 			b.Add(c)
 		}
 		b.Id("invalid").Op(":=").Lit("Invalid format for parameter ").Op("+").Id("name").Op("+").Lit(": ")
+		// kin-openapi's RequestError.Error(), as a request validator reports it.
+		b.Id("in").Op(":=").Lit("query")
+		b.If(jen.Id("header")).Block(jen.Id("in").Op("=").Lit("header"))
+		b.Id("kin").Op(":=").Lit("parameter ").Op("+").Qual("strconv", "Quote").Call(jen.Id("name")).Op("+").Lit(" in ").Op("+").Id("in").Op("+").Lit(" has an error: ")
+		b.Id("msg").Op("=").Qual("strings", "TrimPrefix").Call(jen.Id("msg"), jen.Lit(ginValidatorPrefix))
 		b.Switch().Block(
 			jen.Case(jen.Id("msg").Op("==").Lit("Header parameter ").Op("+").Id("name").Op("+").Lit(" is required, but not found"),
 				jen.Id("msg").Op("==").Lit("Query argument ").Op("+").Id("name").Op("+").Lit(" is required, but not found")).Block(
 				jen.Return(jen.Qual(idemPkg, "CodeKeyMissing"), jen.Lit("this operation requires an idempotency key")),
+			),
+			jen.Case(jen.Id("msg").Op("==").Id("kin").Op("+").Lit(kinRequired), jen.Qual("strings", "HasPrefix").Call(jen.Id("msg"), jen.Id("kin").Op("+").Lit(kinRequired+"\n"))).Block(
+				jen.Return(jen.Qual(idemPkg, "CodeKeyMissing"), jen.Lit("this operation requires an idempotency key")),
+			),
+			jen.Case(jen.Qual("strings", "HasPrefix").Call(jen.Id("msg"), jen.Id("kin"))).Block(
+				jen.Return(jen.Qual(idemPkg, "CodeKeyInvalid"), jen.Id(px+"Policies").Index(jen.Id("i")).Dot("KeyFormatDetail").Call()),
 			),
 			// A query key given more than once: the runtime's binder
 			// returns a plain error, which the wrapper reports as a
@@ -118,6 +135,14 @@ func (g *gen) textKeyError(what string, prelude ...jen.Code) {
 	})
 	g.repeatedQuery()
 }
+
+// kinRequired is kin-openapi's openapi3filter.ErrInvalidRequired, the reason
+// of a RequestError about a required parameter the request lacks.
+const kinRequired = "value is required but missing"
+
+// ginValidatorPrefix is what oapi-codegen's gin-middleware puts before a
+// RequestError's first line.
+const ginValidatorPrefix = "error in openapi3filter.RequestError: "
 
 // noResponse is the strict method's answer to an operation that returned
 // (nil, nil): the strict handler writes nothing, so the client gets the

@@ -641,6 +641,151 @@ func TestBodyKeyUnderDecompression(t *testing.T) {
 }
 `
 
+// validatorTest runs inside the echo and gin packages of TestRouters: a
+// stand-in for oapi-codegen's OapiRequestValidator (kin-openapi's
+// openapi3filter) in front of the routes, which rejects a request without
+// its required key parameter before the wrappers see it, with the errors
+// echo-middleware and gin-middleware make of an openapi3filter.RequestError.
+// In the documented wiring (docs/server.md, "Request validators") they reach
+// ErrorHandler, which answers those about the key with the engine's problem.
+const validatorTest = `package PKG
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+	"github.com/labstack/echo/v4"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+var (
+	_ = echo.New // used by the echo variant
+	_ = gin.New  // used by the gin variant
+	_ = errors.New
+)
+
+// requestError is the first line of the openapi3filter.RequestError a
+// validator finds in r, "" for none.
+func requestError(r *http.Request) string {
+	switch {
+	case r.URL.Path == "/payments" && !r.URL.Query().Has("request_id"):
+		return ` + "`" + `parameter "request_id" in query has an error: value is required but missing` + "`" + `
+	case !strings.HasPrefix(r.URL.Path, "/coupons/"):
+	case r.Header.Get("Idempotency-Key") == "":
+		return ` + "`" + `parameter "Idempotency-Key" in header has an error: value is required but missing` + "`" + `
+	case r.Header.Get("Idempotency-Key") == "not-a-uuid":
+		return ` + "`" + `parameter "Idempotency-Key" in header has an error: string doesn't match the format "uuid"` + "`" + `
+	case r.URL.Path == "/coupons/bad/claims":
+		return ` + "`" + `parameter "couponId" in path has an error: value bad: an invalid coupon` + "`" + `
+	}
+	return ""
+}
+
+//ECHO
+// validator is echo-middleware's validator, which returns its errors to
+// echo (no Options.ErrorHandler): echo's HTTPErrorHandler, which
+// RegisterHandlers wrapped with ErrorHandler, gets them.
+func validator(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(ctx echo.Context) error {
+		if msg := requestError(ctx.Request()); msg != "" {
+			return &echo.HTTPError{Code: http.StatusBadRequest, Message: msg, Internal: errors.New(msg + "\nSchema: ...")}
+		}
+		return next(ctx)
+	}
+}
+//END
+//ECHOSTRICT
+func validated(x *Idempotency, s *service) http.Handler {
+	e := echo.New()
+	e.Use(validator)
+	x.RegisterStrictHandlers(e, s, nil)
+	return e
+}
+//END
+//ECHOPLAIN
+func validated(x *Idempotency, s *service) http.Handler {
+	e := echo.New()
+	e.Use(validator)
+	x.RegisterHandlers(e, s)
+	return e
+}
+//END
+//GIN
+// validator is gin-middleware's validator, whose Options.ErrorHandler
+// (onError) hands its errors to ErrorHandler and aborts.
+func validator(x *Idempotency) gin.HandlerFunc {
+	eh := x.ErrorHandler(nil)
+	onError := func(ctx *gin.Context, message string, statusCode int) { // ginmiddleware.ErrorHandler
+		eh(ctx, errors.New(message), statusCode)
+		ctx.Abort()
+	}
+	return func(ctx *gin.Context) {
+		if msg := requestError(ctx.Request); msg != "" {
+			onError(ctx, "error in openapi3filter.RequestError: "+msg, http.StatusBadRequest)
+		}
+		ctx.Next() // as gin-middleware does: the abort stops the chain
+	}
+}
+//END
+//GINSTRICT
+func validated(x *Idempotency, s *service) http.Handler {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.Use(validator(x))
+	x.RegisterStrictHandlers(r, s, nil, StrictGinServerOptions{}, GinServerOptions{})
+	return r
+}
+//END
+//GINPLAIN
+func validated(x *Idempotency, s *service) http.Handler {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.Use(validator(x))
+	x.RegisterHandlers(r, s, GinServerOptions{})
+	return r
+}
+//END
+
+func TestRequestValidator(t *testing.T) {
+	x := NewIdempotency(nil, idem.Options{})
+	defer x.Close()
+	s := &service{}
+	h := validated(x, s)
+	do := func(target, key string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("POST", target, strings.NewReader(` + "`" + `{"user_id":"u","amount":5}` + "`" + `))
+		r.Header.Set("Content-Type", "application/json")
+		if key != "" {
+			r.Header.Set("Idempotency-Key", key)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	for _, tc := range []struct{ target, key, code string }{
+		{"/coupons/C1/claims", "", idem.CodeKeyMissing},
+		{"/coupons/C1/claims", "not-a-uuid", idem.CodeKeyInvalid},
+		{"/payments", "", idem.CodeKeyMissing},
+	} {
+		w := do(tc.target, tc.key)
+		if w.Code != 400 || w.Header().Get("Content-Type") != "application/problem+json" || !strings.Contains(w.Body.String(), tc.code) {
+			t.Errorf("%s %q: %d %q %s", tc.target, tc.key, w.Code, w.Header(), w.Body)
+		}
+	}
+	// An error about another parameter is the validator's own.
+	if w := do("/coupons/bad/claims", "0190b4a2-7c1e-7d3f-9a4b-2c6e8f0a1b3d"); w.Code != 400 || w.Header().Get("Content-Type") == "application/problem+json" || !strings.Contains(w.Body.String(), "couponId") {
+		t.Errorf("another parameter: %d %q %s", w.Code, w.Header(), w.Body)
+	}
+	if s.claims != 0 {
+		t.Errorf("claims ran %d times", s.claims)
+	}
+}
+`
+
 // TestRouters generates the coupons spec for oapi-codegen's chi, gorilla,
 // echo and gin servers (strict and plain) and runs the one-line wiring of each
 // in a temporary module (the routers are fetched through GOPROXY; they
@@ -708,6 +853,10 @@ func TestRouters(t *testing.T) {
 		if c.strict && (c.router == "echo" || c.router == "gin") {
 			src := variant(strings.ReplaceAll(decompressTest, "PKG", c.pkg), strings.ToUpper(c.router))
 			m.Write(t, c.pkg+"/decompress_test.go", []byte(src))
+		}
+		if c.router == "echo" || c.router == "gin" {
+			src := variant(strings.ReplaceAll(validatorTest, "PKG", c.pkg), strings.ToUpper(c.router), keep)
+			m.Write(t, c.pkg+"/validator_test.go", []byte(src))
 		}
 	}
 	out := m.Go(t, "test", "-count=1", "./...")
