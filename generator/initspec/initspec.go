@@ -97,6 +97,17 @@ type Note struct {
 	Pos ir.Pos
 }
 
+// Operation is an operation that gets no contract.
+type Operation struct {
+	Method, Path string
+	// Target is the Overlay 1.0 target (JSONPath) of the operation, for an
+	// action that gives it a contract.
+	Target string
+	// Pos is where the operation is written (its method's key), its Line
+	// 0 when unknown.
+	Pos ir.Pos
+}
+
 // Proposal is what Propose found and the overlay it wrote.
 type Proposal struct {
 	Candidates []Candidate
@@ -106,6 +117,9 @@ type Proposal struct {
 	// PUT and DELETE are not among them (check warns [put-delete] on a
 	// contract there) but in Idempotent.
 	Unkeyed []string
+	// UnkeyedOps are those operations themselves, in spec order (by path,
+	// then method).
+	UnkeyedOps []Operation
 	// Idempotent are the methods (lower case, sorted) among put and delete
 	// of the operations that declare no key and have no contract:
 	// idempotent by HTTP semantics, so init proposes no apply-to for them.
@@ -174,6 +188,9 @@ func Propose(path string, opts Options) (*Proposal, diag.List) {
 					list := &p.Unkeyed
 					if load.IdempotentMethod(method) {
 						list = &p.Idempotent
+					} else {
+						pos := d.KeyPos(d.Lookup("/paths/"+load.Escape(pth)), strings.ToLower(method))
+						p.UnkeyedOps = append(p.UnkeyedOps, Operation{Method: method, Path: pth, Target: target(pth, method), Pos: pos})
 					}
 					if !slices.Contains(*list, strings.ToLower(method)) {
 						*list = append(*list, strings.ToLower(method))
