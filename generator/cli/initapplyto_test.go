@@ -3,6 +3,7 @@ package cli_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -59,4 +60,52 @@ func TestInitNoteLine(t *testing.T) {
 	code, _, stderr := run("init", spec)
 	require.Equal(t, cli.ExitOK, code, stderr)
 	assert.Contains(t, stderr, spec+":17:5: note: GET /lookups declares the key header Idempotency-Key, but GET is safe")
+}
+
+// TestInitUnkeyedWithCandidates: an unsafe operation that declares no key
+// is named, where it is written, with the action that opts it in, also when
+// other operations get a proposed contract (it used to be mentioned only
+// when none did); the action, added to the overlay init wrote, gives it a
+// contract.
+func TestInitUnkeyedWithCandidates(t *testing.T) {
+	dir := t.TempDir()
+	spec := filepath.Join(dir, "openapi.yaml")
+	src := oneKeyedOperation + `  /cashouts:
+    post:
+      operationId: createCashout
+      responses:
+        '201': {description: created}
+    put:
+      responses:
+        '200': {description: ok}
+`
+	require.NoError(t, os.WriteFile(spec, []byte(src), 0o644))
+	ov := filepath.Join(dir, "idempotency.overlay.yaml")
+	code, _, stderr := run("init", "-o", ov, spec)
+	require.Equal(t, cli.ExitOK, code, stderr)
+	assert.Contains(t, stderr, "proposed a contract for 1 operation")
+	assert.Contains(t, stderr, spec+":17:5: note: POST /cashouts declares no idempotency key, so no contract is proposed for it")
+	assert.NotContains(t, stderr, "PUT /cashouts", "PUT is idempotent by HTTP semantics")
+	action := "  - target: $.paths['/cashouts'].post\n    update: {x-idempotency: true}\n"
+	assert.Contains(t, stderr, "add to the actions of "+ov+":\n"+action)
+	assert.Contains(t, stderr, "idemgen spec -overlay "+ov+" "+spec+" then declares the Idempotency-Key header it takes")
+
+	data, err := os.ReadFile(ov)
+	require.NoError(t, err)
+	// The team confirms the proposals (deletes the marks) and adds the action.
+	var confirmed strings.Builder
+	for line := range strings.Lines(string(data)) {
+		if before, _, ok := strings.Cut(line, " # TODO(idemgen)"); ok {
+			line = before + "\n"
+		}
+		confirmed.WriteString(line)
+	}
+	require.NoError(t, os.WriteFile(ov, []byte(confirmed.String()+action), 0o644))
+	code, stdout, stderr := run("spec", "-overlay", ov, spec)
+	require.Equal(t, cli.ExitOK, code, stderr)
+	_, cashouts, ok := strings.Cut(stdout, "/cashouts:")
+	require.True(t, ok, stdout)
+	cashouts, _, _ = strings.Cut(cashouts, "    put:")
+	assert.Contains(t, cashouts, "x-idempotency: true")
+	assert.Contains(t, cashouts, "$ref: '#/components/parameters/IdempotencyKey'", "spec declares the key of the operation opted in")
 }

@@ -316,9 +316,10 @@ members are proposals marked "# TODO(idemgen)": idemgen check reports each
 [unconfirmed] until the mark is deleted. Operations that declare a key but
 get no contract (GET and other safe methods) are listed on stderr and in
 the overlay's header comment. Unsafe operations that declare no key get
-none either: init then prints an overlay that opts them in with apply-to
-at the document root (POST and PATCH; not PUT or DELETE, idempotent by
-HTTP semantics). An existing -o file is not overwritten
+none either (POST and PATCH; not PUT or DELETE, idempotent by HTTP
+semantics): init lists them on stderr, where each is written, with the
+overlay actions that opt them in (when no other operation got a contract,
+one overlay with apply-to at the document root). An existing -o file is not overwritten
 without -force. Exit status: 0 written (or nothing to propose), 1 errors, 2 usage.
 `
 
@@ -371,7 +372,32 @@ func initCmd(args []string, stdout, stderr io.Writer) int {
 		return ExitError
 	}
 	fmt.Fprintf(stderr, "%s: proposed %s for %s; confirm the values marked TODO(idemgen), then run idemgen check -overlay %s %s\n", fs.Arg(0), english.Noun(len(p.Candidates), "a contract", "contracts"), english.Count(len(p.Candidates), "operation"), ovName, fs.Arg(0))
+	if len(p.UnkeyedOps) > 0 {
+		fmt.Fprint(stderr, unkeyedNotes(fs.Arg(0), p.UnkeyedOps, ovName))
+	}
 	return ExitOK
+}
+
+// unkeyedNotes lists the unsafe operations of spec that declare no key
+// and so got no contract although others did (the root apply-to that
+// applyToHint proposes when none did would also reach the operations
+// proposed here), each where it is written, and the actions that opt them
+// in, to add to the overlay ov.
+func unkeyedNotes(spec string, ops []initspec.Operation, ov string) string {
+	var b strings.Builder
+	for _, op := range ops {
+		at := spec
+		if op.Pos.Line > 0 {
+			at = fmt.Sprintf("%s:%d:%d", cmp.Or(op.Pos.File, spec), op.Pos.Line, op.Pos.Col)
+		}
+		fmt.Fprintf(&b, "%s: note: %s %s declares no idempotency key, so no contract is proposed for it\n", at, op.Method, op.Path)
+	}
+	fmt.Fprintf(&b, "To make %s idempotent too, with the defaults at the document root, add to the actions of %s:\n", english.Noun(len(ops), "it", "them"), ov)
+	for _, op := range ops {
+		fmt.Fprintf(&b, "  - target: %s\n    update: {x-idempotency: true}\n", op.Target)
+	}
+	fmt.Fprintf(&b, "idemgen spec -overlay %s %s then declares the Idempotency-Key header %s.\nSee %s#where-a-block-may-be-written-and-how-blocks-merge\n", ov, spec, english.Noun(len(ops), "it takes", "they take"), initspec.ContractDocs)
+	return b.String()
 }
 
 // specIgnores returns ignores without those of the rules of oapi-codegen's

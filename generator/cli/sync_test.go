@@ -185,7 +185,7 @@ func TestInitCommand(t *testing.T) {
 	// The proposal fails check until confirmed.
 	code, _, stderr = run("check", "-overlay", out, spec)
 	assert.Equal(t, 1, code)
-	assert.Equal(t, 5, strings.Count(stderr, "[unconfirmed]"), stderr) // semantics, window, volatile, unordered, the optional key
+	assert.Equal(t, 6, strings.Count(stderr, "[unconfirmed]"), stderr) // semantics, window, failures, volatile, unordered, the optional key
 }
 
 // TestConfigDefaultOutput: a config file without output: makes generate and

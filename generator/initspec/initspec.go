@@ -43,6 +43,7 @@ import (
 const (
 	ProposedSemantics = ir.Strict
 	ProposedWindow    = "24h"
+	ProposedFailures  = ir.FailuresRetry
 )
 
 // Key is a key declaration found in the spec.
@@ -97,6 +98,17 @@ type Note struct {
 	Pos ir.Pos
 }
 
+// Operation is an operation that gets no contract.
+type Operation struct {
+	Method, Path string
+	// Target is the Overlay 1.0 target (JSONPath) of the operation, for an
+	// action that gives it a contract.
+	Target string
+	// Pos is where the operation is written (its method's key), its Line
+	// 0 when unknown.
+	Pos ir.Pos
+}
+
 // Proposal is what Propose found and the overlay it wrote.
 type Proposal struct {
 	Candidates []Candidate
@@ -106,6 +118,9 @@ type Proposal struct {
 	// PUT and DELETE are not among them (check warns [put-delete] on a
 	// contract there) but in Idempotent.
 	Unkeyed []string
+	// UnkeyedOps are those operations themselves, in spec order (by path,
+	// then method).
+	UnkeyedOps []Operation
 	// Idempotent are the methods (lower case, sorted) among put and delete
 	// of the operations that declare no key and have no contract:
 	// idempotent by HTTP semantics, so init proposes no apply-to for them.
@@ -174,6 +189,9 @@ func Propose(path string, opts Options) (*Proposal, diag.List) {
 					list := &p.Unkeyed
 					if load.IdempotentMethod(method) {
 						list = &p.Idempotent
+					} else {
+						pos := d.KeyPos(d.Lookup("/paths/"+load.Escape(pth)), strings.ToLower(method))
+						p.UnkeyedOps = append(p.UnkeyedOps, Operation{Method: method, Path: pth, Target: target(pth, method), Pos: pos})
 					}
 					if !slices.Contains(*list, strings.ToLower(method)) {
 						*list = append(*list, strings.ToLower(method))
@@ -391,6 +409,7 @@ func (p *Proposal) document(title, specName, ovName string, withRoot, rootKey bo
 		block := node(
 			"semantics", comment(string(ProposedSemantics), todo+"confirm. strict: a repeated key with a different request is refused (422); loose: a repeated key gets the first response whatever the request; window: repeats inside the window get the first response, the key is optional"),
 			"window", comment(ProposedWindow, todo+"confirm how long a key is remembered (at least 1.5 x the client's longest retry span: 5.25s with the default retry policy)"),
+			"failures", comment(ProposedFailures, todo+"confirm what a 5xx or a handler error does to the key. retry: it frees the key, so a retry runs the operation again (a handler that always fails runs up to 4 times per call with the default retry policy); replay: the 5xx is stored and replayed like a success. Choose replay when a 5xx may follow a side effect (money moved, then the handler failed)"),
 		)
 		if rootKey {
 			root = p.commonKey()

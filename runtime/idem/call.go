@@ -328,6 +328,8 @@ func (c *Call) begin(k Key) {
 			return
 		}
 		c.principal = pr
+	} else if p.spec.Scope == ScopePrincipal && !c.e.warnedPr.Load() {
+		c.e.Serves(p) // not told at wiring time (Begin called directly)
 	}
 	if c.key == "" && p.spec.Semantics != Window {
 		// An optional key left out under strict/loose: a plain request.

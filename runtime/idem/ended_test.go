@@ -118,7 +118,7 @@ func TestEndedRequestIsNoStoreFailure(t *testing.T) {
 					map[bool]string{false: ", new key", true: ", completed key"}[completed]
 				t.Run(name, func(t *testing.T) {
 					logs := &logLevels{}
-					f := newFixture(t, idem.Options{FailOpen: failOpen, Logger: slog.New(logs)})
+					f := newFixture(t, idem.Options{FailOpen: failOpen, Logger: slog.New(logs), Principal: idem.Anonymous})
 					h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
 					if completed {
 						require.Equal(t, http.StatusCreated, send(h, req{key: "k", body: `{"item":"book"}`}).Code)
@@ -152,7 +152,7 @@ func TestEndedRequestPrincipalFails(t *testing.T) {
 func TestEndedRequestReadFirst(t *testing.T) {
 	cs := newCountingStore(t, nil)
 	logs := &logLevels{}
-	f := newFixtureStore(t, cs.ms, readFirstStore{cs}, idem.Options{Logger: slog.New(logs)})
+	f := newFixtureStore(t, cs.ms, readFirstStore{cs}, idem.Options{Logger: slog.New(logs), Principal: idem.Anonymous})
 	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
 	require.Equal(t, http.StatusCreated, send(h, req{key: "k", body: `{}`}).Code)
 	f.obs.evs = nil
@@ -207,7 +207,7 @@ func TestEndedRequestWhileWaiting(t *testing.T) {
 	defer cancel()
 	es := &endingStore{fakeTx: &fakeTx{Store: ms}, cancel: cancel, beforeBegin: 2}
 	logs := &logLevels{}
-	f := newFixtureStore(t, ms, plainStore{es}, idem.Options{Logger: slog.New(logs)})
+	f := newFixtureStore(t, ms, plainStore{es}, idem.Options{Logger: slog.New(logs), Principal: idem.Anonymous})
 	spec := strictSpec()
 	spec.InFlight.Wait = time.Minute
 	p := mustCompile(t, spec)
@@ -245,7 +245,7 @@ func TestEndedRequestTransactional(t *testing.T) {
 		defer cancel()
 		es := &endingStore{fakeTx: &fakeTx{Store: ms}, cancel: cancel, afterClaim: true}
 		logs := &logLevels{}
-		f := newFixtureStore(t, ms, es, idem.Options{Transactional: true, FailOpen: true, Logger: slog.New(logs)})
+		f := newFixtureStore(t, ms, es, idem.Options{Transactional: true, FailOpen: true, Logger: slog.New(logs), Principal: idem.Anonymous})
 		h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
 		requireEnded(t, f, logs, sendCtx(h, ctx, req{key: "k", body: `{}`}), false)
 		assert.Zero(t, f.calls.Load(), "FailOpen must not run it")
@@ -257,7 +257,7 @@ func TestEndedRequestTransactional(t *testing.T) {
 		t.Cleanup(func() { _ = ms.Close() })
 		ft := &fakeTx{Store: ms}
 		logs := &logLevels{}
-		f := newFixtureStore(t, ms, ft, idem.Options{Transactional: true, Logger: slog.New(logs)})
+		f := newFixtureStore(t, ms, ft, idem.Options{Transactional: true, Logger: slog.New(logs), Principal: idem.Anonymous})
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		h := f.eng.Handler(mustCompile(t, strictSpec()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

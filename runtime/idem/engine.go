@@ -6,7 +6,9 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/fingerprint"
@@ -16,9 +18,17 @@ import (
 type Options struct {
 	// Principal returns who makes the request (e.g. the authenticated user or
 	// tenant id); records are scoped by principal and operation, so one
-	// principal never replays another's response. nil means one anonymous
-	// principal (""). An error refuses the request: a *Problem is written as
-	// is, any other error as 500 IDEMPOTENCY_PRINCIPAL_UNAVAILABLE.
+	// principal never replays another's response. An error refuses the
+	// request: a *Problem is written as is, any other error as 500
+	// IDEMPOTENCY_PRINCIPAL_UNAVAILABLE.
+	//
+	// Set it from your authentication. A service whose callers are all one
+	// principal (no authentication, a single tenant) sets Anonymous. nil
+	// also means one anonymous principal (""), so every caller shares one
+	// key space and may be replayed another's response; since that breaks
+	// the default scope's promise (ScopePrincipal: keys are per caller), the
+	// Engine then logs one warning, naming the operations of that scope,
+	// when it is given them (see Engine.Serves).
 	Principal func(*http.Request) (string, error)
 	// Logger receives warnings and errors (store errors, fenced
 	// completions, lease takeovers, lost leases, fail-open runs, unreadable
@@ -98,6 +108,12 @@ type Options struct {
 	FingerprintVersion int
 }
 
+// Anonymous is an Options.Principal for a service whose callers are all one
+// principal (no authentication, or a single tenant): every request has the
+// principal "", so all callers share each operation's keys. It is what a nil
+// Principal does, said on purpose: the Engine does not warn about it.
+func Anonymous(*http.Request) (string, error) { return "", nil }
+
 // DefaultStoreTimeout is the default of Options.StoreTimeout.
 const DefaultStoreTimeout = 5 * time.Second
 
@@ -111,6 +127,7 @@ type Engine struct {
 	recycle     bool     // the store is ContextBound: per-request Calls are reused
 	tx          Transactor
 	principal   func(*http.Request) (string, error)
+	warnedPr    atomic.Bool // the warning about a nil Options.Principal was logged (Serves)
 	log         *slog.Logger
 	obs         Observer
 	failOpen    bool
@@ -239,4 +256,34 @@ func putBuf(b *[]byte) {
 	}
 	*b = (*b)[:0]
 	bufPool.Put(b)
+}
+
+// Serves tells the Engine the policies it serves, when they are wired, so
+// that it can check its Options against them: with no Options.Principal,
+// the first call that names policies scoped per principal (ScopePrincipal,
+// the default) logs one warning, once per Engine, naming their operations
+// and the fix (set Options.Principal from your authentication, or
+// Anonymous). Handler and Middleware call it with their policy, and the
+// NewIdempotency that idemgen generates with every policy of its package;
+// code that calls Begin itself may call it at wiring time (else the first
+// request of such a policy logs the warning). It costs nothing else and
+// may be called any number of times.
+func (e *Engine) Serves(ps ...*Policy) {
+	if e.principal != nil || e.warnedPr.Load() {
+		return
+	}
+	var ops []string
+	for _, p := range ps {
+		if p != nil && p.spec.Scope == ScopePrincipal {
+			ops = append(ops, p.spec.Operation)
+		}
+	}
+	if len(ops) == 0 || !e.warnedPr.CompareAndSwap(false, true) {
+		return
+	}
+	e.log.LogAttrs(context.Background(), slog.LevelWarn,
+		"idem: no Options.Principal: every caller shares one key space, so a caller that sends another's key gets the other's response, "+
+			"although these operations promise keys per caller; set Options.Principal from your authentication, "+
+			"or to idem.Anonymous if all callers are one principal",
+		slog.String("operations", strings.Join(ops, ", ")))
 }

@@ -122,7 +122,11 @@ func IdempotencyMiddleware(eng *idem.Engine) StrictMiddlewareFunc {
 func Example_strictServer() {
 	store := memstore.New(memstore.Options{})
 	defer store.Close()
-	eng := idem.New(store, idem.Options{})
+	eng := idem.New(store, idem.Options{
+		// One caller here; a service with users takes the principal from
+		// its authentication (see ExampleEngine_Middleware).
+		Principal: idem.Anonymous,
+	})
 
 	created := 0
 	operation := func(ctx context.Context, req CreateOrderRequestObject) (CreateOrderResponseObject, error) {
@@ -216,6 +220,7 @@ func ExampleObserver() {
 	store := memstore.New(memstore.Options{})
 	defer store.Close()
 	eng := idem.New(store, idem.Options{
+		Principal: idem.Anonymous, // one caller here: see ExampleEngine_Middleware
 		Observer: idem.ObserverFunc(func(_ context.Context, e idem.Event) {
 			events.Add(e.Operation+" "+e.Kind.String()+" "+strconv.Itoa(e.Status), 1)
 		}),

@@ -81,19 +81,19 @@ func TestParseKeyDetail(t *testing.T) {
 		raw    string
 		format Format
 		max    int
-		detail keyDetail
+		detail error
 	}{
 		{"{" + v4 + "}", FormatUUID, 36, detailNotUUID},
 		{"urn:uuid:" + v4, FormatUUIDv4, 36, detailNotUUID},
 		{strings.Repeat("a", 300), FormatUUIDv7, 36, detailNotUUID},
 		{"xyz", FormatUUID, 36, detailNotUUID},
-		{v4, FormatUUID, 35, detailTooLong},
-		{"abcd", FormatToken, 3, detailTooLong},
-		{strings.Repeat("a", 256), FormatToken, 0, detailTooLong},
+		{v4, FormatUUID, 35, keyTooLong(35)},
+		{"abcd", FormatToken, 3, keyTooLong(3)},
+		{strings.Repeat("a", 256), FormatToken, 0, keyTooLong(DefaultMaxKeyLength)},
 	}
 	for _, tt := range tests {
 		_, err := ParseKey(tt.raw, tt.format, tt.max)
-		assert.Equal(t, error(tt.detail), err, "%s %q", tt.format, tt.raw)
+		assert.Equal(t, tt.detail, err, "%s %q", tt.format, tt.raw)
 	}
 }
 

@@ -61,7 +61,6 @@ func (d keyDetail) Error() string { return string(d) }
 
 const (
 	detailEmpty     keyDetail = "the idempotency key is empty"
-	detailTooLong   keyDetail = "the idempotency key is longer than allowed"
 	detailBadChar   keyDetail = "the idempotency key contains characters other than visible ASCII"
 	detailBadSF     keyDetail = "the idempotency key is a malformed RFC 8941 string"
 	detailNotUUID   keyDetail = "the idempotency key is not a UUID in canonical 8-4-4-4-12 form"
@@ -73,10 +72,18 @@ const (
 	detailBadQuery  keyDetail = "the idempotency key query parameter is not properly escaped"
 )
 
+// keyTooLong is the error of a key longer than its limit (the limit).
+type keyTooLong int
+
+func (n keyTooLong) Error() string {
+	return "the idempotency key is longer than the " + strconv.Itoa(int(n)) + " characters allowed"
+}
+
 // ParseKey validates a raw key value (bare, or an RFC 8941 sf-string with \"
 // and \\ escapes) against a format and a maximum length, and returns the
 // normalized key (UUIDs in lower case). It never panics; errors are
-// human-readable and constant.
+// human-readable, and constant but for that of a key too long, which says
+// the limit.
 func ParseKey(raw string, format Format, maxLength int) (string, error) {
 	if maxLength <= 0 || maxLength > DefaultMaxKeyLength {
 		maxLength = DefaultMaxKeyLength
@@ -97,12 +104,12 @@ func ParseKey(raw string, format Format, maxLength int) (string, error) {
 		// is told it is not canonical, not that it is too long.
 		k, err := parseUUID(k, format)
 		if err == nil && len(k) > maxLength {
-			return "", detailTooLong
+			return "", keyTooLong(maxLength)
 		}
 		return k, err
 	}
 	if len(k) > maxLength {
-		return "", detailTooLong
+		return "", keyTooLong(maxLength)
 	}
 	if !visibleASCII(k) {
 		return "", detailBadChar

@@ -33,6 +33,7 @@ func TestSharedScopeEndToEnd(t *testing.T) {
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -96,6 +97,26 @@ func TestScope(t *testing.T) {
 		if n := s.runs[strings.TrimPrefix(tc.path, "/")]; n != tc.runs {
 			t.Errorf("%s: %d executions, want %d", tc.path, n, tc.runs)
 		}
+	}
+}
+
+// TestNoPrincipalWarns: NewIdempotency without Options.Principal logs one
+// warning, at once, naming the operation whose keys are per principal (not
+// the shared one); with idem.Anonymous it logs nothing.
+func TestNoPrincipalWarns(t *testing.T) {
+	var logs strings.Builder
+	x := NewIdempotency(nil, idem.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	defer x.Close()
+	if got := logs.String(); strings.Count(got, "level=WARN") != 1 || !strings.Contains(got, "no Options.Principal") || !strings.Contains(got, "operations=") {
+		t.Fatalf("logs: %q", got)
+	} else if ops := got[strings.Index(got, "operations="):]; !strings.Contains(ops, "own") || strings.Contains(ops, "shared") {
+		t.Fatalf("operations named: %q", ops)
+	}
+	logs.Reset()
+	y := NewIdempotency(nil, idem.Options{Principal: idem.Anonymous, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	defer y.Close()
+	if logs.Len() != 0 {
+		t.Fatalf("with idem.Anonymous: %q", logs.String())
 	}
 }
 `))

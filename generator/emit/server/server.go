@@ -3,7 +3,7 @@
 // holds oapi-codegen's output for the same spec, so that adding
 // idempotency is one line of wiring:
 //
-//	x := api.NewIdempotency(nil, idem.Options{}) // in-memory store; pass Redis or PostgreSQL in production
+//	x := api.NewIdempotency(nil, idem.Options{Principal: callerOf}) // in-memory store; pass Redis or PostgreSQL in production
 //	h := x.StrictHandler(service, nil, api.StrictHTTPServerOptions{}, api.StdHTTPServerOptions{})
 //
 // where the service had api.HandlerWithOptions(api.NewStrictHandlerWithOptions(service, ...), ...).
@@ -301,7 +301,7 @@ func (g *gen) typeDecl() {
 	}
 	opts, router := routerOptions[g.cfg.Router]
 	doc.WriteString("\nWiring:\n\n")
-	fmt.Fprintf(&doc, "\tx := New%s(nil, idem.Options{}) // nil: an in-memory store; pass a shared one (Redis, PostgreSQL) when several instances serve the API\n", t)
+	fmt.Fprintf(&doc, "\tx := New%s(nil, idem.Options{Principal: callerOf}) // nil: an in-memory store; pass a shared one (Redis, PostgreSQL) when several instances serve the API\n", t)
 	doc.WriteString("\tdefer x.Close()\n")
 	switch {
 	case g.cfg.Router == "echo" && g.cfg.Strict:
@@ -337,7 +337,7 @@ func (g *gen) typeDecl() {
 		jen.Id("owned").Op("*").Qual(memPkg, "Store").Comment("the store New"+t+" made, closed by Close"),
 	)
 
-	g.docf("New%s returns the %s of this package over store, or over a new in-memory store (package memstore) when store is nil. opts configure the engine: Principal scopes records per caller (set it from your authentication), Observer sees every decision.", t, t)
+	g.docf("New%s returns the %s of this package over store, or over a new in-memory store (package memstore) when store is nil. opts configure the engine: Principal scopes records per caller (callerOf above: a func(*http.Request) (string, error) that returns who the caller is, from your authentication; idem.Anonymous when all callers are one principal), Observer sees every decision. Without Principal every caller shares one key space, and the engine logs a warning naming the operations whose keys the contract promises per caller.", t, t)
 	g.f.Func().Id("New"+t).Params(jen.Id("store").Qual(idemPkg, "Store"), jen.Id("opts").Qual(idemPkg, "Options")).Op("*").Id(t).Block(
 		jen.Id("x").Op(":=").Op("&").Id(t).Values(),
 		jen.If(jen.Id("store").Op("==").Nil()).Block(
@@ -345,6 +345,7 @@ func (g *gen) typeDecl() {
 			jen.Id("store").Op("=").Id("x").Dot("owned"),
 		),
 		jen.Id("x").Dot("engine").Op("=").Qual(idemPkg, "New").Call(jen.Id("store"), jen.Id("opts")),
+		jen.Id("x").Dot("engine").Dot("Serves").Call(jen.Id(px+"Policies").Op("...")),
 		jen.Return(jen.Id("x")),
 	)
 	g.doc("Engine returns the engine, for code that protects other handlers with it.")

@@ -34,7 +34,7 @@ import (
 //
 // Wiring:
 //
-//	x := NewIdempotency(nil, idem.Options{}) // nil: an in-memory store; pass a shared one (Redis, PostgreSQL) when several instances serve the API
+//	x := NewIdempotency(nil, idem.Options{Principal: callerOf}) // nil: an in-memory store; pass a shared one (Redis, PostgreSQL) when several instances serve the API
 //	defer x.Close()
 //	h := x.StrictHandler(service, nil, StrictHTTPServerOptions{}, StdHTTPServerOptions{})
 //
@@ -54,7 +54,10 @@ type Idempotency struct {
 
 // NewIdempotency returns the Idempotency of this package over store, or over a new in-memory store
 // (package memstore) when store is nil. opts configure the engine: Principal scopes records per caller
-// (set it from your authentication), Observer sees every decision.
+// (callerOf above: a func(*http.Request) (string, error) that returns who the caller is, from your
+// authentication; idem.Anonymous when all callers are one principal), Observer sees every decision.
+// Without Principal every caller shares one key space, and the engine logs a warning naming the
+// operations whose keys the contract promises per caller.
 func NewIdempotency(store idem.Store, opts idem.Options) *Idempotency {
 	x := &Idempotency{}
 	if store == nil {
@@ -62,6 +65,7 @@ func NewIdempotency(store idem.Store, opts idem.Options) *Idempotency {
 		store = x.owned
 	}
 	x.engine = idem.New(store, opts)
+	x.engine.Serves(idemgenPolicies...)
 	return x
 }
 
