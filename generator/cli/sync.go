@@ -23,12 +23,28 @@ import (
 // DefaultConfig is the config file check -generated reads when -config is not given.
 const DefaultConfig = "idemgen.yaml"
 
-// checkGenerated regenerates every configured output in memory and
-// compares it with the files on disk.
-func checkGenerated(fs *flag.FlagSet, configPath string, overlays []string, ignores []diag.Ignore, strict bool, format string, stdout, stderr io.Writer) int {
-	if configPath == "" {
-		configPath = DefaultConfig
+// checkGeneratedAll runs checkGenerated for each config file of configs
+// (none: DefaultConfig) in turn, reporting on every one, and returns the
+// worst exit code.
+func checkGeneratedAll(fs *flag.FlagSet, configs, overlays []string, ignores []diag.Ignore, strict bool, format string, stdout, stderr io.Writer) int {
+	if len(configs) == 0 {
+		configs = []string{DefaultConfig}
 	}
+	if len(configs) > 1 && (fs.NArg() > 0 || len(overlays) > 0) {
+		return usageError(fs, "with several -config, SPEC and -overlay are not allowed (each config names its own)")
+	}
+	r := &reporter{format: format, out: stdout, stderr: stderr}
+	code := ExitOK
+	for _, c := range configs {
+		code = max(code, checkGenerated(fs, c, overlays, ignores, strict, r, stderr))
+	}
+	r.flush()
+	return code
+}
+
+// checkGenerated regenerates every output configPath configures in memory
+// and compares it with the files on disk.
+func checkGenerated(fs *flag.FlagSet, configPath string, overlays []string, ignores []diag.Ignore, strict bool, r *reporter, stderr io.Writer) int {
 	cfg, err := LoadConfig(configPath)
 	if err != nil {
 		fmt.Fprintf(stderr, "idemgen check: %v\n", err)
@@ -56,9 +72,9 @@ func checkGenerated(fs *flag.FlagSet, configPath string, overlays []string, igno
 	}
 	spec, diags, note := diagnose(cfg, strict, ignores, cfg.noReplayedHeader(fs))
 	printNote(stderr, note)
-	report(diags, format, stdout, stderr)
+	r.report(diags)
 	if diags.HasErrors() {
-		fmt.Fprintln(stderr, "idemgen check: the spec has errors; cannot compare the generated files")
+		fmt.Fprintf(stderr, "idemgen check: %s: the spec has errors; cannot compare the generated files\n", configPath)
 		return ExitError
 	}
 	files, err := emitter.Run(names, spec, cfg.emitterOptions(params))
@@ -110,7 +126,7 @@ func checkGenerated(fs *flag.FlagSet, configPath string, overlays []string, igno
 		fmt.Fprintf(stderr, "idemgen check: %d of %s stale or missing; run: idemgen generate -config %s\n", bad, staleOf(bad, len(files)), configPath)
 		return ExitError
 	}
-	fmt.Fprintf(stderr, "idemgen check: %s up to date\n", english.Count(len(files), "generated file is", "generated files are"))
+	fmt.Fprintf(stderr, "idemgen check: %s up to date (%s)\n", english.Count(len(files), "generated file is", "generated files are"), configPath)
 	return ExitOK
 }
 
@@ -195,7 +211,8 @@ func specCmd(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&overlays, "overlay", "apply this OpenAPI Overlay 1.0 `FILE` first (repeatable, applied in order)")
 	out := fs.String("o", "-", "write to `OUT` (- is stdout; the spec's own path rewrites it)")
 	asOverlay := fs.Bool("as-overlay", false, "write the changes as an Overlay 1.0 document instead of the augmented spec")
-	configPath := fs.String("config", "", "read replayed-header and ignore: from this idemgen.yaml `FILE` (default: the idemgen.yaml beside SPEC, unless its spec: is another file)")
+	var configs listFlag
+	fs.Var(&configs, "config", "read replayed-header and ignore: from this idemgen.yaml `FILE` (default: the idemgen.yaml beside SPEC, unless its spec: is another file)")
 	replayedHeaderFlag(fs)
 	var ignores ignoreFlag
 	fs.Var(&ignores, "ignore", ignoreFlagUsage)
@@ -206,7 +223,11 @@ func specCmd(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() != 1 {
 		return usageError(fs, "want exactly one SPEC file")
 	}
-	cfg, _, err := checkConfig(*configPath, fs.Args(), nil)
+	configPath, ok := singleConfig(fs, configs)
+	if !ok {
+		return ExitUsage
+	}
+	cfg, _, err := checkConfig(configPath, fs.Args(), nil)
 	if err != nil {
 		fmt.Fprintf(stderr, "idemgen spec: %v\n", err)
 		return ExitUsage

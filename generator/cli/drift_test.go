@@ -1,0 +1,87 @@
+package cli_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// twoServices writes two services, svc1 and svc2, each the coupons spec
+// with an idemgen.yaml generating its server, client and docs into gen/,
+// under a temporary directory, and returns their config paths.
+func twoServices(t *testing.T) (svc1, svc2 string) {
+	t.Helper()
+	dir := t.TempDir()
+	var cfgs []string
+	for _, svc := range []string{"svc1", "svc2"} {
+		copyFile(t, filepath.Join(augmentDir, "coupons", "openapi.yaml"), filepath.Join(dir, svc, "openapi.yaml"))
+		cfg := filepath.Join(dir, svc, "idemgen.yaml")
+		require.NoError(t, os.WriteFile(cfg, []byte("package: api\noutput: gen\nspec: openapi.yaml\ngenerate: {server: true, client: true, docs: true}\n"), 0o644))
+		cfgs = append(cfgs, cfg)
+	}
+	return cfgs[0], cfgs[1]
+}
+
+// makeStale changes a contract of the spec beside cfg (window: 10m to 20m).
+func makeStale(t *testing.T, cfg string) {
+	t.Helper()
+	spec := filepath.Join(filepath.Dir(cfg), "openapi.yaml")
+	src, err := os.ReadFile(spec)
+	require.NoError(t, err)
+	stale := strings.Replace(string(src), "window: 10m", "window: 20m", 1)
+	require.NotEqual(t, string(src), stale)
+	require.NoError(t, os.WriteFile(spec, []byte(stale), 0o644))
+}
+
+// TestSeveralConfigs: generate and check -generated take -config more than
+// once and handle each config in turn; a stale one fails the check
+// whichever its place; the commands that read one config refuse a repeat
+// rather than silently reading the last.
+func TestSeveralConfigs(t *testing.T) {
+	svc1, svc2 := twoServices(t)
+	code, _, stderr := run("generate", "-config", svc1, "-config", svc2)
+	require.Equal(t, 0, code, stderr)
+	for _, cfg := range []string{svc1, svc2} {
+		_, err := os.Stat(filepath.Join(filepath.Dir(cfg), "gen", "idempotency.gen.go"))
+		require.NoError(t, err, "generated for %s", cfg)
+	}
+	code, _, stderr = run("check", "-generated", "-config", svc2, "-config", svc1)
+	assert.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, "up to date ("+svc1+")")
+	assert.Contains(t, stderr, "up to date ("+svc2+")")
+
+	makeStale(t, svc2)
+	for _, order := range [][]string{{svc2, svc1}, {svc1, svc2}} {
+		code, _, stderr = run("check", "-generated", "-config", order[0], "-config", order[1])
+		assert.Equal(t, 1, code, stderr)
+		assert.Contains(t, stderr, "run: idemgen generate -config "+svc2)
+		assert.Contains(t, stderr, "up to date ("+svc1+")")
+	}
+	// JSON: one array for all the configs.
+	code, stdout, stderr := run("check", "-generated", "-format", "json", "-config", svc1, "-config", svc2)
+	assert.Equal(t, 1, code, stderr)
+	assert.Equal(t, 1, strings.Count(stdout, "\n]"), stdout)
+
+	// A usage error is the worst.
+	code, _, stderr = run("check", "-generated", "-config", svc1, "-config", filepath.Join(filepath.Dir(svc1), "nothere.yaml"))
+	assert.Equal(t, 2, code, stderr)
+	assert.Contains(t, stderr, "up to date ("+svc1+")")
+
+	// SPEC, -overlay, -o belong to one config.
+	code, _, stderr = run("check", "-generated", "-config", svc1, "-config", svc2, "openapi.yaml")
+	assert.Equal(t, 2, code, stderr)
+	code, _, stderr = run("generate", "-config", svc1, "-config", svc2, "-o", t.TempDir())
+	assert.Equal(t, 2, code, stderr)
+
+	// check (without -generated) and spec read one config.
+	spec := filepath.Join(filepath.Dir(svc1), "openapi.yaml")
+	for _, cmd := range []string{"check", "spec"} {
+		code, _, stderr = run(cmd, "-config", svc2, "-config", svc1, spec)
+		assert.Equal(t, 2, code, cmd+": "+stderr)
+		assert.Contains(t, stderr, "-config given 2 times", cmd)
+	}
+}
