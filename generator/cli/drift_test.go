@@ -85,3 +85,33 @@ func TestSeveralConfigs(t *testing.T) {
 		assert.Contains(t, stderr, "-config given 2 times", cmd)
 	}
 }
+
+// toCRLF rewrites the file path with CRLF line endings, as a checkout with
+// core.autocrlf=true does.
+func toCRLF(t *testing.T, path string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, []byte(strings.ReplaceAll(string(data), "\n", "\r\n")), 0o644))
+}
+
+// TestCheckGeneratedCRLF: a CRLF checkout of up-to-date files passes, saying
+// that only the line endings differ and how to check out LF; a stale CRLF
+// file is stale from its first real difference, not from line 1.
+func TestCheckGeneratedCRLF(t *testing.T) {
+	dir, cfg := generateCoupons(t)
+	server := filepath.Join(dir, "gen", "idempotency.gen.go")
+	toCRLF(t, server)
+	code, _, stderr := run("check", "-generated", "-config", cfg)
+	assert.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, server+": up to date but for its line endings")
+	assert.Contains(t, stderr, filepath.ToSlash(filepath.Join(dir, "gen"))+"/* text eol=lf")
+	assert.Contains(t, stderr, "2 generated files are up to date")
+
+	makeStale(t, cfg)
+	code, _, stderr = run("check", "-generated", "-config", cfg)
+	assert.Equal(t, 1, code, stderr)
+	assert.Contains(t, stderr, server+":")
+	assert.NotContains(t, stderr, server+":1: stale")
+	assert.NotContains(t, stderr, "line endings")
+}
