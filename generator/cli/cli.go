@@ -311,6 +311,11 @@ their name collisions reported, as warnings.
 With -generated, the outputs of every emitter the config file enables are
 generated in memory and compared with the files under its output
 directory; stale or missing files are listed and the exit status is 1.
+So are files idemgen generated that the config no longer produces (an
+emitter turned off, output: moved, a file renamed), found by their
+generated header in its output directory, the config's directory and that
+of oapi-codegen's output [generated-orphaned]; a warning only when another
+idemgen config writes to that directory, or the file names another spec.
 Exit status: 0 clean or warnings only, 1 errors, 2 usage.
 `
 

@@ -36,15 +36,17 @@ func checkGeneratedAll(fs *flag.FlagSet, configs, overlays []string, ignores []d
 	r := &reporter{format: format, out: stdout, stderr: stderr}
 	code := ExitOK
 	for _, c := range configs {
-		code = max(code, checkGenerated(fs, c, overlays, ignores, strict, r, stderr))
+		code = max(code, checkGenerated(fs, c, configs, overlays, ignores, strict, r, stderr))
 	}
 	r.flush()
 	return code
 }
 
 // checkGenerated regenerates every output configPath configures in memory
-// and compares it with the files on disk.
-func checkGenerated(fs *flag.FlagSet, configPath string, overlays []string, ignores []diag.Ignore, strict bool, r *reporter, stderr io.Writer) int {
+// and compares it with the files on disk, and looks for files idemgen
+// generated that it no longer produces (orphans; others: the configs of
+// the run, which may write to the same directories).
+func checkGenerated(fs *flag.FlagSet, configPath string, others, overlays []string, ignores []diag.Ignore, strict bool, r *reporter, stderr io.Writer) int {
 	cfg, err := LoadConfig(configPath)
 	if err != nil {
 		fmt.Fprintf(stderr, "idemgen check: %v\n", err)
@@ -113,6 +115,13 @@ func checkGenerated(fs *flag.FlagSet, configPath string, overlays []string, igno
 			bad++
 		}
 	}
+	orphaned := orphans(configPath, cfg, files, others)
+	r.report(orphaned)
+	nOrphans, _ := orphaned.Count()
+	also := ""
+	if nOrphans > 0 {
+		also = "; and " + orphanSummary(nOrphans)
+	}
 	if bad > 0 {
 		if slices.ContainsFunc(diags, func(d diag.Diagnostic) bool { return d.Rule == augment.RuleSpecStale }) {
 			// The spec itself is behind its contracts: regenerating from it
@@ -130,10 +139,14 @@ func checkGenerated(fs *flag.FlagSet, configPath string, overlays []string, igno
 				// rewrites without them) or hold the contracts.
 				redo += fmt.Sprintf(" (when the contracts are in %s; the overlays: then apply as before; when an overlay holds them, idemgen spec -as-overlay with the overlays, as you ran it)", cfg.Spec)
 			}
-			fmt.Fprintf(stderr, "idemgen check: %d of %s stale or missing, and the spec is behind its contracts [spec-stale]; run: %s, then oapi-codegen, then idemgen generate -config %s\n", bad, staleOf(bad, len(files)), redo, configPath)
+			fmt.Fprintf(stderr, "idemgen check: %d of %s stale or missing, and the spec is behind its contracts [spec-stale]; run: %s, then oapi-codegen, then idemgen generate -config %s%s\n", bad, staleOf(bad, len(files)), redo, configPath, also)
 			return ExitError
 		}
-		fmt.Fprintf(stderr, "idemgen check: %d of %s stale or missing; run: idemgen generate -config %s\n", bad, staleOf(bad, len(files)), configPath)
+		fmt.Fprintf(stderr, "idemgen check: %d of %s stale or missing; run: idemgen generate -config %s%s\n", bad, staleOf(bad, len(files)), configPath, also)
+		return ExitError
+	}
+	if nOrphans > 0 {
+		fmt.Fprintf(stderr, "idemgen check: %s up to date, but %s (%s)\n", english.Count(len(files), "generated file is", "generated files are"), orphanSummary(nOrphans), configPath)
 		return ExitError
 	}
 	fmt.Fprintf(stderr, "idemgen check: %s up to date (%s)\n", english.Count(len(files), "generated file is", "generated files are"), configPath)
