@@ -2,7 +2,7 @@
 //
 //	idemgen init [-overlay FILE]... [-o overlay.yaml] [-force] SPEC
 //	idemgen check [-config idemgen.yaml] [-overlay FILE]... [-ignore RULE[:OP]]... [-format text|json] [-strict] [-replayed-header=false] SPEC
-//	idemgen check -generated [-config idemgen.yaml]... [-ignore RULE[:OP]]... [-strict] [SPEC]
+//	idemgen check -generated [-config idemgen.yaml]... [-ignore RULE[:OP]]... [-format text|json] [-strict] [SPEC]
 //	idemgen spec [-config idemgen.yaml] [-overlay FILE]... [-ignore RULE[:OP]]... [-o OUT] [-as-overlay] [-replayed-header=false] [-format text|json] SPEC
 //	idemgen generate [-config idemgen.yaml]... [-overlay FILE]... [-emit NAME]... [-o DIR|-] [-package NAME] [-option NAME=VALUE]... [-ignore RULE[:OP]]... [-format text|json] [SPEC]
 //	idemgen version
@@ -131,7 +131,7 @@ func init() {
 const (
 	initSynopsis           = "idemgen init [-overlay FILE]... [-o overlay.yaml] [-force] SPEC"
 	checkSynopsis          = "idemgen check [-config idemgen.yaml] [-overlay FILE]... [-ignore RULE[:OP]]... [-format text|json] [-strict] [-replayed-header=false] SPEC"
-	checkGeneratedSynopsis = "idemgen check -generated [-config idemgen.yaml]... [-ignore RULE[:OP]]... [-strict] [SPEC]"
+	checkGeneratedSynopsis = "idemgen check -generated [-config idemgen.yaml]... [-ignore RULE[:OP]]... [-format text|json] [-strict] [SPEC]"
 	specSynopsis           = "idemgen spec [-config idemgen.yaml] [-overlay FILE]... [-ignore RULE[:OP]]... [-o OUT] [-as-overlay] [-replayed-header=false] [-format text|json] SPEC"
 	generateSynopsis       = "idemgen generate [-config idemgen.yaml]... [-overlay FILE]... [-emit NAME]... [-o DIR|-] [-package NAME] [-option NAME=VALUE]... [-ignore RULE[:OP]]... [-format text|json] [SPEC]"
 	versionSynopsis        = "idemgen version"
@@ -310,7 +310,9 @@ their name collisions reported, as warnings.
 
 With -generated, the outputs of every emitter the config file enables are
 generated in memory and compared with the files under its output
-directory; stale or missing files are listed and the exit status is 1.
+directory; stale or missing files are listed, as diagnostics at the first
+differing line [generated-stale, generated-missing] (with -format json, in
+the JSON array on stdout), and the exit status is 1.
 So are files idemgen generated that the config no longer produces (an
 emitter turned off, output: moved, a file renamed), found by their
 generated header in its output directory, the config's directory and that
