@@ -223,3 +223,21 @@ func TestCheckGeneratedJSON(t *testing.T) {
 	assert.Contains(t, stderr, server+":10:1: error: stale (differs from what idemgen generates from line 10 on) [generated-stale]")
 	assert.Contains(t, stderr, client+": error: missing (emitter output not generated) [generated-missing]")
 }
+
+// TestCheckGeneratedAdviceOapiCodegen: when an oapi-codegen configuration
+// is known, stale files are fixed by go generate (oapi-codegen, then
+// idemgen generate), not by idemgen generate alone, which would leave
+// oapi-codegen's types behind (a new operation's params type undefined).
+func TestCheckGeneratedAdviceOapiCodegen(t *testing.T) {
+	dir, cfg := generateCoupons(t)
+	makeStale(t, cfg)
+	code, _, stderr := run("check", "-generated", "-config", cfg)
+	assert.Equal(t, 1, code, stderr)
+	assert.Contains(t, stderr, "run: idemgen generate -config "+cfg+"\n")
+
+	oapi := filepath.Join(dir, "oapi-codegen.yaml")
+	require.NoError(t, os.WriteFile(oapi, []byte("package: api\noutput: gen/api.gen.go\ngenerate: {models: true, client: true}\n"), 0o644))
+	code, _, stderr = run("check", "-generated", "-config", cfg)
+	assert.Equal(t, 1, code, stderr)
+	assert.Contains(t, stderr, "run: go generate (oapi-codegen -config "+oapi+", then idemgen generate -config "+cfg+")")
+}

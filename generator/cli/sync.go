@@ -143,7 +143,14 @@ func checkGenerated(fs *flag.FlagSet, configPath string, others, overlays []stri
 			fmt.Fprintf(stderr, "idemgen check: %d of %s stale or missing, and the spec is behind its contracts [spec-stale]; run: %s, then oapi-codegen, then idemgen generate -config %s%s\n", bad, staleOf(bad, len(files)), redo, configPath, also)
 			return ExitError
 		}
-		fmt.Fprintf(stderr, "idemgen check: %d of %s stale or missing; run: idemgen generate -config %s%s\n", bad, staleOf(bad, len(files)), configPath, also)
+		redo := "idemgen generate -config " + configPath
+		if cfg.OapiCodegenConfig != "" {
+			// A new operation or parameter changes oapi-codegen's output
+			// too, which idemgen's files refer to: idemgen generate alone
+			// would leave the build broken.
+			redo = fmt.Sprintf("go generate (oapi-codegen -config %s, then idemgen generate -config %s)", cfg.OapiCodegenConfig, configPath)
+		}
+		fmt.Fprintf(stderr, "idemgen check: %d of %s stale or missing; run: %s%s\n", bad, staleOf(bad, len(files)), redo, also)
 		return ExitError
 	}
 	if nOrphans > 0 {
