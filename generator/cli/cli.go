@@ -434,7 +434,7 @@ func checkConfig(configPath string, args, overlays []string) (*Config, string, e
 	// generate applies overlays that this check does not, what the
 	// emitters find could differ (check -config applies them): their
 	// settings are still checked, and their names, as warnings.
-	cfg.Generate, cfg.Options, cfg.Package, cfg.oapiServer, cfg.oapiOutput, cfg.oapiOverlay = c.Generate, c.Options, c.Package, c.oapiServer, c.oapiOutput, c.oapiOverlay
+	cfg.Generate, cfg.Options, cfg.Package, cfg.oapiServer, cfg.oapiOutput, cfg.oapiOverlay, cfg.oapiSkipped = c.Generate, c.Options, c.Package, c.oapiServer, c.oapiOutput, c.oapiOverlay, c.oapiSkipped
 	if len(c.Overlays) > 0 && !sameFiles(c.Overlays, cfg.Overlays) {
 		cfg.namesOnlyWhy = "check does not apply the overlays: of the idemgen.yaml beside the spec; check -config " + beside + " does"
 	}
@@ -546,6 +546,9 @@ func diagnose(cfg *Config, strict bool, flags []diag.Ignore, noReplayed bool) (s
 		whole = &c
 		note = cfg.leaveOut(d.T, spec)
 	}
+	if cfg.oapiSkipped != "" {
+		note = strings.TrimPrefix(note+"\n"+cfg.oapiSkipped, "\n")
+	}
 	if spec != nil {
 		diags = append(diags, augment.DiagnoseDocument(d, spec, augment.Options{Strict: strict, NoReplayedHeader: noReplayed})...)
 	}
@@ -650,6 +653,10 @@ type Config struct {
 	// overlay that overlays: does not list (oapiOverlayDiags): reported by
 	// diagnose, with the spec's diagnostics.
 	oapiOverlay diag.List
+	// oapiSkipped, when not "", says why the oapi-codegen.yaml beside the
+	// config file is not read (besideOapiCodegenConfig): a note diagnose
+	// returns.
+	oapiSkipped string
 	// ignores are Ignore's entries, one for each rule and operation, and
 	// ignoreDiags the errors of those that cannot be (positioned in the
 	// config file).
@@ -825,7 +832,7 @@ func LoadConfig(path string) (*Config, error) {
 	var oapiErr error
 	c.OapiCodegenConfig = rel(c.OapiCodegenConfig)
 	if c.OapiCodegenConfig == "" {
-		c.OapiCodegenConfig, oapi = c.besideOapiCodegenConfig(base)
+		c.OapiCodegenConfig, oapi, c.oapiSkipped = c.besideOapiCodegenConfig(base)
 	} else {
 		oapi, oapiErr = readOapiFile(c.OapiCodegenConfig)
 	}

@@ -272,3 +272,26 @@ func TestCheckGeneratedStaleLine(t *testing.T) {
 	assert.Contains(t, stderr, server+`:21:1: error: stale (differs from what idemgen generates from line 21 on: the file has nothing (end of file), idemgen generates `)
 	assert.Contains(t, stderr, "edited by hand?")
 }
+
+// TestOapiCodegenBesideSkipped: an oapi-codegen.yaml beside idemgen.yaml
+// that configures another package or output directory is not read, and
+// check, check -generated and generate say so and why, rather than leave
+// go build to fail later ("found packages api and apiv2").
+func TestOapiCodegenBesideSkipped(t *testing.T) {
+	dir, cfg := generateCoupons(t)
+	oapi := filepath.Join(dir, "oapi-codegen.yaml")
+	require.NoError(t, os.WriteFile(oapi, []byte("package: api\noutput: gen/api.gen.go\ngenerate: {models: true, client: true}\n"), 0o644))
+	code, _, stderr := run("check", "-generated", "-config", cfg)
+	assert.Equal(t, 0, code, stderr)
+	assert.NotContains(t, stderr, "not read")
+
+	require.NoError(t, os.WriteFile(cfg, []byte("package: apiv2\noutput: gen\nspec: openapi.yaml\ngenerate: {server: true, client: true}\n"), 0o644))
+	for _, args := range [][]string{{"check", "-generated", "-config", cfg}, {"generate", "-config", cfg}, {"check", "-config", cfg}} {
+		_, _, stderr = run(args...)
+		assert.Contains(t, stderr, oapi+": warning: not read: its package: api is not package: apiv2 of idemgen's config", args)
+	}
+
+	require.NoError(t, os.WriteFile(cfg, []byte("package: api\noutput: gen2\nspec: openapi.yaml\ngenerate: {server: true, client: true}\n"), 0o644))
+	_, _, stderr = run("generate", "-config", cfg)
+	assert.Contains(t, stderr, oapi+": warning: not read: its output: gen/api.gen.go is not in idemgen's output directory "+filepath.Join(dir, "gen2"))
+}
