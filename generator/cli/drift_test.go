@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/generator/cli"
 )
 
 // twoServices writes two services, svc1 and svc2, each the coupons spec
@@ -302,4 +304,19 @@ func TestOapiCodegenBesideSkipped(t *testing.T) {
 	require.NoError(t, os.WriteFile(cfg, []byte("package: api\noutput: gen2\nspec: openapi.yaml\ngenerate: {server: true, client: true}\n"), 0o644))
 	_, _, stderr = run("generate", "-config", cfg)
 	assert.Contains(t, stderr, oapi+": warning: not read: its output: gen/api.gen.go is not in idemgen's output directory "+filepath.Join(dir, "gen2"))
+}
+
+// TestLineTexts: a long line is quoted from a little before where it
+// differs, so that the difference shows.
+func TestLineTexts(t *testing.T) {
+	long := strings.Repeat("a", 200)
+	h, w := cli.LineTexts([]byte("x\n"+long+" edited\n"), []byte("x\n"+long+"\n"), 2)
+	assert.Equal(t, `"…`+strings.Repeat("a", 30)+` edited"`, h)
+	assert.Equal(t, `"…`+strings.Repeat("a", 30)+`"`, w)
+	h, w = cli.LineTexts([]byte("b"+long+"\n"), []byte("c"+long+"\n"), 1)
+	assert.Equal(t, `"b`+strings.Repeat("a", 119)+`…"`, h)
+	assert.Equal(t, `"c`+strings.Repeat("a", 119)+`…"`, w)
+	h, w = cli.LineTexts([]byte("x\n"), []byte("x\ny\n"), 2)
+	assert.Equal(t, "nothing (end of file)", h)
+	assert.Equal(t, `"y"`, w)
 }

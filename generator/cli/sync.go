@@ -117,7 +117,8 @@ func checkGenerated(fs *flag.FlagSet, configPath string, others, overlays []stri
 					// The spec behind its contracts says why already.
 					hint = "; its generated header is intact: edited by hand? (or generated before the contracts changed)"
 				}
-				drift.Errorf(pos, ruleGeneratedStale, "stale (differs from what idemgen generates from line %d on: the file has %s, idemgen generates %s%s)", line, lineText(have, line), lineText(want, line), hint)
+				fileText, genText := lineTexts(have, want, line)
+				drift.Errorf(pos, ruleGeneratedStale, "stale (differs from what idemgen generates from line %d on: the file has %s, idemgen generates %s%s)", line, fileText, genText, hint)
 			}
 		}
 	}
@@ -214,18 +215,48 @@ func versionOnly(have, want []byte) (haveV, wantV string, ok bool) {
 // maxLineText is how much of a line a stale message quotes.
 const maxLineText = 120
 
-// lineText returns line n (1-based) of data quoted, cut to maxLineText
-// runes, or "nothing" past its end.
-func lineText(data []byte, n int) string {
+// lineTexts returns line n (1-based) of have and of want quoted (or
+// "nothing (end of file)" past the end), cut to maxLineText runes: from the
+// start, or when the lines differ further on, from a little before where
+// they differ ("…" marking what is left out), so the difference shows.
+func lineTexts(have, want []byte, n int) (string, string) {
+	h, hok := lineAt(have, n)
+	w, wok := lineAt(want, n)
+	hr, wr := []rune(h), []rune(w)
+	at := 0
+	for at < len(hr) && at < len(wr) && hr[at] == wr[at] {
+		at++
+	}
+	from := 0
+	if at > maxLineText-maxLineText/4 {
+		from = at - maxLineText/4
+	}
+	quote := func(r []rune, ok bool) string {
+		if !ok {
+			return "nothing (end of file)"
+		}
+		var b strings.Builder
+		if from > 0 {
+			b.WriteString("…")
+		}
+		end := min(len(r), from+maxLineText)
+		b.WriteString(string(r[min(from, len(r)):end]))
+		if end < len(r) {
+			b.WriteString("…")
+		}
+		return strconv.Quote(b.String())
+	}
+	return quote(hr, hok), quote(wr, wok)
+}
+
+// lineAt returns line n (1-based) of data, without its newline, and
+// whether data has it.
+func lineAt(data []byte, n int) (string, bool) {
 	lines := strings.SplitAfter(string(data), "\n")
 	if n > len(lines) || lines[n-1] == "" {
-		return "nothing (end of file)"
+		return "", false
 	}
-	l := strings.TrimSuffix(lines[n-1], "\n")
-	if r := []rune(l); len(r) > maxLineText {
-		l = string(r[:maxLineText]) + "…"
-	}
-	return strconv.Quote(l)
+	return strings.TrimSuffix(lines[n-1], "\n"), true
 }
 
 // handEdited reports whether the Go file path, have on disk, idemgen
