@@ -56,7 +56,7 @@ func orphans(configPath string, cfg *Config, files []emitter.File, others []stri
 	}
 	var seen []string
 	var list diag.List
-	others = append(slices.Clone(others), idemgenConfigs(dirs)...)
+	found := false // the configs of dirs added to others
 	for _, dir := range dirs {
 		if slices.Contains(seen, absPath(dir)) {
 			continue
@@ -74,6 +74,9 @@ func orphans(configPath string, cfg *Config, files []emitter.File, others []stri
 			source, ok := generatedFrom(path)
 			if !ok {
 				continue
+			}
+			if !found {
+				others, found = append(slices.Clone(others), idemgenConfigs(dirs)...), true
 			}
 			pos := ir.Pos{File: path, Line: 1, Col: 1}
 			mine := source == "" || sameSource(source, cfg.Spec)
@@ -154,6 +157,9 @@ func idemgenConfigs(dirs []string) []string {
 		for _, pat := range []string{"*.yaml", "*.yml"} {
 			m, _ := filepath.Glob(filepath.Join(dir, pat))
 			for _, p := range m {
+				if data, err := os.ReadFile(p); err != nil || !bytes.Contains(data, []byte("generate:")) {
+					continue // not one (and a spec may be large)
+				}
 				if c, err := LoadConfig(p); err == nil && len(c.Generate) > 0 && !slices.ContainsFunc(out, func(o string) bool { return absPath(o) == absPath(p) }) {
 					out = append(out, p)
 				}
