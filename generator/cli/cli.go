@@ -2,9 +2,9 @@
 //
 //	idemgen init [-overlay FILE]... [-o overlay.yaml] [-force] SPEC
 //	idemgen check [-config idemgen.yaml] [-overlay FILE]... [-ignore RULE[:OP]]... [-format text|json] [-strict] [-replayed-header=false] SPEC
-//	idemgen check -generated [-config idemgen.yaml] [-ignore RULE[:OP]]... [-strict] [SPEC]
+//	idemgen check -generated [-config idemgen.yaml]... [-ignore RULE[:OP]]... [-format text|json] [-strict] [SPEC]
 //	idemgen spec [-config idemgen.yaml] [-overlay FILE]... [-ignore RULE[:OP]]... [-o OUT] [-as-overlay] [-replayed-header=false] [-format text|json] SPEC
-//	idemgen generate [-config idemgen.yaml] [-overlay FILE]... [-emit NAME]... [-o DIR|-] [-package NAME] [-option NAME=VALUE]... [-ignore RULE[:OP]]... [-format text|json] [SPEC]
+//	idemgen generate [-config idemgen.yaml]... [-overlay FILE]... [-emit NAME]... [-o DIR|-] [-package NAME] [-option NAME=VALUE]... [-ignore RULE[:OP]]... [-format text|json] [SPEC]
 //	idemgen version
 //
 // (the lists of docs/contract.md and README.md, and each command's -h;
@@ -131,11 +131,25 @@ func init() {
 const (
 	initSynopsis           = "idemgen init [-overlay FILE]... [-o overlay.yaml] [-force] SPEC"
 	checkSynopsis          = "idemgen check [-config idemgen.yaml] [-overlay FILE]... [-ignore RULE[:OP]]... [-format text|json] [-strict] [-replayed-header=false] SPEC"
-	checkGeneratedSynopsis = "idemgen check -generated [-config idemgen.yaml] [-ignore RULE[:OP]]... [-strict] [SPEC]"
+	checkGeneratedSynopsis = "idemgen check -generated [-config idemgen.yaml]... [-ignore RULE[:OP]]... [-format text|json] [-strict] [SPEC]"
 	specSynopsis           = "idemgen spec [-config idemgen.yaml] [-overlay FILE]... [-ignore RULE[:OP]]... [-o OUT] [-as-overlay] [-replayed-header=false] [-format text|json] SPEC"
-	generateSynopsis       = "idemgen generate [-config idemgen.yaml] [-overlay FILE]... [-emit NAME]... [-o DIR|-] [-package NAME] [-option NAME=VALUE]... [-ignore RULE[:OP]]... [-format text|json] [SPEC]"
+	generateSynopsis       = "idemgen generate [-config idemgen.yaml]... [-overlay FILE]... [-emit NAME]... [-o DIR|-] [-package NAME] [-option NAME=VALUE]... [-ignore RULE[:OP]]... [-format text|json] [SPEC]"
 	versionSynopsis        = "idemgen version"
 )
+
+// singleConfig returns the one -config of a command that reads one
+// (configs as given: "" when none); given more than once, a repeat, which
+// would silently read the last file only, is a usage error.
+func singleConfig(fs *flag.FlagSet, configs []string) (string, bool) {
+	switch len(configs) {
+	case 0:
+		return "", true
+	case 1:
+		return configs[0], true
+	}
+	usageError(fs, "-config given %d times (%s): %s reads one config; check -generated and generate take several", len(configs), strings.Join(configs, ", "), fs.Name())
+	return "", false
+}
 
 // listFlag is a repeatable string flag.
 type listFlag []string
@@ -261,6 +275,7 @@ const checkExamples = `  idemgen check openapi.yaml
   idemgen check -ignore 'put-delete:DELETE /payments/{id}' openapi.yaml
   idemgen check -config idemgen.yaml                 # its spec and overlays, Go names as it sets them
   idemgen check -generated -config idemgen.yaml      # in CI: committed output is up to date
+  idemgen check -generated -config svc1/idemgen.yaml -config svc2/idemgen.yaml   # each in turn
 
 Diagnostics go to stderr as file:line:col: error|warning: message [rule-id]
 (with -format json, a JSON array goes to stdout). Besides the contract
@@ -295,7 +310,14 @@ their name collisions reported, as warnings.
 
 With -generated, the outputs of every emitter the config file enables are
 generated in memory and compared with the files under its output
-directory; stale or missing files are listed and the exit status is 1.
+directory; stale or missing files are listed, as diagnostics at the first
+differing line [generated-stale, generated-missing] (with -format json, in
+the JSON array on stdout), and the exit status is 1.
+So are files idemgen generated that the config no longer produces (an
+emitter turned off, output: moved, a file renamed), found by their
+generated header in its output directory, the config's directory and that
+of oapi-codegen's output [generated-orphaned]; a warning only when another
+idemgen config writes to that directory, or the file names another spec.
 Exit status: 0 clean or warnings only, 1 errors, 2 usage.
 `
 
@@ -308,15 +330,20 @@ func check(args []string, stdout, stderr io.Writer) int {
 	generated := fs.Bool("generated", false, "check that the files generated from the config are up to date")
 	var ignores ignoreFlag
 	fs.Var(&ignores, "ignore", ignoreFlagUsage)
-	configPath := fs.String("config", "", "read settings from this idemgen.yaml `FILE`: its Go naming, ignore:, replayed-header, and the emitters to check (generate:, options:, package:) (default: the idemgen.yaml beside SPEC), and its spec and overlays unless SPEC and -overlay are given; with -generated, all of them (default ./idemgen.yaml)")
+	var configs listFlag
+	fs.Var(&configs, "config", "read settings from this idemgen.yaml `FILE`: its Go naming, ignore:, replayed-header, and the emitters to check (generate:, options:, package:) (default: the idemgen.yaml beside SPEC), and its spec and overlays unless SPEC and -overlay are given; with -generated, all of them (default ./idemgen.yaml; repeatable: each config is checked in turn)")
 	replayedHeaderFlag(fs)
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}
 	if *generated {
-		return checkGenerated(fs, *configPath, overlays, ignores, *strict, *format, stdout, stderr)
+		return checkGeneratedAll(fs, configs, overlays, ignores, *strict, *format, stdout, stderr)
 	}
-	cfg, cfgPath, err := checkConfig(*configPath, fs.Args(), overlays)
+	configPath, ok := singleConfig(fs, configs)
+	if !ok {
+		return ExitUsage
+	}
+	cfg, cfgPath, err := checkConfig(configPath, fs.Args(), overlays)
 	if err != nil {
 		fmt.Fprintf(stderr, "idemgen check: %v\n", err)
 		return ExitUsage
@@ -407,7 +434,7 @@ func checkConfig(configPath string, args, overlays []string) (*Config, string, e
 	// generate applies overlays that this check does not, what the
 	// emitters find could differ (check -config applies them): their
 	// settings are still checked, and their names, as warnings.
-	cfg.Generate, cfg.Options, cfg.Package, cfg.oapiServer, cfg.oapiOutput, cfg.oapiOverlay = c.Generate, c.Options, c.Package, c.oapiServer, c.oapiOutput, c.oapiOverlay
+	cfg.Generate, cfg.Options, cfg.Package, cfg.oapiServer, cfg.oapiOutput, cfg.oapiOverlay, cfg.oapiSkipped = c.Generate, c.Options, c.Package, c.oapiServer, c.oapiOutput, c.oapiOverlay, c.oapiSkipped
 	if len(c.Overlays) > 0 && !sameFiles(c.Overlays, cfg.Overlays) {
 		cfg.namesOnlyWhy = "check does not apply the overlays: of the idemgen.yaml beside the spec; check -config " + beside + " does"
 	}
@@ -519,6 +546,9 @@ func diagnose(cfg *Config, strict bool, flags []diag.Ignore, noReplayed bool) (s
 		whole = &c
 		note = cfg.leaveOut(d.T, spec)
 	}
+	if cfg.oapiSkipped != "" {
+		note = strings.TrimPrefix(note+"\n"+cfg.oapiSkipped, "\n")
+	}
 	if spec != nil {
 		diags = append(diags, augment.DiagnoseDocument(d, spec, augment.Options{Strict: strict, NoReplayedHeader: noReplayed})...)
 	}
@@ -552,6 +582,31 @@ func printNote(stderr io.Writer, note string) {
 // an overlay target, an operation that declares a key but got no
 // contract). They stay ignorable.
 var strictRules = []string{"overlay-no-match", "key-without-contract"}
+
+// reporter reports the diagnostics of a command that may run several
+// times (one config after another): in text, each list at once on stderr;
+// in JSON, all of them as one array on out, by flush.
+type reporter struct {
+	format      string
+	out, stderr io.Writer
+	all         diag.List
+}
+
+// report reports diags.
+func (r *reporter) report(diags diag.List) {
+	if r.format == "json" {
+		r.all = append(r.all, diags...)
+		return
+	}
+	_ = diags.WriteText(r.stderr)
+}
+
+// flush writes the JSON array of what was reported (-format json).
+func (r *reporter) flush() {
+	if r.format == "json" {
+		_ = r.all.WriteJSON(r.out)
+	}
+}
 
 func report(diags diag.List, format string, stdout, stderr io.Writer) {
 	if format == "json" {
@@ -598,6 +653,10 @@ type Config struct {
 	// overlay that overlays: does not list (oapiOverlayDiags): reported by
 	// diagnose, with the spec's diagnostics.
 	oapiOverlay diag.List
+	// oapiSkipped, when not "", says why the oapi-codegen.yaml beside the
+	// config file is not read (besideOapiCodegenConfig): a note diagnose
+	// returns.
+	oapiSkipped string
 	// ignores are Ignore's entries, one for each rule and operation, and
 	// ignoreDiags the errors of those that cannot be (positioned in the
 	// config file).
@@ -773,7 +832,7 @@ func LoadConfig(path string) (*Config, error) {
 	var oapiErr error
 	c.OapiCodegenConfig = rel(c.OapiCodegenConfig)
 	if c.OapiCodegenConfig == "" {
-		c.OapiCodegenConfig, oapi = c.besideOapiCodegenConfig(base)
+		c.OapiCodegenConfig, oapi, c.oapiSkipped = c.besideOapiCodegenConfig(base)
 	} else {
 		oapi, oapiErr = readOapiFile(c.OapiCodegenConfig)
 	}
@@ -835,6 +894,7 @@ const generateExamples = `  idemgen generate -emit ir -o gen/ openapi.yaml
   idemgen generate -emit server -emit client -package api -o internal/api openapi.yaml
   idemgen generate -emit ir -o - openapi.yaml          # the IR as JSON on stdout
   idemgen generate -config idemgen.yaml
+  idemgen generate -config svc1/idemgen.yaml -config svc2/idemgen.yaml
 
 idemgen.yaml (paths relative to the file):
   package: api
@@ -855,7 +915,8 @@ files are written atomically. Exit status: 0 written, 1 errors, 2 usage.
 func generate(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("generate", generateExamples, stderr)
 	var overlays, emits, options listFlag
-	configPath := fs.String("config", "", "read settings from this idemgen.yaml `FILE`")
+	var configs listFlag
+	fs.Var(&configs, "config", "read settings from this idemgen.yaml `FILE` (repeatable: each config is generated in turn)")
 	fs.Var(&overlays, "overlay", "apply this OpenAPI Overlay 1.0 `FILE` first (repeatable)")
 	fs.Var(&emits, "emit", "run the emitter `NAME` (repeatable; available: "+strings.Join(emitter.Names(), ", ")+")")
 	out := fs.String("o", "", "output `DIR` (- writes the output of the one selected emitter to stdout, and diagnostics to stderr)")
@@ -867,9 +928,27 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}
+	if len(configs) > 1 && (fs.NArg() > 0 || len(overlays) > 0 || *out != "" || *pkg != "") {
+		return usageError(fs, "with several -config, SPEC, -overlay, -o and -package are not allowed (each config names its own)")
+	}
+	if len(configs) == 0 {
+		configs = listFlag{""}
+	}
+	r := &reporter{format: *format, out: stdout, stderr: stderr}
+	code := ExitOK
+	for _, c := range configs {
+		code = max(code, generateOne(fs, c, overlays, emits, options, ignores, *out, *pkg, r, stdout, stderr))
+	}
+	r.flush()
+	return code
+}
+
+// generateOne is generate for one config file (configPath; "": none),
+// reporting diagnostics to r.
+func generateOne(fs *flag.FlagSet, configPath string, overlays, emits, options []string, ignores []diag.Ignore, out, pkg string, r *reporter, stdout, stderr io.Writer) int {
 	cfg := &Config{}
-	if *configPath != "" {
-		c, err := LoadConfig(*configPath)
+	if configPath != "" {
+		c, err := LoadConfig(configPath)
 		if err != nil {
 			fmt.Fprintf(stderr, "idemgen generate: %v\n", err)
 			return ExitUsage
@@ -886,11 +965,11 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	if len(overlays) > 0 {
 		cfg.Overlays = overlays
 	}
-	if *out != "" {
-		cfg.Output = *out
+	if out != "" {
+		cfg.Output = out
 	}
-	if *pkg != "" {
-		cfg.Package = *pkg
+	if pkg != "" {
+		cfg.Package = pkg
 	}
 	if cfg.Output == "" { // no config file, no -o
 		cfg.Output = "."
@@ -901,7 +980,7 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	}
 	if cfg.Spec == "" || len(names) == 0 {
 		msg := "need a SPEC and at least one emitter (-emit or generate: in the config)"
-		if *configPath == "" {
+		if configPath == "" {
 			if _, err := os.Stat(DefaultConfig); err == nil {
 				msg += "; no -config given: to use the " + DefaultConfig + " of the current directory, run idemgen generate -config " + DefaultConfig
 			} else {
@@ -937,13 +1016,12 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	}
 	// With -o -, stdout carries the generated files: diagnostics (JSON
 	// included) go to stderr, so that the output stays one clean stream.
-	diagOut := stdout
 	if cfg.Output == "-" {
-		diagOut = stderr
+		r.out = stderr
 	}
 	spec, diags, note := diagnose(cfg, false, ignores, cfg.noReplayedHeader(nil))
 	printNote(stderr, note)
-	report(diags, *format, diagOut, stderr)
+	r.report(diags)
 	if diags.HasErrors() {
 		return ExitError
 	}
@@ -951,7 +1029,7 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		var el *diag.ErrorList
 		if errors.As(err, &el) {
-			report(el.List, *format, diagOut, stderr)
+			r.report(el.List)
 		} else {
 			fmt.Fprintf(stderr, "idemgen generate: %v\n", err)
 		}

@@ -28,3 +28,6 @@ func CommandNames() []string {
 	}
 	return names
 }
+
+// LineTexts is lineTexts, for tests.
+var LineTexts = lineTexts

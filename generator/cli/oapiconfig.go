@@ -126,21 +126,28 @@ func serverOf(path string, f *oapiFile) *oapiServer {
 // directory of idemgen.yaml), read, when it is, without doubt, the
 // configuration of the package idemgen generates into: its package: is
 // c.Package (when both are set) and its output: file is in c.Output. Else
-// "" and nil (also when it cannot be read or decoded).
-func (c *Config) besideOapiCodegenConfig(dir string) (string, *oapiFile) {
-	path := filepath.Join(dir, DefaultOapiCodegenConfig)
+// "" and nil (also when it cannot be read or decoded), and, when the file
+// is there but configures another package or output directory, why it is
+// not read (skipped): idemgen's files and oapi-codegen's would then not
+// make one package, which go build reports much later ("found packages
+// api and apiv2").
+func (c *Config) besideOapiCodegenConfig(dir string) (path string, f *oapiFile, skipped string) {
+	path = filepath.Join(dir, DefaultOapiCodegenConfig)
 	if _, err := os.Stat(filepath.Join(dir, "oapi-codegen.yml")); err == nil {
-		return "", nil // two candidates
+		return "", nil, "" // two candidates
 	}
 	f, err := readOapiFile(path)
 	if err != nil {
-		return "", nil
+		return "", nil, ""
 	}
 	if f.Package == "" || c.Package != "" && f.Package != c.Package {
-		return "", nil
+		if f.Package != "" {
+			skipped = fmt.Sprintf("%s: warning: not read: its package: %s is not package: %s of idemgen's config; idemgen's files and oapi-codegen's, which they refer to, must be one package (else go build fails: \"found packages\"): set the same package: in both (if it configures another package, name yours with oapi-codegen-config:)", path, f.Package, c.Package)
+		}
+		return "", nil, skipped
 	}
 	if f.Output == "" || c.Output == "" || c.Output == "-" {
-		return "", nil
+		return "", nil, ""
 	}
 	// oapi-codegen's output is relative to where it runs: go generate runs
 	// it in this directory, as idemgen.
@@ -149,9 +156,9 @@ func (c *Config) besideOapiCodegenConfig(dir string) (string, *oapiFile) {
 		out = filepath.Join(dir, out)
 	}
 	if filepath.Clean(filepath.Dir(out)) != filepath.Clean(c.Output) {
-		return "", nil
+		return "", nil, fmt.Sprintf("%s: warning: not read: its output: %s is not in idemgen's output directory %s; idemgen's files and oapi-codegen's, which they refer to, must be one package in one directory: set the same directory in both (if it configures another package, name yours with oapi-codegen-config:)", path, f.Output, c.Output)
 	}
-	return path, f
+	return path, f, ""
 }
 
 // serverParams returns params with the server emitter's settings that

@@ -78,8 +78,8 @@ func TestCheckGenerated(t *testing.T) {
 	// Missing: nothing generated yet.
 	code, _, stderr := run("check", "-generated", "-config", cfg)
 	assert.Equal(t, 1, code, stderr)
-	assert.Contains(t, stderr, irPath+": missing")
-	assert.Contains(t, stderr, docsPath+": missing")
+	assert.Contains(t, stderr, irPath+": error: missing")
+	assert.Contains(t, stderr, docsPath+": error: missing")
 	assert.Contains(t, stderr, "2 of 2 generated files are stale or missing")
 
 	// Fresh after generate.
@@ -105,7 +105,7 @@ func TestCheckGenerated(t *testing.T) {
 	require.NoError(t, os.WriteFile(docsPath, []byte("# edited\n"), 0o644))
 	code, _, stderr = run("check", "-generated", "-config", cfg)
 	assert.Equal(t, 1, code)
-	assert.Contains(t, stderr, docsPath+":1: stale")
+	assert.Contains(t, stderr, docsPath+":1:1: error: stale")
 	assert.NotContains(t, stderr, irPath+":")
 
 	// A spec with errors cannot be compared.

@@ -23,7 +23,7 @@ func TestCheckGeneratedOnlyVersion(t *testing.T) {
 	code, _, stderr := run("check", "-generated", "-config", cfg)
 	assert.Equal(t, cli.ExitError, code, stderr)
 	server := filepath.Join(dir, "gen", "idempotency.gen.go")
-	assert.Contains(t, stderr, server+":3: stale, but only the idemgen version line differs (file v0.0.0, running (devel))")
+	assert.Contains(t, stderr, server+":3:1: error: stale, but only the idemgen version line differs (file v0.0.0, running (devel))")
 	assert.Contains(t, stderr, "2 of 2 generated files are stale or missing")
 
 	// More than the version line.
@@ -32,5 +32,5 @@ func TestCheckGeneratedOnlyVersion(t *testing.T) {
 	require.NoError(t, os.WriteFile(server, append(src, "// edited\n"...), 0o644))
 	code, _, stderr = run("check", "-generated", "-config", cfg)
 	assert.Equal(t, cli.ExitError, code, stderr)
-	assert.Contains(t, stderr, server+":3: stale (differs from what idemgen generates from line 3 on)")
+	assert.Contains(t, stderr, server+`:3:1: error: stale (differs from what idemgen generates from line 3 on: the file has "// idemgen version: v0.0.0", idemgen generates "// idemgen version: (devel)")`)
 }
