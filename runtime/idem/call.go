@@ -121,8 +121,10 @@ type Call struct {
 	finished bool
 	ended    bool
 	// finishRetrying: a Finish of this Call that failed on the store is
-	// being retried in the background (finishLater).
-	finishRetrying bool
+	// being retried in the background (finishLater); finishAbandoned: it
+	// failed, not fenced, and is not (EventFinishAbandoned).
+	finishRetrying  bool
+	finishAbandoned bool
 	// claimBy: after a ReadFirst Get that decided nothing, the deadline of
 	// the first Begin (the Get's): the store calls up to the claim share one
 	// StoreTimeout. Zero otherwise.
@@ -1643,6 +1645,10 @@ func (c *Call) reportFinish(state State, status int, code string, err error, los
 			slog.String("operation", op), slog.String("key", c.key), slog.Any("error", err))
 		e.observe(c.ctx, Event{Kind: EventStoreError, Operation: op, Principal: c.principal, Key: c.key,
 			Protected: true, State: state, Status: status, Code: code, Err: err})
+		if c.finishAbandoned {
+			e.observe(c.ctx, Event{Kind: EventFinishAbandoned, Operation: op, Principal: c.principal, Key: c.key,
+				Protected: true, State: state, Status: status, Err: err})
+		}
 	}
 }
 
@@ -1669,8 +1675,12 @@ func (c *Call) bounded(cancel context.CancelCauseFunc, f func() error) (fired bo
 // (exceeded Response.MaxBytes, or was cut short), for the events reported then.
 func (c *Call) finishRecord(state State, resp []byte, status int, loss bodyLoss) error {
 	err := c.finishOnce(state, resp)
-	if err != nil && c.finishLater(finishAnswer, state, resp, status, loss, err) {
-		c.finishRetrying = true
+	if err != nil {
+		if c.finishLater(finishAnswer, state, resp, status, loss, err) {
+			c.finishRetrying = true
+		} else if !errors.Is(err, ErrFenced) {
+			c.finishAbandoned = true
+		}
 	}
 	return err
 }

@@ -216,9 +216,14 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 		e.log.LogAttrs(ctx, slog.LevelWarn, "idem: late completion rejected: the claim was taken over or expired while the store failed at finish", attrs...)
 		e.observe(ctx, Event{Kind: EventFenced, Operation: f.operation, Principal: f.principal, Key: f.key,
 			Protected: true, State: f.state, Status: f.status, Err: err})
+	case release:
+		attrs = append(attrs, slog.Any("error", err))
+		e.log.LogAttrs(ctx, slog.LevelError, "idem: gave up releasing the key: it stays in flight until its lease runs out", attrs...)
 	default:
 		attrs = append(attrs, slog.Any("error", err))
 		e.log.LogAttrs(ctx, slog.LevelError, "idem: gave up finishing the record: the key stays in flight until its lease runs out, and a retry then runs the handler again", attrs...)
+		e.observe(ctx, Event{Kind: EventFinishAbandoned, Operation: f.operation, Principal: f.principal, Key: f.key,
+			Protected: true, State: f.state, Status: f.status, Err: err})
 	}
 }
 
