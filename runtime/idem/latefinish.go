@@ -202,9 +202,13 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 	case err == nil && release:
 		e.log.LogAttrs(ctx, slog.LevelInfo, "idem: key released by a later attempt, after the store failed", attrs...)
 	case err == nil:
-		e.log.LogAttrs(ctx, slog.LevelWarn, "idem: record finished by a later attempt, after the store failed at finish", attrs...)
 		if f.resp != nil {
+			e.log.LogAttrs(ctx, slog.LevelWarn, "idem: record finished by a later attempt, after the store failed at finish", attrs...)
 			e.rememberFinal(f.recent, f.window)
+		} else {
+			// FAILED without a response (a 5xx under FailuresRetry, a
+			// handler that did not finish): the key is free for a retry.
+			e.log.LogAttrs(ctx, slog.LevelInfo, "idem: key released by a later attempt, after the store failed at finish", attrs...)
 		}
 		e.reportStored(ctx, Event{Kind: EventExecuted, Operation: f.operation, Principal: f.principal, Key: f.key,
 			Protected: true, State: f.state, Prior: f.prior, Status: f.status, Duration: f.failedAt.Sub(f.start)}, f.loss, f.respMax)

@@ -113,6 +113,30 @@ func TestLateFinish(t *testing.T) {
 	assert.Equal(t, int32(1), f.calls.Load(), "the handler ran once")
 }
 
+// A 5xx under FailuresRetry is finished FAILED without a response: a later
+// attempt that stores it frees the key, logged at INFO as a release, not at
+// WARN as a record finished (nothing is replayed from it).
+func TestLateFinishFreesKey(t *testing.T) {
+	f, fs, logs := newFlaky(t, idem.Options{})
+	var calls atomic.Int32
+	h := f.eng.Handler(mustCompile(t, strictSpec()), http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		calls.Add(1)
+		http.Error(w, "upstream down", http.StatusBadGateway)
+	}))
+	require.Equal(t, http.StatusBadGateway, send(h, req{key: "k", body: `{"item":1}`}).Code)
+	fs.down.Store(false)
+	require.Eventually(t, func() bool { return f.obs.count(idem.EventExecuted) == 1 }, 10*time.Second, 10*time.Millisecond,
+		"a later attempt stores the failure")
+	ex, _ := f.obs.find(idem.EventExecuted)
+	assert.Equal(t, idem.StateFailed, ex.State)
+	assert.Equal(t, http.StatusBadGateway, ex.Status)
+	out := logs.String()
+	assert.Regexp(t, `level=INFO msg="idem: key released by a later attempt, after the store failed at finish" operation=createOrder key=k`, out)
+	assert.NotContains(t, out, "record finished by a later attempt")
+	require.Equal(t, http.StatusBadGateway, send(h, req{key: "k", body: `{"item":1}`}).Code)
+	assert.Equal(t, int32(2), calls.Load(), "the key was free: the retry ran")
+}
+
 // FinishRetryFor < 0: a failed Finish is not tried again.
 func TestLateFinishOff(t *testing.T) {
 	f, fs, logs := newFlaky(t, idem.Options{FinishRetryFor: -1})
