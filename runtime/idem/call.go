@@ -121,8 +121,14 @@ type Call struct {
 	finished bool
 	ended    bool
 	// finishRetrying: a Finish of this Call that failed on the store is
-	// being retried in the background (finishLater).
-	finishRetrying bool
+	// being retried in the background (finishLater); finishAbandoned: it
+	// failed, not fenced, and is not (EventFinishAbandoned).
+	finishRetrying  bool
+	finishAbandoned bool
+	// claimBy: after a ReadFirst Get that decided nothing, the deadline of
+	// the first Begin (the Get's): the store calls up to the claim share one
+	// StoreTimeout. Zero otherwise.
+	claimBy time.Time
 
 	hbMu      sync.Mutex
 	hb        *time.Timer // made only when the handler outlives a sixth of the lease (hbSched)
@@ -857,12 +863,23 @@ func (c *Call) settled(rec *Record, waited time.Duration) {
 // final (most likely a retry) with the store's Get, which costs a ReadFirst
 // store less than a Begin that finds the record, and reports whether that
 // decided the request: a replay or a conflict. A key whose record is gone,
-// in flight or free again, or whose Get failed, goes on to Begin, which
-// decides it atomically.
+// in flight or free again, or whose Get failed quickly, goes on to Begin,
+// which decides it atomically, within what is left of the Get's
+// StoreTimeout (claimBy): the store calls up to the claim share one. A Get
+// that failed by running out of it is answered as Begin's failure would be
+// (503, or FailOpen's unprotected run), at once.
 func (c *Call) readFirst() bool {
 	ss := c.ss
-	ss.bctx.init(c.ctx, c.e.timeout) // the first store call of the request: Begin's then takes its own
+	ss.bctx.init(c.ctx, c.e.timeout) // the first store call of the request
 	rec, found, err := c.e.store.Get(&ss.bctx, c.scope)
+	if err == nil && found && rec.State != StatePending && !rec.Reclaimable() {
+		ss.bctx.release()
+		c.settled(&rec, 0)
+		return true
+	}
+	// Begin decides, by the Get's deadline (a clock reading the replay
+	// above does without).
+	by := ss.bctx.ownDeadline()
 	ss.bctx.release()
 	if err != nil {
 		if ended := c.requestEnded(); ended != nil {
@@ -870,16 +887,20 @@ func (c *Call) readFirst() bool {
 			c.refuseEnded(ended, err)
 			return true
 		}
+		if time.Until(by) <= 0 {
+			// The store did not answer within StoreTimeout: an outage,
+			// which a Begin in no time left cannot answer otherwise.
+			c.storeFailed(err)
+			return true
+		}
+		// A Get that failed quickly is no answer either: Begin decides,
+		// and fails as it would have (503, or FailOpen's unprotected run)
+		// only if the store fails it too. (A store may refuse a read it
+		// answers a claim for: Redis refuses GETEX while it refuses
+		// writes.)
 	}
-	if err != nil || !found || rec.State == StatePending || rec.Reclaimable() {
-		// A failed Get is no answer either: Begin decides, and fails as
-		// it would have (503, or FailOpen's unprotected run) only if the
-		// store fails it too. (A store may refuse a read it answers a
-		// claim for: Redis refuses GETEX while it refuses writes.)
-		return false
-	}
-	c.settled(&rec, 0)
-	return true
+	c.claimBy = by
+	return false
 }
 
 // readLocal decides, from its key's record in a LocalReader store, a
@@ -933,7 +954,9 @@ func headerValue(h http.Header, name string) string {
 // beginBounded calls the store's Begin bounded by the store timeout. The
 // first call (the only one, but for a waiting duplicate) uses the Call's
 // own lazy context, which costs no allocation with a store that never asks
-// for Done.
+// for Done; after a ReadFirst Get, the first call is bounded by the Get's
+// deadline (claimBy), and a waiting duplicate's later ones each by a
+// StoreTimeout of their own.
 func (c *Call) beginBounded(ctx context.Context) (BeginResult, error) {
 	ss := c.ss
 	if ss.bctx.parent == nil {
@@ -942,7 +965,14 @@ func (c *Call) beginBounded(ctx context.Context) (BeginResult, error) {
 		ss.bctx.release()
 		return res, err
 	}
-	bctx, cancel := context.WithTimeout(ctx, c.e.timeout)
+	var bctx context.Context
+	var cancel context.CancelFunc
+	if by := c.claimBy; !by.IsZero() {
+		c.claimBy = time.Time{}
+		bctx, cancel = context.WithDeadline(ctx, by)
+	} else {
+		bctx, cancel = context.WithTimeout(ctx, c.e.timeout)
+	}
 	defer cancel()
 	return c.e.store.Begin(bctx, &ss.breq)
 }
@@ -1615,6 +1645,10 @@ func (c *Call) reportFinish(state State, status int, code string, err error, los
 			slog.String("operation", op), slog.String("key", c.key), slog.Any("error", err))
 		e.observe(c.ctx, Event{Kind: EventStoreError, Operation: op, Principal: c.principal, Key: c.key,
 			Protected: true, State: state, Status: status, Code: code, Err: err})
+		if c.finishAbandoned {
+			e.observe(c.ctx, Event{Kind: EventFinishAbandoned, Operation: op, Principal: c.principal, Key: c.key,
+				Protected: true, State: state, Status: status, Err: err})
+		}
 	}
 }
 
@@ -1641,8 +1675,12 @@ func (c *Call) bounded(cancel context.CancelCauseFunc, f func() error) (fired bo
 // (exceeded Response.MaxBytes, or was cut short), for the events reported then.
 func (c *Call) finishRecord(state State, resp []byte, status int, loss bodyLoss) error {
 	err := c.finishOnce(state, resp)
-	if err != nil && c.finishLater(finishAnswer, state, resp, status, loss, err) {
-		c.finishRetrying = true
+	if err != nil {
+		if c.finishLater(finishAnswer, state, resp, status, loss, err) {
+			c.finishRetrying = true
+		} else if !errors.Is(err, ErrFenced) {
+			c.finishAbandoned = true
+		}
 	}
 	return err
 }

@@ -157,6 +157,14 @@ func (b *boundedCtx) left() time.Duration {
 	return b.started() + b.timeout - time.Since(epoch)
 }
 
+// ownDeadline returns the call's own deadline, starting its timeout if
+// the store never consulted the context (b.mu not held).
+func (b *boundedCtx) ownDeadline() time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.deadline()
+}
+
 // materialized reports whether a store asked for Done.
 func (b *boundedCtx) materialized() bool { return b.made.Load() }
 

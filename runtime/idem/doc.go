@@ -188,7 +188,8 @@
 // Options.Logger (log/slog, default slog.Default()) gets warnings and
 // errors. Options.Observer gets an Event, by value, for every decision:
 // executed, replayed, conflict, in-flight, loose-mismatch, lease-takeover,
-// fenced, store-error, fail-open, rejected, not-replayable, heartbeat-failed.
+// fenced, store-error, fail-open, rejected, not-replayable, heartbeat-failed,
+// finish-abandoned.
 // A nil Observer costs nothing.
 //
 // # Performance

@@ -86,7 +86,9 @@ type Options struct {
 	// (FAILED without a response: a handler that did not finish, a
 	// transaction whose commit failed) is retried likewise, so that a retry
 	// finds the key free sooner; a failed commit itself is not (nothing of
-	// it was kept, and its client got 503).
+	// it was kept, and its client got 503). A handler's Finish that is not
+	// stored in the end (or not retried) is reported as
+	// EventFinishAbandoned.
 	FinishRetryFor time.Duration
 	// UnavailableRetryAfter is the Retry-After of 503 answers (default 1s).
 	UnavailableRetryAfter time.Duration

@@ -214,7 +214,9 @@ func ExampleEngine_RefuseWithCause() {
 // goroutine). Publish it with expvar.NewMap("idem_events") instead, and
 // /debug/vars serves it; a Prometheus counter vector with the labels
 // operation, kind and status maps the same way. Handler runs are executed
-// plus fenced: a holder whose completion was fenced ran its handler too.
+// plus fenced plus finish-abandoned: a holder whose completion was fenced
+// ran its handler too, as did one whose record the store never took (its
+// finish abandoned after a store outage).
 func ExampleObserver() {
 	events := new(expvar.Map).Init()
 	store := memstore.New(memstore.Options{})

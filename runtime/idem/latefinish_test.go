@@ -113,6 +113,30 @@ func TestLateFinish(t *testing.T) {
 	assert.Equal(t, int32(1), f.calls.Load(), "the handler ran once")
 }
 
+// A 5xx under FailuresRetry is finished FAILED without a response: a later
+// attempt that stores it frees the key, logged at INFO as a release, not at
+// WARN as a record finished (nothing is replayed from it).
+func TestLateFinishFreesKey(t *testing.T) {
+	f, fs, logs := newFlaky(t, idem.Options{})
+	var calls atomic.Int32
+	h := f.eng.Handler(mustCompile(t, strictSpec()), http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		calls.Add(1)
+		http.Error(w, "upstream down", http.StatusBadGateway)
+	}))
+	require.Equal(t, http.StatusBadGateway, send(h, req{key: "k", body: `{"item":1}`}).Code)
+	fs.down.Store(false)
+	require.Eventually(t, func() bool { return f.obs.count(idem.EventExecuted) == 1 }, 10*time.Second, 10*time.Millisecond,
+		"a later attempt stores the failure")
+	ex, _ := f.obs.find(idem.EventExecuted)
+	assert.Equal(t, idem.StateFailed, ex.State)
+	assert.Equal(t, http.StatusBadGateway, ex.Status)
+	out := logs.String()
+	assert.Regexp(t, `level=INFO msg="idem: key released by a later attempt, after the store failed at finish" operation=createOrder key=k`, out)
+	assert.NotContains(t, out, "record finished by a later attempt")
+	require.Equal(t, http.StatusBadGateway, send(h, req{key: "k", body: `{"item":1}`}).Code)
+	assert.Equal(t, int32(2), calls.Load(), "the key was free: the retry ran")
+}
+
 // FinishRetryFor < 0: a failed Finish is not tried again.
 func TestLateFinishOff(t *testing.T) {
 	f, fs, logs := newFlaky(t, idem.Options{FinishRetryFor: -1})
@@ -123,6 +147,13 @@ func TestLateFinishOff(t *testing.T) {
 	assert.Equal(t, int32(1), fs.finishes.Load())
 	assert.NotContains(t, logs.String(), "background")
 	requireProblem(t, send(h, req{key: "k", body: `{"item":1}`}), 409, idem.CodeKeyInUse)
+	// Not retried, so abandoned at once, after the request's store-error.
+	kinds := f.obs.kinds()
+	require.GreaterOrEqual(t, len(kinds), 2)
+	assert.Equal(t, []idem.EventKind{idem.EventStoreError, idem.EventFinishAbandoned}, kinds[:2])
+	ab, _ := f.obs.find(idem.EventFinishAbandoned)
+	assert.Equal(t, idem.Event{Kind: idem.EventFinishAbandoned, Operation: "createOrder", Key: "k", Protected: true,
+		State: idem.StateCompleted, Status: 201, Err: errStoreDown}, ab)
 }
 
 // The retries stop after FinishRetryFor has passed on the engine's clock
@@ -152,6 +183,13 @@ func TestLateFinishGivesUp(t *testing.T) {
 	requireProblem(t, send(h, req{key: "k", body: `{"item":1}`}), 409, idem.CodeKeyInUse)
 	_, ok := f.obs.find(idem.EventExecuted)
 	assert.False(t, ok)
+	// The run is counted all the same: executed + fenced + finish-abandoned.
+	ab, ok := f.obs.find(idem.EventFinishAbandoned)
+	require.True(t, ok, "giving up is observed")
+	assert.Equal(t, idem.Event{Kind: idem.EventFinishAbandoned, Operation: "createOrder", Key: "k", Protected: true,
+		State: idem.StateCompleted, Status: 201, Err: errStoreDown}, ab)
+	assert.Equal(t, 1, f.obs.count(idem.EventFinishAbandoned))
+	assert.Equal(t, "finish-abandoned", idem.EventFinishAbandoned.String())
 }
 
 // A late attempt after another request took the key over (its lease ran
@@ -212,11 +250,13 @@ func TestLateFinishBounded(t *testing.T) {
 	assert.NotContains(t, logs.String(), "background")
 	time.Sleep(300 * time.Millisecond)
 	assert.Equal(t, int32(1), fs.finishes.Load(), "not retried")
+	assert.Equal(t, 1, f.obs.count(idem.EventFinishAbandoned), "not retried: abandoned at once")
 
 	idem.UseLateBytes(f.eng, -(idem.MaxFinishRetryBytes - 10))
 	fs.first.Store(0) // fail the next claim's Finish
 	require.Equal(t, 201, send(h, req{key: "k2", body: `{"item":1}`}).Code)
 	assert.Contains(t, logs.String(), "trying again in the background")
+	assert.Equal(t, 1, f.obs.count(idem.EventFinishAbandoned), "retried: not abandoned (yet)")
 }
 
 // txFlaky is fakeTx whose Finish (outside the transaction) fails while down.
@@ -317,6 +357,24 @@ func TestLateReleaseAfterBeginTxFailure(t *testing.T) {
 			assert.Equal(t, 0, f.obs.count(idem.EventExecuted), "no handler ran: no EventExecuted")
 		})
 	}
+}
+
+// Giving up the release of a key whose claim ran no handler (its
+// transaction could not begin) is logged, not observed as a run abandoned.
+func TestLateReleaseGivesUp(t *testing.T) {
+	ms := memstore.New(memstore.Options{SweepInterval: -1})
+	t.Cleanup(func() { _ = ms.Close() })
+	s := &txFlaky{fakeTx: &fakeTx{Store: ms}, beginTxErr: errors.New("pool exhausted")}
+	s.down.Store(true)
+	logs := &lockedBuffer{}
+	f := newFixtureStore(t, ms, s, idem.Options{Transactional: true, FinishRetryFor: 50 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
+	requireProblem(t, send(h, req{key: "k", body: `{"item":1}`}), 503, idem.CodeStoreUnavailable)
+	require.NoError(t, f.eng.Drain(context.Background()))
+	assert.Contains(t, logs.String(), "gave up releasing the key")
+	assert.Equal(t, 0, f.obs.count(idem.EventFinishAbandoned))
+	assert.Equal(t, int32(0), f.calls.Load())
 }
 
 // The commit took effect but reported an error; the release (fenced, since

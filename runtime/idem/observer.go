@@ -75,6 +75,20 @@ const (
 	// may run out meanwhile. Reported from the heartbeat's goroutine, with
 	// the request's context values, while the handler runs.
 	EventHeartbeatFailed
+	// EventFinishAbandoned: the engine gave up finishing the record of a
+	// handler that ran: its Finish failed on the store (EventStoreError)
+	// and was not stored by a later attempt either (Options.FinishRetryFor
+	// passed, or the Finish was not retried: FinishRetryFor negative,
+	// MaxFinishRetries or MaxFinishRetryBytes reached). The record stays
+	// PENDING until its lease runs out, and a retry then runs the handler
+	// again. State and Status are what the record was to hold (the
+	// handler's status), Err the last failure. It is the only event of such
+	// a run besides EventStoreError: count handler runs as EventExecuted
+	// plus EventFenced plus EventFinishAbandoned. Reported from the
+	// goroutine that retried the Finish, with a context of its own, or,
+	// when it was not retried, from the request's, after its
+	// EventStoreError.
+	EventFinishAbandoned
 )
 
 var eventNames = [...]string{
@@ -90,6 +104,7 @@ var eventNames = [...]string{
 	EventRejected:        "rejected",
 	EventNotReplayable:   "not-replayable",
 	EventHeartbeatFailed: "heartbeat-failed",
+	EventFinishAbandoned: "finish-abandoned",
 }
 
 func (k EventKind) String() string {
@@ -130,7 +145,8 @@ type Event struct {
 	// replay of a response that was not stored: CodeResponseUnavailable, and
 	// a transactional commit that failed or was fenced); "" otherwise.
 	Code string
-	// Err is the cause, for EventStoreError, EventFenced, EventHeartbeatFailed, EventFailOpen, for
+	// Err is the cause, for EventStoreError, EventFenced, EventHeartbeatFailed, EventFailOpen,
+	// EventFinishAbandoned, for
 	// an EventRejected caused by an error (an unreadable body or record,
 	// Options.Principal's, the store call that failed as the request ended),
 	// and for the EventExecuted (FAILED, CodeRequestEnded) of a transaction
@@ -143,8 +159,8 @@ type Event struct {
 
 // Observer receives events (metrics, traces). It is called synchronously on
 // the request's goroutine, so it must be fast and safe for concurrent use;
-// the EventExecuted (and EventNotReplayable) or EventFenced of a Finish
-// tried again in the background (Options.FinishRetryFor), after its
+// the EventExecuted (and EventNotReplayable), EventFenced or
+// EventFinishAbandoned of a Finish tried again in the background (Options.FinishRetryFor), after its
 // EventStoreError, come from the goroutine that retried it, with a context
 // of its own: the request is over, and none of its context values are
 // passed on (a router may have reused them). EventHeartbeatFailed comes from

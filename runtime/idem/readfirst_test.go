@@ -350,19 +350,125 @@ func TestReadFirstGetFails(t *testing.T) {
 	})
 	t.Run("timeout", func(t *testing.T) {
 		// Get is bounded by StoreTimeout, as Begin is: a store that waits
-		// on its context gets DeadlineExceeded, and Begin decides.
+		// on its context gets DeadlineExceeded, and the request is answered
+		// as a store outage at once, without a Begin in no time left.
 		block := &blockingGet{countingStore: newCountingStore(t, nil)}
 		f := newFixtureStore(t, block.ms, block, idem.Options{StoreTimeout: 20 * time.Millisecond})
 		h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
 		r := req{key: "k", body: `{"item":"book"}`}
 		require.Equal(t, http.StatusCreated, send(h, r).Code)
-		start := time.Now()
 		w := send(h, r)
-		require.Equal(t, http.StatusCreated, w.Code)
-		assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
-		assert.Less(t, time.Since(start), 5*time.Second)
+		requireProblem(t, w, http.StatusServiceUnavailable, idem.CodeStoreUnavailable)
 		assert.ErrorIs(t, block.err, context.DeadlineExceeded)
+		b, g := block.calls()
+		assert.Equal(t, [2]int32{1, 1}, [2]int32{b, g}, "no Begin after the Get ran out of time")
+		ev, ok := f.obs.find(idem.EventStoreError)
+		require.True(t, ok)
+		assert.ErrorIs(t, ev.Err, context.DeadlineExceeded)
 	})
+}
+
+// hungStore is a ReadFirst store over a countingStore whose Get and Begin,
+// once hung, wait on their contexts (a store that accepts connections and
+// never answers), or, with getDelay, whose Get fails after that long. It
+// notes the deadlines they were handed.
+type hungStore struct {
+	*countingStore
+	hung     atomic.Bool
+	getDelay time.Duration
+
+	mu               sync.Mutex
+	getDL, beginDL   time.Time
+	getErr, beginErr error
+}
+
+func (*hungStore) ReadFirst() {}
+
+func (s *hungStore) Get(ctx context.Context, key string) (idem.Record, bool, error) {
+	if !s.hung.Load() {
+		return s.countingStore.Get(ctx, key)
+	}
+	s.gets.Add(1)
+	dl, _ := ctx.Deadline()
+	err := errBoom
+	if s.getDelay > 0 {
+		time.Sleep(s.getDelay)
+	} else {
+		<-ctx.Done()
+		err = ctx.Err()
+	}
+	s.mu.Lock()
+	s.getDL, s.getErr = dl, err
+	s.mu.Unlock()
+	return idem.Record{}, false, err
+}
+
+func (s *hungStore) Begin(ctx context.Context, r *idem.BeginRequest) (idem.BeginResult, error) {
+	if !s.hung.Load() {
+		return s.countingStore.Begin(ctx, r)
+	}
+	s.begins.Add(1)
+	dl, _ := ctx.Deadline()
+	<-ctx.Done()
+	s.mu.Lock()
+	s.beginDL, s.beginErr = dl, ctx.Err()
+	s.mu.Unlock()
+	return idem.BeginResult{}, ctx.Err()
+}
+
+// A retry read first from a store that hangs is answered within one
+// StoreTimeout (docs/runtime.md, "Fail closed, in bounded time"), not
+// after a Get's and then a Begin's: closed (503) or, with FailOpen, by an
+// unprotected run.
+func TestReadFirstHungStoreOneTimeout(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	for _, failOpen := range []bool{false, true} {
+		t.Run(fmt.Sprint("fail open ", failOpen), func(t *testing.T) {
+			hs := &hungStore{countingStore: newCountingStore(t, nil)}
+			f := newFixtureStore(t, hs.ms, hs, idem.Options{StoreTimeout: timeout, FailOpen: failOpen})
+			h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
+			r := req{key: "k", body: `{"item":"book"}`}
+			require.Equal(t, http.StatusCreated, send(h, r).Code)
+			hs.hung.Store(true)
+			start := time.Now()
+			w := send(h, r)
+			took := time.Since(start)
+			if failOpen {
+				require.Equal(t, http.StatusCreated, w.Code)
+				assert.Equal(t, int32(2), f.calls.Load(), "run unprotected")
+				_, ok := f.obs.find(idem.EventFailOpen)
+				assert.True(t, ok)
+			} else {
+				requireProblem(t, w, http.StatusServiceUnavailable, idem.CodeStoreUnavailable)
+				assert.Equal(t, int32(1), f.calls.Load())
+			}
+			// Twice the timeout without the fix: a margin no load makes up.
+			assert.Less(t, took, timeout*3/2, "one StoreTimeout for the store calls up to the claim")
+			b, g := hs.calls()
+			assert.Equal(t, [2]int32{1, 1}, [2]int32{b, g}, "no Begin after the Get ran out of time")
+		})
+	}
+}
+
+// A Get that fails before its deadline (a store that refuses the read)
+// leaves Begin what is left of the same StoreTimeout.
+func TestReadFirstBeginGetsWhatIsLeft(t *testing.T) {
+	hs := &hungStore{countingStore: newCountingStore(t, nil), getDelay: 20 * time.Millisecond}
+	f := newFixtureStore(t, hs.ms, hs, idem.Options{StoreTimeout: 300 * time.Millisecond})
+	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
+	r := req{key: "k", body: `{"item":"book"}`}
+	require.Equal(t, http.StatusCreated, send(h, r).Code)
+	hs.hung.Store(true)
+	w := send(h, r)
+	requireProblem(t, w, http.StatusServiceUnavailable, idem.CodeStoreUnavailable)
+	b, g := hs.calls()
+	require.Equal(t, [2]int32{2, 1}, [2]int32{b, g}, "Begin after the Get that failed quickly")
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	assert.ErrorIs(t, hs.getErr, errBoom)
+	assert.ErrorIs(t, hs.beginErr, context.DeadlineExceeded)
+	require.False(t, hs.getDL.IsZero())
+	assert.False(t, hs.beginDL.After(hs.getDL), "Begin's deadline (%v) is the Get's (%v)", hs.beginDL, hs.getDL)
 }
 
 // blockingGet waits on its context in Get.

@@ -211,8 +211,10 @@ type ContextBound interface {
 // returned, provided Get reads what Begin reads: the same copy of the
 // record (a primary, not a replica that may lag), expired by the same
 // clock. A Get that fails or settles nothing costs a second round trip (the
-// Begin, which answers as always, a failure included), and the decision up
-// to twice Options.StoreTimeout.
+// Begin, which answers as always, a failure included); the two share one
+// Options.StoreTimeout (Begin gets what the Get left), and a Get that used
+// it all up is answered as a failed Begin would be (503, or FailOpen's
+// unprotected run) without one.
 type ReadFirst interface {
 	ReadFirst()
 }
