@@ -570,11 +570,13 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 		stop := error(nil)
 		if at.RetryAfter > d.cfg.retryAfterMax {
 			stop = ErrRetryAfterTooLong
+			err = fmt.Errorf("longer than the Retry-After limit of %v (WithRetryAfterLimit)", d.cfg.retryAfterMax)
 		} else if dl, ok := ctx.Deadline(); ok {
 			if left := dl.Sub(d.cfg.clock.Now()); wait >= left {
 				stop = ErrNoTimeLeft
 				if at.RetryAfter > 0 && at.RetryAfter >= left { // the server asked for it
 					stop = ErrRetryAfterTooLong
+					err = fmt.Errorf("beyond the context deadline, %v away", max(left, 0).Round(time.Millisecond))
 				}
 			}
 		}

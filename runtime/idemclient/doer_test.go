@@ -208,6 +208,8 @@ func TestDeadline(t *testing.T) {
 		assert.Equal(t, 1, e.Attempts)
 		assert.Empty(t, clock.Sleeps(), "never sleeps past the deadline")
 		assert.Contains(t, err.Error(), "key="+call.Key())
+		assert.Contains(t, err.Error(), "retry-after=10s: beyond the context deadline, 5s away", "the bound passed")
+		assert.NotContains(t, err.Error(), "limit")
 	})
 	t.Run("key in use past the deadline keeps the problem", func(t *testing.T) {
 		for _, tc := range []struct {
@@ -300,6 +302,8 @@ func TestDeadline(t *testing.T) {
 		_, err := d.Do(post(t, ctx, srv.URL, payload))
 		require.ErrorIs(t, err, ErrRetryAfterTooLong)
 		assert.Empty(t, clock.Sleeps())
+		assert.Contains(t, err.Error(), "retry-after=1h0m0s: longer than the Retry-After limit of 1m0s (WithRetryAfterLimit)", "the bound passed")
+		assert.NotContains(t, err.Error(), "deadline", "there is none")
 	})
 	t.Run("retry-after limit 0 honours no wait", func(t *testing.T) {
 		for _, limit := range []time.Duration{0, -time.Second} {

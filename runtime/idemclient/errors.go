@@ -19,8 +19,9 @@ var (
 	ErrNotRetryable = errors.New("idemclient: error not retryable")
 	// ErrRetryAfterTooLong: the server asked to wait longer than the remaining
 	// deadline (or the Doer's Retry-After limit) allows; the helper stopped
-	// instead of sleeping past it.
-	ErrRetryAfterTooLong = errors.New("idemclient: server asked to wait beyond the deadline")
+	// instead of sleeping past it. The [Error]'s Err says which bound the
+	// wait passed: the context deadline, or the limit ([WithRetryAfterLimit]).
+	ErrRetryAfterTooLong = errors.New("idemclient: server asked to wait too long")
 	// ErrNoTimeLeft: the next backoff delay would end past the context
 	// deadline; the helper stopped early. It also matches context.DeadlineExceeded.
 	ErrNoTimeLeft error = noTimeLeft{}
