@@ -285,7 +285,7 @@ func (d *Doer) Do(req *http.Request) (*http.Response, error) {
 
 func (d *Doer) fail(req *http.Request, call *Call, reason, err error) *Error {
 	return &Error{
-		Method: req.Method, URL: redactedURL(req), Key: call.Key(), Attempts: call.Attempts(),
+		Method: req.Method, URL: redactedURL(req), Key: call.errKey(), Attempts: call.Attempts(),
 		Reason: reason, Err: err,
 	}
 }

@@ -749,6 +749,21 @@ func TestKeys(t *testing.T) {
 		_, err := d.Do(req)
 		require.ErrorIs(t, err, ErrKeyConflict)
 		assert.Len(t, srv.Seen(), before, "nothing sent")
+		var e *Error
+		require.ErrorAs(t, err, &e)
+		assert.Equal(t, "mine", e.Key, "the key the call would have used")
+		assert.Contains(t, err.Error(), "key=mine attempts=0")
+
+		// As a generated helper does: FixKey's key is the Error's.
+		ctx, call := Start(context.Background(), WithKey("mine"))
+		key, err := call.FixKey("other")
+		require.NoError(t, err)
+		req = post(t, ctx, srv.URL, payload)
+		req.Header.Set("Idempotency-Key", "other")
+		_, err = d.Do(req)
+		require.ErrorAs(t, err, &e)
+		assert.Equal(t, key, e.Key)
+		assert.Empty(t, call.Key(), "never fixed by the Doer")
 	})
 	t.Run("uuidv4", func(t *testing.T) {
 		ctx, call := Start(context.Background(), WithPolicy(Policy{MaxAttempts: 2, KeyFormat: FormatUUIDv4}))
@@ -802,6 +817,9 @@ func TestKeys(t *testing.T) {
 		_, err := d.Do(post(t, ctx, srv.URL+"/c?request_id=a&request_id=b", payload))
 		require.ErrorIs(t, err, ErrKeyConflict)
 		assert.Len(t, srv.Seen(), before, "nothing sent")
+		var e *Error
+		require.ErrorAs(t, err, &e)
+		assert.Empty(t, e.Key, "no key supplied: none")
 	})
 	t.Run("body", func(t *testing.T) {
 		ctx, call := Start(context.Background(), WithPolicy(Policy{MaxAttempts: 2, KeyCarrier: CarrierBody, KeyName: "/idempotency_key"}))

@@ -60,7 +60,13 @@ type Error struct {
 	// that *url.Error in errors of its own, the original stays in Err's
 	// chain for errors.As, with the URL it had).
 	Method, URL string
-	// Key is the idempotency key every attempt carried ("" if none was set yet).
+	// Key is the call's idempotency key: the one every attempt carried. When
+	// the call failed before the Doer fixed it (a key conflict, a body that
+	// cannot be replayed, an invalid key or policy: no attempt was sent), it
+	// is the key the call would have used, the one supplied with [WithKey]
+	// or fixed by [Call.FixKey] (the key a generated helper returns), so
+	// that a caller who logs it resumes with the key it meant; "" when the
+	// call had none yet (the Doer would have created one).
 	Key string
 	// Attempts is the number of attempts sent.
 	Attempts int
