@@ -348,6 +348,7 @@ func TestDeadline(t *testing.T) {
 		_, err := NewDoer(http.DefaultClient, Policy{}).Do(post(t, ctx, srv.URL, payload))
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		assert.Empty(t, srv.Seen())
+		assert.Equal(t, 1, strings.Count(err.Error(), "context deadline exceeded"), "said once: %s", err)
 	})
 }
 
@@ -1063,6 +1064,22 @@ func TestErrorMessage(t *testing.T) {
 	e := &Error{Method: "POST", URL: "http://h/x", Key: "k", Attempts: 4, Status: 503, Reason: ErrAttemptsExhausted, Err: errors.New("boom")}
 	assert.Equal(t, "idemclient: attempts exhausted: POST http://h/x key=k attempts=4 last-status=503: boom", e.Error())
 	assert.ErrorIs(t, e, ErrAttemptsExhausted)
+
+	// A context reason the cause already says is said once.
+	for _, tc := range []struct {
+		reason, err error
+		want        string
+	}{
+		{context.DeadlineExceeded, &url.Error{Op: "Post", URL: "http://h/x", Err: context.DeadlineExceeded},
+			`idemclient: call stopped by its context: POST http://h/x key=k attempts=1: Post "http://h/x": context deadline exceeded`},
+		{context.Canceled, context.Canceled, "idemclient: call stopped by its context: POST http://h/x key=k attempts=1: context canceled"},
+		{context.Canceled, errors.New("net/http: request canceled"), "context canceled: POST http://h/x key=k attempts=1: net/http: request canceled"},
+		{context.Canceled, nil, "context canceled: POST http://h/x key=k attempts=1"},
+	} {
+		e := &Error{Method: "POST", URL: "http://h/x", Key: "k", Attempts: 1, Reason: tc.reason, Err: tc.err}
+		assert.Equal(t, tc.want, e.Error())
+		assert.ErrorIs(t, e, tc.reason)
+	}
 }
 
 func TestBareRequest(t *testing.T) {

@@ -88,7 +88,13 @@ type Error struct {
 
 func (e *Error) Error() string {
 	var b strings.Builder
-	b.WriteString(e.Reason.Error())
+	reason := e.Reason.Error()
+	if (e.Reason == context.Canceled || e.Reason == context.DeadlineExceeded) &&
+		e.Err != nil && strings.Contains(e.Err.Error(), reason) {
+		// The cause says it already (Post "...": context deadline exceeded): once.
+		reason = "idemclient: call stopped by its context"
+	}
+	b.WriteString(reason)
 	fmt.Fprintf(&b, ": %s %s", e.Method, e.URL)
 	if e.Key != "" {
 		fmt.Fprintf(&b, " key=%s", e.Key)
