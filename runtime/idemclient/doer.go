@@ -91,7 +91,9 @@ const (
 // carrier the first pair of the key's name that carries a key counts, and
 // the request is sent with that pair alone (others of the name, which carry
 // none or the same key, are dropped: the server refuses a key given twice);
-// two different keys fail with [ErrKeyConflict].
+// two different keys fail with [ErrKeyConflict]. A key longer than the
+// policy's KeyMaxLength (which the server would refuse with a 400) fails
+// with [ErrInvalidKey] before anything is sent.
 //
 // # The body
 //
@@ -489,6 +491,14 @@ func (d *Doer) prepare(ctx context.Context, req *http.Request, call *Call, p Pol
 				fmt.Errorf("request carries %q, call supplied %q", existing, call.supplied))
 		}
 		key = existing
+	}
+	if !p.Ambiguous { // an ambiguous request's key may be another operation's member: as is
+		if err := checkKey(key, p); err != nil {
+			if data == nil {
+				closeBody(req)
+			}
+			return nil, d.fail(req, call, ErrInvalidKey, err)
+		}
 	}
 
 	switch {

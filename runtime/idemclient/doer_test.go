@@ -1318,3 +1318,56 @@ func TestAmbiguousNeverAdds(t *testing.T) {
 		}
 	}
 }
+
+// A key longer than the contract allows is refused before anything is
+// sent, naming the limit.
+func TestInvalidKeyRefusedBeforeSending(t *testing.T) {
+	srv := newRecServer(t, nil)
+	long := strings.Repeat("k", 65)
+	d := NewDoer(http.DefaultClient, Policy{}, WithClock(newFakeClock()))
+	for _, tc := range []struct {
+		name   string
+		p      Policy
+		key    string // WithKey
+		header string // carried by the request
+		want   string // in the error; "" when sent
+	}{
+		{"WithKey too long", Policy{KeyMaxLength: 64}, long, "", "the key is 65 characters long, longer than the policy's KeyMaxLength 64"},
+		{"carried too long", Policy{KeyMaxLength: 64}, "", long, "KeyMaxLength 64"},
+		{"carried quoted, 64 unquoted", Policy{KeyMaxLength: 64}, "", `"` + long[1:] + `"`, ""},
+		{"at the limit", Policy{KeyMaxLength: 64}, long[1:], "", ""},
+		{"no limit", Policy{}, long, "", ""},
+		{"created key longer than the limit", Policy{KeyMaxLength: 20}, "", "", "the key is 36 characters long, longer than the policy's KeyMaxLength 20"},
+		// The format is the server's business (DefaultPolicy says uuid: the keys it creates).
+		{"any format", DefaultPolicy(), "order-42", "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := len(srv.Seen())
+			ctx, call := Start(context.Background(), WithPolicy(tc.p), WithKey(tc.key))
+			req := post(t, ctx, srv.URL, payload)
+			if tc.header != "" {
+				req.Header.Set("Idempotency-Key", tc.header)
+			}
+			resp, err := d.Do(req)
+			if tc.want == "" {
+				require.NoError(t, err)
+				resp.Body.Close()
+				assert.Len(t, srv.Seen(), before+1)
+				return
+			}
+			require.ErrorIs(t, err, ErrInvalidKey)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.Len(t, srv.Seen(), before, "nothing sent")
+			assert.Zero(t, call.Attempts())
+		})
+	}
+	// An ambiguous request's key is left as it is (it may be another operation's).
+	ctx, _ := Start(context.Background(), WithPolicy(Policy{KeyMaxLength: 64, Ambiguous: true}))
+	req := post(t, ctx, srv.URL, payload)
+	req.Header.Set("Idempotency-Key", long)
+	resp, err := d.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+
+	require.ErrorIs(t, Policy{KeyMaxLength: -1}.Validate(), ErrInvalidPolicy)
+}

@@ -32,6 +32,10 @@ var (
 	// one supplied with [WithKey], or carries two different keys (query
 	// parameters of the key's name).
 	ErrKeyConflict = errors.New("idemclient: request carries a different idempotency key")
+	// ErrInvalidKey: the call's key is longer than the policy's
+	// KeyMaxLength (see [Policy]), which the server would refuse with a 400;
+	// nothing was sent. The Error's Err names the length and the limit.
+	ErrInvalidKey = errors.New("idemclient: invalid idempotency key")
 	// ErrBadKeyCarrier: the key cannot be placed where the policy says (for
 	// example a body that is not a JSON object at the pointer's parent).
 	ErrBadKeyCarrier = errors.New("idemclient: cannot place the idempotency key")
