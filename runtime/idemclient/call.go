@@ -21,6 +21,7 @@ type Call struct {
 
 	mu       sync.Mutex
 	used     bool
+	fixed    bool // key set by the Doer
 	key      string
 	attempts int
 	clock    Clock // the Doer's, once one handles the call
@@ -172,9 +173,21 @@ func (c *Call) setClock(clock Clock) {
 	c.mu.Unlock()
 }
 
+// errKey is the key an [Error] names: the key the Doer fixed for the call
+// once it did, else the key the call would have used (supplied with
+// [WithKey] or fixed by [Call.FixKey]; "" if none).
+func (c *Call) errKey() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fixed {
+		return c.key
+	}
+	return c.supplied
+}
+
 func (c *Call) setKey(k string) {
 	c.mu.Lock()
-	c.key = k
+	c.key, c.fixed = k, true
 	c.mu.Unlock()
 	if c.observer != nil {
 		c.observer(k)

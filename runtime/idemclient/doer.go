@@ -91,7 +91,9 @@ const (
 // carrier the first pair of the key's name that carries a key counts, and
 // the request is sent with that pair alone (others of the name, which carry
 // none or the same key, are dropped: the server refuses a key given twice);
-// two different keys fail with [ErrKeyConflict].
+// two different keys fail with [ErrKeyConflict]. A key longer than the
+// policy's KeyMaxLength (which the server would refuse with a 400) fails
+// with [ErrInvalidKey] before anything is sent.
 //
 // # The body
 //
@@ -285,7 +287,7 @@ func (d *Doer) Do(req *http.Request) (*http.Response, error) {
 
 func (d *Doer) fail(req *http.Request, call *Call, reason, err error) *Error {
 	return &Error{
-		Method: req.Method, URL: redactedURL(req), Key: call.Key(), Attempts: call.Attempts(),
+		Method: req.Method, URL: redactedURL(req), Key: call.errKey(), Attempts: call.Attempts(),
 		Reason: reason, Err: err,
 	}
 }
@@ -490,6 +492,14 @@ func (d *Doer) prepare(ctx context.Context, req *http.Request, call *Call, p Pol
 		}
 		key = existing
 	}
+	if !p.Ambiguous { // an ambiguous request's key may be another operation's member: as is
+		if err := checkKey(key, p); err != nil {
+			if data == nil {
+				closeBody(req)
+			}
+			return nil, d.fail(req, call, ErrInvalidKey, err)
+		}
+	}
 
 	switch {
 	case !hasBody:
@@ -570,11 +580,13 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 		stop := error(nil)
 		if at.RetryAfter > d.cfg.retryAfterMax {
 			stop = ErrRetryAfterTooLong
+			err = fmt.Errorf("longer than the Retry-After limit of %v (WithRetryAfterLimit)", d.cfg.retryAfterMax)
 		} else if dl, ok := ctx.Deadline(); ok {
 			if left := dl.Sub(d.cfg.clock.Now()); wait >= left {
 				stop = ErrNoTimeLeft
 				if at.RetryAfter > 0 && at.RetryAfter >= left { // the server asked for it
 					stop = ErrRetryAfterTooLong
+					err = fmt.Errorf("beyond the context deadline, %v away", max(left, 0).Round(time.Millisecond))
 				}
 			}
 		}

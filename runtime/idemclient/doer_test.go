@@ -208,6 +208,8 @@ func TestDeadline(t *testing.T) {
 		assert.Equal(t, 1, e.Attempts)
 		assert.Empty(t, clock.Sleeps(), "never sleeps past the deadline")
 		assert.Contains(t, err.Error(), "key="+call.Key())
+		assert.Contains(t, err.Error(), "retry-after=10s: beyond the context deadline, 5s away", "the bound passed")
+		assert.NotContains(t, err.Error(), "limit")
 	})
 	t.Run("key in use past the deadline keeps the problem", func(t *testing.T) {
 		for _, tc := range []struct {
@@ -300,6 +302,8 @@ func TestDeadline(t *testing.T) {
 		_, err := d.Do(post(t, ctx, srv.URL, payload))
 		require.ErrorIs(t, err, ErrRetryAfterTooLong)
 		assert.Empty(t, clock.Sleeps())
+		assert.Contains(t, err.Error(), "retry-after=1h0m0s: longer than the Retry-After limit of 1m0s (WithRetryAfterLimit)", "the bound passed")
+		assert.NotContains(t, err.Error(), "deadline", "there is none")
 	})
 	t.Run("retry-after limit 0 honours no wait", func(t *testing.T) {
 		for _, limit := range []time.Duration{0, -time.Second} {
@@ -344,6 +348,7 @@ func TestDeadline(t *testing.T) {
 		_, err := NewDoer(http.DefaultClient, Policy{}).Do(post(t, ctx, srv.URL, payload))
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		assert.Empty(t, srv.Seen())
+		assert.Equal(t, 1, strings.Count(err.Error(), "context deadline exceeded"), "said once: %s", err)
 	})
 }
 
@@ -745,6 +750,21 @@ func TestKeys(t *testing.T) {
 		_, err := d.Do(req)
 		require.ErrorIs(t, err, ErrKeyConflict)
 		assert.Len(t, srv.Seen(), before, "nothing sent")
+		var e *Error
+		require.ErrorAs(t, err, &e)
+		assert.Equal(t, "mine", e.Key, "the key the call would have used")
+		assert.Contains(t, err.Error(), "key=mine attempts=0")
+
+		// As a generated helper does: FixKey's key is the Error's.
+		ctx, call := Start(context.Background(), WithKey("mine"))
+		key, err := call.FixKey("other")
+		require.NoError(t, err)
+		req = post(t, ctx, srv.URL, payload)
+		req.Header.Set("Idempotency-Key", "other")
+		_, err = d.Do(req)
+		require.ErrorAs(t, err, &e)
+		assert.Equal(t, key, e.Key)
+		assert.Empty(t, call.Key(), "never fixed by the Doer")
 	})
 	t.Run("uuidv4", func(t *testing.T) {
 		ctx, call := Start(context.Background(), WithPolicy(Policy{MaxAttempts: 2, KeyFormat: FormatUUIDv4}))
@@ -798,6 +818,9 @@ func TestKeys(t *testing.T) {
 		_, err := d.Do(post(t, ctx, srv.URL+"/c?request_id=a&request_id=b", payload))
 		require.ErrorIs(t, err, ErrKeyConflict)
 		assert.Len(t, srv.Seen(), before, "nothing sent")
+		var e *Error
+		require.ErrorAs(t, err, &e)
+		assert.Empty(t, e.Key, "no key supplied: none")
 	})
 	t.Run("body", func(t *testing.T) {
 		ctx, call := Start(context.Background(), WithPolicy(Policy{MaxAttempts: 2, KeyCarrier: CarrierBody, KeyName: "/idempotency_key"}))
@@ -1041,6 +1064,22 @@ func TestErrorMessage(t *testing.T) {
 	e := &Error{Method: "POST", URL: "http://h/x", Key: "k", Attempts: 4, Status: 503, Reason: ErrAttemptsExhausted, Err: errors.New("boom")}
 	assert.Equal(t, "idemclient: attempts exhausted: POST http://h/x key=k attempts=4 last-status=503: boom", e.Error())
 	assert.ErrorIs(t, e, ErrAttemptsExhausted)
+
+	// A context reason the cause already says is said once.
+	for _, tc := range []struct {
+		reason, err error
+		want        string
+	}{
+		{context.DeadlineExceeded, &url.Error{Op: "Post", URL: "http://h/x", Err: context.DeadlineExceeded},
+			`idemclient: call stopped by its context: POST http://h/x key=k attempts=1: Post "http://h/x": context deadline exceeded`},
+		{context.Canceled, context.Canceled, "idemclient: call stopped by its context: POST http://h/x key=k attempts=1: context canceled"},
+		{context.Canceled, errors.New("net/http: request canceled"), "context canceled: POST http://h/x key=k attempts=1: net/http: request canceled"},
+		{context.Canceled, nil, "context canceled: POST http://h/x key=k attempts=1"},
+	} {
+		e := &Error{Method: "POST", URL: "http://h/x", Key: "k", Attempts: 1, Reason: tc.reason, Err: tc.err}
+		assert.Equal(t, tc.want, e.Error())
+		assert.ErrorIs(t, e, tc.reason)
+	}
 }
 
 func TestBareRequest(t *testing.T) {
@@ -1278,4 +1317,57 @@ func TestAmbiguousNeverAdds(t *testing.T) {
 			assert.Regexp(t, `[0-9a-f]{8}-[0-9a-f]{4}-7`, got[0], tc.name)
 		}
 	}
+}
+
+// A key longer than the contract allows is refused before anything is
+// sent, naming the limit.
+func TestInvalidKeyRefusedBeforeSending(t *testing.T) {
+	srv := newRecServer(t, nil)
+	long := strings.Repeat("k", 65)
+	d := NewDoer(http.DefaultClient, Policy{}, WithClock(newFakeClock()))
+	for _, tc := range []struct {
+		name   string
+		p      Policy
+		key    string // WithKey
+		header string // carried by the request
+		want   string // in the error; "" when sent
+	}{
+		{"WithKey too long", Policy{KeyMaxLength: 64}, long, "", "the key is 65 characters long, longer than the policy's KeyMaxLength 64"},
+		{"carried too long", Policy{KeyMaxLength: 64}, "", long, "KeyMaxLength 64"},
+		{"carried quoted, 64 unquoted", Policy{KeyMaxLength: 64}, "", `"` + long[1:] + `"`, ""},
+		{"at the limit", Policy{KeyMaxLength: 64}, long[1:], "", ""},
+		{"no limit", Policy{}, long, "", ""},
+		{"created key longer than the limit", Policy{KeyMaxLength: 20}, "", "", "the key is 36 characters long, longer than the policy's KeyMaxLength 20"},
+		// The format is the server's business (DefaultPolicy says uuid: the keys it creates).
+		{"any format", DefaultPolicy(), "order-42", "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := len(srv.Seen())
+			ctx, call := Start(context.Background(), WithPolicy(tc.p), WithKey(tc.key))
+			req := post(t, ctx, srv.URL, payload)
+			if tc.header != "" {
+				req.Header.Set("Idempotency-Key", tc.header)
+			}
+			resp, err := d.Do(req)
+			if tc.want == "" {
+				require.NoError(t, err)
+				resp.Body.Close()
+				assert.Len(t, srv.Seen(), before+1)
+				return
+			}
+			require.ErrorIs(t, err, ErrInvalidKey)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.Len(t, srv.Seen(), before, "nothing sent")
+			assert.Zero(t, call.Attempts())
+		})
+	}
+	// An ambiguous request's key is left as it is (it may be another operation's).
+	ctx, _ := Start(context.Background(), WithPolicy(Policy{KeyMaxLength: 64, Ambiguous: true}))
+	req := post(t, ctx, srv.URL, payload)
+	req.Header.Set("Idempotency-Key", long)
+	resp, err := d.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+
+	require.ErrorIs(t, Policy{KeyMaxLength: -1}.Validate(), ErrInvalidPolicy)
 }

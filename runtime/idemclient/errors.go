@@ -19,8 +19,9 @@ var (
 	ErrNotRetryable = errors.New("idemclient: error not retryable")
 	// ErrRetryAfterTooLong: the server asked to wait longer than the remaining
 	// deadline (or the Doer's Retry-After limit) allows; the helper stopped
-	// instead of sleeping past it.
-	ErrRetryAfterTooLong = errors.New("idemclient: server asked to wait beyond the deadline")
+	// instead of sleeping past it. The [Error]'s Err says which bound the
+	// wait passed: the context deadline, or the limit ([WithRetryAfterLimit]).
+	ErrRetryAfterTooLong = errors.New("idemclient: server asked to wait too long")
 	// ErrNoTimeLeft: the next backoff delay would end past the context
 	// deadline; the helper stopped early. It also matches context.DeadlineExceeded.
 	ErrNoTimeLeft error = noTimeLeft{}
@@ -31,6 +32,10 @@ var (
 	// one supplied with [WithKey], or carries two different keys (query
 	// parameters of the key's name).
 	ErrKeyConflict = errors.New("idemclient: request carries a different idempotency key")
+	// ErrInvalidKey: the call's key is longer than the policy's
+	// KeyMaxLength (see [Policy]), which the server would refuse with a 400;
+	// nothing was sent. The Error's Err names the length and the limit.
+	ErrInvalidKey = errors.New("idemclient: invalid idempotency key")
 	// ErrBadKeyCarrier: the key cannot be placed where the policy says (for
 	// example a body that is not a JSON object at the pointer's parent).
 	ErrBadKeyCarrier = errors.New("idemclient: cannot place the idempotency key")
@@ -59,7 +64,13 @@ type Error struct {
 	// that *url.Error in errors of its own, the original stays in Err's
 	// chain for errors.As, with the URL it had).
 	Method, URL string
-	// Key is the idempotency key every attempt carried ("" if none was set yet).
+	// Key is the call's idempotency key: the one every attempt carried. When
+	// the call failed before the Doer fixed it (a key conflict, a body that
+	// cannot be replayed, an invalid key or policy: no attempt was sent), it
+	// is the key the call would have used, the one supplied with [WithKey]
+	// or fixed by [Call.FixKey] (the key a generated helper returns), so
+	// that a caller who logs it resumes with the key it meant; "" when the
+	// call had none yet (the Doer would have created one).
 	Key string
 	// Attempts is the number of attempts sent.
 	Attempts int
@@ -81,7 +92,13 @@ type Error struct {
 
 func (e *Error) Error() string {
 	var b strings.Builder
-	b.WriteString(e.Reason.Error())
+	reason := e.Reason.Error()
+	if (e.Reason == context.Canceled || e.Reason == context.DeadlineExceeded) &&
+		e.Err != nil && strings.Contains(e.Err.Error(), reason) {
+		// The cause says it already (Post "...": context deadline exceeded): once.
+		reason = "idemclient: call stopped by its context"
+	}
+	b.WriteString(reason)
 	fmt.Fprintf(&b, ": %s %s", e.Method, e.URL)
 	if e.Key != "" {
 		fmt.Fprintf(&b, " key=%s", e.Key)

@@ -360,3 +360,23 @@ func jsonString(s string) string {
 	_ = enc.Encode(s) // a string always encodes
 	return strings.TrimSuffix(b.String(), "\n")
 }
+
+// checkKey reports why the server would refuse the call's key under p:
+// longer than p.KeyMaxLength (0: no limit here). A key given as an RFC 8941
+// sf-string ("...") is measured as the server reads it, unquoted. The
+// format is left to the server: a Policy's KeyFormat is the format of the
+// keys the helper creates (DefaultPolicy's FormatUUID included), not
+// always the one the server requires.
+func checkKey(key string, p Policy) error {
+	if p.KeyMaxLength <= 0 {
+		return nil
+	}
+	k := key
+	if len(k) >= 2 && k[0] == '"' && k[len(k)-1] == '"' {
+		k = strings.NewReplacer(`\"`, `"`, `\\`, `\`).Replace(k[1 : len(k)-1])
+	}
+	if len(k) > p.KeyMaxLength {
+		return fmt.Errorf("the key is %d characters long, longer than the policy's KeyMaxLength %d (the contract's key.max-length)", len(k), p.KeyMaxLength)
+	}
+	return nil
+}

@@ -242,6 +242,16 @@ type Policy struct {
 	// KeyName is the header name, query parameter name or JSON pointer of the key
 	// (default Idempotency-Key; required for the query and body carriers).
 	KeyName string
+	// KeyMaxLength is the longest key the server accepts, in characters
+	// (the contract's key.max-length; generated policies set it). 0 (the
+	// default) leaves the length to the server. A longer key, whether
+	// supplied ([WithKey], [Call.FixKey]) or carried by the request, fails
+	// with [ErrInvalidKey] before anything is sent, instead of the server's
+	// 400. The keys the [Doer] creates are UUIDs of 36 characters: under a
+	// KeyMaxLength below 36 every call needs a supplied key. (The key's
+	// format is left to the server: KeyFormat is the format of the keys
+	// the helper creates.) An ambiguous request (Ambiguous) is not checked.
+	KeyMaxLength int
 	// Ambiguous marks a request that may be an operation that is not
 	// idempotent (the generated suffix matcher sets it when an idempotent
 	// route and one that is not both serve the request). It is sent once,
@@ -281,7 +291,7 @@ func (p Policy) WithDefaults() Policy {
 // Validate reports the first problem of p after defaults: attempts below 1,
 // a non-positive initial delay, a max below the initial delay, a multiplier
 // below 1 (or not finite), an unknown jitter, key format or carrier, a
-// missing key name, or a status outside 100..599. Listing 400 or 422 is not
+// missing key name, a negative key max-length, or a status outside 100..599. Listing 400 or 422 is not
 // an error here (the generator refuses it with a position); at run time they
 // are simply never retried.
 func (p Policy) Validate() error {
@@ -326,6 +336,9 @@ func (p Policy) validate() error {
 		}
 	default:
 		errs = append(errs, fmt.Errorf("unknown key carrier %v", p.KeyCarrier))
+	}
+	if p.KeyMaxLength < 0 {
+		errs = append(errs, fmt.Errorf("key max-length %d < 0", p.KeyMaxLength))
 	}
 	for _, s := range p.On.Statuses {
 		if s < 100 || s > 599 {

@@ -188,9 +188,10 @@ var idemgenClientPolicyCreateRedemption = idemclient.Policy{
 		Connection: true,
 		Statuses:   []int{408, 409, 425, 429, 500, 502, 503, 504},
 	},
-	KeyFormat:  idemclient.FormatUUID,
-	KeyCarrier: idemclient.CarrierHeader,
-	KeyName:    "Idempotency-Key",
+	KeyFormat:    idemclient.FormatUUID,
+	KeyCarrier:   idemclient.CarrierHeader,
+	KeyName:      "Idempotency-Key",
+	KeyMaxLength: 36,
 }
 
 // idemgenClientStart starts a call under policy p whose key travels in a typed parameter that holds

@@ -605,8 +605,9 @@ func Policy(op *ir.Operation) idemclient.Policy {
 			Max:        r.Backoff.Max,
 			Multiplier: r.Backoff.Multiplier,
 		},
-		On:      idemclient.RetryOn{Connection: r.Connection, Statuses: slices.Clone(r.Statuses)},
-		KeyName: op.Key.Name,
+		On:           idemclient.RetryOn{Connection: r.Connection, Statuses: slices.Clone(r.Statuses)},
+		KeyName:      op.Key.Name,
+		KeyMaxLength: op.Key.MaxLength,
 	}
 	if p.On.IsZero() {
 		p.MaxAttempts = 1
@@ -690,6 +691,7 @@ func policyLiteral(p idemclient.Policy) jen.Code {
 		kv{"KeyFormat", q(format)},
 		kv{"KeyCarrier", q(carrier)},
 		kv{"KeyName", jen.Lit(p.KeyName)},
+		kv{"KeyMaxLength", jen.Lit(p.KeyMaxLength)},
 	))
 }
 

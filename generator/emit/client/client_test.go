@@ -84,21 +84,22 @@ func TestPolicy(t *testing.T) {
 	defaults := idemclient.DefaultPolicy()
 	assert.Equal(t, idemclient.Policy{
 		MaxAttempts: 4, Backoff: defaults.Backoff, On: defaults.On,
-		KeyFormat: idemclient.FormatUUID, KeyCarrier: idemclient.CarrierHeader, KeyName: "Idempotency-Key",
+		KeyFormat: idemclient.FormatUUID, KeyCarrier: idemclient.CarrierHeader, KeyName: "Idempotency-Key", KeyMaxLength: 36,
 	}, got["claimCoupon"])
 	assert.Equal(t, idemclient.Policy{
 		MaxAttempts: 6,
 		Backoff:     idemclient.Backoff{Initial: 100 * time.Millisecond, Max: 2 * time.Second, Multiplier: 1.5, Jitter: idemclient.JitterEqual},
 		On:          idemclient.RetryOn{Connection: true, Statuses: []int{503}},
-		KeyFormat:   idemclient.FormatUUIDv7, KeyCarrier: idemclient.CarrierHeader, KeyName: "X-Request-Key",
+		KeyFormat:   idemclient.FormatUUIDv7, KeyCarrier: idemclient.CarrierHeader, KeyName: "X-Request-Key", KeyMaxLength: 36,
 	}, got["recordEvent"])
 	assert.Equal(t, idemclient.RetryOn{Statuses: []int{503}}, got["touchItem"].On)
 	assert.Equal(t, 3, got["touchItem"].MaxAttempts)
 	assert.Equal(t, idemclient.Policy{
 		MaxAttempts: 4, Backoff: defaults.Backoff, On: defaults.On,
-		KeyFormat: idemclient.FormatUUIDv4, KeyCarrier: idemclient.CarrierQuery, KeyName: "request_id",
+		KeyFormat: idemclient.FormatUUIDv4, KeyCarrier: idemclient.CarrierQuery, KeyName: "request_id", KeyMaxLength: 36,
 	}, got["createPayment"])
 	assert.Equal(t, idemclient.CarrierBody, got["createTransfer"].KeyCarrier)
+	assert.Equal(t, 255, got["createTransfer"].KeyMaxLength, "the contract's default max-length")
 	assert.Equal(t, "/idempotency_key", got["createTransfer"].KeyName)
 	assert.Equal(t, idemclient.FormatToken, got["createTransfer"].KeyFormat)
 	for id, p := range got {

@@ -521,9 +521,10 @@ var idemgenClientPolicyUpdateAccount = idemclient.Policy{
 		Connection: true,
 		Statuses:   []int{408, 409, 425, 429, 500, 502, 503, 504},
 	},
-	KeyFormat:  idemclient.FormatUUID,
-	KeyCarrier: idemclient.CarrierHeader,
-	KeyName:    "Idempotency-Key",
+	KeyFormat:    idemclient.FormatUUID,
+	KeyCarrier:   idemclient.CarrierHeader,
+	KeyName:      "Idempotency-Key",
+	KeyMaxLength: 36,
 }
 
 // idemgenClientPolicyClaimCoupon is the client half of the contract of POST /coupons/{couponId}/claims
@@ -540,9 +541,10 @@ var idemgenClientPolicyClaimCoupon = idemclient.Policy{
 		Connection: true,
 		Statuses:   []int{408, 409, 425, 429, 500, 502, 503, 504},
 	},
-	KeyFormat:  idemclient.FormatUUID,
-	KeyCarrier: idemclient.CarrierHeader,
-	KeyName:    "Idempotency-Key",
+	KeyFormat:    idemclient.FormatUUID,
+	KeyCarrier:   idemclient.CarrierHeader,
+	KeyName:      "Idempotency-Key",
+	KeyMaxLength: 36,
 }
 
 // idemgenClientPolicyRecordEvent is the client half of the contract of POST /events (recordEvent):
@@ -559,9 +561,10 @@ var idemgenClientPolicyRecordEvent = idemclient.Policy{
 		Connection: true,
 		Statuses:   []int{503},
 	},
-	KeyFormat:  idemclient.FormatUUIDv7,
-	KeyCarrier: idemclient.CarrierHeader,
-	KeyName:    "X-Request-Key",
+	KeyFormat:    idemclient.FormatUUIDv7,
+	KeyCarrier:   idemclient.CarrierHeader,
+	KeyName:      "X-Request-Key",
+	KeyMaxLength: 36,
 }
 
 // idemgenClientPolicyTouchItem is the client half of the contract of POST /items/{itemId} (touchItem):
@@ -578,9 +581,10 @@ var idemgenClientPolicyTouchItem = idemclient.Policy{
 		Connection: false,
 		Statuses:   []int{503},
 	},
-	KeyFormat:  idemclient.FormatToken,
-	KeyCarrier: idemclient.CarrierHeader,
-	KeyName:    "Idempotency-Key",
+	KeyFormat:    idemclient.FormatToken,
+	KeyCarrier:   idemclient.CarrierHeader,
+	KeyName:      "Idempotency-Key",
+	KeyMaxLength: 255,
 }
 
 // idemgenClientPolicyCreateOrder is the client half of the contract of POST /orders (createOrder):
@@ -597,9 +601,10 @@ var idemgenClientPolicyCreateOrder = idemclient.Policy{
 		Connection: true,
 		Statuses:   []int{408, 409, 425, 429, 500, 502, 503, 504},
 	},
-	KeyFormat:  idemclient.FormatToken,
-	KeyCarrier: idemclient.CarrierHeader,
-	KeyName:    "Idempotency-Key",
+	KeyFormat:    idemclient.FormatToken,
+	KeyCarrier:   idemclient.CarrierHeader,
+	KeyName:      "Idempotency-Key",
+	KeyMaxLength: 255,
 }
 
 // idemgenClientPolicyCreatePayment is the client half of the contract of POST /payments
@@ -616,9 +621,10 @@ var idemgenClientPolicyCreatePayment = idemclient.Policy{
 		Connection: true,
 		Statuses:   []int{408, 409, 425, 429, 500, 502, 503, 504},
 	},
-	KeyFormat:  idemclient.FormatUUIDv4,
-	KeyCarrier: idemclient.CarrierQuery,
-	KeyName:    "request_id",
+	KeyFormat:    idemclient.FormatUUIDv4,
+	KeyCarrier:   idemclient.CarrierQuery,
+	KeyName:      "request_id",
+	KeyMaxLength: 36,
 }
 
 // idemgenClientPolicyUploadReceiptFile is the client half of the contract of POST
@@ -636,9 +642,10 @@ var idemgenClientPolicyUploadReceiptFile = idemclient.Policy{
 		Connection: true,
 		Statuses:   []int{408, 409, 425, 429, 500, 502, 503, 504},
 	},
-	KeyFormat:  idemclient.FormatToken,
-	KeyCarrier: idemclient.CarrierHeader,
-	KeyName:    "Idempotency-Key",
+	KeyFormat:    idemclient.FormatToken,
+	KeyCarrier:   idemclient.CarrierHeader,
+	KeyName:      "Idempotency-Key",
+	KeyMaxLength: 255,
 }
 
 // idemgenClientPolicySubscribe is the client half of the contract of POST /subscriptions (subscribe):
@@ -655,9 +662,10 @@ var idemgenClientPolicySubscribe = idemclient.Policy{
 		Connection: true,
 		Statuses:   []int{408, 409, 425, 429, 500, 502, 503, 504},
 	},
-	KeyFormat:  idemclient.FormatToken,
-	KeyCarrier: idemclient.CarrierHeader,
-	KeyName:    "Idempotency-Key",
+	KeyFormat:    idemclient.FormatToken,
+	KeyCarrier:   idemclient.CarrierHeader,
+	KeyName:      "Idempotency-Key",
+	KeyMaxLength: 255,
 }
 
 // idemgenClientPolicyCreateTransfer is the client half of the contract of POST /transfers
@@ -674,9 +682,10 @@ var idemgenClientPolicyCreateTransfer = idemclient.Policy{
 		Connection: true,
 		Statuses:   []int{408, 409, 425, 429, 500, 502, 503, 504},
 	},
-	KeyFormat:  idemclient.FormatToken,
-	KeyCarrier: idemclient.CarrierBody,
-	KeyName:    "/idempotency_key",
+	KeyFormat:    idemclient.FormatToken,
+	KeyCarrier:   idemclient.CarrierBody,
+	KeyName:      "/idempotency_key",
+	KeyMaxLength: 255,
 }
 
 // idemgenClientStart starts a call under policy p whose key travels in a typed parameter that holds

@@ -307,9 +307,10 @@ var idemgenClientPolicyCreateNote = idemclient.Policy{
 		Connection: true,
 		Statuses:   []int{408, 409, 425, 429, 500, 502, 503, 504},
 	},
-	KeyFormat:  idemclient.FormatToken,
-	KeyCarrier: idemclient.CarrierHeader,
-	KeyName:    "Idempotency-Key",
+	KeyFormat:    idemclient.FormatToken,
+	KeyCarrier:   idemclient.CarrierHeader,
+	KeyName:      "Idempotency-Key",
+	KeyMaxLength: 64,
 }
 
 // idemgenClientPolicyMakePayment is the client half of the contract of POST /payments (makePayment):
@@ -326,9 +327,10 @@ var idemgenClientPolicyMakePayment = idemclient.Policy{
 		Connection: true,
 		Statuses:   []int{408, 409, 425, 429, 500, 502, 503, 504},
 	},
-	KeyFormat:  idemclient.FormatUUID,
-	KeyCarrier: idemclient.CarrierHeader,
-	KeyName:    "Idempotency-Key",
+	KeyFormat:    idemclient.FormatUUID,
+	KeyCarrier:   idemclient.CarrierHeader,
+	KeyName:      "Idempotency-Key",
+	KeyMaxLength: 36,
 }
 
 // idemgenClientPolicyMakeRefund is the client half of the contract of POST /refunds (makeRefund):
@@ -345,9 +347,10 @@ var idemgenClientPolicyMakeRefund = idemclient.Policy{
 		Connection: true,
 		Statuses:   []int{408, 409, 425, 429, 500, 502, 503, 504},
 	},
-	KeyFormat:  idemclient.FormatUUID,
-	KeyCarrier: idemclient.CarrierQuery,
-	KeyName:    "refund_key",
+	KeyFormat:    idemclient.FormatUUID,
+	KeyCarrier:   idemclient.CarrierQuery,
+	KeyName:      "refund_key",
+	KeyMaxLength: 255,
 }
 
 // idemgenClientPolicyOpenTicket is the client half of the contract of POST /tickets (openTicket):
@@ -364,9 +367,10 @@ var idemgenClientPolicyOpenTicket = idemclient.Policy{
 		Connection: true,
 		Statuses:   []int{408, 409, 425, 429, 500, 502, 503, 504},
 	},
-	KeyFormat:  idemclient.FormatToken,
-	KeyCarrier: idemclient.CarrierQuery,
-	KeyName:    "request_id",
+	KeyFormat:    idemclient.FormatToken,
+	KeyCarrier:   idemclient.CarrierQuery,
+	KeyName:      "request_id",
+	KeyMaxLength: 255,
 }
 
 // idemgenClientPolicyCastVote is the client half of the contract of POST /votes (castVote): loose
@@ -383,9 +387,10 @@ var idemgenClientPolicyCastVote = idemclient.Policy{
 		Connection: true,
 		Statuses:   []int{408, 409, 425, 429, 500, 502, 503, 504},
 	},
-	KeyFormat:  idemclient.FormatToken,
-	KeyCarrier: idemclient.CarrierHeader,
-	KeyName:    "X-Vote-Key",
+	KeyFormat:    idemclient.FormatToken,
+	KeyCarrier:   idemclient.CarrierHeader,
+	KeyName:      "X-Vote-Key",
+	KeyMaxLength: 255,
 }
 
 // idemgenClientStart starts a call under policy p whose key travels in a typed parameter that holds
