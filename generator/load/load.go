@@ -85,6 +85,9 @@ func Load(path string, opts Options) (*Document, diag.List) {
 	if opts.Format {
 		d.Format = specfile.Detect(data, doc)
 	}
+	if dups := d.duplicateKeys(root, path); len(dups) > 0 {
+		return nil, dups
+	}
 
 	for _, ovPath := range opts.Overlays {
 		diags = append(diags, d.applyOverlay(ovPath)...)
@@ -101,7 +104,8 @@ func Load(path string, opts Options) (*Document, diag.List) {
 	// document it refers to) loaded again after an edit, by a program that
 	// runs idemgen in-process (tests, a watcher, cli.Main called twice),
 	// came back as it was.
-	loader.ReadFromURIFunc = openapi3.URIMapCache(openapi3.ReadFromURIs(openapi3.ReadFromHTTP(http.DefaultClient), openapi3.ReadFromFile))
+	var refDiags diag.List
+	loader.ReadFromURIFunc = openapi3.URIMapCache(d.readRefs(openapi3.ReadFromURIs(openapi3.ReadFromHTTP(http.DefaultClient), openapi3.ReadFromFile), &refDiags))
 	var t *openapi3.T
 	if len(opts.Overlays) == 0 {
 		t, err = loader.LoadFromFile(path)
@@ -114,8 +118,8 @@ func Load(path string, opts Options) (*Document, diag.List) {
 		}
 	}
 	if err != nil {
-		if dups := d.duplicateKeys(err); len(dups) > 0 {
-			return nil, append(diags, dups...)
+		if len(refDiags) > 0 {
+			return nil, append(diags, refDiags...)
 		}
 		diags.Errorf(yamlErrPos(path, err, nil), "load-error", "cannot load the spec: %v", err)
 		return nil, diags
@@ -182,17 +186,13 @@ func yamlErrPos(file string, err error, data []byte) ir.Pos {
 	return p
 }
 
-// duplicateKeys returns, when err is the loader's refusal of a mapping key
-// written twice ("mapping key ... already defined", which the YAML parser
-// that read d.Root lets through), a load-error at each such key of d.Root,
-// where it is written: not the loader's message, at the line's first
-// column, wrapped in "failed to unmarshal data: yaml error: ...". None
-// when err is another error, or names no key found here (in a file a $ref
-// reaches, say): the loader's message is reported then.
-func (d *Document) duplicateKeys(err error) diag.List {
-	if !strings.Contains(err.Error(), "already defined") {
-		return nil
-	}
+// duplicateKeys returns a load-error at each mapping key of the tree
+// root, read from file, that is written a second time in its mapping,
+// where it is written. YAML refuses such a key and the YAML parser that
+// reads the node trees lets it through; a JSON decoder keeps the last one
+// silently, so that kin-openapi's model and the node trees idemgen reads
+// (x-idempotency among them) would describe different members.
+func (d *Document) duplicateKeys(root *yaml.Node, file string) diag.List {
 	var diags diag.List
 	var walk func(n *yaml.Node, ptr string)
 	walk = func(n *yaml.Node, ptr string) {
@@ -211,7 +211,7 @@ func (d *Document) duplicateKeys(err error) diag.List {
 					seen[id] = k
 					continue
 				}
-				at, fp := d.Pos(k, d.Path, kp), d.Pos(first, d.Path, kp)
+				at, fp := d.Pos(k, file, kp), d.Pos(first, file, kp)
 				where := fmt.Sprintf("line %d", fp.Line)
 				if fp.File != at.File {
 					where = fmt.Sprintf("%s:%d", fp.File, fp.Line)
@@ -228,8 +228,47 @@ func (d *Document) duplicateKeys(err error) diag.List {
 			}
 		}
 	}
-	walk(d.Root, "")
+	walk(root, "")
 	return diags
+}
+
+// readRefs wraps next, the reader of the documents kin-openapi loads, so
+// that each document other than the spec itself (a file, or a remote
+// document, that a $ref reaches) is parsed here too, once: its node tree is
+// kept for Lookup, and its duplicate keys are reported (to *diags), with
+// its own path, and refused, as the spec's are.
+func (d *Document) readRefs(next openapi3.ReadFromURIFunc, diags *diag.List) openapi3.ReadFromURIFunc {
+	done := map[string]bool{}
+	return func(loader *openapi3.Loader, loc *url.URL) ([]byte, error) {
+		data, err := next(loader, loc)
+		if err != nil {
+			return data, err
+		}
+		file := loc.String()
+		if loc.Scheme == "" || loc.Scheme == "file" {
+			file = filepath.Clean(filepath.FromSlash(loc.Path))
+		}
+		if file == filepath.Clean(d.Path) {
+			return data, nil
+		}
+		if done[file] {
+			return data, nil
+		}
+		done[file] = true
+		doc, perr := parseDocument(data)
+		if perr != nil {
+			return data, nil // the loader reports it
+		}
+		root := doc.Content[0]
+		if _, ok := d.files[file]; !ok {
+			d.files[file] = root
+		}
+		if dups := d.duplicateKeys(root, file); len(dups) > 0 {
+			*diags = append(*diags, dups...)
+			return nil, fmt.Errorf("%s: duplicate mapping keys", file)
+		}
+		return data, nil
+	}
 }
 
 func cleanYAMLErr(err error) string {
