@@ -235,8 +235,9 @@ func (d *Document) duplicateKeys(root *yaml.Node, file string) diag.List {
 // readRefs wraps next, the reader of the documents kin-openapi loads, so
 // that each document other than the spec itself (a file, or a remote
 // document, that a $ref reaches) is parsed here too, once: its node tree is
-// kept for Lookup, and its duplicate keys are reported (to *diags), with
-// its own path, and refused, as the spec's are.
+// kept for Lookup, and its YAML errors and duplicate keys are reported
+// (to *diags) with its own path, not the spec's, and refused, as the
+// spec's are.
 func (d *Document) readRefs(next openapi3.ReadFromURIFunc, diags *diag.List) openapi3.ReadFromURIFunc {
 	done := map[string]bool{}
 	return func(loader *openapi3.Loader, loc *url.URL) ([]byte, error) {
@@ -257,7 +258,8 @@ func (d *Document) readRefs(next openapi3.ReadFromURIFunc, diags *diag.List) ope
 		done[file] = true
 		doc, perr := parseDocument(data)
 		if perr != nil {
-			return data, nil // the loader reports it
+			diags.Errorf(yamlErrPos(file, perr, data), "load-error", "cannot parse this document, which a $ref reaches: %v", cleanYAMLErr(perr))
+			return nil, fmt.Errorf("%s: %w", file, perr)
 		}
 		root := doc.Content[0]
 		if _, ok := d.files[file]; !ok {

@@ -236,3 +236,27 @@ paths:
 		assert.Contains(t, schema.Properties, v.prop, "the referred document as it is now")
 	}
 }
+
+// TestRefParseErrorPosition: a YAML error in a document a $ref reaches is
+// reported in that document, at its line, not in the spec at that line.
+func TestRefParseErrorPosition(t *testing.T) {
+	dir := t.TempDir()
+	spec := write(t, dir, "openapi.yaml", "openapi: 3.0.3\ninfo: {title: t, version: '1'}\npaths:\n  /a:\n    $ref: 'paths.yaml#/a'\n")
+	paths := write(t, dir, "paths.yaml", "a:\n  post:\n    responses:\n      '201': {description: ok}: x\n")
+	doc, diags := load.Load(spec, load.Options{})
+	assert.Nil(t, doc)
+	require.Len(t, diags, 1, "%v", diags)
+	assert.Equal(t, "load-error", diags[0].Rule)
+	assert.Equal(t, paths, diags[0].Pos.File)
+	assert.Equal(t, 4, diags[0].Pos.Line)
+	assert.Contains(t, diags[0].Message, "cannot parse this document")
+
+	write(t, dir, "paths.yaml", "a:\n  post:\n    responses: {'201': {description: ok}}\n    responses: {'200': {description: ok}}\n")
+	doc, diags = load.Load(spec, load.Options{})
+	assert.Nil(t, doc)
+	require.Len(t, diags, 1, "%v", diags)
+	assert.Equal(t, paths, diags[0].Pos.File)
+	assert.Equal(t, 4, diags[0].Pos.Line)
+	assert.Equal(t, 5, diags[0].Pos.Col)
+	assert.Contains(t, diags[0].Message, `mapping key "responses" already defined at line 3`)
+}
