@@ -79,6 +79,9 @@ func Load(path string, opts Options) (*Document, diag.List) {
 		diags.Errorf(ir.Pos{File: path, Line: root.Line, Col: root.Column}, "load-error", "the spec is not a YAML or JSON object")
 		return nil, diags
 	}
+	if vd := checkVersion(root, path); len(vd) > 0 {
+		return nil, vd
+	}
 	d.Root = root
 	d.HeadComment, d.FootComment = doc.HeadComment, doc.FootComment
 	d.files[filepath.Clean(path)] = root
@@ -129,6 +132,50 @@ func Load(path string, opts Options) (*Document, diag.List) {
 	}
 	d.T = t
 	return d, diags
+}
+
+var openapiVersion = regexp.MustCompile(`^3\.(\d+)(?:\.\d+)?(?:-[0-9A-Za-z.-]+)?$`)
+
+// checkVersion refuses a spec, whose root mapping is root, that is not an
+// OpenAPI 3.0 or 3.1 document, at its version field (the root when it has
+// none): Swagger 2.0 (kin-openapi would read its paths as OpenAPI 3's,
+// and idemgen spec would write a hybrid of the two), a spec without an
+// openapi field (read as one without operations), or one whose openapi is
+// no 3.x version. OpenAPI 3.2 and later 3.x are not supported yet, as
+// docs/contract.md promises 3.0 and 3.1 only: an error of kind
+// unsupported, which says how to go on when the spec uses nothing that
+// 3.2 added.
+func checkVersion(root *yaml.Node, path string) diag.List {
+	var diags diag.List
+	at := func(n *yaml.Node, ptr string) ir.Pos {
+		return ir.Pos{File: path, Line: n.Line, Col: n.Column, Pointer: ptr}
+	}
+	if sw := mapValue(root, "swagger"); sw != nil {
+		v := "2.0"
+		if sw.Kind == yaml.ScalarNode && sw.Value != "" {
+			v = sw.Value
+		}
+		diags.Errorf(at(sw, "/swagger"), "load-error", "Swagger %s is not supported: convert it to OpenAPI 3 (e.g. with swagger2openapi)", v)
+		return diags
+	}
+	v := mapValue(root, "openapi")
+	if v == nil {
+		diags.Errorf(at(root, ""), "load-error", "the spec has no openapi field: idemgen reads OpenAPI 3.0 and 3.1 documents, which start with openapi: 3.0.3 or 3.1.1 (say)")
+		return diags
+	}
+	m := openapiVersion.FindStringSubmatch(v.Value)
+	if v.Kind != yaml.ScalarNode || m == nil {
+		what := strconv.Quote(v.Value)
+		if v.Kind != yaml.ScalarNode {
+			what = "not a version string"
+		}
+		diags.Errorf(at(v, "/openapi"), "load-error", "openapi: %s is no OpenAPI 3 version: idemgen reads OpenAPI 3.0 and 3.1 documents (openapi: 3.0.3 or 3.1.1, say)", what)
+		return diags
+	}
+	if minor, _ := strconv.Atoi(m[1]); minor >= 2 {
+		diags.Unsupportedf(at(v, "/openapi"), "load-error", "OpenAPI %s: idemgen reads OpenAPI 3.0 and 3.1 only; a spec that uses nothing OpenAPI 3.%d added can declare openapi: 3.1.1", v.Value, minor)
+	}
+	return diags
 }
 
 // parseYAML parses YAML or JSON into its root node.

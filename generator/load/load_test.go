@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemgen/idemgen/generator/diag"
 	"github.com/idemgen/idemgen/generator/load"
 )
 
@@ -259,4 +260,44 @@ func TestRefParseErrorPosition(t *testing.T) {
 	assert.Equal(t, 4, diags[0].Pos.Line)
 	assert.Equal(t, 5, diags[0].Pos.Col)
 	assert.Contains(t, diags[0].Message, `mapping key "responses" already defined at line 3`)
+}
+
+// TestVersion: a spec that is no OpenAPI 3.0 or 3.1 document is refused at
+// its version field (the root without one); 3.2 and later 3.x minor
+// versions as not supported yet.
+func TestVersion(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		head        string
+		line, col   int
+		unsupported bool
+		msg         string // "" when the spec loads
+	}{
+		{"openapi: 3.0.3", 0, 0, false, ""},
+		{"openapi: 3.1.0", 0, 0, false, ""},
+		{"openapi: 3.1.1-rc1", 0, 0, false, ""},
+		{"openapi: '3.0'", 0, 0, false, ""},
+		{`swagger: "2.0"`, 1, 10, false, "Swagger 2.0 is not supported: convert it to OpenAPI 3 (e.g. with swagger2openapi)"},
+		{"x-note: none", 1, 1, false, "the spec has no openapi field"},
+		{"openapi: 2.0.0", 1, 10, false, `openapi: "2.0.0" is no OpenAPI 3 version`},
+		{"openapi: 4.0.0", 1, 10, false, `openapi: "4.0.0" is no OpenAPI 3 version`},
+		{"openapi: {v: 3}", 1, 10, false, "openapi: not a version string is no OpenAPI 3 version"},
+		{"openapi: 3.2.0", 1, 10, true, "OpenAPI 3.2.0: idemgen reads OpenAPI 3.0 and 3.1 only"},
+		{"openapi: 3.10.0", 1, 10, true, "OpenAPI 3.10.0: idemgen reads OpenAPI 3.0 and 3.1 only"},
+	} {
+		spec := write(t, dir, "s.yaml", c.head+"\ninfo: {title: t, version: '1'}\npaths: {}\n")
+		doc, diags := load.Load(spec, load.Options{})
+		if c.msg == "" {
+			assert.Empty(t, diags, c.head)
+			assert.NotNil(t, doc, c.head)
+			continue
+		}
+		assert.Nil(t, doc, c.head)
+		require.Len(t, diags, 1, c.head)
+		assert.Equal(t, "load-error", diags[0].Rule, c.head)
+		assert.Equal(t, c.unsupported, diags[0].Kind == diag.Unsupported, c.head)
+		assert.Equal(t, c.line, diags[0].Pos.Line, c.head)
+		assert.Equal(t, c.col, diags[0].Pos.Col, c.head)
+		assert.Contains(t, diags[0].Message, c.msg, c.head)
+	}
 }
