@@ -10,6 +10,7 @@ package load
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -55,7 +57,16 @@ type Options struct {
 	// Format: detect the file's format (Document.Format), to write the
 	// document back as the file is written.
 	Format bool
+	// RemoteTimeout bounds the reading of each remote document a $ref
+	// names (http:// or https://), from the request to the end of the
+	// body, so that a server that never answers fails the load instead of
+	// hanging idemgen (and a build that runs it) forever. Zero is
+	// DefaultRemoteTimeout.
+	RemoteTimeout time.Duration
 }
+
+// DefaultRemoteTimeout is Options.RemoteTimeout when it is zero.
+const DefaultRemoteTimeout = 30 * time.Second
 
 // Load reads the spec at path, applies the overlays and loads the result.
 // It returns a nil Document when the spec cannot be loaded at all; the
@@ -108,7 +119,8 @@ func Load(path string, opts Options) (*Document, diag.List) {
 	// runs idemgen in-process (tests, a watcher, cli.Main called twice),
 	// came back as it was.
 	var refDiags diag.List
-	loader.ReadFromURIFunc = openapi3.URIMapCache(d.readRefs(openapi3.ReadFromURIs(openapi3.ReadFromHTTP(http.DefaultClient), openapi3.ReadFromFile), &refDiags))
+	remote := &http.Client{Timeout: cmp.Or(opts.RemoteTimeout, DefaultRemoteTimeout)}
+	loader.ReadFromURIFunc = openapi3.URIMapCache(d.readRefs(openapi3.ReadFromURIs(openapi3.ReadFromHTTP(remote), openapi3.ReadFromFile), &refDiags))
 	var t *openapi3.T
 	if len(opts.Overlays) == 0 {
 		t, err = loader.LoadFromFile(path)

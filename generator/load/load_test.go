@@ -1,10 +1,13 @@
 package load_test
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -299,5 +302,36 @@ func TestVersion(t *testing.T) {
 		assert.Equal(t, c.line, diags[0].Pos.Line, c.head)
 		assert.Equal(t, c.col, diags[0].Pos.Col, c.head)
 		assert.Contains(t, diags[0].Message, c.msg, c.head)
+	}
+}
+
+// TestRemoteRefTimeout: a remote document a $ref names, on a server that
+// never answers, fails the load after Options.RemoteTimeout (it hung
+// forever with http.DefaultClient).
+func TestRemoteRefTimeout(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+
+	dir := t.TempDir()
+	spec := write(t, dir, "openapi.yaml", "openapi: 3.0.3\ninfo: {title: t, version: '1'}\npaths:\n  /a:\n    $ref: '"+srv.URL+"/paths.yaml#/a'\n")
+	done := make(chan diag.List, 1)
+	go func() {
+		_, diags := load.Load(spec, load.Options{RemoteTimeout: 200 * time.Millisecond})
+		done <- diags
+	}()
+	select {
+	case diags := <-done:
+		require.Len(t, diags, 1, "%v", diags)
+		assert.Equal(t, "load-error", diags[0].Rule)
+		assert.Contains(t, diags[0].Message, "Timeout")
+	case <-time.After(10 * time.Second):
+		t.Fatal("Load still waits for the remote document after 10s")
 	}
 }
