@@ -256,18 +256,18 @@ func (d *Document) duplicateKeys(root *yaml.Node, file string) diag.List {
 	var walk func(n *yaml.Node, ptr string)
 	walk = func(n *yaml.Node, ptr string) {
 		if n.Kind == yaml.MappingNode {
-			type key struct{ tag, value string }
-			seen := map[key]*yaml.Node{}
+			// By text, whatever the tag: 200 and '200' are one member of
+			// the JSON object kin-openapi reads (which keeps one of them).
+			seen := map[string]*yaml.Node{}
 			for i := 0; i+1 < len(n.Content); i += 2 {
 				k := n.Content[i]
 				if k.Kind != yaml.ScalarNode || k.ShortTag() == "!!merge" {
 					continue
 				}
 				kp := ptr + "/" + Escape(k.Value)
-				id := key{k.ShortTag(), k.Value}
-				first, dup := seen[id]
+				first, dup := seen[k.Value]
 				if !dup {
-					seen[id] = k
+					seen[k.Value] = k
 					continue
 				}
 				at, fp := d.Pos(k, file, kp), d.Pos(first, file, kp)

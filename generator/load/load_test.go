@@ -335,3 +335,18 @@ func TestRemoteRefTimeout(t *testing.T) {
 		t.Fatal("Load still waits for the remote document after 10s")
 	}
 }
+
+// TestDuplicateKeyAcrossTags: 200 and '200' are different YAML keys but
+// one member of the JSON object kin-openapi reads, which kept one of the
+// two responses silently.
+func TestDuplicateKeyAcrossTags(t *testing.T) {
+	dir := t.TempDir()
+	spec := write(t, dir, "openapi.yaml", "openapi: 3.0.3\ninfo: {title: t, version: '1'}\npaths:\n  /a:\n    post:\n      responses:\n        200: {description: a}\n        '200': {description: b}\n")
+	doc, diags := load.Load(spec, load.Options{})
+	assert.Nil(t, doc)
+	require.Len(t, diags, 1, "%v", diags)
+	assert.Equal(t, "load-error", diags[0].Rule)
+	assert.Equal(t, 8, diags[0].Pos.Line)
+	assert.Equal(t, 9, diags[0].Pos.Col)
+	assert.Equal(t, `mapping key "200" already defined at line 7`, diags[0].Message)
+}
