@@ -90,7 +90,65 @@ func (s *Spec) Validate() []error {
 			methods[m] = op.Pos
 		}
 	}
+	errs = append(errs, s.routeCollisions(collided)...)
 	sort.SliceStable(errs, func(i, j int) bool { return posOf(errs[i]).Line < posOf(errs[j]).Line })
+	return errs
+}
+
+// routeCollisions reports the operations that are not idempotent (the
+// Routes without one) whose Go names, as oapi-codegen derives them, are
+// also those of an idempotent operation (but one of those collided):
+// oapi-codegen declares both, and the generated code would not build
+// (Client.CreateOrder redeclared, for an idempotent `create-order` beside
+// a plain `createOrder`). Both positions get an error, each naming the
+// other; one error a route.
+func (s *Spec) routeCollisions(collided map[*Operation]bool) []error {
+	// The names of the idempotent operations, in the space each is
+	// declared in: methods (of the server interfaces and the clients),
+	// and package-level types.
+	methods, types := map[string]*Operation{}, map[string]*Operation{}
+	for _, op := range s.Operations {
+		if collided[op] {
+			continue
+		}
+		n := op.Names
+		for _, m := range []string{n.Handler, n.ClientMethod, n.ClientWithBody, n.WithResponse, n.WithBodyWithResponse} {
+			if m != "" {
+				methods[m] = op
+			}
+		}
+		for _, t := range []string{n.RequestObject, n.ResponseObject, n.Params, n.ResponseType, n.JSONRequestBody} {
+			if t != "" {
+				types[t] = op
+			}
+		}
+	}
+	var errs []error
+	for _, r := range s.Routes {
+		g := r.GoName
+		if r.Idempotent || g == "" || !token.IsIdentifier(g) {
+			continue
+		}
+		// The names oapi-codegen declares for every operation, whatever
+		// its parameters and body.
+		cands := []struct {
+			name  string
+			space map[string]*Operation
+		}{
+			{g, methods}, {g + "WithBody", methods}, {g + "WithResponse", methods}, {g + "WithBodyWithResponse", methods},
+			{g + "RequestObject", types}, {g + "ResponseObject", types}, {g + "Response", types},
+		}
+		for _, c := range cands {
+			op, ok := c.space[c.name]
+			if !ok {
+				continue
+			}
+			errs = append(errs,
+				&CollisionError{Name: c.name, What: "operation " + r.Method + " " + r.Path, Pos: r.Pos, Other: op.Pos},
+				&CollisionError{Name: c.name, What: "operation " + op.Method + " " + op.Path, Pos: op.Pos, Other: r.Pos})
+			break
+		}
+	}
 	return errs
 }
 

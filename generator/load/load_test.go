@@ -1,14 +1,18 @@
 package load_test
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemgen/idemgen/generator/diag"
 	"github.com/idemgen/idemgen/generator/load"
 )
 
@@ -235,4 +239,114 @@ paths:
 		schema := doc.T.Paths.Find("/orders").Post.RequestBody.Value.Content["application/json"].Schema.Value
 		assert.Contains(t, schema.Properties, v.prop, "the referred document as it is now")
 	}
+}
+
+// TestRefParseErrorPosition: a YAML error in a document a $ref reaches is
+// reported in that document, at its line, not in the spec at that line.
+func TestRefParseErrorPosition(t *testing.T) {
+	dir := t.TempDir()
+	spec := write(t, dir, "openapi.yaml", "openapi: 3.0.3\ninfo: {title: t, version: '1'}\npaths:\n  /a:\n    $ref: 'paths.yaml#/a'\n")
+	paths := write(t, dir, "paths.yaml", "a:\n  post:\n    responses:\n      '201': {description: ok}: x\n")
+	doc, diags := load.Load(spec, load.Options{})
+	assert.Nil(t, doc)
+	require.Len(t, diags, 1, "%v", diags)
+	assert.Equal(t, "load-error", diags[0].Rule)
+	assert.Equal(t, paths, diags[0].Pos.File)
+	assert.Equal(t, 4, diags[0].Pos.Line)
+	assert.Contains(t, diags[0].Message, "cannot parse this document")
+
+	write(t, dir, "paths.yaml", "a:\n  post:\n    responses: {'201': {description: ok}}\n    responses: {'200': {description: ok}}\n")
+	doc, diags = load.Load(spec, load.Options{})
+	assert.Nil(t, doc)
+	require.Len(t, diags, 1, "%v", diags)
+	assert.Equal(t, paths, diags[0].Pos.File)
+	assert.Equal(t, 4, diags[0].Pos.Line)
+	assert.Equal(t, 5, diags[0].Pos.Col)
+	assert.Contains(t, diags[0].Message, `mapping key "responses" already defined at line 3`)
+}
+
+// TestVersion: a spec that is no OpenAPI 3.0 or 3.1 document is refused at
+// its version field (the root without one); 3.2 and later 3.x minor
+// versions as not supported yet.
+func TestVersion(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		head        string
+		line, col   int
+		unsupported bool
+		msg         string // "" when the spec loads
+	}{
+		{"openapi: 3.0.3", 0, 0, false, ""},
+		{"openapi: 3.1.0", 0, 0, false, ""},
+		{"openapi: 3.1.1-rc1", 0, 0, false, ""},
+		{"openapi: '3.0'", 0, 0, false, ""},
+		{`swagger: "2.0"`, 1, 10, false, "Swagger 2.0 is not supported: convert it to OpenAPI 3 (e.g. with swagger2openapi)"},
+		{"x-note: none", 1, 1, false, "the spec has no openapi field"},
+		{"openapi: 2.0.0", 1, 10, false, `openapi: "2.0.0" is no OpenAPI 3 version`},
+		{"openapi: 4.0.0", 1, 10, false, `openapi: "4.0.0" is no OpenAPI 3 version`},
+		{"openapi: {v: 3}", 1, 10, false, "openapi: not a version string is no OpenAPI 3 version"},
+		{"openapi: 3.2.0", 1, 10, true, "OpenAPI 3.2.0: idemgen reads OpenAPI 3.0 and 3.1 only"},
+		{"openapi: 3.10.0", 1, 10, true, "OpenAPI 3.10.0: idemgen reads OpenAPI 3.0 and 3.1 only"},
+	} {
+		spec := write(t, dir, "s.yaml", c.head+"\ninfo: {title: t, version: '1'}\npaths: {}\n")
+		doc, diags := load.Load(spec, load.Options{})
+		if c.msg == "" {
+			assert.Empty(t, diags, c.head)
+			assert.NotNil(t, doc, c.head)
+			continue
+		}
+		assert.Nil(t, doc, c.head)
+		require.Len(t, diags, 1, c.head)
+		assert.Equal(t, "load-error", diags[0].Rule, c.head)
+		assert.Equal(t, c.unsupported, diags[0].Kind == diag.Unsupported, c.head)
+		assert.Equal(t, c.line, diags[0].Pos.Line, c.head)
+		assert.Equal(t, c.col, diags[0].Pos.Col, c.head)
+		assert.Contains(t, diags[0].Message, c.msg, c.head)
+	}
+}
+
+// TestRemoteRefTimeout: a remote document a $ref names, on a server that
+// never answers, fails the load after Options.RemoteTimeout (it hung
+// forever with http.DefaultClient).
+func TestRemoteRefTimeout(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+
+	dir := t.TempDir()
+	spec := write(t, dir, "openapi.yaml", "openapi: 3.0.3\ninfo: {title: t, version: '1'}\npaths:\n  /a:\n    $ref: '"+srv.URL+"/paths.yaml#/a'\n")
+	done := make(chan diag.List, 1)
+	go func() {
+		_, diags := load.Load(spec, load.Options{RemoteTimeout: 200 * time.Millisecond})
+		done <- diags
+	}()
+	select {
+	case diags := <-done:
+		require.Len(t, diags, 1, "%v", diags)
+		assert.Equal(t, "load-error", diags[0].Rule)
+		assert.Contains(t, diags[0].Message, "Timeout")
+	case <-time.After(10 * time.Second):
+		t.Fatal("Load still waits for the remote document after 10s")
+	}
+}
+
+// TestDuplicateKeyAcrossTags: 200 and '200' are different YAML keys but
+// one member of the JSON object kin-openapi reads, which kept one of the
+// two responses silently.
+func TestDuplicateKeyAcrossTags(t *testing.T) {
+	dir := t.TempDir()
+	spec := write(t, dir, "openapi.yaml", "openapi: 3.0.3\ninfo: {title: t, version: '1'}\npaths:\n  /a:\n    post:\n      responses:\n        200: {description: a}\n        '200': {description: b}\n")
+	doc, diags := load.Load(spec, load.Options{})
+	assert.Nil(t, doc)
+	require.Len(t, diags, 1, "%v", diags)
+	assert.Equal(t, "load-error", diags[0].Rule)
+	assert.Equal(t, 8, diags[0].Pos.Line)
+	assert.Equal(t, 9, diags[0].Pos.Col)
+	assert.Equal(t, `mapping key "200" already defined at line 7`, diags[0].Message)
 }
