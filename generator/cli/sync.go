@@ -371,6 +371,14 @@ func specCmd(args []string, stdout, stderr io.Writer) int {
 	data := res.Spec
 	if *asOverlay {
 		data = res.Overlay
+	} else if *out != "-" && !sameDir(*out, fs.Arg(0)) {
+		// The spec's relative $refs resolve against its own directory:
+		// written elsewhere, it would name files that are not there.
+		if refs := relativeRefs(data); len(refs) > 0 {
+			fmt.Fprintf(stderr, "idemgen spec: %s refers to other files by relative $ref (%s), which would not resolve from %s: write the augmented spec into %s (or to stdout, -o -), or use -as-overlay and apply the overlay where the spec is\n",
+				fs.Arg(0), refList(refs), filepath.Dir(*out), filepath.Dir(fs.Arg(0)))
+			return ExitError
+		}
 	}
 	if err := writeOut(*out, data, stdout); err != nil {
 		fmt.Fprintf(stderr, "idemgen spec: %v\n", err)
