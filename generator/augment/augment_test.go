@@ -890,3 +890,32 @@ func TestExternalPathItem(t *testing.T) {
 		assert.Contains(t, msgs[0], want)
 	}
 }
+
+// TestExternalResponseRetryAfter: a response given as a $ref to another
+// document without Retry-After is reported with no hint to run idemgen
+// spec (which cannot change that document), and spec reports it as
+// spec-not-augmented naming the document; one that declares it there is
+// not reported.
+func TestExternalResponseRetryAfter(t *testing.T) {
+	src := filepath.Join(testdata, "check", "external-response-retry-after")
+	dir := t.TempDir()
+	for _, f := range []string{"openapi.yaml", "common.yaml"} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, f), readFile(t, filepath.Join(src, f)), 0o644))
+	}
+	spec := filepath.Join(dir, "openapi.yaml")
+	s, cd := compile.Compile(spec, compile.Options{})
+	require.NotNil(t, s, "%v", cd)
+	diags := augment.Diagnose(spec, s, augment.Options{})
+	require.Len(t, diags, 1, "%v", diags)
+	assert.Equal(t, augment.RuleRetryAfterMissing, diags[0].Rule)
+	assert.Equal(t, 12, diags[0].Pos.Line)
+	assert.NotContains(t, diags[0].Message, "idemgen spec,")
+	assert.Contains(t, diags[0].Message, "common.yaml#/responses/TooMany")
+
+	res, adiags := augment.Augment(spec, augment.Options{})
+	require.NotNil(t, res, "%v", adiags)
+	require.Len(t, adiags, 1, "%v", adiags)
+	assert.Equal(t, augment.RuleNotAugmented, adiags[0].Rule)
+	assert.Contains(t, adiags[0].Message, "common.yaml#/responses/TooMany")
+	assert.Contains(t, adiags[0].Message, "Retry-After")
+}

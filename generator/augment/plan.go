@@ -601,7 +601,7 @@ func (p *planner) unusedReplayedHeaders() []overlay.Action {
 func (p *planner) retryAfter(op *ir.Operation, code string, existing, newResps *yaml.Node) {
 	r := resolve(p.root, existing)
 	if r == nil {
-		p.found(RuleRetryAfterMissing, op, existing, "the %s response of %s is in another document: declare its Retry-After header there", code, where(op))
+		p.externalRetryAfter(op, code, existing)
 		return
 	}
 	if h := childFold(child(r, "headers"), "Retry-After"); h != nil {
@@ -624,6 +624,27 @@ func (p *planner) retryAfter(op *ir.Operation, code string, existing, newResps *
 	}
 	p.edited[r] = true
 	p.actions = append(p.actions, overlay.Action{Target: path, Description: "Retry-After on a shared " + code + " response.", Update: *complete(r, mapping("headers", mapping("Retry-After", h)))})
+}
+
+// externalRetryAfter checks the Retry-After header of a response given as
+// a $ref to another document, which idemgen spec does not change: when that
+// document does not declare it (or cannot be read), check reports it with
+// no hint to run idemgen spec and spec reports it as RuleNotAugmented,
+// both naming the document and what to declare.
+func (p *planner) externalRetryAfter(op *ir.Operation, code string, existing *yaml.Node) {
+	there := "another document"
+	if p.doc != nil {
+		r := p.doc.Deref(load.Node{Node: existing, File: p.doc.Path})
+		if r.Node != nil && childFold(child(r.Node, "headers"), "Retry-After") != nil {
+			return
+		}
+		if ref := child(existing, "$ref"); ref != nil {
+			there = ref.Value
+		}
+	}
+	p.findings = append(p.findings, finding{rule: RuleRetryAfterMissing, op: op, node: existing, manual: true,
+		msg: fmt.Sprintf("the %s response of %s does not declare the Retry-After header idemgen's runtime sends with it: declare it in %s (%s), which idemgen spec does not change", code, where(op), there, retryAfterText)})
+	p.notAugmented(op, existing, "the %s response of %s is %s, which idemgen spec does not change: declare there %s", code, where(op), there, retryAfterText)
 }
 
 // replayable reports whether a response declared under code may be a
