@@ -209,6 +209,7 @@ func (c *compiler) run() *ir.Spec {
 			}
 		}
 	}
+	c.misspelled(load.Node{Node: c.doc.Root, File: c.doc.Path}, "at the document root", nil)
 	paths := t.Paths.Map()
 	// Index the paths mapping once: a lookup per path would scan it each time.
 	pathNodes := map[string]load.Node{}
@@ -231,11 +232,14 @@ func (c *compiler) run() *ir.Spec {
 		if x := c.doc.LookupFrom(itemNode, "/x-idempotency"); x.Node != nil && itemNode.Node != nil && hasKey(c.doc.Deref(itemNode).Node, "x-idempotency") {
 			c.diags.Errorf(c.doc.NodePos(x), "misplaced-field", "x-idempotency belongs on an operation (post, patch, ...), not on the path item %s", path)
 		}
+		c.misspelled(itemNode, "on the path item "+path, nil)
 		ops := item.Operations()
 		for _, method := range sortedKeys(ops) {
 			if ops[method] == nil {
 				continue
 			}
+			where := strings.ToUpper(method) + " " + path
+			c.misspelled(c.doc.LookupFrom(itemNode, "/"+strings.ToLower(method)), "on "+where, []string{where})
 			op := c.operation(path, method, item, ops[method], itemNode)
 			if op != nil {
 				spec.Operations = append(spec.Operations, op)
