@@ -256,3 +256,22 @@ func TestResponseHeadersInStepWithRuntime(t *testing.T) {
 		}
 	}
 }
+
+// TestRefNotFollowed: a $ref in an x-idempotency block says that it is not
+// followed and what to do instead, and gives no knock-on semantics-missing.
+func TestRefNotFollowed(t *testing.T) {
+	b, diags := parse(t, "{$ref: '#/components/x-idem/strict'}", contract.Operation)
+	require.Len(t, diags, 1, "%v", diags)
+	assert.Contains(t, diags[0].Message, "not resolve x-idempotency through $ref")
+	assert.Contains(t, diags[0].Message, "overlay")
+	_, rdiags, ok := contract.Resolve(contract.Merge(contract.Block{}, b))
+	assert.False(t, ok)
+	for _, d := range rdiags {
+		assert.NotEqual(t, "semantics-missing", d.Rule, "%s", d)
+	}
+	// With semantics written beside it, the block still resolves.
+	b, diags = parse(t, "{$ref: '#/x', semantics: strict}", contract.Operation)
+	require.Len(t, diags, 1, "%v", diags)
+	_, _, ok = contract.Resolve(contract.Merge(contract.Block{}, b))
+	assert.True(t, ok)
+}
