@@ -275,3 +275,22 @@ func TestRefNotFollowed(t *testing.T) {
 	_, _, ok = contract.Resolve(contract.Merge(contract.Block{}, b))
 	assert.True(t, ok)
 }
+
+// TestDurationWithoutUnitHint: the duration a bad-duration message
+// suggests for a number without a unit is itself accepted (no sign).
+func TestDurationWithoutUnitHint(t *testing.T) {
+	for _, in := range []string{"30", "-30", "+30", "1.5", "-1.5", "0", ".5"} {
+		_, diags := parse(t, "{semantics: strict, in-flight: {lease: "+in+"}}", contract.Operation)
+		require.Len(t, diags, 1, in)
+		msg := diags[0].Message
+		i := strings.Index(msg, "such as ")
+		require.GreaterOrEqual(t, i, 0, msg)
+		such, _, _ := strings.Cut(msg[i+len("such as "):], ",")
+		d, err := contract.ParseDuration(such)
+		assert.NoError(t, err, "%s: %s", in, msg)
+		assert.Positive(t, d, "%s: %s", in, msg)
+		if strings.ContainsAny(in, "+-") {
+			assert.Contains(t, msg, "sign", msg)
+		}
+	}
+}

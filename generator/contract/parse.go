@@ -500,7 +500,18 @@ func (p *parser) duration(n *yaml.Node, ptr, what string, zeroOK bool) (time.Dur
 		return 0, false
 	}
 	if n.Tag == "!!int" || n.Tag == "!!float" {
-		p.errorf(n, ptr, "bad-duration", "%s: %s has no unit; write a duration such as %ss, 10m, 24h or 7d", what, n.Value, n.Value)
+		// The suggestion must parse itself: no sign (ParseDuration
+		// refuses one), and a number it reads.
+		num := strings.TrimLeft(n.Value, "+-")
+		such := num + "s"
+		if d, err := ParseDuration(such); err != nil || d <= 0 {
+			such = "90s"
+		}
+		if num != n.Value {
+			p.errorf(n, ptr, "bad-duration", "%s: %s has no unit and a sign; write a duration without + or -, such as %s, 10m, 24h or 7d", what, n.Value, such)
+		} else {
+			p.errorf(n, ptr, "bad-duration", "%s: %s has no unit; write a duration such as %s, 10m, 24h or 7d", what, n.Value, such)
+		}
 		return 0, false
 	}
 	d, err := ParseDuration(n.Value)
