@@ -1022,9 +1022,9 @@ func (c *compiler) checkPointers(out *ir.Operation, op *openapi3.Operation, b co
 				}
 				switch {
 				case known > 0 && arrays == 0:
-					c.diags.Errorf(p.Pos, "unordered-not-array", "unordered: %s names %s, not an array", p.Pointer, kindOf(ms[0].schema))
+					c.diags.Errorf(p.Pos, "unordered-not-array", "unordered: %s names %s, not an array", showPointer(p.Pointer), kindOf(ms[0].schema))
 				case len(others) > 0:
-					c.diags.Warnf(p.Pos, "unordered-no-effect", "unordered: %s also names %s, not arrays: unordered has no effect there", p.Pointer, strings.Join(others, ", "))
+					c.diags.Warnf(p.Pos, "unordered-no-effect", "unordered: %s also names %s, not arrays: unordered has no effect there", showPointer(p.Pointer), strings.Join(others, ", "))
 				}
 			}
 		}
@@ -1047,7 +1047,7 @@ func (c *compiler) checkPointers(out *ir.Operation, op *openapi3.Operation, b co
 		if looksVolatile(m.name) && !coveredBy(pol.Volatile, m.path) {
 			c.diags.Warnf(volPos, "volatile-candidate", "body member %s of %s looks volatile (a clock, retry counter or trace id) but is not declared volatile; a retry that changes it looks like another request: %s", m.path, where, conflictEffect(pol.Semantics))
 		}
-		if m.schema.UniqueItems && isArray(m.schema) && !coveredBy(pol.Unordered, m.path) && !coveredBy(pol.Volatile, m.path) {
+		if m.schema.UniqueItems && isArray(m.schema) && !unorderedAt(pol.Unordered, m.path) && !coveredBy(pol.Volatile, m.path) {
 			c.diags.Warnf(unPos, "unordered-candidate", "body member %s of %s is a set (uniqueItems) but is not declared unordered; a retry that sends its items in another order looks like another request: %s", m.path, where, conflictEffect(pol.Semantics))
 		}
 	}
@@ -1067,6 +1067,26 @@ func coveredBy(list []ir.Pointer, path string) bool {
 		}
 	}
 	return false
+}
+
+// unorderedAt is coveredBy for the unordered pointers, where the root
+// pointer "" (a body that is an array) covers that array only, not the
+// arrays inside its items.
+func unorderedAt(list []ir.Pointer, path string) bool {
+	for _, p := range list {
+		if (p.Pointer == "" && path == "") || (p.Pointer != "" && covers(p.Pointer, path)) {
+			return true
+		}
+	}
+	return false
+}
+
+// showPointer writes a JSON pointer in a message: the root pointer as "".
+func showPointer(p string) string {
+	if p == "" {
+		return `""`
+	}
+	return p
 }
 
 func firstNonZero(ps ...ir.Pos) ir.Pos {

@@ -589,7 +589,8 @@ func (p *parser) pointerList(f *Field[[]Field[string]], what string) fieldFunc {
 				p.errorf(it, ip, "bad-pointer", "%s: %v", what, err)
 				continue
 			}
-			if s == "" {
+			if s == "" && what != "unordered" {
+				// unordered: "" is a body that is an array, a multiset.
 				p.errorf(it, ip, "bad-pointer", "%s: the empty pointer names the whole body", what)
 				continue
 			}
