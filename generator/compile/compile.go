@@ -104,8 +104,8 @@ func (c *compiler) inherit(d diag.Diagnostic, where string) {
 
 // declDiff is a [key-declared-differently] about the key's required-ness:
 // the same contract field (pos) and the same difference (what, had, fix)
-// for all of ops, whose declarations are at (file:line:col, "" for a body
-// member) with targets (their JSONPaths in the spec, where known).
+// for all of ops, whose declarations are at (file:line:col; a body
+// member's schema, "" when not found) with targets (their JSONPaths in the spec, where known).
 type declDiff struct {
 	pos       ir.Pos
 	what, had string
@@ -493,7 +493,7 @@ func (c *compiler) operation(path, method string, item *openapi3.PathItem, op *o
 	// leaves the key unusable: its checks would be about the default key.
 	keyRefused := !merged.Key.Carrier.Set && !merged.Key.Carrier.Pos.IsZero()
 	if !keyRefused {
-		c.checkKey(out, op, item.Parameters, params, merged)
+		c.checkKey(out, op, opNode, item.Parameters, params, merged)
 	}
 	c.checkPointers(out, op, merged)
 	c.checkResponseHeaders(out, op, opNode)
@@ -710,8 +710,46 @@ func (c *compiler) body(op *openapi3.Operation, names naming.Op) *ir.Body {
 	return b
 }
 
+// memberPos returns where the spec declares the body member at toks of
+// op's JSON request body (file:line:col), following $refs through the
+// properties of its schemas; "" when it is not found so (a member of an
+// allOf branch, say).
+func (c *compiler) memberPos(op *openapi3.Operation, opNode load.Node, toks []string) string {
+	if op.RequestBody == nil || op.RequestBody.Value == nil || opNode.Node == nil {
+		return ""
+	}
+	content := op.RequestBody.Value.Content
+	ct := ""
+	if mt := content.Get("application/json"); mt != nil && mt.Schema != nil {
+		ct = "application/json"
+	} else {
+		for _, name := range sortedKeys(content) {
+			if isJSON(name) && content[name] != nil && content[name].Schema != nil {
+				ct = name
+				break
+			}
+		}
+	}
+	if ct == "" {
+		return ""
+	}
+	ptr := "/requestBody/content/" + load.Escape(ct) + "/schema"
+	for _, tok := range toks {
+		ptr += "/properties/" + load.Escape(tok)
+	}
+	n := c.doc.LookupFrom(opNode, ptr)
+	if n.Node == nil {
+		return ""
+	}
+	p := c.doc.NodePos(n)
+	if p.Line == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Col)
+}
+
 // checkKey checks the key carrier against the spec's declarations.
-func (c *compiler) checkKey(out *ir.Operation, op *openapi3.Operation, pathParams openapi3.Parameters, params []paramRef, b contract.Block) {
+func (c *compiler) checkKey(out *ir.Operation, op *openapi3.Operation, opNode load.Node, pathParams openapi3.Parameters, params []paramRef, b contract.Block) {
 	k := &out.Key
 	keyPos := k.Pos
 	where := out.Method + " " + out.Path
@@ -796,7 +834,7 @@ func (c *compiler) checkKey(out *ir.Operation, op *openapi3.Operation, pathParam
 		if ms[0].schema != nil {
 			schema = &openapi3.SchemaRef{Value: ms[0].schema}
 		}
-		c.compareDecl(out, b, required, schema, "body member "+k.Name, "", "")
+		c.compareDecl(out, b, required, schema, "body member "+k.Name, c.memberPos(op, opNode, toks), "")
 		k.BodyField = c.bodyField(op, toks)
 	}
 	var keyName string
