@@ -123,7 +123,7 @@ func augmentSpec(path string, opts Options) (*Result, *load.Document, *ir.Spec, 
 			return nil, d, spec, diags.Sorted()
 		}
 	}
-	p := plan(d.Root, spec.Operations, opts.NoReplayedHeader)
+	p := plan(d.Root, d, spec.Operations, opts.NoReplayedHeader)
 	diags = append(diags, p.diagnostics(d, false, true)...)
 	if err := applyOverlay(d.Root, p.actions, p.opNodes); err != nil {
 		diags.Errorf(ir.Pos{File: path}, "internal-error", "idemgen failed to apply its own changes (please report it): %v", err)
@@ -212,7 +212,7 @@ func DiagnoseDocument(d *load.Document, spec *ir.Spec, opts Options) diag.List {
 		return nil
 	}
 	diags := Unconfirmed(d)
-	p := plan(d.Root, spec.Operations, opts.NoReplayedHeader)
+	p := plan(d.Root, d, spec.Operations, opts.NoReplayedHeader)
 	return append(diags, p.diagnostics(d, opts.Strict, false)...).Sorted()
 }
 
@@ -227,14 +227,16 @@ func (p *planner) diagnostics(d *load.Document, strict, notAugmented bool) diag.
 		if (f.rule == RuleNotAugmented) != notAugmented {
 			continue
 		}
-		if !notAugmented && (unconfirmedRoot || hasTODO(child(p.operationNode(f.op), "x-idempotency"))) {
+		if !notAugmented && (unconfirmedRoot || hasTODO(child(p.anyOperationNode(f.op), "x-idempotency"))) {
 			continue // confirm the contract first: what it implies may change
 		}
 		if !notAugmented && f.rule == RuleKeyParamMissing && f.op.Key.Carrier == ir.CarrierQuery {
 			continue // compile reports it already (key-undeclared, an error)
 		}
 		pos := f.op.Pos
-		if f.rule == RuleKeyParamMissing {
+		if f.pos.File != "" {
+			pos = f.pos
+		} else if f.rule == RuleKeyParamMissing {
 			// About the whole operation: at its method key (post:), as
 			// compile's key-without-contract.
 			item := load.Node{Node: child(child(d.Root, "paths"), f.op.Path), File: d.Path, Pointer: "/paths/" + load.Escape(f.op.Path)}
@@ -261,6 +263,9 @@ func (p *planner) diagnostics(d *load.Document, strict, notAugmented bool) diag.
 				h = " (settle [" + compile.RuleConventionMismatch + "] first, then run idemgen spec, or apply the overlay idemgen spec -as-overlay writes)"
 				alone = fmt.Sprintf(" (if the %s %s it declares is its key, set key.%s: %s in the contract first; then run idemgen spec, or apply the overlay idemgen spec -as-overlay writes)", cand.Carrier, cand.Name, cand.Carrier, cand.Name)
 			}
+		}
+		if f.manual {
+			h, alone = "", ""
 		}
 		if strict && !notAugmented {
 			diags.Errorf(pos, f.rule, "%s", f.msg+h)
@@ -441,7 +446,7 @@ func hasTODO(n *yaml.Node) bool {
 // mapping) and returns the number of actions; the same changes as Augment,
 // without files: for tests and tools that hold the tree already.
 func Apply(root *yaml.Node, ops []*ir.Operation) (int, error) {
-	p := plan(root, ops, false)
+	p := plan(root, nil, ops, false)
 	if len(p.actions) == 0 {
 		return 0, nil
 	}

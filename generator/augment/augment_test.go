@@ -839,3 +839,83 @@ paths:
 	}
 	assert.True(t, found, "key-param-missing reported")
 }
+
+// TestExternalPathItem: an operation whose path item is a $ref to another
+// document is checked as it is written there (check reports what it lacks
+// at that document's positions, with no hint to run idemgen spec, which
+// does not change that document), and spec says what to declare there.
+func TestExternalPathItem(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "paths"), 0o755))
+	spec := filepath.Join(dir, "openapi.yaml")
+	require.NoError(t, os.WriteFile(spec, []byte("openapi: 3.0.3\ninfo: {title: M, version: \"1\"}\npaths:\n  /orders:\n    $ref: ./paths/orders.yaml\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "paths", "orders.yaml"), []byte(`post:
+  operationId: createOrder
+  x-idempotency: {semantics: strict}
+  responses:
+    '201': {description: created}
+    '503': {description: down}
+`), 0o644))
+	ext := filepath.Join(dir, "paths", "orders.yaml")
+	s, cd := compile.Compile(spec, compile.Options{})
+	require.NotNil(t, s, "%v", cd)
+	diags := augment.Diagnose(spec, s, augment.Options{Strict: true})
+	got := map[string]diag.Diagnostic{}
+	for _, d := range diags {
+		got[d.Rule] = d
+		assert.NotContains(t, d.Message, "run idemgen spec", "%s", d)
+		assert.Equal(t, diag.Error, d.Severity, "%s", d)
+	}
+	require.Contains(t, got, augment.RuleKeyParamMissing)
+	assert.Equal(t, ext, got[augment.RuleKeyParamMissing].Pos.File)
+	assert.Equal(t, 1, got[augment.RuleKeyParamMissing].Pos.Line)
+	require.Contains(t, got, augment.RuleProblemResponseMissing)
+	assert.Equal(t, 5, got[augment.RuleProblemResponseMissing].Pos.Line)
+	assert.Contains(t, got[augment.RuleProblemResponseMissing].Message, "400, 409, 422")
+	require.Contains(t, got, augment.RuleRetryAfterMissing)
+	assert.Equal(t, 6, got[augment.RuleRetryAfterMissing].Pos.Line)
+
+	res, adiags := augment.Augment(spec, augment.Options{})
+	require.NotNil(t, res, "%v", adiags)
+	assert.Zero(t, res.Actions)
+	var msgs []string
+	for _, d := range adiags {
+		if d.Rule == augment.RuleNotAugmented {
+			msgs = append(msgs, d.Message)
+			assert.Equal(t, ext, d.Pos.File)
+		}
+	}
+	require.Len(t, msgs, 1)
+	for _, want := range []string{"name: Idempotency-Key, in: header, required: true", "maxLength: 255", "400, 409, 422", "Retry-After", "on the 503 response"} {
+		assert.Contains(t, msgs[0], want)
+	}
+}
+
+// TestExternalResponseRetryAfter: a response given as a $ref to another
+// document without Retry-After is reported with no hint to run idemgen
+// spec (which cannot change that document), and spec reports it as
+// spec-not-augmented naming the document; one that declares it there is
+// not reported.
+func TestExternalResponseRetryAfter(t *testing.T) {
+	src := filepath.Join(testdata, "check", "external-response-retry-after")
+	dir := t.TempDir()
+	for _, f := range []string{"openapi.yaml", "common.yaml"} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, f), readFile(t, filepath.Join(src, f)), 0o644))
+	}
+	spec := filepath.Join(dir, "openapi.yaml")
+	s, cd := compile.Compile(spec, compile.Options{})
+	require.NotNil(t, s, "%v", cd)
+	diags := augment.Diagnose(spec, s, augment.Options{})
+	require.Len(t, diags, 1, "%v", diags)
+	assert.Equal(t, augment.RuleRetryAfterMissing, diags[0].Rule)
+	assert.Equal(t, 12, diags[0].Pos.Line)
+	assert.NotContains(t, diags[0].Message, "idemgen spec,")
+	assert.Contains(t, diags[0].Message, "common.yaml#/responses/TooMany")
+
+	res, adiags := augment.Augment(spec, augment.Options{})
+	require.NotNil(t, res, "%v", adiags)
+	require.Len(t, adiags, 1, "%v", adiags)
+	assert.Equal(t, augment.RuleNotAugmented, adiags[0].Rule)
+	assert.Contains(t, adiags[0].Message, "common.yaml#/responses/TooMany")
+	assert.Contains(t, adiags[0].Message, "Retry-After")
+}

@@ -49,12 +49,18 @@ type finding struct {
 	// block: node is a text with a contract block, which the finding is
 	// about (reported at its BeginMarker).
 	block bool
+	// pos, when set, is where to report it (another document).
+	pos ir.Pos
+	// manual: idemgen spec cannot fix it (it is in another document); the
+	// message says what to declare where, and no hint names idemgen spec.
+	manual bool
 }
 
 // planner computes the overlay actions that declare in the spec what the
 // contracts imply. It only reads the tree; Apply changes it.
 type planner struct {
 	root    *yaml.Node
+	doc     *load.Document // the loaded spec, to read other documents (nil: this one only)
 	parents parents
 	comps   *components
 	roles   map[int]roles // union over all operations, per status
@@ -80,8 +86,8 @@ type planner struct {
 // each operation lacked. It never fails: what it cannot change is reported
 // as a RuleNotAugmented finding and left alone. ops must come from the same
 // document (the IR compiled from it).
-func plan(root *yaml.Node, ops []*ir.Operation, noReplayed bool) *planner {
-	p := &planner{root: root, parents: indexParents(root), comps: newComponents(root), roles: map[int]roles{}, edited: map[*yaml.Node]bool{}, keyMembers: map[*ir.Operation]*yaml.Node{}, keyOps: map[*yaml.Node][]string{},
+func plan(root *yaml.Node, doc *load.Document, ops []*ir.Operation, noReplayed bool) *planner {
+	p := &planner{root: root, doc: doc, parents: indexParents(root), comps: newComponents(root), roles: map[int]roles{}, edited: map[*yaml.Node]bool{}, keyMembers: map[*ir.Operation]*yaml.Node{}, keyOps: map[*yaml.Node][]string{},
 		noReplayed: noReplayed, replayedRemoved: map[string]int{}}
 	for _, op := range ops {
 		if op.Key.Carrier == ir.CarrierBody {
@@ -175,7 +181,9 @@ func (p *planner) operationNode(op *ir.Operation) *yaml.Node {
 func (p *planner) operation(op *ir.Operation) (overlay.Action, bool) {
 	opNode := p.operationNode(op)
 	if !isMapping(opNode) {
-		p.notAugmented(op, nil, "%s is not written in this document (its path item is a $ref or missing): declare its idempotency there", where(op))
+		if !p.external(op) {
+			p.notAugmented(op, nil, "%s is not written in this document (its path item is a $ref or missing): declare its idempotency there", where(op))
+		}
 		return overlay.Action{}, false
 	}
 	upd := mapping()
@@ -199,6 +207,120 @@ func (p *planner) operation(op *ir.Operation) (overlay.Action, bool) {
 	}
 	p.opNodes = append(p.opNodes, opNode)
 	return overlay.Action{Target: path, Description: "Idempotency of " + where(op) + ": " + strings.Join(what, ", ") + ".", Update: *complete(opNode, upd)}, true
+}
+
+// externalOperation returns the operation op in the document its path
+// item's $ref names (the zero Node when it cannot be read).
+func (p *planner) externalOperation(op *ir.Operation) (item, opn load.Node) {
+	if p.doc == nil {
+		return load.Node{}, load.Node{}
+	}
+	item = load.Node{Node: child(child(p.root, "paths"), op.Path), File: p.doc.Path, Pointer: "/paths/" + load.Escape(op.Path)}
+	if item.Node == nil {
+		return load.Node{}, load.Node{}
+	}
+	opn = p.doc.Deref(p.doc.LookupFrom(item, "/"+load.Escape(strings.ToLower(op.Method))))
+	if !isMapping(opn.Node) {
+		return load.Node{}, load.Node{}
+	}
+	return item, opn
+}
+
+// external checks an operation written in another document (its path
+// item is a $ref), which idemgen spec does not change: what its contract
+// implies and that document does not declare is reported there (for
+// check, without a hint to run idemgen spec) and listed in one
+// RuleNotAugmented finding (for spec). It returns false when that
+// document cannot be read.
+func (p *planner) external(op *ir.Operation) bool {
+	item, opn := p.externalOperation(op)
+	if opn.Node == nil {
+		return false
+	}
+	at := p.doc.KeyPos(item, strings.ToLower(op.Method))
+	file := opn.File
+	var todo []string
+	if k := op.Key; k.Carrier != ir.CarrierBody && k.Param == nil {
+		p.findings = append(p.findings, finding{rule: RuleKeyParamMissing, op: op, pos: at, manual: true,
+			msg: fmt.Sprintf("%s does not declare its idempotency key (%s %s) as a parameter: declare it in %s (%s), which idemgen spec does not change", where(op), k.Carrier, k.Name, file, keyParamText(k))})
+		todo = append(todo, "the key parameter ("+keyParamText(k)+")")
+	}
+	resps := p.doc.LookupFrom(opn, "/responses")
+	respsPos := at
+	if resps.Node != nil {
+		respsPos = p.doc.NodePos(resps)
+	}
+	sr := statusRoles(op)
+	statuses := make([]int, 0, len(sr))
+	for s := range sr {
+		statuses = append(statuses, s)
+	}
+	slices.Sort(statuses)
+	var missing, missingRetry, noRetry []string
+	for _, s := range statuses {
+		code := strconv.Itoa(s)
+		var r load.Node
+		if resps.Node != nil {
+			r = p.doc.LookupFrom(resps, "/"+code)
+		}
+		if r.Node == nil {
+			missing = append(missing, code)
+			if sr[s].retryAfter() {
+				missingRetry = append(missingRetry, code)
+			}
+			continue
+		}
+		if !sr[s].retryAfter() {
+			continue
+		}
+		rr := p.doc.Deref(r)
+		if rr.Node == nil || childFold(child(rr.Node, "headers"), "Retry-After") != nil {
+			continue // a remote document, or declared
+		}
+		p.findings = append(p.findings, finding{rule: RuleRetryAfterMissing, op: op, pos: p.doc.NodePos(r), manual: true,
+			msg: fmt.Sprintf("the %s response of %s does not declare the Retry-After header idemgen's runtime sends with it: declare it in %s (%s), which idemgen spec does not change", code, where(op), rr.File, retryAfterText)})
+		noRetry = append(noRetry, code)
+	}
+	if len(missing) > 0 {
+		what := fmt.Sprintf("the problem response%s %s (%s)", english.Plural(len(missing)), strings.Join(missing, ", "), problemText(missingRetry))
+		p.findings = append(p.findings, finding{rule: RuleProblemResponseMissing, op: op, pos: respsPos, manual: true,
+			msg: fmt.Sprintf("%s does not declare the problem response%s %s that idemgen's runtime may answer with: declare %s in %s, which idemgen spec does not change", where(op), english.Plural(len(missing)), strings.Join(missing, ", "), english.Noun(len(missing), "it", "them"), file)})
+		todo = append(todo, what)
+	}
+	if len(noRetry) > 0 {
+		todo = append(todo, fmt.Sprintf("the Retry-After header (%s) on the %s response%s", retryAfterText, strings.Join(noRetry, ", "), english.Plural(len(noRetry))))
+	}
+	if len(todo) == 0 {
+		p.findings = append(p.findings, finding{rule: RuleNotAugmented, op: op, pos: at,
+			msg: fmt.Sprintf("%s is written in %s, which idemgen spec does not change: it declares what its contract implies, but its description has no contract summary", where(op), file)})
+		return true
+	}
+	p.findings = append(p.findings, finding{rule: RuleNotAugmented, op: op, pos: at,
+		msg: fmt.Sprintf("%s is written in %s, which idemgen spec does not change: declare there %s", where(op), file, strings.Join(todo, "; "))})
+	return true
+}
+
+// retryAfterText says what a Retry-After header declares.
+const retryAfterText = "a header Retry-After with schema {type: integer, minimum: 0}, the seconds to wait before retrying with the same key"
+
+// keyParamText describes the key parameter to declare for k.
+func keyParamText(k ir.Key) string {
+	schema := "type: string"
+	if k.Format != ir.FormatToken {
+		schema += ", format: uuid"
+	}
+	schema += ", maxLength: " + strconv.Itoa(k.MaxLength)
+	return fmt.Sprintf("name: %s, in: %s, required: %t, schema: {%s}", k.Name, k.Carrier, k.Required, schema)
+}
+
+// problemText describes the problem responses to declare; retry are those
+// of them that carry Retry-After.
+func problemText(retry []string) string {
+	s := "each with an application/problem+json body, as idemgen spec declares them in components.responses"
+	if len(retry) > 0 {
+		s += fmt.Sprintf(", and %s on %s", retryAfterText, strings.Join(retry, ", "))
+	}
+	return s
 }
 
 // keyParam declares the key header or query parameter when the operation
@@ -479,7 +601,7 @@ func (p *planner) unusedReplayedHeaders() []overlay.Action {
 func (p *planner) retryAfter(op *ir.Operation, code string, existing, newResps *yaml.Node) {
 	r := resolve(p.root, existing)
 	if r == nil {
-		p.found(RuleRetryAfterMissing, op, existing, "the %s response of %s is in another document: declare its Retry-After header there", code, where(op))
+		p.externalRetryAfter(op, code, existing)
 		return
 	}
 	if h := childFold(child(r, "headers"), "Retry-After"); h != nil {
@@ -502,6 +624,27 @@ func (p *planner) retryAfter(op *ir.Operation, code string, existing, newResps *
 	}
 	p.edited[r] = true
 	p.actions = append(p.actions, overlay.Action{Target: path, Description: "Retry-After on a shared " + code + " response.", Update: *complete(r, mapping("headers", mapping("Retry-After", h)))})
+}
+
+// externalRetryAfter checks the Retry-After header of a response given as
+// a $ref to another document, which idemgen spec does not change: when that
+// document does not declare it (or cannot be read), check reports it with
+// no hint to run idemgen spec and spec reports it as RuleNotAugmented,
+// both naming the document and what to declare.
+func (p *planner) externalRetryAfter(op *ir.Operation, code string, existing *yaml.Node) {
+	there := "another document"
+	if p.doc != nil {
+		r := p.doc.Deref(load.Node{Node: existing, File: p.doc.Path})
+		if r.Node != nil && childFold(child(r.Node, "headers"), "Retry-After") != nil {
+			return
+		}
+		if ref := child(existing, "$ref"); ref != nil {
+			there = ref.Value
+		}
+	}
+	p.findings = append(p.findings, finding{rule: RuleRetryAfterMissing, op: op, node: existing, manual: true,
+		msg: fmt.Sprintf("the %s response of %s does not declare the Retry-After header idemgen's runtime sends with it: declare it in %s (%s), which idemgen spec does not change", code, where(op), there, retryAfterText)})
+	p.notAugmented(op, existing, "the %s response of %s is %s, which idemgen spec does not change: declare there %s", code, where(op), there, retryAfterText)
 }
 
 // replayable reports whether a response declared under code may be a
@@ -711,4 +854,14 @@ func (p *planner) member(schema *yaml.Node, toks []string, depth int) *yaml.Node
 		return nil
 	}
 	return next
+}
+
+// anyOperationNode is operationNode, or the operation in another document
+// when its path item is a $ref there.
+func (p *planner) anyOperationNode(op *ir.Operation) *yaml.Node {
+	if n := p.operationNode(op); n != nil {
+		return n
+	}
+	_, opn := p.externalOperation(op)
+	return opn.Node
 }

@@ -104,8 +104,8 @@ func (c *compiler) inherit(d diag.Diagnostic, where string) {
 
 // declDiff is a [key-declared-differently] about the key's required-ness:
 // the same contract field (pos) and the same difference (what, had, fix)
-// for all of ops, whose declarations are at (file:line:col, "" for a body
-// member) with targets (their JSONPaths in the spec, where known).
+// for all of ops, whose declarations are at (file:line:col; a body
+// member's schema, "" when not found) with targets (their JSONPaths in the spec, where known).
 type declDiff struct {
 	pos       ir.Pos
 	what, had string
@@ -209,6 +209,7 @@ func (c *compiler) run() *ir.Spec {
 			}
 		}
 	}
+	c.misspelled(load.Node{Node: c.doc.Root, File: c.doc.Path}, "at the document root", nil)
 	paths := t.Paths.Map()
 	// Index the paths mapping once: a lookup per path would scan it each time.
 	pathNodes := map[string]load.Node{}
@@ -231,11 +232,14 @@ func (c *compiler) run() *ir.Spec {
 		if x := c.doc.LookupFrom(itemNode, "/x-idempotency"); x.Node != nil && itemNode.Node != nil && hasKey(c.doc.Deref(itemNode).Node, "x-idempotency") {
 			c.diags.Errorf(c.doc.NodePos(x), "misplaced-field", "x-idempotency belongs on an operation (post, patch, ...), not on the path item %s", path)
 		}
+		c.misspelled(itemNode, "on the path item "+path, nil)
 		ops := item.Operations()
 		for _, method := range sortedKeys(ops) {
 			if ops[method] == nil {
 				continue
 			}
+			where := strings.ToUpper(method) + " " + path
+			c.misspelled(c.doc.LookupFrom(itemNode, "/"+strings.ToLower(method)), "on "+where, []string{where})
 			op := c.operation(path, method, item, ops[method], itemNode)
 			if op != nil {
 				spec.Operations = append(spec.Operations, op)
@@ -489,7 +493,7 @@ func (c *compiler) operation(path, method string, item *openapi3.PathItem, op *o
 	// leaves the key unusable: its checks would be about the default key.
 	keyRefused := !merged.Key.Carrier.Set && !merged.Key.Carrier.Pos.IsZero()
 	if !keyRefused {
-		c.checkKey(out, op, item.Parameters, params, merged)
+		c.checkKey(out, op, opNode, item.Parameters, params, merged)
 	}
 	c.checkPointers(out, op, merged)
 	c.checkResponseHeaders(out, op, opNode)
@@ -706,8 +710,46 @@ func (c *compiler) body(op *openapi3.Operation, names naming.Op) *ir.Body {
 	return b
 }
 
+// memberPos returns where the spec declares the body member at toks of
+// op's JSON request body (file:line:col), following $refs through the
+// properties of its schemas; "" when it is not found so (a member of an
+// allOf branch, say).
+func (c *compiler) memberPos(op *openapi3.Operation, opNode load.Node, toks []string) string {
+	if op.RequestBody == nil || op.RequestBody.Value == nil || opNode.Node == nil {
+		return ""
+	}
+	content := op.RequestBody.Value.Content
+	ct := ""
+	if mt := content.Get("application/json"); mt != nil && mt.Schema != nil {
+		ct = "application/json"
+	} else {
+		for _, name := range sortedKeys(content) {
+			if isJSON(name) && content[name] != nil && content[name].Schema != nil {
+				ct = name
+				break
+			}
+		}
+	}
+	if ct == "" {
+		return ""
+	}
+	ptr := "/requestBody/content/" + load.Escape(ct) + "/schema"
+	for _, tok := range toks {
+		ptr += "/properties/" + load.Escape(tok)
+	}
+	n := c.doc.LookupFrom(opNode, ptr)
+	if n.Node == nil {
+		return ""
+	}
+	p := c.doc.NodePos(n)
+	if p.Line == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Col)
+}
+
 // checkKey checks the key carrier against the spec's declarations.
-func (c *compiler) checkKey(out *ir.Operation, op *openapi3.Operation, pathParams openapi3.Parameters, params []paramRef, b contract.Block) {
+func (c *compiler) checkKey(out *ir.Operation, op *openapi3.Operation, opNode load.Node, pathParams openapi3.Parameters, params []paramRef, b contract.Block) {
 	k := &out.Key
 	keyPos := k.Pos
 	where := out.Method + " " + out.Path
@@ -792,7 +834,7 @@ func (c *compiler) checkKey(out *ir.Operation, op *openapi3.Operation, pathParam
 		if ms[0].schema != nil {
 			schema = &openapi3.SchemaRef{Value: ms[0].schema}
 		}
-		c.compareDecl(out, b, required, schema, "body member "+k.Name, "", "")
+		c.compareDecl(out, b, required, schema, "body member "+k.Name, c.memberPos(op, opNode, toks), "")
 		k.BodyField = c.bodyField(op, toks)
 	}
 	var keyName string
@@ -1018,9 +1060,9 @@ func (c *compiler) checkPointers(out *ir.Operation, op *openapi3.Operation, b co
 				}
 				switch {
 				case known > 0 && arrays == 0:
-					c.diags.Errorf(p.Pos, "unordered-not-array", "unordered: %s names %s, not an array", p.Pointer, kindOf(ms[0].schema))
+					c.diags.Errorf(p.Pos, "unordered-not-array", "unordered: %s names %s, not an array", showPointer(p.Pointer), kindOf(ms[0].schema))
 				case len(others) > 0:
-					c.diags.Warnf(p.Pos, "unordered-no-effect", "unordered: %s also names %s, not arrays: unordered has no effect there", p.Pointer, strings.Join(others, ", "))
+					c.diags.Warnf(p.Pos, "unordered-no-effect", "unordered: %s also names %s, not arrays: unordered has no effect there", showPointer(p.Pointer), strings.Join(others, ", "))
 				}
 			}
 		}
@@ -1043,7 +1085,7 @@ func (c *compiler) checkPointers(out *ir.Operation, op *openapi3.Operation, b co
 		if looksVolatile(m.name) && !coveredBy(pol.Volatile, m.path) {
 			c.diags.Warnf(volPos, "volatile-candidate", "body member %s of %s looks volatile (a clock, retry counter or trace id) but is not declared volatile; a retry that changes it looks like another request: %s", m.path, where, conflictEffect(pol.Semantics))
 		}
-		if m.schema.UniqueItems && isArray(m.schema) && !coveredBy(pol.Unordered, m.path) && !coveredBy(pol.Volatile, m.path) {
+		if m.schema.UniqueItems && isArray(m.schema) && !unorderedAt(pol.Unordered, m.path) && !coveredBy(pol.Volatile, m.path) {
 			c.diags.Warnf(unPos, "unordered-candidate", "body member %s of %s is a set (uniqueItems) but is not declared unordered; a retry that sends its items in another order looks like another request: %s", m.path, where, conflictEffect(pol.Semantics))
 		}
 	}
@@ -1063,6 +1105,26 @@ func coveredBy(list []ir.Pointer, path string) bool {
 		}
 	}
 	return false
+}
+
+// unorderedAt is coveredBy for the unordered pointers, where the root
+// pointer "" (a body that is an array) covers that array only, not the
+// arrays inside its items.
+func unorderedAt(list []ir.Pointer, path string) bool {
+	for _, p := range list {
+		if (p.Pointer == "" && path == "") || (p.Pointer != "" && covers(p.Pointer, path)) {
+			return true
+		}
+	}
+	return false
+}
+
+// showPointer writes a JSON pointer in a message: the root pointer as "".
+func showPointer(p string) string {
+	if p == "" {
+		return `""`
+	}
+	return p
 }
 
 func firstNonZero(ps ...ir.Pos) ir.Pos {

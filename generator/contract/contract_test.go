@@ -256,3 +256,41 @@ func TestResponseHeadersInStepWithRuntime(t *testing.T) {
 		}
 	}
 }
+
+// TestRefNotFollowed: a $ref in an x-idempotency block says that it is not
+// followed and what to do instead, and gives no knock-on semantics-missing.
+func TestRefNotFollowed(t *testing.T) {
+	b, diags := parse(t, "{$ref: '#/components/x-idem/strict'}", contract.Operation)
+	require.Len(t, diags, 1, "%v", diags)
+	assert.Contains(t, diags[0].Message, "not resolve x-idempotency through $ref")
+	assert.Contains(t, diags[0].Message, "overlay")
+	_, rdiags, ok := contract.Resolve(contract.Merge(contract.Block{}, b))
+	assert.False(t, ok)
+	for _, d := range rdiags {
+		assert.NotEqual(t, "semantics-missing", d.Rule, "%s", d)
+	}
+	// With semantics written beside it, the block still resolves.
+	b, diags = parse(t, "{$ref: '#/x', semantics: strict}", contract.Operation)
+	require.Len(t, diags, 1, "%v", diags)
+	_, _, ok = contract.Resolve(contract.Merge(contract.Block{}, b))
+	assert.True(t, ok)
+}
+
+// TestDurationWithoutUnitHint: the duration a bad-duration message
+// suggests for a number without a unit is itself accepted (no sign).
+func TestDurationWithoutUnitHint(t *testing.T) {
+	for _, in := range []string{"30", "-30", "+30", "1.5", "-1.5", "0", ".5"} {
+		_, diags := parse(t, "{semantics: strict, in-flight: {lease: "+in+"}}", contract.Operation)
+		require.Len(t, diags, 1, in)
+		msg := diags[0].Message
+		i := strings.Index(msg, "such as ")
+		require.GreaterOrEqual(t, i, 0, msg)
+		such, _, _ := strings.Cut(msg[i+len("such as "):], ",")
+		d, err := contract.ParseDuration(such)
+		assert.NoError(t, err, "%s: %s", in, msg)
+		assert.Positive(t, d, "%s: %s", in, msg)
+		if strings.ContainsAny(in, "+-") {
+			assert.Contains(t, msg, "sign", msg)
+		}
+	}
+}

@@ -35,6 +35,9 @@ type parser struct {
 	loc   Locator
 	diags diag.List
 	level Level
+	// topRef is where the block has a $ref field (not followed: the
+	// fields it names are missing, not to be reported again).
+	topRef ir.Pos
 }
 
 // Parse parses one x-idempotency value. It never fails: problems are
@@ -58,6 +61,11 @@ func Parse(n *yaml.Node, level Level, loc Locator) (Block, diag.List) {
 	case n.Kind == yaml.MappingNode:
 		b.Enabled.set(true, b.Pos)
 		p.block(n, &b)
+		if !p.topRef.IsZero() && !b.Semantics.Set && b.Semantics.Pos.IsZero() {
+			// As a bad value: no [semantics-missing] on top of the $ref
+			// error, whose target may well hold it.
+			b.Semantics.Pos = p.topRef
+		}
 	default:
 		what := "true, false or a mapping"
 		if level == Root {
@@ -97,6 +105,13 @@ func (p *parser) fields(n *yaml.Node, ptr, where string, known map[string]fieldF
 		}
 		seen[k.Value] = true
 		f, ok := known[k.Value]
+		if !ok && k.Value == "$ref" {
+			p.errorf(k, kp, "unknown-field", "%s: $ref is not followed here (idemgen does not resolve x-idempotency through $ref): write the fields here, share them with a YAML anchor and merge key (<<: *name), or apply them with an overlay", where)
+			if ptr == "" {
+				p.topRef = p.loc(k, kp)
+			}
+			continue
+		}
 		if !ok {
 			names := make([]string, 0, len(known))
 			for name := range known {
@@ -485,7 +500,18 @@ func (p *parser) duration(n *yaml.Node, ptr, what string, zeroOK bool) (time.Dur
 		return 0, false
 	}
 	if n.Tag == "!!int" || n.Tag == "!!float" {
-		p.errorf(n, ptr, "bad-duration", "%s: %s has no unit; write a duration such as %ss, 10m, 24h or 7d", what, n.Value, n.Value)
+		// The suggestion must parse itself: no sign (ParseDuration
+		// refuses one), and a number it reads.
+		num := strings.TrimLeft(n.Value, "+-")
+		such := num + "s"
+		if d, err := ParseDuration(such); err != nil || d <= 0 {
+			such = "90s"
+		}
+		if num != n.Value {
+			p.errorf(n, ptr, "bad-duration", "%s: %s has no unit and a sign; write a duration without + or -, such as %s, 10m, 24h or 7d", what, n.Value, such)
+		} else {
+			p.errorf(n, ptr, "bad-duration", "%s: %s has no unit; write a duration such as %s, 10m, 24h or 7d", what, n.Value, such)
+		}
 		return 0, false
 	}
 	d, err := ParseDuration(n.Value)
@@ -563,7 +589,8 @@ func (p *parser) pointerList(f *Field[[]Field[string]], what string) fieldFunc {
 				p.errorf(it, ip, "bad-pointer", "%s: %v", what, err)
 				continue
 			}
-			if s == "" {
+			if s == "" && what != "unordered" {
+				// unordered: "" is a body that is an array, a multiset.
 				p.errorf(it, ip, "bad-pointer", "%s: the empty pointer names the whole body", what)
 				continue
 			}

@@ -23,6 +23,7 @@ const (
 var warningRules = []string{
 	"business-key",
 	"duplicate-entry",
+	"extension-misspelled",
 	"key-convention-mismatch",
 	"key-optional",
 	"key-param-missing",
