@@ -132,11 +132,11 @@ func responseDescription(status int, r roles) string {
 		parts = append(parts, idem.CodeKeyInUse+": a request with this key is still being processed; retry with the same key after Retry-After.")
 	}
 	if r[roleResponseUnavailable] {
-		parts = append(parts, idem.CodeResponseUnavailable+": the request ran, but its response could not be stored (too large, or cut short as it was sent) and cannot be replayed; do not retry.")
+		parts = append(parts, idem.CodeResponseUnavailable+": the request ran, but its response could not be stored (too large, or cut short as it was sent) and cannot be replayed (this answer carries `Idempotent-Replayed: true`); do not retry.")
 	}
 	if r[roleStoreUnavailable] {
 		parts = append(parts, idem.CodeStoreUnavailable+": the idempotency records could not be reached and nothing ran; retry with the same key after Retry-After.",
-			idem.CodeRequestEnded+": the server's deadline for the request passed before its key was checked and nothing ran; retry with the same key.")
+			idem.CodeRequestEnded+": the request ended on the server (its deadline passed) before the server was done with its key; it is safe to retry with the same key.")
 	}
 	return strings.Join(parts, " ")
 }

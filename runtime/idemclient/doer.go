@@ -744,10 +744,12 @@ func (b *cancelBody) Close() error {
 // server stored that answer for the key (a 5xx under `failures: replay`, a
 // 409 the handler returned), and every retry with the key would get it
 // again until the window ends. A 503 IDEMPOTENCY_STORE_UNAVAILABLE or an
-// in-flight answer is not a replay and keeps its rule.
+// in-flight answer is not a replay and keeps its rule. A 500
+// IDEMPOTENCY_RECORD_UNREADABLE is final too: the key's record is corrupt,
+// and retrying will not mend it.
 func retryStatus(status int, code string, replayed bool, on RetryOn) bool {
 	switch {
-	case neverRetried(status), code == CodeKeyReused, code == CodeResponseUnavailable, replayed:
+	case neverRetried(status), code == CodeKeyReused, code == CodeResponseUnavailable, code == CodeRecordUnreadable, replayed:
 		return false
 	case code == CodeKeyInUse: // the contract's in-flight status, 409 by default
 		return true

@@ -18,6 +18,10 @@ const (
 	CodeKeyMissing       = "IDEMPOTENCY_KEY_MISSING"
 	CodeKeyInvalid       = "IDEMPOTENCY_KEY_INVALID"
 	CodeStoreUnavailable = "IDEMPOTENCY_STORE_UNAVAILABLE"
+	// CodeRecordUnreadable (500): the server could not decode the record
+	// stored for the key. Never retried: a corrupt record does not heal,
+	// and every retry with the key would get the same answer.
+	CodeRecordUnreadable = "IDEMPOTENCY_RECORD_UNREADABLE"
 )
 
 // ProblemError is a response that ended a call with one of the contract's
@@ -26,7 +30,8 @@ const (
 // invalid key: a client bug) nor [CodeKeyReused] (the key was used for
 // another request: a different body, or a resumed call whose body changed)
 // nor [CodeResponseUnavailable] (the request ran, but its response was not
-// stored);
+// stored) nor [CodeRecordUnreadable] (the server cannot read the key's
+// record);
 // [CodeKeyInUse] and [CodeStoreUnavailable] mean the attempts (or the
 // deadline) ran out while the server could not answer yet: resume the call
 // later with [WithKey](Key). When the deadline ran out, the [Doer] returns

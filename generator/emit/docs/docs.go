@@ -90,6 +90,7 @@ func funcs(t *template.Template) template.FuncMap {
 		"problemBase": func() string { return idem.DefaultProblemTypeBase },
 		"inUseDetail": func() string { return idem.DetailKeyInUse },
 		"bodyCompare": bodyCompare,
+		"bodyMember":  bodyMember,
 		"dur":         ir.FormatDuration,
 		"seconds":     func(d time.Duration) int64 { return int64((d + time.Second - 1) / time.Second) },
 		"num":         func(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) },
@@ -125,6 +126,7 @@ type page struct {
 	Ops              []*ir.Operation
 	ConflictStatuses string // of strict operations, e.g. "422" or "409, 422"; "" when none is strict
 	InFlightStatuses string
+	KeyAdvice        string // what key to create, by the key formats of Ops
 }
 
 // Render renders the documentation page of spec.
@@ -147,6 +149,7 @@ func Render(spec *ir.Spec) ([]byte, error) {
 		}
 		inflight = append(inflight, op.Policy.InFlight.Status)
 	}
+	p.KeyAdvice = keyAdvice(spec.Operations)
 	p.ConflictStatuses = statusList(conflict)
 	p.InFlightStatuses = statusList(inflight)
 	if p.InFlightStatuses == "" {
@@ -184,6 +187,42 @@ func tidy(b []byte) []byte {
 	}
 	s := blankLines.ReplaceAllString(strings.Join(lines, "\n"), "\n\n")
 	return []byte(strings.TrimSpace(s) + "\n")
+}
+
+// keyAdvice says what key to create for the operations ops, by their key
+// formats: a version 4 (or 7) UUID when some operation requires that
+// version and none the other, since every format accepts it; a UUID of its
+// operation's version when both are required; otherwise any UUID (version
+// 7 sorts by time, which the Go client's helper creates).
+func keyAdvice(ops []*ir.Operation) string {
+	n := map[string]int{}
+	for _, op := range ops {
+		n[op.Key.Format]++
+	}
+	v4, v7 := n[ir.FormatUUIDv4], n[ir.FormatUUIDv7]
+	which := "some operations below refuse other versions"
+	if v4+v7 == len(ops) {
+		which = "the operations below refuse other versions"
+	}
+	switch {
+	case v4 > 0 && v7 > 0:
+		return "a UUID of the version its operation's Key row names, 4 or 7: another version is refused with 400 `" + idem.CodeKeyInvalid + "`"
+	case v4 > 0:
+		return "a version 4 UUID: " + which
+	case v7 > 0:
+		return "a version 7 UUID: " + which
+	}
+	return "a UUID; version 7 sorts by time"
+}
+
+// bodyMember names the member of the JSON request body that a key in the
+// body is, ptr its JSON pointer: by its name when it is a top-level member.
+func bodyMember(ptr string) string {
+	if tok, ok := strings.CutPrefix(ptr, "/"); ok && !strings.Contains(tok, "/") {
+		name := strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		return "the member `" + name + "` (JSON pointer `" + ptr + "`)"
+	}
+	return "the member at JSON pointer `" + ptr + "`"
 }
 
 func statusList(ss []int) string {
@@ -292,12 +331,12 @@ func bodyCompare(op *ir.Operation) string {
 			}
 		}
 	}
-	jsonPhrase := "compared as data: member order, white space and number spelling do not matter"
+	jsonPhrase := "compared as data: member order, white space, number spelling and the `Content-Type` parameters (such as `charset`) do not matter, members the schema does not declare count like the others"
 	if len(op.Policy.Volatile) > 0 {
 		jsonPhrase += ", volatile members are ignored"
 	}
 	if len(op.Policy.Unordered) > 0 {
-		jsonPhrase += ", unordered arrays are compared as sets"
+		jsonPhrase += ", unordered arrays are compared in any order but with their duplicates (`[\"a\",\"a\",\"b\"]` is not `[\"a\",\"b\"]`)"
 	}
 	const formPhrase = "compared field by field: fields in any order (the values of one field in theirs), `+` and `%20` alike"
 	rawPhrase := "compared byte for byte, with the parameters of its `Content-Type` (such as `charset`)"

@@ -2,8 +2,10 @@ package docs_test
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -100,8 +102,8 @@ paths:
 `), 0o644))
 	out, err := docs.Render(compileCase(t, spec, ""))
 	require.NoError(t, err)
-	assert.Contains(t, string(out), "headers `WWW-Authenticate`, `x-tenant-ID` and JSON body")
-	assert.Contains(t, string(out), "`Content-Type`, `Content-Encoding`, `ETag`;")
+	assert.Contains(t, string(out), "headers `WWW-Authenticate`, `x-tenant-ID`, media type of the `Content-Type` (`application/json` is not `application/merge-patch+json`) and JSON body")
+	assert.Contains(t, string(out), "`Content-Type`, `Content-Encoding`, `ETag`, and `Idempotent-Replayed: true`;")
 	assert.NotContains(t, string(out), "Www-Authenticate")
 }
 
@@ -113,8 +115,107 @@ func TestBodyComparison(t *testing.T) {
 	out, err := docs.Render(compileCase(t, c, ""))
 	require.NoError(t, err)
 	s := string(out)
-	assert.Contains(t, s, "and body, by its content type: a JSON body (`application/json`) is compared as data: member order, white space and number spelling do not matter; any other body (`multipart/form-data`) is compared byte for byte, with the parameters of its `Content-Type` (such as `charset`); a multipart body's boundary is among those bytes and parameters, so a retry must resend the same bytes and `Content-Type`, boundary included.")
+	assert.Contains(t, s, "and body, by its content type: a JSON body (`application/json`) is compared as data: member order, white space, number spelling and the `Content-Type` parameters (such as `charset`) do not matter, members the schema does not declare count like the others; any other body (`multipart/form-data`) is compared byte for byte, with the parameters of its `Content-Type` (such as `charset`); a multipart body's boundary is among those bytes and parameters, so a retry must resend the same bytes and `Content-Type`, boundary included.")
 	assert.Contains(t, s, "and body (`multipart/mixed`), compared byte for byte, with the parameters of its `Content-Type` (such as `charset`); a multipart body's boundary is among those bytes and parameters")
 	assert.Contains(t, s, "and form body, compared field by field: fields in any order (the values of one field in theirs), `+` and `%20` alike.")
 	assert.Equal(t, 0, strings.Count(s, "JSON body, compared as data"), "no operation of this spec has a JSON-only body")
+}
+
+// keySpec writes a spec whose operations take a header key of each format
+// in formats (one operation per format) and returns its rendered page.
+func keySpec(t *testing.T, formats ...string) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("openapi: 3.0.3\ninfo: {title: K, version: '1'}\npaths:\n")
+	for i, f := range formats {
+		fmt.Fprintf(&b, `  /op%[1]d:
+    post:
+      operationId: op%[1]d
+      x-idempotency:
+        semantics: strict
+        key: {header: Idempotency-Key, format: %[2]s}
+      responses: {'200': {description: ok}}
+`, i, f)
+	}
+	spec := filepath.Join(t.TempDir(), "openapi.yaml")
+	require.NoError(t, os.WriteFile(spec, []byte(b.String()), 0o644))
+	out, err := docs.Render(compileCase(t, spec, ""))
+	require.NoError(t, err)
+	return string(out)
+}
+
+// Step 1's advice on the key to create follows the key formats of the
+// page: a version 7 UUID is refused by a uuidv4 key (400), so a page of
+// uuidv4 operations must not advise it.
+func TestKeyAdvice(t *testing.T) {
+	for _, tc := range []struct {
+		formats []string
+		want    string
+	}{
+		{[]string{"uuidv4"}, "Create a new key (a version 4 UUID: the operations below refuse other versions) for each"},
+		{[]string{"uuidv4", "uuid", "token"}, "Create a new key (a version 4 UUID: some operations below refuse other versions) for each"},
+		{[]string{"uuidv7", "uuidv7"}, "Create a new key (a version 7 UUID: the operations below refuse other versions) for each"},
+		{[]string{"uuidv4", "uuidv7"}, "Create a new key (a UUID of the version its operation's Key row names, 4 or 7: another version is refused with 400 `IDEMPOTENCY_KEY_INVALID`) for each"},
+		{[]string{"uuid", "token"}, "Create a new key (a UUID; version 7 sorts by time) for each"},
+	} {
+		out := keySpec(t, tc.formats...)
+		assert.Contains(t, out, tc.want, "%v", tc.formats)
+		if slices.Contains(tc.formats, "uuidv4") {
+			assert.NotContains(t, out, "version 7 sorts by time", "%v", tc.formats)
+		}
+	}
+}
+
+// A key in the body is named as a member, its JSON pointer beside it; a
+// nested one by its pointer alone.
+func TestBodyMember(t *testing.T) {
+	out := string(must(docs.Render(compileCase(t, filepath.Join("..", "..", "..", "testdata", "augment", "coupons", "openapi.yaml"), ""))))
+	assert.Contains(t, out, "Send the member `idempotency_key` (JSON pointer `/idempotency_key`) of the JSON request body")
+	assert.NotContains(t, out, "the member `/")
+}
+
+// What the trial of the docs found a client could not tell from them: a
+// replay is final whatever its status, RECORD_UNREADABLE is never retried,
+// unordered arrays are multisets, the same request's path, query and media
+// type, the replayed headers and the size limits, and what Retry-After
+// does to the backoff span. Both the page and the spec's summary say it.
+func TestRetryGuidance(t *testing.T) {
+	spec := compileCase(t, filepath.Join("..", "..", "..", "testdata", "augment", "coupons", "openapi.yaml"), "")
+	page := string(must(docs.Render(spec)))
+	var claim *ir.Operation
+	for _, op := range spec.Operations {
+		if op.OperationID == "claimCoupon" {
+			claim = op
+		}
+	}
+	require.NotNil(t, claim)
+	summary := must(docs.Summary(claim))
+	for _, s := range []string{page, summary} {
+		assert.Contains(t, s, "but never a response marked `Idempotent-Replayed: true`: it is final, whatever its status.")
+		assert.Contains(t, s, "Backoff span: at most 3.5s of waiting in all; a server's `Retry-After`")
+		assert.NotContains(t, s, "Longest retry span")
+		assert.Contains(t, s, "unordered arrays are compared in any order but with their duplicates")
+		assert.NotContains(t, s, "as sets")
+		assert.Contains(t, s, "path as sent (percent-encoding included")
+		assert.Contains(t, s, "query (parameters in any order")
+		assert.Contains(t, s, "media type of the `Content-Type`")
+		assert.Contains(t, s, "members the schema does not declare count like the others")
+		assert.Contains(t, s, "`Location`, and `Idempotent-Replayed: true`; bodies up to 1 MiB: a request whose response was larger ran, but a repeat gets 409 `IDEMPOTENCY_RESPONSE_UNAVAILABLE`")
+		assert.Contains(t, s, "refuses a larger body with 413 `IDEMPOTENCY_REQUEST_TOO_LARGE`")
+		assert.Contains(t, s, "upper-case hex digits name the same key as lower-case")
+	}
+	assert.Contains(t, summary, "or 500 `IDEMPOTENCY_RECORD_UNREADABLE` with the same key; of the 409s, retry only `IDEMPOTENCY_KEY_IN_USE`.")
+	assert.Contains(t, page, "409 `IDEMPOTENCY_RESPONSE_UNAVAILABLE` and 500 `IDEMPOTENCY_RECORD_UNREADABLE`. They are final")
+	assert.Contains(t, page, "5. **A response marked `Idempotent-Replayed: true` is final, whatever its status.**")
+	assert.Contains(t, page, "The 409 `IDEMPOTENCY_RESPONSE_UNAVAILABLE` carries it too")
+	assert.NotContains(t, page, "nothing was run. | Yes. |", "REQUEST_ENDED may have run (transactional mode)")
+	assert.Contains(t, page, "| Yes: it is safe to retry with the same key")
+	assert.NotContains(t, page, "a repeated request inside the window")
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
