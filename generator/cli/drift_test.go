@@ -108,8 +108,27 @@ func TestCheckGeneratedCRLF(t *testing.T) {
 	code, _, stderr := run("check", "-generated", "-config", cfg)
 	assert.Equal(t, 0, code, stderr)
 	assert.Contains(t, stderr, server+": up to date but for its line endings")
-	assert.Contains(t, stderr, filepath.ToSlash(filepath.Join(dir, "gen"))+"/* text eol=lf")
+	// Outside a repository: for a .gitattributes beside the files, never
+	// a pattern for every file.
+	assert.Contains(t, stderr, "add to the .gitattributes in "+filepath.Join(dir, "gen")+":\n\t/*.gen.go text eol=lf\n")
+	assert.NotContains(t, stderr, "* text eol=lf")
 	assert.Contains(t, stderr, "2 generated files are up to date")
+
+	// In a repository, relative to its root, whatever the current
+	// directory; the docs page by its name.
+	require.NoError(t, os.Mkdir(filepath.Join(dir, ".git"), 0o755))
+	docs := filepath.Join(dir, "gen", "IDEMPOTENCY.md")
+	require.NoError(t, os.WriteFile(cfg, []byte("package: api\noutput: gen\nspec: openapi.yaml\ngenerate: {server: true, client: true, docs: true}\n"), 0o644))
+	code, _, stderr = run("generate", "-config", cfg)
+	require.Equal(t, 0, code, stderr)
+	toCRLF(t, server)
+	toCRLF(t, filepath.Join(dir, "gen", "idempotency_client.gen.go"))
+	toCRLF(t, docs)
+	code, _, stderr = run("check", "-generated", "-config", cfg)
+	assert.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, "add to the .gitattributes in the repository's root, "+dir+":\n\tgen/*.gen.go text eol=lf\n\tgen/IDEMPOTENCY.md text eol=lf\n", stderr)
+	assert.NotContains(t, stderr, "* text eol=lf")
+	require.NoError(t, os.Remove(filepath.Join(dir, ".git")))
 
 	makeStale(t, cfg)
 	code, _, stderr = run("check", "-generated", "-config", cfg)

@@ -9,6 +9,7 @@ import (
 	"io"
 	iofs "io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -88,6 +89,7 @@ func checkGenerated(fs *flag.FlagSet, configPath string, others, overlays []stri
 	}
 	specStale := slices.ContainsFunc(diags, func(d diag.Diagnostic) bool { return d.Rule == augment.RuleSpecStale })
 	var drift diag.List
+	var crlf []string // up to date but for their line endings
 	for _, f := range files {
 		path := filepath.Join(cfg.Output, f.Path)
 		have, err := os.ReadFile(path)
@@ -100,7 +102,8 @@ func checkGenerated(fs *flag.FlagSet, configPath string, others, overlays []stri
 		case isText(path) && bytes.Equal(toLF(have), toLF(f.Data)):
 			// A checkout that converts line endings (core.autocrlf=true):
 			// the file is what idemgen writes but for them.
-			fmt.Fprintf(stderr, "%s: up to date but for its line endings (CRLF here, LF generated: a checkout with git's core.autocrlf=true?); to check out LF, add \"%s text eol=lf\" to .gitattributes\n", path, filepath.ToSlash(filepath.Join(cfg.Output, "*")))
+			fmt.Fprintf(stderr, "%s: up to date but for its line endings (CRLF here, LF generated: a checkout with git's core.autocrlf=true?)\n", path)
+			crlf = append(crlf, path)
 		default:
 			want := f.Data
 			if isText(path) {
@@ -121,6 +124,9 @@ func checkGenerated(fs *flag.FlagSet, configPath string, others, overlays []stri
 				drift.Errorf(pos, ruleGeneratedStale, "stale (differs from what idemgen generates from line %d on: the file has %s, idemgen generates %s%s)", line, fileText, genText, hint)
 			}
 		}
+	}
+	if len(crlf) > 0 {
+		fmt.Fprint(stderr, eolHint(crlf))
 	}
 	r.report(drift)
 	bad := len(drift)
@@ -285,6 +291,58 @@ func isText(path string) bool {
 		return true
 	}
 	return false
+}
+
+// eolHint says how to check out the generated files paths with LF line
+// endings: a .gitattributes line for each (the Go files of a directory
+// by their .gen.go suffix), its pattern relative to the repository's root
+// (the directory with .git above them), to add to the .gitattributes
+// there; outside a repository, relative to the directory of the first,
+// for a .gitattributes there. Never a pattern that matches every file
+// (* text eol=lf would turn binaries into text).
+func eolHint(paths []string) string {
+	base := repoRoot(filepath.Dir(absPath(paths[0])))
+	where := "the repository's root, " + base
+	if base == "" {
+		base = filepath.Dir(absPath(paths[0]))
+		where = base
+	}
+	var lines []string
+	for _, p := range paths {
+		rel, err := filepath.Rel(base, absPath(p))
+		if err != nil {
+			rel = absPath(p)
+		}
+		rel = filepath.ToSlash(rel)
+		if strings.HasSuffix(rel, ".gen.go") {
+			rel = path.Join(path.Dir(rel), "*.gen.go")
+		}
+		if !strings.Contains(rel, "/") {
+			rel = "/" + rel // this directory's only, not every one's below
+		}
+		if strings.ContainsAny(rel, " \t\"") {
+			rel = strconv.Quote(rel)
+		}
+		if line := rel + " text eol=lf"; !slices.Contains(lines, line) {
+			lines = append(lines, line)
+		}
+	}
+	return fmt.Sprintf("idemgen check: to check out the generated files with LF line endings, add to the .gitattributes in %s:\n\t%s\n", where, strings.Join(lines, "\n\t"))
+}
+
+// repoRoot returns the directory, dir or one above it, that holds .git
+// (a directory, or a file in a worktree); "" when none does.
+func repoRoot(dir string) string {
+	for {
+		if _, err := os.Stat(filepath.Join(dir, ".git")); err == nil {
+			return dir
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			return ""
+		}
+		dir = up
+	}
 }
 
 // toLF returns data with its CRLF line endings turned into LF.
