@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -32,29 +33,26 @@ const (
 
 // orphans looks, in the directories where cfg (read from configPath) puts
 // or put its outputs (its output directory, the config file's directory,
-// which is the default output, and the directory of the output of the
-// oapi-codegen configuration beside it, where idemgen's files sit beside
-// oapi-codegen's), for files idemgen generated that files (the outputs of
-// cfg now) does not hold: removed emitters, a moved output, a renamed
-// file. Each is an error [generated-orphaned] when it was generated from
+// which is the default output, and the directory of the output of its
+// oapi-codegen configuration, where idemgen's files sit beside
+// oapi-codegen's: oapiOutputDir), for files idemgen generated that files
+// (the outputs of cfg now) and produced (those of the other configs of
+// the run, absolute) do not hold: removed emitters, a moved output, a
+// renamed file. Each is an error [generated-orphaned] when it was generated from
 // cfg's spec and no other idemgen config (others: the other configs of
 // the run; and those found in these directories) writes to its
 // directory; else a warning, as it may be another config's output.
-func orphans(configPath string, cfg *Config, files []emitter.File, others []string) diag.List {
-	have := map[string]bool{}
+func orphans(configPath string, cfg *Config, files []emitter.File, others []string, produced map[string]bool) diag.List {
+	have := maps.Clone(produced)
+	if have == nil {
+		have = map[string]bool{}
+	}
 	for _, f := range files {
 		have[absPath(filepath.Join(cfg.Output, f.Path))] = true
 	}
 	dirs := []string{cfg.Output, filepath.Dir(configPath)}
-	for _, name := range []string{DefaultOapiCodegenConfig, "oapi-codegen.yml"} {
-		path := filepath.Join(filepath.Dir(configPath), name)
-		if f, err := readOapiFile(path); err == nil && f.Output != "" {
-			out := f.Output
-			if !filepath.IsAbs(out) {
-				out = filepath.Join(filepath.Dir(configPath), out)
-			}
-			dirs = append(dirs, filepath.Dir(out))
-		}
+	if dir := oapiOutputDir(configPath, cfg); dir != "" {
+		dirs = append(dirs, dir)
 	}
 	var seen []string
 	var list diag.List
@@ -94,6 +92,38 @@ func orphans(configPath string, cfg *Config, files []emitter.File, others []stri
 		}
 	}
 	return list
+}
+
+// oapiOutputDir returns the directory of oapi-codegen's output, where
+// idemgen's files sit beside oapi-codegen's: of the configuration cfg
+// (read from configPath) read, or, when it read none and names none, of
+// the oapi-codegen.yaml beside it that configures cfg's package but
+// another output directory (the output: moved, idemgen's old files left
+// there). "" for none: not for an oapi-codegen.yaml of another package,
+// nor beside a config whose oapi-codegen-config: names another file.
+func oapiOutputDir(configPath string, cfg *Config) string {
+	path := cfg.OapiCodegenConfig
+	if cfg.oapiOutput != nil {
+		path = cfg.oapiOutput.path // the file read
+	} else if path == "" {
+		path = filepath.Join(filepath.Dir(configPath), DefaultOapiCodegenConfig)
+	} else {
+		return "" // named, not read
+	}
+	f, err := readOapiFile(path)
+	if err != nil || f.Output == "" {
+		return ""
+	}
+	if cfg.oapiOutput == nil && (f.Package == "" || f.Package != cfg.Package) {
+		return "" // another package's
+	}
+	out := f.Output
+	if !filepath.IsAbs(out) {
+		// oapi-codegen's output is relative to where it runs: go
+		// generate runs it in the config's directory, as idemgen.
+		out = filepath.Join(filepath.Dir(configPath), out)
+	}
+	return filepath.Dir(out)
 }
 
 // generatedFrom reports whether path is a file idemgen generated, and the

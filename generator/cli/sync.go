@@ -37,19 +37,62 @@ func checkGeneratedAll(fs *flag.FlagSet, configs, overlays []string, ignores []d
 		return usageError(fs, "with several -config, SPEC and -overlay are not allowed (each config names its own)")
 	}
 	r := &reporter{format: format, out: stdout, stderr: stderr}
+	// The files each config of the run produces are no other config's
+	// orphans, nor another config's output to warn about.
+	var produced map[string]bool
+	if len(configs) > 1 {
+		produced = map[string]bool{}
+		for _, c := range configs {
+			for _, p := range producedFiles(fs, c, ignores, strict) {
+				produced[p] = true
+			}
+		}
+	}
 	code := ExitOK
 	for _, c := range configs {
-		code = max(code, checkGenerated(fs, c, configs, overlays, ignores, strict, r, stderr))
+		code = max(code, checkGenerated(fs, c, configs, produced, overlays, ignores, strict, r, stderr))
 	}
 	r.flush()
 	return code
 }
 
+// producedFiles returns the files (absolute paths) that configPath
+// generates now, as checkGenerated would compare them; none when it
+// cannot say (checkGenerated reports why).
+func producedFiles(fs *flag.FlagSet, configPath string, ignores []diag.Ignore, strict bool) []string {
+	cfg, err := LoadConfig(configPath)
+	if err != nil {
+		return nil
+	}
+	names := sortedTrue(cfg.Generate)
+	if cfg.Spec == "" || len(names) == 0 || cfg.Output == "-" {
+		return nil
+	}
+	params, err := cfg.emitterSettings(names, cfg.Options)
+	if err != nil {
+		return nil
+	}
+	spec, diags, _ := diagnose(cfg, strict, ignores, cfg.noReplayedHeader(fs))
+	if diags.HasErrors() {
+		return nil
+	}
+	files, err := emitter.Run(names, spec, cfg.emitterOptions(params))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, f := range files {
+		out = append(out, absPath(filepath.Join(cfg.Output, f.Path)))
+	}
+	return out
+}
+
 // checkGenerated regenerates every output configPath configures in memory
 // and compares it with the files on disk, and looks for files idemgen
 // generated that it no longer produces (orphans; others: the configs of
-// the run, which may write to the same directories).
-func checkGenerated(fs *flag.FlagSet, configPath string, others, overlays []string, ignores []diag.Ignore, strict bool, r *reporter, stderr io.Writer) int {
+// the run, which may write to the same directories; produced: the files,
+// absolute, that they generate, never orphans).
+func checkGenerated(fs *flag.FlagSet, configPath string, others []string, produced map[string]bool, overlays []string, ignores []diag.Ignore, strict bool, r *reporter, stderr io.Writer) int {
 	cfg, err := LoadConfig(configPath)
 	if err != nil {
 		fmt.Fprintf(stderr, "idemgen check: %v\n", err)
@@ -130,7 +173,7 @@ func checkGenerated(fs *flag.FlagSet, configPath string, others, overlays []stri
 	}
 	r.report(drift)
 	bad := len(drift)
-	orphaned := orphans(configPath, cfg, files, others)
+	orphaned := orphans(configPath, cfg, files, others, produced)
 	r.report(orphaned)
 	nOrphans, _ := orphaned.Count()
 	also := ""
