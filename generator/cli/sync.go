@@ -9,6 +9,7 @@ import (
 	"io"
 	iofs "io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -36,19 +37,62 @@ func checkGeneratedAll(fs *flag.FlagSet, configs, overlays []string, ignores []d
 		return usageError(fs, "with several -config, SPEC and -overlay are not allowed (each config names its own)")
 	}
 	r := &reporter{format: format, out: stdout, stderr: stderr}
+	// The files each config of the run produces are no other config's
+	// orphans, nor another config's output to warn about.
+	var produced map[string]bool
+	if len(configs) > 1 {
+		produced = map[string]bool{}
+		for _, c := range configs {
+			for _, p := range producedFiles(fs, c, ignores, strict) {
+				produced[p] = true
+			}
+		}
+	}
 	code := ExitOK
 	for _, c := range configs {
-		code = max(code, checkGenerated(fs, c, configs, overlays, ignores, strict, r, stderr))
+		code = max(code, checkGenerated(fs, c, configs, produced, overlays, ignores, strict, r, stderr))
 	}
 	r.flush()
 	return code
 }
 
+// producedFiles returns the files (absolute paths) that configPath
+// generates now, as checkGenerated would compare them; none when it
+// cannot say (checkGenerated reports why).
+func producedFiles(fs *flag.FlagSet, configPath string, ignores []diag.Ignore, strict bool) []string {
+	cfg, err := LoadConfig(configPath)
+	if err != nil {
+		return nil
+	}
+	names := sortedTrue(cfg.Generate)
+	if cfg.Spec == "" || len(names) == 0 || cfg.Output == "-" {
+		return nil
+	}
+	params, err := cfg.emitterSettings(names, cfg.Options)
+	if err != nil {
+		return nil
+	}
+	spec, diags, _ := diagnose(cfg, strict, ignores, cfg.noReplayedHeader(fs))
+	if diags.HasErrors() {
+		return nil
+	}
+	files, err := emitter.Run(names, spec, cfg.emitterOptions(params))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, f := range files {
+		out = append(out, absPath(filepath.Join(cfg.Output, f.Path)))
+	}
+	return out
+}
+
 // checkGenerated regenerates every output configPath configures in memory
 // and compares it with the files on disk, and looks for files idemgen
 // generated that it no longer produces (orphans; others: the configs of
-// the run, which may write to the same directories).
-func checkGenerated(fs *flag.FlagSet, configPath string, others, overlays []string, ignores []diag.Ignore, strict bool, r *reporter, stderr io.Writer) int {
+// the run, which may write to the same directories; produced: the files,
+// absolute, that they generate, never orphans).
+func checkGenerated(fs *flag.FlagSet, configPath string, others []string, produced map[string]bool, overlays []string, ignores []diag.Ignore, strict bool, r *reporter, stderr io.Writer) int {
 	cfg, err := LoadConfig(configPath)
 	if err != nil {
 		fmt.Fprintf(stderr, "idemgen check: %v\n", err)
@@ -88,6 +132,7 @@ func checkGenerated(fs *flag.FlagSet, configPath string, others, overlays []stri
 	}
 	specStale := slices.ContainsFunc(diags, func(d diag.Diagnostic) bool { return d.Rule == augment.RuleSpecStale })
 	var drift diag.List
+	var crlf []string // up to date but for their line endings
 	for _, f := range files {
 		path := filepath.Join(cfg.Output, f.Path)
 		have, err := os.ReadFile(path)
@@ -100,7 +145,8 @@ func checkGenerated(fs *flag.FlagSet, configPath string, others, overlays []stri
 		case isText(path) && bytes.Equal(toLF(have), toLF(f.Data)):
 			// A checkout that converts line endings (core.autocrlf=true):
 			// the file is what idemgen writes but for them.
-			fmt.Fprintf(stderr, "%s: up to date but for its line endings (CRLF here, LF generated: a checkout with git's core.autocrlf=true?); to check out LF, add \"%s text eol=lf\" to .gitattributes\n", path, filepath.ToSlash(filepath.Join(cfg.Output, "*")))
+			fmt.Fprintf(stderr, "%s: up to date but for its line endings (CRLF here, LF generated: a checkout with git's core.autocrlf=true?)\n", path)
+			crlf = append(crlf, path)
 		default:
 			want := f.Data
 			if isText(path) {
@@ -122,9 +168,12 @@ func checkGenerated(fs *flag.FlagSet, configPath string, others, overlays []stri
 			}
 		}
 	}
+	if len(crlf) > 0 {
+		fmt.Fprint(stderr, eolHint(crlf))
+	}
 	r.report(drift)
 	bad := len(drift)
-	orphaned := orphans(configPath, cfg, files, others)
+	orphaned := orphans(configPath, cfg, files, others, produced)
 	r.report(orphaned)
 	nOrphans, _ := orphaned.Count()
 	also := ""
@@ -285,6 +334,58 @@ func isText(path string) bool {
 		return true
 	}
 	return false
+}
+
+// eolHint says how to check out the generated files paths with LF line
+// endings: a .gitattributes line for each (the Go files of a directory
+// by their .gen.go suffix), its pattern relative to the repository's root
+// (the directory with .git above them), to add to the .gitattributes
+// there; outside a repository, relative to the directory of the first,
+// for a .gitattributes there. Never a pattern that matches every file
+// (* text eol=lf would turn binaries into text).
+func eolHint(paths []string) string {
+	base := repoRoot(filepath.Dir(absPath(paths[0])))
+	where := "the repository's root, " + base
+	if base == "" {
+		base = filepath.Dir(absPath(paths[0]))
+		where = base
+	}
+	var lines []string
+	for _, p := range paths {
+		rel, err := filepath.Rel(base, absPath(p))
+		if err != nil {
+			rel = absPath(p)
+		}
+		rel = filepath.ToSlash(rel)
+		if strings.HasSuffix(rel, ".gen.go") {
+			rel = path.Join(path.Dir(rel), "*.gen.go")
+		}
+		if !strings.Contains(rel, "/") {
+			rel = "/" + rel // this directory's only, not every one's below
+		}
+		if strings.ContainsAny(rel, " \t\"") {
+			rel = strconv.Quote(rel)
+		}
+		if line := rel + " text eol=lf"; !slices.Contains(lines, line) {
+			lines = append(lines, line)
+		}
+	}
+	return fmt.Sprintf("idemgen check: to check out the generated files with LF line endings, add to the .gitattributes in %s:\n\t%s\n", where, strings.Join(lines, "\n\t"))
+}
+
+// repoRoot returns the directory, dir or one above it, that holds .git
+// (a directory, or a file in a worktree); "" when none does.
+func repoRoot(dir string) string {
+	for {
+		if _, err := os.Stat(filepath.Join(dir, ".git")); err == nil {
+			return dir
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			return ""
+		}
+		dir = up
+	}
 }
 
 // toLF returns data with its CRLF line endings turned into LF.

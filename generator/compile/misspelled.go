@@ -1,18 +1,25 @@
 package compile
 
 import (
+	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/idemgen/idemgen/generator/contract"
+	"github.com/idemgen/idemgen/generator/internal/editdist"
 	"github.com/idemgen/idemgen/generator/internal/yamlmerge"
 	"github.com/idemgen/idemgen/generator/load"
 )
 
 // RuleExtensionMisspelled: a key at the document root, on a path item or
-// on an operation is close to x-idempotency but not it (x-Idempotency,
-// x_idempotency, x-idempotancy): idemgen reads no contract there, so the
-// contract its authors meant silently disappears. A warning.
+// on an operation is x-idempotency but for its case or a '_' for the '-'
+// (x-Idempotency, x_idempotency), or is a near miss (x-idempotancy,
+// x-idempotenc) whose value reads as a contract (a mapping with a field
+// of x-idempotency): idemgen reads no contract there, so the contract its
+// authors meant silently disappears. A warning. Near misses whose value
+// is no contract (x-idempotent: true, x-idempotence-… of other tools) are
+// other extensions, left alone.
 const RuleExtensionMisspelled = "extension-misspelled"
 
 // misspelled warns about each key of mapping m (the document root, a path
@@ -27,7 +34,7 @@ func (c *compiler) misspelled(m load.Node, where string, ops []string) {
 	kv := yamlmerge.Pairs(m.Node)
 	for i := 0; i+1 < len(kv); i += 2 {
 		k := kv[i].Value
-		if kv[i].Kind != yaml.ScalarNode || !misspelledExtension(k) {
+		if kv[i].Kind != yaml.ScalarNode || !misspelledExtension(k, c.doc.Deref(load.Node{Node: kv[i+1], File: m.File}).Node) {
 			continue
 		}
 		pos := c.doc.Pos(kv[i], m.File, m.Pointer+"/"+load.Escape(k))
@@ -36,34 +43,40 @@ func (c *compiler) misspelled(m load.Node, where string, ops []string) {
 	}
 }
 
-// misspelledExtension reports whether key is not x-idempotency but equals
-// it ignoring case and '_' for '-', or is within edit distance 2 of it.
-func misspelledExtension(key string) bool {
+// misspelledExtension reports whether key, whose value is v, is not
+// x-idempotency but equals it ignoring case and '_' for '-', or is within
+// edit distance 2 of it (so folded) with a value that looks like a
+// contract: a mapping with at least one field of x-idempotency. A near
+// miss with another value is another extension (x-idempotent: true).
+func misspelledExtension(key string, v *yaml.Node) bool {
 	const want = "x-idempotency"
 	if key == want || len(key) > len(want)+2 || len(key) < len(want)-2 {
 		return false
 	}
 	k := strings.ReplaceAll(strings.ToLower(key), "_", "-")
-	return k == want || editDistance(k, want) <= 2
+	if k == want {
+		return true
+	}
+	return editdist.Distance(k, want) <= 2 && looksLikeContract(v)
 }
 
-// editDistance is the Levenshtein distance between a and b (bytes).
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
+// contractFields are the names of the fields of an x-idempotency block.
+var contractFields = contract.Fields()
+
+// looksLikeContract reports whether v is a mapping with at least one field
+// of an x-idempotency block (merge keys followed).
+func looksLikeContract(v *yaml.Node) bool {
+	for v != nil && v.Kind == yaml.AliasNode {
+		v = v.Alias
 	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+	if v == nil || v.Kind != yaml.MappingNode {
+		return false
+	}
+	kv := yamlmerge.Pairs(v)
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i].Kind == yaml.ScalarNode && slices.Contains(contractFields, kv[i].Value) {
+			return true
 		}
-		prev, cur = cur, prev
 	}
-	return prev[len(b)]
+	return false
 }

@@ -138,7 +138,26 @@ func (p *parser) mapping(n *yaml.Node, ptr, what string) bool {
 }
 
 func (p *parser) block(n *yaml.Node, b *Block) {
-	known := map[string]fieldFunc{
+	p.fields(n, "", "x-idempotency", p.blockFields(b))
+}
+
+// Fields returns the names of the fields of an x-idempotency block,
+// sorted (semantics, window, key, …).
+func Fields() []string {
+	var p parser
+	known := p.blockFields(&Block{})
+	names := make([]string, 0, len(known))
+	for name := range known {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// blockFields returns the fields of an x-idempotency block, each setting
+// its part of b.
+func (p *parser) blockFields(b *Block) map[string]fieldFunc {
+	return map[string]fieldFunc{
 		"semantics": func(v *yaml.Node, ptr string) {
 			if s, ok := p.enum(v, ptr, "semantics", "strict", "loose", "window"); ok {
 				b.Semantics.set(ir.Semantics(s), p.loc(v, ptr))
@@ -256,7 +275,6 @@ func (p *parser) block(n *yaml.Node, b *Block) {
 			}
 		},
 	}
-	p.fields(n, "", "x-idempotency", known)
 }
 
 func (p *parser) key(n *yaml.Node, ptr string, k *KeyBlock) {

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/idemgen/idemgen/generator/internal/editdist"
 	"github.com/idemgen/idemgen/generator/ir"
 )
 
@@ -221,7 +222,7 @@ func Suggest(s string, candidates []string) string {
 		if abs(len(ls)-len(lc)) >= bestD {
 			continue // the distance is at least the lengths' difference
 		}
-		if d := distance(ls, lc); d < bestD {
+		if d := editdist.Distance(ls, lc); d < bestD {
 			best, bestD = c, d
 		}
 	}
@@ -233,27 +234,4 @@ func abs(n int) int {
 		return -n
 	}
 	return n
-}
-
-func distance(a, b string) int {
-	if len(a) > 256 || len(b) > 256 {
-		return 99
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			c := 1
-			if a[i-1] == b[j-1] {
-				c = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+c)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

@@ -156,7 +156,8 @@ var openapiVersion = regexp.MustCompile(`^3\.(\d+)(?:\.\d+)?(?:-[0-9A-Za-z.-]+)?
 // no 3.x version. OpenAPI 3.2 and later 3.x are not supported yet, as
 // docs/contract.md promises 3.0 and 3.1 only: an error of kind
 // unsupported, which says how to go on when the spec uses nothing that
-// 3.2 added.
+// 3.2 added. An unquoted version YAML reads as a number (openapi: 3.1)
+// is refused at the field, saying to quote it.
 func checkVersion(root *yaml.Node, path string) diag.List {
 	var diags diag.List
 	at := func(n *yaml.Node, ptr string) ir.Pos {
@@ -173,6 +174,20 @@ func checkVersion(root *yaml.Node, path string) diag.List {
 	v := mapValue(root, "openapi")
 	if v == nil {
 		diags.Errorf(at(root, ""), "load-error", "the spec has no openapi field: idemgen reads OpenAPI 3.0 and 3.1 documents, which start with openapi: 3.0.3 or 3.1.1 (say)")
+		return diags
+	}
+	if v.Kind == yaml.ScalarNode && (v.ShortTag() == "!!float" || v.ShortTag() == "!!int") {
+		// openapi: 3.1 unquoted is a float, which kin-openapi cannot read
+		// into its string field (cannot unmarshal !!float, at 1:1).
+		want := "3.1.0"
+		if openapiVersion.MatchString(v.Value) && !strings.Contains(strings.TrimPrefix(v.Value, "3."), ".") {
+			want = v.Value + ".0"
+		}
+		quoted := "openapi: '" + want + "'"
+		if root.Style&yaml.FlowStyle != 0 {
+			quoted = `"openapi": "` + want + `"`
+		}
+		diags.Errorf(at(v, "/openapi"), "load-error", "openapi: %s is read as a number: quote it (%s)", v.Value, quoted)
 		return diags
 	}
 	m := openapiVersion.FindStringSubmatch(v.Value)

@@ -285,6 +285,11 @@ func TestVersion(t *testing.T) {
 		{"openapi: 2.0.0", 1, 10, false, `openapi: "2.0.0" is no OpenAPI 3 version`},
 		{"openapi: 4.0.0", 1, 10, false, `openapi: "4.0.0" is no OpenAPI 3 version`},
 		{"openapi: {v: 3}", 1, 10, false, "openapi: not a version string is no OpenAPI 3 version"},
+		{"openapi: 3.1", 1, 10, false, "openapi: 3.1 is read as a number: quote it (openapi: '3.1.0')"},
+		{"openapi: 3.0", 1, 10, false, "openapi: 3.0 is read as a number: quote it (openapi: '3.0.0')"},
+		{"openapi: 3", 1, 10, false, "openapi: 3 is read as a number: quote it (openapi: '3.1.0')"},
+		{"openapi: !!str 3.1", 0, 0, false, ""},
+		{"openapi: true", 1, 10, false, `openapi: "true" is no OpenAPI 3 version`},
 		{"openapi: 3.2.0", 1, 10, true, "OpenAPI 3.2.0: idemgen reads OpenAPI 3.0 and 3.1 only"},
 		{"openapi: 3.10.0", 1, 10, true, "OpenAPI 3.10.0: idemgen reads OpenAPI 3.0 and 3.1 only"},
 	} {
