@@ -190,3 +190,33 @@ func TestOuterContentTypeNotRecorded(t *testing.T) {
 	assert.Empty(t, bare.Header().Values("Content-Type"), "not recorded")
 	assert.Equal(t, int32(1), f.calls.Load())
 }
+
+// A Begin/Complete caller that runs code behind the engine before Complete
+// calls Writer(w) first: a header that code sets on w is then recorded and
+// replayed (Complete's own Writer(w) would take it for a front middleware's).
+func TestStrictWriterBeforeInnerCode(t *testing.T) {
+	f := newFixture(t, idem.Options{})
+	p := mustCompile(t, strictSpec())
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c := f.eng.Begin(r, p, idem.RequestKey)
+		defer c.End()
+		if c.Decision() != idem.Execute {
+			c.Respond(w)
+			return
+		}
+		c.Writer(w)
+		w.Header().Set("Content-Encoding", "x-inner") // behind the engine
+		_ = c.Complete(w, func(w http.ResponseWriter) error {
+			w.Header().Set("Content-Type", "application/octet-stream")
+			w.WriteHeader(http.StatusCreated)
+			_, err := io.WriteString(w, "compressed-bytes")
+			return err
+		})
+	})
+	first := send(h, req{key: "k", body: `{}`})
+	require.Equal(t, "x-inner", first.Header().Get("Content-Encoding"))
+	dup := send(h, req{key: "k", body: `{}`})
+	assert.Equal(t, "true", dup.Header().Get("Idempotent-Replayed"))
+	assert.Equal(t, "x-inner", dup.Header().Get("Content-Encoding"))
+	assert.Equal(t, "compressed-bytes", dup.Body.String())
+}
