@@ -220,3 +220,38 @@ func TestStrictWriterBeforeInnerCode(t *testing.T) {
 	assert.Equal(t, "x-inner", dup.Header().Get("Content-Encoding"))
 	assert.Equal(t, "compressed-bytes", dup.Body.String())
 }
+
+// A handler that changes the front middleware's value in place (the same
+// slice element, another string) has set it: the record keeps the
+// handler's value, and the replay is what the client got.
+func TestOuterValueChangedInPlace(t *testing.T) {
+	for name, change := range map[string]func(h http.Header){
+		"index":  func(h http.Header) { h["Content-Type"][0] = "text/csv" },
+		"append": func(h http.Header) { h["Content-Type"] = append(h["Content-Type"][:0], "text/csv") },
+		"trim": func(h http.Header) {
+			v := h["Content-Type"][0]
+			h["Content-Type"][0] = v[:strings.IndexByte(v, ';')]
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, idem.Options{})
+			h := f.eng.Handler(mustCompile(t, strictSpec()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				change(w.Header())
+				w.WriteHeader(http.StatusCreated)
+				_, _ = io.WriteString(w, "a,b\n")
+			}))
+			outer := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+				if name != "trim" {
+					w.Header().Set("Content-Type", "application/json")
+				}
+				h.ServeHTTP(w, r)
+			})
+			first := send(outer, req{key: "k", body: `{}`})
+			require.Equal(t, "text/csv", first.Header().Get("Content-Type"))
+			dup := send(h, req{key: "k", body: `{}`}) // not through outer: the record alone
+			assert.Equal(t, "true", dup.Header().Get("Idempotent-Replayed"))
+			assert.Equal(t, "text/csv", dup.Header().Get("Content-Type"), "the replay's Content-Type")
+		})
+	}
+}
