@@ -255,3 +255,33 @@ func TestOuterValueChangedInPlace(t *testing.T) {
 		})
 	}
 }
+
+// A representation header set in front of the engine under another
+// spelling (h["content-encoding"]) is not recorded either; one the handler
+// sets so is.
+func TestOuterNonCanonicalNotRecorded(t *testing.T) {
+	for _, byHandler := range []bool{false, true} {
+		f := newFixture(t, idem.Options{})
+		h := f.eng.Handler(mustCompile(t, strictSpec()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if byHandler {
+				w.Header()["content-encoding"] = []string{"x-inner"}
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusCreated)
+			_, _ = io.WriteString(w, `{}`)
+		}))
+		outer := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header()["content-encoding"] = []string{"x-outer"}
+			w.Header().Set("X-Request-Id", "1")
+			h.ServeHTTP(w, r)
+		})
+		require.Equal(t, http.StatusCreated, send(outer, req{key: "k", body: `{}`}).Code)
+		dup := send(h, req{key: "k", body: `{}`}) // not through outer: the record alone
+		assert.Equal(t, "true", dup.Header().Get("Idempotent-Replayed"))
+		if byHandler {
+			assert.Equal(t, []string{"x-inner"}, dup.Header().Values("Content-Encoding"), "the handler's")
+		} else {
+			assert.Empty(t, dup.Header().Values("Content-Encoding"), "the front middleware's")
+		}
+	}
+}

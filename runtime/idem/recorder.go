@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"unsafe"
 )
 
@@ -101,17 +102,58 @@ func (r *recorder) init(w http.ResponseWriter, p *Policy, buffered, http1 bool) 
 		r.full = getBuf()
 	} else if w != nil {
 		h := w.Header()
+		found := 0
 		for i, name := range representationHeaders {
-			if vs, ok := h[name]; ok && len(vs) < 15 && (len(vs) == 0 || uint64(len(vs[0])) <= math.MaxUint32) {
-				r.outerLen |= uint8(1+len(vs)) << (4 * i)
-				if len(vs) > 0 {
-					r.outerVal[i] = &vs[0]
-					r.outerData[i] = unsafe.StringData(vs[0])
-					r.outerN[i] = uint32(len(vs[0]))
+			if vs, ok := h[name]; ok {
+				found++
+				r.noteOuter(i, vs)
+			}
+		}
+		if found < alwaysStored && len(h) > found {
+			// A name set in another case (h["content-encoding"]), which
+			// the record would store under its canonical name: skipped
+			// when every name in h is a canonical one found.
+			for k, vs := range h {
+				if i := foldedIndex(k); i >= 0 && r.outerLen>>(4*i)&0xf == 0 {
+					if _, ok := h[representationHeaders[i]]; !ok {
+						r.noteOuter(i, vs)
+					}
 				}
 			}
 		}
 	}
+}
+
+// noteOuter notes that representationHeaders[i] is vs when the handler gets
+// the recorder (see outerLen).
+func (r *recorder) noteOuter(i int, vs []string) {
+	if len(vs) >= 15 || len(vs) > 0 && uint64(len(vs[0])) > math.MaxUint32 {
+		return // not noted: recorded as the handler's
+	}
+	r.outerLen |= uint8(1+len(vs)) << (4 * i)
+	if len(vs) > 0 {
+		r.outerVal[i] = &vs[0]
+		r.outerData[i] = unsafe.StringData(vs[0])
+		r.outerN[i] = uint32(len(vs[0]))
+	}
+}
+
+// isOuter reports whether vs is representationHeaders[i] as noted (n is
+// 1 + its number of values then).
+func (r *recorder) isOuter(i, n int, vs []string) bool {
+	return len(vs) == n-1 && (len(vs) == 0 || &vs[0] == r.outerVal[i] &&
+		unsafe.StringData(vs[0]) == r.outerData[i] && uint32(len(vs[0])) == r.outerN[i])
+}
+
+// foldedIndex returns the index in representationHeaders of the name k
+// spells in another case, or -1.
+func foldedIndex(k string) int {
+	for i, name := range representationHeaders {
+		if len(k) == len(name) && k != name && strings.EqualFold(k, name) {
+			return i
+		}
+	}
+	return -1
 }
 
 // outerSet returns the representation headers of h that are as a
@@ -129,8 +171,17 @@ func (r *recorder) outerSet(h http.Header) uint8 {
 			continue
 		}
 		vs, ok := h[representationHeaders[i]]
-		if ok && len(vs) == n-1 && (len(vs) == 0 || &vs[0] == r.outerVal[i] &&
-			unsafe.StringData(vs[0]) == r.outerData[i] && uint32(len(vs[0])) == r.outerN[i]) {
+		if !ok {
+			// Noted under another spelling, or deleted.
+			for k, vs := range h {
+				if foldedIndex(k) == i && r.isOuter(i, n, vs) {
+					set |= 1 << i
+					break
+				}
+			}
+			continue
+		}
+		if r.isOuter(i, n, vs) {
 			set |= 1 << i
 		}
 	}
