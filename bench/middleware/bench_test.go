@@ -30,7 +30,7 @@ func idemgenHandler(tb testing.TB, h http.Handler) http.Handler {
 func idemgenHandlerStore(tb testing.TB, h http.Handler) (http.Handler, *memstore.Store) {
 	s := memstore.New(memstore.Options{SweepInterval: -1})
 	tb.Cleanup(func() { _ = s.Close() })
-	eng := idem.New(s, idem.Options{})
+	eng := idem.New(s, idem.Options{Principal: idem.Anonymous})
 	return eng.Handler(idem.MustCompile(workload.Spec()), h), s
 }
 
@@ -119,12 +119,12 @@ func BenchmarkNetHTTP(b *testing.B) {
 		// for every request (first) or found in the engine's cache (the same
 		// body every time: first-cached).
 		b.Run("nostore-first", func(b *testing.B) {
-			h := idem.New(nopStore{}, idem.Options{}).Handler(idem.MustCompile(workload.Spec()), workload.Handler())
+			h := idem.New(nopStore{}, idem.Options{Principal: idem.Anonymous}).Handler(idem.MustCompile(workload.Spec()), workload.Handler())
 			c := workload.NewClient(workload.Payload)
 			workload.Keyed(b, c.Set, func() int { return c.Do(h) })
 		})
 		b.Run("nostore-first-cached", func(b *testing.B) {
-			h := idem.New(nopStore{}, idem.Options{}).Handler(idem.MustCompile(workload.Spec()), workload.Handler())
+			h := idem.New(nopStore{}, idem.Options{Principal: idem.Anonymous}).Handler(idem.MustCompile(workload.Spec()), workload.Handler())
 			c := workload.NewClient(workload.Payload)
 			workload.Keyed(b, func(k string, _ []byte) { c.SetKey(k) }, func() int { return c.Do(h) })
 		})

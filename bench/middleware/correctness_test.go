@@ -22,7 +22,7 @@ func idemgenTarget(wait time.Duration) check.New {
 		tb.Cleanup(func() { _ = s.Close() })
 		spec := workload.Spec()
 		spec.InFlight.Wait = wait
-		eng := idem.New(s, idem.Options{})
+		eng := idem.New(s, idem.Options{Principal: idem.Anonymous})
 		return check.NetHTTP{H: eng.Handler(idem.MustCompile(spec), check.Handler(ops))}
 	}
 }

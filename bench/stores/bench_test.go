@@ -93,7 +93,7 @@ func replayRows(b *testing.B, c *counter, stmts bool, first, replay http.Handler
 }
 
 func idemgenOver(s idem.Store) http.Handler {
-	return idem.New(s, idem.Options{}).Handler(idem.MustCompile(workload.Spec()), workload.Handler())
+	return idem.New(s, idem.Options{Principal: idem.Anonymous}).Handler(idem.MustCompile(workload.Spec()), workload.Handler())
 }
 
 // idemgenRows runs the rows of implementation idemgen over the store that

@@ -11,7 +11,7 @@ import (
 )
 
 func target(s idem.Store, ops *check.Ops) check.Target {
-	eng := idem.New(s, idem.Options{})
+	eng := idem.New(s, idem.Options{Principal: idem.Anonymous})
 	return check.NetHTTP{H: eng.Handler(idem.MustCompile(workload.Spec()), check.Handler(ops))}
 }
 

@@ -919,3 +919,21 @@ func TestExternalResponseRetryAfter(t *testing.T) {
 	assert.Contains(t, adiags[0].Message, "common.yaml#/responses/TooMany")
 	assert.Contains(t, adiags[0].Message, "Retry-After")
 }
+
+// The 409 IdempotencyConflict component, whose IDEMPOTENCY_RESPONSE_UNAVAILABLE
+// answer carries Idempotent-Replayed: true, declares that header, unless
+// replayed-header is false.
+func TestConflictDeclaresReplayed(t *testing.T) {
+	c := cases(t)[0]
+	for _, no := range []bool{false, true} {
+		res, diags := augment.Augment(c.spec, augment.Options{Overlays: c.overlays, NoReplayedHeader: no})
+		require.NotNil(t, res, "%v", diags)
+		doc, err := openapi3.NewLoader().LoadFromData(res.Spec)
+		require.NoError(t, err)
+		conflict := doc.Components.Responses["IdempotencyConflict"]
+		require.NotNil(t, conflict)
+		_, ok := conflict.Value.Headers["Idempotent-Replayed"]
+		assert.Equal(t, !no, ok, "NoReplayedHeader %v", no)
+		assert.Contains(t, conflict.Value.Headers, "Retry-After")
+	}
+}

@@ -115,6 +115,18 @@ func plan(root *yaml.Node, doc *load.Document, ops []*ir.Operation, noReplayed b
 			opActions = append(opActions, a)
 		}
 		for _, s := range p.comps.stale[seen:] {
+			if h := replayedOnly(s); h != nil {
+				// Only the Idempotent-Replayed header of the 409
+				// IDEMPOTENCY_RESPONSE_UNAVAILABLE answer differs: no rule
+				// requires it, and replayed-header: false removes it.
+				if p.noReplayed {
+					if ptr, _ := refTarget(h); strings.HasPrefix(ptr, "/components/headers/") {
+						p.replayedRemoved[load.Unescape(strings.TrimPrefix(ptr, "/components/headers/"))]++
+					}
+					p.found(RuleSpecStale, op, h, "the component %s %s declares the Idempotent-Replayed header that idemgen spec wrote, and replayed-header is false now", s.kind, s.name)
+				}
+				continue
+			}
 			p.found(RuleSpecStale, op, firstDifference(s.def, s.want), "the component %s %s that idemgen spec wrote is stale: the contract of %s implies another one now", s.kind, s.name, where(op))
 		}
 	}
@@ -708,13 +720,76 @@ func hasBlock(text string) bool {
 	return i >= 0 && strings.Contains(text[i:], EndMarker)
 }
 
+// replayedOnly returns, when the stale response component s differs from
+// what the contracts imply only in the Idempotent-Replayed header one of
+// them declares, the header the spec's component declares (or, when it is
+// the one without it, its description); nil otherwise.
+func replayedOnly(s staleNode) *yaml.Node {
+	if s.kind != "responses" {
+		return nil
+	}
+	have, hh := withoutReplayed(unalias(s.def))
+	want, wh := withoutReplayed(unalias(s.want))
+	if (hh == nil) == (wh == nil) || firstDifference(have, want) != nil {
+		return nil
+	}
+	if hh != nil {
+		return hh
+	}
+	if d := child(unalias(s.def), "description"); d != nil {
+		return d
+	}
+	return unalias(s.def)
+}
+
+// withoutReplayed returns a copy of the response r without its
+// Idempotent-Replayed header (and without headers when none is left), and
+// that header (nil when r declares none).
+func withoutReplayed(r *yaml.Node) (*yaml.Node, *yaml.Node) {
+	if !isMapping(r) {
+		return r, nil
+	}
+	headers := unalias(child(r, "headers"))
+	h := childFold(headers, "Idempotent-Replayed")
+	if h == nil {
+		return r, nil
+	}
+	out := *r
+	out.Content = nil
+	for i := 0; i+1 < len(r.Content); i += 2 {
+		if r.Content[i].Value != "headers" {
+			out.Content = append(out.Content, r.Content[i], r.Content[i+1])
+			continue
+		}
+		rest := *headers
+		rest.Content = nil
+		for j := 0; j+1 < len(headers.Content); j += 2 {
+			if !strings.EqualFold(headers.Content[j].Value, "Idempotent-Replayed") {
+				rest.Content = append(rest.Content, headers.Content[j], headers.Content[j+1])
+			}
+		}
+		if len(rest.Content) > 0 {
+			out.Content = append(out.Content, r.Content[i], &rest)
+		}
+	}
+	return &out, h
+}
+
 // responseDef is the definition of idemgen's problem response component
 // for status s.
 func (p *planner) responseDef(s int) *yaml.Node {
 	roles := p.roles[s]
 	def := mapping("description", responseDescription(s, roles))
+	headers := mapping()
 	if roles.retryAfter() {
-		set(def, "headers", mapping("Retry-After", ref(p.comps.ref("headers", RetryAfterHeader, retryAfterHeader(), true))))
+		set(headers, "Retry-After", ref(p.comps.ref("headers", RetryAfterHeader, retryAfterHeader(), true)))
+	}
+	if roles[roleResponseUnavailable] && !p.noReplayed {
+		// IDEMPOTENCY_RESPONSE_UNAVAILABLE carries Idempotent-Replayed: true.
+		set(headers, "Idempotent-Replayed", ref(p.comps.ref("headers", ReplayedHeader, replayedHeader(), true)))
+	}
+	if len(headers.Content) > 0 {
+		set(def, "headers", headers)
 	}
 	set(def, "content", mapping("application/problem+json", mapping("schema", ref(p.comps.ref("schemas", ProblemSchema, problemSchema(), true)))))
 	set(def, Marker, str(markerValue))

@@ -112,7 +112,7 @@ func (c *benchClient) do(b *testing.B, h http.Handler, want int) {
 func benchEngine(b *testing.B) (*idem.Engine, *idem.Policy) {
 	s := memstore.New(memstore.Options{SweepInterval: -1})
 	b.Cleanup(func() { _ = s.Close() })
-	eng := idem.New(s, idem.Options{})
+	eng := idem.New(s, idem.Options{Principal: idem.Anonymous})
 	return eng, idem.MustCompile(idem.Spec{Operation: "createOrder", Semantics: idem.Strict,
 		Response: idem.ResponseSpec{Headers: []string{"Location"}}})
 }

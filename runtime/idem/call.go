@@ -1287,6 +1287,14 @@ func (c *Call) stopHeartbeat() {
 // For a call that is not Execute it returns w, and for one that runs
 // unprotected w too, or, with an Observer, a pass-through wrapper of w
 // (Flush, Hijack, Unwrap) that notes the status for EventExecuted.
+//
+// The first call (per Call) notes which representation headers
+// (Content-Type, Content-Encoding) w carries: they are taken for a
+// middleware's in front of the engine and left out of the record unless
+// the handler sets or changes them; later calls return the same recorder.
+// Code that runs behind the engine before Complete (a strict middleware
+// after the engine's, or the caller's own) must come after the first
+// Writer(w), or a header it sets on w is not recorded.
 func (c *Call) Writer(w http.ResponseWriter) http.ResponseWriter {
 	if c.decision != Execute {
 		return w
@@ -1317,6 +1325,12 @@ func (c *Call) Writer(w http.ResponseWriter) http.ResponseWriter {
 // IDEMPOTENCY_RESPONSE_UNAVAILABLE with its original_status, as for a
 // response above Response.MaxBytes) rather than free the key and run the
 // operation again; a 5xx, 408, 425 or 429 still frees it, as in Finish.
+//
+// Complete calls Writer(w): when nothing called it since Begin, that is
+// when the headers already on w are noted as set in front of the engine
+// (see Writer). Call Writer(w) before running code behind the engine that
+// may set Content-Type or Content-Encoding on w (the generated strict
+// middleware does so before the strict handler chain).
 func (c *Call) Complete(w http.ResponseWriter, visit func(http.ResponseWriter) error) error {
 	if err := visit(c.Writer(w)); err != nil {
 		if c.decision == Execute && c.protected && c.h.rec.cutShort() {

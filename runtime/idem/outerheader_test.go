@@ -190,3 +190,98 @@ func TestOuterContentTypeNotRecorded(t *testing.T) {
 	assert.Empty(t, bare.Header().Values("Content-Type"), "not recorded")
 	assert.Equal(t, int32(1), f.calls.Load())
 }
+
+// A Begin/Complete caller that runs code behind the engine before Complete
+// calls Writer(w) first: a header that code sets on w is then recorded and
+// replayed (Complete's own Writer(w) would take it for a front middleware's).
+func TestStrictWriterBeforeInnerCode(t *testing.T) {
+	f := newFixture(t, idem.Options{})
+	p := mustCompile(t, strictSpec())
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c := f.eng.Begin(r, p, idem.RequestKey)
+		defer c.End()
+		if c.Decision() != idem.Execute {
+			c.Respond(w)
+			return
+		}
+		c.Writer(w)
+		w.Header().Set("Content-Encoding", "x-inner") // behind the engine
+		_ = c.Complete(w, func(w http.ResponseWriter) error {
+			w.Header().Set("Content-Type", "application/octet-stream")
+			w.WriteHeader(http.StatusCreated)
+			_, err := io.WriteString(w, "compressed-bytes")
+			return err
+		})
+	})
+	first := send(h, req{key: "k", body: `{}`})
+	require.Equal(t, "x-inner", first.Header().Get("Content-Encoding"))
+	dup := send(h, req{key: "k", body: `{}`})
+	assert.Equal(t, "true", dup.Header().Get("Idempotent-Replayed"))
+	assert.Equal(t, "x-inner", dup.Header().Get("Content-Encoding"))
+	assert.Equal(t, "compressed-bytes", dup.Body.String())
+}
+
+// A handler that changes the front middleware's value in place (the same
+// slice element, another string) has set it: the record keeps the
+// handler's value, and the replay is what the client got.
+func TestOuterValueChangedInPlace(t *testing.T) {
+	for name, change := range map[string]func(h http.Header){
+		"index":  func(h http.Header) { h["Content-Type"][0] = "text/csv" },
+		"append": func(h http.Header) { h["Content-Type"] = append(h["Content-Type"][:0], "text/csv") },
+		"trim": func(h http.Header) {
+			v := h["Content-Type"][0]
+			h["Content-Type"][0] = v[:strings.IndexByte(v, ';')]
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, idem.Options{})
+			h := f.eng.Handler(mustCompile(t, strictSpec()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				change(w.Header())
+				w.WriteHeader(http.StatusCreated)
+				_, _ = io.WriteString(w, "a,b\n")
+			}))
+			outer := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+				if name != "trim" {
+					w.Header().Set("Content-Type", "application/json")
+				}
+				h.ServeHTTP(w, r)
+			})
+			first := send(outer, req{key: "k", body: `{}`})
+			require.Equal(t, "text/csv", first.Header().Get("Content-Type"))
+			dup := send(h, req{key: "k", body: `{}`}) // not through outer: the record alone
+			assert.Equal(t, "true", dup.Header().Get("Idempotent-Replayed"))
+			assert.Equal(t, "text/csv", dup.Header().Get("Content-Type"), "the replay's Content-Type")
+		})
+	}
+}
+
+// A representation header set in front of the engine under another
+// spelling (h["content-encoding"]) is not recorded either; one the handler
+// sets so is.
+func TestOuterNonCanonicalNotRecorded(t *testing.T) {
+	for _, byHandler := range []bool{false, true} {
+		f := newFixture(t, idem.Options{})
+		h := f.eng.Handler(mustCompile(t, strictSpec()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if byHandler {
+				w.Header()["content-encoding"] = []string{"x-inner"}
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusCreated)
+			_, _ = io.WriteString(w, `{}`)
+		}))
+		outer := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header()["content-encoding"] = []string{"x-outer"}
+			w.Header().Set("X-Request-Id", "1")
+			h.ServeHTTP(w, r)
+		})
+		require.Equal(t, http.StatusCreated, send(outer, req{key: "k", body: `{}`}).Code)
+		dup := send(h, req{key: "k", body: `{}`}) // not through outer: the record alone
+		assert.Equal(t, "true", dup.Header().Get("Idempotent-Replayed"))
+		if byHandler {
+			assert.Equal(t, []string{"x-inner"}, dup.Header().Values("Content-Encoding"), "the handler's")
+		} else {
+			assert.Empty(t, dup.Header().Values("Content-Encoding"), "the front middleware's")
+		}
+	}
+}

@@ -27,24 +27,24 @@ func BenchmarkFirstRequestOverhead(b *testing.B) {
 		Response: idem.ResponseSpec{Headers: []string{"Location"}}}
 	b.Run("floor", func(b *testing.B) { benchFirstRequests(b, floor) })
 	b.Run("nostore", func(b *testing.B) {
-		benchFirstRequests(b, idem.New(nopStore{}, idem.Options{}).Handler(idem.MustCompile(spec), floor))
+		benchFirstRequests(b, idem.New(nopStore{}, idem.Options{Principal: idem.Anonymous}).Handler(idem.MustCompile(spec), floor))
 	})
 	// Each request another body (4096 in turn), over nopStore: the engine
 	// and the fingerprint, without a store.
 	b.Run("nostore-bodies", func(b *testing.B) {
-		benchFirstRequests(b, idem.New(nopStore{}, idem.Options{}).Handler(idem.MustCompile(spec), floor), benchPayloads(4096)...)
+		benchFirstRequests(b, idem.New(nopStore{}, idem.Options{Principal: idem.Anonymous}).Handler(idem.MustCompile(spec), floor), benchPayloads(4096)...)
 	})
 	b.Run("memstore", func(b *testing.B) {
 		s := memstore.New(memstore.Options{SweepInterval: -1})
 		defer s.Close()
-		benchFirstRequests(b, idem.New(s, idem.Options{}).Handler(idem.MustCompile(spec), floor))
+		benchFirstRequests(b, idem.New(s, idem.Options{Principal: idem.Anonymous}).Handler(idem.MustCompile(spec), floor))
 	})
 	// Each request another body (4096 in turn): the fingerprint is
 	// computed for every request.
 	b.Run("memstore-bodies", func(b *testing.B) {
 		s := memstore.New(memstore.Options{SweepInterval: -1})
 		defer s.Close()
-		benchFirstRequests(b, idem.New(s, idem.Options{}).Handler(idem.MustCompile(spec), floor), benchPayloads(4096)...)
+		benchFirstRequests(b, idem.New(s, idem.Options{Principal: idem.Anonymous}).Handler(idem.MustCompile(spec), floor), benchPayloads(4096)...)
 	})
 }
 

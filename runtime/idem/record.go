@@ -157,6 +157,9 @@ func appendRecordHeadExcept(dst []byte, status int, h http.Header, allow []strin
 			if name == "" {
 				continue
 			}
+			if i := foldedIndex(k); i >= 0 && except&(1<<i) != 0 {
+				continue // a representation header set in front of the engine
+			}
 			if _, ok := h[name]; ok {
 				continue // stored as spelled canonically
 			}

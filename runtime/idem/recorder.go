@@ -4,9 +4,12 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
+	"unsafe"
 )
 
 // recorder is the http.ResponseWriter a handler writes to under a claim. In
@@ -38,8 +41,7 @@ import (
 // allowlisted headers are recorded as the handler's response carries them.
 type recorder struct {
 	w        http.ResponseWriter
-	allow    []string
-	max      int
+	p        *Policy // its respHeaders are recorded, up to respMax body bytes
 	buffered bool
 	active   bool
 	done     bool
@@ -49,15 +51,19 @@ type recorder struct {
 	wroteHeader bool
 	loss        bodyLoss
 
-	// outerLen and outerVal say, in tee mode, which representation
-	// headers (in the order of representationHeaders, the first of allow)
-	// the client's header map had when the handler got the recorder, set
-	// by a middleware in front of the engine: in 4 bits each, 1 + the
-	// number of values (0 for none, or more than 14), and the first
-	// value's address (see outerSet). One byte, so the recorder (and what
-	// holds it, allocated per request) keeps its size class.
-	outerLen uint8
-	outerVal [alwaysStored]*string
+	// outerLen, outerVal, outerData and outerN say, in tee mode, which
+	// representation headers (in the order of representationHeaders, the
+	// first of the policy's respHeaders) the client's header map had when
+	// the handler got the recorder, set by a middleware in front of the
+	// engine: in 4 bits each, 1 + the number of values (0 for none, or more
+	// than 14), the first value's address, and its string's data and
+	// length (see outerSet). With p in place of the policy's header list
+	// and body limit, the recorder stays 128 bytes, and what holds it
+	// (allocated per request) keeps its size class.
+	outerLen  uint8
+	outerVal  [alwaysStored]*string
+	outerData [alwaysStored]*byte
+	outerN    [alwaysStored]uint32
 
 	header  http.Header // buffered mode
 	status  int
@@ -90,29 +96,73 @@ const (
 var errWriteAfterEnd = errors.New("idem: write to a response after its handler returned")
 
 func (r *recorder) init(w http.ResponseWriter, p *Policy, buffered, http1 bool) {
-	*r = recorder{w: w, allow: p.respHeaders, max: p.respMax, buffered: buffered, http1: http1, active: true}
+	*r = recorder{w: w, p: p, buffered: buffered, http1: http1, active: true}
 	r.enc = getBuf()
 	if buffered {
 		r.full = getBuf()
 	} else if w != nil {
 		h := w.Header()
+		found := 0
 		for i, name := range representationHeaders {
-			if vs, ok := h[name]; ok && len(vs) < 15 {
-				r.outerLen |= uint8(1+len(vs)) << (4 * i)
-				if len(vs) > 0 {
-					r.outerVal[i] = &vs[0]
+			if vs, ok := h[name]; ok {
+				found++
+				r.noteOuter(i, vs)
+			}
+		}
+		if found < alwaysStored && len(h) > found {
+			// A name set in another case (h["content-encoding"]), which
+			// the record would store under its canonical name: skipped
+			// when every name in h is a canonical one found.
+			for k, vs := range h {
+				if i := foldedIndex(k); i >= 0 && r.outerLen>>(4*i)&0xf == 0 {
+					if _, ok := h[representationHeaders[i]]; !ok {
+						r.noteOuter(i, vs)
+					}
 				}
 			}
 		}
 	}
 }
 
+// noteOuter notes that representationHeaders[i] is vs when the handler gets
+// the recorder (see outerLen).
+func (r *recorder) noteOuter(i int, vs []string) {
+	if len(vs) >= 15 || len(vs) > 0 && uint64(len(vs[0])) > math.MaxUint32 {
+		return // not noted: recorded as the handler's
+	}
+	r.outerLen |= uint8(1+len(vs)) << (4 * i)
+	if len(vs) > 0 {
+		r.outerVal[i] = &vs[0]
+		r.outerData[i] = unsafe.StringData(vs[0])
+		r.outerN[i] = uint32(len(vs[0]))
+	}
+}
+
+// isOuter reports whether vs is representationHeaders[i] as noted (n is
+// 1 + its number of values then).
+func (r *recorder) isOuter(i, n int, vs []string) bool {
+	return len(vs) == n-1 && (len(vs) == 0 || &vs[0] == r.outerVal[i] &&
+		unsafe.StringData(vs[0]) == r.outerData[i] && uint32(len(vs[0])) == r.outerN[i])
+}
+
+// foldedIndex returns the index in representationHeaders of the name k
+// spells in another case, or -1.
+func foldedIndex(k string) int {
+	for i, name := range representationHeaders {
+		if len(k) == len(name) && k != name && strings.EqualFold(k, name) {
+			return i
+		}
+	}
+	return -1
+}
+
 // outerSet returns the representation headers of h that are as a
 // middleware in front of the engine set them (bit i for
-// representationHeaders[i], the first of allow): the record leaves them
+// representationHeaders[i], the first of the policy's respHeaders): the record leaves them
 // out. As they were means the same values, not equal ones: Header.Set
-// makes new ones, Header.Add longer ones (a handler that changes a value
-// in place, h[name][0] = v, is not told apart).
+// makes new ones, Header.Add longer ones, and a value changed in place
+// (h[name][0] = v, or append(h[name][:0], v)) is another string (a v with
+// the very same bytes, the same constant, is the same value).
 func (r *recorder) outerSet(h http.Header) uint8 {
 	var set uint8
 	for i := range r.outerVal {
@@ -121,7 +171,17 @@ func (r *recorder) outerSet(h http.Header) uint8 {
 			continue
 		}
 		vs, ok := h[representationHeaders[i]]
-		if ok && len(vs) == n-1 && (len(vs) == 0 || &vs[0] == r.outerVal[i]) {
+		if !ok {
+			// Noted under another spelling, or deleted.
+			for k, vs := range h {
+				if foldedIndex(k) == i && r.isOuter(i, n, vs) {
+					set |= 1 << i
+					break
+				}
+			}
+			continue
+		}
+		if r.isOuter(i, n, vs) {
 			set |= 1 << i
 		}
 	}
@@ -164,7 +224,7 @@ func (r *recorder) WriteHeader(code int) {
 	r.status = code
 	h := r.Header()
 	outer := r.outerSet(h)
-	*r.enc = appendRecordHeadExcept((*r.enc)[:0], code, h, r.allow, outer)
+	*r.enc = appendRecordHeadExcept((*r.enc)[:0], code, h, r.p.respHeaders, outer)
 	r.headLen = len(*r.enc)
 	r.noteSniffing(code, h, outer&contentEncodingBit != 0)
 	if !r.buffered && r.w != nil {
@@ -327,7 +387,7 @@ func (r *recorder) keep(p []byte) {
 	if r.loss != bodyKept {
 		return
 	}
-	if len(*r.enc)-r.headLen+len(p) > r.max {
+	if len(*r.enc)-r.headLen+len(p) > r.p.respMax {
 		r.loss = bodyTooLarge
 		*r.enc = (*r.enc)[:r.headLen]
 		return

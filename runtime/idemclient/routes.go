@@ -73,7 +73,11 @@ type segment struct {
 // table sorts them, by method, longest template first, then most specific
 // (see [RouteTable]), then by template; routes with the same method and
 // template keep their order, and the first one serves. The policies are
-// copied: later changes to them do not reach the table.
+// copied, On.Statuses included: later changes to them do not reach the
+// table. The policy [RouteTable.Match] and [RouteTable.Matcher] return
+// shares the table's On.Statuses (a copy would cost an allocation per
+// request): appending to it does not reach the table (its capacity is its
+// length), but writing its elements does, so do not.
 func NewRouteTable(bases []string, routes []Route) *RouteTable {
 	t := &RouteTable{routes: map[string][]route{}}
 	for _, b := range bases {
@@ -87,6 +91,9 @@ func NewRouteTable(bases []string, routes []Route) *RouteTable {
 		rt := route{path: r.Path, segs: parseTemplate(r.Path)}
 		if r.Policy != nil {
 			p := *r.Policy
+			if p.On.Statuses != nil {
+				p.On.Statuses = slices.Clip(slices.Clone(p.On.Statuses))
+			}
 			rt.policy = &p
 		}
 		t.routes[r.Method] = append(t.routes[r.Method], rt)

@@ -360,3 +360,23 @@ func ExampleRouteTable() {
 	// /v2/orders: Match false, 0 attempts; Matcher false, 0 attempts
 	// /v2/shops/7/orders/export: Match false, 0 attempts; Matcher false, 0 attempts
 }
+
+// NewRouteTable copies the policies' retry statuses: a later change to the
+// caller's slice does not reach the table, nor does an append to the
+// policy Match returns.
+func TestRouteTablePolicyStatusesCopied(t *testing.T) {
+	pol := idemclient.Policy{MaxAttempts: 3, On: idemclient.RetryOn{Statuses: make([]int, 1, 4)}}
+	pol.On.Statuses[0] = 503
+	tab := idemclient.NewRouteTable(nil, []idemclient.Route{{Method: "POST", Path: "/orders", Policy: &pol}})
+	pol.On.Statuses[0] = 500
+	_ = append(pol.On.Statuses, 418)
+	p, ok := tab.Match(httptest.NewRequest("POST", "/orders", nil))
+	if !ok || !slices.Equal(p.On.Statuses, []int{503}) {
+		t.Fatalf("the table's statuses changed with the caller's: %v", p.On.Statuses)
+	}
+	_ = append(p.On.Statuses, 418)
+	q, _ := tab.Match(httptest.NewRequest("POST", "/orders", nil))
+	if cap(q.On.Statuses) != len(q.On.Statuses) || !slices.Equal(q.On.Statuses, []int{503}) {
+		t.Errorf("an append to a returned policy can reach the table: %v (cap %d)", q.On.Statuses, cap(q.On.Statuses))
+	}
+}

@@ -653,7 +653,8 @@ type ClaimCouponResponse404Headers struct {
 
 // ClaimCouponResponse409Headers the declared response headers of an HTTP 409 response for ClaimCoupon
 type ClaimCouponResponse409Headers struct {
-	RetryAfter *int
+	IdempotentReplayed *bool
+	RetryAfter         *int
 }
 
 // ClaimCouponResponse410Headers the declared response headers of an HTTP 410 response for ClaimCoupon
@@ -975,6 +976,13 @@ func ParseClaimCouponResponse(rsp *http.Response) (*ClaimCouponResponse, error) 
 		response.Headers404 = &headers
 	case rsp.StatusCode == 409:
 		var headers ClaimCouponResponse409Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value bool
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -1236,7 +1244,8 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 type IdempotencyBadRequestApplicationProblemPlusJSONResponse IdempotencyProblem
 
 type IdempotencyConflictResponseHeaders struct {
-	RetryAfter *int
+	IdempotentReplayed *bool
+	RetryAfter         *int
 }
 type IdempotencyConflictApplicationProblemPlusJSONResponse struct {
 	Body IdempotencyProblem
@@ -1410,6 +1419,9 @@ func (response ClaimCoupon409ApplicationProblemPlusJSONResponse) VisitClaimCoupo
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.IdempotentReplayed != nil {
+		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}

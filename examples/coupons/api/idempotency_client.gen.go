@@ -18,7 +18,8 @@ import (
 // on a flaky network. Each of its typed helpers is one logical call: one idempotency key, sent with
 // every attempt together with the same body bytes, and retries under the operation's x-idempotency
 // contract (attempts, backoff, which failures), honouring Retry-After and Retry-After-Ms, waiting out
-// the in-flight status (IDEMPOTENCY_KEY_IN_USE), never retrying 400 or 422, and never past ctx's
+// the in-flight status (IDEMPOTENCY_KEY_IN_USE), never retrying 400, 422, 409
+// IDEMPOTENCY_RESPONSE_UNAVAILABLE or 500 IDEMPOTENCY_RECORD_UNREADABLE, and never past ctx's
 // deadline. So a request the server handled but whose response was lost is answered, on the retry,
 // with the first response (marked Idempotent-Replayed: true) instead of running twice.
 //
@@ -42,7 +43,8 @@ import (
 // attempt got a final response; a *idemclient.ProblemError, returned with the response, when the
 // server answered with an IDEMPOTENCY_* problem (a reused key: 422 or 409 IDEMPOTENCY_KEY_REUSED; a
 // missing or invalid key: 400; a response the server ran but could not store: 409
-// IDEMPOTENCY_RESPONSE_UNAVAILABLE, never retried; the key still in use or the store unavailable after
+// IDEMPOTENCY_RESPONSE_UNAVAILABLE, never retried; a stored record the server cannot decode: 500
+// IDEMPOTENCY_RECORD_UNREADABLE, never retried; the key still in use or the store unavailable after
 // the last attempt; at the deadline, no response but a *idemclient.Error that carries the
 // *idemclient.ProblemError, errors.As finds both). Any other response, whatever its status, is the
 // API's own answer, in the response.

@@ -581,7 +581,8 @@ type CreateRedemptionResponse404Headers struct {
 
 // CreateRedemptionResponse409Headers the declared response headers of an HTTP 409 response for CreateRedemption
 type CreateRedemptionResponse409Headers struct {
-	RetryAfter *int
+	IdempotentReplayed *bool
+	RetryAfter         *int
 }
 
 // CreateRedemptionResponse503Headers the declared response headers of an HTTP 503 response for CreateRedemption
@@ -875,6 +876,13 @@ func ParseCreateRedemptionResponse(rsp *http.Response) (*CreateRedemptionRespons
 		response.Headers404 = &headers
 	case rsp.StatusCode == 409:
 		var headers CreateRedemptionResponse409Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value bool
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -1105,7 +1113,8 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 type IdempotencyBadRequestApplicationProblemPlusJSONResponse IdempotencyProblem
 
 type IdempotencyConflictResponseHeaders struct {
-	RetryAfter *int
+	IdempotentReplayed *bool
+	RetryAfter         *int
 }
 type IdempotencyConflictApplicationProblemPlusJSONResponse struct {
 	Body IdempotencyProblem
@@ -1263,6 +1272,9 @@ func (response CreateRedemption409ApplicationProblemPlusJSONResponse) VisitCreat
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.IdempotentReplayed != nil {
+		w.Header().Set("Idempotent-Replayed", fmt.Sprint(*response.Headers.IdempotentReplayed))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}

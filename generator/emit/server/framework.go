@@ -24,6 +24,7 @@ func (g *gen) frameworkStrict(ctxType, req, w jen.Code, setRequest func(r jen.Co
 			jen.Id("c").Dot("Respond").Call(jen.Id("w")).Comment("the replay or the problem"),
 			jen.Return(jen.Nil(), jen.Nil()),
 		),
+		snapshotWriter(),
 		jen.If(jen.Id("cc").Op(":=").Id("c").Dot("Context").Call(), jen.Id("cc").Op("!=").Id("r").Dot("Context").Call()).Block(
 			jen.Add(setRequest(jen.Id("r").Dot("WithContext").Call(jen.Id("cc")))).Comment("transactional mode: the store's transaction"),
 		),
@@ -143,6 +144,16 @@ const kinRequired = "value is required but missing"
 // ginValidatorPrefix is what oapi-codegen's gin-middleware puts before a
 // RequestError's first line.
 const ginValidatorPrefix = "error in openapi3filter.RequestError: "
+
+// snapshotWriter is the strict method's c.Writer(w) before the strict
+// handler chain runs: the recorder notes then which representation headers
+// (Content-Type, Content-Encoding) the middleware in front of the engine
+// set on w, and records any that a strict middleware behind it or the
+// operation sets later (Complete's own Writer(w) would note them as the
+// front middleware's, and a replay would lose them).
+func snapshotWriter() jen.Code {
+	return jen.Id("c").Dot("Writer").Call(jen.Id("w")).Comment("notes the headers the middleware in front set: those set from here on are recorded")
+}
 
 // noResponse is the strict method's answer to an operation that returned
 // (nil, nil): the strict handler writes nothing, so the client gets the

@@ -566,6 +566,7 @@ func (g *gen) strict() {
 			jen.Id("c").Dot("Respond").Call(jen.Id("w")).Comment("the replay or the problem"),
 			jen.Return(jen.Nil(), jen.Nil()),
 		),
+		snapshotWriter(),
 		jen.List(jen.Id("resp"), jen.Err()).Op(":=").Id("f").Call(jen.Id("c").Dot("Context").Call(), jen.Id("w"), jen.Id("r"), jen.Id("request")),
 		jen.If(jen.Err().Op("!=").Nil()).Block(
 			jen.Return(jen.Id("resp"), jen.Err()).Comment("End frees the key; the strict handler reports err"),

@@ -421,6 +421,7 @@ func (x *Idempotency) strict(ctx context.Context, w http.ResponseWriter, r *http
 		c.Respond(w) // the replay or the problem
 		return nil, nil
 	}
+	c.Writer(w) // notes the headers the middleware in front set: those set from here on are recorded
 	resp, err := f(c.Context(), w, r, request)
 	if err != nil {
 		return resp, err // End frees the key; the strict handler reports err

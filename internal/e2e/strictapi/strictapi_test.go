@@ -489,3 +489,32 @@ func TestRepeatedQueryKeyDetail(t *testing.T) {
 	x.ErrorHandler(nil)(w, httptest.NewRequest("POST", "/payments?request_id=k", nil), &api.InvalidParamFormatError{ParamName: "other", Err: err})
 	assert.Equal(t, "text/plain; charset=utf-8", w.Header().Get("Content-Type"), w.Body.String())
 }
+
+// A representation header a strict middleware behind StrictMiddleware sets
+// on w (here Content-Encoding, as a compressor would) is the operation's
+// response: it is recorded and replayed, not taken for one the middleware
+// in front of the engine set.
+func TestStrictInnerHeaderRecorded(t *testing.T) {
+	svc := couponstest.NewService()
+	inner := func(f api.StrictHandlerFunc, _ string) api.StrictHandlerFunc {
+		return func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error) {
+			w.Header().Set("Content-Encoding", "x-inner")
+			return f(ctx, w, r, request)
+		}
+	}
+	x := newIdempotency(t, idem.Options{Principal: idem.Anonymous})
+	// oapi-codegen wraps in list order: the last is outermost, so inner
+	// runs behind StrictMiddleware.
+	h := api.HandlerWithOptions(api.NewStrictHandler(service{svc}, []api.StrictMiddlewareFunc{inner, x.StrictMiddleware}),
+		api.StdHTTPServerOptions{Middlewares: []api.MiddlewareFunc{x.CaptureBody}})
+	order := func() *httptest.ResponseRecorder {
+		return send(h, "POST", "/orders", strings.NewReader(`{"item":"book"}`), "Content-Type", "application/json", "Idempotency-Key", "k1")
+	}
+	first := order()
+	require.Equal(t, http.StatusCreated, first.Code)
+	require.Equal(t, "x-inner", first.Header().Get("Content-Encoding"))
+	dup := order()
+	assert.Equal(t, "true", dup.Header().Get("Idempotent-Replayed"))
+	assert.Equal(t, "x-inner", dup.Header().Get("Content-Encoding"), "the replay keeps the inner middleware's Content-Encoding")
+	assert.Equal(t, 1, svc.Count("createOrder"))
+}
