@@ -10,10 +10,8 @@ package load
 
 import (
 	"bytes"
-	"cmp"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -63,6 +61,9 @@ type Options struct {
 	// hanging idemgen (and a build that runs it) forever. Zero is
 	// DefaultRemoteTimeout.
 	RemoteTimeout time.Duration
+	// RemoteMaxBytes bounds the size of each remote document a $ref
+	// names: a larger one fails the load. Zero is DefaultRemoteMaxBytes.
+	RemoteMaxBytes int
 }
 
 // DefaultRemoteTimeout is Options.RemoteTimeout when it is zero.
@@ -119,8 +120,7 @@ func Load(path string, opts Options) (*Document, diag.List) {
 	// runs idemgen in-process (tests, a watcher, cli.Main called twice),
 	// came back as it was.
 	var refDiags diag.List
-	remote := &http.Client{Timeout: cmp.Or(opts.RemoteTimeout, DefaultRemoteTimeout)}
-	loader.ReadFromURIFunc = openapi3.URIMapCache(d.readRefs(openapi3.ReadFromURIs(openapi3.ReadFromHTTP(remote), openapi3.ReadFromFile), &refDiags))
+	loader.ReadFromURIFunc = openapi3.URIMapCache(d.readRefs(openapi3.ReadFromURIs(openapi3.ReadFromHTTP(remoteClient(opts)), openapi3.ReadFromFile), &refDiags))
 	var t *openapi3.T
 	if len(opts.Overlays) == 0 {
 		t, err = loader.LoadFromFile(path)

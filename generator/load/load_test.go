@@ -1,6 +1,7 @@
 package load_test
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -354,4 +355,26 @@ func TestDuplicateKeyAcrossTags(t *testing.T) {
 	assert.Equal(t, 8, diags[0].Pos.Line)
 	assert.Equal(t, 9, diags[0].Pos.Col)
 	assert.Equal(t, `mapping key "200" already defined at line 7`, diags[0].Message)
+}
+
+// TestRemoteRefMaxBytes: a remote document larger than
+// Options.RemoteMaxBytes fails the load (it was read whole, however large),
+// and one of exactly that size loads.
+func TestRemoteRefMaxBytes(t *testing.T) {
+	paths := "a:\n  post:\n    responses:\n      '201': {description: created}\n"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, paths)
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	spec := write(t, dir, "openapi.yaml", "openapi: 3.0.3\ninfo: {title: t, version: '1'}\npaths:\n  /a:\n    $ref: '"+srv.URL+"/paths.yaml#/a'\n")
+
+	_, diags := load.Load(spec, load.Options{RemoteMaxBytes: len(paths) - 1})
+	require.Len(t, diags, 1, "%v", diags)
+	assert.Equal(t, "load-error", diags[0].Rule)
+	assert.Contains(t, diags[0].Message, "larger than")
+
+	doc, diags := load.Load(spec, load.Options{RemoteMaxBytes: len(paths)})
+	require.Empty(t, diags)
+	require.NotNil(t, doc)
 }
