@@ -371,7 +371,8 @@ var kinPointer = regexp.MustCompile(`"#(/[^"]*)"`)
 // document being unmarshalled: a pointer the error names is found among
 // the $refs of the documents read (at the node it names, or at the $ref
 // when it names none), the same single place in all of them; a line of an
-// unmarshal error is one of last. Otherwise the spec, without a line.
+// unmarshal error is one of last (a file or a remote document's URL).
+// Otherwise the spec, at the line an error about it gives.
 func (d *Document) kinErrPos(err error, last string) ir.Pos {
 	msg := err.Error()
 	if m := kinPointer.FindStringSubmatch(msg); m != nil {
@@ -380,7 +381,7 @@ func (d *Document) kinErrPos(err error, last string) ir.Pos {
 		}
 		return ir.Pos{File: d.Path}
 	}
-	if strings.HasPrefix(msg, "failed to unmarshal data") && last != "" && last != filepath.Clean(d.Path) && !strings.Contains(last, "://") {
+	if strings.HasPrefix(msg, "failed to unmarshal data") && last != "" && last != filepath.Clean(d.Path) {
 		if p := yamlErrPos(last, err, nil); p.Line > 0 {
 			return p
 		}

@@ -414,3 +414,20 @@ func TestKinErrorInRefFile(t *testing.T) {
 		assert.Equal(t, tc.col, d.Pos.Col, tc.ref)
 	}
 }
+
+// TestKinErrorInRemoteDocument: the line of an unmarshal error about a
+// remote document a $ref reaches is one of that document (its URL).
+func TestKinErrorInRemoteDocument(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "# a list\n- 1\n")
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	spec := write(t, dir, "openapi.yaml", "openapi: 3.0.3\ninfo: {title: t, version: '1'}\npaths:\n  /a:\n    $ref: '"+srv.URL+"/item.yaml'\n")
+	doc, diags := load.Load(spec, load.Options{})
+	assert.Nil(t, doc)
+	require.Len(t, diags, 1, "%v", diags)
+	assert.Contains(t, diags[0].Message, "cannot construct !!seq")
+	assert.Equal(t, srv.URL+"/item.yaml", diags[0].Pos.File)
+	assert.Equal(t, 2, diags[0].Pos.Line)
+}
