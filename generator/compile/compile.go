@@ -15,6 +15,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -769,9 +770,18 @@ func (c *compiler) checkKey(out *ir.Operation, op *openapi3.Operation, opNode lo
 			if k.Carrier == ir.CarrierQuery {
 				msg := fmt.Sprintf("key.query: %s declares no query parameter %s", where, k.Name)
 				cand, ok := MismatchedKey(op, pathParams, out.Key)
-				if !ok {
+				external := opNode.File != "" && opNode.File != c.doc.Path
+				switch {
+				case external && !ok:
+					// idemgen spec does not change an operation written in
+					// another document (augment's spec-not-augmented).
+					c.diags.Errorf(keyPos, "key-undeclared", "%s: declare it in %s (%s), which idemgen spec does not change", msg, opNode.File, keyParamText(*k))
+				case external:
+					c.diags.Errorf(keyPos, "key-undeclared", "%s (it declares the key %s %s: if that is the key, set key.%s: %s as [%s] says; if not, declare %s in %s (%s), which idemgen spec does not change)", msg, cand.Carrier, cand.Name, cand.Carrier, cand.Name, RuleConventionMismatch, k.Name, opNode.File, keyParamText(*k))
+					c.diags.Cite(RuleConventionMismatch, fmt.Sprintf("%s (it declares the key %s %s: if that is the key, set key.%s: %s in the contract; if not, declare %s in %s (%s), which idemgen spec does not change)", msg, cand.Carrier, cand.Name, cand.Carrier, cand.Name, k.Name, opNode.File, keyParamText(*k)))
+				case !ok:
 					c.diags.Errorf(keyPos, "key-undeclared", "%s (run idemgen spec, or apply the overlay idemgen spec -as-overlay writes)", msg)
-				} else {
+				default:
 					// As augment's key-param-missing: [key-convention-mismatch]
 					// fires too, and idemgen spec would declare a second key.
 					c.diags.Errorf(keyPos, "key-undeclared", "%s%s", msg, MismatchedKeyHint(cand, k.Name))
@@ -865,6 +875,17 @@ func MismatchedKey(op *openapi3.Operation, pathParams openapi3.Parameters, key i
 		return KeyCandidate{}, false
 	}
 	return cands[0], true
+}
+
+// keyParamText describes the key parameter to declare for k (as augment
+// describes it for key-param-missing).
+func keyParamText(k ir.Key) string {
+	schema := "type: string"
+	if k.Format != ir.FormatToken {
+		schema += ", format: uuid"
+	}
+	schema += ", maxLength: " + strconv.Itoa(k.MaxLength)
+	return fmt.Sprintf("name: %s, in: %s, required: %t, schema: {%s}", k.Name, k.Carrier, k.Required, schema)
 }
 
 // MismatchedKeyHint is the hint, for a diagnostic that would have idemgen

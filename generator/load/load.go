@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -120,7 +121,14 @@ func Load(path string, opts Options) (*Document, diag.List) {
 	// runs idemgen in-process (tests, a watcher, cli.Main called twice),
 	// came back as it was.
 	var refDiags diag.List
-	loader.ReadFromURIFunc = openapi3.URIMapCache(d.readRefs(openapi3.ReadFromURIs(openapi3.ReadFromHTTP(remoteClient(opts)), openapi3.ReadFromFile), &refDiags))
+	cached := openapi3.URIMapCache(d.readRefs(openapi3.ReadFromURIs(openapi3.ReadFromHTTP(remoteClient(opts)), openapi3.ReadFromFile), &refDiags))
+	// The document kin-openapi asked for last: the one it was reading
+	// when it failed to unmarshal one.
+	var last string
+	loader.ReadFromURIFunc = func(l *openapi3.Loader, loc *url.URL) ([]byte, error) {
+		last = refFile(loc)
+		return cached(l, loc)
+	}
 	var t *openapi3.T
 	if len(opts.Overlays) == 0 {
 		t, err = loader.LoadFromFile(path)
@@ -136,7 +144,7 @@ func Load(path string, opts Options) (*Document, diag.List) {
 		if len(refDiags) > 0 {
 			return nil, append(diags, refDiags...)
 		}
-		diags.Errorf(yamlErrPos(path, err, nil), "load-error", "cannot load the spec: %v", err)
+		diags.Errorf(d.kinErrPos(err, last), "load-error", "cannot load the spec: %v", err)
 		return nil, diags
 	}
 	if t.Paths == nil {
@@ -319,10 +327,7 @@ func (d *Document) readRefs(next openapi3.ReadFromURIFunc, diags *diag.List) ope
 		if err != nil {
 			return data, err
 		}
-		file := loc.String()
-		if loc.Scheme == "" || loc.Scheme == "file" {
-			file = filepath.Clean(filepath.FromSlash(loc.Path))
-		}
+		file := refFile(loc)
 		if file == filepath.Clean(d.Path) {
 			return data, nil
 		}
@@ -345,6 +350,102 @@ func (d *Document) readRefs(next openapi3.ReadFromURIFunc, diags *diag.List) ope
 		}
 		return data, nil
 	}
+}
+
+// refFile is the file (a cleaned path), or the remote document (its URL),
+// at loc.
+func refFile(loc *url.URL) string {
+	if loc.Scheme == "" || loc.Scheme == "file" {
+		return filepath.Clean(filepath.FromSlash(loc.Path))
+	}
+	return loc.String()
+}
+
+// kinPointer finds the JSON pointer a kin-openapi error names (bad data in
+// "#/a", failed to resolve "a" in fragment in URI: "#/a").
+var kinPointer = regexp.MustCompile(`"#(/[^"]*)"`)
+
+// kinErrPos returns where to report err, the error kin-openapi's load
+// returned; last is the document it read last. kin-openapi's errors do
+// not name the document they are about, and a line in them is one of the
+// document being unmarshalled: a pointer the error names is found among
+// the $refs of the documents read (at the node it names, or at the $ref
+// when it names none), the same single place in all of them; a line of an
+// unmarshal error is one of last (a file or a remote document's URL).
+// Otherwise the spec, at the line an error about it gives.
+func (d *Document) kinErrPos(err error, last string) ir.Pos {
+	msg := err.Error()
+	if m := kinPointer.FindStringSubmatch(msg); m != nil {
+		if p, ok := d.refPointerPos(m[1]); ok {
+			return p
+		}
+		return ir.Pos{File: d.Path}
+	}
+	if strings.HasPrefix(msg, "failed to unmarshal data") && last != "" && last != filepath.Clean(d.Path) {
+		if p := yamlErrPos(last, err, nil); p.Line > 0 {
+			return p
+		}
+		return ir.Pos{File: last, Line: 1, Col: 1}
+	}
+	return yamlErrPos(d.Path, err, nil)
+}
+
+// refPointerPos returns the one place the $refs of the documents read
+// whose fragment is ptr lead to: the node they name, or the $ref itself
+// when that node is not found. ok is false when there is none, or more
+// than one.
+func (d *Document) refPointerPos(ptr string) (ir.Pos, bool) {
+	files := slices.Sorted(maps.Keys(d.files))
+	var found []ir.Pos
+	add := func(p ir.Pos) {
+		if !slices.Contains(found, p) {
+			found = append(found, p)
+		}
+	}
+	for _, file := range files {
+		root := d.files[file]
+		at := file
+		if file == filepath.Clean(d.Path) {
+			at = d.Path // as the spec's other diagnostics name it
+		}
+		var walk func(n *yaml.Node)
+		walk = func(n *yaml.Node) {
+			if n == nil {
+				return
+			}
+			if n.Kind == yaml.MappingNode {
+				for i := 0; i+1 < len(n.Content); i += 2 {
+					k, v := n.Content[i], n.Content[i+1]
+					if k.Value != "$ref" || v.Kind != yaml.ScalarNode {
+						continue
+					}
+					_, frag, ok := strings.Cut(v.Value, "#")
+					if !ok {
+						continue
+					}
+					if u, err := url.PathUnescape(frag); err == nil {
+						frag = u
+					}
+					if frag != ptr {
+						continue
+					}
+					if t := d.resolveRef(at, v.Value, 0); t.Node != nil {
+						add(d.NodePos(t))
+					} else {
+						add(d.Pos(v, at, ""))
+					}
+				}
+			}
+			for _, c := range n.Content {
+				walk(c)
+			}
+		}
+		walk(root)
+	}
+	if len(found) != 1 {
+		return ir.Pos{}, false
+	}
+	return found[0], true
 }
 
 func cleanYAMLErr(err error) string {

@@ -378,3 +378,56 @@ func TestRemoteRefMaxBytes(t *testing.T) {
 	require.Empty(t, diags)
 	require.NotNil(t, doc)
 }
+
+// TestKinErrorInRefFile: an error kin-openapi reports about a document a
+// $ref reaches, which names no file, is reported in that document: at the
+// node a pointer it names reaches, at the $ref when the pointer reaches
+// none, at the line of an unmarshal error.
+func TestKinErrorInRefFile(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "paths"), 0o755))
+	spec := func(ref string) string {
+		return write(t, dir, "openapi.yaml", "openapi: 3.0.3\ninfo: {title: t, version: '1'}\npaths:\n  /orders:\n    $ref: "+ref+"\n")
+	}
+	orders := write(t, dir, "paths/orders.yaml", "x: 1\na: 5\n")
+	for _, tc := range []struct {
+		ref, file, msg string
+		line, col      int
+	}{
+		{"./paths/orders.yaml#/a", orders, `bad data in "#/a"`, 2, 4},
+		{"./paths/orders.yaml#/zz", "openapi.yaml", `failed to resolve "zz"`, 5, 11},
+		{"./paths/seq.yaml", filepath.Join(dir, "paths", "seq.yaml"), "cannot construct !!seq", 2, 1},
+	} {
+		write(t, dir, "paths/seq.yaml", "# a list\n- 1\n")
+		p := spec(tc.ref)
+		if tc.file == "openapi.yaml" {
+			tc.file = p
+		}
+		doc, diags := load.Load(p, load.Options{})
+		assert.Nil(t, doc)
+		require.Len(t, diags, 1, "%v", diags)
+		d := diags[0]
+		assert.Equal(t, "load-error", d.Rule, tc.ref)
+		assert.Contains(t, d.Message, tc.msg, tc.ref)
+		assert.Equal(t, tc.file, d.Pos.File, tc.ref)
+		assert.Equal(t, tc.line, d.Pos.Line, tc.ref)
+		assert.Equal(t, tc.col, d.Pos.Col, tc.ref)
+	}
+}
+
+// TestKinErrorInRemoteDocument: the line of an unmarshal error about a
+// remote document a $ref reaches is one of that document (its URL).
+func TestKinErrorInRemoteDocument(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "# a list\n- 1\n")
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	spec := write(t, dir, "openapi.yaml", "openapi: 3.0.3\ninfo: {title: t, version: '1'}\npaths:\n  /a:\n    $ref: '"+srv.URL+"/item.yaml'\n")
+	doc, diags := load.Load(spec, load.Options{})
+	assert.Nil(t, doc)
+	require.Len(t, diags, 1, "%v", diags)
+	assert.Contains(t, diags[0].Message, "cannot construct !!seq")
+	assert.Equal(t, srv.URL+"/item.yaml", diags[0].Pos.File)
+	assert.Equal(t, 2, diags[0].Pos.Line)
+}
