@@ -9,6 +9,7 @@ import (
 	"github.com/speakeasy-api/openapi/overlay"
 	"gopkg.in/yaml.v3"
 
+	"github.com/idemgen/idemgen/generator/compile"
 	"github.com/idemgen/idemgen/generator/emit/docs"
 	"github.com/idemgen/idemgen/generator/internal/english"
 	"github.com/idemgen/idemgen/generator/ir"
@@ -254,8 +255,8 @@ func (p *planner) external(op *ir.Operation) bool {
 	var todo []string
 	if k := op.Key; k.Carrier != ir.CarrierBody && k.Param == nil {
 		p.findings = append(p.findings, finding{rule: RuleKeyParamMissing, op: op, pos: at, manual: true,
-			msg: fmt.Sprintf("%s does not declare its idempotency key (%s %s) as a parameter: declare it in %s (%s), which idemgen spec does not change", where(op), k.Carrier, k.Name, file, keyParamText(k))})
-		todo = append(todo, "the key parameter ("+keyParamText(k)+")")
+			msg: fmt.Sprintf("%s does not declare its idempotency key (%s %s) as a parameter: declare it in %s (%s), which idemgen spec does not change", where(op), k.Carrier, k.Name, file, compile.KeyParamText(k))})
+		todo = append(todo, "the key parameter ("+compile.KeyParamText(k)+")")
 	}
 	resps := p.doc.LookupFrom(opn, "/responses")
 	respsPos := at
@@ -314,16 +315,6 @@ func (p *planner) external(op *ir.Operation) bool {
 
 // retryAfterText says what a Retry-After header declares.
 const retryAfterText = "a header Retry-After with schema {type: integer, minimum: 0}, the seconds to wait before retrying with the same key"
-
-// keyParamText describes the key parameter to declare for k.
-func keyParamText(k ir.Key) string {
-	schema := "type: string"
-	if k.Format != ir.FormatToken {
-		schema += ", format: uuid"
-	}
-	schema += ", maxLength: " + strconv.Itoa(k.MaxLength)
-	return fmt.Sprintf("name: %s, in: %s, required: %t, schema: {%s}", k.Name, k.Carrier, k.Required, schema)
-}
 
 // problemText describes the problem responses to declare; retry are those
 // of them that carry Retry-After.

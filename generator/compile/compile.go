@@ -775,10 +775,10 @@ func (c *compiler) checkKey(out *ir.Operation, op *openapi3.Operation, opNode lo
 				case external && !ok:
 					// idemgen spec does not change an operation written in
 					// another document (augment's spec-not-augmented).
-					c.diags.Errorf(keyPos, "key-undeclared", "%s: declare it in %s (%s), which idemgen spec does not change", msg, opNode.File, keyParamText(*k))
+					c.diags.Errorf(keyPos, "key-undeclared", "%s: declare it in %s (%s), which idemgen spec does not change", msg, opNode.File, KeyParamText(*k))
 				case external:
-					c.diags.Errorf(keyPos, "key-undeclared", "%s (it declares the key %s %s: if that is the key, set key.%s: %s as [%s] says; if not, declare %s in %s (%s), which idemgen spec does not change)", msg, cand.Carrier, cand.Name, cand.Carrier, cand.Name, RuleConventionMismatch, k.Name, opNode.File, keyParamText(*k))
-					c.diags.Cite(RuleConventionMismatch, fmt.Sprintf("%s (it declares the key %s %s: if that is the key, set key.%s: %s in the contract; if not, declare %s in %s (%s), which idemgen spec does not change)", msg, cand.Carrier, cand.Name, cand.Carrier, cand.Name, k.Name, opNode.File, keyParamText(*k)))
+					c.diags.Errorf(keyPos, "key-undeclared", "%s (it declares the key %s %s: if that is the key, set key.%s: %s as [%s] says; if not, declare %s in %s (%s), which idemgen spec does not change)", msg, cand.Carrier, cand.Name, cand.Carrier, cand.Name, RuleConventionMismatch, k.Name, opNode.File, KeyParamText(*k))
+					c.diags.Cite(RuleConventionMismatch, fmt.Sprintf("%s (it declares the key %s %s: if that is the key, set key.%s: %s in the contract; if not, declare %s in %s (%s), which idemgen spec does not change)", msg, cand.Carrier, cand.Name, cand.Carrier, cand.Name, k.Name, opNode.File, KeyParamText(*k)))
 				case !ok:
 					c.diags.Errorf(keyPos, "key-undeclared", "%s (run idemgen spec, or apply the overlay idemgen spec -as-overlay writes)", msg)
 				default:
@@ -877,9 +877,11 @@ func MismatchedKey(op *openapi3.Operation, pathParams openapi3.Parameters, key i
 	return cands[0], true
 }
 
-// keyParamText describes the key parameter to declare for k (as augment
-// describes it for key-param-missing).
-func keyParamText(k ir.Key) string {
+// KeyParamText describes the key parameter to declare for k, where idemgen
+// spec cannot declare it (an operation written in another file): the
+// hints of key-undeclared here and of augment's key-param-missing and
+// spec-not-augmented.
+func KeyParamText(k ir.Key) string {
 	schema := "type: string"
 	if k.Format != ir.FormatToken {
 		schema += ", format: uuid"
