@@ -365,6 +365,10 @@ func refFile(loc *url.URL) string {
 // "#/a", failed to resolve "a" in fragment in URI: "#/a").
 var kinPointer = regexp.MustCompile(`"#(/[^"]*)"`)
 
+// kinRefErr finds the $ref a kin-openapi error could not resolve (error
+// resolving reference "paths/missing.yaml#/a": open …: no such file).
+var kinRefErr = regexp.MustCompile(`^error resolving reference "([^"]+)"`)
+
 // kinErrPos returns where to report err, the error kin-openapi's load
 // returned; last is the document it read last. kin-openapi's errors do
 // not name the document they are about, and a line in them is one of the
@@ -381,6 +385,11 @@ func (d *Document) kinErrPos(err error, last string) ir.Pos {
 		}
 		return ir.Pos{File: d.Path}
 	}
+	if m := kinRefErr.FindStringSubmatch(msg); m != nil {
+		if p, ok := d.refValuePos(m[1]); ok {
+			return p
+		}
+	}
 	if strings.HasPrefix(msg, "failed to unmarshal data") && last != "" && last != filepath.Clean(d.Path) {
 		if p := yamlErrPos(last, err, nil); p.Line > 0 {
 			return p
@@ -395,15 +404,52 @@ func (d *Document) kinErrPos(err error, last string) ir.Pos {
 // when that node is not found. ok is false when there is none, or more
 // than one.
 func (d *Document) refPointerPos(ptr string) (ir.Pos, bool) {
-	files := slices.Sorted(maps.Keys(d.files))
 	var found []ir.Pos
-	add := func(p ir.Pos) {
+	d.eachRef(func(at string, v *yaml.Node) {
+		_, frag, ok := strings.Cut(v.Value, "#")
+		if !ok {
+			return
+		}
+		if u, err := url.PathUnescape(frag); err == nil {
+			frag = u
+		}
+		if frag != ptr {
+			return
+		}
+		p := d.Pos(v, at, "")
+		if t := d.resolveRef(at, v.Value, 0); t.Node != nil {
+			p = d.NodePos(t)
+		}
 		if !slices.Contains(found, p) {
 			found = append(found, p)
 		}
+	})
+	if len(found) != 1 {
+		return ir.Pos{}, false
 	}
-	for _, file := range files {
-		root := d.files[file]
+	return found[0], true
+}
+
+// refValuePos returns the one place a $ref whose value is ref is written
+// in the documents read (the $ref kin-openapi could not resolve: a file
+// that does not exist). ok is false when there is none, or more than one.
+func (d *Document) refValuePos(ref string) (ir.Pos, bool) {
+	var found []ir.Pos
+	d.eachRef(func(at string, v *yaml.Node) {
+		if v.Value == ref {
+			found = append(found, d.Pos(v, at, ""))
+		}
+	})
+	if len(found) != 1 {
+		return ir.Pos{}, false
+	}
+	return found[0], true
+}
+
+// eachRef calls fn with every $ref value of the documents read, file by
+// file in name order, and the file as diagnostics name it.
+func (d *Document) eachRef(fn func(at string, v *yaml.Node)) {
+	for _, file := range slices.Sorted(maps.Keys(d.files)) {
 		at := file
 		if file == filepath.Clean(d.Path) {
 			at = d.Path // as the spec's other diagnostics name it
@@ -415,24 +461,8 @@ func (d *Document) refPointerPos(ptr string) (ir.Pos, bool) {
 			}
 			if n.Kind == yaml.MappingNode {
 				for i := 0; i+1 < len(n.Content); i += 2 {
-					k, v := n.Content[i], n.Content[i+1]
-					if k.Value != "$ref" || v.Kind != yaml.ScalarNode {
-						continue
-					}
-					_, frag, ok := strings.Cut(v.Value, "#")
-					if !ok {
-						continue
-					}
-					if u, err := url.PathUnescape(frag); err == nil {
-						frag = u
-					}
-					if frag != ptr {
-						continue
-					}
-					if t := d.resolveRef(at, v.Value, 0); t.Node != nil {
-						add(d.NodePos(t))
-					} else {
-						add(d.Pos(v, at, ""))
+					if k, v := n.Content[i], n.Content[i+1]; k.Value == "$ref" && v.Kind == yaml.ScalarNode {
+						fn(at, v)
 					}
 				}
 			}
@@ -440,12 +470,8 @@ func (d *Document) refPointerPos(ptr string) (ir.Pos, bool) {
 				walk(c)
 			}
 		}
-		walk(root)
+		walk(d.files[file])
 	}
-	if len(found) != 1 {
-		return ir.Pos{}, false
-	}
-	return found[0], true
 }
 
 func cleanYAMLErr(err error) string {

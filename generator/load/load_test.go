@@ -431,3 +431,18 @@ func TestKinErrorInRemoteDocument(t *testing.T) {
 	assert.Equal(t, srv.URL+"/item.yaml", diags[0].Pos.File)
 	assert.Equal(t, 2, diags[0].Pos.Line)
 }
+
+// TestMissingRefFile: a $ref to a file that does not exist is reported at
+// the $ref (it was at the root spec, without a line).
+func TestMissingRefFile(t *testing.T) {
+	dir := t.TempDir()
+	spec := write(t, dir, "openapi.yaml", "openapi: 3.0.3\ninfo: {title: t, version: '1'}\npaths:\n  /a:\n    $ref: 'paths/missing.yaml#/a'\n")
+	doc, diags := load.Load(spec, load.Options{})
+	assert.Nil(t, doc)
+	require.Len(t, diags, 1, "%v", diags)
+	assert.Equal(t, "load-error", diags[0].Rule)
+	assert.Equal(t, spec, diags[0].Pos.File)
+	assert.Equal(t, 5, diags[0].Pos.Line)
+	assert.Equal(t, 11, diags[0].Pos.Col)
+	assert.Contains(t, diags[0].Message, "paths/missing.yaml")
+}
