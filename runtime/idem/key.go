@@ -5,9 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/idemgen/idemgen/runtime/internal/httpsyntax"
 )
 
 // Key is the idempotency key as a caller hands it to Engine.Begin.
@@ -258,20 +259,7 @@ func headerKey(h http.Header, name string) (string, error) {
 func queryKey(rawQuery, name string) (string, error) {
 	found, badValue := false, false
 	var val string
-	for q := rawQuery; q != ""; {
-		var part string
-		part, q, _ = strings.Cut(q, "&")
-		if strings.IndexByte(part, ';') >= 0 {
-			continue // ParseQuery: "invalid semicolon separator in query"
-		}
-		k, v, _ := strings.Cut(part, "=")
-		if strings.ContainsAny(k, "%+") {
-			uk, err := url.QueryUnescape(k)
-			if err != nil {
-				continue
-			}
-			k = uk
-		}
+	for k, raw := range httpsyntax.QueryPairs(rawQuery) {
 		if k != name {
 			continue
 		}
@@ -279,13 +267,10 @@ func queryKey(rawQuery, name string) (string, error) {
 			return "", detailMany
 		}
 		found = true
-		if strings.ContainsAny(v, "%+") {
-			uv, err := url.QueryUnescape(v)
-			if err != nil {
-				badValue = true
-				continue
-			}
-			v = uv
+		v, ok := httpsyntax.UnescapeValue(raw)
+		if !ok {
+			badValue = true
+			continue
 		}
 		val = v
 	}

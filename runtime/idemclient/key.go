@@ -11,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+
+	"github.com/idemgen/idemgen/runtime/internal/httpsyntax"
 )
 
 // NewKey creates a key in format f: a UUID version 4 for [FormatUUIDv4], a
@@ -87,18 +89,13 @@ func headerKey(h http.Header, name string) string { return carried(h.Get(name)) 
 // key parameter not properly escaped) where the raw text used to be sent
 // as the call's key.
 func queryKey(rawQuery, name string) (key string, pairs int, others bool) {
-	for pair := range strings.SplitSeq(rawQuery, "&") {
-		if strings.IndexByte(pair, ';') >= 0 {
-			continue
-		}
-		k, v, _ := strings.Cut(pair, "=")
-		if uk, err := url.QueryUnescape(k); err != nil || uk != name {
+	for k, raw := range httpsyntax.QueryPairs(rawQuery) {
+		if k != name {
 			continue
 		}
 		pairs++
-		if uv, err := url.QueryUnescape(v); err == nil {
-			v = uv
-		} else {
+		v, ok := httpsyntax.UnescapeValue(raw)
+		if !ok {
 			v = "" // badly escaped: the server refuses it (400), no key
 		}
 		switch v = carried(v); {

@@ -1,6 +1,8 @@
-// Package httpsyntax holds the character classes of RFC 9110's syntax that
-// more than one runtime package reads (idem checks stored header names,
-// fingerprint parses Content-Type parameters).
+// Package httpsyntax holds the pieces of HTTP syntax that more than one
+// runtime package reads: RFC 9110's character classes (idem checks stored
+// header names, fingerprint parses Content-Type parameters) and the pairs
+// of a raw query as net/url reads them (idem and idemclient find a query
+// key).
 package httpsyntax
 
 import "strings"
