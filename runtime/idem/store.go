@@ -61,9 +61,12 @@ type Fingerprint = fingerprint.Fingerprint
 
 // Record is what a store keeps under one encoded scope key.
 type Record struct {
-	State       State
+	// State is PENDING, COMPLETED or FAILED.
+	State State
+	// Fingerprint is the fingerprint of the request that claimed the key.
 	Fingerprint Fingerprint
-	Token       Token
+	// Token is the fencing token of the claim that holds (or held) the key.
+	Token Token
 	// LeaseExpiresAt is when a PENDING holder's lease runs out, on the store's clock.
 	LeaseExpiresAt time.Time
 	// ExpiresAt is when the record is forgotten: Begin time + BeginRequest.TTL, on the store's clock,
