@@ -44,7 +44,11 @@ type Options struct {
 
 // Input is one request to fingerprint.
 type Input struct {
-	Method    string
+	// Method is the request's HTTP method, compared as given (net/http
+	// passes it as the client sent it: "POST").
+	Method string
+	// Operation is the operation's id; requests of two operations never
+	// share a fingerprint.
 	Operation string
 	// Path is the request's target path as sent, escaped
 	// (url.URL.EscapedPath): it tells apart the resources one operation
@@ -59,7 +63,11 @@ type Input struct {
 	// ContentType is the Content-Type header value; it selects how Body is
 	// canonicalized.
 	ContentType string
-	Body        []byte
+	// Body is the request body as read, canonicalized by its media type
+	// (see the package doc: a JSON body with Options.Volatile and Unordered
+	// applied, a form body as its pairs, any other byte for byte). Sum does
+	// not keep it.
+	Body []byte
 }
 
 // Hasher is compiled from Options; it is immutable and safe for concurrent use.

@@ -152,7 +152,7 @@ func TestEndedRequestPrincipalFails(t *testing.T) {
 func TestEndedRequestReadFirst(t *testing.T) {
 	cs := newCountingStore(t, nil)
 	logs := &logLevels{}
-	f := newFixtureStore(t, cs.ms, readFirstStore{cs}, idem.Options{Logger: slog.New(logs), Principal: idem.Anonymous})
+	f := newFixtureStore(t, cs.ms, readFirstStore{cs}, idem.Options{Logger: slog.New(logs), Principal: idem.Anonymous, DisableHeartbeat: true})
 	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
 	require.Equal(t, http.StatusCreated, send(h, req{key: "k", body: `{}`}).Code)
 	f.obs.evs = nil
@@ -207,7 +207,7 @@ func TestEndedRequestWhileWaiting(t *testing.T) {
 	defer cancel()
 	es := &endingStore{fakeTx: &fakeTx{Store: ms}, cancel: cancel, beforeBegin: 2}
 	logs := &logLevels{}
-	f := newFixtureStore(t, ms, plainStore{es}, idem.Options{Logger: slog.New(logs), Principal: idem.Anonymous})
+	f := newFixtureStore(t, ms, plainStore{es}, idem.Options{Logger: slog.New(logs), Principal: idem.Anonymous, DisableHeartbeat: true})
 	spec := strictSpec()
 	spec.InFlight.Wait = time.Minute
 	p := mustCompile(t, spec)

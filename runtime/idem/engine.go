@@ -54,7 +54,9 @@ type Options struct {
 	// DisableHeartbeat turns off lease extension. By default, when the store
 	// implements LeaseExtender, a running holder extends its lease every
 	// Lease/3 (first between Lease/6 and Lease/3 after its claim), so a slow
-	// handler is not taken over while it still runs.
+	// handler is not taken over while it still runs. New logs a warning
+	// when heartbeats are on and the store is no LeaseExtender (a store
+	// wrapped for metrics that does not forward ExtendLease, typically).
 	DisableHeartbeat bool
 	// StoreTimeout bounds every call the engine makes to the store (each
 	// Get, Begin, Finish, and a transaction's begin and commit), so that a store
@@ -206,6 +208,14 @@ func New(store Store, opts Options) *Engine {
 		e.extender, _ = store.(LeaseExtender)
 		if e.extender != nil {
 			e.hbs = newHBSched()
+		} else {
+			e.log.LogAttrs(context.Background(), slog.LevelWarn,
+				"idem: the store does not implement idem.LeaseExtender, so no heartbeat extends a lease: "+
+					"a handler that runs longer than its policy's lease is taken over by a retry, which runs it a second time; "+
+					"a store that wraps another (for metrics or tracing) must forward the optional interfaces its inner store implements "+
+					"(idem.LeaseExtender, idem.Watcher, idem.ReadFirst, idem.LocalReader, idem.Transactor, and idem.ContextBound if the wrapper keeps no context or key), "+
+					"see docs/runtime.md; set Options.DisableHeartbeat to silence this warning",
+				slog.String("store", fmt.Sprintf("%T", store)))
 		}
 	}
 	if opts.Transactional {

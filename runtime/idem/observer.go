@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
@@ -11,6 +12,13 @@ import (
 )
 
 // EventKind names what happened to a request.
+//
+// Stability: the kinds and their names (String: "executed", "replayed",
+// ...) are part of the API, like the problem codes: a kind is never
+// renamed nor given another meaning, and new kinds may be added (an
+// Observer should ignore, or count apart, a kind it does not know). The
+// same holds for the fields of Event and the names of State. Which kinds
+// end a request and which come in addition is tabled in docs/runtime.md.
 type EventKind uint8
 
 const (
@@ -117,8 +125,15 @@ func (k EventKind) String() string {
 // Event describes one thing that happened to one request. It is passed by
 // value: observing costs no allocation.
 type Event struct {
-	Kind      EventKind
+	// Kind is what happened.
+	Kind EventKind
+	// Operation is the policy's operation (its operationId).
 	Operation string
+	// Principal is the caller's principal as Options.Principal returned it:
+	// "" when there is no Options.Principal (or it returned ""), and in an
+	// EventRejected of a request refused before it was asked (a missing or
+	// invalid key, a body too large or unreadable) or whose
+	// Options.Principal failed.
 	Principal string
 	// Key is the client's idempotency key as normalized ("" when the request had none).
 	Key string
@@ -155,6 +170,45 @@ type Event struct {
 	// Duration is how long the handler ran (EventExecuted, protected or not)
 	// or the duplicate waited (EventReplayed, EventInFlight, 0 when it did not wait).
 	Duration time.Duration
+}
+
+// LogValue implements slog.LogValuer: an Event passed to a log/slog
+// logger (slog.Any("event", e)) is logged as a group of its non-zero
+// fields: kind, operation, principal, key, protected, state, prior,
+// status, code, err and duration, with the names of Kind and the states
+// (prior=NONE for a claim of a new key).
+func (e Event) LogValue() slog.Value {
+	as := make([]slog.Attr, 0, 11)
+	as = append(as, slog.String("kind", e.Kind.String()))
+	if e.Operation != "" {
+		as = append(as, slog.String("operation", e.Operation))
+	}
+	if e.Principal != "" {
+		as = append(as, slog.String("principal", e.Principal))
+	}
+	if e.Key != "" {
+		as = append(as, slog.String("key", e.Key))
+	}
+	as = append(as, slog.Bool("protected", e.Protected))
+	if e.State != StateNone {
+		as = append(as, slog.String("state", e.State.String()))
+	}
+	if e.Kind == EventExecuted && e.Protected || e.Kind == EventLeaseTakeover || e.Prior != StateNone {
+		as = append(as, slog.String("prior", e.Prior.String()))
+	}
+	if e.Status != 0 {
+		as = append(as, slog.Int("status", e.Status))
+	}
+	if e.Code != "" {
+		as = append(as, slog.String("code", e.Code))
+	}
+	if e.Err != nil {
+		as = append(as, slog.String("err", e.Err.Error()))
+	}
+	if e.Duration != 0 {
+		as = append(as, slog.Duration("duration", e.Duration))
+	}
+	return slog.GroupValue(as...)
 }
 
 // Observer receives events (metrics, traces). It is called synchronously on

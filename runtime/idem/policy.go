@@ -150,11 +150,18 @@ func (s Scope) String() string {
 
 // KeySpec says where the key is and what it looks like.
 type KeySpec struct {
+	// Carrier is where the key travels: a header (the default), a query
+	// parameter or a body member.
 	Carrier Carrier
 	// Name is the header name (default "Idempotency-Key"), the query parameter
-	// name, or the body member's JSON pointer (e.g. "/idempotency_key").
-	Name      string
-	Required  Requirement
+	// name, or the body member's JSON pointer (e.g. "/idempotency_key");
+	// required for the query and body carriers.
+	Name string
+	// Required says whether a request must carry a key (default: required
+	// under Strict and Loose, optional under Window).
+	Required Requirement
+	// Format is the syntax a key must have (default FormatToken); a key
+	// that does not have it is refused with 400 IDEMPOTENCY_KEY_INVALID.
 	Format    Format
 	MaxLength int // default and upper bound 255
 }
@@ -187,14 +194,19 @@ type RequestSpec struct {
 
 // Spec is the idempotency policy of one operation, as generated code emits
 // it (a plain struct literal). Zero fields take the documented defaults;
-// Compile fills them in and checks the rest.
+// Compile fills them in and checks the rest. Operation and Semantics have
+// no default: Compile refuses a Spec without them.
 type Spec struct {
 	Operation string // operationId; required, at most 128 bytes
 	Method    string // informational (documentation, events)
 	Path      string // informational
+	// Semantics is required (Strict, Loose or Window): it has no default,
+	// and Compile refuses a Spec without it.
 	Semantics Semantics
 	Window    time.Duration // how long a key is remembered; default 24h
-	Key       KeySpec
+	// Key says where the key travels and what it looks like (default: the
+	// Idempotency-Key header, any token of up to 255 characters).
+	Key KeySpec
 	// Volatile lists JSON pointers (with "*") of body members left out of the fingerprint.
 	Volatile []string
 	// Unordered lists JSON pointers (with "*") of arrays fingerprinted as multisets.
@@ -203,10 +215,16 @@ type Spec struct {
 	FingerprintHeaders []string
 	Scope              Scope // whose requests share a key space; default per principal
 	ConflictStatus     int   // 422 (default) or 409
-	InFlight           InFlightSpec
-	Failures           FailurePolicy
-	Response           ResponseSpec
-	Request            RequestSpec
+	// InFlight says how a duplicate of a request still in flight is
+	// answered, and how long a claim's lease holds.
+	InFlight InFlightSpec
+	// Failures says what a failed execution leaves behind (default
+	// FailuresRetry: the key is freed).
+	Failures FailurePolicy
+	// Response says what of a response is stored and replayed.
+	Response ResponseSpec
+	// Request bounds the body the engine reads.
+	Request RequestSpec
 }
 
 // Defaults.

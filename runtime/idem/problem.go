@@ -72,11 +72,15 @@ const DefaultProblemTypeBase = "https://pkg.go.dev/github.com/idemgen/idemgen/ru
 // application/problem+json; Options.Principal may return one to choose the
 // answer to a request it refuses.
 type Problem struct {
-	Type   string // default: ProblemTypeBase + Code
-	Title  string // default: the status text
+	Type  string // default: ProblemTypeBase + Code
+	Title string // default: the status text
+	// Status is the HTTP status of the answer.
 	Status int
+	// Detail explains this occurrence to a human ("" leaves it out).
 	Detail string
-	Code   string
+	// Code is the machine-readable problem code (one of the Code constants
+	// for the engine's problems), sent as the "code" member ("" leaves it out).
+	Code string
 	// RetryAfter, when > 0, is sent as a Retry-After header (whole seconds).
 	RetryAfter int
 }

@@ -18,6 +18,11 @@ import (
 type State uint8
 
 const (
+	// StateNone (0, "NONE") is no record: the BeginResult.Prior and
+	// Event.Prior of a claim of a key that had no record (or an expired
+	// one), and the Event.State of a request that ran unprotected. No store
+	// keeps it in a record.
+	StateNone State = 0
 	// StatePending: a holder is executing the request under a lease.
 	StatePending State = 1
 	// StateCompleted: the request executed; Response holds what to replay.
@@ -28,8 +33,13 @@ const (
 	StateFailed State = 3
 )
 
+// String returns the state's name: NONE, PENDING, COMPLETED or FAILED
+// (UNKNOWN for any other value). The names are stable, like the event
+// kinds' (see EventKind).
 func (s State) String() string {
 	switch s {
+	case StateNone:
+		return "NONE"
 	case StatePending:
 		return "PENDING"
 	case StateCompleted:
@@ -51,9 +61,12 @@ type Fingerprint = fingerprint.Fingerprint
 
 // Record is what a store keeps under one encoded scope key.
 type Record struct {
-	State       State
+	// State is PENDING, COMPLETED or FAILED.
+	State State
+	// Fingerprint is the fingerprint of the request that claimed the key.
 	Fingerprint Fingerprint
-	Token       Token
+	// Token is the fencing token of the claim that holds (or held) the key.
+	Token Token
 	// LeaseExpiresAt is when a PENDING holder's lease runs out, on the store's clock.
 	LeaseExpiresAt time.Time
 	// ExpiresAt is when the record is forgotten: Begin time + BeginRequest.TTL, on the store's clock,
@@ -103,8 +116,8 @@ type BeginResult struct {
 	// Acquired: the caller holds the key with BeginRequest.Token; a new PENDING
 	// record was written (with the request's fingerprint and a fresh TTL).
 	Acquired bool
-	// Prior is the state of the record that the claim replaced: 0 when there was
-	// none (or it had expired), StatePending when an expired lease was taken
+	// Prior is the state of the record that the claim replaced: StateNone (0)
+	// when there was none (or it had expired), StatePending when an expired lease was taken
 	// over, StateFailed when a reclaimable failure was retried.
 	Prior State
 	// Record is the existing record when !Acquired.

@@ -72,10 +72,15 @@ func ParseJitter(s string) (Jitter, error) {
 // and the delay itself is drawn below the ceiling as [Jitter] says.
 // Zero fields take the contract defaults (500ms, 8s, 2, full).
 type Backoff struct {
-	Initial    time.Duration
-	Max        time.Duration
+	// Initial is the ceiling of the first delay (default 500ms).
+	Initial time.Duration
+	// Max caps every ceiling (default 8s).
+	Max time.Duration
+	// Multiplier is the growth of the ceiling from one retry to the next
+	// (default 2; at least 1).
 	Multiplier float64
-	Jitter     Jitter
+	// Jitter is how a delay is drawn below its ceiling (default JitterFull).
+	Jitter Jitter
 }
 
 // Ceiling returns the largest delay before retry n (n >= 1) of a defaulted b.
@@ -171,8 +176,11 @@ func (b Backoff) withDefaults() Backoff {
 // IDEMPOTENCY_KEY_IN_USE is always waited out, at whatever status other
 // than 400 and 422 it comes (the contract's in-flight status, 409 by default).
 type RetryOn struct {
+	// Connection retries connection errors: the request may not have
+	// reached the server, or its answer was lost (see [Classify]).
 	Connection bool
-	Statuses   []int
+	// Statuses lists the response statuses retried (400 and 422 never are).
+	Statuses []int
 }
 
 // IsZero reports whether o lists nothing.
@@ -235,10 +243,19 @@ func (c KeyCarrier) String() string {
 type Policy struct {
 	// MaxAttempts bounds all attempts, the first included (default 4; 1 disables retries).
 	MaxAttempts int
-	Backoff     Backoff
-	On          RetryOn
-	KeyFormat   KeyFormat
-	KeyCarrier  KeyCarrier
+	// Backoff says how long to wait before each retry (default 500ms to
+	// 8s, ×2, full jitter); a Retry-After the response sends may ask for
+	// longer.
+	Backoff Backoff
+	// On says which failures are retried (default: connection errors and
+	// [DefaultStatuses]).
+	On RetryOn
+	// KeyFormat is the format of the keys the helper creates (default
+	// FormatUUID: UUID version 7).
+	KeyFormat KeyFormat
+	// KeyCarrier is where a request carries its key (default
+	// CarrierHeader).
+	KeyCarrier KeyCarrier
 	// KeyName is the header name, query parameter name or JSON pointer of the key
 	// (default Idempotency-Key; required for the query and body carriers).
 	KeyName string

@@ -38,13 +38,17 @@ const (
 // no response but an [*Error] whose Problem is this error (errors.As finds
 // either).
 type ProblemError struct {
-	Status        int    // the response status
-	Code          string // the problem's code, e.g. IDEMPOTENCY_KEY_REUSED
+	Status int    // the response status
+	Code   string // the problem's code, e.g. IDEMPOTENCY_KEY_REUSED
+	// Title and Detail are the problem's title and detail members ("" when
+	// the body had none).
 	Title, Detail string
 	// RetryAfter is the wait the response asked for (0 if none).
 	RetryAfter time.Duration
-	// Key is the call's idempotency key; Attempts the attempts it took.
-	Key      string
+	// Key is the call's idempotency key.
+	Key string
+	// Attempts is the number of attempts the call made, the last (which
+	// got this problem) included.
 	Attempts int
 }
 

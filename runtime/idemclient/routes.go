@@ -16,8 +16,12 @@ import (
 // routes matter: a static /orders/export that is not idempotent wins over
 // an idempotent /orders/{id}, as it does in the server's router.
 type Route struct {
+	// Method is the operation's HTTP method, upper case (POST).
 	Method string
-	Path   string
+	// Path is the operation's path template as the spec writes it, below
+	// the server URL (/orders/{orderId}).
+	Path string
+	// Policy is the operation's retry policy; nil when it is not idempotent.
 	Policy *Policy
 }
 
