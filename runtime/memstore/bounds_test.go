@@ -503,3 +503,25 @@ func TestNeverEvictsPendingWithEvictFinished(t *testing.T) {
 	assert.False(t, ok)
 	assert.Equal(t, int64(1), s.Stats().Evicted)
 }
+
+// TestFinishOverBudgetDropsExpired: a completion that takes its shard over
+// the byte budget first drops the shard's expired records (not only Begin
+// does), so the shard holds no more than it must; an unexpired one stays.
+func TestFinishOverBudgetDropsExpired(t *testing.T) {
+	budget := int64(3 * (memstore.EntryOverhead + 1000))
+	s, c := newClockStore(t, memstore.Options{Shards: 1, MaxBytes: budget})
+	ctx := context.Background()
+	require.NoError(t, claim(t, s, "old", 1, time.Second))
+	require.NoError(t, s.Finish(ctx, "old", 1, idem.StateCompleted, make([]byte, 1000)))
+	require.NoError(t, claim(t, s, "kept", 1, time.Hour))
+	require.NoError(t, s.Finish(ctx, "kept", 1, idem.StateCompleted, make([]byte, 1000)))
+	require.NoError(t, claim(t, s, "new", 1, time.Hour))
+	c.Add(2 * time.Second) // "old" expired after the claim
+	require.NoError(t, s.Finish(ctx, "new", 1, idem.StateCompleted, make([]byte, 2000)))
+	st := s.Stats()
+	assert.Equal(t, int64(1), st.Expired)
+	assert.Zero(t, st.Evicted)
+	assert.Equal(t, 2, st.Entries)
+	_, ok, _ := s.Get(ctx, "kept")
+	assert.True(t, ok)
+}
