@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/examples/coupons/api"
+	"github.com/idemgen/idemgen/runtime/idem"
 )
 
 // couponService is the coupon team's service: it implements oapi-codegen's
@@ -113,7 +114,13 @@ func authenticate(next http.Handler) http.Handler {
 	})
 }
 
-// principal is idem.Options.Principal: the member authenticate found.
+// principal is idem.Options.Principal: the member authenticate found. A
+// request without one (a route left outside authenticate) is refused with
+// 401: "" would be the key space that anonymous callers share (the engine
+// refuses it too, with a 500).
 func principal(r *http.Request) (string, error) {
-	return memberOf(r.Context()), nil
+	if m := memberOf(r.Context()); m != "" {
+		return m, nil
+	}
+	return "", &idem.Problem{Status: http.StatusUnauthorized, Code: "UNAUTHORIZED", Detail: "a member session (Authorization: Bearer ...) is required"}
 }

@@ -329,6 +329,9 @@ func (c *Call) begin(k Key) {
 	}
 	if pf := c.e.principal; pf != nil {
 		pr, err := pf(r)
+		if pr == "" && err == nil && !c.e.emptyPr {
+			err = ErrEmptyPrincipal // the anonymous callers' key space: not for a caller unknown
+		}
 		if err != nil {
 			c.principalFailed(err)
 			return

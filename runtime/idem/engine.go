@@ -2,6 +2,7 @@ package idem
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -10,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/idemgen/idemgen/runtime/fingerprint"
 )
@@ -21,6 +23,17 @@ type Options struct {
 	// principal never replays another's response. An error refuses the
 	// request: a *Problem is written as is, any other error as 500
 	// IDEMPOTENCY_PRINCIPAL_UNAVAILABLE.
+	//
+	// An empty principal with a nil error is refused as an error
+	// (ErrEmptyPrincipal: 500, logged), unless Principal is Anonymous: ""
+	// is the one key space that Anonymous (and a nil Principal) shares
+	// among all callers, so a func that answers "" for a request without a
+	// caller (userID(r) on a route without authentication) would let every
+	// such caller replay the others' responses (under Window semantics,
+	// without even sending a key: by sending the same body). Return an
+	// error for a request without a caller (an *Problem, such as 401,
+	// to answer it yourself), or a non-empty constant ("guest") for the
+	// callers meant to share one key space.
 	//
 	// Set it from your authentication. A service whose callers are all one
 	// principal (no authentication, a single tenant) sets Anonymous. nil
@@ -115,8 +128,26 @@ type Options struct {
 // Anonymous is an Options.Principal for a service whose callers are all one
 // principal (no authentication, or a single tenant): every request has the
 // principal "", so all callers share each operation's keys. It is what a nil
-// Principal does, said on purpose: the Engine does not warn about it.
+// Principal does, said on purpose: the Engine does not warn about it. It is
+// the only Principal that may answer "" (the Engine recognises it by
+// identity: a func that calls it is another Principal, refused for "").
 func Anonymous(*http.Request) (string, error) { return "", nil }
+
+// ErrEmptyPrincipal refuses a request (500 IDEMPOTENCY_PRINCIPAL_UNAVAILABLE,
+// logged) whose Options.Principal, other than Anonymous, answered "" and no
+// error (see Options.Principal).
+var ErrEmptyPrincipal = errors.New(`idem: Options.Principal returned an empty principal (""), which would put this caller in the key space all anonymous callers share: ` +
+	`return an error for a request without a caller (an *idem.Problem such as 401 to answer it yourself), ` +
+	`or a non-empty constant for callers meant to share one key space (or set Principal to idem.Anonymous if all callers are one principal)`)
+
+// isAnonymous reports whether f is Anonymous: whether the two funcs run the
+// same code (what reflect.Value.Pointer compares, read without reflect; a
+// func value is a pointer to a closure record whose first word is the
+// code's address). It runs once, in New.
+func isAnonymous(f func(*http.Request) (string, error)) bool {
+	a := Anonymous
+	return f != nil && **(**uintptr)(unsafe.Pointer(&f)) == **(**uintptr)(unsafe.Pointer(&a))
+}
 
 // DefaultStoreTimeout is the default of Options.StoreTimeout.
 const DefaultStoreTimeout = 5 * time.Second
@@ -131,6 +162,7 @@ type Engine struct {
 	recycle     bool     // the store is ContextBound: per-request Calls are reused
 	tx          Transactor
 	principal   func(*http.Request) (string, error)
+	emptyPr     bool        // principal may answer "" (it is Anonymous): else "" is refused (ErrEmptyPrincipal)
 	warnedPr    atomic.Bool // the warning about a nil Options.Principal was logged (Serves)
 	log         *slog.Logger
 	obs         Observer
@@ -162,6 +194,7 @@ func New(store Store, opts Options) *Engine {
 	e := &Engine{
 		store:       store,
 		principal:   opts.Principal,
+		emptyPr:     isAnonymous(opts.Principal),
 		log:         opts.Logger,
 		obs:         opts.Observer,
 		failOpen:    opts.FailOpen,

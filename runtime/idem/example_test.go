@@ -20,8 +20,16 @@ func ExampleEngine_Middleware() {
 	store := memstore.New(memstore.Options{})
 	defer store.Close()
 	eng := idem.New(store, idem.Options{
-		// Records are per principal: take it from your authentication.
-		Principal: func(r *http.Request) (string, error) { return r.Header.Get("X-User"), nil },
+		// Records are per principal: take it from your authentication, and
+		// refuse a request without a caller ("" is the anonymous callers'
+		// shared key space, which the engine refuses from any Principal
+		// but idem.Anonymous).
+		Principal: func(r *http.Request) (string, error) {
+			if u := r.Header.Get("X-User"); u != "" {
+				return u, nil
+			}
+			return "", &idem.Problem{Status: http.StatusUnauthorized, Code: "UNAUTHENTICATED", Detail: "sign in first"}
+		},
 	})
 	createOrder := idem.MustCompile(idem.Spec{
 		Operation: "createOrder", Method: "POST", Path: "/orders",

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -98,4 +99,67 @@ func TestAnonymousSharesKeys(t *testing.T) {
 	w := send(h, req{key: "k1", body: `{}`, header: http.Header{"Authorization": {"bob"}}})
 	assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
 	assert.Equal(t, int32(1), f.calls.Load())
+}
+
+// TestEmptyPrincipalRefused: a Principal other than Anonymous that answers
+// "" (userID(r) on a request without a caller) is refused as a Principal
+// error (500 IDEMPOTENCY_PRINCIPAL_UNAVAILABLE, logged with the fix), under
+// every semantics and scope, and nothing runs: "" is the key space all
+// anonymous callers share, so under Window semantics a second caller
+// without a key sending the same body got the first caller's response
+// (the security review's TestWindowKeylessCrossCaller). A *Problem error
+// still passes through, and Anonymous still shares "" silently.
+func TestEmptyPrincipalRefused(t *testing.T) {
+	userID := func(r *http.Request) (string, error) { return r.Header.Get("X-User"), nil }
+	window := strictSpec()
+	window.Operation, window.Semantics, window.Window = "guestCheckout", idem.Window, time.Hour
+	shared := strictSpec()
+	shared.Operation, shared.Scope = "sharedOrder", idem.ScopeShared
+	for name, spec := range map[string]idem.Spec{"strict": strictSpec(), "window": window, "shared": shared} {
+		t.Run(name, func(t *testing.T) {
+			logs := &lockedBuffer{}
+			f := newFixture(t, idem.Options{Principal: userID, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+			h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
+			key := "k"
+			if spec.Semantics == idem.Window {
+				key = "" // recorded by body
+			}
+			for range 2 {
+				requireProblem(t, send(h, req{key: key, body: `{"item":1}`}), 500, idem.CodePrincipalUnavailable)
+			}
+			assert.Equal(t, int32(0), f.calls.Load(), "nothing runs")
+			assert.Equal(t, 2, strings.Count(logs.String(), "idem: principal unavailable"), logs.String())
+			assert.Contains(t, logs.String(), "empty principal")
+			ev, ok := f.obs.find(idem.EventRejected)
+			require.True(t, ok)
+			assert.ErrorIs(t, ev.Err, idem.ErrEmptyPrincipal)
+			assert.Equal(t, idem.CodePrincipalUnavailable, ev.Code)
+			// A caller is served.
+			require.Equal(t, http.StatusCreated, send(h, req{key: key, body: `{"item":1}`, header: http.Header{"X-User": {"alice"}}}).Code)
+		})
+	}
+	t.Run("problem", func(t *testing.T) {
+		f := newFixture(t, idem.Options{Principal: func(r *http.Request) (string, error) {
+			return "", &idem.Problem{Status: 401, Code: "UNAUTHENTICATED", Detail: "sign in"}
+		}})
+		h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
+		w := send(h, req{key: "k", body: `{}`})
+		assert.Equal(t, 401, w.Code)
+		assert.Contains(t, w.Body.String(), "UNAUTHENTICATED")
+	})
+	t.Run("anonymous", func(t *testing.T) {
+		logs := &lockedBuffer{}
+		f := newFixture(t, idem.Options{Principal: idem.Anonymous, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+		h := f.eng.Handler(mustCompile(t, window), f.createOrder())
+		require.Equal(t, http.StatusCreated, send(h, req{body: `{"item":1}`}).Code)
+		assert.Equal(t, "true", send(h, req{body: `{"item":1}`}).Header().Get("Idempotent-Replayed"))
+		assert.Empty(t, logs.String())
+	})
+	t.Run("wrapped anonymous", func(t *testing.T) {
+		// Only Anonymous itself may answer "": a func that calls it is
+		// another Principal.
+		f := newFixture(t, idem.Options{Principal: func(r *http.Request) (string, error) { return idem.Anonymous(r) }})
+		h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
+		requireProblem(t, send(h, req{key: "k", body: `{}`}), 500, idem.CodePrincipalUnavailable)
+	})
 }

@@ -52,7 +52,7 @@ func claim(t *testing.T, s *memstore.Store, key string, tok idem.Token, ttl time
 }
 
 func TestEvictsExpiredThenOldestFinished(t *testing.T) {
-	s, c := newClockStore(t, memstore.Options{Shards: 1, MaxEntries: 3})
+	s, c := newClockStore(t, memstore.Options{Shards: 1, MaxEntries: 3, EvictFinished: true})
 	ctx := context.Background()
 	require.NoError(t, claim(t, s, "old", 1, time.Hour))
 	require.NoError(t, s.Finish(ctx, "old", 1, idem.StateCompleted, []byte("a")))
@@ -80,7 +80,7 @@ func TestEvictsExpiredThenOldestFinished(t *testing.T) {
 }
 
 func TestNeverEvictsPending(t *testing.T) {
-	s, _ := newClockStore(t, memstore.Options{Shards: 1, MaxEntries: 2})
+	s, c := newClockStore(t, memstore.Options{Shards: 1, MaxEntries: 2})
 	require.NoError(t, claim(t, s, "a", 1, time.Hour))
 	require.NoError(t, claim(t, s, "b", 2, time.Hour))
 	err := claim(t, s, "c", 3, time.Hour)
@@ -90,14 +90,18 @@ func TestNeverEvictsPending(t *testing.T) {
 		rec, ok, _ := s.Get(context.Background(), k)
 		assert.True(t, ok && rec.State == idem.StatePending, k)
 	}
-	// Once one finishes, there is room again.
+	// Once one finishes, there is no room either (by default, a record is
+	// kept for its window), until it expires.
 	require.NoError(t, s.Finish(context.Background(), "a", 1, idem.StateCompleted, nil))
+	require.ErrorIs(t, claim(t, s, "c", 3, time.Hour), memstore.ErrFull)
+	c.Add(time.Hour)
 	require.NoError(t, claim(t, s, "c", 3, time.Hour))
+	assert.Equal(t, int64(2), s.Stats().Expired, "both expired (b's lease ran out too)")
 }
 
 func TestByteBound(t *testing.T) {
 	budget := int64(4 * (memstore.EntryOverhead + 100))
-	s, _ := newClockStore(t, memstore.Options{Shards: 1, MaxBytes: budget})
+	s, _ := newClockStore(t, memstore.Options{Shards: 1, MaxBytes: budget, EvictFinished: true})
 	ctx := context.Background()
 	for i := 0; i < 10; i++ {
 		k := fmt.Sprintf("k%02d", i)
@@ -224,7 +228,9 @@ func BenchmarkFirstRequest(b *testing.B) {
 	}{{"alone", false, false}, {"garbage", true, false}, {"alone-readlocal", false, true}} {
 		garbage := v.garbage
 		b.Run(v.name, func(b *testing.B) {
-			s := memstore.New(memstore.Options{SweepInterval: -1})
+			// EvictFinished: the benchmark keeps claiming new keys, past
+			// what the default bounds hold within a window.
+			s := memstore.New(memstore.Options{SweepInterval: -1, EvictFinished: true})
 			defer s.Close()
 			ctx := context.Background()
 			resp := make([]byte, 256)
@@ -346,6 +352,7 @@ func TestSmallBoundsFillUp(t *testing.T) {
 // TestMaxEntriesBound: a store never holds more than MaxEntries records.
 func TestMaxEntriesBound(t *testing.T) {
 	for _, o := range []memstore.Options{{MaxEntries: 10}, {MaxEntries: 1001, Shards: 2}} {
+		o.EvictFinished = true
 		s, _ := newClockStore(t, o)
 		ctx := context.Background()
 		for i := range 5000 {
@@ -364,15 +371,21 @@ func TestMaxEntriesBound(t *testing.T) {
 func TestKeyLargerThanShare(t *testing.T) {
 	ctx := context.Background()
 	for _, budget := range []int64{200, 100} {
-		s, _ := newClockStore(t, memstore.Options{MaxBytes: budget})
-		huge := strings.Repeat("k", 120)
-		require.NoError(t, claim(t, s, huge, 1, time.Hour), "MaxBytes %d", budget)
-		assert.ErrorIs(t, claim(t, s, "small", 2, time.Hour), memstore.ErrFull, "the shard's one record is PENDING")
-		require.NoError(t, s.Finish(ctx, huge, 1, idem.StateCompleted, []byte("r")))
-		require.NoError(t, claim(t, s, "small", 2, time.Hour), "the finished record is evicted")
-		_, ok, _ := s.Get(ctx, huge)
-		assert.False(t, ok)
-		assert.Equal(t, 1, s.Stats().Entries)
+		for _, evict := range []bool{false, true} {
+			s, c := newClockStore(t, memstore.Options{MaxBytes: budget, EvictFinished: evict})
+			huge := strings.Repeat("k", 120)
+			require.NoError(t, claim(t, s, huge, 1, time.Hour), "MaxBytes %d", budget)
+			assert.ErrorIs(t, claim(t, s, "small", 2, time.Hour), memstore.ErrFull, "the shard's one record is PENDING")
+			require.NoError(t, s.Finish(ctx, huge, 1, idem.StateCompleted, []byte("r")))
+			if !evict {
+				assert.ErrorIs(t, claim(t, s, "small", 2, time.Hour), memstore.ErrFull, "the finished record is within its window")
+				c.Add(time.Hour)
+			}
+			require.NoError(t, claim(t, s, "small", 2, time.Hour), "the finished record is evicted (or expired)")
+			_, ok, _ := s.Get(ctx, huge)
+			assert.False(t, ok)
+			assert.Equal(t, 1, s.Stats().Entries)
+		}
 	}
 }
 
@@ -416,4 +429,99 @@ func BenchmarkReadLocal(b *testing.B) {
 			})
 		}
 	}
+}
+
+// TestFullRefusesInsteadOfEvicting: a caller that fills a shard with large
+// responses under fresh keys gets its claims refused (ErrFull) once the
+// shard is full, and never evicts another caller's finished record within
+// its window (whose retry would execute again); with EvictFinished it
+// evicts it. Expired records are reclaimed first in either mode, and a
+// completion that takes the shard over its budget is stored.
+func TestFullRefusesInsteadOfEvicting(t *testing.T) {
+	const resp = 1000
+	budget := int64(8 * (memstore.EntryOverhead + resp))
+	for _, evict := range []bool{false, true} {
+		t.Run(fmt.Sprint("EvictFinished=", evict), func(t *testing.T) {
+			s, c := newClockStore(t, memstore.Options{Shards: 1, MaxBytes: budget, EvictFinished: evict})
+			ctx := context.Background()
+			// Records that expire soon: reclaimed first.
+			for i := range 3 {
+				k := fmt.Sprint("short", i)
+				require.NoError(t, claim(t, s, k, 1, time.Second))
+				require.NoError(t, s.Finish(ctx, k, 1, idem.StateCompleted, make([]byte, resp)))
+			}
+			require.NoError(t, claim(t, s, "victim", 1, time.Hour))
+			require.NoError(t, s.Finish(ctx, "victim", 1, idem.StateCompleted, []byte(`{"id":"pay_1"}`)))
+			c.Add(2 * time.Second)
+			refused := 0
+			for i := range 40 {
+				k := fmt.Sprint("attacker", i)
+				err := claim(t, s, k, 1, time.Hour)
+				if err != nil {
+					require.ErrorIs(t, err, memstore.ErrFull)
+					refused++
+					continue
+				}
+				require.NoError(t, s.Finish(ctx, k, 1, idem.StateCompleted, make([]byte, resp)))
+				rec, ok, _ := s.Get(ctx, k)
+				require.True(t, ok, "a completion is never lost")
+				require.Len(t, rec.Response, resp)
+			}
+			st := s.Stats()
+			assert.Equal(t, int64(3), st.Expired, "the expired records were reclaimed")
+			_, victim, _ := s.Get(ctx, "victim")
+			if evict {
+				assert.Zero(t, refused)
+				assert.Zero(t, st.Full)
+				assert.NotZero(t, st.Evicted)
+				assert.False(t, victim, "EvictFinished evicts the oldest finished record")
+				assert.LessOrEqual(t, st.Bytes, budget)
+				return
+			}
+			assert.Equal(t, 40-8, refused, "8 attacker claims fit beside the victim's record (the 8th completion over the budget)")
+			assert.Equal(t, int64(refused), st.Full)
+			assert.Zero(t, st.Evicted)
+			assert.True(t, victim, "a record within its window is never evicted")
+			assert.Greater(t, st.Bytes, budget, "the last completion is stored over the budget")
+			// Room again once records expire.
+			c.Add(time.Hour)
+			require.NoError(t, claim(t, s, "later", 1, time.Hour))
+		})
+	}
+}
+
+// TestNeverEvictsPendingWithEvictFinished: EvictFinished evicts finished
+// records only; a shard of PENDING records refuses a claim.
+func TestNeverEvictsPendingWithEvictFinished(t *testing.T) {
+	s, _ := newClockStore(t, memstore.Options{Shards: 1, MaxEntries: 2, EvictFinished: true})
+	require.NoError(t, claim(t, s, "a", 1, time.Hour))
+	require.NoError(t, claim(t, s, "b", 2, time.Hour))
+	require.ErrorIs(t, claim(t, s, "c", 3, time.Hour), memstore.ErrFull)
+	require.NoError(t, s.Finish(context.Background(), "a", 1, idem.StateCompleted, nil))
+	require.NoError(t, claim(t, s, "c", 3, time.Hour), "the finished record is evicted")
+	_, ok, _ := s.Get(context.Background(), "a")
+	assert.False(t, ok)
+	assert.Equal(t, int64(1), s.Stats().Evicted)
+}
+
+// TestFinishOverBudgetDropsExpired: a completion that takes its shard over
+// the byte budget first drops the shard's expired records (not only Begin
+// does), so the shard holds no more than it must; an unexpired one stays.
+func TestFinishOverBudgetDropsExpired(t *testing.T) {
+	budget := int64(3 * (memstore.EntryOverhead + 1000))
+	s, c := newClockStore(t, memstore.Options{Shards: 1, MaxBytes: budget})
+	ctx := context.Background()
+	require.NoError(t, claim(t, s, "old", 1, time.Second))
+	require.NoError(t, s.Finish(ctx, "old", 1, idem.StateCompleted, make([]byte, 1000)))
+	require.NoError(t, claim(t, s, "kept", 1, time.Hour))
+	require.NoError(t, s.Finish(ctx, "kept", 1, idem.StateCompleted, make([]byte, 1000)))
+	require.NoError(t, claim(t, s, "new", 1, time.Hour))
+	c.Add(2 * time.Second) // "old" expired after the claim
+	require.NoError(t, s.Finish(ctx, "new", 1, idem.StateCompleted, make([]byte, 2000)))
+	st := s.Stats()
+	assert.Equal(t, int64(1), st.Expired)
+	assert.Zero(t, st.Evicted)
+	assert.Equal(t, 2, st.Entries)
+	_, ok, _ := s.Get(ctx, "kept")
+	assert.True(t, ok)
 }

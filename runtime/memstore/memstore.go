@@ -54,17 +54,32 @@
 // stored responses and a fixed per-record overhead), divided evenly among the
 // shards, of which there are few enough for each to hold a few hundred
 // records (see Options.Shards). When a new record does not fit its shard,
-// the store drops, in order: expired records (soonest expiry first), then
-// the oldest finished records (COMPLETED or FAILED, in the order they
-// finished). Evicting a finished record shortens its window: a retry with
-// its key would execute again; Stats counts evictions so this can be monitored and the bounds
-// raised. A PENDING record is never evicted: when a shard holds nothing but
-// PENDING records, Begin fails with ErrFull (the engine then answers 503
-// IDEMPOTENCY_STORE_UNAVAILABLE, or runs unprotected with FailOpen). A single
-// response larger than a shard's byte budget is still stored (after evicting
-// everything else finished in the shard), so a completion is never lost, and
-// a claim whose key is larger than the budget is admitted into a shard that
-// is, or once its finished records are evicted becomes, empty.
+// the store drops its expired records (soonest expiry first). By default
+// that is all: a record is never dropped within its window, so when the
+// shard is still full, Begin fails with ErrFull (the engine then answers 503
+// IDEMPOTENCY_STORE_UNAVAILABLE with Retry-After, or runs unprotected with
+// FailOpen) and Stats counts the refusal (Full). The store fails closed: a
+// caller that fills it (many large responses under fresh keys) gets claims
+// refused, its own and everyone else's, until records expire, but never
+// makes another caller's completed request run again. Size MaxBytes and
+// MaxEntries for a window's records at the largest stored responses
+// (Response.MaxBytes), and rate-limit callers, so that no single one can
+// fill the store.
+//
+// With Options.EvictFinished the store then also evicts its oldest finished
+// records (COMPLETED or FAILED, in the order they finished), for
+// availability: evicting a finished record shortens its window, so a retry
+// with its key executes again (a payment charged twice), and any caller
+// that can send large requests can evict others' records on demand; Stats
+// counts evictions (Evicted) so this can be monitored and the bounds raised.
+//
+// A PENDING record is never evicted: when a shard holds nothing but PENDING
+// records, Begin fails with ErrFull in either mode. A completion is never
+// lost: Finish stores a response even when it takes the shard over its byte
+// budget (with EvictFinished, after evicting the shard's other finished
+// records), and a claim whose key is larger than the budget is admitted
+// into a shard that is (or, with EvictFinished, once its finished records
+// are evicted becomes) empty.
 // The memory a shard really holds stays within about twice the bytes it
 // accounts (chunks not yet compacted), plus its tables.
 package memstore
@@ -91,9 +106,10 @@ type Options struct {
 	// 32), and lowered (to a power of two, at least 1) until each shard has
 	// room for MinShardRecords records by MaxEntries, and by MaxBytes for
 	// records of EntryOverhead bytes (short keys, no response): every shard
-	// holds its share of the bounds, and one that holds nothing but PENDING
-	// records refuses a claim (ErrFull), so small shards would refuse claims
-	// far below the bounds whenever a few keys hash alike. 32 shards need
+	// holds its share of the bounds, and one that is full of unexpired
+	// records (of PENDING ones, with EvictFinished) refuses a claim
+	// (ErrFull), so small shards would refuse claims far below the bounds
+	// whenever a few keys hash alike. 32 shards need
 	// MaxEntries 8192 and MaxBytes 1.25 MiB; a store bounded below 512
 	// records or 80 KiB has one shard.
 	Shards int
@@ -104,11 +120,25 @@ type Options struct {
 	// MaxBytes bounds the memory accounted to records (default 256 MiB):
 	// their keys and stored responses and EntryOverhead each. Each shard
 	// holds its share, as for MaxEntries, so the store accounts no more,
-	// except for a record larger than its shard's share: its response is
-	// stored anyway, once the shard evicted every other finished record (a
-	// completion is never lost), and a claim whose key is that large is
-	// admitted into a shard that is, or can be made, empty.
+	// except when a completion does not fit: a response is stored anyway
+	// (a completion is never lost; with EvictFinished, once the shard
+	// evicted every other finished record), which leaves the shard over its
+	// share and refusing claims until records expire, and a claim whose key
+	// is larger than the share is admitted into a shard that is (or, with
+	// EvictFinished, can be made) empty.
 	MaxBytes int64
+	// EvictFinished lets a full shard evict its oldest finished (COMPLETED
+	// or FAILED) records within their window to admit a new claim, as
+	// memstore did before it was an option: availability over safety. The
+	// default, false, never drops a record before it expires: a claim that
+	// does not fit once expired records are dropped is refused with ErrFull
+	// (503 from the engine). Evicting shortens the evicted records' window,
+	// so a retry with their key executes again, and a caller that sends
+	// large requests under fresh keys can evict other callers' records on
+	// demand; failing closed lets such a caller make the store refuse
+	// everyone's claims until records expire. See the package doc, "Bounds
+	// and eviction". PENDING records are never evicted.
+	EvictFinished bool
 	// SweepInterval is how often the background sweeper runs (default 30s);
 	// negative disables it (expiry stays lazy and amortized).
 	SweepInterval time.Duration
@@ -146,17 +176,19 @@ const (
 	compactSlack = 4 * chunkMax
 )
 
-// ErrFull is returned by Begin when a shard holds only PENDING records and
-// no new record fits.
-var ErrFull = errors.New("memstore: full: no room for a new record (every record of its shard is PENDING)")
+// ErrFull is returned by Begin when no new record fits its shard once
+// expired records are dropped: the shard is full of unexpired records (by
+// MaxEntries or MaxBytes), which by default are never evicted, or, with
+// Options.EvictFinished, of PENDING records.
+var ErrFull = errors.New("memstore: full: no room for a new record (its shard holds only records within their window, which are not evicted unless Options.EvictFinished; PENDING records never are)")
 
 // Stats are counters of a Store's life.
 type Stats struct {
 	Entries int   // records held now
 	Bytes   int64 // bytes accounted now
 	Expired int64 // records dropped after their expiry
-	Evicted int64 // finished records dropped before their expiry, for room
-	Full    int64 // Begin calls refused with ErrFull
+	Evicted int64 // finished records dropped before their expiry, for room (Options.EvictFinished)
+	Full    int64 // Begin calls refused with ErrFull (the store was full of unexpired records)
 }
 
 // Store is an in-memory idem.Store.
@@ -167,6 +199,7 @@ type Store struct {
 	now    func() time.Time // Options.Now, or nil for the default clock
 	base   time.Time        // the default clock's origin (with a monotonic reading)
 	baseNs int64            // base in Unix ns
+	evict  bool             // Options.EvictFinished
 
 	expired, evicted, full atomic.Int64
 
@@ -268,7 +301,7 @@ func New(opts Options) *Store {
 	}
 	// Each shard holds at least MinShardRecords records (by count, and by
 	// bytes of records with short keys and no response): a shard refuses a
-	// claim when it holds only PENDING records, so small shards would refuse
+	// claim when it is full (of unexpired records), so small shards would refuse
 	// claims far below the bounds, whenever a few keys hash alike.
 	if most := min(int64(maxEntries), maxBytes/EntryOverhead) / MinShardRecords; int64(n) > most {
 		n = 1
@@ -276,7 +309,7 @@ func New(opts Options) *Store {
 			n = 1 << (bits.Len64(uint64(most)) - 1)
 		}
 	}
-	s := &Store{shards: make([]shard, n), shift: uint(64 - bits.Len(uint(n-1))), seed: maphash.MakeSeed(), now: opts.Now}
+	s := &Store{shards: make([]shard, n), shift: uint(64 - bits.Len(uint(n-1))), seed: maphash.MakeSeed(), now: opts.Now, evict: opts.EvictFinished}
 	if s.now == nil {
 		s.base = time.Now()
 		s.baseNs = s.base.UnixNano()
@@ -471,7 +504,15 @@ func (s *Store) Finish(ctx context.Context, key string, token idem.Token, state 
 	}
 	sh.list(i)
 	e.state = state
-	for sh.bytes > sh.maxBytes && sh.head != none && sh.head != i {
+	// Over the budget: expired records go, then (EvictFinished) the oldest
+	// finished ones; else the shard stays over it, refusing claims, until
+	// records expire. i is neither (now < its expiry; it is the newest
+	// finished record).
+	for sh.bytes > sh.maxBytes && now >= sh.minExp {
+		sh.remove(sh.soonest())
+		s.expired.Add(1)
+	}
+	for s.evict && sh.bytes > sh.maxBytes && sh.head != none && sh.head != i {
 		sh.evict(s, sh.head)
 	}
 	sh.notify(i)
@@ -736,7 +777,9 @@ func (sh *shard) unindex(i int32) {
 	sh.idx[p] = 0
 }
 
-// makeRoom frees room for a new record of size bytes; false when only PENDING records are left.
+// makeRoom frees room for a new record of size bytes, dropping expired
+// records, then (Options.EvictFinished) the oldest finished ones; false when
+// only unexpired records (only PENDING ones, with EvictFinished) are left.
 func (sh *shard) makeRoom(s *Store, now int64, size int64) bool {
 	for sh.count+1 > sh.maxEntries || sh.bytes+size > sh.maxBytes {
 		if now >= sh.minExp {
@@ -744,7 +787,7 @@ func (sh *shard) makeRoom(s *Store, now int64, size int64) bool {
 			s.expired.Add(1)
 			continue
 		}
-		if sh.head == none {
+		if sh.head == none || !s.evict {
 			return false
 		}
 		sh.evict(s, sh.head)

@@ -55,7 +55,8 @@ type Idempotency struct {
 // NewIdempotency returns the Idempotency of this package over store, or over a new in-memory store
 // (package memstore) when store is nil. opts configure the engine: Principal scopes records per caller
 // (callerOf above: a func(*http.Request) (string, error) that returns who the caller is, from your
-// authentication; idem.Anonymous when all callers are one principal), Observer sees every decision.
+// authentication, and an error for a request without one, never "": an empty principal is refused
+// unless Principal is idem.Anonymous, for all callers as one principal), Observer sees every decision.
 // Without Principal every caller shares one key space, and the engine logs a warning naming the
 // operations whose keys the contract promises per caller.
 func NewIdempotency(store idem.Store, opts idem.Options) *Idempotency {

@@ -1,0 +1,88 @@
+package memstore_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/memstore"
+)
+
+// TestEngineOverFullStore: the security review's attack at small scale. One
+// caller sends large requests (echoed in the responses) under fresh keys
+// until the store is full: by default its claims are refused with 503
+// IDEMPOTENCY_STORE_UNAVAILABLE and Retry-After (nothing executed), and the
+// victim's retry is still replayed, not executed again. With FailOpen the
+// attacker's requests run unprotected instead, and the victim's retry is
+// still replayed.
+func TestEngineOverFullStore(t *testing.T) {
+	policy := idem.MustCompile(idem.Spec{
+		Operation: "createPayment", Method: "POST", Path: "/payments", Semantics: idem.Strict,
+		Key: idem.KeySpec{Carrier: idem.CarrierHeader, Name: "Idempotency-Key", Required: idem.Required},
+	})
+	for _, failOpen := range []bool{false, true} {
+		t.Run(fmt.Sprint("FailOpen=", failOpen), func(t *testing.T) {
+			s, _ := newClockStore(t, memstore.Options{Shards: 1, MaxBytes: 64 << 10})
+			eng := idem.New(s, idem.Options{
+				Principal: func(r *http.Request) (string, error) { return r.Header.Get("X-User"), nil },
+				FailOpen:  failOpen,
+				Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+			})
+			executed := map[string]int{}
+			h := eng.Middleware(policy)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				executed[r.Header.Get("X-User")]++
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusCreated)
+				_, _ = w.Write(b)
+			}))
+			post := func(user, key string, body []byte) *httptest.ResponseRecorder {
+				r := httptest.NewRequest("POST", "/payments", bytes.NewReader(body))
+				r.Header.Set("X-User", user)
+				r.Header.Set("Idempotency-Key", key)
+				r.Header.Set("Content-Type", "application/json")
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, r)
+				return w
+			}
+			victim := []byte(`{"amount":100,"description":"rent"}`)
+			require.Equal(t, http.StatusCreated, post("victim", "v-1", victim).Code)
+			big := []byte(`{"amount":1,"description":"` + string(bytes.Repeat([]byte("A"), 4<<10)) + `"}`)
+			refused := 0
+			for i := range 40 {
+				w := post("attacker", fmt.Sprint("a-", i), big)
+				if w.Code == http.StatusCreated {
+					continue
+				}
+				refused++
+				require.Equal(t, http.StatusServiceUnavailable, w.Code)
+				assert.Equal(t, "1", w.Header().Get("Retry-After"))
+				var p struct{ Code string }
+				require.NoError(t, json.Unmarshal(w.Body.Bytes(), &p))
+				assert.Equal(t, idem.CodeStoreUnavailable, p.Code)
+			}
+			if failOpen {
+				assert.Zero(t, refused)
+				assert.Equal(t, 40, executed["attacker"], "FailOpen runs the refused claims unprotected")
+			} else {
+				assert.NotZero(t, refused)
+				assert.Equal(t, 40-refused, executed["attacker"], "nothing executed for a refused claim")
+			}
+			assert.NotZero(t, s.Stats().Full)
+			assert.Zero(t, s.Stats().Evicted)
+			w := post("victim", "v-1", victim)
+			assert.Equal(t, http.StatusCreated, w.Code)
+			assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
+			assert.Equal(t, 1, executed["victim"], "the victim's retry is replayed, not executed again")
+		})
+	}
+}
