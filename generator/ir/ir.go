@@ -341,3 +341,26 @@ func (r Retry) LongestSpan() time.Duration {
 	}
 	return total
 }
+
+// InUseWait is the longest the client helper keeps waiting on
+// IDEMPOTENCY_KEY_IN_USE answers in all (idemclient.Policy.InUseWait),
+// which do not count toward retry.max-attempts: the lease, plus the
+// longest wait between two of its attempts, max(the Retry-After the server
+// sends with them (in-flight.retry-after in whole seconds, at least 1),
+// retry.backoff.max). A first request whose process crashed keeps its key
+// until its lease runs out, at most `lease` after the client's first
+// in-use answer; the waits are each at most that margin, so the client's
+// last attempt within the sum comes after the lease ran out, and takes
+// the key over. It saturates at the largest time.Duration.
+func (p Policy) InUseWait() time.Duration {
+	ra := p.InFlight.RetryAfter.Truncate(time.Second)
+	if ra < p.InFlight.RetryAfter {
+		ra += time.Second // the header's whole seconds, rounded up as the server does
+	}
+	ra = max(ra, time.Second)
+	margin := max(ra, p.Retry.Backoff.Max)
+	if p.InFlight.Lease > math.MaxInt64-margin {
+		return time.Duration(math.MaxInt64)
+	}
+	return p.InFlight.Lease + margin
+}

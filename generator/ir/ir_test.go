@@ -98,3 +98,17 @@ func TestHTTPMethod(t *testing.T) {
 		}
 	}
 }
+
+// The client's wait on in-use answers outlasts a crashed holder's lease:
+// lease + max(the Retry-After sent, in whole seconds, backoff max).
+func TestInUseWait(t *testing.T) {
+	s := time.Second
+	pol := func(lease, ra, bmax time.Duration) ir.Policy {
+		return ir.Policy{InFlight: ir.InFlight{Lease: lease, RetryAfter: ra}, Retry: ir.Retry{Backoff: ir.Backoff{Max: bmax}}}
+	}
+	assert.Equal(t, 38*s, pol(30*s, 2*s, 8*s).InUseWait(), "defaults: 30s + max(2s, 8s)")
+	assert.Equal(t, 40*s, pol(30*s, 10*s, 8*s).InUseWait(), "a Retry-After longer than the backoff")
+	assert.Equal(t, 32*s, pol(30*s, 1500*time.Millisecond, time.Second).InUseWait(), "1.5s is sent as Retry-After: 2")
+	assert.Equal(t, 11*s, pol(10*s, 100*time.Millisecond, 500*time.Millisecond).InUseWait(), "at least Retry-After: 1")
+	assert.Equal(t, time.Duration(math.MaxInt64), pol(time.Duration(math.MaxInt64-1), 2*s, 8*s).InUseWait())
+}

@@ -15,7 +15,9 @@ type Attempt struct {
 	URL string
 	// Key is the idempotency key (the same on every attempt of a call).
 	Key string
-	// N is the attempt number, from 1.
+	// N is the attempt number, from 1, counting every attempt sent (those
+	// answered IDEMPOTENCY_KEY_IN_USE included, which do not count toward
+	// the policy's MaxAttempts).
 	N int
 	// Status is the response status, 0 when Err is set.
 	Status int

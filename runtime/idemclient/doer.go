@@ -116,7 +116,12 @@ const (
 // a 5xx stored under the contract's `failures: replay`: the key's answer is
 // final; a 503 IDEMPOTENCY_STORE_UNAVAILABLE is no replay); the code IDEMPOTENCY_KEY_IN_USE always is, at
 // whatever status the server answers it (the contract's in-flight status,
-// 409 by default; never 400 or 422, which the contract refuses).
+// 409 by default; never 400 or 422, which the contract refuses), and
+// without counting toward the policy's MaxAttempts: the key's first
+// request still runs, or its holder crashed and a retry takes the key
+// over once its lease runs out. Those waits are bounded in all by the
+// policy's InUseWait (and, like every wait, by the context deadline and the
+// Retry-After limit); under MaxAttempts 1 nothing is waited out.
 // Up to [WithResponseBuffer] bytes (default 1 MiB) of each response body
 // are read within the attempt, so that a connection lost mid-body is a
 // retryable error rather than the caller's problem; a longer body streams.
@@ -127,11 +132,17 @@ const (
 // # How long it waits
 //
 // Before retry n it waits max(backoff(n), the server's Retry-After or
-// Retry-After-Ms) ([ParseRetryAfter]). It never sleeps past the context
+// Retry-After-Ms) ([ParseRetryAfter]), where n counts the retries after
+// answers other than IDEMPOTENCY_KEY_IN_USE: an in-use answer waits
+// max(backoff(n), Retry-After), at least Backoff.Initial, and leaves n
+// where it was. It never sleeps past the context
 // deadline: if the server asks for longer than remains (or than
 // [WithRetryAfterLimit], default 1 minute) it stops with
 // [ErrRetryAfterTooLong]; if only the backoff is too long it stops with
-// [ErrNoTimeLeft]. A discarded response (one that is retried) is read to
+// [ErrNoTimeLeft]. When the waits after in-use answers would add up past
+// the policy's InUseWait, it stops with [ErrInUseWaitExhausted] (a server
+// that answers in use forever ends there: each such wait is at least
+// Backoff.Initial). A discarded response (one that is retried) is read to
 // its end and closed, so its connection is reused, when its body fits in
 // the response buffer plus 64 KiB; a longer one is closed after that much,
 // which closes its connection (the next attempt opens another) rather than
@@ -146,8 +157,10 @@ const (
 // attempt is returned as a response, like http.Client does). An [*Error]
 // naming the key, attempts and cause otherwise; when the call stopped
 // after a response that is one of the contract's problems (the key still
-// in use at the deadline), the Error carries it too ([Error].Problem, which
-// errors.As finds as a [*ProblemError]).
+// in use at the deadline or when the in-use wait ran out), the Error
+// carries it too ([Error].Problem, which errors.As finds as a
+// [*ProblemError]). Attempts (and [Attempt].N, and the attempt header)
+// count every attempt sent, those answered in use included.
 //
 // A Doer is safe for concurrent use.
 type Doer struct {
@@ -529,6 +542,16 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 	actx := context.WithValue(ctx, attemptKey{}, true)
 	seq := p.Backoff.sequence()
 	key := call.Key()
+	var (
+		// counted: the attempts that count toward MaxAttempts (all but
+		// those answered IDEMPOTENCY_KEY_IN_USE); n numbers every attempt.
+		counted int
+		// ceiling: the backoff ceiling of the next counted retry (-1: not
+		// drawn from seq yet); in-use answers wait on it without advancing it.
+		ceiling = time.Duration(-1)
+		// inUseWaited: the sum of the waits after in-use answers (bounded by p.InUseWait).
+		inUseWaited time.Duration
+	)
 	for n := 1; ; n++ {
 		at := Attempt{Method: req.Method, URL: redactedURL(req), Key: key, N: n}
 		// head: the start of an error response's JSON body.
@@ -566,7 +589,16 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 				at.RetryAfter = ra
 			}
 		}
-		if !retry || n >= p.MaxAttempts {
+		// An in-use answer (the key's first request still runs, or its
+		// crashed holder's lease has not run out) is waited out without
+		// counting toward MaxAttempts: p.InUseWait bounds those waits. Under
+		// MaxAttempts 1 (retries disabled, or an ambiguous request) nothing
+		// is waited out.
+		inUse := retry && err == nil && at.Code == CodeKeyInUse
+		if !inUse {
+			counted++
+		}
+		if !retry || p.MaxAttempts <= 1 || (!inUse && counted >= p.MaxAttempts) {
 			d.report(ctx, at, err != nil)
 			if err != nil {
 				return nil, d.fail(req, call, ErrAttemptsExhausted, err)
@@ -575,20 +607,39 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 		}
 
 		// Wait: max(backoff, server's ask), within the deadline.
-		delay := p.Backoff.jitter(min(seq.NextBackOff(), p.Backoff.Max), d.cfg.random())
+		if ceiling < 0 {
+			ceiling = min(seq.NextBackOff(), p.Backoff.Max)
+		}
+		delay := p.Backoff.jitter(ceiling, d.cfg.random())
 		wait := max(delay, at.RetryAfter)
+		if inUse {
+			// At least Backoff.Initial (> 0): a server answering in use
+			// without a Retry-After ends at the bound, in at most
+			// InUseWait/Initial + 1 answers.
+			wait = max(wait, p.Backoff.Initial)
+		} else {
+			ceiling = -1 // the next counted retry draws the next one
+		}
 		stop := error(nil)
-		if at.RetryAfter > d.cfg.retryAfterMax {
+		dl, hasDeadline := ctx.Deadline()
+		left := time.Duration(0)
+		if hasDeadline {
+			left = dl.Sub(d.cfg.clock.Now())
+		}
+		switch {
+		case at.RetryAfter > d.cfg.retryAfterMax:
 			stop = ErrRetryAfterTooLong
 			err = fmt.Errorf("longer than the Retry-After limit of %v (WithRetryAfterLimit)", d.cfg.retryAfterMax)
-		} else if dl, ok := ctx.Deadline(); ok {
-			if left := dl.Sub(d.cfg.clock.Now()); wait >= left {
-				stop = ErrNoTimeLeft
-				if at.RetryAfter > 0 && at.RetryAfter >= left { // the server asked for it
-					stop = ErrRetryAfterTooLong
-					err = fmt.Errorf("beyond the context deadline, %v away", max(left, 0).Round(time.Millisecond))
-				}
+		case hasDeadline && wait >= left:
+			stop = ErrNoTimeLeft
+			if at.RetryAfter > 0 && at.RetryAfter >= left { // the server asked for it
+				stop = ErrRetryAfterTooLong
+				err = fmt.Errorf("beyond the context deadline, %v away", max(left, 0).Round(time.Millisecond))
 			}
+		case inUse && wait > p.InUseWait-inUseWaited: // inUseWaited <= InUseWait: no overflow
+			stop = ErrInUseWaitExhausted
+			err = fmt.Errorf("waited %v on %s answers; %v more would pass the in-use wait of %v (Policy.InUseWait)",
+				inUseWaited, CodeKeyInUse, wait, p.InUseWait)
 		}
 		// The problem the response carried, for an error that ends the call.
 		lastProblem := func(e *Error) *Error {
@@ -611,6 +662,9 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 		d.discard(resp)
 		if err := d.cfg.clock.Sleep(ctx, wait); err != nil {
 			return nil, lastProblem(d.fail(req, call, ctx.Err(), err))
+		}
+		if inUse {
+			inUseWaited += wait
 		}
 	}
 }

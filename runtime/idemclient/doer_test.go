@@ -84,8 +84,8 @@ func TestSameKeyAndBodyEveryAttempt(t *testing.T) {
 	assert.Equal(t, 3, ft.Stats().Forwarded)
 
 	ms := time.Millisecond
-	assert.Equal(t, []time.Duration{100 * ms, 200 * ms, time.Second, time.Second, time.Second}, clock.Sleeps(),
-		"max(backoff, Retry-After: 1) after 503 and 409")
+	assert.Equal(t, []time.Duration{100 * ms, 200 * ms, time.Second, time.Second, 800 * ms}, clock.Sleeps(),
+		"max(backoff, Retry-After: 1) after 503 and 409; the in-use 409 does not advance the backoff: the retry after it waits the ceiling of the fourth retry that counts")
 	at := hl.attempts()
 	require.Len(t, at, 6)
 	wantClass := []Class{ClassConnection, ClassConnection, 0, 0, ClassConnection, 0}
@@ -116,10 +116,10 @@ func TestStatusDecisions(t *testing.T) {
 		{"400 never, even listed", RetryOn{Statuses: []int{400}}, problemReply(400, "IDEMPOTENCY_KEY_INVALID", nil), 1},
 		{"422 never, even listed", RetryOn{Statuses: []int{422}}, problemReply(422, CodeKeyReused, nil), 1},
 		{"409 reused never, even listed", RetryOn{Statuses: []int{409}}, problemReply(409, CodeKeyReused, nil), 1},
-		{"409 in use always", RetryOn{Statuses: []int{503}}, problemReply(409, CodeKeyInUse, nil), 3},
-		{"423 in use always (another in-flight status)", RetryOn{Statuses: []int{503}}, problemReply(423, CodeKeyInUse, nil), 3},
-		{"503 in use always, even unlisted", RetryOn{Statuses: []int{502}}, problemReply(503, CodeKeyInUse, nil), 3},
-		{"429 in use as application/json", RetryOn{Statuses: []int{503}}, reply{status: 429, header: map[string]string{"Content-Type": "application/json"}, body: `{"code":"IDEMPOTENCY_KEY_IN_USE"}`}, 3},
+		{"409 in use always", RetryOn{Statuses: []int{503}}, problemReply(409, CodeKeyInUse, nil), 11},
+		{"423 in use always (another in-flight status)", RetryOn{Statuses: []int{503}}, problemReply(423, CodeKeyInUse, nil), 11},
+		{"503 in use always, even unlisted", RetryOn{Statuses: []int{502}}, problemReply(503, CodeKeyInUse, nil), 11},
+		{"429 in use as application/json", RetryOn{Statuses: []int{503}}, reply{status: 429, header: map[string]string{"Content-Type": "application/json"}, body: `{"code":"IDEMPOTENCY_KEY_IN_USE"}`}, 11},
 		{"400 in use never", RetryOn{}, problemReply(400, CodeKeyInUse, nil), 1},
 		{"422 in use never", RetryOn{}, problemReply(422, CodeKeyInUse, nil), 1},
 		{"503 reused never, even listed", RetryOn{Statuses: []int{503}}, problemReply(503, CodeKeyReused, nil), 1},
@@ -145,9 +145,21 @@ func TestStatusDecisions(t *testing.T) {
 			srv := newRecServer(t, func(int, *http.Request) reply { return tc.rep })
 			p := fastPolicy(3)
 			p.On = tc.on
+			p.InUseWait = time.Second
 			d := NewDoer(http.DefaultClient, p, WithClock(newFakeClock()))
 			ctx, call := Start(context.Background())
 			resp, err := d.Do(post(t, ctx, srv.URL, payload))
+			if tc.attempts == 11 { // in use: waited out beyond MaxAttempts, 100ms at a time, until InUseWait
+				require.ErrorIs(t, err, ErrInUseWaitExhausted)
+				require.Nil(t, resp)
+				var pe *ProblemError
+				require.ErrorAs(t, err, &pe)
+				assert.Equal(t, CodeKeyInUse, pe.Code)
+				assert.Equal(t, tc.rep.status, pe.Status)
+				assert.Equal(t, tc.attempts, call.Attempts())
+				assert.Len(t, srv.Seen(), tc.attempts)
+				return
+			}
 			require.NoError(t, err, "statuses end as responses")
 			assert.Equal(t, tc.rep.status, resp.StatusCode)
 			assert.Equal(t, tc.rep.body, readBody(t, resp), "the last response is returned intact")

@@ -22,6 +22,11 @@ var (
 	// instead of sleeping past it. The [Error]'s Err says which bound the
 	// wait passed: the context deadline, or the limit ([WithRetryAfterLimit]).
 	ErrRetryAfterTooLong = errors.New("idemclient: server asked to wait too long")
+	// ErrInUseWaitExhausted: the server kept answering IDEMPOTENCY_KEY_IN_USE
+	// until the next wait would take the call's waits on such answers past
+	// the policy's InUseWait ([Policy]); the helper stopped. The [Error]
+	// carries the last answer's problem ([Error].Problem, IDEMPOTENCY_KEY_IN_USE).
+	ErrInUseWaitExhausted = errors.New("idemclient: key still in use when the in-use wait ran out")
 	// ErrNoTimeLeft: the next backoff delay would end past the context
 	// deadline; the helper stopped early. It also matches context.DeadlineExceeded.
 	ErrNoTimeLeft error = noTimeLeft{}
@@ -72,7 +77,9 @@ type Error struct {
 	// that a caller who logs it resumes with the key it meant; "" when the
 	// call had none yet (the Doer would have created one).
 	Key string
-	// Attempts is the number of attempts sent.
+	// Attempts is the number of attempts sent, those answered
+	// IDEMPOTENCY_KEY_IN_USE included (which do not count toward the
+	// policy's MaxAttempts).
 	Attempts int
 	// Status is the last response status (0 if the last attempt got no response).
 	Status int
@@ -80,8 +87,9 @@ type Error struct {
 	RetryAfter time.Duration
 	// Problem is the contract's problem the last response carried (its
 	// code IDEMPOTENCY_*), nil if none: a call that stopped at the deadline
-	// while the key was still in use (IDEMPOTENCY_KEY_IN_USE) or the store
-	// unavailable says so here, and errors.As finds it as a *ProblemError.
+	// or at the end of its in-use wait while the key was still in use
+	// (IDEMPOTENCY_KEY_IN_USE), or at the deadline while the store was
+	// unavailable, says so here, and errors.As finds it as a *ProblemError.
 	Problem *ProblemError
 	// Reason is one of the sentinel errors of this package, or the context's
 	// error (context.Canceled, context.DeadlineExceeded) when the caller stopped.

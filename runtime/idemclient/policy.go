@@ -18,6 +18,12 @@ const (
 	DefaultMax         = 8 * time.Second
 	DefaultMultiplier  = 2.0
 	DefaultKeyName     = "Idempotency-Key"
+
+	// DefaultLease and DefaultInFlightRetryAfter are the contract's
+	// defaults of in-flight.lease and in-flight.retry-after, from which a
+	// zero [Policy.InUseWait] is derived.
+	DefaultLease              = 30 * time.Second
+	DefaultInFlightRetryAfter = 2 * time.Second
 )
 
 // DefaultStatuses are the response statuses retried by default, besides
@@ -174,7 +180,9 @@ func (b Backoff) withDefaults() Backoff {
 // Idempotent-Replayed: true, such as a stored 5xx under the contract's
 // `failures: replay`): the key's stored answer is final. A response whose code is
 // IDEMPOTENCY_KEY_IN_USE is always waited out, at whatever status other
-// than 400 and 422 it comes (the contract's in-flight status, 409 by default).
+// than 400 and 422 it comes (the contract's in-flight status, 409 by
+// default), without counting toward MaxAttempts: for up to
+// [Policy.InUseWait] in all (see [Doer]).
 type RetryOn struct {
 	// Connection retries connection errors: the request may not have
 	// reached the server, or its answer was lost (see [Classify]).
@@ -241,7 +249,10 @@ func (c KeyCarrier) String() string {
 // Policy per operation from the `retry` and `key` blocks; zero fields take
 // the contract defaults (see [DefaultPolicy]).
 type Policy struct {
-	// MaxAttempts bounds all attempts, the first included (default 4; 1 disables retries).
+	// MaxAttempts bounds the attempts, the first included (default 4; 1
+	// disables retries, the wait on IDEMPOTENCY_KEY_IN_USE included).
+	// Attempts answered IDEMPOTENCY_KEY_IN_USE do not count: InUseWait
+	// bounds them.
 	MaxAttempts int
 	// Backoff says how long to wait before each retry (default 500ms to
 	// 8s, ×2, full jitter); a Retry-After the response sends may ask for
@@ -250,6 +261,25 @@ type Policy struct {
 	// On says which failures are retried (default: connection errors and
 	// [DefaultStatuses]).
 	On RetryOn
+	// InUseWait is the longest a call keeps waiting on
+	// IDEMPOTENCY_KEY_IN_USE answers (the key's first request still runs,
+	// or its holder crashed and its lease has not run out yet), in all: the
+	// sum of the waits after such answers. Those answers are waited out
+	// (each for max(backoff, Retry-After), at least Backoff.Initial) without
+	// counting toward MaxAttempts, until a wait would take the sum past
+	// InUseWait: the call then ends with [ErrInUseWaitExhausted] (the
+	// context's deadline and the Doer's Retry-After limit still bound each
+	// wait, as for every answer). Zero takes the default: 30s (the
+	// contract's default lease) + max(2s (its default in-flight
+	// retry-after), Backoff.Max), 38s with the default backoff, so that a
+	// crashed holder's lease runs out and a retry takes the key over.
+	// Generated policies set it from the operation's in-flight block:
+	// lease + max(retry-after in whole seconds, as the server sends it,
+	// backoff max). Why the margin: a crashed holder's lease runs out at
+	// most `lease` after the call's first in-use answer, and no wait
+	// between two answers is longer than max(Retry-After, Backoff.Max), so
+	// the last attempt the sum allows comes after the lease ran out.
+	InUseWait time.Duration
 	// KeyFormat is the format of the keys the helper creates (default
 	// FormatUUID: UUID version 7).
 	KeyFormat KeyFormat
@@ -284,7 +314,8 @@ type Policy struct {
 
 // DefaultPolicy returns the contract defaults spelled out: 4 attempts,
 // backoff 500ms..8s ×2 with full jitter, retry on connection errors and
-// [DefaultStatuses], UUID v7 keys in the Idempotency-Key header.
+// [DefaultStatuses], IDEMPOTENCY_KEY_IN_USE waited out for up to 38s, UUID
+// v7 keys in the Idempotency-Key header.
 func DefaultPolicy() Policy { return Policy{}.WithDefaults() }
 
 // WithDefaults returns p with every zero field set to the contract default.
@@ -293,6 +324,9 @@ func (p Policy) WithDefaults() Policy {
 		p.MaxAttempts = DefaultMaxAttempts
 	}
 	p.Backoff = p.Backoff.withDefaults()
+	if p.InUseWait == 0 {
+		p.InUseWait = DefaultLease + max(DefaultInFlightRetryAfter, p.Backoff.Max)
+	}
 	if p.On.IsZero() {
 		p.On = RetryOn{Connection: true, Statuses: slices.Clone(DefaultStatuses)}
 	}
@@ -308,7 +342,7 @@ func (p Policy) WithDefaults() Policy {
 // Validate reports the first problem of p after defaults: attempts below 1,
 // a non-positive initial delay, a max below the initial delay, a multiplier
 // below 1 (or not finite), an unknown jitter, key format or carrier, a
-// missing key name, a negative key max-length, or a status outside 100..599. Listing 400 or 422 is not
+// missing key name, a negative in-use wait or key max-length, or a status outside 100..599. Listing 400 or 422 is not
 // an error here (the generator refuses it with a position); at run time they
 // are simply never retried.
 func (p Policy) Validate() error {
@@ -354,6 +388,9 @@ func (p Policy) validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("unknown key carrier %v", p.KeyCarrier))
 	}
+	if p.InUseWait < 0 {
+		errs = append(errs, fmt.Errorf("in-use wait %v < 0", p.InUseWait))
+	}
 	if p.KeyMaxLength < 0 {
 		errs = append(errs, fmt.Errorf("key max-length %d < 0", p.KeyMaxLength))
 	}
@@ -373,8 +410,9 @@ func (p Policy) validate() error {
 //
 // (defaults: 500ms + 1s + 2s = 3.5s). Jitter only shortens delays, so this
 // is an upper bound for every jitter mode. It leaves out the attempts' own
-// durations and any longer Retry-After a server asks for (those are bounded
-// by the caller's context deadline, see [Doer]). The generator refuses a
+// durations, any longer Retry-After a server asks for (those are bounded
+// by the caller's context deadline, see [Doer]) and the waits on
+// IDEMPOTENCY_KEY_IN_USE answers (bounded by InUseWait). The generator refuses a
 // policy whose LongestSpan × 1.5 exceeds the operation's window.
 func (p Policy) LongestSpan() time.Duration {
 	p = p.WithDefaults()

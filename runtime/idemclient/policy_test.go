@@ -18,8 +18,13 @@ func TestDefaultPolicy(t *testing.T) {
 	assert.Equal(t, FormatUUID, p.KeyFormat)
 	assert.Equal(t, CarrierHeader, p.KeyCarrier)
 	assert.Equal(t, "Idempotency-Key", p.KeyName)
+	assert.Equal(t, 38*time.Second, p.InUseWait, "the default lease 30s + max(retry-after 2s, backoff max 8s)")
 	require.NoError(t, p.Validate())
 	require.NoError(t, Policy{}.Validate())
+	assert.Equal(t, 90*time.Second, Policy{Backoff: Backoff{Max: time.Minute}}.WithDefaults().InUseWait,
+		"a longer backoff max: a longer default in-use wait")
+	assert.Equal(t, 32*time.Second, Policy{Backoff: Backoff{Initial: 100 * time.Millisecond, Max: time.Second}}.WithDefaults().InUseWait)
+	assert.Equal(t, time.Second, Policy{InUseWait: time.Second}.WithDefaults().InUseWait)
 
 	// Explicit values survive defaults; a query/body carrier gets no default name.
 	q := Policy{MaxAttempts: 1, On: RetryOn{Statuses: []int{503}}, KeyCarrier: CarrierQuery}.WithDefaults()
@@ -137,6 +142,8 @@ func TestValidate(t *testing.T) {
 		{"body pointer", Policy{KeyCarrier: CarrierBody, KeyName: "/meta/idempotency_key"}, true},
 		{"body not a pointer", Policy{KeyCarrier: CarrierBody, KeyName: "idempotency_key"}, false},
 		{"body bad escape", Policy{KeyCarrier: CarrierBody, KeyName: "/a~2"}, false},
+		{"negative in-use wait", Policy{InUseWait: -time.Second}, false},
+		{"short in-use wait", Policy{InUseWait: time.Nanosecond}, true},
 		{"status out of range", Policy{On: RetryOn{Statuses: []int{503, 99}}}, false},
 		{"422 listed is tolerated", Policy{On: RetryOn{Statuses: []int{422, 400}}}, true},
 	} {

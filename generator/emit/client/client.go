@@ -46,6 +46,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/dave/jennifer/jen"
 
@@ -276,7 +277,7 @@ func (g *gen) typeDecl() {
 		title += " " + g.spec.Version
 	}
 	var doc strings.Builder
-	fmt.Fprintf(&doc, "%s calls the idempotent operations of %q so that they are safe to retry on a flaky network. Each of its typed helpers is one logical call: one idempotency key, sent with every attempt together with the same body bytes, and retries under the operation's x-idempotency contract (attempts, backoff, which failures), honouring Retry-After and Retry-After-Ms, waiting out the in-flight status (IDEMPOTENCY_KEY_IN_USE), never retrying 400, 422, 409 IDEMPOTENCY_RESPONSE_UNAVAILABLE or 500 IDEMPOTENCY_RECORD_UNREADABLE, and never past ctx's deadline. So a request the server handled but whose response was lost is answered, on the retry, with the first response (marked Idempotent-Replayed: true) instead of running twice.\n\n", t, title)
+	fmt.Fprintf(&doc, "%s calls the idempotent operations of %q so that they are safe to retry on a flaky network. Each of its typed helpers is one logical call: one idempotency key, sent with every attempt together with the same body bytes, and retries under the operation's x-idempotency contract (attempts, backoff, which failures), honouring Retry-After and Retry-After-Ms, waiting out the in-flight status (IDEMPOTENCY_KEY_IN_USE) without counting it as an attempt, for up to the in-flight lease plus the longest wait between attempts (a first request that crashed loses its key when its lease runs out), never retrying 400, 422, 409 IDEMPOTENCY_RESPONSE_UNAVAILABLE or 500 IDEMPOTENCY_RECORD_UNREADABLE, and never past ctx's deadline. So a request the server handled but whose response was lost is answered, on the retry, with the first response (marked Idempotent-Replayed: true) instead of running twice.\n\n", t, title)
 	doc.WriteString("Helpers (the other methods of ClientWithResponses are promoted, and go through the same Doer):\n\n")
 	for _, op := range g.spec.Operations {
 		ok, bad := typed(op)
@@ -302,7 +303,7 @@ func (g *gen) typeDecl() {
 		fmt.Fprintf(&doc, "\tresp, key, err := c.%s(ctx%s)\n", helperName(op), exampleArgs(op))
 	}
 	doc.WriteString("\nThe key is returned with the response, and with the error when the call failed: to resume the call later (after the caller's own crash too), call the helper again with idemclient.WithKey(key) and the same arguments; idemclient.WithKeyObserver sees the key before the first attempt is sent, the moment to persist it. The server then replays the first outcome instead of running the operation again.\n\n")
-	doc.WriteString("Errors: a *idemclient.Error (with the key, the attempts and the reason: attempts exhausted on connection errors, the deadline, a Retry-After beyond it, an error that is not retried) when no attempt got a final response; a *idemclient.ProblemError, returned with the response, when the server answered with an IDEMPOTENCY_* problem (a reused key: 422 or 409 IDEMPOTENCY_KEY_REUSED; a missing or invalid key: 400; a response the server ran but could not store: 409 IDEMPOTENCY_RESPONSE_UNAVAILABLE, never retried; a stored record the server cannot decode: 500 IDEMPOTENCY_RECORD_UNREADABLE, never retried; the key still in use or the store unavailable after the last attempt; at the deadline, no response but a *idemclient.Error that carries the *idemclient.ProblemError, errors.As finds both). Any other response, whatever its status, is the API's own answer, in the response.")
+	doc.WriteString("Errors: a *idemclient.Error (with the key, the attempts and the reason: attempts exhausted on connection errors, the deadline, a Retry-After beyond it, an error that is not retried) when no attempt got a final response; a *idemclient.ProblemError, returned with the response, when the server answered with an IDEMPOTENCY_* problem (a reused key: 422 or 409 IDEMPOTENCY_KEY_REUSED; a missing or invalid key: 400; a response the server ran but could not store: 409 IDEMPOTENCY_RESPONSE_UNAVAILABLE, never retried; a stored record the server cannot decode: 500 IDEMPOTENCY_RECORD_UNREADABLE, never retried; the store unavailable after the last attempt; the key still in use under a policy of one attempt; at the deadline, or when the key stayed in use until the policy's InUseWait ran out (idemclient.ErrInUseWaitExhausted), no response but a *idemclient.Error that carries the *idemclient.ProblemError, errors.As finds both). Any other response, whatever its status, is the API's own answer, in the response.")
 	g.doc(doc.String())
 	g.f.Type().Id(t).Struct(jen.Op("*").Id("ClientWithResponses"))
 }
@@ -526,7 +527,7 @@ func (g *gen) helper(op *ir.Operation, kind helperKind) {
 		default:
 			fmt.Fprintf(&d, "The key (%s) goes into the %s %s: the one given with idemclient.WithKey, else a new one. ", keyFormatDoc(k.Format), k.Carrier, k.Name)
 		}
-		d.WriteString(retryDoc(op.Policy.Retry))
+		d.WriteString(retryDoc(op.Policy.Retry, op.Policy.InUseWait()))
 		if raw {
 			d.WriteString(" The body is read once (a *bytes.Reader, *bytes.Buffer or *strings.Reader is re-read from the start instead) and the same bytes are sent with every attempt.")
 		} else if op.Body != nil {
@@ -569,7 +570,7 @@ func keyFormatDoc(f string) string {
 	return "a token, a UUID v7 when the helper makes it"
 }
 
-func retryDoc(r ir.Retry) string {
+func retryDoc(r ir.Retry, inUseWait time.Duration) string {
 	var on []string
 	if r.Connection {
 		on = append(on, "connection errors")
@@ -581,8 +582,8 @@ func retryDoc(r ir.Retry) string {
 		return "One attempt: the contract retries nothing."
 	}
 	b := r.Backoff
-	return fmt.Sprintf("Up to %d attempts, retrying %s (never 400 or 422) after a backoff from %s to %s, ×%s, %s jitter, or the server's Retry-After if longer (longest retry span %s).",
-		r.MaxAttempts, joinList(on), ir.FormatDuration(b.Initial), ir.FormatDuration(b.Max), strconv.FormatFloat(b.Multiplier, 'g', -1, 64), b.Jitter, ir.FormatDuration(r.LongestSpan()))
+	return fmt.Sprintf("Up to %d attempts, retrying %s (never 400 or 422) after a backoff from %s to %s, ×%s, %s jitter, or the server's Retry-After if longer (longest retry span %s). IDEMPOTENCY_KEY_IN_USE answers do not count as attempts: they are waited out for up to %s in all (the in-flight lease plus the longest wait between attempts).",
+		r.MaxAttempts, joinList(on), ir.FormatDuration(b.Initial), ir.FormatDuration(b.Max), strconv.FormatFloat(b.Multiplier, 'g', -1, 64), b.Jitter, ir.FormatDuration(r.LongestSpan()), ir.FormatDuration(inUseWait))
 }
 
 func joinList(l []string) string {
@@ -595,7 +596,11 @@ func joinList(l []string) string {
 // Policy converts an operation's contract into the client's policy, every
 // field explicit. A retry block that lists nothing to retry becomes a
 // single attempt (an idemclient.RetryOn with nothing set means the
-// defaults).
+// defaults). InUseWait, the longest the helper waits out
+// IDEMPOTENCY_KEY_IN_USE answers in all, comes from the in-flight block
+// (ir.Policy.InUseWait: the lease plus the longest wait between attempts),
+// so that a crashed first request's lease runs out before the helper
+// gives up.
 func Policy(op *ir.Operation) idemclient.Policy {
 	r := op.Policy.Retry
 	p := idemclient.Policy{
@@ -606,6 +611,7 @@ func Policy(op *ir.Operation) idemclient.Policy {
 			Multiplier: r.Backoff.Multiplier,
 		},
 		On:           idemclient.RetryOn{Connection: r.Connection, Statuses: slices.Clone(r.Statuses)},
+		InUseWait:    op.Policy.InUseWait(),
 		KeyName:      op.Key.Name,
 		KeyMaxLength: op.Key.MaxLength,
 	}
@@ -688,6 +694,7 @@ func policyLiteral(p idemclient.Policy) jen.Code {
 			kv{"Connection", jen.Lit(p.On.Connection)},
 			kv{"Statuses", statuses},
 		))},
+		kv{"InUseWait", gogen.DurationCode(p.InUseWait)},
 		kv{"KeyFormat", q(format)},
 		kv{"KeyCarrier", q(carrier)},
 		kv{"KeyName", jen.Lit(p.KeyName)},

@@ -18,10 +18,12 @@ import (
 // flaky network. Each of its typed helpers is one logical call: one idempotency key, sent with every
 // attempt together with the same body bytes, and retries under the operation's x-idempotency contract
 // (attempts, backoff, which failures), honouring Retry-After and Retry-After-Ms, waiting out the
-// in-flight status (IDEMPOTENCY_KEY_IN_USE), never retrying 400, 422, 409
-// IDEMPOTENCY_RESPONSE_UNAVAILABLE or 500 IDEMPOTENCY_RECORD_UNREADABLE, and never past ctx's
-// deadline. So a request the server handled but whose response was lost is answered, on the retry,
-// with the first response (marked Idempotent-Replayed: true) instead of running twice.
+// in-flight status (IDEMPOTENCY_KEY_IN_USE) without counting it as an attempt, for up to the in-flight
+// lease plus the longest wait between attempts (a first request that crashed loses its key when its
+// lease runs out), never retrying 400, 422, 409 IDEMPOTENCY_RESPONSE_UNAVAILABLE or 500
+// IDEMPOTENCY_RECORD_UNREADABLE, and never past ctx's deadline. So a request the server handled but
+// whose response was lost is answered, on the retry, with the first response (marked
+// Idempotent-Replayed: true) instead of running twice.
 //
 // Helpers (the other methods of ClientWithResponses are promoted, and go through the same Doer):
 //
@@ -60,10 +62,11 @@ import (
 // server answered with an IDEMPOTENCY_* problem (a reused key: 422 or 409 IDEMPOTENCY_KEY_REUSED; a
 // missing or invalid key: 400; a response the server ran but could not store: 409
 // IDEMPOTENCY_RESPONSE_UNAVAILABLE, never retried; a stored record the server cannot decode: 500
-// IDEMPOTENCY_RECORD_UNREADABLE, never retried; the key still in use or the store unavailable after
-// the last attempt; at the deadline, no response but a *idemclient.Error that carries the
-// *idemclient.ProblemError, errors.As finds both). Any other response, whatever its status, is the
-// API's own answer, in the response.
+// IDEMPOTENCY_RECORD_UNREADABLE, never retried; the store unavailable after the last attempt; the key
+// still in use under a policy of one attempt; at the deadline, or when the key stayed in use until the
+// policy's InUseWait ran out (idemclient.ErrInUseWaitExhausted), no response but a *idemclient.Error
+// that carries the *idemclient.ProblemError, errors.As finds both). Any other response, whatever its
+// status, is the API's own answer, in the response.
 type IdempotentClient struct {
 	*ClientWithResponses
 }
@@ -167,9 +170,10 @@ func IdempotentClientPolicy(operationID string) (p idemclient.Policy, ok bool) {
 // params.IdempotencyKey, the header Idempotency-Key: the one given with idemclient.WithKey, else the
 // one params carries, else a new one. Up to 4 attempts, retrying connection errors, 408, 409, 425,
 // 429, 500, 502, 503 and 504 (never 400 or 422) after a backoff from 500ms to 8s, ×2, full jitter, or
-// the server's Retry-After if longer (longest retry span 3.5s). The body is encoded once and the same
-// bytes are sent with every attempt. It returns the response, the key, and an error as
-// IdempotentClient's documentation says.
+// the server's Retry-After if longer (longest retry span 3.5s). IDEMPOTENCY_KEY_IN_USE answers do not
+// count as attempts: they are waited out for up to 38s in all (the in-flight lease plus the longest
+// wait between attempts). The body is encoded once and the same bytes are sent with every attempt. It
+// returns the response, the key, and an error as IdempotentClient's documentation says.
 func (c *IdempotentClient) UpdateAccount(ctx context.Context, kind UpdateAccountParamsKind, accountId openapi_types.UUID, params *UpdateAccountParams, body UpdateAccountJSONRequestBody, opts ...idemclient.CallOption) (*UpdateAccountResponse, string, error) {
 	var p UpdateAccountParams
 	if params != nil {
@@ -215,9 +219,10 @@ func (c *IdempotentClient) UpdateAccountWithBody(ctx context.Context, kind Updat
 // params.IdempotencyKey, the header Idempotency-Key: the one given with idemclient.WithKey, else the
 // one params carries, else a new one. Up to 4 attempts, retrying connection errors, 408, 409, 425,
 // 429, 500, 502, 503 and 504 (never 400 or 422) after a backoff from 500ms to 8s, ×2, full jitter, or
-// the server's Retry-After if longer (longest retry span 3.5s). The body is encoded once and the same
-// bytes are sent with every attempt. It returns the response, the key, and an error as
-// IdempotentClient's documentation says.
+// the server's Retry-After if longer (longest retry span 3.5s). IDEMPOTENCY_KEY_IN_USE answers do not
+// count as attempts: they are waited out for up to 38s in all (the in-flight lease plus the longest
+// wait between attempts). The body is encoded once and the same bytes are sent with every attempt. It
+// returns the response, the key, and an error as IdempotentClient's documentation says.
 func (c *IdempotentClient) ClaimCoupon(ctx context.Context, couponId string, params *ClaimCouponParams, body ClaimCouponJSONRequestBody, opts ...idemclient.CallOption) (*ClaimCouponResponse, string, error) {
 	var p ClaimCouponParams
 	if params != nil {
@@ -262,9 +267,10 @@ func (c *IdempotentClient) ClaimCouponWithBody(ctx context.Context, couponId str
 // Contract: window semantics, window 1m. The key (a UUID v7) goes into the header X-Request-Key: the
 // one given with idemclient.WithKey, else a new one. Up to 6 attempts, retrying connection errors and
 // 503 (never 400 or 422) after a backoff from 100ms to 2s, ×1.5, equal jitter, or the server's
-// Retry-After if longer (longest retry span 1.31875s). The body is encoded once and the same bytes are
-// sent with every attempt. It returns the response, the key, and an error as IdempotentClient's
-// documentation says.
+// Retry-After if longer (longest retry span 1.31875s). IDEMPOTENCY_KEY_IN_USE answers do not count as
+// attempts: they are waited out for up to 12s in all (the in-flight lease plus the longest wait
+// between attempts). The body is encoded once and the same bytes are sent with every attempt. It
+// returns the response, the key, and an error as IdempotentClient's documentation says.
 func (c *IdempotentClient) RecordEvent(ctx context.Context, body RecordEventJSONRequestBody, opts ...idemclient.CallOption) (*RecordEventResponse, string, error) {
 	ctx, call := idemgenClientPolicyRecordEvent.Start(ctx, opts...)
 	resp, err := c.RecordEventWithResponse(ctx, body)
@@ -293,8 +299,10 @@ func (c *IdempotentClient) RecordEventWithBody(ctx context.Context, contentType 
 // Contract: strict semantics, window 24h. The key (a token, a UUID v7 when the helper makes it) goes
 // into the header Idempotency-Key: the one given with idemclient.WithKey, else a new one. Up to 3
 // attempts, retrying 503 (never 400 or 422) after a backoff from 500ms to 8s, ×2, full jitter, or the
-// server's Retry-After if longer (longest retry span 1.5s). It returns the response, the key, and an
-// error as IdempotentClient's documentation says.
+// server's Retry-After if longer (longest retry span 1.5s). IDEMPOTENCY_KEY_IN_USE answers do not
+// count as attempts: they are waited out for up to 38s in all (the in-flight lease plus the longest
+// wait between attempts). It returns the response, the key, and an error as IdempotentClient's
+// documentation says.
 func (c *IdempotentClient) TouchItem(ctx context.Context, itemId int64, opts ...idemclient.CallOption) (*TouchItemResponse, string, error) {
 	ctx, call := idemgenClientPolicyTouchItem.Start(ctx, opts...)
 	resp, err := c.TouchItemWithResponse(ctx, itemId)
@@ -311,9 +319,10 @@ func (c *IdempotentClient) TouchItem(ctx context.Context, itemId int64, opts ...
 // into params.IdempotencyKey, the header Idempotency-Key: the one given with idemclient.WithKey, else
 // the one params carries, else a new one. Up to 4 attempts, retrying connection errors, 408, 409, 425,
 // 429, 500, 502, 503 and 504 (never 400 or 422) after a backoff from 500ms to 8s, ×2, full jitter, or
-// the server's Retry-After if longer (longest retry span 3.5s). The body is encoded once and the same
-// bytes are sent with every attempt. It returns the response, the key, and an error as
-// IdempotentClient's documentation says.
+// the server's Retry-After if longer (longest retry span 3.5s). IDEMPOTENCY_KEY_IN_USE answers do not
+// count as attempts: they are waited out for up to 38s in all (the in-flight lease plus the longest
+// wait between attempts). The body is encoded once and the same bytes are sent with every attempt. It
+// returns the response, the key, and an error as IdempotentClient's documentation says.
 func (c *IdempotentClient) CreateOrder(ctx context.Context, params *CreateOrderParams, body CreateOrderJSONRequestBody, opts ...idemclient.CallOption) (*CreateOrderResponse, string, error) {
 	var p CreateOrderParams
 	if params != nil {
@@ -359,8 +368,10 @@ func (c *IdempotentClient) CreateOrderWithBody(ctx context.Context, params *Crea
 // request_id: the one given with idemclient.WithKey, else the one params carries, else a new one. Up
 // to 4 attempts, retrying connection errors, 408, 409, 425, 429, 500, 502, 503 and 504 (never 400 or
 // 422) after a backoff from 500ms to 8s, ×2, full jitter, or the server's Retry-After if longer
-// (longest retry span 3.5s). The body is encoded once and the same bytes are sent with every attempt.
-// It returns the response, the key, and an error as IdempotentClient's documentation says.
+// (longest retry span 3.5s). IDEMPOTENCY_KEY_IN_USE answers do not count as attempts: they are waited
+// out for up to 38s in all (the in-flight lease plus the longest wait between attempts). The body is
+// encoded once and the same bytes are sent with every attempt. It returns the response, the key, and
+// an error as IdempotentClient's documentation says.
 func (c *IdempotentClient) CreatePayment(ctx context.Context, params *CreatePaymentParams, body CreatePaymentJSONRequestBody, opts ...idemclient.CallOption) (*CreatePaymentResponse, string, error) {
 	var p CreatePaymentParams
 	if params != nil {
@@ -407,10 +418,11 @@ func (c *IdempotentClient) CreatePaymentWithBody(ctx context.Context, params *Cr
 // into params.IdempotencyKey, the header Idempotency-Key: the one given with idemclient.WithKey, else
 // the one params carries, else a new one. Up to 4 attempts, retrying connection errors, 408, 409, 425,
 // 429, 500, 502, 503 and 504 (never 400 or 422) after a backoff from 500ms to 8s, ×2, full jitter, or
-// the server's Retry-After if longer (longest retry span 3.5s). The body is read once (a
-// *bytes.Reader, *bytes.Buffer or *strings.Reader is re-read from the start instead) and the same
-// bytes are sent with every attempt. It returns the response, the key, and an error as
-// IdempotentClient's documentation says.
+// the server's Retry-After if longer (longest retry span 3.5s). IDEMPOTENCY_KEY_IN_USE answers do not
+// count as attempts: they are waited out for up to 38s in all (the in-flight lease plus the longest
+// wait between attempts). The body is read once (a *bytes.Reader, *bytes.Buffer or *strings.Reader is
+// re-read from the start instead) and the same bytes are sent with every attempt. It returns the
+// response, the key, and an error as IdempotentClient's documentation says.
 func (c *IdempotentClient) UploadReceiptFileWithBody(ctx context.Context, receiptId openapi_types.UUID, params *UploadReceiptFileParams, contentType string, body io.Reader, opts ...idemclient.CallOption) (*UploadReceiptFileResponse, string, error) {
 	var p UploadReceiptFileParams
 	if params != nil {
@@ -435,10 +447,11 @@ func (c *IdempotentClient) UploadReceiptFileWithBody(ctx context.Context, receip
 // into params.IdempotencyKey, the header Idempotency-Key: the one given with idemclient.WithKey, else
 // the one params carries, else a new one. Up to 4 attempts, retrying connection errors, 408, 409, 425,
 // 429, 500, 502, 503 and 504 (never 400 or 422) after a backoff from 500ms to 8s, ×2, full jitter, or
-// the server's Retry-After if longer (longest retry span 3.5s). The body is read once (a
-// *bytes.Reader, *bytes.Buffer or *strings.Reader is re-read from the start instead) and the same
-// bytes are sent with every attempt. It returns the response, the key, and an error as
-// IdempotentClient's documentation says.
+// the server's Retry-After if longer (longest retry span 3.5s). IDEMPOTENCY_KEY_IN_USE answers do not
+// count as attempts: they are waited out for up to 38s in all (the in-flight lease plus the longest
+// wait between attempts). The body is read once (a *bytes.Reader, *bytes.Buffer or *strings.Reader is
+// re-read from the start instead) and the same bytes are sent with every attempt. It returns the
+// response, the key, and an error as IdempotentClient's documentation says.
 func (c *IdempotentClient) SubscribeWithBody(ctx context.Context, params *SubscribeParams, contentType string, body io.Reader, opts ...idemclient.CallOption) (*SubscribeResponse, string, error) {
 	var p SubscribeParams
 	if params != nil {
@@ -485,8 +498,10 @@ func (c *IdempotentClient) SubscribeWithFormdataBody(ctx context.Context, params
 // attempt: the one given with idemclient.WithKey, else the one the body carries, else a new one. Up to
 // 4 attempts, retrying connection errors, 408, 409, 425, 429, 500, 502, 503 and 504 (never 400 or 422)
 // after a backoff from 500ms to 8s, ×2, full jitter, or the server's Retry-After if longer (longest
-// retry span 3.5s). The body is encoded once and the same bytes are sent with every attempt. It
-// returns the response, the key, and an error as IdempotentClient's documentation says.
+// retry span 3.5s). IDEMPOTENCY_KEY_IN_USE answers do not count as attempts: they are waited out for
+// up to 38s in all (the in-flight lease plus the longest wait between attempts). The body is encoded
+// once and the same bytes are sent with every attempt. It returns the response, the key, and an error
+// as IdempotentClient's documentation says.
 func (c *IdempotentClient) CreateTransfer(ctx context.Context, body CreateTransferJSONRequestBody, opts ...idemclient.CallOption) (*CreateTransferResponse, string, error) {
 	ctx, call := idemgenClientPolicyCreateTransfer.Start(ctx, opts...)
 	resp, err := c.CreateTransferWithResponse(ctx, body)
@@ -523,6 +538,7 @@ var idemgenClientPolicyUpdateAccount = idemclient.Policy{
 		Connection: true,
 		Statuses:   []int{408, 409, 425, 429, 500, 502, 503, 504},
 	},
+	InUseWait:    38 * time.Second,
 	KeyFormat:    idemclient.FormatUUID,
 	KeyCarrier:   idemclient.CarrierHeader,
 	KeyName:      "Idempotency-Key",
@@ -543,6 +559,7 @@ var idemgenClientPolicyClaimCoupon = idemclient.Policy{
 		Connection: true,
 		Statuses:   []int{408, 409, 425, 429, 500, 502, 503, 504},
 	},
+	InUseWait:    38 * time.Second,
 	KeyFormat:    idemclient.FormatUUID,
 	KeyCarrier:   idemclient.CarrierHeader,
 	KeyName:      "Idempotency-Key",
@@ -563,6 +580,7 @@ var idemgenClientPolicyRecordEvent = idemclient.Policy{
 		Connection: true,
 		Statuses:   []int{503},
 	},
+	InUseWait:    12 * time.Second,
 	KeyFormat:    idemclient.FormatUUIDv7,
 	KeyCarrier:   idemclient.CarrierHeader,
 	KeyName:      "X-Request-Key",
@@ -583,6 +601,7 @@ var idemgenClientPolicyTouchItem = idemclient.Policy{
 		Connection: false,
 		Statuses:   []int{503},
 	},
+	InUseWait:    38 * time.Second,
 	KeyFormat:    idemclient.FormatToken,
 	KeyCarrier:   idemclient.CarrierHeader,
 	KeyName:      "Idempotency-Key",
@@ -603,6 +622,7 @@ var idemgenClientPolicyCreateOrder = idemclient.Policy{
 		Connection: true,
 		Statuses:   []int{408, 409, 425, 429, 500, 502, 503, 504},
 	},
+	InUseWait:    38 * time.Second,
 	KeyFormat:    idemclient.FormatToken,
 	KeyCarrier:   idemclient.CarrierHeader,
 	KeyName:      "Idempotency-Key",
@@ -623,6 +643,7 @@ var idemgenClientPolicyCreatePayment = idemclient.Policy{
 		Connection: true,
 		Statuses:   []int{408, 409, 425, 429, 500, 502, 503, 504},
 	},
+	InUseWait:    38 * time.Second,
 	KeyFormat:    idemclient.FormatUUIDv4,
 	KeyCarrier:   idemclient.CarrierQuery,
 	KeyName:      "request_id",
@@ -644,6 +665,7 @@ var idemgenClientPolicyUploadReceiptFile = idemclient.Policy{
 		Connection: true,
 		Statuses:   []int{408, 409, 425, 429, 500, 502, 503, 504},
 	},
+	InUseWait:    38 * time.Second,
 	KeyFormat:    idemclient.FormatToken,
 	KeyCarrier:   idemclient.CarrierHeader,
 	KeyName:      "Idempotency-Key",
@@ -664,6 +686,7 @@ var idemgenClientPolicySubscribe = idemclient.Policy{
 		Connection: true,
 		Statuses:   []int{408, 409, 425, 429, 500, 502, 503, 504},
 	},
+	InUseWait:    38 * time.Second,
 	KeyFormat:    idemclient.FormatToken,
 	KeyCarrier:   idemclient.CarrierHeader,
 	KeyName:      "Idempotency-Key",
@@ -684,6 +707,7 @@ var idemgenClientPolicyCreateTransfer = idemclient.Policy{
 		Connection: true,
 		Statuses:   []int{408, 409, 425, 429, 500, 502, 503, 504},
 	},
+	InUseWait:    38 * time.Second,
 	KeyFormat:    idemclient.FormatToken,
 	KeyCarrier:   idemclient.CarrierBody,
 	KeyName:      "/idempotency_key",

@@ -18,10 +18,12 @@ import (
 // on a flaky network. Each of its typed helpers is one logical call: one idempotency key, sent with
 // every attempt together with the same body bytes, and retries under the operation's x-idempotency
 // contract (attempts, backoff, which failures), honouring Retry-After and Retry-After-Ms, waiting out
-// the in-flight status (IDEMPOTENCY_KEY_IN_USE), never retrying 400, 422, 409
-// IDEMPOTENCY_RESPONSE_UNAVAILABLE or 500 IDEMPOTENCY_RECORD_UNREADABLE, and never past ctx's
-// deadline. So a request the server handled but whose response was lost is answered, on the retry,
-// with the first response (marked Idempotent-Replayed: true) instead of running twice.
+// the in-flight status (IDEMPOTENCY_KEY_IN_USE) without counting it as an attempt, for up to the
+// in-flight lease plus the longest wait between attempts (a first request that crashed loses its key
+// when its lease runs out), never retrying 400, 422, 409 IDEMPOTENCY_RESPONSE_UNAVAILABLE or 500
+// IDEMPOTENCY_RECORD_UNREADABLE, and never past ctx's deadline. So a request the server handled but
+// whose response was lost is answered, on the retry, with the first response (marked
+// Idempotent-Replayed: true) instead of running twice.
 //
 // Helpers (the other methods of ClientWithResponses are promoted, and go through the same Doer):
 //
@@ -52,10 +54,11 @@ import (
 // server answered with an IDEMPOTENCY_* problem (a reused key: 422 or 409 IDEMPOTENCY_KEY_REUSED; a
 // missing or invalid key: 400; a response the server ran but could not store: 409
 // IDEMPOTENCY_RESPONSE_UNAVAILABLE, never retried; a stored record the server cannot decode: 500
-// IDEMPOTENCY_RECORD_UNREADABLE, never retried; the key still in use or the store unavailable after
-// the last attempt; at the deadline, no response but a *idemclient.Error that carries the
-// *idemclient.ProblemError, errors.As finds both). Any other response, whatever its status, is the
-// API's own answer, in the response.
+// IDEMPOTENCY_RECORD_UNREADABLE, never retried; the store unavailable after the last attempt; the key
+// still in use under a policy of one attempt; at the deadline, or when the key stayed in use until the
+// policy's InUseWait ran out (idemclient.ErrInUseWaitExhausted), no response but a *idemclient.Error
+// that carries the *idemclient.ProblemError, errors.As finds both). Any other response, whatever its
+// status, is the API's own answer, in the response.
 type IdempotentClient struct {
 	*ClientWithResponses
 }
@@ -150,9 +153,10 @@ func IdempotentClientPolicy(operationID string) (p idemclient.Policy, ok bool) {
 // into params.IdempotencyKey, the header Idempotency-Key: the one given with idemclient.WithKey, else
 // the one params carries, else a new one. Up to 4 attempts, retrying connection errors, 408, 409, 425,
 // 429, 500, 502, 503 and 504 (never 400 or 422) after a backoff from 500ms to 8s, ×2, full jitter, or
-// the server's Retry-After if longer (longest retry span 3.5s). The body is encoded once and the same
-// bytes are sent with every attempt. It returns the response, the key, and an error as
-// IdempotentClient's documentation says.
+// the server's Retry-After if longer (longest retry span 3.5s). IDEMPOTENCY_KEY_IN_USE answers do not
+// count as attempts: they are waited out for up to 38s in all (the in-flight lease plus the longest
+// wait between attempts). The body is encoded once and the same bytes are sent with every attempt. It
+// returns the response, the key, and an error as IdempotentClient's documentation says.
 func (c *IdempotentClient) CreateNote(ctx context.Context, params *CreateNoteParams, body CreateNoteJSONRequestBody, opts ...idemclient.CallOption) (*CreateNoteResponse, string, error) {
 	var p CreateNoteParams
 	if params != nil {
@@ -198,8 +202,10 @@ func (c *IdempotentClient) CreateNoteWithBody(ctx context.Context, params *Creat
 // params.IdempotencyKey, the header Idempotency-Key: the one given with idemclient.WithKey, else the
 // one params carries, else a new one. Up to 4 attempts, retrying connection errors, 408, 409, 425,
 // 429, 500, 502, 503 and 504 (never 400 or 422) after a backoff from 500ms to 8s, ×2, full jitter, or
-// the server's Retry-After if longer (longest retry span 3.5s). It returns the response, the key, and
-// an error as IdempotentClient's documentation says.
+// the server's Retry-After if longer (longest retry span 3.5s). IDEMPOTENCY_KEY_IN_USE answers do not
+// count as attempts: they are waited out for up to 38s in all (the in-flight lease plus the longest
+// wait between attempts). It returns the response, the key, and an error as IdempotentClient's
+// documentation says.
 func (c *IdempotentClient) MakePayment(ctx context.Context, params *MakePaymentParams, opts ...idemclient.CallOption) (*MakePaymentResponse, string, error) {
 	var p MakePaymentParams
 	if params != nil {
@@ -224,8 +230,10 @@ func (c *IdempotentClient) MakePayment(ctx context.Context, params *MakePaymentP
 // params.RefundKey, the query refund_key: the one given with idemclient.WithKey, else the one params
 // carries, else a new one. Up to 4 attempts, retrying connection errors, 408, 409, 425, 429, 500, 502,
 // 503 and 504 (never 400 or 422) after a backoff from 500ms to 8s, ×2, full jitter, or the server's
-// Retry-After if longer (longest retry span 3.5s). It returns the response, the key, and an error as
-// IdempotentClient's documentation says.
+// Retry-After if longer (longest retry span 3.5s). IDEMPOTENCY_KEY_IN_USE answers do not count as
+// attempts: they are waited out for up to 38s in all (the in-flight lease plus the longest wait
+// between attempts). It returns the response, the key, and an error as IdempotentClient's
+// documentation says.
 func (c *IdempotentClient) MakeRefund(ctx context.Context, params *MakeRefundParams, opts ...idemclient.CallOption) (*MakeRefundResponse, string, error) {
 	var p MakeRefundParams
 	if params != nil {
@@ -250,8 +258,10 @@ func (c *IdempotentClient) MakeRefund(ctx context.Context, params *MakeRefundPar
 // into params.RequestId, the query request_id: the one given with idemclient.WithKey, else the one
 // params carries, else a new one. Up to 4 attempts, retrying connection errors, 408, 409, 425, 429,
 // 500, 502, 503 and 504 (never 400 or 422) after a backoff from 500ms to 8s, ×2, full jitter, or the
-// server's Retry-After if longer (longest retry span 3.5s). It returns the response, the key, and an
-// error as IdempotentClient's documentation says.
+// server's Retry-After if longer (longest retry span 3.5s). IDEMPOTENCY_KEY_IN_USE answers do not
+// count as attempts: they are waited out for up to 38s in all (the in-flight lease plus the longest
+// wait between attempts). It returns the response, the key, and an error as IdempotentClient's
+// documentation says.
 func (c *IdempotentClient) OpenTicket(ctx context.Context, params *OpenTicketParams, opts ...idemclient.CallOption) (*OpenTicketResponse, string, error) {
 	var p OpenTicketParams
 	if params != nil {
@@ -276,8 +286,10 @@ func (c *IdempotentClient) OpenTicket(ctx context.Context, params *OpenTicketPar
 // into params.XVoteKey, the header X-Vote-Key: the one given with idemclient.WithKey, else the one
 // params carries, else a new one. Up to 4 attempts, retrying connection errors, 408, 409, 425, 429,
 // 500, 502, 503 and 504 (never 400 or 422) after a backoff from 500ms to 8s, ×2, full jitter, or the
-// server's Retry-After if longer (longest retry span 3.5s). It returns the response, the key, and an
-// error as IdempotentClient's documentation says.
+// server's Retry-After if longer (longest retry span 3.5s). IDEMPOTENCY_KEY_IN_USE answers do not
+// count as attempts: they are waited out for up to 38s in all (the in-flight lease plus the longest
+// wait between attempts). It returns the response, the key, and an error as IdempotentClient's
+// documentation says.
 func (c *IdempotentClient) CastVote(ctx context.Context, params *CastVoteParams, opts ...idemclient.CallOption) (*CastVoteResponse, string, error) {
 	var p CastVoteParams
 	if params != nil {
@@ -309,6 +321,7 @@ var idemgenClientPolicyCreateNote = idemclient.Policy{
 		Connection: true,
 		Statuses:   []int{408, 409, 425, 429, 500, 502, 503, 504},
 	},
+	InUseWait:    38 * time.Second,
 	KeyFormat:    idemclient.FormatToken,
 	KeyCarrier:   idemclient.CarrierHeader,
 	KeyName:      "Idempotency-Key",
@@ -329,6 +342,7 @@ var idemgenClientPolicyMakePayment = idemclient.Policy{
 		Connection: true,
 		Statuses:   []int{408, 409, 425, 429, 500, 502, 503, 504},
 	},
+	InUseWait:    38 * time.Second,
 	KeyFormat:    idemclient.FormatUUID,
 	KeyCarrier:   idemclient.CarrierHeader,
 	KeyName:      "Idempotency-Key",
@@ -349,6 +363,7 @@ var idemgenClientPolicyMakeRefund = idemclient.Policy{
 		Connection: true,
 		Statuses:   []int{408, 409, 425, 429, 500, 502, 503, 504},
 	},
+	InUseWait:    38 * time.Second,
 	KeyFormat:    idemclient.FormatUUID,
 	KeyCarrier:   idemclient.CarrierQuery,
 	KeyName:      "refund_key",
@@ -369,6 +384,7 @@ var idemgenClientPolicyOpenTicket = idemclient.Policy{
 		Connection: true,
 		Statuses:   []int{408, 409, 425, 429, 500, 502, 503, 504},
 	},
+	InUseWait:    38 * time.Second,
 	KeyFormat:    idemclient.FormatToken,
 	KeyCarrier:   idemclient.CarrierQuery,
 	KeyName:      "request_id",
@@ -389,6 +405,7 @@ var idemgenClientPolicyCastVote = idemclient.Policy{
 		Connection: true,
 		Statuses:   []int{408, 409, 425, 429, 500, 502, 503, 504},
 	},
+	InUseWait:    38 * time.Second,
 	KeyFormat:    idemclient.FormatToken,
 	KeyCarrier:   idemclient.CarrierHeader,
 	KeyName:      "X-Vote-Key",
