@@ -345,13 +345,6 @@ func (c *Call) begin(k Key) {
 		}
 		return
 	}
-	if c.key != "" {
-		c.setScope()
-		if pf := c.e.prefetcher; pf != nil {
-			// The store's lookup of the key overlaps the fingerprint's.
-			pf.Prefetch(c.scope)
-		}
-	}
 	c.fpIn = c.fpInput()
 	fpc := c.e.fpc
 	c.fpk = fpc.key(p, &c.fpIn)
@@ -364,16 +357,6 @@ func (c *Call) begin(k Key) {
 	} else {
 		c.fp = fpc.compute(p, &c.fpIn, c.fpk)
 	}
-	if c.key == "" {
-		c.setScope() // of the fingerprint
-	}
-	c.claim()
-}
-
-// setScope sets the request's scope key: of its key, or of its
-// fingerprint (c.fp) when it has none.
-func (c *Call) setScope() {
-	p := c.p
 	var b []byte
 	pr := c.principal // the scope's principal: none when the keys are shared
 	if p.spec.Scope == ScopeShared {
@@ -401,6 +384,7 @@ func (c *Call) setScope() {
 	} else {
 		c.scope = string(b)
 	}
+	c.claim()
 }
 
 // fpInput is what the request's fingerprint is computed from (begin keeps

@@ -140,7 +140,6 @@ type Engine struct {
 	fpc         *fpCache
 	recent      *recentKeys   // over a ReadFirst store
 	local       LocalReader   // the store, when it is one: records are tagged
-	prefetcher  Prefetcher    // the store, when it is one
 	lateFor     time.Duration // Options.FinishRetryFor
 	lateFirst   time.Duration // the retries' first backoff (lateFinishFirst; tests change it)
 	lateMax     time.Duration // and its cap (lateFinishMax)
@@ -200,7 +199,6 @@ func New(store Store, opts Options) *Engine {
 	e.watcher, _ = store.(Watcher)
 	_, e.recycle = store.(ContextBound)
 	e.local, _ = store.(LocalReader)
-	e.prefetcher, _ = store.(Prefetcher)
 	if _, ok := store.(ReadFirst); ok {
 		e.recent = newRecentKeys()
 	}

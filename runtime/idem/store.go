@@ -251,17 +251,6 @@ type LocalReader interface {
 	ReadLocal(key string, buf []byte) (rec Record, found bool)
 }
 
-// Prefetcher is implemented by a store that keeps its records in the
-// process (a LocalReader): Prefetch(key) is a hint that a call about key
-// (ReadLocal, Begin) follows, which the engine gives as soon as it knows a
-// request's key, before it looks its fingerprint up or computes it. The
-// store may start bringing into the processor's cache what that lookup
-// will read; it must not wait for it, nor change anything a call answers,
-// nor keep key.
-type Prefetcher interface {
-	Prefetch(key string)
-}
-
 // LeaseExtender lets a long-running holder extend its lease (a heartbeat).
 //
 // ExtendLease, atomically: if the record exists, is unexpired, PENDING and

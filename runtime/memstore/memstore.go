@@ -5,10 +5,9 @@
 //
 // The store is sharded (a power of two of shards, chosen by a seeded hash of
 // the key, each with its own lock), implements idem.Watcher (a waiting
-// duplicate is woken when the record changes), idem.LeaseExtender,
+// duplicate is woken when the record changes), idem.LeaseExtender and
 // idem.LocalReader (a retry is recognised by its bytes, without its
-// fingerprint) and idem.Prefetcher (the engine's hint that a key's lookup
-// follows), and is safe for concurrent use.
+// fingerprint), and is safe for concurrent use.
 //
 // # Memory layout
 //
@@ -183,7 +182,6 @@ var (
 	_ idem.LeaseExtender = (*Store)(nil)
 	_ idem.ContextBound  = (*Store)(nil)
 	_ idem.LocalReader   = (*Store)(nil)
-	_ idem.Prefetcher    = (*Store)(nil)
 )
 
 const none = -1 // no slot, no chunk
@@ -512,18 +510,6 @@ func (s *Store) ReadLocal(key string, buf []byte) (idem.Record, bool) {
 		return idem.Record{}, false
 	}
 	return sh.record(i, buf), true
-}
-
-// Prefetch implements idem.Prefetcher: it starts bringing in the index
-// word where the lookup of key begins (the first of its reads that is
-// likely out of the cache), without waiting for it.
-func (s *Store) Prefetch(key string) {
-	sh, h := s.shard(key)
-	sh.mu.Lock()
-	if len(sh.idx) > 0 {
-		prefetch(unsafe.Pointer(&sh.idx[h>>32&uint64(len(sh.idx)-1)]))
-	}
-	sh.mu.Unlock()
 }
 
 // ExtendLease implements idem.LeaseExtender: it moves the lease to now +
