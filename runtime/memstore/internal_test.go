@@ -1,6 +1,7 @@
 package memstore
 
 import (
+	"hash/maphash"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -199,4 +200,34 @@ func TestBoundsExact(t *testing.T) {
 		}
 		_ = s.Close()
 	}
+}
+
+// TestPrefetchBounds: the prefetches of a claim and of its response stay
+// within what exists: a shard without slot pages, chunk or queue, a chunk
+// filled to its capacity, a slot page filled to its end, a free slot.
+func TestPrefetchBounds(t *testing.T) {
+	shards := []shard{{head: none, tail: none, cur: none, minExp: math.MaxInt64, qlast: math.MinInt64,
+		maxEntries: 1 << 30, maxBytes: 1 << 40, seed: maphash.MakeSeed()}}
+	sh := &shards[0]
+	defer freeShards(shards)
+	sh.prefetchClaim(64)
+	sh.prefetchAppend(prefetchResponse)
+	key := make([]byte, 100)
+	for i := range slotsPerPage + 1 {
+		key[0], key[1] = byte(i), byte(i>>8)
+		sh.add(string(key), maphash.Bytes(sh.seed, key), 1)
+		sh.prefetchClaim(len(key)) // at the end of a page: no slot made yet
+		sh.prefetchAppend(prefetchResponse)
+	}
+	// The current chunk filled to its capacity.
+	c := sh.cur
+	store(sh, make([]byte, cap(sh.chunks[c])-len(sh.chunks[c])))
+	if sh.cur != c || len(sh.chunks[c]) != cap(sh.chunks[c]) {
+		t.Fatalf("chunk %d not full (cur %d)", c, sh.cur)
+	}
+	sh.prefetchAppend(prefetchResponse)
+	sh.prefetchClaim(len(key))
+	// A free slot is the next one taken.
+	sh.remove(3)
+	sh.prefetchClaim(len(key))
 }

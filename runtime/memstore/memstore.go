@@ -96,6 +96,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/idemgen/idemgen/runtime/idem"
 )
@@ -458,6 +459,9 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 	e.token = req.Token
 	e.lease = after(now, req.Lease)
 	sh.notify(i)
+	// While the handler runs, bring in the end of the current chunk, where
+	// Finish will most likely append the response.
+	sh.prefetchAppend(prefetchResponse)
 	return idem.BeginResult{Acquired: true, Prior: prior}, nil
 }
 
@@ -536,6 +540,9 @@ func (s *Store) ReadLocal(key string, buf []byte) (idem.Record, bool) {
 	defer sh.mu.Unlock()
 	i := sh.find(key, h)
 	if i == none {
+		// Most likely a claim follows (a first request): bring in what its
+		// Begin will write, while the caller computes the fingerprint.
+		sh.prefetchClaim(len(key))
 		return idem.Record{}, false
 	}
 	if s.nowNs() >= sh.at(i).exp {
@@ -833,6 +840,43 @@ func (sh *shard) dropResponse(i int32) {
 }
 
 // Chunks.
+
+// prefetchResponse is how much of the current chunk, past its end, a claim
+// prefetches for the response that its Finish will append.
+const prefetchResponse = 320
+
+// prefetchClaim prefetches what add will write for a key of n bytes: the
+// slot it will take, the end of the current chunk and the expiry queue's
+// next entry.
+func (sh *shard) prefetchClaim(n int) {
+	i := sh.nslots
+	if k := len(sh.free); k > 0 {
+		i = sh.free[k-1]
+	}
+	if int(i)/slotsPerPage < len(sh.pages) {
+		p := unsafe.Pointer(sh.at(i))
+		prefetch(p)
+		prefetch(unsafe.Add(p, unsafe.Sizeof(slot{})-1))
+	}
+	sh.prefetchAppend(n)
+	if d := sh.qhi - sh.qbase; int(d/entriesPerExpiryPage) < len(sh.queue) {
+		prefetch(unsafe.Pointer(sh.qe(sh.qhi)))
+	}
+}
+
+// prefetchAppend prefetches the lines of the current chunk that an append
+// of n bytes would write.
+func (sh *shard) prefetchAppend(n int) {
+	if sh.cur == none {
+		return
+	}
+	b := sh.chunks[sh.cur]
+	b = b[:cap(b)]
+	// Blocks are page-aligned: offsets that are multiples of 64 start lines.
+	for o, end := len(sh.chunks[sh.cur])&^63, min(len(sh.chunks[sh.cur])+n, len(b)); o < end; o += 64 {
+		prefetch(unsafe.Pointer(&b[o]))
+	}
+}
 
 // store appends b to a chunk and returns where it lies.
 func store[T string | []byte](sh *shard, b T) (int32, uint32) {

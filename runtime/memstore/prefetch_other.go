@@ -1,0 +1,7 @@
+//go:build !amd64
+
+package memstore
+
+import "unsafe"
+
+func prefetch(unsafe.Pointer) {}
