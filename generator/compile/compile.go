@@ -539,11 +539,24 @@ func (c *compiler) checkRequestHeaders(out *ir.Operation, params []paramRef) {
 	if out.Key.Carrier == ir.CarrierHeader {
 		keyHeader = out.Key.Name
 	}
+	// A header the path item and the operation both declare, in another
+	// case (mergeParamRefs keeps both), is reported once, at the
+	// operation's, which comes later.
+	var hs []paramRef
 	for _, p := range params {
-		name := p.v.Name
-		if p.v.In != "header" || !UnfingerprintedHeader(c.doc.T, name, keyHeader, out.Policy.FingerprintHeaders) {
+		if p.v.In != "header" || !UnfingerprintedHeader(c.doc.T, p.v.Name, keyHeader, out.Policy.FingerprintHeaders) {
 			continue
 		}
+		if i := slices.IndexFunc(hs, func(h paramRef) bool {
+			return strings.EqualFold(strings.TrimSpace(h.v.Name), strings.TrimSpace(p.v.Name))
+		}); i >= 0 {
+			hs[i] = p
+			continue
+		}
+		hs = append(hs, p)
+	}
+	for _, p := range hs {
+		name := p.v.Name
 		pos := c.doc.NodePos(c.doc.Deref(c.doc.Lookup(p.ptr)))
 		if pos.Line == 0 {
 			pos = out.Pos

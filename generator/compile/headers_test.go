@@ -20,7 +20,9 @@ import (
 // key's own header, another conventional key, Content-Type, headers that
 // say who calls (Authorization, WWW-Authenticate, an apiKey scheme's
 // header) or name one attempt (X-Request-Id, traceparent, User-Agent),
-// Accept*, nor under loose semantics. If-Match is reported: a retry
+// Accept*, nor under loose semantics. A header the path item and the
+// operation both declare, in two cases, is reported once, at the
+// operation's. If-Match is reported: a retry
 // sends it again, another value is another request. Window says what
 // happens to requests without a key.
 func TestHeaderNotFingerprinted(t *testing.T) {
@@ -55,6 +57,8 @@ paths:
         - {name: dryRun, in: query, schema: {type: boolean}}
       responses: {'201': {description: ok}}
   /carts:
+    parameters:
+      - {name: x-tenant, in: header, schema: {type: string}}
     post:
       x-idempotency: {semantics: window, window: 1h}
       parameters:
@@ -85,7 +89,7 @@ paths:
 		{7, []string{"POST /orders"}, "X-Tenant"},  // the component's declaration
 		{11, []string{"POST /orders"}, "X-Region"}, // the path item's
 		{27, []string{"POST /orders"}, "If-Match"},
-		{34, []string{"POST /carts"}, "X-Tenant"},
+		{36, []string{"POST /carts"}, "X-Tenant"}, // the operation's, not its path item's x-tenant,
 	}
 	for i, w := range want {
 		d := got[i]
