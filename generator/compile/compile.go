@@ -498,6 +498,7 @@ func (c *compiler) operation(path, method string, item *openapi3.PathItem, op *o
 	}
 	c.checkPointers(out, op, merged)
 	c.checkResponseHeaders(out, op, opNode)
+	c.checkRequestHeaders(out, params)
 	if !ok || keyRefused {
 		return nil // no semantics or no key (reported): checked, but left out
 	}
@@ -518,6 +519,92 @@ func (c *compiler) checkResponseHeaders(out *ir.Operation, op *openapi3.Operatio
 		}
 		c.diags.Warnf(pos, "response-header-not-replayed", "the %s response of %s %s declares the header %s, which a replay drops: list it in response.headers to replay it", h.Status, out.Method, out.Path, h.Name)
 	}
+}
+
+// RuleHeaderNotFingerprinted is the rule of the warning that an
+// idempotent operation declares a request header fingerprint-headers does
+// not list.
+const RuleHeaderNotFingerprinted = "header-not-fingerprinted"
+
+// checkRequestHeaders warns of a header parameter the operation (or its
+// path item) declares that the fingerprint does not cover and that
+// UnfingerprintedHeader says may change what the request asks. Not under
+// loose semantics, which never compare fingerprints.
+func (c *compiler) checkRequestHeaders(out *ir.Operation, params []paramRef) {
+	sem := out.Policy.Semantics
+	if sem == ir.Loose {
+		return
+	}
+	keyHeader := ""
+	if out.Key.Carrier == ir.CarrierHeader {
+		keyHeader = out.Key.Name
+	}
+	// A header the path item and the operation both declare, in another
+	// case (mergeParamRefs keeps both), is reported once, at the
+	// operation's, which comes later.
+	var hs []paramRef
+	for _, p := range params {
+		if p.v.In != "header" || !UnfingerprintedHeader(c.doc.T, p.v.Name, keyHeader, out.Policy.FingerprintHeaders) {
+			continue
+		}
+		if i := slices.IndexFunc(hs, func(h paramRef) bool {
+			return strings.EqualFold(strings.TrimSpace(h.v.Name), strings.TrimSpace(p.v.Name))
+		}); i >= 0 {
+			hs[i] = p
+			continue
+		}
+		hs = append(hs, p)
+	}
+	for _, p := range hs {
+		name := p.v.Name
+		pos := c.doc.NodePos(c.doc.Deref(c.doc.Lookup(p.ptr)))
+		if pos.Line == 0 {
+			pos = out.Pos
+		}
+		what := fmt.Sprintf("a request with the key of an earlier one and another %s gets the earlier one's replay, not %d IDEMPOTENCY_KEY_REUSED", name, out.Policy.ConflictStatus)
+		if sem == ir.Window {
+			what = fmt.Sprintf("two requests without a key that differ only in %s are taken for one: the second gets the first's replay", name)
+		}
+		c.diags.Warnf(pos, RuleHeaderNotFingerprinted, "%s %s declares the request header %s, which the fingerprint does not cover: %s; list it in fingerprint-headers, or silence [%s] for the operation if its value never changes what the request does", out.Method, out.Path, name, what, RuleHeaderNotFingerprinted)
+	}
+}
+
+// UnfingerprintedHeader reports whether the request header name, which an
+// idempotent operation of t declares, should be in its fingerprint and is
+// not: fingerprint-headers (listed) does not list it, in any case;
+// contract.FingerprintCandidate says another value of it may ask for
+// something else; and it is neither the key's header (keyHeader, "" for a
+// key in the query or the body), nor another key by convention (one
+// request's name, not its meaning: [key-convention-mismatch] is about it),
+// nor the header of one of t's apiKey security schemes (who calls: the
+// scope's business).
+func UnfingerprintedHeader(t *openapi3.T, name, keyHeader string, listed []string) bool {
+	name = strings.TrimSpace(name)
+	same := func(l string) bool { return strings.EqualFold(strings.TrimSpace(l), name) }
+	if !contract.FingerprintCandidate(name) || same(keyHeader) || LooksLikeKeyName(name) || slices.ContainsFunc(listed, same) {
+		return false
+	}
+	if t != nil && t.Components != nil {
+		for _, s := range t.Components.SecuritySchemes {
+			if s != nil && s.Value != nil && s.Value.Type == "apiKey" && s.Value.In == "header" && same(s.Value.Name) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// DeclaredRequestHeaders returns the names of the header parameters op
+// and its path item (pathParams) declare that UnfingerprintedHeader
+// accepts with nothing listed, path item's first, each once (in any case).
+func DeclaredRequestHeaders(t *openapi3.T, op *openapi3.Operation, pathParams openapi3.Parameters, keyHeader string) []string {
+	var out []string
+	for _, p := range mergeParamRefs(pathParams, op.Parameters, "", "") {
+		if p.v.In == "header" && UnfingerprintedHeader(t, p.v.Name, keyHeader, out) {
+			out = append(out, strings.TrimSpace(p.v.Name))
+		}
+	}
+	return out
 }
 
 // A ResponseHeader is a header a response declares.

@@ -25,6 +25,7 @@ var warningRules = []string{
 	"business-key",
 	"duplicate-entry",
 	"extension-misspelled",
+	"header-not-fingerprinted",
 	"key-convention-mismatch",
 	"key-optional",
 	"key-param-missing",

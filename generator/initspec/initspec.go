@@ -10,7 +10,8 @@
 // comment on the value: the semantics and the window (at the document
 // root, once for all operations), and per operation the volatile and
 // unordered body members found by name (client clocks, retry counters,
-// trace ids; uniqueItems arrays). `idemgen check` reports each such value
+// trace ids; uniqueItems arrays) and the request headers it declares,
+// proposed as fingerprint-headers (check's [header-not-fingerprinted]). `idemgen check` reports each such value
 // (rule "unconfirmed") until its comment is deleted.
 //
 // Safe operations (GET, HEAD, …) that declare a key get no contract (they
@@ -77,6 +78,12 @@ type Candidate struct {
 	// ResponseHeaders are the headers its 2xx responses declare, proposed
 	// as response.headers so that a replay carries them.
 	ResponseHeaders []string
+	// FingerprintHeaders are the request headers it declares that check's
+	// [header-not-fingerprinted] would report, proposed (to confirm) as
+	// fingerprint-headers so that a reused key with another value of one
+	// is refused rather than replayed; none when Multipart (loose
+	// semantics never compare fingerprints).
+	FingerprintHeaders []string
 	// Multipart is the multipart media type of its request body ("" for
 	// none): such an operation is proposed loose semantics, since the
 	// fingerprint compares a multipart body byte for byte, its boundary
@@ -220,6 +227,12 @@ func Propose(path string, opts Options) (*Proposal, diag.List) {
 			c.Multipart = multipart(op)
 			if c.Multipart != "" {
 				c.AlsoJSON = jsonBody(op)
+			} else {
+				keyHeader := ""
+				if c.Key.Carrier == ir.CarrierHeader {
+					keyHeader = c.Key.Name
+				}
+				c.FingerprintHeaders = compile.DeclaredRequestHeaders(d.T, op, item.Parameters, keyHeader)
 			}
 			p.Candidates = append(p.Candidates, c)
 		}
@@ -424,7 +437,7 @@ func (p *Proposal) document(title, specName, ovName string, withRoot, rootKey bo
 	}
 	for _, c := range p.Candidates {
 		var block *yaml.Node
-		if rootKey && sameKey(c.Key, root) && len(c.Volatile) == 0 && len(c.Unordered) == 0 && len(c.ResponseHeaders) == 0 && c.Multipart == "" {
+		if rootKey && sameKey(c.Key, root) && len(c.Volatile) == 0 && len(c.Unordered) == 0 && len(c.ResponseHeaders) == 0 && len(c.FingerprintHeaders) == 0 && c.Multipart == "" {
 			block = &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"}
 		} else {
 			var fields []any
@@ -443,6 +456,9 @@ func (p *Proposal) document(title, specName, ovName string, withRoot, rootKey bo
 			}
 			if len(c.Unordered) > 0 {
 				fields = append(fields, "unordered", comment(flow(seq(c.Unordered)), todo+"confirm: arrays whose order does not matter"))
+			}
+			if len(c.FingerprintHeaders) > 0 {
+				fields = append(fields, "fingerprint-headers", comment(flow(seq(c.FingerprintHeaders)), todo+"confirm: request headers the operation declares, compared with the body, so that a reused key with another value of one is refused (422), not given the first request's replay; delete any whose value changes between attempts of one call (a signature, a client clock) and silence [header-not-fingerprinted] for the operation with why"))
 			}
 			if len(c.ResponseHeaders) > 0 {
 				fields = append(fields, "response", comment(flow(node("headers", flow(seq(c.ResponseHeaders)))), "headers the 2xx responses declare: a replay carries only those listed"))

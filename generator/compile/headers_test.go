@@ -1,0 +1,105 @@
+package compile_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/generator/compile"
+	"github.com/idemgen/idemgen/generator/diag"
+)
+
+// TestHeaderNotFingerprinted: an idempotent operation that declares a
+// request header fingerprint-headers does not list gets
+// [header-not-fingerprinted] at the parameter's declaration (a $ref'd
+// one's at its component, a path item's at the path item), about the
+// operation, required or not; not for a header listed in another case, the
+// key's own header, another conventional key, Content-Type, headers that
+// say who calls (Authorization, WWW-Authenticate, an apiKey scheme's
+// header) or name one attempt (X-Request-Id, traceparent, User-Agent),
+// Accept*, nor under loose semantics. A header the path item and the
+// operation both declare, in two cases, is reported once, at the
+// operation's. If-Match is reported: a retry
+// sends it again, another value is another request. Window says what
+// happens to requests without a key.
+func TestHeaderNotFingerprinted(t *testing.T) {
+	spec := filepath.Join(t.TempDir(), "openapi.yaml")
+	require.NoError(t, os.WriteFile(spec, []byte(`openapi: 3.0.3
+info: {title: Headers, version: 1.0.0}
+components:
+  securitySchemes:
+    apiKey: {type: apiKey, in: header, name: X-Api-Key}
+  parameters:
+    Tenant: {name: X-Tenant, in: header, required: true, schema: {type: string}}
+paths:
+  /orders:
+    parameters:
+      - {name: X-Region, in: header, schema: {type: string}}
+    post:
+      x-idempotency: {semantics: strict, fingerprint-headers: [x-channel]}
+      parameters:
+        - {name: Idempotency-Key, in: header, required: true, schema: {type: string}}
+        - $ref: '#/components/parameters/Tenant'
+        - {name: X-Channel, in: header, schema: {type: string}}
+        - {name: idempotency-key-v2, in: header, schema: {type: string}}
+        - {name: content-type, in: header, schema: {type: string}}
+        - {name: Authorization, in: header, schema: {type: string}}
+        - {name: WWW-Authenticate, in: header, schema: {type: string}}
+        - {name: x-api-key, in: header, schema: {type: string}}
+        - {name: X-Request-Id, in: header, schema: {type: string}}
+        - {name: traceparent, in: header, schema: {type: string}}
+        - {name: User-Agent, in: header, schema: {type: string}}
+        - {name: Accept-Language, in: header, schema: {type: string}}
+        - {name: If-Match, in: header, schema: {type: string}}
+        - {name: dryRun, in: query, schema: {type: boolean}}
+      responses: {'201': {description: ok}}
+  /carts:
+    parameters:
+      - {name: x-tenant, in: header, schema: {type: string}}
+    post:
+      x-idempotency: {semantics: window, window: 1h}
+      parameters:
+        - {name: X-Tenant, in: header, schema: {type: string}}
+      responses: {'201': {description: ok}}
+  /notes:
+    post:
+      x-idempotency: {semantics: loose}
+      parameters:
+        - {name: Idempotency-Key, in: header, required: true, schema: {type: string}}
+        - {name: X-Tenant, in: header, schema: {type: string}}
+      responses: {'201': {description: ok}}
+`), 0o644))
+	_, diags := compile.Compile(spec, compile.Options{})
+	var got []diag.Diagnostic
+	for _, d := range diags {
+		if d.Rule == compile.RuleHeaderNotFingerprinted {
+			got = append(got, d)
+		}
+	}
+	require.Len(t, got, 4, "%v", diags)
+	type at struct {
+		line int
+		ops  []string
+		name string
+	}
+	want := []at{
+		{7, []string{"POST /orders"}, "X-Tenant"},  // the component's declaration
+		{11, []string{"POST /orders"}, "X-Region"}, // the path item's
+		{27, []string{"POST /orders"}, "If-Match"},
+		{36, []string{"POST /carts"}, "X-Tenant"}, // the operation's, not its path item's x-tenant,
+	}
+	for i, w := range want {
+		d := got[i]
+		assert.Equal(t, diag.Warning, d.Severity, "%s", d)
+		assert.Equal(t, w.line, d.Pos.Line, "%s", d)
+		assert.Equal(t, w.ops, d.Ops, "%s", d)
+		assert.Contains(t, d.Message, "declares the request header "+w.name+", which the fingerprint does not cover", "%s", d)
+		assert.Contains(t, d.Message, "list it in fingerprint-headers, or silence [header-not-fingerprinted] for the operation", "%s", d)
+	}
+	assert.Contains(t, got[0].Message, "a request with the key of an earlier one and another X-Tenant gets the earlier one's replay, not 422 IDEMPOTENCY_KEY_REUSED")
+	assert.Contains(t, got[3].Message, "two requests without a key that differ only in X-Tenant are taken for one: the second gets the first's replay")
+	assert.Empty(t, diag.CheckIgnoreRule(compile.RuleHeaderNotFingerprinted), "an ignore may name it")
+}

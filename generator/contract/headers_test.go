@@ -1,0 +1,29 @@
+package contract_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/idemgen/idemgen/generator/contract"
+)
+
+// TestFingerprintCandidate: a request header that may change what is
+// asked is a candidate, in any case; the fingerprinted media type,
+// framing, who calls, one attempt's headers and content negotiation are
+// not. The request and trace ids are turned down on both sides.
+func TestFingerprintCandidate(t *testing.T) {
+	for _, h := range []string{"X-Tenant", "x-tenant", " X-Account ", "If-Match", "If-None-Match", "Prefer", "X-Dry-Run"} {
+		assert.True(t, contract.FingerprintCandidate(h), h)
+	}
+	for _, h := range []string{"", "Content-Type", "content-length", "Transfer-Encoding", "Host", "Expect",
+		"Authorization", "cookie", "WWW-Authenticate", "Proxy-Authorization",
+		"X-Request-Id", "request-id", "X-Correlation-ID", "traceparent", "Tracestate", "User-Agent", "Date",
+		"Accept", "accept-language", "Accept-Encoding"} {
+		assert.False(t, contract.FingerprintCandidate(h), h)
+	}
+	for _, h := range []string{"X-Request-Id", "traceparent", "X-Correlation-Id"} {
+		assert.False(t, contract.ReplayCandidate(h), h)
+	}
+	assert.True(t, contract.ReplayCandidate("Location"))
+}
