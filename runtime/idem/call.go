@@ -1019,8 +1019,14 @@ func (c *Call) storeFailed(err error) {
 		return
 	}
 	c.decision = Reject
+	ra := e.unavailRA
+	if hint := RetryHint(nil); errors.As(err, &hint) {
+		if d := hint.RetryAfter(); d > 0 {
+			ra = []string{retryAfterValue(d)}
+		}
+	}
 	c.prob = problem{status: http.StatusServiceUnavailable, code: CodeStoreUnavailable,
-		detail: "the idempotency record store is unavailable; nothing was executed", retryAfter: e.unavailRA}
+		detail: "the idempotency record store is unavailable; nothing was executed", retryAfter: ra}
 	e.observe(c.ctx, Event{Kind: EventStoreError, Operation: c.p.spec.Operation, Principal: c.principal,
 		Key: c.key, Status: c.prob.status, Code: c.prob.code, Err: err})
 }

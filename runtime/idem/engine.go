@@ -105,7 +105,9 @@ type Options struct {
 	// stored in the end (or not retried) is reported as
 	// EventFinishAbandoned.
 	FinishRetryFor time.Duration
-	// UnavailableRetryAfter is the Retry-After of 503 answers (default 1s).
+	// UnavailableRetryAfter is the Retry-After of 503 answers (default 1s),
+	// but for a claim refused with a store error that says when to retry
+	// (RetryHint: a full memstore), which is sent instead.
 	UnavailableRetryAfter time.Duration
 	// ProblemTypeBase prefixes the code in the "type" of problem details
 	// (default DefaultProblemTypeBase).
