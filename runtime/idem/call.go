@@ -329,8 +329,13 @@ func (c *Call) begin(k Key) {
 	}
 	if pf := c.e.principal; pf != nil {
 		pr, err := pf(r)
-		if pr == "" && err == nil && !c.e.emptyPr {
-			err = ErrEmptyPrincipal // the anonymous callers' key space: not for a caller unknown
+		if pr == "" && err == nil && !c.e.emptyPr && p.spec.Scope == ScopePrincipal &&
+			(c.key != "" || p.spec.Semantics == Window) {
+			// The anonymous callers' key space: not for a caller unknown.
+			// Only where the principal selects one: a shared scope uses
+			// none, and a request without a key (but under Window, which
+			// records it by its fingerprint) runs unprotected.
+			err = ErrEmptyPrincipal
 		}
 		if err != nil {
 			c.principalFailed(err)
