@@ -153,7 +153,9 @@ type Options struct {
 	// (backoff of at most tens of seconds, an in-use wait of about 38 s, a
 	// Retry-After of at most a minute honoured). It is counted from the
 	// finish, not the claim, since those retries follow the answer, however
-	// long the handler ran. Reclaimable FAILED records (no response kept: a
+	// long the handler ran (a finished record's LeaseExpiresAt, which a
+	// PENDING one's lease no longer concerns, is when it finished).
+	// Reclaimable FAILED records (no response kept: a
 	// retry may run again anyway) are evicted first, whatever their age;
 	// PENDING records never are. See the package doc, "Bounds and
 	// eviction".

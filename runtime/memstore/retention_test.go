@@ -173,3 +173,19 @@ func TestFullErrorRetryAfter(t *testing.T) {
 		assert.Equal(t, time.Hour, retryAfter(t, s), "PENDING for a day: capped")
 	})
 }
+
+// TestFinishedLeaseIsFinishTime: a finished record reports when it finished
+// as its LeaseExpiresAt (MinRetention counts from it), its ExpiresAt
+// unchanged.
+func TestFinishedLeaseIsFinishTime(t *testing.T) {
+	ctx := context.Background()
+	s, c := newClockStore(t, memstore.Options{})
+	require.NoError(t, claim(t, s, "a", 1, time.Hour))
+	claimed, _, _ := s.Get(ctx, "a")
+	c.Add(5 * time.Minute) // past the lease: finished late, still the holder
+	require.NoError(t, s.Finish(ctx, "a", 1, idem.StateCompleted, []byte("ok")))
+	rec, ok, _ := s.Get(ctx, "a")
+	require.True(t, ok)
+	assert.Equal(t, c.Now(), rec.LeaseExpiresAt)
+	assert.Equal(t, claimed.ExpiresAt, rec.ExpiresAt)
+}
