@@ -28,9 +28,10 @@ func idemgenHandler(tb testing.TB, h http.Handler) http.Handler {
 
 // idemgenHandlerStore is idemgenHandler with its store.
 func idemgenHandlerStore(tb testing.TB, h http.Handler) (http.Handler, *memstore.Store) {
-	// EvictFinished: the first-request rows claim new keys past what the
-	// default bounds hold within a window (as before it was an option).
-	s := memstore.New(memstore.Options{SweepInterval: -1, EvictFinished: true})
+	// MinRetention of 1ns: the first-request rows claim new keys past what
+	// the default bounds hold within an hour, the oldest finished records
+	// evicted (as memstore always did before MinRetention).
+	s := memstore.New(memstore.Options{SweepInterval: -1, MinRetention: time.Nanosecond})
 	tb.Cleanup(func() { _ = s.Close() })
 	eng := idem.New(s, idem.Options{Principal: idem.Anonymous})
 	return eng.Handler(idem.MustCompile(workload.Spec()), h), s

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/memstore"
@@ -110,9 +111,10 @@ func (c *benchClient) do(b *testing.B, h http.Handler, want int) {
 }
 
 func benchEngine(b *testing.B) (*idem.Engine, *idem.Policy) {
-	// EvictFinished: the first-request benchmarks claim new keys past what
-	// the default bounds hold within a window.
-	s := memstore.New(memstore.Options{SweepInterval: -1, EvictFinished: true})
+	// MinRetention of 1ns: the first-request benchmarks claim new keys past
+	// what the default bounds hold within an hour, the oldest finished
+	// records evicted.
+	s := memstore.New(memstore.Options{SweepInterval: -1, MinRetention: time.Nanosecond})
 	b.Cleanup(func() { _ = s.Close() })
 	eng := idem.New(s, idem.Options{Principal: idem.Anonymous})
 	return eng, idem.MustCompile(idem.Spec{Operation: "createOrder", Semantics: idem.Strict,

@@ -329,8 +329,13 @@ func (c *Call) begin(k Key) {
 	}
 	if pf := c.e.principal; pf != nil {
 		pr, err := pf(r)
-		if pr == "" && err == nil && !c.e.emptyPr {
-			err = ErrEmptyPrincipal // the anonymous callers' key space: not for a caller unknown
+		if pr == "" && err == nil && !c.e.emptyPr && p.spec.Scope == ScopePrincipal &&
+			(c.key != "" || p.spec.Semantics == Window) {
+			// The anonymous callers' key space: not for a caller unknown.
+			// Only where the principal selects one: a shared scope uses
+			// none, and a request without a key (but under Window, which
+			// records it by its fingerprint) runs unprotected.
+			err = ErrEmptyPrincipal
 		}
 		if err != nil {
 			c.principalFailed(err)
@@ -1019,8 +1024,14 @@ func (c *Call) storeFailed(err error) {
 		return
 	}
 	c.decision = Reject
+	ra := e.unavailRA
+	if hint := RetryHint(nil); errors.As(err, &hint) {
+		if d := hint.RetryAfter(); d > 0 {
+			ra = []string{retryAfterValue(d)}
+		}
+	}
 	c.prob = problem{status: http.StatusServiceUnavailable, code: CodeStoreUnavailable,
-		detail: "the idempotency record store is unavailable; nothing was executed", retryAfter: e.unavailRA}
+		detail: "the idempotency record store is unavailable; nothing was executed", retryAfter: ra}
 	e.observe(c.ctx, Event{Kind: EventStoreError, Operation: c.p.spec.Operation, Principal: c.principal,
 		Key: c.key, Status: c.prob.status, Code: c.prob.code, Err: err})
 }

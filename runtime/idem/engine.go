@@ -25,15 +25,21 @@ type Options struct {
 	// IDEMPOTENCY_PRINCIPAL_UNAVAILABLE.
 	//
 	// An empty principal with a nil error is refused as an error
-	// (ErrEmptyPrincipal: 500, logged), unless Principal is Anonymous: ""
-	// is the one key space that Anonymous (and a nil Principal) shares
-	// among all callers, so a func that answers "" for a request without a
-	// caller (userID(r) on a route without authentication) would let every
-	// such caller replay the others' responses (under Window semantics,
-	// without even sending a key: by sending the same body). Return an
-	// error for a request without a caller (an *Problem, such as 401,
-	// to answer it yourself), or a non-empty constant ("guest") for the
-	// callers meant to share one key space.
+	// (ErrEmptyPrincipal: 500, logged), unless Principal is Anonymous, where
+	// it would select the key space: "" is the one key space that Anonymous
+	// (and a nil Principal) shares among all callers, so a func that answers
+	// "" for a request without a caller (userID(r) on a route without
+	// authentication) would let every such caller replay the others'
+	// responses (under Window semantics, without even sending a key: by
+	// sending the same body). Return an error for a request without a
+	// caller (an *Problem, such as 401, to answer it yourself), or a
+	// non-empty constant ("guest") for the callers meant to share one key
+	// space. Where the principal selects no key space, "" is not refused:
+	// under a ScopeShared policy (all callers share its keys anyway), and
+	// for a request that is not recorded (an optional key left out under
+	// Strict or Loose semantics: it runs unprotected); under Window
+	// semantics a request without a key is recorded (by its fingerprint),
+	// so there it is refused.
 	//
 	// Set it from your authentication. A service whose callers are all one
 	// principal (no authentication, a single tenant) sets Anonymous. nil
@@ -105,7 +111,9 @@ type Options struct {
 	// stored in the end (or not retried) is reported as
 	// EventFinishAbandoned.
 	FinishRetryFor time.Duration
-	// UnavailableRetryAfter is the Retry-After of 503 answers (default 1s).
+	// UnavailableRetryAfter is the Retry-After of 503 answers (default 1s),
+	// but for a claim refused with a store error that says when to retry
+	// (RetryHint: a full memstore), which is sent instead.
 	UnavailableRetryAfter time.Duration
 	// ProblemTypeBase prefixes the code in the "type" of problem details
 	// (default DefaultProblemTypeBase).
@@ -135,7 +143,9 @@ func Anonymous(*http.Request) (string, error) { return "", nil }
 
 // ErrEmptyPrincipal refuses a request (500 IDEMPOTENCY_PRINCIPAL_UNAVAILABLE,
 // logged) whose Options.Principal, other than Anonymous, answered "" and no
-// error (see Options.Principal).
+// error, where the principal selects the request's key space: a policy
+// scoped per principal, and a request that is recorded (see
+// Options.Principal).
 var ErrEmptyPrincipal = errors.New(`idem: Options.Principal returned an empty principal (""), which would put this caller in the key space all anonymous callers share: ` +
 	`return an error for a request without a caller (an *idem.Problem such as 401 to answer it yourself), ` +
 	`or a non-empty constant for callers meant to share one key space (or set Principal to idem.Anonymous if all callers are one principal)`)

@@ -456,7 +456,10 @@ func Compile(s Spec) (*Policy, error) {
 
 // retryAfterValue renders d in whole seconds, rounded up, at least 1.
 func retryAfterValue(d time.Duration) string {
-	s := int64((d + time.Second - 1) / time.Second)
+	s := int64(d / time.Second)
+	if d%time.Second > 0 {
+		s++
+	}
 	if s < 1 {
 		s = 1
 	}

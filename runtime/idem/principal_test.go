@@ -113,9 +113,7 @@ func TestEmptyPrincipalRefused(t *testing.T) {
 	userID := func(r *http.Request) (string, error) { return r.Header.Get("X-User"), nil }
 	window := strictSpec()
 	window.Operation, window.Semantics, window.Window = "guestCheckout", idem.Window, time.Hour
-	shared := strictSpec()
-	shared.Operation, shared.Scope = "sharedOrder", idem.ScopeShared
-	for name, spec := range map[string]idem.Spec{"strict": strictSpec(), "window": window, "shared": shared} {
+	for name, spec := range map[string]idem.Spec{"strict": strictSpec(), "window": window} {
 		t.Run(name, func(t *testing.T) {
 			logs := &lockedBuffer{}
 			f := newFixture(t, idem.Options{Principal: userID, Logger: slog.New(slog.NewTextHandler(logs, nil))})
@@ -138,6 +136,38 @@ func TestEmptyPrincipalRefused(t *testing.T) {
 			require.Equal(t, http.StatusCreated, send(h, req{key: key, body: `{"item":1}`, header: http.Header{"X-User": {"alice"}}}).Code)
 		})
 	}
+	t.Run("shared", func(t *testing.T) {
+		// The principal selects no key space: all callers share the keys
+		// anyway, "" included; a caller unknown is served, and replayed.
+		shared := strictSpec()
+		shared.Operation, shared.Scope = "sharedOrder", idem.ScopeShared
+		logs := &lockedBuffer{}
+		f := newFixture(t, idem.Options{Principal: userID, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+		h := f.eng.Handler(mustCompile(t, shared), f.createOrder())
+		require.Equal(t, http.StatusCreated, send(h, req{key: "k", body: `{"item":1}`}).Code)
+		w := send(h, req{key: "k", body: `{"item":1}`, header: http.Header{"X-User": {"alice"}}})
+		require.Equal(t, http.StatusCreated, w.Code)
+		assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"), "one key space for all callers")
+		assert.Equal(t, int32(1), f.calls.Load())
+		assert.NotContains(t, logs.String(), "principal unavailable")
+	})
+	t.Run("unprotected", func(t *testing.T) {
+		// An optional key left out under strict or loose semantics: the
+		// request is not recorded, so it runs as without the middleware.
+		for _, sem := range []idem.Semantics{idem.Strict, idem.Loose} {
+			spec := strictSpec()
+			spec.Semantics, spec.Key.Required = sem, idem.Optional
+			f := newFixture(t, idem.Options{Principal: userID})
+			h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
+			for range 2 {
+				require.Equal(t, http.StatusCreated, send(h, req{body: `{"item":1}`}).Code, "%v", sem)
+			}
+			assert.Equal(t, int32(2), f.calls.Load(), "%v: runs each time, unprotected", sem)
+			// With a key, the principal selects its key space: refused.
+			requireProblem(t, send(h, req{key: "k", body: `{"item":1}`}), 500, idem.CodePrincipalUnavailable)
+			assert.Equal(t, int32(2), f.calls.Load())
+		}
+	})
 	t.Run("problem", func(t *testing.T) {
 		f := newFixture(t, idem.Options{Principal: func(r *http.Request) (string, error) {
 			return "", &idem.Problem{Status: 401, Code: "UNAUTHENTICATED", Detail: "sign in"}

@@ -188,6 +188,17 @@ type Store interface {
 // already final with another state or response).
 var ErrFenced = errors.New("idem: claim fenced: the lease was taken over or the record expired")
 
+// RetryHint is an optional ability of an error a Store's Begin returns (or
+// wraps: the engine finds it with errors.As): RetryAfter is how long the
+// store expects to keep refusing claims (a store full of records it may not
+// drop: memstore.FullError). Without FailOpen the engine sends it, in
+// whole seconds rounded up, as the Retry-After of its 503
+// IDEMPOTENCY_STORE_UNAVAILABLE instead of Options.UnavailableRetryAfter; a
+// hint that is not positive is ignored.
+type RetryHint interface {
+	RetryAfter() time.Duration
+}
+
 // Optional abilities, discovered by type assertion.
 
 // ContextBound is a promise, not an ability: a store that implements it

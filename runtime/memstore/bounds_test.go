@@ -52,7 +52,7 @@ func claim(t *testing.T, s *memstore.Store, key string, tok idem.Token, ttl time
 }
 
 func TestEvictsExpiredThenOldestFinished(t *testing.T) {
-	s, c := newClockStore(t, memstore.Options{Shards: 1, MaxEntries: 3, EvictFinished: true})
+	s, c := newClockStore(t, memstore.Options{Shards: 1, MaxEntries: 3, MinRetention: time.Second})
 	ctx := context.Background()
 	require.NoError(t, claim(t, s, "old", 1, time.Hour))
 	require.NoError(t, s.Finish(ctx, "old", 1, idem.StateCompleted, []byte("a")))
@@ -90,8 +90,8 @@ func TestNeverEvictsPending(t *testing.T) {
 		rec, ok, _ := s.Get(context.Background(), k)
 		assert.True(t, ok && rec.State == idem.StatePending, k)
 	}
-	// Once one finishes, there is no room either (by default, a record is
-	// kept for its window), until it expires.
+	// Once one finishes, there is no room either (by default, a finished
+	// record is kept for an hour), until it expires.
 	require.NoError(t, s.Finish(context.Background(), "a", 1, idem.StateCompleted, nil))
 	require.ErrorIs(t, claim(t, s, "c", 3, time.Hour), memstore.ErrFull)
 	c.Add(time.Hour)
@@ -101,9 +101,10 @@ func TestNeverEvictsPending(t *testing.T) {
 
 func TestByteBound(t *testing.T) {
 	budget := int64(4 * (memstore.EntryOverhead + 100))
-	s, _ := newClockStore(t, memstore.Options{Shards: 1, MaxBytes: budget, EvictFinished: true})
+	s, c := newClockStore(t, memstore.Options{Shards: 1, MaxBytes: budget, MinRetention: time.Nanosecond})
 	ctx := context.Background()
 	for i := 0; i < 10; i++ {
+		c.Add(time.Millisecond)
 		k := fmt.Sprintf("k%02d", i)
 		require.NoError(t, claim(t, s, k, idem.Token(i+1), time.Hour))
 		require.NoError(t, s.Finish(ctx, k, idem.Token(i+1), idem.StateCompleted, make([]byte, 100)))
@@ -228,9 +229,10 @@ func BenchmarkFirstRequest(b *testing.B) {
 	}{{"alone", false, false}, {"garbage", true, false}, {"alone-readlocal", false, true}} {
 		garbage := v.garbage
 		b.Run(v.name, func(b *testing.B) {
-			// EvictFinished: the benchmark keeps claiming new keys, past
-			// what the default bounds hold within a window.
-			s := memstore.New(memstore.Options{SweepInterval: -1, EvictFinished: true})
+			// MinRetention of 1ns: the benchmark keeps claiming new keys,
+			// past what the default bounds hold within an hour, evicting
+			// the oldest finished records.
+			s := memstore.New(memstore.Options{SweepInterval: -1, MinRetention: time.Nanosecond})
 			defer s.Close()
 			ctx := context.Background()
 			resp := make([]byte, 256)
@@ -352,10 +354,11 @@ func TestSmallBoundsFillUp(t *testing.T) {
 // TestMaxEntriesBound: a store never holds more than MaxEntries records.
 func TestMaxEntriesBound(t *testing.T) {
 	for _, o := range []memstore.Options{{MaxEntries: 10}, {MaxEntries: 1001, Shards: 2}} {
-		o.EvictFinished = true
-		s, _ := newClockStore(t, o)
+		o.MinRetention = time.Nanosecond
+		s, c := newClockStore(t, o)
 		ctx := context.Background()
 		for i := range 5000 {
+			c.Add(time.Millisecond)
 			k := fmt.Sprint("k", i)
 			require.NoError(t, claim(t, s, k, 1, time.Hour))
 			require.NoError(t, s.Finish(ctx, k, 1, idem.StateCompleted, nil))
@@ -372,13 +375,16 @@ func TestKeyLargerThanShare(t *testing.T) {
 	ctx := context.Background()
 	for _, budget := range []int64{200, 100} {
 		for _, evict := range []bool{false, true} {
-			s, c := newClockStore(t, memstore.Options{MaxBytes: budget, EvictFinished: evict})
+			s, c := newClockStore(t, memstore.Options{MaxBytes: budget})
 			huge := strings.Repeat("k", 120)
-			require.NoError(t, claim(t, s, huge, 1, time.Hour), "MaxBytes %d", budget)
+			require.NoError(t, claim(t, s, huge, 1, 2*time.Hour), "MaxBytes %d", budget)
 			assert.ErrorIs(t, claim(t, s, "small", 2, time.Hour), memstore.ErrFull, "the shard's one record is PENDING")
 			require.NoError(t, s.Finish(ctx, huge, 1, idem.StateCompleted, []byte("r")))
 			if !evict {
-				assert.ErrorIs(t, claim(t, s, "small", 2, time.Hour), memstore.ErrFull, "the finished record is within its window")
+				assert.ErrorIs(t, claim(t, s, "small", 2, time.Hour), memstore.ErrFull, "the finished record is younger than MinRetention")
+			}
+			c.Add(time.Hour) // evict: MinRetention passed; else the record expires (2h)
+			if !evict {
 				c.Add(time.Hour)
 			}
 			require.NoError(t, claim(t, s, "small", 2, time.Hour), "the finished record is evicted (or expired)")
@@ -433,16 +439,19 @@ func BenchmarkReadLocal(b *testing.B) {
 
 // TestFullRefusesInsteadOfEvicting: a caller that fills a shard with large
 // responses under fresh keys gets its claims refused (ErrFull) once the
-// shard is full, and never evicts another caller's finished record within
-// its window (whose retry would execute again); with EvictFinished it
-// evicts it. Expired records are reclaimed first in either mode, and a
-// completion that takes the shard over its budget is stored.
+// shard is full, and never evicts another caller's finished record younger
+// than MinRetention (whose retry would execute again): by default (an
+// hour) and with a negative MinRetention (never within its window); once
+// the victim's record is older than MinRetention (here a second), the
+// attacker evicts it. Expired records are reclaimed first in every mode,
+// and a completion that takes the shard over its budget is stored.
 func TestFullRefusesInsteadOfEvicting(t *testing.T) {
 	const resp = 1000
 	budget := int64(8 * (memstore.EntryOverhead + resp))
-	for _, evict := range []bool{false, true} {
-		t.Run(fmt.Sprint("EvictFinished=", evict), func(t *testing.T) {
-			s, c := newClockStore(t, memstore.Options{Shards: 1, MaxBytes: budget, EvictFinished: evict})
+	for _, minRet := range []time.Duration{0, -1, time.Second} {
+		evict := minRet > 0
+		t.Run(fmt.Sprint("MinRetention=", minRet), func(t *testing.T) {
+			s, c := newClockStore(t, memstore.Options{Shards: 1, MaxBytes: budget, MinRetention: minRet})
 			ctx := context.Background()
 			// Records that expire soon: reclaimed first.
 			for i := range 3 {
@@ -455,6 +464,9 @@ func TestFullRefusesInsteadOfEvicting(t *testing.T) {
 			c.Add(2 * time.Second)
 			refused := 0
 			for i := range 40 {
+				if evict {
+					c.Add(time.Second) // the attacker's own records age past MinRetention too
+				}
 				k := fmt.Sprint("attacker", i)
 				err := claim(t, s, k, 1, time.Hour)
 				if err != nil {
@@ -474,7 +486,7 @@ func TestFullRefusesInsteadOfEvicting(t *testing.T) {
 				assert.Zero(t, refused)
 				assert.Zero(t, st.Full)
 				assert.NotZero(t, st.Evicted)
-				assert.False(t, victim, "EvictFinished evicts the oldest finished record")
+				assert.False(t, victim, "the oldest finished record is evicted once older than MinRetention")
 				assert.LessOrEqual(t, st.Bytes, budget)
 				return
 			}
@@ -483,21 +495,24 @@ func TestFullRefusesInsteadOfEvicting(t *testing.T) {
 			assert.Zero(t, st.Evicted)
 			assert.True(t, victim, "a record within its window is never evicted")
 			assert.Greater(t, st.Bytes, budget, "the last completion is stored over the budget")
-			// Room again once records expire.
+			// Room again once records expire (or, by default, age).
 			c.Add(time.Hour)
 			require.NoError(t, claim(t, s, "later", 1, time.Hour))
 		})
 	}
 }
 
-// TestNeverEvictsPendingWithEvictFinished: EvictFinished evicts finished
-// records only; a shard of PENDING records refuses a claim.
-func TestNeverEvictsPendingWithEvictFinished(t *testing.T) {
-	s, _ := newClockStore(t, memstore.Options{Shards: 1, MaxEntries: 2, EvictFinished: true})
-	require.NoError(t, claim(t, s, "a", 1, time.Hour))
-	require.NoError(t, claim(t, s, "b", 2, time.Hour))
+// TestNeverEvictsPendingPastMinRetention: only finished records are
+// evicted; a shard of PENDING records refuses a claim, however old they are.
+func TestNeverEvictsPendingPastMinRetention(t *testing.T) {
+	s, c := newClockStore(t, memstore.Options{Shards: 1, MaxEntries: 2, MinRetention: time.Second})
+	require.NoError(t, claim(t, s, "a", 1, 3*time.Hour))
+	require.NoError(t, claim(t, s, "b", 2, 3*time.Hour))
+	c.Add(2 * time.Hour)
 	require.ErrorIs(t, claim(t, s, "c", 3, time.Hour), memstore.ErrFull)
 	require.NoError(t, s.Finish(context.Background(), "a", 1, idem.StateCompleted, nil))
+	require.ErrorIs(t, claim(t, s, "c", 3, time.Hour), memstore.ErrFull, "MinRetention counts from the finish")
+	c.Add(time.Second)
 	require.NoError(t, claim(t, s, "c", 3, time.Hour), "the finished record is evicted")
 	_, ok, _ := s.Get(context.Background(), "a")
 	assert.False(t, ok)

@@ -20,7 +20,8 @@ import (
 // TestEngineOverFullStore: the security review's attack at small scale. One
 // caller sends large requests (echoed in the responses) under fresh keys
 // until the store is full: by default its claims are refused with 503
-// IDEMPOTENCY_STORE_UNAVAILABLE and Retry-After (nothing executed), and the
+// IDEMPOTENCY_STORE_UNAVAILABLE and Retry-After (until the shard can make
+// room: nothing executed), and the
 // victim's retry is still replayed, not executed again. With FailOpen the
 // attacker's requests run unprotected instead, and the victim's retry is
 // still replayed.
@@ -65,7 +66,9 @@ func TestEngineOverFullStore(t *testing.T) {
 				}
 				refused++
 				require.Equal(t, http.StatusServiceUnavailable, w.Code)
-				assert.Equal(t, "1", w.Header().Get("Retry-After"))
+				// Until the victim's record is MinRetention (an hour) old:
+				// the store's hint (idem.RetryHint), not UnavailableRetryAfter.
+				assert.Equal(t, "3600", w.Header().Get("Retry-After"))
 				var p struct{ Code string }
 				require.NoError(t, json.Unmarshal(w.Body.Bytes(), &p))
 				assert.Equal(t, idem.CodeStoreUnavailable, p.Code)

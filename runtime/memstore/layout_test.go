@@ -132,7 +132,7 @@ func TestAgainstModel(t *testing.T) {
 // after its record is evicted or expired and the shard's memory is reused
 // and compacted.
 func TestResponsesOutliveTheirRecords(t *testing.T) {
-	s, c := newClockStore(t, memstore.Options{Shards: 1, MaxEntries: 2500, EvictFinished: true})
+	s, c := newClockStore(t, memstore.Options{Shards: 1, MaxEntries: 2500, MinRetention: time.Nanosecond})
 	ctx := context.Background()
 	body := func(i int) []byte { return bytes.Repeat([]byte{byte(i), byte(i >> 8)}, 500) }
 	var held [][]byte
@@ -186,7 +186,7 @@ func TestExtendLeaseNonPositive(t *testing.T) {
 // writers append to the same chunks and records expire and are evicted
 // (run with -race).
 func TestConcurrentReadersAndWriters(t *testing.T) {
-	s := memstore.New(memstore.Options{Shards: 1, MaxEntries: 200, EvictFinished: true, SweepInterval: -1})
+	s := memstore.New(memstore.Options{Shards: 1, MaxEntries: 200, MinRetention: time.Nanosecond, SweepInterval: -1})
 	defer s.Close()
 	ctx := context.Background()
 	body := func(i int) []byte { return bytes.Repeat([]byte{byte(i)}, 100+i%300) }

@@ -54,32 +54,46 @@
 // stored responses and a fixed per-record overhead), divided evenly among the
 // shards, of which there are few enough for each to hold a few hundred
 // records (see Options.Shards). When a new record does not fit its shard,
-// the store drops its expired records (soonest expiry first). By default
-// that is all: a record is never dropped within its window, so when the
-// shard is still full, Begin fails with ErrFull (the engine then answers 503
-// IDEMPOTENCY_STORE_UNAVAILABLE with Retry-After, or runs unprotected with
-// FailOpen) and Stats counts the refusal (Full). The store fails closed: a
-// caller that fills it (many large responses under fresh keys) gets claims
-// refused, its own and everyone else's, until records expire, but never
-// makes another caller's completed request run again. Size MaxBytes and
-// MaxEntries for a window's records at the largest stored responses
-// (Response.MaxBytes), and rate-limit callers, so that no single one can
-// fill the store.
+// the store drops, until it fits: its expired records (soonest expiry
+// first), then its reclaimable FAILED records (no response kept, which a
+// retry may take over anyway: evicting one makes nothing run twice; oldest
+// first, counted in Stats.EvictedFailed), then its oldest finished records
+// (COMPLETED, or FAILED with a response: in the order they finished,
+// counted in Stats.Evicted) that finished at least Options.MinRetention ago
+// (default an hour). A record younger than that is never evicted: when only
+// such records and PENDING ones are left, Begin fails with ErrFull (a
+// *FullError, saying when the shard may next make room; the engine answers
+// 503 IDEMPOTENCY_STORE_UNAVAILABLE with that as Retry-After, or runs
+// unprotected with FailOpen) and Stats counts the refusal (Full).
 //
-// With Options.EvictFinished the store then also evicts its oldest finished
-// records (COMPLETED or FAILED, in the order they finished), for
-// availability: evicting a finished record shortens its window, so a retry
-// with its key executes again (a payment charged twice), and any caller
-// that can send large requests can evict others' records on demand; Stats
-// counts evictions (Evicted) so this can be monitored and the bounds raised.
+// An evicted record's window is cut short: a retry with its key executes
+// again. MinRetention is what protects the automatic retries of a request
+// (the generated clients' retry within about a minute): a caller that fills
+// the store with large responses under fresh keys evicts other callers'
+// records only once they are older than MinRetention, and otherwise gets
+// claims refused, its own and everyone else's, until records age or expire;
+// it never makes another caller's request run twice while that caller's
+// client is still retrying it. A negative MinRetention keeps every record
+// for its whole window (fully fail closed). The store keeps a whole window
+// of records when a window's worth fits the bounds: new records a second ×
+// Window records, each of EntryOverhead plus its key and response bytes.
+// Under more load, records older than MinRetention are evicted, oldest
+// first, so the window shortens for them only; and claims are refused only
+// when a MinRetention's worth of records (rate × MinRetention) does not fit.
+// With the defaults (1,000,000 records, 256 MiB, 24h windows), a service
+// with 256-byte responses keeps a whole window below about 6 new keys a
+// second, and is refused nothing below about 150 a second. Size MaxBytes and
+// MaxEntries for that at the largest stored responses (Response.MaxBytes),
+// and rate-limit callers, so that no single one can fill the store.
 //
 // A PENDING record is never evicted: when a shard holds nothing but PENDING
-// records, Begin fails with ErrFull in either mode. A completion is never
-// lost: Finish stores a response even when it takes the shard over its byte
-// budget (with EvictFinished, after evicting the shard's other finished
-// records), and a claim whose key is larger than the budget is admitted
-// into a shard that is (or, with EvictFinished, once its finished records
-// are evicted becomes) empty.
+// records, Begin fails with ErrFull. A completion is never lost: Finish
+// stores a response even when it takes the shard over its byte budget (after
+// dropping what a claim would drop, other than the record itself), and a
+// claim whose key is larger than the budget is admitted into a shard that
+// is (or, once what may go is dropped, becomes) empty. MaxEntries is thus
+// an exact bound, and MaxBytes is not: completions of claims in flight can
+// take a shard over its share until records age or expire.
 // The memory a shard really holds stays within about twice the bytes it
 // accounts (chunks not yet compacted), plus its tables.
 package memstore
@@ -107,10 +121,10 @@ type Options struct {
 	// 32), and lowered (to a power of two, at least 1) until each shard has
 	// room for MinShardRecords records by MaxEntries, and by MaxBytes for
 	// records of EntryOverhead bytes (short keys, no response): every shard
-	// holds its share of the bounds, and one that is full of unexpired
-	// records (of PENDING ones, with EvictFinished) refuses a claim
-	// (ErrFull), so small shards would refuse claims far below the bounds
-	// whenever a few keys hash alike. 32 shards need
+	// holds its share of the bounds, and one that is full of records it may
+	// not drop (PENDING ones, finished ones younger than MinRetention)
+	// refuses a claim (ErrFull), so small shards would refuse claims far
+	// below the bounds whenever a few keys hash alike. 32 shards need
 	// MaxEntries 8192 and MaxBytes 1.25 MiB; a store bounded below 512
 	// records or 80 KiB has one shard.
 	Shards int
@@ -120,26 +134,32 @@ type Options struct {
 	MaxEntries int
 	// MaxBytes bounds the memory accounted to records (default 256 MiB):
 	// their keys and stored responses and EntryOverhead each. Each shard
-	// holds its share, as for MaxEntries, so the store accounts no more,
-	// except when a completion does not fit: a response is stored anyway
-	// (a completion is never lost; with EvictFinished, once the shard
-	// evicted every other finished record), which leaves the shard over its
-	// share and refusing claims until records expire, and a claim whose key
-	// is larger than the share is admitted into a shard that is (or, with
-	// EvictFinished, can be made) empty.
+	// holds its share, as for MaxEntries, but this bound is not exact: a
+	// completion that does not fit is stored anyway (a completion is never
+	// lost), once the shard dropped what may go (expired records,
+	// reclaimable FAILED ones, finished ones older than MinRetention), which
+	// leaves the shard over its share and refusing claims until records age
+	// or expire; and a claim whose key is larger than the share is admitted
+	// into a shard that is (or can be made) empty.
 	MaxBytes int64
-	// EvictFinished lets a full shard evict its oldest finished (COMPLETED
-	// or FAILED) records within their window to admit a new claim, as
-	// memstore did before it was an option: availability over safety. The
-	// default, false, never drops a record before it expires: a claim that
-	// does not fit once expired records are dropped is refused with ErrFull
-	// (503 from the engine). Evicting shortens the evicted records' window,
-	// so a retry with their key executes again, and a caller that sends
-	// large requests under fresh keys can evict other callers' records on
-	// demand; failing closed lets such a caller make the store refuse
-	// everyone's claims until records expire. See the package doc, "Bounds
-	// and eviction". PENDING records are never evicted.
-	EvictFinished bool
+	// MinRetention is how long a finished record is kept, at least, from
+	// when it finished, even when its shard is full (default
+	// DefaultMinRetention, 1 hour; negative: for its whole window). A full
+	// shard evicts its oldest finished records once they are older than
+	// that, to admit a new claim, and refuses the claim (ErrFull) when it
+	// would have to evict a younger one. A retry of an evicted key
+	// executes again, so MinRetention must outlast the automatic retries
+	// of a request: the generated clients retry within about a minute
+	// (backoff of at most tens of seconds, an in-use wait of about 38 s, a
+	// Retry-After of at most a minute honoured). It is counted from the
+	// finish, not the claim, since those retries follow the answer, however
+	// long the handler ran (a finished record's LeaseExpiresAt, which a
+	// PENDING one's lease no longer concerns, is when it finished).
+	// Reclaimable FAILED records (no response kept: a
+	// retry may run again anyway) are evicted first, whatever their age;
+	// PENDING records never are. See the package doc, "Bounds and
+	// eviction".
+	MinRetention time.Duration
 	// SweepInterval is how often the background sweeper runs (default 30s);
 	// negative disables it (expiry stays lazy and amortized).
 	SweepInterval time.Duration
@@ -156,6 +176,9 @@ const (
 	DefaultMaxEntries    = 1_000_000
 	DefaultMaxBytes      = 256 << 20
 	DefaultSweepInterval = 30 * time.Second
+	DefaultMinRetention  = time.Hour
+	// maxRetryAfter caps a refusal's retry hint (FullError.RetryAfter).
+	maxRetryAfter = time.Hour
 	// EntryOverhead is the bytes accounted to each record beside its key and response.
 	EntryOverhead = 160
 	sweepBatch    = 1024
@@ -177,19 +200,46 @@ const (
 	compactSlack = 4 * chunkMax
 )
 
-// ErrFull is returned by Begin when no new record fits its shard once
-// expired records are dropped: the shard is full of unexpired records (by
-// MaxEntries or MaxBytes), which by default are never evicted, or, with
-// Options.EvictFinished, of PENDING records.
-var ErrFull = errors.New("memstore: full: no room for a new record (its shard holds only records within their window, which are not evicted unless Options.EvictFinished; PENDING records never are)")
+// ErrFull is what Begin's error is (errors.Is) when no new record fits
+// its shard (by MaxEntries or MaxBytes) once it dropped what may go:
+// expired records, reclaimable FAILED ones and finished ones older than
+// Options.MinRetention. The shard holds only PENDING records and finished
+// ones younger than MinRetention. The error is a *FullError, which says
+// when to retry.
+var ErrFull = errors.New("memstore: full: no room for a new record (its shard holds only PENDING records and finished ones younger than Options.MinRetention, which are not evicted)")
+
+// FullError is the error of a claim refused for room: it is ErrFull
+// (errors.Is), and its RetryAfter is the time until its shard may next make
+// room (its oldest finished record reaches Options.MinRetention, or its
+// soonest expiry comes), at least a second and at most an hour. The engine
+// (idem.RetryHint) sends it as the 503's Retry-After.
+type FullError struct{ wait time.Duration }
+
+func (e *FullError) Error() string {
+	return ErrFull.Error() + "; retry after " + e.wait.String()
+}
+
+// Unwrap returns ErrFull.
+func (e *FullError) Unwrap() error { return ErrFull }
+
+// RetryAfter implements idem.RetryHint.
+func (e *FullError) RetryAfter() time.Duration { return e.wait }
 
 // Stats are counters of a Store's life.
 type Stats struct {
 	Entries int   // records held now
 	Bytes   int64 // bytes accounted now
 	Expired int64 // records dropped after their expiry
-	Evicted int64 // finished records dropped before their expiry, for room (Options.EvictFinished)
-	Full    int64 // Begin calls refused with ErrFull (the store was full of unexpired records)
+	// Evicted counts finished records that a retry would have replayed
+	// (COMPLETED, or FAILED with a response) dropped before their expiry
+	// for room, each older than Options.MinRetention: a retry with such a
+	// key now executes again. Raise the bounds if it grows.
+	Evicted int64
+	// EvictedFailed counts reclaimable FAILED records (no response kept)
+	// dropped before their expiry for room: harmless (a retry of one
+	// could run again anyway), not counted in Evicted.
+	EvictedFailed int64
+	Full          int64 // Begin calls refused with ErrFull (the store was full of records that may not go)
 }
 
 // Store is an in-memory idem.Store.
@@ -200,9 +250,9 @@ type Store struct {
 	now    func() time.Time // Options.Now, or nil for the default clock
 	base   time.Time        // the default clock's origin (with a monotonic reading)
 	baseNs int64            // base in Unix ns
-	evict  bool             // Options.EvictFinished
+	minRet int64            // Options.MinRetention in ns; negative: never evict a COMPLETED record (or FAILED with a response) within its window
 
-	expired, evicted, full atomic.Int64
+	expired, evicted, evictedFailed, full atomic.Int64
 
 	stop      chan struct{}
 	done      chan struct{}
@@ -238,7 +288,8 @@ type shard struct {
 	maxExp int64         // no entry of heap expires later (it never decreases)
 	minExp int64         // the soonest expiry (MaxInt64 when none): Begin looks here
 
-	head, tail int32 // finished records, oldest first
+	head, tail   int32 // finished records that a retry replays (COMPLETED, FAILED with a response), in the order they finished
+	fhead, ftail int32 // reclaimable FAILED records (no response), in the order they finished
 
 	chunks     [][]byte // len = bytes used; nil: dropped
 	chunkLive  []int64  // live bytes per chunk
@@ -255,10 +306,12 @@ type shard struct {
 }
 
 // slot is a record, in 96 bytes. state 0 marks a free slot. A record is on
-// the finished list exactly when its state is COMPLETED or FAILED.
+// one of the finished lists exactly when its state is COMPLETED or FAILED
+// (which one: reclaimable, set before it is listed and kept until it is
+// unlisted).
 type slot struct {
 	exp       int64 // ExpiresAt, Unix ns on the store's clock
-	lease     int64 // LeaseExpiresAt
+	lease     int64 // PENDING: LeaseExpiresAt; finished: when it finished (MinRetention counts from it; reported as LeaseExpiresAt)
 	token     idem.Token
 	fp        idem.Fingerprint
 	state     idem.State
@@ -310,14 +363,18 @@ func New(opts Options) *Store {
 			n = 1 << (bits.Len64(uint64(most)) - 1)
 		}
 	}
-	s := &Store{shards: make([]shard, n), shift: uint(64 - bits.Len(uint(n-1))), seed: maphash.MakeSeed(), now: opts.Now, evict: opts.EvictFinished}
+	minRet := int64(opts.MinRetention)
+	if minRet == 0 {
+		minRet = int64(DefaultMinRetention)
+	}
+	s := &Store{shards: make([]shard, n), shift: uint(64 - bits.Len(uint(n-1))), seed: maphash.MakeSeed(), now: opts.Now, minRet: minRet}
 	if s.now == nil {
 		s.base = time.Now()
 		s.baseNs = s.base.UnixNano()
 	}
 	for i := range s.shards {
 		sh := &s.shards[i]
-		sh.head, sh.tail, sh.cur = none, none, none
+		sh.head, sh.tail, sh.fhead, sh.ftail, sh.cur = none, none, none, none, none
 		sh.seed = s.seed
 		sh.minExp, sh.qlast = math.MaxInt64, math.MinInt64
 		sh.watchers = make(map[string]*watch)
@@ -377,7 +434,7 @@ func (s *Store) Close() error {
 
 // Stats returns the store's counters.
 func (s *Store) Stats() Stats {
-	st := Stats{Expired: s.expired.Load(), Evicted: s.evicted.Load(), Full: s.full.Load()}
+	st := Stats{Expired: s.expired.Load(), Evicted: s.evicted.Load(), EvictedFailed: s.evictedFailed.Load(), Full: s.full.Load()}
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
@@ -436,7 +493,7 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 		// into an empty shard, as a response larger than it is stored.
 		if (sh.count >= sh.maxEntries || sh.bytes+size > sh.maxBytes) && !sh.makeRoom(s, now, size) && sh.count > 0 {
 			s.full.Add(1)
-			return idem.BeginResult{}, ErrFull
+			return idem.BeginResult{}, sh.full(s, now)
 		}
 		i = sh.add(req.Key, h, after(now, req.TTL))
 	case sh.at(i).state == idem.StatePending && now >= sh.at(i).lease &&
@@ -506,18 +563,14 @@ func (s *Store) Finish(ctx context.Context, key string, token idem.Token, state 
 		e.hasResp, e.respChunk, e.respOff, e.respLen = true, c, off, uint32(len(response))
 		sh.bytes += int64(len(response))
 	}
-	sh.list(i)
 	e.state = state
-	// Over the budget: expired records go, then (EvictFinished) the oldest
-	// finished ones; else the shard stays over it, refusing claims, until
-	// records expire. i is neither (now < its expiry; it is the newest
-	// finished record).
-	for sh.bytes > sh.maxBytes && now >= sh.minExp {
-		sh.remove(sh.soonest())
-		s.expired.Add(1)
-	}
-	for s.evict && sh.bytes > sh.maxBytes && sh.head != none && sh.head != i {
-		sh.evict(s, sh.head)
+	e.lease = now // finished now: MinRetention counts from here
+	sh.list(i)
+	// Over the budget: records go as they would for a claim (expired ones,
+	// reclaimable FAILED ones, finished ones older than MinRetention), but
+	// not i; else the shard stays over it, refusing claims, until records
+	// expire or age.
+	for sh.bytes > sh.maxBytes && sh.freeOne(s, now, i) {
 	}
 	sh.notify(i)
 	return nil
@@ -784,27 +837,53 @@ func (sh *shard) unindex(i int32) {
 	sh.idx[p] = 0
 }
 
-// makeRoom frees room for a new record of size bytes, dropping expired
-// records, then (Options.EvictFinished) the oldest finished ones; false when
-// only unexpired records (only PENDING ones, with EvictFinished) are left.
+// makeRoom frees room for a new record of size bytes (see freeOne); false
+// when no record left may go.
 func (sh *shard) makeRoom(s *Store, now int64, size int64) bool {
 	for sh.count+1 > sh.maxEntries || sh.bytes+size > sh.maxBytes {
-		if now >= sh.minExp {
-			sh.remove(sh.soonest())
-			s.expired.Add(1)
-			continue
-		}
-		if sh.head == none || !s.evict {
+		if !sh.freeOne(s, now, none) {
 			return false
 		}
-		sh.evict(s, sh.head)
 	}
 	return true
 }
 
-func (sh *shard) evict(s *Store, i int32) {
-	sh.remove(i)
-	s.evicted.Add(1)
+// freeOne drops one record, other than keep, for room: an expired one
+// (soonest expiry first), else a reclaimable FAILED one (oldest first),
+// else the oldest finished record if it finished at least MinRetention ago.
+// false when none may go (the shard holds PENDING records and younger
+// finished ones).
+func (sh *shard) freeOne(s *Store, now int64, keep int32) bool {
+	switch {
+	case now >= sh.minExp:
+		sh.remove(sh.soonest())
+		s.expired.Add(1)
+	case sh.fhead != none && sh.fhead != keep:
+		sh.remove(sh.fhead)
+		s.evictedFailed.Add(1)
+	case sh.head != none && sh.head != keep && s.minRet >= 0 && now >= after(sh.at(sh.head).lease, time.Duration(s.minRet)):
+		sh.remove(sh.head)
+		s.evicted.Add(1)
+	default:
+		return false
+	}
+	return true
+}
+
+// full is the ErrFull of a claim the shard has no room for, with the time
+// until it may next make room: when its oldest finished record reaches
+// MinRetention or its soonest expiry comes, whichever first (within [1s,
+// maxRetryAfter]).
+func (sh *shard) full(s *Store, now int64) error {
+	next := sh.minExp
+	if sh.head != none && s.minRet >= 0 {
+		next = min(next, after(sh.at(sh.head).lease, time.Duration(s.minRet)))
+	}
+	wait := maxRetryAfter
+	if next-now < int64(maxRetryAfter) {
+		wait = max(time.Second, time.Duration(next-now))
+	}
+	return &FullError{wait: wait}
 }
 
 // dropExpired removes up to n expired records.
@@ -983,33 +1062,44 @@ func (sh *shard) compact() {
 
 // The list of finished records, oldest first.
 
-// list appends slot i, which is not on the list (PENDING), to the list;
-// the caller then sets its finished state.
+// list appends slot i, which is not on a list and has just been given its
+// finished state and response, to its list: reclaimable FAILED records are
+// on their own (evicted first, whatever their age).
 func (sh *shard) list(i int32) {
 	e := sh.at(i)
-	e.prev, e.next = sh.tail, none
-	if sh.tail != none {
-		sh.at(sh.tail).next = i
-	} else {
-		sh.head = i
+	head, tail := &sh.head, &sh.tail
+	if e.reclaimable() {
+		head, tail = &sh.fhead, &sh.ftail
 	}
-	sh.tail = i
+	e.prev, e.next = *tail, none
+	if *tail != none {
+		sh.at(*tail).next = i
+	} else {
+		*head = i
+	}
+	*tail = i
 }
 
+// unlist removes slot i from its list, if it is on one; the caller then
+// changes its state or response.
 func (sh *shard) unlist(i int32) {
 	e := sh.at(i)
 	if e.state != idem.StateCompleted && e.state != idem.StateFailed {
 		return
 	}
+	head, tail := &sh.head, &sh.tail
+	if e.reclaimable() {
+		head, tail = &sh.fhead, &sh.ftail
+	}
 	if e.prev != none {
 		sh.at(e.prev).next = e.next
 	} else {
-		sh.head = e.next
+		*head = e.next
 	}
 	if e.next != none {
 		sh.at(e.next).prev = e.prev
 	} else {
-		sh.tail = e.prev
+		*tail = e.prev
 	}
 	e.prev, e.next = none, none
 }
