@@ -116,7 +116,31 @@ func TestInUseForeverEndsAtTheBound(t *testing.T) {
 	assert.Equal(t, 38*time.Second, total)
 	assert.Len(t, srv.Seen(), 20)
 	assert.Contains(t, err.Error(), "key still in use when the in-use wait ran out")
-	assert.Contains(t, err.Error(), "attempts=20 last-status=409 code=IDEMPOTENCY_KEY_IN_USE retry-after=2s: waited 38s on IDEMPOTENCY_KEY_IN_USE answers; 2s more would pass the in-use wait of 38s (Policy.InUseWait)")
+	assert.Contains(t, err.Error(), "attempts=20 last-status=409 code=IDEMPOTENCY_KEY_IN_USE retry-after=2s: 38s since the first IDEMPOTENCY_KEY_IN_USE answer; 2s more would pass the in-use wait of 38s (Policy.InUseWait)")
+}
+
+// InUseWait bounds the time since the first in-use answer, not the sum
+// of the waits: a server with in-flight.wait > 0 holds each duplicate (here
+// 20s) before answering in use, and the attempts' own durations count. The
+// sum of the sleeps alone let a call of the default policy (38s) run 19
+// answers of 22s: 7 minutes.
+func TestInUseWaitCountsTheAttempts(t *testing.T) {
+	clock := newFakeClock()
+	const hold = 20 * time.Second
+	srv := newRecServer(t, func(int, *http.Request) reply {
+		clock.Advance(hold) // the server waits for the first request, which still runs
+		return inUseReply("2")
+	})
+	start := clock.Now()
+	ctx, call := Start(context.Background())
+	_, err := NewDoer(http.DefaultClient, DefaultPolicy(), WithClock(clock)).Do(post(t, ctx, srv.URL, payload))
+	require.ErrorIs(t, err, ErrInUseWaitExhausted)
+	// Answers at 20s, 42s and 64s: after the first, attempts start 2s
+	// and 24s into the wait; the next would start at 46s, past 38s.
+	assert.Equal(t, 3, call.Attempts())
+	assert.Equal(t, []time.Duration{2 * time.Second, 2 * time.Second}, clock.Sleeps())
+	assert.Equal(t, 64*time.Second, clock.Now().Sub(start))
+	assert.Contains(t, err.Error(), "44s since the first IDEMPOTENCY_KEY_IN_USE answer; 2s more would pass the in-use wait of 38s (Policy.InUseWait)")
 }
 
 // Loop safety without a Retry-After: each in-use wait is at least
