@@ -145,7 +145,9 @@ const (
 // Doer's clock: the attempts' own durations count, such as a server's
 // in-flight wait), it stops with [ErrInUseWaitExhausted] (a server that
 // answers in use forever ends there: each such wait is at least
-// Backoff.Initial). A discarded response (one that is retried) is read to
+// Backoff.Initial); the wait after the first in-use answer is always
+// allowed, unless InUseWait is below Backoff.Initial (see
+// [Policy].InUseWait). A discarded response (one that is retried) is read to
 // its end and closed, so its connection is reused, when its body fits in
 // the response buffer plus 64 KiB; a longer one is closed after that much,
 // which closes its connection (the next attempt opens another) rather than
@@ -601,9 +603,14 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 		// MaxAttempts 1 (retries disabled, or an ambiguous request) nothing
 		// is waited out.
 		inUse := retry && err == nil && at.Code == CodeKeyInUse
+		// first: the call's first in-use answer, whose wait is always
+		// allowed (bounded, as every wait, by the Retry-After limit and the
+		// deadline), even when longer than InUseWait, unless InUseWait is
+		// below Backoff.Initial: that turns the in-use wait off.
+		first := inUse && firstInUse.IsZero()
 		if !inUse {
 			counted++
-		} else if firstInUse.IsZero() {
+		} else if first {
 			firstInUse = now
 		}
 		if !retry || p.MaxAttempts <= 1 || (!inUse && counted >= p.MaxAttempts) {
@@ -644,7 +651,8 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 				stop = ErrRetryAfterTooLong
 				err = fmt.Errorf("beyond the context deadline, %v away", max(left, 0).Round(time.Millisecond))
 			}
-		case inUse && now.Sub(firstInUse) > p.InUseWait-wait:
+		case first && p.InUseWait < p.Backoff.Initial,
+			inUse && !first && now.Sub(firstInUse) > p.InUseWait-wait:
 			elapsed := max(now.Sub(firstInUse), 0)
 			stop = ErrInUseWaitExhausted
 			err = fmt.Errorf("%v since the first %s answer; %v more would pass the in-use wait of %v (Policy.InUseWait)",

@@ -143,6 +143,67 @@ func TestInUseWaitCountsTheAttempts(t *testing.T) {
 	assert.Contains(t, err.Error(), "44s since the first IDEMPOTENCY_KEY_IN_USE answer; 2s more would pass the in-use wait of 38s (Policy.InUseWait)")
 }
 
+// The first in-use wait is always allowed, within the Retry-After limit
+// and the deadline: a Retry-After longer than InUseWait (45s against the
+// default 38s) is waited once, then the next answer ends the call. It used
+// to end the call at the first answer, having waited 0s.
+func TestInUseFirstWaitLongerThanInUseWait(t *testing.T) {
+	srv := newRecServer(t, func(int, *http.Request) reply { return inUseReply("45") })
+	clock := newFakeClock()
+	ctx, call := Start(context.Background())
+	_, err := NewDoer(http.DefaultClient, DefaultPolicy(), WithClock(clock)).Do(post(t, ctx, srv.URL, payload))
+	require.ErrorIs(t, err, ErrInUseWaitExhausted)
+	assert.Equal(t, 2, call.Attempts())
+	assert.Equal(t, []time.Duration{45 * time.Second}, clock.Sleeps())
+	assert.Contains(t, err.Error(), "45s since the first IDEMPOTENCY_KEY_IN_USE answer; 45s more would pass the in-use wait of 38s (Policy.InUseWait)")
+
+	// Answered in use at last, the key's first request done: its answer.
+	done := newRecServer(t, func(n int, _ *http.Request) reply {
+		if n == 1 {
+			return inUseReply("45")
+		}
+		return reply{status: http.StatusCreated, body: "done"}
+	})
+	ctx, call = Start(context.Background())
+	resp, err := NewDoer(http.DefaultClient, DefaultPolicy(), WithClock(newFakeClock())).Do(post(t, ctx, done.URL, payload))
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusCreated, resp.StatusCode)
+	assert.Equal(t, "done", readBody(t, resp))
+	assert.Equal(t, 2, call.Attempts())
+
+	// Still bounded by the deadline, and by the Retry-After limit.
+	ctx, cancel := context.WithDeadline(context.Background(), clock.Now().Add(40*time.Second))
+	defer cancel()
+	ctx, call = Start(ctx)
+	_, err = NewDoer(http.DefaultClient, DefaultPolicy(), WithClock(clock)).Do(post(t, ctx, srv.URL, payload))
+	require.ErrorIs(t, err, ErrRetryAfterTooLong)
+	assert.Equal(t, 1, call.Attempts())
+	ctx, call = Start(context.Background())
+	_, err = NewDoer(http.DefaultClient, DefaultPolicy(), WithClock(newFakeClock()), WithRetryAfterLimit(44*time.Second)).
+		Do(post(t, ctx, srv.URL, payload))
+	require.ErrorIs(t, err, ErrRetryAfterTooLong)
+	assert.Equal(t, 1, call.Attempts())
+}
+
+// An InUseWait below Backoff.Initial turns the in-use wait off: the call
+// ends at the first in-use answer, while other answers are still retried.
+func TestInUseWaitOff(t *testing.T) {
+	srv := newRecServer(t, func(n int, _ *http.Request) reply {
+		if n == 1 {
+			return reply{status: http.StatusServiceUnavailable, body: "down"}
+		}
+		return inUseReply("1")
+	})
+	clock := newFakeClock()
+	p := fastPolicy(4)
+	p.InUseWait = time.Nanosecond
+	ctx, call := Start(context.Background())
+	_, err := NewDoer(http.DefaultClient, p, WithClock(clock)).Do(post(t, ctx, srv.URL, payload))
+	require.ErrorIs(t, err, ErrInUseWaitExhausted)
+	assert.Equal(t, 2, call.Attempts(), "the 503 retried, the in-use answer not")
+	assert.Equal(t, []time.Duration{100 * time.Millisecond}, clock.Sleeps())
+}
+
 // Loop safety without a Retry-After: each in-use wait is at least
 // Backoff.Initial, even when the jitter draws 0, so the call ends after
 // InUseWait/Initial + 1 answers.

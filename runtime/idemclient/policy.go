@@ -274,7 +274,12 @@ type Policy struct {
 	// (the context's deadline and the Doer's Retry-After limit still bound
 	// each wait, as for every answer). No attempt is sent later than
 	// InUseWait after the first in-use answer, so the call ends at most one
-	// attempt's duration after that. Zero takes the default: 30s (the
+	// attempt's duration after that, with one exception: the wait after the
+	// first in-use answer is always allowed (within the deadline and the
+	// Retry-After limit), so a Retry-After longer than InUseWait is waited
+	// once. An InUseWait below Backoff.Initial turns the in-use wait off:
+	// the call ends at the first in-use answer, while the other answers are
+	// still retried (MaxAttempts 1 turns both off). Zero takes the default: 30s (the
 	// contract's default lease) + max(2s (its default in-flight
 	// retry-after), Backoff.Max), 38s with the default backoff, so that a
 	// crashed holder's lease runs out and a retry takes the key over.
