@@ -5,6 +5,7 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 
+	"github.com/idemgen/idemgen/generator/contract"
 	"github.com/idemgen/idemgen/generator/ir"
 	"github.com/idemgen/idemgen/generator/load"
 )
@@ -21,18 +22,10 @@ func norm(s string) string {
 	return b.String()
 }
 
-// volatileNames are body member names (normalized) that usually change from
-// one retry to the next without changing what is asked: client clocks,
-// retry counters, tracing ids.
-var volatileNames = map[string]bool{
-	"clienttime": true, "clienttimestamp": true, "clientts": true, "requesttime": true, "requesttimestamp": true,
-	"timestamp": true, "ts": true, "sentat": true, "senttime": true, "sendtime": true, "localtime": true, "devicetime": true,
-	"retrycount": true, "retries": true, "retry": true, "retrynumber": true, "retryattempt": true, "attempt": true,
-	"attempts": true, "attemptcount": true, "attemptnumber": true,
-	"traceid": true, "spanid": true, "traceparent": true, "tracestate": true, "correlationid": true, "nonce": true,
-}
-
-func looksVolatile(name string) bool { return volatileNames[norm(name)] }
+// looksVolatile reports whether a body member's name usually changes from
+// one retry to the next without changing what is asked (the list is
+// contract.VolatileName's, shared with the request headers).
+func looksVolatile(name string) bool { return contract.VolatileName(name) }
 
 // keyWords are words that mark a name as a per-request key.
 var keyWords = []string{"idempotency", "idempotent", "requestid", "dedup", "deduplication", "nonce", "clienttoken", "clientreference"}

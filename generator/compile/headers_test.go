@@ -103,3 +103,44 @@ paths:
 	assert.Contains(t, got[3].Message, "two requests without a key that differ only in X-Tenant are taken for one: the second gets the first's replay")
 	assert.Empty(t, diag.CheckIgnoreRule(compile.RuleHeaderNotFingerprinted), "an ignore may name it")
 }
+
+// TestHeaderNotFingerprintedPerAttempt: headers that change between the
+// attempts of one call (tracing ids, retry counters, client clocks,
+// message signatures) are not reported: fingerprinting them, as the
+// warning advises, would make every retry a 422. Names the body's volatile
+// list holds count with an X- prefix dropped; X-Tenant still is reported.
+func TestHeaderNotFingerprintedPerAttempt(t *testing.T) {
+	spec := filepath.Join(t.TempDir(), "openapi.yaml")
+	require.NoError(t, os.WriteFile(spec, []byte(`openapi: 3.0.3
+info: {title: Headers, version: 1.0.0}
+paths:
+  /a:
+    post:
+      x-idempotency: {semantics: strict}
+      parameters:
+        - {name: Idempotency-Key, in: header, required: true, schema: {type: string}}
+        - {name: X-Trace-Id, in: header, schema: {type: string}}
+        - {name: X-Span-Id, in: header, schema: {type: string}}
+        - {name: X-B3-TraceId, in: header, schema: {type: string}}
+        - {name: x-b3-spanid, in: header, schema: {type: string}}
+        - {name: b3, in: header, schema: {type: string}}
+        - {name: X-Amzn-Trace-Id, in: header, schema: {type: string}}
+        - {name: X-Retry-Count, in: header, schema: {type: string}}
+        - {name: X-Attempt, in: header, schema: {type: string}}
+        - {name: X-Timestamp, in: header, schema: {type: string}}
+        - {name: Client-Time, in: header, schema: {type: string}}
+        - {name: Signature, in: header, schema: {type: string}}
+        - {name: Signature-Input, in: header, schema: {type: string}}
+        - {name: X-Tenant, in: header, schema: {type: string}}
+      responses: {'201': {description: ok}}
+`), 0o644))
+	_, diags := compile.Compile(spec, compile.Options{})
+	var got []string
+	for _, d := range diags {
+		if d.Rule == compile.RuleHeaderNotFingerprinted {
+			got = append(got, d.Message)
+		}
+	}
+	require.Len(t, got, 1, "%v", diags)
+	assert.Contains(t, got[0], "declares the request header X-Tenant,")
+}

@@ -9,11 +9,66 @@ import (
 )
 
 // perAttemptHeaders are the headers that name one attempt, or its trace,
-// rather than what a request asks or what its response says: request and
-// correlation ids, W3C trace context. Neither a fingerprint nor a replay
-// should carry them (canonical names).
+// or sign it, rather than what a request asks or what its response says:
+// request and correlation ids, W3C trace context, AWS X-Ray, RFC 9421
+// HTTP message signatures (they cover the attempt's own headers, Date
+// among them). Neither a fingerprint nor a replay should carry them
+// (canonical names); nor those of perAttemptPrefixes (Zipkin's B3), nor
+// a name VolatileName accepts.
 var perAttemptHeaders = []string{
 	"Request-Id", "X-Request-Id", "X-Correlation-Id", "Correlation-Id", "Traceparent", "Tracestate",
+	"X-Amzn-Trace-Id", "B3", "Signature", "Signature-Input",
+}
+
+// perAttemptPrefixes are the canonical prefixes of per-attempt headers.
+var perAttemptPrefixes = []string{"X-B3-"}
+
+// volatileNames are names (normalized: lower case, letters and digits only)
+// that usually change from one retry to the next without changing what is
+// asked: client clocks, retry counters, tracing ids. Body members and
+// request headers share them.
+var volatileNames = map[string]bool{
+	"clienttime": true, "clienttimestamp": true, "clientts": true, "requesttime": true, "requesttimestamp": true,
+	"timestamp": true, "ts": true, "sentat": true, "senttime": true, "sendtime": true, "localtime": true, "devicetime": true,
+	"retrycount": true, "retries": true, "retry": true, "retrynumber": true, "retryattempt": true, "attempt": true,
+	"attempts": true, "attemptcount": true, "attemptnumber": true,
+	"traceid": true, "spanid": true, "traceparent": true, "tracestate": true, "correlationid": true, "nonce": true,
+}
+
+// VolatileName reports whether a body member or header name usually
+// changes from one retry to the next without changing what is asked
+// (client_time, retryCount, Trace-Id, ...): its letters and digits, in
+// lower case, are in the list. A header's `x-` prefix is dropped first
+// (X-Retry-Count, X-Timestamp).
+func VolatileName(name string) bool {
+	return volatileNames[normName(name)]
+}
+
+// normName lower-cases a name and keeps its letters and digits:
+// "Client-Time", "client_time" and "clientTime" all become "clienttime".
+func normName(s string) string {
+	var b strings.Builder
+	for _, c := range strings.ToLower(s) {
+		if (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') {
+			b.WriteRune(c)
+		}
+	}
+	return b.String()
+}
+
+// perAttempt reports whether a header (canonical name) is one attempt's
+// (perAttemptHeaders, perAttemptPrefixes, or a volatile name once an
+// `X-` prefix is dropped).
+func perAttempt(c string) bool {
+	if slices.Contains(perAttemptHeaders, c) || VolatileName(strings.TrimPrefix(c, "X-")) {
+		return true
+	}
+	for _, p := range perAttemptPrefixes {
+		if strings.HasPrefix(c, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // ReplayCandidate reports whether a response header a spec declares on a
@@ -26,7 +81,7 @@ var perAttemptHeaders = []string{
 // response rather than its outcome (rate limits, request and trace ids).
 func ReplayCandidate(name string) bool {
 	c := http.CanonicalHeaderKey(strings.TrimSpace(name))
-	if idem.NeverStoredHeader(c) || slices.Contains(perAttemptHeaders, c) {
+	if idem.NeverStoredHeader(c) || perAttempt(c) {
 		return false
 	}
 	switch c {
@@ -68,10 +123,13 @@ var notFingerprinted = []string{
 // already (Content-Type, by its media type), the framing and hop-by-hop
 // headers, those that say who calls (Authorization, Cookie,
 // WWW-Authenticate, Proxy-*: the scope's business), those of one attempt
-// (request and trace ids, User-Agent, Date) and content negotiation
-// (Accept, Accept-*). The name is matched case-insensitively; the key's own
-// header is the caller's to leave out.
+// (request and trace ids, B3, X-Amzn-Trace-Id, message signatures,
+// User-Agent, Date, and any name VolatileName accepts with an `X-` prefix
+// dropped: X-Trace-Id, X-Retry-Count, X-Timestamp; following
+// [header-not-fingerprinted] for them would make every retry a 422) and
+// content negotiation (Accept, Accept-*). The name is matched
+// case-insensitively; the key's own header is the caller's to leave out.
 func FingerprintCandidate(name string) bool {
 	c := http.CanonicalHeaderKey(strings.TrimSpace(name))
-	return c != "" && !slices.Contains(perAttemptHeaders, c) && !slices.Contains(notFingerprinted, c) && !strings.HasPrefix(c, "Accept-")
+	return c != "" && !perAttempt(c) && !slices.Contains(notFingerprinted, c) && !strings.HasPrefix(c, "Accept-")
 }

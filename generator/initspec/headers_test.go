@@ -17,7 +17,8 @@ import (
 // report [header-not-fingerprinted] for are proposed as its
 // fingerprint-headers, marked to confirm: check then reports them as
 // unconfirmed, never as header-not-fingerprinted, and once confirmed they
-// are fingerprinted. The key, request ids and who calls are not proposed,
+// are fingerprinted. The key, request and trace ids, retry counters, client
+// clocks, signatures and who calls are not proposed,
 // nor anything for a multipart operation (proposed loose, which compares
 // no fingerprint).
 func TestFingerprintHeadersProposed(t *testing.T) {
@@ -38,6 +39,11 @@ paths:
         - $ref: '#/components/parameters/Tenant'
         - {name: X-Request-Id, in: header, schema: {type: string}}
         - {name: Authorization, in: header, schema: {type: string}}
+        - {name: X-Trace-Id, in: header, schema: {type: string}}
+        - {name: X-B3-TraceId, in: header, schema: {type: string}}
+        - {name: X-Retry-Count, in: header, schema: {type: string}}
+        - {name: X-Timestamp, in: header, schema: {type: string}}
+        - {name: Signature, in: header, schema: {type: string}}
       responses: {'201': {description: created}}
   /plain:
     post:

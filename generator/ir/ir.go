@@ -343,15 +343,19 @@ func (r Retry) LongestSpan() time.Duration {
 }
 
 // InUseWait is the longest the client helper keeps waiting on
-// IDEMPOTENCY_KEY_IN_USE answers in all (idemclient.Policy.InUseWait),
-// which do not count toward retry.max-attempts: the lease, plus the
-// longest wait between two of its attempts, max(the Retry-After the server
-// sends with them (in-flight.retry-after in whole seconds, at least 1),
-// retry.backoff.max). A first request whose process crashed keeps its key
-// until its lease runs out, at most `lease` after the client's first
-// in-use answer; the waits are each at most that margin, so the client's
-// last attempt within the sum comes after the lease ran out, and takes
-// the key over. It saturates at the largest time.Duration.
+// IDEMPOTENCY_KEY_IN_USE answers (idemclient.Policy.InUseWait), as the
+// time elapsed since the call's first such answer (the waits and the
+// attempts' own durations alike), which do not count toward
+// retry.max-attempts: the lease, plus the longest wait between two of its
+// attempts, max(the Retry-After the server sends with them
+// (in-flight.retry-after in whole seconds, at least 1),
+// retry.backoff.max). A first request whose process had crashed by the
+// client's first in-use answer keeps its key until its lease runs out, at
+// most `lease` after that answer; the waits are each at most that margin,
+// so the client's last attempt within the bound is answered after the
+// lease ran out, and takes the key over. (With heartbeats, a holder that
+// crashes later keeps the key until its last heartbeat + lease, which may
+// be past the bound.) It saturates at the largest time.Duration.
 func (p Policy) InUseWait() time.Duration {
 	ra := p.InFlight.RetryAfter.Truncate(time.Second)
 	if ra < p.InFlight.RetryAfter {

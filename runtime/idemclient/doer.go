@@ -119,8 +119,9 @@ const (
 // 409 by default; never 400 or 422, which the contract refuses), and
 // without counting toward the policy's MaxAttempts: the key's first
 // request still runs, or its holder crashed and a retry takes the key
-// over once its lease runs out. Those waits are bounded in all by the
-// policy's InUseWait (and, like every wait, by the context deadline and the
+// over once its lease runs out. Those waits are bounded by the policy's
+// InUseWait, as the time elapsed since the call's first in-use answer
+// (and, like every wait, by the context deadline and the
 // Retry-After limit); under MaxAttempts 1 nothing is waited out.
 // Up to [WithResponseBuffer] bytes (default 1 MiB) of each response body
 // are read within the attempt, so that a connection lost mid-body is a
@@ -139,10 +140,14 @@ const (
 // deadline: if the server asks for longer than remains (or than
 // [WithRetryAfterLimit], default 1 minute) it stops with
 // [ErrRetryAfterTooLong]; if only the backoff is too long it stops with
-// [ErrNoTimeLeft]. When the waits after in-use answers would add up past
-// the policy's InUseWait, it stops with [ErrInUseWaitExhausted] (a server
-// that answers in use forever ends there: each such wait is at least
-// Backoff.Initial). A discarded response (one that is retried) is read to
+// [ErrNoTimeLeft]. When the wait after an in-use answer would end more
+// than the policy's InUseWait after the call's first in-use answer (by the
+// Doer's clock: the attempts' own durations count, such as a server's
+// in-flight wait), it stops with [ErrInUseWaitExhausted] (a server that
+// answers in use forever ends there: each such wait is at least
+// Backoff.Initial); the wait after the first in-use answer is always
+// allowed, unless InUseWait is below Backoff.Initial (see
+// [Policy].InUseWait). A discarded response (one that is retried) is read to
 // its end and closed, so its connection is reused, when its body fits in
 // the response buffer plus 64 KiB; a longer one is closed after that much,
 // which closes its connection (the next attempt opens another) rather than
@@ -549,8 +554,10 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 		// ceiling: the backoff ceiling of the next counted retry (-1: not
 		// drawn from seq yet); in-use answers wait on it without advancing it.
 		ceiling = time.Duration(-1)
-		// inUseWaited: the sum of the waits after in-use answers (bounded by p.InUseWait).
-		inUseWaited time.Duration
+		// firstInUse: when the call's first in-use answer came (by the
+		// Doer's clock; zero before it). p.InUseWait bounds the time
+		// elapsed since, the in-use attempts' own durations included.
+		firstInUse time.Time
 	)
 	for n := 1; ; n++ {
 		at := Attempt{Method: req.Method, URL: redactedURL(req), Key: key, N: n}
@@ -591,12 +598,20 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 		}
 		// An in-use answer (the key's first request still runs, or its
 		// crashed holder's lease has not run out) is waited out without
-		// counting toward MaxAttempts: p.InUseWait bounds those waits. Under
+		// counting toward MaxAttempts: p.InUseWait bounds the time since
+		// the first of them. Under
 		// MaxAttempts 1 (retries disabled, or an ambiguous request) nothing
 		// is waited out.
 		inUse := retry && err == nil && at.Code == CodeKeyInUse
+		// first: the call's first in-use answer, whose wait is always
+		// allowed (bounded, as every wait, by the Retry-After limit and the
+		// deadline), even when longer than InUseWait, unless InUseWait is
+		// below Backoff.Initial: that turns the in-use wait off.
+		first := inUse && firstInUse.IsZero()
 		if !inUse {
 			counted++
+		} else if first {
+			firstInUse = now
 		}
 		if !retry || p.MaxAttempts <= 1 || (!inUse && counted >= p.MaxAttempts) {
 			d.report(ctx, at, err != nil)
@@ -615,7 +630,7 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 		if inUse {
 			// At least Backoff.Initial (> 0): a server answering in use
 			// without a Retry-After ends at the bound, in at most
-			// InUseWait/Initial + 1 answers.
+			// InUseWait/Initial + 1 answers (fewer when they take time).
 			wait = max(wait, p.Backoff.Initial)
 		} else {
 			ceiling = -1 // the next counted retry draws the next one
@@ -636,10 +651,12 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 				stop = ErrRetryAfterTooLong
 				err = fmt.Errorf("beyond the context deadline, %v away", max(left, 0).Round(time.Millisecond))
 			}
-		case inUse && wait > p.InUseWait-inUseWaited: // inUseWaited <= InUseWait: no overflow
+		case first && p.InUseWait < p.Backoff.Initial,
+			inUse && !first && now.Sub(firstInUse) > p.InUseWait-wait:
+			elapsed := max(now.Sub(firstInUse), 0)
 			stop = ErrInUseWaitExhausted
-			err = fmt.Errorf("waited %v on %s answers; %v more would pass the in-use wait of %v (Policy.InUseWait)",
-				inUseWaited, CodeKeyInUse, wait, p.InUseWait)
+			err = fmt.Errorf("%v since the first %s answer; %v more would pass the in-use wait of %v (Policy.InUseWait)",
+				elapsed.Round(time.Millisecond), CodeKeyInUse, wait, p.InUseWait)
 		}
 		// The problem the response carried, for an error that ends the call.
 		lastProblem := func(e *Error) *Error {
@@ -662,9 +679,6 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 		d.discard(resp)
 		if err := d.cfg.clock.Sleep(ctx, wait); err != nil {
 			return nil, lastProblem(d.fail(req, call, ctx.Err(), err))
-		}
-		if inUse {
-			inUseWaited += wait
 		}
 	}
 }

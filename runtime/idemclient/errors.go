@@ -23,8 +23,8 @@ var (
 	// wait passed: the context deadline, or the limit ([WithRetryAfterLimit]).
 	ErrRetryAfterTooLong = errors.New("idemclient: server asked to wait too long")
 	// ErrInUseWaitExhausted: the server kept answering IDEMPOTENCY_KEY_IN_USE
-	// until the next wait would take the call's waits on such answers past
-	// the policy's InUseWait ([Policy]); the helper stopped. The [Error]
+	// until the next wait would end more than the policy's InUseWait
+	// ([Policy]) after the call's first such answer; the helper stopped. The [Error]
 	// carries the last answer's problem ([Error].Problem, IDEMPOTENCY_KEY_IN_USE).
 	ErrInUseWaitExhausted = errors.New("idemclient: key still in use when the in-use wait ran out")
 	// ErrNoTimeLeft: the next backoff delay would end past the context

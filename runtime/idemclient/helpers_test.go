@@ -43,6 +43,14 @@ func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
 	return nil
 }
 
+// Advance moves the clock's time forward by d, as time taken elsewhere
+// (a server that holds a request).
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
 func (c *fakeClock) Sleeps() []time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -116,7 +116,92 @@ func TestInUseForeverEndsAtTheBound(t *testing.T) {
 	assert.Equal(t, 38*time.Second, total)
 	assert.Len(t, srv.Seen(), 20)
 	assert.Contains(t, err.Error(), "key still in use when the in-use wait ran out")
-	assert.Contains(t, err.Error(), "attempts=20 last-status=409 code=IDEMPOTENCY_KEY_IN_USE retry-after=2s: waited 38s on IDEMPOTENCY_KEY_IN_USE answers; 2s more would pass the in-use wait of 38s (Policy.InUseWait)")
+	assert.Contains(t, err.Error(), "attempts=20 last-status=409 code=IDEMPOTENCY_KEY_IN_USE retry-after=2s: 38s since the first IDEMPOTENCY_KEY_IN_USE answer; 2s more would pass the in-use wait of 38s (Policy.InUseWait)")
+}
+
+// InUseWait bounds the time since the first in-use answer, not the sum
+// of the waits: a server with in-flight.wait > 0 holds each duplicate (here
+// 20s) before answering in use, and the attempts' own durations count. The
+// sum of the sleeps alone let a call of the default policy (38s) run 19
+// answers of 22s: 7 minutes.
+func TestInUseWaitCountsTheAttempts(t *testing.T) {
+	clock := newFakeClock()
+	const hold = 20 * time.Second
+	srv := newRecServer(t, func(int, *http.Request) reply {
+		clock.Advance(hold) // the server waits for the first request, which still runs
+		return inUseReply("2")
+	})
+	start := clock.Now()
+	ctx, call := Start(context.Background())
+	_, err := NewDoer(http.DefaultClient, DefaultPolicy(), WithClock(clock)).Do(post(t, ctx, srv.URL, payload))
+	require.ErrorIs(t, err, ErrInUseWaitExhausted)
+	// Answers at 20s, 42s and 64s: after the first, attempts start 2s
+	// and 24s into the wait; the next would start at 46s, past 38s.
+	assert.Equal(t, 3, call.Attempts())
+	assert.Equal(t, []time.Duration{2 * time.Second, 2 * time.Second}, clock.Sleeps())
+	assert.Equal(t, 64*time.Second, clock.Now().Sub(start))
+	assert.Contains(t, err.Error(), "44s since the first IDEMPOTENCY_KEY_IN_USE answer; 2s more would pass the in-use wait of 38s (Policy.InUseWait)")
+}
+
+// The first in-use wait is always allowed, within the Retry-After limit
+// and the deadline: a Retry-After longer than InUseWait (45s against the
+// default 38s) is waited once, then the next answer ends the call. It used
+// to end the call at the first answer, having waited 0s.
+func TestInUseFirstWaitLongerThanInUseWait(t *testing.T) {
+	srv := newRecServer(t, func(int, *http.Request) reply { return inUseReply("45") })
+	clock := newFakeClock()
+	ctx, call := Start(context.Background())
+	_, err := NewDoer(http.DefaultClient, DefaultPolicy(), WithClock(clock)).Do(post(t, ctx, srv.URL, payload))
+	require.ErrorIs(t, err, ErrInUseWaitExhausted)
+	assert.Equal(t, 2, call.Attempts())
+	assert.Equal(t, []time.Duration{45 * time.Second}, clock.Sleeps())
+	assert.Contains(t, err.Error(), "45s since the first IDEMPOTENCY_KEY_IN_USE answer; 45s more would pass the in-use wait of 38s (Policy.InUseWait)")
+
+	// Answered in use at last, the key's first request done: its answer.
+	done := newRecServer(t, func(n int, _ *http.Request) reply {
+		if n == 1 {
+			return inUseReply("45")
+		}
+		return reply{status: http.StatusCreated, body: "done"}
+	})
+	ctx, call = Start(context.Background())
+	resp, err := NewDoer(http.DefaultClient, DefaultPolicy(), WithClock(newFakeClock())).Do(post(t, ctx, done.URL, payload))
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusCreated, resp.StatusCode)
+	assert.Equal(t, "done", readBody(t, resp))
+	assert.Equal(t, 2, call.Attempts())
+
+	// Still bounded by the deadline, and by the Retry-After limit.
+	ctx, cancel := context.WithDeadline(context.Background(), clock.Now().Add(40*time.Second))
+	defer cancel()
+	ctx, call = Start(ctx)
+	_, err = NewDoer(http.DefaultClient, DefaultPolicy(), WithClock(clock)).Do(post(t, ctx, srv.URL, payload))
+	require.ErrorIs(t, err, ErrRetryAfterTooLong)
+	assert.Equal(t, 1, call.Attempts())
+	ctx, call = Start(context.Background())
+	_, err = NewDoer(http.DefaultClient, DefaultPolicy(), WithClock(newFakeClock()), WithRetryAfterLimit(44*time.Second)).
+		Do(post(t, ctx, srv.URL, payload))
+	require.ErrorIs(t, err, ErrRetryAfterTooLong)
+	assert.Equal(t, 1, call.Attempts())
+}
+
+// An InUseWait below Backoff.Initial turns the in-use wait off: the call
+// ends at the first in-use answer, while other answers are still retried.
+func TestInUseWaitOff(t *testing.T) {
+	srv := newRecServer(t, func(n int, _ *http.Request) reply {
+		if n == 1 {
+			return reply{status: http.StatusServiceUnavailable, body: "down"}
+		}
+		return inUseReply("1")
+	})
+	clock := newFakeClock()
+	p := fastPolicy(4)
+	p.InUseWait = time.Nanosecond
+	ctx, call := Start(context.Background())
+	_, err := NewDoer(http.DefaultClient, p, WithClock(clock)).Do(post(t, ctx, srv.URL, payload))
+	require.ErrorIs(t, err, ErrInUseWaitExhausted)
+	assert.Equal(t, 2, call.Attempts(), "the 503 retried, the in-use answer not")
+	assert.Equal(t, []time.Duration{100 * time.Millisecond}, clock.Sleeps())
 }
 
 // Loop safety without a Retry-After: each in-use wait is at least

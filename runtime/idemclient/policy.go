@@ -182,7 +182,7 @@ func (b Backoff) withDefaults() Backoff {
 // IDEMPOTENCY_KEY_IN_USE is always waited out, at whatever status other
 // than 400 and 422 it comes (the contract's in-flight status, 409 by
 // default), without counting toward MaxAttempts: for up to
-// [Policy.InUseWait] in all (see [Doer]).
+// [Policy.InUseWait] after the first in-use answer (see [Doer]).
 type RetryOn struct {
 	// Connection retries connection errors: the request may not have
 	// reached the server, or its answer was lost (see [Classify]).
@@ -261,24 +261,37 @@ type Policy struct {
 	// On says which failures are retried (default: connection errors and
 	// [DefaultStatuses]).
 	On RetryOn
-	// InUseWait is the longest a call keeps waiting on
+	// InUseWait bounds how long a call keeps waiting on
 	// IDEMPOTENCY_KEY_IN_USE answers (the key's first request still runs,
-	// or its holder crashed and its lease has not run out yet), in all: the
-	// sum of the waits after such answers. Those answers are waited out
-	// (each for max(backoff, Retry-After), at least Backoff.Initial) without
-	// counting toward MaxAttempts, until a wait would take the sum past
-	// InUseWait: the call then ends with [ErrInUseWaitExhausted] (the
-	// context's deadline and the Doer's Retry-After limit still bound each
-	// wait, as for every answer). Zero takes the default: 30s (the
+	// or its holder crashed and its lease has not run out yet), as the time
+	// elapsed since the call's first such answer, by the Doer's clock: the
+	// waits and the attempts' own durations alike (a server with
+	// in-flight.wait > 0 holds each duplicate up to that long before it
+	// answers in use). Those answers are waited out (each for max(backoff,
+	// Retry-After), at least Backoff.Initial) without counting toward
+	// MaxAttempts, until a wait would end more than InUseWait after the
+	// first in-use answer: the call then ends with [ErrInUseWaitExhausted]
+	// (the context's deadline and the Doer's Retry-After limit still bound
+	// each wait, as for every answer). No attempt is sent later than
+	// InUseWait after the first in-use answer, so the call ends at most one
+	// attempt's duration after that, with one exception: the wait after the
+	// first in-use answer is always allowed (within the deadline and the
+	// Retry-After limit), so a Retry-After longer than InUseWait is waited
+	// once. An InUseWait below Backoff.Initial turns the in-use wait off:
+	// the call ends at the first in-use answer, while the other answers are
+	// still retried (MaxAttempts 1 turns both off). Zero takes the default: 30s (the
 	// contract's default lease) + max(2s (its default in-flight
 	// retry-after), Backoff.Max), 38s with the default backoff, so that a
 	// crashed holder's lease runs out and a retry takes the key over.
 	// Generated policies set it from the operation's in-flight block:
 	// lease + max(retry-after in whole seconds, as the server sends it,
-	// backoff max). Why the margin: a crashed holder's lease runs out at
-	// most `lease` after the call's first in-use answer, and no wait
-	// between two answers is longer than max(Retry-After, Backoff.Max), so
-	// the last attempt the sum allows comes after the lease ran out.
+	// backoff max). Why the margin: a holder that had crashed by the call's
+	// first in-use answer loses the key at most `lease` after it, and no
+	// wait between two answers is longer than max(Retry-After,
+	// Backoff.Max), so the last attempt the bound allows is answered after
+	// the lease ran out (a server holding it takes the key over when the
+	// lease runs out). With heartbeats, a holder that crashes later keeps
+	// the key until its last heartbeat + lease, which may be past the bound.
 	InUseWait time.Duration
 	// KeyFormat is the format of the keys the helper creates (default
 	// FormatUUID: UUID version 7).

@@ -138,9 +138,10 @@ func IdempotentClientPolicy(operationID string) (p idemclient.Policy, ok bool) {
 // one params carries, else a new one. Up to 4 attempts, retrying connection errors, 408, 409, 425,
 // 429, 500, 502, 503 and 504 (never 400 or 422) after a backoff from 500ms to 8s, ×2, full jitter, or
 // the server's Retry-After if longer (longest retry span 3.5s). IDEMPOTENCY_KEY_IN_USE answers do not
-// count as attempts: they are waited out for up to 38s in all (the in-flight lease plus the longest
-// wait between attempts). The body is encoded once and the same bytes are sent with every attempt. It
-// returns the response, the key, and an error as IdempotentClient's documentation says.
+// count as attempts: they are waited out for up to 38s after the first of them (the in-flight lease
+// plus the longest wait between attempts). The body is encoded once and the same bytes are sent with
+// every attempt. It returns the response, the key, and an error as IdempotentClient's documentation
+// says.
 func (c *IdempotentClient) CreateRedemption(ctx context.Context, params *CreateRedemptionParams, body CreateRedemptionJSONRequestBody, opts ...idemclient.CallOption) (*CreateRedemptionResponse, string, error) {
 	var p CreateRedemptionParams
 	if params != nil {

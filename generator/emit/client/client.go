@@ -582,7 +582,7 @@ func retryDoc(r ir.Retry, inUseWait time.Duration) string {
 		return "One attempt: the contract retries nothing."
 	}
 	b := r.Backoff
-	return fmt.Sprintf("Up to %d attempts, retrying %s (never 400 or 422) after a backoff from %s to %s, ×%s, %s jitter, or the server's Retry-After if longer (longest retry span %s). IDEMPOTENCY_KEY_IN_USE answers do not count as attempts: they are waited out for up to %s in all (the in-flight lease plus the longest wait between attempts).",
+	return fmt.Sprintf("Up to %d attempts, retrying %s (never 400 or 422) after a backoff from %s to %s, ×%s, %s jitter, or the server's Retry-After if longer (longest retry span %s). IDEMPOTENCY_KEY_IN_USE answers do not count as attempts: they are waited out for up to %s after the first of them (the in-flight lease plus the longest wait between attempts).",
 		r.MaxAttempts, joinList(on), ir.FormatDuration(b.Initial), ir.FormatDuration(b.Max), strconv.FormatFloat(b.Multiplier, 'g', -1, 64), b.Jitter, ir.FormatDuration(r.LongestSpan()), ir.FormatDuration(inUseWait))
 }
 
@@ -597,7 +597,8 @@ func joinList(l []string) string {
 // field explicit. A retry block that lists nothing to retry becomes a
 // single attempt (an idemclient.RetryOn with nothing set means the
 // defaults). InUseWait, the longest the helper waits out
-// IDEMPOTENCY_KEY_IN_USE answers in all, comes from the in-flight block
+// IDEMPOTENCY_KEY_IN_USE answers (the time since the first of them), comes
+// from the in-flight block
 // (ir.Policy.InUseWait: the lease plus the longest wait between attempts),
 // so that a crashed first request's lease runs out before the helper
 // gives up.

@@ -171,9 +171,10 @@ func IdempotentClientPolicy(operationID string) (p idemclient.Policy, ok bool) {
 // one params carries, else a new one. Up to 4 attempts, retrying connection errors, 408, 409, 425,
 // 429, 500, 502, 503 and 504 (never 400 or 422) after a backoff from 500ms to 8s, ×2, full jitter, or
 // the server's Retry-After if longer (longest retry span 3.5s). IDEMPOTENCY_KEY_IN_USE answers do not
-// count as attempts: they are waited out for up to 38s in all (the in-flight lease plus the longest
-// wait between attempts). The body is encoded once and the same bytes are sent with every attempt. It
-// returns the response, the key, and an error as IdempotentClient's documentation says.
+// count as attempts: they are waited out for up to 38s after the first of them (the in-flight lease
+// plus the longest wait between attempts). The body is encoded once and the same bytes are sent with
+// every attempt. It returns the response, the key, and an error as IdempotentClient's documentation
+// says.
 func (c *IdempotentClient) UpdateAccount(ctx context.Context, kind UpdateAccountParamsKind, accountId openapi_types.UUID, params *UpdateAccountParams, body UpdateAccountJSONRequestBody, opts ...idemclient.CallOption) (*UpdateAccountResponse, string, error) {
 	var p UpdateAccountParams
 	if params != nil {
@@ -220,9 +221,10 @@ func (c *IdempotentClient) UpdateAccountWithBody(ctx context.Context, kind Updat
 // one params carries, else a new one. Up to 4 attempts, retrying connection errors, 408, 409, 425,
 // 429, 500, 502, 503 and 504 (never 400 or 422) after a backoff from 500ms to 8s, ×2, full jitter, or
 // the server's Retry-After if longer (longest retry span 3.5s). IDEMPOTENCY_KEY_IN_USE answers do not
-// count as attempts: they are waited out for up to 38s in all (the in-flight lease plus the longest
-// wait between attempts). The body is encoded once and the same bytes are sent with every attempt. It
-// returns the response, the key, and an error as IdempotentClient's documentation says.
+// count as attempts: they are waited out for up to 38s after the first of them (the in-flight lease
+// plus the longest wait between attempts). The body is encoded once and the same bytes are sent with
+// every attempt. It returns the response, the key, and an error as IdempotentClient's documentation
+// says.
 func (c *IdempotentClient) ClaimCoupon(ctx context.Context, couponId string, params *ClaimCouponParams, body ClaimCouponJSONRequestBody, opts ...idemclient.CallOption) (*ClaimCouponResponse, string, error) {
 	var p ClaimCouponParams
 	if params != nil {
@@ -268,9 +270,9 @@ func (c *IdempotentClient) ClaimCouponWithBody(ctx context.Context, couponId str
 // one given with idemclient.WithKey, else a new one. Up to 6 attempts, retrying connection errors and
 // 503 (never 400 or 422) after a backoff from 100ms to 2s, ×1.5, equal jitter, or the server's
 // Retry-After if longer (longest retry span 1.31875s). IDEMPOTENCY_KEY_IN_USE answers do not count as
-// attempts: they are waited out for up to 12s in all (the in-flight lease plus the longest wait
-// between attempts). The body is encoded once and the same bytes are sent with every attempt. It
-// returns the response, the key, and an error as IdempotentClient's documentation says.
+// attempts: they are waited out for up to 12s after the first of them (the in-flight lease plus the
+// longest wait between attempts). The body is encoded once and the same bytes are sent with every
+// attempt. It returns the response, the key, and an error as IdempotentClient's documentation says.
 func (c *IdempotentClient) RecordEvent(ctx context.Context, body RecordEventJSONRequestBody, opts ...idemclient.CallOption) (*RecordEventResponse, string, error) {
 	ctx, call := idemgenClientPolicyRecordEvent.Start(ctx, opts...)
 	resp, err := c.RecordEventWithResponse(ctx, body)
@@ -300,9 +302,9 @@ func (c *IdempotentClient) RecordEventWithBody(ctx context.Context, contentType 
 // into the header Idempotency-Key: the one given with idemclient.WithKey, else a new one. Up to 3
 // attempts, retrying 503 (never 400 or 422) after a backoff from 500ms to 8s, ×2, full jitter, or the
 // server's Retry-After if longer (longest retry span 1.5s). IDEMPOTENCY_KEY_IN_USE answers do not
-// count as attempts: they are waited out for up to 38s in all (the in-flight lease plus the longest
-// wait between attempts). It returns the response, the key, and an error as IdempotentClient's
-// documentation says.
+// count as attempts: they are waited out for up to 38s after the first of them (the in-flight lease
+// plus the longest wait between attempts). It returns the response, the key, and an error as
+// IdempotentClient's documentation says.
 func (c *IdempotentClient) TouchItem(ctx context.Context, itemId int64, opts ...idemclient.CallOption) (*TouchItemResponse, string, error) {
 	ctx, call := idemgenClientPolicyTouchItem.Start(ctx, opts...)
 	resp, err := c.TouchItemWithResponse(ctx, itemId)
@@ -320,9 +322,10 @@ func (c *IdempotentClient) TouchItem(ctx context.Context, itemId int64, opts ...
 // the one params carries, else a new one. Up to 4 attempts, retrying connection errors, 408, 409, 425,
 // 429, 500, 502, 503 and 504 (never 400 or 422) after a backoff from 500ms to 8s, ×2, full jitter, or
 // the server's Retry-After if longer (longest retry span 3.5s). IDEMPOTENCY_KEY_IN_USE answers do not
-// count as attempts: they are waited out for up to 38s in all (the in-flight lease plus the longest
-// wait between attempts). The body is encoded once and the same bytes are sent with every attempt. It
-// returns the response, the key, and an error as IdempotentClient's documentation says.
+// count as attempts: they are waited out for up to 38s after the first of them (the in-flight lease
+// plus the longest wait between attempts). The body is encoded once and the same bytes are sent with
+// every attempt. It returns the response, the key, and an error as IdempotentClient's documentation
+// says.
 func (c *IdempotentClient) CreateOrder(ctx context.Context, params *CreateOrderParams, body CreateOrderJSONRequestBody, opts ...idemclient.CallOption) (*CreateOrderResponse, string, error) {
 	var p CreateOrderParams
 	if params != nil {
@@ -369,9 +372,9 @@ func (c *IdempotentClient) CreateOrderWithBody(ctx context.Context, params *Crea
 // to 4 attempts, retrying connection errors, 408, 409, 425, 429, 500, 502, 503 and 504 (never 400 or
 // 422) after a backoff from 500ms to 8s, ×2, full jitter, or the server's Retry-After if longer
 // (longest retry span 3.5s). IDEMPOTENCY_KEY_IN_USE answers do not count as attempts: they are waited
-// out for up to 38s in all (the in-flight lease plus the longest wait between attempts). The body is
-// encoded once and the same bytes are sent with every attempt. It returns the response, the key, and
-// an error as IdempotentClient's documentation says.
+// out for up to 38s after the first of them (the in-flight lease plus the longest wait between
+// attempts). The body is encoded once and the same bytes are sent with every attempt. It returns the
+// response, the key, and an error as IdempotentClient's documentation says.
 func (c *IdempotentClient) CreatePayment(ctx context.Context, params *CreatePaymentParams, body CreatePaymentJSONRequestBody, opts ...idemclient.CallOption) (*CreatePaymentResponse, string, error) {
 	var p CreatePaymentParams
 	if params != nil {
@@ -419,10 +422,10 @@ func (c *IdempotentClient) CreatePaymentWithBody(ctx context.Context, params *Cr
 // the one params carries, else a new one. Up to 4 attempts, retrying connection errors, 408, 409, 425,
 // 429, 500, 502, 503 and 504 (never 400 or 422) after a backoff from 500ms to 8s, ×2, full jitter, or
 // the server's Retry-After if longer (longest retry span 3.5s). IDEMPOTENCY_KEY_IN_USE answers do not
-// count as attempts: they are waited out for up to 38s in all (the in-flight lease plus the longest
-// wait between attempts). The body is read once (a *bytes.Reader, *bytes.Buffer or *strings.Reader is
-// re-read from the start instead) and the same bytes are sent with every attempt. It returns the
-// response, the key, and an error as IdempotentClient's documentation says.
+// count as attempts: they are waited out for up to 38s after the first of them (the in-flight lease
+// plus the longest wait between attempts). The body is read once (a *bytes.Reader, *bytes.Buffer or
+// *strings.Reader is re-read from the start instead) and the same bytes are sent with every attempt.
+// It returns the response, the key, and an error as IdempotentClient's documentation says.
 func (c *IdempotentClient) UploadReceiptFileWithBody(ctx context.Context, receiptId openapi_types.UUID, params *UploadReceiptFileParams, contentType string, body io.Reader, opts ...idemclient.CallOption) (*UploadReceiptFileResponse, string, error) {
 	var p UploadReceiptFileParams
 	if params != nil {
@@ -448,10 +451,10 @@ func (c *IdempotentClient) UploadReceiptFileWithBody(ctx context.Context, receip
 // the one params carries, else a new one. Up to 4 attempts, retrying connection errors, 408, 409, 425,
 // 429, 500, 502, 503 and 504 (never 400 or 422) after a backoff from 500ms to 8s, ×2, full jitter, or
 // the server's Retry-After if longer (longest retry span 3.5s). IDEMPOTENCY_KEY_IN_USE answers do not
-// count as attempts: they are waited out for up to 38s in all (the in-flight lease plus the longest
-// wait between attempts). The body is read once (a *bytes.Reader, *bytes.Buffer or *strings.Reader is
-// re-read from the start instead) and the same bytes are sent with every attempt. It returns the
-// response, the key, and an error as IdempotentClient's documentation says.
+// count as attempts: they are waited out for up to 38s after the first of them (the in-flight lease
+// plus the longest wait between attempts). The body is read once (a *bytes.Reader, *bytes.Buffer or
+// *strings.Reader is re-read from the start instead) and the same bytes are sent with every attempt.
+// It returns the response, the key, and an error as IdempotentClient's documentation says.
 func (c *IdempotentClient) SubscribeWithBody(ctx context.Context, params *SubscribeParams, contentType string, body io.Reader, opts ...idemclient.CallOption) (*SubscribeResponse, string, error) {
 	var p SubscribeParams
 	if params != nil {
@@ -499,9 +502,9 @@ func (c *IdempotentClient) SubscribeWithFormdataBody(ctx context.Context, params
 // 4 attempts, retrying connection errors, 408, 409, 425, 429, 500, 502, 503 and 504 (never 400 or 422)
 // after a backoff from 500ms to 8s, ×2, full jitter, or the server's Retry-After if longer (longest
 // retry span 3.5s). IDEMPOTENCY_KEY_IN_USE answers do not count as attempts: they are waited out for
-// up to 38s in all (the in-flight lease plus the longest wait between attempts). The body is encoded
-// once and the same bytes are sent with every attempt. It returns the response, the key, and an error
-// as IdempotentClient's documentation says.
+// up to 38s after the first of them (the in-flight lease plus the longest wait between attempts). The
+// body is encoded once and the same bytes are sent with every attempt. It returns the response, the
+// key, and an error as IdempotentClient's documentation says.
 func (c *IdempotentClient) CreateTransfer(ctx context.Context, body CreateTransferJSONRequestBody, opts ...idemclient.CallOption) (*CreateTransferResponse, string, error) {
 	ctx, call := idemgenClientPolicyCreateTransfer.Start(ctx, opts...)
 	resp, err := c.CreateTransferWithResponse(ctx, body)

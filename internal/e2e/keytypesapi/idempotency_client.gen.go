@@ -154,9 +154,10 @@ func IdempotentClientPolicy(operationID string) (p idemclient.Policy, ok bool) {
 // the one params carries, else a new one. Up to 4 attempts, retrying connection errors, 408, 409, 425,
 // 429, 500, 502, 503 and 504 (never 400 or 422) after a backoff from 500ms to 8s, ×2, full jitter, or
 // the server's Retry-After if longer (longest retry span 3.5s). IDEMPOTENCY_KEY_IN_USE answers do not
-// count as attempts: they are waited out for up to 38s in all (the in-flight lease plus the longest
-// wait between attempts). The body is encoded once and the same bytes are sent with every attempt. It
-// returns the response, the key, and an error as IdempotentClient's documentation says.
+// count as attempts: they are waited out for up to 38s after the first of them (the in-flight lease
+// plus the longest wait between attempts). The body is encoded once and the same bytes are sent with
+// every attempt. It returns the response, the key, and an error as IdempotentClient's documentation
+// says.
 func (c *IdempotentClient) CreateNote(ctx context.Context, params *CreateNoteParams, body CreateNoteJSONRequestBody, opts ...idemclient.CallOption) (*CreateNoteResponse, string, error) {
 	var p CreateNoteParams
 	if params != nil {
@@ -203,9 +204,9 @@ func (c *IdempotentClient) CreateNoteWithBody(ctx context.Context, params *Creat
 // one params carries, else a new one. Up to 4 attempts, retrying connection errors, 408, 409, 425,
 // 429, 500, 502, 503 and 504 (never 400 or 422) after a backoff from 500ms to 8s, ×2, full jitter, or
 // the server's Retry-After if longer (longest retry span 3.5s). IDEMPOTENCY_KEY_IN_USE answers do not
-// count as attempts: they are waited out for up to 38s in all (the in-flight lease plus the longest
-// wait between attempts). It returns the response, the key, and an error as IdempotentClient's
-// documentation says.
+// count as attempts: they are waited out for up to 38s after the first of them (the in-flight lease
+// plus the longest wait between attempts). It returns the response, the key, and an error as
+// IdempotentClient's documentation says.
 func (c *IdempotentClient) MakePayment(ctx context.Context, params *MakePaymentParams, opts ...idemclient.CallOption) (*MakePaymentResponse, string, error) {
 	var p MakePaymentParams
 	if params != nil {
@@ -231,8 +232,8 @@ func (c *IdempotentClient) MakePayment(ctx context.Context, params *MakePaymentP
 // carries, else a new one. Up to 4 attempts, retrying connection errors, 408, 409, 425, 429, 500, 502,
 // 503 and 504 (never 400 or 422) after a backoff from 500ms to 8s, ×2, full jitter, or the server's
 // Retry-After if longer (longest retry span 3.5s). IDEMPOTENCY_KEY_IN_USE answers do not count as
-// attempts: they are waited out for up to 38s in all (the in-flight lease plus the longest wait
-// between attempts). It returns the response, the key, and an error as IdempotentClient's
+// attempts: they are waited out for up to 38s after the first of them (the in-flight lease plus the
+// longest wait between attempts). It returns the response, the key, and an error as IdempotentClient's
 // documentation says.
 func (c *IdempotentClient) MakeRefund(ctx context.Context, params *MakeRefundParams, opts ...idemclient.CallOption) (*MakeRefundResponse, string, error) {
 	var p MakeRefundParams
@@ -259,9 +260,9 @@ func (c *IdempotentClient) MakeRefund(ctx context.Context, params *MakeRefundPar
 // params carries, else a new one. Up to 4 attempts, retrying connection errors, 408, 409, 425, 429,
 // 500, 502, 503 and 504 (never 400 or 422) after a backoff from 500ms to 8s, ×2, full jitter, or the
 // server's Retry-After if longer (longest retry span 3.5s). IDEMPOTENCY_KEY_IN_USE answers do not
-// count as attempts: they are waited out for up to 38s in all (the in-flight lease plus the longest
-// wait between attempts). It returns the response, the key, and an error as IdempotentClient's
-// documentation says.
+// count as attempts: they are waited out for up to 38s after the first of them (the in-flight lease
+// plus the longest wait between attempts). It returns the response, the key, and an error as
+// IdempotentClient's documentation says.
 func (c *IdempotentClient) OpenTicket(ctx context.Context, params *OpenTicketParams, opts ...idemclient.CallOption) (*OpenTicketResponse, string, error) {
 	var p OpenTicketParams
 	if params != nil {
@@ -287,9 +288,9 @@ func (c *IdempotentClient) OpenTicket(ctx context.Context, params *OpenTicketPar
 // params carries, else a new one. Up to 4 attempts, retrying connection errors, 408, 409, 425, 429,
 // 500, 502, 503 and 504 (never 400 or 422) after a backoff from 500ms to 8s, ×2, full jitter, or the
 // server's Retry-After if longer (longest retry span 3.5s). IDEMPOTENCY_KEY_IN_USE answers do not
-// count as attempts: they are waited out for up to 38s in all (the in-flight lease plus the longest
-// wait between attempts). It returns the response, the key, and an error as IdempotentClient's
-// documentation says.
+// count as attempts: they are waited out for up to 38s after the first of them (the in-flight lease
+// plus the longest wait between attempts). It returns the response, the key, and an error as
+// IdempotentClient's documentation says.
 func (c *IdempotentClient) CastVote(ctx context.Context, params *CastVoteParams, opts ...idemclient.CallOption) (*CastVoteResponse, string, error) {
 	var p CastVoteParams
 	if params != nil {
