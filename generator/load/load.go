@@ -121,7 +121,7 @@ func Load(path string, opts Options) (*Document, diag.List) {
 	// runs idemgen in-process (tests, a watcher, cli.Main called twice),
 	// came back as it was.
 	var refDiags diag.List
-	cached := openapi3.URIMapCache(d.readRefs(openapi3.ReadFromURIs(openapi3.ReadFromHTTP(remoteClient(opts)), openapi3.ReadFromFile), &refDiags))
+	cached := openapi3.URIMapCache(d.readRefs(openapi3.ReadFromURIs(readRemote(opts), openapi3.ReadFromFile), &refDiags))
 	// The document kin-openapi asked for last: the one it was reading
 	// when it failed to unmarshal one.
 	var last string

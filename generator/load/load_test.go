@@ -336,7 +336,7 @@ func TestRemoteRefTimeout(t *testing.T) {
 	case diags := <-done:
 		require.Len(t, diags, 1, "%v", diags)
 		assert.Equal(t, "load-error", diags[0].Rule)
-		assert.Contains(t, diags[0].Message, "Timeout")
+		assert.Contains(t, diags[0].Message, "/paths.yaml not read within 200ms: timeout")
 	case <-time.After(10 * time.Second):
 		t.Fatal("Load still waits for the remote document after 10s")
 	}

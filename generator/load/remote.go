@@ -2,9 +2,15 @@ package load
 
 import (
 	"cmp"
+	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
+
+	"github.com/getkin/kin-openapi/openapi3"
 )
 
 // DefaultRemoteMaxBytes is Options.RemoteMaxBytes when it is zero.
@@ -19,6 +25,23 @@ func remoteClient(opts Options) *http.Client {
 	return &http.Client{
 		Timeout:   cmp.Or(opts.RemoteTimeout, DefaultRemoteTimeout),
 		Transport: limitTransport{next: http.DefaultTransport, max: max},
+	}
+}
+
+// readRemote reads a remote document with remoteClient(opts). A document
+// not read in time fails with one message, whichever step the time ran out
+// in (net/http says "Client.Timeout exceeded" while it waits for the
+// headers and "context deadline exceeded" while it reads the body).
+func readRemote(opts Options) openapi3.ReadFromURIFunc {
+	timeout := cmp.Or(opts.RemoteTimeout, DefaultRemoteTimeout)
+	read := openapi3.ReadFromHTTP(remoteClient(opts))
+	return func(l *openapi3.Loader, loc *url.URL) ([]byte, error) {
+		data, err := read(l, loc)
+		var ne net.Error
+		if err != nil && (errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()) {
+			return nil, fmt.Errorf("remote document %s not read within %s: timeout", loc.Redacted(), timeout)
+		}
+		return data, err
 	}
 }
 
