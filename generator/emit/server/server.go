@@ -337,7 +337,7 @@ func (g *gen) typeDecl() {
 		jen.Id("owned").Op("*").Qual(memPkg, "Store").Comment("the store New"+t+" made, closed by Close"),
 	)
 
-	g.docf("New%s returns the %s of this package over store, or over a new in-memory store (package memstore) when store is nil. opts configure the engine: Principal scopes records per caller (callerOf above: a func(*http.Request) (string, error) that returns who the caller is, from your authentication, and an error for a request without one, never \"\": an empty principal is refused unless Principal is idem.Anonymous, for all callers as one principal), Observer sees every decision. Without Principal every caller shares one key space, and the engine logs a warning naming the operations whose keys the contract promises per caller.", t, t)
+	g.docf("New%s returns the %s of this package over store, or over a new in-memory store (package memstore) when store is nil. opts configure the engine: Principal scopes records per caller (callerOf above: a func(*http.Request) (string, error) that returns who the caller is, from your authentication, and an error for a request without one, never \"\": an empty principal is refused where keys are per caller, unless Principal is idem.Anonymous, for all callers as one principal), Observer sees every decision. Without Principal every caller shares one key space, and the engine logs a warning naming the operations whose keys the contract promises per caller.", t, t)
 	g.f.Func().Id("New"+t).Params(jen.Id("store").Qual(idemPkg, "Store"), jen.Id("opts").Qual(idemPkg, "Options")).Op("*").Id(t).Block(
 		jen.Id("x").Op(":=").Op("&").Id(t).Values(),
 		jen.If(jen.Id("store").Op("==").Nil()).Block(

@@ -61,9 +61,9 @@ type Idempotency struct {
 // (package memstore) when store is nil. opts configure the engine: Principal scopes records per caller
 // (callerOf above: a func(*http.Request) (string, error) that returns who the caller is, from your
 // authentication, and an error for a request without one, never "": an empty principal is refused
-// unless Principal is idem.Anonymous, for all callers as one principal), Observer sees every decision.
-// Without Principal every caller shares one key space, and the engine logs a warning naming the
-// operations whose keys the contract promises per caller.
+// where keys are per caller, unless Principal is idem.Anonymous, for all callers as one principal),
+// Observer sees every decision. Without Principal every caller shares one key space, and the engine
+// logs a warning naming the operations whose keys the contract promises per caller.
 func NewIdempotency(store idem.Store, opts idem.Options) *Idempotency {
 	x := &Idempotency{}
 	if store == nil {
