@@ -133,6 +133,13 @@ type Call struct {
 	hbMu      sync.Mutex
 	hb        *time.Timer // made only when the handler outlives a sixth of the lease (hbSched)
 	hbStopped bool
+	// hbGrant: when the call that granted the current lease started (the
+	// claim's Begin, then the last successful extension), since epoch: the
+	// lease runs to hbGrant+Lease on the store's clock at the latest.
+	// hbRanOut: the lease ran out before an extension got through (said
+	// once). Under hbMu once the heartbeat is armed.
+	hbGrant   time.Duration
+	hbRanOut  bool
 	hbStarted bool // the claim is registered with the engine's heartbeat scheduler
 	hbDone    bool // stopHeartbeat ran
 	hbArmed   bool // the scheduler took the Call to arm its heartbeat: it must not be recycled
@@ -729,6 +736,9 @@ func (c *Call) claim() {
 	for {
 		c.token = newToken()
 		c.ss.breq.Token = c.token
+		if e.hbs != nil {
+			c.hbGrant = time.Since(epoch) // the lease this Begin grants starts no earlier
+		}
 		res, err := c.beginBounded(ctx)
 		if err != nil {
 			if waiting && c.requestEnded() != nil {
@@ -1221,8 +1231,8 @@ func (c *Call) acquired(prior State) {
 }
 
 // armHeartbeat starts the heartbeat of a handler that outlived a sixth of
-// its lease (the scheduler calls it): the first extension now, then one every
-// Lease/3.
+// its lease (the scheduler calls it): the first extension now, then one a
+// third of the lease after the start of each that got through.
 func (c *Call) armHeartbeat() {
 	c.hbMu.Lock()
 	if !c.hbStopped {
@@ -1231,33 +1241,60 @@ func (c *Call) armHeartbeat() {
 	c.hbMu.Unlock()
 }
 
-// heartbeat extends the lease while the handler runs.
+// heartbeat extends the lease while the handler runs. The lease runs, on
+// the store's clock, to the start of the call that granted it (hbGrant)
+// plus Lease at the latest: the next extension is due a third of the lease
+// after that start. One that fails (not ErrFenced) is tried again every
+// Lease/12 (right after one that timed out), each attempt bounded by the
+// store timeout, a third of the lease and what is left of it, as long as
+// the lease lasts; once it surely ran out, the heartbeat says so, once, and
+// goes on trying every Lease/3: a store back before anyone took the key
+// over extends the lapsed lease.
 func (c *Call) heartbeat() {
 	c.hbMu.Lock()
-	stopped := c.hbStopped
+	stopped, grant, ranOut := c.hbStopped, c.hbGrant, c.hbRanOut
 	c.hbMu.Unlock()
 	if stopped {
 		return
 	}
 	lease := c.p.spec.InFlight.Lease
-	ctx, cancel := context.WithTimeout(c.background(), min(lease/3, c.e.timeout))
+	start := time.Since(epoch)
+	end := grant + lease // the lease's end at the latest
+	timeout := min(lease/3, c.e.timeout)
+	if left := end - start; !ranOut && left > 0 && left < timeout {
+		timeout = left
+	}
+	ctx, cancel := context.WithTimeout(c.background(), timeout)
 	err := c.e.extender.ExtendLease(ctx, c.scope, c.token, lease)
 	cancel()
+	now := time.Since(epoch)
 	c.hbMu.Lock()
 	defer c.hbMu.Unlock()
 	if c.hbStopped {
 		return // finished meanwhile: a refusal now means nothing
 	}
-	if err != nil {
-		// Under hbMu, which stopHeartbeat takes before the request ends: the
-		// request's context values (a trace id), in c.background(), are
-		// still the request's while the log and the Observer read them.
-		c.heartbeatFailed(err)
-		if errors.Is(err, ErrFenced) {
-			return // no lease to extend any more
-		}
+	if err == nil {
+		c.hbGrant, c.hbRanOut = start, false
+		c.hb.Reset(max(start+lease/3-now, 0))
+		return
 	}
-	c.hb.Reset(lease / 3)
+	// Under hbMu, which stopHeartbeat takes before the request ends: the
+	// request's context values (a trace id), in c.background(), are
+	// still the request's while the log and the Observer read them.
+	c.heartbeatFailed(err)
+	if errors.Is(err, ErrFenced) {
+		return // no lease to extend any more
+	}
+	next := max(start+lease/12, now+time.Millisecond)
+	if ranOut || next >= end {
+		if !ranOut {
+			c.hbRanOut = true
+			c.e.log.LogAttrs(c.background(), slog.LevelWarn, "idem: lease ran out while the handler runs: the store was unreachable for the rest of it, and a duplicate may take the key over (heartbeats go on every third of the lease)",
+				slog.String("operation", c.p.spec.Operation), slog.String("key", c.key))
+		}
+		next = max(start+lease/3, now+time.Millisecond)
+	}
+	c.hb.Reset(next - now)
 }
 
 // heartbeatFailed logs and observes the failed extension err of a heartbeat

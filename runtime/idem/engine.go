@@ -73,7 +73,8 @@ type Options struct {
 	// DisableHeartbeat turns off lease extension. By default, when the store
 	// implements LeaseExtender, a running holder extends its lease every
 	// Lease/3 (first between Lease/6 and Lease/3 after its claim), so a slow
-	// handler is not taken over while it still runs. New logs a warning
+	// handler is not taken over while it still runs; a failed extension is
+	// tried again every Lease/12 while the lease lasts. New logs a warning
 	// when heartbeats are on and the store is no LeaseExtender (a store
 	// wrapped for metrics that does not forward ExtendLease, typically).
 	DisableHeartbeat bool
@@ -82,8 +83,8 @@ type Options struct {
 	// that accepts connections but never answers makes a request fail closed
 	// (503 IDEMPOTENCY_STORE_UNAVAILABLE) in bounded time instead of holding
 	// it; an earlier deadline of the request's context still applies. A lease
-	// extension (heartbeat) is bounded by the shorter of StoreTimeout and a
-	// third of the lease. Default DefaultStoreTimeout.
+	// extension (heartbeat) is bounded by the shortest of StoreTimeout, a
+	// third of the lease and what is left of it. Default DefaultStoreTimeout.
 	StoreTimeout time.Duration
 	// FinishRetryFor is how long the engine goes on trying, in the
 	// background and with backoff, to finish a record whose Finish failed

@@ -79,8 +79,9 @@ const (
 	// handler ran (Err). ErrFenced means the lease is lost (taken over by a
 	// duplicate, or the record expired): the heartbeats stop, and a
 	// completion after a takeover is fenced (EventFenced). Any other error is the store's:
-	// the heartbeat tries again a third of the lease later, and the lease
-	// may run out meanwhile. Reported from the heartbeat's goroutine, with
+	// the heartbeat tries again every twelfth of the lease (at once after
+	// one that timed out) while the lease lasts, then every third of it,
+	// one event per failed attempt. Reported from the heartbeat's goroutine, with
 	// the request's context values, while the handler runs.
 	EventHeartbeatFailed
 	// EventFinishAbandoned: the engine gave up finishing the record of a

@@ -1,0 +1,236 @@
+package idem_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/memstore"
+)
+
+var errRefused = errors.New("connection refused")
+
+// outageStore is a memstore whose extensions number first..last (1-based)
+// fail: at once (refuse), or by hanging until their context ends. Every
+// other call goes through.
+type outageStore struct {
+	*memstore.Store
+	n           atomic.Int64
+	first, last int64
+	refuse      bool
+	fenceAt     int64 // extension number answered ErrFenced (0: none)
+	t0          time.Time
+	beforeN     int64 // before extension number beforeN is forwarded, before runs
+	before      func(key string)
+
+	mu  sync.Mutex
+	log []string
+}
+
+func (s *outageStore) ExtendLease(ctx context.Context, key string, tok idem.Token, lease time.Duration) error {
+	n := s.n.Add(1)
+	start := time.Since(s.t0)
+	if n == s.beforeN && s.before != nil {
+		s.before(strings.Clone(key))
+	}
+	if n == s.fenceAt {
+		s.note("extend #%d at %v: fenced", n, start.Round(time.Millisecond))
+		return idem.ErrFenced
+	}
+	if n >= s.first && (s.last == 0 || n <= s.last) {
+		if s.refuse {
+			s.note("extend #%d at %v: refused", n, start.Round(time.Millisecond))
+			return errRefused
+		}
+		<-ctx.Done()
+		s.note("extend #%d at %v: hung, %v", n, start.Round(time.Millisecond), ctx.Err())
+		return ctx.Err()
+	}
+	err := s.Store.ExtendLease(ctx, key, tok, lease)
+	s.note("extend #%d at %v: %v", n, start.Round(time.Millisecond), err)
+	return err
+}
+
+func (s *outageStore) note(f string, a ...any) {
+	s.mu.Lock()
+	s.log = append(s.log, fmt.Sprintf(f, a...))
+	s.mu.Unlock()
+}
+
+func (s *outageStore) dump(t *testing.T) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, l := range s.log {
+		t.Log(l)
+	}
+}
+
+// hbOutage runs a handler for 4 leases while the extensions first..last
+// fail; just before extension number before is forwarded (the first after
+// the outage), a duplicate arrives. The outage is shorter than 2/3 of the
+// lease, so the holder's lease must still be alive then: the duplicate is
+// answered in flight, and the handler runs once.
+func hbOutage(t *testing.T, storeTimeout time.Duration, refuse bool, first, last, before int64) {
+	const lease = 300 * time.Millisecond
+	ms := memstore.New(memstore.Options{})
+	defer ms.Close()
+	hs := &outageStore{Store: ms, first: first, last: last, refuse: refuse, t0: time.Now(), beforeN: before}
+	var runs atomic.Int64
+	eng := idem.New(hs, idem.Options{Principal: func(*http.Request) (string, error) { return "p", nil }, StoreTimeout: storeTimeout})
+	pol := idem.MustCompile(idem.Spec{Operation: "op", Semantics: idem.Strict, Window: time.Minute,
+		InFlight: idem.InFlightSpec{Lease: lease}})
+	h := eng.Handler(pol, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := runs.Add(1)
+		hs.note("run %d starts at %v", n, time.Since(hs.t0).Round(time.Millisecond))
+		time.Sleep(4 * lease)
+		w.WriteHeader(201)
+	}))
+	do := func() int {
+		req := httptest.NewRequest("POST", "/op", strings.NewReader(`{"a":1}`))
+		req.Header.Set("Idempotency-Key", "k1")
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	var wg sync.WaitGroup
+	hs.before = func(key string) {
+		rec, _, _ := ms.Get(context.Background(), key)
+		hs.note("before extension #%d: lease ends in %v (state %v)", before, time.Until(rec.LeaseExpiresAt).Round(time.Millisecond), rec.State)
+		wg.Add(1)
+		go func() { defer wg.Done(); hs.note("duplicate answered %d", do()) }()
+		time.Sleep(20 * time.Millisecond)
+	}
+	first1 := do()
+	hs.note("first answered %d", first1)
+	wg.Wait()
+	hs.dump(t)
+	if n := runs.Load(); n != 1 {
+		t.Errorf("handler ran %d times after heartbeats #%d..#%d failed (lease %v, StoreTimeout %v)", n, first, last, lease, storeTimeout)
+	}
+	if hs.n.Load() < before {
+		t.Errorf("extension #%d never came", before)
+	}
+}
+
+// One extension hangs, with StoreTimeout (the default, 5s) above lease/3:
+// the next must come before the lease runs out.
+func TestHeartbeatOutageOneTimeout(t *testing.T) { hbOutage(t, 0, false, 3, 3, 4) }
+
+// StoreTimeout = lease/6 (the defaults' ratio: 5s and 30s): two extensions
+// in a row time out.
+func TestHeartbeatOutageTwoTimeoutsDefaultRatio(t *testing.T) {
+	hbOutage(t, 50*time.Millisecond, false, 3, 4, 5)
+}
+
+// A store that refuses at once, twice in a row.
+func TestHeartbeatOutageTwoFastFailures(t *testing.T) { hbOutage(t, 0, true, 3, 4, 5) }
+
+// syncBuf is a bytes.Buffer for a slog handler written from the heartbeat's
+// goroutine.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// hbRun runs one handler for run over hs and returns the log and the
+// times of the extensions.
+func hbRun(t *testing.T, hs *outageStore, lease, run time.Duration) string {
+	t.Helper()
+	var buf syncBuf
+	eng := idem.New(hs, idem.Options{Principal: func(*http.Request) (string, error) { return "p", nil },
+		Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+	pol := idem.MustCompile(idem.Spec{Operation: "op", Semantics: idem.Strict, Window: time.Minute,
+		InFlight: idem.InFlightSpec{Lease: lease}})
+	h := eng.Handler(pol, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(run)
+		w.WriteHeader(201)
+	}))
+	req := httptest.NewRequest("POST", "/op", strings.NewReader(`{"a":1}`))
+	req.Header.Set("Idempotency-Key", "k1")
+	req.Header.Set("Content-Type", "application/json")
+	h.ServeHTTP(httptest.NewRecorder(), req)
+	hs.dump(t)
+	return buf.String()
+}
+
+// When the store stays unreachable past the end of the lease, the holder
+// says once that the lease ran out, and stops retrying quickly: back to one
+// attempt every lease/3 (a store back while nobody took the key extends the
+// lapsed lease).
+func TestHeartbeatLeaseRanOut(t *testing.T) {
+	const lease = 240 * time.Millisecond
+	ms := memstore.New(memstore.Options{})
+	defer ms.Close()
+	hs := &outageStore{Store: ms, first: 1, refuse: true, t0: time.Now()}
+	logs := hbRun(t, hs, lease, 3*lease)
+	if n := strings.Count(logs, "lease ran out"); n != 1 {
+		t.Errorf("%d logs of the lease running out, want 1:\n%s", n, logs)
+	}
+	// From about lease/6 to lease: retries every lease/12 (about 10); then
+	// every lease/3 for 2 leases (about 6). The old schedule made 8.
+	n := hs.n.Load()
+	t.Logf("%d extensions attempted", n)
+	if n < 10 || n > 24 {
+		t.Errorf("%d extensions attempted in 3 leases, want about 16", n)
+	}
+}
+
+// ErrFenced stops the heartbeats at once.
+func TestHeartbeatFencedStops(t *testing.T) {
+	const lease = 120 * time.Millisecond
+	ms := memstore.New(memstore.Options{})
+	defer ms.Close()
+	hs := &outageStore{Store: ms, fenceAt: 1, t0: time.Now()}
+	logs := hbRun(t, hs, lease, 2*lease)
+	if n := hs.n.Load(); n != 1 {
+		t.Errorf("%d extensions attempted after ErrFenced, want 1", n)
+	}
+	if !strings.Contains(logs, "lease lost") {
+		t.Errorf("no log of the lost lease:\n%s", logs)
+	}
+}
+
+// A store back after the lease ran out, before anyone took the key over:
+// the heartbeats, gone on every lease/3, extend the lapsed lease.
+func TestHeartbeatLapsedLeaseExtended(t *testing.T) {
+	const lease = 240 * time.Millisecond
+	ms := memstore.New(memstore.Options{})
+	defer ms.Close()
+	hs := &outageStore{Store: ms, first: 1, last: 11, refuse: true, t0: time.Now()}
+	logs := hbRun(t, hs, lease, 3*lease)
+	if n := strings.Count(logs, "lease ran out"); n != 1 {
+		t.Errorf("%d logs of the lease running out, want 1:\n%s", n, logs)
+	}
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	ok := false
+	for _, l := range hs.log {
+		ok = ok || strings.HasSuffix(l, ": <nil>")
+	}
+	if !ok {
+		t.Errorf("no extension got through after the outage")
+	}
+}
