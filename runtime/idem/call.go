@@ -147,7 +147,6 @@ type Call struct {
 	// Owned by the engine's hbSched (under its lock).
 	hbPrev, hbNext *Call
 	hbListed       bool
-	hbSeen         bool // listed at the scheduler's last tick
 	hbCollected    bool // taken off the list to be armed
 }
 
@@ -1224,19 +1223,30 @@ func (c *Call) acquired(prior State) {
 		c.start = e.now()
 	}
 	if e.hbs != nil {
-		// No timer yet: most handlers end long before a sixth of the lease.
-		e.hbs.register(c, c.p.spec.InFlight.Lease)
 		c.hbStarted = true
+		lease := c.p.spec.InFlight.Lease
+		if time.Since(epoch)-c.hbGrant >= lease/6 {
+			// The claim (its Begin, a BeginTx) took long: the lease,
+			// counted from the Begin's start, may end before the
+			// scheduler's next tick.
+			e.hbs.collect(c)
+			c.armHeartbeat()
+			return
+		}
+		// No timer yet: most handlers end long before a sixth of the lease.
+		e.hbs.register(c, lease)
 	}
 }
 
 // armHeartbeat starts the heartbeat of a handler that outlived a sixth of
-// its lease (the scheduler calls it): the first extension now, then one a
-// third of the lease after the start of each that got through.
+// its lease since its claim's Begin started (the scheduler, or acquired
+// after a slow claim, calls it): the first extension a third of the lease
+// after that start (at once if already past), then one a third of the
+// lease after the start of each that got through.
 func (c *Call) armHeartbeat() {
 	c.hbMu.Lock()
 	if !c.hbStopped {
-		c.hb = time.AfterFunc(0, c.heartbeat)
+		c.hb = time.AfterFunc(max(c.hbGrant+c.p.spec.InFlight.Lease/3-time.Since(epoch), 0), c.heartbeat)
 	}
 	c.hbMu.Unlock()
 }

@@ -234,3 +234,67 @@ func TestHeartbeatLapsedLeaseExtended(t *testing.T) {
 		t.Errorf("no extension got through after the outage")
 	}
 }
+
+// slowReplyStore is a memstore whose first Begin is answered delay after
+// the store ran it (a slow reply, within StoreTimeout).
+type slowReplyStore struct {
+	*outageStore
+	delay time.Duration
+	n     atomic.Int64
+}
+
+func (s *slowReplyStore) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginResult, error) {
+	res, err := s.Store.Begin(ctx, req)
+	if s.n.Add(1) == 1 {
+		time.Sleep(s.delay)
+	}
+	return res, err
+}
+
+// With no outage at all, a claim whose Begin reply took most of the lease
+// keeps it: the lease counts from the start of the Begin, and so must the
+// first extension. Timed from the claim's registration (after Begin
+// returned), it came lease/6..lease/3 later, past the lease's end, and a
+// duplicate took the key over and ran the handler again.
+func TestHeartbeatAfterSlowBeginReply(t *testing.T) {
+	const lease = 300 * time.Millisecond
+	ms := memstore.New(memstore.Options{})
+	defer ms.Close()
+	hs := &slowReplyStore{outageStore: &outageStore{Store: ms, first: 1 << 62, t0: time.Now()}, delay: lease * 3 / 4}
+	var runs atomic.Int64
+	eng := idem.New(hs, idem.Options{Principal: func(*http.Request) (string, error) { return "p", nil }})
+	pol := idem.MustCompile(idem.Spec{Operation: "op", Semantics: idem.Strict, Window: time.Minute,
+		InFlight: idem.InFlightSpec{Lease: lease}})
+	release := make(chan struct{})
+	h := eng.Handler(pol, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if runs.Add(1) == 1 {
+			<-release
+		}
+		w.WriteHeader(201)
+	}))
+	do := func() int {
+		req := httptest.NewRequest("POST", "/op", strings.NewReader(`{"a":1}`))
+		req.Header.Set("Idempotency-Key", "k1")
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	done := make(chan int)
+	go func() { done <- do() }()
+	// Duplicates from just after the first handler starts until 2 leases
+	// after the Begin: past the end of the lease the Begin granted.
+	for runs.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	for deadline := time.Now().Add(2 * lease); time.Now().Before(deadline) && runs.Load() < 2; {
+		hs.note("duplicate answered %d", do())
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(release)
+	hs.note("first answered %d", <-done)
+	if n := runs.Load(); n != 1 {
+		hs.dump(t)
+		t.Errorf("handler ran %d times with no store outage (the Begin's reply took %v of a %v lease)", n, hs.delay, lease)
+	}
+}
