@@ -136,7 +136,7 @@ type Call struct {
 	// hbGrant: when the call that granted the current lease started (the
 	// claim's Begin, then the last successful extension), since epoch: the
 	// lease runs to hbGrant+Lease on the store's clock at the latest.
-	// hbRanOut: the lease ran out before an extension got through (said
+	// hbRanOut: the lease runs out before the next attempt (said
 	// once). Under hbMu once the heartbeat is armed.
 	hbGrant   time.Duration
 	hbRanOut  bool
@@ -1257,7 +1257,8 @@ func (c *Call) armHeartbeat() {
 // after that start. One that fails (not ErrFenced) is tried again every
 // Lease/12 (right after one that timed out), each attempt bounded by the
 // store timeout, a third of the lease and what is left of it, as long as
-// the lease lasts; once it surely ran out, the heartbeat says so, once, and
+// the lease lasts; once the next attempt would start at or after the
+// lease's end (up to Lease/12 before it), the heartbeat says so, once, and
 // goes on trying every Lease/3: a store back before anyone took the key
 // over extends the lapsed lease.
 func (c *Call) heartbeat() {
@@ -1299,7 +1300,7 @@ func (c *Call) heartbeat() {
 	if ranOut || next >= end {
 		if !ranOut {
 			c.hbRanOut = true
-			c.e.log.LogAttrs(c.background(), slog.LevelWarn, "idem: lease ran out while the handler runs: the store was unreachable for the rest of it, and a duplicate may take the key over (heartbeats go on every third of the lease)",
+			c.e.log.LogAttrs(c.background(), slog.LevelWarn, "idem: lease will run out before the next attempt while the handler runs: the store stayed unreachable, and once the lease ends a duplicate may take the key over (heartbeats go on every third of the lease)",
 				slog.String("operation", c.p.spec.Operation), slog.String("key", c.key))
 		}
 		next = max(start+lease/3, now+time.Millisecond)

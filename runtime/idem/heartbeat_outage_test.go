@@ -177,7 +177,9 @@ func hbRun(t *testing.T, hs *outageStore, lease, run time.Duration) string {
 }
 
 // When the store stays unreachable past the end of the lease, the holder
-// says once that the lease ran out, and stops retrying quickly: back to one
+// says once that the lease will run out before the next attempt (the
+// old WARN, "lease ran out", could come up to lease/12 before the end),
+// and stops retrying quickly: back to one
 // attempt every lease/3 (a store back while nobody took the key extends the
 // lapsed lease).
 func TestHeartbeatLeaseRanOut(t *testing.T) {
@@ -186,7 +188,7 @@ func TestHeartbeatLeaseRanOut(t *testing.T) {
 	defer ms.Close()
 	hs := &outageStore{Store: ms, first: 1, refuse: true, t0: time.Now()}
 	logs := hbRun(t, hs, lease, 3*lease)
-	if n := strings.Count(logs, "lease ran out"); n != 1 {
+	if n := strings.Count(logs, "lease will run out before the next attempt"); n != 1 {
 		t.Errorf("%d logs of the lease running out, want 1:\n%s", n, logs)
 	}
 	// From about lease/6 to lease: retries every lease/12 (about 10); then
@@ -221,7 +223,7 @@ func TestHeartbeatLapsedLeaseExtended(t *testing.T) {
 	defer ms.Close()
 	hs := &outageStore{Store: ms, first: 1, last: 11, refuse: true, t0: time.Now()}
 	logs := hbRun(t, hs, lease, 3*lease)
-	if n := strings.Count(logs, "lease ran out"); n != 1 {
+	if n := strings.Count(logs, "lease will run out before the next attempt"); n != 1 {
 		t.Errorf("%d logs of the lease running out, want 1:\n%s", n, logs)
 	}
 	hs.mu.Lock()
