@@ -1036,7 +1036,7 @@ func (c *Call) storeFailed(err error) {
 	ra := e.unavailRA
 	if hint := RetryHint(nil); errors.As(err, &hint) {
 		if d := hint.RetryAfter(); d > 0 {
-			ra = []string{retryAfterValue(d)}
+			ra = []string{retryAfterValue(min(d, maxRetryHint))}
 		}
 	}
 	c.prob = problem{status: http.StatusServiceUnavailable, code: CodeStoreUnavailable,
