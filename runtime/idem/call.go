@@ -136,7 +136,7 @@ type Call struct {
 	// hbGrant: when the call that granted the current lease started (the
 	// claim's Begin, then the last successful extension), since epoch: the
 	// lease runs to hbGrant+Lease on the store's clock at the latest.
-	// hbRanOut: the lease ran out before an extension got through (said
+	// hbRanOut: the lease runs out before the next attempt (said
 	// once). Under hbMu once the heartbeat is armed.
 	hbGrant   time.Duration
 	hbRanOut  bool
@@ -147,7 +147,6 @@ type Call struct {
 	// Owned by the engine's hbSched (under its lock).
 	hbPrev, hbNext *Call
 	hbListed       bool
-	hbSeen         bool // listed at the scheduler's last tick
 	hbCollected    bool // taken off the list to be armed
 }
 
@@ -1037,7 +1036,7 @@ func (c *Call) storeFailed(err error) {
 	ra := e.unavailRA
 	if hint := RetryHint(nil); errors.As(err, &hint) {
 		if d := hint.RetryAfter(); d > 0 {
-			ra = []string{retryAfterValue(d)}
+			ra = []string{retryAfterValue(min(d, maxRetryHint))}
 		}
 	}
 	c.prob = problem{status: http.StatusServiceUnavailable, code: CodeStoreUnavailable,
@@ -1224,19 +1223,30 @@ func (c *Call) acquired(prior State) {
 		c.start = e.now()
 	}
 	if e.hbs != nil {
-		// No timer yet: most handlers end long before a sixth of the lease.
-		e.hbs.register(c, c.p.spec.InFlight.Lease)
 		c.hbStarted = true
+		lease := c.p.spec.InFlight.Lease
+		if time.Since(epoch)-c.hbGrant >= lease/6 {
+			// The claim (its Begin, a BeginTx) took long: the lease,
+			// counted from the Begin's start, may end before the
+			// scheduler's next tick.
+			e.hbs.collect(c)
+			c.armHeartbeat()
+			return
+		}
+		// No timer yet: most handlers end long before a sixth of the lease.
+		e.hbs.register(c, lease)
 	}
 }
 
 // armHeartbeat starts the heartbeat of a handler that outlived a sixth of
-// its lease (the scheduler calls it): the first extension now, then one a
-// third of the lease after the start of each that got through.
+// its lease since its claim's Begin started (the scheduler, or acquired
+// after a slow claim, calls it): the first extension a third of the lease
+// after that start (at once if already past), then one a third of the
+// lease after the start of each that got through.
 func (c *Call) armHeartbeat() {
 	c.hbMu.Lock()
 	if !c.hbStopped {
-		c.hb = time.AfterFunc(0, c.heartbeat)
+		c.hb = time.AfterFunc(max(c.hbGrant+c.p.spec.InFlight.Lease/3-time.Since(epoch), 0), c.heartbeat)
 	}
 	c.hbMu.Unlock()
 }
@@ -1247,7 +1257,8 @@ func (c *Call) armHeartbeat() {
 // after that start. One that fails (not ErrFenced) is tried again every
 // Lease/12 (right after one that timed out), each attempt bounded by the
 // store timeout, a third of the lease and what is left of it, as long as
-// the lease lasts; once it surely ran out, the heartbeat says so, once, and
+// the lease lasts; once the next attempt would start at or after the
+// lease's end (up to Lease/12 before it), the heartbeat says so, once, and
 // goes on trying every Lease/3: a store back before anyone took the key
 // over extends the lapsed lease.
 func (c *Call) heartbeat() {
@@ -1289,7 +1300,7 @@ func (c *Call) heartbeat() {
 	if ranOut || next >= end {
 		if !ranOut {
 			c.hbRanOut = true
-			c.e.log.LogAttrs(c.background(), slog.LevelWarn, "idem: lease ran out while the handler runs: the store was unreachable for the rest of it, and a duplicate may take the key over (heartbeats go on every third of the lease)",
+			c.e.log.LogAttrs(c.background(), slog.LevelWarn, "idem: lease will run out before the next attempt while the handler runs: the store stayed unreachable, and once the lease ends a duplicate may take the key over (heartbeats go on every third of the lease)",
 				slog.String("operation", c.p.spec.Operation), slog.String("key", c.key))
 		}
 		next = max(start+lease/3, now+time.Millisecond)

@@ -112,8 +112,10 @@
 // A claim holds for InFlight.Lease. When the store implements LeaseExtender,
 // the engine extends the lease while the handler runs (unless
 // Options.DisableHeartbeat), so only a crashed or wedged holder is taken over:
-// a handler that outlives a sixth of its lease gets a first extension between
-// Lease/6 and Lease/3 after the claim, then one every Lease/3. A quicker
+// a handler that outlives a sixth of its lease gets a first extension
+// Lease/3 after the start of the claim's Begin (the lease counts from
+// there; at once after a claim that took longer), then one every Lease/3
+// after the start of the last that got through. A quicker
 // handler costs no timer: one engine goroutine, running only while claims
 // are held, finds the slow ones.
 //

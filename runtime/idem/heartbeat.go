@@ -8,11 +8,13 @@ import (
 // hbSched arms the heartbeats of running holders lazily. A claim registers
 // its Call (a list insertion under a lock, no timer); a goroutine, running
 // only while claims are registered, ticks every sixth of the shortest lease
-// registered and arms the heartbeat of every Call it finds registered at two
-// ticks in a row, so a handler that outlives between a sixth and a third of
-// its lease gets its first extension then, and one every Lease/3 after.
-// Finishing unregisters. Most handlers end well before the first tick, and
-// never pay for a timer.
+// registered and arms the heartbeat of every Call whose claim's Begin
+// started (hbGrant) a sixth of its lease ago or more, so the first
+// extension is due a third of the lease after the start of the Begin (as
+// the lease it extends counts from there), and one every Lease/3 after.
+// A claim whose Begin took a sixth of the lease or more is armed at once
+// (acquired). Finishing unregisters. Most handlers end well before the
+// first tick, and never pay for a timer.
 type hbSched struct {
 	mu      sync.Mutex
 	head    *Call
@@ -42,6 +44,14 @@ func (s *hbSched) register(c *Call, lease time.Duration) {
 		default:
 		}
 	}
+	s.mu.Unlock()
+}
+
+// collect marks c, not registered, as taken to arm its heartbeat: a claim
+// whose Begin took a sixth of the lease or more.
+func (s *hbSched) collect(c *Call) {
+	s.mu.Lock()
+	c.hbCollected = true
 	s.mu.Unlock()
 }
 
@@ -84,14 +94,15 @@ func (s *hbSched) run() {
 			continue // a shorter lease: tick sooner
 		}
 		s.mu.Lock()
+		// hbGrant is written before register, which orders it before
+		// this read (under s.mu); nothing writes it while listed.
+		now := time.Since(epoch)
 		for c := s.head; c != nil; {
 			next := c.hbNext
-			if c.hbSeen {
+			if now-c.hbGrant >= c.p.spec.InFlight.Lease/6 {
 				s.unlink(c)
 				c.hbCollected = true
 				due = append(due, c)
-			} else {
-				c.hbSeen = true
 			}
 			c = next
 		}

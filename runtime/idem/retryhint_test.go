@@ -20,7 +20,8 @@ func (e hintErr) RetryAfter() time.Duration { return e.d }
 
 // TestStoreRetryHint: a claim refused with a store error that offers a
 // RetryHint (also wrapped) is answered 503 with that Retry-After, in whole
-// seconds rounded up, instead of UnavailableRetryAfter; an error without
+// seconds rounded up, at most an hour (a third-party store's day is sent
+// as 3600), instead of UnavailableRetryAfter; an error without
 // one, or with a hint that is not positive, gets UnavailableRetryAfter.
 func TestStoreRetryHint(t *testing.T) {
 	for _, tc := range []struct {
@@ -31,6 +32,7 @@ func TestStoreRetryHint(t *testing.T) {
 		{"hint", hintErr{90 * time.Second}, "90"},
 		{"rounded up", hintErr{1500 * time.Millisecond}, "2"},
 		{"wrapped", fmt.Errorf("begin: %w", hintErr{time.Hour}), "3600"},
+		{"clamped", hintErr{24 * time.Hour}, "3600"},
 		{"zero hint", hintErr{0}, "3"},
 		{"no hint", errors.New("down"), "3"},
 	} {

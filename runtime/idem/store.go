@@ -193,11 +193,17 @@ var ErrFenced = errors.New("idem: claim fenced: the lease was taken over or the 
 // store expects to keep refusing claims (a store full of records it may not
 // drop: memstore.FullError). Without FailOpen the engine sends it, in
 // whole seconds rounded up, as the Retry-After of its 503
-// IDEMPOTENCY_STORE_UNAVAILABLE instead of Options.UnavailableRetryAfter; a
-// hint that is not positive is ignored.
+// IDEMPOTENCY_STORE_UNAVAILABLE instead of Options.UnavailableRetryAfter,
+// at most an hour (a longer hint is sent as 3600); a hint that is not
+// positive is ignored.
 type RetryHint interface {
 	RetryAfter() time.Duration
 }
+
+// maxRetryHint bounds the Retry-After the engine sends for a store's
+// RetryHint: a store's refusal should not keep clients away for a day
+// (memstore's hints never exceed it).
+const maxRetryHint = time.Hour
 
 // Optional abilities, discovered by type assertion.
 

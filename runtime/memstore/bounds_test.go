@@ -540,3 +540,31 @@ func TestFinishOverBudgetDropsExpired(t *testing.T) {
 	_, ok, _ := s.Get(ctx, "kept")
 	assert.True(t, ok)
 }
+
+// TestFailedFinishOverBudgetEvictsNothing: a FAILED finish with no response
+// (a reclaimable record, adding no bytes) on a shard over its byte budget
+// evicts nothing: it used to keep itself and evict an older replayable
+// record, whose retry would run again, to make room it did not need.
+func TestFailedFinishOverBudgetEvictsNothing(t *testing.T) {
+	budget := int64(3 * (memstore.EntryOverhead + 1000))
+	s, c := newClockStore(t, memstore.Options{Shards: 1, MaxBytes: budget, MinRetention: time.Second})
+	ctx := context.Background()
+	require.NoError(t, claim(t, s, "replay", 1, time.Hour))
+	require.NoError(t, s.Finish(ctx, "replay", 1, idem.StateCompleted, make([]byte, 1000)))
+	require.NoError(t, claim(t, s, "failed", 1, time.Hour))
+	require.NoError(t, claim(t, s, "big", 1, time.Hour))
+	// Over the budget: "replay" is younger than MinRetention, so it stays.
+	require.NoError(t, s.Finish(ctx, "big", 1, idem.StateCompleted, make([]byte, 3000)))
+	require.Greater(t, s.Stats().Bytes, budget)
+	c.Add(2 * time.Second)
+	require.NoError(t, s.Finish(ctx, "failed", 1, idem.StateFailed, nil))
+	st := s.Stats()
+	assert.Zero(t, st.Evicted, "a finish that adds no bytes evicts no replayable record")
+	_, ok, _ := s.Get(ctx, "replay")
+	assert.True(t, ok)
+	// A claim still makes room as before: the reclaimable FAILED record first.
+	require.NoError(t, claim(t, s, "next", 1, time.Hour))
+	_, ok, _ = s.Get(ctx, "failed")
+	assert.False(t, ok)
+	assert.Equal(t, int64(1), s.Stats().EvictedFailed)
+}

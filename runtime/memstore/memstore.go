@@ -569,8 +569,10 @@ func (s *Store) Finish(ctx context.Context, key string, token idem.Token, state 
 	// Over the budget: records go as they would for a claim (expired ones,
 	// reclaimable FAILED ones, finished ones older than MinRetention), but
 	// not i; else the shard stays over it, refusing claims, until records
-	// expire or age.
-	for sh.bytes > sh.maxBytes && sh.freeOne(s, now, i) {
+	// expire or age. A finish with no response adds no bytes and evicts
+	// nothing: a reclaimable FAILED one would keep itself and evict an
+	// older replayable record (the next claim drops it first).
+	for response != nil && sh.bytes > sh.maxBytes && sh.freeOne(s, now, i) {
 	}
 	sh.notify(i)
 	return nil
