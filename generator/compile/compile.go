@@ -1192,7 +1192,7 @@ func (c *compiler) checkPointers(out *ir.Operation, op *openapi3.Operation, b co
 		if m.path == keyPtr {
 			continue
 		}
-		if looksVolatile(m.name) && !coveredBy(pol.Volatile, m.path) {
+		if contract.VolatileName(m.name) && !coveredBy(pol.Volatile, m.path) {
 			c.diags.Warnf(volPos, "volatile-candidate", "body member %s of %s looks volatile (a clock, retry counter or trace id) but is not declared volatile; a retry that changes it looks like another request: %s", m.path, where, conflictEffect(pol.Semantics))
 		}
 		if m.schema.UniqueItems && isArray(m.schema) && !unorderedAt(pol.Unordered, m.path) && !coveredBy(pol.Volatile, m.path) {

@@ -10,23 +10,6 @@ import (
 	"github.com/idemgen/idemgen/generator/load"
 )
 
-// norm lower-cases a name and drops separators: "Client-Time", "client_time"
-// and "clientTime" all become "clienttime".
-func norm(s string) string {
-	var b strings.Builder
-	for _, c := range strings.ToLower(s) {
-		if (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') {
-			b.WriteRune(c)
-		}
-	}
-	return b.String()
-}
-
-// looksVolatile reports whether a body member's name usually changes from
-// one retry to the next without changing what is asked (the list is
-// contract.VolatileName's, shared with the request headers).
-func looksVolatile(name string) bool { return contract.VolatileName(name) }
-
 // keyWords are words that mark a name as a per-request key.
 var keyWords = []string{"idempotency", "idempotent", "requestid", "dedup", "deduplication", "nonce", "clienttoken", "clientreference"}
 
@@ -36,7 +19,7 @@ var keyWords = []string{"idempotency", "idempotent", "requestid", "dedup", "dedu
 // <Vendor>-Request-Id headers, idempotency_key / idempotencyKey members,
 // client tokens. X-Request-Id and Request-Id are tracing ids, not keys.
 func LooksLikeKeyName(name string) bool {
-	n := norm(name)
+	n := contract.NormName(name)
 	if n == "requestid" || n == "xrequestid" || strings.HasPrefix(n, "is") && strings.Contains(n, "idempot") {
 		return false
 	}
@@ -55,7 +38,7 @@ func LooksLikeKeyName(name string) bool {
 // number, no, ref, reference, code) after some other word: rid, uuid or
 // promocode are single words and not flagged.
 func looksLikeBusinessID(name string) bool {
-	if LooksLikeKeyName(name) || strings.Contains(norm(name), "request") {
+	if LooksLikeKeyName(name) || strings.Contains(contract.NormName(name), "request") {
 		return false
 	}
 	w := nameWords(name)
@@ -209,7 +192,7 @@ func Candidates(op *openapi3.Operation, keyPtr string) (volatile, unordered []st
 		if m.path == keyPtr {
 			continue
 		}
-		if looksVolatile(m.name) && !contains(volatile, m.path) {
+		if contract.VolatileName(m.name) && !contains(volatile, m.path) {
 			volatile = append(volatile, m.path)
 		}
 	}

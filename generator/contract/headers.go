@@ -41,12 +41,14 @@ var volatileNames = map[string]bool{
 // lower case, are in the list. A header's `x-` prefix is dropped first
 // (X-Retry-Count, X-Timestamp).
 func VolatileName(name string) bool {
-	return volatileNames[normName(name)]
+	return volatileNames[NormName(name)]
 }
 
-// normName lower-cases a name and keeps its letters and digits:
+// NormName lower-cases a name and keeps its letters and digits:
 // "Client-Time", "client_time" and "clientTime" all become "clienttime".
-func normName(s string) string {
+// The naming conventions (volatile members and headers, key names) compare
+// names in this form.
+func NormName(s string) string {
 	var b strings.Builder
 	for _, c := range strings.ToLower(s) {
 		if (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') {

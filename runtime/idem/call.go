@@ -335,7 +335,7 @@ func (c *Call) begin(k Key) {
 	}
 	if pf := c.e.principal; pf != nil {
 		pr, err := pf(r)
-		if pr == "" && err == nil && !c.e.emptyPr && p.spec.Scope == ScopePrincipal &&
+		if pr == "" && err == nil && !c.e.anonymous && p.spec.Scope == ScopePrincipal &&
 			(c.key != "" || p.spec.Semantics == Window) {
 			// The anonymous callers' key space: not for a caller unknown.
 			// Only where the principal selects one: a shared scope uses

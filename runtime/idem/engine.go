@@ -7,11 +7,11 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/idemgen/idemgen/runtime/fingerprint"
 )
@@ -151,13 +151,10 @@ var ErrEmptyPrincipal = errors.New(`idem: Options.Principal returned an empty pr
 	`return an error for a request without a caller (an *idem.Problem such as 401 to answer it yourself), ` +
 	`or a non-empty constant for callers meant to share one key space (or set Principal to idem.Anonymous if all callers are one principal)`)
 
-// isAnonymous reports whether f is Anonymous: whether the two funcs run the
-// same code (what reflect.Value.Pointer compares, read without reflect; a
-// func value is a pointer to a closure record whose first word is the
-// code's address). It runs once, in New.
+// isAnonymous reports whether f is Anonymous (the same code). It runs
+// once, in New.
 func isAnonymous(f func(*http.Request) (string, error)) bool {
-	a := Anonymous
-	return f != nil && **(**uintptr)(unsafe.Pointer(&f)) == **(**uintptr)(unsafe.Pointer(&a))
+	return f != nil && reflect.ValueOf(f).Pointer() == reflect.ValueOf(Anonymous).Pointer()
 }
 
 // DefaultStoreTimeout is the default of Options.StoreTimeout.
@@ -173,7 +170,7 @@ type Engine struct {
 	recycle     bool     // the store is ContextBound: per-request Calls are reused
 	tx          Transactor
 	principal   func(*http.Request) (string, error)
-	emptyPr     bool        // principal may answer "" (it is Anonymous): else "" is refused (ErrEmptyPrincipal)
+	anonymous   bool        // principal is Anonymous: its "" is meant; any other principal's "" is refused (ErrEmptyPrincipal)
 	warnedPr    atomic.Bool // the warning about a nil Options.Principal was logged (Serves)
 	log         *slog.Logger
 	obs         Observer
@@ -205,7 +202,7 @@ func New(store Store, opts Options) *Engine {
 	e := &Engine{
 		store:       store,
 		principal:   opts.Principal,
-		emptyPr:     isAnonymous(opts.Principal),
+		anonymous:   isAnonymous(opts.Principal),
 		log:         opts.Logger,
 		obs:         opts.Observer,
 		failOpen:    opts.FailOpen,
