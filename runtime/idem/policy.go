@@ -225,6 +225,22 @@ type Spec struct {
 	Response ResponseSpec
 	// Request bounds the body the engine reads.
 	Request RequestSpec
+	// Previous lists the fingerprint settings this operation had before
+	// (newest first), kept for as long as records made under them may still
+	// be retried: a window after the change was deployed everywhere. A keyed
+	// request whose fingerprint differs from its key's record is the same
+	// request when its fingerprint under one of them equals the record's;
+	// the extra fingerprints are computed only then. See docs/contract.md,
+	// "Changing a contract".
+	Previous []FingerprintSpec
+}
+
+// FingerprintSpec is a set of fingerprint settings (Spec.Previous), each
+// list as Spec's field of the same name: nil is none, not Spec's.
+type FingerprintSpec struct {
+	Volatile           []string
+	Unordered          []string
+	FingerprintHeaders []string
 }
 
 // Defaults.
