@@ -39,6 +39,7 @@ import (
 	"github.com/idemgen/idemgen/generator/ir"
 	"github.com/idemgen/idemgen/generator/load"
 	"github.com/idemgen/idemgen/generator/naming"
+	"github.com/idemgen/idemgen/generator/rollout"
 )
 
 // Exit codes.
@@ -332,9 +333,13 @@ func check(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&ignores, "ignore", ignoreFlagUsage)
 	var configs listFlag
 	fs.Var(&configs, "config", "read settings from this idemgen.yaml `FILE`: its Go naming, ignore:, replayed-header, and the emitters to check (generate:, options:, package:) (default: the idemgen.yaml beside SPEC), and its spec and overlays unless SPEC and -overlay are given; with -generated, all of them (default ./idemgen.yaml; repeatable: each config is checked in turn)")
+	base := fs.String("base", "", "compare the contracts with those of `OLD_SPEC` (the spec of the last release) and report each change that breaks retries in flight across a rolling deploy (warnings; errors with -strict)")
 	replayedHeaderFlag(fs)
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
+	}
+	if *generated && *base != "" {
+		return usageError(fs, "-base compares two specs: not with -generated")
 	}
 	if *generated {
 		return checkGeneratedAll(fs, configs, overlays, ignores, *strict, *format, stdout, stderr)
@@ -359,7 +364,18 @@ func check(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "idemgen check: %v\n", err)
 		return ExitUsage
 	}
-	spec, diags, note := diagnose(cfg, *strict, ignores, cfg.noReplayedHeader(fs))
+	extra := func(d *load.Document, spec *ir.Spec) diag.List { return rollout.MissingOperationIDs(spec, d) }
+	if *base != "" {
+		old, err := loadBase(*base, cfg)
+		if err != nil {
+			fmt.Fprintf(stderr, "idemgen check: -base %v\n", err)
+			return ExitError
+		}
+		extra = func(d *load.Document, spec *ir.Spec) diag.List {
+			return append(rollout.MissingOperationIDs(spec, d), rollout.Compare(old, spec, d, *base)...)
+		}
+	}
+	spec, diags, note := diagnose(cfg, *strict, ignores, cfg.noReplayedHeader(fs), extra)
 	printNote(stderr, note)
 	if !diags.HasErrors() {
 		// What the emitters find, generate would refuse too.
@@ -384,6 +400,24 @@ func check(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %s, %s%s\n", cfg.Spec, english.Count(len(spec.Operations), "idempotent operation"), english.Count(nw, "warning"), names)
 	}
 	return ExitOK
+}
+
+// loadBase loads and compiles the spec path (check -base), its Go names
+// as cfg names those of the spec checked.
+func loadBase(path string, cfg *Config) (*ir.Spec, error) {
+	_, spec, diags := compile.LoadAndCompile(path, load.Options{}, compile.Options{Naming: cfg.namer})
+	errs, _ := diags.Count()
+	if spec == nil || errs > 0 {
+		first := ""
+		for _, d := range diags {
+			if d.Severity == diag.Error {
+				first = ": " + d.String()
+				break
+			}
+		}
+		return nil, fmt.Errorf("%s: %s (run idemgen check on it)%s", path, english.Count(errs, "error"), first)
+	}
+	return spec, nil
 }
 
 // checkConfig returns what check (without -generated) reads for the
@@ -536,7 +570,7 @@ func sameFile(a, b string) bool {
 // that the spec's comments, cfg's ignore: and the -ignore flags silence
 // (augment.Silence). The operations cfg's oapi-codegen configuration
 // leaves out are not in spec: note, when not "", names them (leaveOut).
-func diagnose(cfg *Config, strict bool, flags []diag.Ignore, noReplayed bool) (spec *ir.Spec, diags diag.List, note string) {
+func diagnose(cfg *Config, strict bool, flags []diag.Ignore, noReplayed bool, extra func(*load.Document, *ir.Spec) diag.List) (spec *ir.Spec, diags diag.List, note string) {
 	d, spec, diags := compile.LoadAndCompile(cfg.Spec, load.Options{Overlays: cfg.Overlays}, compile.Options{Naming: cfg.namer})
 	// Ignores may name the operations left out (they are the spec's):
 	// Silence checks them against the whole spec.
@@ -551,10 +585,13 @@ func diagnose(cfg *Config, strict bool, flags []diag.Ignore, noReplayed bool) (s
 	}
 	if spec != nil {
 		diags = append(diags, augment.DiagnoseDocument(d, spec, augment.Options{Strict: strict, NoReplayedHeader: noReplayed})...)
+		if extra != nil && d != nil {
+			diags = append(diags, extra(d, spec)...)
+		}
 	}
 	if strict {
 		for i := range diags {
-			if slices.Contains(strictRules, diags[i].Rule) {
+			if slices.Contains(strictRules, diags[i].Rule) || slices.Contains(rollout.Rules, diags[i].Rule) {
 				diags[i].Severity = diag.Error
 			}
 		}
@@ -1019,7 +1056,7 @@ func generateOne(fs *flag.FlagSet, configPath string, overlays, emits, options [
 	if cfg.Output == "-" {
 		r.out = stderr
 	}
-	spec, diags, note := diagnose(cfg, false, ignores, cfg.noReplayedHeader(nil))
+	spec, diags, note := diagnose(cfg, false, ignores, cfg.noReplayedHeader(nil), nil)
 	printNote(stderr, note)
 	r.report(diags)
 	if diags.HasErrors() {
