@@ -372,7 +372,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 			return ExitError
 		}
 		extra = func(d *load.Document, spec *ir.Spec) diag.List {
-			return append(rollout.MissingOperationIDs(spec, d), rollout.Compare(old, spec, d, *base)...)
+			return rollout.Check(old, spec, d, *base)
 		}
 	}
 	spec, diags, note := diagnose(cfg, *strict, ignores, cfg.noReplayedHeader(fs), extra)

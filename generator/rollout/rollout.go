@@ -20,6 +20,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/idemgen/idemgen/generator/diag"
+	"github.com/idemgen/idemgen/generator/internal/english"
 	"github.com/idemgen/idemgen/generator/internal/yamlmerge"
 	"github.com/idemgen/idemgen/generator/ir"
 	"github.com/idemgen/idemgen/generator/load"
@@ -96,6 +97,27 @@ func Match(base, spec *ir.Spec) [][2]*ir.Operation {
 	return pairs
 }
 
+// Check returns what check -base reports on spec (whose document is d)
+// against base (named baseName): MissingOperationIDs and Compare, without
+// the operation-id-missing of an operation whose name changed (its
+// rollout-operation-renamed says which operationId keeps its records).
+func Check(base, spec *ir.Spec, d *load.Document, baseName string) diag.List {
+	cmp := Compare(base, spec, d, baseName)
+	renamed := map[string]bool{}
+	for _, x := range cmp {
+		if x.Rule == RuleOperationRenamed {
+			renamed[x.Ops[0]] = true
+		}
+	}
+	var out diag.List
+	for _, x := range MissingOperationIDs(spec, d) {
+		if !renamed[x.Ops[0]] {
+			out = append(out, x)
+		}
+	}
+	return append(out, cmp...)
+}
+
 // Compare returns a warning for each change from base to spec (whose
 // document is d) that breaks retries in flight across a rolling deploy,
 // positioned at spec's field, with what happens to such a retry and the
@@ -126,8 +148,8 @@ func (c *comparison) warn(pos ir.Pos, rule, format string, args ...any) {
 
 // wait is the procedure for a change that renames records: keep the old
 // until no retry of it can be in flight.
-func (c *comparison) wait() string {
-	return fmt.Sprintf("keep the old value until a window (%s) has passed with no traffic to the operation, or deploy every replica at once during a quiet period (and roll back the same way)", ir.FormatDuration(c.op.Policy.Window))
+func (c *comparison) wait(what string) string {
+	return fmt.Sprintf("keep the old "+what+" until a window (%s) has passed with no traffic to the operation, or deploy every replica at once during a quiet period (and roll back the same way)", ir.FormatDuration(c.op.Policy.Window))
 }
 
 func (c *comparison) run() {
@@ -137,7 +159,7 @@ func (c *comparison) run() {
 	}
 	if oldP, newP := slices.Contains(old.Policy.Scope, "principal"), slices.Contains(op.Policy.Scope, "principal"); oldP != newP {
 		c.warn(c.fieldPos("scope"), RuleScope, "%s: scope changed from %s to %s since %s: records are kept per caller on one version and shared by all callers on the other, so a retry across the deploy (or a rollback) does not find the record of its first attempt and runs the handler again; %s",
-			c.where(), scopeName(oldP), scopeName(newP), c.baseName, c.wait())
+			c.where(), scopeName(oldP), scopeName(newP), c.baseName, c.wait("scope"))
 	}
 	c.key()
 	c.fingerprint()
@@ -148,8 +170,9 @@ func (c *comparison) run() {
 		}
 	}
 	if len(added) > 0 {
-		c.warn(c.fieldPos("response", "headers"), RuleResponseHeaders, "%s: response headers %s are replayed now and were not in %s: a replay of a response the old version stored lacks them (for a window, %s, after the deploy); clients must not rely on them on a replay until then",
-			c.where(), strings.Join(added, ", "), c.baseName, ir.FormatDuration(op.Policy.Window))
+		n := len(added)
+		c.warn(c.fieldPos("response", "headers"), RuleResponseHeaders, "%s: response %s %s %s replayed now and %s not in %s: a replay of a response the old version stored lacks %s (for a window, %s, after the deploy); clients must not rely on %s on a replay until then",
+			c.where(), english.Noun(n, "header"), strings.Join(added, ", "), english.Noun(n, "is", "are"), english.Noun(n, "was", "were"), c.baseName, english.Noun(n, "it", "them"), ir.FormatDuration(op.Policy.Window), english.Noun(n, "it", "them"))
 	}
 }
 
@@ -174,12 +197,12 @@ func (c *comparison) renamed(on, nn string) {
 			pos = c.d.KeyPos(n, "operationId")
 		}
 	}
-	fix := c.wait()
+	fix := c.wait("operationId")
 	switch {
 	case op.OperationID == "":
 		fix = fmt.Sprintf("give it operationId: %s, which keeps the name of its records", on)
 	case old.OperationID == "":
-		fix = fmt.Sprintf("give it operationId: %s (the old Go name), or %s", on, c.wait())
+		fix = fmt.Sprintf("make it operationId: %s (the old Go name), or %s", on, c.wait("name"))
 	}
 	c.warn(pos, RuleOperationRenamed, "%s: the name its idempotency records are kept under changed from %s in %s to %s: a retry across the deploy (or a rollback) does not find the record of its first attempt and runs the handler again; %s",
 		c.where(), what(old, on), c.baseName, what(op, nn), fix)
@@ -195,13 +218,13 @@ func (c *comparison) key() {
 		if nk.Required {
 			then = "is refused with 400 IDEMPOTENCY_KEY_MISSING, which a client takes as final"
 		}
-		c.warn(c.fieldPos("key"), RuleKeyMoved, "%s: the idempotency key moved from %s %s in %s to %s %s: a retry that sends it where the old version reads it %s; accept both for a window (%s) before the client's move, or %s",
-			c.where(), ok.Carrier, ok.Name, c.baseName, nk.Carrier, nk.Name, then, ir.FormatDuration(c.op.Policy.Window), c.wait())
+		c.warn(c.fieldPos("key"), RuleKeyMoved, "%s: the idempotency key moved from %s %s in %s to %s %s: a retry that sends it where the old version reads it (or, in a rollback, where the new one does) %s; %s",
+			c.where(), ok.Carrier, ok.Name, c.baseName, nk.Carrier, nk.Name, then, c.wait("key"))
 	}
 	uuid := func(f string) bool { return f != ir.FormatToken }
 	if uuid(ok.Format) != uuid(nk.Format) {
 		c.warn(c.fieldPos("key", "format"), RuleKeyFormat, "%s: key format changed from %s in %s to %s: a uuid key is lower-cased before it names the record and a token key is not, so a retry with an upper-case key across the deploy (or a rollback) does not find the record of its first attempt and runs the handler again; %s",
-			c.where(), ok.Format, c.baseName, nk.Format, c.wait())
+			c.where(), ok.Format, c.baseName, nk.Format, c.wait("format"))
 	}
 }
 
@@ -248,10 +271,18 @@ func (c *comparison) fingerprint() {
 	if os.equal(ns) {
 		return
 	}
+	keyless := c.op.Policy.Semantics == ir.Window && !c.op.Key.Required
 	for _, prev := range c.previous(ns) {
-		if prev.equal(os) {
-			return
+		if !prev.equal(os) {
+			continue
 		}
+		if keyless {
+			// previous-fingerprints bridges a keyed request's record;
+			// a keyless one is named by its fingerprint.
+			c.warn(c.fieldPos("previous-fingerprints"), RuleFingerprint, "%s: fingerprint settings changed since %s, and previous-fingerprints bridges the retries that carry a key; a request without a key, whose record is named by its fingerprint, runs the handler again when retried across the deploy (or a rollback); %s",
+				c.where(), c.baseName, c.wait("settings"))
+		}
+		return
 	}
 	// The entry that would bridge the change: the fields that differ.
 	var fields, entry []string
@@ -271,7 +302,10 @@ func (c *comparison) fingerprint() {
 	case ir.Loose:
 		then = "an identical retry of a request the old version completed is replayed, but one whose first attempt failed (failures: retry) or whose lease ran out gets 422 IDEMPOTENCY_KEY_REUSED and the key stays blocked for the window"
 	default:
-		then = "a request without a key, whose record is named by its fingerprint, runs the handler again when retried across the deploy; with a key, a retry whose first attempt failed or whose lease ran out gets 422 IDEMPOTENCY_KEY_REUSED"
+		then = "with a key, a retry whose first attempt failed (failures: retry) or whose lease ran out gets 422 IDEMPOTENCY_KEY_REUSED and the key stays blocked for the window"
+		if keyless {
+			then = "a request without a key, whose record is named by its fingerprint, runs the handler again when retried across the deploy (previous-fingerprints does not help it: " + c.wait("settings") + "); " + then
+		}
 	}
 	c.warn(c.fieldPos(fields[0]), RuleFingerprint, "%s: fingerprint settings changed (%s) since %s: %s; add previous-fingerprints: [{%s}] to the contract for one window (%s), then remove it",
 		c.where(), strings.Join(fields, ", "), c.baseName, then, strings.Join(entry, ", "), ir.FormatDuration(c.op.Policy.Window))
