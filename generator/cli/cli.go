@@ -1,7 +1,7 @@
 // Package cli implements the idemgen command line: flags in, exit code out.
 //
 //	idemgen init [-overlay FILE]... [-o overlay.yaml] [-force] SPEC
-//	idemgen check [-config idemgen.yaml] [-overlay FILE]... [-ignore RULE[:OP]]... [-format text|json] [-strict] [-replayed-header=false] SPEC
+//	idemgen check [-config idemgen.yaml] [-overlay FILE]... [-base OLD_SPEC [-base-overlay FILE]...] [-ignore RULE[:OP]]... [-format text|json] [-strict] [-replayed-header=false] SPEC
 //	idemgen check -generated [-config idemgen.yaml]... [-ignore RULE[:OP]]... [-format text|json] [-strict] [SPEC]
 //	idemgen spec [-config idemgen.yaml] [-overlay FILE]... [-ignore RULE[:OP]]... [-o OUT] [-as-overlay] [-replayed-header=false] [-format text|json] SPEC
 //	idemgen generate [-config idemgen.yaml]... [-overlay FILE]... [-emit NAME]... [-o DIR|-] [-package NAME] [-option NAME=VALUE]... [-ignore RULE[:OP]]... [-format text|json] [SPEC]
@@ -39,6 +39,7 @@ import (
 	"github.com/idemgen/idemgen/generator/ir"
 	"github.com/idemgen/idemgen/generator/load"
 	"github.com/idemgen/idemgen/generator/naming"
+	"github.com/idemgen/idemgen/generator/rollout"
 )
 
 // Exit codes.
@@ -130,7 +131,7 @@ func init() {
 // Synopses of the commands, as docs/contract.md and README.md list them.
 const (
 	initSynopsis           = "idemgen init [-overlay FILE]... [-o overlay.yaml] [-force] SPEC"
-	checkSynopsis          = "idemgen check [-config idemgen.yaml] [-overlay FILE]... [-ignore RULE[:OP]]... [-format text|json] [-strict] [-replayed-header=false] SPEC"
+	checkSynopsis          = "idemgen check [-config idemgen.yaml] [-overlay FILE]... [-base OLD_SPEC [-base-overlay FILE]...] [-ignore RULE[:OP]]... [-format text|json] [-strict] [-replayed-header=false] SPEC"
 	checkGeneratedSynopsis = "idemgen check -generated [-config idemgen.yaml]... [-ignore RULE[:OP]]... [-format text|json] [-strict] [SPEC]"
 	specSynopsis           = "idemgen spec [-config idemgen.yaml] [-overlay FILE]... [-ignore RULE[:OP]]... [-o OUT] [-as-overlay] [-replayed-header=false] [-format text|json] SPEC"
 	generateSynopsis       = "idemgen generate [-config idemgen.yaml]... [-overlay FILE]... [-emit NAME]... [-o DIR|-] [-package NAME] [-option NAME=VALUE]... [-ignore RULE[:OP]]... [-format text|json] [SPEC]"
@@ -275,6 +276,7 @@ const checkExamples = `  idemgen check openapi.yaml
   idemgen check -ignore 'put-delete:DELETE /payments/{id}' openapi.yaml
   idemgen check -config idemgen.yaml                 # its spec and overlays, Go names as it sets them
   idemgen check -generated -config idemgen.yaml      # in CI: committed output is up to date
+  idemgen check -base /tmp/base.yaml openapi.yaml    # in CI: contract changes since the last release
   idemgen check -generated -config svc1/idemgen.yaml -config svc2/idemgen.yaml   # each in turn
 
 Diagnostics go to stderr as file:line:col: error|warning: message [rule-id]
@@ -287,6 +289,16 @@ contracts have since changed [spec-stale]: warnings, errors with -strict.
 So are, with -strict, an overlay target that matches nothing
 [overlay-no-match] and an unsafe operation that declares a key but has
 no contract [key-without-contract]: a contract meant and not applied.
+
+With -base OLD_SPEC (the last release's spec, -base-overlay applying its
+overlays), each operation's contract is compared with the old one's
+(matched by operationId, else by method and path with the parameters'
+names left out) and each change that breaks retries in flight across a
+rolling deploy is reported at its field, with the safe procedure
+[rollout-operation-renamed, rollout-scope, rollout-key-format,
+rollout-key-moved, rollout-fingerprint, rollout-response-headers]: warnings,
+errors with -strict; an idempotent operation without an operationId is
+reported too [operation-id-missing]. See ` + initspec.ContractDocs + `#changing-a-contract
 
 A warning is silenced, with a reason, for one operation by a comment in
 its x-idempotency block, "# idemgen:ignore RULE -- REASON"; for the spec or
@@ -332,9 +344,18 @@ func check(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&ignores, "ignore", ignoreFlagUsage)
 	var configs listFlag
 	fs.Var(&configs, "config", "read settings from this idemgen.yaml `FILE`: its Go naming, ignore:, replayed-header, and the emitters to check (generate:, options:, package:) (default: the idemgen.yaml beside SPEC), and its spec and overlays unless SPEC and -overlay are given; with -generated, all of them (default ./idemgen.yaml; repeatable: each config is checked in turn)")
+	base := fs.String("base", "", "compare the contracts with those of `OLD_SPEC` (the spec of the last release) and report each change that breaks retries in flight across a rolling deploy (warnings; errors with -strict)")
+	var baseOverlays listFlag
+	fs.Var(&baseOverlays, "base-overlay", "apply this OpenAPI Overlay 1.0 `FILE` to OLD_SPEC before comparing (repeatable, applied in order; -overlay applies to SPEC only)")
 	replayedHeaderFlag(fs)
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
+	}
+	if len(baseOverlays) > 0 && *base == "" {
+		return usageError(fs, "-base-overlay applies to the spec -base names: give -base")
+	}
+	if *generated && *base != "" {
+		return usageError(fs, "-base compares two specs: not with -generated")
 	}
 	if *generated {
 		return checkGeneratedAll(fs, configs, overlays, ignores, *strict, *format, stdout, stderr)
@@ -359,7 +380,18 @@ func check(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "idemgen check: %v\n", err)
 		return ExitUsage
 	}
-	spec, diags, note := diagnose(cfg, *strict, ignores, cfg.noReplayedHeader(fs))
+	extra := func(d *load.Document, spec *ir.Spec) diag.List { return rollout.MissingOperationIDs(spec, d) }
+	if *base != "" {
+		old, err := loadBase(*base, baseOverlays, cfg)
+		if err != nil {
+			fmt.Fprintf(stderr, "idemgen check: -base %v\n", err)
+			return ExitError
+		}
+		extra = func(d *load.Document, spec *ir.Spec) diag.List {
+			return rollout.Check(old, spec, d, *base)
+		}
+	}
+	spec, diags, note := diagnose(cfg, *strict, ignores, cfg.noReplayedHeader(fs), extra)
 	printNote(stderr, note)
 	if !diags.HasErrors() {
 		// What the emitters find, generate would refuse too.
@@ -384,6 +416,25 @@ func check(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %s, %s%s\n", cfg.Spec, english.Count(len(spec.Operations), "idempotent operation"), english.Count(nw, "warning"), names)
 	}
 	return ExitOK
+}
+
+// loadBase loads and compiles the spec path (check -base) with overlays
+// (-base-overlay), its Go names
+// as cfg names those of the spec checked.
+func loadBase(path string, overlays []string, cfg *Config) (*ir.Spec, error) {
+	_, spec, diags := compile.LoadAndCompile(path, load.Options{Overlays: overlays}, compile.Options{Naming: cfg.namer})
+	errs, _ := diags.Count()
+	if spec == nil || errs > 0 {
+		first := ""
+		for _, d := range diags {
+			if d.Severity == diag.Error {
+				first = ": " + d.String()
+				break
+			}
+		}
+		return nil, fmt.Errorf("%s: %s (run idemgen check on it)%s", path, english.Count(errs, "error"), first)
+	}
+	return spec, nil
 }
 
 // checkConfig returns what check (without -generated) reads for the
@@ -536,7 +587,7 @@ func sameFile(a, b string) bool {
 // that the spec's comments, cfg's ignore: and the -ignore flags silence
 // (augment.Silence). The operations cfg's oapi-codegen configuration
 // leaves out are not in spec: note, when not "", names them (leaveOut).
-func diagnose(cfg *Config, strict bool, flags []diag.Ignore, noReplayed bool) (spec *ir.Spec, diags diag.List, note string) {
+func diagnose(cfg *Config, strict bool, flags []diag.Ignore, noReplayed bool, extra func(*load.Document, *ir.Spec) diag.List) (spec *ir.Spec, diags diag.List, note string) {
 	d, spec, diags := compile.LoadAndCompile(cfg.Spec, load.Options{Overlays: cfg.Overlays}, compile.Options{Naming: cfg.namer})
 	// Ignores may name the operations left out (they are the spec's):
 	// Silence checks them against the whole spec.
@@ -551,10 +602,13 @@ func diagnose(cfg *Config, strict bool, flags []diag.Ignore, noReplayed bool) (s
 	}
 	if spec != nil {
 		diags = append(diags, augment.DiagnoseDocument(d, spec, augment.Options{Strict: strict, NoReplayedHeader: noReplayed})...)
+		if extra != nil && d != nil {
+			diags = append(diags, extra(d, spec)...)
+		}
 	}
 	if strict {
 		for i := range diags {
-			if slices.Contains(strictRules, diags[i].Rule) {
+			if slices.Contains(strictRules, diags[i].Rule) || slices.Contains(rollout.Rules, diags[i].Rule) {
 				diags[i].Severity = diag.Error
 			}
 		}
@@ -1019,7 +1073,7 @@ func generateOne(fs *flag.FlagSet, configPath string, overlays, emits, options [
 	if cfg.Output == "-" {
 		r.out = stderr
 	}
-	spec, diags, note := diagnose(cfg, false, ignores, cfg.noReplayedHeader(nil))
+	spec, diags, note := diagnose(cfg, false, ignores, cfg.noReplayedHeader(nil), nil)
 	printNote(stderr, note)
 	r.report(diags)
 	if diags.HasErrors() {

@@ -120,7 +120,8 @@ func TestIgnoreCheckConfigFlag(t *testing.T) {
 	code, _, stderr = run("check", "-config", filepath.Join(dir, "ci.yaml"), spec)
 	require.Equal(t, 0, code, stderr)
 	assert.NotContains(t, stderr, "DELETE is idempotent")
-	assert.Contains(t, stderr, "2 idempotent operations, 1 warning")
+	// put-delete for PUT, and operation-id-missing for both operations.
+	assert.Contains(t, stderr, "2 idempotent operations, 3 warnings")
 }
 
 // TestIgnoreSpecCommand: idemgen spec reads the spec's comments and

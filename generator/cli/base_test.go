@@ -1,0 +1,42 @@
+package cli_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestCheckBaseFlags: -base takes no -generated, -base-overlay needs
+// -base, a base spec with errors fails the check, and a rollout warning is
+// silenced as any warning.
+func TestCheckBaseFlags(t *testing.T) {
+	dir := filepath.Join("..", "..", "testdata", "check", "base-scope-key")
+	spec, base := filepath.Join(dir, "openapi.yaml"), filepath.Join(dir, "base.yaml")
+
+	code, _, stderr := run("check", "-generated", "-base", base)
+	assert.Equal(t, 2, code, stderr)
+	code, _, stderr = run("check", "-base-overlay", base, spec)
+	assert.Equal(t, 2, code, stderr)
+
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte("openapi: 3.0.3\ninfo: {title: x, version: '1'}\npaths:\n  /a:\n    post:\n      x-idempotency: {semantics: nope}\n      responses: {'200': {description: ok}}\n"), 0o644))
+	code, _, stderr = run("check", "-base", bad, spec)
+	assert.Equal(t, 1, code, stderr)
+	assert.Contains(t, stderr, "idemgen check: -base "+bad+": 1 error")
+
+	code, _, stderr = run("check", "-base", base, spec)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, "[rollout-scope]")
+	code, _, stderr = run("check", "-base", base, "-ignore", "rollout-scope:POST /payments", spec)
+	require.Equal(t, 0, code, stderr)
+	assert.NotContains(t, stderr, "[rollout-scope]")
+	assert.Contains(t, stderr, "[rollout-key-moved]")
+
+	// A spec compared with itself: nothing.
+	code, _, stderr = run("check", "-base", spec, spec)
+	require.Equal(t, 0, code, stderr)
+	assert.NotContains(t, stderr, "[rollout-")
+}
