@@ -7,6 +7,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/idemgen/idemgen/generator/compile"
 	"github.com/idemgen/idemgen/generator/ir"
 	"github.com/idemgen/idemgen/generator/load"
 	"github.com/idemgen/idemgen/runtime/idem"
@@ -15,9 +16,9 @@ import (
 // Marker is the extension idemgen puts on the components it writes, so a
 // later run may replace them when the contracts change; components without
 // it belong to the spec's authors and are never changed.
-const Marker = "x-generated-by"
+const Marker = compile.Marker
 
-const markerValue = "idemgen"
+const markerValue = compile.MarkerValue
 
 // Component names (a number is appended when the name is taken by a
 // different definition).
@@ -214,9 +215,13 @@ func (c *components) ref(kind, base string, def *yaml.Node, replace bool) string
 // replaced in place (and reported stale), so what refers to it stays. A
 // component without the marker, or one already chosen for a definition,
 // is left alone.
-func (c *components) current(kind, name string, def *yaml.Node) {
-	if c.isUsed(kind, name) {
-		return
+//
+// It returns false when the component is marked and already chosen for
+// another definition (another operation's, whose contract differs now):
+// what refers to it for def must refer to another component.
+func (c *components) current(kind, name string, def *yaml.Node) bool {
+	if i := slices.IndexFunc(c.used[kind], func(u namedNode) bool { return u.name == name }); i >= 0 {
+		return equal(c.used[kind][i].def, def) || !marked(child(child(child(c.root, "components"), kind), name))
 	}
 	cur := child(child(child(c.root, "components"), kind), name)
 	switch {
@@ -226,17 +231,20 @@ func (c *components) current(kind, name string, def *yaml.Node) {
 	default:
 		c.replace(kind, name, cur, def)
 	}
+	return true
 }
 
 // currentRef is current for the component of kind that n, a declaration
-// in the spec, refers to, if n is a $ref to one of this document.
-func (c *components) currentRef(kind string, n, def *yaml.Node) {
+// in the spec, refers to, if n is a $ref to one of this document; it
+// returns current's answer (true when n is not such a $ref) and the name.
+func (c *components) currentRef(kind string, n, def *yaml.Node) (bool, string) {
 	ptr, external := refTarget(unalias(n))
 	prefix := "/components/" + kind + "/"
 	if external || !strings.HasPrefix(ptr, prefix) || strings.Contains(ptr[len(prefix):], "/") {
-		return
+		return true, ""
 	}
-	c.current(kind, load.Unescape(ptr[len(prefix):]), def)
+	name := load.Unescape(ptr[len(prefix):])
+	return c.current(kind, name, def), name
 }
 
 // replace records cur, idemgen's definition of the component of kind

@@ -337,7 +337,9 @@ func (p *planner) keyParam(op *ir.Operation, opNode, upd *yaml.Node) {
 	if e := p.declared(op, opNode); e != nil {
 		// idemgen's own parameter from an earlier run: replaced in place
 		// (and reported stale) when the key changed.
-		p.comps.currentRef("parameters", e, def)
+		if ok, name := p.comps.currentRef("parameters", e, def); !ok {
+			p.repointKeyParam(op, opNode, e, name, def, base)
+		}
 		return
 	}
 	if k.Param != nil {
@@ -360,6 +362,24 @@ func (p *planner) keyParam(op *ir.Operation, opNode, upd *yaml.Node) {
 	}
 	set(upd, "parameters", toNode([]*yaml.Node{ref(r)}))
 	p.found(RuleKeyParamMissing, op, opNode, "%s does not declare its idempotency key (%s %s) as a parameter", where(op), k.Carrier, k.Name)
+}
+
+// repointKeyParam points e, op's $ref to idemgen's key parameter
+// component name, at another component with def: name declares the key of
+// another operation now, whose contract differs from op's.
+func (p *planner) repointKeyParam(op *ir.Operation, opNode, e *yaml.Node, name string, def *yaml.Node, base string) {
+	if params := child(opNode, "parameters"); params == nil || !slices.Contains(params.Content, e) || !isMapping(e) {
+		p.notAugmented(op, e, "the key parameter of %s is idemgen's component parameters %s, declared for the path and shared with operations whose contracts imply another declaration now: declare the key on each operation (delete the path's $ref and run idemgen spec again)", where(op), name)
+		return
+	}
+	path, ok := p.target(e)
+	if !ok {
+		p.notAugmented(op, e, "the key parameter of %s cannot be addressed by an overlay target", where(op))
+		return
+	}
+	r := p.comps.ref("parameters", base, def, false)
+	p.actions = append(p.actions, overlay.Action{Target: path, Description: "The key parameter of " + where(op) + " (its contract differs from the other operations' that use " + name + ").", Update: *mapping("$ref", r)})
+	p.found(RuleSpecStale, op, e, "the key parameter of %s is idemgen's component parameters %s, which other operations use and its contract differs from theirs now", where(op), name)
 }
 
 // keyWhat describes the values key k takes: a UUID is 36 characters in its

@@ -836,6 +836,29 @@ func (c *compiler) memberPos(op *openapi3.Operation, opNode load.Node, toks []st
 	return fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Col)
 }
 
+// Marker is the extension idemgen spec puts, with the value MarkerValue,
+// on the components it writes into a spec (package augment): a later run
+// replaces them when the contracts change; components without it belong to
+// the spec's authors.
+const (
+	Marker      = "x-generated-by"
+	MarkerValue = "idemgen"
+)
+
+// generatedParam reports whether p is a $ref to a parameter component of
+// this document that idemgen spec wrote (marked with Marker).
+func (c *compiler) generatedParam(p paramRef) bool {
+	if p.ref == "" {
+		return false
+	}
+	n := c.doc.Deref(c.doc.Lookup(p.ptr))
+	if n.Node == nil || n.File != c.doc.Path || !strings.HasPrefix(n.Pointer, "/components/parameters/") {
+		return false
+	}
+	m := yamlmerge.Value(n.Node, Marker)
+	return m != nil && m.Kind == yaml.ScalarNode && m.Value == MarkerValue
+}
+
 // checkKey checks the key carrier against the spec's declarations.
 func (c *compiler) checkKey(out *ir.Operation, op *openapi3.Operation, opNode load.Node, pathParams openapi3.Parameters, params []paramRef, b contract.Block) {
 	k := &out.Key
@@ -887,7 +910,13 @@ func (c *compiler) checkKey(out *ir.Operation, op *openapi3.Operation, opNode lo
 		if p.Pos.File == c.doc.Path && p.Pos.Pointer != "" {
 			target = jsonPath(p.Pos.Pointer)
 		}
-		formatReported := c.compareDecl(out, b, decl.v.Required, decl.v.Schema, fmt.Sprintf("%s parameter %s", decl.v.In, decl.v.Name), declPos, target)
+		formatReported := false
+		if !c.generatedParam(*decl) {
+			// idemgen spec's own parameter (from an earlier run) is not
+			// the spec's authors' declaration: when the contract changed
+			// since, augment reports it [spec-stale] and replaces it.
+			formatReported = c.compareDecl(out, b, decl.v.Required, decl.v.Schema, fmt.Sprintf("%s parameter %s", decl.v.In, decl.v.Name), declPos, target)
+		}
 		// A format key-declared-differently reported gives the type: not
 		// reported a second time (an x-go-type gives it otherwise).
 		if formatReported {

@@ -279,8 +279,18 @@ type Policy struct {
 	anonKeyScope string
 }
 
-// Spec returns the policy's Spec with every default filled in.
-func (p *Policy) Spec() Spec { return p.spec }
+// Spec returns the policy's Spec with every default filled in. Its slices
+// are copies: changing them does not change the policy.
+func (p *Policy) Spec() Spec { return cloneSpec(p.spec) }
+
+// cloneSpec returns s with copies of its slices.
+func cloneSpec(s Spec) Spec {
+	s.Volatile = slices.Clone(s.Volatile)
+	s.Unordered = slices.Clone(s.Unordered)
+	s.FingerprintHeaders = slices.Clone(s.FingerprintHeaders)
+	s.Response.Headers = slices.Clone(s.Response.Headers)
+	return s
+}
 
 // Operation returns the operation id.
 func (p *Policy) Operation() string { return p.spec.Operation }
@@ -465,7 +475,7 @@ func Compile(s Spec) (*Policy, error) {
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("idem: policy %q: %w", s.Operation, errors.Join(errs...))
 	}
-	p.spec = s
+	p.spec = cloneSpec(s) // not the caller's slices
 	p.anonKeyScope = string(appendScopeHead(nil, "", s.Operation, kindKey))
 	return p, nil
 }

@@ -27,7 +27,10 @@ type HTTPDoer interface {
 
 // Matcher tells whether a request not marked by [Start] is idempotent, and
 // under which policy. Generated code may provide a method+path table as a
-// Matcher; [MatchMethods] matches by method.
+// Matcher; [MatchMethods] matches by method. The policy it returns may
+// share its On.Statuses with the policies it returns for other requests
+// ([RouteTable]'s do, to cost no allocation): the Doer only reads it, and
+// so should any other caller.
 type Matcher func(req *http.Request) (Policy, bool)
 
 // MatchMethods returns a Matcher that manages every request whose method is

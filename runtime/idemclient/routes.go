@@ -80,8 +80,10 @@ type segment struct {
 // copied, On.Statuses included: later changes to them do not reach the
 // table. The policy [RouteTable.Match] and [RouteTable.Matcher] return
 // shares the table's On.Statuses (a copy would cost an allocation per
-// request): appending to it does not reach the table (its capacity is its
-// length), but writing its elements does, so do not.
+// request): appending to it whole does not reach the table (its capacity
+// is its length), but writing its elements does, and so does appending to
+// a shorter slice of it (append(s[:1], 504) writes s[1]): treat it as
+// read-only, and give a policy that needs other statuses a new slice.
 func NewRouteTable(bases []string, routes []Route) *RouteTable {
 	t := &RouteTable{routes: map[string][]route{}}
 	for _, b := range bases {
@@ -256,6 +258,11 @@ func (t *RouteTable) exact(req *http.Request, base string) (p Policy, idempotent
 // idempotent, an idempotent POST /users/{id}/orders is always ambiguous
 // (POST /orders under the base path /users/5). Use [RouteTable.Matcher]
 // whenever the server URL is known.
+//
+// The policy returned shares the table's On.Statuses (see
+// [NewRouteTable]): read it, or give the policy a new slice, but never
+// write its elements, which would change the policy of every later
+// request the table matches.
 func (t *RouteTable) Match(req *http.Request) (Policy, bool) {
 	var (
 		p     Policy
@@ -326,6 +333,9 @@ func jsonRequest(req *http.Request) bool {
 // end of the path, an ambiguous request sent once), rather than sent
 // unmanaged, with, say, the nil UUID oapi-codegen writes for an unset uuid
 // key, which every such call would share.
+//
+// The policy it returns shares the table's On.Statuses, as
+// [RouteTable.Match]'s does: never write its elements.
 //
 // It fails when server does not parse as a URL.
 func (t *RouteTable) Matcher(server string) (Matcher, error) {
