@@ -91,6 +91,8 @@ type Call struct {
 	recent    uint64 // the scope's digest in the Engine's recentKeys (a ReadFirst store's)
 	fp        Fingerprint
 	fpAlt     Fingerprint       // fp in another version (a record's), once computed
+	fpPrev    Fingerprint       // a record's fingerprint this request has under a previous setting (Spec.Previous), once found; zero: none
+	claimPrev bool              // the claim's fingerprint is fpPrev: its record is not tagged (Finish)
 	fpIn      fingerprint.Input // what fp (and fpAlt) is computed from, built once
 	fpk       fpKey             // fpIn's key in the Engine's fingerprint cache
 	fpLater   bool              // fp is not computed yet: claim reads the record first (readLocal)
@@ -452,22 +454,53 @@ var pathSafe = func() (t [256]bool) {
 // Options.FingerprintVersion), equal to this request's fingerprint computed
 // in the record's version. The comparison is symmetric: an engine at version
 // 3 recognizes version 1 and 2 records, one at version 2 version 1 and 3
-// records, and so on.
+// records, and so on. Failing that, a keyed request is compared under the
+// policy's previous fingerprint settings (samePrevious).
 func (c *Call) sameRequest(fp Fingerprint) bool {
 	if fp == c.fp {
 		return true
 	}
-	if fp[0] == c.fp[0] {
-		return false
+	if fp[0] != c.fp[0] {
+		if other, ok := c.fpInVersion(fp[0]); ok && other == fp {
+			return true
+		}
 	}
-	other, ok := c.fpInVersion(fp[0])
-	return ok && other == fp
+	return len(c.p.prev) > 0 && c.samePrevious(fp)
 }
 
-// maxVersionReclaims bounds the claims a request retries with the
-// fingerprint of a record of another version: once per version, its own
-// included (a record rewritten in the request's own version meanwhile).
-const maxVersionReclaims = fingerprint.Version
+// samePrevious reports whether fp, a record's fingerprint that is not
+// this request's, is its fingerprint under one of the policy's previous
+// settings (Spec.Previous), computed in fp's version: the record was made
+// before the operation's fingerprint settings changed (or, in a rollback,
+// after), by the same request. Only a keyed request: a request without a
+// key names its record by its fingerprint, and finds none made under
+// another setting. The fingerprints are computed here only, when the
+// record differs (one per setting, and again on each call but for the one
+// found, which is kept), never on a first request or a replay.
+func (c *Call) samePrevious(fp Fingerprint) bool {
+	if c.key == "" {
+		return false
+	}
+	if c.fpPrev[0] != 0 && fp == c.fpPrev {
+		return true
+	}
+	for _, h := range c.p.prev {
+		if other, ok := h.SumVersion(&c.fpIn, int(fp[0])); ok && other == fp {
+			c.fpPrev = fp
+			return true
+		}
+	}
+	return false
+}
+
+// reclaimWith makes the claim's fingerprint fp, a record's fingerprint
+// that sameRequest found to be this request's (in another version, or
+// under a previous setting): the store takes the record over only for an
+// equal fingerprint (BeginRequest.SameFingerprintToReclaim).
+func (c *Call) reclaimWith(fp Fingerprint) {
+	c.ss.breq.Fingerprint = fp
+	c.claimPrev = c.fpPrev[0] != 0 && fp == c.fpPrev
+}
 
 // fpInVersion is the request's fingerprint in format version v (false if
 // the fingerprint package does not compute it), computed once per Call.
@@ -699,8 +732,9 @@ func (c *Call) claim() {
 		timer    *time.Timer
 		wctx     context.Context // the watch's: ends at the wait's deadline
 		wcancel  func()
-		// claims retried with a record's fingerprint of another version (or,
-		// after one, with the request's own): at most maxVersionReclaims
+		// claims retried with a record's fingerprint of another version or
+		// setting (or, after one, with the request's own): at most
+		// p.maxReclaims
 		versionReclaims int
 	)
 	defer func() {
@@ -771,8 +805,9 @@ func (c *Call) claim() {
 				c.conflict()
 				return
 			}
-			if c.ss.breq.SameFingerprintToReclaim && versionReclaims < maxVersionReclaims && rec.Fingerprint != c.ss.breq.Fingerprint {
-				// The same request, fingerprinted in another version. The
+			if c.ss.breq.SameFingerprintToReclaim && versionReclaims < p.maxReclaims && rec.Fingerprint != c.ss.breq.Fingerprint {
+				// The same request, fingerprinted in another version (or
+				// under a previous setting: Spec.Previous). The
 				// store takes an expired lease over only for an equal
 				// fingerprint (SameFingerprintToReclaim), and cannot tell
 				// whether this lease has run out on its clock: claim again
@@ -780,7 +815,7 @@ func (c *Call) claim() {
 				// record below. A live lease is then reported again, with
 				// that fingerprint, and waited for as usual.
 				versionReclaims++
-				c.ss.breq.Fingerprint = rec.Fingerprint
+				c.reclaimWith(rec.Fingerprint)
 				continue
 			}
 			if spec.InFlight.Wait <= 0 {
@@ -789,13 +824,14 @@ func (c *Call) claim() {
 			}
 		case rec.Reclaimable():
 			// Not reclaimed: SameFingerprintToReclaim and another fingerprint.
-			if versionReclaims < maxVersionReclaims && rec.Fingerprint != c.ss.breq.Fingerprint && c.sameRequest(rec.Fingerprint) {
-				// The same request, fingerprinted in another version:
-				// claim with the record's fingerprint (at most once per
-				// version, so records rewritten concurrently in
+			if versionReclaims < p.maxReclaims && rec.Fingerprint != c.ss.breq.Fingerprint && c.sameRequest(rec.Fingerprint) {
+				// The same request, fingerprinted in another version or
+				// under a previous setting: claim with the record's
+				// fingerprint (at most once per fingerprint the request
+				// may have, so records rewritten concurrently in
 				// alternating versions cannot keep this loop going).
 				versionReclaims++
-				c.ss.breq.Fingerprint = rec.Fingerprint
+				c.reclaimWith(rec.Fingerprint)
 				continue
 			}
 			c.conflict()
@@ -1590,9 +1626,12 @@ func (c *Call) Finish() error {
 	case status == http.StatusRequestTimeout || status == http.StatusTooEarly || status == http.StatusTooManyRequests:
 		state, resp = StateFailed, nil
 	}
-	if resp != nil && e.local != nil && c.key != "" {
+	if resp != nil && e.local != nil && c.key != "" && !c.claimPrev {
 		// Over a LocalReader, a stored record tells a retry of these
-		// bytes that it needs no fingerprint (readLocal).
+		// bytes that it needs no fingerprint (readLocal). Not one claimed
+		// with this request's fingerprint under a previous setting
+		// (Spec.Previous): that depends on what the cache's digest does
+		// not cover (headers only a previous setting lists).
 		resp = rec.tag(&recordTag{domain: e.fpc.domain, key: c.fpk})
 	}
 	loss := bodyKept // but for a response stored without its body (not replayable)

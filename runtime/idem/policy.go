@@ -225,18 +225,33 @@ type Spec struct {
 	Response ResponseSpec
 	// Request bounds the body the engine reads.
 	Request RequestSpec
-	// Previous lists the fingerprint settings this operation had before
-	// (newest first), kept for as long as records made under them may still
-	// be retried: a window after the change was deployed everywhere. A keyed
-	// request whose fingerprint differs from its key's record is the same
-	// request when its fingerprint under one of them equals the record's;
-	// the extra fingerprints are computed only then. See docs/contract.md,
-	// "Changing a contract".
+	// Previous lists the fingerprint settings (Volatile, Unordered,
+	// FingerprintHeaders) this operation had before, kept while records
+	// made under them may still be retried, so that changing them does not
+	// refuse the retries in flight across a rolling deploy (or a rollback:
+	// then list the settings being rolled back from). A keyed request whose
+	// fingerprint differs from its key's record is the same request when
+	// its fingerprint under one of them (in the record's fingerprint
+	// version) equals the record's: it is replayed, waits for or takes over
+	// an expired lease, or re-claims a failed attempt, as with an equal
+	// fingerprint; one that matches no setting is another request. The
+	// extra fingerprints are computed only then (a conflict costs one
+	// canonicalization per entry); first requests and replays cost what
+	// they cost without Previous. A record taken over or re-claimed this
+	// way keeps its fingerprint (the store compares it), for a window from
+	// that claim. A request without a key (Window semantics) is not
+	// covered: its record is named by its fingerprint, and one made under
+	// another setting is not found. Compile checks each entry as it checks
+	// the fields of the same names; errors name an entry by its position
+	// from 1 ("previous fingerprint 2: ..."). See docs/runtime.md,
+	// "Changing the fingerprint settings".
 	Previous []FingerprintSpec
 }
 
 // FingerprintSpec is a set of fingerprint settings (Spec.Previous), each
-// list as Spec's field of the same name: nil is none, not Spec's.
+// list as Spec's field of the same name: nil is none, not Spec's. Its
+// FingerprintHeaders need not be Spec's: a request's fingerprint is
+// computed from all its headers.
 type FingerprintSpec struct {
 	Volatile           []string
 	Unordered          []string
@@ -277,6 +292,15 @@ type Policy struct {
 	// head of the scope of every keyed request without a principal (of
 	// every keyed request under ScopeShared).
 	anonKeyScope string
+	// prev holds a Hasher per Spec.Previous entry, in its order: a
+	// keyed request's fingerprint under each is computed only when its
+	// own differs from its key's record (Call.samePrevious).
+	prev []*fingerprint.Hasher
+	// maxReclaims bounds the claims a request retries with a record's
+	// fingerprint that is its own in another version or under a previous
+	// setting: once per fingerprint it may have (fingerprint.Version for
+	// each setting, the current one and each previous).
+	maxReclaims int
 }
 
 // Spec returns the policy's Spec with every default filled in. Its slices
@@ -468,6 +492,19 @@ func Compile(s Spec) (*Policy, error) {
 		bad("fingerprint: %v", err)
 	}
 	p.hasher = h
+	for i, ps := range s.Previous {
+		ph, err := fingerprint.New(fingerprint.Options{
+			Volatile:  ps.Volatile,
+			Unordered: ps.Unordered,
+			Headers:   ps.FingerprintHeaders,
+		})
+		if err != nil {
+			bad("previous fingerprint %d: %v", i+1, err)
+			continue
+		}
+		p.prev = append(p.prev, ph)
+	}
+	p.maxReclaims = fingerprint.Version * (1 + len(s.Previous))
 	p.id = policyIDs.Add(1)
 	for _, name := range s.FingerprintHeaders {
 		p.fpHeaders = append(p.fpHeaders, textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(name)))
