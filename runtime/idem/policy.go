@@ -313,6 +313,14 @@ func cloneSpec(s Spec) Spec {
 	s.Unordered = slices.Clone(s.Unordered)
 	s.FingerprintHeaders = slices.Clone(s.FingerprintHeaders)
 	s.Response.Headers = slices.Clone(s.Response.Headers)
+	if s.Previous != nil {
+		prev := make([]FingerprintSpec, len(s.Previous))
+		for i, f := range s.Previous {
+			prev[i] = FingerprintSpec{Volatile: slices.Clone(f.Volatile), Unordered: slices.Clone(f.Unordered),
+				FingerprintHeaders: slices.Clone(f.FingerprintHeaders)}
+		}
+		s.Previous = prev
+	}
 	return s
 }
 
