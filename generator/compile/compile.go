@@ -1136,21 +1136,22 @@ func (c *compiler) compareDecl(out *ir.Operation, b contract.Block, declRequired
 }
 
 // checkPointers resolves the volatile and unordered pointers against the
-// request body schema and looks for undeclared volatile and set-like members.
+// request body schema (those of previous-fingerprints too) and looks for
+// undeclared volatile and set-like members.
 func (c *compiler) checkPointers(out *ir.Operation, op *openapi3.Operation, b contract.Block) {
 	pol := &out.Policy
 	where := out.Method + " " + out.Path
 	body := jsonBodySchema(op)
 	hasNonJSON := out.Body != nil && !out.Body.JSON
-	check := func(list []ir.Pointer, field string) {
+	check := func(list []ir.Pointer, field, label string) {
 		for i := range list {
 			p := &list[i]
 			switch {
 			case out.Body == nil:
-				c.diags.Errorf(p.Pos, field+"-unknown-member", "%s: %s has no request body, so %s names nothing", field, where, p.Pointer)
+				c.diags.Errorf(p.Pos, field+"-unknown-member", "%s: %s has no request body, so %s names nothing", label, where, p.Pointer)
 				continue
 			case hasNonJSON:
-				c.diags.Unsupportedf(p.Pos, "non-json-body", "%s: %s applies to JSON bodies only; %s takes %s", field, p.Pointer, where, strings.Join(out.Body.ContentTypes, ", "))
+				c.diags.Unsupportedf(p.Pos, "non-json-body", "%s: %s applies to JSON bodies only; %s takes %s", label, p.Pointer, where, strings.Join(out.Body.ContentTypes, ", "))
 				continue
 			case body == nil:
 				continue // JSON without a schema: anything may be there
@@ -1166,11 +1167,11 @@ func (c *compiler) checkPointers(out *ir.Operation, op *openapi3.Operation, b co
 				if hint == "" {
 					hint = didYouMean(body, toks)
 				}
-				c.diags.Errorf(p.Pos, field+"-unknown-member", "%s: %s names no member of the request body schema of %s%s", field, p.Pointer, where, hint)
+				c.diags.Errorf(p.Pos, field+"-unknown-member", "%s: %s names no member of the request body schema of %s%s", label, p.Pointer, where, hint)
 				continue
 			}
 			if zero {
-				c.diags.Warnf(p.Pos, "pointer-not-index", "%s: %s names members named %q only%s", field, p.Pointer, tok, hint)
+				c.diags.Warnf(p.Pos, "pointer-not-index", "%s: %s names members named %q only%s", label, p.Pointer, tok, hint)
 			}
 			for _, m := range ms {
 				p.Matches = append(p.Matches, m.path)
@@ -1199,15 +1200,31 @@ func (c *compiler) checkPointers(out *ir.Operation, op *openapi3.Operation, b co
 				}
 				switch {
 				case known > 0 && arrays == 0:
-					c.diags.Errorf(p.Pos, "unordered-not-array", "unordered: %s names %s, not an array", showPointer(p.Pointer), kindOf(ms[0].schema))
+					c.diags.Errorf(p.Pos, "unordered-not-array", "%s: %s names %s, not an array", label, showPointer(p.Pointer), kindOf(ms[0].schema))
 				case len(others) > 0:
-					c.diags.Warnf(p.Pos, "unordered-no-effect", "unordered: %s also names %s, not arrays: unordered has no effect there", showPointer(p.Pointer), strings.Join(others, ", "))
+					c.diags.Warnf(p.Pos, "unordered-no-effect", "%s: %s also names %s, not arrays: unordered has no effect there", label, showPointer(p.Pointer), strings.Join(others, ", "))
 				}
 			}
 		}
 	}
-	check(pol.Volatile, "volatile")
-	check(pol.Unordered, "unordered")
+	check(pol.Volatile, "volatile", "volatile")
+	check(pol.Unordered, "unordered", "unordered")
+	// An entry's own lists are checked as the block's; a list it leaves
+	// out is the current one, checked above (its matches copied).
+	for i := range pol.PreviousFingerprints {
+		e, own := &pol.PreviousFingerprints[i], b.PreviousFingerprints.V[i]
+		label := fmt.Sprintf("previous-fingerprints[%d].", i)
+		if own.Volatile.Set {
+			check(e.Volatile, "volatile", label+"volatile")
+		} else {
+			e.Volatile = slices.Clone(pol.Volatile)
+		}
+		if own.Unordered.Set {
+			check(e.Unordered, "unordered", label+"unordered")
+		} else {
+			e.Unordered = slices.Clone(pol.Unordered)
+		}
+	}
 	if body == nil || pol.Semantics == ir.Loose {
 		return // loose semantics never compare fingerprints
 	}

@@ -52,6 +52,21 @@ type Block struct {
 	Response           ResponseBlock
 	Request            RequestBlock
 	Retry              RetryBlock
+	// PreviousFingerprints is previous-fingerprints (operations only):
+	// the fingerprint settings the operation had before, as written.
+	PreviousFingerprints Field[[]PreviousBlock]
+}
+
+// PreviousBlock is one entry of previous-fingerprints: each list it does
+// not set is the operation's current one.
+type PreviousBlock struct {
+	Pos ir.Pos // the entry
+	// Refused is true when a value of the entry was refused (reported):
+	// the entry is not compared with the others.
+	Refused            bool
+	Volatile           Field[[]Field[string]]
+	Unordered          Field[[]Field[string]]
+	FingerprintHeaders Field[[]Field[string]]
 }
 
 // KeyBlock is the key: field.
@@ -134,5 +149,6 @@ func Merge(b, o Block) Block {
 	m.Retry.Multiplier = over(b.Retry.Multiplier, o.Retry.Multiplier)
 	m.Retry.Jitter = over(b.Retry.Jitter, o.Retry.Jitter)
 	m.Retry.On = over(b.Retry.On, o.Retry.On)
+	m.PreviousFingerprints = over(b.PreviousFingerprints, o.PreviousFingerprints)
 	return m
 }

@@ -196,9 +196,16 @@ func (p *parser) blockFields(b *Block) map[string]fieldFunc {
 				b.ApplyTo = append(b.ApplyTo, f)
 			}
 		},
-		"volatile":            p.pointerList(&b.Volatile, "volatile"),
-		"unordered":           p.pointerList(&b.Unordered, "unordered"),
+		"volatile":            p.pointerList(&b.Volatile, "volatile", false),
+		"unordered":           p.pointerList(&b.Unordered, "unordered", true),
 		"fingerprint-headers": p.headerList(&b.FingerprintHeaders, "fingerprint-headers", nil),
+		"previous-fingerprints": func(v *yaml.Node, ptr string) {
+			if p.level == Root {
+				p.errorf(v, ptr, "misplaced-field", "previous-fingerprints belongs on an operation, not at the document root: it lists the settings one operation's fingerprint had before, and a field an entry leaves out is that operation's own; after changing the root's volatile, unordered or fingerprint-headers, give each operation its entry (a YAML anchor and alias can share one)")
+				return
+			}
+			p.previous(v, ptr, &b.PreviousFingerprints)
+		},
 		"key": func(v *yaml.Node, ptr string) {
 			if p.mapping(v, ptr, "key") {
 				b.Key.Pos = p.loc(v, ptr)
@@ -593,7 +600,36 @@ func ParseDuration(s string) (time.Duration, error) {
 	return days + d, nil
 }
 
-func (p *parser) pointerList(f *Field[[]Field[string]], what string) fieldFunc {
+// previous parses previous-fingerprints: a list of mappings, each with
+// the fingerprint fields of the block itself, checked as they are.
+func (p *parser) previous(v *yaml.Node, ptr string, f *Field[[]PreviousBlock]) {
+	var out []PreviousBlock
+	for i, it := range p.list(v, ptr, "previous-fingerprints") {
+		ip := ptr + "/" + strconv.Itoa(i)
+		what := "previous-fingerprints[" + strconv.Itoa(i) + "]"
+		if it.Kind != yaml.MappingNode {
+			p.errorf(it, ip, "wrong-type", "%s must be a mapping of the earlier volatile, unordered and fingerprint-headers (a field left out is the current one), not %s", what, describe(it))
+			continue
+		}
+		e := PreviousBlock{Pos: p.loc(it, ip)}
+		errs, _ := p.diags.Count()
+		p.fields(it, ip, what, map[string]fieldFunc{
+			"volatile":            p.pointerList(&e.Volatile, what+".volatile", false),
+			"unordered":           p.pointerList(&e.Unordered, what+".unordered", true),
+			"fingerprint-headers": p.headerList(&e.FingerprintHeaders, what+".fingerprint-headers", nil),
+		})
+		after, _ := p.diags.Count()
+		e.Refused = after > errs
+		out = append(out, e)
+	}
+	if v.Kind == yaml.SequenceNode {
+		f.set(out, p.loc(v, ptr))
+	}
+}
+
+// pointerList parses a list of JSON pointers; emptyOK allows the empty
+// pointer (the whole body).
+func (p *parser) pointerList(f *Field[[]Field[string]], what string, emptyOK bool) fieldFunc {
 	return func(v *yaml.Node, ptr string) {
 		var out []Field[string]
 		seen := map[string]listed{}
@@ -607,7 +643,7 @@ func (p *parser) pointerList(f *Field[[]Field[string]], what string) fieldFunc {
 				p.errorf(it, ip, "bad-pointer", "%s: %v", what, err)
 				continue
 			}
-			if s == "" && what != "unordered" {
+			if s == "" && !emptyOK {
 				// unordered: "" is a body that is an array, a multiset.
 				p.errorf(it, ip, "bad-pointer", "%s: the empty pointer names the whole body", what)
 				continue

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/idemgen/idemgen/generator/diag"
@@ -106,6 +107,7 @@ func Resolve(b Block) (Resolved, diag.List, bool) {
 	for _, h := range b.FingerprintHeaders.V {
 		pol.FingerprintHeaders = append(pol.FingerprintHeaders, h.V)
 	}
+	previous(b, pol, &diags, ok)
 	if b.Scope.Set {
 		pol.Scope = []string{}
 		for _, s := range b.Scope.V {
@@ -231,4 +233,91 @@ func firstPos(ps ...ir.Pos) ir.Pos {
 		}
 	}
 	return ir.Pos{}
+}
+
+// RulePreviousNoEffect is the rule of the warning that a
+// previous-fingerprints entry (or the whole list) recognizes nothing more.
+const RulePreviousNoEffect = "previous-fingerprints-no-effect"
+
+// previous resolves previous-fingerprints into pol: each entry whole, a
+// list it leaves out the current one (pol's, filled already). It warns of
+// an entry that is the current settings or an earlier entry's, and of the
+// list under loose or window semantics (sure: semantics is set), where the
+// runtime recognizes a request with a key whatever its fingerprint (and
+// one without a key, under window, by its current fingerprint only).
+func previous(b Block, pol *ir.Policy, diags *diag.List, sure bool) {
+	if !b.PreviousFingerprints.Set {
+		return
+	}
+	pointers := func(f Field[[]Field[string]], cur []ir.Pointer) []ir.Pointer {
+		if !f.Set {
+			return slices.Clone(cur)
+		}
+		var out []ir.Pointer
+		for _, v := range f.V {
+			out = append(out, ir.Pointer{Pointer: v.V, Pos: v.Pos})
+		}
+		return out
+	}
+	current := fingerprintKey(pol.Volatile, pol.Unordered, pol.FingerprintHeaders)
+	seen := map[string]int{}
+	for i, e := range b.PreviousFingerprints.V {
+		fs := ir.FingerprintSettings{
+			Volatile:           pointers(e.Volatile, pol.Volatile),
+			Unordered:          pointers(e.Unordered, pol.Unordered),
+			FingerprintHeaders: slices.Clone(pol.FingerprintHeaders),
+			Pos:                e.Pos,
+		}
+		if e.FingerprintHeaders.Set {
+			fs.FingerprintHeaders = nil
+			for _, h := range e.FingerprintHeaders.V {
+				fs.FingerprintHeaders = append(fs.FingerprintHeaders, h.V)
+			}
+		}
+		pol.PreviousFingerprints = append(pol.PreviousFingerprints, fs)
+		if e.Refused || !sure || pol.Semantics != ir.Strict {
+			continue
+		}
+		k := fingerprintKey(fs.Volatile, fs.Unordered, fs.FingerprintHeaders)
+		if k == current {
+			diags.Warnf(e.Pos, RulePreviousNoEffect, "previous-fingerprints[%d] equals the current fingerprint settings (a list an entry leaves out is the current one), so it recognizes nothing more: list volatile, unordered and fingerprint-headers as they were before the change", i)
+			continue
+		}
+		if j, dup := seen[k]; dup {
+			diags.Warnf(e.Pos, "duplicate-entry", "previous-fingerprints[%d] equals previous-fingerprints[%d] (a list an entry leaves out is the current one); delete one", i, j)
+			continue
+		}
+		seen[k] = i
+	}
+	if !sure || len(b.PreviousFingerprints.V) == 0 {
+		return
+	}
+	switch pol.Semantics {
+	case ir.Loose:
+		diags.Warnf(b.PreviousFingerprints.Pos, RulePreviousNoEffect, "previous-fingerprints has no effect under loose semantics, which never compare fingerprints: a retry with the key of a request made before the change gets its replay anyway")
+	case ir.Window:
+		diags.Warnf(b.PreviousFingerprints.Pos, RulePreviousNoEffect, "previous-fingerprints has no effect under window semantics: a retry with the key of a request made before the change gets its replay whatever its fingerprint, and a request without a key is found by its current fingerprint only")
+	}
+}
+
+// fingerprintKey identifies what a set of fingerprint settings computes:
+// each list as a set (header names in any case).
+func fingerprintKey(volatile, unordered []ir.Pointer, headers []string) string {
+	set := func(l []string) string {
+		l = slices.Clone(l)
+		slices.Sort(l)
+		return strings.Join(slices.Compact(l), "\x00")
+	}
+	ptrs := func(l []ir.Pointer) string {
+		var s []string
+		for _, p := range l {
+			s = append(s, p.Pointer)
+		}
+		return set(s)
+	}
+	var hs []string
+	for _, h := range headers {
+		hs = append(hs, http.CanonicalHeaderKey(strings.TrimSpace(h)))
+	}
+	return ptrs(volatile) + "\x01" + ptrs(unordered) + "\x01" + set(hs)
 }

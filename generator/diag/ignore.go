@@ -35,6 +35,7 @@ var warningRules = []string{
 	"overlay-no-match",
 	"overlay-warning",
 	"pointer-not-index",
+	"previous-fingerprints-no-effect",
 	"problem-response-missing",
 	"put-delete",
 	"raw-body-strict",

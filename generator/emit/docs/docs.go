@@ -103,11 +103,12 @@ func funcs(t *template.Template) template.FuncMap {
 			}
 			return out
 		},
-		"span":    func(r ir.Retry) time.Duration { return r.LongestSpan() },
-		"retryOn": retryOn,
-		"title":   Title,
-		"anchor":  Anchor,
-		"cell":    cell,
+		"previous": previous,
+		"span":     func(r ir.Retry) time.Duration { return r.LongestSpan() },
+		"retryOn":  retryOn,
+		"title":    Title,
+		"anchor":   Anchor,
+		"cell":     cell,
 		// include renders a named template to a string (for table cells).
 		"include": func(name string, data any) (string, error) {
 			var b strings.Builder
@@ -267,6 +268,29 @@ func cell(s string) string {
 	s = strings.ReplaceAll(s, "\r\n", " ")
 	s = strings.ReplaceAll(s, "\n", " ")
 	return strings.ReplaceAll(s, "|", `\|`)
+}
+
+// previous describes earlier fingerprint settings, each entry's lists in
+// full, the entries joined by "or".
+func previous(list []ir.FingerprintSettings) string {
+	or := func(l []string) string {
+		if len(l) == 0 {
+			return "none"
+		}
+		return ticks(l)
+	}
+	ptrs := func(ps []ir.Pointer) []string {
+		out := make([]string, len(ps))
+		for i, p := range ps {
+			out[i] = p.Pointer
+		}
+		return out
+	}
+	parts := make([]string, len(list))
+	for i, e := range list {
+		parts[i] = "volatile " + or(ptrs(e.Volatile)) + ", unordered " + or(ptrs(e.Unordered)) + ", headers " + or(e.FingerprintHeaders)
+	}
+	return strings.Join(parts, "; or ")
 }
 
 // ticks renders a list as code spans separated by commas.

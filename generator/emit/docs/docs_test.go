@@ -33,6 +33,7 @@ func cases(t *testing.T) []struct{ name, spec, overlay string } {
 		{"adyen", filepath.Join(specs, "adyen-transfers-v4.json"), filepath.Join(root, "overlays", "adyen.overlay.yaml")},
 		{"clean-full", filepath.Join(root, "contract", "clean-full", "openapi.yaml"), ""},
 		{"coupons", filepath.Join(root, "augment", "coupons", "openapi.yaml"), ""},
+		{"previous-fingerprints", filepath.Join(root, "server", "previous-fingerprints", "openapi.yaml"), ""},
 		{"none", filepath.Join(specs, "petstore-expanded.yaml"), ""},
 	}
 }
@@ -218,4 +219,25 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// An operation with previous-fingerprints says, in the API docs and in the
+// contract summary idemgen spec writes into the spec, that a retry of a
+// request first sent under the earlier settings is still recognized; the
+// others say nothing of it.
+func TestPreviousFingerprints(t *testing.T) {
+	spec := compileCase(t, filepath.Join("..", "..", "..", "testdata", "server", "previous-fingerprints", "openapi.yaml"), "")
+	const sentence = "A retry with the same key of a request first sent under earlier settings of this comparison is still recognized as the same request, compared as it was then (volatile `/client_time`, unordered `/tags`, headers `X-Tenant-Id`; or volatile `/client_time`, unordered none, headers none)."
+	for _, op := range spec.Operations {
+		summary, err := docs.Summary(op)
+		require.NoError(t, err)
+		if op.OperationID == "createTransfer" {
+			assert.Contains(t, summary, sentence)
+		} else {
+			assert.NotContains(t, summary, "earlier settings", op.OperationID)
+		}
+	}
+	page, err := docs.Render(spec)
+	require.NoError(t, err)
+	assert.Equal(t, 1, strings.Count(string(page), sentence))
 }

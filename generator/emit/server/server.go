@@ -429,6 +429,16 @@ func runtimeSpec(op *ir.Operation) idem.Spec {
 	for _, v := range p.Unordered {
 		s.Unordered = append(s.Unordered, v.Pointer)
 	}
+	for _, e := range p.PreviousFingerprints {
+		f := idem.FingerprintSpec{FingerprintHeaders: e.FingerprintHeaders}
+		for _, v := range e.Volatile {
+			f.Volatile = append(f.Volatile, v.Pointer)
+		}
+		for _, v := range e.Unordered {
+			f.Unordered = append(f.Unordered, v.Pointer)
+		}
+		s.Previous = append(s.Previous, f)
+	}
 	k := op.Key
 	s.Key = idem.KeySpec{Name: k.Name, MaxLength: k.MaxLength, Required: idem.Optional}
 	if k.Required {
@@ -495,39 +505,54 @@ func specLiteral(s idem.Spec) jen.Code {
 			g.Line()
 		})
 	}
-	return q("Spec").Add(fields(
-		kv{"Operation", jen.Lit(s.Operation)},
-		kv{"Method", jen.Lit(s.Method)},
-		kv{"Path", jen.Lit(s.Path)},
-		kv{"Semantics", q(sem)},
-		kv{"Window", gogen.DurationCode(s.Window)},
-		kv{"Key", q("KeySpec").Add(fields(
+	all := []kv{
+		{"Operation", jen.Lit(s.Operation)},
+		{"Method", jen.Lit(s.Method)},
+		{"Path", jen.Lit(s.Path)},
+		{"Semantics", q(sem)},
+		{"Window", gogen.DurationCode(s.Window)},
+		{"Key", q("KeySpec").Add(fields(
 			kv{"Carrier", q(carrier)},
 			kv{"Name", jen.Lit(s.Key.Name)},
 			kv{"Required", q(req)},
 			kv{"Format", q(format)},
 			kv{"MaxLength", jen.Lit(s.Key.MaxLength)},
 		))},
-		kv{"Volatile", strs(s.Volatile)},
-		kv{"Unordered", strs(s.Unordered)},
-		kv{"FingerprintHeaders", strs(s.FingerprintHeaders)},
-		kv{"Scope", q(map[idem.Scope]string{idem.ScopePrincipal: "ScopePrincipal", idem.ScopeShared: "ScopeShared"}[s.Scope])},
-		kv{"ConflictStatus", jen.Lit(s.ConflictStatus)},
-		kv{"InFlight", q("InFlightSpec").Add(fields(
+		{"Volatile", strs(s.Volatile)},
+		{"Unordered", strs(s.Unordered)},
+		{"FingerprintHeaders", strs(s.FingerprintHeaders)},
+		{"Scope", q(map[idem.Scope]string{idem.ScopePrincipal: "ScopePrincipal", idem.ScopeShared: "ScopeShared"}[s.Scope])},
+		{"ConflictStatus", jen.Lit(s.ConflictStatus)},
+		{"InFlight", q("InFlightSpec").Add(fields(
 			kv{"Status", jen.Lit(s.InFlight.Status)},
 			kv{"RetryAfter", gogen.DurationCode(s.InFlight.RetryAfter)},
 			kv{"Lease", gogen.DurationCode(s.InFlight.Lease)},
 			kv{"Wait", gogen.DurationCode(s.InFlight.Wait)},
 		))},
-		kv{"Failures", q(failures)},
-		kv{"Response", q("ResponseSpec").Add(fields(
+		{"Failures", q(failures)},
+		{"Response", q("ResponseSpec").Add(fields(
 			kv{"MaxBytes", jen.Lit(s.Response.MaxBytes)},
 			kv{"Headers", strs(s.Response.Headers)},
 		))},
-		kv{"Request", q("RequestSpec").Add(fields(
+		{"Request", q("RequestSpec").Add(fields(
 			kv{"MaxBytes", jen.Lit(int(s.Request.MaxBytes))},
 		))},
-	))
+	}
+	// Previous only when the contract has previous-fingerprints: the
+	// literals of other operations stay as they were.
+	if len(s.Previous) > 0 {
+		all = append(all, kv{"Previous", jen.Index().Add(q("FingerprintSpec")).ValuesFunc(func(g *jen.Group) {
+			for _, f := range s.Previous {
+				g.Line().Add(fields(
+					kv{"Volatile", strs(f.Volatile)},
+					kv{"Unordered", strs(f.Unordered)},
+					kv{"FingerprintHeaders", strs(f.FingerprintHeaders)},
+				))
+			}
+			g.Line()
+		})})
+	}
+	return q("Spec").Add(fields(all...))
 }
 
 // strictFunc declares the generated strict method (its body is the

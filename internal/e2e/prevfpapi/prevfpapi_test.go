@@ -1,0 +1,73 @@
+package prevfpapi_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/internal/e2e/prevfpapi"
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// The contract's previous-fingerprints reach the runtime: each entry in
+// full (a list it leaves out is the current one), in the contract's
+// order; an operation without them has none.
+func TestPreviousInSpec(t *testing.T) {
+	x := prevfpapi.NewIdempotency(nil, idem.Options{Principal: idem.Anonymous})
+	defer x.Close()
+	p := x.Policy("createTransfer")
+	require.NotNil(t, p)
+	s := p.Spec()
+	assert.Equal(t, []string{"/client_time", "/trace_id"}, s.Volatile)
+	assert.Equal(t, []idem.FingerprintSpec{
+		{Volatile: []string{"/client_time"}, Unordered: []string{"/tags"}, FingerprintHeaders: []string{"X-Tenant-Id"}},
+		{Volatile: []string{"/client_time"}},
+	}, s.Previous)
+	r := x.Policy("createRefund")
+	require.NotNil(t, r)
+	assert.Nil(t, r.Spec().Previous)
+}
+
+type service struct{ runs int }
+
+func (s *service) CreateTransfer(context.Context, prevfpapi.CreateTransferRequestObject) (prevfpapi.CreateTransferResponseObject, error) {
+	s.runs++
+	id := "t1"
+	return prevfpapi.CreateTransfer201JSONResponse{Id: &id}, nil
+}
+
+func (s *service) CreateRefund(context.Context, prevfpapi.CreateRefundRequestObject) (prevfpapi.CreateRefundResponseObject, error) {
+	s.runs++
+	id := "r1"
+	return prevfpapi.CreateRefund201JSONResponse{Id: &id}, nil
+}
+
+// The wrapper with previous fingerprints serves as any other: a retry
+// with the same key and body is replayed (the runtime's use of Previous,
+// for a record of another fingerprint, is tested with the runtime).
+func TestServes(t *testing.T) {
+	x := prevfpapi.NewIdempotency(nil, idem.Options{Principal: idem.Anonymous})
+	defer x.Close()
+	svc := &service{}
+	h := x.StrictHandler(svc, nil, prevfpapi.StrictHTTPServerOptions{}, prevfpapi.StdHTTPServerOptions{})
+	send := func(body string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodPost, "/transfers", strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Idempotency-Key", "0190b7a4-3c2e-7d3f-8a1b-2c3d4e5f6a7b")
+		r.Header.Set("X-Tenant-Id", "t1")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	first := send(`{"amount": 5, "trace_id": "a", "tags": ["x", "y"]}`)
+	require.Equal(t, http.StatusCreated, first.Code, first.Body.String())
+	again := send(`{"amount": 5, "trace_id": "b", "tags": ["y", "x"]}`)
+	assert.Equal(t, http.StatusCreated, again.Code, again.Body.String())
+	assert.Equal(t, "true", again.Header().Get("Idempotent-Replayed"))
+	assert.Equal(t, 1, svc.runs)
+}
