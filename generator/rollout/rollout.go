@@ -272,17 +272,12 @@ func (c *comparison) fingerprint() {
 		return
 	}
 	keyless := c.op.Policy.Semantics == ir.Window && !c.op.Key.Required
-	for _, prev := range c.previous(ns) {
-		if !prev.equal(os) {
-			continue
+	if c.op.Policy.Semantics == ir.Strict {
+		for _, prev := range c.previous(ns) {
+			if prev.equal(os) {
+				return // bridged
+			}
 		}
-		if keyless {
-			// previous-fingerprints bridges a keyed request's record;
-			// a keyless one is named by its fingerprint.
-			c.warn(c.fieldPos("previous-fingerprints"), RuleFingerprint, "%s: fingerprint settings changed since %s, and previous-fingerprints bridges the retries that carry a key; a request without a key, whose record is named by its fingerprint, runs the handler again when retried across the deploy (or a rollback); %s",
-				c.where(), c.baseName, c.wait("settings"))
-		}
-		return
 	}
 	// The entry that would bridge the change: the fields that differ.
 	var fields, entry []string
@@ -295,18 +290,21 @@ func (c *comparison) fingerprint() {
 	if !sameSet(os.headers, ns.headers, true) {
 		fields, entry = append(fields, "fingerprint-headers"), append(entry, "fingerprint-headers: "+flow(os.headers))
 	}
-	var then string
-	switch c.op.Policy.Semantics {
-	case ir.Strict:
-		then = "an identical retry of a request the old version took gets 422 IDEMPOTENCY_KEY_REUSED, which a client takes as final"
-	case ir.Loose:
-		then = "an identical retry of a request the old version completed is replayed, but one whose first attempt failed (failures: retry) or whose lease ran out gets 422 IDEMPOTENCY_KEY_REUSED and the key stays blocked for the window"
-	default:
-		then = "with a key, a retry whose first attempt failed (failures: retry) or whose lease ran out gets 422 IDEMPOTENCY_KEY_REUSED and the key stays blocked for the window"
-		if keyless {
-			then = "a request without a key, whose record is named by its fingerprint, runs the handler again when retried across the deploy (previous-fingerprints does not help it: " + c.wait("settings") + "); " + then
-		}
+	switch {
+	case keyless:
+		// Keyed retries are replayed (or re-run after a failure or an
+		// expired lease) whatever their fingerprint, as under loose; a
+		// keyless request's record is named by its fingerprint.
+		c.warn(c.fieldPos(fields[0]), RuleFingerprint, "%s: fingerprint settings changed (%s) since %s: a request without a key, whose record is named by its fingerprint, runs the handler again when retried across the deploy (or a rollback), and previous-fingerprints does not help it; %s",
+			c.where(), strings.Join(fields, ", "), c.baseName, c.wait("settings"))
+		return
+	case c.op.Policy.Semantics != ir.Strict:
+		// Loose and window semantics never refuse a keyed retry for its
+		// fingerprint: a completed record is replayed, a failed one or an
+		// expired lease is claimed again whatever the fingerprint.
+		return
 	}
+	then := "an identical retry of a request the old version took gets 422 IDEMPOTENCY_KEY_REUSED, which a client takes as final (and a failed first attempt or an expired lease blocks the key for the window)"
 	c.warn(c.fieldPos(fields[0]), RuleFingerprint, "%s: fingerprint settings changed (%s) since %s: %s; add previous-fingerprints: [{%s}] to the contract for one window (%s), then remove it",
 		c.where(), strings.Join(fields, ", "), c.baseName, then, strings.Join(entry, ", "), ir.FormatDuration(c.op.Policy.Window))
 }
