@@ -236,8 +236,12 @@ type Spec struct {
 	// an expired lease, or re-claims a failed attempt, as with an equal
 	// fingerprint; one that matches no setting is another request. The
 	// extra fingerprints are computed only then (a conflict costs one
-	// canonicalization per entry); first requests and replays cost what
-	// they cost without Previous. A record taken over or re-claimed this
+	// canonicalization per entry); first requests and replays of records
+	// made under the current setting cost what they cost without Previous.
+	// An entry applies to every record of the key, whoever made it: one
+	// that ignores what the current setting reads (a member no longer
+	// volatile) keeps requests that differ only there the same request
+	// while it is listed. A record taken over or re-claimed this
 	// way keeps its fingerprint (the store compares it), for a window from
 	// that claim. A request without a key (Window semantics) is not
 	// covered: its record is named by its fingerprint, and one made under

@@ -228,20 +228,26 @@ func testHeaders(t *testing.T, s idem.Store) {
 	back.refused(back.send("k2", body, "X-Tenant", "t1", "X-Region", "us"), http.StatusUnprocessableEntity, idem.CodeKeyReused)
 }
 
-// lease is the lease of the in-flight scenarios: a v1 attempt's
-// (without a heartbeat) runs out while its handler blocks.
-const lease = 300 * time.Millisecond
+// lease is the lease of the takeover scenario: a v1 attempt's (without a
+// heartbeat) runs out while its handler blocks. longLease is the in-flight
+// scenario's, which must not run out however slow a loaded machine is.
+const (
+	lease     = 300 * time.Millisecond
+	longLease = time.Minute
+)
 
-func withLease(sp idem.Spec) idem.Spec {
-	sp.Window, sp.InFlight.Lease = time.Minute, lease
+func withLease(sp idem.Spec) idem.Spec { return withLeaseOf(sp, lease) }
+
+func withLeaseOf(sp idem.Spec, l time.Duration) idem.Spec {
+	sp.Window, sp.InFlight.Lease = 2*time.Minute, l
 	return sp
 }
 
-// blocking is a v1 instance whose handler signals started and answers
-// once released.
-func blocking(t *testing.T, s idem.Store) (in *instance, started, release chan struct{}) {
+// blocking is a v1 instance (of lease l, without a heartbeat) whose
+// handler signals started and answers once released.
+func blocking(t *testing.T, s idem.Store, l time.Duration) (in *instance, started, release chan struct{}) {
 	started, release = make(chan struct{}, 1), make(chan struct{})
-	in = newInstance(t, s, "v1", withLease(spec(idem.Strict, v1)), idem.Options{DisableHeartbeat: true}, func(w http.ResponseWriter, r *http.Request) {
+	in = newInstance(t, s, "v1", withLeaseOf(spec(idem.Strict, v1), l), idem.Options{DisableHeartbeat: true}, func(w http.ResponseWriter, r *http.Request) {
 		started <- struct{}{}
 		<-release
 		w.WriteHeader(http.StatusCreated)
@@ -254,9 +260,9 @@ func blocking(t *testing.T, s idem.Store) (in *instance, started, release chan s
 // flight (another body is refused), and waits for its response when the
 // policy waits.
 func testInFlight(t *testing.T, s idem.Store) {
-	old, started, release := blocking(t, s)
-	cur := newInstance(t, s, "v2", withLease(spec(idem.Strict, v2, v1)), idem.Options{}, nil)
-	waitSpec := withLease(spec(idem.Strict, v2, v1))
+	old, started, release := blocking(t, s, longLease)
+	cur := newInstance(t, s, "v2", withLeaseOf(spec(idem.Strict, v2, v1), longLease), idem.Options{}, nil)
+	waitSpec := withLeaseOf(spec(idem.Strict, v2, v1), longLease)
 	waitSpec.InFlight.Wait = 10 * time.Second
 	waiter := newInstance(t, s, "v2-waiting", waitSpec, idem.Options{}, nil)
 	done := make(chan *httptest.ResponseRecorder, 1)
@@ -279,7 +285,7 @@ func testInFlight(t *testing.T, s idem.Store) {
 // is fenced, and v1 then replays v2's response (the record kept v1's
 // fingerprint).
 func testTakeover(t *testing.T, s idem.Store) {
-	old, started, release := blocking(t, s)
+	old, started, release := blocking(t, s, lease)
 	cur := newInstance(t, s, "v2", withLease(spec(idem.Strict, v2, v1)), idem.Options{}, nil)
 	done := make(chan *httptest.ResponseRecorder, 1)
 	go func() { done <- old.send("k1", body) }()
