@@ -1136,7 +1136,7 @@ func (c *compiler) compareDecl(out *ir.Operation, b contract.Block, declRequired
 }
 
 // checkPointers resolves the volatile and unordered pointers against the
-// request body schema (those of previous-fingerprints too) and looks for
+// request body schema (those of compatible-fingerprints too) and looks for
 // undeclared volatile and set-like members.
 func (c *compiler) checkPointers(out *ir.Operation, op *openapi3.Operation, b contract.Block) {
 	pol := &out.Policy
@@ -1211,9 +1211,9 @@ func (c *compiler) checkPointers(out *ir.Operation, op *openapi3.Operation, b co
 	check(pol.Unordered, "unordered", "unordered")
 	// An entry's own lists are checked as the block's; a list it leaves
 	// out is the current one, checked above (its matches copied).
-	for i := range pol.PreviousFingerprints {
-		e, own := &pol.PreviousFingerprints[i], b.PreviousFingerprints.V[i]
-		label := fmt.Sprintf("previous-fingerprints[%d].", i)
+	for i := range pol.CompatibleFingerprints {
+		e, own := &pol.CompatibleFingerprints[i], b.CompatibleFingerprints.V[i]
+		label := fmt.Sprintf("compatible-fingerprints[%d].", i)
 		if own.Volatile.Set {
 			check(e.Volatile, "volatile", label+"volatile")
 		} else {

@@ -52,12 +52,12 @@ type Block struct {
 	Response           ResponseBlock
 	Request            RequestBlock
 	Retry              RetryBlock
-	// PreviousFingerprints is previous-fingerprints (operations only):
+	// CompatibleFingerprints is compatible-fingerprints (operations only):
 	// the fingerprint settings the operation had before, as written.
-	PreviousFingerprints Field[[]PreviousBlock]
+	CompatibleFingerprints Field[[]PreviousBlock]
 }
 
-// PreviousBlock is one entry of previous-fingerprints: each list it does
+// PreviousBlock is one entry of compatible-fingerprints: each list it does
 // not set is the operation's current one.
 type PreviousBlock struct {
 	Pos ir.Pos // the entry
@@ -149,6 +149,6 @@ func Merge(b, o Block) Block {
 	m.Retry.Multiplier = over(b.Retry.Multiplier, o.Retry.Multiplier)
 	m.Retry.Jitter = over(b.Retry.Jitter, o.Retry.Jitter)
 	m.Retry.On = over(b.Retry.On, o.Retry.On)
-	m.PreviousFingerprints = over(b.PreviousFingerprints, o.PreviousFingerprints)
+	m.CompatibleFingerprints = over(b.CompatibleFingerprints, o.CompatibleFingerprints)
 	return m
 }

@@ -202,8 +202,8 @@ func FuzzParse(f *testing.F) {
 		"in-flight: {status: 409, retry-after: -1s, lease: 7d, wait: 1d1d}\nscope: []\n",
 		"key: {body: '/a~', query: q, header: 'a b', cookie: c}",
 		"&a [*a]", "window: !!binary aGVsbG8=", "response: {max-bytes: 1e99, headers: [a, A, a]}",
-		"volatile: [/a]\nprevious-fingerprints: [{volatile: [/a, '/b~', /a]}, {}, {unordered: ['']}, {fingerprint-headers: [X-T, x-t, 'a b']}, 7, {volatil: []}]",
-		"semantics: strict\nprevious-fingerprints: {volatile: [/a]}",
+		"volatile: [/a]\ncompatible-fingerprints: [{volatile: [/a, '/b~', /a]}, {}, {unordered: ['']}, {fingerprint-headers: [X-T, x-t, 'a b']}, 7, {volatil: []}]",
+		"semantics: strict\ncompatible-fingerprints: {volatile: [/a]}",
 	} {
 		f.Add(s, true)
 		f.Add(s, false)
@@ -297,15 +297,15 @@ func TestDurationWithoutUnitHint(t *testing.T) {
 	}
 }
 
-// previous-fingerprints resolves each entry whole: a list it leaves out is
+// compatible-fingerprints resolves each entry whole: a list it leaves out is
 // the operation's current one (merged from the root), a list it gives
 // replaces it; the entries keep their order and positions.
-func TestPreviousFingerprintsResolve(t *testing.T) {
+func TestCompatibleFingerprintsResolve(t *testing.T) {
 	root, diags := parse(t, "{semantics: strict, fingerprint-headers: [X-Tenant]}", contract.Root)
 	require.Empty(t, diags)
 	op, diags := parse(t, `volatile: [/a, /b]
 unordered: [/c]
-previous-fingerprints:
+compatible-fingerprints:
   - volatile: [/a]
   - {fingerprint-headers: [], unordered: []}
 `, contract.Operation)
@@ -313,7 +313,7 @@ previous-fingerprints:
 	r, diags, ok := contract.Resolve(contract.Merge(root, op))
 	require.True(t, ok)
 	require.Empty(t, diags)
-	prev := r.Policy.PreviousFingerprints
+	prev := r.Policy.CompatibleFingerprints
 	require.Len(t, prev, 2)
 	ptrs := func(l []ir.Pointer) (out []string) {
 		for _, p := range l {
@@ -331,9 +331,9 @@ previous-fingerprints:
 	assert.Equal(t, 5, prev[1].Pos.Line)
 
 	// At the root it is misplaced, and not inherited.
-	root, diags = parse(t, "{semantics: strict, previous-fingerprints: [{volatile: [/a]}]}", contract.Root)
+	root, diags = parse(t, "{semantics: strict, compatible-fingerprints: [{volatile: [/a]}]}", contract.Root)
 	require.Len(t, diags, 1)
 	assert.Equal(t, "misplaced-field", diags[0].Rule)
 	r, _, _ = contract.Resolve(contract.Merge(root, contract.Block{}))
-	assert.Empty(t, r.Policy.PreviousFingerprints)
+	assert.Empty(t, r.Policy.CompatibleFingerprints)
 }

@@ -199,12 +199,12 @@ func (p *parser) blockFields(b *Block) map[string]fieldFunc {
 		"volatile":            p.pointerList(&b.Volatile, "volatile", false),
 		"unordered":           p.pointerList(&b.Unordered, "unordered", true),
 		"fingerprint-headers": p.headerList(&b.FingerprintHeaders, "fingerprint-headers", nil),
-		"previous-fingerprints": func(v *yaml.Node, ptr string) {
+		"compatible-fingerprints": func(v *yaml.Node, ptr string) {
 			if p.level == Root {
-				p.errorf(v, ptr, "misplaced-field", "previous-fingerprints belongs on an operation, not at the document root: it lists the settings one operation's fingerprint had before, and a field an entry leaves out is that operation's own; after changing the root's volatile, unordered or fingerprint-headers, give each operation its entry (a YAML anchor and alias can share one)")
+				p.errorf(v, ptr, "misplaced-field", "compatible-fingerprints belongs on an operation, not at the document root: it lists the settings one operation's fingerprint had before, and a field an entry leaves out is that operation's own; after changing the root's volatile, unordered or fingerprint-headers, give each operation its entry (a YAML anchor and alias can share one)")
 				return
 			}
-			p.previous(v, ptr, &b.PreviousFingerprints)
+			p.previous(v, ptr, &b.CompatibleFingerprints)
 		},
 		"key": func(v *yaml.Node, ptr string) {
 			if p.mapping(v, ptr, "key") {
@@ -600,13 +600,13 @@ func ParseDuration(s string) (time.Duration, error) {
 	return days + d, nil
 }
 
-// previous parses previous-fingerprints: a list of mappings, each with
+// previous parses compatible-fingerprints: a list of mappings, each with
 // the fingerprint fields of the block itself, checked as they are.
 func (p *parser) previous(v *yaml.Node, ptr string, f *Field[[]PreviousBlock]) {
 	var out []PreviousBlock
-	for i, it := range p.list(v, ptr, "previous-fingerprints") {
+	for i, it := range p.list(v, ptr, "compatible-fingerprints") {
 		ip := ptr + "/" + strconv.Itoa(i)
-		what := "previous-fingerprints[" + strconv.Itoa(i) + "]"
+		what := "compatible-fingerprints[" + strconv.Itoa(i) + "]"
 		if it.Kind != yaml.MappingNode {
 			p.errorf(it, ip, "wrong-type", "%s must be a mapping of the earlier volatile, unordered and fingerprint-headers (a field left out is the current one), not %s", what, describe(it))
 			continue

@@ -236,17 +236,17 @@ func firstPos(ps ...ir.Pos) ir.Pos {
 }
 
 // RulePreviousNoEffect is the rule of the warning that a
-// previous-fingerprints entry (or the whole list) recognizes nothing more.
-const RulePreviousNoEffect = "previous-fingerprints-no-effect"
+// compatible-fingerprints entry (or the whole list) recognizes nothing more.
+const RulePreviousNoEffect = "compatible-fingerprints-no-effect"
 
-// previous resolves previous-fingerprints into pol: each entry whole, a
+// previous resolves compatible-fingerprints into pol: each entry whole, a
 // list it leaves out the current one (pol's, filled already). It warns of
 // an entry that is the current settings or an earlier entry's, and of the
 // list under loose or window semantics (sure: semantics is set), where the
 // runtime recognizes a request with a key whatever its fingerprint (and
 // one without a key, under window, by its current fingerprint only).
 func previous(b Block, pol *ir.Policy, diags *diag.List, sure bool) {
-	if !b.PreviousFingerprints.Set {
+	if !b.CompatibleFingerprints.Set {
 		return
 	}
 	pointers := func(f Field[[]Field[string]], cur []ir.Pointer) []ir.Pointer {
@@ -261,7 +261,7 @@ func previous(b Block, pol *ir.Policy, diags *diag.List, sure bool) {
 	}
 	current := fingerprintKey(pol.Volatile, pol.Unordered, pol.FingerprintHeaders)
 	seen := map[string]int{}
-	for i, e := range b.PreviousFingerprints.V {
+	for i, e := range b.CompatibleFingerprints.V {
 		fs := ir.FingerprintSettings{
 			Volatile:           pointers(e.Volatile, pol.Volatile),
 			Unordered:          pointers(e.Unordered, pol.Unordered),
@@ -274,29 +274,29 @@ func previous(b Block, pol *ir.Policy, diags *diag.List, sure bool) {
 				fs.FingerprintHeaders = append(fs.FingerprintHeaders, h.V)
 			}
 		}
-		pol.PreviousFingerprints = append(pol.PreviousFingerprints, fs)
+		pol.CompatibleFingerprints = append(pol.CompatibleFingerprints, fs)
 		if e.Refused || !sure || pol.Semantics != ir.Strict {
 			continue
 		}
 		k := fingerprintKey(fs.Volatile, fs.Unordered, fs.FingerprintHeaders)
 		if k == current {
-			diags.Warnf(e.Pos, RulePreviousNoEffect, "previous-fingerprints[%d] equals the current fingerprint settings (a list an entry leaves out is the current one), so it recognizes nothing more: list volatile, unordered and fingerprint-headers as they were before the change", i)
+			diags.Warnf(e.Pos, RulePreviousNoEffect, "compatible-fingerprints[%d] equals the current fingerprint settings (a list an entry leaves out is the current one), so it recognizes nothing more: list volatile, unordered and fingerprint-headers as they were before the change", i)
 			continue
 		}
 		if j, dup := seen[k]; dup {
-			diags.Warnf(e.Pos, "duplicate-entry", "previous-fingerprints[%d] equals previous-fingerprints[%d] (a list an entry leaves out is the current one); delete one", i, j)
+			diags.Warnf(e.Pos, "duplicate-entry", "compatible-fingerprints[%d] equals compatible-fingerprints[%d] (a list an entry leaves out is the current one); delete one", i, j)
 			continue
 		}
 		seen[k] = i
 	}
-	if !sure || len(b.PreviousFingerprints.V) == 0 {
+	if !sure || len(b.CompatibleFingerprints.V) == 0 {
 		return
 	}
 	switch pol.Semantics {
 	case ir.Loose:
-		diags.Warnf(b.PreviousFingerprints.Pos, RulePreviousNoEffect, "previous-fingerprints has no effect under loose semantics, which never compare fingerprints: a retry with the key of a request made before the change gets its replay anyway")
+		diags.Warnf(b.CompatibleFingerprints.Pos, RulePreviousNoEffect, "compatible-fingerprints has no effect under loose semantics, which never compare fingerprints: a retry with the key of a request made before the change gets its replay anyway")
 	case ir.Window:
-		diags.Warnf(b.PreviousFingerprints.Pos, RulePreviousNoEffect, "previous-fingerprints has no effect under window semantics: a retry with the key of a request made before the change gets its replay whatever its fingerprint, and a request without a key is found by its current fingerprint only")
+		diags.Warnf(b.CompatibleFingerprints.Pos, RulePreviousNoEffect, "compatible-fingerprints has no effect under window semantics: a retry with the key of a request made before the change gets its replay whatever its fingerprint, and a request without a key is found by its current fingerprint only")
 	}
 }
 

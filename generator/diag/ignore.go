@@ -23,6 +23,7 @@ const (
 // key-without-contract stay ignorable when -strict makes them errors.
 var warningRules = []string{
 	"business-key",
+	"compatible-fingerprints-no-effect",
 	"duplicate-entry",
 	"extension-misspelled",
 	"header-not-fingerprinted",
@@ -35,7 +36,6 @@ var warningRules = []string{
 	"overlay-no-match",
 	"overlay-warning",
 	"pointer-not-index",
-	"previous-fingerprints-no-effect",
 	"problem-response-missing",
 	"put-delete",
 	"raw-body-strict",

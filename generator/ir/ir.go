@@ -236,15 +236,15 @@ type Policy struct {
 	Response           Response      `json:"response"`
 	Request            Request       `json:"request"`
 	Retry              Retry         `json:"retry"`
-	// PreviousFingerprints are the fingerprint settings the operation had
-	// before (previous-fingerprints, in the contract's order), each whole:
+	// CompatibleFingerprints are the fingerprint settings the operation had
+	// before (compatible-fingerprints, in the contract's order), each whole:
 	// a list an entry leaves out is the current one. A keyed retry whose
-	// record was made under one of them is recognized (idem.Spec.Previous).
-	PreviousFingerprints []FingerprintSettings `json:"previousFingerprints,omitempty"`
+	// record was made under one of them is recognized (idem.Spec.CompatibleFingerprints).
+	CompatibleFingerprints []FingerprintSettings `json:"previousFingerprints,omitempty"`
 }
 
 // FingerprintSettings are the settings of the fingerprint that a contract
-// can change: an entry of Policy.PreviousFingerprints.
+// can change: an entry of Policy.CompatibleFingerprints.
 type FingerprintSettings struct {
 	Volatile           []Pointer `json:"volatile,omitempty"`
 	Unordered          []Pointer `json:"unordered,omitempty"`

@@ -295,7 +295,7 @@ func (c *comparison) fingerprint() {
 		// Keyed retries are replayed (or re-run after a failure or an
 		// expired lease) whatever their fingerprint, as under loose; a
 		// keyless request's record is named by its fingerprint.
-		c.warn(c.fieldPos(fields[0]), RuleFingerprint, "%s: fingerprint settings changed (%s) since %s: a request without a key, whose record is named by its fingerprint, runs the handler again when retried across the deploy (or a rollback), and previous-fingerprints does not help it; %s",
+		c.warn(c.fieldPos(fields[0]), RuleFingerprint, "%s: fingerprint settings changed (%s) since %s: a request without a key, whose record is named by its fingerprint, runs the handler again when retried across the deploy (or a rollback), and compatible-fingerprints does not help it; %s",
 			c.where(), strings.Join(fields, ", "), c.baseName, c.wait("settings"))
 		return
 	case c.op.Policy.Semantics != ir.Strict:
@@ -305,16 +305,16 @@ func (c *comparison) fingerprint() {
 		return
 	}
 	then := "an identical retry of a request the old version took gets 422 IDEMPOTENCY_KEY_REUSED, which a client takes as final (and a failed first attempt or an expired lease blocks the key for the window)"
-	c.warn(c.fieldPos(fields[0]), RuleFingerprint, "%s: fingerprint settings changed (%s) since %s: %s; add previous-fingerprints: [{%s}] to the contract for one window (%s), then remove it",
+	c.warn(c.fieldPos(fields[0]), RuleFingerprint, "%s: fingerprint settings changed (%s) since %s: %s; add compatible-fingerprints: [{%s}] to the contract for one window (%s), then remove it",
 		c.where(), strings.Join(fields, ", "), c.baseName, then, strings.Join(entry, ", "), ir.FormatDuration(c.op.Policy.Window))
 }
 
-// previous reads the previous-fingerprints entries of the operation's
+// previous reads the compatible-fingerprints entries of the operation's
 // contract (else of the root's), leniently from the document: each a
 // mapping whose volatile, unordered and fingerprint-headers, each a list of
 // strings, default to cur's. What does not read so is left out.
 func (c *comparison) previous(cur fpSettings) []fpSettings {
-	n := c.field("previous-fingerprints")
+	n := c.field("compatible-fingerprints")
 	if n.Node == nil {
 		return nil
 	}

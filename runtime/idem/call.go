@@ -91,7 +91,7 @@ type Call struct {
 	recent    uint64 // the scope's digest in the Engine's recentKeys (a ReadFirst store's)
 	fp        Fingerprint
 	fpAlt     Fingerprint       // fp in another version (a record's), once computed
-	fpPrev    Fingerprint       // a record's fingerprint this request has under a previous setting (Spec.Previous), once found; zero: none
+	fpPrev    Fingerprint       // a record's fingerprint this request has under a previous setting (Spec.CompatibleFingerprints), once found; zero: none
 	claimPrev bool              // the claim's fingerprint is fpPrev: its record is not tagged (Finish)
 	fpIn      fingerprint.Input // what fp (and fpAlt) is computed from, built once
 	fpk       fpKey             // fpIn's key in the Engine's fingerprint cache
@@ -470,7 +470,7 @@ func (c *Call) sameRequest(fp Fingerprint) bool {
 
 // samePrevious reports whether fp, a record's fingerprint that is not
 // this request's, is its fingerprint under one of the policy's previous
-// settings (Spec.Previous), computed in fp's version: the record was made
+// settings (Spec.CompatibleFingerprints), computed in fp's version: the record was made
 // before the operation's fingerprint settings changed (or, in a rollback,
 // after), by the same request. Only a keyed request: a request without a
 // key names its record by its fingerprint, and finds none made under
@@ -807,7 +807,7 @@ func (c *Call) claim() {
 			}
 			if c.ss.breq.SameFingerprintToReclaim && versionReclaims < p.maxReclaims && rec.Fingerprint != c.ss.breq.Fingerprint {
 				// The same request, fingerprinted in another version (or
-				// under a previous setting: Spec.Previous). The
+				// under a previous setting: Spec.CompatibleFingerprints). The
 				// store takes an expired lease over only for an equal
 				// fingerprint (SameFingerprintToReclaim), and cannot tell
 				// whether this lease has run out on its clock: claim again
@@ -1630,7 +1630,7 @@ func (c *Call) Finish() error {
 		// Over a LocalReader, a stored record tells a retry of these
 		// bytes that it needs no fingerprint (readLocal). Not one claimed
 		// with this request's fingerprint under a previous setting
-		// (Spec.Previous): that depends on what the cache's digest does
+		// (Spec.CompatibleFingerprints): that depends on what the cache's digest does
 		// not cover (headers only a previous setting lists).
 		resp = rec.tag(&recordTag{domain: e.fpc.domain, key: c.fpk})
 	}

@@ -33,7 +33,7 @@ import (
 // A cache belongs to one Engine, and so to one fingerprint version (its
 // Options.FingerprintVersion): the version is not part of the digest. It
 // holds the fingerprints under the policy's current settings only: those
-// under its previous settings (Spec.Previous), which may read headers the
+// under its previous settings (Spec.CompatibleFingerprints), which may read headers the
 // digest does not cover, are computed when a record differs and never
 // cached (Call.samePrevious).
 //

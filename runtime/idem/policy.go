@@ -225,7 +225,7 @@ type Spec struct {
 	Response ResponseSpec
 	// Request bounds the body the engine reads.
 	Request RequestSpec
-	// Previous lists the fingerprint settings (Volatile, Unordered,
+	// CompatibleFingerprints lists the fingerprint settings (Volatile, Unordered,
 	// FingerprintHeaders) this operation had before, kept while records
 	// made under them may still be retried, so that changing them does not
 	// refuse the retries in flight across a rolling deploy (or a rollback:
@@ -237,7 +237,7 @@ type Spec struct {
 	// fingerprint; one that matches no setting is another request. The
 	// extra fingerprints are computed only then (a conflict costs one
 	// canonicalization per entry); first requests and replays of records
-	// made under the current setting cost what they cost without Previous.
+	// made under the current setting cost what they cost without CompatibleFingerprints.
 	// An entry applies to every record of the key, whoever made it: one
 	// that ignores what the current setting reads (a member no longer
 	// volatile) keeps requests that differ only there the same request
@@ -249,10 +249,10 @@ type Spec struct {
 	// the fields of the same names; errors name an entry by its position
 	// from 1 ("previous fingerprint 2: ..."). See docs/runtime.md,
 	// "Changing the fingerprint settings".
-	Previous []FingerprintSpec
+	CompatibleFingerprints []FingerprintSpec
 }
 
-// FingerprintSpec is a set of fingerprint settings (Spec.Previous), each
+// FingerprintSpec is a set of fingerprint settings (Spec.CompatibleFingerprints), each
 // list as Spec's field of the same name: nil is none, not Spec's. Its
 // FingerprintHeaders need not be Spec's: a request's fingerprint is
 // computed from all its headers.
@@ -296,7 +296,7 @@ type Policy struct {
 	// head of the scope of every keyed request without a principal (of
 	// every keyed request under ScopeShared).
 	anonKeyScope string
-	// prev holds a Hasher per Spec.Previous entry, in its order: a
+	// prev holds a Hasher per Spec.CompatibleFingerprints entry, in its order: a
 	// keyed request's fingerprint under each is computed only when its
 	// own differs from its key's record (Call.samePrevious).
 	prev []*fingerprint.Hasher
@@ -317,13 +317,13 @@ func cloneSpec(s Spec) Spec {
 	s.Unordered = slices.Clone(s.Unordered)
 	s.FingerprintHeaders = slices.Clone(s.FingerprintHeaders)
 	s.Response.Headers = slices.Clone(s.Response.Headers)
-	if s.Previous != nil {
-		prev := make([]FingerprintSpec, len(s.Previous))
-		for i, f := range s.Previous {
+	if s.CompatibleFingerprints != nil {
+		prev := make([]FingerprintSpec, len(s.CompatibleFingerprints))
+		for i, f := range s.CompatibleFingerprints {
 			prev[i] = FingerprintSpec{Volatile: slices.Clone(f.Volatile), Unordered: slices.Clone(f.Unordered),
 				FingerprintHeaders: slices.Clone(f.FingerprintHeaders)}
 		}
-		s.Previous = prev
+		s.CompatibleFingerprints = prev
 	}
 	return s
 }
@@ -504,7 +504,7 @@ func Compile(s Spec) (*Policy, error) {
 		bad("fingerprint: %v", err)
 	}
 	p.hasher = h
-	for i, ps := range s.Previous {
+	for i, ps := range s.CompatibleFingerprints {
 		ph, err := fingerprint.New(fingerprint.Options{
 			Volatile:  ps.Volatile,
 			Unordered: ps.Unordered,
@@ -516,7 +516,7 @@ func Compile(s Spec) (*Policy, error) {
 		}
 		p.prev = append(p.prev, ph)
 	}
-	p.maxReclaims = fingerprint.Version * (1 + len(s.Previous))
+	p.maxReclaims = fingerprint.Version * (1 + len(s.CompatibleFingerprints))
 	p.id = policyIDs.Add(1)
 	for _, name := range s.FingerprintHeaders {
 		p.fpHeaders = append(p.fpHeaders, textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(name)))

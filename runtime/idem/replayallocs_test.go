@@ -19,7 +19,7 @@ import (
 // bytes they alias, in one allocation when they are few (two stored fields) and short, in two
 // otherwise (and then one more for the decoded fields of a record of more
 // than four). (Not under the race detector, whose sync.Pool drops items.)
-// Previous fingerprint settings (Spec.Previous) cost a replay nothing.
+// CompatibleFingerprints fingerprint settings (Spec.CompatibleFingerprints) cost a replay nothing.
 func TestReplayAllocs(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -40,7 +40,7 @@ func TestReplayAllocs(t *testing.T) {
 			}
 			eng := idem.New(s, idem.Options{})
 			p := idem.MustCompile(idem.Spec{Operation: "createOrder", Semantics: idem.Strict,
-				Response: idem.ResponseSpec{Headers: allow}, Previous: tc.prev})
+				Response: idem.ResponseSpec{Headers: allow}, CompatibleFingerprints: tc.prev})
 			h := eng.Handler(p, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				for _, name := range allow[1:] {
 					w.Header().Set(name, "value of "+name)

@@ -12,12 +12,12 @@ import (
 // writing theirs does not change what Spec returns later.
 func TestPolicySpecShares(t *testing.T) {
 	s := idem.Spec{Operation: "op", Semantics: idem.Strict, Volatile: []string{"/a"}, Unordered: []string{"/b"}, FingerprintHeaders: []string{"X-A"}, Response: idem.ResponseSpec{Headers: []string{"Location"}},
-		Previous: []idem.FingerprintSpec{{Volatile: []string{"/c"}}}}
+		CompatibleFingerprints: []idem.FingerprintSpec{{Volatile: []string{"/c"}}}}
 	p := idem.MustCompile(s)
-	s.Volatile[0], s.Unordered[0], s.FingerprintHeaders[0], s.Previous[0].Volatile[0] = "/x", "/x", "X-X", "/x"
+	s.Volatile[0], s.Unordered[0], s.FingerprintHeaders[0], s.CompatibleFingerprints[0].Volatile[0] = "/x", "/x", "X-X", "/x"
 	got := p.Spec()
 	got.Volatile[0], got.Unordered[0], got.FingerprintHeaders[0], got.Response.Headers[0] = "/y", "/y", "X-Y", "X-Y"
-	got.Previous[0].Volatile[0] = "/y"
+	got.CompatibleFingerprints[0].Volatile[0] = "/y"
 	again := p.Spec()
 	for _, c := range []struct {
 		name      string
@@ -27,7 +27,7 @@ func TestPolicySpecShares(t *testing.T) {
 		{"Unordered", again.Unordered, []string{"/b"}},
 		{"FingerprintHeaders", again.FingerprintHeaders, []string{"X-A"}},
 		{"Response.Headers", again.Response.Headers, []string{"Location"}},
-		{"Previous[0].Volatile", again.Previous[0].Volatile, []string{"/c"}},
+		{"CompatibleFingerprints[0].Volatile", again.CompatibleFingerprints[0].Volatile, []string{"/c"}},
 	} {
 		if !slices.Equal(c.got, c.want) {
 			t.Errorf("Spec().%s = %v, want %v", c.name, c.got, c.want)

@@ -9,7 +9,7 @@ import (
 )
 
 // TestRollout: two Engines over one memstore, with the fingerprint
-// settings before and after a change (idem.Spec.Previous).
+// settings before and after a change (idem.Spec.CompatibleFingerprints).
 func TestRollout(t *testing.T) {
 	rollouttest.Run(t, func(t *testing.T) idem.Store {
 		s := memstore.New(memstore.Options{})

@@ -33,7 +33,7 @@ func cases(t *testing.T) []struct{ name, spec, overlay string } {
 		{"adyen", filepath.Join(specs, "adyen-transfers-v4.json"), filepath.Join(root, "overlays", "adyen.overlay.yaml")},
 		{"clean-full", filepath.Join(root, "contract", "clean-full", "openapi.yaml"), ""},
 		{"coupons", filepath.Join(root, "augment", "coupons", "openapi.yaml"), ""},
-		{"previous-fingerprints", filepath.Join(root, "server", "previous-fingerprints", "openapi.yaml"), ""},
+		{"compatible-fingerprints", filepath.Join(root, "server", "compatible-fingerprints", "openapi.yaml"), ""},
 		{"none", filepath.Join(specs, "petstore-expanded.yaml"), ""},
 	}
 }
@@ -221,12 +221,12 @@ func must[T any](v T, err error) T {
 	return v
 }
 
-// An operation with previous-fingerprints says, in the API docs and in the
+// An operation with compatible-fingerprints says, in the API docs and in the
 // contract summary idemgen spec writes into the spec, that a retry of a
 // request first sent under the earlier settings is still recognized; the
 // others say nothing of it.
-func TestPreviousFingerprints(t *testing.T) {
-	spec := compileCase(t, filepath.Join("..", "..", "..", "testdata", "server", "previous-fingerprints", "openapi.yaml"), "")
+func TestCompatibleFingerprints(t *testing.T) {
+	spec := compileCase(t, filepath.Join("..", "..", "..", "testdata", "server", "compatible-fingerprints", "openapi.yaml"), "")
 	const sentence = "A retry with the same key of a request first sent under earlier settings of this comparison is still recognized as the same request, compared as it was then (volatile `/client_time`, unordered `/tags`, headers `X-Tenant-Id`; or volatile `/client_time`, unordered none, headers none)."
 	for _, op := range spec.Operations {
 		summary, err := docs.Summary(op)

@@ -429,7 +429,7 @@ func runtimeSpec(op *ir.Operation) idem.Spec {
 	for _, v := range p.Unordered {
 		s.Unordered = append(s.Unordered, v.Pointer)
 	}
-	for _, e := range p.PreviousFingerprints {
+	for _, e := range p.CompatibleFingerprints {
 		f := idem.FingerprintSpec{FingerprintHeaders: e.FingerprintHeaders}
 		for _, v := range e.Volatile {
 			f.Volatile = append(f.Volatile, v.Pointer)
@@ -437,7 +437,7 @@ func runtimeSpec(op *ir.Operation) idem.Spec {
 		for _, v := range e.Unordered {
 			f.Unordered = append(f.Unordered, v.Pointer)
 		}
-		s.Previous = append(s.Previous, f)
+		s.CompatibleFingerprints = append(s.CompatibleFingerprints, f)
 	}
 	k := op.Key
 	s.Key = idem.KeySpec{Name: k.Name, MaxLength: k.MaxLength, Required: idem.Optional}
@@ -538,11 +538,11 @@ func specLiteral(s idem.Spec) jen.Code {
 			kv{"MaxBytes", jen.Lit(int(s.Request.MaxBytes))},
 		))},
 	}
-	// Previous only when the contract has previous-fingerprints: the
+	// CompatibleFingerprints only when the contract has compatible-fingerprints: the
 	// literals of other operations stay as they were.
-	if len(s.Previous) > 0 {
-		all = append(all, kv{"Previous", jen.Index().Add(q("FingerprintSpec")).ValuesFunc(func(g *jen.Group) {
-			for _, f := range s.Previous {
+	if len(s.CompatibleFingerprints) > 0 {
+		all = append(all, kv{"CompatibleFingerprints", jen.Index().Add(q("FingerprintSpec")).ValuesFunc(func(g *jen.Group) {
+			for _, f := range s.CompatibleFingerprints {
 				g.Line().Add(fields(
 					kv{"Volatile", strs(f.Volatile)},
 					kv{"Unordered", strs(f.Unordered)},

@@ -14,7 +14,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 )
 
-// The contract's previous-fingerprints reach the runtime: each entry in
+// The contract's compatible-fingerprints reach the runtime: each entry in
 // full (a list it leaves out is the current one), in the contract's
 // order; an operation without them has none.
 func TestPreviousInSpec(t *testing.T) {
@@ -27,10 +27,10 @@ func TestPreviousInSpec(t *testing.T) {
 	assert.Equal(t, []idem.FingerprintSpec{
 		{Volatile: []string{"/client_time"}, Unordered: []string{"/tags"}, FingerprintHeaders: []string{"X-Tenant-Id"}},
 		{Volatile: []string{"/client_time"}},
-	}, s.Previous)
+	}, s.CompatibleFingerprints)
 	r := x.Policy("createRefund")
 	require.NotNil(t, r)
-	assert.Nil(t, r.Spec().Previous)
+	assert.Nil(t, r.Spec().CompatibleFingerprints)
 }
 
 type service struct{ runs int }
@@ -48,7 +48,7 @@ func (s *service) CreateRefund(context.Context, prevfpapi.CreateRefundRequestObj
 }
 
 // The wrapper with previous fingerprints serves as any other: a retry
-// with the same key and body is replayed (the runtime's use of Previous,
+// with the same key and body is replayed (the runtime's use of CompatibleFingerprints,
 // for a record of another fingerprint, is tested with the runtime).
 func TestServes(t *testing.T) {
 	x := prevfpapi.NewIdempotency(nil, idem.Options{Principal: idem.Anonymous})

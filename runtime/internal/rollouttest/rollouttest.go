@@ -1,7 +1,7 @@
 // Package rollouttest runs, over one store, the retries of a rolling
 // deploy that changes an operation's fingerprint settings: two Engines in
 // one process share the store, one with the old settings, one with the new
-// ones and the old listed in idem.Spec.Previous (or, for a rollback, the
+// ones and the old listed in idem.Spec.CompatibleFingerprints (or, for a rollback, the
 // reverse), and a retry with the same key reaches the other one. The
 // stores' test packages run it (memstore, redisstore, pgstore).
 package rollouttest
@@ -59,7 +59,7 @@ func spec(sem idem.Semantics, fs idem.FingerprintSpec, prev ...idem.FingerprintS
 	return idem.Spec{
 		Operation: "createPayment", Method: "POST", Path: "/payments", Semantics: sem,
 		Volatile: fs.Volatile, Unordered: fs.Unordered, FingerprintHeaders: fs.FingerprintHeaders,
-		Previous: prev,
+		CompatibleFingerprints: prev,
 	}
 }
 
@@ -157,7 +157,7 @@ func (in *instance) refused(w *httptest.ResponseRecorder, status int, code strin
 }
 
 // A v1 record (Volatile /a) is replayed by a v2 instance (Volatile /a,/b,
-// Previous v1) to the identical retry, twice (the second may read first);
+// CompatibleFingerprints v1) to the identical retry, twice (the second may read first);
 // another amount is another request, and so is another "b": the record
 // was made under v1, where "b" counts.
 func testReplay(t *testing.T, s idem.Store) {

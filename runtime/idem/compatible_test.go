@@ -15,8 +15,8 @@ import (
 // The scenarios of a rolling deploy over each store are in
 // runtime/internal/rollouttest; these are the engine's details.
 
-func TestPreviousCompile(t *testing.T) {
-	sp := idem.Spec{Operation: "op", Semantics: idem.Strict, Previous: []idem.FingerprintSpec{
+func TestCompatibleCompile(t *testing.T) {
+	sp := idem.Spec{Operation: "op", Semantics: idem.Strict, CompatibleFingerprints: []idem.FingerprintSpec{
 		{Volatile: []string{"/a"}},
 		{Unordered: []string{"items"}}, // not a pointer
 		{Volatile: []string{"/b/~2"}},  // a bad escape
@@ -27,15 +27,15 @@ func TestPreviousCompile(t *testing.T) {
 	assert.Contains(t, err.Error(), "previous fingerprint 2: ")
 	assert.Contains(t, err.Error(), "previous fingerprint 3: ")
 
-	sp.Previous = sp.Previous[:1]
+	sp.CompatibleFingerprints = sp.CompatibleFingerprints[:1]
 	p := mustCompile(t, sp)
-	assert.Equal(t, sp.Previous, p.Spec().Previous)
+	assert.Equal(t, sp.CompatibleFingerprints, p.Spec().CompatibleFingerprints)
 }
 
 // A record made at another fingerprint version under a previous setting:
 // the request's fingerprint under that setting is computed in the record's
 // version.
-func TestPreviousInRecordVersion(t *testing.T) {
+func TestCompatibleInRecordVersion(t *testing.T) {
 	const body = `{"a":"t-1","b":"n-1","item":"book"}`
 	ms := memstore.New(memstore.Options{SweepInterval: -1})
 	t.Cleanup(func() { _ = ms.Close() })
@@ -45,7 +45,7 @@ func TestPreviousInRecordVersion(t *testing.T) {
 	v1.Volatile = []string{"/a"}
 	v2 := itemsSpec(idem.Strict)
 	v2.Volatile = []string{"/a", "/b"}
-	v2.Previous = []idem.FingerprintSpec{{Volatile: []string{"/a"}}}
+	v2.CompatibleFingerprints = []idem.FingerprintSpec{{Volatile: []string{"/a"}}}
 	require.Equal(t, 201, send(old.eng.Handler(mustCompile(t, v1), old.createOrder()), req{target: "/orders/o1/items", key: "k", body: body}).Code)
 	rec, found, err := ms.Get(context.Background(), scopeOf(t, ms, "k"))
 	require.NoError(t, err)
@@ -65,7 +65,7 @@ func TestPreviousInRecordVersion(t *testing.T) {
 // request that differs in it only would find the tag and be replayed
 // (where a request whose fingerprint is cached is refused). Both are
 // refused.
-func TestPreviousClaimNotTagged(t *testing.T) {
+func TestCompatibleClaimNotTagged(t *testing.T) {
 	const body = `{"item":"book"}`
 	ms := memstore.New(memstore.Options{SweepInterval: -1})
 	t.Cleanup(func() { _ = ms.Close() })
@@ -74,7 +74,7 @@ func TestPreviousClaimNotTagged(t *testing.T) {
 	h1 := itemsSpec(idem.Strict)
 	h1.FingerprintHeaders = []string{"X-Tenant"}
 	h2 := itemsSpec(idem.Strict)
-	h2.Previous = []idem.FingerprintSpec{{FingerprintHeaders: []string{"X-Tenant"}}}
+	h2.CompatibleFingerprints = []idem.FingerprintSpec{{FingerprintHeaders: []string{"X-Tenant"}}}
 	failing := old.eng.Handler(mustCompile(t, h1), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "down", http.StatusServiceUnavailable)
 	}))
@@ -113,8 +113,8 @@ func TestPreviousClaimNotTagged(t *testing.T) {
 
 // Window semantics without a key: the record is named by the request's
 // fingerprint, so one made under a previous setting is not found, and
-// the request runs again (Spec.Previous covers keyed requests only).
-func TestPreviousKeylessWindow(t *testing.T) {
+// the request runs again (Spec.CompatibleFingerprints covers keyed requests only).
+func TestCompatibleKeylessWindow(t *testing.T) {
 	const body = `{"a":"t-1","b":"n-1","item":"book"}`
 	ms := memstore.New(memstore.Options{SweepInterval: -1})
 	t.Cleanup(func() { _ = ms.Close() })
@@ -124,7 +124,7 @@ func TestPreviousKeylessWindow(t *testing.T) {
 	v1.Volatile = []string{"/a"}
 	v2 := itemsSpec(idem.Window)
 	v2.Volatile = []string{"/a", "/b"}
-	v2.Previous = []idem.FingerprintSpec{{Volatile: []string{"/a"}}}
+	v2.CompatibleFingerprints = []idem.FingerprintSpec{{Volatile: []string{"/a"}}}
 	require.Equal(t, 201, send(old.eng.Handler(mustCompile(t, v1), old.createOrder()), req{target: "/orders/o1/items", body: body}).Code)
 	h := cur.eng.Handler(mustCompile(t, v2), cur.createOrder())
 	w := send(h, req{target: "/orders/o1/items", body: body})
