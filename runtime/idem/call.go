@@ -746,6 +746,11 @@ func (c *Call) claim() {
 		}
 		res, err := c.beginBounded(ctx)
 		if err != nil {
+			if c.requestEnded() != nil {
+				// The Begin may have claimed the key all the same (a
+				// client that cancels asynchronously: pgx): free it.
+				c.releaseUnanswered(err)
+			}
 			if waiting && c.requestEnded() != nil {
 				// The wait ended with the request, as when ctx.Done
 				// wins the select below: the record was in flight.

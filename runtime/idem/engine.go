@@ -113,7 +113,10 @@ type Options struct {
 	// finds the key free sooner; a failed commit itself is not (nothing of
 	// it was kept, and its client got 503). A handler's Finish that is not
 	// stored in the end (or not retried) is reported as
-	// EventFinishAbandoned.
+	// EventFinishAbandoned. The release of a claim that a Begin which
+	// failed as its request ended may have made all the same (a store
+	// client that cancels asynchronously: pgx) is tried in the background
+	// too, for the lease whatever FinishRetryFor says (see docs/runtime.md).
 	FinishRetryFor time.Duration
 	// UnavailableRetryAfter is the Retry-After of 503 answers (default 1s),
 	// but for a claim refused with a store error that says when to retry

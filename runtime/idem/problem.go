@@ -49,7 +49,9 @@ const (
 	// when its client went away): the request's own context ended while the
 	// engine was checking its key, so a store call (or Options.Principal)
 	// failed with it. Nothing was executed; retrying with the same key is
-	// safe. (In transactional mode: the request ended before its
+	// safe (a claim the failed Begin made all the same is released in the
+	// background, so a retry finds the key in flight for a moment at most,
+	// not for the lease). (In transactional mode: the request ended before its
 	// transaction committed; a retry replays the result if the commit took
 	// effect after all.) It is no store failure: it is reported as
 	// EventRejected (EventExecuted, FAILED, for the commit), logged at Info,
