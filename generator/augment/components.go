@@ -87,7 +87,7 @@ func problemSchema() *yaml.Node {
 		idem.CodeKeyMissing, idem.CodeKeyInvalid, idem.CodeKeyReused, idem.CodeKeyInUse,
 		idem.CodeStoreUnavailable, idem.CodeResponseUnavailable, idem.CodeRequestTooLarge,
 		idem.CodeRequestUnreadable, idem.CodeRecordUnreadable, idem.CodePrincipalUnavailable,
-		idem.CodeRequestEnded,
+		idem.CodeRequestEnded, idem.CodeHandlerPanicked,
 	}
 	return mapping(
 		"type", "object",

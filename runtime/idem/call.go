@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -271,10 +272,15 @@ func (c *Call) recyclable() bool {
 }
 
 // endPooled ends a Call from the pool and puts it back if it can be reused.
+// Deferred, it answers a panic as End does (see End).
 func (c *Call) endPooled() {
-	c.End()
+	v := recover()
+	c.end(v != nil)
 	if c.recyclable() {
 		c.recycle()
+	}
+	if v != nil {
+		panic(v)
 	}
 }
 
@@ -774,6 +780,11 @@ func (c *Call) claim() {
 		}
 		res, err := c.beginBounded(ctx)
 		if err != nil {
+			if c.requestEnded() != nil {
+				// The Begin may have claimed the key all the same (a
+				// client that cancels asynchronously: pgx): free it.
+				c.releaseUnanswered(err)
+			}
 			if waiting && c.requestEnded() != nil {
 				// The wait ended with the request, as when ctx.Done
 				// wins the select below: the record was in flight.
@@ -1834,10 +1845,36 @@ func (c *Call) release() {
 
 // End ends the call: when an Execute decision was never finished (the
 // handler panicked or returned an error), it rolls back a transaction and
-// frees the key (FAILED, no response) so a retry can run; a panic goes on
-// unwinding. End also returns the call's buffers; the Call, its Writer and
-// its Request body must not be used afterwards. It is safe to call twice.
+// frees the key (FAILED, no response) so a retry can run. End also returns
+// the call's buffers; the Call, its Writer and its Request body must not be
+// used afterwards. It is safe to call twice.
+//
+// Deferred (defer c.End(), as Engine.Handler and the generated wrappers
+// call it), End sees a panic of the handler: when nothing of a protected
+// run's response reached the client yet (no status sent; in transactional
+// mode, nothing ever is before the commit), it answers the client, after
+// freeing the key, with a complete 500 IDEMPOTENCY_HANDLER_PANICKED
+// (CodeHandlerPanicked; with a Content-Length, flushed), then panics again
+// with the same value, so that net/http still logs it and a recover
+// middleware in front of the engine still gets it (its own answer then
+// comes too late: net/http logs a superfluous WriteHeader call and refuses
+// its body). Without that answer, net/http would drop the connection, and
+// Go's http.Transport sends a request that carries an Idempotency-Key
+// header again, at once and on every idle connection it holds, each
+// finding the key free. A panic after the status was sent goes on
+// unwinding as it is. Called from a deferred function instead of deferred
+// itself, End cannot see the panic: it frees the key and lets it unwind.
 func (c *Call) End() {
+	v := recover()
+	c.end(v != nil)
+	if v != nil {
+		panic(v)
+	}
+}
+
+// end is End; panicked: the handler panicked (End recovered it, and
+// panics again after end).
+func (c *Call) end(panicked bool) {
 	if c.ended {
 		return
 	}
@@ -1849,10 +1886,18 @@ func (c *Call) End() {
 			if c.rollback != nil {
 				c.rollback()
 			}
-			c.e.log.LogAttrs(c.ctx, slog.LevelWarn, "idem: handler did not finish (panic or error): key released for a retry",
+			msg := "idem: handler did not finish (panic or error): key released for a retry"
+			answer := panicked && c.h.rec.unsent()
+			if answer {
+				msg = "idem: handler panicked before its response was sent: key released for a retry, 500 " + CodeHandlerPanicked + " sent, the panic goes on"
+			}
+			c.e.log.LogAttrs(c.ctx, slog.LevelWarn, msg,
 				slog.String("operation", c.p.spec.Operation), slog.String("key", c.key))
 			err := c.finishRecord(StateFailed, nil, 0, bodyKept)
 			c.reportFinish(StateFailed, 0, "", err, bodyKept)
+			if answer {
+				c.answerPanic()
+			}
 		} else if c.e.obs != nil {
 			c.e.obs.Observe(c.ctx, Event{Kind: EventExecuted, Operation: c.p.spec.Operation, Principal: c.principal,
 				Key: c.key, Duration: c.e.now().Sub(c.start)})
@@ -1872,6 +1917,34 @@ func (c *Call) End() {
 		c.bodyBuf = nil
 	}
 	c.body = nil
+}
+
+// answerPanic answers the client of a protected run whose handler
+// panicked before anything of its response was sent (recorder.unsent): a
+// complete 500 CodeHandlerPanicked, flushed, as the connection is about to
+// be dropped (HTTP/1) or the stream reset (HTTP/2). Headers the handler set
+// on the client's header map (tee mode) go with it, as they would with a
+// recover middleware's answer, but for those that would misframe it:
+// Content-Length, Transfer-Encoding, and a Content-Encoding that a
+// middleware in front of the engine did not set.
+func (c *Call) answerPanic() {
+	r := &c.h.rec
+	w := r.w
+	h := w.Header()
+	if !r.buffered && h.Get("Content-Encoding") != "" && r.outerSet(h)&contentEncodingBit == 0 {
+		h.Del("Content-Encoding")
+	}
+	h.Del("Content-Length")
+	h.Del("Transfer-Encoding")
+	p := problem{status: http.StatusInternalServerError, code: CodeHandlerPanicked,
+		detail: "the handler failed (it panicked) before it answered; nothing was recorded: a retry with the same idempotency key runs it again"}
+	body := c.e.appendProblem(nil, &p, "")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(p.status)
+	_, _ = w.Write(body)
+	_ = http.NewResponseController(w).Flush()
 }
 
 // bodyReader serves the request body to the handler from the engine's buffer.

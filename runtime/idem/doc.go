@@ -97,7 +97,11 @@
 //     (default) the key is freed (FAILED without a response), so a retry
 //     runs again (under Strict only with the same fingerprint); with
 //     FailuresReplay a 5xx response is stored and replayed (a panic still
-//     frees the key);
+//     frees the key). A panic before anything of the response was sent is
+//     answered, before it goes on, with a complete 500
+//     IDEMPOTENCY_HANDLER_PANICKED (see Call.End), since a connection
+//     dropped without an answer makes Go's Transport send a keyed request
+//     again at once, on every idle connection it holds;
 //   - a body larger than Response.MaxBytes: the client still gets all of it;
 //     the record is completed as "not replayable" (status and headers kept),
 //     so the work is never executed twice, and a duplicate gets 409

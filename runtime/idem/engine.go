@@ -71,12 +71,15 @@ type Options struct {
 	// handler's own writes. See Transactor.
 	Transactional bool
 	// DisableHeartbeat turns off lease extension. By default, when the store
-	// implements LeaseExtender, a running holder extends its lease every
-	// Lease/3 (first between Lease/6 and Lease/3 after its claim), so a slow
-	// handler is not taken over while it still runs; a failed extension is
-	// tried again every Lease/12 while the lease lasts. New logs a warning
-	// when heartbeats are on and the store is no LeaseExtender (a store
-	// wrapped for metrics that does not forward ExtendLease, typically).
+	// implements LeaseExtender, a running holder that outlives a sixth of
+	// its lease extends it Lease/3 after the start of the claim's Begin
+	// (the lease counts from there; at once after a claim that took
+	// longer), then every Lease/3 after the start of the last extension
+	// that got through, so a slow handler is not taken over while it still
+	// runs; a failed extension is tried again every Lease/12 while the
+	// lease lasts. New logs a warning when heartbeats are on and the store
+	// is no LeaseExtender (a store wrapped for metrics that does not
+	// forward ExtendLease, typically).
 	DisableHeartbeat bool
 	// StoreTimeout bounds every call the engine makes to the store (each
 	// Get, Begin, Finish, and a transaction's begin and commit), so that a store
@@ -110,7 +113,10 @@ type Options struct {
 	// finds the key free sooner; a failed commit itself is not (nothing of
 	// it was kept, and its client got 503). A handler's Finish that is not
 	// stored in the end (or not retried) is reported as
-	// EventFinishAbandoned.
+	// EventFinishAbandoned. The release of a claim that a Begin which
+	// failed as its request ended may have made all the same (a store
+	// client that cancels asynchronously: pgx) is tried in the background
+	// too, for the lease whatever FinishRetryFor says (see docs/runtime.md).
 	FinishRetryFor time.Duration
 	// UnavailableRetryAfter is the Retry-After of 503 answers (default 1s),
 	// but for a claim refused with a store error that says when to retry

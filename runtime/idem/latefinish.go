@@ -54,6 +54,10 @@ const (
 	// attempt reports no event, as at once. Fenced, it found the key taken
 	// over, or the commit's result kept after all: nothing to free.
 	finishRelease
+	// finishUnanswered frees the claim a Begin that failed as the request
+	// ended may have made all the same (releaseUnanswered): no event.
+	// Fenced, there was no such claim (or it was taken over already).
+	finishUnanswered
 )
 
 // lateFinish is one Finish to retry, with copies of what the Call held.
@@ -87,7 +91,7 @@ type lateFinish struct {
 // may be reused by another request (chi pools its route context).
 func (c *Call) finishLater(kind finishKind, state State, resp []byte, status int, loss bodyLoss, err error) bool {
 	e := c.e
-	if errors.Is(err, ErrFenced) || e.lateFor < 0 {
+	if errors.Is(err, ErrFenced) || e.lateFor < 0 && kind != finishUnanswered {
 		return false
 	}
 	e.lateMu.Lock()
@@ -122,11 +126,29 @@ func (c *Call) finishLater(kind finishKind, state State, resp []byte, status int
 		failedAt:  e.now(),
 	}
 	d := e.lateFor
-	if d == 0 {
+	if d == 0 || kind == finishUnanswered {
 		d = c.p.spec.InFlight.Lease
 	}
 	go e.retryFinish(f, d, wake)
 	return true
+}
+
+// releaseUnanswered frees, off the request's path, the claim a Begin may
+// have made although it failed (with err) because the request's context
+// ended (its client went away, or its deadline passed): a store client that
+// cancels asynchronously (pgx sends PostgreSQL a cancel request and returns
+// at once) often lets the claim commit, and the key then stays in flight,
+// every retry answered IDEMPOTENCY_KEY_IN_USE, until the lease runs out.
+// The engine made the claim's token, so it finishes that claim FAILED
+// without a response (reclaimable), as Finish would after a handler that
+// did not run: with the engine's background finisher, on a context of its
+// own bounded by the store timeout, after its first pause (time for the
+// claim to land if it is still on its way), and tried again on a store
+// failure for up to the lease (after it, the claim has run out anyway),
+// whatever Options.FinishRetryFor says. A fenced answer means there was no
+// such claim, or another request holds the key now: nothing to free.
+func (c *Call) releaseUnanswered(err error) {
+	c.finishLater(finishUnanswered, StateFailed, nil, 0, bodyKept, err)
 }
 
 // retryFinish tries f's Finish until it succeeds, is fenced, or d has
@@ -197,8 +219,12 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 	}
 	attrs := []slog.Attr{slog.String("operation", f.operation), slog.String("key", f.key),
 		slog.Int("attempts", attempt), slog.Duration("after", time.Since(begun).Round(time.Millisecond))}
-	release := f.kind == finishRelease
+	release := f.kind != finishAnswer
 	switch {
+	case err == nil && f.kind == finishUnanswered:
+		e.log.LogAttrs(ctx, slog.LevelInfo, "idem: key released: a Begin that failed as its request ended had claimed it all the same", attrs...)
+	case errors.Is(err, ErrFenced) && f.kind == finishUnanswered:
+		// No such claim (the Begin did not reach the store), or taken over.
 	case err == nil && release:
 		e.log.LogAttrs(ctx, slog.LevelInfo, "idem: key released by a later attempt, after the store failed", attrs...)
 	case err == nil:
@@ -220,6 +246,9 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 		e.log.LogAttrs(ctx, slog.LevelWarn, "idem: late completion rejected: the claim was taken over or expired while the store failed at finish", attrs...)
 		e.observe(ctx, Event{Kind: EventFenced, Operation: f.operation, Principal: f.principal, Key: f.key,
 			Protected: true, State: f.state, Status: f.status, Err: err})
+	case f.kind == finishUnanswered:
+		attrs = append(attrs, slog.Any("error", err))
+		e.log.LogAttrs(ctx, slog.LevelWarn, "idem: gave up releasing the claim a Begin that failed as its request ended may have made: if it did, the key stays in flight until its lease runs out", attrs...)
 	case release:
 		attrs = append(attrs, slog.Any("error", err))
 		e.log.LogAttrs(ctx, slog.LevelError, "idem: gave up releasing the key: it stays in flight until its lease runs out", attrs...)

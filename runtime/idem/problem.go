@@ -49,12 +49,21 @@ const (
 	// when its client went away): the request's own context ended while the
 	// engine was checking its key, so a store call (or Options.Principal)
 	// failed with it. Nothing was executed; retrying with the same key is
-	// safe. (In transactional mode: the request ended before its
+	// safe (a claim the failed Begin made all the same is released in the
+	// background, so a retry finds the key in flight for a moment at most,
+	// not for the lease). (In transactional mode: the request ended before its
 	// transaction committed; a retry replays the result if the commit took
 	// effect after all.) It is no store failure: it is reported as
 	// EventRejected (EventExecuted, FAILED, for the commit), logged at Info,
 	// and FailOpen never runs such a request.
 	CodeRequestEnded = "IDEMPOTENCY_REQUEST_ENDED"
+	// CodeHandlerPanicked (500): the handler panicked before anything of
+	// its response was sent. The engine freed the key (FAILED without a
+	// response, whatever Failures says), answered this in full, and let the
+	// panic go on (to net/http, which logs it, or a recover middleware in
+	// front of the engine). The handler may have done part of its work; a
+	// retry with the same key runs it again.
+	CodeHandlerPanicked = "IDEMPOTENCY_HANDLER_PANICKED"
 )
 
 // StatusClientClosedRequest (499, nginx's "Client Closed Request", which
@@ -109,7 +118,26 @@ var replayedTrue = []string{"true"}
 // which a middleware may change in place. typ overrides the "type" member.
 func (e *Engine) writeProblem(w http.ResponseWriter, p *problem, typ string) {
 	bp := getBuf()
-	b := append((*bp)[:0], `{"type":"`...)
+	b := e.appendProblem((*bp)[:0], p, typ)
+	h := w.Header()
+	vals := make([]string, 3)
+	vals[0], vals[1] = "application/problem+json", "nosniff"
+	h["Content-Type"] = vals[0:1:1]
+	h["X-Content-Type-Options"] = vals[1:2:2]
+	if p.retryAfter != nil {
+		vals[2] = p.retryAfter[0]
+		h["Retry-After"] = vals[2:3:3]
+	}
+	w.WriteHeader(p.status)
+	_, _ = w.Write(b)
+	*bp = b
+	putBuf(bp)
+}
+
+// appendProblem appends p's problem+json document to b (typ overrides the
+// "type" member).
+func (e *Engine) appendProblem(b []byte, p *problem, typ string) []byte {
+	b = append(b, `{"type":"`...)
 	if typ != "" {
 		b = appendJSONInner(b, typ)
 	} else {
@@ -136,20 +164,7 @@ func (e *Engine) writeProblem(w http.ResponseWriter, p *problem, typ string) {
 		b = append(b, `,"original_status":`...)
 		b = strconv.AppendInt(b, int64(p.origStatus), 10)
 	}
-	b = append(b, "}\n"...)
-	h := w.Header()
-	vals := make([]string, 3)
-	vals[0], vals[1] = "application/problem+json", "nosniff"
-	h["Content-Type"] = vals[0:1:1]
-	h["X-Content-Type-Options"] = vals[1:2:2]
-	if p.retryAfter != nil {
-		vals[2] = p.retryAfter[0]
-		h["Retry-After"] = vals[2:3:3]
-	}
-	w.WriteHeader(p.status)
-	_, _ = w.Write(b)
-	*bp = b
-	putBuf(bp)
+	return append(b, "}\n"...)
 }
 
 // WriteProblem writes p as application/problem+json, as the engine writes

@@ -473,6 +473,13 @@ func (r *recorder) cutShort() bool {
 	return true
 }
 
+// unsent reports whether nothing of the response reached the client yet,
+// though the engine can still answer it: buffered mode (before flushTo), or
+// tee mode before a final status was written (1xx responses aside).
+func (r *recorder) unsent() bool {
+	return r.active && !r.done && r.w != nil && (r.buffered || !r.wroteHeader)
+}
+
 // record returns the encoded record (aliasing the pooled buffer; valid until end).
 func (r *recorder) record() []byte {
 	b := *r.enc

@@ -60,8 +60,17 @@
 // (for a body carrier, by splicing the encoded bytes), and adds no header
 // that varies: an attempt counter only with [WithAttemptHeader], which the
 // server must then leave out of its fingerprint. Note that net/http's
-// Transport itself may replay a request carrying an Idempotency-Key header
-// when a reused keep-alive connection turns out dead; the key makes that safe.
+// Transport itself sends a request carrying an Idempotency-Key header again
+// when the connection it used closes before any response arrives (a reused
+// keep-alive connection that turns out dead, but also a server that drops
+// the connection, as net/http does when a handler panics), at once and
+// without backoff, on each idle connection it holds in turn. The key makes
+// that safe only while the first attempt's record is in flight or final: a
+// server that frees the key and then drops the connection runs the
+// operation once per attempt. idemgen's engine therefore answers a handler
+// panic with a complete 500 IDEMPOTENCY_HANDLER_PANICKED before the panic
+// goes on (see idem.CodeHandlerPanicked), so the Transport does not send it
+// again, and a Doer retries it with its backoff.
 //
 // # Backoff
 //

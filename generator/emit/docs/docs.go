@@ -61,6 +61,7 @@ var codes = map[string]string{
 	"RecordUnreadable":     idem.CodeRecordUnreadable,
 	"PrincipalUnavailable": idem.CodePrincipalUnavailable,
 	"RequestEnded":         idem.CodeRequestEnded,
+	"HandlerPanicked":      idem.CodeHandlerPanicked,
 }
 
 var (

@@ -1,0 +1,320 @@
+package idem_test
+
+import (
+	"encoding/json"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// panicShapes are the ways a handler runs under the engine: Engine.Handler,
+// the Begin/End shape of the generated HTTPMiddleware (serve), and the
+// generated strict wrapper's (strict: the operation, then Complete's Visit),
+// each with a handler that panics before writing anything when boom says so.
+func panicShapes(eng *idem.Engine, p *idem.Policy, calls *atomic.Int32, boom *atomic.Bool) map[string]http.Handler {
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.Header().Set("Location", "/orders/1") // set before the panic: it goes with the 500
+		if boom.Load() {
+			panic("kaboom")
+		}
+		w.WriteHeader(http.StatusCreated)
+	})
+	strict := func(inVisit bool) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			c := eng.Begin(r, p, idem.RequestKey)
+			defer c.End()
+			if c.Decision() != idem.Execute {
+				c.Respond(w)
+				return
+			}
+			c.Writer(w)
+			calls.Add(1)
+			if boom.Load() && !inVisit {
+				panic("kaboom") // the operation
+			}
+			_ = c.Complete(w, func(w http.ResponseWriter) error {
+				if boom.Load() {
+					panic("kaboom") // its Visit, before writing
+				}
+				w.WriteHeader(http.StatusCreated)
+				return nil
+			})
+		})
+	}
+	return map[string]http.Handler{
+		"Handler": eng.Handler(p, handler),
+		"HTTPMiddleware": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			c := eng.Begin(r, p, idem.RequestKey)
+			defer c.End()
+			if c.Decision() != idem.Execute {
+				c.Respond(w)
+				return
+			}
+			handler.ServeHTTP(c.Writer(w), c.Request())
+			c.Finish()
+		}),
+		"strict":       strict(false),
+		"strict visit": strict(true),
+	}
+}
+
+// panicServer serves h at POST /orders and a warm-up route at GET /warm,
+// recording the values of the panics that reach the outermost handler.
+type panicServer struct {
+	*httptest.Server
+	mu     sync.Mutex
+	panics []any
+}
+
+func newPanicServer(t *testing.T, h http.Handler, http2 bool) *panicServer {
+	ps := &panicServer{}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /warm", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
+	mux.Handle("POST /orders", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				ps.mu.Lock()
+				ps.panics = append(ps.panics, v)
+				ps.mu.Unlock()
+				panic(v) // on to net/http, as without this wrapper
+			}
+		}()
+		h.ServeHTTP(w, r)
+	}))
+	ps.Server = httptest.NewUnstartedServer(mux)
+	ps.Config.ErrorLog = log.New(io.Discard, "", 0)
+	if http2 {
+		ps.EnableHTTP2 = true
+		ps.StartTLS()
+	} else {
+		ps.Start()
+	}
+	t.Cleanup(ps.Close)
+	return ps
+}
+
+// waitPanics returns the panics recorded once there are n (the client may
+// get the engine's answer before the panic reaches the recorder).
+func (ps *panicServer) waitPanics(t *testing.T, n int) []any {
+	t.Helper()
+	var got []any
+	assert.Eventually(t, func() bool {
+		ps.mu.Lock()
+		defer ps.mu.Unlock()
+		got = slices.Clone(ps.panics)
+		return len(got) >= n
+	}, 5*time.Second, time.Millisecond)
+	return got
+}
+
+// warm opens n idle keep-alive connections in c's pool.
+func warm(t *testing.T, c *http.Client, url string, n int) {
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			resp, err := c.Get(url + "/warm")
+			if assert.NoError(t, err) {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func postKey(c *http.Client, url, key string) (*http.Response, []byte, error) {
+	req, _ := http.NewRequest(http.MethodPost, url+"/orders", strings.NewReader(`{"item":1}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp, b, err
+}
+
+func requirePanicProblem(t *testing.T, resp *http.Response, body []byte) {
+	t.Helper()
+	require.Equal(t, http.StatusInternalServerError, resp.StatusCode)
+	assert.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
+	var p struct {
+		Status int    `json:"status"`
+		Code   string `json:"code"`
+	}
+	require.NoError(t, json.Unmarshal(body, &p), "%s", body)
+	assert.Equal(t, idem.CodeHandlerPanicked, p.Code)
+	assert.Equal(t, 500, p.Status)
+}
+
+// A handler that panics before writing anything, under plain net/http over
+// HTTP/1.1: the client gets a complete 500 (before, net/http dropped the
+// connection and Go's Transport sent the keyed request again on every warm
+// idle connection at once, each run finding the key free), the handler ran
+// once, the panic went on with its value, and the key is free for a retry.
+func TestPanicAnsweredHTTP1(t *testing.T) {
+	for _, name := range []string{"Handler", "HTTPMiddleware", "strict", "strict visit"} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, idem.Options{})
+			var boom atomic.Bool
+			boom.Store(true)
+			ps := newPanicServer(t, panicShapes(f.eng, mustCompile(t, strictSpec()), &f.calls, &boom)[name], false)
+			c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 100}}
+			t.Cleanup(c.CloseIdleConnections)
+			warm(t, c, ps.URL, 20)
+			resp, body, err := postKey(c, ps.URL, "k")
+			assert.Equal(t, int32(1), f.calls.Load(), "the handler ran once: the Transport did not send the request again")
+			require.NoError(t, err, "the client gets an answer")
+			requirePanicProblem(t, resp, body)
+			if !strings.HasPrefix(name, "strict") {
+				assert.Equal(t, "/orders/1", resp.Header.Get("Location"), "headers set before the panic go with it")
+			}
+			assert.Equal(t, int32(1), f.calls.Load(), "the handler ran once: the Transport did not send the request again")
+			assert.Equal(t, []any{"kaboom"}, ps.waitPanics(t, 1), "the panic went on, with its value")
+
+			boom.Store(false)
+			resp, _, err = postKey(c, ps.URL, "k")
+			require.NoError(t, err)
+			assert.Equal(t, http.StatusCreated, resp.StatusCode, "the key was freed: the retry runs")
+			assert.Equal(t, int32(2), f.calls.Load())
+		})
+	}
+}
+
+// Over HTTP/2 the stream is reset after the handler panics; the client
+// still gets the 500's status, and the request is not sent again.
+func TestPanicAnsweredHTTP2(t *testing.T) {
+	for _, name := range []string{"Handler", "strict"} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, idem.Options{})
+			var boom atomic.Bool
+			boom.Store(true)
+			ps := newPanicServer(t, panicShapes(f.eng, mustCompile(t, strictSpec()), &f.calls, &boom)[name], true)
+			c := ps.Client()
+			resp, _, err := postKey(c, ps.URL, "k")
+			if resp == nil {
+				require.NoError(t, err, "the client gets the status")
+			}
+			assert.Equal(t, 2, resp.ProtoMajor)
+			assert.Equal(t, http.StatusInternalServerError, resp.StatusCode)
+			assert.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
+			assert.Equal(t, int32(1), f.calls.Load(), "not sent again")
+			assert.Equal(t, []any{"kaboom"}, ps.waitPanics(t, 1))
+		})
+	}
+}
+
+// A panic after the status was sent goes on as before: the engine writes
+// nothing more (the client got the status, so the Transport does not send
+// the request again) and frees the key.
+func TestPanicAfterStatusNotAnswered(t *testing.T) {
+	f := newFixture(t, idem.Options{})
+	h := f.eng.Handler(mustCompile(t, strictSpec()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.calls.Add(1)
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, "part")
+		http.NewResponseController(w).Flush()
+		panic("kaboom")
+	}))
+	ps := newPanicServer(t, h, false)
+	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 100}}
+	t.Cleanup(c.CloseIdleConnections)
+	warm(t, c, ps.URL, 10)
+	resp, body, err := postKey(c, ps.URL, "k")
+	require.NotNil(t, resp)
+	assert.Equal(t, http.StatusCreated, resp.StatusCode)
+	assert.Error(t, err, "the response is cut short")
+	assert.Equal(t, "part", string(body))
+	assert.Equal(t, int32(1), f.calls.Load())
+	assert.Equal(t, []any{"kaboom"}, ps.waitPanics(t, 1))
+}
+
+// An outer recover middleware still gets the panic, after the engine's
+// answer (its own comes too late and is dropped by net/http).
+func TestPanicReachesOuterRecover(t *testing.T) {
+	f := newFixture(t, idem.Options{})
+	h := f.eng.Handler(mustCompile(t, strictSpec()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.calls.Add(1)
+		panic(http.ErrAbortHandler)
+	}))
+	var got any
+	outer := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			got = recover()
+			http.Error(w, "internal error", http.StatusInternalServerError)
+		}()
+		h.ServeHTTP(w, r)
+	})
+	w := send(outer, req{key: "k", body: `{}`})
+	assert.Equal(t, http.ErrAbortHandler, got)
+	res := w.Result() // the header as sent: http.Error then changed the map
+	assert.Equal(t, 500, res.StatusCode)
+	assert.Equal(t, "application/problem+json", res.Header.Get("Content-Type"))
+	assert.True(t, strings.HasPrefix(w.Body.String(), `{"type":`), "the engine's answer comes first: %s", w.Body.String())
+	assert.Contains(t, w.Body.String(), idem.CodeHandlerPanicked)
+}
+
+// In transactional mode nothing reached the client before the commit: a
+// panic after the handler wrote its (buffered) response is answered with
+// the 500, and what the handler wrote is not sent.
+func TestPanicAnsweredTransactional(t *testing.T) {
+	f, ft := newTxFixture(t)
+	h := f.eng.Handler(mustCompile(t, strictSpec()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		Insert(r.Context(), "half")
+		w.Header().Set("X-Handler", "1")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, "created")
+		panic("oops")
+	}))
+	var w *httptest.ResponseRecorder
+	func() {
+		defer func() { assert.Equal(t, "oops", recover()) }()
+		w = httptest.NewRecorder()
+		hr := httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader(`{}`))
+		hr.Header.Set("Idempotency-Key", "k")
+		h.ServeHTTP(w, hr)
+	}()
+	requireProblem(t, w, 500, idem.CodeHandlerPanicked)
+	assert.Empty(t, w.Header().Get("X-Handler"))
+	assert.Empty(t, ft.rows)
+	assert.Equal(t, 1, ft.rollbacks)
+}
+
+// End called from a deferred function (not deferred itself) cannot see the
+// panic: it frees the key and writes nothing, as before.
+func TestPanicEndNotDeferred(t *testing.T) {
+	f := newFixture(t, idem.Options{})
+	p := mustCompile(t, strictSpec())
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c := f.eng.Begin(r, p, idem.RequestKey)
+		defer func() { c.End() }()
+		c.Writer(w)
+		panic("kaboom")
+	})
+	w := httptest.NewRecorder()
+	func() {
+		defer func() { assert.Equal(t, "kaboom", recover()) }()
+		hr := httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader(`{}`))
+		hr.Header.Set("Content-Type", "application/json")
+		hr.Header.Set("Idempotency-Key", "k")
+		h.ServeHTTP(w, hr)
+	}()
+	assert.False(t, w.Flushed)
+	assert.Empty(t, w.Body.String())
+	require.Equal(t, http.StatusCreated, send(f.eng.Handler(p, f.createOrder()), req{key: "k", body: `{}`}).Code, "the key was freed")
+}
