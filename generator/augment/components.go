@@ -149,6 +149,10 @@ type components struct {
 	added map[string][]namedNode // kind -> new definitions, in first-use order
 	used  map[string][]namedNode // kind -> definitions referred to (added or reused)
 	stale []staleNode            // marked definitions to replace, in the order found
+	// keep is, for a marked component several operations refer to (kind
+	// -> name), the definition that keeps its name (see share); what
+	// refers to it for another definition refers to another component.
+	keep map[string]map[string]*yaml.Node
 }
 
 type namedNode struct {
@@ -164,7 +168,37 @@ type staleNode struct {
 }
 
 func newComponents(root *yaml.Node) *components {
-	return &components{root: root, added: map[string][]namedNode{}, used: map[string][]namedNode{}}
+	return &components{root: root, added: map[string][]namedNode{}, used: map[string][]namedNode{}, keep: map[string]map[string]*yaml.Node{}}
+}
+
+// share decides which of defs, the definitions that the operations
+// referring to idemgen's component of kind named name (marked) want now,
+// in the operations' order, keeps its name: the component's current
+// definition when one of them wants it (the operations whose contract
+// changed get components of their own, and the component stays as it is);
+// else the one most of them want, the first on a tie (replaced in place).
+// Without it, the first operation to reach current would keep the name,
+// whichever changed.
+func (c *components) share(kind, name string, defs []*yaml.Node) {
+	cur := child(child(child(c.root, "components"), kind), name)
+	if len(defs) < 2 || !marked(cur) {
+		return
+	}
+	keep := defs[0]
+	if slices.ContainsFunc(defs, func(d *yaml.Node) bool { return equal(d, cur) }) {
+		keep = cur
+	} else {
+		best := 0
+		for _, d := range defs {
+			if n := len(slices.DeleteFunc(slices.Clone(defs), func(e *yaml.Node) bool { return !equal(d, e) })); n > best {
+				keep, best = d, n
+			}
+		}
+	}
+	if c.keep[kind] == nil {
+		c.keep[kind] = map[string]*yaml.Node{}
+	}
+	c.keep[kind][name] = keep
 }
 
 // componentRef is the $ref of the component of kind named name.
@@ -217,9 +251,13 @@ func (c *components) ref(kind, base string, def *yaml.Node, replace bool) string
 // is left alone.
 //
 // It returns false when the component is marked and already chosen for
-// another definition (another operation's, whose contract differs now):
-// what refers to it for def must refer to another component.
+// another definition (another operation's, whose contract differs now; or
+// the one share chose): what refers to it for def must refer to another
+// component.
 func (c *components) current(kind, name string, def *yaml.Node) bool {
+	if keep := c.keep[kind][name]; keep != nil && !equal(keep, def) {
+		return false // chosen for another definition (share)
+	}
 	if i := slices.IndexFunc(c.used[kind], func(u namedNode) bool { return u.name == name }); i >= 0 {
 		return equal(c.used[kind][i].def, def) || !marked(child(child(child(c.root, "components"), kind), name))
 	}
@@ -238,13 +276,22 @@ func (c *components) current(kind, name string, def *yaml.Node) bool {
 // in the spec, refers to, if n is a $ref to one of this document; it
 // returns current's answer (true when n is not such a $ref) and the name.
 func (c *components) currentRef(kind string, n, def *yaml.Node) (bool, string) {
+	name, ok := localComponent(kind, n)
+	if !ok {
+		return true, ""
+	}
+	return c.current(kind, name, def), name
+}
+
+// localComponent returns the name of the component of kind that n refers
+// to, if n is a $ref to one of this document.
+func localComponent(kind string, n *yaml.Node) (string, bool) {
 	ptr, external := refTarget(unalias(n))
 	prefix := "/components/" + kind + "/"
 	if external || !strings.HasPrefix(ptr, prefix) || strings.Contains(ptr[len(prefix):], "/") {
-		return true, ""
+		return "", false
 	}
-	name := load.Unescape(ptr[len(prefix):])
-	return c.current(kind, name, def), name
+	return load.Unescape(ptr[len(prefix):]), true
 }
 
 // replace records cur, idemgen's definition of the component of kind

@@ -109,6 +109,7 @@ func plan(root *yaml.Node, doc *load.Document, ops []*ir.Operation, noReplayed b
 		slices.Sort(ops)
 		p.keyOps[m] = slices.Compact(ops)
 	}
+	p.shareKeyParams(ops)
 	var opActions []overlay.Action
 	for _, op := range ops {
 		seen := len(p.comps.stale)
@@ -362,6 +363,37 @@ func (p *planner) keyParam(op *ir.Operation, opNode, upd *yaml.Node) {
 	}
 	set(upd, "parameters", toNode([]*yaml.Node{ref(r)}))
 	p.found(RuleKeyParamMissing, op, opNode, "%s does not declare its idempotency key (%s %s) as a parameter", where(op), k.Carrier, k.Name)
+}
+
+// shareKeyParams tells p.comps, for each of idemgen's key parameter
+// components that several operations of ops refer to, the declarations
+// they want now (components.share): the operations whose contract changed
+// get components of their own, whatever their place in the paths.
+func (p *planner) shareKeyParams(ops []*ir.Operation) {
+	var names []string
+	wants := map[string][]*yaml.Node{}
+	for _, op := range ops {
+		opNode := p.operationNode(op)
+		if op.Key.Carrier == ir.CarrierBody || !isMapping(opNode) {
+			continue
+		}
+		e := p.declared(op, opNode)
+		if e == nil {
+			continue
+		}
+		name, ok := localComponent("parameters", e)
+		if !ok {
+			continue
+		}
+		if _, ok := wants[name]; !ok {
+			names = append(names, name)
+		}
+		def, _ := keyParamDef(op.Key)
+		wants[name] = append(wants[name], def)
+	}
+	for _, name := range names {
+		p.comps.share("parameters", name, wants[name])
+	}
 }
 
 // repointKeyParam points e, op's $ref to idemgen's key parameter

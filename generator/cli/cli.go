@@ -330,6 +330,11 @@ emitter turned off, output: moved, a file renamed), found by their
 generated header in its output directory, the config's directory and that
 of oapi-codegen's output [generated-orphaned]; a warning only when another
 idemgen config writes to that directory, or the file names another spec.
+For an output: moved into or out of a subdirectory, Go files and IR from
+its spec are looked for below the output directory and above it: errors
+in a directory that holds every file the config generates now, elsewhere
+warnings for those of its emitters (a run without a config may have
+written them), and nothing for the other emitters'.
 Exit status: 0 clean or warnings only, 1 errors, 2 usage.
 `
 

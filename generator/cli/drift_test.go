@@ -489,4 +489,22 @@ func TestCheckGeneratedOrphansMovedOutput(t *testing.T) {
 	assert.Equal(t, 0, code, stderr)
 	assert.NotContains(t, stderr, "orphaned", stderr)
 	assert.NotContains(t, stderr, "generated-orphaned", stderr)
+
+	// A client generated without a config (docs/client.md) into a
+	// subdirectory of the output, from the same spec: not the old output
+	// (the server's file is not beside it), so at most a warning, and none
+	// when the config does not generate a client.
+	clientDir := filepath.Join(dir, "api", "client")
+	code, _, stderr = run("generate", "-emit", "client", "-package", "client", "-o", clientDir, filepath.Join(dir, "openapi.yaml"))
+	require.Equal(t, 0, code, stderr)
+	clientFile := filepath.Join(clientDir, "idempotency_client.gen.go")
+	code, _, stderr = run("check", "-generated", "-config", cfg)
+	assert.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, clientFile+":1:1: warning: ", stderr)
+	assert.NotContains(t, stderr, ": error: ", stderr)
+	write(cfg, "package: api\noutput: api\nspec: openapi.yaml\ngenerate: {server: true}\n")
+	require.NoError(t, os.Remove(filepath.Join(dir, "api", "idempotency_client.gen.go")))
+	code, _, stderr = run("check", "-generated", "-config", cfg)
+	assert.Equal(t, 0, code, stderr)
+	assert.NotContains(t, stderr, "orphaned", stderr)
 }
