@@ -296,9 +296,11 @@ overlays), each operation's contract is compared with the old one's
 names left out) and each change that breaks retries in flight across a
 rolling deploy is reported at its field, with the safe procedure
 [rollout-operation-renamed, rollout-scope, rollout-key-format,
-rollout-key-moved, rollout-fingerprint, rollout-response-headers]: warnings,
-errors with -strict; an idempotent operation without an operationId is
-reported too [operation-id-missing]. See ` + initspec.ContractDocs + `#changing-a-contract
+rollout-key-moved, rollout-fingerprint, rollout-response-headers], and so
+is a base none of whose idempotent operations pairs [rollout-base-unpaired]
+(its contracts' overlay not given: -base-overlay; SPEC's overlays are not
+applied to it): warnings, errors with -strict; an idempotent operation
+without an operationId is reported too [operation-id-missing]. See ` + initspec.ContractDocs + `#changing-a-contract
 
 A warning is silenced, with a reason, for one operation by a comment in
 its x-idempotency block, "# idemgen:ignore RULE -- REASON"; for the spec or

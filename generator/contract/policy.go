@@ -278,7 +278,7 @@ func previous(b Block, pol *ir.Policy, diags *diag.List, sure bool) {
 			continue
 		}
 		if fs.Same(current) {
-			diags.Warnf(e.Pos, RulePreviousNoEffect, "compatible-fingerprints[%d] equals the current fingerprint settings (a list an entry leaves out is the current one), so it recognizes nothing more: list volatile, unordered and fingerprint-headers as they were before the change", i)
+			diags.Warnf(e.Pos, RulePreviousNoEffect, "compatible-fingerprints[%d] equals the current fingerprint settings (a list an entry leaves out is the current one), so it recognizes nothing more: list volatile, unordered and fingerprint-headers as the other release has them (the one before, or the one after)", i)
 			continue
 		}
 		if j := slices.IndexFunc(seen, func(j int) bool { return fs.Same(pol.CompatibleFingerprints[j]) }); j >= 0 {
@@ -292,8 +292,8 @@ func previous(b Block, pol *ir.Policy, diags *diag.List, sure bool) {
 	}
 	switch pol.Semantics {
 	case ir.Loose:
-		diags.Warnf(b.CompatibleFingerprints.Pos, RulePreviousNoEffect, "compatible-fingerprints has no effect under loose semantics, which never compare fingerprints: a retry with the key of a request made before the change gets its replay anyway")
+		diags.Warnf(b.CompatibleFingerprints.Pos, RulePreviousNoEffect, "compatible-fingerprints has no effect a client sees under loose semantics, which replay a retry with the key of a request made under other settings whatever its fingerprint (a listed setting's match only keeps the retry from being reported as EventLooseMismatch); a loose release needs no entry in the two-release procedure")
 	case ir.Window:
-		diags.Warnf(b.CompatibleFingerprints.Pos, RulePreviousNoEffect, "compatible-fingerprints has no effect under window semantics: a retry with the key of a request made before the change gets its replay whatever its fingerprint, and a request without a key is found by its current fingerprint only")
+		diags.Warnf(b.CompatibleFingerprints.Pos, RulePreviousNoEffect, "compatible-fingerprints has no effect under window semantics: a retry with the key of a request made under other settings gets its replay whatever its fingerprint, and a request without a key is found by its current fingerprint only")
 	}
 }

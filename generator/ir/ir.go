@@ -247,8 +247,9 @@ type Policy struct {
 	Response           Response      `json:"response"`
 	Request            Request       `json:"request"`
 	Retry              Retry         `json:"retry"`
-	// CompatibleFingerprints are the fingerprint settings the operation had
-	// before (compatible-fingerprints, in the contract's order), each whole:
+	// CompatibleFingerprints are fingerprint settings of another release of
+	// the operation, the one before or the one after, whose records a retry
+	// may find (compatible-fingerprints, in the contract's order), each whole:
 	// a list an entry leaves out is the current one. A keyed retry whose
 	// record was made under one of them is recognized (idem.Spec.CompatibleFingerprints).
 	CompatibleFingerprints []FingerprintSettings `json:"previousFingerprints,omitempty"`
