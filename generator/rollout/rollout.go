@@ -420,14 +420,9 @@ func opPointer(op *ir.Operation) string {
 	return "/paths/" + load.Escape(op.Path) + "/" + strings.ToLower(op.Method)
 }
 
-// field returns the node of the contract field at path (keys below
-// x-idempotency) of the operation's block, else of the root's block: where
-// the merged value comes from.
-func (c *comparison) field(path ...string) load.Node {
-	n, _ := c.fieldAndParent(path)
-	return n
-}
-
+// fieldAndParent returns the node of the contract field at path (keys
+// below x-idempotency) of the operation's block, else of the root's block
+// (where the merged value comes from), and the mapping that holds it.
 func (c *comparison) fieldAndParent(path []string) (n, parent load.Node) {
 	for _, block := range []string{opPointer(c.op) + "/x-idempotency", "/x-idempotency"} {
 		n, parent = load.Node{}, c.d.Lookup(block)
