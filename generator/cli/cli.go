@@ -296,9 +296,11 @@ overlays), each operation's contract is compared with the old one's
 names left out) and each change that breaks retries in flight across a
 rolling deploy is reported at its field, with the safe procedure
 [rollout-operation-renamed, rollout-scope, rollout-key-format,
-rollout-key-moved, rollout-fingerprint, rollout-response-headers]: warnings,
-errors with -strict; an idempotent operation without an operationId is
-reported too [operation-id-missing]. See ` + initspec.ContractDocs + `#changing-a-contract
+rollout-key-moved, rollout-fingerprint, rollout-response-headers], and so
+is a base none of whose idempotent operations pairs [rollout-base-unpaired]
+(its contracts' overlay not given: -base-overlay; SPEC's overlays are not
+applied to it): warnings, errors with -strict; an idempotent operation
+without an operationId is reported too [operation-id-missing]. See ` + initspec.ContractDocs + `#changing-a-contract
 
 A warning is silenced, with a reason, for one operation by a comment in
 its x-idempotency block, "# idemgen:ignore RULE -- REASON"; for the spec or
@@ -392,11 +394,12 @@ func check(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "idemgen check: -base %v\n", err)
 			return ExitError
 		}
+		hint := baseHint(cfg.Overlays, baseOverlays)
 		extra = func(d *load.Document, spec *ir.Spec) diag.List {
-			return rollout.Check(old, spec, d, *base)
+			return rollout.Check(old, spec, d, *base, hint)
 		}
 	}
-	spec, diags, note := diagnose(cfg, *strict, ignores, cfg.noReplayedHeader(fs), extra)
+	spec, diags, note := diagnose(cfg, *strict, ignores, cfg.noReplayedHeader(fs), extra, *base != "")
 	printNote(stderr, note)
 	if !diags.HasErrors() {
 		// What the emitters find, generate would refuse too.
@@ -421,6 +424,20 @@ func check(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %s, %s%s\n", cfg.Spec, english.Count(len(spec.Operations), "idempotent operation"), english.Count(nw, "warning"), names)
 	}
 	return ExitOK
+}
+
+// baseHint is what check -base's warning that no operation of the base
+// paired says to do, given the overlays applied to SPEC and to the base.
+// The overlays of SPEC are not applied to the base: the contracts they
+// hold are the new ones, and would hide every change.
+func baseHint(overlays, baseOverlays []string) string {
+	switch {
+	case len(baseOverlays) > 0:
+		return "check that -base-overlay gives that release's overlays (" + strings.Join(baseOverlays, ", ") + ")"
+	case len(overlays) > 0:
+		return "the spec checked gets its contracts with " + english.Noun(len(overlays), "the overlay", "the overlays") + " " + strings.Join(overlays, ", ") + ": give that release's version of each with -base-overlay (git show REF:FILE > /tmp/base.overlay.yaml)"
+	}
+	return ""
 }
 
 // loadBase loads and compiles the spec path (check -base) with overlays
@@ -592,7 +609,7 @@ func sameFile(a, b string) bool {
 // that the spec's comments, cfg's ignore: and the -ignore flags silence
 // (augment.Silence). The operations cfg's oapi-codegen configuration
 // leaves out are not in spec: note, when not "", names them (leaveOut).
-func diagnose(cfg *Config, strict bool, flags []diag.Ignore, noReplayed bool, extra func(*load.Document, *ir.Spec) diag.List) (spec *ir.Spec, diags diag.List, note string) {
+func diagnose(cfg *Config, strict bool, flags []diag.Ignore, noReplayed bool, extra func(*load.Document, *ir.Spec) diag.List, withBase bool) (spec *ir.Spec, diags diag.List, note string) {
 	d, spec, diags := compile.LoadAndCompile(cfg.Spec, load.Options{Overlays: cfg.Overlays}, compile.Options{Naming: cfg.namer})
 	// Ignores may name the operations left out (they are the spec's):
 	// Silence checks them against the whole spec.
@@ -622,7 +639,12 @@ func diagnose(cfg *Config, strict bool, flags []diag.Ignore, noReplayed bool, ex
 	diags = append(diags, cfg.muxConflicts(d, spec)...)
 	diags = append(diags, cfg.ignoreDiags...)
 	ignores := append(slices.Clone(cfg.ignores), flags...)
-	return spec, augment.Silence(d, whole, diags, ignores, func(rule string) bool { return rule != augment.RuleNotAugmented }).Sorted(), note
+	// An ignore of a rule this run cannot report is not unused: the
+	// rollout-* rules are check -base's.
+	ran := func(rule string) bool {
+		return rule != augment.RuleNotAugmented && (withBase || !slices.Contains(rollout.BaseRules, rule))
+	}
+	return spec, augment.Silence(d, whole, diags, ignores, ran).Sorted(), note
 }
 
 // printNote writes note (the operations oapi-codegen leaves out, which
@@ -1078,7 +1100,7 @@ func generateOne(fs *flag.FlagSet, configPath string, overlays, emits, options [
 	if cfg.Output == "-" {
 		r.out = stderr
 	}
-	spec, diags, note := diagnose(cfg, false, ignores, cfg.noReplayedHeader(nil), nil)
+	spec, diags, note := diagnose(cfg, false, ignores, cfg.noReplayedHeader(nil), nil, false)
 	printNote(stderr, note)
 	r.report(diags)
 	if diags.HasErrors() {

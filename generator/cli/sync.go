@@ -72,7 +72,7 @@ func producedFiles(fs *flag.FlagSet, configPath string, ignores []diag.Ignore, s
 	if err != nil {
 		return nil
 	}
-	spec, diags, _ := diagnose(cfg, strict, ignores, cfg.noReplayedHeader(fs), nil)
+	spec, diags, _ := diagnose(cfg, strict, ignores, cfg.noReplayedHeader(fs), nil, false)
 	if diags.HasErrors() {
 		return nil
 	}
@@ -118,7 +118,7 @@ func checkGenerated(fs *flag.FlagSet, configPath string, others []string, produc
 		fmt.Fprintf(stderr, "idemgen check: %v\n", err)
 		return ExitUsage
 	}
-	spec, diags, note := diagnose(cfg, strict, ignores, cfg.noReplayedHeader(fs), nil)
+	spec, diags, note := diagnose(cfg, strict, ignores, cfg.noReplayedHeader(fs), nil, false)
 	printNote(stderr, note)
 	r.report(diags)
 	if diags.HasErrors() {

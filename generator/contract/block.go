@@ -53,7 +53,8 @@ type Block struct {
 	Request            RequestBlock
 	Retry              RetryBlock
 	// CompatibleFingerprints is compatible-fingerprints (operations only):
-	// the fingerprint settings the operation had before, as written.
+	// fingerprint settings of another release of the operation (the one
+	// before, or the one after), as written.
 	CompatibleFingerprints Field[[]PreviousBlock]
 }
 

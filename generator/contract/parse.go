@@ -201,7 +201,7 @@ func (p *parser) blockFields(b *Block) map[string]fieldFunc {
 		"fingerprint-headers": p.headerList(&b.FingerprintHeaders, "fingerprint-headers", nil),
 		"compatible-fingerprints": func(v *yaml.Node, ptr string) {
 			if p.level == Root {
-				p.errorf(v, ptr, "misplaced-field", "compatible-fingerprints belongs on an operation, not at the document root: it lists the settings one operation's fingerprint had before, and a field an entry leaves out is that operation's own; after changing the root's volatile, unordered or fingerprint-headers, give each operation its entry (a YAML anchor and alias can share one)")
+				p.errorf(v, ptr, "misplaced-field", "compatible-fingerprints belongs on an operation, not at the document root: it lists fingerprint settings of another release of one operation (the one before, or the one after), and a field an entry leaves out is that operation's own; after changing the root's volatile, unordered or fingerprint-headers, give each operation its entry (a YAML anchor and alias can share one)")
 				return
 			}
 			p.previous(v, ptr, &b.CompatibleFingerprints)

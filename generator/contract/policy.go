@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/idemgen/idemgen/generator/diag"
@@ -259,8 +258,8 @@ func previous(b Block, pol *ir.Policy, diags *diag.List, sure bool) {
 		}
 		return out
 	}
-	current := fingerprintKey(pol.Volatile, pol.Unordered, pol.FingerprintHeaders)
-	seen := map[string]int{}
+	current := pol.Fingerprint()
+	var seen []int // the entries kept, by index
 	for i, e := range b.CompatibleFingerprints.V {
 		fs := ir.FingerprintSettings{
 			Volatile:           pointers(e.Volatile, pol.Volatile),
@@ -278,46 +277,23 @@ func previous(b Block, pol *ir.Policy, diags *diag.List, sure bool) {
 		if e.Refused || !sure || pol.Semantics != ir.Strict {
 			continue
 		}
-		k := fingerprintKey(fs.Volatile, fs.Unordered, fs.FingerprintHeaders)
-		if k == current {
-			diags.Warnf(e.Pos, RulePreviousNoEffect, "compatible-fingerprints[%d] equals the current fingerprint settings (a list an entry leaves out is the current one), so it recognizes nothing more: list volatile, unordered and fingerprint-headers as they were before the change", i)
+		if fs.Same(current) {
+			diags.Warnf(e.Pos, RulePreviousNoEffect, "compatible-fingerprints[%d] equals the current fingerprint settings (a list an entry leaves out is the current one), so it recognizes nothing more: list volatile, unordered and fingerprint-headers as the other release has them (the one before, or the one after)", i)
 			continue
 		}
-		if j, dup := seen[k]; dup {
-			diags.Warnf(e.Pos, "duplicate-entry", "compatible-fingerprints[%d] equals compatible-fingerprints[%d] (a list an entry leaves out is the current one); delete one", i, j)
+		if j := slices.IndexFunc(seen, func(j int) bool { return fs.Same(pol.CompatibleFingerprints[j]) }); j >= 0 {
+			diags.Warnf(e.Pos, "duplicate-entry", "compatible-fingerprints[%d] equals compatible-fingerprints[%d] (a list an entry leaves out is the current one); delete one", i, seen[j])
 			continue
 		}
-		seen[k] = i
+		seen = append(seen, i)
 	}
 	if !sure || len(b.CompatibleFingerprints.V) == 0 {
 		return
 	}
 	switch pol.Semantics {
 	case ir.Loose:
-		diags.Warnf(b.CompatibleFingerprints.Pos, RulePreviousNoEffect, "compatible-fingerprints has no effect under loose semantics, which never compare fingerprints: a retry with the key of a request made before the change gets its replay anyway")
+		diags.Warnf(b.CompatibleFingerprints.Pos, RulePreviousNoEffect, "compatible-fingerprints has no effect a client sees under loose semantics, which replay a retry with the key of a request made under other settings whatever its fingerprint (a listed setting's match only keeps the retry from being reported as EventLooseMismatch); a loose release needs no entry in the two-release procedure")
 	case ir.Window:
-		diags.Warnf(b.CompatibleFingerprints.Pos, RulePreviousNoEffect, "compatible-fingerprints has no effect under window semantics: a retry with the key of a request made before the change gets its replay whatever its fingerprint, and a request without a key is found by its current fingerprint only")
+		diags.Warnf(b.CompatibleFingerprints.Pos, RulePreviousNoEffect, "compatible-fingerprints has no effect under window semantics: a retry with the key of a request made under other settings gets its replay whatever its fingerprint, and a request without a key is found by its current fingerprint only")
 	}
-}
-
-// fingerprintKey identifies what a set of fingerprint settings computes:
-// each list as a set (header names in any case).
-func fingerprintKey(volatile, unordered []ir.Pointer, headers []string) string {
-	set := func(l []string) string {
-		l = slices.Clone(l)
-		slices.Sort(l)
-		return strings.Join(slices.Compact(l), "\x00")
-	}
-	ptrs := func(l []ir.Pointer) string {
-		var s []string
-		for _, p := range l {
-			s = append(s, p.Pointer)
-		}
-		return set(s)
-	}
-	var hs []string
-	for _, h := range headers {
-		hs = append(hs, http.CanonicalHeaderKey(strings.TrimSpace(h)))
-	}
-	return ptrs(volatile) + "\x01" + ptrs(unordered) + "\x01" + set(hs)
 }

@@ -42,6 +42,7 @@ var warningRules = []string{
 	"response-header-not-replayed",
 	"retry-after-missing",
 	"retry-on-conflict-status",
+	"rollout-base-unpaired",
 	"rollout-fingerprint",
 	"rollout-key-format",
 	"rollout-key-moved",

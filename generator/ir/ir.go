@@ -11,6 +11,7 @@ package ir
 import (
 	"math"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -100,6 +101,16 @@ type Operation struct {
 
 	Pos         Pos `json:"pos"`         // the operation object
 	ContractPos Pos `json:"contractPos"` // its x-idempotency value (or the root apply-to entry that made it idempotent)
+}
+
+// RecordName is the name the runtime keeps the operation's idempotency
+// records under (idem.Spec.Operation): its operationId, or oapi-codegen's
+// Go name when it has none. The emitters and check -base use it alike.
+func (op *Operation) RecordName() string {
+	if op.OperationID != "" {
+		return op.OperationID
+	}
+	return op.GoName
 }
 
 // Names are the Go identifiers oapi-codegen generates for an operation
@@ -236,8 +247,9 @@ type Policy struct {
 	Response           Response      `json:"response"`
 	Request            Request       `json:"request"`
 	Retry              Retry         `json:"retry"`
-	// CompatibleFingerprints are the fingerprint settings the operation had
-	// before (compatible-fingerprints, in the contract's order), each whole:
+	// CompatibleFingerprints are fingerprint settings of another release of
+	// the operation, the one before or the one after, whose records a retry
+	// may find (compatible-fingerprints, in the contract's order), each whole:
 	// a list an entry leaves out is the current one. A keyed retry whose
 	// record was made under one of them is recognized (idem.Spec.CompatibleFingerprints).
 	CompatibleFingerprints []FingerprintSettings `json:"previousFingerprints,omitempty"`
@@ -250,6 +262,39 @@ type FingerprintSettings struct {
 	Unordered          []Pointer `json:"unordered,omitempty"`
 	FingerprintHeaders []string  `json:"fingerprintHeaders,omitempty"`
 	Pos                Pos       `json:"pos"` // the entry
+}
+
+// Fingerprint returns the policy's own fingerprint settings (its
+// volatile, unordered and fingerprint-headers), without a position.
+func (p Policy) Fingerprint() FingerprintSettings {
+	return FingerprintSettings{Volatile: p.Volatile, Unordered: p.Unordered, FingerprintHeaders: p.FingerprintHeaders}
+}
+
+// Same reports whether s and o compute the same fingerprint: each list
+// as a set, header names in any case (as the runtime canonicalises them).
+func (s FingerprintSettings) Same(o FingerprintSettings) bool {
+	return s.key() == o.key()
+}
+
+// key identifies what s computes (Same).
+func (s FingerprintSettings) key() string {
+	set := func(l []string) string {
+		l = slices.Clone(l)
+		slices.Sort(l)
+		return strings.Join(slices.Compact(l), "\x00")
+	}
+	ptrs := func(l []Pointer) string {
+		var out []string
+		for _, p := range l {
+			out = append(out, p.Pointer)
+		}
+		return set(out)
+	}
+	var hs []string
+	for _, h := range s.FingerprintHeaders {
+		hs = append(hs, strings.ToLower(strings.TrimSpace(h)))
+	}
+	return ptrs(s.Volatile) + "\x01" + ptrs(s.Unordered) + "\x01" + set(hs)
 }
 
 // Pointer is a volatile or unordered JSON pointer ("*" matches any member or

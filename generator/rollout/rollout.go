@@ -17,11 +17,8 @@ import (
 	"slices"
 	"strings"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/idemgen/idemgen/generator/diag"
 	"github.com/idemgen/idemgen/generator/internal/english"
-	"github.com/idemgen/idemgen/generator/internal/yamlmerge"
 	"github.com/idemgen/idemgen/generator/ir"
 	"github.com/idemgen/idemgen/generator/load"
 )
@@ -34,21 +31,16 @@ const (
 	RuleKeyMoved           = "rollout-key-moved"
 	RuleFingerprint        = "rollout-fingerprint"
 	RuleResponseHeaders    = "rollout-response-headers"
+	RuleBaseUnpaired       = "rollout-base-unpaired"
 	RuleOperationIDMissing = "operation-id-missing"
 )
 
 // Rules are the warnings of this package, which check -strict makes errors.
-var Rules = []string{RuleOperationRenamed, RuleScope, RuleKeyFormat, RuleKeyMoved, RuleFingerprint, RuleResponseHeaders, RuleOperationIDMissing}
+var Rules = []string{RuleOperationRenamed, RuleScope, RuleKeyFormat, RuleKeyMoved, RuleFingerprint, RuleResponseHeaders, RuleBaseUnpaired, RuleOperationIDMissing}
 
-// Name is the name the runtime keeps an operation's records under
-// (idem.Spec.Operation): its operationId, or oapi-codegen's Go name when
-// it has none (as gogen.OperationName).
-func Name(op *ir.Operation) string {
-	if op.OperationID != "" {
-		return op.OperationID
-	}
-	return op.GoName
-}
+// BaseRules are the rules only check -base reports: an ignore of one
+// silences nothing without -base, and is not reported unused then.
+var BaseRules = []string{RuleOperationRenamed, RuleScope, RuleKeyFormat, RuleKeyMoved, RuleFingerprint, RuleResponseHeaders, RuleBaseUnpaired}
 
 var pathParam = regexp.MustCompile(`\{[^}]*\}`)
 
@@ -60,24 +52,31 @@ func erased(op *ir.Operation) string {
 
 // Match pairs the idempotent operations of base and spec: by operationId
 // first, then by method and path template with the parameters' names left
-// out (an operationId renamed, or a path parameter). An operation of
-// either without a match (gone, new, idempotent on one side only) is left
-// out: no retry of it can straddle the deploy under a contract.
+// out (an operationId renamed, or a path parameter). An operationId that
+// moved to the method and path of another operation of base (two
+// operations' ids swapped) pairs by method and path instead: a retry
+// goes to the method and path, and there the name changed. An operation
+// of either without a match (gone, new, idempotent on one side only) is
+// left out: no retry of it can straddle the deploy under a contract.
 func Match(base, spec *ir.Spec) [][2]*ir.Operation {
 	var pairs [][2]*ir.Operation
 	used := map[*ir.Operation]bool{}
 	byID := map[string]*ir.Operation{}
+	atPath := map[string]int{}
 	for _, op := range base.Operations {
 		if op.OperationID != "" {
 			byID[op.OperationID] = op
 		}
+		atPath[erased(op)]++
 	}
 	var rest []*ir.Operation
 	for _, op := range spec.Operations {
 		if o := byID[op.OperationID]; op.OperationID != "" && o != nil {
-			pairs = append(pairs, [2]*ir.Operation{o, op})
-			used[o] = true
-			continue
+			if k := erased(op); erased(o) == k || atPath[k] == 0 {
+				pairs = append(pairs, [2]*ir.Operation{o, op})
+				used[o] = true
+				continue
+			}
 		}
 		rest = append(rest, op)
 	}
@@ -100,9 +99,22 @@ func Match(base, spec *ir.Spec) [][2]*ir.Operation {
 // Check returns what check -base reports on spec (whose document is d)
 // against base (named baseName): MissingOperationIDs and Compare, without
 // the operation-id-missing of an operation whose name changed (its
-// rollout-operation-renamed says which operationId keeps its records).
-func Check(base, spec *ir.Spec, d *load.Document, baseName string) diag.List {
+// rollout-operation-renamed says which operationId keeps its records),
+// and a warning when no idempotent operation of spec pairs with one of
+// base (the base loaded without the overlay that holds its contracts):
+// hint, when not "", says what to give (-base-overlay).
+func Check(base, spec *ir.Spec, d *load.Document, baseName, hint string) diag.List {
 	cmp := Compare(base, spec, d, baseName)
+	if len(spec.Operations) > 0 && len(Match(base, spec)) == 0 {
+		what := fmt.Sprintf("%s has no idempotent operation (no x-idempotency contract)", baseName)
+		if len(base.Operations) > 0 {
+			what = fmt.Sprintf("none of the %s of %s pairs with one of %s (by operationId, or by method and path)", english.Count(len(base.Operations), "idempotent operation"), baseName, d.Path)
+		}
+		if hint == "" {
+			hint = "if that release's contracts came with an overlay, give its version of it with -base-overlay (git show REF:FILE > /tmp/base.overlay.yaml)"
+		}
+		cmp.Warnf(ir.Pos{File: baseName, Line: 1, Col: 1}, RuleBaseUnpaired, "%s: no contract was compared, so no change is reported; %s", what, hint)
+	}
 	renamed := map[string]bool{}
 	for _, x := range cmp {
 		if x.Rule == RuleOperationRenamed {
@@ -121,45 +133,80 @@ func Check(base, spec *ir.Spec, d *load.Document, baseName string) diag.List {
 // Compare returns a warning for each change from base to spec (whose
 // document is d) that breaks retries in flight across a rolling deploy,
 // positioned at spec's field, with what happens to such a retry and the
-// safe procedure. baseName names base in the messages.
+// safe procedure. baseName names base in the messages. One change at the
+// document root that several operations inherit is one warning about
+// all of them.
 func Compare(base, spec *ir.Spec, d *load.Document, baseName string) diag.List {
 	var out diag.List
+	at := map[finding]int{} // a finding's warning in out
 	for _, p := range Match(base, spec) {
-		c := &comparison{d: d, old: p[0], op: p[1], baseName: baseName}
+		c := &comparison{d: d, old: p[0], op: p[1], baseName: baseName, others: base.Operations}
 		c.run()
-		out = append(out, c.diags...)
+		for _, f := range c.found {
+			where := f.op
+			f.op = ""
+			if i, ok := at[f]; ok {
+				out[i].Ops = append(out[i].Ops, where)
+				out[i].Message = strings.Join(out[i].Ops, ", ") + ": " + f.message
+				continue
+			}
+			at[f] = len(out)
+			out.Warnf(f.pos, f.rule, "%s: %s", where, f.message)
+			out[len(out)-1].Ops = []string{where}
+		}
 	}
 	return out
+}
+
+// finding is a change found on one operation, op, its message without the
+// operation's name.
+type finding struct {
+	pos           ir.Pos
+	rule, message string
+	op            string
 }
 
 type comparison struct {
 	d        *load.Document
 	old, op  *ir.Operation
 	baseName string
-	diags    diag.List
+	others   []*ir.Operation // base's operations
+	found    []finding
 }
 
 func (c *comparison) where() string { return c.op.Method + " " + c.op.Path }
 
 func (c *comparison) warn(pos ir.Pos, rule, format string, args ...any) {
-	c.diags.Warnf(pos, rule, format, args...)
-	c.diags[len(c.diags)-1].Ops = []string{c.where()}
+	c.found = append(c.found, finding{pos: pos, rule: rule, message: fmt.Sprintf(format, args...), op: c.where()})
+}
+
+// window is the longer of the old and new windows: how long a record of
+// either release lives.
+func (c *comparison) window() string {
+	return ir.FormatDuration(max(c.old.Policy.Window, c.op.Policy.Window))
 }
 
 // wait is the procedure for a change that renames records: keep the old
 // until no retry of it can be in flight.
 func (c *comparison) wait(what string) string {
-	return fmt.Sprintf("keep the old "+what+" until a window (%s) has passed with no traffic to the operation, or deploy every replica at once during a quiet period (and roll back the same way)", ir.FormatDuration(c.op.Policy.Window))
+	return fmt.Sprintf("keep the old "+what+" until a window (%s) has passed with no traffic to the operation, or deploy every replica at once during a quiet period (and roll back the same way)", c.window())
+}
+
+// across says what a retry across the deploy is (retry: "a retry", "an
+// identical retry with ..."): a rolling deploy (and a rollback) runs both
+// releases at once, and a retry of a request one took may go to either.
+func across(retry string) string {
+	return retry + " of a request one release took, served by the other (a rolling deploy runs both at once, as does a rollback),"
 }
 
 func (c *comparison) run() {
 	old, op := c.old, c.op
-	if on, nn := Name(old), Name(op); on != nn {
+	if on, nn := old.RecordName(), op.RecordName(); on != nn {
 		c.renamed(on, nn)
 	}
 	if oldP, newP := slices.Contains(old.Policy.Scope, "principal"), slices.Contains(op.Policy.Scope, "principal"); oldP != newP {
-		c.warn(c.fieldPos("scope"), RuleScope, "%s: scope changed from %s to %s since %s: records are kept per caller on one version and shared by all callers on the other, so a retry across the deploy (or a rollback) does not find the record of its first attempt and runs the handler again; %s",
-			c.where(), scopeName(oldP), scopeName(newP), c.baseName, c.wait("scope"))
+		c.warn(c.fieldPos("scope"), RuleScope, "scope changed from %s to %s since %s: records are kept per caller on one version and shared by all callers on the other, so %s does not find the record of its first attempt and runs the handler again; %s",
+			scopeName(oldP), scopeName(newP), c.baseName, across("a retry"), c.wait("scope"))
 	}
 	c.key()
 	c.fingerprint()
@@ -171,8 +218,8 @@ func (c *comparison) run() {
 	}
 	if len(added) > 0 {
 		n := len(added)
-		c.warn(c.fieldPos("response", "headers"), RuleResponseHeaders, "%s: response %s %s %s replayed now and %s not in %s: a replay of a response the old version stored lacks %s (for a window, %s, after the deploy); clients must not rely on %s on a replay until then",
-			c.where(), english.Noun(n, "header"), strings.Join(added, ", "), english.Noun(n, "is", "are"), english.Noun(n, "was", "were"), c.baseName, english.Noun(n, "it", "them"), ir.FormatDuration(op.Policy.Window), english.Noun(n, "it", "them"))
+		c.warn(c.fieldPos("response", "headers"), RuleResponseHeaders, "response %s %s %s replayed now and %s not in %s: a replay of a response the old version stored lacks %s (for a window, %s, after the deploy); clients must not rely on %s on a replay until then",
+			english.Noun(n, "header"), strings.Join(added, ", "), english.Noun(n, "is", "are"), english.Noun(n, "was", "were"), c.baseName, english.Noun(n, "it", "them"), c.window(), english.Noun(n, "it", "them"))
 	}
 }
 
@@ -204,153 +251,168 @@ func (c *comparison) renamed(on, nn string) {
 	case old.OperationID == "":
 		fix = fmt.Sprintf("make it operationId: %s (the old Go name), or %s", on, c.wait("name"))
 	}
-	c.warn(pos, RuleOperationRenamed, "%s: the name its idempotency records are kept under changed from %s in %s to %s: a retry across the deploy (or a rollback) does not find the record of its first attempt and runs the handler again; %s",
-		c.where(), what(old, on), c.baseName, what(op, nn), fix)
+	also := ""
+	for _, o := range c.others {
+		if o != old && o.RecordName() == nn {
+			also = fmt.Sprintf(", and may even find a record %s %s made with the same key (that operation's records were kept under %s)", o.Method, o.Path, nn)
+			break
+		}
+	}
+	c.warn(pos, RuleOperationRenamed, "the name its idempotency records are kept under changed from %s in %s to %s: %s does not find the record of its first attempt and runs the handler again%s; %s",
+		what(old, on), c.baseName, what(op, nn), across("a retry"), also, fix)
 }
 
-// key reports a key moved (carrier or name) or its format changed between
-// token and uuid.
+// key reports a key moved (carrier or name), its format changed between
+// token and uuid (case folded or not) or narrowed, or its max-length
+// lowered.
 func (c *comparison) key() {
 	ok, nk := c.old.Key, c.op.Key
 	sameName := ok.Name == nk.Name || ok.Carrier == ir.CarrierHeader && strings.EqualFold(ok.Name, nk.Name)
 	if ok.Carrier != nk.Carrier || !sameName {
-		then := "runs the handler again (the key is optional: the retry is taken for a new request without a key)"
-		if nk.Required {
-			then = "is refused with 400 IDEMPOTENCY_KEY_MISSING, which a client takes as final"
+		const missing = "is refused with 400 IDEMPOTENCY_KEY_MISSING, which a client takes as final"
+		const again = "runs the handler again (the key is optional: the retry is taken for a new request without a key)"
+		var then string
+		switch {
+		case ok.Required && nk.Required:
+			then = missing
+		case !ok.Required && !nk.Required:
+			then = again
+		case nk.Required:
+			then = "on a new replica " + missing + ", and on an old one " + again
+		default:
+			then = "on an old replica " + missing + ", and on a new one " + again
 		}
-		c.warn(c.fieldPos("key"), RuleKeyMoved, "%s: the idempotency key moved from %s %s in %s to %s %s: a retry that sends it where the old version reads it (or, in a rollback, where the new one does) %s; %s",
-			c.where(), ok.Carrier, ok.Name, c.baseName, nk.Carrier, nk.Name, then, c.wait("key"))
+		c.warn(c.fieldPos("key"), RuleKeyMoved, "the idempotency key moved from %s %s in %s to %s %s: %s sends it where the release that took the request reads it, and %s; %s",
+			ok.Carrier, ok.Name, c.baseName, nk.Carrier, nk.Name, across("a retry"), then, c.wait("key"))
 	}
+	const final = "is refused with 400 IDEMPOTENCY_KEY_INVALID, which a client takes as final"
 	uuid := func(f string) bool { return f != ir.FormatToken }
-	if uuid(ok.Format) != uuid(nk.Format) {
-		c.warn(c.fieldPos("key", "format"), RuleKeyFormat, "%s: key format changed from %s in %s to %s: a uuid key is lower-cased before it names the record and a token key is not, so a retry with an upper-case key across the deploy (or a rollback) does not find the record of its first attempt and runs the handler again; %s",
-			c.where(), ok.Format, c.baseName, nk.Format, c.wait("format"))
-	}
-}
-
-// fpSettings are the fingerprint settings of a contract: sets, compared
-// without order (header names without case).
-type fpSettings struct {
-	volatile, unordered, headers []string
-}
-
-func settings(p ir.Policy) fpSettings {
-	ptrs := func(l []ir.Pointer) []string {
-		var out []string
-		for _, v := range l {
-			out = append(out, v.Pointer)
+	switch {
+	case uuid(ok.Format) != uuid(nk.Format):
+		also := ""
+		if narrowed(ok.Format, nk.Format) {
+			also = fmt.Sprintf(", and a retry on a new replica of a request an old one took with a key that is no UUID %s", final)
 		}
-		return out
+		c.warn(c.fieldPos("key", "format"), RuleKeyFormat, "key format changed from %s in %s to %s: a uuid key is lower-cased before it names the record and a token key is not, so %s does not find the record of its first attempt and runs the handler again%s; %s",
+			ok.Format, c.baseName, nk.Format, across("a retry with an upper-case key"), also, c.wait("format"))
+	case narrowed(ok.Format, nk.Format):
+		c.warn(c.fieldPos("key", "format"), RuleKeyFormat, "key format narrowed from %s in %s to %s: a retry on a new replica of a request an old one took with a key %s accepts and %s does not %s; keep the old format until a window (%s) has passed with no such key, or have clients send %s keys first",
+			ok.Format, c.baseName, nk.Format, ok.Format, nk.Format, final, c.window(), nk.Format)
 	}
-	return fpSettings{volatile: ptrs(p.Volatile), unordered: ptrs(p.Unordered), headers: p.FingerprintHeaders}
+	if ok.MaxLength > nk.MaxLength {
+		c.warn(c.fieldPos("key", "max-length"), RuleKeyFormat, "key max-length lowered from %d in %s to %d: a retry on a new replica of a request an old one took with a key longer than %d %s; keep the old max-length until a window (%s) has passed with no longer key, or have clients send shorter keys first",
+			ok.MaxLength, c.baseName, nk.MaxLength, nk.MaxLength, final, c.window())
+	}
 }
 
-func sameSet(a, b []string, fold bool) bool {
-	norm := func(l []string) []string {
-		out := make([]string, 0, len(l))
-		for _, s := range l {
-			if fold {
-				s = strings.ToLower(s)
-			}
-			out = append(out, s)
-		}
-		slices.Sort(out)
-		return slices.Compact(out)
+// narrowed reports whether key format to refuses a key that from accepts:
+// token accepts any visible ASCII, uuid any UUID, uuidv4 and uuidv7 one
+// version each.
+func narrowed(from, to string) bool {
+	switch from {
+	case ir.FormatToken:
+		return to != ir.FormatToken
+	case ir.FormatUUID:
+		return to == ir.FormatUUIDv4 || to == ir.FormatUUIDv7
+	default:
+		return to != from && to != ir.FormatUUID && to != ir.FormatToken
 	}
-	return slices.Equal(norm(a), norm(b))
-}
-
-func (s fpSettings) equal(o fpSettings) bool {
-	return sameSet(s.volatile, o.volatile, false) && sameSet(s.unordered, o.unordered, false) && sameSet(s.headers, o.headers, true)
 }
 
 func flow(l []string) string { return "[" + strings.Join(l, ", ") + "]" }
 
+func pointers(l []ir.Pointer) []string {
+	var out []string
+	for _, p := range l {
+		out = append(out, p.Pointer)
+	}
+	return out
+}
+
+// lists reports whether the compatible-fingerprints entries l recognize
+// the settings s.
+func lists(l []ir.FingerprintSettings, s ir.FingerprintSettings) bool {
+	return slices.ContainsFunc(l, s.Same)
+}
+
+// fingerprint reports a change of the fingerprint settings that a strict
+// replica of either release refuses a retry of the other's request for
+// (422), unless the entries bridge it: a rolling deploy runs both
+// releases at once, so a record the new release made is retried on an old
+// replica as much as the reverse. The new release must list the old
+// settings (when it is strict) and the running one the new settings (when
+// it is strict): the two-release procedure. Loose and window semantics
+// refuse no keyed retry for its fingerprint; a keyless window request,
+// named by its fingerprint, is not bridged.
 func (c *comparison) fingerprint() {
-	os, ns := settings(c.old.Policy), settings(c.op.Policy)
-	if os.equal(ns) {
+	os, ns := c.old.Policy.Fingerprint(), c.op.Policy.Fingerprint()
+	if os.Same(ns) {
 		return
 	}
-	keyless := c.op.Policy.Semantics == ir.Window && !c.op.Key.Required
-	if c.op.Policy.Semantics == ir.Strict {
-		for _, prev := range c.previous(ns) {
-			if prev.equal(os) {
-				return // bridged
-			}
+	// The fields that differ, and the entries that would bridge the
+	// change: toOld (the new release's, the old values), toNew (the
+	// running release's, the new values).
+	var fields, toOld, toNew []string
+	add := func(name string, same bool, a, b []string) {
+		if !same {
+			fields = append(fields, name)
+			toOld, toNew = append(toOld, name+": "+flow(a)), append(toNew, name+": "+flow(b))
 		}
 	}
-	// The entry that would bridge the change: the fields that differ.
-	var fields, entry []string
-	if !sameSet(os.volatile, ns.volatile, false) {
-		fields, entry = append(fields, "volatile"), append(entry, "volatile: "+flow(os.volatile))
-	}
-	if !sameSet(os.unordered, ns.unordered, false) {
-		fields, entry = append(fields, "unordered"), append(entry, "unordered: "+flow(os.unordered))
-	}
-	if !sameSet(os.headers, ns.headers, true) {
-		fields, entry = append(fields, "fingerprint-headers"), append(entry, "fingerprint-headers: "+flow(os.headers))
-	}
-	switch {
-	case keyless:
+	type fs = ir.FingerprintSettings
+	add("volatile", fs{Volatile: os.Volatile}.Same(fs{Volatile: ns.Volatile}), pointers(os.Volatile), pointers(ns.Volatile))
+	add("unordered", fs{Unordered: os.Unordered}.Same(fs{Unordered: ns.Unordered}), pointers(os.Unordered), pointers(ns.Unordered))
+	add("fingerprint-headers", fs{FingerprintHeaders: os.FingerprintHeaders}.Same(fs{FingerprintHeaders: ns.FingerprintHeaders}), os.FingerprintHeaders, ns.FingerprintHeaders)
+	root := c.atRoot(fields[0])
+	pos := c.fieldPos(fields[0])
+	changed := fmt.Sprintf("fingerprint settings changed (%s) since %s", strings.Join(fields, ", "), c.baseName)
+	oldP, newP := c.old.Policy, c.op.Policy
+	keyless := func(o *ir.Operation) bool { return o.Policy.Semantics == ir.Window && !o.Key.Required }
+	if keyless(c.old) && keyless(c.op) {
 		// Keyed retries are replayed (or re-run after a failure or an
 		// expired lease) whatever their fingerprint, as under loose; a
 		// keyless request's record is named by its fingerprint.
-		c.warn(c.fieldPos(fields[0]), RuleFingerprint, "%s: fingerprint settings changed (%s) since %s: a request without a key, whose record is named by its fingerprint, runs the handler again when retried across the deploy (or a rollback), and compatible-fingerprints does not help it; %s",
-			c.where(), strings.Join(fields, ", "), c.baseName, c.wait("settings"))
-		return
-	case c.op.Policy.Semantics != ir.Strict:
-		// Loose and window semantics never refuse a keyed retry for its
-		// fingerprint: a completed record is replayed, a failed one or an
-		// expired lease is claimed again whatever the fingerprint.
+		c.warn(pos, RuleFingerprint, "%s: a request without a key, whose record is named by its fingerprint, runs the handler again when retried across the deploy (or a rollback), and compatible-fingerprints does not help it; %s",
+			changed, c.wait("settings"))
 		return
 	}
-	then := "an identical retry of a request the old version took gets 422 IDEMPOTENCY_KEY_REUSED, which a client takes as final (and a failed first attempt or an expired lease blocks the key for the window)"
-	c.warn(c.fieldPos(fields[0]), RuleFingerprint, "%s: fingerprint settings changed (%s) since %s: %s; add compatible-fingerprints: [{%s}] to the contract for one window (%s), then remove it",
-		c.where(), strings.Join(fields, ", "), c.baseName, then, strings.Join(entry, ", "), ir.FormatDuration(c.op.Policy.Window))
-}
-
-// previous reads the compatible-fingerprints entries of the operation's
-// contract (else of the root's), leniently from the document: each a
-// mapping whose volatile, unordered and fingerprint-headers, each a list of
-// strings, default to cur's. What does not read so is left out.
-func (c *comparison) previous(cur fpSettings) []fpSettings {
-	n := c.field("compatible-fingerprints")
-	if n.Node == nil {
-		return nil
+	// Who refuses whom: a strict replica compares a keyed retry's
+	// fingerprint with its record's; loose and window ones replay it, or
+	// claim a failed attempt or an expired lease again, whatever it is.
+	oldRefuses := oldP.Semantics == ir.Strict && !lists(oldP.CompatibleFingerprints, ns)
+	newRefuses := newP.Semantics == ir.Strict && !lists(newP.CompatibleFingerprints, os)
+	if !oldRefuses && !newRefuses {
+		return // bridged both ways
 	}
-	l := yamlmerge.Unalias(c.d.Deref(n).Node)
-	if l == nil || l.Kind != yaml.SequenceNode {
-		return nil
+	const refused = "gets 422 IDEMPOTENCY_KEY_REUSED, which a client takes as final (and a failed first attempt or an expired lease blocks the key for the window)"
+	var then string
+	switch {
+	case oldRefuses && newRefuses:
+		then = across("an identical retry") + " " + refused
+	case newRefuses:
+		then = "an identical retry on a new replica of a request an old one took " + refused
+	default:
+		then = "an identical retry on an old replica (a rolling deploy runs both releases at once, as does a rollback) of a request a new one took " + refused
 	}
-	var out []fpSettings
-	for _, e := range l.Content {
-		e = yamlmerge.Unalias(e)
-		if e.Kind != yaml.MappingNode {
-			continue
-		}
-		s := cur
-		ok := true
-		kv := yamlmerge.Pairs(e)
-		for i := 0; i+1 < len(kv); i += 2 {
-			var v []string
-			if err := kv[i+1].Decode(&v); err != nil {
-				ok = false
-				break
-			}
-			switch kv[i].Value {
-			case "volatile":
-				s.volatile = v
-			case "unordered":
-				s.unordered = v
-			case "fingerprint-headers":
-				s.headers = v
-			}
-		}
-		if ok {
-			out = append(out, s)
-		}
+	where := " to the contract"
+	if root {
+		where = " on each operation (the field is for operations; a YAML anchor can share one entry)"
 	}
-	return out
+	entry := func(l []string) string { return "compatible-fingerprints: [{" + strings.Join(l, ", ") + "}]" }
+	var fix string
+	switch {
+	case !oldRefuses:
+		fix = fmt.Sprintf("add %s%s, and remove it a window (%s) after this release is on every replica", entry(toOld), where, c.window())
+	case !newRefuses:
+		keep := "this one needs none"
+		if newP.Semantics == ir.Strict {
+			keep = "this one keeps its entry"
+		}
+		fix = fmt.Sprintf("%s does not accept this release's settings: first deploy a release that keeps %s's settings and adds %s%s, then this one (%s)", c.baseName, c.baseName, entry(toNew), where, keep)
+	default:
+		fix = fmt.Sprintf("deploy it in two releases: first one that keeps %s's settings and adds %s%s; then this one, with %s, once that one is on every replica; and drop this entry in a third release, a window (%s) after this one is on every replica", c.baseName, entry(toNew), where, entry(toOld), c.window())
+	}
+	c.warn(pos, RuleFingerprint, "%s: %s; %s", changed, then, fix)
 }
 
 // opPointer is the JSON pointer of op in its document.
@@ -358,14 +420,9 @@ func opPointer(op *ir.Operation) string {
 	return "/paths/" + load.Escape(op.Path) + "/" + strings.ToLower(op.Method)
 }
 
-// field returns the node of the contract field at path (keys below
-// x-idempotency) of the operation's block, else of the root's block: where
-// the merged value comes from.
-func (c *comparison) field(path ...string) load.Node {
-	n, _ := c.fieldAndParent(path)
-	return n
-}
-
+// fieldAndParent returns the node of the contract field at path (keys
+// below x-idempotency) of the operation's block, else of the root's block
+// (where the merged value comes from), and the mapping that holds it.
 func (c *comparison) fieldAndParent(path []string) (n, parent load.Node) {
 	for _, block := range []string{opPointer(c.op) + "/x-idempotency", "/x-idempotency"} {
 		n, parent = load.Node{}, c.d.Lookup(block)
@@ -383,6 +440,21 @@ func (c *comparison) fieldAndParent(path []string) (n, parent load.Node) {
 		}
 	}
 	return load.Node{}, load.Node{}
+}
+
+// atRoot reports whether the field at path comes from the root's block
+// (the operation's does not set it).
+func (c *comparison) atRoot(path ...string) bool {
+	n, _ := c.fieldAndParent(path)
+	return n.Node != nil && c.d.Lookup(opPointer(c.op)+"/x-idempotency/"+strings.Join(escaped(path), "/")).Node == nil
+}
+
+func escaped(path []string) []string {
+	out := make([]string, len(path))
+	for i, k := range path {
+		out[i] = load.Escape(k)
+	}
+	return out
 }
 
 // fieldPos is where the field at path is written (see field), else the

@@ -29,3 +29,15 @@ func TestMatch(t *testing.T) {
 	pairs := rollout.Match(&ir.Spec{Operations: []*ir.Operation{oldA, oldB, oldC, oldD}}, &ir.Spec{Operations: []*ir.Operation{newA, newB, newC, newN}})
 	assert.ElementsMatch(t, [][2]*ir.Operation{{oldA, newA}, {oldB, newB}, {oldC, newC}}, pairs)
 }
+
+// TestMatchSwapped: two operations that swapped operationIds pair by
+// method and path (where a retry goes), so the change of name is seen.
+func TestMatchSwapped(t *testing.T) {
+	op := func(id, path string) *ir.Operation {
+		return &ir.Operation{OperationID: id, Method: "POST", Path: path}
+	}
+	oldA, oldB := op("a", "/a"), op("b", "/b")
+	newA, newB := op("b", "/a"), op("a", "/b")
+	pairs := rollout.Match(&ir.Spec{Operations: []*ir.Operation{oldA, oldB}}, &ir.Spec{Operations: []*ir.Operation{newA, newB}})
+	assert.ElementsMatch(t, [][2]*ir.Operation{{oldA, newA}, {oldB, newB}}, pairs)
+}

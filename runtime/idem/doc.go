@@ -22,7 +22,8 @@
 //     Options.FingerprintVersion names, and a record whose fingerprint is of
 //     another version is compared in that version; a keyed request whose
 //     record has another fingerprint is compared again under the fingerprint
-//     settings the operation had before, Spec.CompatibleFingerprints);
+//     settings of another release, the one before or the one after, that
+//     Spec.CompatibleFingerprints lists);
 //  3. encodes the scope (principal from Options.Principal, operation, key)
 //     injectively into the store key, so one principal never sees another's
 //     response and no key can collide with another scope (under

@@ -225,11 +225,15 @@ type Spec struct {
 	Response ResponseSpec
 	// Request bounds the body the engine reads.
 	Request RequestSpec
-	// CompatibleFingerprints lists the fingerprint settings (Volatile, Unordered,
-	// FingerprintHeaders) this operation had before, kept while records
-	// made under them may still be retried, so that changing them does not
-	// refuse the retries in flight across a rolling deploy (or a rollback:
-	// then list the settings being rolled back from). A keyed request whose
+	// CompatibleFingerprints lists fingerprint settings (Volatile, Unordered,
+	// FingerprintHeaders) of another release of this operation whose
+	// records may be retried here: a rolling deploy runs both releases at
+	// once, so a change of the settings takes two releases, each listing
+	// the other's: release N keeps its settings and lists the new ones,
+	// release N+1 switches to the new settings and lists N's, and a
+	// release after it, a window after N+1 is everywhere, drops the entry.
+	// Without them a strict replica refuses the identical retry of a
+	// request the other release took (a rollback is the same). A keyed request whose
 	// fingerprint differs from its key's record is the same request when
 	// its fingerprint under one of them (in the record's fingerprint
 	// version) equals the record's: it is replayed, waits for or takes over
@@ -252,7 +256,8 @@ type Spec struct {
 	CompatibleFingerprints []FingerprintSpec
 }
 
-// FingerprintSpec is a set of fingerprint settings (Spec.CompatibleFingerprints), each
+// FingerprintSpec is the fingerprint settings of another release
+// (Spec.CompatibleFingerprints: the one before, or the one after), each
 // list as Spec's field of the same name: nil is none, not Spec's. Its
 // FingerprintHeaders need not be Spec's: a request's fingerprint is
 // computed from all its headers.

@@ -282,7 +282,7 @@ func (g *gen) typeDecl() {
 	for _, op := range g.spec.Operations {
 		ok, bad := typed(op)
 		if !ok {
-			fmt.Fprintf(&doc, "  - %s %s (%s): no typed helper (idemgen does not know the Go type of path parameter %s); call %s, which %s retries with a new key per request\n", op.Method, op.Path, gogen.OperationName(op), bad, op.Names.WithResponse, g.cfg.Doer())
+			fmt.Fprintf(&doc, "  - %s %s (%s): no typed helper (idemgen does not know the Go type of path parameter %s); call %s, which %s retries with a new key per request\n", op.Method, op.Path, op.RecordName(), bad, op.Names.WithResponse, g.cfg.Doer())
 			continue
 		}
 		var names []string
@@ -295,7 +295,7 @@ func (g *gen) typeDecl() {
 		if hasFormHelper(op) {
 			names = append(names, op.GoName+formSuffix)
 		}
-		fmt.Fprintf(&doc, "  - %s %s (%s): %s; %s semantics, window %s, key %s\n", op.Method, op.Path, gogen.OperationName(op), strings.Join(names, ", "), op.Policy.Semantics, ir.FormatDuration(op.Policy.Window), keyDoc(op))
+		fmt.Fprintf(&doc, "  - %s %s (%s): %s; %s semantics, window %s, key %s\n", op.Method, op.Path, op.RecordName(), strings.Join(names, ", "), op.Policy.Semantics, ir.FormatDuration(op.Policy.Window), keyDoc(op))
 	}
 	doc.WriteString("\nWiring:\n\n")
 	fmt.Fprintf(&doc, "\tc, err := New%s(server, WithHTTPClient(httpClient)) // its HTTP client is wrapped in %s\n", t, g.cfg.Doer())
@@ -407,7 +407,7 @@ func (g *gen) constructors() {
 	g.f.Func().Id(g.cfg.PolicyFunc()).Params(jen.Id("operationID").String()).Params(jen.Id("p").Add(q("Policy")), jen.Id("ok").Bool()).Block(
 		jen.Switch(jen.Id("operationID")).BlockFunc(func(sw *jen.Group) {
 			for _, op := range g.spec.Operations {
-				sw.Case(jen.Lit(gogen.OperationName(op))).Block(jen.Return(jen.Id(g.policyVar(op)), jen.True()))
+				sw.Case(jen.Lit(op.RecordName())).Block(jen.Return(jen.Id(g.policyVar(op)), jen.True()))
 			}
 		}),
 		jen.Return(q("Policy").Values(), jen.False()),
@@ -510,7 +510,7 @@ func (g *gen) helper(op *ir.Operation, kind helperKind) {
 	case kind == helperForm:
 		fmt.Fprintf(&d, "%s is %sWithBody with a form body (application/x-www-form-urlencoded), through %s: the body is encoded once and the same bytes are sent with every attempt.", name, op.GoName, method)
 	default:
-		fmt.Fprintf(&d, "%s calls %s %s (%s) as one logical call, through %s.", name, op.Method, op.Path, gogen.OperationName(op), method)
+		fmt.Fprintf(&d, "%s calls %s %s (%s) as one logical call, through %s.", name, op.Method, op.Path, op.RecordName(), method)
 		if sum := strings.TrimSpace(op.Summary); sum != "" {
 			if !strings.HasSuffix(sum, ".") {
 				sum += "."
@@ -651,7 +651,7 @@ func Policy(op *ir.Operation) idemclient.Policy {
 func (g *gen) policies() {
 	for _, op := range g.spec.Operations {
 		p := Policy(op)
-		g.docf("%s is the client half of the contract of %s %s (%s): %s semantics, window %s, longest retry span %s.", g.policyVar(op), op.Method, op.Path, gogen.OperationName(op), op.Policy.Semantics, ir.FormatDuration(op.Policy.Window), ir.FormatDuration(p.LongestSpan()))
+		g.docf("%s is the client half of the contract of %s %s (%s): %s semantics, window %s, longest retry span %s.", g.policyVar(op), op.Method, op.Path, op.RecordName(), op.Policy.Semantics, ir.FormatDuration(op.Policy.Window), ir.FormatDuration(p.LongestSpan()))
 		g.f.Var().Id(g.policyVar(op)).Op("=").Add(policyLiteral(p))
 	}
 }

@@ -271,7 +271,8 @@ func cell(s string) string {
 	return strings.ReplaceAll(s, "|", `\|`)
 }
 
-// previous describes earlier fingerprint settings, each entry's lists in
+// previous describes the fingerprint settings of other releases
+// (compatible-fingerprints), each entry's lists in
 // full, the entries joined by "or".
 func previous(list []ir.FingerprintSettings) string {
 	or := func(l []string) string {

@@ -227,14 +227,14 @@ func must[T any](v T, err error) T {
 // others say nothing of it.
 func TestCompatibleFingerprints(t *testing.T) {
 	spec := compileCase(t, filepath.Join("..", "..", "..", "testdata", "server", "compatible-fingerprints", "openapi.yaml"), "")
-	const sentence = "A retry with the same key of a request first sent under earlier settings of this comparison is still recognized as the same request, compared as it was then (volatile `/client_time`, unordered `/tags`, headers `X-Tenant-Id`; or volatile `/client_time`, unordered none, headers none)."
+	const sentence = "A retry with the same key of a request first served by a release with other settings of this comparison (the one before or the one after this one, during a deploy) is still recognized as the same request, compared as that release compares it (volatile `/client_time`, unordered `/tags`, headers `X-Tenant-Id`; or volatile `/client_time`, unordered none, headers none)."
 	for _, op := range spec.Operations {
 		summary, err := docs.Summary(op)
 		require.NoError(t, err)
 		if op.OperationID == "createTransfer" {
 			assert.Contains(t, summary, sentence)
 		} else {
-			assert.NotContains(t, summary, "earlier settings", op.OperationID)
+			assert.NotContains(t, summary, "other settings of this comparison", op.OperationID)
 		}
 	}
 	page, err := docs.Render(spec)

@@ -297,7 +297,7 @@ func (g *gen) typeDecl() {
 	doc.WriteString(" A retried request with the same idempotency key runs its operation once; every retry gets the first response (with Idempotent-Replayed: true) or an RFC 9457 problem.\n\n")
 	doc.WriteString("Idempotent operations:\n\n")
 	for _, op := range g.spec.Operations {
-		fmt.Fprintf(&doc, "  - %s %s (%s): %s semantics, window %s, key %s\n", op.Method, op.Path, gogen.OperationName(op), op.Policy.Semantics, ir.FormatDuration(op.Policy.Window), keyDoc(op.Key))
+		fmt.Fprintf(&doc, "  - %s %s (%s): %s semantics, window %s, key %s\n", op.Method, op.Path, op.RecordName(), op.Policy.Semantics, ir.FormatDuration(op.Policy.Window), keyDoc(op.Key))
 	}
 	opts, router := routerOptions[g.cfg.Router]
 	doc.WriteString("\nWiring:\n\n")
@@ -368,7 +368,7 @@ func keyDoc(k ir.Key) string {
 func (g *gen) policies() {
 	t := g.cfg.Type
 	for i, op := range g.spec.Operations {
-		g.docf("%s is the policy of %s %s (%s).", g.policyVar(op), op.Method, op.Path, gogen.OperationName(op))
+		g.docf("%s is the policy of %s %s (%s).", g.policyVar(op), op.Method, op.Path, op.RecordName())
 		g.f.Var().Id(g.policyVar(op)).Op("=").Qual(idemPkg, "MustCompile").Call(specLiteral(g.specs[i]))
 	}
 	var list []jen.Code
@@ -402,7 +402,7 @@ func (g *gen) policies() {
 func runtimeSpec(op *ir.Operation) idem.Spec {
 	p := op.Policy
 	s := idem.Spec{
-		Operation:          gogen.OperationName(op),
+		Operation:          op.RecordName(),
 		Method:             op.Method,
 		Path:               op.Path,
 		Window:             p.Window,

@@ -35,6 +35,7 @@ func Run(t *testing.T, newStore func(t *testing.T) idem.Store) {
 	run("ReplayAcrossVolatileChange", testReplay)
 	run("ReplayAcrossRollback", testRollback)
 	run("NoMatchingSetting", testNoMatch)
+	run("NewRecordRetriedOnOldRelease", testBothDirections)
 	run("FingerprintHeadersChange", testHeaders)
 	run("InFlight", testInFlight)
 	run("ExpiredLeaseTakenOver", testTakeover)
@@ -190,6 +191,28 @@ func testRollback(t *testing.T, s idem.Store) {
 	back.replayed(back.send("k1", otherB), cur, 1)
 	if n := back.calls.Load(); n != 0 {
 		t.Fatalf("v1-again ran %d times", n)
+	}
+}
+
+// A rolling deploy runs both releases at once, in both directions: a
+// record a v2 instance made (v1 listed) is retried on a v1 instance. A v1
+// that lists nothing refuses the identical retry (why the two-release
+// procedure: release N keeps v1 and lists v2, release N+1 switches to v2
+// and lists v1); a v1 that lists v2 replays it. The same holds when v2 is
+// loose: its records carry v2's fingerprint, which a strict v1 compares.
+func testBothDirections(t *testing.T, s idem.Store) {
+	for name, sem := range map[string]idem.Semantics{"strict": idem.Strict, "loose": idem.Loose} {
+		cur := newInstance(t, s, "v2-"+name, spec(sem, v2, v1), idem.Options{}, nil)
+		plain := newInstance(t, s, "v1-plain", spec(idem.Strict, v1), idem.Options{}, nil)
+		ready := newInstance(t, s, "v1-listing-v2", spec(idem.Strict, v1, v2), idem.Options{}, nil)
+		k := "k-" + name
+		cur.executed(cur.send(k, body), 1)
+		plain.refused(plain.send(k, body), http.StatusUnprocessableEntity, idem.CodeKeyReused)
+		ready.replayed(ready.send(k, body), cur, 1)
+		ready.refused(ready.send(k, otherBody), http.StatusUnprocessableEntity, idem.CodeKeyReused)
+		if n := plain.calls.Load() + ready.calls.Load(); n != 0 {
+			t.Fatalf("%s: v1 ran %d times", name, n)
+		}
 	}
 }
 

@@ -113,15 +113,6 @@ func Doc(f *jen.File, text string) {
 	}
 }
 
-// OperationName is the runtime's name of an operation: the spec's
-// operationId, or oapi-codegen's Go name when there is none.
-func OperationName(op *ir.Operation) string {
-	if op.OperationID != "" {
-		return op.OperationID
-	}
-	return op.GoName
-}
-
 // IsExported reports whether s is an exported Go identifier of ASCII
 // letters, digits and underscores.
 func IsExported(s string) bool {
