@@ -461,7 +461,7 @@ var pathSafe = func() (t [256]bool) {
 // in the record's version. The comparison is symmetric: an engine at version
 // 3 recognizes version 1 and 2 records, one at version 2 version 1 and 3
 // records, and so on. Failing that, a keyed request is compared under the
-// policy's previous fingerprint settings (samePrevious).
+// policy's compatible fingerprint settings (samePrevious).
 func (c *Call) sameRequest(fp Fingerprint) bool {
 	if fp == c.fp {
 		return true

@@ -23,9 +23,9 @@ func TestCompatibleCompile(t *testing.T) {
 	}}
 	_, err := idem.Compile(sp)
 	require.Error(t, err)
-	assert.NotContains(t, err.Error(), "previous fingerprint 1:")
-	assert.Contains(t, err.Error(), "previous fingerprint 2: ")
-	assert.Contains(t, err.Error(), "previous fingerprint 3: ")
+	assert.NotContains(t, err.Error(), "compatible fingerprint 1:")
+	assert.Contains(t, err.Error(), "compatible fingerprint 2: ")
+	assert.Contains(t, err.Error(), "compatible fingerprint 3: ")
 
 	sp.CompatibleFingerprints = sp.CompatibleFingerprints[:1]
 	p := mustCompile(t, sp)

@@ -251,7 +251,7 @@ type Spec struct {
 	// covered: its record is named by its fingerprint, and one made under
 	// another setting is not found. Compile checks each entry as it checks
 	// the fields of the same names; errors name an entry by its position
-	// from 1 ("previous fingerprint 2: ..."). See docs/runtime.md,
+	// from 1 ("compatible fingerprint 2: ..."). See docs/runtime.md,
 	// "Changing the fingerprint settings".
 	CompatibleFingerprints []FingerprintSpec
 }
@@ -516,7 +516,7 @@ func Compile(s Spec) (*Policy, error) {
 			Headers:   ps.FingerprintHeaders,
 		})
 		if err != nil {
-			bad("previous fingerprint %d: %v", i+1, err)
+			bad("compatible fingerprint %d: %v", i+1, err)
 			continue
 		}
 		p.prev = append(p.prev, ph)
