@@ -116,7 +116,10 @@ type Options struct {
 	// EventFinishAbandoned. The release of a claim that a Begin which
 	// failed as its request ended may have made all the same (a store
 	// client that cancels asynchronously: pgx) is tried in the background
-	// too, for the lease whatever FinishRetryFor says (see docs/runtime.md).
+	// too, whatever FinishRetryFor says (negative included): at most
+	// ClaimReleaseAttempts times within the lease, and at most
+	// MaxClaimReleases at once, which do not count toward MaxFinishRetries
+	// (see docs/runtime.md).
 	FinishRetryFor time.Duration
 	// UnavailableRetryAfter is the Retry-After of 503 answers (default 1s),
 	// but for a claim refused with a store error that says when to retry
@@ -192,7 +195,8 @@ type Engine struct {
 	lateFirst   time.Duration // the retries' first backoff (lateFinishFirst; tests change it)
 	lateMax     time.Duration // and its cap (lateFinishMax)
 	lateMu      sync.Mutex
-	lateN       int           // the Finish calls retried in the background (finishLater)
+	lateN       int           // the Finish calls retried in the background (finishLater), releases included
+	lateRel     int           // the releases among them (finishUnanswered: MaxClaimReleases)
 	lateBytes   int64         // the size of their responses
 	lateIdle    chan struct{} // closed when lateN drops to 0; nil while it is 0
 	lateWake    chan struct{} // closed by Drain to wake the retries from their backoff, then replaced

@@ -28,9 +28,23 @@ import (
 // the background (Options.FinishRetryFor), and MaxFinishRetryBytes the
 // responses they keep copies of; past either, a failed Finish is not
 // retried.
+//
+// MaxClaimReleases bounds, apart from those, the releases an Engine tries
+// at once in the background of claims that a Begin which failed as its
+// request ended, or on Options.StoreTimeout, may have made all the same
+// (see Options.FinishRetryFor); each is tried at most ClaimReleaseAttempts
+// times, within the operation's lease. They never take the slots of the
+// Finish calls (a response whose Finish failed during an outage is
+// retried, whatever the number of Begins that failed with it), and a
+// release that is not tried, or given up, leaves at worst a claim that
+// runs out with its lease; so the load they add on a struggling store
+// stays bounded.
 const (
 	MaxFinishRetries    = 1024
 	MaxFinishRetryBytes = 64 << 20
+
+	MaxClaimReleases     = MaxFinishRetries / 4
+	ClaimReleaseAttempts = 4
 )
 
 // lateFinish backoff: the first retry after lateFinishFirst, doubling up
@@ -95,7 +109,14 @@ func (c *Call) finishLater(kind finishKind, state State, resp []byte, status int
 		return false
 	}
 	e.lateMu.Lock()
-	if e.lateN == MaxFinishRetries || e.lateBytes+int64(len(resp)) > MaxFinishRetryBytes {
+	if kind == finishUnanswered {
+		// Releases have a budget of their own (no response to keep).
+		if e.lateRel == MaxClaimReleases {
+			e.lateMu.Unlock()
+			return false
+		}
+		e.lateRel++
+	} else if e.lateN-e.lateRel == MaxFinishRetries || e.lateBytes+int64(len(resp)) > MaxFinishRetryBytes {
 		e.lateMu.Unlock()
 		return false
 	}
@@ -144,8 +165,11 @@ func (c *Call) finishLater(kind finishKind, state State, resp []byte, status int
 // did not run: with the engine's background finisher, on a context of its
 // own bounded by the store timeout, after its first pause (time for the
 // claim to land if it is still on its way), and tried again on a store
-// failure for up to the lease (after it, the claim has run out anyway),
-// whatever Options.FinishRetryFor says. A fenced answer means there was no
+// failure, whatever Options.FinishRetryFor says, up to ClaimReleaseAttempts
+// times within the lease (after it, the claim has run out anyway); at most
+// MaxClaimReleases at once, apart from the Finish calls retried (during an
+// outage, the Begins that fail with it must not keep a response whose
+// Finish failed from being retried). A fenced answer means there was no
 // such claim, or another request holds the key now: nothing to free.
 func (c *Call) releaseUnanswered(err error) {
 	c.finishLater(finishUnanswered, StateFailed, nil, 0, bodyKept, err)
@@ -163,6 +187,9 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 	defer func() {
 		e.lateMu.Lock()
 		e.lateBytes -= int64(len(f.resp))
+		if f.kind == finishUnanswered {
+			e.lateRel--
+		}
 		if e.lateN--; e.lateN == 0 {
 			close(e.lateIdle)
 			e.lateIdle = nil
@@ -215,6 +242,9 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 		cancel()
 		if err == nil || errors.Is(err, ErrFenced) {
 			break
+		}
+		if f.kind == finishUnanswered && attempt > ClaimReleaseAttempts {
+			break // attempt 1 was the Begin
 		}
 	}
 	attrs := []slog.Attr{slog.String("operation", f.operation), slog.String("key", f.key),
@@ -272,7 +302,10 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 // next attempt, though no sooner than 100ms after its last one (Drain
 // called in a loop wakes a retry at most once per 100ms); one whose
 // attempt fails goes on with its schedule (until FinishRetryFor has
-// passed), waited for until ctx is done.
+// passed), waited for until ctx is done. It waits likewise for the
+// releases of claims a failed Begin may have made (see MaxClaimReleases),
+// whatever FinishRetryFor is: each ends after ClaimReleaseAttempts
+// attempts at most, within the operation's lease.
 //
 // It waits for the retries under way when it is called; the engine may
 // go on serving meanwhile, and a Finish that fails after that is not
