@@ -778,11 +778,15 @@ func (c *Call) claim() {
 		if e.hbs != nil {
 			c.hbGrant = time.Since(epoch) // the lease this Begin grants starts no earlier
 		}
-		res, err := c.beginBounded(ctx)
+		res, cut, err := c.beginBounded(ctx)
 		if err != nil {
-			if c.requestEnded() != nil {
+			if cut || c.requestEnded() != nil {
 				// The Begin may have claimed the key all the same (a
-				// client that cancels asynchronously: pgx): free it.
+				// client that cancels asynchronously: pgx; one that
+				// closes the connection at the deadline, which the
+				// server may not notice before it commits): free it.
+				// The token is this Begin's own, and no handler runs
+				// under it after the error.
 				c.releaseUnanswered(err)
 			}
 			if waiting && c.requestEnded() != nil {
@@ -1020,14 +1024,18 @@ func headerValue(h http.Header, name string) string {
 // own lazy context, which costs no allocation with a store that never asks
 // for Done; after a ReadFirst Get, the first call is bounded by the Get's
 // deadline (claimBy), and a waiting duplicate's later ones each by a
-// StoreTimeout of their own.
-func (c *Call) beginBounded(ctx context.Context) (BeginResult, error) {
+// StoreTimeout of their own. A Begin that failed reports too whether its
+// context had ended by then (cut: the store timeout, or the request's end).
+func (c *Call) beginBounded(ctx context.Context) (res BeginResult, cut bool, err error) {
 	ss := c.ss
 	if ss.bctx.parent == nil {
 		ss.bctx.init(ctx, c.e.timeout)
-		res, err := c.e.store.Begin(&ss.bctx, &ss.breq)
+		res, err = c.e.store.Begin(&ss.bctx, &ss.breq)
+		if err != nil {
+			cut = ss.bctx.Err() != nil
+		}
 		ss.bctx.release()
-		return res, err
+		return res, cut, err
 	}
 	var bctx context.Context
 	var cancel context.CancelFunc
@@ -1038,7 +1046,8 @@ func (c *Call) beginBounded(ctx context.Context) (BeginResult, error) {
 		bctx, cancel = context.WithTimeout(ctx, c.e.timeout)
 	}
 	defer cancel()
-	return c.e.store.Begin(bctx, &ss.breq)
+	res, err = c.e.store.Begin(bctx, &ss.breq)
+	return res, err != nil && bctx.Err() != nil, err
 }
 
 // untilDeadline is context.WithDeadline (claim cancels it when it returns).

@@ -114,12 +114,12 @@ type Options struct {
 	// it was kept, and its client got 503). A handler's Finish that is not
 	// stored in the end (or not retried) is reported as
 	// EventFinishAbandoned. The release of a claim that a Begin which
-	// failed as its request ended may have made all the same (a store
-	// client that cancels asynchronously: pgx) is tried in the background
-	// too, whatever FinishRetryFor says (negative included): at most
-	// ClaimReleaseAttempts times within the lease, and at most
-	// MaxClaimReleases at once, which do not count toward MaxFinishRetries
-	// (see docs/runtime.md).
+	// failed as its request ended, or on StoreTimeout, may have made all
+	// the same (a store client that cancels asynchronously: pgx) is tried
+	// in the background too, whatever FinishRetryFor says (negative
+	// included): at most ClaimReleaseAttempts times within the lease, and
+	// at most MaxClaimReleases at once, which do not count toward
+	// MaxFinishRetries (see docs/runtime.md).
 	FinishRetryFor time.Duration
 	// UnavailableRetryAfter is the Retry-After of 503 answers (default 1s),
 	// but for a claim refused with a store error that says when to retry

@@ -68,8 +68,9 @@ const (
 	// attempt reports no event, as at once. Fenced, it found the key taken
 	// over, or the commit's result kept after all: nothing to free.
 	finishRelease
-	// finishUnanswered frees the claim a Begin that failed as the request
-	// ended may have made all the same (releaseUnanswered): no event.
+	// finishUnanswered frees the claim a Begin that failed as its context
+	// ended (the request's end, or the store timeout) may have made all
+	// the same (releaseUnanswered): no event.
 	// Fenced, there was no such claim (or it was taken over already).
 	finishUnanswered
 )
@@ -155,11 +156,17 @@ func (c *Call) finishLater(kind finishKind, state State, resp []byte, status int
 }
 
 // releaseUnanswered frees, off the request's path, the claim a Begin may
-// have made although it failed (with err) because the request's context
-// ended (its client went away, or its deadline passed): a store client that
-// cancels asynchronously (pgx sends PostgreSQL a cancel request and returns
-// at once) often lets the claim commit, and the key then stays in flight,
-// every retry answered IDEMPOTENCY_KEY_IN_USE, until the lease runs out.
+// have made although it failed (with err) as its context ended: the
+// request's (its client went away, or its deadline passed), or the
+// engine's own store timeout (Options.StoreTimeout) while the request goes
+// on. A store client that cancels asynchronously (pgx sends PostgreSQL a
+// cancel request and returns at once; with DeadlineContextWatcherHandler it
+// closes the connection, which the server may notice only after the
+// commit) often lets the claim commit, and the key then stays in flight,
+// every retry answered IDEMPOTENCY_KEY_IN_USE, until the lease runs out,
+// although its client was told nothing ran (503 or IDEMPOTENCY_REQUEST_ENDED).
+// The token is that Begin's own (fresh per Begin), and after the error no
+// handler runs under it, so freeing its claim frees nothing else.
 // The engine made the claim's token, so it finishes that claim FAILED
 // without a response (reclaimable), as Finish would after a handler that
 // did not run: with the engine's background finisher, on a context of its
@@ -252,7 +259,7 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 	release := f.kind != finishAnswer
 	switch {
 	case err == nil && f.kind == finishUnanswered:
-		e.log.LogAttrs(ctx, slog.LevelInfo, "idem: key released: a Begin that failed as its request ended had claimed it all the same", attrs...)
+		e.log.LogAttrs(ctx, slog.LevelInfo, "idem: key released: a Begin that failed as its context ended (the request's, or the store timeout) had claimed it all the same", attrs...)
 	case errors.Is(err, ErrFenced) && f.kind == finishUnanswered:
 		// No such claim (the Begin did not reach the store), or taken over.
 	case err == nil && release:
@@ -278,7 +285,7 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 			Protected: true, State: f.state, Status: f.status, Err: err})
 	case f.kind == finishUnanswered:
 		attrs = append(attrs, slog.Any("error", err))
-		e.log.LogAttrs(ctx, slog.LevelWarn, "idem: gave up releasing the claim a Begin that failed as its request ended may have made: if it did, the key stays in flight until its lease runs out", attrs...)
+		e.log.LogAttrs(ctx, slog.LevelWarn, "idem: gave up releasing the claim a Begin that failed as its context ended may have made: if it did, the key stays in flight until its lease runs out", attrs...)
 	case release:
 		attrs = append(attrs, slog.Any("error", err))
 		e.log.LogAttrs(ctx, slog.LevelError, "idem: gave up releasing the key: it stays in flight until its lease runs out", attrs...)

@@ -170,3 +170,37 @@ func TestUnansweredReleaseAttemptsBounded(t *testing.T) {
 	require.NoError(t, f.eng.Drain(ctx))
 	assert.Equal(t, int64(idem.ClaimReleaseAttempts), hs.finishes.Load())
 }
+
+// claimsLate is a store whose Begin outlives its context (the engine's
+// StoreTimeout) and claims all the same, then fails with the context's
+// error: as pgx with DeadlineContextWatcherHandler, which closes the
+// connection at the deadline while PostgreSQL commits the claim.
+type claimsLate struct{ idem.Store }
+
+func (s claimsLate) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginResult, error) {
+	<-ctx.Done()
+	_, _ = s.Store.Begin(context.WithoutCancel(ctx), req)
+	return idem.BeginResult{}, ctx.Err()
+}
+
+// A Begin cut by the engine's own StoreTimeout, the request still alive,
+// that claimed the key all the same: its client is told 503, nothing ran,
+// and the claim is released, so its retry runs (before: 409
+// IDEMPOTENCY_KEY_IN_USE for the whole lease).
+func TestStoreTimeoutClaimReleased(t *testing.T) {
+	ms := memstore.New(memstore.Options{SweepInterval: -1})
+	t.Cleanup(func() { _ = ms.Close() })
+	f := newFixtureStore(t, ms, claimsLate{ms}, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true, StoreTimeout: 50 * time.Millisecond})
+	spec := strictSpec()
+	spec.InFlight.Lease = time.Hour
+	h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
+	requireProblem(t, send(h, req{key: "k", body: `{"item":1}`}), http.StatusServiceUnavailable, idem.CodeStoreUnavailable)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, f.eng.Drain(ctx))
+
+	// The retry, through an engine whose store answers.
+	f2 := newFixtureStore(t, ms, ms, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true})
+	retry := send(f2.eng.Handler(mustCompile(t, spec), f2.createOrder()), req{key: "k", body: `{"item":1}`})
+	assert.Equal(t, http.StatusCreated, retry.Code, "the claim the timed-out Begin made was released: %s", retry.Body)
+}
