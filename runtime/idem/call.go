@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -275,11 +277,11 @@ func (c *Call) recyclable() bool {
 // Deferred, it answers a panic as End does (see End).
 func (c *Call) endPooled() {
 	v := recover()
-	c.end(v != nil)
+	raise := c.end(v)
 	if c.recyclable() {
 		c.recycle()
 	}
-	if v != nil {
+	if raise {
 		panic(v)
 	}
 }
@@ -1870,22 +1872,37 @@ func (c *Call) release() {
 // its body). Without that answer, net/http would drop the connection, and
 // Go's http.Transport sends a request that carries an Idempotency-Key
 // header again, at once and on every idle connection it holds, each
-// finding the key free. A panic after the status was sent goes on
-// unwinding as it is. Called from a deferred function instead of deferred
-// itself, End cannot see the panic: it frees the key and lets it unwind.
+// finding the key free.
+//
+// When that 500 cannot be flushed (a ResponseWriter in front of the
+// engine that neither flushes nor unwraps: http.TimeoutHandler's, which
+// buffers, or a metrics wrapper's), a panic going on would lose it, as
+// the wrapper or net/http drops what it holds, and the Transport would
+// send the request again all the same. End then does not panic again: it
+// logs the panic's value and stack at Error (http.ErrAbortHandler at Warn,
+// without the stack), with the operation and the key, reports the run's
+// EventExecuted (FAILED) with the panic as its Err, and returns, so that
+// the wrapper and net/http send the 500 (TimeoutHandler copies its
+// buffer). A recover middleware in front of the engine does not see that
+// panic.
+//
+// A panic after the status was sent goes on unwinding as it is. Called
+// from a deferred function instead of deferred itself, End cannot see the
+// panic: it frees the key and lets it unwind.
 func (c *Call) End() {
 	v := recover()
-	c.end(v != nil)
-	if v != nil {
+	if c.end(v) {
 		panic(v)
 	}
 }
 
-// end is End; panicked: the handler panicked (End recovered it, and
-// panics again after end).
-func (c *Call) end(panicked bool) {
+// end is End; v is the handler's panic (End recovered it; nil: none). It
+// reports whether End must panic again with v: v is not nil, and the engine
+// did not keep it for an answer it could not flush.
+func (c *Call) end(v any) (raise bool) {
+	raise = v != nil
 	if c.ended {
-		return
+		return raise
 	}
 	c.ended = true
 	if c.decision == Execute && !c.finished {
@@ -1895,17 +1912,20 @@ func (c *Call) end(panicked bool) {
 			if c.rollback != nil {
 				c.rollback()
 			}
-			msg := "idem: handler did not finish (panic or error): key released for a retry"
-			answer := panicked && c.h.rec.unsent()
-			if answer {
-				msg = "idem: handler panicked before its response was sent: key released for a retry, 500 " + CodeHandlerPanicked + " sent, the panic goes on"
-			}
-			c.e.log.LogAttrs(c.ctx, slog.LevelWarn, msg,
-				slog.String("operation", c.p.spec.Operation), slog.String("key", c.key))
+			answer := v != nil && c.h.rec.unsent()
 			err := c.finishRecord(StateFailed, nil, 0, bodyKept)
-			c.reportFinish(StateFailed, 0, "", err, bodyKept)
-			if answer {
-				c.answerPanic()
+			switch {
+			case !answer:
+				c.e.log.LogAttrs(c.ctx, slog.LevelWarn, "idem: handler did not finish (panic or error): key released for a retry",
+					slog.String("operation", c.p.spec.Operation), slog.String("key", c.key))
+				c.reportFinish(StateFailed, 0, "", err, bodyKept)
+			case c.answerPanic():
+				c.e.log.LogAttrs(c.ctx, slog.LevelWarn, "idem: handler panicked before its response was sent: key released for a retry, 500 "+CodeHandlerPanicked+" sent, the panic goes on",
+					slog.String("operation", c.p.spec.Operation), slog.String("key", c.key))
+				c.reportFinish(StateFailed, 0, "", err, bodyKept)
+			default:
+				raise = false
+				c.keepPanic(v, err)
 			}
 		} else if c.e.obs != nil {
 			c.e.obs.Observe(c.ctx, Event{Kind: EventExecuted, Operation: c.p.spec.Operation, Principal: c.principal,
@@ -1926,6 +1946,7 @@ func (c *Call) end(panicked bool) {
 		c.bodyBuf = nil
 	}
 	c.body = nil
+	return raise
 }
 
 // answerPanic answers the client of a protected run whose handler
@@ -1935,8 +1956,9 @@ func (c *Call) end(panicked bool) {
 // on the client's header map (tee mode) go with it, as they would with a
 // recover middleware's answer, but for those that would misframe it:
 // Content-Length, Transfer-Encoding, and a Content-Encoding that a
-// middleware in front of the engine did not set.
-func (c *Call) answerPanic() {
+// middleware in front of the engine did not set. It reports whether the
+// flush succeeded.
+func (c *Call) answerPanic() (flushed bool) {
 	r := &c.h.rec
 	w := r.w
 	h := w.Header()
@@ -1953,7 +1975,42 @@ func (c *Call) answerPanic() {
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(p.status)
 	_, _ = w.Write(body)
-	_ = http.NewResponseController(w).Flush()
+	return http.NewResponseController(w).Flush() == nil
+}
+
+// keepPanic ends a handler's panic v that answerPanic answered but could
+// not flush (see End): End returns instead of panicking again, so v is
+// logged here, with the stack it unwound from (End's deferred call runs on
+// top of it), and reported with the run's EventExecuted (or, when the
+// release failed on the store, err's EventStoreError).
+func (c *Call) keepPanic(v any, err error) {
+	op := c.p.spec.Operation
+	if v == http.ErrAbortHandler {
+		// Its handler meant to abort quietly: net/http does not log it.
+		c.e.log.LogAttrs(c.ctx, slog.LevelWarn, "idem: handler aborted (http.ErrAbortHandler) before its response was sent: key released for a retry, 500 "+CodeHandlerPanicked+" sent; the ResponseWriter cannot flush, so the panic ends here",
+			slog.String("operation", op), slog.String("key", c.key))
+	} else {
+		c.e.log.LogAttrs(c.ctx, slog.LevelError, "idem: handler panicked before its response was sent: key released for a retry, 500 "+CodeHandlerPanicked+" sent; the ResponseWriter cannot flush it, so the panic ends here (a panic going on would lose the answer)",
+			slog.String("operation", op), slog.String("key", c.key), slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
+	}
+	if err != nil {
+		c.reportFinish(StateFailed, 0, "", err, bodyKept)
+		return
+	}
+	c.e.observe(c.ctx, Event{Kind: EventExecuted, Operation: op, Principal: c.principal, Key: c.key,
+		Protected: true, State: StateFailed, Prior: c.prior, Err: handlerPanic{v}, Duration: c.e.now().Sub(c.start)})
+}
+
+// handlerPanic is the Err of the EventExecuted of a run whose panic the
+// engine ended (keepPanic): its message has the panic's value, and it
+// unwraps to that value when it is an error.
+type handlerPanic struct{ v any }
+
+func (p handlerPanic) Error() string { return fmt.Sprint("idem: handler panicked: ", p.v) }
+
+func (p handlerPanic) Unwrap() error {
+	err, _ := p.v.(error)
+	return err
 }
 
 // bodyReader serves the request body to the handler from the engine's buffer.
