@@ -1954,10 +1954,12 @@ func (c *Call) end(v any) (raise bool) {
 // complete 500 CodeHandlerPanicked, flushed, as the connection is about to
 // be dropped (HTTP/1) or the stream reset (HTTP/2). Headers the handler set
 // on the client's header map (tee mode) go with it, as they would with a
-// recover middleware's answer, but for those that would misframe it:
-// Content-Length, Transfer-Encoding, and a Content-Encoding that a
-// middleware in front of the engine did not set. It reports whether the
-// flush succeeded.
+// recover middleware's answer, but for those that would misframe it
+// (Content-Length, Transfer-Encoding, and a Content-Encoding that a
+// middleware in front of the engine did not set) and those that describe
+// the response the handler meant to send, not this one (Trailer and the
+// trailers it announced, ETag, Last-Modified, Content-Range,
+// Content-Disposition, Location). It reports whether the flush succeeded.
 func (c *Call) answerPanic() (flushed bool) {
 	r := &c.h.rec
 	w := r.w
@@ -1965,8 +1967,14 @@ func (c *Call) answerPanic() (flushed bool) {
 	if !r.buffered && h.Get("Content-Encoding") != "" && r.outerSet(h)&contentEncodingBit == 0 {
 		h.Del("Content-Encoding")
 	}
-	h.Del("Content-Length")
-	h.Del("Transfer-Encoding")
+	for _, k := range panicDropped {
+		delete(h, k)
+	}
+	for k := range h {
+		if strings.HasPrefix(k, http.TrailerPrefix) {
+			delete(h, k)
+		}
+	}
 	p := problem{status: http.StatusInternalServerError, code: CodeHandlerPanicked,
 		detail: "the handler failed (it panicked) before it answered; nothing was recorded: a retry with the same idempotency key runs it again"}
 	body := c.e.appendProblem(nil, &p, "")
@@ -1977,6 +1985,10 @@ func (c *Call) answerPanic() (flushed bool) {
 	_, _ = w.Write(body)
 	return http.NewResponseController(w).Flush() == nil
 }
+
+// panicDropped are the headers answerPanic drops (canonical).
+var panicDropped = [...]string{"Content-Length", "Transfer-Encoding", "Trailer", "Etag", "Last-Modified",
+	"Content-Range", "Content-Disposition", "Location"}
 
 // keepPanic ends a handler's panic v that answerPanic answered but could
 // not flush (see End): End returns instead of panicking again, so v is

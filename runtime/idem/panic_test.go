@@ -27,7 +27,16 @@ import (
 func panicShapes(eng *idem.Engine, p *idem.Policy, calls *atomic.Int32, boom *atomic.Bool) map[string]http.Handler {
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		calls.Add(1)
-		w.Header().Set("Location", "/orders/1") // set before the panic: it goes with the 500
+		w.Header().Set("X-Request-Note", "1") // set before the panic: it goes with the 500
+		// set before the panic, but they describe the response the handler
+		// meant to send: dropped
+		w.Header().Set("Location", "/orders/1")
+		w.Header().Set("ETag", `"v1"`)
+		w.Header().Set("Last-Modified", "Mon, 07 Dec 2026 07:39:47 GMT")
+		w.Header().Set("Content-Range", "bytes 0-9/10")
+		w.Header().Set("Content-Disposition", `attachment; filename="order.json"`)
+		w.Header().Set("Trailer", "X-Checksum")
+		w.Header().Set(http.TrailerPrefix+"X-Digest", "abc")
 		if boom.Load() {
 			panic("kaboom")
 		}
@@ -182,8 +191,12 @@ func TestPanicAnsweredHTTP1(t *testing.T) {
 			require.NoError(t, err, "the client gets an answer")
 			requirePanicProblem(t, resp, body)
 			if !strings.HasPrefix(name, "strict") {
-				assert.Equal(t, "/orders/1", resp.Header.Get("Location"), "headers set before the panic go with it")
+				assert.Equal(t, "1", resp.Header.Get("X-Request-Note"), "headers set before the panic go with it")
 			}
+			for _, k := range []string{"Location", "ETag", "Last-Modified", "Content-Range", "Content-Disposition", "Trailer"} {
+				assert.Empty(t, resp.Header.Values(k), "%s describes the response the handler meant to send", k)
+			}
+			assert.Empty(t, resp.Trailer, "no trailers")
 			assert.Equal(t, int32(1), f.calls.Load(), "the handler ran once: the Transport did not send the request again")
 			assert.Equal(t, []any{"kaboom"}, ps.waitPanics(t, 1), "the panic went on, with its value")
 
