@@ -1888,7 +1888,9 @@ func (c *Call) release() {
 //
 // A panic after the status was sent goes on unwinding as it is. Called
 // from a deferred function instead of deferred itself, End cannot see the
-// panic: it frees the key and lets it unwind.
+// panic: it frees the key and lets it unwind. Under GODEBUG=panicnil=1,
+// End's recover gives nil for a panic(nil), and stops it: End takes it for
+// a return without Finish (see docs/server.md).
 func (c *Call) End() {
 	v := recover()
 	if c.end(v) {

@@ -100,7 +100,8 @@ type Options struct {
 	// took the key over is fenced and changes nothing; the lease counts
 	// from the claim (or the last heartbeat), so a store back after it ran
 	// out may be too late. 0 means the operation's lease (InFlight.Lease);
-	// negative turns the retries off. At least one attempt is made. It is
+	// negative turns the retries off (not the releases of claims a failed
+	// Begin may have made: see below). At least one attempt is made. It is
 	// counted from the failure on both the engine's clock (Now) and the
 	// wall clock: the retries stop once it has passed on either, so that a
 	// clock that stands still (a test's) does not keep them going. The

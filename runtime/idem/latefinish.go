@@ -98,8 +98,9 @@ type lateFinish struct {
 
 // finishLater schedules the retry of the Finish that just failed with err,
 // unless it cannot help (fenced) or may not (Options.FinishRetryFor
-// negative, MaxFinishRetries or MaxFinishRetryBytes reached); it reports whether
-// it did.
+// negative, MaxFinishRetries or MaxFinishRetryBytes reached; for a release
+// of kind finishUnanswered, which FinishRetryFor does not turn off,
+// MaxClaimReleases reached); it reports whether it did.
 //
 // The retries run with a context of their own, without the request's
 // values: the request is over, and what a router or middleware put there
