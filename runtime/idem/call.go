@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -275,11 +277,11 @@ func (c *Call) recyclable() bool {
 // Deferred, it answers a panic as End does (see End).
 func (c *Call) endPooled() {
 	v := recover()
-	c.end(v != nil)
+	raise := c.end(v)
 	if c.recyclable() {
 		c.recycle()
 	}
-	if v != nil {
+	if raise {
 		panic(v)
 	}
 }
@@ -778,11 +780,15 @@ func (c *Call) claim() {
 		if e.hbs != nil {
 			c.hbGrant = time.Since(epoch) // the lease this Begin grants starts no earlier
 		}
-		res, err := c.beginBounded(ctx)
+		res, cut, err := c.beginBounded(ctx)
 		if err != nil {
-			if c.requestEnded() != nil {
+			if cut || c.requestEnded() != nil {
 				// The Begin may have claimed the key all the same (a
-				// client that cancels asynchronously: pgx): free it.
+				// client that cancels asynchronously: pgx; one that
+				// closes the connection at the deadline, which the
+				// server may not notice before it commits): free it.
+				// The token is this Begin's own, and no handler runs
+				// under it after the error.
 				c.releaseUnanswered(err)
 			}
 			if waiting && c.requestEnded() != nil {
@@ -1020,14 +1026,18 @@ func headerValue(h http.Header, name string) string {
 // own lazy context, which costs no allocation with a store that never asks
 // for Done; after a ReadFirst Get, the first call is bounded by the Get's
 // deadline (claimBy), and a waiting duplicate's later ones each by a
-// StoreTimeout of their own.
-func (c *Call) beginBounded(ctx context.Context) (BeginResult, error) {
+// StoreTimeout of their own. A Begin that failed reports too whether its
+// context had ended by then (cut: the store timeout, or the request's end).
+func (c *Call) beginBounded(ctx context.Context) (res BeginResult, cut bool, err error) {
 	ss := c.ss
 	if ss.bctx.parent == nil {
 		ss.bctx.init(ctx, c.e.timeout)
-		res, err := c.e.store.Begin(&ss.bctx, &ss.breq)
+		res, err = c.e.store.Begin(&ss.bctx, &ss.breq)
+		if err != nil {
+			cut = ss.bctx.Err() != nil
+		}
 		ss.bctx.release()
-		return res, err
+		return res, cut, err
 	}
 	var bctx context.Context
 	var cancel context.CancelFunc
@@ -1038,7 +1048,8 @@ func (c *Call) beginBounded(ctx context.Context) (BeginResult, error) {
 		bctx, cancel = context.WithTimeout(ctx, c.e.timeout)
 	}
 	defer cancel()
-	return c.e.store.Begin(bctx, &ss.breq)
+	res, err = c.e.store.Begin(bctx, &ss.breq)
+	return res, err != nil && bctx.Err() != nil, err
 }
 
 // untilDeadline is context.WithDeadline (claim cancels it when it returns).
@@ -1861,22 +1872,39 @@ func (c *Call) release() {
 // its body). Without that answer, net/http would drop the connection, and
 // Go's http.Transport sends a request that carries an Idempotency-Key
 // header again, at once and on every idle connection it holds, each
-// finding the key free. A panic after the status was sent goes on
-// unwinding as it is. Called from a deferred function instead of deferred
-// itself, End cannot see the panic: it frees the key and lets it unwind.
+// finding the key free.
+//
+// When that 500 cannot be flushed (a ResponseWriter in front of the
+// engine that neither flushes nor unwraps: http.TimeoutHandler's, which
+// buffers, or a metrics wrapper's), a panic going on would lose it, as
+// the wrapper or net/http drops what it holds, and the Transport would
+// send the request again all the same. End then does not panic again: it
+// logs the panic's value and stack at Error (http.ErrAbortHandler at Warn,
+// without the stack), with the operation and the key, reports the run's
+// EventExecuted (FAILED) with the panic as its Err, and returns, so that
+// the wrapper and net/http send the 500 (TimeoutHandler copies its
+// buffer). A recover middleware in front of the engine does not see that
+// panic.
+//
+// A panic after the status was sent goes on unwinding as it is. Called
+// from a deferred function instead of deferred itself, End cannot see the
+// panic: it frees the key and lets it unwind. Under GODEBUG=panicnil=1,
+// End's recover gives nil for a panic(nil), and stops it: End takes it for
+// a return without Finish (see docs/server.md).
 func (c *Call) End() {
 	v := recover()
-	c.end(v != nil)
-	if v != nil {
+	if c.end(v) {
 		panic(v)
 	}
 }
 
-// end is End; panicked: the handler panicked (End recovered it, and
-// panics again after end).
-func (c *Call) end(panicked bool) {
+// end is End; v is the handler's panic (End recovered it; nil: none). It
+// reports whether End must panic again with v: v is not nil, and the engine
+// did not keep it for an answer it could not flush.
+func (c *Call) end(v any) (raise bool) {
+	raise = v != nil
 	if c.ended {
-		return
+		return raise
 	}
 	c.ended = true
 	if c.decision == Execute && !c.finished {
@@ -1886,17 +1914,20 @@ func (c *Call) end(panicked bool) {
 			if c.rollback != nil {
 				c.rollback()
 			}
-			msg := "idem: handler did not finish (panic or error): key released for a retry"
-			answer := panicked && c.h.rec.unsent()
-			if answer {
-				msg = "idem: handler panicked before its response was sent: key released for a retry, 500 " + CodeHandlerPanicked + " sent, the panic goes on"
-			}
-			c.e.log.LogAttrs(c.ctx, slog.LevelWarn, msg,
-				slog.String("operation", c.p.spec.Operation), slog.String("key", c.key))
+			answer := v != nil && c.h.rec.unsent()
 			err := c.finishRecord(StateFailed, nil, 0, bodyKept)
-			c.reportFinish(StateFailed, 0, "", err, bodyKept)
-			if answer {
-				c.answerPanic()
+			switch {
+			case !answer:
+				c.e.log.LogAttrs(c.ctx, slog.LevelWarn, "idem: handler did not finish (panic or error): key released for a retry",
+					slog.String("operation", c.p.spec.Operation), slog.String("key", c.key))
+				c.reportFinish(StateFailed, 0, "", err, bodyKept)
+			case c.answerPanic():
+				c.e.log.LogAttrs(c.ctx, slog.LevelWarn, "idem: handler panicked before its response was sent: key released for a retry, 500 "+CodeHandlerPanicked+" sent, the panic goes on",
+					slog.String("operation", c.p.spec.Operation), slog.String("key", c.key))
+				c.reportFinish(StateFailed, 0, "", err, bodyKept)
+			default:
+				raise = false
+				c.keepPanic(v, err)
 			}
 		} else if c.e.obs != nil {
 			c.e.obs.Observe(c.ctx, Event{Kind: EventExecuted, Operation: c.p.spec.Operation, Principal: c.principal,
@@ -1917,6 +1948,7 @@ func (c *Call) end(panicked bool) {
 		c.bodyBuf = nil
 	}
 	c.body = nil
+	return raise
 }
 
 // answerPanic answers the client of a protected run whose handler
@@ -1924,18 +1956,27 @@ func (c *Call) end(panicked bool) {
 // complete 500 CodeHandlerPanicked, flushed, as the connection is about to
 // be dropped (HTTP/1) or the stream reset (HTTP/2). Headers the handler set
 // on the client's header map (tee mode) go with it, as they would with a
-// recover middleware's answer, but for those that would misframe it:
-// Content-Length, Transfer-Encoding, and a Content-Encoding that a
-// middleware in front of the engine did not set.
-func (c *Call) answerPanic() {
+// recover middleware's answer, but for those that would misframe it
+// (Content-Length, Transfer-Encoding, and a Content-Encoding that a
+// middleware in front of the engine did not set) and those that describe
+// the response the handler meant to send, not this one (Trailer and the
+// trailers it announced, ETag, Last-Modified, Content-Range,
+// Content-Disposition, Location). It reports whether the flush succeeded.
+func (c *Call) answerPanic() (flushed bool) {
 	r := &c.h.rec
 	w := r.w
 	h := w.Header()
 	if !r.buffered && h.Get("Content-Encoding") != "" && r.outerSet(h)&contentEncodingBit == 0 {
 		h.Del("Content-Encoding")
 	}
-	h.Del("Content-Length")
-	h.Del("Transfer-Encoding")
+	for _, k := range panicDropped {
+		delete(h, k)
+	}
+	for k := range h {
+		if strings.HasPrefix(k, http.TrailerPrefix) {
+			delete(h, k)
+		}
+	}
 	p := problem{status: http.StatusInternalServerError, code: CodeHandlerPanicked,
 		detail: "the handler failed (it panicked) before it answered; nothing was recorded: a retry with the same idempotency key runs it again"}
 	body := c.e.appendProblem(nil, &p, "")
@@ -1944,7 +1985,46 @@ func (c *Call) answerPanic() {
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(p.status)
 	_, _ = w.Write(body)
-	_ = http.NewResponseController(w).Flush()
+	return http.NewResponseController(w).Flush() == nil
+}
+
+// panicDropped are the headers answerPanic drops (canonical).
+var panicDropped = [...]string{"Content-Length", "Transfer-Encoding", "Trailer", "Etag", "Last-Modified",
+	"Content-Range", "Content-Disposition", "Location"}
+
+// keepPanic ends a handler's panic v that answerPanic answered but could
+// not flush (see End): End returns instead of panicking again, so v is
+// logged here, with the stack it unwound from (End's deferred call runs on
+// top of it), and reported with the run's EventExecuted (or, when the
+// release failed on the store, err's EventStoreError).
+func (c *Call) keepPanic(v any, err error) {
+	op := c.p.spec.Operation
+	if v == http.ErrAbortHandler {
+		// Its handler meant to abort quietly: net/http does not log it.
+		c.e.log.LogAttrs(c.ctx, slog.LevelWarn, "idem: handler aborted (http.ErrAbortHandler) before its response was sent: key released for a retry, 500 "+CodeHandlerPanicked+" sent; the ResponseWriter cannot flush, so the panic ends here",
+			slog.String("operation", op), slog.String("key", c.key))
+	} else {
+		c.e.log.LogAttrs(c.ctx, slog.LevelError, "idem: handler panicked before its response was sent: key released for a retry, 500 "+CodeHandlerPanicked+" sent; the ResponseWriter cannot flush it, so the panic ends here (a panic going on would lose the answer)",
+			slog.String("operation", op), slog.String("key", c.key), slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
+	}
+	if err != nil {
+		c.reportFinish(StateFailed, 0, "", err, bodyKept)
+		return
+	}
+	c.e.observe(c.ctx, Event{Kind: EventExecuted, Operation: op, Principal: c.principal, Key: c.key,
+		Protected: true, State: StateFailed, Prior: c.prior, Err: handlerPanic{v}, Duration: c.e.now().Sub(c.start)})
+}
+
+// handlerPanic is the Err of the EventExecuted of a run whose panic the
+// engine ended (keepPanic): its message has the panic's value, and it
+// unwraps to that value when it is an error.
+type handlerPanic struct{ v any }
+
+func (p handlerPanic) Error() string { return fmt.Sprint("idem: handler panicked: ", p.v) }
+
+func (p handlerPanic) Unwrap() error {
+	err, _ := p.v.(error)
+	return err
 }
 
 // bodyReader serves the request body to the handler from the engine's buffer.

@@ -102,7 +102,15 @@
 //     answered, before it goes on, with a complete 500
 //     IDEMPOTENCY_HANDLER_PANICKED (see Call.End), since a connection
 //     dropped without an answer makes Go's Transport send a keyed request
-//     again at once, on every idle connection it holds;
+//     again at once, on every idle connection it holds; when a
+//     ResponseWriter in front of the engine cannot flush that answer
+//     (http.TimeoutHandler's), the engine logs the panic and ends it, so
+//     that the answer is sent. Under GODEBUG=panicnil=1, recover gives
+//     nil for a panic(nil), which Call.End then cannot tell from a
+//     handler that returned without finishing (or called runtime.Goexit):
+//     its recover stops the panic, the key is freed, no 500 is written,
+//     and net/http sends what the handler wrote (an empty 200 if
+//     nothing);
 //   - a body larger than Response.MaxBytes: the client still gets all of it;
 //     the record is completed as "not replayable" (status and headers kept),
 //     so the work is never executed twice, and a duplicate gets 409

@@ -100,7 +100,8 @@ type Options struct {
 	// took the key over is fenced and changes nothing; the lease counts
 	// from the claim (or the last heartbeat), so a store back after it ran
 	// out may be too late. 0 means the operation's lease (InFlight.Lease);
-	// negative turns the retries off. At least one attempt is made. It is
+	// negative turns the retries off (not the releases of claims a failed
+	// Begin may have made: see below). At least one attempt is made. It is
 	// counted from the failure on both the engine's clock (Now) and the
 	// wall clock: the retries stop once it has passed on either, so that a
 	// clock that stands still (a test's) does not keep them going. The
@@ -114,9 +115,12 @@ type Options struct {
 	// it was kept, and its client got 503). A handler's Finish that is not
 	// stored in the end (or not retried) is reported as
 	// EventFinishAbandoned. The release of a claim that a Begin which
-	// failed as its request ended may have made all the same (a store
-	// client that cancels asynchronously: pgx) is tried in the background
-	// too, for the lease whatever FinishRetryFor says (see docs/runtime.md).
+	// failed as its request ended, or on StoreTimeout, may have made all
+	// the same (a store client that cancels asynchronously: pgx) is tried
+	// in the background too, whatever FinishRetryFor says (negative
+	// included): at most ClaimReleaseAttempts times within the lease, and
+	// at most MaxClaimReleases at once, which do not count toward
+	// MaxFinishRetries (see docs/runtime.md).
 	FinishRetryFor time.Duration
 	// UnavailableRetryAfter is the Retry-After of 503 answers (default 1s),
 	// but for a claim refused with a store error that says when to retry
@@ -192,7 +196,8 @@ type Engine struct {
 	lateFirst   time.Duration // the retries' first backoff (lateFinishFirst; tests change it)
 	lateMax     time.Duration // and its cap (lateFinishMax)
 	lateMu      sync.Mutex
-	lateN       int           // the Finish calls retried in the background (finishLater)
+	lateN       int           // the Finish calls retried in the background (finishLater), releases included
+	lateRel     int           // the releases among them (finishUnanswered: MaxClaimReleases)
 	lateBytes   int64         // the size of their responses
 	lateIdle    chan struct{} // closed when lateN drops to 0; nil while it is 0
 	lateWake    chan struct{} // closed by Drain to wake the retries from their backoff, then replaced

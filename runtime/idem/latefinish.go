@@ -28,9 +28,23 @@ import (
 // the background (Options.FinishRetryFor), and MaxFinishRetryBytes the
 // responses they keep copies of; past either, a failed Finish is not
 // retried.
+//
+// MaxClaimReleases bounds, apart from those, the releases an Engine tries
+// at once in the background of claims that a Begin which failed as its
+// request ended, or on Options.StoreTimeout, may have made all the same
+// (see Options.FinishRetryFor); each is tried at most ClaimReleaseAttempts
+// times, within the operation's lease. They never take the slots of the
+// Finish calls (a response whose Finish failed during an outage is
+// retried, whatever the number of Begins that failed with it), and a
+// release that is not tried, or given up, leaves at worst a claim that
+// runs out with its lease; so the load they add on a struggling store
+// stays bounded.
 const (
 	MaxFinishRetries    = 1024
 	MaxFinishRetryBytes = 64 << 20
+
+	MaxClaimReleases     = MaxFinishRetries / 4
+	ClaimReleaseAttempts = 4
 )
 
 // lateFinish backoff: the first retry after lateFinishFirst, doubling up
@@ -54,8 +68,9 @@ const (
 	// attempt reports no event, as at once. Fenced, it found the key taken
 	// over, or the commit's result kept after all: nothing to free.
 	finishRelease
-	// finishUnanswered frees the claim a Begin that failed as the request
-	// ended may have made all the same (releaseUnanswered): no event.
+	// finishUnanswered frees the claim a Begin that failed as its context
+	// ended (the request's end, or the store timeout) may have made all
+	// the same (releaseUnanswered): no event.
 	// Fenced, there was no such claim (or it was taken over already).
 	finishUnanswered
 )
@@ -83,8 +98,9 @@ type lateFinish struct {
 
 // finishLater schedules the retry of the Finish that just failed with err,
 // unless it cannot help (fenced) or may not (Options.FinishRetryFor
-// negative, MaxFinishRetries or MaxFinishRetryBytes reached); it reports whether
-// it did.
+// negative, MaxFinishRetries or MaxFinishRetryBytes reached; for a release
+// of kind finishUnanswered, which FinishRetryFor does not turn off,
+// MaxClaimReleases reached); it reports whether it did.
 //
 // The retries run with a context of their own, without the request's
 // values: the request is over, and what a router or middleware put there
@@ -95,7 +111,14 @@ func (c *Call) finishLater(kind finishKind, state State, resp []byte, status int
 		return false
 	}
 	e.lateMu.Lock()
-	if e.lateN == MaxFinishRetries || e.lateBytes+int64(len(resp)) > MaxFinishRetryBytes {
+	if kind == finishUnanswered {
+		// Releases have a budget of their own (no response to keep).
+		if e.lateRel == MaxClaimReleases {
+			e.lateMu.Unlock()
+			return false
+		}
+		e.lateRel++
+	} else if e.lateN-e.lateRel == MaxFinishRetries || e.lateBytes+int64(len(resp)) > MaxFinishRetryBytes {
 		e.lateMu.Unlock()
 		return false
 	}
@@ -134,18 +157,27 @@ func (c *Call) finishLater(kind finishKind, state State, resp []byte, status int
 }
 
 // releaseUnanswered frees, off the request's path, the claim a Begin may
-// have made although it failed (with err) because the request's context
-// ended (its client went away, or its deadline passed): a store client that
-// cancels asynchronously (pgx sends PostgreSQL a cancel request and returns
-// at once) often lets the claim commit, and the key then stays in flight,
-// every retry answered IDEMPOTENCY_KEY_IN_USE, until the lease runs out.
+// have made although it failed (with err) as its context ended: the
+// request's (its client went away, or its deadline passed), or the
+// engine's own store timeout (Options.StoreTimeout) while the request goes
+// on. A store client that cancels asynchronously (pgx sends PostgreSQL a
+// cancel request and returns at once; with DeadlineContextWatcherHandler it
+// closes the connection, which the server may notice only after the
+// commit) often lets the claim commit, and the key then stays in flight,
+// every retry answered IDEMPOTENCY_KEY_IN_USE, until the lease runs out,
+// although its client was told nothing ran (503 or IDEMPOTENCY_REQUEST_ENDED).
+// The token is that Begin's own (fresh per Begin), and after the error no
+// handler runs under it, so freeing its claim frees nothing else.
 // The engine made the claim's token, so it finishes that claim FAILED
 // without a response (reclaimable), as Finish would after a handler that
 // did not run: with the engine's background finisher, on a context of its
 // own bounded by the store timeout, after its first pause (time for the
 // claim to land if it is still on its way), and tried again on a store
-// failure for up to the lease (after it, the claim has run out anyway),
-// whatever Options.FinishRetryFor says. A fenced answer means there was no
+// failure, whatever Options.FinishRetryFor says, up to ClaimReleaseAttempts
+// times within the lease (after it, the claim has run out anyway); at most
+// MaxClaimReleases at once, apart from the Finish calls retried (during an
+// outage, the Begins that fail with it must not keep a response whose
+// Finish failed from being retried). A fenced answer means there was no
 // such claim, or another request holds the key now: nothing to free.
 func (c *Call) releaseUnanswered(err error) {
 	c.finishLater(finishUnanswered, StateFailed, nil, 0, bodyKept, err)
@@ -163,6 +195,9 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 	defer func() {
 		e.lateMu.Lock()
 		e.lateBytes -= int64(len(f.resp))
+		if f.kind == finishUnanswered {
+			e.lateRel--
+		}
 		if e.lateN--; e.lateN == 0 {
 			close(e.lateIdle)
 			e.lateIdle = nil
@@ -216,13 +251,16 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 		if err == nil || errors.Is(err, ErrFenced) {
 			break
 		}
+		if f.kind == finishUnanswered && attempt > ClaimReleaseAttempts {
+			break // attempt 1 was the Begin
+		}
 	}
 	attrs := []slog.Attr{slog.String("operation", f.operation), slog.String("key", f.key),
 		slog.Int("attempts", attempt), slog.Duration("after", time.Since(begun).Round(time.Millisecond))}
 	release := f.kind != finishAnswer
 	switch {
 	case err == nil && f.kind == finishUnanswered:
-		e.log.LogAttrs(ctx, slog.LevelInfo, "idem: key released: a Begin that failed as its request ended had claimed it all the same", attrs...)
+		e.log.LogAttrs(ctx, slog.LevelInfo, "idem: key released: a Begin that failed as its context ended (the request's, or the store timeout) had claimed it all the same", attrs...)
 	case errors.Is(err, ErrFenced) && f.kind == finishUnanswered:
 		// No such claim (the Begin did not reach the store), or taken over.
 	case err == nil && release:
@@ -248,7 +286,7 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 			Protected: true, State: f.state, Status: f.status, Err: err})
 	case f.kind == finishUnanswered:
 		attrs = append(attrs, slog.Any("error", err))
-		e.log.LogAttrs(ctx, slog.LevelWarn, "idem: gave up releasing the claim a Begin that failed as its request ended may have made: if it did, the key stays in flight until its lease runs out", attrs...)
+		e.log.LogAttrs(ctx, slog.LevelWarn, "idem: gave up releasing the claim a Begin that failed as its context ended may have made: if it did, the key stays in flight until its lease runs out", attrs...)
 	case release:
 		attrs = append(attrs, slog.Any("error", err))
 		e.log.LogAttrs(ctx, slog.LevelError, "idem: gave up releasing the key: it stays in flight until its lease runs out", attrs...)
@@ -272,7 +310,10 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 // next attempt, though no sooner than 100ms after its last one (Drain
 // called in a loop wakes a retry at most once per 100ms); one whose
 // attempt fails goes on with its schedule (until FinishRetryFor has
-// passed), waited for until ctx is done.
+// passed), waited for until ctx is done. It waits likewise for the
+// releases of claims a failed Begin may have made (see MaxClaimReleases),
+// whatever FinishRetryFor is: each ends after ClaimReleaseAttempts
+// attempts at most, within the operation's lease.
 //
 // It waits for the retries under way when it is called; the engine may
 // go on serving meanwhile, and a Finish that fails after that is not

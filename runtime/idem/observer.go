@@ -165,8 +165,11 @@ type Event struct {
 	// EventFinishAbandoned, for
 	// an EventRejected caused by an error (an unreadable body or record,
 	// Options.Principal's, the store call that failed as the request ended),
-	// and for the EventExecuted (FAILED, CodeRequestEnded) of a transaction
-	// whose commit failed as the request ended.
+	// for the EventExecuted (FAILED, CodeRequestEnded) of a transaction
+	// whose commit failed as the request ended, and for the EventExecuted
+	// (FAILED) of a handler whose panic the engine answered but could not
+	// flush, and so ended instead of raising it again (see Call.End): the
+	// panic, which it unwraps to when the panic's value is an error.
 	Err error
 	// Duration is how long the handler ran (EventExecuted, protected or not)
 	// or the duplicate waited (EventReplayed, EventInFlight, 0 when it did not wait).

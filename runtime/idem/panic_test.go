@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"log"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -26,7 +27,16 @@ import (
 func panicShapes(eng *idem.Engine, p *idem.Policy, calls *atomic.Int32, boom *atomic.Bool) map[string]http.Handler {
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		calls.Add(1)
-		w.Header().Set("Location", "/orders/1") // set before the panic: it goes with the 500
+		w.Header().Set("X-Request-Note", "1") // set before the panic: it goes with the 500
+		// set before the panic, but they describe the response the handler
+		// meant to send: dropped
+		w.Header().Set("Location", "/orders/1")
+		w.Header().Set("ETag", `"v1"`)
+		w.Header().Set("Last-Modified", "Mon, 07 Dec 2026 07:39:47 GMT")
+		w.Header().Set("Content-Range", "bytes 0-9/10")
+		w.Header().Set("Content-Disposition", `attachment; filename="order.json"`)
+		w.Header().Set("Trailer", "X-Checksum")
+		w.Header().Set(http.TrailerPrefix+"X-Digest", "abc")
 		if boom.Load() {
 			panic("kaboom")
 		}
@@ -181,8 +191,12 @@ func TestPanicAnsweredHTTP1(t *testing.T) {
 			require.NoError(t, err, "the client gets an answer")
 			requirePanicProblem(t, resp, body)
 			if !strings.HasPrefix(name, "strict") {
-				assert.Equal(t, "/orders/1", resp.Header.Get("Location"), "headers set before the panic go with it")
+				assert.Equal(t, "1", resp.Header.Get("X-Request-Note"), "headers set before the panic go with it")
 			}
+			for _, k := range []string{"Location", "ETag", "Last-Modified", "Content-Range", "Content-Disposition", "Trailer"} {
+				assert.Empty(t, resp.Header.Values(k), "%s describes the response the handler meant to send", k)
+			}
+			assert.Empty(t, resp.Trailer, "no trailers")
 			assert.Equal(t, int32(1), f.calls.Load(), "the handler ran once: the Transport did not send the request again")
 			assert.Equal(t, []any{"kaboom"}, ps.waitPanics(t, 1), "the panic went on, with its value")
 
@@ -317,4 +331,85 @@ func TestPanicEndNotDeferred(t *testing.T) {
 	assert.False(t, w.Flushed)
 	assert.Empty(t, w.Body.String())
 	require.Equal(t, http.StatusCreated, send(f.eng.Handler(p, f.createOrder()), req{key: "k", body: `{}`}).Code, "the key was freed")
+}
+
+// noFlushWriter is a wrapper in front of the engine that neither flushes
+// nor unwraps (a metrics middleware's).
+type noFlushWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *noFlushWriter) WriteHeader(s int) { w.status = s; w.ResponseWriter.WriteHeader(s) }
+
+//go:noinline
+func panickingOperation() { panic("kaboom") }
+
+// Behind a ResponseWriter that cannot flush the engine's 500 (
+// http.TimeoutHandler's buffer, a wrapper without Flush nor Unwrap), a
+// panic going on would lose it, and the Transport sent the request again
+// on every idle connection (21 runs with 20 idle connections): the engine
+// keeps the panic instead, logs it with its stack at Error, reports it
+// with the run's event, and returns, so that the 500 is sent.
+func TestPanicAnsweredWithoutFlush(t *testing.T) {
+	for name, wrap := range map[string]func(http.Handler) http.Handler{
+		"TimeoutHandler": func(h http.Handler) http.Handler { return http.TimeoutHandler(h, 5*time.Second, "timeout") },
+		"no Flush": func(h http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(&noFlushWriter{ResponseWriter: w}, r) })
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			logs := &syncBuf{}
+			f := newFixture(t, idem.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+			var boom atomic.Bool
+			boom.Store(true)
+			h := f.eng.Handler(mustCompile(t, strictSpec()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				f.calls.Add(1)
+				w.Header().Set("X-Before", "1")
+				if boom.Load() {
+					panickingOperation()
+				}
+				w.WriteHeader(http.StatusCreated)
+			}))
+			ps := newPanicServer(t, wrap(h), false)
+			c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 100}}
+			t.Cleanup(c.CloseIdleConnections)
+			warm(t, c, ps.URL, 20)
+			resp, body, err := postKey(c, ps.URL, "k")
+			require.NoError(t, err, "the client gets an answer")
+			requirePanicProblem(t, resp, body)
+			assert.Equal(t, "1", resp.Header.Get("X-Before"))
+			assert.Equal(t, int32(1), f.calls.Load(), "the handler ran once: the Transport did not send the request again")
+			time.Sleep(50 * time.Millisecond)
+			assert.Empty(t, ps.waitPanics(t, 0), "the panic ended in the engine")
+			assert.Contains(t, logs.String(), "level=ERROR")
+			assert.Contains(t, logs.String(), "panic=kaboom")
+			assert.Contains(t, logs.String(), "panickingOperation", "the stack it unwound from")
+			assert.Contains(t, logs.String(), "key=k")
+			ev, ok := f.obs.find(idem.EventExecuted)
+			require.True(t, ok, "events: %v", f.obs.kinds())
+			assert.Equal(t, idem.StateFailed, ev.State)
+			require.Error(t, ev.Err)
+			assert.Contains(t, ev.Err.Error(), "kaboom")
+
+			boom.Store(false)
+			resp, _, err = postKey(c, ps.URL, "k")
+			require.NoError(t, err)
+			assert.Equal(t, http.StatusCreated, resp.StatusCode, "the key was freed: the retry runs")
+		})
+	}
+}
+
+// A kept panic that is an error is found in the event's Err with errors.Is.
+func TestPanicKeptErrorUnwraps(t *testing.T) {
+	f := newFixture(t, idem.Options{})
+	h := f.eng.Handler(mustCompile(t, strictSpec()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		panic(io.ErrUnexpectedEOF)
+	}))
+	w := send(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(&noFlushWriter{ResponseWriter: w}, r) }),
+		req{key: "k", body: `{}`})
+	requireProblem(t, w, 500, idem.CodeHandlerPanicked)
+	ev, ok := f.obs.find(idem.EventExecuted)
+	require.True(t, ok)
+	assert.ErrorIs(t, ev.Err, io.ErrUnexpectedEOF)
 }

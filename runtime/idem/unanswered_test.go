@@ -2,8 +2,12 @@ package idem_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -74,4 +78,129 @@ func TestUnansweredNoClaimKeepsOthers(t *testing.T) {
 	assert.Equal(t, int32(1), f.calls.Load())
 	lv, msg := logs.highest()
 	assert.LessOrEqual(t, lv, slog.LevelInfo, "logged at %v: %s", lv, msg)
+}
+
+// outageBeginStore is a store in an outage: while hang is set, Begin waits
+// until its context ends (as a store that does not answer); while
+// failFinish is set, Finish fails at once.
+type outageBeginStore struct {
+	idem.Store
+	hang       atomic.Bool
+	failFinish atomic.Bool
+	finishes   atomic.Int64
+}
+
+func (s *outageBeginStore) Begin(ctx context.Context, r *idem.BeginRequest) (idem.BeginResult, error) {
+	if s.hang.Load() {
+		<-ctx.Done()
+		return idem.BeginResult{}, ctx.Err()
+	}
+	return s.Store.Begin(ctx, r)
+}
+
+func (s *outageBeginStore) Finish(ctx context.Context, key string, token idem.Token, st idem.State, resp []byte) error {
+	s.finishes.Add(1)
+	if s.failFinish.Load() {
+		return errors.New("store down")
+	}
+	return s.Store.Finish(ctx, key, token, st, resp)
+}
+
+// During an outage where Begins hang until their clients give up, the
+// releases of the claims they may have made have a budget of their own:
+// a response whose Finish failed is still retried (before, the releases
+// held every MaxFinishRetries slot for a whole lease, and the completed
+// response was abandoned: its retry after the lease would run the handler
+// again).
+func TestUnansweredReleasesDoNotStarveFinishRetries(t *testing.T) {
+	ms := memstore.New(memstore.Options{SweepInterval: -1})
+	t.Cleanup(func() { _ = ms.Close() })
+	hs := &outageBeginStore{Store: ms}
+	f := newFixtureStore(t, ms, hs, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true, StoreTimeout: 10 * time.Second})
+	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder()) // lease 30s
+
+	hs.hang.Store(true)
+	hs.failFinish.Store(true)
+	var wg sync.WaitGroup
+	for i := range idem.MaxFinishRetries + 10 {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond) // clients give up
+			defer cancel()
+			sendCtx(h, ctx, req{key: fmt.Sprintf("gone-%d", i), body: `{"item":1}`})
+		})
+	}
+	wg.Wait()
+	hs.hang.Store(false) // Begin answers again, Finish still fails
+	require.Equal(t, http.StatusCreated, send(h, req{key: "paid", body: `{"item":1}`}).Code)
+	var kinds []idem.EventKind
+	f.obs.mu.Lock()
+	for _, ev := range f.obs.evs {
+		if ev.Key == "paid" {
+			kinds = append(kinds, ev.Kind)
+		}
+	}
+	f.obs.mu.Unlock()
+	assert.Equal(t, []idem.EventKind{idem.EventStoreError}, kinds, "the completion's Finish is retried, not abandoned")
+
+	hs.failFinish.Store(false)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, f.eng.Drain(ctx))
+	dup := send(h, req{key: "paid", body: `{"item":1}`})
+	assert.Equal(t, "true", dup.Header().Get("Idempotent-Replayed"), "the late Finish stored the response")
+	assert.Equal(t, int32(1), f.calls.Load())
+}
+
+// A release whose Finish keeps failing is tried ClaimReleaseAttempts
+// times, not for the whole lease: the claim it might free runs out with
+// its lease anyway, and the store it would load is struggling.
+func TestUnansweredReleaseAttemptsBounded(t *testing.T) {
+	ms := memstore.New(memstore.Options{SweepInterval: -1})
+	t.Cleanup(func() { _ = ms.Close() })
+	hs := &outageBeginStore{Store: claimsAnyway{ms}}
+	hs.failFinish.Store(true)
+	f := newFixtureStore(t, ms, hs, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true})
+	idem.SetLateBackoff(f.eng, time.Millisecond, time.Millisecond)
+	spec := strictSpec()
+	spec.InFlight.Lease = 2 * time.Second
+	h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
+	sendCtx(h, endedCtx(false), req{key: "k", body: `{"item":1}`})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, f.eng.Drain(ctx))
+	assert.Equal(t, int64(idem.ClaimReleaseAttempts), hs.finishes.Load())
+}
+
+// claimsLate is a store whose Begin outlives its context (the engine's
+// StoreTimeout) and claims all the same, then fails with the context's
+// error: as pgx with DeadlineContextWatcherHandler, which closes the
+// connection at the deadline while PostgreSQL commits the claim.
+type claimsLate struct{ idem.Store }
+
+func (s claimsLate) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginResult, error) {
+	<-ctx.Done()
+	_, _ = s.Store.Begin(context.WithoutCancel(ctx), req)
+	return idem.BeginResult{}, ctx.Err()
+}
+
+// A Begin cut by the engine's own StoreTimeout, the request still alive,
+// that claimed the key all the same: its client is told 503, nothing ran,
+// and the claim is released, so its retry runs (before: 409
+// IDEMPOTENCY_KEY_IN_USE for the whole lease).
+func TestStoreTimeoutClaimReleased(t *testing.T) {
+	ms := memstore.New(memstore.Options{SweepInterval: -1})
+	t.Cleanup(func() { _ = ms.Close() })
+	f := newFixtureStore(t, ms, claimsLate{ms}, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true, StoreTimeout: 50 * time.Millisecond})
+	spec := strictSpec()
+	spec.InFlight.Lease = time.Hour
+	h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
+	requireProblem(t, send(h, req{key: "k", body: `{"item":1}`}), http.StatusServiceUnavailable, idem.CodeStoreUnavailable)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, f.eng.Drain(ctx))
+
+	// The retry, through an engine whose store answers.
+	f2 := newFixtureStore(t, ms, ms, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true})
+	retry := send(f2.eng.Handler(mustCompile(t, spec), f2.createOrder()), req{key: "k", body: `{"item":1}`})
+	assert.Equal(t, http.StatusCreated, retry.Code, "the claim the timed-out Begin made was released: %s", retry.Body)
 }
