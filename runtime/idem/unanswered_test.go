@@ -204,3 +204,43 @@ func TestStoreTimeoutClaimReleased(t *testing.T) {
 	retry := send(f2.eng.Handler(mustCompile(t, spec), f2.createOrder()), req{key: "k", body: `{"item":1}`})
 	assert.Equal(t, http.StatusCreated, retry.Code, "the claim the timed-out Begin made was released: %s", retry.Body)
 }
+
+// lostReply is a store (not in-process: no LocalReader) whose Begin makes
+// the claim and then fails as a lost reply does: the connection broke
+// after the server committed the claim.
+type lostReply struct{ idem.Store }
+
+func (s lostReply) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginResult, error) {
+	if _, err := s.Store.Begin(ctx, req); err != nil {
+		return idem.BeginResult{}, err
+	}
+	return idem.BeginResult{}, errors.New("read tcp 127.0.0.1:5432: connection reset by peer")
+}
+
+// A Begin whose reply was lost may have claimed the key although the
+// request is alive: the client is told the store failed (503, nothing
+// ran), and the claim is released in the background, so its retry is not
+// IDEMPOTENCY_KEY_IN_USE for a whole lease.
+func TestLostBeginReplyClaimReleased(t *testing.T) {
+	ms := memstore.New(memstore.Options{SweepInterval: -1})
+	t.Cleanup(func() { _ = ms.Close() })
+	f := newFixtureStore(t, ms, lostReply{ms}, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true})
+	spec := strictSpec()
+	spec.InFlight.Lease = time.Hour
+	h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
+	w := send(h, req{key: "k", body: `{"item":"book"}`})
+	require.Equal(t, http.StatusServiceUnavailable, w.Code, "%s", w.Body)
+	assert.Equal(t, int32(0), f.calls.Load())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, f.eng.Drain(ctx), "the release is done in the background")
+	// The retry reaches an instance whose store answers (the same records).
+	calls := 0
+	other := idem.New(ms, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true})
+	retry := send(other.Handler(mustCompile(t, spec), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls++
+		w.WriteHeader(http.StatusCreated)
+	})), req{key: "k", body: `{"item":"book"}`})
+	require.Equal(t, http.StatusCreated, retry.Code, "the claim was released: %s", retry.Body)
+	assert.Equal(t, 1, calls)
+}
