@@ -55,7 +55,9 @@ func erased(op *ir.Operation) string {
 // out (an operationId renamed, or a path parameter). An operationId that
 // moved to the method and path of another operation of base (two
 // operations' ids swapped) pairs by method and path instead: a retry
-// goes to the method and path, and there the name changed. An operation
+// goes to the method and path, and there the name changed; if nothing
+// of base is left there to pair with (the operation there paired by its
+// own id elsewhere), it pairs by operationId after all. An operation
 // of either without a match (gone, new, idempotent on one side only) is
 // left out: no retry of it can straddle the deploy under a contract.
 func Match(base, spec *ir.Spec) [][2]*ir.Operation {
@@ -86,11 +88,24 @@ func Match(base, spec *ir.Spec) [][2]*ir.Operation {
 			byPath[erased(op)] = append(byPath[erased(op)], op)
 		}
 	}
+	var unpaired []*ir.Operation
 	for _, op := range rest {
 		k := erased(op)
 		if l := byPath[k]; len(l) == 1 {
 			pairs = append(pairs, [2]*ir.Operation{l[0], op})
+			used[l[0]] = true
 			delete(byPath, k)
+			continue
+		}
+		unpaired = append(unpaired, op)
+	}
+	// An operation whose id moved to another base operation's path, which
+	// paired with something else, still pairs with its id's base
+	// operation: nothing drops out of the comparison unseen.
+	for _, op := range unpaired {
+		if o := byID[op.OperationID]; op.OperationID != "" && o != nil && !used[o] {
+			pairs = append(pairs, [2]*ir.Operation{o, op})
+			used[o] = true
 		}
 	}
 	return pairs
