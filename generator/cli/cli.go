@@ -297,9 +297,11 @@ names left out) and each change that breaks retries in flight across a
 rolling deploy is reported at its field, with the safe procedure
 [rollout-operation-renamed, rollout-scope, rollout-key-format,
 rollout-key-moved, rollout-fingerprint, rollout-response-headers], and so
-is a base none of whose idempotent operations pairs [rollout-base-unpaired]
-(its contracts' overlay not given: -base-overlay; SPEC's overlays are not
-applied to it): warnings, errors with -strict; an idempotent operation
+is a comparison of nothing [rollout-base-unpaired]: no idempotent operation
+pairs, or, with overlays, one spec has no contract (its overlays not
+given: -base-overlay, -overlay; SPEC's overlays are not applied to
+OLD_SPEC; an OLD_SPEC without contracts and no overlay is the first
+release that adopts them, not reported): warnings, errors with -strict; an idempotent operation
 without an operationId is reported too [operation-id-missing]. See ` + initspec.ContractDocs + `#changing-a-contract
 
 A warning is silenced, with a reason, for one operation by a comment in
@@ -394,9 +396,8 @@ func check(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "idemgen check: -base %v\n", err)
 			return ExitError
 		}
-		hint := baseHint(cfg.Overlays, baseOverlays)
 		extra = func(d *load.Document, spec *ir.Spec) diag.List {
-			return rollout.Check(old, spec, d, *base, hint)
+			return rollout.Check(old, spec, d, *base, cfg.Overlays, baseOverlays)
 		}
 	}
 	spec, diags, note := diagnose(cfg, *strict, ignores, cfg.noReplayedHeader(fs), extra, *base != "")
@@ -424,20 +425,6 @@ func check(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %s, %s%s\n", cfg.Spec, english.Count(len(spec.Operations), "idempotent operation"), english.Count(nw, "warning"), names)
 	}
 	return ExitOK
-}
-
-// baseHint is what check -base's warning that no operation of the base
-// paired says to do, given the overlays applied to SPEC and to the base.
-// The overlays of SPEC are not applied to the base: the contracts they
-// hold are the new ones, and would hide every change.
-func baseHint(overlays, baseOverlays []string) string {
-	switch {
-	case len(baseOverlays) > 0:
-		return "check that -base-overlay gives that release's overlays (" + strings.Join(baseOverlays, ", ") + ")"
-	case len(overlays) > 0:
-		return "the spec checked gets its contracts with " + english.Noun(len(overlays), "the overlay", "the overlays") + " " + strings.Join(overlays, ", ") + ": give that release's version of each with -base-overlay (git show REF:FILE > /tmp/base.overlay.yaml)"
-	}
-	return ""
 }
 
 // loadBase loads and compiles the spec path (check -base) with overlays

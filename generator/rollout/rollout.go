@@ -111,25 +111,15 @@ func Match(base, spec *ir.Spec) [][2]*ir.Operation {
 	return pairs
 }
 
-// Check returns what check -base reports on spec (whose document is d)
-// against base (named baseName): MissingOperationIDs and Compare, without
-// the operation-id-missing of an operation whose name changed (its
+// Check returns what check -base reports on spec (whose document is d,
+// with overlays applied) against base (named baseName, with
+// baseOverlays applied): MissingOperationIDs and Compare, without the
+// operation-id-missing of an operation whose name changed (its
 // rollout-operation-renamed says which operationId keeps its records),
-// and a warning when no idempotent operation of spec pairs with one of
-// base (the base loaded without the overlay that holds its contracts):
-// hint, when not "", says what to give (-base-overlay).
-func Check(base, spec *ir.Spec, d *load.Document, baseName, hint string) diag.List {
+// and a warning when nothing could be compared (Unpaired).
+func Check(base, spec *ir.Spec, d *load.Document, baseName string, overlays, baseOverlays []string) diag.List {
 	cmp := Compare(base, spec, d, baseName)
-	if len(spec.Operations) > 0 && len(Match(base, spec)) == 0 {
-		what := fmt.Sprintf("%s has no idempotent operation (no x-idempotency contract)", baseName)
-		if len(base.Operations) > 0 {
-			what = fmt.Sprintf("none of the %s of %s pairs with one of %s (by operationId, or by method and path)", english.Count(len(base.Operations), "idempotent operation"), baseName, d.Path)
-		}
-		if hint == "" {
-			hint = "if that release's contracts came with an overlay, give its version of it with -base-overlay (git show REF:FILE > /tmp/base.overlay.yaml)"
-		}
-		cmp.Warnf(ir.Pos{File: baseName, Line: 1, Col: 1}, RuleBaseUnpaired, "%s: no contract was compared, so no change is reported; %s", what, hint)
-	}
+	cmp = append(cmp, Unpaired(base, spec, d, baseName, overlays, baseOverlays)...)
 	renamed := map[string]bool{}
 	for _, x := range cmp {
 		if x.Rule == RuleOperationRenamed {
@@ -143,6 +133,55 @@ func Check(base, spec *ir.Spec, d *load.Document, baseName, hint string) diag.Li
 		}
 	}
 	return append(out, cmp...)
+}
+
+// Unpaired returns a rollout-base-unpaired warning when spec has
+// idempotent operations, and so has base, and none pairs (Match); when
+// one of them has idempotent operations and the other none, and an
+// overlay is applied to either (overlays to spec, baseOverlays to base):
+// most often, the overlay that holds one side's contracts was not given.
+// A base without contracts, and no overlay, is the first release that
+// adopts contracts (or a spec that dropped them all): nothing to say.
+func Unpaired(base, spec *ir.Spec, d *load.Document, baseName string, overlays, baseOverlays []string) diag.List {
+	var out diag.List
+	nb, ns := len(base.Operations), len(spec.Operations)
+	overlaid := len(overlays) > 0 || len(baseOverlays) > 0
+	const nothing = "no contract was compared, so no change is reported"
+	switch {
+	case nb > 0 && ns > 0:
+		if len(Match(base, spec)) > 0 {
+			return nil
+		}
+		hint := "if that release's contracts came with an overlay, give its version of it with -base-overlay (git show REF:FILE > /tmp/base.overlay.yaml)"
+		if overlaid {
+			hint = baseHint(overlays, baseOverlays)
+		}
+		out.Warnf(ir.Pos{File: baseName, Line: 1, Col: 1}, RuleBaseUnpaired, "none of the %s of %s pairs with one of %s (by operationId, or by method and path): %s; %s",
+			english.Count(nb, "idempotent operation"), baseName, d.Path, nothing, hint)
+	case !overlaid:
+	case nb == 0 && ns > 0:
+		out.Warnf(ir.Pos{File: baseName, Line: 1, Col: 1}, RuleBaseUnpaired, "%s has no idempotent operation (no x-idempotency contract): %s; %s; on the first release with contracts there is none to compare with: silence it for that release (-ignore rollout-base-unpaired, or an ignore: entry with the reason)",
+			baseName, nothing, baseHint(overlays, baseOverlays))
+	case nb > 0 && ns == 0:
+		hint := "check that -overlay (or the config's overlays:) gives this release's overlays (" + strings.Join(overlays, ", ") + ")"
+		if len(overlays) == 0 {
+			hint = fmt.Sprintf("%s gets its contracts with %s %s: give this release's version of each with -overlay (or the config's overlays:)", baseName, english.Noun(len(baseOverlays), "the overlay", "the overlays"), strings.Join(baseOverlays, ", "))
+		}
+		out.Warnf(ir.Pos{File: d.Path, Line: 1, Col: 1}, RuleBaseUnpaired, "%s has no idempotent operation (no x-idempotency contract), and %s has %s: %s; %s; if this release drops every contract on purpose, silence it for this release (-ignore rollout-base-unpaired, or an ignore: entry with the reason)",
+			d.Path, baseName, english.Count(nb, "idempotent operation"), nothing, hint)
+	}
+	return out
+}
+
+// baseHint is what a warning that the base has no contract says to do,
+// given the overlays applied to spec and to the base (one of them
+// given). The overlays of spec are not applied to the base: the
+// contracts they hold are the new ones, and would hide every change.
+func baseHint(overlays, baseOverlays []string) string {
+	if len(baseOverlays) > 0 {
+		return "check that -base-overlay gives that release's overlays (" + strings.Join(baseOverlays, ", ") + ")"
+	}
+	return "the spec checked gets its contracts with " + english.Noun(len(overlays), "the overlay", "the overlays") + " " + strings.Join(overlays, ", ") + ": give that release's version of each with -base-overlay (git show REF:FILE > /tmp/base.overlay.yaml)"
 }
 
 // Compare returns a warning for each change from base to spec (whose
