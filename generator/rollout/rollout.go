@@ -29,6 +29,7 @@ const (
 	RuleScope              = "rollout-scope"
 	RuleKeyFormat          = "rollout-key-format"
 	RuleKeyMoved           = "rollout-key-moved"
+	RuleKeyRequired        = "rollout-key-required"
 	RuleFingerprint        = "rollout-fingerprint"
 	RuleResponseHeaders    = "rollout-response-headers"
 	RuleBaseUnpaired       = "rollout-base-unpaired"
@@ -36,11 +37,11 @@ const (
 )
 
 // Rules are the warnings of this package, which check -strict makes errors.
-var Rules = []string{RuleOperationRenamed, RuleScope, RuleKeyFormat, RuleKeyMoved, RuleFingerprint, RuleResponseHeaders, RuleBaseUnpaired, RuleOperationIDMissing}
+var Rules = []string{RuleOperationRenamed, RuleScope, RuleKeyFormat, RuleKeyMoved, RuleKeyRequired, RuleFingerprint, RuleResponseHeaders, RuleBaseUnpaired, RuleOperationIDMissing}
 
 // BaseRules are the rules only check -base reports: an ignore of one
 // silences nothing without -base, and is not reported unused then.
-var BaseRules = []string{RuleOperationRenamed, RuleScope, RuleKeyFormat, RuleKeyMoved, RuleFingerprint, RuleResponseHeaders, RuleBaseUnpaired}
+var BaseRules = []string{RuleOperationRenamed, RuleScope, RuleKeyFormat, RuleKeyMoved, RuleKeyRequired, RuleFingerprint, RuleResponseHeaders, RuleBaseUnpaired}
 
 var pathParam = regexp.MustCompile(`\{[^}]*\}`)
 
@@ -316,14 +317,15 @@ func (c *comparison) renamed(on, nn string) {
 		what(old, on), c.baseName, what(op, nn), across("a retry"), also, fix)
 }
 
-// key reports a key moved (carrier or name), its format changed between
-// token and uuid (case folded or not) or narrowed, or its max-length
-// lowered.
+// key reports a key moved (carrier or name), made required, its format
+// changed between token and uuid (case folded or not), narrowed or
+// widened, or its max-length lowered or raised: each refuses, on one
+// release, a retry of a request the other took.
 func (c *comparison) key() {
 	ok, nk := c.old.Key, c.op.Key
 	sameName := ok.Name == nk.Name || ok.Carrier == ir.CarrierHeader && strings.EqualFold(ok.Name, nk.Name)
+	const missing = "is refused with 400 IDEMPOTENCY_KEY_MISSING, which a client takes as final"
 	if ok.Carrier != nk.Carrier || !sameName {
-		const missing = "is refused with 400 IDEMPOTENCY_KEY_MISSING, which a client takes as final"
 		const again = "runs the handler again (the key is optional: the retry is taken for a new request without a key)"
 		var then string
 		switch {
@@ -338,24 +340,57 @@ func (c *comparison) key() {
 		}
 		c.warn(c.fieldPos("key"), RuleKeyMoved, "the idempotency key moved from %s %s in %s to %s %s: %s sends it where the release that took the request reads it, and %s; %s",
 			ok.Carrier, ok.Name, c.baseName, nk.Carrier, nk.Name, across("a retry"), then, c.wait("key"))
+	} else if !ok.Required && nk.Required {
+		c.warn(c.fieldPos("key", "required"), RuleKeyRequired, "the idempotency key is required now and was optional in %s: a retry without a key on a new replica of a request an old one took without one %s (as is any request without a key); every client must send a key before this release is deployed",
+			c.baseName, missing)
 	}
 	const final = "is refused with 400 IDEMPOTENCY_KEY_INVALID, which a client takes as final"
+	const onOld = "a retry on an old replica (a rolling deploy runs both releases at once, as does a rollback) of a request a new one took"
 	uuid := func(f string) bool { return f != ir.FormatToken }
+	narrow, wide := narrowed(ok.Format, nk.Format), narrowed(nk.Format, ok.Format)
 	switch {
 	case uuid(ok.Format) != uuid(nk.Format):
-		also := ""
-		if narrowed(ok.Format, nk.Format) {
+		also, fix := "", ""
+		if narrow {
 			also = fmt.Sprintf(", and a retry on a new replica of a request an old one took with a key that is no UUID %s", final)
 		}
-		c.warn(c.fieldPos("key", "format"), RuleKeyFormat, "key format changed from %s in %s to %s: a uuid key is lower-cased before it names the record and a token key is not, so %s does not find the record of its first attempt and runs the handler again%s; %s",
-			ok.Format, c.baseName, nk.Format, across("a retry with an upper-case key"), also, c.wait("format"))
-	case narrowed(ok.Format, nk.Format):
+		if wide {
+			also = fmt.Sprintf(", and a retry on an old replica of a request a new one took with a key that is no UUID %s", final)
+			fix = "; and no client may send a key that is no UUID until this release is on every replica"
+		}
+		c.warn(c.fieldPos("key", "format"), RuleKeyFormat, "key format changed from %s in %s to %s: a uuid key is lower-cased before it names the record and a token key is not, so %s does not find the record of its first attempt and runs the handler again%s; %s%s",
+			ok.Format, c.baseName, nk.Format, across("a retry with an upper-case key"), also, c.wait("format"), fix)
+	case narrow && wide:
+		c.warn(c.fieldPos("key", "format"), RuleKeyFormat, "key format changed from %s in %s to %s: a retry on a new replica of a request an old one took with a %s key, and %s with a %s key, %s; first deploy a release with format: %s (which accepts both) to every replica, then move the clients to %s keys, then deploy this one",
+			ok.Format, c.baseName, nk.Format, ok.Format, onOld, nk.Format, final, ir.FormatUUID, nk.Format)
+	case narrow:
 		c.warn(c.fieldPos("key", "format"), RuleKeyFormat, "key format narrowed from %s in %s to %s: a retry on a new replica of a request an old one took with a key %s accepts and %s does not %s; keep the old format until a window (%s) has passed with no such key, or have clients send %s keys first",
 			ok.Format, c.baseName, nk.Format, ok.Format, nk.Format, final, c.window(), nk.Format)
+	case wide:
+		c.warn(c.fieldPos("key", "format"), RuleKeyFormat, "key format widened from %s in %s to %s: %s with a key %s accepts and %s does not %s; no client may send such a key until this release is on every replica",
+			ok.Format, c.baseName, nk.Format, onOld, nk.Format, ok.Format, final)
 	}
-	if ok.MaxLength > nk.MaxLength {
-		c.warn(c.fieldPos("key", "max-length"), RuleKeyFormat, "key max-length lowered from %d in %s to %d: a retry on a new replica of a request an old one took with a key longer than %d %s; keep the old max-length until a window (%s) has passed with no longer key, or have clients send shorter keys first",
-			ok.MaxLength, c.baseName, nk.MaxLength, nk.MaxLength, final, c.window())
+	// The longest key a format accepts: a uuid is 36 characters (its
+	// max-length is at least that), a token up to max-length.
+	longest := func(k ir.Key) int {
+		if uuid(k.Format) {
+			return 36
+		}
+		return k.MaxLength
+	}
+	length := func(k ir.Key) string {
+		if uuid(k.Format) {
+			return "36 (a uuid key's length)"
+		}
+		return fmt.Sprint(k.MaxLength)
+	}
+	switch {
+	case nk.Format == ir.FormatToken && longest(ok) > nk.MaxLength:
+		c.warn(c.fieldPos("key", "max-length"), RuleKeyFormat, "key max-length lowered from %s in %s to %d: a retry on a new replica of a request an old one took with a key longer than %d %s; keep the old max-length until a window (%s) has passed with no longer key, or have clients send shorter keys first",
+			length(ok), c.baseName, nk.MaxLength, nk.MaxLength, final, c.window())
+	case ok.Format == ir.FormatToken && longest(nk) > ok.MaxLength:
+		c.warn(c.fieldPos("key", "max-length"), RuleKeyFormat, "key max-length raised from %d in %s to %s: %s with a key longer than %d %s; no client may send a longer key until this release is on every replica",
+			ok.MaxLength, c.baseName, length(nk), onOld, ok.MaxLength, final)
 	}
 }
 
