@@ -337,7 +337,9 @@ of oapi-codegen's output [generated-orphaned]; a warning only when another
 idemgen config writes to that directory, or the file names another spec.
 For an output: moved into or out of a subdirectory, Go files and IR from
 its spec are looked for below the output directory and above it: errors
-in a directory that holds every file the config generates now, elsewhere
+in a directory that holds every file the config generates now (every
+idemgen file from its spec there, another emitter's too, even one a run
+without a config wrote: write such a file elsewhere), elsewhere
 warnings for those of its emitters (a run without a config may have
 written them), and nothing for the other emitters'.
 Exit status: 0 clean or warnings only, 1 errors, 2 usage.
