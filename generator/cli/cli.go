@@ -296,10 +296,13 @@ overlays), each operation's contract is compared with the old one's
 names left out) and each change that breaks retries in flight across a
 rolling deploy is reported at its field, with the safe procedure
 [rollout-operation-renamed, rollout-scope, rollout-key-format,
-rollout-key-moved, rollout-fingerprint, rollout-response-headers], and so
-is a base none of whose idempotent operations pairs [rollout-base-unpaired]
-(its contracts' overlay not given: -base-overlay; SPEC's overlays are not
-applied to it): warnings, errors with -strict; an idempotent operation
+rollout-key-moved, rollout-key-required, rollout-fingerprint,
+rollout-response-headers], and so
+is a comparison of nothing [rollout-base-unpaired]: no idempotent operation
+pairs, or, with overlays, one spec has no contract (its overlays not
+given: -base-overlay, -overlay; SPEC's overlays are not applied to
+OLD_SPEC; an OLD_SPEC without contracts and no overlay is the first
+release that adopts them, not reported): warnings, errors with -strict; an idempotent operation
 without an operationId is reported too [operation-id-missing]. See ` + initspec.ContractDocs + `#changing-a-contract
 
 A warning is silenced, with a reason, for one operation by a comment in
@@ -334,7 +337,9 @@ of oapi-codegen's output [generated-orphaned]; a warning only when another
 idemgen config writes to that directory, or the file names another spec.
 For an output: moved into or out of a subdirectory, Go files and IR from
 its spec are looked for below the output directory and above it: errors
-in a directory that holds every file the config generates now, elsewhere
+in a directory that holds every file the config generates now (every
+idemgen file from its spec there, another emitter's too, even one a run
+without a config wrote: write such a file elsewhere), elsewhere
 warnings for those of its emitters (a run without a config may have
 written them), and nothing for the other emitters'.
 Exit status: 0 clean or warnings only, 1 errors, 2 usage.
@@ -394,9 +399,8 @@ func check(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "idemgen check: -base %v\n", err)
 			return ExitError
 		}
-		hint := baseHint(cfg.Overlays, baseOverlays)
 		extra = func(d *load.Document, spec *ir.Spec) diag.List {
-			return rollout.Check(old, spec, d, *base, hint)
+			return rollout.Check(old, spec, d, *base, cfg.Overlays, baseOverlays)
 		}
 	}
 	spec, diags, note := diagnose(cfg, *strict, ignores, cfg.noReplayedHeader(fs), extra, *base != "")
@@ -424,20 +428,6 @@ func check(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %s, %s%s\n", cfg.Spec, english.Count(len(spec.Operations), "idempotent operation"), english.Count(nw, "warning"), names)
 	}
 	return ExitOK
-}
-
-// baseHint is what check -base's warning that no operation of the base
-// paired says to do, given the overlays applied to SPEC and to the base.
-// The overlays of SPEC are not applied to the base: the contracts they
-// hold are the new ones, and would hide every change.
-func baseHint(overlays, baseOverlays []string) string {
-	switch {
-	case len(baseOverlays) > 0:
-		return "check that -base-overlay gives that release's overlays (" + strings.Join(baseOverlays, ", ") + ")"
-	case len(overlays) > 0:
-		return "the spec checked gets its contracts with " + english.Noun(len(overlays), "the overlay", "the overlays") + " " + strings.Join(overlays, ", ") + ": give that release's version of each with -base-overlay (git show REF:FILE > /tmp/base.overlay.yaml)"
-	}
-	return ""
 }
 
 // loadBase loads and compiles the spec path (check -base) with overlays

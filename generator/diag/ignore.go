@@ -46,6 +46,7 @@ var warningRules = []string{
 	"rollout-fingerprint",
 	"rollout-key-format",
 	"rollout-key-moved",
+	"rollout-key-required",
 	"rollout-operation-renamed",
 	"rollout-response-headers",
 	"rollout-scope",

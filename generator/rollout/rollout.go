@@ -29,6 +29,7 @@ const (
 	RuleScope              = "rollout-scope"
 	RuleKeyFormat          = "rollout-key-format"
 	RuleKeyMoved           = "rollout-key-moved"
+	RuleKeyRequired        = "rollout-key-required"
 	RuleFingerprint        = "rollout-fingerprint"
 	RuleResponseHeaders    = "rollout-response-headers"
 	RuleBaseUnpaired       = "rollout-base-unpaired"
@@ -36,11 +37,11 @@ const (
 )
 
 // Rules are the warnings of this package, which check -strict makes errors.
-var Rules = []string{RuleOperationRenamed, RuleScope, RuleKeyFormat, RuleKeyMoved, RuleFingerprint, RuleResponseHeaders, RuleBaseUnpaired, RuleOperationIDMissing}
+var Rules = []string{RuleOperationRenamed, RuleScope, RuleKeyFormat, RuleKeyMoved, RuleKeyRequired, RuleFingerprint, RuleResponseHeaders, RuleBaseUnpaired, RuleOperationIDMissing}
 
 // BaseRules are the rules only check -base reports: an ignore of one
 // silences nothing without -base, and is not reported unused then.
-var BaseRules = []string{RuleOperationRenamed, RuleScope, RuleKeyFormat, RuleKeyMoved, RuleFingerprint, RuleResponseHeaders, RuleBaseUnpaired}
+var BaseRules = []string{RuleOperationRenamed, RuleScope, RuleKeyFormat, RuleKeyMoved, RuleKeyRequired, RuleFingerprint, RuleResponseHeaders, RuleBaseUnpaired}
 
 var pathParam = regexp.MustCompile(`\{[^}]*\}`)
 
@@ -55,7 +56,9 @@ func erased(op *ir.Operation) string {
 // out (an operationId renamed, or a path parameter). An operationId that
 // moved to the method and path of another operation of base (two
 // operations' ids swapped) pairs by method and path instead: a retry
-// goes to the method and path, and there the name changed. An operation
+// goes to the method and path, and there the name changed; if nothing
+// of base is left there to pair with (the operation there paired by its
+// own id elsewhere), it pairs by operationId after all. An operation
 // of either without a match (gone, new, idempotent on one side only) is
 // left out: no retry of it can straddle the deploy under a contract.
 func Match(base, spec *ir.Spec) [][2]*ir.Operation {
@@ -86,35 +89,38 @@ func Match(base, spec *ir.Spec) [][2]*ir.Operation {
 			byPath[erased(op)] = append(byPath[erased(op)], op)
 		}
 	}
+	var unpaired []*ir.Operation
 	for _, op := range rest {
 		k := erased(op)
 		if l := byPath[k]; len(l) == 1 {
 			pairs = append(pairs, [2]*ir.Operation{l[0], op})
+			used[l[0]] = true
 			delete(byPath, k)
+			continue
+		}
+		unpaired = append(unpaired, op)
+	}
+	// An operation whose id moved to another base operation's path, which
+	// paired with something else, still pairs with its id's base
+	// operation: nothing drops out of the comparison unseen.
+	for _, op := range unpaired {
+		if o := byID[op.OperationID]; op.OperationID != "" && o != nil && !used[o] {
+			pairs = append(pairs, [2]*ir.Operation{o, op})
+			used[o] = true
 		}
 	}
 	return pairs
 }
 
-// Check returns what check -base reports on spec (whose document is d)
-// against base (named baseName): MissingOperationIDs and Compare, without
-// the operation-id-missing of an operation whose name changed (its
+// Check returns what check -base reports on spec (whose document is d,
+// with overlays applied) against base (named baseName, with
+// baseOverlays applied): MissingOperationIDs and Compare, without the
+// operation-id-missing of an operation whose name changed (its
 // rollout-operation-renamed says which operationId keeps its records),
-// and a warning when no idempotent operation of spec pairs with one of
-// base (the base loaded without the overlay that holds its contracts):
-// hint, when not "", says what to give (-base-overlay).
-func Check(base, spec *ir.Spec, d *load.Document, baseName, hint string) diag.List {
+// and a warning when nothing could be compared (Unpaired).
+func Check(base, spec *ir.Spec, d *load.Document, baseName string, overlays, baseOverlays []string) diag.List {
 	cmp := Compare(base, spec, d, baseName)
-	if len(spec.Operations) > 0 && len(Match(base, spec)) == 0 {
-		what := fmt.Sprintf("%s has no idempotent operation (no x-idempotency contract)", baseName)
-		if len(base.Operations) > 0 {
-			what = fmt.Sprintf("none of the %s of %s pairs with one of %s (by operationId, or by method and path)", english.Count(len(base.Operations), "idempotent operation"), baseName, d.Path)
-		}
-		if hint == "" {
-			hint = "if that release's contracts came with an overlay, give its version of it with -base-overlay (git show REF:FILE > /tmp/base.overlay.yaml)"
-		}
-		cmp.Warnf(ir.Pos{File: baseName, Line: 1, Col: 1}, RuleBaseUnpaired, "%s: no contract was compared, so no change is reported; %s", what, hint)
-	}
+	cmp = append(cmp, Unpaired(base, spec, d, baseName, overlays, baseOverlays)...)
 	renamed := map[string]bool{}
 	for _, x := range cmp {
 		if x.Rule == RuleOperationRenamed {
@@ -128,6 +134,55 @@ func Check(base, spec *ir.Spec, d *load.Document, baseName, hint string) diag.Li
 		}
 	}
 	return append(out, cmp...)
+}
+
+// Unpaired returns a rollout-base-unpaired warning when spec has
+// idempotent operations, and so has base, and none pairs (Match); when
+// one of them has idempotent operations and the other none, and an
+// overlay is applied to either (overlays to spec, baseOverlays to base):
+// most often, the overlay that holds one side's contracts was not given.
+// A base without contracts, and no overlay, is the first release that
+// adopts contracts (or a spec that dropped them all): nothing to say.
+func Unpaired(base, spec *ir.Spec, d *load.Document, baseName string, overlays, baseOverlays []string) diag.List {
+	var out diag.List
+	nb, ns := len(base.Operations), len(spec.Operations)
+	overlaid := len(overlays) > 0 || len(baseOverlays) > 0
+	const nothing = "no contract was compared, so no change is reported"
+	switch {
+	case nb > 0 && ns > 0:
+		if len(Match(base, spec)) > 0 {
+			return nil
+		}
+		hint := "if that release's contracts came with an overlay, give its version of it with -base-overlay (git show REF:FILE > /tmp/base.overlay.yaml)"
+		if overlaid {
+			hint = baseHint(overlays, baseOverlays)
+		}
+		out.Warnf(ir.Pos{File: baseName, Line: 1, Col: 1}, RuleBaseUnpaired, "none of the %s of %s pairs with one of %s (by operationId, or by method and path): %s; %s",
+			english.Count(nb, "idempotent operation"), baseName, d.Path, nothing, hint)
+	case !overlaid:
+	case nb == 0 && ns > 0:
+		out.Warnf(ir.Pos{File: baseName, Line: 1, Col: 1}, RuleBaseUnpaired, "%s has no idempotent operation (no x-idempotency contract): %s; %s; on the first release with contracts there is none to compare with: silence it for that release (-ignore rollout-base-unpaired, or an ignore: entry with the reason)",
+			baseName, nothing, baseHint(overlays, baseOverlays))
+	case nb > 0 && ns == 0:
+		hint := "check that -overlay (or the config's overlays:) gives this release's overlays (" + strings.Join(overlays, ", ") + ")"
+		if len(overlays) == 0 {
+			hint = fmt.Sprintf("%s gets its contracts with %s %s: give this release's version of each with -overlay (or the config's overlays:)", baseName, english.Noun(len(baseOverlays), "the overlay", "the overlays"), strings.Join(baseOverlays, ", "))
+		}
+		out.Warnf(ir.Pos{File: d.Path, Line: 1, Col: 1}, RuleBaseUnpaired, "%s has no idempotent operation (no x-idempotency contract), and %s has %s: %s; %s; if this release drops every contract on purpose, silence it for this release (-ignore rollout-base-unpaired, or an ignore: entry with the reason)",
+			d.Path, baseName, english.Count(nb, "idempotent operation"), nothing, hint)
+	}
+	return out
+}
+
+// baseHint is what a warning that the base has no contract says to do,
+// given the overlays applied to spec and to the base (one of them
+// given). The overlays of spec are not applied to the base: the
+// contracts they hold are the new ones, and would hide every change.
+func baseHint(overlays, baseOverlays []string) string {
+	if len(baseOverlays) > 0 {
+		return "check that -base-overlay gives that release's overlays (" + strings.Join(baseOverlays, ", ") + ")"
+	}
+	return "the spec checked gets its contracts with " + english.Noun(len(overlays), "the overlay", "the overlays") + " " + strings.Join(overlays, ", ") + ": give that release's version of each with -base-overlay (git show REF:FILE > /tmp/base.overlay.yaml)"
 }
 
 // Compare returns a warning for each change from base to spec (whose
@@ -262,14 +317,15 @@ func (c *comparison) renamed(on, nn string) {
 		what(old, on), c.baseName, what(op, nn), across("a retry"), also, fix)
 }
 
-// key reports a key moved (carrier or name), its format changed between
-// token and uuid (case folded or not) or narrowed, or its max-length
-// lowered.
+// key reports a key moved (carrier or name), made required, its format
+// changed between token and uuid (case folded or not), narrowed or
+// widened, or its max-length lowered or raised: each refuses, on one
+// release, a retry of a request the other took.
 func (c *comparison) key() {
 	ok, nk := c.old.Key, c.op.Key
 	sameName := ok.Name == nk.Name || ok.Carrier == ir.CarrierHeader && strings.EqualFold(ok.Name, nk.Name)
+	const missing = "is refused with 400 IDEMPOTENCY_KEY_MISSING, which a client takes as final"
 	if ok.Carrier != nk.Carrier || !sameName {
-		const missing = "is refused with 400 IDEMPOTENCY_KEY_MISSING, which a client takes as final"
 		const again = "runs the handler again (the key is optional: the retry is taken for a new request without a key)"
 		var then string
 		switch {
@@ -284,24 +340,57 @@ func (c *comparison) key() {
 		}
 		c.warn(c.fieldPos("key"), RuleKeyMoved, "the idempotency key moved from %s %s in %s to %s %s: %s sends it where the release that took the request reads it, and %s; %s",
 			ok.Carrier, ok.Name, c.baseName, nk.Carrier, nk.Name, across("a retry"), then, c.wait("key"))
+	} else if !ok.Required && nk.Required {
+		c.warn(c.fieldPos("key", "required"), RuleKeyRequired, "the idempotency key is required now and was optional in %s: a retry without a key on a new replica of a request an old one took without one %s (as is any request without a key); every client must send a key before this release is deployed",
+			c.baseName, missing)
 	}
 	const final = "is refused with 400 IDEMPOTENCY_KEY_INVALID, which a client takes as final"
+	const onOld = "a retry on an old replica (a rolling deploy runs both releases at once, as does a rollback) of a request a new one took"
 	uuid := func(f string) bool { return f != ir.FormatToken }
+	narrow, wide := narrowed(ok.Format, nk.Format), narrowed(nk.Format, ok.Format)
 	switch {
 	case uuid(ok.Format) != uuid(nk.Format):
-		also := ""
-		if narrowed(ok.Format, nk.Format) {
+		also, fix := "", ""
+		if narrow {
 			also = fmt.Sprintf(", and a retry on a new replica of a request an old one took with a key that is no UUID %s", final)
 		}
-		c.warn(c.fieldPos("key", "format"), RuleKeyFormat, "key format changed from %s in %s to %s: a uuid key is lower-cased before it names the record and a token key is not, so %s does not find the record of its first attempt and runs the handler again%s; %s",
-			ok.Format, c.baseName, nk.Format, across("a retry with an upper-case key"), also, c.wait("format"))
-	case narrowed(ok.Format, nk.Format):
+		if wide {
+			also = fmt.Sprintf(", and a retry on an old replica of a request a new one took with a key that is no UUID %s", final)
+			fix = "; and no client may send a key that is no UUID until this release is on every replica"
+		}
+		c.warn(c.fieldPos("key", "format"), RuleKeyFormat, "key format changed from %s in %s to %s: a uuid key is lower-cased before it names the record and a token key is not, so %s does not find the record of its first attempt and runs the handler again%s; %s%s",
+			ok.Format, c.baseName, nk.Format, across("a retry with an upper-case key"), also, c.wait("format"), fix)
+	case narrow && wide:
+		c.warn(c.fieldPos("key", "format"), RuleKeyFormat, "key format changed from %s in %s to %s: a retry on a new replica of a request an old one took with a %s key, and %s with a %s key, %s; first deploy a release with format: %s (which accepts both) to every replica, then move the clients to %s keys, then deploy this one",
+			ok.Format, c.baseName, nk.Format, ok.Format, onOld, nk.Format, final, ir.FormatUUID, nk.Format)
+	case narrow:
 		c.warn(c.fieldPos("key", "format"), RuleKeyFormat, "key format narrowed from %s in %s to %s: a retry on a new replica of a request an old one took with a key %s accepts and %s does not %s; keep the old format until a window (%s) has passed with no such key, or have clients send %s keys first",
 			ok.Format, c.baseName, nk.Format, ok.Format, nk.Format, final, c.window(), nk.Format)
+	case wide:
+		c.warn(c.fieldPos("key", "format"), RuleKeyFormat, "key format widened from %s in %s to %s: %s with a key %s accepts and %s does not %s; no client may send such a key until this release is on every replica",
+			ok.Format, c.baseName, nk.Format, onOld, nk.Format, ok.Format, final)
 	}
-	if ok.MaxLength > nk.MaxLength {
-		c.warn(c.fieldPos("key", "max-length"), RuleKeyFormat, "key max-length lowered from %d in %s to %d: a retry on a new replica of a request an old one took with a key longer than %d %s; keep the old max-length until a window (%s) has passed with no longer key, or have clients send shorter keys first",
-			ok.MaxLength, c.baseName, nk.MaxLength, nk.MaxLength, final, c.window())
+	// The longest key a format accepts: a uuid is 36 characters (its
+	// max-length is at least that), a token up to max-length.
+	longest := func(k ir.Key) int {
+		if uuid(k.Format) {
+			return 36
+		}
+		return k.MaxLength
+	}
+	length := func(k ir.Key) string {
+		if uuid(k.Format) {
+			return "36 (a uuid key's length)"
+		}
+		return fmt.Sprint(k.MaxLength)
+	}
+	switch {
+	case nk.Format == ir.FormatToken && longest(ok) > nk.MaxLength:
+		c.warn(c.fieldPos("key", "max-length"), RuleKeyFormat, "key max-length lowered from %s in %s to %d: a retry on a new replica of a request an old one took with a key longer than %d %s; keep the old max-length until a window (%s) has passed with no longer key, or have clients send shorter keys first",
+			length(ok), c.baseName, nk.MaxLength, nk.MaxLength, final, c.window())
+	case ok.Format == ir.FormatToken && longest(nk) > ok.MaxLength:
+		c.warn(c.fieldPos("key", "max-length"), RuleKeyFormat, "key max-length raised from %d in %s to %s: %s with a key longer than %d %s; no client may send a longer key until this release is on every replica",
+			ok.MaxLength, c.baseName, length(nk), onOld, ok.MaxLength, final)
 	}
 }
 

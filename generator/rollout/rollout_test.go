@@ -41,3 +41,22 @@ func TestMatchSwapped(t *testing.T) {
 	pairs := rollout.Match(&ir.Spec{Operations: []*ir.Operation{oldA, oldB}}, &ir.Spec{Operations: []*ir.Operation{newA, newB}})
 	assert.ElementsMatch(t, [][2]*ir.Operation{{oldA, newA}, {oldB, newB}}, pairs)
 }
+
+// TestMatchMovedOntoPairedPath: A moved to B's old path and B to a new
+// one: B pairs by id, and A, with nothing left at its new path, by id
+// too (it used to be compared with nothing).
+func TestMatchMovedOntoPairedPath(t *testing.T) {
+	op := func(id, path string) *ir.Operation {
+		return &ir.Operation{OperationID: id, Method: "POST", Path: path}
+	}
+	oldA, oldB := op("A", "/a"), op("B", "/b")
+	newA, newB := op("A", "/b"), op("B", "/c")
+	pairs := rollout.Match(&ir.Spec{Operations: []*ir.Operation{oldA, oldB}}, &ir.Spec{Operations: []*ir.Operation{newA, newB}})
+	assert.ElementsMatch(t, [][2]*ir.Operation{{oldA, newA}, {oldB, newB}}, pairs)
+
+	// With a new operation at A's old path, that one pairs with A's base
+	// by path (its name change is reported) and A is left out.
+	newC := op("C", "/a")
+	pairs = rollout.Match(&ir.Spec{Operations: []*ir.Operation{oldA, oldB}}, &ir.Spec{Operations: []*ir.Operation{newC, newA, newB}})
+	assert.ElementsMatch(t, [][2]*ir.Operation{{oldA, newC}, {oldB, newB}}, pairs)
+}

@@ -237,14 +237,11 @@ func statusList(ss []int) string {
 	return strings.Join(parts, ", ")
 }
 
-// Title is an operation's heading: "POST /pets — addPet" (the Go name when
-// the operation has no operationId).
+// Title is an operation's heading: "POST /pets — addPet", the name its
+// records are kept under (ir.Operation.RecordName: the Go name when the
+// operation has no operationId).
 func Title(op *ir.Operation) string {
-	id := op.OperationID
-	if id == "" {
-		id = op.GoName
-	}
-	return op.Method + " " + op.Path + " — " + id
+	return op.Method + " " + op.Path + " — " + op.RecordName()
 }
 
 // Anchor returns the fragment GitHub gives a Markdown heading with text s:

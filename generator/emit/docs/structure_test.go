@@ -16,6 +16,7 @@ import (
 	"github.com/yuin/goldmark/text"
 
 	"github.com/idemgen/idemgen/generator/emit/docs"
+	"github.com/idemgen/idemgen/generator/ir"
 )
 
 // TestRenderedStructure parses every golden page as GitHub-flavoured
@@ -132,4 +133,11 @@ func TestAnchor(t *testing.T) {
 	} {
 		assert.Equal(t, want, docs.Anchor(in), in)
 	}
+}
+
+// TestTitleRecordName: a heading names the operation as its records are
+// named: the operationId, else the Go name.
+func TestTitleRecordName(t *testing.T) {
+	assert.Equal(t, "POST /pets — addPet", docs.Title(&ir.Operation{Method: "POST", Path: "/pets", OperationID: "addPet", GoName: "AddPet"}))
+	assert.Equal(t, "POST /pets — PostPets", docs.Title(&ir.Operation{Method: "POST", Path: "/pets", GoName: "PostPets"}))
 }
