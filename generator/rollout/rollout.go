@@ -119,7 +119,11 @@ func Match(base, spec *ir.Spec) [][2]*ir.Operation {
 // rollout-operation-renamed says which operationId keeps its records),
 // and a warning when nothing could be compared (Unpaired).
 func Check(base, spec *ir.Spec, d *load.Document, baseName string, overlays, baseOverlays []string) diag.List {
-	cmp := Compare(base, spec, d, baseName)
+	name := baseName // in the messages: the old release is the spec with its overlays
+	if len(baseOverlays) > 0 {
+		name = baseName + " with " + strings.Join(baseOverlays, ", ")
+	}
+	cmp := Compare(base, spec, d, name)
 	cmp = append(cmp, Unpaired(base, spec, d, baseName, overlays, baseOverlays)...)
 	renamed := map[string]bool{}
 	for _, x := range cmp {
@@ -491,7 +495,7 @@ func (c *comparison) fingerprint() {
 	var fix string
 	switch {
 	case !oldRefuses:
-		fix = fmt.Sprintf("add %s%s, and remove it a window (%s) after this release is on every replica", entry(toOld), where, c.window())
+		fix = fmt.Sprintf("add %s%s, and remove it two windows (2 × %s) after this release is on every replica (a record re-claimed or taken over through it keeps the old fingerprint for a window from that claim)", entry(toOld), where, c.window())
 	case !newRefuses:
 		keep := "this one needs none"
 		if newP.Semantics == ir.Strict {
@@ -499,7 +503,7 @@ func (c *comparison) fingerprint() {
 		}
 		fix = fmt.Sprintf("%s does not accept this release's settings: first deploy a release that keeps %s's settings and adds %s%s, then this one (%s)", c.baseName, c.baseName, entry(toNew), where, keep)
 	default:
-		fix = fmt.Sprintf("deploy it in two releases: first one that keeps %s's settings and adds %s%s; then this one, with %s, once that one is on every replica; and drop this entry in a third release, a window (%s) after this one is on every replica", c.baseName, entry(toNew), where, entry(toOld), c.window())
+		fix = fmt.Sprintf("deploy it in two releases: first one that keeps %s's settings and adds %s%s; then this one, with %s, once that one is on every replica; and drop this entry in a third release, two windows (2 × %s) after this one is on every replica", c.baseName, entry(toNew), where, entry(toOld), c.window())
 	}
 	c.warn(pos, RuleFingerprint, "%s: %s; %s", changed, then, fix)
 }

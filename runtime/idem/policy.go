@@ -231,7 +231,7 @@ type Spec struct {
 	// once, so a change of the settings takes two releases, each listing
 	// the other's: release N keeps its settings and lists the new ones,
 	// release N+1 switches to the new settings and lists N's, and a
-	// release after it, a window after N+1 is everywhere, drops the entry.
+	// release after it, two windows after N+1 is everywhere, drops the entry.
 	// Without them a strict replica refuses the identical retry of a
 	// request the other release took (a rollback is the same). A keyed request whose
 	// fingerprint differs from its key's record is the same request when
