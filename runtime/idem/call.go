@@ -782,16 +782,13 @@ func (c *Call) claim() {
 		}
 		res, cut, err := c.beginBounded(ctx)
 		if err != nil {
-			if cut || c.requestEnded() != nil || e.local == nil {
+			if cut || c.requestEnded() != nil {
 				// The Begin may have claimed the key all the same (a
 				// client that cancels asynchronously: pgx; one that
 				// closes the connection at the deadline, which the
-				// server may not notice before it commits; a reply lost
-				// with its connection after the server committed; not
-				// an in-process store, whose Begin claims nothing when
-				// it fails): free it. The token is this Begin's own, and
-				// no handler runs under it after the error. Releases
-				// have a budget of their own (MaxClaimReleases).
+				// server may not notice before it commits): free it.
+				// The token is this Begin's own, and no handler runs
+				// under it after the error.
 				c.releaseUnanswered(err)
 			}
 			if waiting && c.requestEnded() != nil {

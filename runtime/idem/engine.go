@@ -115,10 +115,8 @@ type Options struct {
 	// it was kept, and its client got 503). A handler's Finish that is not
 	// stored in the end (or not retried) is reported as
 	// EventFinishAbandoned. The release of a claim that a Begin which
-	// failed as its request ended, or on StoreTimeout, or (a store that is
-	// not a LocalReader) on any error, may have made all the same (a store
-	// client that cancels asynchronously: pgx; a reply lost with its
-	// connection) is tried
+	// failed as its request ended, or on StoreTimeout, may have made all
+	// the same (a store client that cancels asynchronously: pgx) is tried
 	// in the background too, whatever FinishRetryFor says (negative
 	// included): at most ClaimReleaseAttempts times within the lease, and
 	// at most MaxClaimReleases at once, which do not count toward
