@@ -501,9 +501,9 @@ func (c *comparison) fingerprint() {
 		if newP.Semantics == ir.Strict {
 			keep = "this one keeps its entry"
 		}
-		fix = fmt.Sprintf("%s does not accept this release's settings: first deploy a release that keeps %s's settings and adds %s%s, then this one (%s)", c.baseName, c.baseName, entry(toNew), where, keep)
+		fix = fmt.Sprintf("%s does not accept this release's settings: first deploy a release that keeps the settings of %s and adds %s%s, then this one (%s)", c.baseName, c.baseName, entry(toNew), where, keep)
 	default:
-		fix = fmt.Sprintf("deploy it in two releases: first one that keeps %s's settings and adds %s%s; then this one, with %s, once that one is on every replica; and drop this entry in a third release, two windows (2 × %s) after this one is on every replica", c.baseName, entry(toNew), where, entry(toOld), c.window())
+		fix = fmt.Sprintf("deploy it in two releases: first one that keeps the settings of %s and adds %s%s; then this one, with %s, once that one is on every replica; and drop this entry in a third release, two windows (2 × %s) after this one is on every replica", c.baseName, entry(toNew), where, entry(toOld), c.window())
 	}
 	c.warn(pos, RuleFingerprint, "%s: %s; %s", changed, then, fix)
 }
