@@ -321,7 +321,7 @@ func (c *comparison) renamed(on, nn string) {
 		what(old, on), c.baseName, what(op, nn), across("a retry"), also, fix)
 }
 
-// key reports a key moved (carrier or name), made required, its format
+// key reports a key moved (carrier or name), made required or optional, its format
 // changed between token and uuid (case folded or not), narrowed or
 // widened, or its max-length lowered or raised: each refuses, on one
 // release, a retry of a request the other took.
@@ -346,6 +346,9 @@ func (c *comparison) key() {
 			ok.Carrier, ok.Name, c.baseName, nk.Carrier, nk.Name, across("a retry"), then, c.wait("key"))
 	} else if !ok.Required && nk.Required {
 		c.warn(c.fieldPos("key", "required"), RuleKeyRequired, "the idempotency key is required now and was optional in %s: a retry without a key on a new replica of a request an old one took without one %s (as is any request without a key); every client must send a key before this release is deployed",
+			c.baseName, missing)
+	} else if ok.Required && !nk.Required {
+		c.warn(c.fieldPos("key", "required"), RuleKeyRequired, "the idempotency key is optional now and was required in %s: a retry without a key on an old replica (a rolling deploy runs both releases at once, as does a rollback) of a request a new one took without one %s (as is any request without a key there); clients may leave the key out only once this release is on every replica",
 			c.baseName, missing)
 	}
 	const final = "is refused with 400 IDEMPOTENCY_KEY_INVALID, which a client takes as final"
