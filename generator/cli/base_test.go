@@ -16,16 +16,18 @@ func TestCheckBaseFlags(t *testing.T) {
 	dir := filepath.Join("..", "..", "testdata", "check", "base-scope-key")
 	spec, base := filepath.Join(dir, "openapi.yaml"), filepath.Join(dir, "base.yaml")
 
-	code, _, stderr := run("check", "-generated", "-base", base)
+	code, _, stderr := run("check", "-generated", "-base", base, spec)
 	assert.Equal(t, 2, code, stderr)
+	assert.Contains(t, stderr, "-base compares two specs: not with -generated")
 	code, _, stderr = run("check", "-base-overlay", base, spec)
 	assert.Equal(t, 2, code, stderr)
+	assert.Contains(t, stderr, "-base-overlay applies to the spec -base names")
 
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
 	require.NoError(t, os.WriteFile(bad, []byte("openapi: 3.0.3\ninfo: {title: x, version: '1'}\npaths:\n  /a:\n    post:\n      x-idempotency: {semantics: nope}\n      responses: {'200': {description: ok}}\n"), 0o644))
 	code, _, stderr = run("check", "-base", bad, spec)
 	assert.Equal(t, 1, code, stderr)
-	assert.Contains(t, stderr, "idemgen check: -base "+bad+": 1 error")
+	assert.Contains(t, stderr, "idemgen check: -base "+bad+": "+bad+":6:34: error: semantics")
 
 	code, _, stderr = run("check", "-base", base, spec)
 	require.Equal(t, 0, code, stderr)

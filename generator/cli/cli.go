@@ -435,16 +435,11 @@ func check(args []string, stdout, stderr io.Writer) int {
 // as cfg names those of the spec checked.
 func loadBase(path string, overlays []string, cfg *Config) (*ir.Spec, error) {
 	_, spec, diags := compile.LoadAndCompile(path, load.Options{Overlays: overlays}, compile.Options{Naming: cfg.namer})
-	errs, _ := diags.Count()
-	if spec == nil || errs > 0 {
-		first := ""
-		for _, d := range diags {
-			if d.Severity == diag.Error {
-				first = ": " + d.String()
-				break
-			}
-		}
-		return nil, fmt.Errorf("%s: %s (run idemgen check on it)%s", path, english.Count(errs, "error"), first)
+	if err := diags.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w (run idemgen check on it)", path, err)
+	}
+	if spec == nil {
+		return nil, fmt.Errorf("%s: not compiled (run idemgen check on it)", path)
 	}
 	return spec, nil
 }

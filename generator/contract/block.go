@@ -55,12 +55,12 @@ type Block struct {
 	// CompatibleFingerprints is compatible-fingerprints (operations only):
 	// fingerprint settings of another release of the operation (the one
 	// before, or the one after), as written.
-	CompatibleFingerprints Field[[]PreviousBlock]
+	CompatibleFingerprints Field[[]CompatibleBlock]
 }
 
-// PreviousBlock is one entry of compatible-fingerprints: each list it does
+// CompatibleBlock is one entry of compatible-fingerprints: each list it does
 // not set is the operation's current one.
-type PreviousBlock struct {
+type CompatibleBlock struct {
 	Pos ir.Pos // the entry
 	// Refused is true when a value of the entry was refused (reported):
 	// the entry is not compared with the others.

@@ -204,7 +204,7 @@ func (p *parser) blockFields(b *Block) map[string]fieldFunc {
 				p.errorf(v, ptr, "misplaced-field", "compatible-fingerprints belongs on an operation, not at the document root: it lists fingerprint settings of another release of one operation (the one before, or the one after), and a field an entry leaves out is that operation's own; after changing the root's volatile, unordered or fingerprint-headers, give each operation its entry (a YAML anchor and alias can share one)")
 				return
 			}
-			p.previous(v, ptr, &b.CompatibleFingerprints)
+			p.compatible(v, ptr, &b.CompatibleFingerprints)
 		},
 		"key": func(v *yaml.Node, ptr string) {
 			if p.mapping(v, ptr, "key") {
@@ -600,10 +600,10 @@ func ParseDuration(s string) (time.Duration, error) {
 	return days + d, nil
 }
 
-// previous parses compatible-fingerprints: a list of mappings, each with
+// compatible parses compatible-fingerprints: a list of mappings, each with
 // the fingerprint fields of the block itself, checked as they are.
-func (p *parser) previous(v *yaml.Node, ptr string, f *Field[[]PreviousBlock]) {
-	var out []PreviousBlock
+func (p *parser) compatible(v *yaml.Node, ptr string, f *Field[[]CompatibleBlock]) {
+	var out []CompatibleBlock
 	for i, it := range p.list(v, ptr, "compatible-fingerprints") {
 		ip := ptr + "/" + strconv.Itoa(i)
 		what := "compatible-fingerprints[" + strconv.Itoa(i) + "]"
@@ -611,7 +611,7 @@ func (p *parser) previous(v *yaml.Node, ptr string, f *Field[[]PreviousBlock]) {
 			p.errorf(it, ip, "wrong-type", "%s must be a mapping of the earlier volatile, unordered and fingerprint-headers (a field left out is the current one), not %s", what, describe(it))
 			continue
 		}
-		e := PreviousBlock{Pos: p.loc(it, ip)}
+		e := CompatibleBlock{Pos: p.loc(it, ip)}
 		errs, _ := p.diags.Count()
 		p.fields(it, ip, what, map[string]fieldFunc{
 			"volatile":            p.pointerList(&e.Volatile, what+".volatile", false),

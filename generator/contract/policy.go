@@ -106,7 +106,7 @@ func Resolve(b Block) (Resolved, diag.List, bool) {
 	for _, h := range b.FingerprintHeaders.V {
 		pol.FingerprintHeaders = append(pol.FingerprintHeaders, h.V)
 	}
-	previous(b, pol, &diags, ok)
+	compatible(b, pol, &diags, ok)
 	if b.Scope.Set {
 		pol.Scope = []string{}
 		for _, s := range b.Scope.V {
@@ -234,17 +234,17 @@ func firstPos(ps ...ir.Pos) ir.Pos {
 	return ir.Pos{}
 }
 
-// RulePreviousNoEffect is the rule of the warning that a
+// RuleCompatibleNoEffect is the rule of the warning that a
 // compatible-fingerprints entry (or the whole list) recognizes nothing more.
-const RulePreviousNoEffect = "compatible-fingerprints-no-effect"
+const RuleCompatibleNoEffect = "compatible-fingerprints-no-effect"
 
-// previous resolves compatible-fingerprints into pol: each entry whole, a
+// compatible resolves compatible-fingerprints into pol: each entry whole, a
 // list it leaves out the current one (pol's, filled already). It warns of
 // an entry that is the current settings or an earlier entry's, and of the
 // list under loose or window semantics (sure: semantics is set), where the
 // runtime recognizes a request with a key whatever its fingerprint (and
 // one without a key, under window, by its current fingerprint only).
-func previous(b Block, pol *ir.Policy, diags *diag.List, sure bool) {
+func compatible(b Block, pol *ir.Policy, diags *diag.List, sure bool) {
 	if !b.CompatibleFingerprints.Set {
 		return
 	}
@@ -278,7 +278,7 @@ func previous(b Block, pol *ir.Policy, diags *diag.List, sure bool) {
 			continue
 		}
 		if fs.Same(current) {
-			diags.Warnf(e.Pos, RulePreviousNoEffect, "compatible-fingerprints[%d] equals the current fingerprint settings (a list an entry leaves out is the current one), so it recognizes nothing more: list volatile, unordered and fingerprint-headers as the other release has them (the one before, or the one after)", i)
+			diags.Warnf(e.Pos, RuleCompatibleNoEffect, "compatible-fingerprints[%d] equals the current fingerprint settings (a list an entry leaves out is the current one), so it recognizes nothing more: list volatile, unordered and fingerprint-headers as the other release has them (the one before, or the one after)", i)
 			continue
 		}
 		if j := slices.IndexFunc(seen, func(j int) bool { return fs.Same(pol.CompatibleFingerprints[j]) }); j >= 0 {
@@ -292,8 +292,8 @@ func previous(b Block, pol *ir.Policy, diags *diag.List, sure bool) {
 	}
 	switch pol.Semantics {
 	case ir.Loose:
-		diags.Warnf(b.CompatibleFingerprints.Pos, RulePreviousNoEffect, "compatible-fingerprints has no effect a client sees under loose semantics, which replay a retry with the key of a request made under other settings whatever its fingerprint (a listed setting's match only keeps the retry from being reported as EventLooseMismatch); a loose release needs no entry in the two-release procedure")
+		diags.Warnf(b.CompatibleFingerprints.Pos, RuleCompatibleNoEffect, "compatible-fingerprints has no effect a client sees under loose semantics, which replay a retry with the key of a request made under other settings whatever its fingerprint (a listed setting's match only keeps the retry from being reported as EventLooseMismatch); a loose release needs no entry in the two-release procedure")
 	case ir.Window:
-		diags.Warnf(b.CompatibleFingerprints.Pos, RulePreviousNoEffect, "compatible-fingerprints has no effect under window semantics: a retry with the key of a request made under other settings gets its replay whatever its fingerprint, and a request without a key is found by its current fingerprint only")
+		diags.Warnf(b.CompatibleFingerprints.Pos, RuleCompatibleNoEffect, "compatible-fingerprints has no effect under window semantics: a retry with the key of a request made under other settings gets its replay whatever its fingerprint, and a request without a key is found by its current fingerprint only")
 	}
 }

@@ -252,7 +252,7 @@ type Policy struct {
 	// may find (compatible-fingerprints, in the contract's order), each whole:
 	// a list an entry leaves out is the current one. A keyed retry whose
 	// record was made under one of them is recognized (idem.Spec.CompatibleFingerprints).
-	CompatibleFingerprints []FingerprintSettings `json:"previousFingerprints,omitempty"`
+	CompatibleFingerprints []FingerprintSettings `json:"compatibleFingerprints,omitempty"`
 }
 
 // FingerprintSettings are the settings of the fingerprint that a contract
@@ -277,19 +277,22 @@ func (s FingerprintSettings) Same(o FingerprintSettings) bool {
 }
 
 // key identifies what s computes (Same).
+// Pointers returns the texts of the pointers l (nil for none).
+func Pointers(l []Pointer) []string {
+	var out []string
+	for _, p := range l {
+		out = append(out, p.Pointer)
+	}
+	return out
+}
+
 func (s FingerprintSettings) key() string {
 	set := func(l []string) string {
 		l = slices.Clone(l)
 		slices.Sort(l)
 		return strings.Join(slices.Compact(l), "\x00")
 	}
-	ptrs := func(l []Pointer) string {
-		var out []string
-		for _, p := range l {
-			out = append(out, p.Pointer)
-		}
-		return set(out)
-	}
+	ptrs := func(l []Pointer) string { return set(Pointers(l)) }
 	var hs []string
 	for _, h := range s.FingerprintHeaders {
 		hs = append(hs, strings.ToLower(strings.TrimSpace(h)))

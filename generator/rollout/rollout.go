@@ -36,12 +36,12 @@ const (
 	RuleOperationIDMissing = "operation-id-missing"
 )
 
-// Rules are the warnings of this package, which check -strict makes errors.
-var Rules = []string{RuleOperationRenamed, RuleScope, RuleKeyFormat, RuleKeyMoved, RuleKeyRequired, RuleFingerprint, RuleResponseHeaders, RuleBaseUnpaired, RuleOperationIDMissing}
-
 // BaseRules are the rules only check -base reports: an ignore of one
 // silences nothing without -base, and is not reported unused then.
 var BaseRules = []string{RuleOperationRenamed, RuleScope, RuleKeyFormat, RuleKeyMoved, RuleKeyRequired, RuleFingerprint, RuleResponseHeaders, RuleBaseUnpaired}
+
+// Rules are the warnings of this package, which check -strict makes errors.
+var Rules = append(slices.Clone(BaseRules), RuleOperationIDMissing)
 
 var pathParam = regexp.MustCompile(`\{[^}]*\}`)
 
@@ -417,20 +417,6 @@ func narrowed(from, to string) bool {
 
 func flow(l []string) string { return "[" + strings.Join(l, ", ") + "]" }
 
-func pointers(l []ir.Pointer) []string {
-	var out []string
-	for _, p := range l {
-		out = append(out, p.Pointer)
-	}
-	return out
-}
-
-// lists reports whether the compatible-fingerprints entries l recognize
-// the settings s.
-func lists(l []ir.FingerprintSettings, s ir.FingerprintSettings) bool {
-	return slices.ContainsFunc(l, s.Same)
-}
-
 // fingerprint reports a change of the fingerprint settings that a strict
 // replica of either release refuses a retry of the other's request for
 // (422), unless the entries bridge it: a rolling deploy runs both
@@ -441,8 +427,8 @@ func lists(l []ir.FingerprintSettings, s ir.FingerprintSettings) bool {
 // refuse no keyed retry for its fingerprint; a keyless window request,
 // named by its fingerprint, is not bridged.
 func (c *comparison) fingerprint() {
-	os, ns := c.old.Policy.Fingerprint(), c.op.Policy.Fingerprint()
-	if os.Same(ns) {
+	oldFP, newFP := c.old.Policy.Fingerprint(), c.op.Policy.Fingerprint()
+	if oldFP.Same(newFP) {
 		return
 	}
 	// The fields that differ, and the entries that would bridge the
@@ -455,10 +441,10 @@ func (c *comparison) fingerprint() {
 			toOld, toNew = append(toOld, name+": "+flow(a)), append(toNew, name+": "+flow(b))
 		}
 	}
-	type fs = ir.FingerprintSettings
-	add("volatile", fs{Volatile: os.Volatile}.Same(fs{Volatile: ns.Volatile}), pointers(os.Volatile), pointers(ns.Volatile))
-	add("unordered", fs{Unordered: os.Unordered}.Same(fs{Unordered: ns.Unordered}), pointers(os.Unordered), pointers(ns.Unordered))
-	add("fingerprint-headers", fs{FingerprintHeaders: os.FingerprintHeaders}.Same(fs{FingerprintHeaders: ns.FingerprintHeaders}), os.FingerprintHeaders, ns.FingerprintHeaders)
+	type only = ir.FingerprintSettings // one list of the settings, compared as Same does
+	add("volatile", only{Volatile: oldFP.Volatile}.Same(only{Volatile: newFP.Volatile}), ir.Pointers(oldFP.Volatile), ir.Pointers(newFP.Volatile))
+	add("unordered", only{Unordered: oldFP.Unordered}.Same(only{Unordered: newFP.Unordered}), ir.Pointers(oldFP.Unordered), ir.Pointers(newFP.Unordered))
+	add("fingerprint-headers", only{FingerprintHeaders: oldFP.FingerprintHeaders}.Same(only{FingerprintHeaders: newFP.FingerprintHeaders}), oldFP.FingerprintHeaders, newFP.FingerprintHeaders)
 	root := c.atRoot(fields[0])
 	pos := c.fieldPos(fields[0])
 	changed := fmt.Sprintf("fingerprint settings changed (%s) since %s", strings.Join(fields, ", "), c.baseName)
@@ -475,8 +461,8 @@ func (c *comparison) fingerprint() {
 	// Who refuses whom: a strict replica compares a keyed retry's
 	// fingerprint with its record's; loose and window ones replay it, or
 	// claim a failed attempt or an expired lease again, whatever it is.
-	oldRefuses := oldP.Semantics == ir.Strict && !lists(oldP.CompatibleFingerprints, ns)
-	newRefuses := newP.Semantics == ir.Strict && !lists(newP.CompatibleFingerprints, os)
+	oldRefuses := oldP.Semantics == ir.Strict && !slices.ContainsFunc(oldP.CompatibleFingerprints, newFP.Same)
+	newRefuses := newP.Semantics == ir.Strict && !slices.ContainsFunc(newP.CompatibleFingerprints, oldFP.Same)
 	if !oldRefuses && !newRefuses {
 		return // bridged both ways
 	}

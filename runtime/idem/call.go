@@ -87,21 +87,21 @@ type Call struct {
 	respBuf []byte
 	scratch bool
 
-	protected bool
-	principal string
-	key       string
-	scope     string
-	recent    uint64 // the scope's digest in the Engine's recentKeys (a ReadFirst store's)
-	fp        Fingerprint
-	fpAlt     Fingerprint       // fp in another version (a record's), once computed
-	fpPrev    Fingerprint       // a record's fingerprint this request has under a previous setting (Spec.CompatibleFingerprints), once found; zero: none
-	claimPrev bool              // the claim's fingerprint is fpPrev: its record is not tagged (Finish)
-	fpIn      fingerprint.Input // what fp (and fpAlt) is computed from, built once
-	fpk       fpKey             // fpIn's key in the Engine's fingerprint cache
-	fpLater   bool              // fp is not computed yet: claim reads the record first (readLocal)
-	token     Token
-	prior     State
-	start     time.Time
+	protected   bool
+	principal   string
+	key         string
+	scope       string
+	recent      uint64 // the scope's digest in the Engine's recentKeys (a ReadFirst store's)
+	fp          Fingerprint
+	fpAlt       Fingerprint       // fp in another version (a record's), once computed
+	fpCompat    Fingerprint       // a record's fingerprint this request has under a compatible setting (Spec.CompatibleFingerprints), once found; zero: none
+	claimCompat bool              // the claim's fingerprint is fpCompat: its record is not tagged (Finish)
+	fpIn        fingerprint.Input // what fp (and fpAlt) is computed from, built once
+	fpk         fpKey             // fpIn's key in the Engine's fingerprint cache
+	fpLater     bool              // fp is not computed yet: claim reads the record first (readLocal)
+	token       Token
+	prior       State
+	start       time.Time
 	// ss is what the store calls are handed: own for a Call over a
 	// ContextBound store (or one never recycled), else a storeSide of the
 	// request's own, so that a store that keeps it cannot see it reused.
@@ -463,7 +463,7 @@ var pathSafe = func() (t [256]bool) {
 // in the record's version. The comparison is symmetric: an engine at version
 // 3 recognizes version 1 and 2 records, one at version 2 version 1 and 3
 // records, and so on. Failing that, a keyed request is compared under the
-// policy's compatible fingerprint settings (samePrevious).
+// policy's compatible fingerprint settings (sameCompatible).
 func (c *Call) sameRequest(fp Fingerprint) bool {
 	if fp == c.fp {
 		return true
@@ -473,11 +473,11 @@ func (c *Call) sameRequest(fp Fingerprint) bool {
 			return true
 		}
 	}
-	return len(c.p.prev) > 0 && c.samePrevious(fp)
+	return len(c.p.compat) > 0 && c.sameCompatible(fp)
 }
 
-// samePrevious reports whether fp, a record's fingerprint that is not
-// this request's, is its fingerprint under one of the policy's previous
+// sameCompatible reports whether fp, a record's fingerprint that is not
+// this request's, is its fingerprint under one of the policy's compatible
 // settings (Spec.CompatibleFingerprints), computed in fp's version: the record was made
 // before the operation's fingerprint settings changed (or, in a rollback,
 // after), by the same request. Only a keyed request: a request without a
@@ -485,16 +485,16 @@ func (c *Call) sameRequest(fp Fingerprint) bool {
 // another setting. The fingerprints are computed here only, when the
 // record differs (one per setting, and again on each call but for the one
 // found, which is kept), never on a first request or a replay.
-func (c *Call) samePrevious(fp Fingerprint) bool {
+func (c *Call) sameCompatible(fp Fingerprint) bool {
 	if c.key == "" {
 		return false
 	}
-	if c.fpPrev[0] != 0 && fp == c.fpPrev {
+	if c.fpCompat[0] != 0 && fp == c.fpCompat {
 		return true
 	}
-	for _, h := range c.p.prev {
+	for _, h := range c.p.compat {
 		if other, ok := h.SumVersion(&c.fpIn, int(fp[0])); ok && other == fp {
-			c.fpPrev = fp
+			c.fpCompat = fp
 			return true
 		}
 	}
@@ -503,11 +503,11 @@ func (c *Call) samePrevious(fp Fingerprint) bool {
 
 // reclaimWith makes the claim's fingerprint fp, a record's fingerprint
 // that sameRequest found to be this request's (in another version, or
-// under a previous setting): the store takes the record over only for an
+// under a compatible setting): the store takes the record over only for an
 // equal fingerprint (BeginRequest.SameFingerprintToReclaim).
 func (c *Call) reclaimWith(fp Fingerprint) {
 	c.ss.breq.Fingerprint = fp
-	c.claimPrev = c.fpPrev[0] != 0 && fp == c.fpPrev
+	c.claimCompat = c.fpCompat[0] != 0 && fp == c.fpCompat
 }
 
 // fpInVersion is the request's fingerprint in format version v (false if
@@ -824,7 +824,7 @@ func (c *Call) claim() {
 			}
 			if c.ss.breq.SameFingerprintToReclaim && versionReclaims < p.maxReclaims && rec.Fingerprint != c.ss.breq.Fingerprint {
 				// The same request, fingerprinted in another version (or
-				// under a previous setting: Spec.CompatibleFingerprints). The
+				// under a compatible setting: Spec.CompatibleFingerprints). The
 				// store takes an expired lease over only for an equal
 				// fingerprint (SameFingerprintToReclaim), and cannot tell
 				// whether this lease has run out on its clock: claim again
@@ -843,7 +843,7 @@ func (c *Call) claim() {
 			// Not reclaimed: SameFingerprintToReclaim and another fingerprint.
 			if versionReclaims < p.maxReclaims && rec.Fingerprint != c.ss.breq.Fingerprint && c.sameRequest(rec.Fingerprint) {
 				// The same request, fingerprinted in another version or
-				// under a previous setting: claim with the record's
+				// under a compatible setting: claim with the record's
 				// fingerprint (at most once per fingerprint the request
 				// may have, so records rewritten concurrently in
 				// alternating versions cannot keep this loop going).
@@ -1648,12 +1648,12 @@ func (c *Call) Finish() error {
 	case status == http.StatusRequestTimeout || status == http.StatusTooEarly || status == http.StatusTooManyRequests:
 		state, resp = StateFailed, nil
 	}
-	if resp != nil && e.local != nil && c.key != "" && !c.claimPrev {
+	if resp != nil && e.local != nil && c.key != "" && !c.claimCompat {
 		// Over a LocalReader, a stored record tells a retry of these
 		// bytes that it needs no fingerprint (readLocal). Not one claimed
-		// with this request's fingerprint under a previous setting
+		// with this request's fingerprint under a compatible setting
 		// (Spec.CompatibleFingerprints): that depends on what the cache's digest does
-		// not cover (headers only a previous setting lists).
+		// not cover (headers only a compatible setting lists).
 		resp = rec.tag(&recordTag{domain: e.fpc.domain, key: c.fpk})
 	}
 	loss := bodyKept // but for a response stored without its body (not replayable)

@@ -32,7 +32,7 @@ func TestCompatibleCompile(t *testing.T) {
 	assert.Equal(t, sp.CompatibleFingerprints, p.Spec().CompatibleFingerprints)
 }
 
-// A record made at another fingerprint version under a previous setting:
+// A record made at another fingerprint version under a compatible setting:
 // the request's fingerprint under that setting is computed in the record's
 // version.
 func TestCompatibleInRecordVersion(t *testing.T) {
@@ -59,7 +59,7 @@ func TestCompatibleInRecordVersion(t *testing.T) {
 	assert.Equal(t, int32(0), cur.calls.Load())
 }
 
-// A record claimed with the request's fingerprint under a previous setting
+// A record claimed with the request's fingerprint under a compatible setting
 // (re-claimed after a failed attempt) is not tagged for ReadLocal: that
 // fingerprint reads a header the cache's digest does not cover, so a
 // request that differs in it only would find the tag and be replayed
@@ -91,7 +91,7 @@ func TestCompatibleClaimNotTagged(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, found)
 	_, _, tagged := idem.RecordTag(cur.eng, rec.Response)
-	assert.False(t, tagged, "claimed with a previous setting's fingerprint")
+	assert.False(t, tagged, "claimed with a compatible setting's fingerprint")
 
 	requireProblem(t, send(h, tenant("k", "b")), 422, idem.CodeKeyReused)
 	idem.FlushFingerprints(cur.eng)
@@ -112,7 +112,7 @@ func TestCompatibleClaimNotTagged(t *testing.T) {
 }
 
 // Window semantics without a key: the record is named by the request's
-// fingerprint, so one made under a previous setting is not found, and
+// fingerprint, so one made under a compatible setting is not found, and
 // the request runs again (Spec.CompatibleFingerprints covers keyed requests only).
 func TestCompatibleKeylessWindow(t *testing.T) {
 	const body = `{"a":"t-1","b":"n-1","item":"book"}`

@@ -33,9 +33,9 @@ import (
 // A cache belongs to one Engine, and so to one fingerprint version (its
 // Options.FingerprintVersion): the version is not part of the digest. It
 // holds the fingerprints under the policy's current settings only: those
-// under its previous settings (Spec.CompatibleFingerprints), which may read headers the
+// under its compatible settings (Spec.CompatibleFingerprints), which may read headers the
 // digest does not cover, are computed when a record differs and never
-// cached (Call.samePrevious).
+// cached (Call.sameCompatible).
 //
 // Over a LocalReader store the key (digest, length, policy) also tags the
 // records the Engine writes, with the cache's domain, a name of its seed
@@ -45,7 +45,7 @@ import (
 // of another Engine or process is never matched by its digest; the risk
 // of a collision is the cache's, and its consequence too (the record is
 // the requester's key's). A record claimed with the request's fingerprint
-// under a previous setting is not tagged: that fingerprint may depend on
+// under a compatible setting is not tagged: that fingerprint may depend on
 // headers the digest does not cover.
 type fpCache struct {
 	seed    maphash.Seed

@@ -107,7 +107,7 @@ type lateFinish struct {
 // may be reused by another request (chi pools its route context).
 func (c *Call) finishLater(kind finishKind, state State, resp []byte, status int, loss bodyLoss, err error) bool {
 	e := c.e
-	if errors.Is(err, ErrFenced) || e.lateFor < 0 && kind != finishUnanswered {
+	if errors.Is(err, ErrFenced) || (e.lateFor < 0 && kind != finishUnanswered) {
 		return false
 	}
 	e.lateMu.Lock()
@@ -156,29 +156,12 @@ func (c *Call) finishLater(kind finishKind, state State, resp []byte, status int
 	return true
 }
 
-// releaseUnanswered frees, off the request's path, the claim a Begin may
-// have made although it failed (with err) as its context ended: the
-// request's (its client went away, or its deadline passed), or the
-// engine's own store timeout (Options.StoreTimeout) while the request goes
-// on. A store client that cancels asynchronously (pgx sends PostgreSQL a
-// cancel request and returns at once; with DeadlineContextWatcherHandler it
-// closes the connection, which the server may notice only after the
-// commit) often lets the claim commit, and the key then stays in flight,
-// every retry answered IDEMPOTENCY_KEY_IN_USE, until the lease runs out,
-// although its client was told nothing ran (503 or IDEMPOTENCY_REQUEST_ENDED).
-// The token is that Begin's own (fresh per Begin), and after the error no
-// handler runs under it, so freeing its claim frees nothing else.
-// The engine made the claim's token, so it finishes that claim FAILED
-// without a response (reclaimable), as Finish would after a handler that
-// did not run: with the engine's background finisher, on a context of its
-// own bounded by the store timeout, after its first pause (time for the
-// claim to land if it is still on its way), and tried again on a store
-// failure, whatever Options.FinishRetryFor says, up to ClaimReleaseAttempts
-// times within the lease (after it, the claim has run out anyway); at most
-// MaxClaimReleases at once, apart from the Finish calls retried (during an
-// outage, the Begins that fail with it must not keep a response whose
-// Finish failed from being retried). A fenced answer means there was no
-// such claim, or another request holds the key now: nothing to free.
+// releaseUnanswered frees, off the request's path, the claim a Begin that
+// failed with err as its context ended (the request's, or the store
+// timeout) may have made all the same: pgx cancels asynchronously and the
+// claim may commit. The token is that Begin's own and no handler runs
+// under it, so a fenced answer frees nothing else. How it is tried and
+// bounded: finishUnanswered, MaxClaimReleases, ClaimReleaseAttempts.
 func (c *Call) releaseUnanswered(err error) {
 	c.finishLater(finishUnanswered, StateFailed, nil, 0, bodyKept, err)
 }

@@ -301,14 +301,14 @@ type Policy struct {
 	// head of the scope of every keyed request without a principal (of
 	// every keyed request under ScopeShared).
 	anonKeyScope string
-	// prev holds a Hasher per Spec.CompatibleFingerprints entry, in its order: a
+	// compat holds a Hasher per Spec.CompatibleFingerprints entry, in its order: a
 	// keyed request's fingerprint under each is computed only when its
-	// own differs from its key's record (Call.samePrevious).
-	prev []*fingerprint.Hasher
+	// own differs from its key's record (Call.sameCompatible).
+	compat []*fingerprint.Hasher
 	// maxReclaims bounds the claims a request retries with a record's
-	// fingerprint that is its own in another version or under a previous
+	// fingerprint that is its own in another version or under a compatible
 	// setting: once per fingerprint it may have (fingerprint.Version for
-	// each setting, the current one and each previous).
+	// each setting, the current one and each compatible one).
 	maxReclaims int
 }
 
@@ -323,12 +323,12 @@ func cloneSpec(s Spec) Spec {
 	s.FingerprintHeaders = slices.Clone(s.FingerprintHeaders)
 	s.Response.Headers = slices.Clone(s.Response.Headers)
 	if s.CompatibleFingerprints != nil {
-		prev := make([]FingerprintSpec, len(s.CompatibleFingerprints))
+		compat := make([]FingerprintSpec, len(s.CompatibleFingerprints))
 		for i, f := range s.CompatibleFingerprints {
-			prev[i] = FingerprintSpec{Volatile: slices.Clone(f.Volatile), Unordered: slices.Clone(f.Unordered),
+			compat[i] = FingerprintSpec{Volatile: slices.Clone(f.Volatile), Unordered: slices.Clone(f.Unordered),
 				FingerprintHeaders: slices.Clone(f.FingerprintHeaders)}
 		}
-		s.CompatibleFingerprints = prev
+		s.CompatibleFingerprints = compat
 	}
 	return s
 }
@@ -519,7 +519,7 @@ func Compile(s Spec) (*Policy, error) {
 			bad("compatible fingerprint %d: %v", i+1, err)
 			continue
 		}
-		p.prev = append(p.prev, ph)
+		p.compat = append(p.compat, ph)
 	}
 	p.maxReclaims = fingerprint.Version * (1 + len(s.CompatibleFingerprints))
 	p.id = policyIDs.Add(1)

@@ -19,17 +19,17 @@ import (
 // bytes they alias, in one allocation when they are few (two stored fields) and short, in two
 // otherwise (and then one more for the decoded fields of a record of more
 // than four). (Not under the race detector, whose sync.Pool drops items.)
-// CompatibleFingerprints fingerprint settings (Spec.CompatibleFingerprints) cost a replay nothing.
+// Spec.CompatibleFingerprints costs a replay nothing.
 func TestReplayAllocs(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		fields int // stored header fields besides Content-Type and Location
 		want   float64
-		prev   []idem.FingerprintSpec
+		compat []idem.FingerprintSpec
 	}{
 		{"few", 0, 1, nil},
 		{"many", 4, 3, nil},
-		{"previous", 0, 1, []idem.FingerprintSpec{{Volatile: []string{"/customer"}}, {FingerprintHeaders: []string{"X-Tenant"}}}},
+		{"compatible", 0, 1, []idem.FingerprintSpec{{Volatile: []string{"/customer"}}, {FingerprintHeaders: []string{"X-Tenant"}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := memstore.New(memstore.Options{SweepInterval: -1})
@@ -40,7 +40,7 @@ func TestReplayAllocs(t *testing.T) {
 			}
 			eng := idem.New(s, idem.Options{})
 			p := idem.MustCompile(idem.Spec{Operation: "createOrder", Semantics: idem.Strict,
-				Response: idem.ResponseSpec{Headers: allow}, CompatibleFingerprints: tc.prev})
+				Response: idem.ResponseSpec{Headers: allow}, CompatibleFingerprints: tc.compat})
 			h := eng.Handler(p, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				for _, name := range allow[1:] {
 					w.Header().Set(name, "value of "+name)

@@ -106,6 +106,11 @@ func TestSameKeyAndBodyEveryAttempt(t *testing.T) {
 	assert.Equal(t, CodeKeyInUse, at[3].Code)
 }
 
+// inUseAttempts is how many attempts an IDEMPOTENCY_KEY_IN_USE answer
+// gets in TestStatusDecisions: waited out beyond MaxAttempts, 100ms (the
+// backoff) at a time, until the InUseWait of 1s: the first and ten more.
+const inUseAttempts = 11
+
 func TestStatusDecisions(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -116,10 +121,10 @@ func TestStatusDecisions(t *testing.T) {
 		{"400 never, even listed", RetryOn{Statuses: []int{400}}, problemReply(400, "IDEMPOTENCY_KEY_INVALID", nil), 1},
 		{"422 never, even listed", RetryOn{Statuses: []int{422}}, problemReply(422, CodeKeyReused, nil), 1},
 		{"409 reused never, even listed", RetryOn{Statuses: []int{409}}, problemReply(409, CodeKeyReused, nil), 1},
-		{"409 in use always", RetryOn{Statuses: []int{503}}, problemReply(409, CodeKeyInUse, nil), 11},
-		{"423 in use always (another in-flight status)", RetryOn{Statuses: []int{503}}, problemReply(423, CodeKeyInUse, nil), 11},
-		{"503 in use always, even unlisted", RetryOn{Statuses: []int{502}}, problemReply(503, CodeKeyInUse, nil), 11},
-		{"429 in use as application/json", RetryOn{Statuses: []int{503}}, reply{status: 429, header: map[string]string{"Content-Type": "application/json"}, body: `{"code":"IDEMPOTENCY_KEY_IN_USE"}`}, 11},
+		{"409 in use always", RetryOn{Statuses: []int{503}}, problemReply(409, CodeKeyInUse, nil), inUseAttempts},
+		{"423 in use always (another in-flight status)", RetryOn{Statuses: []int{503}}, problemReply(423, CodeKeyInUse, nil), inUseAttempts},
+		{"503 in use always, even unlisted", RetryOn{Statuses: []int{502}}, problemReply(503, CodeKeyInUse, nil), inUseAttempts},
+		{"429 in use as application/json", RetryOn{Statuses: []int{503}}, reply{status: 429, header: map[string]string{"Content-Type": "application/json"}, body: `{"code":"IDEMPOTENCY_KEY_IN_USE"}`}, inUseAttempts},
 		{"400 in use never", RetryOn{}, problemReply(400, CodeKeyInUse, nil), 1},
 		{"422 in use never", RetryOn{}, problemReply(422, CodeKeyInUse, nil), 1},
 		{"503 reused never, even listed", RetryOn{Statuses: []int{503}}, problemReply(503, CodeKeyReused, nil), 1},
@@ -149,7 +154,7 @@ func TestStatusDecisions(t *testing.T) {
 			d := NewDoer(http.DefaultClient, p, WithClock(newFakeClock()))
 			ctx, call := Start(context.Background())
 			resp, err := d.Do(post(t, ctx, srv.URL, payload))
-			if tc.attempts == 11 { // in use: waited out beyond MaxAttempts, 100ms at a time, until InUseWait
+			if tc.attempts == inUseAttempts {
 				require.ErrorIs(t, err, ErrInUseWaitExhausted)
 				require.Nil(t, resp)
 				var pe *ProblemError

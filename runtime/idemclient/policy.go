@@ -338,7 +338,12 @@ func (p Policy) WithDefaults() Policy {
 	}
 	p.Backoff = p.Backoff.withDefaults()
 	if p.InUseWait == 0 {
-		p.InUseWait = DefaultLease + max(DefaultInFlightRetryAfter, p.Backoff.Max)
+		// The lease plus the longest wait between two attempts, as the
+		// generator's ir.Policy.InUseWait computes it, saturated.
+		p.InUseWait = time.Duration(math.MaxInt64)
+		if margin := max(DefaultInFlightRetryAfter, p.Backoff.Max); margin <= math.MaxInt64-DefaultLease {
+			p.InUseWait = DefaultLease + margin
+		}
 	}
 	if p.On.IsZero() {
 		p.On = RetryOn{Connection: true, Statuses: slices.Clone(DefaultStatuses)}

@@ -178,3 +178,16 @@ func TestRetryOnNeverRetries(t *testing.T) {
 	assert.True(t, on.Status(503))
 	assert.False(t, on.Status(500))
 }
+
+// A zero InUseWait is derived from Backoff.Max and saturates: a Backoff.Max
+// near the largest Duration must not overflow into a negative InUseWait,
+// which Validate would refuse although the caller never set it.
+func TestInUseWaitDefaultSaturates(t *testing.T) {
+	p := Policy{Backoff: Backoff{Max: time.Duration(math.MaxInt64)}}.WithDefaults()
+	if p.InUseWait != time.Duration(math.MaxInt64) {
+		t.Fatalf("InUseWait = %v, want the largest Duration", p.InUseWait)
+	}
+	if err := p.Validate(); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+}

@@ -97,19 +97,13 @@ func funcs(t *template.Template) template.FuncMap {
 		"num":         func(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) },
 		"bytes":       formatBytes,
 		"ticks":       ticks,
-		"pointers": func(ps []ir.Pointer) []string {
-			out := make([]string, len(ps))
-			for i, p := range ps {
-				out[i] = p.Pointer
-			}
-			return out
-		},
-		"previous": previous,
-		"span":     func(r ir.Retry) time.Duration { return r.LongestSpan() },
-		"retryOn":  retryOn,
-		"title":    Title,
-		"anchor":   Anchor,
-		"cell":     cell,
+		"pointers":    ir.Pointers,
+		"compatible":  compatible,
+		"span":        func(r ir.Retry) time.Duration { return r.LongestSpan() },
+		"retryOn":     retryOn,
+		"title":       Title,
+		"anchor":      Anchor,
+		"cell":        cell,
 		// include renders a named template to a string (for table cells).
 		"include": func(name string, data any) (string, error) {
 			var b strings.Builder
@@ -268,26 +262,19 @@ func cell(s string) string {
 	return strings.ReplaceAll(s, "|", `\|`)
 }
 
-// previous describes the fingerprint settings of other releases
+// compatible describes the fingerprint settings of other releases
 // (compatible-fingerprints), each entry's lists in
 // full, the entries joined by "or".
-func previous(list []ir.FingerprintSettings) string {
+func compatible(list []ir.FingerprintSettings) string {
 	or := func(l []string) string {
 		if len(l) == 0 {
 			return "none"
 		}
 		return ticks(l)
 	}
-	ptrs := func(ps []ir.Pointer) []string {
-		out := make([]string, len(ps))
-		for i, p := range ps {
-			out[i] = p.Pointer
-		}
-		return out
-	}
 	parts := make([]string, len(list))
 	for i, e := range list {
-		parts[i] = "volatile " + or(ptrs(e.Volatile)) + ", unordered " + or(ptrs(e.Unordered)) + ", headers " + or(e.FingerprintHeaders)
+		parts[i] = "volatile " + or(ir.Pointers(e.Volatile)) + ", unordered " + or(ir.Pointers(e.Unordered)) + ", headers " + or(e.FingerprintHeaders)
 	}
 	return strings.Join(parts, "; or ")
 }

@@ -18,7 +18,7 @@ var goldenCases = []gentest.GoldenCase{
 	{Name: "strictapi", Spec: "testdata/server/coupons/openapi.yaml", Server: gentest.StrictStdHTTP},
 	{Name: "plainapi", Spec: "testdata/server/coupons/openapi.yaml", Server: gentest.StdHTTP, Params: map[string]string{"server.strict": "false"}},
 	{Name: "routesapi", Spec: "testdata/server/routes/openapi.yaml", Server: gentest.StdHTTP, Params: map[string]string{"server.strict": "false"}},
-	{Name: "prevfpapi", Spec: "testdata/server/compatible-fingerprints/openapi.yaml", Server: gentest.StrictStdHTTP},
+	{Name: "compatfpapi", Spec: "testdata/server/compatible-fingerprints/openapi.yaml", Server: gentest.StrictStdHTTP},
 	{Name: "petstore", Spec: "testdata/specs/petstore-expanded.yaml", Overlays: []string{"testdata/overlays/petstore.overlay.yaml"}, Server: gentest.StrictStdHTTP},
 }
 

@@ -423,21 +423,10 @@ func runtimeSpec(op *ir.Operation) idem.Spec {
 	if !slices.Contains(p.Scope, "principal") {
 		s.Scope = idem.ScopeShared // scope: [] (keys shared by all callers)
 	}
-	for _, v := range p.Volatile {
-		s.Volatile = append(s.Volatile, v.Pointer)
-	}
-	for _, v := range p.Unordered {
-		s.Unordered = append(s.Unordered, v.Pointer)
-	}
+	s.Volatile, s.Unordered = ir.Pointers(p.Volatile), ir.Pointers(p.Unordered)
 	for _, e := range p.CompatibleFingerprints {
-		f := idem.FingerprintSpec{FingerprintHeaders: e.FingerprintHeaders}
-		for _, v := range e.Volatile {
-			f.Volatile = append(f.Volatile, v.Pointer)
-		}
-		for _, v := range e.Unordered {
-			f.Unordered = append(f.Unordered, v.Pointer)
-		}
-		s.CompatibleFingerprints = append(s.CompatibleFingerprints, f)
+		s.CompatibleFingerprints = append(s.CompatibleFingerprints, idem.FingerprintSpec{
+			Volatile: ir.Pointers(e.Volatile), Unordered: ir.Pointers(e.Unordered), FingerprintHeaders: e.FingerprintHeaders})
 	}
 	k := op.Key
 	s.Key = idem.KeySpec{Name: k.Name, MaxLength: k.MaxLength, Required: idem.Optional}

@@ -56,11 +56,11 @@ var (
 )
 
 // spec is the operation under fs, with the settings it had before.
-func spec(sem idem.Semantics, fs idem.FingerprintSpec, prev ...idem.FingerprintSpec) idem.Spec {
+func spec(sem idem.Semantics, fs idem.FingerprintSpec, compat ...idem.FingerprintSpec) idem.Spec {
 	return idem.Spec{
 		Operation: "createPayment", Method: "POST", Path: "/payments", Semantics: sem,
 		Volatile: fs.Volatile, Unordered: fs.Unordered, FingerprintHeaders: fs.FingerprintHeaders,
-		CompatibleFingerprints: prev,
+		CompatibleFingerprints: compat,
 	}
 }
 
@@ -179,7 +179,7 @@ func testReplay(t *testing.T, s idem.Store) {
 }
 
 // A rollback: a v2 record is replayed by an instance back at v1 that lists
-// v2 as its previous setting.
+// v2 as its compatible setting.
 func testRollback(t *testing.T, s idem.Store) {
 	cur := newInstance(t, s, "v2", spec(idem.Strict, v2, v1), idem.Options{}, nil)
 	back := newInstance(t, s, "v1-again", spec(idem.Strict, v1, v2), idem.Options{}, nil)
@@ -221,8 +221,8 @@ func testBothDirections(t *testing.T, s idem.Store) {
 // identical retry, as one that lists none does.
 func testNoMatch(t *testing.T, s idem.Store) {
 	old := newInstance(t, s, "v1", spec(idem.Strict, v1), idem.Options{}, nil)
-	none := newInstance(t, s, "v2-without-previous", spec(idem.Strict, v2), idem.Options{}, nil)
-	other := newInstance(t, s, "v2-other-previous", spec(idem.Strict, v2, idem.FingerprintSpec{}, idem.FingerprintSpec{Volatile: []string{"/b"}}), idem.Options{}, nil)
+	none := newInstance(t, s, "v2-without-compatible", spec(idem.Strict, v2), idem.Options{}, nil)
+	other := newInstance(t, s, "v2-other-compatible", spec(idem.Strict, v2, idem.FingerprintSpec{}, idem.FingerprintSpec{Volatile: []string{"/b"}}), idem.Options{}, nil)
 	old.executed(old.send("k1", body), 1)
 	none.refused(none.send("k1", body), http.StatusUnprocessableEntity, idem.CodeKeyReused)
 	other.refused(other.send("k1", body), http.StatusUnprocessableEntity, idem.CodeKeyReused)
@@ -232,7 +232,7 @@ func testNoMatch(t *testing.T, s idem.Store) {
 }
 
 // FingerprintHeaders changed (X-Tenant to X-Region): the request's
-// fingerprint under the previous setting reads a header the current one
+// fingerprint under the compatible setting reads a header the current one
 // does not list.
 func testHeaders(t *testing.T, s idem.Store) {
 	h1 := idem.FingerprintSpec{Volatile: []string{"/a"}, FingerprintHeaders: []string{"X-Tenant"}}
@@ -345,7 +345,7 @@ func testReclaim(t *testing.T, s idem.Store) {
 }
 
 // Under loose semantics any duplicate is replayed; one that matches a
-// previous setting is no mismatch (EventLooseMismatch), one that matches
+// compatible setting is no mismatch (EventLooseMismatch), one that matches
 // none is.
 func testLoose(t *testing.T, s idem.Store) {
 	old := newInstance(t, s, "v1", spec(idem.Loose, v1), idem.Options{}, nil)

@@ -2,7 +2,7 @@
 // Source: ../../../testdata/server/compatible-fingerprints/openapi.yaml
 // idemgen version: (test)
 
-package prevfpapi
+package compatfpapi
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"time"
 )
 
-// Idempotency enforces the x-idempotency contracts of "Previous fingerprints 1.0.0" on the servers
+// Idempotency enforces the x-idempotency contracts of "Compatible fingerprints 1.0.0" on the servers
 // oapi-codegen generated in this package. A retried request with the same idempotency key runs its
 // operation once; every retry gets the first response (with Idempotent-Replayed: true) or an RFC 9457
 // problem.

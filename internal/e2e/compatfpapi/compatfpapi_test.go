@@ -1,4 +1,4 @@
-package prevfpapi_test
+package compatfpapi_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemgen/idemgen/internal/e2e/prevfpapi"
+	"github.com/idemgen/idemgen/internal/e2e/compatfpapi"
 	"github.com/idemgen/idemgen/runtime/idem"
 )
 
@@ -18,7 +18,7 @@ import (
 // full (a list it leaves out is the current one), in the contract's
 // order; an operation without them has none.
 func TestPreviousInSpec(t *testing.T) {
-	x := prevfpapi.NewIdempotency(nil, idem.Options{Principal: idem.Anonymous})
+	x := compatfpapi.NewIdempotency(nil, idem.Options{Principal: idem.Anonymous})
 	defer x.Close()
 	p := x.Policy("createTransfer")
 	require.NotNil(t, p)
@@ -35,26 +35,26 @@ func TestPreviousInSpec(t *testing.T) {
 
 type service struct{ runs int }
 
-func (s *service) CreateTransfer(context.Context, prevfpapi.CreateTransferRequestObject) (prevfpapi.CreateTransferResponseObject, error) {
+func (s *service) CreateTransfer(context.Context, compatfpapi.CreateTransferRequestObject) (compatfpapi.CreateTransferResponseObject, error) {
 	s.runs++
 	id := "t1"
-	return prevfpapi.CreateTransfer201JSONResponse{Id: &id}, nil
+	return compatfpapi.CreateTransfer201JSONResponse{Id: &id}, nil
 }
 
-func (s *service) CreateRefund(context.Context, prevfpapi.CreateRefundRequestObject) (prevfpapi.CreateRefundResponseObject, error) {
+func (s *service) CreateRefund(context.Context, compatfpapi.CreateRefundRequestObject) (compatfpapi.CreateRefundResponseObject, error) {
 	s.runs++
 	id := "r1"
-	return prevfpapi.CreateRefund201JSONResponse{Id: &id}, nil
+	return compatfpapi.CreateRefund201JSONResponse{Id: &id}, nil
 }
 
-// The wrapper with previous fingerprints serves as any other: a retry
+// The wrapper with compatible fingerprints serves as any other: a retry
 // with the same key and body is replayed (the runtime's use of CompatibleFingerprints,
 // for a record of another fingerprint, is tested with the runtime).
 func TestServes(t *testing.T) {
-	x := prevfpapi.NewIdempotency(nil, idem.Options{Principal: idem.Anonymous})
+	x := compatfpapi.NewIdempotency(nil, idem.Options{Principal: idem.Anonymous})
 	defer x.Close()
 	svc := &service{}
-	h := x.StrictHandler(svc, nil, prevfpapi.StrictHTTPServerOptions{}, prevfpapi.StdHTTPServerOptions{})
+	h := x.StrictHandler(svc, nil, compatfpapi.StrictHTTPServerOptions{}, compatfpapi.StdHTTPServerOptions{})
 	send := func(body string) *httptest.ResponseRecorder {
 		r := httptest.NewRequest(http.MethodPost, "/transfers", strings.NewReader(body))
 		r.Header.Set("Content-Type", "application/json")
