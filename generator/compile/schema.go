@@ -177,20 +177,12 @@ func leadingZeroIndex(root *openapi3.Schema, toks []string) (parent, tok string,
 			}
 			for _, br := range branches(m.schema) {
 				if isArray(br) {
-					return "/" + strings.Join(escapeToks(toks[:i]), "/"), t, true
+					return "/" + strings.Join(load.EscapeAll(toks[:i]), "/"), t, true
 				}
 			}
 		}
 	}
 	return "", "", false
-}
-
-func escapeToks(toks []string) []string {
-	out := make([]string, len(toks))
-	for i, t := range toks {
-		out[i] = load.Escape(t)
-	}
-	return out
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -904,5 +904,14 @@ var (
 // Escape escapes a JSON pointer token (RFC 6901): ~ as ~0, / as ~1.
 func Escape(tok string) string { return escaper.Replace(tok) }
 
+// EscapeAll returns toks, each escaped as Escape does.
+func EscapeAll(toks []string) []string {
+	out := make([]string, len(toks))
+	for i, t := range toks {
+		out[i] = Escape(t)
+	}
+	return out
+}
+
 // Unescape is the token Escape escaped (~1 is /, ~0 is ~).
 func Unescape(tok string) string { return unescaper.Replace(tok) }

@@ -528,15 +528,7 @@ func (c *comparison) fieldAndParent(path []string) (n, parent load.Node) {
 // (the operation's does not set it).
 func (c *comparison) atRoot(path ...string) bool {
 	n, _ := c.fieldAndParent(path)
-	return n.Node != nil && c.d.Lookup(opPointer(c.op)+"/x-idempotency/"+strings.Join(escaped(path), "/")).Node == nil
-}
-
-func escaped(path []string) []string {
-	out := make([]string, len(path))
-	for i, k := range path {
-		out[i] = load.Escape(k)
-	}
-	return out
+	return n.Node != nil && c.d.Lookup(opPointer(c.op)+"/x-idempotency/"+strings.Join(load.EscapeAll(path), "/")).Node == nil
 }
 
 // fieldPos is where the field at path is written (see field), else the

@@ -238,8 +238,12 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 			break // attempt 1 was the Begin
 		}
 	}
+	count := slog.Int("attempts", attempt)
+	if f.kind == finishUnanswered {
+		count = slog.Int("releases", attempt-1) // attempt 1 was the Begin
+	}
 	attrs := []slog.Attr{slog.String("operation", f.operation), slog.String("key", f.key),
-		slog.Int("attempts", attempt), slog.Duration("after", time.Since(begun).Round(time.Millisecond))}
+		count, slog.Duration("after", time.Since(begun).Round(time.Millisecond))}
 	release := f.kind != finishAnswer
 	switch {
 	case err == nil && f.kind == finishUnanswered:

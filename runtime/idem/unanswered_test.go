@@ -1,6 +1,7 @@
 package idem_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -159,7 +160,8 @@ func TestUnansweredReleaseAttemptsBounded(t *testing.T) {
 	t.Cleanup(func() { _ = ms.Close() })
 	hs := &outageBeginStore{Store: claimsAnyway{ms}}
 	hs.failFinish.Store(true)
-	f := newFixtureStore(t, ms, hs, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true})
+	var logged syncBuffer
+	f := newFixtureStore(t, ms, hs, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
 	idem.SetLateBackoff(f.eng, time.Millisecond, time.Millisecond)
 	spec := strictSpec()
 	spec.InFlight.Lease = 2 * time.Second
@@ -169,6 +171,26 @@ func TestUnansweredReleaseAttemptsBounded(t *testing.T) {
 	defer cancel()
 	require.NoError(t, f.eng.Drain(ctx))
 	assert.Equal(t, int64(idem.ClaimReleaseAttempts), hs.finishes.Load())
+	// The give-up log counts the releases tried, not the Begin before them.
+	assert.Contains(t, logged.String(), fmt.Sprintf("releases=%d", idem.ClaimReleaseAttempts))
+}
+
+// syncBuffer is a bytes.Buffer safe for the engine's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 // claimsLate is a store whose Begin outlives its context (the engine's
