@@ -147,10 +147,16 @@ type state struct {
 	hdrReused   bool
 	hdrState    []byte
 	hdrStateLen int
-	err         jsonError
-	version     byte // the format of the fingerprint being computed
-	d           hash.Hash
-	sum         [sha256.Size]byte
+	// blk0 holds the first 64-byte block of the last stream that
+	// hashObject hashed whole and, if blk0Saved, blk0State the digest's
+	// state (encoding.BinaryAppender) after it (resumeBlock).
+	blk0      [sha256.BlockSize]byte
+	blk0State []byte
+	blk0Saved bool
+	err       jsonError
+	version   byte // the format of the fingerprint being computed
+	d         hash.Hash
+	sum       [sha256.Size]byte
 }
 
 var statePool = sync.Pool{New: func() any { return &state{d: sha256.New()} }}

@@ -48,3 +48,61 @@ func TestFlatRoomNotAFailure(t *testing.T) {
 		}
 	}
 }
+
+// TestFlatRunsMatchCold: arrays of objects alike, taken by flatShapes in
+// one run, with an element it does not take at every position (another
+// name, a member less or more, a value for the general path, white space,
+// another order), far from the end of the input or near it (where it reads
+// a padded copy), have the canonical text of a state with no shape cached
+// (no flat path), and that of the state's second sight of the body (the
+// shapes cached by the first).
+func TestFlatRunsMatchCold(t *testing.T) {
+	item := func(k int) string { return fmt.Sprintf(`{"sku":"s%d","qty":%d,"price":%d.5}`, k, k, k) }
+	odd := []string{
+		`{"sku":"x","qty":1,"prices":2}`,
+		`{"sku":"x","qty":1}`,
+		`{"sku":"x","qty":1,"price":2,"z":3}`,
+		`{"sku":"x","qty":1.50,"price":2}`,
+		`{"sku":"x","qty":{"a":1},"price":2}`,
+		`{"sku":"x", "qty":1,"price":2}`,
+		`{"qty":1,"sku":"x","price":2}`,
+		`{"sku":"\u0041","qty":1,"price":2}`,
+		`[1]`,
+	}
+	for _, n := range []int{1, 2, 3, 6} {
+		for at := -1; at < n; at++ {
+			for _, o := range odd {
+				for _, pad := range []int{0, 300} {
+					var b strings.Builder
+					b.WriteString(`{"a":[`)
+					for k := range n {
+						if k > 0 {
+							b.WriteByte(',')
+						}
+						if k == at {
+							b.WriteString(o)
+						} else {
+							b.WriteString(item(k))
+						}
+					}
+					b.WriteString(`],"z":"` + strings.Repeat("z", pad) + `"}`)
+					body := []byte(b.String())
+					cold := statePool.New().(*state)
+					if !cold.canonJSON(body, nil) {
+						t.Fatalf("%s: %v", body, cold.err)
+					}
+					want := string(cold.out)
+					s := statePool.New().(*state)
+					for round := range 2 {
+						if !s.canonJSON(body, nil) {
+							t.Fatalf("%s: round %d: %v", body, round, s.err)
+						}
+						if got := string(s.out); got != want {
+							t.Fatalf("%s: round %d: canonical text\n%s\nwant\n%s", body, round, got, want)
+						}
+					}
+				}
+			}
+		}
+	}
+}

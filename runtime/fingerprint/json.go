@@ -399,22 +399,6 @@ value:
 			// reach MaxDepth.)
 			if j, wend := s.flatElement(in, i, buf, w, f, depth); j > 0 {
 				i, w = j, wend
-				if f.node == nil {
-					// The elements that follow, while each is such an
-					// object right after its comma: what the array's
-					// loop would do for each, without its round trip.
-					sh := &s.shapes[f.hint]
-					for i+2 < n && in[i] == ',' && in[i+1] == '{' {
-						buf[w] = ','
-						j, wend := s.flatShape(in, i+2, buf, w+1, sh)
-						if j == 0 {
-							break
-						}
-						f.idx++
-						f.cur = w + 1
-						i, w = j, wend
-					}
-				}
 				goto after
 			}
 		}
@@ -1007,9 +991,15 @@ func (s *state) flatElement(in []byte, i int, buf []byte, w int, f *frame, depth
 	if hint < 0 {
 		return 0, 0
 	}
-	j, o := s.flatShape(in, i, buf, w, &s.shapes[hint])
-	if j > 0 {
+	// Where no pointer reaches the array, the elements that follow, while
+	// each is such an object right after its comma, are taken in the same
+	// loop: what the array's loop would do for each, without its round
+	// trip.
+	j, o, took, last := s.flatShapes(in, i, buf, w, &s.shapes[hint], f.node == nil)
+	if took > 0 {
 		f.hint = hint // as closing the element would
+		f.idx += took - 1
+		f.cur = last
 	}
 	return j, o
 }
@@ -1017,51 +1007,97 @@ func (s *state) flatElement(in []byte, i int, buf []byte, w int, f *frame, depth
 // flatShape is flatObject for the object of shape sh whose members start
 // at in[i] (after its '{').
 func (s *state) flatShape(in []byte, i int, buf []byte, w int, sh *shape) (int, int) {
-	if sh.n == 0 || sh.noFlat {
-		return 0, 0
-	}
-	// Near the end of the input, where fastMembers's wide loads do not
-	// fit, it reads a copy of the rest padded with NUL bytes: every test
-	// it makes fails at a NUL (not white space, a separator, a digit,
-	// part of a name's text, nor a byte a plain string holds), so it
-	// takes the same members from the copy as it would from a longer
-	// input, and none that reaches past the end.
-	src, off := in, 0
-	if rest := len(in) - i; rest < tailMax {
-		src, off = s.tail[:rest+tailPad], i
-		copy(src, in[i:])
-		clear(src[rest:])
-	}
-	// fastMembers stops when s.mem is full, and a failure for want of
-	// room would mark the shape noFlat (for as long as it stays cached, in
-	// this pooled state): room for the shape's members first.
-	if cap(s.mem)-len(s.mem) < sh.n {
-		s.growMem()
-	}
-	base := len(s.mem)
-	j, l, _, status := fastMembers(src, i-off, sh.names[:sh.n], 0, s.mem)
-	j += off
-	ms := s.mem[base:l]
-	if status != fastClosed || (len(ms) != sh.n && len(sh.perm) > 0) {
-		if j+64 < len(in) {
-			sh.noFlat = true // not for want of input past the value
-		}
-		return 0, 0
-	}
-	// The members go in the cached order (a prefix of sorted names is
-	// sorted); their texts are in the input (or its copy).
-	o := w
-	buf[o] = '{'
-	o++
-	if len(ms) == sh.n && len(sh.perm) > 0 {
-		o = putPermuted(buf, o, src, src, 0, ms, sh.perm)
-	} else {
-		for k := range ms {
-			o = putMember(buf, o, src, src, 0, &ms[k])
-		}
-	}
-	buf[o-1] = '}'
+	j, o, _, _ := s.flatShapes(in, i, buf, w, sh, false)
 	return j, o
+}
+
+// flatShapes is flatShape and, with run, also for the objects of shape sh
+// that follow that one in an array, each right after the comma of the one
+// before (",{"), as long as it takes them: written at buf[w:] with their
+// commas. It returns, besides the index after the last object it took and
+// the end of their texts, how many it took and where the text of the last
+// starts in buf. (One call for the elements of an array of objects alike,
+// which would otherwise cost two calls of a dozen arguments or more each
+// for a few members.)
+func (s *state) flatShapes(in []byte, i int, buf []byte, w int, sh *shape, run bool) (int, int, int, int) {
+	if sh.n == 0 || sh.noFlat {
+		return 0, 0, 0, 0
+	}
+	names, perm := sh.names[:sh.n], sh.perm
+	took, last := 0, w
+	for {
+		// Near the end of the input, where fastMembers's wide loads do
+		// not fit, it reads a copy of the rest padded with NUL bytes:
+		// every test it makes fails at a NUL (not white space, a
+		// separator, a digit, part of a name's text, nor a byte a plain
+		// string holds), so it takes the same members from the copy as
+		// it would from a longer input, and none that reaches past the
+		// end.
+		src, off := in, 0
+		if rest := len(in) - i; rest < tailMax {
+			src, off = s.tail[:rest+tailPad], i
+			copy(src, in[i:])
+			clear(src[rest:])
+		}
+		// fastMembers stops when s.mem is full, and a failure for want
+		// of room would mark the shape noFlat (for as long as it stays
+		// cached, in this pooled state): room for the shape's members
+		// first.
+		if cap(s.mem)-len(s.mem) < sh.n {
+			s.growMem()
+		}
+		base := len(s.mem)
+		j, l, _, status := fastMembers(src, i-off, names, 0, s.mem)
+		j += off
+		ms := s.mem[base:l]
+		if status != fastClosed || (len(ms) != len(names) && len(perm) > 0) {
+			if j+64 < len(in) {
+				sh.noFlat = true // not for want of input past the value
+			}
+			if took == 0 {
+				return 0, 0, 0, 0
+			}
+			return i - 2, w - 1, took, last // before the comma
+		}
+		// The members go in the cached order (a prefix of sorted names
+		// is sorted); their texts are in the input (or its copy).
+		last = w
+		buf[w] = '{'
+		w++
+		if len(ms) == len(names) && len(perm) > 0 {
+			// putPermuted's loop, here without its call: fastMembers's
+			// members have their names verbatim (kesc false) and their
+			// values in the input (vbuf false).
+			for _, p := range perm {
+				m := &ms[p]
+				a, b := m.ks, m.ve
+				if l := b - a; m.vs == m.ke+1 && l <= 32 && a+32 <= len(src) && w+33 <= len(buf) {
+					// "name":value and its comma in two 16-byte moves.
+					d := buf[w : w+33]
+					t := src[a : a+32]
+					*(*[16]byte)(d) = *(*[16]byte)(t)
+					*(*[16]byte)(d[16:]) = *(*[16]byte)(t[16:])
+					d[l] = ','
+					w += l + 1
+					continue
+				}
+				w = putMember(buf, w, src, src, 0, m)
+			}
+		} else {
+			for k := range ms {
+				w = putMember(buf, w, src, src, 0, &ms[k])
+			}
+		}
+		buf[w-1] = '}'
+		i = j
+		took++
+		if !run || i+2 >= len(in) || in[i] != ',' || in[i+1] != '{' {
+			return i, w, took, last
+		}
+		buf[w] = ','
+		i += 2
+		w++
+	}
 }
 
 // flatShape copies the last tailMax-1 bytes of the input or fewer, with

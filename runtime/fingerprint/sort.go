@@ -3,6 +3,7 @@ package fingerprint
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding"
 	"encoding/binary"
 	"slices"
 )
@@ -418,6 +419,8 @@ func (s *state) hashObject(ms []member, perm []int32, in, buf []byte) {
 	st[len(st)-1] = '}'
 	if s.flushed || s.hdrReused && s.hdrLen >= sha256.BlockSize {
 		s.flush(st) // for a header reused, without its first blocks
+	} else if len(st) >= 2*sha256.BlockSize && s.resumeBlock(st) {
+		s.d.Write(st[sha256.BlockSize:])
 	} else {
 		// The whole stream is in the stage: one call, without the
 		// digest's state (finish takes s.sum).
@@ -426,6 +429,38 @@ func (s *state) hashObject(ms []member, perm []int32, in, buf []byte) {
 	}
 	s.stage = st
 	s.hashed = true
+}
+
+// resumeBlock sets s.d to its state after the first 64-byte block of the
+// stream st and reports whether it did (if not, s.d is unspecified and the
+// caller hashes st whole). The state is saved from the second stream in a
+// row that starts with the block and restored for the streams that follow:
+// the streams of one operation's requests mostly start with the same block
+// (the header, up to the path and beyond). A stream whose first block is
+// not the last stream's costs the copy of the block.
+func (s *state) resumeBlock(st []byte) bool {
+	blk := st[:sha256.BlockSize]
+	if string(blk) != string(s.blk0[:]) {
+		copy(s.blk0[:], blk)
+		s.blk0Saved = false
+		return false
+	}
+	if s.blk0Saved {
+		u, ok := s.d.(encoding.BinaryUnmarshaler)
+		return ok && u.UnmarshalBinary(s.blk0State) == nil
+	}
+	a, ok := s.d.(encoding.BinaryAppender)
+	if !ok {
+		return false
+	}
+	s.d.Reset()
+	s.d.Write(blk)
+	st0, err := a.AppendBinary(s.blk0State[:0])
+	if err != nil {
+		return false
+	}
+	s.blk0State, s.blk0Saved = st0, true
+	return true
 }
 
 // flush writes p to the hash; if hashObject has not written to it yet, p
