@@ -782,15 +782,7 @@ func (c *Call) claim() {
 		}
 		res, cut, err := c.beginBounded(ctx)
 		if err != nil {
-			if cut || c.requestEnded() != nil {
-				// The Begin may have claimed the key all the same (a
-				// client that cancels asynchronously: pgx; one that
-				// closes the connection at the deadline, which the
-				// server may not notice before it commits): free it.
-				// The token is this Begin's own, and no handler runs
-				// under it after the error.
-				c.releaseUnanswered(err)
-			}
+			c.releaseUnanswered(err, cut || c.requestEnded() != nil)
 			if waiting && c.requestEnded() != nil {
 				// The wait ended with the request, as when ctx.Done
 				// wins the select below: the record was in flight.
