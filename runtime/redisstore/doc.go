@@ -81,6 +81,15 @@
 // the lease again (TestLostReply loses the replies through a TCP proxy).
 // Tokens are fresh per claim, so no other call matches.
 //
+// A Begin that fails marks its error idem.ErrNothingDone when go-redis
+// certainly did not run the script: it never wrote the command on a
+// connection (no connection could be had; the store sees whether go-redis
+// marshalled the key argument, which it does only to write it), or the
+// only write was answered with an error reply (the begin script writes
+// once, as its last step). Any other failed Begin (a written command whose
+// reply was lost, even when the retries' dials then failed) may have
+// claimed the key, and the engine releases that claim (TestBeginNothingDone).
+//
 // # Watch
 //
 // Finish, and a Begin that replaces an existing record, publish on the

@@ -28,6 +28,11 @@ type lossyProxy struct {
 	ln      net.Listener
 	dropped atomic.Int32 // replies swallowed
 	hold    atomic.Int64 // how long a lost reply's connection stays open, silent, before it is closed (ns)
+	// refuse closes every connection the proxy accepts at once (the
+	// client's reconnects fail), and refuseOnLoss sets it when a reply is
+	// lost, before that reply's connection is closed; closeOnLoss closes
+	// the proxy's listener then instead (the client's dials are refused).
+	refuse, refuseOnLoss, closeOnLoss atomic.Bool
 
 	mu    sync.Mutex
 	evals int32          // EVALSHA commands forwarded
@@ -78,6 +83,10 @@ func newLossyProxy(t *testing.T, upstream string) *lossyProxy {
 			if err != nil {
 				return
 			}
+			if p.refuse.Load() {
+				_ = c.Close()
+				continue
+			}
 			u, err := net.Dial("tcp", upstream)
 			if err != nil {
 				_ = c.Close()
@@ -123,6 +132,12 @@ func (p *lossyProxy) serve(c, u net.Conn) {
 		if n > 0 {
 			if lose.Load() {
 				p.dropped.Add(1)
+				if p.refuseOnLoss.Load() {
+					p.refuse.Store(true)
+				}
+				if p.closeOnLoss.Load() {
+					_ = p.ln.Close()
+				}
 				time.Sleep(time.Duration(p.hold.Load()))
 				_ = u.Close()
 				return
@@ -300,4 +315,38 @@ func TestLostReplyLate(t *testing.T) {
 	assert.Equal(t, int32(1), p.dropped.Load(), "replies lost")
 	assert.Equal(t, http.StatusConflict, dup.Code, "the duplicate, while the first runs: %s", dup.Body)
 	assert.Equal(t, int32(1), runs.Load(), "handler runs")
+}
+
+// TestLostBeginReplyReleased: a Begin whose reply was lost with its
+// connection, and whose retries could not reconnect, claimed the key on
+// Redis; the engine answers 503 (nothing ran) and releases that claim in
+// the background, so the client's retry runs (before: 409
+// IDEMPOTENCY_KEY_IN_USE for the whole lease).
+func TestLostBeginReplyReleased(t *testing.T) {
+	s, p := lossyStore(t)
+	eng := idem.New(s, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true})
+	pol := idem.MustCompile(idem.Spec{Operation: "op", Method: "POST", Path: "/x", Semantics: idem.Strict,
+		InFlight: idem.InFlightSpec{Lease: time.Hour}})
+	var runs atomic.Int32
+	h := eng.Handler(pol, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		w.WriteHeader(http.StatusCreated)
+	}))
+	do := func() *httptest.ResponseRecorder {
+		req := httptest.NewRequest("POST", "/x", nil)
+		req.Header.Set("Idempotency-Key", "0193a8f0-0000-7000-8000-0000000000cc")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	p.refuseOnLoss.Store(true)
+	p.loseReplies(1)
+	first := do()
+	require.Equal(t, http.StatusServiceUnavailable, first.Code, "%s", first.Body)
+	require.Equal(t, int32(1), p.dropped.Load())
+	p.refuse.Store(false) // Redis is reachable again
+	require.NoError(t, eng.Drain(ctxTimeout(t, 20*time.Second)))
+	retry := do()
+	assert.Equal(t, http.StatusCreated, retry.Code, "the claim was released: %s", retry.Body)
+	assert.Equal(t, int32(1), runs.Load())
 }
