@@ -1397,8 +1397,10 @@ func (c *Call) stopHeartbeat() {
 // When the client goes away mid-response, its writes go on to the record
 // only and succeed, up to Response.MaxBytes (see docs/runtime.md).
 // For a call that is not Execute it returns w, and for one that runs
-// unprotected w too, or, with an Observer, a pass-through wrapper of w
-// (Flush, Hijack, Unwrap) that notes the status for EventExecuted.
+// unprotected w too, or, with an Observer or for a request that carries a
+// key, a pass-through wrapper of w (Flush, Hijack, Unwrap) that notes the
+// status (for EventExecuted, and End's answer to a panic), made by the
+// first call.
 //
 // The first call (per Call) notes which representation headers
 // (Content-Type, Content-Encoding) w carries: they are taken for a
@@ -1412,10 +1414,12 @@ func (c *Call) Writer(w http.ResponseWriter) http.ResponseWriter {
 		return w
 	}
 	if !c.protected {
-		if c.e.obs == nil {
+		if c.e.obs == nil && c.key == "" {
 			return w
 		}
-		c.h.sw = statusWriter{ResponseWriter: w}
+		if c.h.sw.ResponseWriter == nil {
+			c.h.sw = statusWriter{ResponseWriter: w, outerCE: headerValue(w.Header(), "Content-Encoding") != ""}
+		}
 		return &c.h.sw
 	}
 	if c.h.rec.active {
@@ -1878,6 +1882,13 @@ func (c *Call) release() {
 // buffer). A recover middleware in front of the engine does not see that
 // panic.
 //
+// An unprotected run of a request that carries a key (FailOpen's, while
+// the store fails) is answered the same way (there is no key to free; the
+// answer's detail says it ran unprotected), as the Transport's resends
+// would each run the handler, unprotected, again; an unprotected run of a
+// request without a key (an optional key left out) is passed through,
+// its panic untouched.
+//
 // A panic after the status was sent goes on unwinding as it is. Called
 // from a deferred function instead of deferred itself, End cannot see the
 // panic: it frees the key and lets it unwind. Under GODEBUG=panicnil=1,
@@ -1921,9 +1932,8 @@ func (c *Call) end(v any) (raise bool) {
 				raise = false
 				c.keepPanic(v, err)
 			}
-		} else if c.e.obs != nil {
-			c.e.obs.Observe(c.ctx, Event{Kind: EventExecuted, Operation: c.p.spec.Operation, Principal: c.principal,
-				Key: c.key, Duration: c.e.now().Sub(c.start)})
+		} else {
+			raise = c.endUnprotected(v)
 		}
 	}
 	if c.txCancel != nil {
@@ -1943,6 +1953,40 @@ func (c *Call) end(v any) (raise bool) {
 	return raise
 }
 
+// endUnprotected is end for an unprotected run (v: its handler's panic,
+// nil: none); it reports whether End must panic again with v. A panic
+// before anything of the response was sent, in a request that carries a
+// key (a FailOpen run while the store fails), is answered as a protected
+// run's is (see End): without that answer, Go's http.Transport would send
+// the keyed request again on every idle connection it holds, each running
+// the handler, unprotected, once more. A request without a key (an
+// optional key left out) is not: the engine only passes it through, and
+// its panic goes on as it is.
+func (c *Call) endUnprotected(v any) (raise bool) {
+	raise = v != nil
+	op := c.p.spec.Operation
+	ev := Event{Kind: EventExecuted, Operation: op, Principal: c.principal, Key: c.key}
+	if sw := &c.h.sw; raise && c.key != "" && sw.unsent() {
+		ev.Status, ev.Code = http.StatusInternalServerError, CodeHandlerPanicked
+		if c.writePanic(sw.ResponseWriter, !sw.outerCE, detailPanicUnprotected) {
+			c.e.log.LogAttrs(c.ctx, slog.LevelWarn, "idem: handler of an unprotected run (the store failed: FailOpen) panicked before its response was sent: 500 "+CodeHandlerPanicked+" sent, the panic goes on",
+				slog.String("operation", op), slog.String("key", c.key))
+		} else {
+			raise = false
+			c.logKeptPanic(v, "idem: handler of an unprotected run (the store failed: FailOpen) panicked before its response was sent: 500 "+CodeHandlerPanicked+" sent")
+			ev.Err = handlerPanic{v}
+		}
+	}
+	if c.e.obs != nil {
+		ev.Duration = c.e.now().Sub(c.start)
+		c.e.obs.Observe(c.ctx, ev)
+	}
+	return raise
+}
+
+// detailPanicUnprotected is the detail of endUnprotected's answer.
+const detailPanicUnprotected = "the handler failed (it panicked) before it answered; it ran without idempotency protection (the idempotency record store was unavailable), so nothing was recorded: a retry with the same idempotency key runs it again"
+
 // answerPanic answers the client of a protected run whose handler
 // panicked before anything of its response was sent (recorder.unsent): a
 // complete 500 CodeHandlerPanicked, flushed, as the connection is about to
@@ -1956,9 +2000,17 @@ func (c *Call) end(v any) (raise bool) {
 // Content-Disposition, Location). It reports whether the flush succeeded.
 func (c *Call) answerPanic() (flushed bool) {
 	r := &c.h.rec
-	w := r.w
+	h := r.w.Header()
+	dropCE := !r.buffered && h.Get("Content-Encoding") != "" && r.outerSet(h)&contentEncodingBit == 0
+	return c.writePanic(r.w, dropCE, "the handler failed (it panicked) before it answered; nothing was recorded: a retry with the same idempotency key runs it again")
+}
+
+// writePanic writes answerPanic's answer, with detail, to w (dropCE: drop
+// its Content-Encoding) and flushes it; it reports whether the flush
+// succeeded.
+func (c *Call) writePanic(w http.ResponseWriter, dropCE bool, detail string) (flushed bool) {
 	h := w.Header()
-	if !r.buffered && h.Get("Content-Encoding") != "" && r.outerSet(h)&contentEncodingBit == 0 {
+	if dropCE {
 		h.Del("Content-Encoding")
 	}
 	for _, k := range panicDropped {
@@ -1969,8 +2021,7 @@ func (c *Call) answerPanic() (flushed bool) {
 			delete(h, k)
 		}
 	}
-	p := problem{status: http.StatusInternalServerError, code: CodeHandlerPanicked,
-		detail: "the handler failed (it panicked) before it answered; nothing was recorded: a retry with the same idempotency key runs it again"}
+	p := problem{status: http.StatusInternalServerError, code: CodeHandlerPanicked, detail: detail}
 	body := c.e.appendProblem(nil, &p, "")
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	h.Set("Content-Type", "application/problem+json")
@@ -1996,8 +2047,7 @@ func (c *Call) keepPanic(v any, err error) {
 		c.e.log.LogAttrs(c.ctx, slog.LevelWarn, "idem: handler aborted (http.ErrAbortHandler) before its response was sent: key released for a retry, 500 "+CodeHandlerPanicked+" sent; the ResponseWriter cannot flush, so the panic ends here",
 			slog.String("operation", op), slog.String("key", c.key))
 	} else {
-		c.e.log.LogAttrs(c.ctx, slog.LevelError, "idem: handler panicked before its response was sent: key released for a retry, 500 "+CodeHandlerPanicked+" sent; the ResponseWriter cannot flush it, so the panic ends here (a panic going on would lose the answer)",
-			slog.String("operation", op), slog.String("key", c.key), slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
+		c.logKeptPanic(v, "idem: handler panicked before its response was sent: key released for a retry, 500 "+CodeHandlerPanicked+" sent")
 	}
 	if err != nil {
 		c.reportFinish(StateFailed, 0, "", err, bodyKept)
@@ -2005,6 +2055,22 @@ func (c *Call) keepPanic(v any, err error) {
 	}
 	c.e.observe(c.ctx, Event{Kind: EventExecuted, Operation: op, Principal: c.principal, Key: c.key,
 		Protected: true, State: StateFailed, Prior: c.prior, Err: handlerPanic{v}, Duration: c.e.now().Sub(c.start)})
+}
+
+// logKeptPanic logs, after what (msg), a panic v whose answer could not be
+// flushed and that End keeps (see End): at Error with its value and the
+// stack it unwound from (End's deferred call runs on top of it), but an
+// http.ErrAbortHandler, whose handler meant to abort quietly (net/http
+// does not log it), at Warn without them.
+func (c *Call) logKeptPanic(v any, msg string) {
+	op := c.p.spec.Operation
+	if v == http.ErrAbortHandler {
+		c.e.log.LogAttrs(c.ctx, slog.LevelWarn, msg+" (the handler aborted: http.ErrAbortHandler); the ResponseWriter cannot flush, so the panic ends here",
+			slog.String("operation", op), slog.String("key", c.key))
+		return
+	}
+	c.e.log.LogAttrs(c.ctx, slog.LevelError, msg+"; the ResponseWriter cannot flush it, so the panic ends here (a panic going on would lose the answer)",
+		slog.String("operation", op), slog.String("key", c.key), slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
 }
 
 // handlerPanic is the Err of the EventExecuted of a run whose panic the

@@ -240,7 +240,15 @@ func (f ObserverFunc) Observe(ctx context.Context, e Event) { f(ctx, e) }
 // there is an Observer: w itself, noting the status for EventExecuted.
 type statusWriter struct {
 	http.ResponseWriter
-	status int
+	status   int
+	hijacked bool // the handler took the connection over
+	outerCE  bool // w had a Content-Encoding when the handler was handed it (a middleware's in front)
+}
+
+// unsent reports whether nothing of the response was sent yet: the
+// handler was handed the writer, sent no status, and did not hijack.
+func (s *statusWriter) unsent() bool {
+	return s.ResponseWriter != nil && s.status == 0 && !s.hijacked
 }
 
 // sent is the status the handler sent: net/http's implicit 200 when it
@@ -294,7 +302,11 @@ func (s *statusWriter) Flush() { _ = http.NewResponseController(s.ResponseWriter
 
 // Hijack hijacks w's connection (http.Hijacker) when w supports it.
 func (s *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	return http.NewResponseController(s.ResponseWriter).Hijack()
+	c, rw, err := http.NewResponseController(s.ResponseWriter).Hijack()
+	if err == nil {
+		s.hijacked = true
+	}
+	return c, rw, err
 }
 
 // Unwrap returns w (http.ResponseController).

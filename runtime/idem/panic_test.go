@@ -2,6 +2,7 @@ package idem_test
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"log"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/memstore"
 )
 
 // panicShapes are the ways a handler runs under the engine: Engine.Handler,
@@ -168,7 +170,9 @@ func warm(t *testing.T, c *http.Client, url string, n int) {
 func postKey(c *http.Client, url, key string) (*http.Response, []byte, error) {
 	req, _ := http.NewRequest(http.MethodPost, url+"/orders", strings.NewReader(`{"item":1}`))
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", key)
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
 	resp, err := c.Do(req)
 	if err != nil {
 		return nil, nil, err
@@ -431,4 +435,115 @@ func TestPanicKeptErrorUnwraps(t *testing.T) {
 	ev, ok := f.obs.find(idem.EventExecuted)
 	require.True(t, ok)
 	assert.ErrorIs(t, ev.Err, io.ErrUnexpectedEOF)
+}
+
+// A handler that panics before writing anything in an unprotected run of
+// a request that carries a key (FailOpen, the store failing at Begin) is
+// answered as a protected run's is, with a detail that says it ran
+// unprotected: before, net/http dropped the connection and Go's Transport
+// sent the keyed request again on every warm idle connection (21 runs
+// with 20 idle connections), each run unprotected too. The panic goes on.
+func TestPanicAnsweredUnprotected(t *testing.T) {
+	for _, name := range []string{"Handler", "HTTPMiddleware", "strict", "strict visit"} {
+		t.Run(name, func(t *testing.T) {
+			ms := memstore.New(memstore.Options{SweepInterval: -1})
+			t.Cleanup(func() { _ = ms.Close() })
+			down := &markedStore{Store: ms, err: idem.NothingDone(errors.New("dial tcp 127.0.0.1:6379: connect: connection refused"))}
+			f := newFixtureStore(t, ms, down, idem.Options{FailOpen: true})
+			var boom atomic.Bool
+			boom.Store(true)
+			ps := newPanicServer(t, panicShapes(f.eng, mustCompile(t, strictSpec()), &f.calls, &boom)[name], false)
+			c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 100}}
+			t.Cleanup(c.CloseIdleConnections)
+			warm(t, c, ps.URL, 20)
+			resp, body, err := postKey(c, ps.URL, "k")
+			assert.Equal(t, int32(1), f.calls.Load(), "the handler ran once: the Transport did not send the request again")
+			require.NoError(t, err, "the client gets an answer")
+			requirePanicProblem(t, resp, body)
+			assert.Contains(t, string(body), "without idempotency protection")
+			assert.Empty(t, resp.Header.Values("Location"), "it describes the response the handler meant to send")
+			assert.Equal(t, []any{"kaboom"}, ps.waitPanics(t, 1), "the panic went on, with its value")
+			ev, ok := f.obs.find(idem.EventExecuted)
+			require.True(t, ok, "events: %v", f.obs.kinds())
+			assert.False(t, ev.Protected)
+			assert.Equal(t, http.StatusInternalServerError, ev.Status)
+			assert.Equal(t, idem.CodeHandlerPanicked, ev.Code)
+		})
+	}
+}
+
+// Unprotected behind a ResponseWriter that cannot flush (see
+// TestPanicAnsweredWithoutFlush): the engine keeps the panic, logs it,
+// and returns, so that the 500 is sent.
+func TestPanicAnsweredUnprotectedWithoutFlush(t *testing.T) {
+	ms := memstore.New(memstore.Options{SweepInterval: -1})
+	t.Cleanup(func() { _ = ms.Close() })
+	down := &markedStore{Store: ms, err: idem.NothingDone(errors.New("dial tcp 127.0.0.1:6379: connect: connection refused"))}
+	logs := &syncBuf{}
+	f := newFixtureStore(t, ms, down, idem.Options{FailOpen: true, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	h := f.eng.Handler(mustCompile(t, strictSpec()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.calls.Add(1)
+		panickingOperation()
+	}))
+	ps := newPanicServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(&noFlushWriter{ResponseWriter: w}, r) }), false)
+	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 100}}
+	t.Cleanup(c.CloseIdleConnections)
+	warm(t, c, ps.URL, 20)
+	resp, body, err := postKey(c, ps.URL, "k")
+	require.NoError(t, err, "the client gets an answer")
+	requirePanicProblem(t, resp, body)
+	assert.Equal(t, int32(1), f.calls.Load())
+	assert.Empty(t, ps.endedPanics(t, 1), "the run ended without a panic: it ended in the engine")
+	assert.Contains(t, logs.String(), "level=ERROR")
+	assert.Contains(t, logs.String(), "panic=kaboom")
+	assert.Contains(t, logs.String(), "panickingOperation", "the stack it unwound from")
+	ev, ok := f.obs.find(idem.EventExecuted)
+	require.True(t, ok, "events: %v", f.obs.kinds())
+	assert.ErrorContains(t, ev.Err, "kaboom")
+}
+
+// A request without a key (an optional key left out) runs unprotected and
+// the engine only passes it through: its panic goes on untouched (net/http
+// drops the connection), and the Transport does not send a POST without
+// a key again.
+func TestPanicKeylessNotAnswered(t *testing.T) {
+	f := newFixture(t, idem.Options{Principal: idem.Anonymous})
+	spec := strictSpec()
+	spec.Key.Required = idem.Optional
+	h := f.eng.Handler(mustCompile(t, spec), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.calls.Add(1)
+		panic("kaboom")
+	}))
+	ps := newPanicServer(t, h, false)
+	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 100}}
+	t.Cleanup(c.CloseIdleConnections)
+	warm(t, c, ps.URL, 5)
+	resp, _, err := postKey(c, ps.URL, "")
+	require.Error(t, err, "no answer: %v", resp)
+	assert.Equal(t, []any{"kaboom"}, ps.waitPanics(t, 1))
+	assert.Equal(t, int32(1), f.calls.Load())
+}
+
+// An unprotected run whose handler sent its status before it panicked is
+// not answered: the panic goes on, and nothing more is written.
+func TestPanicAfterStatusUnprotected(t *testing.T) {
+	ms := memstore.New(memstore.Options{SweepInterval: -1})
+	t.Cleanup(func() { _ = ms.Close() })
+	down := &markedStore{Store: ms, err: idem.NothingDone(errors.New("dial tcp 127.0.0.1:6379: connect: connection refused"))}
+	f := newFixtureStore(t, ms, down, idem.Options{FailOpen: true})
+	h := f.eng.Handler(mustCompile(t, strictSpec()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = io.WriteString(w, "part")
+		panic("kaboom")
+	}))
+	w := httptest.NewRecorder()
+	func() {
+		defer func() { assert.Equal(t, "kaboom", recover()) }()
+		hr := httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader(`{}`))
+		hr.Header.Set("Content-Type", "application/json")
+		hr.Header.Set("Idempotency-Key", "k")
+		h.ServeHTTP(w, hr)
+	}()
+	assert.Equal(t, http.StatusAccepted, w.Code)
+	assert.Equal(t, "part", w.Body.String())
 }
