@@ -1023,7 +1023,13 @@ func headerValue(h http.Header, name string) string {
 func (c *Call) beginBounded(ctx context.Context) (res BeginResult, cut bool, err error) {
 	ss := c.ss
 	if ss.bctx.parent == nil {
-		ss.bctx.init(ctx, c.e.timeout)
+		if c.e.hbs != nil {
+			// claim read the clock just before (hbGrant): the timeout
+			// starts there.
+			ss.bctx.initAt(ctx, c.e.timeout, max(c.hbGrant, 1))
+		} else {
+			ss.bctx.init(ctx, c.e.timeout)
+		}
 		res, err = c.e.store.Begin(&ss.bctx, &ss.breq)
 		if err != nil {
 			cut = ss.bctx.Err() != nil

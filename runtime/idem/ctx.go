@@ -33,13 +33,16 @@ import (
 // The timeout counts from the store's first look at the context (its first
 // Err, Deadline or Done, which a store makes as it starts), read on the
 // monotonic clock: a request reads no clock for a store call the store does
-// not time.
+// not time. A caller that read the clock just before the call (the claim's
+// Begin, under a heartbeat: hbGrant) starts it there instead (initAt), which
+// spares the store's first look a reading.
 type boundedCtx struct {
 	parent  context.Context
 	timeout time.Duration
 
 	mu          sync.Mutex
-	start       time.Duration // since epoch, when the store first consulted the context; 0: not yet
+	start       time.Duration // since epoch, when the timeout started (see initAt); 0: not yet
+	consulted   bool          // the store consulted the context (Err, Deadline, Done)
 	err         error         // why it ended; nil while it runs
 	parentEnded bool          // err is the parent's
 	done        chan struct{} // made by Done (closedChan when it ended before); closed when it ends
@@ -69,9 +72,20 @@ func (b *boundedCtx) init(parent context.Context, d time.Duration) {
 	b.timeout = d
 }
 
-// started returns when the store first consulted the context, noting now
-// if it had not yet (b.mu held).
+// initAt is init with the timeout started at start (since epoch, > 0), a
+// reading the caller made just before the store call: the store's first
+// look reads no clock.
+func (b *boundedCtx) initAt(parent context.Context, d, start time.Duration) {
+	b.parent = parent
+	b.timeout = d
+	b.start = start
+}
+
+// started returns when the timeout started, noting now if it had not yet
+// (the store's first look), and notes that the store consulted the context
+// (b.mu held).
 func (b *boundedCtx) started() time.Duration {
+	b.consulted = true
 	if b.start == 0 {
 		b.start = max(time.Since(epoch), 1)
 	}
@@ -233,7 +247,7 @@ func (b *boundedCtx) Err() error {
 		b.mu.Unlock()
 		return err
 	}
-	first := b.start == 0
+	first := !b.consulted // no deadline passed at the store's first look
 	start := b.started()
 	var fs []afterFunc
 	err := b.parent.Err()

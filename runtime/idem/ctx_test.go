@@ -55,6 +55,27 @@ func TestBoundedCtx(t *testing.T) {
 		assert.True(t, closed(b.Done()), "Done agrees with Err")
 		assert.Equal(t, context.DeadlineExceeded, context.Cause(b))
 	})
+	t.Run("StartedAt", func(t *testing.T) {
+		// initAt: the timeout counts from the caller's reading, not from
+		// the store's first look, which reads no clock and finds no
+		// deadline passed.
+		start := time.Since(epoch) - 30*time.Millisecond
+		b := &boundedCtx{}
+		b.initAt(context.Background(), 20*time.Millisecond, start)
+		assert.NoError(t, b.Err(), "the store's first look")
+		d, ok := b.Deadline()
+		require.True(t, ok)
+		assert.Equal(t, epoch.Add(start+20*time.Millisecond), d)
+		assert.ErrorIs(t, b.Err(), context.DeadlineExceeded, "a later look, past the deadline")
+
+		b = &boundedCtx{}
+		b.initAt(context.Background(), time.Minute, time.Since(epoch))
+		defer b.release()
+		assert.NoError(t, b.Err())
+		assert.NoError(t, b.Err())
+		d, _ = b.Deadline()
+		assert.WithinDuration(t, time.Now().Add(time.Minute), d, time.Second)
+	})
 	t.Run("DoneAtDeadline", func(t *testing.T) {
 		b := newBounded(context.Background(), 20*time.Millisecond)
 		defer b.release()

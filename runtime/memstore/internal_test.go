@@ -1,12 +1,18 @@
 package memstore
 
 import (
+	"context"
+	"errors"
 	"hash/maphash"
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 	"unsafe"
+
+	"github.com/idemgen/idemgen/runtime/idem"
 )
 
 // TestSlotSize: a record's slot is what every record costs beside its key
@@ -230,4 +236,58 @@ func TestPrefetchBounds(t *testing.T) {
 	// A free slot is the next one taken.
 	sh.remove(3)
 	sh.prefetchClaim(len(key))
+}
+
+// TestPrefetchEvict: the prefetches of a claim into a full shard
+// (prefetchEvict, from ReadLocal's miss) stay within what exists, whichever
+// record the claim then drops: a reclaimable FAILED one, a finished one, one
+// whose key has a chunk of its own, none (only PENDING records); and the
+// claims that follow make room as before.
+func TestPrefetchEvict(t *testing.T) {
+	ctx := context.Background()
+	s := New(Options{Shards: 1, MaxEntries: 3, SweepInterval: -1, MinRetention: time.Nanosecond})
+	defer s.Close()
+	claim := func(key string) error {
+		s.ReadLocal(key, nil) // a miss: prefetchClaim, and prefetchEvict when full
+		_, err := s.Begin(ctx, &idem.BeginRequest{Key: key, Token: 1, Lease: time.Minute, TTL: time.Hour})
+		return err
+	}
+	big := strings.Repeat("k", bigValue+1) // a key in a chunk of its own
+	for _, k := range []string{"a", "b", "c"} {
+		if err := claim(k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Full of PENDING records: no record to drop.
+	if err := claim("d"); !errors.Is(err, ErrFull) {
+		t.Fatalf("claim into a shard of PENDING records: %v, want ErrFull", err)
+	}
+	mustFinish := func(key string, state idem.State, resp []byte) {
+		if err := s.Finish(ctx, key, 1, state, resp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustFinish("a", idem.StateCompleted, []byte("response"))
+	mustFinish("b", idem.StateFailed, nil) // reclaimable: dropped first
+	time.Sleep(time.Millisecond)           // older than MinRetention
+	for _, k := range []string{big, "e", "f", "g"} {
+		if err := claim(k); err != nil {
+			t.Fatalf("claim %.8q: %v", k, err)
+		}
+		mustFinish(k, idem.StateCompleted, []byte("response of "+k[:1]))
+		time.Sleep(time.Millisecond)
+	}
+	st := s.Stats()
+	if st.Entries != 3 || st.EvictedFailed != 1 || st.Evicted != 3 {
+		t.Fatalf("stats %+v, want 3 entries, 1 reclaimable FAILED and 3 finished records evicted", st)
+	}
+	// c stays PENDING; a, big and e went, oldest first.
+	for _, k := range []string{"f", "g"} {
+		if rec, ok := s.ReadLocal(k, nil); !ok || string(rec.Response) != "response of "+k {
+			t.Fatalf("%s: %v %q", k, ok, rec.Response)
+		}
+	}
+	if rec, ok := s.ReadLocal("c", nil); !ok || rec.State != idem.StatePending {
+		t.Fatalf("c: %v %v, want PENDING", ok, rec.State)
+	}
 }

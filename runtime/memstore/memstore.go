@@ -943,6 +943,43 @@ func (sh *shard) prefetchClaim(n int) {
 	if d := sh.qhi - sh.qbase; int(d/entriesPerExpiryPage) < len(sh.queue) {
 		prefetch(unsafe.Pointer(sh.qe(sh.qhi)))
 	}
+	if sh.count >= sh.maxEntries || sh.bytes+int64(n)+EntryOverhead > sh.maxBytes {
+		sh.prefetchEvict()
+	}
+}
+
+// prefetchEvict prefetches, for a claim that will make room (makeRoom),
+// what dropping the record freeOne most likely takes reads and writes
+// besides its slot: its key (unindex hashes it again), its expiry queue
+// entry and the next record on its list (unlist). The oldest records are
+// the coldest in memory. The record is the oldest reclaimable FAILED one,
+// else the oldest finished one (an expired record, which freeOne takes
+// first, is not looked for: that needs the clock).
+func (sh *shard) prefetchEvict() {
+	v := sh.fhead
+	if v == none {
+		v = sh.head
+	}
+	if v == none {
+		return
+	}
+	e := sh.at(v)
+	if c := e.keyChunk; c != none && int(c) < len(sh.chunks) && e.keyLen > 0 {
+		if b := sh.chunks[c]; uint64(e.keyOff)+uint64(e.keyLen) <= uint64(len(b)) {
+			prefetch(unsafe.Pointer(&b[e.keyOff]))
+			prefetch(unsafe.Pointer(&b[e.keyOff+e.keyLen-1]))
+		}
+	}
+	if e.queued {
+		if d := uint32(e.expiryPos) - sh.qbase; int(d/entriesPerExpiryPage) < len(sh.queue) {
+			prefetch(unsafe.Pointer(sh.qe(uint32(e.expiryPos))))
+		}
+	}
+	if e.next != none {
+		p := unsafe.Pointer(sh.at(e.next))
+		prefetch(p)
+		prefetch(unsafe.Add(p, unsafe.Sizeof(slot{})-1))
+	}
 }
 
 // prefetchAppend prefetches the lines of the current chunk that an append
