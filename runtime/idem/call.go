@@ -130,6 +130,12 @@ type Call struct {
 	// failed, not fenced, and is not (EventFinishAbandoned).
 	finishRetrying  bool
 	finishAbandoned bool
+	// held: a claim that FailOpen's unprotected run leaves in place while
+	// it runs, released when it ends (releaseHeld); heldErr and heldCut
+	// are the failed Begin's (heldUnanswered).
+	held    heldClaim
+	heldErr error
+	heldCut bool
 	// claimBy: after a ReadFirst Get that decided nothing, the deadline of
 	// the first Begin (the Get's): the store calls up to the claim share one
 	// StoreTimeout. Zero otherwise.
@@ -782,14 +788,23 @@ func (c *Call) claim() {
 		}
 		res, cut, err := c.beginBounded(ctx)
 		if err != nil {
-			c.releaseUnanswered(err, cut || c.requestEnded() != nil)
+			cut = cut || c.requestEnded() != nil
 			if waiting && c.requestEnded() != nil {
 				// The wait ended with the request, as when ctx.Done
 				// wins the select below: the record was in flight.
+				c.releaseUnanswered(err, cut)
 				c.inFlight(c.waited(deadline))
 				return
 			}
 			c.storeFailed(err)
+			if c.decision == Execute {
+				// FailOpen runs the handler unprotected: a claim the Begin
+				// made all the same keeps the client's retry out while it
+				// runs, so it is released once the run ends.
+				c.held, c.heldErr, c.heldCut = heldUnanswered, err, cut
+				return
+			}
+			c.releaseUnanswered(err, cut)
 			return
 		}
 		if res.Acquired {
@@ -1268,9 +1283,16 @@ func (c *Call) acquired(prior State) {
 				rollback()
 			}
 			cancel(nil)
-			c.release()
 			c.protected = false
 			c.storeFailed(err)
+			if c.decision == Execute {
+				// FailOpen runs the handler unprotected: the claim keeps
+				// the client's retry out while it runs, and is released
+				// once the run ends.
+				c.held = heldAcquired
+				return
+			}
+			c.release()
 			return
 		}
 		c.ctx, c.commit, c.rollback, c.txCancel = txctx, commit, rollback, cancel
@@ -1621,6 +1643,7 @@ func (c *Call) Finish() error {
 			e.obs.Observe(c.ctx, Event{Kind: EventExecuted, Operation: p.spec.Operation, Principal: c.principal,
 				Key: c.key, Status: c.h.sw.sent(), Duration: e.now().Sub(c.start)})
 		}
+		c.releaseHeld()
 		return nil
 	}
 	rec := &c.h.rec
@@ -1987,7 +2010,39 @@ func (c *Call) endUnprotected(v any) (raise bool) {
 		ev.Duration = c.e.now().Sub(c.start)
 		c.e.obs.Observe(c.ctx, ev)
 	}
+	c.releaseHeld()
 	return raise
+}
+
+// heldClaim is a claim FailOpen's unprotected run leaves in place while it
+// runs (Call.held).
+type heldClaim uint8
+
+const (
+	heldNone heldClaim = iota
+	// heldUnanswered: the claim a failed Begin may have made all the same
+	// (releaseUnanswered).
+	heldUnanswered
+	// heldAcquired: the claim of a Begin that acquired the key, whose
+	// BeginTx then failed (release).
+	heldAcquired
+)
+
+// releaseHeld releases, once FailOpen's unprotected run has ended (Finish,
+// or End), the claim the store failure that led to it left in place (held).
+// Released at once, that claim (a Begin's whose reply was lost after the
+// server claimed; one cut by StoreTimeout that landed; one whose BeginTx
+// failed) would no longer keep the client's retry, sent while the run goes
+// on, from claiming the key and running the handler a second time,
+// concurrently.
+func (c *Call) releaseHeld() {
+	switch c.held {
+	case heldUnanswered:
+		c.releaseUnanswered(c.heldErr, c.heldCut)
+	case heldAcquired:
+		c.release()
+	}
+	c.held, c.heldErr = heldNone, nil
 }
 
 // detailPanicUnprotected is the detail of endUnprotected's answer.

@@ -189,8 +189,9 @@ func (c *Call) finishLater(kind finishKind, state State, resp []byte, status int
 // (finishLostReply) one of a store that is not in-process whose reply may have
 // been lost after the server claimed (memstore's Begin claims nothing
 // when it fails). The token is that Begin's own and no handler runs under
-// it, so a fenced answer frees nothing else. How it is tried and bounded:
-// finishUnanswered, MaxClaimReleases, MaxLostReplyReleases,
+// it, so a fenced answer frees nothing else. Under FailOpen, claim leaves
+// it to the end of the unprotected run (releaseHeld). How it is tried and
+// bounded: finishUnanswered, MaxClaimReleases, MaxLostReplyReleases,
 // ClaimReleaseAttempts.
 func (c *Call) releaseUnanswered(err error, cut bool) {
 	if (!cut && c.e.local != nil) || errors.Is(err, ErrNothingDone) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -179,4 +180,106 @@ func TestLostReplyReleasesBounded(t *testing.T) {
 	assert.Equal(t, 2, strings.Count(logged.String(), dropped))
 	assert.Contains(t, logged.String(), "not_tried=3 not_tried_total=4")
 	close(gate)
+}
+
+// claimThenHang is a store whose Begin makes the claim and then does not
+// answer until its context ends (the engine's StoreTimeout): a reply that
+// came too late.
+type claimThenHang struct{ idem.Store }
+
+func (s claimThenHang) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginResult, error) {
+	if _, err := s.Store.Begin(ctx, req); err != nil {
+		return idem.BeginResult{}, err
+	}
+	<-ctx.Done()
+	return idem.BeginResult{}, ctx.Err()
+}
+
+// Under FailOpen, a store failure that may leave the key claimed (a Begin
+// whose reply was lost after the server claimed, one cut by StoreTimeout
+// after it landed, one that acquired the key before BeginTx failed) leads
+// to an unprotected run: that claim stays in place while the run goes on,
+// so the client's retry (it timed out, and reaches an instance whose store
+// answers) is IDEMPOTENCY_KEY_IN_USE instead of a second, concurrent run;
+// the claim is released once the run ends (it returned, or panicked), and
+// the next retry runs. Before, the claim was released while the handler
+// ran (the Begins' ~100ms later, BeginTx's before it started): the retry
+// claimed the key and the handler ran twice at once.
+func TestFailOpenClaimHeldWhileRunning(t *testing.T) {
+	stores := map[string]func(ms *memstore.Store) (idem.Store, idem.Options){
+		"lost reply": func(ms *memstore.Store) (idem.Store, idem.Options) { return lostReply{ms}, idem.Options{} },
+		"cut by StoreTimeout": func(ms *memstore.Store) (idem.Store, idem.Options) {
+			return claimThenHang{ms}, idem.Options{StoreTimeout: 20 * time.Millisecond}
+		},
+		"BeginTx failed": func(ms *memstore.Store) (idem.Store, idem.Options) {
+			return &txFlaky{fakeTx: &fakeTx{Store: ms}, beginTxErr: errors.New("pool exhausted")}, idem.Options{Transactional: true}
+		},
+	}
+	for name, mk := range stores {
+		for _, panics := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, panics=%v", name, panics), func(t *testing.T) {
+				ms := memstore.New(memstore.Options{SweepInterval: -1})
+				t.Cleanup(func() { _ = ms.Close() })
+				s, opts := mk(ms)
+				opts.Principal, opts.DisableHeartbeat, opts.FailOpen = idem.Anonymous, true, true
+				f := newFixtureStore(t, ms, s, opts)
+				idem.SetLateBackoff(f.eng, time.Millisecond, time.Millisecond)
+				var runs, running, most atomic.Int32
+				started, gate := make(chan struct{}), make(chan struct{})
+				handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					n := running.Add(1)
+					defer running.Add(-1)
+					for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+					}
+					if runs.Add(1) == 1 {
+						close(started)
+						<-gate
+						if panics {
+							panic("kaboom")
+						}
+					}
+					w.WriteHeader(http.StatusCreated)
+				})
+				spec := strictSpec()
+				spec.InFlight.Lease = time.Hour
+				h := f.eng.Handler(mustCompile(t, spec), handler)
+				first := make(chan int, 1)
+				go func() {
+					w := httptest.NewRecorder()
+					defer func() {
+						if v := recover(); v != nil {
+							assert.Equal(t, "kaboom", v)
+						}
+						first <- w.Code
+					}()
+					hr := httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader(`{"item":1}`))
+					hr.Header.Set("Content-Type", "application/json")
+					hr.Header.Set("Idempotency-Key", "k")
+					h.ServeHTTP(w, hr)
+				}()
+				<-started
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				require.NoError(t, f.eng.Drain(ctx), "no release under way while the run goes on")
+
+				// The client's retry reaches an instance whose store answers.
+				f2 := newFixtureStore(t, ms, ms, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true})
+				h2 := f2.eng.Handler(mustCompile(t, spec), handler)
+				requireProblem(t, send(h2, req{key: "k", body: `{"item":1}`}), http.StatusConflict, idem.CodeKeyInUse)
+				assert.Equal(t, int32(1), runs.Load(), "the retry did not run while the unprotected run goes on")
+
+				close(gate)
+				want := http.StatusCreated
+				if panics {
+					want = http.StatusInternalServerError
+				}
+				assert.Equal(t, want, <-first)
+				require.NoError(t, f.eng.Drain(ctx), "the release is done in the background")
+				w := send(h2, req{key: "k", body: `{"item":1}`})
+				require.Equal(t, http.StatusCreated, w.Code, "released once the run ended: %s", w.Body)
+				assert.Equal(t, int32(2), runs.Load())
+				assert.Equal(t, int32(1), most.Load(), "never two runs at once")
+			})
+		}
+	}
 }
