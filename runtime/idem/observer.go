@@ -3,6 +3,7 @@ package idem
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -296,9 +297,23 @@ func (s *statusWriter) ReadFrom(r io.Reader) (int64, error) {
 // writerOnly hides a writer's ReadFrom from io.Copy.
 type writerOnly struct{ io.Writer }
 
-// Flush passes through (http.Flusher), as do Hijack and, for
-// http.ResponseController, Unwrap.
-func (s *statusWriter) Flush() { _ = http.NewResponseController(s.ResponseWriter).Flush() }
+// Flush passes through (http.Flusher; FlushError for
+// http.ResponseController), as do Hijack and, for http.ResponseController,
+// Unwrap.
+func (s *statusWriter) Flush() { _ = s.FlushError() }
+
+// FlushError flushes w, and returns its error (http.ErrNotSupported when
+// it cannot flush). A flush before any write sends net/http's implicit 200
+// (a server-sent events stream does so): it is noted as sent, so that End
+// does not answer a later panic into that response; unless w cannot flush
+// (nothing was sent).
+func (s *statusWriter) FlushError() error {
+	err := http.NewResponseController(s.ResponseWriter).Flush()
+	if s.status == 0 && !errors.Is(err, http.ErrNotSupported) {
+		s.status = http.StatusOK
+	}
+	return err
+}
 
 // Hijack hijacks w's connection (http.Hijacker) when w supports it.
 func (s *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {

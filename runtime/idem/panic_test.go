@@ -547,3 +547,64 @@ func TestPanicAfterStatusUnprotected(t *testing.T) {
 	assert.Equal(t, http.StatusAccepted, w.Code)
 	assert.Equal(t, "part", w.Body.String())
 }
+
+// An unprotected run whose handler flushed before it wrote anything (a
+// server-sent events stream: net/http sent its implicit 200) and then
+// panicked is not answered: the engine's 500 would be written into that
+// 200 stream (before: it was, as the flush did not count as a status
+// sent). Behind a ResponseWriter that cannot flush, nothing was sent, and
+// the panic is answered.
+func TestPanicAfterFlushUnprotected(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		flush    func(w http.ResponseWriter)
+		noFlush  bool // a ResponseWriter that cannot flush in front of the engine
+		answered bool
+	}{
+		{"ResponseController", func(w http.ResponseWriter) { _ = http.NewResponseController(w).Flush() }, false, false},
+		{"Flusher", func(w http.ResponseWriter) { w.(http.Flusher).Flush() }, false, false},
+		{"cannot flush", func(w http.ResponseWriter) {
+			assert.ErrorIs(t, http.NewResponseController(w).Flush(), http.ErrNotSupported)
+		}, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ms := memstore.New(memstore.Options{SweepInterval: -1})
+			t.Cleanup(func() { _ = ms.Close() })
+			down := &markedStore{Store: ms, err: idem.NothingDone(errors.New("dial tcp 127.0.0.1:6379: connect: connection refused"))}
+			f := newFixtureStore(t, ms, down, idem.Options{FailOpen: true})
+			h := f.eng.Handler(mustCompile(t, strictSpec()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				f.calls.Add(1)
+				w.Header().Set("Content-Type", "text/event-stream")
+				tc.flush(w)
+				panic("kaboom")
+			}))
+			front := h
+			if tc.noFlush {
+				front = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(&noFlushWriter{ResponseWriter: w}, r) })
+			}
+			ps := newPanicServer(t, front, false)
+			c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 100}}
+			t.Cleanup(c.CloseIdleConnections)
+			warm(t, c, ps.URL, 5)
+			req, _ := http.NewRequest(http.MethodPost, ps.URL+"/orders", strings.NewReader(`{"item":1}`))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Idempotency-Key", "k")
+			resp, err := c.Do(req)
+			require.NoError(t, err, "the header came with the flush, or the engine's 500")
+			body, rerr := io.ReadAll(resp.Body) // what came before the stream was cut, if it was
+			_ = resp.Body.Close()
+			if tc.answered {
+				require.NoError(t, rerr)
+				requirePanicProblem(t, resp, body)
+				assert.Empty(t, ps.endedPanics(t, 1), "kept: the engine's 500 is sent as the run returns")
+			} else {
+				assert.Equal(t, http.StatusOK, resp.StatusCode)
+				assert.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
+				assert.NotContains(t, string(body), idem.CodeHandlerPanicked, "the 500 problem was written into the flushed 200 stream")
+				assert.Error(t, rerr, "the stream was cut as the panic went on")
+				assert.Equal(t, []any{"kaboom"}, ps.waitPanics(t, 1), "the panic went on")
+			}
+			assert.Equal(t, int32(1), f.calls.Load())
+		})
+	}
+}
