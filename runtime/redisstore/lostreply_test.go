@@ -3,6 +3,7 @@ package redisstore
 import (
 	"bytes"
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -34,10 +35,31 @@ type lossyProxy struct {
 	// the proxy's listener then instead (the client's dials are refused).
 	refuse, refuseOnLoss, closeOnLoss atomic.Bool
 
-	mu    sync.Mutex
-	evals int32          // EVALSHA commands forwarded
-	lose  map[int32]bool // the numbers (evals counts from 1) of those whose reply is lost
-	conns []net.Conn
+	mu      sync.Mutex
+	evals   int32                 // EVALSHA commands forwarded
+	lose    map[int32]bool        // the numbers (evals counts from 1) of those whose reply is lost
+	answers map[int32]proxyAnswer // the numbers of those the proxy answers itself
+	conns   []net.Conn
+}
+
+// proxyAnswer is an error reply the proxy gives an EVALSHA instead of the
+// server's: after it forwarded the command (the server's reply is
+// swallowed; a proxy that failed after forwarding), or without forwarding
+// it (a refusal: the server did not run it).
+type proxyAnswer struct {
+	reply   string // RESP, e.g. "-ERR upstream failure\r\n"
+	forward bool
+}
+
+// answer has the proxy answer the next EVALSHA commands itself: the
+// first answer the next one, the second the one after, and so on.
+func (p *lossyProxy) answer(as ...proxyAnswer) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.answers = make(map[int32]proxyAnswer)
+	for i, a := range as {
+		p.answers[p.evals+int32(i)+1] = a
+	}
 }
 
 // loseReplies has the replies of the next EVALSHA commands lost: 1 the
@@ -51,12 +73,16 @@ func (p *lossyProxy) loseReplies(next ...int32) {
 	}
 }
 
-// evalsha counts an EVALSHA command and reports whether its reply is lost.
-func (p *lossyProxy) evalsha() bool {
+// evalsha counts an EVALSHA command and reports whether its reply is
+// lost, or answered by the proxy (ans).
+func (p *lossyProxy) evalsha() (lose bool, ans *proxyAnswer) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.evals++
-	return p.lose[p.evals]
+	if a, ok := p.answers[p.evals]; ok {
+		ans = &a
+	}
+	return p.lose[p.evals], ans
 }
 
 func (p *lossyProxy) evalCount() int32 {
@@ -107,14 +133,30 @@ func newLossyProxy(t *testing.T, upstream string) *lossyProxy {
 // is lost is set before the server can answer it.
 func (p *lossyProxy) serve(c, u net.Conn) {
 	var lose atomic.Bool
+	var replace atomic.Pointer[string] // the reply that replaces the server's next one
 	go func() {
 		defer u.Close()
 		buf := make([]byte, 64<<10)
 		for {
 			n, err := c.Read(buf)
 			if n > 0 {
-				if bytes.Contains(bytes.ToLower(buf[:n]), []byte("evalsha")) && p.evalsha() {
-					lose.Store(true)
+				forward := true
+				if bytes.Contains(bytes.ToLower(buf[:n]), []byte("evalsha")) {
+					l, ans := p.evalsha()
+					switch {
+					case l:
+						lose.Store(true)
+					case ans != nil && ans.forward:
+						replace.Store(&ans.reply)
+					case ans != nil:
+						forward = false
+						if _, err := io.WriteString(c, ans.reply); err != nil {
+							return
+						}
+					}
+				}
+				if !forward {
+					continue
 				}
 				if _, err := u.Write(buf[:n]); err != nil {
 					return
@@ -142,7 +184,11 @@ func (p *lossyProxy) serve(c, u net.Conn) {
 				_ = u.Close()
 				return
 			}
-			if _, err := c.Write(buf[:n]); err != nil {
+			out := buf[:n]
+			if r := replace.Swap(nil); r != nil {
+				out = []byte(*r)
+			}
+			if _, err := c.Write(out); err != nil {
 				return
 			}
 		}
@@ -152,14 +198,18 @@ func (p *lossyProxy) serve(c, u net.Conn) {
 	}
 }
 
-// lossyStore returns a Store whose client (go-redis defaults, MaxRetries 3)
-// reaches the test server through a lossyProxy, with its scripts loaded.
-func lossyStore(t *testing.T) (*Store, *lossyProxy) {
+// lossyStore returns a Store whose client (go-redis defaults, MaxRetries 3,
+// unless the opts change them) reaches the test server through a
+// lossyProxy, with its scripts loaded.
+func lossyStore(t *testing.T, opts ...func(*redis.Options)) (*Store, *lossyProxy) {
 	opt, err := redis.ParseURL(testenv.RedisURL(t))
 	require.NoError(t, err)
 	p := newLossyProxy(t, opt.Addr)
 	opt.Addr = p.ln.Addr().String()
 	opt.ContextTimeoutEnabled = true
+	for _, o := range opts {
+		o(opt)
+	}
 	c := redis.NewClient(opt)
 	t.Cleanup(func() { _ = c.Close() })
 	s := newStoreOn(t, c, Options{})

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -270,16 +271,38 @@ func (s *Store) run(ctx context.Context, sc *script, o *op, cmd redis.Cmder) err
 // time, the client was closed, a hook refused the call; an error of the
 // last attempt alone would not tell, as go-redis sends the command again
 // after a reply lost with its connection), or its only write was answered
-// with an error reply (the begin script writes once, as its last step but
-// for a PUBLISH it runs with pcall, so a script that failed wrote nothing;
-// a READONLY, NOREPLICAS, MISCONF, OOM, LOADING or BUSY reply refused it
-// before that). Only Begin marks its errors (the engine looks at Begin's).
+// with an error reply that Redis gives before the begin script ran, or from
+// inside it before its one write (refusal). The begin script writes once,
+// as its last step but for a PUBLISH it runs with pcall, so a script that
+// failed wrote nothing. go-redis sends a command again after a LOADING,
+// READONLY, NOREPLICAS, MASTERDOWN, CLUSTERDOWN or TRYAGAIN reply (unless
+// its MaxRetries is -1), as after a lost one: that is a second write, and
+// such an error is then not marked. Only Begin marks its errors (the
+// engine looks at Begin's).
 func nothingDone(o *op, err error) bool {
 	if o.key.writes == 0 {
 		return true
 	}
 	var re redis.Error
-	return o.key.writes == 1 && errors.As(err, &re) && !errors.Is(err, redis.Nil)
+	return o.key.writes == 1 && errors.As(err, &re) && refusal(re.Error())
+}
+
+// refusals are the error codes of the replies that refuse a script before
+// it ran, or that it raises before its one write (the begin script's own
+// IDEMRECORD: a record it cannot read). NOSCRIPT is not one: run sends
+// the script again after it (see run). Any other error reply is not taken
+// for a refusal: a proxy in front of Redis (Envoy's "ERR upstream
+// failure", twemproxy's) may answer one after it forwarded the command.
+var refusals = []string{
+	"READONLY", "NOREPLICAS", "MISCONF", "OOM", "LOADING", "BUSY", "NOPERM", "NOAUTH",
+	"WRONGTYPE", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "IDEMRECORD",
+}
+
+// refusal reports whether msg, an error reply, is one of the refusals:
+// its code (the first word) is.
+func refusal(msg string) bool {
+	code, _, _ := strings.Cut(msg, " ")
+	return slices.Contains(refusals, code)
 }
 
 // putUint64 appends v big-endian.
