@@ -298,9 +298,12 @@
 // certainly was not made: the pool's Acquire failed, pgx reports the
 // error as occurring before anything was sent (pgconn.SafeToRetry), or
 // PostgreSQL answered with an ERROR (the claim is one statement in a
-// transaction of its own, rolled back). A connection lost, or a read that
-// timed out or was cancelled, after the statement was sent may have
-// committed the claim, and the engine releases it (TestBeginNothingDone).
+// transaction of its own, rolled back), but for one of SQLSTATE class 08
+// (connection exception: a pooler such as PgBouncer answers one when its
+// server connection failed, possibly after it forwarded the statement). A
+// connection lost, or a read that timed out or was cancelled, after the
+// statement was sent may have committed the claim, and the engine
+// releases it (TestBeginNothingDone).
 //
 // # Transactions
 //

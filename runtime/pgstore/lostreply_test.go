@@ -3,6 +3,7 @@ package pgstore
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"net/http"
@@ -28,12 +29,19 @@ import (
 // the server's reply and closes the connection: the claim committed (in
 // the simple protocol, PostgreSQL sends a statement's result after its
 // commit), and the client sees its connection lost.
+//
+// Armed with replyErr (a SQLSTATE) instead, it lets the next such query
+// through and replaces the server's reply, up to its ReadyForQuery, by an
+// ErrorResponse of severity ERROR with that code (and a ReadyForQuery): a
+// pooler's answer when its server connection failed after it forwarded
+// the statement.
 type lossyProxy struct {
-	ln      net.Listener
-	lose    atomic.Bool
-	dropped atomic.Int32
-	mu      sync.Mutex
-	conns   []net.Conn
+	ln       net.Listener
+	lose     atomic.Bool
+	replyErr atomic.Pointer[string]
+	dropped  atomic.Int32
+	mu       sync.Mutex
+	conns    []net.Conn
 }
 
 func newLossyProxy(t *testing.T, upstream string) *lossyProxy {
@@ -70,14 +78,19 @@ func newLossyProxy(t *testing.T, upstream string) *lossyProxy {
 
 func (p *lossyProxy) serve(c, u net.Conn) {
 	var lose atomic.Bool
+	var replace atomic.Pointer[string]
 	go func() {
 		defer u.Close()
 		buf := make([]byte, 64<<10)
 		for {
 			n, err := c.Read(buf)
 			if n > 0 {
-				if bytes.Contains(buf[:n], []byte(`_claim"(`)) && p.lose.CompareAndSwap(true, false) {
-					lose.Store(true)
+				if bytes.Contains(buf[:n], []byte(`_claim"(`)) {
+					if p.lose.CompareAndSwap(true, false) {
+						lose.Store(true)
+					} else if code := p.replyErr.Swap(nil); code != nil {
+						replace.Store(code)
+					}
 				}
 				if _, err := u.Write(buf[:n]); err != nil {
 					return
@@ -90,6 +103,7 @@ func (p *lossyProxy) serve(c, u net.Conn) {
 	}()
 	defer c.Close()
 	buf := make([]byte, 64<<10)
+	var held []byte // the reply being replaced, so far
 	for {
 		n, err := u.Read(buf)
 		if n > 0 {
@@ -98,7 +112,18 @@ func (p *lossyProxy) serve(c, u net.Conn) {
 				_ = u.Close()
 				return
 			}
-			if _, err := c.Write(buf[:n]); err != nil {
+			out := buf[:n]
+			if code := replace.Load(); code != nil {
+				held = append(held, out...)
+				rest, ok := afterReadyForQuery(held)
+				if !ok {
+					continue
+				}
+				replace.Store(nil)
+				held = nil
+				out = append(errorResponse(*code, "server conn crashed?"), rest...)
+			}
+			if _, err := c.Write(out); err != nil {
 				return
 			}
 		}
@@ -106,6 +131,36 @@ func (p *lossyProxy) serve(c, u net.Conn) {
 			return
 		}
 	}
+}
+
+// afterReadyForQuery returns what follows the first ReadyForQuery message
+// in b, a stream of backend messages from its start, and whether b holds
+// one whole.
+func afterReadyForQuery(b []byte) ([]byte, bool) {
+	for len(b) >= 5 {
+		n := 1 + int(binary.BigEndian.Uint32(b[1:5]))
+		if len(b) < n {
+			return nil, false
+		}
+		if b[0] == 'Z' {
+			return b[n:], true
+		}
+		b = b[n:]
+	}
+	return nil, false
+}
+
+// errorResponse is an ErrorResponse of severity ERROR with code and msg,
+// then a ReadyForQuery (idle).
+func errorResponse(code, msg string) []byte {
+	var f []byte
+	for _, kv := range [][2]string{{"S", "ERROR"}, {"V", "ERROR"}, {"C", code}, {"M", msg}} {
+		f = append(append(append(f, kv[0]...), kv[1]...), 0)
+	}
+	f = append(f, 0)
+	b := binary.BigEndian.AppendUint32([]byte{'E'}, uint32(4+len(f)))
+	b = append(b, f...)
+	return append(b, 'Z', 0, 0, 0, 5, 'I')
 }
 
 // lossyStore returns a migrated Store whose pool (simple protocol: one
@@ -216,6 +271,25 @@ func TestBeginNothingDone(t *testing.T) {
 		require.ErrorAs(t, err, &pe)
 		assert.Equal(t, "55P03", pe.Code)
 		assert.ErrorIs(t, err, idem.ErrNothingDone, "%v", err)
+	})
+	t.Run("connection exception ERROR after the claim", func(t *testing.T) {
+		// A pooler's ERROR of class 08 (PgBouncer's 08P01 "server conn
+		// crashed?") after it forwarded the claim, which committed:
+		// before, marked as any ERROR was.
+		s, p := lossyStore(t)
+		code := "08P01"
+		p.replyErr.Store(&code)
+		_, err := s.Begin(testCtx(t), req("k"))
+		require.Error(t, err)
+		var pe *pgconn.PgError
+		require.ErrorAs(t, err, &pe)
+		assert.Equal(t, "08P01", pe.Code)
+		assert.Equal(t, "ERROR", pe.Severity)
+		assert.NotErrorIs(t, err, idem.ErrNothingDone, "%v", err)
+		rec, found, err := s.Get(testCtx(t), "k")
+		require.NoError(t, err)
+		require.True(t, found, "the claim committed")
+		assert.Equal(t, idem.Token(0x1234), rec.Token)
 	})
 	t.Run("reply lost", func(t *testing.T) {
 		s, p := lossyStore(t)

@@ -470,7 +470,10 @@ func (e errNotSent) Unwrap() error { return e.error }
 // A connection lost, or a read that timed out or was cancelled, after the
 // statement was sent is not (the server may have committed the claim),
 // nor is a FATAL or PANIC (reported, in the extended protocol, possibly
-// after the statement's result).
+// after the statement's result), nor an ERROR of SQLSTATE class 08
+// (connection exception): a pooler in front of PostgreSQL answers one when
+// its server connection failed, possibly after it forwarded the statement
+// (PgBouncer's "server conn crashed?", 08P01).
 func nothingDone(err error) bool {
 	if errors.As(err, new(errNotSent)) || pgconn.SafeToRetry(err) {
 		return true
@@ -483,7 +486,7 @@ func nothingDone(err error) bool {
 	if sev == "" {
 		sev = pe.Severity
 	}
-	return sev == "ERROR"
+	return sev == "ERROR" && !strings.HasPrefix(pe.Code, "08")
 }
 
 // begin runs the claim function (fn) or the claim statement once.
