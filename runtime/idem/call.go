@@ -1426,7 +1426,8 @@ func (c *Call) stopHeartbeat() {
 // only and succeed, up to Response.MaxBytes (see docs/runtime.md).
 // For a call that is not Execute it returns w, and for one that runs
 // unprotected w too, or, with an Observer or for a request that carries a
-// key, a pass-through wrapper of w (Flush, Hijack, Unwrap) that notes the
+// key (or an Idempotency-Key or X-Idempotency-Key header: see End), a
+// pass-through wrapper of w (Flush, Hijack, Unwrap) that notes the
 // status (for EventExecuted, and End's answer to a panic), made by the
 // first call.
 //
@@ -1442,7 +1443,7 @@ func (c *Call) Writer(w http.ResponseWriter) http.ResponseWriter {
 		return w
 	}
 	if !c.protected {
-		if c.e.obs == nil && c.key == "" {
+		if c.e.obs == nil && c.key == "" && !resentByTransport(c.r.Header) {
 			return w
 		}
 		if c.h.sw.ResponseWriter == nil {
@@ -1914,9 +1915,12 @@ func (c *Call) release() {
 // An unprotected run of a request that carries a key (FailOpen's, while
 // the store fails) is answered the same way (there is no key to free; the
 // answer's detail says it ran unprotected), as the Transport's resends
-// would each run the handler, unprotected, again; an unprotected run of a
-// request without a key (an optional key left out) is passed through,
-// its panic untouched.
+// would each run the handler, unprotected, again; so is one without a key
+// whose request carries an Idempotency-Key or X-Idempotency-Key header,
+// which the Transport resends whatever the engine took for the key (an
+// optional key, or one in the query or body, left out). An unprotected
+// run of a request without a key or those headers is passed through, its
+// panic untouched.
 //
 // A panic after the status was sent goes on unwinding as it is. Called
 // from a deferred function instead of deferred itself, End cannot see the
@@ -1984,25 +1988,35 @@ func (c *Call) end(v any) (raise bool) {
 
 // endUnprotected is end for an unprotected run (v: its handler's panic,
 // nil: none); it reports whether End must panic again with v. A panic
-// before anything of the response was sent, in a request that carries a
-// key (a FailOpen run while the store fails), is answered as a protected
-// run's is (see End): without that answer, Go's http.Transport would send
-// the keyed request again on every idle connection it holds, each running
-// the handler, unprotected, once more. A request without a key (an
-// optional key left out) is not: the engine only passes it through, and
-// its panic goes on as it is.
+// before anything of the response was sent is answered as a protected
+// run's is (see End) when the request carries a key (a FailOpen run while
+// the store fails) or an Idempotency-Key or X-Idempotency-Key header
+// (resentByTransport: a key in the query or body left out, an optional
+// key left out, a key under another header): without that answer, Go's
+// http.Transport would send the request again on every idle connection it
+// holds, each running the handler, unprotected, once more. Another (a
+// request without a key or those headers) is not: the engine only passes
+// it through, and its panic goes on as it is.
 func (c *Call) endUnprotected(v any) (raise bool) {
 	raise = v != nil
 	op := c.p.spec.Operation
 	ev := Event{Kind: EventExecuted, Operation: op, Principal: c.principal, Key: c.key}
-	if sw := &c.h.sw; raise && c.key != "" && sw.unsent() {
+	if sw := &c.h.sw; raise && (c.key != "" || resentByTransport(c.r.Header)) && sw.unsent() {
 		ev.Status, ev.Code = http.StatusInternalServerError, CodeHandlerPanicked
-		if c.writePanic(sw.ResponseWriter, !sw.outerCE, detailPanicUnprotected) {
-			c.e.log.LogAttrs(c.ctx, slog.LevelWarn, "idem: handler of an unprotected run (the store failed: FailOpen) panicked before its response was sent: 500 "+CodeHandlerPanicked+" sent, the panic goes on",
+		// The scope is set once the engine found a key (or, under
+		// Window, recorded the request by its fingerprint) and went to
+		// the store: it failed (FailOpen).
+		why, detail := "the store failed: FailOpen", detailPanicUnprotected
+		if c.scope == "" {
+			why, detail = "no idempotency key", detailPanicKeyless
+		}
+		msg := "idem: handler of an unprotected run (" + why + ") panicked before its response was sent: 500 " + CodeHandlerPanicked + " sent"
+		if c.writePanic(sw.ResponseWriter, !sw.outerCE, detail) {
+			c.e.log.LogAttrs(c.ctx, slog.LevelWarn, msg+", the panic goes on",
 				slog.String("operation", op), slog.String("key", c.key))
 		} else {
 			raise = false
-			c.logKeptPanic(v, "idem: handler of an unprotected run (the store failed: FailOpen) panicked before its response was sent: 500 "+CodeHandlerPanicked+" sent")
+			c.logKeptPanic(v, msg)
 			ev.Err = handlerPanic{v}
 		}
 	}
@@ -2012,6 +2026,17 @@ func (c *Call) endUnprotected(v any) (raise bool) {
 	}
 	c.releaseHeld()
 	return raise
+}
+
+// resentByTransport reports whether Go's http.Transport sends a request
+// with header h again after its connection was dropped without an answer
+// (as it does a GET): it carries an Idempotency-Key or X-Idempotency-Key
+// header (Request.isReplayable), whatever its value and whatever the
+// engine took for the key.
+func resentByTransport(h http.Header) bool {
+	_, a := h["Idempotency-Key"]
+	_, b := h["X-Idempotency-Key"]
+	return a || b
 }
 
 // heldClaim is a claim FailOpen's unprotected run leaves in place while it
@@ -2045,8 +2070,13 @@ func (c *Call) releaseHeld() {
 	c.held, c.heldErr = heldNone, nil
 }
 
-// detailPanicUnprotected is the detail of endUnprotected's answer.
-const detailPanicUnprotected = "the handler failed (it panicked) before it answered; it ran without idempotency protection (the idempotency record store was unavailable), so nothing was recorded: a retry with the same idempotency key runs it again"
+// detailPanicUnprotected and detailPanicKeyless are the details of
+// endUnprotected's answer: to a run the store's failure left unprotected
+// (FailOpen), and to one without a key the operation reads.
+const (
+	detailPanicUnprotected = "the handler failed (it panicked) before it answered; it ran without idempotency protection (the idempotency record store was unavailable), so nothing was recorded: a retry with the same idempotency key runs it again"
+	detailPanicKeyless     = "the handler failed (it panicked) before it answered; it ran without idempotency protection (the request carried no idempotency key where this operation reads it), so nothing was recorded: a retry runs it again"
+)
 
 // answerPanic answers the client of a protected run whose handler
 // panicked before anything of its response was sent (recorder.unsent): a

@@ -608,3 +608,67 @@ func TestPanicAfterFlushUnprotected(t *testing.T) {
 		})
 	}
 }
+
+// A request the engine found no key in runs unprotected; when it still
+// carries an Idempotency-Key or X-Idempotency-Key header, Go's Transport
+// resends it after a dropped connection all the same (Request.isReplayable
+// looks at the header, not at where the operation reads its key), so its
+// panic is answered: before, net/http dropped the connection and the
+// Transport sent the request again on every idle connection (6 runs for 5
+// idle connections), each unprotected. Its detail says no key was found.
+func TestPanicAnsweredKeylessWithKeyHeader(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		key    idem.KeySpec
+		header string
+	}{
+		{"optional key left out, X-Idempotency-Key", idem.KeySpec{Required: idem.Optional}, "X-Idempotency-Key"},
+		{"query key left out, Idempotency-Key", idem.KeySpec{Carrier: idem.CarrierQuery, Name: "key", Required: idem.Optional}, "Idempotency-Key"},
+		{"body key left out, Idempotency-Key", idem.KeySpec{Carrier: idem.CarrierBody, Name: "/idempotency_key", Required: idem.Optional}, "Idempotency-Key"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, withObs := range []bool{false, true} {
+				ms := memstore.New(memstore.Options{SweepInterval: -1})
+				t.Cleanup(func() { _ = ms.Close() })
+				opts := idem.Options{Principal: idem.Anonymous, Logger: discardLogger}
+				var obs *events
+				if withObs {
+					// An Observer has the engine wrap every unprotected
+					// run's writer; without one, only those it answers.
+					obs = &events{}
+					opts.Observer = obs
+				}
+				eng := idem.New(ms, opts)
+				var calls atomic.Int32
+				spec := strictSpec()
+				spec.Key = tc.key
+				h := eng.Handler(mustCompile(t, spec), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					calls.Add(1)
+					panic("kaboom")
+				}))
+				ps := newPanicServer(t, h, false)
+				c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 100}}
+				t.Cleanup(c.CloseIdleConnections)
+				warm(t, c, ps.URL, 5)
+				req, _ := http.NewRequest(http.MethodPost, ps.URL+"/orders", strings.NewReader(`{"item":1}`))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set(tc.header, "k")
+				resp, err := c.Do(req)
+				require.NoError(t, err, "the client gets an answer (observer: %v)", withObs)
+				body, err := io.ReadAll(resp.Body)
+				_ = resp.Body.Close()
+				require.NoError(t, err)
+				requirePanicProblem(t, resp, body)
+				assert.Contains(t, string(body), "carried no idempotency key")
+				assert.Equal(t, int32(1), calls.Load(), "the handler ran once: the Transport did not send the request again")
+				assert.Equal(t, []any{"kaboom"}, ps.waitPanics(t, 1), "the panic went on")
+				if withObs {
+					ev, ok := obs.find(idem.EventExecuted)
+					require.True(t, ok, "events: %v", obs.kinds())
+					assert.Equal(t, http.StatusInternalServerError, ev.Status)
+					assert.Equal(t, idem.CodeHandlerPanicked, ev.Code)
+				}
+			}
+		})
+	}
+}

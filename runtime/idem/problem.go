@@ -64,7 +64,8 @@ const (
 	// front of the engine). The handler may have done part of its work; a
 	// retry with the same key runs it again. Also the answer to such a
 	// panic in an unprotected run of a request that carries a key (FailOpen,
-	// the store failing): no key to free there.
+	// the store failing), or an Idempotency-Key or X-Idempotency-Key header
+	// although the engine found no key: no key to free there.
 	CodeHandlerPanicked = "IDEMPOTENCY_HANDLER_PANICKED"
 )
 
