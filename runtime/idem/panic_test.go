@@ -472,6 +472,37 @@ func TestPanicAnsweredUnprotected(t *testing.T) {
 	}
 }
 
+// Over HTTP/2, an unprotected run (FailOpen, the store failing) whose
+// handler panics before writing: the client gets the engine's 500 before
+// the stream is reset, and the handler ran once.
+func TestPanicAnsweredUnprotectedHTTP2(t *testing.T) {
+	for _, name := range []string{"Handler", "HTTPMiddleware", "strict", "strict visit"} {
+		t.Run(name, func(t *testing.T) {
+			ms := memstore.New(memstore.Options{SweepInterval: -1})
+			t.Cleanup(func() { _ = ms.Close() })
+			down := &markedStore{Store: ms, err: idem.NothingDone(errors.New("dial tcp 127.0.0.1:6379: connect: connection refused"))}
+			f := newFixtureStore(t, ms, down, idem.Options{FailOpen: true})
+			var boom atomic.Bool
+			boom.Store(true)
+			ps := newPanicServer(t, panicShapes(f.eng, mustCompile(t, strictSpec()), &f.calls, &boom)[name], true)
+			resp, body, err := postKey(ps.Client(), ps.URL, "k")
+			require.NotNil(t, resp, "the client gets the status: %v", err)
+			assert.Equal(t, 2, resp.ProtoMajor)
+			assert.Equal(t, http.StatusInternalServerError, resp.StatusCode)
+			assert.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
+			if err == nil { // the body came before the reset
+				assert.Contains(t, string(body), "without idempotency protection")
+			}
+			assert.Equal(t, int32(1), f.calls.Load(), "not sent again")
+			assert.Equal(t, []any{"kaboom"}, ps.waitPanics(t, 1), "the panic went on")
+			ev, ok := f.obs.find(idem.EventExecuted)
+			require.True(t, ok, "events: %v", f.obs.kinds())
+			assert.False(t, ev.Protected)
+			assert.Equal(t, idem.CodeHandlerPanicked, ev.Code)
+		})
+	}
+}
+
 // Unprotected behind a ResponseWriter that cannot flush (see
 // TestPanicAnsweredWithoutFlush): the engine keeps the panic, logs it,
 // and returns, so that the 500 is sent.
