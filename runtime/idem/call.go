@@ -2065,7 +2065,12 @@ func (c *Call) releaseHeld() {
 	case heldUnanswered:
 		c.releaseUnanswered(c.heldErr, c.heldCut)
 	case heldAcquired:
-		c.release()
+		// Fenced: the lease ran out during the run and another request
+		// took the key over, or it expired; nothing to free, and nothing
+		// to report (no protected run lost its claim).
+		if err := c.releaseKey(); err != nil && !errors.Is(err, ErrFenced) {
+			c.reportFinish(StateFailed, 0, "", err, bodyKept)
+		}
 	}
 	c.held, c.heldErr = heldNone, nil
 }

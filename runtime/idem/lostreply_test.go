@@ -283,3 +283,39 @@ func TestFailOpenClaimHeldWhileRunning(t *testing.T) {
 		}
 	}
 }
+
+// The claim an unprotected run holds (FailOpen, BeginTx failed) may run
+// out during a long run, and another request take the key over and
+// complete it: its release at the run's end is fenced, and reports
+// nothing (no EventFenced, no "late completion rejected": no protected
+// run lost its claim); the other request's record stays.
+func TestFailOpenHeldClaimTakenOver(t *testing.T) {
+	ms := memstore.New(memstore.Options{SweepInterval: -1})
+	t.Cleanup(func() { _ = ms.Close() })
+	logs := &syncBuf{}
+	s := &txFlaky{fakeTx: &fakeTx{Store: ms}, beginTxErr: errors.New("pool exhausted")}
+	f := newFixtureStore(t, ms, s, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true, FailOpen: true, Transactional: true,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	spec := strictSpec()
+	spec.InFlight.Lease = 50 * time.Millisecond
+	started, gate := make(chan struct{}), make(chan struct{})
+	h := f.eng.Handler(mustCompile(t, spec), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(started)
+		<-gate
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	first := make(chan int, 1)
+	go func() { first <- send(h, req{key: "k", body: `{"item":1}`}).Code }()
+	<-started
+	time.Sleep(2 * spec.InFlight.Lease)
+	f2 := newFixtureStore(t, ms, ms, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true})
+	h2 := f2.eng.Handler(mustCompile(t, spec), f2.createOrder())
+	require.Equal(t, http.StatusCreated, send(h2, req{key: "k", body: `{"item":1}`}).Code, "took the expired claim over")
+	close(gate)
+	assert.Equal(t, http.StatusAccepted, <-first)
+	assert.Zero(t, f.obs.count(idem.EventFenced), "events: %v", f.obs.kinds())
+	assert.NotContains(t, logs.String(), "late completion rejected")
+	w := send(h2, req{key: "k", body: `{"item":1}`})
+	assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"), "the other request's record stays")
+	assert.Equal(t, int32(1), f2.calls.Load())
+}
