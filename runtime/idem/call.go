@@ -255,7 +255,7 @@ func (c *Call) initPooled(e *Engine, p *Policy, r *http.Request) {
 // handout is what the handler of an executed request is handed.
 type handout struct {
 	rec     recorder
-	sw      statusWriter // an unprotected run's, with an Observer
+	sw      statusWriter // an unprotected run's (see Writer)
 	reqBody bodyReader
 }
 

@@ -238,7 +238,9 @@ type ObserverFunc func(ctx context.Context, e Event)
 func (f ObserverFunc) Observe(ctx context.Context, e Event) { f(ctx, e) }
 
 // statusWriter is what the handler of an unprotected run writes to when
-// there is an Observer: w itself, noting the status for EventExecuted.
+// there is an Observer, or when End answers its panic (a request that
+// carries a key, or an Idempotency-Key or X-Idempotency-Key header): w
+// itself, noting the status for EventExecuted and for End (unsent).
 type statusWriter struct {
 	http.ResponseWriter
 	status   int
