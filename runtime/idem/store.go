@@ -206,14 +206,19 @@ var ErrFenced = errors.New("idem: claim fenced: the lease was taken over or the 
 // the engine then releases, in the background, the claim it may have made
 // (see Options.FinishRetryFor and MaxClaimReleases), so that the retry of
 // its client (told 503, nothing ran) is not refused
-// IDEMPOTENCY_KEY_IN_USE for a whole lease. A store that marks nothing is
+// IDEMPOTENCY_KEY_IN_USE for a whole lease (under Options.FailOpen, once
+// the unprotected run has ended: until then the claim keeps that retry
+// from running the handler concurrently). A store that marks nothing is
 // correct, but costs a release (a Finish) per failed Begin, up to the
 // releases' budget; a store that marks an error after which its Begin did
 // claim the key leaves that key in flight until its lease runs out. So a
 // store marks only what its driver guarantees, and in doubt marks
 // nothing: with retries inside the driver (go-redis sends a command again
 // after a lost reply), the last attempt's error is not enough when an
-// earlier attempt may have been sent.
+// earlier attempt may have been sent; and an error answered by something
+// in front of the store (a proxy, a connection pooler) may come after it
+// forwarded the call, so only the errors the store itself gives before
+// it acts are marked.
 var ErrNothingDone = errors.New("idem: the store call changed nothing")
 
 // NothingDone returns err marked with ErrNothingDone (nil for nil): its
