@@ -52,13 +52,16 @@ type proxyAnswer struct {
 }
 
 // answer has the proxy answer the next EVALSHA commands itself: the
-// first answer the next one, the second the one after, and so on.
+// first answer the next one, the second the one after, and so on; a zero
+// proxyAnswer leaves its command to the server (or to loseReplies).
 func (p *lossyProxy) answer(as ...proxyAnswer) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.answers = make(map[int32]proxyAnswer)
 	for i, a := range as {
-		p.answers[p.evals+int32(i)+1] = a
+		if a != (proxyAnswer{}) {
+			p.answers[p.evals+int32(i)+1] = a
+		}
 	}
 }
 
