@@ -130,6 +130,12 @@ type Call struct {
 	// failed, not fenced, and is not (EventFinishAbandoned).
 	finishRetrying  bool
 	finishAbandoned bool
+	// held: a claim that FailOpen's unprotected run leaves in place while
+	// it runs, released when it ends (releaseHeld); heldErr and heldCut
+	// are the failed Begin's (heldUnanswered).
+	held    heldClaim
+	heldErr error
+	heldCut bool
 	// claimBy: after a ReadFirst Get that decided nothing, the deadline of
 	// the first Begin (the Get's): the store calls up to the claim share one
 	// StoreTimeout. Zero otherwise.
@@ -249,7 +255,7 @@ func (c *Call) initPooled(e *Engine, p *Policy, r *http.Request) {
 // handout is what the handler of an executed request is handed.
 type handout struct {
 	rec     recorder
-	sw      statusWriter // an unprotected run's, with an Observer
+	sw      statusWriter // an unprotected run's (see Writer)
 	reqBody bodyReader
 }
 
@@ -782,22 +788,23 @@ func (c *Call) claim() {
 		}
 		res, cut, err := c.beginBounded(ctx)
 		if err != nil {
-			if cut || c.requestEnded() != nil {
-				// The Begin may have claimed the key all the same (a
-				// client that cancels asynchronously: pgx; one that
-				// closes the connection at the deadline, which the
-				// server may not notice before it commits): free it.
-				// The token is this Begin's own, and no handler runs
-				// under it after the error.
-				c.releaseUnanswered(err)
-			}
+			cut = cut || c.requestEnded() != nil
 			if waiting && c.requestEnded() != nil {
 				// The wait ended with the request, as when ctx.Done
 				// wins the select below: the record was in flight.
+				c.releaseUnanswered(err, cut)
 				c.inFlight(c.waited(deadline))
 				return
 			}
 			c.storeFailed(err)
+			if c.decision == Execute {
+				// FailOpen runs the handler unprotected: a claim the Begin
+				// made all the same keeps the client's retry out while it
+				// runs, so it is released once the run ends.
+				c.held, c.heldErr, c.heldCut = heldUnanswered, err, cut
+				return
+			}
+			c.releaseUnanswered(err, cut)
 			return
 		}
 		if res.Acquired {
@@ -1276,9 +1283,16 @@ func (c *Call) acquired(prior State) {
 				rollback()
 			}
 			cancel(nil)
-			c.release()
 			c.protected = false
 			c.storeFailed(err)
+			if c.decision == Execute {
+				// FailOpen runs the handler unprotected: the claim keeps
+				// the client's retry out while it runs, and is released
+				// once the run ends.
+				c.held = heldAcquired
+				return
+			}
+			c.release()
 			return
 		}
 		c.ctx, c.commit, c.rollback, c.txCancel = txctx, commit, rollback, cancel
@@ -1411,8 +1425,11 @@ func (c *Call) stopHeartbeat() {
 // When the client goes away mid-response, its writes go on to the record
 // only and succeed, up to Response.MaxBytes (see docs/runtime.md).
 // For a call that is not Execute it returns w, and for one that runs
-// unprotected w too, or, with an Observer, a pass-through wrapper of w
-// (Flush, Hijack, Unwrap) that notes the status for EventExecuted.
+// unprotected w too, or, with an Observer or for a request that carries a
+// key (or an Idempotency-Key or X-Idempotency-Key header: see End), a
+// pass-through wrapper of w (Flush, Hijack, Unwrap) that notes the
+// status (for EventExecuted, and End's answer to a panic), made by the
+// first call.
 //
 // The first call (per Call) notes which representation headers
 // (Content-Type, Content-Encoding) w carries: they are taken for a
@@ -1426,10 +1443,12 @@ func (c *Call) Writer(w http.ResponseWriter) http.ResponseWriter {
 		return w
 	}
 	if !c.protected {
-		if c.e.obs == nil {
+		if c.e.obs == nil && c.key == "" && !resentByTransport(c.r.Header) {
 			return w
 		}
-		c.h.sw = statusWriter{ResponseWriter: w}
+		if c.h.sw.ResponseWriter == nil {
+			c.h.sw = statusWriter{ResponseWriter: w, outerCE: headerValue(w.Header(), "Content-Encoding") != ""}
+		}
 		return &c.h.sw
 	}
 	if c.h.rec.active {
@@ -1625,6 +1644,7 @@ func (c *Call) Finish() error {
 			e.obs.Observe(c.ctx, Event{Kind: EventExecuted, Operation: p.spec.Operation, Principal: c.principal,
 				Key: c.key, Status: c.h.sw.sent(), Duration: e.now().Sub(c.start)})
 		}
+		c.releaseHeld()
 		return nil
 	}
 	rec := &c.h.rec
@@ -1892,6 +1912,16 @@ func (c *Call) release() {
 // buffer). A recover middleware in front of the engine does not see that
 // panic.
 //
+// An unprotected run of a request that carries a key (FailOpen's, while
+// the store fails) is answered the same way (there is no key to free; the
+// answer's detail says it ran unprotected), as the Transport's resends
+// would each run the handler, unprotected, again; so is one without a key
+// whose request carries an Idempotency-Key or X-Idempotency-Key header,
+// which the Transport resends whatever the engine took for the key (an
+// optional key, or one in the query or body, left out). An unprotected
+// run of a request without a key or those headers is passed through, its
+// panic untouched.
+//
 // A panic after the status was sent goes on unwinding as it is. Called
 // from a deferred function instead of deferred itself, End cannot see the
 // panic: it frees the key and lets it unwind. Under GODEBUG=panicnil=1,
@@ -1935,9 +1965,8 @@ func (c *Call) end(v any) (raise bool) {
 				raise = false
 				c.keepPanic(v, err)
 			}
-		} else if c.e.obs != nil {
-			c.e.obs.Observe(c.ctx, Event{Kind: EventExecuted, Operation: c.p.spec.Operation, Principal: c.principal,
-				Key: c.key, Duration: c.e.now().Sub(c.start)})
+		} else {
+			raise = c.endUnprotected(v)
 		}
 	}
 	if c.txCancel != nil {
@@ -1957,6 +1986,103 @@ func (c *Call) end(v any) (raise bool) {
 	return raise
 }
 
+// endUnprotected is end for an unprotected run (v: its handler's panic,
+// nil: none); it reports whether End must panic again with v. A panic
+// before anything of the response was sent is answered as a protected
+// run's is (see End) when the request carries a key (a FailOpen run while
+// the store fails) or an Idempotency-Key or X-Idempotency-Key header
+// (resentByTransport: a key in the query or body left out, an optional
+// key left out, a key under another header): without that answer, Go's
+// http.Transport would send the request again on every idle connection it
+// holds, each running the handler, unprotected, once more. Another (a
+// request without a key or those headers) is not: the engine only passes
+// it through, and its panic goes on as it is.
+func (c *Call) endUnprotected(v any) (raise bool) {
+	raise = v != nil
+	op := c.p.spec.Operation
+	ev := Event{Kind: EventExecuted, Operation: op, Principal: c.principal, Key: c.key}
+	if sw := &c.h.sw; raise && (c.key != "" || resentByTransport(c.r.Header)) && sw.unsent() {
+		ev.Status, ev.Code = http.StatusInternalServerError, CodeHandlerPanicked
+		// The scope is set once the engine found a key (or, under
+		// Window, recorded the request by its fingerprint) and went to
+		// the store: it failed (FailOpen).
+		why, detail := "the store failed: FailOpen", detailPanicUnprotected
+		if c.scope == "" {
+			why, detail = "no idempotency key", detailPanicKeyless
+		}
+		msg := "idem: handler of an unprotected run (" + why + ") panicked before its response was sent: 500 " + CodeHandlerPanicked + " sent"
+		if c.writePanic(sw.ResponseWriter, !sw.outerCE, detail) {
+			c.e.log.LogAttrs(c.ctx, slog.LevelWarn, msg+", the panic goes on",
+				slog.String("operation", op), slog.String("key", c.key))
+		} else {
+			raise = false
+			c.logKeptPanic(v, msg)
+			ev.Err = handlerPanic{v}
+		}
+	}
+	if c.e.obs != nil {
+		ev.Duration = c.e.now().Sub(c.start)
+		c.e.obs.Observe(c.ctx, ev)
+	}
+	c.releaseHeld()
+	return raise
+}
+
+// resentByTransport reports whether Go's http.Transport sends a request
+// with header h again after its connection was dropped without an answer
+// (as it does a GET): it carries an Idempotency-Key or X-Idempotency-Key
+// header (Request.isReplayable), whatever its value and whatever the
+// engine took for the key.
+func resentByTransport(h http.Header) bool {
+	_, a := h["Idempotency-Key"]
+	_, b := h["X-Idempotency-Key"]
+	return a || b
+}
+
+// heldClaim is a claim FailOpen's unprotected run leaves in place while it
+// runs (Call.held).
+type heldClaim uint8
+
+const (
+	heldNone heldClaim = iota
+	// heldUnanswered: the claim a failed Begin may have made all the same
+	// (releaseUnanswered).
+	heldUnanswered
+	// heldAcquired: the claim of a Begin that acquired the key, whose
+	// BeginTx then failed (release).
+	heldAcquired
+)
+
+// releaseHeld releases, once FailOpen's unprotected run has ended (Finish,
+// or End), the claim the store failure that led to it left in place (held).
+// Released at once, that claim (a Begin's whose reply was lost after the
+// server claimed; one cut by StoreTimeout that landed; one whose BeginTx
+// failed) would no longer keep the client's retry, sent while the run goes
+// on, from claiming the key and running the handler a second time,
+// concurrently.
+func (c *Call) releaseHeld() {
+	switch c.held {
+	case heldUnanswered:
+		c.releaseUnanswered(c.heldErr, c.heldCut)
+	case heldAcquired:
+		// Fenced: the lease ran out during the run and another request
+		// took the key over, or it expired; nothing to free, and nothing
+		// to report (no protected run lost its claim).
+		if err := c.releaseKey(); err != nil && !errors.Is(err, ErrFenced) {
+			c.reportFinish(StateFailed, 0, "", err, bodyKept)
+		}
+	}
+	c.held, c.heldErr = heldNone, nil
+}
+
+// detailPanicUnprotected and detailPanicKeyless are the details of
+// endUnprotected's answer: to a run the store's failure left unprotected
+// (FailOpen), and to one without a key the operation reads.
+const (
+	detailPanicUnprotected = "the handler failed (it panicked) before it answered; it ran without idempotency protection (the idempotency record store was unavailable), so nothing was recorded: a retry with the same idempotency key runs it again"
+	detailPanicKeyless     = "the handler failed (it panicked) before it answered; it ran without idempotency protection (the request carried no idempotency key where this operation reads it), so nothing was recorded: a retry runs it again"
+)
+
 // answerPanic answers the client of a protected run whose handler
 // panicked before anything of its response was sent (recorder.unsent): a
 // complete 500 CodeHandlerPanicked, flushed, as the connection is about to
@@ -1970,9 +2096,17 @@ func (c *Call) end(v any) (raise bool) {
 // Content-Disposition, Location). It reports whether the flush succeeded.
 func (c *Call) answerPanic() (flushed bool) {
 	r := &c.h.rec
-	w := r.w
+	h := r.w.Header()
+	dropCE := !r.buffered && h.Get("Content-Encoding") != "" && r.outerSet(h)&contentEncodingBit == 0
+	return c.writePanic(r.w, dropCE, "the handler failed (it panicked) before it answered; nothing was recorded: a retry with the same idempotency key runs it again")
+}
+
+// writePanic writes answerPanic's answer, with detail, to w (dropCE: drop
+// its Content-Encoding) and flushes it; it reports whether the flush
+// succeeded.
+func (c *Call) writePanic(w http.ResponseWriter, dropCE bool, detail string) (flushed bool) {
 	h := w.Header()
-	if !r.buffered && h.Get("Content-Encoding") != "" && r.outerSet(h)&contentEncodingBit == 0 {
+	if dropCE {
 		h.Del("Content-Encoding")
 	}
 	for _, k := range panicDropped {
@@ -1983,8 +2117,7 @@ func (c *Call) answerPanic() (flushed bool) {
 			delete(h, k)
 		}
 	}
-	p := problem{status: http.StatusInternalServerError, code: CodeHandlerPanicked,
-		detail: "the handler failed (it panicked) before it answered; nothing was recorded: a retry with the same idempotency key runs it again"}
+	p := problem{status: http.StatusInternalServerError, code: CodeHandlerPanicked, detail: detail}
 	body := c.e.appendProblem(nil, &p, "")
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	h.Set("Content-Type", "application/problem+json")
@@ -2010,8 +2143,7 @@ func (c *Call) keepPanic(v any, err error) {
 		c.e.log.LogAttrs(c.ctx, slog.LevelWarn, "idem: handler aborted (http.ErrAbortHandler) before its response was sent: key released for a retry, 500 "+CodeHandlerPanicked+" sent; the ResponseWriter cannot flush, so the panic ends here",
 			slog.String("operation", op), slog.String("key", c.key))
 	} else {
-		c.e.log.LogAttrs(c.ctx, slog.LevelError, "idem: handler panicked before its response was sent: key released for a retry, 500 "+CodeHandlerPanicked+" sent; the ResponseWriter cannot flush it, so the panic ends here (a panic going on would lose the answer)",
-			slog.String("operation", op), slog.String("key", c.key), slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
+		c.logKeptPanic(v, "idem: handler panicked before its response was sent: key released for a retry, 500 "+CodeHandlerPanicked+" sent")
 	}
 	if err != nil {
 		c.reportFinish(StateFailed, 0, "", err, bodyKept)
@@ -2019,6 +2151,22 @@ func (c *Call) keepPanic(v any, err error) {
 	}
 	c.e.observe(c.ctx, Event{Kind: EventExecuted, Operation: op, Principal: c.principal, Key: c.key,
 		Protected: true, State: StateFailed, Prior: c.prior, Err: handlerPanic{v}, Duration: c.e.now().Sub(c.start)})
+}
+
+// logKeptPanic logs, after what (msg), a panic v whose answer could not be
+// flushed and that End keeps (see End): at Error with its value and the
+// stack it unwound from (End's deferred call runs on top of it), but an
+// http.ErrAbortHandler, whose handler meant to abort quietly (net/http
+// does not log it), at Warn without them.
+func (c *Call) logKeptPanic(v any, msg string) {
+	op := c.p.spec.Operation
+	if v == http.ErrAbortHandler {
+		c.e.log.LogAttrs(c.ctx, slog.LevelWarn, msg+" (the handler aborted: http.ErrAbortHandler); the ResponseWriter cannot flush, so the panic ends here",
+			slog.String("operation", op), slog.String("key", c.key))
+		return
+	}
+	c.e.log.LogAttrs(c.ctx, slog.LevelError, msg+"; the ResponseWriter cannot flush it, so the panic ends here (a panic going on would lose the answer)",
+		slog.String("operation", op), slog.String("key", c.key), slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
 }
 
 // handlerPanic is the Err of the EventExecuted of a run whose panic the

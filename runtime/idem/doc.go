@@ -102,7 +102,11 @@
 //     answered, before it goes on, with a complete 500
 //     IDEMPOTENCY_HANDLER_PANICKED (see Call.End), since a connection
 //     dropped without an answer makes Go's Transport send a keyed request
-//     again at once, on every idle connection it holds; when a
+//     again at once, on every idle connection it holds (a request that
+//     carries a key and runs unprotected, FailOpen's, is answered so too,
+//     as is one without a key that carries an Idempotency-Key or
+//     X-Idempotency-Key header, which the Transport resends all the same;
+//     any other is passed through); when a
 //     ResponseWriter in front of the engine cannot flush that answer
 //     (http.TimeoutHandler's), the engine logs the panic and ends it, so
 //     that the answer is sent. Under GODEBUG=panicnil=1, recover gives

@@ -61,6 +61,10 @@ type Options struct {
 	// FailOpen runs the handler unprotected when the store fails at Begin
 	// (reported as EventStoreError + EventFailOpen and logged). The default,
 	// false, fails closed: 503 IDEMPOTENCY_STORE_UNAVAILABLE with Retry-After.
+	// A claim the failed Begin may have made all the same (its reply lost,
+	// or cut by StoreTimeout; see ErrNothingDone), or that a failed BeginTx
+	// leaves, is released only once the unprotected run ends: meanwhile it
+	// keeps a retry of the same key from running the handler concurrently.
 	// Neither applies to a store call that failed because the request's own
 	// context had ended (its client went away, or a deadline set for it
 	// passed): that request is refused with CodeRequestEnded, never run.
@@ -114,12 +118,15 @@ type Options struct {
 	// finds the key free sooner; a failed commit itself is not (nothing of
 	// it was kept, and its client got 503). A handler's Finish that is not
 	// stored in the end (or not retried) is reported as
-	// EventFinishAbandoned. The release of a claim that a Begin which
-	// failed as its request ended, or on StoreTimeout, may have made all
-	// the same (a store client that cancels asynchronously: pgx) is tried
-	// in the background too, whatever FinishRetryFor says (negative
+	// EventFinishAbandoned. The release of a claim that a failed Begin
+	// may have made all the same (one that failed as its request ended,
+	// or on StoreTimeout: a store client that cancels asynchronously, pgx;
+	// or, over a store that is not in-process, with any error its store
+	// did not mark ErrNothingDone: a reply lost with its connection) is
+	// tried in the background too, whatever FinishRetryFor says (negative
 	// included): at most ClaimReleaseAttempts times within the lease, and
-	// at most MaxClaimReleases at once, which do not count toward
+	// at most MaxClaimReleases at once (MaxLostReplyReleases of them for
+	// the errors other than a context's end), which do not count toward
 	// MaxFinishRetries (see docs/runtime.md).
 	FinishRetryFor time.Duration
 	// UnavailableRetryAfter is the Retry-After of 503 answers (default 1s),
@@ -197,7 +204,9 @@ type Engine struct {
 	lateMax     time.Duration // and its cap (lateFinishMax)
 	lateMu      sync.Mutex
 	lateN       int           // the Finish calls retried in the background (finishLater), releases included
-	lateRel     int           // the releases among them (finishUnanswered: MaxClaimReleases)
+	lateRel     int           // the releases among them (finishUnanswered, finishLostReply: MaxClaimReleases)
+	lateLost    int           // the finishLostReply ones among those (MaxLostReplyReleases)
+	relDrop     releaseDrops  // the releases not tried (releaseDropped)
 	lateBytes   int64         // the size of their responses
 	lateIdle    chan struct{} // closed when lateN drops to 0; nil while it is 0
 	lateWake    chan struct{} // closed by Drain to wake the retries from their backoff, then replaced
@@ -223,6 +232,7 @@ func New(store Store, opts Options) *Engine {
 		lateFirst:   lateFinishFirst,
 		lateMax:     lateFinishMax,
 		lateWake:    make(chan struct{}),
+		relDrop:     releaseDrops{every: releaseDropLogEvery},
 	}
 	fpv := opts.FingerprintVersion
 	if fpv == 0 {

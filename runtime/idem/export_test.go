@@ -50,3 +50,11 @@ func UseLateBytes(e *Engine, n int64) {
 // SetLateBackoff sets the first backoff of the Finish calls e retries in
 // the background, and its cap (before e serves a request).
 func SetLateBackoff(e *Engine, first, max time.Duration) { e.lateFirst, e.lateMax = first, max }
+
+// SetReleaseDropLogEvery sets how often at most e logs the claim releases
+// it did not try (their budget full).
+func SetReleaseDropLogEvery(e *Engine, d time.Duration) {
+	e.lateMu.Lock()
+	e.relDrop.every = d
+	e.lateMu.Unlock()
+}

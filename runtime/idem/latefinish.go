@@ -30,22 +30,36 @@ import (
 // retried.
 //
 // MaxClaimReleases bounds, apart from those, the releases an Engine tries
-// at once in the background of claims that a Begin which failed as its
-// request ended, or on Options.StoreTimeout, may have made all the same
-// (see Options.FinishRetryFor); each is tried at most ClaimReleaseAttempts
-// times, within the operation's lease. They never take the slots of the
-// Finish calls (a response whose Finish failed during an outage is
-// retried, whatever the number of Begins that failed with it), and a
-// release that is not tried, or given up, leaves at worst a claim that
-// runs out with its lease; so the load they add on a struggling store
-// stays bounded.
+// at once in the background of claims that a failed Begin may have made
+// all the same (see Options.FinishRetryFor and ErrNothingDone); each is
+// tried at most ClaimReleaseAttempts times, within the operation's lease.
+// They never take the slots of the Finish calls (a response whose Finish
+// failed during an outage is retried, whatever the number of Begins that
+// failed with it), and a release that is not tried, or given up, leaves
+// at worst a claim that runs out with its lease; so the load they add on
+// a struggling store stays bounded. A release that is not tried is logged
+// (at Warn, at most once per 10 seconds, with the number not tried since
+// the last such log and in all).
+//
+// Of those, at most MaxLostReplyReleases free the claims of Begins that
+// failed otherwise than by their context's end (the request's, or
+// Options.StoreTimeout) with an error their store did not mark
+// ErrNothingDone (a reply lost with its connection): the other half is
+// kept for the releases of Begins cut by their context, which a store
+// that does not answer in time makes many of, so that ambiguous errors
+// (a store failing fast) never crowd them out.
 const (
 	MaxFinishRetries    = 1024
 	MaxFinishRetryBytes = 64 << 20
 
 	MaxClaimReleases     = MaxFinishRetries / 4
+	MaxLostReplyReleases = MaxClaimReleases / 2
 	ClaimReleaseAttempts = 4
 )
+
+// releaseDropLogEvery is how often at most the engine logs releases it
+// did not try (MaxClaimReleases, MaxLostReplyReleases).
+const releaseDropLogEvery = 10 * time.Second
 
 // lateFinish backoff: the first retry after lateFinishFirst, doubling up
 // to lateFinishMax, each with jitter (half to all of it).
@@ -73,7 +87,16 @@ const (
 	// the same (releaseUnanswered): no event.
 	// Fenced, there was no such claim (or it was taken over already).
 	finishUnanswered
+	// finishLostReply is finishUnanswered for a Begin that failed
+	// otherwise, with an error its store did not mark ErrNothingDone (a
+	// reply lost with its connection): at most MaxLostReplyReleases of
+	// the MaxClaimReleases at once.
+	finishLostReply
 )
+
+// claimRelease reports whether k frees a claim a failed Begin may have
+// made (releaseUnanswered).
+func (k finishKind) claimRelease() bool { return k >= finishUnanswered }
 
 // lateFinish is one Finish to retry, with copies of what the Call held.
 type lateFinish struct {
@@ -98,26 +121,29 @@ type lateFinish struct {
 
 // finishLater schedules the retry of the Finish that just failed with err,
 // unless it cannot help (fenced) or may not (Options.FinishRetryFor
-// negative, MaxFinishRetries or MaxFinishRetryBytes reached; for a release
-// of kind finishUnanswered, which FinishRetryFor does not turn off,
-// MaxClaimReleases reached); it reports whether it did.
+// negative, MaxFinishRetries or MaxFinishRetryBytes reached; for a claim
+// release, which FinishRetryFor does not turn off, MaxClaimReleases or
+// MaxLostReplyReleases reached: logged); it reports whether it did.
 //
 // The retries run with a context of their own, without the request's
 // values: the request is over, and what a router or middleware put there
 // may be reused by another request (chi pools its route context).
 func (c *Call) finishLater(kind finishKind, state State, resp []byte, status int, loss bodyLoss, err error) bool {
 	e := c.e
-	if errors.Is(err, ErrFenced) || (e.lateFor < 0 && kind != finishUnanswered) {
+	if errors.Is(err, ErrFenced) || (e.lateFor < 0 && !kind.claimRelease()) {
 		return false
 	}
 	e.lateMu.Lock()
-	if kind == finishUnanswered {
+	if kind.claimRelease() {
 		// Releases have a budget of their own (no response to keep).
-		if e.lateRel == MaxClaimReleases {
-			e.lateMu.Unlock()
+		if e.lateRel == MaxClaimReleases || (kind == finishLostReply && e.lateLost == MaxLostReplyReleases) {
+			e.releaseDropped(c, kind) // unlocks lateMu
 			return false
 		}
 		e.lateRel++
+		if kind == finishLostReply {
+			e.lateLost++
+		}
 	} else if e.lateN-e.lateRel == MaxFinishRetries || e.lateBytes+int64(len(resp)) > MaxFinishRetryBytes {
 		e.lateMu.Unlock()
 		return false
@@ -149,7 +175,7 @@ func (c *Call) finishLater(kind finishKind, state State, resp []byte, status int
 		failedAt:  e.now(),
 	}
 	d := e.lateFor
-	if d == 0 || kind == finishUnanswered {
+	if d == 0 || kind.claimRelease() {
 		d = c.p.spec.InFlight.Lease
 	}
 	go e.retryFinish(f, d, wake)
@@ -157,13 +183,59 @@ func (c *Call) finishLater(kind finishKind, state State, resp []byte, status int
 }
 
 // releaseUnanswered frees, off the request's path, the claim a Begin that
-// failed with err as its context ended (the request's, or the store
-// timeout) may have made all the same: pgx cancels asynchronously and the
-// claim may commit. The token is that Begin's own and no handler runs
-// under it, so a fenced answer frees nothing else. How it is tried and
-// bounded: finishUnanswered, MaxClaimReleases, ClaimReleaseAttempts.
-func (c *Call) releaseUnanswered(err error) {
-	c.finishLater(finishUnanswered, StateFailed, nil, 0, bodyKept, err)
+// failed with err may have made all the same, unless the store marked err
+// ErrNothingDone: one whose context ended (cut: the request's, or the
+// store timeout; pgx cancels asynchronously and the claim may commit), or
+// (finishLostReply) one of a store that is not in-process whose reply may have
+// been lost after the server claimed (memstore's Begin claims nothing
+// when it fails). The token is that Begin's own and no handler runs under
+// it, so a fenced answer frees nothing else. Under FailOpen, claim leaves
+// it to the end of the unprotected run (releaseHeld). How it is tried and
+// bounded: finishUnanswered, MaxClaimReleases, MaxLostReplyReleases,
+// ClaimReleaseAttempts.
+func (c *Call) releaseUnanswered(err error, cut bool) {
+	if (!cut && c.e.local != nil) || errors.Is(err, ErrNothingDone) {
+		return
+	}
+	kind := finishUnanswered
+	if !cut {
+		kind = finishLostReply
+	}
+	c.finishLater(kind, StateFailed, nil, 0, bodyKept, err)
+}
+
+// releaseDrops counts the releases finishLater did not try (under lateMu).
+type releaseDrops struct {
+	n      uint64        // in all
+	logged uint64        // n when last logged
+	at     time.Time     // when last logged (wall clock)
+	every  time.Duration // releaseDropLogEvery (tests change it)
+}
+
+// releaseDropped logs, at most once per releaseDropLogEvery, the release
+// of kind that finishLater does not try (the releases' budget is full),
+// counting the others not tried since the last log. It is called with
+// lateMu held, and unlocks it.
+func (e *Engine) releaseDropped(c *Call, kind finishKind) {
+	d := &e.relDrop
+	d.n++
+	now := time.Now()
+	if !d.at.IsZero() && now.Sub(d.at) < d.every {
+		e.lateMu.Unlock()
+		return
+	}
+	d.at = now
+	since, total, lost, every := d.n-d.logged, d.n, e.lateLost, d.every
+	d.logged = d.n
+	e.lateMu.Unlock()
+	why := "MaxClaimReleases"
+	if kind == finishLostReply && lost == MaxLostReplyReleases {
+		why = "MaxLostReplyReleases"
+	}
+	e.log.LogAttrs(context.Background(), slog.LevelWarn, "idem: claim release not tried: "+why+" releases are under way; "+
+		"if the failed Begin claimed the key, it stays in flight until its lease runs out (logged at most once per "+every.String()+")",
+		slog.String("operation", c.p.spec.Operation), slog.String("key", c.key),
+		slog.Uint64("not_tried", since), slog.Uint64("not_tried_total", total))
 }
 
 // retryFinish tries f's Finish until it succeeds, is fenced, or d has
@@ -178,8 +250,11 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 	defer func() {
 		e.lateMu.Lock()
 		e.lateBytes -= int64(len(f.resp))
-		if f.kind == finishUnanswered {
+		if f.kind.claimRelease() {
 			e.lateRel--
+		}
+		if f.kind == finishLostReply {
+			e.lateLost--
 		}
 		if e.lateN--; e.lateN == 0 {
 			close(e.lateIdle)
@@ -234,12 +309,12 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 		if err == nil || errors.Is(err, ErrFenced) {
 			break
 		}
-		if f.kind == finishUnanswered && attempt > ClaimReleaseAttempts {
+		if f.kind.claimRelease() && attempt > ClaimReleaseAttempts {
 			break // attempt 1 was the Begin
 		}
 	}
 	count := slog.Int("attempts", attempt)
-	if f.kind == finishUnanswered {
+	if f.kind.claimRelease() {
 		count = slog.Int("releases", attempt-1) // attempt 1 was the Begin
 	}
 	attrs := []slog.Attr{slog.String("operation", f.operation), slog.String("key", f.key),
@@ -248,7 +323,10 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 	switch {
 	case err == nil && f.kind == finishUnanswered:
 		e.log.LogAttrs(ctx, slog.LevelInfo, "idem: key released: a Begin that failed as its context ended (the request's, or the store timeout) had claimed it all the same", attrs...)
-	case errors.Is(err, ErrFenced) && f.kind == finishUnanswered:
+	case err == nil && f.kind == finishLostReply:
+		attrs = append(attrs, slog.Any("begin_error", f.err))
+		e.log.LogAttrs(ctx, slog.LevelInfo, "idem: key released: a Begin that failed (its reply lost, say) had claimed it all the same", attrs...)
+	case errors.Is(err, ErrFenced) && f.kind.claimRelease():
 		// No such claim (the Begin did not reach the store), or taken over.
 	case err == nil && release:
 		e.log.LogAttrs(ctx, slog.LevelInfo, "idem: key released by a later attempt, after the store failed", attrs...)
@@ -271,9 +349,9 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 		e.log.LogAttrs(ctx, slog.LevelWarn, "idem: late completion rejected: the claim was taken over or expired while the store failed at finish", attrs...)
 		e.observe(ctx, Event{Kind: EventFenced, Operation: f.operation, Principal: f.principal, Key: f.key,
 			Protected: true, State: f.state, Status: f.status, Err: err})
-	case f.kind == finishUnanswered:
+	case f.kind.claimRelease():
 		attrs = append(attrs, slog.Any("error", err))
-		e.log.LogAttrs(ctx, slog.LevelWarn, "idem: gave up releasing the claim a Begin that failed as its context ended may have made: if it did, the key stays in flight until its lease runs out", attrs...)
+		e.log.LogAttrs(ctx, slog.LevelWarn, "idem: gave up releasing the claim a failed Begin may have made: if it did, the key stays in flight until its lease runs out", attrs...)
 	case release:
 		attrs = append(attrs, slog.Any("error", err))
 		e.log.LogAttrs(ctx, slog.LevelError, "idem: gave up releasing the key: it stays in flight until its lease runs out", attrs...)

@@ -3,6 +3,7 @@ package idem
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -237,10 +238,20 @@ type ObserverFunc func(ctx context.Context, e Event)
 func (f ObserverFunc) Observe(ctx context.Context, e Event) { f(ctx, e) }
 
 // statusWriter is what the handler of an unprotected run writes to when
-// there is an Observer: w itself, noting the status for EventExecuted.
+// there is an Observer, or when End answers its panic (a request that
+// carries a key, or an Idempotency-Key or X-Idempotency-Key header): w
+// itself, noting the status for EventExecuted and for End (unsent).
 type statusWriter struct {
 	http.ResponseWriter
-	status int
+	status   int
+	hijacked bool // the handler took the connection over
+	outerCE  bool // w had a Content-Encoding when the handler was handed it (a middleware's in front)
+}
+
+// unsent reports whether nothing of the response was sent yet: the
+// handler was handed the writer, sent no status, and did not hijack.
+func (s *statusWriter) unsent() bool {
+	return s.ResponseWriter != nil && s.status == 0 && !s.hijacked
 }
 
 // sent is the status the handler sent: net/http's implicit 200 when it
@@ -288,13 +299,31 @@ func (s *statusWriter) ReadFrom(r io.Reader) (int64, error) {
 // writerOnly hides a writer's ReadFrom from io.Copy.
 type writerOnly struct{ io.Writer }
 
-// Flush passes through (http.Flusher), as do Hijack and, for
-// http.ResponseController, Unwrap.
-func (s *statusWriter) Flush() { _ = http.NewResponseController(s.ResponseWriter).Flush() }
+// Flush passes through (http.Flusher; FlushError for
+// http.ResponseController), as do Hijack and, for http.ResponseController,
+// Unwrap.
+func (s *statusWriter) Flush() { _ = s.FlushError() }
+
+// FlushError flushes w, and returns its error (http.ErrNotSupported when
+// it cannot flush). A flush before any write sends net/http's implicit 200
+// (a server-sent events stream does so): it is noted as sent, so that End
+// does not answer a later panic into that response; unless w cannot flush
+// (nothing was sent).
+func (s *statusWriter) FlushError() error {
+	err := http.NewResponseController(s.ResponseWriter).Flush()
+	if s.status == 0 && !errors.Is(err, http.ErrNotSupported) {
+		s.status = http.StatusOK
+	}
+	return err
+}
 
 // Hijack hijacks w's connection (http.Hijacker) when w supports it.
 func (s *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	return http.NewResponseController(s.ResponseWriter).Hijack()
+	c, rw, err := http.NewResponseController(s.ResponseWriter).Hijack()
+	if err == nil {
+		s.hijacked = true
+	}
+	return c, rw, err
 }
 
 // Unwrap returns w (http.ResponseController).

@@ -2,6 +2,7 @@ package idem_test
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"log"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/memstore"
 )
 
 // panicShapes are the ways a handler runs under the engine: Engine.Handler,
@@ -82,11 +84,13 @@ func panicShapes(eng *idem.Engine, p *idem.Policy, calls *atomic.Int32, boom *at
 }
 
 // panicServer serves h at POST /orders and a warm-up route at GET /warm,
-// recording the values of the panics that reach the outermost handler.
+// recording the values of the panics that reach the outermost handler,
+// and how many of its runs have ended (returned or panicked).
 type panicServer struct {
 	*httptest.Server
 	mu     sync.Mutex
 	panics []any
+	ended  int
 }
 
 func newPanicServer(t *testing.T, h http.Handler, http2 bool) *panicServer {
@@ -95,10 +99,14 @@ func newPanicServer(t *testing.T, h http.Handler, http2 bool) *panicServer {
 	mux.HandleFunc("GET /warm", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
 	mux.Handle("POST /orders", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
-			if v := recover(); v != nil {
-				ps.mu.Lock()
+			v := recover()
+			ps.mu.Lock()
+			ps.ended++
+			if v != nil {
 				ps.panics = append(ps.panics, v)
-				ps.mu.Unlock()
+			}
+			ps.mu.Unlock()
+			if v != nil {
 				panic(v) // on to net/http, as without this wrapper
 			}
 		}()
@@ -130,6 +138,20 @@ func (ps *panicServer) waitPanics(t *testing.T, n int) []any {
 	return got
 }
 
+// endedPanics waits until n runs of h have ended and returns the panics
+// that reached the outermost handler by then.
+func (ps *panicServer) endedPanics(t *testing.T, n int) []any {
+	t.Helper()
+	var got []any
+	require.Eventually(t, func() bool {
+		ps.mu.Lock()
+		defer ps.mu.Unlock()
+		got = slices.Clone(ps.panics)
+		return ps.ended >= n
+	}, 5*time.Second, time.Millisecond, "runs of the handler ended")
+	return got
+}
+
 // warm opens n idle keep-alive connections in c's pool.
 func warm(t *testing.T, c *http.Client, url string, n int) {
 	var wg sync.WaitGroup
@@ -148,7 +170,9 @@ func warm(t *testing.T, c *http.Client, url string, n int) {
 func postKey(c *http.Client, url, key string) (*http.Response, []byte, error) {
 	req, _ := http.NewRequest(http.MethodPost, url+"/orders", strings.NewReader(`{"item":1}`))
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", key)
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
 	resp, err := c.Do(req)
 	if err != nil {
 		return nil, nil, err
@@ -380,8 +404,7 @@ func TestPanicAnsweredWithoutFlush(t *testing.T) {
 			requirePanicProblem(t, resp, body)
 			assert.Equal(t, "1", resp.Header.Get("X-Before"))
 			assert.Equal(t, int32(1), f.calls.Load(), "the handler ran once: the Transport did not send the request again")
-			time.Sleep(50 * time.Millisecond)
-			assert.Empty(t, ps.waitPanics(t, 0), "the panic ended in the engine")
+			assert.Empty(t, ps.endedPanics(t, 1), "the run ended without a panic: it ended in the engine")
 			assert.Contains(t, logs.String(), "level=ERROR")
 			assert.Contains(t, logs.String(), "panic=kaboom")
 			assert.Contains(t, logs.String(), "panickingOperation", "the stack it unwound from")
@@ -412,4 +435,271 @@ func TestPanicKeptErrorUnwraps(t *testing.T) {
 	ev, ok := f.obs.find(idem.EventExecuted)
 	require.True(t, ok)
 	assert.ErrorIs(t, ev.Err, io.ErrUnexpectedEOF)
+}
+
+// A handler that panics before writing anything in an unprotected run of
+// a request that carries a key (FailOpen, the store failing at Begin) is
+// answered as a protected run's is, with a detail that says it ran
+// unprotected: before, net/http dropped the connection and Go's Transport
+// sent the keyed request again on every warm idle connection (21 runs
+// with 20 idle connections), each run unprotected too. The panic goes on.
+func TestPanicAnsweredUnprotected(t *testing.T) {
+	for _, name := range []string{"Handler", "HTTPMiddleware", "strict", "strict visit"} {
+		t.Run(name, func(t *testing.T) {
+			ms := memstore.New(memstore.Options{SweepInterval: -1})
+			t.Cleanup(func() { _ = ms.Close() })
+			down := &markedStore{Store: ms, err: idem.NothingDone(errors.New("dial tcp 127.0.0.1:6379: connect: connection refused"))}
+			f := newFixtureStore(t, ms, down, idem.Options{FailOpen: true})
+			var boom atomic.Bool
+			boom.Store(true)
+			ps := newPanicServer(t, panicShapes(f.eng, mustCompile(t, strictSpec()), &f.calls, &boom)[name], false)
+			c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 100}}
+			t.Cleanup(c.CloseIdleConnections)
+			warm(t, c, ps.URL, 20)
+			resp, body, err := postKey(c, ps.URL, "k")
+			assert.Equal(t, int32(1), f.calls.Load(), "the handler ran once: the Transport did not send the request again")
+			require.NoError(t, err, "the client gets an answer")
+			requirePanicProblem(t, resp, body)
+			assert.Contains(t, string(body), "without idempotency protection")
+			assert.Empty(t, resp.Header.Values("Location"), "it describes the response the handler meant to send")
+			assert.Equal(t, []any{"kaboom"}, ps.waitPanics(t, 1), "the panic went on, with its value")
+			ev, ok := f.obs.find(idem.EventExecuted)
+			require.True(t, ok, "events: %v", f.obs.kinds())
+			assert.False(t, ev.Protected)
+			assert.Equal(t, http.StatusInternalServerError, ev.Status)
+			assert.Equal(t, idem.CodeHandlerPanicked, ev.Code)
+		})
+	}
+}
+
+// Over HTTP/2, an unprotected run (FailOpen, the store failing) whose
+// handler panics before writing: the client gets the engine's 500 before
+// the stream is reset, and the handler ran once.
+func TestPanicAnsweredUnprotectedHTTP2(t *testing.T) {
+	for _, name := range []string{"Handler", "HTTPMiddleware", "strict", "strict visit"} {
+		t.Run(name, func(t *testing.T) {
+			ms := memstore.New(memstore.Options{SweepInterval: -1})
+			t.Cleanup(func() { _ = ms.Close() })
+			down := &markedStore{Store: ms, err: idem.NothingDone(errors.New("dial tcp 127.0.0.1:6379: connect: connection refused"))}
+			f := newFixtureStore(t, ms, down, idem.Options{FailOpen: true})
+			var boom atomic.Bool
+			boom.Store(true)
+			ps := newPanicServer(t, panicShapes(f.eng, mustCompile(t, strictSpec()), &f.calls, &boom)[name], true)
+			resp, body, err := postKey(ps.Client(), ps.URL, "k")
+			require.NotNil(t, resp, "the client gets the status: %v", err)
+			assert.Equal(t, 2, resp.ProtoMajor)
+			assert.Equal(t, http.StatusInternalServerError, resp.StatusCode)
+			assert.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
+			if err == nil { // the body came before the reset
+				assert.Contains(t, string(body), "without idempotency protection")
+			}
+			assert.Equal(t, int32(1), f.calls.Load(), "not sent again")
+			assert.Equal(t, []any{"kaboom"}, ps.waitPanics(t, 1), "the panic went on")
+			ev, ok := f.obs.find(idem.EventExecuted)
+			require.True(t, ok, "events: %v", f.obs.kinds())
+			assert.False(t, ev.Protected)
+			assert.Equal(t, idem.CodeHandlerPanicked, ev.Code)
+		})
+	}
+}
+
+// Unprotected behind a ResponseWriter that cannot flush (see
+// TestPanicAnsweredWithoutFlush): the engine keeps the panic, logs it,
+// and returns, so that the 500 is sent.
+func TestPanicAnsweredUnprotectedWithoutFlush(t *testing.T) {
+	ms := memstore.New(memstore.Options{SweepInterval: -1})
+	t.Cleanup(func() { _ = ms.Close() })
+	down := &markedStore{Store: ms, err: idem.NothingDone(errors.New("dial tcp 127.0.0.1:6379: connect: connection refused"))}
+	logs := &syncBuf{}
+	f := newFixtureStore(t, ms, down, idem.Options{FailOpen: true, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	h := f.eng.Handler(mustCompile(t, strictSpec()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.calls.Add(1)
+		panickingOperation()
+	}))
+	ps := newPanicServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(&noFlushWriter{ResponseWriter: w}, r) }), false)
+	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 100}}
+	t.Cleanup(c.CloseIdleConnections)
+	warm(t, c, ps.URL, 20)
+	resp, body, err := postKey(c, ps.URL, "k")
+	require.NoError(t, err, "the client gets an answer")
+	requirePanicProblem(t, resp, body)
+	assert.Equal(t, int32(1), f.calls.Load())
+	assert.Empty(t, ps.endedPanics(t, 1), "the run ended without a panic: it ended in the engine")
+	assert.Contains(t, logs.String(), "level=ERROR")
+	assert.Contains(t, logs.String(), "panic=kaboom")
+	assert.Contains(t, logs.String(), "panickingOperation", "the stack it unwound from")
+	ev, ok := f.obs.find(idem.EventExecuted)
+	require.True(t, ok, "events: %v", f.obs.kinds())
+	assert.ErrorContains(t, ev.Err, "kaboom")
+}
+
+// A request without a key (an optional key left out) runs unprotected and
+// the engine only passes it through: its panic goes on untouched (net/http
+// drops the connection), and the Transport does not send a POST without
+// a key again.
+func TestPanicKeylessNotAnswered(t *testing.T) {
+	f := newFixture(t, idem.Options{Principal: idem.Anonymous})
+	spec := strictSpec()
+	spec.Key.Required = idem.Optional
+	h := f.eng.Handler(mustCompile(t, spec), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.calls.Add(1)
+		panic("kaboom")
+	}))
+	ps := newPanicServer(t, h, false)
+	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 100}}
+	t.Cleanup(c.CloseIdleConnections)
+	warm(t, c, ps.URL, 5)
+	resp, _, err := postKey(c, ps.URL, "")
+	require.Error(t, err, "no answer: %v", resp)
+	assert.Equal(t, []any{"kaboom"}, ps.waitPanics(t, 1))
+	assert.Equal(t, int32(1), f.calls.Load())
+}
+
+// An unprotected run whose handler sent its status before it panicked is
+// not answered: the panic goes on, and nothing more is written.
+func TestPanicAfterStatusUnprotected(t *testing.T) {
+	ms := memstore.New(memstore.Options{SweepInterval: -1})
+	t.Cleanup(func() { _ = ms.Close() })
+	down := &markedStore{Store: ms, err: idem.NothingDone(errors.New("dial tcp 127.0.0.1:6379: connect: connection refused"))}
+	f := newFixtureStore(t, ms, down, idem.Options{FailOpen: true})
+	h := f.eng.Handler(mustCompile(t, strictSpec()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = io.WriteString(w, "part")
+		panic("kaboom")
+	}))
+	w := httptest.NewRecorder()
+	func() {
+		defer func() { assert.Equal(t, "kaboom", recover()) }()
+		hr := httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader(`{}`))
+		hr.Header.Set("Content-Type", "application/json")
+		hr.Header.Set("Idempotency-Key", "k")
+		h.ServeHTTP(w, hr)
+	}()
+	assert.Equal(t, http.StatusAccepted, w.Code)
+	assert.Equal(t, "part", w.Body.String())
+}
+
+// An unprotected run whose handler flushed before it wrote anything (a
+// server-sent events stream: net/http sent its implicit 200) and then
+// panicked is not answered: the engine's 500 would be written into that
+// 200 stream (before: it was, as the flush did not count as a status
+// sent). Behind a ResponseWriter that cannot flush, nothing was sent, and
+// the panic is answered.
+func TestPanicAfterFlushUnprotected(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		flush    func(w http.ResponseWriter)
+		noFlush  bool // a ResponseWriter that cannot flush in front of the engine
+		answered bool
+	}{
+		{"ResponseController", func(w http.ResponseWriter) { _ = http.NewResponseController(w).Flush() }, false, false},
+		{"Flusher", func(w http.ResponseWriter) { w.(http.Flusher).Flush() }, false, false},
+		{"cannot flush", func(w http.ResponseWriter) {
+			assert.ErrorIs(t, http.NewResponseController(w).Flush(), http.ErrNotSupported)
+		}, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ms := memstore.New(memstore.Options{SweepInterval: -1})
+			t.Cleanup(func() { _ = ms.Close() })
+			down := &markedStore{Store: ms, err: idem.NothingDone(errors.New("dial tcp 127.0.0.1:6379: connect: connection refused"))}
+			f := newFixtureStore(t, ms, down, idem.Options{FailOpen: true})
+			h := f.eng.Handler(mustCompile(t, strictSpec()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				f.calls.Add(1)
+				w.Header().Set("Content-Type", "text/event-stream")
+				tc.flush(w)
+				panic("kaboom")
+			}))
+			front := h
+			if tc.noFlush {
+				front = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(&noFlushWriter{ResponseWriter: w}, r) })
+			}
+			ps := newPanicServer(t, front, false)
+			c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 100}}
+			t.Cleanup(c.CloseIdleConnections)
+			warm(t, c, ps.URL, 5)
+			req, _ := http.NewRequest(http.MethodPost, ps.URL+"/orders", strings.NewReader(`{"item":1}`))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Idempotency-Key", "k")
+			resp, err := c.Do(req)
+			require.NoError(t, err, "the header came with the flush, or the engine's 500")
+			body, rerr := io.ReadAll(resp.Body) // what came before the stream was cut, if it was
+			_ = resp.Body.Close()
+			if tc.answered {
+				require.NoError(t, rerr)
+				requirePanicProblem(t, resp, body)
+				assert.Empty(t, ps.endedPanics(t, 1), "kept: the engine's 500 is sent as the run returns")
+			} else {
+				assert.Equal(t, http.StatusOK, resp.StatusCode)
+				assert.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
+				assert.NotContains(t, string(body), idem.CodeHandlerPanicked, "the 500 problem was written into the flushed 200 stream")
+				assert.Error(t, rerr, "the stream was cut as the panic went on")
+				assert.Equal(t, []any{"kaboom"}, ps.waitPanics(t, 1), "the panic went on")
+			}
+			assert.Equal(t, int32(1), f.calls.Load())
+		})
+	}
+}
+
+// A request the engine found no key in runs unprotected; when it still
+// carries an Idempotency-Key or X-Idempotency-Key header, Go's Transport
+// resends it after a dropped connection all the same (Request.isReplayable
+// looks at the header, not at where the operation reads its key), so its
+// panic is answered: before, net/http dropped the connection and the
+// Transport sent the request again on every idle connection (6 runs for 5
+// idle connections), each unprotected. Its detail says no key was found.
+func TestPanicAnsweredKeylessWithKeyHeader(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		key    idem.KeySpec
+		header string
+	}{
+		{"optional key left out, X-Idempotency-Key", idem.KeySpec{Required: idem.Optional}, "X-Idempotency-Key"},
+		{"query key left out, Idempotency-Key", idem.KeySpec{Carrier: idem.CarrierQuery, Name: "key", Required: idem.Optional}, "Idempotency-Key"},
+		{"body key left out, Idempotency-Key", idem.KeySpec{Carrier: idem.CarrierBody, Name: "/idempotency_key", Required: idem.Optional}, "Idempotency-Key"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, withObs := range []bool{false, true} {
+				ms := memstore.New(memstore.Options{SweepInterval: -1})
+				t.Cleanup(func() { _ = ms.Close() })
+				opts := idem.Options{Principal: idem.Anonymous, Logger: discardLogger}
+				var obs *events
+				if withObs {
+					// An Observer has the engine wrap every unprotected
+					// run's writer; without one, only those it answers.
+					obs = &events{}
+					opts.Observer = obs
+				}
+				eng := idem.New(ms, opts)
+				var calls atomic.Int32
+				spec := strictSpec()
+				spec.Key = tc.key
+				h := eng.Handler(mustCompile(t, spec), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					calls.Add(1)
+					panic("kaboom")
+				}))
+				ps := newPanicServer(t, h, false)
+				c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 100}}
+				t.Cleanup(c.CloseIdleConnections)
+				warm(t, c, ps.URL, 5)
+				req, _ := http.NewRequest(http.MethodPost, ps.URL+"/orders", strings.NewReader(`{"item":1}`))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set(tc.header, "k")
+				resp, err := c.Do(req)
+				require.NoError(t, err, "the client gets an answer (observer: %v)", withObs)
+				body, err := io.ReadAll(resp.Body)
+				_ = resp.Body.Close()
+				require.NoError(t, err)
+				requirePanicProblem(t, resp, body)
+				assert.Contains(t, string(body), "carried no idempotency key")
+				assert.Equal(t, int32(1), calls.Load(), "the handler ran once: the Transport did not send the request again")
+				assert.Equal(t, []any{"kaboom"}, ps.waitPanics(t, 1), "the panic went on")
+				if withObs {
+					ev, ok := obs.find(idem.EventExecuted)
+					require.True(t, ok, "events: %v", obs.kinds())
+					assert.Equal(t, http.StatusInternalServerError, ev.Status)
+					assert.Equal(t, idem.CodeHandlerPanicked, ev.Code)
+				}
+			}
+		})
+	}
 }

@@ -62,7 +62,10 @@ const (
 	// response, whatever Failures says), answered this in full, and let the
 	// panic go on (to net/http, which logs it, or a recover middleware in
 	// front of the engine). The handler may have done part of its work; a
-	// retry with the same key runs it again.
+	// retry with the same key runs it again. Also the answer to such a
+	// panic in an unprotected run of a request that carries a key (FailOpen,
+	// the store failing), or an Idempotency-Key or X-Idempotency-Key header
+	// although the engine found no key: no key to free there.
 	CodeHandlerPanicked = "IDEMPOTENCY_HANDLER_PANICKED"
 )
 

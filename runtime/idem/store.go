@@ -177,6 +177,10 @@ type BeginResult struct {
 // Context: a ctx already cancelled when a method is called makes it return
 // an error wrapping ctx.Err() (errors.Is(err, context.Canceled)) without
 // changing anything.
+//
+// Errors: a Begin error after which the store certainly did not claim the
+// key may be marked so (NothingDone, ErrNothingDone); the engine releases
+// the claim any other failed Begin may have made.
 type Store interface {
 	Begin(ctx context.Context, req *BeginRequest) (BeginResult, error)
 	Finish(ctx context.Context, key string, token Token, state State, response []byte) error
@@ -187,6 +191,51 @@ type Store interface {
 // the current one: its lease was taken over, or the record expired (or is
 // already final with another state or response).
 var ErrFenced = errors.New("idem: claim fenced: the lease was taken over or the record expired")
+
+// ErrNothingDone marks the error of a store call that certainly changed
+// nothing on the store: the call was refused before anything of it was
+// sent (no connection could be had: a dial error, a pool that could not
+// hand out a connection in time; its context was done before it was
+// written), or the store answered with an error that says it did nothing
+// (a statement that failed and rolled back). A store wraps such an error
+// with NothingDone, and the engine tests it with errors.Is.
+//
+// The engine uses it after a failed Begin: any other error of a Begin
+// leaves open whether the claim was made (a reply lost with its connection
+// after the server committed the claim, or a read that timed out), and
+// the engine then releases, in the background, the claim it may have made
+// (see Options.FinishRetryFor and MaxClaimReleases), so that the retry of
+// its client (told 503, nothing ran) is not refused
+// IDEMPOTENCY_KEY_IN_USE for a whole lease (under Options.FailOpen, once
+// the unprotected run has ended: until then the claim keeps that retry
+// from running the handler concurrently). A store that marks nothing is
+// correct, but costs a release (a Finish) per failed Begin, up to the
+// releases' budget; a store that marks an error after which its Begin did
+// claim the key leaves that key in flight until its lease runs out. So a
+// store marks only what its driver guarantees, and in doubt marks
+// nothing: with retries inside the driver (go-redis sends a command again
+// after a lost reply), the last attempt's error is not enough when an
+// earlier attempt may have been sent; and an error answered by something
+// in front of the store (a proxy, a connection pooler) may come after it
+// forwarded the call, so only the errors the store itself gives before
+// it acts are marked.
+var ErrNothingDone = errors.New("idem: the store call changed nothing")
+
+// NothingDone returns err marked with ErrNothingDone (nil for nil): its
+// message and what it wraps are err's, and errors.Is(result,
+// ErrNothingDone) holds. See ErrNothingDone for when a store may use it.
+func NothingDone(err error) error {
+	if err == nil {
+		return nil
+	}
+	return nothingDone{err}
+}
+
+type nothingDone struct{ error }
+
+func (e nothingDone) Unwrap() error { return e.error }
+
+func (nothingDone) Is(target error) bool { return target == ErrNothingDone }
 
 // RetryHint is an optional ability of an error a Store's Begin returns (or
 // wraps: the engine finds it with errors.As): RetryAfter is how long the

@@ -294,6 +294,17 @@
 // Go values, and a row in another format, or on a connection whose type map
 // has codecs of its own for the columns' types, is read with Scan.
 //
+// A Begin that fails marks its error idem.ErrNothingDone when the claim
+// certainly was not made: the pool's Acquire failed, pgx reports the
+// error as occurring before anything was sent (pgconn.SafeToRetry), or
+// PostgreSQL answered with an ERROR (the claim is one statement in a
+// transaction of its own, rolled back), but for one of SQLSTATE class 08
+// (connection exception: a pooler such as PgBouncer answers one when its
+// server connection failed, possibly after it forwarded the statement). A
+// connection lost, or a read that timed out or was cancelled, after the
+// statement was sent may have committed the claim, and the engine
+// releases it (TestBeginNothingDone).
+//
 // # Transactions
 //
 // BeginTx opens a transaction for a holder and carries it in the context

@@ -410,12 +410,16 @@ const maxStatementAttempts = 10
 // of claiming take the same row locks and
 // re-check the same conditions, so processes of either kind (a rolling
 // deploy) claim the same keys correctly together.
+//
+// An error after which the claim certainly was not made is marked
+// idem.ErrNothingDone (see nothingDone), so that the engine does not
+// release a claim that cannot exist.
 func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginResult, error) {
 	if err := checkKey(ctx, "begin", req.Key); err != nil {
-		return idem.BeginResult{}, err
+		return idem.BeginResult{}, idem.NothingDone(err)
 	}
 	if req.Lease <= 0 || req.TTL <= 0 {
-		return idem.BeginResult{}, fmt.Errorf("pgstore: begin: lease (%v) and TTL (%v) must be positive", req.Lease, req.TTL)
+		return idem.BeginResult{}, idem.NothingDone(fmt.Errorf("pgstore: begin: lease (%v) and TTL (%v) must be positive", req.Lease, req.TTL))
 	}
 	var last error // why the last attempt was run again
 	for range maxStatementAttempts {
@@ -437,18 +441,59 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 			continue
 		}
 		if err != nil {
-			return idem.BeginResult{}, fmt.Errorf("pgstore: begin: %w", err)
+			err = fmt.Errorf("pgstore: begin: %w", err)
+			if nothingDone(err) {
+				err = idem.NothingDone(err)
+			}
+			return idem.BeginResult{}, err
 		}
 		return res, nil
 	}
-	return idem.BeginResult{}, fmt.Errorf("pgstore: begin: %d attempts: %w", maxStatementAttempts, last)
+	// Every attempt was answered, and claimed nothing.
+	return idem.BeginResult{}, idem.NothingDone(fmt.Errorf("pgstore: begin: %d attempts: %w", maxStatementAttempts, last))
+}
+
+// errNotSent marks the error of a Begin attempt that sent nothing: the
+// pool's Acquire failed (a connect error, no connection free before the
+// context ended, a closed pool).
+type errNotSent struct{ error }
+
+func (e errNotSent) Unwrap() error { return e.error }
+
+// nothingDone reports whether err, the error of the last attempt of a
+// Begin (the attempts before it were answered, and claimed nothing),
+// certainly claimed nothing: the attempt sent nothing (errNotSent, or an
+// error pgx reports as occurring before anything was sent:
+// pgconn.SafeToRetry; a context done before the query was sent is one),
+// or the server answered it with an error of severity ERROR (the claim
+// is one statement, in a transaction of its own, which rolled back).
+// A connection lost, or a read that timed out or was cancelled, after the
+// statement was sent is not (the server may have committed the claim),
+// nor is a FATAL or PANIC (reported, in the extended protocol, possibly
+// after the statement's result), nor an ERROR of SQLSTATE class 08
+// (connection exception): a pooler in front of PostgreSQL answers one when
+// its server connection failed, possibly after it forwarded the statement
+// (PgBouncer's "server conn crashed?", 08P01).
+func nothingDone(err error) bool {
+	if errors.As(err, new(errNotSent)) || pgconn.SafeToRetry(err) {
+		return true
+	}
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	sev := pe.SeverityUnlocalized
+	if sev == "" {
+		sev = pe.Severity
+	}
+	return sev == "ERROR" && !strings.HasPrefix(pe.Code, "08")
 }
 
 // begin runs the claim function (fn) or the claim statement once.
 func (s *Store) begin(ctx context.Context, req *idem.BeginRequest, fn bool) (idem.BeginResult, error) {
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return idem.BeginResult{}, err
+		return idem.BeginResult{}, errNotSent{err}
 	}
 	defer c.Release()
 	a := newClaimArgs(req, s.typedOn(c.Conn()))

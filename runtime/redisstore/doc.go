@@ -81,6 +81,23 @@
 // the lease again (TestLostReply loses the replies through a TCP proxy).
 // Tokens are fresh per claim, so no other call matches.
 //
+// A Begin that fails marks its error idem.ErrNothingDone when go-redis
+// certainly did not run the script: it never wrote the command on a
+// connection (no connection could be had; the store sees whether go-redis
+// marshalled the key argument, which it does only to write it), or the
+// only write was answered with an error reply by which Redis refuses a
+// script before it ran or that the begin script meets before its one
+// write, its last step (READONLY, NOREPLICAS, MISCONF, OOM, LOADING, BUSY,
+// NOPERM, NOAUTH, WRONGTYPE, CLUSTERDOWN, TRYAGAIN, MASTERDOWN, IDEMRECORD).
+// go-redis sends a command again after LOADING, READONLY, NOREPLICAS,
+// MASTERDOWN, CLUSTERDOWN and TRYAGAIN, unless its MaxRetries is -1: with
+// retries, those come after another write and are not marked. Any other
+// failed Begin (a written command whose reply was lost, even when the
+// retries' dials then failed or a retry got an error reply; an error reply
+// not in that list, such as a proxy's ERR after it forwarded the command)
+// may have claimed the key, and the engine releases that claim
+// (TestBeginNothingDone).
+//
 // # Watch
 //
 // Finish, and a Begin that replaces an existing record, publish on the

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"bytes"
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -28,11 +29,40 @@ type lossyProxy struct {
 	ln      net.Listener
 	dropped atomic.Int32 // replies swallowed
 	hold    atomic.Int64 // how long a lost reply's connection stays open, silent, before it is closed (ns)
+	// refuse closes every connection the proxy accepts at once (the
+	// client's reconnects fail), and refuseOnLoss sets it when a reply is
+	// lost, before that reply's connection is closed; closeOnLoss closes
+	// the proxy's listener then instead (the client's dials are refused).
+	refuse, refuseOnLoss, closeOnLoss atomic.Bool
 
-	mu    sync.Mutex
-	evals int32          // EVALSHA commands forwarded
-	lose  map[int32]bool // the numbers (evals counts from 1) of those whose reply is lost
-	conns []net.Conn
+	mu      sync.Mutex
+	evals   int32                 // EVALSHA commands forwarded
+	lose    map[int32]bool        // the numbers (evals counts from 1) of those whose reply is lost
+	answers map[int32]proxyAnswer // the numbers of those the proxy answers itself
+	conns   []net.Conn
+}
+
+// proxyAnswer is an error reply the proxy gives an EVALSHA instead of the
+// server's: after it forwarded the command (the server's reply is
+// swallowed; a proxy that failed after forwarding), or without forwarding
+// it (a refusal: the server did not run it).
+type proxyAnswer struct {
+	reply   string // RESP, e.g. "-ERR upstream failure\r\n"
+	forward bool
+}
+
+// answer has the proxy answer the next EVALSHA commands itself: the
+// first answer the next one, the second the one after, and so on; a zero
+// proxyAnswer leaves its command to the server (or to loseReplies).
+func (p *lossyProxy) answer(as ...proxyAnswer) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.answers = make(map[int32]proxyAnswer)
+	for i, a := range as {
+		if a != (proxyAnswer{}) {
+			p.answers[p.evals+int32(i)+1] = a
+		}
+	}
 }
 
 // loseReplies has the replies of the next EVALSHA commands lost: 1 the
@@ -46,12 +76,16 @@ func (p *lossyProxy) loseReplies(next ...int32) {
 	}
 }
 
-// evalsha counts an EVALSHA command and reports whether its reply is lost.
-func (p *lossyProxy) evalsha() bool {
+// evalsha counts an EVALSHA command and reports whether its reply is
+// lost, or answered by the proxy (ans).
+func (p *lossyProxy) evalsha() (lose bool, ans *proxyAnswer) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.evals++
-	return p.lose[p.evals]
+	if a, ok := p.answers[p.evals]; ok {
+		ans = &a
+	}
+	return p.lose[p.evals], ans
 }
 
 func (p *lossyProxy) evalCount() int32 {
@@ -78,6 +112,10 @@ func newLossyProxy(t *testing.T, upstream string) *lossyProxy {
 			if err != nil {
 				return
 			}
+			if p.refuse.Load() {
+				_ = c.Close()
+				continue
+			}
 			u, err := net.Dial("tcp", upstream)
 			if err != nil {
 				_ = c.Close()
@@ -98,14 +136,30 @@ func newLossyProxy(t *testing.T, upstream string) *lossyProxy {
 // is lost is set before the server can answer it.
 func (p *lossyProxy) serve(c, u net.Conn) {
 	var lose atomic.Bool
+	var replace atomic.Pointer[string] // the reply that replaces the server's next one
 	go func() {
 		defer u.Close()
 		buf := make([]byte, 64<<10)
 		for {
 			n, err := c.Read(buf)
 			if n > 0 {
-				if bytes.Contains(bytes.ToLower(buf[:n]), []byte("evalsha")) && p.evalsha() {
-					lose.Store(true)
+				forward := true
+				if bytes.Contains(bytes.ToLower(buf[:n]), []byte("evalsha")) {
+					l, ans := p.evalsha()
+					switch {
+					case l:
+						lose.Store(true)
+					case ans != nil && ans.forward:
+						replace.Store(&ans.reply)
+					case ans != nil:
+						forward = false
+						if _, err := io.WriteString(c, ans.reply); err != nil {
+							return
+						}
+					}
+				}
+				if !forward {
+					continue
 				}
 				if _, err := u.Write(buf[:n]); err != nil {
 					return
@@ -123,11 +177,21 @@ func (p *lossyProxy) serve(c, u net.Conn) {
 		if n > 0 {
 			if lose.Load() {
 				p.dropped.Add(1)
+				if p.refuseOnLoss.Load() {
+					p.refuse.Store(true)
+				}
+				if p.closeOnLoss.Load() {
+					_ = p.ln.Close()
+				}
 				time.Sleep(time.Duration(p.hold.Load()))
 				_ = u.Close()
 				return
 			}
-			if _, err := c.Write(buf[:n]); err != nil {
+			out := buf[:n]
+			if r := replace.Swap(nil); r != nil {
+				out = []byte(*r)
+			}
+			if _, err := c.Write(out); err != nil {
 				return
 			}
 		}
@@ -137,14 +201,18 @@ func (p *lossyProxy) serve(c, u net.Conn) {
 	}
 }
 
-// lossyStore returns a Store whose client (go-redis defaults, MaxRetries 3)
-// reaches the test server through a lossyProxy, with its scripts loaded.
-func lossyStore(t *testing.T) (*Store, *lossyProxy) {
+// lossyStore returns a Store whose client (go-redis defaults, MaxRetries 3,
+// unless the opts change them) reaches the test server through a
+// lossyProxy, with its scripts loaded.
+func lossyStore(t *testing.T, opts ...func(*redis.Options)) (*Store, *lossyProxy) {
 	opt, err := redis.ParseURL(testenv.RedisURL(t))
 	require.NoError(t, err)
 	p := newLossyProxy(t, opt.Addr)
 	opt.Addr = p.ln.Addr().String()
 	opt.ContextTimeoutEnabled = true
+	for _, o := range opts {
+		o(opt)
+	}
 	c := redis.NewClient(opt)
 	t.Cleanup(func() { _ = c.Close() })
 	s := newStoreOn(t, c, Options{})
@@ -300,4 +368,38 @@ func TestLostReplyLate(t *testing.T) {
 	assert.Equal(t, int32(1), p.dropped.Load(), "replies lost")
 	assert.Equal(t, http.StatusConflict, dup.Code, "the duplicate, while the first runs: %s", dup.Body)
 	assert.Equal(t, int32(1), runs.Load(), "handler runs")
+}
+
+// TestLostBeginReplyReleased: a Begin whose reply was lost with its
+// connection, and whose retries could not reconnect, claimed the key on
+// Redis; the engine answers 503 (nothing ran) and releases that claim in
+// the background, so the client's retry runs (before: 409
+// IDEMPOTENCY_KEY_IN_USE for the whole lease).
+func TestLostBeginReplyReleased(t *testing.T) {
+	s, p := lossyStore(t)
+	eng := idem.New(s, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true})
+	pol := idem.MustCompile(idem.Spec{Operation: "op", Method: "POST", Path: "/x", Semantics: idem.Strict,
+		InFlight: idem.InFlightSpec{Lease: time.Hour}})
+	var runs atomic.Int32
+	h := eng.Handler(pol, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		w.WriteHeader(http.StatusCreated)
+	}))
+	do := func() *httptest.ResponseRecorder {
+		req := httptest.NewRequest("POST", "/x", nil)
+		req.Header.Set("Idempotency-Key", "0193a8f0-0000-7000-8000-0000000000cc")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	p.refuseOnLoss.Store(true)
+	p.loseReplies(1)
+	first := do()
+	require.Equal(t, http.StatusServiceUnavailable, first.Code, "%s", first.Body)
+	require.Equal(t, int32(1), p.dropped.Load())
+	p.refuse.Store(false) // Redis is reachable again
+	require.NoError(t, eng.Drain(ctxTimeout(t, 20*time.Second)))
+	retry := do()
+	assert.Equal(t, http.StatusCreated, retry.Code, "the claim was released: %s", retry.Body)
+	assert.Equal(t, int32(1), runs.Load())
 }

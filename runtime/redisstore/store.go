@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -135,13 +136,13 @@ func (s *Store) Close() error {
 }
 
 // check refuses a call before any request: an ended context (so the call
-// changes nothing) or an empty key.
+// changes nothing) or an empty key; its error is marked idem.ErrNothingDone.
 func check(ctx context.Context, op, key string) error {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("redisstore: %s: %w", op, err)
+		return idem.NothingDone(fmt.Errorf("redisstore: %s: %w", op, err))
 	}
 	if key == "" {
-		return fmt.Errorf("redisstore: %s: empty key", op)
+		return idem.NothingDone(fmt.Errorf("redisstore: %s: empty key", op))
 	}
 	return nil
 }
@@ -181,12 +182,22 @@ type op struct {
 // and a Cluster client's or Ring's routing, which reads the key) through
 // fmt.Stringer. (A *string would be written and routed as it is, but
 // cmd.String() prints it as an address: TestCommandText.)
+//
+// keyArg counts the times go-redis asked for the key's bytes (writes): it
+// does so only to write the command on a connection (once per attempt
+// that got one: its retries and a Cluster redirection write it again), so
+// a command whose key was never marshalled was never sent (see
+// nothingDone).
 type (
-	keyArg   struct{ s string }
+	keyArg struct {
+		s      string
+		writes int
+	}
 	bytesArg []byte
 )
 
 func (k *keyArg) MarshalBinary() ([]byte, error) {
+	k.writes++
 	return unsafe.Slice(unsafe.StringData(k.s), len(k.s)), nil
 }
 
@@ -208,7 +219,7 @@ func (s *Store) newOp(scope string, n int) *op {
 		b = append(b, make([]byte, n)...)[:k]
 	}
 	o.buf = b
-	o.key.s = unsafe.String(unsafe.SliceData(b), k)
+	o.key.s, o.key.writes = unsafe.String(unsafe.SliceData(b), k), 0
 	o.arg = bytesArg(b[k:k:cap(b)])
 	return o
 }
@@ -232,21 +243,66 @@ func (o *op) evalArgs(sc *script, resp bool) []any {
 	return o.args[:5]
 }
 
-// run runs the script whose arguments evalArgs set in args through cmd, a
-// command made over args: EVALSHA, and EVAL (which caches the script again)
-// when the server answers NOSCRIPT (a new or restarted server, a failover,
-// SCRIPT FLUSH).
-func (s *Store) run(ctx context.Context, sc *script, args []any, cmd redis.Cmder) error {
+// run runs the script whose arguments evalArgs set in o.args through cmd,
+// a command made over them: EVALSHA, and EVAL (which caches the script
+// again) when the server answers NOSCRIPT (a new or restarted server, a
+// failover, SCRIPT FLUSH).
+func (s *Store) run(ctx context.Context, sc *script, o *op, cmd redis.Cmder) error {
 	cmd.SetFirstKeyPos(3)
 	_ = s.client.Process(ctx, cmd)
 	err := cmd.Err()
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		args[0], args[1] = "eval", sc.srcArg
+		if o.key.writes == 1 {
+			// The only write of the EVALSHA was answered NOSCRIPT: it ran nothing.
+			o.key.writes = 0
+		}
+		o.args[0], o.args[1] = "eval", sc.srcArg
 		cmd.SetErr(nil)
 		_ = s.client.Process(ctx, cmd)
 		err = cmd.Err()
 	}
 	return err
+}
+
+// nothingDone reports whether err, the error of a script run over o (run),
+// certainly changed nothing on the server: go-redis never wrote the
+// command on a connection (the key was never marshalled: no connection
+// could be had, the dial failed or timed out, the pool handed out none in
+// time, the client was closed, a hook refused the call; an error of the
+// last attempt alone would not tell, as go-redis sends the command again
+// after a reply lost with its connection), or its only write was answered
+// with an error reply that Redis gives before the begin script ran, or from
+// inside it before its one write (refusal). The begin script writes once,
+// as its last step but for a PUBLISH it runs with pcall, so a script that
+// failed wrote nothing. go-redis sends a command again after a LOADING,
+// READONLY, NOREPLICAS, MASTERDOWN, CLUSTERDOWN or TRYAGAIN reply (unless
+// its MaxRetries is -1), as after a lost one: that is a second write, and
+// such an error is then not marked. Only Begin marks its errors (the
+// engine looks at Begin's).
+func nothingDone(o *op, err error) bool {
+	if o.key.writes == 0 {
+		return true
+	}
+	var re redis.Error
+	return o.key.writes == 1 && errors.As(err, &re) && refusal(re.Error())
+}
+
+// refusals are the error codes of the replies that refuse a script before
+// it ran, or that it raises before its one write (the begin script's own
+// IDEMRECORD: a record it cannot read). NOSCRIPT is not one: run sends
+// the script again after it (see run). Any other error reply is not taken
+// for a refusal: a proxy in front of Redis (Envoy's "ERR upstream
+// failure", twemproxy's) may answer one after it forwarded the command.
+var refusals = []string{
+	"READONLY", "NOREPLICAS", "MISCONF", "OOM", "LOADING", "BUSY", "NOPERM", "NOAUTH",
+	"WRONGTYPE", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "IDEMRECORD",
+}
+
+// refusal reports whether msg, an error reply, is one of the refusals:
+// its code (the first word) is.
+func refusal(msg string) bool {
+	code, _, _ := strings.Cut(msg, " ")
+	return slices.Contains(refusals, code)
 }
 
 // putUint64 appends v big-endian.
@@ -278,7 +334,7 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 		return idem.BeginResult{}, err
 	}
 	if req.Lease <= 0 || req.TTL <= 0 {
-		return idem.BeginResult{}, fmt.Errorf("redisstore: begin: lease (%v) and TTL (%v) must be positive", req.Lease, req.TTL)
+		return idem.BeginResult{}, idem.NothingDone(fmt.Errorf("redisstore: begin: lease (%v) and TTL (%v) must be positive", req.Lease, req.TTL))
 	}
 	o := s.newOp(req.Key, beginArgLen)
 	a := putUint64(o.arg, uint64(req.Token))
@@ -286,13 +342,17 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 	a = putUint64(a, uint64(ms(req.Lease)))
 	a = putUint64(a, uint64(ms(req.TTL)))
 	o.arg = append(a, bit(req.SameFingerprintToReclaim), s.notify)
-	args := o.evalArgs(beginScript, false)
-	cmd := redis.NewStringCmd(ctx, args...)
-	err := s.run(ctx, beginScript, args, cmd)
-	o.free()
+	cmd := redis.NewStringCmd(ctx, o.evalArgs(beginScript, false)...)
+	err := s.run(ctx, beginScript, o, cmd)
 	if err != nil {
-		return idem.BeginResult{}, fmt.Errorf("redisstore: begin: %w", err)
+		err = fmt.Errorf("redisstore: begin: %w", err)
+		if nothingDone(o, err) {
+			err = idem.NothingDone(err)
+		}
+		o.free()
+		return idem.BeginResult{}, err
 	}
+	o.free()
 	// The script answers an integer (the prior state, one digit, which the
 	// reader hands over as a string) or a record (60 bytes or more).
 	switch v := cmd.Val(); {
@@ -320,9 +380,8 @@ func (s *Store) Finish(ctx context.Context, key string, token idem.Token, state 
 	o := s.newOp(key, finishArgLen)
 	o.arg = finishArg(o.arg, token, state, response, s.notify)
 	o.resp = response
-	args := o.evalArgs(finishScript, true)
-	cmd := redis.NewIntCmd(ctx, args...)
-	err := s.run(ctx, finishScript, args, cmd)
+	cmd := redis.NewIntCmd(ctx, o.evalArgs(finishScript, true)...)
+	err := s.run(ctx, finishScript, o, cmd)
 	o.free()
 	if err != nil {
 		return fmt.Errorf("redisstore: finish: %w", err)
@@ -379,9 +438,8 @@ func (s *Store) ExtendLease(ctx context.Context, key string, token idem.Token, l
 	}
 	o := s.newOp(key, extendArgLen)
 	o.arg = extendArg(o.arg, token, lease)
-	args := o.evalArgs(extendScript, false)
-	cmd := redis.NewIntCmd(ctx, args...)
-	err := s.run(ctx, extendScript, args, cmd)
+	cmd := redis.NewIntCmd(ctx, o.evalArgs(extendScript, false)...)
+	err := s.run(ctx, extendScript, o, cmd)
 	o.free()
 	if err != nil {
 		return fmt.Errorf("redisstore: extend lease: %w", err)

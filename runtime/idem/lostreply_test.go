@@ -1,0 +1,321 @@
+package idem_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/memstore"
+)
+
+// errReset is what a Begin whose reply was lost with its connection
+// returns: the store does not know whether the server claimed the key.
+var errReset = errors.New("read tcp 127.0.0.1:6379: connection reset by peer")
+
+// lostReply is a store (not in-process: no LocalReader) whose Begin makes
+// the claim and then fails as a lost reply does: the connection broke
+// after the server committed the claim.
+type lostReply struct{ idem.Store }
+
+func (s lostReply) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginResult, error) {
+	if _, err := s.Store.Begin(ctx, req); err != nil {
+		return idem.BeginResult{}, err
+	}
+	return idem.BeginResult{}, errReset
+}
+
+// A Begin whose reply was lost may have claimed the key although the
+// request is alive: the client is told the store failed (503, nothing
+// ran), and the claim is released in the background, so its retry is not
+// IDEMPOTENCY_KEY_IN_USE for a whole lease (before: 409).
+func TestLostBeginReplyClaimReleased(t *testing.T) {
+	ms := memstore.New(memstore.Options{SweepInterval: -1})
+	t.Cleanup(func() { _ = ms.Close() })
+	f := newFixtureStore(t, ms, lostReply{ms}, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true})
+	spec := strictSpec()
+	spec.InFlight.Lease = time.Hour
+	h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
+	w := send(h, req{key: "k", body: `{"item":"book"}`})
+	requireProblem(t, w, http.StatusServiceUnavailable, idem.CodeStoreUnavailable)
+	assert.Equal(t, int32(0), f.calls.Load())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, f.eng.Drain(ctx), "the release is done in the background")
+	// The retry reaches an instance whose store answers (the same records).
+	f2 := newFixtureStore(t, ms, ms, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true})
+	retry := send(f2.eng.Handler(mustCompile(t, spec), f2.createOrder()), req{key: "k", body: `{"item":"book"}`})
+	require.Equal(t, http.StatusCreated, retry.Code, "the claim was released: %s", retry.Body)
+	assert.Equal(t, int32(1), f2.calls.Load())
+}
+
+// markedStore is a store whose Begin fails with err (after waiting for
+// its context to end, when hang is set) without claiming, and whose
+// Finish counts its calls and waits for gate, when set, to be closed.
+type markedStore struct {
+	idem.Store
+	err      error
+	hang     bool
+	gate     chan struct{}
+	finishes atomic.Int64
+}
+
+func (s *markedStore) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginResult, error) {
+	if s.hang {
+		<-ctx.Done()
+		if s.err == nil {
+			return idem.BeginResult{}, ctx.Err()
+		}
+	}
+	return idem.BeginResult{}, s.err
+}
+
+func (s *markedStore) Finish(ctx context.Context, key string, token idem.Token, st idem.State, resp []byte) error {
+	s.finishes.Add(1)
+	if s.gate != nil {
+		select {
+		case <-s.gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return s.Store.Finish(ctx, key, token, st, resp)
+}
+
+// A Begin error its store marked ErrNothingDone (no connection could be
+// had, its context was done before it was sent) is released neither when
+// it came with the request's end or the store timeout (before: a release
+// was tried, a Finish on the struggling store for nothing) nor otherwise;
+// an unmarked one is.
+func TestNothingDoneNotReleased(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		err      error
+		hang     bool
+		ended    bool
+		releases int64
+	}{
+		{"ended, marked", idem.NothingDone(fmt.Errorf("store: begin: %w", context.Canceled)), false, true, 0},
+		{"store timeout, marked", idem.NothingDone(errors.New("pool: acquire: timeout")), true, false, 0},
+		{"refused, marked", idem.NothingDone(errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")), false, false, 0},
+		{"reset, not marked", errReset, false, false, 1},
+		{"ended, not marked", context.Canceled, false, true, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ms := memstore.New(memstore.Options{SweepInterval: -1})
+			t.Cleanup(func() { _ = ms.Close() })
+			s := &markedStore{Store: ms, err: tc.err, hang: tc.hang}
+			f := newFixtureStore(t, ms, s, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true, StoreTimeout: 20 * time.Millisecond})
+			h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
+			ctx := context.Background()
+			if tc.ended {
+				ctx = endedCtx(false)
+			}
+			w := sendCtx(h, ctx, req{key: "k", body: `{"item":1}`})
+			assert.NotEqual(t, http.StatusCreated, w.Code)
+			dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			require.NoError(t, f.eng.Drain(dctx))
+			assert.Equal(t, tc.releases, s.finishes.Load(), "releases tried")
+			assert.True(t, errors.Is(tc.err, idem.ErrNothingDone) == (tc.releases == 0))
+		})
+	}
+}
+
+// The releases after ambiguous Begin errors take at most
+// MaxLostReplyReleases of the MaxClaimReleases slots: with those taken
+// (the store failing fast, its releases hanging), the release of a Begin
+// cut by its request's end still runs. The releases not tried are logged,
+// at most once per interval, with how many since the last log and in all
+// (before: not tried, silently).
+func TestLostReplyReleasesBounded(t *testing.T) {
+	ms := memstore.New(memstore.Options{SweepInterval: -1})
+	t.Cleanup(func() { _ = ms.Close() })
+	gate := make(chan struct{})
+	s := &markedStore{Store: ms, err: errReset, gate: gate}
+	var logged syncBuffer
+	f := newFixtureStore(t, ms, s, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true, StoreTimeout: time.Minute,
+		Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	idem.SetLateBackoff(f.eng, time.Millisecond, time.Millisecond)
+	idem.SetReleaseDropLogEvery(f.eng, time.Hour)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		assert.NoError(t, f.eng.Drain(ctx))
+	})
+	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
+	for i := range idem.MaxLostReplyReleases + 3 {
+		requireProblem(t, send(h, req{key: fmt.Sprintf("lost-%d", i), body: `{"item":1}`}), http.StatusServiceUnavailable, idem.CodeStoreUnavailable)
+	}
+	require.Eventually(t, func() bool { return s.finishes.Load() == idem.MaxLostReplyReleases }, 10*time.Second, time.Millisecond,
+		"releases under way: %d", s.finishes.Load())
+	const dropped = "claim release not tried"
+	assert.Equal(t, 1, strings.Count(logged.String(), dropped), "three not tried, logged once: %s", logged.String())
+	assert.Contains(t, logged.String(), "MaxLostReplyReleases")
+	assert.Contains(t, logged.String(), "not_tried=1 not_tried_total=1")
+
+	// A Begin cut by its request's end gets a slot of the other half.
+	s.err = nil
+	s.hang = true
+	sendCtx(h, endedCtx(false), req{key: "cut", body: `{"item":1}`})
+	require.Eventually(t, func() bool { return s.finishes.Load() == idem.MaxLostReplyReleases+1 }, 10*time.Second, time.Millisecond,
+		"the cut Begin's release is tried")
+	assert.Equal(t, 1, strings.Count(logged.String(), dropped))
+
+	// Once the interval has passed, the next one not tried is logged
+	// with the count since the last log.
+	s.err, s.hang = errReset, false
+	idem.SetReleaseDropLogEvery(f.eng, 0)
+	send(h, req{key: "lost-last", body: `{"item":1}`})
+	assert.Equal(t, 2, strings.Count(logged.String(), dropped))
+	assert.Contains(t, logged.String(), "not_tried=3 not_tried_total=4")
+	close(gate)
+}
+
+// claimThenHang is a store whose Begin makes the claim and then does not
+// answer until its context ends (the engine's StoreTimeout): a reply that
+// came too late.
+type claimThenHang struct{ idem.Store }
+
+func (s claimThenHang) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginResult, error) {
+	if _, err := s.Store.Begin(ctx, req); err != nil {
+		return idem.BeginResult{}, err
+	}
+	<-ctx.Done()
+	return idem.BeginResult{}, ctx.Err()
+}
+
+// Under FailOpen, a store failure that may leave the key claimed (a Begin
+// whose reply was lost after the server claimed, one cut by StoreTimeout
+// after it landed, one that acquired the key before BeginTx failed) leads
+// to an unprotected run: that claim stays in place while the run goes on,
+// so the client's retry (it timed out, and reaches an instance whose store
+// answers) is IDEMPOTENCY_KEY_IN_USE instead of a second, concurrent run;
+// the claim is released once the run ends (it returned, or panicked), and
+// the next retry runs. Before, the claim was released while the handler
+// ran (the Begins' ~100ms later, BeginTx's before it started): the retry
+// claimed the key and the handler ran twice at once.
+func TestFailOpenClaimHeldWhileRunning(t *testing.T) {
+	stores := map[string]func(ms *memstore.Store) (idem.Store, idem.Options){
+		"lost reply": func(ms *memstore.Store) (idem.Store, idem.Options) { return lostReply{ms}, idem.Options{} },
+		"cut by StoreTimeout": func(ms *memstore.Store) (idem.Store, idem.Options) {
+			return claimThenHang{ms}, idem.Options{StoreTimeout: 20 * time.Millisecond}
+		},
+		"BeginTx failed": func(ms *memstore.Store) (idem.Store, idem.Options) {
+			return &txFlaky{fakeTx: &fakeTx{Store: ms}, beginTxErr: errors.New("pool exhausted")}, idem.Options{Transactional: true}
+		},
+	}
+	for name, mk := range stores {
+		for _, panics := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, panics=%v", name, panics), func(t *testing.T) {
+				ms := memstore.New(memstore.Options{SweepInterval: -1})
+				t.Cleanup(func() { _ = ms.Close() })
+				s, opts := mk(ms)
+				opts.Principal, opts.DisableHeartbeat, opts.FailOpen = idem.Anonymous, true, true
+				f := newFixtureStore(t, ms, s, opts)
+				idem.SetLateBackoff(f.eng, time.Millisecond, time.Millisecond)
+				var runs, running, most atomic.Int32
+				started, gate := make(chan struct{}), make(chan struct{})
+				handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					n := running.Add(1)
+					defer running.Add(-1)
+					for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+					}
+					if runs.Add(1) == 1 {
+						close(started)
+						<-gate
+						if panics {
+							panic("kaboom")
+						}
+					}
+					w.WriteHeader(http.StatusCreated)
+				})
+				spec := strictSpec()
+				spec.InFlight.Lease = time.Hour
+				h := f.eng.Handler(mustCompile(t, spec), handler)
+				first := make(chan int, 1)
+				go func() {
+					w := httptest.NewRecorder()
+					defer func() {
+						if v := recover(); v != nil {
+							assert.Equal(t, "kaboom", v)
+						}
+						first <- w.Code
+					}()
+					hr := httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader(`{"item":1}`))
+					hr.Header.Set("Content-Type", "application/json")
+					hr.Header.Set("Idempotency-Key", "k")
+					h.ServeHTTP(w, hr)
+				}()
+				<-started
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				require.NoError(t, f.eng.Drain(ctx), "no release under way while the run goes on")
+
+				// The client's retry reaches an instance whose store answers.
+				f2 := newFixtureStore(t, ms, ms, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true})
+				h2 := f2.eng.Handler(mustCompile(t, spec), handler)
+				requireProblem(t, send(h2, req{key: "k", body: `{"item":1}`}), http.StatusConflict, idem.CodeKeyInUse)
+				assert.Equal(t, int32(1), runs.Load(), "the retry did not run while the unprotected run goes on")
+
+				close(gate)
+				want := http.StatusCreated
+				if panics {
+					want = http.StatusInternalServerError
+				}
+				assert.Equal(t, want, <-first)
+				require.NoError(t, f.eng.Drain(ctx), "the release is done in the background")
+				w := send(h2, req{key: "k", body: `{"item":1}`})
+				require.Equal(t, http.StatusCreated, w.Code, "released once the run ended: %s", w.Body)
+				assert.Equal(t, int32(2), runs.Load())
+				assert.Equal(t, int32(1), most.Load(), "never two runs at once")
+			})
+		}
+	}
+}
+
+// The claim an unprotected run holds (FailOpen, BeginTx failed) may run
+// out during a long run, and another request take the key over and
+// complete it: its release at the run's end is fenced, and reports
+// nothing (no EventFenced, no "late completion rejected": no protected
+// run lost its claim); the other request's record stays.
+func TestFailOpenHeldClaimTakenOver(t *testing.T) {
+	ms := memstore.New(memstore.Options{SweepInterval: -1})
+	t.Cleanup(func() { _ = ms.Close() })
+	logs := &syncBuf{}
+	s := &txFlaky{fakeTx: &fakeTx{Store: ms}, beginTxErr: errors.New("pool exhausted")}
+	f := newFixtureStore(t, ms, s, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true, FailOpen: true, Transactional: true,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	spec := strictSpec()
+	spec.InFlight.Lease = 50 * time.Millisecond
+	started, gate := make(chan struct{}), make(chan struct{})
+	h := f.eng.Handler(mustCompile(t, spec), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(started)
+		<-gate
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	first := make(chan int, 1)
+	go func() { first <- send(h, req{key: "k", body: `{"item":1}`}).Code }()
+	<-started
+	time.Sleep(2 * spec.InFlight.Lease)
+	f2 := newFixtureStore(t, ms, ms, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true})
+	h2 := f2.eng.Handler(mustCompile(t, spec), f2.createOrder())
+	require.Equal(t, http.StatusCreated, send(h2, req{key: "k", body: `{"item":1}`}).Code, "took the expired claim over")
+	close(gate)
+	assert.Equal(t, http.StatusAccepted, <-first)
+	assert.Zero(t, f.obs.count(idem.EventFenced), "events: %v", f.obs.kinds())
+	assert.NotContains(t, logs.String(), "late completion rejected")
+	w := send(h2, req{key: "k", body: `{"item":1}`})
+	assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"), "the other request's record stays")
+	assert.Equal(t, int32(1), f2.calls.Load())
+}
