@@ -138,6 +138,9 @@ func maxInt(a, b int) int {
 // member name.
 func hasDuplicateNames(b []byte) bool {
 	d := json.NewDecoder(bytes.NewReader(b))
+	// A number out of float64's range (1e700) is no error as a json.Number:
+	// without it, the scan stopped there and missed later duplicates.
+	d.UseNumber()
 	type frame struct {
 		obj   bool
 		key   bool // the next string token is a name

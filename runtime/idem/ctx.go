@@ -247,7 +247,9 @@ func (b *boundedCtx) Err() error {
 		b.mu.Unlock()
 		return err
 	}
-	first := !b.consulted // no deadline passed at the store's first look
+	// No deadline has passed at the store's first Err (Deadline and Done
+	// report a timeout started by initAt as it stands, even if past).
+	first := !b.consulted
 	start := b.started()
 	var fs []afterFunc
 	err := b.parent.Err()
