@@ -1640,11 +1640,13 @@ func (c *Call) Finish() error {
 	c.stopHeartbeat()
 	e, p := c.e, c.p
 	if !c.protected {
+		// The held claim is released first: an Observer that panics
+		// (c.finished is set, so End does nothing) does not keep it.
+		c.releaseHeld()
 		if e.obs != nil {
 			e.obs.Observe(c.ctx, Event{Kind: EventExecuted, Operation: p.spec.Operation, Principal: c.principal,
 				Key: c.key, Status: c.h.sw.sent(), Duration: e.now().Sub(c.start)})
 		}
-		c.releaseHeld()
 		return nil
 	}
 	rec := &c.h.rec
@@ -1998,6 +2000,9 @@ func (c *Call) end(v any) (raise bool) {
 // request without a key or those headers) is not: the engine only passes
 // it through, and its panic goes on as it is.
 func (c *Call) endUnprotected(v any) (raise bool) {
+	// Deferred: released even when the answer's writer or the Observer
+	// panics.
+	defer c.releaseHeld()
 	raise = v != nil
 	op := c.p.spec.Operation
 	ev := Event{Kind: EventExecuted, Operation: op, Principal: c.principal, Key: c.key}
@@ -2024,7 +2029,6 @@ func (c *Call) endUnprotected(v any) (raise bool) {
 		ev.Duration = c.e.now().Sub(c.start)
 		c.e.obs.Observe(c.ctx, ev)
 	}
-	c.releaseHeld()
 	return raise
 }
 

@@ -319,3 +319,53 @@ func TestFailOpenHeldClaimTakenOver(t *testing.T) {
 	assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"), "the other request's record stays")
 	assert.Equal(t, int32(1), f2.calls.Load())
 }
+
+// An Observer that panics on the EventExecuted of FailOpen's unprotected
+// run (reported by Finish when the handler returned, by End when it
+// panicked) does not keep the claim held through that run from being
+// released: a retry on an instance whose store answers runs (before: the
+// release came after Observe, and was skipped; the retry was
+// IDEMPOTENCY_KEY_IN_USE for the claim's lease).
+func TestFailOpenObserverPanicReleasesHeldClaim(t *testing.T) {
+	stores := map[string]func(ms *memstore.Store) (idem.Store, idem.Options){
+		"lost reply": func(ms *memstore.Store) (idem.Store, idem.Options) { return lostReply{ms}, idem.Options{} },
+		"BeginTx failed": func(ms *memstore.Store) (idem.Store, idem.Options) {
+			return &txFlaky{fakeTx: &fakeTx{Store: ms}, beginTxErr: errors.New("pool exhausted")}, idem.Options{Transactional: true}
+		},
+	}
+	for name, mk := range stores {
+		for _, panics := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, handler panics=%v", name, panics), func(t *testing.T) {
+				ms := memstore.New(memstore.Options{SweepInterval: -1})
+				t.Cleanup(func() { _ = ms.Close() })
+				s, opts := mk(ms)
+				opts.Principal, opts.DisableHeartbeat, opts.FailOpen = idem.Anonymous, true, true
+				opts.Observer = idem.ObserverFunc(func(ctx context.Context, e idem.Event) {
+					if e.Kind == idem.EventExecuted {
+						panic("observer bug")
+					}
+				})
+				f := newFixtureStore(t, ms, s, opts)
+				idem.SetLateBackoff(f.eng, time.Millisecond, time.Millisecond)
+				spec := strictSpec()
+				spec.InFlight.Lease = time.Hour
+				h := f.eng.Handler(mustCompile(t, spec), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if panics {
+						panic("kaboom")
+					}
+					w.WriteHeader(http.StatusCreated)
+				}))
+				func() {
+					defer func() { assert.Equal(t, "observer bug", recover()) }()
+					send(h, req{key: "k", body: `{"item":1}`})
+				}()
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				require.NoError(t, f.eng.Drain(ctx))
+				f2 := newFixtureStore(t, ms, ms, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true})
+				w := send(f2.eng.Handler(mustCompile(t, spec), f2.createOrder()), req{key: "k", body: `{"item":1}`})
+				assert.Equal(t, http.StatusCreated, w.Code, "the held claim was released: %s", w.Body)
+			})
+		}
+	}
+}
