@@ -2053,7 +2053,7 @@ const (
 	// (releaseUnanswered).
 	heldUnanswered
 	// heldAcquired: the claim of a Begin that acquired the key, whose
-	// BeginTx then failed (release).
+	// BeginTx then failed (finishHeld).
 	heldAcquired
 )
 
@@ -2069,12 +2069,9 @@ func (c *Call) releaseHeld() {
 	case heldUnanswered:
 		c.releaseUnanswered(c.heldErr, c.heldCut)
 	case heldAcquired:
-		// Fenced: the lease ran out during the run and another request
-		// took the key over, or it expired; nothing to free, and nothing
-		// to report (no protected run lost its claim).
-		if err := c.releaseKey(); err != nil && !errors.Is(err, ErrFenced) {
-			c.reportFinish(StateFailed, 0, "", err, bodyKept)
-		}
+		// In the background, at once (finishHeld): the response does not
+		// wait for the store (up to StoreTimeout, when it struggles).
+		c.finishLater(finishHeld, StateFailed, nil, 0, bodyKept, nil)
 	}
 	c.held, c.heldErr = heldNone, nil
 }
