@@ -1640,11 +1640,13 @@ func (c *Call) Finish() error {
 	c.stopHeartbeat()
 	e, p := c.e, c.p
 	if !c.protected {
+		// The held claim is released first: an Observer that panics
+		// (c.finished is set, so End does nothing) does not keep it.
+		c.releaseHeld()
 		if e.obs != nil {
 			e.obs.Observe(c.ctx, Event{Kind: EventExecuted, Operation: p.spec.Operation, Principal: c.principal,
 				Key: c.key, Status: c.h.sw.sent(), Duration: e.now().Sub(c.start)})
 		}
-		c.releaseHeld()
 		return nil
 	}
 	rec := &c.h.rec
@@ -1998,6 +2000,9 @@ func (c *Call) end(v any) (raise bool) {
 // request without a key or those headers) is not: the engine only passes
 // it through, and its panic goes on as it is.
 func (c *Call) endUnprotected(v any) (raise bool) {
+	// Deferred: released even when the answer's writer or the Observer
+	// panics.
+	defer c.releaseHeld()
 	raise = v != nil
 	op := c.p.spec.Operation
 	ev := Event{Kind: EventExecuted, Operation: op, Principal: c.principal, Key: c.key}
@@ -2024,7 +2029,6 @@ func (c *Call) endUnprotected(v any) (raise bool) {
 		ev.Duration = c.e.now().Sub(c.start)
 		c.e.obs.Observe(c.ctx, ev)
 	}
-	c.releaseHeld()
 	return raise
 }
 
@@ -2049,7 +2053,7 @@ const (
 	// (releaseUnanswered).
 	heldUnanswered
 	// heldAcquired: the claim of a Begin that acquired the key, whose
-	// BeginTx then failed (release).
+	// BeginTx then failed (finishHeld).
 	heldAcquired
 )
 
@@ -2065,12 +2069,9 @@ func (c *Call) releaseHeld() {
 	case heldUnanswered:
 		c.releaseUnanswered(c.heldErr, c.heldCut)
 	case heldAcquired:
-		// Fenced: the lease ran out during the run and another request
-		// took the key over, or it expired; nothing to free, and nothing
-		// to report (no protected run lost its claim).
-		if err := c.releaseKey(); err != nil && !errors.Is(err, ErrFenced) {
-			c.reportFinish(StateFailed, 0, "", err, bodyKept)
-		}
+		// In the background, at once (finishHeld): the response does not
+		// wait for the store (up to StoreTimeout, when it struggles).
+		c.finishLater(finishHeld, StateFailed, nil, 0, bodyKept, nil)
 	}
 	c.held, c.heldErr = heldNone, nil
 }

@@ -63,8 +63,12 @@ type Options struct {
 	// false, fails closed: 503 IDEMPOTENCY_STORE_UNAVAILABLE with Retry-After.
 	// A claim the failed Begin may have made all the same (its reply lost,
 	// or cut by StoreTimeout; see ErrNothingDone), or that a failed BeginTx
-	// leaves, is released only once the unprotected run ends: meanwhile it
-	// keeps a retry of the same key from running the handler concurrently.
+	// leaves, is released only once the unprotected run ends (in the
+	// background, so the response does not wait for the store; see
+	// MaxClaimReleases): meanwhile it keeps a retry of the same key from
+	// running the handler concurrently, up to the operation's lease
+	// (InFlight.Lease, counted from the Begin): the claim gets no
+	// heartbeat, so a run that outlasts it no longer keeps a retry out.
 	// Neither applies to a store call that failed because the request's own
 	// context had ended (its client went away, or a deadline set for it
 	// passed): that request is refused with CodeRequestEnded, never run.

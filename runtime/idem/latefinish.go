@@ -31,8 +31,10 @@ import (
 //
 // MaxClaimReleases bounds, apart from those, the releases an Engine tries
 // at once in the background of claims that a failed Begin may have made
-// all the same (see Options.FinishRetryFor and ErrNothingDone); each is
-// tried at most ClaimReleaseAttempts times, within the operation's lease.
+// all the same (see Options.FinishRetryFor and ErrNothingDone), and of
+// those held through FailOpen's unprotected runs (see Options.FailOpen);
+// each is tried at most ClaimReleaseAttempts times, within the operation's
+// lease.
 // They never take the slots of the Finish calls (a response whose Finish
 // failed during an outage is retried, whatever the number of Begins that
 // failed with it), and a release that is not tried, or given up, leaves
@@ -92,10 +94,18 @@ const (
 	// reply lost with its connection): at most MaxLostReplyReleases of
 	// the MaxClaimReleases at once.
 	finishLostReply
+	// finishHeld frees, once FailOpen's unprotected run has ended, the
+	// claim of a Begin that acquired the key before its BeginTx failed
+	// (Call.releaseHeld): tried at once (no attempt failed before it),
+	// then as finishUnanswered is; no event. Fenced, the lease ran out
+	// during the run (it had no heartbeat) and the key was taken over, or
+	// expired: nothing to free.
+	finishHeld
 )
 
 // claimRelease reports whether k frees a claim a failed Begin may have
-// made (releaseUnanswered).
+// made (releaseUnanswered), or one held through an unprotected run
+// (finishHeld).
 func (k finishKind) claimRelease() bool { return k >= finishUnanswered }
 
 // lateFinish is one Finish to retry, with copies of what the Call held.
@@ -119,11 +129,12 @@ type lateFinish struct {
 	err       error     // the first failure
 }
 
-// finishLater schedules the retry of the Finish that just failed with err,
-// unless it cannot help (fenced) or may not (Options.FinishRetryFor
-// negative, MaxFinishRetries or MaxFinishRetryBytes reached; for a claim
-// release, which FinishRetryFor does not turn off, MaxClaimReleases or
-// MaxLostReplyReleases reached: logged); it reports whether it did.
+// finishLater schedules the retry of the Finish that just failed with err
+// (finishHeld: its first attempt, err nil), unless it cannot help (fenced)
+// or may not (Options.FinishRetryFor negative, MaxFinishRetries or
+// MaxFinishRetryBytes reached; for a claim release, which FinishRetryFor
+// does not turn off, MaxClaimReleases or MaxLostReplyReleases reached:
+// logged); it reports whether it did.
 //
 // The retries run with a context of their own, without the request's
 // values: the request is over, and what a router or middleware put there
@@ -232,8 +243,12 @@ func (e *Engine) releaseDropped(c *Call, kind finishKind) {
 	if kind == finishLostReply && lost == MaxLostReplyReleases {
 		why = "MaxLostReplyReleases"
 	}
+	what := "if the failed Begin claimed the key, it stays"
+	if kind == finishHeld {
+		what = "the claim held through FailOpen's unprotected run stays"
+	}
 	e.log.LogAttrs(context.Background(), slog.LevelWarn, "idem: claim release not tried: "+why+" releases are under way; "+
-		"if the failed Begin claimed the key, it stays in flight until its lease runs out (logged at most once per "+every.String()+")",
+		what+" in flight until its lease runs out (logged at most once per "+every.String()+")",
 		slog.String("operation", c.p.spec.Operation), slog.String("key", c.key),
 		slog.Uint64("not_tried", since), slog.Uint64("not_tried_total", total))
 }
@@ -269,35 +284,43 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 	last := begun // the last attempt began (the failed Finish, just before)
 	wait := e.lateFirst
 	err := f.err
-	attempt := 1
+	// prior: the attempts before these (the failed Finish, or the failed
+	// Begin); none before a held claim's release, tried at once.
+	prior := 1
+	if f.kind == finishHeld {
+		prior = 0
+	}
+	attempt := prior
 	var sleep *time.Timer
 	for {
-		pause := wait/2 + rand.N(wait/2+1)
-		if left := min(deadline.Sub(e.now()), time.Until(wallDeadline)); left < pause {
-			if attempt > 1 {
-				break
+		if attempt > 0 { // a held claim's release (prior 0) begins at once
+			pause := wait/2 + rand.N(wait/2+1)
+			if left := min(deadline.Sub(e.now()), time.Until(wallDeadline)); left < pause {
+				if attempt > prior { // at least one attempt here, however short d is
+					break
+				}
+				pause = max(left, 0)
 			}
-			pause = max(left, 0)
-		}
-		// The pauses between attempts are on the wall clock.
-		if sleep == nil {
-			sleep = time.NewTimer(pause)
-			defer sleep.Stop()
-		} else {
-			sleep.Reset(pause)
-		}
-		until := time.Now().Add(pause)
-		select {
-		case <-sleep.C:
-		case <-wake:
-			// Drain: try again at once, or once lateFinishFirst has passed
-			// since the last attempt (if the pause does not end sooner).
-			if rest := min(time.Until(until), time.Until(last.Add(lateFinishFirst))); rest > 0 {
-				sleep.Reset(rest)
-				<-sleep.C
+			// The pauses between attempts are on the wall clock.
+			if sleep == nil {
+				sleep = time.NewTimer(pause)
+				defer sleep.Stop()
+			} else {
+				sleep.Reset(pause)
 			}
+			until := time.Now().Add(pause)
+			select {
+			case <-sleep.C:
+			case <-wake:
+				// Drain: try again at once, or once lateFinishFirst has passed
+				// since the last attempt (if the pause does not end sooner).
+				if rest := min(time.Until(until), time.Until(last.Add(lateFinishFirst))); rest > 0 {
+					sleep.Reset(rest)
+					<-sleep.C
+				}
+			}
+			wait = min(2*wait, e.lateMax)
 		}
-		wait = min(2*wait, e.lateMax)
 		attempt++
 		e.lateMu.Lock()
 		wake = e.lateWake // a Drain from now on wakes the next pause
@@ -309,13 +332,13 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 		if err == nil || errors.Is(err, ErrFenced) {
 			break
 		}
-		if f.kind.claimRelease() && attempt > ClaimReleaseAttempts {
-			break // attempt 1 was the Begin
+		if f.kind.claimRelease() && attempt-prior == ClaimReleaseAttempts {
+			break
 		}
 	}
 	count := slog.Int("attempts", attempt)
 	if f.kind.claimRelease() {
-		count = slog.Int("releases", attempt-1) // attempt 1 was the Begin
+		count = slog.Int("releases", attempt-prior)
 	}
 	attrs := []slog.Attr{slog.String("operation", f.operation), slog.String("key", f.key),
 		count, slog.Duration("after", time.Since(begun).Round(time.Millisecond))}
@@ -326,8 +349,13 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 	case err == nil && f.kind == finishLostReply:
 		attrs = append(attrs, slog.Any("begin_error", f.err))
 		e.log.LogAttrs(ctx, slog.LevelInfo, "idem: key released: a Begin that failed (its reply lost, say) had claimed it all the same", attrs...)
+	case err == nil && f.kind == finishHeld:
+		if attempt > 1 { // at once, it is not news
+			e.log.LogAttrs(ctx, slog.LevelInfo, "idem: key released by a later attempt, after the store failed: the claim held through FailOpen's unprotected run (its transaction could not begin)", attrs...)
+		}
 	case errors.Is(err, ErrFenced) && f.kind.claimRelease():
-		// No such claim (the Begin did not reach the store), or taken over.
+		// No such claim (the Begin did not reach the store), or taken
+		// over (a held claim's lease ran out during its run), or expired.
 	case err == nil && release:
 		e.log.LogAttrs(ctx, slog.LevelInfo, "idem: key released by a later attempt, after the store failed", attrs...)
 	case err == nil:
@@ -349,6 +377,9 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 		e.log.LogAttrs(ctx, slog.LevelWarn, "idem: late completion rejected: the claim was taken over or expired while the store failed at finish", attrs...)
 		e.observe(ctx, Event{Kind: EventFenced, Operation: f.operation, Principal: f.principal, Key: f.key,
 			Protected: true, State: f.state, Status: f.status, Err: err})
+	case f.kind == finishHeld:
+		attrs = append(attrs, slog.Any("error", err))
+		e.log.LogAttrs(ctx, slog.LevelError, "idem: gave up releasing the claim held through FailOpen's unprotected run (its transaction could not begin): the key stays in flight until its lease runs out", attrs...)
 	case f.kind.claimRelease():
 		attrs = append(attrs, slog.Any("error", err))
 		e.log.LogAttrs(ctx, slog.LevelWarn, "idem: gave up releasing the claim a failed Begin may have made: if it did, the key stays in flight until its lease runs out", attrs...)
@@ -376,7 +407,8 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 // called in a loop wakes a retry at most once per 100ms); one whose
 // attempt fails goes on with its schedule (until FinishRetryFor has
 // passed), waited for until ctx is done. It waits likewise for the
-// releases of claims a failed Begin may have made (see MaxClaimReleases),
+// releases of claims a failed Begin may have made, and of those held
+// through FailOpen's unprotected runs (see MaxClaimReleases),
 // whatever FinishRetryFor is: each ends after ClaimReleaseAttempts
 // attempts at most, within the operation's lease.
 //

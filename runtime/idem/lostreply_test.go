@@ -313,9 +313,193 @@ func TestFailOpenHeldClaimTakenOver(t *testing.T) {
 	require.Equal(t, http.StatusCreated, send(h2, req{key: "k", body: `{"item":1}`}).Code, "took the expired claim over")
 	close(gate)
 	assert.Equal(t, http.StatusAccepted, <-first)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, f.eng.Drain(ctx), "the release (in the background) is done")
 	assert.Zero(t, f.obs.count(idem.EventFenced), "events: %v", f.obs.kinds())
 	assert.NotContains(t, logs.String(), "late completion rejected")
 	w := send(h2, req{key: "k", body: `{"item":1}`})
 	assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"), "the other request's record stays")
 	assert.Equal(t, int32(1), f2.calls.Load())
+}
+
+// An Observer that panics on the EventExecuted of FailOpen's unprotected
+// run (reported by Finish when the handler returned, by End when it
+// panicked) does not keep the claim held through that run from being
+// released: a retry on an instance whose store answers runs (before: the
+// release came after Observe, and was skipped; the retry was
+// IDEMPOTENCY_KEY_IN_USE for the claim's lease).
+func TestFailOpenObserverPanicReleasesHeldClaim(t *testing.T) {
+	stores := map[string]func(ms *memstore.Store) (idem.Store, idem.Options){
+		"lost reply": func(ms *memstore.Store) (idem.Store, idem.Options) { return lostReply{ms}, idem.Options{} },
+		"BeginTx failed": func(ms *memstore.Store) (idem.Store, idem.Options) {
+			return &txFlaky{fakeTx: &fakeTx{Store: ms}, beginTxErr: errors.New("pool exhausted")}, idem.Options{Transactional: true}
+		},
+	}
+	for name, mk := range stores {
+		for _, panics := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, handler panics=%v", name, panics), func(t *testing.T) {
+				ms := memstore.New(memstore.Options{SweepInterval: -1})
+				t.Cleanup(func() { _ = ms.Close() })
+				s, opts := mk(ms)
+				opts.Principal, opts.DisableHeartbeat, opts.FailOpen = idem.Anonymous, true, true
+				opts.Observer = idem.ObserverFunc(func(ctx context.Context, e idem.Event) {
+					if e.Kind == idem.EventExecuted {
+						panic("observer bug")
+					}
+				})
+				f := newFixtureStore(t, ms, s, opts)
+				idem.SetLateBackoff(f.eng, time.Millisecond, time.Millisecond)
+				spec := strictSpec()
+				spec.InFlight.Lease = time.Hour
+				h := f.eng.Handler(mustCompile(t, spec), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if panics {
+						panic("kaboom")
+					}
+					w.WriteHeader(http.StatusCreated)
+				}))
+				func() {
+					defer func() { assert.Equal(t, "observer bug", recover()) }()
+					send(h, req{key: "k", body: `{"item":1}`})
+				}()
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				require.NoError(t, f.eng.Drain(ctx))
+				f2 := newFixtureStore(t, ms, ms, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true})
+				w := send(f2.eng.Handler(mustCompile(t, spec), f2.createOrder()), req{key: "k", body: `{"item":1}`})
+				assert.Equal(t, http.StatusCreated, w.Code, "the held claim was released: %s", w.Body)
+			})
+		}
+	}
+}
+
+// gatedFinishTx is a transactional store whose BeginTx fails, and whose
+// Finish counts its calls and waits for gate to be closed (or its context
+// to end: nil gate, until then).
+type gatedFinishTx struct {
+	*txFlaky
+	gate     chan struct{}
+	finishes atomic.Int64
+}
+
+func newGatedFinishTx(ms *memstore.Store, gate chan struct{}) *gatedFinishTx {
+	return &gatedFinishTx{txFlaky: &txFlaky{fakeTx: &fakeTx{Store: ms}, beginTxErr: errors.New("pool exhausted")}, gate: gate}
+}
+
+func (s *gatedFinishTx) Finish(ctx context.Context, key string, token idem.Token, st idem.State, resp []byte) error {
+	s.finishes.Add(1)
+	select {
+	case <-s.gate:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return s.txFlaky.Finish(ctx, key, token, st, resp)
+}
+
+// The release of the claim held through FailOpen's unprotected run after
+// BeginTx failed is made in the background, at once: the response does
+// not wait for it, however long the store takes (before: Finish released
+// it before returning, and a store that did not answer held the response
+// up to StoreTimeout after the handler returned). It is tried
+// ClaimReleaseAttempts times, and Drain waits for it.
+func TestFailOpenHeldReleaseDoesNotHoldResponse(t *testing.T) {
+	ms := memstore.New(memstore.Options{SweepInterval: -1})
+	t.Cleanup(func() { _ = ms.Close() })
+	s := newGatedFinishTx(ms, nil)
+	const st = 300 * time.Millisecond
+	f := newFixtureStore(t, ms, s, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true, FailOpen: true,
+		Transactional: true, StoreTimeout: st})
+	idem.SetLateBackoff(f.eng, time.Millisecond, time.Millisecond)
+	for _, panics := range []bool{false, true} {
+		var returned time.Time
+		h := f.eng.Handler(mustCompile(t, strictSpec()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			returned = time.Now()
+			if panics {
+				panic("kaboom")
+			}
+			w.WriteHeader(http.StatusCreated)
+		}))
+		w := httptest.NewRecorder()
+		func() {
+			defer func() {
+				if v := recover(); v != nil {
+					assert.Equal(t, "kaboom", v)
+				}
+			}()
+			hr := httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader(`{"item":1}`))
+			hr.Header.Set("Content-Type", "application/json")
+			hr.Header.Set("Idempotency-Key", fmt.Sprintf("k-%v", panics))
+			h.ServeHTTP(w, hr)
+		}()
+		blocked := time.Since(returned)
+		if panics {
+			assert.Equal(t, http.StatusInternalServerError, w.Code)
+		} else {
+			assert.Equal(t, http.StatusCreated, w.Code)
+		}
+		assert.Less(t, blocked, st/2, "panics=%v: the response waited %v for the release after the handler", panics, blocked)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, f.eng.Drain(ctx))
+	assert.Equal(t, int64(2*idem.ClaimReleaseAttempts), s.finishes.Load(), "releases tried")
+}
+
+// The held claim's release is tried at once once the run ends, without
+// the backoff of a retry: with a store that answers, a retry right after
+// the response finds the key free (here within a second, whereas the
+// backoff is an hour).
+func TestFailOpenHeldReleaseAtOnce(t *testing.T) {
+	ms := memstore.New(memstore.Options{SweepInterval: -1})
+	t.Cleanup(func() { _ = ms.Close() })
+	gate := make(chan struct{})
+	close(gate)
+	s := newGatedFinishTx(ms, gate)
+	f := newFixtureStore(t, ms, s, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true, FailOpen: true, Transactional: true})
+	idem.SetLateBackoff(f.eng, time.Hour, time.Hour)
+	spec := strictSpec()
+	spec.InFlight.Lease = time.Hour
+	h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
+	require.Equal(t, http.StatusCreated, send(h, req{key: "k", body: `{"item":1}`}).Code)
+	f2 := newFixtureStore(t, ms, ms, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true})
+	h2 := f2.eng.Handler(mustCompile(t, spec), f2.createOrder())
+	require.Eventually(t, func() bool { return s.finishes.Load() == 1 }, time.Second, time.Millisecond, "released at once")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	require.NoError(t, f.eng.Drain(ctx))
+	require.Equal(t, http.StatusCreated, send(h2, req{key: "k", body: `{"item":1}`}).Code, "the key is free")
+	assert.Equal(t, int64(1), s.finishes.Load())
+}
+
+// The held claims' releases take slots of MaxClaimReleases: with those
+// taken (the store's Finish hanging), a release that is not tried is
+// logged, naming the claim held through the unprotected run, and the
+// others are made once the store answers.
+func TestFailOpenHeldReleasesBounded(t *testing.T) {
+	ms := memstore.New(memstore.Options{SweepInterval: -1})
+	t.Cleanup(func() { _ = ms.Close() })
+	gate := make(chan struct{})
+	s := newGatedFinishTx(ms, gate)
+	var logged syncBuffer
+	f := newFixtureStore(t, ms, s, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true, FailOpen: true,
+		Transactional: true, StoreTimeout: time.Minute, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	idem.SetReleaseDropLogEvery(f.eng, time.Hour)
+	spec := strictSpec()
+	spec.InFlight.Lease = time.Hour
+	h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
+	for i := range idem.MaxClaimReleases + 1 {
+		require.Equal(t, http.StatusCreated, send(h, req{key: fmt.Sprintf("k-%d", i), body: `{"item":1}`}).Code)
+	}
+	require.Eventually(t, func() bool { return s.finishes.Load() == idem.MaxClaimReleases }, 10*time.Second, time.Millisecond,
+		"releases under way: %d", s.finishes.Load())
+	assert.Equal(t, 1, strings.Count(logged.String(), "claim release not tried"), "%s", logged.String())
+	assert.Contains(t, logged.String(), "the claim held through FailOpen's unprotected run stays in flight")
+	close(gate)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, f.eng.Drain(ctx))
+	f2 := newFixtureStore(t, ms, ms, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true})
+	h2 := f2.eng.Handler(mustCompile(t, spec), f2.createOrder())
+	assert.Equal(t, http.StatusCreated, send(h2, req{key: "k-0", body: `{"item":1}`}).Code, "released")
+	requireProblem(t, send(h2, req{key: fmt.Sprintf("k-%d", idem.MaxClaimReleases), body: `{"item":1}`}), http.StatusConflict, idem.CodeKeyInUse)
 }

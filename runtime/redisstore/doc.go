@@ -68,10 +68,12 @@
 //
 // # Retries
 //
-// go-redis sends a command again (up to Options.MaxRetries, 3 by default)
-// when the connection drops after the command was sent, so a script may run
-// twice for one call, the second run finding what the first wrote. The
-// scripts answer such a re-run as the first run did: Begin finding a
+// go-redis sends a command again (up to Options.MaxRetries, 3 by default; a
+// ClusterClient up to ClusterOptions.MaxRedirects, 3 by default, its nodes'
+// MaxRetries being -1 unless set) when the connection drops after the
+// command was sent, so a script may run twice for one call, the second run
+// finding what the first wrote. The scripts answer such a re-run as the
+// first run did: Begin finding a
 // PENDING record with the request's own token reports the claim acquired
 // and renews its lease from the re-run's now, as the claim did (also when
 // it ran out meanwhile: that is no takeover), with Prior 0 (the record does
@@ -90,7 +92,9 @@
 // write, its last step (READONLY, NOREPLICAS, MISCONF, OOM, LOADING, BUSY,
 // NOPERM, NOAUTH, WRONGTYPE, CLUSTERDOWN, TRYAGAIN, MASTERDOWN, IDEMRECORD).
 // go-redis sends a command again after LOADING, READONLY, NOREPLICAS,
-// MASTERDOWN, CLUSTERDOWN and TRYAGAIN, unless its MaxRetries is -1: with
+// MASTERDOWN, CLUSTERDOWN and TRYAGAIN, unless its retries are off
+// (MaxRetries -1; for a ClusterClient, which retries through MaxRedirects,
+// MaxRedirects -1, with ClusterOptions.MaxRetries left unset): with
 // retries, those come after another write and are not marked. Any other
 // failed Begin (a written command whose reply was lost, even when the
 // retries' dials then failed or a retry got an error reply; an error reply

@@ -85,9 +85,9 @@ import (
 //
 // A PENDING record that already carries the request's token is this very
 // claim, made by an earlier run of the same call: go-redis sends a command
-// again (MaxRetries) when the connection drops after it was sent, so the
-// script may run twice for one Begin, the second time finding its own
-// claim. It answers 0, as for a fresh claim, and renews the lease to now +
+// again (MaxRetries; a ClusterClient's MaxRedirects) when the connection
+// drops after it was sent, so the script may run twice for one Begin, the
+// second time finding its own claim. It answers 0, as for a fresh claim, and renews the lease to now +
 // lease, as the claim did (the caller counts its lease from the answer it
 // gets, and the first run's lease may have run out meanwhile: that is no
 // takeover, since no other claim came in between, or the token would be

@@ -276,7 +276,9 @@ func (s *Store) run(ctx context.Context, sc *script, o *op, cmd redis.Cmder) err
 // as its last step but for a PUBLISH it runs with pcall, so a script that
 // failed wrote nothing. go-redis sends a command again after a LOADING,
 // READONLY, NOREPLICAS, MASTERDOWN, CLUSTERDOWN or TRYAGAIN reply (unless
-// its MaxRetries is -1), as after a lost one: that is a second write, and
+// its MaxRetries is -1; a ClusterClient's MaxRedirects, through which it
+// retries, its nodes' MaxRetries being -1 unless set), as after a lost
+// one: that is a second write, and
 // such an error is then not marked. Only Begin marks its errors (the
 // engine looks at Begin's).
 func nothingDone(o *op, err error) bool {
