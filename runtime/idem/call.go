@@ -1874,12 +1874,12 @@ func (c *Call) finishOnce(state State, resp []byte) error {
 }
 
 // release frees a held key (FAILED without a response) whose claim runs
-// nothing (its transaction could not begin; the caller reports why); a
-// store failure freeing it is reported.
+// nothing (its transaction could not begin; the caller reports why), in
+// the background (finishUnbegun): the refusal (503) does not wait for the
+// store, which may not answer within StoreTimeout. Its first attempt is
+// made at once; a failure is logged, not reported as an event.
 func (c *Call) release() {
-	if err := c.releaseKey(); err != nil {
-		c.reportFinish(StateFailed, 0, "", err, bodyKept)
-	}
+	c.finishLater(finishUnbegun, StateFailed, nil, 0, bodyKept, nil)
 }
 
 // End ends the call: when an Execute decision was never finished (the

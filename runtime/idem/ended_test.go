@@ -234,9 +234,9 @@ func TestEndedRequestWhileWaiting(t *testing.T) {
 // In transactional mode the transaction's context is the request's: a
 // request that ends before BeginTx, or before its commit, makes them fail
 // with its context's error. That is no store failure either: BeginTx's
-// refuses the request quietly (nothing ran, the key is released), and the
-// commit's is an EventExecuted, FAILED, with CodeRequestEnded sent; the key
-// is released and a retry runs.
+// refuses the request quietly (nothing ran, the key is released in the
+// background), and the commit's is an EventExecuted, FAILED, with
+// CodeRequestEnded sent; the key is released and a retry runs.
 func TestEndedRequestTransactional(t *testing.T) {
 	t.Run("before BeginTx", func(t *testing.T) {
 		ms := memstore.New(memstore.Options{SweepInterval: -1})
@@ -250,6 +250,7 @@ func TestEndedRequestTransactional(t *testing.T) {
 		requireEnded(t, f, logs, sendCtx(h, ctx, req{key: "k", body: `{}`}), false)
 		assert.Zero(t, f.calls.Load(), "FailOpen must not run it")
 		es.afterClaim = false
+		require.NoError(t, f.eng.Drain(context.Background())) // the release is made in the background
 		require.Equal(t, http.StatusCreated, send(h, req{key: "k", body: `{}`}).Code, "the key was released")
 	})
 	t.Run("before the commit", func(t *testing.T) {

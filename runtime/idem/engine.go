@@ -126,7 +126,9 @@ type Options struct {
 	// may have made all the same (one that failed as its request ended,
 	// or on StoreTimeout: a store client that cancels asynchronously, pgx;
 	// or, over a store that is not in-process, with any error its store
-	// did not mark ErrNothingDone: a reply lost with its connection) is
+	// did not mark ErrNothingDone: a reply lost with its connection), and
+	// of one whose transaction could not begin (BeginTx failed: its 503
+	// does not wait for the release; under FailOpen, see above), is
 	// tried in the background too, whatever FinishRetryFor says (negative
 	// included): at most ClaimReleaseAttempts times within the lease, and
 	// at most MaxClaimReleases at once (MaxLostReplyReleases of them for
@@ -208,7 +210,7 @@ type Engine struct {
 	lateMax     time.Duration // and its cap (lateFinishMax)
 	lateMu      sync.Mutex
 	lateN       int           // the Finish calls retried in the background (finishLater), releases included
-	lateRel     int           // the releases among them (finishUnanswered, finishLostReply: MaxClaimReleases)
+	lateRel     int           // the releases among them (claimRelease kinds: MaxClaimReleases)
 	lateLost    int           // the finishLostReply ones among those (MaxLostReplyReleases)
 	relDrop     releaseDrops  // the releases not tried (releaseDropped)
 	lateBytes   int64         // the size of their responses

@@ -31,8 +31,10 @@ import (
 //
 // MaxClaimReleases bounds, apart from those, the releases an Engine tries
 // at once in the background of claims that a failed Begin may have made
-// all the same (see Options.FinishRetryFor and ErrNothingDone), and of
-// those held through FailOpen's unprotected runs (see Options.FailOpen);
+// all the same (see Options.FinishRetryFor and ErrNothingDone), of
+// those held through FailOpen's unprotected runs (see Options.FailOpen),
+// and of those whose transaction could not begin (BeginTx failed: the
+// request is refused with 503 at once, without waiting for the release);
 // each is tried at most ClaimReleaseAttempts times, within the operation's
 // lease.
 // They never take the slots of the Finish calls (a response whose Finish
@@ -80,9 +82,10 @@ const (
 	// that is fenced EventFenced, as Call.Finish does at once.
 	finishAnswer finishKind = iota
 	// finishRelease frees a key whose claim ran nothing that is kept (a
-	// transaction that could not begin, or whose commit failed): a later
-	// attempt reports no event, as at once. Fenced, it found the key taken
-	// over, or the commit's result kept after all: nothing to free.
+	// transaction whose commit failed; one that could not begin:
+	// finishUnbegun): a later attempt reports no event, as at once.
+	// Fenced, it found the key taken over, or the commit's result kept
+	// after all: nothing to free.
 	finishRelease
 	// finishUnanswered frees the claim a Begin that failed as its context
 	// ended (the request's end, or the store timeout) may have made all
@@ -101,12 +104,23 @@ const (
 	// during the run (it had no heartbeat) and the key was taken over, or
 	// expired: nothing to free.
 	finishHeld
+	// finishUnbegun frees the claim of a Begin that acquired the key
+	// before its BeginTx failed, when the request is refused (503, or
+	// CodeRequestEnded; not under FailOpen: finishHeld), so that the refusal does not wait for
+	// the store (Call.release): tried at once, then as finishUnanswered
+	// is; no event. Fenced, the key was taken over or expired: nothing to
+	// free.
+	finishUnbegun
 )
 
 // claimRelease reports whether k frees a claim a failed Begin may have
 // made (releaseUnanswered), or one held through an unprotected run
-// (finishHeld).
+// (finishHeld), or one whose transaction could not begin (finishUnbegun).
 func (k finishKind) claimRelease() bool { return k >= finishUnanswered }
+
+// atOnce reports whether k's first attempt is made in the background (no
+// attempt failed before it): finishHeld, finishUnbegun.
+func (k finishKind) atOnce() bool { return k >= finishHeld }
 
 // lateFinish is one Finish to retry, with copies of what the Call held.
 type lateFinish struct {
@@ -130,8 +144,8 @@ type lateFinish struct {
 }
 
 // finishLater schedules the retry of the Finish that just failed with err
-// (finishHeld: its first attempt, err nil), unless it cannot help (fenced)
-// or may not (Options.FinishRetryFor negative, MaxFinishRetries or
+// (finishHeld, finishUnbegun: its first attempt, err nil), unless it
+// cannot help (fenced) or may not (Options.FinishRetryFor negative, MaxFinishRetries or
 // MaxFinishRetryBytes reached; for a claim release, which FinishRetryFor
 // does not turn off, MaxClaimReleases or MaxLostReplyReleases reached:
 // logged); it reports whether it did.
@@ -244,8 +258,11 @@ func (e *Engine) releaseDropped(c *Call, kind finishKind) {
 		why = "MaxLostReplyReleases"
 	}
 	what := "if the failed Begin claimed the key, it stays"
-	if kind == finishHeld {
+	switch kind {
+	case finishHeld:
 		what = "the claim held through FailOpen's unprotected run stays"
+	case finishUnbegun:
+		what = "the claim whose transaction could not begin (its request refused) stays"
 	}
 	e.log.LogAttrs(context.Background(), slog.LevelWarn, "idem: claim release not tried: "+why+" releases are under way; "+
 		what+" in flight until its lease runs out (logged at most once per "+every.String()+")",
@@ -285,15 +302,15 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 	wait := e.lateFirst
 	err := f.err
 	// prior: the attempts before these (the failed Finish, or the failed
-	// Begin); none before a held claim's release, tried at once.
+	// Begin); none before a release tried at once (atOnce).
 	prior := 1
-	if f.kind == finishHeld {
+	if f.kind.atOnce() {
 		prior = 0
 	}
 	attempt := prior
 	var sleep *time.Timer
 	for {
-		if attempt > 0 { // a held claim's release (prior 0) begins at once
+		if attempt > 0 { // no pause before the first attempt of an atOnce kind (prior 0)
 			pause := wait/2 + rand.N(wait/2+1)
 			if left := min(deadline.Sub(e.now()), time.Until(wallDeadline)); left < pause {
 				if attempt > prior { // at least one attempt here, however short d is
@@ -353,6 +370,10 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 		if attempt > 1 { // at once, it is not news
 			e.log.LogAttrs(ctx, slog.LevelInfo, "idem: key released by a later attempt, after the store failed: the claim held through FailOpen's unprotected run (its transaction could not begin)", attrs...)
 		}
+	case err == nil && f.kind == finishUnbegun:
+		if attempt > 1 {
+			e.log.LogAttrs(ctx, slog.LevelInfo, "idem: key released by a later attempt, after the store failed: a claim whose transaction could not begin (its request refused)", attrs...)
+		}
 	case errors.Is(err, ErrFenced) && f.kind.claimRelease():
 		// No such claim (the Begin did not reach the store), or taken
 		// over (a held claim's lease ran out during its run), or expired.
@@ -380,6 +401,9 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 	case f.kind == finishHeld:
 		attrs = append(attrs, slog.Any("error", err))
 		e.log.LogAttrs(ctx, slog.LevelError, "idem: gave up releasing the claim held through FailOpen's unprotected run (its transaction could not begin): the key stays in flight until its lease runs out", attrs...)
+	case f.kind == finishUnbegun:
+		attrs = append(attrs, slog.Any("error", err))
+		e.log.LogAttrs(ctx, slog.LevelError, "idem: gave up releasing the claim whose transaction could not begin (its request refused): the key stays in flight until its lease runs out", attrs...)
 	case f.kind.claimRelease():
 		attrs = append(attrs, slog.Any("error", err))
 		e.log.LogAttrs(ctx, slog.LevelWarn, "idem: gave up releasing the claim a failed Begin may have made: if it did, the key stays in flight until its lease runs out", attrs...)
@@ -407,8 +431,9 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 // called in a loop wakes a retry at most once per 100ms); one whose
 // attempt fails goes on with its schedule (until FinishRetryFor has
 // passed), waited for until ctx is done. It waits likewise for the
-// releases of claims a failed Begin may have made, and of those held
-// through FailOpen's unprotected runs (see MaxClaimReleases),
+// releases of claims a failed Begin may have made, of those held
+// through FailOpen's unprotected runs, and of those whose transaction
+// could not begin (see MaxClaimReleases),
 // whatever FinishRetryFor is: each ends after ClaimReleaseAttempts
 // attempts at most, within the operation's lease.
 //

@@ -360,7 +360,8 @@ func TestLateReleaseAfterBeginTxFailure(t *testing.T) {
 }
 
 // Giving up the release of a key whose claim ran no handler (its
-// transaction could not begin) is logged, not observed as a run abandoned.
+// transaction could not begin; in the background, whatever
+// FinishRetryFor) is logged, not observed as a run abandoned.
 func TestLateReleaseGivesUp(t *testing.T) {
 	ms := memstore.New(memstore.Options{SweepInterval: -1})
 	t.Cleanup(func() { _ = ms.Close() })
@@ -372,7 +373,7 @@ func TestLateReleaseGivesUp(t *testing.T) {
 	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
 	requireProblem(t, send(h, req{key: "k", body: `{"item":1}`}), 503, idem.CodeStoreUnavailable)
 	require.NoError(t, f.eng.Drain(context.Background()))
-	assert.Contains(t, logs.String(), "gave up releasing the key")
+	assert.Contains(t, logs.String(), "gave up releasing the claim whose transaction could not begin")
 	assert.Equal(t, 0, f.obs.count(idem.EventFinishAbandoned))
 	assert.Equal(t, int32(0), f.calls.Load())
 }

@@ -503,3 +503,68 @@ func TestFailOpenHeldReleasesBounded(t *testing.T) {
 	assert.Equal(t, http.StatusCreated, send(h2, req{key: "k-0", body: `{"item":1}`}).Code, "released")
 	requireProblem(t, send(h2, req{key: fmt.Sprintf("k-%d", idem.MaxClaimReleases), body: `{"item":1}`}), http.StatusConflict, idem.CodeKeyInUse)
 }
+
+// Without FailOpen, the claim whose BeginTx failed is released in the
+// background, its first attempt at once: the 503 goes out without
+// waiting for the store (before: the release was made before the
+// refusal, and a store whose Finish did not answer held the 503 up to
+// StoreTimeout). Drain waits for the release, after which a retry runs.
+func TestUnbegunReleaseDoesNotHold503(t *testing.T) {
+	ms := memstore.New(memstore.Options{SweepInterval: -1})
+	t.Cleanup(func() { _ = ms.Close() })
+	gate := make(chan struct{})
+	s := newGatedFinishTx(ms, gate)
+	const st = 300 * time.Millisecond
+	f := newFixtureStore(t, ms, s, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true,
+		Transactional: true, StoreTimeout: st})
+	idem.SetLateBackoff(f.eng, time.Millisecond, time.Millisecond)
+	spec := strictSpec()
+	h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
+	start := time.Now()
+	w := send(h, req{key: "k", body: `{"item":1}`})
+	took := time.Since(start)
+	requireProblem(t, w, http.StatusServiceUnavailable, idem.CodeStoreUnavailable)
+	assert.Less(t, took, st/2, "the 503 waited %v for the release", took)
+	assert.Zero(t, f.obs.count(idem.EventExecuted), "events: %v", f.obs.kinds())
+	close(gate) // the store answers again: the release under way gets through
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, f.eng.Drain(ctx))
+	assert.Equal(t, int64(1), s.finishes.Load(), "releases tried")
+	f2 := newFixtureStore(t, ms, ms, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true})
+	h2 := f2.eng.Handler(mustCompile(t, spec), f2.createOrder())
+	assert.Equal(t, http.StatusCreated, send(h2, req{key: "k", body: `{"item":1}`}).Code, "the key is free")
+}
+
+// Those releases take slots of MaxClaimReleases: with those taken (the
+// store's Finish hanging), a release that is not tried is logged, naming
+// the claim whose transaction could not begin, and its 503 is sent all
+// the same; the others are made once the store answers.
+func TestUnbegunReleasesBounded(t *testing.T) {
+	ms := memstore.New(memstore.Options{SweepInterval: -1})
+	t.Cleanup(func() { _ = ms.Close() })
+	gate := make(chan struct{})
+	s := newGatedFinishTx(ms, gate)
+	var logged syncBuffer
+	f := newFixtureStore(t, ms, s, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true,
+		Transactional: true, StoreTimeout: time.Minute, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	idem.SetReleaseDropLogEvery(f.eng, time.Hour)
+	spec := strictSpec()
+	spec.InFlight.Lease = time.Hour
+	h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
+	for i := range idem.MaxClaimReleases + 1 {
+		requireProblem(t, send(h, req{key: fmt.Sprintf("k-%d", i), body: `{"item":1}`}), http.StatusServiceUnavailable, idem.CodeStoreUnavailable)
+	}
+	require.Eventually(t, func() bool { return s.finishes.Load() == idem.MaxClaimReleases }, 10*time.Second, time.Millisecond,
+		"releases under way: %d", s.finishes.Load())
+	assert.Equal(t, 1, strings.Count(logged.String(), "claim release not tried"), "%s", logged.String())
+	assert.Contains(t, logged.String(), "the claim whose transaction could not begin (its request refused) stays in flight")
+	close(gate)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, f.eng.Drain(ctx))
+	f2 := newFixtureStore(t, ms, ms, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true})
+	h2 := f2.eng.Handler(mustCompile(t, spec), f2.createOrder())
+	assert.Equal(t, http.StatusCreated, send(h2, req{key: "k-0", body: `{"item":1}`}).Code, "released")
+	requireProblem(t, send(h2, req{key: fmt.Sprintf("k-%d", idem.MaxClaimReleases), body: `{"item":1}`}), http.StatusConflict, idem.CodeKeyInUse)
+}

@@ -259,7 +259,9 @@ func TestStoreTimeout(t *testing.T) {
 		ev, ok := f.obs.find(idem.EventStoreError)
 		require.True(t, ok)
 		assert.ErrorIs(t, ev.Err, context.Canceled)
-		// The key was released: once the store answers, a retry runs.
+		// The key was released (in the background: Drain waits for it):
+		// once the store answers, a retry runs.
+		require.NoError(t, f.eng.Drain(context.Background()))
 		hs.setHang("BeginTx", false)
 		w, _ = serveTimed(h, "k")
 		assert.Equal(t, 201, w.Code)
@@ -300,6 +302,7 @@ func TestStoreTimeout(t *testing.T) {
 		requireProblem(t, w, 503, idem.CodeStoreUnavailable)
 		assert.Zero(t, f.calls.Load())
 		assert.Equal(t, int32(1), hs.rollbacks.Load(), "rolled back")
+		require.NoError(t, f.eng.Drain(context.Background())) // the release is made in the background
 		hs.setHang("BeginTxLate", false)
 		w, _ = serveTimed(h, "k")
 		assert.Equal(t, 201, w.Code, "the key was freed")
