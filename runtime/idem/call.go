@@ -1715,7 +1715,7 @@ func (c *Call) Finish() error {
 				// of unknown outcome: free the key (best effort; fenced if the
 				// commit took effect) and fail closed. A retry replays the
 				// result if it was kept and runs again if it was not.
-				_ = c.releaseKey()
+				c.releaseUncommitted()
 				if ended := c.requestEnded(); ended != nil {
 					// The transaction's context is the request's: it
 					// ended with it (the client went away, or a deadline
@@ -1850,15 +1850,14 @@ func (c *Call) finishRecord(state State, resp []byte, status int, loss bodyLoss)
 	return err
 }
 
-// releaseKey frees the key of a claim that ran nothing kept (FAILED without
-// a response), tried again in the background if the store fails; it
-// reports no event.
-func (c *Call) releaseKey() error {
-	err := c.finishOnce(StateFailed, nil)
-	if err != nil {
-		c.finishLater(finishRelease, StateFailed, nil, 0, bodyKept, err)
-	}
-	return err
+// releaseUncommitted frees the key of a transaction whose commit failed
+// (FAILED without a response; fenced if the commit took effect after
+// all), in the background (finishUncommitted): the refusal (503, or
+// CodeRequestEnded) does not wait for the store, which may not answer
+// within StoreTimeout after the commit took as long. Its first attempt is
+// made at once; it reports no event.
+func (c *Call) releaseUncommitted() {
+	c.finishLater(finishUncommitted, StateFailed, nil, 0, bodyKept, nil)
 }
 
 func (c *Call) finishOnce(state State, resp []byte) error {

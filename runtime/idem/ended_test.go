@@ -281,6 +281,7 @@ func TestEndedRequestTransactional(t *testing.T) {
 		lv, msg := logs.highest()
 		assert.LessOrEqual(t, lv, slog.LevelInfo, "logged at %v: %s", lv, msg)
 		ft.commitErr = nil
+		require.NoError(t, f.eng.Drain(context.Background())) // the key is released in the background
 		require.Equal(t, http.StatusCreated, send(h, req{key: "k", body: `{}`}).Code)
 		assert.Equal(t, int32(2), f.calls.Load(), "the key was released: the retry runs")
 	})

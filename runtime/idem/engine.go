@@ -117,10 +117,11 @@ type Options struct {
 	// Engine.Drain waits for the retries under way (and wakes them).
 	// At most MaxFinishRetries Finish calls, with MaxFinishRetryBytes of
 	// responses, are retried at once per Engine. The release of a key
-	// (FAILED without a response: a handler that did not finish, a
-	// transaction whose commit failed) is retried likewise, so that a retry
-	// finds the key free sooner; a failed commit itself is not (nothing of
-	// it was kept, and its client got 503). A handler's Finish that is not
+	// (FAILED without a response: a handler that did not finish) is
+	// retried likewise, so that a retry finds the key free sooner. A
+	// failed commit itself is not (nothing of it was kept, or it is
+	// replayed, and its client got 503); its key is released as the
+	// claims below are. A handler's Finish that is not
 	// stored in the end (or not retried) is reported as
 	// EventFinishAbandoned. The release of a claim that a failed Begin
 	// may have made all the same (one that failed as its request ended,
@@ -128,7 +129,9 @@ type Options struct {
 	// or, over a store that is not in-process, with any error its store
 	// did not mark ErrNothingDone: a reply lost with its connection), and
 	// of one whose transaction could not begin (BeginTx failed: its 503
-	// does not wait for the release; under FailOpen, see above), is
+	// does not wait for the release; under FailOpen, see above), and of
+	// one whose transactional commit failed (its 503, or
+	// CodeRequestEnded, does not wait for the release either), is
 	// tried in the background too, whatever FinishRetryFor says (negative
 	// included): at most ClaimReleaseAttempts times within the lease, and
 	// at most MaxClaimReleases at once (MaxLostReplyReleases of them for

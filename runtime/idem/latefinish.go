@@ -33,8 +33,10 @@ import (
 // at once in the background of claims that a failed Begin may have made
 // all the same (see Options.FinishRetryFor and ErrNothingDone), of
 // those held through FailOpen's unprotected runs (see Options.FailOpen),
-// and of those whose transaction could not begin (BeginTx failed: the
-// request is refused with 503 at once, without waiting for the release);
+// of those whose transaction could not begin (BeginTx failed: the
+// request is refused with 503 at once, without waiting for the release),
+// and of those whose transactional commit failed (the 503, or
+// CodeRequestEnded, does not wait for the release either);
 // each is tried at most ClaimReleaseAttempts times, within the operation's
 // lease.
 // They never take the slots of the Finish calls (a response whose Finish
@@ -81,12 +83,6 @@ const (
 	// that stores it reports EventExecuted (and EventNotReplayable), one
 	// that is fenced EventFenced, as Call.Finish does at once.
 	finishAnswer finishKind = iota
-	// finishRelease frees a key whose claim ran nothing that is kept (a
-	// transaction whose commit failed; one that could not begin:
-	// finishUnbegun): a later attempt reports no event, as at once.
-	// Fenced, it found the key taken over, or the commit's result kept
-	// after all: nothing to free.
-	finishRelease
 	// finishUnanswered frees the claim a Begin that failed as its context
 	// ended (the request's end, or the store timeout) may have made all
 	// the same (releaseUnanswered): no event.
@@ -111,15 +107,26 @@ const (
 	// is; no event. Fenced, the key was taken over or expired: nothing to
 	// free.
 	finishUnbegun
+	// finishUncommitted frees the claim of a transaction whose commit
+	// failed (rolled back, or of unknown outcome if the store failed
+	// during the COMMIT itself), when the request is refused (503, or
+	// CodeRequestEnded), so that the refusal does not wait for the store
+	// (Call.releaseUncommitted): tried at once, then as finishUnanswered
+	// is; no event. Fenced, the key was taken over or expired, or the
+	// commit's result was kept after all: nothing to free (logged at Info
+	// after a later attempt, silent at once).
+	finishUncommitted
 )
 
 // claimRelease reports whether k frees a claim a failed Begin may have
 // made (releaseUnanswered), or one held through an unprotected run
-// (finishHeld), or one whose transaction could not begin (finishUnbegun).
+// (finishHeld), or one whose transaction could not begin (finishUnbegun),
+// or one whose commit failed (finishUncommitted).
 func (k finishKind) claimRelease() bool { return k >= finishUnanswered }
 
 // atOnce reports whether k's first attempt is made in the background (no
-// attempt failed before it): finishHeld, finishUnbegun.
+// attempt failed before it): finishHeld, finishUnbegun,
+// finishUncommitted.
 func (k finishKind) atOnce() bool { return k >= finishHeld }
 
 // lateFinish is one Finish to retry, with copies of what the Call held.
@@ -144,7 +151,7 @@ type lateFinish struct {
 }
 
 // finishLater schedules the retry of the Finish that just failed with err
-// (finishHeld, finishUnbegun: its first attempt, err nil), unless it
+// (finishHeld, finishUnbegun, finishUncommitted: its first attempt, err nil), unless it
 // cannot help (fenced) or may not (Options.FinishRetryFor negative, MaxFinishRetries or
 // MaxFinishRetryBytes reached; for a claim release, which FinishRetryFor
 // does not turn off, MaxClaimReleases or MaxLostReplyReleases reached:
@@ -263,6 +270,8 @@ func (e *Engine) releaseDropped(c *Call, kind finishKind) {
 		what = "the claim held through FailOpen's unprotected run stays"
 	case finishUnbegun:
 		what = "the claim whose transaction could not begin (its request refused) stays"
+	case finishUncommitted:
+		what = "the claim whose commit failed (its request refused) stays"
 	}
 	e.log.LogAttrs(context.Background(), slog.LevelWarn, "idem: claim release not tried: "+why+" releases are under way; "+
 		what+" in flight until its lease runs out (logged at most once per "+every.String()+")",
@@ -359,7 +368,6 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 	}
 	attrs := []slog.Attr{slog.String("operation", f.operation), slog.String("key", f.key),
 		count, slog.Duration("after", time.Since(begun).Round(time.Millisecond))}
-	release := f.kind != finishAnswer
 	switch {
 	case err == nil && f.kind == finishUnanswered:
 		e.log.LogAttrs(ctx, slog.LevelInfo, "idem: key released: a Begin that failed as its context ended (the request's, or the store timeout) had claimed it all the same", attrs...)
@@ -374,11 +382,19 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 		if attempt > 1 {
 			e.log.LogAttrs(ctx, slog.LevelInfo, "idem: key released by a later attempt, after the store failed: a claim whose transaction could not begin (its request refused)", attrs...)
 		}
+	case err == nil && f.kind == finishUncommitted:
+		if attempt > 1 {
+			e.log.LogAttrs(ctx, slog.LevelInfo, "idem: key released by a later attempt, after the store failed: a claim whose commit failed (its request refused)", attrs...)
+		}
+	case errors.Is(err, ErrFenced) && f.kind == finishUncommitted:
+		// Taken over, expired, or the commit's result was kept after all
+		// (the store failed during the COMMIT itself): nothing to free.
+		if attempt > 1 { // at once, it is not news
+			e.log.LogAttrs(ctx, slog.LevelInfo, "idem: key not released by a later attempt after a failed commit: it was taken over, expired, or holds the commit's result (kept after all)", attrs...)
+		}
 	case errors.Is(err, ErrFenced) && f.kind.claimRelease():
 		// No such claim (the Begin did not reach the store), or taken
 		// over (a held claim's lease ran out during its run), or expired.
-	case err == nil && release:
-		e.log.LogAttrs(ctx, slog.LevelInfo, "idem: key released by a later attempt, after the store failed", attrs...)
 	case err == nil:
 		if f.resp != nil {
 			e.log.LogAttrs(ctx, slog.LevelWarn, "idem: record finished by a later attempt, after the store failed at finish", attrs...)
@@ -390,10 +406,6 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 		}
 		e.reportStored(ctx, Event{Kind: EventExecuted, Operation: f.operation, Principal: f.principal, Key: f.key,
 			Protected: true, State: f.state, Prior: f.prior, Status: f.status, Duration: f.failedAt.Sub(f.start)}, f.loss, f.respMax)
-	case errors.Is(err, ErrFenced) && release:
-		// Taken over, expired, or (after a failed commit) the commit's
-		// result was kept after all: nothing to free.
-		e.log.LogAttrs(ctx, slog.LevelInfo, "idem: key not released by a later attempt: it was taken over, expired, or holds a result", attrs...)
 	case errors.Is(err, ErrFenced):
 		e.log.LogAttrs(ctx, slog.LevelWarn, "idem: late completion rejected: the claim was taken over or expired while the store failed at finish", attrs...)
 		e.observe(ctx, Event{Kind: EventFenced, Operation: f.operation, Principal: f.principal, Key: f.key,
@@ -404,12 +416,12 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 	case f.kind == finishUnbegun:
 		attrs = append(attrs, slog.Any("error", err))
 		e.log.LogAttrs(ctx, slog.LevelError, "idem: gave up releasing the claim whose transaction could not begin (its request refused): the key stays in flight until its lease runs out", attrs...)
+	case f.kind == finishUncommitted:
+		attrs = append(attrs, slog.Any("error", err))
+		e.log.LogAttrs(ctx, slog.LevelError, "idem: gave up releasing the claim whose commit failed (its request refused): the key stays in flight until its lease runs out (or holds the commit's result, if it was kept after all)", attrs...)
 	case f.kind.claimRelease():
 		attrs = append(attrs, slog.Any("error", err))
 		e.log.LogAttrs(ctx, slog.LevelWarn, "idem: gave up releasing the claim a failed Begin may have made: if it did, the key stays in flight until its lease runs out", attrs...)
-	case release:
-		attrs = append(attrs, slog.Any("error", err))
-		e.log.LogAttrs(ctx, slog.LevelError, "idem: gave up releasing the key: it stays in flight until its lease runs out", attrs...)
 	default:
 		attrs = append(attrs, slog.Any("error", err))
 		e.log.LogAttrs(ctx, slog.LevelError, "idem: gave up finishing the record: the key stays in flight until its lease runs out, and a retry then runs the handler again", attrs...)
@@ -432,8 +444,9 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 // attempt fails goes on with its schedule (until FinishRetryFor has
 // passed), waited for until ctx is done. It waits likewise for the
 // releases of claims a failed Begin may have made, of those held
-// through FailOpen's unprotected runs, and of those whose transaction
-// could not begin (see MaxClaimReleases),
+// through FailOpen's unprotected runs, of those whose transaction
+// could not begin, and of those whose commit failed (see
+// MaxClaimReleases),
 // whatever FinishRetryFor is: each ends after ClaimReleaseAttempts
 // attempts at most, within the operation's lease.
 //

@@ -267,10 +267,13 @@ type txFlaky struct {
 	// commitLies: the commit takes effect, then reports an error (a
 	// connection that broke during COMMIT).
 	commitLies bool
+	// downFinishes counts the Finish calls that failed while down.
+	downFinishes atomic.Int32
 }
 
 func (s *txFlaky) Finish(ctx context.Context, key string, token idem.Token, st idem.State, resp []byte) error {
 	if s.down.Load() {
+		s.downFinishes.Add(1)
 		return errStoreDown
 	}
 	return s.fakeTx.Finish(ctx, key, token, st, resp)
@@ -334,6 +337,9 @@ func TestLateReleaseAfterEndedCommit(t *testing.T) {
 	r.Header.Set("Idempotency-Key", "k")
 	h.ServeHTTP(httptest.NewRecorder(), r)
 	require.Equal(t, 1, f.obs.count(idem.EventExecuted), "the run is reported once")
+	// The release is made in the background, its first attempt at once:
+	// the store comes back once that attempt failed.
+	require.Eventually(t, func() bool { return s.downFinishes.Load() > 0 }, 5*time.Second, time.Millisecond)
 	s.down.Store(false)
 	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "key released by a later attempt") },
 		5*time.Second, 10*time.Millisecond, "the background release succeeds")
@@ -390,6 +396,9 @@ func TestLateReleaseAfterCommitTookEffect(t *testing.T) {
 		s.down.Store(true)
 	}))
 	requireProblem(t, send(h, req{key: "k", body: `{"item":1}`}), 503, idem.CodeStoreUnavailable)
+	// The release is made in the background, its first attempt at once:
+	// the store comes back once that attempt failed.
+	require.Eventually(t, func() bool { return s.downFinishes.Load() > 0 }, 5*time.Second, time.Millisecond)
 	s.down.Store(false)
 	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "key not released by a later attempt") },
 		5*time.Second, 10*time.Millisecond, "the background release is fenced: the record holds the commit's result")

@@ -3,6 +3,7 @@ package idem_test
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -286,7 +287,9 @@ func TestStoreTimeout(t *testing.T) {
 		assert.Equal(t, int32(1), f.calls.Load())
 		require.NotNil(t, handlerCtx)
 		assert.Error(t, handlerCtx.Err(), "the transaction's context ends with the call")
-		// The key was freed (best effort): a retry runs.
+		// The key was freed (best effort, in the background: Drain waits
+		// for it): a retry runs.
+		require.NoError(t, f.eng.Drain(context.Background()))
 		hs.setHang("commit", false)
 		w, _ = serveTimed(h, "k")
 		assert.Equal(t, 201, w.Code)
@@ -498,4 +501,37 @@ func TestStoreWatchesDone(t *testing.T) {
 	if n := slow.Load(); n > 0 {
 		t.Logf("%d replays outlived the store timeout (%v) and were sent again", n, timeout)
 	}
+}
+
+// The claim of a transaction whose commit failed is released in the
+// background, its first attempt at once: the 503 goes out once the commit
+// failed, without waiting for the store to answer the release (before:
+// the release was made before the 503, which a store whose Finish did not
+// answer held up to another StoreTimeout). Drain waits for the release,
+// after which a retry runs.
+func TestUncommittedReleaseDoesNotHold503(t *testing.T) {
+	const st = 300 * time.Millisecond
+	hs := newHangingStore(t, "commit", "Finish")
+	var logged syncBuffer
+	f := newFixtureStore(t, hs.Store, hs, idem.Options{Principal: idem.Anonymous, StoreTimeout: st, Transactional: true,
+		Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	h := f.eng.Handler(mustCompile(t, strictSpec()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.calls.Add(1)
+		w.WriteHeader(201)
+	}))
+	w, took := serveTimed(h, "k")
+	requireProblem(t, w, 503, idem.CodeStoreUnavailable)
+	assert.Equal(t, int32(1), f.calls.Load())
+	assert.Less(t, took, st*3/2, "the 503 waited %v for the release", took)
+	require.Eventually(t, func() bool { return len(hs.seen("Finish")) == 1 }, 5*time.Second, time.Millisecond,
+		"the release is tried at once")
+	hs.setHang("commit", false)
+	hs.setHang("Finish", false) // the store answers again: a later attempt gets through
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, f.eng.Drain(ctx))
+	assert.Contains(t, logged.String(), "key released by a later attempt, after the store failed: a claim whose commit failed")
+	w, _ = serveTimed(h, "k")
+	assert.Equal(t, 201, w.Code, "the key was freed")
+	assert.Equal(t, int32(2), f.calls.Load())
 }
