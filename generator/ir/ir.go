@@ -276,7 +276,6 @@ func (s FingerprintSettings) Same(o FingerprintSettings) bool {
 	return s.key() == o.key()
 }
 
-// key identifies what s computes (Same).
 // Pointers returns the texts of the pointers l (nil for none).
 func Pointers(l []Pointer) []string {
 	var out []string
@@ -286,6 +285,7 @@ func Pointers(l []Pointer) []string {
 	return out
 }
 
+// key identifies what s computes (Same).
 func (s FingerprintSettings) key() string {
 	set := func(l []string) string {
 		l = slices.Clone(l)

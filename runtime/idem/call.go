@@ -788,8 +788,9 @@ func (c *Call) claim() {
 		}
 		res, cut, err := c.beginBounded(ctx)
 		if err != nil {
-			cut = cut || c.requestEnded() != nil
-			if waiting && c.requestEnded() != nil {
+			ended := c.requestEnded() != nil
+			cut = cut || ended
+			if waiting && ended {
 				// The wait ended with the request, as when ctx.Done
 				// wins the select below: the record was in flight.
 				c.releaseUnanswered(err, cut)
@@ -2081,6 +2082,7 @@ func (c *Call) releaseHeld() {
 const (
 	detailPanicUnprotected = "the handler failed (it panicked) before it answered; it ran without idempotency protection (the idempotency record store was unavailable), so nothing was recorded: a retry with the same idempotency key runs it again"
 	detailPanicKeyless     = "the handler failed (it panicked) before it answered; it ran without idempotency protection (the request carried no idempotency key where this operation reads it), so nothing was recorded: a retry runs it again"
+	detailPanicProtected   = "the handler failed (it panicked) before it answered; nothing was recorded: a retry with the same idempotency key runs it again"
 )
 
 // answerPanic answers the client of a protected run whose handler
@@ -2097,8 +2099,8 @@ const (
 func (c *Call) answerPanic() (flushed bool) {
 	r := &c.h.rec
 	h := r.w.Header()
-	dropCE := !r.buffered && h.Get("Content-Encoding") != "" && r.outerSet(h)&contentEncodingBit == 0
-	return c.writePanic(r.w, dropCE, "the handler failed (it panicked) before it answered; nothing was recorded: a retry with the same idempotency key runs it again")
+	dropCE := !r.buffered && headerValue(h, "Content-Encoding") != "" && r.outerSet(h)&contentEncodingBit == 0
+	return c.writePanic(r.w, dropCE, detailPanicProtected)
 }
 
 // writePanic writes answerPanic's answer, with detail, to w (dropCE: drop
@@ -2138,13 +2140,7 @@ var panicDropped = [...]string{"Content-Length", "Transfer-Encoding", "Trailer",
 // release failed on the store, err's EventStoreError).
 func (c *Call) keepPanic(v any, err error) {
 	op := c.p.spec.Operation
-	if v == http.ErrAbortHandler {
-		// Its handler meant to abort quietly: net/http does not log it.
-		c.e.log.LogAttrs(c.ctx, slog.LevelWarn, "idem: handler aborted (http.ErrAbortHandler) before its response was sent: key released for a retry, 500 "+CodeHandlerPanicked+" sent; the ResponseWriter cannot flush, so the panic ends here",
-			slog.String("operation", op), slog.String("key", c.key))
-	} else {
-		c.logKeptPanic(v, "idem: handler panicked before its response was sent: key released for a retry, 500 "+CodeHandlerPanicked+" sent")
-	}
+	c.logKeptPanic(v, "idem: handler panicked before its response was sent: key released for a retry, 500 "+CodeHandlerPanicked+" sent")
 	if err != nil {
 		c.reportFinish(StateFailed, 0, "", err, bodyKept)
 		return

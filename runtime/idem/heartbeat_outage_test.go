@@ -1,7 +1,6 @@
 package idem_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -225,30 +224,11 @@ func TestHeartbeatOutageTwoTimeoutsDefaultRatio(t *testing.T) {
 // A store that refuses at once, twice in a row.
 func TestHeartbeatOutageTwoFastFailures(t *testing.T) { hbOutage(t, 0, true, 3, 4, 5) }
 
-// syncBuf is a bytes.Buffer for a slog handler written from the heartbeat's
-// goroutine.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // hbRun runs one handler over hs until done (given the log so far) says
 // so, or a minute passed (then the test fails), and returns the log.
 func hbRun(t *testing.T, hs *outageStore, lease time.Duration, done func(logs string) bool) string {
 	t.Helper()
-	var buf syncBuf
+	var buf lockedBuffer
 	eng := idem.New(hs, idem.Options{Principal: func(*http.Request) (string, error) { return "p", nil },
 		Logger: slog.New(slog.NewTextHandler(&buf, nil))})
 	pol := idem.MustCompile(idem.Spec{Operation: "op", Semantics: idem.Strict, Window: time.Hour,

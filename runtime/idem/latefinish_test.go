@@ -47,6 +47,15 @@ func (s *flakyFinish) Finish(ctx context.Context, key string, token idem.Token, 
 	return s.Store.Finish(ctx, key, token, st, resp)
 }
 
+// drain waits for the engine's background work, at most 10 seconds: a
+// release that hangs fails the test there, not at go test's timeout.
+func drain(t testing.TB, e *idem.Engine) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, e.Drain(ctx))
+}
+
 // lockedBuffer is a log sink safe for the background goroutine.
 type lockedBuffer struct {
 	mu sync.Mutex
@@ -378,7 +387,7 @@ func TestLateReleaseGivesUp(t *testing.T) {
 		Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
 	requireProblem(t, send(h, req{key: "k", body: `{"item":1}`}), 503, idem.CodeStoreUnavailable)
-	require.NoError(t, f.eng.Drain(context.Background()))
+	drain(t, f.eng)
 	assert.Contains(t, logs.String(), "gave up releasing the claim whose transaction could not begin")
 	assert.Equal(t, 0, f.obs.count(idem.EventFinishAbandoned))
 	assert.Equal(t, int32(0), f.calls.Load())
@@ -551,7 +560,7 @@ func TestDrainWakesRetries(t *testing.T) {
 	f, fs, _ := newFlaky(t, idem.Options{FinishRetryFor: 10 * time.Hour})
 	idem.SetLateBackoff(f.eng, time.Hour, time.Hour)
 	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
-	require.NoError(t, f.eng.Drain(context.Background()), "nothing to wait for")
+	drain(t, f.eng) // nothing to wait for
 	require.Equal(t, 201, send(h, req{key: "k", body: `{"item":1}`}).Code)
 	require.Equal(t, int32(1), fs.finishes.Load())
 

@@ -143,7 +143,7 @@ func TestLostReplyReleasesBounded(t *testing.T) {
 	t.Cleanup(func() { _ = ms.Close() })
 	gate := make(chan struct{})
 	s := &markedStore{Store: ms, err: errReset, gate: gate}
-	var logged syncBuffer
+	var logged lockedBuffer
 	f := newFixtureStore(t, ms, s, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true, StoreTimeout: time.Minute,
 		Logger: slog.New(slog.NewTextHandler(&logged, nil))})
 	idem.SetLateBackoff(f.eng, time.Millisecond, time.Millisecond)
@@ -292,7 +292,7 @@ func TestFailOpenClaimHeldWhileRunning(t *testing.T) {
 func TestFailOpenHeldClaimTakenOver(t *testing.T) {
 	ms := memstore.New(memstore.Options{SweepInterval: -1})
 	t.Cleanup(func() { _ = ms.Close() })
-	logs := &syncBuf{}
+	logs := &lockedBuffer{}
 	s := &txFlaky{fakeTx: &fakeTx{Store: ms}, beginTxErr: errors.New("pool exhausted")}
 	f := newFixtureStore(t, ms, s, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true, FailOpen: true, Transactional: true,
 		Logger: slog.New(slog.NewTextHandler(logs, nil))})
@@ -480,7 +480,7 @@ func TestFailOpenHeldReleasesBounded(t *testing.T) {
 	t.Cleanup(func() { _ = ms.Close() })
 	gate := make(chan struct{})
 	s := newGatedFinishTx(ms, gate)
-	var logged syncBuffer
+	var logged lockedBuffer
 	f := newFixtureStore(t, ms, s, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true, FailOpen: true,
 		Transactional: true, StoreTimeout: time.Minute, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
 	idem.SetReleaseDropLogEvery(f.eng, time.Hour)
@@ -545,7 +545,7 @@ func TestUnbegunReleasesBounded(t *testing.T) {
 	t.Cleanup(func() { _ = ms.Close() })
 	gate := make(chan struct{})
 	s := newGatedFinishTx(ms, gate)
-	var logged syncBuffer
+	var logged lockedBuffer
 	f := newFixtureStore(t, ms, s, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true,
 		Transactional: true, StoreTimeout: time.Minute, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
 	idem.SetReleaseDropLogEvery(f.eng, time.Hour)

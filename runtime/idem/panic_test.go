@@ -383,7 +383,7 @@ func TestPanicAnsweredWithoutFlush(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			logs := &syncBuf{}
+			logs := &lockedBuffer{}
 			f := newFixture(t, idem.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 			var boom atomic.Bool
 			boom.Store(true)
@@ -510,7 +510,7 @@ func TestPanicAnsweredUnprotectedWithoutFlush(t *testing.T) {
 	ms := memstore.New(memstore.Options{SweepInterval: -1})
 	t.Cleanup(func() { _ = ms.Close() })
 	down := &markedStore{Store: ms, err: idem.NothingDone(errors.New("dial tcp 127.0.0.1:6379: connect: connection refused"))}
-	logs := &syncBuf{}
+	logs := &lockedBuffer{}
 	f := newFixtureStore(t, ms, down, idem.Options{FailOpen: true, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	h := f.eng.Handler(mustCompile(t, strictSpec()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.calls.Add(1)

@@ -262,7 +262,7 @@ func TestStoreTimeout(t *testing.T) {
 		assert.ErrorIs(t, ev.Err, context.Canceled)
 		// The key was released (in the background: Drain waits for it):
 		// once the store answers, a retry runs.
-		require.NoError(t, f.eng.Drain(context.Background()))
+		drain(t, f.eng)
 		hs.setHang("BeginTx", false)
 		w, _ = serveTimed(h, "k")
 		assert.Equal(t, 201, w.Code)
@@ -289,7 +289,7 @@ func TestStoreTimeout(t *testing.T) {
 		assert.Error(t, handlerCtx.Err(), "the transaction's context ends with the call")
 		// The key was freed (best effort, in the background: Drain waits
 		// for it): a retry runs.
-		require.NoError(t, f.eng.Drain(context.Background()))
+		drain(t, f.eng)
 		hs.setHang("commit", false)
 		w, _ = serveTimed(h, "k")
 		assert.Equal(t, 201, w.Code)
@@ -305,7 +305,7 @@ func TestStoreTimeout(t *testing.T) {
 		requireProblem(t, w, 503, idem.CodeStoreUnavailable)
 		assert.Zero(t, f.calls.Load())
 		assert.Equal(t, int32(1), hs.rollbacks.Load(), "rolled back")
-		require.NoError(t, f.eng.Drain(context.Background())) // the release is made in the background
+		drain(t, f.eng) // the release is made in the background
 		hs.setHang("BeginTxLate", false)
 		w, _ = serveTimed(h, "k")
 		assert.Equal(t, 201, w.Code, "the key was freed")
@@ -512,7 +512,7 @@ func TestStoreWatchesDone(t *testing.T) {
 func TestUncommittedReleaseDoesNotHold503(t *testing.T) {
 	const st = 300 * time.Millisecond
 	hs := newHangingStore(t, "commit", "Finish")
-	var logged syncBuffer
+	var logged lockedBuffer
 	f := newFixtureStore(t, hs.Store, hs, idem.Options{Principal: idem.Anonymous, StoreTimeout: st, Transactional: true,
 		Logger: slog.New(slog.NewTextHandler(&logged, nil))})
 	h := f.eng.Handler(mustCompile(t, strictSpec()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

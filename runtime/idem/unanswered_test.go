@@ -1,7 +1,6 @@
 package idem_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -23,11 +22,19 @@ import (
 // request's context has ended, then fails with the context's error: as
 // pgx does when the cancel request it sends PostgreSQL loses the race with
 // the claim's commit.
-type claimsAnyway struct{ idem.Store }
+// claimed counts the claims it made after the context ended (the
+// tests require one: otherwise the release they check had nothing to free).
+type claimsAnyway struct {
+	idem.Store
+	claimed *atomic.Int32
+}
 
 func (s claimsAnyway) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginResult, error) {
 	res, err := s.Store.Begin(context.WithoutCancel(ctx), req)
 	if err == nil && ctx.Err() != nil {
+		if res.Acquired && s.claimed != nil {
+			s.claimed.Add(1)
+		}
 		return idem.BeginResult{}, ctx.Err()
 	}
 	return res, err
@@ -43,13 +50,15 @@ func TestUnansweredClaimReleased(t *testing.T) {
 			ms := memstore.New(memstore.Options{SweepInterval: -1})
 			t.Cleanup(func() { _ = ms.Close() })
 			logs := &logLevels{}
-			f := newFixtureStore(t, ms, claimsAnyway{ms}, idem.Options{Logger: slog.New(logs), Principal: idem.Anonymous, DisableHeartbeat: true})
+			var claimed atomic.Int32
+			f := newFixtureStore(t, ms, claimsAnyway{ms, &claimed}, idem.Options{Logger: slog.New(logs), Principal: idem.Anonymous, DisableHeartbeat: true})
 			spec := strictSpec()
 			spec.InFlight.Lease = time.Hour
 			h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
 			w := sendCtx(h, endedCtx(deadline), req{key: "k", body: `{"item":"book"}`})
 			requireEnded(t, f, logs, w, deadline)
 			assert.Equal(t, int32(0), f.calls.Load())
+			require.Equal(t, int32(1), claimed.Load(), "the ended request's Begin claimed the key")
 
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
@@ -158,9 +167,9 @@ func TestUnansweredReleasesDoNotStarveFinishRetries(t *testing.T) {
 func TestUnansweredReleaseAttemptsBounded(t *testing.T) {
 	ms := memstore.New(memstore.Options{SweepInterval: -1})
 	t.Cleanup(func() { _ = ms.Close() })
-	hs := &outageBeginStore{Store: claimsAnyway{ms}}
+	hs := &outageBeginStore{Store: claimsAnyway{Store: ms}}
 	hs.failFinish.Store(true)
-	var logged syncBuffer
+	var logged lockedBuffer
 	f := newFixtureStore(t, ms, hs, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
 	idem.SetLateBackoff(f.eng, time.Millisecond, time.Millisecond)
 	spec := strictSpec()
@@ -173,24 +182,6 @@ func TestUnansweredReleaseAttemptsBounded(t *testing.T) {
 	assert.Equal(t, int64(idem.ClaimReleaseAttempts), hs.finishes.Load())
 	// The give-up log counts the releases tried, not the Begin before them.
 	assert.Contains(t, logged.String(), fmt.Sprintf("releases=%d", idem.ClaimReleaseAttempts))
-}
-
-// syncBuffer is a bytes.Buffer safe for the engine's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // claimsLate is a store whose Begin outlives its context (the engine's

@@ -21,11 +21,19 @@ import (
 // late to stop the statement. It makes that race happen every time, over
 // the real PostgreSQL store; the race itself depends on timing (the soak
 // trial saw it on 10 keys of 400).
-type claimsAnyway struct{ *Store }
+// claimed counts the claims it made after the context ended (the
+// tests require one: otherwise the release they check had nothing to free).
+type claimsAnyway struct {
+	*Store
+	claimed *atomic.Int32
+}
 
 func (s claimsAnyway) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginResult, error) {
 	res, err := s.Store.Begin(context.WithoutCancel(ctx), req)
 	if err == nil && ctx.Err() != nil {
+		if res.Acquired && s.claimed != nil {
+			s.claimed.Add(1)
+		}
 		return idem.BeginResult{}, ctx.Err()
 	}
 	return res, err
@@ -38,7 +46,8 @@ func (s claimsAnyway) Begin(ctx context.Context, req *idem.BeginRequest) (idem.B
 func TestUnansweredClaimReleased(t *testing.T) {
 	t.Parallel()
 	s := newTestStore(t, Options{})
-	eng := idem.New(claimsAnyway{s}, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true})
+	var claimed atomic.Int32
+	eng := idem.New(claimsAnyway{s, &claimed}, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true})
 	pol := idem.MustCompile(idem.Spec{Operation: "op", Method: "POST", Path: "/x", Semantics: idem.Strict,
 		InFlight: idem.InFlightSpec{Lease: time.Hour}})
 	var runs atomic.Int32
@@ -59,6 +68,7 @@ func TestUnansweredClaimReleased(t *testing.T) {
 	first := serve(gone)
 	require.Equal(t, idem.StatusClientClosedRequest, first.Code, first.Body.String())
 	assert.Contains(t, first.Body.String(), idem.CodeRequestEnded)
+	require.Equal(t, int32(1), claimed.Load(), "the ended request's Begin claimed the key")
 	require.NoError(t, eng.Drain(testCtx(t)))
 	retry := serve(testCtx(t))
 	require.Equal(t, http.StatusCreated, retry.Code, "the claim was released: %s", retry.Body)

@@ -11,17 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemgen/idemgen/internal/testenv"
 	"github.com/idemgen/idemgen/runtime/idem"
 )
-
-// closedAddr returns an address nothing listens on (a port just freed).
-func closedAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
-}
 
 // Begin marks idem.ErrNothingDone the errors after which go-redis
 // certainly did not run the script: a context done before the call, a
@@ -47,7 +39,7 @@ func TestBeginNothingDone(t *testing.T) {
 		assert.ErrorIs(t, err, idem.ErrNothingDone)
 	})
 	t.Run("dial refused", func(t *testing.T) {
-		c := testClient(t, func(o *redis.Options) { o.Addr = closedAddr(t) })
+		c := testClient(t, func(o *redis.Options) { o.Addr = testenv.FreeAddr(t) })
 		s := newStoreOn(t, c, Options{Prefix: "idemtest:refused:"})
 		_, err := s.Begin(ctxTimeout(t, 10*time.Second), req("k"))
 		require.Error(t, err)

@@ -279,8 +279,9 @@ func (s *Store) run(ctx context.Context, sc *script, o *op, cmd redis.Cmder) err
 // its MaxRetries is -1; a ClusterClient's MaxRedirects, through which it
 // retries, its nodes' MaxRetries being -1 unless set), as after a lost
 // one: that is a second write, and
-// such an error is then not marked. Only Begin marks its errors (the
-// engine looks at Begin's).
+// such an error is then not marked. Only Begin marks the errors of its
+// script run (the engine looks at Begin's); check marks a call it refuses
+// before any request, for every operation.
 func nothingDone(o *op, err error) bool {
 	if o.key.writes == 0 {
 		return true
