@@ -1842,7 +1842,7 @@ func (c *Call) bounded(cancel context.CancelCauseFunc, f func() error) (fired bo
 func (c *Call) finishRecord(state State, resp []byte, status int, loss bodyLoss) error {
 	err := c.finishOnce(state, resp)
 	if err != nil {
-		if c.finishLater(finishAnswer, state, resp, status, loss, err) {
+		if c.finishLater(finishAnswer, 0, state, resp, status, loss, err) {
 			c.finishRetrying = true
 		} else if !errors.Is(err, ErrFenced) {
 			c.finishAbandoned = true
@@ -1853,12 +1853,11 @@ func (c *Call) finishRecord(state State, resp []byte, status int, loss bodyLoss)
 
 // releaseUncommitted frees the key of a transaction whose commit failed
 // (FAILED without a response; fenced if the commit took effect after
-// all), in the background (finishUncommitted): the refusal (503, or
+// all), in the background (releaseLater): the refusal (503, or
 // CodeRequestEnded) does not wait for the store, which may not answer
-// within StoreTimeout after the commit took as long. Its first attempt is
-// made at once; it reports no event.
+// within StoreTimeout after the commit took as long.
 func (c *Call) releaseUncommitted() {
-	c.finishLater(finishUncommitted, StateFailed, nil, 0, bodyKept, nil)
+	c.releaseLater(claimUncommitted)
 }
 
 func (c *Call) finishOnce(state State, resp []byte) error {
@@ -1875,11 +1874,11 @@ func (c *Call) finishOnce(state State, resp []byte) error {
 
 // release frees a held key (FAILED without a response) whose claim runs
 // nothing (its transaction could not begin; the caller reports why), in
-// the background (finishUnbegun): the refusal (503) does not wait for the
-// store, which may not answer within StoreTimeout. Its first attempt is
-// made at once; a failure is logged, not reported as an event.
+// the background (releaseLater): the refusal (503) does not wait for the
+// store, which may not answer within StoreTimeout; a failure is logged,
+// not reported as an event.
 func (c *Call) release() {
-	c.finishLater(finishUnbegun, StateFailed, nil, 0, bodyKept, nil)
+	c.releaseLater(claimUnbegun)
 }
 
 // End ends the call: when an Execute decision was never finished (the
@@ -2053,7 +2052,7 @@ const (
 	// (releaseUnanswered).
 	heldUnanswered
 	// heldAcquired: the claim of a Begin that acquired the key, whose
-	// BeginTx then failed (finishHeld).
+	// BeginTx then failed (claimHeld).
 	heldAcquired
 )
 
@@ -2069,9 +2068,9 @@ func (c *Call) releaseHeld() {
 	case heldUnanswered:
 		c.releaseUnanswered(c.heldErr, c.heldCut)
 	case heldAcquired:
-		// In the background, at once (finishHeld): the response does not
-		// wait for the store (up to StoreTimeout, when it struggles).
-		c.finishLater(finishHeld, StateFailed, nil, 0, bodyKept, nil)
+		// In the background, at once (releaseLater): the response does
+		// not wait for the store (up to StoreTimeout, when it struggles).
+		c.releaseLater(claimHeld)
 	}
 	c.held, c.heldErr = heldNone, nil
 }

@@ -493,7 +493,7 @@ func TestFailOpenHeldReleasesBounded(t *testing.T) {
 	require.Eventually(t, func() bool { return s.finishes.Load() == idem.MaxClaimReleases }, 10*time.Second, time.Millisecond,
 		"releases under way: %d", s.finishes.Load())
 	assert.Equal(t, 1, strings.Count(logged.String(), "claim release not tried"), "%s", logged.String())
-	assert.Contains(t, logged.String(), "the claim held through FailOpen's unprotected run stays in flight")
+	assert.Contains(t, logged.String(), "the claim held through FailOpen's unprotected run (its transaction could not begin) stays in flight")
 	close(gate)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
