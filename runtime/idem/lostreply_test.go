@@ -49,9 +49,7 @@ func TestLostBeginReplyClaimReleased(t *testing.T) {
 	w := send(h, req{key: "k", body: `{"item":"book"}`})
 	requireProblem(t, w, http.StatusServiceUnavailable, idem.CodeStoreUnavailable)
 	assert.Equal(t, int32(0), f.calls.Load())
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	require.NoError(t, f.eng.Drain(ctx), "the release is done in the background")
+	drain(t, f.eng, "the release is done in the background")
 	// The retry reaches an instance whose store answers (the same records).
 	f2 := newFixtureStore(t, ms, ms, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true})
 	retry := send(f2.eng.Handler(mustCompile(t, spec), f2.createOrder()), req{key: "k", body: `{"item":"book"}`})
@@ -123,9 +121,7 @@ func TestNothingDoneNotReleased(t *testing.T) {
 			}
 			w := sendCtx(h, ctx, req{key: "k", body: `{"item":1}`})
 			assert.NotEqual(t, http.StatusCreated, w.Code)
-			dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			require.NoError(t, f.eng.Drain(dctx))
+			drain(t, f.eng)
 			assert.Equal(t, tc.releases, s.finishes.Load(), "releases tried")
 			assert.True(t, errors.Is(tc.err, idem.ErrNothingDone) == (tc.releases == 0))
 		})
@@ -149,9 +145,7 @@ func TestLostReplyReleasesBounded(t *testing.T) {
 	idem.SetLateBackoff(f.eng, time.Millisecond, time.Millisecond)
 	idem.SetReleaseDropLogEvery(f.eng, time.Hour)
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		assert.NoError(t, f.eng.Drain(ctx))
+		drain(t, f.eng)
 	})
 	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
 	for i := range idem.MaxLostReplyReleases + 3 {
@@ -258,9 +252,7 @@ func TestFailOpenClaimHeldWhileRunning(t *testing.T) {
 					h.ServeHTTP(w, hr)
 				}()
 				<-started
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				require.NoError(t, f.eng.Drain(ctx), "no release under way while the run goes on")
+				drain(t, f.eng, "no release under way while the run goes on")
 
 				// The client's retry reaches an instance whose store answers.
 				f2 := newFixtureStore(t, ms, ms, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true})
@@ -274,7 +266,7 @@ func TestFailOpenClaimHeldWhileRunning(t *testing.T) {
 					want = http.StatusInternalServerError
 				}
 				assert.Equal(t, want, <-first)
-				require.NoError(t, f.eng.Drain(ctx), "the release is done in the background")
+				drain(t, f.eng, "the release is done in the background")
 				w := send(h2, req{key: "k", body: `{"item":1}`})
 				require.Equal(t, http.StatusCreated, w.Code, "released once the run ended: %s", w.Body)
 				assert.Equal(t, int32(2), runs.Load())
@@ -313,9 +305,7 @@ func TestFailOpenHeldClaimTakenOver(t *testing.T) {
 	require.Equal(t, http.StatusCreated, send(h2, req{key: "k", body: `{"item":1}`}).Code, "took the expired claim over")
 	close(gate)
 	assert.Equal(t, http.StatusAccepted, <-first)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	require.NoError(t, f.eng.Drain(ctx), "the release (in the background) is done")
+	drain(t, f.eng, "the release (in the background) is done")
 	assert.Zero(t, f.obs.count(idem.EventFenced), "events: %v", f.obs.kinds())
 	assert.NotContains(t, logs.String(), "late completion rejected")
 	w := send(h2, req{key: "k", body: `{"item":1}`})
@@ -362,9 +352,7 @@ func TestFailOpenObserverPanicReleasesHeldClaim(t *testing.T) {
 					defer func() { assert.Equal(t, "observer bug", recover()) }()
 					send(h, req{key: "k", body: `{"item":1}`})
 				}()
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				require.NoError(t, f.eng.Drain(ctx))
+				drain(t, f.eng)
 				f2 := newFixtureStore(t, ms, ms, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true})
 				w := send(f2.eng.Handler(mustCompile(t, spec), f2.createOrder()), req{key: "k", body: `{"item":1}`})
 				assert.Equal(t, http.StatusCreated, w.Code, "the held claim was released: %s", w.Body)
@@ -439,9 +427,7 @@ func TestFailOpenHeldReleaseDoesNotHoldResponse(t *testing.T) {
 		}
 		assert.Less(t, blocked, st/2, "panics=%v: the response waited %v for the release after the handler", panics, blocked)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	require.NoError(t, f.eng.Drain(ctx))
+	drain(t, f.eng)
 	assert.Equal(t, int64(2*idem.ClaimReleaseAttempts), s.finishes.Load(), "releases tried")
 }
 
@@ -464,9 +450,7 @@ func TestFailOpenHeldReleaseAtOnce(t *testing.T) {
 	f2 := newFixtureStore(t, ms, ms, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true})
 	h2 := f2.eng.Handler(mustCompile(t, spec), f2.createOrder())
 	require.Eventually(t, func() bool { return s.finishes.Load() == 1 }, time.Second, time.Millisecond, "released at once")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	require.NoError(t, f.eng.Drain(ctx))
+	drainWithin(t, f.eng, time.Second)
 	require.Equal(t, http.StatusCreated, send(h2, req{key: "k", body: `{"item":1}`}).Code, "the key is free")
 	assert.Equal(t, int64(1), s.finishes.Load())
 }
@@ -495,9 +479,7 @@ func TestFailOpenHeldReleasesBounded(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(logged.String(), "claim release not tried"), "%s", logged.String())
 	assert.Contains(t, logged.String(), "the claim held through FailOpen's unprotected run (its transaction could not begin) stays in flight")
 	close(gate)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	require.NoError(t, f.eng.Drain(ctx))
+	drain(t, f.eng)
 	f2 := newFixtureStore(t, ms, ms, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true})
 	h2 := f2.eng.Handler(mustCompile(t, spec), f2.createOrder())
 	assert.Equal(t, http.StatusCreated, send(h2, req{key: "k-0", body: `{"item":1}`}).Code, "released")
@@ -527,9 +509,7 @@ func TestUnbegunReleaseDoesNotHold503(t *testing.T) {
 	assert.Less(t, took, st/2, "the 503 waited %v for the release", took)
 	assert.Zero(t, f.obs.count(idem.EventExecuted), "events: %v", f.obs.kinds())
 	close(gate) // the store answers again: the release under way gets through
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	require.NoError(t, f.eng.Drain(ctx))
+	drain(t, f.eng)
 	assert.Equal(t, int64(1), s.finishes.Load(), "releases tried")
 	f2 := newFixtureStore(t, ms, ms, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true})
 	h2 := f2.eng.Handler(mustCompile(t, spec), f2.createOrder())
@@ -560,9 +540,7 @@ func TestUnbegunReleasesBounded(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(logged.String(), "claim release not tried"), "%s", logged.String())
 	assert.Contains(t, logged.String(), "the claim whose transaction could not begin (its request refused) stays in flight")
 	close(gate)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	require.NoError(t, f.eng.Drain(ctx))
+	drain(t, f.eng)
 	f2 := newFixtureStore(t, ms, ms, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true})
 	h2 := f2.eng.Handler(mustCompile(t, spec), f2.createOrder())
 	assert.Equal(t, http.StatusCreated, send(h2, req{key: "k-0", body: `{"item":1}`}).Code, "released")
