@@ -57,15 +57,35 @@ func TestLostBeginReplyClaimReleased(t *testing.T) {
 	assert.Equal(t, int32(1), f2.calls.Load())
 }
 
-// markedStore is a store whose Begin fails with err (after waiting for
-// its context to end, when hang is set) without claiming, and whose
-// Finish counts its calls and waits for gate, when set, to be closed.
-type markedStore struct {
-	idem.Store
-	err      error
-	hang     bool
+// finishGate counts a store's Finish calls and holds each until gate,
+// when set, is closed, or its context ends.
+type finishGate struct {
 	gate     chan struct{}
 	finishes atomic.Int64
+}
+
+// pass counts a Finish and waits for gate (if set): nil once it is
+// closed, the context's error if that ends first.
+func (g *finishGate) pass(ctx context.Context) error {
+	g.finishes.Add(1)
+	if g.gate != nil {
+		select {
+		case <-g.gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// markedStore is a store whose Begin fails with err (after waiting for
+// its context to end, when hang is set) without claiming, and whose
+// Finish passes its finishGate.
+type markedStore struct {
+	idem.Store
+	err  error
+	hang bool
+	finishGate
 }
 
 func (s *markedStore) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginResult, error) {
@@ -79,13 +99,8 @@ func (s *markedStore) Begin(ctx context.Context, req *idem.BeginRequest) (idem.B
 }
 
 func (s *markedStore) Finish(ctx context.Context, key string, token idem.Token, st idem.State, resp []byte) error {
-	s.finishes.Add(1)
-	if s.gate != nil {
-		select {
-		case <-s.gate:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	if err := s.pass(ctx); err != nil {
+		return err
 	}
 	return s.Store.Finish(ctx, key, token, st, resp)
 }
@@ -138,7 +153,7 @@ func TestLostReplyReleasesBounded(t *testing.T) {
 	ms := memstore.New(memstore.Options{SweepInterval: -1})
 	t.Cleanup(func() { _ = ms.Close() })
 	gate := make(chan struct{})
-	s := &markedStore{Store: ms, err: errReset, gate: gate}
+	s := &markedStore{Store: ms, err: errReset, finishGate: finishGate{gate: gate}}
 	var logged lockedBuffer
 	f := newFixtureStore(t, ms, s, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true, StoreTimeout: time.Minute,
 		Logger: slog.New(slog.NewTextHandler(&logged, nil))})
@@ -362,24 +377,20 @@ func TestFailOpenObserverPanicReleasesHeldClaim(t *testing.T) {
 }
 
 // gatedFinishTx is a transactional store whose BeginTx fails, and whose
-// Finish counts its calls and waits for gate to be closed (or its context
-// to end: nil gate, until then).
+// Finish passes its finishGate.
 type gatedFinishTx struct {
 	*txFlaky
-	gate     chan struct{}
-	finishes atomic.Int64
+	finishGate
 }
 
 func newGatedFinishTx(ms *memstore.Store, gate chan struct{}) *gatedFinishTx {
-	return &gatedFinishTx{txFlaky: &txFlaky{fakeTx: &fakeTx{Store: ms}, beginTxErr: errors.New("pool exhausted")}, gate: gate}
+	return &gatedFinishTx{txFlaky: &txFlaky{fakeTx: &fakeTx{Store: ms}, beginTxErr: errors.New("pool exhausted")},
+		finishGate: finishGate{gate: gate}}
 }
 
 func (s *gatedFinishTx) Finish(ctx context.Context, key string, token idem.Token, st idem.State, resp []byte) error {
-	s.finishes.Add(1)
-	select {
-	case <-s.gate:
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := s.pass(ctx); err != nil {
+		return err
 	}
 	return s.txFlaky.Finish(ctx, key, token, st, resp)
 }
@@ -393,7 +404,7 @@ func (s *gatedFinishTx) Finish(ctx context.Context, key string, token idem.Token
 func TestFailOpenHeldReleaseDoesNotHoldResponse(t *testing.T) {
 	ms := memstore.New(memstore.Options{SweepInterval: -1})
 	t.Cleanup(func() { _ = ms.Close() })
-	s := newGatedFinishTx(ms, nil)
+	s := newGatedFinishTx(ms, make(chan struct{})) // never closed: each Finish runs to StoreTimeout
 	const st = 300 * time.Millisecond
 	f := newFixtureStore(t, ms, s, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true, FailOpen: true,
 		Transactional: true, StoreTimeout: st})
@@ -460,30 +471,7 @@ func TestFailOpenHeldReleaseAtOnce(t *testing.T) {
 // logged, naming the claim held through the unprotected run, and the
 // others are made once the store answers.
 func TestFailOpenHeldReleasesBounded(t *testing.T) {
-	ms := memstore.New(memstore.Options{SweepInterval: -1})
-	t.Cleanup(func() { _ = ms.Close() })
-	gate := make(chan struct{})
-	s := newGatedFinishTx(ms, gate)
-	var logged lockedBuffer
-	f := newFixtureStore(t, ms, s, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true, FailOpen: true,
-		Transactional: true, StoreTimeout: time.Minute, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
-	idem.SetReleaseDropLogEvery(f.eng, time.Hour)
-	spec := strictSpec()
-	spec.InFlight.Lease = time.Hour
-	h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
-	for i := range idem.MaxClaimReleases + 1 {
-		require.Equal(t, http.StatusCreated, send(h, req{key: fmt.Sprintf("k-%d", i), body: `{"item":1}`}).Code)
-	}
-	require.Eventually(t, func() bool { return s.finishes.Load() == idem.MaxClaimReleases }, 10*time.Second, time.Millisecond,
-		"releases under way: %d", s.finishes.Load())
-	assert.Equal(t, 1, strings.Count(logged.String(), "claim release not tried"), "%s", logged.String())
-	assert.Contains(t, logged.String(), "the claim held through FailOpen's unprotected run (its transaction could not begin) stays in flight")
-	close(gate)
-	drain(t, f.eng)
-	f2 := newFixtureStore(t, ms, ms, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true})
-	h2 := f2.eng.Handler(mustCompile(t, spec), f2.createOrder())
-	assert.Equal(t, http.StatusCreated, send(h2, req{key: "k-0", body: `{"item":1}`}).Code, "released")
-	requireProblem(t, send(h2, req{key: fmt.Sprintf("k-%d", idem.MaxClaimReleases), body: `{"item":1}`}), http.StatusConflict, idem.CodeKeyInUse)
+	testBeginTxReleasesBounded(t, true, "the claim held through FailOpen's unprotected run (its transaction could not begin)")
 }
 
 // Without FailOpen, the claim whose BeginTx failed is released in the
@@ -521,24 +509,39 @@ func TestUnbegunReleaseDoesNotHold503(t *testing.T) {
 // the claim whose transaction could not begin, and its 503 is sent all
 // the same; the others are made once the store answers.
 func TestUnbegunReleasesBounded(t *testing.T) {
+	testBeginTxReleasesBounded(t, false, "the claim whose transaction could not begin (its request refused)")
+}
+
+// testBeginTxReleasesBounded sends MaxClaimReleases+1 requests whose
+// BeginTx fails to a store whose Finish hangs until gate is closed: under
+// FailOpen each runs (201), without it each is refused (503), and its
+// claim's release is made in the background. The last one's is not
+// tried: logged once, naming the claim as claim, and its key stays in
+// flight; the others are made once the store answers.
+func testBeginTxReleasesBounded(t *testing.T, failOpen bool, claim string) {
 	ms := memstore.New(memstore.Options{SweepInterval: -1})
 	t.Cleanup(func() { _ = ms.Close() })
 	gate := make(chan struct{})
 	s := newGatedFinishTx(ms, gate)
 	var logged lockedBuffer
-	f := newFixtureStore(t, ms, s, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true,
+	f := newFixtureStore(t, ms, s, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true, FailOpen: failOpen,
 		Transactional: true, StoreTimeout: time.Minute, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
 	idem.SetReleaseDropLogEvery(f.eng, time.Hour)
 	spec := strictSpec()
 	spec.InFlight.Lease = time.Hour
 	h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
 	for i := range idem.MaxClaimReleases + 1 {
-		requireProblem(t, send(h, req{key: fmt.Sprintf("k-%d", i), body: `{"item":1}`}), http.StatusServiceUnavailable, idem.CodeStoreUnavailable)
+		w := send(h, req{key: fmt.Sprintf("k-%d", i), body: `{"item":1}`})
+		if failOpen {
+			require.Equal(t, http.StatusCreated, w.Code)
+		} else {
+			requireProblem(t, w, http.StatusServiceUnavailable, idem.CodeStoreUnavailable)
+		}
 	}
 	require.Eventually(t, func() bool { return s.finishes.Load() == idem.MaxClaimReleases }, 10*time.Second, time.Millisecond,
 		"releases under way: %d", s.finishes.Load())
 	assert.Equal(t, 1, strings.Count(logged.String(), "claim release not tried"), "%s", logged.String())
-	assert.Contains(t, logged.String(), "the claim whose transaction could not begin (its request refused) stays in flight")
+	assert.Contains(t, logged.String(), claim+" stays in flight")
 	close(gate)
 	drain(t, f.eng)
 	f2 := newFixtureStore(t, ms, ms, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true})
