@@ -130,12 +130,9 @@ type Call struct {
 	// failed, not fenced, and is not (EventFinishAbandoned).
 	finishRetrying  bool
 	finishAbandoned bool
-	// held: a claim that FailOpen's unprotected run leaves in place while
-	// it runs, released when it ends (releaseHeld); heldErr and heldCut
-	// are the failed Begin's (heldUnanswered).
-	held    heldClaim
-	heldErr error
-	heldCut bool
+	// held releases the claim that FailOpen's unprotected run leaves in
+	// place while it runs, once it ends (releaseHeld); nil: none.
+	held func()
 	// claimBy: after a ReadFirst Get that decided nothing, the deadline of
 	// the first Begin (the Get's): the store calls up to the claim share one
 	// StoreTimeout. Zero otherwise.
@@ -802,7 +799,7 @@ func (c *Call) claim() {
 				// FailOpen runs the handler unprotected: a claim the Begin
 				// made all the same keeps the client's retry out while it
 				// runs, so it is released once the run ends.
-				c.held, c.heldErr, c.heldCut = heldUnanswered, err, cut
+				c.held = func() { c.releaseUnanswered(err, cut) }
 				return
 			}
 			c.releaseUnanswered(err, cut)
@@ -1289,8 +1286,10 @@ func (c *Call) acquired(prior State) {
 			if c.decision == Execute {
 				// FailOpen runs the handler unprotected: the claim keeps
 				// the client's retry out while it runs, and is released
-				// once the run ends.
-				c.held = heldAcquired
+				// once the run ends, in the background, at once: the
+				// response does not wait for the store (up to
+				// StoreTimeout, when it struggles).
+				c.held = func() { c.releaseLater(claimHeld) }
 				return
 			}
 			c.release()
@@ -1842,7 +1841,7 @@ func (c *Call) bounded(cancel context.CancelCauseFunc, f func() error) (fired bo
 func (c *Call) finishRecord(state State, resp []byte, status int, loss bodyLoss) error {
 	err := c.finishOnce(state, resp)
 	if err != nil {
-		if c.finishLater(finishAnswer, state, resp, status, loss, err) {
+		if c.finishLater(finishAnswer, 0, state, resp, status, loss, err) {
 			c.finishRetrying = true
 		} else if !errors.Is(err, ErrFenced) {
 			c.finishAbandoned = true
@@ -1853,12 +1852,11 @@ func (c *Call) finishRecord(state State, resp []byte, status int, loss bodyLoss)
 
 // releaseUncommitted frees the key of a transaction whose commit failed
 // (FAILED without a response; fenced if the commit took effect after
-// all), in the background (finishUncommitted): the refusal (503, or
+// all), in the background (releaseLater): the refusal (503, or
 // CodeRequestEnded) does not wait for the store, which may not answer
-// within StoreTimeout after the commit took as long. Its first attempt is
-// made at once; it reports no event.
+// within StoreTimeout after the commit took as long.
 func (c *Call) releaseUncommitted() {
-	c.finishLater(finishUncommitted, StateFailed, nil, 0, bodyKept, nil)
+	c.releaseLater(claimUncommitted)
 }
 
 func (c *Call) finishOnce(state State, resp []byte) error {
@@ -1875,11 +1873,11 @@ func (c *Call) finishOnce(state State, resp []byte) error {
 
 // release frees a held key (FAILED without a response) whose claim runs
 // nothing (its transaction could not begin; the caller reports why), in
-// the background (finishUnbegun): the refusal (503) does not wait for the
-// store, which may not answer within StoreTimeout. Its first attempt is
-// made at once; a failure is logged, not reported as an event.
+// the background (releaseLater): the refusal (503) does not wait for the
+// store, which may not answer within StoreTimeout; a failure is logged,
+// not reported as an event.
 func (c *Call) release() {
-	c.finishLater(finishUnbegun, StateFailed, nil, 0, bodyKept, nil)
+	c.releaseLater(claimUnbegun)
 }
 
 // End ends the call: when an Execute decision was never finished (the
@@ -2043,20 +2041,6 @@ func resentByTransport(h http.Header) bool {
 	return a || b
 }
 
-// heldClaim is a claim FailOpen's unprotected run leaves in place while it
-// runs (Call.held).
-type heldClaim uint8
-
-const (
-	heldNone heldClaim = iota
-	// heldUnanswered: the claim a failed Begin may have made all the same
-	// (releaseUnanswered).
-	heldUnanswered
-	// heldAcquired: the claim of a Begin that acquired the key, whose
-	// BeginTx then failed (finishHeld).
-	heldAcquired
-)
-
 // releaseHeld releases, once FailOpen's unprotected run has ended (Finish,
 // or End), the claim the store failure that led to it left in place (held).
 // Released at once, that claim (a Begin's whose reply was lost after the
@@ -2065,15 +2049,10 @@ const (
 // on, from claiming the key and running the handler a second time,
 // concurrently.
 func (c *Call) releaseHeld() {
-	switch c.held {
-	case heldUnanswered:
-		c.releaseUnanswered(c.heldErr, c.heldCut)
-	case heldAcquired:
-		// In the background, at once (finishHeld): the response does not
-		// wait for the store (up to StoreTimeout, when it struggles).
-		c.finishLater(finishHeld, StateFailed, nil, 0, bodyKept, nil)
+	if release := c.held; release != nil {
+		c.held = nil
+		release()
 	}
-	c.held, c.heldErr = heldNone, nil
 }
 
 // detailPanicUnprotected and detailPanicKeyless are the details of

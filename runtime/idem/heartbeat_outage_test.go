@@ -189,14 +189,7 @@ func hbOutageOnce(storeTimeout time.Duration, refuse bool, first, last, before i
 		}
 		w.WriteHeader(201)
 	}))
-	do := func() int {
-		req := httptest.NewRequest("POST", "/op", strings.NewReader(`{"a":1}`))
-		req.Header.Set("Idempotency-Key", "k1")
-		req.Header.Set("Content-Type", "application/json")
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		return rec.Code
-	}
+	do := func() int { return send(h, req{target: "/op", key: "k1", body: `{"a":1}`}).Code }
 	var wg sync.WaitGroup
 	hs.before = func(key string) {
 		rec, _, _ := ms.Get(context.Background(), key)
@@ -377,14 +370,7 @@ func TestHeartbeatAfterSlowBeginReply(t *testing.T) {
 		}
 		w.WriteHeader(201)
 	}))
-	do := func() int {
-		req := httptest.NewRequest("POST", "/op", strings.NewReader(`{"a":1}`))
-		req.Header.Set("Idempotency-Key", "k1")
-		req.Header.Set("Content-Type", "application/json")
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		return rec.Code
-	}
+	do := func() int { return send(h, req{target: "/op", key: "k1", body: `{"a":1}`}).Code }
 	done := make(chan int)
 	go func() { done <- do() }()
 	// Duplicates from just after the first handler starts until one and a

@@ -93,45 +93,66 @@ const (
 	// reply lost with its connection): at most MaxLostReplyReleases of
 	// the MaxClaimReleases at once.
 	finishLostReply
-	// finishHeld frees, once FailOpen's unprotected run has ended, the
-	// claim of a Begin that acquired the key before its BeginTx failed
-	// (Call.releaseHeld): tried at once (no attempt failed before it),
-	// then as finishUnanswered is; no event. Fenced, the lease ran out
-	// during the run (it had no heartbeat) and the key was taken over, or
-	// expired: nothing to free.
-	finishHeld
-	// finishUnbegun frees the claim of a Begin that acquired the key
-	// before its BeginTx failed, when the request is refused (503, or
-	// CodeRequestEnded; not under FailOpen: finishHeld), so that the refusal does not wait for
-	// the store (Call.release): tried at once, then as finishUnanswered
-	// is; no event. Fenced, the key was taken over or expired: nothing to
-	// free.
-	finishUnbegun
-	// finishUncommitted frees the claim of a transaction whose commit
-	// failed (rolled back, or of unknown outcome if the store failed
-	// during the COMMIT itself), when the request is refused (503, or
-	// CodeRequestEnded), so that the refusal does not wait for the store
-	// (Call.releaseUncommitted): tried at once, then as finishUnanswered
-	// is; no event. Fenced, the key was taken over or expired, or the
-	// commit's result was kept after all: nothing to free (logged at Info
-	// after a later attempt, silent at once).
-	finishUncommitted
+	// finishClaim frees a claim that the Call acquired and that runs
+	// nothing more, in the background so that the response does not wait
+	// for the store (Call.releaseLater; its claimCause says which claim):
+	// tried at once (no attempt failed before it), then as
+	// finishUnanswered is; no event. Fenced, the key was taken over or
+	// expired (or, claimUncommitted, holds the commit's result): nothing
+	// to free.
+	finishClaim
 )
 
-// claimRelease reports whether k frees a claim a failed Begin may have
-// made (releaseUnanswered), or one held through an unprotected run
-// (finishHeld), or one whose transaction could not begin (finishUnbegun),
-// or one whose commit failed (finishUncommitted).
+// claimRelease reports whether k frees a claim (one a failed Begin may
+// have made, releaseUnanswered, or finishClaim's).
 func (k finishKind) claimRelease() bool { return k >= finishUnanswered }
 
 // atOnce reports whether k's first attempt is made in the background (no
-// attempt failed before it): finishHeld, finishUnbegun,
-// finishUncommitted.
-func (k finishKind) atOnce() bool { return k >= finishHeld }
+// attempt failed before it): finishClaim.
+func (k finishKind) atOnce() bool { return k == finishClaim }
+
+// claimCause names the claim a finishClaim frees, for its logs.
+type claimCause uint8
+
+const (
+	// claimHeld: the claim of a Begin that acquired the key before its
+	// BeginTx failed, held through FailOpen's unprotected run and freed
+	// once it ended (Call.releaseHeld). Fenced, the lease ran out during
+	// the run (it had no heartbeat) and the key was taken over, or
+	// expired.
+	claimHeld claimCause = iota + 1
+	// claimUnbegun: the claim of a Begin that acquired the key before its
+	// BeginTx failed, when the request is refused (503, or
+	// CodeRequestEnded; not under FailOpen: claimHeld), so that the
+	// refusal does not wait for the store (Call.release).
+	claimUnbegun
+	// claimUncommitted: the claim of a transaction whose commit failed
+	// (rolled back, or of unknown outcome if the store failed during the
+	// COMMIT itself), when the request is refused (503, or
+	// CodeRequestEnded), so that the refusal does not wait for the store
+	// (Call.releaseUncommitted). Fenced, the commit's result may have been
+	// kept after all: logged at Info after a later attempt (silent at
+	// once), unlike the other causes' fenced releases.
+	claimUncommitted
+)
+
+// String names the claim, as the logs do.
+func (c claimCause) String() string {
+	switch c {
+	case claimHeld:
+		return "the claim held through FailOpen's unprotected run (its transaction could not begin)"
+	case claimUnbegun:
+		return "the claim whose transaction could not begin (its request refused)"
+	case claimUncommitted:
+		return "the claim whose commit failed (its request refused)"
+	}
+	return "the claim"
+}
 
 // lateFinish is one Finish to retry, with copies of what the Call held.
 type lateFinish struct {
 	kind      finishKind
+	cause     claimCause // finishClaim's
 	operation string
 	principal string
 	key       string // the client's key (logs, events)
@@ -151,7 +172,7 @@ type lateFinish struct {
 }
 
 // finishLater schedules the retry of the Finish that just failed with err
-// (finishHeld, finishUnbegun, finishUncommitted: its first attempt, err nil), unless it
+// (finishClaim: its first attempt, err nil, cause naming the claim), unless it
 // cannot help (fenced) or may not (Options.FinishRetryFor negative, MaxFinishRetries or
 // MaxFinishRetryBytes reached; for a claim release, which FinishRetryFor
 // does not turn off, MaxClaimReleases or MaxLostReplyReleases reached:
@@ -160,7 +181,7 @@ type lateFinish struct {
 // The retries run with a context of their own, without the request's
 // values: the request is over, and what a router or middleware put there
 // may be reused by another request (chi pools its route context).
-func (c *Call) finishLater(kind finishKind, state State, resp []byte, status int, loss bodyLoss, err error) bool {
+func (c *Call) finishLater(kind finishKind, cause claimCause, state State, resp []byte, status int, loss bodyLoss, err error) bool {
 	e := c.e
 	if errors.Is(err, ErrFenced) || (e.lateFor < 0 && !kind.claimRelease()) {
 		return false
@@ -169,7 +190,7 @@ func (c *Call) finishLater(kind finishKind, state State, resp []byte, status int
 	if kind.claimRelease() {
 		// Releases have a budget of their own (no response to keep).
 		if e.lateRel == MaxClaimReleases || (kind == finishLostReply && e.lateLost == MaxLostReplyReleases) {
-			e.releaseDropped(c, kind) // unlocks lateMu
+			e.releaseDropped(c, kind, cause) // unlocks lateMu
 			return false
 		}
 		e.lateRel++
@@ -189,6 +210,7 @@ func (c *Call) finishLater(kind finishKind, state State, resp []byte, status int
 	e.lateMu.Unlock()
 	f := &lateFinish{
 		kind:      kind,
+		cause:     cause,
 		operation: c.p.spec.Operation,
 		principal: c.principal,
 		key:       c.key,
@@ -233,7 +255,15 @@ func (c *Call) releaseUnanswered(err error, cut bool) {
 	if !cut {
 		kind = finishLostReply
 	}
-	c.finishLater(kind, StateFailed, nil, 0, bodyKept, err)
+	c.finishLater(kind, 0, StateFailed, nil, 0, bodyKept, err)
+}
+
+// releaseLater frees c's claim (FAILED without a response), which runs
+// nothing more, in the background (finishClaim): what is sent does not
+// wait for the store, which may not answer within StoreTimeout. Its first
+// attempt is made at once; it reports no event. cause names the claim.
+func (c *Call) releaseLater(cause claimCause) {
+	c.finishLater(finishClaim, cause, StateFailed, nil, 0, bodyKept, nil)
 }
 
 // releaseDrops counts the releases finishLater did not try (under lateMu).
@@ -245,10 +275,10 @@ type releaseDrops struct {
 }
 
 // releaseDropped logs, at most once per releaseDropLogEvery, the release
-// of kind that finishLater does not try (the releases' budget is full),
-// counting the others not tried since the last log. It is called with
-// lateMu held, and unlocks it.
-func (e *Engine) releaseDropped(c *Call, kind finishKind) {
+// of kind (finishClaim: of cause's claim) that finishLater does not try
+// (the releases' budget is full), counting the others not tried since the
+// last log. It is called with lateMu held, and unlocks it.
+func (e *Engine) releaseDropped(c *Call, kind finishKind, cause claimCause) {
 	d := &e.relDrop
 	d.n++
 	now := time.Now()
@@ -265,13 +295,8 @@ func (e *Engine) releaseDropped(c *Call, kind finishKind) {
 		why = "MaxLostReplyReleases"
 	}
 	what := "if the failed Begin claimed the key, it stays"
-	switch kind {
-	case finishHeld:
-		what = "the claim held through FailOpen's unprotected run stays"
-	case finishUnbegun:
-		what = "the claim whose transaction could not begin (its request refused) stays"
-	case finishUncommitted:
-		what = "the claim whose commit failed (its request refused) stays"
+	if kind == finishClaim {
+		what = cause.String() + " stays"
 	}
 	e.log.LogAttrs(context.Background(), slog.LevelWarn, "idem: claim release not tried: "+why+" releases are under way; "+
 		what+" in flight until its lease runs out (logged at most once per "+every.String()+")",
@@ -374,19 +399,11 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 	case err == nil && f.kind == finishLostReply:
 		attrs = append(attrs, slog.Any("begin_error", f.err))
 		e.log.LogAttrs(ctx, slog.LevelInfo, "idem: key released: a Begin that failed (its reply lost, say) had claimed it all the same", attrs...)
-	case err == nil && f.kind == finishHeld:
+	case err == nil && f.kind == finishClaim:
 		if attempt > 1 { // at once, it is not news
-			e.log.LogAttrs(ctx, slog.LevelInfo, "idem: key released by a later attempt, after the store failed: the claim held through FailOpen's unprotected run (its transaction could not begin)", attrs...)
+			e.log.LogAttrs(ctx, slog.LevelInfo, "idem: key released by a later attempt, after the store failed: "+f.cause.String(), attrs...)
 		}
-	case err == nil && f.kind == finishUnbegun:
-		if attempt > 1 {
-			e.log.LogAttrs(ctx, slog.LevelInfo, "idem: key released by a later attempt, after the store failed: a claim whose transaction could not begin (its request refused)", attrs...)
-		}
-	case err == nil && f.kind == finishUncommitted:
-		if attempt > 1 {
-			e.log.LogAttrs(ctx, slog.LevelInfo, "idem: key released by a later attempt, after the store failed: a claim whose commit failed (its request refused)", attrs...)
-		}
-	case errors.Is(err, ErrFenced) && f.kind == finishUncommitted:
+	case errors.Is(err, ErrFenced) && f.cause == claimUncommitted:
 		// Taken over, expired, or the commit's result was kept after all
 		// (the store failed during the COMMIT itself): nothing to free.
 		if attempt > 1 { // at once, it is not news
@@ -410,15 +427,13 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 		e.log.LogAttrs(ctx, slog.LevelWarn, "idem: late completion rejected: the claim was taken over or expired while the store failed at finish", attrs...)
 		e.observe(ctx, Event{Kind: EventFenced, Operation: f.operation, Principal: f.principal, Key: f.key,
 			Protected: true, State: f.state, Status: f.status, Err: err})
-	case f.kind == finishHeld:
+	case f.kind == finishClaim:
 		attrs = append(attrs, slog.Any("error", err))
-		e.log.LogAttrs(ctx, slog.LevelError, "idem: gave up releasing the claim held through FailOpen's unprotected run (its transaction could not begin): the key stays in flight until its lease runs out", attrs...)
-	case f.kind == finishUnbegun:
-		attrs = append(attrs, slog.Any("error", err))
-		e.log.LogAttrs(ctx, slog.LevelError, "idem: gave up releasing the claim whose transaction could not begin (its request refused): the key stays in flight until its lease runs out", attrs...)
-	case f.kind == finishUncommitted:
-		attrs = append(attrs, slog.Any("error", err))
-		e.log.LogAttrs(ctx, slog.LevelError, "idem: gave up releasing the claim whose commit failed (its request refused): the key stays in flight until its lease runs out (or holds the commit's result, if it was kept after all)", attrs...)
+		msg := "idem: gave up releasing " + f.cause.String() + ": the key stays in flight until its lease runs out"
+		if f.cause == claimUncommitted {
+			msg += " (or holds the commit's result, if it was kept after all)"
+		}
+		e.log.LogAttrs(ctx, slog.LevelError, msg, attrs...)
 	case f.kind.claimRelease():
 		attrs = append(attrs, slog.Any("error", err))
 		e.log.LogAttrs(ctx, slog.LevelWarn, "idem: gave up releasing the claim a failed Begin may have made: if it did, the key stays in flight until its lease runs out", attrs...)

@@ -49,11 +49,17 @@ func (s *flakyFinish) Finish(ctx context.Context, key string, token idem.Token, 
 
 // drain waits for the engine's background work, at most 10 seconds: a
 // release that hangs fails the test there, not at go test's timeout.
-func drain(t testing.TB, e *idem.Engine) {
+func drain(t testing.TB, e *idem.Engine, msgAndArgs ...any) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	drainWithin(t, e, 10*time.Second, msgAndArgs...)
+}
+
+// drainWithin is drain waiting at most d.
+func drainWithin(t testing.TB, e *idem.Engine, d time.Duration, msgAndArgs ...any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	require.NoError(t, e.Drain(ctx))
+	require.NoError(t, e.Drain(ctx), msgAndArgs...)
 }
 
 // lockedBuffer is a log sink safe for the background goroutine.
@@ -573,9 +579,7 @@ func TestDrainWakesRetries(t *testing.T) {
 	assert.Equal(t, int32(2), fs.finishes.Load(), "it failed, and waits out its backoff again")
 
 	fs.down.Store(false)
-	ctx, cancel = context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	require.NoError(t, f.eng.Drain(ctx), "the store is back: the woken retry finishes the record")
+	drainWithin(t, f.eng, 20*time.Second, "the store is back: the woken retry finishes the record")
 	assert.Equal(t, int32(3), fs.finishes.Load())
 	_, ok := f.obs.find(idem.EventExecuted)
 	assert.True(t, ok, "the record was finished before Drain returned")
@@ -604,14 +608,10 @@ func TestDrainWhileServing(t *testing.T) {
 		}()
 	}
 	for range 20 {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		require.NoError(t, f.eng.Drain(ctx), "the retries give up after FinishRetryFor")
-		cancel()
+		drain(t, f.eng, "the retries give up after FinishRetryFor")
 	}
 	wg.Wait()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	require.NoError(t, f.eng.Drain(ctx))
+	drain(t, f.eng)
 }
 
 // An engine clock that stands still (a test's frozen Options.Now) does not
@@ -624,9 +624,7 @@ func TestLateFinishFrozenClock(t *testing.T) {
 	idem.SetLateBackoff(f.eng, 10*time.Millisecond, 20*time.Millisecond) // every pause well within FinishRetryFor
 	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
 	require.Equal(t, 201, send(h, req{key: "k", body: `{"item":1}`}).Code)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	require.NoError(t, f.eng.Drain(ctx), "the retry gave up after FinishRetryFor on the wall clock")
+	drain(t, f.eng, "the retry gave up after FinishRetryFor on the wall clock")
 	require.Contains(t, logs.String(), "gave up finishing the record")
 	assert.Greater(t, fs.finishes.Load(), int32(1), "tried again before giving up")
 	m := regexp.MustCompile(`gave up finishing the record.* after=(\S+)`).FindStringSubmatch(logs.String())
@@ -662,9 +660,7 @@ func TestDrainLoopKeepsBackoff(t *testing.T) {
 	assert.Greater(t, n, int32(1), "tried again")
 
 	fs.down.Store(false)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	require.NoError(t, f.eng.Drain(ctx))
+	drainWithin(t, f.eng, 20*time.Second)
 	_, ok := f.obs.find(idem.EventExecuted)
 	assert.True(t, ok, "the record was finished before Drain returned")
 }
@@ -704,14 +700,12 @@ func TestLateFinishMaxRetries(t *testing.T) {
 	assert.Contains(t, logs.String(), `msg="idem: store failed at finish" operation=createOrder key=over`)
 
 	ds.down.Store(false)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	require.NoError(t, f.eng.Drain(ctx), "Drain wakes them all, the store is back")
+	drainWithin(t, f.eng, 30*time.Second, "Drain wakes them all, the store is back")
 	assert.Equal(t, idem.MaxFinishRetries, f.obs.count(idem.EventExecuted), "each finished by a later attempt")
 
 	ds.down.Store(true)
 	require.Equal(t, 201, send(h, req{key: "again", body: `{"item":1}`}).Code)
 	assert.Equal(t, idem.MaxFinishRetries+1, strings.Count(logs.String(), retrying), "retried: none is under way")
 	ds.down.Store(false)
-	require.NoError(t, f.eng.Drain(ctx))
+	drain(t, f.eng)
 }

@@ -49,9 +49,7 @@ func TestLostBeginReplyClaimReleased(t *testing.T) {
 	w := send(h, req{key: "k", body: `{"item":"book"}`})
 	requireProblem(t, w, http.StatusServiceUnavailable, idem.CodeStoreUnavailable)
 	assert.Equal(t, int32(0), f.calls.Load())
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	require.NoError(t, f.eng.Drain(ctx), "the release is done in the background")
+	drain(t, f.eng, "the release is done in the background")
 	// The retry reaches an instance whose store answers (the same records).
 	f2 := newFixtureStore(t, ms, ms, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true})
 	retry := send(f2.eng.Handler(mustCompile(t, spec), f2.createOrder()), req{key: "k", body: `{"item":"book"}`})
@@ -59,15 +57,35 @@ func TestLostBeginReplyClaimReleased(t *testing.T) {
 	assert.Equal(t, int32(1), f2.calls.Load())
 }
 
-// markedStore is a store whose Begin fails with err (after waiting for
-// its context to end, when hang is set) without claiming, and whose
-// Finish counts its calls and waits for gate, when set, to be closed.
-type markedStore struct {
-	idem.Store
-	err      error
-	hang     bool
+// finishGate counts a store's Finish calls and holds each until gate,
+// when set, is closed, or its context ends.
+type finishGate struct {
 	gate     chan struct{}
 	finishes atomic.Int64
+}
+
+// pass counts a Finish and waits for gate (if set): nil once it is
+// closed, the context's error if that ends first.
+func (g *finishGate) pass(ctx context.Context) error {
+	g.finishes.Add(1)
+	if g.gate != nil {
+		select {
+		case <-g.gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// markedStore is a store whose Begin fails with err (after waiting for
+// its context to end, when hang is set) without claiming, and whose
+// Finish passes its finishGate.
+type markedStore struct {
+	idem.Store
+	err  error
+	hang bool
+	finishGate
 }
 
 func (s *markedStore) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginResult, error) {
@@ -81,13 +99,8 @@ func (s *markedStore) Begin(ctx context.Context, req *idem.BeginRequest) (idem.B
 }
 
 func (s *markedStore) Finish(ctx context.Context, key string, token idem.Token, st idem.State, resp []byte) error {
-	s.finishes.Add(1)
-	if s.gate != nil {
-		select {
-		case <-s.gate:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	if err := s.pass(ctx); err != nil {
+		return err
 	}
 	return s.Store.Finish(ctx, key, token, st, resp)
 }
@@ -123,9 +136,7 @@ func TestNothingDoneNotReleased(t *testing.T) {
 			}
 			w := sendCtx(h, ctx, req{key: "k", body: `{"item":1}`})
 			assert.NotEqual(t, http.StatusCreated, w.Code)
-			dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			require.NoError(t, f.eng.Drain(dctx))
+			drain(t, f.eng)
 			assert.Equal(t, tc.releases, s.finishes.Load(), "releases tried")
 			assert.True(t, errors.Is(tc.err, idem.ErrNothingDone) == (tc.releases == 0))
 		})
@@ -142,16 +153,14 @@ func TestLostReplyReleasesBounded(t *testing.T) {
 	ms := memstore.New(memstore.Options{SweepInterval: -1})
 	t.Cleanup(func() { _ = ms.Close() })
 	gate := make(chan struct{})
-	s := &markedStore{Store: ms, err: errReset, gate: gate}
+	s := &markedStore{Store: ms, err: errReset, finishGate: finishGate{gate: gate}}
 	var logged lockedBuffer
 	f := newFixtureStore(t, ms, s, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true, StoreTimeout: time.Minute,
 		Logger: slog.New(slog.NewTextHandler(&logged, nil))})
 	idem.SetLateBackoff(f.eng, time.Millisecond, time.Millisecond)
 	idem.SetReleaseDropLogEvery(f.eng, time.Hour)
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		assert.NoError(t, f.eng.Drain(ctx))
+		drain(t, f.eng)
 	})
 	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
 	for i := range idem.MaxLostReplyReleases + 3 {
@@ -258,9 +267,7 @@ func TestFailOpenClaimHeldWhileRunning(t *testing.T) {
 					h.ServeHTTP(w, hr)
 				}()
 				<-started
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				require.NoError(t, f.eng.Drain(ctx), "no release under way while the run goes on")
+				drain(t, f.eng, "no release under way while the run goes on")
 
 				// The client's retry reaches an instance whose store answers.
 				f2 := newFixtureStore(t, ms, ms, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true})
@@ -274,7 +281,7 @@ func TestFailOpenClaimHeldWhileRunning(t *testing.T) {
 					want = http.StatusInternalServerError
 				}
 				assert.Equal(t, want, <-first)
-				require.NoError(t, f.eng.Drain(ctx), "the release is done in the background")
+				drain(t, f.eng, "the release is done in the background")
 				w := send(h2, req{key: "k", body: `{"item":1}`})
 				require.Equal(t, http.StatusCreated, w.Code, "released once the run ended: %s", w.Body)
 				assert.Equal(t, int32(2), runs.Load())
@@ -313,9 +320,7 @@ func TestFailOpenHeldClaimTakenOver(t *testing.T) {
 	require.Equal(t, http.StatusCreated, send(h2, req{key: "k", body: `{"item":1}`}).Code, "took the expired claim over")
 	close(gate)
 	assert.Equal(t, http.StatusAccepted, <-first)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	require.NoError(t, f.eng.Drain(ctx), "the release (in the background) is done")
+	drain(t, f.eng, "the release (in the background) is done")
 	assert.Zero(t, f.obs.count(idem.EventFenced), "events: %v", f.obs.kinds())
 	assert.NotContains(t, logs.String(), "late completion rejected")
 	w := send(h2, req{key: "k", body: `{"item":1}`})
@@ -362,9 +367,7 @@ func TestFailOpenObserverPanicReleasesHeldClaim(t *testing.T) {
 					defer func() { assert.Equal(t, "observer bug", recover()) }()
 					send(h, req{key: "k", body: `{"item":1}`})
 				}()
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				require.NoError(t, f.eng.Drain(ctx))
+				drain(t, f.eng)
 				f2 := newFixtureStore(t, ms, ms, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true})
 				w := send(f2.eng.Handler(mustCompile(t, spec), f2.createOrder()), req{key: "k", body: `{"item":1}`})
 				assert.Equal(t, http.StatusCreated, w.Code, "the held claim was released: %s", w.Body)
@@ -374,24 +377,20 @@ func TestFailOpenObserverPanicReleasesHeldClaim(t *testing.T) {
 }
 
 // gatedFinishTx is a transactional store whose BeginTx fails, and whose
-// Finish counts its calls and waits for gate to be closed (or its context
-// to end: nil gate, until then).
+// Finish passes its finishGate.
 type gatedFinishTx struct {
 	*txFlaky
-	gate     chan struct{}
-	finishes atomic.Int64
+	finishGate
 }
 
 func newGatedFinishTx(ms *memstore.Store, gate chan struct{}) *gatedFinishTx {
-	return &gatedFinishTx{txFlaky: &txFlaky{fakeTx: &fakeTx{Store: ms}, beginTxErr: errors.New("pool exhausted")}, gate: gate}
+	return &gatedFinishTx{txFlaky: &txFlaky{fakeTx: &fakeTx{Store: ms}, beginTxErr: errors.New("pool exhausted")},
+		finishGate: finishGate{gate: gate}}
 }
 
 func (s *gatedFinishTx) Finish(ctx context.Context, key string, token idem.Token, st idem.State, resp []byte) error {
-	s.finishes.Add(1)
-	select {
-	case <-s.gate:
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := s.pass(ctx); err != nil {
+		return err
 	}
 	return s.txFlaky.Finish(ctx, key, token, st, resp)
 }
@@ -405,7 +404,7 @@ func (s *gatedFinishTx) Finish(ctx context.Context, key string, token idem.Token
 func TestFailOpenHeldReleaseDoesNotHoldResponse(t *testing.T) {
 	ms := memstore.New(memstore.Options{SweepInterval: -1})
 	t.Cleanup(func() { _ = ms.Close() })
-	s := newGatedFinishTx(ms, nil)
+	s := newGatedFinishTx(ms, make(chan struct{})) // never closed: each Finish runs to StoreTimeout
 	const st = 300 * time.Millisecond
 	f := newFixtureStore(t, ms, s, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true, FailOpen: true,
 		Transactional: true, StoreTimeout: st})
@@ -439,9 +438,7 @@ func TestFailOpenHeldReleaseDoesNotHoldResponse(t *testing.T) {
 		}
 		assert.Less(t, blocked, st/2, "panics=%v: the response waited %v for the release after the handler", panics, blocked)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	require.NoError(t, f.eng.Drain(ctx))
+	drain(t, f.eng)
 	assert.Equal(t, int64(2*idem.ClaimReleaseAttempts), s.finishes.Load(), "releases tried")
 }
 
@@ -464,9 +461,7 @@ func TestFailOpenHeldReleaseAtOnce(t *testing.T) {
 	f2 := newFixtureStore(t, ms, ms, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true})
 	h2 := f2.eng.Handler(mustCompile(t, spec), f2.createOrder())
 	require.Eventually(t, func() bool { return s.finishes.Load() == 1 }, time.Second, time.Millisecond, "released at once")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	require.NoError(t, f.eng.Drain(ctx))
+	drainWithin(t, f.eng, time.Second)
 	require.Equal(t, http.StatusCreated, send(h2, req{key: "k", body: `{"item":1}`}).Code, "the key is free")
 	assert.Equal(t, int64(1), s.finishes.Load())
 }
@@ -476,32 +471,7 @@ func TestFailOpenHeldReleaseAtOnce(t *testing.T) {
 // logged, naming the claim held through the unprotected run, and the
 // others are made once the store answers.
 func TestFailOpenHeldReleasesBounded(t *testing.T) {
-	ms := memstore.New(memstore.Options{SweepInterval: -1})
-	t.Cleanup(func() { _ = ms.Close() })
-	gate := make(chan struct{})
-	s := newGatedFinishTx(ms, gate)
-	var logged lockedBuffer
-	f := newFixtureStore(t, ms, s, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true, FailOpen: true,
-		Transactional: true, StoreTimeout: time.Minute, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
-	idem.SetReleaseDropLogEvery(f.eng, time.Hour)
-	spec := strictSpec()
-	spec.InFlight.Lease = time.Hour
-	h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
-	for i := range idem.MaxClaimReleases + 1 {
-		require.Equal(t, http.StatusCreated, send(h, req{key: fmt.Sprintf("k-%d", i), body: `{"item":1}`}).Code)
-	}
-	require.Eventually(t, func() bool { return s.finishes.Load() == idem.MaxClaimReleases }, 10*time.Second, time.Millisecond,
-		"releases under way: %d", s.finishes.Load())
-	assert.Equal(t, 1, strings.Count(logged.String(), "claim release not tried"), "%s", logged.String())
-	assert.Contains(t, logged.String(), "the claim held through FailOpen's unprotected run stays in flight")
-	close(gate)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	require.NoError(t, f.eng.Drain(ctx))
-	f2 := newFixtureStore(t, ms, ms, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true})
-	h2 := f2.eng.Handler(mustCompile(t, spec), f2.createOrder())
-	assert.Equal(t, http.StatusCreated, send(h2, req{key: "k-0", body: `{"item":1}`}).Code, "released")
-	requireProblem(t, send(h2, req{key: fmt.Sprintf("k-%d", idem.MaxClaimReleases), body: `{"item":1}`}), http.StatusConflict, idem.CodeKeyInUse)
+	testBeginTxReleasesBounded(t, true, "the claim held through FailOpen's unprotected run (its transaction could not begin)")
 }
 
 // Without FailOpen, the claim whose BeginTx failed is released in the
@@ -527,9 +497,7 @@ func TestUnbegunReleaseDoesNotHold503(t *testing.T) {
 	assert.Less(t, took, st/2, "the 503 waited %v for the release", took)
 	assert.Zero(t, f.obs.count(idem.EventExecuted), "events: %v", f.obs.kinds())
 	close(gate) // the store answers again: the release under way gets through
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	require.NoError(t, f.eng.Drain(ctx))
+	drain(t, f.eng)
 	assert.Equal(t, int64(1), s.finishes.Load(), "releases tried")
 	f2 := newFixtureStore(t, ms, ms, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true})
 	h2 := f2.eng.Handler(mustCompile(t, spec), f2.createOrder())
@@ -541,28 +509,41 @@ func TestUnbegunReleaseDoesNotHold503(t *testing.T) {
 // the claim whose transaction could not begin, and its 503 is sent all
 // the same; the others are made once the store answers.
 func TestUnbegunReleasesBounded(t *testing.T) {
+	testBeginTxReleasesBounded(t, false, "the claim whose transaction could not begin (its request refused)")
+}
+
+// testBeginTxReleasesBounded sends MaxClaimReleases+1 requests whose
+// BeginTx fails to a store whose Finish hangs until gate is closed: under
+// FailOpen each runs (201), without it each is refused (503), and its
+// claim's release is made in the background. The last one's is not
+// tried: logged once, naming the claim as claim, and its key stays in
+// flight; the others are made once the store answers.
+func testBeginTxReleasesBounded(t *testing.T, failOpen bool, claim string) {
 	ms := memstore.New(memstore.Options{SweepInterval: -1})
 	t.Cleanup(func() { _ = ms.Close() })
 	gate := make(chan struct{})
 	s := newGatedFinishTx(ms, gate)
 	var logged lockedBuffer
-	f := newFixtureStore(t, ms, s, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true,
+	f := newFixtureStore(t, ms, s, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true, FailOpen: failOpen,
 		Transactional: true, StoreTimeout: time.Minute, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
 	idem.SetReleaseDropLogEvery(f.eng, time.Hour)
 	spec := strictSpec()
 	spec.InFlight.Lease = time.Hour
 	h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
 	for i := range idem.MaxClaimReleases + 1 {
-		requireProblem(t, send(h, req{key: fmt.Sprintf("k-%d", i), body: `{"item":1}`}), http.StatusServiceUnavailable, idem.CodeStoreUnavailable)
+		w := send(h, req{key: fmt.Sprintf("k-%d", i), body: `{"item":1}`})
+		if failOpen {
+			require.Equal(t, http.StatusCreated, w.Code)
+		} else {
+			requireProblem(t, w, http.StatusServiceUnavailable, idem.CodeStoreUnavailable)
+		}
 	}
 	require.Eventually(t, func() bool { return s.finishes.Load() == idem.MaxClaimReleases }, 10*time.Second, time.Millisecond,
 		"releases under way: %d", s.finishes.Load())
 	assert.Equal(t, 1, strings.Count(logged.String(), "claim release not tried"), "%s", logged.String())
-	assert.Contains(t, logged.String(), "the claim whose transaction could not begin (its request refused) stays in flight")
+	assert.Contains(t, logged.String(), claim+" stays in flight")
 	close(gate)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	require.NoError(t, f.eng.Drain(ctx))
+	drain(t, f.eng)
 	f2 := newFixtureStore(t, ms, ms, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true})
 	h2 := f2.eng.Handler(mustCompile(t, spec), f2.createOrder())
 	assert.Equal(t, http.StatusCreated, send(h2, req{key: "k-0", body: `{"item":1}`}).Code, "released")

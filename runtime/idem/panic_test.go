@@ -152,6 +152,34 @@ func (ps *panicServer) endedPanics(t *testing.T, n int) []any {
 	return got
 }
 
+// servePanicShape serves panicShapes' name over f's engine (HTTP/2 over
+// TLS, or HTTP/1.1); its handler panics until boom is cleared.
+func servePanicShape(t *testing.T, f *fixture, name string, http2 bool) (ps *panicServer, boom *atomic.Bool) {
+	boom = &atomic.Bool{}
+	boom.Store(true)
+	return newPanicServer(t, panicShapes(f.eng, mustCompile(t, strictSpec()), &f.calls, boom)[name], http2), boom
+}
+
+// newStoreDownFixture is a FailOpen fixture whose store refuses every
+// Begin (marked ErrNothingDone): each keyed request runs unprotected.
+func newStoreDownFixture(t *testing.T, opts idem.Options) *fixture {
+	ms := memstore.New(memstore.Options{SweepInterval: -1})
+	t.Cleanup(func() { _ = ms.Close() })
+	down := &markedStore{Store: ms, err: idem.NothingDone(errors.New("dial tcp 127.0.0.1:6379: connect: connection refused"))}
+	opts.FailOpen = true
+	return newFixtureStore(t, ms, down, opts)
+}
+
+// warmClient is a client with n idle keep-alive connections to url (warm),
+// on which Go's Transport would send a request again after a dropped
+// connection.
+func warmClient(t *testing.T, url string, n int) *http.Client {
+	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 100}}
+	t.Cleanup(c.CloseIdleConnections)
+	warm(t, c, url, n)
+	return c
+}
+
 // warm opens n idle keep-alive connections in c's pool.
 func warm(t *testing.T, c *http.Client, url string, n int) {
 	var wg sync.WaitGroup
@@ -167,11 +195,19 @@ func warm(t *testing.T, c *http.Client, url string, n int) {
 	wg.Wait()
 }
 
+// postKey posts an order with key in Idempotency-Key (none if key is
+// empty): the response (nil if none came), its body as far as it was read,
+// and the error of sending it or else of reading its body.
 func postKey(c *http.Client, url, key string) (*http.Response, []byte, error) {
+	return postHeader(c, url, "Idempotency-Key", key)
+}
+
+// postHeader is postKey with the key in the header named header.
+func postHeader(c *http.Client, url, header, key string) (*http.Response, []byte, error) {
 	req, _ := http.NewRequest(http.MethodPost, url+"/orders", strings.NewReader(`{"item":1}`))
 	req.Header.Set("Content-Type", "application/json")
 	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
+		req.Header.Set(header, key)
 	}
 	resp, err := c.Do(req)
 	if err != nil {
@@ -204,12 +240,8 @@ func TestPanicAnsweredHTTP1(t *testing.T) {
 	for _, name := range []string{"Handler", "HTTPMiddleware", "strict", "strict visit"} {
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t, idem.Options{})
-			var boom atomic.Bool
-			boom.Store(true)
-			ps := newPanicServer(t, panicShapes(f.eng, mustCompile(t, strictSpec()), &f.calls, &boom)[name], false)
-			c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 100}}
-			t.Cleanup(c.CloseIdleConnections)
-			warm(t, c, ps.URL, 20)
+			ps, boom := servePanicShape(t, f, name, false)
+			c := warmClient(t, ps.URL, 20)
 			resp, body, err := postKey(c, ps.URL, "k")
 			assert.Equal(t, int32(1), f.calls.Load(), "the handler ran once: the Transport did not send the request again")
 			require.NoError(t, err, "the client gets an answer")
@@ -239,9 +271,7 @@ func TestPanicAnsweredHTTP2(t *testing.T) {
 	for _, name := range []string{"Handler", "strict"} {
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t, idem.Options{})
-			var boom atomic.Bool
-			boom.Store(true)
-			ps := newPanicServer(t, panicShapes(f.eng, mustCompile(t, strictSpec()), &f.calls, &boom)[name], true)
+			ps, _ := servePanicShape(t, f, name, true)
 			c := ps.Client()
 			resp, _, err := postKey(c, ps.URL, "k")
 			if resp == nil {
@@ -270,9 +300,7 @@ func TestPanicAfterStatusNotAnswered(t *testing.T) {
 		panic("kaboom")
 	}))
 	ps := newPanicServer(t, h, false)
-	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 100}}
-	t.Cleanup(c.CloseIdleConnections)
-	warm(t, c, ps.URL, 10)
+	c := warmClient(t, ps.URL, 10)
 	resp, body, err := postKey(c, ps.URL, "k")
 	require.NotNil(t, resp)
 	assert.Equal(t, http.StatusCreated, resp.StatusCode)
@@ -396,9 +424,7 @@ func TestPanicAnsweredWithoutFlush(t *testing.T) {
 				w.WriteHeader(http.StatusCreated)
 			}))
 			ps := newPanicServer(t, wrap(h), false)
-			c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 100}}
-			t.Cleanup(c.CloseIdleConnections)
-			warm(t, c, ps.URL, 20)
+			c := warmClient(t, ps.URL, 20)
 			resp, body, err := postKey(c, ps.URL, "k")
 			require.NoError(t, err, "the client gets an answer")
 			requirePanicProblem(t, resp, body)
@@ -446,16 +472,9 @@ func TestPanicKeptErrorUnwraps(t *testing.T) {
 func TestPanicAnsweredUnprotected(t *testing.T) {
 	for _, name := range []string{"Handler", "HTTPMiddleware", "strict", "strict visit"} {
 		t.Run(name, func(t *testing.T) {
-			ms := memstore.New(memstore.Options{SweepInterval: -1})
-			t.Cleanup(func() { _ = ms.Close() })
-			down := &markedStore{Store: ms, err: idem.NothingDone(errors.New("dial tcp 127.0.0.1:6379: connect: connection refused"))}
-			f := newFixtureStore(t, ms, down, idem.Options{FailOpen: true})
-			var boom atomic.Bool
-			boom.Store(true)
-			ps := newPanicServer(t, panicShapes(f.eng, mustCompile(t, strictSpec()), &f.calls, &boom)[name], false)
-			c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 100}}
-			t.Cleanup(c.CloseIdleConnections)
-			warm(t, c, ps.URL, 20)
+			f := newStoreDownFixture(t, idem.Options{})
+			ps, _ := servePanicShape(t, f, name, false)
+			c := warmClient(t, ps.URL, 20)
 			resp, body, err := postKey(c, ps.URL, "k")
 			assert.Equal(t, int32(1), f.calls.Load(), "the handler ran once: the Transport did not send the request again")
 			require.NoError(t, err, "the client gets an answer")
@@ -478,13 +497,8 @@ func TestPanicAnsweredUnprotected(t *testing.T) {
 func TestPanicAnsweredUnprotectedHTTP2(t *testing.T) {
 	for _, name := range []string{"Handler", "HTTPMiddleware", "strict", "strict visit"} {
 		t.Run(name, func(t *testing.T) {
-			ms := memstore.New(memstore.Options{SweepInterval: -1})
-			t.Cleanup(func() { _ = ms.Close() })
-			down := &markedStore{Store: ms, err: idem.NothingDone(errors.New("dial tcp 127.0.0.1:6379: connect: connection refused"))}
-			f := newFixtureStore(t, ms, down, idem.Options{FailOpen: true})
-			var boom atomic.Bool
-			boom.Store(true)
-			ps := newPanicServer(t, panicShapes(f.eng, mustCompile(t, strictSpec()), &f.calls, &boom)[name], true)
+			f := newStoreDownFixture(t, idem.Options{})
+			ps, _ := servePanicShape(t, f, name, true)
 			resp, body, err := postKey(ps.Client(), ps.URL, "k")
 			require.NotNil(t, resp, "the client gets the status: %v", err)
 			assert.Equal(t, 2, resp.ProtoMajor)
@@ -507,19 +521,14 @@ func TestPanicAnsweredUnprotectedHTTP2(t *testing.T) {
 // TestPanicAnsweredWithoutFlush): the engine keeps the panic, logs it,
 // and returns, so that the 500 is sent.
 func TestPanicAnsweredUnprotectedWithoutFlush(t *testing.T) {
-	ms := memstore.New(memstore.Options{SweepInterval: -1})
-	t.Cleanup(func() { _ = ms.Close() })
-	down := &markedStore{Store: ms, err: idem.NothingDone(errors.New("dial tcp 127.0.0.1:6379: connect: connection refused"))}
 	logs := &lockedBuffer{}
-	f := newFixtureStore(t, ms, down, idem.Options{FailOpen: true, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	f := newStoreDownFixture(t, idem.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	h := f.eng.Handler(mustCompile(t, strictSpec()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.calls.Add(1)
 		panickingOperation()
 	}))
 	ps := newPanicServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(&noFlushWriter{ResponseWriter: w}, r) }), false)
-	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 100}}
-	t.Cleanup(c.CloseIdleConnections)
-	warm(t, c, ps.URL, 20)
+	c := warmClient(t, ps.URL, 20)
 	resp, body, err := postKey(c, ps.URL, "k")
 	require.NoError(t, err, "the client gets an answer")
 	requirePanicProblem(t, resp, body)
@@ -546,9 +555,7 @@ func TestPanicKeylessNotAnswered(t *testing.T) {
 		panic("kaboom")
 	}))
 	ps := newPanicServer(t, h, false)
-	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 100}}
-	t.Cleanup(c.CloseIdleConnections)
-	warm(t, c, ps.URL, 5)
+	c := warmClient(t, ps.URL, 5)
 	resp, _, err := postKey(c, ps.URL, "")
 	require.Error(t, err, "no answer: %v", resp)
 	assert.Equal(t, []any{"kaboom"}, ps.waitPanics(t, 1))
@@ -558,10 +565,7 @@ func TestPanicKeylessNotAnswered(t *testing.T) {
 // An unprotected run whose handler sent its status before it panicked is
 // not answered: the panic goes on, and nothing more is written.
 func TestPanicAfterStatusUnprotected(t *testing.T) {
-	ms := memstore.New(memstore.Options{SweepInterval: -1})
-	t.Cleanup(func() { _ = ms.Close() })
-	down := &markedStore{Store: ms, err: idem.NothingDone(errors.New("dial tcp 127.0.0.1:6379: connect: connection refused"))}
-	f := newFixtureStore(t, ms, down, idem.Options{FailOpen: true})
+	f := newStoreDownFixture(t, idem.Options{})
 	h := f.eng.Handler(mustCompile(t, strictSpec()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusAccepted)
 		_, _ = io.WriteString(w, "part")
@@ -599,10 +603,7 @@ func TestPanicAfterFlushUnprotected(t *testing.T) {
 		}, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ms := memstore.New(memstore.Options{SweepInterval: -1})
-			t.Cleanup(func() { _ = ms.Close() })
-			down := &markedStore{Store: ms, err: idem.NothingDone(errors.New("dial tcp 127.0.0.1:6379: connect: connection refused"))}
-			f := newFixtureStore(t, ms, down, idem.Options{FailOpen: true})
+			f := newStoreDownFixture(t, idem.Options{})
 			h := f.eng.Handler(mustCompile(t, strictSpec()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				f.calls.Add(1)
 				w.Header().Set("Content-Type", "text/event-stream")
@@ -614,25 +615,19 @@ func TestPanicAfterFlushUnprotected(t *testing.T) {
 				front = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(&noFlushWriter{ResponseWriter: w}, r) })
 			}
 			ps := newPanicServer(t, front, false)
-			c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 100}}
-			t.Cleanup(c.CloseIdleConnections)
-			warm(t, c, ps.URL, 5)
-			req, _ := http.NewRequest(http.MethodPost, ps.URL+"/orders", strings.NewReader(`{"item":1}`))
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Idempotency-Key", "k")
-			resp, err := c.Do(req)
-			require.NoError(t, err, "the header came with the flush, or the engine's 500")
-			body, rerr := io.ReadAll(resp.Body) // what came before the stream was cut, if it was
-			_ = resp.Body.Close()
+			c := warmClient(t, ps.URL, 5)
+			// body: what came before the stream was cut, if it was
+			resp, body, err := postKey(c, ps.URL, "k")
+			require.NotNil(t, resp, "the header came with the flush, or the engine's 500: %v", err)
 			if tc.answered {
-				require.NoError(t, rerr)
+				require.NoError(t, err)
 				requirePanicProblem(t, resp, body)
 				assert.Empty(t, ps.endedPanics(t, 1), "kept: the engine's 500 is sent as the run returns")
 			} else {
 				assert.Equal(t, http.StatusOK, resp.StatusCode)
 				assert.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
 				assert.NotContains(t, string(body), idem.CodeHandlerPanicked, "the 500 problem was written into the flushed 200 stream")
-				assert.Error(t, rerr, "the stream was cut as the panic went on")
+				assert.Error(t, err, "the stream was cut as the panic went on")
 				assert.Equal(t, []any{"kaboom"}, ps.waitPanics(t, 1), "the panic went on")
 			}
 			assert.Equal(t, int32(1), f.calls.Load())
@@ -678,17 +673,9 @@ func TestPanicAnsweredKeylessWithKeyHeader(t *testing.T) {
 					panic("kaboom")
 				}))
 				ps := newPanicServer(t, h, false)
-				c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 100}}
-				t.Cleanup(c.CloseIdleConnections)
-				warm(t, c, ps.URL, 5)
-				req, _ := http.NewRequest(http.MethodPost, ps.URL+"/orders", strings.NewReader(`{"item":1}`))
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set(tc.header, "k")
-				resp, err := c.Do(req)
+				c := warmClient(t, ps.URL, 5)
+				resp, body, err := postHeader(c, ps.URL, tc.header, "k")
 				require.NoError(t, err, "the client gets an answer (observer: %v)", withObs)
-				body, err := io.ReadAll(resp.Body)
-				_ = resp.Body.Close()
-				require.NoError(t, err)
 				requirePanicProblem(t, resp, body)
 				assert.Contains(t, string(body), "carried no idempotency key")
 				assert.Equal(t, int32(1), calls.Load(), "the handler ran once: the Transport did not send the request again")

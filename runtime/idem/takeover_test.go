@@ -17,21 +17,31 @@ import (
 	"github.com/idemgen/idemgen/runtime/memstore"
 )
 
-// stuckHandler's first call blocks until release is closed (a holder that
-// crashed, as far as the store can tell: no heartbeats); later calls answer
-// 201 with "run<n>:<body>".
-func stuckHandler(started, release chan struct{}) (http.Handler, *atomic.Int32) {
-	var n atomic.Int32
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		i := n.Add(1)
+// holdFirst serves spec under eng with a handler whose first run blocks
+// until released (a holder that crashed, as far as the store can tell: no
+// heartbeats), sends first, and returns once its run has started; later
+// runs answer 201 with "run<n>:<body>". release lets the first run end
+// and returns its response.
+func holdFirst(t *testing.T, eng *idem.Engine, spec idem.Spec, first req) (h http.Handler, runs *atomic.Int32, release func() *httptest.ResponseRecorder) {
+	runs = &atomic.Int32{}
+	started, gate := make(chan struct{}), make(chan struct{})
+	h = eng.Handler(mustCompile(t, spec), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		i := runs.Add(1)
 		b, _ := io.ReadAll(r.Body)
 		if i == 1 {
 			close(started)
-			<-release
+			<-gate
 		}
 		w.WriteHeader(201)
 		_, _ = fmt.Fprintf(w, "run%d:%s", i, b)
-	}), &n
+	}))
+	done := make(chan *httptest.ResponseRecorder, 1)
+	go func() { done <- send(h, first) }()
+	<-started
+	return h, runs, func() *httptest.ResponseRecorder {
+		close(gate)
+		return <-done
+	}
 }
 
 // Under strict semantics, a request with another body does not take over a
@@ -42,12 +52,7 @@ func TestStrictTakeoverNeedsSameBody(t *testing.T) {
 	f := newFixture(t, idem.Options{DisableHeartbeat: true})
 	spec := strictSpec()
 	spec.InFlight.Lease = 50 * time.Millisecond
-	started, release := make(chan struct{}), make(chan struct{})
-	h, runs := stuckHandler(started, release)
-	h = f.eng.Handler(mustCompile(t, spec), h)
-	stuck := make(chan *httptest.ResponseRecorder)
-	go func() { stuck <- send(h, req{key: "k", body: `{"a":1}`}) }()
-	<-started
+	h, runs, release := holdFirst(t, f.eng, spec, req{key: "k", body: `{"a":1}`})
 	time.Sleep(spec.InFlight.Lease + 60*time.Millisecond)
 
 	requireProblem(t, send(h, req{key: "k", body: `{"a":9}`}), 422, idem.CodeKeyReused)
@@ -62,8 +67,7 @@ func TestStrictTakeoverNeedsSameBody(t *testing.T) {
 	require.True(t, took)
 	assert.Equal(t, idem.StatePending, ev.Prior)
 
-	close(release)
-	<-stuck
+	release()
 	w = send(h, req{key: "k", body: `{"a":1}`})
 	assert.Equal(t, `run2:{"a":1}`, w.Body.String(), "the retry's response is replayed")
 	assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
@@ -81,18 +85,12 @@ func TestNonStrictTakeoverAnyBody(t *testing.T) {
 			spec.Semantics = sem
 			spec.Window = time.Minute
 			spec.InFlight.Lease = 50 * time.Millisecond
-			started, release := make(chan struct{}), make(chan struct{})
-			h, runs := stuckHandler(started, release)
-			h = f.eng.Handler(mustCompile(t, spec), h)
-			stuck := make(chan struct{})
-			go func() { send(h, req{key: "k", body: `{"a":1}`}); close(stuck) }()
-			<-started
+			h, runs, release := holdFirst(t, f.eng, spec, req{key: "k", body: `{"a":1}`})
 			time.Sleep(spec.InFlight.Lease + 60*time.Millisecond)
 			w := send(h, req{key: "k", body: `{"a":9}`})
 			require.Equal(t, 201, w.Code, w.Body.String())
 			assert.Equal(t, `run2:{"a":9}`, w.Body.String())
-			close(release)
-			<-stuck
+			release()
 			assert.Equal(t, int32(2), runs.Load())
 		})
 	}
@@ -114,12 +112,7 @@ func TestStrictTakeoverAcrossFingerprintVersions(t *testing.T) {
 			second := newFixtureStore(t, ms, ms, idem.Options{FingerprintVersion: dir[1], DisableHeartbeat: true})
 			spec := itemsSpec(idem.Strict)
 			spec.InFlight.Lease = 50 * time.Millisecond
-			started, release := make(chan struct{}), make(chan struct{})
-			h1, _ := stuckHandler(started, release)
-			h1 = first.eng.Handler(mustCompile(t, spec), h1)
-			stuck := make(chan struct{})
-			go func() { send(h1, req{target: "/orders/o1/items", key: key, body: body}); close(stuck) }()
-			<-started
+			_, _, release := holdFirst(t, first.eng, spec, req{target: "/orders/o1/items", key: key, body: body})
 			rec, found, err := ms.Get(context.Background(), scopeOf(t, ms, key))
 			require.NoError(t, err)
 			require.True(t, found)
@@ -137,8 +130,7 @@ func TestStrictTakeoverAcrossFingerprintVersions(t *testing.T) {
 			rec, _, err = ms.Get(context.Background(), scopeOf(t, ms, key))
 			require.NoError(t, err)
 			assert.Equal(t, v, rec.Fingerprint[0], "claimed with the record's fingerprint")
-			close(release)
-			<-stuck
+			release()
 		})
 	}
 }
@@ -155,17 +147,11 @@ func TestStrictLiveLeaseAcrossFingerprintVersions(t *testing.T) {
 			first := newFixtureStore(t, ms, ms, idem.Options{FingerprintVersion: v})
 			second := newFixtureStore(t, ms, ms, idem.Options{})
 			spec := itemsSpec(idem.Strict)
-			started, release := make(chan struct{}), make(chan struct{})
-			h1, _ := stuckHandler(started, release)
-			h1 = first.eng.Handler(mustCompile(t, spec), h1)
-			stuck := make(chan struct{})
-			go func() { send(h1, req{target: "/orders/o1/items", key: key, body: body}); close(stuck) }()
-			<-started
+			_, _, release := holdFirst(t, first.eng, spec, req{target: "/orders/o1/items", key: key, body: body})
 			h2 := second.eng.Handler(mustCompile(t, spec), second.createOrder())
 			requireProblem(t, send(h2, req{target: "/orders/o1/items", key: key, body: body}), 409, idem.CodeKeyInUse)
 			assert.Equal(t, int32(0), second.calls.Load())
-			close(release)
-			<-stuck
+			release()
 		})
 	}
 }

@@ -60,9 +60,7 @@ func TestUnansweredClaimReleased(t *testing.T) {
 			assert.Equal(t, int32(0), f.calls.Load())
 			require.Equal(t, int32(1), claimed.Load(), "the ended request's Begin claimed the key")
 
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			require.NoError(t, f.eng.Drain(ctx), "the release is done in the background")
+			drain(t, f.eng, "the release is done in the background")
 			retry := send(h, req{key: "k", body: `{"item":"book"}`})
 			require.Equal(t, http.StatusCreated, retry.Code, "the claim was released: %s", retry.Body)
 			assert.Equal(t, int32(1), f.calls.Load())
@@ -80,9 +78,7 @@ func TestUnansweredNoClaimKeepsOthers(t *testing.T) {
 	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
 	requireEnded(t, f, logs, sendCtx(h, endedCtx(false), req{key: "k", body: `{"item":"book"}`}), false)
 	require.Equal(t, http.StatusCreated, send(h, req{key: "k", body: `{"item":"book"}`}).Code)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	require.NoError(t, f.eng.Drain(ctx))
+	drain(t, f.eng)
 	dup := send(h, req{key: "k", body: `{"item":"book"}`})
 	assert.Equal(t, "true", dup.Header().Get("Idempotent-Replayed"))
 	assert.Equal(t, int32(1), f.calls.Load())
@@ -153,9 +149,7 @@ func TestUnansweredReleasesDoNotStarveFinishRetries(t *testing.T) {
 	assert.Equal(t, []idem.EventKind{idem.EventStoreError}, kinds, "the completion's Finish is retried, not abandoned")
 
 	hs.failFinish.Store(false)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	require.NoError(t, f.eng.Drain(ctx))
+	drainWithin(t, f.eng, 20*time.Second)
 	dup := send(h, req{key: "paid", body: `{"item":1}`})
 	assert.Equal(t, "true", dup.Header().Get("Idempotent-Replayed"), "the late Finish stored the response")
 	assert.Equal(t, int32(1), f.calls.Load())
@@ -176,9 +170,7 @@ func TestUnansweredReleaseAttemptsBounded(t *testing.T) {
 	spec.InFlight.Lease = 2 * time.Second
 	h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
 	sendCtx(h, endedCtx(false), req{key: "k", body: `{"item":1}`})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	require.NoError(t, f.eng.Drain(ctx))
+	drain(t, f.eng)
 	assert.Equal(t, int64(idem.ClaimReleaseAttempts), hs.finishes.Load())
 	// The give-up log counts the releases tried, not the Begin before them.
 	assert.Contains(t, logged.String(), fmt.Sprintf("releases=%d", idem.ClaimReleaseAttempts))
@@ -208,9 +200,7 @@ func TestStoreTimeoutClaimReleased(t *testing.T) {
 	spec.InFlight.Lease = time.Hour
 	h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
 	requireProblem(t, send(h, req{key: "k", body: `{"item":1}`}), http.StatusServiceUnavailable, idem.CodeStoreUnavailable)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	require.NoError(t, f.eng.Drain(ctx))
+	drain(t, f.eng)
 
 	// The retry, through an engine whose store answers.
 	f2 := newFixtureStore(t, ms, ms, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true})
