@@ -239,7 +239,7 @@ func (c *compiler) run() *ir.Spec {
 			if ops[method] == nil {
 				continue
 			}
-			where := strings.ToUpper(method) + " " + path
+			where := ir.Where(method, path)
 			c.misspelled(c.doc.LookupFrom(itemNode, "/"+strings.ToLower(method)), "on "+where, []string{where})
 			op := c.operation(path, method, item, ops[method], itemNode)
 			if op != nil {
@@ -380,7 +380,7 @@ func (c *compiler) operation(path, method string, item *openapi3.PathItem, op *o
 	if opPos.IsZero() {
 		opPos = ir.Pos{File: c.doc.Path, Pointer: "/paths/" + load.Escape(path) + "/" + strings.ToLower(method)}
 	}
-	where := method + " " + path
+	where := ir.Where(method, path)
 	defer c.about(len(c.diags), where)
 
 	// Is the operation idempotent, and by which block?
@@ -517,7 +517,7 @@ func (c *compiler) checkResponseHeaders(out *ir.Operation, op *openapi3.Operatio
 		if pos.Line == 0 {
 			pos = out.Pos
 		}
-		c.diags.Warnf(pos, "response-header-not-replayed", "the %s response of %s %s declares the header %s, which a replay drops: list it in response.headers to replay it", h.Status, out.Method, out.Path, h.Name)
+		c.diags.Warnf(pos, "response-header-not-replayed", "the %s response of %s declares the header %s, which a replay drops: list it in response.headers to replay it", h.Status, out.Where(), h.Name)
 	}
 }
 
@@ -565,7 +565,7 @@ func (c *compiler) checkRequestHeaders(out *ir.Operation, params []paramRef) {
 		if sem == ir.Window {
 			what = fmt.Sprintf("two requests without a key that differ only in %s are taken for one: the second gets the first's replay", name)
 		}
-		c.diags.Warnf(pos, RuleHeaderNotFingerprinted, "%s %s declares the request header %s, which the fingerprint does not cover: %s; list it in fingerprint-headers, or silence [%s] for the operation if its value never changes what the request does", out.Method, out.Path, name, what, RuleHeaderNotFingerprinted)
+		c.diags.Warnf(pos, RuleHeaderNotFingerprinted, "%s declares the request header %s, which the fingerprint does not cover: %s; list it in fingerprint-headers, or silence [%s] for the operation if its value never changes what the request does", out.Where(), name, what, RuleHeaderNotFingerprinted)
 	}
 }
 
@@ -863,7 +863,7 @@ func (c *compiler) generatedParam(p paramRef) bool {
 func (c *compiler) checkKey(out *ir.Operation, op *openapi3.Operation, opNode load.Node, pathParams openapi3.Parameters, params []paramRef, b contract.Block) {
 	k := &out.Key
 	keyPos := k.Pos
-	where := out.Method + " " + out.Path
+	where := out.Where()
 	switch k.Carrier {
 	case ir.CarrierHeader, ir.CarrierQuery:
 		var decl *paramRef
@@ -1029,7 +1029,7 @@ const RuleConventionMismatch = "key-convention-mismatch"
 // but the operation declares another key by convention.
 func (c *compiler) conventionMismatch(out *ir.Operation, op *openapi3.Operation, pathParams openapi3.Parameters, pos ir.Pos) {
 	if cand, ok := MismatchedKey(op, pathParams, out.Key); ok {
-		c.diags.Warnf(pos, "key-convention-mismatch", "the contract's key is %s %s, but %s %s declares the key %s %s; set key.%s: %s", out.Key.Carrier, out.Key.Name, out.Method, out.Path, cand.Carrier, cand.Name, cand.Carrier, cand.Name)
+		c.diags.Warnf(pos, "key-convention-mismatch", "the contract's key is %s %s, but %s declares the key %s %s; set key.%s: %s", out.Key.Carrier, out.Key.Name, out.Where(), cand.Carrier, cand.Name, cand.Carrier, cand.Name)
 	}
 }
 
@@ -1086,7 +1086,7 @@ func (c *compiler) compareDecl(out *ir.Operation, b contract.Block, declRequired
 			pos:  pos(b.Key.Required.Pos),
 			what: fmt.Sprintf("the key is %s by the contract (key.required: %t) but the spec declares the %s", wanted, k.Required, short),
 			had:  had, fix: fix, required: !declRequired,
-		}, out.Method+" "+out.Path, at, target)
+		}, out.Where(), at, target)
 	}
 	if schema == nil || schema.Value == nil {
 		return false
@@ -1140,7 +1140,7 @@ func (c *compiler) compareDecl(out *ir.Operation, b contract.Block, declRequired
 // undeclared volatile and set-like members.
 func (c *compiler) checkPointers(out *ir.Operation, op *openapi3.Operation, b contract.Block) {
 	pol := &out.Policy
-	where := out.Method + " " + out.Path
+	where := out.Where()
 	body := jsonBodySchema(op)
 	hasNonJSON := out.Body != nil && !out.Body.JSON
 	check := func(list []ir.Pointer, field, label string) {

@@ -95,6 +95,9 @@ type Candidate struct {
 	AlsoJSON string
 }
 
+// Where names the candidate: its method and path, e.g. "POST /orders".
+func (c Candidate) Where() string { return ir.Where(c.Method, c.Path) }
+
 // Note is an operation that declares a key but gets no contract.
 type Note struct {
 	Method, Path string
@@ -104,6 +107,9 @@ type Note struct {
 	// 0 when unknown.
 	Pos ir.Pos
 }
+
+// Where names the note's operation: its method and path, e.g. "POST /orders".
+func (n Note) Where() string { return ir.Where(n.Method, n.Path) }
 
 // Operation is an operation that gets no contract.
 type Operation struct {
@@ -115,6 +121,9 @@ type Operation struct {
 	// 0 when unknown.
 	Pos ir.Pos
 }
+
+// Where names the operation: its method and path, e.g. "POST /orders".
+func (o Operation) Where() string { return ir.Where(o.Method, o.Path) }
 
 // Proposal is what Propose found and the overlay it wrote.
 type Proposal struct {
@@ -465,7 +474,7 @@ func (p *Proposal) document(title, specName, ovName string, withRoot, rootKey bo
 			}
 			block = node(fields...)
 		}
-		desc := fmt.Sprintf("%s %s declares the key %s.", c.Method, c.Path, c.Key.describe())
+		desc := fmt.Sprintf("%s declares the key %s.", c.Where(), c.Key.describe())
 		for _, o := range c.Others {
 			desc += fmt.Sprintf(" It also declares %s, not used as the key.", o.describe())
 		}
@@ -491,7 +500,7 @@ func (p *Proposal) document(title, specName, ovName string, withRoot, rootKey bo
 	if len(p.Notes) > 0 {
 		head = append(head, "", "Not annotated:")
 		for _, n := range p.Notes {
-			head = append(head, fmt.Sprintf("  %s %s declares the key %s, but %s.", n.Method, n.Path, n.Key.describe(), n.Reason))
+			head = append(head, fmt.Sprintf("  %s declares the key %s, but %s.", n.Where(), n.Key.describe(), n.Reason))
 		}
 	}
 	doc.HeadComment = strings.Join(head, "\n")

@@ -75,6 +75,15 @@ type Route struct {
 	Pos        Pos    `json:"pos"`
 }
 
+// Where names the route in messages and as a map key: its method and
+// path template, e.g. "POST /orders".
+func (r Route) Where() string { return Where(r.Method, r.Path) }
+
+// Where names an operation by its method, in upper case whatever case it
+// is given in, and its path template, e.g. "POST /orders": how messages,
+// diagnostics' Ops, ignores and indexes by route spell it.
+func Where(method, path string) string { return strings.ToUpper(method) + " " + path }
+
 // Decl is a Go identifier declared by oapi-codegen's output, and what in
 // the spec declares it.
 type Decl struct {
@@ -112,6 +121,10 @@ func (op *Operation) RecordName() string {
 	}
 	return op.GoName
 }
+
+// Where names the operation in messages and as a map key: its method and
+// path template, e.g. "POST /orders".
+func (op *Operation) Where() string { return Where(op.Method, op.Path) }
 
 // Names are the Go identifiers oapi-codegen generates for an operation
 // (see package generator/naming for the rules).

@@ -101,6 +101,15 @@ func TestHTTPMethod(t *testing.T) {
 
 // The client's wait on in-use answers outlasts a crashed holder's lease:
 // lease + max(the Retry-After sent, in whole seconds, backoff max).
+// TestWhere: an operation and a route are named "METHOD /path", the method
+// in upper case whatever case it is given in.
+func TestWhere(t *testing.T) {
+	assert.Equal(t, "POST /orders/{id}", ir.Where("post", "/orders/{id}"))
+	assert.Equal(t, "POST /orders/{id}", ir.Where("POST", "/orders/{id}"))
+	assert.Equal(t, "PATCH /a", (&ir.Operation{Method: "PATCH", Path: "/a"}).Where())
+	assert.Equal(t, "GET /b", ir.Route{Method: "GET", Path: "/b"}.Where())
+}
+
 func TestInUseWait(t *testing.T) {
 	s := time.Second
 	pol := func(lease, ra, bmax time.Duration) ir.Policy {

@@ -142,11 +142,11 @@ func Generate(spec *ir.Spec, opts emitter.Options, cfg Config) ([]byte, error) {
 	for _, op := range spec.Operations {
 		k := op.Key
 		if k.Format == ir.FormatToken && k.MaxLength < 36 {
-			diags.Unsupportedf(k.Pos, "client-key-length", "the client helper of %s %s creates UUID keys (36 characters), longer than key.max-length %d; raise max-length to 36 or more", op.Method, op.Path, k.MaxLength)
+			diags.Unsupportedf(k.Pos, "client-key-length", "the client helper of %s creates UUID keys (36 characters), longer than key.max-length %d; raise max-length to 36 or more", op.Where(), k.MaxLength)
 		}
 		checkKeySchema(op, &diags)
 		if k.Param != nil && op.Names.Params == "" {
-			diags.Errorf(k.Pos, "internal-error", "%s %s declares its key parameter but has no parameters object", op.Method, op.Path)
+			diags.Errorf(k.Pos, "internal-error", "%s declares its key parameter but has no parameters object", op.Where())
 		}
 	}
 	if diags.HasErrors() {
@@ -202,7 +202,7 @@ func checkKeySchema(op *ir.Operation, diags *diag.List) {
 		kind = "UUID v4"
 	}
 	report := func(what string) {
-		diags.Unsupportedf(pos, "client-key-schema", "the client helper of %s %s creates %s keys such as %s, but %s; the helper cannot make keys of another shape: loosen the key's schema to admit them", op.Method, op.Path, kind, samples[0], what)
+		diags.Unsupportedf(pos, "client-key-schema", "the client helper of %s creates %s keys such as %s, but %s; the helper cannot make keys of another shape: loosen the key's schema to admit them", op.Where(), kind, samples[0], what)
 	}
 	s := k.Schema
 	if s.MinLength > len(samples[0]) {
@@ -282,7 +282,7 @@ func (g *gen) typeDecl() {
 	for _, op := range g.spec.Operations {
 		ok, bad := typed(op)
 		if !ok {
-			fmt.Fprintf(&doc, "  - %s %s (%s): no typed helper (idemgen does not know the Go type of path parameter %s); call %s, which %s retries with a new key per request\n", op.Method, op.Path, op.RecordName(), bad, op.Names.WithResponse, g.cfg.Doer())
+			fmt.Fprintf(&doc, "  - %s (%s): no typed helper (idemgen does not know the Go type of path parameter %s); call %s, which %s retries with a new key per request\n", op.Where(), op.RecordName(), bad, op.Names.WithResponse, g.cfg.Doer())
 			continue
 		}
 		var names []string
@@ -295,7 +295,7 @@ func (g *gen) typeDecl() {
 		if hasFormHelper(op) {
 			names = append(names, op.GoName+formSuffix)
 		}
-		fmt.Fprintf(&doc, "  - %s %s (%s): %s; %s semantics, window %s, key %s\n", op.Method, op.Path, op.RecordName(), strings.Join(names, ", "), op.Policy.Semantics, ir.FormatDuration(op.Policy.Window), keyDoc(op))
+		fmt.Fprintf(&doc, "  - %s (%s): %s; %s semantics, window %s, key %s\n", op.Where(), op.RecordName(), strings.Join(names, ", "), op.Policy.Semantics, ir.FormatDuration(op.Policy.Window), keyDoc(op))
 	}
 	doc.WriteString("\nWiring:\n\n")
 	fmt.Fprintf(&doc, "\tc, err := New%s(server, WithHTTPClient(httpClient)) // its HTTP client is wrapped in %s\n", t, g.cfg.Doer())
@@ -510,7 +510,7 @@ func (g *gen) helper(op *ir.Operation, kind helperKind) {
 	case kind == helperForm:
 		fmt.Fprintf(&d, "%s is %sWithBody with a form body (application/x-www-form-urlencoded), through %s: the body is encoded once and the same bytes are sent with every attempt.", name, op.GoName, method)
 	default:
-		fmt.Fprintf(&d, "%s calls %s %s (%s) as one logical call, through %s.", name, op.Method, op.Path, op.RecordName(), method)
+		fmt.Fprintf(&d, "%s calls %s (%s) as one logical call, through %s.", name, op.Where(), op.RecordName(), method)
 		if sum := strings.TrimSpace(op.Summary); sum != "" {
 			if !strings.HasSuffix(sum, ".") {
 				sum += "."
@@ -651,7 +651,7 @@ func Policy(op *ir.Operation) idemclient.Policy {
 func (g *gen) policies() {
 	for _, op := range g.spec.Operations {
 		p := Policy(op)
-		g.docf("%s is the client half of the contract of %s %s (%s): %s semantics, window %s, longest retry span %s.", g.policyVar(op), op.Method, op.Path, op.RecordName(), op.Policy.Semantics, ir.FormatDuration(op.Policy.Window), ir.FormatDuration(p.LongestSpan()))
+		g.docf("%s is the client half of the contract of %s (%s): %s semantics, window %s, longest retry span %s.", g.policyVar(op), op.Where(), op.RecordName(), op.Policy.Semantics, ir.FormatDuration(op.Policy.Window), ir.FormatDuration(p.LongestSpan()))
 		g.f.Var().Id(g.policyVar(op)).Op("=").Add(policyLiteral(p))
 	}
 }
@@ -823,7 +823,7 @@ func (g *gen) matcher() {
 	q := func(id string) *jen.Statement { return jen.Qual(clientPkg, id) }
 	policy := map[string]string{}
 	for _, op := range g.spec.Operations {
-		policy[op.Method+" "+op.Path] = g.policyVar(op)
+		policy[op.Where()] = g.policyVar(op)
 	}
 	bases := jen.Code(jen.Nil())
 	basesDoc := ""
@@ -839,7 +839,7 @@ func (g *gen) matcher() {
 	g.f.Var().Id(px+"Routes").Op("=").Add(q("NewRouteTable")).Call(bases, jen.Index().Add(q("Route")).ValuesFunc(func(gr *jen.Group) {
 		for _, r := range g.routes() {
 			pol := jen.Code(jen.Nil())
-			if v := policy[r.Method+" "+r.Path]; v != "" {
+			if v := policy[r.Where()]; v != "" {
 				pol = jen.Op("&").Id(v)
 			}
 			gr.Line().Values(jen.Id("Method").Op(":").Lit(r.Method), jen.Id("Path").Op(":").Lit(r.Path), jen.Id("Policy").Op(":").Add(pol))
@@ -899,7 +899,7 @@ func checkNames(spec *ir.Spec, opts emitter.Options, cfg Config, diags *diag.Lis
 				if !first.IsZero() {
 					where = fmt.Sprintf("the helper of the operation at %s:%d:%d", first.File, first.Line, first.Col)
 				}
-				diags.Errorf(op.Pos, "go-name-collision", "the client helper %s of %s %s collides with %s", n, op.Method, op.Path, where)
+				diags.Errorf(op.Pos, "go-name-collision", "the client helper %s of %s collides with %s", n, op.Where(), where)
 				continue
 			}
 			methods[n] = op.Pos

@@ -156,11 +156,11 @@ func Generate(spec *ir.Spec, opts emitter.Options, cfg Config) ([]byte, error) {
 				errs = j.Unwrap()
 			}
 			for _, e := range errs {
-				diags.Unsupportedf(op.ContractPos, "runtime-policy", "the runtime cannot enforce the contract of %s %s: %v", op.Method, op.Path, e)
+				diags.Unsupportedf(op.ContractPos, "runtime-policy", "the runtime cannot enforce the contract of %s: %v", op.Where(), e)
 			}
 		}
 		if cfg.Strict && op.Key.Param != nil && op.Names.Params == "" {
-			diags.Errorf(op.Key.Pos, "internal-error", "%s %s declares its key parameter but has no parameters object", op.Method, op.Path)
+			diags.Errorf(op.Key.Pos, "internal-error", "%s declares its key parameter but has no parameters object", op.Where())
 		}
 	}
 	if diags.HasErrors() {
@@ -297,7 +297,7 @@ func (g *gen) typeDecl() {
 	doc.WriteString(" A retried request with the same idempotency key runs its operation once; every retry gets the first response (with Idempotent-Replayed: true) or an RFC 9457 problem.\n\n")
 	doc.WriteString("Idempotent operations:\n\n")
 	for _, op := range g.spec.Operations {
-		fmt.Fprintf(&doc, "  - %s %s (%s): %s semantics, window %s, key %s\n", op.Method, op.Path, op.RecordName(), op.Policy.Semantics, ir.FormatDuration(op.Policy.Window), keyDoc(op.Key))
+		fmt.Fprintf(&doc, "  - %s (%s): %s semantics, window %s, key %s\n", op.Where(), op.RecordName(), op.Policy.Semantics, ir.FormatDuration(op.Policy.Window), keyDoc(op.Key))
 	}
 	opts, router := routerOptions[g.cfg.Router]
 	doc.WriteString("\nWiring:\n\n")
@@ -368,7 +368,7 @@ func keyDoc(k ir.Key) string {
 func (g *gen) policies() {
 	t := g.cfg.Type
 	for i, op := range g.spec.Operations {
-		g.docf("%s is the policy of %s %s (%s).", g.policyVar(op), op.Method, op.Path, op.RecordName())
+		g.docf("%s is the policy of %s (%s).", g.policyVar(op), op.Where(), op.RecordName())
 		g.f.Var().Id(g.policyVar(op)).Op("=").Qual(idemPkg, "MustCompile").Call(specLiteral(g.specs[i]))
 	}
 	var list []jen.Code
@@ -716,7 +716,7 @@ func before(a, b route) int {
 func (g *gen) routes() map[string][]route {
 	index := map[string]int{}
 	for i, op := range g.spec.Operations {
-		index[op.Method+" "+op.Path] = i
+		index[op.Where()] = i
 	}
 	all := g.spec.Routes
 	if len(all) == 0 { // an IR without routes: the idempotent operations alone
@@ -730,7 +730,7 @@ func (g *gen) routes() map[string][]route {
 		if r.Pos.File == g.spec.Source {
 			rt.order = r.Pos.Line
 		}
-		if i, ok := index[r.Method+" "+r.Path]; ok {
+		if i, ok := index[r.Where()]; ok {
 			rt.policy = i
 			idemRoutes = append(idemRoutes, rt)
 		} else {

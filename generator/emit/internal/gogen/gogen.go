@@ -206,7 +206,7 @@ func OapiNames(spec *ir.Spec) map[string]Owner {
 		for _, name := range []string{n.Params, n.RequestObject, n.ResponseObject, n.ResponseType, n.JSONBody, n.JSONRequestBody,
 			"New" + r.GoName + "Request", "New" + r.GoName + "RequestWithBody", "Parse" + r.GoName + "Response"} {
 			if _, ok := names[name]; !ok {
-				names[name] = Owner{What: "operation " + r.Method + " " + r.Path, Pos: at(r.Pos)}
+				names[name] = Owner{What: "operation " + r.Where(), Pos: at(r.Pos)}
 			}
 		}
 	}
