@@ -535,10 +535,7 @@ func (c *compiler) checkRequestHeaders(out *ir.Operation, params []paramRef) {
 	if sem == ir.Loose {
 		return
 	}
-	keyHeader := ""
-	if out.Key.Carrier == ir.CarrierHeader {
-		keyHeader = out.Key.Name
-	}
+	keyHeader := KeyHeader(out.Key.Carrier, out.Key.Name)
 	// A header the path item and the operation both declare, in another
 	// case (mergeParamRefs keeps both), is reported once, at the
 	// operation's, which comes later.
@@ -567,6 +564,24 @@ func (c *compiler) checkRequestHeaders(out *ir.Operation, params []paramRef) {
 		}
 		c.diags.Warnf(pos, RuleHeaderNotFingerprinted, "%s declares the request header %s, which the fingerprint does not cover: %s; list it in fingerprint-headers, or silence [%s] for the operation if its value never changes what the request does", out.Where(), name, what, RuleHeaderNotFingerprinted)
 	}
+}
+
+// KeyHeader is the header that carries a key of carrier and name (the
+// keyHeader of UnfingerprintedHeader and DeclaredRequestHeaders): name for
+// a header key, "" for a key in the query or the body.
+func KeyHeader(carrier ir.Carrier, name string) string { return keyIn(ir.CarrierHeader, carrier, name) }
+
+// KeyPointer is the body member that carries a key of carrier and name
+// (the keyPtr of Candidates): name, a JSON pointer, for a body key, "" for
+// a key in a header or the query.
+func KeyPointer(carrier ir.Carrier, name string) string { return keyIn(ir.CarrierBody, carrier, name) }
+
+// keyIn is name when carrier is in, else "".
+func keyIn(in, carrier ir.Carrier, name string) string {
+	if carrier != in {
+		return ""
+	}
+	return name
 }
 
 // UnfingerprintedHeader reports whether the request header name, which an
@@ -1230,10 +1245,7 @@ func (c *compiler) checkPointers(out *ir.Operation, op *openapi3.Operation, b co
 	}
 	volPos := firstNonZero(b.Volatile.Pos, out.ContractPos)
 	unPos := firstNonZero(b.Unordered.Pos, out.ContractPos)
-	keyPtr := ""
-	if out.Key.Carrier == ir.CarrierBody {
-		keyPtr = out.Key.Name
-	}
+	keyPtr := KeyPointer(out.Key.Carrier, out.Key.Name)
 	for _, m := range walk(body, 8) {
 		if m.path == keyPtr {
 			continue

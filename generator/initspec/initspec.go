@@ -225,11 +225,7 @@ func Propose(path string, opts Options) (*Proposal, diag.List) {
 				continue // a contract exists
 			}
 			c := Candidate{Method: method, Path: pth, OperationID: op.OperationID, Key: keys[0], Others: keys[1:]}
-			keyPtr := ""
-			if c.Key.Carrier == ir.CarrierBody {
-				keyPtr = c.Key.Name
-			}
-			c.Volatile, c.Unordered = compile.Candidates(op, keyPtr)
+			c.Volatile, c.Unordered = compile.Candidates(op, compile.KeyPointer(c.Key.Carrier, c.Key.Name))
 			for _, h := range compile.DeclaredResponseHeaders(op) {
 				c.ResponseHeaders = append(c.ResponseHeaders, h.Name)
 			}
@@ -237,11 +233,7 @@ func Propose(path string, opts Options) (*Proposal, diag.List) {
 			if c.Multipart != "" {
 				c.AlsoJSON = jsonBody(op)
 			} else {
-				keyHeader := ""
-				if c.Key.Carrier == ir.CarrierHeader {
-					keyHeader = c.Key.Name
-				}
-				c.FingerprintHeaders = compile.DeclaredRequestHeaders(d.T, op, item.Parameters, keyHeader)
+				c.FingerprintHeaders = compile.DeclaredRequestHeaders(d.T, op, item.Parameters, compile.KeyHeader(c.Key.Carrier, c.Key.Name))
 			}
 			p.Candidates = append(p.Candidates, c)
 		}
