@@ -94,18 +94,12 @@ func Resolve(b Block) (Resolved, diag.List, bool) {
 		diags.Warnf(firstPos(b.Key.Required.Pos, b.Pos), "key-optional", "key.required is false with %s semantics: a request without a key is not deduplicated at all", pol.Semantics)
 	}
 
-	for _, v := range b.Volatile.V {
-		pol.Volatile = append(pol.Volatile, ir.Pointer{Pointer: v.V, Pos: v.Pos})
-	}
-	for _, v := range b.Unordered.V {
-		pol.Unordered = append(pol.Unordered, ir.Pointer{Pointer: v.V, Pos: v.Pos})
-	}
+	pol.Volatile = pointers(b.Volatile.V)
+	pol.Unordered = pointers(b.Unordered.V)
 	// Header names keep the spec's spelling (the documentation prints
 	// them); the runtime canonicalizes them, and the parser has refused
 	// two spellings of one name.
-	for _, h := range b.FingerprintHeaders.V {
-		pol.FingerprintHeaders = append(pol.FingerprintHeaders, h.V)
-	}
+	pol.FingerprintHeaders = values(b.FingerprintHeaders.V)
 	compatible(b, pol, &diags, ok)
 	if b.Scope.Set {
 		pol.Scope = []string{}
@@ -129,10 +123,7 @@ func Resolve(b Block) (Resolved, diag.List, bool) {
 	}
 	pol.Failures = orDefault(b.Failures, DefaultFailures)
 	pol.Response.MaxBytes = orDefault(b.Response.MaxBytes, DefaultMaxBytes)
-	pol.Response.Headers = []string{}
-	for _, h := range b.Response.Headers.V {
-		pol.Response.Headers = append(pol.Response.Headers, h.V)
-	}
+	pol.Response.Headers = append([]string{}, values(b.Response.Headers.V)...)
 	pol.Request.MaxBytes = orDefault(b.Request.MaxBytes, DefaultMaxBytes)
 
 	rt := &pol.Retry
@@ -248,30 +239,14 @@ func compatible(b Block, pol *ir.Policy, diags *diag.List, sure bool) {
 	if !b.CompatibleFingerprints.Set {
 		return
 	}
-	pointers := func(f Field[[]Field[string]], cur []ir.Pointer) []ir.Pointer {
-		if !f.Set {
-			return slices.Clone(cur)
-		}
-		var out []ir.Pointer
-		for _, v := range f.V {
-			out = append(out, ir.Pointer{Pointer: v.V, Pos: v.Pos})
-		}
-		return out
-	}
 	current := pol.Fingerprint()
 	var seen []int // the entries kept, by index
 	for i, e := range b.CompatibleFingerprints.V {
 		fs := ir.FingerprintSettings{
-			Volatile:           pointers(e.Volatile, pol.Volatile),
-			Unordered:          pointers(e.Unordered, pol.Unordered),
-			FingerprintHeaders: slices.Clone(pol.FingerprintHeaders),
+			Volatile:           orCurrent(e.Volatile, pol.Volatile, pointers),
+			Unordered:          orCurrent(e.Unordered, pol.Unordered, pointers),
+			FingerprintHeaders: orCurrent(e.FingerprintHeaders, pol.FingerprintHeaders, values),
 			Pos:                e.Pos,
-		}
-		if e.FingerprintHeaders.Set {
-			fs.FingerprintHeaders = nil
-			for _, h := range e.FingerprintHeaders.V {
-				fs.FingerprintHeaders = append(fs.FingerprintHeaders, h.V)
-			}
 		}
 		pol.CompatibleFingerprints = append(pol.CompatibleFingerprints, fs)
 		if e.Refused || !sure || pol.Semantics != ir.Strict {
@@ -296,4 +271,33 @@ func compatible(b Block, pol *ir.Policy, diags *diag.List, sure bool) {
 	case ir.Window:
 		diags.Warnf(b.CompatibleFingerprints.Pos, RuleCompatibleNoEffect, "compatible-fingerprints has no effect under window semantics: a retry with the key of a request made under other settings gets its replay whatever its fingerprint, and a request without a key is found by its current fingerprint only")
 	}
+}
+
+// pointers is the IR's form of a list of JSON pointers as written, nil for
+// none.
+func pointers(l []Field[string]) []ir.Pointer {
+	var out []ir.Pointer
+	for _, v := range l {
+		out = append(out, ir.Pointer{Pointer: v.V, Pos: v.Pos})
+	}
+	return out
+}
+
+// values is the values of a list as written, without their positions, nil
+// for none.
+func values[T any](l []Field[T]) []T {
+	var out []T
+	for _, v := range l {
+		out = append(out, v.V)
+	}
+	return out
+}
+
+// orCurrent is a list of a compatible-fingerprints entry: conv of the list
+// the entry gives, or a copy of the current one (cur) when it leaves it out.
+func orCurrent[T any](f Field[[]Field[string]], cur []T, conv func([]Field[string]) []T) []T {
+	if !f.Set {
+		return slices.Clone(cur)
+	}
+	return conv(f.V)
 }
