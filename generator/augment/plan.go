@@ -571,7 +571,7 @@ func (p *planner) responses(op *ir.Operation, opNode, upd *yaml.Node) {
 			missing = append(missing, code)
 			continue
 		}
-		if ptr, _ := refTarget(existing); strings.HasPrefix(ptr, "/components/responses/"+responseName(s)) && marked(lookup(p.root, ptr)) {
+		if ptr, _ := refTarget(existing); strings.HasPrefix(ptr, "/components/responses/"+responseName(s)) && compile.Marked(lookup(p.root, ptr)) {
 			// idemgen's own component, from an earlier run: replaced
 			// (and reported stale) when the contracts imply another one.
 			p.comps.ref("responses", responseName(s), p.responseDef(s), true)
@@ -600,7 +600,7 @@ func (p *planner) removeReplayed(op *ir.Operation, code string, r *yaml.Node) {
 	h := childFold(headers, "Idempotent-Replayed")
 	ptr, external := refTarget(unalias(h))
 	prefix := "/components/headers/"
-	if h == nil || external || !strings.HasPrefix(ptr, prefix+ReplayedHeader) || !marked(lookup(p.root, ptr)) {
+	if h == nil || external || !strings.HasPrefix(ptr, prefix+ReplayedHeader) || !compile.Marked(lookup(p.root, ptr)) {
 		return
 	}
 	n := h

@@ -860,18 +860,21 @@ const (
 	MarkerValue = "idemgen"
 )
 
+// Marked reports whether the mapping n is marked as idemgen spec's own:
+// its Marker entry (through merge keys and aliases) is MarkerValue.
+func Marked(n *yaml.Node) bool {
+	m := yamlmerge.Unalias(yamlmerge.Value(n, Marker))
+	return m != nil && m.Kind == yaml.ScalarNode && m.Value == MarkerValue
+}
+
 // generatedParam reports whether p is a $ref to a parameter component of
-// this document that idemgen spec wrote (marked with Marker).
+// this document that idemgen spec wrote (Marked).
 func (c *compiler) generatedParam(p paramRef) bool {
 	if p.ref == "" {
 		return false
 	}
 	n := c.doc.Deref(c.doc.Lookup(p.ptr))
-	if n.Node == nil || n.File != c.doc.Path || !strings.HasPrefix(n.Pointer, "/components/parameters/") {
-		return false
-	}
-	m := yamlmerge.Value(n.Node, Marker)
-	return m != nil && m.Kind == yaml.ScalarNode && m.Value == MarkerValue
+	return n.Node != nil && n.File == c.doc.Path && strings.HasPrefix(n.Pointer, "/components/parameters/") && Marked(n.Node)
 }
 
 // checkKey checks the key carrier against the spec's declarations.
