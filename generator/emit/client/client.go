@@ -285,17 +285,7 @@ func (g *gen) typeDecl() {
 			fmt.Fprintf(&doc, "  - %s (%s): no typed helper (idemgen does not know the Go type of path parameter %s); call %s, which %s retries with a new key per request\n", op.Where(), op.RecordName(), bad, op.Names.WithResponse, g.cfg.Doer())
 			continue
 		}
-		var names []string
-		if hasJSONHelper(op) {
-			names = append(names, op.GoName)
-		}
-		if op.Body != nil {
-			names = append(names, op.GoName+"WithBody")
-		}
-		if hasFormHelper(op) {
-			names = append(names, op.GoName+formSuffix)
-		}
-		fmt.Fprintf(&doc, "  - %s (%s): %s; %s semantics, window %s, key %s\n", op.Where(), op.RecordName(), strings.Join(names, ", "), op.Policy.Semantics, ir.FormatDuration(op.Policy.Window), keyDoc(op))
+		fmt.Fprintf(&doc, "  - %s (%s): %s; %s semantics, window %s, key %s\n", op.Where(), op.RecordName(), strings.Join(helperNames(op), ", "), op.Policy.Semantics, ir.FormatDuration(op.Policy.Window), keyDoc(op))
 	}
 	doc.WriteString("\nWiring:\n\n")
 	fmt.Fprintf(&doc, "\tc, err := New%s(server, WithHTTPClient(httpClient)) // its HTTP client is wrapped in %s\n", t, g.cfg.Doer())
@@ -340,12 +330,46 @@ const (
 	helperForm                    // the form body type
 )
 
-func helperName(op *ir.Operation) string {
+// helperKinds are the helpers of op, in the order the file declares them:
+// the typed one (JSON body or none), the raw body's, the form body's.
+func helperKinds(op *ir.Operation) []helperKind {
+	var ks []helperKind
 	if hasJSONHelper(op) {
-		return op.GoName
+		ks = append(ks, helperTyped)
 	}
-	return op.GoName + "WithBody"
+	if op.Body != nil {
+		ks = append(ks, helperRaw)
+	}
+	if hasFormHelper(op) {
+		ks = append(ks, helperForm)
+	}
+	return ks
 }
+
+// names are the name of op's helper of kind k and the ClientWithResponses
+// method it calls.
+func (k helperKind) names(op *ir.Operation) (name, method string) {
+	switch k {
+	case helperRaw:
+		return op.GoName + "WithBody", op.Names.WithBodyWithResponse
+	case helperForm:
+		return op.GoName + formSuffix, op.GoName + formSuffix + "WithResponse"
+	}
+	return op.GoName, op.Names.WithResponse
+}
+
+// helperNames are the names of op's helpers, in helperKinds' order.
+func helperNames(op *ir.Operation) []string {
+	var names []string
+	for _, k := range helperKinds(op) {
+		name, _ := k.names(op)
+		names = append(names, name)
+	}
+	return names
+}
+
+// helperName is op's first helper, the one the type's documentation shows.
+func helperName(op *ir.Operation) string { return helperNames(op)[0] }
 
 func exampleArgs(op *ir.Operation) string {
 	var b strings.Builder
@@ -453,27 +477,15 @@ func goType(t string) jen.Code {
 }
 
 func (g *gen) helpers(op *ir.Operation) {
-	if hasJSONHelper(op) {
-		g.helper(op, helperTyped)
-	}
-	if op.Body != nil {
-		g.helper(op, helperRaw)
-	}
-	if hasFormHelper(op) {
-		g.helper(op, helperForm)
+	for _, k := range helperKinds(op) {
+		g.helper(op, k)
 	}
 }
 
 func (g *gen) helper(op *ir.Operation, kind helperKind) {
 	t := g.cfg.Type
 	raw := kind == helperRaw
-	name, method := op.GoName, op.Names.WithResponse
-	switch kind {
-	case helperRaw:
-		name, method = op.GoName+"WithBody", op.Names.WithBodyWithResponse
-	case helperForm:
-		name, method = op.GoName+formSuffix, op.GoName+formSuffix+"WithResponse"
-	}
+	name, method := kind.names(op)
 	q := func(id string) *jen.Statement { return jen.Qual(clientPkg, id) }
 	params, args := pathArgs(op)
 	params = append([]jen.Code{jen.Id("ctx").Qual("context", "Context")}, params...)
@@ -660,18 +672,6 @@ func (g *gen) policies() {
 // explicit, so the generated file documents the whole policy.
 func policyLiteral(p idemclient.Policy) jen.Code {
 	q := func(name string) *jen.Statement { return jen.Qual(clientPkg, name) }
-	type kv struct {
-		k string
-		v jen.Code
-	}
-	fields := func(kvs ...kv) jen.Code {
-		return jen.ValuesFunc(func(g *jen.Group) {
-			for _, f := range kvs {
-				g.Line().Id(f.k).Op(":").Add(f.v)
-			}
-			g.Line()
-		})
-	}
 	jitter := map[idemclient.Jitter]string{idemclient.JitterFull: "JitterFull", idemclient.JitterEqual: "JitterEqual", idemclient.JitterNone: "JitterNone"}[p.Backoff.Jitter]
 	format := map[idemclient.KeyFormat]string{idemclient.FormatUUID: "FormatUUID", idemclient.FormatUUIDv4: "FormatUUIDv4", idemclient.FormatUUIDv7: "FormatUUIDv7", idemclient.FormatToken: "FormatToken"}[p.KeyFormat]
 	carrier := map[idemclient.KeyCarrier]string{idemclient.CarrierHeader: "CarrierHeader", idemclient.CarrierQuery: "CarrierQuery", idemclient.CarrierBody: "CarrierBody"}[p.KeyCarrier]
@@ -683,23 +683,23 @@ func policyLiteral(p idemclient.Policy) jen.Code {
 			}
 		})
 	}
-	return q("Policy").Add(fields(
-		kv{"MaxAttempts", jen.Lit(p.MaxAttempts)},
-		kv{"Backoff", q("Backoff").Add(fields(
-			kv{"Initial", gogen.DurationCode(p.Backoff.Initial)},
-			kv{"Max", gogen.DurationCode(p.Backoff.Max)},
-			kv{"Multiplier", jen.Lit(p.Backoff.Multiplier)},
-			kv{"Jitter", q(jitter)},
-		))},
-		kv{"On", q("RetryOn").Add(fields(
-			kv{"Connection", jen.Lit(p.On.Connection)},
-			kv{"Statuses", statuses},
-		))},
-		kv{"InUseWait", gogen.DurationCode(p.InUseWait)},
-		kv{"KeyFormat", q(format)},
-		kv{"KeyCarrier", q(carrier)},
-		kv{"KeyName", jen.Lit(p.KeyName)},
-		kv{"KeyMaxLength", jen.Lit(p.KeyMaxLength)},
+	return q("Policy").Add(gogen.Fields(
+		gogen.Field("MaxAttempts", jen.Lit(p.MaxAttempts)),
+		gogen.Field("Backoff", q("Backoff").Add(gogen.Fields(
+			gogen.Field("Initial", gogen.DurationCode(p.Backoff.Initial)),
+			gogen.Field("Max", gogen.DurationCode(p.Backoff.Max)),
+			gogen.Field("Multiplier", jen.Lit(p.Backoff.Multiplier)),
+			gogen.Field("Jitter", q(jitter)),
+		))),
+		gogen.Field("On", q("RetryOn").Add(gogen.Fields(
+			gogen.Field("Connection", jen.Lit(p.On.Connection)),
+			gogen.Field("Statuses", statuses),
+		))),
+		gogen.Field("InUseWait", gogen.DurationCode(p.InUseWait)),
+		gogen.Field("KeyFormat", q(format)),
+		gogen.Field("KeyCarrier", q(carrier)),
+		gogen.Field("KeyName", jen.Lit(p.KeyName)),
+		gogen.Field("KeyMaxLength", jen.Lit(p.KeyMaxLength)),
 	))
 }
 
@@ -883,17 +883,7 @@ func checkNames(spec *ir.Spec, opts emitter.Options, cfg Config, diags *diag.Lis
 		if ok, _ := typed(op); !ok {
 			continue
 		}
-		var names []string
-		if hasJSONHelper(op) {
-			names = append(names, op.GoName)
-		}
-		if op.Body != nil {
-			names = append(names, op.GoName+"WithBody")
-		}
-		if hasFormHelper(op) {
-			names = append(names, op.GoName+formSuffix)
-		}
-		for _, n := range names {
+		for _, n := range helperNames(op) {
 			if first, ok := methods[n]; ok {
 				where := "the embedded ClientWithResponses"
 				if !first.IsZero() {

@@ -482,66 +482,54 @@ func specLiteral(s idem.Spec) jen.Code {
 	if s.Failures == idem.FailuresReplay {
 		failures = "FailuresReplay"
 	}
-	type kv struct {
-		k string
-		v jen.Code
-	}
-	fields := func(kvs ...kv) jen.Code {
-		return jen.ValuesFunc(func(g *jen.Group) {
-			for _, f := range kvs {
-				g.Line().Id(f.k).Op(":").Add(f.v)
-			}
-			g.Line()
-		})
-	}
-	all := []kv{
-		{"Operation", jen.Lit(s.Operation)},
-		{"Method", jen.Lit(s.Method)},
-		{"Path", jen.Lit(s.Path)},
-		{"Semantics", q(sem)},
-		{"Window", gogen.DurationCode(s.Window)},
-		{"Key", q("KeySpec").Add(fields(
-			kv{"Carrier", q(carrier)},
-			kv{"Name", jen.Lit(s.Key.Name)},
-			kv{"Required", q(req)},
-			kv{"Format", q(format)},
-			kv{"MaxLength", jen.Lit(s.Key.MaxLength)},
-		))},
-		{"Volatile", strs(s.Volatile)},
-		{"Unordered", strs(s.Unordered)},
-		{"FingerprintHeaders", strs(s.FingerprintHeaders)},
-		{"Scope", q(map[idem.Scope]string{idem.ScopePrincipal: "ScopePrincipal", idem.ScopeShared: "ScopeShared"}[s.Scope])},
-		{"ConflictStatus", jen.Lit(s.ConflictStatus)},
-		{"InFlight", q("InFlightSpec").Add(fields(
-			kv{"Status", jen.Lit(s.InFlight.Status)},
-			kv{"RetryAfter", gogen.DurationCode(s.InFlight.RetryAfter)},
-			kv{"Lease", gogen.DurationCode(s.InFlight.Lease)},
-			kv{"Wait", gogen.DurationCode(s.InFlight.Wait)},
-		))},
-		{"Failures", q(failures)},
-		{"Response", q("ResponseSpec").Add(fields(
-			kv{"MaxBytes", jen.Lit(s.Response.MaxBytes)},
-			kv{"Headers", strs(s.Response.Headers)},
-		))},
-		{"Request", q("RequestSpec").Add(fields(
-			kv{"MaxBytes", jen.Lit(int(s.Request.MaxBytes))},
-		))},
+	all := []jen.Code{
+		gogen.Field("Operation", jen.Lit(s.Operation)),
+		gogen.Field("Method", jen.Lit(s.Method)),
+		gogen.Field("Path", jen.Lit(s.Path)),
+		gogen.Field("Semantics", q(sem)),
+		gogen.Field("Window", gogen.DurationCode(s.Window)),
+		gogen.Field("Key", q("KeySpec").Add(gogen.Fields(
+			gogen.Field("Carrier", q(carrier)),
+			gogen.Field("Name", jen.Lit(s.Key.Name)),
+			gogen.Field("Required", q(req)),
+			gogen.Field("Format", q(format)),
+			gogen.Field("MaxLength", jen.Lit(s.Key.MaxLength)),
+		))),
+		gogen.Field("Volatile", strs(s.Volatile)),
+		gogen.Field("Unordered", strs(s.Unordered)),
+		gogen.Field("FingerprintHeaders", strs(s.FingerprintHeaders)),
+		gogen.Field("Scope", q(map[idem.Scope]string{idem.ScopePrincipal: "ScopePrincipal", idem.ScopeShared: "ScopeShared"}[s.Scope])),
+		gogen.Field("ConflictStatus", jen.Lit(s.ConflictStatus)),
+		gogen.Field("InFlight", q("InFlightSpec").Add(gogen.Fields(
+			gogen.Field("Status", jen.Lit(s.InFlight.Status)),
+			gogen.Field("RetryAfter", gogen.DurationCode(s.InFlight.RetryAfter)),
+			gogen.Field("Lease", gogen.DurationCode(s.InFlight.Lease)),
+			gogen.Field("Wait", gogen.DurationCode(s.InFlight.Wait)),
+		))),
+		gogen.Field("Failures", q(failures)),
+		gogen.Field("Response", q("ResponseSpec").Add(gogen.Fields(
+			gogen.Field("MaxBytes", jen.Lit(s.Response.MaxBytes)),
+			gogen.Field("Headers", strs(s.Response.Headers)),
+		))),
+		gogen.Field("Request", q("RequestSpec").Add(gogen.Fields(
+			gogen.Field("MaxBytes", jen.Lit(int(s.Request.MaxBytes))),
+		))),
 	}
 	// CompatibleFingerprints only when the contract has compatible-fingerprints: the
 	// literals of other operations stay as they were.
 	if len(s.CompatibleFingerprints) > 0 {
-		all = append(all, kv{"CompatibleFingerprints", jen.Index().Add(q("FingerprintSpec")).ValuesFunc(func(g *jen.Group) {
+		all = append(all, gogen.Field("CompatibleFingerprints", jen.Index().Add(q("FingerprintSpec")).ValuesFunc(func(g *jen.Group) {
 			for _, f := range s.CompatibleFingerprints {
-				g.Line().Add(fields(
-					kv{"Volatile", strs(f.Volatile)},
-					kv{"Unordered", strs(f.Unordered)},
-					kv{"FingerprintHeaders", strs(f.FingerprintHeaders)},
+				g.Line().Add(gogen.Fields(
+					gogen.Field("Volatile", strs(f.Volatile)),
+					gogen.Field("Unordered", strs(f.Unordered)),
+					gogen.Field("FingerprintHeaders", strs(f.FingerprintHeaders)),
 				))
 			}
 			g.Line()
-		})})
+		})))
 	}
-	return q("Spec").Add(fields(all...))
+	return q("Spec").Add(gogen.Fields(all...))
 }
 
 // strictFunc declares the generated strict method (its body is the

@@ -137,6 +137,21 @@ func CheckFile(option, name string) error {
 	return nil
 }
 
+// Field is one field of a composite literal that Fields writes: the name,
+// a colon and the value, on a line of its own.
+func Field(name string, v jen.Code) jen.Code { return jen.Line().Id(name).Op(":").Add(v) }
+
+// Fields writes the values of a composite literal, a field a line (each a
+// Field), so the generated file shows every field explicitly.
+func Fields(fields ...jen.Code) jen.Code {
+	return jen.ValuesFunc(func(g *jen.Group) {
+		for _, f := range fields {
+			g.Add(f)
+		}
+		g.Line()
+	})
+}
+
 // DurationCode writes d as n * time.Unit with the largest exact unit.
 func DurationCode(d time.Duration) jen.Code {
 	if d == 0 {
