@@ -968,7 +968,7 @@ func (c *compiler) checkKey(out *ir.Operation, op *openapi3.Operation, opNode lo
 		for _, pm := range parent {
 			if pm.schema != nil {
 				for _, br := range branches(pm.schema) {
-					if contains(br.Required, name) {
+					if slices.Contains(br.Required, name) {
 						required = true
 					}
 				}
@@ -1246,8 +1246,8 @@ func (c *compiler) checkPointers(out *ir.Operation, op *openapi3.Operation, b co
 	if body == nil || pol.Semantics == ir.Loose {
 		return // loose semantics never compare fingerprints
 	}
-	volPos := firstNonZero(b.Volatile.Pos, out.ContractPos)
-	unPos := firstNonZero(b.Unordered.Pos, out.ContractPos)
+	volPos := ir.FirstPos(b.Volatile.Pos, out.ContractPos)
+	unPos := ir.FirstPos(b.Unordered.Pos, out.ContractPos)
 	keyPtr := KeyPointer(out.Key.Carrier, out.Key.Name)
 	for _, m := range walk(body, 8) {
 		if m.path == keyPtr {
@@ -1296,15 +1296,6 @@ func showPointer(p string) string {
 		return `""`
 	}
 	return p
-}
-
-func firstNonZero(ps ...ir.Pos) ir.Pos {
-	for _, p := range ps {
-		if !p.IsZero() {
-			return p
-		}
-	}
-	return ir.Pos{}
 }
 
 func kindOf(s *openapi3.Schema) string {

@@ -21,6 +21,7 @@ package initspec
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -188,13 +189,13 @@ func Propose(path string, opts Options) (*Proposal, diag.List) {
 		}
 	}
 	paths := d.T.Paths.Map()
-	for _, pth := range sortedKeys(paths) {
+	for _, pth := range slices.Sorted(maps.Keys(paths)) {
 		item := paths[pth]
 		if item == nil {
 			continue
 		}
 		ops := item.Operations()
-		for _, method := range sortedKeys(ops) {
+		for _, method := range slices.Sorted(maps.Keys(ops)) {
 			op := ops[method]
 			method = strings.ToUpper(method)
 			keys := detect(op, item.Parameters)
@@ -338,7 +339,7 @@ func multipart(op *openapi3.Operation) string {
 	if op.RequestBody == nil || op.RequestBody.Value == nil {
 		return ""
 	}
-	for _, ct := range sortedKeys(op.RequestBody.Value.Content) {
+	for _, ct := range slices.Sorted(maps.Keys(op.RequestBody.Value.Content)) {
 		if mt, _, _ := strings.Cut(ct, ";"); strings.HasPrefix(strings.ToLower(strings.TrimSpace(mt)), "multipart/") {
 			return ct
 		}
@@ -352,7 +353,7 @@ func jsonBody(op *openapi3.Operation) string {
 	if op.RequestBody == nil || op.RequestBody.Value == nil {
 		return ""
 	}
-	for _, ct := range sortedKeys(op.RequestBody.Value.Content) {
+	for _, ct := range slices.Sorted(maps.Keys(op.RequestBody.Value.Content)) {
 		if naming.IsJSONMediaType(ct) {
 			return ct
 		}
@@ -539,13 +540,4 @@ func comment(v any, c string) *yaml.Node {
 	n := scalar(v)
 	n.LineComment = "# " + c
 	return n
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

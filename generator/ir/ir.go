@@ -35,6 +35,17 @@ type Pos struct {
 // IsZero reports whether p locates nothing.
 func (p Pos) IsZero() bool { return p.File == "" && p.Line == 0 && p.Col == 0 }
 
+// FirstPos is the first of ps that locates something (not IsZero), the
+// zero Pos when none does.
+func FirstPos(ps ...Pos) Pos {
+	for _, p := range ps {
+		if !p.IsZero() {
+			return p
+		}
+	}
+	return Pos{}
+}
+
 // Spec is one loaded, checked spec.
 type Spec struct {
 	Title      string       `json:"title"`

@@ -110,6 +110,15 @@ func TestWhere(t *testing.T) {
 	assert.Equal(t, "GET /b", ir.Route{Method: "GET", Path: "/b"}.Where())
 }
 
+// TestFirstPos: the first position that locates something; a pointer
+// alone locates nothing.
+func TestFirstPos(t *testing.T) {
+	at := ir.Pos{File: "a.yaml", Line: 3, Col: 5}
+	assert.Equal(t, at, ir.FirstPos(ir.Pos{}, ir.Pos{Pointer: "/x"}, at, ir.Pos{File: "b.yaml", Line: 1, Col: 1}))
+	assert.Equal(t, ir.Pos{}, ir.FirstPos(ir.Pos{}))
+	assert.Equal(t, ir.Pos{}, ir.FirstPos())
+}
+
 func TestInUseWait(t *testing.T) {
 	s := time.Second
 	pol := func(lease, ra, bmax time.Duration) ir.Policy {
