@@ -272,7 +272,7 @@ func (p *planner) diagnostics(d *load.Document, strict, notAugmented bool) diag.
 		} else {
 			diags.Warnf(pos, f.rule, "%s", f.msg+h)
 		}
-		diags[len(diags)-1].Ops = []string{f.op.Method + " " + f.op.Path}
+		diags[len(diags)-1].Ops = []string{f.op.Where()}
 		if alone != "" {
 			diags.Cite(compile.RuleConventionMismatch, f.msg+alone)
 		}
@@ -368,7 +368,7 @@ func eachBlock(d *load.Document, f func(key *yaml.Node, block load.Node, op stri
 			method := ikv[j].Value
 			op := load.Node{Node: ikv[j+1], File: item.File, Pointer: item.Pointer + "/" + load.Escape(method)}
 			if x := child(op.Node, "x-idempotency"); x != nil {
-				f(keyNode(op.Node, "x-idempotency"), load.Node{Node: x, File: op.File, Pointer: op.Pointer + "/x-idempotency"}, strings.ToUpper(method)+" "+path)
+				f(keyNode(op.Node, "x-idempotency"), load.Node{Node: x, File: op.File, Pointer: op.Pointer + "/x-idempotency"}, ir.Where(method, path))
 			}
 		}
 	}

@@ -185,7 +185,7 @@ func TestAugmentedSpecIsConsistent(t *testing.T) {
 			for i := range after.Operations {
 				assert.Equal(t, before.Operations[i].Policy.Semantics, after.Operations[i].Policy.Semantics)
 				if after.Operations[i].Key.Carrier != "body" {
-					assert.NotNil(t, after.Operations[i].Key.Param, "%s %s declares its key", after.Operations[i].Method, after.Operations[i].Path)
+					assert.NotNil(t, after.Operations[i].Key.Param, "%s declares its key", after.Operations[i].Where())
 				}
 			}
 			assert.Empty(t, augment.Diagnose(path, after, augment.Options{Strict: true}))

@@ -77,11 +77,6 @@ func responseName(status int) string {
 	return "IdempotencyStatus" + strconv.Itoa(status)
 }
 
-func marked(n *yaml.Node) bool {
-	m := child(n, Marker)
-	return m != nil && m.Value == markerValue
-}
-
 func problemSchema() *yaml.Node {
 	codes := []string{
 		idem.CodeKeyMissing, idem.CodeKeyInvalid, idem.CodeKeyReused, idem.CodeKeyInUse,
@@ -181,7 +176,7 @@ func newComponents(root *yaml.Node) *components {
 // whichever changed.
 func (c *components) share(kind, name string, defs []*yaml.Node) {
 	cur := child(child(child(c.root, "components"), kind), name)
-	if len(defs) < 2 || !marked(cur) {
+	if len(defs) < 2 || !compile.Marked(cur) {
 		return
 	}
 	keep := defs[0]
@@ -235,7 +230,7 @@ func (c *components) ref(kind, base string, def *yaml.Node, replace bool) string
 			c.add(kind, name, def)
 		case equal(cur, def):
 			c.used[kind] = append(c.used[kind], namedNode{name: name, def: cur})
-		case replace && marked(cur):
+		case replace && compile.Marked(cur):
 			c.replace(kind, name, cur, def)
 		default:
 			continue
@@ -259,11 +254,11 @@ func (c *components) current(kind, name string, def *yaml.Node) bool {
 		return false // chosen for another definition (share)
 	}
 	if i := slices.IndexFunc(c.used[kind], func(u namedNode) bool { return u.name == name }); i >= 0 {
-		return equal(c.used[kind][i].def, def) || !marked(child(child(child(c.root, "components"), kind), name))
+		return equal(c.used[kind][i].def, def) || !compile.Marked(child(child(child(c.root, "components"), kind), name))
 	}
 	cur := child(child(child(c.root, "components"), kind), name)
 	switch {
-	case cur == nil || !marked(cur):
+	case cur == nil || !compile.Marked(cur):
 	case equal(cur, def):
 		c.used[kind] = append(c.used[kind], namedNode{name: name, def: cur})
 	default:

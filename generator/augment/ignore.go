@@ -157,7 +157,7 @@ func Silence(d *load.Document, spec *ir.Spec, diags diag.List, given []diag.Igno
 	if spec != nil {
 		ops := map[string]bool{}
 		for _, r := range spec.Routes {
-			ops[r.Method+" "+r.Path] = true
+			ops[r.Where()] = true
 		}
 		for _, ig := range given {
 			if len(ig.Ops) == 1 && !ops[ig.Ops[0]] {

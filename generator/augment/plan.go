@@ -94,7 +94,7 @@ func plan(root *yaml.Node, doc *load.Document, ops []*ir.Operation, noReplayed b
 		if op.Key.Carrier == ir.CarrierBody {
 			if m := p.keyMember(op, p.operationNode(op)); m != nil {
 				p.keyMembers[op] = m
-				p.keyOps[m] = append(p.keyOps[m], where(op))
+				p.keyOps[m] = append(p.keyOps[m], op.Where())
 			}
 		}
 		for s, r := range statusRoles(op) {
@@ -129,7 +129,7 @@ func plan(root *yaml.Node, doc *load.Document, ops []*ir.Operation, noReplayed b
 				}
 				continue
 			}
-			p.found(RuleSpecStale, op, firstDifference(s.def, s.want), "the component %s %s that idemgen spec wrote is stale: the contract of %s implies another one now", s.kind, s.name, where(op))
+			p.found(RuleSpecStale, op, firstDifference(s.def, s.want), "the component %s %s that idemgen spec wrote is stale: the contract of %s implies another one now", s.kind, s.name, op.Where())
 		}
 	}
 	first := p.unusedReplayedHeaders()
@@ -184,8 +184,6 @@ func (p *planner) target(n *yaml.Node) (string, bool) {
 	return path, true
 }
 
-func where(op *ir.Operation) string { return op.Method + " " + op.Path }
-
 // operationNode finds the operation in the tree (not through $refs: what
 // lives in a component or another document is not the operation's to change).
 func (p *planner) operationNode(op *ir.Operation) *yaml.Node {
@@ -196,7 +194,7 @@ func (p *planner) operation(op *ir.Operation) (overlay.Action, bool) {
 	opNode := p.operationNode(op)
 	if !isMapping(opNode) {
 		if !p.external(op) {
-			p.notAugmented(op, nil, "%s is not written in this document (its path item is a $ref or missing): declare its idempotency there", where(op))
+			p.notAugmented(op, nil, "%s is not written in this document (its path item is a $ref or missing): declare its idempotency there", op.Where())
 		}
 		return overlay.Action{}, false
 	}
@@ -212,7 +210,7 @@ func (p *planner) operation(op *ir.Operation) (overlay.Action, bool) {
 	}
 	path, ok := p.target(opNode)
 	if !ok {
-		p.notAugmented(op, opNode, "%s cannot be addressed by an overlay target", where(op))
+		p.notAugmented(op, opNode, "%s cannot be addressed by an overlay target", op.Where())
 		return overlay.Action{}, false
 	}
 	var what []string
@@ -220,7 +218,7 @@ func (p *planner) operation(op *ir.Operation) (overlay.Action, bool) {
 		what = append(what, upd.Content[i].Value)
 	}
 	p.opNodes = append(p.opNodes, opNode)
-	return overlay.Action{Target: path, Description: "Idempotency of " + where(op) + ": " + strings.Join(what, ", ") + ".", Update: *complete(opNode, upd)}, true
+	return overlay.Action{Target: path, Description: "Idempotency of " + op.Where() + ": " + strings.Join(what, ", ") + ".", Update: *complete(opNode, upd)}, true
 }
 
 // externalOperation returns the operation op in the document its path
@@ -256,7 +254,7 @@ func (p *planner) external(op *ir.Operation) bool {
 	var todo []string
 	if k := op.Key; k.Carrier != ir.CarrierBody && k.Param == nil {
 		p.findings = append(p.findings, finding{rule: RuleKeyParamMissing, op: op, pos: at, manual: true,
-			msg: fmt.Sprintf("%s does not declare its idempotency key (%s %s) as a parameter: declare it in %s (%s), which idemgen spec does not change", where(op), k.Carrier, k.Name, file, compile.KeyParamText(k))})
+			msg: fmt.Sprintf("%s does not declare its idempotency key (%s %s) as a parameter: declare it in %s (%s), which idemgen spec does not change", op.Where(), k.Carrier, k.Name, file, compile.KeyParamText(k))})
 		todo = append(todo, "the key parameter ("+compile.KeyParamText(k)+")")
 	}
 	resps := p.doc.LookupFrom(opn, "/responses")
@@ -292,13 +290,13 @@ func (p *planner) external(op *ir.Operation) bool {
 			continue // a remote document, or declared
 		}
 		p.findings = append(p.findings, finding{rule: RuleRetryAfterMissing, op: op, pos: p.doc.NodePos(r), manual: true,
-			msg: fmt.Sprintf("the %s response of %s does not declare the Retry-After header idemgen's runtime sends with it: declare it in %s (%s), which idemgen spec does not change", code, where(op), rr.File, retryAfterText)})
+			msg: fmt.Sprintf("the %s response of %s does not declare the Retry-After header idemgen's runtime sends with it: declare it in %s (%s), which idemgen spec does not change", code, op.Where(), rr.File, retryAfterText)})
 		noRetry = append(noRetry, code)
 	}
 	if len(missing) > 0 {
 		what := fmt.Sprintf("the problem response%s %s (%s)", english.Plural(len(missing)), strings.Join(missing, ", "), problemText(missingRetry))
 		p.findings = append(p.findings, finding{rule: RuleProblemResponseMissing, op: op, pos: respsPos, manual: true,
-			msg: fmt.Sprintf("%s does not declare the problem response%s %s that idemgen's runtime may answer with: declare %s in %s, which idemgen spec does not change", where(op), english.Plural(len(missing)), strings.Join(missing, ", "), english.Noun(len(missing), "it", "them"), file)})
+			msg: fmt.Sprintf("%s does not declare the problem response%s %s that idemgen's runtime may answer with: declare %s in %s, which idemgen spec does not change", op.Where(), english.Plural(len(missing)), strings.Join(missing, ", "), english.Noun(len(missing), "it", "them"), file)})
 		todo = append(todo, what)
 	}
 	if len(noRetry) > 0 {
@@ -306,11 +304,11 @@ func (p *planner) external(op *ir.Operation) bool {
 	}
 	if len(todo) == 0 {
 		p.findings = append(p.findings, finding{rule: RuleNotAugmented, op: op, pos: at,
-			msg: fmt.Sprintf("%s is written in %s, which idemgen spec does not change: it declares what its contract implies, but its description has no contract summary", where(op), file)})
+			msg: fmt.Sprintf("%s is written in %s, which idemgen spec does not change: it declares what its contract implies, but its description has no contract summary", op.Where(), file)})
 		return true
 	}
 	p.findings = append(p.findings, finding{rule: RuleNotAugmented, op: op, pos: at,
-		msg: fmt.Sprintf("%s is written in %s, which idemgen spec does not change: declare there %s", where(op), file, strings.Join(todo, "; "))})
+		msg: fmt.Sprintf("%s is written in %s, which idemgen spec does not change: declare there %s", op.Where(), file, strings.Join(todo, "; "))})
 	return true
 }
 
@@ -358,11 +356,11 @@ func (p *planner) keyParam(op *ir.Operation, opNode, upd *yaml.Node) {
 	}
 	params := child(opNode, "parameters")
 	if params != nil && params.Kind != yaml.SequenceNode {
-		p.notAugmented(op, params, "the parameters of %s are not a list", where(op))
+		p.notAugmented(op, params, "the parameters of %s are not a list", op.Where())
 		return
 	}
 	set(upd, "parameters", toNode([]*yaml.Node{ref(r)}))
-	p.found(RuleKeyParamMissing, op, opNode, "%s does not declare its idempotency key (%s %s) as a parameter", where(op), k.Carrier, k.Name)
+	p.found(RuleKeyParamMissing, op, opNode, "%s does not declare its idempotency key (%s %s) as a parameter", op.Where(), k.Carrier, k.Name)
 }
 
 // shareKeyParams tells p.comps, for each of idemgen's key parameter
@@ -401,17 +399,17 @@ func (p *planner) shareKeyParams(ops []*ir.Operation) {
 // another operation now, whose contract differs from op's.
 func (p *planner) repointKeyParam(op *ir.Operation, opNode, e *yaml.Node, name string, def *yaml.Node, base string) {
 	if params := child(opNode, "parameters"); params == nil || !slices.Contains(params.Content, e) || !isMapping(e) {
-		p.notAugmented(op, e, "the key parameter of %s is idemgen's component parameters %s, declared for the path and shared with operations whose contracts imply another declaration now: declare the key on each operation (delete the path's $ref and run idemgen spec again)", where(op), name)
+		p.notAugmented(op, e, "the key parameter of %s is idemgen's component parameters %s, declared for the path and shared with operations whose contracts imply another declaration now: declare the key on each operation (delete the path's $ref and run idemgen spec again)", op.Where(), name)
 		return
 	}
 	path, ok := p.target(e)
 	if !ok {
-		p.notAugmented(op, e, "the key parameter of %s cannot be addressed by an overlay target", where(op))
+		p.notAugmented(op, e, "the key parameter of %s cannot be addressed by an overlay target", op.Where())
 		return
 	}
 	r := p.comps.ref("parameters", base, def, false)
-	p.actions = append(p.actions, overlay.Action{Target: path, Description: "The key parameter of " + where(op) + " (its contract differs from the other operations' that use " + name + ").", Update: *mapping("$ref", r)})
-	p.found(RuleSpecStale, op, e, "the key parameter of %s is idemgen's component parameters %s, which other operations use and its contract differs from theirs now", where(op), name)
+	p.actions = append(p.actions, overlay.Action{Target: path, Description: "The key parameter of " + op.Where() + " (its contract differs from the other operations' that use " + name + ").", Update: *mapping("$ref", r)})
+	p.found(RuleSpecStale, op, e, "the key parameter of %s is idemgen's component parameters %s, which other operations use and its contract differs from theirs now", op.Where(), name)
 }
 
 // keyWhat describes the values key k takes: a UUID is 36 characters in its
@@ -531,7 +529,7 @@ func (p *planner) declared(op *ir.Operation, opNode *yaml.Node) *yaml.Node {
 func (p *planner) responses(op *ir.Operation, opNode, upd *yaml.Node) {
 	resps := child(opNode, "responses")
 	if resps != nil && resps.Kind != yaml.MappingNode {
-		p.notAugmented(op, resps, "the responses of %s are not a mapping", where(op))
+		p.notAugmented(op, resps, "the responses of %s are not a mapping", op.Where())
 		return
 	}
 	newResps := mapping()
@@ -573,7 +571,7 @@ func (p *planner) responses(op *ir.Operation, opNode, upd *yaml.Node) {
 			missing = append(missing, code)
 			continue
 		}
-		if ptr, _ := refTarget(existing); strings.HasPrefix(ptr, "/components/responses/"+responseName(s)) && marked(lookup(p.root, ptr)) {
+		if ptr, _ := refTarget(existing); strings.HasPrefix(ptr, "/components/responses/"+responseName(s)) && compile.Marked(lookup(p.root, ptr)) {
 			// idemgen's own component, from an earlier run: replaced
 			// (and reported stale) when the contracts imply another one.
 			p.comps.ref("responses", responseName(s), p.responseDef(s), true)
@@ -584,7 +582,7 @@ func (p *planner) responses(op *ir.Operation, opNode, upd *yaml.Node) {
 		p.retryAfter(op, code, existing, newResps)
 	}
 	if len(missing) > 0 {
-		p.found(RuleProblemResponseMissing, op, resps, "%s does not declare the problem response%s %s that idemgen's runtime may answer with", where(op), english.Plural(len(missing)), strings.Join(missing, ", "))
+		p.found(RuleProblemResponseMissing, op, resps, "%s does not declare the problem response%s %s that idemgen's runtime may answer with", op.Where(), english.Plural(len(missing)), strings.Join(missing, ", "))
 	}
 	if len(newResps.Content) > 0 {
 		set(upd, "responses", newResps)
@@ -602,7 +600,7 @@ func (p *planner) removeReplayed(op *ir.Operation, code string, r *yaml.Node) {
 	h := childFold(headers, "Idempotent-Replayed")
 	ptr, external := refTarget(unalias(h))
 	prefix := "/components/headers/"
-	if h == nil || external || !strings.HasPrefix(ptr, prefix+ReplayedHeader) || !marked(lookup(p.root, ptr)) {
+	if h == nil || external || !strings.HasPrefix(ptr, prefix+ReplayedHeader) || !compile.Marked(lookup(p.root, ptr)) {
 		return
 	}
 	n := h
@@ -611,12 +609,12 @@ func (p *planner) removeReplayed(op *ir.Operation, code string, r *yaml.Node) {
 	}
 	path, ok := p.target(n)
 	if !ok {
-		p.notAugmented(op, h, "the Idempotent-Replayed header of the %s response of %s cannot be addressed by an overlay target", code, where(op))
+		p.notAugmented(op, h, "the Idempotent-Replayed header of the %s response of %s cannot be addressed by an overlay target", code, op.Where())
 		return
 	}
 	p.replayedRemoved[load.Unescape(ptr[len(prefix):])]++
-	p.actions = append(p.actions, overlay.Action{Target: path, Remove: true, Description: "No Idempotent-Replayed on the " + code + " response of " + where(op) + " (replayed-header: false)."})
-	p.found(RuleSpecStale, op, h, "the %s response of %s declares the Idempotent-Replayed header that idemgen spec wrote, and replayed-header is false now", code, where(op))
+	p.actions = append(p.actions, overlay.Action{Target: path, Remove: true, Description: "No Idempotent-Replayed on the " + code + " response of " + op.Where() + " (replayed-header: false)."})
+	p.found(RuleSpecStale, op, h, "the %s response of %s declares the Idempotent-Replayed header that idemgen spec wrote, and replayed-header is false now", code, op.Where())
 }
 
 // unusedReplayedHeaders returns the actions that remove idemgen's
@@ -664,7 +662,7 @@ func (p *planner) retryAfter(op *ir.Operation, code string, existing, newResps *
 		return
 	}
 	h := ref(p.comps.ref("headers", RetryAfterHeader, retryAfterHeader(), true))
-	p.found(RuleRetryAfterMissing, op, existing, "the %s response of %s does not declare the Retry-After header idemgen's runtime sends with it", code, where(op))
+	p.found(RuleRetryAfterMissing, op, existing, "the %s response of %s does not declare the Retry-After header idemgen's runtime sends with it", code, op.Where())
 	if r == existing {
 		set(ensure(ensure(ensure(newResps, code), "headers"), "Retry-After"), "$ref", h.Content[1])
 		return
@@ -674,7 +672,7 @@ func (p *planner) retryAfter(op *ir.Operation, code string, existing, newResps *
 	}
 	path, ok := p.target(r)
 	if !ok {
-		p.notAugmented(op, existing, "the %s response of %s cannot be addressed by an overlay target", code, where(op))
+		p.notAugmented(op, existing, "the %s response of %s cannot be addressed by an overlay target", code, op.Where())
 		return
 	}
 	p.edited[r] = true
@@ -698,8 +696,8 @@ func (p *planner) externalRetryAfter(op *ir.Operation, code string, existing *ya
 		}
 	}
 	p.findings = append(p.findings, finding{rule: RuleRetryAfterMissing, op: op, node: existing, manual: true,
-		msg: fmt.Sprintf("the %s response of %s does not declare the Retry-After header idemgen's runtime sends with it: declare it in %s (%s), which idemgen spec does not change", code, where(op), there, retryAfterText)})
-	p.notAugmented(op, existing, "the %s response of %s is %s, which idemgen spec does not change: declare there %s", code, where(op), there, retryAfterText)
+		msg: fmt.Sprintf("the %s response of %s does not declare the Retry-After header idemgen's runtime sends with it: declare it in %s (%s), which idemgen spec does not change", code, op.Where(), there, retryAfterText)})
+	p.notAugmented(op, existing, "the %s response of %s is %s, which idemgen spec does not change: declare there %s", code, op.Where(), there, retryAfterText)
 }
 
 // replayable reports whether a response declared under code may be a
@@ -730,12 +728,12 @@ func replayable(code, failures string) bool {
 func (p *planner) description(op *ir.Operation, opNode, upd *yaml.Node) {
 	summary, err := docs.Summary(op)
 	if err != nil {
-		p.notAugmented(op, opNode, "cannot render the contract summary of %s: %v", where(op), err)
+		p.notAugmented(op, opNode, "cannot render the contract summary of %s: %v", op.Where(), err)
 		return
 	}
 	cur := child(opNode, "description")
 	if cur != nil && cur.Kind != yaml.ScalarNode {
-		p.notAugmented(op, cur, "the description of %s is not a string", where(op))
+		p.notAugmented(op, cur, "the description of %s is not a string", op.Where())
 		return
 	}
 	old := ""
@@ -747,7 +745,7 @@ func (p *planner) description(op *ir.Operation, opNode, upd *yaml.Node) {
 		return
 	}
 	if hasBlock(old) {
-		p.staleBlock(op, cur, "the contract summary in the description of %s (between the idemgen:contract markers) is stale: it differs from what the contract says now", where(op))
+		p.staleBlock(op, cur, "the contract summary in the description of %s (between the idemgen:contract markers) is stale: it differs from what the contract says now", op.Where())
 	}
 	if cur != nil {
 		set(upd, "description", str(next))
@@ -900,7 +898,7 @@ func (p *planner) keyMember(op *ir.Operation, opNode *yaml.Node) *yaml.Node {
 func (p *planner) bodyMember(op *ir.Operation, opNode *yaml.Node) {
 	member := p.keyMembers[op]
 	if member == nil {
-		p.notAugmented(op, opNode, "the key member %s of %s's body is not written in this document (or only through a $ref): note the key in its schema there", op.Key.Name, where(op))
+		p.notAugmented(op, opNode, "the key member %s of %s's body is not written in this document (or only through a $ref): note the key in its schema there", op.Key.Name, op.Where())
 		return
 	}
 	if p.edited[member] {
@@ -908,7 +906,7 @@ func (p *planner) bodyMember(op *ir.Operation, opNode *yaml.Node) {
 	}
 	p.edited[member] = true // checked (and changed, if need be) once
 	upd := mapping()
-	ops := p.keyOps[member] // where(op) among them
+	ops := p.keyOps[member] // op.Where() among them
 	note := fmt.Sprintf("Idempotency key of %s: %s, new for each logical call and the same on every retry of it.", strings.Join(ops, ", "), keyWhat(op.Key))
 	cur := child(member, "description")
 	if cur == nil || cur.Kind == yaml.ScalarNode {
@@ -934,7 +932,7 @@ func (p *planner) bodyMember(op *ir.Operation, opNode *yaml.Node) {
 	}
 	path, ok := p.target(member)
 	if !ok {
-		p.notAugmented(op, member, "the key member %s of %s cannot be addressed by an overlay target", op.Key.Name, where(op))
+		p.notAugmented(op, member, "the key member %s of %s cannot be addressed by an overlay target", op.Key.Name, op.Where())
 		return
 	}
 	p.actions = append(p.actions, overlay.Action{Target: path, Description: "The idempotency key of " + strings.Join(ops, ", ") + " in its body schema.", Update: *upd})

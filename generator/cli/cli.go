@@ -832,7 +832,7 @@ func operationName(s string) (string, bool) {
 	if !ok || method == "" || !strings.HasPrefix(path, "/") {
 		return "", false
 	}
-	return strings.ToUpper(method) + " " + path, true
+	return ir.Where(method, path), true
 }
 
 // ignoreFlag is the repeatable -ignore RULE[:METHOD /path] flag.

@@ -279,23 +279,23 @@ func (c *Config) leaveOut(doc *openapi3.T, spec *ir.Spec) string {
 	for path, item := range doc.Paths.Map() {
 		for method, op := range item.Operations() {
 			if op != nil && o.omits(op) {
-				omitted[strings.ToUpper(method)+" "+path] = true
+				omitted[ir.Where(method, path)] = true
 			}
 		}
 	}
 	var names []string
 	spec.Operations = slices.DeleteFunc(slices.Clone(spec.Operations), func(op *ir.Operation) bool {
-		if !omitted[op.Method+" "+op.Path] {
+		if !omitted[op.Where()] {
 			return false
 		}
-		name := op.Method + " " + op.Path
+		name := op.Where()
 		if op.OperationID != "" {
 			name += " (" + op.OperationID + ")"
 		}
 		names = append(names, name)
 		return true
 	})
-	spec.Routes = slices.DeleteFunc(slices.Clone(spec.Routes), func(r ir.Route) bool { return omitted[r.Method+" "+r.Path] })
+	spec.Routes = slices.DeleteFunc(slices.Clone(spec.Routes), func(r ir.Route) bool { return omitted[r.Where()] })
 	if len(names) == 0 {
 		return ""
 	}
@@ -344,14 +344,14 @@ func (c *Config) muxConflicts(d *load.Document, spec *ir.Spec) diag.List {
 		if msg == "" {
 			continue
 		}
-		ops := []string{r.Method + " " + r.Path}
+		ops := []string{r.Where()}
 		// The earlier route it conflicts with: the first that a ServeMux
 		// of the two refuses (none when the pattern alone is refused).
 		if register(http.NewServeMux(), pattern(r)) == "" {
 			for _, e := range spec.Routes[:i] {
 				m := http.NewServeMux()
 				if register(m, pattern(e)) == "" && register(m, pattern(r)) != "" {
-					ops = append([]string{e.Method + " " + e.Path}, ops...)
+					ops = append([]string{e.Where()}, ops...)
 					break
 				}
 			}

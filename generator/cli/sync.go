@@ -611,7 +611,7 @@ func initCmd(args []string, stdout, stderr io.Writer) int {
 		if n.Pos.Line > 0 {
 			at = fmt.Sprintf("%s:%d:%d", cmp.Or(n.Pos.File, at), n.Pos.Line, n.Pos.Col)
 		}
-		fmt.Fprintf(stderr, "%s: note: %s %s declares the key %s %s, but %s\n", at, n.Method, n.Path, n.Key.Carrier, n.Key.Name, n.Reason)
+		fmt.Fprintf(stderr, "%s: note: %s declares the key %s %s, but %s\n", at, n.Where(), n.Key.Carrier, n.Key.Name, n.Reason)
 	}
 	if len(p.Candidates) == 0 {
 		fmt.Fprintf(stderr, "%s: no operation without a contract declares an idempotency key; nothing to propose\n", fs.Arg(0))
@@ -646,7 +646,7 @@ func unkeyedNotes(spec string, ops []initspec.Operation, ov string) string {
 		if op.Pos.Line > 0 {
 			at = fmt.Sprintf("%s:%d:%d", cmp.Or(op.Pos.File, spec), op.Pos.Line, op.Pos.Col)
 		}
-		fmt.Fprintf(&b, "%s: note: %s %s declares no idempotency key, so no contract is proposed for it\n", at, op.Method, op.Path)
+		fmt.Fprintf(&b, "%s: note: %s declares no idempotency key, so no contract is proposed for it\n", at, op.Where())
 	}
 	fmt.Fprintf(&b, "To make %s idempotent too, with the defaults at the document root, add to the actions of %s:\n", english.Noun(len(ops), "it", "them"), ov)
 	for _, op := range ops {

@@ -239,7 +239,7 @@ func (c *compiler) run() *ir.Spec {
 			if ops[method] == nil {
 				continue
 			}
-			where := strings.ToUpper(method) + " " + path
+			where := ir.Where(method, path)
 			c.misspelled(c.doc.LookupFrom(itemNode, "/"+strings.ToLower(method)), "on "+where, []string{where})
 			op := c.operation(path, method, item, ops[method], itemNode)
 			if op != nil {
@@ -380,7 +380,7 @@ func (c *compiler) operation(path, method string, item *openapi3.PathItem, op *o
 	if opPos.IsZero() {
 		opPos = ir.Pos{File: c.doc.Path, Pointer: "/paths/" + load.Escape(path) + "/" + strings.ToLower(method)}
 	}
-	where := method + " " + path
+	where := ir.Where(method, path)
 	defer c.about(len(c.diags), where)
 
 	// Is the operation idempotent, and by which block?
@@ -517,7 +517,7 @@ func (c *compiler) checkResponseHeaders(out *ir.Operation, op *openapi3.Operatio
 		if pos.Line == 0 {
 			pos = out.Pos
 		}
-		c.diags.Warnf(pos, "response-header-not-replayed", "the %s response of %s %s declares the header %s, which a replay drops: list it in response.headers to replay it", h.Status, out.Method, out.Path, h.Name)
+		c.diags.Warnf(pos, "response-header-not-replayed", "the %s response of %s declares the header %s, which a replay drops: list it in response.headers to replay it", h.Status, out.Where(), h.Name)
 	}
 }
 
@@ -535,10 +535,7 @@ func (c *compiler) checkRequestHeaders(out *ir.Operation, params []paramRef) {
 	if sem == ir.Loose {
 		return
 	}
-	keyHeader := ""
-	if out.Key.Carrier == ir.CarrierHeader {
-		keyHeader = out.Key.Name
-	}
+	keyHeader := KeyHeader(out.Key.Carrier, out.Key.Name)
 	// A header the path item and the operation both declare, in another
 	// case (mergeParamRefs keeps both), is reported once, at the
 	// operation's, which comes later.
@@ -565,8 +562,26 @@ func (c *compiler) checkRequestHeaders(out *ir.Operation, params []paramRef) {
 		if sem == ir.Window {
 			what = fmt.Sprintf("two requests without a key that differ only in %s are taken for one: the second gets the first's replay", name)
 		}
-		c.diags.Warnf(pos, RuleHeaderNotFingerprinted, "%s %s declares the request header %s, which the fingerprint does not cover: %s; list it in fingerprint-headers, or silence [%s] for the operation if its value never changes what the request does", out.Method, out.Path, name, what, RuleHeaderNotFingerprinted)
+		c.diags.Warnf(pos, RuleHeaderNotFingerprinted, "%s declares the request header %s, which the fingerprint does not cover: %s; list it in fingerprint-headers, or silence [%s] for the operation if its value never changes what the request does", out.Where(), name, what, RuleHeaderNotFingerprinted)
 	}
+}
+
+// KeyHeader is the header that carries a key of carrier and name (the
+// keyHeader of UnfingerprintedHeader and DeclaredRequestHeaders): name for
+// a header key, "" for a key in the query or the body.
+func KeyHeader(carrier ir.Carrier, name string) string { return keyIn(ir.CarrierHeader, carrier, name) }
+
+// KeyPointer is the body member that carries a key of carrier and name
+// (the keyPtr of Candidates): name, a JSON pointer, for a body key, "" for
+// a key in a header or the query.
+func KeyPointer(carrier ir.Carrier, name string) string { return keyIn(ir.CarrierBody, carrier, name) }
+
+// keyIn is name when carrier is in, else "".
+func keyIn(in, carrier ir.Carrier, name string) string {
+	if carrier != in {
+		return ""
+	}
+	return name
 }
 
 // UnfingerprintedHeader reports whether the request header name, which an
@@ -845,25 +860,28 @@ const (
 	MarkerValue = "idemgen"
 )
 
+// Marked reports whether the mapping n is marked as idemgen spec's own:
+// its Marker entry (through merge keys and aliases) is MarkerValue.
+func Marked(n *yaml.Node) bool {
+	m := yamlmerge.Unalias(yamlmerge.Value(n, Marker))
+	return m != nil && m.Kind == yaml.ScalarNode && m.Value == MarkerValue
+}
+
 // generatedParam reports whether p is a $ref to a parameter component of
-// this document that idemgen spec wrote (marked with Marker).
+// this document that idemgen spec wrote (Marked).
 func (c *compiler) generatedParam(p paramRef) bool {
 	if p.ref == "" {
 		return false
 	}
 	n := c.doc.Deref(c.doc.Lookup(p.ptr))
-	if n.Node == nil || n.File != c.doc.Path || !strings.HasPrefix(n.Pointer, "/components/parameters/") {
-		return false
-	}
-	m := yamlmerge.Value(n.Node, Marker)
-	return m != nil && m.Kind == yaml.ScalarNode && m.Value == MarkerValue
+	return n.Node != nil && n.File == c.doc.Path && strings.HasPrefix(n.Pointer, "/components/parameters/") && Marked(n.Node)
 }
 
 // checkKey checks the key carrier against the spec's declarations.
 func (c *compiler) checkKey(out *ir.Operation, op *openapi3.Operation, opNode load.Node, pathParams openapi3.Parameters, params []paramRef, b contract.Block) {
 	k := &out.Key
 	keyPos := k.Pos
-	where := out.Method + " " + out.Path
+	where := out.Where()
 	switch k.Carrier {
 	case ir.CarrierHeader, ir.CarrierQuery:
 		var decl *paramRef
@@ -950,7 +968,7 @@ func (c *compiler) checkKey(out *ir.Operation, op *openapi3.Operation, opNode lo
 		for _, pm := range parent {
 			if pm.schema != nil {
 				for _, br := range branches(pm.schema) {
-					if contains(br.Required, name) {
+					if slices.Contains(br.Required, name) {
 						required = true
 					}
 				}
@@ -1029,7 +1047,7 @@ const RuleConventionMismatch = "key-convention-mismatch"
 // but the operation declares another key by convention.
 func (c *compiler) conventionMismatch(out *ir.Operation, op *openapi3.Operation, pathParams openapi3.Parameters, pos ir.Pos) {
 	if cand, ok := MismatchedKey(op, pathParams, out.Key); ok {
-		c.diags.Warnf(pos, "key-convention-mismatch", "the contract's key is %s %s, but %s %s declares the key %s %s; set key.%s: %s", out.Key.Carrier, out.Key.Name, out.Method, out.Path, cand.Carrier, cand.Name, cand.Carrier, cand.Name)
+		c.diags.Warnf(pos, "key-convention-mismatch", "the contract's key is %s %s, but %s declares the key %s %s; set key.%s: %s", out.Key.Carrier, out.Key.Name, out.Where(), cand.Carrier, cand.Name, cand.Carrier, cand.Name)
 	}
 }
 
@@ -1086,7 +1104,7 @@ func (c *compiler) compareDecl(out *ir.Operation, b contract.Block, declRequired
 			pos:  pos(b.Key.Required.Pos),
 			what: fmt.Sprintf("the key is %s by the contract (key.required: %t) but the spec declares the %s", wanted, k.Required, short),
 			had:  had, fix: fix, required: !declRequired,
-		}, out.Method+" "+out.Path, at, target)
+		}, out.Where(), at, target)
 	}
 	if schema == nil || schema.Value == nil {
 		return false
@@ -1140,7 +1158,7 @@ func (c *compiler) compareDecl(out *ir.Operation, b contract.Block, declRequired
 // undeclared volatile and set-like members.
 func (c *compiler) checkPointers(out *ir.Operation, op *openapi3.Operation, b contract.Block) {
 	pol := &out.Policy
-	where := out.Method + " " + out.Path
+	where := out.Where()
 	body := jsonBodySchema(op)
 	hasNonJSON := out.Body != nil && !out.Body.JSON
 	check := func(list []ir.Pointer, field, label string) {
@@ -1228,12 +1246,9 @@ func (c *compiler) checkPointers(out *ir.Operation, op *openapi3.Operation, b co
 	if body == nil || pol.Semantics == ir.Loose {
 		return // loose semantics never compare fingerprints
 	}
-	volPos := firstNonZero(b.Volatile.Pos, out.ContractPos)
-	unPos := firstNonZero(b.Unordered.Pos, out.ContractPos)
-	keyPtr := ""
-	if out.Key.Carrier == ir.CarrierBody {
-		keyPtr = out.Key.Name
-	}
+	volPos := ir.FirstPos(b.Volatile.Pos, out.ContractPos)
+	unPos := ir.FirstPos(b.Unordered.Pos, out.ContractPos)
+	keyPtr := KeyPointer(out.Key.Carrier, out.Key.Name)
 	for _, m := range walk(body, 8) {
 		if m.path == keyPtr {
 			continue
@@ -1281,15 +1296,6 @@ func showPointer(p string) string {
 		return `""`
 	}
 	return p
-}
-
-func firstNonZero(ps ...ir.Pos) ir.Pos {
-	for _, p := range ps {
-		if !p.IsZero() {
-			return p
-		}
-	}
-	return ir.Pos{}
 }
 
 func kindOf(s *openapi3.Schema) string {

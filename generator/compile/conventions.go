@@ -1,6 +1,7 @@
 package compile
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -97,7 +98,8 @@ type KeyCandidate struct {
 // named like keys (a boolean such as is_idempotent is not a key).
 func DetectKeys(op *openapi3.Operation, pathParams openapi3.Parameters) []KeyCandidate {
 	var out []KeyCandidate
-	for _, p := range mergeParams(pathParams, op.Parameters) {
+	for _, r := range mergeParamRefs(pathParams, op.Parameters, "", "") {
+		p := r.v
 		if p.In != "header" && p.In != "query" {
 			continue
 		}
@@ -113,7 +115,7 @@ func DetectKeys(op *openapi3.Operation, pathParams openapi3.Parameters) []KeyCan
 				if r == nil || r.Value == nil || !LooksLikeKeyName(name) || !stringish(r) {
 					continue
 				}
-				out = append(out, KeyCandidate{Carrier: ir.CarrierBody, Name: "/" + load.Escape(name), Required: contains(b.Required, name)})
+				out = append(out, KeyCandidate{Carrier: ir.CarrierBody, Name: "/" + load.Escape(name), Required: slices.Contains(b.Required, name)})
 			}
 		}
 	}
@@ -125,38 +127,6 @@ func stringish(r *openapi3.SchemaRef) bool {
 		return true
 	}
 	return r.Value.Type.Includes("string")
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-// mergeParams returns the parameters of an operation: the path item's,
-// overridden by the operation's own of the same name and location.
-func mergeParams(pathParams, opParams openapi3.Parameters) []*openapi3.Parameter {
-	var out []*openapi3.Parameter
-	own := map[string]bool{}
-	for _, r := range opParams {
-		if r != nil && r.Value != nil {
-			own[r.Value.In+"\x00"+r.Value.Name] = true
-		}
-	}
-	for _, r := range pathParams {
-		if r != nil && r.Value != nil && !own[r.Value.In+"\x00"+r.Value.Name] {
-			out = append(out, r.Value)
-		}
-	}
-	for _, r := range opParams {
-		if r != nil && r.Value != nil {
-			out = append(out, r.Value)
-		}
-	}
-	return out
 }
 
 // jsonBodySchema returns the schema of op's JSON request body: application/json
@@ -192,12 +162,12 @@ func Candidates(op *openapi3.Operation, keyPtr string) (volatile, unordered []st
 		if m.path == keyPtr {
 			continue
 		}
-		if contract.VolatileName(m.name) && !contains(volatile, m.path) {
+		if contract.VolatileName(m.name) && !slices.Contains(volatile, m.path) {
 			volatile = append(volatile, m.path)
 		}
 	}
 	for _, m := range walk(body, 8) {
-		if m.schema.UniqueItems && isArray(m.schema) && !contains(unordered, m.path) {
+		if m.schema.UniqueItems && isArray(m.schema) && !slices.Contains(unordered, m.path) {
 			covered := false
 			for _, v := range volatile {
 				covered = covered || covers(v, m.path)

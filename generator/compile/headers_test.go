@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemgen/idemgen/generator/compile"
 	"github.com/idemgen/idemgen/generator/diag"
+	"github.com/idemgen/idemgen/generator/ir"
 )
 
 // TestHeaderNotFingerprinted: an idempotent operation that declares a
@@ -143,4 +144,14 @@ paths:
 	}
 	require.Len(t, got, 1, "%v", diags)
 	assert.Contains(t, got[0], "declares the request header X-Tenant,")
+}
+
+// TestKeyHeaderPointer: a key names a header (or a body member) only when
+// it travels there.
+func TestKeyHeaderPointer(t *testing.T) {
+	assert.Equal(t, "Idempotency-Key", compile.KeyHeader(ir.CarrierHeader, "Idempotency-Key"))
+	assert.Empty(t, compile.KeyHeader(ir.CarrierQuery, "idempotency_key"))
+	assert.Empty(t, compile.KeyHeader(ir.CarrierBody, "/requestId"))
+	assert.Equal(t, "/requestId", compile.KeyPointer(ir.CarrierBody, "/requestId"))
+	assert.Empty(t, compile.KeyPointer(ir.CarrierHeader, "Idempotency-Key"))
 }

@@ -46,7 +46,7 @@ func TestSharedSpecs(t *testing.T) {
 			for _, op := range spec.Operations {
 				assert.Contains(t, []string{"POST", "PATCH"}, op.Method)
 				assert.NotEmpty(t, op.GoName)
-				assert.NotZero(t, op.ContractPos.Line, "%s %s", op.Method, op.Path)
+				assert.NotZero(t, op.ContractPos.Line, "%s", op.Where())
 			}
 
 			clean := func(s string) string {

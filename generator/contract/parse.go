@@ -345,29 +345,13 @@ func (p *parser) key(n *yaml.Node, ptr string, k *KeyBlock) {
 				k.Format.set(s, p.loc(v, vp))
 			}
 		},
-		"max-length": func(v *yaml.Node, vp string) {
-			if i, ok := p.integer(v, vp, "key.max-length"); ok {
-				if i < 1 || i > 8192 {
-					p.errorf(v, vp, "bad-value", "key.max-length must be between 1 and 8192, not %d", i)
-					return
-				}
-				k.MaxLength.set(i, p.loc(v, vp))
-			}
-		},
+		"max-length": p.intField(&k.MaxLength, "key.max-length", 1, 8192),
 	})
 }
 
 func (p *parser) retry(n *yaml.Node, ptr string, r *RetryBlock) {
 	p.fields(n, ptr, "retry", map[string]fieldFunc{
-		"max-attempts": func(v *yaml.Node, vp string) {
-			if i, ok := p.integer(v, vp, "retry.max-attempts"); ok {
-				if i < 1 || i > 100 {
-					p.errorf(v, vp, "bad-value", "retry.max-attempts must be between 1 and 100, not %d", i)
-					return
-				}
-				r.MaxAttempts.set(i, p.loc(v, vp))
-			}
-		},
+		"max-attempts": p.intField(&r.MaxAttempts, "retry.max-attempts", 1, 100),
 		"backoff": func(v *yaml.Node, vp string) {
 			if !p.mapping(v, vp, "retry.backoff") {
 				return
@@ -490,6 +474,19 @@ func (p *parser) status(n *yaml.Node, ptr, what string) (int, bool) {
 		return 0, false
 	}
 	return s, true
+}
+
+// intField parses an integer from lo to hi.
+func (p *parser) intField(f *Field[int], what string, lo, hi int) fieldFunc {
+	return func(v *yaml.Node, ptr string) {
+		if i, ok := p.integer(v, ptr, what); ok {
+			if i < lo || i > hi {
+				p.errorf(v, ptr, "bad-value", "%s must be between %d and %d, not %d", what, lo, hi, i)
+				return
+			}
+			f.set(i, p.loc(v, ptr))
+		}
+	}
 }
 
 func (p *parser) bytesField(f *Field[int64], what string) fieldFunc {
@@ -627,9 +624,10 @@ func (p *parser) compatible(v *yaml.Node, ptr string, f *Field[[]CompatibleBlock
 	}
 }
 
-// pointerList parses a list of JSON pointers; emptyOK allows the empty
-// pointer (the whole body).
-func (p *parser) pointerList(f *Field[[]Field[string]], what string, emptyOK bool) fieldFunc {
+// stringList parses a list of strings: check reports and refuses a bad
+// entry, and gives the key that tells duplicates apart (an entry listed
+// twice is dropped with a warning).
+func (p *parser) stringList(f *Field[[]Field[string]], what string, check func(s string, it *yaml.Node, ip string) (key string, ok bool)) fieldFunc {
 	return func(v *yaml.Node, ptr string) {
 		var out []Field[string]
 		seen := map[string]listed{}
@@ -639,16 +637,8 @@ func (p *parser) pointerList(f *Field[[]Field[string]], what string, emptyOK boo
 			if !ok {
 				continue
 			}
-			if err := CheckPointer(s); err != nil {
-				p.errorf(it, ip, "bad-pointer", "%s: %v", what, err)
-				continue
-			}
-			if s == "" && !emptyOK {
-				// unordered: "" is a body that is an array, a multiset.
-				p.errorf(it, ip, "bad-pointer", "%s: the empty pointer names the whole body", what)
-				continue
-			}
-			if p.duplicate(seen, s, s, it, ip, what) {
+			key, ok := check(s, it, ip)
+			if !ok || p.duplicate(seen, key, s, it, ip, what) {
 				continue
 			}
 			var e Field[string]
@@ -659,6 +649,23 @@ func (p *parser) pointerList(f *Field[[]Field[string]], what string, emptyOK boo
 			f.set(out, p.loc(v, ptr))
 		}
 	}
+}
+
+// pointerList parses a list of JSON pointers; emptyOK allows the empty
+// pointer (the whole body).
+func (p *parser) pointerList(f *Field[[]Field[string]], what string, emptyOK bool) fieldFunc {
+	return p.stringList(f, what, func(s string, it *yaml.Node, ip string) (string, bool) {
+		if err := CheckPointer(s); err != nil {
+			p.errorf(it, ip, "bad-pointer", "%s: %v", what, err)
+			return "", false
+		}
+		if s == "" && !emptyOK {
+			// unordered: "" is a body that is an array, a multiset.
+			p.errorf(it, ip, "bad-pointer", "%s: the empty pointer names the whole body", what)
+			return "", false
+		}
+		return s, true
+	})
 }
 
 // listed is where a list entry is first listed: its position and node.
@@ -704,34 +711,17 @@ func (p *parser) duplicate(seen map[string]listed, key, s string, it *yaml.Node,
 // headerList parses a list of header names; refused (nil: none) names
 // those a list may not hold.
 func (p *parser) headerList(f *Field[[]Field[string]], what string, refused func(string) bool) fieldFunc {
-	return func(v *yaml.Node, ptr string) {
-		var out []Field[string]
-		seen := map[string]listed{}
-		for i, it := range p.list(v, ptr, what) {
-			ip := ptr + "/" + strconv.Itoa(i)
-			s, ok := p.str(it, ip, what+" entry")
-			if !ok {
-				continue
-			}
-			if !validHeaderName(s) {
-				p.errorf(it, ip, "bad-header-name", "%s: %q is not a valid HTTP header name", what, s)
-				continue
-			}
-			if refused != nil && refused(s) {
-				p.errorf(it, ip, "bad-value", "%s: %s is never stored or replayed by the runtime (Set-Cookie, hop-by-hop and framing headers, Date, Idempotent-Replayed and Retry-After are refused)", what, s)
-				continue
-			}
-			if p.duplicate(seen, http.CanonicalHeaderKey(s), s, it, ip, what) {
-				continue
-			}
-			var e Field[string]
-			e.set(s, p.loc(it, ip))
-			out = append(out, e)
+	return p.stringList(f, what, func(s string, it *yaml.Node, ip string) (string, bool) {
+		if !validHeaderName(s) {
+			p.errorf(it, ip, "bad-header-name", "%s: %q is not a valid HTTP header name", what, s)
+			return "", false
 		}
-		if v.Kind == yaml.SequenceNode {
-			f.set(out, p.loc(v, ptr))
+		if refused != nil && refused(s) {
+			p.errorf(it, ip, "bad-value", "%s: %s is never stored or replayed by the runtime (Set-Cookie, hop-by-hop and framing headers, Date, Idempotent-Replayed and Retry-After are refused)", what, s)
+			return "", false
 		}
-	}
+		return http.CanonicalHeaderKey(s), true
+	})
 }
 
 // CheckPointer checks the syntax of an RFC 6901 JSON pointer ("*" tokens

@@ -86,26 +86,20 @@ func Resolve(b Block) (Resolved, diag.List, bool) {
 	}
 	k.Format = orDefault(b.Key.Format, DefaultKeyFormat)
 	k.MaxLength = orDefault(b.Key.MaxLength, DefaultKeyMaxLength)
-	k.Pos = firstPos(b.Key.Carrier.Pos, b.Key.Pos, b.Pos)
+	k.Pos = ir.FirstPos(b.Key.Carrier.Pos, b.Key.Pos, b.Pos)
 	if k.Format != ir.FormatToken && k.MaxLength < 36 {
-		diags.Errorf(firstPos(b.Key.MaxLength.Pos, b.Key.Format.Pos), "bad-value", "key.max-length %d is shorter than a %s (36 characters)", k.MaxLength, k.Format)
+		diags.Errorf(ir.FirstPos(b.Key.MaxLength.Pos, b.Key.Format.Pos), "bad-value", "key.max-length %d is shorter than a %s (36 characters)", k.MaxLength, k.Format)
 	}
 	if !k.Required && pol.Semantics != ir.Window && ok {
-		diags.Warnf(firstPos(b.Key.Required.Pos, b.Pos), "key-optional", "key.required is false with %s semantics: a request without a key is not deduplicated at all", pol.Semantics)
+		diags.Warnf(ir.FirstPos(b.Key.Required.Pos, b.Pos), "key-optional", "key.required is false with %s semantics: a request without a key is not deduplicated at all", pol.Semantics)
 	}
 
-	for _, v := range b.Volatile.V {
-		pol.Volatile = append(pol.Volatile, ir.Pointer{Pointer: v.V, Pos: v.Pos})
-	}
-	for _, v := range b.Unordered.V {
-		pol.Unordered = append(pol.Unordered, ir.Pointer{Pointer: v.V, Pos: v.Pos})
-	}
+	pol.Volatile = pointers(b.Volatile.V)
+	pol.Unordered = pointers(b.Unordered.V)
 	// Header names keep the spec's spelling (the documentation prints
 	// them); the runtime canonicalizes them, and the parser has refused
 	// two spellings of one name.
-	for _, h := range b.FingerprintHeaders.V {
-		pol.FingerprintHeaders = append(pol.FingerprintHeaders, h.V)
-	}
+	pol.FingerprintHeaders = values(b.FingerprintHeaders.V)
 	compatible(b, pol, &diags, ok)
 	if b.Scope.Set {
 		pol.Scope = []string{}
@@ -129,10 +123,7 @@ func Resolve(b Block) (Resolved, diag.List, bool) {
 	}
 	pol.Failures = orDefault(b.Failures, DefaultFailures)
 	pol.Response.MaxBytes = orDefault(b.Response.MaxBytes, DefaultMaxBytes)
-	pol.Response.Headers = []string{}
-	for _, h := range b.Response.Headers.V {
-		pol.Response.Headers = append(pol.Response.Headers, h.V)
-	}
+	pol.Response.Headers = append([]string{}, values(b.Response.Headers.V)...)
 	pol.Request.MaxBytes = orDefault(b.Request.MaxBytes, DefaultMaxBytes)
 
 	rt := &pol.Retry
@@ -147,7 +138,7 @@ func Resolve(b Block) (Resolved, diag.List, bool) {
 	if b.Retry.On.Set {
 		on = b.Retry.On.V
 	} else {
-		def := firstPos(b.Retry.Pos, b.ConflictStatus.Pos, b.Pos)
+		def := ir.FirstPos(b.Retry.Pos, b.ConflictStatus.Pos, b.Pos)
 		for _, s := range DefaultRetryOn() {
 			on = append(on, Field[string]{V: s, Pos: def})
 		}
@@ -173,7 +164,7 @@ func Resolve(b Block) (Resolved, diag.List, bool) {
 		case code >= 400 && code < 500 && !slices.Contains(retryableClientErrors, code):
 			diags.Errorf(e.Pos, "retry-on-client-error", "retry.on: %d means the request itself is wrong; retrying it with the same key gets the same answer (retry only 408, 409, 425, 429 among 4xx)", code)
 		case code == pol.ConflictStatus && code == 409 && pol.Semantics == ir.Strict:
-			diags.Warnf(firstPos(e.Pos, b.ConflictStatus.Pos), "retry-on-conflict-status", "retry.on: 409 is also this operation's conflict-status; the client helper must tell IDEMPOTENCY_KEY_IN_USE (retry) from IDEMPOTENCY_KEY_REUSED (do not) by the problem code")
+			diags.Warnf(ir.FirstPos(e.Pos, b.ConflictStatus.Pos), "retry-on-conflict-status", "retry.on: 409 is also this operation's conflict-status; the client helper must tell IDEMPOTENCY_KEY_IN_USE (retry) from IDEMPOTENCY_KEY_REUSED (do not) by the problem code")
 		case code < 400:
 			diags.Errorf(e.Pos, "retry-on-client-error", "retry.on: %d is not an error status", code)
 		}
@@ -182,11 +173,11 @@ func Resolve(b Block) (Resolved, diag.List, bool) {
 
 	// Consistency of the whole.
 	if rt.Backoff.Max < rt.Backoff.Initial {
-		diags.Errorf(firstPos(b.Retry.Max.Pos, b.Retry.Initial.Pos, b.Retry.Pos, b.Pos), "backoff-max-below-initial",
+		diags.Errorf(ir.FirstPos(b.Retry.Max.Pos, b.Retry.Initial.Pos, b.Retry.Pos, b.Pos), "backoff-max-below-initial",
 			"retry.backoff.max %s is below retry.backoff.initial %s", ir.FormatDuration(rt.Backoff.Max), ir.FormatDuration(rt.Backoff.Initial))
 	}
 	if pol.Window < pol.InFlight.Lease {
-		diags.Errorf(firstPos(b.Window.Pos, b.InFlight.Lease.Pos, b.Pos), "window-shorter-than-lease",
+		diags.Errorf(ir.FirstPos(b.Window.Pos, b.InFlight.Lease.Pos, b.Pos), "window-shorter-than-lease",
 			"window %s is shorter than in-flight.lease %s: a key could be forgotten while its first request still runs", ir.FormatDuration(pol.Window), ir.FormatDuration(pol.InFlight.Lease))
 	}
 	span := rt.LongestSpan()
@@ -194,15 +185,15 @@ func Resolve(b Block) (Resolved, diag.List, bool) {
 		span = 0 // retry.on: []: one attempt, nothing retried
 	}
 	if need := retryWindow(span); pol.Window < need {
-		diags.Errorf(firstPos(b.Window.Pos, b.Retry.Pos, b.Pos), "window-shorter-than-retry",
+		diags.Errorf(ir.FirstPos(b.Window.Pos, b.Retry.Pos, b.Pos), "window-shorter-than-retry",
 			"window %s is shorter than %.1f × the client's longest retry span %s (= %s): a late retry would run the operation again", ir.FormatDuration(pol.Window), WindowRetryFactor, ir.FormatDuration(span), ir.FormatDuration(need))
 	}
 	if st := pol.InFlight.Status; st == http.StatusBadRequest || st == http.StatusUnprocessableEntity {
-		diags.Errorf(firstPos(b.InFlight.Status.Pos, b.Pos), "in-flight-status-final",
+		diags.Errorf(ir.FirstPos(b.InFlight.Status.Pos, b.Pos), "in-flight-status-final",
 			"in-flight.status %d is an answer clients never retry (idemgen's client helper included): a duplicate told that its key is in use would give up instead of waiting for the first request; use 409 (the default), 423, 429 or 503", st)
 	}
 	if pol.InFlight.Wait > pol.InFlight.Lease {
-		diags.Warnf(firstPos(b.InFlight.Wait.Pos, b.Pos), "wait-longer-than-lease",
+		diags.Warnf(ir.FirstPos(b.InFlight.Wait.Pos, b.Pos), "wait-longer-than-lease",
 			"in-flight.wait %s is longer than in-flight.lease %s: a waiting duplicate may take over the first request's lease", ir.FormatDuration(pol.InFlight.Wait), ir.FormatDuration(pol.InFlight.Lease))
 	}
 	return r, diags, ok
@@ -225,15 +216,6 @@ func orDefault[T any](f Field[T], def T) T {
 	return def
 }
 
-func firstPos(ps ...ir.Pos) ir.Pos {
-	for _, p := range ps {
-		if !p.IsZero() {
-			return p
-		}
-	}
-	return ir.Pos{}
-}
-
 // RuleCompatibleNoEffect is the rule of the warning that a
 // compatible-fingerprints entry (or the whole list) recognizes nothing more.
 const RuleCompatibleNoEffect = "compatible-fingerprints-no-effect"
@@ -248,30 +230,14 @@ func compatible(b Block, pol *ir.Policy, diags *diag.List, sure bool) {
 	if !b.CompatibleFingerprints.Set {
 		return
 	}
-	pointers := func(f Field[[]Field[string]], cur []ir.Pointer) []ir.Pointer {
-		if !f.Set {
-			return slices.Clone(cur)
-		}
-		var out []ir.Pointer
-		for _, v := range f.V {
-			out = append(out, ir.Pointer{Pointer: v.V, Pos: v.Pos})
-		}
-		return out
-	}
 	current := pol.Fingerprint()
 	var seen []int // the entries kept, by index
 	for i, e := range b.CompatibleFingerprints.V {
 		fs := ir.FingerprintSettings{
-			Volatile:           pointers(e.Volatile, pol.Volatile),
-			Unordered:          pointers(e.Unordered, pol.Unordered),
-			FingerprintHeaders: slices.Clone(pol.FingerprintHeaders),
+			Volatile:           orCurrent(e.Volatile, pol.Volatile, pointers),
+			Unordered:          orCurrent(e.Unordered, pol.Unordered, pointers),
+			FingerprintHeaders: orCurrent(e.FingerprintHeaders, pol.FingerprintHeaders, values),
 			Pos:                e.Pos,
-		}
-		if e.FingerprintHeaders.Set {
-			fs.FingerprintHeaders = nil
-			for _, h := range e.FingerprintHeaders.V {
-				fs.FingerprintHeaders = append(fs.FingerprintHeaders, h.V)
-			}
 		}
 		pol.CompatibleFingerprints = append(pol.CompatibleFingerprints, fs)
 		if e.Refused || !sure || pol.Semantics != ir.Strict {
@@ -296,4 +262,33 @@ func compatible(b Block, pol *ir.Policy, diags *diag.List, sure bool) {
 	case ir.Window:
 		diags.Warnf(b.CompatibleFingerprints.Pos, RuleCompatibleNoEffect, "compatible-fingerprints has no effect under window semantics: a retry with the key of a request made under other settings gets its replay whatever its fingerprint, and a request without a key is found by its current fingerprint only")
 	}
+}
+
+// pointers is the IR's form of a list of JSON pointers as written, nil for
+// none.
+func pointers(l []Field[string]) []ir.Pointer {
+	var out []ir.Pointer
+	for _, v := range l {
+		out = append(out, ir.Pointer{Pointer: v.V, Pos: v.Pos})
+	}
+	return out
+}
+
+// values is the values of a list as written, without their positions, nil
+// for none.
+func values[T any](l []Field[T]) []T {
+	var out []T
+	for _, v := range l {
+		out = append(out, v.V)
+	}
+	return out
+}
+
+// orCurrent is a list of a compatible-fingerprints entry: conv of the list
+// the entry gives, or a copy of the current one (cur) when it leaves it out.
+func orCurrent[T any](f Field[[]Field[string]], cur []T, conv func([]Field[string]) []T) []T {
+	if !f.Set {
+		return slices.Clone(cur)
+	}
+	return conv(f.V)
 }

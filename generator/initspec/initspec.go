@@ -21,6 +21,7 @@ package initspec
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -95,6 +96,9 @@ type Candidate struct {
 	AlsoJSON string
 }
 
+// Where names the candidate: its method and path, e.g. "POST /orders".
+func (c Candidate) Where() string { return ir.Where(c.Method, c.Path) }
+
 // Note is an operation that declares a key but gets no contract.
 type Note struct {
 	Method, Path string
@@ -104,6 +108,9 @@ type Note struct {
 	// 0 when unknown.
 	Pos ir.Pos
 }
+
+// Where names the note's operation: its method and path, e.g. "POST /orders".
+func (n Note) Where() string { return ir.Where(n.Method, n.Path) }
 
 // Operation is an operation that gets no contract.
 type Operation struct {
@@ -115,6 +122,9 @@ type Operation struct {
 	// 0 when unknown.
 	Pos ir.Pos
 }
+
+// Where names the operation: its method and path, e.g. "POST /orders".
+func (o Operation) Where() string { return ir.Where(o.Method, o.Path) }
 
 // Proposal is what Propose found and the overlay it wrote.
 type Proposal struct {
@@ -179,13 +189,13 @@ func Propose(path string, opts Options) (*Proposal, diag.List) {
 		}
 	}
 	paths := d.T.Paths.Map()
-	for _, pth := range sortedKeys(paths) {
+	for _, pth := range slices.Sorted(maps.Keys(paths)) {
 		item := paths[pth]
 		if item == nil {
 			continue
 		}
 		ops := item.Operations()
-		for _, method := range sortedKeys(ops) {
+		for _, method := range slices.Sorted(maps.Keys(ops)) {
 			op := ops[method]
 			method = strings.ToUpper(method)
 			keys := detect(op, item.Parameters)
@@ -216,11 +226,7 @@ func Propose(path string, opts Options) (*Proposal, diag.List) {
 				continue // a contract exists
 			}
 			c := Candidate{Method: method, Path: pth, OperationID: op.OperationID, Key: keys[0], Others: keys[1:]}
-			keyPtr := ""
-			if c.Key.Carrier == ir.CarrierBody {
-				keyPtr = c.Key.Name
-			}
-			c.Volatile, c.Unordered = compile.Candidates(op, keyPtr)
+			c.Volatile, c.Unordered = compile.Candidates(op, compile.KeyPointer(c.Key.Carrier, c.Key.Name))
 			for _, h := range compile.DeclaredResponseHeaders(op) {
 				c.ResponseHeaders = append(c.ResponseHeaders, h.Name)
 			}
@@ -228,11 +234,7 @@ func Propose(path string, opts Options) (*Proposal, diag.List) {
 			if c.Multipart != "" {
 				c.AlsoJSON = jsonBody(op)
 			} else {
-				keyHeader := ""
-				if c.Key.Carrier == ir.CarrierHeader {
-					keyHeader = c.Key.Name
-				}
-				c.FingerprintHeaders = compile.DeclaredRequestHeaders(d.T, op, item.Parameters, keyHeader)
+				c.FingerprintHeaders = compile.DeclaredRequestHeaders(d.T, op, item.Parameters, compile.KeyHeader(c.Key.Carrier, c.Key.Name))
 			}
 			p.Candidates = append(p.Candidates, c)
 		}
@@ -337,7 +339,7 @@ func multipart(op *openapi3.Operation) string {
 	if op.RequestBody == nil || op.RequestBody.Value == nil {
 		return ""
 	}
-	for _, ct := range sortedKeys(op.RequestBody.Value.Content) {
+	for _, ct := range slices.Sorted(maps.Keys(op.RequestBody.Value.Content)) {
 		if mt, _, _ := strings.Cut(ct, ";"); strings.HasPrefix(strings.ToLower(strings.TrimSpace(mt)), "multipart/") {
 			return ct
 		}
@@ -351,7 +353,7 @@ func jsonBody(op *openapi3.Operation) string {
 	if op.RequestBody == nil || op.RequestBody.Value == nil {
 		return ""
 	}
-	for _, ct := range sortedKeys(op.RequestBody.Value.Content) {
+	for _, ct := range slices.Sorted(maps.Keys(op.RequestBody.Value.Content)) {
 		if naming.IsJSONMediaType(ct) {
 			return ct
 		}
@@ -465,7 +467,7 @@ func (p *Proposal) document(title, specName, ovName string, withRoot, rootKey bo
 			}
 			block = node(fields...)
 		}
-		desc := fmt.Sprintf("%s %s declares the key %s.", c.Method, c.Path, c.Key.describe())
+		desc := fmt.Sprintf("%s declares the key %s.", c.Where(), c.Key.describe())
 		for _, o := range c.Others {
 			desc += fmt.Sprintf(" It also declares %s, not used as the key.", o.describe())
 		}
@@ -491,7 +493,7 @@ func (p *Proposal) document(title, specName, ovName string, withRoot, rootKey bo
 	if len(p.Notes) > 0 {
 		head = append(head, "", "Not annotated:")
 		for _, n := range p.Notes {
-			head = append(head, fmt.Sprintf("  %s %s declares the key %s, but %s.", n.Method, n.Path, n.Key.describe(), n.Reason))
+			head = append(head, fmt.Sprintf("  %s declares the key %s, but %s.", n.Where(), n.Key.describe(), n.Reason))
 		}
 	}
 	doc.HeadComment = strings.Join(head, "\n")
@@ -538,13 +540,4 @@ func comment(v any, c string) *yaml.Node {
 	n := scalar(v)
 	n.LineComment = "# " + c
 	return n
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -144,7 +144,7 @@ func TestRealSpecs(t *testing.T) {
 					loose++
 				}
 				if op.Body != nil && slices.ContainsFunc(op.Body.ContentTypes, func(ct string) bool { return strings.HasPrefix(ct, "multipart/") }) {
-					assert.Equal(t, ir.Loose, op.Policy.Semantics, "%s %s", op.Method, op.Path)
+					assert.Equal(t, ir.Loose, op.Policy.Semantics, "%s", op.Where())
 				}
 			}
 			assert.Equal(t, c.multipart, loose)
@@ -163,7 +163,7 @@ func TestConventions(t *testing.T) {
 	p, ov := propose(t, spec)
 	var got []string
 	for _, c := range p.Candidates {
-		got = append(got, c.Method+" "+c.Path+" "+string(c.Key.Carrier)+" "+c.Key.Name)
+		got = append(got, c.Where()+" "+string(c.Key.Carrier)+" "+c.Key.Name)
 	}
 	assert.Equal(t, []string{
 		"POST /orders header PayPal-Request-Id",
@@ -171,7 +171,7 @@ func TestConventions(t *testing.T) {
 		"POST /refunds body /idempotency_key",
 	}, got)
 	require.Len(t, p.Notes, 1)
-	assert.Equal(t, "GET /payments", p.Notes[0].Method+" "+p.Notes[0].Path)
+	assert.Equal(t, "GET /payments", p.Notes[0].Where())
 	assert.NotContains(t, string(p.Overlay), "/flags")
 	assert.NotContains(t, string(p.Overlay), "/annotated")
 	assert.NotContains(t, string(p.Overlay), "X-Request-Id")

@@ -38,7 +38,7 @@ func TestMultipartAndJSON(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(ov, "The body may also be application/json, which loses under loose the check that a reused key comes with the same request (422)"))
 
 	require.Len(t, p.Notes, 1)
-	assert.Equal(t, "GET /lookups", p.Notes[0].Method+" "+p.Notes[0].Path)
+	assert.Equal(t, "GET /lookups", p.Notes[0].Where())
 	assert.Equal(t, spec, p.Notes[0].Pos.File)
 	assert.Equal(t, strings.Count(src[:strings.Index(src, "    get:")], "\n")+1, p.Notes[0].Pos.Line)
 	assert.Equal(t, 5, p.Notes[0].Pos.Col)

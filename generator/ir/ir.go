@@ -35,6 +35,17 @@ type Pos struct {
 // IsZero reports whether p locates nothing.
 func (p Pos) IsZero() bool { return p.File == "" && p.Line == 0 && p.Col == 0 }
 
+// FirstPos is the first of ps that locates something (not IsZero), the
+// zero Pos when none does.
+func FirstPos(ps ...Pos) Pos {
+	for _, p := range ps {
+		if !p.IsZero() {
+			return p
+		}
+	}
+	return Pos{}
+}
+
 // Spec is one loaded, checked spec.
 type Spec struct {
 	Title      string       `json:"title"`
@@ -75,6 +86,15 @@ type Route struct {
 	Pos        Pos    `json:"pos"`
 }
 
+// Where names the route in messages and as a map key: its method and
+// path template, e.g. "POST /orders".
+func (r Route) Where() string { return Where(r.Method, r.Path) }
+
+// Where names an operation by its method, in upper case whatever case it
+// is given in, and its path template, e.g. "POST /orders": how messages,
+// diagnostics' Ops, ignores and indexes by route spell it.
+func Where(method, path string) string { return strings.ToUpper(method) + " " + path }
+
 // Decl is a Go identifier declared by oapi-codegen's output, and what in
 // the spec declares it.
 type Decl struct {
@@ -112,6 +132,10 @@ func (op *Operation) RecordName() string {
 	}
 	return op.GoName
 }
+
+// Where names the operation in messages and as a map key: its method and
+// path template, e.g. "POST /orders".
+func (op *Operation) Where() string { return Where(op.Method, op.Path) }
 
 // Names are the Go identifiers oapi-codegen generates for an operation
 // (see package generator/naming for the rules).

@@ -101,6 +101,24 @@ func TestHTTPMethod(t *testing.T) {
 
 // The client's wait on in-use answers outlasts a crashed holder's lease:
 // lease + max(the Retry-After sent, in whole seconds, backoff max).
+// TestWhere: an operation and a route are named "METHOD /path", the method
+// in upper case whatever case it is given in.
+func TestWhere(t *testing.T) {
+	assert.Equal(t, "POST /orders/{id}", ir.Where("post", "/orders/{id}"))
+	assert.Equal(t, "POST /orders/{id}", ir.Where("POST", "/orders/{id}"))
+	assert.Equal(t, "PATCH /a", (&ir.Operation{Method: "PATCH", Path: "/a"}).Where())
+	assert.Equal(t, "GET /b", ir.Route{Method: "GET", Path: "/b"}.Where())
+}
+
+// TestFirstPos: the first position that locates something; a pointer
+// alone locates nothing.
+func TestFirstPos(t *testing.T) {
+	at := ir.Pos{File: "a.yaml", Line: 3, Col: 5}
+	assert.Equal(t, at, ir.FirstPos(ir.Pos{}, ir.Pos{Pointer: "/x"}, at, ir.Pos{File: "b.yaml", Line: 1, Col: 1}))
+	assert.Equal(t, ir.Pos{}, ir.FirstPos(ir.Pos{}))
+	assert.Equal(t, ir.Pos{}, ir.FirstPos())
+}
+
 func TestInUseWait(t *testing.T) {
 	s := time.Second
 	pol := func(lease, ra, bmax time.Duration) ir.Policy {

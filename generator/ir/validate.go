@@ -48,7 +48,7 @@ func (s *Spec) Validate() []error {
 	}
 	collided := map[*Operation]bool{}
 	for _, op := range s.Operations {
-		where := op.Method + " " + op.Path
+		where := op.Where()
 		n := op.Names
 		ok := claim(n.Handler, "operation "+where, op.Pos) &&
 			claim(n.RequestObject, "request object of "+where, op.Pos) &&
@@ -84,7 +84,7 @@ func (s *Spec) Validate() []error {
 				continue
 			}
 			if first, ok := methods[m]; ok {
-				errs = append(errs, &CollisionError{Name: m, What: "client method of " + op.Method + " " + op.Path, Pos: op.Pos, Other: first})
+				errs = append(errs, &CollisionError{Name: m, What: "client method of " + op.Where(), Pos: op.Pos, Other: first})
 				continue
 			}
 			methods[m] = op.Pos
@@ -144,8 +144,8 @@ func (s *Spec) routeCollisions(collided map[*Operation]bool) []error {
 				continue
 			}
 			errs = append(errs,
-				&CollisionError{Name: c.name, What: "operation " + r.Method + " " + r.Path, Pos: r.Pos, Other: op.Pos},
-				&CollisionError{Name: c.name, What: "operation " + op.Method + " " + op.Path, Pos: op.Pos, Other: r.Pos})
+				&CollisionError{Name: c.name, What: "operation " + r.Where(), Pos: r.Pos, Other: op.Pos},
+				&CollisionError{Name: c.name, What: "operation " + op.Where(), Pos: op.Pos, Other: r.Pos})
 			break
 		}
 	}

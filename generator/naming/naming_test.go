@@ -95,7 +95,7 @@ func TestAgainstOapiCodegen(t *testing.T) {
 			has := func(pattern string) bool { return regexp.MustCompile(pattern).MatchString(code) }
 			for _, op := range spec.Operations {
 				n := op.Names
-				where := op.Method + " " + op.Path
+				where := op.Where()
 				assert.True(t, has(`type `+n.RequestObject+` struct`), "%s: %s", where, n.RequestObject)
 				assert.True(t, has(`\b`+n.Handler+`\(ctx context.Context, request `+n.RequestObject), "%s: strict handler %s", where, n.Handler)
 				assert.True(t, has(`func \(c \*ClientWithResponses\) `+n.WithResponse+`\(`), "%s: %s", where, n.WithResponse)

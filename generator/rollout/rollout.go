@@ -48,7 +48,7 @@ var pathParam = regexp.MustCompile(`\{[^}]*\}`)
 // erased is op's method and path template with its parameter names left
 // out: a renamed path parameter leaves it the same.
 func erased(op *ir.Operation) string {
-	return op.Method + " " + pathParam.ReplaceAllString(op.Path, "{}")
+	return ir.Where(op.Method, pathParam.ReplaceAllString(op.Path, "{}"))
 }
 
 // Match pairs the idempotent operations of base and spec: by operationId
@@ -233,10 +233,8 @@ type comparison struct {
 	found    []finding
 }
 
-func (c *comparison) where() string { return c.op.Method + " " + c.op.Path }
-
 func (c *comparison) warn(pos ir.Pos, rule, format string, args ...any) {
-	c.found = append(c.found, finding{pos: pos, rule: rule, message: fmt.Sprintf(format, args...), op: c.where()})
+	c.found = append(c.found, finding{pos: pos, rule: rule, message: fmt.Sprintf(format, args...), op: c.op.Where()})
 }
 
 // window is the longer of the old and new windows: how long a record of
@@ -313,7 +311,7 @@ func (c *comparison) renamed(on, nn string) {
 	also := ""
 	for _, o := range c.others {
 		if o != old && o.RecordName() == nn {
-			also = fmt.Sprintf(", and may even find a record %s %s made with the same key (that operation's records were kept under %s)", o.Method, o.Path, nn)
+			also = fmt.Sprintf(", and may even find a record %s made with the same key (that operation's records were kept under %s)", o.Where(), nn)
 			break
 		}
 	}
@@ -551,7 +549,7 @@ func MissingOperationIDs(spec *ir.Spec, d *load.Document) diag.List {
 		if op.OperationID != "" {
 			continue
 		}
-		where := op.Method + " " + op.Path
+		where := op.Where()
 		out.Warnf(methodPos(d, op), RuleOperationIDMissing, "%s has no operationId: its idempotency records are kept under the Go name oapi-codegen derives, %s, which a renamed path parameter or another name normalizer changes, and a retry in flight across such a deploy then runs the handler again; give it operationId: %s (the name its records have now)",
 			where, op.GoName, op.GoName)
 		out[len(out)-1].Ops = []string{where}

@@ -142,11 +142,11 @@ func Generate(spec *ir.Spec, opts emitter.Options, cfg Config) ([]byte, error) {
 	for _, op := range spec.Operations {
 		k := op.Key
 		if k.Format == ir.FormatToken && k.MaxLength < 36 {
-			diags.Unsupportedf(k.Pos, "client-key-length", "the client helper of %s %s creates UUID keys (36 characters), longer than key.max-length %d; raise max-length to 36 or more", op.Method, op.Path, k.MaxLength)
+			diags.Unsupportedf(k.Pos, "client-key-length", "the client helper of %s creates UUID keys (36 characters), longer than key.max-length %d; raise max-length to 36 or more", op.Where(), k.MaxLength)
 		}
 		checkKeySchema(op, &diags)
 		if k.Param != nil && op.Names.Params == "" {
-			diags.Errorf(k.Pos, "internal-error", "%s %s declares its key parameter but has no parameters object", op.Method, op.Path)
+			diags.Errorf(k.Pos, "internal-error", "%s declares its key parameter but has no parameters object", op.Where())
 		}
 	}
 	if diags.HasErrors() {
@@ -202,7 +202,7 @@ func checkKeySchema(op *ir.Operation, diags *diag.List) {
 		kind = "UUID v4"
 	}
 	report := func(what string) {
-		diags.Unsupportedf(pos, "client-key-schema", "the client helper of %s %s creates %s keys such as %s, but %s; the helper cannot make keys of another shape: loosen the key's schema to admit them", op.Method, op.Path, kind, samples[0], what)
+		diags.Unsupportedf(pos, "client-key-schema", "the client helper of %s creates %s keys such as %s, but %s; the helper cannot make keys of another shape: loosen the key's schema to admit them", op.Where(), kind, samples[0], what)
 	}
 	s := k.Schema
 	if s.MinLength > len(samples[0]) {
@@ -282,20 +282,10 @@ func (g *gen) typeDecl() {
 	for _, op := range g.spec.Operations {
 		ok, bad := typed(op)
 		if !ok {
-			fmt.Fprintf(&doc, "  - %s %s (%s): no typed helper (idemgen does not know the Go type of path parameter %s); call %s, which %s retries with a new key per request\n", op.Method, op.Path, op.RecordName(), bad, op.Names.WithResponse, g.cfg.Doer())
+			fmt.Fprintf(&doc, "  - %s (%s): no typed helper (idemgen does not know the Go type of path parameter %s); call %s, which %s retries with a new key per request\n", op.Where(), op.RecordName(), bad, op.Names.WithResponse, g.cfg.Doer())
 			continue
 		}
-		var names []string
-		if hasJSONHelper(op) {
-			names = append(names, op.GoName)
-		}
-		if op.Body != nil {
-			names = append(names, op.GoName+"WithBody")
-		}
-		if hasFormHelper(op) {
-			names = append(names, op.GoName+formSuffix)
-		}
-		fmt.Fprintf(&doc, "  - %s %s (%s): %s; %s semantics, window %s, key %s\n", op.Method, op.Path, op.RecordName(), strings.Join(names, ", "), op.Policy.Semantics, ir.FormatDuration(op.Policy.Window), keyDoc(op))
+		fmt.Fprintf(&doc, "  - %s (%s): %s; %s semantics, window %s, key %s\n", op.Where(), op.RecordName(), strings.Join(helperNames(op), ", "), op.Policy.Semantics, ir.FormatDuration(op.Policy.Window), keyDoc(op))
 	}
 	doc.WriteString("\nWiring:\n\n")
 	fmt.Fprintf(&doc, "\tc, err := New%s(server, WithHTTPClient(httpClient)) // its HTTP client is wrapped in %s\n", t, g.cfg.Doer())
@@ -340,12 +330,46 @@ const (
 	helperForm                    // the form body type
 )
 
-func helperName(op *ir.Operation) string {
+// helperKinds are the helpers of op, in the order the file declares them:
+// the typed one (JSON body or none), the raw body's, the form body's.
+func helperKinds(op *ir.Operation) []helperKind {
+	var ks []helperKind
 	if hasJSONHelper(op) {
-		return op.GoName
+		ks = append(ks, helperTyped)
 	}
-	return op.GoName + "WithBody"
+	if op.Body != nil {
+		ks = append(ks, helperRaw)
+	}
+	if hasFormHelper(op) {
+		ks = append(ks, helperForm)
+	}
+	return ks
 }
+
+// names are the name of op's helper of kind k and the ClientWithResponses
+// method it calls.
+func (k helperKind) names(op *ir.Operation) (name, method string) {
+	switch k {
+	case helperRaw:
+		return op.GoName + "WithBody", op.Names.WithBodyWithResponse
+	case helperForm:
+		return op.GoName + formSuffix, op.GoName + formSuffix + "WithResponse"
+	}
+	return op.GoName, op.Names.WithResponse
+}
+
+// helperNames are the names of op's helpers, in helperKinds' order.
+func helperNames(op *ir.Operation) []string {
+	var names []string
+	for _, k := range helperKinds(op) {
+		name, _ := k.names(op)
+		names = append(names, name)
+	}
+	return names
+}
+
+// helperName is op's first helper, the one the type's documentation shows.
+func helperName(op *ir.Operation) string { return helperNames(op)[0] }
 
 func exampleArgs(op *ir.Operation) string {
 	var b strings.Builder
@@ -453,27 +477,15 @@ func goType(t string) jen.Code {
 }
 
 func (g *gen) helpers(op *ir.Operation) {
-	if hasJSONHelper(op) {
-		g.helper(op, helperTyped)
-	}
-	if op.Body != nil {
-		g.helper(op, helperRaw)
-	}
-	if hasFormHelper(op) {
-		g.helper(op, helperForm)
+	for _, k := range helperKinds(op) {
+		g.helper(op, k)
 	}
 }
 
 func (g *gen) helper(op *ir.Operation, kind helperKind) {
 	t := g.cfg.Type
 	raw := kind == helperRaw
-	name, method := op.GoName, op.Names.WithResponse
-	switch kind {
-	case helperRaw:
-		name, method = op.GoName+"WithBody", op.Names.WithBodyWithResponse
-	case helperForm:
-		name, method = op.GoName+formSuffix, op.GoName+formSuffix+"WithResponse"
-	}
+	name, method := kind.names(op)
 	q := func(id string) *jen.Statement { return jen.Qual(clientPkg, id) }
 	params, args := pathArgs(op)
 	params = append([]jen.Code{jen.Id("ctx").Qual("context", "Context")}, params...)
@@ -510,7 +522,7 @@ func (g *gen) helper(op *ir.Operation, kind helperKind) {
 	case kind == helperForm:
 		fmt.Fprintf(&d, "%s is %sWithBody with a form body (application/x-www-form-urlencoded), through %s: the body is encoded once and the same bytes are sent with every attempt.", name, op.GoName, method)
 	default:
-		fmt.Fprintf(&d, "%s calls %s %s (%s) as one logical call, through %s.", name, op.Method, op.Path, op.RecordName(), method)
+		fmt.Fprintf(&d, "%s calls %s (%s) as one logical call, through %s.", name, op.Where(), op.RecordName(), method)
 		if sum := strings.TrimSpace(op.Summary); sum != "" {
 			if !strings.HasSuffix(sum, ".") {
 				sum += "."
@@ -651,7 +663,7 @@ func Policy(op *ir.Operation) idemclient.Policy {
 func (g *gen) policies() {
 	for _, op := range g.spec.Operations {
 		p := Policy(op)
-		g.docf("%s is the client half of the contract of %s %s (%s): %s semantics, window %s, longest retry span %s.", g.policyVar(op), op.Method, op.Path, op.RecordName(), op.Policy.Semantics, ir.FormatDuration(op.Policy.Window), ir.FormatDuration(p.LongestSpan()))
+		g.docf("%s is the client half of the contract of %s (%s): %s semantics, window %s, longest retry span %s.", g.policyVar(op), op.Where(), op.RecordName(), op.Policy.Semantics, ir.FormatDuration(op.Policy.Window), ir.FormatDuration(p.LongestSpan()))
 		g.f.Var().Id(g.policyVar(op)).Op("=").Add(policyLiteral(p))
 	}
 }
@@ -660,18 +672,6 @@ func (g *gen) policies() {
 // explicit, so the generated file documents the whole policy.
 func policyLiteral(p idemclient.Policy) jen.Code {
 	q := func(name string) *jen.Statement { return jen.Qual(clientPkg, name) }
-	type kv struct {
-		k string
-		v jen.Code
-	}
-	fields := func(kvs ...kv) jen.Code {
-		return jen.ValuesFunc(func(g *jen.Group) {
-			for _, f := range kvs {
-				g.Line().Id(f.k).Op(":").Add(f.v)
-			}
-			g.Line()
-		})
-	}
 	jitter := map[idemclient.Jitter]string{idemclient.JitterFull: "JitterFull", idemclient.JitterEqual: "JitterEqual", idemclient.JitterNone: "JitterNone"}[p.Backoff.Jitter]
 	format := map[idemclient.KeyFormat]string{idemclient.FormatUUID: "FormatUUID", idemclient.FormatUUIDv4: "FormatUUIDv4", idemclient.FormatUUIDv7: "FormatUUIDv7", idemclient.FormatToken: "FormatToken"}[p.KeyFormat]
 	carrier := map[idemclient.KeyCarrier]string{idemclient.CarrierHeader: "CarrierHeader", idemclient.CarrierQuery: "CarrierQuery", idemclient.CarrierBody: "CarrierBody"}[p.KeyCarrier]
@@ -683,23 +683,23 @@ func policyLiteral(p idemclient.Policy) jen.Code {
 			}
 		})
 	}
-	return q("Policy").Add(fields(
-		kv{"MaxAttempts", jen.Lit(p.MaxAttempts)},
-		kv{"Backoff", q("Backoff").Add(fields(
-			kv{"Initial", gogen.DurationCode(p.Backoff.Initial)},
-			kv{"Max", gogen.DurationCode(p.Backoff.Max)},
-			kv{"Multiplier", jen.Lit(p.Backoff.Multiplier)},
-			kv{"Jitter", q(jitter)},
-		))},
-		kv{"On", q("RetryOn").Add(fields(
-			kv{"Connection", jen.Lit(p.On.Connection)},
-			kv{"Statuses", statuses},
-		))},
-		kv{"InUseWait", gogen.DurationCode(p.InUseWait)},
-		kv{"KeyFormat", q(format)},
-		kv{"KeyCarrier", q(carrier)},
-		kv{"KeyName", jen.Lit(p.KeyName)},
-		kv{"KeyMaxLength", jen.Lit(p.KeyMaxLength)},
+	return q("Policy").Add(gogen.Fields(
+		gogen.Field("MaxAttempts", jen.Lit(p.MaxAttempts)),
+		gogen.Field("Backoff", q("Backoff").Add(gogen.Fields(
+			gogen.Field("Initial", gogen.DurationCode(p.Backoff.Initial)),
+			gogen.Field("Max", gogen.DurationCode(p.Backoff.Max)),
+			gogen.Field("Multiplier", jen.Lit(p.Backoff.Multiplier)),
+			gogen.Field("Jitter", q(jitter)),
+		))),
+		gogen.Field("On", q("RetryOn").Add(gogen.Fields(
+			gogen.Field("Connection", jen.Lit(p.On.Connection)),
+			gogen.Field("Statuses", statuses),
+		))),
+		gogen.Field("InUseWait", gogen.DurationCode(p.InUseWait)),
+		gogen.Field("KeyFormat", q(format)),
+		gogen.Field("KeyCarrier", q(carrier)),
+		gogen.Field("KeyName", jen.Lit(p.KeyName)),
+		gogen.Field("KeyMaxLength", jen.Lit(p.KeyMaxLength)),
 	))
 }
 
@@ -823,7 +823,7 @@ func (g *gen) matcher() {
 	q := func(id string) *jen.Statement { return jen.Qual(clientPkg, id) }
 	policy := map[string]string{}
 	for _, op := range g.spec.Operations {
-		policy[op.Method+" "+op.Path] = g.policyVar(op)
+		policy[op.Where()] = g.policyVar(op)
 	}
 	bases := jen.Code(jen.Nil())
 	basesDoc := ""
@@ -839,7 +839,7 @@ func (g *gen) matcher() {
 	g.f.Var().Id(px+"Routes").Op("=").Add(q("NewRouteTable")).Call(bases, jen.Index().Add(q("Route")).ValuesFunc(func(gr *jen.Group) {
 		for _, r := range g.routes() {
 			pol := jen.Code(jen.Nil())
-			if v := policy[r.Method+" "+r.Path]; v != "" {
+			if v := policy[r.Where()]; v != "" {
 				pol = jen.Op("&").Id(v)
 			}
 			gr.Line().Values(jen.Id("Method").Op(":").Lit(r.Method), jen.Id("Path").Op(":").Lit(r.Path), jen.Id("Policy").Op(":").Add(pol))
@@ -883,23 +883,13 @@ func checkNames(spec *ir.Spec, opts emitter.Options, cfg Config, diags *diag.Lis
 		if ok, _ := typed(op); !ok {
 			continue
 		}
-		var names []string
-		if hasJSONHelper(op) {
-			names = append(names, op.GoName)
-		}
-		if op.Body != nil {
-			names = append(names, op.GoName+"WithBody")
-		}
-		if hasFormHelper(op) {
-			names = append(names, op.GoName+formSuffix)
-		}
-		for _, n := range names {
+		for _, n := range helperNames(op) {
 			if first, ok := methods[n]; ok {
 				where := "the embedded ClientWithResponses"
 				if !first.IsZero() {
 					where = fmt.Sprintf("the helper of the operation at %s:%d:%d", first.File, first.Line, first.Col)
 				}
-				diags.Errorf(op.Pos, "go-name-collision", "the client helper %s of %s %s collides with %s", n, op.Method, op.Path, where)
+				diags.Errorf(op.Pos, "go-name-collision", "the client helper %s of %s collides with %s", n, op.Where(), where)
 				continue
 			}
 			methods[n] = op.Pos

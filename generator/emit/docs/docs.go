@@ -235,7 +235,7 @@ func statusList(ss []int) string {
 // records are kept under (ir.Operation.RecordName: the Go name when the
 // operation has no operationId).
 func Title(op *ir.Operation) string {
-	return op.Method + " " + op.Path + " — " + op.RecordName()
+	return op.Where() + " — " + op.RecordName()
 }
 
 // Anchor returns the fragment GitHub gives a Markdown heading with text s:

@@ -156,11 +156,11 @@ func Generate(spec *ir.Spec, opts emitter.Options, cfg Config) ([]byte, error) {
 				errs = j.Unwrap()
 			}
 			for _, e := range errs {
-				diags.Unsupportedf(op.ContractPos, "runtime-policy", "the runtime cannot enforce the contract of %s %s: %v", op.Method, op.Path, e)
+				diags.Unsupportedf(op.ContractPos, "runtime-policy", "the runtime cannot enforce the contract of %s: %v", op.Where(), e)
 			}
 		}
 		if cfg.Strict && op.Key.Param != nil && op.Names.Params == "" {
-			diags.Errorf(op.Key.Pos, "internal-error", "%s %s declares its key parameter but has no parameters object", op.Method, op.Path)
+			diags.Errorf(op.Key.Pos, "internal-error", "%s declares its key parameter but has no parameters object", op.Where())
 		}
 	}
 	if diags.HasErrors() {
@@ -297,7 +297,7 @@ func (g *gen) typeDecl() {
 	doc.WriteString(" A retried request with the same idempotency key runs its operation once; every retry gets the first response (with Idempotent-Replayed: true) or an RFC 9457 problem.\n\n")
 	doc.WriteString("Idempotent operations:\n\n")
 	for _, op := range g.spec.Operations {
-		fmt.Fprintf(&doc, "  - %s %s (%s): %s semantics, window %s, key %s\n", op.Method, op.Path, op.RecordName(), op.Policy.Semantics, ir.FormatDuration(op.Policy.Window), keyDoc(op.Key))
+		fmt.Fprintf(&doc, "  - %s (%s): %s semantics, window %s, key %s\n", op.Where(), op.RecordName(), op.Policy.Semantics, ir.FormatDuration(op.Policy.Window), keyDoc(op.Key))
 	}
 	opts, router := routerOptions[g.cfg.Router]
 	doc.WriteString("\nWiring:\n\n")
@@ -368,7 +368,7 @@ func keyDoc(k ir.Key) string {
 func (g *gen) policies() {
 	t := g.cfg.Type
 	for i, op := range g.spec.Operations {
-		g.docf("%s is the policy of %s %s (%s).", g.policyVar(op), op.Method, op.Path, op.RecordName())
+		g.docf("%s is the policy of %s (%s).", g.policyVar(op), op.Where(), op.RecordName())
 		g.f.Var().Id(g.policyVar(op)).Op("=").Qual(idemPkg, "MustCompile").Call(specLiteral(g.specs[i]))
 	}
 	var list []jen.Code
@@ -482,66 +482,54 @@ func specLiteral(s idem.Spec) jen.Code {
 	if s.Failures == idem.FailuresReplay {
 		failures = "FailuresReplay"
 	}
-	type kv struct {
-		k string
-		v jen.Code
-	}
-	fields := func(kvs ...kv) jen.Code {
-		return jen.ValuesFunc(func(g *jen.Group) {
-			for _, f := range kvs {
-				g.Line().Id(f.k).Op(":").Add(f.v)
-			}
-			g.Line()
-		})
-	}
-	all := []kv{
-		{"Operation", jen.Lit(s.Operation)},
-		{"Method", jen.Lit(s.Method)},
-		{"Path", jen.Lit(s.Path)},
-		{"Semantics", q(sem)},
-		{"Window", gogen.DurationCode(s.Window)},
-		{"Key", q("KeySpec").Add(fields(
-			kv{"Carrier", q(carrier)},
-			kv{"Name", jen.Lit(s.Key.Name)},
-			kv{"Required", q(req)},
-			kv{"Format", q(format)},
-			kv{"MaxLength", jen.Lit(s.Key.MaxLength)},
-		))},
-		{"Volatile", strs(s.Volatile)},
-		{"Unordered", strs(s.Unordered)},
-		{"FingerprintHeaders", strs(s.FingerprintHeaders)},
-		{"Scope", q(map[idem.Scope]string{idem.ScopePrincipal: "ScopePrincipal", idem.ScopeShared: "ScopeShared"}[s.Scope])},
-		{"ConflictStatus", jen.Lit(s.ConflictStatus)},
-		{"InFlight", q("InFlightSpec").Add(fields(
-			kv{"Status", jen.Lit(s.InFlight.Status)},
-			kv{"RetryAfter", gogen.DurationCode(s.InFlight.RetryAfter)},
-			kv{"Lease", gogen.DurationCode(s.InFlight.Lease)},
-			kv{"Wait", gogen.DurationCode(s.InFlight.Wait)},
-		))},
-		{"Failures", q(failures)},
-		{"Response", q("ResponseSpec").Add(fields(
-			kv{"MaxBytes", jen.Lit(s.Response.MaxBytes)},
-			kv{"Headers", strs(s.Response.Headers)},
-		))},
-		{"Request", q("RequestSpec").Add(fields(
-			kv{"MaxBytes", jen.Lit(int(s.Request.MaxBytes))},
-		))},
+	all := []jen.Code{
+		gogen.Field("Operation", jen.Lit(s.Operation)),
+		gogen.Field("Method", jen.Lit(s.Method)),
+		gogen.Field("Path", jen.Lit(s.Path)),
+		gogen.Field("Semantics", q(sem)),
+		gogen.Field("Window", gogen.DurationCode(s.Window)),
+		gogen.Field("Key", q("KeySpec").Add(gogen.Fields(
+			gogen.Field("Carrier", q(carrier)),
+			gogen.Field("Name", jen.Lit(s.Key.Name)),
+			gogen.Field("Required", q(req)),
+			gogen.Field("Format", q(format)),
+			gogen.Field("MaxLength", jen.Lit(s.Key.MaxLength)),
+		))),
+		gogen.Field("Volatile", strs(s.Volatile)),
+		gogen.Field("Unordered", strs(s.Unordered)),
+		gogen.Field("FingerprintHeaders", strs(s.FingerprintHeaders)),
+		gogen.Field("Scope", q(map[idem.Scope]string{idem.ScopePrincipal: "ScopePrincipal", idem.ScopeShared: "ScopeShared"}[s.Scope])),
+		gogen.Field("ConflictStatus", jen.Lit(s.ConflictStatus)),
+		gogen.Field("InFlight", q("InFlightSpec").Add(gogen.Fields(
+			gogen.Field("Status", jen.Lit(s.InFlight.Status)),
+			gogen.Field("RetryAfter", gogen.DurationCode(s.InFlight.RetryAfter)),
+			gogen.Field("Lease", gogen.DurationCode(s.InFlight.Lease)),
+			gogen.Field("Wait", gogen.DurationCode(s.InFlight.Wait)),
+		))),
+		gogen.Field("Failures", q(failures)),
+		gogen.Field("Response", q("ResponseSpec").Add(gogen.Fields(
+			gogen.Field("MaxBytes", jen.Lit(s.Response.MaxBytes)),
+			gogen.Field("Headers", strs(s.Response.Headers)),
+		))),
+		gogen.Field("Request", q("RequestSpec").Add(gogen.Fields(
+			gogen.Field("MaxBytes", jen.Lit(int(s.Request.MaxBytes))),
+		))),
 	}
 	// CompatibleFingerprints only when the contract has compatible-fingerprints: the
 	// literals of other operations stay as they were.
 	if len(s.CompatibleFingerprints) > 0 {
-		all = append(all, kv{"CompatibleFingerprints", jen.Index().Add(q("FingerprintSpec")).ValuesFunc(func(g *jen.Group) {
+		all = append(all, gogen.Field("CompatibleFingerprints", jen.Index().Add(q("FingerprintSpec")).ValuesFunc(func(g *jen.Group) {
 			for _, f := range s.CompatibleFingerprints {
-				g.Line().Add(fields(
-					kv{"Volatile", strs(f.Volatile)},
-					kv{"Unordered", strs(f.Unordered)},
-					kv{"FingerprintHeaders", strs(f.FingerprintHeaders)},
+				g.Line().Add(gogen.Fields(
+					gogen.Field("Volatile", strs(f.Volatile)),
+					gogen.Field("Unordered", strs(f.Unordered)),
+					gogen.Field("FingerprintHeaders", strs(f.FingerprintHeaders)),
 				))
 			}
 			g.Line()
-		})})
+		})))
 	}
-	return q("Spec").Add(fields(all...))
+	return q("Spec").Add(gogen.Fields(all...))
 }
 
 // strictFunc declares the generated strict method (its body is the
@@ -716,7 +704,7 @@ func before(a, b route) int {
 func (g *gen) routes() map[string][]route {
 	index := map[string]int{}
 	for i, op := range g.spec.Operations {
-		index[op.Method+" "+op.Path] = i
+		index[op.Where()] = i
 	}
 	all := g.spec.Routes
 	if len(all) == 0 { // an IR without routes: the idempotent operations alone
@@ -730,7 +718,7 @@ func (g *gen) routes() map[string][]route {
 		if r.Pos.File == g.spec.Source {
 			rt.order = r.Pos.Line
 		}
-		if i, ok := index[r.Method+" "+r.Path]; ok {
+		if i, ok := index[r.Where()]; ok {
 			rt.policy = i
 			idemRoutes = append(idemRoutes, rt)
 		} else {
