@@ -99,8 +99,6 @@ func TestHTTPMethod(t *testing.T) {
 	}
 }
 
-// The client's wait on in-use answers outlasts a crashed holder's lease:
-// lease + max(the Retry-After sent, in whole seconds, backoff max).
 // TestWhere: an operation and a route are named "METHOD /path", the method
 // in upper case whatever case it is given in.
 func TestWhere(t *testing.T) {
@@ -119,6 +117,8 @@ func TestFirstPos(t *testing.T) {
 	assert.Equal(t, ir.Pos{}, ir.FirstPos())
 }
 
+// The client's wait on in-use answers outlasts a crashed holder's lease:
+// lease + max(the Retry-After sent, in whole seconds, backoff max).
 func TestInUseWait(t *testing.T) {
 	s := time.Second
 	pol := func(lease, ra, bmax time.Duration) ir.Policy {
