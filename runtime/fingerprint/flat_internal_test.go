@@ -106,3 +106,66 @@ func TestFlatRunsMatchCold(t *testing.T) {
 		}
 	}
 }
+
+// TestPointedObjectsMatchCold: in objects that a pointer reaches, the
+// member loop takes the members of a cached shape that no pointer reaches
+// (fastMembers), and leaves to the general path those that one does (an
+// unordered array, a nested volatile member, a wildcard); the canonical
+// text is that of a state with no shape cached, on the first sight of a
+// body and on the next ones (shapes cached, also by the other hasher's
+// bodies, in one pooled state).
+func TestPointedObjectsMatchCold(t *testing.T) {
+	pad := strings.Repeat("z", 40)
+	cases := []struct {
+		opts Options
+		body string
+	}{
+		{Options{Unordered: []string{"/b"}}, `{"a":1,"b":[3,1,2],"c":"x"}`},
+		{Options{Unordered: []string{"/b"}}, `{"b":[3,1,2],"a":1,"c":"x","d":[2,1]}`},
+		{Options{Volatile: []string{"/x/y"}}, `{"a":1,"x":{"y":1,"z":2},"c":2}`},
+		{Options{Volatile: []string{"/x/y"}}, `{"x":{"z":2,"y":[1]},"a":1}`},
+		{Options{Volatile: []string{"/*/y"}}, `{"a":{"y":1,"z":2},"b":{"z":3,"y":4},"c":5}`},
+		{Options{Volatile: []string{"/c"}}, `{"a":1,"b":2,"c":3}`},
+		{Options{Volatile: []string{"/a"}}, `{"b":2,"a":1,"c":3}`},
+		{Options{Volatile: []string{"/items/*/note"}}, `{"id":7,"items":[{"note":"x","q":1},{"note":"y","q":2}],"z":1}`},
+		{Options{Unordered: []string{"/items/*/tags"}}, `{"id":7,"items":[{"q":1,"tags":[2,1]},{"q":2,"tags":[4,3]}],"z":1}`},
+		// Volatile members, last in their object or not, with values the
+		// member loop checks or leaves to the general path, far enough
+		// from the end of the input for the member loop to take them.
+		{Options{Volatile: []string{"/x/c"}}, `{"x":{"c":3},"z":"` + pad + `"}`},
+		{Options{Volatile: []string{"/x/c"}}, `{"x":{"b":1,"c":3},"z":"` + pad + `"}`},
+		{Options{Volatile: []string{"/x/c"}}, `{"x":{"b":1,"c":3 },"z":"` + pad + `"}`},
+		{Options{Volatile: []string{"/x/c"}}, `{"x":{"b":1,"c":"s"},"z":"` + pad + `"}`},
+		{Options{Volatile: []string{"/c"}}, `{"a":1,"c":"\u0041","b":2,"z":"` + pad + `"}`},
+		{Options{Volatile: []string{"/c"}}, `{"a":1,"c":"\n","b":2,"z":"` + pad + `"}`},
+		{Options{Volatile: []string{"/c"}}, `{"a":1,"c":{"x":[2,1]},"b":2,"z":"` + pad + `"}`},
+		{Options{Volatile: []string{"/c"}}, `{"a":1,"c":[2,1] ,"b":2,"z":"` + pad + `"}`},
+		{Options{Volatile: []string{"/c"}}, `{"a":1,"c":1.50,"b":2,"z":"` + pad + `"}`},
+		{Options{Volatile: []string{"/c", "/c/x"}, Unordered: []string{"/d"}}, `{"c":"x","a":1,"d":[2,1],"z":"` + pad + `"}`},
+		{Options{Volatile: []string{"/sent_at"}}, `{"customer":"c","sent_at":"t","items":[{"sku":"a","qty":1},{"sku":"b","qty":2}],"note":"n","meta":{"b":"2","a":"1"}}`},
+	}
+	s := statePool.New().(*state)
+	for _, c := range cases {
+		h, err := New(c.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The same body without the pointers first: its shapes cached
+		// without regard to them.
+		for _, root := range []*node{nil, h.root} {
+			cold := statePool.New().(*state)
+			if !cold.canonJSON([]byte(c.body), root) {
+				t.Fatalf("%s: %v", c.body, cold.err)
+			}
+			want := string(cold.out)
+			for round := range 3 {
+				if !s.canonJSON([]byte(c.body), root) {
+					t.Fatalf("%s: round %d: %v", c.body, round, s.err)
+				}
+				if got := string(s.out); got != want {
+					t.Fatalf("%+v %s (pointers: %v): round %d: canonical text\n%s\nwant\n%s", c.opts, c.body, root != nil, round, got, want)
+				}
+			}
+		}
+	}
+}
