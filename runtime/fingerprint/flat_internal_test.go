@@ -2,6 +2,7 @@ package fingerprint
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -165,6 +166,82 @@ func TestPointedObjectsMatchCold(t *testing.T) {
 				if got := string(s.out); got != want {
 					t.Fatalf("%+v %s (pointers: %v): round %d: canonical text\n%s\nwant\n%s", c.opts, c.body, root != nil, round, got, want)
 				}
+			}
+		}
+	}
+}
+
+// TestWarmMatchesColdRandom: bodies of a few recurring shapes (objects of
+// names from a small set, arrays of objects alike, nested objects,
+// values in canonical form or not, white space here and there), under
+// hashers with and without Volatile and Unordered pointers, have in one
+// pooled state, whose shapes and hints carry over from body to body, the
+// canonical text (or the failure) of a state with nothing cached.
+func TestWarmMatchesColdRandom(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	names := []string{"a", "b", "c", "sent_at", "items", "meta", "x", "a_longer_name_here"}
+	scalar := func() string {
+		return []string{`1`, `2.50`, `-0`, `1e3`, `"s"`, `"\u0041"`, `"\n"`, `true`, `null`, `12345678901234567890`, `0.5`,
+			`"a somewhat longer string value"`}[r.IntN(12)]
+	}
+	var value func(depth int) string
+	object := func(depth int, pool []string) string {
+		var b strings.Builder
+		b.WriteByte('{')
+		n := r.IntN(len(pool) + 1)
+		for k := range n {
+			if k > 0 {
+				b.WriteString([]string{",", ",", ",", " , "}[r.IntN(4)])
+			}
+			b.WriteString(`"` + pool[(k+r.IntN(2))%len(pool)] + `":` + value(depth+1))
+		}
+		b.WriteByte('}')
+		return b.String()
+	}
+	value = func(depth int) string {
+		if depth > 3 {
+			return scalar()
+		}
+		switch r.IntN(8) {
+		case 0:
+			return `[` + scalar() + `,` + scalar() + `]`
+		case 1:
+			return `[ ` + scalar() + ` ]`
+		case 2:
+			var b strings.Builder
+			b.WriteByte('[')
+			for k := range r.IntN(4) {
+				if k > 0 {
+					b.WriteByte(',')
+				}
+				b.WriteString(object(depth+1, []string{"sku", "qty", "price"}))
+			}
+			b.WriteByte(']')
+			return b.String()
+		case 3:
+			return object(depth, []string{"campaign", "channel", "y"})
+		default:
+			return scalar()
+		}
+	}
+	var hashers []*Hasher
+	for _, o := range []Options{{}, {Volatile: []string{"/sent_at"}}, {Volatile: []string{"/a", "/items/*/qty"}, Unordered: []string{"/b"}},
+		{Volatile: []string{"/*/y"}}, {Unordered: []string{"/items", "/x/*"}}, {Volatile: []string{"/meta/channel", "/c"}}} {
+		h, err := New(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hashers = append(hashers, h)
+	}
+	s := statePool.New().(*state)
+	for it := range 3000 {
+		body := []byte(object(0, names) + strings.Repeat(" ", r.IntN(2)*40))
+		for _, h := range hashers {
+			cold := statePool.New().(*state)
+			wantOK := cold.canonJSON(body, h.root)
+			gotOK := s.canonJSON(body, h.root)
+			if gotOK != wantOK || gotOK && string(s.out) != string(cold.out) {
+				t.Fatalf("%d: %s: warm %v %s (%v), cold %v %s (%v)", it, body, gotOK, s.out, s.err, wantOK, cold.out, cold.err)
 			}
 		}
 	}
