@@ -2,6 +2,7 @@ package fingerprint
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -102,6 +103,145 @@ func TestFlatRunsMatchCold(t *testing.T) {
 						}
 					}
 				}
+			}
+		}
+	}
+}
+
+// TestPointedObjectsMatchCold: in objects that a pointer reaches, the
+// member loop takes the members of a cached shape that no pointer reaches
+// (fastMembers), and leaves to the general path those that one does (an
+// unordered array, a nested volatile member, a wildcard); the canonical
+// text is that of a state with no shape cached, on the first sight of a
+// body and on the next ones (shapes cached, also by the other hasher's
+// bodies, in one pooled state).
+func TestPointedObjectsMatchCold(t *testing.T) {
+	pad := strings.Repeat("z", 40)
+	cases := []struct {
+		opts Options
+		body string
+	}{
+		{Options{Unordered: []string{"/b"}}, `{"a":1,"b":[3,1,2],"c":"x"}`},
+		{Options{Unordered: []string{"/b"}}, `{"b":[3,1,2],"a":1,"c":"x","d":[2,1]}`},
+		{Options{Volatile: []string{"/x/y"}}, `{"a":1,"x":{"y":1,"z":2},"c":2}`},
+		{Options{Volatile: []string{"/x/y"}}, `{"x":{"z":2,"y":[1]},"a":1}`},
+		{Options{Volatile: []string{"/*/y"}}, `{"a":{"y":1,"z":2},"b":{"z":3,"y":4},"c":5}`},
+		{Options{Volatile: []string{"/c"}}, `{"a":1,"b":2,"c":3}`},
+		{Options{Volatile: []string{"/a"}}, `{"b":2,"a":1,"c":3}`},
+		{Options{Volatile: []string{"/items/*/note"}}, `{"id":7,"items":[{"note":"x","q":1},{"note":"y","q":2}],"z":1}`},
+		{Options{Unordered: []string{"/items/*/tags"}}, `{"id":7,"items":[{"q":1,"tags":[2,1]},{"q":2,"tags":[4,3]}],"z":1}`},
+		// Volatile members, last in their object or not, with values the
+		// member loop checks or leaves to the general path, far enough
+		// from the end of the input for the member loop to take them.
+		{Options{Volatile: []string{"/x/c"}}, `{"x":{"c":3},"z":"` + pad + `"}`},
+		{Options{Volatile: []string{"/x/c"}}, `{"x":{"b":1,"c":3},"z":"` + pad + `"}`},
+		{Options{Volatile: []string{"/x/c"}}, `{"x":{"b":1,"c":3 },"z":"` + pad + `"}`},
+		{Options{Volatile: []string{"/x/c"}}, `{"x":{"b":1,"c":"s"},"z":"` + pad + `"}`},
+		{Options{Volatile: []string{"/c"}}, `{"a":1,"c":"\u0041","b":2,"z":"` + pad + `"}`},
+		{Options{Volatile: []string{"/c"}}, `{"a":1,"c":"\n","b":2,"z":"` + pad + `"}`},
+		{Options{Volatile: []string{"/c"}}, `{"a":1,"c":{"x":[2,1]},"b":2,"z":"` + pad + `"}`},
+		{Options{Volatile: []string{"/c"}}, `{"a":1,"c":[2,1] ,"b":2,"z":"` + pad + `"}`},
+		{Options{Volatile: []string{"/c"}}, `{"a":1,"c":1.50,"b":2,"z":"` + pad + `"}`},
+		{Options{Volatile: []string{"/c", "/c/x"}, Unordered: []string{"/d"}}, `{"c":"x","a":1,"d":[2,1],"z":"` + pad + `"}`},
+		{Options{Volatile: []string{"/sent_at"}}, `{"customer":"c","sent_at":"t","items":[{"sku":"a","qty":1},{"sku":"b","qty":2}],"note":"n","meta":{"b":"2","a":"1"}}`},
+	}
+	s := statePool.New().(*state)
+	for _, c := range cases {
+		h, err := New(c.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The same body without the pointers first: its shapes cached
+		// without regard to them.
+		for _, root := range []*node{nil, h.root} {
+			cold := statePool.New().(*state)
+			if !cold.canonJSON([]byte(c.body), root) {
+				t.Fatalf("%s: %v", c.body, cold.err)
+			}
+			want := string(cold.out)
+			for round := range 3 {
+				if !s.canonJSON([]byte(c.body), root) {
+					t.Fatalf("%s: round %d: %v", c.body, round, s.err)
+				}
+				if got := string(s.out); got != want {
+					t.Fatalf("%+v %s (pointers: %v): round %d: canonical text\n%s\nwant\n%s", c.opts, c.body, root != nil, round, got, want)
+				}
+			}
+		}
+	}
+}
+
+// TestWarmMatchesColdRandom: bodies of a few recurring shapes (objects of
+// names from a small set, arrays of objects alike, nested objects,
+// values in canonical form or not, white space here and there), under
+// hashers with and without Volatile and Unordered pointers, have in one
+// pooled state, whose shapes and hints carry over from body to body, the
+// canonical text (or the failure) of a state with nothing cached.
+func TestWarmMatchesColdRandom(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	names := []string{"a", "b", "c", "sent_at", "items", "meta", "x", "a_longer_name_here"}
+	scalar := func() string {
+		return []string{`1`, `2.50`, `-0`, `1e3`, `"s"`, `"\u0041"`, `"\n"`, `true`, `null`, `12345678901234567890`, `0.5`,
+			`"a somewhat longer string value"`}[r.IntN(12)]
+	}
+	var value func(depth int) string
+	object := func(depth int, pool []string) string {
+		var b strings.Builder
+		b.WriteByte('{')
+		n := r.IntN(len(pool) + 1)
+		for k := range n {
+			if k > 0 {
+				b.WriteString([]string{",", ",", ",", " , "}[r.IntN(4)])
+			}
+			b.WriteString(`"` + pool[(k+r.IntN(2))%len(pool)] + `":` + value(depth+1))
+		}
+		b.WriteByte('}')
+		return b.String()
+	}
+	value = func(depth int) string {
+		if depth > 3 {
+			return scalar()
+		}
+		switch r.IntN(8) {
+		case 0:
+			return `[` + scalar() + `,` + scalar() + `]`
+		case 1:
+			return `[ ` + scalar() + ` ]`
+		case 2:
+			var b strings.Builder
+			b.WriteByte('[')
+			for k := range r.IntN(4) {
+				if k > 0 {
+					b.WriteByte(',')
+				}
+				b.WriteString(object(depth+1, []string{"sku", "qty", "price"}))
+			}
+			b.WriteByte(']')
+			return b.String()
+		case 3:
+			return object(depth, []string{"campaign", "channel", "y"})
+		default:
+			return scalar()
+		}
+	}
+	var hashers []*Hasher
+	for _, o := range []Options{{}, {Volatile: []string{"/sent_at"}}, {Volatile: []string{"/a", "/items/*/qty"}, Unordered: []string{"/b"}},
+		{Volatile: []string{"/*/y"}}, {Unordered: []string{"/items", "/x/*"}}, {Volatile: []string{"/meta/channel", "/c"}}} {
+		h, err := New(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hashers = append(hashers, h)
+	}
+	s := statePool.New().(*state)
+	for it := range 3000 {
+		body := []byte(object(0, names) + strings.Repeat(" ", r.IntN(2)*40))
+		for _, h := range hashers {
+			cold := statePool.New().(*state)
+			wantOK := cold.canonJSON(body, h.root)
+			gotOK := s.canonJSON(body, h.root)
+			if gotOK != wantOK || gotOK && string(s.out) != string(cold.out) {
+				t.Fatalf("%d: %s: warm %v %s (%v), cold %v %s (%v)", it, body, gotOK, s.out, s.err, wantOK, cold.out, cold.err)
 			}
 		}
 	}

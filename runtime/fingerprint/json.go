@@ -611,32 +611,40 @@ key:
 		// Fast loop over members whose name and value are already
 		// canonical and that no pointer reaches: "name":value followed
 		// by ',' or '}', with white space allowed around the value and
-		// before the name. Anything else goes to the general path below,
-		// at a member boundary.
+		// before the name. A volatile member of that form is checked
+		// and left out here too. Anything else goes to the general path
+		// below, at a member boundary.
 		//
 		// While the names match the cached shape, a name is checked by
 		// comparing its text `"name":` with the cached text, instead of
 		// scanning it. names holds the shape's names while the object
 		// matches it; the shape cannot change inside this loop except
-		// through track, after which names is looked up again. Where no
-		// pointer reaches the object, fastMembers takes such members
-		// first, as long as they match the shape; this loop takes the
-		// member it stops at.
+		// through track, after which names is looked up again.
+		// fastMembers takes such members first, as long as they match
+		// the shape and no pointer reaches them: fast is names up to the
+		// first one from idx that a pointer from the object reaches
+		// (that member goes to the general path, and fast is looked up
+		// again when this loop resumes); this loop takes the member
+		// fastMembers stops at.
 		node := f.node
-		var names []shapeName
+		var names, fast []shapeName
+		idx := len(s.mem) - f.mbase // index of the next member
 		if s.shapeOK(f) {
 			sh := &s.shapes[f.slot]
 			names = sh.names[:sh.n]
+			fast = names
+			if node != nil {
+				fast = sh.unreached(node, idx)
+			}
 		}
-		idx := len(s.mem) - f.mbase // index of the next member
 		for {
 			// fastMembers takes an array of scalars as one span, which
 			// an object at the deepest level allowed may not hold (the
 			// general path refuses the '['): it does not run there, so
 			// that whether a body nests too deep never depends on the
 			// shapes cached from earlier bodies.
-			if node == nil && idx < len(names) && depth < MaxDepth {
-				j, l, fv, status := fastMembers(in, i, names, idx, s.mem)
+			if idx < len(fast) && depth < MaxDepth {
+				j, l, fv, status := fastMembers(in, i, fast, idx, s.mem)
 				s.mem = s.mem[:l]
 				i, idx = j, l-f.mbase
 				switch status {
@@ -646,25 +654,33 @@ key:
 					// The name is fine but the value needs the general
 					// path: record the member and go on with the value.
 					// But first, an object that the member loop takes
-					// whole is written here, without a frame.
+					// whole, or an array of such objects, is written
+					// here, without a frame.
 					e := &names[idx]
-					if in[fv] == '{' && depth+2 < MaxDepth {
-						if j, wend := s.flatObject(in, fv, buf, w, e.pfx, e.n); j > 0 {
-							m := s.newMember()
-							m.ks, m.ke, m.vs, m.ve, m.klen = i, i+e.n+2, w, wend, e.n
-							m.vbuf, m.kesc = true, false
-							m.pfx = e.pfx
-							w = wend
-							idx++
-							var sep byte
-							if i, sep = memberEnd(in, j); sep == ',' {
-								continue
-							} else if sep == '}' {
-								goto closeObj
-							}
-							reason = endReason(in, i)
-							goto failed
+					j, wend := 0, 0
+					if c := in[fv]; c == '{' && depth+2 < MaxDepth {
+						j, wend = s.flatObject(in, fv, buf, w, e.pfx, e.n)
+					} else if c == '[' && in[fv+1] == '{' && depth+3 < MaxDepth {
+						// (With the array's frame, depth+1 containers
+						// would be open where flatElement tests its
+						// depth+2 < MaxDepth.)
+						j, wend = s.flatArray(in, fv, buf, w, e.pfx, e.n)
+					}
+					if j > 0 {
+						m := s.newMember()
+						m.ks, m.ke, m.vs, m.ve, m.klen = i, i+e.n+2, w, wend, e.n
+						m.vbuf, m.kesc = true, false
+						m.pfx = e.pfx
+						w = wend
+						idx++
+						var sep byte
+						if i, sep = memberEnd(in, j); sep == ',' {
+							continue
+						} else if sep == '}' {
+							goto closeObj
 						}
+						reason = endReason(in, i)
+						goto failed
 					}
 					f.cur = w
 					m := s.newMember()
@@ -708,8 +724,14 @@ key:
 					break
 				}
 			}
-			if node != nil && node.child(in[i+1:i+1+k]) != nil {
-				break // a pointer reaches this member: the general path
+			drop := false // a volatile member: its value checked, left out
+			if node != nil {
+				if c := node.child(in[i+1 : i+1+k]); c != nil {
+					if !c.volatile {
+						break // a pointer reaches this member: the general path
+					}
+					drop = true
+				}
 			}
 			vs := ke + 1
 			if uint(vs) < uint(n) && in[vs] <= ' ' {
@@ -808,6 +830,9 @@ key:
 				}
 			}
 			if ve < 0 {
+				if drop {
+					break
+				}
 				// The name is fine but the value needs the general
 				// path: record the member and go on with the value.
 				f.cur = w
@@ -848,6 +873,13 @@ key:
 					break
 				}
 			}
+			if drop {
+				i = next + 1
+				if in[next] == '}' {
+					goto closeObj
+				}
+				continue
+			}
 			m := s.newMember()
 			m.ks, m.ke, m.vs, m.ve, m.klen = i, ke, vs, ve, k
 			m.vbuf, m.kesc = false, false
@@ -856,10 +888,14 @@ key:
 			} else {
 				m.pfx = nameKey(binary.LittleEndian.Uint64(in[i+1:]), k)
 				s.track(f, m, in[i+1:i+1+k], in)
-				names = nil
+				names, fast = nil, nil
 				if f.shape {
 					sh := &s.shapes[f.slot]
 					names = sh.names[:sh.n]
+					fast = names
+					if node != nil {
+						fast = sh.unreached(node, idx)
+					}
 				}
 			}
 			idx++
@@ -968,6 +1004,27 @@ func (s *state) flatObject(in []byte, i int, buf []byte, w int, pfx uint64, klen
 		return 0, 0
 	}
 	return s.flatShape(in, i+1, buf, w, &s.shapes[h-1])
+}
+
+// flatArray writes at buf[w:] the canonical text of the array that starts
+// at in[i] = '[', the value of a member whose name has prefix pfx and
+// length klen, if its elements are objects of the shape last seen in such
+// an array, each right after the '[' or the comma before it, that
+// flatShapes takes, and returns the index after it in the input and the
+// end of its text in buf; else 0, 0. (flatElement would take them, in a
+// frame of the array.)
+func (s *state) flatArray(in []byte, i int, buf []byte, w int, pfx uint64, klen int) (int, int) {
+	h := s.hints[hintSlot(pfx^elemHint, klen)]
+	if h <= 0 || s.shapes[h-1].noFlat || i+2 >= len(in) || in[i+1] != '{' {
+		return 0, 0
+	}
+	buf[w] = '['
+	j, o, _, _ := s.flatShapes(in, i+2, buf, w+1, &s.shapes[h-1], true)
+	if j <= 0 || j >= len(in) || in[j] != ']' {
+		return 0, 0
+	}
+	buf[o] = ']'
+	return j + 1, o + 1
 }
 
 // flatElement is flatObject for an element of the array f at depth

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding"
 	"encoding/binary"
+	"math/bits"
 	"slices"
 )
 
@@ -210,6 +211,11 @@ type shape struct {
 	// the general path, say); it does not try again until the slot
 	// changes.
 	noFlat bool
+	// reached has a bit set for each name (names[k]: bit k) that a
+	// pointer from the automaton state reachedBy reaches (see
+	// reachedNames); reachedBy is nil until it is computed.
+	reachedBy *node
+	reached   uint64
 }
 
 type shapeName struct {
@@ -241,9 +247,46 @@ func (sh *shape) has(k int, m *member, name []byte) bool {
 	return m.klen <= 8 || string(sh.rest[e.rest:e.end]) == string(name[8:])
 }
 
+// reachedNames returns the mask of the names of sh that a pointer from
+// the automaton state nd reaches, those for which nd.child is not nil (bit
+// k: names[k]; all if nd has a wildcard), which the member loop leaves to
+// the general path. (A shape has at most maxShape, 64, names.)
+func (sh *shape) reachedNames(nd *node) uint64 {
+	if sh.reachedBy == nd {
+		return sh.reached
+	}
+	sh.reachedBy, sh.reached = nd, ^uint64(0)
+	if nd.wild != nil {
+		return sh.reached
+	}
+	var mask uint64
+	for _, ed := range nd.edges {
+		for k := range sh.names[:sh.n] {
+			e := &sh.names[k]
+			if e.n == len(ed.name) && e.pfx == prefix([]byte(ed.name)) &&
+				(e.n <= 8 || string(sh.rest[e.rest:e.end]) == ed.name[8:]) {
+				mask |= 1 << k
+			}
+		}
+	}
+	sh.reached = mask
+	return mask
+}
+
+// unreached returns the names of sh up to the first from index idx that
+// a pointer from nd reaches.
+func (sh *shape) unreached(nd *node, idx int) []shapeName {
+	names := sh.names[:sh.n]
+	if idx >= len(names) {
+		return nil
+	}
+	r := sh.reachedNames(nd) >> idx << idx
+	return names[:min(len(names), bits.TrailingZeros64(r))]
+}
+
 func (s *state) remember(sh *shape, ms []member, perm []int32, sorted int, in []byte) {
 	sh.gen++
-	sh.noFlat = false
+	sh.noFlat, sh.reachedBy = false, nil
 	sh.n = len(ms)
 	sh.sorted = sorted
 	sh.names = sh.names[:0]
