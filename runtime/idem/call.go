@@ -1934,6 +1934,20 @@ func (c *Call) End() {
 	}
 }
 
+// warnUnanswered warns, once per operation, that a FailuresReplay
+// operation's handler ended without an answer the engine could record: a
+// strict-server handler that returned an error (which the strict server
+// answers after the engine's wrapper returned), or one that returned a
+// response of another type. Its key was freed, so a retry runs the
+// operation again, which failures: replay is chosen to prevent.
+func (e *Engine) warnUnanswered(ctx context.Context, p *Policy) {
+	if _, warned := e.warnedErr.LoadOrStore(p, true); warned {
+		return
+	}
+	e.log.LogAttrs(ctx, slog.LevelWarn, "idem: under failures: replay, a handler that returns an error instead of a response (a strict-server handler's error) is not recorded: its key is freed and a retry runs the operation again; return a typed 5xx response to have the failure stored and replayed (said once per operation)",
+		slog.String("operation", p.spec.Operation))
+}
+
 // end is End; v is the handler's panic (End recovered it; nil: none). It
 // reports whether End must panic again with v: v is not nil, and the engine
 // did not keep it for an answer it could not flush.
@@ -1956,6 +1970,9 @@ func (c *Call) end(v any) (raise bool) {
 			case !answer:
 				c.e.log.LogAttrs(c.ctx, slog.LevelWarn, "idem: handler did not finish (panic or error): key released for a retry",
 					slog.String("operation", c.p.spec.Operation), slog.String("key", c.key))
+				if v == nil && c.p.spec.Failures == FailuresReplay {
+					c.e.warnUnanswered(c.ctx, c.p)
+				}
 				c.reportFinish(StateFailed, 0, "", err, bodyKept)
 			case c.answerPanic():
 				c.e.log.LogAttrs(c.ctx, slog.LevelWarn, "idem: handler panicked before its response was sent: key released for a retry, 500 "+CodeHandlerPanicked+" sent, the panic goes on",

@@ -119,7 +119,12 @@ const (
 	// (under Strict only with the same fingerprint).
 	FailuresRetry FailurePolicy = iota
 	// FailuresReplay: a 5xx response is stored and replayed like a success, as
-	// Stripe does. A panic or a handler error still frees the key.
+	// Stripe does. A panic, or a handler that ends without a response the
+	// engine records (a strict-server handler that returns an error: the
+	// strict server writes its answer after the engine's wrapper returned),
+	// still frees the key, so a retry runs the operation again; the engine
+	// warns about the latter once per operation. Return a typed 5xx
+	// response to have a failure replayed.
 	FailuresReplay
 )
 

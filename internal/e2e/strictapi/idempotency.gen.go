@@ -328,8 +328,12 @@ func (x *Idempotency) Policy(operationID string) *idem.Policy {
 // the key parameter or the key is a top-level string member of the JSON body (else from the request, a
 // body member from the captured wire bytes), fingerprints the body CaptureBody kept, and either runs
 // the operation, recording its typed response through its Visit method, or writes the stored response
-// (a replay) or a problem and returns (nil, nil), so the strict handler has nothing left to write.
-// Without CaptureBody, requests with a body are refused with 400 IDEMPOTENCY_REQUEST_UNREADABLE.
+// (a replay) or a problem and returns (nil, nil), so the strict handler has nothing left to write. An
+// error the operation returns is no response: the strict server answers it (its error handler) after
+// StrictMiddleware returned, so that answer is not recorded and the key is freed for a retry, under
+// failures: replay too (the engine warns once per operation); an operation under failures: replay
+// returns its typed 5xx response to have a failure stored and replayed. Without CaptureBody, requests
+// with a body are refused with 400 IDEMPOTENCY_REQUEST_UNREADABLE.
 func (x *Idempotency) StrictMiddleware(f StrictHandlerFunc, operationID string) StrictHandlerFunc {
 	switch operationID {
 	case "ClaimCoupon":
