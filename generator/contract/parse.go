@@ -401,7 +401,8 @@ func (p *parser) retry(n *yaml.Node, ptr string, r *RetryBlock) {
 					}
 					s = strconv.Itoa(code)
 				case it.Tag == "!!str" && numeric(s):
-					p.errorf(it, ip, "wrong-type", "retry.on: a status code must be a number, not %s (write it without quotes)", describe(it))
+					n, _ := strconv.Atoi(strings.TrimSpace(s))
+					p.errorf(it, ip, "wrong-type", "retry.on: a status code must be a number, not %s (write %d, without quotes)", describe(it), n)
 					continue
 				default:
 					p.errorf(it, ip, "bad-enum", "retry.on: %q is neither \"connection\" nor a status code (100-599)", s)
