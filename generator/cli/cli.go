@@ -651,15 +651,38 @@ var strictRules = []string{"overlay-no-match", "key-without-contract"}
 
 // reporter reports the diagnostics of a command that may run several
 // times (one config after another): in text, each list at once on stderr;
-// in JSON, all of them as one array on out, by flush.
+// in JSON, all of them as one array on out, by flush. A diagnostic reported
+// already (same file, line, column, severity, rule and message: two
+// configs that read one spec) is not reported again.
 type reporter struct {
 	format      string
 	out, stderr io.Writer
 	all         diag.List
+	seen        map[reported]bool
+}
+
+// reported is what tells a diagnostic from another for the reporter.
+type reported struct {
+	file          string
+	line, col     int
+	severity      diag.Severity
+	rule, message string
 }
 
 // report reports diags.
 func (r *reporter) report(diags diag.List) {
+	if r.seen == nil {
+		r.seen = map[reported]bool{}
+	}
+	fresh := diags[:0:0]
+	for _, d := range diags {
+		k := reported{d.Pos.File, d.Pos.Line, d.Pos.Col, d.Severity, d.Rule, d.Message}
+		if !r.seen[k] {
+			r.seen[k] = true
+			fresh = append(fresh, d)
+		}
+	}
+	diags = fresh
 	if r.format == "json" {
 		r.all = append(r.all, diags...)
 		return

@@ -1,6 +1,8 @@
 package cli_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -257,6 +259,43 @@ func TestCheckGeneratedSpecStale(t *testing.T) {
 	assert.Equal(t, 1, code, stderr)
 	assert.Contains(t, stderr, "[spec-stale]")
 	assert.Contains(t, stderr, "run: idemgen spec -o "+spec+" "+spec+", then oapi-codegen, then idemgen generate -config "+cfg)
+}
+
+// TestCheckGeneratedSeveralConfigsOneSpec: two configs that read one spec
+// report a diagnostic of the spec (spec-stale) once, not once per config,
+// in text and in JSON.
+func TestCheckGeneratedSeveralConfigsOneSpec(t *testing.T) {
+	spec, cfg := generatedThenStale(t, "output: gen\nspec: openapi.yaml\ngenerate: {ir: true}\n", map[string]string{
+		"other.idemgen.yaml": "output: gen2\nspec: openapi.yaml\ngenerate: {ir: true}\n",
+	})
+	other := filepath.Join(filepath.Dir(spec), "other.idemgen.yaml")
+	code, _, stderr := run("check", "-generated", "-config", cfg, "-config", other)
+	assert.Equal(t, 1, code, stderr)
+	lines := map[string]int{}
+	for _, l := range strings.Split(stderr, "\n") {
+		if strings.HasSuffix(l, "[spec-stale]") {
+			lines[l]++
+		}
+	}
+	require.NotEmpty(t, lines, stderr)
+	for l, n := range lines {
+		assert.Equal(t, 1, n, "reported %d times: %s", n, l)
+	}
+
+	code, stdout, stderr := run("check", "-generated", "-format", "json", "-config", cfg, "-config", other)
+	assert.Equal(t, 1, code, stderr)
+	var diags []struct {
+		File, Rule, Message string
+		Line, Col           int
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &diags), stdout)
+	seen := map[string]bool{}
+	for _, d := range diags {
+		k := fmt.Sprint(d)
+		assert.False(t, seen[k], "reported twice: %s", k)
+		seen[k] = true
+	}
+	assert.Len(t, seen, len(diags))
 }
 
 // TestGenerateNoArgs: generate without a SPEC says whether an idemgen.yaml

@@ -56,6 +56,11 @@ type Block struct {
 	// fingerprint settings of another release of the operation (the one
 	// before, or the one after), as written.
 	CompatibleFingerprints Field[[]CompatibleBlock]
+
+	// base is the block Merge merged this one over (the document root's),
+	// nil for a block as written: it tells a field the operation inherits
+	// from one it writes.
+	base *Block
 }
 
 // CompatibleBlock is one entry of compatible-fingerprints: each list it does
@@ -115,6 +120,7 @@ type RetryBlock struct {
 // operation's `body:` discards the root's `header:`.
 func Merge(b, o Block) Block {
 	m := b
+	m.base = &b
 	m.Pos = o.Pos
 	m.Enabled = over(b.Enabled, o.Enabled)
 	m.Semantics = over(b.Semantics, o.Semantics)

@@ -388,13 +388,25 @@ func (p *parser) retry(n *yaml.Node, ptr string, r *RetryBlock) {
 					continue
 				}
 				s := it.Value
-				if s != "connection" {
-					code, err := strconv.Atoi(s)
-					if err != nil || code < 100 || code > 599 {
-						p.errorf(it, ip, "bad-enum", "retry.on: %q is neither \"connection\" nor a status code (100-599)", s)
+				switch {
+				case it.Tag == "!!str" && s == "connection":
+				case intLike(it):
+					code, ok := p.decimal(it, ip, "retry.on: a status code")
+					if !ok {
+						continue
+					}
+					if code < 100 || code > 599 {
+						p.errorf(it, ip, "bad-enum", "retry.on: %s is neither \"connection\" nor a status code (100-599)", s)
 						continue
 					}
 					s = strconv.Itoa(code)
+				case it.Tag == "!!str" && numeric(s):
+					n, _ := strconv.Atoi(strings.TrimSpace(s))
+					p.errorf(it, ip, "wrong-type", "retry.on: a status code must be a number, not %s (write %d, without quotes)", describe(it), n)
+					continue
+				default:
+					p.errorf(it, ip, "bad-enum", "retry.on: %q is neither \"connection\" nor a status code (100-599)", s)
+					continue
 				}
 				if p.duplicate(seen, s, it.Value, it, ip, "retry.on") {
 					continue
@@ -456,12 +468,49 @@ func (p *parser) boolean(n *yaml.Node, ptr, what string) (bool, bool) {
 }
 
 func (p *parser) integer(n *yaml.Node, ptr, what string) (int, bool) {
-	var i int
-	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" || n.Decode(&i) != nil {
+	if n.Kind != yaml.ScalarNode || !intLike(n) {
 		p.errorf(n, ptr, "wrong-type", "%s must be an integer, not %s", what, describe(n))
 		return 0, false
 	}
+	return p.decimal(n, ptr, what)
+}
+
+// decimalRE is an integer as a contract writes one: decimal digits without
+// a leading zero, or 0; a minus sign is left to the range checks.
+var decimalRE = regexp.MustCompile(`^-?(?:0|[1-9][0-9]*)$`)
+
+// decimal reads an !!int scalar n written in plain decimal. YAML's other
+// spellings of an integer are refused (bad-value): a sign (+502), a leading
+// zero (0504, which YAML 1.1 decoders, gopkg.in/yaml.v3 among them, read as
+// octal 324), 0o, 0x, 0b or _ separators: each is a typo, or a number that
+// reads as another.
+func (p *parser) decimal(n *yaml.Node, ptr, what string) (int, bool) {
+	if !decimalRE.MatchString(n.Value) {
+		p.errorf(n, ptr, "bad-value", "%s must be written as a plain decimal number (no sign, leading zero, base prefix or _), not %s", what, n.Value)
+		return 0, false
+	}
+	i, err := strconv.Atoi(n.Value)
+	if err != nil {
+		p.errorf(n, ptr, "bad-value", "%s: %s is out of range", what, n.Value)
+		return 0, false
+	}
 	return i, true
+}
+
+// intLike reports whether n is a scalar YAML reads as an integer, or a
+// float written with digits only (0409: not octal, so gopkg.in/yaml.v3
+// reads it as a float), refused by decimal for its leading zero.
+func intLike(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && (n.Tag == "!!int" || n.Tag == "!!float" && digitsRE.MatchString(n.Value))
+}
+
+var digitsRE = regexp.MustCompile(`^[-+]?[0-9]+$`)
+
+// numeric reports whether s reads as an integer (a status code written as
+// a string, "503").
+func numeric(s string) bool {
+	_, err := strconv.Atoi(strings.TrimSpace(s))
+	return err == nil
 }
 
 func (p *parser) status(n *yaml.Node, ptr, what string) (int, bool) {
@@ -491,11 +540,15 @@ func (p *parser) intField(f *Field[int], what string, lo, hi int) fieldFunc {
 
 func (p *parser) bytesField(f *Field[int64], what string) fieldFunc {
 	return func(v *yaml.Node, ptr string) {
-		var i int64
-		if v.Kind != yaml.ScalarNode || v.Tag != "!!int" || v.Decode(&i) != nil {
+		if v.Kind != yaml.ScalarNode || !intLike(v) {
 			p.errorf(v, ptr, "wrong-type", "%s must be an integer number of bytes, not %s", what, describe(v))
 			return
 		}
+		n, ok := p.decimal(v, ptr, what)
+		if !ok {
+			return
+		}
+		i := int64(n)
 		if i < 1 || i > 1<<32 {
 			p.errorf(v, ptr, "bad-value", "%s must be between 1 and 4294967296 bytes, not %d", what, i)
 			return

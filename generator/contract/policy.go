@@ -115,6 +115,9 @@ func Resolve(b Block) (Resolved, diag.List, bool) {
 		pol.Scope = DefaultScope()
 	}
 	pol.ConflictStatus = orDefault(b.ConflictStatus, DefaultConflictStatus)
+	if ok {
+		noEffect(b, pol.Semantics, k.Required, &diags)
+	}
 	pol.InFlight = ir.InFlight{
 		Status:     orDefault(b.InFlight.Status, DefaultInFlightStatus),
 		RetryAfter: orDefault(b.InFlight.RetryAfter, DefaultRetryAfter),
@@ -262,6 +265,71 @@ func compatible(b Block, pol *ir.Policy, diags *diag.List, sure bool) {
 	case ir.Window:
 		diags.Warnf(b.CompatibleFingerprints.Pos, RuleCompatibleNoEffect, "compatible-fingerprints has no effect under window semantics: a retry with the key of a request made under other settings gets its replay whatever its fingerprint, and a request without a key is found by its current fingerprint only")
 	}
+}
+
+// Rules of the warnings that a setting does nothing under the operation's
+// semantics (besides RuleCompatibleNoEffect, and unordered-no-effect's
+// pointers that name values that are not arrays).
+const (
+	RuleConflictStatusNoEffect     = "conflict-status-no-effect"
+	RuleVolatileNoEffect           = "volatile-no-effect"
+	RuleUnorderedNoEffect          = "unordered-no-effect"
+	RuleFingerprintHeadersNoEffect = "fingerprint-headers-no-effect"
+)
+
+// noEffect warns of the settings of b that do nothing under semantics sem
+// (with the key required or not): conflict-status under loose and window
+// semantics, which never refuse a request for its fingerprint; volatile,
+// unordered and fingerprint-headers where the fingerprint only tells
+// which replays are reported as EventLooseMismatch: under loose semantics,
+// and under window semantics with the key required (no request is found
+// by its fingerprint). (Such a list still shapes the fingerprints the
+// records keep, which a strict release before or after this one compares:
+// the warning says so.) A setting the operation inherits from the document
+// root is not reported when the operation gives the semantics (or the
+// key's required) itself: the root's setting is there for the others.
+func noEffect(b Block, sem ir.Semantics, required bool, diags *diag.List) {
+	// own: the operation (not the root) says why the setting does nothing.
+	own := b.base == nil || b.Semantics.Pos != b.base.Semantics.Pos
+	inert := func(pos, basePos ir.Pos) bool {
+		return !(own && b.base != nil && pos == basePos)
+	}
+	if b.ConflictStatus.Set && sem != ir.Strict && inert(b.ConflictStatus.Pos, baseOf(b, func(r *Block) ir.Pos { return r.ConflictStatus.Pos })) {
+		diags.Warnf(b.ConflictStatus.Pos, RuleConflictStatusNoEffect, "conflict-status has no effect under %s semantics, which never refuse a retry with the key of another request: it gets the first one's replay (conflict-status is the status of IDEMPOTENCY_KEY_REUSED, under strict semantics only)", sem)
+	}
+	var why string
+	switch {
+	case sem == ir.Loose:
+		why = "under loose semantics: a retry with the key of an earlier request gets its replay whatever its fingerprint"
+	case sem == ir.Window && required:
+		own = own || (b.base != nil && b.Key.Required.Pos != b.base.Key.Required.Pos)
+		why = "under window semantics with key.required: true: every request has a key, and a retry with the key of an earlier request gets its replay whatever its fingerprint (only a request without a key is found by it)"
+	default:
+		return
+	}
+	for _, f := range []struct {
+		name, rule string
+		field      Field[[]Field[string]]
+		base       func(*Block) ir.Pos
+	}{
+		{"volatile", RuleVolatileNoEffect, b.Volatile, func(r *Block) ir.Pos { return r.Volatile.Pos }},
+		{"unordered", RuleUnorderedNoEffect, b.Unordered, func(r *Block) ir.Pos { return r.Unordered.Pos }},
+		{"fingerprint-headers", RuleFingerprintHeadersNoEffect, b.FingerprintHeaders, func(r *Block) ir.Pos { return r.FingerprintHeaders.Pos }},
+	} {
+		if !f.field.Set || len(f.field.V) == 0 || !inert(f.field.Pos, baseOf(b, f.base)) {
+			continue
+		}
+		diags.Warnf(f.field.Pos, f.rule, "%s has no effect a client sees %s; it only keeps a retry that differs there from being reported as EventLooseMismatch, and shapes the fingerprints stored in records, which a strict release before or after this one compares during a deploy (keep it as that release has it while both may run)", f.name, why)
+	}
+}
+
+// baseOf is the position get returns of b's base, the zero Pos when b has
+// none.
+func baseOf(b Block, get func(*Block) ir.Pos) ir.Pos {
+	if b.base == nil {
+		return ir.Pos{}
+	}
+	return get(b.base)
 }
 
 // pointers is the IR's form of a list of JSON pointers as written, nil for

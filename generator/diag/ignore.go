@@ -24,8 +24,10 @@ const (
 var warningRules = []string{
 	"business-key",
 	"compatible-fingerprints-no-effect",
+	"conflict-status-no-effect",
 	"duplicate-entry",
 	"extension-misspelled",
+	"fingerprint-headers-no-effect",
 	"header-not-fingerprinted",
 	"key-convention-mismatch",
 	"key-optional",
@@ -57,6 +59,7 @@ var warningRules = []string{
 	"unordered-candidate",
 	"unordered-no-effect",
 	"volatile-candidate",
+	"volatile-no-effect",
 	"wait-longer-than-lease",
 }
 

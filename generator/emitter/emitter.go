@@ -116,6 +116,9 @@ func CheckParams(params map[string]string) error {
 			if len(known) == 0 {
 				return fmt.Errorf("unknown option %q: the emitters of this build take none", k)
 			}
+			if s := diag.Suggest(k, known); s != "" {
+				return fmt.Errorf("unknown option %q (did you mean %s?)", k, s)
+			}
 			return fmt.Errorf("unknown option %q (known: %s)", k, strings.Join(known, ", "))
 		}
 	}

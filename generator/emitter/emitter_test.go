@@ -76,7 +76,10 @@ func TestCheckParams(t *testing.T) {
 	assert.NoError(t, emitter.CheckParams(map[string]string{"test.known": "1"}))
 	err := emitter.CheckParams(map[string]string{"test.known": "1", "test.knwon": "1"})
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), `unknown option "test.knwon" (known: `)
+	assert.EqualError(t, err, `unknown option "test.knwon" (did you mean test.known?)`)
+	err = emitter.CheckParams(map[string]string{"nothing.like.it": "1"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `unknown option "nothing.like.it" (known: `)
 	assert.Contains(t, err.Error(), "test.known")
 }
 

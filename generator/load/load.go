@@ -10,6 +10,7 @@ package load
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -84,7 +85,8 @@ func Load(path string, opts Options) (*Document, diag.List) {
 	}
 	doc, err := parseDocument(data)
 	if err != nil {
-		diags.Errorf(yamlErrPos(path, err, data), "load-error", "cannot parse the spec: %v", cleanYAMLErr(err))
+		pos, msg := parseErr(path, err, data)
+		diags.Errorf(pos, "load-error", "cannot parse the spec: %s", msg)
 		return nil, diags
 	}
 	root := doc.Content[0]
@@ -235,6 +237,51 @@ func parseDocument(data []byte) (*yaml.Node, error) {
 	return &doc, nil
 }
 
+// parseErr is the position and message of err, parseDocument's error on
+// data (the file file). For a JSON document (its first character other
+// than white space opens an object or array, or its name ends in .json),
+// they are encoding/json's: the YAML parser's message about JSON speaks of
+// YAML nodes, and its line is often the one before the mistake (a ",,"
+// found at the end of the line above). A document JSON reads without an
+// error (YAML refuses what JSON accepts) keeps the YAML error.
+func parseErr(file string, err error, data []byte) (ir.Pos, string) {
+	if specfile.IsJSON(data) || strings.EqualFold(filepath.Ext(file), ".json") {
+		if pos, msg, ok := jsonErr(file, data); ok {
+			return pos, msg
+		}
+	}
+	return yamlErrPos(file, err, data), cleanYAMLErr(err)
+}
+
+// jsonErr decodes data as JSON and, when that fails on a syntax error,
+// returns its position (the line and column, in characters, of the byte
+// the decoder stopped at) and message.
+func jsonErr(file string, data []byte) (ir.Pos, string, bool) {
+	bom := 0
+	if bytes.HasPrefix(data, []byte("\ufeff")) {
+		bom = len("\ufeff") // YAML allows a byte order mark, JSON decoders not
+	}
+	var v any
+	var se *json.SyntaxError
+	if err := json.Unmarshal(data[bom:], &v); !errors.As(err, &se) {
+		return ir.Pos{}, "", false
+	}
+	// Offset counts the bytes read, the offending one included (none
+	// at the end of the input: the position is then the end).
+	off := bom + int(se.Offset)
+	if off > bom && off <= len(data) && se.Offset > 0 && !strings.HasPrefix(se.Error(), "unexpected end") {
+		off--
+	}
+	off = min(off, len(data))
+	line := 1 + bytes.Count(data[:off], []byte("\n"))
+	start := bytes.LastIndexByte(data[:off], '\n') + 1
+	col := utf8.RuneCount(data[start:off]) + 1
+	if start == 0 && bom > 0 {
+		col-- // the byte order mark is no column
+	}
+	return ir.Pos{File: file, Line: line, Col: col}, "JSON: " + se.Error(), true
+}
+
 var yamlLine = regexp.MustCompile(`line (\d+)`)
 
 var unknownAnchor = regexp.MustCompile(`unknown anchor '([^']*)' referenced`)
@@ -337,7 +384,8 @@ func (d *Document) readRefs(next openapi3.ReadFromURIFunc, diags *diag.List) ope
 		done[file] = true
 		doc, perr := parseDocument(data)
 		if perr != nil {
-			diags.Errorf(yamlErrPos(file, perr, data), "load-error", "cannot parse this document, which a $ref reaches: %v", cleanYAMLErr(perr))
+			pos, msg := parseErr(file, perr, data)
+			diags.Errorf(pos, "load-error", "cannot parse this document, which a $ref reaches: %s", msg)
 			return nil, fmt.Errorf("%s: %w", file, perr)
 		}
 		root := doc.Content[0]

@@ -446,3 +446,38 @@ func TestMissingRefFile(t *testing.T) {
 	assert.Equal(t, 11, diags[0].Pos.Col)
 	assert.Contains(t, diags[0].Message, "paths/missing.yaml")
 }
+
+// TestJSONSyntaxErrorPosition: a JSON document's syntax error is reported
+// at the offending character (line, and column in characters), with
+// encoding/json's message, in the spec and in a document a $ref reaches;
+// a byte order mark is no column; a truncated document is reported at its
+// end.
+func TestJSONSyntaxErrorPosition(t *testing.T) {
+	dir := t.TempDir()
+	for _, tt := range []struct {
+		name, src string
+		line, col int
+		msg       string
+	}{
+		{"comma.json", "{\"openapi\": \"3.0.3\",\n \"info\": {\"title\": \"été\", \"v\": 1,,\n}}", 2, 34, "invalid character ',' looking for beginning of object key string"},
+		{"bom.json", "\ufeff{,}", 1, 2, "invalid character ',' looking for beginning of object key string"},
+		{"truncated", "{\"openapi\": \"3.0.3\",\n \"info\": {", 2, 11, "unexpected end of JSON input"},
+	} {
+		spec := write(t, dir, tt.name, tt.src)
+		doc, diags := load.Load(spec, load.Options{})
+		assert.Nil(t, doc)
+		require.Len(t, diags, 1, "%v", diags)
+		assert.Equal(t, "load-error", diags[0].Rule)
+		assert.Equal(t, [2]int{tt.line, tt.col}, [2]int{diags[0].Pos.Line, diags[0].Pos.Col}, tt.name)
+		assert.Equal(t, "cannot parse the spec: JSON: "+tt.msg, diags[0].Message, tt.name)
+	}
+
+	spec := write(t, dir, "openapi.yaml", "openapi: 3.0.3\ninfo: {title: t, version: '1'}\npaths:\n  /a:\n    $ref: 'paths.json#/a'\n")
+	paths := write(t, dir, "paths.json", "{\"a\": {\"post\": {\n  \"responses\": {\"201\": {\"description\": \"ok\"}}}}]\n")
+	doc, diags := load.Load(spec, load.Options{})
+	assert.Nil(t, doc)
+	require.Len(t, diags, 1, "%v", diags)
+	assert.Equal(t, paths, diags[0].Pos.File)
+	assert.Equal(t, [2]int{2, 48}, [2]int{diags[0].Pos.Line, diags[0].Pos.Col})
+	assert.Equal(t, "cannot parse this document, which a $ref reaches: JSON: invalid character ']' after object key:value pair", diags[0].Message)
+}

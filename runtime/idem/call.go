@@ -540,7 +540,7 @@ func (c *Call) checkKey(raw string, kerr error) bool {
 		c.key, kerr = ParseKey(raw, c.p.spec.Key.Format, c.p.maxKey)
 	}
 	if kerr != nil {
-		c.reject(problem{status: http.StatusBadRequest, code: CodeKeyInvalid, detail: kerr.Error()}, nil)
+		c.reject(problem{status: http.StatusBadRequest, code: CodeKeyInvalid, detail: c.p.invalidKeyDetail(kerr)}, nil)
 		return false
 	}
 	return true

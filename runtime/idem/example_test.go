@@ -66,7 +66,7 @@ func ExampleEngine_Middleware() {
 	// 201 /orders/1  {"id":1}
 	// 201 /orders/1 true {"id":1}
 	// 422   {"type":"https://pkg.go.dev/github.com/idemgen/idemgen/runtime/idem#IDEMPOTENCY_KEY_REUSED","title":"Unprocessable Entity","status":422,"detail":"this idempotency key was already used for a different request","code":"IDEMPOTENCY_KEY_REUSED"}
-	// 400   {"type":"https://pkg.go.dev/github.com/idemgen/idemgen/runtime/idem#IDEMPOTENCY_KEY_INVALID","title":"Bad Request","status":400,"detail":"the idempotency key is not a UUID in canonical 8-4-4-4-12 form","code":"IDEMPOTENCY_KEY_INVALID"}
+	// 400   {"type":"https://pkg.go.dev/github.com/idemgen/idemgen/runtime/idem#IDEMPOTENCY_KEY_INVALID","title":"Bad Request","status":400,"detail":"the Idempotency-Key header must be a UUID (RFC 9562) in canonical 8-4-4-4-12 form","code":"IDEMPOTENCY_KEY_INVALID"}
 }
 
 // What oapi-codegen generates for a strict server (abridged to one operation).

@@ -383,3 +383,16 @@ func (p *Policy) KeyFormatDetail() string {
 	}
 	return where + " must be 1 to " + strconv.Itoa(p.maxKey) + " visible ASCII characters"
 }
+
+// invalidKeyDetail is the detail of the problem refusing a key ParseKey
+// refused with err: for a key that is no UUID, or a UUID of another
+// version, KeyFormatDetail (where the key travels and the format it must
+// have, as the generated wrappers say of a key the router refused), so
+// that a version 4 UUID sent where a version 7 is required is told so as
+// precisely as a key that is no UUID at all; err's own text otherwise.
+func (p *Policy) invalidKeyDetail(err error) string {
+	if err == detailNotUUID || err == detailUUIDVer {
+		return p.KeyFormatDetail()
+	}
+	return err.Error()
+}
