@@ -529,10 +529,10 @@ const RuleHeaderNotFingerprinted = "header-not-fingerprinted"
 // checkRequestHeaders warns of a header parameter the operation (or its
 // path item) declares that the fingerprint does not cover and that
 // UnfingerprintedHeader says may change what the request asks. Not where
-// the fingerprint decides nothing (FingerprintDecides: loose semantics,
+// the fingerprint decides nothing (ir.Operation.FingerprintDecides: loose semantics,
 // window with the key required).
 func (c *compiler) checkRequestHeaders(out *ir.Operation, params []paramRef) {
-	if !FingerprintDecides(out) {
+	if !out.FingerprintDecides() {
 		return
 	}
 	sem := out.Policy.Semantics
@@ -1244,7 +1244,7 @@ func (c *compiler) checkPointers(out *ir.Operation, op *openapi3.Operation, b co
 			e.Unordered = slices.Clone(pol.Unordered)
 		}
 	}
-	if body == nil || !FingerprintDecides(out) {
+	if body == nil || !out.FingerprintDecides() {
 		return // volatile and unordered would have no effect (contract's volatile-no-effect)
 	}
 	volPos := ir.FirstPos(b.Volatile.Pos, out.ContractPos)
@@ -1264,7 +1264,8 @@ func (c *compiler) checkPointers(out *ir.Operation, op *openapi3.Operation, b co
 }
 
 // conflictEffect says what a retry that does what (changes a member)
-// gets under semantics s, where the fingerprint decides (FingerprintDecides):
+// gets under semantics s, where the fingerprint decides
+// (ir.Operation.FingerprintDecides):
 // under strict semantics a conflict; under window semantics, with the key
 // optional, only a retry without a key is found by its fingerprint.
 func conflictEffect(s ir.Semantics, what string) string {
@@ -1272,25 +1273,6 @@ func conflictEffect(s ir.Semantics, what string) string {
 		return "a retry without a key that " + what + " looks like another request: it runs again (a retry with the key gets the replay)"
 	}
 	return "a retry that " + what + " looks like another request: a conflict"
-}
-
-// FingerprintDecides reports whether op's fingerprint decides anything a
-// client sees: under strict semantics (a reused key with another
-// fingerprint is refused) and under window semantics with the key optional
-// (a request without a key is found by its fingerprint). Under loose
-// semantics, and window with key.required: true, a request with the key of
-// an earlier one gets its replay whatever its fingerprint, and one without
-// a key is not found by it: volatile, unordered and fingerprint-headers
-// have no effect there (the contract's *-no-effect warnings), so the
-// checks that advise them stay silent.
-func FingerprintDecides(op *ir.Operation) bool {
-	switch op.Policy.Semantics {
-	case ir.Strict:
-		return true
-	case ir.Window:
-		return !op.Key.Required
-	}
-	return false
 }
 
 func coveredBy(list []ir.Pointer, path string) bool {
