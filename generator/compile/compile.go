@@ -529,8 +529,9 @@ const RuleHeaderNotFingerprinted = "header-not-fingerprinted"
 // checkRequestHeaders warns of a header parameter the operation (or its
 // path item) declares that the fingerprint does not cover and that
 // UnfingerprintedHeader says may change what the request asks. Not where
-// the fingerprint decides nothing (ir.Operation.FingerprintDecides: loose semantics,
-// window with the key required).
+// the fingerprint decides nothing (ir.Operation.FingerprintDecides: loose
+// semantics, window with the key required), where fingerprint-headers has
+// no effect.
 func (c *compiler) checkRequestHeaders(out *ir.Operation, params []paramRef) {
 	if !out.FingerprintDecides() {
 		return
@@ -1263,9 +1264,8 @@ func (c *compiler) checkPointers(out *ir.Operation, op *openapi3.Operation, b co
 	}
 }
 
-// conflictEffect says what a retry that does what (changes a member)
-// gets under semantics s, where the fingerprint decides
-// (ir.Operation.FingerprintDecides):
+// conflictEffect says what a retry that does what (changes a member) gets
+// under semantics s where the fingerprint decides (FingerprintDecides):
 // under strict semantics a conflict; under window semantics, with the key
 // optional, only a retry without a key is found by its fingerprint.
 func conflictEffect(s ir.Semantics, what string) string {
