@@ -528,13 +528,15 @@ const RuleHeaderNotFingerprinted = "header-not-fingerprinted"
 
 // checkRequestHeaders warns of a header parameter the operation (or its
 // path item) declares that the fingerprint does not cover and that
-// UnfingerprintedHeader says may change what the request asks. Not under
-// loose semantics, which never compare fingerprints.
+// UnfingerprintedHeader says may change what the request asks. Not where
+// the fingerprint decides nothing (ir.Operation.FingerprintDecides: loose
+// semantics, window with the key required), where fingerprint-headers has
+// no effect.
 func (c *compiler) checkRequestHeaders(out *ir.Operation, params []paramRef) {
-	sem := out.Policy.Semantics
-	if sem == ir.Loose {
+	if !out.FingerprintDecides() {
 		return
 	}
+	sem := out.Policy.Semantics
 	keyHeader := KeyHeader(out.Key.Carrier, out.Key.Name)
 	// A header the path item and the operation both declare, in another
 	// case (mergeParamRefs keeps both), is reported once, at the
@@ -1243,8 +1245,8 @@ func (c *compiler) checkPointers(out *ir.Operation, op *openapi3.Operation, b co
 			e.Unordered = slices.Clone(pol.Unordered)
 		}
 	}
-	if body == nil || pol.Semantics == ir.Loose {
-		return // loose semantics never compare fingerprints
+	if body == nil || !out.FingerprintDecides() {
+		return // volatile and unordered would have no effect (contract's volatile-no-effect)
 	}
 	volPos := ir.FirstPos(b.Volatile.Pos, out.ContractPos)
 	unPos := ir.FirstPos(b.Unordered.Pos, out.ContractPos)
@@ -1254,19 +1256,23 @@ func (c *compiler) checkPointers(out *ir.Operation, op *openapi3.Operation, b co
 			continue
 		}
 		if contract.VolatileName(m.name) && !coveredBy(pol.Volatile, m.path) {
-			c.diags.Warnf(volPos, "volatile-candidate", "body member %s of %s looks volatile (a clock, retry counter or trace id) but is not declared volatile; a retry that changes it looks like another request: %s", m.path, where, conflictEffect(pol.Semantics))
+			c.diags.Warnf(volPos, "volatile-candidate", "body member %s of %s looks volatile (a clock, retry counter or trace id) but is not declared volatile; %s", m.path, where, conflictEffect(pol.Semantics, "changes it"))
 		}
 		if m.schema.UniqueItems && isArray(m.schema) && !unorderedAt(pol.Unordered, m.path) && !coveredBy(pol.Volatile, m.path) {
-			c.diags.Warnf(unPos, "unordered-candidate", "body member %s of %s is a set (uniqueItems) but is not declared unordered; a retry that sends its items in another order looks like another request: %s", m.path, where, conflictEffect(pol.Semantics))
+			c.diags.Warnf(unPos, "unordered-candidate", "body member %s of %s is a set (uniqueItems) but is not declared unordered; %s", m.path, where, conflictEffect(pol.Semantics, "sends its items in another order"))
 		}
 	}
 }
 
-func conflictEffect(s ir.Semantics) string {
+// conflictEffect says what a retry that does what (changes a member) gets
+// under semantics s where the fingerprint decides (FingerprintDecides):
+// under strict semantics a conflict; under window semantics, with the key
+// optional, only a retry without a key is found by its fingerprint.
+func conflictEffect(s ir.Semantics, what string) string {
 	if s == ir.Window {
-		return "it runs again"
+		return "a retry without a key that " + what + " looks like another request: it runs again (a retry with the key gets the replay)"
 	}
-	return "a conflict"
+	return "a retry that " + what + " looks like another request: a conflict"
 }
 
 func coveredBy(list []ir.Pointer, path string) bool {

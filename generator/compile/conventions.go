@@ -149,10 +149,11 @@ func jsonBodySchema(op *openapi3.Operation) *openapi3.Schema {
 
 // Candidates lists the members of op's JSON request body that the
 // volatile-candidate and unordered-candidate warnings name when a contract
-// declares no volatile or unordered pointers (strict and window semantics):
-// members named like client clocks, retry counters or trace ids, and
-// arrays with uniqueItems. keyPtr, the body key's pointer (or ""), is left
-// out. `idemgen init` proposes them.
+// declares no volatile or unordered pointers (where the fingerprint
+// decides something: ir.Operation.FingerprintDecides): members named like
+// client clocks, retry counters or trace ids, and arrays with uniqueItems.
+// keyPtr, the body key's pointer (or ""), is left out. `idemgen init`
+// proposes them.
 func Candidates(op *openapi3.Operation, keyPtr string) (volatile, unordered []string) {
 	body := jsonBodySchema(op)
 	if body == nil {

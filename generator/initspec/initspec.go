@@ -75,7 +75,7 @@ type Candidate struct {
 	Method, Path, OperationID string
 	Key                       Key
 	Others                    []Key    // further conventional keys it declares
-	Volatile, Unordered       []string // proposed body pointers
+	Volatile, Unordered       []string // proposed body pointers; none when Multipart (loose semantics)
 	// ResponseHeaders are the headers its 2xx responses declare, proposed
 	// as response.headers so that a replay carries them.
 	ResponseHeaders []string
@@ -226,14 +226,17 @@ func Propose(path string, opts Options) (*Proposal, diag.List) {
 				continue // a contract exists
 			}
 			c := Candidate{Method: method, Path: pth, OperationID: op.OperationID, Key: keys[0], Others: keys[1:]}
-			c.Volatile, c.Unordered = compile.Candidates(op, compile.KeyPointer(c.Key.Carrier, c.Key.Name))
 			for _, h := range compile.DeclaredResponseHeaders(op) {
 				c.ResponseHeaders = append(c.ResponseHeaders, h.Name)
 			}
 			c.Multipart = multipart(op)
 			if c.Multipart != "" {
+				// Proposed loose semantics, where volatile, unordered and
+				// fingerprint-headers have no effect (check's *-no-effect):
+				// none is proposed.
 				c.AlsoJSON = jsonBody(op)
 			} else {
+				c.Volatile, c.Unordered = compile.Candidates(op, compile.KeyPointer(c.Key.Carrier, c.Key.Name))
 				c.FingerprintHeaders = compile.DeclaredRequestHeaders(d.T, op, item.Parameters, compile.KeyHeader(c.Key.Carrier, c.Key.Name))
 			}
 			p.Candidates = append(p.Candidates, c)

@@ -43,3 +43,34 @@ func TestMultipartAndJSON(t *testing.T) {
 	assert.Equal(t, strings.Count(src[:strings.Index(src, "    get:")], "\n")+1, p.Notes[0].Pos.Line)
 	assert.Equal(t, 5, p.Notes[0].Pos.Col)
 }
+
+// TestMultipartLooseNoFingerprintSettings: an operation proposed loose
+// semantics (its body may be multipart) is proposed no volatile or
+// unordered members, even those its JSON body's schema names like a clock
+// or marks uniqueItems: under loose semantics they would have no effect,
+// and check would say so (volatile-no-effect, unordered-no-effect). A JSON
+// only operation still gets them.
+func TestMultipartLooseNoFingerprintSettings(t *testing.T) {
+	spec := filepath.Join(t.TempDir(), "openapi.yaml")
+	op := func(path, media string) string {
+		s := "  " + path + ":\n    post:\n      parameters:\n        - {name: Idempotency-Key, in: header, required: true, schema: {type: string}}\n      requestBody:\n        content:\n"
+		for _, m := range strings.Split(media, ",") {
+			s += "          " + m + ":\n            schema: {$ref: '#/components/schemas/Doc'}\n"
+		}
+		return s + "      responses: {'201': {description: created}}\n"
+	}
+	src := "openapi: 3.0.3\ninfo: {title: T, version: 1.0.0}\npaths:\n" +
+		op("/documents", "application/json,multipart/form-data") +
+		op("/notes", "application/json") +
+		"components:\n  schemas:\n    Doc:\n      type: object\n      properties:\n        client_time: {type: string}\n        tags: {type: array, uniqueItems: true, items: {type: string}}\n"
+	require.NoError(t, os.WriteFile(spec, []byte(src), 0o644))
+	p, ov := propose(t, spec)
+	require.Len(t, p.Candidates, 2)
+	assert.Empty(t, p.Candidates[0].Volatile, "POST /documents (loose)")
+	assert.Empty(t, p.Candidates[0].Unordered, "POST /documents (loose)")
+	assert.Equal(t, []string{"/client_time"}, p.Candidates[1].Volatile, "POST /notes (strict)")
+	assert.Equal(t, []string{"/tags"}, p.Candidates[1].Unordered, "POST /notes (strict)")
+	for _, d := range checkWith(t, spec, ov) {
+		assert.NotContains(t, d.Rule, "no-effect", "%s", d)
+	}
+}

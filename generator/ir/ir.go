@@ -137,6 +137,25 @@ func (op *Operation) RecordName() string {
 // path template, e.g. "POST /orders".
 func (op *Operation) Where() string { return Where(op.Method, op.Path) }
 
+// FingerprintDecides reports whether the request's fingerprint decides
+// anything a client sees: under strict semantics (a reused key with another
+// fingerprint is refused) and under window semantics with the key optional
+// (a request without a key is found by its fingerprint). Under loose
+// semantics, and window with the key required, a request with the key of
+// an earlier one gets its replay whatever its fingerprint, and none
+// without a key is found by it: volatile, unordered and
+// fingerprint-headers do nothing a client sees (check's *-no-effect
+// warnings; the runtime still reports a mismatch as EventLooseMismatch).
+func (op *Operation) FingerprintDecides() bool {
+	switch op.Policy.Semantics {
+	case Strict:
+		return true
+	case Window:
+		return !op.Key.Required
+	}
+	return false
+}
+
 // Names are the Go identifiers oapi-codegen generates for an operation
 // (see package generator/naming for the rules).
 type Names struct {

@@ -237,8 +237,8 @@ func parseDocument(data []byte) (*yaml.Node, error) {
 	return &doc, nil
 }
 
-// parseErr is the position and message of err, parseDocument's error on
-// data (the file file). For a JSON document (its first character other
+// parseErr is the position and message of err, parseDocument's (or, for
+// an overlay, parseYAML's) error on data (the file file). For a JSON document (its first character other
 // than white space opens an object or array, or its name ends in .json),
 // they are encoding/json's: the YAML parser's message about JSON speaks of
 // YAML nodes, and its line is often the one before the mistake (a ",,"
@@ -572,7 +572,8 @@ func (d *Document) applyOverlay(ovPath string) diag.List {
 	}
 	ovRoot, err := parseYAML(data)
 	if err != nil {
-		diags.Errorf(yamlErrPos(ovPath, err, data), "overlay-error", "cannot parse the overlay: %v", cleanYAMLErr(err))
+		pos, msg := parseErr(ovPath, err, data)
+		diags.Errorf(pos, "overlay-error", "cannot parse the overlay: %s", msg)
 		return diags
 	}
 	var ov overlay.Overlay

@@ -481,3 +481,36 @@ func TestJSONSyntaxErrorPosition(t *testing.T) {
 	assert.Equal(t, [2]int{2, 48}, [2]int{diags[0].Pos.Line, diags[0].Pos.Col})
 	assert.Equal(t, "cannot parse this document, which a $ref reaches: JSON: invalid character ']' after object key:value pair", diags[0].Message)
 }
+
+// TestJSONOverlaySyntaxErrorPosition: an overlay in JSON with a syntax
+// error is reported (overlay-error) as a JSON spec is: at the offending
+// character's line and column, with encoding/json's message (it was a line
+// early, with the YAML parser's message about nodes); a YAML overlay keeps
+// the YAML parser's.
+func TestJSONOverlaySyntaxErrorPosition(t *testing.T) {
+	dir := t.TempDir()
+	spec := write(t, dir, "openapi.yaml", "openapi: 3.0.3\ninfo: {title: t, version: '1'}\npaths: {}\n")
+	for _, tt := range []struct {
+		name, src string
+		line, col int
+		msg       string
+	}{
+		{"comma.overlay.json", "{\"overlay\": \"1.0.0\",\n \"info\": {\"title\": \"o\", \"version\": \"1\"},\n \"actions\": [{\"target\": \"$.info\",,\n \"update\": {}}]}", 3, 34, "invalid character ',' looking for beginning of object key string"},
+		{"truncated.json", "{\"overlay\": \"1.0.0\",\n \"actions\": [", 2, 14, "unexpected end of JSON input"},
+		{"ext", "{\"overlay\": \"1.0.0\" \"info\": {}}", 1, 21, "invalid character '\"' after object key:value pair"},
+	} {
+		ov := write(t, dir, tt.name, tt.src)
+		_, diags := load.Load(spec, load.Options{Overlays: []string{ov}})
+		require.Len(t, diags, 1, "%v", diags)
+		assert.Equal(t, "overlay-error", diags[0].Rule)
+		assert.Equal(t, ov, diags[0].Pos.File)
+		assert.Equal(t, [2]int{tt.line, tt.col}, [2]int{diags[0].Pos.Line, diags[0].Pos.Col}, tt.name)
+		assert.Equal(t, "cannot parse the overlay: JSON: "+tt.msg, diags[0].Message, tt.name)
+	}
+
+	ov := write(t, dir, "bad.overlay.yaml", "overlay: 1.0.0\nactions: [\n")
+	_, diags := load.Load(spec, load.Options{Overlays: []string{ov}})
+	require.Len(t, diags, 1, "%v", diags)
+	assert.Equal(t, "overlay-error", diags[0].Rule)
+	assert.NotContains(t, diags[0].Message, "JSON")
+}

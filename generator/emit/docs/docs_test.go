@@ -241,3 +241,49 @@ func TestCompatibleFingerprints(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 1, strings.Count(string(page), sentence))
 }
+
+// TestFingerprintNotApplicable: where the fingerprint decides nothing a
+// client sees (loose semantics, window with the key required: check's
+// *-no-effect warnings), the docs and the summary say the fingerprint
+// settings are not applicable (no "Arrays compared in any order", no
+// definition of "the same request"), and under loose and window semantics
+// that a different request is never refused with IDEMPOTENCY_KEY_REUSED
+// (whatever conflict-status says), which the summary's "never retry" list
+// then leaves out; strict, and window with the key optional, keep them.
+func TestFingerprintNotApplicable(t *testing.T) {
+	spec := compileCase(t, filepath.Join("..", "..", "..", "testdata", "contract", "no-effect-semantics", "openapi.yaml"), "")
+	const sameRequest = `"The same request" means`
+	const neverReused = "(it is never refused with `IDEMPOTENCY_KEY_REUSED`)"
+	const neverRetryReused = "Never retry 400, 413, 422, `IDEMPOTENCY_KEY_REUSED`,"
+	seen := 0
+	for _, op := range spec.Operations {
+		summary := must(docs.Summary(op))
+		switch op.OperationID {
+		case "loose", "windowKeyed":
+			seen++
+			assert.Contains(t, summary, "**Volatile fields**: not applicable: ", op.OperationID)
+			assert.NotContains(t, summary, "Arrays compared in any order", op.OperationID)
+			assert.NotContains(t, summary, sameRequest, op.OperationID)
+			assert.NotContains(t, summary, "without a key, the same request", op.OperationID)
+			assert.Contains(t, summary, neverReused, op.OperationID)
+			assert.NotContains(t, summary, neverRetryReused, op.OperationID)
+		case "window":
+			seen++
+			assert.Contains(t, summary, "**Volatile fields**: `/client_time`, `/trace_id`: left out of the comparison", op.OperationID)
+			assert.Contains(t, summary, "Arrays compared in any order: `/ids`.", op.OperationID)
+			assert.Contains(t, summary, sameRequest, op.OperationID)
+			assert.Contains(t, summary, neverReused, op.OperationID)
+			assert.NotContains(t, summary, neverRetryReused, op.OperationID)
+		case "strict":
+			seen++
+			assert.Contains(t, summary, "Arrays compared in any order: `/ids`.", op.OperationID)
+			assert.Contains(t, summary, sameRequest, op.OperationID)
+			assert.NotContains(t, summary, neverReused, op.OperationID)
+			assert.Contains(t, summary, neverRetryReused, op.OperationID)
+		}
+	}
+	assert.Equal(t, 4, seen)
+	page := string(must(docs.Render(spec)))
+	assert.Contains(t, page, "| Volatile fields | not applicable: window semantics with a required key compare only the key. |")
+	assert.Contains(t, page, "| Volatile fields | not applicable: loose semantics compare only the key. |")
+}
