@@ -2,6 +2,8 @@ package idem
 
 import (
 	"context"
+	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,11 +13,12 @@ import (
 // of its cost: the context of the first store call of a request (the one
 // every replay makes) lives in the Call, and answers Deadline, Err and Value
 // without allocating. Done (which a network store asks for on every call:
-// go-redis and pgx do on every command) makes one channel and arms a timer
-// taken from storeTimers, made once and reset for each use, that closes it
-// at the deadline; a parent that can be cancelled (a request's) is watched
-// with context.AfterFunc, which costs what registering with it costs
-// context.WithDeadline, and two allocations more.
+// go-redis and pgx do on every command) makes one channel and queues the
+// context by its deadline in one of the shared deadline queues (see
+// deadlineQueue), whose one timer closes it at the deadline: no timer of
+// its own is armed or stopped; a parent that can be cancelled (a
+// request's) is watched with context.AfterFunc, which costs what
+// registering with it costs context.WithDeadline, and two allocations more.
 //
 // It ends (Err non-nil, Done closed) at the deadline (DeadlineExceeded),
 // when its parent ends (the parent's error; context.Cause gives the
@@ -27,8 +30,8 @@ import (
 // context.AfterFunc attach through its AfterFunc method, and end as it ends,
 // in the goroutine that ends it (release before it returns). A boundedCtx
 // is used for one store call and then released; it is never reset, since a
-// store may keep a child of it beyond the call. Released, it holds no timer
-// nor registration with its parent.
+// store may keep a child of it beyond the call. Released, it is in no
+// deadline queue and holds no registration with its parent.
 //
 // The timeout counts from the store's first look at the context (its first
 // Err, Deadline or Done, which a store makes as it starts), read on the
@@ -41,17 +44,25 @@ type boundedCtx struct {
 	timeout time.Duration
 
 	mu          sync.Mutex
-	start       time.Duration // since epoch, when the timeout started (see initAt); 0: not yet
-	consulted   bool          // the store consulted the context (Err, Deadline, Done)
-	err         error         // why it ended; nil while it runs
-	parentEnded bool          // err is the parent's
-	done        chan struct{} // made by Done (closedChan when it ended before); closed when it ends
-	st          *storeTimer   // armed for it while Done is open and it is not released
-	stopParent  func() bool   // ends the watch of the parent
-	afters      []afterFunc   // what to run when it ends (children, context.AfterFunc)
+	start       time.Duration  // since epoch, when the timeout started (see initAt); 0: not yet
+	err         error          // why it ended; nil while it runs
+	done        chan struct{}  // made by Done (closedChan when it ended before); closed when it ends
+	q           *deadlineQueue // the queue Done put it in, until its release
+	pw          *parentWatch   // watches the parent for it while Done is open and it is not released
+	afters      []afterFunc    // what to run when it ends (children, context.AfterFunc)
 	aftersBuf   [2]afterFunc
 	afterID     uint32
+	consulted   bool        // the store consulted the context (Err, Deadline, Done)
+	parentEnded bool        // err is the parent's
+	queued      bool        // in its queue (under q.mu: see below)
+	fired       bool        // a fire took it out to end it (under q.mu)
 	made        atomic.Bool // Done was asked for (read without the lock by materialized)
+
+	// In its queue (under q.mu), with queued and fired above (where they
+	// cost no room): its deadline (since epoch) and its neighbours in
+	// deadline order (next: the chain of the contexts a fire took out).
+	at         time.Duration
+	prev, next *boundedCtx
 }
 
 var _ context.Context = (*boundedCtx)(nil)
@@ -164,13 +175,6 @@ func (b *boundedCtx) AfterFunc(f func()) (stop func() bool) {
 	}
 }
 
-// left returns the time left before the deadline (b.mu not held).
-func (b *boundedCtx) left() time.Duration {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.started() + b.timeout - time.Since(epoch)
-}
-
 // ownDeadline returns the call's own deadline, starting its timeout if
 // the store never consulted the context (b.mu not held).
 func (b *boundedCtx) ownDeadline() time.Time {
@@ -182,20 +186,21 @@ func (b *boundedCtx) ownDeadline() time.Time {
 // materialized reports whether a store asked for Done.
 func (b *boundedCtx) materialized() bool { return b.made.Load() }
 
-// release ends the context (as a CancelFunc does) and gives its timer back.
-// When it returns, no timer or parent callback can touch b any more.
+// release ends the context (as a CancelFunc does), takes it out of its
+// deadline queue and ends the watch of its parent. When it returns, no
+// queue or parent callback can touch b any more.
 func (b *boundedCtx) release() {
 	b.mu.Lock()
-	st, stop := b.st, b.stopParent
-	b.st, b.stopParent = nil, nil
+	q, pw := b.q, b.pw
+	b.q, b.pw = nil, nil
 	fs := b.endLocked(context.Canceled, false)
 	b.mu.Unlock()
 	runAfters(fs)
-	if stop != nil {
-		stop()
+	if pw != nil {
+		pw.disarm()
 	}
-	if st != nil {
-		st.disarm()
+	if q != nil {
+		q.remove(b)
 	}
 }
 
@@ -209,7 +214,8 @@ func (b *boundedCtx) Deadline() (time.Time, bool) {
 	return own, true
 }
 
-// Done makes the channel and arms the timer on its first call.
+// Done makes the channel and queues the context by its deadline on its
+// first call.
 func (b *boundedCtx) Done() <-chan struct{} {
 	b.mu.Lock()
 	if b.done != nil {
@@ -217,20 +223,19 @@ func (b *boundedCtx) Done() <-chan struct{} {
 		return b.done
 	}
 	b.made.Store(true)
-	left := b.started() + b.timeout - time.Since(epoch)
+	at := b.started() + b.timeout
 	b.done = make(chan struct{})
 	var fs []afterFunc
-	switch {
-	case b.parent.Err() != nil:
-		fs = b.endLocked(b.parent.Err(), true)
-	case left <= 0:
-		fs = b.endLocked(context.DeadlineExceeded, false)
-	default:
-		st := storeTimers.Get().(*storeTimer)
-		st.arm(b, left)
-		b.st = st
+	if err := b.parent.Err(); err != nil {
+		fs = b.endLocked(err, true)
+	} else {
+		// A deadline already past (Err ends it as it sees it) is for the
+		// queue's timer to end, at once: Done reads no clock to check.
+		b.q = pickQueue()
+		b.q.add(b, at)
 		if b.parent.Done() != nil {
-			b.stopParent = context.AfterFunc(b.parent, st.onParent)
+			b.pw = parentWatches.Get().(*parentWatch)
+			b.pw.arm(b)
 		}
 	}
 	done := b.done
@@ -281,70 +286,181 @@ func (b *boundedCtx) Value(key any) any {
 
 func (b *boundedCtx) String() string { return "idem.boundedCtx" }
 
-// storeTimer is the timer of a boundedCtx whose Done was asked for: made
-// once, kept in storeTimers and reset for each store call. Its callbacks
-// (the timer's and the parent watch's) may run late, for a context that was
-// released, or run for the next context it is armed for: each takes the
-// context it is armed for under mu and ends it only if what it signals holds
-// for that context (the deadline passed, the parent ended). A context
-// disarms it under mu, so that no callback touches the context after its
-// release returns.
-type storeTimer struct {
-	t        *time.Timer
-	onParent func() // st.parentEnded, made once
+// deadlineQueue holds the contexts whose Done was asked for and that are
+// not released, in order of deadline, with one timer set for the first
+// deadline: at it, the timer's function (fire) takes out the contexts whose
+// deadline passed and ends them, and sets the timer for the next deadline.
+// A context is queued by Done and taken out by its release, which does not
+// touch the timer: a timer that fires for a context released meanwhile finds
+// nothing to end and sets itself for the next deadline, if any. A queue
+// under steady use fires about once per StoreTimeout, whatever the number of
+// store calls; a context thus costs Done and its release an insertion and a
+// removal under a mutex that is rarely contended, where a timer of its own
+// cost a heap insertion and removal in the runtime's timers. A store
+// timeout is the same for every call of an Engine, so a new deadline is
+// (nearly) the last: insertion walks back from the end. Contexts are spread
+// over several queues (pickQueue), so that the cores of a busy server do not
+// take turns at one mutex.
+type deadlineQueue struct {
+	// fireMu is held by fire from before it takes contexts out until it has
+	// ended them: the release of a context that fire took out waits for it,
+	// so that nothing touches the context after its release returns.
+	fireMu sync.Mutex
+
+	mu          sync.Mutex
+	first, last *boundedCtx
+	t           *time.Timer   // made by the first add
+	armed       time.Duration // when t fires (since epoch); 0: not set
+	_           [64]byte      // apart from the next queue's mutexes
+}
+
+var deadlineQueues = func() []deadlineQueue {
+	n := 8
+	for n < 4*runtime.GOMAXPROCS(0) && n < 256 {
+		n *= 2
+	}
+	return make([]deadlineQueue, n)
+}()
+
+// pickQueue returns a queue at random.
+func pickQueue() *deadlineQueue {
+	return &deadlineQueues[rand.Uint32()&uint32(len(deadlineQueues)-1)]
+}
+
+// add queues b, whose deadline is at (b.mu held). It reads the clock only
+// to set the timer, when b's deadline is the first.
+func (q *deadlineQueue) add(b *boundedCtx, at time.Duration) {
+	q.mu.Lock()
+	b.at, b.queued = at, true
+	p := q.last
+	for p != nil && p.at > at {
+		p = p.prev
+	}
+	b.prev = p
+	if p == nil {
+		b.next, q.first = q.first, b
+	} else {
+		b.next, p.next = p.next, b
+	}
+	if b.next == nil {
+		q.last = b
+	} else {
+		b.next.prev = b
+	}
+	switch {
+	case q.t == nil:
+		q.t = time.AfterFunc(at-time.Since(epoch), q.fire)
+		q.armed = at
+	case q.armed == 0 || at < q.armed:
+		q.t.Reset(at - time.Since(epoch))
+		q.armed = at
+	}
+	q.mu.Unlock()
+}
+
+// unlink takes b out of the queue (q.mu held).
+func (q *deadlineQueue) unlink(b *boundedCtx) {
+	if b.prev == nil {
+		q.first = b.next
+	} else {
+		b.prev.next = b.next
+	}
+	if b.next == nil {
+		q.last = b.prev
+	} else {
+		b.next.prev = b.prev
+	}
+	b.prev, b.next, b.queued = nil, nil, false
+}
+
+// remove takes b out of the queue, or, if fire took it out, waits until
+// fire is done with it (b released: b.mu not held).
+func (q *deadlineQueue) remove(b *boundedCtx) {
+	q.mu.Lock()
+	if b.queued {
+		q.unlink(b)
+	}
+	fired := b.fired
+	b.fired = false
+	q.mu.Unlock()
+	if fired {
+		q.fireMu.Lock()
+		b.next = nil // fire's chain, which fire is done with
+		q.fireMu.Unlock()
+	}
+}
+
+// fire ends the contexts whose deadline passed and sets the timer for the
+// next deadline, if any.
+func (q *deadlineQueue) fire() {
+	q.fireMu.Lock()
+	defer q.fireMu.Unlock()
+	q.mu.Lock()
+	now := time.Since(epoch)
+	var ended *boundedCtx // the contexts taken out, chained by next
+	for b := q.first; b != nil && b.at <= now; b = q.first {
+		q.unlink(b)
+		b.fired, b.next = true, ended
+		ended = b
+	}
+	q.armed = 0
+	if q.first != nil {
+		q.armed = q.first.at
+		q.t.Reset(q.first.at - now)
+	}
+	q.mu.Unlock()
+	for b := ended; b != nil; {
+		next := b.next // read before b may be released (its release waits for fireMu)
+		b.end(context.DeadlineExceeded, false)
+		b = next
+	}
+}
+
+// parentWatch watches the parent of a boundedCtx whose Done was asked for
+// (context.AfterFunc), kept in parentWatches and reused. Its callback may
+// run late, for a context that was released, or run for the next context
+// it watches for: it takes the context it watches for under mu and ends it
+// only if that context's parent ended. A context disarms it under mu, so
+// that no callback touches the context after its release returns.
+type parentWatch struct {
+	onParent func()      // pw.parentEnded, made once
+	stop     func() bool // ends the watch (context.AfterFunc's)
 
 	mu sync.Mutex
-	b  *boundedCtx // the context it is armed for; nil in the pool
+	b  *boundedCtx // the context it watches for; nil in the pool
 }
 
-var storeTimers = sync.Pool{New: func() any {
-	st := new(storeTimer)
-	st.t = time.AfterFunc(time.Hour, st.fired)
-	st.t.Stop()
-	st.onParent = st.parentEnded
-	return st
+var parentWatches = sync.Pool{New: func() any {
+	pw := new(parentWatch)
+	pw.onParent = pw.parentEnded
+	return pw
 }}
 
-// arm arms st for b, to fire in d (b.mu held: st.mu is taken after b.mu only
-// here, where no callback can hold st.mu and wait for b.mu, since st.b is
-// not b yet).
-func (st *storeTimer) arm(b *boundedCtx, d time.Duration) {
-	st.mu.Lock()
-	st.b = b
-	st.mu.Unlock()
-	st.t.Reset(d)
+// arm sets pw to watch b's parent for b (b.mu held: pw.mu is taken after
+// b.mu only here, where no callback can hold pw.mu and wait for b.mu, since
+// pw.b is not b yet).
+func (pw *parentWatch) arm(b *boundedCtx) {
+	pw.mu.Lock()
+	pw.b = b
+	pw.mu.Unlock()
+	pw.stop = context.AfterFunc(b.parent, pw.onParent)
 }
 
-// disarm waits for a callback that holds its context, leaves later ones
-// nothing to end, stops st and puts it back in the pool.
-func (st *storeTimer) disarm() {
-	st.mu.Lock()
-	st.b = nil
-	st.mu.Unlock()
-	st.t.Stop()
-	storeTimers.Put(st)
+// disarm ends the watch, waits for a callback that holds its context, leaves
+// later ones nothing to end and puts pw back in the pool.
+func (pw *parentWatch) disarm() {
+	pw.stop()
+	pw.stop = nil
+	pw.mu.Lock()
+	pw.b = nil
+	pw.mu.Unlock()
+	parentWatches.Put(pw)
 }
 
-// fired ends the context st is armed for if its deadline passed, and else
-// (a late callback of an earlier use) makes sure st fires at its deadline.
-func (st *storeTimer) fired() {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	b := st.b
-	if b == nil {
-		return
-	}
-	if left := b.left(); left > 0 {
-		st.t.Reset(left)
-		return
-	}
-	b.end(context.DeadlineExceeded, false)
-}
-
-func (st *storeTimer) parentEnded() {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if b := st.b; b != nil {
+func (pw *parentWatch) parentEnded() {
+	pw.mu.Lock()
+	defer pw.mu.Unlock()
+	if b := pw.b; b != nil {
 		if err := b.parent.Err(); err != nil {
 			b.end(err, true)
 		}
