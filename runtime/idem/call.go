@@ -102,11 +102,15 @@ type Call struct {
 	token       Token
 	prior       State
 	start       time.Time
-	// ss is what the store calls are handed: own for a Call over a
-	// ContextBound store (or one never recycled), else a storeSide of the
-	// request's own, so that a store that keeps it cannot see it reused.
-	ss  *storeSide
-	own storeSide
+	// ss and cs are what the store calls are handed: own and ownClaim for a
+	// Call over a ContextBound store (or one never recycled), else a
+	// storeSide and a claimSide of the request's own, so that a store that
+	// keeps them cannot see them reused; cs is made when the request
+	// claims (claimSide): a replay read first never does.
+	ss       *storeSide
+	cs       *claimSide
+	own      storeSide
+	ownClaim claimSide
 
 	body        []byte
 	bodyBuf     *[]byte // pooled (or &bodyOwn), when the engine read the body itself
@@ -221,25 +225,33 @@ func (e *Engine) Begin(r *http.Request, p *Policy, key Key) *Call {
 // careless handler may keep it; a Call whose heartbeat ran is not recycled.
 var callPool = sync.Pool{New: func() any { return new(Call) }}
 
-// storeSide is what a request's store calls are handed and a store may
-// keep beyond a call unless it is ContextBound: the contexts of the first
-// Begin and Finish, their parent without cancellation, the BeginRequest and
-// the memory of the scope key.
+// storeSide and claimSide are what a request's store calls are handed and
+// a store may keep beyond a call unless it is ContextBound. storeSide,
+// which every request with a key needs: the context of the first store call
+// (a Get, ReadFirst, or the first Begin) and the memory of the scope key;
+// claimSide, which a request that claims needs: the BeginRequest, the
+// context of the first Finish and their parent without cancellation. Apart,
+// a replay read first allocates only the first (a third of the bytes of
+// both, and the bytes a request allocates are what the garbage collector
+// costs it).
 type storeSide struct {
-	breq     BeginRequest
 	bctx     boundedCtx // the context of the first store call: a Get (ReadFirst) or the first Begin
-	fctx     boundedCtx // the context of the first Finish
-	bg       detached
 	scopeBuf [160]byte
 }
 
+type claimSide struct {
+	breq BeginRequest
+	fctx boundedCtx // the context of the first Finish
+	bg   detached
+}
+
 // init prepares a zero Call. A Call from the pool over a store that is not
-// ContextBound gets a storeSide of its own request: the Call is reused, the
-// storeSide never.
+// ContextBound gets a storeSide (and, if it claims, a claimSide) of its own
+// request: the Call is reused, they never are.
 func (c *Call) init(e *Engine, p *Policy, r *http.Request) {
 	c.e, c.p, c.r, c.ctx = e, p, r, r.Context()
-	c.ss = &c.own
-	c.ss.bg.parent = c.ctx
+	c.ss, c.cs = &c.own, &c.ownClaim
+	c.cs.bg.parent = c.ctx
 	c.h = &c.ho
 }
 
@@ -248,8 +260,17 @@ func (c *Call) initPooled(e *Engine, p *Policy, r *http.Request) {
 	c.init(e, p, r)
 	c.pooled = true
 	if !e.recycle {
-		c.ss = &storeSide{bg: detached{parent: c.ctx}}
+		c.ss, c.cs = new(storeSide), nil
 	}
+}
+
+// claimSide returns the Call's claimSide, which it makes on its first use
+// for a Call of the pool over a store that is not ContextBound.
+func (c *Call) claimSide() *claimSide {
+	if c.cs == nil {
+		c.cs = &claimSide{bg: detached{parent: c.ctx}}
+	}
+	return c.cs
 }
 
 // handout is what the handler of an executed request is handed.
@@ -269,7 +290,7 @@ func (c *Call) recyclable() bool {
 	// (pgxpool starts connections with the caller's values) and zeroing the
 	// memory under it would break it. A store that asked for Done anyway
 	// keeps a Call over a ContextBound store from being reused.
-	if c.ss == &c.own && (!c.e.recycle || c.own.bctx.materialized() || c.own.fctx.materialized()) {
+	if c.ss == &c.own && (!c.e.recycle || c.own.bctx.materialized() || c.ownClaim.fctx.materialized()) {
 		return false
 	}
 	if !c.hbStarted {
@@ -512,7 +533,7 @@ func (c *Call) sameCompatible(fp Fingerprint) bool {
 // under a compatible setting): the store takes the record over only for an
 // equal fingerprint (BeginRequest.SameFingerprintToReclaim).
 func (c *Call) reclaimWith(fp Fingerprint) {
-	c.ss.breq.Fingerprint = fp
+	c.claimSide().breq.Fingerprint = fp
 	c.claimCompat = c.fpCompat[0] != 0 && fp == c.fpCompat
 }
 
@@ -772,17 +793,18 @@ func (c *Call) claim() {
 	} else if e.recent != nil && e.recent.has(c.recent, e.now) && c.readFirst() {
 		return
 	}
-	c.ss.breq = BeginRequest{Key: c.scope, Fingerprint: c.fp, Lease: spec.InFlight.Lease, TTL: spec.Window,
+	cs := c.claimSide()
+	cs.breq = BeginRequest{Key: c.scope, Fingerprint: c.fp, Lease: spec.InFlight.Lease, TTL: spec.Window,
 		SameFingerprintToReclaim: p.sameFPReclaim}
 	if e.recycle {
 		// Only a ContextBound store gets the Call's reusable memory: the
 		// Call may have been recycled by another Engine (the pool is the
 		// process's), and another store may keep what it is handed.
-		c.ss.breq.Buf = c.respBuf
+		cs.breq.Buf = c.respBuf
 	}
 	for {
 		c.token = newToken()
-		c.ss.breq.Token = c.token
+		cs.breq.Token = c.token
 		if e.hbs != nil {
 			c.hbGrant = time.Since(epoch) // the lease this Begin grants starts no earlier
 		}
@@ -830,7 +852,7 @@ func (c *Call) claim() {
 				c.conflict()
 				return
 			}
-			if c.ss.breq.SameFingerprintToReclaim && versionReclaims < p.maxReclaims && rec.Fingerprint != c.ss.breq.Fingerprint {
+			if cs.breq.SameFingerprintToReclaim && versionReclaims < p.maxReclaims && rec.Fingerprint != cs.breq.Fingerprint {
 				// The same request, fingerprinted in another version (or
 				// under a compatible setting: Spec.CompatibleFingerprints). The
 				// store takes an expired lease over only for an equal
@@ -849,7 +871,7 @@ func (c *Call) claim() {
 			}
 		case rec.Reclaimable():
 			// Not reclaimed: SameFingerprintToReclaim and another fingerprint.
-			if versionReclaims < p.maxReclaims && rec.Fingerprint != c.ss.breq.Fingerprint && c.sameRequest(rec.Fingerprint) {
+			if versionReclaims < p.maxReclaims && rec.Fingerprint != cs.breq.Fingerprint && c.sameRequest(rec.Fingerprint) {
 				// The same request, fingerprinted in another version or
 				// under a compatible setting: claim with the record's
 				// fingerprint (at most once per fingerprint the request
@@ -1037,7 +1059,7 @@ func headerValue(h http.Header, name string) string {
 // StoreTimeout of their own. A Begin that failed reports too whether its
 // context had ended by then (cut: the store timeout, or the request's end).
 func (c *Call) beginBounded(ctx context.Context) (res BeginResult, cut bool, err error) {
-	ss := c.ss
+	ss, cs := c.ss, c.claimSide()
 	if ss.bctx.parent == nil {
 		if c.e.hbs != nil {
 			// claim read the clock just before (hbGrant): the timeout
@@ -1046,7 +1068,7 @@ func (c *Call) beginBounded(ctx context.Context) (res BeginResult, cut bool, err
 		} else {
 			ss.bctx.init(ctx, c.e.timeout)
 		}
-		res, err = c.e.store.Begin(&ss.bctx, &ss.breq)
+		res, err = c.e.store.Begin(&ss.bctx, &cs.breq)
 		if err != nil {
 			cut = ss.bctx.Err() != nil
 		}
@@ -1062,7 +1084,7 @@ func (c *Call) beginBounded(ctx context.Context) (res BeginResult, cut bool, err
 		bctx, cancel = context.WithTimeout(ctx, c.e.timeout)
 	}
 	defer cancel()
-	res, err = c.e.store.Begin(bctx, &ss.breq)
+	res, err = c.e.store.Begin(bctx, &cs.breq)
 	return res, err != nil && bctx.Err() != nil, err
 }
 
@@ -1529,7 +1551,7 @@ func (d *detached) Value(key any) any         { return d.parent.Value(key) }
 func (d *detached) String() string            { return "idem.detached" }
 
 // background returns the request's context without its cancellation.
-func (c *Call) background() context.Context { return &c.ss.bg }
+func (c *Call) background() context.Context { return &c.claimSide().bg }
 
 // Respond writes the decision's answer to w: the stored response (with
 // Idempotent-Replayed: true) for Replay, the problem for Reject. It does
@@ -1862,11 +1884,12 @@ func (c *Call) releaseUncommitted() {
 }
 
 func (c *Call) finishOnce(state State, resp []byte) error {
-	parent, ss := c.background(), c.ss
-	if ss.fctx.parent == nil { // the first (usually the only) Finish: no allocation
-		ss.fctx.init(parent, c.e.timeout)
-		defer ss.fctx.release()
-		return c.e.store.Finish(&ss.fctx, c.scope, c.token, state, resp)
+	cs := c.claimSide()
+	parent := &cs.bg
+	if cs.fctx.parent == nil { // the first (usually the only) Finish: no allocation
+		cs.fctx.init(parent, c.e.timeout)
+		defer cs.fctx.release()
+		return c.e.store.Finish(&cs.fctx, c.scope, c.token, state, resp)
 	}
 	ctx, cancel := context.WithTimeout(parent, c.e.timeout)
 	defer cancel()

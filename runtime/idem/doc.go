@@ -223,11 +223,13 @@
 // the Call is recycled, the scope key lives in it, and the deadline of each
 // store call lives in it too, its clock read (monotonic only) when the
 // store first looks at it; a store that watches the context (as network
-// stores do, on every command) costs one channel and a pooled timer, reset
-// for each call, instead of a context.WithTimeout. Over any other store the Call is
-// recycled too, and what its store calls are handed (contexts, the
-// BeginRequest, the scope key) is one allocation of the request's own,
-// since such a store may keep it. A Call whose heartbeat ran is not
+// stores do, on every command) costs one channel, queued by its deadline
+// where one timer serves the store calls in flight, instead of a
+// context.WithTimeout. Over any other store the Call is recycled too, and
+// what its store calls are handed (contexts, the BeginRequest, the scope
+// key) is memory of the request's own, since such a store may keep it: one
+// allocation for a replay read first (its Get's context and the scope
+// key), two for a request that claims. A Call whose heartbeat ran is not
 // recycled, nor is one from Begin. Buffers are pooled, problem documents
 // are written without fmt or maps, a retry with the same bytes is not
 // canonicalized again (the engine keeps a small cache of fingerprints by a

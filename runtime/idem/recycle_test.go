@@ -199,7 +199,62 @@ func (s *keepingStore) Finish(ctx context.Context, key string, token Token, stat
 }
 
 func (s *keepingStore) Get(ctx context.Context, key string) (Record, bool, error) {
+	s.keep(ctx, nil, key)
 	return s.m.Get(ctx, key)
+}
+
+// keepingReadFirst is keepingStore promising ReadFirst: a replay of a key
+// the engine saw final reads first (Get), and its store call asks for Done
+// (as go-redis does on every command).
+type keepingReadFirst struct{ *keepingStore }
+
+func (keepingReadFirst) ReadFirst() {}
+
+func (s keepingReadFirst) Get(ctx context.Context, key string) (Record, bool, error) {
+	_ = ctx.Done()
+	rec, ok, err := s.keepingStore.Get(ctx, key)
+	if ok {
+		rec.ExpiresAt = time.Now().Add(time.Hour)
+	}
+	return rec, ok, err
+}
+
+// The replays read first over a store that keeps what it is handed: the
+// context of each Get (asked for Done, and released) and its key stay
+// those of their own request while the Calls are reused.
+func TestNoReuseUnderAReadFirstStoreThatKeepsContexts(t *testing.T) {
+	s := &keepingStore{m: newMapStore()}
+	e := New(keepingReadFirst{s}, Options{})
+	p := MustCompile(Spec{Operation: "op", Semantics: Strict})
+	h := e.Handler(p, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusCreated) }))
+	const n = 50
+	for i := range n {
+		// Every request thrice: an execution (Begin, Finish), then two
+		// replays read first (Get), each on a Call from the pool.
+		for range 3 {
+			r := httptest.NewRequest("POST", "/", strings.NewReader("{}"))
+			r.Header.Set("Idempotency-Key", "k"+strconv.Itoa(i))
+			r = r.WithContext(context.WithValue(r.Context(), requestIndexKey{}, i))
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			require.Equal(t, http.StatusCreated, w.Code)
+		}
+	}
+	require.Equal(t, 4*n, len(s.kept))
+	gets := 0
+	for j, k := range s.kept {
+		i := j / 4
+		assert.Equal(t, i, k.ctx.Value(requestIndexKey{}), "a kept context still answers for its own request")
+		assert.Equal(t, context.Canceled, k.ctx.Err(), "a kept context is released, as a cancelled WithTimeout")
+		assert.True(t, closed(k.ctx.Done()))
+		assert.Equal(t, k.want, k.key, "a kept key is unchanged")
+		assert.Contains(t, k.key, "k"+strconv.Itoa(i))
+		if j%4 >= 2 {
+			gets++
+			assert.Nil(t, k.req, "a replay read first")
+		}
+	}
+	assert.Equal(t, 2*n, gets)
 }
 
 func (s *keepingStore) Begin(ctx context.Context, r *BeginRequest) (BeginResult, error) {
@@ -237,8 +292,8 @@ func TestNoReuseUnderAStoreThatKeepsContexts(t *testing.T) {
 }
 
 // Over a store that is not ContextBound, the Calls of Handler are reused
-// all the same: what the store was handed lives in a storeSide of the
-// request's own.
+// all the same: what the store was handed lives in a storeSide and a
+// claimSide of the request's own.
 func TestRecycledOverAStoreThatKeepsContexts(t *testing.T) {
 	s := &keepingStore{m: newMapStore()}
 	e := New(s, Options{})
@@ -253,18 +308,21 @@ func TestRecycledOverAStoreThatKeepsContexts(t *testing.T) {
 	c.Writer(httptest.NewRecorder()).WriteHeader(http.StatusNoContent)
 	require.NoError(t, c.Finish())
 	c.End()
-	ss := c.ss
+	ss, cs := c.ss, c.cs
 	assert.True(t, c.recyclable())
 	c.reset()
 	require.Len(t, s.kept, 2)
-	assert.Same(t, &ss.breq, s.kept[0].req)
+	assert.Same(t, &cs.breq, s.kept[0].req)
 	assert.Same(t, &ss.bctx, s.kept[0].ctx)
-	assert.Same(t, &ss.fctx, s.kept[1].ctx)
-	assert.Equal(t, s.kept[0].want, ss.breq.Key, "the storeSide outlives the Call's reset")
+	assert.Same(t, &cs.fctx, s.kept[1].ctx)
+	assert.Equal(t, s.kept[0].want, cs.breq.Key, "the claimSide outlives the Call's reset")
+	assert.Equal(t, s.kept[0].want, s.kept[0].key, "and so does the storeSide (the scope key)")
 
-	// Under a ContextBound store the Call's own storeSide serves.
+	// Under a ContextBound store the Call's own storeSide and claimSide
+	// serve.
 	c.initPooled(New(newMapStore(), Options{}), p, r)
 	assert.Same(t, &c.own, c.ss)
+	assert.Same(t, &c.ownClaim, c.cs)
 }
 
 // Handlers that end around the scheduler's ticks, from many goroutines: a
