@@ -105,12 +105,13 @@ type Call struct {
 	// ss and cs are what the store calls are handed: own and ownClaim for a
 	// Call over a ContextBound store (or one never recycled), else a
 	// storeSide and a claimSide of the request's own, so that a store that
-	// keeps them cannot see them reused; cs is made when the request
-	// claims (claimSide): a replay read first never does.
-	ss       *storeSide
-	cs       *claimSide
-	own      storeSide
-	ownClaim claimSide
+	// keeps them cannot see them reused, made once the scope key is built
+	// (makeSides): a replay read first makes no claimSide.
+	ss         *storeSide
+	cs         *claimSide
+	own        storeSide
+	ownClaim   claimSide
+	readsFirst bool // claim reads first (ReadFirst): the Engine recently saw the scope final
 
 	body        []byte
 	bodyBuf     *[]byte // pooled (or &bodyOwn), when the engine read the body itself
@@ -230,10 +231,10 @@ var callPool = sync.Pool{New: func() any { return new(Call) }}
 // which every request with a key needs: the context of the first store call
 // (a Get, ReadFirst, or the first Begin) and the memory of the scope key;
 // claimSide, which a request that claims needs: the BeginRequest, the
-// context of the first Finish and their parent without cancellation. Apart,
-// a replay read first allocates only the first (a third of the bytes of
-// both, and the bytes a request allocates are what the garbage collector
-// costs it).
+// context of the first Finish and their parent without cancellation. A
+// replay read first allocates only the first (half the bytes of both, and
+// the bytes a request allocates are what the garbage collector costs it), a
+// request that claims both at once (sides).
 type storeSide struct {
 	bctx     boundedCtx // the context of the first store call: a Get (ReadFirst) or the first Begin
 	scopeBuf [160]byte
@@ -245,9 +246,14 @@ type claimSide struct {
 	bg   detached
 }
 
+type sides struct {
+	ss storeSide
+	cs claimSide
+}
+
 // init prepares a zero Call. A Call from the pool over a store that is not
 // ContextBound gets a storeSide (and, if it claims, a claimSide) of its own
-// request: the Call is reused, they never are.
+// request (makeSides): the Call is reused, they never are.
 func (c *Call) init(e *Engine, p *Policy, r *http.Request) {
 	c.e, c.p, c.r, c.ctx = e, p, r, r.Context()
 	c.ss, c.cs = &c.own, &c.ownClaim
@@ -260,12 +266,25 @@ func (c *Call) initPooled(e *Engine, p *Policy, r *http.Request) {
 	c.init(e, p, r)
 	c.pooled = true
 	if !e.recycle {
-		c.ss, c.cs = new(storeSide), nil
+		c.ss, c.cs = nil, nil // makeSides
 	}
 }
 
+// makeSides makes the storeSide, and unless the request reads first the
+// claimSide, of a Call from the pool over a store that is not ContextBound,
+// in one allocation.
+func (c *Call) makeSides(readsFirst bool) {
+	if readsFirst {
+		c.ss = new(storeSide)
+		return
+	}
+	s := &sides{cs: claimSide{bg: detached{parent: c.ctx}}}
+	c.ss, c.cs = &s.ss, &s.cs
+}
+
 // claimSide returns the Call's claimSide, which it makes on its first use
-// for a Call of the pool over a store that is not ContextBound.
+// for a Call of the pool over a store that is not ContextBound that read
+// first (a key Get did not settle goes on to Begin).
 func (c *Call) claimSide() *claimSide {
 	if c.cs == nil {
 		c.cs = &claimSide{bg: detached{parent: c.ctx}}
@@ -413,18 +432,35 @@ func (c *Call) begin(k Key) {
 	if p.spec.Scope == ScopeShared {
 		pr = ""
 	}
+	// The scope is built in the storeSide's buffer, or, before a Call from
+	// the pool over a store that is not ContextBound has one, in the
+	// Call's own, as a scratch.
+	buf := &c.own.scopeBuf
+	if c.ss != nil {
+		buf = &c.ss.scopeBuf
+	}
 	switch {
 	case c.key != "" && pr == "" && p.anonKeyScope != "":
 		// Fast path: no principal (the Engine has none, or it answered
 		// "", or the keys are shared); the scope's head is the policy's,
 		// encoded at Compile.
-		b = appendKeyField(append(c.ss.scopeBuf[:0], p.anonKeyScope...), c.key)
+		b = appendKeyField(append(buf[:0], p.anonKeyScope...), c.key)
 	case c.key != "":
-		b = appendKeyField(appendScopeHead(c.ss.scopeBuf[:0], pr, p.spec.Operation, kindKey), c.key)
+		b = appendKeyField(appendScopeHead(buf[:0], pr, p.spec.Operation, kindKey), c.key)
 	default:
 		var hx [2 * len(Fingerprint{})]byte
 		hex.Encode(hx[:], c.fp[:])
-		b = appendScope(c.ss.scopeBuf[:0], pr, p.spec.Operation, kindFP, string(hx[:]))
+		b = appendScope(buf[:0], pr, p.spec.Operation, kindFP, string(hx[:]))
+	}
+	if e := c.e; e.recent != nil {
+		c.recent = e.recent.digest(unsafe.String(unsafe.SliceData(b), len(b)))
+		c.readsFirst = !c.fpLater && e.recent.has(c.recent, e.now)
+	}
+	if c.ss == nil {
+		c.makeSides(c.readsFirst)
+		if len(b) > 0 && &b[0] == &buf[0] {
+			b = c.ss.scopeBuf[:copy(c.ss.scopeBuf[:], b)]
+		}
 	}
 	if len(b) <= len(c.ss.scopeBuf) && len(b) > 0 && &b[0] == &c.ss.scopeBuf[0] {
 		// The scope lives in the storeSide: aliasing it saves an
@@ -783,14 +819,11 @@ func (c *Call) claim() {
 			wcancel()
 		}
 	}()
-	if e.recent != nil {
-		c.recent = e.recent.digest(c.scope)
-	}
 	if c.fpLater {
 		if c.readLocal() {
 			return
 		}
-	} else if e.recent != nil && e.recent.has(c.recent, e.now) && c.readFirst() {
+	} else if c.readsFirst && c.readFirst() {
 		return
 	}
 	cs := c.claimSide()

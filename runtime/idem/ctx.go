@@ -59,11 +59,17 @@ type boundedCtx struct {
 	made        atomic.Bool // Done was asked for (read without the lock by materialized)
 
 	// In its queue (under q.mu), with queued and fired above (where they
-	// cost no room): its deadline (since epoch) and its neighbours in
-	// deadline order (next: the chain of the contexts a fire took out).
-	at         time.Duration
+	// cost no room): its neighbours in deadline order (next: the chain of
+	// the contexts a fire took out). Its deadline there is due(): no field
+	// of its own, so that a Call's storeSide and claimSide together (two
+	// boundedCtx) stay in the allocation size class they had.
 	prev, next *boundedCtx
 }
+
+// due returns its deadline since epoch, once its timeout started: under
+// b.mu, or under its queue's mu while it is queued (start and timeout do
+// not change then).
+func (b *boundedCtx) due() time.Duration { return b.start + b.timeout }
 
 var _ context.Context = (*boundedCtx)(nil)
 
@@ -223,7 +229,7 @@ func (b *boundedCtx) Done() <-chan struct{} {
 		return b.done
 	}
 	b.made.Store(true)
-	at := b.started() + b.timeout
+	b.started()
 	b.done = make(chan struct{})
 	var fs []afterFunc
 	if err := b.parent.Err(); err != nil {
@@ -232,7 +238,7 @@ func (b *boundedCtx) Done() <-chan struct{} {
 		// A deadline already past (Err ends it as it sees it) is for the
 		// queue's timer to end, at once: Done reads no clock to check.
 		b.q = pickQueue()
-		b.q.add(b, at)
+		b.q.add(b)
 		if b.parent.Done() != nil {
 			b.pw = parentWatches.Get().(*parentWatch)
 			b.pw.arm(b)
@@ -327,13 +333,14 @@ func pickQueue() *deadlineQueue {
 	return &deadlineQueues[rand.Uint32()&uint32(len(deadlineQueues)-1)]
 }
 
-// add queues b, whose deadline is at (b.mu held). It reads the clock only
+// add queues b, whose timeout started (b.mu held). It reads the clock only
 // to set the timer, when b's deadline is the first.
-func (q *deadlineQueue) add(b *boundedCtx, at time.Duration) {
+func (q *deadlineQueue) add(b *boundedCtx) {
+	at := b.due()
 	q.mu.Lock()
-	b.at, b.queued = at, true
+	b.queued = true
 	p := q.last
-	for p != nil && p.at > at {
+	for p != nil && p.due() > at {
 		p = p.prev
 	}
 	b.prev = p
@@ -398,15 +405,15 @@ func (q *deadlineQueue) fire() {
 	q.mu.Lock()
 	now := time.Since(epoch)
 	var ended *boundedCtx // the contexts taken out, chained by next
-	for b := q.first; b != nil && b.at <= now; b = q.first {
+	for b := q.first; b != nil && b.due() <= now; b = q.first {
 		q.unlink(b)
 		b.fired, b.next = true, ended
 		ended = b
 	}
 	q.armed = 0
 	if q.first != nil {
-		q.armed = q.first.at
-		q.t.Reset(q.first.at - now)
+		q.armed = q.first.due()
+		q.t.Reset(q.armed - now)
 	}
 	q.mu.Unlock()
 	for b := ended; b != nil; {

@@ -419,10 +419,10 @@ func doneOn(q *deadlineQueue, b *boundedCtx) <-chan struct{} {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.made.Store(true)
-	at := b.started() + b.timeout
+	b.started()
 	b.done = make(chan struct{})
 	b.q = q
-	q.add(b, at)
+	q.add(b)
 	return b.done
 }
 
@@ -483,7 +483,7 @@ func TestDeadlineQueue(t *testing.T) {
 	q.mu.Lock()
 	armed := q.armed
 	q.mu.Unlock()
-	assert.Equal(t, long1.at, armed, "the timer is set for the next deadline")
+	assert.Equal(t, long1.due(), armed, "the timer is set for the next deadline")
 	for _, b := range []*boundedCtx{short, mid, long1, long2} {
 		b.release()
 	}

@@ -4,10 +4,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -302,8 +304,9 @@ func TestRecycledOverAStoreThatKeepsContexts(t *testing.T) {
 	r.Header.Set("Idempotency-Key", "k")
 	c := new(Call)
 	c.initPooled(e, p, r)
-	require.NotSame(t, &c.own, c.ss)
 	c.begin(RequestKey)
+	require.NotSame(t, &c.own, c.ss)
+	require.NotSame(t, &c.ownClaim, c.cs)
 	require.Equal(t, Execute, c.decision)
 	c.Writer(httptest.NewRecorder()).WriteHeader(http.StatusNoContent)
 	require.NoError(t, c.Finish())
@@ -355,4 +358,83 @@ func TestHeartbeatSchedulerRaces(t *testing.T) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	assert.Positive(t, s.extends, "handlers of 2 to 4ms outlived a sixth of a 6ms lease")
+}
+
+// A Call from the pool over a store that is not ContextBound makes what it
+// hands the store once its scope key is built, in one allocation: a
+// storeSide alone for a replay read first, a storeSide and a claimSide
+// together for a request that claims (and a claimSide later for one read
+// first that Get did not settle).
+func TestSidesOfAPooledCall(t *testing.T) {
+	s := &keepingStore{m: newMapStore()}
+	e := New(keepingReadFirst{s}, Options{})
+	p := MustCompile(Spec{Operation: "op", Semantics: Strict})
+	call := func(key string) *Call {
+		r := httptest.NewRequest("POST", "/", strings.NewReader("{}"))
+		r.Header.Set("Idempotency-Key", key)
+		c := new(Call)
+		c.initPooled(e, p, r)
+		c.begin(RequestKey)
+		return c
+	}
+	together := func(c *Call) bool {
+		return uintptr(unsafe.Pointer(c.cs))-uintptr(unsafe.Pointer(c.ss)) == unsafe.Offsetof(sides{}.cs)
+	}
+
+	c := call("k1")
+	require.Equal(t, Execute, c.decision)
+	assert.False(t, c.readsFirst)
+	require.NotNil(t, c.cs)
+	assert.True(t, together(c), "one allocation")
+	assert.Equal(t, unsafe.Pointer(&c.ss.scopeBuf[0]), unsafe.Pointer(unsafe.StringData(c.scope)), "the scope key lives in it")
+	c.Writer(httptest.NewRecorder()).WriteHeader(http.StatusCreated)
+	require.NoError(t, c.Finish())
+	c.End()
+
+	c = call("k1")
+	require.Equal(t, Replay, c.decision)
+	assert.True(t, c.readsFirst)
+	assert.Nil(t, c.cs, "a replay read first makes no claimSide")
+	assert.NotSame(t, &c.own, c.ss)
+	assert.Equal(t, unsafe.Pointer(&c.ss.scopeBuf[0]), unsafe.Pointer(unsafe.StringData(c.scope)), "the scope key lives in its storeSide")
+	assert.Equal(t, "k1", c.key)
+	c.End()
+
+	// Read first, not settled (the record is gone): Begin claims.
+	s.m.mu.Lock()
+	clear(s.m.m)
+	s.m.mu.Unlock()
+	c = call("k1")
+	require.Equal(t, Execute, c.decision)
+	assert.True(t, c.readsFirst)
+	require.NotNil(t, c.cs)
+	assert.False(t, together(c))
+	c.Writer(httptest.NewRecorder()).WriteHeader(http.StatusCreated)
+	require.NoError(t, c.Finish())
+	c.End()
+}
+
+// TestSidesSizeClass: what a pooled Call over a store that is not
+// ContextBound allocates for a request that claims (sides) takes no more
+// heap than the one storeSide of before the split into storeSide and
+// claimSide (640 bytes: its size class); a boundedCtx of 8 bytes more
+// would have put it in the next (704).
+func TestSidesSizeClass(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	perObject := func(alloc func() any) uint64 {
+		const n = 1000
+		keep := make([]any, n)
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for i := range keep {
+			keep[i] = alloc()
+		}
+		runtime.ReadMemStats(&after)
+		runtime.KeepAlive(keep)
+		return (after.TotalAlloc - before.TotalAlloc) / n
+	}
+	assert.LessOrEqual(t, perObject(func() any { return new(sides) }), uint64(640))
+	assert.LessOrEqual(t, perObject(func() any { return new(storeSide) }), uint64(352))
 }
