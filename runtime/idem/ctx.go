@@ -2,11 +2,11 @@ package idem
 
 import (
 	"context"
-	"math/rand/v2"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // boundedCtx behaves as context.WithDeadline(parent, deadline) at a fraction
@@ -237,7 +237,7 @@ func (b *boundedCtx) Done() <-chan struct{} {
 	} else {
 		// A deadline already past (Err ends it as it sees it) is for the
 		// queue's timer to end, at once: Done reads no clock to check.
-		b.q = pickQueue()
+		b.q = pickQueue(b)
 		b.q.add(b)
 		if b.parent.Done() != nil {
 			b.pw = parentWatches.Get().(*parentWatch)
@@ -320,17 +320,21 @@ type deadlineQueue struct {
 	_           [64]byte      // apart from the next queue's mutexes
 }
 
-var deadlineQueues = func() []deadlineQueue {
-	n := 8
-	for n < 4*runtime.GOMAXPROCS(0) && n < 256 {
-		n *= 2
+// deadlineQueues are 1<<queueBits queues, at least 4 per P.
+var deadlineQueues, queueBits = func() ([]deadlineQueue, int) {
+	bits := 3
+	for 1<<bits < 4*runtime.GOMAXPROCS(0) && bits < 8 {
+		bits++
 	}
-	return make([]deadlineQueue, n)
+	return make([]deadlineQueue, 1<<bits), bits
 }()
 
-// pickQueue returns a queue at random.
-func pickQueue() *deadlineQueue {
-	return &deadlineQueues[rand.Uint32()&uint32(len(deadlineQueues)-1)]
+// pickQueue returns b's queue: by a multiplicative hash of its address,
+// which spreads the contexts of the requests in flight (each in memory of
+// its own, or in a Call the pool keeps on its P) over the queues for a few
+// instructions (math/rand/v2 cost ten times as many).
+func pickQueue(b *boundedCtx) *deadlineQueue {
+	return &deadlineQueues[uint64(uintptr(unsafe.Pointer(b)))*0x9e3779b97f4a7c15>>(64-queueBits)]
 }
 
 // add queues b, whose timeout started (b.mu held). It reads the clock only

@@ -537,3 +537,19 @@ func TestBoundedCtxReleasedLeavesQueue(t *testing.T) {
 		assert.Nil(t, b.q)
 	}
 }
+
+// TestPickQueueSpreads: the contexts of requests in flight, each in memory
+// of its own, spread over all the deadline queues.
+func TestPickQueueSpreads(t *testing.T) {
+	n := 64 * len(deadlineQueues)
+	count := map[*deadlineQueue]int{}
+	keep := make([]*storeSide, n)
+	for i := range keep {
+		keep[i] = new(storeSide)
+		count[pickQueue(&keep[i].bctx)]++
+	}
+	require.Len(t, count, len(deadlineQueues))
+	for q, c := range count {
+		assert.Greater(t, c, n/len(deadlineQueues)/4, "queue %p", q)
+	}
+}
