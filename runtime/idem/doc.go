@@ -228,9 +228,10 @@
 // context.WithTimeout. Over any other store the Call is recycled too, and
 // what its store calls are handed (contexts, the BeginRequest, the scope
 // key) is one allocation of the request's own, since such a store may keep
-// it: for a replay read first, only its Get's context and the scope key. A Call whose heartbeat ran is not
-// recycled, nor is one from Begin. Buffers are pooled, problem documents
-// are written without fmt or maps, a retry with the same bytes is not
+// it: for a replay read first, only its Get's context and the scope key. A
+// Call whose heartbeat ran is not recycled, nor is one from Begin. Buffers
+// are pooled, problem documents are written without fmt or maps, a retry
+// with the same bytes is not
 // canonicalized again (the engine keeps a small cache of fingerprints by a
 // keyed digest of the request), and header values of a replay alias the
 // stored record. Over a ReadFirst store (redisstore, pgstore), a retry of a
