@@ -55,15 +55,17 @@ type boundedCtx struct {
 	consulted   bool        // the store consulted the context (Err, Deadline, Done)
 	parentEnded bool        // err is the parent's
 	queued      bool        // in its queue (under q.mu: see below)
-	fired       bool        // a fire took it out to end it (under q.mu)
+	fired       bool        // a fire took it out and has not yet ended it (under q.mu)
 	made        atomic.Bool // Done was asked for (read without the lock by materialized)
 
 	// In its queue (under q.mu), with queued and fired above (where they
-	// cost no room): its neighbours in deadline order (next: the chain of
-	// the contexts a fire took out). Its deadline there is due(): no field
-	// of its own, so that a Call's storeSide and claimSide together (two
-	// boundedCtx) stay in the allocation size class they had.
-	prev, next *boundedCtx
+	// cost no room): its index in the queue's heap, and next, the chain of
+	// the contexts a fire took out. Its deadline there is due(), copied
+	// into its heap entry: no field of its own, so that a Call's storeSide
+	// and claimSide together (two boundedCtx) stay in the allocation size
+	// class they had.
+	qi   int32
+	next *boundedCtx
 }
 
 // due returns its deadline since epoch, once its timeout started: under
@@ -293,7 +295,7 @@ func (b *boundedCtx) Value(key any) any {
 func (b *boundedCtx) String() string { return "idem.boundedCtx" }
 
 // deadlineQueue holds the contexts whose Done was asked for and that are
-// not released, in order of deadline, with one timer set for the first
+// not released, in a min-heap by deadline, with one timer set for the first
 // deadline: at it, the timer's function (fire) takes out the contexts whose
 // deadline passed and ends them, and sets the timer for the next deadline.
 // A context is queued by Done and taken out by its release, which does not
@@ -302,22 +304,31 @@ func (b *boundedCtx) String() string { return "idem.boundedCtx" }
 // under steady use fires about once per StoreTimeout, whatever the number of
 // store calls; a context thus costs Done and its release an insertion and a
 // removal under a mutex that is rarely contended, where a timer of its own
-// cost a heap insertion and removal in the runtime's timers. A store
-// timeout is the same for every call of an Engine, so a new deadline is
-// (nearly) the last: insertion walks back from the end. Contexts are spread
-// over several queues (pickQueue), so that the cores of a busy server do not
-// take turns at one mutex.
+// cost a heap insertion and removal in the runtime's timers. The heap
+// bounds both at O(log n) steps for n contexts in the queue, whatever their
+// deadlines (Engines of different StoreTimeouts, or a stalled store with
+// many calls in flight, share the queues); with one StoreTimeout a new
+// deadline is (nearly) the last, and its insertion stops at its first
+// comparison. Contexts are spread over several queues (pickQueue), so that
+// the cores of a busy server do not take turns at one mutex.
 type deadlineQueue struct {
-	// fireMu is held by fire from before it takes contexts out until it has
-	// ended them: the release of a context that fire took out waits for it,
-	// so that nothing touches the context after its release returns.
-	fireMu sync.Mutex
+	mu    sync.Mutex
+	heap  []queued      // heap[i]'s deadline is no earlier than heap[(i-1)/2]'s
+	t     *time.Timer   // made by the first add
+	armed time.Duration // when t fires (since epoch); 0: not set
+	// ending: a release waits on it for a fire that took its context out to
+	// have ended it (fired false); waiting counts such releases.
+	ending  sync.Cond
+	waiting int
+	steps   int      // heap levels moved by add and remove (for tests)
+	_       [64]byte // apart from the next queue's mutexes
+}
 
-	mu          sync.Mutex
-	first, last *boundedCtx
-	t           *time.Timer   // made by the first add
-	armed       time.Duration // when t fires (since epoch); 0: not set
-	_           [64]byte      // apart from the next queue's mutexes
+// queued is an entry of a deadlineQueue's heap: its deadline beside it,
+// so that ordering reads no context.
+type queued struct {
+	at time.Duration
+	b  *boundedCtx
 }
 
 // deadlineQueues are 1<<queueBits queues, at least 4 per P.
@@ -343,21 +354,8 @@ func (q *deadlineQueue) add(b *boundedCtx) {
 	at := b.due()
 	q.mu.Lock()
 	b.queued = true
-	p := q.last
-	for p != nil && p.due() > at {
-		p = p.prev
-	}
-	b.prev = p
-	if p == nil {
-		b.next, q.first = q.first, b
-	} else {
-		b.next, p.next = p.next, b
-	}
-	if b.next == nil {
-		q.last = b
-	} else {
-		b.next.prev = b
-	}
+	q.heap = append(q.heap, queued{at, b})
+	q.up(len(q.heap) - 1)
 	switch {
 	case q.t == nil:
 		q.t = time.AfterFunc(at-time.Since(epoch), q.fire)
@@ -369,60 +367,121 @@ func (q *deadlineQueue) add(b *boundedCtx) {
 	q.mu.Unlock()
 }
 
-// unlink takes b out of the queue (q.mu held).
-func (q *deadlineQueue) unlink(b *boundedCtx) {
-	if b.prev == nil {
-		q.first = b.next
-	} else {
-		b.prev.next = b.next
+// up moves the entry at i towards the root while its deadline is earlier
+// than its parent's (q.mu held).
+func (q *deadlineQueue) up(i int) {
+	h := q.heap
+	e := h[i]
+	for i > 0 {
+		p := (i - 1) / 2
+		if h[p].at <= e.at {
+			break
+		}
+		q.steps++
+		h[i] = h[p]
+		h[i].b.qi = int32(i)
+		i = p
 	}
-	if b.next == nil {
-		q.last = b.prev
-	} else {
-		b.next.prev = b.prev
-	}
-	b.prev, b.next, b.queued = nil, nil, false
+	h[i] = e
+	e.b.qi = int32(i)
 }
 
-// remove takes b out of the queue, or, if fire took it out, waits until
-// fire is done with it (b released: b.mu not held).
+// down moves the entry at i away from the root while a child's deadline is
+// earlier (q.mu held).
+func (q *deadlineQueue) down(i int) {
+	h := q.heap
+	n := len(h)
+	e := h[i]
+	for {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if c+1 < n && h[c+1].at < h[c].at {
+			c++
+		}
+		if e.at <= h[c].at {
+			break
+		}
+		q.steps++
+		h[i] = h[c]
+		h[i].b.qi = int32(i)
+		i = c
+	}
+	h[i] = e
+	e.b.qi = int32(i)
+}
+
+// unlink takes b out of the heap (q.mu held).
+func (q *deadlineQueue) unlink(b *boundedCtx) {
+	i := int(b.qi)
+	n := len(q.heap) - 1
+	if i != n {
+		q.heap[i] = q.heap[n]
+		q.heap[i].b.qi = int32(i)
+	}
+	q.heap[n] = queued{}
+	q.heap = q.heap[:n]
+	if c := cap(q.heap); c > 1024 && n < c/4 {
+		// Give back what a crowd of calls in flight made it grow to.
+		q.heap = append(make([]queued, 0, c/2), q.heap...)
+	}
+	if i != n {
+		if i > 0 && q.heap[i].at < q.heap[(i-1)/2].at {
+			q.up(i)
+		} else {
+			q.down(i)
+		}
+	}
+	b.qi, b.queued = 0, false
+}
+
+// remove takes b out of the queue, or, if a fire took it out, waits until
+// that fire has ended it (b released: b.mu not held). It waits for b alone,
+// not for the other contexts the fire ends.
 func (q *deadlineQueue) remove(b *boundedCtx) {
 	q.mu.Lock()
 	if b.queued {
 		q.unlink(b)
 	}
-	fired := b.fired
-	b.fired = false
-	q.mu.Unlock()
-	if fired {
-		q.fireMu.Lock()
-		b.next = nil // fire's chain, which fire is done with
-		q.fireMu.Unlock()
+	for b.fired {
+		if q.ending.L == nil {
+			q.ending.L = &q.mu
+		}
+		q.waiting++
+		q.ending.Wait()
+		q.waiting--
 	}
+	q.mu.Unlock()
 }
 
 // fire ends the contexts whose deadline passed and sets the timer for the
 // next deadline, if any.
 func (q *deadlineQueue) fire() {
-	q.fireMu.Lock()
-	defer q.fireMu.Unlock()
 	q.mu.Lock()
 	now := time.Since(epoch)
 	var ended *boundedCtx // the contexts taken out, chained by next
-	for b := q.first; b != nil && b.due() <= now; b = q.first {
+	for len(q.heap) > 0 && q.heap[0].at <= now {
+		b := q.heap[0].b
 		q.unlink(b)
 		b.fired, b.next = true, ended
 		ended = b
 	}
 	q.armed = 0
-	if q.first != nil {
-		q.armed = q.first.due()
+	if len(q.heap) > 0 {
+		q.armed = q.heap[0].at
 		q.t.Reset(q.armed - now)
 	}
 	q.mu.Unlock()
 	for b := ended; b != nil; {
-		next := b.next // read before b may be released (its release waits for fireMu)
+		next := b.next // read before b may be released (its release waits for fired false)
 		b.end(context.DeadlineExceeded, false)
+		q.mu.Lock()
+		b.fired, b.next = false, nil
+		if q.waiting > 0 {
+			q.ending.Broadcast()
+		}
+		q.mu.Unlock()
 		b = next
 	}
 }

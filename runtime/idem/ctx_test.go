@@ -1,9 +1,11 @@
 package idem
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -426,13 +428,22 @@ func doneOn(q *deadlineQueue, b *boundedCtx) <-chan struct{} {
 	return b.done
 }
 
-// queued returns the contexts in q, first deadline first.
+// queued returns the contexts in q, first deadline first, and panics if
+// its heap is not one (an entry earlier than its parent, or an index that
+// is not its context's).
 func (q *deadlineQueue) queued() []*boundedCtx {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	for i, e := range q.heap {
+		if int(e.b.qi) != i || !e.b.queued || e.at != e.b.due() || i > 0 && e.at < q.heap[(i-1)/2].at {
+			panic("deadlineQueue: not a heap")
+		}
+	}
+	h := slices.Clone(q.heap)
+	slices.SortStableFunc(h, func(x, y queued) int { return cmp.Compare(x.at, y.at) })
 	var out []*boundedCtx
-	for b := q.first; b != nil; b = b.next {
-		out = append(out, b)
+	for _, e := range h {
+		out = append(out, e.b)
 	}
 	return out
 }
