@@ -227,8 +227,10 @@
 // where one timer serves the store calls in flight, instead of a
 // context.WithTimeout. Over any other store the Call is recycled too, and
 // what its store calls are handed (contexts, the BeginRequest, the scope
-// key) is one allocation of the request's own, since such a store may keep
-// it: for a replay read first, only its Get's context and the scope key. A
+// key) is the request's own, since such a store may keep it: one
+// allocation for a request that claims, and for a replay read first one
+// too (only its Get's context and the scope key), but two when that read
+// finds no settled record and the request goes on to claim. A
 // Call whose heartbeat ran is not recycled, nor is one from Begin. Buffers
 // are pooled, problem documents are written without fmt or maps, a retry
 // with the same bytes is not
