@@ -2,6 +2,7 @@ package idem_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -258,4 +259,76 @@ func benchFirstRequests(b *testing.B, h http.Handler, bodies ...[]byte) {
 		i++
 		c.do(b, h, 201)
 	}
+}
+
+// netStore is memstore as the engine sees a store over a pooled network
+// client (redisstore, pgstore): not ContextBound, ReadFirst, and each call
+// consults its context as go-redis does a command's (a non-blocking look at
+// Done before taking a connection, Deadline for the write and the read).
+type netStore struct{ ms *memstore.Store }
+
+func netLook(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	default:
+	}
+	_, _ = ctx.Deadline()
+	_, _ = ctx.Deadline()
+	return nil
+}
+
+func (s netStore) Begin(ctx context.Context, r *idem.BeginRequest) (idem.BeginResult, error) {
+	if err := netLook(ctx); err != nil {
+		return idem.BeginResult{}, err
+	}
+	return s.ms.Begin(ctx, r)
+}
+
+func (s netStore) Finish(ctx context.Context, key string, token idem.Token, st idem.State, resp []byte) error {
+	if err := netLook(ctx); err != nil {
+		return err
+	}
+	return s.ms.Finish(ctx, key, token, st, resp)
+}
+
+func (s netStore) Get(ctx context.Context, key string) (idem.Record, bool, error) {
+	if err := netLook(ctx); err != nil {
+		return idem.Record{}, false, err
+	}
+	return s.ms.Get(ctx, key)
+}
+
+func (netStore) ReadFirst() {}
+
+// BenchmarkReplayNetworkStore: replays of one key over netStore, read
+// first (Get), serial and from all Ps: what the engine and the context of
+// its store call cost a replay over Redis or PostgreSQL, without the round
+// trip.
+func BenchmarkReplayNetworkStore(b *testing.B) {
+	s := memstore.New(memstore.Options{SweepInterval: -1})
+	b.Cleanup(func() { _ = s.Close() })
+	eng := idem.New(netStore{s}, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true})
+	h := eng.Handler(idem.MustCompile(idem.Spec{Operation: "createOrder", Semantics: idem.Strict,
+		Response: idem.ResponseSpec{Headers: []string{"Location"}}}), benchHandler())
+	newBenchClient().do(b, h, 201)
+	newBenchClient().do(b, h, 201) // the engine saw the key final: reads first from now on
+	b.Run("serial", func(b *testing.B) {
+		c := newBenchClient()
+		b.ReportAllocs()
+		b.SetBytes(int64(len(benchPayload)))
+		for b.Loop() {
+			c.do(b, h, 201)
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(benchPayload)))
+		b.RunParallel(func(pb *testing.PB) {
+			c := newBenchClient()
+			for pb.Next() {
+				c.do(b, h, 201)
+			}
+		})
+	})
 }

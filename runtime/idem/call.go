@@ -102,11 +102,16 @@ type Call struct {
 	token       Token
 	prior       State
 	start       time.Time
-	// ss is what the store calls are handed: own for a Call over a
-	// ContextBound store (or one never recycled), else a storeSide of the
-	// request's own, so that a store that keeps it cannot see it reused.
-	ss  *storeSide
-	own storeSide
+	// ss and cs are what the store calls are handed: own and ownClaim for a
+	// Call over a ContextBound store (or one never recycled), else a
+	// storeSide and a claimSide of the request's own, so that a store that
+	// keeps them cannot see them reused, made once the scope key is built
+	// (makeSides): a replay read first makes no claimSide.
+	ss         *storeSide
+	cs         *claimSide
+	own        storeSide
+	ownClaim   claimSide
+	readsFirst bool // claim reads first (ReadFirst): the Engine recently saw the scope final
 
 	body        []byte
 	bodyBuf     *[]byte // pooled (or &bodyOwn), when the engine read the body itself
@@ -218,25 +223,38 @@ func (e *Engine) Begin(r *http.Request, p *Policy, key Key) *Call {
 // careless handler may keep it; a Call whose heartbeat ran is not recycled.
 var callPool = sync.Pool{New: func() any { return new(Call) }}
 
-// storeSide is what a request's store calls are handed and a store may
-// keep beyond a call unless it is ContextBound: the contexts of the first
-// Begin and Finish, their parent without cancellation, the BeginRequest and
-// the memory of the scope key.
+// storeSide and claimSide are what a request's store calls are handed and
+// a store may keep beyond a call unless it is ContextBound. storeSide,
+// which every request with a key needs: the context of the first store call
+// (a Get, ReadFirst, or the first Begin) and the memory of the scope key;
+// claimSide, which a request that claims needs: the BeginRequest, the
+// context of the first Finish and their parent without cancellation. A
+// replay read first allocates only the first (half the bytes of both, and
+// the bytes a request allocates are what the garbage collector costs it), a
+// request that claims both at once (sides).
 type storeSide struct {
-	breq     BeginRequest
 	bctx     boundedCtx // the context of the first store call: a Get (ReadFirst) or the first Begin
-	fctx     boundedCtx // the context of the first Finish
-	bg       detached
 	scopeBuf [160]byte
 }
 
+type claimSide struct {
+	breq BeginRequest
+	fctx boundedCtx // the context of the first Finish
+	bg   detached
+}
+
+type sides struct {
+	ss storeSide
+	cs claimSide
+}
+
 // init prepares a zero Call. A Call from the pool over a store that is not
-// ContextBound gets a storeSide of its own request: the Call is reused, the
-// storeSide never.
+// ContextBound gets a storeSide (and, if it claims, a claimSide) of its own
+// request (makeSides): the Call is reused, they never are.
 func (c *Call) init(e *Engine, p *Policy, r *http.Request) {
 	c.e, c.p, c.r, c.ctx = e, p, r, r.Context()
-	c.ss = &c.own
-	c.ss.bg.parent = c.ctx
+	c.ss, c.cs = &c.own, &c.ownClaim
+	c.cs.bg.parent = c.ctx
 	c.h = &c.ho
 }
 
@@ -245,8 +263,30 @@ func (c *Call) initPooled(e *Engine, p *Policy, r *http.Request) {
 	c.init(e, p, r)
 	c.pooled = true
 	if !e.recycle {
-		c.ss = &storeSide{bg: detached{parent: c.ctx}}
+		c.ss, c.cs = nil, nil // makeSides
 	}
+}
+
+// makeSides makes the storeSide, and unless the request reads first the
+// claimSide, of a Call from the pool over a store that is not ContextBound,
+// in one allocation.
+func (c *Call) makeSides(readsFirst bool) {
+	if readsFirst {
+		c.ss = new(storeSide)
+		return
+	}
+	s := &sides{cs: claimSide{bg: detached{parent: c.ctx}}}
+	c.ss, c.cs = &s.ss, &s.cs
+}
+
+// claimSide returns the Call's claimSide, which it makes on its first use
+// for a Call of the pool over a store that is not ContextBound that read
+// first (a key Get did not settle goes on to Begin).
+func (c *Call) claimSide() *claimSide {
+	if c.cs == nil {
+		c.cs = &claimSide{bg: detached{parent: c.ctx}}
+	}
+	return c.cs
 }
 
 // handout is what the handler of an executed request is handed.
@@ -266,7 +306,7 @@ func (c *Call) recyclable() bool {
 	// (pgxpool starts connections with the caller's values) and zeroing the
 	// memory under it would break it. A store that asked for Done anyway
 	// keeps a Call over a ContextBound store from being reused.
-	if c.ss == &c.own && (!c.e.recycle || c.own.bctx.materialized() || c.own.fctx.materialized()) {
+	if c.ss == &c.own && (!c.e.recycle || c.own.bctx.materialized() || c.ownClaim.fctx.materialized()) {
 		return false
 	}
 	if !c.hbStarted {
@@ -389,18 +429,35 @@ func (c *Call) begin(k Key) {
 	if p.spec.Scope == ScopeShared {
 		pr = ""
 	}
+	// The scope is built in the storeSide's buffer, or, before a Call from
+	// the pool over a store that is not ContextBound has one, in the
+	// Call's own, as a scratch.
+	buf := &c.own.scopeBuf
+	if c.ss != nil {
+		buf = &c.ss.scopeBuf
+	}
 	switch {
 	case c.key != "" && pr == "" && p.anonKeyScope != "":
 		// Fast path: no principal (the Engine has none, or it answered
 		// "", or the keys are shared); the scope's head is the policy's,
 		// encoded at Compile.
-		b = appendKeyField(append(c.ss.scopeBuf[:0], p.anonKeyScope...), c.key)
+		b = appendKeyField(append(buf[:0], p.anonKeyScope...), c.key)
 	case c.key != "":
-		b = appendKeyField(appendScopeHead(c.ss.scopeBuf[:0], pr, p.spec.Operation, kindKey), c.key)
+		b = appendKeyField(appendScopeHead(buf[:0], pr, p.spec.Operation, kindKey), c.key)
 	default:
 		var hx [2 * len(Fingerprint{})]byte
 		hex.Encode(hx[:], c.fp[:])
-		b = appendScope(c.ss.scopeBuf[:0], pr, p.spec.Operation, kindFP, string(hx[:]))
+		b = appendScope(buf[:0], pr, p.spec.Operation, kindFP, string(hx[:]))
+	}
+	if e := c.e; e.recent != nil {
+		c.recent = e.recent.digest(unsafe.String(unsafe.SliceData(b), len(b)))
+		c.readsFirst = !c.fpLater && e.recent.has(c.recent, e.now)
+	}
+	if c.ss == nil {
+		c.makeSides(c.readsFirst)
+		if len(b) > 0 && &b[0] == &buf[0] {
+			b = c.ss.scopeBuf[:copy(c.ss.scopeBuf[:], b)]
+		}
 	}
 	if len(b) <= len(c.ss.scopeBuf) && len(b) > 0 && &b[0] == &c.ss.scopeBuf[0] {
 		// The scope lives in the storeSide: aliasing it saves an
@@ -509,7 +566,7 @@ func (c *Call) sameCompatible(fp Fingerprint) bool {
 // under a compatible setting): the store takes the record over only for an
 // equal fingerprint (BeginRequest.SameFingerprintToReclaim).
 func (c *Call) reclaimWith(fp Fingerprint) {
-	c.ss.breq.Fingerprint = fp
+	c.claimSide().breq.Fingerprint = fp
 	c.claimCompat = c.fpCompat[0] != 0 && fp == c.fpCompat
 }
 
@@ -759,27 +816,25 @@ func (c *Call) claim() {
 			wcancel()
 		}
 	}()
-	if e.recent != nil {
-		c.recent = e.recent.digest(c.scope)
-	}
 	if c.fpLater {
 		if c.readLocal() {
 			return
 		}
-	} else if e.recent != nil && e.recent.has(c.recent, e.now) && c.readFirst() {
+	} else if c.readsFirst && c.readFirst() {
 		return
 	}
-	c.ss.breq = BeginRequest{Key: c.scope, Fingerprint: c.fp, Lease: spec.InFlight.Lease, TTL: spec.Window,
+	cs := c.claimSide()
+	cs.breq = BeginRequest{Key: c.scope, Fingerprint: c.fp, Lease: spec.InFlight.Lease, TTL: spec.Window,
 		SameFingerprintToReclaim: p.sameFPReclaim}
 	if e.recycle {
 		// Only a ContextBound store gets the Call's reusable memory: the
 		// Call may have been recycled by another Engine (the pool is the
 		// process's), and another store may keep what it is handed.
-		c.ss.breq.Buf = c.respBuf
+		cs.breq.Buf = c.respBuf
 	}
 	for {
 		c.token = newToken()
-		c.ss.breq.Token = c.token
+		cs.breq.Token = c.token
 		if e.hbs != nil {
 			c.hbGrant = time.Since(epoch) // the lease this Begin grants starts no earlier
 		}
@@ -827,7 +882,7 @@ func (c *Call) claim() {
 				c.conflict()
 				return
 			}
-			if c.ss.breq.SameFingerprintToReclaim && versionReclaims < p.maxReclaims && rec.Fingerprint != c.ss.breq.Fingerprint {
+			if cs.breq.SameFingerprintToReclaim && versionReclaims < p.maxReclaims && rec.Fingerprint != cs.breq.Fingerprint {
 				// The same request, fingerprinted in another version (or
 				// under a compatible setting: Spec.CompatibleFingerprints). The
 				// store takes an expired lease over only for an equal
@@ -846,7 +901,7 @@ func (c *Call) claim() {
 			}
 		case rec.Reclaimable():
 			// Not reclaimed: SameFingerprintToReclaim and another fingerprint.
-			if versionReclaims < p.maxReclaims && rec.Fingerprint != c.ss.breq.Fingerprint && c.sameRequest(rec.Fingerprint) {
+			if versionReclaims < p.maxReclaims && rec.Fingerprint != cs.breq.Fingerprint && c.sameRequest(rec.Fingerprint) {
 				// The same request, fingerprinted in another version or
 				// under a compatible setting: claim with the record's
 				// fingerprint (at most once per fingerprint the request
@@ -1034,7 +1089,7 @@ func headerValue(h http.Header, name string) string {
 // StoreTimeout of their own. A Begin that failed reports too whether its
 // context had ended by then (cut: the store timeout, or the request's end).
 func (c *Call) beginBounded(ctx context.Context) (res BeginResult, cut bool, err error) {
-	ss := c.ss
+	ss, cs := c.ss, c.claimSide()
 	if ss.bctx.parent == nil {
 		if c.e.hbs != nil {
 			// claim read the clock just before (hbGrant): the timeout
@@ -1043,7 +1098,7 @@ func (c *Call) beginBounded(ctx context.Context) (res BeginResult, cut bool, err
 		} else {
 			ss.bctx.init(ctx, c.e.timeout)
 		}
-		res, err = c.e.store.Begin(&ss.bctx, &ss.breq)
+		res, err = c.e.store.Begin(&ss.bctx, &cs.breq)
 		if err != nil {
 			cut = ss.bctx.Err() != nil
 		}
@@ -1059,7 +1114,7 @@ func (c *Call) beginBounded(ctx context.Context) (res BeginResult, cut bool, err
 		bctx, cancel = context.WithTimeout(ctx, c.e.timeout)
 	}
 	defer cancel()
-	res, err = c.e.store.Begin(bctx, &ss.breq)
+	res, err = c.e.store.Begin(bctx, &cs.breq)
 	return res, err != nil && bctx.Err() != nil, err
 }
 
@@ -1528,7 +1583,7 @@ func (d *detached) Value(key any) any         { return d.parent.Value(key) }
 func (d *detached) String() string            { return "idem.detached" }
 
 // background returns the request's context without its cancellation.
-func (c *Call) background() context.Context { return &c.ss.bg }
+func (c *Call) background() context.Context { return &c.claimSide().bg }
 
 // Respond writes the decision's answer to w: the stored response (with
 // Idempotent-Replayed: true) for Replay, the problem for Reject. It does
@@ -1860,11 +1915,12 @@ func (c *Call) releaseUncommitted() {
 }
 
 func (c *Call) finishOnce(state State, resp []byte) error {
-	parent, ss := c.background(), c.ss
-	if ss.fctx.parent == nil { // the first (usually the only) Finish: no allocation
-		ss.fctx.init(parent, c.e.timeout)
-		defer ss.fctx.release()
-		return c.e.store.Finish(&ss.fctx, c.scope, c.token, state, resp)
+	cs := c.claimSide()
+	parent := &cs.bg
+	if cs.fctx.parent == nil { // the first (usually the only) Finish: no allocation
+		cs.fctx.init(parent, c.e.timeout)
+		defer cs.fctx.release()
+		return c.e.store.Finish(&cs.fctx, c.scope, c.token, state, resp)
 	}
 	ctx, cancel := context.WithTimeout(parent, c.e.timeout)
 	defer cancel()

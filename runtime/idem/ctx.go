@@ -2,20 +2,23 @@ package idem
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // boundedCtx behaves as context.WithDeadline(parent, deadline) at a fraction
 // of its cost: the context of the first store call of a request (the one
 // every replay makes) lives in the Call, and answers Deadline, Err and Value
 // without allocating. Done (which a network store asks for on every call:
-// go-redis and pgx do on every command) makes one channel and arms a timer
-// taken from storeTimers, made once and reset for each use, that closes it
-// at the deadline; a parent that can be cancelled (a request's) is watched
-// with context.AfterFunc, which costs what registering with it costs
-// context.WithDeadline, and two allocations more.
+// go-redis and pgx do on every command) makes one channel and queues the
+// context by its deadline in one of the shared deadline queues (see
+// deadlineQueue), whose one timer closes it at the deadline: no timer of
+// its own is armed or stopped; a parent that can be cancelled (a
+// request's) is watched with context.AfterFunc, which costs what
+// registering with it costs context.WithDeadline, and two allocations more.
 //
 // It ends (Err non-nil, Done closed) at the deadline (DeadlineExceeded),
 // when its parent ends (the parent's error; context.Cause gives the
@@ -27,8 +30,8 @@ import (
 // context.AfterFunc attach through its AfterFunc method, and end as it ends,
 // in the goroutine that ends it (release before it returns). A boundedCtx
 // is used for one store call and then released; it is never reset, since a
-// store may keep a child of it beyond the call. Released, it holds no timer
-// nor registration with its parent.
+// store may keep a child of it beyond the call. Released, it is in no
+// deadline queue and holds no registration with its parent.
 //
 // The timeout counts from the store's first look at the context (its first
 // Err, Deadline or Done, which a store makes as it starts), read on the
@@ -41,18 +44,34 @@ type boundedCtx struct {
 	timeout time.Duration
 
 	mu          sync.Mutex
-	start       time.Duration // since epoch, when the timeout started (see initAt); 0: not yet
-	consulted   bool          // the store consulted the context (Err, Deadline, Done)
-	err         error         // why it ended; nil while it runs
-	parentEnded bool          // err is the parent's
-	done        chan struct{} // made by Done (closedChan when it ended before); closed when it ends
-	st          *storeTimer   // armed for it while Done is open and it is not released
-	stopParent  func() bool   // ends the watch of the parent
-	afters      []afterFunc   // what to run when it ends (children, context.AfterFunc)
+	start       time.Duration  // since epoch, when the timeout started (see initAt); 0: not yet
+	err         error          // why it ended; nil while it runs
+	done        chan struct{}  // made by Done (closedChan when it ended before); closed when it ends
+	q           *deadlineQueue // the queue Done put it in, until its release
+	pw          *parentWatch   // watches the parent for it while Done is open and it is not released
+	afters      []afterFunc    // what to run when it ends (children, context.AfterFunc)
 	aftersBuf   [2]afterFunc
 	afterID     uint32
+	consulted   bool        // the store consulted the context (Err, Deadline, Done)
+	parentEnded bool        // err is the parent's
+	queued      bool        // in its queue (under q.mu: see below)
+	fired       bool        // a fire took it out and has not yet ended it (under q.mu)
 	made        atomic.Bool // Done was asked for (read without the lock by materialized)
+
+	// In its queue (under q.mu), with queued and fired above (where they
+	// cost no room): its index in the queue's heap, and next, the chain of
+	// the contexts a fire took out. Its deadline there is due(), copied
+	// into its heap entry: no field of its own, so that a Call's storeSide
+	// and claimSide together (two boundedCtx) stay in the allocation size
+	// class they had.
+	qi   int32
+	next *boundedCtx
 }
+
+// due returns its deadline since epoch, once its timeout started: under
+// b.mu, or under its queue's mu while it is queued (start and timeout do
+// not change then).
+func (b *boundedCtx) due() time.Duration { return b.start + b.timeout }
 
 var _ context.Context = (*boundedCtx)(nil)
 
@@ -164,13 +183,6 @@ func (b *boundedCtx) AfterFunc(f func()) (stop func() bool) {
 	}
 }
 
-// left returns the time left before the deadline (b.mu not held).
-func (b *boundedCtx) left() time.Duration {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.started() + b.timeout - time.Since(epoch)
-}
-
 // ownDeadline returns the call's own deadline, starting its timeout if
 // the store never consulted the context (b.mu not held).
 func (b *boundedCtx) ownDeadline() time.Time {
@@ -182,20 +194,21 @@ func (b *boundedCtx) ownDeadline() time.Time {
 // materialized reports whether a store asked for Done.
 func (b *boundedCtx) materialized() bool { return b.made.Load() }
 
-// release ends the context (as a CancelFunc does) and gives its timer back.
-// When it returns, no timer or parent callback can touch b any more.
+// release ends the context (as a CancelFunc does), takes it out of its
+// deadline queue and ends the watch of its parent. When it returns, no
+// queue or parent callback can touch b any more.
 func (b *boundedCtx) release() {
 	b.mu.Lock()
-	st, stop := b.st, b.stopParent
-	b.st, b.stopParent = nil, nil
+	q, pw := b.q, b.pw
+	b.q, b.pw = nil, nil
 	fs := b.endLocked(context.Canceled, false)
 	b.mu.Unlock()
 	runAfters(fs)
-	if stop != nil {
-		stop()
+	if pw != nil {
+		pw.disarm()
 	}
-	if st != nil {
-		st.disarm()
+	if q != nil {
+		q.remove(b)
 	}
 }
 
@@ -209,7 +222,8 @@ func (b *boundedCtx) Deadline() (time.Time, bool) {
 	return own, true
 }
 
-// Done makes the channel and arms the timer on its first call.
+// Done makes the channel and queues the context by its deadline on its
+// first call.
 func (b *boundedCtx) Done() <-chan struct{} {
 	b.mu.Lock()
 	if b.done != nil {
@@ -217,20 +231,19 @@ func (b *boundedCtx) Done() <-chan struct{} {
 		return b.done
 	}
 	b.made.Store(true)
-	left := b.started() + b.timeout - time.Since(epoch)
+	b.started()
 	b.done = make(chan struct{})
 	var fs []afterFunc
-	switch {
-	case b.parent.Err() != nil:
-		fs = b.endLocked(b.parent.Err(), true)
-	case left <= 0:
-		fs = b.endLocked(context.DeadlineExceeded, false)
-	default:
-		st := storeTimers.Get().(*storeTimer)
-		st.arm(b, left)
-		b.st = st
+	if err := b.parent.Err(); err != nil {
+		fs = b.endLocked(err, true)
+	} else {
+		// A deadline already past (Err ends it as it sees it) is for the
+		// queue's timer to end, at once: Done reads no clock to check.
+		b.q = pickQueue(b)
+		b.q.add(b)
 		if b.parent.Done() != nil {
-			b.stopParent = context.AfterFunc(b.parent, st.onParent)
+			b.pw = parentWatches.Get().(*parentWatch)
+			b.pw.arm(b)
 		}
 	}
 	done := b.done
@@ -281,70 +294,243 @@ func (b *boundedCtx) Value(key any) any {
 
 func (b *boundedCtx) String() string { return "idem.boundedCtx" }
 
-// storeTimer is the timer of a boundedCtx whose Done was asked for: made
-// once, kept in storeTimers and reset for each store call. Its callbacks
-// (the timer's and the parent watch's) may run late, for a context that was
-// released, or run for the next context it is armed for: each takes the
-// context it is armed for under mu and ends it only if what it signals holds
-// for that context (the deadline passed, the parent ended). A context
-// disarms it under mu, so that no callback touches the context after its
-// release returns.
-type storeTimer struct {
-	t        *time.Timer
-	onParent func() // st.parentEnded, made once
+// deadlineQueue holds the contexts whose Done was asked for and that are
+// not released, in a min-heap by deadline, with one timer set for the first
+// deadline: at it, the timer's function (fire) takes out the contexts whose
+// deadline passed and ends them, and sets the timer for the next deadline.
+// A context is queued by Done and taken out by its release, which does not
+// touch the timer: a timer that fires for a context released meanwhile finds
+// nothing to end and sets itself for the next deadline, if any. A queue
+// under steady use fires about once per StoreTimeout, whatever the number of
+// store calls; a context thus costs Done and its release an insertion and a
+// removal under a mutex that is rarely contended, where a timer of its own
+// cost a heap insertion and removal in the runtime's timers. The heap
+// bounds both at O(log n) steps for n contexts in the queue, whatever their
+// deadlines (Engines of different StoreTimeouts, or a stalled store with
+// many calls in flight, share the queues); with one StoreTimeout a new
+// deadline is (nearly) the last, and its insertion stops at its first
+// comparison. Contexts are spread over several queues (pickQueue), so that
+// the cores of a busy server do not take turns at one mutex.
+type deadlineQueue struct {
+	mu    sync.Mutex
+	heap  []queued      // heap[i]'s deadline is no earlier than heap[(i-1)/2]'s
+	t     *time.Timer   // made by the first add
+	armed time.Duration // when t fires (since epoch); 0: not set
+	// ending: a release waits on it for a fire that took its context out to
+	// have ended it (fired false); waiting counts such releases.
+	ending  sync.Cond
+	waiting int
+	steps   int      // heap levels moved by add and remove (for tests)
+	_       [64]byte // apart from the next queue's mutexes
+}
+
+// queued is an entry of a deadlineQueue's heap: its deadline beside it,
+// so that ordering reads no context.
+type queued struct {
+	at time.Duration
+	b  *boundedCtx
+}
+
+// deadlineQueues are 1<<queueBits queues, at least 4 per P.
+var deadlineQueues, queueBits = func() ([]deadlineQueue, int) {
+	bits := 3
+	for 1<<bits < 4*runtime.GOMAXPROCS(0) && bits < 8 {
+		bits++
+	}
+	return make([]deadlineQueue, 1<<bits), bits
+}()
+
+// pickQueue returns b's queue: by a multiplicative hash of its address,
+// which spreads the contexts of the requests in flight (each in memory of
+// its own, or in a Call the pool keeps on its P) over the queues for a few
+// instructions (math/rand/v2 cost ten times as many).
+func pickQueue(b *boundedCtx) *deadlineQueue {
+	return &deadlineQueues[uint64(uintptr(unsafe.Pointer(b)))*0x9e3779b97f4a7c15>>(64-queueBits)]
+}
+
+// add queues b, whose timeout started (b.mu held). It reads the clock only
+// to set the timer, when b's deadline is the first.
+func (q *deadlineQueue) add(b *boundedCtx) {
+	at := b.due()
+	q.mu.Lock()
+	b.queued = true
+	q.heap = append(q.heap, queued{at, b})
+	q.up(len(q.heap) - 1)
+	switch {
+	case q.t == nil:
+		q.t = time.AfterFunc(at-time.Since(epoch), q.fire)
+		q.armed = at
+	case q.armed == 0 || at < q.armed:
+		q.t.Reset(at - time.Since(epoch))
+		q.armed = at
+	}
+	q.mu.Unlock()
+}
+
+// up moves the entry at i towards the root while its deadline is earlier
+// than its parent's (q.mu held).
+func (q *deadlineQueue) up(i int) {
+	h := q.heap
+	e := h[i]
+	for i > 0 {
+		p := (i - 1) / 2
+		if h[p].at <= e.at {
+			break
+		}
+		q.steps++
+		h[i] = h[p]
+		h[i].b.qi = int32(i)
+		i = p
+	}
+	h[i] = e
+	e.b.qi = int32(i)
+}
+
+// down moves the entry at i away from the root while a child's deadline is
+// earlier (q.mu held).
+func (q *deadlineQueue) down(i int) {
+	h := q.heap
+	n := len(h)
+	e := h[i]
+	for {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if c+1 < n && h[c+1].at < h[c].at {
+			c++
+		}
+		if e.at <= h[c].at {
+			break
+		}
+		q.steps++
+		h[i] = h[c]
+		h[i].b.qi = int32(i)
+		i = c
+	}
+	h[i] = e
+	e.b.qi = int32(i)
+}
+
+// unlink takes b out of the heap (q.mu held).
+func (q *deadlineQueue) unlink(b *boundedCtx) {
+	i := int(b.qi)
+	n := len(q.heap) - 1
+	if i != n {
+		q.heap[i] = q.heap[n]
+		q.heap[i].b.qi = int32(i)
+	}
+	q.heap[n] = queued{}
+	q.heap = q.heap[:n]
+	if c := cap(q.heap); c > 1024 && n < c/4 {
+		// Give back what a crowd of calls in flight made it grow to.
+		q.heap = append(make([]queued, 0, c/2), q.heap...)
+	}
+	if i != n {
+		if i > 0 && q.heap[i].at < q.heap[(i-1)/2].at {
+			q.up(i)
+		} else {
+			q.down(i)
+		}
+	}
+	b.qi, b.queued = 0, false
+}
+
+// remove takes b out of the queue, or, if a fire took it out, waits until
+// that fire has ended it (b released: b.mu not held). It waits for b alone,
+// not for the other contexts the fire ends.
+func (q *deadlineQueue) remove(b *boundedCtx) {
+	q.mu.Lock()
+	if b.queued {
+		q.unlink(b)
+	}
+	for b.fired {
+		if q.ending.L == nil {
+			q.ending.L = &q.mu
+		}
+		q.waiting++
+		q.ending.Wait()
+		q.waiting--
+	}
+	q.mu.Unlock()
+}
+
+// fire ends the contexts whose deadline passed and sets the timer for the
+// next deadline, if any.
+func (q *deadlineQueue) fire() {
+	q.mu.Lock()
+	now := time.Since(epoch)
+	var ended *boundedCtx // the contexts taken out, chained by next
+	for len(q.heap) > 0 && q.heap[0].at <= now {
+		b := q.heap[0].b
+		q.unlink(b)
+		b.fired, b.next = true, ended
+		ended = b
+	}
+	q.armed = 0
+	if len(q.heap) > 0 {
+		q.armed = q.heap[0].at
+		q.t.Reset(q.armed - now)
+	}
+	q.mu.Unlock()
+	for b := ended; b != nil; {
+		next := b.next // read before b may be released (its release waits for fired false)
+		b.end(context.DeadlineExceeded, false)
+		q.mu.Lock()
+		b.fired, b.next = false, nil
+		if q.waiting > 0 {
+			q.ending.Broadcast()
+		}
+		q.mu.Unlock()
+		b = next
+	}
+}
+
+// parentWatch watches the parent of a boundedCtx whose Done was asked for
+// (context.AfterFunc), kept in parentWatches and reused. Its callback may
+// run late, for a context that was released, or run for the next context
+// it watches for: it takes the context it watches for under mu and ends it
+// only if that context's parent ended. A context disarms it under mu, so
+// that no callback touches the context after its release returns.
+type parentWatch struct {
+	onParent func()      // pw.parentEnded, made once
+	stop     func() bool // ends the watch (context.AfterFunc's)
 
 	mu sync.Mutex
-	b  *boundedCtx // the context it is armed for; nil in the pool
+	b  *boundedCtx // the context it watches for; nil in the pool
 }
 
-var storeTimers = sync.Pool{New: func() any {
-	st := new(storeTimer)
-	st.t = time.AfterFunc(time.Hour, st.fired)
-	st.t.Stop()
-	st.onParent = st.parentEnded
-	return st
+var parentWatches = sync.Pool{New: func() any {
+	pw := new(parentWatch)
+	pw.onParent = pw.parentEnded
+	return pw
 }}
 
-// arm arms st for b, to fire in d (b.mu held: st.mu is taken after b.mu only
-// here, where no callback can hold st.mu and wait for b.mu, since st.b is
-// not b yet).
-func (st *storeTimer) arm(b *boundedCtx, d time.Duration) {
-	st.mu.Lock()
-	st.b = b
-	st.mu.Unlock()
-	st.t.Reset(d)
+// arm sets pw to watch b's parent for b (b.mu held: pw.mu is taken after
+// b.mu only here, where no callback can hold pw.mu and wait for b.mu, since
+// pw.b is not b yet).
+func (pw *parentWatch) arm(b *boundedCtx) {
+	pw.mu.Lock()
+	pw.b = b
+	pw.mu.Unlock()
+	pw.stop = context.AfterFunc(b.parent, pw.onParent)
 }
 
-// disarm waits for a callback that holds its context, leaves later ones
-// nothing to end, stops st and puts it back in the pool.
-func (st *storeTimer) disarm() {
-	st.mu.Lock()
-	st.b = nil
-	st.mu.Unlock()
-	st.t.Stop()
-	storeTimers.Put(st)
+// disarm ends the watch, waits for a callback that holds its context, leaves
+// later ones nothing to end and puts pw back in the pool.
+func (pw *parentWatch) disarm() {
+	pw.stop()
+	pw.stop = nil
+	pw.mu.Lock()
+	pw.b = nil
+	pw.mu.Unlock()
+	parentWatches.Put(pw)
 }
 
-// fired ends the context st is armed for if its deadline passed, and else
-// (a late callback of an earlier use) makes sure st fires at its deadline.
-func (st *storeTimer) fired() {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	b := st.b
-	if b == nil {
-		return
-	}
-	if left := b.left(); left > 0 {
-		st.t.Reset(left)
-		return
-	}
-	b.end(context.DeadlineExceeded, false)
-}
-
-func (st *storeTimer) parentEnded() {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if b := st.b; b != nil {
+func (pw *parentWatch) parentEnded() {
+	pw.mu.Lock()
+	defer pw.mu.Unlock()
+	if b := pw.b; b != nil {
 		if err := b.parent.Err(); err != nil {
 			b.end(err, true)
 		}

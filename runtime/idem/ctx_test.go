@@ -1,9 +1,11 @@
 package idem
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -247,7 +249,7 @@ func TestBoundedCtxCause(t *testing.T) {
 }
 
 // TestBoundedCtxReuse reuses the memory of one boundedCtx (as a recycled
-// Call does) and the pooled timers many times, with deadlines that fire
+// Call does) and the deadline queues many times, with deadlines that fire
 // around the release, parents that end around it, and long deadlines: a late
 // callback of an earlier use must never end a later one.
 func TestBoundedCtxReuse(t *testing.T) {
@@ -347,8 +349,8 @@ func TestBoundedCtxStress(t *testing.T) {
 	wg.Wait()
 }
 
-// TestBoundedCtxDoneAllocs: asking for Done makes one channel; the timer
-// comes from the pool.
+// TestBoundedCtxDoneAllocs: asking for Done makes one channel; its
+// deadline queue makes its one timer on its first use.
 func TestBoundedCtxDoneAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
@@ -411,5 +413,154 @@ func BenchmarkBoundedCtxDone(b *testing.B) {
 				cancelParent()
 			}
 		})
+	}
+}
+
+// doneOn is Done queueing b on q rather than on a queue picked at random.
+func doneOn(q *deadlineQueue, b *boundedCtx) <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.made.Store(true)
+	b.started()
+	b.done = make(chan struct{})
+	b.q = q
+	q.add(b)
+	return b.done
+}
+
+// queued returns the contexts in q, first deadline first, and panics if
+// its heap is not one (an entry earlier than its parent, or an index that
+// is not its context's).
+func (q *deadlineQueue) queued() []*boundedCtx {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for i, e := range q.heap {
+		if int(e.b.qi) != i || !e.b.queued || e.at != e.b.due() || i > 0 && e.at < q.heap[(i-1)/2].at {
+			panic("deadlineQueue: not a heap")
+		}
+	}
+	h := slices.Clone(q.heap)
+	slices.SortStableFunc(h, func(x, y queued) int { return cmp.Compare(x.at, y.at) })
+	var out []*boundedCtx
+	for _, e := range h {
+		out = append(out, e.b)
+	}
+	return out
+}
+
+func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s did not end", what)
+	}
+}
+
+// TestDeadlineQueue: a queue keeps its contexts in order of deadline
+// whatever the order they come in (a shorter StoreTimeout, another
+// Engine's, after longer ones), sets its timer for the first and again for
+// an earlier one, ends each at its deadline and not before, and leaves a
+// released context alone.
+func TestDeadlineQueue(t *testing.T) {
+	q := new(deadlineQueue)
+	long1 := newBounded(context.Background(), time.Hour)
+	short := newBounded(context.Background(), 40*time.Millisecond)
+	mid := newBounded(context.Background(), 80*time.Millisecond)
+	long2 := newBounded(context.Background(), time.Hour+time.Second)
+	released := newBounded(context.Background(), 20*time.Millisecond)
+	start := time.Now()
+	doneLong1 := doneOn(q, long1)
+	doneShort := doneOn(q, short)
+	doneMid := doneOn(q, mid)
+	doneLong2 := doneOn(q, long2)
+	doneReleased := doneOn(q, released)
+	assert.Equal(t, []*boundedCtx{released, short, mid, long1, long2}, q.queued())
+	released.release()
+	assert.True(t, closed(doneReleased))
+	assert.Equal(t, []*boundedCtx{short, mid, long1, long2}, q.queued())
+
+	waitClosed(t, doneShort, "the 40ms context")
+	assert.GreaterOrEqual(t, time.Since(start), 40*time.Millisecond, "not before its deadline")
+	assert.ErrorIs(t, short.Err(), context.DeadlineExceeded)
+	waitClosed(t, doneMid, "the 80ms context")
+	assert.GreaterOrEqual(t, time.Since(start), 80*time.Millisecond)
+	assert.ErrorIs(t, mid.Err(), context.DeadlineExceeded)
+	assert.ErrorIs(t, released.Err(), context.Canceled, "a released context stays released")
+	assert.False(t, closed(doneLong1))
+	assert.False(t, closed(doneLong2))
+	assert.Equal(t, []*boundedCtx{long1, long2}, q.queued())
+
+	q.mu.Lock()
+	armed := q.armed
+	q.mu.Unlock()
+	assert.Equal(t, long1.due(), armed, "the timer is set for the next deadline")
+	for _, b := range []*boundedCtx{short, mid, long1, long2} {
+		b.release()
+	}
+	assert.Empty(t, q.queued())
+	assert.True(t, closed(doneLong1))
+	assert.ErrorIs(t, long2.Err(), context.Canceled)
+
+	// A queue whose contexts were all released lets its timer run out.
+	b := newBounded(context.Background(), 10*time.Millisecond)
+	doneOn(q, b)
+	b.release()
+	assert.Eventually(t, func() bool {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return q.armed == 0
+	}, 5*time.Second, time.Millisecond)
+	assert.ErrorIs(t, b.Err(), context.Canceled)
+}
+
+// TestBoundedCtxPastDeadline: a context whose timeout started before the
+// store's first look (initAt) and ran out meanwhile ends at once when the
+// store asks for Done, by its queue's timer (Done reads no clock).
+func TestBoundedCtxPastDeadline(t *testing.T) {
+	b := &boundedCtx{}
+	b.initAt(context.Background(), 10*time.Millisecond, max(time.Since(epoch)-time.Second, 1))
+	defer b.release()
+	waitClosed(t, b.Done(), "a context past its deadline")
+	assert.ErrorIs(t, b.Err(), context.DeadlineExceeded)
+}
+
+// TestBoundedCtxReleasedLeavesQueue: a released context is in no queue,
+// whether its deadline fired or not.
+func TestBoundedCtxReleasedLeavesQueue(t *testing.T) {
+	for _, d := range []time.Duration{time.Microsecond, time.Hour} {
+		b := newBounded(context.Background(), d)
+		done := b.Done()
+		b.mu.Lock()
+		q := b.q
+		b.mu.Unlock()
+		require.NotNil(t, q)
+		if d < time.Second {
+			waitClosed(t, done, "a 1µs context")
+		}
+		b.release()
+		q.mu.Lock()
+		in, fired := b.queued, b.fired
+		q.mu.Unlock()
+		assert.False(t, in)
+		assert.False(t, fired)
+		assert.NotContains(t, q.queued(), b)
+		assert.Nil(t, b.q)
+	}
+}
+
+// TestPickQueueSpreads: the contexts of requests in flight, each in memory
+// of its own, spread over all the deadline queues.
+func TestPickQueueSpreads(t *testing.T) {
+	n := 64 * len(deadlineQueues)
+	count := map[*deadlineQueue]int{}
+	keep := make([]*storeSide, n)
+	for i := range keep {
+		keep[i] = new(storeSide)
+		count[pickQueue(&keep[i].bctx)]++
+	}
+	require.Len(t, count, len(deadlineQueues))
+	for q, c := range count {
+		assert.Greater(t, c, n/len(deadlineQueues)/4, "queue %p", q)
 	}
 }

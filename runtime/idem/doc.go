@@ -223,13 +223,17 @@
 // the Call is recycled, the scope key lives in it, and the deadline of each
 // store call lives in it too, its clock read (monotonic only) when the
 // store first looks at it; a store that watches the context (as network
-// stores do, on every command) costs one channel and a pooled timer, reset
-// for each call, instead of a context.WithTimeout. Over any other store the Call is
-// recycled too, and what its store calls are handed (contexts, the
-// BeginRequest, the scope key) is one allocation of the request's own,
-// since such a store may keep it. A Call whose heartbeat ran is not
-// recycled, nor is one from Begin. Buffers are pooled, problem documents
-// are written without fmt or maps, a retry with the same bytes is not
+// stores do, on every command) costs one channel, queued by its deadline
+// where one timer serves the store calls in flight, instead of a
+// context.WithTimeout. Over any other store the Call is recycled too, and
+// what its store calls are handed (contexts, the BeginRequest, the scope
+// key) is the request's own, since such a store may keep it: one
+// allocation for a request that claims, and for a replay read first one
+// too (only its Get's context and the scope key), but two when that read
+// finds no settled record and the request goes on to claim. A
+// Call whose heartbeat ran is not recycled, nor is one from Begin. Buffers
+// are pooled, problem documents are written without fmt or maps, a retry
+// with the same bytes is not
 // canonicalized again (the engine keeps a small cache of fingerprints by a
 // keyed digest of the request), and header values of a replay alias the
 // stored record. Over a ReadFirst store (redisstore, pgstore), a retry of a

@@ -4,10 +4,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -199,7 +201,62 @@ func (s *keepingStore) Finish(ctx context.Context, key string, token Token, stat
 }
 
 func (s *keepingStore) Get(ctx context.Context, key string) (Record, bool, error) {
+	s.keep(ctx, nil, key)
 	return s.m.Get(ctx, key)
+}
+
+// keepingReadFirst is keepingStore promising ReadFirst: a replay of a key
+// the engine saw final reads first (Get), and its store call asks for Done
+// (as go-redis does on every command).
+type keepingReadFirst struct{ *keepingStore }
+
+func (keepingReadFirst) ReadFirst() {}
+
+func (s keepingReadFirst) Get(ctx context.Context, key string) (Record, bool, error) {
+	_ = ctx.Done()
+	rec, ok, err := s.keepingStore.Get(ctx, key)
+	if ok {
+		rec.ExpiresAt = time.Now().Add(time.Hour)
+	}
+	return rec, ok, err
+}
+
+// The replays read first over a store that keeps what it is handed: the
+// context of each Get (asked for Done, and released) and its key stay
+// those of their own request while the Calls are reused.
+func TestNoReuseUnderAReadFirstStoreThatKeepsContexts(t *testing.T) {
+	s := &keepingStore{m: newMapStore()}
+	e := New(keepingReadFirst{s}, Options{})
+	p := MustCompile(Spec{Operation: "op", Semantics: Strict})
+	h := e.Handler(p, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusCreated) }))
+	const n = 50
+	for i := range n {
+		// Every request thrice: an execution (Begin, Finish), then two
+		// replays read first (Get), each on a Call from the pool.
+		for range 3 {
+			r := httptest.NewRequest("POST", "/", strings.NewReader("{}"))
+			r.Header.Set("Idempotency-Key", "k"+strconv.Itoa(i))
+			r = r.WithContext(context.WithValue(r.Context(), requestIndexKey{}, i))
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			require.Equal(t, http.StatusCreated, w.Code)
+		}
+	}
+	require.Equal(t, 4*n, len(s.kept))
+	gets := 0
+	for j, k := range s.kept {
+		i := j / 4
+		assert.Equal(t, i, k.ctx.Value(requestIndexKey{}), "a kept context still answers for its own request")
+		assert.Equal(t, context.Canceled, k.ctx.Err(), "a kept context is released, as a cancelled WithTimeout")
+		assert.True(t, closed(k.ctx.Done()))
+		assert.Equal(t, k.want, k.key, "a kept key is unchanged")
+		assert.Contains(t, k.key, "k"+strconv.Itoa(i))
+		if j%4 >= 2 {
+			gets++
+			assert.Nil(t, k.req, "a replay read first")
+		}
+	}
+	assert.Equal(t, 2*n, gets)
 }
 
 func (s *keepingStore) Begin(ctx context.Context, r *BeginRequest) (BeginResult, error) {
@@ -237,8 +294,8 @@ func TestNoReuseUnderAStoreThatKeepsContexts(t *testing.T) {
 }
 
 // Over a store that is not ContextBound, the Calls of Handler are reused
-// all the same: what the store was handed lives in a storeSide of the
-// request's own.
+// all the same: what the store was handed lives in a storeSide and a
+// claimSide of the request's own.
 func TestRecycledOverAStoreThatKeepsContexts(t *testing.T) {
 	s := &keepingStore{m: newMapStore()}
 	e := New(s, Options{})
@@ -247,24 +304,28 @@ func TestRecycledOverAStoreThatKeepsContexts(t *testing.T) {
 	r.Header.Set("Idempotency-Key", "k")
 	c := new(Call)
 	c.initPooled(e, p, r)
-	require.NotSame(t, &c.own, c.ss)
 	c.begin(RequestKey)
+	require.NotSame(t, &c.own, c.ss)
+	require.NotSame(t, &c.ownClaim, c.cs)
 	require.Equal(t, Execute, c.decision)
 	c.Writer(httptest.NewRecorder()).WriteHeader(http.StatusNoContent)
 	require.NoError(t, c.Finish())
 	c.End()
-	ss := c.ss
+	ss, cs := c.ss, c.cs
 	assert.True(t, c.recyclable())
 	c.reset()
 	require.Len(t, s.kept, 2)
-	assert.Same(t, &ss.breq, s.kept[0].req)
+	assert.Same(t, &cs.breq, s.kept[0].req)
 	assert.Same(t, &ss.bctx, s.kept[0].ctx)
-	assert.Same(t, &ss.fctx, s.kept[1].ctx)
-	assert.Equal(t, s.kept[0].want, ss.breq.Key, "the storeSide outlives the Call's reset")
+	assert.Same(t, &cs.fctx, s.kept[1].ctx)
+	assert.Equal(t, s.kept[0].want, cs.breq.Key, "the claimSide outlives the Call's reset")
+	assert.Equal(t, s.kept[0].want, s.kept[0].key, "and so does the storeSide (the scope key)")
 
-	// Under a ContextBound store the Call's own storeSide serves.
+	// Under a ContextBound store the Call's own storeSide and claimSide
+	// serve.
 	c.initPooled(New(newMapStore(), Options{}), p, r)
 	assert.Same(t, &c.own, c.ss)
+	assert.Same(t, &c.ownClaim, c.cs)
 }
 
 // Handlers that end around the scheduler's ticks, from many goroutines: a
@@ -297,4 +358,85 @@ func TestHeartbeatSchedulerRaces(t *testing.T) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	assert.Positive(t, s.extends, "handlers of 2 to 4ms outlived a sixth of a 6ms lease")
+}
+
+// A Call from the pool over a store that is not ContextBound makes what it
+// hands the store once its scope key is built, in one allocation: a
+// storeSide alone for a replay read first, a storeSide and a claimSide
+// together for a request that claims (and a claimSide later for one read
+// first that Get did not settle).
+func TestSidesOfAPooledCall(t *testing.T) {
+	s := &keepingStore{m: newMapStore()}
+	e := New(keepingReadFirst{s}, Options{})
+	p := MustCompile(Spec{Operation: "op", Semantics: Strict})
+	call := func(key string) *Call {
+		r := httptest.NewRequest("POST", "/", strings.NewReader("{}"))
+		r.Header.Set("Idempotency-Key", key)
+		c := new(Call)
+		c.initPooled(e, p, r)
+		c.begin(RequestKey)
+		return c
+	}
+	together := func(c *Call) bool {
+		return uintptr(unsafe.Pointer(c.cs))-uintptr(unsafe.Pointer(c.ss)) == unsafe.Offsetof(sides{}.cs)
+	}
+
+	c := call("k1")
+	require.Equal(t, Execute, c.decision)
+	assert.False(t, c.readsFirst)
+	require.NotNil(t, c.cs)
+	assert.True(t, together(c), "one allocation")
+	assert.Equal(t, unsafe.Pointer(&c.ss.scopeBuf[0]), unsafe.Pointer(unsafe.StringData(c.scope)), "the scope key lives in it")
+	c.Writer(httptest.NewRecorder()).WriteHeader(http.StatusCreated)
+	require.NoError(t, c.Finish())
+	c.End()
+
+	c = call("k1")
+	require.Equal(t, Replay, c.decision)
+	assert.True(t, c.readsFirst)
+	assert.Nil(t, c.cs, "a replay read first makes no claimSide")
+	assert.NotSame(t, &c.own, c.ss)
+	assert.Equal(t, unsafe.Pointer(&c.ss.scopeBuf[0]), unsafe.Pointer(unsafe.StringData(c.scope)), "the scope key lives in its storeSide")
+	assert.Equal(t, "k1", c.key)
+	c.End()
+
+	// Read first, not settled (the record is gone): Begin claims.
+	s.m.mu.Lock()
+	clear(s.m.m)
+	s.m.mu.Unlock()
+	c = call("k1")
+	require.Equal(t, Execute, c.decision)
+	assert.True(t, c.readsFirst)
+	require.NotNil(t, c.cs)
+	assert.False(t, together(c))
+	c.Writer(httptest.NewRecorder()).WriteHeader(http.StatusCreated)
+	require.NoError(t, c.Finish())
+	c.End()
+}
+
+// TestSidesSizeClass: what a pooled Call over a store that is not
+// ContextBound allocates for a request that claims (sides) takes no more
+// heap than the one storeSide of before the split into storeSide and
+// claimSide (640 bytes: its size class, for 608), and a storeSide alone
+// (a replay read first) takes 320 (a boundedCtx of 160 bytes, its queue
+// neighbours a heap index in its padding): a boundedCtx of 8 bytes more
+// puts a storeSide in the next class (352), 24 more sides (704).
+func TestSidesSizeClass(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	perObject := func(alloc func() any) uint64 {
+		const n = 1000
+		keep := make([]any, n)
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for i := range keep {
+			keep[i] = alloc()
+		}
+		runtime.ReadMemStats(&after)
+		runtime.KeepAlive(keep)
+		return (after.TotalAlloc - before.TotalAlloc) / n
+	}
+	assert.LessOrEqual(t, perObject(func() any { return new(sides) }), uint64(640))
+	assert.LessOrEqual(t, perObject(func() any { return new(storeSide) }), uint64(320))
 }

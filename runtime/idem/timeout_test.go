@@ -421,8 +421,8 @@ func (d doneStore) Get(ctx context.Context, key string) (idem.Record, bool, erro
 
 // TestStoreWatchesDone runs requests in parallel over a store that watches
 // Done, under request contexts that can be cancelled, while some store calls
-// run into their deadline: the pooled timers of the ones that ended must
-// never end a later call, and each hung call ends at its deadline.
+// run into their deadline: the deadline queues must never end a call
+// before its deadline, and each hung call ends at its deadline.
 func TestStoreWatchesDone(t *testing.T) {
 	ms := memstore.New(memstore.Options{SweepInterval: -1})
 	t.Cleanup(func() { _ = ms.Close() })

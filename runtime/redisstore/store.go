@@ -41,8 +41,8 @@ type Options struct {
 type Store struct {
 	client redis.UniversalClient
 	prefix string
-	notify byte   // 1 or 0, passed to the scripts
-	get    string // Get's command: "get", or "getex" for a client that reads from replicas (see New)
+	notify byte // 1 or 0, passed to the scripts
+	get    any  // Get's command, boxed once (a string boxed per call allocates): "get", or "getex" for a client that reads from replicas (see New)
 
 	hub    *hub
 	closed bool
