@@ -454,7 +454,9 @@ func (c *Call) begin(k Key) {
 		c.readsFirst = !c.fpLater && e.recent.has(c.recent, e.now)
 	}
 	if c.ss == nil {
-		c.makeSides(c.readsFirst)
+		// A LocalReader (fpLater) often answers without a claim: its
+		// claimSide is made if the claim comes (claimSide).
+		c.makeSides(c.readsFirst || c.fpLater)
 		if len(b) > 0 && &b[0] == &buf[0] {
 			b = c.ss.scopeBuf[:copy(c.ss.scopeBuf[:], b)]
 		}
@@ -1997,7 +1999,7 @@ func (c *Call) End() {
 // response of another type. Its key was freed, so a retry runs the
 // operation again, which failures: replay is chosen to prevent.
 func (e *Engine) warnUnanswered(ctx context.Context, p *Policy) {
-	if _, warned := e.warnedErr.LoadOrStore(p, true); warned {
+	if _, warned := e.warnedErr.LoadOrStore(p.spec.Operation, true); warned {
 		return
 	}
 	e.log.LogAttrs(ctx, slog.LevelWarn, "idem: under failures: replay, a handler that returns an error instead of a response (a strict-server handler's error) is not recorded: its key is freed and a retry runs the operation again; return a typed 5xx response to have the failure stored and replayed (said once per operation)",

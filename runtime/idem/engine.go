@@ -198,7 +198,7 @@ type Engine struct {
 	principal   func(*http.Request) (string, error)
 	anonymous   bool        // principal is Anonymous: its "" is meant; any other principal's "" is refused (ErrEmptyPrincipal)
 	warnedPr    atomic.Bool // the warning about a nil Options.Principal was logged (Serves)
-	warnedErr   sync.Map    // *Policy of each FailuresReplay operation warned about an unanswered end (Engine.warnUnanswered)
+	warnedErr   sync.Map    // the operation name of each FailuresReplay operation warned about an unanswered end (Engine.warnUnanswered)
 	log         *slog.Logger
 	obs         Observer
 	failOpen    bool

@@ -440,3 +440,40 @@ func TestSidesSizeClass(t *testing.T) {
 	assert.LessOrEqual(t, perObject(func() any { return new(sides) }), uint64(640))
 	assert.LessOrEqual(t, perObject(func() any { return new(storeSide) }), uint64(320))
 }
+
+// keepingLocal is a keepingStore that is a LocalReader (and not
+// ContextBound): its Engine may answer a keyed request from ReadLocal.
+type keepingLocal struct{ *keepingStore }
+
+func (s keepingLocal) ReadLocal(key string, _ []byte) (Record, bool) {
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	rec, ok := s.m.m[key]
+	return rec, ok
+}
+
+// TestSidesOfALocalReplay: a request whose fingerprint waits for the
+// LocalReader (fpLater), answered from it without a claim, makes no
+// claimSide (it made both sides up front before).
+func TestSidesOfALocalReplay(t *testing.T) {
+	s := keepingLocal{&keepingStore{m: newMapStore()}}
+	p := MustCompile(Spec{Operation: "op", Semantics: Strict})
+	call := func(e *Engine, key string) *Call {
+		r := httptest.NewRequest("POST", "/", strings.NewReader("{}"))
+		r.Header.Set("Idempotency-Key", key)
+		c := new(Call)
+		c.initPooled(e, p, r)
+		c.begin(RequestKey)
+		return c
+	}
+	c := call(New(s, Options{}), "k1")
+	require.Equal(t, Execute, c.decision)
+	c.Writer(httptest.NewRecorder()).WriteHeader(http.StatusCreated)
+	require.NoError(t, c.Finish())
+	c.End()
+
+	c = call(New(s, Options{}), "k1") // an Engine whose fingerprint cache is cold
+	require.Equal(t, Replay, c.decision)
+	assert.Nil(t, c.cs, "a replay answered by ReadLocal makes no claimSide")
+	c.End()
+}
