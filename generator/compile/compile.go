@@ -80,6 +80,13 @@ type compiler struct {
 	// inherited are the diagnostics at a field operations inherit (the
 	// root's window, say), each with the operations it is about.
 	inherited []inheritedDiag
+	// inForce are the positions of settings operations inherit that are
+	// in force for one of them at least: volatile, unordered and
+	// fingerprint-headers where the fingerprint decides
+	// (ir.Operation.FingerprintDecides), conflict-status under strict
+	// semantics. Their *-no-effect warnings, from the operations where
+	// they do nothing, are dropped: the setting is there for the others.
+	inForce map[ir.Pos]bool
 	// declDiffs are the [key-declared-differently] about required-ness,
 	// grouped (declDiff).
 	declDiffs []*declDiff
@@ -175,11 +182,42 @@ const maxNamedOps = 3
 // prefixed with the operations they are about.
 func (c *compiler) flushInherited() {
 	for _, e := range c.inherited {
+		if c.inForce[e.d.Pos] && noEffectRules[e.d.Rule] {
+			continue
+		}
 		e.d.Message = namedOps(e.ops) + ": " + e.d.Message
 		e.d.Ops = e.ops
 		c.diags = append(c.diags, e.d)
 	}
 	c.inherited = nil
+}
+
+// noEffectRules are the rules of the warnings that an inherited setting
+// does nothing under an operation's semantics (contract's noEffect).
+var noEffectRules = map[string]bool{
+	contract.RuleConflictStatusNoEffect:     true,
+	contract.RuleVolatileNoEffect:           true,
+	contract.RuleUnorderedNoEffect:          true,
+	contract.RuleFingerprintHeadersNoEffect: true,
+}
+
+// markInForce records the positions of the settings of the merged block b,
+// resolved as res, that are in force for its operation (c.inForce).
+func (c *compiler) markInForce(b contract.Block, res contract.Resolved) {
+	if c.inForce == nil {
+		c.inForce = map[ir.Pos]bool{}
+	}
+	op := ir.Operation{Policy: res.Policy, Key: res.Key}
+	if op.FingerprintDecides() {
+		for _, f := range []contract.Field[[]contract.Field[string]]{b.Volatile, b.Unordered, b.FingerprintHeaders} {
+			if f.Set {
+				c.inForce[f.Pos] = true
+			}
+		}
+	}
+	if b.ConflictStatus.Set && res.Policy.Semantics == ir.Strict {
+		c.inForce[b.ConflictStatus.Pos] = true
+	}
 }
 
 // about records that the diagnostics from the n-th on are about the
@@ -430,6 +468,9 @@ func (c *compiler) operation(path, method string, item *openapi3.PathItem, op *o
 	merged := contract.Merge(c.root, block)
 	res, ds, ok := contract.Resolve(merged)
 	own := blockPositions(block)
+	if ok {
+		c.markInForce(merged, res)
+	}
 	for _, d := range ds {
 		if own[d.Pos] {
 			c.diags = append(c.diags, d)

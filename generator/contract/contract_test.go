@@ -337,3 +337,24 @@ compatible-fingerprints:
 	r, _, _ = contract.Resolve(contract.Merge(root, contract.Block{}))
 	assert.Empty(t, r.Policy.CompatibleFingerprints)
 }
+
+// TestRetryOnQuotedStatus: a retry.on status written as a string in plain
+// decimal ("503"), as idemgen's IR writes retry.on, is the status (one
+// entry with 503 unquoted: duplicate-entry); a quoted odd spelling is
+// bad-value as it is unquoted; max-attempts: "5" stays wrong-type.
+func TestRetryOnQuotedStatus(t *testing.T) {
+	b, diags := parse(t, `{semantics: strict, retry: {on: [connection, "503", 502, "408"]}}`, contract.Operation)
+	require.Empty(t, diags)
+	var on []string
+	for _, f := range b.Retry.On.V {
+		on = append(on, f.V)
+	}
+	assert.Equal(t, []string{"connection", "503", "502", "408"}, on)
+
+	_, diags = parse(t, `{semantics: strict, retry: {on: ["503", 503, "+502", "0504", "0x1F7"], max-attempts: "5"}}`, contract.Operation)
+	var rules []string
+	for _, d := range diags {
+		rules = append(rules, d.Rule)
+	}
+	assert.Equal(t, []string{"duplicate-entry", "bad-value", "bad-value", "bad-value", "wrong-type"}, rules, "%v", diags)
+}

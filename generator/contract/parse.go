@@ -400,9 +400,17 @@ func (p *parser) retry(n *yaml.Node, ptr string, r *RetryBlock) {
 						continue
 					}
 					s = strconv.Itoa(code)
-				case it.Tag == "!!str" && numeric(s):
-					n, _ := strconv.Atoi(strings.TrimSpace(s))
-					p.errorf(it, ip, "wrong-type", "retry.on: a status code must be a number, not %s (write %d, without quotes)", describe(it), n)
+				case it.Tag == "!!str" && quotedStatusRE.MatchString(s):
+					// "503", as idemgen's IR writes retry.on (its entries
+					// are words and statuses): a status as a number is.
+					code, err := strconv.Atoi(s)
+					if err != nil || code < 100 || code > 599 {
+						p.errorf(it, ip, "bad-enum", "retry.on: %q is neither \"connection\" nor a status code (100-599)", s)
+						continue
+					}
+					s = strconv.Itoa(code)
+				case it.Tag == "!!str" && intSpellingRE.MatchString(s):
+					p.errorf(it, ip, "bad-value", "retry.on: a status code must be written as a plain decimal number (no sign, leading zero, base prefix or _), not %q", s)
 					continue
 				default:
 					p.errorf(it, ip, "bad-enum", "retry.on: %q is neither \"connection\" nor a status code (100-599)", s)
@@ -506,12 +514,14 @@ func intLike(n *yaml.Node) bool {
 
 var digitsRE = regexp.MustCompile(`^[-+]?[0-9]+$`)
 
-// numeric reports whether s reads as an integer (a status code written as
-// a string, "503").
-func numeric(s string) bool {
-	_, err := strconv.Atoi(strings.TrimSpace(s))
-	return err == nil
-}
+var (
+	// quotedStatusRE is a retry.on status written as a string in plain
+	// decimal ("503"), accepted as the number.
+	quotedStatusRE = regexp.MustCompile(`^(?:0|[1-9][0-9]*)$`)
+	// intSpellingRE is an integer in another spelling (a sign, a leading
+	// zero, 0x, 0o, 0b, _), refused quoted as unquoted.
+	intSpellingRE = regexp.MustCompile(`^[-+]?(?:0[xXoObB][0-9a-fA-F_]*|[0-9][0-9_]*)$`)
+)
 
 func (p *parser) status(n *yaml.Node, ptr, what string) (int, bool) {
 	s, ok := p.integer(n, ptr, what)

@@ -238,20 +238,43 @@ func parseDocument(data []byte) (*yaml.Node, error) {
 }
 
 // parseErr is the position and message of err, parseDocument's (or, for
-// an overlay, parseYAML's) error on data (the file file). For a JSON document (its first character other
-// than white space opens an object or array, or its name ends in .json),
-// they are encoding/json's: the YAML parser's message about JSON speaks of
-// YAML nodes, and its line is often the one before the mistake (a ",,"
-// found at the end of the line above). A document JSON reads without an
-// error (YAML refuses what JSON accepts) keeps the YAML error.
+// an overlay, parseYAML's) error on data (the file file). The YAML
+// parser's line is often the one before the mistake (a ",," found at the
+// end of the line above): when go.yaml.in/yaml/v4, parsing data again,
+// fails with the same problem, its position (line and column) is taken,
+// and the message names that line (and the line of the construct being
+// parsed when that is another, as an unclosed flow mapping's). For a document written as JSON (its
+// first character other than white space opens an object or array,
+// whatever its name) that encoding/json reads as far as the YAML
+// parser's mistake at least (to the line before it, or further), the
+// position and message are encoding/json's: the YAML parser's message
+// about JSON speaks of YAML nodes. YAML in flow style (an unquoted key, a
+// comment), or JSON the YAML parser refuses sooner, keeps the YAML error,
+// as does a document JSON reads without an error.
 func parseErr(file string, err error, data []byte) (ir.Pos, string) {
-	if specfile.IsJSON(data) || strings.EqualFold(filepath.Ext(file), ".json") {
-		if pos, msg, ok := jsonErr(file, data); ok {
-			return pos, msg
+	pos, msg := yamlErrPos(file, err, data), cleanYAMLErr(err)
+	var le *yaml4.LoadError
+	var n yaml4.Node
+	if e4 := yaml4.Unmarshal(specfile.LF(data), &n); errors.As(e4, &le) && le.Mark.Line > 0 &&
+		yamlLinePrefix.ReplaceAllString(msg, "") == le.Message {
+		pos = ir.Pos{File: file, Line: le.Mark.Line, Col: max(le.Mark.Column, 1)}
+		if yamlLinePrefix.MatchString(msg) {
+			msg = "line " + strconv.Itoa(le.Mark.Line) + ": " + le.Message
+		}
+		if le.ContextMsg != "" && le.ContextMark.Line > 0 && le.ContextMark.Line != le.Mark.Line {
+			// An unclosed { is found where the next key starts.
+			msg += " (" + le.ContextMsg + " at line " + strconv.Itoa(le.ContextMark.Line) + ")"
 		}
 	}
-	return yamlErrPos(file, err, data), cleanYAMLErr(err)
+	if specfile.IsJSON(data) {
+		if jpos, jmsg, ok := jsonErr(file, data); ok && (pos.Line == 0 || jpos.Line >= pos.Line-1) {
+			return jpos, jmsg
+		}
+	}
+	return pos, msg
 }
+
+var yamlLinePrefix = regexp.MustCompile(`^line \d+: `)
 
 // jsonErr decodes data as JSON and, when that fails on a syntax error,
 // returns its position (the line and column, in characters, of the byte

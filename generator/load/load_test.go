@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -512,5 +513,36 @@ func TestJSONOverlaySyntaxErrorPosition(t *testing.T) {
 	_, diags := load.Load(spec, load.Options{Overlays: []string{ov}})
 	require.Len(t, diags, 1, "%v", diags)
 	assert.Equal(t, "overlay-error", diags[0].Rule)
+	assert.NotContains(t, diags[0].Message, "JSON")
+}
+
+// TestYAMLFlowSyntaxErrorPosition: a YAML document that starts with { (flow
+// style: unquoted keys), or YAML in a file named .json, is reported at the
+// YAML parser's mistake (line and column), not at encoding/json's first
+// refusal (1:2, an unquoted key), in a spec and in an overlay.
+func TestYAMLFlowSyntaxErrorPosition(t *testing.T) {
+	dir := t.TempDir()
+	for _, tt := range []struct {
+		name, src string
+		line, col int
+	}{
+		{"flow.yaml", "{openapi: 3.0.3, info: {title: t, version: 1.0.0},\n paths: {},\n x: [1,,2]}\n", 3, 8},
+		{"block.json", "openapi: 3.0.3\ninfo: {title: t, version: 1.0.0}\npaths: {}\nx: [1,,2]\n", 4, 7},
+	} {
+		spec := write(t, dir, tt.name, tt.src)
+		doc, diags := load.Load(spec, load.Options{})
+		assert.Nil(t, doc)
+		require.Len(t, diags, 1, "%v", diags)
+		assert.Equal(t, "load-error", diags[0].Rule)
+		assert.Equal(t, [2]int{tt.line, tt.col}, [2]int{diags[0].Pos.Line, diags[0].Pos.Col}, tt.name)
+		assert.NotContains(t, diags[0].Message, "JSON", tt.name)
+		assert.Contains(t, diags[0].Message, "line "+strconv.Itoa(tt.line)+": did not find expected node content", tt.name)
+	}
+	spec := write(t, dir, "openapi.yaml", "openapi: 3.0.3\ninfo: {title: t, version: '1'}\npaths: {}\n")
+	ov := write(t, dir, "flow.overlay.yaml", "{overlay: 1.0.0, info: {title: o, version: 1},\n # a comment\n actions: [{target: $.info,, update: {}}]}\n")
+	_, diags := load.Load(spec, load.Options{Overlays: []string{ov}})
+	require.Len(t, diags, 1, "%v", diags)
+	assert.Equal(t, "overlay-error", diags[0].Rule)
+	assert.Equal(t, 3, diags[0].Pos.Line)
 	assert.NotContains(t, diags[0].Message, "JSON")
 }
