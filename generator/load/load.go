@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net/url"
 	"os"
@@ -226,15 +227,99 @@ func parseYAML(data []byte) (*yaml.Node, error) {
 
 // parseDocument parses YAML or JSON into a document node with one child,
 // the root (a null scalar for an empty document).
+//
+// A file holds one document: content after it (a second YAML document,
+// or anything but white space after a JSON value) is an error, a
+// *trailingError at the place it starts. The YAML parser read only the
+// first document and dropped the rest silently.
 func parseDocument(data []byte) (*yaml.Node, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(specfile.LF(data), &doc); err != nil {
+		return nil, err
+	}
+	if err := trailing(data); err != nil {
 		return nil, err
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
 		return &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{{Kind: yaml.ScalarNode, Line: 1, Column: 1}}}, nil
 	}
 	return &doc, nil
+}
+
+// trailingError is content after a file's first document: where it
+// starts (line and column, in characters) and what it is.
+type trailingError struct {
+	line, col int
+	msg       string
+}
+
+func (e *trailingError) Error() string { return e.msg }
+
+// trailing returns a *trailingError when data, which the YAML parser
+// reads a first document of, holds more than that document: a second
+// YAML document (at its start, a --- line) or, in a document written as
+// JSON whose first value encoding/json reads, anything but white space
+// after that value (at its first character, with encoding/json's
+// message). Other content the YAML parser refuses after the first
+// document is reported at the line its message names.
+func trailing(data []byte) error {
+	lf := specfile.LF(data)
+	dec := yaml.NewDecoder(bytes.NewReader(lf))
+	var first, second yaml.Node
+	if dec.Decode(&first) != nil {
+		return nil
+	}
+	err := dec.Decode(&second)
+	if err == io.EOF {
+		return nil
+	}
+	if specfile.IsJSON(data) {
+		bom := 0
+		if bytes.HasPrefix(data, []byte("\ufeff")) {
+			bom = len("\ufeff")
+		}
+		jd := json.NewDecoder(bytes.NewReader(data[bom:]))
+		var v any
+		if jd.Decode(&v) == nil {
+			off := bom + int(jd.InputOffset())
+			rest := data[off:]
+			if i := bytes.IndexFunc(rest, func(r rune) bool { return !strings.ContainsRune(" \t\r\n", r) }); i >= 0 {
+				off += i
+				r, _ := utf8.DecodeRune(data[off:])
+				line, col := lineCol(data, off, bom)
+				return &trailingError{line, col, "JSON: invalid character " + strconv.QuoteRune(r) + " after top-level value"}
+			}
+		}
+	}
+	if err == nil {
+		line, col := max(second.Line, 1), max(second.Column, 1)
+		return &trailingError{line, col, "a second document starts here: a file holds one document"}
+	}
+	// go.yaml.in/yaml/v4 names the column (yaml.v3 the line only, or none).
+	d4 := yaml4.NewDecoder(bytes.NewReader(lf))
+	for range 2 {
+		var n yaml4.Node
+		var le *yaml4.LoadError
+		if e4 := d4.Decode(&n); errors.As(e4, &le) && le.Mark.Line > 0 {
+			return &trailingError{le.Mark.Line, max(le.Mark.Column, 1), "content after the document: " + le.Message}
+		} else if e4 != nil {
+			break
+		}
+	}
+	p := yamlErrPos("", err, nil)
+	return &trailingError{max(p.Line, 1), 1, "content after the document: " + cleanYAMLErr(err)}
+}
+
+// lineCol is the line and column (in characters) of the byte at off in
+// data, which starts with a byte order mark of bom bytes (not a column).
+func lineCol(data []byte, off, bom int) (int, int) {
+	line := 1 + bytes.Count(data[:off], []byte("\n"))
+	start := bytes.LastIndexByte(data[:off], '\n') + 1
+	col := utf8.RuneCount(data[start:off]) + 1
+	if start == 0 && bom > 0 {
+		col--
+	}
+	return line, col
 }
 
 // parseErr is the position and message of err, parseDocument's (or, for
@@ -252,6 +337,9 @@ func parseDocument(data []byte) (*yaml.Node, error) {
 // comment), or JSON the YAML parser refuses sooner, keeps the YAML error,
 // as does a document JSON reads without an error.
 func parseErr(file string, err error, data []byte) (ir.Pos, string) {
+	if te, ok := err.(*trailingError); ok {
+		return ir.Pos{File: file, Line: te.line, Col: te.col}, te.msg
+	}
 	pos, msg := yamlErrPos(file, err, data), cleanYAMLErr(err)
 	var le *yaml4.LoadError
 	var n yaml4.Node

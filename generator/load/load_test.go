@@ -546,3 +546,58 @@ func TestYAMLFlowSyntaxErrorPosition(t *testing.T) {
 	assert.Equal(t, 3, diags[0].Pos.Line)
 	assert.NotContains(t, diags[0].Message, "JSON")
 }
+
+// TestTrailingContent: content after a file's document (anything after a
+// JSON value, a second YAML document) is an error where it starts, in a
+// spec (load-error), a document a $ref reaches and an overlay
+// (overlay-error). The YAML parser read the first document only: the rest
+// was dropped silently, and a JSON spec with a stray } got kin-openapi's
+// message at 1:1.
+func TestTrailingContent(t *testing.T) {
+	dir := t.TempDir()
+	for _, tt := range []struct {
+		name, src string
+		line, col int
+		msg       string
+	}{
+		{"extra.json", "{\"openapi\": \"3.0.3\"}}", 1, 21, "JSON: invalid character '}' after top-level value"},
+		{"extra2.json", "{\"openapi\": \"3.0.3\", \"info\": {\"title\": \"t\", \"version\": \"1\"}, \"paths\": {}}\n}\n", 2, 1, "JSON: invalid character '}' after top-level value"},
+		{"flow.yaml", "{openapi: 3.0.3, info: {title: t, version: '1'}, paths: {}}}", 1, 60, "content after the document: did not find expected <document start>"},
+		{"two.yaml", "openapi: 3.0.3\ninfo: {title: t, version: '1'}\npaths: {}\n---\nx: 1\n", 4, 1, "a second document starts here: a file holds one document"},
+	} {
+		spec := write(t, dir, tt.name, tt.src)
+		doc, diags := load.Load(spec, load.Options{})
+		assert.Nil(t, doc, tt.name)
+		require.Len(t, diags, 1, "%v", diags)
+		assert.Equal(t, "load-error", diags[0].Rule)
+		assert.Equal(t, [2]int{tt.line, tt.col}, [2]int{diags[0].Pos.Line, diags[0].Pos.Col}, tt.name)
+		assert.Equal(t, "cannot parse the spec: "+tt.msg, diags[0].Message, tt.name)
+	}
+
+	spec := write(t, dir, "openapi.yaml", "openapi: 3.0.3\ninfo: {title: t, version: '1'}\npaths: {}\n")
+	for _, tt := range []struct {
+		name, src string
+		line, col int
+		msg       string
+	}{
+		{"ov.json", "{\"overlay\": \"1.0.0\", \"info\": {\"title\": \"o\", \"version\": \"1\"},\n \"actions\": [{\"target\": \"$.info\", \"update\": {\"x-a\": 1}}]}\n}\n", 3, 1, "JSON: invalid character '}' after top-level value"},
+		{"ov.yaml", "overlay: 1.0.0\ninfo: {title: o, version: '1'}\nactions:\n  - target: $.info\n    update: {x-a: 1}\n---\nactions: []\n", 6, 1, "a second document starts here: a file holds one document"},
+	} {
+		ov := write(t, dir, tt.name, tt.src)
+		_, diags := load.Load(spec, load.Options{Overlays: []string{ov}})
+		require.Len(t, diags, 1, "%v", diags)
+		assert.Equal(t, "overlay-error", diags[0].Rule)
+		assert.Equal(t, ov, diags[0].Pos.File)
+		assert.Equal(t, [2]int{tt.line, tt.col}, [2]int{diags[0].Pos.Line, diags[0].Pos.Col}, tt.name)
+		assert.Equal(t, "cannot parse the overlay: "+tt.msg, diags[0].Message, tt.name)
+	}
+
+	spec = write(t, dir, "ref.yaml", "openapi: 3.0.3\ninfo: {title: t, version: '1'}\npaths:\n  /a:\n    $ref: 'more.yaml#/a'\n")
+	more := write(t, dir, "more.yaml", "a:\n  post:\n    responses: {'201': {description: ok}}\n---\nb: 1\n")
+	doc, diags := load.Load(spec, load.Options{})
+	assert.Nil(t, doc)
+	require.NotEmpty(t, diags)
+	assert.Equal(t, more, diags[0].Pos.File)
+	assert.Equal(t, [2]int{4, 1}, [2]int{diags[0].Pos.Line, diags[0].Pos.Col})
+	assert.Equal(t, "cannot parse this document, which a $ref reaches: a second document starts here: a file holds one document", diags[0].Message)
+}
