@@ -467,9 +467,7 @@ func TestJSONSyntaxErrorPosition(t *testing.T) {
 		spec := write(t, dir, tt.name, tt.src)
 		doc, diags := load.Load(spec, load.Options{})
 		assert.Nil(t, doc)
-		require.Len(t, diags, 1, "%v", diags)
-		assert.Equal(t, "load-error", diags[0].Rule)
-		assert.Equal(t, [2]int{tt.line, tt.col}, [2]int{diags[0].Pos.Line, diags[0].Pos.Col}, tt.name)
+		requireOneDiagAt(t, diags, "load-error", "", tt.line, tt.col, tt.name)
 		assert.Equal(t, "cannot parse the spec: JSON: "+tt.msg, diags[0].Message, tt.name)
 	}
 
@@ -502,10 +500,7 @@ func TestJSONOverlaySyntaxErrorPosition(t *testing.T) {
 	} {
 		ov := write(t, dir, tt.name, tt.src)
 		_, diags := load.Load(spec, load.Options{Overlays: []string{ov}})
-		require.Len(t, diags, 1, "%v", diags)
-		assert.Equal(t, "overlay-error", diags[0].Rule)
-		assert.Equal(t, ov, diags[0].Pos.File)
-		assert.Equal(t, [2]int{tt.line, tt.col}, [2]int{diags[0].Pos.Line, diags[0].Pos.Col}, tt.name)
+		requireOneDiagAt(t, diags, "overlay-error", ov, tt.line, tt.col, tt.name)
 		assert.Equal(t, "cannot parse the overlay: JSON: "+tt.msg, diags[0].Message, tt.name)
 	}
 
@@ -532,9 +527,7 @@ func TestYAMLFlowSyntaxErrorPosition(t *testing.T) {
 		spec := write(t, dir, tt.name, tt.src)
 		doc, diags := load.Load(spec, load.Options{})
 		assert.Nil(t, doc)
-		require.Len(t, diags, 1, "%v", diags)
-		assert.Equal(t, "load-error", diags[0].Rule)
-		assert.Equal(t, [2]int{tt.line, tt.col}, [2]int{diags[0].Pos.Line, diags[0].Pos.Col}, tt.name)
+		requireOneDiagAt(t, diags, "load-error", "", tt.line, tt.col, tt.name)
 		assert.NotContains(t, diags[0].Message, "JSON", tt.name)
 		assert.Contains(t, diags[0].Message, "line "+strconv.Itoa(tt.line)+": did not find expected node content", tt.name)
 	}
@@ -568,9 +561,7 @@ func TestTrailingContent(t *testing.T) {
 		spec := write(t, dir, tt.name, tt.src)
 		doc, diags := load.Load(spec, load.Options{})
 		assert.Nil(t, doc, tt.name)
-		require.Len(t, diags, 1, "%v", diags)
-		assert.Equal(t, "load-error", diags[0].Rule)
-		assert.Equal(t, [2]int{tt.line, tt.col}, [2]int{diags[0].Pos.Line, diags[0].Pos.Col}, tt.name)
+		requireOneDiagAt(t, diags, "load-error", "", tt.line, tt.col, tt.name)
 		assert.Equal(t, "cannot parse the spec: "+tt.msg, diags[0].Message, tt.name)
 	}
 
@@ -585,10 +576,7 @@ func TestTrailingContent(t *testing.T) {
 	} {
 		ov := write(t, dir, tt.name, tt.src)
 		_, diags := load.Load(spec, load.Options{Overlays: []string{ov}})
-		require.Len(t, diags, 1, "%v", diags)
-		assert.Equal(t, "overlay-error", diags[0].Rule)
-		assert.Equal(t, ov, diags[0].Pos.File)
-		assert.Equal(t, [2]int{tt.line, tt.col}, [2]int{diags[0].Pos.Line, diags[0].Pos.Col}, tt.name)
+		requireOneDiagAt(t, diags, "overlay-error", ov, tt.line, tt.col, tt.name)
 		assert.Equal(t, "cannot parse the overlay: "+tt.msg, diags[0].Message, tt.name)
 	}
 
@@ -600,4 +588,16 @@ func TestTrailingContent(t *testing.T) {
 	assert.Equal(t, more, diags[0].Pos.File)
 	assert.Equal(t, [2]int{4, 1}, [2]int{diags[0].Pos.Line, diags[0].Pos.Col})
 	assert.Equal(t, "cannot parse this document, which a $ref reaches: a second document starts here: a file holds one document", diags[0].Message)
+}
+
+// requireOneDiagAt requires diags to be one diagnostic of rule at line:col
+// (in file, unless file is ""); name names the case.
+func requireOneDiagAt(t *testing.T, diags []diag.Diagnostic, rule, file string, line, col int, name string) {
+	t.Helper()
+	require.Len(t, diags, 1, "%s: %v", name, diags)
+	assert.Equal(t, rule, diags[0].Rule, name)
+	if file != "" {
+		assert.Equal(t, file, diags[0].Pos.File, name)
+	}
+	assert.Equal(t, [2]int{line, col}, [2]int{diags[0].Pos.Line, diags[0].Pos.Col}, name)
 }

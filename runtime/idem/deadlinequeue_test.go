@@ -204,16 +204,11 @@ func BenchmarkDeadlineQueueInFlight(b *testing.B) {
 	for _, mode := range []string{"shorter", "same"} {
 		for _, n := range []int{0, 1000, 10000, 100000} {
 			b.Run(fmt.Sprintf("%s/inflight=%d", mode, n), func(b *testing.B) {
-				long := make([]*boundedCtx, n)
-				for i := range long {
-					long[i] = new(boundedCtx)
-					d := time.Hour
-					if mode == "same" {
-						d = time.Minute
-					}
-					long[i].init(context.Background(), d)
-					long[i].Done()
+				d := time.Hour
+				if mode == "same" {
+					d = time.Minute
 				}
+				long := inFlight(n, d)
 				b.ReportAllocs()
 				b.ResetTimer()
 				for b.Loop() {
@@ -223,9 +218,7 @@ func BenchmarkDeadlineQueueInFlight(b *testing.B) {
 					c.release()
 				}
 				b.StopTimer()
-				for _, l := range long {
-					l.release()
-				}
+				releaseAll(long)
 				runtime.GC()
 			})
 		}
@@ -236,12 +229,7 @@ func BenchmarkDeadlineQueueInFlight(b *testing.B) {
 func BenchmarkDeadlineQueueInFlightParallel(b *testing.B) {
 	for _, n := range []int{0, 10000, 100000} {
 		b.Run(fmt.Sprintf("inflight=%d", n), func(b *testing.B) {
-			long := make([]*boundedCtx, n)
-			for i := range long {
-				long[i] = new(boundedCtx)
-				long[i].init(context.Background(), time.Hour)
-				long[i].Done()
-			}
+			long := inFlight(n, time.Hour)
 			b.ReportAllocs()
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
@@ -253,9 +241,25 @@ func BenchmarkDeadlineQueueInFlightParallel(b *testing.B) {
 				}
 			})
 			b.StopTimer()
-			for _, l := range long {
-				l.release()
-			}
+			releaseAll(long)
 		})
+	}
+}
+
+// inFlight returns n contexts of timeout d whose Done was asked for: in
+// their deadline queues until releaseAll.
+func inFlight(n int, d time.Duration) []*boundedCtx {
+	long := make([]*boundedCtx, n)
+	for i := range long {
+		long[i] = new(boundedCtx)
+		long[i].init(context.Background(), d)
+		long[i].Done()
+	}
+	return long
+}
+
+func releaseAll(bs []*boundedCtx) {
+	for _, b := range bs {
+		b.release()
 	}
 }
