@@ -262,12 +262,13 @@ const ranOutWarn = "lease will run out before the next attempt"
 // stops retrying quickly: from retries every lease/12 back to one attempt
 // every lease/3 (a store back while nobody took the key extends the lapsed
 // lease). The heartbeats run on a clock of the test's (SetHeartbeatClock),
-// which moves only to fire their timer: the schedule is checked to the
-// nanosecond whatever the machine's load (on the real clock, a first
+// which moves only when the test fires their timer: the schedule is
+// checked exactly whatever the machine's load. (On the real clock, a first
 // attempt that came late, the process stalled, left fewer than three
-// attempts before the WARN, and the test failed). A heartbeat that came
-// late (late) gives up the retries the lease has no room left for: the
-// WARN comes as soon as the next attempt would start at the lease's end.
+// attempts before the WARN, and the test failed.) A first attempt that
+// comes late (tc.late) leaves no room for the retries the lease cannot
+// hold: the WARN comes after the attempt whose next would start at or
+// after the lease's end.
 func TestHeartbeatLeaseRanOut(t *testing.T) {
 	const lease = 240 * time.Millisecond
 	for _, tc := range []struct {
