@@ -144,7 +144,7 @@ type Call struct {
 	claimBy time.Time
 
 	hbMu      sync.Mutex
-	hb        *time.Timer // made only when the handler outlives a sixth of the lease (hbSched)
+	hb        hbTimer // made only when the handler outlives a sixth of the lease (hbSched)
 	hbStopped bool
 	// hbGrant: when the call that granted the current lease started (the
 	// claim's Begin, then the last successful extension), since epoch: the
@@ -838,7 +838,7 @@ func (c *Call) claim() {
 		c.token = newToken()
 		cs.breq.Token = c.token
 		if e.hbs != nil {
-			c.hbGrant = time.Since(epoch) // the lease this Begin grants starts no earlier
+			c.hbGrant = e.hbs.since() // the lease this Begin grants starts no earlier
 		}
 		res, cut, err := c.beginBounded(ctx)
 		if err != nil {
@@ -1093,9 +1093,9 @@ func headerValue(h http.Header, name string) string {
 func (c *Call) beginBounded(ctx context.Context) (res BeginResult, cut bool, err error) {
 	ss, cs := c.ss, c.claimSide()
 	if ss.bctx.parent == nil {
-		if c.e.hbs != nil {
+		if c.e.hbs != nil && c.e.hbs.clk == nil {
 			// claim read the clock just before (hbGrant): the timeout
-			// starts there.
+			// starts there (not on a test's heartbeat clock).
 			ss.bctx.initAt(ctx, c.e.timeout, max(c.hbGrant, 1))
 		} else {
 			ss.bctx.init(ctx, c.e.timeout)
@@ -1360,7 +1360,7 @@ func (c *Call) acquired(prior State) {
 	if e.hbs != nil {
 		c.hbStarted = true
 		lease := c.p.spec.InFlight.Lease
-		if time.Since(epoch)-c.hbGrant >= lease/6 {
+		if e.hbs.since()-c.hbGrant >= lease/6 {
 			// The claim (its Begin, a BeginTx) took long: the lease,
 			// counted from the Begin's start, may end before the
 			// scheduler's next tick.
@@ -1381,7 +1381,7 @@ func (c *Call) acquired(prior State) {
 func (c *Call) armHeartbeat() {
 	c.hbMu.Lock()
 	if !c.hbStopped {
-		c.hb = time.AfterFunc(max(c.hbGrant+c.p.spec.InFlight.Lease/3-time.Since(epoch), 0), c.heartbeat)
+		c.hb = c.e.hbs.afterFunc(max(c.hbGrant+c.p.spec.InFlight.Lease/3-c.e.hbs.since(), 0), c.heartbeat)
 	}
 	c.hbMu.Unlock()
 }
@@ -1404,7 +1404,7 @@ func (c *Call) heartbeat() {
 		return
 	}
 	lease := c.p.spec.InFlight.Lease
-	start := time.Since(epoch)
+	start := c.e.hbs.since()
 	end := grant + lease // the lease's end at the latest
 	timeout := min(lease/3, c.e.timeout)
 	if left := end - start; !ranOut && left > 0 && left < timeout {
@@ -1413,7 +1413,7 @@ func (c *Call) heartbeat() {
 	ctx, cancel := context.WithTimeout(c.background(), timeout)
 	err := c.e.extender.ExtendLease(ctx, c.scope, c.token, lease)
 	cancel()
-	now := time.Since(epoch)
+	now := c.e.hbs.since()
 	c.hbMu.Lock()
 	defer c.hbMu.Unlock()
 	if c.hbStopped {

@@ -16,6 +16,7 @@ import (
 // (acquired). Finishing unregisters. Most handlers end well before the
 // first tick, and never pay for a timer.
 type hbSched struct {
+	clk     hbClock // nil: the monotonic clock since epoch, and time.AfterFunc
 	mu      sync.Mutex
 	head    *Call
 	period  time.Duration
@@ -24,6 +25,37 @@ type hbSched struct {
 }
 
 func newHBSched() *hbSched { return &hbSched{wake: make(chan struct{}, 1)} }
+
+// hbClock is the heartbeats' clock when a test sets one (export_test.go):
+// the readings since epoch that hbGrant and the heartbeat's schedule take,
+// and the heartbeat's timer. The scheduler's tick stays on the real clock
+// (it only looks at the readings).
+type hbClock interface {
+	since() time.Duration
+	afterFunc(d time.Duration, f func()) hbTimer
+}
+
+// hbTimer is a heartbeat's timer: a *time.Timer, or a test clock's.
+type hbTimer interface {
+	Reset(d time.Duration) bool
+	Stop() bool
+}
+
+// since is the heartbeats' clock reading: time.Since(epoch), or the test's.
+func (s *hbSched) since() time.Duration {
+	if s.clk != nil {
+		return s.clk.since()
+	}
+	return time.Since(epoch)
+}
+
+// afterFunc is time.AfterFunc, or the test clock's.
+func (s *hbSched) afterFunc(d time.Duration, f func()) hbTimer {
+	if s.clk != nil {
+		return s.clk.afterFunc(d, f)
+	}
+	return time.AfterFunc(d, f)
+}
 
 func (s *hbSched) register(c *Call, lease time.Duration) {
 	p := max(lease/6, time.Millisecond)
@@ -96,7 +128,7 @@ func (s *hbSched) run() {
 		s.mu.Lock()
 		// hbGrant is written before register, which orders it before
 		// this read (under s.mu); nothing writes it while listed.
-		now := time.Since(epoch)
+		now := s.since()
 		for c := s.head; c != nil; {
 			next := c.hbNext
 			if now-c.hbGrant >= c.p.spec.InFlight.Lease/6 {

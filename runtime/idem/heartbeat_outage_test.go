@@ -25,6 +25,7 @@ var errRefused = errors.New("connection refused")
 type outageStore struct {
 	*memstore.Store
 	n           atomic.Int64
+	now         func() time.Duration // when an extension starts (nil: time.Since(t0))
 	first, last int64
 	refuse      bool
 	fenceAt     int64 // extension number answered ErrFenced (0: none)
@@ -42,6 +43,9 @@ type outageStore struct {
 func (s *outageStore) ExtendLease(ctx context.Context, key string, tok idem.Token, lease time.Duration) error {
 	n := s.n.Add(1)
 	start := time.Since(s.t0)
+	if s.now != nil {
+		start = s.now()
+	}
 	s.mu.Lock()
 	s.starts = append(s.starts, start)
 	s.mu.Unlock()
@@ -257,38 +261,96 @@ const ranOutWarn = "lease will run out before the next attempt"
 // WARN, "lease ran out", could come up to lease/12 before the end), and
 // stops retrying quickly: from retries every lease/12 back to one attempt
 // every lease/3 (a store back while nobody took the key extends the lapsed
-// lease). A loaded machine only makes the gaps longer: the shortest gap
-// before the WARN is under lease/3, and none after it is (much).
+// lease). The heartbeats run on a clock of the test's (SetHeartbeatClock),
+// which moves only when the test fires their timer: the schedule is
+// checked exactly whatever the machine's load. (On the real clock, a first
+// attempt that came late, the process stalled, left fewer than three
+// attempts before the WARN, and the test failed.) A first attempt that
+// comes late (tc.late) leaves no room for the retries the lease cannot
+// hold: the WARN comes after the attempt whose next would start at or
+// after the lease's end.
 func TestHeartbeatLeaseRanOut(t *testing.T) {
 	const lease = 240 * time.Millisecond
-	ms := memstore.New(memstore.Options{})
-	defer ms.Close()
-	hs := &outageStore{Store: ms, first: 1, refuse: true, t0: time.Now()}
-	var atWarn int64
-	logs := hbRun(t, hs, lease, func(logs string) bool {
-		if atWarn == 0 && strings.Contains(logs, ranOutWarn) {
-			atWarn = hs.n.Load()
-		}
-		return atWarn > 0 && hs.n.Load() >= atWarn+4
-	})
-	if n := strings.Count(logs, ranOutWarn); n != 1 {
-		t.Fatalf("%d logs of the lease running out, want 1:\n%s", n, logs)
-	}
-	at := hs.attempts()
-	t.Logf("%d extensions attempted, the WARN at #%d", len(at), atWarn)
-	fast := time.Duration(1<<63 - 1)
-	for i := 1; i < int(atWarn); i++ {
-		fast = min(fast, at[i]-at[i-1])
-	}
-	if atWarn < 3 || fast >= lease/3 {
-		t.Errorf("%d attempts before the WARN, the shortest gap %v: want retries every lease/12 (%v) while the lease lasts", atWarn, fast, lease/12)
-	}
-	// The store sees an attempt a little after the heartbeat starts it:
-	// a gap may look shorter than lease/3 by that, never by lease/12.
-	for i := int(atWarn); i < len(at); i++ {
-		if g := at[i] - at[i-1]; g < lease/4 {
-			t.Errorf("attempt #%d came %v after the previous one, after the lease ran out: want every lease/3 (%v)", i+1, g, lease/3)
-		}
+	for _, tc := range []struct {
+		name string
+		late time.Duration // how late the first attempt comes
+		warn int           // the attempt after which the WARN comes (1-based)
+	}{
+		{"on time", 0, 8},                   // lease/3, then every lease/12: 80, 100, ... 220ms, whose next (240ms) is at the end
+		{"late", 125 * time.Millisecond, 2}, // 205, 225ms (next at 245ms)
+		{"past the end", lease, 1},          // 320ms
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const attempts = 12
+			ms := memstore.New(memstore.Options{})
+			defer ms.Close()
+			hs := &outageStore{Store: ms, first: 1, refuse: true, t0: time.Now()}
+			var buf lockedBuffer
+			eng := idem.New(hs, idem.Options{Principal: func(*http.Request) (string, error) { return "p", nil },
+				Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+			clk := idem.SetHeartbeatClock(eng)
+			grant := clk.Now() // the Begin reads it: the clock has not moved
+			hs.now = func() time.Duration { return clk.Now() - grant }
+			pol := idem.MustCompile(idem.Spec{Operation: "op", Semantics: idem.Strict, Window: time.Hour,
+				InFlight: idem.InFlightSpec{Lease: lease}})
+			started, release := make(chan struct{}), make(chan struct{})
+			h := eng.Handler(pol, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				close(started)
+				<-release
+				w.WriteHeader(201)
+			}))
+			done := make(chan int)
+			go func() { done <- send(h, req{target: "/op", key: "k1", body: `{"a":1}`}).Code }()
+			defer func() { close(release); <-done }()
+			select {
+			case <-started:
+			case <-time.After(time.Minute):
+				t.Fatal("the handler did not start in a minute")
+			}
+			// The scheduler (ticking on the real clock) arms the heartbeat
+			// once a sixth of the lease passed on the test's: its timer,
+			// due at lease/3, is fired tc.late after that.
+			clk.Advance(lease / 6)
+			warnAt := 0
+			for n := 1; n <= attempts; n++ {
+				if n == 1 && tc.late > 0 {
+					if _, ok := clk.FireNextAt(time.Minute, grant+lease/3+tc.late); !ok {
+						t.Fatal("no heartbeat armed in a minute")
+					}
+				} else if _, ok := clk.FireNext(time.Minute); !ok {
+					t.Fatalf("no heartbeat armed in a minute after attempt #%d", n-1)
+				}
+				if warnAt == 0 && strings.Contains(buf.String(), ranOutWarn) {
+					warnAt = n
+				}
+			}
+			hs.dump(t)
+			logs := buf.String()
+			if n := strings.Count(logs, ranOutWarn); n != 1 {
+				t.Fatalf("%d logs of the lease running out, want 1:\n%s", n, logs)
+			}
+			if warnAt != tc.warn {
+				t.Errorf("the WARN after attempt #%d, want #%d", warnAt, tc.warn)
+			}
+			// Each attempt starts lease/12 after the previous one while the
+			// next would start before the lease's end, lease/3 after it once
+			// it would not.
+			at := hs.attempts()
+			if len(at) != attempts {
+				t.Fatalf("%d extensions attempted, want %d", len(at), attempts)
+			}
+			want := lease/3 + tc.late
+			for i, got := range at {
+				if got != want {
+					t.Errorf("attempt #%d at %v after the grant, want %v", i+1, got, want)
+				}
+				if i+1 < tc.warn {
+					want += lease / 12
+				} else {
+					want += lease / 3
+				}
+			}
+		})
 	}
 }
 
