@@ -151,14 +151,26 @@ func (c *compiler) flushDeclDiffs() {
 			msg += " (declared at " + namedList(e.at, "place") + ")"
 		}
 		msg += " as " + e.had + ": " + e.fix
-		switch len(e.targets) {
-		case 0:
-		case 1:
-			msg += fmt.Sprintf(" (in a spec you do not own, with an overlay action: {target: \"%s\", update: {required: %t}})", e.targets[0], e.required)
-		default:
-			msg += fmt.Sprintf(" (in a spec you do not own, with an overlay action for each declaration, such as {target: \"%s\", update: {required: %t}})", e.targets[0], e.required)
+		var actions []diag.OverlayAction
+		var listed []string
+		for _, t := range e.targets {
+			actions = append(actions, diag.OverlayAction{Target: t, Update: map[string]any{"required": e.required}})
+			if len(listed) < maxListedActions {
+				listed = append(listed, fmt.Sprintf("{target: \"%s\", update: {required: %t}}", t, e.required))
+			}
 		}
-		c.diags = append(c.diags, diag.Diagnostic{Pos: e.pos, Severity: diag.Error, Rule: "key-declared-differently", Message: msg, Ops: e.ops})
+		switch n := len(e.targets); {
+		case n == 0:
+		case n == 1:
+			msg += " (in a spec you do not own, with an overlay action: " + listed[0] + ")"
+		case n <= maxListedActions:
+			// Every action, each with its declaration's own target: a
+			// parameter's index differs from one operation to another.
+			msg += fmt.Sprintf(" (in a spec you do not own, with these %d overlay actions, one for each declaration: %s)", n, strings.Join(listed, ", "))
+		default:
+			msg += fmt.Sprintf(" (in a spec you do not own, with an overlay action for each of the %d declarations: %s and %d more, which -format json lists, all %d, in the diagnostic's overlay-actions)", n, strings.Join(listed, ", "), n-len(listed), n)
+		}
+		c.diags = append(c.diags, diag.Diagnostic{Pos: e.pos, Severity: diag.Error, Rule: "key-declared-differently", Message: msg, Ops: e.ops, Actions: actions})
 	}
 	c.declDiffs = nil
 }
@@ -177,6 +189,10 @@ func namedList(items []string, noun string) string {
 
 // maxNamedOps is how many operations an inherited diagnostic names.
 const maxNamedOps = 3
+
+// maxListedActions is how many overlay actions a [key-declared-differently]
+// message gives; -format json has them all (diag.Diagnostic.Actions).
+const maxListedActions = 5
 
 // flushInherited adds the inherited diagnostics to c.diags, their message
 // prefixed with the operations they are about.
