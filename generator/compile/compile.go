@@ -796,6 +796,39 @@ func jsonPath(ptr string) string {
 	return b.String()
 }
 
+// paramTarget is the JSONPath of the parameter declared at ptr (a JSON
+// pointer in the spec), named name, for an overlay action that changes
+// it: in a parameters list, a filter on its name,
+// parameters[?(@.name=='Idempotency-Key')], when no other parameter of
+// the list is written with that name (nor is the name one a quote would
+// have to be escaped in): an index would select another parameter once
+// the spec's authors insert one before it, and is easily copied for an
+// operation where the key has another index. The overlay library's legacy
+// JSONPath and RFC 9535 select the same parameter with it (load warns
+// about a filter only when they differ). Otherwise jsonPath(ptr).
+func (c *compiler) paramTarget(ptr, name string) string {
+	toks := contract.SplitPointer(ptr)
+	n := len(toks)
+	if n < 4 || toks[0] != "paths" || toks[n-2] != "parameters" || strings.ContainsAny(name, `'\`) {
+		return jsonPath(ptr)
+	}
+	list := c.doc.Lookup(ptr[:strings.LastIndex(ptr, "/")])
+	if list.Node == nil || list.Kind != yaml.SequenceNode {
+		return jsonPath(ptr)
+	}
+	same := 0
+	for _, item := range list.Content {
+		if v := yamlmerge.Unalias(yamlmerge.Value(item, "name")); v != nil && v.Kind == yaml.ScalarNode && v.Value == name {
+			same++
+		}
+	}
+	if same != 1 {
+		return jsonPath(ptr)
+	}
+	parent := jsonPath(ptr[:strings.LastIndex(ptr, "/")])
+	return parent + "[?(@.name=='" + name + "')]"
+}
+
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 var templateParam = regexp.MustCompile(`\{([^{}]+)\}`)
@@ -985,7 +1018,7 @@ func (c *compiler) checkKey(out *ir.Operation, op *openapi3.Operation, opNode lo
 		declPos := fmt.Sprintf("%s:%d:%d", p.Pos.File, p.Pos.Line, p.Pos.Col)
 		target := ""
 		if p.Pos.File == c.doc.Path && p.Pos.Pointer != "" {
-			target = jsonPath(p.Pos.Pointer)
+			target = c.paramTarget(p.Pos.Pointer, decl.v.Name)
 		}
 		formatReported := false
 		if !c.generatedParam(*decl) {
