@@ -164,8 +164,9 @@ func (c *compiler) flushDeclDiffs() {
 		case n == 1:
 			msg += " (in a spec you do not own, with an overlay action: " + listed[0] + ")"
 		case n <= maxListedActions:
-			// Every action, each with its declaration's own target: a
-			// parameter's index differs from one operation to another.
+			// Every action, each with its declaration's own target (its
+			// path and method): one given "such as" was copied for
+			// another operation unchanged.
 			msg += fmt.Sprintf(" (in a spec you do not own, with these %d overlay actions, one for each declaration: %s)", n, strings.Join(listed, ", "))
 		default:
 			msg += fmt.Sprintf(" (in a spec you do not own, with an overlay action for each of the %d declarations: %s and %d more, which -format json lists, all %d, in the diagnostic's overlay-actions)", n, strings.Join(listed, ", "), n-len(listed), n)
@@ -800,8 +801,8 @@ func jsonPath(ptr string) string {
 // pointer in the spec), named name, for an overlay action that changes
 // it: in a parameters list, a filter on its name,
 // parameters[?(@.name=='Idempotency-Key')], when no other parameter of
-// the list is written with that name (nor is the name one a quote would
-// have to be escaped in): an index would select another parameter once
+// the list is written with that name (and the name holds no quote or
+// backslash, which would need escaping in the filter or the message): an index would select another parameter once
 // the spec's authors insert one before it, and is easily copied for an
 // operation where the key has another index. The overlay library's legacy
 // JSONPath and RFC 9535 select the same parameter with it (load warns
@@ -809,7 +810,7 @@ func jsonPath(ptr string) string {
 func (c *compiler) paramTarget(ptr, name string) string {
 	toks := contract.SplitPointer(ptr)
 	n := len(toks)
-	if n < 4 || toks[0] != "paths" || toks[n-2] != "parameters" || strings.ContainsAny(name, `'\`) {
+	if n < 4 || toks[0] != "paths" || toks[n-2] != "parameters" || strings.ContainsAny(name, `'"\`) {
 		return jsonPath(ptr)
 	}
 	list := c.doc.Lookup(ptr[:strings.LastIndex(ptr, "/")])
