@@ -3,7 +3,7 @@
 //	idemgen init [-overlay FILE]... [-o overlay.yaml] [-force] SPEC
 //	idemgen check [-config idemgen.yaml] [-overlay FILE]... [-base OLD_SPEC [-base-overlay FILE]...] [-ignore RULE[:OP]]... [-format text|json] [-strict] [-replayed-header=false] SPEC
 //	idemgen check -generated [-config idemgen.yaml]... [-ignore RULE[:OP]]... [-format text|json] [-strict] [SPEC]
-//	idemgen spec [-config idemgen.yaml] [-overlay FILE]... [-ignore RULE[:OP]]... [-o OUT] [-as-overlay] [-replayed-header=false] [-format text|json] SPEC
+//	idemgen spec [-config idemgen.yaml] [-overlay FILE]... [-ignore RULE[:OP]]... [-o OUT] [-as-overlay] [-replayed-header=false] [-format text|json] [-warnings] SPEC
 //	idemgen generate [-config idemgen.yaml]... [-overlay FILE]... [-emit NAME]... [-o DIR|-] [-package NAME] [-option NAME=VALUE]... [-ignore RULE[:OP]]... [-format text|json] [SPEC]
 //	idemgen version
 //
@@ -133,7 +133,7 @@ const (
 	initSynopsis           = "idemgen init [-overlay FILE]... [-o overlay.yaml] [-force] SPEC"
 	checkSynopsis          = "idemgen check [-config idemgen.yaml] [-overlay FILE]... [-base OLD_SPEC [-base-overlay FILE]...] [-ignore RULE[:OP]]... [-format text|json] [-strict] [-replayed-header=false] SPEC"
 	checkGeneratedSynopsis = "idemgen check -generated [-config idemgen.yaml]... [-ignore RULE[:OP]]... [-format text|json] [-strict] [SPEC]"
-	specSynopsis           = "idemgen spec [-config idemgen.yaml] [-overlay FILE]... [-ignore RULE[:OP]]... [-o OUT] [-as-overlay] [-replayed-header=false] [-format text|json] SPEC"
+	specSynopsis           = "idemgen spec [-config idemgen.yaml] [-overlay FILE]... [-ignore RULE[:OP]]... [-o OUT] [-as-overlay] [-replayed-header=false] [-format text|json] [-warnings] SPEC"
 	generateSynopsis       = "idemgen generate [-config idemgen.yaml]... [-overlay FILE]... [-emit NAME]... [-o DIR|-] [-package NAME] [-option NAME=VALUE]... [-ignore RULE[:OP]]... [-format text|json] [SPEC]"
 	versionSynopsis        = "idemgen version"
 )

@@ -33,7 +33,7 @@ func TestSpecKeyOptionalContractRequired(t *testing.T) {
 
 	code, _, stderr := run("spec", "-o", out, spec)
 	assert.Equal(t, cli.ExitError, code, stderr)
-	const action = `{target: "$.paths['/coupons/{couponId}'].patch.parameters[0]", update: {required: true}}`
+	const action = `{target: "$.paths['/coupons/{couponId}'].patch.parameters[?(@.name=='Idempotency-Key')]", update: {required: true}}`
 	assert.Contains(t, stderr, "PATCH /coupons/{couponId}: the key is required by the contract (key.required: true) but the spec declares the header parameter Idempotency-Key")
 	assert.Contains(t, stderr, "with an overlay action: "+action+") [key-declared-differently]")
 	_, err = os.Stat(out)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	iofs "io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -421,6 +422,10 @@ JSON, and CRLF line endings stay CRLF. With -as-overlay it writes the same chang
 1.0 document instead, to apply after the contract overlays, so the source
 spec is never rewritten.
 
+Errors are printed in full; warnings as a count by rule, with the idemgen
+check command that lists them (-warnings prints each; -format json has
+them all).
+
 A response that gains a header (Idempotent-Replayed on every replayable
 response) gets a Headers field in oapi-codegen's strict server:
 "return api.AddPet200JSONResponse(pet), nil" becomes
@@ -444,6 +449,7 @@ func specCmd(args []string, stdout, stderr io.Writer) int {
 	var ignores ignoreFlag
 	fs.Var(&ignores, "ignore", ignoreFlagUsage)
 	format := formatFlag(fs)
+	warnings := fs.Bool("warnings", false, "print each warning (by default the text format prints the errors, and the warnings as a count by rule with the check command that lists them)")
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}
@@ -465,7 +471,15 @@ func specCmd(args []string, stdout, stderr io.Writer) int {
 		Ignore:           specIgnores(append(slices.Clone(cfg.ignores), ignores...)),
 		IgnoreDiags:      cfg.ignoreDiags,
 	})
-	report(diags, *format, stdout, stderr)
+	if *format == "text" && !*warnings {
+		shown, hidden := splitWarnings(diags)
+		report(shown, *format, stdout, stderr)
+		if len(hidden) > 0 {
+			fmt.Fprintf(stderr, "%s: %s not shown (%s): %s lists them (or add -warnings)\n", fs.Arg(0), english.Count(len(hidden), "warning"), countByRule(hidden), checkCommand(fs, configs, overlays, ignores))
+		}
+	} else {
+		report(diags, *format, stdout, stderr)
+	}
 	if res == nil {
 		return ExitError
 	}
@@ -496,6 +510,69 @@ func specCmd(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return ExitOK
+}
+
+// splitWarnings returns the errors of diags and its warnings.
+func splitWarnings(diags diag.List) (errs, warnings diag.List) {
+	for _, d := range diags {
+		if d.Severity == diag.Error {
+			errs = append(errs, d)
+		} else {
+			warnings = append(warnings, d)
+		}
+	}
+	return errs, warnings
+}
+
+// countByRule counts diags by rule, "36 key-without-contract, 2
+// raw-body-strict": the most frequent first, then by rule.
+func countByRule(diags diag.List) string {
+	n := map[string]int{}
+	for _, d := range diags {
+		n[d.Rule]++
+	}
+	rules := slices.Collect(maps.Keys(n))
+	slices.SortFunc(rules, func(a, b string) int { return cmp.Or(cmp.Compare(n[b], n[a]), cmp.Compare(a, b)) })
+	parts := make([]string, len(rules))
+	for i, r := range rules {
+		parts[i] = fmt.Sprintf("%d %s", n[r], r)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// checkCommand is the idemgen check command that reads what the spec
+// command of fs read: its -config, -overlay, -ignore and -replayed-header,
+// and SPEC, quoted for a POSIX shell where needed.
+func checkCommand(fs *flag.FlagSet, configs, overlays []string, ignores ignoreFlag) string {
+	args := []string{"idemgen", "check"}
+	for _, c := range configs {
+		args = append(args, "-config", c)
+	}
+	for _, o := range overlays {
+		args = append(args, "-overlay", o)
+	}
+	for _, ig := range ignores {
+		args = append(args, "-ignore", strings.TrimPrefix(ig.Name, "-ignore "))
+	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "replayed-header" {
+			args = append(args, "-replayed-header="+f.Value.String())
+		}
+	})
+	args = append(args, fs.Arg(0))
+	for i, a := range args {
+		args[i] = shellQuote(a)
+	}
+	return strings.Join(args, " ")
+}
+
+// shellQuote quotes s for a POSIX shell when it holds anything but
+// letters, digits and -_./=:,@+%.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,@+%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // applyToHint tells how to opt in the unsafe operations of spec that

@@ -151,14 +151,27 @@ func (c *compiler) flushDeclDiffs() {
 			msg += " (declared at " + namedList(e.at, "place") + ")"
 		}
 		msg += " as " + e.had + ": " + e.fix
-		switch len(e.targets) {
-		case 0:
-		case 1:
-			msg += fmt.Sprintf(" (in a spec you do not own, with an overlay action: {target: \"%s\", update: {required: %t}})", e.targets[0], e.required)
-		default:
-			msg += fmt.Sprintf(" (in a spec you do not own, with an overlay action for each declaration, such as {target: \"%s\", update: {required: %t}})", e.targets[0], e.required)
+		var actions []diag.OverlayAction
+		var listed []string
+		for _, t := range e.targets {
+			actions = append(actions, diag.OverlayAction{Target: t, Update: map[string]any{"required": e.required}})
+			if len(listed) < maxListedActions {
+				listed = append(listed, fmt.Sprintf("{target: \"%s\", update: {required: %t}}", t, e.required))
+			}
 		}
-		c.diags = append(c.diags, diag.Diagnostic{Pos: e.pos, Severity: diag.Error, Rule: "key-declared-differently", Message: msg, Ops: e.ops})
+		switch n := len(e.targets); {
+		case n == 0:
+		case n == 1:
+			msg += " (in a spec you do not own, with an overlay action: " + listed[0] + ")"
+		case n <= maxListedActions:
+			// Every action, each with its declaration's own target (its
+			// path and method): one given "such as" was copied for
+			// another operation unchanged.
+			msg += fmt.Sprintf(" (in a spec you do not own, with these %d overlay actions, one for each declaration: %s)", n, strings.Join(listed, ", "))
+		default:
+			msg += fmt.Sprintf(" (in a spec you do not own, with an overlay action for each of the %d declarations: %s and %d more, which -format json lists, all %d, in the diagnostic's overlay-actions)", n, strings.Join(listed, ", "), n-len(listed), n)
+		}
+		c.diags = append(c.diags, diag.Diagnostic{Pos: e.pos, Severity: diag.Error, Rule: "key-declared-differently", Message: msg, Ops: e.ops, Actions: actions})
 	}
 	c.declDiffs = nil
 }
@@ -177,6 +190,10 @@ func namedList(items []string, noun string) string {
 
 // maxNamedOps is how many operations an inherited diagnostic names.
 const maxNamedOps = 3
+
+// maxListedActions is how many overlay actions a [key-declared-differently]
+// message gives; -format json has them all (diag.Diagnostic.Actions).
+const maxListedActions = 5
 
 // flushInherited adds the inherited diagnostics to c.diags, their message
 // prefixed with the operations they are about.
@@ -780,6 +797,39 @@ func jsonPath(ptr string) string {
 	return b.String()
 }
 
+// paramTarget is the JSONPath of the parameter declared at ptr (a JSON
+// pointer in the spec), named name, for an overlay action that changes
+// it: in a parameters list, a filter on its name,
+// parameters[?(@.name=='Idempotency-Key')], when no other parameter of
+// the list is written with that name (and the name holds no quote or
+// backslash, which would need escaping in the filter or the message): an index would select another parameter once
+// the spec's authors insert one before it, and is easily copied for an
+// operation where the key has another index. The overlay library's legacy
+// JSONPath and RFC 9535 select the same parameter with it (load warns
+// about a filter only when they differ). Otherwise jsonPath(ptr).
+func (c *compiler) paramTarget(ptr, name string) string {
+	toks := contract.SplitPointer(ptr)
+	n := len(toks)
+	if n < 4 || toks[0] != "paths" || toks[n-2] != "parameters" || strings.ContainsAny(name, `'"\`) {
+		return jsonPath(ptr)
+	}
+	list := c.doc.Lookup(ptr[:strings.LastIndex(ptr, "/")])
+	if list.Node == nil || list.Kind != yaml.SequenceNode {
+		return jsonPath(ptr)
+	}
+	same := 0
+	for _, item := range list.Content {
+		if v := yamlmerge.Unalias(yamlmerge.Value(item, "name")); v != nil && v.Kind == yaml.ScalarNode && v.Value == name {
+			same++
+		}
+	}
+	if same != 1 {
+		return jsonPath(ptr)
+	}
+	parent := jsonPath(ptr[:strings.LastIndex(ptr, "/")])
+	return parent + "[?(@.name=='" + name + "')]"
+}
+
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 var templateParam = regexp.MustCompile(`\{([^{}]+)\}`)
@@ -969,7 +1019,7 @@ func (c *compiler) checkKey(out *ir.Operation, op *openapi3.Operation, opNode lo
 		declPos := fmt.Sprintf("%s:%d:%d", p.Pos.File, p.Pos.Line, p.Pos.Col)
 		target := ""
 		if p.Pos.File == c.doc.Path && p.Pos.Pointer != "" {
-			target = jsonPath(p.Pos.Pointer)
+			target = c.paramTarget(p.Pos.Pointer, decl.v.Name)
 		}
 		formatReported := false
 		if !c.generatedParam(*decl) {

@@ -61,6 +61,17 @@ type Diagnostic struct {
 	// instead when the ignores silence Cites for the operations Ops (List.
 	// Suppress): a hint must not defer to a warning the user turned off.
 	Cites, Alone string
+	// Actions are the overlay actions that fix the diagnostic in a spec
+	// one does not edit, when the message proposes some: -format json
+	// lists them all (the message may give the first few only).
+	Actions []OverlayAction
+}
+
+// OverlayAction is an OpenAPI Overlay 1.0 update action: Update is merged
+// into the nodes Target (a JSONPath) selects.
+type OverlayAction struct {
+	Target string         `json:"target"`
+	Update map[string]any `json:"update"`
 }
 
 // Cite records that the last diagnostic of l sends the user to the rule
@@ -158,22 +169,25 @@ func (l List) WriteText(w io.Writer) error {
 }
 
 type jsonDiag struct {
-	File     string   `json:"file"`
-	Line     int      `json:"line"`
-	Col      int      `json:"col"`
-	Pointer  string   `json:"pointer,omitempty"`
-	Severity string   `json:"severity"`
-	Kind     string   `json:"kind"`
-	Rule     string   `json:"rule"`
-	Message  string   `json:"message"`
-	Ops      []string `json:"operations,omitempty"`
+	File     string          `json:"file"`
+	Line     int             `json:"line"`
+	Col      int             `json:"col"`
+	Pointer  string          `json:"pointer,omitempty"`
+	Severity string          `json:"severity"`
+	Kind     string          `json:"kind"`
+	Rule     string          `json:"rule"`
+	Message  string          `json:"message"`
+	Ops      []string        `json:"operations,omitempty"`
+	Actions  []OverlayAction `json:"overlay-actions,omitempty"`
 }
 
 // WriteJSON writes l as a JSON array of objects with file, line, col,
 // pointer (the JSON pointer of the node in the file; omitted when none),
 // severity, kind ("invalid" or "unsupported" for an error, "warning" for a
-// warning), rule, message and operations (those it is about, as
-// "METHOD /path"; omitted when none).
+// warning), rule, message, operations (those it is about, as
+// "METHOD /path"; omitted when none) and overlay-actions (the overlay
+// actions, each a target and an update, that fix it in a spec one does not
+// edit, when the message proposes some; omitted otherwise).
 func (l List) WriteJSON(w io.Writer) error {
 	out := make([]jsonDiag, 0, len(l))
 	for _, d := range l {
@@ -184,7 +198,7 @@ func (l List) WriteJSON(w io.Writer) error {
 		case d.Severity == Warning:
 			kind = "warning" // a heuristic: the spec is not invalid
 		}
-		out = append(out, jsonDiag{d.Pos.File, d.Pos.Line, d.Pos.Col, d.Pos.Pointer, d.Severity.String(), kind, d.Rule, d.Message, d.Ops})
+		out = append(out, jsonDiag{d.Pos.File, d.Pos.Line, d.Pos.Col, d.Pos.Pointer, d.Severity.String(), kind, d.Rule, d.Message, d.Ops, d.Actions})
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

@@ -31,6 +31,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/idemgen/idemgen/generator/diag"
+	"github.com/idemgen/idemgen/generator/internal/english"
 	"github.com/idemgen/idemgen/generator/internal/yamlmerge"
 	"github.com/idemgen/idemgen/generator/ir"
 	"github.com/idemgen/idemgen/generator/specfile"
@@ -719,6 +720,7 @@ func (d *Document) applyOverlay(ovPath string) diag.List {
 		one := ov
 		one.Actions = []overlay.Action{a}
 		target := at(fmt.Sprintf("/actions/%d/target", i))
+		legacy, rfc, same, compared := selections(one, d.Root, a.Target)
 		warnings, err := one.ApplyToStrict(d.Root)
 		switch {
 		case err != nil && strings.Contains(err.Error(), "did not match any targets"):
@@ -730,11 +732,51 @@ func (d *Document) applyOverlay(ovPath string) diag.List {
 			if strings.Contains(w, "does nothing") {
 				continue // an update identical to the spec: harmless
 			}
+			if strings.HasPrefix(w, legacyFilterWarning) && compared {
+				if same {
+					// Both JSONPath implementations select the same
+					// nodes: the extension would change nothing here.
+					continue
+				}
+				w = fmt.Sprintf("the target's filter expression selects %s with the legacy JSONPath implementation that an overlay: 1.0.0 document gets without `x-speakeasy-jsonpath: rfc9535` (the action changed those, as oapi-codegen's overlay does) and %d with RFC 9535's (that extension at the overlay's root, or overlay: 1.1.0): write the target for RFC 9535 and add the extension", english.Count(legacy, "node"), rfc)
+			}
 			diags.Warnf(target, "overlay-warning", "%s", cleanOverlayWarning(w, a.Target))
 		}
 	}
 	d.unmark(d.Root, positions)
 	return diags
+}
+
+// legacyFilterWarning begins the overlay library's warning that an
+// overlay without x-speakeasy-jsonpath: rfc9535 has a filter expression,
+// which it evaluates with its legacy JSONPath implementation.
+const legacyFilterWarning = "overlay has a filter expression but lacks"
+
+// selections returns how many nodes of root the target selects under the
+// legacy JSONPath implementation and under RFC 9535, and whether they are
+// the same nodes, when ov (one action) uses the legacy one and target has
+// a filter expression (compared: false otherwise, or when either cannot
+// parse it). The library warns about any
+// such target; applyOverlay drops the warning when the two select the
+// same nodes (a filter on a parameter's name, as idemgen's hints and the
+// overlay playground write) and says how they differ otherwise. Counted
+// before the action applies, which may change what a filter selects.
+func selections(ov overlay.Overlay, root *yaml.Node, target string) (legacy, rfc int, same, compared bool) {
+	if ov.UsesRFC9535() || !strings.Contains(target, "?") {
+		return 0, 0, false, false
+	}
+	lp, err := ov.NewPath(target, nil)
+	if err != nil {
+		return 0, 0, false, false
+	}
+	ov.JSONPathVersion = overlay.JSONPathRFC9535
+	rp, err := ov.NewPath(target, nil)
+	if err != nil {
+		return 0, 0, false, false
+	}
+	ln, rn := lp.Query(root), rp.Query(root)
+	same = len(ln) == len(rn) && !slices.ContainsFunc(ln, func(n *yaml.Node) bool { return !slices.Contains(rn, n) })
+	return len(ln), len(rn), same, true
 }
 
 // pathTargetRE matches an overlay target that names a path item or an

@@ -601,3 +601,38 @@ func requireOneDiagAt(t *testing.T, diags []diag.Diagnostic, rule, file string, 
 	}
 	assert.Equal(t, [2]int{line, col}, [2]int{diags[0].Pos.Line, diags[0].Pos.Col}, name)
 }
+
+// TestOverlayLegacyFilter: a filter expression in an overlay: 1.0.0
+// document without x-speakeasy-jsonpath: rfc9535 (the overlay library's
+// legacy JSONPath, as in oapi-codegen) is applied without a warning when
+// RFC 9535 selects the same nodes (a parameter by its name, the form of a
+// fix overlay for a vendor's spec); when the two differ, the warning says
+// how many nodes each selects and what to do, at the action's target.
+func TestOverlayLegacyFilter(t *testing.T) {
+	dir := t.TempDir()
+	spec := write(t, dir, "s.yaml", `openapi: 3.0.3
+info: {title: t, version: '1'}
+paths:
+  /a:
+    post:
+      operationId: x
+      parameters:
+        - {name: q, in: query, schema: {type: string}}
+        - {name: Idempotency-Key, in: header, schema: {type: string}}
+      responses: {'201': {description: ok}}
+`)
+	const head = "overlay: 1.0.0\ninfo: {title: o, version: '1'}\n"
+	byName := "actions:\n  - target: \"$.paths['/a'].post.parameters[?(@.name=='Idempotency-Key')]\"\n    update: {required: true}\n"
+	for _, ext := range []string{"", "x-speakeasy-jsonpath: rfc9535\n"} {
+		ov := write(t, dir, "name.yaml", head+ext+byName)
+		doc, diags := load.Load(spec, load.Options{Overlays: []string{ov}})
+		require.Empty(t, diags, "extension %q", ext)
+		assert.True(t, doc.T.Paths.Find("/a").Post.Parameters[1].Value.Required)
+	}
+
+	// Legacy JSONPath selects the operation here, RFC 9535 nothing.
+	ov := write(t, dir, "differ.yaml", head+"actions:\n  - target: \"$.paths.*.*[?(@.operationId=='x')]\"\n    update: {summary: s}\n")
+	_, diags := load.Load(spec, load.Options{Overlays: []string{ov}})
+	requireOneDiagAt(t, diags, "overlay-warning", ov, 4, 13, "differ")
+	assert.Contains(t, diags[0].Message, "selects 1 node with the legacy JSONPath implementation that an overlay: 1.0.0 document gets without `x-speakeasy-jsonpath: rfc9535` (the action changed those, as oapi-codegen's overlay does) and 0 with RFC 9535's")
+}
