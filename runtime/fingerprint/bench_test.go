@@ -217,6 +217,23 @@ func BenchmarkSumWorkload(b *testing.B) {
 	}
 }
 
+// BenchmarkSumWorkloadLocal is BenchmarkSumWorkload in the process-local
+// variant, which the Engine computes over a LocalReader store (memstore).
+func BenchmarkSumWorkloadLocal(b *testing.B) {
+	h, err := fingerprint.New(fingerprint.Options{Volatile: []string{"/sent_at"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	data := workloadBody()
+	in := &fingerprint.Input{Method: "POST", Operation: "createOrder", Path: "/orders",
+		ContentType: "application/json", Body: data}
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		h.SumVersion(in, fingerprint.Local(fingerprint.Version))
+	}
+}
+
 // Form worst cases: bodies of idem's default limit (1 MiB) and queries of
 // half that, with the most pairs or the costliest sort. Each generator
 // returns about size bytes of application/x-www-form-urlencoded text.

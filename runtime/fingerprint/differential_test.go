@@ -24,8 +24,11 @@ func documentedSum(h *fingerprint.Hasher, headers []string, in *fingerprint.Inpu
 }
 
 // documentedSumVersion is documentedSum in format v: version 1 has no path,
-// versions 1 and 2 no parameters.
-func documentedSumVersion(h *fingerprint.Hasher, headers []string, in *fingerprint.Input, v byte) fingerprint.Fingerprint {
+// versions 1 and 2 no parameters; a process-local version (fingerprint.Local)
+// is the stream of its format, digested whole by fingerprint.LocalStreamSum.
+func documentedSumVersion(h *fingerprint.Hasher, headers []string, in *fingerprint.Input, version byte) fingerprint.Fingerprint {
+	sum := func(_ byte, st []byte) fingerprint.Fingerprint { return sum(version, st) }
+	v := version &^ 0x80 // the stream's format
 	str := func(b []byte, s string) []byte { return append(binary.AppendUvarint(b, uint64(len(s))), s...) }
 	// pairs appends 'F' pairs(x), or 'R' str(x) if x is malformed.
 	pairs := func(b []byte, x string) []byte {
@@ -79,8 +82,11 @@ func documentedSumVersion(h *fingerprint.Hasher, headers []string, in *fingerpri
 	return sum(v, str(append(st, 'R'), string(in.Body)))
 }
 
-// sum is the fingerprint of the stream st in format v.
+// sum is the fingerprint of the stream st in version v.
 func sum(v byte, st []byte) fingerprint.Fingerprint {
+	if fingerprint.IsLocal(int(v)) {
+		return fingerprint.LocalStreamSum(v, st)
+	}
 	f := fingerprint.Fingerprint{v}
 	d := sha256.Sum256(st)
 	copy(f[1:], d[:])
@@ -241,6 +247,15 @@ func TestSumMatchesCanonical(t *testing.T) {
 					t.Fatalf("option set %d, body %d: Sum after SumVersion %d %v, want %v", k, i, v, again, want)
 				}
 			}
+			// The process-local variants: the same streams, digested
+			// with maphash (streamed, or the stage in one piece).
+			for v := 1; v <= fingerprint.Version; v++ {
+				lv := fingerprint.Local(v)
+				got, ok := h.SumVersion(in, lv)
+				if wantLocal := documentedSumVersion(h, opts.Headers, in, byte(lv)); !ok || got != wantLocal {
+					t.Fatalf("option set %d, body %d (%d bytes): SumVersion local %d %v, want %v", k, i, len(body), v, got, wantLocal)
+				}
+			}
 		}
 		// Form bodies, and bodies of other types (raw).
 		for i, q := range queries {
@@ -248,6 +263,10 @@ func TestSumMatchesCanonical(t *testing.T) {
 				in := &fingerprint.Input{Method: "POST", RawQuery: queries[(i+1)%len(queries)], ContentType: ct, Body: []byte(q)}
 				if got, want := h.Sum(in), documentedSum(h, opts.Headers, in); got != want {
 					t.Fatalf("option set %d, body %.30q, type %q: Sum %v, want %v", k, q, ct, got, want)
+				}
+				lv := fingerprint.Local(fingerprint.Version)
+				if got, _ := h.SumVersion(in, lv); got != documentedSumVersion(h, opts.Headers, in, byte(lv)) {
+					t.Fatalf("option set %d, body %.30q, type %q: local SumVersion differs from the documented stream", k, q, ct)
 				}
 			}
 		}
@@ -350,9 +369,16 @@ func TestSumHeaderCache(t *testing.T) {
 						in.Body = []byte("b=2&a=1")
 					}
 					want := documentedSum(h, headers, &in)
+					lv := fingerprint.Local(fingerprint.Version)
+					wantLocal := documentedSumVersion(h, headers, &in, byte(lv))
 					for n := range 3 {
 						if h.Sum(&in) != want {
 							t.Fatalf("headers %q, round %d, input %d, body %d, sum %d: Sum differs from the documented stream", headers, round, k, b, n)
+						}
+						// The local variant, with the header cached
+						// (and its SHA-256 state saved) by the SHA-256 sum.
+						if got, _ := h.SumVersion(&in, lv); got != wantLocal {
+							t.Fatalf("headers %q, round %d, input %d, body %d, sum %d: local SumVersion differs from the documented stream", headers, round, k, b, n)
 						}
 					}
 					if round == 1 {
@@ -390,7 +416,7 @@ func TestSumFirstBlockCache(t *testing.T) {
 		body("c1", long), body("c1", long), body("c1", long+"x"), body("c2", long),
 		body("c2", long), body("c1", long), []byte(`{"a":1}`), body("c1", long),
 	}
-	for _, v := range []int{fingerprint.Version, 2, fingerprint.Version, 1} {
+	for _, v := range []int{fingerprint.Version, 2, fingerprint.Local(fingerprint.Version), fingerprint.Version, fingerprint.Local(2), 1} {
 		for k := range ins {
 			for b, bd := range bodies {
 				in := ins[k]

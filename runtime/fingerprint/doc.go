@@ -35,6 +35,29 @@
 // made: a service compares a request with such a record's fingerprint in
 // the record's version (runtime/idem does).
 //
+// # Process-local fingerprints
+//
+// Each version has a process-local variant, of version [Local](v) (0x80|v,
+// printed "v3-local:"; [IsLocal] tells it): the same stream, every byte
+// of it, prefix included, digested not with SHA-256 but with two 64-bit
+// hash/maphash digests under two seeds made once per process (streamed or
+// in one piece, which maphash guarantees agree), little-endian in bytes
+// 1..16, bytes 17..32 zero. [Hasher.SumVersion] computes it; it costs less
+// than SHA-256 (see the package benchmarks), and allocates nothing warm
+// either. Such a fingerprint means something only in the process that
+// computed it: another process, or this one restarted, has other seeds.
+// runtime/idem computes it over a store whose records never leave the
+// process (an idem.LocalReader: memstore), where fingerprints are only
+// ever compared in the process. That is the trust the engine already puts
+// in its fingerprint cache and the tags of such records, which take a
+// keyed 64-bit maphash digest of a request's bytes to mean the same bytes;
+// here the digest is 128 bits wide: two different streams share a local
+// fingerprint by accident with a probability of about 2^-128, and nobody
+// outside the process knows the seeds to aim for a collision. (SHA-256 is
+// also collision resistant against someone who can compute it, which a
+// record other processes or releases read needs, and a process-local one
+// does not.)
+//
 // Headers: the names of Options.Headers, canonicalized with
 // http.CanonicalHeaderKey, sorted and without duplicates; for each, the
 // values of Input.Header under that name, in order (a missing header has

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"github.com/idemgen/idemgen/runtime/internal/httpsyntax"
 	"hash"
+	"hash/maphash"
 	"net/http"
 	"slices"
 	"strings"
@@ -21,12 +22,32 @@ import (
 // with a record made before.
 const Version = 3
 
-// Fingerprint is a digest: byte 0 is the algorithm version, bytes 1..32 a SHA-256.
+// localBit marks the version byte of a process-local fingerprint.
+const localBit = 0x80
+
+// Local returns the version of the process-local variant of format v (1,
+// 2 or [Version]): the same canonical stream as format v, digested with a
+// keyed 128-bit hash whose keys are random for each process (see the
+// package documentation, "Process-local fingerprints"). Such a fingerprint
+// is only ever compared within the process that computed it.
+func Local(v int) int { return localBit | v }
+
+// IsLocal reports whether v is the version of a process-local
+// fingerprint ([Local]).
+func IsLocal(v int) bool { return v&localBit != 0 }
+
+// Fingerprint is a digest: byte 0 is the algorithm version, bytes 1..32 a
+// SHA-256; for a process-local version ([Local]), bytes 1..16 its keyed
+// digest and bytes 17..32 zero.
 type Fingerprint [33]byte
 
 // String returns the fingerprint as "v3:" (its version) followed by the
-// SHA-256 in hex.
+// SHA-256 in hex; a process-local fingerprint as "v3-local:" followed by
+// its 16 bytes in hex.
 func (f Fingerprint) String() string {
+	if IsLocal(int(f[0])) {
+		return fmt.Sprintf("v%d-local:%s", f[0]&^localBit, hex.EncodeToString(f[1:17]))
+	}
 	return fmt.Sprintf("v%d:%s", f[0], hex.EncodeToString(f[1:]))
 }
 
@@ -154,12 +175,61 @@ type state struct {
 	blk0State []byte
 	blk0Saved bool
 	err       jsonError
-	version   byte // the format of the fingerprint being computed
-	d         hash.Hash
-	sum       [sha256.Size]byte
+	version   byte // the version of the fingerprint being computed
+	// local: the fingerprint is process-local (version has localBit); d
+	// is then &loc, else sha. The SHA-256 midstate shortcuts
+	// (resetDigest's header state, resumeBlock) are for sha only.
+	local bool
+	d     hash.Hash
+	sha   hash.Hash
+	loc   localDigest
+	sum   [sha256.Size]byte
 }
 
-var statePool = sync.Pool{New: func() any { return &state{d: sha256.New()} }}
+var statePool = sync.Pool{New: func() any {
+	s := &state{sha: sha256.New()}
+	s.d = s.sha
+	return s
+}}
+
+// localSeeds key the process-local digest: made once per process, known
+// to no one outside it.
+var localSeeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
+
+// localDigest is the process-local digest: two 64-bit maphash digests,
+// with the two seeds of localSeeds, of the same stream. Streaming writes
+// and one maphash.Bytes over the whole stream agree (sumLocal).
+type localDigest struct{ a, b maphash.Hash }
+
+func (d *localDigest) Write(p []byte) (int, error) {
+	_, _ = d.a.Write(p)
+	_, _ = d.b.Write(p)
+	return len(p), nil
+}
+
+func (d *localDigest) Reset() {
+	d.a.SetSeed(localSeeds[0])
+	d.b.SetSeed(localSeeds[1])
+}
+
+// Sum appends the digest's 16 bytes (the two digests, little-endian).
+func (d *localDigest) Sum(b []byte) []byte {
+	b = binary.LittleEndian.AppendUint64(b, d.a.Sum64())
+	return binary.LittleEndian.AppendUint64(b, d.b.Sum64())
+}
+
+func (d *localDigest) Size() int      { return 16 }
+func (d *localDigest) BlockSize() int { return d.a.BlockSize() }
+
+// localSum puts in s.sum the process-local digest of the whole stream st
+// (what localDigest computes from writes of its pieces), bytes 16..31
+// zero.
+func (s *state) localSum(st []byte) {
+	s.sum = [sha256.Size]byte{}
+	binary.LittleEndian.PutUint64(s.sum[:8], maphash.Bytes(localSeeds[0], st))
+	binary.LittleEndian.PutUint64(s.sum[8:16], maphash.Bytes(localSeeds[1], st))
+	s.summed = true
+}
 
 // maxPooled is the largest buffer a state keeps when it goes back to the
 // pool, so that one huge request does not pin its memory.
@@ -234,22 +304,29 @@ func (h *Hasher) Sum(in *Input) Fingerprint {
 	return h.sum(in, Version)
 }
 
-// SumVersion returns the fingerprint of in in format v (1, 2 or [Version]),
-// and false for a version this package does not compute. A service compares
-// a request with a record made by an older version of this package with it.
+// SumVersion returns the fingerprint of in in format v (1, 2 or [Version],
+// or the process-local variant of one: [Local](v)), and false for a
+// version this package does not compute. A service compares a request with
+// a record made by an older version of this package with it.
 func (h *Hasher) SumVersion(in *Input, v int) (Fingerprint, bool) {
-	if v < 1 || v > Version {
+	if v < 1 || v > Local(Version) || v > Version && v < Local(1) {
 		return Fingerprint{}, false
 	}
 	return h.sum(in, v), true
 }
 
-func (h *Hasher) sum(in *Input, v int) Fingerprint {
+func (h *Hasher) sum(in *Input, version int) Fingerprint {
 	if in == nil {
 		in = &zeroInput
 	}
 	s := getState()
-	s.version = byte(v)
+	s.version = byte(version)
+	s.local = IsLocal(version)
+	s.d = s.sha
+	if s.local {
+		s.d = &s.loc
+	}
+	v := version &^ localBit // the format of the stream
 	var hdr []byte
 	var kind byte
 	if len(h.headers) == 0 && s.hdrLen > 0 && s.hdrVersion == byte(v) && s.sameHeader(in) {
@@ -366,9 +443,9 @@ func (h *Hasher) header(s *state, in *Input, v int) ([]byte, byte) {
 
 // resetDigest resets s.d to the state after the start of the stream that
 // it returns the length of: for a header reused, its whole 64-byte
-// blocks, hashed once for all its reuses; else nothing.
+// blocks, hashed once for all its reuses (SHA-256 only); else nothing.
 func (s *state) resetDigest() int {
-	if !s.hdrReused || s.hdrLen < sha256.BlockSize {
+	if s.local || !s.hdrReused || s.hdrLen < sha256.BlockSize {
 		s.d.Reset()
 		return 0
 	}

@@ -341,6 +341,16 @@ func TestSumAllocs(t *testing.T) {
 			allocs := testing.AllocsPerRun(100, func() { c.h.Sum(c.in) })
 			assert.Zero(t, allocs, "%s %.40q", c.in.ContentType, c.in.Body)
 		})
+		// The process-local variant takes the same paths, with its own
+		// digest.
+		t.Run(c.name+"/local", func(t *testing.T) {
+			lv := fingerprint.Local(fingerprint.Version)
+			if _, ok := c.h.SumVersion(c.in, lv); !ok {
+				t.Fatal("local version not computed")
+			}
+			allocs := testing.AllocsPerRun(100, func() { c.h.SumVersion(c.in, lv) })
+			assert.Zero(t, allocs, "%s %.40q", c.in.ContentType, c.in.Body)
+		})
 	}
 }
 

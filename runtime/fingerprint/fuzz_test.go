@@ -49,6 +49,12 @@ func checkCanonicalJSON(t *testing.T, h, plain *fingerprint.Hasher, in []byte, s
 			if got, want := hh.Sum(jsonInput(in)), documentedSum(hh, nil, jsonInput(in)); got != want {
 				t.Fatalf("%q: Sum %v, documented stream %v", in, got, want)
 			}
+			// The process-local variant: the same stream, digested
+			// with the process's keys.
+			lv := byte(fingerprint.Local(fingerprint.Version))
+			if got, _ := hh.SumVersion(jsonInput(in), int(lv)); got != documentedSumVersion(hh, nil, jsonInput(in), lv) {
+				t.Fatalf("%q: local SumVersion %v differs from the documented stream", in, got)
+			}
 		}
 		h.Sum(&fingerprint.Input{ContentType: "application/x-www-form-urlencoded", Body: in, RawQuery: string(in)})
 
@@ -217,6 +223,10 @@ func FuzzForm(f *testing.F) {
 		} {
 			if got, want := h.Sum(in), documentedSum(h, nil, in); got != want {
 				t.Fatalf("%q as %s: Sum %v, documented stream %v", q, in.ContentType, got, want)
+			}
+			lv := byte(fingerprint.Local(fingerprint.Version))
+			if got, _ := h.SumVersion(in, int(lv)); got != documentedSumVersion(h, nil, in, lv) {
+				t.Fatalf("%q as %s: local SumVersion %v differs from the documented stream", q, in.ContentType, got)
 			}
 		}
 		pairs, ok := decodeForm(q)

@@ -460,11 +460,19 @@ func (s *state) hashObject(ms []member, perm []int32, in, buf []byte) {
 		st = append(st, '}')
 	}
 	st[len(st)-1] = '}'
-	if s.flushed || s.hdrReused && s.hdrLen >= sha256.BlockSize {
+	switch {
+	case s.flushed:
+		s.flush(st)
+	case s.local:
+		// The whole stream is in the stage: two maphash.Bytes (finish
+		// takes s.sum). The SHA-256 midstate shortcuts below are not
+		// for this digest.
+		s.localSum(st)
+	case s.hdrReused && s.hdrLen >= sha256.BlockSize:
 		s.flush(st) // for a header reused, without its first blocks
-	} else if len(st) >= 2*sha256.BlockSize && s.resumeBlock(st) {
+	case len(st) >= 2*sha256.BlockSize && s.resumeBlock(st):
 		s.d.Write(st[sha256.BlockSize:])
-	} else {
+	default:
 		// The whole stream is in the stage: one call, without the
 		// digest's state (finish takes s.sum).
 		s.sum = sha256.Sum256(st)

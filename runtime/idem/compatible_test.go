@@ -39,7 +39,7 @@ func TestCompatibleInRecordVersion(t *testing.T) {
 	const body = `{"a":"t-1","b":"n-1","item":"book"}`
 	ms := memstore.New(memstore.Options{SweepInterval: -1})
 	t.Cleanup(func() { _ = ms.Close() })
-	old := newFixtureStore(t, ms, ms, idem.Options{FingerprintVersion: 2})
+	old := newFixtureStore(t, ms, plainStore{ms}, idem.Options{FingerprintVersion: 2}) // SHA-256: not a LocalReader
 	cur := newFixtureStore(t, ms, ms, idem.Options{})
 	v1 := itemsSpec(idem.Strict)
 	v1.Volatile = []string{"/a"}

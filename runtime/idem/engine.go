@@ -154,9 +154,14 @@ type Options struct {
 	// rolling upgrade from a release that knows only versions 1 and 2, and 1
 	// computes version 1 (which also leaves out the request path), for one
 	// from a release that knows only version 1 (see docs/runtime.md,
-	// "Upgrading the fingerprint version"). Whatever it is, a record of
-	// another version is compared with this request's fingerprint computed
-	// in the record's version. Any other value makes New panic.
+	// "Upgrading the fingerprint version"). Over a store that implements
+	// LocalReader (memstore), whose records never leave the process, the
+	// engine computes the process-local variant of that version
+	// (fingerprint.Local: the same canonical form, a keyed digest with
+	// keys random for each process instead of SHA-256). Whatever it is, a
+	// record of another version is compared with this request's
+	// fingerprint computed in the record's version. Any other value makes
+	// New panic.
 	FingerprintVersion int
 }
 
@@ -250,6 +255,12 @@ func New(store Store, opts Options) *Engine {
 	}
 	if fpv < 1 || fpv > fingerprint.Version {
 		panic(fmt.Sprintf("idem: Options.FingerprintVersion %d: want 0 or 1 to %d", opts.FingerprintVersion, fingerprint.Version))
+	}
+	if _, ok := store.(LocalReader); ok {
+		// Records that never leave the process: its fingerprints are
+		// only compared in it, and the process-local variant (a keyed
+		// digest instead of SHA-256) is enough.
+		fpv = fingerprint.Local(fpv)
 	}
 	e.fpc = newFPCache(fpv)
 	if e.log == nil {

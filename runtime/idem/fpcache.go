@@ -31,7 +31,9 @@ import (
 // and a reader that overlaps a writer just misses.
 //
 // A cache belongs to one Engine, and so to one fingerprint version (its
-// Options.FingerprintVersion): the version is not part of the digest. It
+// Options.FingerprintVersion, in its process-local variant over a
+// LocalReader store: fingerprint.Local): the version is not part of the
+// digest. It
 // holds the fingerprints under the policy's current settings only: those
 // under its compatible settings (Spec.CompatibleFingerprints), which may read headers the
 // digest does not cover, are computed when a record differs and never
@@ -50,7 +52,7 @@ import (
 type fpCache struct {
 	seed    maphash.Seed
 	domain  uint64 // names seed in records (recordTag): unique in the process, random across processes
-	version int    // the fingerprint format version computed
+	version int    // the fingerprint version computed (fingerprint.Local(v) over a LocalReader)
 	slots   [fpCacheSlots]fpSlot
 }
 

@@ -18,18 +18,38 @@ import (
 // A rolling switch of Options.FingerprintVersion: engines at two versions
 // (1 and 3, the default; 2 and 3; 1 and 2) share a store, and a retry may
 // reach either. Each recognizes the other's records as the same request
-// (and another body as another), in both directions.
+// (and another body as another), in both directions. The store is shared
+// (memstore behind plainStore: no LocalReader, as Redis or PostgreSQL), so
+// the records have SHA-256 fingerprints; or it is the memstore itself, a
+// LocalReader, whose records have process-local fingerprints
+// (fingerprint.Local); or the first engine is over the memstore and the
+// second over plainStore, one with local fingerprints and one without.
 func TestFingerprintVersionsShareAStore(t *testing.T) {
+	for _, mode := range []string{"shared", "in process", "mixed"} {
+		t.Run(mode, func(t *testing.T) { testFingerprintVersionsShareAStore(t, mode) })
+	}
+}
+
+func testFingerprintVersionsShareAStore(t *testing.T, mode string) {
 	const body = `{"item":"book"}`
 	type pair struct{ first, second *fixture }
 	setup := func(t *testing.T, firstV, secondV int) (pair, *memstore.Store) {
 		s := memstore.New(memstore.Options{SweepInterval: -1})
 		t.Cleanup(func() { _ = s.Close() })
+		var first, second idem.Store = s, s
+		switch mode {
+		case "shared":
+			first, second = plainStore{s}, plainStore{s}
+		case "mixed":
+			second = plainStore{s}
+		}
 		return pair{
-			first:  newFixtureStore(t, s, s, idem.Options{FingerprintVersion: firstV}),
-			second: newFixtureStore(t, s, s, idem.Options{FingerprintVersion: secondV}),
+			first:  newFixtureStore(t, s, first, idem.Options{FingerprintVersion: firstV}),
+			second: newFixtureStore(t, s, second, idem.Options{FingerprintVersion: secondV}),
 		}, s
 	}
+	// local: the first engine's records have local fingerprints.
+	local := mode != "shared"
 	recVersion := func(t *testing.T, s *memstore.Store, key string) byte {
 		t.Helper()
 		rec, found, err := s.Get(context.Background(), scopeOf(t, s, key))
@@ -40,7 +60,11 @@ func TestFingerprintVersionsShareAStore(t *testing.T) {
 	for _, dir := range [][2]int{{1, 0}, {0, 1}, {2, 0}, {0, 2}, {1, 2}, {2, 1}} {
 		firstV, secondV := dir[0], dir[1]
 		wantV := map[int]byte{0: fingerprint.Version, 1: 1, 2: 2}
-		t.Run(fmt.Sprintf("v%d then v%d", wantV[firstV], wantV[secondV]), func(t *testing.T) {
+		name := fmt.Sprintf("v%d then v%d", wantV[firstV], wantV[secondV])
+		if local {
+			wantV[firstV] = byte(fingerprint.Local(int(wantV[firstV])))
+		}
+		t.Run(name, func(t *testing.T) {
 			t.Run("strict replay", func(t *testing.T) {
 				e, s := setup(t, firstV, secondV)
 				const key = "k-replay"
@@ -73,7 +97,7 @@ func TestFingerprintVersionsShareAStore(t *testing.T) {
 				// (replayed) until it expires.
 				r.header = http.Header{"Content-Type": {"multipart/form-data; boundary=B"}}
 				w = send(h2, r)
-				if recVersion(t, s, key) >= 3 {
+				if recVersion(t, s, key)&^0x80 >= 3 {
 					requireProblem(t, w, 422, idem.CodeKeyReused)
 				} else {
 					require.Equal(t, 201, w.Code, w.Body.String())
@@ -135,20 +159,30 @@ func TestFingerprintVersionsShareAStore(t *testing.T) {
 	}
 }
 
+// Options.FingerprintVersion is the version of the records' fingerprints:
+// SHA-256 over a store that is not a LocalReader, its process-local
+// variant (fingerprint.Local) over one (memstore).
 func TestFingerprintVersionOption(t *testing.T) {
 	s := memstore.New(memstore.Options{SweepInterval: -1})
 	t.Cleanup(func() { _ = s.Close() })
 	assert.Panics(t, func() { idem.New(s, idem.Options{FingerprintVersion: fingerprint.Version + 1}) })
 	assert.Panics(t, func() { idem.New(s, idem.Options{FingerprintVersion: -1}) })
-	for v, want := range map[int]byte{0: 3, 1: 1, 2: 2, 3: 3} {
-		f := newFixtureStore(t, s, s, idem.Options{FingerprintVersion: v})
-		key := fmt.Sprintf("k-version-%d", v)
-		h := f.eng.Handler(mustCompile(t, itemsSpec(idem.Strict)), f.createOrder())
-		require.Equal(t, 201, send(h, req{target: "/orders/o1/items", key: key, body: `{}`}).Code)
-		rec, found, err := s.Get(context.Background(), scopeOf(t, s, key))
-		require.NoError(t, err)
-		require.True(t, found)
-		assert.Equal(t, want, rec.Fingerprint[0], "FingerprintVersion %d", v)
+	assert.Panics(t, func() { idem.New(s, idem.Options{FingerprintVersion: fingerprint.Local(fingerprint.Version)}) })
+	for _, local := range []bool{false, true} {
+		for v, want := range map[int]byte{0: 3, 1: 1, 2: 2, 3: 3} {
+			var store idem.Store = plainStore{s}
+			if local {
+				store, want = s, byte(fingerprint.Local(int(want)))
+			}
+			f := newFixtureStore(t, s, store, idem.Options{FingerprintVersion: v})
+			key := fmt.Sprintf("k-version-%d-%v", v, local)
+			h := f.eng.Handler(mustCompile(t, itemsSpec(idem.Strict)), f.createOrder())
+			require.Equal(t, 201, send(h, req{target: "/orders/o1/items", key: key, body: `{}`}).Code)
+			rec, found, err := s.Get(context.Background(), scopeOf(t, s, key))
+			require.NoError(t, err)
+			require.True(t, found)
+			assert.Equal(t, want, rec.Fingerprint[0], "FingerprintVersion %d, LocalReader %v", v, local)
+		}
 	}
 }
 

@@ -313,7 +313,8 @@ type Policy struct {
 	// maxReclaims bounds the claims a request retries with a record's
 	// fingerprint that is its own in another version or under a compatible
 	// setting: once per fingerprint it may have (fingerprint.Version for
-	// each setting, the current one and each compatible one).
+	// each setting, the current one and each compatible one, and as many
+	// process-local ones: fingerprint.Local).
 	maxReclaims int
 }
 
@@ -526,7 +527,7 @@ func Compile(s Spec) (*Policy, error) {
 		}
 		p.compat = append(p.compat, ph)
 	}
-	p.maxReclaims = fingerprint.Version * (1 + len(s.CompatibleFingerprints))
+	p.maxReclaims = 2 * fingerprint.Version * (1 + len(s.CompatibleFingerprints))
 	p.id = policyIDs.Add(1)
 	for _, name := range s.FingerprintHeaders {
 		p.fpHeaders = append(p.fpHeaders, textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(name)))

@@ -323,7 +323,10 @@ type ReadFirst interface {
 // pays one lookup more.
 //
 // Tagged records use a flag that releases before it was introduced refuse
-// (the record is then unreadable: 500 IDEMPOTENCY_RECORD_UNREADABLE), so
+// (the record is then unreadable: 500 IDEMPOTENCY_RECORD_UNREADABLE), and
+// the engine writes into a LocalReader's records the process-local
+// fingerprints of its version (fingerprint.Local: a keyed digest whose
+// keys are random for each process, which match nothing in another), so
 // a store whose records another process may read (another instance,
 // another release) must not implement LocalReader.
 type LocalReader interface {
