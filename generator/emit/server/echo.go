@@ -16,7 +16,7 @@ func (g *gen) echoStrict() {
 	g.frameworkStrict(echoQ("Context"),
 		jen.Id("ctx").Dot("Request").Call(), jen.Id("ctx").Dot("Response").Call(),
 		func(r jen.Code) jen.Code { return jen.Id("ctx").Dot("SetRequest").Call(r) },
-		"echo reports err")
+		"echo reports err", false)
 }
 
 func (g *gen) echoCaptureBody() {
