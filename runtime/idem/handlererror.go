@@ -41,10 +41,10 @@ func (e *HandlerError) Unwrap() error { return e.err }
 // freed, as End would have, and the engine warns once per operation.
 //
 // Otherwise (another failures policy, transactional mode, a request
-// CaptureBody does not bound, a nil err) it returns err, and End frees the
-// key.
+// CaptureBody does not bound, a Call of Engine.Handler, a nil err) it
+// returns err, and End frees the key. A Call is handed on at most once.
 func (c *Call) HandlerFailed(err error) error {
-	if err == nil || c.decision != Execute || !c.protected || c.finished || c.ended || c.pending ||
+	if err == nil || c.decision != Execute || !c.protected || c.finished || c.ended || c.pending || c.pooled ||
 		c.commit != nil || c.p.spec.Failures != FailuresReplay {
 		return err
 	}

@@ -218,14 +218,14 @@ func TestHandlerErrorEndsOnce(t *testing.T) {
 		second = c.HandlerFailed(errors.New("again"))
 		c.End()
 		c.End()
-		idem.AnswerHandlerError(w, err, func(w http.ResponseWriter, err error) { http.Error(w, err.Error(), 502) })
+		idem.AnswerHandlerError(w, err, func(w http.ResponseWriter, err error) { http.Error(w, err.Error(), http.StatusBadGateway) })
 		// Its Call ended, the error goes to the answer as it is, and
 		// nothing more is recorded.
 		idem.AnswerHandlerError(w, err, func(_ http.ResponseWriter, got error) { assert.Equal(t, err, got) })
 		c.End()
 	}))
 	first, again := post(h, "k1", true), post(h, "k1", true)
-	assert.Equal(t, 502, first.Code)
+	assert.Equal(t, http.StatusBadGateway, first.Code)
 	assert.Equal(t, "true", again.Header().Get("Idempotent-Replayed"))
 	var he *idem.HandlerError
 	assert.False(t, errors.As(second, &he), "the second HandlerFailed is not handed on")
@@ -247,4 +247,21 @@ func TestCaptureBodyBodilessAllocs(t *testing.T) {
 	assert.Equal(t, io.EOF, err)
 	assert.Equal(t, http.NoBody, r.Body, "put back")
 	assert.Zero(t, testing.AllocsPerRun(200, func() { h.ServeHTTP(w, r) }))
+}
+
+// An error handler that panics is a handler that panics: End (deferred by
+// AnswerHandlerError) answers and frees the key, the panic goes on, and
+// CaptureBody, unwinding, ends nothing twice.
+func TestHandlerErrorAnswerPanics(t *testing.T) {
+	f := newFixture(t, idem.Options{Principal: idem.Anonymous})
+	p := mustCompile(t, replaySpec())
+	h := strictServer(f, p, errors.New("boom"), func(http.ResponseWriter, error) { panic("mapping failed") }, false, nil)
+	for range 2 {
+		func() {
+			defer func() { assert.Equal(t, "mapping failed", recover()) }()
+			post(h, "k1", true)
+		}()
+	}
+	assert.Equal(t, int32(2), f.calls.Load(), "the key is freed")
+	assert.Equal(t, 2, count(f.obs.kinds(), idem.EventExecuted))
 }
