@@ -2011,7 +2011,7 @@ func (e *Engine) warnUnanswered(ctx context.Context, p *Policy) {
 	if _, warned := e.warnedErr.LoadOrStore(p.spec.Operation, true); warned {
 		return
 	}
-	e.log.LogAttrs(ctx, slog.LevelWarn, "idem: under failures: replay, a handler that returns an error instead of a response (a strict-server handler's error) is not recorded: its key is freed and a retry runs the operation again; wrap the strict server's error handler in the generated one (ResponseErrorHandler, HandlerErrorFunc for gin; StrictHandler and RegisterStrictHandlers install it) with CaptureBody around the router to have its answer stored and replayed, or return a typed 5xx response (said once per operation)",
+	e.log.LogAttrs(ctx, slog.LevelWarn, "idem: under failures: replay, a handler that returns an error instead of a response (a strict-server handler's error) is not recorded: its key is freed and a retry runs the operation again; wrap the strict server's error handler in the generated one (ResponseErrorHandler; HandlerErrorFunc for gin; ErrorHandler, with the generated CaptureBody, for echo; StrictHandler and RegisterStrictHandlers install it) with CaptureBody around the router to have its answer stored and replayed, or return a typed 5xx response (said once per operation)",
 		slog.String("operation", p.spec.Operation))
 }
 

@@ -24,6 +24,13 @@ func (e *HandlerError) Error() string { return e.err.Error() }
 // Unwrap returns the operation's error.
 func (e *HandlerError) Unwrap() error { return e.err }
 
+// Pending reports whether the Call waits for the answer to the error still:
+// no AnswerHandlerError took it and its request's CaptureBody has not
+// ended it. A framework whose error handler runs after every middleware
+// returned (echo's HTTPErrorHandler) has its CaptureBody answer a pending
+// error itself, while the request is still bounded.
+func (e *HandlerError) Pending() bool { return e.c != nil && e.c.pending }
+
 // HandlerFailed is what a strict-server wrapper calls when the operation of
 // an Execute decision returned err instead of a response, before it returns
 // err to the strict server (which answers it with its error handler after

@@ -377,3 +377,148 @@ func TestRetryHandlerErrorFreesKey(t *testing.T) {
 	}
 }
 `
+
+// TestStrictHandlerErrorEcho is TestStrictHandlerError for echo's strict
+// server, whose returned error echo answers with its HTTPErrorHandler: the
+// generated CaptureBody has echo answer it while the request is bounded,
+// and ErrorHandler around e.HTTPErrorHandler records it
+// (RegisterStrictHandlers installs both).
+func TestStrictHandlerErrorEcho(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a module")
+	}
+	files, err := gentest.Generate(gentest.Case{Spec: compileCase(t, "handler-error"), Package: "api", Server: gentest.StrictEcho, Emit: []string{server.Name}, Params: map[string]string{"server.router": "echo", "server.strict": "true"}})
+	require.NoError(t, err)
+	m := gentest.NewModule(t, "example.com/handlererrorecho")
+	for n, d := range files {
+		m.Write(t, "api/"+n, d)
+	}
+	m.Write(t, "api/handlererror_test.go", []byte(handlerErrorEchoTest))
+	out := m.Go(t, "test", "-race", "-count=1", "./...")
+	require.Contains(t, out, "ok  \texample.com/handlererrorecho/api", out)
+}
+
+const handlerErrorEchoTest = `package api
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+type service struct{ pays, charges, voids int }
+
+var errAnswer = errors.New("payment sent, writing the answer failed")
+
+func (s *service) Pay(context.Context, PayRequestObject) (PayResponseObject, error) {
+	s.pays++
+	return nil, errAnswer
+}
+
+func (s *service) Charge(context.Context, ChargeRequestObject) (ChargeResponseObject, error) {
+	s.charges++
+	return nil, errAnswer
+}
+
+func (s *service) Void(context.Context, VoidRequestObject) (VoidResponseObject, error) {
+	s.voids++
+	return nil, errAnswer
+}
+
+const warning = "under failures: replay, a handler that returns an error"
+
+// setup serves s; mapped: the user's HTTPErrorHandler (nil: echo's
+// default); byHand: CaptureBody and StrictMiddleware without ErrorHandler.
+func setup(t *testing.T, s *service, mapped echo.HTTPErrorHandler, byHand bool) (func(path, key string) *httptest.ResponseRecorder, *bytes.Buffer) {
+	logs := &bytes.Buffer{}
+	x := NewIdempotency(nil, idem.Options{Principal: idem.Anonymous, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	t.Cleanup(func() { _ = x.Close() })
+	e := echo.New()
+	if mapped != nil {
+		e.HTTPErrorHandler = mapped
+	}
+	if byHand {
+		e.Use(x.CaptureBody)
+		RegisterHandlers(e, NewStrictHandler(s, []StrictMiddlewareFunc{x.StrictMiddleware}))
+	} else {
+		x.RegisterStrictHandlers(e, s, nil)
+	}
+	return func(path, key string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("POST", path, nil)
+		if path != "/void" {
+			req = httptest.NewRequest("POST", path, strings.NewReader("{\"amount\":1}"))
+			req.Header.Set("Content-Type", "application/json")
+		}
+		req.Header.Set("Idempotency-Key", key)
+		w := httptest.NewRecorder()
+		e.ServeHTTP(w, req)
+		return w
+	}, logs
+}
+
+func TestReplayHandlerErrorIsReplayed(t *testing.T) {
+	for _, path := range []string{"/pay", "/void"} {
+		s := &service{}
+		do, logs := setup(t, s, nil, false)
+		first := do(path, "k1")
+		if first.Code != 500 || first.Header().Get("Idempotent-Replayed") != "" {
+			t.Fatalf("%s first: %d %q %s: want echo's 500", path, first.Code, first.Header(), first.Body)
+		}
+		again := do(path, "k1")
+		if again.Code != 500 || again.Body.String() != first.Body.String() || again.Header().Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("%s retry: %d %q %s: want the first answer replayed", path, again.Code, again.Header(), again.Body)
+		}
+		if s.pays+s.voids != 1 || strings.Contains(logs.String(), warning) {
+			t.Fatalf("%s ran %d times, want 1; logs:\n%s", path, s.pays+s.voids, logs)
+		}
+	}
+}
+
+func TestReplayHandlerErrorMappedIsReplayed(t *testing.T) {
+	s := &service{}
+	var got error
+	do, _ := setup(t, s, func(err error, ctx echo.Context) {
+		got = err
+		_ = ctx.String(http.StatusConflict, "conflict")
+	}, false)
+	first, again := do("/pay", "k1"), do("/pay", "k1")
+	if first.Code != 409 || again.Code != 409 || again.Header().Get("Idempotent-Replayed") != "true" || again.Body.String() != "conflict" || s.pays != 1 || got != errAnswer {
+		t.Fatalf("%d / %d %q %s, ran %d, error handler got %v", first.Code, again.Code, again.Header(), again.Body, s.pays, got)
+	}
+}
+
+func TestReplayHandlerErrorWithoutAdapterFreesKey(t *testing.T) {
+	s := &service{}
+	do, logs := setup(t, s, nil, true)
+	for i := range 3 {
+		if w := do("/pay", "k1"); w.Code != 500 || w.Header().Get("Idempotent-Replayed") != "" {
+			t.Fatalf("attempt %d: %d %q %s", i, w.Code, w.Header(), w.Body)
+		}
+	}
+	if s.pays != 3 || strings.Count(logs.String(), warning) != 1 || !strings.Contains(logs.String(), "ErrorHandler") {
+		t.Fatalf("pay ran %d times (want 3); logs:\n%s", s.pays, logs)
+	}
+}
+
+func TestRetryHandlerErrorFreesKey(t *testing.T) {
+	s := &service{}
+	do, logs := setup(t, s, nil, false)
+	for range 2 {
+		if w := do("/charge", "k1"); w.Code != 500 || w.Header().Get("Idempotent-Replayed") != "" {
+			t.Fatalf("%d %q %s", w.Code, w.Header(), w.Body)
+		}
+	}
+	if s.charges != 2 || strings.Contains(logs.String(), warning) {
+		t.Fatalf("charge ran %d times (want 2); logs:\n%s", s.charges, logs)
+	}
+}
+`

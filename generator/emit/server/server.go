@@ -587,12 +587,12 @@ func (g *gen) strict() {
 
 // strictErrorDoc says what becomes of an operation's error.
 func (g *gen) strictErrorDoc() string {
-	if g.cfg.Router == "echo" {
-		return "echo's HTTPErrorHandler answers it after every middleware returned, so that answer is not recorded and the key is freed for a retry, under failures: replay too (the engine warns once per operation); an operation under failures: replay returns its typed 5xx response to have a failure stored and replayed."
-	}
 	adapter := "ResponseErrorHandler (StrictHTTPServerOptions.ResponseErrorHandlerFunc)"
-	if g.cfg.Router == "gin" {
+	switch g.cfg.Router {
+	case "gin":
 		adapter = "HandlerErrorFunc (StrictGinServerOptions.HandlerErrorFunc)"
+	case "echo":
+		adapter = "ErrorHandler (e.HTTPErrorHandler; CaptureBody has echo answer it while the request is bounded)"
 	}
 	return "Under failures: replay, that answer is recorded and replayed when the error handler is wrapped in " + adapter + " and CaptureBody bounds the request; otherwise, and under the other failures policies (or in transactional mode, where the error rolls back), the key is freed for a retry (under failures: replay the engine warns once per operation)."
 }
