@@ -27,8 +27,9 @@ func (g *gen) echoCaptureBody() {
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("CaptureBody").Params(jen.Id("next").Add(echoQ("HandlerFunc"))).Add(echoQ("HandlerFunc")).Block(
 		jen.Return(jen.Id(px + "CaptureBody").Call(jen.Func().Params(jen.Id("ctx").Add(echoQ("Context"))).Error().Block(
 			jen.Err().Op(":=").Id("next").Call(jen.Id("ctx")),
+			jen.If(jen.Err().Op("==").Nil()).Block(jen.Return(jen.Nil())),
 			jen.Var().Id("he").Op("*").Qual(idemPkg, "HandlerError"),
-			jen.If(jen.Err().Op("!=").Nil().Op("&&").Qual("errors", "As").Call(jen.Err(), jen.Op("&").Id("he")).Op("&&").Id("he").Dot("Pending").Call()).Block(
+			jen.If(jen.Qual("errors", "As").Call(jen.Err(), jen.Op("&").Id("he")).Op("&&").Id("he").Dot("Pending").Call()).Block(
 				jen.Id("ctx").Dot("Error").Call(jen.Err()).Comment("answered while CaptureBody still bounds the request: ErrorHandler records it"),
 				jen.Return(jen.Nil()),
 			),
