@@ -38,7 +38,8 @@ func (e *HandlerError) Pending() bool { return e.c != nil && e.c.pending }
 //
 // Under failures: replay, outside transactional mode (where the error rolls
 // back and frees the key), for a protected run of a request that CaptureBody
-// bounds (its body is the capture, or its context leads to it), it returns
+// bounds (its body is the capture, or its context leads to it; a request
+// without a body has CaptureBody's empty body while it runs), it returns
 // a *HandlerError and leaves the Call open: End does nothing, and the
 // answer the strict server's error handler writes through
 // AnswerHandlerError is recorded (a 5xx is stored as failed and replayed,
