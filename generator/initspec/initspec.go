@@ -427,7 +427,7 @@ func (p *Proposal) document(title, specName, ovName string, withRoot, rootKey bo
 		block := node(
 			"semantics", comment(string(ProposedSemantics), todo+"confirm. strict: a repeated key with a different request is refused (422); loose: a repeated key gets the first response whatever the request; window: repeats inside the window get the first response, the key is optional"),
 			"window", comment(ProposedWindow, todo+"confirm how long a key is remembered (at least 1.5 x the client's longest retry span: 5.25s with the default retry policy)"),
-			"failures", comment(ProposedFailures, todo+"confirm what a 5xx or a handler error does to the key. retry: it frees the key, so a retry runs the operation again (a handler that always fails runs up to 4 times per call with the default retry policy); replay: a 5xx response is stored and replayed like a success (a panic, or a strict handler's returned error, still frees the key: answer with a typed 5xx response). Choose replay when a 5xx may follow a side effect (money moved, then writing the answer failed)"),
+			"failures", comment(ProposedFailures, todo+"confirm what a 5xx or a handler error does to the key. retry: it frees the key, so a retry runs the operation again (a handler that always fails runs up to 4 times per call with the default retry policy); replay: a 5xx response (a strict handler's returned error answered by the generated error handler included) is stored and replayed like a success (a panic still frees the key). Choose replay when a 5xx may follow a side effect (money moved, then writing the answer failed)"),
 		)
 		if rootKey {
 			root = p.commonKey()

@@ -130,6 +130,10 @@ type Call struct {
 	txCancel context.CancelCauseFunc // ends the transaction's context (End)
 	finished bool
 	ended    bool
+	// pending: HandlerFailed left the Call open for the strict server's
+	// error handler (AnswerHandlerError) or its request's bound (End does
+	// nothing meanwhile).
+	pending bool
 	// finishRetrying: a Finish of this Call that failed on the store is
 	// being retried in the background (finishLater); finishAbandoned: it
 	// failed, not fenced, and is not (EventFinishAbandoned).
@@ -669,7 +673,7 @@ func (c *Call) readBody() bool {
 	if cp != nil && !c.viaHandler {
 		return c.readCapture(cp, false)
 	}
-	if r.Body == nil || r.Body == http.NoBody {
+	if isNoBody(r.Body) {
 		if cp != nil && cp.wasRead() {
 			return c.readCapture(cp, false)
 		}
@@ -1987,6 +1991,10 @@ func (c *Call) release() {
 // a return without Finish (see docs/server.md).
 func (c *Call) End() {
 	v := recover()
+	if c.pending && v == nil {
+		return // HandlerFailed handed it on: AnswerHandlerError or the request's bound ends it
+	}
+	c.pending = false
 	if c.end(v) {
 		panic(v)
 	}
@@ -1995,14 +2003,15 @@ func (c *Call) End() {
 // warnUnanswered warns, once per operation, that a FailuresReplay
 // operation's handler ended without an answer the engine could record: a
 // strict-server handler that returned an error (which the strict server
-// answers after the engine's wrapper returned), or one that returned a
-// response of another type. Its key was freed, so a retry runs the
+// answers after the engine's wrapper returned) whose answer no generated
+// error handler recorded (AnswerHandlerError: not installed, or it wrote
+// nothing), or one that returned a response of another type. Its key was freed, so a retry runs the
 // operation again, which failures: replay is chosen to prevent.
 func (e *Engine) warnUnanswered(ctx context.Context, p *Policy) {
 	if _, warned := e.warnedErr.LoadOrStore(p.spec.Operation, true); warned {
 		return
 	}
-	e.log.LogAttrs(ctx, slog.LevelWarn, "idem: under failures: replay, a handler that returns an error instead of a response (a strict-server handler's error) is not recorded: its key is freed and a retry runs the operation again; return a typed 5xx response to have the failure stored and replayed (said once per operation)",
+	e.log.LogAttrs(ctx, slog.LevelWarn, "idem: under failures: replay, a handler that returns an error instead of a response (a strict-server handler's error) is not recorded: its key is freed and a retry runs the operation again; wrap the strict server's error handler in the generated one (ResponseErrorHandler; HandlerErrorFunc for gin; ErrorHandler, with the generated CaptureBody, for echo; StrictHandler and RegisterStrictHandlers install it) with CaptureBody around the router to have its answer stored and replayed, or return a typed 5xx response (said once per operation)",
 		slog.String("operation", p.spec.Operation))
 }
 

@@ -87,6 +87,17 @@ func CaptureBody(maxBytes int64) func(http.Handler) http.Handler {
 				return
 			}
 			if r.Body == nil || r.Body == http.NoBody {
+				// A request without a body is bounded all the same (see
+				// Call.HandlerFailed), by a pooled empty body swapped in
+				// place and put back once next returned.
+				nb := noBodyPool.Get().(*noBody)
+				orig := r.Body
+				r.Body = nb
+				defer func() {
+					r.Body = orig
+					nb.endPending()
+					noBodyPool.Put(nb)
+				}()
 				next.ServeHTTP(w, r)
 				return
 			}
@@ -100,6 +111,25 @@ func CaptureBody(maxBytes int64) func(http.Handler) http.Handler {
 }
 
 type captureKey struct{}
+
+// noBody is the body of a request without one while CaptureBody serves
+// it: empty, as http.NoBody, and the request's bound.
+type noBody struct{ bound }
+
+func (*noBody) Read([]byte) (int, error) { return 0, io.EOF }
+func (*noBody) Close() error             { return nil }
+
+var noBodyPool = sync.Pool{New: func() any { return new(noBody) }}
+
+// isNoBody reports whether b is a request's empty body: nil, http.NoBody or
+// CaptureBody's noBody.
+func isNoBody(b io.ReadCloser) bool {
+	if b == nil || b == http.NoBody {
+		return true
+	}
+	_, ok := b.(*noBody)
+	return ok
+}
 
 // capture is both the request body (a tee of the original) and the request
 // context that leads Begin to it, in one allocation.
@@ -125,6 +155,7 @@ type capture struct {
 	drained  bool
 	err      error
 	read     bool // something read from it
+	bound         // the Call a strict wrapper left open (HandlerFailed)
 }
 
 func (c *capture) Value(key any) any {
@@ -228,6 +259,7 @@ func (c *capture) wasRead() bool {
 }
 
 func (c *capture) release() {
+	c.endPending()
 	c.released.Store(true)
 	if c.mu.TryLock() {
 		putBuf(c.buf)

@@ -119,12 +119,14 @@ const (
 	// (under Strict only with the same fingerprint).
 	FailuresRetry FailurePolicy = iota
 	// FailuresReplay: a 5xx response is stored and replayed like a success, as
-	// Stripe does. A panic, or a handler that ends without a response the
-	// engine records (a strict-server handler that returns an error: the
-	// strict server writes its answer after the engine's wrapper returned),
-	// still frees the key, so a retry runs the operation again; the engine
-	// warns about the latter once per operation. Return a typed 5xx
-	// response to have a failure replayed.
+	// Stripe does, and so is the strict server's answer to a strict-server
+	// handler's returned error when the generated error handler records it
+	// (Call.HandlerFailed, AnswerHandlerError). A panic, or a handler that
+	// ends without a response the engine records (a returned error whose
+	// answer is not recorded: the strict server writes it after the
+	// engine's wrapper returned), still frees the key, so a retry runs the
+	// operation again; the engine warns about the latter once per
+	// operation.
 	FailuresReplay
 )
 

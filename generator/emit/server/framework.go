@@ -12,7 +12,16 @@ import (
 // framework whose StrictHandlerFunc is func(ctx ctxType, request any) (any,
 // error): req and w read the request and the writer from ctx, setRequest(r)
 // puts r back into ctx, errWho names who reports an operation's error.
-func (g *gen) frameworkStrict(ctxType, req, w jen.Code, setRequest func(r jen.Code) jen.Code, errWho string) {
+//
+// handOn: the operation's error goes through Call.HandlerFailed, for a
+// framework whose strict server answers it inside CaptureBody (gin's
+// HandlerErrorFunc, which the generated HandlerErrorFunc records); echo
+// answers it with its HTTPErrorHandler after every middleware returned.
+func (g *gen) frameworkStrict(ctxType, req, w jen.Code, setRequest func(r jen.Code) jen.Code, errWho string, handOn bool) {
+	failed := jen.Return(jen.Id("resp"), jen.Err()).Comment("End frees the key; " + errWho)
+	if handOn {
+		failed = jen.Return(jen.Id("resp"), jen.Id("c").Dot("HandlerFailed").Call(jen.Err())).Comment(errWho + ": HandlerErrorFunc records its answer under failures: replay; else End frees the key")
+	}
 	handlerParams := []jen.Code{jen.Id("ctx").Add(ctxType), jen.Id("request").Any()}
 	g.strictMiddleware(handlerParams, []jen.Code{jen.Id("ctx"), jen.Id("request")})
 
@@ -29,9 +38,7 @@ func (g *gen) frameworkStrict(ctxType, req, w jen.Code, setRequest func(r jen.Co
 			jen.Add(setRequest(jen.Id("r").Dot("WithContext").Call(jen.Id("cc")))).Comment("transactional mode: the store's transaction"),
 		),
 		jen.List(jen.Id("resp"), jen.Err()).Op(":=").Id("f").Call(jen.Id("ctx"), jen.Id("request")),
-		jen.If(jen.Err().Op("!=").Nil()).Block(
-			jen.Return(jen.Id("resp"), jen.Err()).Comment("End frees the key; "+errWho),
-		),
+		jen.If(jen.Err().Op("!=").Nil()).Block(failed),
 		noResponse(),
 		jen.Id("visit").Op(":=").Id("visitor").Call(jen.Id("resp")),
 		jen.If(jen.Id("visit").Op("==").Nil()).Block(

@@ -31,7 +31,43 @@ func (g *gen) ginStrict() {
 	g.frameworkStrict(ginCtx(),
 		jen.Id("ctx").Dot("Request"), jen.Id("ctx").Dot("Writer"),
 		func(r jen.Code) jen.Code { return jen.Id("ctx").Dot("Request").Op("=").Add(r) },
-		"the strict handler reports err")
+		"the strict handler reports err", true)
+}
+
+// ginHandlerErrorFunc writes HandlerErrorFunc, the gin strict server's
+// error handler adapter (see idem.AnswerHandlerError).
+func (g *gen) ginHandlerErrorFunc() {
+	t := g.cfg.Type
+	sig := func() *jen.Statement { return jen.Func().Params(ginCtx(), jen.Error()) }
+	g.doc("HandlerErrorFunc returns the error handler for StrictGinServerOptions.HandlerErrorFunc: next (nil: oapi-codegen's default, 500 with {\"msg\": the error}) answers the error of an operation, and under failures: replay, what it writes for an idempotent operation's error is recorded and replayed to a retry with Idempotent-Replayed: true (a 5xx is stored as a failure, as a plain handler's), so the operation does not run again; next gets the operation's own error, and ctx.Writer records while it runs. It needs CaptureBody in router.Use (RegisterStrictHandlers adds both). Without it, or when next writes nothing (a status set without a body is written), the key is freed for a retry and the engine warns once per operation. Every other error goes to next as it is.")
+	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("HandlerErrorFunc").Params(jen.Id("next").Add(sig())).Add(sig()).Block(
+		jen.If(jen.Id("next").Op("==").Nil()).Block(
+			jen.Id("next").Op("=").Func().Params(jen.Id("ctx").Add(ginCtx()), jen.Err().Error()).Block(
+				jen.Id("ctx").Dot("JSON").Call(jen.Qual("net/http", "StatusInternalServerError"), ginQ("H").Values(jen.Dict{jen.Lit("msg"): jen.Err().Dot("Error").Call()})),
+			),
+		),
+		jen.Return(jen.Func().Params(jen.Id("ctx").Add(ginCtx()), jen.Err().Error()).Block(
+			jen.Id("orig").Op(":=").Id("ctx").Dot("Writer"),
+			jen.Qual(idemPkg, "AnswerHandlerError").Call(jen.Id("orig"), jen.Err(), jen.Func().Params(jen.Id("rec").Qual("net/http", "ResponseWriter"), jen.Err().Error()).Block(
+				jen.If(jen.Id("rec").Op("==").Qual("net/http", "ResponseWriter").Call(jen.Id("orig"))).Block(
+					jen.Id("next").Call(jen.Id("ctx"), jen.Err()),
+					jen.Return(),
+				),
+				jen.Id("w").Op(":=").Op("&").Id(px+"GinWriter").Values(jen.Dict{
+					jen.Id("ResponseWriter"): jen.Id("orig"),
+					jen.Id("rec"):            jen.Id("rec"),
+					jen.Id("status"):         jen.Qual("net/http", "StatusOK"),
+					jen.Id("size"):           jen.Lit(-1),
+				}),
+				jen.Id("ctx").Dot("Writer").Op("=").Id("w"),
+				jen.Id("next").Call(jen.Id("ctx"), jen.Err()),
+				jen.If(jen.Op("!").Id("w").Dot("Written").Call().Op("&&").Id("w").Dot("status").Op("!=").Qual("net/http", "StatusOK")).Block(
+					jen.Id("w").Dot("WriteHeaderNow").Call().Comment("a status set without a body (gin writes it after the handlers)"),
+				),
+				jen.Id("ctx").Dot("Writer").Op("=").Id("orig"),
+			)),
+		)),
+	)
 }
 
 func (g *gen) ginCaptureBody() {
@@ -240,7 +276,7 @@ func (g *gen) ginRegister() {
 	t := g.cfg.Type
 	router := jen.Id("router").Add(ginQ("IRouter"))
 	if g.cfg.Strict {
-		g.doc("RegisterStrictHandlers is the one line to change in an existing gin service: it does what RegisterHandlersWithOptions(router, NewStrictHandlerWithOptions(ssi, middlewares, strictOptions), options) does, with idempotency wired in: CaptureBody in router.Use (before the routes), StrictMiddleware first among the strict middlewares (so it runs after the given ones, right before the operation), and ErrorHandlerWithBaseURL (under the router group's path and options.BaseURL) around options.ErrorHandler.")
+		g.doc("RegisterStrictHandlers is the one line to change in an existing gin service: it does what RegisterHandlersWithOptions(router, NewStrictHandlerWithOptions(ssi, middlewares, strictOptions), options) does, with idempotency wired in: CaptureBody in router.Use (before the routes), StrictMiddleware first among the strict middlewares (so it runs after the given ones, right before the operation), ErrorHandlerWithBaseURL (under the router group's path and options.BaseURL) around options.ErrorHandler, and HandlerErrorFunc around strictOptions.HandlerErrorFunc.")
 		g.doc("")
 		g.doc("\tRegisterHandlersWithOptions(router, NewStrictHandlerWithOptions(service, middlewares, strictOptions), options)")
 		g.doc("")
@@ -254,6 +290,7 @@ func (g *gen) ginRegister() {
 			ginBase()[0], ginBase()[1],
 			jen.Id("router").Dot("Use").Call(jen.Id("x").Dot("CaptureBody")),
 			jen.Id("options").Dot("ErrorHandler").Op("=").Id("x").Dot("ErrorHandlerWithBaseURL").Call(jen.Id("base"), jen.Id("options").Dot("ErrorHandler")),
+			jen.Id("strictOptions").Dot("HandlerErrorFunc").Op("=").Id("x").Dot("HandlerErrorFunc").Call(jen.Id("strictOptions").Dot("HandlerErrorFunc")),
 			jen.Id("RegisterHandlersWithOptions").Call(jen.Id("router"), jen.Id("NewStrictHandlerWithOptions").Call(jen.Id("ssi"), strictFirst(), jen.Id("strictOptions")), jen.Id("options")),
 		)
 		return

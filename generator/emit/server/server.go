@@ -213,6 +213,7 @@ func (g *gen) file() {
 		if g.cfg.Strict {
 			g.ginStrict()
 			g.ginCaptureBody()
+			g.ginHandlerErrorFunc()
 		}
 		g.ginMiddleware()
 		g.ginErrorHandler()
@@ -221,6 +222,7 @@ func (g *gen) file() {
 		if g.cfg.Strict {
 			g.strict()
 			g.captureBody()
+			g.responseErrorHandler()
 		}
 		g.netHTTPMiddleware()
 		g.serve()
@@ -242,7 +244,7 @@ func (g *gen) handler() {
 	t := g.cfg.Type
 	hf := func(id string) *jen.Statement { return jen.Qual("net/http", id) }
 	if g.cfg.Strict {
-		g.docf("StrictHandler is the one line to change in an existing service: it returns what HandlerWithOptions(NewStrictHandlerWithOptions(ssi, middlewares, strictOptions), options) returns, with idempotency wired in. StrictMiddleware goes first in the strict middlewares, so it runs after the given ones (which may authenticate the request and put what Options.Principal reads into the context) and right before the operation; CaptureBody is added to options.Middlewares (outermost); ErrorHandlerWithBaseURL(options.BaseURL, ...) wraps both error handlers (nil ones mean oapi-codegen's defaults).")
+		g.docf("StrictHandler is the one line to change in an existing service: it returns what HandlerWithOptions(NewStrictHandlerWithOptions(ssi, middlewares, strictOptions), options) returns, with idempotency wired in. StrictMiddleware goes first in the strict middlewares, so it runs after the given ones (which may authenticate the request and put what Options.Principal reads into the context) and right before the operation; CaptureBody is added to options.Middlewares (outermost); ErrorHandlerWithBaseURL(options.BaseURL, ...) wraps both parameter error handlers and ResponseErrorHandler the strict response error handler (nil ones mean oapi-codegen's defaults).")
 		g.doc("")
 		g.doc("\th := HandlerWithOptions(NewStrictHandlerWithOptions(service, middlewares, strictOptions), options)")
 		g.doc("")
@@ -254,7 +256,7 @@ func (g *gen) handler() {
 		g.doc("")
 		g.doc("\th := HandlerWithOptions(")
 		g.doc("\t\tNewStrictHandlerWithOptions(service, append([]StrictMiddlewareFunc{x.StrictMiddleware}, middlewares...),")
-		g.doc("\t\t\tStrictHTTPServerOptions{RequestErrorHandlerFunc: x.ErrorHandler(nil)}),")
+		g.doc("\t\t\tStrictHTTPServerOptions{RequestErrorHandlerFunc: x.ErrorHandler(nil), ResponseErrorHandlerFunc: x.ResponseErrorHandler(nil)}),")
 		g.docf("\t\t%s{Middlewares: []MiddlewareFunc{x.CaptureBody}, ErrorHandlerFunc: x.ErrorHandler(nil)})", opts)
 		g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("StrictHandler").Params(
 			jen.Id("ssi").Id("StrictServerInterface"),
@@ -264,6 +266,7 @@ func (g *gen) handler() {
 		).Add(hf("Handler")).Block(
 			jen.Id("middlewares").Op("=").Add(strictFirst()),
 			jen.Id("strictOptions").Dot("RequestErrorHandlerFunc").Op("=").Id("x").Dot("ErrorHandlerWithBaseURL").Call(jen.Id("options").Dot("BaseURL"), jen.Id("strictOptions").Dot("RequestErrorHandlerFunc")),
+			jen.Id("strictOptions").Dot("ResponseErrorHandlerFunc").Op("=").Id("x").Dot("ResponseErrorHandler").Call(jen.Id("strictOptions").Dot("ResponseErrorHandlerFunc")),
 			jen.Id("options").Dot("ErrorHandlerFunc").Op("=").Id("x").Dot("ErrorHandlerWithBaseURL").Call(jen.Id("options").Dot("BaseURL"), jen.Id("options").Dot("ErrorHandlerFunc")),
 			jen.Id("options").Dot("Middlewares").Op("=").Append(jen.Id("options").Dot("Middlewares").Index(jen.Empty(), jen.Len(jen.Id("options").Dot("Middlewares")), jen.Len(jen.Id("options").Dot("Middlewares"))), jen.Id("x").Dot("CaptureBody")),
 			jen.Return(jen.Id("HandlerWithOptions").Call(jen.Id("NewStrictHandlerWithOptions").Call(jen.Id("ssi"), jen.Id("middlewares"), jen.Id("strictOptions")), jen.Id("options"))),
@@ -311,15 +314,15 @@ func (g *gen) typeDecl() {
 		doc.WriteString("\tx.RegisterHandlers(e, service) // e is the *echo.Echo\n\n")
 	case g.cfg.Router == "gin" && g.cfg.Strict:
 		doc.WriteString("\tx.RegisterStrictHandlers(router, service, nil, StrictGinServerOptions{}, GinServerOptions{}) // router is the *gin.Engine or a group\n\n")
-		doc.WriteString("RegisterStrictHandlers is RegisterHandlersWithOptions(router, NewStrictHandlerWithOptions(...), options) with StrictMiddleware, CaptureBody and ErrorHandler added.\n\n")
+		doc.WriteString("RegisterStrictHandlers is RegisterHandlersWithOptions(router, NewStrictHandlerWithOptions(...), options) with StrictMiddleware, CaptureBody, ErrorHandler and HandlerErrorFunc added.\n\n")
 	case g.cfg.Router == "gin":
 		doc.WriteString("\tx.RegisterHandlers(router, service, GinServerOptions{}) // router is the *gin.Engine or a group\n\n")
 	case g.cfg.Strict && router:
 		fmt.Fprintf(&doc, "\th := x.StrictHandler(service, nil, StrictHTTPServerOptions{}, %s{})\n\n", opts)
-		doc.WriteString("StrictHandler is HandlerWithOptions(NewStrictHandlerWithOptions(...)) with StrictMiddleware, CaptureBody and ErrorHandler added to the middlewares and options given; its documentation shows how to add them by hand.\n\n")
+		doc.WriteString("StrictHandler is HandlerWithOptions(NewStrictHandlerWithOptions(...)) with StrictMiddleware, CaptureBody, ErrorHandler and ResponseErrorHandler added to the middlewares and options given; its documentation shows how to add them by hand.\n\n")
 	case g.cfg.Strict:
 		doc.WriteString("\th := HandlerWithOptions(\n")
-		doc.WriteString("\t\tNewStrictHandlerWithOptions(service, []StrictMiddlewareFunc{x.StrictMiddleware}, StrictHTTPServerOptions{RequestErrorHandlerFunc: x.ErrorHandler(nil)}),\n")
+		doc.WriteString("\t\tNewStrictHandlerWithOptions(service, []StrictMiddlewareFunc{x.StrictMiddleware}, StrictHTTPServerOptions{RequestErrorHandlerFunc: x.ErrorHandler(nil), ResponseErrorHandlerFunc: x.ResponseErrorHandler(nil)}),\n")
 		doc.WriteString("\t\tStdHTTPServerOptions{Middlewares: []MiddlewareFunc{x.CaptureBody}, ErrorHandlerFunc: x.ErrorHandler(nil)}) // or ChiServerOptions, GorillaServerOptions\n\n")
 	case router:
 		fmt.Fprintf(&doc, "\th := x.Handler(service, %s{})\n\n", opts)
@@ -571,7 +574,7 @@ func (g *gen) strict() {
 		snapshotWriter(),
 		jen.List(jen.Id("resp"), jen.Err()).Op(":=").Id("f").Call(jen.Id("c").Dot("Context").Call(), jen.Id("w"), jen.Id("r"), jen.Id("request")),
 		jen.If(jen.Err().Op("!=").Nil()).Block(
-			jen.Return(jen.Id("resp"), jen.Err()).Comment("End frees the key; the strict handler reports err"),
+			jen.Return(jen.Id("resp"), jen.Id("c").Dot("HandlerFailed").Call(jen.Err())).Comment("ResponseErrorHandler records the strict server's answer under failures: replay; else End frees the key"),
 		),
 		noResponse(),
 		jen.Id("visit").Op(":=").Id("visitor").Call(jen.Id("resp")),
@@ -582,6 +585,18 @@ func (g *gen) strict() {
 	)
 }
 
+// strictErrorDoc says what becomes of an operation's error.
+func (g *gen) strictErrorDoc() string {
+	adapter := "ResponseErrorHandler (StrictHTTPServerOptions.ResponseErrorHandlerFunc)"
+	switch g.cfg.Router {
+	case "gin":
+		adapter = "HandlerErrorFunc (StrictGinServerOptions.HandlerErrorFunc)"
+	case "echo":
+		adapter = "ErrorHandler (e.HTTPErrorHandler; CaptureBody has echo answer it while the request is bounded)"
+	}
+	return "Under failures: replay, that answer is recorded and replayed when the error handler is wrapped in " + adapter + " and CaptureBody bounds the request; otherwise, and under the other failures policies (or in transactional mode, where the error rolls back), the key is freed for a retry (under failures: replay the engine warns once per operation)."
+}
+
 // strictMiddleware writes StrictMiddleware: a switch on the operation that
 // returns, for each idempotent one, a handler with handlerParams calling
 // x.strict(args..., f, policy, key, visitor).
@@ -589,7 +604,7 @@ func (g *gen) strictMiddleware(handlerParams, args []jen.Code) {
 	t := g.cfg.Type
 	g.doc("StrictMiddleware is a StrictMiddlewareFunc (pass x.StrictMiddleware to NewStrictHandler, first among the strict middlewares) that protects the idempotent operations and returns every other operation's handler untouched.")
 	g.doc("")
-	g.doc("For an idempotent operation it reads the key from the typed request object when the spec declares the key parameter or the key is a top-level string member of the JSON body (else from the request, a body member from the captured wire bytes), fingerprints the body CaptureBody kept, and either runs the operation, recording its typed response through its Visit method, or writes the stored response (a replay) or a problem and returns (nil, nil), so the strict handler has nothing left to write. An error the operation returns is no response: the strict server answers it (its error handler) after StrictMiddleware returned, so that answer is not recorded and the key is freed for a retry, under failures: replay too (the engine warns once per operation); an operation under failures: replay returns its typed 5xx response to have a failure stored and replayed. Without CaptureBody, requests with a body are refused with 400 IDEMPOTENCY_REQUEST_UNREADABLE.")
+	g.doc("For an idempotent operation it reads the key from the typed request object when the spec declares the key parameter or the key is a top-level string member of the JSON body (else from the request, a body member from the captured wire bytes), fingerprints the body CaptureBody kept, and either runs the operation, recording its typed response through its Visit method, or writes the stored response (a replay) or a problem and returns (nil, nil), so the strict handler has nothing left to write. An error the operation returns is no response: the strict server answers it (its error handler) after StrictMiddleware returned. " + g.strictErrorDoc() + " Without CaptureBody, requests with a body are refused with 400 IDEMPOTENCY_REQUEST_UNREADABLE.")
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("StrictMiddleware").Params(jen.Id("f").Id("StrictHandlerFunc"), jen.Id("operationID").String()).Id("StrictHandlerFunc").Block(
 		jen.Switch(jen.Id("operationID")).BlockFunc(func(sw *jen.Group) {
 			for _, op := range g.spec.Operations {
@@ -633,6 +648,30 @@ func (g *gen) maxRequestBytes() int64 {
 		m = max(m, op.Policy.Request.MaxBytes)
 	}
 	return m
+}
+
+// responseErrorHandler writes ResponseErrorHandler, the std-http, chi and
+// gorilla strict servers' error handler adapter (see
+// idem.AnswerHandlerError).
+func (g *gen) responseErrorHandler() {
+	t := g.cfg.Type
+	hf := func(id string) *jen.Statement { return jen.Qual("net/http", id) }
+	sig := func() *jen.Statement {
+		return jen.Func().Params(hf("ResponseWriter"), jen.Op("*").Add(hf("Request")), jen.Error())
+	}
+	g.doc("ResponseErrorHandler returns the error handler for StrictHTTPServerOptions.ResponseErrorHandlerFunc: next (nil: oapi-codegen's default, 500 with the error as text) answers the error of an operation, and under failures: replay, what it writes for an idempotent operation's error is recorded and replayed to a retry with Idempotent-Replayed: true (a 5xx is stored as a failure, as a plain handler's), so the operation does not run again; next gets the operation's own error. It needs CaptureBody around the router (StrictHandler adds both). Without it, or when next writes nothing, the key is freed for a retry and the engine warns once per operation. Every other error goes to next as it is.")
+	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("ResponseErrorHandler").Params(jen.Id("next").Add(sig())).Add(sig()).Block(
+		jen.If(jen.Id("next").Op("==").Nil()).Block(
+			jen.Id("next").Op("=").Func().Params(jen.Id("w").Add(hf("ResponseWriter")), jen.Id("_").Op("*").Add(hf("Request")), jen.Err().Error()).Block(
+				hf("Error").Call(jen.Id("w"), jen.Err().Dot("Error").Call(), hf("StatusInternalServerError")),
+			),
+		),
+		jen.Return(jen.Func().Params(jen.Id("w").Add(hf("ResponseWriter")), jen.Id("r").Op("*").Add(hf("Request")), jen.Err().Error()).Block(
+			jen.Qual(idemPkg, "AnswerHandlerError").Call(jen.Id("w"), jen.Err(), jen.Func().Params(jen.Id("w").Add(hf("ResponseWriter")), jen.Err().Error()).Block(
+				jen.Id("next").Call(jen.Id("w"), jen.Id("r"), jen.Err()),
+			)),
+		)),
+	)
 }
 
 func (g *gen) captureBody() {

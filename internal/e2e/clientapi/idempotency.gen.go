@@ -44,8 +44,8 @@ import (
 //	h := x.StrictHandler(service, nil, StrictHTTPServerOptions{}, StdHTTPServerOptions{})
 //
 // StrictHandler is HandlerWithOptions(NewStrictHandlerWithOptions(...)) with StrictMiddleware,
-// CaptureBody and ErrorHandler added to the middlewares and options given; its documentation shows how
-// to add them by hand.
+// CaptureBody, ErrorHandler and ResponseErrorHandler added to the middlewares and options given; its
+// documentation shows how to add them by hand.
 //
 // The fingerprint of a request is computed from the raw bytes the client sent (kept by CaptureBody
 // while the strict handler decodes them), not from the typed request body re-encoded: members the spec
@@ -444,10 +444,12 @@ func (x *Idempotency) Policy(operationID string) *idem.Policy {
 // the operation, recording its typed response through its Visit method, or writes the stored response
 // (a replay) or a problem and returns (nil, nil), so the strict handler has nothing left to write. An
 // error the operation returns is no response: the strict server answers it (its error handler) after
-// StrictMiddleware returned, so that answer is not recorded and the key is freed for a retry, under
-// failures: replay too (the engine warns once per operation); an operation under failures: replay
-// returns its typed 5xx response to have a failure stored and replayed. Without CaptureBody, requests
-// with a body are refused with 400 IDEMPOTENCY_REQUEST_UNREADABLE.
+// StrictMiddleware returned. Under failures: replay, that answer is recorded and replayed when the
+// error handler is wrapped in ResponseErrorHandler (StrictHTTPServerOptions.ResponseErrorHandlerFunc)
+// and CaptureBody bounds the request; otherwise, and under the other failures policies (or in
+// transactional mode, where the error rolls back), the key is freed for a retry (under failures:
+// replay the engine warns once per operation). Without CaptureBody, requests with a body are refused
+// with 400 IDEMPOTENCY_REQUEST_UNREADABLE.
 func (x *Idempotency) StrictMiddleware(f StrictHandlerFunc, operationID string) StrictHandlerFunc {
 	switch operationID {
 	case "UpdateAccount":
@@ -578,7 +580,7 @@ func (x *Idempotency) strict(ctx context.Context, w http.ResponseWriter, r *http
 	c.Writer(w) // notes the headers the middleware in front set: those set from here on are recorded
 	resp, err := f(c.Context(), w, r, request)
 	if err != nil {
-		return resp, err // End frees the key; the strict handler reports err
+		return resp, c.HandlerFailed(err) // ResponseErrorHandler records the strict server's answer under failures: replay; else End frees the key
 	}
 	if resp == nil {
 		return nil, c.Complete(w, idemgenWriteNothing) // the implicit empty 200: recorded and replayed, as a plain handler's
@@ -596,6 +598,27 @@ func (x *Idempotency) strict(ctx context.Context, w http.ResponseWriter, r *http
 // the whole router with it. Requests without a body, and safe methods, pass untouched.
 func (x *Idempotency) CaptureBody(next http.Handler) http.Handler {
 	return idem.CaptureBody(1048576)(next)
+}
+
+// ResponseErrorHandler returns the error handler for StrictHTTPServerOptions.ResponseErrorHandlerFunc:
+// next (nil: oapi-codegen's default, 500 with the error as text) answers the error of an operation,
+// and under failures: replay, what it writes for an idempotent operation's error is recorded and
+// replayed to a retry with Idempotent-Replayed: true (a 5xx is stored as a failure, as a plain
+// handler's), so the operation does not run again; next gets the operation's own error. It needs
+// CaptureBody around the router (StrictHandler adds both). Without it, or when next writes nothing,
+// the key is freed for a retry and the engine warns once per operation. Every other error goes to next
+// as it is.
+func (x *Idempotency) ResponseErrorHandler(next func(http.ResponseWriter, *http.Request, error)) func(http.ResponseWriter, *http.Request, error) {
+	if next == nil {
+		next = func(w http.ResponseWriter, _ *http.Request, err error) {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+		}
+	}
+	return func(w http.ResponseWriter, r *http.Request, err error) {
+		idem.AnswerHandlerError(w, err, func(w http.ResponseWriter, err error) {
+			next(w, r, err)
+		})
+	}
 }
 
 // HTTPMiddleware is net/http middleware for servers generated without strict mode (std-http, chi,
@@ -731,8 +754,8 @@ func idemgenRepeatedQuery(msg, name string) bool {
 // with idempotency wired in. StrictMiddleware goes first in the strict middlewares, so it runs after
 // the given ones (which may authenticate the request and put what Options.Principal reads into the
 // context) and right before the operation; CaptureBody is added to options.Middlewares (outermost);
-// ErrorHandlerWithBaseURL(options.BaseURL, ...) wraps both error handlers (nil ones mean
-// oapi-codegen's defaults).
+// ErrorHandlerWithBaseURL(options.BaseURL, ...) wraps both parameter error handlers and
+// ResponseErrorHandler the strict response error handler (nil ones mean oapi-codegen's defaults).
 //
 //	h := HandlerWithOptions(NewStrictHandlerWithOptions(service, middlewares, strictOptions), options)
 //
@@ -744,11 +767,12 @@ func idemgenRepeatedQuery(msg, name string) bool {
 //
 //	h := HandlerWithOptions(
 //		NewStrictHandlerWithOptions(service, append([]StrictMiddlewareFunc{x.StrictMiddleware}, middlewares...),
-//			StrictHTTPServerOptions{RequestErrorHandlerFunc: x.ErrorHandler(nil)}),
+//			StrictHTTPServerOptions{RequestErrorHandlerFunc: x.ErrorHandler(nil), ResponseErrorHandlerFunc: x.ResponseErrorHandler(nil)}),
 //		StdHTTPServerOptions{Middlewares: []MiddlewareFunc{x.CaptureBody}, ErrorHandlerFunc: x.ErrorHandler(nil)})
 func (x *Idempotency) StrictHandler(ssi StrictServerInterface, middlewares []StrictMiddlewareFunc, strictOptions StrictHTTPServerOptions, options StdHTTPServerOptions) http.Handler {
 	middlewares = append([]StrictMiddlewareFunc{x.StrictMiddleware}, middlewares...)
 	strictOptions.RequestErrorHandlerFunc = x.ErrorHandlerWithBaseURL(options.BaseURL, strictOptions.RequestErrorHandlerFunc)
+	strictOptions.ResponseErrorHandlerFunc = x.ResponseErrorHandler(strictOptions.ResponseErrorHandlerFunc)
 	options.ErrorHandlerFunc = x.ErrorHandlerWithBaseURL(options.BaseURL, options.ErrorHandlerFunc)
 	options.Middlewares = append(options.Middlewares[:len(options.Middlewares):len(options.Middlewares)], x.CaptureBody)
 	return HandlerWithOptions(NewStrictHandlerWithOptions(ssi, middlewares, strictOptions), options)
