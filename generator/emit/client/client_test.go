@@ -84,20 +84,21 @@ func TestPolicy(t *testing.T) {
 	defaults := idemclient.DefaultPolicy()
 	assert.Equal(t, idemclient.Policy{
 		MaxAttempts: 4, Backoff: defaults.Backoff, On: defaults.On, InUseWait: 38 * time.Second, // lease 30s + max(retry-after 1s, backoff max 8s)
-		KeyFormat: idemclient.FormatUUID, KeyCarrier: idemclient.CarrierHeader, KeyName: "Idempotency-Key", KeyMaxLength: 36,
+		KeyFormat: idemclient.FormatUUID, EnforceKeyFormat: true, KeyCarrier: idemclient.CarrierHeader, KeyName: "Idempotency-Key", KeyMaxLength: 36,
 	}, got["claimCoupon"])
 	assert.Equal(t, idemclient.Policy{
-		MaxAttempts: 6,
-		Backoff:     idemclient.Backoff{Initial: 100 * time.Millisecond, Max: 2 * time.Second, Multiplier: 1.5, Jitter: idemclient.JitterEqual},
-		On:          idemclient.RetryOn{Connection: true, Statuses: []int{503}},
-		InUseWait:   12 * time.Second, // the lease of 10s + max(retry-after 2s, backoff max 2s)
-		KeyFormat:   idemclient.FormatUUIDv7, KeyCarrier: idemclient.CarrierHeader, KeyName: "X-Request-Key", KeyMaxLength: 36,
+		MaxAttempts:  6,
+		Backoff:      idemclient.Backoff{Initial: 100 * time.Millisecond, Max: 2 * time.Second, Multiplier: 1.5, Jitter: idemclient.JitterEqual},
+		On:           idemclient.RetryOn{Connection: true, Statuses: []int{503}},
+		InUseWait:    12 * time.Second, // the lease of 10s + max(retry-after 2s, backoff max 2s)
+		InFlightWait: 2 * time.Second,
+		KeyFormat:    idemclient.FormatUUIDv7, EnforceKeyFormat: true, KeyCarrier: idemclient.CarrierHeader, KeyName: "X-Request-Key", KeyMaxLength: 36,
 	}, got["recordEvent"])
 	assert.Equal(t, idemclient.RetryOn{Statuses: []int{503}}, got["touchItem"].On)
 	assert.Equal(t, 3, got["touchItem"].MaxAttempts)
 	assert.Equal(t, idemclient.Policy{
 		MaxAttempts: 4, Backoff: defaults.Backoff, On: defaults.On, InUseWait: defaults.InUseWait, // the contract's defaults: the library's
-		KeyFormat: idemclient.FormatUUIDv4, KeyCarrier: idemclient.CarrierQuery, KeyName: "request_id", KeyMaxLength: 36,
+		KeyFormat: idemclient.FormatUUIDv4, EnforceKeyFormat: true, KeyCarrier: idemclient.CarrierQuery, KeyName: "request_id", KeyMaxLength: 36,
 	}, got["createPayment"])
 	assert.Equal(t, idemclient.CarrierBody, got["createTransfer"].KeyCarrier)
 	assert.Equal(t, 255, got["createTransfer"].KeyMaxLength, "the contract's default max-length")
