@@ -344,3 +344,23 @@ func TestCLI(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.True(t, strings.Contains(stderr.String(), "collision/openapi.yaml:12:7: error: the client helper's IdempotentClient collides"), stderr.String())
 }
+
+// The helpers' comments say what the Doer does: a *bytes.Reader (Buffer,
+// strings.Reader) body is re-read from its position when the call was made
+// (http.NewRequest's GetBody snapshot), not from the start; no jitter is
+// "no jitter".
+func TestHelperWording(t *testing.T) {
+	c := gentest.Case{Spec: clientCase(t, "shop"), Emit: []string{client.Name}, Output: filepath.Join(gentest.RepoRoot(t), "internal", "e2e", "x")}
+	files, err := gentest.Idemgen(c)
+	require.NoError(t, err)
+	src := strings.Join(strings.Fields(string(files[0].Data)), " ")
+	src = strings.ReplaceAll(src, " // ", " ")
+	assert.NotContains(t, src, "re-read from the start")
+	assert.Contains(t, src, "is not copied: every attempt re-reads it from the position it had when the call was made")
+	r := ir.Retry{MaxAttempts: 3, Connection: true, Backoff: ir.Backoff{Initial: time.Second, Max: 2 * time.Second, Multiplier: 2, Jitter: ir.JitterNone}}
+	doc := client.RetryDoc(r, time.Minute)
+	assert.Contains(t, doc, "×2, no jitter, or")
+	assert.NotContains(t, doc, "none jitter")
+	r.Backoff.Jitter = ir.JitterEqual
+	assert.Contains(t, client.RetryDoc(r, time.Minute), "×2, equal jitter, or")
+}
