@@ -558,7 +558,10 @@ func (d *Doer) prepare(ctx context.Context, req *http.Request, call *Call, p Pol
 			return nil, d.fail(req, call, ErrKeyConflict,
 				fmt.Errorf("request carries %q, call supplied %q", existing, call.supplied))
 		}
-		key, pr.fresh = existing, false
+		if existing != key || !call.made { // not the key FixKey just made (a typed parameter carries that)
+			pr.fresh = false
+		}
+		key = existing
 	}
 	if !p.Ambiguous { // an ambiguous request's key may be another operation's member: as is
 		if err := checkKey(key, p); err != nil {

@@ -51,9 +51,21 @@ func TestAttemptTimeoutCoversInFlightWait(t *testing.T) {
 		})
 	}
 
+	// A key FixKey just made (a generated helper's typed key parameter
+	// carries it) is no one else's: the first attempt keeps the bare
+	// timeout.
+	ctx, call := Start(context.Background(), WithPolicyOverride(func(p *Policy) { p.MaxAttempts = 1 }))
+	key, err := call.FixKey("")
+	require.NoError(t, err)
+	req := post(t, ctx, srv.URL, payload)
+	req.Header.Set(DefaultKeyName, key)
+	_, err = d.Do(req)
+	require.ErrorIs(t, err, ErrAttemptsExhausted)
+	assert.Contains(t, err.Error(), "attempt timed out after 100ms")
+
 	// Without an in-flight wait the timeout is the timeout.
-	ctx, _ := Start(context.Background(), WithPolicyOverride(func(p *Policy) { p.InFlightWait = 0 }))
-	_, err := d.Do(post(t, ctx, srv.URL, payload))
+	ctx, _ = Start(context.Background(), WithPolicyOverride(func(p *Policy) { p.InFlightWait = 0 }))
+	_, err = d.Do(post(t, ctx, srv.URL, payload))
 	require.ErrorIs(t, err, ErrAttemptsExhausted)
 	assert.Contains(t, err.Error(), "attempt timed out after 100ms")
 
