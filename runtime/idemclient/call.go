@@ -131,12 +131,13 @@ func CallFromContext(ctx context.Context) *Call {
 
 type callKey struct{}
 
-// Key returns the key of the call: "" until a Doer fixed it (before the first attempt).
-func (c *Call) Key() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.key
-}
+// Key returns the key of the call: the one a Doer fixed (before the first
+// attempt), else the one the call would use, supplied with [WithKey] or
+// fixed by [Call.FixKey], so that a call the Doer refused before fixing a
+// key (an invalid or conflicting key) still names the key to log or resume
+// with, as its [Error] does; "" when the call has none yet (the Doer
+// would have created one).
+func (c *Call) Key() string { return c.errKey() }
 
 // Attempts returns how many attempts were sent so far.
 func (c *Call) Attempts() int {

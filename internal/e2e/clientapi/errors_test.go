@@ -75,7 +75,8 @@ func TestBadRequestsNotRetried(t *testing.T) {
 	// supplied key of another format is refused before sending, as the
 	// server would refuse it (400 IDEMPOTENCY_KEY_INVALID).
 	v4 := uuid.NewString()
-	_, _, err := c.RecordEvent(ctx, api.Event{Name: "x"}, idemclient.WithKey(v4))
+	_, key, err := c.RecordEvent(ctx, api.Event{Name: "x"}, idemclient.WithKey(v4))
+	assert.Equal(t, v4, key, "the key the call would have used, as the error's")
 	require.ErrorIs(t, err, idemclient.ErrInvalidKey)
 	var ie *idemclient.Error
 	require.ErrorAs(t, err, &ie)
@@ -91,7 +92,7 @@ func TestBadRequestsNotRetried(t *testing.T) {
 	// The server's own check stays: a key it refuses that the request
 	// carries where no policy checks it.
 	var pe *idemclient.ProblemError
-	_, key, err := c.RecordEvent(ctx, api.Event{Name: "x"}, idemclient.WithPolicyOverride(func(p *idemclient.Policy) { p.EnforceKeyFormat = false }), idemclient.WithKey(v4))
+	_, key, err = c.RecordEvent(ctx, api.Event{Name: "x"}, idemclient.WithPolicyOverride(func(p *idemclient.Policy) { p.EnforceKeyFormat = false }), idemclient.WithKey(v4))
 	require.ErrorAs(t, err, &pe)
 	assert.Equal(t, idemclient.CodeKeyInvalid, pe.Code)
 	assert.Equal(t, http.StatusBadRequest, pe.Status)
