@@ -1,6 +1,7 @@
 package idemclient
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -15,9 +16,15 @@ import (
 //
 // Its methods are safe for concurrent use.
 type Call struct {
-	supplied string
-	policy   *Policy
-	observer func(key string)
+	supplied  string
+	policy    *Policy
+	overrides []func(*Policy)
+	observer  func(key string)
+	keyGen    KeyGenerator
+	editors   []func(context.Context, *http.Request) error
+	// made: the supplied key is one FixKey created (no concurrent call
+	// can hold it), not the caller's.
+	made bool
 
 	mu       sync.Mutex
 	used     bool
@@ -44,6 +51,53 @@ func WithKeyObserver(fn func(key string)) CallOption { return func(c *Call) { c.
 // WithPolicy sets the call's policy, overriding the Doer's and its matcher's.
 // Generated helpers pass their operation's policy this way.
 func WithPolicy(p Policy) CallOption { return func(c *Call) { c.policy = &p } }
+
+// WithPolicyOverride edits the call's policy, whichever it is (the one
+// given with [WithPolicy], as a generated helper passes its operation's,
+// else the Doer's matcher's or the Doer's), before its defaults are
+// filled in: for one knob across operations, such as
+//
+//	idemclient.WithPolicyOverride(func(p *idemclient.Policy) { p.MaxAttempts = 2 })
+//
+// Several overrides apply in order. fn must not keep p, and should not
+// share p.On.Statuses with another policy without cloning it.
+func WithPolicyOverride(fn func(p *Policy)) CallOption {
+	return func(c *Call) { c.overrides = append(c.overrides, fn) }
+}
+
+// KeyGenerator creates a new key in format f, in place of [NewKey]: for
+// deterministic keys in tests, or keys with a prefix of one's own (which
+// the server must accept: a uuid* format wants a UUID). It must be safe
+// for concurrent use when shared by calls.
+type KeyGenerator func(f KeyFormat) (string, error)
+
+// WithKeyGenerator makes the call create its key with gen instead of
+// [NewKey] (when no key is supplied or carried); it wins over the Doer's
+// ([WithDoerKeyGenerator]). A key it makes is checked as a supplied one
+// (the policy's KeyMaxLength and, when set, KeyFormat). Generated helpers
+// whose key travels in a typed parameter create the key before the Doer
+// sees the request: give them this option (for every call at once,
+// through the generated client's WithCallOptions), not the Doer's.
+func WithKeyGenerator(gen KeyGenerator) CallOption { return func(c *Call) { c.keyGen = gen } }
+
+// WithRequestEditors makes a generated helper pass fns to oapi-codegen's
+// <Op>WithResponse as its per-call request editors (RequestEditorFn has
+// this signature), after the client's own (WithRequestEditorFn): they
+// edit the request once, before the [Doer] sees it, so what they set (a
+// header on behalf of a user, a trace id) is carried by every attempt,
+// as the rest of the request is. An editor that sets the key's header
+// supplies the call's key as a request carrying one does. Several
+// WithRequestEditors add up. A request made by hand with [Start] is the
+// caller's to edit: the Doer does not run them.
+func WithRequestEditors(fns ...func(ctx context.Context, req *http.Request) error) CallOption {
+	return func(c *Call) { c.editors = append(c.editors, fns...) }
+}
+
+// RequestEditors returns the editors given with [WithRequestEditors], for
+// a generated helper to pass on.
+func (c *Call) RequestEditors() []func(ctx context.Context, req *http.Request) error {
+	return c.editors
+}
 
 // Start returns a context carrying a new [Call] configured by opts, and the
 // Call, whose [Call.Key] and [Call.Attempts] tell, after the request, what
@@ -77,12 +131,13 @@ func CallFromContext(ctx context.Context) *Call {
 
 type callKey struct{}
 
-// Key returns the key of the call: "" until a Doer fixed it (before the first attempt).
-func (c *Call) Key() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.key
-}
+// Key returns the key of the call: the one a Doer fixed (before the first
+// attempt), else the one the call would use, supplied with [WithKey] or
+// fixed by [Call.FixKey], so that a call the Doer refused before fixing a
+// key (an invalid or conflicting key) still names the key to log or resume
+// with, as its [Error] does; "" when the call has none yet (the Doer
+// would have created one).
+func (c *Call) Key() string { return c.errKey() }
 
 // Attempts returns how many attempts were sent so far.
 func (c *Call) Attempts() int {
@@ -113,14 +168,35 @@ func (c *Call) FixKey(carried string) (string, error) {
 		return carried, nil
 	}
 	format := FormatUUID
-	if c.policy != nil && c.policy.KeyFormat != "" {
-		format = c.policy.KeyFormat
+	if c.policy != nil {
+		p := *c.policy
+		for _, o := range c.overrides {
+			o(&p)
+		}
+		format = cmp.Or(p.KeyFormat, format)
 	}
-	k, err := NewKey(format)
+	k, err := c.newKey(nil, format)
 	if err != nil {
 		return "", err
 	}
-	c.supplied = k
+	c.supplied, c.made = k, c.keyGen == nil
+	return k, nil
+}
+
+// newKey creates a key in format f with the call's generator, else the
+// Doer's (doerGen, nil for none), else [NewKey].
+func (c *Call) newKey(doerGen KeyGenerator, f KeyFormat) (string, error) {
+	gen := c.keyGen
+	if gen == nil {
+		gen = doerGen
+	}
+	if gen == nil {
+		return NewKey(f)
+	}
+	k, err := gen(f)
+	if err != nil {
+		return "", fmt.Errorf("idemclient: creating a key: %w", err)
+	}
 	return k, nil
 }
 

@@ -7,7 +7,8 @@
 // # Pieces
 //
 //   - [Policy]: the operation's `retry` and `key` blocks (attempts, backoff,
-//     which failures to retry, key format and carrier). Zero fields take the
+//     which failures to retry, key format and carrier) and its in-flight
+//     block's lease and wait ([Policy].InUseWait, InFlightWait). Zero fields take the
 //     contract defaults; [Policy.LongestSpan] is the bound the generator
 //     checks against the server's window.
 //   - [Doer]: wraps any HTTP client with oapi-codegen's HttpRequestDoer
@@ -15,8 +16,10 @@
 //     retries by `WithHTTPClient(idemclient.NewDoer(httpClient, policy))`.
 //   - [Start] and [Call]: mark one logical call in a context, carry the
 //     caller's options (its own key with [WithKey], a [WithKeyObserver] to
-//     persist the key, a per-operation [WithPolicy]) and report the key and
-//     the number of attempts afterwards.
+//     persist the key, a per-operation [WithPolicy] or [WithPolicyOverride],
+//     a [WithKeyGenerator], per-call [WithRequestEditors] for a generated
+//     helper to pass on) and report the key and the number of attempts
+//     afterwards.
 //   - [RouteTable]: the API's routes by method and path, each with its
 //     policy or none; its [RouteTable.Match] and [RouteTable.Matcher] are
 //     [Matcher]s that manage requests without a Call, the generated
@@ -35,7 +38,7 @@
 //	func (c *IdempotentClient) CreateOrder(ctx context.Context, body CreateOrderJSONRequestBody,
 //		opts ...idemclient.CallOption) (*CreateOrderResponse, string, error) {
 //		ctx, call := createOrderPolicy.Start(ctx, opts...) // an idemclient.Policy literal
-//		resp, err := c.CreateOrderWithResponse(ctx, body)
+//		resp, err := c.CreateOrderWithResponse(ctx, body, editors(call)...) // call.RequestEditors()
 //		if err != nil {
 //			return nil, call.Key(), err
 //		}

@@ -72,6 +72,10 @@ const (
 //
 // # Which requests
 //
+// A managed request whose context is already done is not sent: the call
+// ends with the context's error, no key fixed or observed, no attempt
+// counted or reported.
+//
 // A request is managed when its context carries a [Call] (set by [Start];
 // generated typed helpers do this), or when the [Matcher] given with
 // [WithMatcher] matches it. Other requests go to the inner Doer untouched,
@@ -85,7 +89,8 @@ const (
 // value and the nil UUID, which oapi-codegen's client sends for an unset
 // UUID-typed key parameter, carry none, nor does a query pair the server
 // does not read: one holding a semicolon, or a badly escaped value), or a new
-// one in the policy's format ([NewKey]). It is fixed, reported to
+// one in the policy's format ([NewKey], or the call's [WithKeyGenerator], or
+// the Doer's [WithDoerKeyGenerator]). It is fixed, reported to
 // [WithKeyObserver] and stored in the Call before the first attempt. For a
 // body carrier the key is spliced into the JSON body once (other bytes keep
 // their spelling) and those bytes are sent on every attempt; a body that
@@ -95,8 +100,9 @@ const (
 // the request is sent with that pair alone (others of the name, which carry
 // none or the same key, are dropped: the server refuses a key given twice);
 // two different keys fail with [ErrKeyConflict]. A key longer than the
-// policy's KeyMaxLength (which the server would refuse with a 400) fails
-// with [ErrInvalidKey] before anything is sent.
+// policy's KeyMaxLength, or under its EnforceKeyFormat not in its
+// KeyFormat (which the server would refuse with a 400), fails with
+// [ErrInvalidKey] before anything is sent.
 //
 // # The body
 //
@@ -104,7 +110,11 @@ const (
 // http.NewRequest for bytes, strings and buffers, as oapi-codegen does).
 // A body without GetBody (or any body for the body carrier) is read into
 // memory once, up to [WithRequestBodyLimit] (default 8 MiB); a larger one
-// fails with [ErrBodyNotReplayable] before anything is sent. Nothing else
+// fails with [ErrBodyNotReplayable] before anything is sent. That read
+// respects the context: when it ends first, the body is closed (which
+// stops a read blocked on a pipe or a connection) and the call ends at
+// once with the context's error (a read that closing does not stop is left
+// to a goroutine, which ends when the read returns). Nothing else
 // changes between attempts: no header is added besides the key (and the
 // attempt header, only if [WithAttemptHeader] asks for it).
 //
@@ -112,7 +122,8 @@ const (
 //
 // A transport error is retried when the policy's On.Connection is set and
 // [Classify] says ClassConnection, or when the per-attempt timeout
-// ([WithAttemptTimeout]) fired. A response is retried when its status is in
+// ([WithAttemptTimeout], extended by the policy's InFlightWait for an
+// attempt the server may hold) fired. A response is retried when its status is in
 // On.Statuses; 400 and 422, and a problem+json code IDEMPOTENCY_KEY_REUSED
 // or IDEMPOTENCY_RESPONSE_UNAVAILABLE, never are (the server answers them
 // again to every retry), nor is a replay (Idempotent-Replayed: true, such as
@@ -142,8 +153,9 @@ const (
 // where it was. It never sleeps past the context
 // deadline: if the server asks for longer than remains (or than
 // [WithRetryAfterLimit], default 1 minute) it stops with
-// [ErrRetryAfterTooLong]; if only the backoff is too long it stops with
-// [ErrNoTimeLeft]. When the wait after an in-use answer would end more
+// [ErrRetryAfterTooLong] (which matches context.DeadlineExceeded too when
+// the deadline was the bound, not the limit); if only the backoff is too
+// long it stops with [ErrNoTimeLeft] (which matches it too). When the wait after an in-use answer would end more
 // than the policy's InUseWait after the call's first in-use answer (by the
 // Doer's clock: the attempts' own durations count, such as a server's
 // in-flight wait), it stops with [ErrInUseWaitExhausted] (a server that
@@ -188,6 +200,7 @@ type config struct {
 	bodyLimit      int64
 	retryAfterMax  time.Duration
 	attemptHeader  string
+	keyGen         KeyGenerator
 }
 
 // Option configures a [Doer].
@@ -215,11 +228,29 @@ func WithLogger(l *slog.Logger) Option { return func(o *config) { o.logger = l }
 
 // WithAttemptTimeout bounds each attempt (sending, waiting for the response
 // and reading the buffered part of its body, or the head of a JSON error
-// body) to d; an attempt that times out is a connection error (retried when
-// On.Connection is set). The Doer's drain of a streamed response it
+// body) to d, the time the server takes to answer a request it runs at
+// once; an attempt that times out is a connection error (retried when
+// On.Connection is set). An attempt the server may hold before it answers
+// gets d plus the policy's InFlightWait (the contract's in-flight.wait: a
+// server holds a duplicate, a request whose key is in flight, up to that
+// long, then answers the first request's replay or
+// IDEMPOTENCY_KEY_IN_USE): every retry, and a first attempt whose key was
+// supplied (WithKey, a key the request or a typed key parameter carries,
+// a [KeyGenerator]'s), which another call may be running (a double click
+// that reuses the key). Only a first attempt with a key the Doer (or
+// [Call.FixKey]) just created, which nobody else holds, keeps d alone. So
+// a held attempt is not cut short and counted a failure although the
+// operation completed. The Doer's drain of a streamed response it
 // discards ends at the attempt's deadline too. 0 (the default) means
 // attempts are bounded only by the context.
 func WithAttemptTimeout(d time.Duration) Option { return func(o *config) { o.attemptTimeout = d } }
+
+// WithDoerKeyGenerator makes the Doer create keys with gen instead of
+// [NewKey]: for requests without a key of their own (a call's
+// [WithKeyGenerator] wins). Keys a generated helper creates for a typed key
+// parameter are made before the Doer sees the request: give those helpers
+// [WithKeyGenerator].
+func WithDoerKeyGenerator(gen KeyGenerator) Option { return func(o *config) { o.keyGen = gen } }
 
 // WithMatcher manages requests without a [Call] that m matches.
 func WithMatcher(m Matcher) Option { return func(o *config) { o.match = m } }
@@ -302,6 +333,13 @@ func (d *Doer) Do(req *http.Request) (*http.Response, error) {
 	}
 	if call.policy != nil {
 		p = *call.policy
+	}
+	for _, o := range call.overrides {
+		o(&p)
+	}
+	if err := ctx.Err(); err != nil { // nothing is sent, no key is fixed
+		closeBody(req)
+		return nil, d.fail(req, call, err, context.Cause(ctx))
 	}
 	return d.run(ctx, req, call, p.WithDefaults())
 }
@@ -393,6 +431,10 @@ type prepared struct {
 	tmpl    *http.Request
 	first   io.ReadCloser                 // body of attempt 1
 	getBody func() (io.ReadCloser, error) // body of later attempts
+	// fresh: the key is one the Doer or Call.FixKey just created with
+	// NewKey, which no other call holds, so that the server never holds
+	// attempt 1 (in-flight.wait).
+	fresh bool
 }
 
 func (d *Doer) prepare(ctx context.Context, req *http.Request, call *Call, p Policy) (*prepared, error) {
@@ -416,8 +458,11 @@ func (d *Doer) prepare(ctx context.Context, req *http.Request, call *Call, p Pol
 		if limit := d.cfg.bodyLimit; limit < math.MaxInt64 { // MaxInt64: no limit (limit+1 would overflow)
 			r = io.NopCloser(io.LimitReader(req.Body, limit+1))
 		}
-		data, err = io.ReadAll(r)
+		data, err = readAll(ctx, r, req.Body)
 		req.Body.Close()
+		if ctx.Err() != nil {
+			return nil, d.fail(req, call, ctx.Err(), fmt.Errorf("reading the request body: %w", err))
+		}
 		if err != nil {
 			return nil, d.fail(req, call, ErrBodyNotReplayable, fmt.Errorf("reading the request body: %w", err))
 		}
@@ -428,12 +473,14 @@ func (d *Doer) prepare(ctx context.Context, req *http.Request, call *Call, p Pol
 	}
 
 	key := call.supplied
+	pr.fresh = key != "" && call.made
 	if key == "" {
 		var err error
-		if key, err = NewKey(p.KeyFormat); err != nil {
+		if key, err = call.newKey(d.cfg.keyGen, p.KeyFormat); err != nil {
 			closeBody(req)
 			return nil, d.fail(req, call, ErrBadKeyCarrier, err)
 		}
+		pr.fresh = call.keyGen == nil && d.cfg.keyGen == nil
 	}
 	var existing string
 	switch p.KeyCarrier {
@@ -511,6 +558,9 @@ func (d *Doer) prepare(ctx context.Context, req *http.Request, call *Call, p Pol
 			return nil, d.fail(req, call, ErrKeyConflict,
 				fmt.Errorf("request carries %q, call supplied %q", existing, call.supplied))
 		}
+		if existing != key || !call.made { // not the key FixKey just made (a typed parameter carries that)
+			pr.fresh = false
+		}
 		key = existing
 	}
 	if !p.Ambiguous { // an ambiguous request's key may be another operation's member: as is
@@ -565,7 +615,7 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 	for n := 1; ; n++ {
 		at := Attempt{Method: req.Method, URL: redactedURL(req), Key: key, N: n}
 		// head: the start of an error response's JSON body.
-		resp, head, err := d.attempt(actx, pr, call, n)
+		resp, head, err := d.attempt(actx, pr, call, n, p)
 		var now time.Time // when the response came
 
 		retry := false
@@ -652,7 +702,8 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 			stop = ErrNoTimeLeft
 			if at.RetryAfter > 0 && at.RetryAfter >= left { // the server asked for it
 				stop = ErrRetryAfterTooLong
-				err = fmt.Errorf("beyond the context deadline, %v away", max(left, 0).Round(time.Millisecond))
+				// The deadline is the limit: errors.Is(err, context.DeadlineExceeded) holds.
+				err = deadlineLimit{fmt.Sprintf("beyond the context deadline, %v away", max(left, 0).Round(time.Millisecond))}
 			}
 		case first && p.InUseWait < p.Backoff.Initial,
 			inUse && !first && now.Sub(firstInUse) > p.InUseWait-wait:
@@ -688,6 +739,49 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 
 var errAttemptTimeout = errors.New("idemclient: attempt timed out")
 
+// satAdd returns a + b for non-negative durations, saturated.
+func satAdd(a, b time.Duration) time.Duration {
+	if b > math.MaxInt64-a {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+// deadlineLimit is the cause of an ErrRetryAfterTooLong whose bound was the
+// context's deadline: it matches context.DeadlineExceeded, as
+// ErrNoTimeLeft does.
+type deadlineLimit struct{ msg string }
+
+func (e deadlineLimit) Error() string      { return e.msg }
+func (deadlineLimit) Is(target error) bool { return target == context.DeadlineExceeded }
+
+// readAll reads r (the request body, body) to its end within ctx: when
+// ctx ends first, body is closed (which stops a read blocked on a pipe or
+// a connection) and readAll returns ctx's error at once, leaving a read
+// that closing does not stop to its goroutine, which ends when the read
+// returns.
+func readAll(ctx context.Context, r io.Reader, body io.Closer) ([]byte, error) {
+	if ctx.Done() == nil {
+		return io.ReadAll(r)
+	}
+	type result struct {
+		data []byte
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		data, err := io.ReadAll(r)
+		done <- result{data, err}
+	}()
+	select {
+	case res := <-done:
+		return res.data, res.err
+	case <-ctx.Done():
+		body.Close()
+		return nil, context.Cause(ctx)
+	}
+}
+
 // headMax is how much of a JSON error body the Doer reads, within the
 // attempt, to find its problem code.
 const headMax = 64 << 10
@@ -710,7 +804,7 @@ func (h bodyHead) code() string { return h.p.Code }
 // its body cannot be had) and reads, within the attempt, up to the buffer
 // limit of its body, and at least the head (headMax bytes) of a JSON error
 // body, which it returns.
-func (d *Doer) attempt(actx context.Context, pr *prepared, call *Call, n int) (*http.Response, bodyHead, error) {
+func (d *Doer) attempt(actx context.Context, pr *prepared, call *Call, n int, p Policy) (*http.Response, bodyHead, error) {
 	body := pr.first
 	if n > 1 && pr.first != nil {
 		var err error
@@ -723,10 +817,14 @@ func (d *Doer) attempt(actx context.Context, pr *prepared, call *Call, n int) (*
 		timer    *time.Timer
 		deadline time.Time
 	)
-	if d.cfg.attemptTimeout > 0 {
+	timeout := d.cfg.attemptTimeout
+	if timeout > 0 && (n > 1 || !pr.fresh) { // the server may hold it up to in-flight.wait
+		timeout = satAdd(timeout, p.InFlightWait)
+	}
+	if timeout > 0 {
 		actx, cancel = context.WithCancelCause(actx)
-		deadline = time.Now().Add(d.cfg.attemptTimeout)
-		timer = time.AfterFunc(d.cfg.attemptTimeout, func() { cancel(errAttemptTimeout) })
+		deadline = time.Now().Add(timeout)
+		timer = time.AfterFunc(timeout, func() { cancel(errAttemptTimeout) })
 	}
 	done := func() { stopTimer(timer); cancel(nil) }
 	areq := pr.tmpl.Clone(actx)
@@ -739,7 +837,7 @@ func (d *Doer) attempt(actx context.Context, pr *prepared, call *Call, n int) (*
 	err = redactError(err, areq.URL)
 	timedOut := func(err error) error {
 		if cause := context.Cause(actx); cause == errAttemptTimeout {
-			return fmt.Errorf("%w after %v: %w", errAttemptTimeout, d.cfg.attemptTimeout, err)
+			return fmt.Errorf("%w after %v: %w", errAttemptTimeout, timeout, err)
 		}
 		return err
 	}

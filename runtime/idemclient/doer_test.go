@@ -784,7 +784,7 @@ func TestKeys(t *testing.T) {
 		_, err = d.Do(req)
 		require.ErrorAs(t, err, &e)
 		assert.Equal(t, key, e.Key)
-		assert.Empty(t, call.Key(), "never fixed by the Doer")
+		assert.Equal(t, key, call.Key(), "never fixed by the Doer: the key the call would have used, as the Error's")
 	})
 	t.Run("uuidv4", func(t *testing.T) {
 		ctx, call := Start(context.Background(), WithPolicy(Policy{MaxAttempts: 2, KeyFormat: FormatUUIDv4}))
@@ -1360,6 +1360,16 @@ func TestInvalidKeyRefusedBeforeSending(t *testing.T) {
 		{"created key longer than the limit", Policy{KeyMaxLength: 20}, "", "", "the key is 36 characters long, longer than the policy's KeyMaxLength 20"},
 		// The format is the server's business (DefaultPolicy says uuid: the keys it creates).
 		{"any format", DefaultPolicy(), "order-42", "", ""},
+		// Under EnforceKeyFormat (generated policies) a key must be in the
+		// contract's format, as the server reads it.
+		{"uuid enforced", Policy{EnforceKeyFormat: true}, "order-42", "", `the key "order-42" is not a UUID in canonical form, which the policy's key format uuid requires`},
+		{"uuid enforced, carried", Policy{KeyFormat: FormatUUID, EnforceKeyFormat: true}, "", "order-42", "not a UUID in canonical form"},
+		{"uuid enforced, braced", Policy{EnforceKeyFormat: true}, "{0190b4a2-7c1e-7d3f-9a4b-2c6e8f0a1b3d}", "", "not a UUID in canonical form"},
+		{"uuid enforced, upper case", Policy{EnforceKeyFormat: true}, "0190B4A2-7C1E-7D3F-9A4B-2C6E8F0A1B3D", "", ""},
+		{"uuidv4 enforced, a v7", Policy{KeyFormat: FormatUUIDv4, EnforceKeyFormat: true}, "0190b4a2-7c1e-7d3f-9a4b-2c6e8f0a1b3d", "", "is a UUID of version 7, not 4"},
+		{"uuidv7 enforced", Policy{KeyFormat: FormatUUIDv7, EnforceKeyFormat: true}, "0190b4a2-7c1e-7d3f-9a4b-2c6e8f0a1b3d", "", ""},
+		{"token enforced", Policy{KeyFormat: FormatToken, EnforceKeyFormat: true}, "order 42", "", "other than visible ASCII"},
+		{"token enforced, quoted", Policy{KeyFormat: FormatToken, EnforceKeyFormat: true}, "", `"order-42"`, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := len(srv.Seen())

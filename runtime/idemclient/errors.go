@@ -20,7 +20,9 @@ var (
 	// ErrRetryAfterTooLong: the server asked to wait longer than the remaining
 	// deadline (or the Doer's Retry-After limit) allows; the helper stopped
 	// instead of sleeping past it. The [Error]'s Err says which bound the
-	// wait passed: the context deadline, or the limit ([WithRetryAfterLimit]).
+	// wait passed: the context deadline (then the error matches
+	// context.DeadlineExceeded too, as [ErrNoTimeLeft] does), or the limit
+	// ([WithRetryAfterLimit]).
 	ErrRetryAfterTooLong = errors.New("idemclient: server asked to wait too long")
 	// ErrInUseWaitExhausted: the server kept answering IDEMPOTENCY_KEY_IN_USE
 	// until the next wait would end more than the policy's InUseWait
@@ -38,8 +40,9 @@ var (
 	// parameters of the key's name).
 	ErrKeyConflict = errors.New("idemclient: request carries a different idempotency key")
 	// ErrInvalidKey: the call's key is longer than the policy's
-	// KeyMaxLength (see [Policy]), which the server would refuse with a 400;
-	// nothing was sent. The Error's Err names the length and the limit.
+	// KeyMaxLength, or not in its KeyFormat under EnforceKeyFormat (see
+	// [Policy]), which the server would refuse with a 400; nothing was
+	// sent. The Error's Err says which.
 	ErrInvalidKey = errors.New("idemclient: invalid idempotency key")
 	// ErrBadKeyCarrier: the key cannot be placed where the policy says (for
 	// example a body that is not a JSON object at the pointer's parent).

@@ -2,6 +2,7 @@ package idemclient
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -359,21 +360,46 @@ func jsonString(s string) string {
 }
 
 // checkKey reports why the server would refuse the call's key under p:
-// longer than p.KeyMaxLength (0: no limit here). A key given as an RFC 8941
-// sf-string ("...") is measured as the server reads it, unquoted. The
-// format is left to the server: a Policy's KeyFormat is the format of the
-// keys the helper creates (DefaultPolicy's FormatUUID included), not
-// always the one the server requires.
+// longer than p.KeyMaxLength (0: no limit here), or, under
+// p.EnforceKeyFormat, not in p.KeyFormat. A key given as an RFC 8941
+// sf-string ("...") is read as the server reads it, unquoted. Without
+// EnforceKeyFormat the format is left to the server: a Policy's KeyFormat
+// is then the format of the keys the helper creates (DefaultPolicy's
+// FormatUUID included), not always the one the server requires.
 func checkKey(key string, p Policy) error {
-	if p.KeyMaxLength <= 0 {
-		return nil
-	}
 	k := key
 	if len(k) >= 2 && k[0] == '"' && k[len(k)-1] == '"' {
 		k = strings.NewReplacer(`\"`, `"`, `\\`, `\`).Replace(k[1 : len(k)-1])
 	}
-	if len(k) > p.KeyMaxLength {
+	if p.KeyMaxLength > 0 && len(k) > p.KeyMaxLength {
 		return fmt.Errorf("the key is %d characters long, longer than the policy's KeyMaxLength %d (the contract's key.max-length)", len(k), p.KeyMaxLength)
+	}
+	if p.EnforceKeyFormat {
+		return checkKeyFormat(k, p.KeyFormat)
+	}
+	return nil
+}
+
+// checkKeyFormat reports a key the server refuses under format f, as
+// runtime/idem's ParseKey reads it: a uuid* key is the canonical 36
+// characters of a UUID, either case (not braced or urn:uuid:), of version
+// 4 or 7 for uuidv4 and uuidv7; a token key is visible ASCII.
+func checkKeyFormat(k string, f KeyFormat) error {
+	if f == FormatToken {
+		for i := 0; i < len(k); i++ {
+			if k[i] < 0x21 || k[i] > 0x7e {
+				return fmt.Errorf("the key %q holds a character other than visible ASCII, which the policy's key format token refuses", k)
+			}
+		}
+		return nil
+	}
+	u, err := uuid.Parse(k)
+	if err != nil || len(k) != 36 {
+		return fmt.Errorf("the key %q is not a UUID in canonical form, which the policy's key format %s requires", k, cmp.Or(f, FormatUUID))
+	}
+	switch want := map[KeyFormat]uuid.Version{FormatUUIDv4: 4, FormatUUIDv7: 7}[f]; {
+	case want != 0 && u.Version() != want:
+		return fmt.Errorf("the key %q is a UUID of version %d, not %d, which the policy's key format %s requires", k, u.Version(), want, f)
 	}
 	return nil
 }

@@ -293,9 +293,31 @@ type Policy struct {
 	// lease runs out). With heartbeats, a holder that crashes later keeps
 	// the key until its last heartbeat + lease, which may be past the bound.
 	InUseWait time.Duration
+	// InFlightWait is the contract's in-flight.wait: how long the server
+	// holds a duplicate (a request whose key is in flight) before it
+	// answers, with the first request's replay once that ends, or
+	// IDEMPOTENCY_KEY_IN_USE when the wait runs out (0, the default: it
+	// answers at once). A per-attempt timeout ([WithAttemptTimeout]) is
+	// extended by it for every attempt the server may hold (see [Doer]), so
+	// that a held attempt is not cut short and counted a failure although
+	// the operation completed. Generated policies set it from the
+	// operation's in-flight block.
+	InFlightWait time.Duration
 	// KeyFormat is the format of the keys the helper creates (default
-	// FormatUUID: UUID version 7).
+	// FormatUUID: UUID version 7). It is not required of a supplied key
+	// unless EnforceKeyFormat says so.
 	KeyFormat KeyFormat
+	// EnforceKeyFormat says the server requires KeyFormat (generated
+	// policies set it: it is the contract's key.format): a key the caller
+	// supplies ([WithKey], [Call.FixKey], a typed key parameter, a key
+	// the request carries, one a [KeyGenerator] makes) must then be in it,
+	// as the server reads it: for uuid, uuidv4 and uuidv7 the canonical
+	// text of a UUID (either case; of that version), for token visible
+	// ASCII. Another key fails with [ErrInvalidKey] before anything is
+	// sent, instead of the server's 400. False (the zero value, and
+	// [DefaultPolicy]): KeyFormat is only the format of the keys the
+	// helper creates, and a supplied key's format is left to the server.
+	EnforceKeyFormat bool
 	// KeyCarrier is where a request carries its key (default
 	// CarrierHeader).
 	KeyCarrier KeyCarrier
@@ -308,9 +330,9 @@ type Policy struct {
 	// supplied ([WithKey], [Call.FixKey]) or carried by the request, fails
 	// with [ErrInvalidKey] before anything is sent, instead of the server's
 	// 400. The keys the [Doer] creates are UUIDs of 36 characters: under a
-	// KeyMaxLength below 36 every call needs a supplied key. (The key's
-	// format is left to the server: KeyFormat is the format of the keys
-	// the helper creates.) An ambiguous request (Ambiguous) is not checked.
+	// KeyMaxLength below 36 every call needs a supplied key. (A supplied
+	// key's format is checked against KeyFormat when that is set; see
+	// there.) An ambiguous request (Ambiguous) is not checked.
 	KeyMaxLength int
 	// Ambiguous marks a request that may be an operation that is not
 	// idempotent (the generated suffix matcher sets it when an idempotent
@@ -360,7 +382,7 @@ func (p Policy) WithDefaults() Policy {
 // Validate reports the first problem of p after defaults: attempts below 1,
 // a non-positive initial delay, a max below the initial delay, a multiplier
 // below 1 (or not finite), an unknown jitter, key format or carrier, a
-// missing key name, a negative in-use wait or key max-length, or a status outside 100..599. Listing 400 or 422 is not
+// missing key name, a negative in-use wait, in-flight wait or key max-length, or a status outside 100..599. Listing 400 or 422 is not
 // an error here (the generator refuses it with a position); at run time they
 // are simply never retried.
 func (p Policy) Validate() error {
@@ -408,6 +430,9 @@ func (p Policy) validate() error {
 	}
 	if p.InUseWait < 0 {
 		errs = append(errs, fmt.Errorf("in-use wait %v < 0", p.InUseWait))
+	}
+	if p.InFlightWait < 0 {
+		errs = append(errs, fmt.Errorf("in-flight wait %v < 0", p.InFlightWait))
 	}
 	if p.KeyMaxLength < 0 {
 		errs = append(errs, fmt.Errorf("key max-length %d < 0", p.KeyMaxLength))

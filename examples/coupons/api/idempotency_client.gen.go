@@ -11,6 +11,7 @@ import (
 	openapi_types "github.com/oapi-codegen/runtime/types"
 	"io"
 	"net/http"
+	"slices"
 	"time"
 )
 
@@ -51,8 +52,14 @@ import (
 // policy's InUseWait ran out (idemclient.ErrInUseWaitExhausted), no response but a *idemclient.Error
 // that carries the *idemclient.ProblemError, errors.As finds both). Any other response, whatever its
 // status, is the API's own answer, in the response.
+//
+// Call options (the helpers' last arguments): idemclient.WithKey, WithKeyObserver, WithRequestEditors
+// (per-call request editors, passed on to oapi-codegen's method), WithKeyGenerator,
+// WithPolicyOverride, WithPolicy; WithCallOptions gives some to every call of a client.
 type IdempotentClient struct {
 	*ClientWithResponses
+
+	callOptions []idemclient.CallOption
 }
 
 // NewIdempotentClient returns the typed helpers over a ClientWithResponses for server, built with opts
@@ -119,15 +126,55 @@ func IdempotentMatcher(server string) (idemclient.Matcher, error) {
 	return idemgenClientRoutes.Matcher(server)
 }
 
+// The operation IDs IdempotentClientPolicy knows, one constant per idempotent operation (its
+// operationId, or oapi-codegen's Go name for an operation without one).
+const (
+	IdempotentClientOpClaimCoupon = "claimCoupon"
+)
+
 // IdempotentClientPolicy returns the client policy of the operation with this operationId
-// (oapi-codegen's Go name for operations without one): attempts, backoff, what is retried, and the
-// key's format and carrier, as the contract says. ok is false for an operation that is not idempotent.
+// (oapi-codegen's Go name for operations without one; the IdempotentClientOp* constants): attempts,
+// backoff, what is retried, the in-flight wait, and the key's format and carrier, as the contract
+// says. ok is false for an operation that is not idempotent.
 func IdempotentClientPolicy(operationID string) (p idemclient.Policy, ok bool) {
 	switch operationID {
 	case "claimCoupon":
 		return idemgenClientPolicyClaimCoupon, true
 	}
 	return idemclient.Policy{}, false
+}
+
+// WithCallOptions returns a copy of c whose helpers apply opts to every call, before the call's own
+// (which win where they set the same thing): a client-wide key generator
+// (idemclient.WithKeyGenerator), policy override (idemclient.WithPolicyOverride) or request editors
+// (idemclient.WithRequestEditors). c is unchanged.
+func (c *IdempotentClient) WithCallOptions(opts ...idemclient.CallOption) *IdempotentClient {
+	cc := *c
+	cc.callOptions = append(slices.Clip(c.callOptions), opts...)
+	return &cc
+}
+
+// idemgenClientOptions returns the call options of a helper's call: the client's (WithCallOptions),
+// then the call's.
+func (c *IdempotentClient) idemgenClientOptions(opts []idemclient.CallOption) []idemclient.CallOption {
+	if len(c.callOptions) == 0 {
+		return opts
+	}
+	return append(slices.Clip(c.callOptions), opts...)
+}
+
+// idemgenClientEditors returns the request editors given to a call with idemclient.WithRequestEditors,
+// as oapi-codegen's RequestEditorFn, for the helper to pass to its method.
+func idemgenClientEditors(call *idemclient.Call) []RequestEditorFn {
+	fns := call.RequestEditors()
+	if len(fns) == 0 {
+		return nil
+	}
+	out := make([]RequestEditorFn, len(fns))
+	for i, fn := range fns {
+		out[i] = RequestEditorFn(fn)
+	}
+	return out
 }
 
 // ClaimCoupon calls POST /coupons/{couponId}/claims (claimCoupon) as one logical call, through
@@ -148,11 +195,11 @@ func (c *IdempotentClient) ClaimCoupon(ctx context.Context, couponId CouponId, p
 		p = *params
 	}
 	carried, set := idemgenClientUUID(&p.IdempotencyKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyClaimCoupon, carried, set, opts)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyClaimCoupon, carried, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
-	resp, err := c.ClaimCouponWithResponse(ctx, couponId, &p, body)
+	resp, err := c.ClaimCouponWithResponse(ctx, couponId, &p, body, idemgenClientEditors(call)...)
 	if err != nil {
 		return nil, key, err
 	}
@@ -161,19 +208,20 @@ func (c *IdempotentClient) ClaimCoupon(ctx context.Context, couponId CouponId, p
 
 // ClaimCouponWithBody is ClaimCoupon with a body of any content type, through
 // ClaimCouponWithBodyWithResponse: the body is read once (a *bytes.Reader, *bytes.Buffer or
-// *strings.Reader is re-read from the start instead) and the same bytes are sent with every attempt.
-// It returns the response, the key, and an error as IdempotentClient's documentation says.
+// *strings.Reader is not copied: every attempt re-reads it from the position it had when the call was
+// made) and the same bytes are sent with every attempt. It returns the response, the key, and an error
+// as IdempotentClient's documentation says.
 func (c *IdempotentClient) ClaimCouponWithBody(ctx context.Context, couponId CouponId, params *ClaimCouponParams, contentType string, body io.Reader, opts ...idemclient.CallOption) (*ClaimCouponResponse, string, error) {
 	var p ClaimCouponParams
 	if params != nil {
 		p = *params
 	}
 	carried, set := idemgenClientUUID(&p.IdempotencyKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyClaimCoupon, carried, set, opts)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyClaimCoupon, carried, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
-	resp, err := c.ClaimCouponWithBodyWithResponse(ctx, couponId, &p, contentType, body)
+	resp, err := c.ClaimCouponWithBodyWithResponse(ctx, couponId, &p, contentType, body, idemgenClientEditors(call)...)
 	if err != nil {
 		return nil, key, err
 	}
@@ -194,11 +242,13 @@ var idemgenClientPolicyClaimCoupon = idemclient.Policy{
 		Connection: true,
 		Statuses:   []int{408, 409, 425, 429, 500, 502, 503, 504},
 	},
-	InUseWait:    38 * time.Second,
-	KeyFormat:    idemclient.FormatUUID,
-	KeyCarrier:   idemclient.CarrierHeader,
-	KeyName:      "Idempotency-Key",
-	KeyMaxLength: 36,
+	InUseWait:        38 * time.Second,
+	InFlightWait:     0,
+	KeyFormat:        idemclient.FormatUUID,
+	EnforceKeyFormat: true,
+	KeyCarrier:       idemclient.CarrierHeader,
+	KeyName:          "Idempotency-Key",
+	KeyMaxLength:     36,
 }
 
 // idemgenClientStart starts a call under policy p whose key travels in a typed parameter that holds

@@ -97,6 +97,9 @@ func (c Config) Doer() string {
 	return "New" + strings.TrimSuffix(c.Type, "Client") + "Doer"
 }
 
+// OpConst is the name of the operation ID constant of op: <type>Op<GoName>.
+func (c Config) OpConst(op *ir.Operation) string { return c.Type + "Op" + op.GoName }
+
 // PolicyFunc is the name of the policy lookup for the configured type.
 func (c Config) PolicyFunc() string { return c.Type + "Policy" }
 
@@ -261,6 +264,7 @@ func (g *gen) file() {
 
 	g.typeDecl()
 	g.constructors()
+	g.callOptions()
 	for _, op := range g.spec.Operations {
 		if ok, _ := typed(op); ok {
 			g.helpers(op)
@@ -294,8 +298,39 @@ func (g *gen) typeDecl() {
 	}
 	doc.WriteString("\nThe key is returned with the response, and with the error when the call failed: to resume the call later (after the caller's own crash too), call the helper again with idemclient.WithKey(key) and the same arguments; idemclient.WithKeyObserver sees the key before the first attempt is sent, the moment to persist it. The server then replays the first outcome instead of running the operation again.\n\n")
 	doc.WriteString("Errors: a *idemclient.Error (with the key, the attempts and the reason: attempts exhausted on connection errors, the deadline, a Retry-After beyond it, an error that is not retried) when no attempt got a final response; a *idemclient.ProblemError, returned with the response, when the server answered with an IDEMPOTENCY_* problem (a reused key: 422 or 409 IDEMPOTENCY_KEY_REUSED; a missing or invalid key: 400; a response the server ran but could not store: 409 IDEMPOTENCY_RESPONSE_UNAVAILABLE, never retried; a stored record the server cannot decode: 500 IDEMPOTENCY_RECORD_UNREADABLE, never retried; the store unavailable after the last attempt; the key still in use under a policy of one attempt; at the deadline, or when the key stayed in use until the policy's InUseWait ran out (idemclient.ErrInUseWaitExhausted), no response but a *idemclient.Error that carries the *idemclient.ProblemError, errors.As finds both). Any other response, whatever its status, is the API's own answer, in the response.")
+	doc.WriteString("\n\nCall options (the helpers' last arguments): idemclient.WithKey, WithKeyObserver, WithRequestEditors (per-call request editors, passed on to oapi-codegen's method), WithKeyGenerator, WithPolicyOverride, WithPolicy; WithCallOptions gives some to every call of a client.")
 	g.doc(doc.String())
-	g.f.Type().Id(t).Struct(jen.Op("*").Id("ClientWithResponses"))
+	g.f.Type().Id(t).Struct(
+		jen.Op("*").Id("ClientWithResponses"),
+		jen.Line().Id("callOptions").Index().Qual(clientPkg, "CallOption"),
+	)
+}
+
+// callOptions writes the client's WithCallOptions and the helpers' plumbing
+// of call options and request editors.
+func (g *gen) callOptions() {
+	t := g.cfg.Type
+	g.docf("WithCallOptions returns a copy of c whose helpers apply opts to every call, before the call's own (which win where they set the same thing): a client-wide key generator (idemclient.WithKeyGenerator), policy override (idemclient.WithPolicyOverride) or request editors (idemclient.WithRequestEditors). c is unchanged.")
+	g.f.Func().Params(jen.Id("c").Op("*").Id(t)).Id("WithCallOptions").Params(jen.Id("opts").Op("...").Qual(clientPkg, "CallOption")).Op("*").Id(t).Block(
+		jen.Id("cc").Op(":=").Op("*").Id("c"),
+		jen.Id("cc").Dot("callOptions").Op("=").Append(jen.Qual("slices", "Clip").Call(jen.Id("c").Dot("callOptions")), jen.Id("opts").Op("...")),
+		jen.Return(jen.Op("&").Id("cc")),
+	)
+	g.doc(px + "Options returns the call options of a helper's call: the client's (WithCallOptions), then the call's.")
+	g.f.Func().Params(jen.Id("c").Op("*").Id(t)).Id(px+"Options").Params(jen.Id("opts").Index().Qual(clientPkg, "CallOption")).Index().Qual(clientPkg, "CallOption").Block(
+		jen.If(jen.Len(jen.Id("c").Dot("callOptions")).Op("==").Lit(0)).Block(jen.Return(jen.Id("opts"))),
+		jen.Return(jen.Append(jen.Qual("slices", "Clip").Call(jen.Id("c").Dot("callOptions")), jen.Id("opts").Op("..."))),
+	)
+	g.doc(px + "Editors returns the request editors given to a call with idemclient.WithRequestEditors, as oapi-codegen's RequestEditorFn, for the helper to pass to its method.")
+	g.f.Func().Id(px+"Editors").Params(jen.Id("call").Op("*").Qual(clientPkg, "Call")).Index().Id("RequestEditorFn").Block(
+		jen.Id("fns").Op(":=").Id("call").Dot("RequestEditors").Call(),
+		jen.If(jen.Len(jen.Id("fns")).Op("==").Lit(0)).Block(jen.Return(jen.Nil())),
+		jen.Id("out").Op(":=").Make(jen.Index().Id("RequestEditorFn"), jen.Len(jen.Id("fns"))),
+		jen.For(jen.List(jen.Id("i"), jen.Id("fn")).Op(":=").Range().Id("fns")).Block(
+			jen.Id("out").Index(jen.Id("i")).Op("=").Id("RequestEditorFn").Call(jen.Id("fn")),
+		),
+		jen.Return(jen.Id("out")),
+	)
 }
 
 func (g *gen) firstTyped() *ir.Operation {
@@ -427,7 +462,13 @@ func (g *gen) constructors() {
 
 	g.exactMatcher()
 
-	g.docf("%s returns the client policy of the operation with this operationId (oapi-codegen's Go name for operations without one): attempts, backoff, what is retried, and the key's format and carrier, as the contract says. ok is false for an operation that is not idempotent.", g.cfg.PolicyFunc())
+	g.docf("The operation IDs %s knows, one constant per idempotent operation (its operationId, or oapi-codegen's Go name for an operation without one).", g.cfg.PolicyFunc())
+	g.f.Const().DefsFunc(func(d *jen.Group) {
+		for _, op := range g.spec.Operations {
+			d.Id(g.cfg.OpConst(op)).Op("=").Lit(op.RecordName())
+		}
+	})
+	g.docf("%s returns the client policy of the operation with this operationId (oapi-codegen's Go name for operations without one; the %sOp* constants): attempts, backoff, what is retried, the in-flight wait, and the key's format and carrier, as the contract says. ok is false for an operation that is not idempotent.", g.cfg.PolicyFunc(), g.cfg.Type)
 	g.f.Func().Id(g.cfg.PolicyFunc()).Params(jen.Id("operationID").String()).Params(jen.Id("p").Add(q("Policy")), jen.Id("ok").Bool()).Block(
 		jen.Switch(jen.Id("operationID")).BlockFunc(func(sw *jen.Group) {
 			for _, op := range g.spec.Operations {
@@ -511,12 +552,13 @@ func (g *gen) helper(op *ir.Operation, kind helperKind) {
 		args = append(args, jen.Id("body"))
 	}
 	params = append(params, jen.Id("opts").Op("...").Add(q("CallOption")))
+	args = append(args, jen.Id(px+"Editors").Call(jen.Id("call")).Op("..."))
 
 	// Documentation.
 	var d strings.Builder
 	switch {
 	case raw && hasJSONHelper(op):
-		fmt.Fprintf(&d, "%s is %s with a body of any content type, through %s: the body is read once (a *bytes.Reader, *bytes.Buffer or *strings.Reader is re-read from the start instead) and the same bytes are sent with every attempt.", name, op.GoName, method)
+		fmt.Fprintf(&d, "%s is %s with a body of any content type, through %s: the body is read once (a *bytes.Reader, *bytes.Buffer or *strings.Reader is not copied: every attempt re-reads it from the position it had when the call was made) and the same bytes are sent with every attempt.", name, op.GoName, method)
 	case kind == helperForm && hasJSONHelper(op):
 		fmt.Fprintf(&d, "%s is %s with a form body (application/x-www-form-urlencoded), through %s: the body is encoded once and the same bytes are sent with every attempt.", name, op.GoName, method)
 	case kind == helperForm:
@@ -540,8 +582,9 @@ func (g *gen) helper(op *ir.Operation, kind helperKind) {
 			fmt.Fprintf(&d, "The key (%s) goes into the %s %s: the one given with idemclient.WithKey, else a new one. ", keyFormatDoc(k.Format), k.Carrier, k.Name)
 		}
 		d.WriteString(retryDoc(op.Policy.Retry, op.Policy.InUseWait()))
+		d.WriteString(inFlightWaitDoc(op.Policy.InFlight.Wait))
 		if raw {
-			d.WriteString(" The body is read once (a *bytes.Reader, *bytes.Buffer or *strings.Reader is re-read from the start instead) and the same bytes are sent with every attempt.")
+			d.WriteString(" The body is read once (a *bytes.Reader, *bytes.Buffer or *strings.Reader is not copied: every attempt re-reads it from the position it had when the call was made) and the same bytes are sent with every attempt.")
 		} else if op.Body != nil {
 			d.WriteString(" The body is encoded once and the same bytes are sent with every attempt.")
 		}
@@ -556,14 +599,14 @@ func (g *gen) helper(op *ir.Operation, kind helperKind) {
 			b.If(jen.Id("params").Op("!=").Nil()).Block(jen.Id("p").Op("=").Op("*").Id("params"))
 			b.List(jen.Id("carried"), jen.Id("set")).Op(":=").Id(keyAccess(op)).Call(jen.Op("&").Id("p").Dot(kp.GoName))
 			b.List(jen.Id("ctx"), jen.Id("call"), jen.Id("key"), jen.Err()).Op(":=").Id(px+"Start").Call(
-				jen.Id("ctx"), jen.Id(g.policyVar(op)), jen.Id("carried"), jen.Id("set"), jen.Id("opts"))
+				jen.Id("ctx"), jen.Id(g.policyVar(op)), jen.Id("carried"), jen.Id("set"), jen.Id("c").Dot(px+"Options").Call(jen.Id("opts")))
 			b.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Id("key"), jen.Err()))
 			b.List(jen.Id("resp"), jen.Err()).Op(":=").Id("c").Dot(method).Call(args...)
 			b.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Id("key"), jen.Err()))
 			b.Return(jen.Id("resp"), jen.Id("key"), jen.Id("call").Dot("Check").Call(jen.Id("resp").Dot("HTTPResponse"), jen.Id("resp").Dot("Body")))
 			return
 		}
-		b.List(jen.Id("ctx"), jen.Id("call")).Op(":=").Id(g.policyVar(op)).Dot("Start").Call(jen.Id("ctx"), jen.Id("opts").Op("..."))
+		b.List(jen.Id("ctx"), jen.Id("call")).Op(":=").Id(g.policyVar(op)).Dot("Start").Call(jen.Id("ctx"), jen.Id("c").Dot(px+"Options").Call(jen.Id("opts")).Op("..."))
 		b.List(jen.Id("resp"), jen.Err()).Op(":=").Id("c").Dot(method).Call(args...)
 		b.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Id("call").Dot("Key").Call(), jen.Err()))
 		b.Return(jen.Id("resp"), jen.Id("call").Dot("Key").Call(), jen.Id("call").Dot("Check").Call(jen.Id("resp").Dot("HTTPResponse"), jen.Id("resp").Dot("Body")))
@@ -594,8 +637,25 @@ func retryDoc(r ir.Retry, inUseWait time.Duration) string {
 		return "One attempt: the contract retries nothing."
 	}
 	b := r.Backoff
-	return fmt.Sprintf("Up to %d attempts, retrying %s (never 400 or 422) after a backoff from %s to %s, ×%s, %s jitter, or the server's Retry-After if longer (longest retry span %s). IDEMPOTENCY_KEY_IN_USE answers do not count as attempts: they are waited out for up to %s after the first of them (the in-flight lease plus the longest wait between attempts).",
-		r.MaxAttempts, joinList(on), ir.FormatDuration(b.Initial), ir.FormatDuration(b.Max), strconv.FormatFloat(b.Multiplier, 'g', -1, 64), b.Jitter, ir.FormatDuration(r.LongestSpan()), ir.FormatDuration(inUseWait))
+	return fmt.Sprintf("Up to %d attempts, retrying %s (never 400 or 422) after a backoff from %s to %s, ×%s, %s, or the server's Retry-After if longer (longest retry span %s). IDEMPOTENCY_KEY_IN_USE answers do not count as attempts: they are waited out for up to %s after the first of them (the in-flight lease plus the longest wait between attempts).",
+		r.MaxAttempts, joinList(on), ir.FormatDuration(b.Initial), ir.FormatDuration(b.Max), strconv.FormatFloat(b.Multiplier, 'g', -1, 64), jitterDoc(string(b.Jitter)), ir.FormatDuration(r.LongestSpan()), ir.FormatDuration(inUseWait))
+}
+
+// inFlightWaitDoc says what a per-attempt timeout means under the
+// operation's in-flight wait ("" without one).
+func inFlightWaitDoc(wait time.Duration) string {
+	if wait <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" The server holds a duplicate (a request whose key is in flight) up to %s (in-flight.wait) before it answers: a per-attempt timeout (idemclient.WithAttemptTimeout), which bounds the server's own answer, is extended by %[1]s for every attempt it may hold (every retry, and a first attempt whose key was supplied), so that a held attempt is not counted a failure.", ir.FormatDuration(wait))
+}
+
+// jitterDoc names a jitter mode in a sentence.
+func jitterDoc(j string) string {
+	if j == ir.JitterNone {
+		return "no jitter"
+	}
+	return j + " jitter"
 }
 
 func joinList(l []string) string {
@@ -613,7 +673,9 @@ func joinList(l []string) string {
 // from the in-flight block
 // (ir.Policy.InUseWait: the lease plus the longest wait between attempts),
 // so that a crashed first request's lease runs out before the helper
-// gives up.
+// gives up; InFlightWait is the block's wait, by which the Doer extends a
+// per-attempt timeout for the attempts the server may hold. EnforceKeyFormat
+// is set: the key's format is the contract's, which the server requires.
 func Policy(op *ir.Operation) idemclient.Policy {
 	r := op.Policy.Retry
 	p := idemclient.Policy{
@@ -623,10 +685,12 @@ func Policy(op *ir.Operation) idemclient.Policy {
 			Max:        r.Backoff.Max,
 			Multiplier: r.Backoff.Multiplier,
 		},
-		On:           idemclient.RetryOn{Connection: r.Connection, Statuses: slices.Clone(r.Statuses)},
-		InUseWait:    op.Policy.InUseWait(),
-		KeyName:      op.Key.Name,
-		KeyMaxLength: op.Key.MaxLength,
+		On:               idemclient.RetryOn{Connection: r.Connection, Statuses: slices.Clone(r.Statuses)},
+		InUseWait:        op.Policy.InUseWait(),
+		InFlightWait:     op.Policy.InFlight.Wait,
+		EnforceKeyFormat: true,
+		KeyName:          op.Key.Name,
+		KeyMaxLength:     op.Key.MaxLength,
 	}
 	if p.On.IsZero() {
 		p.MaxAttempts = 1
@@ -696,7 +760,9 @@ func policyLiteral(p idemclient.Policy) jen.Code {
 			gogen.Field("Statuses", statuses),
 		))),
 		gogen.Field("InUseWait", gogen.DurationCode(p.InUseWait)),
+		gogen.Field("InFlightWait", gogen.DurationCode(p.InFlightWait)),
 		gogen.Field("KeyFormat", q(format)),
+		gogen.Field("EnforceKeyFormat", jen.Lit(p.EnforceKeyFormat)),
 		gogen.Field("KeyCarrier", q(carrier)),
 		gogen.Field("KeyName", jen.Lit(p.KeyName)),
 		gogen.Field("KeyMaxLength", jen.Lit(p.KeyMaxLength)),
@@ -873,12 +939,16 @@ func checkNames(spec *ir.Spec, opts emitter.Options, cfg Config, diags *diag.Lis
 			theirs[n] = gogen.Owner{What: "the server wrapper's " + n + " (option " + server.TypeOption.String() + ")", Pos: ir.Pos{File: spec.Source}}
 		}
 	}
-	for _, name := range []string{cfg.Type, "New" + cfg.Type, cfg.Doer(), cfg.PolicyFunc(), cfg.Matcher()} {
+	names := []string{cfg.Type, "New" + cfg.Type, cfg.Doer(), cfg.PolicyFunc(), cfg.Matcher()}
+	for _, op := range spec.Operations {
+		names = append(names, cfg.OpConst(op))
+	}
+	for _, name := range names {
 		if o, ok := theirs[name]; ok {
 			diags.Errorf(o.Pos, "go-name-collision", "the client helper's %s collides with the Go identifier %s declares for %s; rename it with the option %s", name, declarer(o.What), o.What, optType)
 		}
 	}
-	methods := map[string]ir.Pos{"ClientWithResponses": {}}
+	methods := map[string]ir.Pos{"ClientWithResponses": {}, "WithCallOptions": {}}
 	for _, op := range spec.Operations {
 		if ok, _ := typed(op); !ok {
 			continue
@@ -886,6 +956,9 @@ func checkNames(spec *ir.Spec, opts emitter.Options, cfg Config, diags *diag.Lis
 		for _, n := range helperNames(op) {
 			if first, ok := methods[n]; ok {
 				where := "the embedded ClientWithResponses"
+				if n == "WithCallOptions" {
+					where = "the client's WithCallOptions method"
+				}
 				if !first.IsZero() {
 					where = fmt.Sprintf("the helper of the operation at %s:%d:%d", first.File, first.Line, first.Col)
 				}

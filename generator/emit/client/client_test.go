@@ -84,20 +84,21 @@ func TestPolicy(t *testing.T) {
 	defaults := idemclient.DefaultPolicy()
 	assert.Equal(t, idemclient.Policy{
 		MaxAttempts: 4, Backoff: defaults.Backoff, On: defaults.On, InUseWait: 38 * time.Second, // lease 30s + max(retry-after 1s, backoff max 8s)
-		KeyFormat: idemclient.FormatUUID, KeyCarrier: idemclient.CarrierHeader, KeyName: "Idempotency-Key", KeyMaxLength: 36,
+		KeyFormat: idemclient.FormatUUID, EnforceKeyFormat: true, KeyCarrier: idemclient.CarrierHeader, KeyName: "Idempotency-Key", KeyMaxLength: 36,
 	}, got["claimCoupon"])
 	assert.Equal(t, idemclient.Policy{
-		MaxAttempts: 6,
-		Backoff:     idemclient.Backoff{Initial: 100 * time.Millisecond, Max: 2 * time.Second, Multiplier: 1.5, Jitter: idemclient.JitterEqual},
-		On:          idemclient.RetryOn{Connection: true, Statuses: []int{503}},
-		InUseWait:   12 * time.Second, // the lease of 10s + max(retry-after 2s, backoff max 2s)
-		KeyFormat:   idemclient.FormatUUIDv7, KeyCarrier: idemclient.CarrierHeader, KeyName: "X-Request-Key", KeyMaxLength: 36,
+		MaxAttempts:  6,
+		Backoff:      idemclient.Backoff{Initial: 100 * time.Millisecond, Max: 2 * time.Second, Multiplier: 1.5, Jitter: idemclient.JitterEqual},
+		On:           idemclient.RetryOn{Connection: true, Statuses: []int{503}},
+		InUseWait:    12 * time.Second, // the lease of 10s + max(retry-after 2s, backoff max 2s)
+		InFlightWait: 2 * time.Second,
+		KeyFormat:    idemclient.FormatUUIDv7, EnforceKeyFormat: true, KeyCarrier: idemclient.CarrierHeader, KeyName: "X-Request-Key", KeyMaxLength: 36,
 	}, got["recordEvent"])
 	assert.Equal(t, idemclient.RetryOn{Statuses: []int{503}}, got["touchItem"].On)
 	assert.Equal(t, 3, got["touchItem"].MaxAttempts)
 	assert.Equal(t, idemclient.Policy{
 		MaxAttempts: 4, Backoff: defaults.Backoff, On: defaults.On, InUseWait: defaults.InUseWait, // the contract's defaults: the library's
-		KeyFormat: idemclient.FormatUUIDv4, KeyCarrier: idemclient.CarrierQuery, KeyName: "request_id", KeyMaxLength: 36,
+		KeyFormat: idemclient.FormatUUIDv4, EnforceKeyFormat: true, KeyCarrier: idemclient.CarrierQuery, KeyName: "request_id", KeyMaxLength: 36,
 	}, got["createPayment"])
 	assert.Equal(t, idemclient.CarrierBody, got["createTransfer"].KeyCarrier)
 	assert.Equal(t, 255, got["createTransfer"].KeyMaxLength, "the contract's default max-length")
@@ -342,4 +343,24 @@ func TestCLI(t *testing.T) {
 	code = cli.Main([]string{"generate", "-emit", "client", "-o", t.TempDir(), clientCase(t, "collision")}, &stdout, &stderr)
 	assert.Equal(t, 1, code)
 	assert.True(t, strings.Contains(stderr.String(), "collision/openapi.yaml:12:7: error: the client helper's IdempotentClient collides"), stderr.String())
+}
+
+// The helpers' comments say what the Doer does: a *bytes.Reader (Buffer,
+// strings.Reader) body is re-read from its position when the call was made
+// (http.NewRequest's GetBody snapshot), not from the start; no jitter is
+// "no jitter".
+func TestHelperWording(t *testing.T) {
+	c := gentest.Case{Spec: clientCase(t, "shop"), Emit: []string{client.Name}, Output: filepath.Join(gentest.RepoRoot(t), "internal", "e2e", "x")}
+	files, err := gentest.Idemgen(c)
+	require.NoError(t, err)
+	src := strings.Join(strings.Fields(string(files[0].Data)), " ")
+	src = strings.ReplaceAll(src, " // ", " ")
+	assert.NotContains(t, src, "re-read from the start")
+	assert.Contains(t, src, "is not copied: every attempt re-reads it from the position it had when the call was made")
+	r := ir.Retry{MaxAttempts: 3, Connection: true, Backoff: ir.Backoff{Initial: time.Second, Max: 2 * time.Second, Multiplier: 2, Jitter: ir.JitterNone}}
+	doc := client.RetryDoc(r, time.Minute)
+	assert.Contains(t, doc, "×2, no jitter, or")
+	assert.NotContains(t, doc, "none jitter")
+	r.Backoff.Jitter = ir.JitterEqual
+	assert.Contains(t, client.RetryDoc(r, time.Minute), "×2, equal jitter, or")
 }

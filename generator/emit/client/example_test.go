@@ -59,6 +59,9 @@ paths:
 	// func NewIdempotentDoer(inner HttpRequestDoer, opts ...idemclient.Option) *idemclient.Doer {
 	// func IdempotentMatcher(server string) (idemclient.Matcher, error) {
 	// func IdempotentClientPolicy(operationID string) (p idemclient.Policy, ok bool) {
+	// func (c *IdempotentClient) WithCallOptions(opts ...idemclient.CallOption) *IdempotentClient {
+	// func (c *IdempotentClient) idemgenClientOptions(opts []idemclient.CallOption) []idemclient.CallOption {
+	// func idemgenClientEditors(call *idemclient.Call) []RequestEditorFn {
 	// func (c *IdempotentClient) CreateOrder(ctx context.Context, shopId int, body CreateOrderJSONRequestBody, opts ...idemclient.CallOption) (*CreateOrderResponse, string, error) {
 	// func (c *IdempotentClient) CreateOrderWithBody(ctx context.Context, shopId int, contentType string, body io.Reader, opts ...idemclient.CallOption) (*CreateOrderResponse, string, error) {
 	// 	MaxAttempts: 3,

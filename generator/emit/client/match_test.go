@@ -223,7 +223,7 @@ var (
 		if err != nil { return nil, err }; return r.HTTPResponse, nil
 	}
 	tenantHelper call = func(c *ClientWithResponses) (*http.Response, error) {
-		r, _, err := (&IdempotentClient{c}).CreateTenantOrder(context.Background(), "acme", PARAMS)
+		r, _, err := (&IdempotentClient{ClientWithResponses: c}).CreateTenantOrder(context.Background(), "acme", PARAMS)
 		if err != nil { return nil, err }; return r.HTTPResponse, nil
 	}
 )

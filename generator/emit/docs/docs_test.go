@@ -205,7 +205,15 @@ func TestRetryGuidance(t *testing.T) {
 		assert.Contains(t, s, "refuses a larger body with 413 `IDEMPOTENCY_REQUEST_TOO_LARGE`")
 		assert.Contains(t, s, "upper-case hex digits name the same key as lower-case")
 	}
-	assert.Contains(t, summary, "or 500 `IDEMPOTENCY_RECORD_UNREADABLE` with the same key; of the 409s, retry only `IDEMPOTENCY_KEY_IN_USE`.")
+	// A 409 of the API's own is retried once where the policy lists 409
+	// (the Go client does): the retry gets its replay, which is final.
+	assert.Contains(t, summary, "or 500 `IDEMPOTENCY_RECORD_UNREADABLE` with the same key; `IDEMPOTENCY_KEY_IN_USE` is waited out, while any other 409 is the API's own answer, stored: a retry (the Go client makes one where the policy lists 409) gets it again, marked `Idempotent-Replayed: true`, and ends there.")
+	assert.Contains(t, page, "Any other 409 is the API's own answer, stored with the key: an operation whose retry policy lists 409 may retry it once (the Go client does)")
+	for _, s := range []string{page, summary} {
+		assert.NotContains(t, s, "retry only `IDEMPOTENCY_KEY_IN_USE`", "the client retries the API's own 409 once")
+		// claimCoupon holds a duplicate up to 1s (in-flight.wait).
+		assert.Contains(t, s, "A per-attempt timeout must allow for the hold: give every retry, and a first request whose key may already be in flight (one you resume or reuse), the time the operation takes to answer plus 1s")
+	}
 	assert.Contains(t, page, "409 `IDEMPOTENCY_RESPONSE_UNAVAILABLE` and 500 `IDEMPOTENCY_RECORD_UNREADABLE`. They are final")
 	assert.Contains(t, page, "5. **A response marked `Idempotent-Replayed: true` is final, whatever its status.**")
 	assert.Contains(t, page, "The 409 `IDEMPOTENCY_RESPONSE_UNAVAILABLE` carries it too")

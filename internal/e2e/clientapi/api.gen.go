@@ -260,14 +260,14 @@ type ClientInterface interface {
 	// Corresponds with POST /coupons/{couponId}/claims (the `ClaimCoupon` operationId).
 	ClaimCoupon(ctx context.Context, couponId string, params *ClaimCouponParams, body ClaimCouponJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// RecordEventWithBody Record an event (window semantics, undeclared uuid v7 key header, a retry policy of its own).
+	// RecordEventWithBody Record an event (window semantics, undeclared uuid v7 key header, a retry policy of its own, an in-flight wait).
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /events (the `RecordEvent` operationId).
 	RecordEventWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// RecordEvent Record an event (window semantics, undeclared uuid v7 key header, a retry policy of its own).
+	// RecordEvent Record an event (window semantics, undeclared uuid v7 key header, a retry policy of its own, an in-flight wait).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -429,7 +429,7 @@ func (c *Client) ClaimCoupon(ctx context.Context, couponId string, params *Claim
 	return c.Client.Do(req)
 }
 
-// RecordEventWithBody Record an event (window semantics, undeclared uuid v7 key header, a retry policy of its own).
+// RecordEventWithBody Record an event (window semantics, undeclared uuid v7 key header, a retry policy of its own, an in-flight wait).
 //
 // Takes any type of body and a specified content type.
 //
@@ -446,7 +446,7 @@ func (c *Client) RecordEventWithBody(ctx context.Context, contentType string, bo
 	return c.Client.Do(req)
 }
 
-// RecordEvent Record an event (window semantics, undeclared uuid v7 key header, a retry policy of its own).
+// RecordEvent Record an event (window semantics, undeclared uuid v7 key header, a retry policy of its own, an in-flight wait).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -1238,14 +1238,14 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /coupons/{couponId}/claims (the `ClaimCoupon` operationId).
 	ClaimCouponWithResponse(ctx context.Context, couponId string, params *ClaimCouponParams, body ClaimCouponJSONRequestBody, reqEditors ...RequestEditorFn) (*ClaimCouponResponse, error)
 
-	// RecordEventWithBodyWithResponse Record an event (window semantics, undeclared uuid v7 key header, a retry policy of its own).
+	// RecordEventWithBodyWithResponse Record an event (window semantics, undeclared uuid v7 key header, a retry policy of its own, an in-flight wait).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /events (the `RecordEvent` operationId).
 	RecordEventWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RecordEventResponse, error)
 
-	// RecordEventWithResponse Record an event (window semantics, undeclared uuid v7 key header, a retry policy of its own).
+	// RecordEventWithResponse Record an event (window semantics, undeclared uuid v7 key header, a retry policy of its own, an in-flight wait).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -1858,7 +1858,7 @@ func (c *ClientWithResponses) ClaimCouponWithResponse(ctx context.Context, coupo
 	return ParseClaimCouponResponse(rsp)
 }
 
-// RecordEventWithBodyWithResponse Record an event (window semantics, undeclared uuid v7 key header, a retry policy of its own).
+// RecordEventWithBodyWithResponse Record an event (window semantics, undeclared uuid v7 key header, a retry policy of its own, an in-flight wait).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -1871,7 +1871,7 @@ func (c *ClientWithResponses) RecordEventWithBodyWithResponse(ctx context.Contex
 	return ParseRecordEventResponse(rsp)
 }
 
-// RecordEventWithResponse Record an event (window semantics, undeclared uuid v7 key header, a retry policy of its own).
+// RecordEventWithResponse Record an event (window semantics, undeclared uuid v7 key header, a retry policy of its own, an in-flight wait).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -2344,7 +2344,7 @@ type ServerInterface interface {
 	// ClaimCoupon Claim a coupon (strict, typed uuid key header).
 	// (POST /coupons/{couponId}/claims)
 	ClaimCoupon(w http.ResponseWriter, r *http.Request, couponId string, params ClaimCouponParams)
-	// RecordEvent Record an event (window semantics, undeclared uuid v7 key header, a retry policy of its own).
+	// RecordEvent Record an event (window semantics, undeclared uuid v7 key header, a retry policy of its own, an in-flight wait).
 	// (POST /events)
 	RecordEvent(w http.ResponseWriter, r *http.Request)
 	// TouchSpecialItem A static route that wins over /items/{itemId} and is not idempotent.
@@ -3171,7 +3171,7 @@ type StrictServerInterface interface {
 	// ClaimCoupon Claim a coupon (strict, typed uuid key header).
 	// (POST /coupons/{couponId}/claims)
 	ClaimCoupon(ctx context.Context, request ClaimCouponRequestObject) (ClaimCouponResponseObject, error)
-	// RecordEvent Record an event (window semantics, undeclared uuid v7 key header, a retry policy of its own).
+	// RecordEvent Record an event (window semantics, undeclared uuid v7 key header, a retry policy of its own, an in-flight wait).
 	// (POST /events)
 	RecordEvent(ctx context.Context, request RecordEventRequestObject) (RecordEventResponseObject, error)
 	// TouchSpecialItem A static route that wins over /items/{itemId} and is not idempotent.

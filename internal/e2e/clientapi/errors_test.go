@@ -71,9 +71,28 @@ func TestBadRequestsNotRetried(t *testing.T) {
 	c := newClient(t, e.srv.URL, e.srv.Client())
 	ctx := context.Background()
 
-	// recordEvent's key is an undeclared header of format uuidv7.
-	_, key, err := c.RecordEvent(ctx, api.Event{Name: "x"}, idemclient.WithKey(uuid.NewString())) // a v4
+	// recordEvent's key is an undeclared header of format uuidv7: a
+	// supplied key of another format is refused before sending, as the
+	// server would refuse it (400 IDEMPOTENCY_KEY_INVALID).
+	v4 := uuid.NewString()
+	_, key, err := c.RecordEvent(ctx, api.Event{Name: "x"}, idemclient.WithKey(v4))
+	assert.Equal(t, v4, key, "the key the call would have used, as the error's")
+	require.ErrorIs(t, err, idemclient.ErrInvalidKey)
+	var ie *idemclient.Error
+	require.ErrorAs(t, err, &ie)
+	assert.Equal(t, v4, ie.Key)
+	assert.Contains(t, err.Error(), "is a UUID of version 4, not 7, which the policy's key format uuidv7 requires")
+	for _, bad := range []string{"order-42", "{" + v4 + "}", "urn:uuid:" + v4} {
+		_, key, err := c.CreatePayment(ctx, nil, api.Payment{}, idemclient.WithKey(bad)) // uuidv4, typed query parameter
+		assert.ErrorIs(t, err, idemclient.ErrInvalidKey, bad)
+		assert.Equal(t, bad, key)
+	}
+	assert.Zero(t, c.AttemptCount(), "nothing sent")
+	assert.Zero(t, e.shop.Total())
+	// The server's own check stays: a key it refuses that the request
+	// carries where no policy checks it.
 	var pe *idemclient.ProblemError
+	_, key, err = c.RecordEvent(ctx, api.Event{Name: "x"}, idemclient.WithPolicyOverride(func(p *idemclient.Policy) { p.EnforceKeyFormat = false }), idemclient.WithKey(v4))
 	require.ErrorAs(t, err, &pe)
 	assert.Equal(t, idemclient.CodeKeyInvalid, pe.Code)
 	assert.Equal(t, http.StatusBadRequest, pe.Status)

@@ -181,7 +181,7 @@ var idemgenPolicyRecordEvent = idem.MustCompile(idem.Spec{
 		Status:     409,
 		RetryAfter: 2 * time.Second,
 		Lease:      10 * time.Second,
-		Wait:       0,
+		Wait:       2 * time.Second,
 	},
 	Failures: idem.FailuresRetry,
 	Response: idem.ResponseSpec{

@@ -11,6 +11,7 @@ import (
 	openapi_types "github.com/oapi-codegen/runtime/types"
 	"io"
 	"net/http"
+	"slices"
 	"time"
 )
 
@@ -67,8 +68,14 @@ import (
 // policy's InUseWait ran out (idemclient.ErrInUseWaitExhausted), no response but a *idemclient.Error
 // that carries the *idemclient.ProblemError, errors.As finds both). Any other response, whatever its
 // status, is the API's own answer, in the response.
+//
+// Call options (the helpers' last arguments): idemclient.WithKey, WithKeyObserver, WithRequestEditors
+// (per-call request editors, passed on to oapi-codegen's method), WithKeyGenerator,
+// WithPolicyOverride, WithPolicy; WithCallOptions gives some to every call of a client.
 type IdempotentClient struct {
 	*ClientWithResponses
+
+	callOptions []idemclient.CallOption
 }
 
 // NewIdempotentClient returns the typed helpers over a ClientWithResponses for server, built with opts
@@ -135,9 +142,24 @@ func IdempotentMatcher(server string) (idemclient.Matcher, error) {
 	return idemgenClientRoutes.Matcher(server)
 }
 
+// The operation IDs IdempotentClientPolicy knows, one constant per idempotent operation (its
+// operationId, or oapi-codegen's Go name for an operation without one).
+const (
+	IdempotentClientOpUpdateAccount     = "updateAccount"
+	IdempotentClientOpClaimCoupon       = "claimCoupon"
+	IdempotentClientOpRecordEvent       = "recordEvent"
+	IdempotentClientOpTouchItem         = "touchItem"
+	IdempotentClientOpCreateOrder       = "createOrder"
+	IdempotentClientOpCreatePayment     = "createPayment"
+	IdempotentClientOpUploadReceiptFile = "uploadReceiptFile"
+	IdempotentClientOpSubscribe         = "subscribe"
+	IdempotentClientOpCreateTransfer    = "createTransfer"
+)
+
 // IdempotentClientPolicy returns the client policy of the operation with this operationId
-// (oapi-codegen's Go name for operations without one): attempts, backoff, what is retried, and the
-// key's format and carrier, as the contract says. ok is false for an operation that is not idempotent.
+// (oapi-codegen's Go name for operations without one; the IdempotentClientOp* constants): attempts,
+// backoff, what is retried, the in-flight wait, and the key's format and carrier, as the contract
+// says. ok is false for an operation that is not idempotent.
 func IdempotentClientPolicy(operationID string) (p idemclient.Policy, ok bool) {
 	switch operationID {
 	case "updateAccount":
@@ -162,6 +184,39 @@ func IdempotentClientPolicy(operationID string) (p idemclient.Policy, ok bool) {
 	return idemclient.Policy{}, false
 }
 
+// WithCallOptions returns a copy of c whose helpers apply opts to every call, before the call's own
+// (which win where they set the same thing): a client-wide key generator
+// (idemclient.WithKeyGenerator), policy override (idemclient.WithPolicyOverride) or request editors
+// (idemclient.WithRequestEditors). c is unchanged.
+func (c *IdempotentClient) WithCallOptions(opts ...idemclient.CallOption) *IdempotentClient {
+	cc := *c
+	cc.callOptions = append(slices.Clip(c.callOptions), opts...)
+	return &cc
+}
+
+// idemgenClientOptions returns the call options of a helper's call: the client's (WithCallOptions),
+// then the call's.
+func (c *IdempotentClient) idemgenClientOptions(opts []idemclient.CallOption) []idemclient.CallOption {
+	if len(c.callOptions) == 0 {
+		return opts
+	}
+	return append(slices.Clip(c.callOptions), opts...)
+}
+
+// idemgenClientEditors returns the request editors given to a call with idemclient.WithRequestEditors,
+// as oapi-codegen's RequestEditorFn, for the helper to pass to its method.
+func idemgenClientEditors(call *idemclient.Call) []RequestEditorFn {
+	fns := call.RequestEditors()
+	if len(fns) == 0 {
+		return nil
+	}
+	out := make([]RequestEditorFn, len(fns))
+	for i, fn := range fns {
+		out[i] = RequestEditorFn(fn)
+	}
+	return out
+}
+
 // UpdateAccount calls PATCH /accounts/{kind}/{accountId} (updateAccount) as one logical call, through
 // UpdateAccountWithResponse. Update an account (strict, a component key parameter, an enum and a uuid
 // path argument).
@@ -181,11 +236,11 @@ func (c *IdempotentClient) UpdateAccount(ctx context.Context, kind UpdateAccount
 		p = *params
 	}
 	carried, set := idemgenClientUUID(&p.IdempotencyKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyUpdateAccount, carried, set, opts)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyUpdateAccount, carried, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
-	resp, err := c.UpdateAccountWithResponse(ctx, kind, accountId, &p, body)
+	resp, err := c.UpdateAccountWithResponse(ctx, kind, accountId, &p, body, idemgenClientEditors(call)...)
 	if err != nil {
 		return nil, key, err
 	}
@@ -194,19 +249,20 @@ func (c *IdempotentClient) UpdateAccount(ctx context.Context, kind UpdateAccount
 
 // UpdateAccountWithBody is UpdateAccount with a body of any content type, through
 // UpdateAccountWithBodyWithResponse: the body is read once (a *bytes.Reader, *bytes.Buffer or
-// *strings.Reader is re-read from the start instead) and the same bytes are sent with every attempt.
-// It returns the response, the key, and an error as IdempotentClient's documentation says.
+// *strings.Reader is not copied: every attempt re-reads it from the position it had when the call was
+// made) and the same bytes are sent with every attempt. It returns the response, the key, and an error
+// as IdempotentClient's documentation says.
 func (c *IdempotentClient) UpdateAccountWithBody(ctx context.Context, kind UpdateAccountParamsKind, accountId openapi_types.UUID, params *UpdateAccountParams, contentType string, body io.Reader, opts ...idemclient.CallOption) (*UpdateAccountResponse, string, error) {
 	var p UpdateAccountParams
 	if params != nil {
 		p = *params
 	}
 	carried, set := idemgenClientUUID(&p.IdempotencyKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyUpdateAccount, carried, set, opts)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyUpdateAccount, carried, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
-	resp, err := c.UpdateAccountWithBodyWithResponse(ctx, kind, accountId, &p, contentType, body)
+	resp, err := c.UpdateAccountWithBodyWithResponse(ctx, kind, accountId, &p, contentType, body, idemgenClientEditors(call)...)
 	if err != nil {
 		return nil, key, err
 	}
@@ -231,11 +287,11 @@ func (c *IdempotentClient) ClaimCoupon(ctx context.Context, couponId string, par
 		p = *params
 	}
 	carried, set := idemgenClientUUID(&p.IdempotencyKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyClaimCoupon, carried, set, opts)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyClaimCoupon, carried, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
-	resp, err := c.ClaimCouponWithResponse(ctx, couponId, &p, body)
+	resp, err := c.ClaimCouponWithResponse(ctx, couponId, &p, body, idemgenClientEditors(call)...)
 	if err != nil {
 		return nil, key, err
 	}
@@ -244,19 +300,20 @@ func (c *IdempotentClient) ClaimCoupon(ctx context.Context, couponId string, par
 
 // ClaimCouponWithBody is ClaimCoupon with a body of any content type, through
 // ClaimCouponWithBodyWithResponse: the body is read once (a *bytes.Reader, *bytes.Buffer or
-// *strings.Reader is re-read from the start instead) and the same bytes are sent with every attempt.
-// It returns the response, the key, and an error as IdempotentClient's documentation says.
+// *strings.Reader is not copied: every attempt re-reads it from the position it had when the call was
+// made) and the same bytes are sent with every attempt. It returns the response, the key, and an error
+// as IdempotentClient's documentation says.
 func (c *IdempotentClient) ClaimCouponWithBody(ctx context.Context, couponId string, params *ClaimCouponParams, contentType string, body io.Reader, opts ...idemclient.CallOption) (*ClaimCouponResponse, string, error) {
 	var p ClaimCouponParams
 	if params != nil {
 		p = *params
 	}
 	carried, set := idemgenClientUUID(&p.IdempotencyKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyClaimCoupon, carried, set, opts)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyClaimCoupon, carried, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
-	resp, err := c.ClaimCouponWithBodyWithResponse(ctx, couponId, &p, contentType, body)
+	resp, err := c.ClaimCouponWithBodyWithResponse(ctx, couponId, &p, contentType, body, idemgenClientEditors(call)...)
 	if err != nil {
 		return nil, key, err
 	}
@@ -264,18 +321,23 @@ func (c *IdempotentClient) ClaimCouponWithBody(ctx context.Context, couponId str
 }
 
 // RecordEvent calls POST /events (recordEvent) as one logical call, through RecordEventWithResponse.
-// Record an event (window semantics, undeclared uuid v7 key header, a retry policy of its own).
+// Record an event (window semantics, undeclared uuid v7 key header, a retry policy of its own, an
+// in-flight wait).
 //
 // Contract: window semantics, window 1m. The key (a UUID v7) goes into the header X-Request-Key: the
 // one given with idemclient.WithKey, else a new one. Up to 6 attempts, retrying connection errors and
 // 503 (never 400 or 422) after a backoff from 100ms to 2s, ×1.5, equal jitter, or the server's
 // Retry-After if longer (longest retry span 1.31875s). IDEMPOTENCY_KEY_IN_USE answers do not count as
 // attempts: they are waited out for up to 12s after the first of them (the in-flight lease plus the
-// longest wait between attempts). The body is encoded once and the same bytes are sent with every
-// attempt. It returns the response, the key, and an error as IdempotentClient's documentation says.
+// longest wait between attempts). The server holds a duplicate (a request whose key is in flight) up
+// to 2s (in-flight.wait) before it answers: a per-attempt timeout (idemclient.WithAttemptTimeout),
+// which bounds the server's own answer, is extended by 2s for every attempt it may hold (every retry,
+// and a first attempt whose key was supplied), so that a held attempt is not counted a failure. The
+// body is encoded once and the same bytes are sent with every attempt. It returns the response, the
+// key, and an error as IdempotentClient's documentation says.
 func (c *IdempotentClient) RecordEvent(ctx context.Context, body RecordEventJSONRequestBody, opts ...idemclient.CallOption) (*RecordEventResponse, string, error) {
-	ctx, call := idemgenClientPolicyRecordEvent.Start(ctx, opts...)
-	resp, err := c.RecordEventWithResponse(ctx, body)
+	ctx, call := idemgenClientPolicyRecordEvent.Start(ctx, c.idemgenClientOptions(opts)...)
+	resp, err := c.RecordEventWithResponse(ctx, body, idemgenClientEditors(call)...)
 	if err != nil {
 		return nil, call.Key(), err
 	}
@@ -284,11 +346,12 @@ func (c *IdempotentClient) RecordEvent(ctx context.Context, body RecordEventJSON
 
 // RecordEventWithBody is RecordEvent with a body of any content type, through
 // RecordEventWithBodyWithResponse: the body is read once (a *bytes.Reader, *bytes.Buffer or
-// *strings.Reader is re-read from the start instead) and the same bytes are sent with every attempt.
-// It returns the response, the key, and an error as IdempotentClient's documentation says.
+// *strings.Reader is not copied: every attempt re-reads it from the position it had when the call was
+// made) and the same bytes are sent with every attempt. It returns the response, the key, and an error
+// as IdempotentClient's documentation says.
 func (c *IdempotentClient) RecordEventWithBody(ctx context.Context, contentType string, body io.Reader, opts ...idemclient.CallOption) (*RecordEventResponse, string, error) {
-	ctx, call := idemgenClientPolicyRecordEvent.Start(ctx, opts...)
-	resp, err := c.RecordEventWithBodyWithResponse(ctx, contentType, body)
+	ctx, call := idemgenClientPolicyRecordEvent.Start(ctx, c.idemgenClientOptions(opts)...)
+	resp, err := c.RecordEventWithBodyWithResponse(ctx, contentType, body, idemgenClientEditors(call)...)
 	if err != nil {
 		return nil, call.Key(), err
 	}
@@ -306,8 +369,8 @@ func (c *IdempotentClient) RecordEventWithBody(ctx context.Context, contentType 
 // plus the longest wait between attempts). It returns the response, the key, and an error as
 // IdempotentClient's documentation says.
 func (c *IdempotentClient) TouchItem(ctx context.Context, itemId int64, opts ...idemclient.CallOption) (*TouchItemResponse, string, error) {
-	ctx, call := idemgenClientPolicyTouchItem.Start(ctx, opts...)
-	resp, err := c.TouchItemWithResponse(ctx, itemId)
+	ctx, call := idemgenClientPolicyTouchItem.Start(ctx, c.idemgenClientOptions(opts)...)
+	resp, err := c.TouchItemWithResponse(ctx, itemId, idemgenClientEditors(call)...)
 	if err != nil {
 		return nil, call.Key(), err
 	}
@@ -332,11 +395,11 @@ func (c *IdempotentClient) CreateOrder(ctx context.Context, params *CreateOrderP
 		p = *params
 	}
 	carried, set := idemgenClientString(&p.IdempotencyKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreateOrder, carried, set, opts)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreateOrder, carried, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
-	resp, err := c.CreateOrderWithResponse(ctx, &p, body)
+	resp, err := c.CreateOrderWithResponse(ctx, &p, body, idemgenClientEditors(call)...)
 	if err != nil {
 		return nil, key, err
 	}
@@ -345,19 +408,20 @@ func (c *IdempotentClient) CreateOrder(ctx context.Context, params *CreateOrderP
 
 // CreateOrderWithBody is CreateOrder with a body of any content type, through
 // CreateOrderWithBodyWithResponse: the body is read once (a *bytes.Reader, *bytes.Buffer or
-// *strings.Reader is re-read from the start instead) and the same bytes are sent with every attempt.
-// It returns the response, the key, and an error as IdempotentClient's documentation says.
+// *strings.Reader is not copied: every attempt re-reads it from the position it had when the call was
+// made) and the same bytes are sent with every attempt. It returns the response, the key, and an error
+// as IdempotentClient's documentation says.
 func (c *IdempotentClient) CreateOrderWithBody(ctx context.Context, params *CreateOrderParams, contentType string, body io.Reader, opts ...idemclient.CallOption) (*CreateOrderResponse, string, error) {
 	var p CreateOrderParams
 	if params != nil {
 		p = *params
 	}
 	carried, set := idemgenClientString(&p.IdempotencyKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreateOrder, carried, set, opts)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreateOrder, carried, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
-	resp, err := c.CreateOrderWithBodyWithResponse(ctx, &p, contentType, body)
+	resp, err := c.CreateOrderWithBodyWithResponse(ctx, &p, contentType, body, idemgenClientEditors(call)...)
 	if err != nil {
 		return nil, key, err
 	}
@@ -381,11 +445,11 @@ func (c *IdempotentClient) CreatePayment(ctx context.Context, params *CreatePaym
 		p = *params
 	}
 	carried, set := idemgenClientString(&p.RequestId)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreatePayment, carried, set, opts)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreatePayment, carried, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
-	resp, err := c.CreatePaymentWithResponse(ctx, &p, body)
+	resp, err := c.CreatePaymentWithResponse(ctx, &p, body, idemgenClientEditors(call)...)
 	if err != nil {
 		return nil, key, err
 	}
@@ -394,19 +458,20 @@ func (c *IdempotentClient) CreatePayment(ctx context.Context, params *CreatePaym
 
 // CreatePaymentWithBody is CreatePayment with a body of any content type, through
 // CreatePaymentWithBodyWithResponse: the body is read once (a *bytes.Reader, *bytes.Buffer or
-// *strings.Reader is re-read from the start instead) and the same bytes are sent with every attempt.
-// It returns the response, the key, and an error as IdempotentClient's documentation says.
+// *strings.Reader is not copied: every attempt re-reads it from the position it had when the call was
+// made) and the same bytes are sent with every attempt. It returns the response, the key, and an error
+// as IdempotentClient's documentation says.
 func (c *IdempotentClient) CreatePaymentWithBody(ctx context.Context, params *CreatePaymentParams, contentType string, body io.Reader, opts ...idemclient.CallOption) (*CreatePaymentResponse, string, error) {
 	var p CreatePaymentParams
 	if params != nil {
 		p = *params
 	}
 	carried, set := idemgenClientString(&p.RequestId)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreatePayment, carried, set, opts)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreatePayment, carried, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
-	resp, err := c.CreatePaymentWithBodyWithResponse(ctx, &p, contentType, body)
+	resp, err := c.CreatePaymentWithBodyWithResponse(ctx, &p, contentType, body, idemgenClientEditors(call)...)
 	if err != nil {
 		return nil, key, err
 	}
@@ -424,19 +489,20 @@ func (c *IdempotentClient) CreatePaymentWithBody(ctx context.Context, params *Cr
 // the server's Retry-After if longer (longest retry span 3.5s). IDEMPOTENCY_KEY_IN_USE answers do not
 // count as attempts: they are waited out for up to 38s after the first of them (the in-flight lease
 // plus the longest wait between attempts). The body is read once (a *bytes.Reader, *bytes.Buffer or
-// *strings.Reader is re-read from the start instead) and the same bytes are sent with every attempt.
-// It returns the response, the key, and an error as IdempotentClient's documentation says.
+// *strings.Reader is not copied: every attempt re-reads it from the position it had when the call was
+// made) and the same bytes are sent with every attempt. It returns the response, the key, and an error
+// as IdempotentClient's documentation says.
 func (c *IdempotentClient) UploadReceiptFileWithBody(ctx context.Context, receiptId openapi_types.UUID, params *UploadReceiptFileParams, contentType string, body io.Reader, opts ...idemclient.CallOption) (*UploadReceiptFileResponse, string, error) {
 	var p UploadReceiptFileParams
 	if params != nil {
 		p = *params
 	}
 	carried, set := idemgenClientStringPtr(&p.IdempotencyKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyUploadReceiptFile, carried, set, opts)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyUploadReceiptFile, carried, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
-	resp, err := c.UploadReceiptFileWithBodyWithResponse(ctx, receiptId, &p, contentType, body)
+	resp, err := c.UploadReceiptFileWithBodyWithResponse(ctx, receiptId, &p, contentType, body, idemgenClientEditors(call)...)
 	if err != nil {
 		return nil, key, err
 	}
@@ -453,19 +519,20 @@ func (c *IdempotentClient) UploadReceiptFileWithBody(ctx context.Context, receip
 // the server's Retry-After if longer (longest retry span 3.5s). IDEMPOTENCY_KEY_IN_USE answers do not
 // count as attempts: they are waited out for up to 38s after the first of them (the in-flight lease
 // plus the longest wait between attempts). The body is read once (a *bytes.Reader, *bytes.Buffer or
-// *strings.Reader is re-read from the start instead) and the same bytes are sent with every attempt.
-// It returns the response, the key, and an error as IdempotentClient's documentation says.
+// *strings.Reader is not copied: every attempt re-reads it from the position it had when the call was
+// made) and the same bytes are sent with every attempt. It returns the response, the key, and an error
+// as IdempotentClient's documentation says.
 func (c *IdempotentClient) SubscribeWithBody(ctx context.Context, params *SubscribeParams, contentType string, body io.Reader, opts ...idemclient.CallOption) (*SubscribeResponse, string, error) {
 	var p SubscribeParams
 	if params != nil {
 		p = *params
 	}
 	carried, set := idemgenClientString(&p.IdempotencyKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicySubscribe, carried, set, opts)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicySubscribe, carried, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
-	resp, err := c.SubscribeWithBodyWithResponse(ctx, &p, contentType, body)
+	resp, err := c.SubscribeWithBodyWithResponse(ctx, &p, contentType, body, idemgenClientEditors(call)...)
 	if err != nil {
 		return nil, key, err
 	}
@@ -482,11 +549,11 @@ func (c *IdempotentClient) SubscribeWithFormdataBody(ctx context.Context, params
 		p = *params
 	}
 	carried, set := idemgenClientString(&p.IdempotencyKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicySubscribe, carried, set, opts)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicySubscribe, carried, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
-	resp, err := c.SubscribeWithFormdataBodyWithResponse(ctx, &p, body)
+	resp, err := c.SubscribeWithFormdataBodyWithResponse(ctx, &p, body, idemgenClientEditors(call)...)
 	if err != nil {
 		return nil, key, err
 	}
@@ -506,8 +573,8 @@ func (c *IdempotentClient) SubscribeWithFormdataBody(ctx context.Context, params
 // body is encoded once and the same bytes are sent with every attempt. It returns the response, the
 // key, and an error as IdempotentClient's documentation says.
 func (c *IdempotentClient) CreateTransfer(ctx context.Context, body CreateTransferJSONRequestBody, opts ...idemclient.CallOption) (*CreateTransferResponse, string, error) {
-	ctx, call := idemgenClientPolicyCreateTransfer.Start(ctx, opts...)
-	resp, err := c.CreateTransferWithResponse(ctx, body)
+	ctx, call := idemgenClientPolicyCreateTransfer.Start(ctx, c.idemgenClientOptions(opts)...)
+	resp, err := c.CreateTransferWithResponse(ctx, body, idemgenClientEditors(call)...)
 	if err != nil {
 		return nil, call.Key(), err
 	}
@@ -516,11 +583,12 @@ func (c *IdempotentClient) CreateTransfer(ctx context.Context, body CreateTransf
 
 // CreateTransferWithBody is CreateTransfer with a body of any content type, through
 // CreateTransferWithBodyWithResponse: the body is read once (a *bytes.Reader, *bytes.Buffer or
-// *strings.Reader is re-read from the start instead) and the same bytes are sent with every attempt.
-// It returns the response, the key, and an error as IdempotentClient's documentation says.
+// *strings.Reader is not copied: every attempt re-reads it from the position it had when the call was
+// made) and the same bytes are sent with every attempt. It returns the response, the key, and an error
+// as IdempotentClient's documentation says.
 func (c *IdempotentClient) CreateTransferWithBody(ctx context.Context, contentType string, body io.Reader, opts ...idemclient.CallOption) (*CreateTransferResponse, string, error) {
-	ctx, call := idemgenClientPolicyCreateTransfer.Start(ctx, opts...)
-	resp, err := c.CreateTransferWithBodyWithResponse(ctx, contentType, body)
+	ctx, call := idemgenClientPolicyCreateTransfer.Start(ctx, c.idemgenClientOptions(opts)...)
+	resp, err := c.CreateTransferWithBodyWithResponse(ctx, contentType, body, idemgenClientEditors(call)...)
 	if err != nil {
 		return nil, call.Key(), err
 	}
@@ -541,11 +609,13 @@ var idemgenClientPolicyUpdateAccount = idemclient.Policy{
 		Connection: true,
 		Statuses:   []int{408, 409, 425, 429, 500, 502, 503, 504},
 	},
-	InUseWait:    38 * time.Second,
-	KeyFormat:    idemclient.FormatUUID,
-	KeyCarrier:   idemclient.CarrierHeader,
-	KeyName:      "Idempotency-Key",
-	KeyMaxLength: 36,
+	InUseWait:        38 * time.Second,
+	InFlightWait:     0,
+	KeyFormat:        idemclient.FormatUUID,
+	EnforceKeyFormat: true,
+	KeyCarrier:       idemclient.CarrierHeader,
+	KeyName:          "Idempotency-Key",
+	KeyMaxLength:     36,
 }
 
 // idemgenClientPolicyClaimCoupon is the client half of the contract of POST /coupons/{couponId}/claims
@@ -562,11 +632,13 @@ var idemgenClientPolicyClaimCoupon = idemclient.Policy{
 		Connection: true,
 		Statuses:   []int{408, 409, 425, 429, 500, 502, 503, 504},
 	},
-	InUseWait:    38 * time.Second,
-	KeyFormat:    idemclient.FormatUUID,
-	KeyCarrier:   idemclient.CarrierHeader,
-	KeyName:      "Idempotency-Key",
-	KeyMaxLength: 36,
+	InUseWait:        38 * time.Second,
+	InFlightWait:     0,
+	KeyFormat:        idemclient.FormatUUID,
+	EnforceKeyFormat: true,
+	KeyCarrier:       idemclient.CarrierHeader,
+	KeyName:          "Idempotency-Key",
+	KeyMaxLength:     36,
 }
 
 // idemgenClientPolicyRecordEvent is the client half of the contract of POST /events (recordEvent):
@@ -583,11 +655,13 @@ var idemgenClientPolicyRecordEvent = idemclient.Policy{
 		Connection: true,
 		Statuses:   []int{503},
 	},
-	InUseWait:    12 * time.Second,
-	KeyFormat:    idemclient.FormatUUIDv7,
-	KeyCarrier:   idemclient.CarrierHeader,
-	KeyName:      "X-Request-Key",
-	KeyMaxLength: 36,
+	InUseWait:        12 * time.Second,
+	InFlightWait:     2 * time.Second,
+	KeyFormat:        idemclient.FormatUUIDv7,
+	EnforceKeyFormat: true,
+	KeyCarrier:       idemclient.CarrierHeader,
+	KeyName:          "X-Request-Key",
+	KeyMaxLength:     36,
 }
 
 // idemgenClientPolicyTouchItem is the client half of the contract of POST /items/{itemId} (touchItem):
@@ -604,11 +678,13 @@ var idemgenClientPolicyTouchItem = idemclient.Policy{
 		Connection: false,
 		Statuses:   []int{503},
 	},
-	InUseWait:    38 * time.Second,
-	KeyFormat:    idemclient.FormatToken,
-	KeyCarrier:   idemclient.CarrierHeader,
-	KeyName:      "Idempotency-Key",
-	KeyMaxLength: 255,
+	InUseWait:        38 * time.Second,
+	InFlightWait:     0,
+	KeyFormat:        idemclient.FormatToken,
+	EnforceKeyFormat: true,
+	KeyCarrier:       idemclient.CarrierHeader,
+	KeyName:          "Idempotency-Key",
+	KeyMaxLength:     255,
 }
 
 // idemgenClientPolicyCreateOrder is the client half of the contract of POST /orders (createOrder):
@@ -625,11 +701,13 @@ var idemgenClientPolicyCreateOrder = idemclient.Policy{
 		Connection: true,
 		Statuses:   []int{408, 409, 425, 429, 500, 502, 503, 504},
 	},
-	InUseWait:    38 * time.Second,
-	KeyFormat:    idemclient.FormatToken,
-	KeyCarrier:   idemclient.CarrierHeader,
-	KeyName:      "Idempotency-Key",
-	KeyMaxLength: 255,
+	InUseWait:        38 * time.Second,
+	InFlightWait:     0,
+	KeyFormat:        idemclient.FormatToken,
+	EnforceKeyFormat: true,
+	KeyCarrier:       idemclient.CarrierHeader,
+	KeyName:          "Idempotency-Key",
+	KeyMaxLength:     255,
 }
 
 // idemgenClientPolicyCreatePayment is the client half of the contract of POST /payments
@@ -646,11 +724,13 @@ var idemgenClientPolicyCreatePayment = idemclient.Policy{
 		Connection: true,
 		Statuses:   []int{408, 409, 425, 429, 500, 502, 503, 504},
 	},
-	InUseWait:    38 * time.Second,
-	KeyFormat:    idemclient.FormatUUIDv4,
-	KeyCarrier:   idemclient.CarrierQuery,
-	KeyName:      "request_id",
-	KeyMaxLength: 36,
+	InUseWait:        38 * time.Second,
+	InFlightWait:     0,
+	KeyFormat:        idemclient.FormatUUIDv4,
+	EnforceKeyFormat: true,
+	KeyCarrier:       idemclient.CarrierQuery,
+	KeyName:          "request_id",
+	KeyMaxLength:     36,
 }
 
 // idemgenClientPolicyUploadReceiptFile is the client half of the contract of POST
@@ -668,11 +748,13 @@ var idemgenClientPolicyUploadReceiptFile = idemclient.Policy{
 		Connection: true,
 		Statuses:   []int{408, 409, 425, 429, 500, 502, 503, 504},
 	},
-	InUseWait:    38 * time.Second,
-	KeyFormat:    idemclient.FormatToken,
-	KeyCarrier:   idemclient.CarrierHeader,
-	KeyName:      "Idempotency-Key",
-	KeyMaxLength: 255,
+	InUseWait:        38 * time.Second,
+	InFlightWait:     0,
+	KeyFormat:        idemclient.FormatToken,
+	EnforceKeyFormat: true,
+	KeyCarrier:       idemclient.CarrierHeader,
+	KeyName:          "Idempotency-Key",
+	KeyMaxLength:     255,
 }
 
 // idemgenClientPolicySubscribe is the client half of the contract of POST /subscriptions (subscribe):
@@ -689,11 +771,13 @@ var idemgenClientPolicySubscribe = idemclient.Policy{
 		Connection: true,
 		Statuses:   []int{408, 409, 425, 429, 500, 502, 503, 504},
 	},
-	InUseWait:    38 * time.Second,
-	KeyFormat:    idemclient.FormatToken,
-	KeyCarrier:   idemclient.CarrierHeader,
-	KeyName:      "Idempotency-Key",
-	KeyMaxLength: 255,
+	InUseWait:        38 * time.Second,
+	InFlightWait:     0,
+	KeyFormat:        idemclient.FormatToken,
+	EnforceKeyFormat: true,
+	KeyCarrier:       idemclient.CarrierHeader,
+	KeyName:          "Idempotency-Key",
+	KeyMaxLength:     255,
 }
 
 // idemgenClientPolicyCreateTransfer is the client half of the contract of POST /transfers
@@ -710,11 +794,13 @@ var idemgenClientPolicyCreateTransfer = idemclient.Policy{
 		Connection: true,
 		Statuses:   []int{408, 409, 425, 429, 500, 502, 503, 504},
 	},
-	InUseWait:    38 * time.Second,
-	KeyFormat:    idemclient.FormatToken,
-	KeyCarrier:   idemclient.CarrierBody,
-	KeyName:      "/idempotency_key",
-	KeyMaxLength: 255,
+	InUseWait:        38 * time.Second,
+	InFlightWait:     0,
+	KeyFormat:        idemclient.FormatToken,
+	EnforceKeyFormat: true,
+	KeyCarrier:       idemclient.CarrierBody,
+	KeyName:          "/idempotency_key",
+	KeyMaxLength:     255,
 }
 
 // idemgenClientStart starts a call under policy p whose key travels in a typed parameter that holds

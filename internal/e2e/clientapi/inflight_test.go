@@ -132,7 +132,7 @@ func TestInFlightLongerThanAttempts(t *testing.T) {
 	p, ok := api.IdempotentClientPolicy("claimCoupon")
 	require.True(t, ok)
 	send := func(d *idemclient.Doer) (*http.Response, *idemclient.Call, error) {
-		ctx, call := idemclient.Start(context.Background(), idemclient.WithKey("k-1"))
+		ctx, call := idemclient.Start(context.Background(), idemclient.WithKey("0190b4a2-7c1e-7d3f-9a4b-2c6e8f0a1b3d"))
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader(`{"a":1}`))
 		require.NoError(t, err)
 		resp, err := d.Do(req)

@@ -11,6 +11,7 @@ import (
 	openapi_types "github.com/oapi-codegen/runtime/types"
 	"io"
 	"net/http"
+	"slices"
 	"time"
 )
 
@@ -59,8 +60,14 @@ import (
 // policy's InUseWait ran out (idemclient.ErrInUseWaitExhausted), no response but a *idemclient.Error
 // that carries the *idemclient.ProblemError, errors.As finds both). Any other response, whatever its
 // status, is the API's own answer, in the response.
+//
+// Call options (the helpers' last arguments): idemclient.WithKey, WithKeyObserver, WithRequestEditors
+// (per-call request editors, passed on to oapi-codegen's method), WithKeyGenerator,
+// WithPolicyOverride, WithPolicy; WithCallOptions gives some to every call of a client.
 type IdempotentClient struct {
 	*ClientWithResponses
+
+	callOptions []idemclient.CallOption
 }
 
 // NewIdempotentClient returns the typed helpers over a ClientWithResponses for server, built with opts
@@ -127,9 +134,20 @@ func IdempotentMatcher(server string) (idemclient.Matcher, error) {
 	return idemgenClientRoutes.Matcher(server)
 }
 
+// The operation IDs IdempotentClientPolicy knows, one constant per idempotent operation (its
+// operationId, or oapi-codegen's Go name for an operation without one).
+const (
+	IdempotentClientOpCreateNote  = "createNote"
+	IdempotentClientOpMakePayment = "makePayment"
+	IdempotentClientOpMakeRefund  = "makeRefund"
+	IdempotentClientOpOpenTicket  = "openTicket"
+	IdempotentClientOpCastVote    = "castVote"
+)
+
 // IdempotentClientPolicy returns the client policy of the operation with this operationId
-// (oapi-codegen's Go name for operations without one): attempts, backoff, what is retried, and the
-// key's format and carrier, as the contract says. ok is false for an operation that is not idempotent.
+// (oapi-codegen's Go name for operations without one; the IdempotentClientOp* constants): attempts,
+// backoff, what is retried, the in-flight wait, and the key's format and carrier, as the contract
+// says. ok is false for an operation that is not idempotent.
 func IdempotentClientPolicy(operationID string) (p idemclient.Policy, ok bool) {
 	switch operationID {
 	case "createNote":
@@ -144,6 +162,39 @@ func IdempotentClientPolicy(operationID string) (p idemclient.Policy, ok bool) {
 		return idemgenClientPolicyCastVote, true
 	}
 	return idemclient.Policy{}, false
+}
+
+// WithCallOptions returns a copy of c whose helpers apply opts to every call, before the call's own
+// (which win where they set the same thing): a client-wide key generator
+// (idemclient.WithKeyGenerator), policy override (idemclient.WithPolicyOverride) or request editors
+// (idemclient.WithRequestEditors). c is unchanged.
+func (c *IdempotentClient) WithCallOptions(opts ...idemclient.CallOption) *IdempotentClient {
+	cc := *c
+	cc.callOptions = append(slices.Clip(c.callOptions), opts...)
+	return &cc
+}
+
+// idemgenClientOptions returns the call options of a helper's call: the client's (WithCallOptions),
+// then the call's.
+func (c *IdempotentClient) idemgenClientOptions(opts []idemclient.CallOption) []idemclient.CallOption {
+	if len(c.callOptions) == 0 {
+		return opts
+	}
+	return append(slices.Clip(c.callOptions), opts...)
+}
+
+// idemgenClientEditors returns the request editors given to a call with idemclient.WithRequestEditors,
+// as oapi-codegen's RequestEditorFn, for the helper to pass to its method.
+func idemgenClientEditors(call *idemclient.Call) []RequestEditorFn {
+	fns := call.RequestEditors()
+	if len(fns) == 0 {
+		return nil
+	}
+	out := make([]RequestEditorFn, len(fns))
+	for i, fn := range fns {
+		out[i] = RequestEditorFn(fn)
+	}
+	return out
 }
 
 // CreateNote calls POST /notes (createNote) as one logical call, through CreateNoteWithResponse.
@@ -164,11 +215,11 @@ func (c *IdempotentClient) CreateNote(ctx context.Context, params *CreateNotePar
 		p = *params
 	}
 	carried, set := idemgenClientString(&p.IdempotencyKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreateNote, carried, set, opts)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreateNote, carried, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
-	resp, err := c.CreateNoteWithResponse(ctx, &p, body)
+	resp, err := c.CreateNoteWithResponse(ctx, &p, body, idemgenClientEditors(call)...)
 	if err != nil {
 		return nil, key, err
 	}
@@ -177,19 +228,20 @@ func (c *IdempotentClient) CreateNote(ctx context.Context, params *CreateNotePar
 
 // CreateNoteWithBody is CreateNote with a body of any content type, through
 // CreateNoteWithBodyWithResponse: the body is read once (a *bytes.Reader, *bytes.Buffer or
-// *strings.Reader is re-read from the start instead) and the same bytes are sent with every attempt.
-// It returns the response, the key, and an error as IdempotentClient's documentation says.
+// *strings.Reader is not copied: every attempt re-reads it from the position it had when the call was
+// made) and the same bytes are sent with every attempt. It returns the response, the key, and an error
+// as IdempotentClient's documentation says.
 func (c *IdempotentClient) CreateNoteWithBody(ctx context.Context, params *CreateNoteParams, contentType string, body io.Reader, opts ...idemclient.CallOption) (*CreateNoteResponse, string, error) {
 	var p CreateNoteParams
 	if params != nil {
 		p = *params
 	}
 	carried, set := idemgenClientString(&p.IdempotencyKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreateNote, carried, set, opts)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreateNote, carried, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
-	resp, err := c.CreateNoteWithBodyWithResponse(ctx, &p, contentType, body)
+	resp, err := c.CreateNoteWithBodyWithResponse(ctx, &p, contentType, body, idemgenClientEditors(call)...)
 	if err != nil {
 		return nil, key, err
 	}
@@ -213,11 +265,11 @@ func (c *IdempotentClient) MakePayment(ctx context.Context, params *MakePaymentP
 		p = *params
 	}
 	carried, set := idemgenClientUUID(&p.IdempotencyKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyMakePayment, carried, set, opts)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyMakePayment, carried, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
-	resp, err := c.MakePaymentWithResponse(ctx, &p)
+	resp, err := c.MakePaymentWithResponse(ctx, &p, idemgenClientEditors(call)...)
 	if err != nil {
 		return nil, key, err
 	}
@@ -241,11 +293,11 @@ func (c *IdempotentClient) MakeRefund(ctx context.Context, params *MakeRefundPar
 		p = *params
 	}
 	carried, set := idemgenClientUUIDPtr(&p.RefundKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyMakeRefund, carried, set, opts)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyMakeRefund, carried, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
-	resp, err := c.MakeRefundWithResponse(ctx, &p)
+	resp, err := c.MakeRefundWithResponse(ctx, &p, idemgenClientEditors(call)...)
 	if err != nil {
 		return nil, key, err
 	}
@@ -269,11 +321,11 @@ func (c *IdempotentClient) OpenTicket(ctx context.Context, params *OpenTicketPar
 		p = *params
 	}
 	carried, set := idemgenClientStringPtr(&p.RequestId)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyOpenTicket, carried, set, opts)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyOpenTicket, carried, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
-	resp, err := c.OpenTicketWithResponse(ctx, &p)
+	resp, err := c.OpenTicketWithResponse(ctx, &p, idemgenClientEditors(call)...)
 	if err != nil {
 		return nil, key, err
 	}
@@ -297,11 +349,11 @@ func (c *IdempotentClient) CastVote(ctx context.Context, params *CastVoteParams,
 		p = *params
 	}
 	carried, set := idemgenClientString(&p.XVoteKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCastVote, carried, set, opts)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCastVote, carried, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
-	resp, err := c.CastVoteWithResponse(ctx, &p)
+	resp, err := c.CastVoteWithResponse(ctx, &p, idemgenClientEditors(call)...)
 	if err != nil {
 		return nil, key, err
 	}
@@ -322,11 +374,13 @@ var idemgenClientPolicyCreateNote = idemclient.Policy{
 		Connection: true,
 		Statuses:   []int{408, 409, 425, 429, 500, 502, 503, 504},
 	},
-	InUseWait:    38 * time.Second,
-	KeyFormat:    idemclient.FormatToken,
-	KeyCarrier:   idemclient.CarrierHeader,
-	KeyName:      "Idempotency-Key",
-	KeyMaxLength: 64,
+	InUseWait:        38 * time.Second,
+	InFlightWait:     0,
+	KeyFormat:        idemclient.FormatToken,
+	EnforceKeyFormat: true,
+	KeyCarrier:       idemclient.CarrierHeader,
+	KeyName:          "Idempotency-Key",
+	KeyMaxLength:     64,
 }
 
 // idemgenClientPolicyMakePayment is the client half of the contract of POST /payments (makePayment):
@@ -343,11 +397,13 @@ var idemgenClientPolicyMakePayment = idemclient.Policy{
 		Connection: true,
 		Statuses:   []int{408, 409, 425, 429, 500, 502, 503, 504},
 	},
-	InUseWait:    38 * time.Second,
-	KeyFormat:    idemclient.FormatUUID,
-	KeyCarrier:   idemclient.CarrierHeader,
-	KeyName:      "Idempotency-Key",
-	KeyMaxLength: 36,
+	InUseWait:        38 * time.Second,
+	InFlightWait:     0,
+	KeyFormat:        idemclient.FormatUUID,
+	EnforceKeyFormat: true,
+	KeyCarrier:       idemclient.CarrierHeader,
+	KeyName:          "Idempotency-Key",
+	KeyMaxLength:     36,
 }
 
 // idemgenClientPolicyMakeRefund is the client half of the contract of POST /refunds (makeRefund):
@@ -364,11 +420,13 @@ var idemgenClientPolicyMakeRefund = idemclient.Policy{
 		Connection: true,
 		Statuses:   []int{408, 409, 425, 429, 500, 502, 503, 504},
 	},
-	InUseWait:    38 * time.Second,
-	KeyFormat:    idemclient.FormatUUID,
-	KeyCarrier:   idemclient.CarrierQuery,
-	KeyName:      "refund_key",
-	KeyMaxLength: 255,
+	InUseWait:        38 * time.Second,
+	InFlightWait:     0,
+	KeyFormat:        idemclient.FormatUUID,
+	EnforceKeyFormat: true,
+	KeyCarrier:       idemclient.CarrierQuery,
+	KeyName:          "refund_key",
+	KeyMaxLength:     255,
 }
 
 // idemgenClientPolicyOpenTicket is the client half of the contract of POST /tickets (openTicket):
@@ -385,11 +443,13 @@ var idemgenClientPolicyOpenTicket = idemclient.Policy{
 		Connection: true,
 		Statuses:   []int{408, 409, 425, 429, 500, 502, 503, 504},
 	},
-	InUseWait:    38 * time.Second,
-	KeyFormat:    idemclient.FormatToken,
-	KeyCarrier:   idemclient.CarrierQuery,
-	KeyName:      "request_id",
-	KeyMaxLength: 255,
+	InUseWait:        38 * time.Second,
+	InFlightWait:     0,
+	KeyFormat:        idemclient.FormatToken,
+	EnforceKeyFormat: true,
+	KeyCarrier:       idemclient.CarrierQuery,
+	KeyName:          "request_id",
+	KeyMaxLength:     255,
 }
 
 // idemgenClientPolicyCastVote is the client half of the contract of POST /votes (castVote): loose
@@ -406,11 +466,13 @@ var idemgenClientPolicyCastVote = idemclient.Policy{
 		Connection: true,
 		Statuses:   []int{408, 409, 425, 429, 500, 502, 503, 504},
 	},
-	InUseWait:    38 * time.Second,
-	KeyFormat:    idemclient.FormatToken,
-	KeyCarrier:   idemclient.CarrierHeader,
-	KeyName:      "X-Vote-Key",
-	KeyMaxLength: 255,
+	InUseWait:        38 * time.Second,
+	InFlightWait:     0,
+	KeyFormat:        idemclient.FormatToken,
+	EnforceKeyFormat: true,
+	KeyCarrier:       idemclient.CarrierHeader,
+	KeyName:          "X-Vote-Key",
+	KeyMaxLength:     255,
 }
 
 // idemgenClientStart starts a call under policy p whose key travels in a typed parameter that holds
