@@ -418,7 +418,7 @@ func (c *Call) begin(k Key) {
 	}
 	c.fpIn = c.fpInput()
 	fpc := c.e.fpc
-	c.fpk = fpc.key(p, &c.fpIn)
+	c.fpk = fpc.key(p, &c.fpIn, c.key == "")
 	if fp, ok := fpc.get(c.fpk); ok {
 		c.fp = fp
 	} else if c.key != "" && c.e.local != nil {
