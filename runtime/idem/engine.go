@@ -205,6 +205,7 @@ type Engine struct {
 	principal   func(*http.Request) (string, error)
 	anonymous   bool        // principal is Anonymous: its "" is meant; any other principal's "" is refused (ErrEmptyPrincipal)
 	warnedPr    atomic.Bool // the warning about a nil Options.Principal was logged (Serves)
+	warnedOther atomic.Bool // the error about a record with another process's local fingerprint was logged (Call.otherProcess)
 	warnedErr   sync.Map    // the operation name of each FailuresReplay operation warned about an unanswered end (Engine.warnUnanswered)
 	log         *slog.Logger
 	obs         Observer

@@ -1,9 +1,12 @@
 package idem_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -179,5 +182,63 @@ func TestMixedSameVersionBothWays(t *testing.T) {
 		assert.Empty(t, w.Header().Get("Idempotent-Replayed"))
 		assert.Equal(t, int32(1), first.calls.Load())
 		assert.Equal(t, int32(1), second.calls.Load())
+	}
+}
+
+// otherProcess is a memstore that a store wrapper wrongly presents as a
+// LocalReader while its records reach other processes: the records it
+// writes carry the fingerprints of another process (their process tag
+// changed), as a shared store's would, written by another instance.
+type otherProcess struct{ *memstore.Store }
+
+func (s otherProcess) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginResult, error) {
+	r := *req
+	if fingerprint.IsLocal(int(r.Fingerprint[0])) {
+		r.Fingerprint[17] ^= 0xFF
+	}
+	return s.Store.Begin(ctx, &r)
+}
+
+// A record whose fingerprint is process-local but another process's
+// cannot be compared: the request is answered as for a record this engine
+// cannot read (500 IDEMPOTENCY_RECORD_UNREADABLE), not as another request
+// (422, or a loose mismatch), whether the record is final, failed
+// (reclaimable) or read by readLocal; one ERROR per Engine names the
+// store's type and the LocalReader contract.
+func TestOtherProcessFingerprintUnreadable(t *testing.T) {
+	for _, overLocal := range []bool{true, false} {
+		t.Run(fmt.Sprint("LocalReader ", overLocal), func(t *testing.T) {
+			ms := memstore.New(memstore.Options{SweepInterval: -1})
+			t.Cleanup(func() { _ = ms.Close() })
+			other := newFixtureStore(t, ms, otherProcess{ms}, idem.Options{})
+			var logs bytes.Buffer
+			var store idem.Store = ms
+			wantType := "*memstore.Store"
+			if !overLocal {
+				store, wantType = plainStore{ms}, "idem_test.plainStore"
+			}
+			f := newFixtureStore(t, ms, store, idem.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			strict, loose := strictSpec(), strictSpec()
+			loose.Semantics = idem.Loose
+			hOther := other.eng.Handler(mustCompile(t, strict), other.createOrder())
+			fail := other.eng.Handler(mustCompile(t, strict), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				http.Error(w, "down", 503)
+			}))
+			h := f.eng.Handler(mustCompile(t, strict), f.createOrder())
+			hLoose := f.eng.Handler(mustCompile(t, loose), f.createOrder())
+			require.Equal(t, 201, send(hOther, req{key: "k", body: `{"item":"book"}`}).Code)
+			require.Equal(t, 503, send(fail, req{key: "kf", body: `{"item":"book"}`}).Code)
+			for _, c := range []struct {
+				h   http.Handler
+				key string
+				b   string
+			}{{h, "k", `{"item":"book"}`}, {h, "k", `{"item":"pen"}`}, {hLoose, "k", `{"item":"pen"}`}, {h, "kf", `{"item":"book"}`}, {h, "kf", `{"item":"book"}`}} {
+				requireProblem(t, send(c.h, req{key: c.key, body: c.b}), 500, idem.CodeRecordUnreadable)
+			}
+			assert.Equal(t, int32(0), f.calls.Load())
+			assert.Equal(t, 1, strings.Count(logs.String(), "level=ERROR"), "%s", logs.String())
+			assert.Contains(t, logs.String(), wantType)
+			assert.Contains(t, logs.String(), "LocalReader")
+		})
 	}
 }
