@@ -173,7 +173,7 @@ func TestMixedSameVersionBothWays(t *testing.T) {
 		requireProblem(t, send(h2, req{key: "k", body: `{"item":"pen","n":1}`}), 422, idem.CodeKeyReused)
 		// Failed attempt by first, reclaimed by second with first's fingerprint.
 		fail := first.eng.Handler(mustCompile(t, strictSpec()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			http.Error(w, "down", 503)
+			http.Error(w, "down", http.StatusServiceUnavailable)
 		}))
 		require.Equal(t, 503, send(fail, req{key: "kf", body: `{"item":"book"}`}).Code)
 		requireProblem(t, send(h2, req{key: "kf", body: `{"item":"pen"}`}), 422, idem.CodeKeyReused)
@@ -222,7 +222,7 @@ func TestOtherProcessFingerprintUnreadable(t *testing.T) {
 			loose.Semantics = idem.Loose
 			hOther := other.eng.Handler(mustCompile(t, strict), other.createOrder())
 			fail := other.eng.Handler(mustCompile(t, strict), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				http.Error(w, "down", 503)
+				http.Error(w, "down", http.StatusServiceUnavailable)
 			}))
 			h := f.eng.Handler(mustCompile(t, strict), f.createOrder())
 			hLoose := f.eng.Handler(mustCompile(t, loose), f.createOrder())
