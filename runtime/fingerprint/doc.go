@@ -42,21 +42,37 @@
 // of it, prefix included, digested not with SHA-256 but with two 64-bit
 // hash/maphash digests under two seeds made once per process (streamed or
 // in one piece, which maphash guarantees agree), little-endian in bytes
-// 1..16, bytes 17..32 zero. [Hasher.SumVersion] computes it; it costs less
-// than SHA-256 (see the package benchmarks), and allocates nothing warm
-// either. Such a fingerprint means something only in the process that
-// computed it: another process, or this one restarted, has other seeds.
-// runtime/idem computes it over a store whose records never leave the
-// process (an idem.LocalReader: memstore), where fingerprints are only
-// ever compared in the process. That is the trust the engine already puts
-// in its fingerprint cache and the tags of such records, which take a
-// keyed 64-bit maphash digest of a request's bytes to mean the same bytes;
-// here the digest is 128 bits wide: two different streams share a local
-// fingerprint by accident with a probability of about 2^-128, and nobody
-// outside the process knows the seeds to aim for a collision. (SHA-256 is
-// also collision resistant against someone who can compute it, which a
-// record other processes or releases read needs, and a process-local one
-// does not.)
+// 1..16; bytes 17..24 hold a tag of the process, random and made once with
+// the seeds (little-endian, never zero), and bytes 25..32 are zero.
+// [Hasher.SumVersion] computes it; it costs less than SHA-256 (see the
+// package benchmarks), and allocates nothing warm either. Such a
+// fingerprint means something only in the process that computed it:
+// another process, or this one restarted, has other seeds, and another
+// tag, which [Fingerprint.OtherProcess] tells.
+//
+// runtime/idem computes it for a request with an idempotency key over a
+// store whose records never leave the process (an idem.LocalReader:
+// memstore), where fingerprints are only ever compared in the process.
+// What it promises: two different streams share a local fingerprint by
+// accident with a probability of about 2^-128 (a heuristic figure:
+// maphash is not a cryptographic hash, and no proof bounds it). Against
+// someone who chooses the requests, it rests on maphash's collision
+// resistance under the process's secret runtime key, which nobody outside
+// the process knows, and which on CPUs without AES hardware is the
+// fallback hash keyed by a 64-bit word: the trust runtime/idem already
+// places in 64-bit maphash digests for its fingerprint cache and the tags
+// of such records. SHA-256 is collision resistant even against someone who
+// can compute it, which a record other processes or releases read needs.
+// A collision of two keyed requests would stay within that key's caller:
+// the second request, which should be refused (422), would be answered
+// with the replay of the key's earlier response. A request without a key
+// under window semantics names its record by its fingerprint, across the
+// callers that share a scope, so a collision there would answer one
+// caller's request with another's response: runtime/idem gives such
+// requests the SHA-256 fingerprint, over any store. A record whose
+// fingerprint carries another process's tag means the store's records
+// leave the process (a store that implements idem.LocalReader wrongly):
+// runtime/idem answers it as an unreadable record and logs an error.
 //
 // Headers: the names of Options.Headers, canonicalized with
 // http.CanonicalHeaderKey, sorted and without duplicates; for each, the

@@ -9,6 +9,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/internal/httpsyntax"
 	"hash"
 	"hash/maphash"
+	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strings"
@@ -38,8 +39,18 @@ func IsLocal(v int) bool { return v&localBit != 0 }
 
 // Fingerprint is a digest: byte 0 is the algorithm version, bytes 1..32 a
 // SHA-256; for a process-local version ([Local]), bytes 1..16 its keyed
-// digest and bytes 17..32 zero.
+// digest, bytes 17..24 the tag of the process that computed it and bytes
+// 25..32 zero.
 type Fingerprint [33]byte
+
+// OtherProcess reports whether f is a process-local fingerprint ([IsLocal]
+// version) that another process computed (or this one before a restart):
+// its process tag is not this process's. Such a fingerprint cannot be
+// compared with any this process computes; finding one in a record means
+// the record left the process that made it.
+func (f Fingerprint) OtherProcess() bool {
+	return IsLocal(int(f[0])) && binary.LittleEndian.Uint64(f[17:]) != localTag
+}
 
 // String returns the fingerprint as "v3:" (its version) followed by the
 // SHA-256 in hex; a process-local fingerprint as "v3-local:" followed by
@@ -196,6 +207,18 @@ var statePool = sync.Pool{New: func() any {
 // to no one outside it.
 var localSeeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
 
+// localTag names this process in its local fingerprints (bytes 17..24,
+// little-endian): random, made once per process with the seeds, never
+// zero. A local fingerprint with another tag was computed by another
+// process (or this one before a restart): [Fingerprint.OtherProcess].
+var localTag = func() uint64 {
+	for {
+		if t := rand.Uint64(); t != 0 {
+			return t
+		}
+	}
+}()
+
 // localDigest is the process-local digest: two 64-bit maphash digests,
 // with the two seeds of localSeeds, of the same stream. Streaming writes
 // and one maphash.Bytes over the whole stream agree (sumLocal).
@@ -223,7 +246,7 @@ func (d *localDigest) BlockSize() int { return d.a.BlockSize() }
 
 // localSum puts in s.sum the process-local digest of the whole stream st
 // (what localDigest computes from writes of its pieces), bytes 16..31
-// zero.
+// zero (finish adds the process tag).
 func (s *state) localSum(st []byte) {
 	s.sum = [sha256.Size]byte{}
 	binary.LittleEndian.PutUint64(s.sum[:8], maphash.Bytes(localSeeds[0], st))
@@ -486,6 +509,9 @@ func (s *state) finish() Fingerprint {
 		copy(f[1:], s.sum[:])
 	} else {
 		copy(f[1:], s.d.Sum(s.sum[:0]))
+	}
+	if s.local {
+		binary.LittleEndian.PutUint64(f[17:], localTag)
 	}
 	putState(s)
 	return f

@@ -24,8 +24,21 @@ func TestLocalVersions(t *testing.T) {
 		if !ok || int(f[0]) != lv {
 			t.Fatalf("SumVersion %#x: %v %v", lv, f, ok)
 		}
-		if [16]byte(f[17:]) != [16]byte{} || [16]byte(f[1:17]) == [16]byte{} {
-			t.Fatalf("SumVersion %#x: want 16 digest bytes then zeros, got %x", lv, f[1:])
+		if [8]byte(f[25:]) != [8]byte{} || [8]byte(f[17:25]) == [8]byte{} || [16]byte(f[1:17]) == [16]byte{} {
+			t.Fatalf("SumVersion %#x: want 16 digest bytes, 8 of the process tag, then zeros, got %x", lv, f[1:])
+		}
+		// The process tag: this process's, the same in every local
+		// fingerprint; another tag is another process's.
+		if f.OtherProcess() {
+			t.Fatalf("SumVersion %#x: OtherProcess for this process's fingerprint %x", lv, f[1:])
+		}
+		other := f
+		other[17] ^= 1
+		if !other.OtherProcess() {
+			t.Fatalf("SumVersion %#x: a local fingerprint with another tag is not OtherProcess", lv)
+		}
+		if f2, _ := h.SumVersion(jsonInput([]byte(`[1]`)), lv); [8]byte(f2[17:25]) != [8]byte(f[17:25]) {
+			t.Fatalf("SumVersion %#x: two process tags, %x and %x", lv, f[17:25], f2[17:25])
 		}
 		if s := f.String(); s != fmt.Sprintf("v%d-local:%x", v, f[1:17]) {
 			t.Fatalf("String %q", s)
@@ -33,6 +46,9 @@ func TestLocalVersions(t *testing.T) {
 		sha, _ := h.SumVersion(in, v)
 		if sha == f || sha[0] != byte(v) {
 			t.Fatalf("SumVersion %d %v, local %v", v, sha, f)
+		}
+		if sha.OtherProcess() {
+			t.Fatalf("SumVersion %d: a SHA-256 fingerprint is OtherProcess", v)
 		}
 	}
 	for _, v := range []int{0x80, fingerprint.Local(fingerprint.Version + 1), 0xFF, 0x100 | fingerprint.Version, 0x7F} {

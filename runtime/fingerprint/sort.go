@@ -562,7 +562,8 @@ func (s *state) stageWrite(st, p []byte) []byte {
 	}
 	// A long piece that fits is staged too: copying it costs less than
 	// the digest's state handling that writing it apart brings (a stream
-	// that fits the stage is then hashed with one sha256.Sum256).
+	// that fits the stage is then hashed with one sha256.Sum256, or, for a
+	// process-local fingerprint, two maphash.Bytes).
 	return append(st, p...)
 }
 

@@ -418,7 +418,7 @@ func (c *Call) begin(k Key) {
 	}
 	c.fpIn = c.fpInput()
 	fpc := c.e.fpc
-	c.fpk = fpc.key(p, &c.fpIn)
+	c.fpk = fpc.key(p, &c.fpIn, c.key == "")
 	if fp, ok := fpc.get(c.fpk); ok {
 		c.fp = fp
 	} else if c.key != "" && c.e.local != nil {
@@ -541,6 +541,38 @@ func (c *Call) sameRequest(fp Fingerprint) bool {
 	}
 	return len(c.p.compat) > 0 && c.sameCompatible(fp)
 }
+
+// otherProcess answers the request when fp, its key's record's
+// fingerprint, is a process-local fingerprint of another process (see
+// fingerprint.Fingerprint.OtherProcess), and reports whether it did. Such
+// a fingerprint cannot be compared with this request's, in any version: the
+// record is answered as one this Engine cannot read (500
+// IDEMPOTENCY_RECORD_UNREADABLE), and the Engine logs once, at ERROR, that
+// the store's records leave the process, against the LocalReader contract
+// (a wrapper over a shared store that forwards ReadLocal: every retry
+// reaching another instance would otherwise be refused, 422, with nothing
+// said).
+func (c *Call) otherProcess(fp Fingerprint) bool {
+	if !fp.OtherProcess() {
+		return false
+	}
+	e := c.e
+	if e.warnedOther.CompareAndSwap(false, true) {
+		e.log.LogAttrs(c.ctx, slog.LevelError, "idem: a record's fingerprint is process-local and was computed by another process: "+
+			"records written through a store that implements idem.LocalReader must never leave the process (LocalReader's contract), "+
+			"and this store holds one another process wrote (a store shared by several processes, Redis or PostgreSQL behind a wrapper that forwards ReadLocal, "+
+			"or records copied from another process); such records are answered 500 "+CodeRecordUnreadable+
+			": fix the store (do not implement or forward LocalReader over a shared store); logged once",
+			slog.String("store", fmt.Sprintf("%T", e.store)), slog.String("operation", c.p.spec.Operation), slog.String("fingerprint", fp.String()))
+	}
+	c.reject(problem{status: http.StatusInternalServerError, code: CodeRecordUnreadable,
+		detail: "the stored record for this idempotency key cannot be read"}, errOtherProcess)
+	return true
+}
+
+// errOtherProcess is the cause of the answer to a request whose record
+// has another process's local fingerprint (otherProcess).
+var errOtherProcess = errors.New("idem: the record's fingerprint is process-local to another process (the store implements LocalReader, but its records leave the process)")
 
 // sameCompatible reports whether fp, a record's fingerprint that is not
 // this request's, is its fingerprint under one of the policy's compatible
@@ -882,6 +914,9 @@ func (c *Call) claim() {
 			c.acquired(0)
 			return
 		}
+		if c.otherProcess(rec.Fingerprint) {
+			return
+		}
 		switch {
 		case rec.State == StatePending:
 			if spec.Semantics == Strict && !c.sameRequest(rec.Fingerprint) {
@@ -983,6 +1018,9 @@ func (c *Call) settled(rec *Record, waited time.Duration) {
 		// The next retry with this key reads first (ReadFirst), until the
 		// record expires (on the store's clock: a hint).
 		e.recent.add(c.recent, rec.ExpiresAt)
+	}
+	if c.otherProcess(rec.Fingerprint) {
+		return
 	}
 	mismatch := false
 	if !c.sameRequest(rec.Fingerprint) {

@@ -156,9 +156,11 @@ type Options struct {
 	// from a release that knows only version 1 (see docs/runtime.md,
 	// "Upgrading the fingerprint version"). Over a store that implements
 	// LocalReader (memstore), whose records never leave the process, the
-	// engine computes the process-local variant of that version
-	// (fingerprint.Local: the same canonical form, a keyed digest with
-	// keys random for each process instead of SHA-256). Whatever it is, a
+	// engine computes for a request with an idempotency key the
+	// process-local variant of that version (fingerprint.Local: the same
+	// canonical form, a keyed digest with keys random for each process
+	// instead of SHA-256); a request without a key, whose fingerprint
+	// names its record, gets the SHA-256 one over any store. Whatever it is, a
 	// record of another version is compared with this request's
 	// fingerprint computed in the record's version. Any other value makes
 	// New panic.
@@ -203,6 +205,7 @@ type Engine struct {
 	principal   func(*http.Request) (string, error)
 	anonymous   bool        // principal is Anonymous: its "" is meant; any other principal's "" is refused (ErrEmptyPrincipal)
 	warnedPr    atomic.Bool // the warning about a nil Options.Principal was logged (Serves)
+	warnedOther atomic.Bool // the error about a record with another process's local fingerprint was logged (Call.otherProcess)
 	warnedErr   sync.Map    // the operation name of each FailuresReplay operation warned about an unanswered end (Engine.warnUnanswered)
 	log         *slog.Logger
 	obs         Observer
@@ -256,13 +259,16 @@ func New(store Store, opts Options) *Engine {
 	if fpv < 1 || fpv > fingerprint.Version {
 		panic(fmt.Sprintf("idem: Options.FingerprintVersion %d: want 0 or 1 to %d", opts.FingerprintVersion, fingerprint.Version))
 	}
+	keyless := fpv
 	if _, ok := store.(LocalReader); ok {
 		// Records that never leave the process: its fingerprints are
-		// only compared in it, and the process-local variant (a keyed
-		// digest instead of SHA-256) is enough.
+		// only compared in it, and for a keyed request the process-local
+		// variant (a keyed digest instead of SHA-256) is enough. A
+		// request without a key keeps SHA-256: its fingerprint names its
+		// record across the callers of a scope.
 		fpv = fingerprint.Local(fpv)
 	}
-	e.fpc = newFPCache(fpv)
+	e.fpc = newFPCache(fpv, keyless)
 	if e.log == nil {
 		e.log = slog.Default()
 	}

@@ -32,9 +32,9 @@ import (
 //
 // A cache belongs to one Engine, and so to one fingerprint version (its
 // Options.FingerprintVersion, in its process-local variant over a
-// LocalReader store: fingerprint.Local): the version is not part of the
-// digest. It
-// holds the fingerprints under the policy's current settings only: those
+// LocalReader store, fingerprint.Local, for a keyed request): the version
+// is not part of the digest, but a keyless request's key is told from a
+// keyed one's when they get different versions (keylessKey). It holds the fingerprints under the policy's current settings only: those
 // under its compatible settings (Spec.CompatibleFingerprints), which may read headers the
 // digest does not cover, are computed when a record differs and never
 // cached (Call.sameCompatible).
@@ -53,8 +53,21 @@ type fpCache struct {
 	seed    maphash.Seed
 	domain  uint64 // names seed in records (recordTag): unique in the process, random across processes
 	version int    // the fingerprint version computed (fingerprint.Local(v) over a LocalReader)
+	// keyless is the version computed for a request without a key: the
+	// SHA-256 version (Options.FingerprintVersion) always. Such a request
+	// names its record by its fingerprint, across the callers of a scope,
+	// which a process-local fingerprint is not trusted with (see the
+	// fingerprint package's "Process-local fingerprints"). When it is not
+	// version, a keyless request's key carries keylessKey in its policy
+	// word, so that the cache never answers one variant for the other.
+	keyless int
 	slots   [fpCacheSlots]fpSlot
 }
+
+// keylessKey marks the policy word of a keyless request's fpKey when the
+// cache computes another version for it (fpCache.keyless): policy ids
+// count up from 1 and never reach it.
+const keylessKey = 1 << 63
 
 const fpCacheSlots = 1024 // 72 KiB per Engine
 
@@ -66,8 +79,10 @@ type fpSlot struct {
 
 const fpWords = (len(Fingerprint{}) + 7) / 8
 
-func newFPCache(version int) *fpCache {
-	return &fpCache{seed: maphash.MakeSeed(), domain: fpDomainBase + fpDomains.Add(1), version: version}
+// newFPCache returns a cache computing version for keyed requests and
+// keyless for requests without a key.
+func newFPCache(version, keyless int) *fpCache {
+	return &fpCache{seed: maphash.MakeSeed(), domain: fpDomainBase + fpDomains.Add(1), version: version, keyless: keyless}
 }
 
 // sumHook, when set, is called with the cache of every fingerprint
@@ -90,9 +105,14 @@ var (
 // digest, the body's length and the policy's id.
 type fpKey struct{ digest, n, policy uint64 }
 
-// key returns in's key in the cache.
-func (c *fpCache) key(p *Policy, in *fingerprint.Input) fpKey {
-	return fpKey{c.digest(p, in), uint64(len(in.Body)), p.id}
+// key returns in's key in the cache; keyless: the request has no
+// idempotency key (its fingerprint is of version c.keyless).
+func (c *fpCache) key(p *Policy, in *fingerprint.Input, keyless bool) fpKey {
+	k := fpKey{c.digest(p, in), uint64(len(in.Body)), p.id}
+	if keyless && c.keyless != c.version {
+		k.policy |= keylessKey
+	}
+	return k
 }
 
 // get returns the fingerprint cached under k, if any.
@@ -105,7 +125,11 @@ func (c *fpCache) compute(p *Policy, in *fingerprint.Input, k fpKey) Fingerprint
 	if h := sumHook.Load(); h != nil {
 		(*h)(c)
 	}
-	fp, _ := p.hasher.SumVersion(in, c.version) // a version New checked
+	v := c.version
+	if k.policy&keylessKey != 0 {
+		v = c.keyless
+	}
+	fp, _ := p.hasher.SumVersion(in, v) // a version New checked
 	c.slots[k.digest%fpCacheSlots].put(k.digest, k.n, k.policy, &fp)
 	return fp
 }

@@ -37,7 +37,7 @@ func TestFPCacheAgreesWithSum(t *testing.T) {
 		"other header":  func(in *fingerprint.Input) { in.Header = http.Header{"X-Tenant": {"t1"}, "X-Other": {"x"}} },
 		"no body":       func(in *fingerprint.Input) { in.Body = nil },
 	}
-	c := newFPCache(fingerprint.Version)
+	c := newFPCache(fingerprint.Version, fingerprint.Version)
 	for round := range 2 { // the second round answers from the cache
 		for name, change := range variants {
 			for _, pol := range []*Policy{p, q} {
@@ -53,7 +53,7 @@ func TestFPCacheAgreesWithSum(t *testing.T) {
 func TestFPCacheVersion(t *testing.T) {
 	p := MustCompile(Spec{Operation: "op", Semantics: Strict})
 	for _, v := range []int{1, 2, fingerprint.Version} {
-		c := newFPCache(v)
+		c := newFPCache(v, v)
 		for range 2 { // computed, then from the cache
 			in := fpInput(`{"a":1}`)
 			want, ok := p.hasher.SumVersion(in, v)
@@ -67,7 +67,7 @@ func TestFPCacheVersion(t *testing.T) {
 
 func TestFPCacheHits(t *testing.T) {
 	p := MustCompile(Spec{Operation: "op", Semantics: Strict, FingerprintHeaders: []string{"X-Tenant"}})
-	c := newFPCache(fingerprint.Version)
+	c := newFPCache(fingerprint.Version, fingerprint.Version)
 	in := fpInput(`{"a":1}`)
 	h1, n := c.digest(p, in), uint64(len(in.Body))
 	_, ok := c.slots[h1%fpCacheSlots].get(h1, n, p.id)
@@ -96,7 +96,7 @@ func TestFPCacheHits(t *testing.T) {
 // ones, around the size where one way gives way to the other.
 func TestFPCacheDigestWays(t *testing.T) {
 	p := MustCompile(Spec{Operation: "op", Semantics: Strict, FingerprintHeaders: []string{"X-Tenant"}})
-	c := newFPCache(fingerprint.Version)
+	c := newFPCache(fingerprint.Version, fingerprint.Version)
 	seen := map[uint64]string{}
 	for n := 0; n < 400; n += 7 {
 		for _, where := range []string{"query", "header"} {
@@ -125,7 +125,7 @@ func TestFPCacheDigestWays(t *testing.T) {
 // fingerprint or a miss, never a torn one (run with -race).
 func TestFPCacheConcurrent(t *testing.T) {
 	p := MustCompile(Spec{Operation: "op", Semantics: Strict})
-	c := newFPCache(fingerprint.Version)
+	c := newFPCache(fingerprint.Version, fingerprint.Version)
 	// Inputs that share one slot, so that writers replace each other.
 	var inputs []*fingerprint.Input
 	slot := c.digest(p, fpInput(`{"n":0}`)) % fpCacheSlots
@@ -169,7 +169,7 @@ func BenchmarkFPCache(b *testing.B) {
 		}
 	})
 	b.Run("cached", func(b *testing.B) {
-		c := newFPCache(fingerprint.Version)
+		c := newFPCache(fingerprint.Version, fingerprint.Version)
 		b.SetBytes(int64(len(body)))
 		b.ReportAllocs()
 		for b.Loop() {
@@ -189,7 +189,7 @@ func repeatJSON(s string, n int) string {
 // sum is the cache's lookup as Call.begin makes it (key, get, compute on a
 // miss), for these tests.
 func (c *fpCache) sum(p *Policy, in *fingerprint.Input) Fingerprint {
-	k := c.key(p, in)
+	k := c.key(p, in, false)
 	if fp, ok := c.get(k); ok {
 		return fp
 	}

@@ -324,11 +324,14 @@ type ReadFirst interface {
 //
 // Tagged records use a flag that releases before it was introduced refuse
 // (the record is then unreadable: 500 IDEMPOTENCY_RECORD_UNREADABLE), and
-// the engine writes into a LocalReader's records the process-local
-// fingerprints of its version (fingerprint.Local: a keyed digest whose
-// keys are random for each process, which match nothing in another), so
-// a store whose records another process may read (another instance,
-// another release) must not implement LocalReader.
+// the engine writes into a LocalReader's records, for keyed requests, the
+// process-local fingerprints of its version (fingerprint.Local: a keyed
+// digest whose keys are random for each process, which match nothing in
+// another), so a store whose records another process may read (another
+// instance, another release) must not implement LocalReader. Such a
+// fingerprint carries a tag of its process: a record found with another
+// process's is answered 500 IDEMPOTENCY_RECORD_UNREADABLE, and the Engine
+// logs an error (once) naming its store's type.
 type LocalReader interface {
 	ReadLocal(key string, buf []byte) (rec Record, found bool)
 }
