@@ -105,9 +105,16 @@ type Options struct {
 	// again the record holds it, so a retry gets the replay instead of
 	// finding the key in flight until its lease runs out and then running
 	// the handler a second time. A later attempt after another request
-	// took the key over is fenced and changes nothing; the lease counts
-	// from the claim (or the last heartbeat), so a store back after it ran
-	// out may be too late. 0 means the operation's lease (InFlight.Lease);
+	// took the key over is fenced and changes nothing. Nobody can take the
+	// key over while the store is down, so a record outlives its lease
+	// (which counts from the claim, or the last heartbeat) as long as the
+	// store stays down: once it answers, the next attempt (within 2s, the
+	// backoff's cap) stores the response, unless a retry of the client
+	// reached the store first and took the expired lease over. 0 means
+	// the operation's window (its record cannot be stored after it), at
+	// most DefaultFinishRetryFor (10 minutes), at least its lease: set it
+	// to the longest store outage the service should ride through without
+	// running a handler twice;
 	// negative turns the retries off (not the releases of claims a failed
 	// Begin may have made: see below). At least one attempt is made. It is
 	// counted from the failure on both the engine's clock (Now) and the

@@ -16,7 +16,8 @@ import (
 // its way to the client, but a retry finds the key in flight until the
 // lease runs out, and then runs the handler again. So the engine goes on
 // trying that Finish in the background, with backoff, for
-// Options.FinishRetryFor (by default the operation's lease): once the
+// Options.FinishRetryFor (by default the operation's window, at most
+// DefaultFinishRetryFor): once the
 // store answers again, the record holds its response and a retry gets the
 // replay, the handler having run once. A Finish that comes after another
 // request took the key over (its lease had run out) is fenced and changes
@@ -62,6 +63,27 @@ const (
 	MaxLostReplyReleases = MaxClaimReleases / 2
 	ClaimReleaseAttempts = 4
 )
+
+// DefaultFinishRetryFor caps the default of Options.FinishRetryFor: the
+// operation's window (its records live that long: a late Finish can be
+// stored until then, unless another request took the key over), at most
+// DefaultFinishRetryFor, and at least the operation's lease.
+//
+// Why not the lease: while the store is down nobody can take the key
+// over, and a late Finish is fenced by its token once somebody did, so
+// giving up when the lease runs out only throws away records that could
+// still be stored (the handler then runs again on the client's retry).
+// Why a cap: an outage longer than a few minutes is an incident of its
+// own, the retries' memory is bounded anyway (MaxFinishRetries,
+// MaxFinishRetryBytes) but a full budget refuses the retries of newer
+// Finish calls, and a process is rarely kept that long past its shutdown.
+const DefaultFinishRetryFor = 10 * time.Minute
+
+// defaultFinishRetryFor is how long a failed Finish of an operation of
+// this window and lease is tried again when Options.FinishRetryFor is 0.
+func defaultFinishRetryFor(window, lease time.Duration) time.Duration {
+	return max(min(window, DefaultFinishRetryFor), lease)
+}
 
 // releaseDropLogEvery is how often at most the engine logs releases it
 // did not try (MaxClaimReleases, MaxLostReplyReleases).
@@ -229,8 +251,10 @@ func (c *Call) finishLater(kind finishKind, cause claimCause, state State, resp 
 		failedAt:  e.now(),
 	}
 	d := e.lateFor
-	if d == 0 || kind.claimRelease() {
+	if kind.claimRelease() {
 		d = c.p.spec.InFlight.Lease
+	} else if d == 0 {
+		d = defaultFinishRetryFor(c.p.spec.Window, c.p.spec.InFlight.Lease)
 	}
 	go e.retryFinish(f, d, wake)
 	return true

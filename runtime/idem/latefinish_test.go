@@ -709,3 +709,28 @@ func TestLateFinishMaxRetries(t *testing.T) {
 	ds.down.Store(false)
 	drain(t, f.eng)
 }
+
+// With the default FinishRetryFor, a store outage longer than the lease
+// does not throw the record away: nobody can take the key over while the
+// store is down, and a late Finish is fenced by its token, so the engine
+// goes on trying (for the operation's window, at most
+// DefaultFinishRetryFor) and the record holds the response once the store
+// answers again; a retry then gets the replay, the handler having run once.
+func TestLateFinishOutlastsLease(t *testing.T) {
+	f, fs, logs := newFlaky(t, idem.Options{})
+	spec := strictSpec()
+	spec.InFlight.Lease = 100 * time.Millisecond
+	h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
+	w := send(h, req{key: "k", body: `{"item":1}`})
+	require.Equal(t, 201, w.Code)
+	time.Sleep(600 * time.Millisecond) // the outage lasts six leases
+	fs.down.Store(false)
+	require.Eventually(t, func() bool { return f.obs.count(idem.EventExecuted) == 1 }, 10*time.Second, 10*time.Millisecond,
+		"a later attempt, after the lease, finishes the record")
+	assert.Zero(t, f.obs.count(idem.EventFinishAbandoned), "not abandoned at the lease")
+	assert.NotContains(t, logs.String(), "gave up")
+	r := send(h, req{key: "k", body: `{"item":1}`})
+	require.Equal(t, 201, r.Code, r.Body.String())
+	assert.Equal(t, "true", r.Header().Get("Idempotent-Replayed"))
+	assert.Equal(t, int32(1), f.calls.Load(), "the handler ran once")
+}
