@@ -228,13 +228,14 @@ type Engine struct {
 	lateFirst   time.Duration // the retries' first backoff (lateFinishFirst; tests change it)
 	lateMax     time.Duration // and its cap (lateFinishMax)
 	lateMu      sync.Mutex
-	lateN       int           // the Finish calls retried in the background (finishLater), releases included
-	lateRel     int           // the releases among them (claimRelease kinds: MaxClaimReleases)
-	lateLost    int           // the finishLostReply ones among those (MaxLostReplyReleases)
-	relDrop     releaseDrops  // the releases not tried (releaseDropped)
-	lateBytes   int64         // the size of their responses
-	lateIdle    chan struct{} // closed when lateN drops to 0; nil while it is 0
-	lateWake    chan struct{} // closed by Drain to wake the retries from their backoff, then replaced
+	lateN       int                      // the Finish calls retried in the background (finishLater), releases included
+	lateRel     int                      // the releases among them (claimRelease kinds: MaxClaimReleases)
+	lateLost    int                      // the finishLostReply ones among those (MaxLostReplyReleases)
+	relDrop     releaseDrops             // the releases not tried (releaseDropped)
+	lateBytes   int64                    // the size of their responses
+	lateIdle    chan struct{}            // closed when lateN drops to 0; nil while it is 0
+	lateWake    chan struct{}            // closed by Drain to wake the retries from their backoff, then replaced
+	lateSet     map[*lateFinish]struct{} // the retries under way that have not reported yet (Drain abandons them)
 }
 
 // New returns an Engine over store. It panics when Options.Transactional is

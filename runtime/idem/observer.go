@@ -88,8 +88,9 @@ const (
 	// EventFinishAbandoned: the engine gave up finishing the record of a
 	// handler that ran: its Finish failed on the store (EventStoreError)
 	// and was not stored by a later attempt either (Options.FinishRetryFor
-	// passed, or the Finish was not retried: FinishRetryFor negative,
-	// MaxFinishRetries or MaxFinishRetryBytes reached). The record stays
+	// passed, Engine.Drain gave up on it, or the Finish was not retried:
+	// FinishRetryFor negative, MaxFinishRetries or MaxFinishRetryBytes
+	// reached). The record stays
 	// PENDING until its lease runs out, and a retry then runs the handler
 	// again. State and Status are what the record was to hold (the
 	// handler's status), Err the last failure. It is the only event of such
@@ -99,22 +100,46 @@ const (
 	// when it was not retried, from the request's, after its
 	// EventStoreError.
 	EventFinishAbandoned
+	// EventClaimReleased: the engine released in the background a claim
+	// that a Begin which failed (as its context ended, or with an error its
+	// store did not mark ErrNothingDone: a reply lost) had made all the
+	// same (logged "idem: key released: ..."): its 503 went out, and the
+	// key is free for the retry. Err is the Begin's failure, State
+	// StateFailed (what the claim was finished as). Reported from the
+	// goroutine that released it, with a context of its own. It comes in
+	// addition to the request's events (its EventStoreError or
+	// EventRejected).
+	EventClaimReleased
+	// EventReleaseAbandoned: the engine gave up releasing in the
+	// background a claim that runs nothing (one a failed Begin may have
+	// made, one held through FailOpen's unprotected run, one whose
+	// transaction could not begin or whose commit failed; see
+	// MaxClaimReleases): its ClaimReleaseAttempts attempts failed, or it
+	// was not tried (the releases' budget full), or Engine.Drain gave up
+	// on it. The key (if that claim was made) stays in flight until its
+	// lease runs out: retries get CodeKeyInUse meanwhile, nothing runs
+	// twice. Err is the last failure. Reported from the goroutine that
+	// tried it (or Drain's, or the request's when it was not tried), with
+	// a context of its own.
+	EventReleaseAbandoned
 )
 
 var eventNames = [...]string{
-	EventExecuted:        "executed",
-	EventReplayed:        "replayed",
-	EventConflict:        "conflict",
-	EventInFlight:        "in-flight",
-	EventLooseMismatch:   "loose-mismatch",
-	EventLeaseTakeover:   "lease-takeover",
-	EventFenced:          "fenced",
-	EventStoreError:      "store-error",
-	EventFailOpen:        "fail-open",
-	EventRejected:        "rejected",
-	EventNotReplayable:   "not-replayable",
-	EventHeartbeatFailed: "heartbeat-failed",
-	EventFinishAbandoned: "finish-abandoned",
+	EventExecuted:         "executed",
+	EventReplayed:         "replayed",
+	EventConflict:         "conflict",
+	EventInFlight:         "in-flight",
+	EventLooseMismatch:    "loose-mismatch",
+	EventLeaseTakeover:    "lease-takeover",
+	EventFenced:           "fenced",
+	EventStoreError:       "store-error",
+	EventFailOpen:         "fail-open",
+	EventRejected:         "rejected",
+	EventNotReplayable:    "not-replayable",
+	EventHeartbeatFailed:  "heartbeat-failed",
+	EventFinishAbandoned:  "finish-abandoned",
+	EventClaimReleased:    "claim-released",
+	EventReleaseAbandoned: "release-abandoned",
 }
 
 func (k EventKind) String() string {
