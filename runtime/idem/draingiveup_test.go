@@ -34,7 +34,7 @@ func TestDrainGivesUp(t *testing.T) {
 	spec.InFlight.Lease = time.Hour
 	h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
 	require.Equal(t, 201, send(h, req{key: "ran", body: `{"item":1}`}).Code) // its Finish fails
-	sendCtx(h, endedCtx(false), req{key: "claimed", body: `{"item":1}`})    // its claim's release fails
+	sendCtx(h, endedCtx(false), req{key: "claimed", body: `{"item":1}`})     // its claim's release fails
 	require.Equal(t, int64(1), hs.finishes.Load(), "the release waits out its first pause")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
@@ -106,4 +106,3 @@ func TestConcurrentDrainsKeepBackoff(t *testing.T) {
 	_, ok := f.obs.find(idem.EventExecuted)
 	assert.True(t, ok, "the record was finished before Drain returned")
 }
-
