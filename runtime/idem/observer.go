@@ -200,15 +200,20 @@ type Event struct {
 	// Duration is how long the handler ran (EventExecuted, protected or not)
 	// or the duplicate waited (EventReplayed, EventInFlight, 0 when it did not wait).
 	Duration time.Duration
+	// Misconfigured is set on an EventStoreError whose Err the store marked
+	// ErrMisconfigured: a setup that will not fix itself (a privilege, a
+	// missing table, refused credentials), unlike an outage. The request
+	// is answered as for any store error; alert on it apart.
+	Misconfigured bool
 }
 
 // LogValue implements slog.LogValuer: an Event passed to a log/slog
 // logger (slog.Any("event", e)) is logged as a group of its non-zero
 // fields: kind, operation, principal, key, protected, state, prior,
-// status, code, err and duration, with the names of Kind and the states
+// status, code, err, duration and misconfigured, with the names of Kind and the states
 // (prior=NONE for a claim of a new key).
 func (e Event) LogValue() slog.Value {
-	as := make([]slog.Attr, 0, 11)
+	as := make([]slog.Attr, 0, 12)
 	as = append(as, slog.String("kind", e.Kind.String()))
 	if e.Operation != "" {
 		as = append(as, slog.String("operation", e.Operation))
@@ -237,6 +242,9 @@ func (e Event) LogValue() slog.Value {
 	}
 	if e.Duration != 0 {
 		as = append(as, slog.Duration("duration", e.Duration))
+	}
+	if e.Misconfigured {
+		as = append(as, slog.Bool("misconfigured", true))
 	}
 	return slog.GroupValue(as...)
 }
