@@ -121,7 +121,8 @@ type Options struct {
 	// wall clock: the retries stop once it has passed on either, so that a
 	// clock that stands still (a test's) does not keep them going. The
 	// pauses between attempts (backoff up to 2s) are on the wall clock.
-	// Engine.Drain waits for the retries under way (and wakes them).
+	// Engine.Drain waits for the retries under way (and wakes them), and
+	// gives up on them, reporting each, when its context ends.
 	// At most MaxFinishRetries Finish calls, with MaxFinishRetryBytes of
 	// responses, are retried at once per Engine. The release of a key
 	// (FAILED without a response: a handler that did not finish) is

@@ -253,8 +253,9 @@ func (e Event) LogValue() slog.Value {
 // the request's goroutine, so it must be fast and safe for concurrent use;
 // the EventExecuted (and EventNotReplayable), EventFenced or
 // EventFinishAbandoned of a Finish tried again in the background (Options.FinishRetryFor), after its
-// EventStoreError, come from the goroutine that retried it, with a context
-// of its own: the request is over, and none of its context values are
+// EventStoreError, and EventClaimReleased and EventReleaseAbandoned, come
+// from the goroutine that retried it (or from Engine.Drain's, when it gave
+// up on it), with a context of its own: the request is over, and none of its context values are
 // passed on (a router may have reused them). EventHeartbeatFailed comes from
 // the heartbeat's goroutine while the handler runs, with the request's
 // context values but not its cancellation (the Call's Finish or End waits
