@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 )
 
@@ -19,9 +20,13 @@ type Call struct {
 	supplied  string
 	policy    *Policy
 	overrides []func(*Policy)
-	observer  func(key string)
-	keyGen    KeyGenerator
-	editors   []func(context.Context, *http.Request) error
+	// effOnce, eff: the policy given with WithPolicy, edited by the
+	// overrides, computed once per call (effectivePolicy).
+	effOnce  sync.Once
+	eff      Policy
+	observer func(key string)
+	keyGen   KeyGenerator
+	editors  []func(context.Context, *http.Request) error
 	// made: the supplied key is one FixKey created (no concurrent call
 	// can hold it), not the caller's.
 	made bool
@@ -59,8 +64,13 @@ func WithPolicy(p Policy) CallOption { return func(c *Call) { c.policy = &p } }
 //
 //	idemclient.WithPolicyOverride(func(p *idemclient.Policy) { p.MaxAttempts = 2 })
 //
-// Several overrides apply in order. fn must not keep p, and should not
-// share p.On.Statuses with another policy without cloning it.
+// Several overrides apply in order, once per call (a generated helper
+// whose key travels in a typed parameter reads the policy before the Doer
+// does: both see the one edited policy). fn edits the call's own copy,
+// whose On.Statuses is cloned first: it may edit that slice in place
+// (slices.DeleteFunc) without changing the policy it came from, which a
+// generated helper shares with every call of its operation. fn must not
+// keep p.
 func WithPolicyOverride(fn func(p *Policy)) CallOption {
 	return func(c *Call) { c.overrides = append(c.overrides, fn) }
 }
@@ -158,6 +168,10 @@ func (c *Call) Attempts() int {
 //
 // A second FixKey returns the key fixed by the first.
 func (c *Call) FixKey(carried string) (string, error) {
+	format := FormatUUID
+	if c.policy != nil {
+		format = cmp.Or(c.effectivePolicy(Policy{}).KeyFormat, format)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.supplied != "" {
@@ -167,20 +181,39 @@ func (c *Call) FixKey(carried string) (string, error) {
 		c.supplied = carried
 		return carried, nil
 	}
-	format := FormatUUID
-	if c.policy != nil {
-		p := *c.policy
-		for _, o := range c.overrides {
-			o(&p)
-		}
-		format = cmp.Or(p.KeyFormat, format)
-	}
 	k, err := c.newKey(nil, format)
 	if err != nil {
 		return "", err
 	}
 	c.supplied, c.made = k, c.keyGen == nil
 	return k, nil
+}
+
+// effectivePolicy returns the call's policy: the one given with
+// [WithPolicy], else base (the Doer's or its matcher's), edited by the
+// call's overrides on a copy whose On.Statuses (a Policy's only slice) is
+// cloned first, so that an override editing it in place leaves the policy
+// it came from as it was. The policy given with WithPolicy is edited once
+// per call, FixKey and the Doer both reading it.
+func (c *Call) effectivePolicy(base Policy) Policy {
+	if c.policy == nil {
+		return applyOverrides(base, c.overrides)
+	}
+	c.effOnce.Do(func() { c.eff = applyOverrides(*c.policy, c.overrides) })
+	return c.eff
+}
+
+// applyOverrides returns p edited by overrides, its On.Statuses cloned
+// first (not when there are none: nothing edits it).
+func applyOverrides(p Policy, overrides []func(*Policy)) Policy {
+	if len(overrides) == 0 {
+		return p
+	}
+	p.On.Statuses = slices.Clone(p.On.Statuses)
+	for _, o := range overrides {
+		o(&p)
+	}
+	return p
 }
 
 // newKey creates a key in format f with the call's generator, else the

@@ -331,12 +331,7 @@ func (d *Doer) Do(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, d.fail(req, call, ErrCallReused, nil)
 	}
-	if call.policy != nil {
-		p = *call.policy
-	}
-	for _, o := range call.overrides {
-		o(&p)
-	}
+	p = call.effectivePolicy(p)
 	if err := ctx.Err(); err != nil { // nothing is sent, no key is fixed
 		closeBody(req)
 		return nil, d.fail(req, call, err, context.Cause(ctx))
