@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -114,7 +115,9 @@ const (
 // respects the context: when it ends first, the body is closed (which
 // stops a read blocked on a pipe or a connection) and the call ends at
 // once with the context's error (a read that closing does not stop is left
-// to a goroutine, which ends when the read returns). Nothing else
+// to a goroutine, which ends when the read returns, and reads no more: at
+// most the Read under way finishes after Do returned, but the reader must
+// not be reused after a call its context ended). Nothing else
 // changes between attempts: no header is added besides the key (and the
 // attempt header, only if [WithAttemptHeader] asks for it).
 //
@@ -754,7 +757,9 @@ func (deadlineLimit) Is(target error) bool { return target == context.DeadlineEx
 // ctx ends first, body is closed (which stops a read blocked on a pipe or
 // a connection) and readAll returns ctx's error at once, leaving a read
 // that closing does not stop to its goroutine, which ends when the read
-// returns.
+// returns. The goroutine reads r no more once readAll returned: body may
+// be http.NewRequest's NopCloser around the caller's plain io.Reader, and
+// only the Read under way then may still touch it.
 func readAll(ctx context.Context, r io.Reader, body io.Closer) ([]byte, error) {
 	if ctx.Done() == nil {
 		return io.ReadAll(r)
@@ -764,17 +769,34 @@ func readAll(ctx context.Context, r io.Reader, body io.Closer) ([]byte, error) {
 		err  error
 	}
 	done := make(chan result, 1)
+	sr := &stopReader{r: r}
 	go func() {
-		data, err := io.ReadAll(r)
+		data, err := io.ReadAll(sr)
 		done <- result{data, err}
 	}()
 	select {
 	case res := <-done:
 		return res.data, res.err
 	case <-ctx.Done():
+		sr.stop.Store(true) // no Read after the one under way
 		body.Close()
 		return nil, context.Cause(ctx)
 	}
+}
+
+// stopReader reads r until stop is set.
+type stopReader struct {
+	r    io.Reader
+	stop atomic.Bool
+}
+
+var errReadStopped = errors.New("idemclient: body read stopped: the call ended")
+
+func (s *stopReader) Read(p []byte) (int, error) {
+	if s.stop.Load() {
+		return 0, errReadStopped
+	}
+	return s.r.Read(p)
 }
 
 // headMax is how much of a JSON error body the Doer reads, within the
