@@ -3,10 +3,13 @@ package idemclient
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"sync"
+
+	"github.com/idemgen/idemgen/runtime/internal/keysyntax"
 )
 
 // Call is one logical call: one key, whatever the number of attempts.
@@ -104,9 +107,27 @@ func WithRequestEditors(fns ...func(ctx context.Context, req *http.Request) erro
 }
 
 // RequestEditors returns the editors given with [WithRequestEditors], for
-// a generated helper to pass on.
+// a generated helper to pass on. An error of one of them is returned as
+// an [*Error] with [ErrRequestNotBuilt], the call's key and the editor's
+// error (errors.Is finds it): the request was not sent.
 func (c *Call) RequestEditors() []func(ctx context.Context, req *http.Request) error {
-	return c.editors
+	if len(c.editors) == 0 {
+		return nil
+	}
+	out := make([]func(context.Context, *http.Request) error, len(c.editors))
+	for i, fn := range c.editors {
+		out[i] = func(ctx context.Context, req *http.Request) error {
+			if err := fn(ctx, req); err != nil {
+				e := &Error{Key: c.Key(), Attempts: c.Attempts(), Reason: ErrRequestNotBuilt, Err: err}
+				if req != nil {
+					e.Method, e.URL = req.Method, redactedURL(req)
+				}
+				return e
+			}
+			return nil
+		}
+	}
+	return out
 }
 
 // Start returns a context carrying a new [Call] configured by opts, and the
@@ -159,9 +180,15 @@ func (c *Call) Attempts() int {
 // FixKey fixes the call's key before its request is built, for code that
 // must write the key into the request itself (a generated helper filling a
 // typed key parameter of oapi-codegen's <Op>Params). The key is the one
-// given with [WithKey]; else carried, the key the request will already
-// carry ("" if none); else a new one in the format of the call's policy
-// ([WithPolicy], default UUID v7). It returns the key and remembers it as
+// given with [WithKey] (a UUID in upper case lower-cased when the call's
+// policy, given with [WithPolicy], has a uuid* key format and carried is
+// "" or that lower-cased key: the server reads it so, and a typed UUID
+// parameter holds it so); else carried, the key
+// the request will already carry ("" if none); else a new one in the
+// format of the call's policy ([WithPolicy], default UUID v7), made by
+// the call's [KeyGenerator] if it has one (a generator that fails or
+// returns "" fails FixKey with an [*Error] whose Reason is
+// [ErrKeyGenerator]). It returns the key and remembers it as
 // the call's supplied key, so the [Doer] finds the request carrying it (a
 // request carrying another fails with [ErrKeyConflict]) and reports it to
 // the [WithKeyObserver] before the first attempt, as for any call.
@@ -175,6 +202,12 @@ func (c *Call) FixKey(carried string) (string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.supplied != "" {
+		if c.policy != nil && format != FormatToken {
+			// Not when the request carries the key as given: it stays one key.
+			if k, err := keysyntax.ParseUUID(c.supplied, keysyntax.UUID); err == nil && (carried == "" || carried == k) {
+				c.supplied = k
+			}
+		}
 		return c.supplied, nil
 	}
 	if carried != "" {
@@ -183,7 +216,7 @@ func (c *Call) FixKey(carried string) (string, error) {
 	}
 	k, err := c.newKey(nil, format)
 	if err != nil {
-		return "", err
+		return "", &Error{Attempts: c.attempts, Reason: ErrKeyGenerator, Err: err}
 	}
 	c.supplied, c.made = k, c.keyGen == nil
 	return k, nil
@@ -227,8 +260,11 @@ func (c *Call) newKey(doerGen KeyGenerator, f KeyFormat) (string, error) {
 		return NewKey(f)
 	}
 	k, err := gen(f)
-	if err != nil {
+	switch {
+	case err != nil:
 		return "", fmt.Errorf("idemclient: creating a key: %w", err)
+	case k == "":
+		return "", errors.New("idemclient: the key generator returned an empty key")
 	}
 	return k, nil
 }
@@ -307,4 +343,20 @@ func (c *Call) countAttempt() {
 	c.mu.Lock()
 	c.attempts++
 	c.mu.Unlock()
+}
+
+// CheckClientOptions reports an error when opts, meant for every call of
+// a client (a generated client's WithCallOptions, which panics with it),
+// supply a key ([WithKey]): every logical call would share it, and the
+// server would take the second for a retry of the first (or refuse it as
+// a reused key). Give WithKey to each call instead.
+func CheckClientOptions(opts ...CallOption) error {
+	var c Call
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.supplied != "" {
+		return errors.New("idemclient: client-wide call options must not supply a key (idemclient.WithKey): every call would share it; give WithKey to each call")
+	}
+	return nil
 }

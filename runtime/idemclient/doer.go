@@ -476,7 +476,7 @@ func (d *Doer) prepare(ctx context.Context, req *http.Request, call *Call, p Pol
 		var err error
 		if key, err = call.newKey(d.cfg.keyGen, p.KeyFormat); err != nil {
 			closeBody(req)
-			return nil, d.fail(req, call, ErrBadKeyCarrier, err)
+			return nil, d.fail(req, call, ErrKeyGenerator, err)
 		}
 		pr.fresh = call.keyGen == nil && d.cfg.keyGen == nil
 	}
