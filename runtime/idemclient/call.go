@@ -48,7 +48,9 @@ type CallOption func(*Call)
 // WithKey supplies the key instead of creating one: to resume a call after
 // the caller's own crash, pass back the key persisted from [Call.Key] or
 // [WithKeyObserver]. If the request already carries a different key, the
-// call fails with [ErrKeyConflict].
+// call fails with [ErrKeyConflict]. It is one call's: options meant for
+// every call (a generated client's WithCallOptions) must not hold it
+// ([CheckClientOptions]).
 func WithKey(key string) CallOption { return func(c *Call) { c.supplied = key } }
 
 // WithKeyObserver calls fn with the call's key once it is fixed, before
@@ -87,7 +89,10 @@ type KeyGenerator func(f KeyFormat) (string, error)
 // WithKeyGenerator makes the call create its key with gen instead of
 // [NewKey] (when no key is supplied or carried); it wins over the Doer's
 // ([WithDoerKeyGenerator]). A key it makes is checked as a supplied one
-// (the policy's KeyMaxLength and, when set, KeyFormat). Generated helpers
+// (the policy's KeyMaxLength, and its KeyFormat only under
+// EnforceKeyFormat, which generated policies set). A generator that fails
+// or returns "" fails the call with [ErrKeyGenerator], nothing sent.
+// Generated helpers
 // whose key travels in a typed parameter create the key before the Doer
 // sees the request: give them this option (for every call at once,
 // through the generated client's WithCallOptions), not the Doer's.
@@ -99,7 +104,12 @@ func WithKeyGenerator(gen KeyGenerator) CallOption { return func(c *Call) { c.ke
 // edit the request once, before the [Doer] sees it, so what they set (a
 // header on behalf of a user, a trace id) is carried by every attempt,
 // as the rest of the request is. An editor that sets the key's header
-// supplies the call's key as a request carrying one does. Several
+// supplies the call's key as a request carrying one does, with a helper
+// whose key travels in the header as a plain value; a helper whose key
+// travels in a typed parameter has written its key there already, so a
+// different key set by an editor fails the call with [ErrKeyConflict].
+// An editor's error fails the call with [ErrRequestNotBuilt] (see
+// [Call.RequestEditors]), nothing sent. Several
 // WithRequestEditors add up. A request made by hand with [Start] is the
 // caller's to edit: the Doer does not run them.
 func WithRequestEditors(fns ...func(ctx context.Context, req *http.Request) error) CallOption {

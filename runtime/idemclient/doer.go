@@ -250,7 +250,8 @@ func WithAttemptTimeout(d time.Duration) Option { return func(o *config) { o.att
 
 // WithDoerKeyGenerator makes the Doer create keys with gen instead of
 // [NewKey]: for requests without a key of their own (a call's
-// [WithKeyGenerator] wins). Keys a generated helper creates for a typed key
+// [WithKeyGenerator] wins); a generator that fails or returns "" fails the
+// call with [ErrKeyGenerator], nothing sent. Keys a generated helper creates for a typed key
 // parameter are made before the Doer sees the request: give those helpers
 // [WithKeyGenerator].
 func WithDoerKeyGenerator(gen KeyGenerator) Option { return func(o *config) { o.keyGen = gen } }
