@@ -90,3 +90,16 @@ func TestWithKeyUpperCaseUUID(t *testing.T) {
 	assert.Equal(t, lower, got)
 	check(t, s, w, "makePayment", lower, resp.HTTPResponse, resp.JSON201)
 }
+
+// A request editor that sets the key header of a helper whose key travels
+// in a typed parameter conflicts with the key the helper wrote there.
+func TestEditorSetsKeyOfTypedParameter(t *testing.T) {
+	_, w, c := setup(t)
+	_, _, err := c.CreateNote(t.Context(), nil, api.CreateNoteJSONRequestBody{},
+		idemclient.WithRequestEditors(func(_ context.Context, r *http.Request) error {
+			r.Header.Set("Idempotency-Key", "from-editor")
+			return nil
+		}))
+	assert.ErrorIs(t, err, idemclient.ErrKeyConflict)
+	assert.Empty(t, w.Keys(), "no request was sent")
+}
