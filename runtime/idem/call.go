@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -130,10 +131,12 @@ type Call struct {
 	txCancel context.CancelCauseFunc // ends the transaction's context (End)
 	finished bool
 	ended    bool
-	// pending: HandlerFailed left the Call open for the strict server's
+	// handoff: HandlerFailed left the Call open for the strict server's
 	// error handler (AnswerHandlerError) or its request's bound (End does
-	// nothing meanwhile).
-	pending bool
+	// nothing meanwhile); see the handoff states. unbounded: HandlerFailed
+	// would have, but found no open bound (the warning says so).
+	handoff   atomic.Int32
+	unbounded bool
 	// finishRetrying: a Finish of this Call that failed on the store is
 	// being retried in the background (finishLater); finishAbandoned: it
 	// failed, not fenced, and is not (EventFinishAbandoned).
@@ -2029,10 +2032,20 @@ func (c *Call) release() {
 // a return without Finish (see docs/server.md).
 func (c *Call) End() {
 	v := recover()
-	if c.pending && v == nil {
-		return // HandlerFailed handed it on: AnswerHandlerError or the request's bound ends it
+	switch c.handoff.Load() {
+	case handoffPending:
+		if v == nil {
+			return // HandlerFailed handed it on: AnswerHandlerError or the request's bound ends it
+		}
+		if !c.handoff.CompareAndSwap(handoffPending, handoffEnded) {
+			panic(v) // the other one ends it
+		}
+	case handoffEnded:
+		if v != nil {
+			panic(v)
+		}
+		return // ended by the request's bound, perhaps on another goroutine: nothing of it is touched
 	}
-	c.pending = false
 	if c.end(v) {
 		panic(v)
 	}
@@ -2045,8 +2058,17 @@ func (c *Call) End() {
 // error handler recorded (AnswerHandlerError: not installed, or it wrote
 // nothing), or one that returned a response of another type. Its key was freed, so a retry runs the
 // operation again, which failures: replay is chosen to prevent.
-func (e *Engine) warnUnanswered(ctx context.Context, p *Policy) {
+//
+// unbounded: HandlerFailed found the request unbounded (see
+// Call.HandlerFailed), and the warning says so instead of pointing at the
+// error handler.
+func (e *Engine) warnUnanswered(ctx context.Context, p *Policy, unbounded bool) {
 	if _, warned := e.warnedErr.LoadOrStore(p.spec.Operation, true); warned {
+		return
+	}
+	if unbounded {
+		e.log.LogAttrs(ctx, slog.LevelWarn, "idem: under failures: replay, a handler that returns an error instead of a response (a strict-server handler's error) is not recorded: the request was not bounded by CaptureBody when the operation returned (no CaptureBody around the router; a middleware inside it that replaced the body of a request without one, such as http.MaxBytesReader or chi's RequestSize; or a timeout middleware inside it that let the request go before the operation returned), so its key is freed and a retry runs the operation again (said once per operation)",
+			slog.String("operation", p.spec.Operation))
 		return
 	}
 	e.log.LogAttrs(ctx, slog.LevelWarn, "idem: under failures: replay, a handler that returns an error instead of a response (a strict-server handler's error) is not recorded: its key is freed and a retry runs the operation again; wrap the strict server's error handler in the generated one (ResponseErrorHandler; HandlerErrorFunc for gin; ErrorHandler, with the generated CaptureBody, for echo; StrictHandler and RegisterStrictHandlers install it) with CaptureBody around the router to have its answer stored and replayed, or return a typed 5xx response (said once per operation)",
@@ -2076,7 +2098,7 @@ func (c *Call) end(v any) (raise bool) {
 				c.e.log.LogAttrs(c.ctx, slog.LevelWarn, "idem: handler did not finish (panic or error): key released for a retry",
 					slog.String("operation", c.p.spec.Operation), slog.String("key", c.key))
 				if v == nil && c.p.spec.Failures == FailuresReplay {
-					c.e.warnUnanswered(c.ctx, c.p)
+					c.e.warnUnanswered(c.ctx, c.p, c.unbounded)
 				}
 				c.reportFinish(StateFailed, 0, "", err, bodyKept)
 			case c.answerPanic():

@@ -1,114 +1,150 @@
 package idem
 
 import (
-	"errors"
 	"net/http"
+	"sync"
 )
 
-// HandlerError is the error a generated strict-server wrapper returns, under
-// failures: replay, for an operation that returned an error instead of a
-// response (see Call.HandlerFailed): the operation's error (Unwrap, so
-// errors.Is and errors.As see through it, and Error is its text) with the
-// Call that waits for the strict server's answer to it. The generated
-// strict error handler (AnswerHandlerError) records that answer, stored
-// and replayed as a plain handler's; without it, the request's CaptureBody
-// frees the key once the strict server returned.
-type HandlerError struct {
-	err error
-	c   *Call
-}
-
-// Error returns the operation's error's text.
-func (e *HandlerError) Error() string { return e.err.Error() }
-
-// Unwrap returns the operation's error.
-func (e *HandlerError) Unwrap() error { return e.err }
-
-// Pending reports whether the Call waits for the answer to the error still:
-// no AnswerHandlerError took it and its request's CaptureBody has not
-// ended it. A framework whose error handler runs after every middleware
-// returned (echo's HTTPErrorHandler) has its CaptureBody answer a pending
-// error itself, while the request is still bounded.
-func (e *HandlerError) Pending() bool { return e.c != nil && e.c.pending }
+// The hand-off states of a Call (Call.handoff), changed only by
+// compare-and-swap once the Call is handed on, so that exactly one of
+// AnswerHandlerError and the request's bound ends it.
+const (
+	handoffNone      int32 = iota // not handed on: End ends the Call
+	handoffPending                // HandlerFailed left it to the request's bound
+	handoffAnswering              // AnswerHandlerError took it: it ends it
+	handoffEnded                  // ended by the bound (CaptureBody) or by End's panic
+)
 
 // HandlerFailed is what a strict-server wrapper calls when the operation of
 // an Execute decision returned err instead of a response, before it returns
 // err to the strict server (which answers it with its error handler after
-// the wrapper returned).
+// the wrapper returned). It returns err unchanged, always: the strict
+// server, its middlewares and its error handler see exactly the error the
+// operation returned.
 //
 // Under failures: replay, outside transactional mode (where the error rolls
-// back and frees the key), for a protected run of a request that CaptureBody
-// bounds (its body is the capture, or its context leads to it; a request
-// without a body has CaptureBody's empty body while it runs), it returns
-// a *HandlerError and leaves the Call open: End does nothing, and the
-// answer the strict server's error handler writes through
-// AnswerHandlerError is recorded (a 5xx is stored as failed and replayed,
-// as a plain handler's). If no AnswerHandlerError takes it (the generated
-// error handler is not installed, or a strict middleware swallowed the
-// error), CaptureBody ends the Call when the request leaves it: the key is
-// freed, as End would have, and the engine warns once per operation.
+// back and frees the key), for a protected run of a request that
+// CaptureBody bounds and has not returned from yet (the request's body is
+// the capture, its context leads to it, or, for a request without a body,
+// its body is CaptureBody's empty body), it leaves the Call open, held by
+// the request's bound: End does nothing, and the answer the strict
+// server's error handler writes through AnswerHandlerError (given the
+// request) is recorded (a 5xx is stored as failed and replayed, as a plain
+// handler's). If no AnswerHandlerError takes it (the generated error
+// handler is not installed, or a strict middleware answered the error
+// itself), CaptureBody ends the Call when the request leaves it: the key
+// is freed, as End would have, and the engine warns once per operation.
 //
 // Otherwise (another failures policy, transactional mode, a request
-// CaptureBody does not bound, a Call of Engine.Handler, a nil err) it
-// returns err, and End frees the key. A Call is handed on at most once.
+// CaptureBody does not bound, or one CaptureBody already returned from, as
+// when a timeout middleware inside it let the request go while the
+// operation went on, a Call of Engine.Handler, a nil err) End frees the
+// key. A Call is handed on at most once, and a bound holds one Call.
 func (c *Call) HandlerFailed(err error) error {
-	if err == nil || c.decision != Execute || !c.protected || c.finished || c.ended || c.pending || c.pooled ||
+	if err == nil || c.decision != Execute || !c.protected || c.finished || c.ended || c.handoff.Load() != handoffNone || c.pooled ||
 		c.commit != nil || c.p.spec.Failures != FailuresReplay {
 		return err
 	}
-	b := findBound(c.r)
-	if b == nil || b.pending != nil {
-		return err
+	if b := findBound(c.r); b == nil || !b.handOn(c) {
+		c.unbounded = true
 	}
-	c.pending = true
-	b.pending = c
-	return &HandlerError{err: err, c: c}
+	return err
 }
 
 // AnswerHandlerError is the body of the generated strict error handlers:
 // answer is the user's error handler (or the strict server's default)
-// writing to w. When err is (or wraps) a *HandlerError whose Call is still
-// open, answer is called with the operation's own error and the Call's
-// recorder, and what it writes is recorded and finishes the Call (a 5xx
-// under failures: replay is stored as failed and replayed); if it writes
-// nothing, the key is freed and the engine warns once per operation. Any
-// other error goes to answer as it is.
-func AnswerHandlerError(w http.ResponseWriter, err error, answer func(http.ResponseWriter, error)) {
-	var he *HandlerError
-	if !errors.As(err, &he) || he.c == nil || !he.c.pending {
+// answering err, the error the strict server handed the error handler, for
+// request r, by writing to w. When a Call of r waits for that answer (see
+// Call.HandlerFailed) and CaptureBody has not returned from r yet, answer
+// writes to the Call's recorder, and what it writes is recorded and
+// finishes the Call (a 5xx under failures: replay is stored as failed and
+// replayed); if it writes nothing, the key is freed and the engine warns
+// once per operation. Otherwise answer writes to w. Either way answer gets
+// err as it is.
+func AnswerHandlerError(w http.ResponseWriter, r *http.Request, err error, answer func(http.ResponseWriter, error)) {
+	var c *Call
+	if r != nil {
+		if b := findBound(r); b != nil {
+			c = b.take()
+		}
+	}
+	if c == nil || !c.handoff.CompareAndSwap(handoffPending, handoffAnswering) {
 		answer(w, err)
 		return
 	}
-	c := he.c
-	c.pending = false
 	defer c.End() // frees the key if nothing was written, answers a panic as End does
-	answer(c.Writer(w), he.err)
+	answer(c.Writer(w), err)
 	if c.h.rec.active && c.h.rec.wroteHeader {
 		_ = c.Finish()
 	}
 }
 
-// bound is what CaptureBody keeps for a request: the Call a strict
-// wrapper left open for the strict server's error handler (HandlerFailed),
-// which CaptureBody ends, if nothing else did, once the request leaves it.
+// HandlerErrorPending reports whether a Call of r waits for the answer to
+// its operation's error (see Call.HandlerFailed): a framework whose error
+// handler runs after every middleware returned (echo's HTTPErrorHandler)
+// has its CaptureBody answer such an error itself while r is still
+// bounded.
+func HandlerErrorPending(r *http.Request) bool {
+	if r == nil {
+		return false
+	}
+	b := findBound(r)
+	if b == nil {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.pending != nil
+}
+
+// bound is what CaptureBody keeps for a request: open while CaptureBody
+// serves it, closed once it returned, and the Call a strict wrapper left
+// open for the strict server's error handler (HandlerFailed), which
+// CaptureBody ends, if AnswerHandlerError did not take it, when it closes
+// the bound. A timeout middleware inside CaptureBody may run the operation
+// on another goroutine that outlives it: the lock orders HandlerFailed,
+// AnswerHandlerError and close, and the Call's hand-off state decides
+// which one ends it.
 type bound struct {
+	mu      sync.Mutex
+	closed  bool
 	pending *Call
 }
 
-// endPending ends the Call left open, if the error handler did not: the
-// key is freed, as End would have (and the engine warns once per
-// operation under failures: replay).
-func (b *bound) endPending() {
+// handOn leaves c to the bound, if it is open and holds no other Call.
+func (b *bound) handOn(c *Call) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed || b.pending != nil {
+		return false
+	}
+	c.handoff.Store(handoffPending)
+	b.pending = c
+	return true
+}
+
+// take returns the Call the bound holds (nil: none, or closed), and leaves
+// it to the caller.
+func (b *bound) take() *Call {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	c := b.pending
-	if c == nil {
-		return
-	}
 	b.pending = nil
-	if !c.pending {
-		return
+	return c
+}
+
+// close closes the bound and ends the Call left open, if no error handler
+// took it: the key is freed, as End would have (and the engine warns once
+// per operation under failures: replay).
+func (b *bound) close() {
+	b.mu.Lock()
+	b.closed = true
+	c := b.pending
+	b.pending = nil
+	b.mu.Unlock()
+	if c != nil && c.handoff.CompareAndSwap(handoffPending, handoffEnded) {
+		c.end(nil)
 	}
-	c.pending = false
-	c.end(nil)
 }
 
 // findBound returns the bound of the request CaptureBody wrapped, nil for
@@ -117,7 +153,7 @@ func findBound(r *http.Request) *bound {
 	if nb, ok := r.Body.(*noBody); ok {
 		return &nb.bound
 	}
-	if cp, _ := findCapture(r); cp != nil && !cp.released.Load() {
+	if cp, _ := findCapture(r); cp != nil {
 		return &cp.bound
 	}
 	return nil

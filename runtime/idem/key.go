@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/idemgen/idemgen/runtime/internal/httpsyntax"
+	"github.com/idemgen/idemgen/runtime/internal/keysyntax"
 )
 
 // Key is the idempotency key as a caller hands it to Engine.Begin.
@@ -55,18 +56,18 @@ var EmptyBodyKey = Key{orNone: true}
 
 var errKeyMissing = errors.New("idem: no idempotency key")
 
-// keyDetail explains why a key is invalid (constant strings: no allocation).
-type keyDetail string
-
-func (d keyDetail) Error() string { return string(d) }
+// keyDetail explains why a key is invalid (constant strings: no
+// allocation). The key's syntax, shared with runtime/idemclient, is
+// keysyntax's.
+type keyDetail = keysyntax.Detail
 
 const (
-	detailEmpty     keyDetail = "the idempotency key is empty"
-	detailBadChar   keyDetail = "the idempotency key contains characters other than visible ASCII"
-	detailBadSF     keyDetail = "the idempotency key is a malformed RFC 8941 string"
-	detailNotUUID   keyDetail = "the idempotency key is not a UUID in canonical 8-4-4-4-12 form"
-	detailUUIDVer   keyDetail = "the idempotency key is a UUID of a version this operation does not accept"
-	detailNilUUID   keyDetail = "the idempotency key is the nil or max UUID"
+	detailEmpty               = keysyntax.Empty
+	detailBadChar             = keysyntax.BadChar
+	detailBadSF               = keysyntax.BadSF
+	detailNotUUID             = keysyntax.NotUUID
+	detailUUIDVer             = keysyntax.UUIDVer
+	detailNilUUID             = keysyntax.NilUUID
 	detailMany      keyDetail = "the idempotency key is given more than once"
 	detailNotString keyDetail = "the idempotency key member of the body is not a JSON string"
 	detailBadJSON   keyDetail = "the request body is not JSON, so it carries no idempotency key"
@@ -74,167 +75,29 @@ const (
 )
 
 // keyTooLong is the error of a key longer than its limit (the limit).
-type keyTooLong int
-
-func (n keyTooLong) Error() string {
-	return "the idempotency key is longer than the " + strconv.Itoa(int(n)) + " characters allowed"
-}
+type keyTooLong = keysyntax.TooLong
 
 // ParseKey validates a raw key value (bare, or an RFC 8941 sf-string with \"
 // and \\ escapes) against a format and a maximum length, and returns the
 // normalized key (UUIDs in lower case). It never panics; errors are
 // human-readable, and constant but for that of a key too long, which says
-// the limit.
+// the limit. runtime/idemclient's EnforceKeyFormat checks keys with the
+// same code (runtime/internal/keysyntax).
 func ParseKey(raw string, format Format, maxLength int) (string, error) {
 	if maxLength <= 0 || maxLength > DefaultMaxKeyLength {
 		maxLength = DefaultMaxKeyLength
 	}
-	k := raw
-	if len(raw) > 0 && raw[0] == '"' {
-		var ok bool
-		if k, ok = unquoteSFString(raw); !ok {
-			return "", detailBadSF
-		}
-	}
-	if k == "" {
-		return "", detailEmpty
-	}
-	switch format {
-	case FormatUUID, FormatUUIDv4, FormatUUIDv7:
-		// The form first: a UUID in another spelling ({...}, urn:uuid:...)
-		// is told it is not canonical, not that it is too long.
-		k, err := parseUUID(k, format)
-		if err == nil && len(k) > maxLength {
-			return "", keyTooLong(maxLength)
-		}
-		return k, err
-	}
-	if len(k) > maxLength {
-		return "", keyTooLong(maxLength)
-	}
-	if !visibleASCII(k) {
-		return "", detailBadChar
-	}
-	return k, nil
+	return keysyntax.Parse(raw, keysyntax.Format(format), maxLength)
 }
 
-// visibleASCII reports whether every byte of s is 0x21 to 0x7E. It checks
-// eight bytes at a time (a key is parsed on every request): a block passes
-// when no byte is a control byte, DEL or above (controlOrHigh) nor a space
-// (a zero byte of x^0x20...); the bytes after the last whole block, and a
-// block that does not pass, are checked a byte at a time.
-func visibleASCII(s string) bool {
-	i := 0
-	for ; i+8 <= len(s); i += 8 {
-		x := load64(s[i:])
-		if controlOrHigh(x)|hasZero(x^0x2020202020202020) != 0 {
-			break
-		}
-	}
-	for ; i < len(s); i++ {
-		if c := s[i]; c < 0x21 || c > 0x7e {
-			return false
-		}
-	}
-	return true
-}
+// visibleASCII reports whether every byte of s is 0x21 to 0x7E.
+func visibleASCII(s string) bool { return keysyntax.VisibleASCII(s) }
 
-// unquoteSFString decodes an RFC 8941 sf-string: DQUOTE *chr DQUOTE where chr
-// is 0x20-0x7E except DQUOTE and backslash, or an escaped DQUOTE or backslash.
-// It allocates only when the string holds escapes.
-func unquoteSFString(s string) (string, bool) {
-	if len(s) < 2 || s[0] != '"' || s[len(s)-1] != '"' {
-		return "", false
-	}
-	in := s[1 : len(s)-1]
-	esc := false
-	for i := 0; i < len(in); i++ {
-		c := in[i]
-		switch {
-		case c == '\\':
-			if i+1 >= len(in) || (in[i+1] != '"' && in[i+1] != '\\') {
-				return "", false
-			}
-			esc = true
-			i++
-		case c == '"' || c < 0x20 || c > 0x7e:
-			return "", false
-		}
-	}
-	if !esc {
-		return in, true
-	}
-	b := make([]byte, 0, len(in))
-	for i := 0; i < len(in); i++ {
-		if in[i] == '\\' {
-			i++
-		}
-		b = append(b, in[i])
-	}
-	return string(b), true
-}
-
-// parseUUID checks the canonical 8-4-4-4-12 form, an RFC 9562 variant and
-// version, and lowercases. (google/uuid.Parse also accepts braces, urn: and
-// hyphen-less forms, which a key must not: two spellings of one key would be
-// two keys.) The 32 digits go through uuidDigit without a branch each: a
-// key is parsed on every request.
+// parseUUID checks the canonical form, variant and version of a UUID key
+// and lowercases it (keysyntax.ParseUUID).
 func parseUUID(s string, format Format) (string, error) {
-	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
-		return "", detailNotUUID
-	}
-	// or gathers the flags and the values' bits (all zero: the nil UUID),
-	// and the values' common bits (all 15: the max UUID).
-	var or, and byte = 0, 0xff
-	for _, part := range [5]string{s[:8], s[9:13], s[14:18], s[19:23], s[24:]} {
-		for i := 0; i < len(part); i++ {
-			d := uuidDigit[part[i]]
-			or |= d
-			and &= d
-		}
-	}
-	if or&uuidBad != 0 {
-		return "", detailNotUUID
-	}
-	if or&0xf == 0 || and&0xf == 0xf {
-		return "", detailNilUUID
-	}
-	version := uuidDigit[s[14]] & 0xf
-	variant := uuidDigit[s[19]] & 0xf
-	if variant&0xc != 0x8 || version < 1 || version > 8 {
-		return "", detailUUIDVer
-	}
-	if (format == FormatUUIDv4 && version != 4) || (format == FormatUUIDv7 && version != 7) {
-		return "", detailUUIDVer
-	}
-	if or&uuidUpper != 0 {
-		s = strings.ToLower(s)
-	}
-	return s, nil
+	return keysyntax.ParseUUID(s, keysyntax.Format(format))
 }
-
-// uuidDigit maps a hex digit to its value, with uuidUpper for 'A' to 'F';
-// any other byte to uuidBad.
-var uuidDigit = func() (t [256]byte) {
-	for c := range t {
-		switch {
-		case '0' <= c && c <= '9':
-			t[c] = byte(c - '0')
-		case 'a' <= c && c <= 'f':
-			t[c] = byte(c - 'a' + 10)
-		case 'A' <= c && c <= 'F':
-			t[c] = byte(c-'A'+10) | uuidUpper
-		default:
-			t[c] = uuidBad
-		}
-	}
-	return t
-}()
-
-const (
-	uuidUpper = 0x20
-	uuidBad   = 0x40
-)
 
 // headerKey returns the single value of a header, errKeyMissing, or an error
 // when it is repeated.

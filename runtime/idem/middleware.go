@@ -53,7 +53,11 @@ func (e *Engine) Handler(p *Policy, h http.Handler) http.Handler {
 // 1 MiB; set it to at least the largest Request.MaxBytes) of what the
 // decoder reads, and Begin reads the rest. Routes without an idempotency
 // policy are not affected (a larger body just stops being kept). Requests
-// with the methods GET, HEAD, OPTIONS and TRACE pass untouched.
+// with the methods GET, HEAD, OPTIONS and TRACE pass untouched. A request
+// of another method without a body gets an empty body of its own (it reads
+// io.EOF, as http.NoBody, but is not http.NoBody; one small allocation),
+// left in place when CaptureBody returns: it bounds the request for a
+// strict handler's returned error (see Call.HandlerFailed).
 //
 // A middleware inside it may replace r.Body (gzip decompression,
 // http.MaxBytesReader, chi's RequestSize). Engine.Handler then reads the
@@ -88,16 +92,14 @@ func CaptureBody(maxBytes int64) func(http.Handler) http.Handler {
 			}
 			if r.Body == nil || r.Body == http.NoBody {
 				// A request without a body is bounded all the same (see
-				// Call.HandlerFailed), by a pooled empty body swapped in
-				// place and put back once next returned.
-				nb := noBodyPool.Get().(*noBody)
-				orig := r.Body
+				// Call.HandlerFailed), by an empty body of its own set in
+				// place (one small allocation; not pooled, as a
+				// goroutine that outlives CaptureBody, under a timeout
+				// middleware, may still hold it), and left there: such a
+				// goroutine may read r.Body.
+				nb := new(noBody)
 				r.Body = nb
-				defer func() {
-					r.Body = orig
-					nb.endPending()
-					noBodyPool.Put(nb)
-				}()
+				defer nb.close()
 				next.ServeHTTP(w, r)
 				return
 			}
@@ -118,8 +120,6 @@ type noBody struct{ bound }
 
 func (*noBody) Read([]byte) (int, error) { return 0, io.EOF }
 func (*noBody) Close() error             { return nil }
-
-var noBodyPool = sync.Pool{New: func() any { return new(noBody) }}
 
 // isNoBody reports whether b is a request's empty body: nil, http.NoBody or
 // CaptureBody's noBody.
@@ -259,7 +259,7 @@ func (c *capture) wasRead() bool {
 }
 
 func (c *capture) release() {
-	c.endPending()
+	c.bound.close()
 	c.released.Store(true)
 	if c.mu.TryLock() {
 		putBuf(c.buf)

@@ -3,9 +3,13 @@ package idemclient
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
+
+	"github.com/idemgen/idemgen/runtime/internal/keysyntax"
 )
 
 // Call is one logical call: one key, whatever the number of attempts.
@@ -19,9 +23,13 @@ type Call struct {
 	supplied  string
 	policy    *Policy
 	overrides []func(*Policy)
-	observer  func(key string)
-	keyGen    KeyGenerator
-	editors   []func(context.Context, *http.Request) error
+	// effOnce, eff: the policy given with WithPolicy, edited by the
+	// overrides, computed once per call (effectivePolicy).
+	effOnce  sync.Once
+	eff      Policy
+	observer func(key string)
+	keyGen   KeyGenerator
+	editors  []func(context.Context, *http.Request) error
 	// made: the supplied key is one FixKey created (no concurrent call
 	// can hold it), not the caller's.
 	made bool
@@ -40,7 +48,9 @@ type CallOption func(*Call)
 // WithKey supplies the key instead of creating one: to resume a call after
 // the caller's own crash, pass back the key persisted from [Call.Key] or
 // [WithKeyObserver]. If the request already carries a different key, the
-// call fails with [ErrKeyConflict].
+// call fails with [ErrKeyConflict]. It is one call's: options meant for
+// every call (a generated client's WithCallOptions) must not hold it
+// ([CheckClientOptions]).
 func WithKey(key string) CallOption { return func(c *Call) { c.supplied = key } }
 
 // WithKeyObserver calls fn with the call's key once it is fixed, before
@@ -59,8 +69,13 @@ func WithPolicy(p Policy) CallOption { return func(c *Call) { c.policy = &p } }
 //
 //	idemclient.WithPolicyOverride(func(p *idemclient.Policy) { p.MaxAttempts = 2 })
 //
-// Several overrides apply in order. fn must not keep p, and should not
-// share p.On.Statuses with another policy without cloning it.
+// Several overrides apply in order, once per call (a generated helper
+// whose key travels in a typed parameter reads the policy before the Doer
+// does: both see the one edited policy). fn edits the call's own copy,
+// whose On.Statuses is cloned first: it may edit that slice in place
+// (slices.DeleteFunc) without changing the policy it came from, which a
+// generated helper shares with every call of its operation. fn must not
+// keep p.
 func WithPolicyOverride(fn func(p *Policy)) CallOption {
 	return func(c *Call) { c.overrides = append(c.overrides, fn) }
 }
@@ -74,7 +89,10 @@ type KeyGenerator func(f KeyFormat) (string, error)
 // WithKeyGenerator makes the call create its key with gen instead of
 // [NewKey] (when no key is supplied or carried); it wins over the Doer's
 // ([WithDoerKeyGenerator]). A key it makes is checked as a supplied one
-// (the policy's KeyMaxLength and, when set, KeyFormat). Generated helpers
+// (the policy's KeyMaxLength, and its KeyFormat only under
+// EnforceKeyFormat, which generated policies set). A generator that fails
+// or returns "" fails the call with [ErrKeyGenerator], nothing sent.
+// Generated helpers
 // whose key travels in a typed parameter create the key before the Doer
 // sees the request: give them this option (for every call at once,
 // through the generated client's WithCallOptions), not the Doer's.
@@ -86,7 +104,12 @@ func WithKeyGenerator(gen KeyGenerator) CallOption { return func(c *Call) { c.ke
 // edit the request once, before the [Doer] sees it, so what they set (a
 // header on behalf of a user, a trace id) is carried by every attempt,
 // as the rest of the request is. An editor that sets the key's header
-// supplies the call's key as a request carrying one does. Several
+// supplies the call's key as a request carrying one does, with a helper
+// whose key travels in the header as a plain value; a helper whose key
+// travels in a typed parameter has written its key there already, so a
+// different key set by an editor fails the call with [ErrKeyConflict].
+// An editor's error fails the call with [ErrRequestNotBuilt] (see
+// [Call.RequestEditors]), nothing sent. Several
 // WithRequestEditors add up. A request made by hand with [Start] is the
 // caller's to edit: the Doer does not run them.
 func WithRequestEditors(fns ...func(ctx context.Context, req *http.Request) error) CallOption {
@@ -94,9 +117,27 @@ func WithRequestEditors(fns ...func(ctx context.Context, req *http.Request) erro
 }
 
 // RequestEditors returns the editors given with [WithRequestEditors], for
-// a generated helper to pass on.
+// a generated helper to pass on. An error of one of them is returned as
+// an [*Error] with [ErrRequestNotBuilt], the call's key and the editor's
+// error (errors.Is finds it): the request was not sent.
 func (c *Call) RequestEditors() []func(ctx context.Context, req *http.Request) error {
-	return c.editors
+	if len(c.editors) == 0 {
+		return nil
+	}
+	out := make([]func(context.Context, *http.Request) error, len(c.editors))
+	for i, fn := range c.editors {
+		out[i] = func(ctx context.Context, req *http.Request) error {
+			if err := fn(ctx, req); err != nil {
+				e := &Error{Key: c.Key(), Attempts: c.Attempts(), Reason: ErrRequestNotBuilt, Err: err}
+				if req != nil {
+					e.Method, e.URL = req.Method, redactedURL(req)
+				}
+				return e
+			}
+			return nil
+		}
+	}
+	return out
 }
 
 // Start returns a context carrying a new [Call] configured by opts, and the
@@ -149,38 +190,73 @@ func (c *Call) Attempts() int {
 // FixKey fixes the call's key before its request is built, for code that
 // must write the key into the request itself (a generated helper filling a
 // typed key parameter of oapi-codegen's <Op>Params). The key is the one
-// given with [WithKey]; else carried, the key the request will already
-// carry ("" if none); else a new one in the format of the call's policy
-// ([WithPolicy], default UUID v7). It returns the key and remembers it as
+// given with [WithKey] (a UUID in upper case lower-cased when the call's
+// policy, given with [WithPolicy], has a uuid* key format and carried is
+// "" or that lower-cased key: the server reads it so, and a typed UUID
+// parameter holds it so); else carried, the key
+// the request will already carry ("" if none); else a new one in the
+// format of the call's policy ([WithPolicy], default UUID v7), made by
+// the call's [KeyGenerator] if it has one (a generator that fails or
+// returns "" fails FixKey with an [*Error] whose Reason is
+// [ErrKeyGenerator]). It returns the key and remembers it as
 // the call's supplied key, so the [Doer] finds the request carrying it (a
 // request carrying another fails with [ErrKeyConflict]) and reports it to
 // the [WithKeyObserver] before the first attempt, as for any call.
 //
 // A second FixKey returns the key fixed by the first.
 func (c *Call) FixKey(carried string) (string, error) {
+	format := FormatUUID
+	if c.policy != nil {
+		format = cmp.Or(c.effectivePolicy(Policy{}).KeyFormat, format)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.supplied != "" {
+		if c.policy != nil && format != FormatToken {
+			// Not when the request carries the key as given: it stays one key.
+			if k, err := keysyntax.ParseUUID(c.supplied, keysyntax.UUID); err == nil && (carried == "" || carried == k) {
+				c.supplied = k
+			}
+		}
 		return c.supplied, nil
 	}
 	if carried != "" {
 		c.supplied = carried
 		return carried, nil
 	}
-	format := FormatUUID
-	if c.policy != nil {
-		p := *c.policy
-		for _, o := range c.overrides {
-			o(&p)
-		}
-		format = cmp.Or(p.KeyFormat, format)
-	}
 	k, err := c.newKey(nil, format)
 	if err != nil {
-		return "", err
+		return "", &Error{Attempts: c.attempts, Reason: ErrKeyGenerator, Err: err}
 	}
 	c.supplied, c.made = k, c.keyGen == nil
 	return k, nil
+}
+
+// effectivePolicy returns the call's policy: the one given with
+// [WithPolicy], else base (the Doer's or its matcher's), edited by the
+// call's overrides on a copy whose On.Statuses (a Policy's only slice) is
+// cloned first, so that an override editing it in place leaves the policy
+// it came from as it was. The policy given with WithPolicy is edited once
+// per call, FixKey and the Doer both reading it.
+func (c *Call) effectivePolicy(base Policy) Policy {
+	if c.policy == nil {
+		return applyOverrides(base, c.overrides)
+	}
+	c.effOnce.Do(func() { c.eff = applyOverrides(*c.policy, c.overrides) })
+	return c.eff
+}
+
+// applyOverrides returns p edited by overrides, its On.Statuses cloned
+// first (not when there are none: nothing edits it).
+func applyOverrides(p Policy, overrides []func(*Policy)) Policy {
+	if len(overrides) == 0 {
+		return p
+	}
+	p.On.Statuses = slices.Clone(p.On.Statuses)
+	for _, o := range overrides {
+		o(&p)
+	}
+	return p
 }
 
 // newKey creates a key in format f with the call's generator, else the
@@ -194,8 +270,11 @@ func (c *Call) newKey(doerGen KeyGenerator, f KeyFormat) (string, error) {
 		return NewKey(f)
 	}
 	k, err := gen(f)
-	if err != nil {
+	switch {
+	case err != nil:
 		return "", fmt.Errorf("idemclient: creating a key: %w", err)
+	case k == "":
+		return "", errors.New("idemclient: the key generator returned an empty key")
 	}
 	return k, nil
 }
@@ -274,4 +353,20 @@ func (c *Call) countAttempt() {
 	c.mu.Lock()
 	c.attempts++
 	c.mu.Unlock()
+}
+
+// CheckClientOptions reports an error when opts, meant for every call of
+// a client (a generated client's WithCallOptions, which panics with it),
+// supply a key ([WithKey]): every logical call would share it, and the
+// server would take the second for a retry of the first (or refuse it as
+// a reused key). Give WithKey to each call instead.
+func CheckClientOptions(opts ...CallOption) error {
+	var c Call
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.supplied != "" {
+		return errors.New("idemclient: client-wide call options must not supply a key (idemclient.WithKey): every call would share it; give WithKey to each call")
+	}
+	return nil
 }

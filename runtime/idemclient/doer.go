@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -114,7 +115,9 @@ const (
 // respects the context: when it ends first, the body is closed (which
 // stops a read blocked on a pipe or a connection) and the call ends at
 // once with the context's error (a read that closing does not stop is left
-// to a goroutine, which ends when the read returns). Nothing else
+// to a goroutine, which ends when the read returns, and reads no more: at
+// most the Read under way finishes after Do returned, but the reader must
+// not be reused after a call its context ended). Nothing else
 // changes between attempts: no header is added besides the key (and the
 // attempt header, only if [WithAttemptHeader] asks for it).
 //
@@ -247,7 +250,8 @@ func WithAttemptTimeout(d time.Duration) Option { return func(o *config) { o.att
 
 // WithDoerKeyGenerator makes the Doer create keys with gen instead of
 // [NewKey]: for requests without a key of their own (a call's
-// [WithKeyGenerator] wins). Keys a generated helper creates for a typed key
+// [WithKeyGenerator] wins); a generator that fails or returns "" fails the
+// call with [ErrKeyGenerator], nothing sent. Keys a generated helper creates for a typed key
 // parameter are made before the Doer sees the request: give those helpers
 // [WithKeyGenerator].
 func WithDoerKeyGenerator(gen KeyGenerator) Option { return func(o *config) { o.keyGen = gen } }
@@ -331,12 +335,7 @@ func (d *Doer) Do(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, d.fail(req, call, ErrCallReused, nil)
 	}
-	if call.policy != nil {
-		p = *call.policy
-	}
-	for _, o := range call.overrides {
-		o(&p)
-	}
+	p = call.effectivePolicy(p)
 	if err := ctx.Err(); err != nil { // nothing is sent, no key is fixed
 		closeBody(req)
 		return nil, d.fail(req, call, err, context.Cause(ctx))
@@ -478,7 +477,7 @@ func (d *Doer) prepare(ctx context.Context, req *http.Request, call *Call, p Pol
 		var err error
 		if key, err = call.newKey(d.cfg.keyGen, p.KeyFormat); err != nil {
 			closeBody(req)
-			return nil, d.fail(req, call, ErrBadKeyCarrier, err)
+			return nil, d.fail(req, call, ErrKeyGenerator, err)
 		}
 		pr.fresh = call.keyGen == nil && d.cfg.keyGen == nil
 	}
@@ -759,7 +758,9 @@ func (deadlineLimit) Is(target error) bool { return target == context.DeadlineEx
 // ctx ends first, body is closed (which stops a read blocked on a pipe or
 // a connection) and readAll returns ctx's error at once, leaving a read
 // that closing does not stop to its goroutine, which ends when the read
-// returns.
+// returns. The goroutine reads r no more once readAll returned: body may
+// be http.NewRequest's NopCloser around the caller's plain io.Reader, and
+// only the Read under way then may still touch it.
 func readAll(ctx context.Context, r io.Reader, body io.Closer) ([]byte, error) {
 	if ctx.Done() == nil {
 		return io.ReadAll(r)
@@ -769,17 +770,34 @@ func readAll(ctx context.Context, r io.Reader, body io.Closer) ([]byte, error) {
 		err  error
 	}
 	done := make(chan result, 1)
+	sr := &stopReader{r: r}
 	go func() {
-		data, err := io.ReadAll(r)
+		data, err := io.ReadAll(sr)
 		done <- result{data, err}
 	}()
 	select {
 	case res := <-done:
 		return res.data, res.err
 	case <-ctx.Done():
+		sr.stop.Store(true) // no Read after the one under way
 		body.Close()
 		return nil, context.Cause(ctx)
 	}
+}
+
+// stopReader reads r until stop is set.
+type stopReader struct {
+	r    io.Reader
+	stop atomic.Bool
+}
+
+var errReadStopped = errors.New("idemclient: body read stopped: the call ended")
+
+func (s *stopReader) Read(p []byte) (int, error) {
+	if s.stop.Load() {
+		return 0, errReadStopped
+	}
+	return s.r.Read(p)
 }
 
 // headMax is how much of a JSON error body the Doer reads, within the

@@ -47,6 +47,14 @@ var (
 	// ErrBadKeyCarrier: the key cannot be placed where the policy says (for
 	// example a body that is not a JSON object at the pointer's parent).
 	ErrBadKeyCarrier = errors.New("idemclient: cannot place the idempotency key")
+	// ErrKeyGenerator: the call's key generator ([WithKeyGenerator],
+	// [WithDoerKeyGenerator]) failed or returned ""; nothing was sent.
+	ErrKeyGenerator = errors.New("idemclient: the key generator made no key")
+	// ErrRequestNotBuilt: a generated helper's request could not be built
+	// (a request editor, [WithRequestEditors] or the client's, failed, or
+	// the body could not be encoded); nothing was sent. The Error's Err is
+	// the cause.
+	ErrRequestNotBuilt = errors.New("idemclient: the request could not be built")
 	// ErrCallReused: a [Call] was used for a second request; one Call is one
 	// logical call (start a new one, with [WithKey] to resume).
 	ErrCallReused = errors.New("idemclient: call already used for a request")
@@ -110,7 +118,9 @@ func (e *Error) Error() string {
 		reason = "idemclient: call stopped by its context"
 	}
 	b.WriteString(reason)
-	fmt.Fprintf(&b, ": %s %s", e.Method, e.URL)
+	if e.Method != "" || e.URL != "" { // "": the call failed before its request was built
+		fmt.Fprintf(&b, ": %s %s", e.Method, e.URL)
+	}
 	if e.Key != "" {
 		fmt.Fprintf(&b, " key=%s", e.Key)
 	}

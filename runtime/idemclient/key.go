@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/idemgen/idemgen/runtime/internal/httpsyntax"
+	"github.com/idemgen/idemgen/runtime/internal/keysyntax"
 )
 
 // NewKey creates a key in format f: a UUID version 4 for [FormatUUIDv4], a
@@ -361,45 +362,68 @@ func jsonString(s string) string {
 
 // checkKey reports why the server would refuse the call's key under p:
 // longer than p.KeyMaxLength (0: no limit here), or, under
-// p.EnforceKeyFormat, not in p.KeyFormat. A key given as an RFC 8941
-// sf-string ("...") is read as the server reads it, unquoted. Without
+// p.EnforceKeyFormat, any key runtime/idem's ParseKey refuses under
+// p.KeyFormat (the same code, runtime/internal/keysyntax: an empty key, a
+// malformed RFC 8941 sf-string, a key that is not in the format, the nil
+// or max UUID, a UUID of a version or variant RFC 9562 does not define,
+// a key longer than the server's 255 characters). A key given as an sf-string
+// ("...") is read as the server reads it, unquoted. Without
 // EnforceKeyFormat the format is left to the server: a Policy's KeyFormat
 // is then the format of the keys the helper creates (DefaultPolicy's
 // FormatUUID included), not always the one the server requires.
 func checkKey(key string, p Policy) error {
 	k := key
-	if len(k) >= 2 && k[0] == '"' && k[len(k)-1] == '"' {
-		k = strings.NewReplacer(`\"`, `"`, `\\`, `\`).Replace(k[1 : len(k)-1])
+	if u, ok := keysyntax.UnquoteSFString(key); ok {
+		k = u
 	}
-	if p.KeyMaxLength > 0 && len(k) > p.KeyMaxLength {
-		return fmt.Errorf("the key is %d characters long, longer than the policy's KeyMaxLength %d (the contract's key.max-length)", len(k), p.KeyMaxLength)
-	}
-	if p.EnforceKeyFormat {
-		return checkKeyFormat(k, p.KeyFormat)
-	}
-	return nil
-}
-
-// checkKeyFormat reports a key the server refuses under format f, as
-// runtime/idem's ParseKey reads it: a uuid* key is the canonical 36
-// characters of a UUID, either case (not braced or urn:uuid:), of version
-// 4 or 7 for uuidv4 and uuidv7; a token key is visible ASCII.
-func checkKeyFormat(k string, f KeyFormat) error {
-	if f == FormatToken {
-		for i := 0; i < len(k); i++ {
-			if k[i] < 0x21 || k[i] > 0x7e {
-				return fmt.Errorf("the key %q holds a character other than visible ASCII, which the policy's key format token refuses", k)
-			}
+	if !p.EnforceKeyFormat {
+		if p.KeyMaxLength > 0 && len(k) > p.KeyMaxLength {
+			return fmt.Errorf("the key is %d characters long, longer than the policy's KeyMaxLength %d (the contract's key.max-length)", len(k), p.KeyMaxLength)
 		}
 		return nil
 	}
-	u, err := uuid.Parse(k)
-	if err != nil || len(k) != 36 {
-		return fmt.Errorf("the key %q is not a UUID in canonical form, which the policy's key format %s requires", k, cmp.Or(f, FormatUUID))
+	maxLength := p.KeyMaxLength
+	if maxLength <= 0 || maxLength > maxServerKeyLength {
+		maxLength = maxServerKeyLength
 	}
-	switch want := map[KeyFormat]uuid.Version{FormatUUIDv4: 4, FormatUUIDv7: 7}[f]; {
-	case want != 0 && u.Version() != want:
-		return fmt.Errorf("the key %q is a UUID of version %d, not %d, which the policy's key format %s requires", k, u.Version(), want, f)
+	f := cmp.Or(p.KeyFormat, FormatUUID)
+	_, err := keysyntax.Parse(key, syntaxFormat(f), maxLength)
+	var tooLong keysyntax.TooLong
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &tooLong) && int(tooLong) == p.KeyMaxLength:
+		return fmt.Errorf("the key is %d characters long, longer than the policy's KeyMaxLength %d (the contract's key.max-length)", len(k), p.KeyMaxLength)
+	case errors.As(err, &tooLong):
+		return fmt.Errorf("the key is %d characters long, longer than the %d the server accepts", len(k), maxServerKeyLength)
+	case err == keysyntax.NotUUID:
+		return fmt.Errorf("the key %q is not a UUID in canonical form, which the policy's key format %s requires", k, f)
+	case err == keysyntax.BadChar:
+		return fmt.Errorf("the key %q holds a character other than visible ASCII, which the policy's key format token refuses", k)
+	case err == keysyntax.UUIDVer:
+		u, perr := uuid.Parse(k)
+		want := map[KeyFormat]uuid.Version{FormatUUIDv4: 4, FormatUUIDv7: 7}[f]
+		if perr == nil && u.Variant() == uuid.RFC4122 && u.Version() >= 1 && u.Version() <= 8 && want != 0 {
+			return fmt.Errorf("the key %q is a UUID of version %d, not %d, which the policy's key format %s requires", k, u.Version(), want, f)
+		}
+		return fmt.Errorf("the key %q is not an RFC 9562 UUID (variant 10xx, version 1 to 8), which the server refuses", k)
 	}
-	return nil
+	return fmt.Errorf("the key %q: %w", key, err)
+}
+
+// maxServerKeyLength is the longest key the server accepts whatever its
+// contract says (runtime/idem's DefaultMaxKeyLength).
+const maxServerKeyLength = 255
+
+// syntaxFormat is f as keysyntax names it.
+func syntaxFormat(f KeyFormat) keysyntax.Format {
+	switch f {
+	case FormatToken:
+		return keysyntax.Token
+	case FormatUUIDv4:
+		return keysyntax.UUIDv4
+	case FormatUUIDv7:
+		return keysyntax.UUIDv7
+	}
+	return keysyntax.UUID
 }

@@ -311,10 +311,13 @@ type Policy struct {
 	// policies set it: it is the contract's key.format): a key the caller
 	// supplies ([WithKey], [Call.FixKey], a typed key parameter, a key
 	// the request carries, one a [KeyGenerator] makes) must then be in it,
-	// as the server reads it: for uuid, uuidv4 and uuidv7 the canonical
-	// text of a UUID (either case; of that version), for token visible
-	// ASCII. Another key fails with [ErrInvalidKey] before anything is
-	// sent, instead of the server's 400. False (the zero value, and
+	// as the server reads it (runtime/idem's ParseKey: the same code):
+	// for uuid, uuidv4 and uuidv7 the canonical text of an RFC 9562 UUID
+	// (either case; variant 10xx, version 1 to 8, or that version; not the
+	// nil or max UUID), for token visible ASCII; not empty; not longer than
+	// KeyMaxLength nor the server's 255 characters; a quoted RFC 8941
+	// string well formed. Another key fails with [ErrInvalidKey] before
+	// anything is sent, instead of the server's 400. False (the zero value, and
 	// [DefaultPolicy]): KeyFormat is only the format of the keys the
 	// helper creates, and a supplied key's format is left to the server.
 	EnforceKeyFormat bool
@@ -331,8 +334,9 @@ type Policy struct {
 	// with [ErrInvalidKey] before anything is sent, instead of the server's
 	// 400. The keys the [Doer] creates are UUIDs of 36 characters: under a
 	// KeyMaxLength below 36 every call needs a supplied key. (A supplied
-	// key's format is checked against KeyFormat when that is set; see
-	// there.) An ambiguous request (Ambiguous) is not checked.
+	// key's format is checked against KeyFormat only under
+	// EnforceKeyFormat; see there.) An ambiguous request (Ambiguous) is not
+	// checked.
 	KeyMaxLength int
 	// Ambiguous marks a request that may be an operation that is not
 	// idempotent (the generated suffix matcher sets it when an idempotent

@@ -147,8 +147,13 @@ func IdempotentClientPolicy(operationID string) (p idemclient.Policy, ok bool) {
 // WithCallOptions returns a copy of c whose helpers apply opts to every call, before the call's own
 // (which win where they set the same thing): a client-wide key generator
 // (idemclient.WithKeyGenerator), policy override (idemclient.WithPolicyOverride) or request editors
-// (idemclient.WithRequestEditors). c is unchanged.
+// (idemclient.WithRequestEditors). c is unchanged. It panics when opts supply a key
+// (idemclient.WithKey: every call would share it; idemclient.CheckClientOptions): give WithKey to each
+// call.
 func (c *IdempotentClient) WithCallOptions(opts ...idemclient.CallOption) *IdempotentClient {
+	if err := idemclient.CheckClientOptions(opts...); err != nil {
+		panic(err.Error())
+	}
 	cc := *c
 	cc.callOptions = append(slices.Clip(c.callOptions), opts...)
 	return &cc
@@ -276,10 +281,15 @@ func idemgenClientUUID(field *openapi_types.UUID) (string, func(string) error) {
 }
 
 // idemgenClientSetUUID parses key into a UUID key parameter; the parameter is sent in canonical form,
-// so key must be in that form already.
+// so key must be in that form already (FixKey lower-cased a UUID given with idemclient.WithKey); else
+// it fails with an *idemclient.Error whose Reason is idemclient.ErrBadKeyCarrier.
 func idemgenClientSetUUID(u *openapi_types.UUID, key string) error {
 	if err := u.UnmarshalText([]byte(key)); err != nil || u.String() != key {
-		return fmt.Errorf("%w: the key %q is not a canonical (lower-case) UUID, which the typed key parameter needs", idemclient.ErrBadKeyCarrier, key)
+		return &idemclient.Error{
+			Err:    fmt.Errorf("the key %q is not a canonical UUID, which the typed key parameter needs", key),
+			Key:    key,
+			Reason: idemclient.ErrBadKeyCarrier,
+		}
 	}
 	return nil
 }

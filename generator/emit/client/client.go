@@ -310,8 +310,11 @@ func (g *gen) typeDecl() {
 // of call options and request editors.
 func (g *gen) callOptions() {
 	t := g.cfg.Type
-	g.docf("WithCallOptions returns a copy of c whose helpers apply opts to every call, before the call's own (which win where they set the same thing): a client-wide key generator (idemclient.WithKeyGenerator), policy override (idemclient.WithPolicyOverride) or request editors (idemclient.WithRequestEditors). c is unchanged.")
+	g.docf("WithCallOptions returns a copy of c whose helpers apply opts to every call, before the call's own (which win where they set the same thing): a client-wide key generator (idemclient.WithKeyGenerator), policy override (idemclient.WithPolicyOverride) or request editors (idemclient.WithRequestEditors). c is unchanged. It panics when opts supply a key (idemclient.WithKey: every call would share it; idemclient.CheckClientOptions): give WithKey to each call.")
 	g.f.Func().Params(jen.Id("c").Op("*").Id(t)).Id("WithCallOptions").Params(jen.Id("opts").Op("...").Qual(clientPkg, "CallOption")).Op("*").Id(t).Block(
+		jen.If(jen.Err().Op(":=").Qual(clientPkg, "CheckClientOptions").Call(jen.Id("opts").Op("...")), jen.Err().Op("!=").Nil()).Block(
+			jen.Panic(jen.Err().Dot("Error").Call()),
+		),
 		jen.Id("cc").Op(":=").Op("*").Id("c"),
 		jen.Id("cc").Dot("callOptions").Op("=").Append(jen.Qual("slices", "Clip").Call(jen.Id("c").Dot("callOptions")), jen.Id("opts").Op("...")),
 		jen.Return(jen.Op("&").Id("cc")),
@@ -853,10 +856,14 @@ func (g *gen) keyHelpers() {
 		)
 	}
 	if used[px+"UUID"] || used[px+"UUIDPtr"] {
-		g.doc(px + "SetUUID parses key into a UUID key parameter; the parameter is sent in canonical form, so key must be in that form already.")
+		g.doc(px + "SetUUID parses key into a UUID key parameter; the parameter is sent in canonical form, so key must be in that form already (FixKey lower-cased a UUID given with idemclient.WithKey); else it fails with an *idemclient.Error whose Reason is idemclient.ErrBadKeyCarrier.")
 		g.f.Func().Id(px+"SetUUID").Params(jen.Id("u").Op("*").Add(uuid()), jen.Id("key").String()).Error().Block(
 			jen.If(jen.Err().Op(":=").Id("u").Dot("UnmarshalText").Call(jen.Index().Byte().Parens(jen.Id("key"))), jen.Err().Op("!=").Nil().Op("||").Id("u").Dot("String").Call().Op("!=").Id("key")).Block(
-				jen.Return(jen.Qual("fmt", "Errorf").Call(jen.Lit("%w: the key %q is not a canonical (lower-case) UUID, which the typed key parameter needs"), q("ErrBadKeyCarrier"), jen.Id("key"))),
+				jen.Return(jen.Op("&").Add(q("Error")).Values(jen.Dict{
+					jen.Id("Key"):    jen.Id("key"),
+					jen.Id("Reason"): q("ErrBadKeyCarrier"),
+					jen.Id("Err"):    jen.Qual("fmt", "Errorf").Call(jen.Lit("the key %q is not a canonical UUID, which the typed key parameter needs"), jen.Id("key")),
+				})),
 			),
 			jen.Return(jen.Nil()),
 		)

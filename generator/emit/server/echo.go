@@ -16,20 +16,19 @@ func (g *gen) echoStrict() {
 	g.frameworkStrict(echoQ("Context"),
 		jen.Id("ctx").Dot("Request").Call(), jen.Id("ctx").Dot("Response").Call(),
 		func(r jen.Code) jen.Code { return jen.Id("ctx").Dot("SetRequest").Call(r) },
-		"echo reports err", true)
+		"echo reports err", "ErrorHandler")
 }
 
 func (g *gen) echoCaptureBody() {
 	t := g.cfg.Type
 	g.doc(px + "CaptureBody is idem.CaptureBody for the largest request the policies accept, as echo middleware.")
 	g.f.Var().Id(px + "CaptureBody").Op("=").Add(echoQ("WrapMiddleware")).Call(jen.Qual(idemPkg, "CaptureBody").Call(jen.Lit(int(g.maxRequestBytes()))))
-	g.doc("CaptureBody is echo middleware (e.Use(x.CaptureBody)) that keeps the raw bytes of a request body while oapi-codegen's strict handler decodes it, so StrictMiddleware fingerprints what the client sent. Requests without a body, and safe methods, pass untouched. It also bounds the request for an idempotent operation's returned error under failures: replay: echo answers an error with its HTTPErrorHandler after every middleware returned, so CaptureBody has echo answer such an error itself (ctx.Error) and returns nil, and ErrorHandler around e.HTTPErrorHandler records that answer (middleware in front of CaptureBody then sees no error); without ErrorHandler, the key is freed.")
+	g.doc("CaptureBody is echo middleware (e.Use(x.CaptureBody)) that keeps the raw bytes of a request body while oapi-codegen's strict handler decodes it, so StrictMiddleware fingerprints what the client sent. Safe methods pass untouched; a request without a body gets an empty body of CaptureBody's own (it reads io.EOF, as http.NoBody, but is not http.NoBody), which a middleware after CaptureBody must not replace for the request to stay bounded. It also bounds the request for an idempotent operation's returned error under failures: replay: echo answers an error with its HTTPErrorHandler after every middleware returned, so CaptureBody has echo answer such an error itself (ctx.Error) and returns nil, and ErrorHandler around e.HTTPErrorHandler records that answer (middleware in front of CaptureBody then sees no error); without ErrorHandler, the key is freed.")
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("CaptureBody").Params(jen.Id("next").Add(echoQ("HandlerFunc"))).Add(echoQ("HandlerFunc")).Block(
 		jen.Return(jen.Id(px + "CaptureBody").Call(jen.Func().Params(jen.Id("ctx").Add(echoQ("Context"))).Error().Block(
 			jen.Err().Op(":=").Id("next").Call(jen.Id("ctx")),
 			jen.If(jen.Err().Op("==").Nil()).Block(jen.Return(jen.Nil())),
-			jen.Var().Id("he").Op("*").Qual(idemPkg, "HandlerError"),
-			jen.If(jen.Qual("errors", "As").Call(jen.Err(), jen.Op("&").Id("he")).Op("&&").Id("he").Dot("Pending").Call()).Block(
+			jen.If(jen.Qual(idemPkg, "HandlerErrorPending").Call(jen.Id("ctx").Dot("Request").Call())).Block(
 				jen.Id("ctx").Dot("Error").Call(jen.Err()).Comment("answered while CaptureBody still bounds the request: ErrorHandler records it"),
 				jen.Return(jen.Nil()),
 			),
@@ -78,7 +77,7 @@ func (g *gen) echoMiddleware() {
 func (g *gen) echoErrorHandler() {
 	t := g.cfg.Type
 	handler := echoQ("HTTPErrorHandler")
-	g.doc("ErrorHandler returns an echo.HTTPErrorHandler (e.HTTPErrorHandler = x.ErrorHandler(e.HTTPErrorHandler)) for handlers registered at the root (else use ErrorHandlerWithBaseURL). oapi-codegen's echo wrappers check typed parameters before any middleware runs and return an *echo.HTTPError, so a key they reject (a malformed uuid-typed header, a missing required one, one given twice) never reaches the engine: this handler answers those with the engine's application/problem+json, 400 IDEMPOTENCY_KEY_INVALID or IDEMPOTENCY_KEY_MISSING, when the request is one of an idempotent operation (matched as HTTPMiddleware matches it) and the parameter is that operation's key. It recognizes them by the messages oapi-codegen v2.8 writes, and those of kin-openapi's openapi3filter.RequestError about the key that a request validator in front (oapi-codegen's echo-middleware) returns as an *echo.HTTPError. Every other error goes to next, so routes without contracts behave as before; nil means echo's DefaultHTTPErrorHandler." + g.strictOnly(" With the strict server, it also records what next writes for an idempotent operation's returned error under failures: replay (which CaptureBody has echo answer while the request is bounded), replayed to a retry with Idempotent-Replayed: true; next gets the operation's own error."))
+	g.doc("ErrorHandler returns an echo.HTTPErrorHandler (e.HTTPErrorHandler = x.ErrorHandler(e.HTTPErrorHandler)) for handlers registered at the root (else use ErrorHandlerWithBaseURL). oapi-codegen's echo wrappers check typed parameters before any middleware runs and return an *echo.HTTPError, so a key they reject (a malformed uuid-typed header, a missing required one, one given twice) never reaches the engine: this handler answers those with the engine's application/problem+json, 400 IDEMPOTENCY_KEY_INVALID or IDEMPOTENCY_KEY_MISSING, when the request is one of an idempotent operation (matched as HTTPMiddleware matches it) and the parameter is that operation's key. It recognizes them by the messages oapi-codegen v2.8 writes, and those of kin-openapi's openapi3filter.RequestError about the key that a request validator in front (oapi-codegen's echo-middleware) returns as an *echo.HTTPError. Every other error goes to next, so routes without contracts behave as before; nil means echo's DefaultHTTPErrorHandler." + g.strictOnly(" With the strict server, it also records what next writes for an idempotent operation's returned error under failures: replay (which CaptureBody has echo answer while the request is bounded), replayed to a retry with Idempotent-Replayed: true; next gets the error as echo hands it, unchanged."))
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("ErrorHandler").Params(jen.Id("next").Add(handler)).Add(handler).Block(
 		jen.Return(jen.Id("x").Dot("ErrorHandlerWithBaseURL").Call(jen.Lit(""), jen.Id("next"))),
 	)
@@ -104,7 +103,7 @@ func (g *gen) echoErrorHandler() {
 		}
 		b.Return(jen.Func().Params(jen.Err().Error(), jen.Id("ctx").Add(echoQ("Context"))).Block(
 			jen.Id("res").Op(":=").Id("ctx").Dot("Response").Call(),
-			jen.Qual(idemPkg, "AnswerHandlerError").Call(jen.Id("res"), jen.Err(), jen.Func().Params(jen.Id("w").Qual("net/http", "ResponseWriter"), jen.Err().Error()).Block(
+			jen.Qual(idemPkg, "AnswerHandlerError").Call(jen.Id("res"), jen.Id("ctx").Dot("Request").Call(), jen.Err(), jen.Func().Params(jen.Id("w").Qual("net/http", "ResponseWriter"), jen.Err().Error()).Block(
 				jen.If(jen.Id("w").Op("==").Qual("net/http", "ResponseWriter").Call(jen.Id("res"))).Block(
 					jen.Id("answer").Call(jen.Err(), jen.Id("ctx")),
 					jen.Return(),

@@ -11,17 +11,13 @@ import (
 // frameworkStrict writes StrictMiddleware and the strict method for a
 // framework whose StrictHandlerFunc is func(ctx ctxType, request any) (any,
 // error): req and w read the request and the writer from ctx, setRequest(r)
-// puts r back into ctx, errWho names who reports an operation's error.
-//
-// handOn: the operation's error goes through Call.HandlerFailed, for a
-// framework whose strict server answers it inside CaptureBody (gin's
-// HandlerErrorFunc, which the generated HandlerErrorFunc records); echo
-// answers it with its HTTPErrorHandler after every middleware returned.
-func (g *gen) frameworkStrict(ctxType, req, w jen.Code, setRequest func(r jen.Code) jen.Code, errWho string, handOn bool) {
-	failed := jen.Return(jen.Id("resp"), jen.Err()).Comment("End frees the key; " + errWho)
-	if handOn {
-		failed = jen.Return(jen.Id("resp"), jen.Id("c").Dot("HandlerFailed").Call(jen.Err())).Comment(errWho + ": HandlerErrorFunc records its answer under failures: replay; else End frees the key")
-	}
+// puts r back into ctx, errWho names who reports an operation's error, and
+// adapter the generated error handler that records its answer (gin's
+// HandlerErrorFunc; echo's ErrorHandler, which echo runs from CaptureBody):
+// the operation's error goes through Call.HandlerFailed, which returns it
+// unchanged.
+func (g *gen) frameworkStrict(ctxType, req, w jen.Code, setRequest func(r jen.Code) jen.Code, errWho, adapter string) {
+	failed := jen.Return(jen.Id("resp"), jen.Id("c").Dot("HandlerFailed").Call(jen.Err())).Comment(errWho + ": " + adapter + " records its answer under failures: replay; else End frees the key")
 	handlerParams := []jen.Code{jen.Id("ctx").Add(ctxType), jen.Id("request").Any()}
 	g.strictMiddleware(handlerParams, []jen.Code{jen.Id("ctx"), jen.Id("request")})
 

@@ -31,7 +31,7 @@ func (g *gen) ginStrict() {
 	g.frameworkStrict(ginCtx(),
 		jen.Id("ctx").Dot("Request"), jen.Id("ctx").Dot("Writer"),
 		func(r jen.Code) jen.Code { return jen.Id("ctx").Dot("Request").Op("=").Add(r) },
-		"the strict handler reports err", true)
+		"the strict handler reports err", "HandlerErrorFunc")
 }
 
 // ginHandlerErrorFunc writes HandlerErrorFunc, the gin strict server's
@@ -39,7 +39,7 @@ func (g *gen) ginStrict() {
 func (g *gen) ginHandlerErrorFunc() {
 	t := g.cfg.Type
 	sig := func() *jen.Statement { return jen.Func().Params(ginCtx(), jen.Error()) }
-	g.doc("HandlerErrorFunc returns the error handler for StrictGinServerOptions.HandlerErrorFunc: next (nil: oapi-codegen's default, 500 with {\"msg\": the error}) answers the error of an operation, and under failures: replay, what it writes for an idempotent operation's error is recorded and replayed to a retry with Idempotent-Replayed: true (a 5xx is stored as a failure, as a plain handler's), so the operation does not run again; next gets the operation's own error, and ctx.Writer records while it runs. It needs CaptureBody in router.Use (RegisterStrictHandlers adds both). Without it, or when next writes nothing (a status set without a body is written), the key is freed for a retry and the engine warns once per operation. Every other error goes to next as it is.")
+	g.doc("HandlerErrorFunc returns the error handler for StrictGinServerOptions.HandlerErrorFunc: next (nil: oapi-codegen's default, 500 with {\"msg\": the error}) answers the error of an operation, and under failures: replay, what it writes for an idempotent operation's error is recorded and replayed to a retry with Idempotent-Replayed: true (a 5xx is stored as a failure, as a plain handler's), so the operation does not run again; next gets the error the strict server hands it, as it is, and ctx.Writer records while it runs. It needs CaptureBody in router.Use (RegisterStrictHandlers adds both). Without it, or when next writes nothing (a status set without a body is written), the key is freed for a retry and the engine warns once per operation. Every other error goes to next as it is.")
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("HandlerErrorFunc").Params(jen.Id("next").Add(sig())).Add(sig()).Block(
 		jen.If(jen.Id("next").Op("==").Nil()).Block(
 			jen.Id("next").Op("=").Func().Params(jen.Id("ctx").Add(ginCtx()), jen.Err().Error()).Block(
@@ -48,7 +48,7 @@ func (g *gen) ginHandlerErrorFunc() {
 		),
 		jen.Return(jen.Func().Params(jen.Id("ctx").Add(ginCtx()), jen.Err().Error()).Block(
 			jen.Id("orig").Op(":=").Id("ctx").Dot("Writer"),
-			jen.Qual(idemPkg, "AnswerHandlerError").Call(jen.Id("orig"), jen.Err(), jen.Func().Params(jen.Id("rec").Qual("net/http", "ResponseWriter"), jen.Err().Error()).Block(
+			jen.Qual(idemPkg, "AnswerHandlerError").Call(jen.Id("orig"), jen.Id("ctx").Dot("Request"), jen.Err(), jen.Func().Params(jen.Id("rec").Qual("net/http", "ResponseWriter"), jen.Err().Error()).Block(
 				jen.If(jen.Id("rec").Op("==").Qual("net/http", "ResponseWriter").Call(jen.Id("orig"))).Block(
 					jen.Id("next").Call(jen.Id("ctx"), jen.Err()),
 					jen.Return(),
@@ -74,7 +74,7 @@ func (g *gen) ginCaptureBody() {
 	t := g.cfg.Type
 	g.doc(px + "CaptureBody is idem.CaptureBody for the largest request the policies accept.")
 	g.f.Var().Id(px+"CaptureBody").Op("=").Qual(idemPkg, "CaptureBody").Call(jen.Lit(int(g.maxRequestBytes())))
-	g.doc("CaptureBody is gin middleware (router.Use(x.CaptureBody), before the routes are registered) that keeps the raw bytes of a request body while oapi-codegen's strict handler decodes it, so StrictMiddleware fingerprints what the client sent. Requests without a body, and safe methods, pass untouched.")
+	g.doc("CaptureBody is gin middleware (router.Use(x.CaptureBody), before the routes are registered) that keeps the raw bytes of a request body while oapi-codegen's strict handler decodes it, so StrictMiddleware fingerprints what the client sent. Safe methods pass untouched. A request without a body gets an empty body of CaptureBody's own (it reads io.EOF, as http.NoBody, but is not http.NoBody) that bounds it for HandlerErrorFunc; a middleware after CaptureBody that replaces that body leaves it unbounded, and its operation's error is then not recorded.")
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("CaptureBody").Params(jen.Id("ctx").Add(ginCtx())).Block(
 		jen.Id("r").Op(":=").Id("ctx").Dot("Request"),
 		jen.Id(px+"CaptureBody").Call(jen.Qual("net/http", "HandlerFunc").Call(

@@ -659,7 +659,7 @@ func (g *gen) responseErrorHandler() {
 	sig := func() *jen.Statement {
 		return jen.Func().Params(hf("ResponseWriter"), jen.Op("*").Add(hf("Request")), jen.Error())
 	}
-	g.doc("ResponseErrorHandler returns the error handler for StrictHTTPServerOptions.ResponseErrorHandlerFunc: next (nil: oapi-codegen's default, 500 with the error as text) answers the error of an operation, and under failures: replay, what it writes for an idempotent operation's error is recorded and replayed to a retry with Idempotent-Replayed: true (a 5xx is stored as a failure, as a plain handler's), so the operation does not run again; next gets the operation's own error. It needs CaptureBody around the router (StrictHandler adds both). Without it, or when next writes nothing, the key is freed for a retry and the engine warns once per operation. Every other error goes to next as it is.")
+	g.doc("ResponseErrorHandler returns the error handler for StrictHTTPServerOptions.ResponseErrorHandlerFunc: next (nil: oapi-codegen's default, 500 with the error as text) answers the error of an operation, and under failures: replay, what it writes for an idempotent operation's error is recorded and replayed to a retry with Idempotent-Replayed: true (a 5xx is stored as a failure, as a plain handler's), so the operation does not run again. next gets the error the strict server hands it, as it is (the operation's own, or what a strict middleware made of it). It needs CaptureBody around the router (StrictHandler adds both). Without it, or when next writes nothing, the key is freed for a retry and the engine warns once per operation. Every other error goes to next, writing to w.")
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("ResponseErrorHandler").Params(jen.Id("next").Add(sig())).Add(sig()).Block(
 		jen.If(jen.Id("next").Op("==").Nil()).Block(
 			jen.Id("next").Op("=").Func().Params(jen.Id("w").Add(hf("ResponseWriter")), jen.Id("_").Op("*").Add(hf("Request")), jen.Err().Error()).Block(
@@ -667,7 +667,7 @@ func (g *gen) responseErrorHandler() {
 			),
 		),
 		jen.Return(jen.Func().Params(jen.Id("w").Add(hf("ResponseWriter")), jen.Id("r").Op("*").Add(hf("Request")), jen.Err().Error()).Block(
-			jen.Qual(idemPkg, "AnswerHandlerError").Call(jen.Id("w"), jen.Err(), jen.Func().Params(jen.Id("w").Add(hf("ResponseWriter")), jen.Err().Error()).Block(
+			jen.Qual(idemPkg, "AnswerHandlerError").Call(jen.Id("w"), jen.Id("r"), jen.Err(), jen.Func().Params(jen.Id("w").Add(hf("ResponseWriter")), jen.Err().Error()).Block(
 				jen.Id("next").Call(jen.Id("w"), jen.Id("r"), jen.Err()),
 			)),
 		)),
@@ -676,7 +676,7 @@ func (g *gen) responseErrorHandler() {
 
 func (g *gen) captureBody() {
 	t := g.cfg.Type
-	g.doc("CaptureBody is net/http middleware that keeps the raw bytes of a request body while oapi-codegen's strict handler decodes it, so StrictMiddleware fingerprints what the client sent. Add it to the server options' Middlewares (StdHTTPServerOptions, ChiServerOptions, GorillaServerOptions) or wrap the whole router with it. Requests without a body, and safe methods, pass untouched.")
+	g.doc("CaptureBody is net/http middleware that keeps the raw bytes of a request body while oapi-codegen's strict handler decodes it, so StrictMiddleware fingerprints what the client sent. Add it to the server options' Middlewares (StdHTTPServerOptions, ChiServerOptions, GorillaServerOptions) or wrap the whole router with it. Safe methods pass untouched. A request without a body gets an empty body of CaptureBody's own (it reads io.EOF, as http.NoBody, but is not http.NoBody) that bounds it for ResponseErrorHandler; a middleware inside CaptureBody that replaces that body (http.MaxBytesReader) leaves it unbounded, and its operation's error is then not recorded.")
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("CaptureBody").Params(jen.Id("next").Qual("net/http", "Handler")).Qual("net/http", "Handler").Block(
 		jen.Return(jen.Qual(idemPkg, "CaptureBody").Call(jen.Lit(int(g.maxRequestBytes()))).Call(jen.Id("next"))),
 	)

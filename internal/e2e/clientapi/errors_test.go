@@ -107,7 +107,7 @@ func TestBadRequestsNotRetried(t *testing.T) {
 	assert.Nil(t, resp)
 	assert.Equal(t, "order-42", key)
 	assert.ErrorIs(t, err, idemclient.ErrBadKeyCarrier)
-	assert.Contains(t, err.Error(), `the key "order-42" is not a canonical (lower-case) UUID`)
+	assert.Contains(t, err.Error(), `the key "order-42" is not a canonical UUID`)
 	assert.Empty(t, e.rec.Arrivals("order-42"))
 	assert.Equal(t, 0, e.shop.Total())
 }

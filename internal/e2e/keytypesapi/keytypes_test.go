@@ -324,11 +324,12 @@ func TestNonKeyErrorPassesThrough(t *testing.T) {
 }
 
 // A key given with WithKey that the typed uuid parameter cannot hold (not
-// a canonical UUID) fails the call before anything is sent, with an error
-// wrapping ErrBadKeyCarrier: the optional (pointer) parameter of
-// makeRefund and the required one of makePayment.
+// a UUID in canonical form) fails the call before anything is sent, with
+// an error wrapping ErrBadKeyCarrier: the optional (pointer) parameter of
+// makeRefund and the required one of makePayment. (An upper-case UUID is
+// lower-cased: TestWithKeyUpperCaseUUID.)
 func TestWithKeyNotUUID(t *testing.T) {
-	for _, key := range []string{"x", "3B241101-E2BB-4255-8CAF-4136C566A962"} {
+	for _, key := range []string{"x", "{3b241101-e2bb-4255-8caf-4136c566a962}"} {
 		s, w, c := setup(t)
 		resp, got, err := c.MakeRefund(t.Context(), nil, idemclient.WithKey(key))
 		assert.ErrorIs(t, err, idemclient.ErrBadKeyCarrier, "makeRefund, key %q", key)

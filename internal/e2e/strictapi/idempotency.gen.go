@@ -446,7 +446,10 @@ func (x *Idempotency) strict(ctx context.Context, w http.ResponseWriter, r *http
 // CaptureBody is net/http middleware that keeps the raw bytes of a request body while oapi-codegen's
 // strict handler decodes it, so StrictMiddleware fingerprints what the client sent. Add it to the
 // server options' Middlewares (StdHTTPServerOptions, ChiServerOptions, GorillaServerOptions) or wrap
-// the whole router with it. Requests without a body, and safe methods, pass untouched.
+// the whole router with it. Safe methods pass untouched. A request without a body gets an empty body
+// of CaptureBody's own (it reads io.EOF, as http.NoBody, but is not http.NoBody) that bounds it for
+// ResponseErrorHandler; a middleware inside CaptureBody that replaces that body (http.MaxBytesReader)
+// leaves it unbounded, and its operation's error is then not recorded.
 func (x *Idempotency) CaptureBody(next http.Handler) http.Handler {
 	return idem.CaptureBody(1048576)(next)
 }
@@ -455,10 +458,10 @@ func (x *Idempotency) CaptureBody(next http.Handler) http.Handler {
 // next (nil: oapi-codegen's default, 500 with the error as text) answers the error of an operation,
 // and under failures: replay, what it writes for an idempotent operation's error is recorded and
 // replayed to a retry with Idempotent-Replayed: true (a 5xx is stored as a failure, as a plain
-// handler's), so the operation does not run again; next gets the operation's own error. It needs
-// CaptureBody around the router (StrictHandler adds both). Without it, or when next writes nothing,
-// the key is freed for a retry and the engine warns once per operation. Every other error goes to next
-// as it is.
+// handler's), so the operation does not run again. next gets the error the strict server hands it, as
+// it is (the operation's own, or what a strict middleware made of it). It needs CaptureBody around the
+// router (StrictHandler adds both). Without it, or when next writes nothing, the key is freed for a
+// retry and the engine warns once per operation. Every other error goes to next, writing to w.
 func (x *Idempotency) ResponseErrorHandler(next func(http.ResponseWriter, *http.Request, error)) func(http.ResponseWriter, *http.Request, error) {
 	if next == nil {
 		next = func(w http.ResponseWriter, _ *http.Request, err error) {
@@ -466,7 +469,7 @@ func (x *Idempotency) ResponseErrorHandler(next func(http.ResponseWriter, *http.
 		}
 	}
 	return func(w http.ResponseWriter, r *http.Request, err error) {
-		idem.AnswerHandlerError(w, err, func(w http.ResponseWriter, err error) {
+		idem.AnswerHandlerError(w, r, err, func(w http.ResponseWriter, err error) {
 			next(w, r, err)
 		})
 	}
