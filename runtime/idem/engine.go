@@ -105,16 +105,24 @@ type Options struct {
 	// again the record holds it, so a retry gets the replay instead of
 	// finding the key in flight until its lease runs out and then running
 	// the handler a second time. A later attempt after another request
-	// took the key over is fenced and changes nothing; the lease counts
-	// from the claim (or the last heartbeat), so a store back after it ran
-	// out may be too late. 0 means the operation's lease (InFlight.Lease);
+	// took the key over is fenced and changes nothing. Nobody can take the
+	// key over while the store is down, so a record outlives its lease
+	// (which counts from the claim, or the last heartbeat) as long as the
+	// store stays down: once it answers, the next attempt (within 2s, the
+	// backoff's cap) stores the response, unless a retry of the client
+	// reached the store first and took the expired lease over. 0 means
+	// the operation's window (its record cannot be stored after it), at
+	// most DefaultFinishRetryFor (10 minutes), at least its lease: set it
+	// to the longest store outage the service should ride through without
+	// running a handler twice;
 	// negative turns the retries off (not the releases of claims a failed
 	// Begin may have made: see below). At least one attempt is made. It is
 	// counted from the failure on both the engine's clock (Now) and the
 	// wall clock: the retries stop once it has passed on either, so that a
 	// clock that stands still (a test's) does not keep them going. The
 	// pauses between attempts (backoff up to 2s) are on the wall clock.
-	// Engine.Drain waits for the retries under way (and wakes them).
+	// Engine.Drain waits for the retries under way (and wakes them), and
+	// gives up on them, reporting each, when its context ends.
 	// At most MaxFinishRetries Finish calls, with MaxFinishRetryBytes of
 	// responses, are retried at once per Engine. The release of a key
 	// (FAILED without a response: a handler that did not finish) is
@@ -221,13 +229,14 @@ type Engine struct {
 	lateFirst   time.Duration // the retries' first backoff (lateFinishFirst; tests change it)
 	lateMax     time.Duration // and its cap (lateFinishMax)
 	lateMu      sync.Mutex
-	lateN       int           // the Finish calls retried in the background (finishLater), releases included
-	lateRel     int           // the releases among them (claimRelease kinds: MaxClaimReleases)
-	lateLost    int           // the finishLostReply ones among those (MaxLostReplyReleases)
-	relDrop     releaseDrops  // the releases not tried (releaseDropped)
-	lateBytes   int64         // the size of their responses
-	lateIdle    chan struct{} // closed when lateN drops to 0; nil while it is 0
-	lateWake    chan struct{} // closed by Drain to wake the retries from their backoff, then replaced
+	lateN       int                      // the Finish calls retried in the background (finishLater), releases included
+	lateRel     int                      // the releases among them (claimRelease kinds: MaxClaimReleases)
+	lateLost    int                      // the finishLostReply ones among those (MaxLostReplyReleases)
+	relDrop     releaseDrops             // the releases not tried (releaseDropped)
+	lateBytes   int64                    // the size of their responses
+	lateIdle    chan struct{}            // closed when lateN drops to 0; nil while it is 0
+	lateWake    chan struct{}            // closed by Drain to wake the retries from their backoff, then replaced
+	lateSet     map[*lateFinish]struct{} // the retries under way that have not reported yet (Drain abandons them)
 }
 
 // New returns an Engine over store. It panics when Options.Transactional is
@@ -322,6 +331,9 @@ func (e *Engine) Store() Store { return e.store }
 
 func (e *Engine) observe(ctx context.Context, ev Event) {
 	if e.obs != nil {
+		if ev.Kind == EventStoreError && ev.Err != nil {
+			ev.Misconfigured = errors.Is(ev.Err, ErrMisconfigured)
+		}
 		e.obs.Observe(ctx, ev)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"strings"
@@ -16,7 +17,8 @@ import (
 // its way to the client, but a retry finds the key in flight until the
 // lease runs out, and then runs the handler again. So the engine goes on
 // trying that Finish in the background, with backoff, for
-// Options.FinishRetryFor (by default the operation's lease): once the
+// Options.FinishRetryFor (by default the operation's window, at most
+// DefaultFinishRetryFor): once the
 // store answers again, the record holds its response and a retry gets the
 // replay, the handler having run once. A Finish that comes after another
 // request took the key over (its lease had run out) is fenced and changes
@@ -62,6 +64,27 @@ const (
 	MaxLostReplyReleases = MaxClaimReleases / 2
 	ClaimReleaseAttempts = 4
 )
+
+// DefaultFinishRetryFor caps the default of Options.FinishRetryFor: the
+// operation's window (its records live that long: a late Finish can be
+// stored until then, unless another request took the key over), at most
+// DefaultFinishRetryFor, and at least the operation's lease.
+//
+// Why not the lease: while the store is down nobody can take the key
+// over, and a late Finish is fenced by its token once somebody did, so
+// giving up when the lease runs out only throws away records that could
+// still be stored (the handler then runs again on the client's retry).
+// Why a cap: an outage longer than a few minutes is an incident of its
+// own, the retries' memory is bounded anyway (MaxFinishRetries,
+// MaxFinishRetryBytes) but a full budget refuses the retries of newer
+// Finish calls, and a process is rarely kept that long past its shutdown.
+const DefaultFinishRetryFor = 10 * time.Minute
+
+// defaultFinishRetryFor is how long a failed Finish of an operation of
+// this window and lease is tried again when Options.FinishRetryFor is 0.
+func defaultFinishRetryFor(window, lease time.Duration) time.Duration {
+	return max(min(window, DefaultFinishRetryFor), lease)
+}
 
 // releaseDropLogEvery is how often at most the engine logs releases it
 // did not try (MaxClaimReleases, MaxLostReplyReleases).
@@ -169,6 +192,10 @@ type lateFinish struct {
 	start     time.Time // on the engine's clock (set with an Observer)
 	failedAt  time.Time // on the engine's clock
 	err       error     // the first failure
+
+	stop    context.CancelFunc // cuts the retry's pause and attempt (Drain gave up on it)
+	stopped context.Context    // done once stop is called
+	dropped bool               // Drain gave up on it and reported it (under lateMu): the retry reports nothing
 }
 
 // finishLater schedules the retry of the Finish that just failed with err
@@ -207,7 +234,6 @@ func (c *Call) finishLater(kind finishKind, cause claimCause, state State, resp 
 	e.lateN++
 	e.lateBytes += int64(len(resp))
 	wake := e.lateWake
-	e.lateMu.Unlock()
 	f := &lateFinish{
 		kind:      kind,
 		cause:     cause,
@@ -228,9 +254,17 @@ func (c *Call) finishLater(kind finishKind, cause claimCause, state State, resp 
 		start:     c.start,
 		failedAt:  e.now(),
 	}
+	f.stopped, f.stop = context.WithCancel(context.Background())
+	if e.lateSet == nil {
+		e.lateSet = make(map[*lateFinish]struct{})
+	}
+	e.lateSet[f] = struct{}{}
+	e.lateMu.Unlock()
 	d := e.lateFor
-	if d == 0 || kind.claimRelease() {
+	if kind.claimRelease() {
 		d = c.p.spec.InFlight.Lease
+	} else if d == 0 {
+		d = defaultFinishRetryFor(c.p.spec.Window, c.p.spec.InFlight.Lease)
 	}
 	go e.retryFinish(f, d, wake)
 	return true
@@ -284,6 +318,8 @@ func (e *Engine) releaseDropped(c *Call, kind finishKind, cause claimCause) {
 	now := time.Now()
 	if !d.at.IsZero() && now.Sub(d.at) < d.every {
 		e.lateMu.Unlock()
+		e.observe(context.Background(), Event{Kind: EventReleaseAbandoned, Operation: c.p.spec.Operation, Principal: c.principal,
+			Key: c.key, Protected: true, State: StateFailed, Err: errReleaseNotTried})
 		return
 	}
 	d.at = now
@@ -302,7 +338,13 @@ func (e *Engine) releaseDropped(c *Call, kind finishKind, cause claimCause) {
 		what+" in flight until its lease runs out (logged at most once per "+every.String()+")",
 		slog.String("operation", c.p.spec.Operation), slog.String("key", c.key),
 		slog.Uint64("not_tried", since), slog.Uint64("not_tried_total", total))
+	e.observe(context.Background(), Event{Kind: EventReleaseAbandoned, Operation: c.p.spec.Operation, Principal: c.principal,
+		Key: c.key, Protected: true, State: StateFailed, Err: errReleaseNotTried})
 }
+
+// errReleaseNotTried is the Err of the EventReleaseAbandoned of a release
+// finishLater did not try (MaxClaimReleases, MaxLostReplyReleases).
+var errReleaseNotTried = errors.New("idem: claim release not tried: the releases' budget is full")
 
 // retryFinish tries f's Finish until it succeeds, is fenced, or d has
 // passed on the engine's clock or on the wall clock, whichever comes
@@ -314,7 +356,9 @@ func (e *Engine) releaseDropped(c *Call, kind finishKind, cause claimCause) {
 // Drain called in a loop does not undo the backoff.
 func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{}) {
 	defer func() {
+		f.stop()
 		e.lateMu.Lock()
+		delete(e.lateSet, f)
 		e.lateBytes -= int64(len(f.resp))
 		if f.kind.claimRelease() {
 			e.lateRel--
@@ -343,6 +387,7 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 	}
 	attempt := prior
 	var sleep *time.Timer
+retry:
 	for {
 		if attempt > 0 { // no pause before the first attempt of an atOnce kind (prior 0)
 			pause := wait/2 + rand.N(wait/2+1)
@@ -362,6 +407,8 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 			until := time.Now().Add(pause)
 			select {
 			case <-sleep.C:
+			case <-f.stopped.Done(): // Drain gave up on it
+				break retry
 			case <-wake:
 				// Drain: try again at once, or once lateFinishFirst has passed
 				// since the last attempt (if the pause does not end sooner).
@@ -377,15 +424,22 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 		wake = e.lateWake // a Drain from now on wakes the next pause
 		e.lateMu.Unlock()
 		last = time.Now()
-		cctx, cancel := context.WithTimeout(ctx, e.timeout)
+		cctx, cancel := context.WithTimeout(f.stopped, e.timeout)
 		err = e.store.Finish(cctx, f.scope, f.token, f.state, f.resp)
 		cancel()
-		if err == nil || errors.Is(err, ErrFenced) {
+		if err == nil || errors.Is(err, ErrFenced) || f.stopped.Err() != nil {
 			break
 		}
 		if f.kind.claimRelease() && attempt-prior == ClaimReleaseAttempts {
 			break
 		}
+	}
+	e.lateMu.Lock()
+	dropped := f.dropped
+	delete(e.lateSet, f) // from now on, Drain leaves it to this goroutine
+	e.lateMu.Unlock()
+	if dropped {
+		return // Drain gave up on it, and reported it
 	}
 	count := slog.Int("attempts", attempt)
 	if f.kind.claimRelease() {
@@ -396,9 +450,13 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 	switch {
 	case err == nil && f.kind == finishUnanswered:
 		e.log.LogAttrs(ctx, slog.LevelInfo, "idem: key released: a Begin that failed as its context ended (the request's, or the store timeout) had claimed it all the same", attrs...)
+		e.observe(ctx, Event{Kind: EventClaimReleased, Operation: f.operation, Principal: f.principal, Key: f.key,
+			Protected: true, State: StateFailed, Err: f.err})
 	case err == nil && f.kind == finishLostReply:
 		attrs = append(attrs, slog.Any("begin_error", f.err))
 		e.log.LogAttrs(ctx, slog.LevelInfo, "idem: key released: a Begin that failed (its reply lost, say) had claimed it all the same", attrs...)
+		e.observe(ctx, Event{Kind: EventClaimReleased, Operation: f.operation, Principal: f.principal, Key: f.key,
+			Protected: true, State: StateFailed, Err: f.err})
 	case err == nil && f.kind == finishClaim:
 		if attempt > 1 { // at once, it is not news
 			e.log.LogAttrs(ctx, slog.LevelInfo, "idem: key released by a later attempt, after the store failed: "+f.cause.String(), attrs...)
@@ -434,9 +492,13 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 			msg += " (or holds the commit's result, if it was kept after all)"
 		}
 		e.log.LogAttrs(ctx, slog.LevelError, msg, attrs...)
+		e.observe(ctx, Event{Kind: EventReleaseAbandoned, Operation: f.operation, Principal: f.principal, Key: f.key,
+			Protected: true, State: StateFailed, Err: err})
 	case f.kind.claimRelease():
 		attrs = append(attrs, slog.Any("error", err))
 		e.log.LogAttrs(ctx, slog.LevelWarn, "idem: gave up releasing the claim a failed Begin may have made: if it did, the key stays in flight until its lease runs out", attrs...)
+		e.observe(ctx, Event{Kind: EventReleaseAbandoned, Operation: f.operation, Principal: f.principal, Key: f.key,
+			Protected: true, State: StateFailed, Err: err})
 	default:
 		attrs = append(attrs, slog.Any("error", err))
 		e.log.LogAttrs(ctx, slog.LevelError, "idem: gave up finishing the record: the key stays in flight until its lease runs out, and a retry then runs the handler again", attrs...)
@@ -446,18 +508,27 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 }
 
 // Drain waits until the Finish calls the engine is trying again in the
-// background (see Options.FinishRetryFor) have ended, or ctx is done (then
-// it returns ctx.Err()). Call it on a graceful shutdown, after the server
-// stopped taking requests, so that a record the store could not finish
-// during an outage that is ending gets its chance. It does not stop the
-// engine, which may go on serving.
+// background (see Options.FinishRetryFor) have ended, or ctx is done.
+// Call it once on a graceful shutdown, after the server stopped taking
+// requests, with what is left of the shutdown's budget, so that a record
+// the store could not finish during an outage that is ending gets its
+// chance. It does not stop the engine, which may go on serving.
+//
+// When ctx ends first, Drain gives up on the retries still under way:
+// they stop (an attempt in flight is cancelled; one the store got may
+// take effect all the same), each Finish of a handler that ran is
+// reported as EventFinishAbandoned and each claim release as
+// EventReleaseAbandoned, one ERROR is logged with their counts, and it
+// returns a *DrainError saying how many, which matches ctx's error
+// (errors.Is). So a polling loop of Drains with short contexts gives up
+// at its first poll: give one Drain the whole budget.
 //
 // It wakes the retries waiting out their backoff (up to 2s), so that
 // each tries again at once instead of holding the shutdown until its
-// next attempt, though no sooner than 100ms after its last one (Drain
-// called in a loop wakes a retry at most once per 100ms); one whose
-// attempt fails goes on with its schedule (until FinishRetryFor has
-// passed), waited for until ctx is done. It waits likewise for the
+// next attempt, though no sooner than 100ms after its last one (Drains
+// called one after another wake a retry at most once per 100ms); one
+// whose attempt fails goes on with its schedule (until FinishRetryFor
+// has passed), waited for until ctx is done. It waits likewise for the
 // releases of claims a failed Begin may have made, of those held
 // through FailOpen's unprotected runs, of those whose transaction
 // could not begin, and of those whose commit failed (see
@@ -483,6 +554,60 @@ func (e *Engine) Drain(ctx context.Context) error {
 	case <-idle:
 		return nil
 	case <-ctx.Done():
-		return ctx.Err()
+		return e.abandon(ctx.Err())
 	}
+}
+
+// DrainError is what Engine.Drain returns when its context ended before
+// the retries it waited for: how many it gave up on. It matches the
+// context's error (errors.Is(err, context.DeadlineExceeded)).
+type DrainError struct {
+	Finishes int   // the Finish calls of handlers that ran, reported as EventFinishAbandoned
+	Releases int   // the claim releases, reported as EventReleaseAbandoned
+	Err      error // the context's error
+}
+
+func (d *DrainError) Error() string {
+	return fmt.Sprintf("idem: Drain gave up: %d finishes (records of handlers that ran) and %d claim releases abandoned: %v", d.Finishes, d.Releases, d.Err)
+}
+
+func (d *DrainError) Unwrap() error { return d.Err }
+
+// abandon stops the retries under way that have not ended (Drain's
+// context ended with cause), reports each (EventFinishAbandoned for a
+// handler's Finish, EventReleaseAbandoned for a release), logs one ERROR
+// with their counts, and returns a *DrainError (cause if there were none:
+// they ended as the context did).
+func (e *Engine) abandon(cause error) error {
+	e.lateMu.Lock()
+	var fs []*lateFinish
+	for f := range e.lateSet {
+		if !f.dropped {
+			f.dropped = true
+			fs = append(fs, f)
+		}
+	}
+	e.lateMu.Unlock()
+	if len(fs) == 0 {
+		return nil
+	}
+	ctx := context.Background()
+	d := &DrainError{Err: cause}
+	for _, f := range fs {
+		f.stop()
+		err := fmt.Errorf("idem: Drain gave up (%w) after the store failed: %w", cause, f.err)
+		if f.kind.claimRelease() {
+			d.Releases++
+			e.observe(ctx, Event{Kind: EventReleaseAbandoned, Operation: f.operation, Principal: f.principal, Key: f.key,
+				Protected: true, State: StateFailed, Err: err})
+			continue
+		}
+		d.Finishes++
+		e.observe(ctx, Event{Kind: EventFinishAbandoned, Operation: f.operation, Principal: f.principal, Key: f.key,
+			Protected: true, State: f.state, Status: f.status, Err: err})
+	}
+	e.log.LogAttrs(ctx, slog.LevelError, "idem: Drain gave up before the store answered: the records of handlers that ran stay PENDING until their leases run out, "+
+		"and a retry then runs them again (finish-abandoned); the claims not released stay in flight until their leases run out (release-abandoned)",
+		slog.Int("finishes", d.Finishes), slog.Int("releases", d.Releases), slog.Any("error", cause))
+	return d
 }

@@ -88,8 +88,9 @@ const (
 	// EventFinishAbandoned: the engine gave up finishing the record of a
 	// handler that ran: its Finish failed on the store (EventStoreError)
 	// and was not stored by a later attempt either (Options.FinishRetryFor
-	// passed, or the Finish was not retried: FinishRetryFor negative,
-	// MaxFinishRetries or MaxFinishRetryBytes reached). The record stays
+	// passed, Engine.Drain gave up on it, or the Finish was not retried:
+	// FinishRetryFor negative, MaxFinishRetries or MaxFinishRetryBytes
+	// reached). The record stays
 	// PENDING until its lease runs out, and a retry then runs the handler
 	// again. State and Status are what the record was to hold (the
 	// handler's status), Err the last failure. It is the only event of such
@@ -99,22 +100,46 @@ const (
 	// when it was not retried, from the request's, after its
 	// EventStoreError.
 	EventFinishAbandoned
+	// EventClaimReleased: the engine released in the background a claim
+	// that a Begin which failed (as its context ended, or with an error its
+	// store did not mark ErrNothingDone: a reply lost) had made all the
+	// same (logged "idem: key released: ..."): its 503 went out, and the
+	// key is free for the retry. Err is the Begin's failure, State
+	// StateFailed (what the claim was finished as). Reported from the
+	// goroutine that released it, with a context of its own. It comes in
+	// addition to the request's events (its EventStoreError or
+	// EventRejected).
+	EventClaimReleased
+	// EventReleaseAbandoned: the engine gave up releasing in the
+	// background a claim that runs nothing (one a failed Begin may have
+	// made, one held through FailOpen's unprotected run, one whose
+	// transaction could not begin or whose commit failed; see
+	// MaxClaimReleases): its ClaimReleaseAttempts attempts failed, or it
+	// was not tried (the releases' budget full), or Engine.Drain gave up
+	// on it. The key (if that claim was made) stays in flight until its
+	// lease runs out: retries get CodeKeyInUse meanwhile, nothing runs
+	// twice. Err is the last failure. Reported from the goroutine that
+	// tried it (or Drain's, or the request's when it was not tried), with
+	// a context of its own.
+	EventReleaseAbandoned
 )
 
 var eventNames = [...]string{
-	EventExecuted:        "executed",
-	EventReplayed:        "replayed",
-	EventConflict:        "conflict",
-	EventInFlight:        "in-flight",
-	EventLooseMismatch:   "loose-mismatch",
-	EventLeaseTakeover:   "lease-takeover",
-	EventFenced:          "fenced",
-	EventStoreError:      "store-error",
-	EventFailOpen:        "fail-open",
-	EventRejected:        "rejected",
-	EventNotReplayable:   "not-replayable",
-	EventHeartbeatFailed: "heartbeat-failed",
-	EventFinishAbandoned: "finish-abandoned",
+	EventExecuted:         "executed",
+	EventReplayed:         "replayed",
+	EventConflict:         "conflict",
+	EventInFlight:         "in-flight",
+	EventLooseMismatch:    "loose-mismatch",
+	EventLeaseTakeover:    "lease-takeover",
+	EventFenced:           "fenced",
+	EventStoreError:       "store-error",
+	EventFailOpen:         "fail-open",
+	EventRejected:         "rejected",
+	EventNotReplayable:    "not-replayable",
+	EventHeartbeatFailed:  "heartbeat-failed",
+	EventFinishAbandoned:  "finish-abandoned",
+	EventClaimReleased:    "claim-released",
+	EventReleaseAbandoned: "release-abandoned",
 }
 
 func (k EventKind) String() string {
@@ -175,15 +200,20 @@ type Event struct {
 	// Duration is how long the handler ran (EventExecuted, protected or not)
 	// or the duplicate waited (EventReplayed, EventInFlight, 0 when it did not wait).
 	Duration time.Duration
+	// Misconfigured is set on an EventStoreError whose Err the store marked
+	// ErrMisconfigured: a setup that will not fix itself (a privilege, a
+	// missing table, refused credentials), unlike an outage. The request
+	// is answered as for any store error; alert on it apart.
+	Misconfigured bool
 }
 
 // LogValue implements slog.LogValuer: an Event passed to a log/slog
 // logger (slog.Any("event", e)) is logged as a group of its non-zero
 // fields: kind, operation, principal, key, protected, state, prior,
-// status, code, err and duration, with the names of Kind and the states
+// status, code, err, duration and misconfigured, with the names of Kind and the states
 // (prior=NONE for a claim of a new key).
 func (e Event) LogValue() slog.Value {
-	as := make([]slog.Attr, 0, 11)
+	as := make([]slog.Attr, 0, 12)
 	as = append(as, slog.String("kind", e.Kind.String()))
 	if e.Operation != "" {
 		as = append(as, slog.String("operation", e.Operation))
@@ -213,6 +243,9 @@ func (e Event) LogValue() slog.Value {
 	if e.Duration != 0 {
 		as = append(as, slog.Duration("duration", e.Duration))
 	}
+	if e.Misconfigured {
+		as = append(as, slog.Bool("misconfigured", true))
+	}
 	return slog.GroupValue(as...)
 }
 
@@ -220,8 +253,9 @@ func (e Event) LogValue() slog.Value {
 // the request's goroutine, so it must be fast and safe for concurrent use;
 // the EventExecuted (and EventNotReplayable), EventFenced or
 // EventFinishAbandoned of a Finish tried again in the background (Options.FinishRetryFor), after its
-// EventStoreError, come from the goroutine that retried it, with a context
-// of its own: the request is over, and none of its context values are
+// EventStoreError, and EventClaimReleased and EventReleaseAbandoned, come
+// from the goroutine that retried it (or from Engine.Drain's, when it gave
+// up on it), with a context of its own: the request is over, and none of its context values are
 // passed on (a router may have reused them). EventHeartbeatFailed comes from
 // the heartbeat's goroutine while the handler runs, with the request's
 // context values but not its cancellation (the Call's Finish or End waits

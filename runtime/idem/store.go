@@ -237,6 +237,36 @@ func (e nothingDone) Unwrap() error { return e.error }
 
 func (nothingDone) Is(target error) bool { return target == ErrNothingDone }
 
+// ErrMisconfigured marks a store error that will not go away by itself:
+// the store's setup is wrong (its role lacks a privilege, its table or
+// database does not exist, its credentials are refused). The engine
+// answers it as any store error (503 IDEMPOTENCY_STORE_UNAVAILABLE with
+// Retry-After, or FailOpen's run: clients cannot tell, and a fix deployed
+// meanwhile makes their retries work), but sets Event.Misconfigured on its
+// EventStoreError, so that an alert can tell a misconfiguration, which
+// needs an operator, from an outage. A store marks such an error with
+// Misconfigured (the engine tests errors.Is(err, ErrMisconfigured));
+// pgstore marks SQLSTATE classes 42 (42501 insufficient privilege, 42P01
+// undefined table, ...), 3F000 (no such schema), 3D000 (no such
+// database) and 28 (authentication), and logs them apart.
+var ErrMisconfigured = errors.New("idem: the store is misconfigured")
+
+// Misconfigured returns err marked with ErrMisconfigured (nil for nil): its
+// message and what it wraps are err's, and errors.Is(result,
+// ErrMisconfigured) holds.
+func Misconfigured(err error) error {
+	if err == nil {
+		return nil
+	}
+	return misconfigured{err}
+}
+
+type misconfigured struct{ error }
+
+func (e misconfigured) Unwrap() error { return e.error }
+
+func (misconfigured) Is(target error) bool { return target == ErrMisconfigured }
+
 // RetryHint is an optional ability of an error a Store's Begin returns (or
 // wraps: the engine finds it with errors.As): RetryAfter is how long the
 // store expects to keep refusing claims (a store full of records it may not

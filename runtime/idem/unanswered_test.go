@@ -64,6 +64,11 @@ func TestUnansweredClaimReleased(t *testing.T) {
 			retry := send(h, req{key: "k", body: `{"item":"book"}`})
 			require.Equal(t, http.StatusCreated, retry.Code, "the claim was released: %s", retry.Body)
 			assert.Equal(t, int32(1), f.calls.Load())
+			rel, ok := f.obs.find(idem.EventClaimReleased)
+			require.True(t, ok, "the release is observed, not only logged")
+			assert.Equal(t, "k", rel.Key)
+			assert.Equal(t, "claim-released", rel.Kind.String())
+			assert.Equal(t, 1, f.obs.count(idem.EventClaimReleased))
 			lv, msg := logs.highest()
 			assert.LessOrEqual(t, lv, slog.LevelInfo, "logged at %v: %s", lv, msg)
 		})
@@ -174,6 +179,8 @@ func TestUnansweredReleaseAttemptsBounded(t *testing.T) {
 	assert.Equal(t, int64(idem.ClaimReleaseAttempts), hs.finishes.Load())
 	// The give-up log counts the releases tried, not the Begin before them.
 	assert.Contains(t, logged.String(), fmt.Sprintf("releases=%d", idem.ClaimReleaseAttempts))
+	assert.Equal(t, 1, f.obs.count(idem.EventReleaseAbandoned), "giving up is observed, not only logged")
+	assert.Zero(t, f.obs.count(idem.EventClaimReleased))
 }
 
 // claimsLate is a store whose Begin outlives its context (the engine's

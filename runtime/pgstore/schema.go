@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -25,6 +26,7 @@ const maxTableLen = 48
 // names holds the quoted identifiers of one store's schema objects.
 type names struct {
 	schema  string // the schema, unquoted
+	name    string // the table, unquoted
 	table   string // "schema"."table"
 	version string // "schema"."table_version"
 	index   string // "table_expires_at_idx" (an index lives in its table's schema)
@@ -50,6 +52,7 @@ func newNames(opts Options) (names, error) {
 	}
 	return names{
 		schema:  schema,
+		name:    table,
 		table:   pgx.Identifier{schema, table}.Sanitize(),
 		version: pgx.Identifier{schema, table + "_version"}.Sanitize(),
 		index:   pgx.Identifier{table + "_expires_at_idx"}.Sanitize(),
@@ -348,7 +351,9 @@ func SchemaSQL(opts Options) (string, error) {
 // schema (many instances starting at once, stores of several tables)
 // serialize on advisory locks, in a READ COMMITTED transaction whatever the
 // database's default isolation; a call on an up-to-date schema changes
-// nothing. It fails when the database holds a newer schema version than this
+// nothing. Last, it checks that its role has the run-time privileges on the
+// table (see Check), and fails naming the GRANT it lacks: a role that
+// migrates but cannot claim would answer every request 503. It fails when the database holds a newer schema version than this
 // package knows ("newer than this pgstore", ErrNewerSchema): after a later pgstore migrated
 // the schema to a new version, rolling back to a binary with an older
 // pgstore makes that binary's Migrate fail, and a start-up that stops on
@@ -508,16 +513,102 @@ func (s *Store) migrate(ctx context.Context, withFunc bool) (funcOK bool, err er
 				return err
 			}
 		}
-		if !withFunc {
-			return nil
+		if withFunc {
+			if funcOK, err = s.ensureClaimFunc(ctx, tx); err != nil {
+				return err
+			}
 		}
-		funcOK, err = s.ensureClaimFunc(ctx, tx)
-		return err
+		return s.checkPrivileges(ctx, tx)
 	})
 	if err != nil {
 		return false, fmt.Errorf("pgstore: migrate %s: %w", s.n.table, err)
 	}
 	return funcOK, nil
+}
+
+// Check reports whether the Store's role (the pool's connections'
+// current_user) has the privileges requests need, without writing
+// anything: USAGE on the schema; SELECT, INSERT, UPDATE on the records
+// table, and DELETE unless Options.ReapInterval is negative (the
+// reaper's). Its error names what is missing and the GRANT that gives it
+// (a missing schema or table: Migrate, or SchemaSQL), so that a role
+// without grants fails at start (or its readiness probe) instead of
+// answering every request 503 IDEMPOTENCY_STORE_UNAVAILABLE. Migrate runs
+// the same check after migrating. A role that may not execute the claim
+// function gets a warning naming the GRANT EXECUTE, not an error: Begin
+// then falls back to the claim statement, which works and costs the
+// server more. It costs two catalog queries; a readiness probe may call
+// it, though once at start is enough for grants that do not change.
+func (s *Store) Check(ctx context.Context) error {
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		return s.checkPrivileges(ctx, tx)
+	})
+	if err != nil {
+		return fmt.Errorf("pgstore: check %s: %w", s.n.table, err)
+	}
+	return nil
+}
+
+// checkPrivileges is Check's, and Migrate's last step, on q (the role of
+// its statements).
+func (s *Store) checkPrivileges(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) error {
+	var (
+		role               string
+		haveSchema, usage  bool
+		haveTable          *bool
+		sel, ins, upd, del *bool
+	)
+	// By OID: a lookup by name would fail without USAGE on the schema.
+	err := q.QueryRow(ctx, `SELECT current_user, n.oid IS NOT NULL, coalesce(has_schema_privilege(n.oid, 'USAGE'), false),
+    c.oid IS NOT NULL, has_table_privilege(c.oid, 'SELECT'), has_table_privilege(c.oid, 'INSERT'),
+    has_table_privilege(c.oid, 'UPDATE'), has_table_privilege(c.oid, 'DELETE')
+FROM (SELECT 1) AS one
+LEFT JOIN pg_namespace n ON n.nspname = $1
+LEFT JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = $2 AND c.relkind IN ('r', 'p')`,
+		s.n.schema, s.n.name).Scan(&role, &haveSchema, &usage, &haveTable, &sel, &ins, &upd, &del)
+	if err != nil {
+		return err
+	}
+	r := pgx.Identifier{role}.Sanitize()
+	schema := pgx.Identifier{s.n.schema}.Sanitize()
+	switch {
+	case !haveSchema:
+		return fmt.Errorf("the schema %s does not exist: run Migrate (as the schema's owner) or SchemaSQL", schema)
+	case !usage:
+		return fmt.Errorf("the role %s lacks USAGE on the schema %s: GRANT USAGE ON SCHEMA %s TO %s (and the run-time privileges on %s)", r, schema, schema, r, s.n.table)
+	case haveTable == nil || !*haveTable:
+		return fmt.Errorf("the table %s does not exist: run Migrate (as the schema's owner) or SchemaSQL", s.n.table)
+	}
+	var missing []string
+	for _, p := range []struct {
+		name string
+		ok   *bool
+		need bool
+	}{{"SELECT", sel, true}, {"INSERT", ins, true}, {"UPDATE", upd, true}, {"DELETE", del, s.opts.ReapInterval >= 0}} {
+		if p.need && (p.ok == nil || !*p.ok) {
+			missing = append(missing, p.name)
+		}
+	}
+	if len(missing) > 0 {
+		privs := strings.Join(missing, ", ")
+		why := ""
+		if slices.Contains(missing, "DELETE") {
+			why = " (DELETE for the background reaper; set Options.ReapInterval negative where another process reaps)"
+		}
+		return fmt.Errorf("the role %s lacks %s on %s, so every request would be answered 503: GRANT %s ON %s TO %s%s",
+			r, privs, s.n.table, privs, s.n.table, r, why)
+	}
+	var exec *bool
+	if err := q.QueryRow(ctx, `SELECT has_function_privilege(to_regprocedure($1), 'EXECUTE')`, s.n.claim+claimFuncArgs).Scan(&exec); err != nil {
+		return err
+	}
+	if exec != nil && !*exec {
+		s.log.LogAttrs(ctx, slog.LevelWarn, "pgstore: the role may not execute the claim function, so Begin runs the claim statement, which costs the server more: GRANT EXECUTE ON FUNCTION "+
+			s.n.claim+claimFuncArgs+" TO "+r, slog.String("function", s.n.claim), slog.String("role", role))
+	}
+	return nil
 }
 
 // versionUnreadable says why Migrate, for the role of tx, could neither

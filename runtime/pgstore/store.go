@@ -114,6 +114,59 @@ type Store struct {
 
 	// reaper is the background reaper, nil when it is off.
 	reaper *reaper
+
+	// misAt is when a misconfiguration was last logged (Unix ns; see
+	// misconfigured), misEvery how often at most (misconfigLogEvery;
+	// tests change it).
+	misAt    atomic.Int64
+	misEvery time.Duration
+}
+
+// misconfigLogEvery is how often at most a Store logs the errors of a
+// misconfiguration (see Store.misconfigured).
+const misconfigLogEvery = time.Minute
+
+// misconfiguration returns the SQLSTATE of err and the likely fix when err
+// will not go away by itself (the setup is wrong: a privilege, a table, a
+// database, credentials), "" otherwise. A read-only server (25006) is left
+// out: a failover that is under way ends it.
+func misconfiguration(err error) (code, fix string) {
+	pe, ok := errors.AsType[*pgconn.PgError](err)
+	if !ok {
+		return "", ""
+	}
+	switch {
+	case pe.Code == "42501": // insufficient_privilege
+		return pe.Code, "grant the store's role the run-time privileges on the records table (Store.Check names the GRANT; docs/runtime.md, \"Privileges\")"
+	case pe.Code == "42P01" || pe.Code == "3F000": // undefined_table, invalid_schema_name
+		return pe.Code, "create the records table with Migrate or SchemaSQL, or fix Options.Schema/Options.Table"
+	case pe.Code == "3D000": // invalid_catalog_name
+		return pe.Code, "the database of the connection string does not exist"
+	case strings.HasPrefix(pe.Code, "28"): // invalid_authorization_specification
+		return pe.Code, "the server refuses the connection's credentials: check the role, its password and pg_hba.conf"
+	case strings.HasPrefix(pe.Code, "42"): // syntax_error_or_access_rule_violation
+		return pe.Code, "the records table does not have the layout this pgstore expects: run Migrate (as the schema's owner)"
+	}
+	return "", ""
+}
+
+// misconfigured marks err (op's failure) idem.Misconfigured when it will
+// not go away by itself (see misconfiguration), and logs it at ERROR,
+// naming the SQLSTATE and the likely fix, at most once per
+// misconfigLogEvery: the engine answers it 503 as an outage, its event
+// carries Event.Misconfigured, and this line says what to change.
+func (s *Store) misconfigured(ctx context.Context, op string, err error) error {
+	code, fix := misconfiguration(err)
+	if code == "" {
+		return err
+	}
+	now := time.Now().UnixNano()
+	if at := s.misAt.Load(); (at == 0 || now-at >= int64(s.misEvery)) && s.misAt.CompareAndSwap(at, now) {
+		s.log.LogAttrs(context.WithoutCancel(ctx), slog.LevelError, "pgstore: the store is misconfigured, and every request that needs it fails (503) until that is fixed: "+fix+
+			" (logged at most once per "+s.misEvery.String()+")",
+			slog.String("table", s.n.table), slog.String("op", op), slog.String("sqlstate", code), slog.Any("error", err))
+	}
+	return idem.Misconfigured(err)
 }
 
 var (
@@ -318,7 +371,7 @@ func New(pool *pgxpool.Pool, opts Options) (*Store, error) {
 	if opts.ReapTimeout == 0 {
 		opts.ReapTimeout = DefaultReapTimeout
 	}
-	s := &Store{pool: pool, n: n, q: newQueries(n), opts: opts, log: opts.Logger, probeEvery: reprobeInterval,
+	s := &Store{pool: pool, n: n, q: newQueries(n), opts: opts, log: opts.Logger, probeEvery: reprobeInterval, misEvery: misconfigLogEvery,
 		typed: typedArgs(pool.Config().ConnConfig.DefaultQueryExecMode)}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -441,7 +494,7 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 			continue
 		}
 		if err != nil {
-			err = fmt.Errorf("pgstore: begin: %w", err)
+			err = s.misconfigured(ctx, "begin", fmt.Errorf("pgstore: begin: %w", err))
 			if nothingDone(err) {
 				err = idem.NothingDone(err)
 			}
@@ -709,7 +762,7 @@ func (s *Store) Finish(ctx context.Context, key string, token idem.Token, state 
 	}
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("pgstore: finish: %w", err)
+		return s.misconfigured(ctx, "finish", fmt.Errorf("pgstore: finish: %w", err))
 	}
 	defer c.Release()
 	a := newFinishArgs(key, token, state, response, s.typedOn(c.Conn()))
@@ -717,7 +770,7 @@ func (s *Store) Finish(ctx context.Context, key string, token idem.Token, state 
 		return c.Conn().Exec(ctx, s.q.finish, a.args[:]...)
 	})
 	if err != nil {
-		return fmt.Errorf("pgstore: finish: %w", err)
+		return s.misconfigured(ctx, "finish", fmt.Errorf("pgstore: finish: %w", err))
 	}
 	if tag.RowsAffected() == 0 {
 		return idem.ErrFenced
@@ -754,7 +807,7 @@ func (s *Store) Get(ctx context.Context, key string) (idem.Record, bool, error) 
 	}
 	rec, found, err := s.get(ctx, key)
 	if err != nil {
-		return idem.Record{}, false, fmt.Errorf("pgstore: get: %w", err)
+		return idem.Record{}, false, s.misconfigured(ctx, "get", fmt.Errorf("pgstore: get: %w", err))
 	}
 	return rec, found, nil
 }
@@ -819,7 +872,7 @@ func (s *Store) ExtendLease(ctx context.Context, key string, token idem.Token, l
 	}
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("pgstore: extend lease: %w", err)
+		return s.misconfigured(ctx, "extend lease", fmt.Errorf("pgstore: extend lease: %w", err))
 	}
 	defer c.Release()
 	a := newExtendArgs(key, token, lease, s.typedOn(c.Conn()))
@@ -827,7 +880,7 @@ func (s *Store) ExtendLease(ctx context.Context, key string, token idem.Token, l
 		return c.Conn().Exec(ctx, s.q.extend, a.args[:]...)
 	})
 	if err != nil {
-		return fmt.Errorf("pgstore: extend lease: %w", err)
+		return s.misconfigured(ctx, "extend lease", fmt.Errorf("pgstore: extend lease: %w", err))
 	}
 	if tag.RowsAffected() == 0 {
 		return idem.ErrFenced
@@ -846,7 +899,7 @@ func (s *Store) ExtendLease(ctx context.Context, key string, token idem.Token, l
 func (s *Store) extendLocked(ctx context.Context, k holdKey, lease time.Duration, lastEnd time.Time, hasLast bool) error {
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("pgstore: extend lease: %w", err)
+		return s.misconfigured(ctx, "extend lease", fmt.Errorf("pgstore: extend lease: %w", err))
 	}
 	defer c.Release()
 	m := c.Conn().TypeMap()
@@ -856,7 +909,7 @@ func (s *Store) extendLocked(ctx context.Context, k holdKey, lease time.Duration
 		return readStillLocked(rows)
 	})
 	if err != nil {
-		return fmt.Errorf("pgstore: extend lease: %w", err)
+		return s.misconfigured(ctx, "extend lease", fmt.Errorf("pgstore: extend lease: %w", err))
 	}
 	if !ans.locked {
 		return idem.ErrFenced

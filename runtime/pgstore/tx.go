@@ -192,7 +192,7 @@ func (s *Store) finishTx(ctx context.Context, tx pgx.Tx, key string, token idem.
 		tag, err = tx.Exec(ctx, s.q.finish, a.args[:]...)
 	}
 	if err != nil {
-		return fmt.Errorf("pgstore: commit: %w", err)
+		return s.misconfigured(ctx, "commit", fmt.Errorf("pgstore: commit: %w", err))
 	}
 	if tag.RowsAffected() == 0 {
 		return idem.ErrFenced
@@ -201,7 +201,7 @@ func (s *Store) finishTx(ctx context.Context, tx pgx.Tx, key string, token idem.
 		s.beforeCommit()
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("pgstore: commit: %w", err)
+		return s.misconfigured(ctx, "commit", fmt.Errorf("pgstore: commit: %w", err))
 	}
 	return nil
 }
@@ -225,7 +225,7 @@ const maxLockAttempts = 3
 func (s *Store) beginTx(ctx context.Context, key string, token idem.Token) (_ *pgxpool.Conn, _ pgx.Tx, locked bool, err error) {
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return nil, nil, false, fmt.Errorf("pgstore: begin tx: %w", err)
+		return nil, nil, false, s.misconfigured(ctx, "begin tx", fmt.Errorf("pgstore: begin tx: %w", err))
 	}
 	defer func() {
 		if err != nil {
@@ -234,13 +234,13 @@ func (s *Store) beginTx(ctx context.Context, key string, token idem.Token) (_ *p
 	}()
 	locks, err := s.txLocks(ctx, c.Conn())
 	if err != nil {
-		return nil, nil, false, fmt.Errorf("pgstore: begin tx: %w", err)
+		return nil, nil, false, s.misconfigured(ctx, "begin tx", fmt.Errorf("pgstore: begin tx: %w", err))
 	}
 	k := holdKey{key, token}
 	for attempt := 1; ; attempt++ {
 		tx, err := c.BeginTx(ctx, s.opts.TxOptions)
 		if err != nil {
-			return nil, nil, false, fmt.Errorf("pgstore: begin tx: %w", err)
+			return nil, nil, false, s.misconfigured(ctx, "begin tx", fmt.Errorf("pgstore: begin tx: %w", err))
 		}
 		if !locks {
 			return c, tx, false, nil
@@ -256,7 +256,7 @@ func (s *Store) beginTx(ctx context.Context, key string, token idem.Token) (_ *p
 		}
 		// After a failed rollback the connection is gone: no retry on it.
 		if !isSerializationFailure(err) || attempt == maxLockAttempts || rerr != nil {
-			return nil, nil, false, fmt.Errorf("pgstore: begin tx: %w", err)
+			return nil, nil, false, s.misconfigured(ctx, "begin tx", fmt.Errorf("pgstore: begin tx: %w", err))
 		}
 	}
 }
