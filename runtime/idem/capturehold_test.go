@@ -334,6 +334,33 @@ func TestHandlerErrorSecondRunSameRequest(t *testing.T) {
 	}
 }
 
+// End panics while the Call waits for its error's answer (HandlerFailed
+// handed it on): End ends it, and HandlerErrorPending no longer reports
+// it pending.
+func TestHandlerErrorPendingAfterEndPanics(t *testing.T) {
+	for _, body := range []bool{true, false} {
+		f := newFixture(t, idem.Options{Principal: idem.Anonymous})
+		p := mustCompile(t, replaySpec())
+		var before, after bool
+		h := idem.CaptureBody(0)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			func() {
+				defer func() { _ = recover() }()
+				c := f.eng.Begin(r, p, idem.RequestKey)
+				defer c.End()
+				c.Writer(w)
+				_ = c.HandlerFailed(errors.New("boom"))
+				before = idem.HandlerErrorPending(r)
+				panic("after HandlerFailed")
+			}()
+			after = idem.HandlerErrorPending(r)
+		}))
+		post(h, "k", body)
+		if !before || after {
+			t.Errorf("body=%v: pending %v after HandlerFailed (want true), %v after End panicked (want false)", body, before, after)
+		}
+	}
+}
+
 // Every way a Call over a capture ends drops its hold on the capture's
 // buffer exactly once: once the request and its Calls are done, nothing
 // holds it and it went back to the pool.
