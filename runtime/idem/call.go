@@ -118,6 +118,7 @@ type Call struct {
 	bodyBuf     *[]byte // pooled (or &bodyOwn), when the engine read the body itself
 	bodyOwn     []byte  // a pooled Call's own body buffer, kept through recycling (reset) instead of a trip through bufPool
 	restoreBody bool
+	bodyCapture *capture      // the capture c.body aliases (readCapture): its buffer is held until end
 	origBody    io.ReadCloser // r.Body, while Request swapped it
 	swapped     bool
 
@@ -767,6 +768,11 @@ func (c *Call) readCapture(cp *capture, restore bool) bool {
 	if err != nil {
 		return c.bodyFailed(err)
 	}
+	// drain held the capture's buffer for the Call (end drops it): under a
+	// timeout middleware inside CaptureBody, the Call may outlive
+	// CaptureBody, and c.body, c.fpIn.Body and the handler's body reader
+	// alias the buffer until end.
+	c.bodyCapture = cp
 	c.body = body
 	c.restoreBody = restore
 	return true
@@ -2127,6 +2133,14 @@ func (c *Call) end(v any) (raise bool) {
 		c.bodyBuf = nil
 	}
 	c.body = nil
+	if c.bodyCapture != nil {
+		// Last, once nothing of the Call aliases the capture's buffer
+		// (c.h.reqBody, c.body). An end that panicked before this point
+		// never drops: the buffer then goes to the garbage collector,
+		// not the pool.
+		c.bodyCapture.drop()
+		c.bodyCapture = nil
+	}
 	return raise
 }
 

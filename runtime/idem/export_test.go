@@ -1,6 +1,7 @@
 package idem
 
 import (
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -169,4 +170,17 @@ func (c *HeartbeatClock) FireNextAt(wait, late time.Duration) (at time.Duration,
 			return 0, false
 		}
 	}
+}
+
+// CaptureHolds returns how many hold the buffer of the capture CaptureBody
+// made for r (r as the handler inside CaptureBody got it), and whether the
+// buffer went back to the pool; ok is false when r has no capture.
+func CaptureHolds(r *http.Request) (holders int32, pooled, ok bool) {
+	cp, _ := findCapture(r)
+	if cp == nil {
+		return 0, false, false
+	}
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	return cp.holders.Load(), cp.buf == nil, true
 }

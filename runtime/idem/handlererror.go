@@ -94,7 +94,10 @@ func HandlerErrorPending(r *http.Request) bool {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.pending != nil
+	// A Call whose End panicked while it was pending ended itself
+	// (handoffEnded) and is left in b.pending (End does not look for its
+	// bound): it waits for nothing.
+	return b.pending != nil && b.pending.handoff.Load() == handoffPending
 }
 
 // bound is what CaptureBody keeps for a request: open while CaptureBody

@@ -104,6 +104,7 @@ func CaptureBody(maxBytes int64) func(http.Handler) http.Handler {
 				return
 			}
 			cp := &capture{Context: r.Context(), rc: r.Body, max: maxBytes, buf: getBuf()}
+			cp.holders.Store(1)
 			r2 := r.WithContext(cp)
 			r2.Body = cp
 			defer cp.release()
@@ -146,6 +147,10 @@ type capture struct {
 	// (the buffer then goes to the garbage collector, not the pool).
 	mu       sync.Mutex
 	released atomic.Bool
+	// holders: CaptureBody, and each Call whose body aliases buf (drain
+	// holds it for the Call, Call.end drops it). The last drop pools buf:
+	// under a timeout middleware inside CaptureBody, a Call may outlive it.
+	holders  atomic.Int32
 	rc       io.ReadCloser
 	buf      *[]byte
 	max      int64
@@ -207,9 +212,11 @@ func (c *capture) keep(p []byte) {
 
 func (c *capture) Close() error { return c.rc.Close() }
 
-// drain reads the rest of the body and returns all of it (aliasing the
-// capture's buffer, valid until the capture middleware returns). Later Reads
-// of the capture serve the bytes drain read (see capture).
+// drain reads the rest of the body and returns all of it, aliasing the
+// capture's buffer, which it holds for the caller (see hold) when it
+// returns no error: the caller drops it once nothing of it aliases the
+// bytes. Later Reads of the capture serve the bytes drain read (see
+// capture).
 func (c *capture) drain(limit int64) ([]byte, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -248,6 +255,11 @@ func (c *capture) drain(limit int64) ([]byte, error) {
 	case int64(len(*c.buf)) > limit:
 		return nil, errTooLarge
 	}
+	// Held under mu, found unreleased above: pooling buf takes mu, so
+	// no drop pools it before this hold. A release that dropped to zero
+	// meanwhile failed its TryLock: the caller's drop, the last, pools
+	// it.
+	c.hold()
 	return *c.buf, nil
 }
 
@@ -261,6 +273,21 @@ func (c *capture) wasRead() bool {
 func (c *capture) release() {
 	c.bound.close()
 	c.released.Store(true)
+	c.drop()
+}
+
+// hold keeps buf from the pool until the matching drop: a Call whose body
+// aliases it (drain) may outlive CaptureBody under a timeout middleware.
+// Called by drain, under mu, once it found the capture unreleased.
+func (c *capture) hold() { c.holders.Add(1) }
+
+// drop lets go of buf; the last holder pools it (unless a Read or drain
+// holds mu: the buffer then goes to the garbage collector). Once buf is
+// pooled, released is set, so no drain holds it again.
+func (c *capture) drop() {
+	if c.holders.Add(-1) != 0 {
+		return
+	}
 	if c.mu.TryLock() {
 		putBuf(c.buf)
 		c.buf = nil
