@@ -205,14 +205,18 @@ func (c *Call) Attempts() int {
 //
 // A second FixKey returns the key fixed by the first.
 func (c *Call) FixKey(carried string) (string, error) {
-	format := FormatUUID
+	format, set := FormatUUID, KeyFormat("")
 	if c.policy != nil {
-		format = cmp.Or(c.effectivePolicy(Policy{}).KeyFormat, format)
+		set = c.effectivePolicy(Policy{}).KeyFormat
+		format = cmp.Or(set, format)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.supplied != "" {
-		if c.policy != nil && format != FormatToken {
+		// Only under a policy that says the key is a UUID: an unset
+		// format is the contract's default, token, whose keys are
+		// case-sensitive.
+		if set == FormatUUID || set == FormatUUIDv4 || set == FormatUUIDv7 {
 			// Not when the request carries the key as given: it stays one key.
 			if k, err := keysyntax.ParseUUID(c.supplied, keysyntax.UUID); err == nil && (carried == "" || carried == k) {
 				c.supplied = k
