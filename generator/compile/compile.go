@@ -156,7 +156,7 @@ func (c *compiler) flushDeclDiffs() {
 		for _, t := range e.targets {
 			actions = append(actions, diag.OverlayAction{Target: t, Update: map[string]any{"required": e.required}})
 			if len(listed) < maxListedActions {
-				listed = append(listed, fmt.Sprintf("{target: \"%s\", update: {required: %t}}", t, e.required))
+				listed = append(listed, fmt.Sprintf("{target: %s, update: {required: %t}}", strconv.Quote(t), e.required))
 			}
 		}
 		switch n := len(e.targets); {
