@@ -363,7 +363,9 @@ func (c *Call) countAttempt() {
 // a client (a generated client's WithCallOptions, which panics with it),
 // supply a key ([WithKey]): every logical call would share it, and the
 // server would take the second for a retry of the first (or refuse it as
-// a reused key). Give WithKey to each call instead.
+// a reused key). Give WithKey to each call instead. It looks at WithKey
+// only: a request editor ([WithRequestEditors]) that sets the key header
+// for every call shares one key just the same, and is not detected.
 func CheckClientOptions(opts ...CallOption) error {
 	var c Call
 	for _, o := range opts {

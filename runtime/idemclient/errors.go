@@ -50,10 +50,11 @@ var (
 	// ErrKeyGenerator: the call's key generator ([WithKeyGenerator],
 	// [WithDoerKeyGenerator]) failed or returned ""; nothing was sent.
 	ErrKeyGenerator = errors.New("idemclient: the key generator made no key")
-	// ErrRequestNotBuilt: a generated helper's request could not be built
-	// (a request editor, [WithRequestEditors] or the client's, failed, or
-	// the body could not be encoded); nothing was sent. The Error's Err is
-	// the cause.
+	// ErrRequestNotBuilt: a request editor given to the call with
+	// [WithRequestEditors] failed; nothing was sent. The Error's Err is
+	// the cause. (A failure of the client's own editors, oapi-codegen's
+	// WithRequestEditorFn, or of encoding the body comes back as
+	// oapi-codegen returns it, not as an [*Error].)
 	ErrRequestNotBuilt = errors.New("idemclient: the request could not be built")
 	// ErrCallReused: a [Call] was used for a second request; one Call is one
 	// logical call (start a new one, with [WithKey] to resume).
