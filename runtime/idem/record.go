@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"unsafe"
+
+	"github.com/idemgen/idemgen/runtime/internal/swar"
 )
 
 // The stored response (Record.Response) is an engine-owned compact binary
@@ -316,7 +318,7 @@ func sanitizeHeaderValue(v string) string {
 func plainValuePrefix(v string) int {
 	i := 0
 	for ; i+8 <= len(v); i += 8 {
-		if x := load64(v[i:]); controlOrHigh(x)&^highBytes(x) != 0 {
+		if x := swar.Load64(v[i:]); swar.ControlOrHigh(x)&^highBytes(x) != 0 {
 			break
 		}
 	}

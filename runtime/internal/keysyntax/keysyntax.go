@@ -7,6 +7,8 @@ package keysyntax
 import (
 	"strconv"
 	"strings"
+
+	"github.com/idemgen/idemgen/runtime/internal/swar"
 )
 
 // Format is the syntax a key must have; the values are runtime/idem's
@@ -90,8 +92,8 @@ func Parse(raw string, format Format, maxLength int) (string, error) {
 func VisibleASCII(s string) bool {
 	i := 0
 	for ; i+8 <= len(s); i += 8 {
-		x := load64(s[i:])
-		if controlOrHigh(x)|hasZero(x^0x2020202020202020) != 0 {
+		x := swar.Load64(s[i:])
+		if swar.ControlOrHigh(x)|swar.HasZero(x^0x2020202020202020) != 0 {
 			break
 		}
 	}
@@ -200,24 +202,3 @@ const (
 	uuidUpper = 0x20
 	uuidBad   = 0x40
 )
-
-// load64 reads the first 8 bytes of s, little-endian (one load).
-func load64(s string) uint64 {
-	_ = s[7]
-	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
-		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
-}
-
-// SWAR tests on the 8 bytes of x: nonzero when some byte is a control byte
-// (below 0x20) or 0x7F and above (controlOrHigh), when some byte is zero
-// (hasZero). Only whether the result is zero means anything: borrows and
-// carries start at a byte that already makes it nonzero.
-func controlOrHigh(x uint64) uint64 {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	return ((x-0x20*ones) & ^x | (x + ones) | x) & highs
-}
-
-func hasZero(x uint64) uint64 {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	return (x - ones) & ^x & highs
-}
