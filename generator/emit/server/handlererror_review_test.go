@@ -3,9 +3,6 @@ package server_test
 import (
 	"testing"
 
-	"github.com/stretchr/testify/require"
-
-	"github.com/idemgen/idemgen/generator/emit/server"
 	"github.com/idemgen/idemgen/internal/gentest"
 )
 
@@ -20,15 +17,7 @@ func TestHandlerErrorReviewEcho(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a module")
 	}
-	files, err := gentest.Generate(gentest.Case{Spec: compileCase(t, "handler-error"), Package: "api", Server: gentest.StrictEcho, Emit: []string{server.Name}, Params: map[string]string{"server.router": "echo", "server.strict": "true"}})
-	require.NoError(t, err)
-	m := gentest.NewModule(t, "example.com/reviewecho")
-	for n, d := range files {
-		m.Write(t, "api/"+n, d)
-	}
-	m.Write(t, "api/review_test.go", []byte(reviewEchoTest))
-	out := m.Go(t, "test", "-race", "-count=1", "./...")
-	require.Contains(t, out, "ok  \texample.com/reviewecho/api", out)
+	runHandlerErrorModule(t, gentest.StrictEcho, "echo", "example.com/reviewecho", reviewEchoTest)
 }
 
 const reviewEchoTest = `package api
@@ -102,15 +91,7 @@ func TestHandlerErrorReviewStdTimeout(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a module")
 	}
-	files, err := gentest.Generate(gentest.Case{Spec: compileCase(t, "handler-error"), Package: "api", Server: gentest.StrictStdHTTP, Emit: []string{server.Name}})
-	require.NoError(t, err)
-	m := gentest.NewModule(t, "example.com/reviewstd")
-	for n, d := range files {
-		m.Write(t, "api/"+n, d)
-	}
-	m.Write(t, "api/review_test.go", []byte(reviewStdTest))
-	out := m.Go(t, "test", "-race", "-count=1", "./...")
-	require.Contains(t, out, "ok  \texample.com/reviewstd/api", out)
+	runHandlerErrorModule(t, gentest.StrictStdHTTP, "", "example.com/reviewstd", reviewStdTest)
 }
 
 const reviewStdTest = `package api

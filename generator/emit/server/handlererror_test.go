@@ -25,15 +25,28 @@ func TestStrictHandlerError(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a module")
 	}
-	files, err := gentest.Generate(gentest.Case{Spec: compileCase(t, "handler-error"), Package: "api", Server: gentest.StrictStdHTTP, Emit: []string{server.Name}})
+	runHandlerErrorModule(t, gentest.StrictStdHTTP, "", "example.com/handlererror", handlerErrorTest)
+}
+
+// runHandlerErrorModule generates the handler-error case for srv (router:
+// the server.router parameter of a strict gin or echo server, "" for
+// std-http), writes it with the test source src into a module at path and
+// runs its tests under -race.
+func runHandlerErrorModule(t *testing.T, srv gentest.Server, router, path, src string) {
+	t.Helper()
+	c := gentest.Case{Spec: compileCase(t, "handler-error"), Package: "api", Server: srv, Emit: []string{server.Name}}
+	if router != "" {
+		c.Params = map[string]string{"server.router": router, "server.strict": "true"}
+	}
+	files, err := gentest.Generate(c)
 	require.NoError(t, err)
-	m := gentest.NewModule(t, "example.com/handlererror")
+	m := gentest.NewModule(t, path)
 	for n, d := range files {
 		m.Write(t, "api/"+n, d)
 	}
-	m.Write(t, "api/handlererror_test.go", []byte(handlerErrorTest))
+	m.Write(t, "api/handlererror_test.go", []byte(src))
 	out := m.Go(t, "test", "-race", "-count=1", "./...")
-	require.Contains(t, out, "ok  \texample.com/handlererror/api", out)
+	require.Contains(t, out, "ok  \t"+path+"/api", out)
 }
 
 const handlerErrorTest = `package api
@@ -246,35 +259,13 @@ func TestStrictHandlerErrorGin(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a module")
 	}
-	files, err := gentest.Generate(gentest.Case{Spec: compileCase(t, "handler-error"), Package: "api", Server: gentest.StrictGin, Emit: []string{server.Name}, Params: map[string]string{"server.router": "gin", "server.strict": "true"}})
-	require.NoError(t, err)
-	m := gentest.NewModule(t, "example.com/handlererrorgin")
-	for n, d := range files {
-		m.Write(t, "api/"+n, d)
-	}
-	m.Write(t, "api/handlererror_test.go", []byte(handlerErrorGinTest))
-	out := m.Go(t, "test", "-race", "-count=1", "./...")
-	require.Contains(t, out, "ok  \texample.com/handlererrorgin/api", out)
+	runHandlerErrorModule(t, gentest.StrictGin, "gin", "example.com/handlererrorgin", handlerErrorGinTest)
 }
 
-const handlerErrorGinTest = `package api
-
-import (
-	"bytes"
-	"context"
-	"errors"
-	"log/slog"
-	"net/http"
-	"net/http/httptest"
-	"strings"
-	"testing"
-
-	"github.com/gin-gonic/gin"
-
-	"github.com/idemgen/idemgen/runtime/idem"
-)
-
-type service struct{ pays, charges, voids int }
+// failingService is the service of the gin and echo handler-error tests
+// (their generated package's source): every operation fails with
+// errAnswer, counting its runs.
+const failingService = `type service struct{ pays, charges, voids int }
 
 var errAnswer = errors.New("payment sent, writing the answer failed")
 
@@ -294,7 +285,26 @@ func (s *service) Void(context.Context, VoidRequestObject) (VoidResponseObject, 
 }
 
 const warning = "under failures: replay, a handler that returns an error"
+`
 
+const handlerErrorGinTest = `package api
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+` + failingService + `
 func setup(t *testing.T, s *service, strictOptions StrictGinServerOptions, byHand bool) (func(path, key string) *httptest.ResponseRecorder, *bytes.Buffer) {
 	logs := &bytes.Buffer{}
 	x := NewIdempotency(nil, idem.Options{Principal: idem.Anonymous, Logger: slog.New(slog.NewTextHandler(logs, nil))})
@@ -387,15 +397,7 @@ func TestStrictHandlerErrorEcho(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a module")
 	}
-	files, err := gentest.Generate(gentest.Case{Spec: compileCase(t, "handler-error"), Package: "api", Server: gentest.StrictEcho, Emit: []string{server.Name}, Params: map[string]string{"server.router": "echo", "server.strict": "true"}})
-	require.NoError(t, err)
-	m := gentest.NewModule(t, "example.com/handlererrorecho")
-	for n, d := range files {
-		m.Write(t, "api/"+n, d)
-	}
-	m.Write(t, "api/handlererror_test.go", []byte(handlerErrorEchoTest))
-	out := m.Go(t, "test", "-race", "-count=1", "./...")
-	require.Contains(t, out, "ok  \texample.com/handlererrorecho/api", out)
+	runHandlerErrorModule(t, gentest.StrictEcho, "echo", "example.com/handlererrorecho", handlerErrorEchoTest)
 }
 
 const handlerErrorEchoTest = `package api
@@ -415,27 +417,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 )
 
-type service struct{ pays, charges, voids int }
-
-var errAnswer = errors.New("payment sent, writing the answer failed")
-
-func (s *service) Pay(context.Context, PayRequestObject) (PayResponseObject, error) {
-	s.pays++
-	return nil, errAnswer
-}
-
-func (s *service) Charge(context.Context, ChargeRequestObject) (ChargeResponseObject, error) {
-	s.charges++
-	return nil, errAnswer
-}
-
-func (s *service) Void(context.Context, VoidRequestObject) (VoidResponseObject, error) {
-	s.voids++
-	return nil, errAnswer
-}
-
-const warning = "under failures: replay, a handler that returns an error"
-
+` + failingService + `
 // setup serves s; mapped: the user's HTTPErrorHandler (nil: echo's
 // default); byHand: CaptureBody and StrictMiddleware without ErrorHandler.
 func setup(t *testing.T, s *service, mapped echo.HTTPErrorHandler, byHand bool) (func(path, key string) *httptest.ResponseRecorder, *bytes.Buffer) {
