@@ -289,6 +289,11 @@ func TestSumReadsOnlyTheBody(t *testing.T) {
 		[]byte(`{"a":1,"b":"x"}`), []byte(`{"b":"x","a":1}`), []byte(`{"a":1,"b":{"d":2,"c":3}}`), []byte(`{"a":[3,1,2]}`),
 		[]byte(`{"a":"\u00e9","b":1.50}`), []byte(`[{"b":1,"a":2},"x"]`), []byte(flatShapeBody), []byte(flatShapeBody),
 		fingerprinttest.SampleBody(1 << 10), fingerprinttest.DenseBody(1 << 10), longNamesBody(300, 1), unorderedBody(300, 2),
+		// Objects alike, names out of order, the last member of the
+		// last a few bytes from the end, in an object far enough from
+		// it that flatShapes reads the body, not a copy.
+		[]byte(`{"z":[{"c":1,"b":"` + strings.Repeat("b", 300) + `","a":2},{"c":1,"b":"` + strings.Repeat("b", 300) + `","a":2}]}`),
+		[]byte(`{"z":[{"c":1,"b":"` + strings.Repeat("b", 300) + `","a":2},{"c":1,"b":"` + strings.Repeat("b", 300) + `","a":2}],"y":"0123456789"}`),
 	} {
 		buf := make([]byte, len(body)+64)
 		copy(buf, body)

@@ -246,3 +246,64 @@ func TestWarmMatchesColdRandom(t *testing.T) {
 		}
 	}
 }
+
+// TestFlatPermutedSpans: the members of a run of objects alike whose names
+// are out of order, each "name":value written with two 16-byte moves when
+// it is at most 32 bytes long and the moves stay within the input (or its
+// padded copy) and the output (putShort), and through putMember otherwise,
+// at any position in the order (a longer member, white space after the
+// colon, a member that ends near the end of the input), have the
+// canonical text of a state with no shape cached.
+func TestFlatPermutedSpans(t *testing.T) {
+	for _, l := range []int{1, 14, 15, 16, 17, 25, 26, 27, 28, 40} {
+		for _, ws := range []int{-1, 0, 1, 2} {
+			// "b":"<l bytes>" is l+6 bytes: 31, 32 and 33 around 25-27.
+			item := func(k int) string {
+				mid := fmt.Sprintf(`"b":"%s"`, strings.Repeat(string(rune('a'+k%26)), l))
+				if k%3 == ws {
+					mid = `"b": "x"`
+				}
+				return fmt.Sprintf(`{"c":%d,%s,"a":%d}`, k, mid, 100-k)
+			}
+			for n := 1; n <= 5; n++ {
+				var b strings.Builder
+				b.WriteString(`{"z":[`)
+				for k := range n {
+					if k > 0 {
+						b.WriteByte(',')
+					}
+					b.WriteString(item(k))
+				}
+				b.WriteString(`]}`)
+				base := b.String()
+				// The last object ends 2 bytes before the end of the
+				// input; with padding after it, up to far from it.
+				for pad := 0; pad <= 70; pad += 1 + pad/8 {
+					body := []byte(base[:len(base)-1] + `,"zz":"` + strings.Repeat("p", pad) + `"}`)
+					if pad == 0 {
+						body = []byte(base)
+					}
+					cold := statePool.New().(*state)
+					if !cold.canonJSON(body, nil) {
+						t.Fatalf("%s: %v", body, cold.err)
+					}
+					want := string(cold.out)
+					s := statePool.New().(*state)
+					for round := range 3 {
+						// No text of the last round where this one
+						// writes.
+						for j := range s.buf[:cap(s.buf)] {
+							s.buf[:cap(s.buf)][j] = 0xFF
+						}
+						if !s.canonJSON(body, nil) {
+							t.Fatalf("%s: round %d: %v", body, round, s.err)
+						}
+						if got := string(s.out); got != want {
+							t.Fatalf("%s: round %d: canonical text\n%s\nwant\n%s", body, round, got, want)
+						}
+					}
+				}
+			}
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math/bits"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // MaxDepth is the deepest nesting of arrays and objects that a JSON body may
@@ -1122,23 +1123,15 @@ func (s *state) flatShapes(in []byte, i int, buf []byte, w int, sh *shape, run b
 		buf[w] = '{'
 		w++
 		if len(ms) == len(names) && len(perm) > 0 {
-			// putPermuted's loop, here without its call: fastMembers's
-			// members have their names verbatim (kesc false) and their
-			// values in the input (vbuf false).
-			for _, p := range perm {
-				m := &ms[p]
-				a, b := m.ks, m.ve
-				if l := b - a; m.vs == m.ke+1 && l <= 32 && a+32 <= len(src) && w+33 <= len(buf) {
-					// "name":value and its comma in two 16-byte moves.
-					d := buf[w : w+33]
-					t := src[a : a+32]
-					*(*[16]byte)(d) = *(*[16]byte)(t)
-					*(*[16]byte)(d[16:]) = *(*[16]byte)(t[16:])
-					d[l] = ','
-					w += l + 1
-					continue
+			// fastMembers's members have their names verbatim (kesc
+			// false) and their values in the input (vbuf false).
+			for rest := perm; ; {
+				var k int
+				if w, k = putShort(buf, w, src, ms, rest); k == len(rest) {
+					break
 				}
-				w = putMember(buf, w, src, src, 0, m)
+				w = putMember(buf, w, src, src, 0, &ms[rest[k]])
+				rest = rest[k+1:]
 			}
 		} else {
 			for k := range ms {
@@ -1155,6 +1148,39 @@ func (s *state) flatShapes(in []byte, i int, buf []byte, w int, sh *shape, run b
 		i += 2
 		w++
 	}
+}
+
+// putShort writes the members ms in the order perm at buf[w:], each
+// followed by a comma, as long as each is a span of src of at most 32
+// bytes ("name":value, its name verbatim, its value in src after the
+// colon) that can be moved in two 16-byte moves, and returns the index
+// after them in buf and how many it wrote. (No calls in its loop, so that
+// its state stays in registers; flatShapes's own loop keeps too much
+// live.)
+//
+//go:noinline
+func putShort(buf []byte, w int, src []byte, ms []member, perm []int32) (int, int) {
+	// The tests of each move are against these limits (the moves read
+	// src[a:a+32] and write buf[w:w+33]).
+	amax, wmax := len(src)-32, len(buf)-33
+	if amax < 0 || wmax < 0 {
+		return w, 0
+	}
+	bp, sp := unsafe.Pointer(unsafe.SliceData(buf)), unsafe.Pointer(unsafe.SliceData(src))
+	for k, p := range perm {
+		m := &ms[p]
+		a := m.ks
+		l := uint(m.ve - a)
+		if m.vs != m.ke+1 || l > 32 || uint(a) > uint(amax) || uint(w) > uint(wmax) {
+			return w, k
+		}
+		d, t := unsafe.Add(bp, w), unsafe.Add(sp, a)
+		*(*[16]byte)(d) = *(*[16]byte)(t)
+		*(*[16]byte)(unsafe.Add(d, 16)) = *(*[16]byte)(unsafe.Add(t, 16))
+		*(*byte)(unsafe.Add(d, l)) = ','
+		w += int(l) + 1
+	}
+	return w, len(perm)
 }
 
 // flatShape copies the last tailMax-1 bytes of the input or fewer, with
@@ -1186,18 +1212,19 @@ const (
 // the general path (fastValue).
 func fastMembers(in []byte, i int, names []shapeName, idx int, mem []member) (int, int, int, int) {
 	n := len(in)
-	for idx < len(names) && len(mem) < cap(mem) {
+	for uint(idx) < uint(len(names)) && len(mem) < cap(mem) {
 		if uint(i) >= uint(n) || in[i] != '"' {
 			if i = skipWS(in, i); uint(i) >= uint(n) || in[i] != '"' {
 				break
 			}
 		}
-		if i+24 > n {
+		rest := in[i:]
+		if len(rest) < 24 {
 			break
 		}
 		e := &names[idx]
-		t := in[i : i+24]
-		x0 := binary.LittleEndian.Uint64(t)
+		t := (*[24]byte)(rest)
+		x0 := binary.LittleEndian.Uint64(t[:])
 		x1 := binary.LittleEndian.Uint64(t[8:])
 		x2 := binary.LittleEndian.Uint64(t[16:])
 		if (x0^e.text[0])&e.tmask[0]|(x1^e.text[1])&e.tmask[1]|(x2^e.text[2])&e.tmask[2] != 0 {
