@@ -285,7 +285,19 @@ func TestSumReadsOnlyTheBody(t *testing.T) {
 		mustNew(t, fingerprint.Options{}),
 		mustNew(t, fingerprint.Options{Volatile: fingerprinttest.SampleVolatile, Unordered: []string{"/*", "/*/*/k"}}),
 	}
-	for _, body := range [][]byte{
+	var nearEnd [][]byte // fastMembers's loads from the body's end
+	for d := range 40 {
+		nearEnd = append(nearEnd,
+			[]byte(`{"a":1,"b":"`+strings.Repeat("x", d)+`"}`),
+			[]byte(`{"a":"x","bb":`+strings.Repeat("7", d+1)+`}`),
+			[]byte(`{"a":"x","b":1.`+strings.Repeat("5", d+1)+`}`),
+			[]byte(`{"a":"x","`+strings.Repeat("b", d+1)+`":true}`),
+			[]byte(`{"a":[1,"`+strings.Repeat("x", d)+`"]}`),
+			[]byte(`{"a":[`+strings.Repeat("1,", d)+`1]}`),
+			[]byte(`{"a":[`+strings.Repeat("1.5,", d)+`1.5]}`),
+			[]byte(`{"a":[`+strings.Repeat(`"x",`, d)+`"x"]}`))
+	}
+	for _, body := range append([][]byte{
 		[]byte(`{"a":1,"b":"x"}`), []byte(`{"b":"x","a":1}`), []byte(`{"a":1,"b":{"d":2,"c":3}}`), []byte(`{"a":[3,1,2]}`),
 		[]byte(`{"a":"\u00e9","b":1.50}`), []byte(`[{"b":1,"a":2},"x"]`), []byte(flatShapeBody), []byte(flatShapeBody),
 		fingerprinttest.SampleBody(1 << 10), fingerprinttest.DenseBody(1 << 10), longNamesBody(300, 1), unorderedBody(300, 2),
@@ -294,7 +306,7 @@ func TestSumReadsOnlyTheBody(t *testing.T) {
 		// it that flatShapes reads the body, not a copy.
 		[]byte(`{"z":[{"c":1,"b":"` + strings.Repeat("b", 300) + `","a":2},{"c":1,"b":"` + strings.Repeat("b", 300) + `","a":2}]}`),
 		[]byte(`{"z":[{"c":1,"b":"` + strings.Repeat("b", 300) + `","a":2},{"c":1,"b":"` + strings.Repeat("b", 300) + `","a":2}],"y":"0123456789"}`),
-	} {
+	}, nearEnd...) {
 		buf := make([]byte, len(body)+64)
 		copy(buf, body)
 		in := jsonInput(buf[:len(body)])

@@ -645,7 +645,7 @@ key:
 			// that whether a body nests too deep never depends on the
 			// shapes cached from earlier bodies.
 			if idx < len(fast) && depth < MaxDepth {
-				j, l, fv, status := fastMembers(in, i, fast, idx, s.mem)
+				j, l, fv, status := fastMembers(in, i, fast[idx:], s.mem)
 				s.mem = s.mem[:l]
 				i, idx = j, l-f.mbase
 				switch status {
@@ -1105,7 +1105,7 @@ func (s *state) flatShapes(in []byte, i int, buf []byte, w int, sh *shape, run b
 			s.growMem()
 		}
 		base := len(s.mem)
-		j, l, _, status := fastMembers(src, i-off, names, 0, s.mem)
+		j, l, _, status := fastMembers(src, i-off, names, s.mem)
 		j += off
 		ms := s.mem[base:l]
 		if status != fastClosed || (len(ms) != len(names) && len(perm) > 0) {
@@ -1198,11 +1198,17 @@ const (
 	fastValue         // a member with the expected name and a value for the general path
 )
 
+// load64 returns the eight bytes at p+i, little-endian, without a bounds
+// check: the caller has checked that they are in its slice.
+func load64(p unsafe.Pointer, i int) uint64 {
+	return binary.LittleEndian.Uint64((*[8]byte)(unsafe.Add(p, i))[:])
+}
+
 // fastMembers is the member loop's most common case, in a function of its
 // own, without calls, so that its state stays in registers (the loop of
 // canonJSON keeps most of its own in memory): from in[i], it appends to mem
-// the members that have the names of the cached shape, names[idx:], in
-// that order, and values already in canonical form that it checks inline
+// the members that have the names of the cached shape, names (from the
+// next member's), in that order, and values already in canonical form that it checks inline
 // (strings of ASCII, two- and three-byte UTF-8 and self-canonical escapes,
 // short numbers, literals); any other value goes to the general path. It
 // returns where it stopped, the new length of mem, and why: at the start
@@ -1210,23 +1216,26 @@ const (
 // '}' that closes the object (fastClosed); at the start of a member that
 // has the expected name, not recorded, whose value starts at vs and needs
 // the general path (fastValue).
-func fastMembers(in []byte, i int, names []shapeName, idx int, mem []member) (int, int, int, int) {
+func fastMembers(in []byte, i int, names []shapeName, mem []member) (int, int, int, int) {
 	n := len(in)
-	for uint(idx) < uint(len(names)) && len(mem) < cap(mem) {
+	base := unsafe.Pointer(unsafe.SliceData(in))
+	// No more names than mem has room for: the loop tests one length
+	// (and keeps fewer values live).
+	if room := cap(mem) - len(mem); len(names) > room {
+		names = names[:room]
+	}
+	for idx := 0; uint(idx) < uint(len(names)); {
 		if uint(i) >= uint(n) || in[i] != '"' {
 			if i = skipWS(in, i); uint(i) >= uint(n) || in[i] != '"' {
 				break
 			}
 		}
-		rest := in[i:]
-		if len(rest) < 24 {
+		// (0 <= i < n, from the tests above.)
+		if i+24 > n {
 			break
 		}
 		e := &names[idx]
-		t := (*[24]byte)(rest)
-		x0 := binary.LittleEndian.Uint64(t[:])
-		x1 := binary.LittleEndian.Uint64(t[8:])
-		x2 := binary.LittleEndian.Uint64(t[16:])
+		x0, x1, x2 := load64(base, i), load64(base, i+8), load64(base, i+16)
 		if (x0^e.text[0])&e.tmask[0]|(x1^e.text[1])&e.tmask[1]|(x2^e.text[2])&e.tmask[2] != 0 {
 			break
 		}
@@ -1262,19 +1271,19 @@ func fastMembers(in []byte, i int, names []shapeName, idx int, mem []member) (in
 			// else goes to the general path.
 			// Sixteen bytes at a time (and up to two past them for a
 			// UTF-8 sequence), the closing quote tested first.
+			// (0 < p and p+18 <= n: the loads need no bounds checks.)
 			p++
 			for p+18 <= n {
-				t := in[p : p+16]
-				m := special(binary.LittleEndian.Uint64(t))
+				m := special(load64(base, p))
 				if m == 0 {
-					if m = special(binary.LittleEndian.Uint64(t[8:])); m == 0 {
+					if m = special(load64(base, p+8)); m == 0 {
 						p += 16
 						continue
 					}
 					p += 8
 				}
 				p += bits.TrailingZeros64(m) >> 3
-				t = in[p : p+3]
+				t := (*[3]byte)(unsafe.Add(base, p))
 				if c := t[0]; c == '"' {
 					ve = p + 1
 					break
@@ -1293,26 +1302,27 @@ func fastMembers(in []byte, i int, names []shapeName, idx int, mem []member) (in
 			// written again here because as a function it would not
 			// be inlined (cost 199, budget 80); change both together.
 			// Here a number may end an array too.
+			// (0 < p and p+17 <= n: the loads from in[p:p+17]
+			// need no bounds checks.)
 			if p+17 > n {
 				break
 			}
-			t := in[p : p+17]
 			k := 0 // the length of the number, or 0
 			if c != '0' {
-				m := nonDigit(binary.LittleEndian.Uint64(t))
+				m := nonDigit(load64(base, p))
 				if m != 0 {
 					k = bits.TrailingZeros64(m) >> 3
-				} else if m = nonDigit(binary.LittleEndian.Uint64(t[8:])); m != 0 {
+				} else if m = nonDigit(load64(base, p+8)); m != 0 {
 					k = 8 + bits.TrailingZeros64(m)>>3
 				}
 			} else {
 				k = 1 // fewer than six leading zeros below
 			}
-			if e := t[k&15]; k > 0 && e != ',' && e != '}' && e != ']' {
+			if e := *(*byte)(unsafe.Add(base, p+k&15)); k > 0 && e != ',' && e != '}' && e != ']' {
 				k2 := 0
 				if k < 8 && e == '.' {
 					j := 0 // the length of the fraction, or 0
-					if m := nonDigit(binary.LittleEndian.Uint64(t[k+1:])); m != 0 {
+					if m := nonDigit(load64(base, p+k+1)); m != 0 {
 						j = bits.TrailingZeros64(m) >> 3
 					} else if p+k+18 <= n {
 						// Eight digits or more (a float's shortest
