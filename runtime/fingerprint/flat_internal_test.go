@@ -307,3 +307,71 @@ func TestFlatPermutedSpans(t *testing.T) {
 		}
 	}
 }
+
+// TestFlatRunLimits: a run of objects alike that fastMembers takes in one
+// call (objs > 1) ends where s.mem has no room for another object, at an
+// object it does not take whole (another value, a member less, white
+// space around the separators, an escape, the end of the input near), and
+// goes on from there as flatShapes's loop would; the canonical text is
+// that of a state with no shape cached, for arrays longer than one run.
+func TestFlatRunLimits(t *testing.T) {
+	item := func(k int) string { return fmt.Sprintf(`{"c":%d,"b":"s%d","a":%d.5}`, k, k, k%7) }
+	odd := []string{
+		``, // none
+		`{"c":1,"b":"x","a":2.50}`,
+		`{"c":1,"b":"x"}`,
+		`{"c":1,"b":"x","a":2 }`,
+		`{"c":1,"b":"\u0041","a":2}`,
+		`{"c":1,"b":"x","a":2,"z":1}`,
+		`{"c":1,"a":2,"b":"x"}`,
+		`{}`,
+	}
+	for _, n := range []int{2, 20, 21, 22, 23, 43, 64, 70} {
+		for _, at := range []int{0, 1, 20, 21, 22, n - 1} {
+			if at >= n {
+				continue
+			}
+			for _, o := range odd {
+				for _, sep := range []string{",", ", "} {
+					for _, pad := range []int{0, 40, 300} {
+						var b strings.Builder
+						b.WriteString(`{"z":[`)
+						for k := range n {
+							if k > 0 {
+								if k == at+1 {
+									b.WriteString(sep)
+								} else {
+									b.WriteByte(',')
+								}
+							}
+							if k == at && o != "" {
+								b.WriteString(o)
+							} else {
+								b.WriteString(item(k))
+							}
+						}
+						b.WriteString(`],"y":"` + strings.Repeat("y", pad) + `"}`)
+						body := []byte(b.String())
+						cold := statePool.New().(*state)
+						if !cold.canonJSON(body, nil) {
+							t.Fatalf("%s: %v", body, cold.err)
+						}
+						want := string(cold.out)
+						s := statePool.New().(*state)
+						for round := range 3 {
+							for j := range s.buf[:cap(s.buf)] {
+								s.buf[:cap(s.buf)][j] = 0xFF
+							}
+							if !s.canonJSON(body, nil) {
+								t.Fatalf("%s: round %d: %v", body, round, s.err)
+							}
+							if got := string(s.out); got != want {
+								t.Fatalf("%s: round %d: canonical text\n%s\nwant\n%s", body, round, got, want)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}

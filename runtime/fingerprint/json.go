@@ -645,7 +645,7 @@ key:
 			// that whether a body nests too deep never depends on the
 			// shapes cached from earlier bodies.
 			if idx < len(fast) && depth < MaxDepth {
-				j, l, fv, status := fastMembers(in, i, fast[idx:], s.mem)
+				j, l, fv, status := fastMembers(in, i, fast[idx:], s.mem, 1)
 				s.mem = s.mem[:l]
 				i, idx = j, l-f.mbase
 				switch status {
@@ -1105,10 +1105,33 @@ func (s *state) flatShapes(in []byte, i int, buf []byte, w int, sh *shape, run b
 			s.growMem()
 		}
 		base := len(s.mem)
-		j, l, _, status := fastMembers(src, i-off, names, s.mem)
-		j += off
+		objs := 1 // with run, as many objects alike as s.mem has room for
+		if run {
+			objs = (cap(s.mem) - base) / len(names)
+		}
+		j, l, _, status := fastMembers(src, i-off, names, s.mem, objs)
 		ms := s.mem[base:l]
-		if status != fastClosed || (len(ms) != len(names) && len(perm) > 0) {
+		if nn := len(names); len(ms) > nn || (len(ms) == nn && status != fastClosed && src[skipWS(src, ms[nn-1].ve)] == '}') {
+			// fastMembers went on after the first object, which it
+			// does only after the '}' of an object with all the names
+			// (one whose last member is followed by '}' and that ends
+			// its call otherwise returns fastClosed). The objects it
+			// took whole are written; the one after them, if any (a
+			// member it did not take, or fewer members), is tried
+			// alone by the next round, from after the '}' before it,
+			// as if it had started the run.
+			k := len(ms) % nn
+			if k == 0 && status != fastClosed && src[skipWS(src, ms[len(ms)-1].ve)] != '}' {
+				k = nn // the last object has all the names, but more
+			}
+			if k > 0 || status != fastClosed {
+				ms = ms[:len(ms)-k]
+				j = skipWS(src, ms[len(ms)-1].ve) + 1
+				status = fastClosed
+			}
+		}
+		j += off
+		if status != fastClosed || (len(ms) < len(names) && len(perm) > 0) {
 			if j+64 < len(in) {
 				sh.noFlat = true // not for want of input past the value
 			}
@@ -1118,29 +1141,39 @@ func (s *state) flatShapes(in []byte, i int, buf []byte, w int, sh *shape, run b
 			return i - 2, w - 1, took, last // before the comma
 		}
 		// The members go in the cached order (a prefix of sorted names
-		// is sorted); their texts are in the input (or its copy).
-		last = w
-		buf[w] = '{'
-		w++
-		if len(ms) == len(names) && len(perm) > 0 {
-			// fastMembers's members have their names verbatim (kesc
-			// false) and their values in the input (vbuf false).
-			for rest := perm; ; {
-				var k int
-				if w, k = putShort(buf, w, src, ms, rest); k == len(rest) {
-					break
+		// is sorted); their texts are in the input (or its copy). ms
+		// holds one object or, in a run, several with all the names.
+		for len(ms) > 0 {
+			o := ms[:min(len(names), len(ms))]
+			ms = ms[len(o):]
+			last = w
+			buf[w] = '{'
+			w++
+			if len(o) == len(names) && len(perm) > 0 {
+				// fastMembers's members have their names verbatim
+				// (kesc false) and their values in the input (vbuf
+				// false).
+				for rest := perm; ; {
+					var k int
+					if w, k = putShort(buf, w, src, o, rest); k == len(rest) {
+						break
+					}
+					w = putMember(buf, w, src, src, 0, &o[rest[k]])
+					rest = rest[k+1:]
 				}
-				w = putMember(buf, w, src, src, 0, &ms[rest[k]])
-				rest = rest[k+1:]
+			} else {
+				for k := range o {
+					w = putMember(buf, w, src, src, 0, &o[k])
+				}
 			}
-		} else {
-			for k := range ms {
-				w = putMember(buf, w, src, src, 0, &ms[k])
+			buf[w-1] = '}'
+			took++
+			if len(ms) > 0 {
+				buf[w] = ','
+				w++
 			}
 		}
-		buf[w-1] = '}'
 		i = j
-		took++
 		if !run || i+2 >= len(in) || in[i] != ',' || in[i+1] != '{' {
 			return i, w, took, last
 		}
@@ -1208,15 +1241,22 @@ func load64(p unsafe.Pointer, i int) uint64 {
 // own, without calls, so that its state stays in registers (the loop of
 // canonJSON keeps most of its own in memory): from in[i], it appends to mem
 // the members that have the names of the cached shape, names (from the
-// next member's), in that order, and values already in canonical form that it checks inline
-// (strings of ASCII, two- and three-byte UTF-8 and self-canonical escapes,
-// short numbers, literals); any other value goes to the general path. It
-// returns where it stopped, the new length of mem, and why: at the start
-// of a member it does not take, or when mem is full (fastStop); after the
-// '}' that closes the object (fastClosed); at the start of a member that
-// has the expected name, not recorded, whose value starts at vs and needs
-// the general path (fastValue).
-func fastMembers(in []byte, i int, names []shapeName, mem []member) (int, int, int, int) {
+// next member's), in that order, and values already in canonical form
+// that it checks inline (strings of ASCII, two- and three-byte UTF-8 and
+// self-canonical escapes, short numbers, literals); any other value goes
+// to the general path. It returns where it stopped, the new length of
+// mem, and why: at the start of a member it does not take, or when mem is
+// full (fastStop); after the '}' that closes the object (fastClosed); at
+// the start of a member that has the expected name, not recorded, whose
+// value starts at vs and needs the general path (fastValue).
+//
+// With objs > 1 (flatShapes, names all the shape's, mem with room for
+// objs objects of it), after the '}' of an object that has all the names
+// and is followed right by ",{", it goes on with the next object's
+// members as with the first's, up to objs objects (saving flatShapes a
+// call and its loop's round trip per object); what it returns is then
+// about the last object it went into (see flatShapes).
+func fastMembers(in []byte, i int, names []shapeName, mem []member, objs int) (int, int, int, int) {
 	n := len(in)
 	base := unsafe.Pointer(unsafe.SliceData(in))
 	// No more names than mem has room for: the loop tests one length
@@ -1224,7 +1264,8 @@ func fastMembers(in []byte, i int, names []shapeName, mem []member) (int, int, i
 	if room := cap(mem) - len(mem); len(names) > room {
 		names = names[:room]
 	}
-	for idx := 0; uint(idx) < uint(len(names)); {
+	idx := 0
+	for uint(idx) < uint(len(names)) {
 		if uint(i) >= uint(n) || in[i] != '"' {
 			if i = skipWS(in, i); uint(i) >= uint(n) || in[i] != '"' {
 				break
@@ -1383,6 +1424,12 @@ func fastMembers(in []byte, i int, names []shapeName, mem []member) (int, int, i
 		idx++
 		i = next + 1
 		if in[next] == '}' {
+			if objs > 1 && idx == len(names) && next+2 < n && in[next+1] == ',' && in[next+2] == '{' {
+				objs--
+				idx = 0
+				i = next + 3
+				continue
+			}
 			return i, len(mem), 0, fastClosed
 		}
 	}
