@@ -315,6 +315,16 @@ func TestFlatPermutedSpans(t *testing.T) {
 // goes on from there as flatShapes's loop would; the canonical text is
 // that of a state with no shape cached, for arrays longer than one run.
 func TestFlatRunLimits(t *testing.T) {
+	for _, sorted := range []bool{false, true} {
+		testFlatRunLimits(t, sorted)
+	}
+}
+
+// testFlatRunLimits is TestFlatRunLimits for objects whose names arrive
+// out of order or (sorted) in order, where an object with fewer members
+// (the first names) is taken too, and where some members are longer than
+// putShort's 32 bytes.
+func testFlatRunLimits(t *testing.T, sorted bool) {
 	item := func(k int) string { return fmt.Sprintf(`{"c":%d,"b":"s%d","a":%d.5}`, k, k, k%7) }
 	odd := []string{
 		``, // none
@@ -325,6 +335,21 @@ func TestFlatRunLimits(t *testing.T) {
 		`{"c":1,"b":"x","a":2,"z":1}`,
 		`{"c":1,"a":2,"b":"x"}`,
 		`{}`,
+	}
+	if sorted {
+		item = func(k int) string {
+			return fmt.Sprintf(`{"a":%d.5,"b":"s%s","c":%d}`, k%7, strings.Repeat("b", k%40), k)
+		}
+		odd = []string{
+			`{"a":2.50,"b":"x","c":1}`,
+			`{"a":2,"b":"x"}`,
+			`{"a":2}`,
+			`{"a":2,"b":"x","c":1 }`,
+			`{"a":2,"b":"\u0041","c":1}`,
+			`{"a":2,"b":"x","c":1,"d":1}`,
+			`{"a":2,"c":1,"b":"x"}`,
+			`{}`,
+		}
 	}
 	for _, n := range []int{2, 20, 21, 22, 23, 43, 64, 70} {
 		for _, at := range []int{0, 1, 20, 21, 22, n - 1} {

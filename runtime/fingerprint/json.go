@@ -1149,22 +1149,21 @@ func (s *state) flatShapes(in []byte, i int, buf []byte, w int, sh *shape, run b
 			last = w
 			buf[w] = '{'
 			w++
-			if len(o) == len(names) && len(perm) > 0 {
-				// fastMembers's members have their names verbatim
-				// (kesc false) and their values in the input (vbuf
-				// false).
-				for rest := perm; ; {
-					var k int
-					if w, k = putShort(buf, w, src, o, rest); k == len(rest) {
-						break
-					}
-					w = putMember(buf, w, src, src, 0, &o[rest[k]])
-					rest = rest[k+1:]
+			// The order: perm, or, for sorted names (or a prefix of
+			// them, all that perm may not take), the order of arrival.
+			order := perm
+			if len(o) < len(names) || len(perm) == 0 {
+				order = arrival[:len(o)]
+			}
+			// fastMembers's members have their names verbatim (kesc
+			// false) and their values in the input (vbuf false).
+			for rest := order; ; {
+				var k int
+				if w, k = putShort(buf, w, src, o, rest); k == len(rest) {
+					break
 				}
-			} else {
-				for k := range o {
-					w = putMember(buf, w, src, src, 0, &o[k])
-				}
+				w = putMember(buf, w, src, src, 0, &o[rest[k]])
+				rest = rest[k+1:]
 			}
 			buf[w-1] = '}'
 			took++
@@ -1182,6 +1181,14 @@ func (s *state) flatShapes(in []byte, i int, buf []byte, w int, sh *shape, run b
 		w++
 	}
 }
+
+// arrival is the order of arrival of a shape's members, for putShort.
+var arrival = func() (a [maxShape]int32) {
+	for k := range a {
+		a[k] = int32(k)
+	}
+	return a
+}()
 
 // putShort writes the members ms in the order perm at buf[w:], each
 // followed by a comma, as long as each is a span of src of at most 32
