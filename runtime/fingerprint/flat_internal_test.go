@@ -400,3 +400,57 @@ func testFlatRunLimits(t *testing.T, sorted bool) {
 		}
 	}
 }
+
+// TestPutObjectsLimits: putObjects writes no byte past the length of buf
+// (here followed by sentinels in the same array) nor reads past that of
+// src, whatever their room, and what it wrote is the objects it reports,
+// whole, in canonical order.
+func TestPutObjectsLimits(t *testing.T) {
+	// The second's last member in canonical order is 32 bytes long: the
+	// most a member moves, writing the most past the object's end.
+	for _, c := range []string{"1", `"` + strings.Repeat("c", 26) + `"`} {
+		testPutObjectsLimits(t, `{"c":`+c+`,"bb":"xyz","a":22}`, `{"a":22,"bb":"xyz","c":`+c+`}`)
+	}
+}
+
+func testPutObjectsLimits(t *testing.T, obj, want string) {
+	for _, pad := range []int{0, 8, 31, 32, 40} {
+		text := obj + "," + obj + "," + obj + strings.Repeat(" ", pad)
+		var ms []member
+		for o := range 3 {
+			at := o * (len(obj) + 1)
+			for _, name := range []string{`"c"`, `"bb"`, `"a"`} {
+				ks := at + strings.Index(obj, name)
+				ke := ks + len(name)
+				ve := ke + 1 + strings.IndexAny(obj[ke-at+1:], ",}")
+				ms = append(ms, member{ks: ks, ke: ke, vs: ke + 1, ve: ve, klen: len(name) - 2})
+			}
+		}
+		for l := range 200 {
+			back := make([]byte, l+64)
+			for j := range back {
+				back[j] = 0xEE
+			}
+			buf := back[:l:l]
+			src := []byte(text)[:len(text):len(text)]
+			w, last, took := putObjects(buf, 0, src, ms, []int32{2, 1, 0}, -1)
+			for j := l; j < len(back); j++ {
+				if back[j] != 0xEE {
+					t.Fatalf("pad %d, len %d: byte %d past buf written", pad, l, j-l)
+				}
+			}
+			exp := strings.TrimSuffix(strings.Repeat(want+",", took), ",")
+			if got := string(buf[:w]); got != exp {
+				t.Fatalf("pad %d, len %d: wrote %q (%d objects), want %q", pad, l, got, took, exp)
+			}
+			if took > 0 && last != (took-1)*(len(want)+1) {
+				t.Fatalf("pad %d, len %d: last %d", pad, l, last)
+			}
+			// The last member of the last object ends len(text)-pad-1:
+			// a 32-byte read from it fits with 32-8 bytes of padding.
+			if l >= 200-1 && took != 3 && pad >= 32 {
+				t.Fatalf("pad %d, len %d: took %d of 3", pad, l, took)
+			}
+		}
+	}
+}

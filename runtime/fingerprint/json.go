@@ -1143,16 +1143,36 @@ func (s *state) flatShapes(in []byte, i int, buf []byte, w int, sh *shape, run b
 		// The members go in the cached order (a prefix of sorted names
 		// is sorted); their texts are in the input (or its copy). ms
 		// holds one object or, in a run, several with all the names.
+		// The order: perm, or, for sorted names (or a prefix of them,
+		// all that perm may not take), the order of arrival.
+		order := perm
+		if len(perm) == 0 {
+			order = arrival[:len(names)]
+		}
 		for len(ms) > 0 {
+			if len(ms) >= len(names) {
+				// Whole objects, as many as putObjects takes.
+				w0 := w
+				k := 0
+				if w, last, k = putObjects(buf, w, src, ms, order, last); k > 0 {
+					ms = ms[k*len(names):]
+					took += k
+					if len(ms) == 0 {
+						break
+					}
+					buf[w] = ','
+					w++
+				} else {
+					w = w0
+				}
+			}
 			o := ms[:min(len(names), len(ms))]
 			ms = ms[len(o):]
 			last = w
 			buf[w] = '{'
 			w++
-			// The order: perm, or, for sorted names (or a prefix of
-			// them, all that perm may not take), the order of arrival.
-			order := perm
-			if len(o) < len(names) || len(perm) == 0 {
+			order := order
+			if len(o) < len(names) {
 				order = arrival[:len(o)]
 			}
 			// fastMembers's members have their names verbatim (kesc
@@ -1180,6 +1200,57 @@ func (s *state) flatShapes(in []byte, i int, buf []byte, w int, sh *shape, run b
 		i += 2
 		w++
 	}
+}
+
+// putObjects writes at buf[w:] the objects ms holds, each of len(order)
+// members, in the order order, separated by commas, as long as putShort
+// would write all the members of each, and returns the index after them,
+// where the text of the last starts (last if none) and how many it wrote.
+// (One call for a run of objects alike, no calls in its loop.)
+//
+//go:noinline
+func putObjects(buf []byte, w int, src []byte, ms []member, order []int32, last int) (int, int, int) {
+	// The tests of each move are against these limits: a member reads
+	// src[a:a+32] and writes buf[w:w+33]; an object's start writes
+	// buf[w:w+2].
+	amax, wmax := len(src)-32, len(buf)-33
+	if amax < 0 || wmax < 2 || len(order) == 0 {
+		return w, last, 0
+	}
+	bp, sp := unsafe.Pointer(unsafe.SliceData(buf)), unsafe.Pointer(unsafe.SliceData(src))
+	took := 0
+	for len(ms) >= len(order) {
+		o := ms[:len(order)]
+		start := w
+		if uint(w) > uint(wmax) {
+			return start, last, took
+		}
+		if took > 0 {
+			*(*byte)(unsafe.Add(bp, w)) = ','
+			w++
+		}
+		brace := w
+		*(*byte)(unsafe.Add(bp, w)) = '{'
+		w++
+		for _, p := range order {
+			m := &o[p]
+			a := m.ks
+			l := uint(m.ve - a)
+			if m.vs != m.ke+1 || l > 32 || uint(a) > uint(amax) || uint(w) > uint(wmax) {
+				return start, last, took // the object not written
+			}
+			d, t := unsafe.Add(bp, w), unsafe.Add(sp, a)
+			*(*[16]byte)(d) = *(*[16]byte)(t)
+			*(*[16]byte)(unsafe.Add(d, 16)) = *(*[16]byte)(unsafe.Add(t, 16))
+			*(*byte)(unsafe.Add(d, l)) = ','
+			w += int(l) + 1
+		}
+		*(*byte)(unsafe.Add(bp, w-1)) = '}' // over the last member's comma
+		last = brace
+		took++
+		ms = ms[len(order):]
+	}
+	return w, last, took
 }
 
 // arrival is the order of arrival of a shape's members, for putShort.
