@@ -1221,9 +1221,8 @@ func putObjects(buf []byte, w int, src []byte, ms []member, order []int32, last 
 	took := 0
 	for len(ms) >= len(order) {
 		o := ms[:len(order)]
-		start := w
 		if uint(w) > uint(wmax) {
-			return start, last, took
+			return w, last, took
 		}
 		if took > 0 {
 			*(*byte)(unsafe.Add(bp, w)) = ','
@@ -1237,7 +1236,9 @@ func putObjects(buf []byte, w int, src []byte, ms []member, order []int32, last 
 			a := m.ks
 			l := uint(m.ve - a)
 			if m.vs != m.ke+1 || l > 32 || uint(a) > uint(amax) || uint(w) > uint(wmax) {
-				return start, last, took // the object not written
+				// The object not written: back to its start
+				// (before its comma).
+				return brace - min(took, 1), last, took
 			}
 			d, t := unsafe.Add(bp, w), unsafe.Add(sp, a)
 			*(*[16]byte)(d) = *(*[16]byte)(t)
