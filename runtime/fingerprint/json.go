@@ -1363,27 +1363,34 @@ func fastMembers(in []byte, i int, names []shapeName, mem []member, objs int) (i
 		k := e.n
 		ke := i + k + 2
 		vs := ke + 1
-		if uint(vs) < uint(n) && in[vs] <= ' ' {
-			vs = skipWS(in, vs)
-		}
+		// (White space only moves vs on: failing this test, the one
+		// after it would fail.)
 		if vs+17 > n {
 			break
+		}
+		c := *(*byte)(unsafe.Add(base, vs)) // vs+17 <= n
+		if c <= ' ' {
+			if vs = skipWS(in, vs); vs+17 > n {
+				break
+			}
+			c = in[vs]
 		}
 		// The value: a scalar, or an array of scalars without white
 		// space (its text is then its canonical text, as is).
 		ve := -1
-		p := vs // the scalar
+		p := vs // the scalar, whose first byte is c
 		arr := false
-		if in[vs] == '[' {
+		if c == '[' {
 			if in[vs+1] == ']' {
 				ve = vs + 2
 				goto scanned
 			}
 			arr = true
 			p = vs + 1
+			c = in[p]
 		}
 	scalar:
-		switch c := in[p]; {
+		switch {
 		case c == '"':
 			// ASCII, two- and three-byte UTF-8 sequences (but those
 			// starting with E0 or ED, which need more checks) and the
@@ -1477,6 +1484,7 @@ func fastMembers(in []byte, i int, names []shapeName, mem []member, objs int) (i
 			// The next element right after a comma, or the end.
 			if ve+1 < n && in[ve] == ',' {
 				p, ve = ve+1, -1
+				c = in[p]
 				goto scalar
 			}
 			if ve < n && in[ve] == ']' {
