@@ -295,7 +295,19 @@ func TestSumReadsOnlyTheBody(t *testing.T) {
 			[]byte(`{"a":[1,"`+strings.Repeat("x", d)+`"]}`),
 			[]byte(`{"a":[`+strings.Repeat("1,", d)+`1]}`),
 			[]byte(`{"a":[`+strings.Repeat("1.5,", d)+`1.5]}`),
-			[]byte(`{"a":[`+strings.Repeat(`"x",`, d)+`"x"]}`))
+			[]byte(`{"a":[`+strings.Repeat(`"x",`, d)+`"x"]}`),
+			[]byte(`{"a":1,"b": `+strings.Repeat("7", d+1)+`}`),
+			[]byte(`{"a":1,"b":`+strings.Repeat(" ", d)+`7}`))
+	}
+	// Bodies cut short after a shape is cached: every prefix of some
+	// (one with a name of 21 bytes, whose text "name": is as long as
+	// fastMembers compares, 24 bytes: its value would start at the end).
+	truncated := map[string]bool{}
+	for _, full := range []string{`{"a":1,"b": "xyz","c":22,"d":[1,2],"e":true}`, `{"a":1,"` + strings.Repeat("b", 21) + `":2}`} {
+		for l := range len(full) {
+			truncated[full[:l]] = true
+			nearEnd = append(nearEnd, []byte(full), []byte(full[:l]))
+		}
 	}
 	for _, body := range append([][]byte{
 		[]byte(`{"a":1,"b":"x"}`), []byte(`{"b":"x","a":1}`), []byte(`{"a":1,"b":{"d":2,"c":3}}`), []byte(`{"a":[3,1,2]}`),
@@ -328,7 +340,7 @@ func TestSumReadsOnlyTheBody(t *testing.T) {
 		for _, h := range hashers {
 			for range 5 {
 				h.Sum(in)
-				if _, err := h.Canonical(nil, in.Body); err != nil {
+				if _, err := h.Canonical(nil, in.Body); err != nil && !truncated[string(body)] {
 					t.Errorf("%.40q: %v", body, err)
 				}
 			}
