@@ -1111,15 +1111,15 @@ func (s *state) flatShapes(in []byte, i int, buf []byte, w int, sh *shape, run b
 		}
 		j, l, _, status := fastMembers(src, i-off, names, s.mem, objs)
 		ms := s.mem[base:l]
-		if nn := len(names); len(ms) > nn || (len(ms) == nn && status != fastClosed && src[skipWS(src, ms[nn-1].ve)] == '}') {
-			// fastMembers went on after the first object, which it
-			// does only after the '}' of an object with all the names
-			// (one whose last member is followed by '}' and that ends
-			// its call otherwise returns fastClosed). The objects it
-			// took whole are written; the one after them, if any (a
-			// member it did not take, or fewer members), is tried
-			// alone by the next round, from after the '}' before it,
-			// as if it had started the run.
+		if nn := len(names); objs > 1 && (len(ms) > nn || (len(ms) == nn && status != fastClosed && src[skipWS(src, ms[nn-1].ve)] == '}')) {
+			// fastMembers went on after the first object: it records
+			// at most nn members per object, and an object with all
+			// the names whose last member is followed by '}' ends its
+			// call with fastClosed unless it goes on. The objects it
+			// took whole are written; the one it stopped in, if any
+			// (a member it did not take, fewer members or more), is
+			// tried alone by the next round, from after the '}' before
+			// it, as if it started the run.
 			k := len(ms) % nn
 			if k == 0 && status != fastClosed && src[skipWS(src, ms[len(ms)-1].ve)] != '}' {
 				k = nn // the last object has all the names, but more
@@ -1151,8 +1151,8 @@ func (s *state) flatShapes(in []byte, i int, buf []byte, w int, sh *shape, run b
 		}
 		for len(ms) > 0 {
 			if len(ms) >= len(names) {
-				// Whole objects, as many as putObjects takes.
-				w0 := w
+				// Whole objects, as many as putObjects takes (it
+				// writes nothing of the others).
 				k := 0
 				if w, last, k = putObjects(buf, w, src, ms, order, last); k > 0 {
 					ms = ms[k*len(names):]
@@ -1162,8 +1162,6 @@ func (s *state) flatShapes(in []byte, i int, buf []byte, w int, sh *shape, run b
 					}
 					buf[w] = ','
 					w++
-				} else {
-					w = w0
 				}
 			}
 			o := ms[:min(len(names), len(ms))]
