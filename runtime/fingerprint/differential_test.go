@@ -285,11 +285,40 @@ func TestSumReadsOnlyTheBody(t *testing.T) {
 		mustNew(t, fingerprint.Options{}),
 		mustNew(t, fingerprint.Options{Volatile: fingerprinttest.SampleVolatile, Unordered: []string{"/*", "/*/*/k"}}),
 	}
-	for _, body := range [][]byte{
+	var nearEnd [][]byte // fastMembers's loads from the body's end
+	for d := range 40 {
+		nearEnd = append(nearEnd,
+			[]byte(`{"a":1,"b":"`+strings.Repeat("x", d)+`"}`),
+			[]byte(`{"a":"x","bb":`+strings.Repeat("7", d+1)+`}`),
+			[]byte(`{"a":"x","b":1.`+strings.Repeat("5", d+1)+`}`),
+			[]byte(`{"a":"x","`+strings.Repeat("b", d+1)+`":true}`),
+			[]byte(`{"a":[1,"`+strings.Repeat("x", d)+`"]}`),
+			[]byte(`{"a":[`+strings.Repeat("1,", d)+`1]}`),
+			[]byte(`{"a":[`+strings.Repeat("1.5,", d)+`1.5]}`),
+			[]byte(`{"a":[`+strings.Repeat(`"x",`, d)+`"x"]}`),
+			[]byte(`{"a":1,"b": `+strings.Repeat("7", d+1)+`}`),
+			[]byte(`{"a":1,"b":`+strings.Repeat(" ", d)+`7}`))
+	}
+	// Bodies cut short after a shape is cached: every prefix of some
+	// (one with a name of 21 bytes, whose text "name": is as long as
+	// fastMembers compares, 24 bytes: its value would start at the end).
+	truncated := map[string]bool{}
+	for _, full := range []string{`{"a":1,"b": "xyz","c":22,"d":[1,2],"e":true}`, `{"a":1,"` + strings.Repeat("b", 21) + `":2}`} {
+		for l := range len(full) {
+			truncated[full[:l]] = true
+			nearEnd = append(nearEnd, []byte(full), []byte(full[:l]))
+		}
+	}
+	for _, body := range append([][]byte{
 		[]byte(`{"a":1,"b":"x"}`), []byte(`{"b":"x","a":1}`), []byte(`{"a":1,"b":{"d":2,"c":3}}`), []byte(`{"a":[3,1,2]}`),
 		[]byte(`{"a":"\u00e9","b":1.50}`), []byte(`[{"b":1,"a":2},"x"]`), []byte(flatShapeBody), []byte(flatShapeBody),
 		fingerprinttest.SampleBody(1 << 10), fingerprinttest.DenseBody(1 << 10), longNamesBody(300, 1), unorderedBody(300, 2),
-	} {
+		// Objects alike, names out of order, the last member of the
+		// last a few bytes from the end, in an object far enough from
+		// it that flatShapes reads the body, not a copy.
+		[]byte(`{"z":[{"c":1,"b":"` + strings.Repeat("b", 300) + `","a":2},{"c":1,"b":"` + strings.Repeat("b", 300) + `","a":2}]}`),
+		[]byte(`{"z":[{"c":1,"b":"` + strings.Repeat("b", 300) + `","a":2},{"c":1,"b":"` + strings.Repeat("b", 300) + `","a":2}],"y":"0123456789"}`),
+	}, nearEnd...) {
 		buf := make([]byte, len(body)+64)
 		copy(buf, body)
 		in := jsonInput(buf[:len(body)])
@@ -311,7 +340,7 @@ func TestSumReadsOnlyTheBody(t *testing.T) {
 		for _, h := range hashers {
 			for range 5 {
 				h.Sum(in)
-				if _, err := h.Canonical(nil, in.Body); err != nil {
+				if _, err := h.Canonical(nil, in.Body); err != nil && !truncated[string(body)] {
 					t.Errorf("%.40q: %v", body, err)
 				}
 			}

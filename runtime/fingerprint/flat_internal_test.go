@@ -246,3 +246,211 @@ func TestWarmMatchesColdRandom(t *testing.T) {
 		}
 	}
 }
+
+// TestFlatPermutedSpans: the members of a run of objects alike whose names
+// are out of order, each "name":value written with two 16-byte moves when
+// it is at most 32 bytes long and the moves stay within the input (or its
+// padded copy) and the output (putShort), and through putMember otherwise,
+// at any position in the order (a longer member, white space after the
+// colon, a member that ends near the end of the input), have the
+// canonical text of a state with no shape cached.
+func TestFlatPermutedSpans(t *testing.T) {
+	for _, l := range []int{1, 14, 15, 16, 17, 25, 26, 27, 28, 40} {
+		for _, ws := range []int{-1, 0, 1, 2} {
+			// "b":"<l bytes>" is l+6 bytes: 31, 32 and 33 around 25-27.
+			item := func(k int) string {
+				mid := fmt.Sprintf(`"b":"%s"`, strings.Repeat(string(rune('a'+k%26)), l))
+				if k%3 == ws {
+					mid = `"b": "x"`
+				}
+				return fmt.Sprintf(`{"c":%d,%s,"a":%d}`, k, mid, 100-k)
+			}
+			for n := 1; n <= 5; n++ {
+				var b strings.Builder
+				b.WriteString(`{"z":[`)
+				for k := range n {
+					if k > 0 {
+						b.WriteByte(',')
+					}
+					b.WriteString(item(k))
+				}
+				b.WriteString(`]}`)
+				base := b.String()
+				// The last object ends 2 bytes before the end of the
+				// input; with padding after it, up to far from it.
+				for pad := 0; pad <= 70; pad += 1 + pad/8 {
+					body := []byte(base[:len(base)-1] + `,"zz":"` + strings.Repeat("p", pad) + `"}`)
+					if pad == 0 {
+						body = []byte(base)
+					}
+					cold := statePool.New().(*state)
+					if !cold.canonJSON(body, nil) {
+						t.Fatalf("%s: %v", body, cold.err)
+					}
+					want := string(cold.out)
+					s := statePool.New().(*state)
+					for round := range 3 {
+						// No text of the last round where this one
+						// writes.
+						for j := range s.buf[:cap(s.buf)] {
+							s.buf[:cap(s.buf)][j] = 0xFF
+						}
+						if !s.canonJSON(body, nil) {
+							t.Fatalf("%s: round %d: %v", body, round, s.err)
+						}
+						if got := string(s.out); got != want {
+							t.Fatalf("%s: round %d: canonical text\n%s\nwant\n%s", body, round, got, want)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestFlatRunLimits: a run of objects alike that fastMembers takes in one
+// call (objs > 1) ends where s.mem has no room for another object, at an
+// object it does not take whole (another value, a member less, white
+// space around the separators, an escape, the end of the input near), and
+// goes on from there as flatShapes's loop would; the canonical text is
+// that of a state with no shape cached, for arrays longer than one run.
+func TestFlatRunLimits(t *testing.T) {
+	for _, sorted := range []bool{false, true} {
+		testFlatRunLimits(t, sorted)
+	}
+}
+
+// testFlatRunLimits is TestFlatRunLimits for objects whose names arrive
+// out of order or (sorted) in order, where an object with fewer members
+// (the first names) is taken too, and where some members are longer than
+// putShort's 32 bytes.
+func testFlatRunLimits(t *testing.T, sorted bool) {
+	item := func(k int) string { return fmt.Sprintf(`{"c":%d,"b":"s%d","a":%d.5}`, k, k, k%7) }
+	odd := []string{
+		``, // none
+		`{"c":1,"b":"x","a":2.50}`,
+		`{"c":1,"b":"x"}`,
+		`{"c":1,"b":"x","a":2 }`,
+		`{"c":1,"b":"\u0041","a":2}`,
+		`{"c":1,"b":"x","a":2,"z":1}`,
+		`{"c":1,"a":2,"b":"x"}`,
+		`{}`,
+	}
+	if sorted {
+		item = func(k int) string {
+			return fmt.Sprintf(`{"a":%d.5,"b":"s%s","c":%d}`, k%7, strings.Repeat("b", k%40), k)
+		}
+		odd = []string{
+			`{"a":2.50,"b":"x","c":1}`,
+			`{"a":2,"b":"x"}`,
+			`{"a":2}`,
+			`{"a":2,"b":"x","c":1 }`,
+			`{"a":2,"b":"\u0041","c":1}`,
+			`{"a":2,"b":"x","c":1,"d":1}`,
+			`{"a":2,"c":1,"b":"x"}`,
+			`{}`,
+		}
+	}
+	for _, n := range []int{2, 20, 21, 22, 23, 43, 64, 70} {
+		for _, at := range []int{0, 1, 20, 21, 22, n - 1} {
+			if at >= n {
+				continue
+			}
+			for _, o := range odd {
+				for _, sep := range []string{",", ", "} {
+					for _, pad := range []int{0, 40, 300} {
+						var b strings.Builder
+						b.WriteString(`{"z":[`)
+						for k := range n {
+							if k > 0 {
+								if k == at+1 {
+									b.WriteString(sep)
+								} else {
+									b.WriteByte(',')
+								}
+							}
+							if k == at && o != "" {
+								b.WriteString(o)
+							} else {
+								b.WriteString(item(k))
+							}
+						}
+						b.WriteString(`],"y":"` + strings.Repeat("y", pad) + `"}`)
+						body := []byte(b.String())
+						cold := statePool.New().(*state)
+						if !cold.canonJSON(body, nil) {
+							t.Fatalf("%s: %v", body, cold.err)
+						}
+						want := string(cold.out)
+						s := statePool.New().(*state)
+						for round := range 3 {
+							for j := range s.buf[:cap(s.buf)] {
+								s.buf[:cap(s.buf)][j] = 0xFF
+							}
+							if !s.canonJSON(body, nil) {
+								t.Fatalf("%s: round %d: %v", body, round, s.err)
+							}
+							if got := string(s.out); got != want {
+								t.Fatalf("%s: round %d: canonical text\n%s\nwant\n%s", body, round, got, want)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestPutObjectsLimits: putObjects writes no byte past the length of buf
+// (here followed by sentinels in the same array) nor reads past that of
+// src, whatever their room, and what it wrote is the objects it reports,
+// whole, in canonical order.
+func TestPutObjectsLimits(t *testing.T) {
+	// The second's last member in canonical order is 32 bytes long: the
+	// most a member moves, writing the most past the object's end.
+	for _, c := range []string{"1", `"` + strings.Repeat("c", 26) + `"`} {
+		testPutObjectsLimits(t, `{"c":`+c+`,"bb":"xyz","a":22}`, `{"a":22,"bb":"xyz","c":`+c+`}`)
+	}
+}
+
+func testPutObjectsLimits(t *testing.T, obj, want string) {
+	for _, pad := range []int{0, 8, 31, 32, 40} {
+		text := obj + "," + obj + "," + obj + strings.Repeat(" ", pad)
+		var ms []member
+		for o := range 3 {
+			at := o * (len(obj) + 1)
+			for _, name := range []string{`"c"`, `"bb"`, `"a"`} {
+				ks := at + strings.Index(obj, name)
+				ke := ks + len(name)
+				ve := ke + 1 + strings.IndexAny(obj[ke-at+1:], ",}")
+				ms = append(ms, member{ks: ks, ke: ke, vs: ke + 1, ve: ve, klen: len(name) - 2})
+			}
+		}
+		for l := range 200 {
+			back := make([]byte, l+64)
+			for j := range back {
+				back[j] = 0xEE
+			}
+			buf := back[:l:l]
+			src := []byte(text)[:len(text):len(text)]
+			w, last, took := putObjects(buf, 0, src, ms, []int32{2, 1, 0}, -1)
+			for j := l; j < len(back); j++ {
+				if back[j] != 0xEE {
+					t.Fatalf("pad %d, len %d: byte %d past buf written", pad, l, j-l)
+				}
+			}
+			exp := strings.TrimSuffix(strings.Repeat(want+",", took), ",")
+			if got := string(buf[:w]); got != exp {
+				t.Fatalf("pad %d, len %d: wrote %q (%d objects), want %q", pad, l, got, took, exp)
+			}
+			if took > 0 && last != (took-1)*(len(want)+1) {
+				t.Fatalf("pad %d, len %d: last %d", pad, l, last)
+			}
+			// The last member of the last object ends len(text)-pad-1:
+			// a 32-byte read from it fits with 32-8 bytes of padding.
+			if l >= 200-1 && took != 3 && pad >= 32 {
+				t.Fatalf("pad %d, len %d: took %d of 3", pad, l, took)
+			}
+		}
+	}
+}

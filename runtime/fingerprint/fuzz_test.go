@@ -32,6 +32,11 @@ func FuzzCanonicalJSON(f *testing.F) {
 		`[1,{"b":{"d":1,"c":2},"a":3},"x"]`, `{"client_time":1,"items":[{"note":"x","q":1}]}`,
 		"\t{ \"a\" : [ true , false , null ] }\n", `[1.0e21,1e-7,0.000001]`, `{"\u0000":"\u001f"}`,
 		string(fingerprinttest.SampleBody(1 << 10)), string(fingerprinttest.DenseBody(1 << 10)),
+		// Runs of objects alike (fastMembers's runs, putObjects), longer
+		// than one run, with one that is not at the 22nd place.
+		`{"z":[` + strings.Repeat(`{"c":1,"b":"x","a":2.5},`, 21) + `{"c":1,"b":"x","a":2.50},` +
+			strings.Repeat(`{"c":1,"b":"`+strings.Repeat("y", 26)+`","a":2},`, 20) + `{"c":1,"b":"x","a":2}],"y":1}`,
+		`[` + strings.Repeat(`{"a":1,"b":[1,2]},`, 30) + `{"a":1,"b":[1,2] }]`,
 	} {
 		f.Add([]byte(s), uint64(1))
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math/bits"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // MaxDepth is the deepest nesting of arrays and objects that a JSON body may
@@ -644,7 +645,7 @@ key:
 			// that whether a body nests too deep never depends on the
 			// shapes cached from earlier bodies.
 			if idx < len(fast) && depth < MaxDepth {
-				j, l, fv, status := fastMembers(in, i, fast, idx, s.mem)
+				j, l, fv, status := fastMembers(in, i, fast[idx:], s.mem, 1)
 				s.mem = s.mem[:l]
 				i, idx = j, l-f.mbase
 				switch status {
@@ -1104,10 +1105,33 @@ func (s *state) flatShapes(in []byte, i int, buf []byte, w int, sh *shape, run b
 			s.growMem()
 		}
 		base := len(s.mem)
-		j, l, _, status := fastMembers(src, i-off, names, 0, s.mem)
-		j += off
+		objs := 1 // with run, as many objects alike as s.mem has room for
+		if run {
+			objs = (cap(s.mem) - base) / len(names)
+		}
+		j, l, _, status := fastMembers(src, i-off, names, s.mem, objs)
 		ms := s.mem[base:l]
-		if status != fastClosed || (len(ms) != len(names) && len(perm) > 0) {
+		if nn := len(names); objs > 1 && (len(ms) > nn || (len(ms) == nn && status != fastClosed && src[skipWS(src, ms[nn-1].ve)] == '}')) {
+			// fastMembers went on after the first object: it records
+			// at most nn members per object, and an object with all
+			// the names whose last member is followed by '}' ends its
+			// call with fastClosed unless it goes on. The objects it
+			// took whole are written; the one it stopped in, if any
+			// (a member it did not take, fewer members or more), is
+			// tried alone by the next round, from after the '}' before
+			// it, as if it started the run.
+			k := len(ms) % nn
+			if k == 0 && status != fastClosed && src[skipWS(src, ms[len(ms)-1].ve)] != '}' {
+				k = nn // the last object has all the names, but more
+			}
+			if k > 0 || status != fastClosed {
+				ms = ms[:len(ms)-k]
+				j = skipWS(src, ms[len(ms)-1].ve) + 1
+				status = fastClosed
+			}
+		}
+		j += off
+		if status != fastClosed || (len(ms) < len(names) && len(perm) > 0) {
 			if j+64 < len(in) {
 				sh.noFlat = true // not for want of input past the value
 			}
@@ -1117,37 +1141,56 @@ func (s *state) flatShapes(in []byte, i int, buf []byte, w int, sh *shape, run b
 			return i - 2, w - 1, took, last // before the comma
 		}
 		// The members go in the cached order (a prefix of sorted names
-		// is sorted); their texts are in the input (or its copy).
-		last = w
-		buf[w] = '{'
-		w++
-		if len(ms) == len(names) && len(perm) > 0 {
-			// putPermuted's loop, here without its call: fastMembers's
-			// members have their names verbatim (kesc false) and their
-			// values in the input (vbuf false).
-			for _, p := range perm {
-				m := &ms[p]
-				a, b := m.ks, m.ve
-				if l := b - a; m.vs == m.ke+1 && l <= 32 && a+32 <= len(src) && w+33 <= len(buf) {
-					// "name":value and its comma in two 16-byte moves.
-					d := buf[w : w+33]
-					t := src[a : a+32]
-					*(*[16]byte)(d) = *(*[16]byte)(t)
-					*(*[16]byte)(d[16:]) = *(*[16]byte)(t[16:])
-					d[l] = ','
-					w += l + 1
-					continue
+		// is sorted); their texts are in the input (or its copy). ms
+		// holds one object or, in a run, several with all the names.
+		// The order: perm, or, for sorted names (or a prefix of them,
+		// all that perm may not take), the order of arrival.
+		order := perm
+		if len(perm) == 0 {
+			order = arrival[:len(names)]
+		}
+		for len(ms) > 0 {
+			if len(ms) >= len(names) {
+				// Whole objects, as many as putObjects takes (it
+				// writes nothing of the others).
+				k := 0
+				if w, last, k = putObjects(buf, w, src, ms, order, last); k > 0 {
+					ms = ms[k*len(names):]
+					took += k
+					if len(ms) == 0 {
+						break
+					}
+					buf[w] = ','
+					w++
 				}
-				w = putMember(buf, w, src, src, 0, m)
 			}
-		} else {
-			for k := range ms {
-				w = putMember(buf, w, src, src, 0, &ms[k])
+			o := ms[:min(len(names), len(ms))]
+			ms = ms[len(o):]
+			last = w
+			buf[w] = '{'
+			w++
+			order := order
+			if len(o) < len(names) {
+				order = arrival[:len(o)]
+			}
+			// fastMembers's members have their names verbatim (kesc
+			// false) and their values in the input (vbuf false).
+			for rest := order; ; {
+				var k int
+				if w, k = putShort(buf, w, src, o, rest); k == len(rest) {
+					break
+				}
+				w = putMember(buf, w, src, src, 0, &o[rest[k]])
+				rest = rest[k+1:]
+			}
+			buf[w-1] = '}'
+			took++
+			if len(ms) > 0 {
+				buf[w] = ','
+				w++
 			}
 		}
-		buf[w-1] = '}'
 		i = j
-		took++
 		if !run || i+2 >= len(in) || in[i] != ',' || in[i+1] != '{' {
 			return i, w, took, last
 		}
@@ -1155,6 +1198,99 @@ func (s *state) flatShapes(in []byte, i int, buf []byte, w int, sh *shape, run b
 		i += 2
 		w++
 	}
+}
+
+// putObjects writes at buf[w:] the objects ms holds, each of len(order)
+// members, in the order order, separated by commas, as long as putShort
+// would write all the members of each, and returns the index after them,
+// where the text of the last starts (last if none) and how many it wrote.
+// (One call for a run of objects alike, no calls in its loop.)
+//
+//go:noinline
+func putObjects(buf []byte, w int, src []byte, ms []member, order []int32, last int) (int, int, int) {
+	// The tests of each move are against these limits: a member reads
+	// src[a:a+32] and writes buf[w:w+33]; an object's start writes
+	// buf[w:w+2].
+	amax, wmax := len(src)-32, len(buf)-33
+	if amax < 0 || wmax < 2 || len(order) == 0 {
+		return w, last, 0
+	}
+	bp, sp := unsafe.Pointer(unsafe.SliceData(buf)), unsafe.Pointer(unsafe.SliceData(src))
+	took := 0
+	for len(ms) >= len(order) {
+		o := ms[:len(order)]
+		if uint(w) > uint(wmax) {
+			return w, last, took
+		}
+		if took > 0 {
+			*(*byte)(unsafe.Add(bp, w)) = ','
+			w++
+		}
+		brace := w
+		*(*byte)(unsafe.Add(bp, w)) = '{'
+		w++
+		for _, p := range order {
+			m := &o[p]
+			a := m.ks
+			l := uint(m.ve - a)
+			if m.vs != m.ke+1 || l > 32 || uint(a) > uint(amax) || uint(w) > uint(wmax) {
+				// The object not written: back to its start
+				// (before its comma).
+				return brace - min(took, 1), last, took
+			}
+			d, t := unsafe.Add(bp, w), unsafe.Add(sp, a)
+			*(*[16]byte)(d) = *(*[16]byte)(t)
+			*(*[16]byte)(unsafe.Add(d, 16)) = *(*[16]byte)(unsafe.Add(t, 16))
+			*(*byte)(unsafe.Add(d, l)) = ','
+			w += int(l) + 1
+		}
+		*(*byte)(unsafe.Add(bp, w-1)) = '}' // over the last member's comma
+		last = brace
+		took++
+		ms = ms[len(order):]
+	}
+	return w, last, took
+}
+
+// arrival is the order of arrival of a shape's members, for putShort.
+var arrival = func() (a [maxShape]int32) {
+	for k := range a {
+		a[k] = int32(k)
+	}
+	return a
+}()
+
+// putShort writes the members ms in the order perm at buf[w:], each
+// followed by a comma, as long as each is a span of src of at most 32
+// bytes ("name":value, its name verbatim, its value in src after the
+// colon) that can be moved in two 16-byte moves, and returns the index
+// after them in buf and how many it wrote. (No calls in its loop, so that
+// its state stays in registers; flatShapes's own loop keeps too much
+// live.)
+//
+//go:noinline
+func putShort(buf []byte, w int, src []byte, ms []member, perm []int32) (int, int) {
+	// The tests of each move are against these limits (the moves read
+	// src[a:a+32] and write buf[w:w+33]).
+	amax, wmax := len(src)-32, len(buf)-33
+	if amax < 0 || wmax < 0 {
+		return w, 0
+	}
+	bp, sp := unsafe.Pointer(unsafe.SliceData(buf)), unsafe.Pointer(unsafe.SliceData(src))
+	for k, p := range perm {
+		m := &ms[p]
+		a := m.ks
+		l := uint(m.ve - a)
+		if m.vs != m.ke+1 || l > 32 || uint(a) > uint(amax) || uint(w) > uint(wmax) {
+			return w, k
+		}
+		d, t := unsafe.Add(bp, w), unsafe.Add(sp, a)
+		*(*[16]byte)(d) = *(*[16]byte)(t)
+		*(*[16]byte)(unsafe.Add(d, 16)) = *(*[16]byte)(unsafe.Add(t, 16))
+		*(*byte)(unsafe.Add(d, l)) = ','
+		w += int(l) + 1
+	}
+	return w, len(perm)
 }
 
 // flatShape copies the last tailMax-1 bytes of the input or fewer, with
@@ -1172,34 +1308,52 @@ const (
 	fastValue         // a member with the expected name and a value for the general path
 )
 
+// load64 returns the eight bytes at p+i, little-endian, without a bounds
+// check: the caller has checked that they are in its slice.
+func load64(p unsafe.Pointer, i int) uint64 {
+	return binary.LittleEndian.Uint64((*[8]byte)(unsafe.Add(p, i))[:])
+}
+
 // fastMembers is the member loop's most common case, in a function of its
 // own, without calls, so that its state stays in registers (the loop of
 // canonJSON keeps most of its own in memory): from in[i], it appends to mem
-// the members that have the names of the cached shape, names[idx:], in
-// that order, and values already in canonical form that it checks inline
-// (strings of ASCII, two- and three-byte UTF-8 and self-canonical escapes,
-// short numbers, literals); any other value goes to the general path. It
-// returns where it stopped, the new length of mem, and why: at the start
-// of a member it does not take, or when mem is full (fastStop); after the
-// '}' that closes the object (fastClosed); at the start of a member that
-// has the expected name, not recorded, whose value starts at vs and needs
-// the general path (fastValue).
-func fastMembers(in []byte, i int, names []shapeName, idx int, mem []member) (int, int, int, int) {
+// the members that have the names of the cached shape, names (from the
+// next member's), in that order, and values already in canonical form
+// that it checks inline (strings of ASCII, two- and three-byte UTF-8 and
+// self-canonical escapes, short numbers, literals); any other value goes
+// to the general path. It returns where it stopped, the new length of
+// mem, and why: at the start of a member it does not take, or when mem is
+// full (fastStop); after the '}' that closes the object (fastClosed); at
+// the start of a member that has the expected name, not recorded, whose
+// value starts at vs and needs the general path (fastValue).
+//
+// With objs > 1 (flatShapes, names all the shape's, mem with room for
+// objs objects of it), after the '}' of an object that has all the names
+// and is followed right by ",{", it goes on with the next object's
+// members as with the first's, up to objs objects (saving flatShapes a
+// call and its loop's round trip per object); what it returns is then
+// about the last object it went into (see flatShapes).
+func fastMembers(in []byte, i int, names []shapeName, mem []member, objs int) (int, int, int, int) {
 	n := len(in)
-	for idx < len(names) && len(mem) < cap(mem) {
+	base := unsafe.Pointer(unsafe.SliceData(in))
+	// No more names than mem has room for: the loop tests one length
+	// (and keeps fewer values live).
+	if room := cap(mem) - len(mem); len(names) > room {
+		names = names[:room]
+	}
+	idx := 0
+	for uint(idx) < uint(len(names)) {
 		if uint(i) >= uint(n) || in[i] != '"' {
 			if i = skipWS(in, i); uint(i) >= uint(n) || in[i] != '"' {
 				break
 			}
 		}
+		// (0 <= i < n, from the tests above.)
 		if i+24 > n {
 			break
 		}
 		e := &names[idx]
-		t := in[i : i+24]
-		x0 := binary.LittleEndian.Uint64(t)
-		x1 := binary.LittleEndian.Uint64(t[8:])
-		x2 := binary.LittleEndian.Uint64(t[16:])
+		x0, x1, x2 := load64(base, i), load64(base, i+8), load64(base, i+16)
 		if (x0^e.text[0])&e.tmask[0]|(x1^e.text[1])&e.tmask[1]|(x2^e.text[2])&e.tmask[2] != 0 {
 			break
 		}
@@ -1207,27 +1361,34 @@ func fastMembers(in []byte, i int, names []shapeName, idx int, mem []member) (in
 		k := e.n
 		ke := i + k + 2
 		vs := ke + 1
-		if uint(vs) < uint(n) && in[vs] <= ' ' {
-			vs = skipWS(in, vs)
-		}
+		// (White space only moves vs on: failing this test, the one
+		// after it would fail.)
 		if vs+17 > n {
 			break
+		}
+		c := *(*byte)(unsafe.Add(base, vs)) // vs+17 <= n
+		if c <= ' ' {
+			if vs = skipWS(in, vs); vs+17 > n {
+				break
+			}
+			c = in[vs]
 		}
 		// The value: a scalar, or an array of scalars without white
 		// space (its text is then its canonical text, as is).
 		ve := -1
-		p := vs // the scalar
+		p := vs // the scalar, whose first byte is c
 		arr := false
-		if in[vs] == '[' {
+		if c == '[' {
 			if in[vs+1] == ']' {
 				ve = vs + 2
 				goto scanned
 			}
 			arr = true
 			p = vs + 1
+			c = in[p]
 		}
 	scalar:
-		switch c := in[p]; {
+		switch {
 		case c == '"':
 			// ASCII, two- and three-byte UTF-8 sequences (but those
 			// starting with E0 or ED, which need more checks) and the
@@ -1235,19 +1396,19 @@ func fastMembers(in []byte, i int, names []shapeName, idx int, mem []member) (in
 			// else goes to the general path.
 			// Sixteen bytes at a time (and up to two past them for a
 			// UTF-8 sequence), the closing quote tested first.
+			// (0 < p and p+18 <= n: the loads need no bounds checks.)
 			p++
 			for p+18 <= n {
-				t := in[p : p+16]
-				m := special(binary.LittleEndian.Uint64(t))
+				m := special(load64(base, p))
 				if m == 0 {
-					if m = special(binary.LittleEndian.Uint64(t[8:])); m == 0 {
+					if m = special(load64(base, p+8)); m == 0 {
 						p += 16
 						continue
 					}
 					p += 8
 				}
 				p += bits.TrailingZeros64(m) >> 3
-				t = in[p : p+3]
+				t := (*[3]byte)(unsafe.Add(base, p))
 				if c := t[0]; c == '"' {
 					ve = p + 1
 					break
@@ -1266,26 +1427,27 @@ func fastMembers(in []byte, i int, names []shapeName, idx int, mem []member) (in
 			// written again here because as a function it would not
 			// be inlined (cost 199, budget 80); change both together.
 			// Here a number may end an array too.
+			// (0 < p and p+17 <= n: the loads from in[p:p+17]
+			// need no bounds checks.)
 			if p+17 > n {
 				break
 			}
-			t := in[p : p+17]
 			k := 0 // the length of the number, or 0
 			if c != '0' {
-				m := nonDigit(binary.LittleEndian.Uint64(t))
+				m := nonDigit(load64(base, p))
 				if m != 0 {
 					k = bits.TrailingZeros64(m) >> 3
-				} else if m = nonDigit(binary.LittleEndian.Uint64(t[8:])); m != 0 {
+				} else if m = nonDigit(load64(base, p+8)); m != 0 {
 					k = 8 + bits.TrailingZeros64(m)>>3
 				}
 			} else {
 				k = 1 // fewer than six leading zeros below
 			}
-			if e := t[k&15]; k > 0 && e != ',' && e != '}' && e != ']' {
+			if e := *(*byte)(unsafe.Add(base, p+k&15)); k > 0 && e != ',' && e != '}' && e != ']' {
 				k2 := 0
 				if k < 8 && e == '.' {
 					j := 0 // the length of the fraction, or 0
-					if m := nonDigit(binary.LittleEndian.Uint64(t[k+1:])); m != 0 {
+					if m := nonDigit(load64(base, p+k+1)); m != 0 {
 						j = bits.TrailingZeros64(m) >> 3
 					} else if p+k+18 <= n {
 						// Eight digits or more (a float's shortest
@@ -1320,6 +1482,7 @@ func fastMembers(in []byte, i int, names []shapeName, idx int, mem []member) (in
 			// The next element right after a comma, or the end.
 			if ve+1 < n && in[ve] == ',' {
 				p, ve = ve+1, -1
+				c = in[p]
 				goto scalar
 			}
 			if ve < n && in[ve] == ']' {
@@ -1346,6 +1509,12 @@ func fastMembers(in []byte, i int, names []shapeName, idx int, mem []member) (in
 		idx++
 		i = next + 1
 		if in[next] == '}' {
+			if objs > 1 && idx == len(names) && next+2 < n && in[next+1] == ',' && in[next+2] == '{' {
+				objs--
+				idx = 0
+				i = next + 3
+				continue
+			}
 			return i, len(mem), 0, fastClosed
 		}
 	}
