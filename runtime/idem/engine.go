@@ -233,6 +233,7 @@ type Engine struct {
 	lateRel     int                      // the releases among them (claimRelease kinds: MaxClaimReleases)
 	lateLost    int                      // the finishLostReply ones among those (MaxLostReplyReleases)
 	relDrop     releaseDrops             // the releases not tried (releaseDropped)
+	quota       quotaLog                 // the claims refused with ErrQuotaExceeded (refuseQuota)
 	lateBytes   int64                    // the size of their responses
 	lateIdle    chan struct{}            // closed when lateN drops to 0; nil while it is 0
 	lateWake    chan struct{}            // closed by Drain to wake the retries from their backoff, then replaced

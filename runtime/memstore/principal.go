@@ -1,0 +1,259 @@
+package memstore
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/maphash"
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// Per-principal fairness (Options.MaxPrincipalShare).
+//
+// Each shard accounts the records and bytes each principal
+// (idem.BeginRequest.Principal, "" excepted) holds in it, in an account
+// found by a hash of the principal (maphash, the store's seed: per
+// process). A record carries its account's number (its tag, 0 for no
+// principal) in 4 bytes stored right after its key in the key's chunk, so
+// a slot stays as it is and finding the account of a record that goes is
+// one read beside the key, which removing it reads anyway (to unindex it).
+// An account exists while its principal holds records in the shard: the
+// shard's map holds only principals with live records, and an account
+// number is reused only once no record carries it. Every change of what a
+// record holds (a claim, a response stored at Finish, a response dropped,
+// a record removed for any reason: expiry, eviction, Finish past the
+// expiry) updates its account in O(1); in steady state (no new principal)
+// none allocates.
+
+// DefaultMaxPrincipalShare is the default Options.MaxPrincipalShare.
+const DefaultMaxPrincipalShare = 1.0 / 8
+
+// tagBytes is the size of the principal tag stored after each key.
+const tagBytes = 4
+
+// ErrPrincipalFull is what Begin's error is (errors.Is) when it refused a
+// new record to a principal that holds more than Options.MaxPrincipalShare
+// of the shard's budget while the shard is more than half full. The error
+// is a *PrincipalFullError, which says when to retry; it is also
+// idem.ErrQuotaExceeded (the engine answers 429 IDEMPOTENCY_QUOTA_EXCEEDED
+// and never runs the request, FailOpen or not) and idem.ErrNothingDone.
+var ErrPrincipalFull = fmt.Errorf("memstore: principal full: this principal holds more than its share of the store (Options.MaxPrincipalShare) while the store is under pressure: %w", idem.ErrQuotaExceeded)
+
+// PrincipalFullError is the error of a claim refused for its principal's
+// share: it is ErrPrincipalFull (errors.Is), and its RetryAfter is the
+// time until the principal's soonest record in the shard may expire (no
+// earlier than the shard's soonest expiry), at least a second and at most
+// an hour. The engine (idem.RetryHint) sends it as the 429's Retry-After.
+type PrincipalFullError struct{ wait time.Duration }
+
+func (e *PrincipalFullError) Error() string {
+	return ErrPrincipalFull.Error() + "; retry after " + e.wait.String()
+}
+
+// Unwrap returns ErrPrincipalFull.
+func (e *PrincipalFullError) Unwrap() error { return ErrPrincipalFull }
+
+// Is reports idem.ErrNothingDone: the refused Begin claimed nothing.
+func (e *PrincipalFullError) Is(target error) bool { return target == idem.ErrNothingDone }
+
+// RetryAfter implements idem.RetryHint.
+func (e *PrincipalFullError) RetryAfter() time.Duration { return e.wait }
+
+var _ idem.RetryHint = (*PrincipalFullError)(nil)
+
+// principals are a shard's accounts.
+type principals struct {
+	ids   map[uint64]uint32 // principal hash -> account number (made at the first principal)
+	accts []account         // by number; accts[0] is unused (tag 0: no principal)
+	free  []uint32          // account numbers free for reuse
+	live  int               // accounts in use (len(ids)): 0 spares the reads of tags
+
+	// The rule, in the shard's terms (enabled: limEntries > 0): a
+	// principal that holds more than limBytes or limEntries is refused a
+	// new record while the shard holds more than pressBytes or
+	// pressEntries.
+	limBytes, pressBytes     int64
+	limEntries, pressEntries int
+}
+
+// account is what one principal holds in a shard.
+type account struct {
+	hash    uint64 // the principal's
+	bytes   int64  // accounted as the shard's bytes: keys, responses, EntryOverhead each
+	records int
+	soonest int64 // no record of it expires sooner (a bound: the min of the expiries it was given)
+}
+
+// setLimits sets the shard's rule from its bounds and the share (negative,
+// or 1 or more: disabled; a completion may take a principal over the whole
+// budget, as it may the shard).
+func (p *principals) setLimits(share float64, maxEntries int, maxBytes int64) {
+	if share < 0 || share >= 1 {
+		return
+	}
+	if share == 0 {
+		share = DefaultMaxPrincipalShare
+	}
+	p.limEntries = max(1, int(share*float64(maxEntries)))
+	p.limBytes = max(EntryOverhead, int64(share*float64(maxBytes)))
+	p.pressEntries, p.pressBytes = maxEntries/2, maxBytes/2
+}
+
+// claimant is the principal of a claim, as admit found it.
+type claimant struct {
+	named bool   // a principal (not ""), and the rule is enabled
+	hash  uint64 // the principal's hash
+	tag   uint32 // its account's number when admit looked (0: none)
+}
+
+// admit decides whether principal may make a new record in the shard: its
+// claimant when it may, else a *PrincipalFullError. A principal is refused
+// only when the shard holds more than half its share of MaxEntries or
+// MaxBytes and the principal more than its own share of them
+// (Options.MaxPrincipalShare of the shard's). No principal ("") and a
+// disabled rule make an unnamed claimant, never refused.
+func (sh *shard) admit(s *Store, principal string, now int64) (claimant, error) {
+	who := sh.claimantOf(s, principal)
+	if !who.named {
+		return who, nil
+	}
+	p := &sh.pr
+	who.tag = p.ids[who.hash]
+	if who.tag == 0 || (sh.count <= p.pressEntries && sh.bytes <= p.pressBytes) {
+		return who, nil
+	}
+	a := &p.accts[who.tag]
+	if a.records <= p.limEntries && a.bytes <= p.limBytes {
+		return who, nil
+	}
+	s.principalFull.Add(1)
+	wait := maxRetryAfter
+	if next := max(a.soonest, sh.minExp); next-now < int64(maxRetryAfter) {
+		wait = max(time.Second, time.Duration(next-now))
+	}
+	return claimant{}, &PrincipalFullError{wait: wait}
+}
+
+// claimantOf is principal's claimant, unchecked (for a claim that adds no
+// record: a takeover, a reclaim).
+func (sh *shard) claimantOf(s *Store, principal string) claimant {
+	if principal == "" || sh.pr.limEntries == 0 {
+		return claimant{}
+	}
+	return claimant{named: true, hash: maphash.String(s.seed, principal)}
+}
+
+// enter accounts a new record of size bytes expiring at exp to who (whose
+// account admit found may have been closed since, by evictions), and
+// returns the tag to store with it: its account's number, 0 for no
+// principal.
+func (sh *shard) enter(who claimant, size, exp int64) uint32 {
+	if !who.named {
+		return 0
+	}
+	p := &sh.pr
+	tag := who.tag
+	if tag == 0 || p.accts[tag].hash != who.hash || p.accts[tag].records == 0 {
+		tag = p.open(who.hash)
+	}
+	a := &p.accts[tag]
+	a.records++
+	a.bytes += size
+	a.soonest = min(a.soonest, exp)
+	return tag
+}
+
+// open returns the number of ph's account, made (empty) if it has none.
+func (p *principals) open(ph uint64) uint32 {
+	if tag, ok := p.ids[ph]; ok {
+		return tag
+	}
+	if p.ids == nil {
+		p.ids = make(map[uint64]uint32)
+	}
+	if len(p.accts) == 0 {
+		p.accts = append(p.accts, account{}) // number 0: no principal
+	}
+	var tag uint32
+	if n := len(p.free); n > 0 {
+		tag = p.free[n-1]
+		p.free = p.free[:n-1]
+	} else {
+		tag = uint32(len(p.accts))
+		p.accts = append(p.accts, account{})
+	}
+	p.accts[tag] = account{hash: ph, soonest: 1<<63 - 1}
+	p.ids[ph] = tag
+	p.live++
+	return tag
+}
+
+// tagOf returns the principal tag of slot i (stored after its key).
+func (sh *shard) tagOf(i int32) uint32 {
+	e := sh.at(i)
+	return binary.LittleEndian.Uint32(sh.chunks[e.keyChunk][e.keyOff+e.keyLen:])
+}
+
+// charge adds n bytes (a response stored, or dropped: n < 0) to slot i's
+// principal.
+func (sh *shard) charge(i int32, n int64) {
+	if sh.pr.live == 0 {
+		return
+	}
+	if t := sh.tagOf(i); t != 0 {
+		sh.pr.accts[t].bytes += n
+	}
+}
+
+// leave takes slot i, about to be removed, out of its principal's account
+// (its response, if any, was dropped already), and closes the account
+// when it was the principal's last record in the shard.
+func (sh *shard) leave(i int32) {
+	if sh.pr.live == 0 {
+		return
+	}
+	t := sh.tagOf(i)
+	if t == 0 {
+		return
+	}
+	p := &sh.pr
+	a := &p.accts[t]
+	a.records--
+	a.bytes -= int64(sh.at(i).keyLen) + EntryOverhead
+	if a.records == 0 {
+		delete(p.ids, a.hash)
+		*a = account{}
+		p.free = append(p.free, t)
+		p.live--
+	}
+}
+
+// retag moves slot i, taken over (or reclaimed) by a claim of who, to
+// who's account when it is another's. Its response was dropped. Only a
+// store used directly, or a key shared between principals
+// (idem.ScopeShared), sees a key change hands.
+func (sh *shard) retag(i int32, who claimant) {
+	if !who.named && sh.pr.live == 0 {
+		return
+	}
+	old := sh.tagOf(i)
+	if who.named && old != 0 && sh.pr.accts[old].hash == who.hash || !who.named && old == 0 {
+		return
+	}
+	e := sh.at(i)
+	sh.leave(i)
+	who.tag = 0
+	tag := sh.enter(who, int64(e.keyLen)+EntryOverhead, e.exp)
+	binary.LittleEndian.PutUint32(sh.chunks[e.keyChunk][e.keyOff+e.keyLen:], tag)
+}
+
+// storeKey appends key and its principal tag to a chunk and returns where
+// the key lies (the tag follows it).
+func (sh *shard) storeKey(key string, tag uint32) (int32, uint32) {
+	c := sh.reserve(len(key) + tagBytes)
+	buf := sh.chunks[c]
+	off := len(buf)
+	sh.chunks[c] = binary.LittleEndian.AppendUint32(append(buf, key...), tag)
+	return c, uint32(off)
+}
