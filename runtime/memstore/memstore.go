@@ -68,12 +68,13 @@
 //
 // An evicted record's window is cut short: a retry with its key executes
 // again. MinRetention is what protects the automatic retries of a request
-// (the generated clients' retry within about a minute): a caller that fills
-// the store with large responses under fresh keys evicts other callers'
-// records only once they are older than MinRetention, and otherwise gets
-// claims refused, its own and everyone else's, until records age or expire;
-// it never makes another caller's request run twice while that caller's
-// client is still retrying it. A negative MinRetention keeps every record
+// (the generated clients' retry within about a minute): callers that fill
+// the store with large responses under fresh keys (several principals, or
+// no principal: one principal is refused its share first, see below) evict
+// other callers' records only once they are older than MinRetention, and
+// otherwise get claims refused, theirs and everyone else's, until records
+// age or expire; they never make another caller's request run twice
+// while that caller's client is still retrying it. A negative MinRetention keeps every record
 // for its whole window (fully fail closed). The store keeps a whole window
 // of records when a window's worth fits the bounds: new records a second ×
 // Window records, each of EntryOverhead plus its key and response bytes.
@@ -84,7 +85,27 @@
 // with 256-byte responses keeps a whole window below about 6 new keys a
 // second, and is refused nothing below about 150 a second. Size MaxBytes and
 // MaxEntries for that at the largest stored responses (Response.MaxBytes),
-// and rate-limit callers, so that no single one can fill the store.
+// and rate-limit callers.
+//
+// No single caller fills the store, though: each shard accounts the
+// records and bytes each principal (idem.BeginRequest.Principal: the
+// engine's Options.Principal) holds in it, and while the shard is more
+// than half full (by its share of MaxEntries or of MaxBytes) it refuses a
+// new key to a principal that holds more than Options.MaxPrincipalShare of
+// that share already (default 1/8), with ErrPrincipalFull (a
+// *PrincipalFullError, saying when that principal's soonest record there
+// may expire; the engine answers 429 IDEMPOTENCY_QUOTA_EXCEEDED with that
+// as Retry-After, and never runs the request, FailOpen or not: it is a
+// refusal of one caller, not an outage), counted in Stats.PrincipalFull.
+// The others are admitted. A caller flooding the store with fresh keys
+// thus fills about half of it (plus the responses of its claims in flight,
+// stored as they complete) and is then refused alone, instead of getting
+// every caller ErrFull for up to MinRetention. Below half full no one is
+// refused, so a single tenant on an idle store is not; a service whose
+// callers are one or two named principals raises the share (1 or more, or
+// negative: no limit). No principal ("": idem.Anonymous) is never limited
+// nor accounted. The share bounds each principal, not several together
+// (eight principals at 1/8 hold a shard).
 //
 // A PENDING record is never evicted: when a shard holds nothing but PENDING
 // records, Begin fails with ErrFull. A completion is never lost: Finish
