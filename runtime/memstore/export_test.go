@@ -9,7 +9,7 @@ func (s *Store) PrincipalUsage(principal string) (records int, bytes int64) {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		if t, ok := sh.pr.ids[ph]; ok {
+		if t := sh.pr.find(ph); t != 0 {
 			records += sh.pr.accts[t].records
 			bytes += sh.pr.accts[t].bytes
 		}

@@ -19,12 +19,15 @@ import (
 // a slot stays as it is and finding the account of a record that goes is
 // one read beside the key, which removing it reads anyway (to unindex it).
 // An account exists while its principal holds records in the shard: the
-// shard's map holds only principals with live records, and an account
-// number is reused only once no record carries it. Every change of what a
-// record holds (a claim, a response stored at Finish, a response dropped,
-// a record removed for any reason: expiry, eviction, Finish past the
-// expiry) updates its account in O(1); in steady state (no new principal)
-// none allocates.
+// shard's index of accounts (see find) holds only principals with live
+// records, and an account number is reused only once no record carries it.
+// Every change of what a record holds (a claim, a response stored at
+// Finish, a response dropped, a record removed for any reason: expiry,
+// eviction, Finish past the expiry; a key taken over by another principal)
+// updates the accounts in O(1), and none allocates once the index has grown
+// to the most principals the shard held at once. No principal costs a
+// 4-byte tag written with each key, and a look at the number of accounts
+// (none: nothing more) as a record grows or goes.
 
 // DefaultMaxPrincipalShare is the default Options.MaxPrincipalShare.
 const DefaultMaxPrincipalShare = 1.0 / 8
@@ -64,10 +67,10 @@ var _ idem.RetryHint = (*PrincipalFullError)(nil)
 
 // principals are a shard's accounts.
 type principals struct {
-	ids   map[uint64]uint32 // principal hash -> account number (made at the first principal)
-	accts []account         // by number; accts[0] is unused (tag 0: no principal)
-	free  []uint32          // account numbers free for reuse
-	live  int               // accounts in use (len(ids)): 0 spares the reads of tags
+	idx   []uint64  // open addressing: 0 empty, else hash>>32<<32 | account number, placed at hash&mask (see find)
+	accts []account // by number; accts[0] is unused (tag 0: no principal)
+	free  []uint32  // account numbers free for reuse
+	live  int       // accounts in use (indexed): 0 spares the reads of tags
 
 	// The rule, in the shard's terms (enabled: limEntries > 0): a
 	// principal that holds more than limBytes or limEntries is refused a
@@ -112,14 +115,21 @@ type claimant struct {
 // only when the shard holds more than half its share of MaxEntries or
 // MaxBytes and the principal more than its own share of them
 // (Options.MaxPrincipalShare of the shard's). No principal ("") and a
-// disabled rule make an unnamed claimant, never refused.
+// disabled rule make an unnamed claimant, never refused (inlined: no call).
 func (sh *shard) admit(s *Store, principal string, now int64) (claimant, error) {
-	who := sh.claimantOf(s, principal)
-	if !who.named {
-		return who, nil
+	if principal == "" {
+		return claimant{}, nil
 	}
+	return sh.admitNamed(s, principal, now)
+}
+
+func (sh *shard) admitNamed(s *Store, principal string, now int64) (claimant, error) {
 	p := &sh.pr
-	who.tag = p.ids[who.hash]
+	if p.limEntries == 0 {
+		return claimant{}, nil
+	}
+	who := claimant{named: true, hash: maphash.String(s.seed, principal)}
+	who.tag = p.find(who.hash)
 	if who.tag == 0 || (sh.count <= p.pressEntries && sh.bytes <= p.pressBytes) {
 		return who, nil
 	}
@@ -152,6 +162,10 @@ func (sh *shard) enter(who claimant, size, exp int64) uint32 {
 	if !who.named {
 		return 0
 	}
+	return sh.enterNamed(who, size, exp)
+}
+
+func (sh *shard) enterNamed(who claimant, size, exp int64) uint32 {
 	p := &sh.pr
 	tag := who.tag
 	if tag == 0 || p.accts[tag].hash != who.hash || p.accts[tag].records == 0 {
@@ -166,11 +180,11 @@ func (sh *shard) enter(who claimant, size, exp int64) uint32 {
 
 // open returns the number of ph's account, made (empty) if it has none.
 func (p *principals) open(ph uint64) uint32 {
-	if tag, ok := p.ids[ph]; ok {
+	if tag := p.find(ph); tag != 0 {
 		return tag
 	}
-	if p.ids == nil {
-		p.ids = make(map[uint64]uint32)
+	if (p.live+1)*4 > len(p.idx)*3 {
+		p.grow()
 	}
 	if len(p.accts) == 0 {
 		p.accts = append(p.accts, account{}) // number 0: no principal
@@ -184,9 +198,76 @@ func (p *principals) open(ph uint64) uint32 {
 		p.accts = append(p.accts, account{})
 	}
 	p.accts[tag] = account{hash: ph, soonest: 1<<63 - 1}
-	p.ids[ph] = tag
+	p.insert(ph>>32<<32 | uint64(tag))
 	p.live++
 	return tag
+}
+
+// The index of accounts by principal hash: a pointer-free open-addressing
+// table, as the shard's index of records (linear probing, backward-shift
+// deletion, no tombstones), so that principals coming and going allocate
+// nothing once it has grown to the most accounts the shard held at once
+// (at least 8 entries, at most 3/4 full; it never shrinks).
+
+// find returns the number of the account of hash ph, or 0.
+func (p *principals) find(ph uint64) uint32 {
+	if p.live == 0 {
+		return 0
+	}
+	mask := uint64(len(p.idx) - 1)
+	for i := ph & mask; ; i = (i + 1) & mask {
+		w := p.idx[i]
+		if w == 0 {
+			return 0
+		}
+		if w>>32 == ph>>32 && p.accts[uint32(w)].hash == ph {
+			return uint32(w)
+		}
+	}
+}
+
+// insert puts index word w (hash>>32<<32 | number) at its place; the
+// account's hash is already set.
+func (p *principals) insert(w uint64) {
+	mask := uint64(len(p.idx) - 1)
+	i := p.accts[uint32(w)].hash & mask
+	for p.idx[i] != 0 {
+		i = (i + 1) & mask
+	}
+	p.idx[i] = w
+}
+
+func (p *principals) grow() {
+	old := p.idx
+	p.idx = make([]uint64, max(8, 2*len(old)))
+	for _, w := range old {
+		if w != 0 {
+			p.insert(w)
+		}
+	}
+}
+
+// unindex removes account t (of hash ph) from the index.
+func (p *principals) unindex(t uint32, ph uint64) {
+	mask := uint64(len(p.idx) - 1)
+	want := ph>>32<<32 | uint64(t)
+	i := ph & mask
+	for p.idx[i] != want {
+		i = (i + 1) & mask
+	}
+	for q := i; ; {
+		q = (q + 1) & mask
+		w := p.idx[q]
+		if w == 0 {
+			break
+		}
+		home := p.accts[uint32(w)].hash & mask
+		if (q-home)&mask >= (q-i)&mask {
+			p.idx[i] = w
+			i = q
+		}
+	}
+	p.idx[i] = 0
 }
 
 // tagOf returns the principal tag of slot i (stored after its key).
@@ -213,6 +294,10 @@ func (sh *shard) leave(i int32) {
 	if sh.pr.live == 0 {
 		return
 	}
+	sh.leaveNamed(i)
+}
+
+func (sh *shard) leaveNamed(i int32) {
 	t := sh.tagOf(i)
 	if t == 0 {
 		return
@@ -222,7 +307,7 @@ func (sh *shard) leave(i int32) {
 	a.records--
 	a.bytes -= int64(sh.at(i).keyLen) + EntryOverhead
 	if a.records == 0 {
-		delete(p.ids, a.hash)
+		p.unindex(t, a.hash)
 		*a = account{}
 		p.free = append(p.free, t)
 		p.live--

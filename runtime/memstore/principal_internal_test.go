@@ -44,14 +44,20 @@ func checkAccounts(t *testing.T, s *Store, owner map[string]string, step int) {
 			x.bytes += int64(e.keyLen) + EntryOverhead + int64(e.respLen)
 			got[tag] = x
 		}
-		if sh.pr.live != len(got) || len(sh.pr.ids) != len(got) {
-			t.Fatalf("step %d: shard %d has %d accounts (%d ids), records of %d", step, si, sh.pr.live, len(sh.pr.ids), len(got))
-		}
-		for h, tag := range sh.pr.ids {
+		indexed := 0
+		for _, w := range sh.pr.idx {
+			if w == 0 {
+				continue
+			}
+			indexed++
+			tag := uint32(w)
 			a := sh.pr.accts[tag]
-			if a.hash != h || a.records != got[tag].records || a.bytes != got[tag].bytes {
+			if a.hash>>32 != w>>32 || sh.pr.find(a.hash) != tag || a.records != got[tag].records || a.bytes != got[tag].bytes {
 				t.Fatalf("step %d: account %d: %+v, its records hold %+v", step, tag, a, got[tag])
 			}
+		}
+		if sh.pr.live != len(got) || indexed != len(got) {
+			t.Fatalf("step %d: shard %d has %d accounts (%d indexed), records of %d", step, si, sh.pr.live, indexed, len(got))
 		}
 		sh.mu.Unlock()
 	}
@@ -63,6 +69,12 @@ func checkAccounts(t *testing.T, s *Store, owner map[string]string, step int) {
 // small store that expires, evicts and takes over, and checks the accounts
 // against the records after each step.
 func TestPrincipalAccountsAgainstSlots(t *testing.T) {
+	for _, many := range []bool{false, true} {
+		t.Run(fmt.Sprint("many=", many), func(t *testing.T) { testPrincipalAccounts(t, many) })
+	}
+}
+
+func testPrincipalAccounts(t *testing.T, many bool) {
 	now := time.Unix(1_700_000_000, 0)
 	s := New(Options{Shards: 1, MaxEntries: 300, MaxBytes: 64 << 10, MinRetention: time.Second, SweepInterval: -1,
 		Now: func() time.Time { return now }})
@@ -70,10 +82,18 @@ func TestPrincipalAccountsAgainstSlots(t *testing.T) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(7, 8))
 	principals := []string{"", "", "alice", "bob", "carol", "dave"}
+	if many {
+		// Enough to probe and shift in the accounts' index as they come
+		// and go.
+		for i := range 200 {
+			principals = append(principals, fmt.Sprint("p", i))
+		}
+	}
 	owner := map[string]string{}
 	tokens := map[string]idem.Token{}
 	var tok idem.Token
-	for step := range 20000 {
+	mostAccounts := 0
+	for step := range 12000 {
 		k := fmt.Sprint("k", rng.IntN(400))
 		switch op := rng.IntN(20); {
 		case op < 9:
@@ -111,11 +131,12 @@ func TestPrincipalAccountsAgainstSlots(t *testing.T) {
 			sh.mu.Unlock()
 		}
 		checkAccounts(t, s, owner, step)
+		mostAccounts = max(mostAccounts, s.Stats().Principals)
 	}
 	now = now.Add(time.Hour)
 	s.Sweep()
 	checkAccounts(t, s, owner, -1)
-	if st := s.Stats(); st.Entries != 0 || st.Principals != 0 || st.PrincipalFull == 0 || st.Evicted == 0 {
-		t.Fatalf("at the end: %+v", st)
+	if st := s.Stats(); st.Entries != 0 || st.Principals != 0 || !many && st.PrincipalFull == 0 || st.Evicted == 0 || mostAccounts < 4 || many && mostAccounts < 50 {
+		t.Fatalf("at the end: %+v, at most %d accounts", st, mostAccounts)
 	}
 }

@@ -240,3 +240,47 @@ func TestPrincipalAccountingReturnsToZero(t *testing.T) {
 		assert.Zero(t, bytes, p)
 	}
 }
+
+// BenchmarkFirstRequestNamed is BenchmarkFirstRequest's "alone" for
+// claims made by named principals (idem.BeginRequest.Principal), taken in
+// turn from a set of them: their accounts are found by hash, and the store
+// is under pressure all along (it evicts), each principal below its share.
+func BenchmarkFirstRequestNamed(b *testing.B) {
+	for _, n := range []int{64, 4096} {
+		b.Run(fmt.Sprint("principals=", n), func(b *testing.B) {
+			s := memstore.New(memstore.Options{SweepInterval: -1, MinRetention: time.Nanosecond})
+			defer s.Close()
+			ctx := context.Background()
+			resp := make([]byte, 256)
+			keys := make([]string, 1<<16)
+			principals := make([]string, n)
+			for i := range principals {
+				principals[i] = fmt.Sprintf("user-%08d", i)
+			}
+			round := 0
+			b.ReportAllocs()
+			i := len(keys)
+			for b.Loop() {
+				if i == len(keys) {
+					b.StopTimer()
+					round++
+					for j := range keys {
+						keys[j] = fmt.Sprintf("i1p0:11:createOrderk36:%08d-%027d", round, j)
+					}
+					i = 0
+					b.StartTimer()
+				}
+				k := keys[i]
+				i++
+				tok := idem.Token(i)
+				res, err := s.Begin(ctx, &idem.BeginRequest{Key: k, Token: tok, Lease: time.Minute, TTL: time.Hour, Principal: principals[i%n]})
+				if err != nil || !res.Acquired {
+					b.Fatalf("Begin: %v %+v", err, res)
+				}
+				if err := s.Finish(ctx, k, tok, idem.StateCompleted, resp); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
