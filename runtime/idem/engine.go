@@ -71,7 +71,9 @@ type Options struct {
 	// heartbeat, so a run that outlasts it no longer keeps a retry out.
 	// Neither applies to a store call that failed because the request's own
 	// context had ended (its client went away, or a deadline set for it
-	// passed): that request is refused with CodeRequestEnded, never run.
+	// passed): that request is refused with CodeRequestEnded, never run;
+	// nor to a claim the store refused for its caller's share
+	// (ErrQuotaExceeded): refused 429 CodeQuotaExceeded, never run.
 	FailOpen bool
 	// Transactional runs handlers inside the store's transaction (the store
 	// must implement Transactor, or New panics): the response is buffered and
