@@ -99,8 +99,10 @@
 // refusal of one caller, not an outage), counted in Stats.PrincipalFull.
 // The others are admitted. A caller flooding the store with fresh keys
 // thus fills about half of it (plus the responses of its claims in flight,
-// stored as they complete) and is then refused alone, instead of getting
-// every caller ErrFull for up to MinRetention. Below half full no one is
+// stored as they complete, and of the claims that took each shard past
+// half: 1 MB responses under the defaults, 8 MiB shards, fill about 160
+// MiB of 256) and is then refused alone, instead of getting every caller
+// ErrFull for up to MinRetention. Below half full no one is
 // refused, so a single tenant on an idle store is not; a service whose
 // callers are one or two named principals raises the share (1 or more, or
 // negative: no limit). No principal ("": idem.Anonymous) is never limited
