@@ -320,8 +320,12 @@ func (sh *shard) leaveNamed(i int32) {
 // (idem.ScopeShared), sees a key change hands.
 func (sh *shard) retag(i int32, who claimant) {
 	if !who.named && sh.pr.live == 0 {
-		return
+		return // no principal, and no record of one (inlined: no call)
 	}
+	sh.retagNamed(i, who)
+}
+
+func (sh *shard) retagNamed(i int32, who claimant) {
 	old := sh.tagOf(i)
 	if who.named && old != 0 && sh.pr.accts[old].hash == who.hash || !who.named && old == 0 {
 		return
@@ -336,9 +340,12 @@ func (sh *shard) retag(i int32, who claimant) {
 // storeKey appends key and its principal tag to a chunk and returns where
 // the key lies (the tag follows it).
 func (sh *shard) storeKey(key string, tag uint32) (int32, uint32) {
-	c := sh.reserve(len(key) + tagBytes)
+	c := sh.reserve(len(key) + tagBytes) // room in the chunk's capacity
 	buf := sh.chunks[c]
 	off := len(buf)
-	sh.chunks[c] = binary.LittleEndian.AppendUint32(append(buf, key...), tag)
+	buf = buf[:off+len(key)+tagBytes]
+	copy(buf[off:], key)
+	binary.LittleEndian.PutUint32(buf[off+len(key):], tag)
+	sh.chunks[c] = buf
 	return c, uint32(off)
 }
