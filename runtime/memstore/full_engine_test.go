@@ -180,3 +180,35 @@ func TestEngineFloodByOnePrincipal(t *testing.T) {
 		})
 	}
 }
+
+// TestEngineAnonymousFloodNotLimited: callers without a principal
+// (idem.Anonymous) are never refused for a share: their flood fills the
+// store and gets 503 IDEMPOTENCY_STORE_UNAVAILABLE (ErrFull), as before
+// MaxPrincipalShare, never 429.
+func TestEngineAnonymousFloodNotLimited(t *testing.T) {
+	policy := idem.MustCompile(idem.Spec{
+		Operation: "createPayment", Method: "POST", Path: "/payments", Semantics: idem.Strict,
+		Key: idem.KeySpec{Carrier: idem.CarrierHeader, Name: "Idempotency-Key", Required: idem.Required},
+	})
+	s, _ := newClockStore(t, memstore.Options{Shards: 1, MaxBytes: 64 << 10})
+	eng := idem.New(s, idem.Options{Principal: idem.Anonymous, Logger: slog.New(slog.DiscardHandler)})
+	h := eng.Handler(policy, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write(b)
+	}))
+	big := []byte(`{"amount":1,"description":"` + string(bytes.Repeat([]byte("A"), 4<<10)) + `"}`)
+	codes := map[int]int{}
+	for i := range 40 {
+		r := httptest.NewRequest("POST", "/payments", bytes.NewReader(big))
+		r.Header.Set("Idempotency-Key", fmt.Sprint("a-", i))
+		r.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		codes[w.Code]++
+	}
+	assert.Zero(t, codes[http.StatusTooManyRequests], "%v", codes)
+	assert.NotZero(t, codes[http.StatusServiceUnavailable], "%v", codes)
+	assert.Zero(t, s.Stats().PrincipalFull)
+	assert.NotZero(t, s.Stats().Full)
+}
