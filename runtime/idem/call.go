@@ -872,7 +872,7 @@ func (c *Call) claim() {
 	}
 	cs := c.claimSide()
 	cs.breq = BeginRequest{Key: c.scope, Fingerprint: c.fp, Lease: spec.InFlight.Lease, TTL: spec.Window,
-		SameFingerprintToReclaim: p.sameFPReclaim}
+		SameFingerprintToReclaim: p.sameFPReclaim, Principal: c.principal}
 	if e.recycle {
 		// Only a ContextBound store gets the Call's reusable memory: the
 		// Call may have been recycled by another Engine (the pool is the
@@ -1192,6 +1192,10 @@ func (c *Call) inFlight(waited time.Duration) {
 func (c *Call) storeFailed(err error) {
 	if ended := c.requestEnded(); ended != nil {
 		c.refuseEnded(ended, err)
+		return
+	}
+	if errors.Is(err, ErrQuotaExceeded) {
+		c.refuseQuota(err) // one caller refused, not an outage: no FailOpen
 		return
 	}
 	e := c.e

@@ -163,7 +163,11 @@
 // went away, or a timeout middleware's deadline passed) is no store failure:
 // the request is refused with IDEMPOTENCY_REQUEST_ENDED (499, or 503 for a
 // deadline), reported as EventRejected, logged at Info, and never run by
-// FailOpen (see CodeRequestEnded).
+// FailOpen (see CodeRequestEnded). Nor is a store's refusal of one caller,
+// who holds too large a share of it (ErrQuotaExceeded: memstore's
+// Options.MaxPrincipalShare): 429 IDEMPOTENCY_QUOTA_EXCEEDED with
+// Retry-After, reported as EventRejected, logged at most once a minute,
+// and never run by FailOpen.
 //
 // # Transactions
 //

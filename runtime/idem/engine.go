@@ -71,7 +71,9 @@ type Options struct {
 	// heartbeat, so a run that outlasts it no longer keeps a retry out.
 	// Neither applies to a store call that failed because the request's own
 	// context had ended (its client went away, or a deadline set for it
-	// passed): that request is refused with CodeRequestEnded, never run.
+	// passed): that request is refused with CodeRequestEnded, never run;
+	// nor to a claim the store refused for its caller's share
+	// (ErrQuotaExceeded): refused 429 CodeQuotaExceeded, never run.
 	FailOpen bool
 	// Transactional runs handlers inside the store's transaction (the store
 	// must implement Transactor, or New panics): the response is buffered and
@@ -233,6 +235,7 @@ type Engine struct {
 	lateRel     int                      // the releases among them (claimRelease kinds: MaxClaimReleases)
 	lateLost    int                      // the finishLostReply ones among those (MaxLostReplyReleases)
 	relDrop     releaseDrops             // the releases not tried (releaseDropped)
+	quota       quotaLog                 // the claims refused with ErrQuotaExceeded (refuseQuota)
 	lateBytes   int64                    // the size of their responses
 	lateIdle    chan struct{}            // closed when lateN drops to 0; nil while it is 0
 	lateWake    chan struct{}            // closed by Drain to wake the retries from their backoff, then replaced

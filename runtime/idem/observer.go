@@ -67,8 +67,11 @@ const (
 	// (CodeRecordUnreadable), or its own context ended (the client went
 	// away, or a deadline set for it passed) while the engine checked its
 	// key, so that a store call failed with it (CodeRequestEnded: no store
-	// failure, and FailOpen does not run it). Engine.Refuse reports one for a refusal the
-	// router made (a key parameter it rejected).
+	// failure, and FailOpen does not run it), or the store refused its
+	// new key for its caller's share (CodeQuotaExceeded, 429; Err is the
+	// store's ErrQuotaExceeded; FailOpen does not run it either).
+	// Engine.Refuse reports one for a refusal the router made (a key
+	// parameter it rejected).
 	EventRejected
 	// EventNotReplayable: the response exceeded Response.MaxBytes (or a
 	// strict Visit failed after the status was sent: see Call.Complete); the

@@ -28,6 +28,13 @@ const (
 	// CodeStoreUnavailable (503, with Retry-After): the record store failed;
 	// nothing was executed. Retry after Retry-After.
 	CodeStoreUnavailable = "IDEMPOTENCY_STORE_UNAVAILABLE"
+	// CodeQuotaExceeded (429, with Retry-After): the record store refused
+	// a new key of this caller (Options.Principal's principal), which holds
+	// too large a share of the store already (memstore's
+	// Options.MaxPrincipalShare), to keep room for the others: see
+	// ErrQuotaExceeded. Nothing was executed, FailOpen or not. Retry after
+	// Retry-After, once the caller's records have aged or expired.
+	CodeQuotaExceeded = "IDEMPOTENCY_QUOTA_EXCEEDED"
 	// CodeResponseUnavailable (409, no Retry-After): the request was executed,
 	// but its response exceeded Response.MaxBytes and was not stored, so it
 	// cannot be replayed. The problem's "original_status" member carries the

@@ -103,6 +103,18 @@ type BeginRequest struct {
 	// or, for the same request fingerprinted in another version, claims again
 	// with the record's Fingerprint.
 	SameFingerprintToReclaim bool
+	// Principal is the caller whose request makes the claim, as
+	// Options.Principal returned it (under ScopeShared too: the keys are
+	// shared, but the record is still made for this caller), or "" for no
+	// principal (idem.Anonymous, a nil Options.Principal, or one that
+	// answered "" where that is allowed). A store may use it to keep one
+	// caller from filling it at the expense of the others (memstore's
+	// Options.MaxPrincipalShare) and refuse such a caller's new claims
+	// with an error that is ErrQuotaExceeded; "" is never limited. It
+	// changes nothing else: the Key already scopes the record. It may
+	// alias memory of the request, as Key does. Stores that do not limit
+	// callers ignore it.
+	Principal string
 	// Buf is memory of the Engine's that a store may use for the Response
 	// of the Record it returns, by appending to Buf[:0] (a store that copies
 	// responses out of memory it reuses, as memstore does). The Engine
@@ -181,6 +193,14 @@ type BeginResult struct {
 // Errors: a Begin error after which the store certainly did not claim the
 // key may be marked so (NothingDone, ErrNothingDone); the engine releases
 // the claim any other failed Begin may have made.
+//
+// Quotas: a store may refuse a claim that would add a record (a key with
+// no record, or an expired one) with an error that is ErrQuotaExceeded
+// (and ErrNothingDone: nothing was claimed) when BeginRequest.Principal
+// holds more than its share of the store already, so that one caller
+// cannot fill it for all (memstore does, see its Options.MaxPrincipalShare).
+// It never refuses so the empty principal (no principal), nor a claim that
+// adds no record (a takeover, a reclaim, a re-run of the same claim).
 type Store interface {
 	Begin(ctx context.Context, req *BeginRequest) (BeginResult, error)
 	Finish(ctx context.Context, key string, token Token, state State, response []byte) error
@@ -236,6 +256,18 @@ type nothingDone struct{ error }
 func (e nothingDone) Unwrap() error { return e.error }
 
 func (nothingDone) Is(target error) bool { return target == ErrNothingDone }
+
+// ErrQuotaExceeded is what the error of a Begin refused for its caller
+// alone is (errors.Is): the store keeps room for the other callers, and
+// this one (BeginRequest.Principal) holds too large a share of it already
+// (memstore.ErrPrincipalFull). The store claimed nothing. The engine
+// answers it 429 CodeQuotaExceeded, with the error's RetryHint as
+// Retry-After (else Options.UnavailableRetryAfter), reports an
+// EventRejected (not EventStoreError: the store works) and never runs such
+// a request, FailOpen or not: it is a deliberate refusal of one caller,
+// not an outage. A store refuses so only a claim of a new key by a caller
+// that is not "".
+var ErrQuotaExceeded = errors.New("idem: the caller holds too large a share of the record store")
 
 // ErrMisconfigured marks a store error that will not go away by itself:
 // the store's setup is wrong (its role lacks a privilege, its table or

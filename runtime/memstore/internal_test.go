@@ -221,7 +221,7 @@ func TestPrefetchBounds(t *testing.T) {
 	key := make([]byte, 100)
 	for i := range slotsPerPage + 1 {
 		key[0], key[1] = byte(i), byte(i>>8)
-		sh.add(string(key), maphash.Bytes(sh.seed, key), 1)
+		sh.add(string(key), maphash.Bytes(sh.seed, key), 1, 0)
 		sh.prefetchClaim(len(key)) // at the end of a page: no slot made yet
 		sh.prefetchAppend(prefetchResponse)
 	}

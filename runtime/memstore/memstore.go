@@ -68,12 +68,13 @@
 //
 // An evicted record's window is cut short: a retry with its key executes
 // again. MinRetention is what protects the automatic retries of a request
-// (the generated clients' retry within about a minute): a caller that fills
-// the store with large responses under fresh keys evicts other callers'
-// records only once they are older than MinRetention, and otherwise gets
-// claims refused, its own and everyone else's, until records age or expire;
-// it never makes another caller's request run twice while that caller's
-// client is still retrying it. A negative MinRetention keeps every record
+// (the generated clients' retry within about a minute): callers that fill
+// the store with large responses under fresh keys (several principals, or
+// no principal: one principal is refused its share first, see below) evict
+// other callers' records only once they are older than MinRetention, and
+// otherwise get claims refused, theirs and everyone else's, until records
+// age or expire; they never make another caller's request run twice
+// while that caller's client is still retrying it. A negative MinRetention keeps every record
 // for its whole window (fully fail closed). The store keeps a whole window
 // of records when a window's worth fits the bounds: new records a second ×
 // Window records, each of EntryOverhead plus its key and response bytes.
@@ -84,7 +85,29 @@
 // with 256-byte responses keeps a whole window below about 6 new keys a
 // second, and is refused nothing below about 150 a second. Size MaxBytes and
 // MaxEntries for that at the largest stored responses (Response.MaxBytes),
-// and rate-limit callers, so that no single one can fill the store.
+// and rate-limit callers.
+//
+// No single caller fills the store, though: each shard accounts the
+// records and bytes each principal (idem.BeginRequest.Principal: the
+// engine's Options.Principal) holds in it, and while the shard is more
+// than half full (by its share of MaxEntries or of MaxBytes) it refuses a
+// new key to a principal that holds more than Options.MaxPrincipalShare of
+// that share already (default 1/8), with ErrPrincipalFull (a
+// *PrincipalFullError, saying when that principal's soonest record there
+// may expire; the engine answers 429 IDEMPOTENCY_QUOTA_EXCEEDED with that
+// as Retry-After, and never runs the request, FailOpen or not: it is a
+// refusal of one caller, not an outage), counted in Stats.PrincipalFull.
+// The others are admitted. A caller flooding the store with fresh keys
+// thus fills about half of it (plus the responses of its claims in flight,
+// stored as they complete, and of the claims that took each shard past
+// half: 1 MB responses under the defaults, 8 MiB shards, fill about 160
+// MiB of 256) and is then refused alone, instead of getting every caller
+// ErrFull for up to MinRetention. Below half full no one is
+// refused, so a single tenant on an idle store is not; a service whose
+// callers are one or two named principals raises the share (1 or more, or
+// negative: no limit). No principal ("": idem.Anonymous) is never limited
+// nor accounted. The share bounds each principal, not several together
+// (eight principals at 1/8 hold a shard).
 //
 // A PENDING record is never evicted: when a shard holds nothing but PENDING
 // records, Begin fails with ErrFull. A completion is never lost: Finish
@@ -160,6 +183,24 @@ type Options struct {
 	// PENDING records never are. See the package doc, "Bounds and
 	// eviction".
 	MinRetention time.Duration
+	// MaxPrincipalShare is the share of a shard's bounds (MaxEntries and
+	// MaxBytes, each) that one principal (idem.BeginRequest.Principal) may
+	// hold and still make new records while the shard is under pressure:
+	// more than half full, by either bound (default
+	// DefaultMaxPrincipalShare, 1/8; negative: no limit). A claim of a new
+	// key by a principal that holds more is refused with ErrPrincipalFull
+	// (the engine answers 429 IDEMPOTENCY_QUOTA_EXCEEDED, FailOpen or
+	// not), and the other principals' are admitted: one caller flooding
+	// the store with fresh keys fills at most about half of it, leaving
+	// the rest to the others (it would otherwise get every caller refused
+	// ErrFull, 503, for up to MinRetention). Below the pressure a principal
+	// is never refused, so a single tenant may use half the store before
+	// its share counts; a larger share lets a few heavy principals use
+	// more of it under pressure, and lets fewer principals together fill
+	// it (1/8: eight of them, each at its share, hold it all; four fill the
+	// half that pressure leaves). No principal ("": idem.Anonymous) is
+	// never limited. See the package doc, "Bounds and eviction".
+	MaxPrincipalShare float64
 	// SweepInterval is how often the background sweeper runs (default 30s);
 	// negative disables it (expiry stays lazy and amortized).
 	SweepInterval time.Duration
@@ -240,6 +281,14 @@ type Stats struct {
 	// could run again anyway), not counted in Evicted.
 	EvictedFailed int64
 	Full          int64 // Begin calls refused with ErrFull (the store was full of records that may not go)
+	// PrincipalFull counts Begin calls refused with ErrPrincipalFull (a
+	// principal over its Options.MaxPrincipalShare while the store was
+	// under pressure).
+	PrincipalFull int64
+	// Principals is the number of principal accounts held now: the
+	// principals with records, each counted once per shard that holds
+	// some of them.
+	Principals int
 }
 
 // Store is an in-memory idem.Store.
@@ -253,6 +302,7 @@ type Store struct {
 	minRet int64            // Options.MinRetention in ns; negative: never evict a COMPLETED record (or FAILED with a response) within its window
 
 	expired, evicted, evictedFailed, full atomic.Int64
+	principalFull                         atomic.Int64
 
 	stop      chan struct{}
 	done      chan struct{}
@@ -302,7 +352,8 @@ type shard struct {
 	bytes      int64
 	maxEntries int
 	maxBytes   int64
-	_          [64]byte // keep shards on separate cache lines
+	pr         principals // what each principal holds (principal.go)
+	_          [64]byte   // keep shards on separate cache lines
 }
 
 // slot is a record, in 96 bytes. state 0 marks a free slot. A record is on
@@ -382,6 +433,7 @@ func New(opts Options) *Store {
 		// one more of what does not divide evenly.
 		sh.maxEntries = max(1, min(maxEntries/n+bit(i < maxEntries%n), 1<<31-2))
 		sh.maxBytes = maxBytes/int64(n) + int64(bit(int64(i) < maxBytes%int64(n)))
+		sh.pr.setLimits(opts.MaxPrincipalShare, sh.maxEntries, sh.maxBytes)
 	}
 	// The shards' memory is the arena's, which the garbage collector does
 	// not free: give it back once the Store is unreachable.
@@ -434,12 +486,14 @@ func (s *Store) Close() error {
 
 // Stats returns the store's counters.
 func (s *Store) Stats() Stats {
-	st := Stats{Expired: s.expired.Load(), Evicted: s.evicted.Load(), EvictedFailed: s.evictedFailed.Load(), Full: s.full.Load()}
+	st := Stats{Expired: s.expired.Load(), Evicted: s.evicted.Load(), EvictedFailed: s.evictedFailed.Load(), Full: s.full.Load(),
+		PrincipalFull: s.principalFull.Load()}
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		st.Entries += sh.count
 		st.Bytes += sh.bytes
+		st.Principals += sh.pr.live
 		sh.mu.Unlock()
 	}
 	return st
@@ -489,13 +543,18 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 		return idem.BeginResult{Acquired: true}, nil
 	case i == none:
 		size := int64(len(req.Key)) + EntryOverhead
+		who, err := sh.admit(s, req.Principal, now)
+		if err != nil {
+			return idem.BeginResult{}, err
+		}
 		// A record larger than the shard's share of MaxBytes is admitted
 		// into an empty shard, as a response larger than it is stored.
 		if (sh.count >= sh.maxEntries || sh.bytes+size > sh.maxBytes) && !sh.makeRoom(s, now, size) && sh.count > 0 {
 			s.full.Add(1)
 			return idem.BeginResult{}, sh.full(s, now)
 		}
-		i = sh.add(req.Key, h, after(now, req.TTL))
+		exp := after(now, req.TTL)
+		i = sh.add(req.Key, h, exp, sh.enter(who, size, exp))
 	case sh.at(i).state == idem.StatePending && now >= sh.at(i).lease &&
 		(!req.SameFingerprintToReclaim || sh.at(i).fp == req.Fingerprint):
 		prior = idem.StatePending
@@ -509,6 +568,7 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 		sh.dropResponse(i)
 		sh.at(i).exp = after(now, req.TTL)
 		sh.expiryFix(i)
+		sh.retag(i, sh.claimantOf(s, req.Principal))
 	}
 	e := sh.at(i)
 	e.state = idem.StatePending
@@ -562,6 +622,7 @@ func (s *Store) Finish(ctx context.Context, key string, token idem.Token, state 
 		c, off := store(sh, response)
 		e.hasResp, e.respChunk, e.respOff, e.respLen = true, c, off, uint32(len(response))
 		sh.bytes += int64(len(response))
+		sh.charge(i, int64(len(response)))
 	}
 	e.state = state
 	e.lease = now // finished now: MinRetention counts from here
@@ -764,7 +825,7 @@ func (sh *shard) find(key string, h uint64) int32 {
 }
 
 // add makes a new record for key (hash h) expiring at exp and indexes it.
-func (sh *shard) add(key string, h uint64, exp int64) int32 {
+func (sh *shard) add(key string, h uint64, exp int64, tag uint32) int32 {
 	var i int32
 	if n := len(sh.free); n > 0 {
 		i = sh.free[n-1]
@@ -776,7 +837,7 @@ func (sh *shard) add(key string, h uint64, exp int64) int32 {
 		}
 		sh.nslots++
 	}
-	c, off := store(sh, key)
+	c, off := sh.storeKey(key, tag)
 	*sh.at(i) = slot{exp: exp, keyChunk: c, keyOff: off, keyLen: uint32(len(key)),
 		respChunk: none, expiryPos: none, prev: none, next: none}
 	if (sh.count+1)*4 > len(sh.idx)*3 {
@@ -903,7 +964,8 @@ func (sh *shard) remove(i int32) {
 	sh.unlist(i)
 	sh.dropResponse(i)
 	e := sh.at(i)
-	sh.release(e.keyChunk, e.keyLen)
+	sh.leave(i)
+	sh.release(e.keyChunk, e.keyLen+tagBytes)
 	sh.bytes -= int64(e.keyLen) + EntryOverhead
 	*e = slot{}
 	sh.free = append(sh.free, i)
@@ -917,6 +979,7 @@ func (sh *shard) dropResponse(i int32) {
 	}
 	sh.release(e.respChunk, e.respLen)
 	sh.bytes -= int64(e.respLen)
+	sh.charge(i, -int64(e.respLen))
 	e.hasResp, e.respChunk, e.respOff, e.respLen = false, none, 0, 0
 }
 
@@ -1088,7 +1151,7 @@ func (sh *shard) compact() {
 			continue
 		}
 		if e.keyLen > 0 {
-			e.keyChunk, e.keyOff = store(sh, old[e.keyChunk][e.keyOff:e.keyOff+e.keyLen])
+			e.keyChunk, e.keyOff = store(sh, old[e.keyChunk][e.keyOff:e.keyOff+e.keyLen+tagBytes]) // the principal tag follows the key
 		}
 		if e.respLen > 0 {
 			e.respChunk, e.respOff = store(sh, old[e.respChunk][e.respOff:e.respOff+e.respLen])

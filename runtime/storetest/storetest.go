@@ -82,6 +82,7 @@ func RunConformanceTests(t *testing.T, newStore func(t *testing.T) idem.Store) {
 	run("LocalReader", testLocalReader)
 	run("FinishRacingHeartbeat", testFinishRacingHeartbeat)
 	run("Transactor", testTransactor)
+	run("PrincipalChangesNoDecision", testPrincipal)
 }
 
 var prefixSeq atomic.Uint64
@@ -361,6 +362,43 @@ func testReclaimFailed(t *testing.T, s idem.Store, key func(string) string) {
 	}
 	if err := s.Finish(testCtx(t), k, tk, idem.StateCompleted, nil); !errors.Is(err, idem.ErrFenced) {
 		t.Fatalf("first holder's Finish after reclaim = %v, want ErrFenced", err)
+	}
+}
+
+// beginAs is begin for a claim by principal (idem.BeginRequest.Principal).
+func beginAs(t *testing.T, s idem.Store, principal, key string, f idem.Fingerprint, token idem.Token) idem.BeginResult {
+	t.Helper()
+	ctx, cancel := callCtx(t)
+	defer cancel()
+	res, err := s.Begin(ctx, &idem.BeginRequest{Key: key, Fingerprint: f, Token: token, Lease: long, TTL: long, Principal: principal})
+	if err != nil {
+		t.Fatalf("Begin(%q) by %q: %v", key, principal, err)
+	}
+	return res
+}
+
+// testPrincipal: BeginRequest.Principal decides nothing about a key in a
+// store with room (a store may only refuse a principal over its share of
+// a store under pressure): a claim by one principal is reported to
+// another's Begin, a re-run of the claim with another Principal is still
+// acquired, and a reclaimable record is reclaimed by another principal (a
+// shared key changes hands) and by no principal.
+func testPrincipal(t *testing.T, s idem.Store, key func(string) string) {
+	k, tk := key("principal"), tok()
+	acquired(t, "Begin by alice", beginAs(t, s, "alice", k, fp(1), tk), 0)
+	acquired(t, "the same claim again, by no principal", beginAs(t, s, "", k, fp(1), tk), 0)
+	if res := beginAs(t, s, "bob", k, fp(1), tok()); res.Acquired || res.Record.Token != tk {
+		t.Fatalf("bob's Begin of alice's PENDING key: %+v, want alice's record", res)
+	}
+	finish(t, s, k, tk, idem.StateFailed, nil)
+	nw := tok()
+	acquired(t, "bob reclaims a FAILED key", beginAs(t, s, "bob", k, fp(2), nw), idem.StateFailed)
+	finish(t, s, k, nw, idem.StateFailed, nil)
+	nw2 := tok()
+	acquired(t, "no principal reclaims it", beginAs(t, s, "", k, fp(3), nw2), idem.StateFailed)
+	finish(t, s, k, nw2, idem.StateCompleted, []byte("done"))
+	if rec, ok := get(t, s, k); !ok || rec.State != idem.StateCompleted || string(rec.Response) != "done" {
+		t.Fatalf("record = %+v (found %v)", rec, ok)
 	}
 }
 

@@ -55,6 +55,7 @@ var codes = map[string]string{
 	"KeyReused":            idem.CodeKeyReused,
 	"KeyInUse":             idem.CodeKeyInUse,
 	"StoreUnavailable":     idem.CodeStoreUnavailable,
+	"QuotaExceeded":        idem.CodeQuotaExceeded,
 	"ResponseUnavailable":  idem.CodeResponseUnavailable,
 	"RequestTooLarge":      idem.CodeRequestTooLarge,
 	"RequestUnreadable":    idem.CodeRequestUnreadable,
