@@ -113,6 +113,7 @@ import (
 	"unsafe"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/internal/mono"
 )
 
 // Options configure a Store. Zero values take the defaults.
@@ -250,7 +251,11 @@ type Store struct {
 	now    func() time.Time // Options.Now, or nil for the default clock
 	base   time.Time        // the default clock's origin (with a monotonic reading)
 	baseNs int64            // base in Unix ns
-	minRet int64            // Options.MinRetention in ns; negative: never evict a COMPLETED record (or FAILED with a response) within its window
+	// monoOff is base's monotonic reading since mono.Epoch: a reading
+	// since mono.Epoch that a call's context made (mono.Started) is base's
+	// clock at baseNs + reading - monoOff, as nowNs would have read it.
+	monoOff time.Duration
+	minRet  int64 // Options.MinRetention in ns; negative: never evict a COMPLETED record (or FAILED with a response) within its window
 
 	expired, evicted, evictedFailed, full atomic.Int64
 
@@ -371,6 +376,7 @@ func New(opts Options) *Store {
 	if s.now == nil {
 		s.base = time.Now()
 		s.baseNs = s.base.UnixNano()
+		s.monoOff = s.base.Sub(mono.Epoch)
 	}
 	for i := range s.shards {
 		sh := &s.shards[i]
@@ -464,7 +470,7 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 	sh, h := s.shard(req.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	now := s.nowNs()
+	now := s.nowAt(ctx)
 	if now >= sh.minExp {
 		sh.dropExpired(s, now, amortizedPops)
 	}
@@ -533,7 +539,7 @@ func (s *Store) Finish(ctx context.Context, key string, token idem.Token, state 
 	sh, h := s.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	now := s.nowNs()
+	now := s.nowAt(ctx)
 	i := sh.find(key, h)
 	if i == none {
 		return idem.ErrFenced
@@ -675,6 +681,22 @@ func (s *Store) nowNs() int64 {
 		return s.now().UnixNano()
 	}
 	return s.baseNs + int64(time.Since(s.base))
+}
+
+// nowAt is nowNs for a call with context ctx, taken from the reading that
+// ctx made when the call started (mono.Started: the engine's store calls)
+// under the default clock, which then reads no clock: the call's now is
+// when it started, before it waited for its shard's lock (as if it had got
+// the lock at once; the engine counts a claim's lease from there too).
+func (s *Store) nowAt(ctx context.Context) int64 {
+	if s.now == nil {
+		if m, ok := ctx.(mono.Started); ok {
+			if d, ok := m.MonoStarted(); ok {
+				return s.baseNs + int64(d-s.monoOff)
+			}
+		}
+	}
+	return s.nowNs()
 }
 
 // bit is 1 for true, 0 for false.
