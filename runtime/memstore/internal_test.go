@@ -53,26 +53,27 @@ func TestExpiryOrder(t *testing.T) {
 			}
 			n, last := 0, int64(math.MinInt64)
 			for p := sh.qlo; p != sh.qhi; p++ {
-				q := sh.qe(p)
-				if q.exp < last {
-					t.Fatalf("step %d: queue entry %d expires before the one ahead", step, p)
-				}
-				last = q.exp
-				if q.slot == none {
+				q := *sh.qe(p)
+				if q == none {
 					continue
 				}
 				n++
-				if e := sh.at(q.slot); !e.queued || uint32(e.expiryPos) != p || e.exp != q.exp {
+				e := sh.at(q)
+				if e.exp < last {
+					t.Fatalf("step %d: queue entry %d expires before the one ahead", step, p)
+				}
+				last = e.exp
+				if !e.queued || uint32(e.expiryPos) != p {
 					t.Fatalf("step %d: slot of queue entry %d does not point back", step, p)
 				}
 			}
-			if sh.qlo != sh.qhi && sh.qe(sh.qlo).slot == none {
+			if sh.qlo != sh.qhi && *sh.qe(sh.qlo) == none {
 				t.Fatalf("step %d: the queue's front is dead", step)
 			}
 			if n != sh.qlive || n+sh.nheap != len(live) {
 				t.Fatalf("step %d: %d live in the queue (counted %d), %d in the heap, want %d in all", step, n, sh.qlive, sh.nheap, len(live))
 			}
-			if sh.qhi-sh.qlo > 2*uint32(n)+entriesPerExpiryPage {
+			if sh.qhi-sh.qlo > 2*uint32(n)+queueSlack {
 				t.Fatalf("step %d: the queue holds %d entries for %d live", step, sh.qhi-sh.qlo, n)
 			}
 			want := int64(math.MaxInt64)

@@ -282,7 +282,7 @@ type shard struct {
 	pages  []*slotPage   // the slot table, in pages that never move
 	nslots int32         // slots made
 	free   []int32       // free slot numbers
-	queue  []*expiryPage // records in order of expiry (see qe)
+	queue  []*queuePage  // records in order of expiry (see qe)
 	qbase  uint32        // the position of queue[0][0]
 	qlo    uint32        // the queue's front (live when the queue is not empty)
 	qhi    uint32        // the queue's end
@@ -962,7 +962,7 @@ func (sh *shard) prefetchClaim(n int) {
 		prefetch(unsafe.Add(p, unsafe.Sizeof(slot{})-1))
 	}
 	sh.prefetchAppend(n)
-	if d := sh.qhi - sh.qbase; int(d/entriesPerExpiryPage) < len(sh.queue) {
+	if d := sh.qhi - sh.qbase; int(d/entriesPerQueuePage) < len(sh.queue) {
 		prefetch(unsafe.Pointer(sh.qe(sh.qhi)))
 	}
 	if sh.count >= sh.maxEntries || sh.bytes+int64(n)+EntryOverhead > sh.maxBytes {
@@ -993,7 +993,7 @@ func (sh *shard) prefetchEvict() {
 		}
 	}
 	if e.queued {
-		if d := uint32(e.expiryPos) - sh.qbase; int(d/entriesPerExpiryPage) < len(sh.queue) {
+		if d := uint32(e.expiryPos) - sh.qbase; int(d/entriesPerQueuePage) < len(sh.queue) {
 			prefetch(unsafe.Pointer(sh.qe(uint32(e.expiryPos))))
 		}
 	}
@@ -1191,7 +1191,7 @@ func (sh *shard) expiryRemove(i int32) {
 	}
 	sh.minExp = math.MaxInt64
 	if sh.qlo != sh.qhi {
-		sh.minExp = sh.qe(sh.qlo).exp
+		sh.minExp = sh.at(*sh.qe(sh.qlo)).exp
 	}
 	if sh.nheap > 0 {
 		sh.minExp = min(sh.minExp, sh.hp(0).exp)
@@ -1207,31 +1207,39 @@ func (sh *shard) expiryFix(i int32) {
 // soonest returns the record that expires first (at minExp); the shard
 // holds one (minExp < MaxInt64).
 func (sh *shard) soonest() int32 {
-	if sh.qlo != sh.qhi && (sh.nheap == 0 || sh.qe(sh.qlo).exp <= sh.hp(0).exp) {
-		return sh.qe(sh.qlo).slot
+	if sh.qlo != sh.qhi {
+		if q := *sh.qe(sh.qlo); sh.nheap == 0 || sh.at(q).exp <= sh.hp(0).exp {
+			return q
+		}
 	}
 	return sh.hp(0).slot
 }
 
-// The queue: entries in order of expiry at positions [qlo, qhi) (uint32,
-// wrapping), in a ring of pages whose first holds position qbase. A removed
-// entry is marked dead (slot none) and passed over when it reaches the
+// The queue: the slot numbers of records in order of expiry at positions
+// [qlo, qhi) (uint32, wrapping), in a ring of pages whose first holds
+// position qbase. An entry is ordered by its slot's exp, which does not
+// change while it is queued (expiryFix takes it out and puts it back). A
+// removed entry is marked dead (none) and passed over when it reaches the
 // front; when more than half the queue is dead, the live entries move up
-// (amortized O(1) per removal), so the queue holds at most about twice its
-// live entries.
+// (amortized O(1) per removal), so the queue holds at most about twice
+// its live entries.
+
+// queueSlack: the queue compacts when it holds more than twice its live
+// entries plus this many.
+const queueSlack = 1024
 
 // qe returns the queue entry at position p.
-func (sh *shard) qe(p uint32) *expiryEntry {
+func (sh *shard) qe(p uint32) *int32 {
 	d := p - sh.qbase
-	return &sh.queue[d/entriesPerExpiryPage][d%entriesPerExpiryPage]
+	return &sh.queue[d/entriesPerQueuePage][d%entriesPerQueuePage]
 }
 
 func (sh *shard) qpush(i int32, exp int64) {
-	if int((sh.qhi-sh.qbase)/entriesPerExpiryPage) == len(sh.queue) {
-		sh.queue = append(sh.queue, newExpiryPage())
+	if int((sh.qhi-sh.qbase)/entriesPerQueuePage) == len(sh.queue) {
+		sh.queue = append(sh.queue, newQueuePage())
 	}
 	p := sh.qhi
-	*sh.qe(p) = expiryEntry{exp: exp, slot: i}
+	*sh.qe(p) = i
 	e := sh.at(i)
 	e.expiryPos, e.queued = int32(p), true
 	sh.qhi++
@@ -1241,7 +1249,7 @@ func (sh *shard) qpush(i int32, exp int64) {
 
 func (sh *shard) qremove(i int32) {
 	e := sh.at(i)
-	sh.qe(uint32(e.expiryPos)).slot = none
+	*sh.qe(uint32(e.expiryPos)) = none
 	e.expiryPos, e.queued = none, false
 	sh.qlive--
 	if sh.qlive == 0 {
@@ -1249,18 +1257,18 @@ func (sh *shard) qremove(i int32) {
 		sh.qlo, sh.qhi, sh.qlast = sh.qbase, sh.qbase, math.MinInt64
 		return
 	}
-	for sh.qe(sh.qlo).slot == none {
+	for *sh.qe(sh.qlo) == none {
 		sh.qlo++
 	}
-	for sh.qlo-sh.qbase >= entriesPerExpiryPage {
+	for sh.qlo-sh.qbase >= entriesPerQueuePage {
 		// The first page is behind the front: it goes to the end of the
 		// ring, for the queue's growth.
 		pg := sh.queue[0]
 		copy(sh.queue, sh.queue[1:])
 		sh.queue[len(sh.queue)-1] = pg
-		sh.qbase += entriesPerExpiryPage
+		sh.qbase += entriesPerQueuePage
 	}
-	if n := sh.qhi - sh.qlo; n > 2*uint32(sh.qlive)+entriesPerExpiryPage {
+	if n := sh.qhi - sh.qlo; n > 2*uint32(sh.qlive)+queueSlack {
 		sh.qcompact()
 	}
 }
@@ -1269,18 +1277,18 @@ func (sh *shard) qremove(i int32) {
 func (sh *shard) qcompact() {
 	to := sh.qlo
 	for p := sh.qlo; p != sh.qhi; p++ {
-		q := sh.qe(p)
-		if q.slot == none {
+		q := *sh.qe(p)
+		if q == none {
 			continue
 		}
 		if p != to {
-			*sh.qe(to) = *q
-			sh.at(q.slot).expiryPos = int32(to)
+			*sh.qe(to) = q
+			sh.at(q).expiryPos = int32(to)
 		}
 		to++
 	}
 	sh.qhi = to
-	sh.qlast = sh.qe(to - 1).exp
+	sh.qlast = sh.at(*sh.qe(to - 1)).exp
 }
 
 // The heap on ExpiresAt, with indexes kept in the slots.
