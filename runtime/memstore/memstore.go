@@ -716,7 +716,22 @@ func after(now int64, d time.Duration) int64 {
 }
 
 // at returns slot i.
-func (sh *shard) at(i int32) *slot { return &sh.pages[i/slotsPerPage][i%slotsPerPage] }
+//
+// Its address is computed, not taken of the page's element (&page[j]): the
+// compiler checks a page pointer for nil by loading from it, which reads
+// the page's first line, most often cold (a page holds 682 slots), and
+// stalls on it even when the slot is only prefetched (prefetchClaim).
+// Pages are never nil, and the index is in range.
+func (sh *shard) at(i int32) *slot {
+	u := uint32(i) // none (and any negative i) is out of range
+	return (*slot)(pageElem(unsafe.Pointer(sh.pages[u/slotsPerPage]), uintptr(u%slotsPerPage), unsafe.Sizeof(slot{})))
+}
+
+// pageElem returns the address of element j, of size bytes, of the page at
+// p: &p[j] without a load from p (see at).
+func pageElem(p unsafe.Pointer, j, size uintptr) unsafe.Pointer {
+	return unsafe.Add(p, j*size)
+}
 
 // reclaimable is idem.Record.Reclaimable on a slot (hasResp stands for
 // Response != nil), without building the Record.
@@ -1231,7 +1246,7 @@ const queueSlack = 1024
 // qe returns the queue entry at position p.
 func (sh *shard) qe(p uint32) *int32 {
 	d := p - sh.qbase
-	return &sh.queue[d/entriesPerQueuePage][d%entriesPerQueuePage]
+	return (*int32)(pageElem(unsafe.Pointer(sh.queue[d/entriesPerQueuePage]), uintptr(d%entriesPerQueuePage), 4))
 }
 
 func (sh *shard) qpush(i int32, exp int64) {
@@ -1295,7 +1310,8 @@ func (sh *shard) qcompact() {
 
 // hp returns heap entry j.
 func (sh *shard) hp(j int) *expiryEntry {
-	return &sh.heap[j/entriesPerExpiryPage][j%entriesPerExpiryPage]
+	u := uint(j) // a negative j is out of range
+	return (*expiryEntry)(pageElem(unsafe.Pointer(sh.heap[u/entriesPerExpiryPage]), uintptr(u%entriesPerExpiryPage), unsafe.Sizeof(expiryEntry{})))
 }
 
 func (sh *shard) heapPush(i int32, exp int64) {
