@@ -73,3 +73,27 @@ func TestCallStartReading(t *testing.T) {
 		}
 	})
 }
+
+// TestPrefetchKey: a hint that changes nothing, on an empty store (no
+// index yet) as on one with records, for keys it holds or not.
+func TestPrefetchKey(t *testing.T) {
+	s := memstore.New(memstore.Options{SweepInterval: -1, Shards: 1})
+	defer s.Close()
+	ctx := context.Background()
+	s.PrefetchKey("k0")
+	s.PrefetchKey("")
+	for i := range 3000 {
+		k := "k" + string(rune('a'+i%26)) + time.Duration(i).String()
+		s.PrefetchKey(k)
+		if _, err := s.Begin(ctx, &idem.BeginRequest{Key: k, Token: 1, Lease: time.Minute, TTL: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		s.PrefetchKey(k)
+		if rec, ok, _ := s.Get(ctx, k); !ok || rec.State != idem.StatePending {
+			t.Fatalf("%s: %+v %v", k, rec, ok)
+		}
+	}
+	if st := s.Stats(); st.Entries != 3000 {
+		t.Fatalf("%d entries, want 3000", st.Entries)
+	}
+}
