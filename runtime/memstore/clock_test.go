@@ -97,3 +97,34 @@ func TestPrefetchKey(t *testing.T) {
 		t.Fatalf("%d entries, want 3000", st.Entries)
 	}
 }
+
+// TestPrefetchKeyWhileGrowing: PrefetchKey takes no lock, so it runs while
+// other goroutines grow the index it reads (a data race here fails under
+// -race).
+func TestPrefetchKeyWhileGrowing(t *testing.T) {
+	s := memstore.New(memstore.Options{SweepInterval: -1, Shards: 1})
+	defer s.Close()
+	ctx := context.Background()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 5000 {
+			k := "g" + time.Duration(i).String()
+			if _, err := s.Begin(ctx, &idem.BeginRequest{Key: k, Token: 1, Lease: time.Minute, TTL: time.Hour}); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	for i := 0; ; i++ {
+		select {
+		case <-done:
+			if st := s.Stats(); st.Entries != 5000 {
+				t.Fatalf("%d entries, want 5000", st.Entries)
+			}
+			return
+		default:
+			s.PrefetchKey("p" + time.Duration(i%9000).String())
+		}
+	}
+}

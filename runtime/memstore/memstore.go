@@ -307,7 +307,15 @@ type shard struct {
 	bytes      int64
 	maxEntries int
 	maxBytes   int64
-	_          [64]byte // keep shards on separate cache lines
+
+	// idxAt and idxMask are idx's address and len-1, set with it, for
+	// PrefetchKey, which reads them without the lock: a pair read while
+	// the index grows may mix the old and the new, which a prefetch (it
+	// never faults) does not mind.
+	idxAt   atomic.Pointer[uint64]
+	idxMask atomic.Uint64
+
+	_ [64]byte // keep shards on separate cache lines
 }
 
 // slot is a record, in 96 bytes. state 0 marks a free slot. A record is on
@@ -423,6 +431,7 @@ func freeShards(shards []shard) {
 		}
 		mem.free(idxBlock(sh.idx))
 		sh.chunks, sh.pages, sh.heap, sh.queue, sh.idx = nil, nil, nil, nil, nil
+		sh.idxAt.Store(nil)
 		sh.mu.Unlock()
 	}
 }
@@ -620,14 +629,12 @@ func (s *Store) ReadLocal(key string, buf []byte) (idem.Record, bool) {
 // CPU's caches): a hint, which changes nothing. runtime/idem's engine calls
 // it as soon as a request's scope key is known, before digesting the
 // request's body, so that its first store call finds the word in the
-// cache.
+// cache. It takes no lock (idxAt, idxMask).
 func (s *Store) PrefetchKey(key string) {
 	sh, h := s.shard(key)
-	sh.mu.Lock()
-	if n := uint64(len(sh.idx)); n > 0 {
-		prefetch(unsafe.Pointer(&sh.idx[h>>32&(n-1)]))
+	if p := sh.idxAt.Load(); p != nil {
+		prefetch(unsafe.Add(unsafe.Pointer(p), 8*(h>>32&sh.idxMask.Load())))
 	}
-	sh.mu.Unlock()
 }
 
 // ExtendLease implements idem.LeaseExtender: it moves the lease to now +
@@ -858,6 +865,8 @@ func (sh *shard) insert(w uint64) {
 func (sh *shard) grow() {
 	old := sh.idx
 	sh.idx = newIndex(max(minBlock/8, 2*len(old)))
+	sh.idxMask.Store(uint64(len(sh.idx) - 1))
+	sh.idxAt.Store(&sh.idx[0])
 	for _, w := range old {
 		if w != 0 {
 			sh.insert(w)
