@@ -292,3 +292,31 @@ func TestPrefetchEvict(t *testing.T) {
 		t.Fatalf("c: %v %v, want PENDING", ok, rec.State)
 	}
 }
+
+// TestPageElemOutOfRange: at, qe and hp compute an entry's address from
+// its page's (no load from the page), and an index out of range still
+// panics, none and negative ones included, instead of addressing memory
+// outside the pages.
+func TestPageElemOutOfRange(t *testing.T) {
+	sh := &shard{pages: []*slotPage{new(slotPage)}, queue: []*queuePage{new(queuePage)}, heap: []*expiryPage{new(expiryPage)}}
+	if sh.at(slotsPerPage-1) != &sh.pages[0][slotsPerPage-1] || sh.qe(5) != &sh.queue[0][5] || sh.hp(7) != &sh.heap[0][7] {
+		t.Fatal("an entry's address is not its page's element")
+	}
+	for name, f := range map[string]func(){
+		"at(none)":                 func() { sh.at(none) },
+		"at(slotsPerPage)":         func() { sh.at(slotsPerPage) },
+		"qe(qbase-1)":              func() { sh.qe(sh.qbase - 1) },
+		"qe(4096)":                 func() { sh.qe(entriesPerQueuePage) },
+		"hp(-1)":                   func() { sh.hp(-1) },
+		"hp(entriesPerExpiryPage)": func() { sh.hp(entriesPerExpiryPage) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s did not panic", name)
+				}
+			}()
+			f()
+		}()
+	}
+}
