@@ -420,18 +420,6 @@ func (c *Call) begin(k Key) {
 		}
 		return
 	}
-	c.fpIn = c.fpInput()
-	fpc := c.e.fpc
-	c.fpk = fpc.key(p, &c.fpIn, c.key == "")
-	if fp, ok := fpc.get(c.fpk); ok {
-		c.fp = fp
-	} else if c.key != "" && c.e.local != nil {
-		// Not in the cache: the key's record may tell that this request
-		// was made before without it (readLocal).
-		c.fpLater = true
-	} else {
-		c.fp = fpc.compute(p, &c.fpIn, c.fpk)
-	}
 	var b []byte
 	pr := c.principal // the scope's principal: none when the keys are shared
 	if p.spec.Scope == ScopeShared {
@@ -439,7 +427,9 @@ func (c *Call) begin(k Key) {
 	}
 	// The scope is built in the storeSide's buffer, or, before a Call from
 	// the pool over a store that is not ContextBound has one, in the
-	// Call's own, as a scratch.
+	// Call's own, as a scratch. A keyed request's is built first: a store
+	// in memory (keyPrefetcher) then brings in what its first call will
+	// look at while the fingerprint's cache digests the body.
 	buf := &c.own.scopeBuf
 	if c.ss != nil {
 		buf = &c.ss.scopeBuf
@@ -452,7 +442,23 @@ func (c *Call) begin(k Key) {
 		b = appendKeyField(append(buf[:0], p.anonKeyScope...), c.key)
 	case c.key != "":
 		b = appendKeyField(appendScopeHead(buf[:0], pr, p.spec.Operation, kindKey), c.key)
-	default:
+	}
+	if pf := c.e.prefetch; pf != nil && len(b) > 0 {
+		pf.PrefetchKey(unsafe.String(unsafe.SliceData(b), len(b)))
+	}
+	c.fpIn = c.fpInput()
+	fpc := c.e.fpc
+	c.fpk = fpc.key(p, &c.fpIn, c.key == "")
+	if fp, ok := fpc.get(c.fpk); ok {
+		c.fp = fp
+	} else if c.key != "" && c.e.local != nil {
+		// Not in the cache: the key's record may tell that this request
+		// was made before without it (readLocal).
+		c.fpLater = true
+	} else {
+		c.fp = fpc.compute(p, &c.fpIn, c.fpk)
+	}
+	if c.key == "" {
 		var hx [2 * len(Fingerprint{})]byte
 		hex.Encode(hx[:], c.fp[:])
 		b = appendScope(buf[:0], pr, p.spec.Operation, kindFP, string(hx[:]))

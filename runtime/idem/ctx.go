@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"github.com/idemgen/idemgen/runtime/internal/mono"
 )
 
 // boundedCtx behaves as context.WithDeadline(parent, deadline) at a fraction
@@ -44,7 +46,7 @@ type boundedCtx struct {
 	timeout time.Duration
 
 	mu          sync.Mutex
-	start       time.Duration  // since epoch, when the timeout started (see initAt); 0: not yet
+	start       atomic.Int64   // since epoch (a time.Duration), when the timeout started (see initAt); 0: not yet; written under mu, read without it by MonoStarted
 	err         error          // why it ended; nil while it runs
 	done        chan struct{}  // made by Done (closedChan when it ended before); closed when it ends
 	q           *deadlineQueue // the queue Done put it in, until its release
@@ -71,13 +73,17 @@ type boundedCtx struct {
 // due returns its deadline since epoch, once its timeout started: under
 // b.mu, or under its queue's mu while it is queued (start and timeout do
 // not change then).
-func (b *boundedCtx) due() time.Duration { return b.start + b.timeout }
+func (b *boundedCtx) due() time.Duration { return time.Duration(b.start.Load()) + b.timeout }
 
-var _ context.Context = (*boundedCtx)(nil)
+var (
+	_ context.Context = (*boundedCtx)(nil)
+	_ mono.Started    = (*boundedCtx)(nil)
+)
 
 // epoch anchors the monotonic readings of boundedCtx: time.Since(epoch)
-// reads only the monotonic clock, at half the cost of time.Now.
-var epoch = time.Now()
+// reads only the monotonic clock, at half the cost of time.Now. It is
+// runtime/memstore's too (mono.Started).
+var epoch = mono.Epoch
 
 // closedChan is the Done channel of a boundedCtx that ended before a store
 // asked for it.
@@ -97,7 +103,7 @@ func (b *boundedCtx) init(parent context.Context, d time.Duration) {
 func (b *boundedCtx) initAt(parent context.Context, d, start time.Duration) {
 	b.parent = parent
 	b.timeout = d
-	b.start = start
+	b.start.Store(int64(start))
 }
 
 // started returns when the timeout started, noting now if it had not yet
@@ -105,10 +111,21 @@ func (b *boundedCtx) initAt(parent context.Context, d, start time.Duration) {
 // (b.mu held).
 func (b *boundedCtx) started() time.Duration {
 	b.consulted = true
-	if b.start == 0 {
-		b.start = max(time.Since(epoch), 1)
+	start := time.Duration(b.start.Load())
+	if start == 0 {
+		start = max(time.Since(epoch), 1)
+		b.start.Store(int64(start))
 	}
-	return b.start
+	return start
+}
+
+// MonoStarted implements mono.Started: when the call's timeout started,
+// the reading memstore takes as the call's now (it reads no clock of its
+// own). That is a reading made just before the call (initAt: the claim's
+// Begin), or the one the store's first look made (its Err on entry).
+func (b *boundedCtx) MonoStarted() (time.Duration, bool) {
+	start := b.start.Load()
+	return time.Duration(start), start > 0
 }
 
 // deadline returns the call's own deadline (b.mu held).

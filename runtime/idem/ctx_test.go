@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/runtime/internal/mono"
 )
 
 func newBounded(parent context.Context, d time.Duration) *boundedCtx {
@@ -56,6 +58,33 @@ func TestBoundedCtx(t *testing.T) {
 		assert.ErrorIs(t, b.Err(), context.DeadlineExceeded)
 		assert.True(t, closed(b.Done()), "Done agrees with Err")
 		assert.Equal(t, context.DeadlineExceeded, context.Cause(b))
+	})
+	t.Run("MonoStarted", func(t *testing.T) {
+		// The reading a store takes as its call's now (mono.Started):
+		// none before the store's first look without initAt, then the
+		// reading that look made; the caller's with initAt.
+		b := &boundedCtx{}
+		b.init(context.Background(), time.Minute)
+		defer b.release()
+		_, ok := b.MonoStarted()
+		assert.False(t, ok, "no reading yet")
+		before := time.Since(epoch)
+		assert.NoError(t, b.Err())
+		at, ok := b.MonoStarted()
+		assert.True(t, ok)
+		assert.True(t, at >= before && at <= time.Since(epoch), "the first look's reading: %v not in [%v, now]", at, before)
+		assert.NoError(t, b.Err())
+		again, _ := b.MonoStarted()
+		assert.Equal(t, at, again, "later looks keep it")
+
+		start := max(time.Since(epoch)-time.Millisecond, 1)
+		b2 := &boundedCtx{}
+		b2.initAt(context.Background(), time.Minute, start)
+		defer b2.release()
+		at, ok = b2.MonoStarted()
+		assert.True(t, ok)
+		assert.Equal(t, start, at, "the caller's reading")
+		var _ mono.Started = b2
 	})
 	t.Run("StartedAt", func(t *testing.T) {
 		// initAt: the timeout counts from the caller's reading, not from

@@ -227,6 +227,7 @@ type Engine struct {
 	fpc         *fpCache
 	recent      *recentKeys   // over a ReadFirst store
 	local       LocalReader   // the store, when it is one: records are tagged
+	prefetch    keyPrefetcher // the store, when it is one (memstore)
 	lateFor     time.Duration // Options.FinishRetryFor
 	lateFirst   time.Duration // the retries' first backoff (lateFinishFirst; tests change it)
 	lateMax     time.Duration // and its cap (lateFinishMax)
@@ -302,6 +303,7 @@ func New(store Store, opts Options) *Engine {
 	e.watcher, _ = store.(Watcher)
 	_, e.recycle = store.(ContextBound)
 	e.local, _ = store.(LocalReader)
+	e.prefetch, _ = store.(keyPrefetcher)
 	if _, ok := store.(ReadFirst); ok {
 		e.recent = newRecentKeys()
 	}

@@ -184,3 +184,8 @@ func CaptureHolds(r *http.Request) (holders int32, pooled, ok bool) {
 	defer cp.mu.Unlock()
 	return cp.holders.Load(), cp.buf == nil, true
 }
+
+// ScopeKey is the scope key of a keyed request of principal to operation.
+func ScopeKey(principal, operation, key string) string {
+	return string(appendScope(nil, principal, operation, kindKey, key))
+}

@@ -398,6 +398,17 @@ type LocalReader interface {
 	ReadLocal(key string, buf []byte) (rec Record, found bool)
 }
 
+// keyPrefetcher is a store in the process's memory (memstore) that can
+// bring into the CPU's cache, without waiting for it, the memory its first
+// call with a key will look at (its index): a hint that changes nothing.
+// The engine calls PrefetchKey as soon as a request's scope key is known,
+// before the work that comes before its first store call (the
+// fingerprint cache's digest of the body), so that the cache miss of that
+// call overlaps the work instead of stalling it.
+type keyPrefetcher interface {
+	PrefetchKey(key string)
+}
+
 // LeaseExtender lets a long-running holder extend its lease (a heartbeat).
 //
 // ExtendLease, atomically: if the record exists, is unexpired, PENDING and

@@ -224,21 +224,26 @@ const (
 	// slotsPerPage: the slot table grows by pages of 64 KiB (slots are 96
 	// bytes: TestSlotSize), never copied.
 	slotsPerPage = slotPageBytes / 96
-	// entriesPerExpiryPage: the expiry heap and queue grow by pages of 16 KiB
+	// entriesPerExpiryPage: the expiry heap grows by pages of 16 KiB
 	// (entries are 16 bytes), never copied (append's growth would allocate
-	// five times what the heap holds).
+	// five times what the heap holds); entriesPerQueuePage: the expiry
+	// queue by pages of 16 KiB too, of slot numbers (4 bytes: what every
+	// record costs in the queue, beside its slot).
 	entriesPerExpiryPage = 1024
+	entriesPerQueuePage  = 4096
 )
 
 type (
 	slotPage   [slotsPerPage]slot
 	expiryPage [entriesPerExpiryPage]expiryEntry
+	queuePage  [entriesPerQueuePage]int32
 )
 
 // A page must fit its block (a negative array length does not compile).
 var (
 	_ [slotPageBytes - unsafe.Sizeof(slotPage{})]byte
 	_ [16<<10 - unsafe.Sizeof(expiryPage{})]byte
+	_ [16<<10 - unsafe.Sizeof(queuePage{})]byte
 )
 
 // newSlotPage and newExpiryPage return zeroed pages, as new would: a reused
@@ -257,6 +262,12 @@ func newExpiryPage() *expiryPage {
 	return (*expiryPage)(unsafe.Pointer(unsafe.SliceData(b)))
 }
 
+// newQueuePage returns a page of the expiry queue (its contents
+// unspecified: the queue writes an entry before it reads it).
+func newQueuePage() *queuePage {
+	return (*queuePage)(unsafe.Pointer(unsafe.SliceData(mem.alloc(int(unsafe.Sizeof(queuePage{}))))))
+}
+
 // newIndex returns a zeroed index of n words (n*8 a power of two, at least
 // minBlock).
 func newIndex(n int) []uint64 {
@@ -271,6 +282,6 @@ func idxBlock(x []uint64) []byte {
 }
 
 // pageBlock returns the arena block that holds page p of type T.
-func pageBlock[T slotPage | expiryPage](p *T) []byte {
+func pageBlock[T slotPage | expiryPage | queuePage](p *T) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(p)), minBlock<<class(int(unsafe.Sizeof(*p))))
 }

@@ -53,26 +53,27 @@ func TestExpiryOrder(t *testing.T) {
 			}
 			n, last := 0, int64(math.MinInt64)
 			for p := sh.qlo; p != sh.qhi; p++ {
-				q := sh.qe(p)
-				if q.exp < last {
-					t.Fatalf("step %d: queue entry %d expires before the one ahead", step, p)
-				}
-				last = q.exp
-				if q.slot == none {
+				q := *sh.qe(p)
+				if q == none {
 					continue
 				}
 				n++
-				if e := sh.at(q.slot); !e.queued || uint32(e.expiryPos) != p || e.exp != q.exp {
+				e := sh.at(q)
+				if e.exp < last {
+					t.Fatalf("step %d: queue entry %d expires before the one ahead", step, p)
+				}
+				last = e.exp
+				if !e.queued || uint32(e.expiryPos) != p {
 					t.Fatalf("step %d: slot of queue entry %d does not point back", step, p)
 				}
 			}
-			if sh.qlo != sh.qhi && sh.qe(sh.qlo).slot == none {
+			if sh.qlo != sh.qhi && *sh.qe(sh.qlo) == none {
 				t.Fatalf("step %d: the queue's front is dead", step)
 			}
 			if n != sh.qlive || n+sh.nheap != len(live) {
 				t.Fatalf("step %d: %d live in the queue (counted %d), %d in the heap, want %d in all", step, n, sh.qlive, sh.nheap, len(live))
 			}
-			if sh.qhi-sh.qlo > 2*uint32(n)+entriesPerExpiryPage {
+			if sh.qhi-sh.qlo > 2*uint32(n)+queueSlack {
 				t.Fatalf("step %d: the queue holds %d entries for %d live", step, sh.qhi-sh.qlo, n)
 			}
 			want := int64(math.MaxInt64)
@@ -289,5 +290,33 @@ func TestPrefetchEvict(t *testing.T) {
 	}
 	if rec, ok := s.ReadLocal("c", nil); !ok || rec.State != idem.StatePending {
 		t.Fatalf("c: %v %v, want PENDING", ok, rec.State)
+	}
+}
+
+// TestPageElemOutOfRange: at, qe and hp compute an entry's address from
+// its page's (no load from the page), and an index out of range still
+// panics, none and negative ones included, instead of addressing memory
+// outside the pages.
+func TestPageElemOutOfRange(t *testing.T) {
+	sh := &shard{pages: []*slotPage{new(slotPage)}, queue: []*queuePage{new(queuePage)}, heap: []*expiryPage{new(expiryPage)}}
+	if sh.at(slotsPerPage-1) != &sh.pages[0][slotsPerPage-1] || sh.qe(5) != &sh.queue[0][5] || sh.hp(7) != &sh.heap[0][7] {
+		t.Fatal("an entry's address is not its page's element")
+	}
+	for name, f := range map[string]func(){
+		"at(none)":                 func() { sh.at(none) },
+		"at(slotsPerPage)":         func() { sh.at(slotsPerPage) },
+		"qe(qbase-1)":              func() { sh.qe(sh.qbase - 1) },
+		"qe(4096)":                 func() { sh.qe(entriesPerQueuePage) },
+		"hp(-1)":                   func() { sh.hp(-1) },
+		"hp(entriesPerExpiryPage)": func() { sh.hp(entriesPerExpiryPage) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s did not panic", name)
+				}
+			}()
+			f()
+		}()
 	}
 }

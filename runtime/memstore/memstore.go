@@ -136,6 +136,7 @@ import (
 	"unsafe"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/internal/mono"
 )
 
 // Options configure a Store. Zero values take the defaults.
@@ -299,7 +300,11 @@ type Store struct {
 	now    func() time.Time // Options.Now, or nil for the default clock
 	base   time.Time        // the default clock's origin (with a monotonic reading)
 	baseNs int64            // base in Unix ns
-	minRet int64            // Options.MinRetention in ns; negative: never evict a COMPLETED record (or FAILED with a response) within its window
+	// monoOff is base's monotonic reading since mono.Epoch: a reading
+	// since mono.Epoch that a call's context made (mono.Started) is base's
+	// clock at baseNs + reading - monoOff, as nowNs would have read it.
+	monoOff time.Duration
+	minRet  int64 // Options.MinRetention in ns; negative: never evict a COMPLETED record (or FAILED with a response) within its window
 
 	expired, evicted, evictedFailed, full atomic.Int64
 	principalFull                         atomic.Int64
@@ -327,7 +332,7 @@ type shard struct {
 	pages  []*slotPage   // the slot table, in pages that never move
 	nslots int32         // slots made
 	free   []int32       // free slot numbers
-	queue  []*expiryPage // records in order of expiry (see qe)
+	queue  []*queuePage  // records in order of expiry (see qe)
 	qbase  uint32        // the position of queue[0][0]
 	qlo    uint32        // the queue's front (live when the queue is not empty)
 	qhi    uint32        // the queue's end
@@ -353,7 +358,15 @@ type shard struct {
 	maxEntries int
 	maxBytes   int64
 	pr         principals // what each principal holds (principal.go)
-	_          [64]byte   // keep shards on separate cache lines
+
+	// idxAt and idxMask are idx's address and len-1, set with it, for
+	// PrefetchKey, which reads them without the lock: a pair read while
+	// the index grows may mix the old and the new, which a prefetch (it
+	// never faults) does not mind.
+	idxAt   atomic.Pointer[uint64]
+	idxMask atomic.Uint64
+
+	_ [64]byte // keep shards on separate cache lines
 }
 
 // slot is a record, in 96 bytes. state 0 marks a free slot. A record is on
@@ -422,6 +435,7 @@ func New(opts Options) *Store {
 	if s.now == nil {
 		s.base = time.Now()
 		s.baseNs = s.base.UnixNano()
+		s.monoOff = s.base.Sub(mono.Epoch)
 	}
 	for i := range s.shards {
 		sh := &s.shards[i]
@@ -469,6 +483,7 @@ func freeShards(shards []shard) {
 		}
 		mem.free(idxBlock(sh.idx))
 		sh.chunks, sh.pages, sh.heap, sh.queue, sh.idx = nil, nil, nil, nil, nil
+		sh.idxAt.Store(nil)
 		sh.mu.Unlock()
 	}
 }
@@ -518,7 +533,7 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 	sh, h := s.shard(req.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	now := s.nowNs()
+	now := s.nowAt(ctx)
 	if now >= sh.minExp {
 		sh.dropExpired(s, now, amortizedPops)
 	}
@@ -593,7 +608,7 @@ func (s *Store) Finish(ctx context.Context, key string, token idem.Token, state 
 	sh, h := s.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	now := s.nowNs()
+	now := s.nowAt(ctx)
 	i := sh.find(key, h)
 	if i == none {
 		return idem.ErrFenced
@@ -669,6 +684,20 @@ func (s *Store) ReadLocal(key string, buf []byte) (idem.Record, bool) {
 	return sh.record(i, buf), true
 }
 
+// PrefetchKey brings into the CPU's cache, without waiting for it, the
+// word of the store's index that a call with key looks at first (a cache
+// miss of a few hundred cycles once a store holds more records than the
+// CPU's caches): a hint, which changes nothing. runtime/idem's engine calls
+// it as soon as a request's scope key is known, before digesting the
+// request's body, so that its first store call finds the word in the
+// cache. It takes no lock (idxAt, idxMask).
+func (s *Store) PrefetchKey(key string) {
+	sh, h := s.shard(key)
+	if p := sh.idxAt.Load(); p != nil {
+		prefetch(unsafe.Add(unsafe.Pointer(p), 8*(h>>32&sh.idxMask.Load())))
+	}
+}
+
 // ExtendLease implements idem.LeaseExtender: it moves the lease to now +
 // lease and the record's expiry to the lease's end when that is later. A
 // non-positive lease is an error (not ErrFenced) and changes nothing.
@@ -738,6 +767,22 @@ func (s *Store) nowNs() int64 {
 	return s.baseNs + int64(time.Since(s.base))
 }
 
+// nowAt is nowNs for a call with context ctx, taken from the reading that
+// ctx made when the call started (mono.Started: the engine's store calls)
+// under the default clock, which then reads no clock: the call's now is
+// when it started, before it waited for its shard's lock (as if it had got
+// the lock at once; the engine counts a claim's lease from there too).
+func (s *Store) nowAt(ctx context.Context) int64 {
+	if s.now == nil {
+		if m, ok := ctx.(mono.Started); ok {
+			if d, ok := m.MonoStarted(); ok {
+				return s.baseNs + int64(d-s.monoOff)
+			}
+		}
+	}
+	return s.nowNs()
+}
+
 // bit is 1 for true, 0 for false.
 func bit(b bool) int {
 	if b {
@@ -755,7 +800,22 @@ func after(now int64, d time.Duration) int64 {
 }
 
 // at returns slot i.
-func (sh *shard) at(i int32) *slot { return &sh.pages[i/slotsPerPage][i%slotsPerPage] }
+//
+// Its address is computed, not taken of the page's element (&page[j]): the
+// compiler checks a page pointer for nil by loading from it, which reads
+// the page's first line, most often cold (a page holds 682 slots), and
+// stalls on it even when the slot is only prefetched (prefetchClaim).
+// Pages are never nil, and the index is in range.
+func (sh *shard) at(i int32) *slot {
+	u := uint32(i) // none (and any negative i) is out of range
+	return (*slot)(pageElem(unsafe.Pointer(sh.pages[u/slotsPerPage]), uintptr(u%slotsPerPage), unsafe.Sizeof(slot{})))
+}
+
+// pageElem returns the address of element j, of size bytes, of the page at
+// p: &p[j] without a load from p (see at).
+func pageElem(p unsafe.Pointer, j, size uintptr) unsafe.Pointer {
+	return unsafe.Add(p, j*size)
+}
 
 // reclaimable is idem.Record.Reclaimable on a slot (hasResp stands for
 // Response != nil), without building the Record.
@@ -866,6 +926,8 @@ func (sh *shard) insert(w uint64) {
 func (sh *shard) grow() {
 	old := sh.idx
 	sh.idx = newIndex(max(minBlock/8, 2*len(old)))
+	sh.idxMask.Store(uint64(len(sh.idx) - 1))
+	sh.idxAt.Store(&sh.idx[0])
 	for _, w := range old {
 		if w != 0 {
 			sh.insert(w)
@@ -1003,7 +1065,7 @@ func (sh *shard) prefetchClaim(n int) {
 		prefetch(unsafe.Add(p, unsafe.Sizeof(slot{})-1))
 	}
 	sh.prefetchAppend(n)
-	if d := sh.qhi - sh.qbase; int(d/entriesPerExpiryPage) < len(sh.queue) {
+	if d := sh.qhi - sh.qbase; int(d/entriesPerQueuePage) < len(sh.queue) {
 		prefetch(unsafe.Pointer(sh.qe(sh.qhi)))
 	}
 	if sh.count >= sh.maxEntries || sh.bytes+int64(n)+EntryOverhead > sh.maxBytes {
@@ -1034,7 +1096,7 @@ func (sh *shard) prefetchEvict() {
 		}
 	}
 	if e.queued {
-		if d := uint32(e.expiryPos) - sh.qbase; int(d/entriesPerExpiryPage) < len(sh.queue) {
+		if d := uint32(e.expiryPos) - sh.qbase; int(d/entriesPerQueuePage) < len(sh.queue) {
 			prefetch(unsafe.Pointer(sh.qe(uint32(e.expiryPos))))
 		}
 	}
@@ -1232,7 +1294,7 @@ func (sh *shard) expiryRemove(i int32) {
 	}
 	sh.minExp = math.MaxInt64
 	if sh.qlo != sh.qhi {
-		sh.minExp = sh.qe(sh.qlo).exp
+		sh.minExp = sh.at(*sh.qe(sh.qlo)).exp
 	}
 	if sh.nheap > 0 {
 		sh.minExp = min(sh.minExp, sh.hp(0).exp)
@@ -1248,31 +1310,39 @@ func (sh *shard) expiryFix(i int32) {
 // soonest returns the record that expires first (at minExp); the shard
 // holds one (minExp < MaxInt64).
 func (sh *shard) soonest() int32 {
-	if sh.qlo != sh.qhi && (sh.nheap == 0 || sh.qe(sh.qlo).exp <= sh.hp(0).exp) {
-		return sh.qe(sh.qlo).slot
+	if sh.qlo != sh.qhi {
+		if q := *sh.qe(sh.qlo); sh.nheap == 0 || sh.at(q).exp <= sh.hp(0).exp {
+			return q
+		}
 	}
 	return sh.hp(0).slot
 }
 
-// The queue: entries in order of expiry at positions [qlo, qhi) (uint32,
-// wrapping), in a ring of pages whose first holds position qbase. A removed
-// entry is marked dead (slot none) and passed over when it reaches the
+// The queue: the slot numbers of records in order of expiry at positions
+// [qlo, qhi) (uint32, wrapping), in a ring of pages whose first holds
+// position qbase. An entry is ordered by its slot's exp, which does not
+// change while it is queued (expiryFix takes it out and puts it back). A
+// removed entry is marked dead (none) and passed over when it reaches the
 // front; when more than half the queue is dead, the live entries move up
-// (amortized O(1) per removal), so the queue holds at most about twice its
-// live entries.
+// (amortized O(1) per removal), so the queue holds at most about twice
+// its live entries.
+
+// queueSlack: the queue compacts when it holds more than twice its live
+// entries plus this many.
+const queueSlack = 1024
 
 // qe returns the queue entry at position p.
-func (sh *shard) qe(p uint32) *expiryEntry {
+func (sh *shard) qe(p uint32) *int32 {
 	d := p - sh.qbase
-	return &sh.queue[d/entriesPerExpiryPage][d%entriesPerExpiryPage]
+	return (*int32)(pageElem(unsafe.Pointer(sh.queue[d/entriesPerQueuePage]), uintptr(d%entriesPerQueuePage), 4))
 }
 
 func (sh *shard) qpush(i int32, exp int64) {
-	if int((sh.qhi-sh.qbase)/entriesPerExpiryPage) == len(sh.queue) {
-		sh.queue = append(sh.queue, newExpiryPage())
+	if int((sh.qhi-sh.qbase)/entriesPerQueuePage) == len(sh.queue) {
+		sh.queue = append(sh.queue, newQueuePage())
 	}
 	p := sh.qhi
-	*sh.qe(p) = expiryEntry{exp: exp, slot: i}
+	*sh.qe(p) = i
 	e := sh.at(i)
 	e.expiryPos, e.queued = int32(p), true
 	sh.qhi++
@@ -1282,7 +1352,7 @@ func (sh *shard) qpush(i int32, exp int64) {
 
 func (sh *shard) qremove(i int32) {
 	e := sh.at(i)
-	sh.qe(uint32(e.expiryPos)).slot = none
+	*sh.qe(uint32(e.expiryPos)) = none
 	e.expiryPos, e.queued = none, false
 	sh.qlive--
 	if sh.qlive == 0 {
@@ -1290,18 +1360,18 @@ func (sh *shard) qremove(i int32) {
 		sh.qlo, sh.qhi, sh.qlast = sh.qbase, sh.qbase, math.MinInt64
 		return
 	}
-	for sh.qe(sh.qlo).slot == none {
+	for *sh.qe(sh.qlo) == none {
 		sh.qlo++
 	}
-	for sh.qlo-sh.qbase >= entriesPerExpiryPage {
+	for sh.qlo-sh.qbase >= entriesPerQueuePage {
 		// The first page is behind the front: it goes to the end of the
 		// ring, for the queue's growth.
 		pg := sh.queue[0]
 		copy(sh.queue, sh.queue[1:])
 		sh.queue[len(sh.queue)-1] = pg
-		sh.qbase += entriesPerExpiryPage
+		sh.qbase += entriesPerQueuePage
 	}
-	if n := sh.qhi - sh.qlo; n > 2*uint32(sh.qlive)+entriesPerExpiryPage {
+	if n := sh.qhi - sh.qlo; n > 2*uint32(sh.qlive)+queueSlack {
 		sh.qcompact()
 	}
 }
@@ -1310,25 +1380,26 @@ func (sh *shard) qremove(i int32) {
 func (sh *shard) qcompact() {
 	to := sh.qlo
 	for p := sh.qlo; p != sh.qhi; p++ {
-		q := sh.qe(p)
-		if q.slot == none {
+		q := *sh.qe(p)
+		if q == none {
 			continue
 		}
 		if p != to {
-			*sh.qe(to) = *q
-			sh.at(q.slot).expiryPos = int32(to)
+			*sh.qe(to) = q
+			sh.at(q).expiryPos = int32(to)
 		}
 		to++
 	}
 	sh.qhi = to
-	sh.qlast = sh.qe(to - 1).exp
+	sh.qlast = sh.at(*sh.qe(to - 1)).exp
 }
 
 // The heap on ExpiresAt, with indexes kept in the slots.
 
 // hp returns heap entry j.
 func (sh *shard) hp(j int) *expiryEntry {
-	return &sh.heap[j/entriesPerExpiryPage][j%entriesPerExpiryPage]
+	u := uint(j) // a negative j is out of range
+	return (*expiryEntry)(pageElem(unsafe.Pointer(sh.heap[u/entriesPerExpiryPage]), uintptr(u%entriesPerExpiryPage), unsafe.Sizeof(expiryEntry{})))
 }
 
 func (sh *shard) heapPush(i int32, exp int64) {

@@ -143,62 +143,67 @@ func UnquoteSFString(s string) (string, bool) {
 // ParseUUID checks the canonical 8-4-4-4-12 form, an RFC 9562 variant and
 // version (that of format for UUIDv4 and UUIDv7), and lowercases.
 // (google/uuid.Parse also accepts braces, urn: and hyphen-less forms,
-// which a key must not: two spellings of one key would be two keys.) The
-// 32 digits go through uuidDigit without a branch each: a key is parsed
-// on every request.
+// which a key must not: two spellings of one key would be two keys.) A key
+// is parsed on every request, so the 36 bytes are checked eight at a time
+// (five overlapping loads, the hyphens' places in them masked). A byte
+// (below 0x80) is k or more when adding 0x80-k to it sets its high bit,
+// which carries into no other byte.
 func ParseUUID(s string, format Format) (string, error) {
-	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+	if len(s) != 36 {
 		return "", NotUUID
 	}
-	// or gathers the flags and the values' bits (all zero: the nil UUID),
-	// and the values' common bits (all 15: the max UUID).
-	var or, and byte = 0, 0xff
-	for _, part := range [5]string{s[:8], s[9:13], s[14:18], s[19:23], s[24:]} {
-		for i := 0; i < len(part); i++ {
-			d := uuidDigit[part[i]]
-			or |= d
-			and &= d
-		}
-	}
-	if or&uuidBad != 0 {
+	// The words at 0, 8, 16, 24 and 28: the hyphens are bytes 0 and 5 of
+	// the second (8 and 13) and 2 and 7 of the third (18 and 23).
+	const (
+		dash1 = 0x0000ff00000000ff
+		dash2 = 0xff00000000ff0000
+		ones  = 0x0101010101010101
+		highs = 0x8080808080808080
+	)
+	w0, w1, w2 := swar.Load64(s), swar.Load64(s[8:]), swar.Load64(s[16:])
+	w3, w4 := swar.Load64(s[24:]), swar.Load64(s[28:])
+	if w1&dash1 != '-'*ones&dash1 || w2&dash2 != '-'*ones&dash2 {
 		return "", NotUUID
 	}
-	if or&0xf == 0 || and&0xf == 0xf {
+	b0, u0, l0 := uuidWord(w0, 0)
+	b1, u1, l1 := uuidWord(w1, dash1)
+	b2, u2, l2 := uuidWord(w2, dash2)
+	b3, u3, l3 := uuidWord(w3, 0)
+	b4, u4, l4 := uuidWord(w4, 0)
+	bad, upper := (b0|b1|b2|b3|b4)&highs, u0|u1|u2|u3|u4
+	if bad != 0 {
+		return "", NotUUID
+	}
+	// The nil and max UUIDs: every digit 0, every digit f (either case;
+	// l* are lower-cased, their hyphens zero).
+	if l0|l3|l4 == '0'*ones && l1 == '0'*ones&^dash1 && l2 == '0'*ones&^dash2 ||
+		l0&l3&l4 == 'f'*ones && l1 == 'f'*ones&^dash1 && l2 == 'f'*ones&^dash2 {
 		return "", NilUUID
 	}
-	version := uuidDigit[s[14]] & 0xf
-	variant := uuidDigit[s[19]] & 0xf
-	if variant&0xc != 0x8 || version < 1 || version > 8 {
+	version, variant := s[14], s[19]|0x20 // digits have the 0x20 bit already
+	if version < '1' || version > '8' || (variant != '8' && variant != '9' && variant != 'a' && variant != 'b') {
 		return "", UUIDVer
 	}
-	if (format == UUIDv4 && version != 4) || (format == UUIDv7 && version != 7) {
+	if (format == UUIDv4 && version != '4') || (format == UUIDv7 && version != '7') {
 		return "", UUIDVer
 	}
-	if or&uuidUpper != 0 {
+	if upper != 0 {
 		s = strings.ToLower(s)
 	}
 	return s, nil
 }
 
-// uuidDigit maps a hex digit to its value, with uuidUpper for 'A' to 'F';
-// any other byte to uuidBad.
-var uuidDigit = func() (t [256]byte) {
-	for c := range t {
-		switch {
-		case '0' <= c && c <= '9':
-			t[c] = byte(c - '0')
-		case 'a' <= c && c <= 'f':
-			t[c] = byte(c - 'a' + 10)
-		case 'A' <= c && c <= 'F':
-			t[c] = byte(c-'A'+10) | uuidUpper
-		default:
-			t[c] = uuidBad
-		}
-	}
-	return t
-}()
-
-const (
-	uuidUpper = 0x20
-	uuidBad   = 0x40
-)
+// uuidWord checks the 8 bytes of w for hex digits, but those that skip
+// marks (0xff each: hyphens, checked apart). bad has the high bit of every
+// byte that is no hex digit set (and other bits: only its high bits mean
+// anything), upper is nonzero when some byte lacks the 0x20 bit (once bad
+// is clear: an upper-case hex digit, the only ones without it), and lower
+// is w lower-cased with the skipped bytes zero.
+func uuidWord(w, skip uint64) (bad, upper, lower uint64) {
+	const ones = 0x0101010101010101
+	v := w &^ (0x80 * ones) // a byte of w of 0x80 and above is bad by its own high bit
+	l := v | 0x20*ones
+	digit := (v + (0x80-'0')*ones) &^ (v + (0x80-'9'-1)*ones)
+	letter := (l + (0x80-'a')*ones) &^ (l + (0x80-'f'-1)*ones)
+	return (w | ^(digit | letter)) &^ skip, (l ^ v) &^ skip, l &^ skip
+}

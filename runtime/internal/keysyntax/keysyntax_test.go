@@ -39,3 +39,12 @@ func TestParseAllocs(t *testing.T) {
 		t.Errorf("idem.ParseKey(uuid): %v allocations", n)
 	}
 }
+
+// BenchmarkParseUUID: the key of every request under a UUID format.
+func BenchmarkParseUUID(b *testing.B) {
+	for b.Loop() {
+		if _, err := keysyntax.ParseUUID("0190b2a4-6c2e-7d3a-9f11-2b3c4d5e6f70", keysyntax.UUIDv7); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
