@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -387,4 +388,116 @@ func TestBeginRerunReportsPrior(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestClaimStatementAnswersAsFunction: Begin's call of the claim function
+// (queries.claimFunc), which answers an unclaimable record of another
+// claim from its own read of the row and leaves every other row to the
+// function, answers exactly as a bare call of the function does, for every
+// kind of row: none; PENDING, COMPLETED or FAILED; with a response or
+// without; expired or not; its lease run out or not; this claim's token or
+// another; the request's fingerprint or another; SameFingerprintToReclaim
+// or not. Each call runs in a transaction of its own, rolled back, on the
+// same row. The rows the statement answers itself (an unexpired COMPLETED
+// record, a FAILED one with a response, a PENDING one of another token
+// whose lease runs) must not run the function at all: EXPLAIN ANALYZE
+// shows its sub-select never executed; for every other row it runs.
+func TestClaimStatementAnswersAsFunction(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t, Options{})
+	ctx := testCtx(t)
+	bare := `SELECT * FROM ` + s.n.claim + `($1::text, $2::bytea, $3::bigint, $4::interval, $5::interval, $6::boolean)`
+	reqFP := fp(1)
+	const reqTok = 7
+	now := time.Now().Truncate(time.Microsecond)
+	type row struct {
+		state                                  int16 // 0: no row
+		response, expired, leaseOut, own, same bool
+	}
+	// inTx runs f in a transaction that holds r under the key "k", and
+	// rolls it back.
+	inTx := func(t *testing.T, r row, f func(tx pgx.Tx)) {
+		t.Helper()
+		tx, err := s.pool.Begin(ctx)
+		require.NoError(t, err)
+		defer rollback(tx)
+		if r.state != 0 {
+			rowFP, tok, resp := fp(2), int64(5), []byte(nil)
+			if r.same {
+				rowFP = reqFP
+			}
+			if r.own {
+				tok = reqTok
+			}
+			if r.response {
+				resp = []byte("resp")
+			}
+			exp, lease := now.Add(time.Hour), now.Add(time.Minute)
+			if r.expired {
+				exp = now.Add(-time.Hour)
+			}
+			if r.leaseOut {
+				lease = now.Add(-time.Minute)
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO `+s.n.table+` (key, state, fingerprint, token, lease_expires_at, expires_at, prior_state, response)
+VALUES ('k', $1, $2, $3, $4, $5, 3, $6)`, r.state, rowFP[:], tok, lease, exp, resp)
+			require.NoError(t, err)
+		}
+		f(tx)
+	}
+	args := func(sameFP bool) []any { return []any{"k", reqFP[:], int64(reqTok), time.Minute, time.Hour, sameFP} }
+	answer := func(t *testing.T, q string, r row, sameFP bool) (v []any) {
+		t.Helper()
+		inTx(t, r, func(tx pgx.Tx) {
+			rows, err := tx.Query(ctx, q, args(sameFP)...)
+			require.NoError(t, err)
+			require.True(t, rows.Next(), "a row")
+			v, err = rows.Values()
+			require.NoError(t, err)
+			require.False(t, rows.Next(), "one row")
+			rows.Close()
+			require.NoError(t, rows.Err())
+		})
+		return v
+	}
+	// functionRuns reports whether the statement, run on r, called the
+	// function: whether EXPLAIN ANALYZE shows the sub-select that calls it
+	// executed.
+	functionRuns := func(t *testing.T, r row, sameFP bool) bool {
+		t.Helper()
+		var plan []string
+		inTx(t, r, func(tx pgx.Tx) {
+			rows, err := tx.Query(ctx, `EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) `+s.q.claimFunc, args(sameFP)...)
+			require.NoError(t, err)
+			plan, err = pgx.CollectRows(rows, pgx.RowTo[string])
+			require.NoError(t, err)
+		})
+		for _, l := range plan {
+			if strings.Contains(l, "Subquery Scan on f") {
+				return !strings.Contains(l, "never executed")
+			}
+		}
+		t.Fatalf("no sub-select in the plan:\n%s", strings.Join(plan, "\n"))
+		return false
+	}
+	n, answered := 0, 0
+	for state := range int16(4) {
+		for bits := range 1 << 6 {
+			r := row{state: state, response: bits&1 != 0, expired: bits&2 != 0, leaseOut: bits&4 != 0, own: bits&8 != 0, same: bits&16 != 0}
+			sameFP := bits&32 != 0
+			if state == 0 && bits&31 != 0 {
+				continue // no row: the other bits do not matter
+			}
+			name := fmt.Sprintf("%+v/sameFP=%v", r, sameFP)
+			require.Equal(t, answer(t, bare, r, sameFP), answer(t, s.q.claimFunc, r, sameFP), name)
+			itself := !r.expired && (r.state == 2 || r.state == 3 && r.response || r.state == 1 && !r.own && !r.leaseOut)
+			assert.Equal(t, !itself, functionRuns(t, r, sameFP), "%s: the function runs", name)
+			n++
+			if itself {
+				answered++
+			}
+		}
+	}
+	require.Equal(t, 2+3*64, n)
+	require.Equal(t, 32+16+8, answered) // COMPLETED, FAILED with a response, PENDING of another token
 }

@@ -153,14 +153,25 @@
 // (the reaper's bound is statement_timestamp(), the start of its statement:
 // an index bound must be stable within a statement).
 //
-// Begin is one call (one round trip) of the claim function, which reads the
+// Begin is one statement (one round trip) that reads the row and, unless
+// the row is an answer by itself, calls the claim function, which reads the
 // row before it writes:
 //
-//	SELECT * FROM "public"."idem_records_claim"($1::text, $2::bytea, $3::bigint, $4::interval, $5::interval, $6::boolean)
+//	SELECT false AS acquired, 0 AS prior, c.state, c.fingerprint, … FROM "public"."idem_records" AS c
+//	    WHERE c.key = $1::text AND c.expires_at > clock_timestamp()
+//	        AND (c.state = 2 OR (c.state = 3 AND c.response IS NOT NULL)                -- final
+//	            OR (c.state = 1 AND c.token <> $3::bigint AND c.lease_expires_at > clock_timestamp()))  -- in flight
+//	UNION ALL
+//	SELECT (f.r).* FROM (SELECT "public"."idem_records_claim"($1::text, $2::bytea, $3::bigint,
+//	    $4::interval, $5::interval, $6::boolean) AS r OFFSET 0) AS f
+//	LIMIT 1
 //
-// A replay (a COMPLETED record) or a duplicate of a request in flight (a live
-// lease) is answered from the row the function's SELECT read: it neither
-// writes nor locks the row, so concurrent replays of one key never queue. A
+// A replay (a COMPLETED record, or a FAILED one with its response) or a
+// duplicate of a request in flight (a live lease of another claim) is
+// answered from the row the first SELECT read, as the function would answer
+// it, and the function does not run (LIMIT 1 stops the statement at that
+// row): this costs the server little more than Get. Neither writes nor
+// locks the row, so concurrent replays of one key never queue. A
 // claim stays atomic: for a new key, INSERT … ON CONFLICT DO NOTHING waits
 // for a concurrent inserter of the key and then inserts nothing; a takeover
 // (an expired record, a run-out lease, a reclaimable FAILED record) locks

@@ -287,7 +287,7 @@ func claimSQL(s *Store, fn bool) string {
 // claimPrefix is how the text of claimSQL(s, fn) starts, for pg_stat_activity.
 func claimPrefix(fn bool) string {
 	if fn {
-		return "SELECT * FROM"
+		return "SELECT false AS acquired"
 	}
 	return "WITH cur"
 }
