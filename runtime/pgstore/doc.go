@@ -219,7 +219,7 @@
 // function; the server logs that error for each Begin that ran into it before
 // the switch), and the Store falls back to the claim statement of older
 // pgstores, one statement with the same semantics that costs the server more
-// per claim (a replay some 15 µs more on PostgreSQL 15):
+// per claim (a replay more than twice the CPU on PostgreSQL 15):
 //
 //	WITH cur AS (                                    -- the row, unlocked, and whether it is claimable
 //	    SELECT …, (expires_at <= clock_timestamp()                      -- expired
