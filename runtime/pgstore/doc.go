@@ -183,8 +183,9 @@
 // 57, 70 against 62). So the Store counts, over epochs of 256 Begins, those
 // answered from a record (one atomic add a Begin), and reads first from the
 // end of an epoch in which at least 45% were, calling the function alone
-// again from the end of one in which at most 30% were: the break-even is
-// 35 to 40%, and in between neither costs more than 3 µs above the other. A
+// again from the end of one in which at most 25% were: the break-even is
+// about a third (26 to 40% in three runs), and in between neither costs
+// more than a few µs above the other. A
 // new Store calls the function alone: most Begins of a typical service are
 // first requests. A
 // claim stays atomic: for a new key, INSERT … ON CONFLICT DO NOTHING waits

@@ -690,19 +690,27 @@ func claimFuncMode(mode uint64) bool { return mode%2 == 0 }
 //
 // The break-even comes from the backend's CPU per Begin (schedstat,
 // PostgreSQL 15, one connection over pgx, the two statements alternated in
-// one process, 20 rounds of 2000 Begins, medians; the machine's load was
-// about 20 on 2 cores): claimRead costs a replay R1 = 23.6 µs against
-// claimFunc's R0 = 34.8 (p=0.002), and a new key N1 = 69.9 µs against
-// N0 = 62.4 (p=0.006). With a share x of replays claimRead is cheaper when
-// x·R1 + (1-x)·N1 < x·R0 + (1-x)·N0, that is above
-// x = (N1-N0) / ((N1-N0) + (R0-R1)) = 7.5 / 18.7 = 0.40; an earlier run on a
-// quieter machine (R 24 against 37, N 64 against 57) gave 7 / 20 = 0.35. A
-// duplicate in flight costs as a replay does, a takeover as a new key does.
-// The hysteresis around it (claimRead from 45% of an epoch, claimFunc again
-// from 30%) keeps a workload near the break-even from switching at every
-// epoch on the sampling noise of 256 Begins (a standard deviation of 0.03):
-// between the two thresholds the statements cost the same to within 3 µs a
-// Begin.
+// one process, medians of 20 to 30 rounds; the machine's load was about 20
+// on 2 cores, which inflates every number). With a share x of replays,
+// claimRead is cheaper when x·R1 + (1-x)·N1 < x·R0 + (1-x)·N0 (R a replay,
+// N a new key; 0 claimFunc, 1 claimRead), that is above
+// x = (N1-N0) / ((N1-N0) + (R0-R1)):
+//
+//	replay R0 → R1 (µs)      new key N0 → N1 (µs)     break-even
+//	34.8 → 23.6 (p=0.002)    62.4 → 69.9 (p=0.006)    7.5 / 18.7 = 0.40
+//	58.5 → 37.9 (p=0.000)    72.4 → 79.9 (p=0.002)    7.4 / 28.0 = 0.26
+//	37   → 24                57   → 64                7 / 20 = 0.35 (an earlier run)
+//
+// (each row's replays and new keys are runs a minute or two apart). In
+// relative terms the runs agree better: a replay some 35% cheaper, a new
+// key 10-12% dearer, a new key 1.2 to 1.8 times a replay under claimFunc:
+// 0.27 to 0.36, about a third. A duplicate in flight costs as a
+// replay does, a takeover as a new key does. The hysteresis around it
+// (claimRead from 45% of an epoch, claimFunc again from 25%) brackets the
+// runs' break-evens and keeps a workload near them from switching at every
+// epoch on the sampling noise of 256 Begins (a standard deviation of 0.03);
+// between the two thresholds the statements cost the same to within a few
+// µs a Begin (2 µs by the earlier run's numbers).
 type claimChooser struct{ w atomic.Uint64 }
 
 const (
@@ -712,7 +720,7 @@ const (
 	// which Begin switches to claimRead, and up to which it switches back
 	// to claimFunc (see claimChooser).
 	claimReadOn  = claimEpoch * 45 / 100
-	claimReadOff = claimEpoch * 30 / 100
+	claimReadOff = claimEpoch * 25 / 100
 
 	chooseAnswered = 1       // one answered Begin
 	chooseBegin    = 1 << 32 // one Begin
