@@ -632,3 +632,26 @@ func TestBeginPicksClaimStatement(t *testing.T) {
 	mix()
 	require.Equal(t, repeat("read", 2*claimEpoch), rec.take(), "a third replays: claimRead stays")
 }
+
+// BenchmarkClaimChooser: what the chooser costs a Begin (a read to pick,
+// a count once answered), alone and from every P at once.
+func BenchmarkClaimChooser(b *testing.B) {
+	b.Run("serial", func(b *testing.B) {
+		var c claimChooser
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			_ = c.read()
+			c.count(i%3 == 0)
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		var c claimChooser
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for i := 0; pb.Next(); i++ {
+				_ = c.read()
+				c.count(i%3 == 0)
+			}
+		})
+	})
+}
