@@ -34,7 +34,7 @@ func benchStore(b *testing.B) (*Store, *pgxpool.Pool) {
 	p := poolWith(b, testenv.PostgresURL(b), func(c *pgxpool.Config) { c.MaxConns = 16 })
 	s := newStoreOn(b, p, Options{})
 	if os.Getenv("PGSTORE_BENCH_CLAIM") == "cte" {
-		useClaimFunc(s, false)
+		useClaimFunc(s, wayCTE)
 	}
 	// Open every connection before timing.
 	conns := make([]*pgxpool.Conn, 0, 16)
@@ -58,7 +58,7 @@ func BenchmarkFirstRequest(b *testing.B) {
 			s, p := benchStore(b)
 			storebench.Run(b, parallel, func(i int64) error {
 				key := storebench.Key(i)
-				rows, err := p.Query(ctx, claimSQL(s, s.usesClaimFunc()), key, f[:], i, 30*time.Second, time.Hour, false)
+				rows, err := p.Query(ctx, claimSQL(s, currentWay(s)), key, f[:], i, 30*time.Second, time.Hour, false)
 				if err != nil {
 					return err
 				}

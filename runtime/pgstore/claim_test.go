@@ -3,15 +3,18 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemgen/idemgen/internal/testenv"
 	"github.com/idemgen/idemgen/runtime/idem"
 )
 
@@ -75,15 +78,15 @@ func TestBeginLosesRace(t *testing.T) {
 		for _, lose := range claimPaths {
 			t.Run(win.name+"-"+lose.name, func(t *testing.T) {
 				t.Parallel()
-				testBeginLosesRace(t, win.fn, lose.fn)
+				testBeginLosesRace(t, win.way, lose.way)
 			})
 		}
 	}
 }
 
 // winnerClaims claims "k" with token 2 and fp(2) in an explicit
-// transaction, kept uncommitted, with the function (fn) or the statement.
-func winnerClaims(t *testing.T, s *Store, fn bool, wantPrior idem.State) pgx.Tx {
+// transaction, kept uncommitted, with the statement of way.
+func winnerClaims(t *testing.T, s *Store, way claimWay, wantPrior idem.State) pgx.Tx {
 	t.Helper()
 	ctx := testCtx(t)
 	winner, err := s.pool.Begin(ctx)
@@ -94,14 +97,14 @@ func winnerClaims(t *testing.T, s *Store, fn bool, wantPrior idem.State) pgx.Tx 
 		prior    int32
 	)
 	f2 := fp(2)
-	require.NoError(t, winner.QueryRow(ctx, claimSQL(s, fn), "k", f2[:], int64(2), time.Minute, time.Hour, false).
+	require.NoError(t, winner.QueryRow(ctx, claimSQL(s, way), "k", f2[:], int64(2), time.Minute, time.Hour, false).
 		Scan(&acquired, &prior, nil, nil, nil, nil, nil, nil))
 	require.True(t, acquired)
 	require.Equal(t, int32(wantPrior), prior)
 	return winner
 }
 
-func testBeginLosesRace(t *testing.T, winFn, loseFn bool) {
+func testBeginLosesRace(t *testing.T, winFn, loseFn claimWay) {
 	s := newTestStore(t, Options{})
 	useClaimFunc(s, loseFn)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -127,7 +130,7 @@ func testBeginLosesRace(t *testing.T, winFn, loseFn bool) {
 	assert.Equal(t, idem.StatePending, got.r.Record.State)
 	assert.Equal(t, idem.Token(2), got.r.Record.Token, "the winner's record")
 	assert.Equal(t, fp(2), got.r.Record.Fingerprint)
-	assert.Equal(t, loseFn, s.usesClaimFunc(), "the loser claimed as told")
+	assert.Equal(t, loseFn != wayCTE, s.usesClaimFunc(), "the loser claimed as told")
 }
 
 // TestTakeoverSkipsLockedRow: a takeover whose row another transaction
@@ -145,13 +148,13 @@ func TestTakeoverSkipsLockedRow(t *testing.T) {
 			t.Run(win.name+"-"+lose.name, func(t *testing.T) {
 				t.Parallel()
 				s := newTestStore(t, Options{})
-				useClaimFunc(s, lose.fn)
+				useClaimFunc(s, lose.way)
 				ctx := testCtx(t)
 				r, err := s.Begin(ctx, &idem.BeginRequest{Key: "k", Fingerprint: fp(1), Token: 1, Lease: 10 * time.Millisecond, TTL: time.Hour})
 				require.NoError(t, err)
 				require.True(t, r.Acquired)
 				time.Sleep(30 * time.Millisecond) // the lease runs out
-				winner := winnerClaims(t, s, win.fn, idem.StatePending)
+				winner := winnerClaims(t, s, win.way, idem.StatePending)
 
 				got, took := beginNoWait(t, s, beginReqFP("k", 3, 3))
 				assert.Less(t, took, noWaitBound, "no wait for the winner's row lock")
@@ -164,7 +167,7 @@ func TestTakeoverSkipsLockedRow(t *testing.T) {
 				require.NoError(t, err)
 				assert.False(t, got.Acquired)
 				assert.Equal(t, idem.Token(2), got.Record.Token, "the winner's record")
-				assert.Equal(t, lose.fn, s.usesClaimFunc(), "the loser claimed as told")
+				assert.Equal(t, lose.way != wayCTE, s.usesClaimFunc(), "the loser claimed as told")
 			})
 		}
 	}
@@ -195,7 +198,7 @@ func TestTakeoverOfLockedRow(t *testing.T) {
 				t.Parallel()
 				ctx := testCtx(t)
 				s := newTestStore(t, Options{})
-				useClaimFunc(s, path.fn)
+				useClaimFunc(s, path.way)
 				r, err := s.Begin(ctx, &idem.BeginRequest{Key: "k", Fingerprint: fp(1), Token: 1, Lease: time.Minute, TTL: finish.ttl})
 				require.NoError(t, err)
 				require.True(t, r.Acquired)
@@ -242,7 +245,7 @@ func TestMixedClaimRace(t *testing.T) {
 	cteStore, err := New(fnStore.pool, Options{Schema: fnStore.n.schema})
 	require.NoError(t, err)
 	defer cteStore.Close()
-	useClaimFunc(cteStore, false)
+	useClaimFunc(cteStore, wayCTE)
 	stores := []*Store{fnStore, cteStore}
 
 	const (
@@ -352,7 +355,7 @@ func TestBeginRerunReportsPrior(t *testing.T) {
 				t.Parallel()
 				ctx := testCtx(t)
 				s := newTestStore(t, Options{})
-				useClaimFunc(s, path.fn)
+				useClaimFunc(s, path.way)
 				switch prior {
 				case idem.StatePending:
 					r, err := s.Begin(ctx, &idem.BeginRequest{Key: "k", Fingerprint: fp(1), Token: 1, Lease: 10 * time.Millisecond, TTL: time.Hour})
@@ -383,8 +386,272 @@ func TestBeginRerunReportsPrior(t *testing.T) {
 				r, err = s.Begin(ctx, beginReq("k", 3))
 				require.NoError(t, err)
 				assert.False(t, r.Acquired, "another token within the renewed lease")
-				assert.Equal(t, path.fn, s.usesClaimFunc())
+				assert.Equal(t, path.way != wayCTE, s.usesClaimFunc())
 			})
 		}
 	}
+}
+
+// TestClaimStatementsAnswerAsFunction: each of Begin's claim statements,
+// the function's call (queries.claimFunc), the read that answers an
+// unclaimable record of another claim itself and leaves every other row to
+// the function (queries.claimRead), and the fallback claim statement
+// (queries.claim), answers exactly as a bare call of the function does,
+// for every kind of row: none; PENDING, COMPLETED or FAILED; with a
+// response or without; expired or not; its lease run out or not; this
+// claim's token or another; the request's fingerprint or another;
+// SameFingerprintToReclaim or not. Each call runs in a transaction of its
+// own, rolled back, on the same row. The rows claimRead answers itself (an
+// unexpired COMPLETED record, a FAILED one with a response, a PENDING one
+// of another token whose lease runs) must not run the function at all:
+// EXPLAIN ANALYZE shows its sub-select never executed; for every other row
+// it runs.
+func TestClaimStatementsAnswerAsFunction(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t, Options{})
+	ctx := testCtx(t)
+	bare := `SELECT * FROM ` + s.n.claim + `($1::text, $2::bytea, $3::bigint, $4::interval, $5::interval, $6::boolean)`
+	reqFP := fp(1)
+	const reqTok = 7
+	now := time.Now().Truncate(time.Microsecond)
+	type row struct {
+		state                                  int16 // 0: no row
+		response, expired, leaseOut, own, same bool
+	}
+	// inTx runs f in a transaction that holds r under the key "k", and
+	// rolls it back.
+	inTx := func(t *testing.T, r row, f func(tx pgx.Tx)) {
+		t.Helper()
+		tx, err := s.pool.Begin(ctx)
+		require.NoError(t, err)
+		defer rollback(tx)
+		if r.state != 0 {
+			rowFP, tok, resp := fp(2), int64(5), []byte(nil)
+			if r.same {
+				rowFP = reqFP
+			}
+			if r.own {
+				tok = reqTok
+			}
+			if r.response {
+				resp = []byte("resp")
+			}
+			exp, lease := now.Add(time.Hour), now.Add(time.Minute)
+			if r.expired {
+				exp = now.Add(-time.Hour)
+			}
+			if r.leaseOut {
+				lease = now.Add(-time.Minute)
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO `+s.n.table+` (key, state, fingerprint, token, lease_expires_at, expires_at, prior_state, response)
+VALUES ('k', $1, $2, $3, $4, $5, 3, $6)`, r.state, rowFP[:], tok, lease, exp, resp)
+			require.NoError(t, err)
+		}
+		f(tx)
+	}
+	args := func(sameFP bool) []any { return []any{"k", reqFP[:], int64(reqTok), time.Minute, time.Hour, sameFP} }
+	answer := func(t *testing.T, q string, r row, sameFP bool) (v []any) {
+		t.Helper()
+		inTx(t, r, func(tx pgx.Tx) {
+			rows, err := tx.Query(ctx, q, args(sameFP)...)
+			require.NoError(t, err)
+			require.True(t, rows.Next(), "a row")
+			v, err = rows.Values()
+			require.NoError(t, err)
+			require.False(t, rows.Next(), "one row")
+			rows.Close()
+			require.NoError(t, rows.Err())
+		})
+		return v
+	}
+	// functionRuns reports whether claimRead, run on r, called the
+	// function: whether EXPLAIN ANALYZE shows the sub-select that calls it
+	// executed.
+	functionRuns := func(t *testing.T, r row, sameFP bool) bool {
+		t.Helper()
+		var plan []string
+		inTx(t, r, func(tx pgx.Tx) {
+			rows, err := tx.Query(ctx, `EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) `+s.q.claimRead, args(sameFP)...)
+			require.NoError(t, err)
+			plan, err = pgx.CollectRows(rows, pgx.RowTo[string])
+			require.NoError(t, err)
+		})
+		for _, l := range plan {
+			if strings.Contains(l, "Subquery Scan on f") {
+				return !strings.Contains(l, "never executed")
+			}
+		}
+		t.Fatalf("no sub-select in the plan:\n%s", strings.Join(plan, "\n"))
+		return false
+	}
+	n, answered := 0, 0
+	for state := range int16(4) {
+		for bits := range 1 << 6 {
+			r := row{state: state, response: bits&1 != 0, expired: bits&2 != 0, leaseOut: bits&4 != 0, own: bits&8 != 0, same: bits&16 != 0}
+			sameFP := bits&32 != 0
+			if state == 0 && bits&31 != 0 {
+				continue // no row: the other bits do not matter
+			}
+			name := fmt.Sprintf("%+v/sameFP=%v", r, sameFP)
+			want := answer(t, bare, r, sameFP)
+			for _, path := range claimPaths {
+				require.Equal(t, want, answer(t, claimSQL(s, path.way), r, sameFP), "%s: %s", path.name, name)
+			}
+			itself := !r.expired && (r.state == 2 || r.state == 3 && r.response || r.state == 1 && !r.own && !r.leaseOut)
+			assert.Equal(t, !itself, functionRuns(t, r, sameFP), "%s: the function runs", name)
+			n++
+			if itself {
+				answered++
+			}
+		}
+	}
+	require.Equal(t, 2+3*64, n)
+	require.Equal(t, 32+16+8, answered) // COMPLETED, FAILED with a response, PENDING of another token
+}
+
+// TestClaimChooser: the chooser switches to claimRead at the end of an
+// epoch in which at least claimReadOn Begins were answered from a record,
+// back to claimFunc at the end of one with at most claimReadOff, and stays
+// where it is in between (the hysteresis); Begins counted concurrently are
+// all counted but for those that finish while an epoch ends.
+func TestClaimChooser(t *testing.T) {
+	t.Parallel()
+	var c claimChooser
+	epoch := func(answered int) {
+		for i := range claimEpoch {
+			c.count(i < answered)
+		}
+	}
+	require.False(t, c.read(), "claimFunc first")
+	epoch(claimReadOn - 1)
+	assert.False(t, c.read(), "below claimReadOn")
+	epoch(claimReadOn)
+	assert.True(t, c.read(), "from claimReadOn")
+	epoch(claimReadOff + 1)
+	assert.True(t, c.read(), "above claimReadOff")
+	epoch(claimReadOff)
+	assert.False(t, c.read(), "up to claimReadOff")
+	epoch((claimReadOn + claimReadOff) / 2)
+	assert.False(t, c.read(), "in between: stays")
+
+	// Mid-epoch, nothing switches.
+	for range claimEpoch - 1 {
+		c.count(true)
+	}
+	assert.False(t, c.read())
+	assert.Equal(t, uint64(claimEpoch-1)*(chooseBegin+chooseAnswered), c.w.Load())
+	c.count(true)
+	assert.True(t, c.read())
+	assert.Equal(t, uint64(chooseRead), c.w.Load(), "counts zeroed")
+
+	// Concurrent Begins, all new keys: back to claimFunc.
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range claimEpoch {
+				c.count(false)
+			}
+		})
+	}
+	wg.Wait()
+	assert.False(t, c.read())
+	assert.Less(t, c.w.Load()>>32, uint64(claimEpoch), "an epoch's Begins at most")
+	assert.Zero(t, c.w.Load()&chooseCount, "none answered")
+}
+
+// TestBeginPicksClaimStatement: Begin runs claimFunc for a stream of new
+// keys and claimRead for a stream of replays, switching at the end of the
+// first epoch of the other kind, and keeps its statement for a mix near the
+// break-even (a third replays) whichever it is. The statements Begin runs
+// are those the pool's tracer sees.
+func TestBeginPicksClaimStatement(t *testing.T) {
+	t.Parallel()
+	rec := &sqlRecorder{}
+	p := poolWith(t, testenv.PostgresURL(t), func(c *pgxpool.Config) {
+		c.MaxConns = 1
+		c.ConnConfig.Tracer = rec
+	})
+	s := newStoreOn(t, p, Options{})
+	rec.s = s
+	ctx := testCtx(t)
+	tok := idem.Token(0)
+	begin := func(key string, wantAcquired bool) {
+		t.Helper()
+		tok++
+		r, err := s.Begin(ctx, beginReq(key, tok))
+		require.NoError(t, err)
+		require.Equal(t, wantAcquired, r.Acquired, key)
+	}
+	fresh := 0
+	newKey := func() {
+		t.Helper()
+		fresh++
+		begin(fmt.Sprint("new", fresh), true)
+	}
+	replay := func() { t.Helper(); begin("done", false) }
+	repeat := func(s string, n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = s
+		}
+		return out
+	}
+	begin("done", true)
+	require.NoError(t, s.Finish(ctx, "done", tok, idem.StateCompleted, []byte("resp")))
+	require.Equal(t, []string{"func"}, rec.take(), "a new Store runs claimFunc")
+
+	// The first epoch: the claim above and claimEpoch-1 replays.
+	for range 2*claimEpoch - 1 {
+		replay()
+	}
+	require.Equal(t, append(repeat("func", claimEpoch-1), repeat("read", claimEpoch)...), rec.take(),
+		"replays: claimRead from the second epoch on")
+
+	for range 2 * claimEpoch {
+		newKey()
+	}
+	require.Equal(t, append(repeat("read", claimEpoch), repeat("func", claimEpoch)...), rec.take(),
+		"new keys: claimFunc from the second epoch on")
+
+	mix := func() {
+		t.Helper()
+		for i := range 2 * claimEpoch {
+			if i%3 == 0 {
+				replay()
+			} else {
+				newKey()
+			}
+		}
+	}
+	mix()
+	require.Equal(t, repeat("func", 2*claimEpoch), rec.take(), "a third replays: claimFunc stays")
+	for range claimEpoch {
+		replay()
+	}
+	require.Equal(t, repeat("func", claimEpoch), rec.take())
+	mix()
+	require.Equal(t, repeat("read", 2*claimEpoch), rec.take(), "a third replays: claimRead stays")
+}
+
+// BenchmarkClaimChooser: what the chooser costs a Begin (a read to pick,
+// a count once answered), alone and from every P at once.
+func BenchmarkClaimChooser(b *testing.B) {
+	b.Run("serial", func(b *testing.B) {
+		var c claimChooser
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			_ = c.read()
+			c.count(i%3 == 0)
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		var c claimChooser
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for i := 0; pb.Next(); i++ {
+				_ = c.read()
+				c.count(i%3 == 0)
+			}
+		})
+	})
 }

@@ -260,36 +260,71 @@ func storeAsRole(t *testing.T, admin *pgxpool.Pool, schema string, grants func(r
 	return s, rec
 }
 
-// claimPaths are Begin's two ways of claiming: the claim function (fn) and
-// the claim statement, its fallback.
+// claimWay is one of Begin's claim statements: the claim function's call
+// (claimFunc), the read of the row that calls the function only when the
+// row is not an answer by itself (claimRead), and the claim statement, the
+// fallback where the function is missing (claim).
+type claimWay int
+
+const (
+	wayFunc claimWay = iota
+	wayRead
+	wayCTE
+)
+
+// claimPaths are Begin's ways of claiming.
 var claimPaths = []struct {
 	name string
-	fn   bool
-}{{"Func", true}, {"CTE", false}}
+	way  claimWay
+}{{"Func", wayFunc}, {"Read", wayRead}, {"CTE", wayCTE}}
 
-// useClaimFunc makes s claim with the function (fn) or the statement.
-func useClaimFunc(s *Store, fn bool) {
-	if fn {
-		s.claimFuncFound()
-	} else {
+// useClaimFunc makes s claim with the statement of way: until the end of
+// the chooser's epoch (claimEpoch Begins) for claimFunc and claimRead.
+func useClaimFunc(s *Store, way claimWay) {
+	switch way {
+	case wayCTE:
 		s.claimFuncAbsent()
+	case wayRead:
+		s.claimFuncFound()
+		s.claims.w.Store(chooseRead)
+	default:
+		s.claimFuncFound()
+		s.claims.w.Store(0)
 	}
 }
 
-// claimSQL is the claim function's call (fn) or the claim statement.
-func claimSQL(s *Store, fn bool) string {
-	if fn {
-		return s.q.claimFunc
+// claimSQL is the statement of way.
+func claimSQL(s *Store, way claimWay) string {
+	switch way {
+	case wayCTE:
+		return s.q.claim
+	case wayRead:
+		return s.q.claimRead
 	}
-	return s.q.claim
+	return s.q.claimFunc
 }
 
-// claimPrefix is how the text of claimSQL(s, fn) starts, for pg_stat_activity.
-func claimPrefix(fn bool) string {
-	if fn {
-		return "SELECT * FROM"
+// currentWay is the statement s's Begin runs now.
+func currentWay(s *Store) claimWay {
+	switch {
+	case !s.usesClaimFunc():
+		return wayCTE
+	case s.claims.read():
+		return wayRead
 	}
-	return "WITH cur"
+	return wayFunc
+}
+
+// claimPrefix is how the text of claimSQL(s, way) starts, for
+// pg_stat_activity.
+func claimPrefix(way claimWay) string {
+	switch way {
+	case wayCTE:
+		return "WITH cur"
+	case wayRead:
+		return "SELECT false AS acquired"
+	}
+	return "SELECT * FROM"
 }
 
 // sqlRecorder is a pgx tracer that records every statement it sees and
@@ -327,8 +362,8 @@ func (r *sqlRecorder) drain() []tracedStmt {
 	return st
 }
 
-// take returns the claims (claimFunc or claim of r.s) recorded so far, as
-// "func" or "cte", with " error" after a failed one, and forgets every
+// take returns the claims (claimFunc, claimRead or claim of r.s) recorded
+// so far, as "func", "read" or "cte", with " error" after a failed one, and forgets every
 // statement recorded.
 func (r *sqlRecorder) take() []string {
 	var calls []string
@@ -337,6 +372,8 @@ func (r *sqlRecorder) take() []string {
 		switch st.sql {
 		case r.s.q.claimFunc:
 			call = "func"
+		case r.s.q.claimRead:
+			call = "read"
 		case r.s.q.claim:
 			call = "cte"
 		default:

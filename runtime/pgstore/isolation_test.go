@@ -213,15 +213,15 @@ func TestTxIsolationTakeover(t *testing.T) {
 		for _, path := range claimPaths {
 			t.Run(ic.name+"/"+path.name, func(t *testing.T) {
 				t.Parallel()
-				testTxIsolationTakeover(t, ic, path.fn)
+				testTxIsolationTakeover(t, ic, path.way)
 			})
 		}
 	}
 }
 
-func testTxIsolationTakeover(t *testing.T, ic isolationCase, fn bool) {
+func testTxIsolationTakeover(t *testing.T, ic isolationCase, way claimWay) {
 	f := newTxFixtureOn(t, ic.pool(t), ic.opts)
-	useClaimFunc(f.s, fn)
+	useClaimFunc(f.s, way)
 	ctx := f.ctx
 
 	// duplicate claims key with token 2 while the holder's transaction is

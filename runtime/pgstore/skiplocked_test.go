@@ -33,16 +33,16 @@ func TestTxDuplicateOfLockedHolder(t *testing.T) {
 		for _, path := range claimPaths {
 			t.Run(string(iso)+"/"+path.name, func(t *testing.T) {
 				t.Parallel()
-				testTxDuplicateOfLockedHolder(t, iso, path.fn)
+				testTxDuplicateOfLockedHolder(t, iso, path.way)
 			})
 		}
 	}
 }
 
-func testTxDuplicateOfLockedHolder(t *testing.T, iso pgx.TxIsoLevel, fn bool) {
+func testTxDuplicateOfLockedHolder(t *testing.T, iso pgx.TxIsoLevel, way claimWay) {
 	p := poolWith(t, testenv.PostgresURL(t), func(c *pgxpool.Config) { c.MaxConns = 4 })
 	f := newTxFixtureOn(t, p, Options{TxOptions: pgx.TxOptions{IsoLevel: iso}})
-	useClaimFunc(f.s, fn)
+	useClaimFunc(f.s, way)
 	// A duplicate that waited on the holder's lock would wait out the store
 	// timeout, and hold its pool connection as long: 10s, so that half of
 	// it bounds "at once" with room for a loaded machine (with 2s, a

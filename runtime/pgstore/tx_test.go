@@ -194,14 +194,14 @@ func TestTxRaceHolderFirst(t *testing.T) {
 	for _, path := range claimPaths {
 		t.Run(path.name, func(t *testing.T) {
 			t.Parallel()
-			testTxRaceHolderFirst(t, path.fn)
+			testTxRaceHolderFirst(t, path.way)
 		})
 	}
 }
 
-func testTxRaceHolderFirst(t *testing.T, fn bool) {
+func testTxRaceHolderFirst(t *testing.T, way claimWay) {
 	f := newTxFixture(t)
-	useClaimFunc(f.s, fn)
+	useClaimFunc(f.s, way)
 	commit := f.holderPastLease(t, "k")
 
 	var (
@@ -231,12 +231,12 @@ func TestTxRaceTakeoverFirst(t *testing.T) {
 	for _, path := range claimPaths {
 		t.Run(path.name, func(t *testing.T) {
 			t.Parallel()
-			testTxRaceTakeoverFirst(t, path.fn)
+			testTxRaceTakeoverFirst(t, path.way)
 		})
 	}
 }
 
-func testTxRaceTakeoverFirst(t *testing.T, fn bool) {
+func testTxRaceTakeoverFirst(t *testing.T, way claimWay) {
 	f := newTxFixture(t)
 	ctx := testCtx(t)
 	commit := f.holderPastLease(t, "k")
@@ -249,7 +249,7 @@ func testTxRaceTakeoverFirst(t *testing.T, fn bool) {
 		prior    int16
 	)
 	f2 := fp(2)
-	require.NoError(t, other.QueryRow(ctx, claimSQL(f.s, fn), "k", f2[:], int64(2), time.Minute, time.Hour, false).
+	require.NoError(t, other.QueryRow(ctx, claimSQL(f.s, way), "k", f2[:], int64(2), time.Minute, time.Hour, false).
 		Scan(&acquired, &prior, nil, nil, nil, nil, nil, nil))
 	assert.True(t, acquired)
 	assert.Equal(t, int16(idem.StatePending), prior)
@@ -274,14 +274,14 @@ func TestTxRaceStress(t *testing.T) {
 	for _, path := range claimPaths {
 		t.Run(path.name, func(t *testing.T) {
 			t.Parallel()
-			testTxRaceStress(t, path.fn)
+			testTxRaceStress(t, path.way)
 		})
 	}
 }
 
-func testTxRaceStress(t *testing.T, fn bool) {
+func testTxRaceStress(t *testing.T, way claimWay) {
 	f := newTxFixture(t)
-	useClaimFunc(f.s, fn)
+	useClaimFunc(f.s, way)
 	ctx := testCtx(t)
 	var commits, takeovers int
 	for i := range 40 {

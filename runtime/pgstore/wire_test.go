@@ -23,24 +23,24 @@ func TestRawReadsMatchScan(t *testing.T) {
 		require.True(t, res.Acquired)
 	}
 	claim("pending")
-	var claimOneWay func(t *testing.T, key string, token int64, fn bool) idem.BeginResult
-	// claimBothWays runs the claim function's call and the claim statement
-	// for key with the fencing token, each in a transaction it rolls back,
-	// reads their rows with readClaim and with Scan, requires the four to
-	// agree and returns the result.
+	var claimOneWay func(t *testing.T, key string, token int64, way claimWay) idem.BeginResult
+	// claimBothWays runs the claim function's call, the read that calls it
+	// (claimRead) and the claim statement for key with the fencing token,
+	// each in a transaction it rolls back, reads their rows with readClaim
+	// and with Scan, requires the six to agree and returns the result.
 	claimBothWays := func(t *testing.T, key string, token int64) idem.BeginResult {
 		t.Helper()
-		fnRes := claimOneWay(t, key, token, true)
-		res := claimOneWay(t, key, token, false)
-		require.Equal(t, res, fnRes, key)
+		res := claimOneWay(t, key, token, wayCTE)
+		require.Equal(t, res, claimOneWay(t, key, token, wayFunc), key)
+		require.Equal(t, res, claimOneWay(t, key, token, wayRead), key)
 		return res
 	}
-	claimOneWay = func(t *testing.T, key string, token int64, fn bool) idem.BeginResult {
+	claimOneWay = func(t *testing.T, key string, token int64, way claimWay) idem.BeginResult {
 		t.Helper()
 		tx, err := p.Begin(ctx)
 		require.NoError(t, err)
 		defer func() { _ = tx.Rollback(ctx) }()
-		rows, err := tx.Query(ctx, claimSQL(s, fn), key, f[:], token, time.Minute, time.Hour, false)
+		rows, err := tx.Query(ctx, claimSQL(s, way), key, f[:], token, time.Minute, time.Hour, false)
 		require.NoError(t, err)
 		require.True(t, rows.Next())
 		_, fast := fastRow(rows, claimOIDs)
