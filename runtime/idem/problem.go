@@ -192,7 +192,8 @@ func (e *Engine) Refuse(w http.ResponseWriter, r *http.Request, policy *Policy, 
 // error about the key parameter): the client gets prob alone, err goes to
 // the Observer as the event's Err and to the log at debug level, where
 // the details a client should not see (Go types, a parser's wording) are
-// kept.
+// kept (its text clipped to a bounded length, with the length it had: it
+// may quote the key as the client sent it).
 func (e *Engine) RefuseWithCause(w http.ResponseWriter, r *http.Request, policy *Policy, prob *Problem, err error) {
 	if policy == nil || prob == nil {
 		panic("idem: Refuse with a nil policy or problem")
@@ -200,7 +201,7 @@ func (e *Engine) RefuseWithCause(w http.ResponseWriter, r *http.Request, policy 
 	e.writePublicProblem(w, prob)
 	if err != nil {
 		e.log.LogAttrs(r.Context(), slog.LevelDebug, "idem: request refused before the engine ran",
-			slog.String("operation", policy.spec.Operation), slog.String("code", prob.Code), slog.Any("error", err))
+			slog.String("operation", policy.spec.Operation), slog.String("code", prob.Code), clipErr("error", err))
 	}
 	e.observe(r.Context(), Event{Kind: EventRejected, Operation: policy.spec.Operation,
 		Status: publicStatus(prob.Status), Code: prob.Code, Err: err})
