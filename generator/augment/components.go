@@ -82,7 +82,7 @@ func problemSchema() *yaml.Node {
 		idem.CodeKeyMissing, idem.CodeKeyInvalid, idem.CodeKeyReused, idem.CodeKeyInUse,
 		idem.CodeStoreUnavailable, idem.CodeResponseUnavailable, idem.CodeRequestTooLarge,
 		idem.CodeRequestUnreadable, idem.CodeRecordUnreadable, idem.CodePrincipalUnavailable,
-		idem.CodeRequestEnded, idem.CodeHandlerPanicked,
+		idem.CodeRequestEnded, idem.CodeHandlerPanicked, idem.CodeHandlerFailed,
 	}
 	return mapping(
 		"type", "object",

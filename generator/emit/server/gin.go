@@ -39,11 +39,11 @@ func (g *gen) ginStrict() {
 func (g *gen) ginHandlerErrorFunc() {
 	t := g.cfg.Type
 	sig := func() *jen.Statement { return jen.Func().Params(ginCtx(), jen.Error()) }
-	g.doc("HandlerErrorFunc returns the error handler for StrictGinServerOptions.HandlerErrorFunc: next (nil: oapi-codegen's default, 500 with {\"msg\": the error}) answers the error of an operation, and under failures: replay, what it writes for an idempotent operation's error is recorded and replayed to a retry with Idempotent-Replayed: true (a 5xx is stored as a failure, as a plain handler's), so the operation does not run again; next gets the error the strict server hands it, as it is, and ctx.Writer records while it runs. It needs CaptureBody in router.Use (RegisterStrictHandlers adds both). Without it, or when next writes nothing (a status set without a body is written), the key is freed for a retry and the engine warns once per operation. Every other error goes to next as it is.")
+	g.doc("HandlerErrorFunc returns the error handler for StrictGinServerOptions.HandlerErrorFunc: next answers the error of an operation (nil: a generic 500 application/problem+json, IDEMPOTENCY_HANDLER_FAILED, and the error logged at Error level with the engine's Logger: idem.Engine.WriteHandlerError; oapi-codegen's own default sends {\"msg\": the error}, whose text may hold internal details and under failures: replay would be replayed for the whole window), and under failures: replay, what it writes for an idempotent operation's error is recorded and replayed to a retry with Idempotent-Replayed: true (a 5xx is stored as a failure, as a plain handler's), so the operation does not run again; next gets the error the strict server hands it, as it is, and ctx.Writer records while it runs. It needs CaptureBody in router.Use (RegisterStrictHandlers adds both). Without it, or when next writes nothing (a status set without a body is written), the key is freed for a retry and the engine warns once per operation. Every other error goes to next as it is.")
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("HandlerErrorFunc").Params(jen.Id("next").Add(sig())).Add(sig()).Block(
 		jen.If(jen.Id("next").Op("==").Nil()).Block(
 			jen.Id("next").Op("=").Func().Params(jen.Id("ctx").Add(ginCtx()), jen.Err().Error()).Block(
-				jen.Id("ctx").Dot("JSON").Call(jen.Qual("net/http", "StatusInternalServerError"), ginQ("H").Values(jen.Dict{jen.Lit("msg"): jen.Err().Dot("Error").Call()})),
+				jen.Id("x").Dot("engine").Dot("WriteHandlerError").Call(jen.Id("ctx").Dot("Writer"), jen.Id("ctx").Dot("Request"), jen.Err()),
 			),
 		),
 		jen.Return(jen.Func().Params(jen.Id("ctx").Add(ginCtx()), jen.Err().Error()).Block(

@@ -659,12 +659,10 @@ func (g *gen) responseErrorHandler() {
 	sig := func() *jen.Statement {
 		return jen.Func().Params(hf("ResponseWriter"), jen.Op("*").Add(hf("Request")), jen.Error())
 	}
-	g.doc("ResponseErrorHandler returns the error handler for StrictHTTPServerOptions.ResponseErrorHandlerFunc: next (nil: oapi-codegen's default, 500 with the error as text) answers the error of an operation, and under failures: replay, what it writes for an idempotent operation's error is recorded and replayed to a retry with Idempotent-Replayed: true (a 5xx is stored as a failure, as a plain handler's), so the operation does not run again. next gets the error the strict server hands it, as it is (the operation's own, or what a strict middleware made of it). It needs CaptureBody around the router (StrictHandler adds both). Without it, or when next writes nothing, the key is freed for a retry and the engine warns once per operation. Every other error goes to next, writing to w.")
+	g.doc("ResponseErrorHandler returns the error handler for StrictHTTPServerOptions.ResponseErrorHandlerFunc: next answers the error of an operation (nil: a generic 500 application/problem+json, IDEMPOTENCY_HANDLER_FAILED, and the error logged at Error level with the engine's Logger: idem.Engine.WriteHandlerError; oapi-codegen's own default sends the error's text, which may hold internal details and under failures: replay would be replayed for the whole window), and under failures: replay, what it writes for an idempotent operation's error is recorded and replayed to a retry with Idempotent-Replayed: true (a 5xx is stored as a failure, as a plain handler's), so the operation does not run again. next gets the error the strict server hands it, as it is (the operation's own, or what a strict middleware made of it). It needs CaptureBody around the router (StrictHandler adds both). Without it, or when next writes nothing, the key is freed for a retry and the engine warns once per operation. Every other error goes to next, writing to w.")
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("ResponseErrorHandler").Params(jen.Id("next").Add(sig())).Add(sig()).Block(
 		jen.If(jen.Id("next").Op("==").Nil()).Block(
-			jen.Id("next").Op("=").Func().Params(jen.Id("w").Add(hf("ResponseWriter")), jen.Id("_").Op("*").Add(hf("Request")), jen.Err().Error()).Block(
-				hf("Error").Call(jen.Id("w"), jen.Err().Dot("Error").Call(), hf("StatusInternalServerError")),
-			),
+			jen.Id("next").Op("=").Id("x").Dot("engine").Dot("WriteHandlerError"),
 		),
 		jen.Return(jen.Func().Params(jen.Id("w").Add(hf("ResponseWriter")), jen.Id("r").Op("*").Add(hf("Request")), jen.Err().Error()).Block(
 			jen.Qual(idemPkg, "AnswerHandlerError").Call(jen.Id("w"), jen.Id("r"), jen.Err(), jen.Func().Params(jen.Id("w").Add(hf("ResponseWriter")), jen.Err().Error()).Block(

@@ -269,18 +269,19 @@ func (x *Idempotency) CaptureBody(next http.Handler) http.Handler {
 }
 
 // ResponseErrorHandler returns the error handler for StrictHTTPServerOptions.ResponseErrorHandlerFunc:
-// next (nil: oapi-codegen's default, 500 with the error as text) answers the error of an operation,
-// and under failures: replay, what it writes for an idempotent operation's error is recorded and
-// replayed to a retry with Idempotent-Replayed: true (a 5xx is stored as a failure, as a plain
-// handler's), so the operation does not run again. next gets the error the strict server hands it, as
-// it is (the operation's own, or what a strict middleware made of it). It needs CaptureBody around the
-// router (StrictHandler adds both). Without it, or when next writes nothing, the key is freed for a
-// retry and the engine warns once per operation. Every other error goes to next, writing to w.
+// next answers the error of an operation (nil: a generic 500 application/problem+json,
+// IDEMPOTENCY_HANDLER_FAILED, and the error logged at Error level with the engine's Logger:
+// idem.Engine.WriteHandlerError; oapi-codegen's own default sends the error's text, which may hold
+// internal details and under failures: replay would be replayed for the whole window), and under
+// failures: replay, what it writes for an idempotent operation's error is recorded and replayed to a
+// retry with Idempotent-Replayed: true (a 5xx is stored as a failure, as a plain handler's), so the
+// operation does not run again. next gets the error the strict server hands it, as it is (the
+// operation's own, or what a strict middleware made of it). It needs CaptureBody around the router
+// (StrictHandler adds both). Without it, or when next writes nothing, the key is freed for a retry and
+// the engine warns once per operation. Every other error goes to next, writing to w.
 func (x *Idempotency) ResponseErrorHandler(next func(http.ResponseWriter, *http.Request, error)) func(http.ResponseWriter, *http.Request, error) {
 	if next == nil {
-		next = func(w http.ResponseWriter, _ *http.Request, err error) {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-		}
+		next = x.engine.WriteHandlerError
 	}
 	return func(w http.ResponseWriter, r *http.Request, err error) {
 		idem.AnswerHandlerError(w, r, err, func(w http.ResponseWriter, err error) {
