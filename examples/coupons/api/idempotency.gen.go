@@ -7,7 +7,6 @@ package api
 import (
 	"context"
 	"errors"
-	"fmt"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/memstore"
 	"net/http"
@@ -139,26 +138,25 @@ func (x *Idempotency) Policy(operationID string) *idem.Policy {
 // handler untouched.
 //
 // For an idempotent operation it reads the key from the typed request object when the spec declares
-// the key parameter or the key is a top-level string member of the JSON body (else from the request, a
-// body member from the captured wire bytes), fingerprints the body CaptureBody kept, and either runs
-// the operation, recording its typed response through its Visit method, or writes the stored response
-// (a replay) or a problem and returns (nil, nil), so the strict handler has nothing left to write. An
-// error the operation returns is no response: the strict server answers it (its error handler) after
-// StrictMiddleware returned. Under failures: replay, that answer is recorded and replayed when the
-// error handler is wrapped in ResponseErrorHandler (StrictHTTPServerOptions.ResponseErrorHandlerFunc)
-// and CaptureBody bounds the request; otherwise, and under the other failures policies (or in
-// transactional mode, where the error rolls back), the key is freed for a retry (under failures:
-// replay the engine warns once per operation). Without CaptureBody, requests with a body are refused
-// with 400 IDEMPOTENCY_REQUEST_UNREADABLE.
+// the key parameter (but a UUID-typed one, read from the request as sent, so that only the canonical
+// text format: uuid allows is taken) or the key is a top-level string member of the JSON body (else
+// from the request, a body member from the captured wire bytes), fingerprints the body CaptureBody
+// kept, and either runs the operation, recording its typed response through its Visit method, or
+// writes the stored response (a replay) or a problem and returns (nil, nil), so the strict handler has
+// nothing left to write. An error the operation returns is no response: the strict server answers it
+// (its error handler) after StrictMiddleware returned. Under failures: replay, that answer is recorded
+// and replayed when the error handler is wrapped in ResponseErrorHandler
+// (StrictHTTPServerOptions.ResponseErrorHandlerFunc) and CaptureBody bounds the request; otherwise,
+// and under the other failures policies (or in transactional mode, where the error rolls back), the
+// key is freed for a retry (under failures: replay the engine warns once per operation). Without
+// CaptureBody, requests with a body are refused with 400 IDEMPOTENCY_REQUEST_UNREADABLE.
 func (x *Idempotency) StrictMiddleware(f StrictHandlerFunc, operationID string) StrictHandlerFunc {
 	switch operationID {
 	case "ClaimCoupon":
 		return func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error) {
-			key := idem.RequestKey
-			if in, ok := request.(ClaimCouponRequestObject); ok {
-				key = idemgenKeyUUID(in.Params.IdempotencyKey)
-			}
-			return x.strict(ctx, w, r, request, f, idemgenPolicyClaimCoupon, key, func(resp any) func(http.ResponseWriter) error {
+			// The key as sent (idem.RequestKey), not the parsed UUID: oapi-codegen's binding also
+			// takes braced, urn:uuid: and dashless forms, which format: uuid refuses (canonical text).
+			return x.strict(ctx, w, r, request, f, idemgenPolicyClaimCoupon, idem.RequestKey, func(resp any) func(http.ResponseWriter) error {
 				if v, ok := resp.(ClaimCouponResponseObject); ok {
 					return v.VisitClaimCouponResponse
 				}
@@ -476,9 +474,4 @@ next:
 // answered with net/http's implicit empty 200, which is recorded.
 func idemgenWriteNothing(http.ResponseWriter) error {
 	return nil
-}
-
-// idemgenKeyUUID is a UUID key parameter as the engine takes it: its text form.
-func idemgenKeyUUID[T fmt.Stringer](v T) idem.Key {
-	return idem.KeyFrom(v.String())
 }

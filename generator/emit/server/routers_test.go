@@ -331,6 +331,19 @@ func TestOneLine(t *testing.T) {
 	if mismatch.Code != 422 || !strings.Contains(mismatch.Body.String(), idem.CodeKeyReused) || s.claims != 1 {
 		t.Fatalf("another body with the key: %d %s, executed %d", mismatch.Code, mismatch.Body, s.claims)
 	}
+	// format: uuid is the canonical 8-4-4-4-12 text, in any case (an
+	// upper-case key is the same key), in the strict server too, whose
+	// parameter binding (uuid.Parse) also takes braced, urn:uuid: and
+	// dashless forms: they are refused, never normalised to the key.
+	if w := do("POST", "/coupons/C1/claims", strings.ToUpper(key), ` + "`" + `{"user_id":"u","trace_id":"c"}` + "`" + `); w.Code != 201 || w.Header().Get("Idempotent-Replayed") != "true" || s.claims != 1 {
+		t.Fatalf("the key in upper case: %d %q %s, executed %d", w.Code, w.Header(), w.Body, s.claims)
+	}
+	for _, k := range []string{"{" + key + "}", "urn:uuid:" + key, strings.ReplaceAll(key, "-", "")} {
+		w := do("POST", "/coupons/C1/claims", k, ` + "`" + `{"user_id":"u","trace_id":"c"}` + "`" + `)
+		if w.Code != 400 || !strings.Contains(w.Body.String(), idem.CodeKeyInvalid) || !strings.Contains(w.Body.String(), "8-4-4-4-12") || s.claims != 1 {
+			t.Fatalf("the key %s: %d %q %s, executed %d", k, w.Code, w.Header(), w.Body, s.claims)
+		}
+	}
 	// A key carried in the body (no key header): a retry replays, a
 	// difference in a volatile member only too; another body under the same
 	// key is refused; "" is an invalid key, absent or null a missing one,

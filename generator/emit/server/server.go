@@ -604,16 +604,19 @@ func (g *gen) strictMiddleware(handlerParams, args []jen.Code) {
 	t := g.cfg.Type
 	g.doc("StrictMiddleware is a StrictMiddlewareFunc (pass x.StrictMiddleware to NewStrictHandler, first among the strict middlewares) that protects the idempotent operations and returns every other operation's handler untouched.")
 	g.doc("")
-	g.doc("For an idempotent operation it reads the key from the typed request object when the spec declares the key parameter or the key is a top-level string member of the JSON body (else from the request, a body member from the captured wire bytes), fingerprints the body CaptureBody kept, and either runs the operation, recording its typed response through its Visit method, or writes the stored response (a replay) or a problem and returns (nil, nil), so the strict handler has nothing left to write. An error the operation returns is no response: the strict server answers it (its error handler) after StrictMiddleware returned. " + g.strictErrorDoc() + " Without CaptureBody, requests with a body are refused with 400 IDEMPOTENCY_REQUEST_UNREADABLE.")
+	g.doc("For an idempotent operation it reads the key from the typed request object when the spec declares the key parameter (but a UUID-typed one, read from the request as sent, so that only the canonical text format: uuid allows is taken) or the key is a top-level string member of the JSON body (else from the request, a body member from the captured wire bytes), fingerprints the body CaptureBody kept, and either runs the operation, recording its typed response through its Visit method, or writes the stored response (a replay) or a problem and returns (nil, nil), so the strict handler has nothing left to write. An error the operation returns is no response: the strict server answers it (its error handler) after StrictMiddleware returned. " + g.strictErrorDoc() + " Without CaptureBody, requests with a body are refused with 400 IDEMPOTENCY_REQUEST_UNREADABLE.")
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("StrictMiddleware").Params(jen.Id("f").Id("StrictHandlerFunc"), jen.Id("operationID").String()).Id("StrictHandlerFunc").Block(
 		jen.Switch(jen.Id("operationID")).BlockFunc(func(sw *jen.Group) {
 			for _, op := range g.spec.Operations {
 				sw.Case(jen.Lit(op.GoName)).Block(
 					jen.Return(jen.Func().Params(handlerParams...).Params(jen.Any(), jen.Error()).BlockFunc(func(b *jen.Group) {
 						key := jen.Qual(idemPkg, "RequestKey")
-						if p := op.Key.Param; p != nil {
+						if p := op.Key.Param; p != nil && op.Key.GoKind == ir.KeyGoUUID {
+							b.Comment("The key as sent (idem.RequestKey), not the parsed UUID: oapi-codegen's binding also")
+							b.Comment("takes braced, urn:uuid: and dashless forms, which format: uuid refuses (canonical text).")
+						} else if p != nil {
 							b.Id("key").Op(":=").Add(key)
-							conv := keyConv(op.Key.GoKind == ir.KeyGoUUID, p.Pointer)
+							conv := keyConv(false, p.Pointer)
 							b.If(jen.List(jen.Id("in"), jen.Id("ok")).Op(":=").Id("request").Assert(jen.Id(op.Names.RequestObject)), jen.Id("ok")).Block(
 								jen.Id("key").Op("=").Id(conv).Call(jen.Id("in").Dot("Params").Dot(p.GoName)),
 							)
@@ -1125,8 +1128,8 @@ func (g *gen) helpers() {
 	type keyHelper struct{ uuid, ptr bool }
 	used := map[keyHelper]bool{}
 	for _, op := range g.spec.Operations {
-		if p := op.Key.Param; p != nil {
-			used[keyHelper{op.Key.GoKind == ir.KeyGoUUID, p.Pointer}] = true
+		if p := op.Key.Param; p != nil && op.Key.GoKind != ir.KeyGoUUID { // a UUID key is read as sent
+			used[keyHelper{false, p.Pointer}] = true
 		}
 	}
 	for _, h := range []keyHelper{{false, false}, {false, true}, {true, false}, {true, true}} {
