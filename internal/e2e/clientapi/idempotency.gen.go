@@ -574,7 +574,7 @@ func (x *Idempotency) strict(ctx context.Context, w http.ResponseWriter, r *http
 		c.Respond(w) // the replay or the problem
 		return nil, nil
 	}
-	c.Writer(w) // notes the headers the middleware in front set: those set from here on are recorded
+	c.Writer(w) // notes the Content-Type and Content-Encoding the middleware in front set (not recorded unless changed from here on); a listed response header is recorded whoever set it
 	resp, err := f(c.Context(), w, r, request)
 	if err != nil {
 		return resp, c.HandlerFailed(err) // ResponseErrorHandler records the strict server's answer under failures: replay; else End frees the key
