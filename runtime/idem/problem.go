@@ -235,7 +235,7 @@ func (e *Engine) RefuseWithCause(w http.ResponseWriter, r *http.Request, policy 
 		panic("idem: Refuse with a nil policy or problem")
 	}
 	e.writePublicProblem(w, prob)
-	if err != nil {
+	if err != nil && e.log.Enabled(r.Context(), slog.LevelDebug) { // clipErr boxes err: only when it is logged
 		e.log.LogAttrs(r.Context(), slog.LevelDebug, "idem: request refused before the engine ran",
 			slog.String("operation", policy.spec.Operation), slog.String("code", prob.Code), clipErr("error", err))
 	}
