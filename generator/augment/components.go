@@ -82,7 +82,7 @@ func problemSchema() *yaml.Node {
 		idem.CodeKeyMissing, idem.CodeKeyInvalid, idem.CodeKeyReused, idem.CodeKeyInUse,
 		idem.CodeStoreUnavailable, idem.CodeResponseUnavailable, idem.CodeRequestTooLarge,
 		idem.CodeRequestUnreadable, idem.CodeRecordUnreadable, idem.CodePrincipalUnavailable,
-		idem.CodeRequestEnded, idem.CodeHandlerPanicked, idem.CodeQuotaExceeded,
+		idem.CodeRequestEnded, idem.CodeHandlerPanicked, idem.CodeQuotaExceeded, idem.CodeHandlerFailed,
 	}
 	return mapping(
 		"type", "object",

@@ -285,3 +285,39 @@ func TestOuterNonCanonicalNotRecorded(t *testing.T) {
 		}
 	}
 }
+
+// A header that response.headers lists is recorded as the response
+// carries it, whoever set it: one a middleware in front of the engine sets
+// for each request is recorded with the first request's value, and the
+// replay carries that value in place of the one the middleware set for the
+// retry (docs/runtime.md, "Headers": list only headers the handler sets).
+// Content-Type and Content-Encoding set in front are not recorded
+// (TestOuterContentEncodingNotRecorded).
+func TestOuterListedHeaderRecorded(t *testing.T) {
+	f := newFixture(t, idem.Options{Principal: idem.Anonymous})
+	spec := strictSpec()
+	spec.Response.Headers = []string{"Location", "X-Token"}
+	h := f.eng.Handler(mustCompile(t, spec), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.calls.Add(1)
+		w.Header().Set("Location", "/orders/1")
+		w.WriteHeader(http.StatusCreated)
+	}))
+	front := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Token", "token-of-"+r.Header.Get("X-Caller"))
+		h.ServeHTTP(w, r)
+	})
+	do := func(caller string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader(`{}`))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Idempotency-Key", "k1")
+		r.Header.Set("X-Caller", caller)
+		w := httptest.NewRecorder()
+		front.ServeHTTP(w, r)
+		return w
+	}
+	first, again := do("alice"), do("bob")
+	require.Equal(t, http.StatusCreated, first.Code)
+	require.Equal(t, "true", again.Header().Get("Idempotent-Replayed"))
+	assert.Equal(t, []string{"token-of-alice"}, again.Header().Values("X-Token"), "the recorded value replaces the front middleware's")
+	assert.Equal(t, int32(1), f.calls.Load())
+}

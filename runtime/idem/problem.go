@@ -1,6 +1,7 @@
 package idem
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -74,6 +75,14 @@ const (
 	// the store failing), or an Idempotency-Key or X-Idempotency-Key header
 	// although the engine found no key: no key to free there.
 	CodeHandlerPanicked = "IDEMPOTENCY_HANDLER_PANICKED"
+	// CodeHandlerFailed (500): the operation returned an error and no
+	// error handler of the service answered it: the generated strict
+	// servers' error handlers (ResponseErrorHandler, gin's
+	// HandlerErrorFunc) answer it so by default, through
+	// Engine.WriteHandlerError. The error's text is not sent (it is
+	// logged): it may hold internal details, and under failures: replay
+	// the answer is recorded and replayed for the whole window.
+	CodeHandlerFailed = "IDEMPOTENCY_HANDLER_FAILED"
 )
 
 // StatusClientClosedRequest (499, nginx's "Client Closed Request", which
@@ -184,6 +193,33 @@ func (e *Engine) appendProblem(b []byte, p *problem, typ string) []byte {
 // request of an idempotent operation, use Refuse.
 func (e *Engine) WriteProblem(w http.ResponseWriter, p *Problem) { e.writePublicProblem(w, p) }
 
+// DetailHandlerFailed is the "detail" member of the CodeHandlerFailed
+// problem.
+const DetailHandlerFailed = "the operation failed; the server logged the error"
+
+// WriteHandlerError is the default answer of the generated strict
+// servers' error handlers to err, the error an operation of r returned
+// (when the service gave no error handler of its own): a generic 500
+// problem, CodeHandlerFailed, without the error's text, which may hold
+// internal details (a database address, a query) and, under failures:
+// replay, would be recorded and replayed to every retry for the whole
+// window. err is logged at Error level (Options.Logger) with the request's
+// method and path (clipped, as the engine logs every text a client
+// controls). It reports nothing to the Observer.
+func (e *Engine) WriteHandlerError(w http.ResponseWriter, r *http.Request, err error) {
+	e.writeProblem(w, &problem{status: http.StatusInternalServerError, code: CodeHandlerFailed, detail: DetailHandlerFailed}, "")
+	ctx := context.Background()
+	var method, path string
+	if r != nil {
+		ctx, method = r.Context(), r.Method
+		if r.URL != nil {
+			path = r.URL.Path
+		}
+	}
+	e.log.LogAttrs(ctx, slog.LevelError, "idem: the operation failed, answered with a 500 problem",
+		slog.String("method", clip(method)), slog.String("path", clip(path)), clipErr("error", err))
+}
+
 // Refuse answers r, a request of policy's operation refused before it
 // reached the engine, with prob, written as WriteProblem writes it, and
 // reports the refusal to the Observer as an EventRejected with the
@@ -199,15 +235,16 @@ func (e *Engine) Refuse(w http.ResponseWriter, r *http.Request, policy *Policy, 
 // error about the key parameter): the client gets prob alone, err goes to
 // the Observer as the event's Err and to the log at debug level, where
 // the details a client should not see (Go types, a parser's wording) are
-// kept.
+// kept (its text clipped to a bounded length, with the length it had: it
+// may quote the key as the client sent it).
 func (e *Engine) RefuseWithCause(w http.ResponseWriter, r *http.Request, policy *Policy, prob *Problem, err error) {
 	if policy == nil || prob == nil {
 		panic("idem: Refuse with a nil policy or problem")
 	}
 	e.writePublicProblem(w, prob)
-	if err != nil {
+	if err != nil && e.log.Enabled(r.Context(), slog.LevelDebug) { // clipErr boxes err: only when it is logged
 		e.log.LogAttrs(r.Context(), slog.LevelDebug, "idem: request refused before the engine ran",
-			slog.String("operation", policy.spec.Operation), slog.String("code", prob.Code), slog.Any("error", err))
+			slog.String("operation", policy.spec.Operation), slog.String("code", prob.Code), clipErr("error", err))
 	}
 	e.observe(r.Context(), Event{Kind: EventRejected, Operation: policy.spec.Operation,
 		Status: publicStatus(prob.Status), Code: prob.Code, Err: err})

@@ -64,6 +64,7 @@ func (e ErrorCode) Valid() bool {
 
 // Defines values for IdempotencyProblemCode.
 const (
+	IDEMPOTENCYHANDLERFAILED        IdempotencyProblemCode = "IDEMPOTENCY_HANDLER_FAILED"
 	IDEMPOTENCYHANDLERPANICKED      IdempotencyProblemCode = "IDEMPOTENCY_HANDLER_PANICKED"
 	IDEMPOTENCYKEYINUSE             IdempotencyProblemCode = "IDEMPOTENCY_KEY_IN_USE"
 	IDEMPOTENCYKEYINVALID           IdempotencyProblemCode = "IDEMPOTENCY_KEY_INVALID"
@@ -82,6 +83,8 @@ const (
 // Valid indicates whether the value is a known member of the IdempotencyProblemCode enum.
 func (e IdempotencyProblemCode) Valid() bool {
 	switch e {
+	case IDEMPOTENCYHANDLERFAILED:
+		return true
 	case IDEMPOTENCYHANDLERPANICKED:
 		return true
 	case IDEMPOTENCYKEYINUSE:

@@ -39,20 +39,20 @@ func (g *gen) echoCaptureBody() {
 
 func (g *gen) echoMiddleware() {
 	t := g.cfg.Type
-	g.doc("HTTPMiddleware is echo middleware (e.Use(x.HTTPMiddleware)) for servers generated without strict mode: it protects the requests whose method and path match an idempotent operation and passes every other request untouched. It reads the key and the body from the request itself. An error the handler returns is turned into its response by echo's HTTPErrorHandler inside the recording, so it is what a retry gets.")
+	g.routeTable("Echo", "echo", "Context.Path", echoPath)
+	g.doc("HTTPMiddleware is echo middleware (e.Use(x.HTTPMiddleware), not e.Pre: it runs after echo routed the request) for servers generated without strict mode: it protects the requests echo routed to an idempotent operation (it reads the route echo chose, ctx.Path(), so echo's own matching is the rule: the raw path, a last parameter that takes the rest of it) and passes every other request untouched. It reads the key and the body from the request itself. An error the handler returns is turned into its response by echo's HTTPErrorHandler inside the recording, so it is what a retry gets.")
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("HTTPMiddleware").Params(jen.Id("next").Add(echoQ("HandlerFunc"))).Add(echoQ("HandlerFunc")).Block(
 		jen.Return(jen.Id("x").Dot("HTTPMiddlewareWithBaseURL").Call(jen.Lit("")).Call(jen.Id("next"))),
 	)
-	g.doc("HTTPMiddlewareWithBaseURL is HTTPMiddleware for handlers registered under baseURL (RegisterHandlersWithBaseURL): requests outside it pass untouched.")
+	g.doc("HTTPMiddlewareWithBaseURL is HTTPMiddleware for handlers registered under baseURL (RegisterHandlersWithBaseURL, whose routes are baseURL followed by the spec's paths): requests routed outside it pass untouched.")
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("HTTPMiddlewareWithBaseURL").Params(jen.Id("baseURL").String()).Add(echoQ("MiddlewareFunc")).Block(
-		jen.Id("baseURL").Op("=").Qual("strings", "TrimSuffix").Call(jen.Id("baseURL"), jen.Lit("/")),
 		jen.Return(jen.Func().Params(jen.Id("next").Add(echoQ("HandlerFunc"))).Add(echoQ("HandlerFunc")).Block(
 			jen.Return(jen.Func().Params(jen.Id("ctx").Add(echoQ("Context"))).Error().Block(
 				jen.Id("r").Op(":=").Id("ctx").Dot("Request").Call(),
-				jen.List(jen.Id("path"), jen.Id("ok")).Op(":=").Qual("strings", "CutPrefix").Call(jen.Id("r").Dot("URL").Dot("EscapedPath").Call(), jen.Id("baseURL")),
+				jen.List(jen.Id("route"), jen.Id("ok")).Op(":=").Qual("strings", "CutPrefix").Call(jen.Id("ctx").Dot("Path").Call(), jen.Id("baseURL")),
 				jen.If(jen.Op("!").Id("ok")).Block(jen.Return(jen.Id("next").Call(jen.Id("ctx")))),
-				jen.Id("i").Op(":=").Id(px+"Match").Call(jen.Id("r").Dot("Method"), jen.Id("path")),
-				jen.If(jen.Id("i").Op("<").Lit(0)).Block(jen.Return(jen.Id("next").Call(jen.Id("ctx")))),
+				jen.List(jen.Id("i"), jen.Id("ok")).Op(":=").Id(px+"EchoRoutes").Index(jen.Id(px+"EchoRoute").Values(jen.Id("r").Dot("Method"), jen.Id("route"))),
+				jen.If(jen.Op("!").Id("ok")).Block(jen.Return(jen.Id("next").Call(jen.Id("ctx")))),
 				jen.Id("c").Op(":=").Id("x").Dot("engine").Dot("Begin").Call(jen.Id("r"), jen.Id(px+"Policies").Index(jen.Id("i")), jen.Qual(idemPkg, "RequestKey")),
 				jen.Defer().Id("c").Dot("End").Call(),
 				jen.Id("resp").Op(":=").Id("ctx").Dot("Response").Call(),
@@ -77,19 +77,16 @@ func (g *gen) echoMiddleware() {
 func (g *gen) echoErrorHandler() {
 	t := g.cfg.Type
 	handler := echoQ("HTTPErrorHandler")
-	g.doc("ErrorHandler returns an echo.HTTPErrorHandler (e.HTTPErrorHandler = x.ErrorHandler(e.HTTPErrorHandler)) for handlers registered at the root (else use ErrorHandlerWithBaseURL). oapi-codegen's echo wrappers check typed parameters before any middleware runs and return an *echo.HTTPError, so a key they reject (a malformed uuid-typed header, a missing required one, one given twice) never reaches the engine: this handler answers those with the engine's application/problem+json, 400 IDEMPOTENCY_KEY_INVALID or IDEMPOTENCY_KEY_MISSING, when the request is one of an idempotent operation (matched as HTTPMiddleware matches it) and the parameter is that operation's key. It recognizes them by the messages oapi-codegen v2.8 writes, and those of kin-openapi's openapi3filter.RequestError about the key that a request validator in front (oapi-codegen's echo-middleware) returns as an *echo.HTTPError. Every other error goes to next, so routes without contracts behave as before; nil means echo's DefaultHTTPErrorHandler." + g.strictOnly(" With the strict server, it also records what next writes for an idempotent operation's returned error under failures: replay (which CaptureBody has echo answer while the request is bounded), replayed to a retry with Idempotent-Replayed: true; next gets the error as echo hands it, unchanged."))
+	g.doc("ErrorHandler returns an echo.HTTPErrorHandler (e.HTTPErrorHandler = x.ErrorHandler(e.HTTPErrorHandler)) for handlers registered at the root (else use ErrorHandlerWithBaseURL). oapi-codegen's echo wrappers check typed parameters before any middleware runs and return an *echo.HTTPError, so a key they reject (a malformed uuid-typed header, a missing required one, one given twice) never reaches the engine: this handler answers those with the engine's application/problem+json, 400 IDEMPOTENCY_KEY_INVALID or IDEMPOTENCY_KEY_MISSING, when the request is one of an idempotent operation (echo routed it to an idempotent operation: ctx.Path()) and the parameter is that operation's key. It recognizes them by the messages oapi-codegen v2.8 writes, and those of kin-openapi's openapi3filter.RequestError about the key that a request validator in front (oapi-codegen's echo-middleware) returns as an *echo.HTTPError. Every other error goes to next, so routes without contracts behave as before; nil means echo's DefaultHTTPErrorHandler." + g.strictOnly(" With the strict server, it also records what next writes for an idempotent operation's returned error under failures: replay (which CaptureBody has echo answer while the request is bounded), replayed to a retry with Idempotent-Replayed: true; next gets the error as echo hands it, unchanged."))
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("ErrorHandler").Params(jen.Id("next").Add(handler)).Add(handler).Block(
 		jen.Return(jen.Id("x").Dot("ErrorHandlerWithBaseURL").Call(jen.Lit(""), jen.Id("next"))),
 	)
 	g.doc("ErrorHandlerWithBaseURL is ErrorHandler for handlers registered under baseURL (RegisterHandlersWithBaseURL): errors about requests outside it go to next.")
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("ErrorHandlerWithBaseURL").Params(jen.Id("baseURL").String(), jen.Id("next").Add(handler)).Add(handler).BlockFunc(func(b *jen.Group) {
-		if len(g.keyParams()) > 0 {
-			b.Id("baseURL").Op("=").Qual("strings", "TrimSuffix").Call(jen.Id("baseURL"), jen.Lit("/"))
-		}
 		b.Id("answer").Op(":=").Func().Params(jen.Err().Error(), jen.Id("ctx").Add(echoQ("Context"))).BlockFunc(func(b *jen.Group) {
 			r := func() *jen.Statement { return jen.Id("ctx").Dot("Request").Call() }
-			g.keyProblem(b, jen.Id("ctx").Dot("Response").Call(), r(), r().Dot("URL").Dot("EscapedPath").Call(), func(path jen.Code) jen.Code {
-				return jen.Id(px+"Match").Call(r().Dot("Method"), path)
+			g.keyProblem(b, jen.Id("ctx").Dot("Response").Call(), r(), jen.Id("ctx").Dot("Path").Call(), func(path jen.Code) jen.Code {
+				return jen.Id(px+"EchoMatch").Call(r().Dot("Method"), path)
 			})
 			b.If(jen.Id("next").Op("==").Nil()).Block(
 				jen.Id("ctx").Dot("Echo").Call().Dot("DefaultHTTPErrorHandler").Call(jen.Err(), jen.Id("ctx")),
@@ -114,6 +111,15 @@ func (g *gen) echoErrorHandler() {
 			)),
 		))
 	})
+	if len(g.keyParams()) > 0 {
+		g.doc(px + "EchoMatch returns the index of the policy of the idempotent operation echo serves with route (Context.Path, without the base URL) for method, or -1.")
+		g.f.Func().Id(px+"EchoMatch").Params(jen.List(jen.Id("method"), jen.Id("route")).String()).Int().Block(
+			jen.If(jen.List(jen.Id("i"), jen.Id("ok")).Op(":=").Id(px+"EchoRoutes").Index(jen.Id(px+"EchoRoute").Values(jen.Id("method"), jen.Id("route"))), jen.Id("ok")).Block(
+				jen.Return(jen.Id("i")),
+			),
+			jen.Return(jen.Lit(-1)),
+		)
+	}
 	g.textKeyError("the *echo.HTTPError oapi-codegen's wrappers return",
 		jen.Var().Id("he").Op("*").Add(echoQ("HTTPError")),
 		jen.If(jen.Op("!").Qual("errors", "As").Call(jen.Err(), jen.Op("&").Id("he")).Op("||").Id("he").Dot("Code").Op("!=").Qual("net/http", "StatusBadRequest")).Block(

@@ -65,6 +65,7 @@ paths:
 	// func (x *Idempotency) ErrorHandlerWithBaseURL(baseURL string, next func(http.ResponseWriter, *http.Request, error)) func(http.ResponseWriter, *http.Request, error) {
 	// func (x *Idempotency) StrictHandler(ssi StrictServerInterface, middlewares []StrictMiddlewareFunc, strictOptions StrictHTTPServerOptions, options StdHTTPServerOptions) http.Handler {
 	// func idemgenTemplate(path string) []idemgenSegment {
+	// func idemgenRoutePath(r *http.Request) string {
 	// func idemgenMatch(method, path string) int {
 	// func idemgenWriteNothing(http.ResponseWriter) error {
 }

@@ -153,9 +153,12 @@ const ginValidatorPrefix = "error in openapi3filter.RequestError: "
 // (Content-Type, Content-Encoding) the middleware in front of the engine
 // set on w, and records any that a strict middleware behind it or the
 // operation sets later (Complete's own Writer(w) would note them as the
-// front middleware's, and a replay would lose them).
+// front middleware's, and a replay would lose them). Only those two are
+// told apart: a header response.headers lists is recorded as the response
+// carries it, whoever set it, and replayed in place of the value a front
+// middleware sets for the retry.
 func snapshotWriter() jen.Code {
-	return jen.Id("c").Dot("Writer").Call(jen.Id("w")).Comment("notes the headers the middleware in front set: those set from here on are recorded")
+	return jen.Id("c").Dot("Writer").Call(jen.Id("w")).Comment("notes the Content-Type and Content-Encoding the middleware in front set (not recorded unless changed from here on); a listed response header is recorded whoever set it")
 }
 
 // noResponse is the strict method's answer to an operation that returned

@@ -39,11 +39,11 @@ func (g *gen) ginStrict() {
 func (g *gen) ginHandlerErrorFunc() {
 	t := g.cfg.Type
 	sig := func() *jen.Statement { return jen.Func().Params(ginCtx(), jen.Error()) }
-	g.doc("HandlerErrorFunc returns the error handler for StrictGinServerOptions.HandlerErrorFunc: next (nil: oapi-codegen's default, 500 with {\"msg\": the error}) answers the error of an operation, and under failures: replay, what it writes for an idempotent operation's error is recorded and replayed to a retry with Idempotent-Replayed: true (a 5xx is stored as a failure, as a plain handler's), so the operation does not run again; next gets the error the strict server hands it, as it is, and ctx.Writer records while it runs. It needs CaptureBody in router.Use (RegisterStrictHandlers adds both). Without it, or when next writes nothing (a status set without a body is written), the key is freed for a retry and the engine warns once per operation. Every other error goes to next as it is.")
+	g.doc("HandlerErrorFunc returns the error handler for StrictGinServerOptions.HandlerErrorFunc: next answers the error of an operation (nil: a generic 500 application/problem+json, IDEMPOTENCY_HANDLER_FAILED, and the error logged at Error level with the engine's Logger: idem.Engine.WriteHandlerError; oapi-codegen's own default sends {\"msg\": the error}, whose text may hold internal details and under failures: replay would be replayed for the whole window), and under failures: replay, what it writes for an idempotent operation's error is recorded and replayed to a retry with Idempotent-Replayed: true (a 5xx is stored as a failure, as a plain handler's), so the operation does not run again; next gets the error the strict server hands it, as it is, and ctx.Writer records while it runs. It needs CaptureBody in router.Use (RegisterStrictHandlers adds both). Without it, or when next writes nothing (a status set without a body is written), the key is freed for a retry and the engine warns once per operation. Every other error goes to next as it is.")
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("HandlerErrorFunc").Params(jen.Id("next").Add(sig())).Add(sig()).Block(
 		jen.If(jen.Id("next").Op("==").Nil()).Block(
 			jen.Id("next").Op("=").Func().Params(jen.Id("ctx").Add(ginCtx()), jen.Err().Error()).Block(
-				jen.Id("ctx").Dot("JSON").Call(jen.Qual("net/http", "StatusInternalServerError"), ginQ("H").Values(jen.Dict{jen.Lit("msg"): jen.Err().Dot("Error").Call()})),
+				jen.Id("x").Dot("engine").Dot("WriteHandlerError").Call(jen.Id("ctx").Dot("Writer"), jen.Id("ctx").Dot("Request"), jen.Err()),
 			),
 		),
 		jen.Return(jen.Func().Params(jen.Id("ctx").Add(ginCtx()), jen.Err().Error()).Block(
@@ -103,14 +103,28 @@ func ginPath(p string) string {
 	return joined
 }
 
-func (g *gen) ginRoutes() {
+// echoPath returns the path echo reports (Context.Path) for an operation's
+// path template registered by oapi-codegen at the root
+// (SwaggerUriToEchoUri): its parameters as :name, literal colons escaped,
+// not cleaned.
+func echoPath(p string) string {
+	return ginPathParam.ReplaceAllString(strings.ReplaceAll(p, ":", `\:`), ":$1")
+}
+
+func (g *gen) ginRoutes() { g.routeTable("Gin", "gin", "FullPath", ginPath) }
+
+// routeTable writes <px><fw>Route and <px><fw>Routes, the table of the
+// routes oapi-codegen registers with a framework that reports the route it
+// chose (gin's FullPath, echo's Path), path turning an operation's path
+// template into that route.
+func (g *gen) routeTable(fw, name, method string, path func(string) string) {
 	type entry struct {
 		method, path string
 		policy       int
 	}
 	var entries []entry
 	for i, op := range g.spec.Operations {
-		entries = append(entries, entry{op.Method, ginPath(op.Path), i})
+		entries = append(entries, entry{op.Method, path(op.Path), i})
 	}
 	slices.SortFunc(entries, func(a, b entry) int {
 		if c := strings.Compare(a.path, b.path); c != 0 {
@@ -118,10 +132,10 @@ func (g *gen) ginRoutes() {
 		}
 		return strings.Compare(a.method, b.method)
 	})
-	g.doc(px + "GinRoute is a key of " + px + "GinRoutes: a method and a route's path as gin reports it (FullPath), without the base path.")
-	g.f.Type().Id(px + "GinRoute").Struct(jen.List(jen.Id("method"), jen.Id("path")).String())
-	g.doc(px + "GinRoutes maps the routes oapi-codegen registers with gin for the idempotent operations to the index of their policy.")
-	g.f.Var().Id(px + "GinRoutes").Op("=").Map(jen.Id(px + "GinRoute")).Int().ValuesFunc(func(gr *jen.Group) {
+	g.doc(px + fw + "Route is a key of " + px + fw + "Routes: a method and a route's path as " + name + " reports it (" + method + "), without the base path.")
+	g.f.Type().Id(px + fw + "Route").Struct(jen.List(jen.Id("method"), jen.Id("path")).String())
+	g.doc(px + fw + "Routes maps the routes oapi-codegen registers with " + name + " for the idempotent operations to the index of their policy.")
+	g.f.Var().Id(px + fw + "Routes").Op("=").Map(jen.Id(px + fw + "Route")).Int().ValuesFunc(func(gr *jen.Group) {
 		for _, e := range entries {
 			gr.Line().Values(jen.Lit(e.method), jen.Lit(e.path)).Op(":").Lit(e.policy)
 		}

@@ -331,6 +331,19 @@ func TestOneLine(t *testing.T) {
 	if mismatch.Code != 422 || !strings.Contains(mismatch.Body.String(), idem.CodeKeyReused) || s.claims != 1 {
 		t.Fatalf("another body with the key: %d %s, executed %d", mismatch.Code, mismatch.Body, s.claims)
 	}
+	// format: uuid is the canonical 8-4-4-4-12 text, in any case (an
+	// upper-case key is the same key), in the strict server too, whose
+	// parameter binding (uuid.Parse) also takes braced, urn:uuid: and
+	// dashless forms: they are refused, never normalised to the key.
+	if w := do("POST", "/coupons/C1/claims", strings.ToUpper(key), ` + "`" + `{"user_id":"u","trace_id":"c"}` + "`" + `); w.Code != 201 || w.Header().Get("Idempotent-Replayed") != "true" || s.claims != 1 {
+		t.Fatalf("the key in upper case: %d %q %s, executed %d", w.Code, w.Header(), w.Body, s.claims)
+	}
+	for _, k := range []string{"{" + key + "}", "urn:uuid:" + key, strings.ReplaceAll(key, "-", "")} {
+		w := do("POST", "/coupons/C1/claims", k, ` + "`" + `{"user_id":"u","trace_id":"c"}` + "`" + `)
+		if w.Code != 400 || !strings.Contains(w.Body.String(), idem.CodeKeyInvalid) || !strings.Contains(w.Body.String(), "8-4-4-4-12") || s.claims != 1 {
+			t.Fatalf("the key %s: %d %q %s, executed %d", k, w.Code, w.Header(), w.Body, s.claims)
+		}
+	}
 	// A key carried in the body (no key header): a retry replays, a
 	// difference in a volatile member only too; another body under the same
 	// key is refused; "" is an invalid key, absent or null a missing one,
@@ -786,6 +799,143 @@ func TestRequestValidator(t *testing.T) {
 }
 `
 
+// agreeTest runs inside each plain package of TestRouters: a table of
+// spellings of request paths (escaped letters, escaped slashes, dot
+// segments, doubled and trailing slashes), each sent through the router
+// alone and through the router wired with the generated middleware (the
+// plain middleware around the router: x.HTTPMiddleware for std-http, chi
+// and gorilla, as docs/server.md shows for any router; x.RegisterHandlers
+// for echo and gin). The idempotent operation the router runs (none for a
+// 404, a redirect or a route without a contract) must be the one the
+// middleware claims the request for (its Observer's events; a request the
+// router routes but whose parameter oapi-codegen's wrapper refuses with 400,
+// running nothing, may be either): a request the
+// router does not serve but the matcher claims has its 404 recorded and
+// replayed, and the key burned; one the router serves but the matcher does
+// not claim runs unprotected.
+const agreeTest = `package PKG
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+	"github.com/labstack/echo/v4"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+var (
+	_ = echo.New // used by the echo variant
+	_ = gin.New  // used by the gin variant
+)
+
+//NETHTTP
+func routers(x *Idempotency, s *service) (bare, wrapped http.Handler) {
+	return HandlerWithOptions(s, OPTIONS{}), x.HTTPMiddleware(HandlerWithOptions(s, OPTIONS{}))
+}
+//END
+//ECHO
+func routers(x *Idempotency, s *service) (bare, wrapped http.Handler) {
+	e, w := echo.New(), echo.New()
+	RegisterHandlers(e, s)
+	x.RegisterHandlers(w, s)
+	return e, w
+}
+//END
+//GIN
+func routers(x *Idempotency, s *service) (bare, wrapped http.Handler) {
+	gin.SetMode(gin.ReleaseMode)
+	e, w := gin.New(), gin.New()
+	RegisterHandlers(e, s)
+	x.RegisterHandlers(w, s, GinServerOptions{})
+	return e, w
+}
+//END
+
+// claims records the operation of the first event of each request.
+type claims struct {
+	mu sync.Mutex
+	op string
+}
+
+func (c *claims) Observe(_ context.Context, ev idem.Event) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.op == "" {
+		c.op = ev.Operation
+	}
+}
+
+// ran is the idempotent operation s ran since before ("" for none, or
+// for touchSpecialItem, which has no contract).
+func ran(before, s service) string {
+	switch {
+	case s.orders != before.orders:
+		return "createOrder"
+	case s.items != before.items:
+		return "touchItem"
+	case s.claims != before.claims:
+		return "claimCoupon"
+	case s.transfers != before.transfers:
+		return "createTransfer"
+	case s.events != before.events:
+		return "recordEvent"
+	}
+	return ""
+}
+
+func TestMatcherAgreesWithRouter(t *testing.T) {
+	obs := &claims{}
+	x := NewIdempotency(nil, idem.Options{Principal: idem.Anonymous, Observer: obs})
+	defer x.Close()
+	s := &service{}
+	bare, wrapped := routers(x, s)
+	n := 0
+	serve := func(h http.Handler, path string) (code int) {
+		n++
+		r := httptest.NewRequest("POST", path, strings.NewReader(fmt.Sprintf(` + "`" + `{"user_id":"u","item":"b","amount":5,"name":"e","idempotency_key":"t%d"}` + "`" + `, n)))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Idempotency-Key", fmt.Sprintf("00000000-0000-4000-8000-%012d", n))
+		w := httptest.NewRecorder()
+		defer func() {
+			if recover() != nil { // an operation the service does not implement
+				code = -1
+			}
+		}()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	for _, path := range []string{
+		"/orders", "/ord%65rs", "/%6Frders", "/orders/", "//orders", "/./orders", "/x/../orders", "/orders/.", "/ORDERS", "/orders%2F",
+		"/coupons/C1/claims", "/coupons/C%31/claims", "/c%6Fupons/C1/claims", "/coupons/C1/claim%73", "/coupons/a%2Fb/claims",
+		"/coupons/a%2fb/claims", "/coupons/./claims", "/coupons/../coupons/C1/claims", "/coupons//claims", "/coupons/%2E/claims",
+		"/coupons/%2e%2e/claims", "/coupons/C1/claims/", "/coupons/C1//claims", "/coupons/C1/./claims", "/coupons/a%3Fb/claims",
+		"/items/special", "/items/speci%61l", "/items/%73pecial", "/items/x", "/items/a%20b", "/items/caf%C3%A9", "/items/.", "/items/..",
+		"/items/%2E", "/items/a%2Fb", "/items/a%252Fb", "/items//", "/items/x/",
+		"/transfers", "/tr%61nsfers", "/events", "/ev%65nts", "/events/", "/events%2F",
+	} {
+		before := *s
+		code := serve(bare, path)
+		routed := ran(before, *s)
+		obs.op = ""
+		before = *s
+		serve(wrapped, path)
+		if routed == "" && code == http.StatusBadRequest {
+			continue // routed, and a parameter refused (an empty one): claimed or not, no operation runs
+		}
+		if obs.op != routed {
+			t.Errorf("POST %s: the router runs %q (%d), the middleware claims it for %q", path, routed, code, obs.op)
+		}
+	}
+}
+`
+
 // TestRouters generates the coupons spec for oapi-codegen's chi, gorilla,
 // echo and gin servers (strict and plain) and runs the one-line wiring of each
 // in a temporary module (the routers are fetched through GOPROXY; they
@@ -857,6 +1007,14 @@ func TestRouters(t *testing.T) {
 		if c.router == "echo" || c.router == "gin" {
 			src := variant(strings.ReplaceAll(validatorTest, "PKG", c.pkg), strings.ToUpper(c.router), keep)
 			m.Write(t, c.pkg+"/validator_test.go", []byte(src))
+		}
+		if !c.strict {
+			section := "NETHTTP"
+			if c.router == "echo" || c.router == "gin" {
+				section = strings.ToUpper(c.router)
+			}
+			src := variant(strings.ReplaceAll(strings.ReplaceAll(agreeTest, "PKG", c.pkg), "OPTIONS", c.options), section)
+			m.Write(t, c.pkg+"/agree_test.go", []byte(src))
 		}
 	}
 	out := m.Go(t, "test", "-count=1", "./...")

@@ -229,7 +229,7 @@ func (g *gen) file() {
 		g.errorHandler()
 		g.handler()
 	}
-	if g.cfg.Router != "gin" { // gin resolves the route itself (FullPath)
+	if g.cfg.Router != "gin" && g.cfg.Router != "echo" { // gin and echo resolve the route before the middleware runs (FullPath, Path)
 		g.matcher()
 	}
 	g.helpers()
@@ -604,16 +604,19 @@ func (g *gen) strictMiddleware(handlerParams, args []jen.Code) {
 	t := g.cfg.Type
 	g.doc("StrictMiddleware is a StrictMiddlewareFunc (pass x.StrictMiddleware to NewStrictHandler, first among the strict middlewares) that protects the idempotent operations and returns every other operation's handler untouched.")
 	g.doc("")
-	g.doc("For an idempotent operation it reads the key from the typed request object when the spec declares the key parameter or the key is a top-level string member of the JSON body (else from the request, a body member from the captured wire bytes), fingerprints the body CaptureBody kept, and either runs the operation, recording its typed response through its Visit method, or writes the stored response (a replay) or a problem and returns (nil, nil), so the strict handler has nothing left to write. An error the operation returns is no response: the strict server answers it (its error handler) after StrictMiddleware returned. " + g.strictErrorDoc() + " Without CaptureBody, requests with a body are refused with 400 IDEMPOTENCY_REQUEST_UNREADABLE.")
+	g.doc("For an idempotent operation it reads the key from the typed request object when the spec declares the key parameter (but a UUID-typed one, read from the request as sent, so that only the canonical text format: uuid allows is taken) or the key is a top-level string member of the JSON body (else from the request, a body member from the captured wire bytes), fingerprints the body CaptureBody kept, and either runs the operation, recording its typed response through its Visit method, or writes the stored response (a replay) or a problem and returns (nil, nil), so the strict handler has nothing left to write. An error the operation returns is no response: the strict server answers it (its error handler) after StrictMiddleware returned. " + g.strictErrorDoc() + " Without CaptureBody, requests with a body are refused with 400 IDEMPOTENCY_REQUEST_UNREADABLE.")
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("StrictMiddleware").Params(jen.Id("f").Id("StrictHandlerFunc"), jen.Id("operationID").String()).Id("StrictHandlerFunc").Block(
 		jen.Switch(jen.Id("operationID")).BlockFunc(func(sw *jen.Group) {
 			for _, op := range g.spec.Operations {
 				sw.Case(jen.Lit(op.GoName)).Block(
 					jen.Return(jen.Func().Params(handlerParams...).Params(jen.Any(), jen.Error()).BlockFunc(func(b *jen.Group) {
 						key := jen.Qual(idemPkg, "RequestKey")
-						if p := op.Key.Param; p != nil {
+						if p := op.Key.Param; p != nil && op.Key.GoKind == ir.KeyGoUUID {
+							b.Comment("The key as sent (idem.RequestKey), not the parsed UUID: oapi-codegen's binding also")
+							b.Comment("takes braced, urn:uuid: and dashless forms, which format: uuid refuses (canonical text).")
+						} else if p != nil {
 							b.Id("key").Op(":=").Add(key)
-							conv := keyConv(op.Key.GoKind == ir.KeyGoUUID, p.Pointer)
+							conv := keyConv(false, p.Pointer)
 							b.If(jen.List(jen.Id("in"), jen.Id("ok")).Op(":=").Id("request").Assert(jen.Id(op.Names.RequestObject)), jen.Id("ok")).Block(
 								jen.Id("key").Op("=").Id(conv).Call(jen.Id("in").Dot("Params").Dot(p.GoName)),
 							)
@@ -659,12 +662,10 @@ func (g *gen) responseErrorHandler() {
 	sig := func() *jen.Statement {
 		return jen.Func().Params(hf("ResponseWriter"), jen.Op("*").Add(hf("Request")), jen.Error())
 	}
-	g.doc("ResponseErrorHandler returns the error handler for StrictHTTPServerOptions.ResponseErrorHandlerFunc: next (nil: oapi-codegen's default, 500 with the error as text) answers the error of an operation, and under failures: replay, what it writes for an idempotent operation's error is recorded and replayed to a retry with Idempotent-Replayed: true (a 5xx is stored as a failure, as a plain handler's), so the operation does not run again. next gets the error the strict server hands it, as it is (the operation's own, or what a strict middleware made of it). It needs CaptureBody around the router (StrictHandler adds both). Without it, or when next writes nothing, the key is freed for a retry and the engine warns once per operation. Every other error goes to next, writing to w.")
+	g.doc("ResponseErrorHandler returns the error handler for StrictHTTPServerOptions.ResponseErrorHandlerFunc: next answers the error of an operation (nil: a generic 500 application/problem+json, IDEMPOTENCY_HANDLER_FAILED, and the error logged at Error level with the engine's Logger: idem.Engine.WriteHandlerError; oapi-codegen's own default sends the error's text, which may hold internal details and under failures: replay would be replayed for the whole window), and under failures: replay, what it writes for an idempotent operation's error is recorded and replayed to a retry with Idempotent-Replayed: true (a 5xx is stored as a failure, as a plain handler's), so the operation does not run again. next gets the error the strict server hands it, as it is (the operation's own, or what a strict middleware made of it). It needs CaptureBody around the router (StrictHandler adds both). Without it, or when next writes nothing, the key is freed for a retry and the engine warns once per operation. Every other error goes to next, writing to w.")
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("ResponseErrorHandler").Params(jen.Id("next").Add(sig())).Add(sig()).Block(
 		jen.If(jen.Id("next").Op("==").Nil()).Block(
-			jen.Id("next").Op("=").Func().Params(jen.Id("w").Add(hf("ResponseWriter")), jen.Id("_").Op("*").Add(hf("Request")), jen.Err().Error()).Block(
-				hf("Error").Call(jen.Id("w"), jen.Err().Dot("Error").Call(), hf("StatusInternalServerError")),
-			),
+			jen.Id("next").Op("=").Id("x").Dot("engine").Dot("WriteHandlerError"),
 		),
 		jen.Return(jen.Func().Params(jen.Id("w").Add(hf("ResponseWriter")), jen.Id("r").Op("*").Add(hf("Request")), jen.Err().Error()).Block(
 			jen.Qual(idemPkg, "AnswerHandlerError").Call(jen.Id("w"), jen.Id("r"), jen.Err(), jen.Func().Params(jen.Id("w").Add(hf("ResponseWriter")), jen.Err().Error()).Block(
@@ -835,7 +836,13 @@ func (g *gen) matcher() {
 
 	gogen.TemplateFunc(g.f, px)
 
-	g.doc(px + "Match returns the index of the policy of the idempotent operation the router serves method and path with, -1 for any other request. path is the escaped path, without the base URL; it is split at its slashes and each segment unescaped before it is compared with the templates' text, as the routers match (a static segment /cafés arrives as /caf%C3%A9s; an escaped slash stays inside its segment).")
+	g.routePath()
+	unescape := g.cfg.Router != "chi" && g.cfg.Router != "gorilla"
+	if unescape {
+		g.doc(px + "Match returns the index of the policy of the idempotent operation the router serves method and path with, -1 for any other request. path is " + px + "RoutePath's, without the base URL; it is split at its slashes and each segment unescaped before it is compared with the templates' text, as ServeMux matches (a static segment /cafés arrives as /caf%C3%A9s; an escaped slash stays inside its segment).")
+	} else {
+		g.doc(px + "Match returns the index of the policy of the idempotent operation the router serves method and path with, -1 for any other request. path is " + px + "RoutePath's, without the base URL; it is split at its slashes and each segment compared with the templates' text as it is, as the router matches.")
+	}
 	g.f.Func().Id(px+"Match").Params(jen.List(jen.Id("method"), jen.Id("path")).String()).Int().Block(
 		jen.If(jen.Op("!").Qual("strings", "HasPrefix").Call(jen.Id("path"), jen.Lit("/"))).Block(jen.Return(jen.Lit(-1))),
 		jen.Id("path").Op("=").Id("path").Index(jen.Lit(1), jen.Empty()),
@@ -845,9 +852,13 @@ func (g *gen) matcher() {
 				jen.List(jen.Id("v"), jen.Id("after"), jen.Id("more")).Op(":=").Qual("strings", "Cut").Call(jen.Id("rest"), jen.Lit("/")),
 				jen.If(jen.Id("more").Op("!=").Parens(jen.Id("i").Op("<").Len(jen.Id("rt").Dot("segs")).Op("-").Lit(1))).Block(jen.Continue().Id("next")),
 				jen.Id("rest").Op("=").Id("after"),
-				jen.If(jen.List(jen.Id("u"), jen.Err()).Op(":=").Qual("net/url", "PathUnescape").Call(jen.Id("v")), jen.Err().Op("==").Nil()).Block(
-					jen.Id("v").Op("=").Id("u"),
-				),
+				jen.Do(func(st *jen.Statement) {
+					if unescape {
+						st.If(jen.List(jen.Id("u"), jen.Err()).Op(":=").Qual("net/url", "PathUnescape").Call(jen.Id("v")), jen.Err().Op("==").Nil()).Block(
+							jen.Id("v").Op("=").Id("u"),
+						)
+					}
+				}),
 				jen.If(jen.Op("!").Id("s").Dot("param")).Block(
 					jen.If(jen.Id("v").Op("!=").Id("s").Dot("prefix")).Block(jen.Continue().Id("next")),
 					jen.Continue(),
@@ -863,6 +874,44 @@ func (g *gen) matcher() {
 		jen.Return(jen.Lit(-1)),
 	)
 
+}
+
+// routePath writes <px>RoutePath(r *http.Request) string: the path the
+// configured router matches r's URL on, escaped as it matches it; "" for
+// a path it redirects to its clean form (ServeMux, gorilla/mux), which no
+// operation serves. The matcher compares it with the templates as the
+// router does, so that it claims exactly the requests the router serves
+// with an idempotent operation: a request it claims and the router answers
+// 404 would have that 404 recorded and replayed, the key burned.
+func (g *gen) routePath() {
+	hr := jen.Id("r").Op("*").Qual("net/http", "Request")
+	clean := func(p jen.Code) jen.Code {
+		return jen.If(jen.Id("c").Op(":=").Qual("path", "Clean").Call(p), jen.Id("c").Op("!=").Add(p).Op("&&").Id("c").Op("+").Lit("/").Op("!=").Add(p)).Block(
+			jen.Return(jen.Lit("")).Comment("redirected to the clean path"),
+		)
+	}
+	switch g.cfg.Router {
+	case "chi":
+		g.doc(px + "RoutePath returns the path chi routes r on: r.URL.RawPath when it is set (the client escaped a character that needs no escaping, or a slash), else r.URL.Path. chi compares its static segments with that text as it is (/ch%61rges is not /charges) and does not clean it.")
+		g.f.Func().Id(px+"RoutePath").Params(hr).String().Block(
+			jen.If(jen.Id("r").Dot("URL").Dot("RawPath").Op("!=").Lit("")).Block(jen.Return(jen.Id("r").Dot("URL").Dot("RawPath"))),
+			jen.Return(jen.Id("r").Dot("URL").Dot("Path")),
+		)
+	case "gorilla":
+		g.doc(px + "RoutePath returns the path gorilla/mux routes r on, as a router from mux.NewRouter() does (oapi-codegen's default; not one set to UseEncodedPath or SkipClean): r.URL.Path, unescaped (an escaped slash separates segments), and \"\" for a path mux redirects to its clean form (a dot segment, a doubled slash).")
+		g.f.Func().Id(px+"RoutePath").Params(hr).String().Block(
+			jen.Id("p").Op(":=").Id("r").Dot("URL").Dot("Path"),
+			clean(jen.Id("p")),
+			jen.Return(jen.Id("p")),
+		)
+	default:
+		g.doc(px + "RoutePath returns the path http.ServeMux routes r on: its escaped path (" + px + "Match unescapes each segment, as ServeMux does), and \"\" for a path ServeMux redirects to its clean form (a dot segment, a doubled slash).")
+		g.f.Func().Id(px+"RoutePath").Params(hr).String().Block(
+			jen.Id("p").Op(":=").Id("r").Dot("URL").Dot("EscapedPath").Call(),
+			clean(jen.Id("p")),
+			jen.Return(jen.Id("p")),
+		)
+	}
 }
 
 // strictOnly returns s for a strict server (which declares CaptureBody),
@@ -886,7 +935,7 @@ func (g *gen) netHTTPMiddleware() {
 		jen.Id("baseURL").Op("=").Qual("strings", "TrimSuffix").Call(jen.Id("baseURL"), jen.Lit("/")),
 		jen.Return(jen.Func().Params(jen.Id("next").Qual("net/http", "Handler")).Qual("net/http", "Handler").Block(
 			jen.Return(jen.Qual("net/http", "HandlerFunc").Call(jen.Func().Params(jen.Id("w").Qual("net/http", "ResponseWriter"), jen.Id("r").Op("*").Qual("net/http", "Request")).Block(
-				jen.If(jen.List(jen.Id("path"), jen.Id("ok")).Op(":=").Qual("strings", "CutPrefix").Call(jen.Id("r").Dot("URL").Dot("EscapedPath").Call(), jen.Id("baseURL")), jen.Id("ok")).Block(
+				jen.If(jen.List(jen.Id("path"), jen.Id("ok")).Op(":=").Qual("strings", "CutPrefix").Call(jen.Id(px+"RoutePath").Call(jen.Id("r")), jen.Id("baseURL")), jen.Id("ok")).Block(
 					jen.If(jen.Id("i").Op(":=").Id(px+"Match").Call(jen.Id("r").Dot("Method"), jen.Id("path")), jen.Id("i").Op(">=").Lit(0)).Block(
 						jen.Id("x").Dot("serve").Call(jen.Id("w"), jen.Id("r"), jen.Id(px+"Policies").Index(jen.Id("i")), jen.Id("next")),
 						jen.Return(),
@@ -987,7 +1036,7 @@ func (g *gen) errorHandler() {
 			b.Id("baseURL").Op("=").Qual("strings", "TrimSuffix").Call(jen.Id("baseURL"), jen.Lit("/"))
 		}
 		b.Return(jen.Func().Params(jen.Id("w").Qual("net/http", "ResponseWriter"), jen.Id("r").Op("*").Qual("net/http", "Request"), jen.Err().Error()).BlockFunc(func(b *jen.Group) {
-			g.keyProblem(b, jen.Id("w"), jen.Id("r"), jen.Id("r").Dot("URL").Dot("EscapedPath").Call(), func(path jen.Code) jen.Code {
+			g.keyProblem(b, jen.Id("w"), jen.Id("r"), jen.Id(px+"RoutePath").Call(jen.Id("r")), func(path jen.Code) jen.Code {
 				return jen.Id(px+"Match").Call(jen.Id("r").Dot("Method"), path)
 			})
 			b.Id("next").Call(jen.Id("w"), jen.Id("r"), jen.Err())
@@ -1079,8 +1128,8 @@ func (g *gen) helpers() {
 	type keyHelper struct{ uuid, ptr bool }
 	used := map[keyHelper]bool{}
 	for _, op := range g.spec.Operations {
-		if p := op.Key.Param; p != nil {
-			used[keyHelper{op.Key.GoKind == ir.KeyGoUUID, p.Pointer}] = true
+		if p := op.Key.Param; p != nil && op.Key.GoKind != ir.KeyGoUUID { // a UUID key is read as sent
+			used[keyHelper{false, p.Pointer}] = true
 		}
 	}
 	for _, h := range []keyHelper{{false, false}, {false, true}, {true, false}, {true, true}} {

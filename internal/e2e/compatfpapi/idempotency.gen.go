@@ -7,11 +7,11 @@ package compatfpapi
 import (
 	"context"
 	"errors"
-	"fmt"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/memstore"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 	"time"
 )
@@ -187,26 +187,25 @@ func (x *Idempotency) Policy(operationID string) *idem.Policy {
 // handler untouched.
 //
 // For an idempotent operation it reads the key from the typed request object when the spec declares
-// the key parameter or the key is a top-level string member of the JSON body (else from the request, a
-// body member from the captured wire bytes), fingerprints the body CaptureBody kept, and either runs
-// the operation, recording its typed response through its Visit method, or writes the stored response
-// (a replay) or a problem and returns (nil, nil), so the strict handler has nothing left to write. An
-// error the operation returns is no response: the strict server answers it (its error handler) after
-// StrictMiddleware returned. Under failures: replay, that answer is recorded and replayed when the
-// error handler is wrapped in ResponseErrorHandler (StrictHTTPServerOptions.ResponseErrorHandlerFunc)
-// and CaptureBody bounds the request; otherwise, and under the other failures policies (or in
-// transactional mode, where the error rolls back), the key is freed for a retry (under failures:
-// replay the engine warns once per operation). Without CaptureBody, requests with a body are refused
-// with 400 IDEMPOTENCY_REQUEST_UNREADABLE.
+// the key parameter (but a UUID-typed one, read from the request as sent, so that only the canonical
+// text format: uuid allows is taken) or the key is a top-level string member of the JSON body (else
+// from the request, a body member from the captured wire bytes), fingerprints the body CaptureBody
+// kept, and either runs the operation, recording its typed response through its Visit method, or
+// writes the stored response (a replay) or a problem and returns (nil, nil), so the strict handler has
+// nothing left to write. An error the operation returns is no response: the strict server answers it
+// (its error handler) after StrictMiddleware returned. Under failures: replay, that answer is recorded
+// and replayed when the error handler is wrapped in ResponseErrorHandler
+// (StrictHTTPServerOptions.ResponseErrorHandlerFunc) and CaptureBody bounds the request; otherwise,
+// and under the other failures policies (or in transactional mode, where the error rolls back), the
+// key is freed for a retry (under failures: replay the engine warns once per operation). Without
+// CaptureBody, requests with a body are refused with 400 IDEMPOTENCY_REQUEST_UNREADABLE.
 func (x *Idempotency) StrictMiddleware(f StrictHandlerFunc, operationID string) StrictHandlerFunc {
 	switch operationID {
 	case "CreateRefund":
 		return func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error) {
-			key := idem.RequestKey
-			if in, ok := request.(CreateRefundRequestObject); ok {
-				key = idemgenKeyUUID(in.Params.IdempotencyKey)
-			}
-			return x.strict(ctx, w, r, request, f, idemgenPolicyCreateRefund, key, func(resp any) func(http.ResponseWriter) error {
+			// The key as sent (idem.RequestKey), not the parsed UUID: oapi-codegen's binding also
+			// takes braced, urn:uuid: and dashless forms, which format: uuid refuses (canonical text).
+			return x.strict(ctx, w, r, request, f, idemgenPolicyCreateRefund, idem.RequestKey, func(resp any) func(http.ResponseWriter) error {
 				if v, ok := resp.(CreateRefundResponseObject); ok {
 					return v.VisitCreateRefundResponse
 				}
@@ -215,11 +214,9 @@ func (x *Idempotency) StrictMiddleware(f StrictHandlerFunc, operationID string) 
 		}
 	case "CreateTransfer":
 		return func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error) {
-			key := idem.RequestKey
-			if in, ok := request.(CreateTransferRequestObject); ok {
-				key = idemgenKeyUUID(in.Params.IdempotencyKey)
-			}
-			return x.strict(ctx, w, r, request, f, idemgenPolicyCreateTransfer, key, func(resp any) func(http.ResponseWriter) error {
+			// The key as sent (idem.RequestKey), not the parsed UUID: oapi-codegen's binding also
+			// takes braced, urn:uuid: and dashless forms, which format: uuid refuses (canonical text).
+			return x.strict(ctx, w, r, request, f, idemgenPolicyCreateTransfer, idem.RequestKey, func(resp any) func(http.ResponseWriter) error {
 				if v, ok := resp.(CreateTransferResponseObject); ok {
 					return v.VisitCreateTransferResponse
 				}
@@ -242,7 +239,7 @@ func (x *Idempotency) strict(ctx context.Context, w http.ResponseWriter, r *http
 		c.Respond(w) // the replay or the problem
 		return nil, nil
 	}
-	c.Writer(w) // notes the headers the middleware in front set: those set from here on are recorded
+	c.Writer(w) // notes the Content-Type and Content-Encoding the middleware in front set (not recorded unless changed from here on); a listed response header is recorded whoever set it
 	resp, err := f(c.Context(), w, r, request)
 	if err != nil {
 		return resp, c.HandlerFailed(err) // ResponseErrorHandler records the strict server's answer under failures: replay; else End frees the key
@@ -269,18 +266,19 @@ func (x *Idempotency) CaptureBody(next http.Handler) http.Handler {
 }
 
 // ResponseErrorHandler returns the error handler for StrictHTTPServerOptions.ResponseErrorHandlerFunc:
-// next (nil: oapi-codegen's default, 500 with the error as text) answers the error of an operation,
-// and under failures: replay, what it writes for an idempotent operation's error is recorded and
-// replayed to a retry with Idempotent-Replayed: true (a 5xx is stored as a failure, as a plain
-// handler's), so the operation does not run again. next gets the error the strict server hands it, as
-// it is (the operation's own, or what a strict middleware made of it). It needs CaptureBody around the
-// router (StrictHandler adds both). Without it, or when next writes nothing, the key is freed for a
-// retry and the engine warns once per operation. Every other error goes to next, writing to w.
+// next answers the error of an operation (nil: a generic 500 application/problem+json,
+// IDEMPOTENCY_HANDLER_FAILED, and the error logged at Error level with the engine's Logger:
+// idem.Engine.WriteHandlerError; oapi-codegen's own default sends the error's text, which may hold
+// internal details and under failures: replay would be replayed for the whole window), and under
+// failures: replay, what it writes for an idempotent operation's error is recorded and replayed to a
+// retry with Idempotent-Replayed: true (a 5xx is stored as a failure, as a plain handler's), so the
+// operation does not run again. next gets the error the strict server hands it, as it is (the
+// operation's own, or what a strict middleware made of it). It needs CaptureBody around the router
+// (StrictHandler adds both). Without it, or when next writes nothing, the key is freed for a retry and
+// the engine warns once per operation. Every other error goes to next, writing to w.
 func (x *Idempotency) ResponseErrorHandler(next func(http.ResponseWriter, *http.Request, error)) func(http.ResponseWriter, *http.Request, error) {
 	if next == nil {
-		next = func(w http.ResponseWriter, _ *http.Request, err error) {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-		}
+		next = x.engine.WriteHandlerError
 	}
 	return func(w http.ResponseWriter, r *http.Request, err error) {
 		idem.AnswerHandlerError(w, r, err, func(w http.ResponseWriter, err error) {
@@ -305,7 +303,7 @@ func (x *Idempotency) HTTPMiddlewareWithBaseURL(baseURL string) func(http.Handle
 	baseURL = strings.TrimSuffix(baseURL, "/")
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if path, ok := strings.CutPrefix(r.URL.EscapedPath(), baseURL); ok {
+			if path, ok := strings.CutPrefix(idemgenRoutePath(r), baseURL); ok {
 				if i := idemgenMatch(r.Method, path); i >= 0 {
 					x.serve(w, r, idemgenPolicies[i], next)
 					return
@@ -353,7 +351,7 @@ func (x *Idempotency) ErrorHandlerWithBaseURL(baseURL string, next func(http.Res
 	}
 	baseURL = strings.TrimSuffix(baseURL, "/")
 	return func(w http.ResponseWriter, r *http.Request, err error) {
-		if path, ok := strings.CutPrefix(r.URL.EscapedPath(), baseURL); ok {
+		if path, ok := strings.CutPrefix(idemgenRoutePath(r), baseURL); ok {
 			i := idemgenMatch(r.Method, path)
 			if code, detail := idemgenKeyError(i, err); code != "" {
 				x.engine.RefuseWithCause(w, r, idemgenPolicies[i], &idem.Problem{
@@ -485,10 +483,21 @@ func idemgenTemplate(path string) []idemgenSegment {
 	return segs
 }
 
+// idemgenRoutePath returns the path http.ServeMux routes r on: its escaped path (idemgenMatch
+// unescapes each segment, as ServeMux does), and "" for a path ServeMux redirects to its clean form (a
+// dot segment, a doubled slash).
+func idemgenRoutePath(r *http.Request) string {
+	p := r.URL.EscapedPath()
+	if c := path.Clean(p); c != p && c+"/" != p {
+		return "" // redirected to the clean path
+	}
+	return p
+}
+
 // idemgenMatch returns the index of the policy of the idempotent operation the router serves method
-// and path with, -1 for any other request. path is the escaped path, without the base URL; it is split
-// at its slashes and each segment unescaped before it is compared with the templates' text, as the
-// routers match (a static segment /cafés arrives as /caf%C3%A9s; an escaped slash stays inside its
+// and path with, -1 for any other request. path is idemgenRoutePath's, without the base URL; it is
+// split at its slashes and each segment unescaped before it is compared with the templates' text, as
+// ServeMux matches (a static segment /cafés arrives as /caf%C3%A9s; an escaped slash stays inside its
 // segment).
 func idemgenMatch(method, path string) int {
 	if !strings.HasPrefix(path, "/") {
@@ -526,9 +535,4 @@ next:
 // answered with net/http's implicit empty 200, which is recorded.
 func idemgenWriteNothing(http.ResponseWriter) error {
 	return nil
-}
-
-// idemgenKeyUUID is a UUID key parameter as the engine takes it: its text form.
-func idemgenKeyUUID[T fmt.Stringer](v T) idem.Key {
-	return idem.KeyFrom(v.String())
 }

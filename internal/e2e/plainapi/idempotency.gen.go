@@ -10,6 +10,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/memstore"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 	"time"
 )
@@ -329,7 +330,7 @@ func (x *Idempotency) HTTPMiddlewareWithBaseURL(baseURL string) func(http.Handle
 	baseURL = strings.TrimSuffix(baseURL, "/")
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if path, ok := strings.CutPrefix(r.URL.EscapedPath(), baseURL); ok {
+			if path, ok := strings.CutPrefix(idemgenRoutePath(r), baseURL); ok {
 				if i := idemgenMatch(r.Method, path); i >= 0 {
 					x.serve(w, r, idemgenPolicies[i], next)
 					return
@@ -377,7 +378,7 @@ func (x *Idempotency) ErrorHandlerWithBaseURL(baseURL string, next func(http.Res
 	}
 	baseURL = strings.TrimSuffix(baseURL, "/")
 	return func(w http.ResponseWriter, r *http.Request, err error) {
-		if path, ok := strings.CutPrefix(r.URL.EscapedPath(), baseURL); ok {
+		if path, ok := strings.CutPrefix(idemgenRoutePath(r), baseURL); ok {
 			i := idemgenMatch(r.Method, path)
 			if code, detail := idemgenKeyError(i, err); code != "" {
 				x.engine.RefuseWithCause(w, r, idemgenPolicies[i], &idem.Problem{
@@ -504,10 +505,21 @@ func idemgenTemplate(path string) []idemgenSegment {
 	return segs
 }
 
+// idemgenRoutePath returns the path http.ServeMux routes r on: its escaped path (idemgenMatch
+// unescapes each segment, as ServeMux does), and "" for a path ServeMux redirects to its clean form (a
+// dot segment, a doubled slash).
+func idemgenRoutePath(r *http.Request) string {
+	p := r.URL.EscapedPath()
+	if c := path.Clean(p); c != p && c+"/" != p {
+		return "" // redirected to the clean path
+	}
+	return p
+}
+
 // idemgenMatch returns the index of the policy of the idempotent operation the router serves method
-// and path with, -1 for any other request. path is the escaped path, without the base URL; it is split
-// at its slashes and each segment unescaped before it is compared with the templates' text, as the
-// routers match (a static segment /cafés arrives as /caf%C3%A9s; an escaped slash stays inside its
+// and path with, -1 for any other request. path is idemgenRoutePath's, without the base URL; it is
+// split at its slashes and each segment unescaped before it is compared with the templates' text, as
+// ServeMux matches (a static segment /cafés arrives as /caf%C3%A9s; an escaped slash stays inside its
 // segment).
 func idemgenMatch(method, path string) int {
 	if !strings.HasPrefix(path, "/") {

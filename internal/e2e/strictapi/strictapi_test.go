@@ -315,10 +315,13 @@ func TestStrictMiddlewareOrder(t *testing.T) {
 }
 
 // A uuid-typed key parameter is parsed by oapi-codegen (google/uuid), which
-// also accepts the braced, quoted (any 38-character wrapper), urn:uuid: and
-// 32-digit spellings; the strict middleware passes the engine the UUID's
-// canonical text, so every spelling of one UUID is one key, and a
-// different UUID is another.
+// also accepts the braced, urn:uuid:, 32-digit spellings (and any
+// 38-character wrapper): the strict middleware passes the engine the key
+// as sent, not the UUID's canonical text, so that the strict server takes
+// what format: uuid allows (the canonical text, in either case, bare or as
+// an RFC 8941 quoted string), as the plain server does, and refuses the
+// other spellings with 400 IDEMPOTENCY_KEY_INVALID instead of normalising
+// them to the key.
 func TestUUIDKeySpellings(t *testing.T) {
 	svc := couponstest.NewService()
 	h := newIdempotency(t, idem.Options{}).StrictHandler(service{svc}, nil, api.StrictHTTPServerOptions{}, api.StdHTTPServerOptions{})
@@ -328,16 +331,20 @@ func TestUUIDKeySpellings(t *testing.T) {
 	const key = "5f2b6c1e-8a0d-4a8e-9b3c-2d7e1f0a4b6c"
 	first := claim(key)
 	require.Equal(t, http.StatusCreated, first.Code, first.Body.String())
-	for _, spelling := range []string{
-		"{" + key + "}", `"` + key + `"`, "urn:uuid:" + key, strings.ToUpper(key), strings.ReplaceAll(key, "-", ""),
-	} {
+	for _, spelling := range []string{`"` + key + `"`, strings.ToUpper(key)} {
 		w := claim(spelling)
 		assert.Equal(t, http.StatusCreated, w.Code, "%s: %s", spelling, w.Body)
 		assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"), spelling)
 		assert.Equal(t, first.Body.String(), w.Body.String(), spelling)
 	}
+	for _, spelling := range []string{"{" + key + "}", "urn:uuid:" + key, strings.ReplaceAll(key, "-", ""), "x" + key + "x"} {
+		w := claim(spelling)
+		assert.Equal(t, http.StatusBadRequest, w.Code, "%s: %s", spelling, w.Body)
+		assert.Contains(t, w.Body.String(), idem.CodeKeyInvalid, spelling)
+		assert.Contains(t, w.Body.String(), "canonical 8-4-4-4-12", spelling)
+	}
 	assert.Equal(t, 1, svc.Count("claimCoupon"), "one UUID, one key")
-	other := claim("{6f2b6c1e-8a0d-4a8e-9b3c-2d7e1f0a4b6c}")
+	other := claim("6f2b6c1e-8a0d-4a8e-9b3c-2d7e1f0a4b6c")
 	assert.Equal(t, http.StatusCreated, other.Code)
 	assert.Empty(t, other.Header().Get("Idempotent-Replayed"))
 	assert.Equal(t, 2, svc.Count("claimCoupon"))
