@@ -7,13 +7,17 @@ import (
 	"encoding/binary"
 	"math/bits"
 	"slices"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Reordering. An object whose members arrived out of order is sorted when
 // it closes: its members' canonical texts (each with its trailing comma)
 // are gathered in sorted order into a scratch buffer and copied back over
 // the object. Sorting permutes indexes; most comparisons compare the
-// names' first eight bytes as integers.
+// names' first eight bytes as integers. An object with names equal under
+// case folding is not sorted (foldCollide, in order: the only place that
+// computes an order, which the shape cache and the fast paths reuse).
 //
 // Requests repeat shapes: the objects of an array mostly have the same
 // member names in the same order. A small cache remembers, per slot chosen
@@ -649,6 +653,15 @@ func (s *state) order(f *frame, ms []member, in []byte) []int32 {
 		}
 		return nil
 	}
+	if s.foldCollide(ms, in) {
+		// Names equal under case folding: the members keep their order
+		// of arrival (see the package documentation), and so do the
+		// objects of this shape (arrival as its permutation).
+		if len(ms) <= maxShape {
+			s.remember(sh, ms, arrival[:len(ms)], s.sortedPrefix(ms, in), in)
+		}
+		return nil
+	}
 	keys, tmp := s.keysFor(len(ms))
 	for k := range ms {
 		keys = append(keys, sortKey{ms[k].pfx, sortLen(ms[k].klen), int32(k)})
@@ -659,14 +672,108 @@ func (s *state) order(f *frame, ms []member, in []byte) []int32 {
 		perm = append(perm, e.idx)
 	}
 	if len(ms) <= maxShape {
-		sorted := 0
-		for sorted+1 < len(ms) && s.cmpNames(&ms[sorted], &ms[sorted+1], in) <= 0 {
-			sorted++
-		}
-		s.remember(sh, ms, perm, sorted, in)
+		s.remember(sh, ms, perm, s.sortedPrefix(ms, in), in)
 		return sh.perm
 	}
 	return perm
+}
+
+// sortedPrefix returns the index of the last of the names of ms that are
+// in order from the first.
+func (s *state) sortedPrefix(ms []member, in []byte) int {
+	sorted := 0
+	for sorted+1 < len(ms) && s.cmpNames(&ms[sorted], &ms[sorted+1], in) <= 0 {
+		sorted++
+	}
+	return sorted
+}
+
+// foldCollide reports whether two of the members ms have distinct names
+// that are equal under case folding as encoding/json matches a member
+// name to a struct field (its foldName: ASCII letters to upper case, any
+// other rune to the smallest rune of its unicode.SimpleFold orbit, so "ſ"
+// folds as "s" and "K", the Kelvin sign, as "k"), which bytes.EqualFold
+// tells too.
+//
+// Names without an upper-case ASCII letter and without a byte from 0x80
+// fold one to one (only a-z change, to A-Z, which they do not hold): two
+// of them fold alike only if they are equal. So an object none of whose
+// names has such a byte (the common case) is told by a scan of its names;
+// another sorts its folded names (no quadratic work for a large object).
+func (s *state) foldCollide(ms []member, in []byte) bool {
+	first := -1
+	for k := range ms {
+		for _, c := range s.name(&ms[k], in) {
+			if c-'A' < 26 || c >= utf8.RuneSelf {
+				first = k
+				break
+			}
+		}
+		if first >= 0 {
+			break
+		}
+	}
+	if first < 0 {
+		return false
+	}
+	fold, ends := s.fold[:0], s.foldEnd[:0]
+	for k := range ms {
+		fold = appendFolded(fold, s.name(&ms[k], in))
+		ends = append(ends, int32(len(fold)))
+	}
+	s.fold, s.foldEnd = fold, ends
+	folded := func(k int32) []byte {
+		a := int32(0)
+		if k > 0 {
+			a = ends[k-1]
+		}
+		return fold[a:ends[k]]
+	}
+	keys, tmp := s.keysFor(len(ms))
+	for k := range ms {
+		f := folded(int32(k))
+		keys = append(keys, sortKey{prefix(f), sortLen(len(f)), int32(k)})
+	}
+	sortByKey(keys, tmp, func(k int32) []byte { return folded(k)[8:] })
+	for k := 1; k < len(keys); k++ {
+		a, b := keys[k-1], keys[k]
+		if a.pfx == b.pfx && a.n == b.n && string(folded(a.idx)) == string(folded(b.idx)) &&
+			string(s.name(&ms[a.idx], in)) != string(s.name(&ms[b.idx], in)) {
+			return true
+		}
+	}
+	return false
+}
+
+// appendFolded appends name folded as encoding/json's foldName does (for
+// valid UTF-8, which names are here).
+func appendFolded(out, name []byte) []byte {
+	for i := 0; i < len(name); {
+		if c := name[i]; c < utf8.RuneSelf {
+			if c-'a' < 26 {
+				c -= 'a' - 'A'
+			}
+			out = append(out, c)
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(name[i:])
+		out = utf8.AppendRune(out, foldRune(r))
+		i += n
+	}
+	return out
+}
+
+// foldRune returns the smallest rune of r's unicode.SimpleFold orbit (as
+// encoding/json's foldRune).
+func foldRune(r rune) rune {
+	for {
+		r2 := unicode.SimpleFold(r)
+		if r2 <= r {
+			return r2
+		}
+		r = r2
+	}
 }
 
 // closeArray closes the array f, whose last element's comma is buf[w-1],
