@@ -198,3 +198,24 @@ func TestCaseFoldedSizes(t *testing.T) {
 		}
 	}
 }
+
+// Large objects with many duplicate names (one entry each in foldCollide's
+// hash table) and upper-case letters, with and without a fold group.
+func TestCaseFoldedManyDuplicates(t *testing.T) {
+	h := mustNew(t, fingerprint.Options{})
+	var ms []string
+	for k := range 3000 {
+		ms = append(ms, fmt.Sprintf(`"%s":%d`, []string{"Amount", "b", "Zed", "b", "é"}[k%5], k%7))
+	}
+	body := "{" + strings.Join(ms, ",") + "}"
+	sorted := slices.Clone(ms)
+	slices.SortStableFunc(sorted, func(a, b string) int {
+		return strings.Compare(a[:strings.IndexByte(a, ':')], b[:strings.IndexByte(b, ':')])
+	})
+	assert.Equal(t, "{"+strings.Join(sorted, ",")+"}", canon(t, h, body), "no fold group: sorted")
+	for _, variant := range []string{`"amount":1`, `"ZED":1`, `"É":1`, `"B":1`} {
+		with := append(slices.Clone(ms[:1500]), append([]string{variant}, ms[1500:]...)...)
+		body := "{" + strings.Join(with, ",") + "}"
+		assert.Equal(t, body, canon(t, h, body), "fold group %s: arrival order", variant)
+	}
+}

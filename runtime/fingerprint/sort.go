@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding"
 	"encoding/binary"
+	"hash/maphash"
 	"math/bits"
 	"slices"
 	"unicode"
@@ -692,14 +693,18 @@ func (s *state) sortedPrefix(ms []member, in []byte) int {
 // that are equal under case folding as encoding/json matches a member
 // name to a struct field (its foldName: ASCII letters to upper case, any
 // other rune to the smallest rune of its unicode.SimpleFold orbit, so "ſ"
-// folds as "s" and "K", the Kelvin sign, as "k"), which bytes.EqualFold
+// folds as "S" and "K", the Kelvin sign, as "K"), which bytes.EqualFold
 // tells too.
 //
 // Names without an upper-case ASCII letter and without a byte from 0x80
 // fold one to one (only a-z change, to A-Z, which they do not hold): two
 // of them fold alike only if they are equal. So an object none of whose
-// names has such a byte (the common case) is told by a scan of its names;
-// another sorts its folded names (no quadratic work for a large object).
+// names has such a byte (the common case) is told by a scan of its names.
+// Another folds its names, compares them pairwise if it has few, else
+// finds equal folded names through a hash table (no quadratic work for a
+// large object, whatever its names: the table's hash has a seed of the
+// process, and holds one name per folded name, so duplicates cost nothing
+// more; the answer never depends on the seed, every hit is compared).
 func (s *state) foldCollide(ms []member, in []byte) bool {
 	first := -1
 	for k := range ms {
@@ -722,46 +727,87 @@ func (s *state) foldCollide(ms []member, in []byte) bool {
 		ends = append(ends, int32(len(fold)))
 	}
 	s.fold, s.foldEnd = fold, ends
-	folded := func(k int32) []byte {
+	folded := func(k int) []byte {
 		a := int32(0)
 		if k > 0 {
 			a = ends[k-1]
 		}
 		return fold[a:ends[k]]
 	}
-	keys, tmp := s.keysFor(len(ms))
-	for k := range ms {
-		f := folded(int32(k))
-		keys = append(keys, sortKey{prefix(f), sortLen(len(f)), int32(k)})
+	// differ reports whether the names of members j and k differ.
+	differ := func(j, k int) bool {
+		return string(s.name(&ms[j], in)) != string(s.name(&ms[k], in))
 	}
-	sortByKey(keys, tmp, func(k int32) []byte { return folded(k)[8:] })
-	for k := 1; k < len(keys); k++ {
-		a, b := keys[k-1], keys[k]
-		if a.pfx == b.pfx && a.n == b.n && string(folded(a.idx)) == string(folded(b.idx)) &&
-			string(s.name(&ms[a.idx], in)) != string(s.name(&ms[b.idx], in)) {
-			return true
+	if len(ms) <= 16 {
+		for k := 1; k < len(ms); k++ {
+			fk := folded(k)
+			for j := range k {
+				if string(folded(j)) == string(fk) && differ(j, k) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	size := 1 << bits.Len(uint(2*len(ms)))
+	if cap(s.foldTab) < size {
+		s.foldTab = make([]foldEntry, size)
+	}
+	tab := s.foldTab[:size]
+	clear(tab)
+	mask := uint64(size - 1)
+	for k := range ms {
+		fk := folded(k)
+		h := maphash.Bytes(foldSeed, fk)
+		for p := h & mask; ; p = (p + 1) & mask {
+			e := &tab[p]
+			if e.idx == 0 {
+				e.h, e.idx = h, int32(k+1)
+				break
+			}
+			if e.h == h && string(folded(int(e.idx-1))) == string(fk) {
+				if differ(int(e.idx-1), k) {
+					return true
+				}
+				break // the same name again
+			}
 		}
 	}
 	return false
 }
 
+// foldEntry is an entry of foldCollide's hash table: the hash of a folded
+// name and 1 + the index of its member (0: empty).
+type foldEntry struct {
+	h   uint64
+	idx int32
+}
+
+// foldSeed is the seed of foldCollide's hash table.
+var foldSeed = maphash.MakeSeed()
+
 // appendFolded appends name folded as encoding/json's foldName does (for
-// valid UTF-8, which names are here).
+// valid UTF-8, which names are here). A folded name is never longer than
+// the name (the smallest rune of an orbit has the fewest bytes).
 func appendFolded(out, name []byte) []byte {
+	out = slices.Grow(out, len(name))
+	o := len(out)
+	out = out[:o+len(name)]
 	for i := 0; i < len(name); {
 		if c := name[i]; c < utf8.RuneSelf {
 			if c-'a' < 26 {
 				c -= 'a' - 'A'
 			}
-			out = append(out, c)
+			out[o] = c
+			o++
 			i++
 			continue
 		}
 		r, n := utf8.DecodeRune(name[i:])
-		out = utf8.AppendRune(out, foldRune(r))
+		o += utf8.EncodeRune(out[o:], foldRune(r))
 		i += n
 	}
-	return out
+	return out[:o]
 }
 
 // foldRune returns the smallest rune of r's unicode.SimpleFold orbit (as
