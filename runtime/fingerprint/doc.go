@@ -149,6 +149,21 @@
 //     differ, because a parser that takes the first or the last of them
 //     sees different requests; {"a":1,"b":0,"a":2} equals
 //     {"b":0,"a":1,"a":2}.
+//   - Except for an object with two distinct names that are equal under
+//     case folding as encoding/json folds them to match a name to a struct
+//     field (its foldName, which bytes.EqualFold agrees with: ASCII letters
+//     without case, any other rune as the smallest rune of its
+//     unicode.SimpleFold orbit, so "amount" equals "Amount" and "AMOUNT",
+//     "k" the Kelvin sign "\u212a" and "s" the long s "ſ", but "id" not
+//     "İd" nor "ss" "ß"): such an object is not sorted, its members stay in
+//     their order of arrival. encoding/json gives a struct field the value
+//     of the last member whose name matches it, so {"amount":1,"Amount":2}
+//     and {"Amount":2,"amount":1} are different requests (a handler sees 2,
+//     then 1), and so is any reordering of such an object. Volatile
+//     members are left out first (a pointer matches a name exactly: a case
+//     variant of a volatile name is another member, which counts). For an
+//     object whose members arrive sorted, that is the sorted order; the
+//     canonical form of every object without such names is as above.
 //   - Arrays keep their order, except unordered ones (below).
 //
 // Limits: nesting deeper than [MaxDepth] arrays and objects, any syntax

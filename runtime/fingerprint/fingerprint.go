@@ -138,7 +138,12 @@ type state struct {
 	perm   []int32
 	// sortKeys is the scratch of sortByKey.
 	sortKeys []sortKey
-	shapes   [shapeSlots]shape
+	// fold holds the case-folded names of an object that foldCollide
+	// checks, foldEnd where each ends; foldTab is its hash table.
+	fold    []byte
+	foldEnd []int32
+	foldTab []foldEntry
+	shapes  [shapeSlots]shape
 	// hints maps a member name (hintSlot) to 1 + the shape slot of the
 	// last object seen as its value; 0: none.
 	hints [1 << hintBits]int16
@@ -294,6 +299,9 @@ func putState(s *state) {
 	s.direct, s.hashed, s.summed = false, false, false
 	if cap(s.keys) > maxPooled || cap(s.num) > maxPooled {
 		s.keys, s.num = nil, nil
+	}
+	if cap(s.fold) > maxPooled || cap(s.foldEnd) > 2*maxPooledMembers || cap(s.foldTab) > 4*maxPooledMembers {
+		s.fold, s.foldEnd, s.foldTab = nil, nil, nil
 	}
 	statePool.Put(s)
 }

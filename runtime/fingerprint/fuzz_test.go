@@ -37,6 +37,9 @@ func FuzzCanonicalJSON(f *testing.F) {
 		`{"z":[` + strings.Repeat(`{"c":1,"b":"x","a":2.5},`, 21) + `{"c":1,"b":"x","a":2.50},` +
 			strings.Repeat(`{"c":1,"b":"`+strings.Repeat("y", 26)+`","a":2},`, 20) + `{"c":1,"b":"x","a":2}],"y":1}`,
 		`[` + strings.Repeat(`{"a":1,"b":[1,2]},`, 30) + `{"a":1,"b":[1,2] }]`,
+		// Names equal under case folding (arrival order kept).
+		`{"currency":"EUR","amount":1,"Amount":100}`, `{"\u212a":1,"k":2,"ſ":3,"S":4}`,
+		`[{"x":1,"X":2},{"x":1,"X":2},{"X":2,"x":1}]`,
 	} {
 		f.Add([]byte(s), uint64(1))
 	}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -36,6 +37,16 @@ type (
 type jmember struct {
 	name string
 	val  jv
+}
+
+// foldCollides reports whether two names of o are distinct but equal
+// under case folding.
+func (o jobj) foldCollides() bool {
+	names := make([]string, len(o))
+	for i := range o {
+		names[i] = o[i].name
+	}
+	return foldCollides(names)
 }
 
 func (jnull) isJV() {}
@@ -116,6 +127,55 @@ func randValue(r *rand.Rand, depth int) jv {
 	return o
 }
 
+// withFoldVariants returns v with, in some of its objects, a member more
+// whose name is a case variant of one before it (encoding/json gives a
+// struct field the value of the last of them).
+func withFoldVariants(r *rand.Rand, v jv) jv {
+	switch v := v.(type) {
+	case jarr:
+		out := make(jarr, len(v))
+		for i := range v {
+			out[i] = withFoldVariants(r, v[i])
+		}
+		return out
+	case jobj:
+		out := make(jobj, 0, len(v)+1)
+		for _, m := range v {
+			out = append(out, jmember{m.name, withFoldVariants(r, m.val)})
+		}
+		if len(out) > 0 && r.IntN(3) == 0 {
+			name := foldVariant(r, out[r.IntN(len(out))].name)
+			if !slices.ContainsFunc(out, func(m jmember) bool { return m.name == name }) {
+				at := r.IntN(len(out) + 1)
+				out = slices.Insert(out, at, jmember{name, randValue(r, 1)})
+			}
+		}
+		return out
+	}
+	return v
+}
+
+// foldVariant returns name with its case changed (ASCII and other
+// letters; k as the Kelvin sign, s as the long s, at random), or name if
+// it has no letters.
+func foldVariant(r *rand.Rand, name string) string {
+	var b strings.Builder
+	for _, c := range name {
+		switch {
+		case (c == 'k' || c == 'K') && r.IntN(2) == 0:
+			c = '\u212a'
+		case (c == 's' || c == 'S') && r.IntN(2) == 0:
+			c = '\u017f'
+		case unicode.IsUpper(c):
+			c = unicode.ToLower(c)
+		default:
+			c = unicode.ToUpper(c)
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
 // writer writes spellings of values.
 type writer struct {
 	r      *rand.Rand
@@ -162,7 +222,9 @@ func (w *writer) value(v jv) {
 		for i := range order {
 			order[i] = i
 		}
-		if w.vary {
+		// Names equal under case folding keep their order in the
+		// canonical form, and with them the whole object's.
+		if w.vary && !v.foldCollides() {
 			w.r.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 		}
 		w.b.WriteByte('{')
@@ -386,6 +448,11 @@ func oracleEqual(a, b []byte) (bool, error) {
 	return oracleDeepEqual(va, vb), nil
 }
 
+// decodeOracle decodes b as encoding/json does into an any (objects as
+// map[string]any, numbers as json.Number), except that an object with two
+// distinct names equal under case folding is an oobj: the canonical form
+// keeps the order of its members (a struct field gets the value of the
+// last of them).
 func decodeOracle(b []byte) (any, error) {
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.UseNumber()
@@ -396,7 +463,82 @@ func decodeOracle(b []byte) (any, error) {
 	if d.More() {
 		return nil, fmt.Errorf("trailing data")
 	}
-	return v, nil
+	d = json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	return decodeOrdered(d)
+}
+
+// oobj is an object with two distinct names equal under case folding
+// (bytes.EqualFold, as encoding/json matches names to struct fields): its
+// members in their order.
+type oobj []okv
+
+type okv struct {
+	name string
+	val  any
+}
+
+// decodeOrdered decodes the next value of d (valid JSON) as decodeOracle.
+func decodeOrdered(d *json.Decoder) (any, error) {
+	tok, err := d.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch tok {
+	case json.Delim('['):
+		a := []any{}
+		for d.More() {
+			v, err := decodeOrdered(d)
+			if err != nil {
+				return nil, err
+			}
+			a = append(a, v)
+		}
+		_, err := d.Token()
+		return a, err
+	case json.Delim('{'):
+		var o oobj
+		for d.More() {
+			k, err := d.Token()
+			if err != nil {
+				return nil, err
+			}
+			v, err := decodeOrdered(d)
+			if err != nil {
+				return nil, err
+			}
+			o = append(o, okv{k.(string), v})
+		}
+		if _, err := d.Token(); err != nil {
+			return nil, err
+		}
+		names := make([]string, len(o))
+		for i := range o {
+			names[i] = o[i].name
+		}
+		if foldCollides(names) {
+			return o, nil
+		}
+		m := make(map[string]any, len(o))
+		for _, kv := range o {
+			m[kv.name] = kv.val // the last of equal names, as encoding/json
+		}
+		return m, nil
+	}
+	return tok, nil
+}
+
+// foldCollides reports whether two of names are distinct but equal under
+// case folding (bytes.EqualFold, which encoding/json's foldName matches).
+func foldCollides(names []string) bool {
+	for i := range names {
+		for j := range i {
+			if names[i] != names[j] && bytes.EqualFold([]byte(names[i]), []byte(names[j])) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func oracleDeepEqual(a, b any) bool {
@@ -416,6 +558,17 @@ func oracleDeepEqual(a, b any) bool {
 		}
 		for i := range a {
 			if !oracleDeepEqual(a[i], b[i]) {
+				return false
+			}
+		}
+		return true
+	case oobj:
+		b, ok := b.(oobj)
+		if !ok || len(a) != len(b) {
+			return false
+		}
+		for i := range a {
+			if a[i].name != b[i].name || !oracleDeepEqual(a[i].val, b[i].val) {
 				return false
 			}
 		}

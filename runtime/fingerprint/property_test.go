@@ -32,7 +32,7 @@ func TestPropertySpellings(t *testing.T) {
 	require.NoError(t, err)
 	r := rand.New(rand.NewPCG(1, 2))
 	for round := range propertyRounds(t) {
-		v := randValue(r, 4)
+		v := withFoldVariants(r, randValue(r, 4))
 		plain := spell(r, v, false)
 		canon, err := fingerprint.Canonical(nil, plain)
 		require.NoError(t, err, "round %d: %s", round, plain)
@@ -71,7 +71,7 @@ func TestPropertySpellings(t *testing.T) {
 func TestPropertyVolatile(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for round := range propertyRounds(t) {
-		v := randValue(r, 4)
+		v := withFoldVariants(r, randValue(r, 4))
 		n := leaves(v)
 		if n == 0 {
 			continue
@@ -191,8 +191,8 @@ func TestPropertyOracleAgreement(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	for round := range propertyRounds(t) {
 		// Small values collide often enough to test both directions.
-		a := spell(r, randValue(r, 1), true)
-		b := spell(r, randValue(r, 1), true)
+		a := spell(r, withFoldVariants(r, randValue(r, 1)), true)
+		b := spell(r, withFoldVariants(r, randValue(r, 1)), true)
 		if r.IntN(4) == 0 {
 			b = spell(r, mustDecodeModel(t, a), true)
 		}
@@ -255,6 +255,12 @@ func toModel(v any) jv {
 		var o jobj
 		for k, e := range v {
 			o = append(o, jmember{k, toModel(e)})
+		}
+		return o
+	case oobj:
+		var o jobj
+		for _, m := range v {
+			o = append(o, jmember{m.name, toModel(m.val)})
 		}
 		return o
 	}

@@ -5,15 +5,20 @@ import (
 	"crypto/sha256"
 	"encoding"
 	"encoding/binary"
+	"hash/maphash"
 	"math/bits"
 	"slices"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Reordering. An object whose members arrived out of order is sorted when
 // it closes: its members' canonical texts (each with its trailing comma)
 // are gathered in sorted order into a scratch buffer and copied back over
 // the object. Sorting permutes indexes; most comparisons compare the
-// names' first eight bytes as integers.
+// names' first eight bytes as integers. An object with names equal under
+// case folding is not sorted (foldCollide, in order: the only place that
+// computes an order, which the shape cache and the fast paths reuse).
 //
 // Requests repeat shapes: the objects of an array mostly have the same
 // member names in the same order. A small cache remembers, per slot chosen
@@ -649,6 +654,15 @@ func (s *state) order(f *frame, ms []member, in []byte) []int32 {
 		}
 		return nil
 	}
+	if s.foldCollide(ms, in) {
+		// Names equal under case folding: the members keep their order
+		// of arrival (see the package documentation), and so do the
+		// objects of this shape (arrival as its permutation).
+		if len(ms) <= maxShape {
+			s.remember(sh, ms, arrival[:len(ms)], s.sortedPrefix(ms, in), in)
+		}
+		return nil
+	}
 	keys, tmp := s.keysFor(len(ms))
 	for k := range ms {
 		keys = append(keys, sortKey{ms[k].pfx, sortLen(ms[k].klen), int32(k)})
@@ -659,14 +673,153 @@ func (s *state) order(f *frame, ms []member, in []byte) []int32 {
 		perm = append(perm, e.idx)
 	}
 	if len(ms) <= maxShape {
-		sorted := 0
-		for sorted+1 < len(ms) && s.cmpNames(&ms[sorted], &ms[sorted+1], in) <= 0 {
-			sorted++
-		}
-		s.remember(sh, ms, perm, sorted, in)
+		s.remember(sh, ms, perm, s.sortedPrefix(ms, in), in)
 		return sh.perm
 	}
 	return perm
+}
+
+// sortedPrefix returns the index of the last of the names of ms that are
+// in order from the first.
+func (s *state) sortedPrefix(ms []member, in []byte) int {
+	sorted := 0
+	for sorted+1 < len(ms) && s.cmpNames(&ms[sorted], &ms[sorted+1], in) <= 0 {
+		sorted++
+	}
+	return sorted
+}
+
+// foldCollide reports whether two of the members ms have distinct names
+// that are equal under case folding as encoding/json matches a member
+// name to a struct field (its foldName: ASCII letters to upper case, any
+// other rune to the smallest rune of its unicode.SimpleFold orbit, so "ſ"
+// folds as "S" and "K", the Kelvin sign, as "K"), which bytes.EqualFold
+// tells too.
+//
+// Names without an upper-case ASCII letter and without a byte from 0x80
+// fold one to one (only a-z change, to A-Z, which they do not hold): two
+// of them fold alike only if they are equal. So an object none of whose
+// names has such a byte (the common case) is told by a scan of its names.
+// Another folds its names, compares them pairwise if it has few, else
+// finds equal folded names through a hash table (no quadratic work for a
+// large object, whatever its names: the table's hash has a seed of the
+// process, and holds one name per folded name, so duplicates cost nothing
+// more; the answer never depends on the seed, every hit is compared).
+func (s *state) foldCollide(ms []member, in []byte) bool {
+	first := -1
+	for k := range ms {
+		for _, c := range s.name(&ms[k], in) {
+			if c-'A' < 26 || c >= utf8.RuneSelf {
+				first = k
+				break
+			}
+		}
+		if first >= 0 {
+			break
+		}
+	}
+	if first < 0 {
+		return false
+	}
+	fold, ends := s.fold[:0], s.foldEnd[:0]
+	for k := range ms {
+		fold = appendFolded(fold, s.name(&ms[k], in))
+		ends = append(ends, int32(len(fold)))
+	}
+	s.fold, s.foldEnd = fold, ends
+	folded := func(k int) []byte {
+		a := int32(0)
+		if k > 0 {
+			a = ends[k-1]
+		}
+		return fold[a:ends[k]]
+	}
+	// differ reports whether the names of members j and k differ.
+	differ := func(j, k int) bool {
+		return string(s.name(&ms[j], in)) != string(s.name(&ms[k], in))
+	}
+	if len(ms) <= 16 {
+		for k := 1; k < len(ms); k++ {
+			fk := folded(k)
+			for j := range k {
+				if string(folded(j)) == string(fk) && differ(j, k) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	size := 1 << bits.Len(uint(2*len(ms)))
+	if cap(s.foldTab) < size {
+		s.foldTab = make([]foldEntry, size)
+	}
+	tab := s.foldTab[:size]
+	clear(tab)
+	mask := uint64(size - 1)
+	for k := range ms {
+		fk := folded(k)
+		h := maphash.Bytes(foldSeed, fk)
+		for p := h & mask; ; p = (p + 1) & mask {
+			e := &tab[p]
+			if e.idx == 0 {
+				e.h, e.idx = h, int32(k+1)
+				break
+			}
+			if e.h == h && string(folded(int(e.idx-1))) == string(fk) {
+				if differ(int(e.idx-1), k) {
+					return true
+				}
+				break // the same name again
+			}
+		}
+	}
+	return false
+}
+
+// foldEntry is an entry of foldCollide's hash table: the hash of a folded
+// name and 1 + the index of its member (0: empty).
+type foldEntry struct {
+	h   uint64
+	idx int32
+}
+
+// foldSeed is the seed of foldCollide's hash table.
+var foldSeed = maphash.MakeSeed()
+
+// appendFolded appends name folded as encoding/json's foldName does (for
+// valid UTF-8, which names are here). A folded name is never longer than
+// the name (the smallest rune of an orbit has the fewest bytes).
+func appendFolded(out, name []byte) []byte {
+	out = slices.Grow(out, len(name))
+	o := len(out)
+	out = out[:o+len(name)]
+	for i := 0; i < len(name); {
+		if c := name[i]; c < utf8.RuneSelf {
+			if c-'a' < 26 {
+				c -= 'a' - 'A'
+			}
+			out[o] = c
+			o++
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(name[i:])
+		o += utf8.EncodeRune(out[o:], foldRune(r))
+		i += n
+	}
+	return out[:o]
+}
+
+// foldRune returns the smallest rune of r's unicode.SimpleFold orbit (as
+// encoding/json's foldRune).
+func foldRune(r rune) rune {
+	for {
+		r2 := unicode.SimpleFold(r)
+		if r2 <= r {
+			return r2
+		}
+		r = r2
+	}
 }
 
 // closeArray closes the array f, whose last element's comma is buf[w-1],
