@@ -201,7 +201,7 @@ type Options struct {
 	// MaxPrincipalShare is the share of a shard's bounds (MaxEntries and
 	// MaxBytes, each) that one principal (idem.BeginRequest.Principal) may
 	// hold and still make new records while the shard is under pressure:
-	// more than half full, by either bound (default
+	// more than half full, by either bound (0 or NaN: the default,
 	// DefaultMaxPrincipalShare, 1/8; negative, or 1 or more: no limit).
 	// Pressure is what eviction may not relieve: a claim of a new key by a
 	// principal that holds more first drops what may go (expired records,

@@ -92,12 +92,12 @@ type account struct {
 
 // setLimits sets the shard's rule from its bounds and the share (negative,
 // or 1 or more: disabled; a completion may take a principal over the whole
-// budget, as it may the shard).
+// budget, as it may the shard; 0 or NaN: the default).
 func (p *principals) setLimits(share float64, maxEntries int, maxBytes int64) {
 	if share < 0 || share >= 1 {
 		return
 	}
-	if share == 0 {
+	if !(share > 0) { // 0, NaN
 		share = DefaultMaxPrincipalShare
 	}
 	p.limEntries = max(1, int(share*float64(maxEntries)))
