@@ -24,9 +24,10 @@ func TestShareEngineSteadyState429(t *testing.T) {
 // Engine.Handler: three tenants, one new key every 10 s between them,
 // a memstore of 1000 records (defaults otherwise: MinRetention 1 h), the
 // policy's default 24 h window; a MinRetention's worth of records (360)
-// fits in half the store. Once the store passes half (about 1 h 24 min
-// in), every tenant gets 429 with Retry-After 3600 for every new key,
-// though the store holds hundreds of records older than MinRetention.
+// fits in half the store, so no 429 (before the fix, once the store passed
+// half, about 1 h 24 min in, every tenant got 429 with Retry-After 3600
+// for every new key, though the store held hundreds of records older than
+// MinRetention).
 func shareEngineSteady(t *testing.T, share float64) {
 	policy := idem.MustCompile(idem.Spec{
 		Operation: "createPayment", Method: "POST", Path: "/payments", Semantics: idem.Strict,
@@ -66,9 +67,9 @@ func shareEngineSteady(t *testing.T, share float64) {
 
 // TestShareExpiredRecordsCountTowardShare: a principal's records expired a
 // second ago, but the sweeper has not run (amortized expiry drops 4 per
-// Begin): its next new key is refused ErrPrincipalFull, with a store that
-// would be nearly empty once its expired records were dropped (ErrFull's
-// path, makeRoom, drops expired records first; admit does not).
+// Begin): its next new key is admitted, as admit drops expired records
+// before refusing (before the fix it was refused ErrPrincipalFull, with a
+// store that would be 30% full once its expired records were dropped).
 func TestShareExpiredRecordsCountTowardShare(t *testing.T) {
 	s, c := newClockStore(t, memstore.Options{Shards: 1, MaxEntries: 1000})
 	for i := range 300 {

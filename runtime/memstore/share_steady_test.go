@@ -46,10 +46,10 @@ func shareRun(t *testing.T, share float64, who []string, n int) (principalFull, 
 // TestShareSteadyStateRefusesNormalLoad: three principals sharing the load
 // evenly, no flood. With the share off, every claim is admitted for ever
 // (the store evicts records older than MinRetention). With the default
-// share, once the store is half full (500 s in), each principal holds a
-// third of it (> 1/8) and every new key is refused 429 until records
-// EXPIRE (24 h): the evictable records are never evicted, since the
-// refusal comes before makeRoom.
+// share too: once the store is half full (500 s in) each principal holds
+// a third of it (> 1/8), and records older than MinRetention are evicted
+// from half full on. (Before the fix every new key was refused 429 from
+// then until records expired, 24 h: the refusal came before makeRoom.)
 func TestShareSteadyStateRefusesNormalLoad(t *testing.T) {
 	who := []string{"alice", "bob", "carol"}
 	pf, f := shareRun(t, -1, who, 5000)
@@ -65,8 +65,9 @@ func TestShareSteadyStateRefusesNormalLoad(t *testing.T) {
 }
 
 // TestShareSteadyStateDominantTenant: one tenant makes half the requests,
-// 100 small ones the rest. The dominant tenant is refused nearly all its
-// new keys once the store is half full, though old records abound.
+// 100 small ones the rest. The dominant tenant is refused nothing (before
+// the fix: nearly all its new keys once the store was half full, though
+// old records abounded).
 func TestShareSteadyStateDominantTenant(t *testing.T) {
 	who := make([]string, 0, 200)
 	for i := range 100 {
