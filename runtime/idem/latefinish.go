@@ -272,7 +272,9 @@ func (c *Call) finishLater(kind finishKind, cause claimCause, state State, resp 
 
 // releaseUnanswered frees, off the request's path, the claim a Begin that
 // failed with err may have made all the same, unless the store marked err
-// ErrNothingDone: one whose context ended (cut: the request's, or the
+// ErrNothingDone or refused the claim for its caller's share
+// (ErrQuotaExceeded: the store answered, and claimed nothing): one whose
+// context ended (cut: the request's, or the
 // store timeout; pgx cancels asynchronously and the claim may commit), or
 // (finishLostReply) one of a store that is not in-process whose reply may have
 // been lost after the server claimed (memstore's Begin claims nothing
@@ -282,7 +284,7 @@ func (c *Call) finishLater(kind finishKind, cause claimCause, state State, resp 
 // bounded: finishUnanswered, MaxClaimReleases, MaxLostReplyReleases,
 // ClaimReleaseAttempts.
 func (c *Call) releaseUnanswered(err error, cut bool) {
-	if (!cut && c.e.local != nil) || errors.Is(err, ErrNothingDone) {
+	if (!cut && c.e.local != nil) || errors.Is(err, ErrNothingDone) || errors.Is(err, ErrQuotaExceeded) {
 		return
 	}
 	kind := finishUnanswered

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -117,4 +118,43 @@ func TestBeginRequestPrincipal(t *testing.T) {
 			assert.Equal(t, []string{tc.want}, ps.seen)
 		})
 	}
+}
+
+// quotaOnly is a store (not in-process: no LocalReader) whose Begin
+// refuses every claim with idem.ErrQuotaExceeded alone (not marked
+// ErrNothingDone, unlike memstore's), and that counts its Finish calls.
+type quotaOnly struct {
+	idem.Store
+	finishes atomic.Int64
+}
+
+func (s *quotaOnly) Begin(context.Context, *idem.BeginRequest) (idem.BeginResult, error) {
+	return idem.BeginResult{}, quotaErr{time.Minute}
+}
+
+func (s *quotaOnly) Finish(ctx context.Context, key string, token idem.Token, st idem.State, resp []byte) error {
+	s.finishes.Add(1)
+	return s.Store.Finish(ctx, key, token, st, resp)
+}
+
+// TestQuotaRefusalReleasesNothing: a Begin refused for its caller's share
+// claimed nothing (ErrQuotaExceeded says so by itself): the engine does not
+// release a claim in the background after it, even when the store did not
+// also mark the error ErrNothingDone (before: one Finish per refusal).
+func TestQuotaRefusalReleasesNothing(t *testing.T) {
+	ms := memstore.New(memstore.Options{SweepInterval: -1})
+	t.Cleanup(func() { _ = ms.Close() })
+	qs := &quotaOnly{Store: ms}
+	f := newFixtureStore(t, ms, qs, idem.Options{
+		Principal:        func(*http.Request) (string, error) { return "mallory", nil },
+		DisableHeartbeat: true,
+	})
+	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
+	for i := range 3 {
+		w := send(h, req{key: fmt.Sprint("k", i), body: `{}`})
+		requireProblem(t, w, http.StatusTooManyRequests, idem.CodeQuotaExceeded)
+	}
+	drain(t, f.eng, "no release is pending")
+	assert.Zero(t, qs.finishes.Load(), "no claim to release")
+	assert.Equal(t, int32(0), f.calls.Load())
 }

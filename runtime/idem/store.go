@@ -260,7 +260,9 @@ func (nothingDone) Is(target error) bool { return target == ErrNothingDone }
 // ErrQuotaExceeded is what the error of a Begin refused for its caller
 // alone is (errors.Is): the store keeps room for the other callers, and
 // this one (BeginRequest.Principal) holds too large a share of it already
-// (memstore.ErrPrincipalFull). The store claimed nothing. The engine
+// (memstore.ErrPrincipalFull). The store claimed nothing: the engine
+// releases nothing after it, whether or not the store also marked it
+// ErrNothingDone. The engine
 // answers it 429 CodeQuotaExceeded, with the error's RetryHint as
 // Retry-After (else Options.UnavailableRetryAfter), reports an
 // EventRejected (not EventStoreError: the store works) and never runs such

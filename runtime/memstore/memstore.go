@@ -53,8 +53,9 @@
 // The store holds at most MaxEntries records and MaxBytes bytes (keys,
 // stored responses and a fixed per-record overhead), divided evenly among the
 // shards, of which there are few enough for each to hold a few hundred
-// records (see Options.Shards). When a new record does not fit its shard,
-// the store drops, until it fits: its expired records (soonest expiry
+// records (see Options.Shards). When a new record does not fit its shard
+// (or, see below, its principal is over its share of a shard more than
+// half full), the store drops, until it fits: its expired records (soonest expiry
 // first), then its reclaimable FAILED records (no response kept, which a
 // retry may take over anyway: evicting one makes nothing run twice; oldest
 // first, counted in Stats.EvictedFailed), then its oldest finished records
@@ -83,9 +84,10 @@
 // when a MinRetention's worth of records (rate × MinRetention) does not fit.
 // With the defaults (1,000,000 records, 256 MiB, 24h windows), a service
 // with 256-byte responses keeps a whole window below about 6 new keys a
-// second, and is refused nothing below about 150 a second. Size MaxBytes and
-// MaxEntries for that at the largest stored responses (Response.MaxBytes),
-// and rate-limit callers.
+// second, and is refused nothing below about 150 a second; when one
+// principal makes a quarter or more of the new keys, half that (3 and 75:
+// see below, the store then evicts at half full). Size MaxBytes and MaxEntries for that at the largest
+// stored responses (Response.MaxBytes), and rate-limit callers.
 //
 // No single caller fills the store, though: each shard accounts the
 // records and bytes each principal (idem.BeginRequest.Principal: the
@@ -93,12 +95,22 @@
 // than half full (by its share of MaxEntries or of MaxBytes) it refuses a
 // new key to a principal that holds more than Options.MaxPrincipalShare of
 // that share already (default 1/8), with ErrPrincipalFull (a
-// *PrincipalFullError, saying when that principal's soonest record there
-// may expire; the engine answers 429 IDEMPOTENCY_QUOTA_EXCEEDED with that
+// *PrincipalFullError, saying when the shard may next drop a record: a
+// lower bound, as one record dropped may not be enough; the engine answers 429 IDEMPOTENCY_QUOTA_EXCEEDED with that
 // as Retry-After, and never runs the request, FailOpen or not: it is a
 // refusal of one caller, not an outage), counted in Stats.PrincipalFull.
-// The others are admitted. A caller flooding the store with fresh keys
-// thus fills about half of it (plus the responses of its claims in flight,
+// The others are admitted. Pressure is what eviction may not relieve:
+// before refusing, the shard drops what may go (expired records,
+// reclaimable FAILED ones, finished ones older than MinRetention, as when
+// it is full) until it is back under half or the principal within its
+// share, and refuses only when that is not enough. So while a principal
+// over its share is active, a shard evicts its records older than
+// MinRetention before it is full, down to half: under a steady load of
+// which one principal makes a fraction f of the new keys (f > 1/8), a
+// shard sits at about 1/(8f) of its bounds, and at half from f = 1/4 on;
+// such a service keeps the window a store that much smaller would keep,
+// and is refused (429) only at loads that store would refuse (ErrFull). A caller flooding the store with fresh keys (all younger
+// than MinRetention) thus fills about half of it (plus the responses of its claims in flight,
 // stored as they complete, and of the claims that took each shard past
 // half: 1 MB responses under the defaults, 8 MiB shards, fill about 160
 // MiB of 256) and is then refused alone, instead of getting every caller
@@ -107,7 +119,9 @@
 // callers are one or two named principals raises the share (1 or more, or
 // negative: no limit). No principal ("": idem.Anonymous) is never limited
 // nor accounted. The share bounds each principal, not several together
-// (eight principals at 1/8 hold a shard).
+// (eight principals at 1/8 hold a shard). Principals are told apart by a
+// 64-bit hash (seeded per process): two whose hashes collide share an
+// account, which is negligibly likely and not predictable by callers.
 //
 // A PENDING record is never evicted: when a shard holds nothing but PENDING
 // records, Begin fails with ErrFull. A completion is never lost: Finish
@@ -187,9 +201,15 @@ type Options struct {
 	// MaxPrincipalShare is the share of a shard's bounds (MaxEntries and
 	// MaxBytes, each) that one principal (idem.BeginRequest.Principal) may
 	// hold and still make new records while the shard is under pressure:
-	// more than half full, by either bound (default
-	// DefaultMaxPrincipalShare, 1/8; negative: no limit). A claim of a new
-	// key by a principal that holds more is refused with ErrPrincipalFull
+	// more than half full, by either bound (0 or NaN: the default,
+	// DefaultMaxPrincipalShare, 1/8; negative, or 1 or more: no limit).
+	// Pressure is what eviction may not relieve: a claim of a new key by a
+	// principal that holds more first drops what may go (expired records,
+	// reclaimable FAILED ones, finished ones older than MinRetention) until
+	// the shard is back under half or the principal within its share, so
+	// while such a principal is active the shard evicts its old records at
+	// half full rather than full. If that is not enough, the claim is
+	// refused with ErrPrincipalFull
 	// (the engine answers 429 IDEMPOTENCY_QUOTA_EXCEEDED, FailOpen or
 	// not), and the other principals' are admitted: one caller flooding
 	// the store with fresh keys fills at most about half of it, leaving
@@ -200,7 +220,9 @@ type Options struct {
 	// more of it under pressure, and lets fewer principals together fill
 	// it (1/8: eight of them, each at its share, hold it all; four fill the
 	// half that pressure leaves). No principal ("": idem.Anonymous) is
-	// never limited. See the package doc, "Bounds and eviction".
+	// never limited. Principals are told apart by a 64-bit hash (maphash,
+	// seeded per process): two that collide (negligibly likely) share an
+	// account. See the package doc, "Bounds and eviction".
 	MaxPrincipalShare float64
 	// SweepInterval is how often the background sweeper runs (default 30s);
 	// negative disables it (expiry stays lazy and amortized).
@@ -569,7 +591,7 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 			return idem.BeginResult{}, sh.full(s, now)
 		}
 		exp := after(now, req.TTL)
-		i = sh.add(req.Key, h, exp, sh.enter(who, size, exp))
+		i = sh.add(req.Key, h, exp, sh.enter(who, size))
 	case sh.at(i).state == idem.StatePending && now >= sh.at(i).lease &&
 		(!req.SameFingerprintToReclaim || sh.at(i).fp == req.Fingerprint):
 		prior = idem.StatePending
@@ -996,10 +1018,15 @@ func (sh *shard) freeOne(s *Store, now int64, keep int32) bool {
 }
 
 // full is the ErrFull of a claim the shard has no room for, with the time
-// until it may next make room: when its oldest finished record reaches
-// MinRetention or its soonest expiry comes, whichever first (within [1s,
-// maxRetryAfter]).
+// until it may next make room (nextRoom).
 func (sh *shard) full(s *Store, now int64) error {
+	return &FullError{wait: sh.nextRoom(s, now)}
+}
+
+// nextRoom is the time until the shard may next drop a record: when its
+// oldest finished record reaches MinRetention or its soonest expiry comes,
+// whichever first (within [1s, maxRetryAfter]).
+func (sh *shard) nextRoom(s *Store, now int64) time.Duration {
 	next := sh.minExp
 	if sh.head != none && s.minRet >= 0 {
 		next = min(next, after(sh.at(sh.head).lease, time.Duration(s.minRet)))
@@ -1008,7 +1035,7 @@ func (sh *shard) full(s *Store, now int64) error {
 	if next-now < int64(maxRetryAfter) {
 		wait = max(time.Second, time.Duration(next-now))
 	}
-	return &FullError{wait: wait}
+	return wait
 }
 
 // dropExpired removes up to n expired records.

@@ -45,9 +45,12 @@ var ErrPrincipalFull = fmt.Errorf("memstore: principal full: this principal hold
 
 // PrincipalFullError is the error of a claim refused for its principal's
 // share: it is ErrPrincipalFull (errors.Is), and its RetryAfter is the
-// time until the principal's soonest record in the shard may expire (no
-// earlier than the shard's soonest expiry), at least a second and at most
-// an hour. The engine (idem.RetryHint) sends it as the 429's Retry-After.
+// time until the shard may next drop a record (its oldest finished record
+// reaches Options.MinRetention, or its soonest expiry comes), at least a
+// second and at most an hour: a lower bound, since nothing the claim
+// waits for changes before then, but one record dropped may not be
+// enough (the claim may be refused again, with a new hint). The engine
+// (idem.RetryHint) sends it as the 429's Retry-After.
 type PrincipalFullError struct{ wait time.Duration }
 
 func (e *PrincipalFullError) Error() string {
@@ -85,17 +88,16 @@ type account struct {
 	hash    uint64 // the principal's
 	bytes   int64  // accounted as the shard's bytes: keys, responses, EntryOverhead each
 	records int
-	soonest int64 // no record of it expires sooner (a bound: the min of the expiries it was given)
 }
 
 // setLimits sets the shard's rule from its bounds and the share (negative,
 // or 1 or more: disabled; a completion may take a principal over the whole
-// budget, as it may the shard).
+// budget, as it may the shard; 0 or NaN: the default).
 func (p *principals) setLimits(share float64, maxEntries int, maxBytes int64) {
 	if share < 0 || share >= 1 {
 		return
 	}
-	if share == 0 {
+	if !(share > 0) { // 0, NaN
 		share = DefaultMaxPrincipalShare
 	}
 	p.limEntries = max(1, int(share*float64(maxEntries)))
@@ -130,19 +132,39 @@ func (sh *shard) admitNamed(s *Store, principal string, now int64) (claimant, er
 	}
 	who := claimant{named: true, hash: maphash.String(s.seed, principal)}
 	who.tag = p.find(who.hash)
-	if who.tag == 0 || (sh.count <= p.pressEntries && sh.bytes <= p.pressBytes) {
+	if who.tag == 0 || !p.refuses(sh, who.tag) {
 		return who, nil
 	}
-	a := &p.accts[who.tag]
-	if a.records <= p.limEntries && a.bytes <= p.limBytes {
-		return who, nil
+	// Before refusing, drop what may go (expired records, reclaimable
+	// FAILED ones, finished ones older than MinRetention: what makeRoom
+	// would drop once the shard is full) until the shard is back under
+	// the pressure line or the principal within its share: pressure is
+	// what eviction may not relieve. Each record is dropped once, so this
+	// is amortized O(1) per claim (one call may drop what the other
+	// principals' claims added since the shard last went under the line).
+	// The account stays where it is meanwhile (accounts are opened only
+	// by enter): a closed one is zeroed, within its share.
+	for p.refuses(sh, who.tag) {
+		if !sh.freeOne(s, now, none) {
+			s.principalFull.Add(1)
+			// What is left may not go: the shard holds PENDING records
+			// and finished ones younger than MinRetention. Nothing
+			// changes before it may next drop a record.
+			return claimant{}, &PrincipalFullError{wait: sh.nextRoom(s, now)}
+		}
 	}
-	s.principalFull.Add(1)
-	wait := maxRetryAfter
-	if next := max(a.soonest, sh.minExp); next-now < int64(maxRetryAfter) {
-		wait = max(time.Second, time.Duration(next-now))
+	if p.accts[who.tag].records == 0 {
+		who.tag = 0 // closed
 	}
-	return claimant{}, &PrincipalFullError{wait: wait}
+	return who, nil
+}
+
+// refuses reports whether the shard is under pressure and account t's
+// principal over its share.
+func (p *principals) refuses(sh *shard, t uint32) bool {
+	a := &p.accts[t]
+	return (sh.count > p.pressEntries || sh.bytes > p.pressBytes) &&
+		(a.records > p.limEntries || a.bytes > p.limBytes)
 }
 
 // claimantOf is principal's claimant, unchecked (for a claim that adds no
@@ -154,18 +176,18 @@ func (sh *shard) claimantOf(s *Store, principal string) claimant {
 	return claimant{named: true, hash: maphash.String(s.seed, principal)}
 }
 
-// enter accounts a new record of size bytes expiring at exp to who (whose
+// enter accounts a new record of size bytes to who (whose
 // account admit found may have been closed since, by evictions), and
 // returns the tag to store with it: its account's number, 0 for no
 // principal.
-func (sh *shard) enter(who claimant, size, exp int64) uint32 {
+func (sh *shard) enter(who claimant, size int64) uint32 {
 	if !who.named {
 		return 0
 	}
-	return sh.enterNamed(who, size, exp)
+	return sh.enterNamed(who, size)
 }
 
-func (sh *shard) enterNamed(who claimant, size, exp int64) uint32 {
+func (sh *shard) enterNamed(who claimant, size int64) uint32 {
 	p := &sh.pr
 	tag := who.tag
 	if tag == 0 || p.accts[tag].hash != who.hash || p.accts[tag].records == 0 {
@@ -174,7 +196,6 @@ func (sh *shard) enterNamed(who claimant, size, exp int64) uint32 {
 	a := &p.accts[tag]
 	a.records++
 	a.bytes += size
-	a.soonest = min(a.soonest, exp)
 	return tag
 }
 
@@ -197,7 +218,7 @@ func (p *principals) open(ph uint64) uint32 {
 		tag = uint32(len(p.accts))
 		p.accts = append(p.accts, account{})
 	}
-	p.accts[tag] = account{hash: ph, soonest: 1<<63 - 1}
+	p.accts[tag] = account{hash: ph}
 	p.insert(ph>>32<<32 | uint64(tag))
 	p.live++
 	return tag
@@ -333,7 +354,7 @@ func (sh *shard) retagNamed(i int32, who claimant) {
 	e := sh.at(i)
 	sh.leave(i)
 	who.tag = 0
-	tag := sh.enter(who, int64(e.keyLen)+EntryOverhead, e.exp)
+	tag := sh.enter(who, int64(e.keyLen)+EntryOverhead)
 	binary.LittleEndian.PutUint32(sh.chunks[e.keyChunk][e.keyOff+e.keyLen:], tag)
 }
 

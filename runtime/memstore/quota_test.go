@@ -54,7 +54,7 @@ func TestPrincipalFloodLeavesOthersAdmitted(t *testing.T) {
 	require.NotErrorIs(t, err, memstore.ErrFull)
 	var pf *memstore.PrincipalFullError
 	require.True(t, errors.As(err, &pf))
-	assert.Equal(t, time.Hour, pf.RetryAfter(), "mallory's soonest record expires in an hour")
+	assert.Equal(t, time.Hour, pf.RetryAfter(), "the shard's soonest record expires, and its oldest reaches MinRetention, in an hour")
 	st := s.Stats()
 	assert.Greater(t, st.Bytes, int64(maxBytes/2), "refused only under pressure")
 	assert.Less(t, st.Bytes, int64(maxBytes*3/5), "refused once over half the store")
@@ -161,9 +161,9 @@ func TestAnonymousNeverLimited(t *testing.T) {
 	assert.Zero(t, st.Principals)
 }
 
-// TestPrincipalFullRetryAfter: the refusal's hint is when the principal's
-// soonest record expires (no sooner than the shard's soonest expiry), at
-// least a second, at most an hour.
+// TestPrincipalFullRetryAfter: the refusal's hint is when the shard may
+// next drop a record (here: p's records expire, the soonest), at least a
+// second, at most an hour.
 func TestPrincipalFullRetryAfter(t *testing.T) {
 	s, c := newClockStore(t, memstore.Options{Shards: 1, MaxEntries: 100})
 	for i := range 50 {
