@@ -208,6 +208,7 @@ func serve(log *slog.Logger) error {
 	}
 
 	eng := idem.New(store, idem.Options{
+		Principal:             idem.Anonymous,
 		Logger:                log,
 		Transactional:         mode == "pgtx",
 		StoreTimeout:          storeTimeout,

@@ -396,7 +396,7 @@ func (c *Call) begin(k Key) {
 	}
 	if pf := c.e.principal; pf != nil {
 		pr, err := pf(r)
-		if pr == "" && err == nil && !c.e.anonymous && p.spec.Scope == ScopePrincipal &&
+		if pr == "" && err == nil && p.spec.Scope == ScopePrincipal &&
 			(c.key != "" || p.spec.Semantics == Window) {
 			// The anonymous callers' key space: not for a caller unknown.
 			// Only where the principal selects one: a shared scope uses
@@ -409,8 +409,9 @@ func (c *Call) begin(k Key) {
 			return
 		}
 		c.principal = pr
-	} else if p.spec.Scope == ScopePrincipal && !c.e.warnedPr.Load() {
-		c.e.Serves(p) // not told at wiring time (Begin called directly)
+	} else if p.spec.Scope == ScopePrincipal && !c.e.anonymous {
+		c.noPrincipal()
+		return
 	}
 	if c.key == "" && p.spec.Semantics != Window {
 		// An optional key left out under strict/loose: a plain request.
@@ -436,9 +437,8 @@ func (c *Call) begin(k Key) {
 	}
 	switch {
 	case c.key != "" && pr == "" && p.anonKeyScope != "":
-		// Fast path: no principal (the Engine has none, or it answered
-		// "", or the keys are shared); the scope's head is the policy's,
-		// encoded at Compile.
+		// Fast path: no principal (Anonymous, or the keys are shared);
+		// the scope's head is the policy's, encoded at Compile.
 		b = appendKeyField(append(buf[:0], p.anonKeyScope...), c.key)
 	case c.key != "":
 		b = appendKeyField(appendScopeHead(buf[:0], pr, p.spec.Operation, kindKey), c.key)
@@ -668,6 +668,23 @@ func (c *Call) principalFailed(err error) {
 		slog.String("operation", c.p.spec.Operation), slog.Any("error", err))
 	c.reject(problem{status: http.StatusInternalServerError, code: CodePrincipalUnavailable,
 		detail: "the server could not tell who makes this request"}, err)
+}
+
+// noPrincipal refuses a request of a policy scoped per principal on an
+// Engine without Options.Principal (ErrNoPrincipal). The Engine logs it
+// once, not per request: at wiring (Serves), or here when Begin is called
+// without it.
+func (c *Call) noPrincipal() {
+	if !c.e.warnedPr.Load() {
+		c.e.Serves(c.p)
+	}
+	c.decision = Reject
+	c.prob = problem{status: http.StatusInternalServerError, code: CodePrincipalUnavailable,
+		detail: "the server could not tell who makes this request"}
+	if c.e.obs != nil {
+		c.e.obs.Observe(c.ctx, Event{Kind: EventRejected, Operation: c.p.spec.Operation, Key: c.key,
+			Status: http.StatusInternalServerError, Code: CodePrincipalUnavailable, Err: ErrNoPrincipal, Misconfigured: true})
+	}
 }
 
 // reject decides Reject with p and reports it.

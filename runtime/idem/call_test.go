@@ -24,7 +24,7 @@ func TestFinishAfterClientLeft(t *testing.T) {
 	p := mustCompile(t, strictSpec())
 	var seen []any
 	store := &valueStore{Store: f.store, seen: &seen}
-	eng := idem.New(store, idem.Options{Logger: discardLogger})
+	eng := idem.New(store, idem.Options{Principal: idem.Anonymous, Logger: discardLogger})
 	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), ctxKey{}, "v"))
 	h := eng.Handler(p, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		cancel() // the client is gone

@@ -27,7 +27,9 @@
 //  3. encodes the scope (principal from Options.Principal, operation, key)
 //     injectively into the store key, so one principal never sees another's
 //     response and no key can collide with another scope (under
-//     ScopeShared the principal is left out: all callers share the keys);
+//     ScopeShared the principal is left out: all callers share the keys;
+//     an Engine without Options.Principal refuses the requests of the
+//     other scope, ScopePrincipal, the default: ErrNoPrincipal);
 //  4. claims the key in the Store with a fresh random fencing token and a
 //     lease, and acts on what the store reports.
 //

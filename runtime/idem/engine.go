@@ -16,7 +16,9 @@ import (
 	"github.com/idemgen/idemgen/runtime/fingerprint"
 )
 
-// Options configure an Engine. The zero value is usable.
+// Options configure an Engine. Principal is required for policies scoped per
+// principal (the default): set it from your authentication, or to
+// Anonymous; the other fields' zero values are usable.
 type Options struct {
 	// Principal returns who makes the request (e.g. the authenticated user or
 	// tenant id); records are scoped by principal and operation, so one
@@ -27,10 +29,9 @@ type Options struct {
 	// An empty principal with a nil error is refused as an error
 	// (ErrEmptyPrincipal: 500, logged), unless Principal is Anonymous, where
 	// it would select the key space: "" is the one key space that Anonymous
-	// (and a nil Principal) shares among all callers, so a func that answers
-	// "" for a request without a caller (userID(r) on a route without
-	// authentication) would let every such caller replay the others'
-	// responses (under Window semantics, without even sending a key: by
+	// shares among all callers, so a func that answers "" for a request
+	// without a caller (userID(r) on a route without authentication) would
+	// let every such caller replay the others' responses (under Window semantics, without even sending a key: by
 	// sending the same body). Return an error for a request without a
 	// caller (an *Problem, such as 401, to answer it yourself), or a
 	// non-empty constant ("guest") for the callers meant to share one key
@@ -42,12 +43,14 @@ type Options struct {
 	// so there it is refused.
 	//
 	// Set it from your authentication. A service whose callers are all one
-	// principal (no authentication, a single tenant) sets Anonymous. nil
-	// also means one anonymous principal (""), so every caller shares one
-	// key space and may be replayed another's response; since that breaks
-	// the default scope's promise (ScopePrincipal: keys are per caller), the
-	// Engine then logs one warning, naming the operations of that scope,
-	// when it is given them (see Engine.Serves).
+	// principal (no authentication, a single tenant) sets Anonymous: every
+	// caller then shares each operation's keys, and may be replayed
+	// another's response. Required for a policy scoped per principal
+	// (ScopePrincipal, the default: its keys are per caller): with nil,
+	// every request of such a policy is refused (500
+	// IDEMPOTENCY_PRINCIPAL_UNAVAILABLE, ErrNoPrincipal; the handler does
+	// not run), and the Engine logs one error naming their operations (see
+	// Engine.Serves). ScopeShared policies need none.
 	Principal func(*http.Request) (string, error)
 	// Logger receives warnings and errors (store errors, fenced
 	// completions, lease takeovers, lost leases, fail-open runs, unreadable
@@ -179,10 +182,14 @@ type Options struct {
 
 // Anonymous is an Options.Principal for a service whose callers are all one
 // principal (no authentication, or a single tenant): every request has the
-// principal "", so all callers share each operation's keys. It is what a nil
-// Principal does, said on purpose: the Engine does not warn about it. It is
-// the only Principal that may answer "" (the Engine recognises it by
-// identity: a func that calls it is another Principal, refused for "").
+// principal "", so all callers share each operation's keys: a caller who
+// sends another's key (or, under Window semantics, the same body) gets the
+// other's response. A nil Principal refuses the requests of policies
+// scoped per principal (ErrNoPrincipal); Anonymous says on purpose that
+// there is one caller. It is the only Principal that may answer "" (the
+// Engine recognises it by identity: a func that calls it is another
+// Principal, refused for ""), and it costs nothing per request (the
+// Engine does not call it).
 func Anonymous(*http.Request) (string, error) { return "", nil }
 
 // ErrEmptyPrincipal refuses a request (500 IDEMPOTENCY_PRINCIPAL_UNAVAILABLE,
@@ -193,6 +200,16 @@ func Anonymous(*http.Request) (string, error) { return "", nil }
 var ErrEmptyPrincipal = errors.New(`idem: Options.Principal returned an empty principal (""), which would put this caller in the key space all anonymous callers share: ` +
 	`return an error for a request without a caller (an *idem.Problem such as 401 to answer it yourself), ` +
 	`or a non-empty constant for callers meant to share one key space (or set Principal to idem.Anonymous if all callers are one principal)`)
+
+// ErrNoPrincipal refuses a request (500 IDEMPOTENCY_PRINCIPAL_UNAVAILABLE) of
+// a policy scoped per principal (ScopePrincipal, the default) on an Engine
+// without Options.Principal, which cannot tell its callers apart: the
+// handler does not run and nothing is stored. It is a misconfiguration
+// (errors.Is(ErrNoPrincipal, ErrMisconfigured); the EventRejected that
+// reports it has Misconfigured set), logged once per Engine (see
+// Engine.Serves), not per request.
+var ErrNoPrincipal = Misconfigured(errors.New(`idem: no Options.Principal: a policy scoped per principal cannot tell callers apart; ` +
+	`set Options.Principal from your authentication, or to idem.Anonymous if all callers are one principal`))
 
 // isAnonymous reports whether f is Anonymous (the same code). It runs
 // once, in New.
@@ -213,8 +230,8 @@ type Engine struct {
 	recycle     bool     // the store is ContextBound: per-request Calls are reused
 	tx          Transactor
 	principal   func(*http.Request) (string, error)
-	anonymous   bool        // principal is Anonymous: its "" is meant; any other principal's "" is refused (ErrEmptyPrincipal)
-	warnedPr    atomic.Bool // the warning about a nil Options.Principal was logged (Serves)
+	anonymous   bool        // Options.Principal is Anonymous (principal is then nil: its "" needs no call); any other principal's "" is refused (ErrEmptyPrincipal)
+	warnedPr    atomic.Bool // the error about a nil Options.Principal was logged (Serves)
 	warnedOther atomic.Bool // the error about a record with another process's local fingerprint was logged (Call.otherProcess)
 	warnedErr   sync.Map    // the operation name of each FailuresReplay operation warned about an unanswered end (Engine.warnUnanswered)
 	log         *slog.Logger
@@ -300,6 +317,9 @@ func New(store Store, opts Options) *Engine {
 		ra = time.Second
 	}
 	e.unavailRA = []string{retryAfterValue(ra)}
+	if e.anonymous {
+		e.principal = nil // its "" is known: not called
+	}
 	e.watcher, _ = store.(Watcher)
 	_, e.recycle = store.(ContextBound)
 	e.local, _ = store.(LocalReader)
@@ -378,16 +398,17 @@ func putBuf(b *[]byte) {
 
 // Serves tells the Engine the policies it serves, when they are wired, so
 // that it can check its Options against them: with no Options.Principal,
-// the first call that names policies scoped per principal (ScopePrincipal,
-// the default) logs one warning, once per Engine, naming their operations
-// and the fix (set Options.Principal from your authentication, or
-// Anonymous). Handler and Middleware call it with their policy, and the
+// whose Engine refuses every request of a policy scoped per principal
+// (ScopePrincipal, the default; see ErrNoPrincipal), the first call that
+// names such policies logs one error, once per Engine, naming their
+// operations and the fix (set Options.Principal from your authentication,
+// or Anonymous). Handler and Middleware call it with their policy, and the
 // NewIdempotency that idemgen generates with every policy of its package;
 // code that calls Begin itself may call it at wiring time (else the first
-// request of such a policy logs the warning). It costs nothing else and
+// request of such a policy logs the error). It costs nothing else and
 // may be called any number of times.
 func (e *Engine) Serves(ps ...*Policy) {
-	if e.principal != nil || e.warnedPr.Load() {
+	if e.principal != nil || e.anonymous || e.warnedPr.Load() {
 		return
 	}
 	var ops []string
@@ -399,9 +420,9 @@ func (e *Engine) Serves(ps ...*Policy) {
 	if len(ops) == 0 || !e.warnedPr.CompareAndSwap(false, true) {
 		return
 	}
-	e.log.LogAttrs(context.Background(), slog.LevelWarn,
-		"idem: no Options.Principal: every caller shares one key space, so a caller that sends another's key gets the other's response, "+
-			"although these operations promise keys per caller; set Options.Principal from your authentication, "+
-			"or to idem.Anonymous if all callers are one principal",
+	e.log.LogAttrs(context.Background(), slog.LevelError,
+		"idem: no Options.Principal: every request of these operations is refused (500 IDEMPOTENCY_PRINCIPAL_UNAVAILABLE), "+
+			"since their keys are per caller and the engine cannot tell callers apart; set Options.Principal from your authentication, "+
+			"or to idem.Anonymous if all callers are one principal (they then share every key)",
 		slog.String("operations", strings.Join(ops, ", ")))
 }

@@ -192,6 +192,7 @@ func ExampleEngine_RefuseWithCause() {
 	store := memstore.New(memstore.Options{})
 	defer store.Close()
 	eng := idem.New(store, idem.Options{
+		Principal: idem.Anonymous, // one caller here: see ExampleEngine_Middleware
 		Observer: idem.ObserverFunc(func(_ context.Context, e idem.Event) {
 			fmt.Println(e.Kind, e.Operation, e.Status, e.Code, e.Err)
 		}),

@@ -69,7 +69,18 @@ func newFixture(t *testing.T, opts idem.Options) *fixture {
 	return newFixtureStore(t, s, s, opts)
 }
 
+// newFixtureStore builds a fixture over s (ms is s when it is a memstore).
+// A nil opts.Principal means idem.Anonymous: the fixture's callers are one
+// principal unless the test says otherwise (newFixtureNoPrincipal for an
+// Engine with no Principal at all).
 func newFixtureStore(t *testing.T, ms *memstore.Store, s idem.Store, opts idem.Options) *fixture {
+	if opts.Principal == nil {
+		opts.Principal = idem.Anonymous
+	}
+	return fixtureOver(t, ms, s, opts)
+}
+
+func fixtureOver(t *testing.T, ms *memstore.Store, s idem.Store, opts idem.Options) *fixture {
 	f := &fixture{t: t, store: ms, obs: &events{}}
 	if opts.Observer == nil {
 		opts.Observer = f.obs

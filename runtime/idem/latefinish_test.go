@@ -451,7 +451,7 @@ func TestLateFinishReadFirst(t *testing.T) {
 			cs := newCountingStore(t, nil)
 			s := &rfFlaky{readFirstStore: readFirstStore{cs}}
 			s.down.Store(late)
-			eng := idem.New(s, idem.Options{Logger: discardLogger}) // no Observer
+			eng := idem.New(s, idem.Options{Principal: idem.Anonymous, Logger: discardLogger}) // no Observer
 			f := &fixture{t: t}
 			h := eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
 			require.Equal(t, 201, send(h, req{key: "k", body: `{"item":1}`}).Code)
@@ -510,7 +510,7 @@ func TestLateEventContext(t *testing.T) {
 	fs := &flakyFinish{Store: ms}
 	fs.down.Store(true)
 	obs := patternObs{seen: make(chan bool, 4)}
-	eng := idem.New(fs, idem.Options{Logger: discardLogger, Observer: obs})
+	eng := idem.New(fs, idem.Options{Principal: idem.Anonymous, Logger: discardLogger, Observer: obs})
 	f := &fixture{t: t}
 	inner := eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
 	router := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -63,7 +63,8 @@ const (
 	EventFailOpen
 	// EventRejected: the request was refused before reaching the store
 	// (missing or invalid key, body too large or unreadable, Options.Principal
-	// failed; Code says which), or its stored record could not be read
+	// failed or, for a policy scoped per principal, is not set; Code says
+	// which), or its stored record could not be read
 	// (CodeRecordUnreadable), or its own context ended (the client went
 	// away, or a deadline set for it passed) while the engine checked its
 	// key, so that a store call failed with it (CodeRequestEnded: no store
@@ -160,7 +161,7 @@ type Event struct {
 	// Operation is the policy's operation (its operationId).
 	Operation string
 	// Principal is the caller's principal as Options.Principal returned it:
-	// "" when there is no Options.Principal (or it returned ""), and in an
+	// "" under Anonymous or no Options.Principal (or when it returned ""), and in an
 	// EventRejected of a request refused before it was asked (a missing or
 	// invalid key, a body too large or unreadable) or whose
 	// Options.Principal failed.
@@ -206,7 +207,9 @@ type Event struct {
 	// Misconfigured is set on an EventStoreError whose Err the store marked
 	// ErrMisconfigured: a setup that will not fix itself (a privilege, a
 	// missing table, refused credentials), unlike an outage. The request
-	// is answered as for any store error; alert on it apart.
+	// is answered as for any store error; alert on it apart. It is set too
+	// on the EventRejected (CodePrincipalUnavailable, Err ErrNoPrincipal)
+	// of a request refused because the Engine has no Options.Principal.
 	Misconfigured bool
 }
 

@@ -12,38 +12,128 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/memstore"
 )
 
 const noPrincipal = "no Options.Principal"
 
-// TestNoPrincipalWarnsOnce: an Engine without Options.Principal that is
-// given policies scoped per principal logs one warning when they are wired
+// newFixtureNoPrincipal is newFixture with no Options.Principal at all
+// (newFixture's nil means Anonymous).
+func newFixtureNoPrincipal(t *testing.T, opts idem.Options) *fixture {
+	t.Helper()
+	s := memstore.New(memstore.Options{SweepInterval: -1})
+	t.Cleanup(func() { _ = s.Close() })
+	return fixtureOver(t, s, s, opts)
+}
+
+// TestNoPrincipalRefused: an Engine without Options.Principal cannot tell
+// callers apart, so a request of a policy scoped per principal (the
+// default) is refused: 500 IDEMPOTENCY_PRINCIPAL_UNAVAILABLE, the handler
+// not run, nothing stored; the Observer sees an EventRejected marked
+// Misconfigured. Before, the Engine only warned and every caller shared one
+// key space: Bob sending Alice's key (strict), or under Window semantics
+// only the same body (no key), got Alice's response, and his own request
+// never ran (the security trial's HIGH 1).
+func TestNoPrincipalRefused(t *testing.T) {
+	window := strictSpec()
+	window.Operation, window.Semantics, window.Window = "createPayout", idem.Window, time.Hour
+	optional := strictSpec()
+	optional.Key.Required = idem.Optional
+	for name, tc := range map[string]struct {
+		spec idem.Spec
+		key  string
+	}{
+		"keyed":               {strictSpec(), "k1"},
+		"window without key":  {window, ""},
+		"optional key absent": {optional, ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			logs := &lockedBuffer{}
+			f := newFixtureNoPrincipal(t, idem.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+			h := f.eng.Handler(mustCompile(t, tc.spec), f.createOrder())
+			for _, who := range []string{"alice", "bob"} {
+				w := send(h, req{key: tc.key, body: `{"item":1}`, header: http.Header{"Authorization": {who}}})
+				p := requireProblem(t, w, http.StatusInternalServerError, idem.CodePrincipalUnavailable)
+				assert.Equal(t, "the server could not tell who makes this request", p.Detail, "nothing internal")
+				assert.Empty(t, w.Header().Get("Idempotent-Replayed"), who)
+			}
+			assert.Equal(t, int32(0), f.calls.Load(), "the handler never runs")
+			assert.Zero(t, f.store.Stats().Entries, "nothing stored")
+			ev, ok := f.obs.find(idem.EventRejected)
+			require.True(t, ok, "%v", f.obs.kinds())
+			assert.Equal(t, idem.CodePrincipalUnavailable, ev.Code)
+			assert.Equal(t, http.StatusInternalServerError, ev.Status)
+			assert.True(t, ev.Misconfigured)
+			assert.ErrorIs(t, ev.Err, idem.ErrNoPrincipal)
+			assert.ErrorIs(t, ev.Err, idem.ErrMisconfigured)
+			assert.Equal(t, tc.spec.Operation, ev.Operation)
+			assert.Equal(t, tc.key, ev.Key)
+			assert.False(t, ev.Protected)
+			// One ERROR, at wiring (Handler), none per request.
+			assert.Equal(t, 1, strings.Count(logs.String(), noPrincipal), logs.String())
+			assert.Equal(t, 1, strings.Count(logs.String(), "level=ERROR"), logs.String())
+			assert.NotContains(t, logs.String(), "principal unavailable")
+		})
+	}
+}
+
+// TestNoPrincipalSharedScope: a ScopeShared policy needs no principal (all
+// callers share its keys by contract): with no Options.Principal it is
+// served as before, keyed and under Window semantics without a key, and
+// nothing is logged.
+func TestNoPrincipalSharedScope(t *testing.T) {
+	keyed := strictSpec()
+	keyed.Operation, keyed.Scope = "sharedOrder", idem.ScopeShared
+	window := keyed
+	window.Operation, window.Semantics, window.Window = "sharedPayout", idem.Window, time.Hour
+	for name, tc := range map[string]struct {
+		spec idem.Spec
+		key  string
+	}{"keyed": {keyed, "k1"}, "window without key": {window, ""}} {
+		t.Run(name, func(t *testing.T) {
+			logs := &lockedBuffer{}
+			f := newFixtureNoPrincipal(t, idem.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+			h := f.eng.Handler(mustCompile(t, tc.spec), f.createOrder())
+			require.Equal(t, http.StatusCreated, send(h, req{key: tc.key, body: `{"item":1}`, header: http.Header{"Authorization": {"alice"}}}).Code)
+			w := send(h, req{key: tc.key, body: `{"item":1}`, header: http.Header{"Authorization": {"bob"}}})
+			require.Equal(t, http.StatusCreated, w.Code)
+			assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"), "one key space, as the contract says")
+			assert.Equal(t, int32(1), f.calls.Load())
+			assert.Empty(t, logs.String())
+		})
+	}
+}
+
+// TestNoPrincipalLogsOnce: an Engine without Options.Principal that is
+// given policies scoped per principal logs one ERROR when they are wired
 // (not per request, not per handler), naming their operations and the fix.
-func TestNoPrincipalWarnsOnce(t *testing.T) {
+func TestNoPrincipalLogsOnce(t *testing.T) {
 	logs := &lockedBuffer{}
-	f := newFixture(t, idem.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	f := newFixtureNoPrincipal(t, idem.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	shared := strictSpec()
 	shared.Operation, shared.Scope = "sharedOrder", idem.ScopeShared
 	other := strictSpec()
 	other.Operation = "refundOrder"
 	f.eng.Serves(mustCompile(t, shared), mustCompile(t, strictSpec()), mustCompile(t, other))
 	require.Equal(t, 1, strings.Count(logs.String(), noPrincipal), logs.String())
-	assert.Contains(t, logs.String(), "level=WARN")
+	assert.Contains(t, logs.String(), "level=ERROR")
 	assert.Contains(t, logs.String(), `operations="createOrder, refundOrder"`)
 	assert.Contains(t, logs.String(), "idem.Anonymous")
+	assert.Contains(t, logs.String(), "refused")
 
 	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
 	for _, k := range []string{"k1", "k2", "k1"} {
 		send(h, req{key: k, body: `{}`})
 	}
 	assert.Equal(t, 1, strings.Count(logs.String(), noPrincipal), "once per Engine: %s", logs.String())
+	assert.Equal(t, 1, strings.Count(logs.String(), "level="), "nothing else: %s", logs.String())
 }
 
-// TestNoPrincipalWarnsAtHandler: Handler is wiring time: it warns before any
+// TestNoPrincipalLogsAtHandler: Handler is wiring time: it logs before any
 // request.
-func TestNoPrincipalWarnsAtHandler(t *testing.T) {
+func TestNoPrincipalLogsAtHandler(t *testing.T) {
 	logs := &lockedBuffer{}
-	f := newFixture(t, idem.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	f := newFixtureNoPrincipal(t, idem.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
 	assert.Equal(t, 1, strings.Count(logs.String(), noPrincipal), logs.String())
 	assert.Contains(t, logs.String(), `operations=createOrder`)
@@ -51,24 +141,30 @@ func TestNoPrincipalWarnsAtHandler(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(logs.String(), noPrincipal), logs.String())
 }
 
-// TestNoPrincipalWarnsAtBegin: code that calls Begin without Serves gets the
-// warning at the first request of such a policy, once.
-func TestNoPrincipalWarnsAtBegin(t *testing.T) {
+// TestNoPrincipalLogsAtBegin: code that calls Begin without Serves gets the
+// ERROR at the first request of such a policy, once, and every request
+// refused.
+func TestNoPrincipalLogsAtBegin(t *testing.T) {
 	logs := &lockedBuffer{}
-	f := newFixture(t, idem.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	f := newFixtureNoPrincipal(t, idem.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	p := mustCompile(t, strictSpec())
 	for range 3 {
 		r := httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader(`{}`))
 		r.Header.Set("Idempotency-Key", "k1")
 		c := f.eng.Begin(r, p, idem.RequestKey)
+		assert.Equal(t, idem.Reject, c.Decision())
+		w := httptest.NewRecorder()
+		c.Respond(w)
+		requireProblem(t, w, http.StatusInternalServerError, idem.CodePrincipalUnavailable)
 		c.End()
 	}
 	assert.Equal(t, 1, strings.Count(logs.String(), noPrincipal), logs.String())
+	assert.Contains(t, logs.String(), "level=ERROR")
 }
 
-// TestNoPrincipalWarningNotNeeded: a Principal (Anonymous among them) or
-// only shared scopes log nothing.
-func TestNoPrincipalWarningNotNeeded(t *testing.T) {
+// TestNoPrincipalNotLogged: a Principal (Anonymous among them) or only
+// shared scopes log nothing.
+func TestNoPrincipalNotLogged(t *testing.T) {
 	shared := strictSpec()
 	shared.Scope = idem.ScopeShared
 	for name, tc := range map[string]struct {
@@ -82,10 +178,10 @@ func TestNoPrincipalWarningNotNeeded(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			logs := &lockedBuffer{}
 			tc.opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
-			f := newFixture(t, tc.opts)
+			f := newFixtureNoPrincipal(t, tc.opts)
 			h := f.eng.Handler(mustCompile(t, tc.spec), f.createOrder())
-			send(h, req{key: "k1", body: `{}`})
-			assert.NotContains(t, logs.String(), noPrincipal)
+			require.Equal(t, http.StatusCreated, send(h, req{key: "k1", body: `{}`}).Code)
+			assert.Empty(t, logs.String())
 		})
 	}
 }

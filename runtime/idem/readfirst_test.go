@@ -225,7 +225,7 @@ func TestReadFirstSameEvents(t *testing.T) {
 			s = readFirstStore{cs}
 		}
 		obs := &events{}
-		first := idem.New(s, idem.Options{Logger: discardLogger, Observer: obs})
+		first := idem.New(s, idem.Options{Principal: idem.Anonymous, Logger: discardLogger, Observer: obs})
 		spec := strictSpec()
 		spec.Semantics = idem.Loose
 		f := &fixture{t: t}
@@ -291,7 +291,7 @@ func TestReadFirstFailures(t *testing.T) {
 			spec.Failures = c.failures
 			cs := newCountingStore(t, nil)
 			var calls atomic.Int32
-			eng := idem.New(readFirstStore{cs}, idem.Options{Logger: discardLogger})
+			eng := idem.New(readFirstStore{cs}, idem.Options{Principal: idem.Anonymous, Logger: discardLogger})
 			h := eng.Handler(mustCompile(t, spec), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				calls.Add(1)
 				http.Error(w, "down", http.StatusBadGateway)
@@ -503,7 +503,7 @@ func TestNoReadFirst(t *testing.T) {
 // (through Begin), and reads first from then on.
 func TestReadFirstLearnsFromReplay(t *testing.T) {
 	cs := newCountingStore(t, nil)
-	other := idem.New(readFirstStore{cs}, idem.Options{Logger: discardLogger})
+	other := idem.New(readFirstStore{cs}, idem.Options{Principal: idem.Anonymous, Logger: discardLogger})
 	f := newFixtureStore(t, cs.ms, readFirstStore{cs}, idem.Options{})
 	spec := mustCompile(t, strictSpec())
 	r := req{key: "k", body: `{"item":"book"}`}

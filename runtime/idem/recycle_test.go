@@ -83,7 +83,7 @@ func (s *mapStore) ExtendLease(context.Context, string, Token, time.Duration) er
 // fired is.
 func TestRecyclableAfterHeartbeat(t *testing.T) {
 	s := newMapStore()
-	e := New(s, Options{})
+	e := New(s, Options{Principal: Anonymous})
 	// A quick handler: a lease of 30s arms no heartbeat before 5s. A slow
 	// one: a lease of 30ms, armed after 5 to 10ms; the handler runs until
 	// the heartbeat has run (however late the machine runs its timers).
@@ -126,7 +126,7 @@ func TestRecyclableAfterHeartbeat(t *testing.T) {
 // Recycling depends on the store's promise (ContextBound), not on
 // heartbeats: an engine without them recycles its Calls too.
 func TestRecyclableWithoutHeartbeat(t *testing.T) {
-	e := New(newMapStore(), Options{DisableHeartbeat: true})
+	e := New(newMapStore(), Options{Principal: Anonymous, DisableHeartbeat: true})
 	p := MustCompile(Spec{Operation: "op", Semantics: Strict})
 	r := httptest.NewRequest("POST", "/", strings.NewReader("{}"))
 	r.Header.Set("Idempotency-Key", "k")
@@ -144,7 +144,7 @@ func TestRecyclableWithoutHeartbeat(t *testing.T) {
 // A handler that keeps its ResponseWriter and request body past its return
 // cannot reach the next request through a recycled Call.
 func TestLeakedWriterAndBody(t *testing.T) {
-	e := New(newMapStore(), Options{})
+	e := New(newMapStore(), Options{Principal: Anonymous})
 	var leakedW http.ResponseWriter
 	var leakedBody io.Reader
 	h := e.Handler(MustCompile(Spec{Operation: "op", Semantics: Strict}), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -226,7 +226,7 @@ func (s keepingReadFirst) Get(ctx context.Context, key string) (Record, bool, er
 // those of their own request while the Calls are reused.
 func TestNoReuseUnderAReadFirstStoreThatKeepsContexts(t *testing.T) {
 	s := &keepingStore{m: newMapStore()}
-	e := New(keepingReadFirst{s}, Options{})
+	e := New(keepingReadFirst{s}, Options{Principal: Anonymous})
 	p := MustCompile(Spec{Operation: "op", Semantics: Strict})
 	h := e.Handler(p, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusCreated) }))
 	const n = 50
@@ -266,7 +266,7 @@ func (s *keepingStore) Begin(ctx context.Context, r *BeginRequest) (BeginResult,
 
 func TestNoReuseUnderAStoreThatKeepsContexts(t *testing.T) {
 	s := &keepingStore{m: newMapStore()}
-	e := New(s, Options{})
+	e := New(s, Options{Principal: Anonymous})
 	p := MustCompile(Spec{Operation: "op", Semantics: Strict})
 	h := e.Handler(p, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusCreated) }))
 	const n = 50
@@ -298,7 +298,7 @@ func TestNoReuseUnderAStoreThatKeepsContexts(t *testing.T) {
 // claimSide of the request's own.
 func TestRecycledOverAStoreThatKeepsContexts(t *testing.T) {
 	s := &keepingStore{m: newMapStore()}
-	e := New(s, Options{})
+	e := New(s, Options{Principal: Anonymous})
 	p := MustCompile(Spec{Operation: "op", Semantics: Strict})
 	r := httptest.NewRequest("POST", "/", strings.NewReader("{}"))
 	r.Header.Set("Idempotency-Key", "k")
@@ -323,7 +323,7 @@ func TestRecycledOverAStoreThatKeepsContexts(t *testing.T) {
 
 	// Under a ContextBound store the Call's own storeSide and claimSide
 	// serve.
-	c.initPooled(New(newMapStore(), Options{}), p, r)
+	c.initPooled(New(newMapStore(), Options{Principal: Anonymous}), p, r)
 	assert.Same(t, &c.own, c.ss)
 	assert.Same(t, &c.ownClaim, c.cs)
 }
@@ -333,7 +333,7 @@ func TestRecycledOverAStoreThatKeepsContexts(t *testing.T) {
 // scheduler (run with -race).
 func TestHeartbeatSchedulerRaces(t *testing.T) {
 	s := newMapStore()
-	e := New(s, Options{})
+	e := New(s, Options{Principal: Anonymous})
 	p := MustCompile(Spec{Operation: "op", Semantics: Strict, InFlight: InFlightSpec{Lease: 6 * time.Millisecond}})
 	h := e.Handler(p, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n, _ := strconv.Atoi(r.Header.Get("Idempotency-Key")[1:])
@@ -367,7 +367,7 @@ func TestHeartbeatSchedulerRaces(t *testing.T) {
 // first that Get did not settle).
 func TestSidesOfAPooledCall(t *testing.T) {
 	s := &keepingStore{m: newMapStore()}
-	e := New(keepingReadFirst{s}, Options{})
+	e := New(keepingReadFirst{s}, Options{Principal: Anonymous})
 	p := MustCompile(Spec{Operation: "op", Semantics: Strict})
 	call := func(key string) *Call {
 		r := httptest.NewRequest("POST", "/", strings.NewReader("{}"))
@@ -468,13 +468,13 @@ func TestSidesOfALocalReplay(t *testing.T) {
 		c.begin(RequestKey)
 		return c
 	}
-	c := call(New(s, Options{}), "k1")
+	c := call(New(s, Options{Principal: Anonymous}), "k1")
 	require.Equal(t, Execute, c.decision)
 	c.Writer(httptest.NewRecorder()).WriteHeader(http.StatusCreated)
 	require.NoError(t, c.Finish())
 	c.End()
 
-	c = call(New(s, Options{}), "k1") // an Engine whose fingerprint cache is cold
+	c = call(New(s, Options{Principal: Anonymous}), "k1") // an Engine whose fingerprint cache is cold
 	require.Equal(t, Replay, c.decision)
 	assert.Nil(t, c.cs, "a replay answered by ReadLocal makes no claimSide")
 	c.End()

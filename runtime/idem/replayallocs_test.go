@@ -38,7 +38,7 @@ func TestReplayAllocs(t *testing.T) {
 			for i := range tc.fields {
 				allow = append(allow, "X-Extra-"+strconv.Itoa(i))
 			}
-			eng := idem.New(s, idem.Options{})
+			eng := idem.New(s, idem.Options{Principal: idem.Anonymous})
 			p := idem.MustCompile(idem.Spec{Operation: "createOrder", Semantics: idem.Strict,
 				Response: idem.ResponseSpec{Headers: allow}, CompatibleFingerprints: tc.compat})
 			h := eng.Handler(p, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -22,7 +22,7 @@ import (
 func TestReplayHeadersOutliveTheCall(t *testing.T) {
 	s := memstore.New(memstore.Options{SweepInterval: -1})
 	defer s.Close()
-	eng := idem.New(s, idem.Options{})
+	eng := idem.New(s, idem.Options{Principal: idem.Anonymous})
 	p := idem.MustCompile(idem.Spec{Operation: "op", Semantics: idem.Strict,
 		Response: idem.ResponseSpec{Headers: []string{"Location", "X-Trace-Tag"}}})
 	h := eng.Handler(p, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -72,7 +72,7 @@ func TestReplayHeadersOutliveTheCall(t *testing.T) {
 func TestPooledCallBodyBuffer(t *testing.T) {
 	s := memstore.New(memstore.Options{SweepInterval: -1})
 	defer s.Close()
-	eng := idem.New(s, idem.Options{})
+	eng := idem.New(s, idem.Options{Principal: idem.Anonymous})
 	p := idem.MustCompile(idem.Spec{Operation: "op", Semantics: idem.Strict})
 	h := eng.Handler(p, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, err := io.ReadAll(r.Body)

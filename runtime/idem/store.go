@@ -282,7 +282,9 @@ var ErrQuotaExceeded = errors.New("idem: the caller holds too large a share of t
 // Misconfigured (the engine tests errors.Is(err, ErrMisconfigured));
 // pgstore marks SQLSTATE classes 42 (42501 insufficient privilege, 42P01
 // undefined table, ...), 3F000 (no such schema), 3D000 (no such
-// database) and 28 (authentication), and logs them apart.
+// database) and 28 (authentication), and logs them apart. The engine's
+// own refusal for want of an Options.Principal, ErrNoPrincipal, is marked
+// too (that one is answered 500 IDEMPOTENCY_PRINCIPAL_UNAVAILABLE).
 var ErrMisconfigured = errors.New("idem: the store is misconfigured")
 
 // Misconfigured returns err marked with ErrMisconfigured (nil for nil): its

@@ -325,7 +325,7 @@ func TestStoreTimeout(t *testing.T) {
 	})
 	t.Run("Default", func(t *testing.T) {
 		hs := newHangingStore(t, "Begin")
-		eng := idem.New(hs, idem.Options{Logger: discardLogger})
+		eng := idem.New(hs, idem.Options{Principal: idem.Anonymous, Logger: discardLogger})
 		p := mustCompile(t, strictSpec())
 		r, _ := http.NewRequest("POST", "/orders", strings.NewReader(`{}`))
 		r.Header.Set("Idempotency-Key", "k")

@@ -165,7 +165,7 @@ func TestTxIsolationHeartbeat(t *testing.T) {
 func TestTxIsolationEngine(t *testing.T) {
 	t.Parallel()
 	f := newTxFixtureOn(t, testPool(t), Options{TxOptions: pgx.TxOptions{IsoLevel: pgx.RepeatableRead}})
-	eng := idem.New(f.s, idem.Options{Transactional: true})
+	eng := idem.New(f.s, idem.Options{Principal: idem.Anonymous, Transactional: true})
 	pol := idem.MustCompile(idem.Spec{Operation: "op", Method: "POST", Path: "/x", Semantics: idem.Strict,
 		InFlight: idem.InFlightSpec{Lease: 300 * time.Millisecond}})
 	var runs atomic.Int32

@@ -174,7 +174,7 @@ func TestExtendLeaseAfterConcurrentUpdateStrictIsolation(t *testing.T) {
 func TestEngineFinishAfterHeartbeatRepeatableRead(t *testing.T) {
 	t.Parallel()
 	s := newStoreOn(t, poolAtLevel(t, "repeatable read"), Options{})
-	eng := idem.New(s, idem.Options{})
+	eng := idem.New(s, idem.Options{Principal: idem.Anonymous})
 	pol := idem.MustCompile(idem.Spec{Operation: "op", Method: "POST", Path: "/x", Semantics: idem.Strict,
 		InFlight: idem.InFlightSpec{Lease: 300 * time.Millisecond}})
 	var runs atomic.Int32

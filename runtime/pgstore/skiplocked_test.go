@@ -49,7 +49,7 @@ func testTxDuplicateOfLockedHolder(t *testing.T, iso pgx.TxIsoLevel, way claimWa
 	// duplicate answered in 1.08s failed the 1s bound, once in 160 runs
 	// with -race on the shared 2-core machine).
 	const storeTimeout = 10 * time.Second
-	eng := idem.New(f.s, idem.Options{Transactional: true, FailOpen: true, StoreTimeout: storeTimeout})
+	eng := idem.New(f.s, idem.Options{Principal: idem.Anonymous, Transactional: true, FailOpen: true, StoreTimeout: storeTimeout})
 	pol := idem.MustCompile(idem.Spec{Operation: "op", Method: "POST", Path: "/x", Semantics: idem.Strict,
 		InFlight: idem.InFlightSpec{Lease: 100 * time.Millisecond}})
 	const slowKey = "slow-0000000000000000"

@@ -289,7 +289,7 @@ func TestLostReplyEngine(t *testing.T) {
 	s, p := lossyStore(t)
 	var mu sync.Mutex
 	var kinds []idem.EventKind
-	eng := idem.New(s, idem.Options{Observer: idem.ObserverFunc(func(_ context.Context, ev idem.Event) {
+	eng := idem.New(s, idem.Options{Principal: idem.Anonymous, Observer: idem.ObserverFunc(func(_ context.Context, ev idem.Event) {
 		mu.Lock()
 		kinds = append(kinds, ev.Kind)
 		mu.Unlock()
@@ -335,7 +335,7 @@ func TestLostReplyLate(t *testing.T) {
 	s, p := lossyStore(t)
 	const lease = 500 * time.Millisecond
 	p.hold.Store(int64(2 * lease))
-	eng := idem.New(s, idem.Options{DisableHeartbeat: true}) // no extension hides the lease the claim got
+	eng := idem.New(s, idem.Options{Principal: idem.Anonymous, DisableHeartbeat: true}) // no extension hides the lease the claim got
 	pol := idem.MustCompile(idem.Spec{Operation: "op", Method: "POST", Path: "/x", Semantics: idem.Strict,
 		InFlight: idem.InFlightSpec{Lease: lease}})
 	var runs atomic.Int32

@@ -322,7 +322,7 @@ func TestOutOfMemory(t *testing.T) {
 	defer c.Close()
 	s := newStoreOn(t, c, Options{})
 	ctx := ctxTimeout(t, 10*time.Second)
-	eng := idem.New(s, idem.Options{})
+	eng := idem.New(s, idem.Options{Principal: idem.Anonymous})
 	pol := idem.MustCompile(idem.Spec{Operation: "op", Method: "POST", Path: "/x", Semantics: idem.Strict})
 	var runs atomic.Int64
 	h := eng.Handler(pol, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -369,7 +369,7 @@ func TestFinishAfterRestart(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
 	defer c.Close()
 	s := newStoreOn(t, c, Options{})
-	eng := idem.New(s, idem.Options{StoreTimeout: 500 * time.Millisecond, FinishRetryFor: time.Minute,
+	eng := idem.New(s, idem.Options{Principal: idem.Anonymous, StoreTimeout: 500 * time.Millisecond, FinishRetryFor: time.Minute,
 		Logger: slog.New(slog.DiscardHandler)})
 	pol := idem.MustCompile(idem.Spec{Operation: "op", Method: "POST", Path: "/x", Semantics: idem.Strict})
 	var runs atomic.Int64

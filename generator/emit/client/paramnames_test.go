@@ -58,7 +58,7 @@ func (s *service) NoParams(_ context.Context, req NoParamsRequestObject) (NoPara
 
 func TestNames(t *testing.T) {
 	s := &service{}
-	x := NewIdempotency(nil, idem.Options{})
+	x := NewIdempotency(nil, idem.Options{Principal: idem.Anonymous})
 	defer x.Close()
 	srv := httptest.NewServer(x.StrictHandler(s, nil, StrictHTTPServerOptions{}, StdHTTPServerOptions{}))
 	defer srv.Close()

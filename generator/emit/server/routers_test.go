@@ -259,7 +259,7 @@ func handler(x *Idempotency, s *service) http.Handler {
 // TestGroup: routes registered on a group with a BaseURL are matched under
 // both; the same path outside them is not protected.
 func TestGroup(t *testing.T) {
-	x := NewIdempotency(nil, idem.Options{})
+	x := NewIdempotency(nil, idem.Options{Principal: idem.Anonymous})
 	defer x.Close()
 	s := &service{}
 	gin.SetMode(gin.ReleaseMode)
@@ -290,7 +290,7 @@ func TestGroup(t *testing.T) {
 //END
 
 func TestOneLine(t *testing.T) {
-	x := NewIdempotency(nil, idem.Options{})
+	x := NewIdempotency(nil, idem.Options{Principal: idem.Anonymous})
 	defer x.Close()
 	s := &service{}
 	h := handler(x, s)
@@ -484,7 +484,7 @@ func TestGinTransactional(t *testing.T) {
 	if err := store.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	x := NewIdempotency(store, idem.Options{Transactional: true})
+	x := NewIdempotency(store, idem.Options{Principal: idem.Anonymous, Transactional: true})
 	defer x.Close()
 	rows := func() (n int) {
 		if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+claims).Scan(&n); err != nil {
@@ -620,7 +620,7 @@ func gunzip(r *http.Request) (*http.Request, error) {
 }
 
 func TestBodyKeyUnderDecompression(t *testing.T) {
-	x := NewIdempotency(nil, idem.Options{})
+	x := NewIdempotency(nil, idem.Options{Principal: idem.Anonymous})
 	defer x.Close()
 	s := &service{}
 	h := decompressing(x, s)
@@ -765,7 +765,7 @@ func validated(x *Idempotency, s *service) http.Handler {
 //END
 
 func TestRequestValidator(t *testing.T) {
-	x := NewIdempotency(nil, idem.Options{})
+	x := NewIdempotency(nil, idem.Options{Principal: idem.Anonymous})
 	defer x.Close()
 	s := &service{}
 	h := validated(x, s)

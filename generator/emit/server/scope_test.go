@@ -100,17 +100,42 @@ func TestScope(t *testing.T) {
 	}
 }
 
-// TestNoPrincipalWarns: NewIdempotency without Options.Principal logs one
-// warning, at once, naming the operation whose keys are per principal (not
-// the shared one); with idem.Anonymous it logs nothing.
-func TestNoPrincipalWarns(t *testing.T) {
+// TestNoPrincipalRefused: NewIdempotency without Options.Principal logs one
+// ERROR, at once, naming the operation whose keys are per principal (not
+// the shared one); that operation's requests are refused (500
+// IDEMPOTENCY_PRINCIPAL_UNAVAILABLE, nothing runs) while the shared one is
+// served; with idem.Anonymous it logs nothing.
+func TestNoPrincipalRefused(t *testing.T) {
 	var logs strings.Builder
 	x := NewIdempotency(nil, idem.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	defer x.Close()
-	if got := logs.String(); strings.Count(got, "level=WARN") != 1 || !strings.Contains(got, "no Options.Principal") || !strings.Contains(got, "operations=") {
+	if got := logs.String(); strings.Count(got, "level=ERROR") != 1 || !strings.Contains(got, "no Options.Principal") || !strings.Contains(got, "operations=") {
 		t.Fatalf("logs: %q", got)
 	} else if ops := got[strings.Index(got, "operations="):]; !strings.Contains(ops, "own") || strings.Contains(ops, "shared") {
 		t.Fatalf("operations named: %q", ops)
+	}
+	s := &service{runs: map[string]int{}}
+	h := x.StrictHandler(s, nil, StrictHTTPServerOptions{}, StdHTTPServerOptions{})
+	for _, tc := range []struct {
+		path string
+		code int
+	}{{"/own", 500}, {"/shared", 201}} {
+		r := httptest.NewRequest("POST", tc.path, strings.NewReader(""))
+		r.Header.Set("Idempotency-Key", "0190b7a4-3c2e-7d3f-8a1b-2c3d4e5f6a7c")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, "alice")))
+		if w.Code != tc.code {
+			t.Fatalf("%s: %d %s, want %d", tc.path, w.Code, w.Body, tc.code)
+		}
+		if tc.code == 500 && !strings.Contains(w.Body.String(), idem.CodePrincipalUnavailable) {
+			t.Fatalf("%s: %s", tc.path, w.Body)
+		}
+	}
+	if s.runs["own"] != 0 || s.runs["shared"] != 1 {
+		t.Fatalf("runs: %v", s.runs)
+	}
+	if n := strings.Count(logs.String(), "level="); n != 1 {
+		t.Fatalf("logged per request: %q", logs.String())
 	}
 	logs.Reset()
 	y := NewIdempotency(nil, idem.Options{Principal: idem.Anonymous, Logger: slog.New(slog.NewTextHandler(&logs, nil))})

@@ -18,7 +18,7 @@ import (
 // once. The key is reported before the first attempt (persist it there to
 // resume after a crash) and returned with the response.
 func ExampleNewIdempotentClient() {
-	x := api.NewIdempotency(nil, idem.Options{})
+	x := api.NewIdempotency(nil, idem.Options{Principal: idem.Anonymous}) // one caller here
 	defer x.Close()
 	srv := httptest.NewServer(x.StrictHandler(newShop(), nil, api.StrictHTTPServerOptions{}, api.StdHTTPServerOptions{}))
 	defer srv.Close()

@@ -31,7 +31,7 @@ func TestInFlightStatusWaitedOut(t *testing.T) {
 		t.Run(fmt.Sprint(status), func(t *testing.T) {
 			pol := idem.MustCompile(idem.Spec{Operation: "createOrder", Semantics: idem.Strict,
 				InFlight: idem.InFlightSpec{Status: status, RetryAfter: time.Second}})
-			eng := idem.New(memstore.New(memstore.Options{}), idem.Options{})
+			eng := idem.New(memstore.New(memstore.Options{}), idem.Options{Principal: idem.Anonymous})
 			var runs atomic.Int32
 			entered, release := make(chan struct{}), make(chan struct{})
 			srv := httptest.NewServer(eng.Handler(pol, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -114,7 +114,7 @@ func TestGeneratedInUseWait(t *testing.T) {
 func TestInFlightLongerThanAttempts(t *testing.T) {
 	pol := idem.MustCompile(idem.Spec{Operation: "claimCoupon", Semantics: idem.Strict,
 		InFlight: idem.InFlightSpec{RetryAfter: time.Second}})
-	eng := idem.New(memstore.New(memstore.Options{}), idem.Options{})
+	eng := idem.New(memstore.New(memstore.Options{}), idem.Options{Principal: idem.Anonymous})
 	var runs atomic.Int32
 	entered, release := make(chan struct{}), make(chan struct{})
 	srv := httptest.NewServer(eng.Handler(pol, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {

@@ -242,7 +242,7 @@ type env struct {
 func newEnv(t testing.TB, wrap ...func(http.Handler) http.Handler) *env {
 	t.Helper()
 	e := &env{shop: newShop()}
-	x := api.NewIdempotency(nil, idem.Options{})
+	x := api.NewIdempotency(nil, idem.Options{Principal: idem.Anonymous})
 	t.Cleanup(func() { assert.NoError(t, x.Close()) })
 	e.rec = newRecorder(x.StrictHandler(e.shop, nil, api.StrictHTTPServerOptions{}, api.StdHTTPServerOptions{}))
 	var h http.Handler = e.rec

@@ -53,8 +53,10 @@ type Idempotency struct {
 // (callerOf above: a func(*http.Request) (string, error) that returns who the caller is, from your
 // authentication, and an error for a request without one, never "": an empty principal is refused
 // where keys are per caller, unless Principal is idem.Anonymous, for all callers as one principal),
-// Observer sees every decision. Without Principal every caller shares one key space, and the engine
-// logs a warning naming the operations whose keys the contract promises per caller.
+// Observer sees every decision. Principal is required where keys are per caller: without it the engine
+// cannot tell callers apart, so it refuses every request of the operations whose keys the contract
+// promises per caller (500 IDEMPOTENCY_PRINCIPAL_UNAVAILABLE, the handler not run) and logs one error
+// naming them.
 func NewIdempotency(store idem.Store, opts idem.Options) *Idempotency {
 	x := &Idempotency{}
 	if store == nil {

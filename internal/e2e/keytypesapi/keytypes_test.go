@@ -69,7 +69,7 @@ func (s *server) MakeRefund(_ context.Context, req api.MakeRefundRequestObject) 
 func newServer(t *testing.T) (*server, *api.Idempotency) {
 	t.Helper()
 	s := &server{execs: map[string]int{}}
-	x := api.NewIdempotency(nil, idem.Options{})
+	x := api.NewIdempotency(nil, idem.Options{Principal: idem.Anonymous})
 	t.Cleanup(func() { assert.NoError(t, x.Close()) })
 	return s, x
 }

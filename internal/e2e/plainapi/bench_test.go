@@ -14,7 +14,7 @@ import (
 // not protect (the compiled matcher finds no idempotent operation), against
 // the bare router.
 func BenchmarkPassThrough(b *testing.B) {
-	x := api.NewIdempotency(nil, idem.Options{})
+	x := api.NewIdempotency(nil, idem.Options{Principal: idem.Anonymous})
 	defer x.Close()
 	bare := api.Handler(service{couponstest.NewService()})
 	for _, c := range []struct {

@@ -87,7 +87,7 @@ func TestScenarios(t *testing.T) { couponstest.Run(t, newServer) }
 
 func TestBaseURL(t *testing.T) {
 	svc := couponstest.NewService()
-	x := api.NewIdempotency(nil, idem.Options{})
+	x := api.NewIdempotency(nil, idem.Options{Principal: idem.Anonymous})
 	defer x.Close()
 	h := x.HTTPMiddlewareWithBaseURL("/v1/")(api.HandlerWithOptions(service{svc}, api.StdHTTPServerOptions{BaseURL: "/v1"}))
 	post := func(path, key string) *httptest.ResponseRecorder {
@@ -121,7 +121,7 @@ func TestScenariosHandler(t *testing.T) {
 
 func TestHandlerBaseURL(t *testing.T) {
 	svc := couponstest.NewService()
-	x := api.NewIdempotency(nil, idem.Options{})
+	x := api.NewIdempotency(nil, idem.Options{Principal: idem.Anonymous})
 	defer x.Close()
 	h := x.Handler(service{svc}, api.StdHTTPServerOptions{BaseURL: "/v1"})
 	for range 2 {
@@ -138,7 +138,7 @@ func TestHandlerBaseURL(t *testing.T) {
 // never two keys.
 func TestUUIDKeySpellings(t *testing.T) {
 	svc := couponstest.NewService()
-	x := api.NewIdempotency(nil, idem.Options{})
+	x := api.NewIdempotency(nil, idem.Options{Principal: idem.Anonymous})
 	defer x.Close()
 	h := x.Handler(service{svc}, api.StdHTTPServerOptions{})
 	claim := func(key string) *httptest.ResponseRecorder {

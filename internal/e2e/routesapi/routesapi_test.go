@@ -68,7 +68,7 @@ func TestPrecedence(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
 			h := &routes{n: map[string]int{}}
-			x := api.NewIdempotency(nil, idem.Options{})
+			x := api.NewIdempotency(nil, idem.Options{Principal: idem.Anonymous})
 			defer x.Close()
 			srv := x.HTTPMiddleware(api.Handler(h))
 			do := func(key string) *httptest.ResponseRecorder {

@@ -14,7 +14,7 @@ import (
 const benchBody = `{"user_id":"u1","coupon_ids":["c1","c2","c3"],"client_time":"2026-01-02T03:04:05Z","retry_count":0,"trace_id":"t-1"}`
 
 func benchServer(b *testing.B, protect bool) http.Handler {
-	x := api.NewIdempotency(nil, idem.Options{})
+	x := api.NewIdempotency(nil, idem.Options{Principal: idem.Anonymous})
 	b.Cleanup(func() { x.Close() })
 	var mw []api.StrictMiddlewareFunc
 	opts := api.StdHTTPServerOptions{}

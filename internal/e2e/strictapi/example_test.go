@@ -15,7 +15,7 @@ import (
 // generated StrictMiddleware, CaptureBody and ErrorHandler to the
 // middlewares and options the service already passes.
 func ExampleNewIdempotency() {
-	x := api.NewIdempotency(nil, idem.Options{}) // in-memory store
+	x := api.NewIdempotency(nil, idem.Options{Principal: idem.Anonymous}) // in-memory store; one caller here (a service with users takes Principal from its authentication)
 	defer x.Close()
 	svc := couponstest.NewService()
 	h := x.StrictHandler(service{svc}, nil, api.StrictHTTPServerOptions{}, api.StdHTTPServerOptions{})

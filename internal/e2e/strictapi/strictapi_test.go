@@ -119,7 +119,7 @@ func TestScenariosCaptureAroundRouter(t *testing.T) {
 
 func TestWithoutCaptureBody(t *testing.T) {
 	svc := couponstest.NewService()
-	x := newIdempotency(t, idem.Options{})
+	x := newIdempotency(t, idem.Options{Principal: idem.Anonymous})
 	h := api.Handler(api.NewStrictHandler(service{svc}, []api.StrictMiddlewareFunc{x.StrictMiddleware}))
 	w := send(h, "POST", "/orders", strings.NewReader(`{"item":"book"}`), "Idempotency-Key", "k")
 	assert.Equal(t, http.StatusBadRequest, w.Code)
@@ -129,7 +129,7 @@ func TestWithoutCaptureBody(t *testing.T) {
 
 func TestErrorHandler(t *testing.T) {
 	var events []idem.Event
-	x := newIdempotency(t, idem.Options{Observer: idem.ObserverFunc(func(_ context.Context, e idem.Event) { events = append(events, e) })})
+	x := newIdempotency(t, idem.Options{Principal: idem.Anonymous, Observer: idem.ObserverFunc(func(_ context.Context, e idem.Event) { events = append(events, e) })})
 	var passed error
 	h := x.ErrorHandler(func(w http.ResponseWriter, _ *http.Request, err error) { passed = err; w.WriteHeader(418) })
 	tests := []struct {
@@ -191,7 +191,7 @@ func TestErrorHandler(t *testing.T) {
 }
 
 func TestPolicies(t *testing.T) {
-	x := newIdempotency(t, idem.Options{})
+	x := newIdempotency(t, idem.Options{Principal: idem.Anonymous})
 	var ops []string
 	for _, p := range x.Policies() {
 		ops = append(ops, p.Spec().Method+" "+p.Spec().Path+" "+p.Operation()+" "+p.Spec().Semantics.String())
@@ -223,7 +223,7 @@ func TestPolicies(t *testing.T) {
 // text/plain), wired by hand or with StrictHandler, at the root or under a
 // BaseURL; the operations whose key they are still get problems.
 func TestErrorHandlerRoutesWithoutContract(t *testing.T) {
-	x := newIdempotency(t, idem.Options{})
+	x := newIdempotency(t, idem.Options{Principal: idem.Anonymous})
 	svc := couponstest.NewService()
 	handlers := map[string]struct {
 		h    http.Handler
@@ -324,7 +324,7 @@ func TestStrictMiddlewareOrder(t *testing.T) {
 // them to the key.
 func TestUUIDKeySpellings(t *testing.T) {
 	svc := couponstest.NewService()
-	h := newIdempotency(t, idem.Options{}).StrictHandler(service{svc}, nil, api.StrictHTTPServerOptions{}, api.StdHTTPServerOptions{})
+	h := newIdempotency(t, idem.Options{Principal: idem.Anonymous}).StrictHandler(service{svc}, nil, api.StrictHTTPServerOptions{}, api.StdHTTPServerOptions{})
 	claim := func(key string) *httptest.ResponseRecorder {
 		return send(h, "POST", "/coupons/C1/claims", strings.NewReader(`{"user_id":"u"}`), "Content-Type", "application/json", "Idempotency-Key", key)
 	}
@@ -382,7 +382,7 @@ func gzipped(t *testing.T, s string) []byte {
 // captured wire bytes are gzip, not JSON.
 func TestBodyKeyUnderDecompression(t *testing.T) {
 	svc := couponstest.NewService()
-	h := newIdempotency(t, idem.Options{}).StrictHandler(service{svc}, nil, api.StrictHTTPServerOptions{},
+	h := newIdempotency(t, idem.Options{Principal: idem.Anonymous}).StrictHandler(service{svc}, nil, api.StrictHTTPServerOptions{},
 		api.StdHTTPServerOptions{Middlewares: []api.MiddlewareFunc{gunzip}})
 	transfer := func(body string) *httptest.ResponseRecorder {
 		return send(h, "POST", "/transfers", bytes.NewReader(gzipped(t, body)), "Content-Type", "application/json", "Content-Encoding", "gzip")
@@ -416,7 +416,7 @@ func TestBodyKeyUnderDecompression(t *testing.T) {
 // operation does not run), absent or null a missing one.
 func TestEmptyBodyKeyIsInvalid(t *testing.T) {
 	svc := couponstest.NewService()
-	h := newIdempotency(t, idem.Options{}).StrictHandler(service{svc}, nil, api.StrictHTTPServerOptions{}, api.StdHTTPServerOptions{})
+	h := newIdempotency(t, idem.Options{Principal: idem.Anonymous}).StrictHandler(service{svc}, nil, api.StrictHTTPServerOptions{}, api.StdHTTPServerOptions{})
 	transfer := func(body string) *httptest.ResponseRecorder {
 		return send(h, "POST", "/transfers", strings.NewReader(body), "Content-Type", "application/json")
 	}
@@ -450,7 +450,7 @@ func (h silentOrders) CreateOrder(context.Context, api.CreateOrderRequestObject)
 // replayed, never run again on a retry.
 func TestNilResponseIsRecorded(t *testing.T) {
 	svc := couponstest.NewService()
-	h := newIdempotency(t, idem.Options{}).StrictHandler(silentOrders{service{svc}}, nil, api.StrictHTTPServerOptions{}, api.StdHTTPServerOptions{})
+	h := newIdempotency(t, idem.Options{Principal: idem.Anonymous}).StrictHandler(silentOrders{service{svc}}, nil, api.StrictHTTPServerOptions{}, api.StdHTTPServerOptions{})
 	order := func() *httptest.ResponseRecorder {
 		return send(h, "POST", "/orders", strings.NewReader(`{"item":"book"}`), "Content-Type", "application/json", "Idempotency-Key", "same")
 	}
@@ -470,7 +470,7 @@ func TestNilResponseIsRecorded(t *testing.T) {
 // default, form style) or not, from decoded values or the raw query. The
 // errors are the runtime's own, wrapped as the std-http wrappers wrap them.
 func TestRepeatedQueryKeyDetail(t *testing.T) {
-	x := newIdempotency(t, idem.Options{})
+	x := newIdempotency(t, idem.Options{Principal: idem.Anonymous})
 	values := url.Values{"request_id": {"a", "b"}}
 	var dest string
 	str := runtime.BindQueryParameterOptions{Type: "string"} // as the wrappers bind a string key

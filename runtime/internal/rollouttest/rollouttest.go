@@ -85,9 +85,13 @@ var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // newInstance serves sp over s with an Engine of its own; run, when not
 // nil, is the handler (else one that answers 201 with the instance's name
-// and its count of calls).
+// and its count of calls). A nil opts.Principal means idem.Anonymous: the
+// rollouts' callers are one principal.
 func newInstance(t *testing.T, s idem.Store, name string, sp idem.Spec, opts idem.Options, run http.HandlerFunc) *instance {
 	t.Helper()
+	if opts.Principal == nil {
+		opts.Principal = idem.Anonymous
+	}
 	p, err := idem.Compile(sp)
 	if err != nil {
 		t.Fatal(err)
