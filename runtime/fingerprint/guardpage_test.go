@@ -50,6 +50,13 @@ type guarded struct {
 	lo, hi int
 }
 
+// fit makes the region hold at least size bytes.
+func (g *guarded) fit(t testing.TB, size int) {
+	if size > g.hi-g.lo {
+		*g = *newGuarded(t, 2*size)
+	}
+}
+
 func newGuarded(t testing.TB, size int) *guarded {
 	page := os.Getpagesize()
 	n := (size + page - 1) / page * page
@@ -121,6 +128,7 @@ const guardPrefixHashers = 3
 // over a heap copy. It returns how many calls it made.
 func guardRun(t *testing.T, g *guarded, hs []*fingerprint.Hasher, body []byte, form bool) int {
 	t.Helper()
+	g.fit(t, len(body))
 	heap := make([]byte, len(body))
 	copy(heap, body)
 	lv := fingerprint.Local(fingerprint.Version)
@@ -270,6 +278,77 @@ func guardRunsBody(r *rand.Rand) []byte {
 		b = append(b, ']')
 	}
 	return b
+}
+
+// guardEdgeBodies returns bodies that end where the fast paths' limits
+// are: runs of objects alike (putObjects, and putShort for the object a
+// run stops in) and a long object (putShort) whose last member, of every
+// length up to 32 bytes, ends one to three bytes before the body's end;
+// arrays of scalars (fastMembers's element loop, from the body itself in
+// the member loop of an object whose shape is cached) whose last element
+// (numbers of 1 to 17 digits, fractions, strings of 0 to 20 bytes with an
+// escape or UTF-8 sequence at their end, literals) ends just before the
+// body's end. Each is summed over a heap copy first (guardRun), which
+// caches its shapes and hints in the state the guarded call takes.
+func guardEdgeBodies() [][]byte {
+	var out [][]byte
+	for _, objs := range []int{1, 2, 3, 5, 8, 9, 16, 17, 31, 32, 33, 40} {
+		for l := 5; l <= 33; l++ {
+			last := guardMember(l)
+			for _, shape := range []string{`{"a":1,"c":22,%s}`, `{"c":1,"a":"yy",%s}`, `{"k2":1.5,%s}`} {
+				for _, wrap := range [][2]string{{"[", "]"}, {`{"z":[`, "]}"}, {`{"y":[{"a":1}],"z":[`, "]}"}} {
+					b := []byte(wrap[0])
+					for o := range objs {
+						if o > 0 {
+							b = append(b, ',')
+						}
+						b = fmt.Appendf(b, shape, last)
+					}
+					out = append(out, append(b, wrap[1]...))
+				}
+			}
+		}
+	}
+	for l := 5; l <= 33; l++ {
+		var o []byte
+		for k := range 10 {
+			o = fmt.Appendf(o, `"m%d":"%s",`, 9-k, strings.Repeat("v", 20+k))
+		}
+		last := guardMember(l)
+		out = append(out,
+			fmt.Appendf(nil, `{"o":{%s%s}}`, o, last),
+			fmt.Appendf(nil, `{"p":[{%s%s},{%s%s}]}`, o, last, o, last),
+			fmt.Appendf(nil, `{"o":{%s%s},"z":1}`, o, last))
+	}
+	var lasts []string
+	for d := 1; d <= 17; d++ {
+		lasts = append(lasts, strings.Repeat("9", d), "0."+strings.Repeat("5", min(d, 10)), "1"+strings.Repeat("0", d-1)+".25")
+	}
+	for l := range 21 {
+		x := strings.Repeat("x", l)
+		lasts = append(lasts, `"`+x+`"`, `"`+x+`\n"`, `"`+x+`é"`, `"`+x+`€"`)
+	}
+	lasts = append(lasts, "true", "false", "null", "[]")
+	for _, v := range lasts {
+		for _, lead := range []string{"", "1,", `"s",2.5,`, "12345678,1,"} {
+			for _, f := range []string{`{"a":1,"b":[%s%s]}`, `{"a":1,"b":%s%s}`, `[{"a":1,"b":[%s%s]},{"a":1,"b":[%s%s]}]`, `{"a":1,"b":[%s%s] }`} {
+				if strings.Count(f, "%s") == 4 {
+					out = append(out, fmt.Appendf(nil, f, lead, v, lead, v))
+				} else if lead == "" || f[12] == '[' {
+					out = append(out, fmt.Appendf(nil, f, lead, v))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// guardMember returns a member "b":value of l bytes (5 or more).
+func guardMember(l int) string {
+	if l < 8 {
+		return `"b":` + strings.Repeat("7", l-4)
+	}
+	return `"b":"` + strings.Repeat("x", l-6) + `"`
 }
 
 // guardValue returns a JSON value whose text is about room bytes or near
@@ -474,7 +553,7 @@ func TestGuardPage(t *testing.T) {
 	if long {
 		step, gen = 1, 3000
 	} else if raceEnabled {
-		step, gen = 50, 12
+		step, gen = 100, 12
 	}
 	for k, b := range goldenBodies() {
 		if k%step != 0 {
@@ -506,6 +585,14 @@ func TestGuardPage(t *testing.T) {
 		}
 	}
 
+	// Bodies that end where the fast paths' limits are (every third
+	// under -race, for time).
+	for k, b := range guardEdgeBodies() {
+		if raceEnabled && !long && k%3 != 0 {
+			continue
+		}
+		run(b, false, hs[k%len(hs):][:1])
+	}
 	section("bodies near the fast paths' limits")
 	// The fuzz corpus, whole, its prefixes and suffixes; as JSON and
 	// forms.
@@ -556,9 +643,6 @@ func TestGuardPage(t *testing.T) {
 				b = spell(r, randValue(r, 2+r.IntN(4)), r.IntN(2) == 0)
 			default:
 				b = guardRunsBody(r)
-			}
-			if len(b) > g.hi-g.lo {
-				continue
 			}
 			run(b, false, hs)
 			pre, suf := prefixesSuffixes(b, r.IntN(4) == 0, r)
