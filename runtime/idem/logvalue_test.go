@@ -51,3 +51,20 @@ func TestEventLogValue(t *testing.T) {
 		}
 	}
 }
+
+// An event's Err can quote what the client sent (RefuseWithCause hands the
+// router's error, which quotes the key as sent): its text is clipped in
+// LogValue as in the engine's own log lines (found by the review of the
+// security merges: a 100 KB key made a 100,271-byte line).
+func TestEventLogValueClipsErr(t *testing.T) {
+	long := strings.Repeat("k", 100<<10)
+	var b bytes.Buffer
+	slog.New(slog.NewTextHandler(&b, nil)).Info("", slog.Any("ev", idem.Event{Kind: idem.EventRejected, Operation: "op",
+		Err: errors.New("invalid format for parameter Idempotency-Key: " + long)}))
+	if b.Len() > 1024 {
+		t.Fatalf("log line of %d bytes", b.Len())
+	}
+	if !strings.Contains(b.String(), "bytes)") {
+		t.Errorf("the clipped text does not say how long it was: %s", b.String())
+	}
+}

@@ -244,7 +244,7 @@ func (e Event) LogValue() slog.Value {
 		as = append(as, slog.String("code", e.Code))
 	}
 	if e.Err != nil {
-		as = append(as, slog.String("err", e.Err.Error()))
+		as = append(as, slog.String("err", clip(e.Err.Error())))
 	}
 	if e.Duration != 0 {
 		as = append(as, slog.Duration("duration", e.Duration))
