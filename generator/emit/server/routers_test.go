@@ -1000,6 +1000,9 @@ func TestRouters(t *testing.T) {
 		if c.pkg == "ginstrict" {
 			m.Write(t, c.pkg+"/tx_test.go", []byte(ginTxTest))
 		}
+		if c.pkg == "chiplain" {
+			m.Write(t, c.pkg+"/mount_test.go", []byte(chiMountTest))
+		}
 		if c.strict && (c.router == "echo" || c.router == "gin") {
 			src := variant(strings.ReplaceAll(decompressTest, "PKG", c.pkg), strings.ToUpper(c.router))
 			m.Write(t, c.pkg+"/decompress_test.go", []byte(src))
@@ -1045,3 +1048,75 @@ func variant(src string, keep ...string) string {
 	}
 	return b.String()
 }
+
+// chiMountTest: a chi router mounted inside another (Mount, Route) or
+// behind chi's path middlewares routes on the routing context's RoutePath,
+// not on the URL's path; the plain wrapper's matcher reads it too, or the
+// operation ran unprotected (found by the review of the security merges:
+// createOrder ran twice for one key in each case below).
+const chiMountTest = `package chiplain
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+func TestRewrittenRoutePath(t *testing.T) {
+	for _, tc := range []struct {
+		name, path string
+		handler    func(x *Idempotency, s *service) http.Handler
+	}{
+		{"mount", "/api/orders", func(x *Idempotency, s *service) http.Handler {
+			r := chi.NewRouter()
+			r.Mount("/api", x.Handler(s, ChiServerOptions{}))
+			return r
+		}},
+		{"route", "/v1/orders", func(x *Idempotency, s *service) http.Handler {
+			r := chi.NewRouter()
+			r.Route("/v1", func(r chi.Router) { x.Handler(s, ChiServerOptions{BaseRouter: r}) })
+			return r
+		}},
+		{"strip-slashes", "/orders/", func(x *Idempotency, s *service) http.Handler {
+			r := chi.NewRouter()
+			r.Use(middleware.StripSlashes)
+			return x.Handler(s, ChiServerOptions{BaseRouter: r})
+		}},
+		{"url-format", "/orders.json", func(x *Idempotency, s *service) http.Handler {
+			r := chi.NewRouter()
+			r.Use(middleware.URLFormat)
+			return x.Handler(s, ChiServerOptions{BaseRouter: r})
+		}},
+		{"mounted-outer-middleware", "/api/orders", func(x *Idempotency, s *service) http.Handler {
+			r := chi.NewRouter()
+			r.Mount("/api", x.HTTPMiddleware(HandlerWithOptions(s, ChiServerOptions{})))
+			return r
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x := NewIdempotency(nil, idem.Options{Principal: idem.Anonymous})
+			defer x.Close()
+			s := &service{}
+			h := tc.handler(x, s)
+			var codes []int
+			for range 2 {
+				r := httptest.NewRequest("POST", tc.path, strings.NewReader("{\"item\":\"book\"}"))
+				r.Header.Set("Content-Type", "application/json")
+				r.Header.Set("Idempotency-Key", "k1")
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, r)
+				codes = append(codes, w.Code)
+			}
+			if s.orders != 1 || codes[0] != 201 || codes[1] != 201 {
+				t.Fatalf("%s: createOrder ran %d times for one key (statuses %v)", tc.path, s.orders, codes)
+			}
+		})
+	}
+}
+`

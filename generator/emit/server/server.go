@@ -892,8 +892,9 @@ func (g *gen) routePath() {
 	}
 	switch g.cfg.Router {
 	case "chi":
-		g.doc(px + "RoutePath returns the path chi routes r on: r.URL.RawPath when it is set (the client escaped a character that needs no escaping, or a slash), else r.URL.Path. chi compares its static segments with that text as it is (/ch%61rges is not /charges) and does not clean it.")
+		g.doc(px + "RoutePath returns the path chi routes r on: the routing context's RoutePath when a chi router set it (a router mounted inside another, with Mount or Route, routes on the rest of the path; StripSlashes, CleanPath and URLFormat rewrite it), else r.URL.RawPath when it is set (the client escaped a character that needs no escaping, or a slash), else r.URL.Path. chi compares its static segments with that text as it is (/ch%61rges is not /charges) and does not clean it.")
 		g.f.Func().Id(px+"RoutePath").Params(hr).String().Block(
+			jen.If(jen.Id("rc").Op(":=").Qual("github.com/go-chi/chi/v5", "RouteContext").Call(jen.Id("r").Dot("Context").Call()), jen.Id("rc").Op("!=").Nil().Op("&&").Id("rc").Dot("RoutePath").Op("!=").Lit("")).Block(jen.Return(jen.Id("rc").Dot("RoutePath"))),
 			jen.If(jen.Id("r").Dot("URL").Dot("RawPath").Op("!=").Lit("")).Block(jen.Return(jen.Id("r").Dot("URL").Dot("RawPath"))),
 			jen.Return(jen.Id("r").Dot("URL").Dot("Path")),
 		)
