@@ -46,6 +46,7 @@ func (g *gen) echoMiddleware() {
 	)
 	g.doc("HTTPMiddlewareWithBaseURL is HTTPMiddleware for handlers registered under baseURL (RegisterHandlersWithBaseURL, whose routes are baseURL followed by the spec's paths): requests routed outside it pass untouched.")
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("HTTPMiddlewareWithBaseURL").Params(jen.Id("baseURL").String()).Add(echoQ("MiddlewareFunc")).Block(
+		jen.Id("baseURL").Op("=").Qual("strings", "TrimSuffix").Call(jen.Id("baseURL"), jen.Lit("/")),
 		jen.Return(jen.Func().Params(jen.Id("next").Add(echoQ("HandlerFunc"))).Add(echoQ("HandlerFunc")).Block(
 			jen.Return(jen.Func().Params(jen.Id("ctx").Add(echoQ("Context"))).Error().Block(
 				jen.Id("r").Op(":=").Id("ctx").Dot("Request").Call(),
@@ -83,6 +84,9 @@ func (g *gen) echoErrorHandler() {
 	)
 	g.doc("ErrorHandlerWithBaseURL is ErrorHandler for handlers registered under baseURL (RegisterHandlersWithBaseURL): errors about requests outside it go to next.")
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("ErrorHandlerWithBaseURL").Params(jen.Id("baseURL").String(), jen.Id("next").Add(handler)).Add(handler).BlockFunc(func(b *jen.Group) {
+		if len(g.keyParams()) > 0 {
+			b.Id("baseURL").Op("=").Qual("strings", "TrimSuffix").Call(jen.Id("baseURL"), jen.Lit("/"))
+		}
 		b.Id("answer").Op(":=").Func().Params(jen.Err().Error(), jen.Id("ctx").Add(echoQ("Context"))).BlockFunc(func(b *jen.Group) {
 			r := func() *jen.Statement { return jen.Id("ctx").Dot("Request").Call() }
 			g.keyProblem(b, jen.Id("ctx").Dot("Response").Call(), r(), jen.Id("ctx").Dot("Path").Call(), func(path jen.Code) jen.Code {

@@ -1003,6 +1003,9 @@ func TestRouters(t *testing.T) {
 		if c.pkg == "chiplain" {
 			m.Write(t, c.pkg+"/mount_test.go", []byte(chiMountTest))
 		}
+		if c.pkg == "echoplain" {
+			m.Write(t, c.pkg+"/base_test.go", []byte(echoBaseTest))
+		}
 		if c.strict && (c.router == "echo" || c.router == "gin") {
 			src := variant(strings.ReplaceAll(decompressTest, "PKG", c.pkg), strings.ToUpper(c.router))
 			m.Write(t, c.pkg+"/decompress_test.go", []byte(src))
@@ -1117,6 +1120,46 @@ func TestRewrittenRoutePath(t *testing.T) {
 				t.Fatalf("%s: createOrder ran %d times for one key (statuses %v)", tc.path, s.orders, codes)
 			}
 		})
+	}
+}
+`
+
+// echoBaseTest: HTTPMiddlewareWithBaseURL takes the base with or without a
+// trailing slash, as before the matcher read echo's route (found by the
+// review of the security merges: "/v1/" matched nothing, createOrder ran
+// twice for one key).
+const echoBaseTest = `package echoplain
+
+import (
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+func TestBaseURLTrailingSlash(t *testing.T) {
+	for _, base := range []string{"/v1", "/v1/"} {
+		x := NewIdempotency(nil, idem.Options{Principal: idem.Anonymous})
+		s := &service{}
+		e := echo.New()
+		e.Use(x.HTTPMiddlewareWithBaseURL(base))
+		RegisterHandlersWithBaseURL(e, s, "/v1")
+		var codes []int
+		for range 2 {
+			r := httptest.NewRequest("POST", "/v1/orders", strings.NewReader("{\"item\":\"book\"}"))
+			r.Header.Set("Content-Type", "application/json")
+			r.Header.Set("Idempotency-Key", "k1")
+			w := httptest.NewRecorder()
+			e.ServeHTTP(w, r)
+			codes = append(codes, w.Code)
+		}
+		x.Close()
+		if s.orders != 1 || codes[0] != 201 || codes[1] != 201 {
+			t.Errorf("HTTPMiddlewareWithBaseURL(%q): createOrder ran %d times for one key (statuses %v)", base, s.orders, codes)
+		}
 	}
 }
 `
