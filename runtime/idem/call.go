@@ -666,9 +666,13 @@ func (c *Call) principalFailed(err error) {
 	}
 	c.e.log.LogAttrs(c.ctx, slog.LevelError, "idem: principal unavailable",
 		slog.String("operation", c.p.spec.Operation), slog.Any("error", err))
-	c.reject(problem{status: http.StatusInternalServerError, code: CodePrincipalUnavailable,
-		detail: "the server could not tell who makes this request"}, err)
+	c.reject(principalUnavailable, err)
 }
+
+// principalUnavailable answers a request whose caller the engine could not
+// tell (principalFailed, noPrincipal).
+var principalUnavailable = problem{status: http.StatusInternalServerError, code: CodePrincipalUnavailable,
+	detail: "the server could not tell who makes this request"}
 
 // noPrincipal refuses a request of a policy scoped per principal on an
 // Engine without Options.Principal (ErrNoPrincipal). The Engine logs it
@@ -678,13 +682,7 @@ func (c *Call) noPrincipal() {
 	if !c.e.warnedPr.Load() {
 		c.e.Serves(c.p)
 	}
-	c.decision = Reject
-	c.prob = problem{status: http.StatusInternalServerError, code: CodePrincipalUnavailable,
-		detail: "the server could not tell who makes this request"}
-	if c.e.obs != nil {
-		c.e.obs.Observe(c.ctx, Event{Kind: EventRejected, Operation: c.p.spec.Operation, Key: c.key,
-			Status: http.StatusInternalServerError, Code: CodePrincipalUnavailable, Err: ErrNoPrincipal, Misconfigured: true})
-	}
+	c.reject(principalUnavailable, ErrNoPrincipal) // Misconfigured: observe marks it
 }
 
 // reject decides Reject with p and reports it.

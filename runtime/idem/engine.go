@@ -356,7 +356,7 @@ func (e *Engine) Store() Store { return e.store }
 
 func (e *Engine) observe(ctx context.Context, ev Event) {
 	if e.obs != nil {
-		if ev.Kind == EventStoreError && ev.Err != nil {
+		if ev.Err != nil {
 			ev.Misconfigured = errors.Is(ev.Err, ErrMisconfigured)
 		}
 		e.obs.Observe(ctx, ev)

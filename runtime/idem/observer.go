@@ -204,12 +204,14 @@ type Event struct {
 	// Duration is how long the handler ran (EventExecuted, protected or not)
 	// or the duplicate waited (EventReplayed, EventInFlight, 0 when it did not wait).
 	Duration time.Duration
-	// Misconfigured is set on an EventStoreError whose Err the store marked
-	// ErrMisconfigured: a setup that will not fix itself (a privilege, a
-	// missing table, refused credentials), unlike an outage. The request
-	// is answered as for any store error; alert on it apart. It is set too
-	// on the EventRejected (CodePrincipalUnavailable, Err ErrNoPrincipal)
-	// of a request refused because the Engine has no Options.Principal.
+	// Misconfigured is set on an event whose Err is marked ErrMisconfigured
+	// (errors.Is): a setup that will not fix itself, unlike an outage. An
+	// EventStoreError whose store marked it so (a privilege, a missing
+	// table, refused credentials), answered as for any store error, and
+	// the EventRejected (CodePrincipalUnavailable, Err ErrNoPrincipal) of a
+	// request refused because the Engine has no Options.Principal; also a
+	// later event of such a store error (EventFinishAbandoned, say). Alert
+	// on it apart.
 	Misconfigured bool
 }
 
