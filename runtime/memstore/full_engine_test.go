@@ -31,10 +31,6 @@ import (
 // attacker's requests run unprotected instead, and the victim's retry is
 // still replayed.
 func TestEngineOverFullStore(t *testing.T) {
-	policy := idem.MustCompile(idem.Spec{
-		Operation: "createPayment", Method: "POST", Path: "/payments", Semantics: idem.Strict,
-		Key: idem.KeySpec{Carrier: idem.CarrierHeader, Name: "Idempotency-Key", Required: idem.Required},
-	})
 	for _, failOpen := range []bool{false, true} {
 		t.Run(fmt.Sprint("FailOpen=", failOpen), func(t *testing.T) {
 			s, _ := newClockStore(t, memstore.Options{Shards: 1, MaxBytes: 64 << 10, MaxPrincipalShare: -1})
@@ -43,23 +39,7 @@ func TestEngineOverFullStore(t *testing.T) {
 				FailOpen:  failOpen,
 				Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 			})
-			executed := map[string]int{}
-			h := eng.Middleware(policy)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				b, _ := io.ReadAll(r.Body)
-				executed[r.Header.Get("X-User")]++
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(http.StatusCreated)
-				_, _ = w.Write(b)
-			}))
-			post := func(user, key string, body []byte) *httptest.ResponseRecorder {
-				r := httptest.NewRequest("POST", "/payments", bytes.NewReader(body))
-				r.Header.Set("X-User", user)
-				r.Header.Set("Idempotency-Key", key)
-				r.Header.Set("Content-Type", "application/json")
-				w := httptest.NewRecorder()
-				h.ServeHTTP(w, r)
-				return w
-			}
+			executed, post := paymentsServer(eng)
 			victim := []byte(`{"amount":100,"description":"rent"}`)
 			require.Equal(t, http.StatusCreated, post("victim", "v-1", victim).Code)
 			big := []byte(`{"amount":1,"description":"` + string(bytes.Repeat([]byte("A"), 4<<10)) + `"}`)
@@ -105,10 +85,6 @@ func TestEngineOverFullStore(t *testing.T) {
 // MaxPrincipalShare, everyone was refused 503 for up to an hour, and
 // FailOpen ran everything unprotected).
 func TestEngineFloodByOnePrincipal(t *testing.T) {
-	policy := idem.MustCompile(idem.Spec{
-		Operation: "createPayment", Method: "POST", Path: "/payments", Semantics: idem.Strict,
-		Key: idem.KeySpec{Carrier: idem.CarrierHeader, Name: "Idempotency-Key", Required: idem.Required},
-	})
 	for _, failOpen := range []bool{false, true} {
 		t.Run(fmt.Sprint("FailOpen=", failOpen), func(t *testing.T) {
 			s, _ := newClockStore(t, memstore.Options{Shards: 1, MaxBytes: 64 << 10})
@@ -127,23 +103,7 @@ func TestEngineFloodByOnePrincipal(t *testing.T) {
 					}
 				}),
 			})
-			executed := map[string]int{}
-			h := eng.Handler(policy, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				b, _ := io.ReadAll(r.Body)
-				executed[r.Header.Get("X-User")]++
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(http.StatusCreated)
-				_, _ = w.Write(b)
-			}))
-			post := func(user, key string, body []byte) *httptest.ResponseRecorder {
-				r := httptest.NewRequest("POST", "/payments", bytes.NewReader(body))
-				r.Header.Set("X-User", user)
-				r.Header.Set("Idempotency-Key", key)
-				r.Header.Set("Content-Type", "application/json")
-				w := httptest.NewRecorder()
-				h.ServeHTTP(w, r)
-				return w
-			}
+			executed, post := paymentsServer(eng)
 			big := []byte(`{"amount":1,"description":"` + string(bytes.Repeat([]byte("A"), 4<<10)) + `"}`)
 			refused := 0
 			for i := range 40 {
@@ -186,13 +146,9 @@ func TestEngineFloodByOnePrincipal(t *testing.T) {
 // store and gets 503 IDEMPOTENCY_STORE_UNAVAILABLE (ErrFull), as before
 // MaxPrincipalShare, never 429.
 func TestEngineAnonymousFloodNotLimited(t *testing.T) {
-	policy := idem.MustCompile(idem.Spec{
-		Operation: "createPayment", Method: "POST", Path: "/payments", Semantics: idem.Strict,
-		Key: idem.KeySpec{Carrier: idem.CarrierHeader, Name: "Idempotency-Key", Required: idem.Required},
-	})
 	s, _ := newClockStore(t, memstore.Options{Shards: 1, MaxBytes: 64 << 10})
 	eng := idem.New(s, idem.Options{Principal: idem.Anonymous, Logger: slog.New(slog.DiscardHandler)})
-	h := eng.Handler(policy, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := eng.Handler(paymentsPolicy, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		w.WriteHeader(http.StatusCreated)
 		_, _ = w.Write(b)
@@ -211,4 +167,34 @@ func TestEngineAnonymousFloodNotLimited(t *testing.T) {
 	assert.NotZero(t, codes[http.StatusServiceUnavailable], "%v", codes)
 	assert.Zero(t, s.Stats().PrincipalFull)
 	assert.NotZero(t, s.Stats().Full)
+}
+
+// paymentsPolicy is the payments operation of the engine-level tests.
+var paymentsPolicy = idem.MustCompile(idem.Spec{
+	Operation: "createPayment", Method: "POST", Path: "/payments", Semantics: idem.Strict,
+	Key: idem.KeySpec{Carrier: idem.CarrierHeader, Name: "Idempotency-Key", Required: idem.Required},
+})
+
+// paymentsServer serves paymentsPolicy through eng with a handler that
+// echoes the request body in a 201 (a large request makes a large record)
+// and counts its runs per caller (X-User, which the tests' Principal
+// reads); post sends one request as user with key.
+func paymentsServer(eng *idem.Engine) (executed map[string]int, post func(user, key string, body []byte) *httptest.ResponseRecorder) {
+	executed = map[string]int{}
+	h := eng.Handler(paymentsPolicy, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		executed[r.Header.Get("X-User")]++
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write(b)
+	}))
+	return executed, func(user, key string, body []byte) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("POST", "/payments", bytes.NewReader(body))
+		r.Header.Set("X-User", user)
+		r.Header.Set("Idempotency-Key", key)
+		r.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
 }

@@ -29,16 +29,12 @@ func TestShareEngineSteadyState429(t *testing.T) {
 // for every new key, though the store held hundreds of records older than
 // MinRetention).
 func shareEngineSteady(t *testing.T, share float64) {
-	policy := idem.MustCompile(idem.Spec{
-		Operation: "createPayment", Method: "POST", Path: "/payments", Semantics: idem.Strict,
-		Key: idem.KeySpec{Carrier: idem.CarrierHeader, Name: "Idempotency-Key", Required: idem.Required},
-	})
 	s, c := newClockStore(t, memstore.Options{Shards: 1, MaxEntries: 1000, MaxPrincipalShare: share})
 	eng := idem.New(s, idem.Options{
 		Principal: func(r *http.Request) (string, error) { return r.Header.Get("X-User"), nil },
 		Logger:    slog.New(slog.DiscardHandler),
 	})
-	h := eng.Handler(policy, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := eng.Handler(paymentsPolicy, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.ReadAll(r.Body)
 		w.WriteHeader(http.StatusCreated)
 		_, _ = w.Write([]byte(`{"id":1}`))
