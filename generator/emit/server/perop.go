@@ -41,7 +41,7 @@ func (g *gen) fallbackOps() []int {
 // opServerLocals are the names the generated methods declare themselves or
 // refer to (their receiver and leading parameters, the packages and
 // predeclared types they use): no path argument takes one.
-var opServerLocals = []string{"s", "w", "r", "ctx", "params", "http", "echo", "v4", "gin", "idem", "strings", "error", "string", "any", "bool", "int"}
+var opServerLocals = []string{"s", "w", "r", "ctx", "params", "http", "echo", "v4", "gin", "idem", "strings", "openapi_types", "time", "json", "error", "string", "any", "bool", "int"}
 
 // opServerKind is what the generated server wrapper's methods look like
 // for a framework.

@@ -1078,6 +1078,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/labstack/echo/v4"
+	openapi_types "github.com/oapi-codegen/runtime/types"
 
 	"github.com/idemgen/idemgen/runtime/idem"
 )
@@ -1088,7 +1089,7 @@ var (
 )
 
 //NETHTTP
-type service struct{ orders, refunds, lists int }
+type service struct{ orders, refunds, transfers, lists int }
 
 func (s *service) CreateOrder(w http.ResponseWriter, _ *http.Request, _ string, _ CreateOrderParams) {
 	s.orders++
@@ -1100,6 +1101,11 @@ func (s *service) CreateRefund(w http.ResponseWriter, _ *http.Request, _ string,
 	w.WriteHeader(http.StatusCreated)
 }
 
+func (s *service) CreateTransfer(w http.ResponseWriter, _ *http.Request, _ openapi_types.UUID, _ CreateTransferParamsKind, _ CreateTransferParams) {
+	s.transfers++
+	w.WriteHeader(http.StatusCreated)
+}
+
 func (s *service) ListOrders(w http.ResponseWriter, _ *http.Request, _ string) {
 	s.lists++
 	w.WriteHeader(http.StatusOK)
@@ -1108,7 +1114,7 @@ func (s *service) ListOrders(w http.ResponseWriter, _ *http.Request, _ string) {
 func handler(x *Idempotency, s *service) http.Handler { return x.Handler(s, OPTIONS{}) }
 //END
 //ECHO
-type service struct{ orders, refunds, lists int }
+type service struct{ orders, refunds, transfers, lists int }
 
 func (s *service) CreateOrder(ctx echo.Context, _ string, _ CreateOrderParams) error {
 	s.orders++
@@ -1117,6 +1123,11 @@ func (s *service) CreateOrder(ctx echo.Context, _ string, _ CreateOrderParams) e
 
 func (s *service) CreateRefund(ctx echo.Context, _ string, _ int, _ CreateRefundParams) error {
 	s.refunds++
+	return ctx.NoContent(http.StatusCreated)
+}
+
+func (s *service) CreateTransfer(ctx echo.Context, _ openapi_types.UUID, _ CreateTransferParamsKind, _ CreateTransferParams) error {
+	s.transfers++
 	return ctx.NoContent(http.StatusCreated)
 }
 
@@ -1132,7 +1143,7 @@ func handler(x *Idempotency, s *service) http.Handler {
 }
 //END
 //GIN
-type service struct{ orders, refunds, lists int }
+type service struct{ orders, refunds, transfers, lists int }
 
 func (s *service) CreateOrder(ctx *gin.Context, _ string, _ CreateOrderParams) {
 	s.orders++
@@ -1141,6 +1152,11 @@ func (s *service) CreateOrder(ctx *gin.Context, _ string, _ CreateOrderParams) {
 
 func (s *service) CreateRefund(ctx *gin.Context, _ string, _ int, _ CreateRefundParams) {
 	s.refunds++
+	ctx.Status(http.StatusCreated)
+}
+
+func (s *service) CreateTransfer(ctx *gin.Context, _ openapi_types.UUID, _ CreateTransferParamsKind, _ CreateTransferParams) {
+	s.transfers++
 	ctx.Status(http.StatusCreated)
 }
 
@@ -1172,7 +1188,7 @@ func TestFallback(t *testing.T) {
 	for _, tc := range []struct {
 		path string
 		ran  *int
-	}{{"/accounts/a1/orders", &s.orders}, {"/accounts/a1/refunds/7", &s.refunds}} {
+	}{{"/accounts/a1/orders", &s.orders}, {"/accounts/a1/refunds/7", &s.refunds}, {"/transfers/0190b4a2-7c1e-7d3f-9a4b-2c6e8f0a1b3d/wire?note=n", &s.transfers}} {
 		first, again := do("POST", tc.path), do("POST", tc.path)
 		if *tc.ran != 1 || first.Code != 201 || again.Code != 201 || again.Header().Get("Idempotent-Replayed") != "true" {
 			t.Errorf("%s ran %d times for one key (%d, then %d %q)", tc.path, *tc.ran, first.Code, again.Code, again.Header())

@@ -202,6 +202,7 @@ func (g *gen) file() {
 	f := g.f
 	f.ImportName(idemPkg, "idem")
 	f.ImportName(memPkg, "memstore")
+	f.ImportAlias(gogen.TypesPkg, "openapi_types") // a path parameter's type, as oapi-codegen spells it
 
 	g.typeDecl()
 	g.policies()
