@@ -321,7 +321,7 @@ func (g *gen) typeDecl() {
 		doc.WriteString("\tx.RegisterStrictHandlers(e, service, nil) // e is the *echo.Echo\n\n")
 		doc.WriteString("RegisterStrictHandlers is RegisterHandlers(e, NewStrictHandler(...)) with StrictMiddleware, CaptureBody and ErrorHandler added.\n\n")
 	case g.cfg.Router == "echo":
-		doc.WriteString("\tx.RegisterHandlers(e, service) // e is the *echo.Echo\n\n")
+		doc.WriteString("\tx.RegisterHandlers(e, service) // e is the *echo.Echo, or an *echo.Group\n\n")
 	case g.cfg.Router == "gin" && g.cfg.Strict:
 		doc.WriteString("\tx.RegisterStrictHandlers(router, service, nil, StrictGinServerOptions{}, GinServerOptions{}) // router is the *gin.Engine or a group\n\n")
 		doc.WriteString("RegisterStrictHandlers is RegisterHandlersWithOptions(router, NewStrictHandlerWithOptions(...), options) with StrictMiddleware, CaptureBody, ErrorHandler and HandlerErrorFunc added.\n\n")
