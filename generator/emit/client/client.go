@@ -70,7 +70,7 @@ const DefaultType = "IdempotentClient"
 
 const (
 	clientPkg = "github.com/idemgen/idemgen/runtime/idemclient"
-	typesPkg  = "github.com/oapi-codegen/runtime/types"
+	typesPkg  = gogen.TypesPkg
 )
 
 // The emitter's settings.
@@ -249,10 +249,8 @@ func (g *gen) policyVar(op *ir.Operation) string { return px + "Policy" + op.GoN
 // typed reports whether the helper of op can be generated: the Go types of
 // its path arguments are known.
 func typed(op *ir.Operation) (bool, string) {
-	for _, p := range op.PathParams {
-		if p.GoType == "" {
-			return false, p.Name
-		}
+	if p := gogen.UntypedPathParam(op); p != nil {
+		return false, p.Name
 	}
 	return true, ""
 }
@@ -506,19 +504,7 @@ func pathArgs(op *ir.Operation) (params, args []jen.Code) {
 }
 
 // goType writes a type as oapi-codegen spells it in the package.
-func goType(t string) jen.Code {
-	if rest, ok := strings.CutPrefix(t, "[]"); ok {
-		return jen.Index().Add(goType(rest))
-	}
-	if pkg, name, ok := strings.Cut(t, "."); ok {
-		path := map[string]string{"openapi_types": typesPkg, "time": "time", "json": "encoding/json"}[pkg]
-		if path == "" {
-			path = pkg
-		}
-		return jen.Qual(path, name)
-	}
-	return jen.Id(t)
-}
+func goType(t string) jen.Code { return gogen.GoType(t) }
 
 func (g *gen) helpers(op *ir.Operation) {
 	for _, k := range helperKinds(op) {

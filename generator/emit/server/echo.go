@@ -54,24 +54,28 @@ func (g *gen) echoMiddleware() {
 				jen.If(jen.Op("!").Id("ok")).Block(jen.Return(jen.Id("next").Call(jen.Id("ctx")))),
 				jen.List(jen.Id("i"), jen.Id("ok")).Op(":=").Id(px+"EchoRoutes").Index(jen.Id(px+"EchoRoute").Values(jen.Id("r").Dot("Method"), jen.Id("route"))),
 				jen.If(jen.Op("!").Id("ok")).Block(jen.Return(jen.Id("next").Call(jen.Id("ctx")))),
-				jen.Id("c").Op(":=").Id("x").Dot("engine").Dot("Begin").Call(jen.Id("r"), jen.Id(px+"Policies").Index(jen.Id("i")), jen.Qual(idemPkg, "RequestKey")),
-				jen.Defer().Id("c").Dot("End").Call(),
-				jen.Id("resp").Op(":=").Id("ctx").Dot("Response").Call(),
-				jen.If(jen.Id("c").Dot("Decision").Call().Op("!=").Qual(idemPkg, "Execute")).Block(
-					jen.Id("c").Dot("Respond").Call(jen.Id("resp")),
-					jen.Return(jen.Nil()),
-				),
-				jen.Id("orig").Op(":=").Id("resp").Dot("Writer"),
-				jen.Id("resp").Dot("Writer").Op("=").Id("c").Dot("Writer").Call(jen.Id("orig")),
-				jen.Id("ctx").Dot("SetRequest").Call(jen.Id("c").Dot("Request").Call()),
-				jen.If(jen.Err().Op(":=").Id("next").Call(jen.Id("ctx")), jen.Err().Op("!=").Nil()).Block(
-					jen.Id("ctx").Dot("Error").Call(jen.Err()).Comment("written (and recorded) now, not after the record is finished"),
-				),
-				jen.Id("resp").Dot("Writer").Op("=").Id("orig"),
-				jen.Id("c").Dot("Finish").Call(),
-				jen.Return(jen.Nil()),
+				jen.Return(jen.Id("x").Dot("serveEcho").Call(jen.Id("ctx"), jen.Id(px+"Policies").Index(jen.Id("i")), jen.Id("next"))),
 			)),
 		)),
+	)
+	g.doc("serveEcho runs the request in ctx through the engine for the idempotent operation whose policy is p, next serving it. An error next returns is answered (ctx.Error) inside the recording, so it is what a retry gets; serveEcho then returns nil.")
+	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("serveEcho").Params(jen.Id("ctx").Add(echoQ("Context")), jen.Id("p").Op("*").Qual(idemPkg, "Policy"), jen.Id("next").Add(echoQ("HandlerFunc"))).Error().Block(
+		jen.Id("c").Op(":=").Id("x").Dot("engine").Dot("Begin").Call(jen.Id("ctx").Dot("Request").Call(), jen.Id("p"), jen.Qual(idemPkg, "RequestKey")),
+		jen.Defer().Id("c").Dot("End").Call(),
+		jen.Id("resp").Op(":=").Id("ctx").Dot("Response").Call(),
+		jen.If(jen.Id("c").Dot("Decision").Call().Op("!=").Qual(idemPkg, "Execute")).Block(
+			jen.Id("c").Dot("Respond").Call(jen.Id("resp")),
+			jen.Return(jen.Nil()),
+		),
+		jen.Id("orig").Op(":=").Id("resp").Dot("Writer"),
+		jen.Id("resp").Dot("Writer").Op("=").Id("c").Dot("Writer").Call(jen.Id("orig")),
+		jen.Id("ctx").Dot("SetRequest").Call(jen.Id("c").Dot("Request").Call()),
+		jen.If(jen.Err().Op(":=").Id("next").Call(jen.Id("ctx")), jen.Err().Op("!=").Nil()).Block(
+			jen.Id("ctx").Dot("Error").Call(jen.Err()).Comment("written (and recorded) now, not after the record is finished"),
+		),
+		jen.Id("resp").Dot("Writer").Op("=").Id("orig"),
+		jen.Id("c").Dot("Finish").Call(),
+		jen.Return(jen.Nil()),
 	)
 }
 
@@ -152,12 +156,26 @@ func (g *gen) echoRegister() {
 		)
 		return
 	}
-	g.doc("RegisterHandlers is the one line to change in an existing echo service: it does what the package's RegisterHandlers(e, si) does, with HTTPMiddleware in e.Use and ErrorHandler around e.HTTPErrorHandler.")
+	g.doc("RegisterHandlers is the one line to change in an existing echo service: it does what the package's RegisterHandlers(router, si) does, with idempotency wired in. It registers a wrapper of si whose method of each idempotent operation runs the engine for that operation around si's: the protection goes by operation, not by path, so it holds on an echo.Group as on the *echo.Echo, and runs after every middleware, right before the operation (an error si's method returns is answered by echo's HTTPErrorHandler inside the recording, and the middlewares see nil); every other operation is si's, untouched." + g.fallbackDoc("a route middleware on their routes, which reads echo's route") + " When router is the *echo.Echo, ErrorHandler wraps e.HTTPErrorHandler; for a group, wrap it yourself with ErrorHandlerWithBaseURL and the group's prefix (e.HTTPErrorHandler = x.ErrorHandlerWithBaseURL(\"/v1\", e.HTTPErrorHandler)), or a key parameter oapi-codegen refuses gets echo's answer instead of the engine's problem.")
+	g.doc("")
+	g.doc("\tRegisterHandlers(e, service)")
+	g.doc("")
+	g.doc("becomes")
+	g.doc("")
+	g.doc("\tx.RegisterHandlers(e, service)")
+	router := jen.Id("router")
+	if len(g.fallbackOps()) > 0 {
+		router = jen.Id(px + "EchoRouter").Values(jen.Dict{jen.Id("EchoRouter"): jen.Id("router"), jen.Id("x"): jen.Id("x")})
+	}
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("RegisterHandlers").Params(
-		jen.Id("e").Op("*").Add(echoQ("Echo")), jen.Id("si").Id("ServerInterface"),
+		jen.Id("router").Id("EchoRouter"), jen.Id("si").Id("ServerInterface"),
 	).Block(
-		jen.Id("e").Dot("Use").Call(jen.Id("x").Dot("HTTPMiddleware")),
-		jen.Id("e").Dot("HTTPErrorHandler").Op("=").Id("x").Dot("ErrorHandler").Call(jen.Id("e").Dot("HTTPErrorHandler")),
-		jen.Id("RegisterHandlers").Call(jen.Id("e"), jen.Id("si")),
+		jen.If(jen.List(jen.Id("e"), jen.Id("ok")).Op(":=").Id("router").Assert(jen.Op("*").Add(echoQ("Echo"))), jen.Id("ok")).Block(
+			jen.Id("e").Dot("HTTPErrorHandler").Op("=").Id("x").Dot("ErrorHandler").Call(jen.Id("e").Dot("HTTPErrorHandler")),
+		),
+		jen.Id("RegisterHandlers").Call(router, g.newOpServer(px+"EchoServer")),
 	)
+	g.echoOpServer()
+	g.byPathFunc()
+	g.echoByPath()
 }

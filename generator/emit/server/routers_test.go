@@ -1006,6 +1006,10 @@ func TestRouters(t *testing.T) {
 		if c.pkg == "echoplain" {
 			m.Write(t, c.pkg+"/base_test.go", []byte(echoBaseTest))
 		}
+		if !c.strict && c.router != "std-http" {
+			src := variant(strings.ReplaceAll(prefixTest, "PKG", c.pkg), strings.ToUpper(c.router))
+			m.Write(t, c.pkg+"/prefix_test.go", []byte(src))
+		}
 		if c.strict && (c.router == "echo" || c.router == "gin") {
 			src := variant(strings.ReplaceAll(decompressTest, "PKG", c.pkg), strings.ToUpper(c.router))
 			m.Write(t, c.pkg+"/decompress_test.go", []byte(src))
@@ -1023,11 +1027,183 @@ func TestRouters(t *testing.T) {
 			m.Write(t, c.pkg+"/agree_test.go", []byte(src))
 		}
 	}
+	// The plain wiring of a spec with an operation whose signature idemgen
+	// cannot write: it is protected by path, the others by operation.
+	var fallbacks []string
+	for _, c := range cases {
+		if c.strict {
+			continue
+		}
+		pkg := strings.TrimSuffix(c.pkg, "plain") + "fallback"
+		fallbacks = append(fallbacks, pkg)
+		files, err := gentest.Generate(gentest.Case{
+			Spec: filepath.Join(root, "testdata", "server", "untyped-path", "openapi.yaml"), Package: pkg,
+			Output: filepath.Join(m.Dir, pkg), Server: c.server, Emit: []string{server.Name},
+			Params: map[string]string{"server.router": c.router, "server.strict": "false"},
+		})
+		require.NoError(t, err, pkg)
+		require.Contains(t, string(files[server.DefaultFile]), "func "+px+"ByPath(", pkg)
+		for name, data := range files {
+			m.Write(t, pkg+"/"+name, data)
+		}
+		section := "NETHTTP"
+		if c.router == "echo" || c.router == "gin" {
+			section = strings.ToUpper(c.router)
+		}
+		src := variant(strings.ReplaceAll(strings.ReplaceAll(fallbackTest, "PKG", pkg), "OPTIONS", c.options), section)
+		m.Write(t, pkg+"/fallback_test.go", []byte(src))
+	}
 	out := m.Go(t, "test", "-count=1", "./...")
 	for _, c := range cases {
 		require.Contains(t, out, "ok  \tgithub.com/idemgen/idemgen/internal/e2e/routers/"+c.pkg, out)
 	}
+	for _, pkg := range fallbacks {
+		require.Contains(t, out, "ok  \tgithub.com/idemgen/idemgen/internal/e2e/routers/"+pkg, out)
+	}
 }
+
+// px is the prefix of the generated unexported identifiers.
+const px = "idemgen"
+
+// fallbackTest runs inside the packages of the untyped-path spec: createOrder,
+// whose path parameter's Go type idemgen cannot tell, is protected by path
+// (as HTTPMiddleware matches it; echo: a route middleware), createRefund by
+// operation, and listOrders (no contract) is untouched.
+const fallbackTest = `package PKG
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+	"github.com/labstack/echo/v4"
+	openapi_types "github.com/oapi-codegen/runtime/types"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+var (
+	_ = echo.New
+	_ = gin.New
+)
+
+//NETHTTP
+type service struct{ orders, refunds, transfers, lists int }
+
+func (s *service) CreateOrder(w http.ResponseWriter, _ *http.Request, _ string, _ CreateOrderParams) {
+	s.orders++
+	w.WriteHeader(http.StatusCreated)
+}
+
+func (s *service) CreateRefund(w http.ResponseWriter, _ *http.Request, _ string, _ int, _ CreateRefundParams) {
+	s.refunds++
+	w.WriteHeader(http.StatusCreated)
+}
+
+func (s *service) CreateTransfer(w http.ResponseWriter, _ *http.Request, _ openapi_types.UUID, _ CreateTransferParamsKind, _ CreateTransferParams) {
+	s.transfers++
+	w.WriteHeader(http.StatusCreated)
+}
+
+func (s *service) ListOrders(w http.ResponseWriter, _ *http.Request, _ string) {
+	s.lists++
+	w.WriteHeader(http.StatusOK)
+}
+
+func handler(x *Idempotency, s *service) http.Handler { return x.Handler(s, OPTIONS{}) }
+//END
+//ECHO
+type service struct{ orders, refunds, transfers, lists int }
+
+func (s *service) CreateOrder(ctx echo.Context, _ string, _ CreateOrderParams) error {
+	s.orders++
+	return ctx.NoContent(http.StatusCreated)
+}
+
+func (s *service) CreateRefund(ctx echo.Context, _ string, _ int, _ CreateRefundParams) error {
+	s.refunds++
+	return ctx.NoContent(http.StatusCreated)
+}
+
+func (s *service) CreateTransfer(ctx echo.Context, _ openapi_types.UUID, _ CreateTransferParamsKind, _ CreateTransferParams) error {
+	s.transfers++
+	return ctx.NoContent(http.StatusCreated)
+}
+
+func (s *service) ListOrders(ctx echo.Context, _ string) error {
+	s.lists++
+	return ctx.NoContent(http.StatusOK)
+}
+
+func handler(x *Idempotency, s *service) http.Handler {
+	e := echo.New()
+	x.RegisterHandlers(e, s)
+	return e
+}
+//END
+//GIN
+type service struct{ orders, refunds, transfers, lists int }
+
+func (s *service) CreateOrder(ctx *gin.Context, _ string, _ CreateOrderParams) {
+	s.orders++
+	ctx.Status(http.StatusCreated)
+}
+
+func (s *service) CreateRefund(ctx *gin.Context, _ string, _ int, _ CreateRefundParams) {
+	s.refunds++
+	ctx.Status(http.StatusCreated)
+}
+
+func (s *service) CreateTransfer(ctx *gin.Context, _ openapi_types.UUID, _ CreateTransferParamsKind, _ CreateTransferParams) {
+	s.transfers++
+	ctx.Status(http.StatusCreated)
+}
+
+func (s *service) ListOrders(ctx *gin.Context, _ string) {
+	s.lists++
+	ctx.Status(http.StatusOK)
+}
+
+func handler(x *Idempotency, s *service) http.Handler {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	x.RegisterHandlers(r, s, GinServerOptions{})
+	return r
+}
+//END
+
+func TestFallback(t *testing.T) {
+	x := NewIdempotency(nil, idem.Options{Principal: idem.Anonymous})
+	defer x.Close()
+	s := &service{}
+	h := handler(x, s)
+	do := func(method, path string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(method, path, nil)
+		r.Header.Set("Idempotency-Key", "k1")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	for _, tc := range []struct {
+		path string
+		ran  *int
+	}{{"/accounts/a1/orders", &s.orders}, {"/accounts/a1/refunds/7", &s.refunds}, {"/transfers/0190b4a2-7c1e-7d3f-9a4b-2c6e8f0a1b3d/wire?note=n", &s.transfers}} {
+		first, again := do("POST", tc.path), do("POST", tc.path)
+		if *tc.ran != 1 || first.Code != 201 || again.Code != 201 || again.Header().Get("Idempotent-Replayed") != "true" {
+			t.Errorf("%s ran %d times for one key (%d, then %d %q)", tc.path, *tc.ran, first.Code, again.Code, again.Header())
+		}
+	}
+	for range 2 {
+		if w := do("GET", "/accounts/a1/orders"); w.Code != 200 || w.Header().Get("Idempotent-Replayed") != "" {
+			t.Errorf("GET /accounts/a1/orders: %d %q", w.Code, w.Header())
+		}
+	}
+	if s.lists != 2 {
+		t.Errorf("listOrders ran %d times, want 2", s.lists)
+	}
+}
+`
 
 // variant keeps the //NAME ... //END sections of src named in keep,
 // without their markers, and drops the others.
@@ -1160,6 +1336,146 @@ func TestBaseURLTrailingSlash(t *testing.T) {
 		if s.orders != 1 || codes[0] != 201 || codes[1] != 201 {
 			t.Errorf("HTTPMiddlewareWithBaseURL(%q): createOrder ran %d times for one key (statuses %v)", base, s.orders, codes)
 		}
+	}
+}
+`
+
+// prefixTest runs inside the chi, gorilla, echo and gin plain packages of
+// TestRouters: the one-line wiring on a router that routes under a prefix
+// it does not give the wiring (a gorilla subrouter as BaseRouter, an echo
+// group, a chi router mounted or routed under a prefix, a gin group). The
+// wiring protects by operation, so a request sent twice with one key runs
+// createOrder once and the second answer is a replay; the non-idempotent
+// touchSpecialItem (gorilla: listCoupons, since gorilla serves
+// /items/special with touchItem) runs each time, untouched. Before the
+// wiring protected by operation, the gorilla subrouter ran createOrder
+// twice (the matcher saw /v1/orders), and echo's RegisterHandlers took no
+// group.
+const prefixTest = `package PKG
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+//GORILLA
+	"github.com/gorilla/mux"
+//END
+//CHI
+	"github.com/go-chi/chi/v5"
+//END
+//ECHO
+	"github.com/labstack/echo/v4"
+//END
+//GIN
+	"github.com/gin-gonic/gin"
+//END
+)
+
+//GORILLA
+// listing serves listCoupons, which has no contract.
+type listing struct {
+	*service
+	lists int
+}
+
+func (l *listing) ListCoupons(w http.ResponseWriter, _ *http.Request, _ ListCouponsParams) {
+	l.lists++
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func prefixed() map[string]func(x *Idempotency, s *service) (h http.Handler, other string, others func() int) {
+	return map[string]func(x *Idempotency, s *service) (http.Handler, string, func() int){
+		"subrouter": func(x *Idempotency, s *service) (http.Handler, string, func() int) {
+			r := mux.NewRouter()
+			l := &listing{service: s}
+			x.Handler(l, GorillaServerOptions{BaseRouter: r.PathPrefix("/v1").Subrouter()})
+			return r, "GET /v1/coupons", func() int { return l.lists }
+		},
+	}
+}
+//END
+//CHI
+func prefixed() map[string]func(x *Idempotency, s *service) (h http.Handler, other string, others func() int) {
+	special := func(s *service) func() int { return func() int { return s.special } }
+	return map[string]func(x *Idempotency, s *service) (http.Handler, string, func() int){
+		"mount": func(x *Idempotency, s *service) (http.Handler, string, func() int) {
+			r := chi.NewRouter()
+			r.Mount("/v1", x.Handler(s, ChiServerOptions{}))
+			return r, "POST /v1/items/special", special(s)
+		},
+		"route": func(x *Idempotency, s *service) (http.Handler, string, func() int) {
+			r := chi.NewRouter()
+			r.Route("/v1", func(r chi.Router) { x.Handler(s, ChiServerOptions{BaseRouter: r}) })
+			return r, "POST /v1/items/special", special(s)
+		},
+		"mount-under-base-url": func(x *Idempotency, s *service) (http.Handler, string, func() int) {
+			r := chi.NewRouter()
+			r.Mount("/v1", x.Handler(s, ChiServerOptions{BaseURL: "/api"}))
+			return r, "POST /v1/api/items/special", special(s)
+		},
+	}
+}
+//END
+//ECHO
+func prefixed() map[string]func(x *Idempotency, s *service) (h http.Handler, other string, others func() int) {
+	return map[string]func(x *Idempotency, s *service) (http.Handler, string, func() int){
+		"group": func(x *Idempotency, s *service) (http.Handler, string, func() int) {
+			e := echo.New()
+			x.RegisterHandlers(e.Group("/v1"), s)
+			return e, "POST /v1/items/special", func() int { return s.special }
+		},
+	}
+}
+//END
+//GIN
+func prefixed() map[string]func(x *Idempotency, s *service) (h http.Handler, other string, others func() int) {
+	return map[string]func(x *Idempotency, s *service) (http.Handler, string, func() int){
+		"group": func(x *Idempotency, s *service) (http.Handler, string, func() int) {
+			gin.SetMode(gin.ReleaseMode)
+			r := gin.New()
+			x.RegisterHandlers(r.Group("/v1"), s, GinServerOptions{})
+			return r, "POST /v1/items/special", func() int { return s.special }
+		},
+	}
+}
+//END
+
+func TestPrefixedRouter(t *testing.T) {
+	for name, build := range prefixed() {
+		t.Run(name, func(t *testing.T) {
+			x := NewIdempotency(nil, idem.Options{Principal: idem.Anonymous})
+			defer x.Close()
+			s := &service{}
+			h, other, others := build(x, s)
+			do := func(method, path, key string) *httptest.ResponseRecorder {
+				r := httptest.NewRequest(method, path, strings.NewReader("{\"item\":\"book\"}"))
+				r.Header.Set("Content-Type", "application/json")
+				r.Header.Set("Idempotency-Key", key)
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, r)
+				return w
+			}
+			path := "/v1/orders"
+			if name == "mount-under-base-url" {
+				path = "/v1/api/orders"
+			}
+			first, again := do("POST", path, "k1"), do("POST", path, "k1")
+			if s.orders != 1 || first.Code != 201 || again.Code != 201 || again.Header().Get("Idempotent-Replayed") != "true" || first.Body.String() != again.Body.String() {
+				t.Fatalf("%s: createOrder ran %d times for one key (%d, then %d %q %s)", path, s.orders, first.Code, again.Code, again.Header(), again.Body)
+			}
+			method, target, _ := strings.Cut(other, " ")
+			for range 2 {
+				if w := do(method, target, "00000000-0000-4000-8000-000000000001"); w.Code/100 != 2 || w.Header().Get("Idempotent-Replayed") != "" {
+					t.Fatalf("%s: %d %q %s", other, w.Code, w.Header(), w.Body)
+				}
+			}
+			if others() != 2 || s.items != 0 {
+				t.Fatalf("%s ran %d times (want 2, untouched), touchItem %d", other, others(), s.items)
+			}
+		})
 	}
 }
 `

@@ -31,13 +31,18 @@
 //     header, a missing required one) is answered with the same
 //     problem+json codes the engine uses;
 //   - StrictHandler (strict) or Handler (plain), the one-call wiring of all of
-//     the above for the router chosen by server.router;
+//     the above for the router chosen by server.router; Handler protects by
+//     operation, not by path (perop.go): it hands oapi-codegen a wrapper of
+//     the ServerInterface whose idempotent operations' methods run the
+//     engine around the service's, falling back to HTTPMiddleware's path
+//     matching for an operation whose method signature idemgen cannot write;
 //   - Policies and Policy, the compiled policy of each operation.
 //
 // With server.router echo or gin the same API has the framework's
 // signatures (echo.go, gin.go: middleware of the framework, an ErrorHandler
 // that recognizes oapi-codegen's error messages) and the one-call wiring is
-// RegisterStrictHandlers (strict) or RegisterHandlers (plain).
+// RegisterStrictHandlers (strict) or RegisterHandlers (plain, by operation
+// as Handler).
 //
 // Settings (idemgen.yaml `options:` or `idemgen generate -option`):
 //
@@ -197,6 +202,7 @@ func (g *gen) file() {
 	f := g.f
 	f.ImportName(idemPkg, "idem")
 	f.ImportName(memPkg, "memstore")
+	f.ImportAlias(gogen.TypesPkg, "openapi_types") // a path parameter's type, as oapi-codegen spells it
 
 	g.typeDecl()
 	g.policies()
@@ -273,7 +279,7 @@ func (g *gen) handler() {
 		)
 		return
 	}
-	g.docf("Handler is the one line to change in an existing service: it returns what HandlerWithOptions(si, options) returns, with idempotency wired in. The protection is the first of options.Middlewares, so it runs after the given ones (which may authenticate the request) and right before the operation; it matches requests under options.BaseURL; ErrorHandlerWithBaseURL(options.BaseURL, ...) wraps options.ErrorHandlerFunc (nil means oapi-codegen's default).")
+	g.docf("Handler is the one line to change in an existing service: it returns what HandlerWithOptions(si, options) returns, with idempotency wired in. It hands HandlerWithOptions a wrapper of si whose method of each idempotent operation runs the engine for that operation around si's: the protection goes by operation, not by path, so it holds whatever path the router routes on (a gorilla subrouter as BaseRouter, a chi router mounted under a prefix, a BaseURL) and runs after options.Middlewares (which may authenticate the request), right before the operation; every other operation is si's, untouched.%s ErrorHandlerWithBaseURL(options.BaseURL, ...) wraps options.ErrorHandlerFunc (nil means oapi-codegen's default): it matches paths, and under a prefix the router adds and options.BaseURL does not give, a key parameter oapi-codegen refuses gets the default answer instead of the engine's problem.", g.fallbackDoc("a middleware first in options.Middlewares that matches them under options.BaseURL"))
 	g.doc("")
 	g.doc("\th := HandlerWithOptions(service, options)")
 	g.doc("")
@@ -283,11 +289,15 @@ func (g *gen) handler() {
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("Handler").Params(
 		jen.Id("si").Id("ServerInterface"),
 		jen.Id("options").Id(opts),
-	).Add(hf("Handler")).Block(
-		jen.Id("options").Dot("ErrorHandlerFunc").Op("=").Id("x").Dot("ErrorHandlerWithBaseURL").Call(jen.Id("options").Dot("BaseURL"), jen.Id("options").Dot("ErrorHandlerFunc")),
-		jen.Id("options").Dot("Middlewares").Op("=").Append(jen.Index().Id("MiddlewareFunc").Values(jen.Id("x").Dot("HTTPMiddlewareWithBaseURL").Call(jen.Id("options").Dot("BaseURL"))), jen.Id("options").Dot("Middlewares").Op("...")),
-		jen.Return(jen.Id("HandlerWithOptions").Call(jen.Id("si"), jen.Id("options"))),
-	)
+	).Add(hf("Handler")).BlockFunc(func(b *jen.Group) {
+		b.Id("options").Dot("ErrorHandlerFunc").Op("=").Id("x").Dot("ErrorHandlerWithBaseURL").Call(jen.Id("options").Dot("BaseURL"), jen.Id("options").Dot("ErrorHandlerFunc"))
+		if len(g.fallbackOps()) > 0 {
+			b.Id("options").Dot("Middlewares").Op("=").Append(jen.Index().Id("MiddlewareFunc").Values(jen.Id("x").Dot("byPath").Call(jen.Id("options").Dot("BaseURL"))), jen.Id("options").Dot("Middlewares").Op("..."))
+		}
+		b.Return(jen.Id("HandlerWithOptions").Call(g.newOpServer(px+"Server"), jen.Id("options")))
+	})
+	g.netHTTPOpServer()
+	g.byPathFunc()
 }
 
 func (g *gen) typeDecl() {
@@ -311,7 +321,7 @@ func (g *gen) typeDecl() {
 		doc.WriteString("\tx.RegisterStrictHandlers(e, service, nil) // e is the *echo.Echo\n\n")
 		doc.WriteString("RegisterStrictHandlers is RegisterHandlers(e, NewStrictHandler(...)) with StrictMiddleware, CaptureBody and ErrorHandler added.\n\n")
 	case g.cfg.Router == "echo":
-		doc.WriteString("\tx.RegisterHandlers(e, service) // e is the *echo.Echo\n\n")
+		doc.WriteString("\tx.RegisterHandlers(e, service) // e is the *echo.Echo, or an *echo.Group\n\n")
 	case g.cfg.Router == "gin" && g.cfg.Strict:
 		doc.WriteString("\tx.RegisterStrictHandlers(router, service, nil, StrictGinServerOptions{}, GinServerOptions{}) // router is the *gin.Engine or a group\n\n")
 		doc.WriteString("RegisterStrictHandlers is RegisterHandlersWithOptions(router, NewStrictHandlerWithOptions(...), options) with StrictMiddleware, CaptureBody, ErrorHandler and HandlerErrorFunc added.\n\n")
@@ -933,11 +943,32 @@ func (g *gen) netHTTPMiddleware() {
 	)
 	g.doc("HTTPMiddlewareWithBaseURL is HTTPMiddleware for a server mounted under baseURL (the BaseURL of the server options, e.g. \"/v1\"): requests outside it pass untouched.")
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("HTTPMiddlewareWithBaseURL").Params(jen.Id("baseURL").String()).Func().Params(jen.Qual("net/http", "Handler")).Qual("net/http", "Handler").Block(
+		pathMiddleware(false)...,
+	)
+	if _, ok := routerOptions[g.cfg.Router]; !ok || g.cfg.Strict || len(g.fallbackOps()) == 0 {
+		return
+	}
+	g.doc("byPath is HTTPMiddlewareWithBaseURL for the idempotent operations Handler protects by path (" + px + "ByPath) alone: every other request passes untouched.")
+	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("byPath").Params(jen.Id("baseURL").String()).Func().Params(jen.Qual("net/http", "Handler")).Qual("net/http", "Handler").Block(
+		pathMiddleware(true)...,
+	)
+}
+
+// pathMiddleware is the body of a function of baseURL that returns the
+// net/http middleware running the engine for the request of an idempotent
+// operation matched by its method and path under baseURL (byPath: only
+// those of the operations the plain wiring protects by path).
+func pathMiddleware(byPath bool) []jen.Code {
+	cond := jen.Id("i").Op(">=").Lit(0)
+	if byPath {
+		cond = jen.Id("i").Op(">=").Lit(0).Op("&&").Id(px + "ByPath").Call(jen.Id("i"))
+	}
+	return []jen.Code{
 		jen.Id("baseURL").Op("=").Qual("strings", "TrimSuffix").Call(jen.Id("baseURL"), jen.Lit("/")),
 		jen.Return(jen.Func().Params(jen.Id("next").Qual("net/http", "Handler")).Qual("net/http", "Handler").Block(
 			jen.Return(jen.Qual("net/http", "HandlerFunc").Call(jen.Func().Params(jen.Id("w").Qual("net/http", "ResponseWriter"), jen.Id("r").Op("*").Qual("net/http", "Request")).Block(
 				jen.If(jen.List(jen.Id("path"), jen.Id("ok")).Op(":=").Qual("strings", "CutPrefix").Call(jen.Id(px+"RoutePath").Call(jen.Id("r")), jen.Id("baseURL")), jen.Id("ok")).Block(
-					jen.If(jen.Id("i").Op(":=").Id(px+"Match").Call(jen.Id("r").Dot("Method"), jen.Id("path")), jen.Id("i").Op(">=").Lit(0)).Block(
+					jen.If(jen.Id("i").Op(":=").Id(px+"Match").Call(jen.Id("r").Dot("Method"), jen.Id("path")), cond).Block(
 						jen.Id("x").Dot("serve").Call(jen.Id("w"), jen.Id("r"), jen.Id(px+"Policies").Index(jen.Id("i")), jen.Id("next")),
 						jen.Return(),
 					),
@@ -945,7 +976,7 @@ func (g *gen) netHTTPMiddleware() {
 				jen.Id("next").Dot("ServeHTTP").Call(jen.Id("w"), jen.Id("r")),
 			))),
 		)),
-	)
+	}
 }
 
 func (g *gen) serve() {

@@ -11,8 +11,9 @@ import (
 )
 
 // BenchmarkPassThrough is the cost of HTTPMiddleware on a request it does
-// not protect (the compiled matcher finds no idempotent operation), against
-// the bare router.
+// not protect (the compiled matcher finds no idempotent operation), and of
+// Handler (which protects by operation: the call goes through its wrapper
+// of the service untouched), against the bare router.
 func BenchmarkPassThrough(b *testing.B) {
 	x := api.NewIdempotency(nil, idem.Options{Principal: idem.Anonymous})
 	defer x.Close()
@@ -25,6 +26,7 @@ func BenchmarkPassThrough(b *testing.B) {
 		{"Bare", bare, "/items/special"},
 		{"Static", x.HTTPMiddleware(bare), "/items/special"},
 		{"Get", x.HTTPMiddleware(bare), "/coupons"},
+		{"Handler", x.Handler(service{couponstest.NewService()}, api.StdHTTPServerOptions{}), "/items/special"},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			method := "POST"

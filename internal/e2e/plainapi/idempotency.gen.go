@@ -445,10 +445,15 @@ func idemgenRepeatedQuery(msg, name string) bool {
 }
 
 // Handler is the one line to change in an existing service: it returns what HandlerWithOptions(si,
-// options) returns, with idempotency wired in. The protection is the first of options.Middlewares, so
-// it runs after the given ones (which may authenticate the request) and right before the operation; it
-// matches requests under options.BaseURL; ErrorHandlerWithBaseURL(options.BaseURL, ...) wraps
-// options.ErrorHandlerFunc (nil means oapi-codegen's default).
+// options) returns, with idempotency wired in. It hands HandlerWithOptions a wrapper of si whose
+// method of each idempotent operation runs the engine for that operation around si's: the protection
+// goes by operation, not by path, so it holds whatever path the router routes on (a gorilla subrouter
+// as BaseRouter, a chi router mounted under a prefix, a BaseURL) and runs after options.Middlewares
+// (which may authenticate the request), right before the operation; every other operation is si's,
+// untouched. ErrorHandlerWithBaseURL(options.BaseURL, ...) wraps options.ErrorHandlerFunc (nil means
+// oapi-codegen's default): it matches paths, and under a prefix the router adds and options.BaseURL
+// does not give, a key parameter oapi-codegen refuses gets the default answer instead of the engine's
+// problem.
 //
 //	h := HandlerWithOptions(service, options)
 //
@@ -457,8 +462,63 @@ func idemgenRepeatedQuery(msg, name string) bool {
 //	h := x.Handler(service, options)
 func (x *Idempotency) Handler(si ServerInterface, options StdHTTPServerOptions) http.Handler {
 	options.ErrorHandlerFunc = x.ErrorHandlerWithBaseURL(options.BaseURL, options.ErrorHandlerFunc)
-	options.Middlewares = append([]MiddlewareFunc{x.HTTPMiddlewareWithBaseURL(options.BaseURL)}, options.Middlewares...)
-	return HandlerWithOptions(si, options)
+	return HandlerWithOptions(idemgenServer{
+		ServerInterface: si,
+		x:               x,
+	}, options)
+}
+
+// idemgenServer is the ServerInterface the plain wiring hands oapi-codegen: the service's own, with
+// each idempotent operation's method overridden to run the engine for that operation (its policy
+// chosen by operation, whatever path the router routed on) around the service's method.
+type idemgenServer struct {
+	ServerInterface
+	x *Idempotency
+}
+
+// ClaimCoupon runs claimCoupon (POST /coupons/{couponId}/claims) through the engine, then the
+// service's ClaimCoupon.
+func (s idemgenServer) ClaimCoupon(w http.ResponseWriter, r *http.Request, couponId string, params ClaimCouponParams) {
+	s.x.serve(w, r, idemgenPolicyClaimCoupon, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.ServerInterface.ClaimCoupon(w, r, couponId, params)
+	}))
+}
+
+// RecordEvent runs recordEvent (POST /events) through the engine, then the service's RecordEvent.
+func (s idemgenServer) RecordEvent(w http.ResponseWriter, r *http.Request, params RecordEventParams) {
+	s.x.serve(w, r, idemgenPolicyRecordEvent, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.ServerInterface.RecordEvent(w, r, params)
+	}))
+}
+
+// TouchItem runs touchItem (POST /items/{itemId}) through the engine, then the service's TouchItem.
+func (s idemgenServer) TouchItem(w http.ResponseWriter, r *http.Request, itemId string) {
+	s.x.serve(w, r, idemgenPolicyTouchItem, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.ServerInterface.TouchItem(w, r, itemId)
+	}))
+}
+
+// CreateOrder runs createOrder (POST /orders) through the engine, then the service's CreateOrder.
+func (s idemgenServer) CreateOrder(w http.ResponseWriter, r *http.Request, params CreateOrderParams) {
+	s.x.serve(w, r, idemgenPolicyCreateOrder, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.ServerInterface.CreateOrder(w, r, params)
+	}))
+}
+
+// CreatePayment runs createPayment (POST /payments) through the engine, then the service's
+// CreatePayment.
+func (s idemgenServer) CreatePayment(w http.ResponseWriter, r *http.Request, params CreatePaymentParams) {
+	s.x.serve(w, r, idemgenPolicyCreatePayment, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.ServerInterface.CreatePayment(w, r, params)
+	}))
+}
+
+// CreateTransfer runs createTransfer (POST /transfers) through the engine, then the service's
+// CreateTransfer.
+func (s idemgenServer) CreateTransfer(w http.ResponseWriter, r *http.Request) {
+	s.x.serve(w, r, idemgenPolicyCreateTransfer, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.ServerInterface.CreateTransfer(w, r)
+	}))
 }
 
 // idemgenRoute is an entry of the matcher: a path template split into segments at init, and the index

@@ -344,10 +344,15 @@ func (x *Idempotency) ErrorHandlerWithBaseURL(baseURL string, next func(http.Res
 }
 
 // Handler is the one line to change in an existing service: it returns what HandlerWithOptions(si,
-// options) returns, with idempotency wired in. The protection is the first of options.Middlewares, so
-// it runs after the given ones (which may authenticate the request) and right before the operation; it
-// matches requests under options.BaseURL; ErrorHandlerWithBaseURL(options.BaseURL, ...) wraps
-// options.ErrorHandlerFunc (nil means oapi-codegen's default).
+// options) returns, with idempotency wired in. It hands HandlerWithOptions a wrapper of si whose
+// method of each idempotent operation runs the engine for that operation around si's: the protection
+// goes by operation, not by path, so it holds whatever path the router routes on (a gorilla subrouter
+// as BaseRouter, a chi router mounted under a prefix, a BaseURL) and runs after options.Middlewares
+// (which may authenticate the request), right before the operation; every other operation is si's,
+// untouched. ErrorHandlerWithBaseURL(options.BaseURL, ...) wraps options.ErrorHandlerFunc (nil means
+// oapi-codegen's default): it matches paths, and under a prefix the router adds and options.BaseURL
+// does not give, a key parameter oapi-codegen refuses gets the default answer instead of the engine's
+// problem.
 //
 //	h := HandlerWithOptions(service, options)
 //
@@ -356,8 +361,54 @@ func (x *Idempotency) ErrorHandlerWithBaseURL(baseURL string, next func(http.Res
 //	h := x.Handler(service, options)
 func (x *Idempotency) Handler(si ServerInterface, options StdHTTPServerOptions) http.Handler {
 	options.ErrorHandlerFunc = x.ErrorHandlerWithBaseURL(options.BaseURL, options.ErrorHandlerFunc)
-	options.Middlewares = append([]MiddlewareFunc{x.HTTPMiddlewareWithBaseURL(options.BaseURL)}, options.Middlewares...)
-	return HandlerWithOptions(si, options)
+	return HandlerWithOptions(idemgenServer{
+		ServerInterface: si,
+		x:               x,
+	}, options)
+}
+
+// idemgenServer is the ServerInterface the plain wiring hands oapi-codegen: the service's own, with
+// each idempotent operation's method overridden to run the engine for that operation (its policy
+// chosen by operation, whatever path the router routed on) around the service's method.
+type idemgenServer struct {
+	ServerInterface
+	x *Idempotency
+}
+
+// PostRoot runs postRoot (POST /) through the engine, then the service's PostRoot.
+func (s idemgenServer) PostRoot(w http.ResponseWriter, r *http.Request) {
+	s.x.serve(w, r, idemgenPolicyPostRoot, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.ServerInterface.PostRoot(w, r)
+	}))
+}
+
+// PatchAX runs patchAX (PATCH /a/{x}) through the engine, then the service's PatchAX.
+func (s idemgenServer) PatchAX(w http.ResponseWriter, r *http.Request, x string) {
+	s.x.serve(w, r, idemgenPolicyPatchAX, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.ServerInterface.PatchAX(w, r, x)
+	}))
+}
+
+// PostAX runs postAX (POST /a/{x}) through the engine, then the service's PostAX.
+func (s idemgenServer) PostAX(w http.ResponseWriter, r *http.Request, x string) {
+	s.x.serve(w, r, idemgenPolicyPostAX, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.ServerInterface.PostAX(w, r, x)
+	}))
+}
+
+// PostAXC runs postAXC (POST /a/{x}/c) through the engine, then the service's PostAXC.
+func (s idemgenServer) PostAXC(w http.ResponseWriter, r *http.Request, x string) {
+	s.x.serve(w, r, idemgenPolicyPostAXC, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.ServerInterface.PostAXC(w, r, x)
+	}))
+}
+
+// PostCafeOrders runs postCafeOrders (POST /cafés/{x}/orders) through the engine, then the service's
+// PostCafeOrders.
+func (s idemgenServer) PostCafeOrders(w http.ResponseWriter, r *http.Request, x string) {
+	s.x.serve(w, r, idemgenPolicyPostCafeOrders, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.ServerInterface.PostCafeOrders(w, r, x)
+	}))
 }
 
 // idemgenRoute is an entry of the matcher: a path template split into segments at init, and the index

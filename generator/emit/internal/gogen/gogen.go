@@ -212,3 +212,37 @@ func OapiNames(spec *ir.Spec) map[string]Owner {
 	}
 	return names
 }
+
+// TypesPkg is the import path of oapi-codegen's runtime types
+// (openapi_types.UUID, openapi_types.Date, ...).
+const TypesPkg = "github.com/oapi-codegen/runtime/types"
+
+// GoType writes a type as oapi-codegen spells it in its package (an
+// ir.Param's GoType): a slice, a type of openapi_types, time or json, or one
+// of the package.
+func GoType(t string) jen.Code {
+	if rest, ok := strings.CutPrefix(t, "[]"); ok {
+		return jen.Index().Add(GoType(rest))
+	}
+	if pkg, name, ok := strings.Cut(t, "."); ok {
+		path := map[string]string{"openapi_types": TypesPkg, "time": "time", "json": "encoding/json"}[pkg]
+		if path == "" {
+			path = pkg
+		}
+		return jen.Qual(path, name)
+	}
+	return jen.Id(t)
+}
+
+// UntypedPathParam returns the first path parameter of op whose Go type
+// idemgen cannot tell (ir.Param.GoType ""), nil when it knows them all: the
+// methods oapi-codegen declares for op (its client's, its plain server
+// interface's) then have a signature idemgen can write.
+func UntypedPathParam(op *ir.Operation) *ir.Param {
+	for i, p := range op.PathParams {
+		if p.GoType == "" {
+			return &op.PathParams[i]
+		}
+	}
+	return nil
+}

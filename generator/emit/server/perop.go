@@ -1,0 +1,225 @@
+package server
+
+import (
+	"slices"
+
+	"github.com/dave/jennifer/jen"
+
+	"github.com/idemgen/idemgen/generator/emit/internal/gogen"
+	"github.com/idemgen/idemgen/generator/ir"
+	"github.com/idemgen/idemgen/generator/naming"
+)
+
+// The plain servers' one-line wiring (Handler, echo's and gin's
+// RegisterHandlers) protects by operation, as StrictMiddleware does: it
+// hands oapi-codegen's HandlerWithOptions (RegisterHandlers) a wrapper of
+// the service that embeds its ServerInterface and overrides each idempotent
+// operation's method, with oapi-codegen's signature, to run the engine
+// around the service's own. Which operation a request is for is then the
+// router's choice, whatever path it routed on (a gorilla subrouter, an echo
+// group, a mounted chi router): nothing is matched by path. An operation
+// whose signature idemgen cannot write (a path parameter whose Go type it
+// cannot tell: ir.Param.GoType "") keeps the path matching of
+// HTTPMiddleware (fallback).
+
+// byOperation reports whether the plain wiring protects op by operation:
+// its ServerInterface method's signature is known.
+func byOperation(op *ir.Operation) bool { return gogen.UntypedPathParam(op) == nil }
+
+// fallbackOps are the indexes of the operations the plain wiring protects
+// by path (byOperation false), in spec order.
+func (g *gen) fallbackOps() []int {
+	var out []int
+	for i, op := range g.spec.Operations {
+		if !byOperation(op) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// opServerLocals are the names the generated methods declare themselves or
+// refer to (their receiver and leading parameters, the packages and
+// predeclared types they use): no path argument takes one.
+var opServerLocals = []string{"s", "w", "r", "ctx", "params", "http", "echo", "v4", "gin", "idem", "strings", "openapi_types", "time", "json", "error", "string", "any", "bool", "int"}
+
+// opServerKind is what the generated server wrapper's methods look like
+// for a framework.
+type opServerKind struct {
+	typ     string     // the wrapper type's name
+	lead    []jen.Code // the method's leading parameters (before the path arguments)
+	leadArg []jen.Code // the arguments passing them on
+	result  jen.Code   // the method's result, nil for none
+	// body writes the method's body: run the engine for the policy,
+	// around call (the inner method's call, its leading arguments those the
+	// engine hands on).
+	body func(policy string, call func() *jen.Statement) jen.Code
+}
+
+// opServer writes the wrapper type of kind and its methods, one per
+// idempotent operation protected by operation (none: no type).
+func (g *gen) opServer(k opServerKind) {
+	ops := slices.DeleteFunc(slices.Clone(g.spec.Operations), func(op *ir.Operation) bool { return !byOperation(op) })
+	if len(ops) == 0 {
+		return
+	}
+	t := g.cfg.Type
+	g.docf("%s is the ServerInterface the plain wiring hands oapi-codegen: the service's own, with each idempotent operation's method overridden to run the engine for that operation (its policy chosen by operation, whatever path the router routed on) around the service's method.", k.typ)
+	g.f.Type().Id(k.typ).Struct(
+		jen.Id("ServerInterface"),
+		jen.Id("x").Op("*").Id(t),
+	)
+	for _, op := range ops {
+		goNames := make([]string, len(op.PathParams))
+		for i, p := range op.PathParams {
+			goNames[i] = p.GoName
+		}
+		vars := naming.ArgVariables(goNames, opServerLocals...)
+		params := slices.Clone(k.lead)
+		var args []jen.Code
+		for i, v := range vars {
+			params = append(params, jen.Id(v).Add(gogen.GoType(op.PathParams[i].GoType)))
+			args = append(args, jen.Id(v))
+		}
+		if op.Names.Params != "" {
+			params = append(params, jen.Id("params").Id(op.Names.Params))
+			args = append(args, jen.Id("params"))
+		}
+		call := func() *jen.Statement {
+			return jen.Id("s").Dot("ServerInterface").Dot(op.Names.Handler).Call(append(slices.Clone(k.leadArg), args...)...)
+		}
+		g.docf("%s runs %s (%s) through the engine, then the service's %s.", op.Names.Handler, op.RecordName(), op.Where(), op.Names.Handler)
+		s := g.f.Func().Params(jen.Id("s").Id(k.typ)).Id(op.Names.Handler).Params(params...)
+		if k.result != nil {
+			s.Add(k.result)
+		}
+		s.Block(k.body(g.policyVar(op), call))
+	}
+}
+
+// newOpServer is the value of the wrapper type of name around si, or si
+// itself when no operation is protected by operation.
+func (g *gen) newOpServer(name string) jen.Code {
+	if len(g.fallbackOps()) == len(g.spec.Operations) {
+		return jen.Id("si")
+	}
+	return jen.Id(name).Values(jen.Dict{jen.Id("ServerInterface"): jen.Id("si"), jen.Id("x"): jen.Id("x")})
+}
+
+// byPathFunc writes <px>ByPath(i int) bool, whether the plain wiring
+// protects the operation whose policy is <px>Policies[i] by path; nothing
+// when it protects every operation by operation.
+func (g *gen) byPathFunc() {
+	fb := g.fallbackOps()
+	if len(fb) == 0 {
+		return
+	}
+	var cases []jen.Code
+	for _, i := range fb {
+		cases = append(cases, jen.Lit(i))
+	}
+	g.doc(px + "ByPath reports whether the plain wiring protects the idempotent operation whose policy is " + px + "Policies[i] by its path (as HTTPMiddleware does) rather than by operation: idemgen cannot write its ServerInterface method's signature (the Go type of a path parameter).")
+	g.f.Func().Id(px+"ByPath").Params(jen.Id("i").Int()).Bool().Block(
+		jen.Switch(jen.Id("i")).Block(jen.Case(cases...).Block(jen.Return(jen.True()))),
+		jen.Return(jen.False()),
+	)
+}
+
+// fallbackDoc is what the plain wiring's documentation says of the
+// operations it protects by path, "" when there are none.
+func (g *gen) fallbackDoc(how string) string {
+	fb := g.fallbackOps()
+	if len(fb) == 0 {
+		return ""
+	}
+	s := " These operations are protected by path instead (" + how + "), since idemgen cannot tell the Go type of a path parameter of theirs, which their ServerInterface method takes:"
+	for n, i := range fb {
+		op := g.spec.Operations[i]
+		if n > 0 {
+			s += ","
+		}
+		s += " " + op.Where() + " (" + gogen.UntypedPathParam(op).Name + ")"
+	}
+	return s + "; a router that rewrites the path where the matcher cannot see it leaves them unprotected."
+}
+
+// netHTTPOpServer writes the wrapper of the std-http, chi and gorilla
+// plain servers.
+func (g *gen) netHTTPOpServer() {
+	hq := func(id string) *jen.Statement { return jen.Qual("net/http", id) }
+	g.opServer(opServerKind{
+		typ:     px + "Server",
+		lead:    []jen.Code{jen.Id("w").Add(hq("ResponseWriter")), jen.Id("r").Op("*").Add(hq("Request"))},
+		leadArg: []jen.Code{jen.Id("w"), jen.Id("r")},
+		body: func(policy string, call func() *jen.Statement) jen.Code {
+			return jen.Id("s").Dot("x").Dot("serve").Call(jen.Id("w"), jen.Id("r"), jen.Id(policy),
+				hq("HandlerFunc").Call(jen.Func().Params(jen.Id("w").Add(hq("ResponseWriter")), jen.Id("r").Op("*").Add(hq("Request"))).Block(call())))
+		},
+	})
+}
+
+func (g *gen) echoOpServer() {
+	g.opServer(opServerKind{
+		typ:     px + "EchoServer",
+		lead:    []jen.Code{jen.Id("ctx").Add(echoQ("Context"))},
+		leadArg: []jen.Code{jen.Id("ctx")},
+		result:  jen.Error(),
+		body: func(policy string, call func() *jen.Statement) jen.Code {
+			return jen.Return(jen.Id("s").Dot("x").Dot("serveEcho").Call(jen.Id("ctx"), jen.Id(policy),
+				jen.Func().Params(jen.Id("ctx").Add(echoQ("Context"))).Error().Block(jen.Return(call()))))
+		},
+	})
+}
+
+func (g *gen) ginOpServer() {
+	g.opServer(opServerKind{
+		typ:     px + "GinServer",
+		lead:    []jen.Code{jen.Id("ctx").Add(ginCtx())},
+		leadArg: []jen.Code{jen.Id("ctx")},
+		body: func(policy string, call func() *jen.Statement) jen.Code {
+			return jen.Id("s").Dot("x").Dot("runGin").Call(jen.Id("ctx"), jen.Id(policy), jen.Func().Params().Block(call()))
+		},
+	})
+}
+
+// echoRouterMethods are the methods of oapi-codegen's EchoRouter.
+var echoRouterMethods = []string{"CONNECT", "DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT", "TRACE"}
+
+// echoByPath writes what echo's RegisterHandlers protects by path: a
+// wrapper of the EchoRouter that adds, to the routes oapi-codegen
+// registers for those operations, a route middleware running the engine
+// (echo's route, not a path of the request). Nothing when there are none.
+func (g *gen) echoByPath() {
+	fb := g.fallbackOps()
+	if len(fb) == 0 {
+		return
+	}
+	t := g.cfg.Type
+	var methods []string
+	for _, i := range fb {
+		if m := g.spec.Operations[i].Method; slices.Contains(echoRouterMethods, m) && !slices.Contains(methods, m) {
+			methods = append(methods, m)
+		}
+	}
+	slices.Sort(methods)
+	typ := px + "EchoRouter"
+	g.doc(typ + " is the EchoRouter RegisterHandlers registers with: it adds to the route of each idempotent operation protected by path (" + px + "ByPath) a route middleware that runs the engine for it.")
+	g.f.Type().Id(typ).Struct(jen.Id("EchoRouter"), jen.Id("x").Op("*").Id(t))
+	for _, m := range methods {
+		g.docf("%s registers the route with the engine's route middleware added when it is one of an operation protected by path.", m)
+		g.f.Func().Params(jen.Id("r").Id(typ)).Id(m).Params(jen.Id("path").String(), jen.Id("h").Add(echoQ("HandlerFunc")), jen.Id("m").Op("...").Add(echoQ("MiddlewareFunc"))).Op("*").Add(echoQ("Route")).Block(
+			jen.Return(jen.Id("r").Dot("EchoRouter").Dot(m).Call(jen.Id("path"), jen.Id("h"), jen.Id("r").Dot("x").Dot("echoRoute").Call(jen.Lit(m), jen.Id("path"), jen.Id("m")).Op("..."))),
+		)
+	}
+	g.doc("echoRoute returns the route middlewares m, with the engine's innermost when method and path are the route of an idempotent operation protected by path.")
+	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("echoRoute").Params(jen.List(jen.Id("method"), jen.Id("path")).String(), jen.Id("m").Index().Add(echoQ("MiddlewareFunc"))).Index().Add(echoQ("MiddlewareFunc")).Block(
+		jen.List(jen.Id("i"), jen.Id("ok")).Op(":=").Id(px+"EchoRoutes").Index(jen.Id(px+"EchoRoute").Values(jen.Id("method"), jen.Id("path"))),
+		jen.If(jen.Op("!").Id("ok").Op("||").Op("!").Id(px+"ByPath").Call(jen.Id("i"))).Block(jen.Return(jen.Id("m"))),
+		jen.Id("p").Op(":=").Id(px+"Policies").Index(jen.Id("i")),
+		jen.Return(jen.Append(jen.Id("m").Index(jen.Empty(), jen.Len(jen.Id("m")), jen.Len(jen.Id("m"))), jen.Func().Params(jen.Id("next").Add(echoQ("HandlerFunc"))).Add(echoQ("HandlerFunc")).Block(
+			jen.Return(jen.Func().Params(jen.Id("ctx").Add(echoQ("Context"))).Error().Block(
+				jen.Return(jen.Id("x").Dot("serveEcho").Call(jen.Id("ctx"), jen.Id("p"), jen.Id("next"))),
+			)),
+		))),
+	)
+}
