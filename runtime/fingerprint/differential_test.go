@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -27,6 +28,14 @@ func documentedSum(h *fingerprint.Hasher, headers []string, in *fingerprint.Inpu
 // versions 1 and 2 no parameters; a process-local version (fingerprint.Local)
 // is the stream of its format, digested whole by fingerprint.LocalStreamSum.
 func documentedSumVersion(h *fingerprint.Hasher, headers []string, in *fingerprint.Input, version byte) fingerprint.Fingerprint {
+	return documentedSumDeclared(h, headers, nil, in, version)
+}
+
+// documentedSumDeclared is documentedSumVersion for a hasher built with
+// Options.MediaTypes declared (nil: without the list), as the package
+// documentation says ("Declared media types"): the JSON and form domains
+// only for a media type declared exactly.
+func documentedSumDeclared(h *fingerprint.Hasher, headers, declared []string, in *fingerprint.Input, version byte) fingerprint.Fingerprint {
 	sum := func(_ byte, st []byte) fingerprint.Fingerprint { return sum(version, st) }
 	v := version &^ 0x80 // the stream's format
 	str := func(b []byte, s string) []byte { return append(binary.AppendUvarint(b, uint64(len(s))), s...) }
@@ -66,10 +75,16 @@ func documentedSumVersion(h *fingerprint.Hasher, headers []string, in *fingerpri
 	media, _, _ := strings.Cut(in.ContentType, ";")
 	media = asciiLower(strings.Trim(media, " \t"))
 	st = str(append(st, 'B'), media)
+	read := declared == nil || declaresMedia(declared, media)
 	if v >= 3 {
-		st = append(st, documentedParams(media, in.ContentType)...)
+		if read {
+			st = append(st, documentedParams(media, in.ContentType)...)
+		} else {
+			st = append(st, documentedParams("", in.ContentType)...) // "": parameters as a raw type's
+		}
 	}
 	switch {
+	case !read:
 	case media == "application/json" || strings.HasSuffix(media, "+json") && strings.IndexByte(media, '/') > 0:
 		if canon, err := h.Canonical(nil, in.Body); err == nil {
 			return sum(v, str(append(st, 'J'), string(canon)))
@@ -80,6 +95,24 @@ func documentedSumVersion(h *fingerprint.Hasher, headers []string, in *fingerpri
 		}
 	}
 	return sum(v, str(append(st, 'R'), string(in.Body)))
+}
+
+// documentedMediaType is an RFC 9110 type "/" subtype, both tokens.
+var documentedMediaType = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+/[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+// declaresMedia reports whether the declared media types list media (a
+// request's, lower case, without parameters): an entry up to its ';',
+// trimmed of SP and HTAB, in ASCII lower case, equal to it, and neither a
+// range (a '*') nor anything but a media type.
+func declaresMedia(declared []string, media string) bool {
+	for _, d := range declared {
+		d, _, _ = strings.Cut(d, ";")
+		d = asciiLower(strings.Trim(d, " \t"))
+		if d == media && !strings.Contains(d, "*") && documentedMediaType.MatchString(d) {
+			return true
+		}
+	}
+	return false
 }
 
 // sum is the fingerprint of the stream st in version v.

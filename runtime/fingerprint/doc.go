@@ -112,6 +112,25 @@
 //   - 'R', raw: everything else, including a body that claims JSON or form
 //     but is not. The payload is the body's bytes as they are.
 //
+// Declared media types: a Hasher built with Options.MediaTypes (the
+// request media types the operation declares; runtime/idem passes the
+// generated policy's) takes the 'J' or 'F' domain only for a media type
+// among them, compared without parameters and in ASCII lower case. A body
+// of any other media type, application/json or a form included, is hashed
+// as the raw domain (its parameters as for any raw body: they count). A
+// handler reads the body as the operation declares it, not as the client
+// labels it (oapi-codegen's strict handler of an operation with one JSON
+// body decodes JSON whatever the Content-Type), so a form-labelled JSON
+// body must not be compared as form fields, which ignore the order of its
+// '&'-separated parts and its percent-escapes. A range in the list
+// ("application/*", "*/*") or an entry that is not a media type selects
+// nothing: a body it covers is raw unless its media type is also listed
+// exactly. An empty list that is not nil declares no body: every body is
+// raw. Without the list (nil) the media type alone selects the domain, as
+// above. The stream's layout is the same either way, in every version: the
+// list only chooses the domain, so a fingerprint changes only for a body
+// whose media type the list leaves out.
+//
 // Because the media type is part of the stream, the same bytes sent as
 // application/json and as application/merge-patch+json differ.
 //
@@ -232,6 +251,7 @@
 // kept too, with the digest's state after its whole 64-byte blocks: a
 // request with the same method, operation, query and content type as the
 // last one on the same scratch state, in the same version (and a hasher
-// without named headers), reuses both. See the
+// without named headers, with the same declared media types), reuses
+// both. See the
 // package benchmarks for numbers.
 package fingerprint

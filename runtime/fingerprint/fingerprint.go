@@ -72,6 +72,20 @@ type Options struct {
 	Unordered []string
 	// Headers lists request header names included in the digest.
 	Headers []string
+	// MediaTypes lists the request media types the operation declares
+	// (the keys of its OpenAPI requestBody's content), or is nil. When it
+	// is not nil, a body is canonicalized as JSON or as a form only when
+	// its media type is one of them (compared without parameters, in any
+	// case); a body of any other media type is hashed in the raw domain,
+	// byte for byte, with its Content-Type parameters: a handler that
+	// decodes JSON whatever the Content-Type says (oapi-codegen's) must
+	// not see two requests where the fingerprint sees one form. A range
+	// ("application/*", "*/*") or an entry that is not a media type
+	// matches nothing: such a declaration says nothing of how the handler
+	// reads the body. An empty list that is not nil declares no body: every
+	// body is raw. nil (a Hasher built without the list) canonicalizes
+	// every body as its Content-Type says; see the package documentation.
+	MediaTypes []string
 }
 
 // Input is one request to fingerprint.
@@ -106,6 +120,58 @@ type Input struct {
 type Hasher struct {
 	root    *node    // compiled Volatile and Unordered pointers; nil if none
 	headers []string // canonical header names, sorted, without duplicates
+	// media holds the JSON and form media types of Options.MediaTypes, nil
+	// without the list.
+	media *mediaSet
+}
+
+// mediaSet is the declared media types of a Hasher that select the JSON
+// or form domain: their essences in ASCII lower case, without
+// parameters. Its address names it in a state's cached header.
+type mediaSet struct{ types []string }
+
+// has reports whether essence (in ASCII lower case) is one of m's types.
+func (m *mediaSet) has(essence []byte) bool {
+	for _, t := range m.types {
+		if string(essence) == t {
+			return true
+		}
+	}
+	return false
+}
+
+// newMediaSet returns the mediaSet of the declared media types l: those
+// that select the JSON or the form domain; a range or an entry that is
+// not type/subtype is left out.
+func newMediaSet(l []string) *mediaSet {
+	m := &mediaSet{}
+	for _, mt := range l {
+		essence, kind := mediaType(mt)
+		if kind == domainRaw || strings.IndexByte(essence, '*') >= 0 || !isMediaType(essence) {
+			continue
+		}
+		essence = strings.ToLower(essence)
+		if !slices.Contains(m.types, essence) {
+			m.types = append(m.types, essence)
+		}
+	}
+	return m
+}
+
+// isMediaType reports whether s is an RFC 9110 type "/" subtype, both
+// tokens.
+func isMediaType(s string) bool {
+	t, sub, ok := strings.Cut(s, "/")
+	return ok && isToken(t) && isToken(sub)
+}
+
+func isToken(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !httpsyntax.IsTchar(s[i]) {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // New compiles opts; it fails on a malformed pointer with a *[PointerError].
@@ -115,6 +181,9 @@ func New(opts Options) (*Hasher, error) {
 		return nil, err
 	}
 	h := &Hasher{root: root}
+	if opts.MediaTypes != nil {
+		h.media = newMediaSet(opts.MediaTypes)
+	}
 	for _, name := range opts.Headers {
 		h.headers = append(h.headers, http.CanonicalHeaderKey(strings.TrimSpace(name)))
 	}
@@ -168,14 +237,16 @@ type state struct {
 	// headers summed with this state, in format hdrVersion; s.hdr[:hdrLen]
 	// is its header up to the path (the header's part that the requests
 	// to one operation share, whatever resource they name), hdrB its media
-	// type part and hdrKind its body domain (hdrLen 0: none). A service sums many
-	// requests of one operation, with the same header.
+	// type part and hdrKind its body domain (hdrLen 0: none), which
+	// hdrMedia, the hasher's declared media types, took part in choosing. A
+	// service sums many requests of one operation, with the same header.
 	hdrKey     []byte
 	hdrKeyLens [4]int
 	hdrVersion byte
 	hdrLen     int
 	hdrB       []byte
 	hdrKind    byte
+	hdrMedia   *mediaSet
 	// hdrReused: this call's header is the cached one. hdrState is then
 	// s.d's state (encoding.BinaryAppender) after the header's first
 	// hdrStateLen bytes, its whole 64-byte blocks (hdrStateLen 0: not made
@@ -360,7 +431,7 @@ func (h *Hasher) sum(in *Input, version int) Fingerprint {
 	v := version &^ localBit // the format of the stream
 	var hdr []byte
 	var kind byte
-	if len(h.headers) == 0 && s.hdrLen > 0 && s.hdrVersion == byte(v) && s.sameHeader(in) {
+	if len(h.headers) == 0 && s.hdrLen > 0 && s.hdrVersion == byte(v) && s.hdrMedia == h.media && s.sameHeader(in) {
 		hdr, kind = s.hdr[:s.hdrLen], s.hdrKind
 		if v >= 2 {
 			hdr = appendString(append(hdr, 'P'), in.Path)
@@ -455,6 +526,9 @@ func (h *Hasher) header(s *state, in *Input, v int) ([]byte, byte) {
 			}
 		}
 	}
+	if kind != domainRaw && h.media != nil && !h.media.has(hdr[lower:]) {
+		kind = domainRaw // a media type the operation does not declare
+	}
 	if v >= 3 {
 		if kind == domainRaw {
 			hdr = appendParams(hdr, in.ContentType)
@@ -466,7 +540,7 @@ func (h *Hasher) header(s *state, in *Input, v int) ([]byte, byte) {
 	if len(h.headers) == 0 {
 		s.hdrKey = append(append(append(append(s.hdrKey[:0], in.Method...), in.Operation...), in.RawQuery...), in.ContentType...)
 		s.hdrKeyLens = [4]int{len(in.Method), len(in.Operation), len(in.RawQuery), len(in.ContentType)}
-		s.hdrVersion, s.hdrLen, s.hdrKind = byte(v), shared, kind
+		s.hdrVersion, s.hdrLen, s.hdrKind, s.hdrMedia = byte(v), shared, kind, h.media
 		s.hdrB = append(s.hdrB[:0], hdr[media:]...)
 	}
 	return hdr, kind

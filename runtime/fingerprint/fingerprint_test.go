@@ -290,6 +290,7 @@ func TestSumAllocs(t *testing.T) {
 		Volatile: fingerprinttest.SampleVolatile, Unordered: fingerprinttest.SampleUnordered, Headers: []string{"X-Tenant"},
 	})
 	plain := mustNew(t, fingerprint.Options{})
+	declared := mustNew(t, fingerprint.Options{MediaTypes: []string{"application/json; charset=utf-8", "*/*"}})
 	unordered := mustNew(t, fingerprint.Options{Unordered: []string{"/*", "/*/*/k"}})
 	deep := strings.Repeat(`{"z":1,"y":[`, 200) + strings.Repeat(`]}`, 200)
 	json := func(query string, body []byte) *fingerprint.Input {
@@ -315,6 +316,10 @@ func TestSumAllocs(t *testing.T) {
 		// appendParams: a raw type's parameters (version 3).
 		{"raw parameters", h, &fingerprint.Input{Method: "POST", ContentType: `multipart/form-data; Boundary="a b"; x=1`, Body: []byte("--a b--\r\n")}},
 		{"invalid", h, json("", []byte(`{"broken":`))},
+		// Declared media types (Options.MediaTypes): a declared JSON body,
+		// and a form body the list leaves out, hashed raw.
+		{"declared json", declared, json("", []byte(`{"b":1,"a":[2,3]}`))},
+		{"undeclared form", declared, &fingerprint.Input{Method: "POST", ContentType: "application/x-www-form-urlencoded; charset=utf-8", Body: []byte(`{"a":"&","b":1}`)}},
 		// appendPlainQuery, with pairs.
 		{"plain query", plain, json("a=1&b=two&c&d=x=y", []byte(`{"a":1}`))},
 		// A top-level object hashed as it closes (hashObject), then data

@@ -207,6 +207,40 @@ func hasDuplicateNames(b []byte) bool {
 	}
 }
 
+// FuzzMediaTypes checks the declared media types (Options.MediaTypes)
+// through Sum: no panic, and the fingerprint of a request is the documented
+// stream's (documentedSumDeclared: the JSON and form domains only for a
+// media type declared exactly), for any declared entry and Content-Type.
+func FuzzMediaTypes(f *testing.F) {
+	for _, s := range [][3]string{
+		{"application/json", "application/json", `{"a":1}`},
+		{"application/json", "application/x-www-form-urlencoded", `{"a":"&","b":"%41"}`},
+		{" Application/JSON ; charset=utf-8", "application/json;charset=utf-8", `{"a":1}`},
+		{"application/*", "application/json", `{"a":1}`},
+		{"*/*", "application/x-www-form-urlencoded", "b=1&a=2"},
+		{"application/x-www-form-urlencoded", "Application/X-WWW-Form-URLEncoded", "b=1&a=2"},
+		{"application/vnd.a+json; v=2", "application/vnd.a+JSON; v=3", `{"a":1}`},
+		{"x y/z+json", "x y/z+json", `{"a":1}`},
+		{"", "", ""},
+	} {
+		f.Add(s[0], s[1], s[2])
+	}
+	f.Fuzz(func(t *testing.T, declared, ct, body string) {
+		list := []string{declared, "text/plain"}
+		h, err := fingerprint.New(fingerprint.Options{MediaTypes: list})
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := &fingerprint.Input{Method: "POST", ContentType: ct, Body: []byte(body)}
+		for _, v := range []int{1, 2, fingerprint.Version, fingerprint.Local(fingerprint.Version)} {
+			got, _ := h.SumVersion(in, v)
+			if want := documentedSumDeclared(h, nil, list, in, byte(v)); got != want {
+				t.Fatalf("declared %q, %q %q, version %#x: Sum %v, documented stream %v", declared, ct, body, v, got, want)
+			}
+		}
+	})
+}
+
 // FuzzForm checks the query and form canonicalization through Sum: no
 // panic; a query's part of the fingerprint is as documented (decodeForm,
 // an independent decoder, then a stable sort by name); reordering pairs of

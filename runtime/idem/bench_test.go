@@ -118,8 +118,11 @@ func benchEngine(b *testing.B) (*idem.Engine, *idem.Policy) {
 	s := memstore.New(memstore.Options{SweepInterval: -1, MinRetention: time.Nanosecond})
 	b.Cleanup(func() { _ = s.Close() })
 	eng := idem.New(s, idem.Options{Principal: idem.Anonymous})
+	// The declared media types, as generated code gives them: the
+	// request's (application/json) is among them.
 	return eng, idem.MustCompile(idem.Spec{Operation: "createOrder", Semantics: idem.Strict,
-		Response: idem.ResponseSpec{Headers: []string{"Location"}}})
+		Response: idem.ResponseSpec{Headers: []string{"Location"}},
+		Request:  idem.RequestSpec{MediaTypes: []string{"application/json"}}})
 }
 
 // BenchmarkBare is the floor: the handler without the middleware.

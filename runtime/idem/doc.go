@@ -18,7 +18,8 @@
 //  2. reads the body, never more than Request.MaxBytes (413
 //     IDEMPOTENCY_REQUEST_TOO_LARGE beyond), and fingerprints the request
 //     (package fingerprint: method, operation, path, canonical body
-//     without the volatile members, query, named headers; in the version
+//     without the volatile members, query, named headers; a body of a
+//     media type Request.MediaTypes does not declare byte for byte; in the version
 //     Options.FingerprintVersion names, and a record whose fingerprint is of
 //     another version is compared in that version; a keyed request whose
 //     record has another fingerprint is compared again under the fingerprint

@@ -109,7 +109,8 @@ var idemgenPolicyCreateRedemption = idem.MustCompile(idem.Spec{
 		Headers:  []string{"Location"},
 	},
 	Request: idem.RequestSpec{
-		MaxBytes: 1048576,
+		MaxBytes:   1048576,
+		MediaTypes: []string{"application/json"},
 	},
 })
 

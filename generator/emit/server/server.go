@@ -423,7 +423,15 @@ func runtimeSpec(op *ir.Operation) idem.Spec {
 		ConflictStatus:     p.ConflictStatus,
 		InFlight:           idem.InFlightSpec{Status: p.InFlight.Status, RetryAfter: p.InFlight.RetryAfter, Lease: p.InFlight.Lease, Wait: p.InFlight.Wait},
 		Response:           idem.ResponseSpec{MaxBytes: int(p.Response.MaxBytes), Headers: p.Response.Headers},
-		Request:            idem.RequestSpec{MaxBytes: p.Request.MaxBytes},
+		Request:            idem.RequestSpec{MaxBytes: p.Request.MaxBytes, MediaTypes: []string{}},
+	}
+	// The declared request media types: the fingerprint reads a body as
+	// JSON or as a form only when sent as one of them (oapi-codegen's
+	// handlers decode JSON whatever the Content-Type says). Never nil:
+	// nil is a Spec without the list (the Content-Type reading); an
+	// operation without a request body declares none.
+	if op.Body != nil {
+		s.Request.MediaTypes = slices.Clone(op.Body.ContentTypes)
 	}
 	switch p.Semantics {
 	case ir.Strict:
@@ -526,6 +534,12 @@ func specLiteral(s idem.Spec) jen.Code {
 		))),
 		gogen.Field("Request", q("RequestSpec").Add(gogen.Fields(
 			gogen.Field("MaxBytes", jen.Lit(int(s.Request.MaxBytes))),
+			// Never nil (runtimeSpec): []string{} declares no body.
+			gogen.Field("MediaTypes", jen.Index().String().ValuesFunc(func(g *jen.Group) {
+				for _, v := range s.Request.MediaTypes {
+					g.Lit(v)
+				}
+			})),
 		))),
 	}
 	// CompatibleFingerprints only when the contract has compatible-fingerprints: the

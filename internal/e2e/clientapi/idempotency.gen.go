@@ -121,7 +121,8 @@ var idemgenPolicyUpdateAccount = idem.MustCompile(idem.Spec{
 		Headers:  nil,
 	},
 	Request: idem.RequestSpec{
-		MaxBytes: 1048576,
+		MaxBytes:   1048576,
+		MediaTypes: []string{"application/json"},
 	},
 })
 
@@ -156,7 +157,8 @@ var idemgenPolicyClaimCoupon = idem.MustCompile(idem.Spec{
 		Headers:  []string{"Location"},
 	},
 	Request: idem.RequestSpec{
-		MaxBytes: 1048576,
+		MaxBytes:   1048576,
+		MediaTypes: []string{"application/json"},
 	},
 })
 
@@ -191,7 +193,8 @@ var idemgenPolicyRecordEvent = idem.MustCompile(idem.Spec{
 		Headers:  nil,
 	},
 	Request: idem.RequestSpec{
-		MaxBytes: 1048576,
+		MaxBytes:   1048576,
+		MediaTypes: []string{"application/json"},
 	},
 })
 
@@ -226,7 +229,8 @@ var idemgenPolicyTouchItem = idem.MustCompile(idem.Spec{
 		Headers:  nil,
 	},
 	Request: idem.RequestSpec{
-		MaxBytes: 1048576,
+		MaxBytes:   1048576,
+		MediaTypes: []string{},
 	},
 })
 
@@ -261,7 +265,8 @@ var idemgenPolicyCreateOrder = idem.MustCompile(idem.Spec{
 		Headers:  nil,
 	},
 	Request: idem.RequestSpec{
-		MaxBytes: 1048576,
+		MaxBytes:   1048576,
+		MediaTypes: []string{"application/json"},
 	},
 })
 
@@ -296,7 +301,8 @@ var idemgenPolicyCreatePayment = idem.MustCompile(idem.Spec{
 		Headers:  nil,
 	},
 	Request: idem.RequestSpec{
-		MaxBytes: 1048576,
+		MaxBytes:   1048576,
+		MediaTypes: []string{"application/json"},
 	},
 })
 
@@ -332,7 +338,8 @@ var idemgenPolicyUploadReceiptFile = idem.MustCompile(idem.Spec{
 		Headers:  nil,
 	},
 	Request: idem.RequestSpec{
-		MaxBytes: 1048576,
+		MaxBytes:   1048576,
+		MediaTypes: []string{"application/octet-stream"},
 	},
 })
 
@@ -367,7 +374,8 @@ var idemgenPolicySubscribe = idem.MustCompile(idem.Spec{
 		Headers:  nil,
 	},
 	Request: idem.RequestSpec{
-		MaxBytes: 1048576,
+		MaxBytes:   1048576,
+		MediaTypes: []string{"application/x-www-form-urlencoded"},
 	},
 })
 
@@ -402,7 +410,8 @@ var idemgenPolicyCreateTransfer = idem.MustCompile(idem.Spec{
 		Headers:  nil,
 	},
 	Request: idem.RequestSpec{
-		MaxBytes: 1048576,
+		MaxBytes:   1048576,
+		MediaTypes: []string{"application/json"},
 	},
 })
 

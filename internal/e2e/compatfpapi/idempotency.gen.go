@@ -110,7 +110,8 @@ var idemgenPolicyCreateRefund = idem.MustCompile(idem.Spec{
 		Headers:  nil,
 	},
 	Request: idem.RequestSpec{
-		MaxBytes: 1048576,
+		MaxBytes:   1048576,
+		MediaTypes: []string{"application/json"},
 	},
 })
 
@@ -145,7 +146,8 @@ var idemgenPolicyCreateTransfer = idem.MustCompile(idem.Spec{
 		Headers:  nil,
 	},
 	Request: idem.RequestSpec{
-		MaxBytes: 1048576,
+		MaxBytes:   1048576,
+		MediaTypes: []string{"application/json"},
 	},
 	CompatibleFingerprints: []idem.FingerprintSpec{
 		{

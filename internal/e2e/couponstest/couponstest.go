@@ -303,6 +303,36 @@ func Run(t *testing.T, newServer NewServer) {
 		assert.Equal(t, 1, svc.Count("claimCoupon"))
 	})
 
+	// The security trial's attack: claimCoupon declares only
+	// application/json, and its handler decodes JSON whatever the
+	// Content-Type. A JSON body labelled as a form was compared as form
+	// fields, which ignore the order of the '&'-separated parts and
+	// percent-escapes: the retry, which the handler reads as another user's
+	// claim, was replayed the first response. The generated policy declares
+	// the operation's media types, so such a body is compared byte for
+	// byte.
+	t.Run("undeclared media type: compared byte for byte", func(t *testing.T) {
+		const form = "application/x-www-form-urlencoded"
+		for _, tt := range []struct{ name, first, retry string }{
+			// The last user_id, the one encoding/json keeps, goes from u1 to u2.
+			{"parts reordered", `{"trace_id":"&","user_id":"u2","trace_id":"&","user_id":"u1","trace_id":"&"}`,
+				`{"trace_id":"&","user_id":"u1","trace_id":"&","user_id":"u2","trace_id":"&"}`},
+			{"percent-escaped", claim("u1", ""), claim("%75%31", "")},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				c, svc, _ := start(t)
+				first := c.do("POST", "/coupons/C1/claims", tt.first, "Idempotency-Key", key1, "Content-Type", form)
+				require.Less(t, first.Status, 500, first.Body) // recorded (a framework may bind the form and refuse it)
+				retry := c.do("POST", "/coupons/C1/claims", tt.retry, "Idempotency-Key", key1, "Content-Type", form)
+				assert.Empty(t, retry.Header.Get("Idempotent-Replayed"))
+				require.Equal(t, http.StatusUnprocessableEntity, retry.Status, retry.Body)
+				code, _ := retry.Problem(t)
+				assert.Equal(t, idem.CodeKeyReused, code)
+				assert.LessOrEqual(t, svc.Count("claimCoupon"), 1)
+			})
+		}
+	})
+
 	t.Run("missing and malformed keys", func(t *testing.T) {
 		c, svc, _ := start(t)
 		for _, tt := range []struct {

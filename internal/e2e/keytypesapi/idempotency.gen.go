@@ -112,7 +112,8 @@ var idemgenPolicyCreateNote = idem.MustCompile(idem.Spec{
 		Headers:  nil,
 	},
 	Request: idem.RequestSpec{
-		MaxBytes: 1048576,
+		MaxBytes:   1048576,
+		MediaTypes: []string{"application/json"},
 	},
 })
 
@@ -147,7 +148,8 @@ var idemgenPolicyMakePayment = idem.MustCompile(idem.Spec{
 		Headers:  nil,
 	},
 	Request: idem.RequestSpec{
-		MaxBytes: 1048576,
+		MaxBytes:   1048576,
+		MediaTypes: []string{},
 	},
 })
 
@@ -182,7 +184,8 @@ var idemgenPolicyMakeRefund = idem.MustCompile(idem.Spec{
 		Headers:  nil,
 	},
 	Request: idem.RequestSpec{
-		MaxBytes: 1048576,
+		MaxBytes:   1048576,
+		MediaTypes: []string{},
 	},
 })
 
@@ -217,7 +220,8 @@ var idemgenPolicyOpenTicket = idem.MustCompile(idem.Spec{
 		Headers:  nil,
 	},
 	Request: idem.RequestSpec{
-		MaxBytes: 1048576,
+		MaxBytes:   1048576,
+		MediaTypes: []string{},
 	},
 })
 
@@ -252,7 +256,8 @@ var idemgenPolicyCastVote = idem.MustCompile(idem.Spec{
 		Headers:  nil,
 	},
 	Request: idem.RequestSpec{
-		MaxBytes: 1048576,
+		MaxBytes:   1048576,
+		MediaTypes: []string{},
 	},
 })
 

@@ -111,7 +111,8 @@ var idemgenPolicyClaimCoupon = idem.MustCompile(idem.Spec{
 		Headers:  []string{"Location"},
 	},
 	Request: idem.RequestSpec{
-		MaxBytes: 1048576,
+		MaxBytes:   1048576,
+		MediaTypes: []string{"application/json"},
 	},
 })
 
@@ -146,7 +147,8 @@ var idemgenPolicyRecordEvent = idem.MustCompile(idem.Spec{
 		Headers:  nil,
 	},
 	Request: idem.RequestSpec{
-		MaxBytes: 1048576,
+		MaxBytes:   1048576,
+		MediaTypes: []string{"application/json"},
 	},
 })
 
@@ -181,7 +183,8 @@ var idemgenPolicyTouchItem = idem.MustCompile(idem.Spec{
 		Headers:  nil,
 	},
 	Request: idem.RequestSpec{
-		MaxBytes: 1048576,
+		MaxBytes:   1048576,
+		MediaTypes: []string{},
 	},
 })
 
@@ -216,7 +219,8 @@ var idemgenPolicyCreateOrder = idem.MustCompile(idem.Spec{
 		Headers:  nil,
 	},
 	Request: idem.RequestSpec{
-		MaxBytes: 1048576,
+		MaxBytes:   1048576,
+		MediaTypes: []string{"application/json"},
 	},
 })
 
@@ -251,7 +255,8 @@ var idemgenPolicyCreatePayment = idem.MustCompile(idem.Spec{
 		Headers:  nil,
 	},
 	Request: idem.RequestSpec{
-		MaxBytes: 1048576,
+		MaxBytes:   1048576,
+		MediaTypes: []string{"application/json"},
 	},
 })
 
@@ -286,7 +291,8 @@ var idemgenPolicyCreateTransfer = idem.MustCompile(idem.Spec{
 		Headers:  nil,
 	},
 	Request: idem.RequestSpec{
-		MaxBytes: 1048576,
+		MaxBytes:   1048576,
+		MediaTypes: []string{"application/json"},
 	},
 })
 

@@ -107,7 +107,8 @@ var idemgenPolicyPostRoot = idem.MustCompile(idem.Spec{
 		Headers:  nil,
 	},
 	Request: idem.RequestSpec{
-		MaxBytes: 1048576,
+		MaxBytes:   1048576,
+		MediaTypes: []string{},
 	},
 })
 
@@ -142,7 +143,8 @@ var idemgenPolicyPatchAX = idem.MustCompile(idem.Spec{
 		Headers:  nil,
 	},
 	Request: idem.RequestSpec{
-		MaxBytes: 1048576,
+		MaxBytes:   1048576,
+		MediaTypes: []string{},
 	},
 })
 
@@ -177,7 +179,8 @@ var idemgenPolicyPostAX = idem.MustCompile(idem.Spec{
 		Headers:  nil,
 	},
 	Request: idem.RequestSpec{
-		MaxBytes: 1048576,
+		MaxBytes:   1048576,
+		MediaTypes: []string{},
 	},
 })
 
@@ -212,7 +215,8 @@ var idemgenPolicyPostAXC = idem.MustCompile(idem.Spec{
 		Headers:  nil,
 	},
 	Request: idem.RequestSpec{
-		MaxBytes: 1048576,
+		MaxBytes:   1048576,
+		MediaTypes: []string{},
 	},
 })
 
@@ -247,7 +251,8 @@ var idemgenPolicyPostCafeOrders = idem.MustCompile(idem.Spec{
 		Headers:  nil,
 	},
 	Request: idem.RequestSpec{
-		MaxBytes: 1048576,
+		MaxBytes:   1048576,
+		MediaTypes: []string{},
 	},
 })
 
