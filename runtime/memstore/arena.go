@@ -24,6 +24,16 @@ import (
 // on a 2 MiB boundary, so a region is two huge pages; on older kernels it
 // is often one, and 4 KiB pages around it).
 //
+// A region is touched before it is needed: once the current region is half
+// carved, a goroutine maps the next one and has the system back it with
+// memory (MADV_POPULATE_WRITE, or a write per page), so that the page
+// faults of a growing store (on these machines, one 2 MiB huge page cleared
+// in about 5 ms, for about 4,000 records) happen beside the requests
+// instead of inside one of them. The process's CPU time is the same; a
+// request no longer waits for it. It keeps at most one region (4 MiB)
+// resident ahead of the store's growth, and only once a store has grown
+// past half a region.
+//
 // What it costs: a block is reused as soon as it is freed, so nothing
 // outside a shard's lock may hold a slice of it: a Record's Response is a
 // copy. The Go runtime does not count this memory (GOMEMLIMIT,
@@ -52,6 +62,9 @@ type arena struct {
 	blocks  [numClasses][]unsafe.Pointer // free blocks, by class
 	mapped  int64                        // bytes mapped: regions and large blocks
 	used    int64                        // bytes of the blocks handed out
+	// preparing: a goroutine is mapping and populating the next region
+	// (prepare), to become the spare one.
+	preparing bool
 }
 
 type region struct {
@@ -113,6 +126,10 @@ func (a *arena) alloc(n int) []byte {
 		}
 		p = unsafe.Pointer(&a.cur.mem[a.cur.carved])
 		a.cur.carved += size
+		if a.cur.carved >= regionSize/2 && a.spare == nil && !a.preparing && a.populates() {
+			a.preparing = true
+			go a.prepare()
+		}
 	}
 	a.regionOf(uintptr(p)).live += size
 	a.used += int64(size)
@@ -177,6 +194,37 @@ func (a *arena) newRegion() *region {
 	a.regions = slices.Insert(a.regions, i, r)
 	a.mapped += regionSize
 	return r
+}
+
+// populates reports whether regions are memory the system maps (and so
+// backs on first touch); where sysMap falls back to the Go heap, the heap
+// has touched them already.
+func (a *arena) populates() bool { return sysPopulates }
+
+// prepare maps a region, has it backed with memory and makes it the spare
+// region (that newRegion hands out next), unless one became spare
+// meanwhile (a region freed): then it is unmapped again.
+func (a *arena) prepare() {
+	m, ok := sysMap(regionSize)
+	if ok {
+		sysHugePages(m)
+		sysPopulate(m)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.preparing = false
+	if !ok {
+		return
+	}
+	if a.spare != nil {
+		sysUnmap(m)
+		return
+	}
+	r := &region{base: uintptr(unsafe.Pointer(unsafe.SliceData(m))), mem: m}
+	i, _ := slices.BinarySearchFunc(a.regions, r.base, cmpBase)
+	a.regions = slices.Insert(a.regions, i, r)
+	a.mapped += regionSize
+	a.spare = r
 }
 
 func cmpBase(r *region, p uintptr) int { return cmp.Compare(r.base, p) }

@@ -8,3 +8,8 @@ package memstore
 func sysMap(n int) ([]byte, bool) { return make([]byte, n), true }
 
 func sysUnmap([]byte) {}
+
+// sysPopulates: regions are Go heap memory, which make has written already.
+const sysPopulates = false
+
+func touch([]byte) {}

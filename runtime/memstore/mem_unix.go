@@ -11,5 +11,17 @@ func sysMap(n int) ([]byte, bool) {
 	return b, err == nil
 }
 
+// sysPopulates: sysMap maps memory that the system backs on first touch
+// (see arena.prepare).
+const sysPopulates = true
+
+// touch writes a zero to every page of b (fresh, zeroed memory: nothing
+// changes but that the system backs the pages).
+func touch(b []byte) {
+	for i := 0; i < len(b); i += pageBytes {
+		b[i] = 0
+	}
+}
+
 // sysUnmap unmaps b, which sysMap returned (the same slice).
 func sysUnmap(b []byte) { _ = syscall.Munmap(b) }
