@@ -319,52 +319,6 @@ func formatBytes(n int64) string {
 	return strconv.FormatInt(n, 10) + " bytes"
 }
 
-// The readings of a request body (runtime/fingerprint): as JSON data, as a
-// form's fields, or byte for byte.
-const (
-	readRaw = iota
-	readJSON
-	readForm
-)
-
-// declaredReading returns the reading that the declared media type ct (a
-// key of a requestBody's content) gives a body sent with its media type,
-// as runtime/fingerprint decides it (newMediaSet, mediaType; the generated
-// policies pass the keys as idem.RequestSpec.MediaTypes): JSON for
-// application/json and any type/subtype ending in "+json", a form for
-// application/x-www-form-urlencoded, parameters left out, in any case;
-// byte for byte for any other, for a range ("application/*+json", "*/*")
-// and for an entry that is not an RFC 9110 type "/" subtype of tokens.
-// TestDeclaredReadingMatchesRuntime pins it to the runtime.
-func declaredReading(ct string) int {
-	mt, _, _ := strings.Cut(ct, ";")
-	mt = strings.Trim(mt, " \t")
-	typ, sub, ok := strings.Cut(mt, "/")
-	if !ok || !isToken(typ) || !isToken(sub) || strings.IndexByte(mt, '*') >= 0 {
-		return readRaw
-	}
-	switch {
-	case strings.EqualFold(mt, "application/json"):
-		return readJSON
-	case len(sub) >= 5 && strings.EqualFold(sub[len(sub)-5:], "+json"):
-		return readJSON
-	case strings.EqualFold(mt, "application/x-www-form-urlencoded"):
-		return readForm
-	}
-	return readRaw
-}
-
-// isToken reports whether s is an RFC 9110 token: tchars, at least one.
-func isToken(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
-			return false
-		}
-	}
-	return s != ""
-}
-
 // bodyCompare says how the fingerprint compares the request body of op, as
 // the runtime does with the media types op declares (the generated
 // policy's idem.RequestSpec.MediaTypes): a body sent with a declared JSON
@@ -378,10 +332,10 @@ func bodyCompare(op *ir.Operation) string {
 	multipart := false
 	if op.Body != nil {
 		for _, ct := range op.Body.ContentTypes {
-			switch declaredReading(ct) {
-			case readJSON:
+			switch ir.MediaTypeReading(ct) {
+			case ir.ReadJSON:
 				jsonTypes = append(jsonTypes, ct)
-			case readForm:
+			case ir.ReadForm:
 				formTypes = append(formTypes, ct)
 			default:
 				rawTypes = append(rawTypes, ct)

@@ -14,7 +14,7 @@ import (
 // its exported API: two JSON bodies that differ only in member order and
 // white space, or two forms that differ only in field order, get one
 // fingerprint.
-func runtimeReading(t *testing.T, ct string) int {
+func runtimeReading(t *testing.T, ct string) ir.Reading {
 	t.Helper()
 	h, err := fingerprint.New(fingerprint.Options{MediaTypes: []string{ct}})
 	if err != nil {
@@ -28,17 +28,18 @@ func runtimeReading(t *testing.T, ct string) int {
 	}
 	switch {
 	case same(`{"a":1,"b":2}`, `{ "b": 2, "a": 1 }`):
-		return readJSON
+		return ir.ReadJSON
 	case same("a=1&b=2", "b=2&a=1"):
-		return readForm
+		return ir.ReadForm
 	}
-	return readRaw
+	return ir.ReadRaw
 }
 
-// TestDeclaredReadingMatchesRuntime pins declaredReading, which the docs
-// and contract summaries describe a body by, to the runtime's
-// classification of the declared media types (newMediaSet).
-func TestDeclaredReadingMatchesRuntime(t *testing.T) {
+// TestMediaTypeReadingMatchesRuntime pins ir.MediaTypeReading, which the
+// docs and contract summaries describe a body by (and the compiler checks
+// volatile and unordered pointers by), to the runtime's classification of
+// the declared media types (newMediaSet).
+func TestMediaTypeReadingMatchesRuntime(t *testing.T) {
 	cases := []string{
 		"application/json", "Application/JSON", "application/json; charset=utf-8", " application/json ",
 		"\tapplication/json;", "application/json x", "application/json,text/plain",
@@ -55,8 +56,8 @@ func TestDeclaredReadingMatchesRuntime(t *testing.T) {
 			"appl"+string([]byte{byte(c)})+"cation/x-www-form-urlencoded")
 	}
 	for _, ct := range cases {
-		if got, want := declaredReading(ct), runtimeReading(t, ct); got != want {
-			t.Errorf("declaredReading(%q) = %d, the runtime reads %d", ct, got, want)
+		if got, want := ir.MediaTypeReading(ct), runtimeReading(t, ct); got != want {
+			t.Errorf("ir.MediaTypeReading(%q) = %d, the runtime reads %d", ct, got, want)
 		}
 	}
 }
