@@ -882,7 +882,9 @@ func (c *compiler) body(op *openapi3.Operation, names naming.Op) *ir.Body {
 	rb := op.RequestBody.Value
 	b := &ir.Body{ContentTypes: sortedKeys(rb.Content), Required: rb.Required}
 	for _, ct := range b.ContentTypes {
-		if isJSON(ct) {
+		// JSON as the fingerprint reads it: a range (application/*+json)
+		// that oapi-codegen takes for JSON selects no reading.
+		if ir.MediaTypeReading(ct) == ir.ReadJSON {
 			b.JSON = true
 		}
 	}
@@ -1262,7 +1264,7 @@ func (c *compiler) checkPointers(out *ir.Operation, op *openapi3.Operation, b co
 				c.diags.Errorf(p.Pos, field+"-unknown-member", "%s: %s has no request body, so %s names nothing", label, where, p.Pointer)
 				continue
 			case hasNonJSON:
-				c.diags.Unsupportedf(p.Pos, "non-json-body", "%s: %s applies to JSON bodies only; %s takes %s", label, p.Pointer, where, strings.Join(out.Body.ContentTypes, ", "))
+				c.diags.Unsupportedf(p.Pos, "non-json-body", "%s: %s applies to JSON bodies only; %s takes %s%s", label, p.Pointer, where, strings.Join(out.Body.ContentTypes, ", "), jsonRangeHint(out.Body.ContentTypes))
 				continue
 			case body == nil:
 				continue // JSON without a schema: anything may be there
@@ -1457,6 +1459,18 @@ func (c *compiler) rawBodyStrict(out *ir.Operation, where string) {
 		c.diags.Warnf(out.ContractPos, "raw-body-strict", "%s takes %s, which the fingerprint compares byte for byte, its boundary included: %s %s; clients must resend the same bytes (or use loose semantics)", where, ct, who, what)
 		return
 	}
+}
+
+// jsonRangeHint explains why a body declared with a JSON range (or an
+// entry that is not a media type, which oapi-codegen may still take for
+// JSON) is no JSON body for the fingerprint; "" when none of cts is such.
+func jsonRangeHint(cts []string) string {
+	for _, ct := range cts {
+		if isJSON(ct) || strings.HasSuffix(mediaType(ct), "+json") {
+			return fmt.Sprintf(" (the fingerprint reads a body as JSON only when sent as a media type the operation declares exactly: %s is a range or no media type, so a body it covers is compared byte for byte; declare application/json or the exact +json type)", ct)
+		}
+	}
+	return ""
 }
 
 // mediaType is ct without its parameters, trimmed and in lower case.

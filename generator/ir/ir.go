@@ -251,7 +251,7 @@ type KeySchema struct {
 // Body is the request body of an operation.
 type Body struct {
 	ContentTypes []string `json:"contentTypes"` // sorted
-	JSON         bool     `json:"json"`         // one of them is a JSON media type
+	JSON         bool     `json:"json"`         // one of them is read as JSON (MediaTypeReading; a range is not)
 	Required     bool     `json:"required"`
 	GoType       string   `json:"goType,omitempty"` // oapi-codegen's type of the default JSON body, e.g. NewPet or AddPetJSONBody
 	// Alias is true when <Op>JSONRequestBody is an alias of GoType (a

@@ -137,7 +137,9 @@ func KeyOf(round, i uint32) string {
 
 // Spec is idemgen's policy for createOrder: strict semantics, a UUID key in
 // the Idempotency-Key header, the canonical fingerprint of the body with
-// sent_at excluded, Location replayed beside Content-Type.
+// sent_at excluded, Location replayed beside Content-Type. Like a generated
+// policy it declares the operation's request media type (application/json):
+// a body sent with another is compared byte for byte.
 func Spec() idem.Spec {
 	return idem.Spec{
 		Operation: "createOrder", Method: "POST", Path: Path,
@@ -145,5 +147,6 @@ func Spec() idem.Spec {
 		Key:       idem.KeySpec{Format: idem.FormatUUID},
 		Volatile:  []string{"/sent_at"},
 		Response:  idem.ResponseSpec{Headers: []string{"Location"}},
+		Request:   idem.RequestSpec{MediaTypes: []string{"application/json"}},
 	}
 }

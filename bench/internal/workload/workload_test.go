@@ -26,6 +26,13 @@ func TestPayloads(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// TestSpecMediaTypes: the policy declares application/json, as a generated
+// policy of an operation with a JSON body does (idem.RequestSpec.MediaTypes;
+// nil would be the Content-Type reading no generated code has).
+func TestSpecMediaTypes(t *testing.T) {
+	assert.Equal(t, []string{"application/json"}, Spec().Request.MediaTypes)
+}
+
 func TestKeys(t *testing.T) {
 	seen := map[string]bool{}
 	for r := range 3 {

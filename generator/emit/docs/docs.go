@@ -319,26 +319,28 @@ func formatBytes(n int64) string {
 	return strconv.FormatInt(n, 10) + " bytes"
 }
 
-// bodyCompare says how the fingerprint compares the request body of op, by
-// its content types (runtime/fingerprint): JSON as data, a form field by
-// field, anything else byte for byte with its Content-Type's parameters
-// (fingerprint version 3). An operation without a declared body
-// is described as JSON, the common case.
+// bodyCompare says how the fingerprint compares the request body of op, as
+// the runtime does with the media types op declares (the generated
+// policy's idem.RequestSpec.MediaTypes): a body sent with a declared JSON
+// media type as data, with a declared form media type field by field, any
+// other byte for byte with its Content-Type's parameters (fingerprint
+// version 3): a body of a declared range or other media type, of a media
+// type op does not declare, and every body of an operation that declares
+// no request body.
 func bodyCompare(op *ir.Operation) string {
 	var jsonTypes, formTypes, rawTypes []string
 	multipart := false
 	if op.Body != nil {
 		for _, ct := range op.Body.ContentTypes {
-			mt, _, _ := strings.Cut(ct, ";")
-			mt = strings.ToLower(strings.TrimSpace(mt))
-			switch {
-			case mt == "application/json" || strings.HasSuffix(mt, "+json"):
+			switch ir.MediaTypeReading(ct) {
+			case ir.ReadJSON:
 				jsonTypes = append(jsonTypes, ct)
-			case mt == "application/x-www-form-urlencoded":
+			case ir.ReadForm:
 				formTypes = append(formTypes, ct)
 			default:
 				rawTypes = append(rawTypes, ct)
-				multipart = multipart || strings.HasPrefix(mt, "multipart/")
+				mt, _, _ := strings.Cut(ct, ";")
+				multipart = multipart || strings.HasPrefix(strings.ToLower(strings.TrimSpace(mt)), "multipart/")
 			}
 		}
 	}
@@ -354,13 +356,15 @@ func bodyCompare(op *ir.Operation) string {
 	if multipart {
 		rawPhrase += "; a multipart body's boundary is among those bytes and parameters, so a retry must resend the same bytes and `Content-Type`, boundary included"
 	}
-	if len(formTypes)+len(rawTypes) == 0 {
-		return "JSON body, " + jsonPhrase
-	}
-	if len(jsonTypes)+len(rawTypes) == 0 {
-		return "form body, " + formPhrase
-	}
-	if len(jsonTypes)+len(formTypes) == 0 {
+	const otherBody = "a body sent with a media type not listed here is compared byte for byte, with the parameters of its `Content-Type`"
+	switch {
+	case op.Body == nil:
+		return "body: the operation declares none, so any body sent is compared byte for byte, with the parameters of its `Content-Type` (such as `charset`)"
+	case len(formTypes)+len(rawTypes) == 0:
+		return "JSON body (" + ticks(jsonTypes) + "), " + jsonPhrase + "; " + otherBody
+	case len(jsonTypes)+len(rawTypes) == 0:
+		return "form body (" + ticks(formTypes) + "), " + formPhrase + "; " + otherBody
+	case len(jsonTypes)+len(formTypes) == 0:
 		return "body (" + ticks(rawTypes) + "), " + rawPhrase
 	}
 	var parts []string
@@ -368,10 +372,12 @@ func bodyCompare(op *ir.Operation) string {
 		parts = append(parts, "a JSON body ("+ticks(jsonTypes)+") is "+jsonPhrase)
 	}
 	if len(formTypes) > 0 {
-		parts = append(parts, "a form body is "+formPhrase)
+		parts = append(parts, "a form body ("+ticks(formTypes)+") is "+formPhrase)
 	}
 	if len(rawTypes) > 0 {
-		parts = append(parts, "any other body ("+ticks(rawTypes)+") is "+rawPhrase)
+		parts = append(parts, "any other body ("+ticks(rawTypes)+", or a media type not listed here) is "+rawPhrase)
+	} else {
+		parts = append(parts, otherBody)
 	}
 	return "body, by its content type: " + strings.Join(parts, "; ")
 }

@@ -103,7 +103,7 @@ paths:
 `), 0o644))
 	out, err := docs.Render(compileCase(t, spec, ""))
 	require.NoError(t, err)
-	assert.Contains(t, string(out), "headers `WWW-Authenticate`, `x-tenant-ID`, media type of the `Content-Type` (`application/json` is not `application/merge-patch+json`) and JSON body")
+	assert.Contains(t, string(out), "headers `WWW-Authenticate`, `x-tenant-ID`, media type of the `Content-Type` (`application/json` is not `application/merge-patch+json`) and body: the operation declares none, so any body sent is compared byte for byte")
 	assert.Contains(t, string(out), "`Content-Type`, `Content-Encoding`, `ETag`, and `Idempotent-Replayed: true`;")
 	assert.NotContains(t, string(out), "Www-Authenticate")
 }
@@ -116,10 +116,10 @@ func TestBodyComparison(t *testing.T) {
 	out, err := docs.Render(compileCase(t, c, ""))
 	require.NoError(t, err)
 	s := string(out)
-	assert.Contains(t, s, "and body, by its content type: a JSON body (`application/json`) is compared as data: member order, white space, number spelling and the `Content-Type` parameters (such as `charset`) do not matter, members the schema does not declare count like the others; any other body (`multipart/form-data`) is compared byte for byte, with the parameters of its `Content-Type` (such as `charset`); a multipart body's boundary is among those bytes and parameters, so a retry must resend the same bytes and `Content-Type`, boundary included.")
+	assert.Contains(t, s, "and body, by its content type: a JSON body (`application/json`) is compared as data: member order, white space, number spelling and the `Content-Type` parameters (such as `charset`) do not matter, members the schema does not declare count like the others; any other body (`multipart/form-data`, or a media type not listed here) is compared byte for byte, with the parameters of its `Content-Type` (such as `charset`); a multipart body's boundary is among those bytes and parameters, so a retry must resend the same bytes and `Content-Type`, boundary included.")
 	assert.Contains(t, s, "and body (`multipart/mixed`), compared byte for byte, with the parameters of its `Content-Type` (such as `charset`); a multipart body's boundary is among those bytes and parameters")
-	assert.Contains(t, s, "and form body, compared field by field: fields in any order (the values of one field in theirs), `+` and `%20` alike.")
-	assert.Equal(t, 0, strings.Count(s, "JSON body, compared as data"), "no operation of this spec has a JSON-only body")
+	assert.Contains(t, s, "and form body (`application/x-www-form-urlencoded`), compared field by field: fields in any order (the values of one field in theirs), `+` and `%20` alike; a body sent with a media type not listed here is compared byte for byte, with the parameters of its `Content-Type`.")
+	assert.Equal(t, 0, strings.Count(s, "JSON body (`application/json`), compared as data"), "no operation of this spec has a JSON-only body")
 }
 
 // keySpec writes a spec whose operations take a header key of each format
