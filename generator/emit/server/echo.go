@@ -58,8 +58,11 @@ func (g *gen) echoMiddleware() {
 			)),
 		)),
 	)
-	g.doc("serveEcho runs the request in ctx through the engine for the idempotent operation whose policy is p, next serving it. An error next returns is answered (ctx.Error) inside the recording, so it is what a retry gets; serveEcho then returns nil.")
+	g.doc("serveEcho runs the request in ctx through the engine for the idempotent operation whose policy is p, next serving it. An error next returns is answered (ctx.Error) inside the recording, so it is what a retry gets; serveEcho then returns nil. A request the engine already records in front (a doubled wiring: HTTPMiddleware left beside RegisterHandlers) goes straight to next (idem.Engine.Nested).")
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("serveEcho").Params(jen.Id("ctx").Add(echoQ("Context")), jen.Id("p").Op("*").Qual(idemPkg, "Policy"), jen.Id("next").Add(echoQ("HandlerFunc"))).Error().Block(
+		jen.If(jen.Id("x").Dot("engine").Dot("Nested").Call(jen.Id("ctx").Dot("Response").Call().Dot("Writer"), jen.Id("p"))).Block(
+			jen.Return(jen.Id("next").Call(jen.Id("ctx"))),
+		),
 		jen.Id("c").Op(":=").Id("x").Dot("engine").Dot("Begin").Call(jen.Id("ctx").Dot("Request").Call(), jen.Id("p"), jen.Qual(idemPkg, "RequestKey")),
 		jen.Defer().Id("c").Dot("End").Call(),
 		jen.Id("resp").Op(":=").Id("ctx").Dot("Response").Call(),

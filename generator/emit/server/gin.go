@@ -219,8 +219,12 @@ func (g *gen) ginMiddleware() {
 		jen.If(jen.Op("!").Id("ok")).Block(jen.Id("ctx").Dot("Next").Call(), jen.Return()),
 		jen.Id("x").Dot("runGin").Call(jen.Id("ctx"), jen.Id(px+"Policies").Index(jen.Id("i")), jen.Id("ctx").Dot("Next")),
 	)
-	g.doc("runGin runs the request in ctx through the engine for the idempotent operation whose policy is p, next serving it (the handlers after the middleware, or the operation).")
+	g.doc("runGin runs the request in ctx through the engine for the idempotent operation whose policy is p, next serving it (the handlers after the middleware, or the operation). A request the engine already records in front (a doubled wiring: HTTPMiddleware left beside RegisterHandlers) goes straight to next (idem.Engine.Nested).")
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("runGin").Params(jen.Id("ctx").Add(ginCtx()), jen.Id("p").Op("*").Qual(idemPkg, "Policy"), jen.Id("next").Func().Params()).Block(
+		jen.If(jen.Id("x").Dot("engine").Dot("Nested").Call(jen.Id("ctx").Dot("Writer"), jen.Id("p"))).Block(
+			jen.Id("next").Call(),
+			jen.Return(),
+		),
 		jen.Id("c").Op(":=").Id("x").Dot("engine").Dot("Begin").Call(jen.Id("ctx").Dot("Request"), jen.Id("p"), jen.Qual(idemPkg, "RequestKey")),
 		jen.Defer().Id("c").Dot("End").Call(),
 		jen.If(jen.Id("c").Dot("Decision").Call().Op("!=").Qual(idemPkg, "Execute")).Block(

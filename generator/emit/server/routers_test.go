@@ -1025,6 +1025,8 @@ func TestRouters(t *testing.T) {
 			}
 			src := variant(strings.ReplaceAll(strings.ReplaceAll(agreeTest, "PKG", c.pkg), "OPTIONS", c.options), section)
 			m.Write(t, c.pkg+"/agree_test.go", []byte(src))
+			src = variant(strings.ReplaceAll(strings.ReplaceAll(wiringTest, "PKG", c.pkg), "OPTIONS", c.options), section)
+			m.Write(t, c.pkg+"/wiring_test.go", []byte(src))
 		}
 	}
 	// The plain wiring of a spec with an operation whose signature idemgen

@@ -995,11 +995,15 @@ func pathMiddleware(byPath bool) []jen.Code {
 
 func (g *gen) serve() {
 	t := g.cfg.Type
-	g.doc("serve runs one request of an idempotent operation through the engine (what idem.Engine.Handler does, without building a handler per request: oapi-codegen builds its route middleware chains for every request).")
+	g.doc("serve runs one request of an idempotent operation through the engine (what idem.Engine.Handler does, without building a handler per request: oapi-codegen builds its route middleware chains for every request). A request the engine already records in front (a doubled wiring: HTTPMiddleware left in front of Handler) goes straight to next (idem.Engine.Nested).")
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("serve").Params(
 		jen.Id("w").Qual("net/http", "ResponseWriter"), jen.Id("r").Op("*").Qual("net/http", "Request"),
 		jen.Id("p").Op("*").Qual(idemPkg, "Policy"), jen.Id("next").Qual("net/http", "Handler"),
 	).Block(
+		jen.If(jen.Id("x").Dot("engine").Dot("Nested").Call(jen.Id("w"), jen.Id("p"))).Block(
+			jen.Id("next").Dot("ServeHTTP").Call(jen.Id("w"), jen.Id("r")),
+			jen.Return(),
+		),
 		jen.Id("c").Op(":=").Id("x").Dot("engine").Dot("Begin").Call(jen.Id("r"), jen.Id("p"), jen.Qual(idemPkg, "RequestKey")),
 		jen.Defer().Id("c").Dot("End").Call(),
 		jen.If(jen.Id("c").Dot("Decision").Call().Op("!=").Qual(idemPkg, "Execute")).Block(

@@ -1,0 +1,156 @@
+package server_test
+
+// wiringTest runs inside the plain packages of TestRouters: a doubled
+// wiring (a hand-added HTTPMiddleware left beside the one-line wiring)
+// records each request once, not the inner run's 409
+// IDEMPOTENCY_KEY_IN_USE (review of the perop merge, MEDIUM 1); and the
+// one-line wiring's engine runs after the router's middlewares (an
+// authentication middleware's 401 is not recorded, Options.Principal sees
+// what it put in the request's context).
+const wiringTest = `package PKG
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+	"github.com/labstack/echo/v4"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+var (
+	_ = echo.New // used by the echo variant
+	_ = gin.New  // used by the gin variant
+)
+
+type userKey struct{}
+
+// principal is the Options.Principal of the test: the user authenticate
+// put in the request's context.
+func principal(r *http.Request) (string, error) {
+	if u, ok := r.Context().Value(userKey{}).(string); ok {
+		return u, nil
+	}
+	return "", errors.New("no user in the context: the engine ran before the authentication")
+}
+
+//NETHTTP
+func doubled(x *Idempotency, s *service) http.Handler {
+	return x.HTTPMiddleware(x.Handler(s, OPTIONS{}))
+}
+
+func authenticated(x *Idempotency, s *service) http.Handler {
+	auth := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			u := r.Header.Get("Authorization")
+			if u == "" {
+				http.Error(w, "log in", http.StatusUnauthorized)
+				return
+			}
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, u)))
+		})
+	}
+	return x.Handler(s, OPTIONS{Middlewares: []MiddlewareFunc{auth}})
+}
+//END
+//ECHO
+func doubled(x *Idempotency, s *service) http.Handler {
+	e := echo.New()
+	e.Use(x.HTTPMiddleware)
+	x.RegisterHandlers(e, s)
+	return e
+}
+
+func authenticated(x *Idempotency, s *service) http.Handler {
+	e := echo.New()
+	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(ctx echo.Context) error {
+			u := ctx.Request().Header.Get("Authorization")
+			if u == "" {
+				return ctx.String(http.StatusUnauthorized, "log in")
+			}
+			ctx.SetRequest(ctx.Request().WithContext(context.WithValue(ctx.Request().Context(), userKey{}, u)))
+			return next(ctx)
+		}
+	})
+	x.RegisterHandlers(e, s)
+	return e
+}
+//END
+//GIN
+func doubled(x *Idempotency, s *service) http.Handler {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.Use(x.HTTPMiddleware)
+	x.RegisterHandlers(r, s, GinServerOptions{})
+	return r
+}
+
+func authenticated(x *Idempotency, s *service) http.Handler {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	auth := func(ctx *gin.Context) {
+		u := ctx.Request.Header.Get("Authorization")
+		if u == "" {
+			ctx.String(http.StatusUnauthorized, "log in")
+			ctx.Abort()
+			return
+		}
+		ctx.Request = ctx.Request.WithContext(context.WithValue(ctx.Request.Context(), userKey{}, u))
+	}
+	x.RegisterHandlers(r, s, GinServerOptions{Middlewares: []MiddlewareFunc{auth}})
+	return r
+}
+//END
+
+func post(h http.Handler, path, key, user string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest("POST", path, strings.NewReader(` + "`" + `{"item":"book"}` + "`" + `))
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Idempotency-Key", key)
+	if user != "" {
+		r.Header.Set("Authorization", user)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+func TestDoubledWiring(t *testing.T) {
+	x := NewIdempotency(nil, idem.Options{Principal: idem.Anonymous})
+	defer x.Close()
+	s := &service{}
+	h := doubled(x, s)
+	for _, key := range []string{"k1", "k2"} {
+		first, again := post(h, "/orders", key, ""), post(h, "/orders", key, "")
+		if first.Code != 201 || again.Code != 201 || again.Header().Get("Idempotent-Replayed") != "true" || first.Body.String() != again.Body.String() {
+			t.Fatalf("key %s: %d %s, then %d %q %s", key, first.Code, first.Body, again.Code, again.Header(), again.Body)
+		}
+	}
+	if s.orders != 2 {
+		t.Fatalf("createOrder ran %d times for two keys", s.orders)
+	}
+}
+
+func TestEngineAfterMiddlewares(t *testing.T) {
+	x := NewIdempotency(nil, idem.Options{Principal: principal})
+	defer x.Close()
+	s := &service{}
+	h := authenticated(x, s)
+	if w := post(h, "/orders", "k1", ""); w.Code != 401 {
+		t.Fatalf("without a user: %d %s", w.Code, w.Body)
+	}
+	first, again := post(h, "/orders", "k1", "alice"), post(h, "/orders", "k1", "alice")
+	if first.Code != 201 || again.Code != 201 || again.Header().Get("Idempotent-Replayed") != "true" || s.orders != 1 {
+		t.Fatalf("after logging in: %d %s, then %d %q %s; ran %d times", first.Code, first.Body, again.Code, again.Header(), again.Body, s.orders)
+	}
+	// Another user's key is another key (the principal is the middleware's).
+	if w := post(h, "/orders", "k1", "bob"); w.Code != 201 || w.Header().Get("Idempotent-Replayed") != "" || s.orders != 2 {
+		t.Fatalf("another user: %d %q; ran %d times", w.Code, w.Header(), s.orders)
+	}
+}
+`
