@@ -26,6 +26,12 @@ import (
 // its ServerInterface method's signature is known.
 func byOperation(op *ir.Operation) bool { return gogen.UntypedPathParam(op) == nil }
 
+// PathFallback returns, for an operation the plain (non-strict) one-line
+// wiring protects by path rather than by operation, the path parameter
+// whose Go type idemgen cannot tell (so it cannot write the operation's
+// ServerInterface method); nil for one it protects by operation.
+func PathFallback(op *ir.Operation) *ir.Param { return gogen.UntypedPathParam(op) }
+
 // fallbackOps are the indexes of the operations the plain wiring protects
 // by path (byOperation false), in spec order.
 func (g *gen) fallbackOps() []int {
@@ -126,8 +132,9 @@ func (g *gen) byPathFunc() {
 }
 
 // fallbackDoc is what the plain wiring's documentation says of the
-// operations it protects by path, "" when there are none.
-func (g *gen) fallbackDoc(how string) string {
+// operations it protects by path, "" when there are none: how they are
+// protected, and what follows (caveat, a sentence).
+func (g *gen) fallbackDoc(how, caveat string) string {
 	fb := g.fallbackOps()
 	if len(fb) == 0 {
 		return ""
@@ -140,7 +147,7 @@ func (g *gen) fallbackDoc(how string) string {
 		}
 		s += " " + op.Where() + " (" + gogen.UntypedPathParam(op).Name + ")"
 	}
-	return s + "; a router that rewrites the path where the matcher cannot see it leaves them unprotected."
+	return s + ". " + caveat
 }
 
 // netHTTPOpServer writes the wrapper of the std-http, chi and gorilla

@@ -96,6 +96,14 @@ var (
 	RouterOption = emitter.NewOption("server.router")
 	TypeOption   = emitter.NewOption("server.type")
 	optFile      = emitter.NewOption("server.file")
+	// FirstToLastOption says that oapi-codegen applies options.Middlewares
+	// first to last (its compatibility.apply-chi-middleware-first-to-last,
+	// for std-http and chi, or apply-gorilla-middleware-first-to-last):
+	// the first is then the outermost, and the plain Handler's middleware
+	// for the operations it protects by path goes last, not first, so
+	// that it still runs after the others. The command line defaults it
+	// from oapi-codegen's configuration.
+	FirstToLastOption = emitter.NewOption("server.middleware-first-to-last")
 )
 
 func init() { emitter.Register(Name, Emit) }
@@ -106,6 +114,9 @@ type Config struct {
 	Router string // server.router: std-http, chi, gorilla, echo, gin, or none
 	Type   string // server.type
 	File   string // server.file
+	// FirstToLast: server.middleware-first-to-last (std-http, chi and
+	// gorilla: oapi-codegen applies options.Middlewares first to last).
+	FirstToLast bool
 }
 
 // routerOptions are the server options types of oapi-codegen's net/http routers.
@@ -129,6 +140,13 @@ func ParseConfig(params map[string]string) (Config, error) {
 	}
 	if v, ok := TypeOption.In(params); ok {
 		c.Type = v
+	}
+	if v, ok := FirstToLastOption.In(params); ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return c, fmt.Errorf("%s: %q is not true or false", FirstToLastOption, v)
+		}
+		c.FirstToLast = b
 	}
 	if v, ok := optFile.In(params); ok {
 		c.File = v
@@ -279,7 +297,7 @@ func (g *gen) handler() {
 		)
 		return
 	}
-	g.docf("Handler is the one line to change in an existing service: it returns what HandlerWithOptions(si, options) returns, with idempotency wired in. It hands HandlerWithOptions a wrapper of si whose method of each idempotent operation runs the engine for that operation around si's: the protection goes by operation, not by path, so it holds whatever path the router routes on (a gorilla subrouter as BaseRouter, a chi router mounted under a prefix, a BaseURL) and runs after options.Middlewares (which may authenticate the request), right before the operation; every other operation is si's, untouched.%s ErrorHandlerWithBaseURL(options.BaseURL, ...) wraps options.ErrorHandlerFunc (nil means oapi-codegen's default): it matches paths, and under a prefix the router adds and options.BaseURL does not give, a key parameter oapi-codegen refuses gets the default answer instead of the engine's problem.", g.fallbackDoc("a middleware first in options.Middlewares that matches them under options.BaseURL"))
+	g.docf("Handler is the one line to change in an existing service: it returns what HandlerWithOptions(si, options) returns, with idempotency wired in. It hands HandlerWithOptions a wrapper of si whose method of each idempotent operation runs the engine for that operation around si's: the protection goes by operation, not by path, so it holds whatever path the router routes on (a gorilla subrouter as BaseRouter, a chi router mounted under a prefix, a BaseURL) and runs after options.Middlewares (which may authenticate the request), right before the operation; every other operation is si's, untouched.%s ErrorHandlerWithBaseURL(options.BaseURL, ...) wraps options.ErrorHandlerFunc (nil means oapi-codegen's default): it matches paths, and under a prefix the router adds and options.BaseURL does not give, a key parameter oapi-codegen refuses gets the default answer instead of the engine's problem.", g.fallbackDoc(fallbackHow(g.cfg.FirstToLast), "A router that rewrites the path where the matcher cannot see it (a gorilla subrouter as BaseRouter, a prefix options.BaseURL does not give) leaves them unprotected."))
 	g.doc("")
 	g.doc("\th := HandlerWithOptions(service, options)")
 	g.doc("")
@@ -291,13 +309,31 @@ func (g *gen) handler() {
 		jen.Id("options").Id(opts),
 	).Add(hf("Handler")).BlockFunc(func(b *jen.Group) {
 		b.Id("options").Dot("ErrorHandlerFunc").Op("=").Id("x").Dot("ErrorHandlerWithBaseURL").Call(jen.Id("options").Dot("BaseURL"), jen.Id("options").Dot("ErrorHandlerFunc"))
-		if len(g.fallbackOps()) > 0 {
+		switch {
+		case len(g.fallbackOps()) == 0:
+		case g.cfg.FirstToLast:
+			// oapi-codegen applies the middlewares first to last: the
+			// last is the innermost.
+			ms := jen.Id("options").Dot("Middlewares")
+			b.Add(ms.Clone()).Op("=").Append(ms.Clone().Index(jen.Empty(), jen.Len(ms.Clone()), jen.Len(ms.Clone())), jen.Id("x").Dot("byPath").Call(jen.Id("options").Dot("BaseURL")))
+		default:
 			b.Id("options").Dot("Middlewares").Op("=").Append(jen.Index().Id("MiddlewareFunc").Values(jen.Id("x").Dot("byPath").Call(jen.Id("options").Dot("BaseURL"))), jen.Id("options").Dot("Middlewares").Op("..."))
 		}
 		b.Return(jen.Id("HandlerWithOptions").Call(g.newOpServer(px+"Server"), jen.Id("options")))
 	})
 	g.netHTTPOpServer()
 	g.byPathFunc()
+}
+
+// fallbackHow is how the plain Handler protects the operations it
+// protects by path: a middleware innermost among options.Middlewares,
+// the first of them, or the last when oapi-codegen applies them first to
+// last.
+func fallbackHow(firstToLast bool) string {
+	if firstToLast {
+		return "a middleware last in options.Middlewares, the innermost (server.middleware-first-to-last: oapi-codegen applies them first to last), that matches them under options.BaseURL"
+	}
+	return "a middleware first in options.Middlewares, the innermost, that matches them under options.BaseURL"
 }
 
 func (g *gen) typeDecl() {

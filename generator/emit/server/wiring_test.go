@@ -154,3 +154,124 @@ func TestEngineAfterMiddlewares(t *testing.T) {
 	}
 }
 `
+
+// fallbackOrderTest runs inside the packages of the untyped-path spec
+// (after fallbackTest, whose service it uses): createOrder, protected by
+// path, is protected after the router's middlewares as the operations
+// protected by operation are: with oapi-codegen's
+// compatibility.apply-*-middleware-first-to-last too (the FTL packages,
+// server.middleware-first-to-last), and on gin with the authentication in
+// router.Use before RegisterHandlers (options.Middlewares run after the
+// fallback's router.Use: documented). An authentication middleware's 401
+// is not recorded, and Options.Principal sees what it put in the context.
+const fallbackOrderTest = `package PKG
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+	"github.com/labstack/echo/v4"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+var (
+	_ = echo.New
+	_ = gin.New
+)
+
+type userKey struct{}
+
+func principal(r *http.Request) (string, error) {
+	if u, ok := r.Context().Value(userKey{}).(string); ok {
+		return u, nil
+	}
+	return "", errors.New("no user in the context: the engine ran before the authentication")
+}
+
+//NETHTTP
+func authenticated(x *Idempotency, s *service) http.Handler {
+	auth := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			u := r.Header.Get("Authorization")
+			if u == "" {
+				http.Error(w, "log in", http.StatusUnauthorized)
+				return
+			}
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, u)))
+		})
+	}
+	// Two middlewares: the fallback's must be inside both, whichever
+	// order oapi-codegen applies them in.
+	pass := func(next http.Handler) http.Handler { return next }
+	return x.Handler(s, OPTIONS{Middlewares: []MiddlewareFunc{pass, auth, pass}})
+}
+//END
+//ECHO
+func authenticated(x *Idempotency, s *service) http.Handler {
+	e := echo.New()
+	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(ctx echo.Context) error {
+			u := ctx.Request().Header.Get("Authorization")
+			if u == "" {
+				return ctx.String(http.StatusUnauthorized, "log in")
+			}
+			ctx.SetRequest(ctx.Request().WithContext(context.WithValue(ctx.Request().Context(), userKey{}, u)))
+			return next(ctx)
+		}
+	})
+	x.RegisterHandlers(e, s)
+	return e
+}
+//END
+//GIN
+func authenticated(x *Idempotency, s *service) http.Handler {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.Use(func(ctx *gin.Context) {
+		u := ctx.Request.Header.Get("Authorization")
+		if u == "" {
+			ctx.String(http.StatusUnauthorized, "log in")
+			ctx.Abort()
+			return
+		}
+		ctx.Request = ctx.Request.WithContext(context.WithValue(ctx.Request.Context(), userKey{}, u))
+	})
+	x.RegisterHandlers(r, s, GinServerOptions{})
+	return r
+}
+//END
+
+func TestFallbackAfterMiddlewares(t *testing.T) {
+	x := NewIdempotency(nil, idem.Options{Principal: principal})
+	defer x.Close()
+	s := &service{}
+	h := authenticated(x, s)
+	post := func(path, user string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("POST", path, nil)
+		r.Header.Set("Idempotency-Key", "k1")
+		if user != "" {
+			r.Header.Set("Authorization", user)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	for _, tc := range []struct {
+		path string
+		ran  *int
+	}{{"/accounts/a1/orders", &s.orders}, {"/accounts/a1/refunds/7", &s.refunds}} {
+		if w := post(tc.path, ""); w.Code != 401 {
+			t.Fatalf("%s without a user: %d %s", tc.path, w.Code, w.Body)
+		}
+		first, again := post(tc.path, "alice"), post(tc.path, "alice")
+		if first.Code != 201 || again.Code != 201 || again.Header().Get("Idempotent-Replayed") != "true" || *tc.ran != 1 {
+			t.Errorf("%s after logging in: %d %s, then %d %q %s; ran %d times", tc.path, first.Code, first.Body, again.Code, again.Header(), again.Body, *tc.ran)
+		}
+	}
+}
+`
