@@ -37,7 +37,7 @@ func pathFallbacks(names []string, params map[string]string) func(*load.Document
 			case "echo":
 				where = "its route middleware is bound to the route oapi-codegen registers, so a group's prefix does not matter"
 			case "gin":
-				where = "it runs in router.Use, before options.Middlewares: authenticate in router.Use before x.RegisterHandlers instead, or an authentication middleware's refusal is recorded and replayed, and Options.Principal cannot see what options.Middlewares put in the request's context"
+				where = "its route handler is bound to the route oapi-codegen registers, so a group's prefix does not matter, and the engine begins in the last of options.Middlewares"
 			}
 			out.Warnf(ir.FirstPos(p.Pos, op.Pos), rulePathFallback,
 				"%s is protected by path, not by operation, in the plain server's one-line wiring (%s): idemgen cannot tell the Go type of its path parameter %s (an x-go-type, an object, a union, a nullable value, an enum declared on the path item or in a component parameter), which its ServerInterface method takes; %s. Give the parameter a plain schema (string, integer, number, boolean, or an array of them, with its enum on the schema), or generate the strict server",

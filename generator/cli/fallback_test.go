@@ -46,7 +46,7 @@ func TestPathFallback(t *testing.T) {
 		{"chi, first to last", "package: api\noutput: api/api.gen.go\ngenerate: {chi-server: true}\ncompatibility: {apply-chi-middleware-first-to-last: true}\n", last},
 		{"gorilla, first to last", "package: api\noutput: api/api.gen.go\ngenerate: {gorilla-server: true}\ncompatibility: {apply-gorilla-middleware-first-to-last: true}\n", last},
 		{"gorilla, chi's option", "package: api\noutput: api/api.gen.go\ngenerate: {gorilla-server: true}\ncompatibility: {apply-chi-middleware-first-to-last: true}\n", first},
-		{"gin", "package: api\noutput: api/api.gen.go\ngenerate: {gin-server: true}\n", "router.Use(x.byPath("},
+		{"gin", "package: api\noutput: api/api.gen.go\ngenerate: {gin-server: true}\n", "options.Middlewares = append(options.Middlewares[:len(options.Middlewares):len(options.Middlewares)], x.ginFallback)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			code, stderr := generate(t, setup(t, c.oapi))

@@ -1067,7 +1067,11 @@ func TestRouters(t *testing.T) {
 			}
 			src := variant(strings.ReplaceAll(strings.ReplaceAll(fallbackTest, "PKG", pkg), "OPTIONS", c.options), section)
 			m.Write(t, pkg+"/fallback_test.go", []byte(src))
-			src = variant(strings.ReplaceAll(strings.ReplaceAll(fallbackOrderTest, "PKG", pkg), "OPTIONS", c.options), section)
+			sections := []string{section}
+			if c.router != "gin" {
+				sections = append(sections, "NOPREFIX")
+			}
+			src = variant(strings.ReplaceAll(strings.ReplaceAll(fallbackOrderTest, "PKG", pkg), "OPTIONS", c.options), sections...)
 			m.Write(t, pkg+"/order_test.go", []byte(src))
 		}
 	}

@@ -160,9 +160,9 @@ func TestEngineAfterMiddlewares(t *testing.T) {
 // path, is protected after the router's middlewares as the operations
 // protected by operation are: with oapi-codegen's
 // compatibility.apply-*-middleware-first-to-last too (the FTL packages,
-// server.middleware-first-to-last), and on gin with the authentication in
-// router.Use before RegisterHandlers (options.Middlewares run after the
-// fallback's router.Use: documented). An authentication middleware's 401
+// server.middleware-first-to-last), and on gin (whose wrapper calls
+// options.Middlewares one after the other before the operation: the
+// engine begins in the last of them). An authentication middleware's 401
 // is not recorded, and Options.Principal sees what it put in the context.
 const fallbackOrderTest = `package PKG
 
@@ -232,7 +232,7 @@ func authenticated(x *Idempotency, s *service) http.Handler {
 func authenticated(x *Idempotency, s *service) http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
-	r.Use(func(ctx *gin.Context) {
+	auth := func(ctx *gin.Context) {
 		u := ctx.Request.Header.Get("Authorization")
 		if u == "" {
 			ctx.String(http.StatusUnauthorized, "log in")
@@ -240,10 +240,18 @@ func authenticated(x *Idempotency, s *service) http.Handler {
 			return
 		}
 		ctx.Request = ctx.Request.WithContext(context.WithValue(ctx.Request.Context(), userKey{}, u))
-	})
-	x.RegisterHandlers(r, s, GinServerOptions{})
+	}
+	pass := func(*gin.Context) {}
+	// Under a group with a BaseURL: the routes are marked whatever the
+	// prefix.
+	x.RegisterHandlers(r.Group("/v1"), s, GinServerOptions{BaseURL: "/api", Middlewares: []MiddlewareFunc{pass, auth, pass}})
 	return r
 }
+
+const prefix = "/v1/api"
+//END
+//NOPREFIX
+const prefix = ""
 //END
 
 func TestFallbackAfterMiddlewares(t *testing.T) {
@@ -264,7 +272,7 @@ func TestFallbackAfterMiddlewares(t *testing.T) {
 	for _, tc := range []struct {
 		path string
 		ran  *int
-	}{{"/accounts/a1/orders", &s.orders}, {"/accounts/a1/refunds/7", &s.refunds}} {
+	}{{prefix + "/accounts/a1/orders", &s.orders}, {prefix + "/accounts/a1/refunds/7", &s.refunds}} {
 		if w := post(tc.path, ""); w.Code != 401 {
 			t.Fatalf("%s without a user: %d %s", tc.path, w.Code, w.Body)
 		}
