@@ -1018,6 +1018,14 @@ func TestRouters(t *testing.T) {
 			src := variant(strings.ReplaceAll(validatorTest, "PKG", c.pkg), strings.ToUpper(c.router), keep)
 			m.Write(t, c.pkg+"/validator_test.go", []byte(src))
 		}
+		if c.strict {
+			section := "NETHTTP"
+			if c.router == "echo" || c.router == "gin" {
+				section = strings.ToUpper(c.router)
+			}
+			src := variant(strings.ReplaceAll(strings.ReplaceAll(strictWiringTest, "PKG", c.pkg), "OPTIONS", c.options), section)
+			m.Write(t, c.pkg+"/wiring_test.go", []byte(src))
+		}
 		if !c.strict {
 			section := "NETHTTP"
 			if c.router == "echo" || c.router == "gin" {

@@ -625,6 +625,9 @@ func (g *gen) strict() {
 		jen.If(jen.Id("ctx").Op("!=").Id("r").Dot("Context").Call()).Block(
 			jen.Id("r").Op("=").Id("r").Dot("WithContext").Call(jen.Id("ctx")).Comment("keep what earlier strict middleware put in ctx"),
 		),
+		jen.If(jen.Id("x").Dot("engine").Dot("Nested").Call(jen.Id("w"), jen.Id("p"))).Block(
+			jen.Return(jen.Id("f").Call(jen.Id("ctx"), jen.Id("w"), jen.Id("r"), jen.Id("request"))).Comment("the engine in front records the request already (a doubled wiring: HTTPMiddleware around StrictHandler)"),
+		),
 		jen.Id("c").Op(":=").Id("x").Dot("engine").Dot("Begin").Call(jen.Id("r"), jen.Id("p"), jen.Id("key")),
 		jen.Defer().Id("c").Dot("End").Call().Comment("frees the key when the operation fails or panics"),
 		jen.If(jen.Id("c").Dot("Decision").Call().Op("!=").Qual(idemPkg, "Execute")).Block(

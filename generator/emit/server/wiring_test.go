@@ -283,3 +283,73 @@ func TestFallbackAfterMiddlewares(t *testing.T) {
 	}
 }
 `
+
+// strictWiringTest runs inside the strict packages of TestRouters: a
+// hand-added HTTPMiddleware left beside the strict one-line wiring records
+// each request once.
+const strictWiringTest = `package PKG
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+	"github.com/labstack/echo/v4"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+var (
+	_ = echo.New
+	_ = gin.New
+)
+
+//NETHTTP
+func doubled(x *Idempotency, s *service) http.Handler {
+	return x.HTTPMiddleware(x.StrictHandler(s, nil, StrictHTTPServerOptions{}, OPTIONS{}))
+}
+//END
+//ECHO
+func doubled(x *Idempotency, s *service) http.Handler {
+	e := echo.New()
+	e.Use(x.HTTPMiddleware)
+	x.RegisterStrictHandlers(e, s, nil)
+	return e
+}
+//END
+//GIN
+func doubled(x *Idempotency, s *service) http.Handler {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.Use(x.HTTPMiddleware)
+	x.RegisterStrictHandlers(r, s, nil, StrictGinServerOptions{}, GinServerOptions{})
+	return r
+}
+//END
+
+func TestDoubledStrictWiring(t *testing.T) {
+	x := NewIdempotency(nil, idem.Options{Principal: idem.Anonymous})
+	defer x.Close()
+	s := &service{}
+	h := doubled(x, s)
+	post := func(key string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("POST", "/orders", strings.NewReader(` + "`" + `{"item":"book"}` + "`" + `))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Idempotency-Key", key)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	for _, key := range []string{"k1", "k2"} {
+		first, again := post(key), post(key)
+		if first.Code != 201 || again.Code != 201 || again.Header().Get("Idempotent-Replayed") != "true" || first.Body.String() != again.Body.String() {
+			t.Fatalf("key %s: %d %s, then %d %q %s", key, first.Code, first.Body, again.Code, again.Header(), again.Body)
+		}
+	}
+	if s.orders != 2 {
+		t.Fatalf("createOrder ran %d times for two keys", s.orders)
+	}
+}
+`

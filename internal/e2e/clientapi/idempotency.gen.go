@@ -579,6 +579,9 @@ func (x *Idempotency) strict(ctx context.Context, w http.ResponseWriter, r *http
 	if ctx != r.Context() {
 		r = r.WithContext(ctx) // keep what earlier strict middleware put in ctx
 	}
+	if x.engine.Nested(w, p) {
+		return f(ctx, w, r, request) // the engine in front records the request already (a doubled wiring: HTTPMiddleware around StrictHandler)
+	}
 	c := x.engine.Begin(r, p, key)
 	defer c.End() // frees the key when the operation fails or panics
 	if c.Decision() != idem.Execute {
