@@ -1083,6 +1083,26 @@ func TestRouters(t *testing.T) {
 			m.Write(t, pkg+"/order_test.go", []byte(src))
 		}
 	}
+	// A fallback operation whose template matches another route's path
+	// under a prefix.
+	for _, c := range cases {
+		if c.strict || c.router == "echo" || c.router == "gin" {
+			continue
+		}
+		pkg := strings.TrimSuffix(c.pkg, "plain") + "prefixfb"
+		fallbacks = append(fallbacks, pkg)
+		files, err := gentest.Generate(gentest.Case{
+			Spec: filepath.Join(root, "testdata", "server", "fallback-prefix", "openapi.yaml"), Package: pkg,
+			Output: filepath.Join(m.Dir, pkg), Server: c.server, Emit: []string{server.Name},
+			Params: map[string]string{"server.router": c.router, "server.strict": "false"},
+		})
+		require.NoError(t, err, pkg)
+		for name, data := range files {
+			m.Write(t, pkg+"/"+name, data)
+		}
+		src := variant(strings.ReplaceAll(strings.ReplaceAll(prefixFallbackTest, "PKG", pkg), "OPTIONS", c.options), strings.ToUpper(c.router))
+		m.Write(t, pkg+"/prefix_test.go", []byte(src))
+	}
 	out := m.Go(t, "test", "-count=1", "./...")
 	for _, c := range cases {
 		require.Contains(t, out, "ok  \tgithub.com/idemgen/idemgen/internal/e2e/routers/"+c.pkg, out)

@@ -60,6 +60,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
 	"slices"
 	"strconv"
 	"strings"
@@ -1001,10 +1002,70 @@ func (g *gen) netHTTPMiddleware() {
 	if _, ok := routerOptions[g.cfg.Router]; !ok || g.cfg.Strict || len(g.fallbackOps()) == 0 {
 		return
 	}
-	g.doc("byPath is HTTPMiddlewareWithBaseURL for the idempotent operations Handler protects by path (" + px + "ByPath) alone: every other request passes untouched.")
+	g.doc("byPath is HTTPMiddlewareWithBaseURL for the idempotent operations Handler protects by path (" + px + "ByPath) alone, the requests the router routed to their route (" + px + "Routed): every other request passes untouched.")
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("byPath").Params(jen.Id("baseURL").String()).Func().Params(jen.Qual("net/http", "Handler")).Qual("net/http", "Handler").Block(
 		pathMiddleware(true)...,
 	)
+	g.routed()
+}
+
+// routed writes <px>Routed(r, i), whether the route the router chose for
+// r (it runs among options.Middlewares, after the routing) is the one
+// oapi-codegen registers for the operation protected by path whose policy
+// is <px>Policies[i]: the router's pattern ends with the operation's path
+// template as oapi-codegen writes it for the router (under a prefix the
+// matcher strips, a template such as /{tenant}/orders also matches the
+// path of another route, /v1/orders). True when the router does not say.
+func (g *gen) routed() {
+	var cases []jen.Code
+	for _, i := range g.fallbackOps() {
+		op := g.spec.Operations[i]
+		var tmpl string
+		switch g.cfg.Router {
+		case "chi":
+			tmpl = codegen.SwaggerUriToChiUri(op.Path)
+		case "gorilla":
+			tmpl = codegen.SwaggerUriToGorillaUri(op.Path)
+		default:
+			tmpl = codegen.SwaggerUriToStdHttpUri(op.Path)
+		}
+		cases = append(cases, jen.Case(jen.Lit(i)).Block(jen.Id("tmpl").Op("=").Lit(tmpl)))
+	}
+	var pattern []jen.Code
+	switch g.cfg.Router {
+	case "chi":
+		pattern = []jen.Code{
+			jen.Id("rc").Op(":=").Qual("github.com/go-chi/chi/v5", "RouteContext").Call(jen.Id("r").Dot("Context").Call()),
+			jen.If(jen.Id("rc").Op("==").Nil().Op("||").Len(jen.Id("rc").Dot("RoutePatterns")).Op("==").Lit(0)).Block(jen.Return(jen.True())),
+			jen.Id("pattern").Op(":=").Id("rc").Dot("RoutePatterns").Index(jen.Len(jen.Id("rc").Dot("RoutePatterns")).Op("-").Lit(1)),
+		}
+	case "gorilla":
+		pattern = []jen.Code{
+			jen.Id("rt").Op(":=").Qual("github.com/gorilla/mux", "CurrentRoute").Call(jen.Id("r")),
+			jen.If(jen.Id("rt").Op("==").Nil()).Block(jen.Return(jen.True())),
+			jen.List(jen.Id("pattern"), jen.Err()).Op(":=").Id("rt").Dot("GetPathTemplate").Call(),
+			jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.True())),
+		}
+	default:
+		pattern = []jen.Code{
+			jen.If(jen.Id("r").Dot("Pattern").Op("==").Lit("")).Block(jen.Return(jen.True())),
+			jen.Id("pattern").Op(":=").Id("r").Dot("Pattern").Index(jen.Qual("strings", "IndexByte").Call(jen.Id("r").Dot("Pattern"), jen.LitRune(' ')).Op("+").Lit(1), jen.Empty()).Comment("without the method"),
+		}
+	}
+	var what string
+	switch g.cfg.Router {
+	case "chi":
+		what = "chi's route pattern (the last of the routing context's RoutePatterns: the route of the router oapi-codegen registered it with)"
+	case "gorilla":
+		what = "gorilla/mux's path template of the current route (its subrouters' prefixes first)"
+	default:
+		what = "the pattern ServeMux matched (Request.Pattern), without its method"
+	}
+	g.doc(px + "Routed reports whether the route the router chose for r is the one oapi-codegen registers for the idempotent operation protected by path whose policy is " + px + "Policies[i]: " + what + " ends with the operation's path template. Under a prefix the matcher strips, a template such as /{tenant}/orders also matches the path of another route (/v1/orders). True when the router does not say.")
+	body := []jen.Code{jen.Var().Id("tmpl").String(), jen.Switch(jen.Id("i")).Block(cases...)}
+	body = append(body, pattern...)
+	body = append(body, jen.Return(jen.Qual("strings", "HasSuffix").Call(jen.Id("pattern"), jen.Id("tmpl"))))
+	g.f.Func().Id(px+"Routed").Params(jen.Id("r").Op("*").Qual("net/http", "Request"), jen.Id("i").Int()).Bool().Block(body...)
 }
 
 // pathMiddleware is the body of a function of baseURL that returns the
@@ -1014,7 +1075,7 @@ func (g *gen) netHTTPMiddleware() {
 func pathMiddleware(byPath bool) []jen.Code {
 	cond := jen.Id("i").Op(">=").Lit(0)
 	if byPath {
-		cond = jen.Id("i").Op(">=").Lit(0).Op("&&").Id(px + "ByPath").Call(jen.Id("i"))
+		cond = jen.Id("i").Op(">=").Lit(0).Op("&&").Id(px+"ByPath").Call(jen.Id("i")).Op("&&").Id(px+"Routed").Call(jen.Id("r"), jen.Id("i"))
 	}
 	return []jen.Code{
 		jen.Id("baseURL").Op("=").Qual("strings", "TrimSuffix").Call(jen.Id("baseURL"), jen.Lit("/")),

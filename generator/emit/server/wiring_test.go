@@ -353,3 +353,79 @@ func TestDoubledStrictWiring(t *testing.T) {
 	}
 }
 `
+
+// prefixFallbackTest runs inside the packages of the fallback-prefix spec
+// (review of the perop merge, LOW 4): createTenantOrder (POST
+// /{tenant}/orders) is protected by path; importOrders (POST /orders) has
+// no contract. Under a gorilla subrouter /v1, the path /v1/orders of
+// importOrders matches createTenantOrder's template: the wiring checks the
+// route the router chose, so importOrders is not refused for want of a key.
+// At the root, createTenantOrder is protected.
+const prefixFallbackTest = `package PKG
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/gorilla/mux"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+var _ = mux.NewRouter
+
+type service struct{ tenant, imports int }
+
+func (s *service) CreateTenantOrder(w http.ResponseWriter, _ *http.Request, _ string, _ CreateTenantOrderParams) {
+	s.tenant++
+	w.WriteHeader(http.StatusCreated)
+}
+
+func (s *service) ImportOrders(w http.ResponseWriter, _ *http.Request) {
+	s.imports++
+	w.WriteHeader(http.StatusOK)
+}
+
+func post(h http.Handler, path, key string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest("POST", path, nil)
+	if key != "" {
+		r.Header.Set("Idempotency-Key", key)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+func TestFallbackAtRoot(t *testing.T) {
+	x := NewIdempotency(nil, idem.Options{Principal: idem.Anonymous})
+	defer x.Close()
+	s := &service{}
+	h := x.Handler(s, OPTIONS{})
+	if w := post(h, "/orders", ""); w.Code != 200 || s.imports != 1 {
+		t.Fatalf("POST /orders: %d %s", w.Code, w.Body)
+	}
+	first, again := post(h, "/acme/orders", "k1"), post(h, "/acme/orders", "k1")
+	if first.Code != 201 || again.Code != 201 || again.Header().Get("Idempotent-Replayed") != "true" || s.tenant != 1 {
+		t.Fatalf("POST /acme/orders: %d, then %d %q; ran %d times", first.Code, again.Code, again.Header(), s.tenant)
+	}
+}
+
+//GORILLA
+func TestFallbackUnderSubrouter(t *testing.T) {
+	x := NewIdempotency(nil, idem.Options{Principal: idem.Anonymous})
+	defer x.Close()
+	s := &service{}
+	r := mux.NewRouter()
+	x.Handler(s, GorillaServerOptions{BaseRouter: r.PathPrefix("/v1").Subrouter()})
+	for range 2 {
+		if w := post(r, "/v1/orders", ""); w.Code != 200 || w.Header().Get("Idempotent-Replayed") != "" {
+			t.Fatalf("POST /v1/orders (importOrders, no contract): %d %s", w.Code, w.Body)
+		}
+	}
+	if s.imports != 2 {
+		t.Fatalf("importOrders ran %d times, want 2", s.imports)
+	}
+}
+//END
+`
