@@ -1108,7 +1108,7 @@ func generateOne(fs *flag.FlagSet, configPath string, overlays, emits, options [
 	if cfg.Output == "-" {
 		r.out = stderr
 	}
-	spec, diags, note := diagnose(cfg, false, ignores, cfg.noReplayedHeader(nil), nil, false)
+	spec, diags, note := diagnose(cfg, false, ignores, cfg.noReplayedHeader(nil), pathFallbacks(names, params), false)
 	printNote(stderr, note)
 	r.report(diags)
 	if diags.HasErrors() {

@@ -42,6 +42,11 @@ type oapiServer struct {
 	// unsupported is a server oapi-codegen generates that idemgen has no
 	// wrapper for (fiber-server, iris-server, ...).
 	unsupported string
+	// firstToLast: oapi-codegen applies the server options' Middlewares
+	// first to last (compatibility.apply-chi-middleware-first-to-last for
+	// std-http and chi, apply-gorilla-middleware-first-to-last for
+	// gorilla): server.middleware-first-to-last.
+	firstToLast bool
 }
 
 // oapiFile is the part of oapi-codegen's configuration idemgen reads. It
@@ -49,10 +54,11 @@ type oapiServer struct {
 // it: the choice of the file beside idemgen.yaml (package:, output:), the
 // Namer (output-options:) and the server settings (generate:).
 type oapiFile struct {
-	Package       string                  `yaml:"package"`
-	Output        string                  `yaml:"output"`
-	Generate      codegen.GenerateOptions `yaml:"generate"`
-	OutputOptions codegen.OutputOptions   `yaml:"output-options"`
+	Package       string                       `yaml:"package"`
+	Output        string                       `yaml:"output"`
+	Generate      codegen.GenerateOptions      `yaml:"generate"`
+	OutputOptions codegen.OutputOptions        `yaml:"output-options"`
+	Compatibility codegen.CompatibilityOptions `yaml:"compatibility"`
 
 	// overlayPos is where the file sets output-options.overlay.path.
 	overlayPos ir.Pos
@@ -119,6 +125,12 @@ func serverOf(path string, f *oapiFile) *oapiServer {
 			s.router, s.routerKey = r.set, r.key
 		}
 	}
+	switch s.router {
+	case "std-http", "chi":
+		s.firstToLast = f.Compatibility.ApplyChiMiddlewareFirstToLast
+	case "gorilla":
+		s.firstToLast = f.Compatibility.ApplyGorillaMiddlewareFirstToLast
+	}
 	return s
 }
 
@@ -162,7 +174,8 @@ func (c *Config) besideOapiCodegenConfig(dir string) (path string, f *oapiFile, 
 }
 
 // serverParams returns params with the server emitter's settings that
-// oapi-codegen's configuration implies (server.strict, server.router)
+// oapi-codegen's configuration implies (server.strict, server.router,
+// server.middleware-first-to-last)
 // where params does not set them, and an error when params contradicts
 // it: the wrapper would refer to code oapi-codegen does not generate. A
 // file that generates no server (models and client only, with the server
@@ -196,6 +209,9 @@ func (c *Config) serverParams(params map[string]string, emitters []string) (map[
 		}
 	} else {
 		out[server.RouterOption.String()] = s.router
+	}
+	if _, ok := server.FirstToLastOption.In(params); !ok && s.firstToLast {
+		out[server.FirstToLastOption.String()] = "true"
 	}
 	return out, nil
 }

@@ -21,6 +21,9 @@ const (
 	// ruleServeMuxConflict: net/http's ServeMux would panic on the routes
 	// of oapi-codegen's std-http-server (muxConflicts).
 	ruleServeMuxConflict = "servemux-conflict"
+	// rulePathFallback: the plain one-line wiring protects an operation
+	// by path, not by operation (pathFallbacks).
+	rulePathFallback = "path-fallback"
 )
 
 // configRules are the rules of oapi-codegen's configuration: the

@@ -37,6 +37,7 @@ var warningRules = []string{
 	"operation-id-missing",
 	"overlay-no-match",
 	"overlay-warning",
+	"path-fallback",
 	"pointer-not-index",
 	"problem-response-missing",
 	"put-delete",

@@ -81,8 +81,12 @@ type Case struct {
 	// ExcludeOperations are operationIds oapi-codegen leaves out (for specs
 	// whose oapi-codegen output does not compile otherwise).
 	ExcludeOperations []string
-	Emit              []string          // idemgen emitters (default: none)
-	Params            map[string]string // emitter options
+	// MiddlewareFirstToLast: oapi-codegen's compatibility options
+	// apply-chi-middleware-first-to-last and
+	// apply-gorilla-middleware-first-to-last.
+	MiddlewareFirstToLast bool
+	Emit                  []string          // idemgen emitters (default: none)
+	Params                map[string]string // emitter options
 }
 
 // oapiMu serializes oapi-codegen: its codegen package keeps the options of
@@ -123,6 +127,8 @@ func (c Case) OapiConfig() codegen.Configuration {
 		cfg.Generate.GinServer = true
 	}
 	cfg.OutputOptions.ExcludeOperationIDs = c.ExcludeOperations
+	cfg.Compatibility.ApplyChiMiddlewareFirstToLast = c.MiddlewareFirstToLast
+	cfg.Compatibility.ApplyGorillaMiddlewareFirstToLast = c.MiddlewareFirstToLast
 	return cfg
 }
 

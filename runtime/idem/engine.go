@@ -232,6 +232,7 @@ type Engine struct {
 	principal   func(*http.Request) (string, error)
 	anonymous   bool        // Options.Principal is Anonymous (principal is then nil: its "" needs no call); any other principal's "" is refused (ErrEmptyPrincipal)
 	warnedPr    atomic.Bool // the error about a nil Options.Principal was logged (Serves)
+	warnedNest  atomic.Bool // the warning about a doubled wiring was logged (Nested)
 	warnedOther atomic.Bool // the error about a record with another process's local fingerprint was logged (Call.otherProcess)
 	warnedErr   sync.Map    // the operation name of each FailuresReplay operation warned about an unanswered end (Engine.warnUnanswered)
 	log         *slog.Logger

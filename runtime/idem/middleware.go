@@ -17,12 +17,20 @@ func (e *Engine) Middleware(p *Policy) func(http.Handler) http.Handler {
 // Handler protects h with policy p: the first request with a key executes h
 // (its response is recorded as it streams to the client), duplicates get the
 // replay or a problem. It is a thin user of Begin/Call. It calls Serves(p).
+// A request the engine already records in front of it (a doubled wiring:
+// see Nested) goes straight to h.
 func (e *Engine) Handler(p *Policy, h http.Handler) http.Handler {
 	if p == nil || h == nil {
 		panic("idem: Handler with a nil policy or handler")
 	}
 	e.Serves(p)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if e.Nested(w, p) {
+			// The engine in front records this request already (see
+			// Nested).
+			h.ServeHTTP(w, r)
+			return
+		}
 		c := callPool.Get().(*Call)
 		c.initPooled(e, p, r)
 		c.viaHandler = true

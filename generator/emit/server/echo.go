@@ -58,8 +58,11 @@ func (g *gen) echoMiddleware() {
 			)),
 		)),
 	)
-	g.doc("serveEcho runs the request in ctx through the engine for the idempotent operation whose policy is p, next serving it. An error next returns is answered (ctx.Error) inside the recording, so it is what a retry gets; serveEcho then returns nil.")
+	g.doc("serveEcho runs the request in ctx through the engine for the idempotent operation whose policy is p, next serving it. An error next returns is answered (ctx.Error) inside the recording, so it is what a retry gets; serveEcho then returns nil. A request the engine already records in front (a doubled wiring: HTTPMiddleware left beside RegisterHandlers) goes straight to next (idem.Engine.Nested).")
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("serveEcho").Params(jen.Id("ctx").Add(echoQ("Context")), jen.Id("p").Op("*").Qual(idemPkg, "Policy"), jen.Id("next").Add(echoQ("HandlerFunc"))).Error().Block(
+		jen.If(jen.Id("x").Dot("engine").Dot("Nested").Call(jen.Id("ctx").Dot("Response").Call().Dot("Writer"), jen.Id("p"))).Block(
+			jen.Return(jen.Id("next").Call(jen.Id("ctx"))),
+		),
 		jen.Id("c").Op(":=").Id("x").Dot("engine").Dot("Begin").Call(jen.Id("ctx").Dot("Request").Call(), jen.Id("p"), jen.Qual(idemPkg, "RequestKey")),
 		jen.Defer().Id("c").Dot("End").Call(),
 		jen.Id("resp").Op(":=").Id("ctx").Dot("Response").Call(),
@@ -156,7 +159,7 @@ func (g *gen) echoRegister() {
 		)
 		return
 	}
-	g.doc("RegisterHandlers is the one line to change in an existing echo service: it does what the package's RegisterHandlers(router, si) does, with idempotency wired in. It registers a wrapper of si whose method of each idempotent operation runs the engine for that operation around si's: the protection goes by operation, not by path, so it holds on an echo.Group as on the *echo.Echo, and runs after every middleware, right before the operation (an error si's method returns is answered by echo's HTTPErrorHandler inside the recording, and the middlewares see nil); every other operation is si's, untouched." + g.fallbackDoc("a route middleware on their routes, which reads echo's route") + " When router is the *echo.Echo, ErrorHandler wraps e.HTTPErrorHandler; for a group, wrap it yourself with ErrorHandlerWithBaseURL and the group's prefix (e.HTTPErrorHandler = x.ErrorHandlerWithBaseURL(\"/v1\", e.HTTPErrorHandler)), or a key parameter oapi-codegen refuses gets echo's answer instead of the engine's problem.")
+	g.doc("RegisterHandlers is the one line to change in an existing echo service: it does what the package's RegisterHandlers(router, si) does, with idempotency wired in. It registers a wrapper of si whose method of each idempotent operation runs the engine for that operation around si's: the protection goes by operation, not by path, so it holds on an echo.Group as on the *echo.Echo, and runs after every middleware, right before the operation (an error si's method returns is answered by echo's HTTPErrorHandler inside the recording, and the middlewares see nil); every other operation is si's, untouched." + g.fallbackDoc("a route middleware on their routes, which reads echo's route", "The route middleware is bound to the route when oapi-codegen registers it, so a group's prefix does not matter, and it runs after every other middleware.") + " When router is the *echo.Echo, ErrorHandler wraps e.HTTPErrorHandler; for a group, wrap it yourself with ErrorHandlerWithBaseURL and the group's prefix (e.HTTPErrorHandler = x.ErrorHandlerWithBaseURL(\"/v1\", e.HTTPErrorHandler)), or a key parameter oapi-codegen refuses gets echo's answer instead of the engine's problem.")
 	g.doc("")
 	g.doc("\tRegisterHandlers(e, service)")
 	g.doc("")

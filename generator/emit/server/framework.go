@@ -23,6 +23,9 @@ func (g *gen) frameworkStrict(ctxType, req, w jen.Code, setRequest func(r jen.Co
 
 	g.strictFunc(handlerParams).Block(
 		jen.List(jen.Id("r"), jen.Id("w")).Op(":=").List(req, w),
+		jen.If(jen.Id("x").Dot("engine").Dot("Nested").Call(jen.Id("w"), jen.Id("p"))).Block(
+			jen.Return(jen.Id("f").Call(jen.Id("ctx"), jen.Id("request"))).Comment("the engine in front records the request already (a doubled wiring: HTTPMiddleware beside RegisterStrictHandlers)"),
+		),
 		jen.Id("c").Op(":=").Id("x").Dot("engine").Dot("Begin").Call(jen.Id("r"), jen.Id("p"), jen.Id("key")),
 		jen.Defer().Id("c").Dot("End").Call().Comment("frees the key when the operation fails or panics"),
 		jen.If(jen.Id("c").Dot("Decision").Call().Op("!=").Qual(idemPkg, "Execute")).Block(

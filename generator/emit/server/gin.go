@@ -219,8 +219,12 @@ func (g *gen) ginMiddleware() {
 		jen.If(jen.Op("!").Id("ok")).Block(jen.Id("ctx").Dot("Next").Call(), jen.Return()),
 		jen.Id("x").Dot("runGin").Call(jen.Id("ctx"), jen.Id(px+"Policies").Index(jen.Id("i")), jen.Id("ctx").Dot("Next")),
 	)
-	g.doc("runGin runs the request in ctx through the engine for the idempotent operation whose policy is p, next serving it (the handlers after the middleware, or the operation).")
+	g.doc("runGin runs the request in ctx through the engine for the idempotent operation whose policy is p, next serving it (the handlers after the middleware, or the operation). A request the engine already records in front (a doubled wiring: HTTPMiddleware left beside RegisterHandlers) goes straight to next (idem.Engine.Nested).")
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("runGin").Params(jen.Id("ctx").Add(ginCtx()), jen.Id("p").Op("*").Qual(idemPkg, "Policy"), jen.Id("next").Func().Params()).Block(
+		jen.If(jen.Id("x").Dot("engine").Dot("Nested").Call(jen.Id("ctx").Dot("Writer"), jen.Id("p"))).Block(
+			jen.Id("next").Call(),
+			jen.Return(),
+		),
 		jen.Id("c").Op(":=").Id("x").Dot("engine").Dot("Begin").Call(jen.Id("ctx").Dot("Request"), jen.Id("p"), jen.Qual(idemPkg, "RequestKey")),
 		jen.Defer().Id("c").Dot("End").Call(),
 		jen.If(jen.Id("c").Dot("Decision").Call().Op("!=").Qual(idemPkg, "Execute")).Block(
@@ -240,21 +244,6 @@ func (g *gen) ginMiddleware() {
 		jen.Id("w").Dot("WriteHeaderNow").Call().Comment("a status set without a body (gin writes it after the handlers)"),
 		jen.Id("ctx").Dot("Writer").Op("=").Id("orig"),
 		jen.Id("c").Dot("Finish").Call(),
-	)
-	if g.cfg.Strict || len(g.fallbackOps()) == 0 {
-		return
-	}
-	g.doc("byPath is HTTPMiddlewareWithBaseURL for the idempotent operations RegisterHandlers protects by path (" + px + "ByPath) alone: every other request passes untouched.")
-	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("byPath").Params(jen.Id("baseURL").String()).Add(ginQ("HandlerFunc")).Block(
-		jen.Return(jen.Func().Params(jen.Id("ctx").Add(ginCtx())).Block(
-			jen.If(jen.List(jen.Id("route"), jen.Id("ok")).Op(":=").Qual("strings", "CutPrefix").Call(jen.Id("ctx").Dot("FullPath").Call(), jen.Id("baseURL")), jen.Id("ok")).Block(
-				jen.If(jen.List(jen.Id("i"), jen.Id("ok")).Op(":=").Id(px+"GinRoutes").Index(jen.Id(px+"GinRoute").Values(jen.Id("ctx").Dot("Request").Dot("Method"), jen.Id("route"))), jen.Id("ok").Op("&&").Id(px+"ByPath").Call(jen.Id("i"))).Block(
-					jen.Id("x").Dot("runGin").Call(jen.Id("ctx"), jen.Id(px+"Policies").Index(jen.Id("i")), jen.Id("ctx").Dot("Next")),
-					jen.Return(),
-				),
-			),
-			jen.Id("ctx").Dot("Next").Call(),
-		)),
 	)
 }
 
@@ -328,7 +317,7 @@ func (g *gen) ginRegister() {
 		)
 		return
 	}
-	g.doc("RegisterHandlers is the one line to change in an existing gin service: it does what RegisterHandlersWithOptions(router, si, options) does, with idempotency wired in. It registers a wrapper of si whose method of each idempotent operation runs the engine for that operation around si's: the protection goes by operation, not by path, and runs after options.Middlewares, right before the operation; every other operation is si's, untouched." + g.fallbackDoc("a middleware in router.Use, before the routes, that reads the route gin chose under the router group's path and options.BaseURL") + " ErrorHandlerWithBaseURL, under the router group's path and options.BaseURL, wraps options.ErrorHandler.")
+	g.doc("RegisterHandlers is the one line to change in an existing gin service: it does what RegisterHandlersWithOptions(router, si, options) does, with idempotency wired in. It registers a wrapper of si whose method of each idempotent operation runs the engine for that operation around si's: the protection goes by operation, not by path, and runs after options.Middlewares, right before the operation; every other operation is si's, untouched." + g.fallbackDoc("the engine's handler on their routes, which marks the request, and a middleware appended to options.Middlewares, which runs the engine for a marked request", "The handler is bound to the route when oapi-codegen registers it, so a group's prefix does not matter, and the engine runs after options.Middlewares, as for the other operations.") + " ErrorHandlerWithBaseURL, under the router group's path and options.BaseURL, wraps options.ErrorHandler.")
 	g.doc("")
 	g.doc("\tRegisterHandlersWithOptions(router, service, options)")
 	g.doc("")
@@ -340,12 +329,16 @@ func (g *gen) ginRegister() {
 	).BlockFunc(func(b *jen.Group) {
 		b.Add(ginBase()[0])
 		b.Add(ginBase()[1])
-		if len(g.fallbackOps()) > 0 {
-			b.Id("router").Dot("Use").Call(jen.Id("x").Dot("byPath").Call(jen.Qual("strings", "TrimSuffix").Call(jen.Qual("path", "Join").Call(jen.Lit("/"), jen.Id("base")), jen.Lit("/"))))
-		}
 		b.Id("options").Dot("ErrorHandler").Op("=").Id("x").Dot("ErrorHandlerWithBaseURL").Call(jen.Id("base"), jen.Id("options").Dot("ErrorHandler"))
-		b.Id("RegisterHandlersWithOptions").Call(jen.Id("router"), g.newOpServer(px+"GinServer"), jen.Id("options"))
+		if len(g.fallbackOps()) == 0 {
+			b.Id("RegisterHandlersWithOptions").Call(jen.Id("router"), g.newOpServer(px+"GinServer"), jen.Id("options"))
+			return
+		}
+		ms := func() *jen.Statement { return jen.Id("options").Dot("Middlewares") }
+		b.Add(ms()).Op("=").Append(ms().Index(jen.Empty(), jen.Len(ms()), jen.Len(ms())), jen.Id("x").Dot("ginFallback"))
+		b.Id("RegisterHandlersWithOptions").Call(jen.Id(px+"GinRouter").Values(jen.Dict{jen.Id("IRouter"): jen.Id("router"), jen.Id("x"): jen.Id("x"), jen.Id("baseURL"): jen.Id("options").Dot("BaseURL")}), g.newOpServer(px+"GinServer"), jen.Id("options"))
 	})
 	g.ginOpServer()
 	g.byPathFunc()
+	g.ginByPath()
 }

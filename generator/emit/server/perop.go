@@ -26,6 +26,12 @@ import (
 // its ServerInterface method's signature is known.
 func byOperation(op *ir.Operation) bool { return gogen.UntypedPathParam(op) == nil }
 
+// PathFallback returns, for an operation the plain (non-strict) one-line
+// wiring protects by path rather than by operation, the path parameter
+// whose Go type idemgen cannot tell (so it cannot write the operation's
+// ServerInterface method); nil for one it protects by operation.
+func PathFallback(op *ir.Operation) *ir.Param { return gogen.UntypedPathParam(op) }
+
 // fallbackOps are the indexes of the operations the plain wiring protects
 // by path (byOperation false), in spec order.
 func (g *gen) fallbackOps() []int {
@@ -126,8 +132,9 @@ func (g *gen) byPathFunc() {
 }
 
 // fallbackDoc is what the plain wiring's documentation says of the
-// operations it protects by path, "" when there are none.
-func (g *gen) fallbackDoc(how string) string {
+// operations it protects by path, "" when there are none: how they are
+// protected, and what follows (caveat, a sentence).
+func (g *gen) fallbackDoc(how, caveat string) string {
 	fb := g.fallbackOps()
 	if len(fb) == 0 {
 		return ""
@@ -140,7 +147,7 @@ func (g *gen) fallbackDoc(how string) string {
 		}
 		s += " " + op.Where() + " (" + gogen.UntypedPathParam(op).Name + ")"
 	}
-	return s + "; a router that rewrites the path where the matcher cannot see it leaves them unprotected."
+	return s + ". " + caveat
 }
 
 // netHTTPOpServer writes the wrapper of the std-http, chi and gorilla
@@ -221,5 +228,97 @@ func (g *gen) echoByPath() {
 				jen.Return(jen.Id("x").Dot("serveEcho").Call(jen.Id("ctx"), jen.Id("p"), jen.Id("next"))),
 			)),
 		))),
+	)
+}
+
+// ginRouterMethods are the methods of gin.IRoutes that register a route
+// for one HTTP method.
+var ginRouterMethods = []string{"DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT"}
+
+// ginByPath writes what gin's RegisterHandlers protects by path: oapi-codegen's gin wrapper
+// calls options.Middlewares one after the other before the operation, not
+// around it, so the engine runs in two halves: the last of
+// options.Middlewares (ginFallback) begins it, for a request of a route
+// marked by the route handler that a wrapper of the router registers for
+// the operations protected by path (it marks the request, then ends the
+// engine's call when the handler returns). Nothing when there are none.
+func (g *gen) ginByPath() {
+	fb := g.fallbackOps()
+	if len(fb) == 0 {
+		return
+	}
+	t := g.cfg.Type
+	var methods []string
+	for _, i := range fb {
+		if m := g.spec.Operations[i].Method; slices.Contains(ginRouterMethods, m) && !slices.Contains(methods, m) {
+			methods = append(methods, m)
+		}
+	}
+	slices.Sort(methods)
+	fbType := px + "GinFallback"
+	key := px + "GinFallbackKey"
+	g.doc(fbType + " is the engine's call for a request of an idempotent operation RegisterHandlers protects by path (" + px + "ByPath): the route handler makes it (with the operation's policy), ginFallback, the last of options.Middlewares, begins the call, and the route handler ends it.")
+	g.f.Type().Id(fbType).Struct(
+		jen.Id("p").Op("*").Qual(idemPkg, "Policy"),
+		jen.Id("c").Op("*").Qual(idemPkg, "Call"),
+		jen.Id("orig").Add(ginQ("ResponseWriter")),
+		jen.Id("w").Op("*").Id(px+"GinWriter"),
+	)
+	g.doc(key + " is the key of the " + fbType + " in the gin.Context.")
+	g.f.Const().Id(key).Op("=").Lit("github.com/idemgen/idemgen/fallback")
+	typ := px + "GinRouter"
+	g.doc(typ + " is the gin.IRouter RegisterHandlers registers with: the route of each idempotent operation protected by path (" + px + "ByPath) gets a handler that has ginFallback run the engine for it after options.Middlewares.")
+	g.f.Type().Id(typ).Struct(ginQ("IRouter"), jen.Id("x").Op("*").Id(t), jen.Id("baseURL").String())
+	for _, m := range methods {
+		g.docf("%s registers the route, with the engine's handler when it is one of an operation protected by path.", m)
+		g.f.Func().Params(jen.Id("r").Id(typ)).Id(m).Params(jen.Id("path").String(), jen.Id("h").Op("...").Add(ginQ("HandlerFunc"))).Add(ginQ("IRoutes")).Block(
+			jen.Return(jen.Id("r").Dot("IRouter").Dot(m).Call(jen.Id("path"), jen.Id("r").Dot("x").Dot("ginRoute").Call(jen.Lit(m), jen.Qual("strings", "TrimPrefix").Call(jen.Id("path"), jen.Id("r").Dot("baseURL")), jen.Id("h")).Op("..."))),
+		)
+	}
+	g.doc("ginRoute returns the handlers h of a route, the last one wrapped when method and path (without options.BaseURL) are the route of an idempotent operation protected by path: it marks the request for ginFallback, which begins the engine's call after options.Middlewares, and ends that call when the operation returns (a panic frees the key and goes on).")
+	ctx := jen.Id("ctx")
+	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("ginRoute").Params(jen.List(jen.Id("method"), jen.Id("path")).String(), jen.Id("h").Index().Add(ginQ("HandlerFunc"))).Index().Add(ginQ("HandlerFunc")).Block(
+		jen.List(jen.Id("i"), jen.Id("ok")).Op(":=").Id(px+"GinRoutes").Index(jen.Id(px+"GinRoute").Values(jen.Id("method"), jen.Id("path"))),
+		jen.If(jen.Op("!").Id("ok").Op("||").Op("!").Id(px+"ByPath").Call(jen.Id("i")).Op("||").Len(jen.Id("h")).Op("==").Lit(0)).Block(jen.Return(jen.Id("h"))),
+		jen.List(jen.Id("p"), jen.Id("last")).Op(":=").List(jen.Id(px+"Policies").Index(jen.Id("i")), jen.Id("h").Index(jen.Len(jen.Id("h")).Op("-").Lit(1))),
+		jen.Return(jen.Append(jen.Id("h").Index(jen.Empty(), jen.Len(jen.Id("h")).Op("-").Lit(1), jen.Len(jen.Id("h")).Op("-").Lit(1)), jen.Func().Params(ctx.Clone().Add(ginCtx())).Block(
+			jen.Id("f").Op(":=").Op("&").Id(fbType).Values(jen.Dict{jen.Id("p"): jen.Id("p")}),
+			ctx.Clone().Dot("Set").Call(jen.Id(key), jen.Id("f")),
+			jen.Id("ran").Op(":=").False(),
+			jen.Defer().Func().Params().Block(jen.Id("f").Dot("end").Call(ctx.Clone(), jen.Id("ran"))).Call(),
+			jen.Id("last").Call(ctx.Clone()),
+			jen.Id("ran").Op("=").True(),
+		))),
+	)
+	g.doc("ginFallback, the last of options.Middlewares, begins the engine's call for a request ginRoute marked: the replay or the problem (the operation does not run), or the operation's writer through the engine's recorder.")
+	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("ginFallback").Params(ctx.Clone().Add(ginCtx())).Block(
+		jen.List(jen.Id("v"), jen.Id("_")).Op(":=").Add(ctx.Clone()).Dot("Get").Call(jen.Id(key)),
+		jen.List(jen.Id("f"), jen.Id("_")).Op(":=").Id("v").Assert(jen.Op("*").Id(fbType)),
+		jen.If(jen.Id("f").Op("==").Nil().Op("||").Id("f").Dot("c").Op("!=").Nil().Op("||").Id("x").Dot("engine").Dot("Nested").Call(ctx.Clone().Dot("Writer"), jen.Id("f").Dot("p"))).Block(jen.Return()),
+		jen.Id("c").Op(":=").Id("x").Dot("engine").Dot("Begin").Call(ctx.Clone().Dot("Request"), jen.Id("f").Dot("p"), jen.Qual(idemPkg, "RequestKey")),
+		jen.Id("f").Dot("c").Op("=").Id("c"),
+		jen.If(jen.Id("c").Dot("Decision").Call().Op("!=").Qual(idemPkg, "Execute")).Block(
+			jen.Id("c").Dot("Respond").Call(ctx.Clone().Dot("Writer")),
+			ctx.Clone().Dot("Abort").Call(),
+			jen.Return(),
+		),
+		jen.Id("f").Dot("orig").Op("=").Add(ctx.Clone()).Dot("Writer"),
+		jen.Id("f").Dot("w").Op("=").Op("&").Id(px+"GinWriter").Values(jen.Dict{
+			jen.Id("ResponseWriter"): jen.Id("f").Dot("orig"),
+			jen.Id("rec"):            jen.Id("c").Dot("Writer").Call(jen.Id("f").Dot("orig")),
+			jen.Id("status"):         jen.Qual("net/http", "StatusOK"),
+			jen.Id("size"):           jen.Lit(-1),
+		}),
+		jen.List(ctx.Clone().Dot("Writer"), ctx.Clone().Dot("Request")).Op("=").List(jen.Id("f").Dot("w"), jen.Id("c").Dot("Request").Call()),
+	)
+	g.doc("end ends the engine's call, if ginFallback began one: ran, the operation returned, and its response is stored; else (a panic) the key is freed.")
+	g.f.Func().Params(jen.Id("f").Op("*").Id(fbType)).Id("end").Params(ctx.Clone().Add(ginCtx()), jen.Id("ran").Bool()).Block(
+		jen.If(jen.Id("f").Dot("c").Op("==").Nil()).Block(jen.Return()),
+		jen.If(jen.Id("f").Dot("w").Op("!=").Nil()).Block(
+			jen.If(jen.Id("ran")).Block(jen.Id("f").Dot("w").Dot("WriteHeaderNow").Call().Comment("a status set without a body (gin writes it after the handlers)")),
+			ctx.Clone().Dot("Writer").Op("=").Id("f").Dot("orig"),
+			jen.If(jen.Id("ran")).Block(jen.Id("f").Dot("c").Dot("Finish").Call()),
+		),
+		jen.Id("f").Dot("c").Dot("End").Call(),
 	)
 }

@@ -1018,6 +1018,14 @@ func TestRouters(t *testing.T) {
 			src := variant(strings.ReplaceAll(validatorTest, "PKG", c.pkg), strings.ToUpper(c.router), keep)
 			m.Write(t, c.pkg+"/validator_test.go", []byte(src))
 		}
+		if c.strict {
+			section := "NETHTTP"
+			if c.router == "echo" || c.router == "gin" {
+				section = strings.ToUpper(c.router)
+			}
+			src := variant(strings.ReplaceAll(strings.ReplaceAll(strictWiringTest, "PKG", c.pkg), "OPTIONS", c.options), section)
+			m.Write(t, c.pkg+"/wiring_test.go", []byte(src))
+		}
 		if !c.strict {
 			section := "NETHTTP"
 			if c.router == "echo" || c.router == "gin" {
@@ -1025,33 +1033,75 @@ func TestRouters(t *testing.T) {
 			}
 			src := variant(strings.ReplaceAll(strings.ReplaceAll(agreeTest, "PKG", c.pkg), "OPTIONS", c.options), section)
 			m.Write(t, c.pkg+"/agree_test.go", []byte(src))
+			src = variant(strings.ReplaceAll(strings.ReplaceAll(wiringTest, "PKG", c.pkg), "OPTIONS", c.options), section)
+			m.Write(t, c.pkg+"/wiring_test.go", []byte(src))
 		}
 	}
 	// The plain wiring of a spec with an operation whose signature idemgen
 	// cannot write: it is protected by path, the others by operation.
+	// The ftl packages: oapi-codegen applies options.Middlewares first to
+	// last (its compatibility.apply-chi-middleware-first-to-last, for
+	// std-http and chi, or apply-gorilla-middleware-first-to-last), and
+	// idemgen knows (server.middleware-first-to-last).
 	var fallbacks []string
 	for _, c := range cases {
 		if c.strict {
 			continue
 		}
-		pkg := strings.TrimSuffix(c.pkg, "plain") + "fallback"
+		for _, ftl := range []bool{false, true} {
+			if ftl && (c.router == "echo" || c.router == "gin") {
+				continue
+			}
+			pkg := strings.TrimSuffix(c.pkg, "plain") + "fallback"
+			params := map[string]string{"server.router": c.router, "server.strict": "false"}
+			if ftl {
+				pkg = strings.TrimSuffix(c.pkg, "plain") + "ftl"
+				params[server.FirstToLastOption.String()] = "true"
+			}
+			fallbacks = append(fallbacks, pkg)
+			files, err := gentest.Generate(gentest.Case{
+				Spec: filepath.Join(root, "testdata", "server", "untyped-path", "openapi.yaml"), Package: pkg,
+				Output: filepath.Join(m.Dir, pkg), Server: c.server, Emit: []string{server.Name},
+				Params: params, MiddlewareFirstToLast: ftl,
+			})
+			require.NoError(t, err, pkg)
+			require.Contains(t, string(files[server.DefaultFile]), "func "+px+"ByPath(", pkg)
+			for name, data := range files {
+				m.Write(t, pkg+"/"+name, data)
+			}
+			section := "NETHTTP"
+			if c.router == "echo" || c.router == "gin" {
+				section = strings.ToUpper(c.router)
+			}
+			src := variant(strings.ReplaceAll(strings.ReplaceAll(fallbackTest, "PKG", pkg), "OPTIONS", c.options), section)
+			m.Write(t, pkg+"/fallback_test.go", []byte(src))
+			sections := []string{section}
+			if c.router != "gin" {
+				sections = append(sections, "NOPREFIX")
+			}
+			src = variant(strings.ReplaceAll(strings.ReplaceAll(fallbackOrderTest, "PKG", pkg), "OPTIONS", c.options), sections...)
+			m.Write(t, pkg+"/order_test.go", []byte(src))
+		}
+	}
+	// A fallback operation whose template matches another route's path
+	// under a prefix.
+	for _, c := range cases {
+		if c.strict || c.router == "echo" || c.router == "gin" {
+			continue
+		}
+		pkg := strings.TrimSuffix(c.pkg, "plain") + "prefixfb"
 		fallbacks = append(fallbacks, pkg)
 		files, err := gentest.Generate(gentest.Case{
-			Spec: filepath.Join(root, "testdata", "server", "untyped-path", "openapi.yaml"), Package: pkg,
+			Spec: filepath.Join(root, "testdata", "server", "fallback-prefix", "openapi.yaml"), Package: pkg,
 			Output: filepath.Join(m.Dir, pkg), Server: c.server, Emit: []string{server.Name},
 			Params: map[string]string{"server.router": c.router, "server.strict": "false"},
 		})
 		require.NoError(t, err, pkg)
-		require.Contains(t, string(files[server.DefaultFile]), "func "+px+"ByPath(", pkg)
 		for name, data := range files {
 			m.Write(t, pkg+"/"+name, data)
 		}
-		section := "NETHTTP"
-		if c.router == "echo" || c.router == "gin" {
-			section = strings.ToUpper(c.router)
-		}
-		src := variant(strings.ReplaceAll(strings.ReplaceAll(fallbackTest, "PKG", pkg), "OPTIONS", c.options), section)
-		m.Write(t, pkg+"/fallback_test.go", []byte(src))
+		src := variant(strings.ReplaceAll(strings.ReplaceAll(prefixFallbackTest, "PKG", pkg), "OPTIONS", c.options), strings.ToUpper(c.router))
+		m.Write(t, pkg+"/prefix_test.go", []byte(src))
 	}
 	out := m.Go(t, "test", "-count=1", "./...")
 	for _, c := range cases {

@@ -60,6 +60,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
 	"slices"
 	"strconv"
 	"strings"
@@ -96,6 +97,14 @@ var (
 	RouterOption = emitter.NewOption("server.router")
 	TypeOption   = emitter.NewOption("server.type")
 	optFile      = emitter.NewOption("server.file")
+	// FirstToLastOption says that oapi-codegen applies options.Middlewares
+	// first to last (its compatibility.apply-chi-middleware-first-to-last,
+	// for std-http and chi, or apply-gorilla-middleware-first-to-last):
+	// the first is then the outermost, and the plain Handler's middleware
+	// for the operations it protects by path goes last, not first, so
+	// that it still runs after the others. The command line defaults it
+	// from oapi-codegen's configuration.
+	FirstToLastOption = emitter.NewOption("server.middleware-first-to-last")
 )
 
 func init() { emitter.Register(Name, Emit) }
@@ -106,6 +115,9 @@ type Config struct {
 	Router string // server.router: std-http, chi, gorilla, echo, gin, or none
 	Type   string // server.type
 	File   string // server.file
+	// FirstToLast: server.middleware-first-to-last (std-http, chi and
+	// gorilla: oapi-codegen applies options.Middlewares first to last).
+	FirstToLast bool
 }
 
 // routerOptions are the server options types of oapi-codegen's net/http routers.
@@ -129,6 +141,13 @@ func ParseConfig(params map[string]string) (Config, error) {
 	}
 	if v, ok := TypeOption.In(params); ok {
 		c.Type = v
+	}
+	if v, ok := FirstToLastOption.In(params); ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return c, fmt.Errorf("%s: %q is not true or false", FirstToLastOption, v)
+		}
+		c.FirstToLast = b
 	}
 	if v, ok := optFile.In(params); ok {
 		c.File = v
@@ -279,7 +298,7 @@ func (g *gen) handler() {
 		)
 		return
 	}
-	g.docf("Handler is the one line to change in an existing service: it returns what HandlerWithOptions(si, options) returns, with idempotency wired in. It hands HandlerWithOptions a wrapper of si whose method of each idempotent operation runs the engine for that operation around si's: the protection goes by operation, not by path, so it holds whatever path the router routes on (a gorilla subrouter as BaseRouter, a chi router mounted under a prefix, a BaseURL) and runs after options.Middlewares (which may authenticate the request), right before the operation; every other operation is si's, untouched.%s ErrorHandlerWithBaseURL(options.BaseURL, ...) wraps options.ErrorHandlerFunc (nil means oapi-codegen's default): it matches paths, and under a prefix the router adds and options.BaseURL does not give, a key parameter oapi-codegen refuses gets the default answer instead of the engine's problem.", g.fallbackDoc("a middleware first in options.Middlewares that matches them under options.BaseURL"))
+	g.docf("Handler is the one line to change in an existing service: it returns what HandlerWithOptions(si, options) returns, with idempotency wired in. It hands HandlerWithOptions a wrapper of si whose method of each idempotent operation runs the engine for that operation around si's: the protection goes by operation, not by path, so it holds whatever path the router routes on (a gorilla subrouter as BaseRouter, a chi router mounted under a prefix, a BaseURL) and runs after options.Middlewares (which may authenticate the request), right before the operation; every other operation is si's, untouched.%s ErrorHandlerWithBaseURL(options.BaseURL, ...) wraps options.ErrorHandlerFunc (nil means oapi-codegen's default): it matches paths, and under a prefix the router adds and options.BaseURL does not give, a key parameter oapi-codegen refuses gets the default answer instead of the engine's problem.", g.fallbackDoc(fallbackHow(g.cfg.FirstToLast), "A router that rewrites the path where the matcher cannot see it (a gorilla subrouter as BaseRouter, a prefix options.BaseURL does not give) leaves them unprotected."))
 	g.doc("")
 	g.doc("\th := HandlerWithOptions(service, options)")
 	g.doc("")
@@ -291,13 +310,31 @@ func (g *gen) handler() {
 		jen.Id("options").Id(opts),
 	).Add(hf("Handler")).BlockFunc(func(b *jen.Group) {
 		b.Id("options").Dot("ErrorHandlerFunc").Op("=").Id("x").Dot("ErrorHandlerWithBaseURL").Call(jen.Id("options").Dot("BaseURL"), jen.Id("options").Dot("ErrorHandlerFunc"))
-		if len(g.fallbackOps()) > 0 {
+		switch {
+		case len(g.fallbackOps()) == 0:
+		case g.cfg.FirstToLast:
+			// oapi-codegen applies the middlewares first to last: the
+			// last is the innermost.
+			ms := jen.Id("options").Dot("Middlewares")
+			b.Add(ms.Clone()).Op("=").Append(ms.Clone().Index(jen.Empty(), jen.Len(ms.Clone()), jen.Len(ms.Clone())), jen.Id("x").Dot("byPath").Call(jen.Id("options").Dot("BaseURL")))
+		default:
 			b.Id("options").Dot("Middlewares").Op("=").Append(jen.Index().Id("MiddlewareFunc").Values(jen.Id("x").Dot("byPath").Call(jen.Id("options").Dot("BaseURL"))), jen.Id("options").Dot("Middlewares").Op("..."))
 		}
 		b.Return(jen.Id("HandlerWithOptions").Call(g.newOpServer(px+"Server"), jen.Id("options")))
 	})
 	g.netHTTPOpServer()
 	g.byPathFunc()
+}
+
+// fallbackHow is how the plain Handler protects the operations it
+// protects by path: a middleware innermost among options.Middlewares,
+// the first of them, or the last when oapi-codegen applies them first to
+// last.
+func fallbackHow(firstToLast bool) string {
+	if firstToLast {
+		return "a middleware last in options.Middlewares, the innermost (server.middleware-first-to-last: oapi-codegen applies them first to last), that matches them under options.BaseURL"
+	}
+	return "a middleware first in options.Middlewares, the innermost, that matches them under options.BaseURL"
 }
 
 func (g *gen) typeDecl() {
@@ -588,6 +625,9 @@ func (g *gen) strict() {
 	g.strictFunc(handlerParams).Block(
 		jen.If(jen.Id("ctx").Op("!=").Id("r").Dot("Context").Call()).Block(
 			jen.Id("r").Op("=").Id("r").Dot("WithContext").Call(jen.Id("ctx")).Comment("keep what earlier strict middleware put in ctx"),
+		),
+		jen.If(jen.Id("x").Dot("engine").Dot("Nested").Call(jen.Id("w"), jen.Id("p"))).Block(
+			jen.Return(jen.Id("f").Call(jen.Id("ctx"), jen.Id("w"), jen.Id("r"), jen.Id("request"))).Comment("the engine in front records the request already (a doubled wiring: HTTPMiddleware around StrictHandler)"),
 		),
 		jen.Id("c").Op(":=").Id("x").Dot("engine").Dot("Begin").Call(jen.Id("r"), jen.Id("p"), jen.Id("key")),
 		jen.Defer().Id("c").Dot("End").Call().Comment("frees the key when the operation fails or panics"),
@@ -962,10 +1002,70 @@ func (g *gen) netHTTPMiddleware() {
 	if _, ok := routerOptions[g.cfg.Router]; !ok || g.cfg.Strict || len(g.fallbackOps()) == 0 {
 		return
 	}
-	g.doc("byPath is HTTPMiddlewareWithBaseURL for the idempotent operations Handler protects by path (" + px + "ByPath) alone: every other request passes untouched.")
+	g.doc("byPath is HTTPMiddlewareWithBaseURL for the idempotent operations Handler protects by path (" + px + "ByPath) alone, the requests the router routed to their route (" + px + "Routed): every other request passes untouched.")
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("byPath").Params(jen.Id("baseURL").String()).Func().Params(jen.Qual("net/http", "Handler")).Qual("net/http", "Handler").Block(
 		pathMiddleware(true)...,
 	)
+	g.routed()
+}
+
+// routed writes <px>Routed(r, i), whether the route the router chose for
+// r (it runs among options.Middlewares, after the routing) is the one
+// oapi-codegen registers for the operation protected by path whose policy
+// is <px>Policies[i]: the router's pattern ends with the operation's path
+// template as oapi-codegen writes it for the router (under a prefix the
+// matcher strips, a template such as /{tenant}/orders also matches the
+// path of another route, /v1/orders). True when the router does not say.
+func (g *gen) routed() {
+	var cases []jen.Code
+	for _, i := range g.fallbackOps() {
+		op := g.spec.Operations[i]
+		var tmpl string
+		switch g.cfg.Router {
+		case "chi":
+			tmpl = codegen.SwaggerUriToChiUri(op.Path)
+		case "gorilla":
+			tmpl = codegen.SwaggerUriToGorillaUri(op.Path)
+		default:
+			tmpl = codegen.SwaggerUriToStdHttpUri(op.Path)
+		}
+		cases = append(cases, jen.Case(jen.Lit(i)).Block(jen.Id("tmpl").Op("=").Lit(tmpl)))
+	}
+	var pattern []jen.Code
+	switch g.cfg.Router {
+	case "chi":
+		pattern = []jen.Code{
+			jen.Id("rc").Op(":=").Qual("github.com/go-chi/chi/v5", "RouteContext").Call(jen.Id("r").Dot("Context").Call()),
+			jen.If(jen.Id("rc").Op("==").Nil().Op("||").Len(jen.Id("rc").Dot("RoutePatterns")).Op("==").Lit(0)).Block(jen.Return(jen.True())),
+			jen.Id("pattern").Op(":=").Id("rc").Dot("RoutePatterns").Index(jen.Len(jen.Id("rc").Dot("RoutePatterns")).Op("-").Lit(1)),
+		}
+	case "gorilla":
+		pattern = []jen.Code{
+			jen.Id("rt").Op(":=").Qual("github.com/gorilla/mux", "CurrentRoute").Call(jen.Id("r")),
+			jen.If(jen.Id("rt").Op("==").Nil()).Block(jen.Return(jen.True())),
+			jen.List(jen.Id("pattern"), jen.Err()).Op(":=").Id("rt").Dot("GetPathTemplate").Call(),
+			jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.True())),
+		}
+	default:
+		pattern = []jen.Code{
+			jen.If(jen.Id("r").Dot("Pattern").Op("==").Lit("")).Block(jen.Return(jen.True())),
+			jen.Id("pattern").Op(":=").Id("r").Dot("Pattern").Index(jen.Qual("strings", "IndexByte").Call(jen.Id("r").Dot("Pattern"), jen.LitRune(' ')).Op("+").Lit(1), jen.Empty()).Comment("without the method"),
+		}
+	}
+	var what string
+	switch g.cfg.Router {
+	case "chi":
+		what = "chi's route pattern (the last of the routing context's RoutePatterns: the route of the router oapi-codegen registered it with)"
+	case "gorilla":
+		what = "gorilla/mux's path template of the current route (its subrouters' prefixes first)"
+	default:
+		what = "the pattern ServeMux matched (Request.Pattern), without its method"
+	}
+	g.doc(px + "Routed reports whether the route the router chose for r is the one oapi-codegen registers for the idempotent operation protected by path whose policy is " + px + "Policies[i]: " + what + " ends with the operation's path template. Under a prefix the matcher strips, a template such as /{tenant}/orders also matches the path of another route (/v1/orders). True when the router does not say.")
+	body := []jen.Code{jen.Var().Id("tmpl").String(), jen.Switch(jen.Id("i")).Block(cases...)}
+	body = append(body, pattern...)
+	body = append(body, jen.Return(jen.Qual("strings", "HasSuffix").Call(jen.Id("pattern"), jen.Id("tmpl"))))
+	g.f.Func().Id(px+"Routed").Params(jen.Id("r").Op("*").Qual("net/http", "Request"), jen.Id("i").Int()).Bool().Block(body...)
 }
 
 // pathMiddleware is the body of a function of baseURL that returns the
@@ -975,7 +1075,7 @@ func (g *gen) netHTTPMiddleware() {
 func pathMiddleware(byPath bool) []jen.Code {
 	cond := jen.Id("i").Op(">=").Lit(0)
 	if byPath {
-		cond = jen.Id("i").Op(">=").Lit(0).Op("&&").Id(px + "ByPath").Call(jen.Id("i"))
+		cond = jen.Id("i").Op(">=").Lit(0).Op("&&").Id(px+"ByPath").Call(jen.Id("i")).Op("&&").Id(px+"Routed").Call(jen.Id("r"), jen.Id("i"))
 	}
 	return []jen.Code{
 		jen.Id("baseURL").Op("=").Qual("strings", "TrimSuffix").Call(jen.Id("baseURL"), jen.Lit("/")),
@@ -995,11 +1095,15 @@ func pathMiddleware(byPath bool) []jen.Code {
 
 func (g *gen) serve() {
 	t := g.cfg.Type
-	g.doc("serve runs one request of an idempotent operation through the engine (what idem.Engine.Handler does, without building a handler per request: oapi-codegen builds its route middleware chains for every request).")
+	g.doc("serve runs one request of an idempotent operation through the engine (what idem.Engine.Handler does, without building a handler per request: oapi-codegen builds its route middleware chains for every request). A request the engine already records in front (a doubled wiring: HTTPMiddleware left in front of Handler) goes straight to next (idem.Engine.Nested).")
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("serve").Params(
 		jen.Id("w").Qual("net/http", "ResponseWriter"), jen.Id("r").Op("*").Qual("net/http", "Request"),
 		jen.Id("p").Op("*").Qual(idemPkg, "Policy"), jen.Id("next").Qual("net/http", "Handler"),
 	).Block(
+		jen.If(jen.Id("x").Dot("engine").Dot("Nested").Call(jen.Id("w"), jen.Id("p"))).Block(
+			jen.Id("next").Dot("ServeHTTP").Call(jen.Id("w"), jen.Id("r")),
+			jen.Return(),
+		),
 		jen.Id("c").Op(":=").Id("x").Dot("engine").Dot("Begin").Call(jen.Id("r"), jen.Id("p"), jen.Qual(idemPkg, "RequestKey")),
 		jen.Defer().Id("c").Dot("End").Call(),
 		jen.If(jen.Id("c").Dot("Decision").Call().Op("!=").Qual(idemPkg, "Execute")).Block(

@@ -174,6 +174,9 @@ func (x *Idempotency) strict(ctx context.Context, w http.ResponseWriter, r *http
 	if ctx != r.Context() {
 		r = r.WithContext(ctx) // keep what earlier strict middleware put in ctx
 	}
+	if x.engine.Nested(w, p) {
+		return f(ctx, w, r, request) // the engine in front records the request already (a doubled wiring: HTTPMiddleware around StrictHandler)
+	}
 	c := x.engine.Begin(r, p, key)
 	defer c.End() // frees the key when the operation fails or panics
 	if c.Decision() != idem.Execute {
@@ -257,8 +260,13 @@ func (x *Idempotency) HTTPMiddlewareWithBaseURL(baseURL string) func(http.Handle
 
 // serve runs one request of an idempotent operation through the engine (what idem.Engine.Handler does,
 // without building a handler per request: oapi-codegen builds its route middleware chains for every
-// request).
+// request). A request the engine already records in front (a doubled wiring: HTTPMiddleware left in
+// front of Handler) goes straight to next (idem.Engine.Nested).
 func (x *Idempotency) serve(w http.ResponseWriter, r *http.Request, p *idem.Policy, next http.Handler) {
+	if x.engine.Nested(w, p) {
+		next.ServeHTTP(w, r)
+		return
+	}
 	c := x.engine.Begin(r, p, idem.RequestKey)
 	defer c.End()
 	if c.Decision() != idem.Execute {

@@ -310,8 +310,13 @@ func (x *Idempotency) HTTPMiddlewareWithBaseURL(baseURL string) func(http.Handle
 
 // serve runs one request of an idempotent operation through the engine (what idem.Engine.Handler does,
 // without building a handler per request: oapi-codegen builds its route middleware chains for every
-// request).
+// request). A request the engine already records in front (a doubled wiring: HTTPMiddleware left in
+// front of Handler) goes straight to next (idem.Engine.Nested).
 func (x *Idempotency) serve(w http.ResponseWriter, r *http.Request, p *idem.Policy, next http.Handler) {
+	if x.engine.Nested(w, p) {
+		next.ServeHTTP(w, r)
+		return
+	}
 	c := x.engine.Begin(r, p, idem.RequestKey)
 	defer c.End()
 	if c.Decision() != idem.Execute {

@@ -1,0 +1,56 @@
+package cli
+
+import (
+	"slices"
+
+	"github.com/idemgen/idemgen/generator/diag"
+	"github.com/idemgen/idemgen/generator/emit/server"
+	"github.com/idemgen/idemgen/generator/ir"
+	"github.com/idemgen/idemgen/generator/load"
+)
+
+// pathFallbacks returns, for generate running the emitters names with the
+// settings params, a function that finds the operations the plain
+// server's one-line wiring (x.Handler, echo's and gin's
+// x.RegisterHandlers) protects by path instead of by operation: idemgen
+// cannot tell the Go type of one of their path parameters, so it cannot
+// write their ServerInterface method. Each gets a warning
+// [path-fallback] at that parameter. None for a strict server or
+// server.router none, whose wiring does not depend on it.
+func pathFallbacks(names []string, params map[string]string) func(*load.Document, *ir.Spec) diag.List {
+	return func(_ *load.Document, spec *ir.Spec) diag.List {
+		if spec == nil || !slices.Contains(names, server.Name) {
+			return nil
+		}
+		cfg, err := server.ParseConfig(params)
+		if err != nil || cfg.Strict || cfg.Router == "none" {
+			return nil
+		}
+		var out diag.List
+		for _, op := range spec.Operations {
+			p := server.PathFallback(op)
+			if p == nil {
+				continue
+			}
+			where := "it is matched by its path under options.BaseURL, innermost among options.Middlewares (set server.middleware-first-to-last when oapi-codegen applies them first to last; idemgen takes it from oapi-codegen-config), and a router that rewrites the path where the matcher cannot see it (a gorilla subrouter as BaseRouter, a prefix that options.BaseURL does not give) leaves it unprotected"
+			switch cfg.Router {
+			case "echo":
+				where = "its route middleware is bound to the route oapi-codegen registers, so a group's prefix does not matter"
+			case "gin":
+				where = "its route handler is bound to the route oapi-codegen registers, so a group's prefix does not matter, and the engine begins in the last of options.Middlewares"
+			}
+			out.Warnf(ir.FirstPos(p.Pos, op.Pos), rulePathFallback,
+				"%s is protected by path, not by operation, in the plain server's one-line wiring (%s): idemgen cannot tell the Go type of its path parameter %s (an x-go-type, an object, a union, a nullable value, an enum declared on the path item or in a component parameter), which its ServerInterface method takes; %s. Give the parameter a plain schema (string, integer, number, boolean, or an array of them, with its enum on the schema), or generate the strict server",
+				op.Where(), oneLine(cfg.Router), p.Name, where)
+		}
+		return out
+	}
+}
+
+// oneLine names the plain one-line wiring of router.
+func oneLine(router string) string {
+	if router == "echo" || router == "gin" {
+		return "x.RegisterHandlers"
+	}
+	return "x.Handler"
+}
