@@ -907,6 +907,9 @@ func (c *Call) claim() {
 			c.hbGrant = e.hbs.since() // the lease this Begin grants starts no earlier
 		}
 		res, cut, err := c.beginBounded(ctx)
+		if err == nil {
+			e.storeAnswered() // wakes the Finish calls retried in the background, if any
+		}
 		if err != nil {
 			ended := c.requestEnded() != nil
 			cut = cut || ended
@@ -1076,6 +1079,9 @@ func (c *Call) readFirst() bool {
 	ss := c.ss
 	ss.bctx.init(c.ctx, c.e.timeout) // the first store call of the request
 	rec, found, err := c.e.store.Get(&ss.bctx, c.scope)
+	if err == nil {
+		c.e.storeAnswered()
+	}
 	if err == nil && found && rec.State != StatePending && !rec.Reclaimable() {
 		ss.bctx.release()
 		c.settled(&rec, 0)
@@ -1428,6 +1434,7 @@ func (c *Call) acquired(prior State) {
 			c.release()
 			return
 		}
+		e.storeAnswered()
 		c.ctx, c.commit, c.rollback, c.txCancel = txctx, commit, rollback, cancel
 	}
 	if e.obs != nil { // the Duration of EventExecuted
@@ -1496,6 +1503,7 @@ func (c *Call) heartbeat() {
 		return // finished meanwhile: a refusal now means nothing
 	}
 	if err == nil {
+		c.e.storeAnswered()
 		c.hbGrant, c.hbRanOut = start, false
 		c.hb.Reset(max(start+lease/3-now, 0))
 		return
@@ -1837,6 +1845,7 @@ func (c *Call) Finish() error {
 			_, err = c.bounded(c.txCancel, func() error { return commit(state, resp) })
 			switch {
 			case err == nil:
+				e.storeAnswered()
 				rec.flushTo()
 			case errors.Is(err, ErrFenced):
 				status, code = p.spec.InFlight.Status, CodeKeyInUse
@@ -1973,7 +1982,9 @@ func (c *Call) bounded(cancel context.CancelCauseFunc, f func() error) (fired bo
 // (exceeded Response.MaxBytes, or was cut short), for the events reported then.
 func (c *Call) finishRecord(state State, resp []byte, status int, loss bodyLoss) error {
 	err := c.finishOnce(state, resp)
-	if err != nil {
+	if err == nil {
+		c.e.storeAnswered()
+	} else {
 		if c.finishLater(finishAnswer, 0, state, resp, status, loss, err) {
 			c.finishRetrying = true
 		} else if !errors.Is(err, ErrFenced) {

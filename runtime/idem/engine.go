@@ -256,7 +256,8 @@ type Engine struct {
 	quota       quotaLog                 // the claims refused with ErrQuotaExceeded (refuseQuota)
 	lateBytes   int64                    // the size of their responses
 	lateIdle    chan struct{}            // closed when lateN drops to 0; nil while it is 0
-	lateWake    chan struct{}            // closed by Drain to wake the retries from their backoff, then replaced
+	lateWake    chan struct{}            // closed by Drain, or a store call that succeeded (storeAnswered), to wake the retries from their backoff, then replaced
+	lateArmed   atomic.Bool              // a retry waits on lateWake since it last read it: storeAnswered wakes it
 	lateSet     map[*lateFinish]struct{} // the retries under way that have not reported yet (Drain abandons them)
 }
 

@@ -91,10 +91,16 @@ func defaultFinishRetryFor(window, lease time.Duration) time.Duration {
 const releaseDropLogEvery = 10 * time.Second
 
 // lateFinish backoff: the first retry after lateFinishFirst, doubling up
-// to lateFinishMax, each with jitter (half to all of it).
+// to lateFinishMax, each with jitter (half to all of it). Once the lease
+// of a handler's claim may have run out (its end at the latest, as the
+// Call knew it), its Finish is tried at least every lateFinishShort (with
+// the same jitter): another instance may then take the key over as soon
+// as the store answers again, and whichever reaches the store first wins
+// (the handler runs again if the takeover does).
 const (
 	lateFinishFirst = 100 * time.Millisecond
 	lateFinishMax   = 2 * time.Second
+	lateFinishShort = 250 * time.Millisecond
 )
 
 // finishKind says what a Finish is, for what a later attempt reports.
@@ -191,6 +197,7 @@ type lateFinish struct {
 	respMax   int       // Response.MaxBytes
 	start     time.Time // on the engine's clock (set with an Observer)
 	failedAt  time.Time // on the engine's clock
+	leaseEnd  time.Time // finishAnswer: when the claim's lease runs out at the latest (wall clock)
 	err       error     // the first failure
 
 	stop    context.CancelFunc // cuts the retry's pause and attempt (Drain gave up on it)
@@ -234,6 +241,7 @@ func (c *Call) finishLater(kind finishKind, cause claimCause, state State, resp 
 	e.lateN++
 	e.lateBytes += int64(len(resp))
 	wake := e.lateWake
+	e.lateArmed.Store(true) // a store call that succeeds from now on wakes it
 	f := &lateFinish{
 		kind:      kind,
 		cause:     cause,
@@ -254,6 +262,9 @@ func (c *Call) finishLater(kind finishKind, cause claimCause, state State, resp 
 		start:     c.start,
 		failedAt:  e.now(),
 	}
+	if kind == finishAnswer {
+		f.leaseEnd = c.leaseEnd()
+	}
 	f.stopped, f.stop = context.WithCancel(context.Background())
 	if e.lateSet == nil {
 		e.lateSet = make(map[*lateFinish]struct{})
@@ -268,6 +279,44 @@ func (c *Call) finishLater(kind finishKind, cause claimCause, state State, resp 
 	}
 	go e.retryFinish(f, d, wake)
 	return true
+}
+
+// leaseEnd is when c's lease runs out at the latest, on the wall clock:
+// the start of the call that granted it (hbGrant) plus the lease, or,
+// without heartbeats, a lease from now (the claim's Begin started before).
+func (c *Call) leaseEnd() time.Time {
+	lease := c.p.spec.InFlight.Lease
+	now := time.Now()
+	if c.e.hbs == nil || !c.hbStarted {
+		return now.Add(lease)
+	}
+	c.hbMu.Lock()
+	grant := c.hbGrant
+	c.hbMu.Unlock()
+	return now.Add(grant + lease - c.e.hbs.since())
+}
+
+// storeAnswered wakes the retries of Finish calls waiting out their backoff
+// (retryFinish) once a store call of the engine succeeded: the store is
+// back, and each tries again at once (no sooner than lateFinishFirst after
+// its last attempt), before a client's retry takes a key whose lease ran
+// out over. On a request's path it costs one atomic load while no retry
+// waits.
+func (e *Engine) storeAnswered() {
+	if e.lateArmed.Load() {
+		e.wakeLate()
+	}
+}
+
+// wakeLate wakes the retries waiting since they last read lateWake, once.
+func (e *Engine) wakeLate() {
+	if !e.lateArmed.CompareAndSwap(true, false) {
+		return
+	}
+	e.lateMu.Lock()
+	close(e.lateWake)
+	e.lateWake = make(chan struct{})
+	e.lateMu.Unlock()
 }
 
 // releaseUnanswered frees, off the request's path, the claim a Begin that
@@ -353,9 +402,13 @@ var errReleaseNotTried = errors.New("idem: claim release not tried: the releases
 // first (at least once, however short d is): an engine clock that stands
 // still or crawls (a test's Options.Now) does not keep a retry (one of
 // MaxFinishRetries) and its copy of the response while the store stays
-// down. A Drain (wake closed) cuts the pause before the next attempt
-// short, but to no less than lateFinishFirst after the last one, so that
-// Drain called in a loop does not undo the backoff.
+// down. A Drain, or a store call of the engine that succeeded (wake
+// closed: storeAnswered), cuts the pause before the next attempt short,
+// but to no less than lateFinishFirst after the last one, so that Drain
+// called in a loop, or a store that answers other keys but not this one,
+// does not undo the backoff. Once the lease of a handler's claim may have
+// run out (f.leaseEnd), its pauses are lateFinishShort at most, and the
+// one during which it runs out ends at most lateFinishShort after it.
 func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{}) {
 	defer func() {
 		f.stop()
@@ -393,6 +446,12 @@ retry:
 	for {
 		if attempt > 0 { // no pause before the first attempt of an atOnce kind (prior 0)
 			pause := wait/2 + rand.N(wait/2+1)
+			if f.kind == finishAnswer {
+				// A takeover is possible from the lease's end: the store
+				// that answers again goes to whichever comes first.
+				short := min(wait, lateFinishShort)
+				pause = min(pause, max(time.Until(f.leaseEnd), 0)+short/2+rand.N(short/2+1))
+			}
 			if left := min(deadline.Sub(e.now()), time.Until(wallDeadline)); left < pause {
 				if attempt > prior { // at least one attempt here, however short d is
 					break
@@ -423,13 +482,18 @@ retry:
 		}
 		attempt++
 		e.lateMu.Lock()
-		wake = e.lateWake // a Drain from now on wakes the next pause
+		wake = e.lateWake // a Drain, or a store call that succeeds, from now on wakes the next pause
+		e.lateArmed.Store(true)
 		e.lateMu.Unlock()
 		last = time.Now()
 		cctx, cancel := context.WithTimeout(f.stopped, e.timeout)
 		err = e.store.Finish(cctx, f.scope, f.token, f.state, f.resp)
 		cancel()
-		if err == nil || errors.Is(err, ErrFenced) || f.stopped.Err() != nil {
+		if err == nil || errors.Is(err, ErrFenced) {
+			e.storeAnswered() // the others may get through too
+			break
+		}
+		if f.stopped.Err() != nil {
 			break
 		}
 		if f.kind.claimRelease() && attempt-prior == ClaimReleaseAttempts {
