@@ -164,6 +164,10 @@ type Call struct {
 	hbStarted bool // the claim is registered with the engine's heartbeat scheduler
 	hbDone    bool // stopHeartbeat ran
 	hbArmed   bool // the scheduler took the Call to arm its heartbeat: it must not be recycled
+	// hbLost: the cause with which a heartbeat cancelled the transaction
+	// (txLost: ErrFenced or ErrLeaseLost); Finish then does not commit.
+	// Written under hbMu before the heartbeat is stopped, read after.
+	hbLost error
 
 	// Owned by the engine's hbSched (under its lock).
 	hbPrev, hbNext *Call
@@ -1513,18 +1517,57 @@ func (c *Call) heartbeat() {
 	// still the request's while the log and the Observer read them.
 	c.heartbeatFailed(err)
 	if errors.Is(err, ErrFenced) {
+		c.txLost(ErrFenced)
 		return // no lease to extend any more
+	}
+	if c.txCancel != nil && now >= end {
+		c.txLost(ErrLeaseLost)
+		return
 	}
 	next := max(start+lease/12, now+time.Millisecond)
 	if ranOut || next >= end {
 		if !ranOut {
 			c.hbRanOut = true
-			c.e.log.LogAttrs(c.background(), slog.LevelWarn, "idem: lease will run out before the next attempt while the handler runs: the store stayed unreachable, and once the lease ends a duplicate may take the key over (heartbeats go on every third of the lease)",
+			msg := "idem: lease will run out before the next attempt while the handler runs: the store stayed unreachable, and once the lease ends a duplicate may take the key over (heartbeats go on every third of the lease)"
+			if c.txCancel != nil {
+				msg = "idem: lease will run out before the next attempt while the handler runs: the store stayed unreachable; unless the attempt at the lease's end gets through, the transaction is cancelled then (a duplicate may take the key over)"
+			}
+			c.e.log.LogAttrs(c.background(), slog.LevelWarn, msg,
 				slog.String("operation", c.p.spec.Operation), slog.String("key", c.key))
 		}
 		next = max(start+lease/3, now+time.Millisecond)
+		if c.txCancel != nil {
+			// Transactional: one more attempt as the lease ends, and the
+			// transaction is cancelled if it fails.
+			next = max(min(next, end), now+time.Millisecond)
+		}
 	}
 	c.hb.Reset(next - now)
+}
+
+// ErrLeaseLost is the cause (context.Cause) of the end of a transactional
+// handler's context when its heartbeats failed until its lease ran out
+// (the store unreachable): another request may have taken the key over,
+// so nothing the handler writes in the transaction could commit as its
+// claim's. A heartbeat refused with ErrFenced (the key taken over, or the
+// record expired) ends it with ErrFenced as the cause.
+var ErrLeaseLost = errors.New("idem: lease lost: the store could not be reached to extend it before it ran out")
+
+// txLost cancels, with cause, the transaction of a handler whose claim is
+// lost (its heartbeat was fenced, or failed until the lease ran out): what
+// it writes there could not commit as this claim's, and a store call that
+// hangs (a connection blackholed) would hold the request, and a pooled
+// connection, until the client gives up. Called under hbMu, with the
+// heartbeat not stopped (the Call has not finished: End clears txCancel
+// after stopping it). Outside a transaction it does nothing.
+func (c *Call) txLost(cause error) {
+	if c.txCancel == nil {
+		return
+	}
+	c.txCancel(cause)
+	c.hbLost = cause
+	c.e.log.LogAttrs(c.background(), slog.LevelWarn, "idem: transaction cancelled while the handler runs: its claim is lost, nothing it writes can commit",
+		slog.String("operation", c.p.spec.Operation), slog.String("key", c.key), slog.Any("cause", cause))
 }
 
 // heartbeatFailed logs and observes the failed extension err of a heartbeat
@@ -1840,9 +1883,16 @@ func (c *Call) Finish() error {
 			err = c.finishRecord(state, resp, status, loss)
 			rec.flushTo()
 		} else {
-			// A commit that succeeded counts, even if the timer fired
-			// meanwhile.
-			_, err = c.bounded(c.txCancel, func() error { return commit(state, resp) })
+			if c.hbLost != nil {
+				// The claim was lost while the handler ran (txLost): its
+				// transaction is not committed.
+				c.rollback()
+				err = c.hbLost
+			} else {
+				// A commit that succeeded counts, even if the timer fired
+				// meanwhile.
+				_, err = c.bounded(c.txCancel, func() error { return commit(state, resp) })
+			}
 			switch {
 			case err == nil:
 				e.storeAnswered()
