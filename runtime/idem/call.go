@@ -1409,7 +1409,7 @@ func (c *Call) acquired(prior State) {
 		var txctx context.Context
 		var commit func(State, []byte) error
 		var rollback func()
-		fired, err := c.bounded(cancel, func() error {
+		fired, err := c.bounded(parent, cancel, func() error {
 			var err error
 			txctx, commit, rollback, err = e.tx.BeginTx(parent, c.scope, c.token)
 			return err
@@ -1891,7 +1891,7 @@ func (c *Call) Finish() error {
 			} else {
 				// A commit that succeeded counts, even if the timer fired
 				// meanwhile.
-				_, err = c.bounded(c.txCancel, func() error { return commit(state, resp) })
+				_, err = c.bounded(c.ctx, c.txCancel, func() error { return commit(state, resp) })
 			}
 			switch {
 			case err == nil:
@@ -2013,13 +2013,32 @@ func (c *Call) reportFinish(state State, status int, code string, err error, los
 // answer BeginTx or the commit within Options.StoreTimeout.
 var errStoreTimeout = errors.New("idem: the store did not answer within Options.StoreTimeout")
 
-// bounded runs f, cancelling (with errStoreTimeout) the context whose cancel
-// is given if f takes longer than the store timeout; fired reports whether
-// that happened.
-func (c *Call) bounded(cancel context.CancelCauseFunc, f func() error) (fired bool, err error) {
+// bounded runs f, cancelling (with errStoreTimeout) ctx, whose cancel is
+// given, if f takes longer than the store timeout; fired reports whether
+// that happened. An error of f's after ctx ended with a cause of its own
+// (errStoreTimeout, or a heartbeat's ErrFenced or ErrLeaseLost) is wrapped
+// with that cause: the store's reports only "context canceled".
+func (c *Call) bounded(ctx context.Context, cancel context.CancelCauseFunc, f func() error) (fired bool, err error) {
 	t := time.AfterFunc(c.e.timeout, func() { cancel(errStoreTimeout) })
 	err = f()
-	return !t.Stop(), err
+	fired = !t.Stop()
+	if err != nil {
+		err = withCause(ctx, err)
+	}
+	return fired, err
+}
+
+// withCause wraps err, a store call's error, with the cause ctx ended with
+// when it has one (context.Cause other than ctx.Err(), which err likely
+// says already) that err does not match.
+func withCause(ctx context.Context, err error) error {
+	if ctx.Err() == nil {
+		return err
+	}
+	if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() && !errors.Is(err, cause) {
+		return fmt.Errorf("%w: %w", cause, err)
+	}
+	return err
 }
 
 // finishRecord finishes the record outside any transaction, bounded by the
