@@ -1907,7 +1907,7 @@ func (c *Call) Finish() error {
 				// of unknown outcome: free the key (best effort; fenced if the
 				// commit took effect) and fail closed. A retry replays the
 				// result if it was kept and runs again if it was not.
-				c.releaseUncommitted()
+				c.releaseUncommitted(status, loss)
 				if ended := c.requestEnded(); ended != nil {
 					// The transaction's context is the request's: it
 					// ended with it (the client went away, or a deadline
@@ -2068,8 +2068,12 @@ func (c *Call) finishRecord(state State, resp []byte, status int, loss bodyLoss)
 // all), in the background (releaseLater): the refusal (503, or
 // CodeRequestEnded) does not wait for the store, which may not answer
 // within StoreTimeout after the commit took as long.
-func (c *Call) releaseUncommitted() {
-	c.releaseLater(claimUncommitted)
+//
+// status and loss are the handler's (what the record holds if the commit
+// took effect after all: the release, fenced, then finds it, and reports
+// EventExecuted).
+func (c *Call) releaseUncommitted(status int, loss bodyLoss) {
+	c.finishLater(finishClaim, claimUncommitted, StateFailed, nil, status, loss, nil)
 }
 
 func (c *Call) finishOnce(state State, resp []byte) error {

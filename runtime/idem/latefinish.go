@@ -530,7 +530,14 @@ retry:
 	case errors.Is(err, ErrFenced) && f.cause == claimUncommitted:
 		// Taken over, expired, or the commit's result was kept after all
 		// (the store failed during the COMMIT itself): nothing to free.
-		if attempt > 1 { // at once, it is not news
+		if rec, ok := e.committedAfterAll(f); ok {
+			// The handler's run took effect: counted as executed, as
+			// a commit whose reply came would have been.
+			e.log.LogAttrs(ctx, slog.LevelWarn, "idem: a commit reported failed had taken effect: the record holds its result, a retry replays it (its client got 503)", attrs...)
+			e.rememberFinal(f.recent, f.window)
+			e.reportStored(ctx, Event{Kind: EventExecuted, Operation: f.operation, Principal: f.principal, Key: f.key,
+				Protected: true, State: rec.State, Prior: f.prior, Status: f.status, Duration: f.failedAt.Sub(f.start)}, f.loss, f.respMax)
+		} else if attempt > 1 { // at once, it is not news
 			e.log.LogAttrs(ctx, slog.LevelInfo, "idem: key not released by a later attempt after a failed commit: it was taken over, expired, or holds the commit's result (kept after all)", attrs...)
 		}
 	case errors.Is(err, ErrFenced) && f.kind.claimRelease():
@@ -571,6 +578,20 @@ retry:
 		e.observe(ctx, Event{Kind: EventFinishAbandoned, Operation: f.operation, Principal: f.principal, Key: f.key,
 			Protected: true, State: f.state, Status: f.status, Err: err})
 	}
+}
+
+// committedAfterAll reads the record whose release after a failed commit
+// (claimUncommitted) was fenced, and reports whether it holds that
+// commit's result: final under the claim's own token (the commit took
+// effect, its reply lost), not taken over or expired.
+func (e *Engine) committedAfterAll(f *lateFinish) (Record, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), e.timeout)
+	defer cancel()
+	rec, found, err := e.store.Get(ctx, f.scope)
+	if err != nil || !found || rec.Token != f.token || rec.State == StatePending {
+		return Record{}, false
+	}
+	return rec, true
 }
 
 // Drain waits until the Finish calls the engine is trying again in the
