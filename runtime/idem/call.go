@@ -905,6 +905,12 @@ func (c *Call) claim() {
 		cs.breq.Buf = c.respBuf
 	}
 	for {
+		if e.lateAns.Load() != 0 {
+			if err := c.finishPending(); err != nil {
+				c.storeFailed(err) // no claim was made
+				return
+			}
+		}
 		c.token = newToken()
 		cs.breq.Token = c.token
 		if e.hbs != nil {

@@ -265,6 +265,8 @@ type Engine struct {
 	lateWake    chan struct{}            // closed by Drain, or a store call that succeeded (storeAnswered), to wake the retries from their backoff, then replaced
 	lateArmed   atomic.Bool              // a retry waits on lateWake since it last read it: storeAnswered wakes it
 	lateSet     map[*lateFinish]struct{} // the retries under way that have not reported yet (Drain abandons them)
+	lateKeys    map[string]*lateFinish   // the finishAnswer retries under way, by scope key (finishPending)
+	lateAns     atomic.Int32             // len(lateKeys): a request's Begin looks there only when it is not 0
 }
 
 // New returns an Engine over store. It panics when Options.Transactional is

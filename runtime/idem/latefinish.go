@@ -200,6 +200,12 @@ type lateFinish struct {
 	leaseEnd  time.Time // finishAnswer: when the claim's lease runs out at the latest (wall clock)
 	err       error     // the first failure
 
+	// settled: a request of the same key finished it first (finishPending),
+	// with settledErr (nil, or ErrFenced); under lateMu. The retry stops and
+	// reports that.
+	settled    bool
+	settledErr error
+
 	stop    context.CancelFunc // cuts the retry's pause and attempt (Drain gave up on it)
 	stopped context.Context    // done once stop is called
 	dropped bool               // Drain gave up on it and reported it (under lateMu): the retry reports nothing
@@ -270,6 +276,15 @@ func (c *Call) finishLater(kind finishKind, cause claimCause, state State, resp 
 		e.lateSet = make(map[*lateFinish]struct{})
 	}
 	e.lateSet[f] = struct{}{}
+	if kind == finishAnswer {
+		if e.lateKeys == nil {
+			e.lateKeys = make(map[string]*lateFinish)
+		}
+		if _, ok := e.lateKeys[f.scope]; !ok {
+			e.lateAns.Add(1)
+		}
+		e.lateKeys[f.scope] = f // a newer claim's (the older one's lease ran out)
+	}
 	e.lateMu.Unlock()
 	d := e.lateFor
 	if kind.claimRelease() {
@@ -294,6 +309,43 @@ func (c *Call) leaseEnd() time.Time {
 	grant := c.hbGrant
 	c.hbMu.Unlock()
 	return now.Add(grant + lease - c.e.hbs.since())
+}
+
+// finishPending tries at once, before c's Begin, the Finish of its key
+// that the engine is retrying in the background, once that claim's lease
+// may have run out: the Begin would take the key over and run the
+// handler again, where the Finish stores the response it is to replay.
+// A client's retry that reaches this instance thus never races its own
+// pending Finish. It returns the Finish's error when the store did not
+// answer it within StoreTimeout (the request is refused as by a Begin
+// that timed out, in the same bounded time); any other outcome goes on to
+// the Begin. The retry, told (settled), stops and reports the outcome.
+func (c *Call) finishPending() error {
+	e := c.e
+	e.lateMu.Lock()
+	f := e.lateKeys[c.scope]
+	e.lateMu.Unlock()
+	if f == nil || time.Now().Before(f.leaseEnd) {
+		return nil // in flight until then: the Begin says so
+	}
+	ctx, cancel := context.WithTimeout(f.stopped, e.timeout)
+	err := e.store.Finish(ctx, f.scope, f.token, f.state, f.resp)
+	timedOut := ctx.Err() == context.DeadlineExceeded
+	cancel()
+	if err == nil || errors.Is(err, ErrFenced) {
+		e.lateMu.Lock()
+		if !f.settled {
+			f.settled, f.settledErr = true, err
+		}
+		e.lateMu.Unlock()
+		f.stop()
+		e.storeAnswered()
+		return nil
+	}
+	if timedOut {
+		return err
+	}
+	return nil
 }
 
 // storeAnswered wakes the retries of Finish calls waiting out their backoff
@@ -414,6 +466,10 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 		f.stop()
 		e.lateMu.Lock()
 		delete(e.lateSet, f)
+		if e.lateKeys[f.scope] == f {
+			delete(e.lateKeys, f.scope)
+			e.lateAns.Add(-1)
+		}
 		e.lateBytes -= int64(len(f.resp))
 		if f.kind.claimRelease() {
 			e.lateRel--
@@ -502,6 +558,9 @@ retry:
 	}
 	e.lateMu.Lock()
 	dropped := f.dropped
+	if f.settled && err != nil {
+		err = f.settledErr // a request of the key finished it (finishPending)
+	}
 	delete(e.lateSet, f) // from now on, Drain leaves it to this goroutine
 	e.lateMu.Unlock()
 	if dropped {

@@ -113,3 +113,63 @@ func TestLateFinishWokenByStoreCall(t *testing.T) {
 	assert.Equal(t, int32(n+1), f.calls.Load())
 	drain(t, f.eng)
 }
+
+// A client's retry that reaches this instance after the lease of a claim
+// whose Finish is being retried ran out, once the store is back, does not
+// race that Finish: the engine tries it first, before the retry's Begin
+// (which would take the key over and run the handler again), and the
+// retry gets the replay. The store here answers at once, between two
+// background attempts.
+func TestLateFinishBeforeTakeover(t *testing.T) {
+	f, fs, logs := newFlaky(t, idem.Options{})
+	spec := strictSpec()
+	spec.InFlight.Lease = 100 * time.Millisecond
+	h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
+	for i := range 5 {
+		fs.first.Store(0) // fail the next claim's Finish
+		fs.down.Store(true)
+		key := fmt.Sprintf("k%d", i)
+		w := send(h, req{key: key, body: `{"item":1}`})
+		require.Equal(t, 201, w.Code)
+		time.Sleep(150 * time.Millisecond) // past the lease
+		fs.down.Store(false)
+		r := send(h, req{key: key, body: `{"item":1}`})
+		require.Equal(t, 201, r.Code, r.Body.String())
+		require.Equal(t, "true", r.Header().Get("Idempotent-Replayed"), "round %d: the retry replays", i)
+		assert.Equal(t, w.Body.String(), r.Body.String())
+		assert.Equal(t, int32(i+1), f.calls.Load(), "the handler ran once per key")
+	}
+	drain(t, f.eng)
+	assert.Equal(t, 5, f.obs.count(idem.EventExecuted))
+	assert.Zero(t, f.obs.count(idem.EventFenced))
+	assert.Zero(t, f.obs.count(idem.EventLeaseTakeover))
+	assert.Equal(t, 5, strings.Count(logs.String(), "record finished by a later attempt"))
+}
+
+// A retry that tries the pending Finish of its key first (after the lease)
+// on a store that hangs is refused within StoreTimeout, as a Begin that
+// timed out would be: it does not wait for the Finish and then the Begin.
+func TestLateFinishBeforeTakeoverHangs(t *testing.T) {
+	const timeout = time.Second // two would take twice that
+	hs := newHangingStore(t, "Finish")
+	f := newFixtureStore(t, hs.Store, hs, idem.Options{StoreTimeout: timeout})
+	spec := strictSpec()
+	spec.InFlight.Lease = 100 * time.Millisecond
+	h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
+	w, _ := serveTimed(h, "k")
+	require.Equal(t, 201, w.Code)
+	time.Sleep(150 * time.Millisecond) // past the lease
+	hs.setHang("Begin", true)
+	started := hs.started.Load()
+	w, took := serveTimed(h, "k")
+	requireProblem(t, w, 503, idem.CodeStoreUnavailable)
+	assert.Less(t, took, 2*timeout, "one StoreTimeout, not two")
+	assert.GreaterOrEqual(t, hs.started.Load(), started+1, "the pending Finish was tried")
+	assert.Equal(t, int32(1), f.calls.Load())
+	hs.setHang("Finish", false)
+	hs.setHang("Begin", false)
+	drain(t, f.eng)
+	w, _ = serveTimed(h, "k")
+	assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
+	assert.Equal(t, int32(1), f.calls.Load())
+}
