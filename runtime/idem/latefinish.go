@@ -92,8 +92,7 @@ const releaseDropLogEvery = 10 * time.Second
 
 // lateFinish backoff: the first retry after lateFinishFirst, doubling up
 // to lateFinishMax, each with jitter (half to all of it). Once the lease
-// of a handler's claim may have run out (its end at the latest, as the
-// Call knew it), its Finish is tried at least every lateFinishShort (with
+// of a handler's claim may have run out (Call.leaseEnd), its Finish is tried at least every lateFinishShort (with
 // the same jitter): another instance may then take the key over as soon
 // as the store answers again, and whichever reaches the store first wins
 // (the handler runs again if the takeover does).
@@ -197,7 +196,7 @@ type lateFinish struct {
 	respMax   int       // Response.MaxBytes
 	start     time.Time // on the engine's clock (set with an Observer)
 	failedAt  time.Time // on the engine's clock
-	leaseEnd  time.Time // finishAnswer: when the claim's lease runs out at the latest (wall clock)
+	leaseEnd  time.Time // finishAnswer: the earliest time the claim's lease may run out (wall clock; Call.leaseEnd)
 	err       error     // the first failure
 
 	// settled: a request of the same key finished it first (finishPending),
@@ -296,27 +295,29 @@ func (c *Call) finishLater(kind finishKind, cause claimCause, state State, resp 
 	return true
 }
 
-// leaseEnd is when c's lease runs out at the latest, on the wall clock:
-// the start of the call that granted it (hbGrant) plus the lease, or,
-// without heartbeats, a lease from now (the claim's Begin started before).
+// leaseEnd is, on the wall clock, the earliest time c's lease may run
+// out: the start of the call that granted it (hbGrant) plus the lease
+// (the store counts it from when it took that call, no sooner). Without
+// heartbeats (Options.DisableHeartbeat, a store that is no LeaseExtender)
+// the claim's start is not read (a clock reading on every request): the
+// lease may have run out already (zero).
 func (c *Call) leaseEnd() time.Time {
-	lease := c.p.spec.InFlight.Lease
-	now := time.Now()
 	if c.e.hbs == nil || !c.hbStarted {
-		return now.Add(lease)
+		return time.Time{}
 	}
 	c.hbMu.Lock()
 	grant := c.hbGrant
 	c.hbMu.Unlock()
-	return now.Add(grant + lease - c.e.hbs.since())
+	return time.Now().Add(grant + c.p.spec.InFlight.Lease - c.e.hbs.since())
 }
 
 // finishPending tries at once, before c's Begin, the Finish of its key
-// that the engine is retrying in the background, once that claim's lease
-// may have run out: the Begin would take the key over and run the
-// handler again, where the Finish stores the response it is to replay.
-// A client's retry that reaches this instance thus never races its own
-// pending Finish. It returns the Finish's error when the store did not
+// that the engine is retrying in the background: once that claim's lease
+// ran out the Begin would take the key over and run the handler again
+// (before, it would answer in flight), where the Finish stores the
+// response it is to replay. A client's retry that reaches this instance
+// thus never races its own pending Finish, and gets the replay as soon as
+// the store takes the Finish. It returns the Finish's error when the store did not
 // answer it within StoreTimeout (the request is refused as by a Begin
 // that timed out, in the same bounded time); any other outcome goes on to
 // the Begin. The retry, told (settled), stops and reports the outcome.
@@ -325,8 +326,8 @@ func (c *Call) finishPending() error {
 	e.lateMu.Lock()
 	f := e.lateKeys[c.scope]
 	e.lateMu.Unlock()
-	if f == nil || time.Now().Before(f.leaseEnd) {
-		return nil // in flight until then: the Begin says so
+	if f == nil {
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(f.stopped, e.timeout)
 	err := e.store.Finish(ctx, f.scope, f.token, f.state, f.resp)

@@ -17,9 +17,10 @@ import (
 )
 
 // prefixDown fails the Finish calls of keys (scope keys) holding "down-"
-// while down is set, timing them.
+// while down is set, timing them. A LeaseExtender (memstore's): the
+// engine knows when its claims' leases may run out.
 type prefixDown struct {
-	idem.Store
+	*memstore.Store
 	mu   sync.Mutex
 	down bool
 	at   []time.Time // the failed Finish calls' times
