@@ -1883,7 +1883,7 @@ func (c *Call) Finish() error {
 	if c.commit != nil {
 		commit := c.commit
 		c.commit = nil
-		if state == StateFailed {
+		if state == StateFailed && c.hbLost == nil {
 			// The handler failed: undo its writes, then finish outside the transaction.
 			c.rollback()
 			err = c.finishRecord(state, resp, status, loss)
@@ -1891,7 +1891,11 @@ func (c *Call) Finish() error {
 		} else {
 			if c.hbLost != nil {
 				// The claim was lost while the handler ran (txLost): its
-				// transaction is not committed.
+				// transaction is not committed, and whatever the handler
+				// answered (its context was cancelled under it: a failed
+				// write, often a 5xx) is not sent: as a fenced commit,
+				// 409 IDEMPOTENCY_KEY_IN_USE (ErrFenced), or 503 and the
+				// key released (ErrLeaseLost).
 				c.rollback()
 				err = c.hbLost
 			} else {

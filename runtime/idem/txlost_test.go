@@ -36,13 +36,16 @@ func (s *txExtendFails) ExtendLease(ctx context.Context, key string, token idem.
 func TestTxCancelledWhenLeaseLost(t *testing.T) {
 	const lease = 240 * time.Millisecond
 	for _, tc := range []struct {
-		name  string
-		err   error
-		cause error
-		code  int // what the client is sent
+		name    string
+		err     error
+		cause   error
+		code    int // what the client is sent
+		handler int // what the handler answers once its context ended
 	}{
-		{"fenced", idem.ErrFenced, idem.ErrFenced, 409},
-		{"store unreachable past the lease", errStoreDown, idem.ErrLeaseLost, 503},
+		{"fenced", idem.ErrFenced, idem.ErrFenced, 409, 201},
+		{"fenced, the handler fails", idem.ErrFenced, idem.ErrFenced, 409, 500},
+		{"store unreachable past the lease", errStoreDown, idem.ErrLeaseLost, 503, 201},
+		{"store unreachable past the lease, the handler fails", errStoreDown, idem.ErrLeaseLost, 503, 500},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ms := memstore.New(memstore.Options{SweepInterval: -1})
@@ -63,7 +66,7 @@ func TestTxCancelledWhenLeaseLost(t *testing.T) {
 				case <-time.After(5 * time.Second):
 					cause <- nil
 				}
-				w.WriteHeader(201)
+				w.WriteHeader(tc.handler) // 500: its write on the transaction failed
 			}))
 			done := make(chan int, 1)
 			go func() { done <- send(h, req{target: "/op", key: "k1", body: `{"a":1}`}).Code }()
