@@ -164,6 +164,10 @@ type Call struct {
 	hbStarted bool // the claim is registered with the engine's heartbeat scheduler
 	hbDone    bool // stopHeartbeat ran
 	hbArmed   bool // the scheduler took the Call to arm its heartbeat: it must not be recycled
+	// hbLost: the cause with which a heartbeat cancelled the transaction
+	// (txLost: ErrFenced or ErrLeaseLost); Finish then does not commit.
+	// Written under hbMu before the heartbeat is stopped, read after.
+	hbLost error
 
 	// Owned by the engine's hbSched (under its lock).
 	hbPrev, hbNext *Call
@@ -901,12 +905,21 @@ func (c *Call) claim() {
 		cs.breq.Buf = c.respBuf
 	}
 	for {
+		if e.lateAns.Load() != 0 {
+			if err := c.finishPending(); err != nil {
+				c.storeFailed(err) // no claim was made
+				return
+			}
+		}
 		c.token = newToken()
 		cs.breq.Token = c.token
 		if e.hbs != nil {
 			c.hbGrant = e.hbs.since() // the lease this Begin grants starts no earlier
 		}
 		res, cut, err := c.beginBounded(ctx)
+		if err == nil {
+			e.storeAnswered() // wakes the Finish calls retried in the background, if any
+		}
 		if err != nil {
 			ended := c.requestEnded() != nil
 			cut = cut || ended
@@ -1076,6 +1089,9 @@ func (c *Call) readFirst() bool {
 	ss := c.ss
 	ss.bctx.init(c.ctx, c.e.timeout) // the first store call of the request
 	rec, found, err := c.e.store.Get(&ss.bctx, c.scope)
+	if err == nil {
+		c.e.storeAnswered()
+	}
 	if err == nil && found && rec.State != StatePending && !rec.Reclaimable() {
 		ss.bctx.release()
 		c.settled(&rec, 0)
@@ -1399,7 +1415,7 @@ func (c *Call) acquired(prior State) {
 		var txctx context.Context
 		var commit func(State, []byte) error
 		var rollback func()
-		fired, err := c.bounded(cancel, func() error {
+		fired, err := c.bounded(parent, cancel, func() error {
 			var err error
 			txctx, commit, rollback, err = e.tx.BeginTx(parent, c.scope, c.token)
 			return err
@@ -1428,6 +1444,7 @@ func (c *Call) acquired(prior State) {
 			c.release()
 			return
 		}
+		e.storeAnswered()
 		c.ctx, c.commit, c.rollback, c.txCancel = txctx, commit, rollback, cancel
 	}
 	if e.obs != nil { // the Duration of EventExecuted
@@ -1496,6 +1513,7 @@ func (c *Call) heartbeat() {
 		return // finished meanwhile: a refusal now means nothing
 	}
 	if err == nil {
+		c.e.storeAnswered()
 		c.hbGrant, c.hbRanOut = start, false
 		c.hb.Reset(max(start+lease/3-now, 0))
 		return
@@ -1505,18 +1523,57 @@ func (c *Call) heartbeat() {
 	// still the request's while the log and the Observer read them.
 	c.heartbeatFailed(err)
 	if errors.Is(err, ErrFenced) {
+		c.txLost(ErrFenced)
 		return // no lease to extend any more
+	}
+	if c.txCancel != nil && now >= end {
+		c.txLost(ErrLeaseLost)
+		return
 	}
 	next := max(start+lease/12, now+time.Millisecond)
 	if ranOut || next >= end {
 		if !ranOut {
 			c.hbRanOut = true
-			c.e.log.LogAttrs(c.background(), slog.LevelWarn, "idem: lease will run out before the next attempt while the handler runs: the store stayed unreachable, and once the lease ends a duplicate may take the key over (heartbeats go on every third of the lease)",
+			msg := "idem: lease will run out before the next attempt while the handler runs: the store stayed unreachable, and once the lease ends a duplicate may take the key over (heartbeats go on every third of the lease)"
+			if c.txCancel != nil {
+				msg = "idem: lease will run out before the next attempt while the handler runs: the store stayed unreachable; unless the attempt at the lease's end gets through, the transaction is cancelled then (a duplicate may take the key over)"
+			}
+			c.e.log.LogAttrs(c.background(), slog.LevelWarn, msg,
 				slog.String("operation", c.p.spec.Operation), slog.String("key", c.key))
 		}
 		next = max(start+lease/3, now+time.Millisecond)
+		if c.txCancel != nil {
+			// Transactional: one more attempt as the lease ends, and the
+			// transaction is cancelled if it fails.
+			next = max(min(next, end), now+time.Millisecond)
+		}
 	}
 	c.hb.Reset(next - now)
+}
+
+// ErrLeaseLost is the cause (context.Cause) of the end of a transactional
+// handler's context when its heartbeats failed until its lease ran out
+// (the store unreachable): another request may have taken the key over,
+// so nothing the handler writes in the transaction could commit as its
+// claim's. A heartbeat refused with ErrFenced (the key taken over, or the
+// record expired) ends it with ErrFenced as the cause.
+var ErrLeaseLost = errors.New("idem: lease lost: the store could not be reached to extend it before it ran out")
+
+// txLost cancels, with cause, the transaction of a handler whose claim is
+// lost (its heartbeat was fenced, or failed until the lease ran out): what
+// it writes there could not commit as this claim's, and a store call that
+// hangs (a connection blackholed) would hold the request, and a pooled
+// connection, until the client gives up. Called under hbMu, with the
+// heartbeat not stopped (the Call has not finished: End clears txCancel
+// after stopping it). Outside a transaction it does nothing.
+func (c *Call) txLost(cause error) {
+	if c.txCancel == nil {
+		return
+	}
+	c.txCancel(cause)
+	c.hbLost = cause
+	c.e.log.LogAttrs(c.background(), slog.LevelWarn, "idem: transaction cancelled while the handler runs: its claim is lost, nothing it writes can commit",
+		slog.String("operation", c.p.spec.Operation), slog.String("key", c.key), slog.Any("cause", cause))
 }
 
 // heartbeatFailed logs and observes the failed extension err of a heartbeat
@@ -1826,17 +1883,29 @@ func (c *Call) Finish() error {
 	if c.commit != nil {
 		commit := c.commit
 		c.commit = nil
-		if state == StateFailed {
+		if state == StateFailed && c.hbLost == nil {
 			// The handler failed: undo its writes, then finish outside the transaction.
 			c.rollback()
 			err = c.finishRecord(state, resp, status, loss)
 			rec.flushTo()
 		} else {
-			// A commit that succeeded counts, even if the timer fired
-			// meanwhile.
-			_, err = c.bounded(c.txCancel, func() error { return commit(state, resp) })
+			if c.hbLost != nil {
+				// The claim was lost while the handler ran (txLost): its
+				// transaction is not committed, and whatever the handler
+				// answered (its context was cancelled under it: a failed
+				// write, often a 5xx) is not sent: as a fenced commit,
+				// 409 IDEMPOTENCY_KEY_IN_USE (ErrFenced), or 503 and the
+				// key released (ErrLeaseLost).
+				c.rollback()
+				err = c.hbLost
+			} else {
+				// A commit that succeeded counts, even if the timer fired
+				// meanwhile.
+				_, err = c.bounded(c.ctx, c.txCancel, func() error { return commit(state, resp) })
+			}
 			switch {
 			case err == nil:
+				e.storeAnswered()
 				rec.flushTo()
 			case errors.Is(err, ErrFenced):
 				status, code = p.spec.InFlight.Status, CodeKeyInUse
@@ -1848,7 +1917,7 @@ func (c *Call) Finish() error {
 				// of unknown outcome: free the key (best effort; fenced if the
 				// commit took effect) and fail closed. A retry replays the
 				// result if it was kept and runs again if it was not.
-				c.releaseUncommitted()
+				c.releaseUncommitted(status, loss)
 				if ended := c.requestEnded(); ended != nil {
 					// The transaction's context is the request's: it
 					// ended with it (the client went away, or a deadline
@@ -1954,13 +2023,32 @@ func (c *Call) reportFinish(state State, status int, code string, err error, los
 // answer BeginTx or the commit within Options.StoreTimeout.
 var errStoreTimeout = errors.New("idem: the store did not answer within Options.StoreTimeout")
 
-// bounded runs f, cancelling (with errStoreTimeout) the context whose cancel
-// is given if f takes longer than the store timeout; fired reports whether
-// that happened.
-func (c *Call) bounded(cancel context.CancelCauseFunc, f func() error) (fired bool, err error) {
+// bounded runs f, cancelling (with errStoreTimeout) ctx, whose cancel is
+// given, if f takes longer than the store timeout; fired reports whether
+// that happened. An error of f's after ctx ended with a cause of its own
+// (errStoreTimeout, or a heartbeat's ErrFenced or ErrLeaseLost) is wrapped
+// with that cause: the store's reports only "context canceled".
+func (c *Call) bounded(ctx context.Context, cancel context.CancelCauseFunc, f func() error) (fired bool, err error) {
 	t := time.AfterFunc(c.e.timeout, func() { cancel(errStoreTimeout) })
 	err = f()
-	return !t.Stop(), err
+	fired = !t.Stop()
+	if err != nil {
+		err = withCause(ctx, err)
+	}
+	return fired, err
+}
+
+// withCause wraps err, a store call's error, with the cause ctx ended with
+// when it has one (context.Cause other than ctx.Err(), which err likely
+// says already) that err does not match.
+func withCause(ctx context.Context, err error) error {
+	if ctx.Err() == nil {
+		return err
+	}
+	if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() && !errors.Is(err, cause) {
+		return fmt.Errorf("%w: %w", cause, err)
+	}
+	return err
 }
 
 // finishRecord finishes the record outside any transaction, bounded by the
@@ -1973,7 +2061,9 @@ func (c *Call) bounded(cancel context.CancelCauseFunc, f func() error) (fired bo
 // (exceeded Response.MaxBytes, or was cut short), for the events reported then.
 func (c *Call) finishRecord(state State, resp []byte, status int, loss bodyLoss) error {
 	err := c.finishOnce(state, resp)
-	if err != nil {
+	if err == nil {
+		c.e.storeAnswered()
+	} else {
 		if c.finishLater(finishAnswer, 0, state, resp, status, loss, err) {
 			c.finishRetrying = true
 		} else if !errors.Is(err, ErrFenced) {
@@ -1988,8 +2078,12 @@ func (c *Call) finishRecord(state State, resp []byte, status int, loss bodyLoss)
 // all), in the background (releaseLater): the refusal (503, or
 // CodeRequestEnded) does not wait for the store, which may not answer
 // within StoreTimeout after the commit took as long.
-func (c *Call) releaseUncommitted() {
-	c.releaseLater(claimUncommitted)
+//
+// status and loss are the handler's (what the record holds if the commit
+// took effect after all: the release, fenced, then finds it, and reports
+// EventExecuted).
+func (c *Call) releaseUncommitted(status int, loss bodyLoss) {
+	c.finishLater(finishClaim, claimUncommitted, StateFailed, nil, status, loss, nil)
 }
 
 func (c *Call) finishOnce(state State, resp []byte) error {

@@ -111,11 +111,16 @@ type Options struct {
 	// finding the key in flight until its lease runs out and then running
 	// the handler a second time. A later attempt after another request
 	// took the key over is fenced and changes nothing. Nobody can take the
-	// key over while the store is down, so a record outlives its lease
-	// (which counts from the claim, or the last heartbeat) as long as the
-	// store stays down: once it answers, the next attempt (within 2s, the
-	// backoff's cap) stores the response, unless a retry of the client
-	// reached the store first and took the expired lease over. 0 means
+	// key over while the store is down for every instance, so a record
+	// outlives its lease (which counts from the claim, or the last
+	// heartbeat) as long as the store stays down: once it answers, the
+	// next attempt (every 250ms at most once the lease may have run out;
+	// at once when another store call of the engine succeeds) stores the
+	// response, unless a retry of the client reached the store first and
+	// took the expired lease over. It does not cover a store unreachable
+	// from this instance only: once the lease runs out, another instance
+	// takes the key over (InFlight.Lease must exceed the longest outage a
+	// single instance can see, after the handler returns too). 0 means
 	// the operation's window (its record cannot be stored after it), at
 	// most DefaultFinishRetryFor (10 minutes), at least its lease: set it
 	// to the longest store outage the service should ride through without
@@ -125,7 +130,8 @@ type Options struct {
 	// counted from the failure on both the engine's clock (Now) and the
 	// wall clock: the retries stop once it has passed on either, so that a
 	// clock that stands still (a test's) does not keep them going. The
-	// pauses between attempts (backoff up to 2s) are on the wall clock.
+	// pauses between attempts (backoff up to 2s, 250ms once the lease may
+	// have run out) are on the wall clock.
 	// Engine.Drain waits for the retries under way (and wakes them), and
 	// gives up on them, reporting each, when its context ends.
 	// At most MaxFinishRetries Finish calls, with MaxFinishRetryBytes of
@@ -257,8 +263,11 @@ type Engine struct {
 	quota       quotaLog                 // the claims refused with ErrQuotaExceeded (refuseQuota)
 	lateBytes   int64                    // the size of their responses
 	lateIdle    chan struct{}            // closed when lateN drops to 0; nil while it is 0
-	lateWake    chan struct{}            // closed by Drain to wake the retries from their backoff, then replaced
+	lateWake    chan struct{}            // closed by Drain, or a store call that succeeded (storeAnswered), to wake the retries from their backoff, then replaced
+	lateArmed   atomic.Bool              // a retry waits on lateWake since it last read it: storeAnswered wakes it
 	lateSet     map[*lateFinish]struct{} // the retries under way that have not reported yet (Drain abandons them)
+	lateKeys    map[string]*lateFinish   // the finishAnswer retries under way, by scope key (finishPending)
+	lateAns     atomic.Int32             // len(lateKeys): a request's Begin looks there only when it is not 0
 }
 
 // New returns an Engine over store. It panics when Options.Transactional is

@@ -91,10 +91,15 @@ func defaultFinishRetryFor(window, lease time.Duration) time.Duration {
 const releaseDropLogEvery = 10 * time.Second
 
 // lateFinish backoff: the first retry after lateFinishFirst, doubling up
-// to lateFinishMax, each with jitter (half to all of it).
+// to lateFinishMax, each with jitter (half to all of it). Once the lease
+// of a handler's claim may have run out (Call.leaseEnd), its Finish is tried at least every lateFinishShort (with
+// the same jitter): another instance may then take the key over as soon
+// as the store answers again, and whichever reaches the store first wins
+// (the handler runs again if the takeover does).
 const (
 	lateFinishFirst = 100 * time.Millisecond
 	lateFinishMax   = 2 * time.Second
+	lateFinishShort = 250 * time.Millisecond
 )
 
 // finishKind says what a Finish is, for what a later attempt reports.
@@ -191,7 +196,14 @@ type lateFinish struct {
 	respMax   int       // Response.MaxBytes
 	start     time.Time // on the engine's clock (set with an Observer)
 	failedAt  time.Time // on the engine's clock
+	leaseEnd  time.Time // finishAnswer: the earliest time the claim's lease may run out (wall clock; Call.leaseEnd)
 	err       error     // the first failure
+
+	// settled: a request of the same key finished it first (finishPending),
+	// with settledErr (nil, or ErrFenced); under lateMu. The retry stops and
+	// reports that.
+	settled    bool
+	settledErr error
 
 	stop    context.CancelFunc // cuts the retry's pause and attempt (Drain gave up on it)
 	stopped context.Context    // done once stop is called
@@ -234,6 +246,7 @@ func (c *Call) finishLater(kind finishKind, cause claimCause, state State, resp 
 	e.lateN++
 	e.lateBytes += int64(len(resp))
 	wake := e.lateWake
+	e.lateArmed.Store(true) // a store call that succeeds from now on wakes it
 	f := &lateFinish{
 		kind:      kind,
 		cause:     cause,
@@ -254,11 +267,23 @@ func (c *Call) finishLater(kind finishKind, cause claimCause, state State, resp 
 		start:     c.start,
 		failedAt:  e.now(),
 	}
+	if kind == finishAnswer {
+		f.leaseEnd = c.leaseEnd()
+	}
 	f.stopped, f.stop = context.WithCancel(context.Background())
 	if e.lateSet == nil {
 		e.lateSet = make(map[*lateFinish]struct{})
 	}
 	e.lateSet[f] = struct{}{}
+	if kind == finishAnswer {
+		if e.lateKeys == nil {
+			e.lateKeys = make(map[string]*lateFinish)
+		}
+		if _, ok := e.lateKeys[f.scope]; !ok {
+			e.lateAns.Add(1)
+		}
+		e.lateKeys[f.scope] = f // a newer claim's (the older one's lease ran out)
+	}
 	e.lateMu.Unlock()
 	d := e.lateFor
 	if kind.claimRelease() {
@@ -268,6 +293,83 @@ func (c *Call) finishLater(kind finishKind, cause claimCause, state State, resp 
 	}
 	go e.retryFinish(f, d, wake)
 	return true
+}
+
+// leaseEnd is, on the wall clock, the earliest time c's lease may run
+// out: the start of the call that granted it (hbGrant) plus the lease
+// (the store counts it from when it took that call, no sooner). Without
+// heartbeats (Options.DisableHeartbeat, a store that is no LeaseExtender)
+// the claim's start is not read (a clock reading on every request): the
+// lease may have run out already (zero).
+func (c *Call) leaseEnd() time.Time {
+	if c.e.hbs == nil || !c.hbStarted {
+		return time.Time{}
+	}
+	c.hbMu.Lock()
+	grant := c.hbGrant
+	c.hbMu.Unlock()
+	return time.Now().Add(grant + c.p.spec.InFlight.Lease - c.e.hbs.since())
+}
+
+// finishPending tries at once, before c's Begin, the Finish of its key
+// that the engine is retrying in the background: once that claim's lease
+// ran out the Begin would take the key over and run the handler again
+// (before, it would answer in flight), where the Finish stores the
+// response it is to replay. A client's retry that reaches this instance
+// thus never races its own pending Finish, and gets the replay as soon as
+// the store takes the Finish. It returns the Finish's error when the store did not
+// answer it within StoreTimeout (the request is refused as by a Begin
+// that timed out, in the same bounded time); any other outcome goes on to
+// the Begin. The retry, told (settled), stops and reports the outcome.
+func (c *Call) finishPending() error {
+	e := c.e
+	e.lateMu.Lock()
+	f := e.lateKeys[c.scope]
+	e.lateMu.Unlock()
+	if f == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(f.stopped, e.timeout)
+	err := e.store.Finish(ctx, f.scope, f.token, f.state, f.resp)
+	timedOut := ctx.Err() == context.DeadlineExceeded
+	cancel()
+	if err == nil || errors.Is(err, ErrFenced) {
+		e.lateMu.Lock()
+		if !f.settled {
+			f.settled, f.settledErr = true, err
+		}
+		e.lateMu.Unlock()
+		f.stop()
+		e.storeAnswered()
+		return nil
+	}
+	if timedOut {
+		return err
+	}
+	return nil
+}
+
+// storeAnswered wakes the retries of Finish calls waiting out their backoff
+// (retryFinish) once a store call of the engine succeeded: the store is
+// back, and each tries again at once (no sooner than lateFinishFirst after
+// its last attempt), before a client's retry takes a key whose lease ran
+// out over. On a request's path it costs one atomic load while no retry
+// waits.
+func (e *Engine) storeAnswered() {
+	if e.lateArmed.Load() {
+		e.wakeLate()
+	}
+}
+
+// wakeLate wakes the retries waiting since they last read lateWake, once.
+func (e *Engine) wakeLate() {
+	if !e.lateArmed.CompareAndSwap(true, false) {
+		return
+	}
+	e.lateMu.Lock()
+	close(e.lateWake)
+	e.lateWake = make(chan struct{})
+	e.lateMu.Unlock()
 }
 
 // releaseUnanswered frees, off the request's path, the claim a Begin that
@@ -353,14 +455,22 @@ var errReleaseNotTried = errors.New("idem: claim release not tried: the releases
 // first (at least once, however short d is): an engine clock that stands
 // still or crawls (a test's Options.Now) does not keep a retry (one of
 // MaxFinishRetries) and its copy of the response while the store stays
-// down. A Drain (wake closed) cuts the pause before the next attempt
-// short, but to no less than lateFinishFirst after the last one, so that
-// Drain called in a loop does not undo the backoff.
+// down. A Drain, or a store call of the engine that succeeded (wake
+// closed: storeAnswered), cuts the pause before the next attempt short,
+// but to no less than lateFinishFirst after the last one, so that Drain
+// called in a loop, or a store that answers other keys but not this one,
+// does not undo the backoff. Once the lease of a handler's claim may have
+// run out (f.leaseEnd), its pauses are lateFinishShort at most, and the
+// one during which it runs out ends at most lateFinishShort after it.
 func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{}) {
 	defer func() {
 		f.stop()
 		e.lateMu.Lock()
 		delete(e.lateSet, f)
+		if e.lateKeys[f.scope] == f {
+			delete(e.lateKeys, f.scope)
+			e.lateAns.Add(-1)
+		}
 		e.lateBytes -= int64(len(f.resp))
 		if f.kind.claimRelease() {
 			e.lateRel--
@@ -393,6 +503,12 @@ retry:
 	for {
 		if attempt > 0 { // no pause before the first attempt of an atOnce kind (prior 0)
 			pause := wait/2 + rand.N(wait/2+1)
+			if f.kind == finishAnswer {
+				// A takeover is possible from the lease's end: the store
+				// that answers again goes to whichever comes first.
+				short := min(wait, lateFinishShort)
+				pause = min(pause, max(time.Until(f.leaseEnd), 0)+short/2+rand.N(short/2+1))
+			}
 			if left := min(deadline.Sub(e.now()), time.Until(wallDeadline)); left < pause {
 				if attempt > prior { // at least one attempt here, however short d is
 					break
@@ -423,13 +539,18 @@ retry:
 		}
 		attempt++
 		e.lateMu.Lock()
-		wake = e.lateWake // a Drain from now on wakes the next pause
+		wake = e.lateWake // a Drain, or a store call that succeeds, from now on wakes the next pause
+		e.lateArmed.Store(true)
 		e.lateMu.Unlock()
 		last = time.Now()
 		cctx, cancel := context.WithTimeout(f.stopped, e.timeout)
 		err = e.store.Finish(cctx, f.scope, f.token, f.state, f.resp)
 		cancel()
-		if err == nil || errors.Is(err, ErrFenced) || f.stopped.Err() != nil {
+		if err == nil || errors.Is(err, ErrFenced) {
+			e.storeAnswered() // the others may get through too
+			break
+		}
+		if f.stopped.Err() != nil {
 			break
 		}
 		if f.kind.claimRelease() && attempt-prior == ClaimReleaseAttempts {
@@ -438,6 +559,9 @@ retry:
 	}
 	e.lateMu.Lock()
 	dropped := f.dropped
+	if f.settled && err != nil {
+		err = f.settledErr // a request of the key finished it (finishPending)
+	}
 	delete(e.lateSet, f) // from now on, Drain leaves it to this goroutine
 	e.lateMu.Unlock()
 	if dropped {
@@ -466,7 +590,14 @@ retry:
 	case errors.Is(err, ErrFenced) && f.cause == claimUncommitted:
 		// Taken over, expired, or the commit's result was kept after all
 		// (the store failed during the COMMIT itself): nothing to free.
-		if attempt > 1 { // at once, it is not news
+		if rec, ok := e.committedAfterAll(f); ok {
+			// The handler's run took effect: counted as executed, as
+			// a commit whose reply came would have been.
+			e.log.LogAttrs(ctx, slog.LevelWarn, "idem: a commit reported failed had taken effect: the record holds its result, a retry replays it (its client got 503)", attrs...)
+			e.rememberFinal(f.recent, f.window)
+			e.reportStored(ctx, Event{Kind: EventExecuted, Operation: f.operation, Principal: f.principal, Key: f.key,
+				Protected: true, State: rec.State, Prior: f.prior, Status: f.status, Duration: f.failedAt.Sub(f.start)}, f.loss, f.respMax)
+		} else if attempt > 1 { // at once, it is not news
 			e.log.LogAttrs(ctx, slog.LevelInfo, "idem: key not released by a later attempt after a failed commit: it was taken over, expired, or holds the commit's result (kept after all)", attrs...)
 		}
 	case errors.Is(err, ErrFenced) && f.kind.claimRelease():
@@ -507,6 +638,20 @@ retry:
 		e.observe(ctx, Event{Kind: EventFinishAbandoned, Operation: f.operation, Principal: f.principal, Key: f.key,
 			Protected: true, State: f.state, Status: f.status, Err: err})
 	}
+}
+
+// committedAfterAll reads the record whose release after a failed commit
+// (claimUncommitted) was fenced, and reports whether it holds that
+// commit's result: final under the claim's own token (the commit took
+// effect, its reply lost), not taken over or expired.
+func (e *Engine) committedAfterAll(f *lateFinish) (Record, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), e.timeout)
+	defer cancel()
+	rec, found, err := e.store.Get(ctx, f.scope)
+	if err != nil || !found || rec.Token != f.token || rec.State == StatePending {
+		return Record{}, false
+	}
+	return rec, true
 }
 
 // Drain waits until the Finish calls the engine is trying again in the

@@ -402,7 +402,8 @@ func TestLateReleaseGivesUp(t *testing.T) {
 
 // The commit took effect but reported an error; the release (fenced, since
 // the record is COMPLETED) failed on the store and is retried: the late
-// attempt reports EventFenced and logs a takeover that never happened.
+// attempt finds the record COMPLETED under the claim's own token, reports
+// the run executed, and no takeover (no EventFenced).
 func TestLateReleaseAfterCommitTookEffect(t *testing.T) {
 	f, s, logs := newTxFlaky(t)
 	s.commitLies = true
@@ -416,12 +417,45 @@ func TestLateReleaseAfterCommitTookEffect(t *testing.T) {
 	// the store comes back once that attempt failed.
 	require.Eventually(t, func() bool { return s.downFinishes.Load() > 0 }, 5*time.Second, time.Millisecond)
 	s.down.Store(false)
-	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "key not released by a later attempt") },
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "a commit reported failed had taken effect") },
 		5*time.Second, 10*time.Millisecond, "the background release is fenced: the record holds the commit's result")
 	r := send(h, req{key: "k", body: `{"item":1}`})
 	assert.Equal(t, "true", r.Header().Get("Idempotent-Replayed"), "the commit took effect")
 	assert.Equal(t, 0, f.obs.count(idem.EventFenced), "no takeover happened")
 	assert.NotContains(t, logs.String(), "late completion rejected", "no takeover happened")
+	ex, ok := f.obs.find(idem.EventExecuted)
+	require.True(t, ok, "the run that took effect is counted executed (runs = executed + fenced + finish-abandoned)")
+	assert.Equal(t, idem.StateCompleted, ex.State)
+	assert.Equal(t, 201, ex.Status)
+	assert.Equal(t, 1, f.obs.count(idem.EventExecuted))
+	assert.Contains(t, logs.String(), "a commit reported failed had taken effect")
+}
+
+// The commit took effect but its reply was lost, and the store answers the
+// release at once (fenced: the record is COMPLETED under the claim's own
+// token): the run is reported executed once the release finds the record.
+func TestCommitReplyLostCountsExecuted(t *testing.T) {
+	f, s, _ := newTxFlaky(t)
+	s.commitLies = true
+	h := f.eng.Handler(mustCompile(t, strictSpec()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.calls.Add(1)
+		w.WriteHeader(201)
+	}))
+	requireProblem(t, send(h, req{key: "k", body: `{"item":1}`}), 503, idem.CodeStoreUnavailable)
+	drain(t, f.eng)
+	require.Equal(t, 1, f.obs.count(idem.EventExecuted), "the run that took effect is counted executed")
+	assert.Equal(t, 1, f.obs.count(idem.EventStoreError), "and its request's store-error")
+	r := send(h, req{key: "k", body: `{"item":1}`})
+	assert.Equal(t, "true", r.Header().Get("Idempotent-Replayed"))
+	assert.Equal(t, 1, f.obs.count(idem.EventExecuted), "a replay is no run")
+	assert.Equal(t, int32(1), f.calls.Load())
+
+	// A commit that failed for real (rolled back) is not counted.
+	s.commitLies = false
+	s.commitErr = errors.New("serialization failure")
+	requireProblem(t, send(h, req{key: "k2", body: `{"item":1}`}), 503, idem.CodeStoreUnavailable)
+	drain(t, f.eng)
+	assert.Equal(t, 1, f.obs.count(idem.EventExecuted))
 }
 
 // rfFlaky is a ReadFirst store whose Finish fails while down.

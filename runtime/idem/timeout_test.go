@@ -260,6 +260,7 @@ func TestStoreTimeout(t *testing.T) {
 		ev, ok := f.obs.find(idem.EventStoreError)
 		require.True(t, ok)
 		assert.ErrorIs(t, ev.Err, context.Canceled)
+		assert.Contains(t, ev.Err.Error(), "did not answer within Options.StoreTimeout", "the cause, not only the context's error")
 		// The key was released (in the background: Drain waits for it):
 		// once the store answers, a retry runs.
 		drain(t, f.eng)
@@ -287,6 +288,10 @@ func TestStoreTimeout(t *testing.T) {
 		assert.Equal(t, int32(1), f.calls.Load())
 		require.NotNil(t, handlerCtx)
 		assert.Error(t, handlerCtx.Err(), "the transaction's context ends with the call")
+		ev, ok := f.obs.find(idem.EventStoreError)
+		require.True(t, ok)
+		assert.ErrorIs(t, ev.Err, context.Canceled)
+		assert.Contains(t, ev.Err.Error(), "did not answer within Options.StoreTimeout", "the cause, not only the context's error")
 		// The key was freed (best effort, in the background: Drain waits
 		// for it): a retry runs.
 		drain(t, f.eng)

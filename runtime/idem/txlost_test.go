@@ -1,0 +1,96 @@
+package idem_test
+
+import (
+	"context"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/memstore"
+)
+
+// txExtendFails is fakeTx whose ExtendLease fails with err.
+type txExtendFails struct {
+	*fakeTx
+	err     error
+	extends atomic.Int32
+}
+
+func (s *txExtendFails) ExtendLease(ctx context.Context, key string, token idem.Token, lease time.Duration) error {
+	s.extends.Add(1)
+	return s.err
+}
+
+// A transactional handler whose claim is lost while it runs (a heartbeat
+// fenced: the key taken over; or heartbeats failing until the lease ran
+// out: the store unreachable) has its transaction's context cancelled,
+// with ErrFenced or ErrLeaseLost as the cause: nothing it writes there can
+// commit as its claim's, and a store call that hangs (a blackholed
+// connection) no longer holds the request and its pooled connection until
+// the client gives up. The heartbeats run on the test's clock.
+func TestTxCancelledWhenLeaseLost(t *testing.T) {
+	const lease = 240 * time.Millisecond
+	for _, tc := range []struct {
+		name    string
+		err     error
+		cause   error
+		code    int // what the client is sent
+		handler int // what the handler answers once its context ended
+	}{
+		{"fenced", idem.ErrFenced, idem.ErrFenced, 409, 201},
+		{"fenced, the handler fails", idem.ErrFenced, idem.ErrFenced, 409, 500},
+		{"store unreachable past the lease", errStoreDown, idem.ErrLeaseLost, 503, 201},
+		{"store unreachable past the lease, the handler fails", errStoreDown, idem.ErrLeaseLost, 503, 500},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ms := memstore.New(memstore.Options{SweepInterval: -1})
+			defer ms.Close()
+			s := &txExtendFails{fakeTx: &fakeTx{Store: ms}, err: tc.err}
+			eng := idem.New(s, idem.Options{Transactional: true, Principal: idem.Anonymous, Logger: discardLogger})
+			clk := idem.SetHeartbeatClock(eng)
+			grant := clk.Now()
+			pol := idem.MustCompile(idem.Spec{Operation: "op", Semantics: idem.Strict, Window: time.Hour,
+				InFlight: idem.InFlightSpec{Lease: lease}})
+			started := make(chan struct{})
+			cause := make(chan error, 1)
+			h := eng.Handler(pol, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				close(started)
+				select {
+				case <-r.Context().Done(): // a store call on the transaction, blackholed
+					cause <- context.Cause(r.Context())
+				case <-time.After(5 * time.Second):
+					cause <- nil
+				}
+				w.WriteHeader(tc.handler) // 500: its write on the transaction failed
+			}))
+			done := make(chan int, 1)
+			go func() { done <- send(h, req{target: "/op", key: "k1", body: `{"a":1}`}).Code }()
+			<-started
+			clk.Advance(lease / 6) // the scheduler arms the heartbeat
+			for n := 0; ; n++ {
+				require.Less(t, n, 20, "the transaction was not cancelled after %d heartbeats", n)
+				at, ok := clk.FireNext(2 * time.Second)
+				require.True(t, ok, "no heartbeat armed, and the transaction not cancelled")
+				select {
+				case err := <-cause:
+					require.ErrorIs(t, err, tc.cause)
+					if tc.cause == idem.ErrLeaseLost {
+						assert.GreaterOrEqual(t, at, grant+lease, "not before the lease's end")
+						assert.LessOrEqual(t, at, grant+lease, "at the lease's end")
+					}
+					assert.Equal(t, tc.code, <-done, "nothing committed")
+					s.mu.Lock()
+					assert.Zero(t, s.commits)
+					s.mu.Unlock()
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+		})
+	}
+}
