@@ -275,7 +275,7 @@ func (g *gen) ginByPath() {
 			jen.Return(jen.Id("r").Dot("IRouter").Dot(m).Call(jen.Id("path"), jen.Id("r").Dot("x").Dot("ginRoute").Call(jen.Lit(m), jen.Qual("strings", "TrimPrefix").Call(jen.Id("path"), jen.Id("r").Dot("baseURL")), jen.Id("h")).Op("..."))),
 		)
 	}
-	g.doc("ginRoute returns the handlers h of a route, the last one wrapped when method and path (without options.BaseURL) are the route of an idempotent operation protected by path: it marks the request for ginFallback, which begins the engine's call after options.Middlewares, and ends that call when the operation returns (a panic frees the key and goes on).")
+	g.doc("ginRoute returns the handlers h of a route, the last one wrapped when method and path (without options.BaseURL) are the route of an idempotent operation protected by path: it marks the request for ginFallback, which begins the engine's call after options.Middlewares, and ends that call when the operation returns (a panic is answered as the by-operation wiring answers it: 500 IDEMPOTENCY_HANDLER_PANICKED, the key freed).")
 	ctx := jen.Id("ctx")
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("ginRoute").Params(jen.List(jen.Id("method"), jen.Id("path")).String(), jen.Id("h").Index().Add(ginQ("HandlerFunc"))).Index().Add(ginQ("HandlerFunc")).Block(
 		jen.List(jen.Id("i"), jen.Id("ok")).Op(":=").Id(px+"GinRoutes").Index(jen.Id(px+"GinRoute").Values(jen.Id("method"), jen.Id("path"))),
@@ -285,7 +285,14 @@ func (g *gen) ginByPath() {
 			jen.Id("f").Op(":=").Op("&").Id(fbType).Values(jen.Dict{jen.Id("p"): jen.Id("p")}),
 			ctx.Clone().Dot("Set").Call(jen.Id(key), jen.Id("f")),
 			jen.Id("ran").Op(":=").False(),
-			jen.Defer().Func().Params().Block(jen.Id("f").Dot("end").Call(ctx.Clone(), jen.Id("ran"))).Call(),
+			jen.Defer().Func().Params().Block(
+				jen.If(jen.Id("ran").Op("||").Id("f").Dot("c").Op("==").Nil()).Block(jen.Id("f").Dot("end").Call(ctx.Clone(), jen.Id("ran")), jen.Return()),
+				jen.Id("v").Op(":=").Recover(),
+				jen.If(jen.Id("v").Op("==").Nil()).Block(jen.Id("f").Dot("end").Call(ctx.Clone(), jen.False()), jen.Return()).Comment("runtime.Goexit: the key is freed"),
+				jen.If(jen.Id("f").Dot("w").Op("!=").Nil()).Block(ctx.Clone().Dot("Writer").Op("=").Id("f").Dot("orig")),
+				jen.Comment("End deferred directly sees the panic: it answers 500 IDEMPOTENCY_HANDLER_PANICKED (a panic left unanswered drops the connection, and Go's client sends a request with an Idempotency-Key again), or lets it unwind once the status is sent."),
+				jen.Func().Params().Block(jen.Defer().Id("f").Dot("c").Dot("End").Call(), jen.Panic(jen.Id("v"))).Call(),
+			).Call(),
 			jen.Id("last").Call(ctx.Clone()),
 			jen.Id("ran").Op("=").True(),
 		))),

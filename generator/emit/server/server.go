@@ -1064,7 +1064,7 @@ func (g *gen) routed() {
 	g.doc(px + "Routed reports whether the route the router chose for r is the one oapi-codegen registers for the idempotent operation protected by path whose policy is " + px + "Policies[i]: " + what + " ends with the operation's path template. Under a prefix the matcher strips, a template such as /{tenant}/orders also matches the path of another route (/v1/orders). True when the router does not say.")
 	body := []jen.Code{jen.Var().Id("tmpl").String(), jen.Switch(jen.Id("i")).Block(cases...)}
 	body = append(body, pattern...)
-	body = append(body, jen.Return(jen.Qual("strings", "HasSuffix").Call(jen.Id("pattern"), jen.Id("tmpl"))))
+	body = append(body, jen.Return(jen.Qual("strings", "HasSuffix").Call(jen.Qual("strings", "TrimSuffix").Call(jen.Id("pattern"), jen.Lit("{$}")), jen.Qual("strings", "TrimSuffix").Call(jen.Id("tmpl"), jen.Lit("{$}")))))
 	g.f.Func().Id(px+"Routed").Params(jen.Id("r").Op("*").Qual("net/http", "Request"), jen.Id("i").Int()).Bool().Block(body...)
 }
 
