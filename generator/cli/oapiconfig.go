@@ -210,8 +210,16 @@ func (c *Config) serverParams(params map[string]string, emitters []string) (map[
 	} else {
 		out[server.RouterOption.String()] = s.router
 	}
-	if _, ok := server.FirstToLastOption.In(params); !ok && s.firstToLast {
-		out[server.FirstToLastOption.String()] = "true"
+	if v, ok := server.FirstToLastOption.In(params); !ok {
+		if s.firstToLast {
+			out[server.FirstToLastOption.String()] = "true"
+		}
+	} else if b, err := strconv.ParseBool(v); err == nil && b != s.firstToLast && (s.router == "std-http" || s.router == "chi" || s.router == "gorilla") {
+		key := "apply-chi-middleware-first-to-last"
+		if s.router == "gorilla" {
+			key = "apply-gorilla-middleware-first-to-last"
+		}
+		return nil, fmt.Errorf("server.middleware-first-to-last is %s, but %s sets compatibility.%s to %t (the order oapi-codegen applies options.Middlewares in: a fallback operation's protection would run outside them, before authentication): drop server.middleware-first-to-last (idemgen then takes it from %s)", v, s.path, key, s.firstToLast, s.path)
 	}
 	return out, nil
 }

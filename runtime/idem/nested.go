@@ -28,6 +28,15 @@ const maxUnwrap = 16
 // It costs a few type assertions and allocates nothing. Engines that share
 // a store and a policy are alike here: whichever recorder is in front, the
 // request it records is the one the inner run would claim again.
+//
+// What it does not tell apart (it compares the policy, not the request): a
+// handler that serves another request of the same operation (another key)
+// itself, through the same operation's protected handler and with the
+// ResponseWriter it was given, has that request passed through, unclaimed
+// (serve it with a fresh ResponseWriter, or call the operation's code
+// directly); and two Engines over different stores sharing a policy
+// (generated policies are package-level), one wired inside the other,
+// record in the outer one's store only.
 func (e *Engine) Nested(w http.ResponseWriter, p *Policy) bool {
 	for range maxUnwrap {
 		switch v := w.(type) {
