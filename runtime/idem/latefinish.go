@@ -198,6 +198,7 @@ type lateFinish struct {
 	failedAt  time.Time // on the engine's clock
 	leaseEnd  time.Time // finishAnswer: the earliest time the claim's lease may run out (wall clock; Call.leaseEnd)
 	err       error     // the first failure
+	reported  bool      // claimUncommitted: the request reported the run as executed (CodeRequestEnded)
 
 	// settled: a request of the same key finished it first (finishPending),
 	// with settledErr (nil, or ErrFenced); under lateMu. The retry stops and
@@ -221,6 +222,14 @@ type lateFinish struct {
 // values: the request is over, and what a router or middleware put there
 // may be reused by another request (chi pools its route context).
 func (c *Call) finishLater(kind finishKind, cause claimCause, state State, resp []byte, status int, loss bodyLoss, err error) bool {
+	return c.finishLaterReported(kind, cause, state, resp, status, loss, err, false)
+}
+
+// finishLaterReported is finishLater; reported: the request reported its
+// run as executed already (claimUncommitted, CodeRequestEnded), so a
+// release that finds the commit took effect after all does not report it
+// again.
+func (c *Call) finishLaterReported(kind finishKind, cause claimCause, state State, resp []byte, status int, loss bodyLoss, err error, reported bool) bool {
 	e := c.e
 	if errors.Is(err, ErrFenced) || (e.lateFor < 0 && !kind.claimRelease()) {
 		return false
@@ -264,6 +273,7 @@ func (c *Call) finishLater(kind finishKind, cause claimCause, state State, resp 
 		loss:      loss,
 		respMax:   c.p.respMax,
 		err:       err,
+		reported:  reported,
 		start:     c.start,
 		failedAt:  e.now(),
 	}
@@ -592,9 +602,14 @@ retry:
 		// (the store failed during the COMMIT itself): nothing to free.
 		if rec, ok := e.committedAfterAll(f); ok {
 			// The handler's run took effect: counted as executed, as
-			// a commit whose reply came would have been.
-			e.log.LogAttrs(ctx, slog.LevelWarn, "idem: a commit reported failed had taken effect: the record holds its result, a retry replays it (its client got 503)", attrs...)
+			// a commit whose reply came would have been (once: a request
+			// that ended reported it already).
 			e.rememberFinal(f.recent, f.window)
+			if f.reported {
+				e.log.LogAttrs(ctx, slog.LevelWarn, "idem: a commit reported failed had taken effect: the record holds its result, a retry replays it (its request had ended)", attrs...)
+				break
+			}
+			e.log.LogAttrs(ctx, slog.LevelWarn, "idem: a commit reported failed had taken effect: the record holds its result, a retry replays it (its client got 503)", attrs...)
 			e.reportStored(ctx, Event{Kind: EventExecuted, Operation: f.operation, Principal: f.principal, Key: f.key,
 				Protected: true, State: rec.State, Prior: f.prior, Status: f.status, Duration: f.failedAt.Sub(f.start)}, f.loss, f.respMax)
 		} else if attempt > 1 { // at once, it is not news
