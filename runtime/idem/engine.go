@@ -263,8 +263,9 @@ type Engine struct {
 	quota       quotaLog                 // the claims refused with ErrQuotaExceeded (refuseQuota)
 	lateBytes   int64                    // the size of their responses
 	lateIdle    chan struct{}            // closed when lateN drops to 0; nil while it is 0
-	lateWake    chan struct{}            // closed by Drain, or a store call that succeeded (storeAnswered), to wake the retries from their backoff, then replaced
-	lateArmed   atomic.Bool              // a retry waits on lateWake since it last read it: storeAnswered wakes it
+	lateWake    chan struct{}            // closed by Drain to wake the retries from their backoff, then replaced
+	lateStore   chan struct{}            // closed by a store call that succeeded (storeAnswered) to wake the retries from their backoff, then replaced
+	lateArmed   atomic.Bool              // a retry waits on lateStore since it last read it: storeAnswered wakes it
 	lateSet     map[*lateFinish]struct{} // the retries under way that have not reported yet (Drain abandons them)
 	lateKeys    map[string]*lateFinish   // the finishAnswer retries under way, by scope key (finishPending)
 	lateAns     atomic.Int32             // len(lateKeys): a request's Begin looks there only when it is not 0
@@ -290,6 +291,7 @@ func New(store Store, opts Options) *Engine {
 		lateFirst:   lateFinishFirst,
 		lateMax:     lateFinishMax,
 		lateWake:    make(chan struct{}),
+		lateStore:   make(chan struct{}),
 		relDrop:     releaseDrops{every: releaseDropLogEvery},
 	}
 	fpv := opts.FingerprintVersion

@@ -100,6 +100,9 @@ const (
 	lateFinishFirst = 100 * time.Millisecond
 	lateFinishMax   = 2 * time.Second
 	lateFinishShort = 250 * time.Millisecond
+	// lateWakeJitter: a retry woken by a store call that succeeded
+	// (storeAnswered) waits a random 0 to lateWakeJitter more.
+	lateWakeJitter = 100 * time.Millisecond
 )
 
 // finishKind says what a Finish is, for what a later attempt reports.
@@ -254,7 +257,7 @@ func (c *Call) finishLaterReported(kind finishKind, cause claimCause, state Stat
 	}
 	e.lateN++
 	e.lateBytes += int64(len(resp))
-	wake := e.lateWake
+	wake, storeWake := e.lateWake, e.lateStore
 	e.lateArmed.Store(true) // a store call that succeeds from now on wakes it
 	f := &lateFinish{
 		kind:      kind,
@@ -301,7 +304,7 @@ func (c *Call) finishLaterReported(kind finishKind, cause claimCause, state Stat
 	} else if d == 0 {
 		d = defaultFinishRetryFor(c.p.spec.Window, c.p.spec.InFlight.Lease)
 	}
-	go e.retryFinish(f, d, wake)
+	go e.retryFinish(f, d, wake, storeWake)
 	return true
 }
 
@@ -361,9 +364,10 @@ func (c *Call) finishPending() error {
 
 // storeAnswered wakes the retries of Finish calls waiting out their backoff
 // (retryFinish) once a store call of the engine succeeded: the store is
-// back, and each tries again at once (no sooner than lateFinishFirst after
-// its last attempt), before a client's retry takes a key whose lease ran
-// out over. On a request's path it costs one atomic load while no retry
+// back, and each tries again soon (lateFinishFirst after its last attempt
+// ended at the earliest, plus up to lateWakeJitter), before a client's
+// retry takes a key whose lease ran out over; one so woken that fails
+// again is deaf to these wakes for its next backoff step (retryFinish). On a request's path it costs one atomic load while no retry
 // waits.
 func (e *Engine) storeAnswered() {
 	if e.lateArmed.Load() {
@@ -371,14 +375,14 @@ func (e *Engine) storeAnswered() {
 	}
 }
 
-// wakeLate wakes the retries waiting since they last read lateWake, once.
+// wakeLate wakes the retries waiting since they last read lateStore, once.
 func (e *Engine) wakeLate() {
 	if !e.lateArmed.CompareAndSwap(true, false) {
 		return
 	}
 	e.lateMu.Lock()
-	close(e.lateWake)
-	e.lateWake = make(chan struct{})
+	close(e.lateStore)
+	e.lateStore = make(chan struct{})
 	e.lateMu.Unlock()
 }
 
@@ -465,14 +469,18 @@ var errReleaseNotTried = errors.New("idem: claim release not tried: the releases
 // first (at least once, however short d is): an engine clock that stands
 // still or crawls (a test's Options.Now) does not keep a retry (one of
 // MaxFinishRetries) and its copy of the response while the store stays
-// down. A Drain, or a store call of the engine that succeeded (wake
-// closed: storeAnswered), cuts the pause before the next attempt short,
-// but to no less than lateFinishFirst after the last one, so that Drain
-// called in a loop, or a store that answers other keys but not this one,
-// does not undo the backoff. Once the lease of a handler's claim may have
+// down. A Drain (wake closed) cuts the pause before the next attempt
+// short, but to no less than lateFinishFirst after the end of the last
+// one, so that Drain called in a loop does not undo the backoff. A store
+// call of the engine that succeeded (storeWake closed: storeAnswered)
+// cuts it likewise, plus a random jitter of up to lateWakeJitter (the
+// store that just came back is not hit by every pending Finish at once);
+// an attempt so woken that fails is followed by its whole backoff step,
+// deaf to store wakes, so that a store that answers other keys but not
+// this one does not undo the backoff. Once the lease of a handler's claim may have
 // run out (f.leaseEnd), its pauses are lateFinishShort at most, and the
 // one during which it runs out ends at most lateFinishShort after it.
-func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{}) {
+func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake, storeWake chan struct{}) {
 	defer func() {
 		f.stop()
 		e.lateMu.Lock()
@@ -498,7 +506,9 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 	deadline := f.failedAt.Add(d) // d counts from the failure
 	begun := time.Now()
 	wallDeadline := begun.Add(d)
-	last := begun // the last attempt began (the failed Finish, just before)
+	last := begun  // the last attempt ended (the failed Finish, just before)
+	woken := false // the pause before the last attempt was cut short by storeWake
+	deaf := false  // this pause ignores storeWake (a woken attempt failed)
 	wait := e.lateFirst
 	err := f.err
 	// prior: the attempts before these (the failed Finish, or the failed
@@ -533,6 +543,11 @@ retry:
 				sleep.Reset(pause)
 			}
 			until := time.Now().Add(pause)
+			sw := storeWake
+			if deaf {
+				sw = nil // the whole backoff step after a woken attempt that failed
+			}
+			woken = false
 			select {
 			case <-sleep.C:
 			case <-f.stopped.Done(): // Drain gave up on it
@@ -544,18 +559,33 @@ retry:
 					sleep.Reset(rest)
 					<-sleep.C
 				}
+			case <-sw:
+				// The store answered another call: try again once
+				// lateFinishFirst has passed since the last attempt, with
+				// jitter (if the pause does not end sooner).
+				woken = true
+				rest := max(time.Until(last.Add(lateFinishFirst)), 0) + rand.N(lateWakeJitter+1)
+				if rest = min(rest, time.Until(until)); rest > 0 {
+					sleep.Reset(rest)
+					select {
+					case <-sleep.C:
+					case <-f.stopped.Done():
+						break retry
+					}
+				}
 			}
 			wait = min(2*wait, e.lateMax)
 		}
 		attempt++
 		e.lateMu.Lock()
-		wake = e.lateWake // a Drain, or a store call that succeeds, from now on wakes the next pause
+		wake, storeWake = e.lateWake, e.lateStore // a Drain, or a store call that succeeds, from now on wakes the next pause
 		e.lateArmed.Store(true)
 		e.lateMu.Unlock()
-		last = time.Now()
 		cctx, cancel := context.WithTimeout(f.stopped, e.timeout)
 		err = e.store.Finish(cctx, f.scope, f.token, f.state, f.resp)
 		cancel()
+		last = time.Now()
+		deaf = woken
 		if err == nil || errors.Is(err, ErrFenced) {
 			e.storeAnswered() // the others may get through too
 			break

@@ -90,29 +90,36 @@ func TestLateFinishShortAfterLease(t *testing.T) {
 
 // A store call of the engine that succeeds (here another request's) wakes
 // every Finish retried in the background: the store is back, and each
-// tries again at once instead of waiting out its backoff (an hour here).
+// tries again soon instead of waiting out its backoff (an hour here). One
+// so woken that failed again is deaf to these wakes for its next backoff
+// step (a store that answers other keys but not its own does not undo its
+// backoff); a Drain still wakes it.
 func TestLateFinishWokenByStoreCall(t *testing.T) {
 	f, ps, h := newPrefixDown(t, time.Hour)
 	const n = 3
 	for i := range n {
 		require.Equal(t, 201, send(h, req{key: fmt.Sprintf("down-%d", i), body: `{"item":1}`}).Code)
 	}
-	// The later requests' Begins woke the earlier retries, which failed
-	// again (lateFinishFirst after their last attempt).
-	time.Sleep(300 * time.Millisecond)
+	// The later requests' Begins woke the earlier retries (down-0, down-1),
+	// which failed again (lateFinishFirst after their last attempt, plus
+	// up to 100ms): deaf to store wakes for their next step (an hour).
+	time.Sleep(400 * time.Millisecond)
 	tried := len(ps.attempts())
 	time.Sleep(200 * time.Millisecond)
 	require.Len(t, ps.attempts(), tried, "the backoff holds them")
 	ps.setDown(false)
 	require.Equal(t, 201, send(h, req{key: "other", body: `{"item":1}`}).Code, "a store call that succeeds")
-	require.Eventually(t, func() bool { return f.obs.count(idem.EventExecuted) == n+1 }, 2*time.Second, 5*time.Millisecond,
-		"every pending Finish was woken and finished")
+	require.Eventually(t, func() bool { return f.obs.count(idem.EventExecuted) == 2 }, 2*time.Second, 5*time.Millisecond,
+		"the pending Finish not woken before (down-2) was woken and finished")
+	time.Sleep(300 * time.Millisecond)
+	assert.Equal(t, 2, f.obs.count(idem.EventExecuted), "those woken before that failed again hold their backoff")
+	drain(t, f.eng) // a Drain wakes them
+	assert.Equal(t, n+1, f.obs.count(idem.EventExecuted))
 	for i := range n {
 		r := send(h, req{key: fmt.Sprintf("down-%d", i), body: `{"item":1}`})
 		assert.Equal(t, "true", r.Header().Get("Idempotent-Replayed"), "key %d", i)
 	}
 	assert.Equal(t, int32(n+1), f.calls.Load())
-	drain(t, f.eng)
 }
 
 // A client's retry that reaches this instance after the lease of a claim
