@@ -906,8 +906,14 @@ func (c *Call) claim() {
 	}
 	for {
 		if e.lateAns.Load() != 0 {
-			if err := c.finishPending(); err != nil {
-				c.storeFailed(err) // no claim was made
+			if !c.finishPending() {
+				// The key's pending Finish failed: in flight (no claim
+				// was made; no Begin, no FailOpen).
+				var waited time.Duration
+				if waiting {
+					waited = c.waited(deadline)
+				}
+				c.inFlight(waited)
 				return
 			}
 		}

@@ -108,6 +108,27 @@ func TestLateWakeJittered(t *testing.T) {
 	t.Logf("peak concurrent Finish calls after the store came back: %d of %d pending", cs.peak.Load(), n)
 }
 
+// the pending Finish tried before the Begin fails fast (a dead pooled
+// connection right after an outage, say) while the Begin gets through: the
+// Begin takes the key over and the handler runs a second time, although the
+// engine holds the first run's response (docs: "closes it for a retry that
+// reaches the same instance").
+func TestPendingFinishFailsFastNoTakeover(t *testing.T) {
+	f, fs, _ := newFlaky(t, idem.Options{})
+	idem.SetLateBackoff(f.eng, time.Hour, time.Hour)
+	spec := strictSpec()
+	spec.InFlight.Lease = 100 * time.Millisecond
+	h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
+	require.Equal(t, 201, send(h, req{key: "k", body: `{"item":1}`}).Code)
+	time.Sleep(150 * time.Millisecond) // past the lease; the first claim's Finish still fails (fast)
+	before := fs.finishes.Load()
+	r := send(h, req{key: "k", body: `{"item":1}`})
+	assert.Greater(t, fs.finishes.Load(), before, "the pending Finish was tried first")
+	assert.Equal(t, int32(1), f.calls.Load(), "status %d: the handler ran again (took over) though this instance holds its response", r.Code)
+	fs.down.Store(false)
+	drain(t, f.eng)
+}
+
 // the same with a Finish that fails slowly (150ms: a shard that does
 // not answer): the woken retry runs its attempts back to back, no pause.
 type slowDown struct {

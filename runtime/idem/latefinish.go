@@ -330,21 +330,26 @@ func (c *Call) leaseEnd() time.Time {
 // (before, it would answer in flight), where the Finish stores the
 // response it is to replay. A client's retry that reaches this instance
 // thus never races its own pending Finish, and gets the replay as soon as
-// the store takes the Finish. It returns the Finish's error when the store did not
-// answer it within StoreTimeout (the request is refused as by a Begin
-// that timed out, in the same bounded time); any other outcome goes on to
-// the Begin. The retry, told (settled), stops and reports the outcome.
-func (c *Call) finishPending() error {
+// the store takes the Finish. It reports whether the Begin may go on: the
+// Finish stored the response (the Begin then finds it and replays), or was
+// fenced (the claim was taken over or expired: nothing of this instance's
+// to replay). On any other failure (the store did not answer within
+// StoreTimeout, or failed fast: a dead pooled connection right after an
+// outage) the request is answered in flight, as for a key in use, neither
+// Begin (it could take the key over once the lease ran out, and run the
+// handler again while this instance holds its response) nor FailOpen (an
+// unprotected run). The retry, told (settled), stops and reports the
+// outcome.
+func (c *Call) finishPending() bool {
 	e := c.e
 	e.lateMu.Lock()
 	f := e.lateKeys[c.scope]
 	e.lateMu.Unlock()
 	if f == nil {
-		return nil
+		return true
 	}
 	ctx, cancel := context.WithTimeout(f.stopped, e.timeout)
 	err := e.store.Finish(ctx, f.scope, f.token, f.state, f.resp)
-	timedOut := ctx.Err() == context.DeadlineExceeded
 	cancel()
 	if err == nil || errors.Is(err, ErrFenced) {
 		e.lateMu.Lock()
@@ -354,12 +359,9 @@ func (c *Call) finishPending() error {
 		e.lateMu.Unlock()
 		f.stop()
 		e.storeAnswered()
-		return nil
+		return true
 	}
-	if timedOut {
-		return err
-	}
-	return nil
+	return false
 }
 
 // storeAnswered wakes the retries of Finish calls waiting out their backoff

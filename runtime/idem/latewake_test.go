@@ -155,29 +155,35 @@ func TestLateFinishBeforeTakeover(t *testing.T) {
 }
 
 // A retry that tries the pending Finish of its key first (after the lease)
-// on a store that hangs is refused within StoreTimeout, as a Begin that
-// timed out would be: it does not wait for the Finish and then the Begin.
+// on a store that hangs is answered in flight within StoreTimeout (409
+// with Retry-After, as for a key in use): it neither goes on to a Begin
+// (which, answered, would take the key over and run the handler again)
+// nor, under FailOpen, runs the handler unprotected. Begin does not hang:
+// the answer is the pending Finish's alone.
 func TestLateFinishBeforeTakeoverHangs(t *testing.T) {
-	const timeout = time.Second // two would take twice that
-	hs := newHangingStore(t, "Finish")
-	f := newFixtureStore(t, hs.Store, hs, idem.Options{StoreTimeout: timeout})
-	spec := strictSpec()
-	spec.InFlight.Lease = 100 * time.Millisecond
-	h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
-	w, _ := serveTimed(h, "k")
-	require.Equal(t, 201, w.Code)
-	time.Sleep(150 * time.Millisecond) // past the lease
-	hs.setHang("Begin", true)
-	started := hs.started.Load()
-	w, took := serveTimed(h, "k")
-	requireProblem(t, w, 503, idem.CodeStoreUnavailable)
-	assert.Less(t, took, 2*timeout, "one StoreTimeout, not two")
-	assert.GreaterOrEqual(t, hs.started.Load(), started+1, "the pending Finish was tried")
-	assert.Equal(t, int32(1), f.calls.Load())
-	hs.setHang("Finish", false)
-	hs.setHang("Begin", false)
-	drain(t, f.eng)
-	w, _ = serveTimed(h, "k")
-	assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
-	assert.Equal(t, int32(1), f.calls.Load())
+	for _, failOpen := range []bool{false, true} {
+		t.Run(fmt.Sprintf("FailOpen=%v", failOpen), func(t *testing.T) {
+			const timeout = time.Second
+			hs := newHangingStore(t, "Finish")
+			f := newFixtureStore(t, hs.Store, hs, idem.Options{StoreTimeout: timeout, FailOpen: failOpen})
+			spec := strictSpec()
+			spec.InFlight.Lease = 100 * time.Millisecond
+			h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
+			w, _ := serveTimed(h, "k")
+			require.Equal(t, 201, w.Code)
+			time.Sleep(150 * time.Millisecond) // past the lease
+			started := hs.started.Load()
+			w, took := serveTimed(h, "k")
+			requireProblem(t, w, 409, idem.CodeKeyInUse)
+			assert.NotEmpty(t, w.Header().Get("Retry-After"))
+			assert.Less(t, took, 2*timeout, "one StoreTimeout")
+			assert.GreaterOrEqual(t, hs.started.Load(), started+1, "the pending Finish was tried")
+			assert.Equal(t, int32(1), f.calls.Load(), "the handler did not run again")
+			hs.setHang("Finish", false)
+			drain(t, f.eng)
+			w, _ = serveTimed(h, "k")
+			assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
+			assert.Equal(t, int32(1), f.calls.Load())
+		})
+	}
 }
