@@ -906,8 +906,14 @@ func (c *Call) claim() {
 	}
 	for {
 		if e.lateAns.Load() != 0 {
-			if err := c.finishPending(); err != nil {
-				c.storeFailed(err) // no claim was made
+			if !c.finishPending() {
+				// The key's pending Finish failed: in flight (no claim
+				// was made; no Begin, no FailOpen).
+				var waited time.Duration
+				if waiting {
+					waited = c.waited(deadline)
+				}
+				c.inFlight(waited)
 				return
 			}
 		}
@@ -1917,8 +1923,12 @@ func (c *Call) Finish() error {
 				// of unknown outcome: free the key (best effort; fenced if the
 				// commit took effect) and fail closed. A retry replays the
 				// result if it was kept and runs again if it was not.
-				c.releaseUncommitted(status, loss)
-				if ended := c.requestEnded(); ended != nil {
+				ended := c.requestEnded()
+				// Ended, the refusal reports the run as executed
+				// (reportFinish, CodeRequestEnded): the release does not
+				// report it again if the commit took effect after all.
+				c.releaseUncommitted(status, loss, ended != nil)
+				if ended != nil {
 					// The transaction's context is the request's: it
 					// ended with it (the client went away, or a deadline
 					// passed), which is no store failure.
@@ -2081,9 +2091,10 @@ func (c *Call) finishRecord(state State, resp []byte, status int, loss bodyLoss)
 //
 // status and loss are the handler's (what the record holds if the commit
 // took effect after all: the release, fenced, then finds it, and reports
-// EventExecuted).
-func (c *Call) releaseUncommitted(status int, loss bodyLoss) {
-	c.finishLater(finishClaim, claimUncommitted, StateFailed, nil, status, loss, nil)
+// EventExecuted, unless reported: the request reported its run as
+// executed already, when it ended with CodeRequestEnded).
+func (c *Call) releaseUncommitted(status int, loss bodyLoss, reported bool) {
+	c.finishLaterReported(finishClaim, claimUncommitted, StateFailed, nil, status, loss, nil, reported)
 }
 
 func (c *Call) finishOnce(state State, resp []byte) error {

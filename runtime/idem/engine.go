@@ -115,9 +115,13 @@ type Options struct {
 	// outlives its lease (which counts from the claim, or the last
 	// heartbeat) as long as the store stays down: once it answers, the
 	// next attempt (every 250ms at most once the lease may have run out;
-	// at once when another store call of the engine succeeds) stores the
-	// response, unless a retry of the client reached the store first and
-	// took the expired lease over. It does not cover a store unreachable
+	// soon when another store call of the engine succeeds: 100ms after the
+	// last attempt ended at the earliest, plus a random 0-100ms, and not
+	// again during the next backoff step if that attempt fails too) stores
+	// the response, unless a retry of the client reached the store first
+	// and took the expired lease over (one that reaches this instance
+	// tries the pending Finish first: replayed if it is stored, answered
+	// in flight, 409 with Retry-After, if it fails otherwise than fenced). It does not cover a store unreachable
 	// from this instance only: once the lease runs out, another instance
 	// takes the key over (InFlight.Lease must exceed the longest outage a
 	// single instance can see, after the handler returns too). 0 means
@@ -263,8 +267,9 @@ type Engine struct {
 	quota       quotaLog                 // the claims refused with ErrQuotaExceeded (refuseQuota)
 	lateBytes   int64                    // the size of their responses
 	lateIdle    chan struct{}            // closed when lateN drops to 0; nil while it is 0
-	lateWake    chan struct{}            // closed by Drain, or a store call that succeeded (storeAnswered), to wake the retries from their backoff, then replaced
-	lateArmed   atomic.Bool              // a retry waits on lateWake since it last read it: storeAnswered wakes it
+	lateWake    chan struct{}            // closed by Drain to wake the retries from their backoff, then replaced
+	lateStore   chan struct{}            // closed by a store call that succeeded (storeAnswered) to wake the retries from their backoff, then replaced
+	lateArmed   atomic.Bool              // a retry waits on lateStore since it last read it: storeAnswered wakes it
 	lateSet     map[*lateFinish]struct{} // the retries under way that have not reported yet (Drain abandons them)
 	lateKeys    map[string]*lateFinish   // the finishAnswer retries under way, by scope key (finishPending)
 	lateAns     atomic.Int32             // len(lateKeys): a request's Begin looks there only when it is not 0
@@ -290,6 +295,7 @@ func New(store Store, opts Options) *Engine {
 		lateFirst:   lateFinishFirst,
 		lateMax:     lateFinishMax,
 		lateWake:    make(chan struct{}),
+		lateStore:   make(chan struct{}),
 		relDrop:     releaseDrops{every: releaseDropLogEvery},
 	}
 	fpv := opts.FingerprintVersion

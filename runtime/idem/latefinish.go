@@ -100,6 +100,9 @@ const (
 	lateFinishFirst = 100 * time.Millisecond
 	lateFinishMax   = 2 * time.Second
 	lateFinishShort = 250 * time.Millisecond
+	// lateWakeJitter: a retry woken by a store call that succeeded
+	// (storeAnswered) waits a random 0 to lateWakeJitter more.
+	lateWakeJitter = 100 * time.Millisecond
 )
 
 // finishKind says what a Finish is, for what a later attempt reports.
@@ -198,6 +201,7 @@ type lateFinish struct {
 	failedAt  time.Time // on the engine's clock
 	leaseEnd  time.Time // finishAnswer: the earliest time the claim's lease may run out (wall clock; Call.leaseEnd)
 	err       error     // the first failure
+	reported  bool      // claimUncommitted: the request reported the run as executed (CodeRequestEnded)
 
 	// settled: a request of the same key finished it first (finishPending),
 	// with settledErr (nil, or ErrFenced); under lateMu. The retry stops and
@@ -221,6 +225,14 @@ type lateFinish struct {
 // values: the request is over, and what a router or middleware put there
 // may be reused by another request (chi pools its route context).
 func (c *Call) finishLater(kind finishKind, cause claimCause, state State, resp []byte, status int, loss bodyLoss, err error) bool {
+	return c.finishLaterReported(kind, cause, state, resp, status, loss, err, false)
+}
+
+// finishLaterReported is finishLater; reported: the request reported its
+// run as executed already (claimUncommitted, CodeRequestEnded), so a
+// release that finds the commit took effect after all does not report it
+// again.
+func (c *Call) finishLaterReported(kind finishKind, cause claimCause, state State, resp []byte, status int, loss bodyLoss, err error, reported bool) bool {
 	e := c.e
 	if errors.Is(err, ErrFenced) || (e.lateFor < 0 && !kind.claimRelease()) {
 		return false
@@ -245,7 +257,7 @@ func (c *Call) finishLater(kind finishKind, cause claimCause, state State, resp 
 	}
 	e.lateN++
 	e.lateBytes += int64(len(resp))
-	wake := e.lateWake
+	wake, storeWake := e.lateWake, e.lateStore
 	e.lateArmed.Store(true) // a store call that succeeds from now on wakes it
 	f := &lateFinish{
 		kind:      kind,
@@ -264,6 +276,7 @@ func (c *Call) finishLater(kind finishKind, cause claimCause, state State, resp 
 		loss:      loss,
 		respMax:   c.p.respMax,
 		err:       err,
+		reported:  reported,
 		start:     c.start,
 		failedAt:  e.now(),
 	}
@@ -291,7 +304,7 @@ func (c *Call) finishLater(kind finishKind, cause claimCause, state State, resp 
 	} else if d == 0 {
 		d = defaultFinishRetryFor(c.p.spec.Window, c.p.spec.InFlight.Lease)
 	}
-	go e.retryFinish(f, d, wake)
+	go e.retryFinish(f, d, wake, storeWake)
 	return true
 }
 
@@ -317,21 +330,26 @@ func (c *Call) leaseEnd() time.Time {
 // (before, it would answer in flight), where the Finish stores the
 // response it is to replay. A client's retry that reaches this instance
 // thus never races its own pending Finish, and gets the replay as soon as
-// the store takes the Finish. It returns the Finish's error when the store did not
-// answer it within StoreTimeout (the request is refused as by a Begin
-// that timed out, in the same bounded time); any other outcome goes on to
-// the Begin. The retry, told (settled), stops and reports the outcome.
-func (c *Call) finishPending() error {
+// the store takes the Finish. It reports whether the Begin may go on: the
+// Finish stored the response (the Begin then finds it and replays), or was
+// fenced (the claim was taken over or expired: nothing of this instance's
+// to replay). On any other failure (the store did not answer within
+// StoreTimeout, or failed fast: a dead pooled connection right after an
+// outage) the request is answered in flight, as for a key in use, neither
+// Begin (it could take the key over once the lease ran out, and run the
+// handler again while this instance holds its response) nor FailOpen (an
+// unprotected run). The retry, told (settled), stops and reports the
+// outcome.
+func (c *Call) finishPending() bool {
 	e := c.e
 	e.lateMu.Lock()
 	f := e.lateKeys[c.scope]
 	e.lateMu.Unlock()
 	if f == nil {
-		return nil
+		return true
 	}
 	ctx, cancel := context.WithTimeout(f.stopped, e.timeout)
 	err := e.store.Finish(ctx, f.scope, f.token, f.state, f.resp)
-	timedOut := ctx.Err() == context.DeadlineExceeded
 	cancel()
 	if err == nil || errors.Is(err, ErrFenced) {
 		e.lateMu.Lock()
@@ -341,19 +359,17 @@ func (c *Call) finishPending() error {
 		e.lateMu.Unlock()
 		f.stop()
 		e.storeAnswered()
-		return nil
+		return true
 	}
-	if timedOut {
-		return err
-	}
-	return nil
+	return false
 }
 
 // storeAnswered wakes the retries of Finish calls waiting out their backoff
 // (retryFinish) once a store call of the engine succeeded: the store is
-// back, and each tries again at once (no sooner than lateFinishFirst after
-// its last attempt), before a client's retry takes a key whose lease ran
-// out over. On a request's path it costs one atomic load while no retry
+// back, and each tries again soon (lateFinishFirst after its last attempt
+// ended at the earliest, plus up to lateWakeJitter), before a client's
+// retry takes a key whose lease ran out over; one so woken that fails
+// again is deaf to these wakes for its next backoff step (retryFinish). On a request's path it costs one atomic load while no retry
 // waits.
 func (e *Engine) storeAnswered() {
 	if e.lateArmed.Load() {
@@ -361,14 +377,14 @@ func (e *Engine) storeAnswered() {
 	}
 }
 
-// wakeLate wakes the retries waiting since they last read lateWake, once.
+// wakeLate wakes the retries waiting since they last read lateStore, once.
 func (e *Engine) wakeLate() {
 	if !e.lateArmed.CompareAndSwap(true, false) {
 		return
 	}
 	e.lateMu.Lock()
-	close(e.lateWake)
-	e.lateWake = make(chan struct{})
+	close(e.lateStore)
+	e.lateStore = make(chan struct{})
 	e.lateMu.Unlock()
 }
 
@@ -455,14 +471,18 @@ var errReleaseNotTried = errors.New("idem: claim release not tried: the releases
 // first (at least once, however short d is): an engine clock that stands
 // still or crawls (a test's Options.Now) does not keep a retry (one of
 // MaxFinishRetries) and its copy of the response while the store stays
-// down. A Drain, or a store call of the engine that succeeded (wake
-// closed: storeAnswered), cuts the pause before the next attempt short,
-// but to no less than lateFinishFirst after the last one, so that Drain
-// called in a loop, or a store that answers other keys but not this one,
-// does not undo the backoff. Once the lease of a handler's claim may have
+// down. A Drain (wake closed) cuts the pause before the next attempt
+// short, but to no less than lateFinishFirst after the end of the last
+// one, so that Drain called in a loop does not undo the backoff. A store
+// call of the engine that succeeded (storeWake closed: storeAnswered)
+// cuts it likewise, plus a random jitter of up to lateWakeJitter (the
+// store that just came back is not hit by every pending Finish at once);
+// an attempt so woken that fails is followed by its whole backoff step,
+// deaf to store wakes, so that a store that answers other keys but not
+// this one does not undo the backoff. Once the lease of a handler's claim may have
 // run out (f.leaseEnd), its pauses are lateFinishShort at most, and the
 // one during which it runs out ends at most lateFinishShort after it.
-func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{}) {
+func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake, storeWake chan struct{}) {
 	defer func() {
 		f.stop()
 		e.lateMu.Lock()
@@ -488,7 +508,9 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake chan struct{})
 	deadline := f.failedAt.Add(d) // d counts from the failure
 	begun := time.Now()
 	wallDeadline := begun.Add(d)
-	last := begun // the last attempt began (the failed Finish, just before)
+	last := begun  // the last attempt ended (the failed Finish, just before)
+	woken := false // the pause before the last attempt was cut short by storeWake
+	deaf := false  // this pause ignores storeWake (a woken attempt failed)
 	wait := e.lateFirst
 	err := f.err
 	// prior: the attempts before these (the failed Finish, or the failed
@@ -523,6 +545,11 @@ retry:
 				sleep.Reset(pause)
 			}
 			until := time.Now().Add(pause)
+			sw := storeWake
+			if deaf {
+				sw = nil // the whole backoff step after a woken attempt that failed
+			}
+			woken = false
 			select {
 			case <-sleep.C:
 			case <-f.stopped.Done(): // Drain gave up on it
@@ -534,18 +561,33 @@ retry:
 					sleep.Reset(rest)
 					<-sleep.C
 				}
+			case <-sw:
+				// The store answered another call: try again once
+				// lateFinishFirst has passed since the last attempt, with
+				// jitter (if the pause does not end sooner).
+				woken = true
+				rest := max(time.Until(last.Add(lateFinishFirst)), 0) + rand.N(lateWakeJitter+1)
+				if rest = min(rest, time.Until(until)); rest > 0 {
+					sleep.Reset(rest)
+					select {
+					case <-sleep.C:
+					case <-f.stopped.Done():
+						break retry
+					}
+				}
 			}
 			wait = min(2*wait, e.lateMax)
 		}
 		attempt++
 		e.lateMu.Lock()
-		wake = e.lateWake // a Drain, or a store call that succeeds, from now on wakes the next pause
+		wake, storeWake = e.lateWake, e.lateStore // a Drain, or a store call that succeeds, from now on wakes the next pause
 		e.lateArmed.Store(true)
 		e.lateMu.Unlock()
-		last = time.Now()
 		cctx, cancel := context.WithTimeout(f.stopped, e.timeout)
 		err = e.store.Finish(cctx, f.scope, f.token, f.state, f.resp)
 		cancel()
+		last = time.Now()
+		deaf = woken
 		if err == nil || errors.Is(err, ErrFenced) {
 			e.storeAnswered() // the others may get through too
 			break
@@ -592,9 +634,14 @@ retry:
 		// (the store failed during the COMMIT itself): nothing to free.
 		if rec, ok := e.committedAfterAll(f); ok {
 			// The handler's run took effect: counted as executed, as
-			// a commit whose reply came would have been.
-			e.log.LogAttrs(ctx, slog.LevelWarn, "idem: a commit reported failed had taken effect: the record holds its result, a retry replays it (its client got 503)", attrs...)
+			// a commit whose reply came would have been (once: a request
+			// that ended reported it already).
 			e.rememberFinal(f.recent, f.window)
+			if f.reported {
+				e.log.LogAttrs(ctx, slog.LevelWarn, "idem: a commit reported failed had taken effect: the record holds its result, a retry replays it (its request had ended)", attrs...)
+				break
+			}
+			e.log.LogAttrs(ctx, slog.LevelWarn, "idem: a commit reported failed had taken effect: the record holds its result, a retry replays it (its client got 503)", attrs...)
 			e.reportStored(ctx, Event{Kind: EventExecuted, Operation: f.operation, Principal: f.principal, Key: f.key,
 				Protected: true, State: rec.State, Prior: f.prior, Status: f.status, Duration: f.failedAt.Sub(f.start)}, f.loss, f.respMax)
 		} else if attempt > 1 { // at once, it is not news

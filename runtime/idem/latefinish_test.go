@@ -208,16 +208,20 @@ func TestLateFinishGivesUp(t *testing.T) {
 }
 
 // A late attempt after another request took the key over (its lease ran
-// out) is fenced and changes nothing: the record keeps the second run's
-// response.
+// out; served by another instance: one served by the same instance tries
+// the pending Finish first, and is answered in flight while it fails) is
+// fenced and changes nothing: the record keeps the second run's response.
 func TestLateFinishFenced(t *testing.T) {
 	f, fs, _ := newFlaky(t, idem.Options{FinishRetryFor: 10 * time.Second})
 	spec := strictSpec()
 	spec.InFlight.Lease = 50 * time.Millisecond
 	h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
+	other := newFixtureStore(t, f.store, f.store, idem.Options{})
+	h2 := other.eng.Handler(mustCompile(t, spec), f.createOrder())
 	require.Equal(t, 201, send(h, req{key: "k", body: `{"item":1}`}).Code)
 	time.Sleep(60 * time.Millisecond) // the lease runs out
-	second := send(h, req{key: "k", body: `{"item":1}`})
+	requireProblem(t, send(h, req{key: "k", body: `{"item":1}`}), 409, idem.CodeKeyInUse)
+	second := send(h2, req{key: "k", body: `{"item":1}`})
 	require.Equal(t, 201, second.Code, second.Body.String())
 	require.Empty(t, second.Header().Get("Idempotent-Replayed"), "the retry took the key over")
 	fs.down.Store(false)

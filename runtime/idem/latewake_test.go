@@ -90,29 +90,36 @@ func TestLateFinishShortAfterLease(t *testing.T) {
 
 // A store call of the engine that succeeds (here another request's) wakes
 // every Finish retried in the background: the store is back, and each
-// tries again at once instead of waiting out its backoff (an hour here).
+// tries again soon instead of waiting out its backoff (an hour here). One
+// so woken that failed again is deaf to these wakes for its next backoff
+// step (a store that answers other keys but not its own does not undo its
+// backoff); a Drain still wakes it.
 func TestLateFinishWokenByStoreCall(t *testing.T) {
 	f, ps, h := newPrefixDown(t, time.Hour)
 	const n = 3
 	for i := range n {
 		require.Equal(t, 201, send(h, req{key: fmt.Sprintf("down-%d", i), body: `{"item":1}`}).Code)
 	}
-	// The later requests' Begins woke the earlier retries, which failed
-	// again (lateFinishFirst after their last attempt).
-	time.Sleep(300 * time.Millisecond)
+	// The later requests' Begins woke the earlier retries (down-0, down-1),
+	// which failed again (lateFinishFirst after their last attempt, plus
+	// up to 100ms): deaf to store wakes for their next step (an hour).
+	time.Sleep(400 * time.Millisecond)
 	tried := len(ps.attempts())
 	time.Sleep(200 * time.Millisecond)
 	require.Len(t, ps.attempts(), tried, "the backoff holds them")
 	ps.setDown(false)
 	require.Equal(t, 201, send(h, req{key: "other", body: `{"item":1}`}).Code, "a store call that succeeds")
-	require.Eventually(t, func() bool { return f.obs.count(idem.EventExecuted) == n+1 }, 2*time.Second, 5*time.Millisecond,
-		"every pending Finish was woken and finished")
+	require.Eventually(t, func() bool { return f.obs.count(idem.EventExecuted) == 2 }, 2*time.Second, 5*time.Millisecond,
+		"the pending Finish not woken before (down-2) was woken and finished")
+	time.Sleep(300 * time.Millisecond)
+	assert.Equal(t, 2, f.obs.count(idem.EventExecuted), "those woken before that failed again hold their backoff")
+	drain(t, f.eng) // a Drain wakes them
+	assert.Equal(t, n+1, f.obs.count(idem.EventExecuted))
 	for i := range n {
 		r := send(h, req{key: fmt.Sprintf("down-%d", i), body: `{"item":1}`})
 		assert.Equal(t, "true", r.Header().Get("Idempotent-Replayed"), "key %d", i)
 	}
 	assert.Equal(t, int32(n+1), f.calls.Load())
-	drain(t, f.eng)
 }
 
 // A client's retry that reaches this instance after the lease of a claim
@@ -148,29 +155,35 @@ func TestLateFinishBeforeTakeover(t *testing.T) {
 }
 
 // A retry that tries the pending Finish of its key first (after the lease)
-// on a store that hangs is refused within StoreTimeout, as a Begin that
-// timed out would be: it does not wait for the Finish and then the Begin.
+// on a store that hangs is answered in flight within StoreTimeout (409
+// with Retry-After, as for a key in use): it neither goes on to a Begin
+// (which, answered, would take the key over and run the handler again)
+// nor, under FailOpen, runs the handler unprotected. Begin does not hang:
+// the answer is the pending Finish's alone.
 func TestLateFinishBeforeTakeoverHangs(t *testing.T) {
-	const timeout = time.Second // two would take twice that
-	hs := newHangingStore(t, "Finish")
-	f := newFixtureStore(t, hs.Store, hs, idem.Options{StoreTimeout: timeout})
-	spec := strictSpec()
-	spec.InFlight.Lease = 100 * time.Millisecond
-	h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
-	w, _ := serveTimed(h, "k")
-	require.Equal(t, 201, w.Code)
-	time.Sleep(150 * time.Millisecond) // past the lease
-	hs.setHang("Begin", true)
-	started := hs.started.Load()
-	w, took := serveTimed(h, "k")
-	requireProblem(t, w, 503, idem.CodeStoreUnavailable)
-	assert.Less(t, took, 2*timeout, "one StoreTimeout, not two")
-	assert.GreaterOrEqual(t, hs.started.Load(), started+1, "the pending Finish was tried")
-	assert.Equal(t, int32(1), f.calls.Load())
-	hs.setHang("Finish", false)
-	hs.setHang("Begin", false)
-	drain(t, f.eng)
-	w, _ = serveTimed(h, "k")
-	assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
-	assert.Equal(t, int32(1), f.calls.Load())
+	for _, failOpen := range []bool{false, true} {
+		t.Run(fmt.Sprintf("FailOpen=%v", failOpen), func(t *testing.T) {
+			const timeout = time.Second
+			hs := newHangingStore(t, "Finish")
+			f := newFixtureStore(t, hs.Store, hs, idem.Options{StoreTimeout: timeout, FailOpen: failOpen})
+			spec := strictSpec()
+			spec.InFlight.Lease = 100 * time.Millisecond
+			h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
+			w, _ := serveTimed(h, "k")
+			require.Equal(t, 201, w.Code)
+			time.Sleep(150 * time.Millisecond) // past the lease
+			started := hs.started.Load()
+			w, took := serveTimed(h, "k")
+			requireProblem(t, w, 409, idem.CodeKeyInUse)
+			assert.NotEmpty(t, w.Header().Get("Retry-After"))
+			assert.Less(t, took, 2*timeout, "one StoreTimeout")
+			assert.GreaterOrEqual(t, hs.started.Load(), started+1, "the pending Finish was tried")
+			assert.Equal(t, int32(1), f.calls.Load(), "the handler did not run again")
+			hs.setHang("Finish", false)
+			drain(t, f.eng)
+			w, _ = serveTimed(h, "k")
+			assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
+			assert.Equal(t, int32(1), f.calls.Load())
+		})
+	}
 }

@@ -353,8 +353,13 @@
 // the server's max_connections. A starved pool shows as new requests
 // answered 503 IDEMPOTENCY_STORE_UNAVAILABLE (a Begin waited the engine's
 // StoreTimeout for a connection) and heartbeats that fail ("idem: lease
-// extension failed" warnings): a holder whose lease runs out meanwhile can
-// be taken over by a duplicate, and then its commit is fenced.
+// extension failed" warnings). A transactional holder whose heartbeats keep
+// failing (one that cannot get a connection within the engine's
+// StoreTimeout fails) has its transaction cancelled as its lease ends
+// (context.Cause: idem.ErrLeaseLost), although the transaction still holds
+// the record's row lock: nothing is committed, its request ends with 503
+// and the key is released for a retry. A starved pool thus turns slow
+// handlers into cancelled ones.
 //
 // # Durability
 //
