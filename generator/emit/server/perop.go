@@ -189,6 +189,20 @@ func (g *gen) ginOpServer() {
 	})
 }
 
+// fallbackMethods returns the HTTP methods of the operations protected by
+// path (fallbackOps) among a router's registering methods, sorted: the
+// methods its router wrapper overrides.
+func (g *gen) fallbackMethods(router []string) []string {
+	var methods []string
+	for _, i := range g.fallbackOps() {
+		if m := g.spec.Operations[i].Method; slices.Contains(router, m) && !slices.Contains(methods, m) {
+			methods = append(methods, m)
+		}
+	}
+	slices.Sort(methods)
+	return methods
+}
+
 // echoRouterMethods are the methods of oapi-codegen's EchoRouter.
 var echoRouterMethods = []string{"CONNECT", "DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT", "TRACE"}
 
@@ -197,18 +211,11 @@ var echoRouterMethods = []string{"CONNECT", "DELETE", "GET", "HEAD", "OPTIONS", 
 // registers for those operations, a route middleware running the engine
 // (echo's route, not a path of the request). Nothing when there are none.
 func (g *gen) echoByPath() {
-	fb := g.fallbackOps()
-	if len(fb) == 0 {
+	if len(g.fallbackOps()) == 0 {
 		return
 	}
+	methods := g.fallbackMethods(echoRouterMethods)
 	t := g.cfg.Type
-	var methods []string
-	for _, i := range fb {
-		if m := g.spec.Operations[i].Method; slices.Contains(echoRouterMethods, m) && !slices.Contains(methods, m) {
-			methods = append(methods, m)
-		}
-	}
-	slices.Sort(methods)
 	typ := px + "EchoRouter"
 	g.doc(typ + " is the EchoRouter RegisterHandlers registers with: it adds to the route of each idempotent operation protected by path (" + px + "ByPath) a route middleware that runs the engine for it.")
 	g.f.Type().Id(typ).Struct(jen.Id("EchoRouter"), jen.Id("x").Op("*").Id(t))
@@ -243,18 +250,11 @@ var ginRouterMethods = []string{"DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "PO
 // the operations protected by path (it marks the request, then ends the
 // engine's call when the handler returns). Nothing when there are none.
 func (g *gen) ginByPath() {
-	fb := g.fallbackOps()
-	if len(fb) == 0 {
+	if len(g.fallbackOps()) == 0 {
 		return
 	}
+	methods := g.fallbackMethods(ginRouterMethods)
 	t := g.cfg.Type
-	var methods []string
-	for _, i := range fb {
-		if m := g.spec.Operations[i].Method; slices.Contains(ginRouterMethods, m) && !slices.Contains(methods, m) {
-			methods = append(methods, m)
-		}
-	}
-	slices.Sort(methods)
 	fbType := px + "GinFallback"
 	key := px + "GinFallbackKey"
 	g.doc(fbType + " is the engine's call for a request of an idempotent operation RegisterHandlers protects by path (" + px + "ByPath): the route handler makes it (with the operation's policy), ginFallback, the last of options.Middlewares, begins the call, and the route handler ends it.")
