@@ -22,10 +22,6 @@ import (
 // cannot tell: ir.Param.GoType "") keeps the path matching of
 // HTTPMiddleware (fallback).
 
-// byOperation reports whether the plain wiring protects op by operation:
-// its ServerInterface method's signature is known.
-func byOperation(op *ir.Operation) bool { return gogen.UntypedPathParam(op) == nil }
-
 // PathFallback returns, for an operation the plain (non-strict) one-line
 // wiring protects by path rather than by operation, the path parameter
 // whose Go type idemgen cannot tell (so it cannot write the operation's
@@ -33,11 +29,11 @@ func byOperation(op *ir.Operation) bool { return gogen.UntypedPathParam(op) == n
 func PathFallback(op *ir.Operation) *ir.Param { return gogen.UntypedPathParam(op) }
 
 // fallbackOps are the indexes of the operations the plain wiring protects
-// by path (byOperation false), in spec order.
+// by path (PathFallback not nil), in spec order.
 func (g *gen) fallbackOps() []int {
 	var out []int
 	for i, op := range g.spec.Operations {
-		if !byOperation(op) {
+		if PathFallback(op) != nil {
 			out = append(out, i)
 		}
 	}
@@ -65,7 +61,7 @@ type opServerKind struct {
 // opServer writes the wrapper type of kind and its methods, one per
 // idempotent operation protected by operation (none: no type).
 func (g *gen) opServer(k opServerKind) {
-	ops := slices.DeleteFunc(slices.Clone(g.spec.Operations), func(op *ir.Operation) bool { return !byOperation(op) })
+	ops := slices.DeleteFunc(slices.Clone(g.spec.Operations), func(op *ir.Operation) bool { return PathFallback(op) != nil })
 	if len(ops) == 0 {
 		return
 	}
@@ -145,7 +141,7 @@ func (g *gen) fallbackDoc(how, caveat string) string {
 		if n > 0 {
 			s += ","
 		}
-		s += " " + op.Where() + " (" + gogen.UntypedPathParam(op).Name + ")"
+		s += " " + op.Where() + " (" + PathFallback(op).Name + ")"
 	}
 	return s + ". " + caveat
 }
