@@ -45,8 +45,10 @@ type oapiServer struct {
 	// firstToLast: oapi-codegen applies the server options' Middlewares
 	// first to last (compatibility.apply-chi-middleware-first-to-last for
 	// std-http and chi, apply-gorilla-middleware-first-to-last for
-	// gorilla): server.middleware-first-to-last.
-	firstToLast bool
+	// gorilla): server.middleware-first-to-last. firstToLastKey is that
+	// compatibility setting's name, "" for a router without one.
+	firstToLast    bool
+	firstToLastKey string
 }
 
 // oapiFile is the part of oapi-codegen's configuration idemgen reads. It
@@ -127,9 +129,9 @@ func serverOf(path string, f *oapiFile) *oapiServer {
 	}
 	switch s.router {
 	case "std-http", "chi":
-		s.firstToLast = f.Compatibility.ApplyChiMiddlewareFirstToLast
+		s.firstToLast, s.firstToLastKey = f.Compatibility.ApplyChiMiddlewareFirstToLast, "apply-chi-middleware-first-to-last"
 	case "gorilla":
-		s.firstToLast = f.Compatibility.ApplyGorillaMiddlewareFirstToLast
+		s.firstToLast, s.firstToLastKey = f.Compatibility.ApplyGorillaMiddlewareFirstToLast, "apply-gorilla-middleware-first-to-last"
 	}
 	return s
 }
@@ -214,12 +216,8 @@ func (c *Config) serverParams(params map[string]string, emitters []string) (map[
 		if s.firstToLast {
 			out[server.FirstToLastOption.String()] = "true"
 		}
-	} else if b, err := strconv.ParseBool(v); err == nil && b != s.firstToLast && (s.router == "std-http" || s.router == "chi" || s.router == "gorilla") {
-		key := "apply-chi-middleware-first-to-last"
-		if s.router == "gorilla" {
-			key = "apply-gorilla-middleware-first-to-last"
-		}
-		return nil, fmt.Errorf("server.middleware-first-to-last is %s, but %s sets compatibility.%s to %t (the order oapi-codegen applies options.Middlewares in: a fallback operation's protection would run outside them, before authentication): drop server.middleware-first-to-last (idemgen then takes it from %s)", v, s.path, key, s.firstToLast, s.path)
+	} else if b, err := strconv.ParseBool(v); err == nil && b != s.firstToLast && s.firstToLastKey != "" {
+		return nil, fmt.Errorf("server.middleware-first-to-last is %s, but %s sets compatibility.%s to %t (the order oapi-codegen applies options.Middlewares in: a fallback operation's protection would run outside them, before authentication): drop server.middleware-first-to-last (idemgen then takes it from %s)", v, s.path, s.firstToLastKey, s.firstToLast, s.path)
 	}
 	return out, nil
 }

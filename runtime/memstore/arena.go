@@ -126,7 +126,7 @@ func (a *arena) alloc(n int) []byte {
 		}
 		p = unsafe.Pointer(&a.cur.mem[a.cur.carved])
 		a.cur.carved += size
-		if a.cur.carved >= regionSize/2 && a.spare == nil && !a.preparing && a.populates() {
+		if a.cur.carved >= regionSize/2 && a.spare == nil && !a.preparing && sysPopulates {
 			a.preparing = true
 			go a.prepare()
 		}
@@ -189,17 +189,17 @@ func (a *arena) newRegion() *region {
 		return nil
 	}
 	sysHugePages(m)
+	return a.addRegion(m)
+}
+
+// addRegion registers m, a mapping of regionSize bytes, as a region.
+func (a *arena) addRegion(m []byte) *region {
 	r := &region{base: uintptr(unsafe.Pointer(unsafe.SliceData(m))), mem: m}
 	i, _ := slices.BinarySearchFunc(a.regions, r.base, cmpBase)
 	a.regions = slices.Insert(a.regions, i, r)
 	a.mapped += regionSize
 	return r
 }
-
-// populates reports whether regions are memory the system maps (and so
-// backs on first touch); where sysMap falls back to the Go heap, the heap
-// has touched them already.
-func (a *arena) populates() bool { return sysPopulates }
 
 // prepare maps a region, has it backed with memory and makes it the spare
 // region (that newRegion hands out next), unless one became spare
@@ -220,11 +220,7 @@ func (a *arena) prepare() {
 		sysUnmap(m)
 		return
 	}
-	r := &region{base: uintptr(unsafe.Pointer(unsafe.SliceData(m))), mem: m}
-	i, _ := slices.BinarySearchFunc(a.regions, r.base, cmpBase)
-	a.regions = slices.Insert(a.regions, i, r)
-	a.mapped += regionSize
-	a.spare = r
+	a.spare = a.addRegion(m)
 }
 
 func cmpBase(r *region, p uintptr) int { return cmp.Compare(r.base, p) }

@@ -11,8 +11,9 @@ func sysMap(n int) ([]byte, bool) {
 	return b, err == nil
 }
 
-// sysPopulates: sysMap maps memory that the system backs on first touch
-// (see arena.prepare).
+// sysPopulates: sysMap maps memory that the system backs on first touch,
+// so the arena prepares its next region ahead (arena.prepare); where sysMap
+// falls back to the Go heap (mem_other.go), make has touched it already.
 const sysPopulates = true
 
 // touch writes a zero to every page of b (fresh, zeroed memory: nothing

@@ -159,16 +159,9 @@
 //	SELECT * FROM "public"."idem_records_claim"($1::text, $2::bytea, $3::bigint, $4::interval, $5::interval, $6::boolean)
 //
 // or, while replays are frequent, a statement that reads the row first and
-// calls the function only when the row is not an answer by itself:
-//
-//	SELECT false AS acquired, 0 AS prior, c.state, c.fingerprint, … FROM "public"."idem_records" AS c
-//	    WHERE c.key = $1::text AND c.expires_at > clock_timestamp()
-//	        AND (c.state = 2 OR (c.state = 3 AND c.response IS NOT NULL)                -- final
-//	            OR (c.state = 1 AND c.token <> $3::bigint AND c.lease_expires_at > clock_timestamp()))  -- in flight
-//	UNION ALL
-//	SELECT (f.r).* FROM (SELECT "public"."idem_records_claim"($1::text, $2::bytea, $3::bigint,
-//	    $4::interval, $5::interval, $6::boolean) AS r OFFSET 0) AS f
-//	LIMIT 1
+// calls the function only when the row is not an answer by itself (the
+// query claimRead in store.go: the row's SELECT, UNION ALL the function's
+// call in an OFFSET 0 sub-select, LIMIT 1).
 //
 // Both answer alike. A replay (a COMPLETED record, or a FAILED one with its
 // response) or a duplicate of a request in flight (a live lease of another
@@ -177,15 +170,11 @@
 // then does not run: LIMIT 1 stops the statement at that row). Neither
 // writes nor locks that row, so concurrent replays of one key never queue.
 // Reading first costs the server about a third less CPU for a replay than
-// the call (24 µs against 35 to 37, the backend's run time on PostgreSQL
-// 15), but a claim the function decides (a new key, a takeover) pays for
-// the read that found nothing to answer, some 7 or 8 µs more (64 against
-// 57, 70 against 62). So the Store counts, over epochs of 256 Begins, those
-// answered from a record (one atomic add a Begin), and reads first from the
-// end of an epoch in which at least 45% were, calling the function alone
-// again from the end of one in which at most 25% were: the break-even is
-// about a third (26 to 40% in three runs), and in between neither costs
-// more than a few µs above the other. A
+// the call, but a claim the function decides (a new key, a takeover) pays
+// for the read that found nothing to answer. So the Store counts, over
+// epochs of Begins, those answered from a record (one atomic add a Begin),
+// and reads first while enough of them were (claimChooser in store.go has
+// the thresholds and the measurements behind them). A
 // new Store calls the function alone: most Begins of a typical service are
 // first requests. A
 // claim stays atomic: for a new key, INSERT … ON CONFLICT DO NOTHING waits

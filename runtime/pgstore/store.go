@@ -541,7 +541,9 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 			}
 			return idem.BeginResult{}, err
 		}
-		s.claims.count(!res.Acquired)
+		if fn { // the chooser picks between the function's statements only
+			s.claims.count(!res.Acquired)
+		}
 		return res, nil
 	}
 	// Every attempt was answered, and claimed nothing.

@@ -122,15 +122,7 @@ func (g *gen) echoErrorHandler() {
 			)),
 		))
 	})
-	if len(g.keyParams()) > 0 {
-		g.doc(px + "EchoMatch returns the index of the policy of the idempotent operation echo serves with route (Context.Path, without the base URL) for method, or -1.")
-		g.f.Func().Id(px+"EchoMatch").Params(jen.List(jen.Id("method"), jen.Id("route")).String()).Int().Block(
-			jen.If(jen.List(jen.Id("i"), jen.Id("ok")).Op(":=").Id(px+"EchoRoutes").Index(jen.Id(px+"EchoRoute").Values(jen.Id("method"), jen.Id("route"))), jen.Id("ok")).Block(
-				jen.Return(jen.Id("i")),
-			),
-			jen.Return(jen.Lit(-1)),
-		)
-	}
+	g.routeMatch("Echo", "echo", "Context.Path, without the base URL")
 	g.textKeyError("the *echo.HTTPError oapi-codegen's wrappers return",
 		jen.Var().Id("he").Op("*").Add(echoQ("HTTPError")),
 		jen.If(jen.Op("!").Qual("errors", "As").Call(jen.Err(), jen.Op("&").Id("he")).Op("||").Id("he").Dot("Code").Op("!=").Qual("net/http", "StatusBadRequest")).Block(

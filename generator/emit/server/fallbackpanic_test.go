@@ -76,12 +76,14 @@ func TestTrailingSlashFallbackV27(t *testing.T) {
 	defer x.Close()
 	s := &service{}
 	h := x.Handler(s, StdHTTPServerOptions{})
-	for range 2 {
+	for i := range 2 {
 		r := httptest.NewRequest("POST", "/accounts/a1/orders/", nil)
 		r.Header.Set("Idempotency-Key", "k1")
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
-		t.Logf("%d %q pattern", w.Code, w.Header().Get("Idempotent-Replayed"))
+		if w.Code != http.StatusCreated || (i == 1) != (w.Header().Get("Idempotent-Replayed") == "true") {
+			t.Errorf("request %d: %d, Idempotent-Replayed %q", i, w.Code, w.Header().Get("Idempotent-Replayed"))
+		}
 	}
 	if s.orders != 1 {
 		t.Fatalf("createOrder ran %d times for one key", s.orders)
@@ -152,12 +154,14 @@ func TestGinFallbackDoubled(t *testing.T) {
 	r.Use(x.HTTPMiddleware)
 	s := &service{}
 	x.RegisterHandlers(r, s, GinServerOptions{})
-	for range 2 {
+	for i := range 2 {
 		req := httptest.NewRequest("POST", "/accounts/a1/orders", nil)
 		req.Header.Set("Idempotency-Key", "k1")
 		w := httptest.NewRecorder()
 		r.ServeHTTP(w, req)
-		t.Logf("%d %q %s", w.Code, w.Header().Get("Idempotent-Replayed"), w.Body)
+		if w.Code != http.StatusCreated || (i == 1) != (w.Header().Get("Idempotent-Replayed") == "true") {
+			t.Errorf("request %d: %d, Idempotent-Replayed %q: %s", i, w.Code, w.Header().Get("Idempotent-Replayed"), w.Body)
+		}
 	}
 	if s.orders != 1 {
 		t.Fatalf("ran %d times", s.orders)

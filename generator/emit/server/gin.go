@@ -145,6 +145,23 @@ func (g *gen) routeTable(fw, name, method string, path func(string) string) {
 	})
 }
 
+// routeMatch writes <px><fw>Match, the lookup of routeTable's table that
+// the error handler's key problems use (only when an operation has a key
+// parameter): the index of the policy of the idempotent operation name
+// serves with a route (as how says), or -1.
+func (g *gen) routeMatch(fw, name, how string) {
+	if len(g.keyParams()) == 0 {
+		return
+	}
+	g.doc(px + fw + "Match returns the index of the policy of the idempotent operation " + name + " serves with route (" + how + ") for method, or -1.")
+	g.f.Func().Id(px+fw+"Match").Params(jen.List(jen.Id("method"), jen.Id("route")).String()).Int().Block(
+		jen.If(jen.List(jen.Id("i"), jen.Id("ok")).Op(":=").Id(px+fw+"Routes").Index(jen.Id(px+fw+"Route").Values(jen.Id("method"), jen.Id("route"))), jen.Id("ok")).Block(
+			jen.Return(jen.Id("i")),
+		),
+		jen.Return(jen.Lit(-1)),
+	)
+}
+
 // ginWriter writes the gin.ResponseWriter the plain middleware puts in
 // ctx.Writer while the operation runs: gin's status and size bookkeeping
 // over the engine's recorder.
@@ -270,15 +287,7 @@ func (g *gen) ginErrorHandler() {
 			b.Id("next").Call(jen.Id("ctx"), jen.Err(), jen.Id("statusCode"))
 		}))
 	})
-	if len(g.keyParams()) > 0 {
-		g.doc(px + "GinMatch returns the index of the policy of the idempotent operation gin serves with route (FullPath, without the base path) for method, or -1.")
-		g.f.Func().Id(px+"GinMatch").Params(jen.List(jen.Id("method"), jen.Id("route")).String()).Int().Block(
-			jen.If(jen.List(jen.Id("i"), jen.Id("ok")).Op(":=").Id(px+"GinRoutes").Index(jen.Id(px+"GinRoute").Values(jen.Id("method"), jen.Id("route"))), jen.Id("ok")).Block(
-				jen.Return(jen.Id("i")),
-			),
-			jen.Return(jen.Lit(-1)),
-		)
-	}
+	g.routeMatch("Gin", "gin", "FullPath, without the base path")
 	g.textKeyError("the errors oapi-codegen's gin wrappers report", jen.Id("msg").Op(":=").Err().Dot("Error").Call())
 }
 

@@ -22,10 +22,6 @@ import (
 // cannot tell: ir.Param.GoType "") keeps the path matching of
 // HTTPMiddleware (fallback).
 
-// byOperation reports whether the plain wiring protects op by operation:
-// its ServerInterface method's signature is known.
-func byOperation(op *ir.Operation) bool { return gogen.UntypedPathParam(op) == nil }
-
 // PathFallback returns, for an operation the plain (non-strict) one-line
 // wiring protects by path rather than by operation, the path parameter
 // whose Go type idemgen cannot tell (so it cannot write the operation's
@@ -33,11 +29,11 @@ func byOperation(op *ir.Operation) bool { return gogen.UntypedPathParam(op) == n
 func PathFallback(op *ir.Operation) *ir.Param { return gogen.UntypedPathParam(op) }
 
 // fallbackOps are the indexes of the operations the plain wiring protects
-// by path (byOperation false), in spec order.
+// by path (PathFallback not nil), in spec order.
 func (g *gen) fallbackOps() []int {
 	var out []int
 	for i, op := range g.spec.Operations {
-		if !byOperation(op) {
+		if PathFallback(op) != nil {
 			out = append(out, i)
 		}
 	}
@@ -65,7 +61,7 @@ type opServerKind struct {
 // opServer writes the wrapper type of kind and its methods, one per
 // idempotent operation protected by operation (none: no type).
 func (g *gen) opServer(k opServerKind) {
-	ops := slices.DeleteFunc(slices.Clone(g.spec.Operations), func(op *ir.Operation) bool { return !byOperation(op) })
+	ops := slices.DeleteFunc(slices.Clone(g.spec.Operations), func(op *ir.Operation) bool { return PathFallback(op) != nil })
 	if len(ops) == 0 {
 		return
 	}
@@ -145,7 +141,7 @@ func (g *gen) fallbackDoc(how, caveat string) string {
 		if n > 0 {
 			s += ","
 		}
-		s += " " + op.Where() + " (" + gogen.UntypedPathParam(op).Name + ")"
+		s += " " + op.Where() + " (" + PathFallback(op).Name + ")"
 	}
 	return s + ". " + caveat
 }
@@ -189,6 +185,20 @@ func (g *gen) ginOpServer() {
 	})
 }
 
+// fallbackMethods returns the HTTP methods of the operations protected by
+// path (fallbackOps) among a router's registering methods, sorted: the
+// methods its router wrapper overrides.
+func (g *gen) fallbackMethods(router []string) []string {
+	var methods []string
+	for _, i := range g.fallbackOps() {
+		if m := g.spec.Operations[i].Method; slices.Contains(router, m) && !slices.Contains(methods, m) {
+			methods = append(methods, m)
+		}
+	}
+	slices.Sort(methods)
+	return methods
+}
+
 // echoRouterMethods are the methods of oapi-codegen's EchoRouter.
 var echoRouterMethods = []string{"CONNECT", "DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT", "TRACE"}
 
@@ -197,18 +207,11 @@ var echoRouterMethods = []string{"CONNECT", "DELETE", "GET", "HEAD", "OPTIONS", 
 // registers for those operations, a route middleware running the engine
 // (echo's route, not a path of the request). Nothing when there are none.
 func (g *gen) echoByPath() {
-	fb := g.fallbackOps()
-	if len(fb) == 0 {
+	if len(g.fallbackOps()) == 0 {
 		return
 	}
+	methods := g.fallbackMethods(echoRouterMethods)
 	t := g.cfg.Type
-	var methods []string
-	for _, i := range fb {
-		if m := g.spec.Operations[i].Method; slices.Contains(echoRouterMethods, m) && !slices.Contains(methods, m) {
-			methods = append(methods, m)
-		}
-	}
-	slices.Sort(methods)
 	typ := px + "EchoRouter"
 	g.doc(typ + " is the EchoRouter RegisterHandlers registers with: it adds to the route of each idempotent operation protected by path (" + px + "ByPath) a route middleware that runs the engine for it.")
 	g.f.Type().Id(typ).Struct(jen.Id("EchoRouter"), jen.Id("x").Op("*").Id(t))
@@ -243,18 +246,11 @@ var ginRouterMethods = []string{"DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "PO
 // the operations protected by path (it marks the request, then ends the
 // engine's call when the handler returns). Nothing when there are none.
 func (g *gen) ginByPath() {
-	fb := g.fallbackOps()
-	if len(fb) == 0 {
+	if len(g.fallbackOps()) == 0 {
 		return
 	}
+	methods := g.fallbackMethods(ginRouterMethods)
 	t := g.cfg.Type
-	var methods []string
-	for _, i := range fb {
-		if m := g.spec.Operations[i].Method; slices.Contains(ginRouterMethods, m) && !slices.Contains(methods, m) {
-			methods = append(methods, m)
-		}
-	}
-	slices.Sort(methods)
 	fbType := px + "GinFallback"
 	key := px + "GinFallbackKey"
 	g.doc(fbType + " is the engine's call for a request of an idempotent operation RegisterHandlers protects by path (" + px + "ByPath): the route handler makes it (with the operation's policy), ginFallback, the last of options.Middlewares, begins the call, and the route handler ends it.")

@@ -60,12 +60,12 @@ package server
 import (
 	"errors"
 	"fmt"
-	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/dave/jennifer/jen"
+	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
 
 	"github.com/idemgen/idemgen/generator/diag"
 	"github.com/idemgen/idemgen/generator/emit/internal/gogen"
