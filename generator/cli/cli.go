@@ -297,7 +297,7 @@ names left out) and each change that breaks retries in flight across a
 rolling deploy is reported at its field, with the safe procedure
 [rollout-operation-renamed, rollout-scope, rollout-key-format,
 rollout-key-moved, rollout-key-required, rollout-fingerprint,
-rollout-response-headers], and so
+rollout-media-types, rollout-response-headers], and so
 is a comparison of nothing [rollout-base-unpaired]: no idempotent operation
 pairs, or, with overlays, one spec has no contract (its overlays not
 given: -base-overlay, -overlay; SPEC's overlays are not applied to

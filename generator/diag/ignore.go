@@ -50,6 +50,7 @@ var warningRules = []string{
 	"rollout-key-format",
 	"rollout-key-moved",
 	"rollout-key-required",
+	"rollout-media-types",
 	"rollout-operation-renamed",
 	"rollout-response-headers",
 	"rollout-scope",
