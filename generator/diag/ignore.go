@@ -28,6 +28,8 @@ var warningRules = []string{
 	"duplicate-entry",
 	"extension-misspelled",
 	"fingerprint-headers-no-effect",
+	"form-body-pointers",
+	"form-key-spelling",
 	"header-not-fingerprinted",
 	"key-convention-mismatch",
 	"key-optional",
