@@ -1450,7 +1450,7 @@ func (c *compiler) rawBodyStrict(out *ir.Operation, where string) {
 		return
 	}
 	for _, ct := range out.Body.ContentTypes {
-		if !strings.HasPrefix(mediaType(ct), "multipart/") {
+		if !strings.HasPrefix(ir.MediaEssence(ct), "multipart/") {
 			continue
 		}
 		who, what := "a client that makes a new boundary for each attempt", fmt.Sprintf("gets %d IDEMPOTENCY_KEY_REUSED on every retry", out.Policy.ConflictStatus)
@@ -1539,17 +1539,11 @@ func flow(l []string) string { return "[" + strings.Join(l, ", ") + "]" }
 // JSON) is no JSON body for the fingerprint; "" when none of cts is such.
 func jsonRangeHint(cts []string) string {
 	for _, ct := range cts {
-		if isJSON(ct) || strings.HasSuffix(mediaType(ct), "+json") {
+		if isJSON(ct) || strings.HasSuffix(ir.MediaEssence(ct), "+json") {
 			return fmt.Sprintf(" (the fingerprint reads a body as JSON only when sent as a media type the operation declares exactly: %s is a range or no media type, so a body it covers is compared byte for byte; declare application/json or the exact +json type)", ct)
 		}
 	}
 	return ""
-}
-
-// mediaType is ct without its parameters, trimmed and in lower case.
-func mediaType(ct string) string {
-	mt, _, _ := strings.Cut(ct, ";")
-	return strings.ToLower(strings.TrimSpace(mt))
 }
 
 // bodyField returns the Go field of the body member at toks in oapi-codegen's
