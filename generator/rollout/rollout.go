@@ -306,6 +306,10 @@ func (c *comparison) renamed(on, nn string) {
 		}
 	}
 	fix := c.wait("operationId")
+	now := what(op, nn)
+	if old.OperationID == "" && op.OperationID == "" && old.Where() == op.Where() {
+		now = "the Go name " + nn + " another name normalizer derives from the same method and path (no operationId)"
+	}
 	switch {
 	case op.OperationID == "":
 		fix = fmt.Sprintf("give it operationId: %s, which keeps the name of its records", on)
@@ -320,7 +324,7 @@ func (c *comparison) renamed(on, nn string) {
 		}
 	}
 	c.warn(pos, RuleOperationRenamed, "the name its idempotency records are kept under changed from %s in %s to %s: %s does not find the record of its first attempt and runs the handler again%s; %s",
-		what(old, on), c.baseName, what(op, nn), across("a retry"), also, fix)
+		what(old, on), c.baseName, now, across("a retry"), also, fix)
 }
 
 // key reports a key moved (carrier or name), made required or optional, its format
