@@ -1,7 +1,7 @@
 // Package cli implements the idemgen command line: flags in, exit code out.
 //
 //	idemgen init [-overlay FILE]... [-o overlay.yaml] [-force] SPEC
-//	idemgen check [-config idemgen.yaml] [-overlay FILE]... [-base OLD_SPEC [-base-overlay FILE]...] [-ignore RULE[:OP]]... [-format text|json] [-strict] [-replayed-header=false] SPEC
+//	idemgen check [-config idemgen.yaml] [-overlay FILE]... [-base OLD_SPEC [-base-overlay FILE]... [-base-config FILE]] [-ignore RULE[:OP]]... [-format text|json] [-strict] [-replayed-header=false] SPEC
 //	idemgen check -generated [-config idemgen.yaml]... [-ignore RULE[:OP]]... [-format text|json] [-strict] [SPEC]
 //	idemgen spec [-config idemgen.yaml] [-overlay FILE]... [-ignore RULE[:OP]]... [-o OUT] [-as-overlay] [-replayed-header=false] [-format text|json] [-warnings] SPEC
 //	idemgen generate [-config idemgen.yaml]... [-overlay FILE]... [-emit NAME]... [-o DIR|-] [-package NAME] [-option NAME=VALUE]... [-ignore RULE[:OP]]... [-format text|json] [SPEC]
@@ -131,7 +131,7 @@ func init() {
 // Synopses of the commands, as docs/contract.md and README.md list them.
 const (
 	initSynopsis           = "idemgen init [-overlay FILE]... [-o overlay.yaml] [-force] SPEC"
-	checkSynopsis          = "idemgen check [-config idemgen.yaml] [-overlay FILE]... [-base OLD_SPEC [-base-overlay FILE]...] [-ignore RULE[:OP]]... [-format text|json] [-strict] [-replayed-header=false] SPEC"
+	checkSynopsis          = "idemgen check [-config idemgen.yaml] [-overlay FILE]... [-base OLD_SPEC [-base-overlay FILE]... [-base-config FILE]] [-ignore RULE[:OP]]... [-format text|json] [-strict] [-replayed-header=false] SPEC"
 	checkGeneratedSynopsis = "idemgen check -generated [-config idemgen.yaml]... [-ignore RULE[:OP]]... [-format text|json] [-strict] [SPEC]"
 	specSynopsis           = "idemgen spec [-config idemgen.yaml] [-overlay FILE]... [-ignore RULE[:OP]]... [-o OUT] [-as-overlay] [-replayed-header=false] [-format text|json] [-warnings] SPEC"
 	generateSynopsis       = "idemgen generate [-config idemgen.yaml]... [-overlay FILE]... [-emit NAME]... [-o DIR|-] [-package NAME] [-option NAME=VALUE]... [-ignore RULE[:OP]]... [-format text|json] [SPEC]"
@@ -297,13 +297,17 @@ names left out) and each change that breaks retries in flight across a
 rolling deploy is reported at its field, with the safe procedure
 [rollout-operation-renamed, rollout-scope, rollout-key-format,
 rollout-key-moved, rollout-key-required, rollout-fingerprint,
-rollout-response-headers], and so
+rollout-media-types, rollout-response-headers], and so
 is a comparison of nothing [rollout-base-unpaired]: no idempotent operation
 pairs, or, with overlays, one spec has no contract (its overlays not
 given: -base-overlay, -overlay; SPEC's overlays are not applied to
 OLD_SPEC; an OLD_SPEC without contracts and no overlay is the first
 release that adopts them, not reported): warnings, errors with -strict; an idempotent operation
-without an operationId is reported too [operation-id-missing]. See ` + initspec.ContractDocs + `#changing-a-contract
+without an operationId is reported too [operation-id-missing]. OLD_SPEC's
+Go names, which name the records of an operation without operationId, are
+SPEC's config's unless -base-config gives the last release's (its
+idemgen.yaml or oapi-codegen configuration): a name normalizer changed is
+seen only then. See ` + initspec.ContractDocs + `#changing-a-contract
 
 A warning is silenced, with a reason, for one operation by a comment in
 its x-idempotency block, "# idemgen:ignore RULE -- REASON"; for the spec or
@@ -359,12 +363,16 @@ func check(args []string, stdout, stderr io.Writer) int {
 	base := fs.String("base", "", "compare the contracts with those of `OLD_SPEC` (the spec of the last release) and report each change that breaks retries in flight across a rolling deploy (warnings; errors with -strict)")
 	var baseOverlays listFlag
 	fs.Var(&baseOverlays, "base-overlay", "apply this OpenAPI Overlay 1.0 `FILE` to OLD_SPEC before comparing (repeatable, applied in order; -overlay applies to SPEC only)")
+	baseConfig := fs.String("base-config", "", "name OLD_SPEC's Go identifiers as this `FILE` says, the last release's idemgen.yaml (its name-normalizer or oapi-codegen-config) or oapi-codegen configuration (its output-options): an operation without operationId keeps its records under its Go name, which another name normalizer changes (default: as SPEC's are named)")
 	replayedHeaderFlag(fs)
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}
 	if len(baseOverlays) > 0 && *base == "" {
 		return usageError(fs, "-base-overlay applies to the spec -base names: give -base")
+	}
+	if *baseConfig != "" && *base == "" {
+		return usageError(fs, "-base-config names the Go identifiers of the spec -base names: give -base")
 	}
 	if *generated && *base != "" {
 		return usageError(fs, "-base compares two specs: not with -generated")
@@ -394,7 +402,14 @@ func check(args []string, stdout, stderr io.Writer) int {
 	}
 	extra := func(d *load.Document, spec *ir.Spec) diag.List { return rollout.MissingOperationIDs(spec, d) }
 	if *base != "" {
-		old, err := loadBase(*base, baseOverlays, cfg)
+		namer := cfg.namer
+		if *baseConfig != "" {
+			if namer, err = baseNamer(*baseConfig); err != nil {
+				fmt.Fprintf(stderr, "idemgen check: -base-config %v\n", err)
+				return ExitUsage
+			}
+		}
+		old, err := loadBase(*base, baseOverlays, namer)
 		if err != nil {
 			fmt.Fprintf(stderr, "idemgen check: -base %v\n", err)
 			return ExitError
@@ -431,10 +446,10 @@ func check(args []string, stdout, stderr io.Writer) int {
 }
 
 // loadBase loads and compiles the spec path (check -base) with overlays
-// (-base-overlay), its Go names
-// as cfg names those of the spec checked.
-func loadBase(path string, overlays []string, cfg *Config) (*ir.Spec, error) {
-	_, spec, diags := compile.LoadAndCompile(path, load.Options{Overlays: overlays}, compile.Options{Naming: cfg.namer})
+// (-base-overlay), its Go names as namer names them: the last release's
+// (-base-config), else those of the spec checked.
+func loadBase(path string, overlays []string, namer naming.Namer) (*ir.Spec, error) {
+	_, spec, diags := compile.LoadAndCompile(path, load.Options{Overlays: overlays}, compile.Options{Naming: namer})
 	if err := diags.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w (run idemgen check on it)", path, err)
 	}
@@ -443,6 +458,39 @@ func loadBase(path string, overlays []string, cfg *Config) (*ir.Spec, error) {
 	}
 	return spec, nil
 }
+
+// baseNamer returns the naming of the configuration file path (check
+// -base-config): an oapi-codegen configuration (one with a key of
+// oapiOnlyKeys) by its output-options (name-normalizer,
+// additional-initialisms); else an idemgen.yaml by its name-normalizer or
+// oapi-codegen-config (LoadConfig).
+func baseNamer(path string) (naming.Namer, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return naming.Namer{}, err
+	}
+	var doc map[string]any
+	if yaml.Unmarshal(data, &doc) == nil && slices.ContainsFunc(oapiOnlyKeys, func(k string) bool { _, ok := doc[k]; return ok }) {
+		f, err := readOapiFile(path)
+		if err != nil {
+			return naming.Namer{}, err
+		}
+		n, err := naming.FromOutputOptions(f.OutputOptions)
+		if err != nil {
+			return naming.Namer{}, fmt.Errorf("%s: %w", path, err)
+		}
+		return n, nil
+	}
+	c, err := LoadConfig(path)
+	if err != nil {
+		return naming.Namer{}, err
+	}
+	return c.namer, nil
+}
+
+// oapiOnlyKeys are top-level keys of an oapi-codegen configuration that an
+// idemgen.yaml does not have.
+var oapiOnlyKeys = []string{"output-options", "compatibility", "import-mapping", "additional-imports"}
 
 // checkConfig returns what check (without -generated) reads for the
 // command line's config file, SPEC and overlays, and the config file read

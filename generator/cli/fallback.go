@@ -32,16 +32,13 @@ func pathFallbacks(names []string, params map[string]string) func(*load.Document
 			if p == nil {
 				continue
 			}
-			where := "it is matched by its path under options.BaseURL, innermost among options.Middlewares (set server.middleware-first-to-last when oapi-codegen applies them first to last; idemgen takes it from oapi-codegen-config), and a router that rewrites the path where the matcher cannot see it (a gorilla subrouter as BaseRouter, a prefix that options.BaseURL does not give) leaves it unprotected"
-			switch cfg.Router {
-			case "echo":
-				where = "its route middleware is bound to the route oapi-codegen registers, so a group's prefix does not matter"
-			case "gin":
-				where = "its route handler is bound to the route oapi-codegen registers, so a group's prefix does not matter, and the engine begins in the last of options.Middlewares"
+			how, caveat := server.FallbackWiring(cfg.Router, cfg.FirstToLast)
+			if cfg.Router != "echo" && cfg.Router != "gin" && !cfg.FirstToLast {
+				caveat += " Set server.middleware-first-to-last when oapi-codegen applies options.Middlewares first to last (idemgen takes it from oapi-codegen-config)."
 			}
 			out.Warnf(ir.FirstPos(p.Pos, op.Pos), rulePathFallback,
-				"%s is protected by path, not by operation, in the plain server's one-line wiring (%s): idemgen cannot tell the Go type of its path parameter %s (an x-go-type, an object, a union, a nullable value, an enum declared on the path item or in a component parameter), which its ServerInterface method takes; %s. Give the parameter a plain schema (string, integer, number, boolean, or an array of them, with its enum on the schema), or generate the strict server",
-				op.Where(), oneLine(cfg.Router), p.Name, where)
+				"%s is protected by path, not by operation, in the plain server's one-line wiring (%s): idemgen cannot tell the Go type of its path parameter %s (an x-go-type, an object, a union, a nullable value, an enum declared on the path item or in a component parameter), which its ServerInterface method takes. The wiring protects such operations by %s. %s Give the parameter a plain schema (string, integer, number, boolean, or an array of them, with its enum on the schema), or generate the strict server",
+				op.Where(), oneLine(cfg.Router), p.Name, how, caveat)
 		}
 		return out
 	}

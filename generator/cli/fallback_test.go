@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/generator/emit/server"
 )
 
 // The plain wiring protects an operation whose path parameter's Go type
@@ -38,20 +40,31 @@ func TestPathFallback(t *testing.T) {
 	const last = "options.Middlewares = append(options.Middlewares[:len(options.Middlewares):len(options.Middlewares)], x.byPath(options.BaseURL))"
 	const first = "options.Middlewares = append([]MiddlewareFunc{x.byPath(options.BaseURL)}, options.Middlewares...)"
 	warning := regexp.MustCompile(`openapi\.yaml:\d+:\d+: warning: POST /accounts/\{accountId\}/orders is protected by path, not by operation, in the plain server's one-line wiring \((x\.Handler|x\.RegisterHandlers)\): idemgen cannot tell the Go type of its path parameter accountId .*\[path-fallback\]`)
+	// The warning says how the wiring protects such operations as the
+	// generated documentation does: one text, server.FallbackWiring.
+	wrapped := regexp.MustCompile(`\n//\s*`)
 	for _, c := range []struct {
 		name, oapi, want string
+		router           string
+		firstToLast      bool
 	}{
-		{"std-http", "package: api\noutput: api/api.gen.go\ngenerate: {std-http-server: true}\n", first},
-		{"std-http, first to last", "package: api\noutput: api/api.gen.go\ngenerate: {std-http-server: true}\ncompatibility: {apply-chi-middleware-first-to-last: true}\n", last},
-		{"chi, first to last", "package: api\noutput: api/api.gen.go\ngenerate: {chi-server: true}\ncompatibility: {apply-chi-middleware-first-to-last: true}\n", last},
-		{"gorilla, first to last", "package: api\noutput: api/api.gen.go\ngenerate: {gorilla-server: true}\ncompatibility: {apply-gorilla-middleware-first-to-last: true}\n", last},
-		{"gorilla, chi's option", "package: api\noutput: api/api.gen.go\ngenerate: {gorilla-server: true}\ncompatibility: {apply-chi-middleware-first-to-last: true}\n", first},
-		{"gin", "package: api\noutput: api/api.gen.go\ngenerate: {gin-server: true}\n", "options.Middlewares = append(options.Middlewares[:len(options.Middlewares):len(options.Middlewares)], x.ginFallback)"},
+		{"std-http", "package: api\noutput: api/api.gen.go\ngenerate: {std-http-server: true}\n", first, "std-http", false},
+		{"std-http, first to last", "package: api\noutput: api/api.gen.go\ngenerate: {std-http-server: true}\ncompatibility: {apply-chi-middleware-first-to-last: true}\n", last, "std-http", true},
+		{"chi, first to last", "package: api\noutput: api/api.gen.go\ngenerate: {chi-server: true}\ncompatibility: {apply-chi-middleware-first-to-last: true}\n", last, "chi", true},
+		{"gorilla, first to last", "package: api\noutput: api/api.gen.go\ngenerate: {gorilla-server: true}\ncompatibility: {apply-gorilla-middleware-first-to-last: true}\n", last, "gorilla", true},
+		{"gorilla, chi's option", "package: api\noutput: api/api.gen.go\ngenerate: {gorilla-server: true}\ncompatibility: {apply-chi-middleware-first-to-last: true}\n", first, "gorilla", false},
+		{"gin", "package: api\noutput: api/api.gen.go\ngenerate: {gin-server: true}\n", "options.Middlewares = append(options.Middlewares[:len(options.Middlewares):len(options.Middlewares)], x.ginFallback)", "gin", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			code, stderr := generate(t, setup(t, c.oapi))
 			assert.Contains(t, code, c.want)
 			assert.Len(t, warning.FindAllString(stderr, -1), 1, stderr)
+			how, caveat := server.FallbackWiring(c.router, c.firstToLast)
+			doc := wrapped.ReplaceAllString(code, " ")
+			for _, text := range []string{how, caveat} {
+				assert.Contains(t, doc, text)
+				assert.Contains(t, stderr, text)
+			}
 			assert.NotContains(t, stderr, "POST /accounts/{accountId}/refunds/{refundId} is protected by path")
 		})
 	}

@@ -555,6 +555,7 @@ func (c *compiler) operation(path, method string, item *openapi3.PathItem, op *o
 		c.checkKey(out, op, opNode, item.Parameters, params, merged)
 	}
 	c.checkPointers(out, op, merged)
+	c.formBody(out, opNode, merged)
 	c.checkResponseHeaders(out, op, opNode)
 	c.checkRequestHeaders(out, params)
 	if !ok || keyRefused {
@@ -1449,7 +1450,7 @@ func (c *compiler) rawBodyStrict(out *ir.Operation, where string) {
 		return
 	}
 	for _, ct := range out.Body.ContentTypes {
-		if !strings.HasPrefix(mediaType(ct), "multipart/") {
+		if !strings.HasPrefix(ir.MediaEssence(ct), "multipart/") {
 			continue
 		}
 		who, what := "a client that makes a new boundary for each attempt", fmt.Sprintf("gets %d IDEMPOTENCY_KEY_REUSED on every retry", out.Policy.ConflictStatus)
@@ -1461,22 +1462,88 @@ func (c *compiler) rawBodyStrict(out *ir.Operation, where string) {
 	}
 }
 
+// The form media type as oapi-codegen matches it: its form decoder (and
+// the form type of its strict request object) is for the requestBody
+// content key written exactly so.
+const formMediaType = "application/x-www-form-urlencoded"
+
+// formBody warns, when the fingerprint decides (FingerprintDecides), about
+// a form body (a content key the fingerprint reads as form fields:
+// ir.MediaTypeReading) that the fingerprint and the handler read apart:
+//   - form-body-pointers: the operation's volatile or unordered pointers
+//     (accepted for its JSON body) never apply to a form body: the
+//     runtime's form reading (runtime/fingerprint's parseForm) compares
+//     every field, by its decoded name, bytewise, and applies no pointer;
+//     a retry that changes a volatile field is another request.
+//   - form-key-spelling: a key spelled with parameters or capitals
+//     (application/x-www-form-urlencoded; charset=utf-8): the fingerprint
+//     reads a body sent as a form as form fields (any order, '+' and
+//     %20 alike) whatever the spelling, but oapi-codegen gives its form
+//     decoder only to the key written exactly formMediaType, so the
+//     handler gets the raw bytes.
+func (c *compiler) formBody(out *ir.Operation, opNode load.Node, b contract.Block) {
+	if out.Body == nil || !out.FingerprintDecides() {
+		return
+	}
+	where := out.Where()
+	var forms []string
+	for _, ct := range out.Body.ContentTypes {
+		if ir.MediaTypeReading(ct) != ir.ReadForm {
+			continue
+		}
+		forms = append(forms, ct)
+		if ct == formMediaType {
+			continue
+		}
+		pos := out.ContractPos
+		if content := c.doc.LookupFrom(opNode, "/requestBody/content"); content.Node != nil {
+			pos = c.doc.KeyPos(content, ct)
+		}
+		c.diags.Warnf(pos, "form-key-spelling", "%s declares its form body as %q: the fingerprint reads a body sent as a form as form fields (in any order, '+' and %%20 alike), but oapi-codegen gives its form decoder only to the key written exactly %s, so the handler gets the raw bytes, and one that reads them as anything but form fields (stores or forwards them, decodes JSON from them) sees two requests where the fingerprint sees one; write the key exactly %s (a client may still send a charset parameter), or have the handler parse the form (url.ParseQuery)",
+			where, ct, formMediaType, formMediaType)
+	}
+	if len(forms) == 0 || !out.Body.JSON {
+		return // a form alone takes no pointer (non-json-body)
+	}
+	pol := &out.Policy
+	var fields, changes []string
+	var pos ir.Pos
+	if len(pol.Volatile) > 0 {
+		fields = append(fields, "volatile "+flow(ir.Pointers(pol.Volatile)))
+		changes = append(changes, "changes a volatile field")
+		pos = ir.FirstPos(b.Volatile.Pos, out.ContractPos)
+	}
+	if len(pol.Unordered) > 0 {
+		fields = append(fields, "unordered "+flow(ir.Pointers(pol.Unordered)))
+		changes = append(changes, "reorders the values of an unordered field (repeated)")
+		if pos.IsZero() {
+			pos = ir.FirstPos(b.Unordered.Pos, out.ContractPos)
+		}
+	}
+	if len(fields) == 0 {
+		return
+	}
+	conflict := fmt.Sprintf("gets %d IDEMPOTENCY_KEY_REUSED", pol.ConflictStatus)
+	if pol.Semantics != ir.Strict {
+		conflict = "without a key runs the operation again"
+	}
+	c.diags.Warnf(pos, "form-body-pointers", "%s: %s %s to its JSON body only: a body sent as %s is compared as form fields, every field counting by its name (no pointer applies to it, whatever its spelling), so a form retry that %s %s; clients that send a form must resend the same fields, or leave the form out of the requestBody if no client sends one",
+		where, strings.Join(fields, " and "), english.Noun(len(fields), "applies", "apply"), strings.Join(forms, ", "), strings.Join(changes, " or "), conflict)
+}
+
+// flow writes l as a YAML flow sequence.
+func flow(l []string) string { return "[" + strings.Join(l, ", ") + "]" }
+
 // jsonRangeHint explains why a body declared with a JSON range (or an
 // entry that is not a media type, which oapi-codegen may still take for
 // JSON) is no JSON body for the fingerprint; "" when none of cts is such.
 func jsonRangeHint(cts []string) string {
 	for _, ct := range cts {
-		if isJSON(ct) || strings.HasSuffix(mediaType(ct), "+json") {
+		if isJSON(ct) || strings.HasSuffix(ir.MediaEssence(ct), "+json") {
 			return fmt.Sprintf(" (the fingerprint reads a body as JSON only when sent as a media type the operation declares exactly: %s is a range or no media type, so a body it covers is compared byte for byte; declare application/json or the exact +json type)", ct)
 		}
 	}
 	return ""
-}
-
-// mediaType is ct without its parameters, trimmed and in lower case.
-func mediaType(ct string) string {
-	mt, _, _ := strings.Cut(ct, ";")
-	return strings.ToLower(strings.TrimSpace(mt))
 }
 
 // bodyField returns the Go field of the body member at toks in oapi-codegen's

@@ -28,8 +28,7 @@ const (
 // sent with a media type the operation does not declare is read
 // ReadRaw.) A test in generator/emit/docs pins it to the runtime.
 func MediaTypeReading(ct string) Reading {
-	mt, _, _ := strings.Cut(ct, ";")
-	mt = strings.Trim(mt, " \t")
+	mt := mediaType(ct)
 	typ, sub, ok := strings.Cut(mt, "/")
 	if !ok || !isToken(typ) || !isToken(sub) || strings.IndexByte(mt, '*') >= 0 {
 		return ReadRaw
@@ -43,6 +42,32 @@ func MediaTypeReading(ct string) Reading {
 		return ReadForm
 	}
 	return ReadRaw
+}
+
+// MediaEssence returns the media type of ct, a key of an operation's
+// requestBody content, without its parameters and in ASCII lower case: what
+// the runtime compares a request's media type with (two keys with one
+// essence are one declaration to it).
+func MediaEssence(ct string) string {
+	return strings.ToLower(mediaType(ct))
+}
+
+// mediaType is ct without its parameters, trimmed of spaces and tabs.
+func mediaType(ct string) string {
+	mt, _, _ := strings.Cut(ct, ";")
+	return strings.Trim(mt, " \t")
+}
+
+// String names the reading in messages: "as JSON", "as form fields",
+// "byte for byte".
+func (r Reading) String() string {
+	switch r {
+	case ReadJSON:
+		return "as JSON"
+	case ReadForm:
+		return "as form fields"
+	}
+	return "byte for byte"
 }
 
 // isToken reports whether s is an RFC 9110 token: tchars, at least one.

@@ -6,13 +6,15 @@
 //
 // What a record is named by (the operation's name, the scope, the key as
 // the runtime canonicalises it) and what a retry is compared with (the
-// fingerprint settings) must stay the same for a window; everything else
+// fingerprint settings, and the request media types the fingerprint reads
+// as JSON or as form fields) must stay the same for a window; everything else
 // (semantics strict -> loose, the window, the lease, the conflict status)
 // may change at any time.
 package rollout
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -31,6 +33,7 @@ const (
 	RuleKeyMoved           = "rollout-key-moved"
 	RuleKeyRequired        = "rollout-key-required"
 	RuleFingerprint        = "rollout-fingerprint"
+	RuleMediaTypes         = "rollout-media-types"
 	RuleResponseHeaders    = "rollout-response-headers"
 	RuleBaseUnpaired       = "rollout-base-unpaired"
 	RuleOperationIDMissing = "operation-id-missing"
@@ -38,7 +41,7 @@ const (
 
 // BaseRules are the rules only check -base reports: an ignore of one
 // silences nothing without -base, and is not reported unused then.
-var BaseRules = []string{RuleOperationRenamed, RuleScope, RuleKeyFormat, RuleKeyMoved, RuleKeyRequired, RuleFingerprint, RuleResponseHeaders, RuleBaseUnpaired}
+var BaseRules = []string{RuleOperationRenamed, RuleScope, RuleKeyFormat, RuleKeyMoved, RuleKeyRequired, RuleFingerprint, RuleMediaTypes, RuleResponseHeaders, RuleBaseUnpaired}
 
 // Rules are the warnings of this package, which check -strict makes errors.
 var Rules = append(slices.Clone(BaseRules), RuleOperationIDMissing)
@@ -267,6 +270,7 @@ func (c *comparison) run() {
 	}
 	c.key()
 	c.fingerprint()
+	c.mediaTypes()
 	var added []string
 	for _, h := range op.Policy.Response.Headers {
 		if !slices.ContainsFunc(old.Policy.Response.Headers, func(o string) bool { return strings.EqualFold(o, h) }) {
@@ -302,6 +306,10 @@ func (c *comparison) renamed(on, nn string) {
 		}
 	}
 	fix := c.wait("operationId")
+	now := what(op, nn)
+	if old.OperationID == "" && op.OperationID == "" && old.Where() == op.Where() {
+		now = "the Go name " + nn + " another name normalizer derives from the same method and path (no operationId)"
+	}
 	switch {
 	case op.OperationID == "":
 		fix = fmt.Sprintf("give it operationId: %s, which keeps the name of its records", on)
@@ -316,7 +324,7 @@ func (c *comparison) renamed(on, nn string) {
 		}
 	}
 	c.warn(pos, RuleOperationRenamed, "the name its idempotency records are kept under changed from %s in %s to %s: %s does not find the record of its first attempt and runs the handler again%s; %s",
-		what(old, on), c.baseName, what(op, nn), across("a retry"), also, fix)
+		what(old, on), c.baseName, now, across("a retry"), also, fix)
 }
 
 // key reports a key moved (carrier or name), made required or optional, its format
@@ -493,6 +501,110 @@ func (c *comparison) fingerprint() {
 		fix = fmt.Sprintf("deploy it in two releases: first one that keeps the settings of %s and adds %s%s; then this one, with %s, once that one is on every replica; and drop this entry in a third release, two windows (2 × %s) after this one is on every replica", c.baseName, entry(toNew), where, entry(toOld), c.window())
 	}
 	c.warn(pos, RuleFingerprint, "%s: %s; %s", changed, then, fix)
+}
+
+// readTypes returns the media types among op's declared request media
+// types that the fingerprint reads as JSON or as form fields, by essence
+// (ir.MediaEssence), with their reading: a body of any other media type
+// is read byte for byte (runtime/fingerprint's Options.MediaTypes, which
+// the generated policy fills with the declared ones).
+func readTypes(op *ir.Operation) map[string]ir.Reading {
+	m := map[string]ir.Reading{}
+	if op.Body == nil {
+		return m
+	}
+	for _, ct := range op.Body.ContentTypes {
+		if r := ir.MediaTypeReading(ct); r != ir.ReadRaw {
+			m[ir.MediaEssence(ct)] = r
+		}
+	}
+	return m
+}
+
+// mediaTypes reports a change of the request media types the fingerprint
+// reads as JSON or as form fields (a declared one added or removed,
+// another media type in its place): a body sent with such a media type is
+// read one way by one release and another way by the other, so its
+// fingerprint differs, as for a change of the fingerprint settings
+// (fingerprint), and no compatible-fingerprints entry bridges it (the
+// runtime reads bodies under an entry by the declared media types of the
+// release that holds it). A media type read byte for byte on both sides
+// (one added that is neither JSON nor a form, a range) changes nothing.
+func (c *comparison) mediaTypes() {
+	oldT, newT := readTypes(c.old), readTypes(c.op)
+	var changed, types []string
+	for _, mt := range slices.Sorted(maps.Keys(oldT)) {
+		if _, ok := newT[mt]; !ok {
+			changed = append(changed, fmt.Sprintf("%s: read %s in %s, %s now", mt, oldT[mt], c.baseName, ir.ReadRaw))
+			types = append(types, mt)
+		}
+	}
+	var added []string
+	for _, mt := range slices.Sorted(maps.Keys(newT)) {
+		if _, ok := oldT[mt]; !ok {
+			changed = append(changed, fmt.Sprintf("%s: read %s in %s, %s now", mt, ir.ReadRaw, c.baseName, newT[mt]))
+			types = append(types, mt)
+			added = append(added, mt)
+		}
+	}
+	if len(changed) == 0 {
+		return
+	}
+	slices.Sort(types)
+	pos := c.contentPos(added)
+	what := fmt.Sprintf("the request media types read as JSON or as form fields changed since %s (%s), and how a body is read decides its fingerprint", c.baseName, strings.Join(changed, "; "))
+	sent := "sent as " + orList(types)
+	fix := fmt.Sprintf("compatible-fingerprints cannot bridge it (the runtime reads a body under an entry by the media types the release declares); keep the media types of %s until a window (%s) has passed with no request %s, or deploy every replica at once during a quiet period (and roll back the same way)",
+		c.baseName, c.window(), sent)
+	keyless := func(o *ir.Operation) bool { return o.Policy.Semantics == ir.Window && !o.Key.Required }
+	if keyless(c.old) && keyless(c.op) {
+		c.warn(pos, RuleMediaTypes, "%s: a request without a key %s, whose record is named by its fingerprint, runs the handler again when retried across the deploy (or a rollback); %s", what, sent, fix)
+		return
+	}
+	oldRefuses, newRefuses := c.old.Policy.Semantics == ir.Strict, c.op.Policy.Semantics == ir.Strict
+	const refused = "gets 422 IDEMPOTENCY_KEY_REUSED, which a client takes as final (and a failed first attempt or an expired lease blocks the key for the window)"
+	var then string
+	switch {
+	case oldRefuses && newRefuses:
+		then = across("an identical retry "+sent) + " " + refused
+	case newRefuses:
+		then = "an identical retry " + sent + " on a new replica of a request an old one took " + refused
+	case oldRefuses:
+		then = "an identical retry " + sent + " on an old replica (a rolling deploy runs both releases at once, as does a rollback) of a request a new one took " + refused
+	default:
+		return // loose or window with a key on both sides: a keyed retry is replayed whatever its fingerprint
+	}
+	c.warn(pos, RuleMediaTypes, "%s: %s; %s", what, then, fix)
+}
+
+// orList joins l with commas and a last "or".
+func orList(l []string) string {
+	if len(l) < 2 {
+		return strings.Join(l, "")
+	}
+	return strings.Join(l[:len(l)-1], ", ") + " or " + l[len(l)-1]
+}
+
+// contentPos is where the first of the media types added (essences) is
+// declared in op's requestBody content, else its content, else its
+// requestBody, else its method.
+func (c *comparison) contentPos(added []string) ir.Pos {
+	rb := c.d.Lookup(opPointer(c.op) + "/requestBody")
+	if rb.Node == nil {
+		return methodPos(c.d, c.op)
+	}
+	content := c.d.LookupFrom(rb, "/content")
+	if content.Node == nil {
+		return c.d.KeyPos(c.d.Lookup(opPointer(c.op)), "requestBody")
+	}
+	if len(added) > 0 && c.op.Body != nil {
+		for _, ct := range c.op.Body.ContentTypes {
+			if ir.MediaEssence(ct) == added[0] {
+				return c.d.KeyPos(content, ct)
+			}
+		}
+	}
+	return c.d.KeyPos(rb, "content")
 }
 
 // opPointer is the JSON pointer of op in its document.

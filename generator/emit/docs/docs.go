@@ -339,8 +339,7 @@ func bodyCompare(op *ir.Operation) string {
 				formTypes = append(formTypes, ct)
 			default:
 				rawTypes = append(rawTypes, ct)
-				mt, _, _ := strings.Cut(ct, ";")
-				multipart = multipart || strings.HasPrefix(strings.ToLower(strings.TrimSpace(mt)), "multipart/")
+				multipart = multipart || strings.HasPrefix(ir.MediaEssence(ct), "multipart/")
 			}
 		}
 	}

@@ -151,7 +151,7 @@ func (g *gen) echoRegister() {
 		)
 		return
 	}
-	g.doc("RegisterHandlers is the one line to change in an existing echo service: it does what the package's RegisterHandlers(router, si) does, with idempotency wired in. It registers a wrapper of si whose method of each idempotent operation runs the engine for that operation around si's: the protection goes by operation, not by path, so it holds on an echo.Group as on the *echo.Echo, and runs after every middleware, right before the operation (an error si's method returns is answered by echo's HTTPErrorHandler inside the recording, and the middlewares see nil); every other operation is si's, untouched." + g.fallbackDoc("a route middleware on their routes, which reads echo's route", "The route middleware is bound to the route when oapi-codegen registers it, so a group's prefix does not matter, and it runs after every other middleware.") + " When router is the *echo.Echo, ErrorHandler wraps e.HTTPErrorHandler; for a group, wrap it yourself with ErrorHandlerWithBaseURL and the group's prefix (e.HTTPErrorHandler = x.ErrorHandlerWithBaseURL(\"/v1\", e.HTTPErrorHandler)), or a key parameter oapi-codegen refuses gets echo's answer instead of the engine's problem.")
+	g.doc("RegisterHandlers is the one line to change in an existing echo service: it does what the package's RegisterHandlers(router, si) does, with idempotency wired in. It registers a wrapper of si whose method of each idempotent operation runs the engine for that operation around si's: the protection goes by operation, not by path, so it holds on an echo.Group as on the *echo.Echo, and runs after every middleware, right before the operation (an error si's method returns is answered by echo's HTTPErrorHandler inside the recording, and the middlewares see nil); every other operation is si's, untouched." + g.fallbackDoc() + " When router is the *echo.Echo, ErrorHandler wraps e.HTTPErrorHandler; for a group, wrap it yourself with ErrorHandlerWithBaseURL and the group's prefix (e.HTTPErrorHandler = x.ErrorHandlerWithBaseURL(\"/v1\", e.HTTPErrorHandler)), or a key parameter oapi-codegen refuses gets echo's answer instead of the engine's problem.")
 	g.doc("")
 	g.doc("\tRegisterHandlers(e, service)")
 	g.doc("")
@@ -159,7 +159,7 @@ func (g *gen) echoRegister() {
 	g.doc("")
 	g.doc("\tx.RegisterHandlers(e, service)")
 	router := jen.Id("router")
-	if len(g.fallbackOps()) > 0 {
+	if len(g.fallback) > 0 {
 		router = jen.Id(px + "EchoRouter").Values(jen.Dict{jen.Id("EchoRouter"): jen.Id("router"), jen.Id("x"): jen.Id("x")})
 	}
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("RegisterHandlers").Params(

@@ -326,7 +326,7 @@ func (g *gen) ginRegister() {
 		)
 		return
 	}
-	g.doc("RegisterHandlers is the one line to change in an existing gin service: it does what RegisterHandlersWithOptions(router, si, options) does, with idempotency wired in. It registers a wrapper of si whose method of each idempotent operation runs the engine for that operation around si's: the protection goes by operation, not by path, and runs after options.Middlewares, right before the operation; every other operation is si's, untouched." + g.fallbackDoc("the engine's handler on their routes, which marks the request, and a middleware appended to options.Middlewares, which runs the engine for a marked request", "The handler is bound to the route when oapi-codegen registers it, so a group's prefix does not matter, and the engine runs after options.Middlewares, as for the other operations.") + " ErrorHandlerWithBaseURL, under the router group's path and options.BaseURL, wraps options.ErrorHandler.")
+	g.doc("RegisterHandlers is the one line to change in an existing gin service: it does what RegisterHandlersWithOptions(router, si, options) does, with idempotency wired in. It registers a wrapper of si whose method of each idempotent operation runs the engine for that operation around si's: the protection goes by operation, not by path, and runs after options.Middlewares, right before the operation; every other operation is si's, untouched." + g.fallbackDoc() + " ErrorHandlerWithBaseURL, under the router group's path and options.BaseURL, wraps options.ErrorHandler.")
 	g.doc("")
 	g.doc("\tRegisterHandlersWithOptions(router, service, options)")
 	g.doc("")
@@ -339,7 +339,7 @@ func (g *gen) ginRegister() {
 		b.Add(ginBase()[0])
 		b.Add(ginBase()[1])
 		b.Id("options").Dot("ErrorHandler").Op("=").Id("x").Dot("ErrorHandlerWithBaseURL").Call(jen.Id("base"), jen.Id("options").Dot("ErrorHandler"))
-		if len(g.fallbackOps()) == 0 {
+		if len(g.fallback) == 0 {
 			b.Id("RegisterHandlersWithOptions").Call(jen.Id("router"), g.newOpServer(px+"GinServer"), jen.Id("options"))
 			return
 		}

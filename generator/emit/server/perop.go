@@ -28,11 +28,12 @@ import (
 // ServerInterface method); nil for one it protects by operation.
 func PathFallback(op *ir.Operation) *ir.Param { return gogen.UntypedPathParam(op) }
 
-// fallbackOps are the indexes of the operations the plain wiring protects
-// by path (PathFallback not nil), in spec order.
-func (g *gen) fallbackOps() []int {
+// fallbackOps returns the indexes of the operations of spec the plain
+// wiring protects by path (PathFallback not nil), in spec order: gen's
+// fallback.
+func fallbackOps(spec *ir.Spec) []int {
 	var out []int
-	for i, op := range g.spec.Operations {
+	for i, op := range spec.Operations {
 		if PathFallback(op) != nil {
 			out = append(out, i)
 		}
@@ -61,7 +62,12 @@ type opServerKind struct {
 // opServer writes the wrapper type of kind and its methods, one per
 // idempotent operation protected by operation (none: no type).
 func (g *gen) opServer(k opServerKind) {
-	ops := slices.DeleteFunc(slices.Clone(g.spec.Operations), func(op *ir.Operation) bool { return PathFallback(op) != nil })
+	var ops []*ir.Operation
+	for i, op := range g.spec.Operations {
+		if !slices.Contains(g.fallback, i) {
+			ops = append(ops, op)
+		}
+	}
 	if len(ops) == 0 {
 		return
 	}
@@ -102,7 +108,7 @@ func (g *gen) opServer(k opServerKind) {
 // newOpServer is the value of the wrapper type of name around si, or si
 // itself when no operation is protected by operation.
 func (g *gen) newOpServer(name string) jen.Code {
-	if len(g.fallbackOps()) == len(g.spec.Operations) {
+	if len(g.fallback) == len(g.spec.Operations) {
 		return jen.Id("si")
 	}
 	return jen.Id(name).Values(jen.Dict{jen.Id("ServerInterface"): jen.Id("si"), jen.Id("x"): jen.Id("x")})
@@ -112,7 +118,7 @@ func (g *gen) newOpServer(name string) jen.Code {
 // protects the operation whose policy is <px>Policies[i] by path; nothing
 // when it protects every operation by operation.
 func (g *gen) byPathFunc() {
-	fb := g.fallbackOps()
+	fb := g.fallback
 	if len(fb) == 0 {
 		return
 	}
@@ -127,14 +133,36 @@ func (g *gen) byPathFunc() {
 	)
 }
 
+// FallbackWiring says how the plain one-line wiring of router (Handler,
+// echo's and gin's RegisterHandlers) protects the operations it protects
+// by path (PathFallback), a phrase about "them", and what follows from it
+// (caveat, a sentence): the generated documentation (fallbackDoc) and
+// check's [path-fallback] warning both say it. firstToLast is
+// server.middleware-first-to-last (Config.FirstToLast).
+func FallbackWiring(router string, firstToLast bool) (how, caveat string) {
+	switch router {
+	case "echo":
+		return "a route middleware on their routes, which reads echo's route", "The route middleware is bound to the route when oapi-codegen registers it, so a group's prefix does not matter, and it runs after every other middleware."
+	case "gin":
+		return "the engine's handler on their routes, which marks the request, and a middleware appended to options.Middlewares, which runs the engine for a marked request", "The handler is bound to the route when oapi-codegen registers it, so a group's prefix does not matter, and the engine runs after options.Middlewares, as for the other operations."
+	}
+	if firstToLast {
+		how = "a middleware last in options.Middlewares, the innermost (server.middleware-first-to-last: oapi-codegen applies them first to last), that matches them under options.BaseURL"
+	} else {
+		how = "a middleware first in options.Middlewares, the innermost, that matches them under options.BaseURL"
+	}
+	return how, "A router that rewrites the path where the matcher cannot see it (a gorilla subrouter as BaseRouter, a prefix options.BaseURL does not give) leaves them unprotected."
+}
+
 // fallbackDoc is what the plain wiring's documentation says of the
 // operations it protects by path, "" when there are none: how they are
-// protected, and what follows (caveat, a sentence).
-func (g *gen) fallbackDoc(how, caveat string) string {
-	fb := g.fallbackOps()
+// protected, and what follows (FallbackWiring).
+func (g *gen) fallbackDoc() string {
+	fb := g.fallback
 	if len(fb) == 0 {
 		return ""
 	}
+	how, caveat := FallbackWiring(g.cfg.Router, g.cfg.FirstToLast)
 	s := " These operations are protected by path instead (" + how + "), since idemgen cannot tell the Go type of a path parameter of theirs, which their ServerInterface method takes:"
 	for n, i := range fb {
 		op := g.spec.Operations[i]
@@ -190,7 +218,7 @@ func (g *gen) ginOpServer() {
 // methods its router wrapper overrides.
 func (g *gen) fallbackMethods(router []string) []string {
 	var methods []string
-	for _, i := range g.fallbackOps() {
+	for _, i := range g.fallback {
 		if m := g.spec.Operations[i].Method; slices.Contains(router, m) && !slices.Contains(methods, m) {
 			methods = append(methods, m)
 		}
@@ -207,7 +235,7 @@ var echoRouterMethods = []string{"CONNECT", "DELETE", "GET", "HEAD", "OPTIONS", 
 // registers for those operations, a route middleware running the engine
 // (echo's route, not a path of the request). Nothing when there are none.
 func (g *gen) echoByPath() {
-	if len(g.fallbackOps()) == 0 {
+	if len(g.fallback) == 0 {
 		return
 	}
 	methods := g.fallbackMethods(echoRouterMethods)
@@ -246,7 +274,7 @@ var ginRouterMethods = []string{"DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "PO
 // the operations protected by path (it marks the request, then ends the
 // engine's call when the handler returns). Nothing when there are none.
 func (g *gen) ginByPath() {
-	if len(g.fallbackOps()) == 0 {
+	if len(g.fallback) == 0 {
 		return
 	}
 	methods := g.fallbackMethods(ginRouterMethods)

@@ -193,7 +193,7 @@ func Generate(spec *ir.Spec, opts emitter.Options, cfg Config) ([]byte, error) {
 	if opts.CheckOnly {
 		return nil, nil
 	}
-	g := &gen{spec: spec, opts: opts, cfg: cfg, specs: specs, f: gogen.NewFile(spec, opts)}
+	g := &gen{spec: spec, opts: opts, cfg: cfg, specs: specs, fallback: fallbackOps(spec), f: gogen.NewFile(spec, opts)}
 	g.file()
 	return gogen.Render(g.f, cfg.File)
 }
@@ -203,7 +203,10 @@ type gen struct {
 	opts  emitter.Options
 	cfg   Config
 	specs []idem.Spec
-	f     *jen.File
+	// fallback are the indexes of the operations the plain wiring
+	// protects by path (fallbackOps).
+	fallback []int
+	f        *jen.File
 }
 
 // Unexported identifiers all start with this prefix, which oapi-codegen
@@ -298,7 +301,7 @@ func (g *gen) handler() {
 		)
 		return
 	}
-	g.docf("Handler is the one line to change in an existing service: it returns what HandlerWithOptions(si, options) returns, with idempotency wired in. It hands HandlerWithOptions a wrapper of si whose method of each idempotent operation runs the engine for that operation around si's: the protection goes by operation, not by path, so it holds whatever path the router routes on (a gorilla subrouter as BaseRouter, a chi router mounted under a prefix, a BaseURL) and runs after options.Middlewares (which may authenticate the request), right before the operation; every other operation is si's, untouched.%s ErrorHandlerWithBaseURL(options.BaseURL, ...) wraps options.ErrorHandlerFunc (nil means oapi-codegen's default): it matches paths, and under a prefix the router adds and options.BaseURL does not give, a key parameter oapi-codegen refuses gets the default answer instead of the engine's problem.", g.fallbackDoc(fallbackHow(g.cfg.FirstToLast), "A router that rewrites the path where the matcher cannot see it (a gorilla subrouter as BaseRouter, a prefix options.BaseURL does not give) leaves them unprotected."))
+	g.docf("Handler is the one line to change in an existing service: it returns what HandlerWithOptions(si, options) returns, with idempotency wired in. It hands HandlerWithOptions a wrapper of si whose method of each idempotent operation runs the engine for that operation around si's: the protection goes by operation, not by path, so it holds whatever path the router routes on (a gorilla subrouter as BaseRouter, a chi router mounted under a prefix, a BaseURL) and runs after options.Middlewares (which may authenticate the request), right before the operation; every other operation is si's, untouched.%s ErrorHandlerWithBaseURL(options.BaseURL, ...) wraps options.ErrorHandlerFunc (nil means oapi-codegen's default): it matches paths, and under a prefix the router adds and options.BaseURL does not give, a key parameter oapi-codegen refuses gets the default answer instead of the engine's problem.", g.fallbackDoc())
 	g.doc("")
 	g.doc("\th := HandlerWithOptions(service, options)")
 	g.doc("")
@@ -311,7 +314,7 @@ func (g *gen) handler() {
 	).Add(hf("Handler")).BlockFunc(func(b *jen.Group) {
 		b.Id("options").Dot("ErrorHandlerFunc").Op("=").Id("x").Dot("ErrorHandlerWithBaseURL").Call(jen.Id("options").Dot("BaseURL"), jen.Id("options").Dot("ErrorHandlerFunc"))
 		switch {
-		case len(g.fallbackOps()) == 0:
+		case len(g.fallback) == 0:
 		case g.cfg.FirstToLast:
 			// oapi-codegen applies the middlewares first to last: the
 			// last is the innermost.
@@ -324,17 +327,6 @@ func (g *gen) handler() {
 	})
 	g.netHTTPOpServer()
 	g.byPathFunc()
-}
-
-// fallbackHow is how the plain Handler protects the operations it
-// protects by path: a middleware innermost among options.Middlewares,
-// the first of them, or the last when oapi-codegen applies them first to
-// last.
-func fallbackHow(firstToLast bool) string {
-	if firstToLast {
-		return "a middleware last in options.Middlewares, the innermost (server.middleware-first-to-last: oapi-codegen applies them first to last), that matches them under options.BaseURL"
-	}
-	return "a middleware first in options.Middlewares, the innermost, that matches them under options.BaseURL"
 }
 
 func (g *gen) typeDecl() {
@@ -999,7 +991,7 @@ func (g *gen) netHTTPMiddleware() {
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("HTTPMiddlewareWithBaseURL").Params(jen.Id("baseURL").String()).Func().Params(jen.Qual("net/http", "Handler")).Qual("net/http", "Handler").Block(
 		pathMiddleware(false)...,
 	)
-	if _, ok := routerOptions[g.cfg.Router]; !ok || g.cfg.Strict || len(g.fallbackOps()) == 0 {
+	if _, ok := routerOptions[g.cfg.Router]; !ok || g.cfg.Strict || len(g.fallback) == 0 {
 		return
 	}
 	g.doc("byPath is HTTPMiddlewareWithBaseURL for the idempotent operations Handler protects by path (" + px + "ByPath) alone, the requests the router routed to their route (" + px + "Routed): every other request passes untouched.")
@@ -1018,7 +1010,7 @@ func (g *gen) netHTTPMiddleware() {
 // path of another route, /v1/orders). True when the router does not say.
 func (g *gen) routed() {
 	var cases []jen.Code
-	for _, i := range g.fallbackOps() {
+	for _, i := range g.fallback {
 		op := g.spec.Operations[i]
 		var tmpl string
 		switch g.cfg.Router {
