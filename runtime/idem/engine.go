@@ -239,6 +239,7 @@ type Engine struct {
 	hbs         *hbSched // arms heartbeats (nil without an extender)
 	recycle     bool     // the store is ContextBound: per-request Calls are reused
 	tx          Transactor
+	txLock      TxLockHolder // tx, when it is one (Transactional only)
 	principal   func(*http.Request) (string, error)
 	anonymous   bool        // Options.Principal is Anonymous (principal is then nil: its "" needs no call); any other principal's "" is refused (ErrEmptyPrincipal)
 	warnedPr    atomic.Bool // the error about a nil Options.Principal was logged (Serves)
@@ -352,7 +353,7 @@ func New(store Store, opts Options) *Engine {
 				"idem: the store does not implement idem.LeaseExtender, so no heartbeat extends a lease: "+
 					"a handler that runs longer than its policy's lease is taken over by a retry, which runs it a second time; "+
 					"a store that wraps another (for metrics or tracing) must forward the optional interfaces its inner store implements "+
-					"(idem.LeaseExtender, idem.Watcher, idem.ReadFirst, idem.LocalReader, idem.Transactor, and idem.ContextBound if the wrapper keeps no context or key), "+
+					"(idem.LeaseExtender, idem.Watcher, idem.ReadFirst, idem.LocalReader, idem.Transactor, idem.TxLockHolder, and idem.ContextBound if the wrapper keeps no context or key), "+
 					"see docs/runtime.md; set Options.DisableHeartbeat to silence this warning",
 				slog.String("store", fmt.Sprintf("%T", store)))
 		}
@@ -363,6 +364,7 @@ func New(store Store, opts Options) *Engine {
 			panic("idem: Options.Transactional is set but the store does not implement idem.Transactor")
 		}
 		e.tx = tx
+		e.txLock, _ = store.(TxLockHolder)
 	}
 	return e
 }
