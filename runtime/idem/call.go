@@ -2029,11 +2029,14 @@ func (c *Call) reportFinish(state State, status int, code string, err error, los
 		e.observe(c.ctx, Event{Kind: EventFenced, Operation: op, Principal: c.principal, Key: c.key,
 			Protected: true, State: state, Status: status, Code: code, Err: err})
 	default:
-		msg := "idem: store failed at finish"
-		if c.finishRetrying {
+		msg, level := "idem: store failed at finish", slog.LevelError
+		switch {
+		case errors.Is(err, errFinishSlow):
+			msg, level = "idem: the store did not answer the finish within Options.FinishWait: the response is sent, the finish goes on in the background", slog.LevelWarn
+		case c.finishRetrying:
 			msg = "idem: store failed at finish: trying again in the background"
 		}
-		e.log.LogAttrs(c.ctx, slog.LevelError, msg,
+		e.log.LogAttrs(c.ctx, level, msg,
 			slog.String("operation", op), slog.String("key", c.key), slog.Any("error", err))
 		e.observe(c.ctx, Event{Kind: EventStoreError, Operation: op, Principal: c.principal, Key: c.key,
 			Protected: true, State: state, Status: status, Code: code, Err: err})
@@ -2085,7 +2088,16 @@ func withCause(ctx context.Context, err error) error {
 // produced (0 for a key released), loss whether its response lost its body
 // (exceeded Response.MaxBytes, or was cut short), for the events reported then.
 func (c *Call) finishRecord(state State, resp []byte, status int, loss bodyLoss) error {
-	err := c.finishOnce(state, resp)
+	var err error
+	if w := c.e.finishWait; w > 0 {
+		var handed bool
+		if handed, err = c.finishWithin(w, state, resp, status, loss); handed {
+			c.finishRetrying = true // errFinishSlow
+			return err
+		}
+	} else {
+		err = c.finishOnce(state, resp)
+	}
 	if err == nil {
 		c.e.storeAnswered()
 	} else {

@@ -161,6 +161,25 @@ type Options struct {
 	// the errors other than a context's end), which do not count toward
 	// MaxFinishRetries (see docs/runtime.md).
 	FinishRetryFor time.Duration
+	// FinishWait bounds how long a response waits for the Finish of its
+	// record outside a transaction (records before reply). 0 (the
+	// default), negative, or not below StoreTimeout: it waits for the
+	// Finish, up to StoreTimeout, so that a client that gets the response
+	// and sends the key again finds the record. Positive and below
+	// StoreTimeout: a Finish the store has not answered within FinishWait
+	// goes on in the background (bounded by StoreTimeout, then tried again
+	// as a failed Finish is, see FinishRetryFor) and the response is sent
+	// at once, logged at Warn and reported as EventStoreError (Err says
+	// FinishWait); when it lands, EventExecuted. Until it lands, a retry of
+	// the key finds it in flight (409 IDEMPOTENCY_KEY_IN_USE, or a wait);
+	// if it has not landed when the lease runs out (the store hangs that
+	// long), a retry served by another instance may take the key over and
+	// run the handler again: the exposure of a Finish that fails, for
+	// every Finish slower than FinishWait. It costs a goroutine and a copy
+	// of the response per Finish. With FinishRetryFor negative, or the
+	// retries' budget full (MaxFinishRetries), the response waits as
+	// without it. A transaction's commit always waits.
+	FinishWait time.Duration
 	// UnavailableRetryAfter is the Retry-After of 503 answers (default 1s),
 	// but for a claim refused with a store error that says when to retry
 	// (RetryHint: a full memstore), which is sent instead.
@@ -258,6 +277,7 @@ type Engine struct {
 	local       LocalReader   // the store, when it is one: records are tagged
 	prefetch    keyPrefetcher // the store, when it is one (memstore)
 	lateFor     time.Duration // Options.FinishRetryFor
+	finishWait  time.Duration // Options.FinishWait, when positive and below timeout
 	lateFirst   time.Duration // the retries' first backoff (lateFinishFirst; tests change it)
 	lateMax     time.Duration // and its cap (lateFinishMax)
 	lateMu      sync.Mutex
@@ -325,6 +345,9 @@ func New(store Store, opts Options) *Engine {
 	e.timeout = opts.StoreTimeout
 	if e.timeout <= 0 {
 		e.timeout = DefaultStoreTimeout
+	}
+	if opts.FinishWait > 0 && opts.FinishWait < e.timeout {
+		e.finishWait = opts.FinishWait
 	}
 	if e.problemBase == "" {
 		e.problemBase = DefaultProblemTypeBase
