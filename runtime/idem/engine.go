@@ -280,6 +280,8 @@ type Engine struct {
 	finishWait  time.Duration // Options.FinishWait, when positive and below timeout
 	lateFirst   time.Duration // the retries' first backoff (lateFinishFirst; tests change it)
 	lateMax     time.Duration // and its cap (lateFinishMax)
+	lateWakeMin time.Duration // a woken retry's least pause after its last attempt (lateFinishFirst; tests change it)
+	lateWakeJit time.Duration // and its jitter (lateWakeJitter)
 	lateMu      sync.Mutex
 	lateN       int                      // the Finish calls retried in the background (finishLater), releases included
 	lateRel     int                      // the releases among them (claimRelease kinds: MaxClaimReleases)
@@ -315,6 +317,8 @@ func New(store Store, opts Options) *Engine {
 		lateFor:     opts.FinishRetryFor,
 		lateFirst:   lateFinishFirst,
 		lateMax:     lateFinishMax,
+		lateWakeMin: lateFinishFirst,
+		lateWakeJit: lateWakeJitter,
 		lateWake:    make(chan struct{}),
 		lateStore:   make(chan struct{}),
 		relDrop:     releaseDrops{every: releaseDropLogEvery},

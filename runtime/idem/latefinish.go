@@ -648,7 +648,7 @@ retry:
 			case <-wake:
 				// Drain: try again at once, or once lateFinishFirst has passed
 				// since the last attempt (if the pause does not end sooner).
-				if rest := min(time.Until(until), time.Until(last.Add(lateFinishFirst))); rest > 0 {
+				if rest := min(time.Until(until), time.Until(last.Add(e.lateWakeMin))); rest > 0 {
 					sleep.Reset(rest)
 					<-sleep.C
 				}
@@ -657,7 +657,7 @@ retry:
 				// lateFinishFirst has passed since the last attempt, with
 				// jitter (if the pause does not end sooner).
 				woken = true
-				rest := max(time.Until(last.Add(lateFinishFirst)), 0) + rand.N(lateWakeJitter+1)
+				rest := max(time.Until(last.Add(e.lateWakeMin)), 0) + rand.N(e.lateWakeJit+1)
 				if rest = min(rest, time.Until(until)); rest > 0 {
 					sleep.Reset(rest)
 					select {

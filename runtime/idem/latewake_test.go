@@ -51,12 +51,19 @@ func (s *prefixDown) Finish(ctx context.Context, key string, token idem.Token, s
 	return s.Store.Finish(ctx, key, token, st, resp)
 }
 
-func newPrefixDown(t *testing.T, lease time.Duration) (*fixture, *prefixDown, http.Handler) {
+// newPrefixDownStore is a prefixDown over a new memstore, closed at the
+// end of the test, with its "down-" keys down.
+func newPrefixDownStore(t *testing.T) *prefixDown {
 	t.Helper()
 	ms := memstore.New(memstore.Options{SweepInterval: -1})
 	t.Cleanup(func() { _ = ms.Close() })
-	ps := &prefixDown{Store: ms, down: true}
-	f := newFixtureStore(t, ms, ps, idem.Options{FinishRetryFor: time.Hour})
+	return &prefixDown{Store: ms, down: true}
+}
+
+func newPrefixDown(t *testing.T, lease time.Duration) (*fixture, *prefixDown, http.Handler) {
+	t.Helper()
+	ps := newPrefixDownStore(t)
+	f := newFixtureStore(t, ps.Store, ps, idem.Options{FinishRetryFor: time.Hour})
 	idem.SetLateBackoff(f.eng, time.Hour, time.Hour) // the backoff alone would not try again within the test
 	spec := strictSpec()
 	spec.InFlight.Lease = lease
