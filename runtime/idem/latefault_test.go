@@ -161,13 +161,14 @@ func TestLateWakeJittered(t *testing.T) {
 // that got through, took the key over and ran the handler a second time,
 // although the engine held the first run's response.
 func TestPendingFinishFailsFastNoTakeover(t *testing.T) {
-	f, fs, _ := newFlaky(t, idem.Options{})
+	clk := newStoreClock()
+	f, fs, _ := newFlakyAt(t, idem.Options{}, clk)
 	idem.SetLateBackoff(f.eng, time.Hour, time.Hour)
 	spec := strictSpec()
 	spec.InFlight.Lease = 100 * time.Millisecond
 	h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
 	require.Equal(t, 201, send(h, req{key: "k", body: `{"item":1}`}).Code)
-	time.Sleep(150 * time.Millisecond) // past the lease; the first claim's Finish still fails (fast)
+	clk.advance(150 * time.Millisecond) // past the lease on the store; the first claim's Finish still fails (fast)
 	before := fs.finishes.Load()
 	r := send(h, req{key: "k", body: `{"item":1}`})
 	assert.Greater(t, fs.finishes.Load(), before, "the pending Finish was tried first")

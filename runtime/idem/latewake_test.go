@@ -136,7 +136,8 @@ func TestLateFinishWokenByStoreCall(t *testing.T) {
 // retry gets the replay. The store here answers at once, between two
 // background attempts.
 func TestLateFinishBeforeTakeover(t *testing.T) {
-	f, fs, logs := newFlaky(t, idem.Options{})
+	clk := newStoreClock()
+	f, fs, logs := newFlakyAt(t, idem.Options{}, clk)
 	spec := strictSpec()
 	spec.InFlight.Lease = 100 * time.Millisecond
 	h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
@@ -146,7 +147,7 @@ func TestLateFinishBeforeTakeover(t *testing.T) {
 		key := fmt.Sprintf("k%d", i)
 		w := send(h, req{key: key, body: `{"item":1}`})
 		require.Equal(t, 201, w.Code)
-		time.Sleep(150 * time.Millisecond) // past the lease
+		clk.advance(150 * time.Millisecond) // past the lease, on the store
 		fs.down.Store(false)
 		r := send(h, req{key: key, body: `{"item":1}`})
 		require.Equal(t, 201, r.Code, r.Body.String())
@@ -171,14 +172,15 @@ func TestLateFinishBeforeTakeoverHangs(t *testing.T) {
 	for _, failOpen := range []bool{false, true} {
 		t.Run(fmt.Sprintf("FailOpen=%v", failOpen), func(t *testing.T) {
 			const timeout = time.Second
-			hs := newHangingStore(t, "Finish")
+			clk := newStoreClock()
+			hs := newHangingStoreAt(t, clk, "Finish")
 			f := newFixtureStore(t, hs.Store, hs, idem.Options{StoreTimeout: timeout, FailOpen: failOpen})
 			spec := strictSpec()
 			spec.InFlight.Lease = 100 * time.Millisecond
 			h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
 			w, _ := serveTimed(h, "k")
 			require.Equal(t, 201, w.Code)
-			time.Sleep(150 * time.Millisecond) // past the lease
+			clk.advance(150 * time.Millisecond) // past the lease, on the store
 			started := hs.started.Load()
 			w, took := serveTimed(h, "k")
 			requireProblem(t, w, 409, idem.CodeKeyInUse)
