@@ -3,6 +3,7 @@ package idem_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"testing"
@@ -25,6 +26,11 @@ type slowFinish struct {
 	gate     chan struct{}
 	finishes atomic.Int32
 }
+
+// ContextBound: it keeps neither a call's context nor its key (the
+// engine then reuses its per-request memory, which a Finish going on in
+// the background must not share: -race).
+func (s *slowFinish) ContextBound() {}
 
 func (s *slowFinish) Finish(ctx context.Context, key string, token idem.Token, st idem.State, resp []byte) error {
 	s.finishes.Add(1)
@@ -141,4 +147,28 @@ func TestFinishWaitOff(t *testing.T) {
 	_, ok := f.obs.find(idem.EventStoreError)
 	assert.False(t, ok)
 	assert.Equal(t, 1, f.obs.count(idem.EventExecuted))
+}
+
+// The Finishes handed over (FinishWait) store what their responses were,
+// while the engine reuses each request's memory (the store is
+// ContextBound) for the next ones.
+func TestFinishWaitManyKeys(t *testing.T) {
+	f, s, _ := newSlowFinish(t, idem.Options{FinishWait: 5 * time.Millisecond})
+	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
+	const n = 20
+	var bodies [n]string
+	for i := range n {
+		w := send(h, req{key: fmt.Sprintf("k%d", i), body: fmt.Sprintf(`{"item":%d}`, i)})
+		require.Equal(t, 201, w.Code)
+		bodies[i] = w.Body.String()
+	}
+	close(s.gate)
+	drain(t, f.eng)
+	assert.Equal(t, n, f.obs.count(idem.EventExecuted))
+	for i := range n {
+		r := send(h, req{key: fmt.Sprintf("k%d", i), body: fmt.Sprintf(`{"item":%d}`, i)})
+		assert.Equal(t, "true", r.Header().Get("Idempotent-Replayed"), "key %d", i)
+		assert.Equal(t, bodies[i], r.Body.String(), "key %d", i)
+	}
+	assert.Equal(t, int32(n), f.calls.Load())
 }
