@@ -472,7 +472,10 @@ type Transactor interface {
 // (a heartbeat that cannot get a connection from a starved pool does not
 // roll back good work). A true answer may be stale only that way (the
 // store cannot yet know the lock is gone, and the commit will fail); false
-// is always safe. It must not block: it is called from the heartbeat, and
+// is always safe. The price of true: a handler stuck on a store call that
+// hangs (a blackholed connection) is not cut short by the lease's end
+// either, but by its request's end, or a heartbeat that reaches the store
+// and is fenced. It must not block: it is called from the heartbeat, and
 // must not do I/O.
 type TxLockHolder interface {
 	TxHoldsLock(key string, token Token) bool
