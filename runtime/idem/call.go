@@ -1532,7 +1532,7 @@ func (c *Call) heartbeat() {
 		c.txLost(ErrFenced)
 		return // no lease to extend any more
 	}
-	if c.txCancel != nil && now >= end {
+	if c.txCancel != nil && now >= end && !c.txHoldsLock() {
 		c.txLost(ErrLeaseLost)
 		return
 	}
@@ -1543,25 +1543,40 @@ func (c *Call) heartbeat() {
 			msg := "idem: lease will run out before the next attempt while the handler runs: the store stayed unreachable, and once the lease ends a duplicate may take the key over (heartbeats go on every third of the lease)"
 			if c.txCancel != nil {
 				msg = "idem: lease will run out before the next attempt while the handler runs: the store stayed unreachable; unless the attempt at the lease's end gets through, the transaction is cancelled then (a duplicate may take the key over)"
+				if c.txHoldsLock() {
+					msg = "idem: lease will run out before the next attempt while the handler runs: the store stayed unreachable, but the transaction holds the record's lock, which keeps every takeover out: it goes on while it holds it (heartbeats go on every third of the lease)"
+				}
 			}
 			c.e.log.LogAttrs(c.background(), slog.LevelWarn, msg,
 				slog.String("operation", c.p.spec.Operation), slog.String("key", c.key))
 		}
 		next = max(start+lease/3, now+time.Millisecond)
-		if c.txCancel != nil {
+		if c.txCancel != nil && now < end {
 			// Transactional: one more attempt as the lease ends, and the
-			// transaction is cancelled if it fails.
+			// transaction is cancelled if it fails (unless it holds the
+			// record's lock: then every third of the lease, as outside).
 			next = max(min(next, end), now+time.Millisecond)
 		}
 	}
 	c.hb.Reset(next - now)
 }
 
+// txHoldsLock reports whether c's transaction holds the record's lock,
+// which keeps every takeover out (TxLockHolder): then a lease run out
+// loses nothing, and the transaction is not cancelled (ErrLeaseLost). A
+// heartbeat fenced (ErrFenced: the store found the lock gone, or the key
+// taken over) cancels it all the same.
+func (c *Call) txHoldsLock() bool {
+	return c.e.txLock != nil && c.e.txLock.TxHoldsLock(c.scope, c.token)
+}
+
 // ErrLeaseLost is the cause (context.Cause) of the end of a transactional
 // handler's context when its heartbeats failed until its lease ran out
 // (the store unreachable): another request may have taken the key over,
 // so nothing the handler writes in the transaction could commit as its
-// claim's. A heartbeat refused with ErrFenced (the key taken over, or the
+// claim's. Not when the store says the transaction holds the record's
+// lock (TxLockHolder: pgstore above READ COMMITTED), which keeps every
+// takeover out: the handler goes on. A heartbeat refused with ErrFenced (the key taken over, or the
 // record expired) ends it with ErrFenced as the cause.
 var ErrLeaseLost = errors.New("idem: lease lost: the store could not be reached to extend it before it ran out")
 
@@ -2014,11 +2029,14 @@ func (c *Call) reportFinish(state State, status int, code string, err error, los
 		e.observe(c.ctx, Event{Kind: EventFenced, Operation: op, Principal: c.principal, Key: c.key,
 			Protected: true, State: state, Status: status, Code: code, Err: err})
 	default:
-		msg := "idem: store failed at finish"
-		if c.finishRetrying {
+		msg, level := "idem: store failed at finish", slog.LevelError
+		switch {
+		case errors.Is(err, errFinishSlow):
+			msg, level = "idem: the store did not answer the finish within Options.FinishWait: the response is sent, the finish goes on in the background", slog.LevelWarn
+		case c.finishRetrying:
 			msg = "idem: store failed at finish: trying again in the background"
 		}
-		e.log.LogAttrs(c.ctx, slog.LevelError, msg,
+		e.log.LogAttrs(c.ctx, level, msg,
 			slog.String("operation", op), slog.String("key", c.key), slog.Any("error", err))
 		e.observe(c.ctx, Event{Kind: EventStoreError, Operation: op, Principal: c.principal, Key: c.key,
 			Protected: true, State: state, Status: status, Code: code, Err: err})
@@ -2070,7 +2088,16 @@ func withCause(ctx context.Context, err error) error {
 // produced (0 for a key released), loss whether its response lost its body
 // (exceeded Response.MaxBytes, or was cut short), for the events reported then.
 func (c *Call) finishRecord(state State, resp []byte, status int, loss bodyLoss) error {
-	err := c.finishOnce(state, resp)
+	var err error
+	if w := c.e.finishWait; w > 0 {
+		var handed bool
+		if handed, err = c.finishWithin(w, state, resp, status, loss); handed {
+			c.finishRetrying = true // errFinishSlow
+			return err
+		}
+	} else {
+		err = c.finishOnce(state, resp)
+	}
 	if err == nil {
 		c.e.storeAnswered()
 	} else {

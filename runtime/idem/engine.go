@@ -161,6 +161,25 @@ type Options struct {
 	// the errors other than a context's end), which do not count toward
 	// MaxFinishRetries (see docs/runtime.md).
 	FinishRetryFor time.Duration
+	// FinishWait bounds how long a response waits for the Finish of its
+	// record outside a transaction (records before reply). 0 (the
+	// default), negative, or not below StoreTimeout: it waits for the
+	// Finish, up to StoreTimeout, so that a client that gets the response
+	// and sends the key again finds the record. Positive and below
+	// StoreTimeout: a Finish the store has not answered within FinishWait
+	// goes on in the background (bounded by StoreTimeout, then tried again
+	// as a failed Finish is, see FinishRetryFor) and the response is sent
+	// at once, logged at Warn and reported as EventStoreError (Err says
+	// FinishWait); when it lands, EventExecuted. Until it lands, a retry of
+	// the key finds it in flight (409 IDEMPOTENCY_KEY_IN_USE, or a wait);
+	// if it has not landed when the lease runs out (the store hangs that
+	// long), a retry served by another instance may take the key over and
+	// run the handler again: the exposure of a Finish that fails, for
+	// every Finish slower than FinishWait. It costs a goroutine and a copy
+	// of the response per Finish. With FinishRetryFor negative, or the
+	// retries' budget full (MaxFinishRetries), the response waits as
+	// without it. A transaction's commit always waits.
+	FinishWait time.Duration
 	// UnavailableRetryAfter is the Retry-After of 503 answers (default 1s),
 	// but for a claim refused with a store error that says when to retry
 	// (RetryHint: a full memstore), which is sent instead.
@@ -239,6 +258,7 @@ type Engine struct {
 	hbs         *hbSched // arms heartbeats (nil without an extender)
 	recycle     bool     // the store is ContextBound: per-request Calls are reused
 	tx          Transactor
+	txLock      TxLockHolder // tx, when it is one (Transactional only)
 	principal   func(*http.Request) (string, error)
 	anonymous   bool        // Options.Principal is Anonymous (principal is then nil: its "" needs no call); any other principal's "" is refused (ErrEmptyPrincipal)
 	warnedPr    atomic.Bool // the error about a nil Options.Principal was logged (Serves)
@@ -257,8 +277,11 @@ type Engine struct {
 	local       LocalReader   // the store, when it is one: records are tagged
 	prefetch    keyPrefetcher // the store, when it is one (memstore)
 	lateFor     time.Duration // Options.FinishRetryFor
+	finishWait  time.Duration // Options.FinishWait, when positive and below timeout
 	lateFirst   time.Duration // the retries' first backoff (lateFinishFirst; tests change it)
 	lateMax     time.Duration // and its cap (lateFinishMax)
+	lateWakeMin time.Duration // a woken retry's least pause after its last attempt (lateFinishFirst; tests change it)
+	lateWakeJit time.Duration // and its jitter (lateWakeJitter)
 	lateMu      sync.Mutex
 	lateN       int                      // the Finish calls retried in the background (finishLater), releases included
 	lateRel     int                      // the releases among them (claimRelease kinds: MaxClaimReleases)
@@ -294,6 +317,8 @@ func New(store Store, opts Options) *Engine {
 		lateFor:     opts.FinishRetryFor,
 		lateFirst:   lateFinishFirst,
 		lateMax:     lateFinishMax,
+		lateWakeMin: lateFinishFirst,
+		lateWakeJit: lateWakeJitter,
 		lateWake:    make(chan struct{}),
 		lateStore:   make(chan struct{}),
 		relDrop:     releaseDrops{every: releaseDropLogEvery},
@@ -325,6 +350,9 @@ func New(store Store, opts Options) *Engine {
 	if e.timeout <= 0 {
 		e.timeout = DefaultStoreTimeout
 	}
+	if opts.FinishWait > 0 && opts.FinishWait < e.timeout {
+		e.finishWait = opts.FinishWait
+	}
 	if e.problemBase == "" {
 		e.problemBase = DefaultProblemTypeBase
 	}
@@ -352,7 +380,7 @@ func New(store Store, opts Options) *Engine {
 				"idem: the store does not implement idem.LeaseExtender, so no heartbeat extends a lease: "+
 					"a handler that runs longer than its policy's lease is taken over by a retry, which runs it a second time; "+
 					"a store that wraps another (for metrics or tracing) must forward the optional interfaces its inner store implements "+
-					"(idem.LeaseExtender, idem.Watcher, idem.ReadFirst, idem.LocalReader, idem.Transactor, and idem.ContextBound if the wrapper keeps no context or key), "+
+					"(idem.LeaseExtender, idem.Watcher, idem.ReadFirst, idem.LocalReader, idem.Transactor, idem.TxLockHolder, and idem.ContextBound if the wrapper keeps no context or key), "+
 					"see docs/runtime.md; set Options.DisableHeartbeat to silence this warning",
 				slog.String("store", fmt.Sprintf("%T", store)))
 		}
@@ -363,6 +391,7 @@ func New(store Store, opts Options) *Engine {
 			panic("idem: Options.Transactional is set but the store does not implement idem.Transactor")
 		}
 		e.tx = tx
+		e.txLock, _ = store.(TxLockHolder)
 	}
 	return e
 }

@@ -53,6 +53,14 @@ func UseLateBytes(e *Engine, n int64) {
 // the background, and its cap (before e serves a request).
 func SetLateBackoff(e *Engine, first, max time.Duration) { e.lateFirst, e.lateMax = first, max }
 
+// SetLateWake sets how soon after its last attempt at the earliest a
+// retry woken by a Drain or a store call tries again (lateFinishFirst),
+// and the jitter added to a store call's wake (lateWakeJitter), before e
+// serves a request.
+func SetLateWake(e *Engine, least, jitter time.Duration) {
+	e.lateWakeMin, e.lateWakeJit = least, jitter
+}
+
 // SetReleaseDropLogEvery sets how often at most e logs the claim releases
 // it did not try (their budget full).
 func SetReleaseDropLogEvery(e *Engine, d time.Duration) {

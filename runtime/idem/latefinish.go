@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -209,6 +210,13 @@ type lateFinish struct {
 	settled    bool
 	settledErr error
 
+	// inflight: the result of the Finish still in flight when its request
+	// stopped waiting (Options.FinishWait): the retry's first attempt;
+	// awaited while it has not come (finishPending does not try another
+	// meanwhile).
+	inflight <-chan error
+	awaited  atomic.Bool
+
 	stop    context.CancelFunc // cuts the retry's pause and attempt (Drain gave up on it)
 	stopped context.Context    // done once stop is called
 	dropped bool               // Drain gave up on it and reported it (under lateMu): the retry reports nothing
@@ -233,6 +241,22 @@ func (c *Call) finishLater(kind finishKind, cause claimCause, state State, resp 
 // release that finds the commit took effect after all does not report it
 // again.
 func (c *Call) finishLaterReported(kind finishKind, cause claimCause, state State, resp []byte, status int, loss bodyLoss, err error, reported bool) bool {
+	return c.finishLaterWith(kind, cause, state, resp, status, loss, err, reported, nil)
+}
+
+// ongoing is a Finish still in flight when its request stopped waiting
+// for it (Options.FinishWait, finishWithin): its result comes on done;
+// stop cancels it (its context derives from stopped).
+type ongoing struct {
+	done    <-chan error
+	stopped context.Context
+	stop    context.CancelFunc
+}
+
+// finishLaterWith is finishLaterReported; on: the Finish is still in
+// flight (Options.FinishWait), its outcome the retry's first attempt's,
+// and resp a copy of the request's already (the attempt reads it).
+func (c *Call) finishLaterWith(kind finishKind, cause claimCause, state State, resp []byte, status int, loss bodyLoss, err error, reported bool, on *ongoing) bool {
 	e := c.e
 	if errors.Is(err, ErrFenced) || (e.lateFor < 0 && !kind.claimRelease()) {
 		return false
@@ -270,7 +294,7 @@ func (c *Call) finishLaterReported(kind finishKind, cause claimCause, state Stat
 		window:    c.p.spec.Window,
 		token:     c.token,
 		state:     state,
-		resp:      bytes.Clone(resp), // nil stays nil: a re-run compares them
+		resp:      resp,
 		prior:     c.prior,
 		status:    status,
 		loss:      loss,
@@ -283,7 +307,14 @@ func (c *Call) finishLaterReported(kind finishKind, cause claimCause, state Stat
 	if kind == finishAnswer {
 		f.leaseEnd = c.leaseEnd()
 	}
-	f.stopped, f.stop = context.WithCancel(context.Background())
+	if on != nil {
+		f.inflight = on.done
+		f.awaited.Store(true)
+		f.stopped, f.stop = on.stopped, on.stop
+	} else {
+		f.resp = bytes.Clone(resp) // nil stays nil: a re-run compares them
+		f.stopped, f.stop = context.WithCancel(context.Background())
+	}
 	if e.lateSet == nil {
 		e.lateSet = make(map[*lateFinish]struct{})
 	}
@@ -308,6 +339,45 @@ func (c *Call) finishLaterReported(kind finishKind, cause claimCause, state Stat
 	return true
 }
 
+// errFinishSlow is the error of a Finish whose request stopped waiting
+// for it (Options.FinishWait): it goes on in the background.
+var errFinishSlow = errors.New("idem: the store did not answer the finish within Options.FinishWait: it goes on in the background")
+
+// finishWithin runs the Finish of c's record (finishRecord, under
+// Options.FinishWait, wait) on copies of its scope key and response, in a
+// goroutine, bounded by StoreTimeout, and waits for it up to wait: the
+// outcome if it came by then (not handed). Otherwise it hands the Finish
+// still in flight over to a background retry (finishLaterWith: its outcome
+// is the retry's first attempt's, and a failure is tried again as after a
+// failed Finish) and returns errFinishSlow, handed true: the response does
+// not wait for it. When the retries' budget is full (or FinishRetryFor is
+// negative) it waits for the outcome, as without FinishWait.
+func (c *Call) finishWithin(wait time.Duration, state State, resp []byte, status int, loss bodyLoss) (handed bool, err error) {
+	e := c.e
+	scope, token, r := strings.Clone(c.scope), c.token, bytes.Clone(resp) // nil stays nil: a re-run compares them
+	stopped, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(stopped, e.timeout)
+		done <- e.store.Finish(ctx, scope, token, state, r)
+		cancel()
+	}()
+	t := time.NewTimer(wait)
+	select {
+	case err = <-done:
+		t.Stop()
+		stop()
+		return false, err
+	case <-t.C:
+	}
+	if c.finishLaterWith(finishAnswer, 0, state, r, status, loss, errFinishSlow, false, &ongoing{done: done, stopped: stopped, stop: stop}) {
+		return true, errFinishSlow
+	}
+	err = <-done
+	stop()
+	return false, err
+}
+
 // leaseEnd is, on the wall clock, the earliest time c's lease may run
 // out: the start of the call that granted it (hbGrant) plus the lease
 // (the store counts it from when it took that call, no sooner). Without
@@ -330,7 +400,9 @@ func (c *Call) leaseEnd() time.Time {
 // (before, it would answer in flight), where the Finish stores the
 // response it is to replay. A client's retry that reaches this instance
 // thus never races its own pending Finish, and gets the replay as soon as
-// the store takes the Finish. It reports whether the Begin may go on: the
+// the store takes the Finish (unless the Finish its request handed over,
+// Options.FinishWait, is still in flight: then it is answered in flight at
+// once, without another attempt beside it). It reports whether the Begin may go on: the
 // Finish stored the response (the Begin then finds it and replays), or was
 // fenced (the claim was taken over or expired: nothing of this instance's
 // to replay). On any other failure (the store did not answer within
@@ -347,6 +419,11 @@ func (c *Call) finishPending() bool {
 	e.lateMu.Unlock()
 	if f == nil {
 		return true
+	}
+	if f.awaited.Load() {
+		// The Finish its request handed over (FinishWait) is still in
+		// flight: in flight, without a second attempt beside it.
+		return false
 	}
 	ctx, cancel := context.WithTimeout(f.stopped, e.timeout)
 	err := e.store.Finish(ctx, f.scope, f.token, f.state, f.resp)
@@ -479,7 +556,15 @@ var errReleaseNotTried = errors.New("idem: claim release not tried: the releases
 // store that just came back is not hit by every pending Finish at once);
 // an attempt so woken that fails is followed by its whole backoff step,
 // deaf to store wakes, so that a store that answers other keys but not
-// this one does not undo the backoff. Once the lease of a handler's claim may have
+// this one does not undo the backoff. Why the whole step and not a part of
+// it: while other calls succeed, wakes come all the time, so a retry
+// honours each as early as it may; a floor below the step adds that many
+// attempts per step on a key the store keeps failing (with none, 41 in 4s
+// against about 7), while the step it saves matters little: before the
+// lease may have run out nobody can take the key over (a retry elsewhere
+// is answered in flight; one on this instance tries the Finish at once,
+// finishPending), and after, the step is lateFinishShort at most, hardly
+// above a woken attempt's own least pause and jitter. Once the lease of a handler's claim may have
 // run out (f.leaseEnd), its pauses are lateFinishShort at most, and the
 // one during which it runs out ends at most lateFinishShort after it.
 func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake, storeWake chan struct{}) {
@@ -521,8 +606,22 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake, storeWake cha
 	}
 	attempt := prior
 	var sleep *time.Timer
+	skip := false // the Finish in flight (f.inflight) settled it
+	if f.inflight != nil {
+		// Bounded by StoreTimeout, and cut by f.stop like any attempt.
+		err = <-f.inflight
+		f.awaited.Store(false)
+		last = time.Now()
+		switch {
+		case err == nil || errors.Is(err, ErrFenced):
+			e.storeAnswered() // the others may get through too
+			skip = true
+		case f.stopped.Err() != nil:
+			skip = true
+		}
+	}
 retry:
-	for {
+	for !skip {
 		if attempt > 0 { // no pause before the first attempt of an atOnce kind (prior 0)
 			pause := wait/2 + rand.N(wait/2+1)
 			if f.kind == finishAnswer {
@@ -557,7 +656,7 @@ retry:
 			case <-wake:
 				// Drain: try again at once, or once lateFinishFirst has passed
 				// since the last attempt (if the pause does not end sooner).
-				if rest := min(time.Until(until), time.Until(last.Add(lateFinishFirst))); rest > 0 {
+				if rest := min(time.Until(until), time.Until(last.Add(e.lateWakeMin))); rest > 0 {
 					sleep.Reset(rest)
 					<-sleep.C
 				}
@@ -566,7 +665,7 @@ retry:
 				// lateFinishFirst has passed since the last attempt, with
 				// jitter (if the pause does not end sooner).
 				woken = true
-				rest := max(time.Until(last.Add(lateFinishFirst)), 0) + rand.N(lateWakeJitter+1)
+				rest := max(time.Until(last.Add(e.lateWakeMin)), 0) + rand.N(e.lateWakeJit+1)
 				if rest = min(rest, time.Until(until)); rest > 0 {
 					sleep.Reset(rest)
 					select {
@@ -650,6 +749,16 @@ retry:
 	case errors.Is(err, ErrFenced) && f.kind.claimRelease():
 		// No such claim (the Begin did not reach the store), or taken
 		// over (a held claim's lease ran out during its run), or expired.
+	case err == nil && f.inflight != nil && attempt == prior:
+		// The Finish its request stopped waiting for (FinishWait) landed.
+		if f.resp != nil {
+			e.log.LogAttrs(ctx, slog.LevelInfo, "idem: record finished after its response was sent: the store answered the finish after Options.FinishWait", attrs...)
+			e.rememberFinal(f.recent, f.window)
+		} else {
+			e.log.LogAttrs(ctx, slog.LevelInfo, "idem: key released after its response was sent: the store answered after Options.FinishWait", attrs...)
+		}
+		e.reportStored(ctx, Event{Kind: EventExecuted, Operation: f.operation, Principal: f.principal, Key: f.key,
+			Protected: true, State: f.state, Prior: f.prior, Status: f.status, Duration: f.failedAt.Sub(f.start)}, f.loss, f.respMax)
 	case err == nil:
 		if f.resp != nil {
 			e.log.LogAttrs(ctx, slog.LevelWarn, "idem: record finished by a later attempt, after the store failed at finish", attrs...)

@@ -82,7 +82,39 @@ func (l *lockedBuffer) String() string {
 
 func newFlaky(t *testing.T, opts idem.Options) (*fixture, *flakyFinish, *lockedBuffer) {
 	t.Helper()
-	ms := memstore.New(memstore.Options{SweepInterval: -1})
+	return newFlakyAt(t, opts, nil)
+}
+
+// storeClock is a memstore's clock that moves only when the test advances
+// it: a lease runs out on the store at once, without sleeping past it
+// (the engine's late-finish schedule stays on the wall clock).
+type storeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newStoreClock() *storeClock { return &storeClock{t: time.Now()} }
+
+func (c *storeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *storeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// newFlakyAt is newFlaky over a memstore on clk (nil: its own clock).
+func newFlakyAt(t *testing.T, opts idem.Options, clk *storeClock) (*fixture, *flakyFinish, *lockedBuffer) {
+	t.Helper()
+	mo := memstore.Options{SweepInterval: -1}
+	if clk != nil {
+		mo.Now = clk.now
+	}
+	ms := memstore.New(mo)
 	t.Cleanup(func() { _ = ms.Close() })
 	fs := &flakyFinish{Store: ms}
 	fs.down.Store(true)
@@ -212,14 +244,15 @@ func TestLateFinishGivesUp(t *testing.T) {
 // the pending Finish first, and is answered in flight while it fails) is
 // fenced and changes nothing: the record keeps the second run's response.
 func TestLateFinishFenced(t *testing.T) {
-	f, fs, _ := newFlaky(t, idem.Options{FinishRetryFor: 10 * time.Second})
+	clk := newStoreClock()
+	f, fs, _ := newFlakyAt(t, idem.Options{FinishRetryFor: 10 * time.Second}, clk)
 	spec := strictSpec()
 	spec.InFlight.Lease = 50 * time.Millisecond
 	h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
 	other := newFixtureStore(t, f.store, f.store, idem.Options{})
 	h2 := other.eng.Handler(mustCompile(t, spec), f.createOrder())
 	require.Equal(t, 201, send(h, req{key: "k", body: `{"item":1}`}).Code)
-	time.Sleep(60 * time.Millisecond) // the lease runs out
+	clk.advance(60 * time.Millisecond) // the lease runs out
 	requireProblem(t, send(h, req{key: "k", body: `{"item":1}`}), 409, idem.CodeKeyInUse)
 	second := send(h2, req{key: "k", body: `{"item":1}`})
 	require.Equal(t, 201, second.Code, second.Body.String())

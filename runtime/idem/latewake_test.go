@@ -51,12 +51,19 @@ func (s *prefixDown) Finish(ctx context.Context, key string, token idem.Token, s
 	return s.Store.Finish(ctx, key, token, st, resp)
 }
 
-func newPrefixDown(t *testing.T, lease time.Duration) (*fixture, *prefixDown, http.Handler) {
+// newPrefixDownStore is a prefixDown over a new memstore, closed at the
+// end of the test, with its "down-" keys down.
+func newPrefixDownStore(t *testing.T) *prefixDown {
 	t.Helper()
 	ms := memstore.New(memstore.Options{SweepInterval: -1})
 	t.Cleanup(func() { _ = ms.Close() })
-	ps := &prefixDown{Store: ms, down: true}
-	f := newFixtureStore(t, ms, ps, idem.Options{FinishRetryFor: time.Hour})
+	return &prefixDown{Store: ms, down: true}
+}
+
+func newPrefixDown(t *testing.T, lease time.Duration) (*fixture, *prefixDown, http.Handler) {
+	t.Helper()
+	ps := newPrefixDownStore(t)
+	f := newFixtureStore(t, ps.Store, ps, idem.Options{FinishRetryFor: time.Hour})
 	idem.SetLateBackoff(f.eng, time.Hour, time.Hour) // the backoff alone would not try again within the test
 	spec := strictSpec()
 	spec.InFlight.Lease = lease
@@ -129,7 +136,8 @@ func TestLateFinishWokenByStoreCall(t *testing.T) {
 // retry gets the replay. The store here answers at once, between two
 // background attempts.
 func TestLateFinishBeforeTakeover(t *testing.T) {
-	f, fs, logs := newFlaky(t, idem.Options{})
+	clk := newStoreClock()
+	f, fs, logs := newFlakyAt(t, idem.Options{}, clk)
 	spec := strictSpec()
 	spec.InFlight.Lease = 100 * time.Millisecond
 	h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
@@ -139,7 +147,7 @@ func TestLateFinishBeforeTakeover(t *testing.T) {
 		key := fmt.Sprintf("k%d", i)
 		w := send(h, req{key: key, body: `{"item":1}`})
 		require.Equal(t, 201, w.Code)
-		time.Sleep(150 * time.Millisecond) // past the lease
+		clk.advance(150 * time.Millisecond) // past the lease, on the store
 		fs.down.Store(false)
 		r := send(h, req{key: key, body: `{"item":1}`})
 		require.Equal(t, 201, r.Code, r.Body.String())
@@ -164,14 +172,15 @@ func TestLateFinishBeforeTakeoverHangs(t *testing.T) {
 	for _, failOpen := range []bool{false, true} {
 		t.Run(fmt.Sprintf("FailOpen=%v", failOpen), func(t *testing.T) {
 			const timeout = time.Second
-			hs := newHangingStore(t, "Finish")
+			clk := newStoreClock()
+			hs := newHangingStoreAt(t, clk, "Finish")
 			f := newFixtureStore(t, hs.Store, hs, idem.Options{StoreTimeout: timeout, FailOpen: failOpen})
 			spec := strictSpec()
 			spec.InFlight.Lease = 100 * time.Millisecond
 			h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
 			w, _ := serveTimed(h, "k")
 			require.Equal(t, 201, w.Code)
-			time.Sleep(150 * time.Millisecond) // past the lease
+			clk.advance(150 * time.Millisecond) // past the lease, on the store
 			started := hs.started.Load()
 			w, took := serveTimed(h, "k")
 			requireProblem(t, w, 409, idem.CodeKeyInUse)

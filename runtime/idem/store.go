@@ -453,3 +453,30 @@ type Watcher interface {
 type Transactor interface {
 	BeginTx(ctx context.Context, key string, token Token) (txctx context.Context, commit func(state State, response []byte) error, rollback func(), err error)
 }
+
+// TxLockHolder is an optional ability of a Transactor whose transactions
+// may lock the record's row (pgstore, above READ COMMITTED): the engine
+// asks it, in transactional mode, before it cancels a handler whose
+// heartbeats failed until its lease ran out (ErrLeaseLost).
+//
+// TxHoldsLock reports whether a transaction BeginTx opened for key/token
+// is still open and holds a lock that every claim of key by another token
+// (a takeover, the reaper's delete of an expired record) must take first,
+// so that none can succeed, nor commit, before that transaction ends; and
+// such that the transaction's commit can succeed only if it held that lock
+// from BeginTx on (a transaction that lost it, its backend terminated or
+// its connection lost, can no longer commit). Then the holder's claim
+// cannot be lost while the lock is held, whatever its lease: the engine
+// lets the handler go on, and its heartbeats go on trying, instead of
+// cancelling a transaction whose work can still commit as its claim's
+// (a heartbeat that cannot get a connection from a starved pool does not
+// roll back good work). A true answer may be stale only that way (the
+// store cannot yet know the lock is gone, and the commit will fail); false
+// is always safe. The price of true: a handler stuck on a store call that
+// hangs (a blackholed connection) is not cut short by the lease's end
+// either, but by its request's end, or a heartbeat that reaches the store
+// and is fenced. It must not block: it is called from the heartbeat, and
+// must not do I/O.
+type TxLockHolder interface {
+	TxHoldsLock(key string, token Token) bool
+}

@@ -36,7 +36,17 @@ type hangingStore struct {
 }
 
 func newHangingStore(t *testing.T, methods ...string) *hangingStore {
-	ms := memstore.New(memstore.Options{SweepInterval: -1})
+	return newHangingStoreAt(t, nil, methods...)
+}
+
+// newHangingStoreAt is newHangingStore over a memstore on clk (nil: its
+// own clock).
+func newHangingStoreAt(t *testing.T, clk *storeClock, methods ...string) *hangingStore {
+	mo := memstore.Options{SweepInterval: -1}
+	if clk != nil {
+		mo.Now = clk.now
+	}
+	ms := memstore.New(mo)
 	t.Cleanup(func() { _ = ms.Close() })
 	h := &hangingStore{Store: ms, hang: map[string]bool{}, deadlines: map[string][]time.Duration{}}
 	for _, m := range methods {

@@ -345,10 +345,13 @@
 // extension failed" warnings). A transactional holder whose heartbeats keep
 // failing (one that cannot get a connection within the engine's
 // StoreTimeout fails) has its transaction cancelled as its lease ends
-// (context.Cause: idem.ErrLeaseLost), although the transaction still holds
-// the record's row lock: nothing is committed, its request ends with 503
-// and the key is released for a retry. A starved pool thus turns slow
-// handlers into cancelled ones.
+// (context.Cause: idem.ErrLeaseLost) under READ COMMITTED, where nothing
+// keeps a takeover out once the lease ran out: nothing is committed, its
+// request ends with 503 and the key is released for a retry. A starved
+// pool thus turns slow handlers into cancelled ones there. Above READ
+// COMMITTED the transaction holds the record's row lock, which every
+// takeover must take first (Store.TxHoldsLock, idem.TxLockHolder): the
+// engine does not cancel it, and the handler commits.
 //
 // # Durability
 //

@@ -197,6 +197,81 @@ func TestTxIsolationEngine(t *testing.T) {
 	assert.True(t, f.sideWritten(t, key))
 }
 
+// TestTxStarvedPool: a pool of one connection, which the holder's
+// transaction takes, so that every heartbeat fails (no connection within
+// the store timeout) past the lease's end. Above READ COMMITTED the
+// transaction holds the record's row lock, which keeps every takeover out
+// (Store.TxHoldsLock): the engine does not cancel it, the handler commits
+// (201) and a retry replays. Under READ COMMITTED nothing keeps a takeover
+// out once the lease ran out: the transaction is cancelled
+// (idem.ErrLeaseLost) and the request answered 503, nothing committed.
+// Before TxLockHolder the first case was answered 503 too.
+func TestTxStarvedPool(t *testing.T) {
+	t.Parallel()
+	const lease = 300 * time.Millisecond
+	for _, tc := range []struct {
+		name string
+		iso  pgx.TxIsoLevel
+		code int
+	}{
+		{"RepeatableRead", pgx.RepeatableRead, http.StatusCreated},
+		{"ReadCommitted", pgx.ReadCommitted, http.StatusServiceUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := poolWith(t, testenv.PostgresURL(t), func(c *pgxpool.Config) { c.MaxConns = 1 })
+			f := newTxFixtureOn(t, p, Options{TxOptions: pgx.TxOptions{IsoLevel: tc.iso}})
+			eng := idem.New(f.s, idem.Options{Principal: idem.Anonymous, Transactional: true,
+				StoreTimeout: 100 * time.Millisecond})
+			pol := idem.MustCompile(idem.Spec{Operation: "op", Method: "POST", Path: "/x", Semantics: idem.Strict,
+				InFlight: idem.InFlightSpec{Lease: lease}})
+			var runs atomic.Int32
+			var cause atomic.Value
+			h := eng.Handler(pol, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				runs.Add(1)
+				tx, _ := Tx(r.Context())
+				if _, err := tx.Exec(r.Context(), `INSERT INTO `+f.side+` VALUES ($1, 'x')`, r.Header.Get("Idempotency-Key")); err != nil {
+					http.Error(w, err.Error(), http.StatusInternalServerError)
+					return
+				}
+				select {
+				case <-r.Context().Done():
+					cause.Store(context.Cause(r.Context()))
+					http.Error(w, "cancelled", http.StatusInternalServerError)
+					return
+				case <-time.After(3 * lease): // the heartbeats fail past the lease's end
+				}
+				w.WriteHeader(http.StatusCreated)
+				_, _ = w.Write([]byte("made"))
+			}))
+			const key = "0193a8f0-0000-7000-8000-000000000002"
+			serve := func() *httptest.ResponseRecorder {
+				req := httptest.NewRequest(http.MethodPost, "/x", nil)
+				req.Header.Set("Idempotency-Key", key)
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, req)
+				return rec
+			}
+			first := serve()
+			require.Equal(t, tc.code, first.Code, "body: %s", first.Body)
+			dctx, cancel := context.WithTimeout(f.ctx, 5*time.Second)
+			defer cancel()
+			require.NoError(t, eng.Drain(dctx)) // the release after a rollback
+			if tc.code != http.StatusCreated {
+				assert.ErrorIs(t, cause.Load().(error), idem.ErrLeaseLost)
+				assert.False(t, f.sideWritten(t, key), "nothing committed")
+				return
+			}
+			assert.Nil(t, cause.Load(), "not cancelled")
+			assert.True(t, f.sideWritten(t, key))
+			second := serve()
+			assert.Equal(t, http.StatusCreated, second.Code, "body: %s", second.Body)
+			assert.Equal(t, "made", second.Body.String())
+			assert.Equal(t, int32(1), runs.Load(), "the retry replays")
+		})
+	}
+}
+
 // TestTxIsolationTakeover: above READ COMMITTED the holder's transaction
 // locks the record's row from its start. A duplicate arriving after the
 // lease ran out (no heartbeat touched the row meanwhile) does not take over,

@@ -179,6 +179,7 @@ var (
 	_ idem.Store         = (*Store)(nil)
 	_ idem.LeaseExtender = (*Store)(nil)
 	_ idem.Transactor    = (*Store)(nil)
+	_ idem.TxLockHolder  = (*Store)(nil)
 	_ idem.ReadFirst     = (*Store)(nil)
 )
 

@@ -206,6 +206,45 @@ func (s *Store) finishTx(ctx context.Context, tx pgx.Tx, key string, token idem.
 	return nil
 }
 
+// TxHoldsLock implements idem.TxLockHolder: it reports whether a
+// transaction BeginTx opened for key/token locked the record's row (above
+// READ COMMITTED, see BeginTx) and is still open, on a connection not
+// known to be closed. It does no I/O. The engine then does not cancel the
+// transaction when the holder's heartbeats failed until its lease ran out
+// (idem.ErrLeaseLost): a heartbeat that cannot get a connection from a
+// starved pool no longer rolls back a handler whose work can commit.
+//
+// Why no takeover can happen while it reports true. BeginTx's lock
+// statement (queries.lock) takes FOR NO KEY UPDATE on the row that is
+// PENDING under token, unexpired: from then on the row is this
+// transaction's until it ends, and the lock statement found it with the
+// holder's token, so no takeover came before. Every way another token
+// could get the key writes or locks that row first: a takeover (the claim
+// function and queries.claim) locks it with FOR NO KEY UPDATE SKIP LOCKED
+// before its UPDATE, and a row it cannot lock is answered in flight, not
+// taken; a new key's INSERT … ON CONFLICT DO NOTHING finds the row there
+// (never inserted; the reaper cannot have deleted it: its DELETE takes FOR
+// UPDATE SKIP LOCKED and skips the row); an older pgstore's claim function
+// whose takeover UPDATE waits for the lock re-checks the row once the
+// transaction has ended, and finds it final after a commit. The lease and
+// the record's expiry do not matter to any of these while the lock is held.
+//
+// Why a stale true is safe. The lock lasts as long as the transaction on
+// the server: a backend terminated, or a connection lost, ends it (rolled
+// back) and frees the row, possibly before the client sees its connection
+// closed, so a takeover may then win while this still reports true. But
+// that transaction can no longer commit (its commit fails: 503, nothing
+// kept), so the holder's writes and a takeover's never both commit; the
+// holder's heartbeats meanwhile, which read that the lock is still held
+// (queries.stillLocked), are fenced once the store is reached, and the
+// engine cancels the transaction then (idem.ErrFenced). Under READ
+// COMMITTED the row is not locked while the handler runs, a takeover can
+// win once the lease ran out, and this reports false: the lease decides,
+// as before.
+func (s *Store) TxHoldsLock(key string, token idem.Token) bool {
+	return s.locked.holds(holdKey{key, token})
+}
+
 // txIsolationKey is the key, in a connection's CustomData, of its
 // default_transaction_isolation ("read committed", …), which BeginTx reads
 // before the first transaction it opens there with an empty IsoLevel.
@@ -247,7 +286,7 @@ func (s *Store) beginTx(ctx context.Context, key string, token idem.Token) (_ *p
 		}
 		err = s.lockRecord(ctx, tx, key, token)
 		if err == nil {
-			s.locked.add(k, 1)
+			s.locked.enter(k, c.Conn().PgConn().CleanupDone())
 			return c, tx, true, nil
 		}
 		rerr := rollbackTx(ctx, tx)
@@ -344,7 +383,8 @@ type lockedRows struct {
 
 type lockedRow struct {
 	n        int
-	leaseEnd time.Time // zero: no heartbeat yet
+	leaseEnd time.Time       // zero: no heartbeat yet
+	gone     <-chan struct{} // closed once the connection of the latest transaction is closed (pgconn's CleanupDone)
 }
 
 // add counts one more transaction (d = 1) or one fewer (d = -1) locking
@@ -361,6 +401,38 @@ func (l *lockedRows) add(k holdKey, d int) {
 		l.n = make(map[holdKey]lockedRow)
 	}
 	l.n[k] = r
+}
+
+// enter counts one more transaction locking k's row, on the connection
+// whose close closes gone (the latest transaction's: an earlier one that
+// overlaps it has rolled back).
+func (l *lockedRows) enter(k holdKey, gone <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.n == nil {
+		l.n = make(map[holdKey]lockedRow)
+	}
+	r := l.n[k]
+	r.n++
+	r.gone = gone
+	l.n[k] = r
+}
+
+// holds reports whether an open transaction locks k's row on a connection
+// not known to be closed.
+func (l *lockedRows) holds(k holdKey) bool {
+	l.mu.Lock()
+	r, held := l.n[k]
+	l.mu.Unlock()
+	if !held {
+		return false
+	}
+	select {
+	case <-r.gone: // nil: never
+		return false
+	default:
+		return true
+	}
 }
 
 // extend records end as the end of the lease of k's last heartbeat, while

@@ -430,3 +430,20 @@ func TestExtendLockedAllocs(t *testing.T) {
 	})
 	assert.LessOrEqual(t, n, 8.0)
 }
+
+// TestLockedRowsHolds: TxHoldsLock's view of the held set: held while a
+// transaction is counted and its connection is not closed.
+func TestLockedRowsHolds(t *testing.T) {
+	var l lockedRows
+	k := holdKey{"k", 1}
+	require.False(t, l.holds(k))
+	gone := make(chan struct{})
+	l.enter(k, gone)
+	require.True(t, l.holds(k))
+	require.False(t, l.holds(holdKey{"k", 2}), "another token")
+	close(gone) // the connection closed: the lock went with its backend
+	require.False(t, l.holds(k))
+	l.add(k, -1)
+	require.False(t, l.holds(k))
+	require.Empty(t, l.n)
+}

@@ -1,0 +1,174 @@
+package idem_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/memstore"
+)
+
+// slowFinish holds every Finish while slow is set until gate is closed (or
+// its context ends); the first one so held fails (errStoreDown) once the
+// gate opens if failOnce is set.
+type slowFinish struct {
+	idem.Store
+	slow     atomic.Bool
+	failOnce atomic.Bool
+	gate     chan struct{}
+	finishes atomic.Int32
+}
+
+// ContextBound: it keeps neither a call's context nor its key (the
+// engine then reuses its per-request memory, which a Finish going on in
+// the background must not share: -race).
+func (s *slowFinish) ContextBound() {}
+
+func (s *slowFinish) Finish(ctx context.Context, key string, token idem.Token, st idem.State, resp []byte) error {
+	s.finishes.Add(1)
+	if s.slow.Load() {
+		select {
+		case <-s.gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if s.failOnce.CompareAndSwap(true, false) {
+			return errStoreDown
+		}
+	}
+	return s.Store.Finish(ctx, key, token, st, resp)
+}
+
+func newSlowFinish(t *testing.T, opts idem.Options) (*fixture, *slowFinish, *lockedBuffer) {
+	t.Helper()
+	ms := memstore.New(memstore.Options{SweepInterval: -1})
+	t.Cleanup(func() { _ = ms.Close() })
+	s := &slowFinish{Store: ms, gate: make(chan struct{})}
+	s.slow.Store(true)
+	logs := &lockedBuffer{}
+	opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	return newFixtureStore(t, ms, s, opts), s, logs
+}
+
+// Options.FinishWait: a Finish the store does not answer within it goes
+// on in the background and the response is sent at once (before, and
+// without FinishWait, it waited up to StoreTimeout: 5s here). A retry
+// finds the key in flight until the Finish lands (at once: a retry on the
+// same instance does not try a Finish of its own beside the one in
+// flight), then replays; the handler ran once, reported executed once.
+func TestFinishWait(t *testing.T) {
+	f, s, logs := newSlowFinish(t, idem.Options{FinishWait: 50 * time.Millisecond, StoreTimeout: 5 * time.Second})
+	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
+	start := time.Now()
+	w := send(h, req{key: "k", body: `{"item":1}`})
+	took := time.Since(start)
+	require.Equal(t, 201, w.Code)
+	assert.Less(t, took, 2*time.Second, "the response waited for the Finish")
+	ev, ok := f.obs.find(idem.EventStoreError)
+	require.True(t, ok, "the slow Finish is reported")
+	assert.Contains(t, ev.Err.Error(), "FinishWait")
+	assert.Contains(t, logs.String(), "the finish goes on in the background")
+	_, ok = f.obs.find(idem.EventExecuted)
+	assert.False(t, ok, "not executed before the record is stored")
+
+	start = time.Now()
+	requireProblem(t, send(h, req{key: "k", body: `{"item":1}`}), 409, idem.CodeKeyInUse)
+	assert.Less(t, time.Since(start), 2*time.Second, "a retry on this instance does not try a second Finish beside the one in flight")
+	assert.Equal(t, int32(1), s.finishes.Load())
+	close(s.gate)
+	drain(t, f.eng, "the Finish in flight lands")
+	ex, ok := f.obs.find(idem.EventExecuted)
+	require.True(t, ok)
+	assert.Equal(t, idem.StateCompleted, ex.State)
+	assert.Equal(t, 201, ex.Status)
+	assert.Contains(t, logs.String(), "record finished after its response was sent")
+	r := send(h, req{key: "k", body: `{"item":1}`})
+	require.Equal(t, 201, r.Code, r.Body.String())
+	assert.Equal(t, "true", r.Header().Get("Idempotent-Replayed"))
+	assert.Equal(t, w.Body.String(), r.Body.String())
+	assert.Equal(t, int32(1), f.calls.Load(), "the handler ran once")
+	assert.Equal(t, 1, f.obs.count(idem.EventExecuted))
+}
+
+// A Finish handed over (FinishWait) that then fails is tried again as a
+// failed Finish is: the next attempt stores the record.
+func TestFinishWaitThenFails(t *testing.T) {
+	f, s, logs := newSlowFinish(t, idem.Options{FinishWait: 30 * time.Millisecond})
+	s.failOnce.Store(true)
+	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
+	w := send(h, req{key: "k", body: `{"item":1}`})
+	require.Equal(t, 201, w.Code)
+	close(s.gate) // the Finish in flight fails; the next gets through
+	drain(t, f.eng)
+	assert.GreaterOrEqual(t, s.finishes.Load(), int32(2))
+	assert.Contains(t, logs.String(), "record finished by a later attempt")
+	r := send(h, req{key: "k", body: `{"item":1}`})
+	require.Equal(t, 201, r.Code, r.Body.String())
+	assert.Equal(t, "true", r.Header().Get("Idempotent-Replayed"))
+	assert.Equal(t, int32(1), f.calls.Load())
+	assert.Equal(t, 1, f.obs.count(idem.EventExecuted))
+}
+
+// Drain waits for a Finish handed over (FinishWait), and when its context
+// ends first, cancels it and reports it abandoned.
+func TestFinishWaitDrainGivesUp(t *testing.T) {
+	f, s, _ := newSlowFinish(t, idem.Options{FinishWait: 30 * time.Millisecond})
+	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
+	require.Equal(t, 201, send(h, req{key: "k", body: `{"item":1}`}).Code)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	err := f.eng.Drain(ctx)
+	var de *idem.DrainError
+	require.True(t, errors.As(err, &de), "Drain gave up: %v", err)
+	assert.Equal(t, 1, de.Finishes)
+	assert.Equal(t, 1, f.obs.count(idem.EventFinishAbandoned))
+	drain(t, f.eng, "the cancelled Finish ended")
+	assert.Equal(t, int32(1), s.finishes.Load(), "cancelled, not tried again")
+}
+
+// Without FinishWait (the default) the response waits for the Finish:
+// records before reply.
+func TestFinishWaitOff(t *testing.T) {
+	f, s, _ := newSlowFinish(t, idem.Options{})
+	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
+	const hold = 100 * time.Millisecond
+	time.AfterFunc(hold, func() { close(s.gate) })
+	start := time.Now()
+	require.Equal(t, 201, send(h, req{key: "k", body: `{"item":1}`}).Code)
+	assert.GreaterOrEqual(t, time.Since(start), hold, "the response waited for the Finish")
+	_, ok := f.obs.find(idem.EventStoreError)
+	assert.False(t, ok)
+	assert.Equal(t, 1, f.obs.count(idem.EventExecuted))
+}
+
+// The Finishes handed over (FinishWait) store what their responses were,
+// while the engine reuses each request's memory (the store is
+// ContextBound) for the next ones.
+func TestFinishWaitManyKeys(t *testing.T) {
+	f, s, _ := newSlowFinish(t, idem.Options{FinishWait: 5 * time.Millisecond})
+	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
+	const n = 20
+	var bodies [n]string
+	for i := range n {
+		w := send(h, req{key: fmt.Sprintf("k%d", i), body: fmt.Sprintf(`{"item":%d}`, i)})
+		require.Equal(t, 201, w.Code)
+		bodies[i] = w.Body.String()
+	}
+	close(s.gate)
+	drain(t, f.eng)
+	assert.Equal(t, n, f.obs.count(idem.EventExecuted))
+	for i := range n {
+		r := send(h, req{key: fmt.Sprintf("k%d", i), body: fmt.Sprintf(`{"item":%d}`, i)})
+		assert.Equal(t, "true", r.Header().Get("Idempotent-Replayed"), "key %d", i)
+		assert.Equal(t, bodies[i], r.Body.String(), "key %d", i)
+	}
+	assert.Equal(t, int32(n), f.calls.Load())
+}
