@@ -1509,12 +1509,12 @@ func (c *compiler) formBody(out *ir.Operation, opNode load.Node, b contract.Bloc
 	var fields, changes []string
 	var pos ir.Pos
 	if len(pol.Volatile) > 0 {
-		fields = append(fields, "volatile "+flow(ir.Pointers(pol.Volatile)))
+		fields = append(fields, "volatile "+ir.Flow(ir.Pointers(pol.Volatile)))
 		changes = append(changes, "changes a volatile field")
 		pos = ir.FirstPos(b.Volatile.Pos, out.ContractPos)
 	}
 	if len(pol.Unordered) > 0 {
-		fields = append(fields, "unordered "+flow(ir.Pointers(pol.Unordered)))
+		fields = append(fields, "unordered "+ir.Flow(ir.Pointers(pol.Unordered)))
 		changes = append(changes, "reorders the values of an unordered field (repeated)")
 		if pos.IsZero() {
 			pos = ir.FirstPos(b.Unordered.Pos, out.ContractPos)
@@ -1530,9 +1530,6 @@ func (c *compiler) formBody(out *ir.Operation, opNode load.Node, b contract.Bloc
 	c.diags.Warnf(pos, "form-body-pointers", "%s: %s %s to its JSON body only: a body sent as %s is compared as form fields, every field counting by its name (no pointer applies to it, whatever its spelling), so a form retry that %s %s; clients that send a form must resend the same fields, or leave the form out of the requestBody if no client sends one",
 		where, strings.Join(fields, " and "), english.Noun(len(fields), "applies", "apply"), strings.Join(forms, ", "), strings.Join(changes, " or "), conflict)
 }
-
-// flow writes l as a YAML flow sequence.
-func flow(l []string) string { return "[" + strings.Join(l, ", ") + "]" }
 
 // jsonRangeHint explains why a body declared with a JSON range (or an
 // entry that is not a media type, which oapi-codegen may still take for
