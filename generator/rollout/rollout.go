@@ -117,16 +117,18 @@ func Match(base, spec *ir.Spec) [][2]*ir.Operation {
 
 // Check returns what check -base reports on spec (whose document is d,
 // with overlays applied) against base (named baseName, with
-// baseOverlays applied): MissingOperationIDs and Compare, without the
+// baseOverlays applied; namingChange says how the naming of its Go
+// names differs from spec's, "" when it does not: see Compare):
+// MissingOperationIDs and Compare, without the
 // operation-id-missing of an operation whose name changed (its
 // rollout-operation-renamed says which operationId keeps its records),
 // and a warning when nothing could be compared (Unpaired).
-func Check(base, spec *ir.Spec, d *load.Document, baseName string, overlays, baseOverlays []string) diag.List {
+func Check(base, spec *ir.Spec, d *load.Document, baseName string, overlays, baseOverlays []string, namingChange string) diag.List {
 	name := baseName // in the messages: the old release is the spec with its overlays
 	if len(baseOverlays) > 0 {
 		name = baseName + " with " + strings.Join(baseOverlays, ", ")
 	}
-	cmp := Compare(base, spec, d, name)
+	cmp := Compare(base, spec, d, name, namingChange)
 	cmp = append(cmp, Unpaired(base, spec, d, baseName, overlays, baseOverlays)...)
 	renamed := map[string]bool{}
 	for _, x := range cmp {
@@ -195,14 +197,16 @@ func baseHint(overlays, baseOverlays []string) string {
 // Compare returns a warning for each change from base to spec (whose
 // document is d) that breaks retries in flight across a rolling deploy,
 // positioned at spec's field, with what happens to such a retry and the
-// safe procedure. baseName names base in the messages. One change at the
-// document root that several operations inherit is one warning about
-// all of them.
-func Compare(base, spec *ir.Spec, d *load.Document, baseName string) diag.List {
+// safe procedure. baseName names base in the messages; namingChange
+// (naming.Namer.Change) says what changed in how base's Go names were
+// derived, which renames an operation without operationId at the same
+// method and path. One change at the document root that several
+// operations inherit is one warning about all of them.
+func Compare(base, spec *ir.Spec, d *load.Document, baseName, namingChange string) diag.List {
 	var out diag.List
 	at := map[finding]int{} // a finding's warning in out
 	for _, p := range Match(base, spec) {
-		c := &comparison{d: d, old: p[0], op: p[1], baseName: baseName, others: base.Operations}
+		c := &comparison{d: d, old: p[0], op: p[1], baseName: baseName, namingChange: namingChange, others: base.Operations}
 		c.run()
 		for _, f := range c.found {
 			where := f.op
@@ -229,11 +233,12 @@ type finding struct {
 }
 
 type comparison struct {
-	d        *load.Document
-	old, op  *ir.Operation
-	baseName string
-	others   []*ir.Operation // base's operations
-	found    []finding
+	d            *load.Document
+	old, op      *ir.Operation
+	baseName     string
+	namingChange string          // Compare's
+	others       []*ir.Operation // base's operations
+	found        []finding
 }
 
 func (c *comparison) warn(pos ir.Pos, rule, format string, args ...any) {
@@ -308,7 +313,11 @@ func (c *comparison) renamed(on, nn string) {
 	fix := c.wait("operationId")
 	now := what(op, nn)
 	if old.OperationID == "" && op.OperationID == "" && old.Where() == op.Where() {
-		now = "the Go name " + nn + " another name normalizer derives from the same method and path (no operationId)"
+		how := "under another naming"
+		if c.namingChange != "" {
+			how = "now that " + c.namingChange
+		}
+		now = "the Go name " + nn + " oapi-codegen derives from the same method and path (no operationId) " + how
 	}
 	switch {
 	case op.OperationID == "":
