@@ -682,7 +682,22 @@ func (c *Config) emitterSettings(names []string, params map[string]string) (map[
 	if err != nil {
 		return nil, err
 	}
+	c.plainServer = plainServer(c.oapiServer, names, params)
 	return c.clientParams(params, names)
+}
+
+// plainServer reports whether the handlers are oapi-codegen's plain
+// server's (compile.Options.PlainServer): the server emitter's
+// server.strict false, when it is among the emitters names (params its
+// settings, with oapi-codegen's defaults: serverParams); else an
+// oapi-codegen configuration (oapi; nil without one) that generates a
+// server and not strict-server. Else the strict server, the default.
+func plainServer(oapi *oapiServer, names []string, params map[string]string) bool {
+	if slices.Contains(names, server.Name) {
+		cfg, err := server.ParseConfig(params)
+		return err == nil && !cfg.Strict
+	}
+	return oapi != nil && oapi.router != "" && !oapi.strict
 }
 
 // emitterDiags runs the emitters names on spec without rendering their
@@ -738,7 +753,7 @@ func sameFile(a, b string) bool {
 // (augment.Silence). The operations cfg's oapi-codegen configuration
 // leaves out are not in spec: note, when not "", names them (leaveOut).
 func diagnose(cfg *Config, strict bool, flags []diag.Ignore, noReplayed bool, extra func(*load.Document, *ir.Spec) diag.List, withBase bool) (spec *ir.Spec, diags diag.List, note string) {
-	d, spec, diags := compile.LoadAndCompile(cfg.Spec, load.Options{Overlays: cfg.Overlays}, compile.Options{Naming: cfg.namer})
+	d, spec, diags := compile.LoadAndCompile(cfg.Spec, load.Options{Overlays: cfg.Overlays}, compile.Options{Naming: cfg.namer, PlainServer: cfg.plainServer})
 	// Ignores may name the operations left out (they are the spec's):
 	// Silence checks them against the whole spec.
 	whole := spec
@@ -769,8 +784,10 @@ func diagnose(cfg *Config, strict bool, flags []diag.Ignore, noReplayed bool, ex
 	ignores := append(slices.Clone(cfg.ignores), flags...)
 	// An ignore of a rule this run cannot report is not unused: the
 	// rollout-* rules are check -base's.
+	// form-key-spelling is the strict server's.
 	ran := func(rule string) bool {
-		return rule != augment.RuleNotAugmented && (withBase || !slices.Contains(rollout.BaseRules, rule))
+		return rule != augment.RuleNotAugmented && (withBase || !slices.Contains(rollout.BaseRules, rule)) &&
+			(rule != compile.RuleFormKeySpelling || !cfg.plainServer)
 	}
 	return spec, augment.Silence(d, whole, diags, ignores, ran).Sorted(), note
 }
@@ -885,6 +902,10 @@ type Config struct {
 	// overlay that overlays: does not list (oapiOverlayDiags): reported by
 	// diagnose, with the spec's diagnostics.
 	oapiOverlay diag.List
+	// plainServer: the handlers are oapi-codegen's plain server's
+	// (emitterSettings sets it: plainServer), so form-key-spelling is not
+	// reported (compile.Options.PlainServer).
+	plainServer bool
 	// oapiSkipped, when not "", says why the oapi-codegen.yaml beside the
 	// config file is not read (besideOapiCodegenConfig): a note diagnose
 	// returns.
