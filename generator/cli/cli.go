@@ -654,6 +654,9 @@ func checkConfig(configPath string, args, overlays []string) (*Config, string, e
 func (c *Config) checkEmitters() (names []string, params map[string]string, namesOnly string, err error) {
 	names = sortedTrue(c.Generate)
 	if len(names) == 0 {
+		// The server is what oapi-codegen's configuration generates, when
+		// there is one: the emitters' settings are not known.
+		c.plainServer = plainServer(c.oapiServer, nil, nil)
 		return []string{client.Name, server.Name}, nil, "under the default names, as no idemgen.yaml beside the spec, or -config, says which emitters generate runs and how it names them", nil
 	}
 	params, err = c.emitterSettings(names, c.Options)
@@ -903,8 +906,8 @@ type Config struct {
 	// diagnose, with the spec's diagnostics.
 	oapiOverlay diag.List
 	// plainServer: the handlers are oapi-codegen's plain server's
-	// (emitterSettings sets it: plainServer), so form-key-spelling is not
-	// reported (compile.Options.PlainServer).
+	// (emitterSettings and checkEmitters set it: plainServer), so
+	// form-key-spelling is not reported (compile.Options.PlainServer).
 	plainServer bool
 	// oapiSkipped, when not "", says why the oapi-codegen.yaml beside the
 	// config file is not read (besideOapiCodegenConfig): a note diagnose
