@@ -306,8 +306,9 @@ release that adopts them, not reported): warnings, errors with -strict; an idemp
 without an operationId is reported too [operation-id-missing]. OLD_SPEC's
 Go names, which name the records of an operation without operationId, are
 SPEC's config's unless -base-config gives the last release's (its
-idemgen.yaml or oapi-codegen configuration): a name normalizer changed is
-seen only then. See ` + initspec.ContractDocs + `#changing-a-contract
+oapi-codegen configuration, or its idemgen.yaml when that names its naming:
+name-normalizer, or oapi-codegen-config relative to the file's directory):
+a name normalizer changed is seen only then. See ` + initspec.ContractDocs + `#changing-a-contract
 
 A warning is silenced, with a reason, for one operation by a comment in
 its x-idempotency block, "# idemgen:ignore RULE -- REASON"; for the spec or
@@ -363,7 +364,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 	base := fs.String("base", "", "compare the contracts with those of `OLD_SPEC` (the spec of the last release) and report each change that breaks retries in flight across a rolling deploy (warnings; errors with -strict)")
 	var baseOverlays listFlag
 	fs.Var(&baseOverlays, "base-overlay", "apply this OpenAPI Overlay 1.0 `FILE` to OLD_SPEC before comparing (repeatable, applied in order; -overlay applies to SPEC only)")
-	baseConfig := fs.String("base-config", "", "name OLD_SPEC's Go identifiers as this `FILE` says, the last release's idemgen.yaml (its name-normalizer or oapi-codegen-config) or oapi-codegen configuration (its output-options): an operation without operationId keeps its records under its Go name, which another name normalizer changes (default: as SPEC's are named)")
+	baseConfig := fs.String("base-config", "", "name OLD_SPEC's Go identifiers as this `FILE` says, the last release's oapi-codegen configuration (its output-options) or idemgen.yaml (its name-normalizer or oapi-codegen-config, relative to FILE's directory): an operation without operationId keeps its records under its Go name, which another name normalizer changes (default: as SPEC's are named)")
 	replayedHeaderFlag(fs)
 	if code, ok := parse(fs, args, stdout); !ok {
 		return code
@@ -401,6 +402,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 		return ExitUsage
 	}
 	extra := func(d *load.Document, spec *ir.Spec) diag.List { return rollout.MissingOperationIDs(spec, d) }
+	baseNames := "" // how OLD_SPEC's Go names were derived, for the summary line
 	if *base != "" {
 		namer := cfg.namer
 		if *baseConfig != "" {
@@ -415,7 +417,11 @@ func check(args []string, stdout, stderr io.Writer) int {
 			return ExitError
 		}
 		extra = func(d *load.Document, spec *ir.Spec) diag.List {
-			return rollout.Check(old, spec, d, *base, cfg.Overlays, baseOverlays)
+			return rollout.Check(old, spec, d, *base, cfg.Overlays, baseOverlays, cfg.namer.Change(namer))
+		}
+		baseNames = fmt.Sprintf("%s's alike, as no -base-config names the last release's naming", *base)
+		if *baseConfig != "" {
+			baseNames = fmt.Sprintf("%s's as -base-config %s sets them, %s", *base, *baseConfig, namer)
 		}
 	}
 	spec, diags, note := diagnose(cfg, *strict, ignores, cfg.noReplayedHeader(fs), extra, *base != "")
@@ -436,11 +442,22 @@ func check(args []string, stdout, stderr io.Writer) int {
 	}
 	if *format == "text" {
 		_, nw := diags.Count()
-		names := ""
-		if cfgPath != "" {
-			names = " (Go names as " + cfgPath + " sets them)"
+		var names []string
+		switch {
+		case cfgPath != "" && *baseConfig != "":
+			names = append(names, fmt.Sprintf("Go names as %s sets them, %s", cfgPath, cfg.namer))
+		case cfgPath != "":
+			names = append(names, "Go names as "+cfgPath+" sets them")
+		case baseNames != "":
+			names = append(names, fmt.Sprintf("Go names under %s", cfg.namer))
 		}
-		fmt.Fprintf(stderr, "%s: %s, %s%s\n", cfg.Spec, english.Count(len(spec.Operations), "idempotent operation"), english.Count(nw, "warning"), names)
+		if baseNames != "" {
+			names = append(names, baseNames)
+		}
+		if len(names) > 0 {
+			names = []string{" (" + strings.Join(names, "; ") + ")"}
+		}
+		fmt.Fprintf(stderr, "%s: %s, %s%s\n", cfg.Spec, english.Count(len(spec.Operations), "idempotent operation"), english.Count(nw, "warning"), strings.Join(names, ""))
 	}
 	return ExitOK
 }
@@ -460,37 +477,115 @@ func loadBase(path string, overlays []string, namer naming.Namer) (*ir.Spec, err
 }
 
 // baseNamer returns the naming of the configuration file path (check
-// -base-config): an oapi-codegen configuration (one with a key of
-// oapiOnlyKeys) by its output-options (name-normalizer,
-// additional-initialisms); else an idemgen.yaml by its name-normalizer or
-// oapi-codegen-config (LoadConfig).
+// -base-config), the last release's: an oapi-codegen configuration
+// (isOapiConfig) by its output-options.name-normalizer and
+// additional-initialisms; else an idemgen.yaml by its name-normalizer, or
+// the oapi-codegen configuration its oapi-codegen-config names, relative
+// to path's directory. Only those keys are read, and leniently: a key that
+// names nothing (type-mapping, generate:, a setting this version dropped)
+// is not the business of the old spec's names. An idemgen.yaml that names
+// no naming is refused: the last release's took its names from the
+// oapi-codegen.yaml beside it, not from what lies beside the file given
+// (a copy), so is one whose relative oapi-codegen-config is not there.
 func baseNamer(path string) (naming.Namer, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return naming.Namer{}, err
 	}
 	var doc map[string]any
-	if yaml.Unmarshal(data, &doc) == nil && slices.ContainsFunc(oapiOnlyKeys, func(k string) bool { _, ok := doc[k]; return ok }) {
-		f, err := readOapiFile(path)
-		if err != nil {
-			return naming.Namer{}, err
-		}
-		n, err := naming.FromOutputOptions(f.OutputOptions)
-		if err != nil {
-			return naming.Namer{}, fmt.Errorf("%s: %w", path, err)
-		}
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return naming.Namer{}, fmt.Errorf("%s: %w", path, err)
+	}
+	if isOapiConfig(doc) {
+		return oapiNamer(path, data)
+	}
+	var c struct {
+		NameNormalizer    *string `yaml:"name-normalizer"`
+		OapiCodegenConfig *string `yaml:"oapi-codegen-config"`
+	}
+	if err := yaml.Unmarshal(data, &c); err != nil {
+		return naming.Namer{}, fmt.Errorf("%s: %w", path, err)
+	}
+	const pass = "pass the last release's oapi-codegen configuration as -base-config (git show REF:oapi-codegen.yaml > /tmp/base.oapi-codegen.yaml), or an idemgen.yaml whose name-normalizer: is the one that named OLD_SPEC (ToCamelCase, oapi-codegen's default, when no configuration set one)"
+	if c.NameNormalizer == nil && (c.OapiCodegenConfig == nil || *c.OapiCodegenConfig == "") {
+		return naming.Namer{}, fmt.Errorf("%s names no naming (no name-normalizer:, no oapi-codegen-config:): the last release took its Go names from the oapi-codegen.yaml beside its idemgen.yaml, which is not necessarily what lies beside this file; %s", path, pass)
+	}
+	direct := ""
+	if c.NameNormalizer != nil {
+		direct = *c.NameNormalizer
+	}
+	n, err := naming.New(direct, nil)
+	if err != nil {
+		return naming.Namer{}, fmt.Errorf("%s: %w", path, err)
+	}
+	if c.OapiCodegenConfig == nil || *c.OapiCodegenConfig == "" {
 		return n, nil
 	}
-	c, err := LoadConfig(path)
-	if err != nil {
-		return naming.Namer{}, err
+	oapi := *c.OapiCodegenConfig
+	if !filepath.IsAbs(oapi) {
+		oapi = filepath.Join(filepath.Dir(path), oapi)
+		if _, err := os.Stat(oapi); errors.Is(err, os.ErrNotExist) {
+			return naming.Namer{}, fmt.Errorf("%s: oapi-codegen-config %s is read relative to the file's directory, and %s is not there (a copy of the last release's idemgen.yaml does not bring that release's oapi-codegen configuration with it); %s", path, *c.OapiCodegenConfig, oapi, pass)
+		}
 	}
-	return c.namer, nil
+	data, err = os.ReadFile(oapi)
+	if err != nil {
+		return naming.Namer{}, fmt.Errorf("%s: oapi-codegen-config: %w", path, err)
+	}
+	on, err := oapiNamer(oapi, data)
+	if err != nil {
+		return naming.Namer{}, fmt.Errorf("%s: oapi-codegen-config: %w", path, err)
+	}
+	if c.NameNormalizer != nil && n.Normalizer() != on.Normalizer() {
+		return naming.Namer{}, fmt.Errorf("%s: name-normalizer %q disagrees with oapi-codegen-config %s (%s); keep one", path, direct, oapi, on)
+	}
+	return on, nil
+}
+
+// oapiNamer returns the naming of the oapi-codegen configuration data (the
+// file path): its output-options.name-normalizer and
+// additional-initialisms, read leniently (baseNamer).
+func oapiNamer(path string, data []byte) (naming.Namer, error) {
+	var f struct {
+		OutputOptions struct {
+			NameNormalizer        string   `yaml:"name-normalizer"`
+			AdditionalInitialisms []string `yaml:"additional-initialisms"`
+		} `yaml:"output-options"`
+	}
+	if err := yaml.Unmarshal(data, &f); err != nil {
+		return naming.Namer{}, fmt.Errorf("%s: %w", path, err)
+	}
+	n, err := naming.New(f.OutputOptions.NameNormalizer, f.OutputOptions.AdditionalInitialisms)
+	if err != nil {
+		return naming.Namer{}, fmt.Errorf("%s: output-options.%w", path, err)
+	}
+	return n, nil
 }
 
 // oapiOnlyKeys are top-level keys of an oapi-codegen configuration that an
 // idemgen.yaml does not have.
 var oapiOnlyKeys = []string{"output-options", "compatibility", "import-mapping", "additional-imports"}
+
+// isOapiConfig reports whether the configuration file doc is
+// oapi-codegen's rather than an idemgen.yaml: it has a key of oapiOnlyKeys,
+// an output: that is a Go file (idemgen's is a directory), or a generate:
+// section that turns on something that is no idemgen emitter (chi-server,
+// models, ...).
+func isOapiConfig(doc map[string]any) bool {
+	if slices.ContainsFunc(oapiOnlyKeys, func(k string) bool { _, ok := doc[k]; return ok }) {
+		return true
+	}
+	if out, ok := doc["output"].(string); ok && strings.HasSuffix(out, ".go") {
+		return true
+	}
+	gen, _ := doc["generate"].(map[string]any)
+	for k := range gen {
+		if _, ok := emitter.Lookup(k); !ok {
+			return true
+		}
+	}
+	return false
+}
 
 // checkConfig returns what check (without -generated) reads for the
 // command line's config file, SPEC and overlays, and the config file read
@@ -559,6 +654,9 @@ func checkConfig(configPath string, args, overlays []string) (*Config, string, e
 func (c *Config) checkEmitters() (names []string, params map[string]string, namesOnly string, err error) {
 	names = sortedTrue(c.Generate)
 	if len(names) == 0 {
+		// The server is what oapi-codegen's configuration generates, when
+		// there is one: the emitters' settings are not known.
+		c.plainServer = plainServer(c.oapiServer, nil, nil)
 		return []string{client.Name, server.Name}, nil, "under the default names, as no idemgen.yaml beside the spec, or -config, says which emitters generate runs and how it names them", nil
 	}
 	params, err = c.emitterSettings(names, c.Options)
@@ -587,7 +685,22 @@ func (c *Config) emitterSettings(names []string, params map[string]string) (map[
 	if err != nil {
 		return nil, err
 	}
+	c.plainServer = plainServer(c.oapiServer, names, params)
 	return c.clientParams(params, names)
+}
+
+// plainServer reports whether the handlers are oapi-codegen's plain
+// server's (compile.Options.PlainServer): the server emitter's
+// server.strict false, when it is among the emitters names (params its
+// settings, with oapi-codegen's defaults: serverParams); else an
+// oapi-codegen configuration (oapi; nil without one) that generates a
+// server and not strict-server. Else the strict server, the default.
+func plainServer(oapi *oapiServer, names []string, params map[string]string) bool {
+	if slices.Contains(names, server.Name) {
+		cfg, err := server.ParseConfig(params)
+		return err == nil && !cfg.Strict
+	}
+	return oapi != nil && oapi.router != "" && !oapi.strict
 }
 
 // emitterDiags runs the emitters names on spec without rendering their
@@ -643,7 +756,7 @@ func sameFile(a, b string) bool {
 // (augment.Silence). The operations cfg's oapi-codegen configuration
 // leaves out are not in spec: note, when not "", names them (leaveOut).
 func diagnose(cfg *Config, strict bool, flags []diag.Ignore, noReplayed bool, extra func(*load.Document, *ir.Spec) diag.List, withBase bool) (spec *ir.Spec, diags diag.List, note string) {
-	d, spec, diags := compile.LoadAndCompile(cfg.Spec, load.Options{Overlays: cfg.Overlays}, compile.Options{Naming: cfg.namer})
+	d, spec, diags := compile.LoadAndCompile(cfg.Spec, load.Options{Overlays: cfg.Overlays}, compile.Options{Naming: cfg.namer, PlainServer: cfg.plainServer})
 	// Ignores may name the operations left out (they are the spec's):
 	// Silence checks them against the whole spec.
 	whole := spec
@@ -674,8 +787,10 @@ func diagnose(cfg *Config, strict bool, flags []diag.Ignore, noReplayed bool, ex
 	ignores := append(slices.Clone(cfg.ignores), flags...)
 	// An ignore of a rule this run cannot report is not unused: the
 	// rollout-* rules are check -base's.
+	// form-key-spelling is the strict server's.
 	ran := func(rule string) bool {
-		return rule != augment.RuleNotAugmented && (withBase || !slices.Contains(rollout.BaseRules, rule))
+		return rule != augment.RuleNotAugmented && (withBase || !slices.Contains(rollout.BaseRules, rule)) &&
+			(rule != compile.RuleFormKeySpelling || !cfg.plainServer)
 	}
 	return spec, augment.Silence(d, whole, diags, ignores, ran).Sorted(), note
 }
@@ -790,6 +905,10 @@ type Config struct {
 	// overlay that overlays: does not list (oapiOverlayDiags): reported by
 	// diagnose, with the spec's diagnostics.
 	oapiOverlay diag.List
+	// plainServer: the handlers are oapi-codegen's plain server's
+	// (emitterSettings and checkEmitters set it: plainServer), so
+	// form-key-spelling is not reported (compile.Options.PlainServer).
+	plainServer bool
 	// oapiSkipped, when not "", says why the oapi-codegen.yaml beside the
 	// config file is not read (besideOapiCodegenConfig): a note diagnose
 	// returns.

@@ -32,22 +32,15 @@ func pathFallbacks(names []string, params map[string]string) func(*load.Document
 			if p == nil {
 				continue
 			}
-			how, caveat := server.FallbackWiring(cfg.Router, cfg.FirstToLast)
-			if cfg.Router != "echo" && cfg.Router != "gin" && !cfg.FirstToLast {
-				caveat += " Set server.middleware-first-to-last when oapi-codegen applies options.Middlewares first to last (idemgen takes it from oapi-codegen-config)."
+			w := server.FallbackWiring(cfg.Router, cfg.FirstToLast)
+			caveat := w.Caveat
+			if w.Hint != "" {
+				caveat += " " + w.Hint
 			}
 			out.Warnf(ir.FirstPos(p.Pos, op.Pos), rulePathFallback,
 				"%s is protected by path, not by operation, in the plain server's one-line wiring (%s): idemgen cannot tell the Go type of its path parameter %s (an x-go-type, an object, a union, a nullable value, an enum declared on the path item or in a component parameter), which its ServerInterface method takes. The wiring protects such operations by %s. %s Give the parameter a plain schema (string, integer, number, boolean, or an array of them, with its enum on the schema), or generate the strict server",
-				op.Where(), oneLine(cfg.Router), p.Name, how, caveat)
+				op.Where(), w.Call, p.Name, w.How, caveat)
 		}
 		return out
 	}
-}
-
-// oneLine names the plain one-line wiring of router.
-func oneLine(router string) string {
-	if router == "echo" || router == "gin" {
-		return "x.RegisterHandlers"
-	}
-	return "x.Handler"
 }

@@ -59,12 +59,15 @@ func TestPathFallback(t *testing.T) {
 			code, stderr := generate(t, setup(t, c.oapi))
 			assert.Contains(t, code, c.want)
 			assert.Len(t, warning.FindAllString(stderr, -1), 1, stderr)
-			how, caveat := server.FallbackWiring(c.router, c.firstToLast)
+			w := server.FallbackWiring(c.router, c.firstToLast)
 			doc := wrapped.ReplaceAllString(code, " ")
-			for _, text := range []string{how, caveat} {
+			for _, text := range []string{w.How, w.Caveat} {
 				assert.Contains(t, doc, text)
 				assert.Contains(t, stderr, text)
 			}
+			assert.Contains(t, stderr, "one-line wiring ("+w.Call+")")
+			assert.Contains(t, stderr, w.Hint)
+			assert.Equal(t, c.router != "gin" && !c.firstToLast, w.Hint != "", w.Hint)
 			assert.NotContains(t, stderr, "POST /accounts/{accountId}/refunds/{refundId} is protected by path")
 		})
 	}

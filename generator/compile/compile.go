@@ -36,7 +36,17 @@ type Options struct {
 	// Naming names the Go identifiers of oapi-codegen's output: it must
 	// follow oapi-codegen's name-normalizer (the zero value is its default).
 	Naming naming.Namer
+	// PlainServer: the handlers are oapi-codegen's plain server's
+	// (server.strict false), which read the request body themselves, so
+	// form-key-spelling, about the strict server's form decoder, is not
+	// reported. The zero value is the strict server, the default.
+	PlainServer bool
 }
+
+// RuleFormKeySpelling is the warning about a form body's content key that
+// oapi-codegen's strict server does not decode as a form (formBody); not
+// reported with Options.PlainServer.
+const RuleFormKeySpelling = "form-key-spelling"
 
 // Compile loads the spec at path and compiles its contracts. The returned
 // diagnostics are sorted and free of duplicates; the spec is nil only when
@@ -57,7 +67,7 @@ func LoadAndCompile(path string, lopts load.Options, opts Options) (doc *load.Do
 	if doc == nil {
 		return nil, nil, diags.Sorted()
 	}
-	c := &compiler{doc: doc, names: opts.Naming}
+	c := &compiler{doc: doc, names: opts.Naming, plainServer: opts.PlainServer}
 	spec = c.run()
 	return doc, spec, append(diags, c.diags...).Sorted()
 }
@@ -73,10 +83,11 @@ func recoverInput(path string, spec **ir.Spec, diags *diag.List) {
 }
 
 type compiler struct {
-	doc   *load.Document
-	names naming.Namer
-	diags diag.List
-	root  contract.Block
+	doc         *load.Document
+	names       naming.Namer
+	plainServer bool // Options.PlainServer
+	diags       diag.List
+	root        contract.Block
 	// inherited are the diagnostics at a field operations inherit (the
 	// root's window, say), each with the operations it is about.
 	inherited []inheritedDiag
@@ -1478,9 +1489,11 @@ const formMediaType = "application/x-www-form-urlencoded"
 //   - form-key-spelling: a key spelled with parameters or capitals
 //     (application/x-www-form-urlencoded; charset=utf-8): the fingerprint
 //     reads a body sent as a form as form fields (any order, '+' and
-//     %20 alike) whatever the spelling, but oapi-codegen gives its form
-//     decoder only to the key written exactly formMediaType, so the
-//     handler gets the raw bytes.
+//     %20 alike) whatever the spelling, but oapi-codegen's strict server
+//     gives its form decoder only to the key written exactly
+//     formMediaType, so the handler gets the raw bytes. Not for the plain
+//     server (Options.PlainServer), whose handlers read the body
+//     themselves.
 func (c *compiler) formBody(out *ir.Operation, opNode load.Node, b contract.Block) {
 	if out.Body == nil || !out.FingerprintDecides() {
 		return
@@ -1492,14 +1505,14 @@ func (c *compiler) formBody(out *ir.Operation, opNode load.Node, b contract.Bloc
 			continue
 		}
 		forms = append(forms, ct)
-		if ct == formMediaType {
+		if ct == formMediaType || c.plainServer {
 			continue
 		}
 		pos := out.ContractPos
 		if content := c.doc.LookupFrom(opNode, "/requestBody/content"); content.Node != nil {
 			pos = c.doc.KeyPos(content, ct)
 		}
-		c.diags.Warnf(pos, "form-key-spelling", "%s declares its form body as %q: the fingerprint reads a body sent as a form as form fields (in any order, '+' and %%20 alike), but oapi-codegen gives its form decoder only to the key written exactly %s, so the handler gets the raw bytes, and one that reads them as anything but form fields (stores or forwards them, decodes JSON from them) sees two requests where the fingerprint sees one; write the key exactly %s (a client may still send a charset parameter), or have the handler parse the form (url.ParseQuery)",
+		c.diags.Warnf(pos, RuleFormKeySpelling, "%s declares its form body as %q: the fingerprint reads a body sent as a form as form fields (in any order, '+' and %%20 alike), but oapi-codegen's strict server gives its form decoder only to the key written exactly %s, so the handler gets the raw bytes, and one that reads them as anything but form fields (stores or forwards them, decodes JSON from them) sees two requests where the fingerprint sees one; write the key exactly %s (a client may still send a charset parameter), or have the handler parse the form (url.ParseQuery)",
 			where, ct, formMediaType, formMediaType)
 	}
 	if len(forms) == 0 || !out.Body.JSON {
@@ -1509,12 +1522,12 @@ func (c *compiler) formBody(out *ir.Operation, opNode load.Node, b contract.Bloc
 	var fields, changes []string
 	var pos ir.Pos
 	if len(pol.Volatile) > 0 {
-		fields = append(fields, "volatile "+flow(ir.Pointers(pol.Volatile)))
+		fields = append(fields, "volatile "+ir.Flow(ir.Pointers(pol.Volatile)))
 		changes = append(changes, "changes a volatile field")
 		pos = ir.FirstPos(b.Volatile.Pos, out.ContractPos)
 	}
 	if len(pol.Unordered) > 0 {
-		fields = append(fields, "unordered "+flow(ir.Pointers(pol.Unordered)))
+		fields = append(fields, "unordered "+ir.Flow(ir.Pointers(pol.Unordered)))
 		changes = append(changes, "reorders the values of an unordered field (repeated)")
 		if pos.IsZero() {
 			pos = ir.FirstPos(b.Unordered.Pos, out.ContractPos)
@@ -1530,9 +1543,6 @@ func (c *compiler) formBody(out *ir.Operation, opNode load.Node, b contract.Bloc
 	c.diags.Warnf(pos, "form-body-pointers", "%s: %s %s to its JSON body only: a body sent as %s is compared as form fields, every field counting by its name (no pointer applies to it, whatever its spelling), so a form retry that %s %s; clients that send a form must resend the same fields, or leave the form out of the requestBody if no client sends one",
 		where, strings.Join(fields, " and "), english.Noun(len(fields), "applies", "apply"), strings.Join(forms, ", "), strings.Join(changes, " or "), conflict)
 }
-
-// flow writes l as a YAML flow sequence.
-func flow(l []string) string { return "[" + strings.Join(l, ", ") + "]" }
 
 // jsonRangeHint explains why a body declared with a JSON range (or an
 // entry that is not a media type, which oapi-codegen may still take for

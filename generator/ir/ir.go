@@ -328,6 +328,10 @@ func Pointers(l []Pointer) []string {
 	return out
 }
 
+// Flow writes l as a YAML flow sequence ("[a, b]"), as diagnostics quote
+// a list of pointers or headers.
+func Flow(l []string) string { return "[" + strings.Join(l, ", ") + "]" }
+
 // key identifies what s computes (Same).
 func (s FingerprintSettings) key() string {
 	set := func(l []string) string {

@@ -36,6 +36,7 @@ var Normalizers = []string{"", "ToCamelCase", "ToCamelCaseWithDigits", "ToCamelC
 type Namer struct {
 	normalizer  string
 	initialisms map[string]string // lower case -> as written; ToCamelCaseWithInitialisms only
+	additional  []string          // additional-initialisms, sorted (String, Change)
 	// skipOptionalPointer is output-options.prefer-skip-optional-pointer:
 	// an optional parameter's field is a plain value unless its
 	// x-go-type-skip-optional-pointer says otherwise.
@@ -74,7 +75,43 @@ func New(normalizer string, additionalInitialisms []string) (Namer, error) {
 	for _, s := range append(slices.Clone(initialisms), additionalInitialisms...) {
 		n.initialisms[strings.ToLower(s)] = s
 	}
+	if len(additionalInitialisms) > 0 {
+		n.additional = slices.Compact(slices.Sorted(slices.Values(additionalInitialisms)))
+	}
 	return n, nil
+}
+
+// String says how n names, in the words of oapi-codegen's settings:
+// "name-normalizer ToCamelCase" (the default), "name-normalizer
+// ToCamelCaseWithInitialisms, additional-initialisms [K8S]".
+func (n Namer) String() string {
+	s := "name-normalizer " + normalizerName(n.normalizer)
+	if len(n.additional) > 0 {
+		s += ", additional-initialisms [" + strings.Join(n.additional, ", ") + "]"
+	}
+	return s
+}
+
+func normalizerName(normalizer string) string {
+	if normalizer == "" {
+		return "ToCamelCase"
+	}
+	return normalizer
+}
+
+// Change says what changed from the naming of old to that of n ("" when
+// nothing did): "the name normalizer changed from ToCamelCase to
+// ToCamelCaseWithInitialisms", "additional-initialisms changed
+// from [] to [K8S]", or both.
+func (n Namer) Change(old Namer) string {
+	var out []string
+	if old.normalizer != n.normalizer {
+		out = append(out, fmt.Sprintf("the name normalizer changed from %s to %s", normalizerName(old.normalizer), normalizerName(n.normalizer)))
+	}
+	if !slices.Equal(old.additional, n.additional) {
+		out = append(out, fmt.Sprintf("additional-initialisms changed from [%s] to [%s]", strings.Join(old.additional, ", "), strings.Join(n.additional, ", ")))
+	}
+	return strings.Join(out, " and ")
 }
 
 // Normalizer returns the name of n's normalizer, "" for the default.

@@ -243,3 +243,20 @@ func TestNormalizers(t *testing.T) {
 	_, err = naming.New("ToCamelCase", []string{"ABC"})
 	assert.Error(t, err)
 }
+
+// TestStringAndChange: how a Namer names, and what changed between two,
+// in the words of oapi-codegen's settings (check -base's summary line and
+// rollout-operation-renamed).
+func TestStringAndChange(t *testing.T) {
+	def := naming.Default
+	ini, err := naming.New("ToCamelCaseWithInitialisms", nil)
+	require.NoError(t, err)
+	keys, err := naming.New("ToCamelCaseWithInitialisms", []string{"KEYS", "K8S", "KEYS"})
+	require.NoError(t, err)
+	assert.Equal(t, "name-normalizer ToCamelCase", def.String())
+	assert.Equal(t, "name-normalizer ToCamelCaseWithInitialisms, additional-initialisms [K8S, KEYS]", keys.String())
+	assert.Equal(t, "", ini.Change(ini))
+	assert.Equal(t, "the name normalizer changed from ToCamelCase to ToCamelCaseWithInitialisms", ini.Change(def))
+	assert.Equal(t, "additional-initialisms changed from [] to [K8S, KEYS]", keys.Change(ini))
+	assert.Equal(t, "the name normalizer changed from ToCamelCaseWithInitialisms to ToCamelCase and additional-initialisms changed from [K8S, KEYS] to []", def.Change(keys))
+}

@@ -117,16 +117,18 @@ func Match(base, spec *ir.Spec) [][2]*ir.Operation {
 
 // Check returns what check -base reports on spec (whose document is d,
 // with overlays applied) against base (named baseName, with
-// baseOverlays applied): MissingOperationIDs and Compare, without the
+// baseOverlays applied; namingChange says how the naming of its Go
+// names differs from spec's, "" when it does not: see Compare):
+// MissingOperationIDs and Compare, without the
 // operation-id-missing of an operation whose name changed (its
 // rollout-operation-renamed says which operationId keeps its records),
 // and a warning when nothing could be compared (Unpaired).
-func Check(base, spec *ir.Spec, d *load.Document, baseName string, overlays, baseOverlays []string) diag.List {
+func Check(base, spec *ir.Spec, d *load.Document, baseName string, overlays, baseOverlays []string, namingChange string) diag.List {
 	name := baseName // in the messages: the old release is the spec with its overlays
 	if len(baseOverlays) > 0 {
 		name = baseName + " with " + strings.Join(baseOverlays, ", ")
 	}
-	cmp := Compare(base, spec, d, name)
+	cmp := Compare(base, spec, d, name, namingChange)
 	cmp = append(cmp, Unpaired(base, spec, d, baseName, overlays, baseOverlays)...)
 	renamed := map[string]bool{}
 	for _, x := range cmp {
@@ -195,14 +197,16 @@ func baseHint(overlays, baseOverlays []string) string {
 // Compare returns a warning for each change from base to spec (whose
 // document is d) that breaks retries in flight across a rolling deploy,
 // positioned at spec's field, with what happens to such a retry and the
-// safe procedure. baseName names base in the messages. One change at the
-// document root that several operations inherit is one warning about
-// all of them.
-func Compare(base, spec *ir.Spec, d *load.Document, baseName string) diag.List {
+// safe procedure. baseName names base in the messages; namingChange
+// (naming.Namer.Change) says what changed in how base's Go names were
+// derived, which renames an operation without operationId at the same
+// method and path. One change at the document root that several
+// operations inherit is one warning about all of them.
+func Compare(base, spec *ir.Spec, d *load.Document, baseName, namingChange string) diag.List {
 	var out diag.List
 	at := map[finding]int{} // a finding's warning in out
 	for _, p := range Match(base, spec) {
-		c := &comparison{d: d, old: p[0], op: p[1], baseName: baseName, others: base.Operations}
+		c := &comparison{d: d, old: p[0], op: p[1], baseName: baseName, namingChange: namingChange, others: base.Operations}
 		c.run()
 		for _, f := range c.found {
 			where := f.op
@@ -229,11 +233,12 @@ type finding struct {
 }
 
 type comparison struct {
-	d        *load.Document
-	old, op  *ir.Operation
-	baseName string
-	others   []*ir.Operation // base's operations
-	found    []finding
+	d            *load.Document
+	old, op      *ir.Operation
+	baseName     string
+	namingChange string          // Compare's
+	others       []*ir.Operation // base's operations
+	found        []finding
 }
 
 func (c *comparison) warn(pos ir.Pos, rule, format string, args ...any) {
@@ -308,7 +313,11 @@ func (c *comparison) renamed(on, nn string) {
 	fix := c.wait("operationId")
 	now := what(op, nn)
 	if old.OperationID == "" && op.OperationID == "" && old.Where() == op.Where() {
-		now = "the Go name " + nn + " another name normalizer derives from the same method and path (no operationId)"
+		how := "under another naming"
+		if c.namingChange != "" {
+			how = "now that " + c.namingChange
+		}
+		now = "the Go name " + nn + " oapi-codegen derives from the same method and path (no operationId) " + how
 	}
 	switch {
 	case op.OperationID == "":
@@ -421,8 +430,6 @@ func narrowed(from, to string) bool {
 	}
 }
 
-func flow(l []string) string { return "[" + strings.Join(l, ", ") + "]" }
-
 // fingerprint reports a change of the fingerprint settings that a strict
 // replica of either release refuses a retry of the other's request for
 // (422), unless the entries bridge it: a rolling deploy runs both
@@ -444,7 +451,7 @@ func (c *comparison) fingerprint() {
 	add := func(name string, same bool, a, b []string) {
 		if !same {
 			fields = append(fields, name)
-			toOld, toNew = append(toOld, name+": "+flow(a)), append(toNew, name+": "+flow(b))
+			toOld, toNew = append(toOld, name+": "+ir.Flow(a)), append(toNew, name+": "+ir.Flow(b))
 		}
 	}
 	type only = ir.FingerprintSettings // one list of the settings, compared as Same does
@@ -455,7 +462,6 @@ func (c *comparison) fingerprint() {
 	pos := c.fieldPos(fields[0])
 	changed := fmt.Sprintf("fingerprint settings changed (%s) since %s", strings.Join(fields, ", "), c.baseName)
 	oldP, newP := c.old.Policy, c.op.Policy
-	keyless := func(o *ir.Operation) bool { return o.Policy.Semantics == ir.Window && !o.Key.Required }
 	if keyless(c.old) && keyless(c.op) {
 		// Keyed retries are replayed (or re-run after a failure or an
 		// expired lease) whatever their fingerprint, as under loose; a
@@ -469,18 +475,9 @@ func (c *comparison) fingerprint() {
 	// claim a failed attempt or an expired lease again, whatever it is.
 	oldRefuses := oldP.Semantics == ir.Strict && !slices.ContainsFunc(oldP.CompatibleFingerprints, newFP.Same)
 	newRefuses := newP.Semantics == ir.Strict && !slices.ContainsFunc(newP.CompatibleFingerprints, oldFP.Same)
-	if !oldRefuses && !newRefuses {
+	then := refusedRetry(oldRefuses, newRefuses, "")
+	if then == "" {
 		return // bridged both ways
-	}
-	const refused = "gets 422 IDEMPOTENCY_KEY_REUSED, which a client takes as final (and a failed first attempt or an expired lease blocks the key for the window)"
-	var then string
-	switch {
-	case oldRefuses && newRefuses:
-		then = across("an identical retry") + " " + refused
-	case newRefuses:
-		then = "an identical retry on a new replica of a request an old one took " + refused
-	default:
-		then = "an identical retry on an old replica (a rolling deploy runs both releases at once, as does a rollback) of a request a new one took " + refused
 	}
 	where := " to the contract"
 	if root {
@@ -532,14 +529,14 @@ func readTypes(op *ir.Operation) map[string]ir.Reading {
 // (one added that is neither JSON nor a form, a range) changes nothing.
 func (c *comparison) mediaTypes() {
 	oldT, newT := readTypes(c.old), readTypes(c.op)
-	var changed, types []string
+	var changed, types, removed, added []string
 	for _, mt := range slices.Sorted(maps.Keys(oldT)) {
 		if _, ok := newT[mt]; !ok {
 			changed = append(changed, fmt.Sprintf("%s: read %s in %s, %s now", mt, oldT[mt], c.baseName, ir.ReadRaw))
 			types = append(types, mt)
+			removed = append(removed, mt)
 		}
 	}
-	var added []string
 	for _, mt := range slices.Sorted(maps.Keys(newT)) {
 		if _, ok := oldT[mt]; !ok {
 			changed = append(changed, fmt.Sprintf("%s: read %s in %s, %s now", mt, ir.ReadRaw, c.baseName, newT[mt]))
@@ -553,28 +550,54 @@ func (c *comparison) mediaTypes() {
 	slices.Sort(types)
 	pos := c.contentPos(added)
 	what := fmt.Sprintf("the request media types read as JSON or as form fields changed since %s (%s), and how a body is read decides its fingerprint", c.baseName, strings.Join(changed, "; "))
-	sent := "sent as " + orList(types)
-	fix := fmt.Sprintf("compatible-fingerprints cannot bridge it (the runtime reads a body under an entry by the media types the release declares); keep the media types of %s until a window (%s) has passed with no request %s, or deploy every replica at once during a quiet period (and roll back the same way)",
-		c.baseName, c.window(), sent)
-	keyless := func(o *ir.Operation) bool { return o.Policy.Semantics == ir.Window && !o.Key.Required }
+	sent := " sent as " + orList(types)
+	// The procedure by direction: a media type no longer read (removed)
+	// is sent by clients today, so its requests must stop, or the deploy
+	// be atomic; one read now (added) must not be sent until every
+	// replica reads it, as a widened key format.
+	var fixes []string
+	if len(removed) > 0 {
+		fixes = append(fixes, fmt.Sprintf("keep declaring %s, as %s does, until a window (%s) has passed with no request sent as %s, or deploy every replica at once during a quiet period (and roll back the same way)",
+			strings.Join(removed, ", "), c.baseName, c.window(), english.Noun(len(removed), "it", "one of them")))
+	}
+	if len(added) > 0 {
+		fixes = append(fixes, fmt.Sprintf("no client may send a body as %s until this release is on every replica (and none during a rollback to %s)", orList(added), c.baseName))
+	}
+	fix := "compatible-fingerprints cannot bridge it (the runtime reads a body under an entry by the media types the release declares); " + strings.Join(fixes, "; and ")
 	if keyless(c.old) && keyless(c.op) {
-		c.warn(pos, RuleMediaTypes, "%s: a request without a key %s, whose record is named by its fingerprint, runs the handler again when retried across the deploy (or a rollback); %s", what, sent, fix)
+		c.warn(pos, RuleMediaTypes, "%s: a request without a key%s, whose record is named by its fingerprint, runs the handler again when retried across the deploy (or a rollback); %s", what, sent, fix)
 		return
 	}
-	oldRefuses, newRefuses := c.old.Policy.Semantics == ir.Strict, c.op.Policy.Semantics == ir.Strict
-	const refused = "gets 422 IDEMPOTENCY_KEY_REUSED, which a client takes as final (and a failed first attempt or an expired lease blocks the key for the window)"
-	var then string
-	switch {
-	case oldRefuses && newRefuses:
-		then = across("an identical retry "+sent) + " " + refused
-	case newRefuses:
-		then = "an identical retry " + sent + " on a new replica of a request an old one took " + refused
-	case oldRefuses:
-		then = "an identical retry " + sent + " on an old replica (a rolling deploy runs both releases at once, as does a rollback) of a request a new one took " + refused
-	default:
+	then := refusedRetry(c.old.Policy.Semantics == ir.Strict, c.op.Policy.Semantics == ir.Strict, sent)
+	if then == "" {
 		return // loose or window with a key on both sides: a keyed retry is replayed whatever its fingerprint
 	}
 	c.warn(pos, RuleMediaTypes, "%s: %s; %s", what, then, fix)
+}
+
+// keyless reports whether op takes requests without a key whose records
+// are named by their fingerprint (window semantics, the key optional).
+func keyless(op *ir.Operation) bool {
+	return op.Policy.Semantics == ir.Window && !op.Key.Required
+}
+
+// refusedRetry says which identical retry (sent: what it is sent as, ""
+// or " sent as ...") gets 422 across the deploy, given whether a replica
+// of the old release (oldRefuses) and of the new one (newRefuses) refuses
+// a retry of a request the other took for its fingerprint (a strict one
+// does; loose and window ones replay it, or claim a failed attempt or an
+// expired lease again, whatever it is); "" when neither does.
+func refusedRetry(oldRefuses, newRefuses bool, sent string) string {
+	const refused = "gets 422 IDEMPOTENCY_KEY_REUSED, which a client takes as final (and a failed first attempt or an expired lease blocks the key for the window)"
+	switch {
+	case oldRefuses && newRefuses:
+		return across("an identical retry"+sent) + " " + refused
+	case newRefuses:
+		return "an identical retry" + sent + " on a new replica of a request an old one took " + refused
+	case oldRefuses:
+		return "an identical retry" + sent + " on an old replica (a rolling deploy runs both releases at once, as does a rollback) of a request a new one took " + refused
+	}
+	return ""
 }
 
 // orList joins l with commas and a last "or".

@@ -133,25 +133,43 @@ func (g *gen) byPathFunc() {
 	)
 }
 
-// FallbackWiring says how the plain one-line wiring of router (Handler,
-// echo's and gin's RegisterHandlers) protects the operations it protects
-// by path (PathFallback), a phrase about "them", and what follows from it
-// (caveat, a sentence): the generated documentation (fallbackDoc) and
-// check's [path-fallback] warning both say it. firstToLast is
+// Fallback is what is said of the operations the plain one-line wiring
+// of a router protects by path (PathFallback): the generated
+// documentation (fallbackDoc) and check's [path-fallback] warning both say
+// it (FallbackWiring).
+type Fallback struct {
+	// Call names the one-line wiring: x.Handler (std-http, chi, gorilla),
+	// x.RegisterHandlers (echo, gin).
+	Call string
+	// How is how it protects them, a phrase about "them"; Caveat what
+	// follows from it, a sentence.
+	How, Caveat string
+	// Hint, for check, is a sentence on the setting that decides How when
+	// it is not set ("" when none): server.middleware-first-to-last.
+	Hint string
+}
+
+// FallbackWiring returns what is said of the operations the plain
+// one-line wiring of router protects by path; firstToLast is
 // server.middleware-first-to-last (Config.FirstToLast).
-func FallbackWiring(router string, firstToLast bool) (how, caveat string) {
+func FallbackWiring(router string, firstToLast bool) Fallback {
 	switch router {
 	case "echo":
-		return "a route middleware on their routes, which reads echo's route", "The route middleware is bound to the route when oapi-codegen registers it, so a group's prefix does not matter, and it runs after every other middleware."
+		return Fallback{Call: "x.RegisterHandlers", How: "a route middleware on their routes, which reads echo's route", Caveat: "The route middleware is bound to the route when oapi-codegen registers it, so a group's prefix does not matter, and it runs after every other middleware."}
 	case "gin":
-		return "the engine's handler on their routes, which marks the request, and a middleware appended to options.Middlewares, which runs the engine for a marked request", "The handler is bound to the route when oapi-codegen registers it, so a group's prefix does not matter, and the engine runs after options.Middlewares, as for the other operations."
+		return Fallback{Call: "x.RegisterHandlers", How: "the engine's handler on their routes, which marks the request, and a middleware appended to options.Middlewares, which runs the engine for a marked request", Caveat: "The handler is bound to the route when oapi-codegen registers it, so a group's prefix does not matter, and the engine runs after options.Middlewares, as for the other operations."}
+	}
+	f := Fallback{
+		Call:   "x.Handler",
+		How:    "a middleware first in options.Middlewares, the innermost, that matches them under options.BaseURL",
+		Caveat: "A router that rewrites the path where the matcher cannot see it (a gorilla subrouter as BaseRouter, a prefix options.BaseURL does not give) leaves them unprotected.",
+		Hint:   "Set " + FirstToLastOption.String() + " when oapi-codegen applies options.Middlewares first to last (idemgen takes it from oapi-codegen-config).",
 	}
 	if firstToLast {
-		how = "a middleware last in options.Middlewares, the innermost (server.middleware-first-to-last: oapi-codegen applies them first to last), that matches them under options.BaseURL"
-	} else {
-		how = "a middleware first in options.Middlewares, the innermost, that matches them under options.BaseURL"
+		f.How = "a middleware last in options.Middlewares, the innermost (" + FirstToLastOption.String() + ": oapi-codegen applies them first to last), that matches them under options.BaseURL"
+		f.Hint = ""
 	}
-	return how, "A router that rewrites the path where the matcher cannot see it (a gorilla subrouter as BaseRouter, a prefix options.BaseURL does not give) leaves them unprotected."
+	return f
 }
 
 // fallbackDoc is what the plain wiring's documentation says of the
@@ -162,8 +180,8 @@ func (g *gen) fallbackDoc() string {
 	if len(fb) == 0 {
 		return ""
 	}
-	how, caveat := FallbackWiring(g.cfg.Router, g.cfg.FirstToLast)
-	s := " These operations are protected by path instead (" + how + "), since idemgen cannot tell the Go type of a path parameter of theirs, which their ServerInterface method takes:"
+	w := FallbackWiring(g.cfg.Router, g.cfg.FirstToLast)
+	s := " These operations are protected by path instead (" + w.How + "), since idemgen cannot tell the Go type of a path parameter of theirs, which their ServerInterface method takes:"
 	for n, i := range fb {
 		op := g.spec.Operations[i]
 		if n > 0 {
@@ -171,7 +189,7 @@ func (g *gen) fallbackDoc() string {
 		}
 		s += " " + op.Where() + " (" + PathFallback(op).Name + ")"
 	}
-	return s + ". " + caveat
+	return s + ". " + w.Caveat
 }
 
 // netHTTPOpServer writes the wrapper of the std-http, chi and gorilla
