@@ -445,6 +445,11 @@ func (d *Doer) prepare(ctx context.Context, req *http.Request, call *Call, p Pol
 		closeBody(req)
 		return nil, d.fail(req, call, ErrNotRetryable, errors.New("request without a URL"))
 	}
+	if call.keyGiven && call.supplied == "" {
+		closeBody(req)
+		return nil, d.fail(req, call, ErrInvalidKey,
+			errors.New("the key supplied with idemclient.WithKey is empty (to let the call make one, give no WithKey)"))
+	}
 	hasBody := req.Body != nil && req.Body != http.NoBody
 	pr := &prepared{tmpl: req.Clone(ctx)}
 	if pr.tmpl.Header == nil {

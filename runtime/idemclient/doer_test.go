@@ -1373,7 +1373,11 @@ func TestInvalidKeyRefusedBeforeSending(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := len(srv.Seen())
-			ctx, call := Start(context.Background(), WithPolicy(tc.p), WithKey(tc.key))
+			opts := []CallOption{WithPolicy(tc.p)}
+			if tc.key != "" { // WithKey("") is an invalid key
+				opts = append(opts, WithKey(tc.key))
+			}
+			ctx, call := Start(context.Background(), opts...)
 			req := post(t, ctx, srv.URL, payload)
 			if tc.header != "" {
 				req.Header.Set("Idempotency-Key", tc.header)
