@@ -190,6 +190,9 @@ type Doer struct {
 	inner  HTTPDoer
 	policy Policy
 	cfg    config
+	// nestedWarned: the Doer logged that another Doer's attempts pass
+	// through it (warnNested), once.
+	nestedWarned atomic.Bool
 }
 
 type config struct {
@@ -313,7 +316,10 @@ type attemptKey struct{}
 // Do sends req, retrying it as the Doer's documentation says when it is managed.
 func (d *Doer) Do(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
-	if ctx.Value(attemptKey{}) != nil {
+	if outer, _ := ctx.Value(attemptKey{}).(*Doer); outer != nil {
+		if outer != d && d.nestedWarned.CompareAndSwap(false, true) {
+			d.warnNested(req)
+		}
 		return d.inner.Do(req) // an attempt of an outer Doer
 	}
 	call := CallFromContext(ctx)
@@ -601,7 +607,7 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 	if err != nil {
 		return nil, err
 	}
-	actx := context.WithValue(ctx, attemptKey{}, true)
+	actx := context.WithValue(ctx, attemptKey{}, d)
 	seq := p.Backoff.sequence()
 	key := call.Key()
 	var (
@@ -1008,4 +1014,20 @@ func (d *Doer) report(ctx context.Context, a Attempt, giveUp bool) {
 		level = slog.LevelWarn
 	}
 	d.cfg.logger.LogAttrs(ctx, level, "idemclient attempt", slog.Any("attempt", a))
+}
+
+// warnNested logs, once per Doer, that req is an attempt of another Doer
+// passing through d: d's options (hook, logger, attempt timeout,
+// Retry-After limit, ...) do not apply to it. The usual cause is an SDK
+// that wraps d in an HTTP doer of its own, which a generated
+// NewIdempotentClient wrapped in a second Doer: see [DoerWrapper]. It
+// logs to d's logger, else to slog's default one.
+func (d *Doer) warnNested(req *http.Request) {
+	l := d.cfg.logger
+	if l == nil {
+		l = slog.Default()
+	}
+	l.LogAttrs(req.Context(), slog.LevelWarn,
+		"idemclient: a Doer receives the attempts of another Doer and passes them through: its own options (attempt hook, logger, attempt timeout, Retry-After limit, ...) do not apply; make the HTTP doer that wraps it implement idemclient.DoerWrapper so that the generated client keeps it",
+		slog.String("method", req.Method), slog.String("url", redactedURL(req)))
 }
