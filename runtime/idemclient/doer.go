@@ -199,6 +199,7 @@ type config struct {
 	clock          Clock
 	random         func() float64
 	hook           func(context.Context, Attempt)
+	callHook       func(context.Context, CallEnd)
 	logger         *slog.Logger
 	attemptTimeout time.Duration
 	match          Matcher
@@ -219,6 +220,15 @@ func WithClock(c Clock) Option { return func(o *config) { o.clock = c } }
 // WithRandom sets the source of jitter draws in [0, 1) (default
 // math/rand/v2's Float64). It must be safe for concurrent use.
 func WithRandom(f func() float64) Option { return func(o *config) { o.random = f } }
+
+// WithCallHook calls fn once per call the Doer manages, when it ends
+// (after its last attempt, or before any when it failed before sending),
+// with its outcome, its number of attempts and its total time: the event
+// for per-call metrics (the attempt hook's are per attempt). fn runs on
+// the calling goroutine, before Do returns.
+func WithCallHook(fn func(context.Context, CallEnd)) Option {
+	return func(o *config) { o.callHook = fn }
+}
 
 // WithAttemptHook calls fn after every attempt, with what happened and what
 // comes next. fn runs on the calling goroutine.
@@ -335,6 +345,27 @@ func (d *Doer) Do(req *http.Request) (*http.Response, error) {
 	if !managed {
 		return d.inner.Do(req)
 	}
+	if d.cfg.callHook == nil && d.cfg.logger == nil {
+		return d.managed(ctx, req, call, p, nil)
+	}
+	start := d.cfg.clock.Now()
+	end := CallEnd{Method: req.Method}
+	resp, err := d.managed(ctx, req, call, p, &end)
+	end.Duration = d.cfg.clock.Now().Sub(start)
+	if err != nil {
+		end.Err = err
+		if e, ok := err.(*Error); ok {
+			end.URL, end.Key, end.Attempts = e.URL, e.Key, e.Attempts
+		}
+	}
+	d.reportEnd(ctx, end)
+	return resp, err
+}
+
+// managed runs a request the Doer manages (call nil: matched without a
+// Call) under base policy p; end, when not nil, gets what the call-end
+// event reports of a call that ends with a response.
+func (d *Doer) managed(ctx context.Context, req *http.Request, call *Call, p Policy, end *CallEnd) (*http.Response, error) {
 	if call == nil {
 		call = &Call{used: true}
 	} else if !call.claim() {
@@ -342,11 +373,14 @@ func (d *Doer) Do(req *http.Request) (*http.Response, error) {
 		return nil, d.fail(req, call, ErrCallReused, nil)
 	}
 	p = call.effectivePolicy(p)
+	if end != nil {
+		end.Operation = p.Operation
+	}
 	if err := ctx.Err(); err != nil { // nothing is sent, no key is fixed
 		closeBody(req)
 		return nil, d.fail(req, call, err, context.Cause(ctx))
 	}
-	return d.run(ctx, req, call, p.WithDefaults())
+	return d.run(ctx, req, call, p.WithDefaults(), end)
 }
 
 func (d *Doer) fail(req *http.Request, call *Call, reason, err error) *Error {
@@ -598,7 +632,7 @@ func (d *Doer) prepare(ctx context.Context, req *http.Request, call *Call, p Pol
 	return pr, nil
 }
 
-func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy) (*http.Response, error) {
+func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy, end *CallEnd) (*http.Response, error) {
 	if p.Ambiguous { // it may be an operation that is not idempotent: once
 		p.MaxAttempts = 1
 	}
@@ -623,10 +657,13 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 		firstInUse time.Time
 	)
 	for n := 1; ; n++ {
-		at := Attempt{Method: req.Method, URL: redactedURL(req), Key: key, N: n}
+		at := Attempt{Operation: p.Operation, Method: req.Method, URL: redactedURL(req), Key: key, N: n}
+		sent := d.cfg.clock.Now()
 		// head: the start of an error response's JSON body.
 		resp, head, err := d.attempt(actx, pr, call, n, p)
-		var now time.Time // when the response came
+		// now: when the response (or the error) came.
+		now := d.cfg.clock.Now()
+		at.Duration = now.Sub(sent)
 
 		retry := false
 		if err != nil {
@@ -653,8 +690,8 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 		} else {
 			at.Status = resp.StatusCode
 			at.Code = head.code()
-			retry = retryStatus(at.Status, at.Code, replayed(resp.Header), p.On)
-			now = d.cfg.clock.Now()
+			at.Replayed = replayed(resp.Header)
+			retry = retryStatus(at.Status, at.Code, at.Replayed, p.On)
 			if ra, ok := ParseRetryAfter(resp.Header, now); ok {
 				at.RetryAfter = ra
 			}
@@ -680,6 +717,10 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 			d.report(ctx, at, err != nil)
 			if err != nil {
 				return nil, d.fail(req, call, ErrAttemptsExhausted, err)
+			}
+			if end != nil {
+				end.URL, end.Key, end.Attempts = at.URL, key, call.Attempts()
+				end.Status, end.Code, end.Replayed = at.Status, at.Code, at.Replayed
 			}
 			return resp, nil
 		}
@@ -997,6 +1038,17 @@ func (d *Doer) discard(resp *http.Response) {
 	}
 	_, _ = io.CopyN(io.Discard, resp.Body, limit)
 	resp.Body.Close()
+}
+
+// reportEnd gives the end of a call to the call hook and the logger
+// (Debug).
+func (d *Doer) reportEnd(ctx context.Context, end CallEnd) {
+	if d.cfg.callHook != nil {
+		d.cfg.callHook(ctx, end)
+	}
+	if d.cfg.logger != nil && d.cfg.logger.Enabled(ctx, slog.LevelDebug) {
+		d.cfg.logger.LogAttrs(ctx, slog.LevelDebug, "idemclient call", slog.Any("call", end))
+	}
 }
 
 func (d *Doer) report(ctx context.Context, a Attempt, giveUp bool) {

@@ -349,6 +349,11 @@ type Policy struct {
 	// not share the nil UUID; a request without one goes out unchanged,
 	// without a key, and a key it carries is kept.
 	Ambiguous bool
+	// Operation names the operation the policy is the contract of (its
+	// operationId; generated policies set it), as [Attempt] and [CallEnd]
+	// report it: for metrics and logs by operation. It changes nothing in
+	// how a call is made; "" for none.
+	Operation string
 }
 
 // DefaultPolicy returns the contract defaults spelled out: 4 attempts,

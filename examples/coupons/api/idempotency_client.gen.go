@@ -257,6 +257,7 @@ var idemgenClientPolicyClaimCoupon = idemclient.Policy{
 	KeyCarrier:       idemclient.CarrierHeader,
 	KeyName:          "Idempotency-Key",
 	KeyMaxLength:     36,
+	Operation:        "claimCoupon",
 }
 
 // idemgenClientStart starts a call under policy p whose key travels in a typed parameter that holds

@@ -665,6 +665,8 @@ func joinList(l []string) string {
 // gives up; InFlightWait is the block's wait, by which the Doer extends a
 // per-attempt timeout for the attempts the server may hold. EnforceKeyFormat
 // is set: the key's format is the contract's, which the server requires.
+// Operation is the operation's record name (its operationId, or
+// oapi-codegen's Go name), as the attempt and call hooks report it.
 func Policy(op *ir.Operation) idemclient.Policy {
 	r := op.Policy.Retry
 	p := idemclient.Policy{
@@ -680,6 +682,7 @@ func Policy(op *ir.Operation) idemclient.Policy {
 		EnforceKeyFormat: true,
 		KeyName:          op.Key.Name,
 		KeyMaxLength:     op.Key.MaxLength,
+		Operation:        op.RecordName(),
 	}
 	if p.On.IsZero() {
 		p.MaxAttempts = 1
@@ -755,6 +758,7 @@ func policyLiteral(p idemclient.Policy) jen.Code {
 		gogen.Field("KeyCarrier", q(carrier)),
 		gogen.Field("KeyName", jen.Lit(p.KeyName)),
 		gogen.Field("KeyMaxLength", jen.Lit(p.KeyMaxLength)),
+		gogen.Field("Operation", jen.Lit(p.Operation)),
 	))
 }
 

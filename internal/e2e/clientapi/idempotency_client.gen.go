@@ -624,6 +624,7 @@ var idemgenClientPolicyUpdateAccount = idemclient.Policy{
 	KeyCarrier:       idemclient.CarrierHeader,
 	KeyName:          "Idempotency-Key",
 	KeyMaxLength:     36,
+	Operation:        "updateAccount",
 }
 
 // idemgenClientPolicyClaimCoupon is the client half of the contract of POST /coupons/{couponId}/claims
@@ -647,6 +648,7 @@ var idemgenClientPolicyClaimCoupon = idemclient.Policy{
 	KeyCarrier:       idemclient.CarrierHeader,
 	KeyName:          "Idempotency-Key",
 	KeyMaxLength:     36,
+	Operation:        "claimCoupon",
 }
 
 // idemgenClientPolicyRecordEvent is the client half of the contract of POST /events (recordEvent):
@@ -670,6 +672,7 @@ var idemgenClientPolicyRecordEvent = idemclient.Policy{
 	KeyCarrier:       idemclient.CarrierHeader,
 	KeyName:          "X-Request-Key",
 	KeyMaxLength:     36,
+	Operation:        "recordEvent",
 }
 
 // idemgenClientPolicyTouchItem is the client half of the contract of POST /items/{itemId} (touchItem):
@@ -693,6 +696,7 @@ var idemgenClientPolicyTouchItem = idemclient.Policy{
 	KeyCarrier:       idemclient.CarrierHeader,
 	KeyName:          "Idempotency-Key",
 	KeyMaxLength:     255,
+	Operation:        "touchItem",
 }
 
 // idemgenClientPolicyCreateOrder is the client half of the contract of POST /orders (createOrder):
@@ -716,6 +720,7 @@ var idemgenClientPolicyCreateOrder = idemclient.Policy{
 	KeyCarrier:       idemclient.CarrierHeader,
 	KeyName:          "Idempotency-Key",
 	KeyMaxLength:     255,
+	Operation:        "createOrder",
 }
 
 // idemgenClientPolicyCreatePayment is the client half of the contract of POST /payments
@@ -739,6 +744,7 @@ var idemgenClientPolicyCreatePayment = idemclient.Policy{
 	KeyCarrier:       idemclient.CarrierQuery,
 	KeyName:          "request_id",
 	KeyMaxLength:     36,
+	Operation:        "createPayment",
 }
 
 // idemgenClientPolicyUploadReceiptFile is the client half of the contract of POST
@@ -763,6 +769,7 @@ var idemgenClientPolicyUploadReceiptFile = idemclient.Policy{
 	KeyCarrier:       idemclient.CarrierHeader,
 	KeyName:          "Idempotency-Key",
 	KeyMaxLength:     255,
+	Operation:        "uploadReceiptFile",
 }
 
 // idemgenClientPolicySubscribe is the client half of the contract of POST /subscriptions (subscribe):
@@ -786,6 +793,7 @@ var idemgenClientPolicySubscribe = idemclient.Policy{
 	KeyCarrier:       idemclient.CarrierHeader,
 	KeyName:          "Idempotency-Key",
 	KeyMaxLength:     255,
+	Operation:        "subscribe",
 }
 
 // idemgenClientPolicyCreateTransfer is the client half of the contract of POST /transfers
@@ -809,6 +817,7 @@ var idemgenClientPolicyCreateTransfer = idemclient.Policy{
 	KeyCarrier:       idemclient.CarrierBody,
 	KeyName:          "/idempotency_key",
 	KeyMaxLength:     255,
+	Operation:        "createTransfer",
 }
 
 // idemgenClientStart starts a call under policy p whose key travels in a typed parameter that holds

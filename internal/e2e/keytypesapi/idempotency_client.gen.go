@@ -389,6 +389,7 @@ var idemgenClientPolicyCreateNote = idemclient.Policy{
 	KeyCarrier:       idemclient.CarrierHeader,
 	KeyName:          "Idempotency-Key",
 	KeyMaxLength:     64,
+	Operation:        "createNote",
 }
 
 // idemgenClientPolicyMakePayment is the client half of the contract of POST /payments (makePayment):
@@ -412,6 +413,7 @@ var idemgenClientPolicyMakePayment = idemclient.Policy{
 	KeyCarrier:       idemclient.CarrierHeader,
 	KeyName:          "Idempotency-Key",
 	KeyMaxLength:     36,
+	Operation:        "makePayment",
 }
 
 // idemgenClientPolicyMakeRefund is the client half of the contract of POST /refunds (makeRefund):
@@ -435,6 +437,7 @@ var idemgenClientPolicyMakeRefund = idemclient.Policy{
 	KeyCarrier:       idemclient.CarrierQuery,
 	KeyName:          "refund_key",
 	KeyMaxLength:     255,
+	Operation:        "makeRefund",
 }
 
 // idemgenClientPolicyOpenTicket is the client half of the contract of POST /tickets (openTicket):
@@ -458,6 +461,7 @@ var idemgenClientPolicyOpenTicket = idemclient.Policy{
 	KeyCarrier:       idemclient.CarrierQuery,
 	KeyName:          "request_id",
 	KeyMaxLength:     255,
+	Operation:        "openTicket",
 }
 
 // idemgenClientPolicyCastVote is the client half of the contract of POST /votes (castVote): loose
@@ -481,6 +485,7 @@ var idemgenClientPolicyCastVote = idemclient.Policy{
 	KeyCarrier:       idemclient.CarrierHeader,
 	KeyName:          "X-Vote-Key",
 	KeyMaxLength:     255,
+	Operation:        "castVote",
 }
 
 // idemgenClientStart starts a call under policy p whose key travels in a typed parameter that holds
