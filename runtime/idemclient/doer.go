@@ -54,7 +54,7 @@ const (
 	// CodeResponseUnavailable (409): the request ran, but its response was
 	// too large for the server to store, so it cannot be replayed; every
 	// retry with the key gets the same answer until the window ends. Never
-	// retried. The problem's original_status member is the status it ran
+	// retried. The problem's original_status member ([ProblemError].OriginalStatus) is the status it ran
 	// with; fetch the result another way.
 	CodeResponseUnavailable = "IDEMPOTENCY_RESPONSE_UNAVAILABLE"
 )

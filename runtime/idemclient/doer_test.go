@@ -1163,7 +1163,7 @@ func TestDecodeProblemCut(t *testing.T) {
 		cut, ok bool
 		want    problemMembers
 	}{
-		{`{"code":"C","title":"T","detail":"D"}`, false, true, problemMembers{"C", "T", "D"}},
+		{`{"code":"C","title":"T","detail":"D"}`, false, true, problemMembers{Code: "C", Title: "T", Detail: "D"}},
 		{`{"code":"C","title":"T","detail":"D`, false, false, problemMembers{}},
 		{`{"code":"C","title":"T","detail":"D`, true, true, problemMembers{Code: "C", Title: "T"}},
 		{`{"code":"C","ext":[1,2,{"a":`, true, true, problemMembers{Code: "C"}},

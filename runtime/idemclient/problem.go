@@ -85,6 +85,10 @@ type ProblemError struct {
 	// Attempts is the number of attempts the call made, the last (which
 	// got this problem) included.
 	Attempts int
+	// OriginalStatus is the problem's original_status member: for
+	// [CodeResponseUnavailable], the status the request ran with (0 when
+	// the problem has none, or it is not an integer).
+	OriginalStatus int
 }
 
 func (e *ProblemError) Error() string {
@@ -98,6 +102,9 @@ func (e *ProblemError) Error() string {
 	}
 	if e.RetryAfter != 0 {
 		fmt.Fprintf(&b, " retry-after=%v", e.RetryAfter)
+	}
+	if e.OriginalStatus != 0 {
+		fmt.Fprintf(&b, " original-status=%d", e.OriginalStatus)
 	}
 	if d := cmp.Or(e.Detail, e.Title); d != "" {
 		fmt.Fprintf(&b, ": %s", d)
@@ -133,7 +140,7 @@ func problemError(status int, h http.Header, p problemMembers, ok bool, now time
 	if !ok || !strings.HasPrefix(p.Code, "IDEMPOTENCY_") {
 		return nil
 	}
-	pe := &ProblemError{Status: status, Code: p.Code, Title: p.Title, Detail: p.Detail}
+	pe := &ProblemError{Status: status, Code: p.Code, Title: p.Title, Detail: p.Detail, OriginalStatus: int(p.OriginalStatus)}
 	if ra, ok := ParseRetryAfter(h, now); ok {
 		pe.RetryAfter = ra
 	}
@@ -142,9 +149,24 @@ func problemError(status int, h http.Header, p problemMembers, ok bool, now time
 
 // problemMembers are the members of a problem body the client reads.
 type problemMembers struct {
-	Code   string `json:"code"`
-	Title  string `json:"title"`
-	Detail string `json:"detail"`
+	Code           string     `json:"code"`
+	Title          string     `json:"title"`
+	Detail         string     `json:"detail"`
+	OriginalStatus lenientInt `json:"original_status"`
+}
+
+// lenientInt is an integer member that decodes to 0 when it is anything
+// else, so that it never spoils the problem's code.
+type lenientInt int
+
+func (n *lenientInt) UnmarshalJSON(b []byte) error {
+	var v int
+	if json.Unmarshal(b, &v) == nil {
+		*n = lenientInt(v)
+	} else {
+		*n = 0
+	}
+	return nil
 }
 
 // decodeProblem decodes the members of a JSON problem body, as
@@ -197,6 +219,9 @@ func decodeProblem(b []byte, cut bool) (problemMembers, bool) {
 		}
 		if dst != nil && json.Unmarshal(raw, dst) != nil {
 			return problemMembers{}, false
+		}
+		if strings.EqualFold(name, "original_status") {
+			_ = p.OriginalStatus.UnmarshalJSON(raw)
 		}
 	}
 	return p, true
