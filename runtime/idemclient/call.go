@@ -32,6 +32,7 @@ type Call struct {
 	effOnce  sync.Once
 	eff      Policy
 	observer func(key string)
+	recorder func(ctx context.Context, key string) error
 	keyGen   KeyGenerator
 	editors  []func(context.Context, *http.Request) error
 	// made: the supplied key is one FixKey created (no concurrent call
@@ -70,6 +71,17 @@ func WithKey(key string) CallOption {
 // the first attempt is sent: the moment to persist it for a later resume.
 // fn runs on the calling goroutine and must not block for long.
 func WithKeyObserver(fn func(key string)) CallOption { return func(c *Call) { c.observer = fn } }
+
+// WithKeyRecorder is [WithKeyObserver] for a caller that must not send
+// the request unless the key is persisted: fn is called with the request's
+// context and the call's key once it is fixed, before the first attempt
+// (after an observer's fn), and an error it returns ends the call before
+// anything is sent, with an [*Error] whose Reason is [ErrKeyNotRecorded]
+// and whose Err is fn's error (errors.Is finds both): the key was not
+// used, the operation did not run. fn runs on the calling goroutine.
+func WithKeyRecorder(fn func(ctx context.Context, key string) error) CallOption {
+	return func(c *Call) { c.recorder = fn }
+}
 
 // WithPolicy sets the call's policy, overriding the Doer's and its matcher's.
 // Generated helpers pass their operation's policy this way.
@@ -378,13 +390,17 @@ func (c *Call) errKey() string {
 	return c.supplied
 }
 
-func (c *Call) setKey(k string) {
+func (c *Call) setKey(ctx context.Context, k string) error {
 	c.mu.Lock()
 	c.key, c.fixed = k, true
 	c.mu.Unlock()
 	if c.observer != nil {
 		c.observer(k)
 	}
+	if c.recorder != nil {
+		return c.recorder(ctx, k)
+	}
+	return nil
 }
 
 func (c *Call) countAttempt() {

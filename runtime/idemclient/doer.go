@@ -628,7 +628,12 @@ func (d *Doer) prepare(ctx context.Context, req *http.Request, call *Call, p Pol
 		pr.first, pr.getBody = req.Body, req.GetBody
 	}
 	pr.tmpl.GetBody = pr.getBody
-	call.setKey(key)
+	if err := call.setKey(ctx, key); err != nil {
+		if pr.first != nil {
+			pr.first.Close()
+		}
+		return nil, d.fail(req, call, ErrKeyNotRecorded, err)
+	}
 	return pr, nil
 }
 
