@@ -24,7 +24,9 @@ type Call struct {
 	// keyGiven: a key was supplied with WithKey, even "" (which fails the
 	// call with ErrInvalidKey: a resume whose saved key is empty must not
 	// run the operation again under a new key).
-	keyGiven  bool
+	keyGiven bool
+	// noKey: the call sends no key (WithoutKey).
+	noKey     bool
 	policy    *Policy
 	overrides []func(*Policy)
 	// effOnce, eff: the policy given with WithPolicy, edited by the
@@ -64,7 +66,24 @@ type CallOption func(*Call)
 // operation again under a new key); to let the call make its key, give
 // no WithKey.
 func WithKey(key string) CallOption {
-	return func(c *Call) { c.supplied, c.keyGiven = key, true }
+	return func(c *Call) { c.supplied, c.keyGiven, c.noKey = key, true, false }
+}
+
+// WithoutKey makes the call send no key, for an operation whose key is
+// optional (the policy's KeyOptional; else the call fails with
+// [ErrInvalidKey], nothing sent): under the contract's window semantics
+// the server then recognises a duplicate by its fingerprint (the caller,
+// the operation and the request), so that a double click, two calls with
+// the same arguments within the window, runs the operation once, which
+// two calls with a key each (two keys) would not. The call is retried
+// when the policy's KeylessDedupe says the server dedupes such requests
+// (generated policies of window operations), else sent once. A key the
+// request carries all the same (a typed parameter the caller filled, an
+// editor's header) is sent as is. The call's key is "" and no key
+// observer is called. [WithKey] after it wins, and WithoutKey after
+// WithKey.
+func WithoutKey() CallOption {
+	return func(c *Call) { c.noKey, c.supplied, c.keyGiven = true, "", false }
 }
 
 // WithKeyObserver calls fn with the call's key once it is fixed, before
@@ -248,6 +267,13 @@ func (c *Call) FixKey(carried string) (string, error) {
 		return c.supplied, nil
 	}
 	switch {
+	case c.noKey:
+		if c.policy != nil && !p.KeyOptional {
+			return "", &Error{Attempts: c.attempts, Reason: ErrInvalidKey,
+				Err: errors.New("idemclient.WithoutKey: the operation requires a key (the policy's KeyOptional is not set)")}
+		}
+		c.supplied, c.fixKeyDone = carried, true // a key the request carries is sent as is
+		return carried, nil
 	case c.keyGiven && c.supplied == "":
 		return "", &Error{Attempts: c.attempts, Reason: ErrInvalidKey,
 			Err: errors.New("the key supplied with idemclient.WithKey is empty (to let the call make one, give no WithKey)")}

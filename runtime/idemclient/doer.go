@@ -476,6 +476,23 @@ type prepared struct {
 	fresh bool
 }
 
+// setBody sets how the attempts get req's body: data when it was
+// buffered (the key placed in it), else req's own.
+func (pr *prepared) setBody(req *http.Request, hasBody bool, data []byte) {
+	switch {
+	case !hasBody:
+		pr.getBody = func() (io.ReadCloser, error) { return req.Body, nil }
+		pr.first = req.Body
+	case data != nil:
+		pr.getBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
+		pr.first, _ = pr.getBody()
+		pr.tmpl.ContentLength = int64(len(data))
+	default:
+		pr.first, pr.getBody = req.Body, req.GetBody
+	}
+	pr.tmpl.GetBody = pr.getBody
+}
+
 func (d *Doer) prepare(ctx context.Context, req *http.Request, call *Call, p Policy) (*prepared, error) {
 	if err := p.validate(); err != nil {
 		closeBody(req)
@@ -484,6 +501,13 @@ func (d *Doer) prepare(ctx context.Context, req *http.Request, call *Call, p Pol
 	if req.URL == nil {
 		closeBody(req)
 		return nil, d.fail(req, call, ErrNotRetryable, errors.New("request without a URL"))
+	}
+	if call.noKey {
+		if !p.KeyOptional {
+			closeBody(req)
+			return nil, d.fail(req, call, ErrInvalidKey,
+				errors.New("idemclient.WithoutKey: the operation requires a key (the policy's KeyOptional is not set)"))
+		}
 	}
 	if call.keyGiven && call.supplied == "" {
 		closeBody(req)
@@ -516,6 +540,10 @@ func (d *Doer) prepare(ctx context.Context, req *http.Request, call *Call, p Pol
 		}
 	}
 
+	if call.noKey { // sent as it is (WithoutKey)
+		pr.setBody(req, hasBody, data)
+		return pr, nil
+	}
 	key := call.supplied
 	pr.fresh = key != "" && call.made
 	if key == "" {
@@ -616,18 +644,7 @@ func (d *Doer) prepare(ctx context.Context, req *http.Request, call *Call, p Pol
 		}
 	}
 
-	switch {
-	case !hasBody:
-		pr.getBody = func() (io.ReadCloser, error) { return req.Body, nil }
-		pr.first = req.Body
-	case data != nil:
-		pr.getBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
-		pr.first, _ = pr.getBody()
-		pr.tmpl.ContentLength = int64(len(data))
-	default:
-		pr.first, pr.getBody = req.Body, req.GetBody
-	}
-	pr.tmpl.GetBody = pr.getBody
+	pr.setBody(req, hasBody, data)
 	if err := call.setKey(ctx, key); err != nil {
 		if pr.first != nil {
 			pr.first.Close()
@@ -639,6 +656,9 @@ func (d *Doer) prepare(ctx context.Context, req *http.Request, call *Call, p Pol
 
 func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy, end *CallEnd) (*http.Response, error) {
 	if p.Ambiguous { // it may be an operation that is not idempotent: once
+		p.MaxAttempts = 1
+	}
+	if call.noKey && !p.KeylessDedupe { // a retry without a key may run it again: once
 		p.MaxAttempts = 1
 	}
 	call.setClock(d.cfg.clock)

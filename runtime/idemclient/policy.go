@@ -354,6 +354,18 @@ type Policy struct {
 	// report it: for metrics and logs by operation. It changes nothing in
 	// how a call is made; "" for none.
 	Operation string
+	// KeyOptional says the server accepts a request without a key (the
+	// contract's key.required: false; generated policies set it): a call
+	// given [WithoutKey] may be made. Without it such a call fails with
+	// [ErrInvalidKey], nothing sent.
+	KeyOptional bool
+	// KeylessDedupe says the server recognises a retry of a request
+	// without a key by its fingerprint (the contract's window semantics:
+	// the caller, the operation and the fingerprint act as the key;
+	// generated policies set it): a call given [WithoutKey] is retried as
+	// a keyed one is. Without it such a call is sent once, since a retry
+	// might run the operation again.
+	KeylessDedupe bool
 }
 
 // DefaultPolicy returns the contract defaults spelled out: 4 attempts,

@@ -258,15 +258,18 @@ var idemgenClientPolicyCreateRedemption = idemclient.Policy{
 	KeyName:          "Idempotency-Key",
 	KeyMaxLength:     36,
 	Operation:        "createRedemption",
+	KeyOptional:      false,
+	KeylessDedupe:    false,
 }
 
 // idemgenClientStart starts a call under policy p whose key travels in a typed parameter that holds
 // carried ("" for none): it fixes the key (the one given with idemclient.WithKey, else carried, else a
-// new one in the policy's format) and, when the parameter holds none, writes it there with set.
+// new one in the policy's format; none under idemclient.WithoutKey) and, when the parameter holds none
+// and there is a key, writes it there with set.
 func idemgenClientStart(ctx context.Context, p idemclient.Policy, carried string, set func(string) error, opts []idemclient.CallOption) (context.Context, *idemclient.Call, string, error) {
 	ctx, call := p.Start(ctx, opts...)
 	key, err := call.FixKey(carried)
-	if err == nil && carried == "" {
+	if err == nil && carried == "" && key != "" {
 		err = set(key)
 	}
 	return ctx, call, key, err

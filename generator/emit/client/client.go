@@ -683,6 +683,8 @@ func Policy(op *ir.Operation) idemclient.Policy {
 		KeyName:          op.Key.Name,
 		KeyMaxLength:     op.Key.MaxLength,
 		Operation:        op.RecordName(),
+		KeyOptional:      !op.Key.Required,
+		KeylessDedupe:    !op.Key.Required && op.Policy.Semantics == ir.Window,
 	}
 	if p.On.IsZero() {
 		p.MaxAttempts = 1
@@ -759,6 +761,8 @@ func policyLiteral(p idemclient.Policy) jen.Code {
 		gogen.Field("KeyName", jen.Lit(p.KeyName)),
 		gogen.Field("KeyMaxLength", jen.Lit(p.KeyMaxLength)),
 		gogen.Field("Operation", jen.Lit(p.Operation)),
+		gogen.Field("KeyOptional", jen.Lit(p.KeyOptional)),
+		gogen.Field("KeylessDedupe", jen.Lit(p.KeylessDedupe)),
 	))
 }
 
@@ -791,13 +795,13 @@ func (g *gen) keyHelpers() {
 	q := func(id string) *jen.Statement { return jen.Qual(clientPkg, id) }
 	uuid := func() *jen.Statement { return jen.Qual(typesPkg, "UUID") }
 	access := jen.Params(jen.String(), jen.Func().Params(jen.String()).Error())
-	g.doc(px + "Start starts a call under policy p whose key travels in a typed parameter that holds carried (\"\" for none): it fixes the key (the one given with idemclient.WithKey, else carried, else a new one in the policy's format) and, when the parameter holds none, writes it there with set.")
+	g.doc(px + "Start starts a call under policy p whose key travels in a typed parameter that holds carried (\"\" for none): it fixes the key (the one given with idemclient.WithKey, else carried, else a new one in the policy's format; none under idemclient.WithoutKey) and, when the parameter holds none and there is a key, writes it there with set.")
 	g.f.Func().Id(px+"Start").Params(
 		jen.Id("ctx").Qual("context", "Context"), jen.Id("p").Add(q("Policy")), jen.Id("carried").String(), jen.Id("set").Func().Params(jen.String()).Error(), jen.Id("opts").Index().Add(q("CallOption")),
 	).Params(jen.Qual("context", "Context"), jen.Op("*").Add(q("Call")), jen.String(), jen.Error()).Block(
 		jen.List(jen.Id("ctx"), jen.Id("call")).Op(":=").Id("p").Dot("Start").Call(jen.Id("ctx"), jen.Id("opts").Op("...")),
 		jen.List(jen.Id("key"), jen.Err()).Op(":=").Id("call").Dot("FixKey").Call(jen.Id("carried")),
-		jen.If(jen.Err().Op("==").Nil().Op("&&").Id("carried").Op("==").Lit("")).Block(
+		jen.If(jen.Err().Op("==").Nil().Op("&&").Id("carried").Op("==").Lit("").Op("&&").Id("key").Op("!=").Lit("")).Block(
 			jen.Err().Op("=").Id("set").Call(jen.Id("key")),
 		),
 		jen.Return(jen.Id("ctx"), jen.Id("call"), jen.Id("key"), jen.Err()),

@@ -94,7 +94,8 @@ func TestPolicy(t *testing.T) {
 		InUseWait:    12 * time.Second, // the lease of 10s + max(retry-after 2s, backoff max 2s)
 		InFlightWait: 2 * time.Second,
 		KeyFormat:    idemclient.FormatUUIDv7, EnforceKeyFormat: true, KeyCarrier: idemclient.CarrierHeader, KeyName: "X-Request-Key", KeyMaxLength: 36,
-		Operation: "recordEvent", // the attempt and call hooks report it
+		Operation:   "recordEvent",             // the attempt and call hooks report it
+		KeyOptional: true, KeylessDedupe: true, // window semantics, the key optional: keyless calls are deduped
 	}, got["recordEvent"])
 	assert.Equal(t, idemclient.RetryOn{Statuses: []int{503}}, got["touchItem"].On)
 	assert.Equal(t, 3, got["touchItem"].MaxAttempts)

@@ -625,6 +625,8 @@ var idemgenClientPolicyUpdateAccount = idemclient.Policy{
 	KeyName:          "Idempotency-Key",
 	KeyMaxLength:     36,
 	Operation:        "updateAccount",
+	KeyOptional:      false,
+	KeylessDedupe:    false,
 }
 
 // idemgenClientPolicyClaimCoupon is the client half of the contract of POST /coupons/{couponId}/claims
@@ -649,6 +651,8 @@ var idemgenClientPolicyClaimCoupon = idemclient.Policy{
 	KeyName:          "Idempotency-Key",
 	KeyMaxLength:     36,
 	Operation:        "claimCoupon",
+	KeyOptional:      false,
+	KeylessDedupe:    false,
 }
 
 // idemgenClientPolicyRecordEvent is the client half of the contract of POST /events (recordEvent):
@@ -673,6 +677,8 @@ var idemgenClientPolicyRecordEvent = idemclient.Policy{
 	KeyName:          "X-Request-Key",
 	KeyMaxLength:     36,
 	Operation:        "recordEvent",
+	KeyOptional:      true,
+	KeylessDedupe:    true,
 }
 
 // idemgenClientPolicyTouchItem is the client half of the contract of POST /items/{itemId} (touchItem):
@@ -697,6 +703,8 @@ var idemgenClientPolicyTouchItem = idemclient.Policy{
 	KeyName:          "Idempotency-Key",
 	KeyMaxLength:     255,
 	Operation:        "touchItem",
+	KeyOptional:      false,
+	KeylessDedupe:    false,
 }
 
 // idemgenClientPolicyCreateOrder is the client half of the contract of POST /orders (createOrder):
@@ -721,6 +729,8 @@ var idemgenClientPolicyCreateOrder = idemclient.Policy{
 	KeyName:          "Idempotency-Key",
 	KeyMaxLength:     255,
 	Operation:        "createOrder",
+	KeyOptional:      false,
+	KeylessDedupe:    false,
 }
 
 // idemgenClientPolicyCreatePayment is the client half of the contract of POST /payments
@@ -745,6 +755,8 @@ var idemgenClientPolicyCreatePayment = idemclient.Policy{
 	KeyName:          "request_id",
 	KeyMaxLength:     36,
 	Operation:        "createPayment",
+	KeyOptional:      false,
+	KeylessDedupe:    false,
 }
 
 // idemgenClientPolicyUploadReceiptFile is the client half of the contract of POST
@@ -770,6 +782,8 @@ var idemgenClientPolicyUploadReceiptFile = idemclient.Policy{
 	KeyName:          "Idempotency-Key",
 	KeyMaxLength:     255,
 	Operation:        "uploadReceiptFile",
+	KeyOptional:      true,
+	KeylessDedupe:    true,
 }
 
 // idemgenClientPolicySubscribe is the client half of the contract of POST /subscriptions (subscribe):
@@ -794,6 +808,8 @@ var idemgenClientPolicySubscribe = idemclient.Policy{
 	KeyName:          "Idempotency-Key",
 	KeyMaxLength:     255,
 	Operation:        "subscribe",
+	KeyOptional:      false,
+	KeylessDedupe:    false,
 }
 
 // idemgenClientPolicyCreateTransfer is the client half of the contract of POST /transfers
@@ -818,15 +834,18 @@ var idemgenClientPolicyCreateTransfer = idemclient.Policy{
 	KeyName:          "/idempotency_key",
 	KeyMaxLength:     255,
 	Operation:        "createTransfer",
+	KeyOptional:      false,
+	KeylessDedupe:    false,
 }
 
 // idemgenClientStart starts a call under policy p whose key travels in a typed parameter that holds
 // carried ("" for none): it fixes the key (the one given with idemclient.WithKey, else carried, else a
-// new one in the policy's format) and, when the parameter holds none, writes it there with set.
+// new one in the policy's format; none under idemclient.WithoutKey) and, when the parameter holds none
+// and there is a key, writes it there with set.
 func idemgenClientStart(ctx context.Context, p idemclient.Policy, carried string, set func(string) error, opts []idemclient.CallOption) (context.Context, *idemclient.Call, string, error) {
 	ctx, call := p.Start(ctx, opts...)
 	key, err := call.FixKey(carried)
-	if err == nil && carried == "" {
+	if err == nil && carried == "" && key != "" {
 		err = set(key)
 	}
 	return ctx, call, key, err

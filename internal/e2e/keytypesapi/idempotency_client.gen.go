@@ -390,6 +390,8 @@ var idemgenClientPolicyCreateNote = idemclient.Policy{
 	KeyName:          "Idempotency-Key",
 	KeyMaxLength:     64,
 	Operation:        "createNote",
+	KeyOptional:      false,
+	KeylessDedupe:    false,
 }
 
 // idemgenClientPolicyMakePayment is the client half of the contract of POST /payments (makePayment):
@@ -414,6 +416,8 @@ var idemgenClientPolicyMakePayment = idemclient.Policy{
 	KeyName:          "Idempotency-Key",
 	KeyMaxLength:     36,
 	Operation:        "makePayment",
+	KeyOptional:      false,
+	KeylessDedupe:    false,
 }
 
 // idemgenClientPolicyMakeRefund is the client half of the contract of POST /refunds (makeRefund):
@@ -438,6 +442,8 @@ var idemgenClientPolicyMakeRefund = idemclient.Policy{
 	KeyName:          "refund_key",
 	KeyMaxLength:     255,
 	Operation:        "makeRefund",
+	KeyOptional:      true,
+	KeylessDedupe:    false,
 }
 
 // idemgenClientPolicyOpenTicket is the client half of the contract of POST /tickets (openTicket):
@@ -462,6 +468,8 @@ var idemgenClientPolicyOpenTicket = idemclient.Policy{
 	KeyName:          "request_id",
 	KeyMaxLength:     255,
 	Operation:        "openTicket",
+	KeyOptional:      true,
+	KeylessDedupe:    true,
 }
 
 // idemgenClientPolicyCastVote is the client half of the contract of POST /votes (castVote): loose
@@ -486,15 +494,18 @@ var idemgenClientPolicyCastVote = idemclient.Policy{
 	KeyName:          "X-Vote-Key",
 	KeyMaxLength:     255,
 	Operation:        "castVote",
+	KeyOptional:      false,
+	KeylessDedupe:    false,
 }
 
 // idemgenClientStart starts a call under policy p whose key travels in a typed parameter that holds
 // carried ("" for none): it fixes the key (the one given with idemclient.WithKey, else carried, else a
-// new one in the policy's format) and, when the parameter holds none, writes it there with set.
+// new one in the policy's format; none under idemclient.WithoutKey) and, when the parameter holds none
+// and there is a key, writes it there with set.
 func idemgenClientStart(ctx context.Context, p idemclient.Policy, carried string, set func(string) error, opts []idemclient.CallOption) (context.Context, *idemclient.Call, string, error) {
 	ctx, call := p.Start(ctx, opts...)
 	key, err := call.FixKey(carried)
-	if err == nil && carried == "" {
+	if err == nil && carried == "" && key != "" {
 		err = set(key)
 	}
 	return ctx, call, key, err
