@@ -208,6 +208,7 @@ type config struct {
 	retryAfterMax  time.Duration
 	attemptHeader  string
 	keyGen         KeyGenerator
+	safe           *Policy
 }
 
 // Option configures a [Doer].
@@ -220,6 +221,26 @@ func WithClock(c Clock) Option { return func(o *config) { o.clock = c } }
 // WithRandom sets the source of jitter draws in [0, 1) (default
 // math/rand/v2's Float64). It must be safe for concurrent use.
 func WithRandom(f func() float64) Option { return func(o *config) { o.random = f } }
+
+// WithSafeRetries makes the Doer retry requests of the safe methods (GET,
+// HEAD, OPTIONS, TRACE), which no [Call] carries and the matcher does not
+// match, under policy p (its zero fields the contract defaults): the same
+// attempts, backoff, statuses, Retry-After and deadline rules as an
+// idempotent call's, the in-use wait aside, but no key is added (the
+// request is sent as it is: a safe method has no effect to repeat). Off
+// by default: such requests pass through, sent once. A body without
+// GetBody is buffered for replay as for any call (up to the request body
+// limit).
+func WithSafeRetries(p Policy) Option { return func(o *config) { o.safe = &p } }
+
+// safeMethod reports whether m is a safe method (RFC 9110, 9.2.1).
+func safeMethod(m string) bool {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, "":
+		return true
+	}
+	return false
+}
 
 // WithCallHook calls fn once per call the Doer manages, when it ends
 // (after its last attempt, or before any when it failed before sending),
@@ -342,15 +363,20 @@ func (d *Doer) Do(req *http.Request) (*http.Response, error) {
 			p, managed = mp, true
 		}
 	}
+	keyless := false // a safe method's request retried without a key (WithSafeRetries)
+	if !managed && d.cfg.safe != nil && safeMethod(req.Method) {
+		p, managed, keyless = *d.cfg.safe, true, true
+		p.KeyOptional, p.KeylessDedupe = true, true
+	}
 	if !managed {
 		return d.inner.Do(req)
 	}
 	if d.cfg.callHook == nil && d.cfg.logger == nil {
-		return d.managed(ctx, req, call, p, nil)
+		return d.managed(ctx, req, call, p, keyless, nil)
 	}
 	start := d.cfg.clock.Now()
 	end := CallEnd{Method: req.Method}
-	resp, err := d.managed(ctx, req, call, p, &end)
+	resp, err := d.managed(ctx, req, call, p, keyless, &end)
 	end.Duration = d.cfg.clock.Now().Sub(start)
 	if err != nil {
 		end.Err = err
@@ -363,11 +389,12 @@ func (d *Doer) Do(req *http.Request) (*http.Response, error) {
 }
 
 // managed runs a request the Doer manages (call nil: matched without a
-// Call) under base policy p; end, when not nil, gets what the call-end
-// event reports of a call that ends with a response.
-func (d *Doer) managed(ctx context.Context, req *http.Request, call *Call, p Policy, end *CallEnd) (*http.Response, error) {
+// Call, or a safe method's request, keyless) under base policy p; end,
+// when not nil, gets what the call-end event reports of a call that ends
+// with a response.
+func (d *Doer) managed(ctx context.Context, req *http.Request, call *Call, p Policy, keyless bool, end *CallEnd) (*http.Response, error) {
 	if call == nil {
-		call = &Call{used: true}
+		call = &Call{used: true, noKey: keyless}
 	} else if !call.claim() {
 		closeBody(req)
 		return nil, d.fail(req, call, ErrCallReused, nil)
