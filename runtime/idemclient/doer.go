@@ -209,6 +209,7 @@ type config struct {
 	attemptHeader  string
 	keyGen         KeyGenerator
 	safe           *Policy
+	budget         *RetryBudget
 }
 
 // Option configures a [Doer].
@@ -221,6 +222,12 @@ func WithClock(c Clock) Option { return func(o *config) { o.clock = c } }
 // WithRandom sets the source of jitter draws in [0, 1) (default
 // math/rand/v2's Float64). It must be safe for concurrent use.
 func WithRandom(f func() float64) Option { return func(o *config) { o.random = f } }
+
+// WithRetryBudget makes the Doer's retries take tokens from b, a bucket
+// that may be shared by several Doers (see [RetryBudget]); a retry the
+// bucket cannot pay for stops the call with [ErrRetryBudgetExhausted].
+// Off by default (nil): retries are bounded by each call's policy alone.
+func WithRetryBudget(b *RetryBudget) Option { return func(o *config) { o.budget = b } }
 
 // WithSafeRetries makes the Doer retry requests of the safe methods (GET,
 // HEAD, OPTIONS, TRACE), which no [Call] carries and the matcher does not
@@ -707,6 +714,8 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy,
 		// Doer's clock; zero before it). p.InUseWait bounds the time
 		// elapsed since, the in-use attempts' own durations included.
 		firstInUse time.Time
+		// paid: the tokens the call's last retry took from the budget.
+		paid int
 	)
 	for n := 1; ; n++ {
 		at := Attempt{Operation: p.Operation, Method: req.Method, URL: redactedURL(req), Key: key, N: n}
@@ -770,6 +779,9 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy,
 			if err != nil {
 				return nil, d.fail(req, call, ErrAttemptsExhausted, err)
 			}
+			if d.cfg.budget != nil && !retry {
+				d.cfg.budget.succeeded(paid)
+			}
 			if end != nil {
 				end.URL, end.Key, end.Attempts = at.URL, key, call.Attempts()
 				end.Status, end.Code, end.Replayed = at.Status, at.Code, at.Replayed
@@ -814,6 +826,16 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy,
 			stop = ErrInUseWaitExhausted
 			err = fmt.Errorf("%v since the first %s answer; %v more would pass the in-use wait of %v (Policy.InUseWait)",
 				elapsed.Round(time.Millisecond), CodeKeyInUse, wait, p.InUseWait)
+		}
+		if stop == nil && !inUse && d.cfg.budget != nil {
+			if paid = d.cfg.budget.take(err != nil && errors.Is(err, errAttemptTimeout)); paid == 0 {
+				stop = ErrRetryBudgetExhausted
+				if err != nil {
+					err = fmt.Errorf("the retry budget has %d tokens left, too few for a retry after: %w", d.cfg.budget.Tokens(), err)
+				} else {
+					err = fmt.Errorf("the retry budget has %d tokens left, too few for a retry", d.cfg.budget.Tokens())
+				}
+			}
 		}
 		// The problem the response carried, for an error that ends the call.
 		lastProblem := func(e *Error) *Error {
