@@ -20,7 +20,13 @@ import (
 //
 // Its methods are safe for concurrent use.
 type Call struct {
-	supplied  string
+	supplied string
+	// keyGiven: a key was supplied with WithKey, even "" (which fails the
+	// call with ErrInvalidKey: a resume whose saved key is empty must not
+	// run the operation again under a new key).
+	keyGiven bool
+	// noKey: the call sends no key (WithoutKey).
+	noKey     bool
 	policy    *Policy
 	overrides []func(*Policy)
 	// effOnce, eff: the policy given with WithPolicy, edited by the
@@ -28,11 +34,14 @@ type Call struct {
 	effOnce  sync.Once
 	eff      Policy
 	observer func(key string)
+	recorder func(ctx context.Context, key string) error
 	keyGen   KeyGenerator
 	editors  []func(context.Context, *http.Request) error
 	// made: the supplied key is one FixKey created (no concurrent call
 	// can hold it), not the caller's.
 	made bool
+	// fixKeyDone: FixKey fixed the key (a second FixKey returns it).
+	fixKeyDone bool
 
 	mu       sync.Mutex
 	used     bool
@@ -51,12 +60,47 @@ type CallOption func(*Call)
 // call fails with [ErrKeyConflict]. It is one call's: options meant for
 // every call (a generated client's WithCallOptions) must not hold it
 // ([CheckClientOptions]).
-func WithKey(key string) CallOption { return func(c *Call) { c.supplied = key } }
+//
+// An empty key is not "no key": the call fails with [ErrInvalidKey],
+// nothing sent (a resume whose saved key was lost must not run the
+// operation again under a new key); to let the call make its key, give
+// no WithKey.
+func WithKey(key string) CallOption {
+	return func(c *Call) { c.supplied, c.keyGiven, c.noKey = key, true, false }
+}
+
+// WithoutKey makes the call send no key, for an operation whose key is
+// optional (the policy's KeyOptional; else the call fails with
+// [ErrInvalidKey], nothing sent): under the contract's window semantics
+// the server then recognises a duplicate by its fingerprint (the caller,
+// the operation and the request), so that a double click, two calls with
+// the same arguments within the window, runs the operation once, which
+// two calls with a key each (two keys) would not. The call is retried
+// when the policy's KeylessDedupe says the server dedupes such requests
+// (generated policies of window operations), else sent once. A key the
+// request carries all the same (a typed parameter the caller filled, an
+// editor's header) is sent as is. The call's key is "" and no key
+// observer is called. [WithKey] after it wins, and WithoutKey after
+// WithKey.
+func WithoutKey() CallOption {
+	return func(c *Call) { c.noKey, c.supplied, c.keyGiven = true, "", false }
+}
 
 // WithKeyObserver calls fn with the call's key once it is fixed, before
 // the first attempt is sent: the moment to persist it for a later resume.
 // fn runs on the calling goroutine and must not block for long.
 func WithKeyObserver(fn func(key string)) CallOption { return func(c *Call) { c.observer = fn } }
+
+// WithKeyRecorder is [WithKeyObserver] for a caller that must not send
+// the request unless the key is persisted: fn is called with the request's
+// context and the call's key once it is fixed, before the first attempt
+// (after an observer's fn), and an error it returns ends the call before
+// anything is sent, with an [*Error] whose Reason is [ErrKeyNotRecorded]
+// and whose Err is fn's error (errors.Is finds both): the key was not
+// used, the operation did not run. fn runs on the calling goroutine.
+func WithKeyRecorder(fn func(ctx context.Context, key string) error) CallOption {
+	return func(c *Call) { c.recorder = fn }
+}
 
 // WithPolicy sets the call's policy, overriding the Doer's and its matcher's.
 // Generated helpers pass their operation's policy this way.
@@ -198,7 +242,12 @@ func (c *Call) Attempts() int {
 // format of the call's policy ([WithPolicy], default UUID v7), made by
 // the call's [KeyGenerator] if it has one (a generator that fails or
 // returns "" fails FixKey with an [*Error] whose Reason is
-// [ErrKeyGenerator]). It returns the key and remembers it as
+// [ErrKeyGenerator]). The key is checked as the Doer checks it, under
+// the call's policy: longer than its KeyMaxLength, or not in its
+// KeyFormat under EnforceKeyFormat, it fails FixKey with an [*Error]
+// whose Reason is [ErrInvalidKey] (the key returned with it, to log), as
+// does an empty key given with WithKey (never replaced by a new one). It
+// returns the key and remembers it as
 // the call's supplied key, so the [Doer] finds the request carrying it (a
 // request carrying another fails with [ErrKeyConflict]) and reports it to
 // the [WithKeyObserver] before the first attempt, as for any call.
@@ -206,13 +255,29 @@ func (c *Call) Attempts() int {
 // A second FixKey returns the key fixed by the first.
 func (c *Call) FixKey(carried string) (string, error) {
 	format, set := FormatUUID, KeyFormat("")
+	var p Policy
 	if c.policy != nil {
-		set = c.effectivePolicy(Policy{}).KeyFormat
+		p = c.effectivePolicy(Policy{})
+		set = p.KeyFormat
 		format = cmp.Or(set, format)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.supplied != "" {
+	if c.fixKeyDone {
+		return c.supplied, nil
+	}
+	switch {
+	case c.noKey:
+		if c.policy != nil && !p.KeyOptional {
+			return "", &Error{Attempts: c.attempts, Reason: ErrInvalidKey,
+				Err: errors.New("idemclient.WithoutKey: the operation requires a key (the policy's KeyOptional is not set)")}
+		}
+		c.supplied, c.fixKeyDone = carried, true // a key the request carries is sent as is
+		return carried, nil
+	case c.keyGiven && c.supplied == "":
+		return "", &Error{Attempts: c.attempts, Reason: ErrInvalidKey,
+			Err: errors.New("the key supplied with idemclient.WithKey is empty (to let the call make one, give no WithKey)")}
+	case c.supplied != "":
 		// Only under a policy that says the key is a UUID: an unset
 		// format is the contract's default, token, whose keys are
 		// case-sensitive.
@@ -222,18 +287,25 @@ func (c *Call) FixKey(carried string) (string, error) {
 				c.supplied = k
 			}
 		}
-		return c.supplied, nil
-	}
-	if carried != "" {
+	case carried != "":
 		c.supplied = carried
-		return carried, nil
+	default:
+		k, err := c.newKey(nil, format)
+		if err != nil {
+			return "", &Error{Attempts: c.attempts, Reason: ErrKeyGenerator, Err: err}
+		}
+		c.supplied, c.made = k, c.keyGen == nil
 	}
-	k, err := c.newKey(nil, format)
-	if err != nil {
-		return "", &Error{Attempts: c.attempts, Reason: ErrKeyGenerator, Err: err}
+	// Checked as the Doer would (KeyMaxLength; the format under
+	// EnforceKeyFormat), before a helper writes the key into a typed
+	// parameter that could not hold it: ErrInvalidKey, not a carrier error.
+	if c.policy != nil {
+		if err := checkKey(c.supplied, p); err != nil {
+			return c.supplied, &Error{Key: c.supplied, Attempts: c.attempts, Reason: ErrInvalidKey, Err: err}
+		}
 	}
-	c.supplied, c.made = k, c.keyGen == nil
-	return k, nil
+	c.fixKeyDone = true
+	return c.supplied, nil
 }
 
 // effectivePolicy returns the call's policy: the one given with
@@ -344,13 +416,17 @@ func (c *Call) errKey() string {
 	return c.supplied
 }
 
-func (c *Call) setKey(k string) {
+func (c *Call) setKey(ctx context.Context, k string) error {
 	c.mu.Lock()
 	c.key, c.fixed = k, true
 	c.mu.Unlock()
 	if c.observer != nil {
 		c.observer(k)
 	}
+	if c.recorder != nil {
+		return c.recorder(ctx, k)
+	}
+	return nil
 }
 
 func (c *Call) countAttempt() {
@@ -371,7 +447,7 @@ func CheckClientOptions(opts ...CallOption) error {
 	for _, o := range opts {
 		o(&c)
 	}
-	if c.supplied != "" {
+	if c.keyGiven {
 		return errors.New("idemclient: client-wide call options must not supply a key (idemclient.WithKey): every call would share it; give WithKey to each call")
 	}
 	return nil

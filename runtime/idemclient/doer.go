@@ -54,7 +54,7 @@ const (
 	// CodeResponseUnavailable (409): the request ran, but its response was
 	// too large for the server to store, so it cannot be replayed; every
 	// retry with the key gets the same answer until the window ends. Never
-	// retried. The problem's original_status member is the status it ran
+	// retried. The problem's original_status member ([ProblemError].OriginalStatus) is the status it ran
 	// with; fetch the result another way.
 	CodeResponseUnavailable = "IDEMPOTENCY_RESPONSE_UNAVAILABLE"
 )
@@ -190,12 +190,16 @@ type Doer struct {
 	inner  HTTPDoer
 	policy Policy
 	cfg    config
+	// nestedWarned: the Doer logged that another Doer's attempts pass
+	// through it (warnNested), once.
+	nestedWarned atomic.Bool
 }
 
 type config struct {
 	clock          Clock
 	random         func() float64
 	hook           func(context.Context, Attempt)
+	callHook       func(context.Context, CallEnd)
 	logger         *slog.Logger
 	attemptTimeout time.Duration
 	match          Matcher
@@ -204,6 +208,8 @@ type config struct {
 	retryAfterMax  time.Duration
 	attemptHeader  string
 	keyGen         KeyGenerator
+	safe           *Policy
+	budget         *RetryBudget
 }
 
 // Option configures a [Doer].
@@ -216,6 +222,41 @@ func WithClock(c Clock) Option { return func(o *config) { o.clock = c } }
 // WithRandom sets the source of jitter draws in [0, 1) (default
 // math/rand/v2's Float64). It must be safe for concurrent use.
 func WithRandom(f func() float64) Option { return func(o *config) { o.random = f } }
+
+// WithRetryBudget makes the Doer's retries take tokens from b, a bucket
+// that may be shared by several Doers (see [RetryBudget]); a retry the
+// bucket cannot pay for stops the call with [ErrRetryBudgetExhausted].
+// Off by default (nil): retries are bounded by each call's policy alone.
+func WithRetryBudget(b *RetryBudget) Option { return func(o *config) { o.budget = b } }
+
+// WithSafeRetries makes the Doer retry requests of the safe methods (GET,
+// HEAD, OPTIONS, TRACE), which no [Call] carries and the matcher does not
+// match, under policy p (its zero fields the contract defaults): the same
+// attempts, backoff, statuses, Retry-After and deadline rules as an
+// idempotent call's, the in-use wait aside, but no key is added (the
+// request is sent as it is: a safe method has no effect to repeat). Off
+// by default: such requests pass through, sent once. A body without
+// GetBody is buffered for replay as for any call (up to the request body
+// limit).
+func WithSafeRetries(p Policy) Option { return func(o *config) { o.safe = &p } }
+
+// safeMethod reports whether m is a safe method (RFC 9110, 9.2.1).
+func safeMethod(m string) bool {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, "":
+		return true
+	}
+	return false
+}
+
+// WithCallHook calls fn once per call the Doer manages, when it ends
+// (after its last attempt, or before any when it failed before sending),
+// with its outcome, its number of attempts and its total time: the event
+// for per-call metrics (the attempt hook's are per attempt). fn runs on
+// the calling goroutine, before Do returns.
+func WithCallHook(fn func(context.Context, CallEnd)) Option {
+	return func(o *config) { o.callHook = fn }
+}
 
 // WithAttemptHook calls fn after every attempt, with what happened and what
 // comes next. fn runs on the calling goroutine.
@@ -313,7 +354,10 @@ type attemptKey struct{}
 // Do sends req, retrying it as the Doer's documentation says when it is managed.
 func (d *Doer) Do(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
-	if ctx.Value(attemptKey{}) != nil {
+	if outer, _ := ctx.Value(attemptKey{}).(*Doer); outer != nil {
+		if outer != d && d.nestedWarned.CompareAndSwap(false, true) {
+			d.warnNested(req)
+		}
 		return d.inner.Do(req) // an attempt of an outer Doer
 	}
 	call := CallFromContext(ctx)
@@ -326,21 +370,51 @@ func (d *Doer) Do(req *http.Request) (*http.Response, error) {
 			p, managed = mp, true
 		}
 	}
+	keyless := false // a safe method's request retried without a key (WithSafeRetries)
+	if !managed && d.cfg.safe != nil && safeMethod(req.Method) {
+		p, managed, keyless = *d.cfg.safe, true, true
+		p.KeyOptional, p.KeylessDedupe = true, true
+	}
 	if !managed {
 		return d.inner.Do(req)
 	}
+	if d.cfg.callHook == nil && d.cfg.logger == nil {
+		return d.managed(ctx, req, call, p, keyless, nil)
+	}
+	start := d.cfg.clock.Now()
+	end := CallEnd{Method: req.Method}
+	resp, err := d.managed(ctx, req, call, p, keyless, &end)
+	end.Duration = d.cfg.clock.Now().Sub(start)
+	if err != nil {
+		end.Err = err
+		if e, ok := err.(*Error); ok {
+			end.URL, end.Key, end.Attempts = e.URL, e.Key, e.Attempts
+		}
+	}
+	d.reportEnd(ctx, end)
+	return resp, err
+}
+
+// managed runs a request the Doer manages (call nil: matched without a
+// Call, or a safe method's request, keyless) under base policy p; end,
+// when not nil, gets what the call-end event reports of a call that ends
+// with a response.
+func (d *Doer) managed(ctx context.Context, req *http.Request, call *Call, p Policy, keyless bool, end *CallEnd) (*http.Response, error) {
 	if call == nil {
-		call = &Call{used: true}
+		call = &Call{used: true, noKey: keyless}
 	} else if !call.claim() {
 		closeBody(req)
 		return nil, d.fail(req, call, ErrCallReused, nil)
 	}
 	p = call.effectivePolicy(p)
+	if end != nil {
+		end.Operation = p.Operation
+	}
 	if err := ctx.Err(); err != nil { // nothing is sent, no key is fixed
 		closeBody(req)
 		return nil, d.fail(req, call, err, context.Cause(ctx))
 	}
-	return d.run(ctx, req, call, p.WithDefaults())
+	return d.run(ctx, req, call, p.WithDefaults(), end)
 }
 
 func (d *Doer) fail(req *http.Request, call *Call, reason, err error) *Error {
@@ -436,6 +510,23 @@ type prepared struct {
 	fresh bool
 }
 
+// setBody sets how the attempts get req's body: data when it was
+// buffered (the key placed in it), else req's own.
+func (pr *prepared) setBody(req *http.Request, hasBody bool, data []byte) {
+	switch {
+	case !hasBody:
+		pr.getBody = func() (io.ReadCloser, error) { return req.Body, nil }
+		pr.first = req.Body
+	case data != nil:
+		pr.getBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
+		pr.first, _ = pr.getBody()
+		pr.tmpl.ContentLength = int64(len(data))
+	default:
+		pr.first, pr.getBody = req.Body, req.GetBody
+	}
+	pr.tmpl.GetBody = pr.getBody
+}
+
 func (d *Doer) prepare(ctx context.Context, req *http.Request, call *Call, p Policy) (*prepared, error) {
 	if err := p.validate(); err != nil {
 		closeBody(req)
@@ -444,6 +535,18 @@ func (d *Doer) prepare(ctx context.Context, req *http.Request, call *Call, p Pol
 	if req.URL == nil {
 		closeBody(req)
 		return nil, d.fail(req, call, ErrNotRetryable, errors.New("request without a URL"))
+	}
+	if call.noKey {
+		if !p.KeyOptional {
+			closeBody(req)
+			return nil, d.fail(req, call, ErrInvalidKey,
+				errors.New("idemclient.WithoutKey: the operation requires a key (the policy's KeyOptional is not set)"))
+		}
+	}
+	if call.keyGiven && call.supplied == "" {
+		closeBody(req)
+		return nil, d.fail(req, call, ErrInvalidKey,
+			errors.New("the key supplied with idemclient.WithKey is empty (to let the call make one, give no WithKey)"))
 	}
 	hasBody := req.Body != nil && req.Body != http.NoBody
 	pr := &prepared{tmpl: req.Clone(ctx)}
@@ -471,6 +574,10 @@ func (d *Doer) prepare(ctx context.Context, req *http.Request, call *Call, p Pol
 		}
 	}
 
+	if call.noKey { // sent as it is (WithoutKey)
+		pr.setBody(req, hasBody, data)
+		return pr, nil
+	}
 	key := call.supplied
 	pr.fresh = key != "" && call.made
 	if key == "" {
@@ -571,24 +678,21 @@ func (d *Doer) prepare(ctx context.Context, req *http.Request, call *Call, p Pol
 		}
 	}
 
-	switch {
-	case !hasBody:
-		pr.getBody = func() (io.ReadCloser, error) { return req.Body, nil }
-		pr.first = req.Body
-	case data != nil:
-		pr.getBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
-		pr.first, _ = pr.getBody()
-		pr.tmpl.ContentLength = int64(len(data))
-	default:
-		pr.first, pr.getBody = req.Body, req.GetBody
+	pr.setBody(req, hasBody, data)
+	if err := call.setKey(ctx, key); err != nil {
+		if pr.first != nil {
+			pr.first.Close()
+		}
+		return nil, d.fail(req, call, ErrKeyNotRecorded, err)
 	}
-	pr.tmpl.GetBody = pr.getBody
-	call.setKey(key)
 	return pr, nil
 }
 
-func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy) (*http.Response, error) {
+func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy, end *CallEnd) (*http.Response, error) {
 	if p.Ambiguous { // it may be an operation that is not idempotent: once
+		p.MaxAttempts = 1
+	}
+	if call.noKey && !p.KeylessDedupe { // a retry without a key may run it again: once
 		p.MaxAttempts = 1
 	}
 	call.setClock(d.cfg.clock)
@@ -596,7 +700,7 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 	if err != nil {
 		return nil, err
 	}
-	actx := context.WithValue(ctx, attemptKey{}, true)
+	actx := context.WithValue(ctx, attemptKey{}, d)
 	seq := p.Backoff.sequence()
 	key := call.Key()
 	var (
@@ -610,12 +714,17 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 		// Doer's clock; zero before it). p.InUseWait bounds the time
 		// elapsed since, the in-use attempts' own durations included.
 		firstInUse time.Time
+		// paid: the tokens the call's last retry took from the budget.
+		paid int
 	)
 	for n := 1; ; n++ {
-		at := Attempt{Method: req.Method, URL: redactedURL(req), Key: key, N: n}
+		at := Attempt{Operation: p.Operation, Method: req.Method, URL: redactedURL(req), Key: key, N: n}
+		sent := d.cfg.clock.Now()
 		// head: the start of an error response's JSON body.
 		resp, head, err := d.attempt(actx, pr, call, n, p)
-		var now time.Time // when the response came
+		// now: when the response (or the error) came.
+		now := d.cfg.clock.Now()
+		at.Duration = now.Sub(sent)
 
 		retry := false
 		if err != nil {
@@ -642,8 +751,8 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 		} else {
 			at.Status = resp.StatusCode
 			at.Code = head.code()
-			retry = retryStatus(at.Status, at.Code, replayed(resp.Header), p.On)
-			now = d.cfg.clock.Now()
+			at.Replayed = replayed(resp.Header)
+			retry = retryStatus(at.Status, at.Code, at.Replayed, p.On)
 			if ra, ok := ParseRetryAfter(resp.Header, now); ok {
 				at.RetryAfter = ra
 			}
@@ -669,6 +778,13 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 			d.report(ctx, at, err != nil)
 			if err != nil {
 				return nil, d.fail(req, call, ErrAttemptsExhausted, err)
+			}
+			if d.cfg.budget != nil && !retry {
+				d.cfg.budget.succeeded(paid)
+			}
+			if end != nil {
+				end.URL, end.Key, end.Attempts = at.URL, key, call.Attempts()
+				end.Status, end.Code, end.Replayed = at.Status, at.Code, at.Replayed
 			}
 			return resp, nil
 		}
@@ -710,6 +826,16 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy)
 			stop = ErrInUseWaitExhausted
 			err = fmt.Errorf("%v since the first %s answer; %v more would pass the in-use wait of %v (Policy.InUseWait)",
 				elapsed.Round(time.Millisecond), CodeKeyInUse, wait, p.InUseWait)
+		}
+		if stop == nil && !inUse && d.cfg.budget != nil {
+			if paid = d.cfg.budget.take(err != nil && errors.Is(err, errAttemptTimeout)); paid == 0 {
+				stop = ErrRetryBudgetExhausted
+				if err != nil {
+					err = fmt.Errorf("the retry budget has %d tokens left, too few for a retry after: %w", d.cfg.budget.Tokens(), err)
+				} else {
+					err = fmt.Errorf("the retry budget has %d tokens left, too few for a retry", d.cfg.budget.Tokens())
+				}
+			}
 		}
 		// The problem the response carried, for an error that ends the call.
 		lastProblem := func(e *Error) *Error {
@@ -988,6 +1114,17 @@ func (d *Doer) discard(resp *http.Response) {
 	resp.Body.Close()
 }
 
+// reportEnd gives the end of a call to the call hook and the logger
+// (Debug).
+func (d *Doer) reportEnd(ctx context.Context, end CallEnd) {
+	if d.cfg.callHook != nil {
+		d.cfg.callHook(ctx, end)
+	}
+	if d.cfg.logger != nil && d.cfg.logger.Enabled(ctx, slog.LevelDebug) {
+		d.cfg.logger.LogAttrs(ctx, slog.LevelDebug, "idemclient call", slog.Any("call", end))
+	}
+}
+
 func (d *Doer) report(ctx context.Context, a Attempt, giveUp bool) {
 	if d.cfg.hook != nil {
 		d.cfg.hook(ctx, a)
@@ -1003,4 +1140,20 @@ func (d *Doer) report(ctx context.Context, a Attempt, giveUp bool) {
 		level = slog.LevelWarn
 	}
 	d.cfg.logger.LogAttrs(ctx, level, "idemclient attempt", slog.Any("attempt", a))
+}
+
+// warnNested logs, once per Doer, that req is an attempt of another Doer
+// passing through d: d's options (hook, logger, attempt timeout,
+// Retry-After limit, ...) do not apply to it. The usual cause is an SDK
+// that wraps d in an HTTP doer of its own, which a generated
+// NewIdempotentClient wrapped in a second Doer: see [DoerWrapper]. It
+// logs to d's logger, else to slog's default one.
+func (d *Doer) warnNested(req *http.Request) {
+	l := d.cfg.logger
+	if l == nil {
+		l = slog.Default()
+	}
+	l.LogAttrs(req.Context(), slog.LevelWarn,
+		"idemclient: a Doer receives the attempts of another Doer and passes them through: its own options (attempt hook, logger, attempt timeout, Retry-After limit, ...) do not apply; make the HTTP doer that wraps it implement idemclient.DoerWrapper so that the generated client keeps it",
+		slog.String("method", req.Method), slog.String("url", redactedURL(req)))
 }

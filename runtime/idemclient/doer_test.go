@@ -1071,7 +1071,9 @@ func TestLogger(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
-	require.Len(t, lines, 2)
+	require.Len(t, lines, 3, "two attempts, then the call's end")
+	assert.Contains(t, lines[2], `"msg":"idemclient call"`)
+	assert.Contains(t, lines[2], `"attempts":2`)
 	assert.Contains(t, lines[0], `"level":"INFO"`)
 	assert.Contains(t, lines[0], `"key":"`+call.Key()+`"`)
 	assert.Contains(t, lines[0], `"status":503`)
@@ -1161,7 +1163,7 @@ func TestDecodeProblemCut(t *testing.T) {
 		cut, ok bool
 		want    problemMembers
 	}{
-		{`{"code":"C","title":"T","detail":"D"}`, false, true, problemMembers{"C", "T", "D"}},
+		{`{"code":"C","title":"T","detail":"D"}`, false, true, problemMembers{Code: "C", Title: "T", Detail: "D"}},
 		{`{"code":"C","title":"T","detail":"D`, false, false, problemMembers{}},
 		{`{"code":"C","title":"T","detail":"D`, true, true, problemMembers{Code: "C", Title: "T"}},
 		{`{"code":"C","ext":[1,2,{"a":`, true, true, problemMembers{Code: "C"}},
@@ -1373,7 +1375,11 @@ func TestInvalidKeyRefusedBeforeSending(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := len(srv.Seen())
-			ctx, call := Start(context.Background(), WithPolicy(tc.p), WithKey(tc.key))
+			opts := []CallOption{WithPolicy(tc.p)}
+			if tc.key != "" { // WithKey("") is an invalid key
+				opts = append(opts, WithKey(tc.key))
+			}
+			ctx, call := Start(context.Background(), opts...)
 			req := post(t, ctx, srv.URL, payload)
 			if tc.header != "" {
 				req.Header.Set("Idempotency-Key", tc.header)

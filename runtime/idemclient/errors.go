@@ -56,6 +56,10 @@ var (
 	// WithRequestEditorFn, or of encoding the body comes back as
 	// oapi-codegen returns it, not as an [*Error].)
 	ErrRequestNotBuilt = errors.New("idemclient: the request could not be built")
+	// ErrKeyNotRecorded: the function given with [WithKeyRecorder] failed
+	// to persist the call's key; nothing was sent (the Error's Err is its
+	// error).
+	ErrKeyNotRecorded = errors.New("idemclient: the key was not recorded")
 	// ErrCallReused: a [Call] was used for a second request; one Call is one
 	// logical call (start a new one, with [WithKey] to resume).
 	ErrCallReused = errors.New("idemclient: call already used for a request")

@@ -349,6 +349,23 @@ type Policy struct {
 	// not share the nil UUID; a request without one goes out unchanged,
 	// without a key, and a key it carries is kept.
 	Ambiguous bool
+	// Operation names the operation the policy is the contract of (its
+	// operationId; generated policies set it), as [Attempt] and [CallEnd]
+	// report it: for metrics and logs by operation. It changes nothing in
+	// how a call is made; "" for none.
+	Operation string
+	// KeyOptional says the server accepts a request without a key (the
+	// contract's key.required: false; generated policies set it): a call
+	// given [WithoutKey] may be made. Without it such a call fails with
+	// [ErrInvalidKey], nothing sent.
+	KeyOptional bool
+	// KeylessDedupe says the server recognises a retry of a request
+	// without a key by its fingerprint (the contract's window semantics:
+	// the caller, the operation and the fingerprint act as the key;
+	// generated policies set it): a call given [WithoutKey] is retried as
+	// a keyed one is. Without it such a call is sent once, since a retry
+	// might run the operation again.
+	KeylessDedupe bool
 }
 
 // DefaultPolicy returns the contract defaults spelled out: 4 attempts,

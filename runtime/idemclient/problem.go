@@ -13,7 +13,11 @@ import (
 	"time"
 )
 
-// Problem codes of the contract (besides [CodeKeyInUse] and [CodeKeyReused]).
+// Problem codes of the contract (besides [CodeKeyInUse], [CodeKeyReused]
+// and [CodeResponseUnavailable]): every code the server (runtime/idem)
+// writes. All but [CodeHandlerFailed] and [CodeHandlerPanicked] are the
+// idempotency layer's answers; those two carry the operation's own
+// failure, in the contract's problem shape.
 const (
 	CodeKeyMissing       = "IDEMPOTENCY_KEY_MISSING"
 	CodeKeyInvalid       = "IDEMPOTENCY_KEY_INVALID"
@@ -22,6 +26,37 @@ const (
 	// stored for the key. Never retried: a corrupt record does not heal,
 	// and every retry with the key would get the same answer.
 	CodeRecordUnreadable = "IDEMPOTENCY_RECORD_UNREADABLE"
+	// CodeQuotaExceeded (429, with Retry-After): the server's store
+	// refused a new key of this caller, who holds too large a share of it;
+	// nothing ran. Retried as a 429.
+	CodeQuotaExceeded = "IDEMPOTENCY_QUOTA_EXCEEDED"
+	// CodeRequestTooLarge (413): the request body is larger than the
+	// server fingerprints; nothing ran.
+	CodeRequestTooLarge = "IDEMPOTENCY_REQUEST_TOO_LARGE"
+	// CodeRequestUnreadable (400): the server could not read the request
+	// body; nothing ran.
+	CodeRequestUnreadable = "IDEMPOTENCY_REQUEST_UNREADABLE"
+	// CodePrincipalUnavailable (500): the server could not tell who the
+	// caller is (its principal function failed); nothing ran.
+	CodePrincipalUnavailable = "IDEMPOTENCY_PRINCIPAL_UNAVAILABLE"
+	// CodeRequestEnded (503, or 499 when the client went away): the
+	// request's own context ended while the server checked its key;
+	// nothing ran, a retry with the key is safe.
+	CodeRequestEnded = "IDEMPOTENCY_REQUEST_ENDED"
+	// CodeHandlerPanicked (500): the operation itself panicked; the
+	// server freed the key, so a retry with it runs the operation again
+	// (which may have done part of its work). Not an idempotency refusal:
+	// the operation's own failure.
+	CodeHandlerPanicked = "IDEMPOTENCY_HANDLER_PANICKED"
+	// CodeHandlerFailed (500): the operation itself returned an error that
+	// the service answered with no response of its own (the generated
+	// strict servers' default error handler); its text is not sent. Not an
+	// idempotency refusal: the operation's own failure. Under the
+	// contract's failures: replay it is recorded and replayed (with
+	// Idempotent-Replayed: true) to every retry with the key for the whole
+	// window; under failures: retry the key is freed and a retry runs the
+	// operation again.
+	CodeHandlerFailed = "IDEMPOTENCY_HANDLER_FAILED"
 )
 
 // ProblemError is a response that ended a call with one of the contract's
@@ -50,6 +85,10 @@ type ProblemError struct {
 	// Attempts is the number of attempts the call made, the last (which
 	// got this problem) included.
 	Attempts int
+	// OriginalStatus is the problem's original_status member: for
+	// [CodeResponseUnavailable], the status the request ran with (0 when
+	// the problem has none, or it is not an integer).
+	OriginalStatus int
 }
 
 func (e *ProblemError) Error() string {
@@ -63,6 +102,9 @@ func (e *ProblemError) Error() string {
 	}
 	if e.RetryAfter != 0 {
 		fmt.Fprintf(&b, " retry-after=%v", e.RetryAfter)
+	}
+	if e.OriginalStatus != 0 {
+		fmt.Fprintf(&b, " original-status=%d", e.OriginalStatus)
 	}
 	if d := cmp.Or(e.Detail, e.Title); d != "" {
 		fmt.Fprintf(&b, ": %s", d)
@@ -98,7 +140,7 @@ func problemError(status int, h http.Header, p problemMembers, ok bool, now time
 	if !ok || !strings.HasPrefix(p.Code, "IDEMPOTENCY_") {
 		return nil
 	}
-	pe := &ProblemError{Status: status, Code: p.Code, Title: p.Title, Detail: p.Detail}
+	pe := &ProblemError{Status: status, Code: p.Code, Title: p.Title, Detail: p.Detail, OriginalStatus: int(p.OriginalStatus)}
 	if ra, ok := ParseRetryAfter(h, now); ok {
 		pe.RetryAfter = ra
 	}
@@ -107,9 +149,24 @@ func problemError(status int, h http.Header, p problemMembers, ok bool, now time
 
 // problemMembers are the members of a problem body the client reads.
 type problemMembers struct {
-	Code   string `json:"code"`
-	Title  string `json:"title"`
-	Detail string `json:"detail"`
+	Code           string     `json:"code"`
+	Title          string     `json:"title"`
+	Detail         string     `json:"detail"`
+	OriginalStatus lenientInt `json:"original_status"`
+}
+
+// lenientInt is an integer member that decodes to 0 when it is anything
+// else, so that it never spoils the problem's code.
+type lenientInt int
+
+func (n *lenientInt) UnmarshalJSON(b []byte) error {
+	var v int
+	if json.Unmarshal(b, &v) == nil {
+		*n = lenientInt(v)
+	} else {
+		*n = 0
+	}
+	return nil
 }
 
 // decodeProblem decodes the members of a JSON problem body, as
@@ -162,6 +219,9 @@ func decodeProblem(b []byte, cut bool) (problemMembers, bool) {
 		}
 		if dst != nil && json.Unmarshal(raw, dst) != nil {
 			return problemMembers{}, false
+		}
+		if strings.EqualFold(name, "original_status") {
+			_ = p.OriginalStatus.UnmarshalJSON(raw)
 		}
 	}
 	return p, true

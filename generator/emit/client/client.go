@@ -440,12 +440,12 @@ func keyDoc(op *ir.Operation) string {
 func (g *gen) constructors() {
 	t, doer, matcher := g.cfg.Type, g.cfg.Doer(), g.cfg.Matcher()
 	q := func(id string) *jen.Statement { return jen.Qual(clientPkg, id) }
-	g.docf("New%s returns the typed helpers over a ClientWithResponses for server, built with opts as NewClientWithResponses builds it. Its HTTP client (WithHTTPClient; default a new http.Client) is wrapped with %s, whose matcher is %s of the client's server URL (its Server, after opts such as WithBaseURL): a request of the client that no helper made is matched by its whole path under the server's base path (one no route serves there, say with a gateway prefix a request editor added, as %s alone reads it). An HTTP client that is an *idemclient.Doer already is kept as it is: pass WithHTTPClient(%s(httpClient, idemclient.WithMatcher(m), doerOptions...)), m from %s(server), to configure the Doer (its clock, a per-attempt timeout, a logger, an attempt hook) and keep the exact matching. It fails when the server URL does not parse.", t, doer, matcher, doer, doer, matcher)
+	g.docf("New%s returns the typed helpers over a ClientWithResponses for server, built with opts as NewClientWithResponses builds it. Its HTTP client (WithHTTPClient; default a new http.Client) is wrapped with %s, whose matcher is %s of the client's server URL (its Server, after opts such as WithBaseURL): a request of the client that no helper made is matched by its whole path under the server's base path (one no route serves there, say with a gateway prefix a request editor added, as %s alone reads it). An HTTP client that is an *idemclient.Doer already, or wraps one and says so (idemclient.DoerWrapper: an SDK's own HttpRequestDoer adding a User-Agent or tracing around the Doer), is kept as it is: pass WithHTTPClient(%s(httpClient, idemclient.WithMatcher(m), doerOptions...)), m from %s(server), or your wrapper of it, to configure the Doer (its clock, a per-attempt timeout, a logger, an attempt hook) and keep the exact matching. A wrapper that does not implement idemclient.DoerWrapper is wrapped in a second, default Doer, whose attempts the inner Doer passes through without its options (it logs a warning once). It fails when the server URL does not parse.", t, doer, matcher, doer, doer, matcher)
 	g.f.Func().Id("New"+t).Params(jen.Id("server").String(), jen.Id("opts").Op("...").Id("ClientOption")).Params(jen.Op("*").Id(t), jen.Error()).Block(
 		jen.List(jen.Id("c"), jen.Err()).Op(":=").Id("NewClientWithResponses").Call(jen.Id("server"), jen.Id("opts").Op("...")),
 		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
 		jen.If(jen.List(jen.Id("inner"), jen.Id("ok")).Op(":=").Id("c").Dot("ClientInterface").Assert(jen.Op("*").Id(cmp.Or(g.cfg.Oapi, "Client"))), jen.Id("ok")).Block(
-			jen.If(jen.List(jen.Id("_"), jen.Id("ok")).Op(":=").Id("inner").Dot("Client").Assert(jen.Op("*").Add(q("Doer"))), jen.Op("!").Id("ok")).Block(
+			jen.If(q("FindDoer").Call(jen.Id("inner").Dot("Client")).Op("==").Nil()).Block(
 				jen.List(jen.Id("m"), jen.Err()).Op(":=").Id(matcher).Call(jen.Id("inner").Dot("Server")),
 				jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
 				jen.Id("inner").Dot("Client").Op("=").Id(doer).Call(jen.Id("inner").Dot("Client"), q("WithMatcher").Call(jen.Id("m"))),
@@ -665,6 +665,8 @@ func joinList(l []string) string {
 // gives up; InFlightWait is the block's wait, by which the Doer extends a
 // per-attempt timeout for the attempts the server may hold. EnforceKeyFormat
 // is set: the key's format is the contract's, which the server requires.
+// Operation is the operation's record name (its operationId, or
+// oapi-codegen's Go name), as the attempt and call hooks report it.
 func Policy(op *ir.Operation) idemclient.Policy {
 	r := op.Policy.Retry
 	p := idemclient.Policy{
@@ -680,6 +682,9 @@ func Policy(op *ir.Operation) idemclient.Policy {
 		EnforceKeyFormat: true,
 		KeyName:          op.Key.Name,
 		KeyMaxLength:     op.Key.MaxLength,
+		Operation:        op.RecordName(),
+		KeyOptional:      !op.Key.Required,
+		KeylessDedupe:    !op.Key.Required && op.Policy.Semantics == ir.Window,
 	}
 	if p.On.IsZero() {
 		p.MaxAttempts = 1
@@ -755,6 +760,9 @@ func policyLiteral(p idemclient.Policy) jen.Code {
 		gogen.Field("KeyCarrier", q(carrier)),
 		gogen.Field("KeyName", jen.Lit(p.KeyName)),
 		gogen.Field("KeyMaxLength", jen.Lit(p.KeyMaxLength)),
+		gogen.Field("Operation", jen.Lit(p.Operation)),
+		gogen.Field("KeyOptional", jen.Lit(p.KeyOptional)),
+		gogen.Field("KeylessDedupe", jen.Lit(p.KeylessDedupe)),
 	))
 }
 
@@ -787,13 +795,13 @@ func (g *gen) keyHelpers() {
 	q := func(id string) *jen.Statement { return jen.Qual(clientPkg, id) }
 	uuid := func() *jen.Statement { return jen.Qual(typesPkg, "UUID") }
 	access := jen.Params(jen.String(), jen.Func().Params(jen.String()).Error())
-	g.doc(px + "Start starts a call under policy p whose key travels in a typed parameter that holds carried (\"\" for none): it fixes the key (the one given with idemclient.WithKey, else carried, else a new one in the policy's format) and, when the parameter holds none, writes it there with set.")
+	g.doc(px + "Start starts a call under policy p whose key travels in a typed parameter that holds carried (\"\" for none): it fixes the key (the one given with idemclient.WithKey, else carried, else a new one in the policy's format; none under idemclient.WithoutKey) and, when the parameter holds none and there is a key, writes it there with set.")
 	g.f.Func().Id(px+"Start").Params(
 		jen.Id("ctx").Qual("context", "Context"), jen.Id("p").Add(q("Policy")), jen.Id("carried").String(), jen.Id("set").Func().Params(jen.String()).Error(), jen.Id("opts").Index().Add(q("CallOption")),
 	).Params(jen.Qual("context", "Context"), jen.Op("*").Add(q("Call")), jen.String(), jen.Error()).Block(
 		jen.List(jen.Id("ctx"), jen.Id("call")).Op(":=").Id("p").Dot("Start").Call(jen.Id("ctx"), jen.Id("opts").Op("...")),
 		jen.List(jen.Id("key"), jen.Err()).Op(":=").Id("call").Dot("FixKey").Call(jen.Id("carried")),
-		jen.If(jen.Err().Op("==").Nil().Op("&&").Id("carried").Op("==").Lit("")).Block(
+		jen.If(jen.Err().Op("==").Nil().Op("&&").Id("carried").Op("==").Lit("").Op("&&").Id("key").Op("!=").Lit("")).Block(
 			jen.Err().Op("=").Id("set").Call(jen.Id("key")),
 		),
 		jen.Return(jen.Id("ctx"), jen.Id("call"), jen.Id("key"), jen.Err()),

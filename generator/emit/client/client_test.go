@@ -85,6 +85,7 @@ func TestPolicy(t *testing.T) {
 	assert.Equal(t, idemclient.Policy{
 		MaxAttempts: 4, Backoff: defaults.Backoff, On: defaults.On, InUseWait: 38 * time.Second, // lease 30s + max(retry-after 1s, backoff max 8s)
 		KeyFormat: idemclient.FormatUUID, EnforceKeyFormat: true, KeyCarrier: idemclient.CarrierHeader, KeyName: "Idempotency-Key", KeyMaxLength: 36,
+		Operation: "claimCoupon", // the attempt and call hooks report it
 	}, got["claimCoupon"])
 	assert.Equal(t, idemclient.Policy{
 		MaxAttempts:  6,
@@ -93,12 +94,15 @@ func TestPolicy(t *testing.T) {
 		InUseWait:    12 * time.Second, // the lease of 10s + max(retry-after 2s, backoff max 2s)
 		InFlightWait: 2 * time.Second,
 		KeyFormat:    idemclient.FormatUUIDv7, EnforceKeyFormat: true, KeyCarrier: idemclient.CarrierHeader, KeyName: "X-Request-Key", KeyMaxLength: 36,
+		Operation:   "recordEvent",             // the attempt and call hooks report it
+		KeyOptional: true, KeylessDedupe: true, // window semantics, the key optional: keyless calls are deduped
 	}, got["recordEvent"])
 	assert.Equal(t, idemclient.RetryOn{Statuses: []int{503}}, got["touchItem"].On)
 	assert.Equal(t, 3, got["touchItem"].MaxAttempts)
 	assert.Equal(t, idemclient.Policy{
 		MaxAttempts: 4, Backoff: defaults.Backoff, On: defaults.On, InUseWait: defaults.InUseWait, // the contract's defaults: the library's
 		KeyFormat: idemclient.FormatUUIDv4, EnforceKeyFormat: true, KeyCarrier: idemclient.CarrierQuery, KeyName: "request_id", KeyMaxLength: 36,
+		Operation: "createPayment", // the attempt and call hooks report it
 	}, got["createPayment"])
 	assert.Equal(t, idemclient.CarrierBody, got["createTransfer"].KeyCarrier)
 	assert.Equal(t, 255, got["createTransfer"].KeyMaxLength, "the contract's default max-length")

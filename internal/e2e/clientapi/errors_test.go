@@ -106,9 +106,17 @@ func TestBadRequestsNotRetried(t *testing.T) {
 	resp, key, err = c.ClaimCoupon(ctx, "c1", nil, claim("u1"), idemclient.WithKey("order-42"))
 	assert.Nil(t, resp)
 	assert.Equal(t, "order-42", key)
-	assert.ErrorIs(t, err, idemclient.ErrBadKeyCarrier)
-	assert.Contains(t, err.Error(), `the key "order-42" is not a canonical UUID`)
+	assert.ErrorIs(t, err, idemclient.ErrInvalidKey, "the documented sentinel, not the carrier's")
+	assert.Contains(t, err.Error(), `the key "order-42" is not a UUID in canonical form`)
 	assert.Empty(t, e.rec.Arrivals("order-42"))
+	assert.Equal(t, 0, e.shop.Total())
+
+	// A resume whose saved key is empty fails, nothing sent: not a new key
+	// that runs the operation again.
+	resp, key, err = c.ClaimCoupon(ctx, "c1", nil, claim("u1"), idemclient.WithKey(""))
+	assert.Nil(t, resp)
+	assert.Empty(t, key)
+	assert.ErrorIs(t, err, idemclient.ErrInvalidKey)
 	assert.Equal(t, 0, e.shop.Total())
 }
 

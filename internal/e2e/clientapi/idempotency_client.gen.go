@@ -84,17 +84,20 @@ type IdempotentClient struct {
 // Server, after opts such as WithBaseURL): a request of the client that no helper made is matched by
 // its whole path under the server's base path (one no route serves there, say with a gateway prefix a
 // request editor added, as NewIdempotentDoer alone reads it). An HTTP client that is an
-// *idemclient.Doer already is kept as it is: pass WithHTTPClient(NewIdempotentDoer(httpClient,
-// idemclient.WithMatcher(m), doerOptions...)), m from IdempotentMatcher(server), to configure the Doer
-// (its clock, a per-attempt timeout, a logger, an attempt hook) and keep the exact matching. It fails
-// when the server URL does not parse.
+// *idemclient.Doer already, or wraps one and says so (idemclient.DoerWrapper: an SDK's own
+// HttpRequestDoer adding a User-Agent or tracing around the Doer), is kept as it is: pass
+// WithHTTPClient(NewIdempotentDoer(httpClient, idemclient.WithMatcher(m), doerOptions...)), m from
+// IdempotentMatcher(server), or your wrapper of it, to configure the Doer (its clock, a per-attempt
+// timeout, a logger, an attempt hook) and keep the exact matching. A wrapper that does not implement
+// idemclient.DoerWrapper is wrapped in a second, default Doer, whose attempts the inner Doer passes
+// through without its options (it logs a warning once). It fails when the server URL does not parse.
 func NewIdempotentClient(server string, opts ...ClientOption) (*IdempotentClient, error) {
 	c, err := NewClientWithResponses(server, opts...)
 	if err != nil {
 		return nil, err
 	}
 	if inner, ok := c.ClientInterface.(*Client); ok {
-		if _, ok := inner.Client.(*idemclient.Doer); !ok {
+		if idemclient.FindDoer(inner.Client) == nil {
 			m, err := IdempotentMatcher(inner.Server)
 			if err != nil {
 				return nil, err
@@ -621,6 +624,9 @@ var idemgenClientPolicyUpdateAccount = idemclient.Policy{
 	KeyCarrier:       idemclient.CarrierHeader,
 	KeyName:          "Idempotency-Key",
 	KeyMaxLength:     36,
+	Operation:        "updateAccount",
+	KeyOptional:      false,
+	KeylessDedupe:    false,
 }
 
 // idemgenClientPolicyClaimCoupon is the client half of the contract of POST /coupons/{couponId}/claims
@@ -644,6 +650,9 @@ var idemgenClientPolicyClaimCoupon = idemclient.Policy{
 	KeyCarrier:       idemclient.CarrierHeader,
 	KeyName:          "Idempotency-Key",
 	KeyMaxLength:     36,
+	Operation:        "claimCoupon",
+	KeyOptional:      false,
+	KeylessDedupe:    false,
 }
 
 // idemgenClientPolicyRecordEvent is the client half of the contract of POST /events (recordEvent):
@@ -667,6 +676,9 @@ var idemgenClientPolicyRecordEvent = idemclient.Policy{
 	KeyCarrier:       idemclient.CarrierHeader,
 	KeyName:          "X-Request-Key",
 	KeyMaxLength:     36,
+	Operation:        "recordEvent",
+	KeyOptional:      true,
+	KeylessDedupe:    true,
 }
 
 // idemgenClientPolicyTouchItem is the client half of the contract of POST /items/{itemId} (touchItem):
@@ -690,6 +702,9 @@ var idemgenClientPolicyTouchItem = idemclient.Policy{
 	KeyCarrier:       idemclient.CarrierHeader,
 	KeyName:          "Idempotency-Key",
 	KeyMaxLength:     255,
+	Operation:        "touchItem",
+	KeyOptional:      false,
+	KeylessDedupe:    false,
 }
 
 // idemgenClientPolicyCreateOrder is the client half of the contract of POST /orders (createOrder):
@@ -713,6 +728,9 @@ var idemgenClientPolicyCreateOrder = idemclient.Policy{
 	KeyCarrier:       idemclient.CarrierHeader,
 	KeyName:          "Idempotency-Key",
 	KeyMaxLength:     255,
+	Operation:        "createOrder",
+	KeyOptional:      false,
+	KeylessDedupe:    false,
 }
 
 // idemgenClientPolicyCreatePayment is the client half of the contract of POST /payments
@@ -736,6 +754,9 @@ var idemgenClientPolicyCreatePayment = idemclient.Policy{
 	KeyCarrier:       idemclient.CarrierQuery,
 	KeyName:          "request_id",
 	KeyMaxLength:     36,
+	Operation:        "createPayment",
+	KeyOptional:      false,
+	KeylessDedupe:    false,
 }
 
 // idemgenClientPolicyUploadReceiptFile is the client half of the contract of POST
@@ -760,6 +781,9 @@ var idemgenClientPolicyUploadReceiptFile = idemclient.Policy{
 	KeyCarrier:       idemclient.CarrierHeader,
 	KeyName:          "Idempotency-Key",
 	KeyMaxLength:     255,
+	Operation:        "uploadReceiptFile",
+	KeyOptional:      true,
+	KeylessDedupe:    true,
 }
 
 // idemgenClientPolicySubscribe is the client half of the contract of POST /subscriptions (subscribe):
@@ -783,6 +807,9 @@ var idemgenClientPolicySubscribe = idemclient.Policy{
 	KeyCarrier:       idemclient.CarrierHeader,
 	KeyName:          "Idempotency-Key",
 	KeyMaxLength:     255,
+	Operation:        "subscribe",
+	KeyOptional:      false,
+	KeylessDedupe:    false,
 }
 
 // idemgenClientPolicyCreateTransfer is the client half of the contract of POST /transfers
@@ -806,15 +833,19 @@ var idemgenClientPolicyCreateTransfer = idemclient.Policy{
 	KeyCarrier:       idemclient.CarrierBody,
 	KeyName:          "/idempotency_key",
 	KeyMaxLength:     255,
+	Operation:        "createTransfer",
+	KeyOptional:      false,
+	KeylessDedupe:    false,
 }
 
 // idemgenClientStart starts a call under policy p whose key travels in a typed parameter that holds
 // carried ("" for none): it fixes the key (the one given with idemclient.WithKey, else carried, else a
-// new one in the policy's format) and, when the parameter holds none, writes it there with set.
+// new one in the policy's format; none under idemclient.WithoutKey) and, when the parameter holds none
+// and there is a key, writes it there with set.
 func idemgenClientStart(ctx context.Context, p idemclient.Policy, carried string, set func(string) error, opts []idemclient.CallOption) (context.Context, *idemclient.Call, string, error) {
 	ctx, call := p.Start(ctx, opts...)
 	key, err := call.FixKey(carried)
-	if err == nil && carried == "" {
+	if err == nil && carried == "" && key != "" {
 		err = set(key)
 	}
 	return ctx, call, key, err

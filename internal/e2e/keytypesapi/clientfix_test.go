@@ -71,7 +71,7 @@ func TestErrorsBeforeSendingAreError(t *testing.T) {
 
 	_, _, err = c.MakePayment(t.Context(), nil, idemclient.WithKey("x"))
 	assert.True(t, errors.As(err, &e), "%v is a %T", err, err)
-	assert.ErrorIs(t, err, idemclient.ErrBadKeyCarrier)
+	assert.ErrorIs(t, err, idemclient.ErrInvalidKey)
 
 	assert.Empty(t, w.Keys(), "no request was sent")
 	s.mu.Lock()

@@ -76,17 +76,20 @@ type IdempotentClient struct {
 // Server, after opts such as WithBaseURL): a request of the client that no helper made is matched by
 // its whole path under the server's base path (one no route serves there, say with a gateway prefix a
 // request editor added, as NewIdempotentDoer alone reads it). An HTTP client that is an
-// *idemclient.Doer already is kept as it is: pass WithHTTPClient(NewIdempotentDoer(httpClient,
-// idemclient.WithMatcher(m), doerOptions...)), m from IdempotentMatcher(server), to configure the Doer
-// (its clock, a per-attempt timeout, a logger, an attempt hook) and keep the exact matching. It fails
-// when the server URL does not parse.
+// *idemclient.Doer already, or wraps one and says so (idemclient.DoerWrapper: an SDK's own
+// HttpRequestDoer adding a User-Agent or tracing around the Doer), is kept as it is: pass
+// WithHTTPClient(NewIdempotentDoer(httpClient, idemclient.WithMatcher(m), doerOptions...)), m from
+// IdempotentMatcher(server), or your wrapper of it, to configure the Doer (its clock, a per-attempt
+// timeout, a logger, an attempt hook) and keep the exact matching. A wrapper that does not implement
+// idemclient.DoerWrapper is wrapped in a second, default Doer, whose attempts the inner Doer passes
+// through without its options (it logs a warning once). It fails when the server URL does not parse.
 func NewIdempotentClient(server string, opts ...ClientOption) (*IdempotentClient, error) {
 	c, err := NewClientWithResponses(server, opts...)
 	if err != nil {
 		return nil, err
 	}
 	if inner, ok := c.ClientInterface.(*Client); ok {
-		if _, ok := inner.Client.(*idemclient.Doer); !ok {
+		if idemclient.FindDoer(inner.Client) == nil {
 			m, err := IdempotentMatcher(inner.Server)
 			if err != nil {
 				return nil, err
@@ -386,6 +389,9 @@ var idemgenClientPolicyCreateNote = idemclient.Policy{
 	KeyCarrier:       idemclient.CarrierHeader,
 	KeyName:          "Idempotency-Key",
 	KeyMaxLength:     64,
+	Operation:        "createNote",
+	KeyOptional:      false,
+	KeylessDedupe:    false,
 }
 
 // idemgenClientPolicyMakePayment is the client half of the contract of POST /payments (makePayment):
@@ -409,6 +415,9 @@ var idemgenClientPolicyMakePayment = idemclient.Policy{
 	KeyCarrier:       idemclient.CarrierHeader,
 	KeyName:          "Idempotency-Key",
 	KeyMaxLength:     36,
+	Operation:        "makePayment",
+	KeyOptional:      false,
+	KeylessDedupe:    false,
 }
 
 // idemgenClientPolicyMakeRefund is the client half of the contract of POST /refunds (makeRefund):
@@ -432,6 +441,9 @@ var idemgenClientPolicyMakeRefund = idemclient.Policy{
 	KeyCarrier:       idemclient.CarrierQuery,
 	KeyName:          "refund_key",
 	KeyMaxLength:     255,
+	Operation:        "makeRefund",
+	KeyOptional:      true,
+	KeylessDedupe:    false,
 }
 
 // idemgenClientPolicyOpenTicket is the client half of the contract of POST /tickets (openTicket):
@@ -455,6 +467,9 @@ var idemgenClientPolicyOpenTicket = idemclient.Policy{
 	KeyCarrier:       idemclient.CarrierQuery,
 	KeyName:          "request_id",
 	KeyMaxLength:     255,
+	Operation:        "openTicket",
+	KeyOptional:      true,
+	KeylessDedupe:    true,
 }
 
 // idemgenClientPolicyCastVote is the client half of the contract of POST /votes (castVote): loose
@@ -478,15 +493,19 @@ var idemgenClientPolicyCastVote = idemclient.Policy{
 	KeyCarrier:       idemclient.CarrierHeader,
 	KeyName:          "X-Vote-Key",
 	KeyMaxLength:     255,
+	Operation:        "castVote",
+	KeyOptional:      false,
+	KeylessDedupe:    false,
 }
 
 // idemgenClientStart starts a call under policy p whose key travels in a typed parameter that holds
 // carried ("" for none): it fixes the key (the one given with idemclient.WithKey, else carried, else a
-// new one in the policy's format) and, when the parameter holds none, writes it there with set.
+// new one in the policy's format; none under idemclient.WithoutKey) and, when the parameter holds none
+// and there is a key, writes it there with set.
 func idemgenClientStart(ctx context.Context, p idemclient.Policy, carried string, set func(string) error, opts []idemclient.CallOption) (context.Context, *idemclient.Call, string, error) {
 	ctx, call := p.Start(ctx, opts...)
 	key, err := call.FixKey(carried)
-	if err == nil && carried == "" {
+	if err == nil && carried == "" && key != "" {
 		err = set(key)
 	}
 	return ctx, call, key, err

@@ -325,19 +325,20 @@ func TestNonKeyErrorPassesThrough(t *testing.T) {
 
 // A key given with WithKey that the typed uuid parameter cannot hold (not
 // a UUID in canonical form) fails the call before anything is sent, with
-// an error wrapping ErrBadKeyCarrier: the optional (pointer) parameter of
+// an error wrapping ErrInvalidKey (FixKey checks the key under the
+// policy's EnforceKeyFormat before the parameter is filled): the optional (pointer) parameter of
 // makeRefund and the required one of makePayment. (An upper-case UUID is
 // lower-cased: TestWithKeyUpperCaseUUID.)
 func TestWithKeyNotUUID(t *testing.T) {
 	for _, key := range []string{"x", "{3b241101-e2bb-4255-8caf-4136c566a962}"} {
 		s, w, c := setup(t)
 		resp, got, err := c.MakeRefund(t.Context(), nil, idemclient.WithKey(key))
-		assert.ErrorIs(t, err, idemclient.ErrBadKeyCarrier, "makeRefund, key %q", key)
+		assert.ErrorIs(t, err, idemclient.ErrInvalidKey, "makeRefund, key %q", key)
 		assert.Nil(t, resp)
 		assert.Equal(t, key, got, "the key the call was given")
 
 		resp2, got, err := c.MakePayment(t.Context(), nil, idemclient.WithKey(key))
-		assert.ErrorIs(t, err, idemclient.ErrBadKeyCarrier, "makePayment, key %q", key)
+		assert.ErrorIs(t, err, idemclient.ErrInvalidKey, "makePayment, key %q", key)
 		assert.Nil(t, resp2)
 		assert.Equal(t, key, got)
 
