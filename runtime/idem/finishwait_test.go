@@ -140,8 +140,8 @@ func TestFinishWaitOff(t *testing.T) {
 	f, s, _ := newSlowFinish(t, idem.Options{})
 	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
 	const hold = 100 * time.Millisecond
-	time.AfterFunc(hold, func() { close(s.gate) })
 	start := time.Now()
+	time.AfterFunc(hold, func() { close(s.gate) })
 	require.Equal(t, 201, send(h, req{key: "k", body: `{"item":1}`}).Code)
 	assert.GreaterOrEqual(t, time.Since(start), hold, "the response waited for the Finish")
 	_, ok := f.obs.find(idem.EventStoreError)
