@@ -132,14 +132,18 @@ func (t *openTx) end() {
 	t.c.Release()
 	if t.locked {
 		k := holdKey{t.key, t.token}
-		if last, ok := s.locked.leaseEnd(k); ok && !t.committed {
+		if last, ok := s.locked.toKeep(k); ok && !t.committed {
 			// The heartbeats of the transaction wrote nothing (the row
 			// was locked): a rollback leaves the row as BeginTx found it,
 			// which may have expired meanwhile, so the release that
 			// follows (the engine's Finish) would be fenced and another
 			// token could claim a key whose holder was told its lease
 			// still ran. Write what they granted, fenced by token and
-			// PENDING state (after a commit it matches no row).
+			// PENDING state (after a commit it matches no row). Not
+			// after a heartbeat found the server unreachable (toKeep):
+			// the write would meet it too and hold the request for
+			// rollbackTimeout, and a holder cancelled for it
+			// (idem.ErrLeaseLost) has seen its lease run out already.
 			s.keepLease(t.ctx, t.key, t.token, last)
 		}
 		s.locked.add(k, -1)
@@ -209,10 +213,21 @@ func (s *Store) finishTx(ctx context.Context, tx pgx.Tx, key string, token idem.
 // TxHoldsLock implements idem.TxLockHolder: it reports whether a
 // transaction BeginTx opened for key/token locked the record's row (above
 // READ COMMITTED, see BeginTx) and is still open, on a connection not
-// known to be closed. It does no I/O. The engine then does not cancel the
-// transaction when the holder's heartbeats failed until its lease ran out
-// (idem.ErrLeaseLost): a heartbeat that cannot get a connection from a
-// starved pool no longer rolls back a handler whose work can commit.
+// known to be closed, and no heartbeat of it (ExtendLease) found the server
+// unreachable since the last one that got through. It does no I/O. The
+// engine then does not cancel the transaction when the holder's heartbeats
+// failed until its lease ran out (idem.ErrLeaseLost): a heartbeat that
+// cannot get a connection from a starved pool (its Acquire ran out of time
+// with every one of the pool's MaxConns connections established and in
+// use) no longer rolls back a handler whose work can commit. Any other
+// failed heartbeat (a dial that failed or went unanswered, a statement
+// that failed or timed out on a connection it got) turns it false: the
+// server is unreachable, a handler's statement on the transaction's own
+// connection likely hangs too, and the engine cancels the transaction at
+// the lease's end as under READ COMMITTED, instead of leaving the handler
+// to its request's end or TCP's timeout. A starved pool after that leaves
+// it false (it says nothing about the server); a heartbeat that gets
+// through makes it true again.
 //
 // Why no takeover can happen while it reports true. BeginTx's lock
 // statement (queries.lock) takes FOR NO KEY UPDATE on the row that is
@@ -240,7 +255,8 @@ func (s *Store) finishTx(ctx context.Context, tx pgx.Tx, key string, token idem.
 // engine cancels the transaction then (idem.ErrFenced). Under READ
 // COMMITTED the row is not locked while the handler runs, a takeover can
 // win once the lease ran out, and this reports false: the lease decides,
-// as before.
+// as before. False is always safe: the engine then cancels the
+// transaction (nothing commits) as the lease ends.
 func (s *Store) TxHoldsLock(key string, token idem.Token) bool {
 	return s.locked.holds(holdKey{key, token})
 }
@@ -385,6 +401,10 @@ type lockedRow struct {
 	n        int
 	leaseEnd time.Time       // zero: no heartbeat yet
 	gone     <-chan struct{} // closed once the connection of the latest transaction is closed (pgconn's CleanupDone)
+	// unreached: a heartbeat failed otherwise than for want of a
+	// connection in a starved pool, and none got through since (see
+	// Store.extendLocked).
+	unreached bool
 }
 
 // add counts one more transaction (d = 1) or one fewer (d = -1) locking
@@ -415,16 +435,18 @@ func (l *lockedRows) enter(k holdKey, gone <-chan struct{}) {
 	r := l.n[k]
 	r.n++
 	r.gone = gone
+	r.unreached = false // the server answered the lock
 	l.n[k] = r
 }
 
 // holds reports whether an open transaction locks k's row on a connection
-// not known to be closed.
+// not known to be closed, whose server answered k's last heartbeat or
+// whose last heartbeat failed for want of a connection in a starved pool.
 func (l *lockedRows) holds(k holdKey) bool {
 	l.mu.Lock()
 	r, held := l.n[k]
 	l.mu.Unlock()
-	if !held {
+	if !held || r.unreached {
 		return false
 	}
 	select {
@@ -437,12 +459,29 @@ func (l *lockedRows) holds(k holdKey) bool {
 
 // extend records end as the end of the lease of k's last heartbeat, while
 // a transaction locks k's row; it never moves it earlier (heartbeats may
-// overlap, and the record's expiry never moves earlier).
+// overlap, and the record's expiry never moves earlier). The server
+// answered it: k is no longer unreached.
 func (l *lockedRows) extend(k holdKey, end time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if r, ok := l.n[k]; ok && end.After(r.leaseEnd) {
-		r.leaseEnd = end
+	if r, ok := l.n[k]; ok {
+		if end.After(r.leaseEnd) {
+			r.leaseEnd = end
+		}
+		r.unreached = false
+		l.n[k] = r
+	}
+}
+
+// unreach records that a heartbeat of k failed otherwise than for want of
+// a connection in a starved pool (see Store.extendLocked), while a
+// transaction locks k's row: k does not hold until a heartbeat gets
+// through (extend) or a new transaction locks the row (enter).
+func (l *lockedRows) unreach(k holdKey) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if r, ok := l.n[k]; ok && !r.unreached {
+		r.unreached = true
 		l.n[k] = r
 	}
 }
@@ -452,6 +491,17 @@ func (l *lockedRows) extend(k holdKey, end time.Time) {
 func (l *lockedRows) leaseEnd(k holdKey) (end time.Time, ok bool) {
 	end, ok, _ = l.lookup(k)
 	return end, ok
+}
+
+// toKeep returns the end of the lease of k's last heartbeat while a
+// transaction locks k's row, for keepLease to write after a rollback; ok
+// is false before the first, and when a heartbeat failed since for want of
+// the server (see lockedRows.unreach).
+func (l *lockedRows) toKeep(k holdKey) (end time.Time, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r := l.n[k]
+	return r.leaseEnd, !r.leaseEnd.IsZero() && !r.unreached
 }
 
 // lookup reports, under one lock, whether an open transaction locks k's

@@ -432,7 +432,8 @@ func TestExtendLockedAllocs(t *testing.T) {
 }
 
 // TestLockedRowsHolds: TxHoldsLock's view of the held set: held while a
-// transaction is counted and its connection is not closed.
+// transaction is counted, its connection is not closed, and no heartbeat
+// found the server unreachable since one got through.
 func TestLockedRowsHolds(t *testing.T) {
 	var l lockedRows
 	k := holdKey{"k", 1}
@@ -441,6 +442,18 @@ func TestLockedRowsHolds(t *testing.T) {
 	l.enter(k, gone)
 	require.True(t, l.holds(k))
 	require.False(t, l.holds(holdKey{"k", 2}), "another token")
+	l.unreach(k) // a heartbeat found the server unreachable
+	require.False(t, l.holds(k))
+	l.extend(k, time.Now()) // one got through
+	require.True(t, l.holds(k))
+	_, ok := l.toKeep(k)
+	require.True(t, ok)
+	l.unreach(k)
+	_, ok = l.toKeep(k)
+	require.False(t, ok, "nothing for keepLease to write on a server just found unreachable")
+	l.enter(k, gone) // a later transaction locked the row: the server answered
+	require.True(t, l.holds(k))
+	l.add(k, -1)
 	close(gone) // the connection closed: the lock went with its backend
 	require.False(t, l.holds(k))
 	l.add(k, -1)
