@@ -399,8 +399,15 @@ type lockedRows struct {
 
 type lockedRow struct {
 	n        int
-	leaseEnd time.Time       // zero: no heartbeat yet
-	gone     <-chan struct{} // closed once the connection of the latest transaction is closed (pgconn's CleanupDone)
+	leaseEnd time.Time // zero: no heartbeat yet
+	// gone is pgconn's CleanupDone of the latest transaction's
+	// connection: closed late, only once pgx has noticed the connection
+	// dead (a statement on it failed: the backend terminated, the socket
+	// reset or timed out) and finished closing it, never merely because
+	// the server ended the transaction. A handler that sees that error
+	// usually returns, and its rollback takes the row out of the set
+	// anyway: this only helps while a handler that saw an error carries on.
+	gone <-chan struct{}
 	// unreached: a heartbeat failed otherwise than for want of a
 	// connection in a starved pool, and none got through since (see
 	// Store.extendLocked).
