@@ -131,8 +131,13 @@ func (t *openTx) end() {
 	}
 	t.c.Release()
 	if t.locked {
+		// Out of the set before keepLease's round trip (leave): the
+		// transaction has ended, and TxHoldsLock must not say it still
+		// holds the lock meanwhile (up to rollbackTimeout). A heartbeat
+		// that runs meanwhile writes the row itself (ExtendLease outside
+		// a transaction), fenced as keepLease is.
 		k := holdKey{t.key, t.token}
-		if last, ok := s.locked.toKeep(k); ok && !t.committed {
+		if last, keep := s.locked.leave(k); keep && !t.committed {
 			// The heartbeats of the transaction wrote nothing (the row
 			// was locked): a rollback leaves the row as BeginTx found it,
 			// which may have expired meanwhile, so the release that
@@ -140,13 +145,12 @@ func (t *openTx) end() {
 			// token could claim a key whose holder was told its lease
 			// still ran. Write what they granted, fenced by token and
 			// PENDING state (after a commit it matches no row). Not
-			// after a heartbeat found the server unreachable (toKeep):
+			// after a heartbeat found the server unreachable (leave):
 			// the write would meet it too and hold the request for
 			// rollbackTimeout, and a holder cancelled for it
 			// (idem.ErrLeaseLost) has seen its lease run out already.
 			s.keepLease(t.ctx, t.key, t.token, last)
 		}
-		s.locked.add(k, -1)
 	}
 }
 
@@ -414,22 +418,6 @@ type lockedRow struct {
 	unreached bool
 }
 
-// add counts one more transaction (d = 1) or one fewer (d = -1) locking
-// k's row.
-func (l *lockedRows) add(k holdKey, d int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	r := l.n[k]
-	if r.n += d; r.n <= 0 {
-		delete(l.n, k)
-		return
-	}
-	if l.n == nil {
-		l.n = make(map[holdKey]lockedRow)
-	}
-	l.n[k] = r
-}
-
 // enter counts one more transaction locking k's row, on the connection
 // whose close closes gone (the latest transaction's: an earlier one that
 // overlaps it has rolled back).
@@ -500,15 +488,25 @@ func (l *lockedRows) leaseEnd(k holdKey) (end time.Time, ok bool) {
 	return end, ok
 }
 
-// toKeep returns the end of the lease of k's last heartbeat while a
-// transaction locks k's row, for keepLease to write after a rollback; ok
-// is false before the first, and when a heartbeat failed since for want of
-// the server (see lockedRows.unreach).
-func (l *lockedRows) toKeep(k holdKey) (end time.Time, ok bool) {
+// leave counts one transaction fewer locking k's row (add(k, -1)) and
+// returns, read under the same lock, the end of the lease of k's last
+// heartbeat, for keepLease to write after a rollback; keep is false before
+// the first, and when a heartbeat failed since for want of the server (see
+// lockedRows.unreach).
+func (l *lockedRows) leave(k holdKey) (end time.Time, keep bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	r := l.n[k]
-	return r.leaseEnd, !r.leaseEnd.IsZero() && !r.unreached
+	r, ok := l.n[k]
+	if !ok {
+		return time.Time{}, false
+	}
+	end, keep = r.leaseEnd, !r.leaseEnd.IsZero() && !r.unreached
+	if r.n--; r.n <= 0 {
+		delete(l.n, k)
+	} else {
+		l.n[k] = r
+	}
+	return end, keep
 }
 
 // lookup reports, under one lock, whether an open transaction locks k's

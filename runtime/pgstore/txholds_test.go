@@ -1,12 +1,17 @@
 package pgstore
 
 import (
+	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/internal/testenv"
 )
 
 // TestTxHoldsLockConnClosed: TxHoldsLock on a real transaction: true while
@@ -41,4 +46,37 @@ func TestTxHoldsLockConnClosed(t *testing.T) {
 	f.s.locked.mu.Lock()
 	assert.Empty(t, f.s.locked.n)
 	f.s.locked.mu.Unlock()
+}
+
+// TestTxHoldsLockFalseDuringKeepLease: once a transaction that locked the
+// row has rolled back, TxHoldsLock says false while keepLease writes the
+// lease its heartbeats granted (seen from the pool's PrepareConn as
+// keepLease acquires its connection). It said true there before: the row
+// left the set only after keepLease's round trip.
+func TestTxHoldsLockFalseDuringKeepLease(t *testing.T) {
+	t.Parallel()
+	var s atomic.Pointer[Store]
+	var armed atomic.Bool
+	var seen, asked atomic.Int32
+	p := poolWith(t, testenv.PostgresURL(t), func(c *pgxpool.Config) {
+		c.PrepareConn = func(context.Context, *pgx.Conn) (bool, error) {
+			if armed.Load() {
+				asked.Add(1)
+				if s.Load().TxHoldsLock("k", 1) {
+					seen.Add(1)
+				}
+			}
+			return true, nil
+		}
+	})
+	f := newTxFixtureOn(t, p, Options{TxOptions: pgx.TxOptions{IsoLevel: pgx.RepeatableRead}})
+	s.Store(f.s)
+	f.claim(t, "k", 1, time.Minute)
+	_, _, rollback := f.beginTx(t, "k", 1)
+	require.NoError(t, f.s.ExtendLease(f.ctx, "k", 1, time.Minute)) // a lease for keepLease to write
+	armed.Store(true)
+	rollback()
+	armed.Store(false)
+	require.Equal(t, int32(1), asked.Load(), "keepLease acquired a connection")
+	assert.Zero(t, seen.Load(), "TxHoldsLock said true after the rollback, during keepLease")
 }
