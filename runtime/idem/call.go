@@ -876,6 +876,10 @@ func (c *Call) claim() {
 		// setting (or, after one, with the request's own): at most
 		// p.maxReclaims
 		versionReclaims int
+		// landedBy: the wait's deadline, once the request waited for a
+		// Finish its key's request handed over (Options.FinishWait) to
+		// land (awaitLanded); zero before
+		landedBy time.Time
 	)
 	defer func() {
 		if stop != nil {
@@ -906,12 +910,25 @@ func (c *Call) claim() {
 	}
 	for {
 		if e.lateAns.Load() != 0 {
-			if !c.finishPending() {
+			ok, landed := c.finishPending()
+			if !ok && landed != nil && spec.InFlight.Wait > 0 {
+				// The Finish its key's request handed over is in flight,
+				// and the policy waits: wait for it, then look again.
+				if landedBy.IsZero() {
+					landedBy = e.now().Add(spec.InFlight.Wait)
+				}
+				if c.awaitLanded(ctx, landed, landedBy) {
+					continue
+				}
+			}
+			if !ok {
 				// The key's pending Finish failed: in flight (no claim
 				// was made; no Begin, no FailOpen).
 				var waited time.Duration
 				if waiting {
 					waited = c.waited(deadline)
+				} else if !landedBy.IsZero() {
+					waited = c.waited(landedBy)
 				}
 				c.inFlight(waited)
 				return
@@ -1007,6 +1024,8 @@ func (c *Call) claim() {
 			var waited time.Duration
 			if waiting {
 				waited = c.waited(deadline)
+			} else if !landedBy.IsZero() {
+				waited = c.waited(landedBy)
 			}
 			c.settled(rec, waited)
 			return
@@ -1017,6 +1036,9 @@ func (c *Call) claim() {
 		if !waiting {
 			waiting = true
 			deadline = now.Add(spec.InFlight.Wait)
+			if !landedBy.IsZero() {
+				deadline = landedBy // it waited for a Finish to land first
+			}
 			bo = backoff.ExponentialBackOff{InitialInterval: 5 * time.Millisecond, RandomizationFactor: 0.3,
 				Multiplier: 1.6, MaxInterval: 250 * time.Millisecond}
 			if e.watcher != nil {

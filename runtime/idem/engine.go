@@ -171,7 +171,8 @@ type Options struct {
 	// as a failed Finish is, see FinishRetryFor) and the response is sent
 	// at once, logged at Warn and reported as EventStoreError (Err says
 	// FinishWait); when it lands, EventExecuted. Until it lands, a retry of
-	// the key finds it in flight (409 IDEMPOTENCY_KEY_IN_USE, or a wait);
+	// the key finds it in flight (409 IDEMPOTENCY_KEY_IN_USE, or a wait
+	// per InFlight.Wait, on this instance for that Finish to land);
 	// if it has not landed when the lease runs out (the store hangs that
 	// long), a retry served by another instance may take the key over and
 	// run the handler again: the exposure of a Finish that fails, for

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -171,4 +173,72 @@ func TestFinishWaitManyKeys(t *testing.T) {
 		assert.Equal(t, bodies[i], r.Body.String(), "key %d", i)
 	}
 	assert.Equal(t, int32(n), f.calls.Load())
+}
+
+// Under a policy that waits for a key in flight (InFlight.Wait), a retry
+// on the instance whose Finish was handed over (FinishWait) waits for that
+// Finish to land and replays, as a retry on another instance does (it
+// waits on the PENDING record). It got 409 at once before (the review's
+// TestReviewFinishWaitSameInstanceWaitPolicy).
+func TestFinishWaitSameInstanceWaits(t *testing.T) {
+	f, s, _ := newSlowFinish(t, idem.Options{FinishWait: 30 * time.Millisecond})
+	spec := strictSpec()
+	spec.InFlight.Wait = 3 * time.Second
+	pol := mustCompile(t, spec)
+	h := f.eng.Handler(pol, f.createOrder())
+	other := newFixtureStore(t, f.store, f.store, idem.Options{})
+	h2 := other.eng.Handler(pol, f.createOrder())
+	first := send(h, req{key: "k", body: `{"item":1}`})
+	require.Equal(t, 201, first.Code)
+	const hold = 300 * time.Millisecond
+	start := time.Now()
+	time.AfterFunc(hold, func() { close(s.gate) })
+
+	type answer struct {
+		code     int
+		replayed string
+		body     string
+		took     time.Duration
+	}
+	serve := func(h http.Handler) answer {
+		w := send(h, req{key: "k", body: `{"item":1}`})
+		return answer{w.Code, w.Header().Get("Idempotent-Replayed"), w.Body.String(), time.Since(start)}
+	}
+	var wg sync.WaitGroup
+	var same, elsewhere answer
+	wg.Add(2)
+	go func() { defer wg.Done(); same = serve(h) }()
+	go func() { defer wg.Done(); elsewhere = serve(h2) }()
+	wg.Wait()
+	assert.Equal(t, 201, elsewhere.code, "another instance waits and replays")
+	assert.Equal(t, 201, same.code, "the same instance waits for the Finish in flight and replays")
+	assert.Equal(t, "true", same.replayed)
+	assert.Equal(t, first.Body.String(), same.body)
+	assert.GreaterOrEqual(t, same.took, hold, "it waited for the Finish to land")
+	assert.Equal(t, int32(1), s.finishes.Load(), "no Finish of its own beside the one in flight")
+	assert.Equal(t, int32(1), f.calls.Load(), "the handler ran once")
+	drain(t, f.eng)
+	assert.Equal(t, 1, f.obs.count(idem.EventExecuted))
+}
+
+// Once the wait's deadline passes with the Finish handed over still in
+// flight, the retry on its instance is answered in flight (409), having
+// waited InFlight.Wait.
+func TestFinishWaitSameInstanceWaitRunsOut(t *testing.T) {
+	f, s, _ := newSlowFinish(t, idem.Options{FinishWait: 30 * time.Millisecond})
+	spec := strictSpec()
+	const wait = 200 * time.Millisecond
+	spec.InFlight.Wait = wait
+	h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
+	require.Equal(t, 201, send(h, req{key: "k", body: `{"item":1}`}).Code)
+	start := time.Now()
+	requireProblem(t, send(h, req{key: "k", body: `{"item":1}`}), 409, idem.CodeKeyInUse)
+	assert.GreaterOrEqual(t, time.Since(start), wait, "it waited out InFlight.Wait")
+	assert.Equal(t, int32(1), s.finishes.Load(), "no Finish of its own beside the one in flight")
+	close(s.gate)
+	drain(t, f.eng)
+	r := send(h, req{key: "k", body: `{"item":1}`})
+	require.Equal(t, 201, r.Code)
+	assert.Equal(t, "true", r.Header().Get("Idempotent-Replayed"))
+	assert.Equal(t, int32(1), f.calls.Load())
 }

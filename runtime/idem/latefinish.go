@@ -213,9 +213,13 @@ type lateFinish struct {
 	// inflight: the result of the Finish still in flight when its request
 	// stopped waiting (Options.FinishWait): the retry's first attempt;
 	// awaited while it has not come (finishPending does not try another
-	// meanwhile).
-	inflight <-chan error
-	awaited  atomic.Bool
+	// meanwhile). landed is closed once it has come, landedErr set before
+	// (and before awaited turns false): a request that waits for the key
+	// (InFlight.Wait) waits for it (finishPending).
+	inflight  <-chan error
+	awaited   atomic.Bool
+	landed    chan struct{}
+	landedErr error
 
 	stop    context.CancelFunc // cuts the retry's pause and attempt (Drain gave up on it)
 	stopped context.Context    // done once stop is called
@@ -309,6 +313,7 @@ func (c *Call) finishLaterWith(kind finishKind, cause claimCause, state State, r
 	}
 	if on != nil {
 		f.inflight = on.done
+		f.landed = make(chan struct{})
 		f.awaited.Store(true)
 		f.stopped, f.stop = on.stopped, on.stop
 	} else {
@@ -401,29 +406,42 @@ func (c *Call) leaseEnd() time.Time {
 // response it is to replay. A client's retry that reaches this instance
 // thus never races its own pending Finish, and gets the replay as soon as
 // the store takes the Finish (unless the Finish its request handed over,
-// Options.FinishWait, is still in flight: then it is answered in flight at
-// once, without another attempt beside it). It reports whether the Begin may go on: the
-// Finish stored the response (the Begin then finds it and replays), or was
-// fenced (the claim was taken over or expired: nothing of this instance's
-// to replay). On any other failure (the store did not answer within
-// StoreTimeout, or failed fast: a dead pooled connection right after an
-// outage) the request is answered in flight, as for a key in use, neither
-// Begin (it could take the key over once the lease ran out, and run the
-// handler again while this instance holds its response) nor FailOpen (an
-// unprotected run). The retry, told (settled), stops and reports the
-// outcome.
-func (c *Call) finishPending() bool {
+// Options.FinishWait, is still in flight: then no other attempt is made
+// beside it, and it returns false with landed, which closes once that
+// Finish has come back; the caller answers in flight at once, or, under a
+// policy that waits for a key in flight (InFlight.Wait), waits for landed
+// within the wait and asks again: awaitLanded). It reports whether the
+// Begin may go on: the Finish stored the response (the Begin then finds it
+// and replays), or was fenced (the claim was taken over or expired:
+// nothing of this instance's to replay); the Finish handed over that
+// landed so counts as this attempt. On any other failure (the store did
+// not answer within StoreTimeout, or failed fast: a dead pooled connection
+// right after an outage) the request is answered in flight, as for a key
+// in use, neither Begin (it could take the key over once the lease ran
+// out, and run the handler again while this instance holds its response)
+// nor FailOpen (an unprotected run). The retry, told (settled), stops and
+// reports the outcome.
+func (c *Call) finishPending() (ok bool, landed <-chan struct{}) {
 	e := c.e
 	e.lateMu.Lock()
 	f := e.lateKeys[c.scope]
 	e.lateMu.Unlock()
 	if f == nil {
-		return true
+		return true, nil
 	}
 	if f.awaited.Load() {
 		// The Finish its request handed over (FinishWait) is still in
 		// flight: in flight, without a second attempt beside it.
-		return false
+		return false, f.landed
+	}
+	if f.landed != nil {
+		<-f.landed // closed before awaited turned false: at once
+		if f.landedErr == nil || errors.Is(f.landedErr, ErrFenced) {
+			// It landed (the retry reports it, and stops): no attempt
+			// of this request's, which the retry's end (f.stop) could
+			// cut.
+			return true, nil
+		}
 	}
 	ctx, cancel := context.WithTimeout(f.stopped, e.timeout)
 	err := e.store.Finish(ctx, f.scope, f.token, f.state, f.resp)
@@ -436,9 +454,36 @@ func (c *Call) finishPending() bool {
 		e.lateMu.Unlock()
 		f.stop()
 		e.storeAnswered()
-		return true
+		return true, nil
 	}
-	return false
+	return false, nil
+}
+
+// awaitLanded waits, for a request whose policy waits for a key in flight
+// (InFlight.Wait), until landed closes (the Finish its key's request
+// handed over, Options.FinishWait, has come back: see finishPending),
+// until deadline (on the engine's clock, as the wait's), or until ctx
+// (the request's) ends. It reports whether landed closed.
+func (c *Call) awaitLanded(ctx context.Context, landed <-chan struct{}, deadline time.Time) bool {
+	select {
+	case <-landed:
+		return true
+	default:
+	}
+	remain := deadline.Sub(c.e.now())
+	if remain <= 0 {
+		return false
+	}
+	t := time.NewTimer(remain)
+	defer t.Stop()
+	select {
+	case <-landed:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return false
+	}
 }
 
 // storeAnswered wakes the retries of Finish calls waiting out their backoff
@@ -610,6 +655,8 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake, storeWake cha
 	if f.inflight != nil {
 		// Bounded by StoreTimeout, and cut by f.stop like any attempt.
 		err = <-f.inflight
+		f.landedErr = err
+		close(f.landed)
 		f.awaited.Store(false)
 		last = time.Now()
 		switch {
