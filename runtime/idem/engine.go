@@ -177,7 +177,11 @@ type Options struct {
 	// long), a retry served by another instance may take the key over and
 	// run the handler again: the exposure of a Finish that fails, for
 	// every Finish slower than FinishWait. It costs a goroutine and a copy
-	// of the response per Finish. With FinishRetryFor negative, or the
+	// of the response per Finish. The store's Finish gets the request's
+	// context values while the response waits for it; one handed over
+	// loses them at the hand-over (a Value call from then on finds none:
+	// the request ends, and its context's values may be reused), and the
+	// retries after it never have them. With FinishRetryFor negative, or the
 	// retries' budget full (MaxFinishRetries), the response waits as
 	// without it. A transaction's commit always waits.
 	FinishWait time.Duration

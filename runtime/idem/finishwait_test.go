@@ -242,3 +242,62 @@ func TestFinishWaitSameInstanceWaitRunsOut(t *testing.T) {
 	assert.Equal(t, "true", r.Header().Get("Idempotent-Replayed"))
 	assert.Equal(t, int32(1), f.calls.Load())
 }
+
+type finishTraceKey struct{}
+
+// valueSeen records whether Finish saw the request's context value (a
+// tracing or tenant-routing store wrapper reads it), on entry and, when
+// hold is set, again after hold is closed.
+type valueSeen struct {
+	idem.Store
+	hold                  chan struct{}
+	finishes, seen, after atomic.Int32
+}
+
+func (s *valueSeen) ContextBound() {}
+
+func (s *valueSeen) Finish(ctx context.Context, key string, token idem.Token, st idem.State, resp []byte) error {
+	s.finishes.Add(1)
+	if ctx.Value(finishTraceKey{}) != nil {
+		s.seen.Add(1)
+	}
+	if s.hold != nil {
+		<-s.hold
+		if ctx.Value(finishTraceKey{}) != nil {
+			s.after.Add(1)
+		}
+	}
+	return s.Store.Finish(ctx, key, token, st, resp)
+}
+
+// With FinishWait on, the store's Finish gets the request's context values
+// while the request waits for it, as without FinishWait (it got none
+// before: the review's TestReviewFinishWaitDropsRequestValues). A Finish
+// handed over loses them at the hand-over: the request goes on and ends,
+// and its context's values may be reused by another request.
+func TestFinishWaitRequestValues(t *testing.T) {
+	for _, wait := range []time.Duration{0, time.Second} {
+		ms := memstore.New(memstore.Options{SweepInterval: -1})
+		t.Cleanup(func() { _ = ms.Close() })
+		s := &valueSeen{Store: ms}
+		f := newFixtureStore(t, ms, s, idem.Options{FinishWait: wait})
+		h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
+		ctx := context.WithValue(context.Background(), finishTraceKey{}, "span-1")
+		require.Equal(t, 201, sendCtx(h, ctx, req{key: "k", body: `{"item":1}`}).Code)
+		assert.Equal(t, int32(1), s.finishes.Load())
+		assert.Equal(t, int32(1), s.seen.Load(), "FinishWait=%v: the store's Finish got the request's context values", wait)
+	}
+
+	ms := memstore.New(memstore.Options{SweepInterval: -1})
+	t.Cleanup(func() { _ = ms.Close() })
+	s := &valueSeen{Store: ms, hold: make(chan struct{})}
+	f := newFixtureStore(t, ms, s, idem.Options{FinishWait: 30 * time.Millisecond})
+	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
+	ctx := context.WithValue(context.Background(), finishTraceKey{}, "span-1")
+	require.Equal(t, 201, sendCtx(h, ctx, req{key: "k", body: `{"item":1}`}).Code)
+	close(s.hold)
+	drain(t, f.eng)
+	assert.Equal(t, int32(1), s.seen.Load(), "on entry, while the request waited")
+	assert.Zero(t, s.after.Load(), "none after the hand-over")
+	assert.Equal(t, 1, f.obs.count(idem.EventExecuted))
+}

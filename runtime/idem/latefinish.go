@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -357,14 +358,22 @@ var errFinishSlow = errors.New("idem: the store did not answer the finish within
 // failed Finish) and returns errFinishSlow, handed true: the response does
 // not wait for it. When the retries' budget is full (or FinishRetryFor is
 // negative) it waits for the outcome, as without FinishWait.
+//
+// The Finish's context carries the request's values (as finishOnce's
+// does: a tracing or tenant-routing store wrapper reads them) while the
+// request waits for it, and none from the hand-over on (handOff): the
+// request goes on and ends, and what a router or middleware put in its
+// context may then be reused by another request (chi pools its route
+// context). The retry's later attempts carry none either (finishLater).
 func (c *Call) finishWithin(wait time.Duration, state State, resp []byte, status int, loss bodyLoss) (handed bool, err error) {
 	e := c.e
 	scope, token, r := strings.Clone(c.scope), c.token, bytes.Clone(resp) // nil stays nil: a re-run compares them
 	stopped, stop := context.WithCancel(context.Background())
+	ctx, cancel := context.WithTimeout(stopped, e.timeout)
+	hc := &handOff{Context: ctx, req: c.claimSide().bg.parent}
 	done := make(chan error, 1)
 	go func() {
-		ctx, cancel := context.WithTimeout(stopped, e.timeout)
-		done <- e.store.Finish(ctx, scope, token, state, r)
+		done <- e.store.Finish(hc, scope, token, state, r)
 		cancel()
 	}()
 	t := time.NewTimer(wait)
@@ -375,6 +384,7 @@ func (c *Call) finishWithin(wait time.Duration, state State, resp []byte, status
 		return false, err
 	case <-t.C:
 	}
+	hc.handOver()
 	if c.finishLaterWith(finishAnswer, 0, state, r, status, loss, errFinishSlow, false, &ongoing{done: done, stopped: stopped, stop: stop}) {
 		return true, errFinishSlow
 	}
@@ -382,6 +392,39 @@ func (c *Call) finishWithin(wait time.Duration, state State, resp []byte, status
 	stop()
 	return false, err
 }
+
+// handOff is the context of the Finish finishWithin runs: the deadline
+// and cancellation of its own Context, and the values of the request's
+// context (req, without its cancellation) until handOver, none after.
+// Its own Context is asked first: it holds no values but the context
+// package's own (the cancellation a derived context hooks into).
+type handOff struct {
+	context.Context
+	mu  sync.RWMutex
+	req context.Context // nil once handed over
+}
+
+func (h *handOff) Value(key any) any {
+	if v := h.Context.Value(key); v != nil {
+		return v
+	}
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if h.req == nil {
+		return nil
+	}
+	return h.req.Value(key)
+}
+
+// handOver drops the request's values: once it returns, no Value call of
+// the Finish reads the request's context any more.
+func (h *handOff) handOver() {
+	h.mu.Lock()
+	h.req = nil
+	h.mu.Unlock()
+}
+
+func (h *handOff) String() string { return "idem.handOff" }
 
 // leaseEnd is, on the wall clock, the earliest time c's lease may run
 // out: the start of the call that granted it (hbGrant) plus the lease
