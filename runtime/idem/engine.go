@@ -163,9 +163,9 @@ type Options struct {
 	FinishRetryFor time.Duration
 	// FinishWait bounds how long a response waits for the Finish of its
 	// record outside a transaction (records before reply). 0 (the
-	// default), negative, or not below StoreTimeout: it waits for the
-	// Finish, up to StoreTimeout, so that a client that gets the response
-	// and sends the key again finds the record. Positive and below
+	// default), negative, or not below StoreTimeout (New logs a warning
+	// then): it waits for the Finish, up to StoreTimeout, so that a client
+	// that gets the response and sends the key again finds the record. Positive and below
 	// StoreTimeout: a Finish the store has not answered within FinishWait
 	// goes on in the background (bounded by StoreTimeout, then tried again
 	// as a failed Finish is, see FinishRetryFor) and the response is sent
@@ -357,6 +357,10 @@ func New(store Store, opts Options) *Engine {
 	}
 	if opts.FinishWait > 0 && opts.FinishWait < e.timeout {
 		e.finishWait = opts.FinishWait
+	} else if opts.FinishWait > 0 {
+		e.log.LogAttrs(context.Background(), slog.LevelWarn,
+			"idem: Options.FinishWait is not below the store timeout, so it changes nothing: a response waits for its record's finish up to the store timeout, as without it; set it well below the store timeout, or to 0",
+			slog.Duration("finish_wait", opts.FinishWait), slog.Duration("store_timeout", e.timeout))
 	}
 	if e.problemBase == "" {
 		e.problemBase = DefaultProblemTypeBase

@@ -301,3 +301,31 @@ func TestFinishWaitRequestValues(t *testing.T) {
 	assert.Zero(t, s.after.Load(), "none after the hand-over")
 	assert.Equal(t, 1, f.obs.count(idem.EventExecuted))
 }
+
+// New warns when FinishWait is set but not below the store timeout (it
+// then changes nothing); it said nothing before.
+func TestFinishWaitNotBelowStoreTimeoutWarns(t *testing.T) {
+	for _, tc := range []struct {
+		opts idem.Options
+		warn bool
+	}{
+		{idem.Options{FinishWait: 5 * time.Second}, true}, // the default store timeout
+		{idem.Options{FinishWait: time.Second, StoreTimeout: 500 * time.Millisecond}, true},
+		{idem.Options{FinishWait: 100 * time.Millisecond}, false},
+		{idem.Options{}, false},
+	} {
+		logs := &lockedBuffer{}
+		tc.opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
+		tc.opts.Principal = idem.Anonymous
+		ms := memstore.New(memstore.Options{SweepInterval: -1})
+		idem.New(ms, tc.opts)
+		_ = ms.Close()
+		got := logs.String()
+		if tc.warn {
+			assert.Contains(t, got, "level=WARN", "FinishWait %v, StoreTimeout %v", tc.opts.FinishWait, tc.opts.StoreTimeout)
+			assert.Contains(t, got, "Options.FinishWait is not below the store timeout")
+		} else {
+			assert.Empty(t, got, "FinishWait %v, StoreTimeout %v", tc.opts.FinishWait, tc.opts.StoreTimeout)
+		}
+	}
+}
