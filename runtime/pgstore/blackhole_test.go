@@ -185,6 +185,10 @@ func TestTxBlackholedCutAtLeaseEnd(t *testing.T) {
 			f.s.locked.mu.Lock()
 			assert.Empty(t, f.s.locked.n, "the transaction ended")
 			f.s.locked.mu.Unlock()
+			px.heal() // the partition ends: the key's release in the background gets through
+			dctx, dcancel := context.WithTimeout(f.ctx, 10*time.Second)
+			defer dcancel()
+			assert.NoError(t, eng.Drain(dctx))
 		})
 	}
 }
