@@ -876,6 +876,10 @@ func (c *Call) claim() {
 		// setting (or, after one, with the request's own): at most
 		// p.maxReclaims
 		versionReclaims int
+		// landedBy: the wait's deadline, once the request waited for a
+		// Finish its key's request handed over (Options.FinishWait) to
+		// land (awaitLanded); zero before
+		landedBy time.Time
 	)
 	defer func() {
 		if stop != nil {
@@ -906,12 +910,25 @@ func (c *Call) claim() {
 	}
 	for {
 		if e.lateAns.Load() != 0 {
-			if !c.finishPending() {
+			ok, landed := c.finishPending()
+			if !ok && landed != nil && spec.InFlight.Wait > 0 {
+				// The Finish its key's request handed over is in flight,
+				// and the policy waits: wait for it, then look again.
+				if landedBy.IsZero() {
+					landedBy = e.now().Add(spec.InFlight.Wait)
+				}
+				if c.awaitLanded(ctx, landed, landedBy) {
+					continue
+				}
+			}
+			if !ok {
 				// The key's pending Finish failed: in flight (no claim
 				// was made; no Begin, no FailOpen).
 				var waited time.Duration
 				if waiting {
 					waited = c.waited(deadline)
+				} else if !landedBy.IsZero() {
+					waited = c.waited(landedBy)
 				}
 				c.inFlight(waited)
 				return
@@ -1007,6 +1024,8 @@ func (c *Call) claim() {
 			var waited time.Duration
 			if waiting {
 				waited = c.waited(deadline)
+			} else if !landedBy.IsZero() {
+				waited = c.waited(landedBy)
 			}
 			c.settled(rec, waited)
 			return
@@ -1017,6 +1036,9 @@ func (c *Call) claim() {
 		if !waiting {
 			waiting = true
 			deadline = now.Add(spec.InFlight.Wait)
+			if !landedBy.IsZero() {
+				deadline = landedBy // it waited for a Finish to land first
+			}
 			bo = backoff.ExponentialBackOff{InitialInterval: 5 * time.Millisecond, RandomizationFactor: 0.3,
 				Multiplier: 1.6, MaxInterval: 250 * time.Millisecond}
 			if e.watcher != nil {
@@ -1544,7 +1566,7 @@ func (c *Call) heartbeat() {
 			if c.txCancel != nil {
 				msg = "idem: lease will run out before the next attempt while the handler runs: the store stayed unreachable; unless the attempt at the lease's end gets through, the transaction is cancelled then (a duplicate may take the key over)"
 				if c.txHoldsLock() {
-					msg = "idem: lease will run out before the next attempt while the handler runs: the store stayed unreachable, but the transaction holds the record's lock, which keeps every takeover out: it goes on while it holds it (heartbeats go on every third of the lease)"
+					msg = "idem: lease will run out before the next attempt while the handler runs: the heartbeats keep failing, but the store says the transaction holds the record's lock, which keeps every takeover out: unless the attempt at the lease's end (or a later one) fails for want of the store itself, it goes on while it holds it (heartbeats go on every third of the lease)"
 				}
 			}
 			c.e.log.LogAttrs(c.background(), slog.LevelWarn, msg,
@@ -1552,9 +1574,12 @@ func (c *Call) heartbeat() {
 		}
 		next = max(start+lease/3, now+time.Millisecond)
 		if c.txCancel != nil && now < end {
-			// Transactional: one more attempt as the lease ends, and the
-			// transaction is cancelled if it fails (unless it holds the
-			// record's lock: then every third of the lease, as outside).
+			// Transactional: one more attempt as the lease ends, also
+			// when the transaction holds the record's lock now (the
+			// store's answer may change with that attempt's failure); the
+			// transaction is cancelled if it fails, unless the store
+			// then says the lock holds (TxLockHolder): then every third
+			// of the lease, as outside, each failure asking again.
 			next = max(min(next, end), now+time.Millisecond)
 		}
 	}
@@ -1562,10 +1587,12 @@ func (c *Call) heartbeat() {
 }
 
 // txHoldsLock reports whether c's transaction holds the record's lock,
-// which keeps every takeover out (TxLockHolder): then a lease run out
-// loses nothing, and the transaction is not cancelled (ErrLeaseLost). A
-// heartbeat fenced (ErrFenced: the store found the lock gone, or the key
-// taken over) cancels it all the same.
+// which keeps every takeover out, and the store does not take the
+// heartbeat that just failed for a sign that the server is unreachable
+// (TxLockHolder): then a lease run out loses nothing, and the transaction
+// is not cancelled (ErrLeaseLost). A heartbeat fenced (ErrFenced: the
+// store found the lock gone, or the key taken over) cancels it all the
+// same.
 func (c *Call) txHoldsLock() bool {
 	return c.e.txLock != nil && c.e.txLock.TxHoldsLock(c.scope, c.token)
 }
@@ -1575,9 +1602,12 @@ func (c *Call) txHoldsLock() bool {
 // (the store unreachable): another request may have taken the key over,
 // so nothing the handler writes in the transaction could commit as its
 // claim's. Not when the store says the transaction holds the record's
-// lock (TxLockHolder: pgstore above READ COMMITTED), which keeps every
-// takeover out: the handler goes on. A heartbeat refused with ErrFenced (the key taken over, or the
-// record expired) ends it with ErrFenced as the cause.
+// lock (TxLockHolder: pgstore above READ COMMITTED, while its heartbeats
+// fail for want of a connection in a starved pool, not for want of the
+// server), which keeps every takeover out: the handler goes on. A
+// heartbeat refused with ErrFenced (the key taken over, the record
+// expired, or the transaction's lock gone) ends it with ErrFenced as the
+// cause.
 var ErrLeaseLost = errors.New("idem: lease lost: the store could not be reached to extend it before it ran out")
 
 // txLost cancels, with cause, the transaction of a handler whose claim is

@@ -163,20 +163,25 @@ type Options struct {
 	FinishRetryFor time.Duration
 	// FinishWait bounds how long a response waits for the Finish of its
 	// record outside a transaction (records before reply). 0 (the
-	// default), negative, or not below StoreTimeout: it waits for the
-	// Finish, up to StoreTimeout, so that a client that gets the response
-	// and sends the key again finds the record. Positive and below
+	// default), negative, or not below StoreTimeout (New logs a warning
+	// then): it waits for the Finish, up to StoreTimeout, so that a client
+	// that gets the response and sends the key again finds the record. Positive and below
 	// StoreTimeout: a Finish the store has not answered within FinishWait
 	// goes on in the background (bounded by StoreTimeout, then tried again
 	// as a failed Finish is, see FinishRetryFor) and the response is sent
 	// at once, logged at Warn and reported as EventStoreError (Err says
 	// FinishWait); when it lands, EventExecuted. Until it lands, a retry of
-	// the key finds it in flight (409 IDEMPOTENCY_KEY_IN_USE, or a wait);
+	// the key finds it in flight (409 IDEMPOTENCY_KEY_IN_USE, or a wait
+	// per InFlight.Wait, on this instance for that Finish to land);
 	// if it has not landed when the lease runs out (the store hangs that
 	// long), a retry served by another instance may take the key over and
 	// run the handler again: the exposure of a Finish that fails, for
 	// every Finish slower than FinishWait. It costs a goroutine and a copy
-	// of the response per Finish. With FinishRetryFor negative, or the
+	// of the response per Finish. The store's Finish gets the request's
+	// context values while the response waits for it; one handed over
+	// loses them at the hand-over (a Value call from then on finds none:
+	// the request ends, and its context's values may be reused), and the
+	// retries after it never have them. With FinishRetryFor negative, or the
 	// retries' budget full (MaxFinishRetries), the response waits as
 	// without it. A transaction's commit always waits.
 	FinishWait time.Duration
@@ -352,6 +357,10 @@ func New(store Store, opts Options) *Engine {
 	}
 	if opts.FinishWait > 0 && opts.FinishWait < e.timeout {
 		e.finishWait = opts.FinishWait
+	} else if opts.FinishWait > 0 {
+		e.log.LogAttrs(context.Background(), slog.LevelWarn,
+			"idem: Options.FinishWait is not below the store timeout, so it changes nothing: a response waits for its record's finish up to the store timeout, as without it; set it well below the store timeout, or to 0",
+			slog.Duration("finish_wait", opts.FinishWait), slog.Duration("store_timeout", e.timeout))
 	}
 	if e.problemBase == "" {
 		e.problemBase = DefaultProblemTypeBase

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -140,8 +142,8 @@ func TestFinishWaitOff(t *testing.T) {
 	f, s, _ := newSlowFinish(t, idem.Options{})
 	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
 	const hold = 100 * time.Millisecond
-	time.AfterFunc(hold, func() { close(s.gate) })
 	start := time.Now()
+	time.AfterFunc(hold, func() { close(s.gate) })
 	require.Equal(t, 201, send(h, req{key: "k", body: `{"item":1}`}).Code)
 	assert.GreaterOrEqual(t, time.Since(start), hold, "the response waited for the Finish")
 	_, ok := f.obs.find(idem.EventStoreError)
@@ -171,4 +173,159 @@ func TestFinishWaitManyKeys(t *testing.T) {
 		assert.Equal(t, bodies[i], r.Body.String(), "key %d", i)
 	}
 	assert.Equal(t, int32(n), f.calls.Load())
+}
+
+// Under a policy that waits for a key in flight (InFlight.Wait), a retry
+// on the instance whose Finish was handed over (FinishWait) waits for that
+// Finish to land and replays, as a retry on another instance does (it
+// waits on the PENDING record). It got 409 at once before (the review's
+// TestReviewFinishWaitSameInstanceWaitPolicy).
+func TestFinishWaitSameInstanceWaits(t *testing.T) {
+	f, s, _ := newSlowFinish(t, idem.Options{FinishWait: 30 * time.Millisecond})
+	spec := strictSpec()
+	spec.InFlight.Wait = 3 * time.Second
+	pol := mustCompile(t, spec)
+	h := f.eng.Handler(pol, f.createOrder())
+	other := newFixtureStore(t, f.store, f.store, idem.Options{})
+	h2 := other.eng.Handler(pol, f.createOrder())
+	first := send(h, req{key: "k", body: `{"item":1}`})
+	require.Equal(t, 201, first.Code)
+	const hold = 300 * time.Millisecond
+	start := time.Now()
+	time.AfterFunc(hold, func() { close(s.gate) })
+
+	type answer struct {
+		code     int
+		replayed string
+		body     string
+		took     time.Duration
+	}
+	serve := func(h http.Handler) answer {
+		w := send(h, req{key: "k", body: `{"item":1}`})
+		return answer{w.Code, w.Header().Get("Idempotent-Replayed"), w.Body.String(), time.Since(start)}
+	}
+	var wg sync.WaitGroup
+	var same, elsewhere answer
+	wg.Add(2)
+	go func() { defer wg.Done(); same = serve(h) }()
+	go func() { defer wg.Done(); elsewhere = serve(h2) }()
+	wg.Wait()
+	assert.Equal(t, 201, elsewhere.code, "another instance waits and replays")
+	assert.Equal(t, 201, same.code, "the same instance waits for the Finish in flight and replays")
+	assert.Equal(t, "true", same.replayed)
+	assert.Equal(t, first.Body.String(), same.body)
+	assert.GreaterOrEqual(t, same.took, hold, "it waited for the Finish to land")
+	assert.Equal(t, int32(1), s.finishes.Load(), "no Finish of its own beside the one in flight")
+	assert.Equal(t, int32(1), f.calls.Load(), "the handler ran once")
+	drain(t, f.eng)
+	assert.Equal(t, 1, f.obs.count(idem.EventExecuted))
+}
+
+// Once the wait's deadline passes with the Finish handed over still in
+// flight, the retry on its instance is answered in flight (409), having
+// waited InFlight.Wait.
+func TestFinishWaitSameInstanceWaitRunsOut(t *testing.T) {
+	f, s, _ := newSlowFinish(t, idem.Options{FinishWait: 30 * time.Millisecond})
+	spec := strictSpec()
+	const wait = 200 * time.Millisecond
+	spec.InFlight.Wait = wait
+	h := f.eng.Handler(mustCompile(t, spec), f.createOrder())
+	require.Equal(t, 201, send(h, req{key: "k", body: `{"item":1}`}).Code)
+	start := time.Now()
+	requireProblem(t, send(h, req{key: "k", body: `{"item":1}`}), 409, idem.CodeKeyInUse)
+	assert.GreaterOrEqual(t, time.Since(start), wait, "it waited out InFlight.Wait")
+	assert.Equal(t, int32(1), s.finishes.Load(), "no Finish of its own beside the one in flight")
+	close(s.gate)
+	drain(t, f.eng)
+	r := send(h, req{key: "k", body: `{"item":1}`})
+	require.Equal(t, 201, r.Code)
+	assert.Equal(t, "true", r.Header().Get("Idempotent-Replayed"))
+	assert.Equal(t, int32(1), f.calls.Load())
+}
+
+type finishTraceKey struct{}
+
+// valueSeen records whether Finish saw the request's context value (a
+// tracing or tenant-routing store wrapper reads it), on entry and, when
+// hold is set, again after hold is closed.
+type valueSeen struct {
+	idem.Store
+	hold                  chan struct{}
+	finishes, seen, after atomic.Int32
+}
+
+func (s *valueSeen) ContextBound() {}
+
+func (s *valueSeen) Finish(ctx context.Context, key string, token idem.Token, st idem.State, resp []byte) error {
+	s.finishes.Add(1)
+	if ctx.Value(finishTraceKey{}) != nil {
+		s.seen.Add(1)
+	}
+	if s.hold != nil {
+		<-s.hold
+		if ctx.Value(finishTraceKey{}) != nil {
+			s.after.Add(1)
+		}
+	}
+	return s.Store.Finish(ctx, key, token, st, resp)
+}
+
+// With FinishWait on, the store's Finish gets the request's context values
+// while the request waits for it, as without FinishWait (it got none
+// before: the review's TestReviewFinishWaitDropsRequestValues). A Finish
+// handed over loses them at the hand-over: the request goes on and ends,
+// and its context's values may be reused by another request.
+func TestFinishWaitRequestValues(t *testing.T) {
+	for _, wait := range []time.Duration{0, time.Second} {
+		ms := memstore.New(memstore.Options{SweepInterval: -1})
+		t.Cleanup(func() { _ = ms.Close() })
+		s := &valueSeen{Store: ms}
+		f := newFixtureStore(t, ms, s, idem.Options{FinishWait: wait})
+		h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
+		ctx := context.WithValue(context.Background(), finishTraceKey{}, "span-1")
+		require.Equal(t, 201, sendCtx(h, ctx, req{key: "k", body: `{"item":1}`}).Code)
+		assert.Equal(t, int32(1), s.finishes.Load())
+		assert.Equal(t, int32(1), s.seen.Load(), "FinishWait=%v: the store's Finish got the request's context values", wait)
+	}
+
+	ms := memstore.New(memstore.Options{SweepInterval: -1})
+	t.Cleanup(func() { _ = ms.Close() })
+	s := &valueSeen{Store: ms, hold: make(chan struct{})}
+	f := newFixtureStore(t, ms, s, idem.Options{FinishWait: 30 * time.Millisecond})
+	h := f.eng.Handler(mustCompile(t, strictSpec()), f.createOrder())
+	ctx := context.WithValue(context.Background(), finishTraceKey{}, "span-1")
+	require.Equal(t, 201, sendCtx(h, ctx, req{key: "k", body: `{"item":1}`}).Code)
+	close(s.hold)
+	drain(t, f.eng)
+	assert.Equal(t, int32(1), s.seen.Load(), "on entry, while the request waited")
+	assert.Zero(t, s.after.Load(), "none after the hand-over")
+	assert.Equal(t, 1, f.obs.count(idem.EventExecuted))
+}
+
+// New warns when FinishWait is set but not below the store timeout (it
+// then changes nothing); it said nothing before.
+func TestFinishWaitNotBelowStoreTimeoutWarns(t *testing.T) {
+	for _, tc := range []struct {
+		opts idem.Options
+		warn bool
+	}{
+		{idem.Options{FinishWait: 5 * time.Second}, true}, // the default store timeout
+		{idem.Options{FinishWait: time.Second, StoreTimeout: 500 * time.Millisecond}, true},
+		{idem.Options{FinishWait: 100 * time.Millisecond}, false},
+		{idem.Options{}, false},
+	} {
+		logs := &lockedBuffer{}
+		tc.opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
+		tc.opts.Principal = idem.Anonymous
+		ms := memstore.New(memstore.Options{SweepInterval: -1})
+		idem.New(ms, tc.opts)
+		_ = ms.Close()
+		got := logs.String()
+		if tc.warn {
+			assert.Contains(t, got, "level=WARN", "FinishWait %v, StoreTimeout %v", tc.opts.FinishWait, tc.opts.StoreTimeout)
+			assert.Contains(t, got, "Options.FinishWait is not below the store timeout")
+		} else {
+			assert.Empty(t, got, "FinishWait %v, StoreTimeout %v", tc.opts.FinishWait, tc.opts.StoreTimeout)
+		}
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -213,9 +214,13 @@ type lateFinish struct {
 	// inflight: the result of the Finish still in flight when its request
 	// stopped waiting (Options.FinishWait): the retry's first attempt;
 	// awaited while it has not come (finishPending does not try another
-	// meanwhile).
-	inflight <-chan error
-	awaited  atomic.Bool
+	// meanwhile). landed is closed once it has come, landedErr set before
+	// (and before awaited turns false): a request that waits for the key
+	// (InFlight.Wait) waits for it (finishPending).
+	inflight  <-chan error
+	awaited   atomic.Bool
+	landed    chan struct{}
+	landedErr error
 
 	stop    context.CancelFunc // cuts the retry's pause and attempt (Drain gave up on it)
 	stopped context.Context    // done once stop is called
@@ -309,6 +314,7 @@ func (c *Call) finishLaterWith(kind finishKind, cause claimCause, state State, r
 	}
 	if on != nil {
 		f.inflight = on.done
+		f.landed = make(chan struct{})
 		f.awaited.Store(true)
 		f.stopped, f.stop = on.stopped, on.stop
 	} else {
@@ -352,14 +358,22 @@ var errFinishSlow = errors.New("idem: the store did not answer the finish within
 // failed Finish) and returns errFinishSlow, handed true: the response does
 // not wait for it. When the retries' budget is full (or FinishRetryFor is
 // negative) it waits for the outcome, as without FinishWait.
+//
+// The Finish's context carries the request's values (as finishOnce's
+// does: a tracing or tenant-routing store wrapper reads them) while the
+// request waits for it, and none from the hand-over on (handOff): the
+// request goes on and ends, and what a router or middleware put in its
+// context may then be reused by another request (chi pools its route
+// context). The retry's later attempts carry none either (finishLater).
 func (c *Call) finishWithin(wait time.Duration, state State, resp []byte, status int, loss bodyLoss) (handed bool, err error) {
 	e := c.e
 	scope, token, r := strings.Clone(c.scope), c.token, bytes.Clone(resp) // nil stays nil: a re-run compares them
 	stopped, stop := context.WithCancel(context.Background())
+	ctx, cancel := context.WithTimeout(stopped, e.timeout)
+	hc := &handOff{Context: ctx, req: c.claimSide().bg.parent}
 	done := make(chan error, 1)
 	go func() {
-		ctx, cancel := context.WithTimeout(stopped, e.timeout)
-		done <- e.store.Finish(ctx, scope, token, state, r)
+		done <- e.store.Finish(hc, scope, token, state, r)
 		cancel()
 	}()
 	t := time.NewTimer(wait)
@@ -370,6 +384,7 @@ func (c *Call) finishWithin(wait time.Duration, state State, resp []byte, status
 		return false, err
 	case <-t.C:
 	}
+	hc.handOver()
 	if c.finishLaterWith(finishAnswer, 0, state, r, status, loss, errFinishSlow, false, &ongoing{done: done, stopped: stopped, stop: stop}) {
 		return true, errFinishSlow
 	}
@@ -377,6 +392,39 @@ func (c *Call) finishWithin(wait time.Duration, state State, resp []byte, status
 	stop()
 	return false, err
 }
+
+// handOff is the context of the Finish finishWithin runs: the deadline
+// and cancellation of its own Context, and the values of the request's
+// context (req, without its cancellation) until handOver, none after.
+// Its own Context is asked first: it holds no values but the context
+// package's own (the cancellation a derived context hooks into).
+type handOff struct {
+	context.Context
+	mu  sync.RWMutex
+	req context.Context // nil once handed over
+}
+
+func (h *handOff) Value(key any) any {
+	if v := h.Context.Value(key); v != nil {
+		return v
+	}
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if h.req == nil {
+		return nil
+	}
+	return h.req.Value(key)
+}
+
+// handOver drops the request's values: once it returns, no Value call of
+// the Finish reads the request's context any more.
+func (h *handOff) handOver() {
+	h.mu.Lock()
+	h.req = nil
+	h.mu.Unlock()
+}
+
+func (h *handOff) String() string { return "idem.handOff" }
 
 // leaseEnd is, on the wall clock, the earliest time c's lease may run
 // out: the start of the call that granted it (hbGrant) plus the lease
@@ -401,29 +449,42 @@ func (c *Call) leaseEnd() time.Time {
 // response it is to replay. A client's retry that reaches this instance
 // thus never races its own pending Finish, and gets the replay as soon as
 // the store takes the Finish (unless the Finish its request handed over,
-// Options.FinishWait, is still in flight: then it is answered in flight at
-// once, without another attempt beside it). It reports whether the Begin may go on: the
-// Finish stored the response (the Begin then finds it and replays), or was
-// fenced (the claim was taken over or expired: nothing of this instance's
-// to replay). On any other failure (the store did not answer within
-// StoreTimeout, or failed fast: a dead pooled connection right after an
-// outage) the request is answered in flight, as for a key in use, neither
-// Begin (it could take the key over once the lease ran out, and run the
-// handler again while this instance holds its response) nor FailOpen (an
-// unprotected run). The retry, told (settled), stops and reports the
-// outcome.
-func (c *Call) finishPending() bool {
+// Options.FinishWait, is still in flight: then no other attempt is made
+// beside it, and it returns false with landed, which closes once that
+// Finish has come back; the caller answers in flight at once, or, under a
+// policy that waits for a key in flight (InFlight.Wait), waits for landed
+// within the wait and asks again: awaitLanded). It reports whether the
+// Begin may go on: the Finish stored the response (the Begin then finds it
+// and replays), or was fenced (the claim was taken over or expired:
+// nothing of this instance's to replay); the Finish handed over that
+// landed so counts as this attempt. On any other failure (the store did
+// not answer within StoreTimeout, or failed fast: a dead pooled connection
+// right after an outage) the request is answered in flight, as for a key
+// in use, neither Begin (it could take the key over once the lease ran
+// out, and run the handler again while this instance holds its response)
+// nor FailOpen (an unprotected run). The retry, told (settled), stops and
+// reports the outcome.
+func (c *Call) finishPending() (ok bool, landed <-chan struct{}) {
 	e := c.e
 	e.lateMu.Lock()
 	f := e.lateKeys[c.scope]
 	e.lateMu.Unlock()
 	if f == nil {
-		return true
+		return true, nil
 	}
 	if f.awaited.Load() {
 		// The Finish its request handed over (FinishWait) is still in
 		// flight: in flight, without a second attempt beside it.
-		return false
+		return false, f.landed
+	}
+	if f.landed != nil {
+		<-f.landed // closed before awaited turned false: at once
+		if f.landedErr == nil || errors.Is(f.landedErr, ErrFenced) {
+			// It landed (the retry reports it, and stops): no attempt
+			// of this request's, which the retry's end (f.stop) could
+			// cut.
+			return true, nil
+		}
 	}
 	ctx, cancel := context.WithTimeout(f.stopped, e.timeout)
 	err := e.store.Finish(ctx, f.scope, f.token, f.state, f.resp)
@@ -436,9 +497,36 @@ func (c *Call) finishPending() bool {
 		e.lateMu.Unlock()
 		f.stop()
 		e.storeAnswered()
-		return true
+		return true, nil
 	}
-	return false
+	return false, nil
+}
+
+// awaitLanded waits, for a request whose policy waits for a key in flight
+// (InFlight.Wait), until landed closes (the Finish its key's request
+// handed over, Options.FinishWait, has come back: see finishPending),
+// until deadline (on the engine's clock, as the wait's), or until ctx
+// (the request's) ends. It reports whether landed closed.
+func (c *Call) awaitLanded(ctx context.Context, landed <-chan struct{}, deadline time.Time) bool {
+	select {
+	case <-landed:
+		return true
+	default:
+	}
+	remain := deadline.Sub(c.e.now())
+	if remain <= 0 {
+		return false
+	}
+	t := time.NewTimer(remain)
+	defer t.Stop()
+	select {
+	case <-landed:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return false
+	}
 }
 
 // storeAnswered wakes the retries of Finish calls waiting out their backoff
@@ -610,6 +698,8 @@ func (e *Engine) retryFinish(f *lateFinish, d time.Duration, wake, storeWake cha
 	if f.inflight != nil {
 		// Bounded by StoreTimeout, and cut by f.stop like any attempt.
 		err = <-f.inflight
+		f.landedErr = err
+		close(f.landed)
 		f.awaited.Store(false)
 		last = time.Now()
 		switch {

@@ -472,11 +472,20 @@ type Transactor interface {
 // (a heartbeat that cannot get a connection from a starved pool does not
 // roll back good work). A true answer may be stale only that way (the
 // store cannot yet know the lock is gone, and the commit will fail); false
-// is always safe. The price of true: a handler stuck on a store call that
-// hangs (a blackholed connection) is not cut short by the lease's end
-// either, but by its request's end, or a heartbeat that reaches the store
-// and is fenced. It must not block: it is called from the heartbeat, and
-// must not do I/O.
+// is always safe: the transaction is cancelled as the lease ends.
+//
+// The engine asks it right after a heartbeat failed (an error other than
+// ErrFenced) at or past the lease's end, so a store can answer from that
+// failure: false when it says the server is unreachable (a dial that
+// failed, a statement that went unanswered), where the transaction's own
+// connection likely hangs too and only the lease's end cuts a handler
+// stuck on it short (true would leave it to its request's end, or TCP's
+// timeout); true, while the lock holds, when the failure says nothing of
+// the server (no free connection in a starved pool). pgstore answers so
+// (see pgstore.Store.TxHoldsLock). A heartbeat that reaches the store and
+// finds the lock gone is fenced (ErrFenced), which cancels the
+// transaction whatever this answers. It must not block: it is called from
+// the heartbeat, and must not do I/O.
 type TxLockHolder interface {
 	TxHoldsLock(key string, token Token) bool
 }

@@ -350,8 +350,14 @@
 // request ends with 503 and the key is released for a retry. A starved
 // pool thus turns slow handlers into cancelled ones there. Above READ
 // COMMITTED the transaction holds the record's row lock, which every
-// takeover must take first (Store.TxHoldsLock, idem.TxLockHolder): the
-// engine does not cancel it, and the handler commits.
+// takeover must take first (Store.TxHoldsLock, idem.TxLockHolder): while
+// its heartbeats fail only because the pool has no free connection (every
+// one of MaxConns established and in use), the engine does not cancel it,
+// and the handler commits. A heartbeat that fails otherwise (a dial
+// refused or unanswered, a statement that timed out on a connection it
+// got: the server unreachable) gets it cancelled as its lease ends, as
+// under READ COMMITTED, and one that reaches the server and finds the lock
+// gone (its backend terminated) at once (idem.ErrFenced).
 //
 // # Durability
 //

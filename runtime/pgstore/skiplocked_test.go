@@ -51,7 +51,12 @@ func testTxDuplicateOfLockedHolder(t *testing.T, iso pgx.TxIsoLevel, way claimWa
 	const storeTimeout = 10 * time.Second
 	eng := idem.New(f.s, idem.Options{Principal: idem.Anonymous, Transactional: true, FailOpen: true, StoreTimeout: storeTimeout})
 	pol := idem.MustCompile(idem.Spec{Operation: "op", Method: "POST", Path: "/x", Semantics: idem.Strict,
-		InFlight: idem.InFlightSpec{Lease: 100 * time.Millisecond}})
+		// A heartbeat gets a third of the lease: one that times out counts
+		// as the server unreachable (TxHoldsLock false), and heartbeats
+		// that all do until the lease's end cancel the holder. 200ms
+		// each, not 33ms: a loaded machine (-race, 2 shared cores) missed
+		// 33ms for a whole lease of 100ms.
+		InFlight: idem.InFlightSpec{Lease: 600 * time.Millisecond}})
 	const slowKey = "slow-0000000000000000"
 	var runs atomic.Int32
 	started, release := make(chan struct{}), make(chan struct{})
@@ -77,7 +82,7 @@ func testTxDuplicateOfLockedHolder(t *testing.T, iso pgx.TxIsoLevel, way claimWa
 	done := make(chan struct{})
 	go func() { defer close(done); holder, _ = serve(slowKey) }()
 	<-started
-	time.Sleep(300 * time.Millisecond) // past the lease; the holder is alive
+	time.Sleep(700 * time.Millisecond) // past the lease; the holder is alive
 	var lease time.Time
 	require.NoError(t, f.s.pool.QueryRow(testCtx(t),
 		`SELECT lease_expires_at FROM `+f.s.n.table+` WHERE key LIKE '%'||$1`, slowKey).Scan(&lease))

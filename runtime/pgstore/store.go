@@ -978,7 +978,9 @@ func (s *Store) get(ctx context.Context, key string) (idem.Record, bool, error) 
 // the row: the transaction locks it, which keeps any takeover out until it
 // ends (see BeginTx). It only reads that the row is still locked; a lock
 // gone with the transaction's backend (terminated, its connection lost),
-// which the commit cannot outlive, is idem.ErrFenced. Above READ COMMITTED,
+// which the commit cannot outlive, is idem.ErrFenced; a failure tells
+// TxHoldsLock whether the server was unreachable (see extendLocked). Above
+// READ COMMITTED,
 // a statement that fails with a serialization error (the row changed after
 // its snapshot: the holder's Finish or commit, a takeover) is run again, as
 // in Finish.
@@ -1019,9 +1021,22 @@ func (s *Store) ExtendLease(ctx context.Context, key string, token idem.Token, l
 // before the first heartbeat), which ExtendLease read in the same look at
 // s.locked that found the row locked. The lock of s.locked is not held over
 // the round trip: the lease end it grants is recorded after it.
+//
+// A heartbeat that fails tells TxHoldsLock whether the transaction may
+// still be counted on (see Store.TxHoldsLock). One that got no connection
+// because the pool was starved (its Acquire ran out of time with every one
+// of the pool's MaxConns connections in use, none being dialled) says
+// nothing about the server: the row's lock still holds, and TxHoldsLock
+// answers as before it. Any other failure (a dial that failed or was never
+// answered, a query that failed or timed out on a connection it got) means
+// the server did not answer, and the transaction's own connection is no
+// better off: TxHoldsLock reports false until a heartbeat gets through.
 func (s *Store) extendLocked(ctx context.Context, k holdKey, lease time.Duration, lastEnd time.Time, hasLast bool) error {
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
+		if !s.starved(ctx) {
+			s.locked.unreach(k)
+		}
 		return s.misconfigured(ctx, "extend lease", fmt.Errorf("pgstore: extend lease: %w", err))
 	}
 	defer c.Release()
@@ -1032,6 +1047,7 @@ func (s *Store) extendLocked(ctx context.Context, k holdKey, lease time.Duration
 		return readStillLocked(rows)
 	})
 	if err != nil {
+		s.locked.unreach(k)
 		return s.misconfigured(ctx, "extend lease", fmt.Errorf("pgstore: extend lease: %w", err))
 	}
 	if !ans.locked {
@@ -1039,6 +1055,18 @@ func (s *Store) extendLocked(ctx context.Context, k holdKey, lease time.Duration
 	}
 	s.locked.extend(k, ans.end)
 	return nil
+}
+
+// starved reports whether an Acquire on ctx failed for want of a free
+// connection in a full pool: ctx ended, and every one of the pool's
+// MaxConns connections is established and in use (none idle, none being
+// dialled, which a server that does not answer would hold up).
+func (s *Store) starved(ctx context.Context) bool {
+	if ctx.Err() == nil {
+		return false // the Acquire failed otherwise: a dial refused, the pool closed
+	}
+	st := s.pool.Stat()
+	return st.ConstructingConns() == 0 && st.AcquiredConns() >= st.MaxConns()
 }
 
 // Reap deletes up to batch expired records (oldest first) in one statement

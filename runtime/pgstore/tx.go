@@ -131,18 +131,26 @@ func (t *openTx) end() {
 	}
 	t.c.Release()
 	if t.locked {
+		// Out of the set before keepLease's round trip (leave): the
+		// transaction has ended, and TxHoldsLock must not say it still
+		// holds the lock meanwhile (up to rollbackTimeout). A heartbeat
+		// that runs meanwhile writes the row itself (ExtendLease outside
+		// a transaction), fenced as keepLease is.
 		k := holdKey{t.key, t.token}
-		if last, ok := s.locked.leaseEnd(k); ok && !t.committed {
+		if last, keep := s.locked.leave(k); keep && !t.committed {
 			// The heartbeats of the transaction wrote nothing (the row
 			// was locked): a rollback leaves the row as BeginTx found it,
 			// which may have expired meanwhile, so the release that
 			// follows (the engine's Finish) would be fenced and another
 			// token could claim a key whose holder was told its lease
 			// still ran. Write what they granted, fenced by token and
-			// PENDING state (after a commit it matches no row).
+			// PENDING state (after a commit it matches no row). Not
+			// after a heartbeat found the server unreachable (leave):
+			// the write would meet it too and hold the request for
+			// rollbackTimeout, and a holder cancelled for it
+			// (idem.ErrLeaseLost) has seen its lease run out already.
 			s.keepLease(t.ctx, t.key, t.token, last)
 		}
-		s.locked.add(k, -1)
 	}
 }
 
@@ -209,10 +217,21 @@ func (s *Store) finishTx(ctx context.Context, tx pgx.Tx, key string, token idem.
 // TxHoldsLock implements idem.TxLockHolder: it reports whether a
 // transaction BeginTx opened for key/token locked the record's row (above
 // READ COMMITTED, see BeginTx) and is still open, on a connection not
-// known to be closed. It does no I/O. The engine then does not cancel the
-// transaction when the holder's heartbeats failed until its lease ran out
-// (idem.ErrLeaseLost): a heartbeat that cannot get a connection from a
-// starved pool no longer rolls back a handler whose work can commit.
+// known to be closed, and no heartbeat of it (ExtendLease) found the server
+// unreachable since the last one that got through. It does no I/O. The
+// engine then does not cancel the transaction when the holder's heartbeats
+// failed until its lease ran out (idem.ErrLeaseLost): a heartbeat that
+// cannot get a connection from a starved pool (its Acquire ran out of time
+// with every one of the pool's MaxConns connections established and in
+// use) no longer rolls back a handler whose work can commit. Any other
+// failed heartbeat (a dial that failed or went unanswered, a statement
+// that failed or timed out on a connection it got) turns it false: the
+// server is unreachable, a handler's statement on the transaction's own
+// connection likely hangs too, and the engine cancels the transaction at
+// the lease's end as under READ COMMITTED, instead of leaving the handler
+// to its request's end or TCP's timeout. A starved pool after that leaves
+// it false (it says nothing about the server); a heartbeat that gets
+// through makes it true again.
 //
 // Why no takeover can happen while it reports true. BeginTx's lock
 // statement (queries.lock) takes FOR NO KEY UPDATE on the row that is
@@ -240,7 +259,8 @@ func (s *Store) finishTx(ctx context.Context, tx pgx.Tx, key string, token idem.
 // engine cancels the transaction then (idem.ErrFenced). Under READ
 // COMMITTED the row is not locked while the handler runs, a takeover can
 // win once the lease ran out, and this reports false: the lease decides,
-// as before.
+// as before. False is always safe: the engine then cancels the
+// transaction (nothing commits) as the lease ends.
 func (s *Store) TxHoldsLock(key string, token idem.Token) bool {
 	return s.locked.holds(holdKey{key, token})
 }
@@ -383,24 +403,19 @@ type lockedRows struct {
 
 type lockedRow struct {
 	n        int
-	leaseEnd time.Time       // zero: no heartbeat yet
-	gone     <-chan struct{} // closed once the connection of the latest transaction is closed (pgconn's CleanupDone)
-}
-
-// add counts one more transaction (d = 1) or one fewer (d = -1) locking
-// k's row.
-func (l *lockedRows) add(k holdKey, d int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	r := l.n[k]
-	if r.n += d; r.n <= 0 {
-		delete(l.n, k)
-		return
-	}
-	if l.n == nil {
-		l.n = make(map[holdKey]lockedRow)
-	}
-	l.n[k] = r
+	leaseEnd time.Time // zero: no heartbeat yet
+	// gone is pgconn's CleanupDone of the latest transaction's
+	// connection: closed late, only once pgx has noticed the connection
+	// dead (a statement on it failed: the backend terminated, the socket
+	// reset or timed out) and finished closing it, never merely because
+	// the server ended the transaction. A handler that sees that error
+	// usually returns, and its rollback takes the row out of the set
+	// anyway: this only helps while a handler that saw an error carries on.
+	gone <-chan struct{}
+	// unreached: a heartbeat failed otherwise than for want of a
+	// connection in a starved pool, and none got through since (see
+	// Store.extendLocked).
+	unreached bool
 }
 
 // enter counts one more transaction locking k's row, on the connection
@@ -415,16 +430,18 @@ func (l *lockedRows) enter(k holdKey, gone <-chan struct{}) {
 	r := l.n[k]
 	r.n++
 	r.gone = gone
+	r.unreached = false // the server answered the lock
 	l.n[k] = r
 }
 
 // holds reports whether an open transaction locks k's row on a connection
-// not known to be closed.
+// not known to be closed, whose server answered k's last heartbeat or
+// whose last heartbeat failed for want of a connection in a starved pool.
 func (l *lockedRows) holds(k holdKey) bool {
 	l.mu.Lock()
 	r, held := l.n[k]
 	l.mu.Unlock()
-	if !held {
+	if !held || r.unreached {
 		return false
 	}
 	select {
@@ -437,12 +454,29 @@ func (l *lockedRows) holds(k holdKey) bool {
 
 // extend records end as the end of the lease of k's last heartbeat, while
 // a transaction locks k's row; it never moves it earlier (heartbeats may
-// overlap, and the record's expiry never moves earlier).
+// overlap, and the record's expiry never moves earlier). The server
+// answered it: k is no longer unreached.
 func (l *lockedRows) extend(k holdKey, end time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if r, ok := l.n[k]; ok && end.After(r.leaseEnd) {
-		r.leaseEnd = end
+	if r, ok := l.n[k]; ok {
+		if end.After(r.leaseEnd) {
+			r.leaseEnd = end
+		}
+		r.unreached = false
+		l.n[k] = r
+	}
+}
+
+// unreach records that a heartbeat of k failed otherwise than for want of
+// a connection in a starved pool (see Store.extendLocked), while a
+// transaction locks k's row: k does not hold until a heartbeat gets
+// through (extend) or a new transaction locks the row (enter).
+func (l *lockedRows) unreach(k holdKey) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if r, ok := l.n[k]; ok && !r.unreached {
+		r.unreached = true
 		l.n[k] = r
 	}
 }
@@ -452,6 +486,27 @@ func (l *lockedRows) extend(k holdKey, end time.Time) {
 func (l *lockedRows) leaseEnd(k holdKey) (end time.Time, ok bool) {
 	end, ok, _ = l.lookup(k)
 	return end, ok
+}
+
+// leave counts one transaction fewer locking k's row (add(k, -1)) and
+// returns, read under the same lock, the end of the lease of k's last
+// heartbeat, for keepLease to write after a rollback; keep is false before
+// the first, and when a heartbeat failed since for want of the server (see
+// lockedRows.unreach).
+func (l *lockedRows) leave(k holdKey) (end time.Time, keep bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r, ok := l.n[k]
+	if !ok {
+		return time.Time{}, false
+	}
+	end, keep = r.leaseEnd, !r.leaseEnd.IsZero() && !r.unreached
+	if r.n--; r.n <= 0 {
+		delete(l.n, k)
+	} else {
+		l.n[k] = r
+	}
+	return end, keep
 }
 
 // lookup reports, under one lock, whether an open transaction locks k's

@@ -401,6 +401,22 @@ func TestLockedRows(t *testing.T) {
 
 // has reports whether an open transaction locks k's row (the tests' view
 // of lookup's held).
+// add (tests) counts one more transaction (d = 1) or one fewer (d = -1) locking
+// k's row.
+func (l *lockedRows) add(k holdKey, d int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r := l.n[k]
+	if r.n += d; r.n <= 0 {
+		delete(l.n, k)
+		return
+	}
+	if l.n == nil {
+		l.n = make(map[holdKey]lockedRow)
+	}
+	l.n[k] = r
+}
+
 func (l *lockedRows) has(k holdKey) bool {
 	_, _, held := l.lookup(k)
 	return held
@@ -432,7 +448,8 @@ func TestExtendLockedAllocs(t *testing.T) {
 }
 
 // TestLockedRowsHolds: TxHoldsLock's view of the held set: held while a
-// transaction is counted and its connection is not closed.
+// transaction is counted, its connection is not closed, and no heartbeat
+// found the server unreachable since one got through.
 func TestLockedRowsHolds(t *testing.T) {
 	var l lockedRows
 	k := holdKey{"k", 1}
@@ -441,6 +458,20 @@ func TestLockedRowsHolds(t *testing.T) {
 	l.enter(k, gone)
 	require.True(t, l.holds(k))
 	require.False(t, l.holds(holdKey{"k", 2}), "another token")
+	l.unreach(k) // a heartbeat found the server unreachable
+	require.False(t, l.holds(k))
+	l.extend(k, time.Now()) // one got through
+	require.True(t, l.holds(k))
+	l.enter(k, gone) // an overlapping transaction
+	_, keep := l.leave(k)
+	require.True(t, keep, "the lease the heartbeat granted, for keepLease")
+	require.True(t, l.holds(k), "one transaction left")
+	l.unreach(k)
+	l.enter(k, gone) // a later transaction locked the row: the server answered
+	require.True(t, l.holds(k))
+	l.unreach(k)
+	_, keep = l.leave(k)
+	require.False(t, keep, "nothing for keepLease to write on a server just found unreachable")
 	close(gone) // the connection closed: the lock went with its backend
 	require.False(t, l.holds(k))
 	l.add(k, -1)
