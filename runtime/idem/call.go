@@ -138,6 +138,9 @@ type Call struct {
 	// would have, but found no open bound (the warning says so).
 	handoff   atomic.Int32
 	unbounded bool
+	// nothingDone: HandlerFailed's error says nothing of the operation
+	// ran (ErrNothingDone): End frees the key without the warning.
+	nothingDone bool
 	// finishRetrying: a Finish of this Call that failed on the store is
 	// being retried in the background (finishLater); finishAbandoned: it
 	// failed, not fenced, and is not (EventFinishAbandoned).
@@ -2257,6 +2260,10 @@ func (c *Call) end(v any) (raise bool) {
 			answer := v != nil && c.h.rec.unsent()
 			err := c.finishRecord(StateFailed, nil, 0, bodyKept)
 			switch {
+			case !answer && v == nil && c.nothingDone:
+				c.e.log.LogAttrs(c.ctx, slog.LevelInfo, "idem: handler returned an error marked idem.ErrNothingDone (nothing of the operation ran): key released for a retry",
+					slog.String("operation", c.p.spec.Operation), slog.String("key", c.key))
+				c.reportFinish(StateFailed, 0, "", err, bodyKept)
 			case !answer:
 				c.e.log.LogAttrs(c.ctx, slog.LevelWarn, "idem: handler did not finish (panic or error): key released for a retry",
 					slog.String("operation", c.p.spec.Operation), slog.String("key", c.key))

@@ -1,6 +1,7 @@
 package idem
 
 import (
+	"errors"
 	"net/http"
 	"sync"
 )
@@ -35,6 +36,17 @@ const (
 // itself), CaptureBody ends the Call when the request leaves it: the key
 // is freed, as End would have, and the engine warns once per operation.
 //
+// An err marked NothingDone (errors.Is(err, ErrNothingDone)) says that
+// nothing of the operation ran (the handler failed before it changed
+// anything: its payment provider refused the connection, a validation it
+// makes before any write): End frees the key, as under failures: retry,
+// so a retry with the key runs the operation again, and the error
+// handler's answer reaches the client without being stored. Mark only an
+// error after which the handler knows nothing was done: an error after a
+// side effect may have happened (a call that timed out, a context that
+// ended mid-way) is exactly what failures: replay keeps from running
+// twice.
+//
 // Otherwise (another failures policy, transactional mode, a request
 // CaptureBody does not bound, or one CaptureBody already returned from, as
 // when a timeout middleware inside it let the request go while the
@@ -43,6 +55,12 @@ const (
 func (c *Call) HandlerFailed(err error) error {
 	if err == nil || c.decision != Execute || !c.protected || c.finished || c.ended || c.handoff.Load() != handoffNone || c.pooled ||
 		c.commit != nil || c.p.spec.Failures != FailuresReplay {
+		return err
+	}
+	if errors.Is(err, ErrNothingDone) {
+		// The operation says nothing of it ran: End frees the key, as
+		// under failures: retry, and a retry runs it again.
+		c.nothingDone = true
 		return err
 	}
 	if b := findBound(c.r); b == nil || !b.handOn(c) {
