@@ -1,7 +1,9 @@
 package idem
 
 import (
+	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"sync"
 )
@@ -62,6 +64,9 @@ func (c *Call) HandlerFailed(err error) error {
 		// under failures: retry, and a retry runs it again.
 		c.nothingDone = true
 		return err
+	}
+	if c.e.detach == 0 && errors.Is(err, context.Canceled) && errors.Is(c.r.Context().Err(), context.Canceled) {
+		c.e.warnCancelledStored(c.ctx, c.p)
 	}
 	if b := findBound(c.r); b == nil || !b.handOn(c) {
 		c.unbounded = true
@@ -178,4 +183,18 @@ func findBound(r *http.Request) *bound {
 		return &cp.bound
 	}
 	return nil
+}
+
+// warnCancelledStored warns, once per operation, that a FailuresReplay
+// operation's handler gave up as its client went away (it returned the
+// request context's error) and that its answer is stored and replayed
+// (HandlerFailed): safe, since the engine cannot know how far the handler
+// got, but the client's retries then get that failure for the whole
+// window. Options.DetachHandler lets such a handler finish instead.
+func (e *Engine) warnCancelledStored(ctx context.Context, p *Policy) {
+	if _, warned := e.warnedCancel.LoadOrStore(p.spec.Operation, true); warned {
+		return
+	}
+	e.log.LogAttrs(ctx, slog.LevelWarn, "idem: under failures: replay, a handler gave up because its client went away (it returned its context's error): its answer is stored and replayed to every retry with the key, since the engine cannot know how far it got; set idem.Options.DetachHandler to let a handler finish what it began when its client goes away (the retry then gets its result), and return idem.NothingDone(err) from a handler that knows nothing was done (said once per operation)",
+		slog.String("operation", p.spec.Operation))
 }
