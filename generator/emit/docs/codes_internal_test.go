@@ -116,3 +116,20 @@ func TestReplayedFailureAdvice(t *testing.T) {
 		}
 	}
 }
+
+// The problem example's type shows idemgen's default prefix, which a
+// server's Options.ProblemTypeBase replaces: the page says so, and tells
+// clients to match on code.
+func TestProblemTypeBaseNoted(t *testing.T) {
+	spec, diags := compile.Compile(filepath.Join("..", "..", "..", "testdata", "augment", "coupons", "openapi.yaml"), compile.Options{})
+	if spec == nil || diags.HasErrors() {
+		t.Fatalf("compile: %v", diags)
+	}
+	out, err := Render(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), "under a prefix the server chooses") || !strings.Contains(string(out), "match on `code`, not on `type`") {
+		t.Error("the problem example's type is given as if every server used idemgen's default prefix")
+	}
+}
