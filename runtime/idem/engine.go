@@ -283,52 +283,52 @@ const DefaultStoreTimeout = 5 * time.Second
 // Engine is the request-time idempotency engine over a Store. It is safe for
 // concurrent use; create one per store and share it.
 type Engine struct {
-	store        Store
-	watcher      Watcher
-	extender     LeaseExtender
-	hbs          *hbSched // arms heartbeats (nil without an extender)
-	recycle      bool     // the store is ContextBound: per-request Calls are reused
-	tx           Transactor
-	txLock       TxLockHolder // tx, when it is one (Transactional only)
-	principal    func(*http.Request) (string, error)
-	anonymous    bool        // Options.Principal is Anonymous (principal is then nil: its "" needs no call); any other principal's "" is refused (ErrEmptyPrincipal)
-	warnedPr     atomic.Bool // the error about a nil Options.Principal was logged (Serves)
-	warnedNest   atomic.Bool // the warning about a doubled wiring was logged (Nested)
-	warnedOther  atomic.Bool // the error about a record with another process's local fingerprint was logged (Call.otherProcess)
-	warnedErr    sync.Map    // the operation name of each FailuresReplay operation warned about an unanswered end (Engine.warnUnanswered)
-	warnedCancel sync.Map    // the operation name of each FailuresReplay operation warned about a stored answer to a handler its client's going away stopped (Engine.warnCancelledStored)
-	log          *slog.Logger
-	obs          Observer
-	failOpen     bool
-	timeout      time.Duration
-	now          func() time.Time
-	problemBase  string
-	unavailRA    []string
-	fpc          *fpCache
-	recent       *recentKeys   // over a ReadFirst store
-	local        LocalReader   // the store, when it is one: records are tagged
-	prefetch     keyPrefetcher // the store, when it is one (memstore)
-	lateFor      time.Duration // Options.FinishRetryFor
-	finishWait   time.Duration // Options.FinishWait, when positive and below timeout
-	detach       time.Duration // Options.DetachHandler, when positive
-	lateFirst    time.Duration // the retries' first backoff (lateFinishFirst; tests change it)
-	lateMax      time.Duration // and its cap (lateFinishMax)
-	lateWakeMin  time.Duration // a woken retry's least pause after its last attempt (lateFinishFirst; tests change it)
-	lateWakeJit  time.Duration // and its jitter (lateWakeJitter)
-	lateMu       sync.Mutex
-	lateN        int                      // the Finish calls retried in the background (finishLater), releases included
-	lateRel      int                      // the releases among them (claimRelease kinds: MaxClaimReleases)
-	lateLost     int                      // the finishLostReply ones among those (MaxLostReplyReleases)
-	relDrop      releaseDrops             // the releases not tried (releaseDropped)
-	quota        quotaLog                 // the claims refused with ErrQuotaExceeded (refuseQuota)
-	lateBytes    int64                    // the size of their responses
-	lateIdle     chan struct{}            // closed when lateN drops to 0; nil while it is 0
-	lateWake     chan struct{}            // closed by Drain to wake the retries from their backoff, then replaced
-	lateStore    chan struct{}            // closed by a store call that succeeded (storeAnswered) to wake the retries from their backoff, then replaced
-	lateArmed    atomic.Bool              // a retry waits on lateStore since it last read it: storeAnswered wakes it
-	lateSet      map[*lateFinish]struct{} // the retries under way that have not reported yet (Drain abandons them)
-	lateKeys     map[string]*lateFinish   // the finishAnswer retries under way, by scope key (finishPending)
-	lateAns      atomic.Int32             // len(lateKeys): a request's Begin looks there only when it is not 0
+	store       Store
+	watcher     Watcher
+	extender    LeaseExtender
+	hbs         *hbSched // arms heartbeats (nil without an extender)
+	recycle     bool     // the store is ContextBound: per-request Calls are reused
+	tx          Transactor
+	txLock      TxLockHolder // tx, when it is one (Transactional only)
+	principal   func(*http.Request) (string, error)
+	anonymous   bool        // Options.Principal is Anonymous (principal is then nil: its "" needs no call); any other principal's "" is refused (ErrEmptyPrincipal)
+	warnedPr    atomic.Bool // the error about a nil Options.Principal was logged (Serves)
+	warnedNest  atomic.Bool // the warning about a doubled wiring was logged (Nested)
+	warnedOther atomic.Bool // the error about a record with another process's local fingerprint was logged (Call.otherProcess)
+	warnedErr   sync.Map    // the operation name of each FailuresReplay operation warned about an unanswered end (Engine.warnUnanswered)
+	warnedGone  sync.Map    // the operation name of each FailuresReplay operation warned about a stored answer to a handler its client's going away stopped (Engine.warnCancelledStored)
+	log         *slog.Logger
+	obs         Observer
+	failOpen    bool
+	timeout     time.Duration
+	now         func() time.Time
+	problemBase string
+	unavailRA   []string
+	fpc         *fpCache
+	recent      *recentKeys   // over a ReadFirst store
+	local       LocalReader   // the store, when it is one: records are tagged
+	prefetch    keyPrefetcher // the store, when it is one (memstore)
+	lateFor     time.Duration // Options.FinishRetryFor
+	finishWait  time.Duration // Options.FinishWait, when positive and below timeout
+	detach      time.Duration // Options.DetachHandler, when positive
+	lateFirst   time.Duration // the retries' first backoff (lateFinishFirst; tests change it)
+	lateMax     time.Duration // and its cap (lateFinishMax)
+	lateWakeMin time.Duration // a woken retry's least pause after its last attempt (lateFinishFirst; tests change it)
+	lateWakeJit time.Duration // and its jitter (lateWakeJitter)
+	lateMu      sync.Mutex
+	lateN       int                      // the Finish calls retried in the background (finishLater), releases included
+	lateRel     int                      // the releases among them (claimRelease kinds: MaxClaimReleases)
+	lateLost    int                      // the finishLostReply ones among those (MaxLostReplyReleases)
+	relDrop     releaseDrops             // the releases not tried (releaseDropped)
+	quota       quotaLog                 // the claims refused with ErrQuotaExceeded (refuseQuota)
+	lateBytes   int64                    // the size of their responses
+	lateIdle    chan struct{}            // closed when lateN drops to 0; nil while it is 0
+	lateWake    chan struct{}            // closed by Drain to wake the retries from their backoff, then replaced
+	lateStore   chan struct{}            // closed by a store call that succeeded (storeAnswered) to wake the retries from their backoff, then replaced
+	lateArmed   atomic.Bool              // a retry waits on lateStore since it last read it: storeAnswered wakes it
+	lateSet     map[*lateFinish]struct{} // the retries under way that have not reported yet (Drain abandons them)
+	lateKeys    map[string]*lateFinish   // the finishAnswer retries under way, by scope key (finishPending)
+	lateAns     atomic.Int32             // len(lateKeys): a request's Begin looks there only when it is not 0
 }
 
 // New returns an Engine over store. It panics when Options.Transactional is

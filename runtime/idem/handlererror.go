@@ -192,7 +192,7 @@ func findBound(r *http.Request) *bound {
 // got, but the client's retries then get that failure for the whole
 // window. Options.DetachHandler lets such a handler finish instead.
 func (e *Engine) warnCancelledStored(ctx context.Context, p *Policy) {
-	if _, warned := e.warnedCancel.LoadOrStore(p.spec.Operation, true); warned {
+	if _, warned := e.warnedGone.LoadOrStore(p.spec.Operation, true); warned {
 		return
 	}
 	e.log.LogAttrs(ctx, slog.LevelWarn, "idem: under failures: replay, a handler gave up because its client went away (it returned its context's error): its answer is stored and replayed to every retry with the key, since the engine cannot know how far it got; set idem.Options.DetachHandler to let a handler finish what it began when its client goes away (the retry then gets its result), and return idem.NothingDone(err) from a handler that knows nothing was done (said once per operation)",
