@@ -135,3 +135,42 @@ func FingerprintCandidate(name string) bool {
 	c := http.CanonicalHeaderKey(strings.TrimSpace(name))
 	return c != "" && !perAttempt(c) && !slices.Contains(notFingerprinted, c) && !strings.HasPrefix(c, "Accept-")
 }
+
+// RuleFingerprintHeaderPerAttempt is the rule of the warning that
+// fingerprint-headers lists a header whose value changes between the
+// attempts of one call (UnstableHeader).
+const RuleFingerprintHeaderPerAttempt = "fingerprint-header-per-attempt"
+
+// callerHeaders are the request headers (canonical names) that say who
+// calls and how it proves it: a refreshed token, a new session or a
+// challenge's answer changes them between the attempts of one call.
+var callerHeaders = []string{"Authorization", "Proxy-Authorization", "Cookie", "Www-Authenticate", "Proxy-Authenticate"}
+
+// UnstableHeader says why the value of a request header usually changes
+// from one attempt of a call to the next without changing what is asked,
+// "" when it does not: those that say who calls (Authorization, Cookie,
+// ...: a token refreshed between attempts), those of one attempt (request
+// and trace ids, B3, X-Amzn-Trace-Id, RFC 9421 message signatures, and
+// any name VolatileName accepts with an `X-` prefix dropped), the
+// client's clock (Date) and software (User-Agent). A header listed in
+// fingerprint-headers that is one of them makes a retry after the change
+// a 422 IDEMPOTENCY_KEY_REUSED under strict semantics. FingerprintCandidate
+// turns down the same headers, for the same reasons.
+func UnstableHeader(name string) string {
+	c := http.CanonicalHeaderKey(strings.TrimSpace(name))
+	switch {
+	case c == "":
+		return ""
+	case slices.Contains(callerHeaders, c):
+		return "it says who calls and how they prove it (a token refreshed, a new session, a challenge's answer); who calls is the key's scope (Options.Principal), not the request's fingerprint"
+	case c == "Signature" || c == "Signature-Input":
+		return "it signs one attempt (RFC 9421: the signature covers the attempt's own headers, Date among them)"
+	case perAttempt(c):
+		return "it names or traces one attempt (a request or trace id, a retry counter, a client clock)"
+	case c == "Date":
+		return "it is the client's clock at each attempt"
+	case c == "User-Agent":
+		return "it is the client's software, which an upgrade changes between a call and its resumption"
+	}
+	return ""
+}

@@ -198,7 +198,7 @@ func (p *parser) blockFields(b *Block) map[string]fieldFunc {
 		},
 		"volatile":            p.pointerList(&b.Volatile, "volatile", false),
 		"unordered":           p.pointerList(&b.Unordered, "unordered", true),
-		"fingerprint-headers": p.headerList(&b.FingerprintHeaders, "fingerprint-headers", nil),
+		"fingerprint-headers": p.fingerprintHeaders(&b.FingerprintHeaders),
 		"compatible-fingerprints": func(v *yaml.Node, ptr string) {
 			if p.level == Root {
 				p.errorf(v, ptr, "misplaced-field", "compatible-fingerprints belongs on an operation, not at the document root: it lists fingerprint settings of another release of one operation (the one before, or the one after), and a field an entry leaves out is that operation's own; after changing the root's volatile, unordered or fingerprint-headers, give each operation its entry (a YAML anchor and alias can share one)")
@@ -774,7 +774,31 @@ func (p *parser) duplicate(seen map[string]listed, key, s string, it *yaml.Node,
 // headerList parses a list of header names; refused (nil: none) names
 // those a list may not hold.
 func (p *parser) headerList(f *Field[[]Field[string]], what string, refused func(string) bool) fieldFunc {
+	return p.stringList(f, what, p.headerName(what, refused))
+}
+
+// fingerprintHeaders parses the block's fingerprint-headers, a headerList
+// that warns, at the entry, of a header whose value changes between the
+// attempts of one call (RuleFingerprintHeaderPerAttempt): under strict
+// semantics a retry after it changed (a refreshed token) is refused 422
+// IDEMPOTENCY_KEY_REUSED instead of getting its replay.
+func (p *parser) fingerprintHeaders(f *Field[[]Field[string]]) fieldFunc {
+	const what = "fingerprint-headers"
+	name := p.headerName(what, nil)
 	return p.stringList(f, what, func(s string, it *yaml.Node, ip string) (string, bool) {
+		key, ok := name(s, it, ip)
+		if ok {
+			if why := UnstableHeader(s); why != "" {
+				p.warnf(it, ip, RuleFingerprintHeaderPerAttempt, "%s lists %s, whose value changes between the attempts of one call: %s; a retry that sends another value (after a token refresh, say) is refused 422 IDEMPOTENCY_KEY_REUSED (strict) instead of getting its replay, or, without a key (window), is taken for another request; remove it from %s, or silence [%s] for the operation if its value never changes within a call", what, key, why, what, RuleFingerprintHeaderPerAttempt)
+			}
+		}
+		return key, ok
+	})
+}
+
+// headerName is the check of a headerList's entries.
+func (p *parser) headerName(what string, refused func(string) bool) func(s string, it *yaml.Node, ip string) (string, bool) {
+	return func(s string, it *yaml.Node, ip string) (string, bool) {
 		if !validHeaderName(s) {
 			p.errorf(it, ip, "bad-header-name", "%s: %q is not a valid HTTP header name", what, s)
 			return "", false
@@ -784,7 +808,7 @@ func (p *parser) headerList(f *Field[[]Field[string]], what string, refused func
 			return "", false
 		}
 		return http.CanonicalHeaderKey(s), true
-	})
+	}
 }
 
 // CheckPointer checks the syntax of an RFC 6901 JSON pointer ("*" tokens

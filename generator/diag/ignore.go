@@ -27,6 +27,7 @@ var warningRules = []string{
 	"conflict-status-no-effect",
 	"duplicate-entry",
 	"extension-misspelled",
+	"fingerprint-header-per-attempt",
 	"fingerprint-headers-no-effect",
 	"form-body-pointers",
 	"form-key-spelling",

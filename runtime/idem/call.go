@@ -138,6 +138,12 @@ type Call struct {
 	// would have, but found no open bound (the warning says so).
 	handoff   atomic.Int32
 	unbounded bool
+	// nothingDone: HandlerFailed's error says nothing of the operation
+	// ran (ErrNothingDone): End frees the key without the warning.
+	nothingDone bool
+	// detach: the handler's context is detached from the request's
+	// cancellation (Options.DetachHandler); End releases it.
+	detach *handlerDetach
 	// finishRetrying: a Finish of this Call that failed on the store is
 	// being retried in the background (finishLater); finishAbandoned: it
 	// failed, not fenced, and is not (EventFinishAbandoned).
@@ -187,7 +193,9 @@ func (c *Call) Protected() bool { return c.protected }
 func (c *Call) Key() string { return c.key }
 
 // Context returns the context the handler must run with: the request's, or,
-// in transactional mode, the store's transaction context.
+// in transactional mode, the store's transaction context; with
+// Options.DetachHandler, for a protected run, one the request's
+// cancellation (its client going away) ends only DetachHandler later.
 func (c *Call) Context() context.Context { return c.ctx }
 
 // Problem returns the problem of a Reject decision (nil otherwise).
@@ -1435,11 +1443,15 @@ func (c *Call) acquired(prior State) {
 		e.observe(c.ctx, Event{Kind: EventLeaseTakeover, Operation: c.p.spec.Operation, Principal: c.principal,
 			Key: c.key, Protected: true, Prior: prior})
 	}
+	hctx := c.ctx // the handler's
+	if e.detach > 0 {
+		hctx = c.detachHandler(c.ctx)
+	}
 	if e.tx != nil {
 		// The transaction lives as long as the handler, so its context cannot
 		// carry a deadline: a timer cancels it only if the store does not
 		// answer BeginTx (or, later, the commit) within the store timeout.
-		parent, cancel := context.WithCancelCause(c.ctx)
+		parent, cancel := context.WithCancelCause(hctx)
 		var txctx context.Context
 		var commit func(State, []byte) error
 		var rollback func()
@@ -1458,6 +1470,10 @@ func (c *Call) acquired(prior State) {
 				rollback()
 			}
 			cancel(nil)
+			if c.detach != nil {
+				c.detach.end()
+				c.detach = nil
+			}
 			c.protected = false
 			c.storeFailed(err)
 			if c.decision == Execute {
@@ -1474,6 +1490,8 @@ func (c *Call) acquired(prior State) {
 		}
 		e.storeAnswered()
 		c.ctx, c.commit, c.rollback, c.txCancel = txctx, commit, rollback, cancel
+	} else {
+		c.ctx = hctx
 	}
 	if e.obs != nil { // the Duration of EventExecuted
 		c.start = e.now()
@@ -2287,6 +2305,10 @@ func (c *Call) end(v any) (raise bool) {
 			answer := v != nil && c.h.rec.unsent()
 			err := c.finishRecord(StateFailed, nil, 0, bodyKept)
 			switch {
+			case !answer && v == nil && c.nothingDone:
+				c.e.log.LogAttrs(c.ctx, slog.LevelInfo, "idem: handler returned an error marked idem.ErrNothingDone (nothing of the operation ran): key released for a retry",
+					slog.String("operation", c.p.spec.Operation), slog.String("key", c.key))
+				c.reportFinish(StateFailed, 0, "", err, bodyKept)
 			case !answer:
 				c.e.log.LogAttrs(c.ctx, slog.LevelWarn, "idem: handler did not finish (panic or error): key released for a retry",
 					slog.String("operation", c.p.spec.Operation), slog.String("key", c.key))
@@ -2309,6 +2331,10 @@ func (c *Call) end(v any) (raise bool) {
 	if c.txCancel != nil {
 		c.txCancel(nil)
 		c.txCancel = nil
+	}
+	if c.detach != nil {
+		c.detach.end()
+		c.detach = nil
 	}
 	c.h.rec.end()
 	if c.swapped {

@@ -185,6 +185,37 @@ type Options struct {
 	// retries' budget full (MaxFinishRetries), the response waits as
 	// without it. A transaction's commit always waits.
 	FinishWait time.Duration
+	// DetachHandler, when positive, keeps a client that goes away from
+	// cancelling at once the handler that runs for it under a record (a
+	// protected run: its request claimed the key). The handler's context
+	// (Call.Context, and the request Call.Request hands on) keeps the
+	// request's values and deadline but not its cancellation: once the
+	// request's context is cancelled (its client closed the connection: a
+	// per-attempt timeout, a load balancer's upstream timeout, a user who
+	// gave up), the handler's is cancelled DetachHandler later (with a
+	// cause that says so), or when the handler returns. A handler that
+	// honours its context thus finishes the operation it began, its answer
+	// is recorded (the writes the gone client cannot get go to the record
+	// only), and the client's retry with the same key is answered in
+	// flight (409 IDEMPOTENCY_KEY_IN_USE with Retry-After, or waits under
+	// InFlight.Wait) until it is, then replayed: the operation runs once,
+	// and its outcome is the one it reached. A deadline of the request's
+	// context (a timeout middleware in front of the engine) still ends the
+	// handler's context when it passes (DeadlineExceeded): it is the
+	// server's own bound. Set it to the longest a handler should go on for
+	// nobody (at least what its slowest dependency may take).
+	//
+	// 0 (the default) or negative: the handler's context is the
+	// request's, cancelled as the client goes away. Under failures: retry
+	// a handler that gives up then frees the key (a retry runs it again);
+	// under failures: replay its error's answer (a strict handler's
+	// ctx.Err()) is stored and replayed for the whole window, since the
+	// engine cannot know how far the handler got before it gave up (the
+	// engine warns once per operation when that happens). Unprotected
+	// runs (no key, FailOpen's) are never detached. It costs a few
+	// allocations per protected run (none when 0). See docs/server.md,
+	// "Handler errors and failures: replay".
+	DetachHandler time.Duration
 	// UnavailableRetryAfter is the Retry-After of 503 answers (default 1s),
 	// but for a claim refused with a store error that says when to retry
 	// (RetryHint: a full memstore), which is sent instead.
@@ -270,6 +301,7 @@ type Engine struct {
 	warnedNest  atomic.Bool // the warning about a doubled wiring was logged (Nested)
 	warnedOther atomic.Bool // the error about a record with another process's local fingerprint was logged (Call.otherProcess)
 	warnedErr   sync.Map    // the operation name of each FailuresReplay operation warned about an unanswered end (Engine.warnUnanswered)
+	warnedGone  sync.Map    // the operation name of each FailuresReplay operation warned about a stored answer to a handler its client's going away stopped (Engine.warnCancelledStored)
 	log         *slog.Logger
 	obs         Observer
 	failOpen    bool
@@ -283,6 +315,7 @@ type Engine struct {
 	prefetch    keyPrefetcher // the store, when it is one (memstore)
 	lateFor     time.Duration // Options.FinishRetryFor
 	finishWait  time.Duration // Options.FinishWait, when positive and below timeout
+	detach      time.Duration // Options.DetachHandler, when positive
 	lateFirst   time.Duration // the retries' first backoff (lateFinishFirst; tests change it)
 	lateMax     time.Duration // and its cap (lateFinishMax)
 	lateWakeMin time.Duration // a woken retry's least pause after its last attempt (lateFinishFirst; tests change it)
@@ -354,6 +387,9 @@ func New(store Store, opts Options) *Engine {
 	e.timeout = opts.StoreTimeout
 	if e.timeout <= 0 {
 		e.timeout = DefaultStoreTimeout
+	}
+	if opts.DetachHandler > 0 {
+		e.detach = opts.DetachHandler
 	}
 	if opts.FinishWait > 0 && opts.FinishWait < e.timeout {
 		e.finishWait = opts.FinishWait

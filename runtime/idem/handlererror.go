@@ -1,6 +1,9 @@
 package idem
 
 import (
+	"context"
+	"errors"
+	"log/slog"
 	"net/http"
 	"sync"
 )
@@ -35,6 +38,17 @@ const (
 // itself), CaptureBody ends the Call when the request leaves it: the key
 // is freed, as End would have, and the engine warns once per operation.
 //
+// An err marked NothingDone (errors.Is(err, ErrNothingDone)) says that
+// nothing of the operation ran (the handler failed before it changed
+// anything: its payment provider refused the connection, a validation it
+// makes before any write): End frees the key, as under failures: retry,
+// so a retry with the key runs the operation again, and the error
+// handler's answer reaches the client without being stored. Mark only an
+// error after which the handler knows nothing was done: an error after a
+// side effect may have happened (a call that timed out, a context that
+// ended mid-way) is exactly what failures: replay keeps from running
+// twice.
+//
 // Otherwise (another failures policy, transactional mode, a request
 // CaptureBody does not bound, or one CaptureBody already returned from, as
 // when a timeout middleware inside it let the request go while the
@@ -44,6 +58,15 @@ func (c *Call) HandlerFailed(err error) error {
 	if err == nil || c.decision != Execute || !c.protected || c.finished || c.ended || c.handoff.Load() != handoffNone || c.pooled ||
 		c.commit != nil || c.p.spec.Failures != FailuresReplay {
 		return err
+	}
+	if errors.Is(err, ErrNothingDone) {
+		// The operation says nothing of it ran: End frees the key, as
+		// under failures: retry, and a retry runs it again.
+		c.nothingDone = true
+		return err
+	}
+	if c.e.detach == 0 && errors.Is(err, context.Canceled) && errors.Is(c.r.Context().Err(), context.Canceled) {
+		c.e.warnCancelledStored(c.ctx, c.p)
 	}
 	if b := findBound(c.r); b == nil || !b.handOn(c) {
 		c.unbounded = true
@@ -160,4 +183,18 @@ func findBound(r *http.Request) *bound {
 		return &cp.bound
 	}
 	return nil
+}
+
+// warnCancelledStored warns, once per operation, that a FailuresReplay
+// operation's handler gave up as its client went away (it returned the
+// request context's error) and that its answer is stored and replayed
+// (HandlerFailed): safe, since the engine cannot know how far the handler
+// got, but the client's retries then get that failure for the whole
+// window. Options.DetachHandler lets such a handler finish instead.
+func (e *Engine) warnCancelledStored(ctx context.Context, p *Policy) {
+	if _, warned := e.warnedGone.LoadOrStore(p.spec.Operation, true); warned {
+		return
+	}
+	e.log.LogAttrs(ctx, slog.LevelWarn, "idem: under failures: replay, a handler gave up because its client went away (it returned its context's error): its answer is stored and replayed to every retry with the key, since the engine cannot know how far it got; set idem.Options.DetachHandler to let a handler finish what it began when its client goes away (the retry then gets its result), and return idem.NothingDone(err) from a handler that knows nothing was done (said once per operation)",
+		slog.String("operation", p.spec.Operation))
 }

@@ -239,11 +239,17 @@ var ErrFenced = errors.New("idem: claim fenced: the lease was taken over or the 
 // in front of the store (a proxy, a connection pooler) may come after it
 // forwarded the call, so only the errors the store itself gives before
 // it acts are marked.
+//
+// A strict handler's error may be marked so too, with the same meaning:
+// nothing of the operation ran. Under failures: replay, Call.HandlerFailed
+// then frees the key instead of storing the error's answer (see
+// docs/server.md, "Handler errors and failures: replay").
 var ErrNothingDone = errors.New("idem: the store call changed nothing")
 
 // NothingDone returns err marked with ErrNothingDone (nil for nil): its
 // message and what it wraps are err's, and errors.Is(result,
-// ErrNothingDone) holds. See ErrNothingDone for when a store may use it.
+// ErrNothingDone) holds. See ErrNothingDone for when a store, or a strict
+// handler returning an operation's error, may use it.
 func NothingDone(err error) error {
 	if err == nil {
 		return nil

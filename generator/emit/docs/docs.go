@@ -48,7 +48,9 @@ func init() {
 	})
 }
 
-// codes are the problem codes the templates may name (function "code").
+// codes are the problem codes the templates may name (function "code"):
+// every code runtime/idem answers with (TestCodesAreTheRuntimes), each
+// in the Errors table.
 var codes = map[string]string{
 	"KeyMissing":           idem.CodeKeyMissing,
 	"KeyInvalid":           idem.CodeKeyInvalid,
@@ -63,6 +65,7 @@ var codes = map[string]string{
 	"PrincipalUnavailable": idem.CodePrincipalUnavailable,
 	"RequestEnded":         idem.CodeRequestEnded,
 	"HandlerPanicked":      idem.CodeHandlerPanicked,
+	"HandlerFailed":        idem.CodeHandlerFailed,
 }
 
 var (
