@@ -6,6 +6,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"github.com/idemgen/idemgen/runtime/idemclient"
 	openapi_types "github.com/oapi-codegen/runtime/types"
@@ -202,8 +203,8 @@ func (c *IdempotentClient) CreateRedemption(ctx context.Context, params *CreateR
 	if params != nil {
 		p = *params
 	}
-	carried, set := idemgenClientUUID(&p.IdempotencyKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreateRedemption, carried, set, c.idemgenClientOptions(opts))
+	carried, given, set := idemgenClientUUID(&p.IdempotencyKey)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreateRedemption, carried, given, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
@@ -224,8 +225,8 @@ func (c *IdempotentClient) CreateRedemptionWithBody(ctx context.Context, params 
 	if params != nil {
 		p = *params
 	}
-	carried, set := idemgenClientUUID(&p.IdempotencyKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreateRedemption, carried, set, c.idemgenClientOptions(opts))
+	carried, given, set := idemgenClientUUID(&p.IdempotencyKey)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreateRedemption, carried, given, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
@@ -265,9 +266,19 @@ var idemgenClientPolicyCreateRedemption = idemclient.Policy{
 // idemgenClientStart starts a call under policy p whose key travels in a typed parameter that holds
 // carried ("" for none): it fixes the key (the one given with idemclient.WithKey, else carried, else a
 // new one in the policy's format; none under idemclient.WithoutKey) and, when the parameter holds none
-// and there is a key, writes it there with set.
-func idemgenClientStart(ctx context.Context, p idemclient.Policy, carried string, set func(string) error, opts []idemclient.CallOption) (context.Context, *idemclient.Call, string, error) {
+// and there is a key, writes it there with set. given says the parameter was set (an optional
+// parameter's pointer is not nil): a given parameter that holds no key (a pointer to "" or to the zero
+// UUID, such as a lost key saved empty) fails with an *idemclient.Error whose Reason is
+// idemclient.ErrInvalidKey, nothing sent, as idemclient.WithKey("") does: a new key would run the
+// operation again.
+func idemgenClientStart(ctx context.Context, p idemclient.Policy, carried string, given bool, set func(string) error, opts []idemclient.CallOption) (context.Context, *idemclient.Call, string, error) {
 	ctx, call := p.Start(ctx, opts...)
+	if given && carried == "" {
+		return ctx, call, "", &idemclient.Error{
+			Err:    errors.New("the typed key parameter is set but holds no key (leave it nil to let the call make one)"),
+			Reason: idemclient.ErrInvalidKey,
+		}
+	}
 	key, err := call.FixKey(carried)
 	if err == nil && carried == "" && key != "" {
 		err = set(key)
@@ -276,13 +287,13 @@ func idemgenClientStart(ctx context.Context, p idemclient.Policy, carried string
 }
 
 // idemgenClientUUID returns the key a UUID key parameter holds in its canonical form ("" for the zero
-// UUID) and the function that parses a key into it.
-func idemgenClientUUID(field *openapi_types.UUID) (string, func(string) error) {
+// UUID), whether it holds one, and the function that parses a key into it.
+func idemgenClientUUID(field *openapi_types.UUID) (string, bool, func(string) error) {
 	carried := ""
 	if *field != (openapi_types.UUID{}) {
 		carried = field.String()
 	}
-	return carried, func(key string) error {
+	return carried, carried != "", func(key string) error {
 		return idemgenClientSetUUID(field, key)
 	}
 }

@@ -6,6 +6,7 @@ package clientapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"github.com/idemgen/idemgen/runtime/idemclient"
 	openapi_types "github.com/oapi-codegen/runtime/types"
@@ -243,8 +244,8 @@ func (c *IdempotentClient) UpdateAccount(ctx context.Context, kind UpdateAccount
 	if params != nil {
 		p = *params
 	}
-	carried, set := idemgenClientUUID(&p.IdempotencyKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyUpdateAccount, carried, set, c.idemgenClientOptions(opts))
+	carried, given, set := idemgenClientUUID(&p.IdempotencyKey)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyUpdateAccount, carried, given, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
@@ -265,8 +266,8 @@ func (c *IdempotentClient) UpdateAccountWithBody(ctx context.Context, kind Updat
 	if params != nil {
 		p = *params
 	}
-	carried, set := idemgenClientUUID(&p.IdempotencyKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyUpdateAccount, carried, set, c.idemgenClientOptions(opts))
+	carried, given, set := idemgenClientUUID(&p.IdempotencyKey)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyUpdateAccount, carried, given, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
@@ -294,8 +295,8 @@ func (c *IdempotentClient) ClaimCoupon(ctx context.Context, couponId string, par
 	if params != nil {
 		p = *params
 	}
-	carried, set := idemgenClientUUID(&p.IdempotencyKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyClaimCoupon, carried, set, c.idemgenClientOptions(opts))
+	carried, given, set := idemgenClientUUID(&p.IdempotencyKey)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyClaimCoupon, carried, given, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
@@ -316,8 +317,8 @@ func (c *IdempotentClient) ClaimCouponWithBody(ctx context.Context, couponId str
 	if params != nil {
 		p = *params
 	}
-	carried, set := idemgenClientUUID(&p.IdempotencyKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyClaimCoupon, carried, set, c.idemgenClientOptions(opts))
+	carried, given, set := idemgenClientUUID(&p.IdempotencyKey)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyClaimCoupon, carried, given, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
@@ -402,8 +403,8 @@ func (c *IdempotentClient) CreateOrder(ctx context.Context, params *CreateOrderP
 	if params != nil {
 		p = *params
 	}
-	carried, set := idemgenClientString(&p.IdempotencyKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreateOrder, carried, set, c.idemgenClientOptions(opts))
+	carried, given, set := idemgenClientString(&p.IdempotencyKey)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreateOrder, carried, given, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
@@ -424,8 +425,8 @@ func (c *IdempotentClient) CreateOrderWithBody(ctx context.Context, params *Crea
 	if params != nil {
 		p = *params
 	}
-	carried, set := idemgenClientString(&p.IdempotencyKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreateOrder, carried, set, c.idemgenClientOptions(opts))
+	carried, given, set := idemgenClientString(&p.IdempotencyKey)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreateOrder, carried, given, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
@@ -452,8 +453,8 @@ func (c *IdempotentClient) CreatePayment(ctx context.Context, params *CreatePaym
 	if params != nil {
 		p = *params
 	}
-	carried, set := idemgenClientString(&p.RequestId)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreatePayment, carried, set, c.idemgenClientOptions(opts))
+	carried, given, set := idemgenClientString(&p.RequestId)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreatePayment, carried, given, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
@@ -474,8 +475,8 @@ func (c *IdempotentClient) CreatePaymentWithBody(ctx context.Context, params *Cr
 	if params != nil {
 		p = *params
 	}
-	carried, set := idemgenClientString(&p.RequestId)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreatePayment, carried, set, c.idemgenClientOptions(opts))
+	carried, given, set := idemgenClientString(&p.RequestId)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreatePayment, carried, given, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
@@ -505,8 +506,8 @@ func (c *IdempotentClient) UploadReceiptFileWithBody(ctx context.Context, receip
 	if params != nil {
 		p = *params
 	}
-	carried, set := idemgenClientStringPtr(&p.IdempotencyKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyUploadReceiptFile, carried, set, c.idemgenClientOptions(opts))
+	carried, given, set := idemgenClientStringPtr(&p.IdempotencyKey)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyUploadReceiptFile, carried, given, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
@@ -535,8 +536,8 @@ func (c *IdempotentClient) SubscribeWithBody(ctx context.Context, params *Subscr
 	if params != nil {
 		p = *params
 	}
-	carried, set := idemgenClientString(&p.IdempotencyKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicySubscribe, carried, set, c.idemgenClientOptions(opts))
+	carried, given, set := idemgenClientString(&p.IdempotencyKey)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicySubscribe, carried, given, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
@@ -556,8 +557,8 @@ func (c *IdempotentClient) SubscribeWithFormdataBody(ctx context.Context, params
 	if params != nil {
 		p = *params
 	}
-	carried, set := idemgenClientString(&p.IdempotencyKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicySubscribe, carried, set, c.idemgenClientOptions(opts))
+	carried, given, set := idemgenClientString(&p.IdempotencyKey)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicySubscribe, carried, given, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
@@ -841,9 +842,19 @@ var idemgenClientPolicyCreateTransfer = idemclient.Policy{
 // idemgenClientStart starts a call under policy p whose key travels in a typed parameter that holds
 // carried ("" for none): it fixes the key (the one given with idemclient.WithKey, else carried, else a
 // new one in the policy's format; none under idemclient.WithoutKey) and, when the parameter holds none
-// and there is a key, writes it there with set.
-func idemgenClientStart(ctx context.Context, p idemclient.Policy, carried string, set func(string) error, opts []idemclient.CallOption) (context.Context, *idemclient.Call, string, error) {
+// and there is a key, writes it there with set. given says the parameter was set (an optional
+// parameter's pointer is not nil): a given parameter that holds no key (a pointer to "" or to the zero
+// UUID, such as a lost key saved empty) fails with an *idemclient.Error whose Reason is
+// idemclient.ErrInvalidKey, nothing sent, as idemclient.WithKey("") does: a new key would run the
+// operation again.
+func idemgenClientStart(ctx context.Context, p idemclient.Policy, carried string, given bool, set func(string) error, opts []idemclient.CallOption) (context.Context, *idemclient.Call, string, error) {
 	ctx, call := p.Start(ctx, opts...)
+	if given && carried == "" {
+		return ctx, call, "", &idemclient.Error{
+			Err:    errors.New("the typed key parameter is set but holds no key (leave it nil to let the call make one)"),
+			Reason: idemclient.ErrInvalidKey,
+		}
+	}
 	key, err := call.FixKey(carried)
 	if err == nil && carried == "" && key != "" {
 		err = set(key)
@@ -851,23 +862,24 @@ func idemgenClientStart(ctx context.Context, p idemclient.Policy, carried string
 	return ctx, call, key, err
 }
 
-// idemgenClientString returns the key a key parameter of a string type holds ("" for none) and the
-// function that writes a key into it. T is the parameter's Go type (string, an enum type, a named type
-// given with x-go-type): the key parameter must have a string type.
-func idemgenClientString[T ~string](field *T) (string, func(string) error) {
-	return string(*field), func(key string) error {
+// idemgenClientString returns the key a key parameter of a string type holds ("" for none), whether it
+// holds one, and the function that writes a key into it. T is the parameter's Go type (string, an enum
+// type, a named type given with x-go-type): the key parameter must have a string type.
+func idemgenClientString[T ~string](field *T) (string, bool, func(string) error) {
+	return string(*field), *field != "", func(key string) error {
 		*field = T(key)
 		return nil
 	}
 }
 
-// idemgenClientStringPtr is idemgenClientString of an optional parameter: a nil pointer holds no key.
-func idemgenClientStringPtr[T ~string](field **T) (string, func(string) error) {
+// idemgenClientStringPtr is idemgenClientString of an optional parameter: a nil pointer holds no key;
+// a pointer to "" is given, holding an empty key.
+func idemgenClientStringPtr[T ~string](field **T) (string, bool, func(string) error) {
 	carried := ""
 	if *field != nil {
 		carried = string(**field)
 	}
-	return carried, func(key string) error {
+	return carried, *field != nil, func(key string) error {
 		k := T(key)
 		*field = &k
 		return nil
@@ -875,13 +887,13 @@ func idemgenClientStringPtr[T ~string](field **T) (string, func(string) error) {
 }
 
 // idemgenClientUUID returns the key a UUID key parameter holds in its canonical form ("" for the zero
-// UUID) and the function that parses a key into it.
-func idemgenClientUUID(field *openapi_types.UUID) (string, func(string) error) {
+// UUID), whether it holds one, and the function that parses a key into it.
+func idemgenClientUUID(field *openapi_types.UUID) (string, bool, func(string) error) {
 	carried := ""
 	if *field != (openapi_types.UUID{}) {
 		carried = field.String()
 	}
-	return carried, func(key string) error {
+	return carried, carried != "", func(key string) error {
 		return idemgenClientSetUUID(field, key)
 	}
 }

@@ -6,6 +6,7 @@ package keytypesapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"github.com/idemgen/idemgen/runtime/idemclient"
 	openapi_types "github.com/oapi-codegen/runtime/types"
@@ -222,8 +223,8 @@ func (c *IdempotentClient) CreateNote(ctx context.Context, params *CreateNotePar
 	if params != nil {
 		p = *params
 	}
-	carried, set := idemgenClientString(&p.IdempotencyKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreateNote, carried, set, c.idemgenClientOptions(opts))
+	carried, given, set := idemgenClientString(&p.IdempotencyKey)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreateNote, carried, given, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
@@ -244,8 +245,8 @@ func (c *IdempotentClient) CreateNoteWithBody(ctx context.Context, params *Creat
 	if params != nil {
 		p = *params
 	}
-	carried, set := idemgenClientString(&p.IdempotencyKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreateNote, carried, set, c.idemgenClientOptions(opts))
+	carried, given, set := idemgenClientString(&p.IdempotencyKey)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreateNote, carried, given, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
@@ -272,8 +273,8 @@ func (c *IdempotentClient) MakePayment(ctx context.Context, params *MakePaymentP
 	if params != nil {
 		p = *params
 	}
-	carried, set := idemgenClientUUID(&p.IdempotencyKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyMakePayment, carried, set, c.idemgenClientOptions(opts))
+	carried, given, set := idemgenClientUUID(&p.IdempotencyKey)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyMakePayment, carried, given, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
@@ -300,8 +301,8 @@ func (c *IdempotentClient) MakeRefund(ctx context.Context, params *MakeRefundPar
 	if params != nil {
 		p = *params
 	}
-	carried, set := idemgenClientUUIDPtr(&p.RefundKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyMakeRefund, carried, set, c.idemgenClientOptions(opts))
+	carried, given, set := idemgenClientUUIDPtr(&p.RefundKey)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyMakeRefund, carried, given, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
@@ -328,8 +329,8 @@ func (c *IdempotentClient) OpenTicket(ctx context.Context, params *OpenTicketPar
 	if params != nil {
 		p = *params
 	}
-	carried, set := idemgenClientStringPtr(&p.RequestId)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyOpenTicket, carried, set, c.idemgenClientOptions(opts))
+	carried, given, set := idemgenClientStringPtr(&p.RequestId)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyOpenTicket, carried, given, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
@@ -356,8 +357,8 @@ func (c *IdempotentClient) CastVote(ctx context.Context, params *CastVoteParams,
 	if params != nil {
 		p = *params
 	}
-	carried, set := idemgenClientString(&p.XVoteKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCastVote, carried, set, c.idemgenClientOptions(opts))
+	carried, given, set := idemgenClientString(&p.XVoteKey)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCastVote, carried, given, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
@@ -501,9 +502,19 @@ var idemgenClientPolicyCastVote = idemclient.Policy{
 // idemgenClientStart starts a call under policy p whose key travels in a typed parameter that holds
 // carried ("" for none): it fixes the key (the one given with idemclient.WithKey, else carried, else a
 // new one in the policy's format; none under idemclient.WithoutKey) and, when the parameter holds none
-// and there is a key, writes it there with set.
-func idemgenClientStart(ctx context.Context, p idemclient.Policy, carried string, set func(string) error, opts []idemclient.CallOption) (context.Context, *idemclient.Call, string, error) {
+// and there is a key, writes it there with set. given says the parameter was set (an optional
+// parameter's pointer is not nil): a given parameter that holds no key (a pointer to "" or to the zero
+// UUID, such as a lost key saved empty) fails with an *idemclient.Error whose Reason is
+// idemclient.ErrInvalidKey, nothing sent, as idemclient.WithKey("") does: a new key would run the
+// operation again.
+func idemgenClientStart(ctx context.Context, p idemclient.Policy, carried string, given bool, set func(string) error, opts []idemclient.CallOption) (context.Context, *idemclient.Call, string, error) {
 	ctx, call := p.Start(ctx, opts...)
+	if given && carried == "" {
+		return ctx, call, "", &idemclient.Error{
+			Err:    errors.New("the typed key parameter is set but holds no key (leave it nil to let the call make one)"),
+			Reason: idemclient.ErrInvalidKey,
+		}
+	}
 	key, err := call.FixKey(carried)
 	if err == nil && carried == "" && key != "" {
 		err = set(key)
@@ -511,23 +522,24 @@ func idemgenClientStart(ctx context.Context, p idemclient.Policy, carried string
 	return ctx, call, key, err
 }
 
-// idemgenClientString returns the key a key parameter of a string type holds ("" for none) and the
-// function that writes a key into it. T is the parameter's Go type (string, an enum type, a named type
-// given with x-go-type): the key parameter must have a string type.
-func idemgenClientString[T ~string](field *T) (string, func(string) error) {
-	return string(*field), func(key string) error {
+// idemgenClientString returns the key a key parameter of a string type holds ("" for none), whether it
+// holds one, and the function that writes a key into it. T is the parameter's Go type (string, an enum
+// type, a named type given with x-go-type): the key parameter must have a string type.
+func idemgenClientString[T ~string](field *T) (string, bool, func(string) error) {
+	return string(*field), *field != "", func(key string) error {
 		*field = T(key)
 		return nil
 	}
 }
 
-// idemgenClientStringPtr is idemgenClientString of an optional parameter: a nil pointer holds no key.
-func idemgenClientStringPtr[T ~string](field **T) (string, func(string) error) {
+// idemgenClientStringPtr is idemgenClientString of an optional parameter: a nil pointer holds no key;
+// a pointer to "" is given, holding an empty key.
+func idemgenClientStringPtr[T ~string](field **T) (string, bool, func(string) error) {
 	carried := ""
 	if *field != nil {
 		carried = string(**field)
 	}
-	return carried, func(key string) error {
+	return carried, *field != nil, func(key string) error {
 		k := T(key)
 		*field = &k
 		return nil
@@ -535,24 +547,25 @@ func idemgenClientStringPtr[T ~string](field **T) (string, func(string) error) {
 }
 
 // idemgenClientUUID returns the key a UUID key parameter holds in its canonical form ("" for the zero
-// UUID) and the function that parses a key into it.
-func idemgenClientUUID(field *openapi_types.UUID) (string, func(string) error) {
+// UUID), whether it holds one, and the function that parses a key into it.
+func idemgenClientUUID(field *openapi_types.UUID) (string, bool, func(string) error) {
 	carried := ""
 	if *field != (openapi_types.UUID{}) {
 		carried = field.String()
 	}
-	return carried, func(key string) error {
+	return carried, carried != "", func(key string) error {
 		return idemgenClientSetUUID(field, key)
 	}
 }
 
-// idemgenClientUUIDPtr is idemgenClientUUID of an optional parameter: a nil pointer holds no key.
-func idemgenClientUUIDPtr(field **openapi_types.UUID) (string, func(string) error) {
+// idemgenClientUUIDPtr is idemgenClientUUID of an optional parameter: a nil pointer holds no key; a
+// pointer to the zero UUID is given, holding an empty key.
+func idemgenClientUUIDPtr(field **openapi_types.UUID) (string, bool, func(string) error) {
 	carried := ""
 	if *field != nil && **field != (openapi_types.UUID{}) {
 		carried = (*field).String()
 	}
-	return carried, func(key string) error {
+	return carried, *field != nil, func(key string) error {
 		u := new(openapi_types.UUID)
 		*field = u
 		return idemgenClientSetUUID(u, key)
