@@ -77,7 +77,16 @@ func WithKey(key string) CallOption {
 // the same arguments within the window, runs the operation once, which
 // two calls with a key each (two keys) would not. The call is retried
 // when the policy's KeylessDedupe says the server dedupes such requests
-// (generated policies of window operations), else sent once. A key the
+// (generated policies of window operations without fingerprint headers),
+// else sent once. Limits: a retry is recognised only when every attempt
+// has the same fingerprint, so not when the fingerprint covers a header
+// that changes between attempts (an Authorization a transport below the
+// Doer refreshes or re-signs: generated policies of operations with
+// fingerprint-headers leave KeylessDedupe false); a keyless record is not
+// found under the contract's compatible-fingerprints, so across a rollout
+// that changes the fingerprint a keyless retry may run again; and a
+// keyless call is resumed (after a crash, say) by sending the same request
+// again within the window, there being no key to save. A key the
 // request carries all the same (a typed parameter the caller filled, an
 // editor's header) is sent as is. The call's key is "" and no key
 // observer is called. [WithKey] after it wins, and WithoutKey after

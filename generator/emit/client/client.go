@@ -570,6 +570,7 @@ func (g *gen) helper(op *ir.Operation, kind helperKind) {
 		default:
 			fmt.Fprintf(&d, "The key (%s) goes into the %s %s: the one given with idemclient.WithKey, else a new one. ", keyFormatDoc(k.Format), k.Carrier, k.Name)
 		}
+		d.WriteString(withoutKeyDoc(op))
 		d.WriteString(retryDoc(op.Policy.Retry, op.Policy.InUseWait()))
 		d.WriteString(inFlightWaitDoc(op.Policy.InFlight.Wait))
 		if raw {
@@ -684,7 +685,7 @@ func Policy(op *ir.Operation) idemclient.Policy {
 		KeyMaxLength:     op.Key.MaxLength,
 		Operation:        op.RecordName(),
 		KeyOptional:      !op.Key.Required,
-		KeylessDedupe:    !op.Key.Required && op.Policy.Semantics == ir.Window,
+		KeylessDedupe:    keylessDedupe(op),
 	}
 	if p.On.IsZero() {
 		p.MaxAttempts = 1
@@ -764,6 +765,31 @@ func policyLiteral(p idemclient.Policy) jen.Code {
 		gogen.Field("KeyOptional", jen.Lit(p.KeyOptional)),
 		gogen.Field("KeylessDedupe", jen.Lit(p.KeylessDedupe)),
 	))
+}
+
+// keylessDedupe says whether the server recognises a keyless retry of op
+// by its fingerprint, so that a call given idemclient.WithoutKey may be
+// retried: window semantics with an optional key, and no fingerprint
+// headers. A fingerprint header (Authorization, say) may change between
+// attempts (a transport that re-signs or refreshes a token below the
+// Doer): the retry is then another fingerprint, and runs again.
+func keylessDedupe(op *ir.Operation) bool {
+	return !op.Key.Required && op.Policy.Semantics == ir.Window && len(op.Policy.FingerprintHeaders) == 0
+}
+
+// withoutKeyDoc is the helper documentation's sentence on
+// idemclient.WithoutKey, for an operation whose key is optional.
+func withoutKeyDoc(op *ir.Operation) string {
+	switch {
+	case op.Key.Required:
+		return ""
+	case keylessDedupe(op):
+		return "The key is optional: with idemclient.WithoutKey none is made or sent, and the server recognises a repeat of the request by its fingerprint within the window (a keyless call is retried as a keyed one, and resumed by sending it again within the window; its record is not found under compatible-fingerprints, across a rollout that changes the fingerprint). "
+	case op.Policy.Semantics == ir.Window:
+		return fmt.Sprintf("The key is optional: with idemclient.WithoutKey none is made or sent, and the call is sent once: the fingerprint covers the header(s) %s, which may change between attempts, so a keyless retry could run the operation again. ", strings.Join(op.Policy.FingerprintHeaders, ", "))
+	default:
+		return "The key is optional: with idemclient.WithoutKey none is made or sent, and the call is sent once (a keyless retry could run the operation again). "
+	}
 }
 
 // keyAccess is the function that reads and writes the key of op in its

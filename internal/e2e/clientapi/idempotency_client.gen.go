@@ -334,16 +334,20 @@ func (c *IdempotentClient) ClaimCouponWithBody(ctx context.Context, couponId str
 // in-flight wait).
 //
 // Contract: window semantics, window 1m. The key (a UUID v7) goes into the header X-Request-Key: the
-// one given with idemclient.WithKey, else a new one. Up to 6 attempts, retrying connection errors and
-// 503 (never 400 or 422) after a backoff from 100ms to 2s, ×1.5, equal jitter, or the server's
-// Retry-After if longer (longest retry span 1.31875s). IDEMPOTENCY_KEY_IN_USE answers do not count as
-// attempts: they are waited out for up to 12s after the first of them (the in-flight lease plus the
-// longest wait between attempts). The server holds a duplicate (a request whose key is in flight) up
-// to 2s (in-flight.wait) before it answers: a per-attempt timeout (idemclient.WithAttemptTimeout),
-// which bounds the server's own answer, is extended by 2s for every attempt it may hold (every retry,
-// and a first attempt whose key was supplied), so that a held attempt is not counted a failure. The
-// body is encoded once and the same bytes are sent with every attempt. It returns the response, the
-// key, and an error as IdempotentClient's documentation says.
+// one given with idemclient.WithKey, else a new one. The key is optional: with idemclient.WithoutKey
+// none is made or sent, and the server recognises a repeat of the request by its fingerprint within
+// the window (a keyless call is retried as a keyed one, and resumed by sending it again within the
+// window; its record is not found under compatible-fingerprints, across a rollout that changes the
+// fingerprint). Up to 6 attempts, retrying connection errors and 503 (never 400 or 422) after a
+// backoff from 100ms to 2s, ×1.5, equal jitter, or the server's Retry-After if longer (longest retry
+// span 1.31875s). IDEMPOTENCY_KEY_IN_USE answers do not count as attempts: they are waited out for up
+// to 12s after the first of them (the in-flight lease plus the longest wait between attempts). The
+// server holds a duplicate (a request whose key is in flight) up to 2s (in-flight.wait) before it
+// answers: a per-attempt timeout (idemclient.WithAttemptTimeout), which bounds the server's own
+// answer, is extended by 2s for every attempt it may hold (every retry, and a first attempt whose key
+// was supplied), so that a held attempt is not counted a failure. The body is encoded once and the
+// same bytes are sent with every attempt. It returns the response, the key, and an error as
+// IdempotentClient's documentation says.
 func (c *IdempotentClient) RecordEvent(ctx context.Context, body RecordEventJSONRequestBody, opts ...idemclient.CallOption) (*RecordEventResponse, string, error) {
 	ctx, call := idemgenClientPolicyRecordEvent.Start(ctx, c.idemgenClientOptions(opts)...)
 	resp, err := c.RecordEventWithResponse(ctx, body, idemgenClientEditors(call)...)
@@ -493,14 +497,18 @@ func (c *IdempotentClient) CreatePaymentWithBody(ctx context.Context, params *Cr
 //
 // Contract: window semantics, window 1h. The key (a token, a UUID v7 when the helper makes it) goes
 // into params.IdempotencyKey, the header Idempotency-Key: the one given with idemclient.WithKey, else
-// the one params carries, else a new one. Up to 4 attempts, retrying connection errors, 408, 409, 425,
-// 429, 500, 502, 503 and 504 (never 400 or 422) after a backoff from 500ms to 8s, ×2, full jitter, or
-// the server's Retry-After if longer (longest retry span 3.5s). IDEMPOTENCY_KEY_IN_USE answers do not
-// count as attempts: they are waited out for up to 38s after the first of them (the in-flight lease
-// plus the longest wait between attempts). The body is read once (a *bytes.Reader, *bytes.Buffer or
-// *strings.Reader is not copied: every attempt re-reads it from the position it had when the call was
-// made) and the same bytes are sent with every attempt. It returns the response, the key, and an error
-// as IdempotentClient's documentation says.
+// the one params carries, else a new one. The key is optional: with idemclient.WithoutKey none is made
+// or sent, and the server recognises a repeat of the request by its fingerprint within the window (a
+// keyless call is retried as a keyed one, and resumed by sending it again within the window; its
+// record is not found under compatible-fingerprints, across a rollout that changes the fingerprint).
+// Up to 4 attempts, retrying connection errors, 408, 409, 425, 429, 500, 502, 503 and 504 (never 400
+// or 422) after a backoff from 500ms to 8s, ×2, full jitter, or the server's Retry-After if longer
+// (longest retry span 3.5s). IDEMPOTENCY_KEY_IN_USE answers do not count as attempts: they are waited
+// out for up to 38s after the first of them (the in-flight lease plus the longest wait between
+// attempts). The body is read once (a *bytes.Reader, *bytes.Buffer or *strings.Reader is not copied:
+// every attempt re-reads it from the position it had when the call was made) and the same bytes are
+// sent with every attempt. It returns the response, the key, and an error as IdempotentClient's
+// documentation says.
 func (c *IdempotentClient) UploadReceiptFileWithBody(ctx context.Context, receiptId openapi_types.UUID, params *UploadReceiptFileParams, contentType string, body io.Reader, opts ...idemclient.CallOption) (*UploadReceiptFileResponse, string, error) {
 	var p UploadReceiptFileParams
 	if params != nil {

@@ -290,12 +290,13 @@ func (c *IdempotentClient) MakePayment(ctx context.Context, params *MakePaymentP
 //
 // Contract: strict semantics, window 24h. The key (a UUID, v7 when the helper makes it) goes into
 // params.RefundKey, the query refund_key: the one given with idemclient.WithKey, else the one params
-// carries, else a new one. Up to 4 attempts, retrying connection errors, 408, 409, 425, 429, 500, 502,
-// 503 and 504 (never 400 or 422) after a backoff from 500ms to 8s, ×2, full jitter, or the server's
-// Retry-After if longer (longest retry span 3.5s). IDEMPOTENCY_KEY_IN_USE answers do not count as
-// attempts: they are waited out for up to 38s after the first of them (the in-flight lease plus the
-// longest wait between attempts). It returns the response, the key, and an error as IdempotentClient's
-// documentation says.
+// carries, else a new one. The key is optional: with idemclient.WithoutKey none is made or sent, and
+// the call is sent once (a keyless retry could run the operation again). Up to 4 attempts, retrying
+// connection errors, 408, 409, 425, 429, 500, 502, 503 and 504 (never 400 or 422) after a backoff from
+// 500ms to 8s, ×2, full jitter, or the server's Retry-After if longer (longest retry span 3.5s).
+// IDEMPOTENCY_KEY_IN_USE answers do not count as attempts: they are waited out for up to 38s after the
+// first of them (the in-flight lease plus the longest wait between attempts). It returns the response,
+// the key, and an error as IdempotentClient's documentation says.
 func (c *IdempotentClient) MakeRefund(ctx context.Context, params *MakeRefundParams, opts ...idemclient.CallOption) (*MakeRefundResponse, string, error) {
 	var p MakeRefundParams
 	if params != nil {
@@ -318,12 +319,15 @@ func (c *IdempotentClient) MakeRefund(ctx context.Context, params *MakeRefundPar
 //
 // Contract: window semantics, window 24h. The key (a token, a UUID v7 when the helper makes it) goes
 // into params.RequestId, the query request_id: the one given with idemclient.WithKey, else the one
-// params carries, else a new one. Up to 4 attempts, retrying connection errors, 408, 409, 425, 429,
-// 500, 502, 503 and 504 (never 400 or 422) after a backoff from 500ms to 8s, ×2, full jitter, or the
-// server's Retry-After if longer (longest retry span 3.5s). IDEMPOTENCY_KEY_IN_USE answers do not
-// count as attempts: they are waited out for up to 38s after the first of them (the in-flight lease
-// plus the longest wait between attempts). It returns the response, the key, and an error as
-// IdempotentClient's documentation says.
+// params carries, else a new one. The key is optional: with idemclient.WithoutKey none is made or
+// sent, and the server recognises a repeat of the request by its fingerprint within the window (a
+// keyless call is retried as a keyed one, and resumed by sending it again within the window; its
+// record is not found under compatible-fingerprints, across a rollout that changes the fingerprint).
+// Up to 4 attempts, retrying connection errors, 408, 409, 425, 429, 500, 502, 503 and 504 (never 400
+// or 422) after a backoff from 500ms to 8s, ×2, full jitter, or the server's Retry-After if longer
+// (longest retry span 3.5s). IDEMPOTENCY_KEY_IN_USE answers do not count as attempts: they are waited
+// out for up to 38s after the first of them (the in-flight lease plus the longest wait between
+// attempts). It returns the response, the key, and an error as IdempotentClient's documentation says.
 func (c *IdempotentClient) OpenTicket(ctx context.Context, params *OpenTicketParams, opts ...idemclient.CallOption) (*OpenTicketResponse, string, error) {
 	var p OpenTicketParams
 	if params != nil {
