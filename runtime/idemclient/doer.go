@@ -80,8 +80,15 @@ const (
 // A request is managed when its context carries a [Call] (set by [Start];
 // generated typed helpers do this), or when the [Matcher] given with
 // [WithMatcher] matches it. Other requests go to the inner Doer untouched,
-// as do requests made by a nested Doer's attempts. The policy is the Call's
-// ([WithPolicy]), else the matcher's, else the one given to [NewDoer].
+// as do the attempts of another Doer's call that reach this one (an SDK's
+// HTTP doer between two Doers: see [DoerWrapper]): a request whose context
+// is an attempt's and that carries that attempt's Call, or none. A request
+// on an attempt's context that carries a Call of its own (an in-process
+// handler that calls another service with [Start](r.Context())) is
+// another logical call, managed as any; one that carries none, though a
+// matcher or [WithSafeRetries] would manage it, passes through, sent
+// once. The policy is the Call's ([WithPolicy]), else the matcher's, else
+// the one given to [NewDoer].
 //
 // # The key
 //
@@ -351,16 +358,28 @@ func NewDoer(inner HTTPDoer, p Policy, opts ...Option) *Doer {
 
 type attemptKey struct{}
 
+// attemptMark is the value of an attempt's context (attemptKey): the Doer
+// that sends the attempt and the call it is one attempt of.
+type attemptMark struct {
+	doer *Doer
+	call *Call
+}
+
 // Do sends req, retrying it as the Doer's documentation says when it is managed.
 func (d *Doer) Do(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
-	if outer, _ := ctx.Value(attemptKey{}).(*Doer); outer != nil {
-		if outer != d && d.nestedWarned.CompareAndSwap(false, true) {
+	call := CallFromContext(ctx)
+	// An attempt of an outer Doer's call (the request carries that call,
+	// or none: a matched call's) passes through. A request on an attempt's
+	// context that carries a Call of its own is another logical call
+	// (an in-process handler calling a downstream service on its
+	// request's context): managed as any.
+	if m, _ := ctx.Value(attemptKey{}).(*attemptMark); m != nil && (call == nil || call == m.call) {
+		if m.doer != d && d.nestedWarned.CompareAndSwap(false, true) {
 			d.warnNested(req)
 		}
-		return d.inner.Do(req) // an attempt of an outer Doer
+		return d.inner.Do(req)
 	}
-	call := CallFromContext(ctx)
 	var (
 		p       = d.policy
 		managed = call != nil
@@ -700,7 +719,7 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy,
 	if err != nil {
 		return nil, err
 	}
-	actx := context.WithValue(ctx, attemptKey{}, d)
+	actx := context.WithValue(ctx, attemptKey{}, &attemptMark{doer: d, call: call})
 	seq := p.Backoff.sequence()
 	key := call.Key()
 	var (
@@ -1143,7 +1162,7 @@ func (d *Doer) report(ctx context.Context, a Attempt, giveUp bool) {
 }
 
 // warnNested logs, once per Doer, that req is an attempt of another Doer
-// passing through d: d's options (hook, logger, attempt timeout,
+// (or a request without a Call made on one's context) passing through d: d's options (hook, logger, attempt timeout,
 // Retry-After limit, ...) do not apply to it. The usual cause is an SDK
 // that wraps d in an HTTP doer of its own, which a generated
 // NewIdempotentClient wrapped in a second Doer: see [DoerWrapper]. It
@@ -1154,6 +1173,6 @@ func (d *Doer) warnNested(req *http.Request) {
 		l = slog.Default()
 	}
 	l.LogAttrs(req.Context(), slog.LevelWarn,
-		"idemclient: a Doer receives the attempts of another Doer and passes them through: its own options (attempt hook, logger, attempt timeout, Retry-After limit, ...) do not apply; make the HTTP doer that wraps it implement idemclient.DoerWrapper so that the generated client keeps it",
+		"idemclient: a Doer receives the attempts of another Doer and passes them through: its own options (attempt hook, logger, attempt timeout, Retry-After limit, ...) do not apply; make the HTTP doer that wraps it implement idemclient.DoerWrapper so that the generated client keeps it; a new logical call made on an attempt's context (an in-process handler's r.Context()) is managed once it carries its own Call (idemclient.Start)",
 		slog.String("method", req.Method), slog.String("url", redactedURL(req)))
 }
