@@ -26,7 +26,10 @@ type Call struct {
 	// run the operation again under a new key).
 	keyGiven bool
 	// noKey: the call sends no key (WithoutKey).
-	noKey     bool
+	noKey bool
+	// safe: a safe method's request the Doer manages without a Call
+	// (WithSafeRetries).
+	safe      bool
 	policy    *Policy
 	overrides []func(*Policy)
 	// effOnce, eff: the policy given with WithPolicy, edited by the

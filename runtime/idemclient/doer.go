@@ -118,7 +118,8 @@ const (
 // http.NewRequest for bytes, strings and buffers, as oapi-codegen does).
 // A body without GetBody (or any body for the body carrier) is read into
 // memory once, up to [WithRequestBodyLimit] (default 8 MiB); a larger one
-// fails with [ErrBodyNotReplayable] before anything is sent. That read
+// fails with [ErrBodyNotReplayable] before anything is sent (but for a
+// safe method's request managed by [WithSafeRetries], sent once instead). That read
 // respects the context: when it ends first, the body is closed (which
 // stops a read blocked on a pipe or a connection) and the call ends at
 // once with the context's error (a read that closing does not stop is left
@@ -149,7 +150,9 @@ const (
 // Retry-After limit); under MaxAttempts 1 nothing is waited out.
 // Up to [WithResponseBuffer] bytes (default 1 MiB) of each response body
 // are read within the attempt, so that a connection lost mid-body is a
-// retryable error rather than the caller's problem; a longer body streams.
+// retryable error rather than the caller's problem; a longer body streams
+// (so does, for a safe method's request under [WithSafeRetries], a
+// response not retried whose length is unknown or above the buffer).
 // Of a JSON or problem+json error body, at least its first 64 KiB (where
 // its code is looked for: a code there counts even when the body goes on
 // past them) are read within the attempt, whatever the buffer.
@@ -242,9 +245,16 @@ func WithRetryBudget(b *RetryBudget) Option { return func(o *config) { o.budget 
 // attempts, backoff, statuses, Retry-After and deadline rules as an
 // idempotent call's, the in-use wait aside, but no key is added (the
 // request is sent as it is: a safe method has no effect to repeat). Off
-// by default: such requests pass through, sent once. A body without
+// by default: such requests pass through, sent once. Give p statuses a
+// safe request may succeed after (408, 429, 502, 503, 504, say): the
+// contract defaults ([DefaultPolicy]) include 409 and 500. A body without
 // GetBody is buffered for replay as for any call (up to the request body
-// limit).
+// limit); a larger one is sent once, as without the option. Of a response
+// that is not retried, the body is read within the attempt only when its
+// length is known and within the response buffer: a success of unknown
+// length (server-sent events, a long poll, a watch, a download) streams
+// at once, and a connection lost mid-body reaches the caller's read; an
+// error status is read as for any call.
 func WithSafeRetries(p Policy) Option { return func(o *config) { o.safe = &p } }
 
 // safeMethod reports whether m is a safe method (RFC 9110, 9.2.1).
@@ -420,7 +430,7 @@ func (d *Doer) Do(req *http.Request) (*http.Response, error) {
 // with a response.
 func (d *Doer) managed(ctx context.Context, req *http.Request, call *Call, p Policy, keyless bool, end *CallEnd) (*http.Response, error) {
 	if call == nil {
-		call = &Call{used: true, noKey: keyless}
+		call = &Call{used: true, noKey: keyless, safe: keyless}
 	} else if !call.claim() {
 		closeBody(req)
 		return nil, d.fail(req, call, ErrCallReused, nil)
@@ -527,6 +537,9 @@ type prepared struct {
 	// NewKey, which no other call holds, so that the server never holds
 	// attempt 1 (in-flight.wait).
 	fresh bool
+	// once: the body cannot be replayed (a safe method's, too large to
+	// buffer): one attempt.
+	once bool
 }
 
 // setBody sets how the attempts get req's body: data when it was
@@ -580,6 +593,17 @@ func (d *Doer) prepare(ctx context.Context, req *http.Request, call *Call, p Pol
 			r = io.NopCloser(io.LimitReader(req.Body, limit+1))
 		}
 		data, err = readAll(ctx, r, req.Body)
+		if err == nil && ctx.Err() == nil && call.safe && int64(len(data)) > d.cfg.bodyLimit {
+			// A safe method's request (WithSafeRetries) too large to
+			// buffer is sent once, as it would be without the option:
+			// the bytes read, then the rest.
+			pr.first = struct {
+				io.Reader
+				io.Closer
+			}{io.MultiReader(bytes.NewReader(data), req.Body), req.Body}
+			pr.getBody, pr.tmpl.GetBody, pr.once = nil, nil, true
+			return pr, nil
+		}
 		req.Body.Close()
 		if ctx.Err() != nil {
 			return nil, d.fail(req, call, ctx.Err(), fmt.Errorf("reading the request body: %w", err))
@@ -718,6 +742,9 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy,
 	pr, err := d.prepare(ctx, req, call, p)
 	if err != nil {
 		return nil, err
+	}
+	if pr.once {
+		p.MaxAttempts = 1
 	}
 	actx := context.WithValue(ctx, attemptKey{}, &attemptMark{doer: d, call: call})
 	seq := p.Backoff.sequence()
@@ -1012,6 +1039,12 @@ func (d *Doer) attempt(actx context.Context, pr *prepared, call *Call, n int, p 
 	problem := resp.StatusCode >= 400 && jsonBody(resp.Header)
 	if problem { // its code decides the retry: read it before the timer stops
 		limit = max(limit, headMax)
+	}
+	// A safe method's answer that is not retried may be a stream (server-sent
+	// events, a long poll, a watch, a download): read within the attempt
+	// only when its length is known and within the buffer.
+	if call.safe && resp.StatusCode < 400 && !p.On.Status(resp.StatusCode) && (resp.ContentLength < 0 || resp.ContentLength > limit) {
+		limit = 0
 	}
 	if limit == 0 {
 		stopTimer(timer)
