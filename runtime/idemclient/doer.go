@@ -825,7 +825,7 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy,
 			if err != nil {
 				return nil, d.fail(req, call, ErrAttemptsExhausted, err)
 			}
-			if d.cfg.budget != nil && !retry {
+			if d.cfg.budget != nil && !retry && at.Status < 400 { // a success (2xx, 3xx)
 				d.cfg.budget.succeeded(paid)
 			}
 			if end != nil {
