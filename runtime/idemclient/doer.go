@@ -433,7 +433,9 @@ func (d *Doer) managed(ctx context.Context, req *http.Request, call *Call, p Pol
 		call = &Call{used: true, noKey: keyless, safe: keyless}
 	} else if !call.claim() {
 		closeBody(req)
-		return nil, d.fail(req, call, ErrCallReused, nil)
+		e := d.fail(req, call, ErrCallReused, nil)
+		e.Attempts = 0 // this request sent nothing; the Call's count is its first request's
+		return nil, e
 	}
 	p = call.effectivePolicy(p)
 	if end != nil {
