@@ -451,9 +451,13 @@ func (c *Call) countAttempt() {
 // a client (a generated client's WithCallOptions, which panics with it),
 // supply a key ([WithKey]): every logical call would share it, and the
 // server would take the second for a retry of the first (or refuse it as
-// a reused key). Give WithKey to each call instead. It looks at WithKey
-// only: a request editor ([WithRequestEditors]) that sets the key header
-// for every call shares one key just the same, and is not detected.
+// a reused key). Give WithKey to each call instead. Nor may they say
+// [WithoutKey]: every call would go without a key, those of operations
+// that require one (which would fail) and those of window operations
+// (deduped by their fingerprint alone) alike; give it to the calls meant
+// to be keyless. It looks at the options only: a request editor
+// ([WithRequestEditors]) that sets the key header for every call shares
+// one key just the same, and is not detected.
 func CheckClientOptions(opts ...CallOption) error {
 	var c Call
 	for _, o := range opts {
@@ -461,6 +465,9 @@ func CheckClientOptions(opts ...CallOption) error {
 	}
 	if c.keyGiven {
 		return errors.New("idemclient: client-wide call options must not supply a key (idemclient.WithKey): every call would share it; give WithKey to each call")
+	}
+	if c.noKey {
+		return errors.New("idemclient: client-wide call options must not say idemclient.WithoutKey: every call would go without a key; give WithoutKey to each keyless call")
 	}
 	return nil
 }

@@ -70,9 +70,10 @@ import (
 // that carries the *idemclient.ProblemError, errors.As finds both). Any other response, whatever its
 // status, is the API's own answer, in the response.
 //
-// Call options (the helpers' last arguments): idemclient.WithKey, WithKeyObserver, WithRequestEditors
-// (per-call request editors, passed on to oapi-codegen's method), WithKeyGenerator,
-// WithPolicyOverride, WithPolicy; WithCallOptions gives some to every call of a client.
+// Call options (the helpers' last arguments): idemclient.WithKey, WithoutKey (for an operation whose
+// key is optional), WithKeyObserver, WithRequestEditors (per-call request editors, passed on to
+// oapi-codegen's method), WithKeyGenerator, WithPolicyOverride, WithPolicy; WithCallOptions gives some
+// to every call of a client.
 type IdempotentClient struct {
 	*ClientWithResponses
 
@@ -193,6 +194,7 @@ func IdempotentClientPolicy(operationID string) (p idemclient.Policy, ok bool) {
 // (idemclient.WithKeyGenerator), policy override (idemclient.WithPolicyOverride) or request editors
 // (idemclient.WithRequestEditors). c is unchanged. It panics when opts supply a key
 // (idemclient.WithKey: every call would share it; idemclient.CheckClientOptions): give WithKey to each
+// call; or say idemclient.WithoutKey (every call would go without a key): give it to each keyless
 // call.
 func (c *IdempotentClient) WithCallOptions(opts ...idemclient.CallOption) *IdempotentClient {
 	if err := idemclient.CheckClientOptions(opts...); err != nil {
