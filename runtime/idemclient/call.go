@@ -29,7 +29,10 @@ type Call struct {
 	noKey bool
 	// safe: a safe method's request the Doer manages without a Call
 	// (WithSafeRetries).
-	safe      bool
+	safe bool
+	// sender: the Doer sending the call's attempts, set before the first
+	// (a nested Doer that receives one passes it through).
+	sender    *Doer
 	policy    *Policy
 	overrides []func(*Policy)
 	// effOnce, eff: the policy given with WithPolicy, edited by the

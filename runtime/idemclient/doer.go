@@ -368,13 +368,6 @@ func NewDoer(inner HTTPDoer, p Policy, opts ...Option) *Doer {
 
 type attemptKey struct{}
 
-// attemptMark is the value of an attempt's context (attemptKey): the Doer
-// that sends the attempt and the call it is one attempt of.
-type attemptMark struct {
-	doer *Doer
-	call *Call
-}
-
 // Do sends req, retrying it as the Doer's documentation says when it is managed.
 func (d *Doer) Do(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
@@ -384,8 +377,8 @@ func (d *Doer) Do(req *http.Request) (*http.Response, error) {
 	// context that carries a Call of its own is another logical call
 	// (an in-process handler calling a downstream service on its
 	// request's context): managed as any.
-	if m, _ := ctx.Value(attemptKey{}).(*attemptMark); m != nil && (call == nil || call == m.call) {
-		if m.doer != d && d.nestedWarned.CompareAndSwap(false, true) {
+	if outer, _ := ctx.Value(attemptKey{}).(*Call); outer != nil && (call == nil || call == outer) {
+		if outer.sender != d && d.nestedWarned.CompareAndSwap(false, true) {
 			d.warnNested(req)
 		}
 		return d.inner.Do(req)
@@ -748,7 +741,10 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy,
 	if pr.once {
 		p.MaxAttempts = 1
 	}
-	actx := context.WithValue(ctx, attemptKey{}, &attemptMark{doer: d, call: call})
+	// The attempts' context names the call they are attempts of (and,
+	// through call.sender, the Doer sending them): see Do.
+	call.sender = d
+	actx := context.WithValue(ctx, attemptKey{}, call)
 	seq := p.Backoff.sequence()
 	key := call.Key()
 	var (
