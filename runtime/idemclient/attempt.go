@@ -61,7 +61,10 @@ type CallEnd struct {
 	// Duration is the call's time, by the Doer's clock: from the Doer
 	// receiving the request to its answer, waits between attempts included.
 	Duration time.Duration
-	// Status is the final response's status (0 when Err is set), Code its
+	// Status is the final response's status (0 when Err is set, even when
+	// the call ended with an error after a response, such as
+	// [ErrRetryBudgetExhausted] or [ErrInUseWaitExhausted]: the [*Error]'s
+	// Status and Problem have that response), Code its
 	// problem code when it has one, Replayed whether it is the server's
 	// replay of the key's stored response.
 	Status   int

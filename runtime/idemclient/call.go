@@ -26,7 +26,13 @@ type Call struct {
 	// run the operation again under a new key).
 	keyGiven bool
 	// noKey: the call sends no key (WithoutKey).
-	noKey     bool
+	noKey bool
+	// safe: a safe method's request the Doer manages without a Call
+	// (WithSafeRetries).
+	safe bool
+	// sender: the Doer sending the call's attempts, set before the first
+	// (a nested Doer that receives one passes it through).
+	sender    *Doer
 	policy    *Policy
 	overrides []func(*Policy)
 	// effOnce, eff: the policy given with WithPolicy, edited by the
@@ -77,7 +83,16 @@ func WithKey(key string) CallOption {
 // the same arguments within the window, runs the operation once, which
 // two calls with a key each (two keys) would not. The call is retried
 // when the policy's KeylessDedupe says the server dedupes such requests
-// (generated policies of window operations), else sent once. A key the
+// (generated policies of window operations without fingerprint headers),
+// else sent once. Limits: a retry is recognised only when every attempt
+// has the same fingerprint, so not when the fingerprint covers a header
+// that changes between attempts (an Authorization a transport below the
+// Doer refreshes or re-signs: generated policies of operations with
+// fingerprint-headers leave KeylessDedupe false); a keyless record is not
+// found under the contract's compatible-fingerprints, so across a rollout
+// that changes the fingerprint a keyless retry may run again; and a
+// keyless call is resumed (after a crash, say) by sending the same request
+// again within the window, there being no key to save. A key the
 // request carries all the same (a typed parameter the caller filled, an
 // editor's header) is sent as is. The call's key is "" and no key
 // observer is called. [WithKey] after it wins, and WithoutKey after
@@ -439,9 +454,13 @@ func (c *Call) countAttempt() {
 // a client (a generated client's WithCallOptions, which panics with it),
 // supply a key ([WithKey]): every logical call would share it, and the
 // server would take the second for a retry of the first (or refuse it as
-// a reused key). Give WithKey to each call instead. It looks at WithKey
-// only: a request editor ([WithRequestEditors]) that sets the key header
-// for every call shares one key just the same, and is not detected.
+// a reused key). Give WithKey to each call instead. Nor may they say
+// [WithoutKey]: every call would go without a key, those of operations
+// that require one (which would fail) and those of window operations
+// (deduped by their fingerprint alone) alike; give it to the calls meant
+// to be keyless. It looks at the options only: a request editor
+// ([WithRequestEditors]) that sets the key header for every call shares
+// one key just the same, and is not detected.
 func CheckClientOptions(opts ...CallOption) error {
 	var c Call
 	for _, o := range opts {
@@ -449,6 +468,9 @@ func CheckClientOptions(opts ...CallOption) error {
 	}
 	if c.keyGiven {
 		return errors.New("idemclient: client-wide call options must not supply a key (idemclient.WithKey): every call would share it; give WithKey to each call")
+	}
+	if c.noKey {
+		return errors.New("idemclient: client-wide call options must not say idemclient.WithoutKey: every call would go without a key; give WithoutKey to each keyless call")
 	}
 	return nil
 }

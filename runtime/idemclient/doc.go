@@ -52,8 +52,10 @@
 // first attempt, and idemclient.WithKey(saved) to resume after its own
 // crash: the server then replays the first outcome instead of executing
 // again. Requests without a Call (GETs, other operations) pass through
-// untouched; [WithMatcher] can manage requests by method and path instead
-// (the generated NewIdempotentDoer does, for every idempotent operation).
+// untouched, sent once; [WithMatcher] can manage requests by method and
+// path instead (the generated NewIdempotentDoer does, for every idempotent
+// operation), and [WithSafeRetries] retries the requests of safe methods
+// (GET, HEAD, OPTIONS, TRACE) that nothing else manages, without a key.
 //
 // # What never changes between attempts
 //

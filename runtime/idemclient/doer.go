@@ -80,8 +80,15 @@ const (
 // A request is managed when its context carries a [Call] (set by [Start];
 // generated typed helpers do this), or when the [Matcher] given with
 // [WithMatcher] matches it. Other requests go to the inner Doer untouched,
-// as do requests made by a nested Doer's attempts. The policy is the Call's
-// ([WithPolicy]), else the matcher's, else the one given to [NewDoer].
+// as do the attempts of another Doer's call that reach this one (an SDK's
+// HTTP doer between two Doers: see [DoerWrapper]): a request whose context
+// is an attempt's and that carries that attempt's Call, or none. A request
+// on an attempt's context that carries a Call of its own (an in-process
+// handler that calls another service with [Start](r.Context())) is
+// another logical call, managed as any; one that carries none, though a
+// matcher or [WithSafeRetries] would manage it, passes through, sent
+// once. The policy is the Call's ([WithPolicy]), else the matcher's, else
+// the one given to [NewDoer].
 //
 // # The key
 //
@@ -111,7 +118,8 @@ const (
 // http.NewRequest for bytes, strings and buffers, as oapi-codegen does).
 // A body without GetBody (or any body for the body carrier) is read into
 // memory once, up to [WithRequestBodyLimit] (default 8 MiB); a larger one
-// fails with [ErrBodyNotReplayable] before anything is sent. That read
+// fails with [ErrBodyNotReplayable] before anything is sent (but for a
+// safe method's request managed by [WithSafeRetries], sent once instead). That read
 // respects the context: when it ends first, the body is closed (which
 // stops a read blocked on a pipe or a connection) and the call ends at
 // once with the context's error (a read that closing does not stop is left
@@ -142,7 +150,9 @@ const (
 // Retry-After limit); under MaxAttempts 1 nothing is waited out.
 // Up to [WithResponseBuffer] bytes (default 1 MiB) of each response body
 // are read within the attempt, so that a connection lost mid-body is a
-// retryable error rather than the caller's problem; a longer body streams.
+// retryable error rather than the caller's problem; a longer body streams
+// (so does, for a safe method's request under [WithSafeRetries], a
+// response not retried whose length is unknown or above the buffer).
 // Of a JSON or problem+json error body, at least its first 64 KiB (where
 // its code is looked for: a code there counts even when the body goes on
 // past them) are read within the attempt, whatever the buffer.
@@ -235,9 +245,16 @@ func WithRetryBudget(b *RetryBudget) Option { return func(o *config) { o.budget 
 // attempts, backoff, statuses, Retry-After and deadline rules as an
 // idempotent call's, the in-use wait aside, but no key is added (the
 // request is sent as it is: a safe method has no effect to repeat). Off
-// by default: such requests pass through, sent once. A body without
+// by default: such requests pass through, sent once. Give p statuses a
+// safe request may succeed after (408, 429, 502, 503, 504, say): the
+// contract defaults ([DefaultPolicy]) include 409 and 500. A body without
 // GetBody is buffered for replay as for any call (up to the request body
-// limit).
+// limit); a larger one is sent once, as without the option. Of a response
+// that is not retried, the body is read within the attempt only when its
+// length is known and within the response buffer: a success of unknown
+// length (server-sent events, a long poll, a watch, a download) streams
+// at once, and a connection lost mid-body reaches the caller's read; an
+// error status is read as for any call.
 func WithSafeRetries(p Policy) Option { return func(o *config) { o.safe = &p } }
 
 // safeMethod reports whether m is a safe method (RFC 9110, 9.2.1).
@@ -354,13 +371,18 @@ type attemptKey struct{}
 // Do sends req, retrying it as the Doer's documentation says when it is managed.
 func (d *Doer) Do(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
-	if outer, _ := ctx.Value(attemptKey{}).(*Doer); outer != nil {
-		if outer != d && d.nestedWarned.CompareAndSwap(false, true) {
+	call := CallFromContext(ctx)
+	// An attempt of an outer Doer's call (the request carries that call,
+	// or none: a matched call's) passes through. A request on an attempt's
+	// context that carries a Call of its own is another logical call
+	// (an in-process handler calling a downstream service on its
+	// request's context): managed as any.
+	if outer, _ := ctx.Value(attemptKey{}).(*Call); outer != nil && (call == nil || call == outer) {
+		if outer.sender != d && d.nestedWarned.CompareAndSwap(false, true) {
 			d.warnNested(req)
 		}
-		return d.inner.Do(req) // an attempt of an outer Doer
+		return d.inner.Do(req)
 	}
-	call := CallFromContext(ctx)
 	var (
 		p       = d.policy
 		managed = call != nil
@@ -401,10 +423,12 @@ func (d *Doer) Do(req *http.Request) (*http.Response, error) {
 // with a response.
 func (d *Doer) managed(ctx context.Context, req *http.Request, call *Call, p Policy, keyless bool, end *CallEnd) (*http.Response, error) {
 	if call == nil {
-		call = &Call{used: true, noKey: keyless}
+		call = &Call{used: true, noKey: keyless, safe: keyless}
 	} else if !call.claim() {
 		closeBody(req)
-		return nil, d.fail(req, call, ErrCallReused, nil)
+		e := d.fail(req, call, ErrCallReused, nil)
+		e.Attempts = 0 // this request sent nothing; the Call's count is its first request's
+		return nil, e
 	}
 	p = call.effectivePolicy(p)
 	if end != nil {
@@ -508,6 +532,9 @@ type prepared struct {
 	// NewKey, which no other call holds, so that the server never holds
 	// attempt 1 (in-flight.wait).
 	fresh bool
+	// once: the body cannot be replayed (a safe method's, too large to
+	// buffer): one attempt.
+	once bool
 }
 
 // setBody sets how the attempts get req's body: data when it was
@@ -561,6 +588,17 @@ func (d *Doer) prepare(ctx context.Context, req *http.Request, call *Call, p Pol
 			r = io.NopCloser(io.LimitReader(req.Body, limit+1))
 		}
 		data, err = readAll(ctx, r, req.Body)
+		if err == nil && ctx.Err() == nil && call.safe && int64(len(data)) > d.cfg.bodyLimit {
+			// A safe method's request (WithSafeRetries) too large to
+			// buffer is sent once, as it would be without the option:
+			// the bytes read, then the rest.
+			pr.first = struct {
+				io.Reader
+				io.Closer
+			}{io.MultiReader(bytes.NewReader(data), req.Body), req.Body}
+			pr.getBody, pr.tmpl.GetBody, pr.once = nil, nil, true
+			return pr, nil
+		}
 		req.Body.Close()
 		if ctx.Err() != nil {
 			return nil, d.fail(req, call, ctx.Err(), fmt.Errorf("reading the request body: %w", err))
@@ -700,7 +738,13 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy,
 	if err != nil {
 		return nil, err
 	}
-	actx := context.WithValue(ctx, attemptKey{}, d)
+	if pr.once {
+		p.MaxAttempts = 1
+	}
+	// The attempts' context names the call they are attempts of (and,
+	// through call.sender, the Doer sending them): see Do.
+	call.sender = d
+	actx := context.WithValue(ctx, attemptKey{}, call)
 	seq := p.Backoff.sequence()
 	key := call.Key()
 	var (
@@ -779,7 +823,7 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy,
 			if err != nil {
 				return nil, d.fail(req, call, ErrAttemptsExhausted, err)
 			}
-			if d.cfg.budget != nil && !retry {
+			if d.cfg.budget != nil && !retry && at.Status < 400 { // a success (2xx, 3xx)
 				d.cfg.budget.succeeded(paid)
 			}
 			if end != nil {
@@ -994,6 +1038,12 @@ func (d *Doer) attempt(actx context.Context, pr *prepared, call *Call, n int, p 
 	if problem { // its code decides the retry: read it before the timer stops
 		limit = max(limit, headMax)
 	}
+	// A safe method's answer that is not retried may be a stream (server-sent
+	// events, a long poll, a watch, a download): read within the attempt
+	// only when its length is known and within the buffer.
+	if call.safe && resp.StatusCode < 400 && !p.On.Status(resp.StatusCode) && (resp.ContentLength < 0 || resp.ContentLength > limit) {
+		limit = 0
+	}
 	if limit == 0 {
 		stopTimer(timer)
 		resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel, timer: timer, deadline: deadline}
@@ -1143,7 +1193,7 @@ func (d *Doer) report(ctx context.Context, a Attempt, giveUp bool) {
 }
 
 // warnNested logs, once per Doer, that req is an attempt of another Doer
-// passing through d: d's options (hook, logger, attempt timeout,
+// (or a request without a Call made on one's context) passing through d: d's options (hook, logger, attempt timeout,
 // Retry-After limit, ...) do not apply to it. The usual cause is an SDK
 // that wraps d in an HTTP doer of its own, which a generated
 // NewIdempotentClient wrapped in a second Doer: see [DoerWrapper]. It
@@ -1154,6 +1204,6 @@ func (d *Doer) warnNested(req *http.Request) {
 		l = slog.Default()
 	}
 	l.LogAttrs(req.Context(), slog.LevelWarn,
-		"idemclient: a Doer receives the attempts of another Doer and passes them through: its own options (attempt hook, logger, attempt timeout, Retry-After limit, ...) do not apply; make the HTTP doer that wraps it implement idemclient.DoerWrapper so that the generated client keeps it",
+		"idemclient: a Doer receives the attempts of another Doer and passes them through: its own options (attempt hook, logger, attempt timeout, Retry-After limit, ...) do not apply; make the HTTP doer that wraps it implement idemclient.DoerWrapper so that the generated client keeps it; a new logical call made on an attempt's context (an in-process handler's r.Context()) is managed once it carries its own Call (idemclient.Start)",
 		slog.String("method", req.Method), slog.String("url", redactedURL(req)))
 }

@@ -95,7 +95,8 @@ type Error struct {
 	Key string
 	// Attempts is the number of attempts sent, those answered
 	// IDEMPOTENCY_KEY_IN_USE included (which do not count toward the
-	// policy's MaxAttempts).
+	// policy's MaxAttempts); 0 for [ErrCallReused] (the refused request
+	// sent nothing).
 	Attempts int
 	// Status is the last response status (0 if the last attempt got no response).
 	Status int

@@ -362,9 +362,12 @@ type Policy struct {
 	// KeylessDedupe says the server recognises a retry of a request
 	// without a key by its fingerprint (the contract's window semantics:
 	// the caller, the operation and the fingerprint act as the key;
-	// generated policies set it): a call given [WithoutKey] is retried as
-	// a keyed one is. Without it such a call is sent once, since a retry
-	// might run the operation again.
+	// generated policies set it, but for an operation whose fingerprint
+	// covers headers, which may change between attempts): a call given
+	// [WithoutKey] is retried as a keyed one is. Without it such a call is
+	// sent once, since a retry might run the operation again. Set it only
+	// when every attempt sends the same fingerprinted bytes and headers
+	// (see [WithoutKey] for the limits).
 	KeylessDedupe bool
 }
 

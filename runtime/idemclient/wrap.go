@@ -1,10 +1,11 @@
 package idemclient
 
 // DoerWrapper is implemented by an HTTP doer that wraps a [*Doer]: an
-// SDK's own HttpRequestDoer that adds a User-Agent or a tracing span to
-// every attempt around the Doer it was built with. A generated
-// NewIdempotentClient given such a doer (WithHTTPClient) keeps it as it
-// is, as it keeps a bare *Doer, instead of wrapping it in a second,
+// SDK's own HttpRequestDoer that adds a User-Agent or a tracing span
+// around the Doer it was built with (above the Doer, it sees each call
+// once, not each attempt: a span per attempt belongs in the HTTP client
+// below the Doer). A generated NewIdempotentClient given such a doer
+// (WithHTTPClient) keeps it as it is, as it keeps a bare *Doer, instead of wrapping it in a second,
 // default Doer whose attempts the wrapped one would pass through (its
 // options, an attempt hook, a logger, a per-attempt timeout, a
 // Retry-After limit, silently unused). [*Doer] implements it too.

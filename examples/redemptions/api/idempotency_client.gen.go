@@ -6,6 +6,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"github.com/idemgen/idemgen/runtime/idemclient"
 	openapi_types "github.com/oapi-codegen/runtime/types"
@@ -53,9 +54,10 @@ import (
 // that carries the *idemclient.ProblemError, errors.As finds both). Any other response, whatever its
 // status, is the API's own answer, in the response.
 //
-// Call options (the helpers' last arguments): idemclient.WithKey, WithKeyObserver, WithRequestEditors
-// (per-call request editors, passed on to oapi-codegen's method), WithKeyGenerator,
-// WithPolicyOverride, WithPolicy; WithCallOptions gives some to every call of a client.
+// Call options (the helpers' last arguments): idemclient.WithKey, WithoutKey (for an operation whose
+// key is optional), WithKeyObserver, WithRequestEditors (per-call request editors, passed on to
+// oapi-codegen's method), WithKeyGenerator, WithPolicyOverride, WithPolicy; WithCallOptions gives some
+// to every call of a client.
 type IdempotentClient struct {
 	*ClientWithResponses
 
@@ -152,6 +154,7 @@ func IdempotentClientPolicy(operationID string) (p idemclient.Policy, ok bool) {
 // (idemclient.WithKeyGenerator), policy override (idemclient.WithPolicyOverride) or request editors
 // (idemclient.WithRequestEditors). c is unchanged. It panics when opts supply a key
 // (idemclient.WithKey: every call would share it; idemclient.CheckClientOptions): give WithKey to each
+// call; or say idemclient.WithoutKey (every call would go without a key): give it to each keyless
 // call.
 func (c *IdempotentClient) WithCallOptions(opts ...idemclient.CallOption) *IdempotentClient {
 	if err := idemclient.CheckClientOptions(opts...); err != nil {
@@ -202,8 +205,8 @@ func (c *IdempotentClient) CreateRedemption(ctx context.Context, params *CreateR
 	if params != nil {
 		p = *params
 	}
-	carried, set := idemgenClientUUID(&p.IdempotencyKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreateRedemption, carried, set, c.idemgenClientOptions(opts))
+	carried, given, set := idemgenClientUUID(&p.IdempotencyKey)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreateRedemption, carried, given, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
@@ -224,8 +227,8 @@ func (c *IdempotentClient) CreateRedemptionWithBody(ctx context.Context, params 
 	if params != nil {
 		p = *params
 	}
-	carried, set := idemgenClientUUID(&p.IdempotencyKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreateRedemption, carried, set, c.idemgenClientOptions(opts))
+	carried, given, set := idemgenClientUUID(&p.IdempotencyKey)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreateRedemption, carried, given, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
@@ -265,9 +268,19 @@ var idemgenClientPolicyCreateRedemption = idemclient.Policy{
 // idemgenClientStart starts a call under policy p whose key travels in a typed parameter that holds
 // carried ("" for none): it fixes the key (the one given with idemclient.WithKey, else carried, else a
 // new one in the policy's format; none under idemclient.WithoutKey) and, when the parameter holds none
-// and there is a key, writes it there with set.
-func idemgenClientStart(ctx context.Context, p idemclient.Policy, carried string, set func(string) error, opts []idemclient.CallOption) (context.Context, *idemclient.Call, string, error) {
+// and there is a key, writes it there with set. given says the parameter was set (an optional
+// parameter's pointer is not nil): a given parameter that holds no key (a pointer to "" or to the zero
+// UUID, such as a lost key saved empty) fails with an *idemclient.Error whose Reason is
+// idemclient.ErrInvalidKey, nothing sent, as idemclient.WithKey("") does: a new key would run the
+// operation again.
+func idemgenClientStart(ctx context.Context, p idemclient.Policy, carried string, given bool, set func(string) error, opts []idemclient.CallOption) (context.Context, *idemclient.Call, string, error) {
 	ctx, call := p.Start(ctx, opts...)
+	if given && carried == "" {
+		return ctx, call, "", &idemclient.Error{
+			Err:    errors.New("the typed key parameter is set but holds no key (leave it nil to let the call make one)"),
+			Reason: idemclient.ErrInvalidKey,
+		}
+	}
 	key, err := call.FixKey(carried)
 	if err == nil && carried == "" && key != "" {
 		err = set(key)
@@ -276,13 +289,13 @@ func idemgenClientStart(ctx context.Context, p idemclient.Policy, carried string
 }
 
 // idemgenClientUUID returns the key a UUID key parameter holds in its canonical form ("" for the zero
-// UUID) and the function that parses a key into it.
-func idemgenClientUUID(field *openapi_types.UUID) (string, func(string) error) {
+// UUID), whether it holds one, and the function that parses a key into it.
+func idemgenClientUUID(field *openapi_types.UUID) (string, bool, func(string) error) {
 	carried := ""
 	if *field != (openapi_types.UUID{}) {
 		carried = field.String()
 	}
-	return carried, func(key string) error {
+	return carried, carried != "", func(key string) error {
 		return idemgenClientSetUUID(field, key)
 	}
 }

@@ -296,7 +296,7 @@ func (g *gen) typeDecl() {
 	}
 	doc.WriteString("\nThe key is returned with the response, and with the error when the call failed: to resume the call later (after the caller's own crash too), call the helper again with idemclient.WithKey(key) and the same arguments; idemclient.WithKeyObserver sees the key before the first attempt is sent, the moment to persist it. The server then replays the first outcome instead of running the operation again.\n\n")
 	doc.WriteString("Errors: a *idemclient.Error (with the key, the attempts and the reason: attempts exhausted on connection errors, the deadline, a Retry-After beyond it, an error that is not retried) when no attempt got a final response; a *idemclient.ProblemError, returned with the response, when the server answered with an IDEMPOTENCY_* problem (a reused key: 422 or 409 IDEMPOTENCY_KEY_REUSED; a missing or invalid key: 400; a response the server ran but could not store: 409 IDEMPOTENCY_RESPONSE_UNAVAILABLE, never retried; a stored record the server cannot decode: 500 IDEMPOTENCY_RECORD_UNREADABLE, never retried; the store unavailable after the last attempt; the key still in use under a policy of one attempt; at the deadline, or when the key stayed in use until the policy's InUseWait ran out (idemclient.ErrInUseWaitExhausted), no response but a *idemclient.Error that carries the *idemclient.ProblemError, errors.As finds both). Any other response, whatever its status, is the API's own answer, in the response.")
-	doc.WriteString("\n\nCall options (the helpers' last arguments): idemclient.WithKey, WithKeyObserver, WithRequestEditors (per-call request editors, passed on to oapi-codegen's method), WithKeyGenerator, WithPolicyOverride, WithPolicy; WithCallOptions gives some to every call of a client.")
+	doc.WriteString("\n\nCall options (the helpers' last arguments): idemclient.WithKey, WithoutKey (for an operation whose key is optional), WithKeyObserver, WithRequestEditors (per-call request editors, passed on to oapi-codegen's method), WithKeyGenerator, WithPolicyOverride, WithPolicy; WithCallOptions gives some to every call of a client.")
 	g.doc(doc.String())
 	g.f.Type().Id(t).Struct(
 		jen.Op("*").Id("ClientWithResponses"),
@@ -308,7 +308,7 @@ func (g *gen) typeDecl() {
 // of call options and request editors.
 func (g *gen) callOptions() {
 	t := g.cfg.Type
-	g.docf("WithCallOptions returns a copy of c whose helpers apply opts to every call, before the call's own (which win where they set the same thing): a client-wide key generator (idemclient.WithKeyGenerator), policy override (idemclient.WithPolicyOverride) or request editors (idemclient.WithRequestEditors). c is unchanged. It panics when opts supply a key (idemclient.WithKey: every call would share it; idemclient.CheckClientOptions): give WithKey to each call.")
+	g.docf("WithCallOptions returns a copy of c whose helpers apply opts to every call, before the call's own (which win where they set the same thing): a client-wide key generator (idemclient.WithKeyGenerator), policy override (idemclient.WithPolicyOverride) or request editors (idemclient.WithRequestEditors). c is unchanged. It panics when opts supply a key (idemclient.WithKey: every call would share it; idemclient.CheckClientOptions): give WithKey to each call; or say idemclient.WithoutKey (every call would go without a key): give it to each keyless call.")
 	g.f.Func().Params(jen.Id("c").Op("*").Id(t)).Id("WithCallOptions").Params(jen.Id("opts").Op("...").Qual(clientPkg, "CallOption")).Op("*").Id(t).Block(
 		jen.If(jen.Err().Op(":=").Qual(clientPkg, "CheckClientOptions").Call(jen.Id("opts").Op("...")), jen.Err().Op("!=").Nil()).Block(
 			jen.Panic(jen.Err().Dot("Error").Call()),
@@ -482,7 +482,7 @@ func (g *gen) constructors() {
 
 // helperLocals are the identifiers a helper declares itself (its receiver,
 // parameters and variables): no path argument takes one.
-var helperLocals = []string{"c", "ctx", "params", "contentType", "body", "opts", "p", "carried", "set", "call", "key", "err", "resp"}
+var helperLocals = []string{"c", "ctx", "params", "contentType", "body", "opts", "p", "carried", "given", "set", "call", "key", "err", "resp"}
 
 // pathVars are the names of the helper's path arguments.
 func pathVars(op *ir.Operation) []string {
@@ -570,6 +570,7 @@ func (g *gen) helper(op *ir.Operation, kind helperKind) {
 		default:
 			fmt.Fprintf(&d, "The key (%s) goes into the %s %s: the one given with idemclient.WithKey, else a new one. ", keyFormatDoc(k.Format), k.Carrier, k.Name)
 		}
+		d.WriteString(withoutKeyDoc(op))
 		d.WriteString(retryDoc(op.Policy.Retry, op.Policy.InUseWait()))
 		d.WriteString(inFlightWaitDoc(op.Policy.InFlight.Wait))
 		if raw {
@@ -586,9 +587,9 @@ func (g *gen) helper(op *ir.Operation, kind helperKind) {
 		if kp != nil {
 			b.Var().Id("p").Id(op.Names.Params)
 			b.If(jen.Id("params").Op("!=").Nil()).Block(jen.Id("p").Op("=").Op("*").Id("params"))
-			b.List(jen.Id("carried"), jen.Id("set")).Op(":=").Id(keyAccess(op)).Call(jen.Op("&").Id("p").Dot(kp.GoName))
+			b.List(jen.Id("carried"), jen.Id("given"), jen.Id("set")).Op(":=").Id(keyAccess(op)).Call(jen.Op("&").Id("p").Dot(kp.GoName))
 			b.List(jen.Id("ctx"), jen.Id("call"), jen.Id("key"), jen.Err()).Op(":=").Id(px+"Start").Call(
-				jen.Id("ctx"), jen.Id(g.policyVar(op)), jen.Id("carried"), jen.Id("set"), jen.Id("c").Dot(px+"Options").Call(jen.Id("opts")))
+				jen.Id("ctx"), jen.Id(g.policyVar(op)), jen.Id("carried"), jen.Id("given"), jen.Id("set"), jen.Id("c").Dot(px+"Options").Call(jen.Id("opts")))
 			b.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Id("key"), jen.Err()))
 			b.List(jen.Id("resp"), jen.Err()).Op(":=").Id("c").Dot(method).Call(args...)
 			b.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Id("key"), jen.Err()))
@@ -684,7 +685,7 @@ func Policy(op *ir.Operation) idemclient.Policy {
 		KeyMaxLength:     op.Key.MaxLength,
 		Operation:        op.RecordName(),
 		KeyOptional:      !op.Key.Required,
-		KeylessDedupe:    !op.Key.Required && op.Policy.Semantics == ir.Window,
+		KeylessDedupe:    keylessDedupe(op),
 	}
 	if p.On.IsZero() {
 		p.MaxAttempts = 1
@@ -766,6 +767,31 @@ func policyLiteral(p idemclient.Policy) jen.Code {
 	))
 }
 
+// keylessDedupe says whether the server recognises a keyless retry of op
+// by its fingerprint, so that a call given idemclient.WithoutKey may be
+// retried: window semantics with an optional key, and no fingerprint
+// headers. A fingerprint header (Authorization, say) may change between
+// attempts (a transport that re-signs or refreshes a token below the
+// Doer): the retry is then another fingerprint, and runs again.
+func keylessDedupe(op *ir.Operation) bool {
+	return !op.Key.Required && op.Policy.Semantics == ir.Window && len(op.Policy.FingerprintHeaders) == 0
+}
+
+// withoutKeyDoc is the helper documentation's sentence on
+// idemclient.WithoutKey, for an operation whose key is optional.
+func withoutKeyDoc(op *ir.Operation) string {
+	switch {
+	case op.Key.Required:
+		return ""
+	case keylessDedupe(op):
+		return "The key is optional: with idemclient.WithoutKey none is made or sent, and the server recognises a repeat of the request by its fingerprint within the window (a keyless call is retried as a keyed one, and resumed by sending it again within the window; its record is not found under compatible-fingerprints, across a rollout that changes the fingerprint). "
+	case op.Policy.Semantics == ir.Window:
+		return fmt.Sprintf("The key is optional: with idemclient.WithoutKey none is made or sent, and the call is sent once: the fingerprint covers the header(s) %s, which may change between attempts, so a keyless retry could run the operation again. ", strings.Join(op.Policy.FingerprintHeaders, ", "))
+	default:
+		return "The key is optional: with idemclient.WithoutKey none is made or sent, and the call is sent once (a keyless retry could run the operation again). "
+	}
+}
+
 // keyAccess is the function that reads and writes the key of op in its
 // typed key parameter, by the parameter's Go kind and pointer-ness.
 func keyAccess(op *ir.Operation) string {
@@ -794,12 +820,18 @@ func (g *gen) keyHelpers() {
 	}
 	q := func(id string) *jen.Statement { return jen.Qual(clientPkg, id) }
 	uuid := func() *jen.Statement { return jen.Qual(typesPkg, "UUID") }
-	access := jen.Params(jen.String(), jen.Func().Params(jen.String()).Error())
-	g.doc(px + "Start starts a call under policy p whose key travels in a typed parameter that holds carried (\"\" for none): it fixes the key (the one given with idemclient.WithKey, else carried, else a new one in the policy's format; none under idemclient.WithoutKey) and, when the parameter holds none and there is a key, writes it there with set.")
+	access := jen.Params(jen.String(), jen.Bool(), jen.Func().Params(jen.String()).Error())
+	g.doc(px + "Start starts a call under policy p whose key travels in a typed parameter that holds carried (\"\" for none): it fixes the key (the one given with idemclient.WithKey, else carried, else a new one in the policy's format; none under idemclient.WithoutKey) and, when the parameter holds none and there is a key, writes it there with set. given says the parameter was set (an optional parameter's pointer is not nil): a given parameter that holds no key (a pointer to \"\" or to the zero UUID, such as a lost key saved empty) fails with an *idemclient.Error whose Reason is idemclient.ErrInvalidKey, nothing sent, as idemclient.WithKey(\"\") does: a new key would run the operation again.")
 	g.f.Func().Id(px+"Start").Params(
-		jen.Id("ctx").Qual("context", "Context"), jen.Id("p").Add(q("Policy")), jen.Id("carried").String(), jen.Id("set").Func().Params(jen.String()).Error(), jen.Id("opts").Index().Add(q("CallOption")),
+		jen.Id("ctx").Qual("context", "Context"), jen.Id("p").Add(q("Policy")), jen.Id("carried").String(), jen.Id("given").Bool(), jen.Id("set").Func().Params(jen.String()).Error(), jen.Id("opts").Index().Add(q("CallOption")),
 	).Params(jen.Qual("context", "Context"), jen.Op("*").Add(q("Call")), jen.String(), jen.Error()).Block(
 		jen.List(jen.Id("ctx"), jen.Id("call")).Op(":=").Id("p").Dot("Start").Call(jen.Id("ctx"), jen.Id("opts").Op("...")),
+		jen.If(jen.Id("given").Op("&&").Id("carried").Op("==").Lit("")).Block(
+			jen.Return(jen.Id("ctx"), jen.Id("call"), jen.Lit(""), jen.Op("&").Add(q("Error")).Values(jen.Dict{
+				jen.Id("Reason"): q("ErrInvalidKey"),
+				jen.Id("Err"):    jen.Qual("errors", "New").Call(jen.Lit("the typed key parameter is set but holds no key (leave it nil to let the call make one)")),
+			})),
+		),
 		jen.List(jen.Id("key"), jen.Err()).Op(":=").Id("call").Dot("FixKey").Call(jen.Id("carried")),
 		jen.If(jen.Err().Op("==").Nil().Op("&&").Id("carried").Op("==").Lit("").Op("&&").Id("key").Op("!=").Lit("")).Block(
 			jen.Err().Op("=").Id("set").Call(jen.Id("key")),
@@ -807,20 +839,20 @@ func (g *gen) keyHelpers() {
 		jen.Return(jen.Id("ctx"), jen.Id("call"), jen.Id("key"), jen.Err()),
 	)
 	if used[px+"String"] {
-		g.doc(px + "String returns the key a key parameter of a string type holds (\"\" for none) and the function that writes a key into it. T is the parameter's Go type (string, an enum type, a named type given with x-go-type): the key parameter must have a string type.")
+		g.doc(px + "String returns the key a key parameter of a string type holds (\"\" for none), whether it holds one, and the function that writes a key into it. T is the parameter's Go type (string, an enum type, a named type given with x-go-type): the key parameter must have a string type.")
 		g.f.Func().Id(px + "String").Types(jen.Id("T").Op("~").String()).Params(jen.Id("field").Op("*").Id("T")).Add(access).Block(
-			jen.Return(jen.String().Call(jen.Op("*").Id("field")), jen.Func().Params(jen.Id("key").String()).Error().Block(
+			jen.Return(jen.String().Call(jen.Op("*").Id("field")), jen.Op("*").Id("field").Op("!=").Lit(""), jen.Func().Params(jen.Id("key").String()).Error().Block(
 				jen.Op("*").Id("field").Op("=").Id("T").Call(jen.Id("key")),
 				jen.Return(jen.Nil()),
 			)),
 		)
 	}
 	if used[px+"StringPtr"] {
-		g.doc(px + "StringPtr is " + px + "String of an optional parameter: a nil pointer holds no key.")
+		g.doc(px + "StringPtr is " + px + "String of an optional parameter: a nil pointer holds no key; a pointer to \"\" is given, holding an empty key.")
 		g.f.Func().Id(px+"StringPtr").Types(jen.Id("T").Op("~").String()).Params(jen.Id("field").Op("**").Id("T")).Add(access).Block(
 			jen.Id("carried").Op(":=").Lit(""),
 			jen.If(jen.Op("*").Id("field").Op("!=").Nil()).Block(jen.Id("carried").Op("=").String().Call(jen.Op("**").Id("field"))),
-			jen.Return(jen.Id("carried"), jen.Func().Params(jen.Id("key").String()).Error().Block(
+			jen.Return(jen.Id("carried"), jen.Op("*").Id("field").Op("!=").Nil(), jen.Func().Params(jen.Id("key").String()).Error().Block(
 				jen.Id("k").Op(":=").Id("T").Call(jen.Id("key")),
 				jen.Op("*").Id("field").Op("=").Op("&").Id("k"),
 				jen.Return(jen.Nil()),
@@ -828,21 +860,21 @@ func (g *gen) keyHelpers() {
 		)
 	}
 	if used[px+"UUID"] {
-		g.doc(px + "UUID returns the key a UUID key parameter holds in its canonical form (\"\" for the zero UUID) and the function that parses a key into it.")
+		g.doc(px + "UUID returns the key a UUID key parameter holds in its canonical form (\"\" for the zero UUID), whether it holds one, and the function that parses a key into it.")
 		g.f.Func().Id(px+"UUID").Params(jen.Id("field").Op("*").Add(uuid())).Add(access).Block(
 			jen.Id("carried").Op(":=").Lit(""),
 			jen.If(jen.Op("*").Id("field").Op("!=").Parens(uuid().Values())).Block(jen.Id("carried").Op("=").Id("field").Dot("String").Call()),
-			jen.Return(jen.Id("carried"), jen.Func().Params(jen.Id("key").String()).Error().Block(
+			jen.Return(jen.Id("carried"), jen.Id("carried").Op("!=").Lit(""), jen.Func().Params(jen.Id("key").String()).Error().Block(
 				jen.Return(jen.Id(px+"SetUUID").Call(jen.Id("field"), jen.Id("key"))),
 			)),
 		)
 	}
 	if used[px+"UUIDPtr"] {
-		g.doc(px + "UUIDPtr is " + px + "UUID of an optional parameter: a nil pointer holds no key.")
+		g.doc(px + "UUIDPtr is " + px + "UUID of an optional parameter: a nil pointer holds no key; a pointer to the zero UUID is given, holding an empty key.")
 		g.f.Func().Id(px+"UUIDPtr").Params(jen.Id("field").Op("**").Add(uuid())).Add(access).Block(
 			jen.Id("carried").Op(":=").Lit(""),
 			jen.If(jen.Op("*").Id("field").Op("!=").Nil().Op("&&").Op("**").Id("field").Op("!=").Parens(uuid().Values())).Block(jen.Id("carried").Op("=").Parens(jen.Op("*").Id("field")).Dot("String").Call()),
-			jen.Return(jen.Id("carried"), jen.Func().Params(jen.Id("key").String()).Error().Block(
+			jen.Return(jen.Id("carried"), jen.Op("*").Id("field").Op("!=").Nil(), jen.Func().Params(jen.Id("key").String()).Error().Block(
 				jen.Id("u").Op(":=").New(uuid()),
 				jen.Op("*").Id("field").Op("=").Id("u"),
 				jen.Return(jen.Id(px+"SetUUID").Call(jen.Id("u"), jen.Id("key"))),

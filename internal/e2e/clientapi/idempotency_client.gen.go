@@ -6,6 +6,7 @@ package clientapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"github.com/idemgen/idemgen/runtime/idemclient"
 	openapi_types "github.com/oapi-codegen/runtime/types"
@@ -69,9 +70,10 @@ import (
 // that carries the *idemclient.ProblemError, errors.As finds both). Any other response, whatever its
 // status, is the API's own answer, in the response.
 //
-// Call options (the helpers' last arguments): idemclient.WithKey, WithKeyObserver, WithRequestEditors
-// (per-call request editors, passed on to oapi-codegen's method), WithKeyGenerator,
-// WithPolicyOverride, WithPolicy; WithCallOptions gives some to every call of a client.
+// Call options (the helpers' last arguments): idemclient.WithKey, WithoutKey (for an operation whose
+// key is optional), WithKeyObserver, WithRequestEditors (per-call request editors, passed on to
+// oapi-codegen's method), WithKeyGenerator, WithPolicyOverride, WithPolicy; WithCallOptions gives some
+// to every call of a client.
 type IdempotentClient struct {
 	*ClientWithResponses
 
@@ -192,6 +194,7 @@ func IdempotentClientPolicy(operationID string) (p idemclient.Policy, ok bool) {
 // (idemclient.WithKeyGenerator), policy override (idemclient.WithPolicyOverride) or request editors
 // (idemclient.WithRequestEditors). c is unchanged. It panics when opts supply a key
 // (idemclient.WithKey: every call would share it; idemclient.CheckClientOptions): give WithKey to each
+// call; or say idemclient.WithoutKey (every call would go without a key): give it to each keyless
 // call.
 func (c *IdempotentClient) WithCallOptions(opts ...idemclient.CallOption) *IdempotentClient {
 	if err := idemclient.CheckClientOptions(opts...); err != nil {
@@ -243,8 +246,8 @@ func (c *IdempotentClient) UpdateAccount(ctx context.Context, kind UpdateAccount
 	if params != nil {
 		p = *params
 	}
-	carried, set := idemgenClientUUID(&p.IdempotencyKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyUpdateAccount, carried, set, c.idemgenClientOptions(opts))
+	carried, given, set := idemgenClientUUID(&p.IdempotencyKey)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyUpdateAccount, carried, given, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
@@ -265,8 +268,8 @@ func (c *IdempotentClient) UpdateAccountWithBody(ctx context.Context, kind Updat
 	if params != nil {
 		p = *params
 	}
-	carried, set := idemgenClientUUID(&p.IdempotencyKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyUpdateAccount, carried, set, c.idemgenClientOptions(opts))
+	carried, given, set := idemgenClientUUID(&p.IdempotencyKey)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyUpdateAccount, carried, given, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
@@ -294,8 +297,8 @@ func (c *IdempotentClient) ClaimCoupon(ctx context.Context, couponId string, par
 	if params != nil {
 		p = *params
 	}
-	carried, set := idemgenClientUUID(&p.IdempotencyKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyClaimCoupon, carried, set, c.idemgenClientOptions(opts))
+	carried, given, set := idemgenClientUUID(&p.IdempotencyKey)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyClaimCoupon, carried, given, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
@@ -316,8 +319,8 @@ func (c *IdempotentClient) ClaimCouponWithBody(ctx context.Context, couponId str
 	if params != nil {
 		p = *params
 	}
-	carried, set := idemgenClientUUID(&p.IdempotencyKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyClaimCoupon, carried, set, c.idemgenClientOptions(opts))
+	carried, given, set := idemgenClientUUID(&p.IdempotencyKey)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyClaimCoupon, carried, given, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
@@ -333,16 +336,20 @@ func (c *IdempotentClient) ClaimCouponWithBody(ctx context.Context, couponId str
 // in-flight wait).
 //
 // Contract: window semantics, window 1m. The key (a UUID v7) goes into the header X-Request-Key: the
-// one given with idemclient.WithKey, else a new one. Up to 6 attempts, retrying connection errors and
-// 503 (never 400 or 422) after a backoff from 100ms to 2s, ×1.5, equal jitter, or the server's
-// Retry-After if longer (longest retry span 1.31875s). IDEMPOTENCY_KEY_IN_USE answers do not count as
-// attempts: they are waited out for up to 12s after the first of them (the in-flight lease plus the
-// longest wait between attempts). The server holds a duplicate (a request whose key is in flight) up
-// to 2s (in-flight.wait) before it answers: a per-attempt timeout (idemclient.WithAttemptTimeout),
-// which bounds the server's own answer, is extended by 2s for every attempt it may hold (every retry,
-// and a first attempt whose key was supplied), so that a held attempt is not counted a failure. The
-// body is encoded once and the same bytes are sent with every attempt. It returns the response, the
-// key, and an error as IdempotentClient's documentation says.
+// one given with idemclient.WithKey, else a new one. The key is optional: with idemclient.WithoutKey
+// none is made or sent, and the server recognises a repeat of the request by its fingerprint within
+// the window (a keyless call is retried as a keyed one, and resumed by sending it again within the
+// window; its record is not found under compatible-fingerprints, across a rollout that changes the
+// fingerprint). Up to 6 attempts, retrying connection errors and 503 (never 400 or 422) after a
+// backoff from 100ms to 2s, ×1.5, equal jitter, or the server's Retry-After if longer (longest retry
+// span 1.31875s). IDEMPOTENCY_KEY_IN_USE answers do not count as attempts: they are waited out for up
+// to 12s after the first of them (the in-flight lease plus the longest wait between attempts). The
+// server holds a duplicate (a request whose key is in flight) up to 2s (in-flight.wait) before it
+// answers: a per-attempt timeout (idemclient.WithAttemptTimeout), which bounds the server's own
+// answer, is extended by 2s for every attempt it may hold (every retry, and a first attempt whose key
+// was supplied), so that a held attempt is not counted a failure. The body is encoded once and the
+// same bytes are sent with every attempt. It returns the response, the key, and an error as
+// IdempotentClient's documentation says.
 func (c *IdempotentClient) RecordEvent(ctx context.Context, body RecordEventJSONRequestBody, opts ...idemclient.CallOption) (*RecordEventResponse, string, error) {
 	ctx, call := idemgenClientPolicyRecordEvent.Start(ctx, c.idemgenClientOptions(opts)...)
 	resp, err := c.RecordEventWithResponse(ctx, body, idemgenClientEditors(call)...)
@@ -402,8 +409,8 @@ func (c *IdempotentClient) CreateOrder(ctx context.Context, params *CreateOrderP
 	if params != nil {
 		p = *params
 	}
-	carried, set := idemgenClientString(&p.IdempotencyKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreateOrder, carried, set, c.idemgenClientOptions(opts))
+	carried, given, set := idemgenClientString(&p.IdempotencyKey)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreateOrder, carried, given, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
@@ -424,8 +431,8 @@ func (c *IdempotentClient) CreateOrderWithBody(ctx context.Context, params *Crea
 	if params != nil {
 		p = *params
 	}
-	carried, set := idemgenClientString(&p.IdempotencyKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreateOrder, carried, set, c.idemgenClientOptions(opts))
+	carried, given, set := idemgenClientString(&p.IdempotencyKey)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreateOrder, carried, given, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
@@ -452,8 +459,8 @@ func (c *IdempotentClient) CreatePayment(ctx context.Context, params *CreatePaym
 	if params != nil {
 		p = *params
 	}
-	carried, set := idemgenClientString(&p.RequestId)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreatePayment, carried, set, c.idemgenClientOptions(opts))
+	carried, given, set := idemgenClientString(&p.RequestId)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreatePayment, carried, given, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
@@ -474,8 +481,8 @@ func (c *IdempotentClient) CreatePaymentWithBody(ctx context.Context, params *Cr
 	if params != nil {
 		p = *params
 	}
-	carried, set := idemgenClientString(&p.RequestId)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreatePayment, carried, set, c.idemgenClientOptions(opts))
+	carried, given, set := idemgenClientString(&p.RequestId)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreatePayment, carried, given, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
@@ -492,21 +499,25 @@ func (c *IdempotentClient) CreatePaymentWithBody(ctx context.Context, params *Cr
 //
 // Contract: window semantics, window 1h. The key (a token, a UUID v7 when the helper makes it) goes
 // into params.IdempotencyKey, the header Idempotency-Key: the one given with idemclient.WithKey, else
-// the one params carries, else a new one. Up to 4 attempts, retrying connection errors, 408, 409, 425,
-// 429, 500, 502, 503 and 504 (never 400 or 422) after a backoff from 500ms to 8s, ×2, full jitter, or
-// the server's Retry-After if longer (longest retry span 3.5s). IDEMPOTENCY_KEY_IN_USE answers do not
-// count as attempts: they are waited out for up to 38s after the first of them (the in-flight lease
-// plus the longest wait between attempts). The body is read once (a *bytes.Reader, *bytes.Buffer or
-// *strings.Reader is not copied: every attempt re-reads it from the position it had when the call was
-// made) and the same bytes are sent with every attempt. It returns the response, the key, and an error
-// as IdempotentClient's documentation says.
+// the one params carries, else a new one. The key is optional: with idemclient.WithoutKey none is made
+// or sent, and the server recognises a repeat of the request by its fingerprint within the window (a
+// keyless call is retried as a keyed one, and resumed by sending it again within the window; its
+// record is not found under compatible-fingerprints, across a rollout that changes the fingerprint).
+// Up to 4 attempts, retrying connection errors, 408, 409, 425, 429, 500, 502, 503 and 504 (never 400
+// or 422) after a backoff from 500ms to 8s, ×2, full jitter, or the server's Retry-After if longer
+// (longest retry span 3.5s). IDEMPOTENCY_KEY_IN_USE answers do not count as attempts: they are waited
+// out for up to 38s after the first of them (the in-flight lease plus the longest wait between
+// attempts). The body is read once (a *bytes.Reader, *bytes.Buffer or *strings.Reader is not copied:
+// every attempt re-reads it from the position it had when the call was made) and the same bytes are
+// sent with every attempt. It returns the response, the key, and an error as IdempotentClient's
+// documentation says.
 func (c *IdempotentClient) UploadReceiptFileWithBody(ctx context.Context, receiptId openapi_types.UUID, params *UploadReceiptFileParams, contentType string, body io.Reader, opts ...idemclient.CallOption) (*UploadReceiptFileResponse, string, error) {
 	var p UploadReceiptFileParams
 	if params != nil {
 		p = *params
 	}
-	carried, set := idemgenClientStringPtr(&p.IdempotencyKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyUploadReceiptFile, carried, set, c.idemgenClientOptions(opts))
+	carried, given, set := idemgenClientStringPtr(&p.IdempotencyKey)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyUploadReceiptFile, carried, given, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
@@ -535,8 +546,8 @@ func (c *IdempotentClient) SubscribeWithBody(ctx context.Context, params *Subscr
 	if params != nil {
 		p = *params
 	}
-	carried, set := idemgenClientString(&p.IdempotencyKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicySubscribe, carried, set, c.idemgenClientOptions(opts))
+	carried, given, set := idemgenClientString(&p.IdempotencyKey)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicySubscribe, carried, given, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
@@ -556,8 +567,8 @@ func (c *IdempotentClient) SubscribeWithFormdataBody(ctx context.Context, params
 	if params != nil {
 		p = *params
 	}
-	carried, set := idemgenClientString(&p.IdempotencyKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicySubscribe, carried, set, c.idemgenClientOptions(opts))
+	carried, given, set := idemgenClientString(&p.IdempotencyKey)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicySubscribe, carried, given, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
@@ -841,9 +852,19 @@ var idemgenClientPolicyCreateTransfer = idemclient.Policy{
 // idemgenClientStart starts a call under policy p whose key travels in a typed parameter that holds
 // carried ("" for none): it fixes the key (the one given with idemclient.WithKey, else carried, else a
 // new one in the policy's format; none under idemclient.WithoutKey) and, when the parameter holds none
-// and there is a key, writes it there with set.
-func idemgenClientStart(ctx context.Context, p idemclient.Policy, carried string, set func(string) error, opts []idemclient.CallOption) (context.Context, *idemclient.Call, string, error) {
+// and there is a key, writes it there with set. given says the parameter was set (an optional
+// parameter's pointer is not nil): a given parameter that holds no key (a pointer to "" or to the zero
+// UUID, such as a lost key saved empty) fails with an *idemclient.Error whose Reason is
+// idemclient.ErrInvalidKey, nothing sent, as idemclient.WithKey("") does: a new key would run the
+// operation again.
+func idemgenClientStart(ctx context.Context, p idemclient.Policy, carried string, given bool, set func(string) error, opts []idemclient.CallOption) (context.Context, *idemclient.Call, string, error) {
 	ctx, call := p.Start(ctx, opts...)
+	if given && carried == "" {
+		return ctx, call, "", &idemclient.Error{
+			Err:    errors.New("the typed key parameter is set but holds no key (leave it nil to let the call make one)"),
+			Reason: idemclient.ErrInvalidKey,
+		}
+	}
 	key, err := call.FixKey(carried)
 	if err == nil && carried == "" && key != "" {
 		err = set(key)
@@ -851,23 +872,24 @@ func idemgenClientStart(ctx context.Context, p idemclient.Policy, carried string
 	return ctx, call, key, err
 }
 
-// idemgenClientString returns the key a key parameter of a string type holds ("" for none) and the
-// function that writes a key into it. T is the parameter's Go type (string, an enum type, a named type
-// given with x-go-type): the key parameter must have a string type.
-func idemgenClientString[T ~string](field *T) (string, func(string) error) {
-	return string(*field), func(key string) error {
+// idemgenClientString returns the key a key parameter of a string type holds ("" for none), whether it
+// holds one, and the function that writes a key into it. T is the parameter's Go type (string, an enum
+// type, a named type given with x-go-type): the key parameter must have a string type.
+func idemgenClientString[T ~string](field *T) (string, bool, func(string) error) {
+	return string(*field), *field != "", func(key string) error {
 		*field = T(key)
 		return nil
 	}
 }
 
-// idemgenClientStringPtr is idemgenClientString of an optional parameter: a nil pointer holds no key.
-func idemgenClientStringPtr[T ~string](field **T) (string, func(string) error) {
+// idemgenClientStringPtr is idemgenClientString of an optional parameter: a nil pointer holds no key;
+// a pointer to "" is given, holding an empty key.
+func idemgenClientStringPtr[T ~string](field **T) (string, bool, func(string) error) {
 	carried := ""
 	if *field != nil {
 		carried = string(**field)
 	}
-	return carried, func(key string) error {
+	return carried, *field != nil, func(key string) error {
 		k := T(key)
 		*field = &k
 		return nil
@@ -875,13 +897,13 @@ func idemgenClientStringPtr[T ~string](field **T) (string, func(string) error) {
 }
 
 // idemgenClientUUID returns the key a UUID key parameter holds in its canonical form ("" for the zero
-// UUID) and the function that parses a key into it.
-func idemgenClientUUID(field *openapi_types.UUID) (string, func(string) error) {
+// UUID), whether it holds one, and the function that parses a key into it.
+func idemgenClientUUID(field *openapi_types.UUID) (string, bool, func(string) error) {
 	carried := ""
 	if *field != (openapi_types.UUID{}) {
 		carried = field.String()
 	}
-	return carried, func(key string) error {
+	return carried, carried != "", func(key string) error {
 		return idemgenClientSetUUID(field, key)
 	}
 }

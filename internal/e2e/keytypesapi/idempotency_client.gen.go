@@ -6,6 +6,7 @@ package keytypesapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"github.com/idemgen/idemgen/runtime/idemclient"
 	openapi_types "github.com/oapi-codegen/runtime/types"
@@ -61,9 +62,10 @@ import (
 // that carries the *idemclient.ProblemError, errors.As finds both). Any other response, whatever its
 // status, is the API's own answer, in the response.
 //
-// Call options (the helpers' last arguments): idemclient.WithKey, WithKeyObserver, WithRequestEditors
-// (per-call request editors, passed on to oapi-codegen's method), WithKeyGenerator,
-// WithPolicyOverride, WithPolicy; WithCallOptions gives some to every call of a client.
+// Call options (the helpers' last arguments): idemclient.WithKey, WithoutKey (for an operation whose
+// key is optional), WithKeyObserver, WithRequestEditors (per-call request editors, passed on to
+// oapi-codegen's method), WithKeyGenerator, WithPolicyOverride, WithPolicy; WithCallOptions gives some
+// to every call of a client.
 type IdempotentClient struct {
 	*ClientWithResponses
 
@@ -172,6 +174,7 @@ func IdempotentClientPolicy(operationID string) (p idemclient.Policy, ok bool) {
 // (idemclient.WithKeyGenerator), policy override (idemclient.WithPolicyOverride) or request editors
 // (idemclient.WithRequestEditors). c is unchanged. It panics when opts supply a key
 // (idemclient.WithKey: every call would share it; idemclient.CheckClientOptions): give WithKey to each
+// call; or say idemclient.WithoutKey (every call would go without a key): give it to each keyless
 // call.
 func (c *IdempotentClient) WithCallOptions(opts ...idemclient.CallOption) *IdempotentClient {
 	if err := idemclient.CheckClientOptions(opts...); err != nil {
@@ -222,8 +225,8 @@ func (c *IdempotentClient) CreateNote(ctx context.Context, params *CreateNotePar
 	if params != nil {
 		p = *params
 	}
-	carried, set := idemgenClientString(&p.IdempotencyKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreateNote, carried, set, c.idemgenClientOptions(opts))
+	carried, given, set := idemgenClientString(&p.IdempotencyKey)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreateNote, carried, given, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
@@ -244,8 +247,8 @@ func (c *IdempotentClient) CreateNoteWithBody(ctx context.Context, params *Creat
 	if params != nil {
 		p = *params
 	}
-	carried, set := idemgenClientString(&p.IdempotencyKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreateNote, carried, set, c.idemgenClientOptions(opts))
+	carried, given, set := idemgenClientString(&p.IdempotencyKey)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCreateNote, carried, given, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
@@ -272,8 +275,8 @@ func (c *IdempotentClient) MakePayment(ctx context.Context, params *MakePaymentP
 	if params != nil {
 		p = *params
 	}
-	carried, set := idemgenClientUUID(&p.IdempotencyKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyMakePayment, carried, set, c.idemgenClientOptions(opts))
+	carried, given, set := idemgenClientUUID(&p.IdempotencyKey)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyMakePayment, carried, given, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
@@ -289,19 +292,20 @@ func (c *IdempotentClient) MakePayment(ctx context.Context, params *MakePaymentP
 //
 // Contract: strict semantics, window 24h. The key (a UUID, v7 when the helper makes it) goes into
 // params.RefundKey, the query refund_key: the one given with idemclient.WithKey, else the one params
-// carries, else a new one. Up to 4 attempts, retrying connection errors, 408, 409, 425, 429, 500, 502,
-// 503 and 504 (never 400 or 422) after a backoff from 500ms to 8s, ×2, full jitter, or the server's
-// Retry-After if longer (longest retry span 3.5s). IDEMPOTENCY_KEY_IN_USE answers do not count as
-// attempts: they are waited out for up to 38s after the first of them (the in-flight lease plus the
-// longest wait between attempts). It returns the response, the key, and an error as IdempotentClient's
-// documentation says.
+// carries, else a new one. The key is optional: with idemclient.WithoutKey none is made or sent, and
+// the call is sent once (a keyless retry could run the operation again). Up to 4 attempts, retrying
+// connection errors, 408, 409, 425, 429, 500, 502, 503 and 504 (never 400 or 422) after a backoff from
+// 500ms to 8s, ×2, full jitter, or the server's Retry-After if longer (longest retry span 3.5s).
+// IDEMPOTENCY_KEY_IN_USE answers do not count as attempts: they are waited out for up to 38s after the
+// first of them (the in-flight lease plus the longest wait between attempts). It returns the response,
+// the key, and an error as IdempotentClient's documentation says.
 func (c *IdempotentClient) MakeRefund(ctx context.Context, params *MakeRefundParams, opts ...idemclient.CallOption) (*MakeRefundResponse, string, error) {
 	var p MakeRefundParams
 	if params != nil {
 		p = *params
 	}
-	carried, set := idemgenClientUUIDPtr(&p.RefundKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyMakeRefund, carried, set, c.idemgenClientOptions(opts))
+	carried, given, set := idemgenClientUUIDPtr(&p.RefundKey)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyMakeRefund, carried, given, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
@@ -317,19 +321,22 @@ func (c *IdempotentClient) MakeRefund(ctx context.Context, params *MakeRefundPar
 //
 // Contract: window semantics, window 24h. The key (a token, a UUID v7 when the helper makes it) goes
 // into params.RequestId, the query request_id: the one given with idemclient.WithKey, else the one
-// params carries, else a new one. Up to 4 attempts, retrying connection errors, 408, 409, 425, 429,
-// 500, 502, 503 and 504 (never 400 or 422) after a backoff from 500ms to 8s, ×2, full jitter, or the
-// server's Retry-After if longer (longest retry span 3.5s). IDEMPOTENCY_KEY_IN_USE answers do not
-// count as attempts: they are waited out for up to 38s after the first of them (the in-flight lease
-// plus the longest wait between attempts). It returns the response, the key, and an error as
-// IdempotentClient's documentation says.
+// params carries, else a new one. The key is optional: with idemclient.WithoutKey none is made or
+// sent, and the server recognises a repeat of the request by its fingerprint within the window (a
+// keyless call is retried as a keyed one, and resumed by sending it again within the window; its
+// record is not found under compatible-fingerprints, across a rollout that changes the fingerprint).
+// Up to 4 attempts, retrying connection errors, 408, 409, 425, 429, 500, 502, 503 and 504 (never 400
+// or 422) after a backoff from 500ms to 8s, ×2, full jitter, or the server's Retry-After if longer
+// (longest retry span 3.5s). IDEMPOTENCY_KEY_IN_USE answers do not count as attempts: they are waited
+// out for up to 38s after the first of them (the in-flight lease plus the longest wait between
+// attempts). It returns the response, the key, and an error as IdempotentClient's documentation says.
 func (c *IdempotentClient) OpenTicket(ctx context.Context, params *OpenTicketParams, opts ...idemclient.CallOption) (*OpenTicketResponse, string, error) {
 	var p OpenTicketParams
 	if params != nil {
 		p = *params
 	}
-	carried, set := idemgenClientStringPtr(&p.RequestId)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyOpenTicket, carried, set, c.idemgenClientOptions(opts))
+	carried, given, set := idemgenClientStringPtr(&p.RequestId)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyOpenTicket, carried, given, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
@@ -356,8 +363,8 @@ func (c *IdempotentClient) CastVote(ctx context.Context, params *CastVoteParams,
 	if params != nil {
 		p = *params
 	}
-	carried, set := idemgenClientString(&p.XVoteKey)
-	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCastVote, carried, set, c.idemgenClientOptions(opts))
+	carried, given, set := idemgenClientString(&p.XVoteKey)
+	ctx, call, key, err := idemgenClientStart(ctx, idemgenClientPolicyCastVote, carried, given, set, c.idemgenClientOptions(opts))
 	if err != nil {
 		return nil, key, err
 	}
@@ -501,9 +508,19 @@ var idemgenClientPolicyCastVote = idemclient.Policy{
 // idemgenClientStart starts a call under policy p whose key travels in a typed parameter that holds
 // carried ("" for none): it fixes the key (the one given with idemclient.WithKey, else carried, else a
 // new one in the policy's format; none under idemclient.WithoutKey) and, when the parameter holds none
-// and there is a key, writes it there with set.
-func idemgenClientStart(ctx context.Context, p idemclient.Policy, carried string, set func(string) error, opts []idemclient.CallOption) (context.Context, *idemclient.Call, string, error) {
+// and there is a key, writes it there with set. given says the parameter was set (an optional
+// parameter's pointer is not nil): a given parameter that holds no key (a pointer to "" or to the zero
+// UUID, such as a lost key saved empty) fails with an *idemclient.Error whose Reason is
+// idemclient.ErrInvalidKey, nothing sent, as idemclient.WithKey("") does: a new key would run the
+// operation again.
+func idemgenClientStart(ctx context.Context, p idemclient.Policy, carried string, given bool, set func(string) error, opts []idemclient.CallOption) (context.Context, *idemclient.Call, string, error) {
 	ctx, call := p.Start(ctx, opts...)
+	if given && carried == "" {
+		return ctx, call, "", &idemclient.Error{
+			Err:    errors.New("the typed key parameter is set but holds no key (leave it nil to let the call make one)"),
+			Reason: idemclient.ErrInvalidKey,
+		}
+	}
 	key, err := call.FixKey(carried)
 	if err == nil && carried == "" && key != "" {
 		err = set(key)
@@ -511,23 +528,24 @@ func idemgenClientStart(ctx context.Context, p idemclient.Policy, carried string
 	return ctx, call, key, err
 }
 
-// idemgenClientString returns the key a key parameter of a string type holds ("" for none) and the
-// function that writes a key into it. T is the parameter's Go type (string, an enum type, a named type
-// given with x-go-type): the key parameter must have a string type.
-func idemgenClientString[T ~string](field *T) (string, func(string) error) {
-	return string(*field), func(key string) error {
+// idemgenClientString returns the key a key parameter of a string type holds ("" for none), whether it
+// holds one, and the function that writes a key into it. T is the parameter's Go type (string, an enum
+// type, a named type given with x-go-type): the key parameter must have a string type.
+func idemgenClientString[T ~string](field *T) (string, bool, func(string) error) {
+	return string(*field), *field != "", func(key string) error {
 		*field = T(key)
 		return nil
 	}
 }
 
-// idemgenClientStringPtr is idemgenClientString of an optional parameter: a nil pointer holds no key.
-func idemgenClientStringPtr[T ~string](field **T) (string, func(string) error) {
+// idemgenClientStringPtr is idemgenClientString of an optional parameter: a nil pointer holds no key;
+// a pointer to "" is given, holding an empty key.
+func idemgenClientStringPtr[T ~string](field **T) (string, bool, func(string) error) {
 	carried := ""
 	if *field != nil {
 		carried = string(**field)
 	}
-	return carried, func(key string) error {
+	return carried, *field != nil, func(key string) error {
 		k := T(key)
 		*field = &k
 		return nil
@@ -535,24 +553,25 @@ func idemgenClientStringPtr[T ~string](field **T) (string, func(string) error) {
 }
 
 // idemgenClientUUID returns the key a UUID key parameter holds in its canonical form ("" for the zero
-// UUID) and the function that parses a key into it.
-func idemgenClientUUID(field *openapi_types.UUID) (string, func(string) error) {
+// UUID), whether it holds one, and the function that parses a key into it.
+func idemgenClientUUID(field *openapi_types.UUID) (string, bool, func(string) error) {
 	carried := ""
 	if *field != (openapi_types.UUID{}) {
 		carried = field.String()
 	}
-	return carried, func(key string) error {
+	return carried, carried != "", func(key string) error {
 		return idemgenClientSetUUID(field, key)
 	}
 }
 
-// idemgenClientUUIDPtr is idemgenClientUUID of an optional parameter: a nil pointer holds no key.
-func idemgenClientUUIDPtr(field **openapi_types.UUID) (string, func(string) error) {
+// idemgenClientUUIDPtr is idemgenClientUUID of an optional parameter: a nil pointer holds no key; a
+// pointer to the zero UUID is given, holding an empty key.
+func idemgenClientUUIDPtr(field **openapi_types.UUID) (string, bool, func(string) error) {
 	carried := ""
 	if *field != nil && **field != (openapi_types.UUID{}) {
 		carried = (*field).String()
 	}
-	return carried, func(key string) error {
+	return carried, *field != nil, func(key string) error {
 		u := new(openapi_types.UUID)
 		*field = u
 		return idemgenClientSetUUID(u, key)
