@@ -18,6 +18,7 @@ var errDetachEnded = errors.New("idem: the client went away and Options.DetachHa
 // request's context was cancelled (otherwise than by its deadline), or
 // when the Call ends.
 type handlerDetach struct {
+	ctx    context.Context // the handler's (before a transaction's)
 	mu     sync.Mutex
 	ended  bool
 	timer  *time.Timer
@@ -49,6 +50,7 @@ func (c *Call) detachHandler(parent context.Context) context.Context {
 			d.timer = time.AfterFunc(grace, func() { d.cancel(errDetachEnded) })
 		}
 	})
+	d.ctx = ctx
 	c.detach = d
 	return ctx
 }
