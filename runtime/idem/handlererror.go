@@ -41,8 +41,10 @@ const (
 // An err marked NothingDone (errors.Is(err, ErrNothingDone)) says that
 // nothing of the operation ran (the handler failed before it changed
 // anything: its payment provider refused the connection, a validation it
-// makes before any write): End frees the key, as under failures: retry,
-// so a retry with the key runs the operation again, and the error
+// makes before any write), under any failures policy and in
+// transactional mode: End frees the key (logged at Info level, without
+// the warnings of a handler that did not finish), so a retry with the key
+// runs the operation again, and the error
 // handler's answer reaches the client without being stored. Mark only an
 // error after which the handler knows nothing was done: an error after a
 // side effect may have happened (a call that timed out, a context that
@@ -55,21 +57,30 @@ const (
 // operation went on, a Call of Engine.Handler, a nil err) End frees the
 // key. A Call is handed on at most once, and a bound holds one Call.
 func (c *Call) HandlerFailed(err error) error {
-	if err == nil || c.decision != Execute || !c.protected || c.finished || c.ended || c.handoff.Load() != handoffNone || c.pooled ||
-		c.commit != nil || c.p.spec.Failures != FailuresReplay {
+	if err == nil || c.decision != Execute || !c.protected || c.finished || c.ended || c.handoff.Load() != handoffNone || c.pooled {
 		return err
 	}
 	if errors.Is(err, ErrNothingDone) {
 		// The operation says nothing of it ran: End frees the key, as
-		// under failures: retry, and a retry runs it again.
+		// under failures: retry, and a retry runs it again; End says so
+		// at Info level (under any failures policy, in transactional
+		// mode too), without the warnings of an unfinished handler.
 		c.nothingDone = true
 		return err
 	}
-	if c.e.detach == 0 && errors.Is(err, context.Canceled) && errors.Is(c.r.Context().Err(), context.Canceled) {
-		c.e.warnCancelledStored(c.ctx, c.p)
+	if c.commit != nil || c.p.spec.Failures != FailuresReplay {
+		return err
 	}
+	// Decided now, said once the Call is handed on (its answer is then
+	// stored): another goroutine may end it as soon as it is.
+	gone := c.e.detach == 0 && errors.Is(err, context.Canceled) && errors.Is(c.r.Context().Err(), context.Canceled)
+	e, ctx, p := c.e, c.ctx, c.p
 	if b := findBound(c.r); b == nil || !b.handOn(c) {
 		c.unbounded = true
+		return err
+	}
+	if gone {
+		e.warnCancelledStored(ctx, p)
 	}
 	return err
 }
