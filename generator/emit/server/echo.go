@@ -72,6 +72,7 @@ func (g *gen) echoMiddleware() {
 		),
 		jen.Id("orig").Op(":=").Id("resp").Dot("Writer"),
 		jen.Id("resp").Dot("Writer").Op("=").Id("c").Dot("Writer").Call(jen.Id("orig")),
+		jen.Defer().Id("ctx").Dot("SetRequest").Call(jen.Id("ctx").Dot("Request").Call()).Comment("put back before End cancels the context DetachHandler kept: the middlewares around see the request's own"),
 		jen.Id("ctx").Dot("SetRequest").Call(jen.Id("c").Dot("Request").Call()),
 		jen.If(jen.Err().Op(":=").Id("next").Call(jen.Id("ctx")), jen.Err().Op("!=").Nil()).Block(
 			jen.Id("ctx").Dot("Error").Call(jen.Err()).Comment("written (and recorded) now, not after the record is finished"),
