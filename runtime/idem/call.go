@@ -139,7 +139,7 @@ type Call struct {
 	handoff   atomic.Int32
 	unbounded bool
 	// nothingDone: HandlerFailed's error says nothing of the operation
-	// ran (ErrNothingDone): End frees the key without the warning.
+	// ran (ErrHandlerNothingDone): End frees the key without the warning.
 	nothingDone bool
 	// detach: the handler's context is detached from the request's
 	// cancellation (Options.DetachHandler); End releases it.
@@ -2313,7 +2313,7 @@ func (c *Call) end(v any) (raise bool) {
 			err := c.finishRecord(StateFailed, nil, 0, bodyKept)
 			switch {
 			case !answer && v == nil && c.nothingDone:
-				c.e.log.LogAttrs(c.ctx, slog.LevelInfo, "idem: handler returned an error marked idem.ErrNothingDone (nothing of the operation ran): key released for a retry",
+				c.e.log.LogAttrs(c.ctx, slog.LevelInfo, "idem: handler returned an error marked idem.HandlerNothingDone (nothing of the operation ran): key released for a retry",
 					slog.String("operation", c.p.spec.Operation), slog.String("key", c.key))
 				c.reportFinish(StateFailed, 0, "", err, bodyKept)
 			case !answer:

@@ -38,7 +38,9 @@ const (
 // itself), CaptureBody ends the Call when the request leaves it: the key
 // is freed, as End would have, and the engine warns once per operation.
 //
-// An err marked NothingDone (errors.Is(err, ErrNothingDone)) says that
+// An err marked HandlerNothingDone (errors.Is(err, ErrHandlerNothingDone);
+// not the stores' ErrNothingDone, which an error the handler got from a
+// store call of its own may carry) says that
 // nothing of the operation ran (the handler failed before it changed
 // anything: its payment provider refused the connection, a validation it
 // makes before any write), under any failures policy and in
@@ -60,7 +62,7 @@ func (c *Call) HandlerFailed(err error) error {
 	if err == nil || c.decision != Execute || !c.protected || c.finished || c.ended || c.handoff.Load() != handoffNone || c.pooled {
 		return err
 	}
-	if errors.Is(err, ErrNothingDone) {
+	if errors.Is(err, ErrHandlerNothingDone) {
 		// The operation says nothing of it ran: End frees the key, as
 		// under failures: retry, and a retry runs it again; End says so
 		// at Info level (under any failures policy, in transactional
@@ -206,6 +208,6 @@ func (e *Engine) warnCancelledStored(ctx context.Context, p *Policy) {
 	if _, warned := e.warnedGone.LoadOrStore(p.spec.Operation, true); warned {
 		return
 	}
-	e.log.LogAttrs(ctx, slog.LevelWarn, "idem: under failures: replay, a handler gave up because its client went away (it returned its context's error): its answer is stored and replayed to every retry with the key, since the engine cannot know how far it got; set idem.Options.DetachHandler to let a handler finish what it began when its client goes away (the retry then gets its result), and return idem.NothingDone(err) from a handler that knows nothing was done (said once per operation)",
+	e.log.LogAttrs(ctx, slog.LevelWarn, "idem: under failures: replay, a handler gave up because its client went away (it returned its context's error): its answer is stored and replayed to every retry with the key, since the engine cannot know how far it got; set idem.Options.DetachHandler to let a handler finish what it began when its client goes away (the retry then gets its result), and return idem.HandlerNothingDone(err) from a handler that knows nothing was done (said once per operation)",
 		slog.String("operation", p.spec.Operation))
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/memstore"
 )
 
-// A handler error marked idem.NothingDone is recognised for every
+// A handler error marked idem.HandlerNothingDone is recognised for every
 // protected run, not only under failures: replay outside transactions:
 // the key is freed with an Info line, without the warnings of a handler
 // that did not finish (under failures: retry) or of an error handler that
@@ -42,14 +42,14 @@ func TestHandlerNothingDoneAnyPolicy(t *testing.T) {
 			} else {
 				f = newFixture(t, opts)
 			}
-			h := strictServer(f, mustCompile(t, tc.spec), idem.NothingDone(errors.New("psp unreachable")), func(w http.ResponseWriter, err error) {
+			h := strictServer(f, mustCompile(t, tc.spec), idem.HandlerNothingDone(errors.New("psp unreachable")), func(w http.ResponseWriter, err error) {
 				http.Error(w, "unavailable", http.StatusServiceUnavailable)
 			}, false, nil)
 			require.Equal(t, http.StatusServiceUnavailable, post(h, "k1", true).Code)
 			require.Equal(t, http.StatusServiceUnavailable, post(h, "k1", true).Code)
 			assert.Equal(t, int32(2), f.calls.Load(), "the retry runs the operation again")
 			out := logs.String()
-			assert.Contains(t, out, "marked idem.ErrNothingDone")
+			assert.Contains(t, out, "marked idem.HandlerNothingDone")
 			assert.NotContains(t, out, "level=WARN", out)
 		})
 	}

@@ -165,7 +165,7 @@ func (s *service) Charge(context.Context, ChargeRequestObject) (ChargeResponseOb
 	return nil, errors.New("unused")
 }
 func (s *service) Void(context.Context, VoidRequestObject) (VoidResponseObject, error) {
-	return nil, idem.NothingDone(errors.New("provider refused the connection"))
+	return nil, idem.HandlerNothingDone(errors.New("provider refused the connection"))
 }
 
 func TestErrorHandlerContext(t *testing.T) {
@@ -223,7 +223,7 @@ func (s *service) Charge(context.Context, ChargeRequestObject) (ChargeResponseOb
 	return nil, errors.New("unused")
 }
 func (s *service) Void(context.Context, VoidRequestObject) (VoidResponseObject, error) {
-	return nil, idem.NothingDone(errors.New("provider refused the connection"))
+	return nil, idem.HandlerNothingDone(errors.New("provider refused the connection"))
 }
 
 func TestErrorHandlerContext(t *testing.T) {
