@@ -3,6 +3,7 @@ package idem
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 )
@@ -40,6 +41,7 @@ func (c *Call) detachHandler(parent context.Context) context.Context {
 	}
 	ctx, d.cancel = context.WithCancelCause(ctx)
 	grace := c.e.detach
+	log, op, key := c.e.log, c.p.spec.Operation, c.key
 	d.stop = context.AfterFunc(parent, func() {
 		if errors.Is(parent.Err(), context.DeadlineExceeded) {
 			return // the handler's own deadline ends it
@@ -47,7 +49,17 @@ func (c *Call) detachHandler(parent context.Context) context.Context {
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		if !d.ended {
-			d.timer = time.AfterFunc(grace, func() { d.cancel(errDetachEnded) })
+			d.timer = time.AfterFunc(grace, func() {
+				d.mu.Lock()
+				ended := d.ended
+				d.mu.Unlock()
+				if ended {
+					return // the handler returned meanwhile
+				}
+				log.LogAttrs(ctx, slog.LevelInfo, "idem: the client went away Options.DetachHandler ago and the handler still runs: its context is cancelled",
+					slog.String("operation", op), slog.String("key", key), slog.Duration("detach", grace))
+				d.cancel(errDetachEnded)
+			})
 		}
 	})
 	d.ctx = ctx
