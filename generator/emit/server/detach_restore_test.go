@@ -250,3 +250,66 @@ func TestErrorHandlerContext(t *testing.T) {
 	}
 }
 `
+
+// std-http strict, DetachHandler on: a strict middleware inside
+// StrictMiddleware (before it in the list) gets the r whose context is the
+// ctx it gets, not the request's (which ends with the client).
+func TestDetachStdHTTPStrictInnerRequestContext(t *testing.T) {
+	runHandlerErrorModule(t, gentest.StrictStdHTTP, "", "example.com/stdinnerctx", stdInnerCtx)
+}
+
+const stdInnerCtx = `package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+type service struct{}
+
+func (s *service) Pay(context.Context, PayRequestObject) (PayResponseObject, error) {
+	n := 1
+	return Pay201JSONResponse{Run: &n}, nil
+}
+func (s *service) Charge(context.Context, ChargeRequestObject) (ChargeResponseObject, error) {
+	return nil, errors.New("unused")
+}
+func (s *service) Void(context.Context, VoidRequestObject) (VoidResponseObject, error) {
+	return nil, errors.New("unused")
+}
+
+func TestInnerRequestContext(t *testing.T) {
+	for _, detach := range []time.Duration{0, time.Second} {
+		x := NewIdempotency(nil, idem.Options{Principal: idem.Anonymous, DetachHandler: detach})
+		same := false
+		inner := func(f StrictHandlerFunc, op string) StrictHandlerFunc {
+			return func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+				same = r.Context() == ctx
+				return f(ctx, w, r, request)
+			}
+		}
+		h := HandlerWithOptions(NewStrictHandlerWithOptions(&service{}, []StrictMiddlewareFunc{inner, x.StrictMiddleware},
+			StrictHTTPServerOptions{ResponseErrorHandlerFunc: x.ResponseErrorHandler(nil)}),
+			StdHTTPServerOptions{Middlewares: []MiddlewareFunc{x.CaptureBody}})
+		req := httptest.NewRequest("POST", "/pay", strings.NewReader("{\"amount\":1}"))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", "k1")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		_ = x.Close()
+		if w.Code != 201 {
+			t.Fatalf("detach %v: %d %s", detach, w.Code, w.Body)
+		}
+		if !same {
+			t.Errorf("detach %v: the inner strict middleware's r.Context() is not its ctx", detach)
+		}
+	}
+}
+`
