@@ -10,18 +10,26 @@ import (
 
 // perAttemptHeaders are the headers that name one attempt, or its trace,
 // or sign it, rather than what a request asks or what its response says:
-// request and correlation ids, W3C trace context, AWS X-Ray, RFC 9421
-// HTTP message signatures (they cover the attempt's own headers, Date
-// among them). Neither a fingerprint nor a replay should carry them
-// (canonical names); nor those of perAttemptPrefixes (Zipkin's B3), nor
-// a name VolatileName accepts.
+// request and correlation ids, W3C trace context and baggage, AWS X-Ray,
+// Sentry, Jaeger, Google Cloud Trace, RFC 9421 HTTP message signatures
+// (they cover the attempt's own headers, Date among them), AWS SigV4's
+// clock (X-Amz-Date). Neither a fingerprint nor a replay should carry
+// them (canonical names); nor those of perAttemptPrefixes (Zipkin's B3,
+// Datadog's), nor a name VolatileName accepts.
 var perAttemptHeaders = []string{
 	"Request-Id", "X-Request-Id", "X-Correlation-Id", "Correlation-Id", "Traceparent", "Tracestate",
-	"X-Amzn-Trace-Id", "B3", "Signature", "Signature-Input",
+	"Baggage", "X-Amzn-Trace-Id", "Sentry-Trace", "Uber-Trace-Id", "X-Cloud-Trace-Context",
+	"B3", "Signature", "Signature-Input", "X-Amz-Date",
 }
 
 // perAttemptPrefixes are the canonical prefixes of per-attempt headers.
-var perAttemptPrefixes = []string{"X-B3-"}
+var perAttemptPrefixes = []string{"X-B3-", "X-Datadog-"}
+
+// pathHeaders are the request headers (canonical names) that proxies add
+// about the way one attempt came (the client's address, the proxies it
+// went through): another network or another proxy changes them between
+// the attempts of one call.
+var pathHeaders = []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Real-Ip", "Via"}
 
 // volatileNames are names (normalized: lower case, letters and digits only)
 // that usually change from one retry to the next without changing what is
@@ -109,6 +117,7 @@ var notFingerprinted = []string{
 	// their business, and an SCA or other challenge's answer changes
 	// between attempts (Adyen declares WWW-Authenticate on its requests).
 	"Authorization", "Proxy-Authorization", "Cookie", "Www-Authenticate", "Proxy-Authenticate",
+	"X-Amz-Security-Token", "X-Csrf-Token", "X-Xsrf-Token",
 	// One attempt's: the client's software and clock.
 	"User-Agent", "Date",
 	// Content negotiation (Accept, Accept-*): which representation of the
@@ -124,7 +133,9 @@ var notFingerprinted = []string{
 // same value again). It is false for the headers in the fingerprint
 // already (Content-Type, by its media type), the framing and hop-by-hop
 // headers, those that say who calls (Authorization, Cookie,
-// WWW-Authenticate, Proxy-*: the scope's business), those of one attempt
+// WWW-Authenticate, Proxy-*, X-Amz-Security-Token, CSRF tokens: the scope's business), those
+// proxies add about the way an attempt came (Forwarded, X-Forwarded-*,
+// X-Real-Ip, Via), those of one attempt
 // (request and trace ids, B3, X-Amzn-Trace-Id, message signatures,
 // User-Agent, Date, and any name VolatileName accepts with an `X-` prefix
 // dropped: X-Trace-Id, X-Retry-Count, X-Timestamp; following
@@ -133,7 +144,7 @@ var notFingerprinted = []string{
 // case-insensitively; the key's own header is the caller's to leave out.
 func FingerprintCandidate(name string) bool {
 	c := http.CanonicalHeaderKey(strings.TrimSpace(name))
-	return c != "" && !perAttempt(c) && !slices.Contains(notFingerprinted, c) && !strings.HasPrefix(c, "Accept-")
+	return c != "" && !perAttempt(c) && !slices.Contains(notFingerprinted, c) && !slices.Contains(pathHeaders, c) && !strings.HasPrefix(c, "Accept-")
 }
 
 // RuleFingerprintHeaderPerAttempt is the rule of the warning that
@@ -144,7 +155,8 @@ const RuleFingerprintHeaderPerAttempt = "fingerprint-header-per-attempt"
 // callerHeaders are the request headers (canonical names) that say who
 // calls and how it proves it: a refreshed token, a new session or a
 // challenge's answer changes them between the attempts of one call.
-var callerHeaders = []string{"Authorization", "Proxy-Authorization", "Cookie", "Www-Authenticate", "Proxy-Authenticate"}
+var callerHeaders = []string{"Authorization", "Proxy-Authorization", "Cookie", "Www-Authenticate", "Proxy-Authenticate",
+	"X-Amz-Security-Token", "X-Csrf-Token", "X-Xsrf-Token"}
 
 // UnstableHeader says why the value of a request header usually changes
 // from one attempt of a call to the next without changing what is asked,
@@ -163,6 +175,8 @@ func UnstableHeader(name string) string {
 		return ""
 	case slices.Contains(callerHeaders, c):
 		return "it says who calls and how they prove it (a token refreshed, a new session, a challenge's answer); who calls is the key's scope (Options.Principal), not the request's fingerprint"
+	case slices.Contains(pathHeaders, c):
+		return "a proxy sets it for the way one attempt came (the client's address, the proxies it went through), which another network or proxy changes"
 	case c == "Signature" || c == "Signature-Input":
 		return "it signs one attempt (RFC 9421: the signature covers the attempt's own headers, Date among them)"
 	case perAttempt(c):

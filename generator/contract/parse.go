@@ -777,23 +777,11 @@ func (p *parser) headerList(f *Field[[]Field[string]], what string, refused func
 	return p.stringList(f, what, p.headerName(what, refused))
 }
 
-// fingerprintHeaders parses the block's fingerprint-headers, a headerList
-// that warns, at the entry, of a header whose value changes between the
-// attempts of one call (RuleFingerprintHeaderPerAttempt): under strict
-// semantics a retry after it changed (a refreshed token) is refused 422
-// IDEMPOTENCY_KEY_REUSED instead of getting its replay.
+// fingerprintHeaders parses the block's fingerprint-headers, a headerList.
+// Resolve warns of an entry whose value changes between the attempts of
+// one call (unstableHeaders), where the list has an effect.
 func (p *parser) fingerprintHeaders(f *Field[[]Field[string]]) fieldFunc {
-	const what = "fingerprint-headers"
-	name := p.headerName(what, nil)
-	return p.stringList(f, what, func(s string, it *yaml.Node, ip string) (string, bool) {
-		key, ok := name(s, it, ip)
-		if ok {
-			if why := UnstableHeader(s); why != "" {
-				p.warnf(it, ip, RuleFingerprintHeaderPerAttempt, "%s lists %s, whose value changes between the attempts of one call: %s; a retry that sends another value (after a token refresh, say) is refused 422 IDEMPOTENCY_KEY_REUSED (strict) instead of getting its replay, or, without a key (window), is taken for another request; remove it from %s, or silence [%s] for the operation if its value never changes within a call", what, key, why, what, RuleFingerprintHeaderPerAttempt)
-			}
-		}
-		return key, ok
-	})
+	return p.headerList(f, "fingerprint-headers", nil)
 }
 
 // headerName is the check of a headerList's entries.

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/idemgen/idemgen/generator/diag"
@@ -117,6 +118,9 @@ func Resolve(b Block) (Resolved, diag.List, bool) {
 	pol.ConflictStatus = orDefault(b.ConflictStatus, DefaultConflictStatus)
 	if ok {
 		noEffect(b, pol.Semantics, k.Required, &diags)
+	}
+	if !ok || !fingerprintInert(pol.Semantics, k.Required) {
+		unstableHeaders(b, &diags)
 	}
 	pol.InFlight = ir.InFlight{
 		Status:     orDefault(b.InFlight.Status, DefaultInFlightStatus),
@@ -299,13 +303,13 @@ func noEffect(b Block, sem ir.Semantics, required bool, diags *diag.List) {
 	}
 	var why string
 	switch {
+	case !fingerprintInert(sem, required):
+		return
 	case sem == ir.Loose:
 		why = "under loose semantics: a retry with the key of an earlier request gets its replay whatever its fingerprint"
 	case sem == ir.Window && required:
 		own = own || (b.base != nil && b.Key.Required.Pos != b.base.Key.Required.Pos)
 		why = "under window semantics with key.required: true: every request has a key, and a retry with the key of an earlier request gets its replay whatever its fingerprint (only a request without a key is found by it)"
-	default:
-		return
 	}
 	for _, f := range []struct {
 		name, rule string
@@ -320,6 +324,31 @@ func noEffect(b Block, sem ir.Semantics, required bool, diags *diag.List) {
 			continue
 		}
 		diags.Warnf(f.field.Pos, f.rule, "%s has no effect a client sees %s; it only keeps a retry that differs there from being reported as EventLooseMismatch, and shapes the fingerprints stored in records, which a strict release before or after this one compares during a deploy (keep it as that release has it while both may run)", f.name, why)
+	}
+}
+
+// fingerprintInert reports whether the fingerprint only tells which
+// replays are reported as EventLooseMismatch under semantics sem (with the
+// key required or not): loose semantics, and window semantics with the
+// key required (noEffect).
+func fingerprintInert(sem ir.Semantics, required bool) bool {
+	return sem == ir.Loose || (sem == ir.Window && required)
+}
+
+// unstableHeaders warns, at the entry, of a header b's fingerprint-headers
+// lists whose value changes between the attempts of one call
+// (RuleFingerprintHeaderPerAttempt): under strict semantics a retry after
+// it changed (a refreshed token) is refused 422 IDEMPOTENCY_KEY_REUSED
+// instead of getting its replay. Resolve calls it only where the list has
+// an effect (not where fingerprint-headers-no-effect applies); a list the
+// operations inherit from the root is warned of once (diag.List.Sorted
+// drops the same warning at the same entry).
+func unstableHeaders(b Block, diags *diag.List) {
+	const what = "fingerprint-headers"
+	for _, h := range b.FingerprintHeaders.V {
+		if why := UnstableHeader(h.V); why != "" {
+			diags.Warnf(h.Pos, RuleFingerprintHeaderPerAttempt, "%s lists %s, whose value changes between the attempts of one call: %s; a retry that sends another value (after a token refresh, say) is refused 422 IDEMPOTENCY_KEY_REUSED (strict) instead of getting its replay, or, without a key (window), is taken for another request; remove it from %s, or silence [%s] for the operation if its value never changes within a call", what, http.CanonicalHeaderKey(strings.TrimSpace(h.V)), why, what, RuleFingerprintHeaderPerAttempt)
+		}
 	}
 }
 

@@ -139,7 +139,7 @@ type Call struct {
 	handoff   atomic.Int32
 	unbounded bool
 	// nothingDone: HandlerFailed's error says nothing of the operation
-	// ran (ErrNothingDone): End frees the key without the warning.
+	// ran (ErrHandlerNothingDone): End frees the key without the warning.
 	nothingDone bool
 	// detach: the handler's context is detached from the request's
 	// cancellation (Options.DetachHandler); End releases it.
@@ -1987,12 +1987,19 @@ func (c *Call) Finish() error {
 				// commit took effect) and fail closed. A retry replays the
 				// result if it was kept and runs again if it was not.
 				ended := c.requestEnded()
+				if c.detach != nil {
+					// Detached, the transaction's context is the
+					// handler's, not the request's: only its own end
+					// (DetachHandler's grace, the request's deadline)
+					// is the request's end.
+					ended = c.detach.ctx.Err()
+				}
 				// Ended, the refusal reports the run as executed
 				// (reportFinish, CodeRequestEnded): the release does not
 				// report it again if the commit took effect after all.
 				c.releaseUncommitted(status, loss, ended != nil)
 				if ended != nil {
-					// The transaction's context is the request's: it
+					// The transaction's context is the request's (or, detached, the handler's): it
 					// ended with it (the client went away, or a deadline
 					// passed), which is no store failure.
 					p := endedProblem(ended, "the request ended before its result was committed; retry with the same key (it is replayed if the commit took effect after all)")
@@ -2306,7 +2313,7 @@ func (c *Call) end(v any) (raise bool) {
 			err := c.finishRecord(StateFailed, nil, 0, bodyKept)
 			switch {
 			case !answer && v == nil && c.nothingDone:
-				c.e.log.LogAttrs(c.ctx, slog.LevelInfo, "idem: handler returned an error marked idem.ErrNothingDone (nothing of the operation ran): key released for a retry",
+				c.e.log.LogAttrs(c.ctx, slog.LevelInfo, "idem: handler returned an error marked idem.HandlerNothingDone (nothing of the operation ran): key released for a retry",
 					slog.String("operation", c.p.spec.Operation), slog.String("key", c.key))
 				c.reportFinish(StateFailed, 0, "", err, bodyKept)
 			case !answer:

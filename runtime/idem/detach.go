@@ -3,6 +3,7 @@ package idem
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 )
@@ -18,6 +19,7 @@ var errDetachEnded = errors.New("idem: the client went away and Options.DetachHa
 // request's context was cancelled (otherwise than by its deadline), or
 // when the Call ends.
 type handlerDetach struct {
+	ctx    context.Context // the handler's (before a transaction's)
 	mu     sync.Mutex
 	ended  bool
 	timer  *time.Timer
@@ -39,6 +41,7 @@ func (c *Call) detachHandler(parent context.Context) context.Context {
 	}
 	ctx, d.cancel = context.WithCancelCause(ctx)
 	grace := c.e.detach
+	log, op, key := c.e.log, c.p.spec.Operation, c.key
 	d.stop = context.AfterFunc(parent, func() {
 		if errors.Is(parent.Err(), context.DeadlineExceeded) {
 			return // the handler's own deadline ends it
@@ -46,9 +49,20 @@ func (c *Call) detachHandler(parent context.Context) context.Context {
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		if !d.ended {
-			d.timer = time.AfterFunc(grace, func() { d.cancel(errDetachEnded) })
+			d.timer = time.AfterFunc(grace, func() {
+				d.mu.Lock()
+				ended := d.ended
+				d.mu.Unlock()
+				if ended {
+					return // the handler returned meanwhile
+				}
+				log.LogAttrs(ctx, slog.LevelInfo, "idem: the client went away Options.DetachHandler ago and the handler still runs: its context is cancelled",
+					slog.String("operation", op), slog.String("key", key), slog.Duration("detach", grace))
+				d.cancel(errDetachEnded)
+			})
 		}
 	})
+	d.ctx = ctx
 	c.detach = d
 	return ctx
 }

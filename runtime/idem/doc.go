@@ -102,7 +102,7 @@
 //     runs again (under Strict only with the same fingerprint); with
 //     FailuresReplay a 5xx response is stored and replayed (a panic still
 //     frees the key, and so does a strict handler's error marked
-//     NothingDone: see Call.HandlerFailed; Options.DetachHandler keeps a
+//     HandlerNothingDone: see Call.HandlerFailed; Options.DetachHandler keeps a
 //     client that goes away from stopping the handler half-way). A panic before anything of the response was sent is
 //     answered, before it goes on, with a complete 500
 //     IDEMPOTENCY_HANDLER_PANICKED (see Call.End), since a connection

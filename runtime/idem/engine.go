@@ -202,8 +202,18 @@ type Options struct {
 	// and its outcome is the one it reached. A deadline of the request's
 	// context (a timeout middleware in front of the engine) still ends the
 	// handler's context when it passes (DeadlineExceeded): it is the
-	// server's own bound. Set it to the longest a handler should go on for
-	// nobody (at least what its slowest dependency may take).
+	// server's own bound; a timeout middleware that cancels the context
+	// instead of giving it a deadline does not end it before
+	// DetachHandler. Set it to the longest a handler should go on for
+	// nobody (at least what its slowest dependency may take). Without
+	// heartbeats (DisableHeartbeat, a store that is no LeaseExtender) keep
+	// it at most the shortest lease: a detached run that outlives its
+	// lease is taken over by a retry and runs twice (New warns). Shutting
+	// the server down (http.Server.Close, a cancelled BaseContext)
+	// cancels the request's context, so a detached handler goes on up to
+	// DetachHandler after it: count it in the shutdown budget
+	// (docs/operations.md). The engine logs at Info level when the grace
+	// ends a handler's context.
 	//
 	// 0 (the default) or negative: the handler's context is the
 	// request's, cancelled as the client goes away. Under failures: retry
@@ -211,7 +221,8 @@ type Options struct {
 	// under failures: replay its error's answer (a strict handler's
 	// ctx.Err()) is stored and replayed for the whole window, since the
 	// engine cannot know how far the handler got before it gave up (the
-	// engine warns once per operation when that happens). Unprotected
+	// engine warns once per operation when a strict handler returns
+	// context.Canceled so). Unprotected
 	// runs (no key, FailOpen's) are never detached. It costs a few
 	// allocations per protected run (none when 0). See docs/server.md,
 	// "Handler errors and failures: replay".
@@ -429,6 +440,13 @@ func New(store Store, opts Options) *Engine {
 					"see docs/runtime.md; set Options.DisableHeartbeat to silence this warning",
 				slog.String("store", fmt.Sprintf("%T", store)))
 		}
+	}
+	if e.detach > 0 && e.extender == nil {
+		e.log.LogAttrs(context.Background(), slog.LevelWarn,
+			"idem: Options.DetachHandler without heartbeats (Options.DisableHeartbeat, or a store that is no idem.LeaseExtender): "+
+				"a detached handler that outlives its policy's lease is taken over by a retry, which runs it a second time; "+
+				"keep DetachHandler at most the shortest lease (in-flight.lease) of the protected operations",
+			slog.Duration("detach", e.detach))
 	}
 	if opts.Transactional {
 		tx, ok := store.(Transactor)

@@ -38,11 +38,15 @@ const (
 // itself), CaptureBody ends the Call when the request leaves it: the key
 // is freed, as End would have, and the engine warns once per operation.
 //
-// An err marked NothingDone (errors.Is(err, ErrNothingDone)) says that
+// An err marked HandlerNothingDone (errors.Is(err, ErrHandlerNothingDone);
+// not the stores' ErrNothingDone, which an error the handler got from a
+// store call of its own may carry) says that
 // nothing of the operation ran (the handler failed before it changed
 // anything: its payment provider refused the connection, a validation it
-// makes before any write): End frees the key, as under failures: retry,
-// so a retry with the key runs the operation again, and the error
+// makes before any write), under any failures policy and in
+// transactional mode: End frees the key (logged at Info level, without
+// the warnings of a handler that did not finish), so a retry with the key
+// runs the operation again, and the error
 // handler's answer reaches the client without being stored. Mark only an
 // error after which the handler knows nothing was done: an error after a
 // side effect may have happened (a call that timed out, a context that
@@ -55,21 +59,30 @@ const (
 // operation went on, a Call of Engine.Handler, a nil err) End frees the
 // key. A Call is handed on at most once, and a bound holds one Call.
 func (c *Call) HandlerFailed(err error) error {
-	if err == nil || c.decision != Execute || !c.protected || c.finished || c.ended || c.handoff.Load() != handoffNone || c.pooled ||
-		c.commit != nil || c.p.spec.Failures != FailuresReplay {
+	if err == nil || c.decision != Execute || !c.protected || c.finished || c.ended || c.handoff.Load() != handoffNone || c.pooled {
 		return err
 	}
-	if errors.Is(err, ErrNothingDone) {
+	if errors.Is(err, ErrHandlerNothingDone) {
 		// The operation says nothing of it ran: End frees the key, as
-		// under failures: retry, and a retry runs it again.
+		// under failures: retry, and a retry runs it again; End says so
+		// at Info level (under any failures policy, in transactional
+		// mode too), without the warnings of an unfinished handler.
 		c.nothingDone = true
 		return err
 	}
-	if c.e.detach == 0 && errors.Is(err, context.Canceled) && errors.Is(c.r.Context().Err(), context.Canceled) {
-		c.e.warnCancelledStored(c.ctx, c.p)
+	if c.commit != nil || c.p.spec.Failures != FailuresReplay {
+		return err
 	}
+	// Decided now, said once the Call is handed on (its answer is then
+	// stored): another goroutine may end it as soon as it is.
+	gone := c.e.detach == 0 && errors.Is(err, context.Canceled) && errors.Is(c.r.Context().Err(), context.Canceled)
+	e, ctx, p := c.e, c.ctx, c.p
 	if b := findBound(c.r); b == nil || !b.handOn(c) {
 		c.unbounded = true
+		return err
+	}
+	if gone {
+		e.warnCancelledStored(ctx, p)
 	}
 	return err
 }
@@ -195,6 +208,6 @@ func (e *Engine) warnCancelledStored(ctx context.Context, p *Policy) {
 	if _, warned := e.warnedGone.LoadOrStore(p.spec.Operation, true); warned {
 		return
 	}
-	e.log.LogAttrs(ctx, slog.LevelWarn, "idem: under failures: replay, a handler gave up because its client went away (it returned its context's error): its answer is stored and replayed to every retry with the key, since the engine cannot know how far it got; set idem.Options.DetachHandler to let a handler finish what it began when its client goes away (the retry then gets its result), and return idem.NothingDone(err) from a handler that knows nothing was done (said once per operation)",
+	e.log.LogAttrs(ctx, slog.LevelWarn, "idem: under failures: replay, a handler gave up because its client went away (it returned its context's error): its answer is stored and replayed to every retry with the key, since the engine cannot know how far it got; set idem.Options.DetachHandler to let a handler finish what it began when its client goes away (the retry then gets its result), and return idem.HandlerNothingDone(err) from a handler that knows nothing was done (said once per operation)",
 		slog.String("operation", p.spec.Operation))
 }

@@ -240,16 +240,16 @@ var ErrFenced = errors.New("idem: claim fenced: the lease was taken over or the 
 // forwarded the call, so only the errors the store itself gives before
 // it acts are marked.
 //
-// A strict handler's error may be marked so too, with the same meaning:
-// nothing of the operation ran. Under failures: replay, Call.HandlerFailed
-// then frees the key instead of storing the error's answer (see
-// docs/server.md, "Handler errors and failures: replay").
+// A handler's error says the same with its own mark, HandlerNothingDone:
+// Call.HandlerFailed does not take this one for it, since a handler that
+// did something and then failed on a store call of its own (whose error
+// carries this mark) must not have its key freed.
 var ErrNothingDone = errors.New("idem: the store call changed nothing")
 
 // NothingDone returns err marked with ErrNothingDone (nil for nil): its
 // message and what it wraps are err's, and errors.Is(result,
-// ErrNothingDone) holds. See ErrNothingDone for when a store, or a strict
-// handler returning an operation's error, may use it.
+// ErrNothingDone) holds. See ErrNothingDone for when a store may use it; a
+// handler marks its error with HandlerNothingDone.
 func NothingDone(err error) error {
 	if err == nil {
 		return nil
@@ -262,6 +262,36 @@ type nothingDone struct{ error }
 func (e nothingDone) Unwrap() error { return e.error }
 
 func (nothingDone) Is(target error) bool { return target == ErrNothingDone }
+
+// ErrHandlerNothingDone is the mark of a handler's error that says
+// nothing of the operation ran (HandlerNothingDone; see
+// Call.HandlerFailed): the handler failed before it changed anything (its
+// payment provider refused the connection, a validation it makes before
+// any write). It is the handler's own mark, apart from the stores'
+// ErrNothingDone: an error a handler got from a store and returned,
+// wrapped or not, does not free its key.
+var ErrHandlerNothingDone = errors.New("idem: the handler did nothing")
+
+// HandlerNothingDone returns err, an operation's error, marked with
+// ErrHandlerNothingDone (nil for nil): its message and what it wraps are
+// err's, and errors.Is(result, ErrHandlerNothingDone) holds (through %w
+// too: mark the error where the handler knows nothing was done, not an
+// error a later step may wrap after a side effect). A protected run whose
+// handler returns it has its key freed (Call.HandlerFailed), whatever the
+// operation's failures policy: a retry with the key runs the operation
+// again.
+func HandlerNothingDone(err error) error {
+	if err == nil {
+		return nil
+	}
+	return handlerNothingDone{err}
+}
+
+type handlerNothingDone struct{ error }
+
+func (e handlerNothingDone) Unwrap() error { return e.error }
+
+func (handlerNothingDone) Is(target error) bool { return target == ErrHandlerNothingDone }
 
 // ErrQuotaExceeded is what the error of a Begin refused for its caller
 // alone is (errors.Is): the store keeps room for the other callers, and

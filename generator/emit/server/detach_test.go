@@ -11,7 +11,7 @@ import (
 // with idem.Options.DetachHandler, a handler that honours its context
 // finishes although the client's attempt timed out, so the resume with
 // the key gets its 201 replayed and the operation ran once (HIGH-1); and
-// an operation error marked idem.NothingDone frees the key, so a retry
+// an operation error marked idem.HandlerNothingDone frees the key, so a retry
 // runs the operation again (M-2).
 func TestStrictHandlerDetach(t *testing.T) {
 	if testing.Short() {
@@ -59,7 +59,7 @@ func (s *service) Charge(context.Context, ChargeRequestObject) (ChargeResponseOb
 
 func (s *service) Void(context.Context, VoidRequestObject) (VoidResponseObject, error) {
 	s.voids.Add(1)
-	return nil, idem.NothingDone(errors.New("provider refused the connection: nothing voided"))
+	return nil, idem.HandlerNothingDone(errors.New("provider refused the connection: nothing voided"))
 }
 
 func post(t *testing.T, c *http.Client, url, key string) (*http.Response, string, error) {

@@ -40,7 +40,7 @@ func (g *gen) echoCaptureBody() {
 func (g *gen) echoMiddleware() {
 	t := g.cfg.Type
 	g.routeTable("Echo", "echo", "Context.Path", echoPath)
-	g.doc("HTTPMiddleware is echo middleware (e.Use(x.HTTPMiddleware), not e.Pre: it runs after echo routed the request) for servers generated without strict mode: it protects the requests echo routed to an idempotent operation (it reads the route echo chose, ctx.Path(), so echo's own matching is the rule: the raw path, a last parameter that takes the rest of it) and passes every other request untouched. It reads the key and the body from the request itself. An error the handler returns is turned into its response by echo's HTTPErrorHandler inside the recording, so it is what a retry gets.")
+	g.doc("HTTPMiddleware is echo middleware (e.Use(x.HTTPMiddleware), not e.Pre: it runs after echo routed the request) for servers generated without strict mode: it protects the requests echo routed to an idempotent operation (it reads the route echo chose, ctx.Path(), so echo's own matching is the rule: the raw path, a last parameter that takes the rest of it) and passes every other request untouched. It reads the key and the body from the request itself. An error the handler returns is turned into its response by echo's HTTPErrorHandler inside the recording, so it is what a retry gets; one marked idem.HandlerNothingDone (nothing of the operation ran) is answered without being recorded, and its key freed for a retry.")
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("HTTPMiddleware").Params(jen.Id("next").Add(echoQ("HandlerFunc"))).Add(echoQ("HandlerFunc")).Block(
 		jen.Return(jen.Id("x").Dot("HTTPMiddlewareWithBaseURL").Call(jen.Lit("")).Call(jen.Id("next"))),
 	)
@@ -58,7 +58,7 @@ func (g *gen) echoMiddleware() {
 			)),
 		)),
 	)
-	g.doc("serveEcho runs the request in ctx through the engine for the idempotent operation whose policy is p, next serving it. An error next returns is answered (ctx.Error) inside the recording, so it is what a retry gets; serveEcho then returns nil. A request the engine already records in front (a doubled wiring: HTTPMiddleware left beside RegisterHandlers) goes straight to next (idem.Engine.Nested).")
+	g.doc("serveEcho runs the request in ctx through the engine for the idempotent operation whose policy is p, next serving it. An error next returns is answered (ctx.Error) inside the recording, so it is what a retry gets; serveEcho then returns nil. An error marked idem.HandlerNothingDone (nothing of the operation ran) is answered outside the recording and its key freed, so a retry runs the operation again. A request the engine already records in front (a doubled wiring: HTTPMiddleware left beside RegisterHandlers) goes straight to next (idem.Engine.Nested).")
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("serveEcho").Params(jen.Id("ctx").Add(echoQ("Context")), jen.Id("p").Op("*").Qual(idemPkg, "Policy"), jen.Id("next").Add(echoQ("HandlerFunc"))).Error().Block(
 		jen.If(jen.Id("x").Dot("engine").Dot("Nested").Call(jen.Id("ctx").Dot("Response").Call().Dot("Writer"), jen.Id("p"))).Block(
 			jen.Return(jen.Id("next").Call(jen.Id("ctx"))),
@@ -72,8 +72,15 @@ func (g *gen) echoMiddleware() {
 		),
 		jen.Id("orig").Op(":=").Id("resp").Dot("Writer"),
 		jen.Id("resp").Dot("Writer").Op("=").Id("c").Dot("Writer").Call(jen.Id("orig")),
+		jen.Defer().Id("ctx").Dot("SetRequest").Call(jen.Id("ctx").Dot("Request").Call()).Comment("put back before End cancels the context DetachHandler kept: the middlewares around see the request's own"),
 		jen.Id("ctx").Dot("SetRequest").Call(jen.Id("c").Dot("Request").Call()),
 		jen.If(jen.Err().Op(":=").Id("next").Call(jen.Id("ctx")), jen.Err().Op("!=").Nil()).Block(
+			jen.If(jen.Qual("errors", "Is").Call(jen.Err(), jen.Qual(idemPkg, "ErrHandlerNothingDone"))).Block(
+				jen.Id("_").Op("=").Id("c").Dot("HandlerFailed").Call(jen.Err()).Comment("nothing of the operation ran: End frees the key"),
+				jen.Id("resp").Dot("Writer").Op("=").Id("orig"),
+				jen.Id("ctx").Dot("Error").Call(jen.Err()).Comment("answered, not recorded: a retry runs the operation again"),
+				jen.Return(jen.Nil()),
+			),
 			jen.Id("ctx").Dot("Error").Call(jen.Err()).Comment("written (and recorded) now, not after the record is finished"),
 		),
 		jen.Id("resp").Dot("Writer").Op("=").Id("orig"),

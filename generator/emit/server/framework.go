@@ -34,7 +34,8 @@ func (g *gen) frameworkStrict(ctxType, req, w jen.Code, setRequest func(r jen.Co
 		),
 		snapshotWriter(),
 		jen.If(jen.Id("cc").Op(":=").Id("c").Dot("Context").Call(), jen.Id("cc").Op("!=").Id("r").Dot("Context").Call()).Block(
-			jen.Add(setRequest(jen.Id("r").Dot("WithContext").Call(jen.Id("cc")))).Comment("transactional mode: the store's transaction"),
+			jen.Add(setRequest(jen.Id("r").Dot("WithContext").Call(jen.Id("cc")))).Comment("the store's transaction (transactional mode), or the context DetachHandler keeps"),
+			jen.Defer().Func().Params().Block(setRequest(jen.Id("r"))).Call().Comment("put back before End cancels cc: the middlewares around and the error handler see the request's own"),
 		),
 		jen.List(jen.Id("resp"), jen.Err()).Op(":=").Id("f").Call(jen.Id("ctx"), jen.Id("request")),
 		jen.If(jen.Err().Op("!=").Nil()).Block(failed),

@@ -256,6 +256,8 @@ func (g *gen) ginMiddleware() {
 			jen.Id("status"):         jen.Qual("net/http", "StatusOK"),
 			jen.Id("size"):           jen.Lit(-1),
 		}),
+		jen.Id("r").Op(":=").Id("ctx").Dot("Request"),
+		jen.Defer().Func().Params().Block(jen.Id("ctx").Dot("Request").Op("=").Id("r")).Call().Comment("put back before End cancels the context DetachHandler kept: the handlers around see the request's own"),
 		jen.List(jen.Id("ctx").Dot("Writer"), jen.Id("ctx").Dot("Request")).Op("=").List(jen.Id("w"), jen.Id("c").Dot("Request").Call()),
 		jen.Id("next").Call(),
 		jen.Id("w").Dot("WriteHeaderNow").Call().Comment("a status set without a body (gin writes it after the handlers)"),

@@ -628,7 +628,11 @@ func (g *gen) strict() {
 			jen.Return(jen.Nil(), jen.Nil()),
 		),
 		snapshotWriter(),
-		jen.List(jen.Id("resp"), jen.Err()).Op(":=").Id("f").Call(jen.Id("c").Dot("Context").Call(), jen.Id("w"), jen.Id("r"), jen.Id("request")),
+		jen.Id("hr").Op(":=").Id("r"),
+		jen.If(jen.Id("cc").Op(":=").Id("c").Dot("Context").Call(), jen.Id("cc").Op("!=").Id("r").Dot("Context").Call()).Block(
+			jen.Id("hr").Op("=").Id("r").Dot("WithContext").Call(jen.Id("cc")).Comment("the store's transaction (transactional mode), or the context DetachHandler keeps: r.Context() is ctx for what runs inside"),
+		),
+		jen.List(jen.Id("resp"), jen.Err()).Op(":=").Id("f").Call(jen.Id("hr").Dot("Context").Call(), jen.Id("w"), jen.Id("hr"), jen.Id("request")),
 		jen.If(jen.Err().Op("!=").Nil()).Block(
 			jen.Return(jen.Id("resp"), jen.Id("c").Dot("HandlerFailed").Call(jen.Err())).Comment("ResponseErrorHandler records the strict server's answer under failures: replay; else End frees the key"),
 		),

@@ -387,7 +387,11 @@ func (x *Idempotency) strict(ctx context.Context, w http.ResponseWriter, r *http
 		return nil, nil
 	}
 	c.Writer(w) // notes the Content-Type and Content-Encoding the middleware in front set (not recorded unless changed from here on); a listed response header is recorded whoever set it
-	resp, err := f(c.Context(), w, r, request)
+	hr := r
+	if cc := c.Context(); cc != r.Context() {
+		hr = r.WithContext(cc) // the store's transaction (transactional mode), or the context DetachHandler keeps: r.Context() is ctx for what runs inside
+	}
+	resp, err := f(hr.Context(), w, hr, request)
 	if err != nil {
 		return resp, c.HandlerFailed(err) // ResponseErrorHandler records the strict server's answer under failures: replay; else End frees the key
 	}
