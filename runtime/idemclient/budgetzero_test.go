@@ -13,12 +13,7 @@ import (
 // A zero RetryBudget is a default one (a full bucket of
 // DefaultRetryBudgetCapacity tokens), not one that refuses every retry.
 func TestZeroRetryBudget(t *testing.T) {
-	srv := newRecServer(t, func(n int, _ *http.Request) reply {
-		if n == 1 {
-			return reply{status: 503}
-		}
-		return reply{status: 201}
-	})
+	srv := newRecServer(t, unavailableOnce(201))
 	b := &RetryBudget{}
 	d := NewDoer(http.DefaultClient, fastPolicy(4), WithClock(newFakeClock()), WithRetryBudget(b))
 	ctx, _ := Start(context.Background())

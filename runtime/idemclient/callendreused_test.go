@@ -13,12 +13,7 @@ import (
 // and its Error report 0 attempts, not the first request's (which metrics
 // would count twice).
 func TestCallEndReused(t *testing.T) {
-	srv := newRecServer(t, func(n int, _ *http.Request) reply {
-		if n == 1 {
-			return reply{status: 503}
-		}
-		return reply{status: 201}
-	})
+	srv := newRecServer(t, unavailableOnce(201))
 	var ends []CallEnd
 	d := NewDoer(http.DefaultClient, fastPolicy(3), WithClock(newFakeClock()),
 		WithCallHook(func(_ context.Context, e CallEnd) { ends = append(ends, e) }))

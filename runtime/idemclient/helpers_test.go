@@ -79,6 +79,17 @@ type reply struct {
 	body   string
 }
 
+// unavailableOnce answers a recServer's first request 503 and every other
+// one with status: a call that succeeds on its first retry.
+func unavailableOnce(status int) func(n int, r *http.Request) reply {
+	return func(n int, _ *http.Request) reply {
+		if n == 1 {
+			return reply{status: 503}
+		}
+		return reply{status: status}
+	}
+}
+
 func newRecServer(t testing.TB, answer func(n int, r *http.Request) reply) *recServer {
 	s := &recServer{}
 	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -61,12 +61,7 @@ func TestNestedNewCallManaged(t *testing.T) {
 	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
 	t.Cleanup(func() { slog.SetDefault(old) })
 
-	downstream := newRecServer(t, func(n int, _ *http.Request) reply {
-		if n == 1 {
-			return reply{status: 503}
-		}
-		return reply{status: 201}
-	})
+	downstream := newRecServer(t, unavailableOnce(201))
 	down := NewDoer(http.DefaultClient, fastPolicy(3), WithClock(newFakeClock()))
 	up := NewDoer(handlerDoer{frontHandler(&down, downstream.URL)}, fastPolicy(3), WithClock(newFakeClock()))
 	ctx, _ := Start(context.Background())

@@ -219,21 +219,27 @@ func TestTxHoldsLockHeartbeatFailure(t *testing.T) {
 		return f.s.ExtendLease(ctx, "k", 1, time.Minute)
 	}
 	holds := func() bool { return f.s.TxHoldsLock("k", 1) }
+	starve := func() (release func()) { // takes every connection the transaction does not hold
+		var taken []*pgxpool.Conn
+		for range maxConns - 1 {
+			c, err := p.Acquire(f.ctx)
+			require.NoError(t, err)
+			taken = append(taken, c)
+		}
+		return func() {
+			for _, c := range taken {
+				c.Release()
+			}
+		}
+	}
 	require.NoError(t, heartbeat())
 	require.True(t, holds())
 
 	// Starved: every other connection taken.
-	var taken []*pgxpool.Conn
-	for range maxConns - 1 {
-		c, err := p.Acquire(f.ctx)
-		require.NoError(t, err)
-		taken = append(taken, c)
-	}
+	release := starve()
 	require.Error(t, heartbeat())
 	assert.True(t, holds(), "a starved pool says nothing about the server: the lock holds")
-	for _, c := range taken {
-		c.Release()
-	}
+	release()
 
 	// A dial that fails.
 	p.Reset() // the idle connections closed: the next heartbeat dials
@@ -242,17 +248,10 @@ func TestTxHoldsLockHeartbeatFailure(t *testing.T) {
 	assert.False(t, holds(), "a dial that failed")
 	px.refuse.Store(false)
 	// A starved pool then says nothing either way: still false.
-	taken = taken[:0]
-	for range maxConns - 1 {
-		c, err := p.Acquire(f.ctx)
-		require.NoError(t, err)
-		taken = append(taken, c)
-	}
+	release = starve()
 	require.Error(t, heartbeat())
 	assert.False(t, holds(), "a starved pool after an unreachable server")
-	for _, c := range taken {
-		c.Release()
-	}
+	release()
 	require.NoError(t, heartbeat())
 	require.True(t, holds(), "a heartbeat got through")
 

@@ -72,15 +72,7 @@ func TestCodesAreTheRuntimes(t *testing.T) {
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("the docs' codes\n%v\nare not runtime/idem's\n%v", got, want)
 	}
-	spec, diags := compile.Compile(filepath.Join("..", "..", "..", "testdata", "augment", "coupons", "openapi.yaml"), compile.Options{})
-	if spec == nil || diags.HasErrors() {
-		t.Fatalf("compile: %v", diags)
-	}
-	out, err := Render(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	page := string(out)
+	page := couponsPage(t)
 	i := strings.Index(page, "\n## Errors\n")
 	if i < 0 {
 		t.Fatal("no Errors section")
@@ -93,11 +85,9 @@ func TestCodesAreTheRuntimes(t *testing.T) {
 	}
 }
 
-// M-3: the "Server errors" row of a failures: replay operation does not
-// tell a consumer to send a replayed 5xx again with a new key (a second
-// payment when the first took effect): its outcome is unknown, and the
-// result is to be checked first. Nor does it speak of the server's wiring.
-func TestReplayedFailureAdvice(t *testing.T) {
+// couponsPage is the page Render writes for testdata/augment/coupons.
+func couponsPage(t *testing.T) string {
+	t.Helper()
 	spec, diags := compile.Compile(filepath.Join("..", "..", "..", "testdata", "augment", "coupons", "openapi.yaml"), compile.Options{})
 	if spec == nil || diags.HasErrors() {
 		t.Fatalf("compile: %v", diags)
@@ -106,7 +96,15 @@ func TestReplayedFailureAdvice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	page := string(out)
+	return string(out)
+}
+
+// M-3: the "Server errors" row of a failures: replay operation does not
+// tell a consumer to send a replayed 5xx again with a new key (a second
+// payment when the first took effect): its outcome is unknown, and the
+// result is to be checked first. Nor does it speak of the server's wiring.
+func TestReplayedFailureAdvice(t *testing.T) {
+	page := couponsPage(t)
 	if !strings.Contains(page, "Its outcome is unknown") || !strings.Contains(page, "Check the result") {
 		t.Error("the replayed 5xx's advice does not say its outcome is unknown and to check the result")
 	}
@@ -121,15 +119,8 @@ func TestReplayedFailureAdvice(t *testing.T) {
 // server's Options.ProblemTypeBase replaces: the page says so, and tells
 // clients to match on code.
 func TestProblemTypeBaseNoted(t *testing.T) {
-	spec, diags := compile.Compile(filepath.Join("..", "..", "..", "testdata", "augment", "coupons", "openapi.yaml"), compile.Options{})
-	if spec == nil || diags.HasErrors() {
-		t.Fatalf("compile: %v", diags)
-	}
-	out, err := Render(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(out), "under a prefix the server chooses") || !strings.Contains(string(out), "match on `code`, not on `type`") {
+	page := couponsPage(t)
+	if !strings.Contains(page, "under a prefix the server chooses") || !strings.Contains(page, "match on `code`, not on `type`") {
 		t.Error("the problem example's type is given as if every server used idemgen's default prefix")
 	}
 }

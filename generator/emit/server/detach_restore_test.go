@@ -3,25 +3,13 @@ package server_test
 import (
 	"testing"
 
-	"github.com/stretchr/testify/require"
-
-	"github.com/idemgen/idemgen/generator/emit/server"
 	"github.com/idemgen/idemgen/internal/gentest"
 )
 
+// runPlainModule is runCaseModule for a plain (not strict) server on router.
 func runPlainModule(t *testing.T, srv gentest.Server, router, path, src string) {
 	t.Helper()
-	c := gentest.Case{Spec: compileCase(t, "handler-error"), Package: "api", Server: srv, Emit: []string{server.Name}}
-	c.Params = map[string]string{"server.router": router, "server.strict": "false"}
-	files, err := gentest.Generate(c)
-	require.NoError(t, err)
-	m := gentest.NewModule(t, path)
-	for n, d := range files {
-		m.Write(t, "api/"+n, d)
-	}
-	m.Write(t, "api/review_test.go", []byte(src))
-	out := m.Go(t, "test", "-count=1", "./...")
-	require.Contains(t, out, "ok  \t"+path+"/api", out)
+	runCaseModule(t, srv, map[string]string{"server.router": router, "server.strict": "false"}, path, "review_test.go", src)
 }
 
 // with DetachHandler, the plain gin and echo wrappers leave the
@@ -156,19 +144,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 )
 
-type service struct{}
-
-func (s *service) Pay(context.Context, PayRequestObject) (PayResponseObject, error) {
-	return nil, errors.New("unused")
-}
-func (s *service) Charge(context.Context, ChargeRequestObject) (ChargeResponseObject, error) {
-	return nil, errors.New("unused")
-}
-func (s *service) Void(context.Context, VoidRequestObject) (VoidResponseObject, error) {
-	return nil, idem.HandlerNothingDone(errors.New("provider refused the connection"))
-}
-
-func TestErrorHandlerContext(t *testing.T) {
+` + strictVoidNothingDone + `func TestErrorHandlerContext(t *testing.T) {
 	for _, detach := range []time.Duration{0, time.Second} {
 		x := NewIdempotency(nil, idem.Options{Principal: idem.Anonymous, DetachHandler: detach})
 		gin.SetMode(gin.ReleaseMode)
@@ -193,6 +169,23 @@ func TestErrorHandlerContext(t *testing.T) {
 }
 `
 
+// strictVoidNothingDone is the strict service of the gin and echo error
+// handler tests: Void fails with an error marked idem.HandlerNothingDone.
+// Its importer needs "context", "errors" and idem.
+const strictVoidNothingDone = `type service struct{}
+
+func (s *service) Pay(context.Context, PayRequestObject) (PayResponseObject, error) {
+	return nil, errors.New("unused")
+}
+func (s *service) Charge(context.Context, ChargeRequestObject) (ChargeResponseObject, error) {
+	return nil, errors.New("unused")
+}
+func (s *service) Void(context.Context, VoidRequestObject) (VoidResponseObject, error) {
+	return nil, idem.HandlerNothingDone(errors.New("provider refused the connection"))
+}
+
+`
+
 // Echo strict, DetachHandler on, an operation error marked NothingDone:
 // echo runs its HTTPErrorHandler after every middleware returned, so
 // ctx.Request() must be the request's own again by then.
@@ -214,19 +207,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 )
 
-type service struct{}
-
-func (s *service) Pay(context.Context, PayRequestObject) (PayResponseObject, error) {
-	return nil, errors.New("unused")
-}
-func (s *service) Charge(context.Context, ChargeRequestObject) (ChargeResponseObject, error) {
-	return nil, errors.New("unused")
-}
-func (s *service) Void(context.Context, VoidRequestObject) (VoidResponseObject, error) {
-	return nil, idem.HandlerNothingDone(errors.New("provider refused the connection"))
-}
-
-func TestErrorHandlerContext(t *testing.T) {
+` + strictVoidNothingDone + `func TestErrorHandlerContext(t *testing.T) {
 	for _, detach := range []time.Duration{0, time.Second} {
 		x := NewIdempotency(nil, idem.Options{Principal: idem.Anonymous, DetachHandler: detach})
 		e := echo.New()

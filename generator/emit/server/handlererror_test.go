@@ -34,18 +34,27 @@ func TestStrictHandlerError(t *testing.T) {
 // runs its tests under -race.
 func runHandlerErrorModule(t *testing.T, srv gentest.Server, router, path, src string) {
 	t.Helper()
-	c := gentest.Case{Spec: compileCase(t, "handler-error"), Package: "api", Server: srv, Emit: []string{server.Name}}
+	var params map[string]string
 	if router != "" {
-		c.Params = map[string]string{"server.router": router, "server.strict": "true"}
+		params = map[string]string{"server.router": router, "server.strict": "true"}
 	}
+	runCaseModule(t, srv, params, path, "handlererror_test.go", src, "-race")
+}
+
+// runCaseModule generates the handler-error case for srv with params,
+// writes it with the test source src (as api/file) into a module at path
+// and runs its tests (go test -count=1 flags ./...), which must pass.
+func runCaseModule(t *testing.T, srv gentest.Server, params map[string]string, path, file, src string, flags ...string) {
+	t.Helper()
+	c := gentest.Case{Spec: compileCase(t, "handler-error"), Package: "api", Server: srv, Emit: []string{server.Name}, Params: params}
 	files, err := gentest.Generate(c)
 	require.NoError(t, err)
 	m := gentest.NewModule(t, path)
 	for n, d := range files {
 		m.Write(t, "api/"+n, d)
 	}
-	m.Write(t, "api/handlererror_test.go", []byte(src))
-	out := m.Go(t, "test", "-race", "-count=1", "./...")
+	m.Write(t, "api/"+file, []byte(src))
+	out := m.Go(t, append(append([]string{"test"}, flags...), "-count=1", "./...")...)
 	require.Contains(t, out, "ok  \t"+path+"/api", out)
 }
 
