@@ -642,8 +642,8 @@ var errReleaseNotTried = errors.New("idem: claim release not tried: the releases
 // this one does not undo the backoff. Why the whole step and not a part of
 // it: while other calls succeed, wakes come all the time, so a retry
 // honours each as early as it may; a floor below the step adds that many
-// attempts per step on a key the store keeps failing (with none, 41 in 4s
-// against about 7), while the step it saves matters little: before the
+// attempts per step on a key the store keeps failing (as
+// TestLateBackoffHoldsWhileOtherKeysSucceed counts), while the step it saves matters little: before the
 // lease may have run out nobody can take the key over (a retry elsewhere
 // is answered in flight; one on this instance tries the Finish at once,
 // finishPending), and after, the step is lateFinishShort at most, hardly
