@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/idemgen/idemgen/generator/ir"
-	"github.com/idemgen/idemgen/runtime/fingerprint"
+	"github.com/idemgen/idemgen/internal/gentest"
 )
 
 // TestReadTypesMatchesRuntime pins readTypes, which rollout-media-types
@@ -38,25 +38,6 @@ func TestReadTypesMatchesRuntime(t *testing.T) {
 			sets = append(sets, []string{a, b})
 		}
 	}
-	runtime := func(declared []string, ct string) ir.Reading {
-		h, err := fingerprint.New(fingerprint.Options{MediaTypes: append([]string{}, declared...)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		same := func(a, b string) bool {
-			in := func(body string) *fingerprint.Input {
-				return &fingerprint.Input{Method: "POST", Operation: "op", Path: "/op", ContentType: ct, Body: []byte(body)}
-			}
-			return h.Sum(in(a)) == h.Sum(in(b))
-		}
-		switch {
-		case same(`{"a":1,"b":2}`, `{ "b": 2, "a": 1 }`):
-			return ir.ReadJSON
-		case same("a=1&b=2", "b=2&a=1"):
-			return ir.ReadForm
-		}
-		return ir.ReadRaw
-	}
 	var checked, read int
 	for _, declared := range sets {
 		op := &ir.Operation{}
@@ -69,7 +50,7 @@ func TestReadTypesMatchesRuntime(t *testing.T) {
 			if !ok {
 				want = ir.ReadRaw
 			}
-			if got := runtime(declared, ct); got != want {
+			if got := gentest.RuntimeReading(t, declared, ct); got != want {
 				t.Errorf("declared %q, Content-Type %q: readTypes says %s, the runtime reads it %s", declared, ct, want, got)
 			}
 			checked++

@@ -1470,10 +1470,7 @@ func (c *Call) acquired(prior State) {
 				rollback()
 			}
 			cancel(nil)
-			if c.detach != nil {
-				c.detach.end()
-				c.detach = nil
-			}
+			c.endDetach()
 			c.protected = false
 			c.storeFailed(err)
 			if c.decision == Execute {
@@ -2176,7 +2173,7 @@ func (c *Call) finishRecord(state State, resp []byte, status int, loss bodyLoss)
 // EventExecuted, unless reported: the request reported its run as
 // executed already, when it ended with CodeRequestEnded).
 func (c *Call) releaseUncommitted(status int, loss bodyLoss, reported bool) {
-	c.finishLaterReported(finishClaim, claimUncommitted, StateFailed, nil, status, loss, nil, reported)
+	c.finishLaterWith(finishClaim, claimUncommitted, StateFailed, nil, status, loss, nil, reported, nil)
 }
 
 func (c *Call) finishOnce(state State, resp []byte) error {
@@ -2339,10 +2336,7 @@ func (c *Call) end(v any) (raise bool) {
 		c.txCancel(nil)
 		c.txCancel = nil
 	}
-	if c.detach != nil {
-		c.detach.end()
-		c.detach = nil
-	}
+	c.endDetach()
 	c.h.rec.end()
 	if c.swapped {
 		c.r.Body, c.origBody, c.swapped = c.origBody, nil, false

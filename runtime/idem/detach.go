@@ -81,3 +81,12 @@ func (d *handlerDetach) end() {
 		d.done()
 	}
 }
+
+// endDetach releases the handler's detached context, if it has one
+// (DetachHandler), once the run is over.
+func (c *Call) endDetach() {
+	if c.detach != nil {
+		c.detach.end()
+		c.detach = nil
+	}
+}

@@ -238,15 +238,7 @@ type lateFinish struct {
 // values: the request is over, and what a router or middleware put there
 // may be reused by another request (chi pools its route context).
 func (c *Call) finishLater(kind finishKind, cause claimCause, state State, resp []byte, status int, loss bodyLoss, err error) bool {
-	return c.finishLaterReported(kind, cause, state, resp, status, loss, err, false)
-}
-
-// finishLaterReported is finishLater; reported: the request reported its
-// run as executed already (claimUncommitted, CodeRequestEnded), so a
-// release that finds the commit took effect after all does not report it
-// again.
-func (c *Call) finishLaterReported(kind finishKind, cause claimCause, state State, resp []byte, status int, loss bodyLoss, err error, reported bool) bool {
-	return c.finishLaterWith(kind, cause, state, resp, status, loss, err, reported, nil)
+	return c.finishLaterWith(kind, cause, state, resp, status, loss, err, false, nil)
 }
 
 // ongoing is a Finish still in flight when its request stopped waiting
@@ -258,7 +250,10 @@ type ongoing struct {
 	stop    context.CancelFunc
 }
 
-// finishLaterWith is finishLaterReported; on: the Finish is still in
+// finishLaterWith is finishLater; reported: the request reported its
+// run as executed already (claimUncommitted, CodeRequestEnded), so a
+// release that finds the commit took effect after all does not report it
+// again; on: the Finish is still in
 // flight (Options.FinishWait), its outcome the retry's first attempt's,
 // and resp a copy of the request's already (the attempt reads it).
 func (c *Call) finishLaterWith(kind finishKind, cause claimCause, state State, resp []byte, status int, loss bodyLoss, err error, reported bool, on *ongoing) bool {
@@ -647,8 +642,8 @@ var errReleaseNotTried = errors.New("idem: claim release not tried: the releases
 // this one does not undo the backoff. Why the whole step and not a part of
 // it: while other calls succeed, wakes come all the time, so a retry
 // honours each as early as it may; a floor below the step adds that many
-// attempts per step on a key the store keeps failing (with none, 41 in 4s
-// against about 7), while the step it saves matters little: before the
+// attempts per step on a key the store keeps failing (as
+// TestLateBackoffHoldsWhileOtherKeysSucceed counts), while the step it saves matters little: before the
 // lease may have run out nobody can take the key over (a retry elsewhere
 // is answered in flight; one on this instance tries the Finish at once,
 // finishPending), and after, the step is lateFinishShort at most, hardly

@@ -37,23 +37,21 @@ const (
 // bucket of [DefaultRetryBudgetCapacity] tokens, as NewRetryBudget(0)
 // returns. Safe for concurrent use.
 type RetryBudget struct {
-	mu                               sync.Mutex
-	tokens                           int
-	capacity, cost, timeoutCost, won int
+	mu               sync.Mutex
+	tokens, capacity int
 }
 
 // NewRetryBudget returns a full bucket of capacity tokens (<= 0:
 // [DefaultRetryBudgetCapacity]) with the default costs.
 func NewRetryBudget(capacity int) *RetryBudget {
 	b := &RetryBudget{}
-	b.mu.Lock()
-	b.init(capacity)
-	b.mu.Unlock()
+	b.init(capacity) // nobody else sees b yet
 	return b
 }
 
 // init fills a zero bucket (capacity 0: not made by NewRetryBudget) with
-// capacity tokens (<= 0: the default) and the default costs; b.mu is held.
+// capacity tokens (<= 0: the default); b.mu is held. The costs are the
+// Default* constants.
 func (b *RetryBudget) init(capacity int) {
 	if b.capacity > 0 {
 		return
@@ -62,7 +60,6 @@ func (b *RetryBudget) init(capacity int) {
 		capacity = DefaultRetryBudgetCapacity
 	}
 	b.tokens, b.capacity = capacity, capacity
-	b.cost, b.timeoutCost, b.won = DefaultRetryCost, DefaultRetryTimeoutCost, DefaultRetrySuccessReward
 }
 
 // Tokens returns the tokens left.
@@ -80,9 +77,9 @@ func (b *RetryBudget) take(timeout bool) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.init(0)
-	c := b.cost
+	c := DefaultRetryCost
 	if timeout {
-		c = b.timeoutCost
+		c = DefaultRetryTimeoutCost
 	}
 	if b.tokens < c {
 		return 0
@@ -98,7 +95,7 @@ func (b *RetryBudget) succeeded(paid int) {
 	defer b.mu.Unlock()
 	b.init(0)
 	if paid == 0 {
-		paid = b.won
+		paid = DefaultRetrySuccessReward
 	}
 	b.tokens = min(b.tokens+paid, b.capacity)
 }

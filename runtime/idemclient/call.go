@@ -281,17 +281,17 @@ func (c *Call) FixKey(carried string) (string, error) {
 	if c.fixKeyDone {
 		return c.supplied, nil
 	}
+	if c.policy != nil {
+		if err := c.keyOptionErr(p); err != nil {
+			return "", &Error{Attempts: c.attempts, Reason: ErrInvalidKey, Err: err}
+		}
+	}
 	switch {
 	case c.noKey:
-		if c.policy != nil && !p.KeyOptional {
-			return "", &Error{Attempts: c.attempts, Reason: ErrInvalidKey,
-				Err: errors.New("idemclient.WithoutKey: the operation requires a key (the policy's KeyOptional is not set)")}
-		}
 		c.supplied, c.fixKeyDone = carried, true // a key the request carries is sent as is
 		return carried, nil
 	case c.keyGiven && c.supplied == "":
-		return "", &Error{Attempts: c.attempts, Reason: ErrInvalidKey,
-			Err: errors.New("the key supplied with idemclient.WithKey is empty (to let the call make one, give no WithKey)")}
+		return "", &Error{Attempts: c.attempts, Reason: ErrInvalidKey, Err: errEmptyKeyGiven}
 	case c.supplied != "":
 		// Only under a policy that says the key is a UUID: an unset
 		// format is the contract's default, token, whose keys are
@@ -471,6 +471,21 @@ func CheckClientOptions(opts ...CallOption) error {
 	}
 	if c.noKey {
 		return errors.New("idemclient: client-wide call options must not say idemclient.WithoutKey: every call would go without a key; give WithoutKey to each keyless call")
+	}
+	return nil
+}
+
+// errEmptyKeyGiven: WithKey("").
+var errEmptyKeyGiven = errors.New("the key supplied with idemclient.WithKey is empty (to let the call make one, give no WithKey)")
+
+// keyOptionErr returns why the call's key options do not fit policy p
+// (WithoutKey on an operation that requires a key, WithKey("")), or nil.
+func (c *Call) keyOptionErr(p Policy) error {
+	switch {
+	case c.noKey && !p.KeyOptional:
+		return errors.New("idemclient.WithoutKey: the operation requires a key (the policy's KeyOptional is not set)")
+	case c.keyGiven && c.supplied == "":
+		return errEmptyKeyGiven
 	}
 	return nil
 }

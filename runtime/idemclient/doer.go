@@ -563,17 +563,9 @@ func (d *Doer) prepare(ctx context.Context, req *http.Request, call *Call, p Pol
 		closeBody(req)
 		return nil, d.fail(req, call, ErrNotRetryable, errors.New("request without a URL"))
 	}
-	if call.noKey {
-		if !p.KeyOptional {
-			closeBody(req)
-			return nil, d.fail(req, call, ErrInvalidKey,
-				errors.New("idemclient.WithoutKey: the operation requires a key (the policy's KeyOptional is not set)"))
-		}
-	}
-	if call.keyGiven && call.supplied == "" {
+	if err := call.keyOptionErr(p); err != nil {
 		closeBody(req)
-		return nil, d.fail(req, call, ErrInvalidKey,
-			errors.New("the key supplied with idemclient.WithKey is empty (to let the call make one, give no WithKey)"))
+		return nil, d.fail(req, call, ErrInvalidKey, err)
 	}
 	hasBody := req.Body != nil && req.Body != http.NoBody
 	pr := &prepared{tmpl: req.Clone(ctx)}

@@ -5,35 +5,8 @@ import (
 	"testing"
 
 	"github.com/idemgen/idemgen/generator/ir"
-	"github.com/idemgen/idemgen/runtime/fingerprint"
+	"github.com/idemgen/idemgen/internal/gentest"
 )
-
-// runtimeReading returns the reading runtime/fingerprint gives a body sent
-// with Content-Type ct to an operation that declares only ct (what a
-// generated policy passes: the requestBody's content keys), found from
-// its exported API: two JSON bodies that differ only in member order and
-// white space, or two forms that differ only in field order, get one
-// fingerprint.
-func runtimeReading(t *testing.T, ct string) ir.Reading {
-	t.Helper()
-	h, err := fingerprint.New(fingerprint.Options{MediaTypes: []string{ct}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	same := func(a, b string) bool {
-		in := func(body string) *fingerprint.Input {
-			return &fingerprint.Input{Method: "POST", Operation: "op", Path: "/op", ContentType: ct, Body: []byte(body)}
-		}
-		return h.Sum(in(a)) == h.Sum(in(b))
-	}
-	switch {
-	case same(`{"a":1,"b":2}`, `{ "b": 2, "a": 1 }`):
-		return ir.ReadJSON
-	case same("a=1&b=2", "b=2&a=1"):
-		return ir.ReadForm
-	}
-	return ir.ReadRaw
-}
 
 // TestMediaTypeReadingMatchesRuntime pins ir.MediaTypeReading, which the
 // docs and contract summaries describe a body by (and the compiler checks
@@ -56,7 +29,7 @@ func TestMediaTypeReadingMatchesRuntime(t *testing.T) {
 			"appl"+string([]byte{byte(c)})+"cation/x-www-form-urlencoded")
 	}
 	for _, ct := range cases {
-		if got, want := ir.MediaTypeReading(ct), runtimeReading(t, ct); got != want {
+		if got, want := ir.MediaTypeReading(ct), gentest.RuntimeReading(t, []string{ct}, ct); got != want {
 			t.Errorf("ir.MediaTypeReading(%q) = %d, the runtime reads %d", ct, got, want)
 		}
 	}
