@@ -187,7 +187,9 @@ const (
 //
 // The final response, intact, when an attempt got one that is not retried
 // or when the attempts ran out on a retryable status (a 503 after the last
-// attempt is returned as a response, like http.Client does). An [*Error]
+// attempt is returned as a response, like http.Client does; under
+// [WithErrorOnExhausted] the call ends instead with an [*Error] whose
+// Reason is [ErrAttemptsExhausted] and which keeps that response). An [*Error]
 // naming the key, attempts and cause otherwise; when the call stopped
 // after a response that is one of the contract's problems (the key still
 // in use at the deadline or when the in-use wait ran out), the Error
@@ -220,6 +222,7 @@ type config struct {
 	keyGen         KeyGenerator
 	safe           *Policy
 	budget         *RetryBudget
+	errOnExhausted bool
 }
 
 // Option configures a [Doer].
@@ -238,6 +241,20 @@ func WithRandom(f func() float64) Option { return func(o *config) { o.random = f
 // bucket cannot pay for stops the call with [ErrRetryBudgetExhausted].
 // Off by default (nil): retries are bounded by each call's policy alone.
 func WithRetryBudget(b *RetryBudget) Option { return func(o *config) { o.budget = b } }
+
+// WithErrorOnExhausted makes a call whose attempts ran out on an answer
+// the policy retries (a status On lists, a 503 IDEMPOTENCY_STORE_UNAVAILABLE,
+// an IDEMPOTENCY_KEY_IN_USE under a policy of one attempt) end with an
+// [*Error] whose Reason is [ErrAttemptsExhausted] instead of that
+// response: errors.Is(err, ErrAttemptsExhausted) then tells "the service
+// kept failing" from the API's own answers, and the Error keeps the last
+// answer: its Status, RetryAfter, Problem (a contract problem, which
+// errors.As finds) and Response (its body in memory, which need not be
+// closed). Off by default: the last response is returned with a nil
+// error, as http.Client returns a 503 (and a generated helper's
+// [Call.Check] reports a contract problem in it). An answer the policy
+// does not retry is returned as always, whatever its status.
+func WithErrorOnExhausted() Option { return func(o *config) { o.errOnExhausted = true } }
 
 // WithSafeRetries makes the Doer retry requests of the safe methods (GET,
 // HEAD, OPTIONS, TRACE), which no [Call] carries and the matcher does not
@@ -810,10 +827,29 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy,
 		} else if first {
 			firstInUse = now
 		}
+		// The problem the response carried, for an error that ends the call.
+		lastProblem := func(e *Error) *Error {
+			e.Status, e.RetryAfter = at.Status, at.RetryAfter
+			if resp != nil {
+				if e.Problem = problemError(resp.StatusCode, resp.Header, head.p, head.ok, now); e.Problem != nil {
+					e.Problem.Key, e.Problem.Attempts = e.Key, e.Attempts
+				}
+			}
+			return e
+		}
 		if !retry || p.MaxAttempts <= 1 || (!inUse && counted >= p.MaxAttempts) {
-			d.report(ctx, at, err != nil)
+			// exhausted: the last answer is one the policy retries, and the
+			// attempts ran out (WithErrorOnExhausted makes it an error).
+			exhausted := retry && err == nil && d.cfg.errOnExhausted
+			d.report(ctx, at, err != nil || exhausted)
 			if err != nil {
 				return nil, d.fail(req, call, ErrAttemptsExhausted, err)
+			}
+			if exhausted {
+				e := lastProblem(d.fail(req, call, ErrAttemptsExhausted,
+					fmt.Errorf("the last answer, %d, is one the policy retries (WithErrorOnExhausted)", at.Status)))
+				e.Response = d.keep(resp)
+				return nil, e
 			}
 			if d.cfg.budget != nil && !retry && at.Status < 400 { // a success (2xx, 3xx)
 				d.cfg.budget.succeeded(paid)
@@ -872,16 +908,6 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy,
 					err = fmt.Errorf("the retry budget has %d tokens left, too few for a retry", d.cfg.budget.Tokens())
 				}
 			}
-		}
-		// The problem the response carried, for an error that ends the call.
-		lastProblem := func(e *Error) *Error {
-			e.Status, e.RetryAfter = at.Status, at.RetryAfter
-			if resp != nil {
-				if e.Problem = problemError(resp.StatusCode, resp.Header, head.p, head.ok, now); e.Problem != nil {
-					e.Problem.Key, e.Problem.Attempts = e.Key, e.Attempts
-				}
-			}
-			return e
 		}
 		if stop != nil {
 			d.report(ctx, at, true)
@@ -1154,6 +1180,20 @@ func (d *Doer) discard(resp *http.Response) {
 	}
 	_, _ = io.CopyN(io.Discard, resp.Body, limit)
 	resp.Body.Close()
+}
+
+// keep returns resp, the last response of a call that ends with an
+// error under WithErrorOnExhausted, with its body in memory: a body that
+// streams past the attempt (longer than the response buffer) is read up
+// to max(the buffer, 64 KiB), the rest discarded and its connection
+// released, so that the caller, who gets an error, need not close it.
+func (d *Doer) keep(resp *http.Response) *http.Response {
+	if _, ok := resp.Body.(*cancelBody); ok {
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, max(d.cfg.respBuffer, headMax)))
+		d.discard(resp)
+		resp.Body = io.NopCloser(bytes.NewReader(data))
+	}
+	return resp
 }
 
 // reportEnd gives the end of a call to the call hook and the logger

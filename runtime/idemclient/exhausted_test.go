@@ -1,0 +1,64 @@
+package idemclient
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// By default a call whose attempts ran out on a retryable status returns
+// that last response and no error (as http.Client does); under
+// WithErrorOnExhausted it returns an *Error whose Reason is
+// ErrAttemptsExhausted, with the last status, problem and response (its
+// body readable), and no response.
+func TestErrorOnExhausted(t *testing.T) {
+	srv := newRecServer(t, func(int, *http.Request) reply {
+		return problemReply(503, CodeStoreUnavailable, map[string]string{"Retry-After": "0"})
+	})
+	do := func(opts ...Option) (*http.Response, error) {
+		d := NewDoer(http.DefaultClient, fastPolicy(3), append([]Option{WithClock(newFakeClock())}, opts...)...)
+		ctx, _ := Start(context.Background())
+		return d.Do(post(t, ctx, srv.URL, payload))
+	}
+
+	resp, err := do()
+	require.NoError(t, err, "the default is unchanged")
+	resp.Body.Close()
+	assert.Equal(t, 503, resp.StatusCode)
+
+	var ends []CallEnd
+	resp, err = do(WithErrorOnExhausted(), WithCallHook(func(_ context.Context, e CallEnd) { ends = append(ends, e) }))
+	assert.Nil(t, resp)
+	require.ErrorIs(t, err, ErrAttemptsExhausted)
+	var e *Error
+	require.True(t, errors.As(err, &e))
+	assert.Equal(t, 3, e.Attempts)
+	assert.Equal(t, 503, e.Status)
+	require.NotNil(t, e.Problem)
+	assert.Equal(t, CodeStoreUnavailable, e.Problem.Code)
+	var pe *ProblemError
+	assert.True(t, errors.As(err, &pe))
+	require.NotNil(t, e.Response, "the last response")
+	assert.Equal(t, 503, e.Response.StatusCode)
+	body, rerr := io.ReadAll(e.Response.Body)
+	require.NoError(t, rerr)
+	assert.Contains(t, string(body), CodeStoreUnavailable)
+	assert.Contains(t, err.Error(), "last-status=503")
+	require.Len(t, ends, 1)
+	assert.ErrorIs(t, ends[0].Err, ErrAttemptsExhausted)
+	assert.Len(t, srv.Seen(), 6)
+
+	// A final answer the policy does not retry is returned as before.
+	ok := newRecServer(t, nil)
+	d := NewDoer(http.DefaultClient, fastPolicy(3), WithClock(newFakeClock()), WithErrorOnExhausted())
+	ctx, _ := Start(context.Background())
+	resp, err = d.Do(post(t, ctx, ok.URL, payload))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 201, resp.StatusCode)
+}
