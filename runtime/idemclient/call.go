@@ -94,7 +94,10 @@ func WithKey(key string) CallOption {
 // keyless call is resumed (after a crash, say) by sending the same request
 // again within the window, there being no key to save. A key the
 // request carries all the same (a typed parameter the caller filled, an
-// editor's header) is sent as is. The call's key is "" and no key
+// editor's header) is sent as is; a header or query parameter of the
+// key's name that carries none (the nil UUID, which oapi-codegen writes
+// for a typed key parameter it always sends, or an empty value: the
+// server would refuse them with a 400) is dropped. The call's key is "" and no key
 // observer is called. [WithKey] after it wins, and WithoutKey after
 // WithKey.
 func WithoutKey() CallOption {
@@ -483,7 +486,8 @@ var errEmptyKeyGiven = errors.New("the key supplied with idemclient.WithKey is e
 func (c *Call) keyOptionErr(p Policy) error {
 	switch {
 	case c.noKey && !p.KeyOptional:
-		return errors.New("idemclient.WithoutKey: the operation requires a key (the policy's KeyOptional is not set)")
+		d := p.WithDefaults()
+		return fmt.Errorf("idemclient.WithoutKey: the operation requires a key, in the %v %s (the policy's KeyOptional is not set: the contract's key.required is true, or the spec declares the key parameter required, which the client always sends); nothing sent", d.KeyCarrier, d.KeyName)
 	case c.keyGiven && c.supplied == "":
 		return errEmptyKeyGiven
 	}

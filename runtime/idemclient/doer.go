@@ -621,7 +621,22 @@ func (d *Doer) prepare(ctx context.Context, req *http.Request, call *Call, p Pol
 		}
 	}
 
-	if call.noKey { // sent as it is (WithoutKey)
+	if call.noKey { // sent as it is (WithoutKey), but for a carrier holding no key
+		switch p.KeyCarrier {
+		case CarrierHeader:
+			// The nil UUID or an empty value (oapi-codegen writes the zero
+			// value of a typed key parameter it always sends) is no key,
+			// and the server would refuse it (400): no header.
+			if _, ok := req.Header[http.CanonicalHeaderKey(p.KeyName)]; ok && headerKey(req.Header, p.KeyName) == "" {
+				pr.tmpl.Header.Del(p.KeyName)
+			}
+		case CarrierQuery:
+			if existing, pairs, others := queryKey(req.URL.RawQuery, p.KeyName); existing == "" && pairs > 0 && !others {
+				u := *req.URL
+				u.RawQuery = withoutQueryKey(u.RawQuery, p.KeyName)
+				pr.tmpl.URL = &u
+			}
+		}
 		pr.setBody(req, hasBody, data)
 		return pr, nil
 	}

@@ -431,7 +431,7 @@ func keyDoc(op *ir.Operation) string {
 	if k.Param != nil {
 		s += " (params." + k.Param.GoName + ")"
 	}
-	if !k.Required {
+	if keyOptional(op) {
 		s += " (optional)"
 	}
 	return s + ", " + k.Format
@@ -684,7 +684,7 @@ func Policy(op *ir.Operation) idemclient.Policy {
 		KeyName:          op.Key.Name,
 		KeyMaxLength:     op.Key.MaxLength,
 		Operation:        op.RecordName(),
-		KeyOptional:      !op.Key.Required,
+		KeyOptional:      keyOptional(op),
 		KeylessDedupe:    keylessDedupe(op),
 	}
 	if p.On.IsZero() {
@@ -774,7 +774,20 @@ func policyLiteral(p idemclient.Policy) jen.Code {
 // attempts (a transport that re-signs or refreshes a token below the
 // Doer): the retry is then another fingerprint, and runs again.
 func keylessDedupe(op *ir.Operation) bool {
-	return !op.Key.Required && op.Policy.Semantics == ir.Window && len(op.Policy.FingerprintHeaders) == 0
+	return keyOptional(op) && op.Policy.Semantics == ir.Window && len(op.Policy.FingerprintHeaders) == 0
+}
+
+// keyOptional says whether a call of op may go without a key (the
+// policy's KeyOptional, which idemclient.WithoutKey needs): the contract's
+// key.required is false, and the spec does not declare the key parameter
+// required. oapi-codegen's client always sends a required parameter (the
+// zero UUID or "" when unset, which the server refuses with a 400), and
+// its server refuses a request without one: the spec decides, and the call
+// is refused before anything is sent (ErrInvalidKey). The compiler reports
+// the two disagreeing (key-declared-differently), but not for a parameter
+// idemgen spec wrote from an earlier contract (spec-stale).
+func keyOptional(op *ir.Operation) bool {
+	return !op.Key.Required && (op.Key.Param == nil || !op.Key.Param.Required)
 }
 
 // withoutKeyDoc is the helper documentation's sentence on
@@ -783,6 +796,8 @@ func withoutKeyDoc(op *ir.Operation) string {
 	switch {
 	case op.Key.Required:
 		return ""
+	case !keyOptional(op):
+		return fmt.Sprintf("The contract makes the key optional, but the spec declares the %s parameter %s required, which the client always sends: idemclient.WithoutKey fails with idemclient.ErrInvalidKey, nothing sent. ", op.Key.Param.In, op.Key.Param.Name)
 	case keylessDedupe(op):
 		return "The key is optional: with idemclient.WithoutKey none is made or sent, and the server recognises a repeat of the request by its fingerprint within the window (a keyless call is retried as a keyed one, and resumed by sending it again within the window; its record is not found under compatible-fingerprints, across a rollout that changes the fingerprint). "
 	case op.Policy.Semantics == ir.Window:
