@@ -131,6 +131,19 @@ func WithPolicy(p Policy) CallOption { return func(c *Call) { c.policy = &p } }
 //
 //	idemclient.WithPolicyOverride(func(p *idemclient.Policy) { p.MaxAttempts = 2 })
 //
+// The edited policy is checked as any ([Policy.Validate]) before
+// anything is sent, against the operation's window ([Policy].Window,
+// which generated policies carry) too: an override whose retry schedule
+// could outlast the window (its LongestSpan × [WindowRetryFactor] above
+// it: a retry after the window would run the operation again) fails the
+// call with [ErrInvalidPolicy], nothing sent. It is refused rather than
+// clamped: a clamp would silently send fewer attempts, or wait less, than
+// the override asked for, where an error shows at the first call (in a
+// test) what to change. More attempts than the generated policy's are
+// allowed when they fit the window: the window, not the contract's
+// max-attempts, is what makes a retry safe. The override cannot lift the
+// check: an edit of Window that lengthens it or sets it to 0 is undone.
+//
 // Several overrides apply in order, once per call (a generated helper
 // whose key travels in a typed parameter reads the policy before the Doer
 // does: both see the one edited policy). fn edits the call's own copy,
@@ -341,14 +354,19 @@ func (c *Call) effectivePolicy(base Policy) Policy {
 }
 
 // applyOverrides returns p edited by overrides, its On.Statuses cloned
-// first (not when there are none: nothing edits it).
+// first (not when there are none: nothing edits it). p's Window, the
+// contract's, stays: an override may shorten it, not lift or lengthen it.
 func applyOverrides(p Policy, overrides []func(*Policy)) Policy {
 	if len(overrides) == 0 {
 		return p
 	}
+	window := p.Window
 	p.On.Statuses = slices.Clone(p.On.Statuses)
 	for _, o := range overrides {
 		o(&p)
+	}
+	if window > 0 && (p.Window <= 0 || p.Window > window) {
+		p.Window = window
 	}
 	return p
 }

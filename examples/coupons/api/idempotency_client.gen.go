@@ -263,6 +263,7 @@ var idemgenClientPolicyClaimCoupon = idemclient.Policy{
 	Operation:        "claimCoupon",
 	KeyOptional:      false,
 	KeylessDedupe:    false,
+	Window:           10 * time.Minute,
 }
 
 // idemgenClientStart starts a call under policy p whose key travels in a typed parameter that holds

@@ -263,6 +263,7 @@ var idemgenClientPolicyCreateRedemption = idemclient.Policy{
 	Operation:        "createRedemption",
 	KeyOptional:      false,
 	KeylessDedupe:    false,
+	Window:           24 * time.Hour,
 }
 
 // idemgenClientStart starts a call under policy p whose key travels in a typed parameter that holds

@@ -668,6 +668,8 @@ func joinList(l []string) string {
 // is set: the key's format is the contract's, which the server requires.
 // Operation is the operation's record name (its operationId, or
 // oapi-codegen's Go name), as the attempt and call hooks report it.
+// Window is the contract's window, against which the Doer checks the
+// retry schedule a call really uses (after idemclient.WithPolicyOverride).
 func Policy(op *ir.Operation) idemclient.Policy {
 	r := op.Policy.Retry
 	p := idemclient.Policy{
@@ -686,6 +688,7 @@ func Policy(op *ir.Operation) idemclient.Policy {
 		Operation:        op.RecordName(),
 		KeyOptional:      keyOptional(op),
 		KeylessDedupe:    keylessDedupe(op),
+		Window:           op.Policy.Window,
 	}
 	if p.On.IsZero() {
 		p.MaxAttempts = 1
@@ -764,6 +767,7 @@ func policyLiteral(p idemclient.Policy) jen.Code {
 		gogen.Field("Operation", jen.Lit(p.Operation)),
 		gogen.Field("KeyOptional", jen.Lit(p.KeyOptional)),
 		gogen.Field("KeylessDedupe", jen.Lit(p.KeylessDedupe)),
+		gogen.Field("Window", gogen.DurationCode(p.Window)),
 	))
 }
 

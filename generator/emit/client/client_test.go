@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemgen/idemgen/generator/cli"
 	"github.com/idemgen/idemgen/generator/compile"
+	"github.com/idemgen/idemgen/generator/contract"
 	"github.com/idemgen/idemgen/generator/diag"
 	"github.com/idemgen/idemgen/generator/emit/client"
 	"github.com/idemgen/idemgen/generator/emitter"
@@ -86,6 +87,7 @@ func TestPolicy(t *testing.T) {
 		MaxAttempts: 4, Backoff: defaults.Backoff, On: defaults.On, InUseWait: 38 * time.Second, // lease 30s + max(retry-after 1s, backoff max 8s)
 		KeyFormat: idemclient.FormatUUID, EnforceKeyFormat: true, KeyCarrier: idemclient.CarrierHeader, KeyName: "Idempotency-Key", KeyMaxLength: 36,
 		Operation: "claimCoupon", // the attempt and call hooks report it
+		Window:    10 * time.Minute,
 	}, got["claimCoupon"])
 	assert.Equal(t, idemclient.Policy{
 		MaxAttempts:  6,
@@ -96,6 +98,7 @@ func TestPolicy(t *testing.T) {
 		KeyFormat:    idemclient.FormatUUIDv7, EnforceKeyFormat: true, KeyCarrier: idemclient.CarrierHeader, KeyName: "X-Request-Key", KeyMaxLength: 36,
 		Operation:   "recordEvent",             // the attempt and call hooks report it
 		KeyOptional: true, KeylessDedupe: true, // window semantics, the key optional: keyless calls are deduped
+		Window: time.Minute,
 	}, got["recordEvent"])
 	assert.Equal(t, idemclient.RetryOn{Statuses: []int{503}}, got["touchItem"].On)
 	assert.Equal(t, 3, got["touchItem"].MaxAttempts)
@@ -103,6 +106,7 @@ func TestPolicy(t *testing.T) {
 		MaxAttempts: 4, Backoff: defaults.Backoff, On: defaults.On, InUseWait: defaults.InUseWait, // the contract's defaults: the library's
 		KeyFormat: idemclient.FormatUUIDv4, EnforceKeyFormat: true, KeyCarrier: idemclient.CarrierQuery, KeyName: "request_id", KeyMaxLength: 36,
 		Operation: "createPayment", // the attempt and call hooks report it
+		Window:    24 * time.Hour,
 	}, got["createPayment"])
 	assert.Equal(t, idemclient.CarrierBody, got["createTransfer"].KeyCarrier)
 	assert.Equal(t, 255, got["createTransfer"].KeyMaxLength, "the contract's default max-length")
@@ -119,6 +123,12 @@ func TestPolicy(t *testing.T) {
 	p := client.Policy(op)
 	assert.Equal(t, 1, p.MaxAttempts)
 	assert.Equal(t, time.Duration(0), p.LongestSpan())
+}
+
+// The client checks a call's retry schedule against the window with the
+// factor the generator checks the contract with.
+func TestWindowRetryFactor(t *testing.T) {
+	assert.Equal(t, contract.WindowRetryFactor, idemclient.WindowRetryFactor)
 }
 
 // The generator's window check (window-shorter-than-retry) and the client

@@ -638,6 +638,7 @@ var idemgenClientPolicyUpdateAccount = idemclient.Policy{
 	Operation:        "updateAccount",
 	KeyOptional:      false,
 	KeylessDedupe:    false,
+	Window:           24 * time.Hour,
 }
 
 // idemgenClientPolicyClaimCoupon is the client half of the contract of POST /coupons/{couponId}/claims
@@ -664,6 +665,7 @@ var idemgenClientPolicyClaimCoupon = idemclient.Policy{
 	Operation:        "claimCoupon",
 	KeyOptional:      false,
 	KeylessDedupe:    false,
+	Window:           10 * time.Minute,
 }
 
 // idemgenClientPolicyRecordEvent is the client half of the contract of POST /events (recordEvent):
@@ -690,6 +692,7 @@ var idemgenClientPolicyRecordEvent = idemclient.Policy{
 	Operation:        "recordEvent",
 	KeyOptional:      true,
 	KeylessDedupe:    true,
+	Window:           time.Minute,
 }
 
 // idemgenClientPolicyTouchItem is the client half of the contract of POST /items/{itemId} (touchItem):
@@ -716,6 +719,7 @@ var idemgenClientPolicyTouchItem = idemclient.Policy{
 	Operation:        "touchItem",
 	KeyOptional:      false,
 	KeylessDedupe:    false,
+	Window:           24 * time.Hour,
 }
 
 // idemgenClientPolicyCreateOrder is the client half of the contract of POST /orders (createOrder):
@@ -742,6 +746,7 @@ var idemgenClientPolicyCreateOrder = idemclient.Policy{
 	Operation:        "createOrder",
 	KeyOptional:      false,
 	KeylessDedupe:    false,
+	Window:           24 * time.Hour,
 }
 
 // idemgenClientPolicyCreatePayment is the client half of the contract of POST /payments
@@ -768,6 +773,7 @@ var idemgenClientPolicyCreatePayment = idemclient.Policy{
 	Operation:        "createPayment",
 	KeyOptional:      false,
 	KeylessDedupe:    false,
+	Window:           24 * time.Hour,
 }
 
 // idemgenClientPolicyUploadReceiptFile is the client half of the contract of POST
@@ -795,6 +801,7 @@ var idemgenClientPolicyUploadReceiptFile = idemclient.Policy{
 	Operation:        "uploadReceiptFile",
 	KeyOptional:      true,
 	KeylessDedupe:    true,
+	Window:           time.Hour,
 }
 
 // idemgenClientPolicySubscribe is the client half of the contract of POST /subscriptions (subscribe):
@@ -821,6 +828,7 @@ var idemgenClientPolicySubscribe = idemclient.Policy{
 	Operation:        "subscribe",
 	KeyOptional:      false,
 	KeylessDedupe:    false,
+	Window:           24 * time.Hour,
 }
 
 // idemgenClientPolicyCreateTransfer is the client half of the contract of POST /transfers
@@ -847,6 +855,7 @@ var idemgenClientPolicyCreateTransfer = idemclient.Policy{
 	Operation:        "createTransfer",
 	KeyOptional:      false,
 	KeylessDedupe:    false,
+	Window:           24 * time.Hour,
 }
 
 // idemgenClientStart starts a call under policy p whose key travels in a typed parameter that holds

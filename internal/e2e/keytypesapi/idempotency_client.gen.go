@@ -399,6 +399,7 @@ var idemgenClientPolicyCreateNote = idemclient.Policy{
 	Operation:        "createNote",
 	KeyOptional:      false,
 	KeylessDedupe:    false,
+	Window:           24 * time.Hour,
 }
 
 // idemgenClientPolicyMakePayment is the client half of the contract of POST /payments (makePayment):
@@ -425,6 +426,7 @@ var idemgenClientPolicyMakePayment = idemclient.Policy{
 	Operation:        "makePayment",
 	KeyOptional:      false,
 	KeylessDedupe:    false,
+	Window:           24 * time.Hour,
 }
 
 // idemgenClientPolicyMakeRefund is the client half of the contract of POST /refunds (makeRefund):
@@ -451,6 +453,7 @@ var idemgenClientPolicyMakeRefund = idemclient.Policy{
 	Operation:        "makeRefund",
 	KeyOptional:      true,
 	KeylessDedupe:    false,
+	Window:           24 * time.Hour,
 }
 
 // idemgenClientPolicyOpenTicket is the client half of the contract of POST /tickets (openTicket):
@@ -477,6 +480,7 @@ var idemgenClientPolicyOpenTicket = idemclient.Policy{
 	Operation:        "openTicket",
 	KeyOptional:      true,
 	KeylessDedupe:    true,
+	Window:           24 * time.Hour,
 }
 
 // idemgenClientPolicyCastVote is the client half of the contract of POST /votes (castVote): loose
@@ -503,6 +507,7 @@ var idemgenClientPolicyCastVote = idemclient.Policy{
 	Operation:        "castVote",
 	KeyOptional:      false,
 	KeylessDedupe:    false,
+	Window:           24 * time.Hour,
 }
 
 // idemgenClientStart starts a call under policy p whose key travels in a typed parameter that holds
