@@ -37,6 +37,7 @@ func TestParseConfig(t *testing.T) {
 	assert.Equal(t, "NewIdempotentDoer", c.Doer())
 	assert.Equal(t, "IdempotentClientPolicy", c.PolicyFunc())
 	assert.Equal(t, "IdempotentMatcher", c.Matcher())
+	assert.Equal(t, "WithIdempotentHTTPClient", c.HTTPClientOption())
 	c, err = client.ParseConfig(map[string]string{"client.type": "Shop", "client.file": "shop_client.go", "server.strict": "false"})
 	require.NoError(t, err)
 	assert.Equal(t, client.Config{Type: "Shop", File: "shop_client.go", Oapi: "Client"}, c)
@@ -200,9 +201,10 @@ func TestCollisions(t *testing.T) {
 	assert.Contains(t, string(files[client.DefaultFile]), "func NewThings(server string")
 	assert.Contains(t, string(files[client.DefaultFile]), "func NewThingsDoer(inner HttpRequestDoer")
 	assert.Contains(t, string(files[client.DefaultFile]), "func ThingsMatcher(server string)")
+	assert.Contains(t, string(files[client.DefaultFile]), "func WithThingsHTTPClient(httpClient HttpRequestDoer, opts ...idemclient.Option) ClientOption")
 
 	// The exact matcher's name, IdempotentMatcher, is checked too.
-	matcherSpec := writeSpec(t, `openapi: 3.0.3
+	const matcherSpec0 = `openapi: 3.0.3
 info: {title: Collision, version: 1.0.0}
 paths:
   /things:
@@ -213,11 +215,18 @@ paths:
 components:
   schemas:
     IdempotentMatcher: {type: string}
-`)
+`
+	matcherSpec := writeSpec(t, matcherSpec0)
 	_, err = gentest.Idemgen(gentest.Case{Spec: matcherSpec, Emit: []string{client.Name}})
 	require.ErrorAs(t, err, &el)
 	require.Len(t, el.List, 1)
 	assert.Contains(t, el.List[0].Message, "the client helper's IdempotentMatcher collides with the Go identifier oapi-codegen declares")
+
+	// And the client option's, WithIdempotentHTTPClient.
+	_, err = gentest.Idemgen(gentest.Case{Spec: writeSpec(t, strings.Replace(matcherSpec0, "IdempotentMatcher:", "WithIdempotentHTTPClient:", 1)), Emit: []string{client.Name}})
+	require.ErrorAs(t, err, &el)
+	require.Len(t, el.List, 1)
+	assert.Contains(t, el.List[0].Message, "the client helper's WithIdempotentHTTPClient collides with the Go identifier oapi-codegen declares")
 
 	// The server emitter's names, in the same package.
 	_, err = gentest.Idemgen(gentest.Case{Spec: clientCase(t, "shop"), Emit: []string{client.Name}, Params: map[string]string{"client.type": "Idempotency"}})
