@@ -1173,7 +1173,12 @@ func jsonBody(h http.Header) bool {
 // timeout, a streamed body is drained within what is left of the
 // attempt's: a stalled body is cut there (its connection closed), and one
 // whose attempt has no time left is closed at once.
-func (d *Doer) discard(resp *http.Response) {
+func (d *Doer) discard(resp *http.Response) { d.drain(resp, nil) }
+
+// drain is discard, first copying into kept (when not nil) up to
+// max(the response buffer, 64 KiB) of the body, within the same bound of
+// the attempt's deadline.
+func (d *Doer) drain(resp *http.Response, kept *bytes.Buffer) {
 	if resp == nil {
 		return
 	}
@@ -1185,6 +1190,9 @@ func (d *Doer) discard(resp *http.Response) {
 		}
 		cb.timer.Reset(left)
 		defer cb.timer.Stop()
+	}
+	if kept != nil {
+		_, _ = io.CopyN(kept, resp.Body, max(d.cfg.respBuffer, headMax))
 	}
 	const more = 64 << 10
 	limit := max(d.cfg.respBuffer, 0)
@@ -1201,12 +1209,13 @@ func (d *Doer) discard(resp *http.Response) {
 // error under WithErrorOnExhausted, with its body in memory: a body that
 // streams past the attempt (longer than the response buffer) is read up
 // to max(the buffer, 64 KiB), the rest discarded and its connection
-// released, so that the caller, who gets an error, need not close it.
+// released (within the attempt's deadline, as discard drains), so that
+// the caller, who gets an error, need not close it.
 func (d *Doer) keep(resp *http.Response) *http.Response {
 	if _, ok := resp.Body.(*cancelBody); ok {
-		data, _ := io.ReadAll(io.LimitReader(resp.Body, max(d.cfg.respBuffer, headMax)))
-		d.discard(resp)
-		resp.Body = io.NopCloser(bytes.NewReader(data))
+		var kept bytes.Buffer
+		d.drain(resp, &kept)
+		resp.Body = io.NopCloser(&kept)
 	}
 	return resp
 }

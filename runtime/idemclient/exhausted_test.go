@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -61,4 +62,17 @@ func TestErrorOnExhausted(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, 201, resp.StatusCode)
+
+	// A body longer than the response buffer, which streamed past the
+	// attempt: kept up to max(buffer, 64 KiB), the connection released.
+	big := newRecServer(t, func(int, *http.Request) reply {
+		return reply{status: 503, body: strings.Repeat("x", 100<<10)}
+	})
+	d = NewDoer(http.DefaultClient, fastPolicy(2), WithClock(newFakeClock()), WithErrorOnExhausted(), WithResponseBuffer(16))
+	ctx, _ = Start(context.Background())
+	_, err = d.Do(post(t, ctx, big.URL, payload))
+	require.True(t, errors.As(err, &e))
+	body, rerr = io.ReadAll(e.Response.Body)
+	require.NoError(t, rerr)
+	assert.Len(t, body, headMax)
 }
