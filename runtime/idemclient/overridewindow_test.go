@@ -52,3 +52,15 @@ func TestPolicyOverrideWindow(t *testing.T) {
 	hand.Window = time.Second
 	assert.ErrorIs(t, hand.Validate(), ErrInvalidPolicy)
 }
+
+// The window check accepts exactly the windows the generator's
+// window-shorter-than-retry accepts: at least span × 1.5 truncated to the
+// nanosecond (here 1.5 × 3ns = 4.5ns: a window of 4ns passes, 3ns not).
+func TestPolicyWindowBoundary(t *testing.T) {
+	p := Policy{MaxAttempts: 3, Backoff: Backoff{Initial: 1, Max: 2, Multiplier: 2}}
+	require.Equal(t, 3*time.Nanosecond, p.LongestSpan())
+	p.Window = 4
+	assert.NoError(t, p.Validate())
+	p.Window = 3
+	assert.ErrorIs(t, p.Validate(), ErrInvalidPolicy)
+}

@@ -491,8 +491,14 @@ func (p Policy) validate() error {
 		errs = append(errs, fmt.Errorf("window %v < 0", p.Window))
 	}
 	if p.Window > 0 && len(errs) == 0 {
-		span := p.LongestSpan()
-		if f := float64(span) * WindowRetryFactor; f > float64(p.Window) {
+		// need as the generator computes it (window-shorter-than-retry),
+		// truncated to the nanosecond and saturated, so that both accept
+		// the same windows.
+		span, need := p.LongestSpan(), time.Duration(math.MaxInt64)
+		if f := float64(span) * WindowRetryFactor; f < math.MaxInt64 {
+			need = time.Duration(f)
+		}
+		if p.Window < need {
 			errs = append(errs, fmt.Errorf("the longest retry span %v (%d attempts, backoff %v to %v ×%v) × %v exceeds the operation's window %v: a retry after the window would run the operation again; fewer attempts or a shorter backoff",
 				span, p.MaxAttempts, p.Backoff.Initial, p.Backoff.Max, p.Backoff.Multiplier, WindowRetryFactor, p.Window))
 		}
