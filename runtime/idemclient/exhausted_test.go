@@ -5,8 +5,10 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -75,4 +77,39 @@ func TestErrorOnExhausted(t *testing.T) {
 	body, rerr = io.ReadAll(e.Response.Body)
 	require.NoError(t, rerr)
 	assert.Len(t, body, headMax)
+}
+
+// The last body kept under WithErrorOnExhausted is read within the
+// attempt's deadline (WithAttemptTimeout), as a discarded body is drained:
+// a body that stalls mid-way does not hold the call.
+func TestErrorOnExhaustedStalledBody(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(503)
+		_, _ = io.WriteString(w, strings.Repeat("y", 32))
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) }) // before srv.Close, which waits for the handler
+	d := NewDoer(http.DefaultClient, fastPolicy(1), WithErrorOnExhausted(), WithResponseBuffer(16), WithAttemptTimeout(300*time.Millisecond))
+	done := make(chan error, 1)
+	go func() {
+		ctx, _ := Start(context.Background())
+		_, err := d.Do(post(t, ctx, srv.URL, payload))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		var e *Error
+		require.True(t, errors.As(err, &e), "%v", err)
+		require.ErrorIs(t, err, ErrAttemptsExhausted)
+		body, _ := io.ReadAll(e.Response.Body)
+		assert.Equal(t, strings.Repeat("y", 32), string(body), "what came before the stall")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call is held by the stalled body")
+	}
 }
