@@ -94,7 +94,10 @@ func WithKey(key string) CallOption {
 // keyless call is resumed (after a crash, say) by sending the same request
 // again within the window, there being no key to save. A key the
 // request carries all the same (a typed parameter the caller filled, an
-// editor's header) is sent as is. The call's key is "" and no key
+// editor's header) is sent as is; a header or query parameter of the
+// key's name that carries none (the nil UUID, which oapi-codegen writes
+// for a typed key parameter it always sends, or an empty value: the
+// server would refuse them with a 400) is dropped. The call's key is "" and no key
 // observer is called. [WithKey] after it wins, and WithoutKey after
 // WithKey.
 func WithoutKey() CallOption {
@@ -127,6 +130,19 @@ func WithPolicy(p Policy) CallOption { return func(c *Call) { c.policy = &p } }
 // filled in: for one knob across operations, such as
 //
 //	idemclient.WithPolicyOverride(func(p *idemclient.Policy) { p.MaxAttempts = 2 })
+//
+// The edited policy is checked as any ([Policy.Validate]) before
+// anything is sent, against the operation's window ([Policy].Window,
+// which generated policies carry) too: an override whose retry schedule
+// could outlast the window (its LongestSpan × [WindowRetryFactor] above
+// it: a retry after the window would run the operation again) fails the
+// call with [ErrInvalidPolicy], nothing sent. It is refused rather than
+// clamped: a clamp would silently send fewer attempts, or wait less, than
+// the override asked for, where an error shows at the first call (in a
+// test) what to change. More attempts than the generated policy's are
+// allowed when they fit the window: the window, not the contract's
+// max-attempts, is what makes a retry safe. The override cannot lift the
+// check: an edit of Window that lengthens it or sets it to 0 is undone.
 //
 // Several overrides apply in order, once per call (a generated helper
 // whose key travels in a typed parameter reads the policy before the Doer
@@ -338,14 +354,19 @@ func (c *Call) effectivePolicy(base Policy) Policy {
 }
 
 // applyOverrides returns p edited by overrides, its On.Statuses cloned
-// first (not when there are none: nothing edits it).
+// first (not when there are none: nothing edits it). p's Window, the
+// contract's, stays: an override may shorten it, not lift or lengthen it.
 func applyOverrides(p Policy, overrides []func(*Policy)) Policy {
 	if len(overrides) == 0 {
 		return p
 	}
+	window := p.Window
 	p.On.Statuses = slices.Clone(p.On.Statuses)
 	for _, o := range overrides {
 		o(&p)
+	}
+	if window > 0 && (p.Window <= 0 || p.Window > window) {
+		p.Window = window
 	}
 	return p
 }
@@ -483,7 +504,8 @@ var errEmptyKeyGiven = errors.New("the key supplied with idemclient.WithKey is e
 func (c *Call) keyOptionErr(p Policy) error {
 	switch {
 	case c.noKey && !p.KeyOptional:
-		return errors.New("idemclient.WithoutKey: the operation requires a key (the policy's KeyOptional is not set)")
+		d := p.WithDefaults()
+		return fmt.Errorf("idemclient.WithoutKey: the operation requires a key, in the %v %s (the policy's KeyOptional is not set: the contract's key.required is true, or the spec declares the key parameter required, which the client always sends); nothing sent", d.KeyCarrier, d.KeyName)
 	case c.keyGiven && c.supplied == "":
 		return errEmptyKeyGiven
 	}

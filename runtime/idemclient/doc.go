@@ -10,7 +10,9 @@
 //     which failures to retry, key format and carrier) and its in-flight
 //     block's lease and wait ([Policy].InUseWait, InFlightWait). Zero fields take the
 //     contract defaults; [Policy.LongestSpan] is the bound the generator
-//     checks against the server's window.
+//     checks against the server's window, and the Doer against
+//     [Policy].Window, which generated policies carry, for the policy a
+//     call really uses (after [WithPolicyOverride]).
 //   - [Doer]: wraps any HTTP client with oapi-codegen's HttpRequestDoer
 //     interface (Do(*http.Request)), so a generated ClientWithResponses gets
 //     retries by `WithHTTPClient(idemclient.NewDoer(httpClient, policy))`.
@@ -56,6 +58,10 @@
 // path instead (the generated NewIdempotentDoer does, for every idempotent
 // operation), and [WithSafeRetries] retries the requests of safe methods
 // (GET, HEAD, OPTIONS, TRACE) that nothing else manages, without a key.
+// The generated With<type>HTTPClient option gives the generated client's
+// Doer its [Option]s; [WithErrorOnExhausted], one of them, makes a call
+// whose attempts ran out on a retryable status end with an error
+// ([ErrAttemptsExhausted]) instead of that last response.
 //
 // # What never changes between attempts
 //

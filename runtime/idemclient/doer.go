@@ -187,7 +187,9 @@ const (
 //
 // The final response, intact, when an attempt got one that is not retried
 // or when the attempts ran out on a retryable status (a 503 after the last
-// attempt is returned as a response, like http.Client does). An [*Error]
+// attempt is returned as a response, like http.Client does; under
+// [WithErrorOnExhausted] the call ends instead with an [*Error] whose
+// Reason is [ErrAttemptsExhausted] and which keeps that response). An [*Error]
 // naming the key, attempts and cause otherwise; when the call stopped
 // after a response that is one of the contract's problems (the key still
 // in use at the deadline or when the in-use wait ran out), the Error
@@ -220,6 +222,7 @@ type config struct {
 	keyGen         KeyGenerator
 	safe           *Policy
 	budget         *RetryBudget
+	errOnExhausted bool
 }
 
 // Option configures a [Doer].
@@ -238,6 +241,20 @@ func WithRandom(f func() float64) Option { return func(o *config) { o.random = f
 // bucket cannot pay for stops the call with [ErrRetryBudgetExhausted].
 // Off by default (nil): retries are bounded by each call's policy alone.
 func WithRetryBudget(b *RetryBudget) Option { return func(o *config) { o.budget = b } }
+
+// WithErrorOnExhausted makes a call whose attempts ran out on an answer
+// the policy retries (a status On lists, a 503 IDEMPOTENCY_STORE_UNAVAILABLE,
+// an IDEMPOTENCY_KEY_IN_USE under a policy of one attempt) end with an
+// [*Error] whose Reason is [ErrAttemptsExhausted] instead of that
+// response: errors.Is(err, ErrAttemptsExhausted) then tells "the service
+// kept failing" from the API's own answers, and the Error keeps the last
+// answer: its Status, RetryAfter, Problem (a contract problem, which
+// errors.As finds) and Response (its body in memory, which need not be
+// closed). Off by default: the last response is returned with a nil
+// error, as http.Client returns a 503 (and a generated helper's
+// [Call.Check] reports a contract problem in it). An answer the policy
+// does not retry is returned as always, whatever its status.
+func WithErrorOnExhausted() Option { return func(o *config) { o.errOnExhausted = true } }
 
 // WithSafeRetries makes the Doer retry requests of the safe methods (GET,
 // HEAD, OPTIONS, TRACE), which no [Call] carries and the matcher does not
@@ -604,7 +621,22 @@ func (d *Doer) prepare(ctx context.Context, req *http.Request, call *Call, p Pol
 		}
 	}
 
-	if call.noKey { // sent as it is (WithoutKey)
+	if call.noKey { // sent as it is (WithoutKey), but for a carrier holding no key
+		switch p.KeyCarrier {
+		case CarrierHeader:
+			// The nil UUID or an empty value (oapi-codegen writes the zero
+			// value of a typed key parameter it always sends) is no key,
+			// and the server would refuse it (400): no header.
+			if _, ok := req.Header[http.CanonicalHeaderKey(p.KeyName)]; ok && headerKey(req.Header, p.KeyName) == "" {
+				pr.tmpl.Header.Del(p.KeyName)
+			}
+		case CarrierQuery:
+			if existing, pairs, others := queryKey(req.URL.RawQuery, p.KeyName); existing == "" && pairs > 0 && !others {
+				u := *req.URL
+				u.RawQuery = withoutQueryKey(u.RawQuery, p.KeyName)
+				pr.tmpl.URL = &u
+			}
+		}
 		pr.setBody(req, hasBody, data)
 		return pr, nil
 	}
@@ -810,10 +842,29 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy,
 		} else if first {
 			firstInUse = now
 		}
+		// The problem the response carried, for an error that ends the call.
+		lastProblem := func(e *Error) *Error {
+			e.Status, e.RetryAfter = at.Status, at.RetryAfter
+			if resp != nil {
+				if e.Problem = problemError(resp.StatusCode, resp.Header, head.p, head.ok, now); e.Problem != nil {
+					e.Problem.Key, e.Problem.Attempts = e.Key, e.Attempts
+				}
+			}
+			return e
+		}
 		if !retry || p.MaxAttempts <= 1 || (!inUse && counted >= p.MaxAttempts) {
-			d.report(ctx, at, err != nil)
+			// exhausted: the last answer is one the policy retries, and the
+			// attempts ran out (WithErrorOnExhausted makes it an error).
+			exhausted := retry && err == nil && d.cfg.errOnExhausted
+			d.report(ctx, at, err != nil || exhausted)
 			if err != nil {
 				return nil, d.fail(req, call, ErrAttemptsExhausted, err)
+			}
+			if exhausted {
+				e := lastProblem(d.fail(req, call, ErrAttemptsExhausted,
+					fmt.Errorf("the last answer, %d, is one the policy retries (WithErrorOnExhausted)", at.Status)))
+				e.Response = d.keep(resp)
+				return nil, e
 			}
 			if d.cfg.budget != nil && !retry && at.Status < 400 { // a success (2xx, 3xx)
 				d.cfg.budget.succeeded(paid)
@@ -872,16 +923,6 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy,
 					err = fmt.Errorf("the retry budget has %d tokens left, too few for a retry", d.cfg.budget.Tokens())
 				}
 			}
-		}
-		// The problem the response carried, for an error that ends the call.
-		lastProblem := func(e *Error) *Error {
-			e.Status, e.RetryAfter = at.Status, at.RetryAfter
-			if resp != nil {
-				if e.Problem = problemError(resp.StatusCode, resp.Header, head.p, head.ok, now); e.Problem != nil {
-					e.Problem.Key, e.Problem.Attempts = e.Key, e.Attempts
-				}
-			}
-			return e
 		}
 		if stop != nil {
 			d.report(ctx, at, true)
@@ -1132,7 +1173,12 @@ func jsonBody(h http.Header) bool {
 // timeout, a streamed body is drained within what is left of the
 // attempt's: a stalled body is cut there (its connection closed), and one
 // whose attempt has no time left is closed at once.
-func (d *Doer) discard(resp *http.Response) {
+func (d *Doer) discard(resp *http.Response) { d.drain(resp, nil) }
+
+// drain is discard, first copying into kept (when not nil) up to
+// max(the response buffer, 64 KiB) of the body, within the same bound of
+// the attempt's deadline.
+func (d *Doer) drain(resp *http.Response, kept *bytes.Buffer) {
 	if resp == nil {
 		return
 	}
@@ -1145,6 +1191,9 @@ func (d *Doer) discard(resp *http.Response) {
 		cb.timer.Reset(left)
 		defer cb.timer.Stop()
 	}
+	if kept != nil {
+		_, _ = io.CopyN(kept, resp.Body, max(d.cfg.respBuffer, headMax))
+	}
 	const more = 64 << 10
 	limit := max(d.cfg.respBuffer, 0)
 	if limit > math.MaxInt64-more {
@@ -1154,6 +1203,21 @@ func (d *Doer) discard(resp *http.Response) {
 	}
 	_, _ = io.CopyN(io.Discard, resp.Body, limit)
 	resp.Body.Close()
+}
+
+// keep returns resp, the last response of a call that ends with an
+// error under WithErrorOnExhausted, with its body in memory: a body that
+// streams past the attempt (longer than the response buffer) is read up
+// to max(the buffer, 64 KiB), the rest discarded and its connection
+// released (within the attempt's deadline, as discard drains), so that
+// the caller, who gets an error, need not close it.
+func (d *Doer) keep(resp *http.Response) *http.Response {
+	if _, ok := resp.Body.(*cancelBody); ok {
+		var kept bytes.Buffer
+		d.drain(resp, &kept)
+		resp.Body = io.NopCloser(&kept)
+	}
+	return resp
 }
 
 // reportEnd gives the end of a call to the call hook and the logger

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 )
@@ -12,7 +13,10 @@ import (
 var (
 	// ErrInvalidPolicy: a Policy failed [Policy.Validate].
 	ErrInvalidPolicy = errors.New("idemclient: invalid policy")
-	// ErrAttemptsExhausted: every attempt failed with a retryable connection error.
+	// ErrAttemptsExhausted: every attempt failed with a retryable connection
+	// error, or (under [WithErrorOnExhausted] only) the attempts ran out on
+	// an answer the policy retries, which the [Error] keeps (its Status,
+	// Problem and Response).
 	ErrAttemptsExhausted = errors.New("idemclient: attempts exhausted")
 	// ErrNotRetryable: an attempt failed with an error that is not retried
 	// (see [Classify]); the cause is wrapped too.
@@ -108,6 +112,11 @@ type Error struct {
 	// (IDEMPOTENCY_KEY_IN_USE), or at the deadline while the store was
 	// unavailable, says so here, and errors.As finds it as a *ProblemError.
 	Problem *ProblemError
+	// Response is the last response of a call whose attempts ran out on an
+	// answer the policy retries, under [WithErrorOnExhausted] (nil
+	// otherwise): its body is in memory (up to the Doer's response buffer,
+	// at least 64 KiB of it), readable and needing no Close.
+	Response *http.Response
 	// Reason is one of the sentinel errors of this package, or the context's
 	// error (context.Canceled, context.DeadlineExceeded) when the caller stopped.
 	Reason error

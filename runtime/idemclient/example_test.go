@@ -3,7 +3,9 @@ package idemclient_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -169,4 +171,27 @@ func ExampleNewDoer_faults() {
 	// attempt 1: status=0 class=connection retry=true
 	// attempt 2: status=201 class=none retry=false
 	// 2 true
+}
+
+// Under WithErrorOnExhausted a call whose attempts all got a status the
+// policy retries ends with an error that errors.Is matches
+// ErrAttemptsExhausted and that keeps the last answer.
+func ExampleWithErrorOnExhausted() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprint(w, "down for maintenance")
+	}))
+	defer srv.Close()
+	doer := idemclient.NewDoer(http.DefaultClient, idemclient.Policy{
+		MaxAttempts: 2, Backoff: idemclient.Backoff{Initial: time.Millisecond},
+	}, idemclient.WithErrorOnExhausted())
+	ctx, _ := idemclient.Start(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, bytes.NewReader([]byte(`{}`)))
+	_, err := doer.Do(req)
+	var e *idemclient.Error
+	if errors.Is(err, idemclient.ErrAttemptsExhausted) && errors.As(err, &e) {
+		body, _ := io.ReadAll(e.Response.Body)
+		fmt.Println(e.Attempts, e.Status, string(body))
+	}
+	// Output: 2 503 down for maintenance
 }

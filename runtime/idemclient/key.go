@@ -117,6 +117,20 @@ func queryKey(rawQuery, name string) (key string, pairs int, others bool) {
 // given twice).
 func setQueryKey(rawQuery, name, key string) string {
 	var b strings.Builder
+	if rest := withoutQueryKey(rawQuery, name); rest != "" {
+		b.WriteString(rest)
+		b.WriteByte('&')
+	}
+	b.WriteString(url.QueryEscape(name))
+	b.WriteByte('=')
+	b.WriteString(url.QueryEscape(key))
+	return b.String()
+}
+
+// withoutQueryKey returns rawQuery without the pairs named name, every
+// other pair exactly as spelled.
+func withoutQueryKey(rawQuery, name string) string {
+	var b strings.Builder
 	for pair := range strings.SplitSeq(rawQuery, "&") {
 		if pair == "" {
 			continue
@@ -125,12 +139,11 @@ func setQueryKey(rawQuery, name, key string) string {
 		if uk, err := url.QueryUnescape(k); err == nil && uk == name {
 			continue
 		}
+		if b.Len() > 0 {
+			b.WriteByte('&')
+		}
 		b.WriteString(pair)
-		b.WriteByte('&')
 	}
-	b.WriteString(url.QueryEscape(name))
-	b.WriteByte('=')
-	b.WriteString(url.QueryEscape(key))
 	return b.String()
 }
 

@@ -24,6 +24,12 @@ const (
 	// zero [Policy.InUseWait] is derived.
 	DefaultLease              = 30 * time.Second
 	DefaultInFlightRetryAfter = 2 * time.Second
+
+	// WindowRetryFactor: a policy's Window must be at least this many
+	// times its [Policy.LongestSpan], the margin the generator requires of
+	// a contract (its window-shorter-than-retry) for the attempts' own
+	// durations and the server's clock.
+	WindowRetryFactor = 1.5
 )
 
 // DefaultStatuses are the response statuses retried by default, besides
@@ -369,6 +375,19 @@ type Policy struct {
 	// when every attempt sends the same fingerprinted bytes and headers
 	// (see [WithoutKey] for the limits).
 	KeylessDedupe bool
+	// Window is the operation's idempotency window (the contract's
+	// window, for which the server remembers a key; generated policies
+	// set it), 0 (the default) when unknown. A retry after it would find
+	// the key forgotten and run the operation again, so a policy whose
+	// LongestSpan × [WindowRetryFactor] exceeds Window is invalid
+	// ([Policy.Validate]): the call fails with [ErrInvalidPolicy], nothing
+	// sent. That is the generator's check of the contract
+	// (window-shorter-than-retry), made again at run time for the policy a
+	// call really uses, after [WithPolicyOverride]. Not checked: waits the
+	// server asks for longer than the backoff (Retry-After, bounded by the
+	// context's deadline) and in-use waits (InUseWait), which happen while
+	// the server holds the key.
+	Window time.Duration
 }
 
 // DefaultPolicy returns the contract defaults spelled out: 4 attempts,
@@ -406,7 +425,9 @@ func (p Policy) WithDefaults() Policy {
 // Validate reports the first problem of p after defaults: attempts below 1,
 // a non-positive initial delay, a max below the initial delay, a multiplier
 // below 1 (or not finite), an unknown jitter, key format or carrier, a
-// missing key name, a negative in-use wait, in-flight wait or key max-length, or a status outside 100..599. Listing 400 or 422 is not
+// missing key name, a negative in-use wait, in-flight wait, key max-length
+// or window, a status outside 100..599, or a retry schedule that does not
+// fit the window ([Policy].Window). Listing 400 or 422 is not
 // an error here (the generator refuses it with a position); at run time they
 // are simply never retried.
 func (p Policy) Validate() error {
@@ -464,6 +485,22 @@ func (p Policy) validate() error {
 	for _, s := range p.On.Statuses {
 		if s < 100 || s > 599 {
 			errs = append(errs, fmt.Errorf("retry status %d outside 100..599", s))
+		}
+	}
+	if p.Window < 0 {
+		errs = append(errs, fmt.Errorf("window %v < 0", p.Window))
+	}
+	if p.Window > 0 && len(errs) == 0 {
+		// need as the generator computes it (window-shorter-than-retry),
+		// truncated to the nanosecond and saturated, so that both accept
+		// the same windows.
+		span, need := p.LongestSpan(), time.Duration(math.MaxInt64)
+		if f := float64(span) * WindowRetryFactor; f < math.MaxInt64 {
+			need = time.Duration(f)
+		}
+		if p.Window < need {
+			errs = append(errs, fmt.Errorf("the longest retry span %v (%d attempts, backoff %v to %v ×%v) × %v exceeds the operation's window %v: a retry after the window would run the operation again; fewer attempts or a shorter backoff",
+				span, p.MaxAttempts, p.Backoff.Initial, p.Backoff.Max, p.Backoff.Multiplier, WindowRetryFactor, p.Window))
 		}
 	}
 	return errors.Join(errs...)

@@ -30,6 +30,7 @@ func TestWithoutKey(t *testing.T) {
 
 	_, call, err := do(fastPolicy(3), WithoutKey())
 	require.ErrorIs(t, err, ErrInvalidKey)
+	assert.ErrorContains(t, err, "idemclient.WithoutKey: the operation requires a key, in the header Idempotency-Key")
 	assert.Zero(t, call.Attempts())
 	assert.Empty(t, srv.Seen())
 

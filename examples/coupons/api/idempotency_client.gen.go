@@ -74,21 +74,28 @@ type IdempotentClient struct {
 // HttpRequestDoer adding a User-Agent or tracing around the Doer), is kept as it is: pass
 // WithHTTPClient(NewIdempotentDoer(httpClient, idemclient.WithMatcher(m), doerOptions...)), m from
 // IdempotentMatcher(server), or your wrapper of it, to configure the Doer (its clock, a per-attempt
-// timeout, a logger, an attempt hook) and keep the exact matching. A wrapper that does not implement
-// idemclient.DoerWrapper is wrapped in a second, default Doer, whose attempts the inner Doer passes
-// through without its options (it logs a warning once). It fails when the server URL does not parse.
+// timeout, a logger, an attempt hook) and keep the exact matching; or, simpler, pass
+// WithIdempotentHTTPClient(httpClient, doerOptions...), which does just that. A wrapper that does not
+// implement idemclient.DoerWrapper is wrapped in a second, default Doer, whose attempts the inner Doer
+// passes through without its options (it logs a warning once). It fails when the server URL does not
+// parse.
 func NewIdempotentClient(server string, opts ...ClientOption) (*IdempotentClient, error) {
 	c, err := NewClientWithResponses(server, opts...)
 	if err != nil {
 		return nil, err
 	}
 	if inner, ok := c.ClientInterface.(*Client); ok {
-		if idemclient.FindDoer(inner.Client) == nil {
+		d, withOpts := inner.Client.(*idemgenClientHTTPClient)
+		if withOpts || idemclient.FindDoer(inner.Client) == nil {
 			m, err := IdempotentMatcher(inner.Server)
 			if err != nil {
 				return nil, err
 			}
-			inner.Client = NewIdempotentDoer(inner.Client, idemclient.WithMatcher(m))
+			if withOpts {
+				inner.Client = NewIdempotentDoer(d.inner, append([]idemclient.Option{idemclient.WithMatcher(m)}, d.opts...)...)
+			} else {
+				inner.Client = NewIdempotentDoer(inner.Client, idemclient.WithMatcher(m))
+			}
 		}
 	}
 	return &IdempotentClient{ClientWithResponses: c}, nil
@@ -129,6 +136,41 @@ func NewIdempotentDoer(inner HttpRequestDoer, opts ...idemclient.Option) *idemcl
 // NewIdempotentDoer with idemclient.WithMatcher. It fails when server does not parse as a URL.
 func IdempotentMatcher(server string) (idemclient.Matcher, error) {
 	return idemgenClientRoutes.Matcher(server)
+}
+
+// WithIdempotentHTTPClient is WithHTTPClient for NewIdempotentClient with the options of the Doer it
+// wraps httpClient in (nil: http.DefaultClient): its clock, a per-attempt timeout
+// (idemclient.WithAttemptTimeout), a logger (idemclient.WithLogger), an attempt or call hook, a retry
+// budget (idemclient.WithRetryBudget), idemclient.WithErrorOnExhausted, ..., without building the Doer
+// yourself. NewIdempotentClient builds it as NewIdempotentDoer(httpClient, idemclient.WithMatcher(m),
+// opts...), m the exact matcher of the client's server URL (a WithMatcher among opts replaces it).
+// Like WithHTTPClient, the last of the two given wins. httpClient is the plain HTTP client below the
+// Doer (an *http.Client, or an HttpRequestDoer of yours that sees every attempt): one that is an
+// *idemclient.Doer already, or wraps one (idemclient.DoerWrapper), fails the option, as two Doers
+// would each run the calls; give that one to WithHTTPClient. Given to NewClient or
+// NewClientWithResponses instead, the HTTP client is a Doer with opts that matches requests as
+// NewIdempotentDoer alone does.
+func WithIdempotentHTTPClient(httpClient HttpRequestDoer, opts ...idemclient.Option) ClientOption {
+	return func(c *Client) error {
+		if httpClient != nil && idemclient.FindDoer(httpClient) != nil {
+			return errors.New("WithIdempotentHTTPClient: the HTTP client is an idemclient.Doer already, or wraps one: give it to WithHTTPClient, or give the plain HTTP client here")
+		}
+		c.Client = &idemgenClientHTTPClient{
+			Doer:  NewIdempotentDoer(httpClient, opts...),
+			inner: httpClient,
+			opts:  opts,
+		}
+		return nil
+	}
+}
+
+// idemgenClientHTTPClient is the HTTP client WithIdempotentHTTPClient sets: a Doer with its options,
+// and what NewIdempotentClient needs to build it again with the exact matcher of the client's server
+// URL.
+type idemgenClientHTTPClient struct {
+	*idemclient.Doer
+	inner HttpRequestDoer
+	opts  []idemclient.Option
 }
 
 // The operation IDs IdempotentClientPolicy knows, one constant per idempotent operation (its
@@ -263,6 +305,7 @@ var idemgenClientPolicyClaimCoupon = idemclient.Policy{
 	Operation:        "claimCoupon",
 	KeyOptional:      false,
 	KeylessDedupe:    false,
+	Window:           10 * time.Minute,
 }
 
 // idemgenClientStart starts a call under policy p whose key travels in a typed parameter that holds

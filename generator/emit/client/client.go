@@ -100,6 +100,13 @@ func (c Config) Doer() string {
 // OpConst is the name of the operation ID constant of op: <type>Op<GoName>.
 func (c Config) OpConst(op *ir.Operation) string { return c.Type + "Op" + op.GoName }
 
+// HTTPClientOption is the name of the client option that gives
+// New<type> its HTTP client with the Doer's options: With, the type
+// without a Client suffix, then HTTPClient (WithIdempotentHTTPClient).
+func (c Config) HTTPClientOption() string {
+	return "With" + strings.TrimSuffix(c.Type, "Client") + "HTTPClient"
+}
+
 // PolicyFunc is the name of the policy lookup for the configured type.
 func (c Config) PolicyFunc() string { return c.Type + "Policy" }
 
@@ -431,7 +438,7 @@ func keyDoc(op *ir.Operation) string {
 	if k.Param != nil {
 		s += " (params." + k.Param.GoName + ")"
 	}
-	if !k.Required {
+	if keyOptional(op) {
 		s += " (optional)"
 	}
 	return s + ", " + k.Format
@@ -440,15 +447,20 @@ func keyDoc(op *ir.Operation) string {
 func (g *gen) constructors() {
 	t, doer, matcher := g.cfg.Type, g.cfg.Doer(), g.cfg.Matcher()
 	q := func(id string) *jen.Statement { return jen.Qual(clientPkg, id) }
-	g.docf("New%s returns the typed helpers over a ClientWithResponses for server, built with opts as NewClientWithResponses builds it. Its HTTP client (WithHTTPClient; default a new http.Client) is wrapped with %s, whose matcher is %s of the client's server URL (its Server, after opts such as WithBaseURL): a request of the client that no helper made is matched by its whole path under the server's base path (one no route serves there, say with a gateway prefix a request editor added, as %s alone reads it). An HTTP client that is an *idemclient.Doer already, or wraps one and says so (idemclient.DoerWrapper: an SDK's own HttpRequestDoer adding a User-Agent or tracing around the Doer), is kept as it is: pass WithHTTPClient(%s(httpClient, idemclient.WithMatcher(m), doerOptions...)), m from %s(server), or your wrapper of it, to configure the Doer (its clock, a per-attempt timeout, a logger, an attempt hook) and keep the exact matching. A wrapper that does not implement idemclient.DoerWrapper is wrapped in a second, default Doer, whose attempts the inner Doer passes through without its options (it logs a warning once). It fails when the server URL does not parse.", t, doer, matcher, doer, doer, matcher)
+	g.docf("New%s returns the typed helpers over a ClientWithResponses for server, built with opts as NewClientWithResponses builds it. Its HTTP client (WithHTTPClient; default a new http.Client) is wrapped with %s, whose matcher is %s of the client's server URL (its Server, after opts such as WithBaseURL): a request of the client that no helper made is matched by its whole path under the server's base path (one no route serves there, say with a gateway prefix a request editor added, as %s alone reads it). An HTTP client that is an *idemclient.Doer already, or wraps one and says so (idemclient.DoerWrapper: an SDK's own HttpRequestDoer adding a User-Agent or tracing around the Doer), is kept as it is: pass WithHTTPClient(%s(httpClient, idemclient.WithMatcher(m), doerOptions...)), m from %s(server), or your wrapper of it, to configure the Doer (its clock, a per-attempt timeout, a logger, an attempt hook) and keep the exact matching; or, simpler, pass %s(httpClient, doerOptions...), which does just that. A wrapper that does not implement idemclient.DoerWrapper is wrapped in a second, default Doer, whose attempts the inner Doer passes through without its options (it logs a warning once). It fails when the server URL does not parse.", t, doer, matcher, doer, doer, matcher, g.cfg.HTTPClientOption())
 	g.f.Func().Id("New"+t).Params(jen.Id("server").String(), jen.Id("opts").Op("...").Id("ClientOption")).Params(jen.Op("*").Id(t), jen.Error()).Block(
 		jen.List(jen.Id("c"), jen.Err()).Op(":=").Id("NewClientWithResponses").Call(jen.Id("server"), jen.Id("opts").Op("...")),
 		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
 		jen.If(jen.List(jen.Id("inner"), jen.Id("ok")).Op(":=").Id("c").Dot("ClientInterface").Assert(jen.Op("*").Id(cmp.Or(g.cfg.Oapi, "Client"))), jen.Id("ok")).Block(
-			jen.If(q("FindDoer").Call(jen.Id("inner").Dot("Client")).Op("==").Nil()).Block(
+			jen.List(jen.Id("d"), jen.Id("withOpts")).Op(":=").Id("inner").Dot("Client").Assert(jen.Op("*").Id(px+"HTTPClient")),
+			jen.If(jen.Id("withOpts").Op("||").Add(q("FindDoer")).Call(jen.Id("inner").Dot("Client")).Op("==").Nil()).Block(
 				jen.List(jen.Id("m"), jen.Err()).Op(":=").Id(matcher).Call(jen.Id("inner").Dot("Server")),
 				jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
-				jen.Id("inner").Dot("Client").Op("=").Id(doer).Call(jen.Id("inner").Dot("Client"), q("WithMatcher").Call(jen.Id("m"))),
+				jen.If(jen.Id("withOpts")).Block(
+					jen.Id("inner").Dot("Client").Op("=").Id(doer).Call(jen.Id("d").Dot("inner"), jen.Append(jen.Index().Add(q("Option")).Values(q("WithMatcher").Call(jen.Id("m"))), jen.Id("d").Dot("opts").Op("...")).Op("...")),
+				).Else().Block(
+					jen.Id("inner").Dot("Client").Op("=").Id(doer).Call(jen.Id("inner").Dot("Client"), q("WithMatcher").Call(jen.Id("m"))),
+				),
 			),
 		),
 		jen.Return(jen.Op("&").Id(t).Values(jen.Dict{jen.Id("ClientWithResponses"): jen.Id("c")}), jen.Nil()),
@@ -462,6 +474,7 @@ func (g *gen) constructors() {
 	)
 
 	g.exactMatcher()
+	g.httpClientOption()
 
 	g.docf("The operation IDs %s knows, one constant per idempotent operation (its operationId, or oapi-codegen's Go name for an operation without one).", g.cfg.PolicyFunc())
 	g.f.Const().DefsFunc(func(d *jen.Group) {
@@ -668,6 +681,8 @@ func joinList(l []string) string {
 // is set: the key's format is the contract's, which the server requires.
 // Operation is the operation's record name (its operationId, or
 // oapi-codegen's Go name), as the attempt and call hooks report it.
+// Window is the contract's window, against which the Doer checks the
+// retry schedule a call really uses (after idemclient.WithPolicyOverride).
 func Policy(op *ir.Operation) idemclient.Policy {
 	r := op.Policy.Retry
 	p := idemclient.Policy{
@@ -684,8 +699,9 @@ func Policy(op *ir.Operation) idemclient.Policy {
 		KeyName:          op.Key.Name,
 		KeyMaxLength:     op.Key.MaxLength,
 		Operation:        op.RecordName(),
-		KeyOptional:      !op.Key.Required,
+		KeyOptional:      keyOptional(op),
 		KeylessDedupe:    keylessDedupe(op),
+		Window:           op.Policy.Window,
 	}
 	if p.On.IsZero() {
 		p.MaxAttempts = 1
@@ -764,6 +780,7 @@ func policyLiteral(p idemclient.Policy) jen.Code {
 		gogen.Field("Operation", jen.Lit(p.Operation)),
 		gogen.Field("KeyOptional", jen.Lit(p.KeyOptional)),
 		gogen.Field("KeylessDedupe", jen.Lit(p.KeylessDedupe)),
+		gogen.Field("Window", gogen.DurationCode(p.Window)),
 	))
 }
 
@@ -774,7 +791,20 @@ func policyLiteral(p idemclient.Policy) jen.Code {
 // attempts (a transport that re-signs or refreshes a token below the
 // Doer): the retry is then another fingerprint, and runs again.
 func keylessDedupe(op *ir.Operation) bool {
-	return !op.Key.Required && op.Policy.Semantics == ir.Window && len(op.Policy.FingerprintHeaders) == 0
+	return keyOptional(op) && op.Policy.Semantics == ir.Window && len(op.Policy.FingerprintHeaders) == 0
+}
+
+// keyOptional says whether a call of op may go without a key (the
+// policy's KeyOptional, which idemclient.WithoutKey needs): the contract's
+// key.required is false, and the spec does not declare the key parameter
+// required. oapi-codegen's client always sends a required parameter (the
+// zero UUID or "" when unset, which the server refuses with a 400), and
+// its server refuses a request without one: the spec decides, and the call
+// is refused before anything is sent (ErrInvalidKey). The compiler reports
+// the two disagreeing (key-declared-differently), but not for a parameter
+// idemgen spec wrote from an earlier contract (spec-stale).
+func keyOptional(op *ir.Operation) bool {
+	return !op.Key.Required && (op.Key.Param == nil || !op.Key.Param.Required)
 }
 
 // withoutKeyDoc is the helper documentation's sentence on
@@ -783,6 +813,8 @@ func withoutKeyDoc(op *ir.Operation) string {
 	switch {
 	case op.Key.Required:
 		return ""
+	case !keyOptional(op):
+		return fmt.Sprintf("The contract makes the key optional, but the spec declares the %s parameter %s required, which the client always sends: idemclient.WithoutKey fails with idemclient.ErrInvalidKey, nothing sent. ", op.Key.Param.In, op.Key.Param.Name)
 	case keylessDedupe(op):
 		return "The key is optional: with idemclient.WithoutKey none is made or sent, and the server recognises a repeat of the request by its fingerprint within the window (a keyless call is retried as a keyed one, and resumed by sending it again within the window; its record is not found under compatible-fingerprints, across a rollout that changes the fingerprint). "
 	case op.Policy.Semantics == ir.Window:
@@ -947,6 +979,34 @@ func (g *gen) matcher() {
 	}))
 }
 
+// httpClientOption writes With<type>HTTPClient, the client option that
+// gives New<type> its HTTP client and the Doer's options, and the HTTP
+// client it sets.
+func (g *gen) httpClientOption() {
+	q := func(id string) *jen.Statement { return jen.Qual(clientPkg, id) }
+	name, t, doer, oapi := g.cfg.HTTPClientOption(), g.cfg.Type, g.cfg.Doer(), cmp.Or(g.cfg.Oapi, "Client")
+	g.docf("%s is WithHTTPClient for New%s with the options of the Doer it wraps httpClient in (nil: http.DefaultClient): its clock, a per-attempt timeout (idemclient.WithAttemptTimeout), a logger (idemclient.WithLogger), an attempt or call hook, a retry budget (idemclient.WithRetryBudget), idemclient.WithErrorOnExhausted, ..., without building the Doer yourself. New%[2]s builds it as %[3]s(httpClient, idemclient.WithMatcher(m), opts...), m the exact matcher of the client's server URL (a WithMatcher among opts replaces it). Like WithHTTPClient, the last of the two given wins. httpClient is the plain HTTP client below the Doer (an *http.Client, or an HttpRequestDoer of yours that sees every attempt): one that is an *idemclient.Doer already, or wraps one (idemclient.DoerWrapper), fails the option, as two Doers would each run the calls; give that one to WithHTTPClient. Given to NewClient or NewClientWithResponses instead, the HTTP client is a Doer with opts that matches requests as %[3]s alone does.", name, t, doer)
+	g.f.Func().Id(name).Params(jen.Id("httpClient").Id("HttpRequestDoer"), jen.Id("opts").Op("...").Add(q("Option"))).Id("ClientOption").Block(
+		jen.Return(jen.Func().Params(jen.Id("c").Op("*").Id(oapi)).Error().Block(
+			jen.If(jen.Id("httpClient").Op("!=").Nil().Op("&&").Add(q("FindDoer")).Call(jen.Id("httpClient")).Op("!=").Nil()).Block(
+				jen.Return(jen.Qual("errors", "New").Call(jen.Lit(name+": the HTTP client is an idemclient.Doer already, or wraps one: give it to WithHTTPClient, or give the plain HTTP client here"))),
+			),
+			jen.Id("c").Dot("Client").Op("=").Op("&").Id(px+"HTTPClient").Values(jen.Dict{
+				jen.Id("Doer"):  jen.Id(doer).Call(jen.Id("httpClient"), jen.Id("opts").Op("...")),
+				jen.Id("inner"): jen.Id("httpClient"),
+				jen.Id("opts"):  jen.Id("opts"),
+			}),
+			jen.Return(jen.Nil()),
+		)),
+	)
+	g.docf("%sHTTPClient is the HTTP client %s sets: a Doer with its options, and what New%s needs to build it again with the exact matcher of the client's server URL.", px, name, t)
+	g.f.Type().Id(px+"HTTPClient").Struct(
+		jen.Op("*").Add(q("Doer")),
+		jen.Id("inner").Id("HttpRequestDoer"),
+		jen.Id("opts").Index().Add(q("Option")),
+	)
+}
+
 // exactMatcher writes <type>Matcher, the matcher of a known server URL.
 func (g *gen) exactMatcher() {
 	q := func(id string) *jen.Statement { return jen.Qual(clientPkg, id) }
@@ -972,7 +1032,7 @@ func checkNames(spec *ir.Spec, opts emitter.Options, cfg Config, diags *diag.Lis
 			theirs[n] = gogen.Owner{What: "the server wrapper's " + n + " (option " + server.TypeOption.String() + ")", Pos: ir.Pos{File: spec.Source}}
 		}
 	}
-	names := []string{cfg.Type, "New" + cfg.Type, cfg.Doer(), cfg.PolicyFunc(), cfg.Matcher()}
+	names := []string{cfg.Type, "New" + cfg.Type, cfg.Doer(), cfg.PolicyFunc(), cfg.Matcher(), cfg.HTTPClientOption()}
 	for _, op := range spec.Operations {
 		names = append(names, cfg.OpConst(op))
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemgen/idemgen/generator/cli"
 	"github.com/idemgen/idemgen/generator/compile"
+	"github.com/idemgen/idemgen/generator/contract"
 	"github.com/idemgen/idemgen/generator/diag"
 	"github.com/idemgen/idemgen/generator/emit/client"
 	"github.com/idemgen/idemgen/generator/emitter"
@@ -36,6 +37,7 @@ func TestParseConfig(t *testing.T) {
 	assert.Equal(t, "NewIdempotentDoer", c.Doer())
 	assert.Equal(t, "IdempotentClientPolicy", c.PolicyFunc())
 	assert.Equal(t, "IdempotentMatcher", c.Matcher())
+	assert.Equal(t, "WithIdempotentHTTPClient", c.HTTPClientOption())
 	c, err = client.ParseConfig(map[string]string{"client.type": "Shop", "client.file": "shop_client.go", "server.strict": "false"})
 	require.NoError(t, err)
 	assert.Equal(t, client.Config{Type: "Shop", File: "shop_client.go", Oapi: "Client"}, c)
@@ -86,6 +88,7 @@ func TestPolicy(t *testing.T) {
 		MaxAttempts: 4, Backoff: defaults.Backoff, On: defaults.On, InUseWait: 38 * time.Second, // lease 30s + max(retry-after 1s, backoff max 8s)
 		KeyFormat: idemclient.FormatUUID, EnforceKeyFormat: true, KeyCarrier: idemclient.CarrierHeader, KeyName: "Idempotency-Key", KeyMaxLength: 36,
 		Operation: "claimCoupon", // the attempt and call hooks report it
+		Window:    10 * time.Minute,
 	}, got["claimCoupon"])
 	assert.Equal(t, idemclient.Policy{
 		MaxAttempts:  6,
@@ -96,6 +99,7 @@ func TestPolicy(t *testing.T) {
 		KeyFormat:    idemclient.FormatUUIDv7, EnforceKeyFormat: true, KeyCarrier: idemclient.CarrierHeader, KeyName: "X-Request-Key", KeyMaxLength: 36,
 		Operation:   "recordEvent",             // the attempt and call hooks report it
 		KeyOptional: true, KeylessDedupe: true, // window semantics, the key optional: keyless calls are deduped
+		Window: time.Minute,
 	}, got["recordEvent"])
 	assert.Equal(t, idemclient.RetryOn{Statuses: []int{503}}, got["touchItem"].On)
 	assert.Equal(t, 3, got["touchItem"].MaxAttempts)
@@ -103,6 +107,7 @@ func TestPolicy(t *testing.T) {
 		MaxAttempts: 4, Backoff: defaults.Backoff, On: defaults.On, InUseWait: defaults.InUseWait, // the contract's defaults: the library's
 		KeyFormat: idemclient.FormatUUIDv4, EnforceKeyFormat: true, KeyCarrier: idemclient.CarrierQuery, KeyName: "request_id", KeyMaxLength: 36,
 		Operation: "createPayment", // the attempt and call hooks report it
+		Window:    24 * time.Hour,
 	}, got["createPayment"])
 	assert.Equal(t, idemclient.CarrierBody, got["createTransfer"].KeyCarrier)
 	assert.Equal(t, 255, got["createTransfer"].KeyMaxLength, "the contract's default max-length")
@@ -119,6 +124,12 @@ func TestPolicy(t *testing.T) {
 	p := client.Policy(op)
 	assert.Equal(t, 1, p.MaxAttempts)
 	assert.Equal(t, time.Duration(0), p.LongestSpan())
+}
+
+// The client checks a call's retry schedule against the window with the
+// factor the generator checks the contract with.
+func TestWindowRetryFactor(t *testing.T) {
+	assert.Equal(t, contract.WindowRetryFactor, idemclient.WindowRetryFactor)
 }
 
 // The generator's window check (window-shorter-than-retry) and the client
@@ -190,9 +201,10 @@ func TestCollisions(t *testing.T) {
 	assert.Contains(t, string(files[client.DefaultFile]), "func NewThings(server string")
 	assert.Contains(t, string(files[client.DefaultFile]), "func NewThingsDoer(inner HttpRequestDoer")
 	assert.Contains(t, string(files[client.DefaultFile]), "func ThingsMatcher(server string)")
+	assert.Contains(t, string(files[client.DefaultFile]), "func WithThingsHTTPClient(httpClient HttpRequestDoer, opts ...idemclient.Option) ClientOption")
 
 	// The exact matcher's name, IdempotentMatcher, is checked too.
-	matcherSpec := writeSpec(t, `openapi: 3.0.3
+	const matcherSpec0 = `openapi: 3.0.3
 info: {title: Collision, version: 1.0.0}
 paths:
   /things:
@@ -203,11 +215,18 @@ paths:
 components:
   schemas:
     IdempotentMatcher: {type: string}
-`)
+`
+	matcherSpec := writeSpec(t, matcherSpec0)
 	_, err = gentest.Idemgen(gentest.Case{Spec: matcherSpec, Emit: []string{client.Name}})
 	require.ErrorAs(t, err, &el)
 	require.Len(t, el.List, 1)
 	assert.Contains(t, el.List[0].Message, "the client helper's IdempotentMatcher collides with the Go identifier oapi-codegen declares")
+
+	// And the client option's, WithIdempotentHTTPClient.
+	_, err = gentest.Idemgen(gentest.Case{Spec: writeSpec(t, strings.Replace(matcherSpec0, "IdempotentMatcher:", "WithIdempotentHTTPClient:", 1)), Emit: []string{client.Name}})
+	require.ErrorAs(t, err, &el)
+	require.Len(t, el.List, 1)
+	assert.Contains(t, el.List[0].Message, "the client helper's WithIdempotentHTTPClient collides with the Go identifier oapi-codegen declares")
 
 	// The server emitter's names, in the same package.
 	_, err = gentest.Idemgen(gentest.Case{Spec: clientCase(t, "shop"), Emit: []string{client.Name}, Params: map[string]string{"client.type": "Idempotency"}})

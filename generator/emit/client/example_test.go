@@ -58,6 +58,7 @@ paths:
 	// func NewIdempotentClient(server string, opts ...ClientOption) (*IdempotentClient, error) {
 	// func NewIdempotentDoer(inner HttpRequestDoer, opts ...idemclient.Option) *idemclient.Doer {
 	// func IdempotentMatcher(server string) (idemclient.Matcher, error) {
+	// func WithIdempotentHTTPClient(httpClient HttpRequestDoer, opts ...idemclient.Option) ClientOption {
 	// func IdempotentClientPolicy(operationID string) (p idemclient.Policy, ok bool) {
 	// func (c *IdempotentClient) WithCallOptions(opts ...idemclient.CallOption) *IdempotentClient {
 	// func (c *IdempotentClient) idemgenClientOptions(opts []idemclient.CallOption) []idemclient.CallOption {

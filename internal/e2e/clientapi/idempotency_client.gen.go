@@ -90,21 +90,28 @@ type IdempotentClient struct {
 // HttpRequestDoer adding a User-Agent or tracing around the Doer), is kept as it is: pass
 // WithHTTPClient(NewIdempotentDoer(httpClient, idemclient.WithMatcher(m), doerOptions...)), m from
 // IdempotentMatcher(server), or your wrapper of it, to configure the Doer (its clock, a per-attempt
-// timeout, a logger, an attempt hook) and keep the exact matching. A wrapper that does not implement
-// idemclient.DoerWrapper is wrapped in a second, default Doer, whose attempts the inner Doer passes
-// through without its options (it logs a warning once). It fails when the server URL does not parse.
+// timeout, a logger, an attempt hook) and keep the exact matching; or, simpler, pass
+// WithIdempotentHTTPClient(httpClient, doerOptions...), which does just that. A wrapper that does not
+// implement idemclient.DoerWrapper is wrapped in a second, default Doer, whose attempts the inner Doer
+// passes through without its options (it logs a warning once). It fails when the server URL does not
+// parse.
 func NewIdempotentClient(server string, opts ...ClientOption) (*IdempotentClient, error) {
 	c, err := NewClientWithResponses(server, opts...)
 	if err != nil {
 		return nil, err
 	}
 	if inner, ok := c.ClientInterface.(*Client); ok {
-		if idemclient.FindDoer(inner.Client) == nil {
+		d, withOpts := inner.Client.(*idemgenClientHTTPClient)
+		if withOpts || idemclient.FindDoer(inner.Client) == nil {
 			m, err := IdempotentMatcher(inner.Server)
 			if err != nil {
 				return nil, err
 			}
-			inner.Client = NewIdempotentDoer(inner.Client, idemclient.WithMatcher(m))
+			if withOpts {
+				inner.Client = NewIdempotentDoer(d.inner, append([]idemclient.Option{idemclient.WithMatcher(m)}, d.opts...)...)
+			} else {
+				inner.Client = NewIdempotentDoer(inner.Client, idemclient.WithMatcher(m))
+			}
 		}
 	}
 	return &IdempotentClient{ClientWithResponses: c}, nil
@@ -145,6 +152,41 @@ func NewIdempotentDoer(inner HttpRequestDoer, opts ...idemclient.Option) *idemcl
 // NewIdempotentDoer with idemclient.WithMatcher. It fails when server does not parse as a URL.
 func IdempotentMatcher(server string) (idemclient.Matcher, error) {
 	return idemgenClientRoutes.Matcher(server)
+}
+
+// WithIdempotentHTTPClient is WithHTTPClient for NewIdempotentClient with the options of the Doer it
+// wraps httpClient in (nil: http.DefaultClient): its clock, a per-attempt timeout
+// (idemclient.WithAttemptTimeout), a logger (idemclient.WithLogger), an attempt or call hook, a retry
+// budget (idemclient.WithRetryBudget), idemclient.WithErrorOnExhausted, ..., without building the Doer
+// yourself. NewIdempotentClient builds it as NewIdempotentDoer(httpClient, idemclient.WithMatcher(m),
+// opts...), m the exact matcher of the client's server URL (a WithMatcher among opts replaces it).
+// Like WithHTTPClient, the last of the two given wins. httpClient is the plain HTTP client below the
+// Doer (an *http.Client, or an HttpRequestDoer of yours that sees every attempt): one that is an
+// *idemclient.Doer already, or wraps one (idemclient.DoerWrapper), fails the option, as two Doers
+// would each run the calls; give that one to WithHTTPClient. Given to NewClient or
+// NewClientWithResponses instead, the HTTP client is a Doer with opts that matches requests as
+// NewIdempotentDoer alone does.
+func WithIdempotentHTTPClient(httpClient HttpRequestDoer, opts ...idemclient.Option) ClientOption {
+	return func(c *Client) error {
+		if httpClient != nil && idemclient.FindDoer(httpClient) != nil {
+			return errors.New("WithIdempotentHTTPClient: the HTTP client is an idemclient.Doer already, or wraps one: give it to WithHTTPClient, or give the plain HTTP client here")
+		}
+		c.Client = &idemgenClientHTTPClient{
+			Doer:  NewIdempotentDoer(httpClient, opts...),
+			inner: httpClient,
+			opts:  opts,
+		}
+		return nil
+	}
+}
+
+// idemgenClientHTTPClient is the HTTP client WithIdempotentHTTPClient sets: a Doer with its options,
+// and what NewIdempotentClient needs to build it again with the exact matcher of the client's server
+// URL.
+type idemgenClientHTTPClient struct {
+	*idemclient.Doer
+	inner HttpRequestDoer
+	opts  []idemclient.Option
 }
 
 // The operation IDs IdempotentClientPolicy knows, one constant per idempotent operation (its
@@ -638,6 +680,7 @@ var idemgenClientPolicyUpdateAccount = idemclient.Policy{
 	Operation:        "updateAccount",
 	KeyOptional:      false,
 	KeylessDedupe:    false,
+	Window:           24 * time.Hour,
 }
 
 // idemgenClientPolicyClaimCoupon is the client half of the contract of POST /coupons/{couponId}/claims
@@ -664,6 +707,7 @@ var idemgenClientPolicyClaimCoupon = idemclient.Policy{
 	Operation:        "claimCoupon",
 	KeyOptional:      false,
 	KeylessDedupe:    false,
+	Window:           10 * time.Minute,
 }
 
 // idemgenClientPolicyRecordEvent is the client half of the contract of POST /events (recordEvent):
@@ -690,6 +734,7 @@ var idemgenClientPolicyRecordEvent = idemclient.Policy{
 	Operation:        "recordEvent",
 	KeyOptional:      true,
 	KeylessDedupe:    true,
+	Window:           time.Minute,
 }
 
 // idemgenClientPolicyTouchItem is the client half of the contract of POST /items/{itemId} (touchItem):
@@ -716,6 +761,7 @@ var idemgenClientPolicyTouchItem = idemclient.Policy{
 	Operation:        "touchItem",
 	KeyOptional:      false,
 	KeylessDedupe:    false,
+	Window:           24 * time.Hour,
 }
 
 // idemgenClientPolicyCreateOrder is the client half of the contract of POST /orders (createOrder):
@@ -742,6 +788,7 @@ var idemgenClientPolicyCreateOrder = idemclient.Policy{
 	Operation:        "createOrder",
 	KeyOptional:      false,
 	KeylessDedupe:    false,
+	Window:           24 * time.Hour,
 }
 
 // idemgenClientPolicyCreatePayment is the client half of the contract of POST /payments
@@ -768,6 +815,7 @@ var idemgenClientPolicyCreatePayment = idemclient.Policy{
 	Operation:        "createPayment",
 	KeyOptional:      false,
 	KeylessDedupe:    false,
+	Window:           24 * time.Hour,
 }
 
 // idemgenClientPolicyUploadReceiptFile is the client half of the contract of POST
@@ -795,6 +843,7 @@ var idemgenClientPolicyUploadReceiptFile = idemclient.Policy{
 	Operation:        "uploadReceiptFile",
 	KeyOptional:      true,
 	KeylessDedupe:    true,
+	Window:           time.Hour,
 }
 
 // idemgenClientPolicySubscribe is the client half of the contract of POST /subscriptions (subscribe):
@@ -821,6 +870,7 @@ var idemgenClientPolicySubscribe = idemclient.Policy{
 	Operation:        "subscribe",
 	KeyOptional:      false,
 	KeylessDedupe:    false,
+	Window:           24 * time.Hour,
 }
 
 // idemgenClientPolicyCreateTransfer is the client half of the contract of POST /transfers
@@ -847,6 +897,7 @@ var idemgenClientPolicyCreateTransfer = idemclient.Policy{
 	Operation:        "createTransfer",
 	KeyOptional:      false,
 	KeylessDedupe:    false,
+	Window:           24 * time.Hour,
 }
 
 // idemgenClientStart starts a call under policy p whose key travels in a typed parameter that holds

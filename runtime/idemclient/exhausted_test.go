@@ -1,0 +1,115 @@
+package idemclient
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// By default a call whose attempts ran out on a retryable status returns
+// that last response and no error (as http.Client does); under
+// WithErrorOnExhausted it returns an *Error whose Reason is
+// ErrAttemptsExhausted, with the last status, problem and response (its
+// body readable), and no response.
+func TestErrorOnExhausted(t *testing.T) {
+	srv := newRecServer(t, func(int, *http.Request) reply {
+		return problemReply(503, CodeStoreUnavailable, map[string]string{"Retry-After": "0"})
+	})
+	do := func(opts ...Option) (*http.Response, error) {
+		d := NewDoer(http.DefaultClient, fastPolicy(3), append([]Option{WithClock(newFakeClock())}, opts...)...)
+		ctx, _ := Start(context.Background())
+		return d.Do(post(t, ctx, srv.URL, payload))
+	}
+
+	resp, err := do()
+	require.NoError(t, err, "the default is unchanged")
+	resp.Body.Close()
+	assert.Equal(t, 503, resp.StatusCode)
+
+	var ends []CallEnd
+	resp, err = do(WithErrorOnExhausted(), WithCallHook(func(_ context.Context, e CallEnd) { ends = append(ends, e) }))
+	assert.Nil(t, resp)
+	require.ErrorIs(t, err, ErrAttemptsExhausted)
+	var e *Error
+	require.True(t, errors.As(err, &e))
+	assert.Equal(t, 3, e.Attempts)
+	assert.Equal(t, 503, e.Status)
+	require.NotNil(t, e.Problem)
+	assert.Equal(t, CodeStoreUnavailable, e.Problem.Code)
+	var pe *ProblemError
+	assert.True(t, errors.As(err, &pe))
+	require.NotNil(t, e.Response, "the last response")
+	assert.Equal(t, 503, e.Response.StatusCode)
+	body, rerr := io.ReadAll(e.Response.Body)
+	require.NoError(t, rerr)
+	assert.Contains(t, string(body), CodeStoreUnavailable)
+	assert.Contains(t, err.Error(), "last-status=503")
+	require.Len(t, ends, 1)
+	assert.ErrorIs(t, ends[0].Err, ErrAttemptsExhausted)
+	assert.Len(t, srv.Seen(), 6)
+
+	// A final answer the policy does not retry is returned as before.
+	ok := newRecServer(t, nil)
+	d := NewDoer(http.DefaultClient, fastPolicy(3), WithClock(newFakeClock()), WithErrorOnExhausted())
+	ctx, _ := Start(context.Background())
+	resp, err = d.Do(post(t, ctx, ok.URL, payload))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 201, resp.StatusCode)
+
+	// A body longer than the response buffer, which streamed past the
+	// attempt: kept up to max(buffer, 64 KiB), the connection released.
+	big := newRecServer(t, func(int, *http.Request) reply {
+		return reply{status: 503, body: strings.Repeat("x", 100<<10)}
+	})
+	d = NewDoer(http.DefaultClient, fastPolicy(2), WithClock(newFakeClock()), WithErrorOnExhausted(), WithResponseBuffer(16))
+	ctx, _ = Start(context.Background())
+	_, err = d.Do(post(t, ctx, big.URL, payload))
+	require.True(t, errors.As(err, &e))
+	body, rerr = io.ReadAll(e.Response.Body)
+	require.NoError(t, rerr)
+	assert.Len(t, body, headMax)
+}
+
+// The last body kept under WithErrorOnExhausted is read within the
+// attempt's deadline (WithAttemptTimeout), as a discarded body is drained:
+// a body that stalls mid-way does not hold the call.
+func TestErrorOnExhaustedStalledBody(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(503)
+		_, _ = io.WriteString(w, strings.Repeat("y", 32))
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) }) // before srv.Close, which waits for the handler
+	d := NewDoer(http.DefaultClient, fastPolicy(1), WithErrorOnExhausted(), WithResponseBuffer(16), WithAttemptTimeout(300*time.Millisecond))
+	done := make(chan error, 1)
+	go func() {
+		ctx, _ := Start(context.Background())
+		_, err := d.Do(post(t, ctx, srv.URL, payload))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		var e *Error
+		require.True(t, errors.As(err, &e), "%v", err)
+		require.ErrorIs(t, err, ErrAttemptsExhausted)
+		body, _ := io.ReadAll(e.Response.Body)
+		assert.Equal(t, strings.Repeat("y", 32), string(body), "what came before the stall")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call is held by the stalled body")
+	}
+}
