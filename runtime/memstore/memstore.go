@@ -32,10 +32,10 @@
 // there do not raise the garbage collector's heap goal, so a growing store
 // does not make the process touch fresh pages for garbage too, and its own
 // memory grows 2 MiB at a time instead of 4 KiB (each fresh page is a page
-// fault). Once a store has grown past half of the 4 MiB region it carves
-// blocks from, a goroutine maps the next region and has the system back it
-// with memory, so that a request does not wait for the kernel to clear a
-// huge page (milliseconds on a virtual machine). Freed blocks are reused at once, so a Record's Response is a
+// fault). A goroutine has the system back the next 2 MiB of the regions it
+// carves blocks from with memory once less than 1 MiB of what is backed is
+// left, so that a request does not wait for the kernel to clear a huge
+// page (milliseconds on a virtual machine). Freed blocks are reused at once, so a Record's Response is a
 // copy, made under the shard's lock. The Go runtime does not count this
 // memory (GOMEMLIMIT, runtime/metrics); MaxBytes bounds it, within the
 // factor of two above.
