@@ -315,11 +315,11 @@ func (a *arena) release(r *region) {
 
 const (
 	slotPageBytes = 16 << 10
-	// slotsPerPage: the slot table grows by pages of 16 KiB (slots are 96
+	// slotsPerPage: the slot table grows by pages of 16 KiB (slots are 80
 	// bytes: TestSlotSize), never copied. Small pages: each shard's last
 	// page is half empty on average, memory backed for nothing (32 shards
 	// of 64 KiB pages kept 1 MiB so).
-	slotsPerPage = slotPageBytes / 96
+	slotsPerPage = slotPageBytes / 80
 	// entriesPerExpiryPage: the expiry heap grows by pages of 16 KiB
 	// (entries are 16 bytes), never copied (append's growth would allocate
 	// five times what the heap holds); entriesPerQueuePage: the expiry
