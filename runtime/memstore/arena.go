@@ -323,10 +323,11 @@ const (
 	// entriesPerExpiryPage: the expiry heap grows by pages of 16 KiB
 	// (entries are 16 bytes), never copied (append's growth would allocate
 	// five times what the heap holds); entriesPerQueuePage: the expiry
-	// queue by pages of 16 KiB too, of slot numbers (4 bytes: what every
-	// record costs in the queue, beside its slot).
+	// queue by pages of 4 KiB, of slot numbers (4 bytes: what every record
+	// costs in the queue, beside its slot; small pages, as the slot
+	// table's: each shard's last one is half empty on average).
 	entriesPerExpiryPage = 1024
-	entriesPerQueuePage  = 4096
+	entriesPerQueuePage  = 1024
 )
 
 type (
@@ -339,7 +340,7 @@ type (
 var (
 	_ [slotPageBytes - unsafe.Sizeof(slotPage{})]byte
 	_ [16<<10 - unsafe.Sizeof(expiryPage{})]byte
-	_ [16<<10 - unsafe.Sizeof(queuePage{})]byte
+	_ [4<<10 - unsafe.Sizeof(queuePage{})]byte
 )
 
 // newSlotPage and newExpiryPage return zeroed pages, as new would: a reused

@@ -306,7 +306,7 @@ func TestPageElemOutOfRange(t *testing.T) {
 		"at(none)":                 func() { sh.at(none) },
 		"at(slotsPerPage)":         func() { sh.at(slotsPerPage) },
 		"qe(qbase-1)":              func() { sh.qe(sh.qbase - 1) },
-		"qe(4096)":                 func() { sh.qe(entriesPerQueuePage) },
+		"qe(entriesPerQueuePage)":  func() { sh.qe(entriesPerQueuePage) },
 		"hp(-1)":                   func() { sh.hp(-1) },
 		"hp(entriesPerExpiryPage)": func() { sh.hp(entriesPerExpiryPage) },
 	} {
