@@ -1195,7 +1195,7 @@ func (c *Call) readLocal() bool {
 // request's tag: this Engine recorded it for a request of the same bytes.
 func (c *Call) madeRecord(resp []byte) bool {
 	t, _, ok := cutRecordTag(resp)
-	return ok && t.domain == c.e.fpc.domain && t.key == c.fpk
+	return ok && t == newRecordTag(c.e.fpc.domain, c.fpk)
 }
 
 // headerValue is h.Get(name) for a name already in canonical form, without
@@ -1938,7 +1938,8 @@ func (c *Call) Finish() error {
 		// with this request's fingerprint under a compatible setting
 		// (Spec.CompatibleFingerprints): that depends on what the cache's digest does
 		// not cover (headers only a compatible setting lists).
-		resp = rec.tag(&recordTag{domain: e.fpc.domain, key: c.fpk})
+		t := newRecordTag(e.fpc.domain, c.fpk)
+		resp = rec.tag(&t)
 	}
 	loss := bodyKept // but for a response stored without its body (not replayable)
 	if resp != nil {

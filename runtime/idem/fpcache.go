@@ -39,9 +39,9 @@ import (
 // digest does not cover, are computed when a record differs and never
 // cached (Call.sameCompatible).
 //
-// Over a LocalReader store the key (digest, length, policy) also tags the
-// records the Engine writes, with the cache's domain, a name of its seed
-// (recordTag), so that a request whose entry left the cache is recognized
+// Over a LocalReader store the key (digest, length, policy, folded into one
+// word: tagKey) also tags the records the Engine writes, with the cache's
+// domain, a name of its seed (recordTag), so that a request whose entry left the cache is recognized
 // by its record when it has the bytes of the request that made it
 // (Call.readLocal). A tag matches only under the same domain, so a record
 // of another Engine or process is never matched by its digest; the risk

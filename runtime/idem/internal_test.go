@@ -332,6 +332,28 @@ func TestRecordRoundTrip(t *testing.T) {
 	assert.Error(t, decodeRecord(append(nr, 'x'), &sr, nil), "a not-replayable record has no body")
 }
 
+// tagKey keeps apart fpKeys that differ in any of their words, the
+// keylessKey bit of the policy word included (a tag is one word of them).
+func TestRecordTagKey(t *testing.T) {
+	base := fpKey{digest: 0x0123456789abcdef, n: 1024, policy: 3}
+	seen := map[uint64]fpKey{tagKey(base): base}
+	for _, k := range []fpKey{
+		{digest: base.digest + 1, n: base.n, policy: base.policy},
+		{digest: base.digest, n: base.n + 1, policy: base.policy},
+		{digest: base.digest, n: base.n, policy: base.policy + 1},
+		{digest: base.digest, n: base.n, policy: base.policy | keylessKey},
+		{digest: base.digest, n: 0, policy: base.policy},
+		{},
+	} {
+		w := tagKey(k)
+		if o, ok := seen[w]; ok {
+			t.Errorf("tagKey(%+v) == tagKey(%+v)", k, o)
+		}
+		seen[w] = k
+	}
+	assert.Equal(t, newRecordTag(5, base), recordTag{domain: 5, key: tagKey(base)})
+}
+
 // A tagged record decodes as the untagged one, and its tag reads back; a
 // tagged record too short for its tag is corrupt, and an untagged one has
 // no tag.
@@ -339,14 +361,15 @@ func TestRecordTag(t *testing.T) {
 	h := http.Header{"Content-Type": {"application/json"}, "Location": {"/a"}}
 	allow := []string{"Content-Type", "Location"}
 	for _, tag := range []recordTag{
-		{domain: 1<<64 - 3, key: fpKey{digest: 0x0123456789abcdef, n: 1 << 20, policy: 300}},
-		{domain: 1, key: fpKey{}},
-		{domain: 1<<64 - 1, key: fpKey{digest: 1<<64 - 1, n: 1<<64 - 1, policy: 1<<64 - 1}},
+		newRecordTag(1<<64-3, fpKey{digest: 0x0123456789abcdef, n: 1 << 20, policy: 300}),
+		{domain: 1},
+		{domain: 1<<64 - 1, key: 1<<64 - 1},
 	} {
 		for _, body := range []string{`{"ok":true}`, ""} {
 			plain := append(appendRecordHead(nil, 201, h, allow), body...)
 			tagged := appendRecordTag(bytes.Clone(plain), &tag)
 			assert.Equal(t, byte(flagTagged), tagged[1])
+			assert.Len(t, tagged, len(plain)+16, "a tag is two words")
 			var want, got storedResponse
 			require.NoError(t, decodeRecord(plain, &want, nil))
 			require.NoError(t, decodeRecord(tagged, &got, nil))
@@ -442,7 +465,7 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte{2, 0, 200, 1, 0})
 	f.Add(appendRecordTag(append(appendRecordHead(nil, 201, http.Header{"Location": {"/x"}}, []string{"Location"}), "body"...),
-		&recordTag{domain: 7, key: fpKey{digest: 1 << 60, n: 1024, policy: 3}}))
+		&recordTag{domain: 7, key: tagKey(fpKey{digest: 1 << 60, n: 1024, policy: 3})}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var sr storedResponse
 		if err := decodeRecord(b, &sr, nil); err != nil {

@@ -3,6 +3,7 @@ package idem
 import (
 	"encoding/binary"
 	"errors"
+	"math/bits"
 	"net/http"
 	"slices"
 	"strings"
@@ -20,8 +21,8 @@ import (
 //	uvarint status (200..599)
 //	uvarint number of header fields n
 //	n x     uvarint len, canonical name, uvarint len, value
-//	rest    the body, then, when tagged, the tag: 32 bytes, 4 little-endian
-//	        words: body length, policy id, domain, digest
+//	rest    the body, then, when tagged, the tag: 16 bytes, 2 little-endian
+//	        words: domain, key (tagKey)
 //
 // The body comes without a length so the encoding can be written as the
 // response streams; the tag, written when the response is complete, after
@@ -59,20 +60,35 @@ const _ = uint(127 - maxRecordHeaders)
 // another domain and is compared by fingerprint.
 type recordTag struct {
 	domain uint64
-	key    fpKey
+	key    uint64 // tagKey of the request's fpKey
+}
+
+// newRecordTag returns the tag of records that the Engine whose cache has
+// domain writes for requests of key k.
+func newRecordTag(domain uint64, k fpKey) recordTag {
+	return recordTag{domain: domain, key: tagKey(k)}
+}
+
+// tagKey folds an fpKey into one word for a record's tag (every byte a
+// record keeps is memory the store takes, per record): its digest,
+// with the body's length and the policy word mixed in. The digest covers
+// the length and the policy's id already (fpCache.digest), so the mix
+// only matters for the keylessKey bit of the policy word, and keeps two
+// keys that differ in those words apart but for a collision of the
+// digest, which the cache risks anyway (2^-64 for two given inputs).
+func tagKey(k fpKey) uint64 {
+	return k.digest ^ bits.RotateLeft64(k.n*0x9e3779b97f4a7c15, 29) ^ k.policy*0xc2b2ae3d27d4eb4f
 }
 
 // recordTagLen is the length of a tag, at the end of a tagged record.
-const recordTagLen = 32
+const recordTagLen = 16
 
 // appendRecordTag tags the record b (complete: head and body) with t.
 func appendRecordTag(b []byte, t *recordTag) []byte {
 	b[1] |= flagTagged
 	var w [recordTagLen]byte
-	binary.LittleEndian.PutUint64(w[0:], t.key.n)
-	binary.LittleEndian.PutUint64(w[8:], t.key.policy)
-	binary.LittleEndian.PutUint64(w[16:], t.domain)
-	binary.LittleEndian.PutUint64(w[24:], t.key.digest)
+	binary.LittleEndian.PutUint64(w[0:], t.domain)
+	binary.LittleEndian.PutUint64(w[8:], t.key)
 	return append(b, w[:]...)
 }
 
@@ -85,10 +101,8 @@ func cutRecordTag(b []byte) (recordTag, []byte, bool) {
 	}
 	rest := b[:len(b)-recordTagLen]
 	w := b[len(rest):]
-	t.key.n = binary.LittleEndian.Uint64(w[0:])
-	t.key.policy = binary.LittleEndian.Uint64(w[8:])
-	t.domain = binary.LittleEndian.Uint64(w[16:])
-	t.key.digest = binary.LittleEndian.Uint64(w[24:])
+	t.domain = binary.LittleEndian.Uint64(w[0:])
+	t.key = binary.LittleEndian.Uint64(w[8:])
 	return t, rest, true
 }
 

@@ -24,15 +24,18 @@ import (
 // on a 2 MiB boundary, so a region is two huge pages; on older kernels it
 // is often one, and 4 KiB pages around it).
 //
-// A region is touched before it is needed: once the current region is half
-// carved, a goroutine maps the next one and has the system back it with
-// memory (MADV_POPULATE_WRITE, or a write per page), so that the page
-// faults of a growing store (on these machines, one 2 MiB huge page cleared
-// in about 5 ms, for about 4,000 records) happen beside the requests
-// instead of inside one of them. The process's CPU time is the same; a
-// request no longer waits for it. It keeps at most one region (4 MiB)
-// resident ahead of the store's growth, and only once a store has grown
-// past half a region.
+// Memory is backed before it is needed, a unit of 2 MiB (a huge page) at a
+// time: once less than 1 MiB of what is backed is left to carve, a
+// goroutine has the system back the next unit with memory
+// (MADV_POPULATE_WRITE, or a write per page), the current region's second
+// half, or the first half of the next region, which it maps, so that the
+// page faults of a growing store (on these machines, one 2 MiB huge page
+// cleared in about 5 ms, for about 4,000 records) happen beside the
+// requests instead of inside one of them. The process's CPU time is the
+// same; a request no longer waits for it. It keeps at most 3 MiB resident
+// ahead of the store's growth, 2 MiB on average (a whole region ahead would
+// be 4 MiB on average: every byte backed and never used costs as much as
+// one a record takes), and only once a store has grown past 1 MiB.
 //
 // What it costs: a block is reused as soon as it is freed, so nothing
 // outside a shard's lock may hold a slice of it: a Record's Response is a
@@ -72,7 +75,25 @@ type region struct {
 	mem    []byte // the mapping, as sysMap returned it
 	carved int    // bytes carved so far from the region's start
 	live   int    // bytes of its blocks handed out
+	// populated: the region's first populated bytes are backed by memory,
+	// or being backed (populating), or, in the first unit of a region
+	// that was not prepared, left to the requests' page faults; a multiple
+	// of populateUnit. While populating, the region is not unmapped
+	// (releaseLater: release it once done).
+	populated    int
+	populating   bool
+	releaseLater bool
 }
+
+// The arena has memory backed ahead of its carving one populateUnit (a
+// huge page) at a time, starting when less than populateAhead of what is
+// backed is left to carve: the current region's next unit, else the first
+// unit of the next region (prepare). It keeps at most populateUnit plus
+// populateAhead backed ahead (3 MiB), not a whole region.
+const (
+	populateUnit  = regionSize / 2
+	populateAhead = populateUnit / 2
+)
 
 // mem is the process's arena.
 var mem = arena{big: map[uintptr]bool{}}
@@ -126,9 +147,16 @@ func (a *arena) alloc(n int) []byte {
 		}
 		p = unsafe.Pointer(&a.cur.mem[a.cur.carved])
 		a.cur.carved += size
-		if a.cur.carved >= regionSize/2 && a.spare == nil && !a.preparing && sysPopulates {
-			a.preparing = true
-			go a.prepare()
+		if r := a.cur; r.carved >= r.populated-populateAhead && !a.preparing && sysPopulates {
+			if r.populated < regionSize {
+				// The region's next unit, in the background.
+				a.preparing, r.populating = true, true
+				go a.populateUnit(r, r.populated)
+				r.populated += populateUnit
+			} else if a.spare == nil {
+				a.preparing = true
+				go a.prepare()
+			}
 		}
 	}
 	a.regionOf(uintptr(p)).live += size
@@ -189,7 +217,9 @@ func (a *arena) newRegion() *region {
 		return nil
 	}
 	sysHugePages(m)
-	return a.addRegion(m)
+	r := a.addRegion(m)
+	r.populated = populateUnit // faulted by the requests that carve it
+	return r
 }
 
 // addRegion registers m, a mapping of regionSize bytes, as a region.
@@ -208,7 +238,7 @@ func (a *arena) prepare() {
 	m, ok := sysMap(regionSize)
 	if ok {
 		sysHugePages(m)
-		sysPopulate(m)
+		sysPopulate(m[:populateUnit])
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -221,6 +251,22 @@ func (a *arena) prepare() {
 		return
 	}
 	a.spare = a.addRegion(m)
+	a.spare.populated = populateUnit
+}
+
+// populateUnit has the system back the unit of region r at off with
+// memory (r.populating, set by the caller with a.preparing).
+func (a *arena) populateUnit(r *region, off int) {
+	sysPopulate(r.mem[off : off+populateUnit])
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.preparing, r.populating = false, false
+	if r.releaseLater {
+		r.releaseLater = false
+		if r.live == 0 && r != a.cur {
+			a.release(r)
+		}
+	}
 }
 
 func cmpBase(r *region, p uintptr) int { return cmp.Compare(r.base, p) }
@@ -240,6 +286,10 @@ func (a *arena) regionOf(p uintptr) *region {
 // release takes region r's blocks off the free lists; r becomes the spare
 // region, or is unmapped.
 func (a *arena) release(r *region) {
+	if r.populating {
+		r.releaseLater = true // populateUnit releases it
+		return
+	}
 	for c := range a.blocks {
 		l := a.blocks[c][:0]
 		for _, p := range a.blocks[c] {
@@ -264,17 +314,20 @@ func (a *arena) release(r *region) {
 // collector has nothing to look for in them.
 
 const (
-	slotPageBytes = 64 << 10
-	// slotsPerPage: the slot table grows by pages of 64 KiB (slots are 96
-	// bytes: TestSlotSize), never copied.
-	slotsPerPage = slotPageBytes / 96
+	slotPageBytes = 16 << 10
+	// slotsPerPage: the slot table grows by pages of 16 KiB (slots are 80
+	// bytes: TestSlotSize), never copied. Small pages: each shard's last
+	// page is half empty on average, memory backed for nothing (32 shards
+	// of 64 KiB pages kept 1 MiB so).
+	slotsPerPage = slotPageBytes / 80
 	// entriesPerExpiryPage: the expiry heap grows by pages of 16 KiB
 	// (entries are 16 bytes), never copied (append's growth would allocate
 	// five times what the heap holds); entriesPerQueuePage: the expiry
-	// queue by pages of 16 KiB too, of slot numbers (4 bytes: what every
-	// record costs in the queue, beside its slot).
+	// queue by pages of 4 KiB, of slot numbers (4 bytes: what every record
+	// costs in the queue, beside its slot; small pages, as the slot
+	// table's: each shard's last one is half empty on average).
 	entriesPerExpiryPage = 1024
-	entriesPerQueuePage  = 4096
+	entriesPerQueuePage  = 1024
 )
 
 type (
@@ -287,7 +340,7 @@ type (
 var (
 	_ [slotPageBytes - unsafe.Sizeof(slotPage{})]byte
 	_ [16<<10 - unsafe.Sizeof(expiryPage{})]byte
-	_ [16<<10 - unsafe.Sizeof(queuePage{})]byte
+	_ [4<<10 - unsafe.Sizeof(queuePage{})]byte
 )
 
 // newSlotPage and newExpiryPage return zeroed pages, as new would: a reused

@@ -273,3 +273,44 @@ func TestIndexInTheArena(t *testing.T) {
 		}
 	}
 }
+
+// TestGrowingStoreTails: what a growing store holds beside its records'
+// bytes stays small: each shard's current chunk, that appends go to, is at
+// most a 32nd of the shard's live bytes (rounded up to its block class),
+// a shard's last slot page at most 16 KiB and its last expiry queue page
+// at most 4 KiB; memory that is backed and
+// carved, but half empty on average, in each of the shards (32 by default).
+func TestGrowingStoreTails(t *testing.T) {
+	s := New(Options{SweepInterval: -1, Shards: 4})
+	defer s.Close()
+	ctx := context.Background()
+	resp := make([]byte, 300)
+	for i := range 8000 {
+		k := fmt.Sprintf("i1p0:11:createOrderk36:%036d", i)
+		tok := idem.Token(i + 1)
+		if _, err := s.Begin(ctx, &idem.BeginRequest{Key: k, Token: tok, Lease: time.Minute, TTL: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Finish(ctx, k, tok, idem.StateCompleted, resp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		cur := cap(sh.chunks[sh.cur])
+		most := minBlock << class(int(sh.dataBytes/32))
+		page := unsafe.Sizeof(*sh.pages[0])
+		qpage := unsafe.Sizeof(*sh.queue[0])
+		sh.mu.Unlock()
+		if cur > most {
+			t.Errorf("shard %d: a current chunk of %d bytes for %d live bytes, want at most %d", i, cur, sh.dataBytes, most)
+		}
+		if page > 16<<10 {
+			t.Errorf("slot pages of %d bytes", page)
+		}
+		if qpage > 4<<10 {
+			t.Errorf("expiry queue pages of %d bytes", qpage)
+		}
+	}
+}

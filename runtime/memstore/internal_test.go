@@ -16,10 +16,10 @@ import (
 )
 
 // TestSlotSize: a record's slot is what every record costs beside its key
-// and response; keep it at 96 bytes.
+// and response; keep it at 80 bytes.
 func TestSlotSize(t *testing.T) {
-	if n := unsafe.Sizeof(slot{}); n != 96 {
-		t.Fatalf("slot is %d bytes, want 96", n)
+	if n := unsafe.Sizeof(slot{}); n != 80 {
+		t.Fatalf("slot is %d bytes, want 80", n)
 	}
 }
 
@@ -306,7 +306,7 @@ func TestPageElemOutOfRange(t *testing.T) {
 		"at(none)":                 func() { sh.at(none) },
 		"at(slotsPerPage)":         func() { sh.at(slotsPerPage) },
 		"qe(qbase-1)":              func() { sh.qe(sh.qbase - 1) },
-		"qe(4096)":                 func() { sh.qe(entriesPerQueuePage) },
+		"qe(entriesPerQueuePage)":  func() { sh.qe(entriesPerQueuePage) },
 		"hp(-1)":                   func() { sh.hp(-1) },
 		"hp(entriesPerExpiryPage)": func() { sh.hp(entriesPerExpiryPage) },
 	} {

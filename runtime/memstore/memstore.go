@@ -32,10 +32,10 @@
 // there do not raise the garbage collector's heap goal, so a growing store
 // does not make the process touch fresh pages for garbage too, and its own
 // memory grows 2 MiB at a time instead of 4 KiB (each fresh page is a page
-// fault). Once a store has grown past half of the 4 MiB region it carves
-// blocks from, a goroutine maps the next region and has the system back it
-// with memory, so that a request does not wait for the kernel to clear a
-// huge page (milliseconds on a virtual machine). Freed blocks are reused at once, so a Record's Response is a
+// fault). A goroutine has the system back the next 2 MiB of the regions it
+// carves blocks from with memory once less than 1 MiB of what is backed is
+// left, so that a request does not wait for the kernel to clear a huge
+// page (milliseconds on a virtual machine). Freed blocks are reused at once, so a Record's Response is a
 // copy, made under the shard's lock. The Go runtime does not count this
 // memory (GOMEMLIMIT, runtime/metrics); MaxBytes bounds it, within the
 // factor of two above.
@@ -152,6 +152,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/idemgen/idemgen/runtime/fingerprint"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/internal/mono"
 )
@@ -256,8 +257,12 @@ const (
 // Options.Shards).
 const MinShardRecords = 256
 
-// Chunks: sizes grow with the shard's live bytes, between chunkMin and
-// chunkMax; a key or response larger than bigValue gets a chunk of its own.
+// Chunks: sizes grow with the shard's live bytes (a 32nd of them), between
+// chunkMin and chunkMax; a key or response larger than bigValue gets a
+// chunk of its own. Each shard's current chunk is half empty on average:
+// small chunks keep that little while a store grows (a 32nd: about 3% of
+// its bytes; an 8th kept 2 MiB in the 32 shards of a store of 64k records
+// of 340 bytes).
 const (
 	chunkMin = 4 << 10
 	chunkMax = 256 << 10
@@ -350,8 +355,16 @@ var (
 const none = -1 // no slot, no chunk
 
 type shard struct {
-	mu     sync.Mutex
-	seed   maphash.Seed  // the store's
+	mu   sync.Mutex
+	seed maphash.Seed // the store's
+	// fpHead and fpTail are byte 0 and bytes 17..32 of the process-local
+	// fingerprints this shard keeps in fpLocal form (fpSet: known, from
+	// the first local fingerprint it was given): the version, and this
+	// process's tag and the zero bytes after it. (In the shard's first
+	// line, with its lock: a replay reads them.)
+	fpTail [16]byte
+	fpHead byte
+	fpSet  bool
 	idx    []uint64      // open addressing: 0 empty, else hash>>32<<32 | slot+1, placed at (hash>>32)&mask; an arena block
 	count  int           // records held
 	pages  []*slotPage   // the slot table, in pages that never move
@@ -394,18 +407,21 @@ type shard struct {
 	_ [64]byte // keep shards on separate cache lines
 }
 
-// slot is a record, in 96 bytes. state 0 marks a free slot. A record is on
+// slot is a record, in 80 bytes. state 0 marks a free slot. A record is on
 // one of the finished lists exactly when its state is COMPLETED or FAILED
 // (which one: reclaimable, set before it is listed and kept until it is
 // unlisted).
 type slot struct {
-	exp       int64 // ExpiresAt, Unix ns on the store's clock
-	lease     int64 // PENDING: LeaseExpiresAt; finished: when it finished (MinRetention counts from it; reported as LeaseExpiresAt)
-	token     idem.Token
-	fp        idem.Fingerprint
+	exp   int64 // ExpiresAt, Unix ns on the store's clock
+	lease int64 // PENDING: LeaseExpiresAt; finished: when it finished (MinRetention counts from it; reported as LeaseExpiresAt)
+	token idem.Token
+	// fp holds the fingerprint's bytes 1..16 when fpMode is fpLocal (see
+	// fpOf).
+	fp        [16]byte
 	state     idem.State
-	hasResp   bool // Response is non-nil (it may be empty)
-	queued    bool // expiryPos is a position in the queue, not in the heap
+	hasResp   bool  // Response is non-nil (it may be empty)
+	queued    bool  // expiryPos is a position in the queue, not in the heap
+	fpMode    uint8 // where the fingerprint is: fpZero, fpLocal, fpLong
 	keyChunk  int32
 	respChunk int32
 	keyOff    uint32
@@ -596,9 +612,9 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 		exp := after(now, req.TTL)
 		i = sh.add(req.Key, h, exp, sh.enter(who, size))
 	case sh.at(i).state == idem.StatePending && now >= sh.at(i).lease &&
-		(!req.SameFingerprintToReclaim || sh.at(i).fp == req.Fingerprint):
+		(!req.SameFingerprintToReclaim || sh.fpOf(i) == req.Fingerprint):
 		prior = idem.StatePending
-	case sh.at(i).reclaimable() && (!req.SameFingerprintToReclaim || sh.at(i).fp == req.Fingerprint):
+	case sh.at(i).reclaimable() && (!req.SameFingerprintToReclaim || sh.fpOf(i) == req.Fingerprint):
 		prior = idem.StateFailed
 	default:
 		return idem.BeginResult{Record: sh.record(i, req.Buf)}, nil
@@ -611,8 +627,8 @@ func (s *Store) Begin(ctx context.Context, req *idem.BeginRequest) (idem.BeginRe
 		sh.retag(i, sh.claimantOf(s, req.Principal))
 	}
 	e := sh.at(i)
-	e.state = idem.StatePending
-	e.fp = req.Fingerprint
+	e.state = idem.StatePending // first: setFP may compact the shard, which skips free slots
+	sh.setFP(i, &req.Fingerprint)
 	e.token = req.Token
 	e.lease = after(now, req.Lease)
 	sh.notify(i)
@@ -828,7 +844,7 @@ func after(now int64, d time.Duration) int64 {
 //
 // Its address is computed, not taken of the page's element (&page[j]): the
 // compiler checks a page pointer for nil by loading from it, which reads
-// the page's first line, most often cold (a page holds 682 slots), and
+// the page's first line, most often cold (a page holds 204 slots), and
 // stalls on it even when the slot is only prefetched (prefetchClaim).
 // Pages are never nil, and the index is in range.
 func (sh *shard) at(i int32) *slot {
@@ -856,8 +872,9 @@ func (sh *shard) key(i int32) []byte {
 // chunk's memory is reused once the record is gone), appended to buf[:0].
 func (sh *shard) record(i int32, buf []byte) idem.Record {
 	e := sh.at(i)
-	rec := idem.Record{State: e.state, Fingerprint: e.fp, Token: e.token,
+	rec := idem.Record{State: e.state, Token: e.token,
 		LeaseExpiresAt: time.Unix(0, e.lease), ExpiresAt: time.Unix(0, e.exp)}
+	sh.loadFP(i, &rec.Fingerprint)
 	switch {
 	case !e.hasResp:
 	case e.respLen == 0:
@@ -1057,7 +1074,7 @@ func (sh *shard) remove(i int32) {
 	sh.dropResponse(i)
 	e := sh.at(i)
 	sh.leave(i)
-	sh.release(e.keyChunk, e.keyLen+tagBytes)
+	sh.release(e.keyChunk, e.keySpan())
 	sh.bytes -= int64(e.keyLen) + EntryOverhead
 	*e = slot{}
 	sh.free = append(sh.free, i)
@@ -1179,7 +1196,7 @@ func (sh *shard) reserve(n int) int32 {
 	if n <= bigValue {
 		// At least n: store appends within the chunk's capacity, so the
 		// value never moves out of the arena block.
-		size = max(n, int(min(chunkMax, max(chunkMin, sh.dataBytes/8))))
+		size = max(n, int(min(chunkMax, max(chunkMin, sh.dataBytes/32))))
 	}
 	c := sh.newChunk(size)
 	if n <= bigValue {
@@ -1243,7 +1260,7 @@ func (sh *shard) compact() {
 			continue
 		}
 		if e.keyLen > 0 {
-			e.keyChunk, e.keyOff = store(sh, old[e.keyChunk][e.keyOff:e.keyOff+e.keyLen+tagBytes]) // the principal tag follows the key
+			e.keyChunk, e.keyOff = store(sh, old[e.keyChunk][e.keyOff:e.keyOff+e.keySpan()]) // the principal tag (and a long fingerprint) follow the key
 		}
 		if e.respLen > 0 {
 			e.respChunk, e.respOff = store(sh, old[e.respChunk][e.respOff:e.respOff+e.respLen])
@@ -1531,4 +1548,106 @@ func (s *Store) Sweep() {
 		sh.dropExpired(s, s.nowNs(), sweepBatch)
 		sh.mu.Unlock()
 	}
+}
+
+// Fingerprints. Most records over the engine hold a process-local
+// fingerprint (fingerprint.Local), whose bytes 17..32 (the process's tag,
+// then zeros) and version byte are the same in all of them: a slot keeps
+// its 16 bytes of digest (fpLocal), the shard the rest once (fpHead,
+// fpTail). A zero fingerprint takes no room (fpZero); any other is kept
+// whole (fpLong), in the key's chunk after the key and its principal tag.
+// Every byte of a slot is memory each record takes.
+const (
+	fpZero  = 0
+	fpLocal = 1
+	fpLong  = 2
+	// fpLongBytes is the size of a fingerprint kept whole.
+	fpLongBytes = uint32(len(idem.Fingerprint{}))
+)
+
+// keySpan is the length of slot e's bytes in its key's chunk: the key, the
+// principal tag and a long fingerprint.
+func (e *slot) keySpan() uint32 {
+	n := e.keyLen + tagBytes
+	if e.fpMode == fpLong {
+		n += fpLongBytes
+	}
+	return n
+}
+
+// fpOf returns slot i's fingerprint.
+func (sh *shard) fpOf(i int32) idem.Fingerprint {
+	var fp idem.Fingerprint
+	sh.loadFP(i, &fp)
+	return fp
+}
+
+// loadFP sets *fp, which is zero, to slot i's fingerprint.
+func (sh *shard) loadFP(i int32, fp *idem.Fingerprint) {
+	e := sh.at(i)
+	switch e.fpMode {
+	case fpLocal:
+		fp[0] = sh.fpHead
+		*(*[16]byte)(fp[1:17]) = e.fp
+		*(*[16]byte)(fp[17:]) = sh.fpTail
+	case fpLong:
+		o := e.keyOff + e.keyLen + tagBytes
+		*fp = idem.Fingerprint(sh.chunks[e.keyChunk][o : o+fpLongBytes])
+	}
+}
+
+// fpModeOf returns the form in which the shard keeps fp.
+func (sh *shard) fpModeOf(fp *idem.Fingerprint) uint8 {
+	if *fp == (idem.Fingerprint{}) {
+		return fpZero
+	}
+	if !sh.fpSet && fingerprint.IsLocal(int(fp[0])) {
+		sh.fpHead, sh.fpSet = fp[0], true
+		copy(sh.fpTail[:], fp[17:])
+	}
+	if sh.fpSet && fp[0] == sh.fpHead && [16]byte(fp[17:]) == sh.fpTail {
+		return fpLocal
+	}
+	return fpLong
+}
+
+// setFP gives slot i, which is not free (setFP may compact the shard),
+// the fingerprint fp.
+func (sh *shard) setFP(i int32, fp *idem.Fingerprint) {
+	e := sh.at(i) // slots never move: e stays i's through a compaction
+	mode := sh.fpModeOf(fp)
+	if mode == fpLong {
+		if e.fpMode != fpLong {
+			sh.widenKeySpan(e)
+		}
+		o := e.keyOff + e.keyLen + tagBytes
+		copy(sh.chunks[e.keyChunk][o:o+fpLongBytes], fp[:])
+		e.fp = [16]byte{}
+		e.fpMode = fpLong
+		return
+	}
+	if e.fpMode == fpLong {
+		// The long fingerprint's bytes are dead where they are.
+		sh.release(e.keyChunk, fpLongBytes)
+	}
+	e.fp = [16]byte{}
+	if mode == fpLocal {
+		copy(e.fp[:], fp[1:17])
+	}
+	e.fpMode = mode
+}
+
+// widenKeySpan moves slot e's key and principal tag to a span with room
+// for a long fingerprint after them (its bytes unset).
+func (sh *shard) widenKeySpan(e *slot) {
+	n := e.keyLen + tagBytes
+	c := sh.reserve(int(n + fpLongBytes)) // may compact: e's key moves (its span is n bytes)
+	buf := sh.chunks[c]
+	off := len(buf)
+	buf = buf[:off+int(n+fpLongBytes)]
+	copy(buf[off:], sh.chunks[e.keyChunk][e.keyOff:e.keyOff+n])
+	sh.chunks[c] = buf
+	old := e.keyChunk
+	e.keyChunk, e.keyOff = c, uint32(off)
+	sh.release(old, n)
 }

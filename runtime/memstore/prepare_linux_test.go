@@ -21,9 +21,11 @@ func resident(t *testing.T, b []byte) int {
 	return n
 }
 
-// TestArenaPreparesNextRegion: an arena that has carved half its region
-// has the next one mapped and backed by memory before it needs it, and
-// hands it out next; one that has not grown that far maps nothing ahead.
+// TestArenaPreparesNextRegion: an arena has memory backed ahead of its
+// carving one unit (a huge page) at a time, from when less than
+// populateAhead of what is backed is left: the current region's second
+// unit, then the first unit of the next region, which it hands out next;
+// never a whole region ahead, and nothing before it has carved that far.
 func TestArenaPreparesNextRegion(t *testing.T) {
 	a := &arena{big: map[uintptr]bool{}}
 	var held [][]byte
@@ -32,36 +34,94 @@ func TestArenaPreparesNextRegion(t *testing.T) {
 			a.free(b)
 		}
 	}()
-	for a.cur == nil || a.cur.carved < regionSize/2-minBlock {
-		held = append(held, a.alloc(minBlock))
+	carveTo := func(n int) {
+		for a.cur == nil || a.cur.carved < n {
+			held = append(held, a.alloc(minBlock))
+		}
 	}
+	// waitIdle waits for the arena's populating goroutine, if any.
+	waitIdle := func(what string) {
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			a.mu.Lock()
+			busy := a.preparing
+			a.mu.Unlock()
+			if !busy {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: still populating after 10 s", what)
+			}
+		}
+	}
+	carveTo(populateUnit - populateAhead - minBlock)
 	time.Sleep(10 * time.Millisecond)
 	a.mu.Lock()
-	if a.spare != nil || a.preparing || a.mapped != regionSize {
-		t.Fatalf("below half a region: spare %v, preparing %v, %d bytes mapped", a.spare != nil, a.preparing, a.mapped)
+	if a.spare != nil || a.preparing || a.mapped != regionSize || a.cur.populated != populateUnit {
+		t.Fatalf("before the trigger: spare %v, preparing %v, %d bytes mapped, %d populated", a.spare != nil, a.preparing, a.mapped, a.cur.populated)
 	}
 	a.mu.Unlock()
-	held = append(held, a.alloc(minBlock)) // half carved
-	var spare *region
-	for deadline := time.Now().Add(10 * time.Second); spare == nil; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("no region prepared 10 s after half the current one was carved")
-		}
-		a.mu.Lock()
-		spare = a.spare
-		a.mu.Unlock()
+	carveTo(populateUnit - populateAhead) // the second unit, in the background
+	waitIdle("the current region's second unit")
+	first := a.cur
+	if n := resident(t, first.mem[populateUnit:]); n != populateUnit/pageBytes {
+		t.Errorf("second unit: %d of %d pages backed by memory", n, populateUnit/pageBytes)
 	}
-	if n := resident(t, spare.mem); n != regionSize/pageBytes {
-		t.Errorf("prepared region: %d of %d pages backed by memory", n, regionSize/pageBytes)
+	if a.spare != nil || a.mapped != regionSize {
+		t.Fatalf("a region prepared with half the current one left: spare %v, %d bytes mapped", a.spare != nil, a.mapped)
+	}
+	carveTo(regionSize - populateAhead) // the next region's first unit
+	waitIdle("the next region")
+	spare := a.spare
+	if spare == nil {
+		t.Fatal("no region prepared with populateAhead of the current one left")
+	}
+	if n := resident(t, spare.mem[:populateUnit]); n != populateUnit/pageBytes {
+		t.Errorf("prepared region: %d of %d pages of its first unit backed by memory", n, populateUnit/pageBytes)
+	}
+	if n := resident(t, spare.mem[populateUnit:]); n != 0 {
+		t.Errorf("prepared region: %d pages of its second unit backed already", n)
 	}
 	if a.mapped != 2*regionSize {
 		t.Errorf("%d bytes mapped, want two regions", a.mapped)
 	}
-	first := a.cur
 	for a.cur == first {
 		held = append(held, a.alloc(minBlock))
 	}
 	if a.cur != spare {
 		t.Error("the next region is not the prepared one")
+	}
+}
+
+// TestArenaKeepsRegionWhilePopulating: a region whose unit is being
+// populated is not unmapped when its last block is freed, but once the
+// populating is done (the system must never be asked to populate memory
+// that is no longer the region's).
+func TestArenaKeepsRegionWhilePopulating(t *testing.T) {
+	a := &arena{big: map[uintptr]bool{}}
+	b := a.alloc(minBlock)
+	r := a.cur
+	r.carved = regionSize // full: the next allocation takes another region
+	next := a.alloc(minBlock)
+	defer a.free(next)
+	if a.cur == r {
+		t.Fatal("the full region is still the current one")
+	}
+	a.mu.Lock()
+	a.preparing, r.populating = true, true // as alloc starts populateUnit
+	a.mu.Unlock()
+	a.free(b)
+	a.mu.Lock()
+	if a.regionOf(r.base) != r || !r.releaseLater {
+		t.Fatalf("a region being populated was released (kept %v, releaseLater %v)", a.regionOf(r.base) == r, r.releaseLater)
+	}
+	a.mu.Unlock()
+	a.populateUnit(r, populateUnit) // done: released now
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if r.populating || r.releaseLater || a.preparing {
+		t.Fatalf("after populating: populating %v, releaseLater %v, preparing %v", r.populating, r.releaseLater, a.preparing)
+	}
+	if a.spare != r && a.regionOf(r.base) == r {
+		t.Error("the region was neither made spare nor unmapped once populated")
 	}
 }
