@@ -86,16 +86,17 @@ func perAttempt(c string) bool {
 // would differ from the first response in a way a client may rely on
 // (Location, ETag, Content-Location, ...). It is false for the headers the
 // runtime never stores (Set-Cookie, hop-by-hop and framing headers, Date),
-// for those it writes itself (Content-Type and Content-Encoding, always replayed;
-// Idempotent-Replayed, Retry-After), and for those that describe one
+// for those it always stores and replays (Content-Type and Content-Encoding,
+// Cache-Control, Expires and Pragma: idem.AlwaysStoredHeader) or writes itself
+// (Idempotent-Replayed, Retry-After), and for those that describe one
 // response rather than its outcome (rate limits, request and trace ids).
 func ReplayCandidate(name string) bool {
 	c := http.CanonicalHeaderKey(strings.TrimSpace(name))
-	if idem.NeverStoredHeader(c) || perAttempt(c) {
+	if idem.NeverStoredHeader(c) || idem.AlwaysStoredHeader(c) || perAttempt(c) {
 		return false
 	}
 	switch c {
-	case "", "Content-Type", "Content-Encoding", "Ratelimit", "Ratelimit-Policy":
+	case "", "Ratelimit", "Ratelimit-Policy":
 		return false
 	}
 	for _, p := range []string{"Ratelimit-", "X-Ratelimit-", "X-Rate-Limit-"} {

@@ -157,6 +157,11 @@ type Call struct {
 	// StoreTimeout. Zero otherwise.
 	claimBy time.Time
 
+	// lostCancel ends the handler's context of a run that is not
+	// transactional, under Options.CancelOnLeaseLost (End; txLost, with
+	// the cause, when the claim is lost).
+	lostCancel context.CancelCauseFunc
+
 	hbMu      sync.Mutex
 	hb        hbTimer // made only when the handler outlives a sixth of the lease (hbSched)
 	hbStopped bool
@@ -1487,6 +1492,8 @@ func (c *Call) acquired(prior State) {
 		}
 		e.storeAnswered()
 		c.ctx, c.commit, c.rollback, c.txCancel = txctx, commit, rollback, cancel
+	} else if e.cancelLost {
+		c.ctx, c.lostCancel = context.WithCancelCause(hctx)
 	} else {
 		c.ctx = hctx
 	}
@@ -1569,7 +1576,7 @@ func (c *Call) heartbeat() {
 		c.txLost(ErrFenced)
 		return // no lease to extend any more
 	}
-	if c.txCancel != nil && now >= end && !c.txHoldsLock() {
+	if (c.txCancel != nil || c.lostCancel != nil) && now >= end && !c.txHoldsLock() {
 		c.txLost(ErrLeaseLost)
 		return
 	}
@@ -1588,8 +1595,9 @@ func (c *Call) heartbeat() {
 				slog.String("operation", c.p.spec.Operation), slog.String("key", c.key))
 		}
 		next = max(start+lease/3, now+time.Millisecond)
-		if c.txCancel != nil && now < end {
-			// Transactional: one more attempt as the lease ends, also
+		if (c.txCancel != nil || c.lostCancel != nil) && now < end {
+			// Transactional (or CancelOnLeaseLost, whose handler's
+			// context is cancelled the same way): one more attempt as the lease ends, also
 			// when the transaction holds the record's lock now (the
 			// store's answer may change with that attempt's failure); the
 			// transaction is cancelled if it fails, unless the store
@@ -1631,8 +1639,18 @@ var ErrLeaseLost = errors.New("idem: lease lost: the store could not be reached 
 // hangs (a connection blackholed) would hold the request, and a pooled
 // connection, until the client gives up. Called under hbMu, with the
 // heartbeat not stopped (the Call has not finished: End clears txCancel
-// after stopping it). Outside a transaction it does nothing.
+// after stopping it). Outside a transaction it cancels the handler's
+// context under Options.CancelOnLeaseLost, else does nothing.
 func (c *Call) txLost(cause error) {
+	if c.lostCancel != nil {
+		// Options.CancelOnLeaseLost: the run is not transactional; its
+		// Finish goes on as any other (fenced if the key was taken over).
+		c.lostCancel(cause)
+		c.lostCancel = nil
+		c.e.log.LogAttrs(c.background(), slog.LevelWarn, "idem: handler's context cancelled while it runs: its claim is lost (Options.CancelOnLeaseLost)",
+			slog.String("operation", c.p.spec.Operation), slog.String("key", c.key), slog.Any("cause", cause))
+		return
+	}
 	if c.txCancel == nil {
 		return
 	}
@@ -2336,6 +2354,10 @@ func (c *Call) end(v any) (raise bool) {
 	if c.txCancel != nil {
 		c.txCancel(nil)
 		c.txCancel = nil
+	}
+	if c.lostCancel != nil {
+		c.lostCancel(nil)
+		c.lostCancel = nil
 	}
 	c.endDetach()
 	c.h.rec.end()

@@ -227,6 +227,29 @@ type Options struct {
 	// allocations per protected run (none when 0). See docs/server.md,
 	// "Handler errors and failures: replay".
 	DetachHandler time.Duration
+	// CancelOnLeaseLost cancels the context of a handler that is not
+	// transactional when its claim is lost while it runs: a heartbeat is
+	// refused (ErrFenced: the key was taken over, or the record expired),
+	// or the heartbeats fail until the lease runs out (ErrLeaseLost: the
+	// store stayed unreachable, and a retry may have taken the key over
+	// since). context.Cause of the handler's context is then that error,
+	// and LeaseLost(ctx) reports true: a handler that checks it right
+	// before an external side effect (charging a card) does not make it
+	// while another run of the same key may. A transactional handler's
+	// context is cancelled so whatever this option says (its transaction
+	// could not commit).
+	//
+	// Off (the default), a handler that outlives its lease runs on: the
+	// engine cannot stop what it does, and a retry that took the key over
+	// runs the operation a second time (the lost run's Finish is fenced).
+	// On, the lost run ends (as far as it heeds its context) and its client
+	// gets what the handler answers for the cancellation, which may be an
+	// error although the operation did part of its work: the trade is one
+	// interrupted run instead of two complete ones. It costs a context
+	// and a cancel func per protected run (none when off), and only
+	// matters with heartbeats (a store that is a LeaseExtender, and
+	// DisableHeartbeat off).
+	CancelOnLeaseLost bool
 	// UnavailableRetryAfter is the Retry-After of 503 answers (default 1s),
 	// but for a claim refused with a store error that says when to retry
 	// (RetryHint: a full memstore), which is sent instead.
@@ -327,6 +350,7 @@ type Engine struct {
 	lateFor     time.Duration // Options.FinishRetryFor
 	finishWait  time.Duration // Options.FinishWait, when positive and below timeout
 	detach      time.Duration // Options.DetachHandler, when positive
+	cancelLost  bool          // Options.CancelOnLeaseLost
 	lateFirst   time.Duration // the retries' first backoff (lateFinishFirst; tests change it)
 	lateMax     time.Duration // and its cap (lateFinishMax)
 	lateWakeMin time.Duration // a woken retry's least pause after its last attempt (lateFinishFirst; tests change it)
@@ -402,6 +426,7 @@ func New(store Store, opts Options) *Engine {
 	if opts.DetachHandler > 0 {
 		e.detach = opts.DetachHandler
 	}
+	e.cancelLost = opts.CancelOnLeaseLost
 	if opts.FinishWait > 0 && opts.FinishWait < e.timeout {
 		e.finishWait = opts.FinishWait
 	} else if opts.FinishWait > 0 {

@@ -87,7 +87,31 @@ func (e *Engine) Handler(p *Policy, h http.Handler) http.Handler {
 // a member of another type, a body with several content types) is read from
 // the wire bytes, and a compressed body, which is not JSON, is refused with
 // 400 IDEMPOTENCY_KEY_INVALID.
+//
+// CaptureBody does not bound the body on the wire: what reads it (a
+// strict server's decoder) reads all of it, and only then is a request of
+// an idempotent operation refused with 413. CaptureBodyFor does.
 func CaptureBody(maxBytes int64) func(http.Handler) http.Handler {
+	return CaptureBodyFor(maxBytes, nil)
+}
+
+// CaptureBodyFor is CaptureBody that bounds the body of the requests of
+// idempotent operations on the wire: route returns the policy of the
+// operation a request is for (nil for any other request, which it serves
+// as CaptureBody(maxBytes) does: not bounded). The body of a request of
+// policy p is kept up to p's Request.MaxBytes, and once more than that
+// came, reading it returns an *http.MaxBytesError and the wire is read no
+// further: a strict server's decoder stops there, and its error handler
+// answers the error with Engine.RefuseTooLarge (the 413
+// IDEMPOTENCY_REQUEST_TOO_LARGE problem the engine answers such a body
+// with itself). idemgen's generated CaptureBody is CaptureBodyFor with
+// route the generated route matcher, so a CaptureBody around the whole
+// router bounds only the operations with a contract, each by its own
+// request.max-bytes.
+//
+// route runs for every request of a method that may carry a body, before
+// the request reaches the router (keep it cheap).
+func CaptureBodyFor(maxBytes int64, route func(*http.Request) *Policy) func(http.Handler) http.Handler {
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxRequestBytes
 	}
@@ -112,6 +136,11 @@ func CaptureBody(maxBytes int64) func(http.Handler) http.Handler {
 				return
 			}
 			cp := &capture{Context: r.Context(), rc: r.Body, max: maxBytes, buf: getBuf()}
+			if route != nil {
+				if p := route(r); p != nil {
+					cp.policy, cp.max = p, p.reqMax
+				}
+			}
 			cp.holders.Store(1)
 			r2 := r.WithContext(cp)
 			r2.Body = cp
@@ -168,7 +197,11 @@ type capture struct {
 	drained  bool
 	err      error
 	read     bool // something read from it
-	bound         // the Call a strict wrapper left open (HandlerFailed)
+	// policy, under CaptureBodyFor, is the policy of the request's
+	// operation: the body is bounded on the wire at max, its
+	// Request.MaxBytes (Read returns an *http.MaxBytesError past it).
+	policy *Policy
+	bound  // the Call a strict wrapper left open (HandlerFailed)
 }
 
 func (c *capture) Value(key any) any {
@@ -196,8 +229,23 @@ func (c *capture) Read(p []byte) (int, error) {
 		}
 		return 0, io.EOF
 	}
+	if c.policy != nil {
+		if c.overflow {
+			return 0, &http.MaxBytesError{Limit: c.max}
+		}
+		// At most one byte past the bound is read from the wire: it
+		// tells a body of exactly max bytes from a longer one.
+		if room := c.max - int64(len(*c.buf)) + 1; int64(len(p)) > room {
+			p = p[:room]
+		}
+	}
 	n, err := c.rc.Read(p)
 	c.keep(p[:n])
+	if c.policy != nil && c.overflow {
+		// keep dropped the bytes kept: the request is refused (drain
+		// reports errTooLarge), nothing is handed out past the bound.
+		return 0, &http.MaxBytesError{Limit: c.max}
+	}
 	if err == io.EOF {
 		c.eof = true
 	} else if err != nil {

@@ -495,7 +495,8 @@ func Compile(s Spec) (*Policy, error) {
 		bad("response max bytes %d is negative", s.Response.MaxBytes)
 	}
 	p.respMax = s.Response.MaxBytes
-	// Content-Type and Content-Encoding say what the stored bytes are: always kept.
+	// Content-Type and Content-Encoding say what the stored bytes are: always
+	// kept, first; then the listed headers; then cacheHeaders not listed.
 	p.respHeaders = slices.Clone(representationHeaders[:])
 	for _, h := range s.Response.Headers {
 		if !validToken(h) {
@@ -516,6 +517,11 @@ func Compile(s Spec) (*Policy, error) {
 		}
 	}
 	s.Response.Headers = append([]string(nil), p.respHeaders[alwaysStored:]...)
+	for _, c := range cacheHeaders {
+		if !slices.Contains(p.respHeaders, c) {
+			p.respHeaders = append(p.respHeaders, c)
+		}
+	}
 	if s.Request.MaxBytes == 0 {
 		s.Request.MaxBytes = DefaultMaxRequestBytes
 	} else if s.Request.MaxBytes < 0 {
@@ -584,6 +590,27 @@ var representationHeaders = [...]string{"Content-Type", "Content-Encoding"}
 // alwaysStored is how many of Policy.respHeaders are stored whatever
 // Response.Headers lists: representationHeaders.
 const alwaysStored = len(representationHeaders)
+
+// cacheHeaders are the response headers that say whether, and for how
+// long, a response may be cached: stored and replayed whatever
+// Response.Headers lists (after the listed headers; Spec reports only
+// those). A handler that answers a sensitive response (a card token, a
+// secret shown once) with Cache-Control: no-store must not see its replay
+// lose the directive: a cache between the server and the client that
+// would not keep the first response could keep the replay. They are not
+// representation headers: the recorder records them as it records a
+// listed header, whoever set them.
+var cacheHeaders = [...]string{"Cache-Control", "Expires", "Pragma"}
+
+// AlwaysStoredHeader reports whether a response header is stored and
+// replayed whatever ResponseSpec.Headers lists: Content-Type and
+// Content-Encoding (what the stored body is) and Cache-Control, Expires
+// and Pragma (whether a cache may keep it). The name is matched
+// case-insensitively.
+func AlwaysStoredHeader(name string) bool {
+	c := textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(name))
+	return slices.Contains(representationHeaders[:], c) || slices.Contains(cacheHeaders[:], c)
+}
 
 // NeverStoredHeader reports whether a response header is one the runtime
 // never stores or replays, which ResponseSpec.Headers refuses: Set-Cookie,

@@ -2,6 +2,7 @@ package idem
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -249,6 +250,32 @@ func (e *Engine) RefuseWithCause(w http.ResponseWriter, r *http.Request, policy 
 	e.observe(r.Context(), Event{Kind: EventRejected, Operation: policy.spec.Operation,
 		Status: publicStatus(prob.Status), Code: prob.Code, Err: err})
 }
+
+// RefuseTooLarge answers err, the error a strict server's decoder got
+// reading r's body, when the body is one CaptureBodyFor bounds (a request
+// of an idempotent operation) and err is, or wraps, an
+// *http.MaxBytesError: it writes the 413 IDEMPOTENCY_REQUEST_TOO_LARGE
+// problem the engine answers such a body with when it reads it itself,
+// reports it as Refuse does, and returns true. For any other error, or a
+// request CaptureBodyFor does not bound, it writes nothing and returns
+// false. The generated strict servers' error handlers call it first.
+func (e *Engine) RefuseTooLarge(w http.ResponseWriter, r *http.Request, err error) bool {
+	var mbe *http.MaxBytesError
+	if err == nil || r == nil || !errors.As(err, &mbe) {
+		return false
+	}
+	cp, _ := findCapture(r)
+	if cp == nil || cp.policy == nil {
+		return false
+	}
+	e.RefuseWithCause(w, r, cp.policy, &Problem{Status: http.StatusRequestEntityTooLarge, Code: CodeRequestTooLarge,
+		Detail: detailTooLarge}, err)
+	return true
+}
+
+// detailTooLarge is the detail of the CodeRequestTooLarge problem (as
+// Call.bodyFailed writes it).
+const detailTooLarge = "the request body is larger than this operation accepts"
 
 // writePublicProblem writes a *Problem (from Options.Principal).
 func (e *Engine) writePublicProblem(w http.ResponseWriter, p *Problem) {

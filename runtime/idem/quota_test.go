@@ -53,7 +53,8 @@ func TestQuotaRefusal(t *testing.T) {
 			err  error
 			want string
 		}{
-			{"hint", quotaErr{90 * time.Second}, "90"},
+			{"hint", quotaErr{20 * time.Second}, "20"},
+			{"capped", quotaErr{90 * time.Second}, "30"},
 			{"wrapped", fmt.Errorf("begin: %w", quotaErr{1500 * time.Millisecond}), "2"},
 			{"no hint", quotaErr{}, "3"},
 		} {

@@ -20,8 +20,8 @@ func (e hintErr) RetryAfter() time.Duration { return e.d }
 
 // TestStoreRetryHint: a claim refused with a store error that offers a
 // RetryHint (also wrapped) is answered 503 with that Retry-After, in whole
-// seconds rounded up, at most an hour (a third-party store's day is sent
-// as 3600), instead of UnavailableRetryAfter; an error without
+// seconds rounded up, at most 30 seconds (memstore's hour, a third-party
+// store's day, are sent as 30: what a client waits for), instead of UnavailableRetryAfter; an error without
 // one, or with a hint that is not positive, gets UnavailableRetryAfter.
 func TestStoreRetryHint(t *testing.T) {
 	for _, tc := range []struct {
@@ -29,10 +29,11 @@ func TestStoreRetryHint(t *testing.T) {
 		err  error
 		want string
 	}{
-		{"hint", hintErr{90 * time.Second}, "90"},
+		{"hint", hintErr{20 * time.Second}, "20"},
 		{"rounded up", hintErr{1500 * time.Millisecond}, "2"},
-		{"wrapped", fmt.Errorf("begin: %w", hintErr{time.Hour}), "3600"},
-		{"clamped", hintErr{24 * time.Hour}, "3600"},
+		{"wrapped", fmt.Errorf("begin: %w", hintErr{25 * time.Second}), "25"},
+		{"clamped", hintErr{time.Hour}, "30"},
+		{"a day", hintErr{24 * time.Hour}, "30"},
 		{"zero hint", hintErr{0}, "3"},
 		{"no hint", errors.New("down"), "3"},
 	} {

@@ -345,16 +345,23 @@ func (misconfigured) Is(target error) bool { return target == ErrMisconfigured }
 // drop: memstore.FullError). Without FailOpen the engine sends it, in
 // whole seconds rounded up, as the Retry-After of its 503
 // IDEMPOTENCY_STORE_UNAVAILABLE instead of Options.UnavailableRetryAfter,
-// at most an hour (a longer hint is sent as 3600); a hint that is not
-// positive is ignored.
+// at most 30 seconds (a longer hint is sent as 30: what a client waits
+// for); a hint that is not positive is ignored.
 type RetryHint interface {
 	RetryAfter() time.Duration
 }
 
 // maxRetryHint bounds the Retry-After the engine sends for a store's
-// RetryHint: a store's refusal should not keep clients away for a day
-// (memstore's hints never exceed it).
-const maxRetryHint = time.Hour
+// RetryHint (a full store's 503, a quota's 429). A store's hint may be
+// long (memstore's: until its oldest record reaches MinRetention, up to an
+// hour), but a client does not wait that long: it gives up instead (the Go
+// client does on a Retry-After over idemclient.DefaultRetryAfterLimit, a
+// minute, and most clients cap their waits lower), and the caller's
+// request is lost, though the store may make room sooner (an expiry,
+// another caller's record dropped). 30 seconds is within what those
+// clients wait, with room for the attempts already spent; a client that
+// comes back too early is refused again, which is cheap (nothing runs).
+const maxRetryHint = 30 * time.Second
 
 // Optional abilities, discovered by type assertion.
 

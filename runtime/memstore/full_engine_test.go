@@ -52,8 +52,9 @@ func TestEngineOverFullStore(t *testing.T) {
 				refused++
 				require.Equal(t, http.StatusServiceUnavailable, w.Code)
 				// Until the victim's record is MinRetention (an hour) old:
-				// the store's hint (idem.RetryHint), not UnavailableRetryAfter.
-				assert.Equal(t, "3600", w.Header().Get("Retry-After"))
+				// the store's hint (idem.RetryHint), not UnavailableRetryAfter,
+				// capped at what a client waits for (30s).
+				assert.Equal(t, "30", w.Header().Get("Retry-After"))
 				var p struct{ Code string }
 				require.NoError(t, json.Unmarshal(w.Body.Bytes(), &p))
 				assert.Equal(t, idem.CodeStoreUnavailable, p.Code)

@@ -284,7 +284,8 @@ var ErrFull = errors.New("memstore: full: no room for a new record (its shard ho
 // (errors.Is), and its RetryAfter is the time until its shard may next make
 // room (its oldest finished record reaches Options.MinRetention, or its
 // soonest expiry comes), at least a second and at most an hour. The engine
-// (idem.RetryHint) sends it as the 503's Retry-After.
+// (idem.RetryHint) sends it as the 503's Retry-After, capped at 30 seconds
+// (what a client waits for).
 type FullError struct{ wait time.Duration }
 
 func (e *FullError) Error() string {

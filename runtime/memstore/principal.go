@@ -50,7 +50,8 @@ var ErrPrincipalFull = fmt.Errorf("memstore: principal full: this principal hold
 // second and at most an hour: a lower bound, since nothing the claim
 // waits for changes before then, but one record dropped may not be
 // enough (the claim may be refused again, with a new hint). The engine
-// (idem.RetryHint) sends it as the 429's Retry-After.
+// (idem.RetryHint) sends it as the 429's Retry-After, capped at 30 seconds
+// (what a client waits for).
 type PrincipalFullError struct{ wait time.Duration }
 
 func (e *PrincipalFullError) Error() string {

@@ -104,7 +104,7 @@ paths:
 	out, err := docs.Render(compileCase(t, spec, ""))
 	require.NoError(t, err)
 	assert.Contains(t, string(out), "headers `WWW-Authenticate`, `x-tenant-ID`, media type of the `Content-Type` (`application/json` is not `application/merge-patch+json`) and body: the operation declares none, so any body sent is compared byte for byte")
-	assert.Contains(t, string(out), "`Content-Type`, `Content-Encoding`, `ETag`, and `Idempotent-Replayed: true`;")
+	assert.Contains(t, string(out), "`Content-Type`, `Content-Encoding`, `ETag`, the cache headers (`Cache-Control`, `Expires`, `Pragma`: a response the server marked `no-store` is replayed so), and `Idempotent-Replayed: true`;")
 	assert.NotContains(t, string(out), "Www-Authenticate")
 }
 
@@ -201,7 +201,7 @@ func TestRetryGuidance(t *testing.T) {
 		assert.Contains(t, s, "query (parameters in any order")
 		assert.Contains(t, s, "media type of the `Content-Type`")
 		assert.Contains(t, s, "members the schema does not declare count like the others")
-		assert.Contains(t, s, "`Location`, and `Idempotent-Replayed: true`; bodies up to 1 MiB: a request whose response was larger ran, but a repeat gets 409 `IDEMPOTENCY_RESPONSE_UNAVAILABLE`")
+		assert.Contains(t, s, "`Location`, the cache headers (`Cache-Control`, `Expires`, `Pragma`: a response the server marked `no-store` is replayed so), and `Idempotent-Replayed: true`; bodies up to 1 MiB: a request whose response was larger ran, but a repeat gets 409 `IDEMPOTENCY_RESPONSE_UNAVAILABLE`")
 		assert.Contains(t, s, "refuses a larger body with 413 `IDEMPOTENCY_REQUEST_TOO_LARGE`")
 		assert.Contains(t, s, "upper-case hex digits name the same key as lower-case")
 	}

@@ -57,6 +57,8 @@ paths:
 	// func (x *Idempotency) StrictMiddleware(f StrictHandlerFunc, operationID string) StrictHandlerFunc {
 	// func (x *Idempotency) strict(ctx context.Context, w http.ResponseWriter, r *http.Request, request any, f StrictHandlerFunc, p *idem.Policy, key idem.Key, visitor func(any) func(http.ResponseWriter) error) (any, error) {
 	// func (x *Idempotency) CaptureBody(next http.Handler) http.Handler {
+	// func (x *Idempotency) CaptureBodyWithBaseURL(baseURL string) func(http.Handler) http.Handler {
+	// func idemgenCaptured(baseURL string) func(*http.Request) *idem.Policy {
 	// func (x *Idempotency) ResponseErrorHandler(next func(http.ResponseWriter, *http.Request, error)) func(http.ResponseWriter, *http.Request, error) {
 	// func (x *Idempotency) HTTPMiddleware(next http.Handler) http.Handler {
 	// func (x *Idempotency) HTTPMiddlewareWithBaseURL(baseURL string) func(http.Handler) http.Handler {

@@ -72,12 +72,28 @@ func (g *gen) ginHandlerErrorFunc() {
 
 func (g *gen) ginCaptureBody() {
 	t := g.cfg.Type
-	g.doc(px + "CaptureBody is idem.CaptureBody for the largest request the policies accept.")
-	g.f.Var().Id(px+"CaptureBody").Op("=").Qual(idemPkg, "CaptureBody").Call(jen.Lit(int(g.maxRequestBytes())))
-	g.doc("CaptureBody is gin middleware (router.Use(x.CaptureBody), before the routes are registered) that keeps the raw bytes of a request body while oapi-codegen's strict handler decodes it, so StrictMiddleware fingerprints what the client sent. Safe methods pass untouched. A request without a body gets an empty body of CaptureBody's own (it reads io.EOF, as http.NoBody, but is not http.NoBody) that bounds it for HandlerErrorFunc; a middleware after CaptureBody that replaces that body leaves it unbounded, and its operation's error is then not recorded.")
+	g.captureBodies()
+	g.doc("CaptureBody is gin middleware (router.Use(x.CaptureBody), before the routes are registered) that keeps the raw bytes of a request body while oapi-codegen's strict handler decodes it, so StrictMiddleware fingerprints what the client sent, for routes registered at the root (else use CaptureBodyWithBaseURL). Safe methods pass untouched. " + captureBoundDoc + " (gin's route, ctx.FullPath, tells the operation; RequestErrorHandlerFunc answers the error.) A request without a body gets an empty body of CaptureBody's own (it reads io.EOF, as http.NoBody, but is not http.NoBody) that bounds it for HandlerErrorFunc; a middleware after CaptureBody that replaces that body leaves it unbounded, and its operation's error is then not recorded.")
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("CaptureBody").Params(jen.Id("ctx").Add(ginCtx())).Block(
+		jen.Id(px+"CaptureGin").Call(jen.Id("ctx"), jen.Lit("")),
+	)
+	g.doc("CaptureBodyWithBaseURL is CaptureBody for routes registered under baseURL, as HTTPMiddlewareWithBaseURL takes it (the router group's path joined with GinServerOptions.BaseURL): the body of a request routed outside it is kept but not bounded.")
+	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("CaptureBodyWithBaseURL").Params(jen.Id("baseURL").String()).Add(ginQ("HandlerFunc")).Block(
+		jen.Id("baseURL").Op("=").Qual("strings", "TrimSuffix").Call(jen.Qual("path", "Join").Call(jen.Lit("/"), jen.Id("baseURL")), jen.Lit("/")),
+		jen.Return(jen.Func().Params(jen.Id("ctx").Add(ginCtx())).Block(
+			jen.Id(px+"CaptureGin").Call(jen.Id("ctx"), jen.Id("baseURL")),
+		)),
+	)
+	g.doc(px + "CaptureGin runs the handlers after it inside the capture of the request in ctx: " + px + "CaptureBodies' of the idempotent operation gin routed it to under baseURL (clean, without a trailing slash), else the last.")
+	g.f.Func().Id(px+"CaptureGin").Params(jen.Id("ctx").Add(ginCtx()), jen.Id("baseURL").String()).Block(
+		jen.Id("i").Op(":=").Len(jen.Id(px+"Policies")),
+		jen.If(jen.List(jen.Id("route"), jen.Id("ok")).Op(":=").Qual("strings", "CutPrefix").Call(jen.Id("ctx").Dot("FullPath").Call(), jen.Id("baseURL")), jen.Id("ok")).Block(
+			jen.If(jen.List(jen.Id("j"), jen.Id("ok")).Op(":=").Id(px+"GinRoutes").Index(jen.Id(px+"GinRoute").Values(jen.Id("ctx").Dot("Request").Dot("Method"), jen.Id("route"))), jen.Id("ok")).Block(
+				jen.Id("i").Op("=").Id("j"),
+			),
+		),
 		jen.Id("r").Op(":=").Id("ctx").Dot("Request"),
-		jen.Id(px+"CaptureBody").Call(jen.Qual("net/http", "HandlerFunc").Call(
+		jen.Id(px+"CaptureBodies").Index(jen.Id("i")).Call(jen.Qual("net/http", "HandlerFunc").Call(
 			jen.Func().Params(jen.Id("_").Qual("net/http", "ResponseWriter"), jen.Id("r").Op("*").Qual("net/http", "Request")).Block(
 				jen.Id("ctx").Dot("Request").Op("=").Id("r"),
 				jen.Id("ctx").Dot("Next").Call(),
@@ -85,6 +101,41 @@ func (g *gen) ginCaptureBody() {
 		)).Dot("ServeHTTP").Call(jen.Id("ctx").Dot("Writer"), jen.Id("r")),
 		jen.Id("ctx").Dot("Request").Op("=").Id("r"),
 	)
+	g.doc("RequestErrorHandlerFunc returns the error handler for StrictGinServerOptions.RequestErrorHandlerFunc: it answers a body CaptureBody stopped reading past its operation's request.max-bytes with 413 IDEMPOTENCY_REQUEST_TOO_LARGE (idem.Engine.RefuseTooLarge) and hands every other error to next (nil: oapi-codegen's default, 400 and {\"msg\": the error}).")
+	sig := func() *jen.Statement { return jen.Func().Params(ginCtx(), jen.Error()) }
+	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("RequestErrorHandlerFunc").Params(jen.Id("next").Add(sig())).Add(sig()).Block(
+		jen.If(jen.Id("next").Op("==").Nil()).Block(
+			jen.Id("next").Op("=").Func().Params(jen.Id("ctx").Add(ginCtx()), jen.Err().Error()).Block(
+				jen.Id("ctx").Dot("JSON").Call(jen.Qual("net/http", "StatusBadRequest"), ginQ("H").Values(jen.Dict{jen.Lit("msg"): jen.Err().Dot("Error").Call()})),
+			),
+		),
+		jen.Return(jen.Func().Params(jen.Id("ctx").Add(ginCtx()), jen.Err().Error()).Block(
+			jen.If(jen.Id("x").Dot("engine").Dot("RefuseTooLarge").Call(jen.Id("ctx").Dot("Writer"), jen.Id("ctx").Dot("Request"), jen.Err())).Block(
+				jen.Return(),
+			),
+			jen.Id("next").Call(jen.Id("ctx"), jen.Err()),
+		)),
+	)
+}
+
+// captureBodies writes <px>CaptureBodies, the capture middlewares of the
+// gin and echo strict servers' CaptureBody, which know the operation from
+// the route the framework chose: one per policy (idem.CaptureBodyFor,
+// bounded by its request.max-bytes), then idem.CaptureBody for every other
+// request.
+func (g *gen) captureBodies() {
+	mw := func() *jen.Statement {
+		return jen.Func().Params(jen.Qual("net/http", "Handler")).Qual("net/http", "Handler")
+	}
+	max := jen.Lit(int(g.maxRequestBytes()))
+	g.doc(px + "CaptureBodies holds the capture middleware of the requests of each idempotent operation (in " + px + "Policies' order: idem.CaptureBodyFor, bounded by the operation's request.max-bytes), then, last, that of every other request (idem.CaptureBody, not bounded).")
+	g.f.Var().Id(px+"CaptureBodies").Op("=").Func().Params().Index().Add(mw()).Block(
+		jen.Id("m").Op(":=").Make(jen.Index().Add(mw()), jen.Lit(0), jen.Len(jen.Id(px+"Policies")).Op("+").Lit(1)),
+		jen.For(jen.List(jen.Id("_"), jen.Id("p")).Op(":=").Range().Id(px+"Policies")).Block(
+			jen.Id("m").Op("=").Append(jen.Id("m"), jen.Qual(idemPkg, "CaptureBodyFor").Call(max, jen.Func().Params(jen.Op("*").Qual("net/http", "Request")).Op("*").Qual(idemPkg, "Policy").Block(jen.Return(jen.Id("p"))))),
+		),
+		jen.Return(jen.Append(jen.Id("m"), jen.Qual(idemPkg, "CaptureBody").Call(max))),
+	).Call()
 }
 
 // ginPathParam is oapi-codegen's pattern of a path parameter, which its gin
@@ -309,7 +360,7 @@ func (g *gen) ginRegister() {
 	t := g.cfg.Type
 	router := jen.Id("router").Add(ginQ("IRouter"))
 	if g.cfg.Strict {
-		g.doc("RegisterStrictHandlers is the one line to change in an existing gin service: it does what RegisterHandlersWithOptions(router, NewStrictHandlerWithOptions(ssi, middlewares, strictOptions), options) does, with idempotency wired in: CaptureBody in router.Use (before the routes), StrictMiddleware first among the strict middlewares (so it runs after the given ones, right before the operation), ErrorHandlerWithBaseURL (under the router group's path and options.BaseURL) around options.ErrorHandler, and HandlerErrorFunc around strictOptions.HandlerErrorFunc.")
+		g.doc("RegisterStrictHandlers is the one line to change in an existing gin service: it does what RegisterHandlersWithOptions(router, NewStrictHandlerWithOptions(ssi, middlewares, strictOptions), options) does, with idempotency wired in: CaptureBodyWithBaseURL in router.Use (before the routes), StrictMiddleware first among the strict middlewares (so it runs after the given ones, right before the operation), ErrorHandlerWithBaseURL around options.ErrorHandler (both under the router group's path and options.BaseURL), RequestErrorHandlerFunc around strictOptions.RequestErrorHandlerFunc, and HandlerErrorFunc around strictOptions.HandlerErrorFunc.")
 		g.doc("")
 		g.doc("\tRegisterHandlersWithOptions(router, NewStrictHandlerWithOptions(service, middlewares, strictOptions), options)")
 		g.doc("")
@@ -321,8 +372,9 @@ func (g *gen) ginRegister() {
 			jen.Id("strictOptions").Id("StrictGinServerOptions"), jen.Id("options").Id("GinServerOptions"),
 		).Block(
 			ginBase()[0], ginBase()[1],
-			jen.Id("router").Dot("Use").Call(jen.Id("x").Dot("CaptureBody")),
+			jen.Id("router").Dot("Use").Call(jen.Id("x").Dot("CaptureBodyWithBaseURL").Call(jen.Id("base"))),
 			jen.Id("options").Dot("ErrorHandler").Op("=").Id("x").Dot("ErrorHandlerWithBaseURL").Call(jen.Id("base"), jen.Id("options").Dot("ErrorHandler")),
+			jen.Id("strictOptions").Dot("RequestErrorHandlerFunc").Op("=").Id("x").Dot("RequestErrorHandlerFunc").Call(jen.Id("strictOptions").Dot("RequestErrorHandlerFunc")),
 			jen.Id("strictOptions").Dot("HandlerErrorFunc").Op("=").Id("x").Dot("HandlerErrorFunc").Call(jen.Id("strictOptions").Dot("HandlerErrorFunc")),
 			jen.Id("RegisterHandlersWithOptions").Call(jen.Id("router"), jen.Id("NewStrictHandlerWithOptions").Call(jen.Id("ssi"), strictFirst(), jen.Id("strictOptions")), jen.Id("options")),
 		)

@@ -272,7 +272,7 @@ func (g *gen) handler() {
 	t := g.cfg.Type
 	hf := func(id string) *jen.Statement { return jen.Qual("net/http", id) }
 	if g.cfg.Strict {
-		g.docf("StrictHandler is the one line to change in an existing service: it returns what HandlerWithOptions(NewStrictHandlerWithOptions(ssi, middlewares, strictOptions), options) returns, with idempotency wired in. StrictMiddleware goes first in the strict middlewares, so it runs after the given ones (which may authenticate the request and put what Options.Principal reads into the context) and right before the operation; CaptureBody is added to options.Middlewares (outermost); ErrorHandlerWithBaseURL(options.BaseURL, ...) wraps both parameter error handlers and ResponseErrorHandler the strict response error handler (nil ones mean oapi-codegen's defaults).")
+		g.docf("StrictHandler is the one line to change in an existing service: it returns what HandlerWithOptions(NewStrictHandlerWithOptions(ssi, middlewares, strictOptions), options) returns, with idempotency wired in. StrictMiddleware goes first in the strict middlewares, so it runs after the given ones (which may authenticate the request and put what Options.Principal reads into the context) and right before the operation; CaptureBodyWithBaseURL(options.BaseURL) is added to options.Middlewares (outermost); ErrorHandlerWithBaseURL(options.BaseURL, ...) wraps both parameter error handlers and ResponseErrorHandler the strict response error handler (nil ones mean oapi-codegen's defaults).")
 		g.doc("")
 		g.doc("\th := HandlerWithOptions(NewStrictHandlerWithOptions(service, middlewares, strictOptions), options)")
 		g.doc("")
@@ -296,7 +296,7 @@ func (g *gen) handler() {
 			jen.Id("strictOptions").Dot("RequestErrorHandlerFunc").Op("=").Id("x").Dot("ErrorHandlerWithBaseURL").Call(jen.Id("options").Dot("BaseURL"), jen.Id("strictOptions").Dot("RequestErrorHandlerFunc")),
 			jen.Id("strictOptions").Dot("ResponseErrorHandlerFunc").Op("=").Id("x").Dot("ResponseErrorHandler").Call(jen.Id("strictOptions").Dot("ResponseErrorHandlerFunc")),
 			jen.Id("options").Dot("ErrorHandlerFunc").Op("=").Id("x").Dot("ErrorHandlerWithBaseURL").Call(jen.Id("options").Dot("BaseURL"), jen.Id("options").Dot("ErrorHandlerFunc")),
-			jen.Id("options").Dot("Middlewares").Op("=").Append(jen.Id("options").Dot("Middlewares").Index(jen.Empty(), jen.Len(jen.Id("options").Dot("Middlewares")), jen.Len(jen.Id("options").Dot("Middlewares"))), jen.Id("x").Dot("CaptureBody")),
+			jen.Id("options").Dot("Middlewares").Op("=").Append(jen.Id("options").Dot("Middlewares").Index(jen.Empty(), jen.Len(jen.Id("options").Dot("Middlewares")), jen.Len(jen.Id("options").Dot("Middlewares"))), jen.Id("x").Dot("CaptureBodyWithBaseURL").Call(jen.Id("options").Dot("BaseURL"))),
 			jen.Return(jen.Id("HandlerWithOptions").Call(jen.Id("NewStrictHandlerWithOptions").Call(jen.Id("ssi"), jen.Id("middlewares"), jen.Id("strictOptions")), jen.Id("options"))),
 		)
 		return
@@ -737,11 +737,36 @@ func (g *gen) responseErrorHandler() {
 
 func (g *gen) captureBody() {
 	t := g.cfg.Type
-	g.doc("CaptureBody is net/http middleware that keeps the raw bytes of a request body while oapi-codegen's strict handler decodes it, so StrictMiddleware fingerprints what the client sent. Add it to the server options' Middlewares (StdHTTPServerOptions, ChiServerOptions, GorillaServerOptions) or wrap the whole router with it. Safe methods pass untouched. A request without a body gets an empty body of CaptureBody's own (it reads io.EOF, as http.NoBody, but is not http.NoBody) that bounds it for ResponseErrorHandler; a middleware inside CaptureBody that replaces that body (http.MaxBytesReader) leaves it unbounded, and its operation's error is then not recorded.")
+	mw := func() *jen.Statement {
+		return jen.Func().Params(jen.Qual("net/http", "Handler")).Qual("net/http", "Handler")
+	}
+	g.doc("CaptureBody is net/http middleware that keeps the raw bytes of a request body while oapi-codegen's strict handler decodes it, so StrictMiddleware fingerprints what the client sent, for a server mounted at the root (else use CaptureBodyWithBaseURL). Add it to the server options' Middlewares (StdHTTPServerOptions, ChiServerOptions, GorillaServerOptions) or wrap the whole router with it. Safe methods pass untouched. " + captureBoundDoc + " A request without a body gets an empty body of CaptureBody's own (it reads io.EOF, as http.NoBody, but is not http.NoBody) that bounds it for ResponseErrorHandler; a middleware inside CaptureBody that replaces that body (http.MaxBytesReader) leaves it unbounded, and its operation's error is then not recorded.")
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("CaptureBody").Params(jen.Id("next").Qual("net/http", "Handler")).Qual("net/http", "Handler").Block(
-		jen.Return(jen.Qual(idemPkg, "CaptureBody").Call(jen.Lit(int(g.maxRequestBytes()))).Call(jen.Id("next"))),
+		jen.Return(jen.Id(px + "CaptureBody").Call(jen.Id("next"))),
+	)
+	g.doc("CaptureBodyWithBaseURL is CaptureBody for a server mounted under baseURL (the BaseURL of the server options, e.g. \"/v1\"): the body of a request outside it is kept but not bounded.")
+	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("CaptureBodyWithBaseURL").Params(jen.Id("baseURL").String()).Add(mw()).Block(
+		jen.Return(jen.Qual(idemPkg, "CaptureBodyFor").Call(jen.Lit(int(g.maxRequestBytes())), jen.Id(px+"Captured").Call(jen.Id("baseURL")))),
+	)
+	g.doc(px + "CaptureBody is CaptureBody's middleware, made once.")
+	g.f.Var().Id(px+"CaptureBody").Op("=").Qual(idemPkg, "CaptureBodyFor").Call(jen.Lit(int(g.maxRequestBytes())), jen.Id(px+"Captured").Call(jen.Lit("")))
+	g.doc(px + "Captured returns the route function of idem.CaptureBodyFor for a server mounted under baseURL: the policy of the idempotent operation a request is for (matched as HTTPMiddleware matches it), nil for any other request.")
+	g.f.Func().Id(px+"Captured").Params(jen.Id("baseURL").String()).Func().Params(jen.Op("*").Qual("net/http", "Request")).Op("*").Qual(idemPkg, "Policy").Block(
+		jen.Id("baseURL").Op("=").Qual("strings", "TrimSuffix").Call(jen.Id("baseURL"), jen.Lit("/")),
+		jen.Return(jen.Func().Params(jen.Id("r").Op("*").Qual("net/http", "Request")).Op("*").Qual(idemPkg, "Policy").Block(
+			jen.If(jen.List(jen.Id("path"), jen.Id("ok")).Op(":=").Qual("strings", "CutPrefix").Call(jen.Id(px+"RoutePath").Call(jen.Id("r")), jen.Id("baseURL")), jen.Id("ok")).Block(
+				jen.If(jen.Id("i").Op(":=").Id(px+"Match").Call(jen.Id("r").Dot("Method"), jen.Id("path")), jen.Id("i").Op(">=").Lit(0)).Block(
+					jen.Return(jen.Id(px+"Policies").Index(jen.Id("i"))),
+				),
+			),
+			jen.Return(jen.Nil()),
+		)),
 	)
 }
+
+// captureBoundDoc is what the generated CaptureBody of every router says
+// of the bound it puts on a body.
+const captureBoundDoc = "The body of a request of an idempotent operation is bounded on the wire by that operation's request.max-bytes: past it, reading the body fails with an *http.MaxBytesError and the client is not read further, so the strict handler's decoder stops, and the error handler answers 413 IDEMPOTENCY_REQUEST_TOO_LARGE (idem.Engine.RefuseTooLarge); the body of any other request is kept while it fits (up to the largest request.max-bytes) but never bounded."
 
 // route is a route of the matcher table.
 type route struct {
@@ -1167,7 +1192,7 @@ func (g *gen) keyParamFunc() {
 func (g *gen) errorHandler() {
 	t := g.cfg.Type
 	errFunc := jen.Func().Params(jen.Qual("net/http", "ResponseWriter"), jen.Op("*").Qual("net/http", "Request"), jen.Error())
-	g.doc("ErrorHandler returns an error handler for the server options (StdHTTPServerOptions.ErrorHandlerFunc, or chi's and gorilla's) and for StrictHTTPServerOptions.RequestErrorHandlerFunc, for a server mounted at the root (else use ErrorHandlerWithBaseURL). oapi-codegen checks typed parameters before any middleware runs, so a key it rejects (a malformed uuid-typed header, a missing required one, one given twice) never reaches the engine: this handler answers those with the engine's application/problem+json, 400 IDEMPOTENCY_KEY_INVALID or IDEMPOTENCY_KEY_MISSING, when the request is one of an idempotent operation (matched as HTTPMiddleware matches it) and the parameter is that operation's key. Every other error goes to next, so routes without contracts behave as before; nil means oapi-codegen's default (400, the error as text).")
+	g.doc("ErrorHandler returns an error handler for the server options (StdHTTPServerOptions.ErrorHandlerFunc, or chi's and gorilla's) and for StrictHTTPServerOptions.RequestErrorHandlerFunc, for a server mounted at the root (else use ErrorHandlerWithBaseURL). oapi-codegen checks typed parameters before any middleware runs, so a key it rejects (a malformed uuid-typed header, a missing required one, one given twice) never reaches the engine: this handler answers those with the engine's application/problem+json, 400 IDEMPOTENCY_KEY_INVALID or IDEMPOTENCY_KEY_MISSING, when the request is one of an idempotent operation (matched as HTTPMiddleware matches it) and the parameter is that operation's key." + g.strictOnly(" As the strict handler's RequestErrorHandlerFunc, it answers a body CaptureBody stopped reading past its operation's request.max-bytes with 413 IDEMPOTENCY_REQUEST_TOO_LARGE (idem.Engine.RefuseTooLarge).") + " Every other error goes to next, so routes without contracts behave as before; nil means oapi-codegen's default (400, the error as text).")
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("ErrorHandler").Params(jen.Id("next").Add(errFunc)).Add(errFunc).Block(
 		jen.Return(jen.Id("x").Dot("ErrorHandlerWithBaseURL").Call(jen.Lit(""), jen.Id("next"))),
 	)
@@ -1182,6 +1207,11 @@ func (g *gen) errorHandler() {
 			b.Id("baseURL").Op("=").Qual("strings", "TrimSuffix").Call(jen.Id("baseURL"), jen.Lit("/"))
 		}
 		b.Return(jen.Func().Params(jen.Id("w").Qual("net/http", "ResponseWriter"), jen.Id("r").Op("*").Qual("net/http", "Request"), jen.Err().Error()).BlockFunc(func(b *jen.Group) {
+			if g.cfg.Strict {
+				b.If(jen.Id("x").Dot("engine").Dot("RefuseTooLarge").Call(jen.Id("w"), jen.Id("r"), jen.Err())).Block(
+					jen.Return().Comment("a body past its operation's request.max-bytes, which CaptureBody stopped reading"),
+				)
+			}
 			g.keyProblem(b, jen.Id("w"), jen.Id("r"), jen.Id(px+"RoutePath").Call(jen.Id("r")), func(path jen.Code) jen.Code {
 				return jen.Id(px+"Match").Call(jen.Id("r").Dot("Method"), path)
 			})

@@ -458,14 +458,43 @@ func (x *Idempotency) strict(ctx context.Context, w http.ResponseWriter, r *http
 }
 
 // CaptureBody is net/http middleware that keeps the raw bytes of a request body while oapi-codegen's
-// strict handler decodes it, so StrictMiddleware fingerprints what the client sent. Add it to the
-// server options' Middlewares (StdHTTPServerOptions, ChiServerOptions, GorillaServerOptions) or wrap
-// the whole router with it. Safe methods pass untouched. A request without a body gets an empty body
-// of CaptureBody's own (it reads io.EOF, as http.NoBody, but is not http.NoBody) that bounds it for
-// ResponseErrorHandler; a middleware inside CaptureBody that replaces that body (http.MaxBytesReader)
-// leaves it unbounded, and its operation's error is then not recorded.
+// strict handler decodes it, so StrictMiddleware fingerprints what the client sent, for a server
+// mounted at the root (else use CaptureBodyWithBaseURL). Add it to the server options' Middlewares
+// (StdHTTPServerOptions, ChiServerOptions, GorillaServerOptions) or wrap the whole router with it.
+// Safe methods pass untouched. The body of a request of an idempotent operation is bounded on the wire
+// by that operation's request.max-bytes: past it, reading the body fails with an *http.MaxBytesError
+// and the client is not read further, so the strict handler's decoder stops, and the error handler
+// answers 413 IDEMPOTENCY_REQUEST_TOO_LARGE (idem.Engine.RefuseTooLarge); the body of any other
+// request is kept while it fits (up to the largest request.max-bytes) but never bounded. A request
+// without a body gets an empty body of CaptureBody's own (it reads io.EOF, as http.NoBody, but is not
+// http.NoBody) that bounds it for ResponseErrorHandler; a middleware inside CaptureBody that replaces
+// that body (http.MaxBytesReader) leaves it unbounded, and its operation's error is then not recorded.
 func (x *Idempotency) CaptureBody(next http.Handler) http.Handler {
-	return idem.CaptureBody(1048576)(next)
+	return idemgenCaptureBody(next)
+}
+
+// CaptureBodyWithBaseURL is CaptureBody for a server mounted under baseURL (the BaseURL of the server
+// options, e.g. "/v1"): the body of a request outside it is kept but not bounded.
+func (x *Idempotency) CaptureBodyWithBaseURL(baseURL string) func(http.Handler) http.Handler {
+	return idem.CaptureBodyFor(1048576, idemgenCaptured(baseURL))
+}
+
+// idemgenCaptureBody is CaptureBody's middleware, made once.
+var idemgenCaptureBody = idem.CaptureBodyFor(1048576, idemgenCaptured(""))
+
+// idemgenCaptured returns the route function of idem.CaptureBodyFor for a server mounted under
+// baseURL: the policy of the idempotent operation a request is for (matched as HTTPMiddleware matches
+// it), nil for any other request.
+func idemgenCaptured(baseURL string) func(*http.Request) *idem.Policy {
+	baseURL = strings.TrimSuffix(baseURL, "/")
+	return func(r *http.Request) *idem.Policy {
+		if path, ok := strings.CutPrefix(idemgenRoutePath(r), baseURL); ok {
+			if i := idemgenMatch(r.Method, path); i >= 0 {
+				return idemgenPolicies[i]
+			}
+		}
+		return nil
+	}
 }
 
 // ResponseErrorHandler returns the error handler for StrictHTTPServerOptions.ResponseErrorHandlerFunc:
@@ -543,8 +572,10 @@ func (x *Idempotency) serve(w http.ResponseWriter, r *http.Request, p *idem.Poli
 // given twice) never reaches the engine: this handler answers those with the engine's
 // application/problem+json, 400 IDEMPOTENCY_KEY_INVALID or IDEMPOTENCY_KEY_MISSING, when the request
 // is one of an idempotent operation (matched as HTTPMiddleware matches it) and the parameter is that
-// operation's key. Every other error goes to next, so routes without contracts behave as before; nil
-// means oapi-codegen's default (400, the error as text).
+// operation's key. As the strict handler's RequestErrorHandlerFunc, it answers a body CaptureBody
+// stopped reading past its operation's request.max-bytes with 413 IDEMPOTENCY_REQUEST_TOO_LARGE
+// (idem.Engine.RefuseTooLarge). Every other error goes to next, so routes without contracts behave as
+// before; nil means oapi-codegen's default (400, the error as text).
 func (x *Idempotency) ErrorHandler(next func(http.ResponseWriter, *http.Request, error)) func(http.ResponseWriter, *http.Request, error) {
 	return x.ErrorHandlerWithBaseURL("", next)
 }
@@ -559,6 +590,9 @@ func (x *Idempotency) ErrorHandlerWithBaseURL(baseURL string, next func(http.Res
 	}
 	baseURL = strings.TrimSuffix(baseURL, "/")
 	return func(w http.ResponseWriter, r *http.Request, err error) {
+		if x.engine.RefuseTooLarge(w, r, err) {
+			return // a body past its operation's request.max-bytes, which CaptureBody stopped reading
+		}
 		if path, ok := strings.CutPrefix(idemgenRoutePath(r), baseURL); ok {
 			i := idemgenMatch(r.Method, path)
 			if code, detail := idemgenKeyError(i, err); code != "" {
@@ -627,9 +661,10 @@ func idemgenRepeatedQuery(msg, name string) bool {
 // HandlerWithOptions(NewStrictHandlerWithOptions(ssi, middlewares, strictOptions), options) returns,
 // with idempotency wired in. StrictMiddleware goes first in the strict middlewares, so it runs after
 // the given ones (which may authenticate the request and put what Options.Principal reads into the
-// context) and right before the operation; CaptureBody is added to options.Middlewares (outermost);
-// ErrorHandlerWithBaseURL(options.BaseURL, ...) wraps both parameter error handlers and
-// ResponseErrorHandler the strict response error handler (nil ones mean oapi-codegen's defaults).
+// context) and right before the operation; CaptureBodyWithBaseURL(options.BaseURL) is added to
+// options.Middlewares (outermost); ErrorHandlerWithBaseURL(options.BaseURL, ...) wraps both parameter
+// error handlers and ResponseErrorHandler the strict response error handler (nil ones mean
+// oapi-codegen's defaults).
 //
 //	h := HandlerWithOptions(NewStrictHandlerWithOptions(service, middlewares, strictOptions), options)
 //
@@ -648,7 +683,7 @@ func (x *Idempotency) StrictHandler(ssi StrictServerInterface, middlewares []Str
 	strictOptions.RequestErrorHandlerFunc = x.ErrorHandlerWithBaseURL(options.BaseURL, strictOptions.RequestErrorHandlerFunc)
 	strictOptions.ResponseErrorHandlerFunc = x.ResponseErrorHandler(strictOptions.ResponseErrorHandlerFunc)
 	options.ErrorHandlerFunc = x.ErrorHandlerWithBaseURL(options.BaseURL, options.ErrorHandlerFunc)
-	options.Middlewares = append(options.Middlewares[:len(options.Middlewares):len(options.Middlewares)], x.CaptureBody)
+	options.Middlewares = append(options.Middlewares[:len(options.Middlewares):len(options.Middlewares)], x.CaptureBodyWithBaseURL(options.BaseURL))
 	return HandlerWithOptions(NewStrictHandlerWithOptions(ssi, middlewares, strictOptions), options)
 }
 
