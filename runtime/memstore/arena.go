@@ -5,6 +5,7 @@ import (
 	"math/bits"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -105,9 +106,9 @@ const (
 	populateAhead = populateUnit / 2
 )
 
-// noPopulateWrite: tests set it to have the arenas act as on a system
-// without MADV_POPULATE_WRITE (darwin, the BSDs, Linux before 5.14).
-var noPopulateWrite bool
+// noPopulateWrite: tests set it to have sysPopulateWrite act as on a
+// system without MADV_POPULATE_WRITE (darwin, the BSDs, Linux before 5.14).
+var noPopulateWrite atomic.Bool
 
 // The outcomes of sysPopulateWrite.
 const (
@@ -115,10 +116,6 @@ const (
 	populateFailed             // not backed (ENOMEM, EINTR): page faults back it
 	populateUnsupported        // the system has no MADV_POPULATE_WRITE
 )
-
-// populateWrite reports whether the arena may have memory backed inside a
-// registered region, its blocks in use (a.mu held).
-func (a *arena) populateWrite() bool { return !a.noPopulateWrite && !noPopulateWrite }
 
 // mem is the process's arena.
 var mem = arena{big: map[uintptr]bool{}}
@@ -174,7 +171,7 @@ func (a *arena) alloc(n int) []byte {
 		a.cur.carved += size
 		if r := a.cur; !a.preparing && sysPopulates {
 			switch {
-			case !a.populateWrite():
+			case a.noPopulateWrite:
 				// A whole region, populated by writes before it is
 				// registered.
 				if r.carved >= regionSize/2 && a.spare == nil {

@@ -16,6 +16,9 @@ const madvPopulateWrite = 23
 // (ENOMEM, EINTR: page faults back it), or populateUnsupported (Linux
 // before 5.14 says EINVAL; a sandbox that filters madvise, EPERM or ENOSYS).
 func sysPopulateWrite(b []byte) int {
+	if noPopulateWrite.Load() {
+		return populateUnsupported
+	}
 	switch err := syscall.Madvise(b, madvPopulateWrite); err {
 	case nil:
 		return populated
