@@ -41,12 +41,16 @@ import (
 //
 // Over a LocalReader store the key (digest, length, policy, folded into one
 // word: tagKey) also tags the records the Engine writes, with the cache's
-// domain, a name of its seed (recordTag), so that a request whose entry left the cache is recognized
-// by its record when it has the bytes of the request that made it
-// (Call.readLocal). A tag matches only under the same domain, so a record
-// of another Engine or process is never matched by its digest; the risk
-// of a collision is the cache's, and its consequence too (the record is
-// the requester's key's). A record claimed with the request's fingerprint
+// domain, a name of its seed (recordTag), so that a request whose entry
+// left the cache is recognized by its record when it has the bytes of the
+// request that made it (Call.readLocal). A tag matches only under the same
+// domain, so a record of another Engine or process is never matched by its
+// digest. Under one domain the tag is that one 64-bit word: two requests
+// under one key match by accident with about 2^-64 chance per pair,
+// whatever their lengths (tagKey folds the length in, so unlike the
+// cache's key it does not tell inputs of different lengths apart for
+// certain); the consequence is the cache's (the record is the requester's
+// key's: a replay of the response to its own first request). A record claimed with the request's fingerprint
 // under a compatible setting is not tagged: that fingerprint may depend on
 // headers the digest does not cover.
 type fpCache struct {

@@ -73,9 +73,10 @@ func newRecordTag(domain uint64, k fpKey) recordTag {
 // record keeps is memory the store takes, per record): its digest,
 // with the body's length and the policy word mixed in. The digest covers
 // the length and the policy's id already (fpCache.digest), so the mix
-// only matters for the keylessKey bit of the policy word, and keeps two
-// keys that differ in those words apart but for a collision of the
-// digest, which the cache risks anyway (2^-64 for two given inputs).
+// only matters for the keylessKey bit of the policy word. A tag is one
+// 64-bit word: two requests under one key match by accident with about
+// 2^-64 chance per pair, whatever their lengths (the cache's key, which
+// keeps the length apart, collides only between inputs of one length).
 func tagKey(k fpKey) uint64 {
 	return k.digest ^ bits.RotateLeft64(k.n*0x9e3779b97f4a7c15, 29) ^ k.policy*0xc2b2ae3d27d4eb4f
 }

@@ -5,6 +5,7 @@ import (
 	"math/bits"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -27,15 +28,21 @@ import (
 // Memory is backed before it is needed, a unit of 2 MiB (a huge page) at a
 // time: once less than 1 MiB of what is backed is left to carve, a
 // goroutine has the system back the next unit with memory
-// (MADV_POPULATE_WRITE, or a write per page), the current region's second
-// half, or the first half of the next region, which it maps, so that the
-// page faults of a growing store (on these machines, one 2 MiB huge page
-// cleared in about 5 ms, for about 4,000 records) happen beside the
-// requests instead of inside one of them. The process's CPU time is the
-// same; a request no longer waits for it. It keeps at most 3 MiB resident
-// ahead of the store's growth, 2 MiB on average (a whole region ahead would
-// be 4 MiB on average: every byte backed and never used costs as much as
-// one a record takes), and only once a store has grown past 1 MiB.
+// (MADV_POPULATE_WRITE), the current region's second half, or the first
+// half of the next region, which it maps, so that the page faults of a
+// growing store (on these machines, one 2 MiB huge page cleared in about
+// 5 ms, for about 4,000 records) happen beside the requests instead of
+// inside one of them. The process's CPU time is the same; a request no
+// longer waits for it. It keeps at most 3 MiB resident ahead of the store's
+// growth, 2 MiB on average (a whole region ahead would be 4 MiB on average:
+// every byte backed and never used costs as much as one a record takes),
+// and only once a store has grown past 1 MiB. Where the system has no
+// MADV_POPULATE_WRITE (darwin, the BSDs, Linux before 5.14), memory is
+// backed by a write per page, which must never reach a block handed out:
+// then, once the current region is half carved, the goroutine maps the
+// next region and writes to each of its pages before the arena knows of it
+// (a whole region ahead, 4 MiB). Where MADV_POPULATE_WRITE fails otherwise
+// (ENOMEM, EINTR), the unit is left to the requests' page faults.
 //
 // What it costs: a block is reused as soon as it is freed, so nothing
 // outside a shard's lock may hold a slice of it: a Record's Response is a
@@ -65,9 +72,13 @@ type arena struct {
 	blocks  [numClasses][]unsafe.Pointer // free blocks, by class
 	mapped  int64                        // bytes mapped: regions and large blocks
 	used    int64                        // bytes of the blocks handed out
-	// preparing: a goroutine is mapping and populating the next region
-	// (prepare), to become the spare one.
+	// preparing: a goroutine is populating the current region's next unit
+	// (populateUnit) or mapping and populating the next region (prepare),
+	// to become the spare one.
 	preparing bool
+	// noPopulateWrite: the system has no MADV_POPULATE_WRITE (it said so
+	// once): the arena populates whole regions before it registers them.
+	noPopulateWrite bool
 }
 
 type region struct {
@@ -93,6 +104,17 @@ type region struct {
 const (
 	populateUnit  = regionSize / 2
 	populateAhead = populateUnit / 2
+)
+
+// noPopulateWrite: tests set it to have sysPopulateWrite act as on a
+// system without MADV_POPULATE_WRITE (darwin, the BSDs, Linux before 5.14).
+var noPopulateWrite atomic.Bool
+
+// The outcomes of sysPopulateWrite.
+const (
+	populated           = iota // the memory is backed
+	populateFailed             // not backed (ENOMEM, EINTR): page faults back it
+	populateUnsupported        // the system has no MADV_POPULATE_WRITE
 )
 
 // mem is the process's arena.
@@ -147,15 +169,24 @@ func (a *arena) alloc(n int) []byte {
 		}
 		p = unsafe.Pointer(&a.cur.mem[a.cur.carved])
 		a.cur.carved += size
-		if r := a.cur; r.carved >= r.populated-populateAhead && !a.preparing && sysPopulates {
-			if r.populated < regionSize {
+		if r := a.cur; !a.preparing && sysPopulates {
+			switch {
+			case a.noPopulateWrite:
+				// A whole region, populated by writes before it is
+				// registered.
+				if r.carved >= regionSize/2 && a.spare == nil {
+					a.preparing = true
+					go a.prepare(regionSize, false)
+				}
+			case r.carved < r.populated-populateAhead:
+			case r.populated < regionSize:
 				// The region's next unit, in the background.
 				a.preparing, r.populating = true, true
 				go a.populateUnit(r, r.populated)
 				r.populated += populateUnit
-			} else if a.spare == nil {
+			case a.spare == nil:
 				a.preparing = true
-				go a.prepare()
+				go a.prepare(populateUnit, true)
 			}
 		}
 	}
@@ -231,18 +262,30 @@ func (a *arena) addRegion(m []byte) *region {
 	return r
 }
 
-// prepare maps a region, has it backed with memory and makes it the spare
-// region (that newRegion hands out next), unless one became spare
-// meanwhile (a region freed): then it is unmapped again.
-func (a *arena) prepare() {
+// prepare maps a region, has its first n bytes (a multiple of
+// populateUnit) backed with memory, with MADV_POPULATE_WRITE if
+// populateWrite, else (or if that fails) by a write per page, and makes it
+// the spare region (that newRegion hands out next), unless one became
+// spare meanwhile (a region freed): then it is unmapped again. The region
+// is registered only once populated: nothing of it is handed out before.
+func (a *arena) prepare(n int, populateWrite bool) {
 	m, ok := sysMap(regionSize)
+	res := populateUnsupported
 	if ok {
 		sysHugePages(m)
-		sysPopulate(m[:populateUnit])
+		if populateWrite {
+			res = sysPopulateWrite(m[:n])
+		}
+		if res != populated {
+			touch(m[:n])
+		}
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.preparing = false
+	if populateWrite && res == populateUnsupported {
+		a.noPopulateWrite = true
+	}
 	if !ok {
 		return
 	}
@@ -251,16 +294,22 @@ func (a *arena) prepare() {
 		return
 	}
 	a.spare = a.addRegion(m)
-	a.spare.populated = populateUnit
+	a.spare.populated = n
 }
 
 // populateUnit has the system back the unit of region r at off with
-// memory (r.populating, set by the caller with a.preparing).
+// memory (r.populating, set by the caller with a.preparing), with
+// MADV_POPULATE_WRITE only: r's blocks are in use, and a write could
+// undo a request's. Where the system has no such call, the unit is left to
+// page faults, and the arena prepares whole regions from then on.
 func (a *arena) populateUnit(r *region, off int) {
-	sysPopulate(r.mem[off : off+populateUnit])
+	res := sysPopulateWrite(r.mem[off : off+populateUnit])
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.preparing, r.populating = false, false
+	if res == populateUnsupported {
+		a.noPopulateWrite = true
+	}
 	if r.releaseLater {
 		r.releaseLater = false
 		if r.live == 0 && r != a.cur {

@@ -11,10 +11,20 @@ func sysHugePages(b []byte) { _ = syscall.Madvise(b, syscall.MADV_HUGEPAGE) }
 // package does not name.
 const madvPopulateWrite = 23
 
-// sysPopulate has the system back b, freshly mapped, with memory, as writes
-// would (one call; a write per page on kernels before 5.14).
-func sysPopulate(b []byte) {
-	if syscall.Madvise(b, madvPopulateWrite) != nil {
-		touch(b)
+// sysPopulateWrite has the system back b with memory, as writes would, but
+// changes none of its bytes (b may be in use): populated, populateFailed
+// (ENOMEM, EINTR: page faults back it), or populateUnsupported (Linux
+// before 5.14 says EINVAL; a sandbox that filters madvise, EPERM or ENOSYS).
+func sysPopulateWrite(b []byte) int {
+	if noPopulateWrite.Load() {
+		return populateUnsupported
+	}
+	switch err := syscall.Madvise(b, madvPopulateWrite); err {
+	case nil:
+		return populated
+	case syscall.EINVAL, syscall.EPERM, syscall.ENOSYS:
+		return populateUnsupported
+	default:
+		return populateFailed
 	}
 }

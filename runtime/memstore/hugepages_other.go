@@ -4,6 +4,6 @@ package memstore
 
 func sysHugePages([]byte) {}
 
-// sysPopulate has the system back b, freshly mapped, with memory: a write
-// per page.
-func sysPopulate(b []byte) { touch(b) }
+// sysPopulateWrite: only Linux has MADV_POPULATE_WRITE; elsewhere the arena
+// populates by a write per page (touch), and only memory not yet in use.
+func sysPopulateWrite([]byte) int { return populateUnsupported }

@@ -2,7 +2,11 @@
 
 package memstore
 
-import "syscall"
+import (
+	"sync/atomic"
+	"syscall"
+	"unsafe"
+)
 
 // sysMap maps n bytes of anonymous memory (zeroed), or reports that the
 // system refused.
@@ -16,11 +20,14 @@ func sysMap(n int) ([]byte, bool) {
 // falls back to the Go heap (mem_other.go), make has touched it already.
 const sysPopulates = true
 
-// touch writes a zero to every page of b (fresh, zeroed memory: nothing
-// changes but that the system backs the pages).
+// touch has the system back every page of b with memory by a write to each
+// (b fresh, zeroed memory, not yet handed out). The write adds 0 to the
+// page's first word, atomically: were a block of b in use after all, it
+// would change nothing that another goroutine wrote, where storing a zero
+// would.
 func touch(b []byte) {
-	for i := 0; i < len(b); i += pageBytes {
-		b[i] = 0
+	for i := 0; i+4 <= len(b); i += pageBytes {
+		atomic.AddUint32((*uint32)(unsafe.Pointer(&b[i])), 0)
 	}
 }
 

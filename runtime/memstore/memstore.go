@@ -247,7 +247,12 @@ const (
 	DefaultMinRetention  = time.Hour
 	// maxRetryAfter caps a refusal's retry hint (FullError.RetryAfter).
 	maxRetryAfter = time.Hour
-	// EntryOverhead is the bytes accounted to each record beside its key and response.
+	// EntryOverhead is the bytes accounted to each record beside its key and
+	// response. A record whose fingerprint its slot cannot hold (one that
+	// is not process-local, e.g. a SHA-256 fingerprint, as a keyless
+	// request's) keeps 33 bytes more in its key's chunk (the whole
+	// fingerprint: its version and 32-byte digest), which MaxBytes and
+	// Stats().Bytes do not count.
 	EntryOverhead = 160
 	sweepBatch    = 1024
 	amortizedPops = 4

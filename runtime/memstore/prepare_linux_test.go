@@ -56,10 +56,11 @@ func TestArenaPreparesNextRegion(t *testing.T) {
 	carveTo(populateUnit - populateAhead - minBlock)
 	time.Sleep(10 * time.Millisecond)
 	a.mu.Lock()
-	if a.spare != nil || a.preparing || a.mapped != regionSize || a.cur.populated != populateUnit {
-		t.Fatalf("before the trigger: spare %v, preparing %v, %d bytes mapped, %d populated", a.spare != nil, a.preparing, a.mapped, a.cur.populated)
+	hasSpare, preparing, mapped, populated := a.spare != nil, a.preparing, a.mapped, a.cur.populated
+	a.mu.Unlock() // before t.Fatalf: the deferred frees lock a.mu
+	if hasSpare || preparing || mapped != regionSize || populated != populateUnit {
+		t.Fatalf("before the trigger: spare %v, preparing %v, %d bytes mapped, %d populated", hasSpare, preparing, mapped, populated)
 	}
-	a.mu.Unlock()
 	carveTo(populateUnit - populateAhead) // the second unit, in the background
 	waitIdle("the current region's second unit")
 	first := a.cur
@@ -111,17 +112,65 @@ func TestArenaKeepsRegionWhilePopulating(t *testing.T) {
 	a.mu.Unlock()
 	a.free(b)
 	a.mu.Lock()
-	if a.regionOf(r.base) != r || !r.releaseLater {
-		t.Fatalf("a region being populated was released (kept %v, releaseLater %v)", a.regionOf(r.base) == r, r.releaseLater)
+	kept, releaseLater := a.regionOf(r.base) == r, r.releaseLater
+	a.mu.Unlock() // before t.Fatalf: the deferred free locks a.mu
+	if !kept || !releaseLater {
+		t.Fatalf("a region being populated was released (kept %v, releaseLater %v)", kept, releaseLater)
 	}
-	a.mu.Unlock()
 	a.populateUnit(r, populateUnit) // done: released now
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	if r.populating || r.releaseLater || a.preparing {
-		t.Fatalf("after populating: populating %v, releaseLater %v, preparing %v", r.populating, r.releaseLater, a.preparing)
+	populating, releaseLater, preparing, spare, kept := r.populating, r.releaseLater, a.preparing, a.spare == r, a.regionOf(r.base) == r
+	a.mu.Unlock()
+	if populating || releaseLater || preparing {
+		t.Fatalf("after populating: populating %v, releaseLater %v, preparing %v", populating, releaseLater, preparing)
 	}
-	if a.spare != r && a.regionOf(r.base) == r {
+	if !spare && kept {
 		t.Error("the region was neither made spare nor unmapped once populated")
+	}
+}
+
+// TestArenaPreparesWholeRegionWithoutPopulateWrite: without
+// MADV_POPULATE_WRITE (which the arena learns when it first asks for it),
+// the arena populates nothing of the current region (its blocks are in
+// use, and a write per page could undo a request's); once it is half
+// carved, it maps the next region and populates the whole of it before
+// handing it out.
+func TestArenaPreparesWholeRegionWithoutPopulateWrite(t *testing.T) {
+	withoutPopulateWrite(t)
+	a := &arena{big: map[uintptr]bool{}}
+	var held [][]byte
+	defer func() {
+		for _, b := range held {
+			a.free(b)
+		}
+	}()
+	carveTo := func(n int) {
+		for a.cur == nil || a.cur.carved < n {
+			held = append(held, a.alloc(minBlock))
+		}
+	}
+	carveTo(regionSize/2 - minBlock)
+	waitPopulated(t, a) // the current region's second unit: refused
+	a.mu.Lock()
+	spare, learned := a.spare != nil, a.noPopulateWrite
+	a.mu.Unlock()
+	if spare || !learned {
+		t.Fatalf("before half the region is carved: spare %v, MADV_POPULATE_WRITE known to be missing %v", spare, learned)
+	}
+	carveTo(regionSize / 2)
+	waitPopulated(t, a)
+	first := a.cur
+	if a.spare == nil {
+		t.Fatal("no region prepared with half the current one carved")
+	}
+	if n := resident(t, a.spare.mem); n != regionSize/pageBytes {
+		t.Errorf("prepared region: %d of %d pages backed by memory", n, regionSize/pageBytes)
+	}
+	spareRegion := a.spare
+	for a.cur == first {
+		held = append(held, a.alloc(minBlock))
+	}
+	if a.cur != spareRegion {
+		t.Error("the next region is not the prepared one")
 	}
 }
