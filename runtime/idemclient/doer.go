@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -626,8 +627,11 @@ func (d *Doer) prepare(ctx context.Context, req *http.Request, call *Call, p Pol
 		case CarrierHeader:
 			// The nil UUID or an empty value (oapi-codegen writes the zero
 			// value of a typed key parameter it always sends) is no key,
-			// and the server would refuse it (400): no header.
-			if _, ok := req.Header[http.CanonicalHeaderKey(p.KeyName)]; ok && headerKey(req.Header, p.KeyName) == "" {
+			// and the server would refuse it (400): no header, unless
+			// one of its values carries a key (a real key after an empty
+			// value is sent, not dropped with it).
+			if vs := req.Header.Values(p.KeyName); len(vs) > 0 &&
+				!slices.ContainsFunc(vs, func(v string) bool { return carried(v) != "" }) {
 				pr.tmpl.Header.Del(p.KeyName)
 			}
 		case CarrierQuery:
