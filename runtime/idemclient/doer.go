@@ -251,10 +251,14 @@ func WithRetryBudget(b *RetryBudget) Option { return func(o *config) { o.budget 
 // kept failing" from the API's own answers, and the Error keeps the last
 // answer: its Status, RetryAfter, Problem (a contract problem, which
 // errors.As finds) and Response (its body in memory, which need not be
-// closed). Off by default: the last response is returned with a nil
-// error, as http.Client returns a 503 (and a generated helper's
-// [Call.Check] reports a contract problem in it). An answer the policy
-// does not retry is returned as always, whatever its status.
+// closed); a call that stops before the next retry on such an answer
+// ([ErrRetryAfterTooLong], [ErrNoTimeLeft], [ErrRetryBudgetExhausted],
+// [ErrInUseWaitExhausted]), which ends with an error either way, keeps
+// that answer's Response too. Off by default: the last response is
+// returned with a nil error, as http.Client returns a 503 (and a
+// generated helper's [Call.Check] reports a contract problem in it). An
+// answer the policy does not retry is returned as always, whatever its
+// status.
 func WithErrorOnExhausted() Option { return func(o *config) { o.errOnExhausted = true } }
 
 // WithSafeRetries makes the Doer retry requests of the safe methods (GET,
@@ -931,7 +935,13 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy,
 		if stop != nil {
 			d.report(ctx, at, true)
 			e := lastProblem(d.fail(req, call, stop, err))
-			d.discard(resp)
+			if resp != nil && d.cfg.errOnExhausted {
+				// An answer the policy retries ends the call with an
+				// error: it is kept, as when the attempts ran out.
+				e.Response = d.keep(resp)
+			} else {
+				d.discard(resp)
+			}
 			return nil, e
 		}
 		at.Retry, at.Delay = true, wait

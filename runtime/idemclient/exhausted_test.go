@@ -113,3 +113,59 @@ func TestErrorOnExhaustedStalledBody(t *testing.T) {
 		t.Fatal("the call is held by the stalled body")
 	}
 }
+
+// Under WithErrorOnExhausted the other endings on an answer the policy
+// retries (a Retry-After too long, no time left before the deadline, the
+// retry budget empty, the in-use wait over) keep that last answer too:
+// Error.Response, its body in memory. Without the option they keep none.
+func TestErrorOnExhaustedOtherEndingsKeepResponse(t *testing.T) {
+	unavailable := func(h map[string]string) *recServer {
+		return newRecServer(t, func(int, *http.Request) reply { return problemReply(503, CodeStoreUnavailable, h) })
+	}
+	inUse := newRecServer(t, func(int, *http.Request) reply { return problemReply(409, CodeKeyInUse, nil) })
+	noInUseWait := fastPolicy(3)
+	noInUseWait.InUseWait = time.Nanosecond // below Backoff.Initial: no in-use wait
+	for _, tc := range []struct {
+		name    string
+		srv     *recServer
+		p       Policy
+		opts    []Option
+		timeout time.Duration
+		reason  error
+		code    string
+	}{
+		{"retry-after", unavailable(map[string]string{"Retry-After": "10"}), fastPolicy(3), []Option{WithRetryAfterLimit(time.Second)}, 0, ErrRetryAfterTooLong, CodeStoreUnavailable},
+		{"no time left", unavailable(nil), fastPolicy(3), nil, 50 * time.Millisecond, ErrNoTimeLeft, CodeStoreUnavailable},
+		{"budget", unavailable(nil), fastPolicy(3), []Option{WithRetryBudget(NewRetryBudget(DefaultRetryCost - 1))}, 0, ErrRetryBudgetExhausted, CodeStoreUnavailable},
+		{"in use", inUse, noInUseWait, nil, 0, ErrInUseWaitExhausted, CodeKeyInUse},
+	} {
+		for _, on := range []bool{false, true} {
+			opts := append([]Option{WithClock(newFakeClock())}, tc.opts...)
+			if on {
+				opts = append(opts, WithErrorOnExhausted())
+			}
+			d := NewDoer(http.DefaultClient, tc.p, opts...)
+			ctx := context.Background()
+			if tc.timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, tc.timeout)
+				defer cancel()
+			}
+			ctx, _ = Start(ctx)
+			resp, err := d.Do(post(t, ctx, tc.srv.URL, payload))
+			assert.Nil(t, resp, tc.name)
+			require.ErrorIs(t, err, tc.reason, tc.name)
+			var e *Error
+			require.True(t, errors.As(err, &e), tc.name)
+			if !on {
+				assert.Nil(t, e.Response, "%s: no response kept without the option", tc.name)
+				continue
+			}
+			require.NotNil(t, e.Response, "%s: the last answer kept", tc.name)
+			assert.Equal(t, e.Status, e.Response.StatusCode, tc.name)
+			body, rerr := io.ReadAll(e.Response.Body)
+			require.NoError(t, rerr, tc.name)
+			assert.Contains(t, string(body), tc.code, tc.name)
+		}
+	}
+}
