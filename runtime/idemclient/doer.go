@@ -869,8 +869,18 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy,
 				return nil, d.fail(req, call, ErrAttemptsExhausted, err)
 			}
 			if exhausted {
+				// Under a single attempt too (MaxAttempts 1, an ambiguous
+				// request, WithoutKey without KeylessDedupe, a body sent
+				// once): the attempts allowed ran out on an answer the
+				// policy retries, as a connection error then ends with
+				// ErrAttemptsExhausted; returning it as a response would
+				// let a failing service pass for an answer under the option.
+				why := ""
+				if p.MaxAttempts <= 1 {
+					why = "; the call was allowed one attempt, no retry"
+				}
 				e := lastProblem(d.fail(req, call, ErrAttemptsExhausted,
-					fmt.Errorf("the last answer, %d, is one the policy retries (WithErrorOnExhausted)", at.Status)))
+					fmt.Errorf("the last answer, %d, is one the policy retries (WithErrorOnExhausted)%s", at.Status, why)))
 				e.Response = d.keep(resp)
 				return nil, e
 			}

@@ -16,7 +16,9 @@ var (
 	// ErrAttemptsExhausted: every attempt failed with a retryable connection
 	// error, or (under [WithErrorOnExhausted] only) the attempts ran out on
 	// an answer the policy retries, which the [Error] keeps (its Status,
-	// Problem and Response).
+	// Problem and Response). A call allowed one attempt (MaxAttempts 1, an
+	// ambiguous request, WithoutKey without KeylessDedupe, a body that
+	// cannot be resent) runs out after it: Attempts is then 1.
 	ErrAttemptsExhausted = errors.New("idemclient: attempts exhausted")
 	// ErrNotRetryable: an attempt failed with an error that is not retried
 	// (see [Classify]); the cause is wrapped too.

@@ -169,3 +169,43 @@ func TestErrorOnExhaustedOtherEndingsKeepResponse(t *testing.T) {
 		}
 	}
 }
+
+// A call allowed one attempt (MaxAttempts 1, an ambiguous request, a
+// keyless call the server does not dedupe) runs out after it: under
+// WithErrorOnExhausted an answer the policy retries ends it with
+// ErrAttemptsExhausted, as a connection error does, the error saying that
+// no retry was allowed; the response is kept. A failing service does not
+// pass for an answer because the call could not be retried.
+func TestErrorOnExhaustedSingleAttempt(t *testing.T) {
+	srv := newRecServer(t, func(int, *http.Request) reply {
+		return problemReply(503, CodeStoreUnavailable, nil)
+	})
+	d := NewDoer(http.DefaultClient, Policy{}, WithClock(newFakeClock()), WithErrorOnExhausted())
+	ambiguous := fastPolicy(3)
+	ambiguous.Ambiguous = true
+	keyless := fastPolicy(3)
+	keyless.KeyOptional = true
+	for name, start := range map[string]func() context.Context{
+		"max attempts 1": func() context.Context { ctx, _ := fastPolicy(1).Start(context.Background()); return ctx },
+		"ambiguous":      func() context.Context { ctx, _ := ambiguous.Start(context.Background()); return ctx },
+		"without key":    func() context.Context { ctx, _ := keyless.Start(context.Background(), WithoutKey()); return ctx },
+	} {
+		before := len(srv.Seen())
+		resp, err := d.Do(post(t, start(), srv.URL, payload))
+		assert.Nil(t, resp, name)
+		require.ErrorIs(t, err, ErrAttemptsExhausted, name)
+		assert.ErrorContains(t, err, "allowed one attempt, no retry", name)
+		var e *Error
+		require.True(t, errors.As(err, &e), name)
+		assert.Equal(t, 1, e.Attempts, name)
+		require.NotNil(t, e.Response, name)
+		assert.Equal(t, 503, e.Response.StatusCode, name)
+		assert.Len(t, srv.Seen(), before+1, "%s: sent once", name)
+	}
+
+	// A call that could retry does not say so.
+	ctx, _ := fastPolicy(2).Start(context.Background())
+	_, err := d.Do(post(t, ctx, srv.URL, payload))
+	require.ErrorIs(t, err, ErrAttemptsExhausted)
+	assert.NotContains(t, err.Error(), "allowed one attempt")
+}
