@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -56,6 +57,33 @@ func TestErrorOnExhausted(t *testing.T) {
 	assert.ErrorIs(t, ends[0].Err, ErrAttemptsExhausted)
 	assert.Len(t, srv.Seen(), 6)
 
+	// The last attempt, which ends the call with an error under the
+	// option, is logged as a give-up (Warn), as other errors are; without
+	// the option the call ends with a response, logged at Debug.
+	for _, on := range []bool{false, true} {
+		var logs strings.Builder
+		var last Attempt
+		opts := []Option{
+			WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))),
+			WithAttemptHook(func(_ context.Context, a Attempt) { last = a }),
+		}
+		if on {
+			opts = append(opts, WithErrorOnExhausted())
+		}
+		resp, err = do(opts...)
+		if err == nil {
+			resp.Body.Close()
+		}
+		assert.Equal(t, 3, last.N, "on=%v", on)
+		assert.Equal(t, 503, last.Status, "on=%v", on)
+		assert.False(t, last.Retry, "on=%v: the last attempt", on)
+		if on {
+			assert.Equal(t, 1, strings.Count(logs.String(), "level=WARN msg=\"idemclient attempt\""), "a give-up: %s", logs.String())
+		} else {
+			assert.Empty(t, logs.String(), "a response, not a give-up")
+		}
+	}
+
 	// A final answer the policy does not retry is returned as before.
 	ok := newRecServer(t, nil)
 	d := NewDoer(http.DefaultClient, fastPolicy(3), WithClock(newFakeClock()), WithErrorOnExhausted())
@@ -96,20 +124,35 @@ func TestErrorOnExhaustedStalledBody(t *testing.T) {
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() { close(release) }) // before srv.Close, which waits for the handler
 	d := NewDoer(http.DefaultClient, fastPolicy(1), WithErrorOnExhausted(), WithResponseBuffer(16), WithAttemptTimeout(300*time.Millisecond))
-	done := make(chan error, 1)
+	// The call and the read of the kept body, both bounded: a body kept
+	// unread (still streaming) would block its read until the handler is
+	// released, at the test's end.
+	type result struct {
+		err  error
+		body string
+	}
+	done := make(chan result, 1)
 	go func() {
 		ctx, _ := Start(context.Background())
 		_, err := d.Do(post(t, ctx, srv.URL, payload))
-		done <- err
-	}()
-	select {
-	case err := <-done:
+		r := result{err: err}
 		var e *Error
-		require.True(t, errors.As(err, &e), "%v", err)
-		require.ErrorIs(t, err, ErrAttemptsExhausted)
-		body, _ := io.ReadAll(e.Response.Body)
-		assert.Equal(t, strings.Repeat("y", 32), string(body), "what came before the stall")
-	case <-time.After(10 * time.Second):
+		if errors.As(err, &e) && e.Response != nil {
+			b, _ := io.ReadAll(e.Response.Body)
+			r.body = string(b)
+		}
+		done <- r
+	}()
+	timer := time.NewTimer(10 * time.Second)
+	defer timer.Stop()
+	select {
+	case r := <-done:
+		var e *Error
+		require.True(t, errors.As(r.err, &e), "%v", r.err)
+		require.ErrorIs(t, r.err, ErrAttemptsExhausted)
+		require.NotNil(t, e.Response)
+		assert.Equal(t, strings.Repeat("y", 32), r.body, "what came before the stall")
+	case <-timer.C:
 		t.Fatal("the call is held by the stalled body")
 	}
 }
