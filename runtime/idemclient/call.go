@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/idemgen/idemgen/runtime/internal/keysyntax"
 )
@@ -121,8 +122,29 @@ func WithKeyRecorder(fn func(ctx context.Context, key string) error) CallOption 
 }
 
 // WithPolicy sets the call's policy, overriding the Doer's and its matcher's.
-// Generated helpers pass their operation's policy this way.
-func WithPolicy(p Policy) CallOption { return func(c *Call) { c.policy = &p } }
+// Generated helpers pass their operation's policy this way, before the
+// caller's options. A WithPolicy after another keeps the earlier one's
+// window ([Policy].Window, the operation's, which generated policies
+// carry) when p's is 0 or longer: the smaller non-zero window of the two
+// stays, so that a hand-written policy given to a generated helper is
+// checked against the operation's window, as a [WithPolicyOverride] is,
+// rather than lifting the check.
+func WithPolicy(p Policy) CallOption {
+	return func(c *Call) {
+		if c.policy != nil {
+			p.Window = minWindow(c.policy.Window, p.Window)
+		}
+		c.policy = &p
+	}
+}
+
+// minWindow returns the smaller non-zero window of a and b, 0 when both are.
+func minWindow(a, b time.Duration) time.Duration {
+	if a > 0 && (b <= 0 || b > a) {
+		return a
+	}
+	return b
+}
 
 // WithPolicyOverride edits the call's policy, whichever it is (the one
 // given with [WithPolicy], as a generated helper passes its operation's,
@@ -365,9 +387,7 @@ func applyOverrides(p Policy, overrides []func(*Policy)) Policy {
 	for _, o := range overrides {
 		o(&p)
 	}
-	if window > 0 && (p.Window <= 0 || p.Window > window) {
-		p.Window = window
-	}
+	p.Window = minWindow(window, p.Window)
 	return p
 }
 

@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -250,10 +251,14 @@ func WithRetryBudget(b *RetryBudget) Option { return func(o *config) { o.budget 
 // kept failing" from the API's own answers, and the Error keeps the last
 // answer: its Status, RetryAfter, Problem (a contract problem, which
 // errors.As finds) and Response (its body in memory, which need not be
-// closed). Off by default: the last response is returned with a nil
-// error, as http.Client returns a 503 (and a generated helper's
-// [Call.Check] reports a contract problem in it). An answer the policy
-// does not retry is returned as always, whatever its status.
+// closed); a call that stops before the next retry on such an answer
+// ([ErrRetryAfterTooLong], [ErrNoTimeLeft], [ErrRetryBudgetExhausted],
+// [ErrInUseWaitExhausted]), which ends with an error either way, keeps
+// that answer's Response too. Off by default: the last response is
+// returned with a nil error, as http.Client returns a 503 (and a
+// generated helper's [Call.Check] reports a contract problem in it). An
+// answer the policy does not retry is returned as always, whatever its
+// status.
 func WithErrorOnExhausted() Option { return func(o *config) { o.errOnExhausted = true } }
 
 // WithSafeRetries makes the Doer retry requests of the safe methods (GET,
@@ -626,8 +631,11 @@ func (d *Doer) prepare(ctx context.Context, req *http.Request, call *Call, p Pol
 		case CarrierHeader:
 			// The nil UUID or an empty value (oapi-codegen writes the zero
 			// value of a typed key parameter it always sends) is no key,
-			// and the server would refuse it (400): no header.
-			if _, ok := req.Header[http.CanonicalHeaderKey(p.KeyName)]; ok && headerKey(req.Header, p.KeyName) == "" {
+			// and the server would refuse it (400): no header, unless
+			// one of its values carries a key (a real key after an empty
+			// value is sent, not dropped with it).
+			if vs := req.Header.Values(p.KeyName); len(vs) > 0 &&
+				!slices.ContainsFunc(vs, func(v string) bool { return carried(v) != "" }) {
 				pr.tmpl.Header.Del(p.KeyName)
 			}
 		case CarrierQuery:
@@ -861,8 +869,18 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy,
 				return nil, d.fail(req, call, ErrAttemptsExhausted, err)
 			}
 			if exhausted {
+				// Under a single attempt too (MaxAttempts 1, an ambiguous
+				// request, WithoutKey without KeylessDedupe, a body sent
+				// once): the attempts allowed ran out on an answer the
+				// policy retries, as a connection error then ends with
+				// ErrAttemptsExhausted; returning it as a response would
+				// let a failing service pass for an answer under the option.
+				why := ""
+				if p.MaxAttempts <= 1 {
+					why = "; the call was allowed one attempt, no retry"
+				}
 				e := lastProblem(d.fail(req, call, ErrAttemptsExhausted,
-					fmt.Errorf("the last answer, %d, is one the policy retries (WithErrorOnExhausted)", at.Status)))
+					fmt.Errorf("the last answer, %d, is one the policy retries (WithErrorOnExhausted)%s", at.Status, why)))
 				e.Response = d.keep(resp)
 				return nil, e
 			}
@@ -927,7 +945,13 @@ func (d *Doer) run(ctx context.Context, req *http.Request, call *Call, p Policy,
 		if stop != nil {
 			d.report(ctx, at, true)
 			e := lastProblem(d.fail(req, call, stop, err))
-			d.discard(resp)
+			if resp != nil && d.cfg.errOnExhausted {
+				// An answer the policy retries ends the call with an
+				// error: it is kept, as when the attempts ran out.
+				e.Response = d.keep(resp)
+			} else {
+				d.discard(resp)
+			}
 			return nil, e
 		}
 		at.Retry, at.Delay = true, wait

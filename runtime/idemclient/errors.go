@@ -16,7 +16,9 @@ var (
 	// ErrAttemptsExhausted: every attempt failed with a retryable connection
 	// error, or (under [WithErrorOnExhausted] only) the attempts ran out on
 	// an answer the policy retries, which the [Error] keeps (its Status,
-	// Problem and Response).
+	// Problem and Response). A call allowed one attempt (MaxAttempts 1, an
+	// ambiguous request, WithoutKey without KeylessDedupe, a body that
+	// cannot be resent) runs out after it: Attempts is then 1.
 	ErrAttemptsExhausted = errors.New("idemclient: attempts exhausted")
 	// ErrNotRetryable: an attempt failed with an error that is not retried
 	// (see [Classify]); the cause is wrapped too.
@@ -112,10 +114,13 @@ type Error struct {
 	// (IDEMPOTENCY_KEY_IN_USE), or at the deadline while the store was
 	// unavailable, says so here, and errors.As finds it as a *ProblemError.
 	Problem *ProblemError
-	// Response is the last response of a call whose attempts ran out on an
-	// answer the policy retries, under [WithErrorOnExhausted] (nil
-	// otherwise): its body is in memory (up to the Doer's response buffer,
-	// at least 64 KiB of it), readable and needing no Close.
+	// Response is the last response of a call that ended with an error on
+	// an answer the policy retries, under [WithErrorOnExhausted] (nil
+	// otherwise): its attempts ran out ([ErrAttemptsExhausted]), or it
+	// stopped before the next retry ([ErrRetryAfterTooLong],
+	// [ErrNoTimeLeft], [ErrRetryBudgetExhausted], [ErrInUseWaitExhausted]).
+	// Its body is in memory (up to the Doer's response buffer, at least
+	// 64 KiB of it), readable and needing no Close.
 	Response *http.Response
 	// Reason is one of the sentinel errors of this package, or the context's
 	// error (context.Canceled, context.DeadlineExceeded) when the caller stopped.

@@ -114,11 +114,12 @@ func queryKey(rawQuery, name string) (key string, pairs int, others bool) {
 // setQueryKey returns rawQuery with name=key appended, keeping every other
 // pair exactly as spelled and dropping every pair of the same name, so
 // that the request carries one key (the server refuses a key parameter
-// given twice).
+// given twice). It builds the query in one buffer (one allocation when
+// neither name nor key needs escaping).
 func setQueryKey(rawQuery, name, key string) string {
 	var b strings.Builder
-	if rest := withoutQueryKey(rawQuery, name); rest != "" {
-		b.WriteString(rest)
+	b.Grow(len(rawQuery) + len(name) + len(key) + 2)
+	if writeWithoutQueryKey(&b, rawQuery, name) {
 		b.WriteByte('&')
 	}
 	b.WriteString(url.QueryEscape(name))
@@ -131,6 +132,14 @@ func setQueryKey(rawQuery, name, key string) string {
 // other pair exactly as spelled.
 func withoutQueryKey(rawQuery, name string) string {
 	var b strings.Builder
+	writeWithoutQueryKey(&b, rawQuery, name)
+	return b.String()
+}
+
+// writeWithoutQueryKey writes rawQuery without the pairs named name to b,
+// every other pair exactly as spelled, and tells whether it wrote any.
+func writeWithoutQueryKey(b *strings.Builder, rawQuery, name string) bool {
+	wrote := false
 	for pair := range strings.SplitSeq(rawQuery, "&") {
 		if pair == "" {
 			continue
@@ -139,12 +148,13 @@ func withoutQueryKey(rawQuery, name string) string {
 		if uk, err := url.QueryUnescape(k); err == nil && uk == name {
 			continue
 		}
-		if b.Len() > 0 {
+		if wrote {
 			b.WriteByte('&')
 		}
 		b.WriteString(pair)
+		wrote = true
 	}
-	return b.String()
+	return wrote
 }
 
 // setBodyKey places key at the member named by pointer toks in the JSON

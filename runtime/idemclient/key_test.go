@@ -136,6 +136,9 @@ func TestSetQueryKey(t *testing.T) {
 	assert.Equal(t, "a=1&request_id=k%2B1", setQueryKey("request_id=&a=1", "request_id", "k+1"), "an empty pair is replaced")
 	assert.Equal(t, "a=1&request_id=k1", setQueryKey("request_id=00000000-0000-0000-0000-000000000000&a=1", "request_id", "k1"), "so is the nil UUID")
 	assert.Equal(t, "a=1&request_id=k1", setQueryKey("request_id=k0&a=1&request_id=", "request_id", "k1"), "every pair of the name goes")
+	assert.Equal(t, "a=1&request_id=k1", setQueryKey("&request_id=k0&&a=1&", "request_id", "k1"), "empty pairs go")
+	// One buffer: the key is on the hot path of every query-carried call.
+	assert.Equal(t, 1.0, testing.AllocsPerRun(100, func() { setQueryKey("b=%2F&a=1&request_id=", "request_id", "k1") }))
 	assert.Equal(t, "", headerKey(http.Header{"Idempotency-Key": {"00000000-0000-0000-0000-000000000000"}}, "Idempotency-Key"))
 	for _, tc := range []struct {
 		raw    string

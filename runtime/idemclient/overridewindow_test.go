@@ -64,3 +64,51 @@ func TestPolicyWindowBoundary(t *testing.T) {
 	p.Window = 3
 	assert.ErrorIs(t, p.Validate(), ErrInvalidPolicy)
 }
+
+// A caller's WithPolicy replaces the operation's policy but not its
+// window: generated helpers start the call with the operation's policy
+// (p.Start(ctx, opts...), WithPolicy first) and the caller's options
+// after it, so a hand-written policy (Window 0) given to a helper would
+// otherwise lift the window check that WithPolicyOverride never lifts. The
+// smaller non-zero window of the two is kept.
+func TestWithPolicyKeepsWindow(t *testing.T) {
+	srv := newRecServer(t, unavailableOnce(201))
+	d := NewDoer(http.DefaultClient, Policy{}, WithClock(newFakeClock()))
+	gen := fastPolicy(3)
+	gen.Window = time.Second
+	do := func(opts ...CallOption) (*Call, error) {
+		ctx, call := gen.Start(context.Background(), opts...) // as a generated helper does
+		resp, err := d.Do(post(t, ctx, srv.URL, payload))
+		if err == nil {
+			resp.Body.Close()
+		}
+		return call, err
+	}
+
+	_, err := do(WithPolicy(fastPolicy(10)))
+	require.ErrorIs(t, err, ErrInvalidPolicy, "the hand-written policy's retries outlast the operation's window")
+	assert.ErrorContains(t, err, "window 1s")
+	assert.Empty(t, srv.Seen(), "nothing sent")
+
+	long := fastPolicy(10)
+	long.Window = time.Hour
+	_, err = do(WithPolicy(long))
+	require.ErrorIs(t, err, ErrInvalidPolicy, "a longer window does not lengthen the operation's")
+
+	short := fastPolicy(3)
+	short.Window = 400 * time.Millisecond // < 300ms × 1.5
+	_, err = do(WithPolicy(short))
+	require.ErrorIs(t, err, ErrInvalidPolicy, "a shorter one is kept")
+
+	call, err := do(WithPolicy(fastPolicy(2)))
+	require.NoError(t, err, "a schedule within the window")
+	assert.Equal(t, 2, call.Attempts())
+	assert.Equal(t, time.Second, call.effectivePolicy(Policy{}).Window)
+
+	// Without a window before it, WithPolicy is taken as given.
+	ctx, call := Start(context.Background(), WithPolicy(fastPolicy(10)))
+	resp, err := d.Do(post(t, ctx, srv.URL, payload))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Zero(t, call.effectivePolicy(Policy{}).Window)
+}

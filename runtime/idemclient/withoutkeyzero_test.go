@@ -25,7 +25,7 @@ func TestWithoutKeyDropsEmptyCarrier(t *testing.T) {
 		ctx, _ := p.Start(context.Background(), WithoutKey())
 		req := post(t, ctx, url, payload)
 		for _, h := range header {
-			req.Header.Set(p.WithDefaults().KeyName, h)
+			req.Header.Add(p.WithDefaults().KeyName, h)
 		}
 		resp, err := d.Do(req)
 		require.NoError(t, err)
@@ -40,6 +40,16 @@ func TestWithoutKeyDropsEmptyCarrier(t *testing.T) {
 	}
 	s := send(p, srv.URL, "0190b4a2-7c1e-7d3f-9a4b-2c6e8f0a1b3d")
 	assert.Equal(t, "0190b4a2-7c1e-7d3f-9a4b-2c6e8f0a1b3d", s.Key, "a key the request carries is sent")
+	// A carrier with more than one value is dropped only when none of them
+	// carries a key: a real key after an empty value or the nil UUID is
+	// kept, not sent keyless.
+	for _, first := range []string{"", nilUUID} {
+		s = send(p, srv.URL, first, "0190b4a2-7c1e-7d3f-9a4b-2c6e8f0a1b3d")
+		assert.Contains(t, s.Header.Values("Idempotency-Key"), "0190b4a2-7c1e-7d3f-9a4b-2c6e8f0a1b3d", "%q first: the real key is sent", first)
+	}
+	s = send(p, srv.URL, "", nilUUID)
+	_, ok := s.Header["Idempotency-Key"]
+	assert.False(t, ok, "no value carries a key: no header")
 
 	q := p
 	q.KeyCarrier, q.KeyName = CarrierQuery, "request_id"

@@ -36,3 +36,24 @@ func TestPolicyOverrideOutlastsWindow(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 201, resp.StatusCode())
 }
+
+// A caller's idemclient.WithPolicy comes after the helper's own (the
+// generated helpers start the call with the operation's policy, then the
+// client's and the call's options): a hand-written policy, which carries
+// no window, is still checked against the operation's, as an override is.
+func TestWithPolicyKeepsOperationWindow(t *testing.T) {
+	e := newEnv(t)
+	c := newClient(t, e.srv.URL, e.srv.Client())
+	ctx := context.Background()
+	hand := idemclient.WithPolicy(idemclient.Policy{MaxAttempts: 20, Backoff: idemclient.Backoff{Max: time.Minute}})
+	_, _, err := c.RecordEvent(ctx, api.Event{Name: "e"}, hand)
+	require.ErrorIs(t, err, idemclient.ErrInvalidPolicy)
+	assert.ErrorContains(t, err, "window 1m0s")
+	_, _, err = c.WithCallOptions(hand).ClaimCoupon(ctx, "c1", nil, claim("u1"))
+	require.ErrorIs(t, err, idemclient.ErrInvalidPolicy, "client-wide too")
+	assert.Zero(t, c.AttemptCount(), "nothing sent")
+
+	resp, _, err := c.ClaimCoupon(ctx, "c1", nil, claim("u1"), idemclient.WithPolicy(idemclient.Policy{MaxAttempts: 2}))
+	require.NoError(t, err)
+	assert.Equal(t, 201, resp.StatusCode())
+}
