@@ -59,7 +59,7 @@ func TestDrainReadsOneBytePastTheBound(t *testing.T) {
 		r.ContentLength = -1
 		r.Header.Set("Idempotency-Key", "k")
 		w := httptest.NewRecorder()
-		bound(1 << 20).ServeHTTP(w, r)
+		bound(1<<20).ServeHTTP(w, r)
 		if w.Code != http.StatusRequestEntityTooLarge {
 			t.Fatalf("%d %s", w.Code, w.Body)
 		}

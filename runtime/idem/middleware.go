@@ -294,8 +294,12 @@ func (c *capture) drain(limit int64) ([]byte, error) {
 		// operation's, the smaller) is read from the wire: it tells a
 		// body of exactly the bound from a longer one, and the spare
 		// capacity of a large buffer is not filled past it.
+		room := min(c.max, limit) - int64(len(b))
+		if room < 0 { // Reads before drain kept more than limit
+			return nil, errTooLarge
+		}
 		dst := b[len(b):cap(b)]
-		if room := min(c.max, limit) - int64(len(b)); int64(len(dst))-1 > room {
+		if int64(len(dst))-1 > room {
 			dst = dst[:room+1]
 		}
 		n, err := c.rc.Read(dst)
