@@ -179,6 +179,12 @@ type Call struct {
 	// (txLost: ErrFenced or ErrLeaseLost); Finish then does not commit.
 	// Written under hbMu before the heartbeat is stopped, read after.
 	hbLost error
+	// lostFired: txLost cancelled the handler's context under
+	// Options.CancelOnLeaseLost (lostCancel): a 5xx it then answers frees
+	// the key whatever Spec.Failures says (the operation gave up, it did
+	// not run). Written under hbMu before the heartbeat is stopped, read
+	// after.
+	lostFired bool
 
 	// Owned by the engine's hbSched (under its lock).
 	hbPrev, hbNext *Call
@@ -1647,6 +1653,7 @@ func (c *Call) txLost(cause error) {
 		// Finish goes on as any other (fenced if the key was taken over).
 		c.lostCancel(cause)
 		c.lostCancel = nil
+		c.lostFired = true
 		c.e.log.LogAttrs(c.background(), slog.LevelWarn, "idem: handler's context cancelled while it runs: its claim is lost (Options.CancelOnLeaseLost)",
 			slog.String("operation", c.p.spec.Operation), slog.String("key", c.key), slog.Any("cause", cause))
 		return
@@ -1944,7 +1951,11 @@ func (c *Call) Finish() error {
 			slog.String("operation", p.spec.Operation), slog.String("key", c.key))
 	case status >= 500:
 		state = StateFailed
-		if p.spec.Failures != FailuresReplay || status > 599 {
+		// A run whose context CancelOnLeaseLost ended (idem.LeaseLost)
+		// gave up, and its 5xx says so: under FailuresReplay too the key
+		// is freed (a retry runs the operation), not the 5xx replayed for
+		// the window.
+		if p.spec.Failures != FailuresReplay || status > 599 || c.lostFired {
 			resp = nil
 		}
 	case status == http.StatusRequestTimeout || status == http.StatusTooEarly || status == http.StatusTooManyRequests:
