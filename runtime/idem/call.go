@@ -1854,7 +1854,9 @@ func (c *Call) writeReplay(w http.ResponseWriter) {
 			vals[k] = fs[k].value
 		}
 		switch {
-		case c.resp.notReplayable && representationHeader(fs[i].name):
+		case c.resp.notReplayable && (representationHeader(fs[i].name) || cacheHeader(fs[i].name)):
+			// The problem sent instead is not the stored response: neither
+			// what its body is nor how long a cache may keep it.
 		case j == i+1 && fs[i].value == "" && fs[i].name == "Content-Type":
 			h["Content-Type"] = nil // stored present with no value: no sniffing (appendRecordHead)
 		default:
@@ -1885,6 +1887,14 @@ func (c *Call) writeReplay(w http.ResponseWriter) {
 // instead (CodeResponseUnavailable) leaves them out.
 func representationHeader(name string) bool {
 	return slices.Contains(representationHeaders[:], name)
+}
+
+// cacheHeader reports the stored headers that say whether a cache may keep
+// the stored response (cacheHeaders): a replay that sends a problem instead
+// (CodeResponseUnavailable) leaves them out too (the problem says
+// Cache-Control: no-store).
+func cacheHeader(name string) bool {
+	return slices.Contains(cacheHeaders[:], name)
 }
 
 // Finish completes the record from what the handler wrote through Writer:
@@ -2509,6 +2519,9 @@ func (c *Call) writePanic(w http.ResponseWriter, dropCE bool, detail string) (fl
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	h.Set("Content-Type", "application/problem+json")
 	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store") // as writeProblem: not the handler's directives
+	delete(h, "Expires")
+	delete(h, "Pragma")
 	w.WriteHeader(p.status)
 	_, _ = w.Write(body)
 	return http.NewResponseController(w).Flush() == nil
