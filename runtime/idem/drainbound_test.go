@@ -1,6 +1,7 @@
 package idem_test
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -66,5 +67,36 @@ func TestDrainReadsOneBytePastTheBound(t *testing.T) {
 		if body.read > 1001 {
 			t.Fatalf("%d bytes read from the client past a bound of 1000", body.read)
 		}
+	}
+}
+
+// RefuseTooLarge answers only a request CaptureBodyFor bounds: for a route
+// without a contract behind the same capture, whose handler bounds its body
+// itself (an http.MaxBytesReader), it writes nothing and returns false, so
+// the handler's own answer stands.
+func TestRefuseTooLargeLeavesUncontractedRoutes(t *testing.T) {
+	p := mustCompile(t, idem.Spec{Operation: "pay", Semantics: idem.Strict, Request: idem.RequestSpec{MaxBytes: 1000}})
+	e := idem.New(memstore.New(memstore.Options{}), idem.Options{Principal: idem.Anonymous})
+	route := func(r *http.Request) *idem.Policy {
+		if r.URL.Path == "/pay" {
+			return p
+		}
+		return nil
+	}
+	var refused bool
+	h := idem.CaptureBodyFor(1<<20, route)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, 100)
+		if _, err := io.Copy(io.Discard, r.Body); err != nil {
+			if refused = e.RefuseTooLarge(w, r, err); refused {
+				return
+			}
+			http.Error(w, "upload too large", http.StatusRequestEntityTooLarge)
+		}
+	}))
+	r := httptest.NewRequest("POST", "/upload", &spaces{n: 1000})
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if refused || w.Code != http.StatusRequestEntityTooLarge || w.Body.String() != "upload too large\n" {
+		t.Fatalf("refused %v: %d %q %s", refused, w.Code, w.Header(), w.Body)
 	}
 }

@@ -270,3 +270,35 @@ func TestCancelOnLeaseLostTiming(t *testing.T) {
 		t.Fatalf("cancelled %v after the handler started, the lease being %v: a takeover could run meanwhile", took, lease)
 	}
 }
+
+// Under CancelOnLeaseLost the handler's context is its own (a context per
+// protected run): the run's end cancels it, with no cause of a lost lease,
+// so what the handler started on it (a goroutine, a timer) stops with the
+// request, as it would on the request's context.
+func TestCancelOnLeaseLostEndCancels(t *testing.T) {
+	ms := memstore.New(memstore.Options{})
+	defer ms.Close()
+	p := mustCompile(t, idem.Spec{Operation: "charge", Semantics: idem.Strict})
+	e := idem.New(ms, idem.Options{Principal: idem.Anonymous, CancelOnLeaseLost: true})
+	var ctx context.Context
+	h := e.Handler(p, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx = r.Context()
+		if ctx.Err() != nil {
+			t.Errorf("the handler's context ended as it started: %v", context.Cause(ctx))
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	r := httptest.NewRequest("POST", "/charges", strings.NewReader(`{}`))
+	r.Header.Set("Idempotency-Key", "k")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusCreated || r.Context().Err() != nil {
+		t.Fatalf("%d; the request's context: %v", w.Code, r.Context().Err())
+	}
+	if ctx.Err() == nil {
+		t.Fatalf("the handler's context is still live after the run ended")
+	}
+	if idem.LeaseLost(ctx) || !errors.Is(context.Cause(ctx), context.Canceled) {
+		t.Fatalf("cause %v: want context.Canceled, not a lost lease", context.Cause(ctx))
+	}
+}
