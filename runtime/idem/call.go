@@ -179,6 +179,12 @@ type Call struct {
 	// (txLost: ErrFenced or ErrLeaseLost); Finish then does not commit.
 	// Written under hbMu before the heartbeat is stopped, read after.
 	hbLost error
+	// lostFired: txLost cancelled the handler's context under
+	// Options.CancelOnLeaseLost (lostCancel): a 5xx it then answers frees
+	// the key whatever Spec.Failures says (the operation gave up, it did
+	// not run). Written under hbMu before the heartbeat is stopped, read
+	// after.
+	lostFired bool
 
 	// Owned by the engine's hbSched (under its lock).
 	hbPrev, hbNext *Call
@@ -1647,6 +1653,7 @@ func (c *Call) txLost(cause error) {
 		// Finish goes on as any other (fenced if the key was taken over).
 		c.lostCancel(cause)
 		c.lostCancel = nil
+		c.lostFired = true
 		c.e.log.LogAttrs(c.background(), slog.LevelWarn, "idem: handler's context cancelled while it runs: its claim is lost (Options.CancelOnLeaseLost)",
 			slog.String("operation", c.p.spec.Operation), slog.String("key", c.key), slog.Any("cause", cause))
 		return
@@ -1847,7 +1854,9 @@ func (c *Call) writeReplay(w http.ResponseWriter) {
 			vals[k] = fs[k].value
 		}
 		switch {
-		case c.resp.notReplayable && representationHeader(fs[i].name):
+		case c.resp.notReplayable && (representationHeader(fs[i].name) || cacheHeader(fs[i].name)):
+			// The problem sent instead is not the stored response: neither
+			// what its body is nor how long a cache may keep it.
 		case j == i+1 && fs[i].value == "" && fs[i].name == "Content-Type":
 			h["Content-Type"] = nil // stored present with no value: no sniffing (appendRecordHead)
 		default:
@@ -1878,6 +1887,14 @@ func (c *Call) writeReplay(w http.ResponseWriter) {
 // instead (CodeResponseUnavailable) leaves them out.
 func representationHeader(name string) bool {
 	return slices.Contains(representationHeaders[:], name)
+}
+
+// cacheHeader reports the stored headers that say whether a cache may keep
+// the stored response (cacheHeaders): a replay that sends a problem instead
+// (CodeResponseUnavailable) leaves them out too (the problem says
+// Cache-Control: no-store).
+func cacheHeader(name string) bool {
+	return slices.Contains(cacheHeaders[:], name)
 }
 
 // Finish completes the record from what the handler wrote through Writer:
@@ -1944,7 +1961,11 @@ func (c *Call) Finish() error {
 			slog.String("operation", p.spec.Operation), slog.String("key", c.key))
 	case status >= 500:
 		state = StateFailed
-		if p.spec.Failures != FailuresReplay || status > 599 {
+		// A run whose context CancelOnLeaseLost ended (idem.LeaseLost)
+		// gave up, and its 5xx says so: under FailuresReplay too the key
+		// is freed (a retry runs the operation), not the 5xx replayed for
+		// the window.
+		if p.spec.Failures != FailuresReplay || status > 599 || c.lostFired {
 			resp = nil
 		}
 	case status == http.StatusRequestTimeout || status == http.StatusTooEarly || status == http.StatusTooManyRequests:
@@ -2498,6 +2519,9 @@ func (c *Call) writePanic(w http.ResponseWriter, dropCE bool, detail string) (fl
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	h.Set("Content-Type", "application/problem+json")
 	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store") // as writeProblem: not the handler's directives
+	delete(h, "Expires")
+	delete(h, "Pragma")
 	w.WriteHeader(p.status)
 	_, _ = w.Write(body)
 	return http.NewResponseController(w).Flush() == nil

@@ -237,7 +237,12 @@ type Options struct {
 	// before an external side effect (charging a card) does not make it
 	// while another run of the same key may. A transactional handler's
 	// context is cancelled so whatever this option says (its transaction
-	// could not commit).
+	// could not commit). A 5xx such a run answers (or a strict handler's
+	// error answers) frees the key, under failures: replay too: it says
+	// the run gave up, and when nobody took the key over (the store came
+	// back in time) a retry runs the operation rather than getting that
+	// 5xx replayed for the window. A run that answers anything else is
+	// recorded as usual (fenced if the key was taken over).
 	//
 	// Off (the default), a handler that outlives its lease runs on: the
 	// engine cannot stop what it does, and a retry that took the key over

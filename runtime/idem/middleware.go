@@ -2,6 +2,7 @@ package idem
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"sync"
@@ -289,7 +290,19 @@ func (c *capture) drain(limit int64) ([]byte, error) {
 		if len(b) == cap(b) {
 			b = append(b, 0)[:len(b)]
 		}
-		n, err := c.rc.Read(b[len(b):cap(b)])
+		// At most one byte past the bound (the capture's or the
+		// operation's, the smaller) is read from the wire: it tells a
+		// body of exactly the bound from a longer one, and the spare
+		// capacity of a large buffer is not filled past it.
+		room := min(c.max, limit) - int64(len(b))
+		if room < 0 { // Reads before drain kept more than limit
+			return nil, errTooLarge
+		}
+		dst := b[len(b):cap(b)]
+		if int64(len(dst))-1 > room {
+			dst = dst[:room+1]
+		}
+		n, err := c.rc.Read(dst)
 		*c.buf = b[:len(b)+n]
 		if int64(len(*c.buf)) > c.max {
 			c.overflow = true
@@ -299,6 +312,8 @@ func (c *capture) drain(limit int64) ([]byte, error) {
 		}
 		if err == io.EOF {
 			c.eof = true
+		} else if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+			c.overflow = true // a bound under the capture (another capture's, a MaxBytesReader's)
 		} else if err != nil {
 			c.err = err
 		}

@@ -140,13 +140,18 @@ func (e *Engine) writeProblem(w http.ResponseWriter, p *problem, typ string) {
 	bp := getBuf()
 	b := e.appendProblem((*bp)[:0], p, typ)
 	h := w.Header()
-	vals := make([]string, 3)
-	vals[0], vals[1] = "application/problem+json", "nosniff"
+	vals := make([]string, 4)
+	vals[0], vals[1], vals[2] = "application/problem+json", "nosniff", "no-store"
 	h["Content-Type"] = vals[0:1:1]
 	h["X-Content-Type-Options"] = vals[1:2:2]
+	// The engine's answers are about this attempt (a key in use, a store
+	// unreachable, a body too large): no cache keeps them.
+	h["Cache-Control"] = vals[2:3:3]
+	delete(h, "Expires")
+	delete(h, "Pragma")
 	if p.retryAfter != nil {
-		vals[2] = p.retryAfter[0]
-		h["Retry-After"] = vals[2:3:3]
+		vals[3] = p.retryAfter[0]
+		h["Retry-After"] = vals[3:4:4]
 	}
 	w.WriteHeader(p.status)
 	_, _ = w.Write(b)

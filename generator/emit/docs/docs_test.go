@@ -295,3 +295,24 @@ func TestFingerprintNotApplicable(t *testing.T) {
 	assert.Contains(t, page, "| Volatile fields | not applicable: window semantics with a required key compare only the key. |")
 	assert.Contains(t, page, "| Volatile fields | not applicable: loose semantics compare only the key. |")
 }
+
+// TestReplayedHeadersOnce: a contract may list an always-stored header
+// (Cache-Control) in response.headers; the replayed sentence names it once,
+// among the cache headers, not also among the listed ones.
+func TestReplayedHeadersOnce(t *testing.T) {
+	spec := compileCase(t, filepath.Join("..", "..", "..", "testdata", "augment", "coupons", "openapi.yaml"), "")
+	var op *ir.Operation
+	for _, o := range spec.Operations {
+		if o.Policy.Semantics != "" {
+			op = o
+			break
+		}
+	}
+	require.NotNil(t, op)
+	op.Policy.Response.Headers = []string{"Location", "Cache-Control", "Expires"}
+	summary, err := docs.Summary(op)
+	require.NoError(t, err)
+	assert.Contains(t, summary, "`Content-Encoding`, `Location`, the cache headers")
+	assert.Equal(t, 1, strings.Count(summary, "`Cache-Control`"), summary)
+	assert.Equal(t, 1, strings.Count(summary, "`Expires`"), summary)
+}

@@ -30,24 +30,35 @@ func (g *gen) echoCaptureBody() {
 		),
 		jen.Return(jen.Id("m")),
 	).Call()
-	g.doc("CaptureBody is echo middleware (e.Use(x.CaptureBody)) that keeps the raw bytes of a request body while oapi-codegen's strict handler decodes it, so StrictMiddleware fingerprints what the client sent, for handlers registered at the root. Safe methods pass untouched. " + captureBoundDoc + " (echo's route, ctx.Path(), tells the operation; CaptureBody answers the error itself.) A request without a body gets an empty body of CaptureBody's own (it reads io.EOF, as http.NoBody, but is not http.NoBody), which a middleware after CaptureBody must not replace for the request to stay bounded. It also bounds the request for an idempotent operation's returned error under failures: replay: echo answers an error with its HTTPErrorHandler after every middleware returned, so CaptureBody has echo answer such an error itself (ctx.Error) and returns nil, and ErrorHandler around e.HTTPErrorHandler records that answer (middleware in front of CaptureBody then sees no error); without ErrorHandler, the key is freed.")
+	g.doc("CaptureBody is echo middleware (e.Use(x.CaptureBody)) that keeps the raw bytes of a request body while oapi-codegen's strict handler decodes it, so StrictMiddleware fingerprints what the client sent, for handlers registered at the root (else use CaptureBodyWithBaseURL). Safe methods pass untouched. " + captureBoundDoc + " (echo's route, ctx.Path(), tells the operation; CaptureBody answers the error itself.) A request without a body gets an empty body of CaptureBody's own (it reads io.EOF, as http.NoBody, but is not http.NoBody), which a middleware after CaptureBody must not replace for the request to stay bounded. It also bounds the request for an idempotent operation's returned error under failures: replay: echo answers an error with its HTTPErrorHandler after every middleware returned, so CaptureBody has echo answer such an error itself (ctx.Error) and returns nil, and ErrorHandler around e.HTTPErrorHandler records that answer (middleware in front of CaptureBody then sees no error); without ErrorHandler, the key is freed.")
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("CaptureBody").Params(jen.Id("next").Add(echoQ("HandlerFunc"))).Add(echoQ("HandlerFunc")).Block(
-		jen.Id("h").Op(":=").Func().Params(jen.Id("ctx").Add(echoQ("Context"))).Error().Block(
-			jen.Err().Op(":=").Id("next").Call(jen.Id("ctx")),
-			jen.If(jen.Err().Op("==").Nil()).Block(jen.Return(jen.Nil())),
-			jen.If(jen.Id("x").Dot("engine").Dot("RefuseTooLarge").Call(jen.Id("ctx").Dot("Response").Call(), jen.Id("ctx").Dot("Request").Call(), jen.Err())).Block(
-				jen.Return(jen.Nil()).Comment("a body past its operation's request.max-bytes, which the capture stopped reading"),
+		jen.Return(jen.Id("x").Dot("CaptureBodyWithBaseURL").Call(jen.Lit("")).Call(jen.Id("next"))),
+	)
+	g.doc("CaptureBodyWithBaseURL is CaptureBody for handlers registered under baseURL (RegisterHandlersWithBaseURL, whose routes are baseURL followed by the spec's paths), as HTTPMiddlewareWithBaseURL takes it: the body of a request routed outside it is kept but not bounded.")
+	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("CaptureBodyWithBaseURL").Params(jen.Id("baseURL").String()).Add(echoQ("MiddlewareFunc")).Block(
+		jen.Id("baseURL").Op("=").Qual("strings", "TrimSuffix").Call(jen.Id("baseURL"), jen.Lit("/")),
+		jen.Return(jen.Func().Params(jen.Id("next").Add(echoQ("HandlerFunc"))).Add(echoQ("HandlerFunc")).Block(
+			jen.Id("h").Op(":=").Func().Params(jen.Id("ctx").Add(echoQ("Context"))).Error().Block(
+				jen.Err().Op(":=").Id("next").Call(jen.Id("ctx")),
+				jen.If(jen.Err().Op("==").Nil()).Block(jen.Return(jen.Nil())),
+				jen.If(jen.Id("x").Dot("engine").Dot("RefuseTooLarge").Call(jen.Id("ctx").Dot("Response").Call(), jen.Id("ctx").Dot("Request").Call(), jen.Err())).Block(
+					jen.Return(jen.Nil()).Comment("a body past its operation's request.max-bytes, which the capture stopped reading"),
+				),
+				jen.If(jen.Qual(idemPkg, "HandlerErrorPending").Call(jen.Id("ctx").Dot("Request").Call())).Block(
+					jen.Id("ctx").Dot("Error").Call(jen.Err()).Comment("answered while CaptureBody still bounds the request: ErrorHandler records it"),
+					jen.Return(jen.Nil()),
+				),
+				jen.Return(jen.Err()),
 			),
-			jen.If(jen.Qual(idemPkg, "HandlerErrorPending").Call(jen.Id("ctx").Dot("Request").Call())).Block(
-				jen.Id("ctx").Dot("Error").Call(jen.Err()).Comment("answered while CaptureBody still bounds the request: ErrorHandler records it"),
-				jen.Return(jen.Nil()),
-			),
-			jen.Return(jen.Err()),
-		),
-		jen.Return(jen.Func().Params(jen.Id("ctx").Add(echoQ("Context"))).Error().Block(
-			jen.Id("i").Op(",").Id("ok").Op(":=").Id(px+"EchoRoutes").Index(jen.Id(px+"EchoRoute").Values(jen.Id("ctx").Dot("Request").Call().Dot("Method"), jen.Id("ctx").Dot("Path").Call())),
-			jen.If(jen.Op("!").Id("ok")).Block(jen.Id("i").Op("=").Len(jen.Id(px+"Policies"))),
-			jen.Return(jen.Id(px+"EchoCaptureBodies").Index(jen.Id("i")).Call(jen.Id("h")).Call(jen.Id("ctx"))),
+			jen.Return(jen.Func().Params(jen.Id("ctx").Add(echoQ("Context"))).Error().Block(
+				jen.Id("i").Op(":=").Len(jen.Id(px+"Policies")),
+				jen.If(jen.List(jen.Id("route"), jen.Id("ok")).Op(":=").Qual("strings", "CutPrefix").Call(jen.Id("ctx").Dot("Path").Call(), jen.Id("baseURL")), jen.Id("ok")).Block(
+					jen.If(jen.List(jen.Id("j"), jen.Id("ok")).Op(":=").Id(px+"EchoRoutes").Index(jen.Id(px+"EchoRoute").Values(jen.Id("ctx").Dot("Request").Call().Dot("Method"), jen.Id("route"))), jen.Id("ok")).Block(
+						jen.Id("i").Op("=").Id("j"),
+					),
+				),
+				jen.Return(jen.Id(px+"EchoCaptureBodies").Index(jen.Id("i")).Call(jen.Id("h")).Call(jen.Id("ctx"))),
+			)),
 		)),
 	)
 }
