@@ -1949,16 +1949,23 @@ func (c *Call) Finish() error {
 	// (the client went away, or a deadline passed) gave no answer: its
 	// writes roll back, so freeing the key is safe. A plain handler's empty
 	// 200 is recorded like any answer: it may have done its work, and a
-	// retry must not run it again.
-	abandoned := c.commit != nil && !rec.wroteHeader && c.ctx.Err() != nil
+	// retry must not run it again, unless the engine itself ended its
+	// context because its claim was lost (CancelOnLeaseLost: lostFired):
+	// a run that then writes nothing gave up (the usual `if ctx.Err() !=
+	// nil { return }`), and its implicit 200 replayed for the window would
+	// tell every retry an operation ran that did not.
+	abandoned := (c.commit != nil || c.lostFired) && !rec.wroteHeader && c.ctx.Err() != nil
 	rec.finalize()
 	status := rec.status
 	state, resp := StateCompleted, rec.record()
 	switch {
 	case abandoned:
 		state, resp, status = StateFailed, nil, 0
-		e.log.LogAttrs(c.ctx, slog.LevelInfo, "idem: transactional handler wrote nothing after its context ended (client gone): rolled back, key released for a retry",
-			slog.String("operation", p.spec.Operation), slog.String("key", c.key))
+		msg := "idem: transactional handler wrote nothing after its context ended (client gone): rolled back, key released for a retry"
+		if c.commit == nil {
+			msg = "idem: handler wrote nothing after its context was cancelled for a lost claim (CancelOnLeaseLost): key released for a retry"
+		}
+		e.log.LogAttrs(c.ctx, slog.LevelInfo, msg, slog.String("operation", p.spec.Operation), slog.String("key", c.key))
 	case status >= 500:
 		state = StateFailed
 		// A run whose context CancelOnLeaseLost ended (idem.LeaseLost)

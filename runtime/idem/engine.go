@@ -241,8 +241,10 @@ type Options struct {
 	// error answers) frees the key, under failures: replay too: it says
 	// the run gave up, and when nobody took the key over (the store came
 	// back in time) a retry runs the operation rather than getting that
-	// 5xx replayed for the window. A run that answers anything else is
-	// recorded as usual (fenced if the key was taken over).
+	// 5xx replayed for the window; so does one that writes nothing at all
+	// (it returned on the cancelled context: its implicit 200 is not
+	// recorded). A run that answers anything else is recorded as usual
+	// (fenced if the key was taken over).
 	//
 	// Off (the default), a handler that outlives its lease runs on: the
 	// engine cannot stop what it does, and a retry that took the key over

@@ -322,6 +322,9 @@ func (c *capture) drain(limit int64) ([]byte, error) {
 	case c.overflow:
 		return nil, errTooLarge
 	case c.err != nil:
+		if mbe := (*http.MaxBytesError)(nil); errors.As(c.err, &mbe) {
+			return nil, errTooLarge // a bound under the capture, met by a Read before drain (a decoder's)
+		}
 		return nil, c.err
 	case int64(len(*c.buf)) > limit:
 		return nil, errTooLarge

@@ -42,7 +42,9 @@ import (
 // then, once the current region is half carved, the goroutine maps the
 // next region and writes to each of its pages before the arena knows of it
 // (a whole region ahead, 4 MiB). Where MADV_POPULATE_WRITE fails otherwise
-// (ENOMEM, EINTR), the unit is left to the requests' page faults.
+// (ENOMEM, EINTR), a unit of the current region is left to the requests'
+// page faults, while a next region being prepared (not yet known to the
+// arena) is backed by writing to each page instead.
 //
 // What it costs: a block is reused as soon as it is freed, so nothing
 // outside a shard's lock may hold a slice of it: a Record's Response is a
