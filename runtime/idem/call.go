@@ -2360,6 +2360,13 @@ func (c *Call) end(v any) (raise bool) {
 				c.e.log.LogAttrs(c.ctx, slog.LevelInfo, "idem: handler returned an error marked idem.HandlerNothingDone (nothing of the operation ran): key released for a retry",
 					slog.String("operation", c.p.spec.Operation), slog.String("key", c.key))
 				c.reportFinish(StateFailed, 0, "", err, bodyKept)
+			case !answer && v == nil && c.lostFired:
+				// CancelOnLeaseLost ended the run: its error is the
+				// engine's doing, not the handler's (read after
+				// stopHeartbeat, as Finish reads it).
+				c.e.log.LogAttrs(c.ctx, slog.LevelInfo, "idem: handler gave up after its claim was lost (CancelOnLeaseLost): key released for a retry",
+					slog.String("operation", c.p.spec.Operation), slog.String("key", c.key))
+				c.reportFinish(StateFailed, 0, "", err, bodyKept)
 			case !answer:
 				c.e.log.LogAttrs(c.ctx, slog.LevelWarn, "idem: handler did not finish (panic or error): key released for a retry",
 					slog.String("operation", c.p.spec.Operation), slog.String("key", c.key))

@@ -1,0 +1,73 @@
+package idem_test
+
+import (
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/memstore"
+)
+
+// A strict handler that CancelOnLeaseLost cancelled returns its context's
+// error and no error handler records an answer: the key is freed with an
+// Info line naming the lost claim, not the warnings of a handler that did
+// not finish (a panic or an error) and of an unanswered error under
+// failures: replay, which advise wiring an error handler.
+func TestLeaseLostStrictEndNoWarning(t *testing.T) {
+	ms := memstore.New(memstore.Options{})
+	defer ms.Close()
+	p := mustCompile(t, idem.Spec{Operation: "charge", Semantics: idem.Strict, Failures: idem.FailuresReplay,
+		InFlight: idem.InFlightSpec{Lease: 300 * time.Millisecond}})
+	var down atomic.Bool
+	down.Store(true)
+	logs := &lockedBuffer{}
+	e := idem.New(partitioned{ms, &down}, idem.Options{Principal: idem.Anonymous, CancelOnLeaseLost: true,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	var runs atomic.Int32
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c := e.Begin(r, p, idem.RequestKey)
+		defer c.End()
+		if c.Decision() != idem.Execute {
+			c.Respond(w)
+			return
+		}
+		c.Writer(w)
+		runs.Add(1)
+		select {
+		case <-time.After(time.Second):
+		case <-c.Context().Done():
+		}
+		if err := c.Context().Err(); err != nil {
+			down.Store(false)
+			_ = c.HandlerFailed(err)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		_ = c.Finish()
+	})
+	do := func() int {
+		r := httptest.NewRequest("POST", "/charges", strings.NewReader(`{"amount":100}`))
+		r.Header.Set("Idempotency-Key", "k-1")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	do()
+	if code := do(); code != http.StatusCreated || runs.Load() != 2 {
+		t.Fatalf("retry %d, runs %d: want the retry to run the operation (201)", code, runs.Load())
+	}
+	out := logs.String()
+	for _, warning := range []string{"handler did not finish", "is not recorded"} {
+		if strings.Contains(out, warning) {
+			t.Errorf("warned %q for a run the engine cancelled itself:\n%s", warning, out)
+		}
+	}
+	if !strings.Contains(out, "gave up after its claim was lost") {
+		t.Errorf("want an Info line naming the lost claim:\n%s", out)
+	}
+}
