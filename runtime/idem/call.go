@@ -865,7 +865,7 @@ func readAtMost(b []byte, r io.Reader, limit int64) ([]byte, error) {
 func (c *Call) bodyFailed(err error) bool {
 	if err == errTooLarge {
 		c.reject(problem{status: http.StatusRequestEntityTooLarge, code: CodeRequestTooLarge,
-			detail: "the request body is larger than this operation accepts"}, nil)
+			detail: detailTooLarge}, nil)
 		return false
 	}
 	if err == errBodyConsumed {

@@ -21,5 +21,5 @@ import (
 // through to the provider, closes it).
 func LeaseLost(ctx context.Context) bool {
 	cause := context.Cause(ctx)
-	return cause != nil && (errors.Is(cause, ErrLeaseLost) || errors.Is(cause, ErrFenced))
+	return errors.Is(cause, ErrLeaseLost) || errors.Is(cause, ErrFenced)
 }

@@ -1,16 +1,13 @@
 package idem_test
 
 import (
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
-	"github.com/idemgen/idemgen/runtime/memstore"
 )
 
 // A strict handler that CancelOnLeaseLost cancelled returns its context's
@@ -19,15 +16,8 @@ import (
 // not finish (a panic or an error) and of an unanswered error under
 // failures: replay, which advise wiring an error handler.
 func TestLeaseLostStrictEndNoWarning(t *testing.T) {
-	ms := memstore.New(memstore.Options{})
-	defer ms.Close()
-	p := mustCompile(t, idem.Spec{Operation: "charge", Semantics: idem.Strict, Failures: idem.FailuresReplay,
-		InFlight: idem.InFlightSpec{Lease: 300 * time.Millisecond}})
-	var down atomic.Bool
-	down.Store(true)
 	logs := &lockedBuffer{}
-	e := idem.New(partitioned{ms, &down}, idem.Options{Principal: idem.Anonymous, CancelOnLeaseLost: true,
-		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	e, p, down := partitionedEngine(t, idem.FailuresReplay, true, logs)
 	var runs atomic.Int32
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c := e.Begin(r, p, idem.RequestKey)
@@ -50,15 +40,8 @@ func TestLeaseLostStrictEndNoWarning(t *testing.T) {
 		w.WriteHeader(http.StatusCreated)
 		_ = c.Finish()
 	})
-	do := func() int {
-		r := httptest.NewRequest("POST", "/charges", strings.NewReader(`{"amount":100}`))
-		r.Header.Set("Idempotency-Key", "k-1")
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		return w.Code
-	}
-	do()
-	if code := do(); code != http.StatusCreated || runs.Load() != 2 {
+	postCharge(h)
+	if code := postCharge(h).Code; code != http.StatusCreated || runs.Load() != 2 {
 		t.Fatalf("retry %d, runs %d: want the retry to run the operation (201)", code, runs.Load())
 	}
 	out := logs.String()

@@ -31,6 +31,33 @@ func (p partitioned) ExtendLease(ctx context.Context, key string, token idem.Tok
 	return p.Store.ExtendLease(ctx, key, token, lease)
 }
 
+// partitionedEngine returns an engine (CancelOnLeaseLost as on, logging to
+// logs) over a memstore that cannot be reached to extend a lease while down
+// (down from the start), and an operation "charge" with a 300 ms lease
+// under failures.
+func partitionedEngine(t *testing.T, failures idem.FailurePolicy, on bool, logs io.Writer) (*idem.Engine, *idem.Policy, *atomic.Bool) {
+	t.Helper()
+	ms := memstore.New(memstore.Options{})
+	t.Cleanup(func() { _ = ms.Close() })
+	p := mustCompile(t, idem.Spec{Operation: "charge", Semantics: idem.Strict, Failures: failures,
+		InFlight: idem.InFlightSpec{Lease: 300 * time.Millisecond}})
+	down := &atomic.Bool{}
+	down.Store(true)
+	e := idem.New(partitioned{ms, down}, idem.Options{Principal: idem.Anonymous, CancelOnLeaseLost: on,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	return e, p, down
+}
+
+// postCharge sends h a charge under the key k-1.
+func postCharge(h http.Handler) *httptest.ResponseRecorder {
+	r := httptest.NewRequest("POST", "/charges", strings.NewReader(`{"amount":100}`))
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Idempotency-Key", "k-1")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
 // TestCancelOnLeaseLost: a security trial's takeover. The store cannot be
 // reached to extend a 300 ms lease while a 1 s handler (calling a PSP)
 // runs; the client's retry at 500 ms (the store reachable again) takes the
@@ -42,14 +69,7 @@ func (p partitioned) ExtendLease(ctx context.Context, key string, token idem.Tok
 func TestCancelOnLeaseLost(t *testing.T) {
 	for _, on := range []bool{false, true} {
 		t.Run(map[bool]string{false: "off", true: "on"}[on], func(t *testing.T) {
-			ms := memstore.New(memstore.Options{})
-			defer ms.Close()
-			p := mustCompile(t, idem.Spec{Operation: "charge", Semantics: idem.Strict,
-				InFlight: idem.InFlightSpec{Lease: 300 * time.Millisecond}})
-			var down atomic.Bool
-			down.Store(true)
-			e := idem.New(partitioned{ms, &down}, idem.Options{Principal: idem.Anonymous, CancelOnLeaseLost: on,
-				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			e, p, down := partitionedEngine(t, idem.FailuresRetry, on, io.Discard)
 			var charges atomic.Int32
 			var mu sync.Mutex
 			var causes []error
@@ -68,14 +88,7 @@ func TestCancelOnLeaseLost(t *testing.T) {
 				charges.Add(1)
 				w.WriteHeader(http.StatusCreated)
 			}))
-			do := func() int {
-				r := httptest.NewRequest("POST", "/charges", strings.NewReader(`{"amount":100}`))
-				r.Header.Set("Content-Type", "application/json")
-				r.Header.Set("Idempotency-Key", "k-1")
-				w := httptest.NewRecorder()
-				h.ServeHTTP(w, r)
-				return w.Code
-			}
+			do := func() int { return postCharge(h).Code }
 			var wg sync.WaitGroup
 			var first int
 			wg.Add(1)
@@ -107,14 +120,7 @@ func TestCancelOnLeaseLost(t *testing.T) {
 // store unreachable past the lease, nobody took the key over) that answers
 // 503 as LeaseLost advises: is that 503 stored and replayed to every retry?
 func TestLeaseLostUnderFailuresReplayFreesTheKey(t *testing.T) {
-	ms := memstore.New(memstore.Options{})
-	defer ms.Close()
-	p := mustCompile(t, idem.Spec{Operation: "charge", Semantics: idem.Strict, Failures: idem.FailuresReplay,
-		InFlight: idem.InFlightSpec{Lease: 300 * time.Millisecond}})
-	var down atomic.Bool
-	down.Store(true)
-	e := idem.New(partitioned{ms, &down}, idem.Options{Principal: idem.Anonymous, CancelOnLeaseLost: true,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	e, p, down := partitionedEngine(t, idem.FailuresReplay, true, io.Discard)
 	var runs atomic.Int32
 	h := e.Handler(p, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		runs.Add(1)
@@ -129,15 +135,8 @@ func TestLeaseLostUnderFailuresReplayFreesTheKey(t *testing.T) {
 		}
 		w.WriteHeader(http.StatusCreated)
 	}))
-	do := func() *httptest.ResponseRecorder {
-		r := httptest.NewRequest("POST", "/charges", strings.NewReader(`{"amount":100}`))
-		r.Header.Set("Idempotency-Key", "k-1")
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		return w
-	}
-	first := do()
-	retry := do()
+	first := postCharge(h)
+	retry := postCharge(h)
 	t.Logf("first %d %q; retry %d replayed=%q %q; runs %d", first.Code, first.Body, retry.Code, retry.Header().Get("Idempotent-Replayed"), retry.Body, runs.Load())
 	if retry.Header().Get("Idempotent-Replayed") == "true" {
 		t.Errorf("the cancelled run's 503 is replayed to the retry: the operation never ran, and the client takes a replay as final")
@@ -204,14 +203,7 @@ func TestCancelOnLeaseLostFenced(t *testing.T) {
 		w.WriteHeader(http.StatusCreated)
 		_, _ = io.WriteString(w, "charged")
 	}))
-	do := func() *httptest.ResponseRecorder {
-		r := httptest.NewRequest("POST", "/charges", strings.NewReader(`{"amount":100}`))
-		r.Header.Set("Content-Type", "application/json")
-		r.Header.Set("Idempotency-Key", "k-1")
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		return w
-	}
+	do := func() *httptest.ResponseRecorder { return postCharge(h) }
 	var wg sync.WaitGroup
 	var first *httptest.ResponseRecorder
 	wg.Add(1)

@@ -609,7 +609,7 @@ var cacheHeaders = [...]string{"Cache-Control", "Expires", "Pragma"}
 // case-insensitively.
 func AlwaysStoredHeader(name string) bool {
 	c := textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(name))
-	return slices.Contains(representationHeaders[:], c) || slices.Contains(cacheHeaders[:], c)
+	return representationHeader(c) || cacheHeader(c)
 }
 
 // NeverStoredHeader reports whether a response header is one the runtime

@@ -278,8 +278,8 @@ func (e *Engine) RefuseTooLarge(w http.ResponseWriter, r *http.Request, err erro
 	return true
 }
 
-// detailTooLarge is the detail of the CodeRequestTooLarge problem (as
-// Call.bodyFailed writes it).
+// detailTooLarge is the detail of the CodeRequestTooLarge problem, whether
+// the engine met the bound (Call.bodyFailed) or a decoder did (RefuseTooLarge).
 const detailTooLarge = "the request body is larger than this operation accepts"
 
 // writePublicProblem writes a *Problem (from Options.Principal).

@@ -20,8 +20,8 @@ func (e hintErr) RetryAfter() time.Duration { return e.d }
 
 // TestStoreRetryHint: a claim refused with a store error that offers a
 // RetryHint (also wrapped) is answered 503 with that Retry-After, in whole
-// seconds rounded up, at most 30 seconds (memstore's hour, a third-party
-// store's day, are sent as 30: what a client waits for), instead of UnavailableRetryAfter; an error without
+// seconds rounded up, at most the engine's cap (memstore's hour, a third-party
+// store's day, are sent capped: what a client waits for), instead of UnavailableRetryAfter; an error without
 // one, or with a hint that is not positive, gets UnavailableRetryAfter.
 func TestStoreRetryHint(t *testing.T) {
 	for _, tc := range []struct {

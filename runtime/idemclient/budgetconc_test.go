@@ -23,7 +23,8 @@ func TestRetryBudgetConcurrent(t *testing.T) {
 		}
 		return reply{status: 201}
 	})
-	b := NewRetryBudget(100)
+	const capacity = 100
+	b := NewRetryBudget(capacity)
 	ds := []*Doer{
 		NewDoer(srv.Client(), fastPolicy(4), WithClock(newFakeClock()), WithRetryBudget(b)),
 		NewDoer(srv.Client(), fastPolicy(4), WithClock(newFakeClock()), WithRetryBudget(b)),
@@ -49,7 +50,7 @@ func TestRetryBudgetConcurrent(t *testing.T) {
 						continue
 					}
 					resp.Body.Close()
-					if tok := b.Tokens(); tok < 0 || tok > 100 {
+					if tok := b.Tokens(); tok < 0 || tok > capacity {
 						t.Errorf("tokens %d", tok)
 					}
 				}

@@ -50,8 +50,8 @@ var ErrPrincipalFull = fmt.Errorf("memstore: principal full: this principal hold
 // second and at most an hour: a lower bound, since nothing the claim
 // waits for changes before then, but one record dropped may not be
 // enough (the claim may be refused again, with a new hint). The engine
-// (idem.RetryHint) sends it as the 429's Retry-After, capped at 30 seconds
-// (what a client waits for).
+// (idem.RetryHint) sends it as the 429's Retry-After, capped at what a
+// client waits for (the engine's cap, maxRetryHint).
 type PrincipalFullError struct{ wait time.Duration }
 
 func (e *PrincipalFullError) Error() string {

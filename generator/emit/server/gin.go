@@ -124,13 +124,10 @@ func (g *gen) ginCaptureBody() {
 // bounded by its request.max-bytes), then idem.CaptureBody for every other
 // request.
 func (g *gen) captureBodies() {
-	mw := func() *jen.Statement {
-		return jen.Func().Params(jen.Qual("net/http", "Handler")).Qual("net/http", "Handler")
-	}
 	max := jen.Lit(int(g.maxRequestBytes()))
 	g.doc(px + "CaptureBodies holds the capture middleware of the requests of each idempotent operation (in " + px + "Policies' order: idem.CaptureBodyFor, bounded by the operation's request.max-bytes), then, last, that of every other request (idem.CaptureBody, not bounded).")
-	g.f.Var().Id(px+"CaptureBodies").Op("=").Func().Params().Index().Add(mw()).Block(
-		jen.Id("m").Op(":=").Make(jen.Index().Add(mw()), jen.Lit(0), jen.Len(jen.Id(px+"Policies")).Op("+").Lit(1)),
+	g.f.Var().Id(px+"CaptureBodies").Op("=").Func().Params().Index().Add(httpMiddlewareType()).Block(
+		jen.Id("m").Op(":=").Make(jen.Index().Add(httpMiddlewareType()), jen.Lit(0), jen.Len(jen.Id(px+"Policies")).Op("+").Lit(1)),
 		jen.For(jen.List(jen.Id("_"), jen.Id("p")).Op(":=").Range().Id(px+"Policies")).Block(
 			jen.Id("m").Op("=").Append(jen.Id("m"), jen.Qual(idemPkg, "CaptureBodyFor").Call(max, jen.Func().Params(jen.Op("*").Qual("net/http", "Request")).Op("*").Qual(idemPkg, "Policy").Block(jen.Return(jen.Id("p"))))),
 		),

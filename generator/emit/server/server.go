@@ -737,15 +737,12 @@ func (g *gen) responseErrorHandler() {
 
 func (g *gen) captureBody() {
 	t := g.cfg.Type
-	mw := func() *jen.Statement {
-		return jen.Func().Params(jen.Qual("net/http", "Handler")).Qual("net/http", "Handler")
-	}
 	g.doc("CaptureBody is net/http middleware that keeps the raw bytes of a request body while oapi-codegen's strict handler decodes it, so StrictMiddleware fingerprints what the client sent, for a server mounted at the root (else use CaptureBodyWithBaseURL). Add it to the server options' Middlewares (StdHTTPServerOptions, ChiServerOptions, GorillaServerOptions) or wrap the whole router with it. Safe methods pass untouched. " + captureBoundDoc + " A request without a body gets an empty body of CaptureBody's own (it reads io.EOF, as http.NoBody, but is not http.NoBody) that bounds it for ResponseErrorHandler; a middleware inside CaptureBody that replaces that body (http.MaxBytesReader) leaves it unbounded, and its operation's error is then not recorded.")
 	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("CaptureBody").Params(jen.Id("next").Qual("net/http", "Handler")).Qual("net/http", "Handler").Block(
 		jen.Return(jen.Id(px + "CaptureBody").Call(jen.Id("next"))),
 	)
 	g.doc("CaptureBodyWithBaseURL is CaptureBody for a server mounted under baseURL (the BaseURL of the server options, e.g. \"/v1\"): the body of a request outside it is kept but not bounded.")
-	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("CaptureBodyWithBaseURL").Params(jen.Id("baseURL").String()).Add(mw()).Block(
+	g.f.Func().Params(jen.Id("x").Op("*").Id(t)).Id("CaptureBodyWithBaseURL").Params(jen.Id("baseURL").String()).Add(httpMiddlewareType()).Block(
 		jen.Return(jen.Qual(idemPkg, "CaptureBodyFor").Call(jen.Lit(int(g.maxRequestBytes())), jen.Id(px+"Captured").Call(jen.Id("baseURL")))),
 	)
 	g.doc(px + "CaptureBody is CaptureBody's middleware, made once.")
@@ -1362,4 +1359,9 @@ func checkNames(spec *ir.Spec, cfg Config, diags *diag.List) {
 			diags.Errorf(o.Pos, "go-name-collision", "the server wrapper's %s collides with the Go identifier oapi-codegen declares for %s; rename it with the option %s", name, o.What, TypeOption)
 		}
 	}
+}
+
+// httpMiddlewareType is the type func(http.Handler) http.Handler.
+func httpMiddlewareType() *jen.Statement {
+	return jen.Func().Params(jen.Qual("net/http", "Handler")).Qual("net/http", "Handler")
 }
